@@ -1,0 +1,5 @@
+from django.apps import AppConfig
+
+
+class AuditConfig(AppConfig):
+    name = "apps.audit"

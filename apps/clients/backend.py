@@ -1,0 +1,123 @@
+"""Client for backend MySQL/MariaDB nodes, with the cluster's monitor credentials.
+
+Reads wsrep status and variables, read_only and replica status; the few writes an operation needs
+(read_only, wsrep_desync). Galera-only figures are None on a node that is not a Galera node.
+"""
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from .wire import Rejected, TimedConnection, UnexpectedResult
+
+_STATUS_NAMES = ("wsrep_local_state", "wsrep_local_state_comment", "wsrep_cluster_status", "wsrep_cluster_size",
+                 "wsrep_ready", "wsrep_local_recv_queue", "wsrep_flow_control_paused", "wsrep_last_committed",
+                 "wsrep_connected")
+_VARIABLE_NAMES = ("wsrep_on", "wsrep_desync", "wsrep_sync_wait", "wsrep_reject_queries", "read_only",
+                   "pxc_maint_mode", "version")
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """What a backend says about itself. Galera fields are None when the node is not a Galera node."""
+
+    version: str
+    read_only: bool
+    wsrep_on: bool
+    local_state: int | None = None
+    local_state_comment: str | None = None
+    cluster_status: str | None = None
+    cluster_size: int | None = None
+    ready: bool | None = None
+    local_recv_queue: int | None = None
+    flow_control_paused: float | None = None
+    last_committed: int | None = None
+    desync: bool | None = None
+    sync_wait: int | None = None
+    reject_queries: str | None = None
+    pxc_maint_mode: str | None = None  # only on Percona XtraDB Cluster
+
+    @property
+    def synced_primary(self):
+        return self.local_state == 4 and self.cluster_status == "Primary" and bool(self.ready)
+
+
+def _on(value):
+    return str(value).upper() in ("ON", "1", "TRUE", "YES")
+
+
+class BackendClient:
+    """A monitor connection to one backend node. Use as a context manager, or call close()."""
+
+    def __init__(self, host, port, user, password, *, name=None, connect_timeout=None, read_timeout=None):
+        self.name = name or f"backend {host}:{port}"
+        self.wire = TimedConnection(
+            node=self.name, host=host, port=port, user=user, password=password,
+            connect_timeout=connect_timeout or settings.BACKEND_CONNECT_TIMEOUT,
+            read_timeout=read_timeout or settings.BACKEND_READ_TIMEOUT,
+        )
+
+    @classmethod
+    def for_server(cls, server, **timeouts):
+        """Client for a fleet.Server with its cluster's monitor credentials."""
+        cluster = server.cluster
+        return cls(server.hostname, server.port, cluster.monitor_user, cluster.monitor_password,
+                   name=f"backend {server.hostname}:{server.port}", **timeouts)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self.wire.close()
+
+    def _pairs(self, sql, names, action):
+        placeholders = ",".join(["%s"] * len(names))
+        result = self.wire.execute(f"{sql} WHERE Variable_name IN ({placeholders})", names, action=action)
+        return {str(k).lower(): v for k, v in result.rows}
+
+    def state(self):
+        status = self._pairs("SHOW GLOBAL STATUS", _STATUS_NAMES, "read wsrep status")
+        variables = self._pairs("SHOW GLOBAL VARIABLES", _VARIABLE_NAMES, "read variables")
+        try:
+            wsrep_on = _on(variables.get("wsrep_on", "OFF")) and "wsrep_local_state" in status
+            state = NodeState(
+                version=variables.get("version", ""),
+                read_only=_on(variables.get("read_only", "OFF")),
+                wsrep_on=wsrep_on,
+                pxc_maint_mode=variables.get("pxc_maint_mode"),
+            )
+            if not wsrep_on:
+                return state
+            return NodeState(
+                version=state.version, read_only=state.read_only, wsrep_on=True, pxc_maint_mode=state.pxc_maint_mode,
+                local_state=int(status["wsrep_local_state"]),
+                local_state_comment=status.get("wsrep_local_state_comment"),
+                cluster_status=status.get("wsrep_cluster_status"),
+                cluster_size=int(status.get("wsrep_cluster_size") or 0),
+                ready=_on(status.get("wsrep_ready", "OFF")),
+                local_recv_queue=int(status.get("wsrep_local_recv_queue") or 0),
+                flow_control_paused=float(status.get("wsrep_flow_control_paused") or 0),
+                last_committed=int(status.get("wsrep_last_committed") or 0),
+                desync=_on(variables.get("wsrep_desync", "OFF")),
+                sync_wait=int(variables.get("wsrep_sync_wait") or 0),
+                reject_queries=variables.get("wsrep_reject_queries"),
+            )
+        except (KeyError, ValueError) as exc:
+            raise UnexpectedResult(self.name, "read wsrep status", f"unreadable value: {exc}") from None
+
+    def replica_status(self):
+        """SHOW REPLICA STATUS as a dict, or None when the node is not a replica."""
+        try:
+            result = self.wire.execute("SHOW REPLICA STATUS", action="read replica status")
+        except Rejected:
+            result = self.wire.execute("SHOW SLAVE STATUS", action="read replica status")
+        rows = result.dicts()
+        return rows[0] if rows else None
+
+    def set_read_only(self, on):
+        self.wire.execute("SET GLOBAL read_only=%s", ("ON" if on else "OFF",), action="set read_only")
+
+    def set_wsrep_desync(self, on):
+        self.wire.execute("SET GLOBAL wsrep_desync=%s", ("ON" if on else "OFF",), action="set wsrep_desync")

@@ -1,0 +1,268 @@
+"""Client for a ProxySQL admin interface (port 6032). One method per statement family we use.
+
+Every value ProxySQL's admin returns is a string; this module converts to typed rows and raises
+UnexpectedResult when a column is missing or a value is not what ProxySQL would send.
+"""
+from dataclasses import dataclass, fields
+
+from django.conf import settings
+
+from .wire import ClientError, Rejected, TimedConnection, UnexpectedResult
+
+# Modules of LOAD/SAVE statements. Only these strings are ever put into such a statement.
+MODULES = ("MYSQL SERVERS", "MYSQL USERS", "MYSQL QUERY RULES", "MYSQL VARIABLES", "ADMIN VARIABLES",
+           "SCHEDULER", "PROXYSQL SERVERS")
+SERVER_STATUSES = ("ONLINE", "SHUNNED", "OFFLINE_SOFT", "OFFLINE_HARD")
+
+
+class ProxySQLError(ClientError):
+    """Base for errors raised by this client (the wire module's classes are used as they are)."""
+
+
+def _typed(cls, row, node, table):
+    """Build dataclass `cls` from a dict of strings, converting by annotation; strict on garbage."""
+    values = {}
+    for f in fields(cls):
+        if f.name not in row:
+            raise UnexpectedResult(node, f"read {table}", f"column {f.name!r} missing (got {sorted(row)})")
+        raw = row[f.name]
+        if f.type is int or f.type == _OPTIONAL_INT:
+            if raw is None and f.type == _OPTIONAL_INT:
+                values[f.name] = None
+                continue
+            try:
+                values[f.name] = int(raw)
+            except (TypeError, ValueError):
+                raise UnexpectedResult(node, f"read {table}", f"{f.name}={raw!r} is not an integer") from None
+        else:
+            values[f.name] = raw
+    return cls(**values)
+
+
+_OPTIONAL_INT = int | None
+
+
+@dataclass(frozen=True)
+class ServerRow:
+    """One row of mysql_servers / runtime_mysql_servers / disk.mysql_servers."""
+
+    hostgroup_id: int
+    hostname: str
+    port: int
+    gtid_port: int
+    status: str
+    weight: int
+    compression: int
+    max_connections: int
+    max_replication_lag: int
+    use_ssl: int
+    max_latency_ms: int
+    comment: str
+
+    @property
+    def key(self):
+        return (self.hostgroup_id, self.hostname, self.port)
+
+
+# Fields compared for drift and written by operations (everything but the key).
+SERVER_FIELDS = ("status", "weight", "max_connections", "max_replication_lag", "compression", "use_ssl",
+                 "max_latency_ms", "gtid_port", "comment")
+
+
+@dataclass(frozen=True)
+class GaleraHostgroups:
+    writer_hostgroup: int
+    backup_writer_hostgroup: int
+    reader_hostgroup: int
+    offline_hostgroup: int
+    active: int
+    max_writers: int
+    writer_is_also_reader: int
+    max_transactions_behind: int
+    comment: str | None
+
+
+@dataclass(frozen=True)
+class ReplicationHostgroups:
+    writer_hostgroup: int
+    reader_hostgroup: int
+    check_type: str
+    comment: str | None
+
+
+@dataclass(frozen=True)
+class GroupReplicationHostgroups:
+    writer_hostgroup: int
+    backup_writer_hostgroup: int
+    reader_hostgroup: int
+    offline_hostgroup: int
+    active: int
+    max_writers: int
+    writer_is_also_reader: int
+    max_transactions_behind: int
+    comment: str | None
+
+
+@dataclass(frozen=True)
+class ProxySQLPeer:
+    hostname: str
+    port: int
+    weight: int
+    comment: str
+
+
+@dataclass(frozen=True)
+class MirrorRule:
+    """The mirror-related columns of one mysql_query_rules row."""
+
+    rule_id: int
+    active: int
+    match_digest: str | None
+    match_pattern: str | None
+    destination_hostgroup: int | None
+    mirror_hostgroup: int | None
+    mirror_flagOUT: int | None
+
+
+@dataclass(frozen=True)
+class PoolRow:
+    """One row of stats_mysql_connection_pool."""
+
+    hostgroup: int
+    srv_host: str
+    srv_port: int
+    status: str
+    ConnUsed: int
+    ConnFree: int
+    ConnOK: int
+    ConnERR: int
+    MaxConnUsed: int
+    Queries: int
+    Bytes_data_sent: int
+    Bytes_data_recv: int
+    Latency_us: int
+
+
+class ProxySQLAdmin:
+    """An admin connection to one ProxySQL node. Use as a context manager, or call close()."""
+
+    def __init__(self, host, port, user, password, *, name=None, connect_timeout=None, read_timeout=None):
+        self.name = name or f"proxysql {host}:{port}"
+        self.wire = TimedConnection(
+            node=self.name, host=host, port=port, user=user, password=password,
+            connect_timeout=connect_timeout or settings.PROXYSQL_CONNECT_TIMEOUT,
+            read_timeout=read_timeout or settings.PROXYSQL_READ_TIMEOUT,
+        )
+
+    @classmethod
+    def for_node(cls, node, **timeouts):
+        """Client for a fleet.ProxySQLNode (decrypts its password only here)."""
+        return cls(node.admin_host, node.admin_port, node.admin_user, node.admin_password,
+                   name=f"ProxySQL {node.name} ({node.admin_host}:{node.admin_port})", **timeouts)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self.wire.close()
+
+    # -- generic -----------------------------------------------------------------------------
+    def ping(self):
+        self.wire.execute("SELECT 1", action="ping")
+
+    def version(self):
+        return self.wire.execute("SELECT @@version", action="read version").rows[0][0]
+
+    def run(self, sql, params=(), *, action=None):
+        """Run one admin statement (already vetted by the caller's plan). Returns the wire Result."""
+        return self.wire.execute(sql, params, action=action)
+
+    def render(self, sql, params=()):
+        """The exact text run() would send: what plans show in their preview."""
+        return self.wire.render(sql, params)
+
+    def _select(self, sql, cls, table, params=()):
+        result = self.wire.execute(sql, params, action=f"read {table}")
+        return [_typed(cls, row, self.name, table) for row in result.dicts()]
+
+    def _table_or_empty(self, sql, cls, table):
+        """Tables that older ProxySQL versions lack read as empty rather than failing the caller."""
+        try:
+            return self._select(sql, cls, table)
+        except Rejected as exc:
+            if "no such table" in exc.message:
+                return []
+            raise
+
+    # -- mysql_servers and friends ----------------------------------------------------------
+    def servers(self, layer="runtime"):
+        table = {"runtime": "runtime_mysql_servers", "memory": "mysql_servers", "disk": "disk.mysql_servers"}[layer]
+        return self._select(f"SELECT * FROM {table} ORDER BY hostgroup_id, hostname, port", ServerRow, table)
+
+    def galera_hostgroups(self, runtime=True):
+        table = "runtime_mysql_galera_hostgroups" if runtime else "mysql_galera_hostgroups"
+        return self._table_or_empty(f"SELECT * FROM {table}", GaleraHostgroups, table)
+
+    def replication_hostgroups(self, runtime=True):
+        table = "runtime_mysql_replication_hostgroups" if runtime else "mysql_replication_hostgroups"
+        return self._table_or_empty(f"SELECT * FROM {table}", ReplicationHostgroups, table)
+
+    def group_replication_hostgroups(self, runtime=True):
+        table = "runtime_mysql_group_replication_hostgroups" if runtime else "mysql_group_replication_hostgroups"
+        return self._table_or_empty(f"SELECT * FROM {table}", GroupReplicationHostgroups, table)
+
+    def proxysql_servers(self):
+        return self._select("SELECT hostname, port, weight, comment FROM runtime_proxysql_servers",
+                            ProxySQLPeer, "runtime_proxysql_servers")
+
+    def mirror_rules(self):
+        return self._select(
+            "SELECT rule_id, active, match_digest, match_pattern, destination_hostgroup, mirror_hostgroup,"
+            " mirror_flagOUT FROM runtime_mysql_query_rules"
+            " WHERE mirror_hostgroup IS NOT NULL OR mirror_flagOUT IS NOT NULL ORDER BY rule_id",
+            MirrorRule, "runtime_mysql_query_rules")
+
+    def global_variables(self, names, runtime=True):
+        table = "runtime_global_variables" if runtime else "global_variables"
+        placeholders = ",".join(["%s"] * len(names))
+        result = self.wire.execute(
+            f"SELECT variable_name, variable_value FROM {table} WHERE variable_name IN ({placeholders})",
+            tuple(names), action=f"read {table}")
+        return {name: value for name, value in result.rows}
+
+    # -- stats -------------------------------------------------------------------------------
+    def connection_pool(self):
+        return self._select("SELECT * FROM stats_mysql_connection_pool", PoolRow, "stats_mysql_connection_pool")
+
+    def stats_global(self):
+        result = self.wire.execute("SELECT Variable_Name, Variable_Value FROM stats_mysql_global",
+                                   action="read stats_mysql_global")
+        return {name: value for name, value in result.rows}
+
+    def conn_used(self, hostgroup, hostname, port):
+        """The drain probe: ConnUsed of one server in one hostgroup (0 when the row is gone)."""
+        result = self.wire.execute(
+            "SELECT IFNULL(SUM(ConnUsed),0) FROM stats_mysql_connection_pool"
+            " WHERE hostgroup=%s AND srv_host=%s AND srv_port=%s",
+            (int(hostgroup), hostname, int(port)), action="read ConnUsed")
+        try:
+            return int(result.rows[0][0])
+        except (IndexError, TypeError, ValueError):
+            raise UnexpectedResult(self.name, "read ConnUsed", f"unexpected answer {result.rows!r}") from None
+
+    # -- writes ------------------------------------------------------------------------------
+    def load_to_runtime(self, module):
+        self._check_module(module)
+        self.wire.execute(f"LOAD {module} TO RUNTIME", action=f"load {module.lower()} to runtime")
+
+    def save_to_disk(self, module):
+        self._check_module(module)
+        self.wire.execute(f"SAVE {module} TO DISK", action=f"save {module.lower()} to disk")
+
+    @staticmethod
+    def _check_module(module):
+        if module not in MODULES:
+            raise ValueError(f"unknown ProxySQL module {module!r}")

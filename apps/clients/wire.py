@@ -1,0 +1,196 @@
+"""A mysqlclient connection whose connect and every query are bounded by sub-second deadlines.
+
+mysqlclient only takes whole seconds for its timeouts, so they serve as a backstop only: the connect
+runs on a short-lived thread we stop waiting for at the deadline, and a query is sent, then its
+answer is awaited with select() on the socket. A timed-out connection is closed (its stream is out of
+step), and the next call reconnects.
+"""
+import math
+import select
+import socket
+import threading
+from dataclasses import dataclass
+
+import MySQLdb
+
+# mysqlclient error codes that mean "we could not talk to it" rather than "it refused the statement".
+_UNREACHABLE_CODES = {2002, 2003, 2005, 2006, 2013, 2055}
+_AUTH_CODES = {1044, 1045, 1698}
+
+
+class ClientError(Exception):
+    """A failed call to a ProxySQL node or a backend: which node, what we tried, what happened.
+
+    `retryable` is True when the same call may succeed later (timeout, unreachable), False when it
+    will fail again until something is changed (wrong password, statement rejected, unexpected schema).
+    """
+
+    kind = "error"
+
+    def __init__(self, node, action, message, *, retryable=False, code=None):
+        self.node = node
+        self.action = action
+        self.message = message
+        self.retryable = retryable
+        self.code = code
+        super().__init__(f"{node}: {action}: {message}")
+
+
+class Unreachable(ClientError):
+    kind = "unreachable"
+
+
+class Timeout(ClientError):
+    kind = "timeout"
+
+
+class AuthFailed(ClientError):
+    kind = "auth"
+
+
+class Rejected(ClientError):
+    """The server answered with an error for this statement (syntax, constraint, unknown table...)."""
+
+    kind = "rejected"
+
+
+class UnexpectedResult(ClientError):
+    """The server answered, but not with the columns or values we know how to read."""
+
+    kind = "unexpected"
+
+
+@dataclass(frozen=True)
+class Result:
+    columns: list
+    rows: list  # list of tuples of str/None (or bytes where the server sends binary)
+    affected: int
+
+    def dicts(self):
+        return [dict(zip(self.columns, row)) for row in self.rows]
+
+
+class TimedConnection:
+    """One open connection to one server, reconnecting on demand, every call bounded."""
+
+    def __init__(self, *, node, host, port, user, password, connect_timeout, read_timeout, database=None):
+        self.node = node
+        self.host = host
+        self.port = int(port)
+        self.user = user
+        self.password = password
+        self.database = database
+        self.connect_timeout = float(connect_timeout)
+        self.read_timeout = float(read_timeout)
+        self._conn = None
+
+    # -- connection -------------------------------------------------------------------------
+    def connect(self):
+        if self._conn is not None:
+            return self._conn
+        self._probe_tcp()
+        outcome = {}
+
+        def attempt():
+            try:
+                kwargs = dict(
+                    host=self.host, port=self.port, user=self.user, passwd=self.password or "",
+                    connect_timeout=max(1, math.ceil(self.connect_timeout)),
+                    read_timeout=max(1, math.ceil(self.read_timeout)),
+                    write_timeout=max(1, math.ceil(self.read_timeout)),
+                    charset="utf8mb4", autocommit=True,
+                )
+                if self.database:
+                    kwargs["db"] = self.database
+                outcome["conn"] = MySQLdb.connect(**kwargs)
+            except BaseException as exc:  # handed to the caller's thread below
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=attempt, name=f"connect {self.node}", daemon=True)
+        worker.start()
+        worker.join(self.connect_timeout)
+        if worker.is_alive():
+            # The thread ends by itself within mysqlclient's whole-second backstop; close what it made.
+            threading.Thread(target=self._close_late, args=(worker, outcome), daemon=True).start()
+            raise Timeout(self.node, "connect", f"no handshake within {self.connect_timeout:g}s", retryable=True)
+        if "error" in outcome:
+            raise self._translate(outcome["error"], "connect")
+        self._conn = outcome["conn"]
+        return self._conn
+
+    def _probe_tcp(self):
+        """Fail fast (refused, no route, filtered) before the handshake, within the connect timeout."""
+        try:
+            with socket.create_connection((self.host, self.port), timeout=self.connect_timeout):
+                pass
+        except socket.timeout:
+            raise Timeout(self.node, "connect", f"TCP connect timed out after {self.connect_timeout:g}s",
+                          retryable=True) from None
+        except OSError as exc:
+            raise Unreachable(self.node, "connect", f"TCP connect failed: {exc.strerror or exc}",
+                              retryable=True) from None
+
+    @staticmethod
+    def _close_late(worker, outcome):
+        worker.join()
+        conn = outcome.get("conn")
+        if conn is not None:
+            try:
+                conn.close()
+            except MySQLdb.Error:
+                pass
+
+    def close(self):
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except MySQLdb.Error:
+                pass
+            self._conn = None
+
+    # -- statements --------------------------------------------------------------------------
+    def literal(self, value):
+        """The driver's escaping of one value, as the connected server wants it (e.g. SQLite-style
+        quote doubling on ProxySQL's admin, which announces NO_BACKSLASH_ESCAPES)."""
+        conn = self.connect()
+        out = conn.literal(value)
+        return out.decode("utf-8") if isinstance(out, bytes) else out
+
+    def render(self, sql, params=()):
+        """SQL with %s placeholders filled in by the driver's escaping; never by string formatting."""
+        if not params:
+            return sql
+        return sql % tuple(self.literal(p) for p in params)
+
+    def execute(self, sql, params=(), *, action=None, timeout=None):
+        action = action or sql.split(None, 1)[0].upper()
+        statement = self.render(sql, params)
+        conn = self.connect()
+        deadline = self.read_timeout if timeout is None else float(timeout)
+        try:
+            conn.send_query(statement.encode("utf-8"))
+            ready, _, _ = select.select([conn.fileno()], [], [], deadline)
+            if not ready:
+                self.close()
+                raise Timeout(self.node, action, f"no answer within {deadline:g}s", retryable=True)
+            conn.read_query_result()
+            result = conn.store_result()
+            if result is None:
+                return Result(columns=[], rows=[], affected=conn.affected_rows())
+            columns = [d[0] for d in result.describe()]
+            rows = list(result.fetch_row(maxrows=0))
+            return Result(columns=columns, rows=rows, affected=len(rows))
+        except MySQLdb.Error as exc:
+            error = self._translate(exc, action)
+            if isinstance(error, (Unreachable, Timeout)):
+                self.close()
+            raise error from None
+
+    def _translate(self, exc, action):
+        code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+        message = str(exc.args[1]) if len(exc.args) > 1 else str(exc)
+        if code in _UNREACHABLE_CODES:
+            return Unreachable(self.node, action, message, retryable=True, code=code)
+        if code in _AUTH_CODES and action == "connect":
+            return AuthFailed(self.node, action, message, code=code)
+        return Rejected(self.node, action, message, code=code)

@@ -1,0 +1,303 @@
+"""Adopt a live ProxySQL node into the inventory: read it, show what will change, then apply all of it
+or nothing. A second node of an existing cluster goes through the same path.
+
+read_snapshot()  network: everything adopt needs from one ProxySQL admin endpoint
+plan_adoption()  pure: snapshot + operator's choices -> AdoptionPlan (what will be created/updated)
+apply_adoption() database only, one transaction, audited
+"""
+import hashlib
+import json
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from apps.audit.services import record
+from apps.clients.proxysql import SERVER_FIELDS, ProxySQLAdmin
+
+from .choices import ClusterKind, ServerStatus
+from .models import Cluster, HostgroupMembership, MirrorRule, ProxySQLNode, Server
+
+
+class AdoptionError(Exception):
+    """The plan cannot be applied as it stands; the message says why, in the operator's terms."""
+
+
+@dataclass
+class Snapshot:
+    """What one ProxySQL node says about itself, as plain data (it is kept in the session between
+    preview and confirm, and its fingerprint tells whether the node changed in between)."""
+
+    version: str
+    runtime_servers: list
+    memory_servers: list
+    galera_hostgroups: list
+    replication_hostgroups: list
+    group_replication_hostgroups: list
+    peers: list
+    mirror_rules: list
+
+    def fingerprint(self):
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
+
+
+def read_snapshot(admin: ProxySQLAdmin) -> Snapshot:
+    return Snapshot(
+        version=admin.version(),
+        runtime_servers=[asdict(r) for r in admin.servers("runtime")],
+        memory_servers=[asdict(r) for r in admin.servers("memory")],
+        galera_hostgroups=[asdict(r) for r in admin.galera_hostgroups()],
+        replication_hostgroups=[asdict(r) for r in admin.replication_hostgroups()],
+        group_replication_hostgroups=[asdict(r) for r in admin.group_replication_hostgroups()],
+        peers=[asdict(r) for r in admin.proxysql_servers()],
+        mirror_rules=[asdict(r) for r in admin.mirror_rules()],
+    )
+
+
+def native_managers(snapshot):
+    """ProxySQL's own hostgroup managers configured on this node, with the kind of each."""
+    out = []
+    for kind, rows in (("galera", snapshot.galera_hostgroups), ("replication", snapshot.replication_hostgroups),
+                       ("group_replication", snapshot.group_replication_hostgroups)):
+        for row in rows:
+            out.append({"kind": kind, "active": bool(row.get("active", 1)), **row})
+    return out
+
+
+def infer_roles(snapshot):
+    """Guess writer/reader/backup/offline hostgroups and the cluster kind from a snapshot.
+
+    ProxySQL's native hostgroup tables name the roles when present (active or not). Otherwise the
+    hostgroups that share servers form one cluster: the one with the fewest servers is the writer,
+    the one with the most the reader, a third one the backup writer. The operator can override.
+    """
+    if snapshot.galera_hostgroups:
+        g = snapshot.galera_hostgroups[0]
+        return {"kind": ClusterKind.GALERA, "writer": g["writer_hostgroup"], "reader": g["reader_hostgroup"],
+                "backup_writer": g["backup_writer_hostgroup"], "offline": g["offline_hostgroup"]}
+    if snapshot.group_replication_hostgroups:
+        g = snapshot.group_replication_hostgroups[0]
+        return {"kind": ClusterKind.GROUP_REPLICATION, "writer": g["writer_hostgroup"],
+                "reader": g["reader_hostgroup"], "backup_writer": g["backup_writer_hostgroup"],
+                "offline": g["offline_hostgroup"]}
+    if snapshot.replication_hostgroups:
+        g = snapshot.replication_hostgroups[0]
+        return {"kind": ClusterKind.ASYNC, "writer": g["writer_hostgroup"], "reader": g["reader_hostgroup"],
+                "backup_writer": None, "offline": None}
+    members = defaultdict(set)
+    for row in snapshot.runtime_servers:
+        members[row["hostgroup_id"]].add((row["hostname"], row["port"]))
+    if not members:
+        return None
+    component = _largest_component(members)
+    by_size = sorted(component, key=lambda hg: (len(members[hg]), hg))
+    writer = by_size[0]
+    rest = [hg for hg in by_size[1:]]
+    reader = max(rest, key=lambda hg: (len(members[hg]), -hg)) if rest else None
+    others = [hg for hg in rest if hg != reader]
+    return {"kind": ClusterKind.GALERA, "writer": writer, "reader": reader,
+            "backup_writer": others[0] if others else None, "offline": others[1] if len(others) > 1 else None}
+
+
+def _largest_component(members):
+    """Hostgroups linked by sharing at least one server; the component with the most servers."""
+    hostgroups = sorted(members)
+    parent = {hg: hg for hg in hostgroups}
+
+    def find(hg):
+        while parent[hg] != hg:
+            parent[hg] = parent[parent[hg]]
+            hg = parent[hg]
+        return hg
+
+    for i, a in enumerate(hostgroups):
+        for b in hostgroups[i + 1:]:
+            if members[a] & members[b]:
+                parent[find(a)] = find(b)
+    components = defaultdict(list)
+    for hg in hostgroups:
+        components[find(hg)].append(hg)
+    return max(components.values(), key=lambda c: (len(set().union(*(members[hg] for hg in c))), -min(c)))
+
+
+@dataclass
+class RowChange:
+    hostgroup_id: int
+    hostname: str
+    port: int
+    action: str  # create / update / unchanged / keep (differs, inventory kept: shown as drift)
+    values: dict
+    differences: dict = field(default_factory=dict)  # field -> [inventory, node]
+
+
+@dataclass
+class AdoptionPlan:
+    cluster_name: str
+    cluster_exists: bool
+    kind: str
+    roles: dict  # writer/reader/backup_writer/offline -> hostgroup id or None
+    node_name: str
+    admin_host: str
+    admin_port: int
+    node_exists: bool
+    version: str
+    servers_new: list  # ["host:port", ...]
+    rows: list  # RowChange
+    ignored_rows: list  # runtime rows in hostgroups outside this cluster
+    peers: list
+    mirror_rules: list
+    native: list
+    warnings: list
+    errors: list
+    fingerprint: str
+
+    @property
+    def ok(self):
+        return not self.errors
+
+    def counts(self):
+        counts = defaultdict(int)
+        for row in self.rows:
+            counts[row.action] += 1
+        return dict(counts)
+
+
+def plan_adoption(snapshot, *, cluster_name, node_name, admin_host, admin_port, kind=None, roles=None,
+                  overwrite=False):
+    """Decide what adopting this snapshot would change. Reads the database, writes nothing."""
+    cluster = Cluster.objects.filter(name=cluster_name).first()
+    warnings, errors = [], []
+    if cluster:
+        chosen = {"writer": cluster.writer_hostgroup, "reader": cluster.reader_hostgroup,
+                  "backup_writer": cluster.backup_writer_hostgroup, "offline": cluster.offline_hostgroup}
+        kind = cluster.kind
+    else:
+        inferred = infer_roles(snapshot) or {}
+        chosen = {r: (roles or {}).get(r) if (roles or {}).get(r) is not None else inferred.get(r)
+                  for r in ("writer", "reader", "backup_writer", "offline")}
+        kind = kind or inferred.get("kind") or ClusterKind.GALERA
+        if chosen["writer"] is None or chosen["reader"] is None:
+            errors.append("No writer and reader hostgroups could be found on this node: enter them in the form.")
+    ids = [hg for hg in chosen.values() if hg is not None]
+    if len(ids) != len(set(ids)):
+        errors.append(f"Each role needs its own hostgroup; got {chosen}.")
+    mine = set(ids)
+
+    node = ProxySQLNode.objects.filter(admin_host=admin_host, admin_port=admin_port).select_related("cluster").first()
+    if node and node.cluster.name != cluster_name:
+        errors.append(f"{admin_host}:{admin_port} is already adopted as {node.name} in cluster {node.cluster.name}.")
+    if not node and cluster and cluster.proxysql_nodes.filter(name=node_name).exists():
+        errors.append(f"Cluster {cluster_name} already has a ProxySQL node named {node_name!r}.")
+
+    # The runtime is what the proxy does: adopt it. Unloaded edits in memory are worth a warning.
+    runtime = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in snapshot.runtime_servers}
+    memory = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in snapshot.memory_servers}
+    if {k: _fields(v) for k, v in runtime.items()} != {k: _fields(v) for k, v in memory.items()}:
+        warnings.append("This node's mysql_servers (memory) differs from its runtime: someone edited it without "
+                        "LOAD MYSQL SERVERS TO RUNTIME. The runtime is adopted.")
+
+    existing = {}
+    if cluster:
+        for m in HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server"):
+            existing[m.key] = m
+    known_servers = {(s.hostname, s.port): s for s in Server.objects.filter(
+        hostname__in={k[1] for k in runtime}).select_related("cluster")}
+
+    rows, ignored, servers_new = [], [], []
+    for key, row in sorted(runtime.items()):
+        if key[0] not in mine:
+            ignored.append(row)
+            continue
+        endpoint = (key[1], key[2])
+        owner = known_servers.get(endpoint)
+        if owner and owner.cluster.name != cluster_name:
+            errors.append(f"Backend {key[1]}:{key[2]} already belongs to cluster {owner.cluster.name}.")
+        elif not owner and f"{key[1]}:{key[2]}" not in servers_new:
+            servers_new.append(f"{key[1]}:{key[2]}")
+        values = _fields(row)
+        if values["status"] == ServerStatus.SHUNNED:
+            values["status"] = ServerStatus.ONLINE  # ProxySQL's verdict, not an intent
+            warnings.append(f"{key[1]}:{key[2]} is SHUNNED by ProxySQL in hostgroup {key[0]}; adopted as ONLINE.")
+        current = existing.get(key)
+        if current is None:
+            rows.append(RowChange(*key, action="create", values=values))
+            continue
+        diff = {f: [getattr(current, f), values[f]] for f in SERVER_FIELDS if getattr(current, f) != values[f]}
+        action = "unchanged" if not diff else ("update" if overwrite else "keep")
+        rows.append(RowChange(*key, action=action, values=values, differences=diff))
+    if cluster:
+        seen = {(r.hostgroup_id, r.hostname, r.port) for r in rows}
+        for key in existing.keys() - seen:
+            warnings.append(f"hg {key[0]} {key[1]}:{key[2]} is in the inventory but not on this node "
+                            "(it will show as drift).")
+    if not rows and not errors:
+        errors.append(f"This node has no servers in hostgroups {sorted(mine)}.")
+
+    native = native_managers(snapshot)
+    for n in native:
+        if n["active"] and mine & {n.get("writer_hostgroup"), n.get("reader_hostgroup")}:
+            warnings.append(f"ProxySQL's native {n['kind']} hostgroups are ACTIVE for writer {n['writer_hostgroup']} / "
+                            f"reader {n['reader_hostgroup']}: ProxySQL moves these servers itself, so this product "
+                            "will not apply its own rules there.")
+
+    return AdoptionPlan(
+        cluster_name=cluster_name, cluster_exists=bool(cluster), kind=kind, roles=chosen, node_name=node_name,
+        admin_host=admin_host, admin_port=admin_port, node_exists=bool(node), version=snapshot.version,
+        servers_new=servers_new, rows=rows, ignored_rows=ignored, peers=snapshot.peers,
+        mirror_rules=snapshot.mirror_rules, native=native, warnings=warnings, errors=errors,
+        fingerprint=snapshot.fingerprint(),
+    )
+
+
+def _fields(row):
+    return {f: row[f] for f in SERVER_FIELDS}
+
+
+def apply_adoption(plan, *, admin_user, admin_password, request=None):
+    """Write the plan to the inventory in one transaction, with its audit event. All or nothing."""
+    if not plan.ok:
+        raise AdoptionError("; ".join(plan.errors))
+    try:
+        with transaction.atomic():
+            cluster, created = Cluster.objects.get_or_create(
+                name=plan.cluster_name,
+                defaults={"kind": plan.kind, "writer_hostgroup": plan.roles["writer"],
+                          "reader_hostgroup": plan.roles["reader"],
+                          "backup_writer_hostgroup": plan.roles["backup_writer"],
+                          "offline_hostgroup": plan.roles["offline"]},
+            )
+            cluster.native_hostgroups = plan.native
+            cluster.save(update_fields=["native_hostgroups", "updated_at"])
+            node, _ = ProxySQLNode.objects.update_or_create(
+                admin_host=plan.admin_host, admin_port=plan.admin_port,
+                defaults={"cluster": cluster, "name": plan.node_name, "admin_user": admin_user,
+                          "admin_password": admin_password, "version": plan.version, "peers": plan.peers,
+                          "adopted_at": timezone.now()},
+            )
+            for row in plan.rows:
+                server, _ = Server.objects.get_or_create(hostname=row.hostname, port=row.port,
+                                                         defaults={"cluster": cluster})
+                if server.cluster_id != cluster.pk:
+                    raise AdoptionError(f"Backend {server} belongs to another cluster.")
+                if row.action == "create":
+                    HostgroupMembership.objects.create(server=server, hostgroup_id=row.hostgroup_id, **row.values)
+                elif row.action == "update":
+                    HostgroupMembership.objects.filter(server=server, hostgroup_id=row.hostgroup_id).update(**row.values)
+            node.mirror_rules.all().delete()
+            MirrorRule.objects.bulk_create([
+                MirrorRule(proxysql_node=node, rule_id=r["rule_id"], active=bool(r["active"]),
+                           match_digest=r["match_digest"] or "", match_pattern=r["match_pattern"] or "",
+                           destination_hostgroup=r["destination_hostgroup"], mirror_hostgroup=r["mirror_hostgroup"],
+                           mirror_flag_out=r["mirror_flagOUT"])
+                for r in plan.mirror_rules
+            ])
+            record("adopt proxysql node", request=request, cluster=cluster, target=str(node),
+                   details={"cluster_created": created, "node_existed": plan.node_exists, "version": plan.version,
+                            "servers_created": plan.servers_new, "rows": plan.counts(),
+                            "changes": [asdict(r) for r in plan.rows if r.action in ("create", "update")],
+                            "kept_differences": [asdict(r) for r in plan.rows if r.action == "keep"],
+                            "warnings": plan.warnings, "snapshot_fingerprint": plan.fingerprint})
+    except IntegrityError as exc:
+        raise AdoptionError(f"The inventory changed while adopting ({exc}); preview again.") from None
+    return cluster, node

@@ -1,0 +1,126 @@
+"""Drift: the inventory's intended mysql_servers against each ProxySQL node's runtime, field by field,
+and the nodes of one cluster against each other.
+
+compare() is pure (tests feed it rows); cluster_drift() reads every node's runtime concurrently, each
+read bounded by the client's timeouts, so one unreachable node costs at most one timeout.
+"""
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from apps.clients.proxysql import SERVER_FIELDS, ProxySQLAdmin
+from apps.clients.wire import ClientError
+
+from .choices import ServerStatus
+
+
+@dataclass
+class FieldDrift:
+    hostgroup_id: int
+    hostname: str
+    port: int
+    field: str  # a mysql_servers column, or "row" when the whole row is missing/unexpected
+    intended: object
+    runtime: object
+    note: str = ""
+
+
+@dataclass
+class NodeDrift:
+    node_id: int
+    node_name: str
+    error: str = ""  # set when the node could not be read
+    error_kind: str = ""
+    differences: list = field(default_factory=list)
+    runtime_rows: list = field(default_factory=list)
+
+    @property
+    def in_sync(self):
+        return not self.error and not self.differences
+
+
+@dataclass
+class ClusterDrift:
+    nodes: list
+    between_nodes: list  # [{"key": (hg, host, port), "field": f, "values": {node_name: value}}]
+
+    @property
+    def in_sync(self):
+        return all(n.in_sync for n in self.nodes) and not self.between_nodes
+
+
+def intended_rows(cluster):
+    """{(hg, host, port): {field: value}} from the inventory."""
+    from .models import HostgroupMembership
+
+    rows = {}
+    for m in HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server"):
+        rows[m.key] = {f: getattr(m, f) for f in SERVER_FIELDS}
+    return rows
+
+
+def compare(intended, runtime_rows, hostgroups):
+    """Per-row, per-field differences. `runtime_rows` are ServerRow-like dicts; only rows in
+    `hostgroups` (the cluster's) are considered, so other clusters on the same ProxySQL are ignored."""
+    runtime = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in runtime_rows if r["hostgroup_id"] in hostgroups}
+    out = []
+    for key in sorted(intended.keys() | runtime.keys()):
+        want, have = intended.get(key), runtime.get(key)
+        if have is None:
+            out.append(FieldDrift(*key, "row", "present", "missing", "in the inventory, not in this node's runtime"))
+            continue
+        if want is None:
+            out.append(FieldDrift(*key, "row", "absent", "present", "in this node's runtime, not in the inventory"))
+            continue
+        for f in SERVER_FIELDS:
+            if want[f] != have[f]:
+                note = "set by ProxySQL after errors, not by a config change" if (
+                    f == "status" and have[f] == ServerStatus.SHUNNED) else ""
+                out.append(FieldDrift(*key, f, want[f], have[f], note))
+    return out
+
+
+def between_nodes(node_rows, hostgroups):
+    """Rows where the runtimes of the cluster's nodes disagree. node_rows: {node_name: [row dicts]}."""
+    if len(node_rows) < 2:
+        return []
+    per_node = {name: {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in rows if r["hostgroup_id"] in hostgroups}
+                for name, rows in node_rows.items()}
+    keys = set().union(*(rows.keys() for rows in per_node.values()))
+    out = []
+    for key in sorted(keys):
+        present = {name: (key in rows) for name, rows in per_node.items()}
+        if not all(present.values()):
+            out.append({"key": key, "field": "row",
+                        "values": {name: ("present" if p else "missing") for name, p in present.items()}})
+            continue
+        for f in SERVER_FIELDS:
+            values = {name: rows[key][f] for name, rows in per_node.items()}
+            if len(set(values.values())) > 1:
+                out.append({"key": key, "field": f, "values": values})
+    return out
+
+
+def read_runtime(node):
+    with ProxySQLAdmin.for_node(node) as admin:
+        return [r.__dict__ for r in admin.servers("runtime")]
+
+
+def cluster_drift(cluster):
+    nodes = list(cluster.proxysql_nodes.all())
+    hostgroups = set(cluster.hostgroup_roles())
+    intended = intended_rows(cluster)
+    hostgroups |= {k[0] for k in intended}
+
+    def one(node):
+        try:
+            rows = read_runtime(node)
+        except ClientError as exc:
+            return NodeDrift(node.pk, node.name, error=str(exc), error_kind=exc.kind)
+        return NodeDrift(node.pk, node.name, differences=compare(intended, rows, hostgroups), runtime_rows=rows)
+
+    if not nodes:
+        return ClusterDrift(nodes=[], between_nodes=[])
+    with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
+        results = list(pool.map(one, nodes))
+    readable = {r.node_name: r.runtime_rows for r in results if not r.error}
+    return ClusterDrift(nodes=results, between_nodes=between_nodes(readable, hostgroups))

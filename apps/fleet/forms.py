@@ -1,0 +1,55 @@
+from django import forms
+
+from .choices import ClusterKind
+from .models import HOSTGROUP_MAX, Cluster
+from .validators import validate_hostname, validate_no_nul
+
+_hostgroup = dict(required=False, min_value=0, max_value=HOSTGROUP_MAX)
+
+
+class AdoptForm(forms.Form):
+    """Where the ProxySQL admin endpoint is, and where in the inventory it goes."""
+
+    admin_host = forms.CharField(label="Admin host", max_length=255, validators=[validate_hostname])
+    admin_port = forms.IntegerField(label="Admin port", initial=6032, min_value=1, max_value=65535)
+    admin_user = forms.CharField(label="Admin user", max_length=80, validators=[validate_no_nul])
+    # Never rendered back: the browser must send it again after a failed submit.
+    admin_password = forms.CharField(label="Admin password", max_length=200, required=False,
+                                     widget=forms.PasswordInput(render_value=False), validators=[validate_no_nul])
+    node_name = forms.CharField(label="Name of this ProxySQL node", max_length=200, validators=[validate_no_nul])
+    cluster = forms.ModelChoiceField(label="Existing cluster", queryset=Cluster.objects.all(), required=False,
+                                     empty_label="(a new cluster)")
+    new_cluster_name = forms.CharField(label="New cluster name", max_length=200, required=False,
+                                       validators=[validate_no_nul])
+    kind = forms.ChoiceField(label="Cluster kind", choices=[("", "(detect)")] + ClusterKind.choices, required=False)
+    writer_hostgroup = forms.IntegerField(label="Writer hostgroup", **_hostgroup)
+    reader_hostgroup = forms.IntegerField(label="Reader hostgroup", **_hostgroup)
+    backup_writer_hostgroup = forms.IntegerField(label="Backup writer hostgroup", **_hostgroup)
+    offline_hostgroup = forms.IntegerField(label="Offline hostgroup", **_hostgroup)
+    overwrite = forms.BooleanField(
+        label="Overwrite intended values that differ", required=False,
+        help_text="For an existing cluster: take this node's values where they differ from the inventory. "
+                  "Unchecked, the inventory is kept and the differences show as drift.")
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("cluster") and not data.get("new_cluster_name"):
+            self.add_error("new_cluster_name", "Choose an existing cluster or name a new one.")
+        if data.get("cluster") and data.get("new_cluster_name"):
+            self.add_error("new_cluster_name", "Either an existing cluster or a new name, not both.")
+        ids = [data.get(f) for f in ("writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup",
+                                     "offline_hostgroup") if data.get(f) is not None]
+        if len(ids) != len(set(ids)):
+            raise forms.ValidationError("Each hostgroup role needs a different hostgroup id.")
+        return data
+
+    @property
+    def cluster_name(self):
+        data = self.cleaned_data
+        return data["cluster"].name if data.get("cluster") else data["new_cluster_name"]
+
+    @property
+    def roles(self):
+        data = self.cleaned_data
+        return {"writer": data.get("writer_hostgroup"), "reader": data.get("reader_hostgroup"),
+                "backup_writer": data.get("backup_writer_hostgroup"), "offline": data.get("offline_hostgroup")}

@@ -1,0 +1,177 @@
+"""The inventory: what we intend the fleet to be. Runtime truth lives on the ProxySQL nodes; drift.py
+compares the two."""
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.urls import reverse
+
+from .choices import ClusterKind, HostgroupRole, ServerStatus, WriterIsAlsoReader
+from .secrets import EncryptedTextField
+from .validators import validate_hostname, validate_no_nul
+
+HOSTGROUP_MAX = 2_147_483_647
+hostgroup_validators = [MinValueValidator(0), MaxValueValidator(HOSTGROUP_MAX)]
+port_validators = [MinValueValidator(1), MaxValueValidator(65535)]
+
+
+class Cluster(models.Model):
+    name = models.CharField(max_length=200, unique=True, validators=[validate_no_nul])
+    kind = models.CharField(max_length=20, choices=ClusterKind.choices, default=ClusterKind.GALERA)
+    description = models.TextField(blank=True, validators=[validate_no_nul])
+
+    writer_hostgroup = models.PositiveIntegerField(validators=hostgroup_validators)
+    reader_hostgroup = models.PositiveIntegerField(validators=hostgroup_validators)
+    backup_writer_hostgroup = models.PositiveIntegerField(null=True, blank=True, validators=hostgroup_validators)
+    offline_hostgroup = models.PositiveIntegerField(null=True, blank=True, validators=hostgroup_validators)
+
+    monitor_user = models.CharField(max_length=80, blank=True, validators=[validate_no_nul])
+    monitor_password = EncryptedTextField(blank=True)
+
+    # Policy the rules and operations read (see DOMAIN.md).
+    max_replication_lag = models.PositiveIntegerField(
+        default=100, help_text="Galera: highest wsrep_local_recv_queue for a desynced node to stay a reader; "
+                               "async: highest replica lag in seconds.")
+    min_available_readers = models.PositiveIntegerField(default=1)
+    writer_is_also_reader = models.PositiveSmallIntegerField(choices=WriterIsAlsoReader.choices,
+                                                             default=WriterIsAlsoReader.YES)
+    drain_timeout_ms = models.PositiveIntegerField(default=5000, validators=[MinValueValidator(50)])
+    poll_interval_s = models.FloatField(default=2.0, validators=[MinValueValidator(1.0), MaxValueValidator(3600)])
+    read_pool_rules_enabled = models.BooleanField(default=False)
+    rules_dry_run = models.BooleanField(default=True)
+    auto_failover_enabled = models.BooleanField(default=False)
+
+    # What ProxySQL's own galera/replication/group-replication hostgroups say, as last read at adopt.
+    native_hostgroups = models.JSONField(default=list, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    def get_absolute_url(self):
+        return reverse("fleet:cluster", args=[self.pk])
+
+    def clean(self):
+        ids = [("writer", self.writer_hostgroup), ("reader", self.reader_hostgroup),
+               ("backup writer", self.backup_writer_hostgroup), ("offline", self.offline_hostgroup)]
+        seen = {}
+        for role, hg in ids:
+            if hg is None:
+                continue
+            if hg in seen:
+                raise ValidationError(f"The {role} hostgroup ({hg}) is the same as the {seen[hg]} hostgroup.")
+            seen[hg] = role
+
+    def hostgroup_roles(self):
+        """{hostgroup_id: role} for this cluster's hostgroups."""
+        roles = {self.writer_hostgroup: HostgroupRole.WRITER, self.reader_hostgroup: HostgroupRole.READER}
+        if self.backup_writer_hostgroup is not None:
+            roles[self.backup_writer_hostgroup] = HostgroupRole.BACKUP_WRITER
+        if self.offline_hostgroup is not None:
+            roles[self.offline_hostgroup] = HostgroupRole.OFFLINE
+        return roles
+
+    def active_native_hostgroups(self):
+        """Native ProxySQL hostgroup managers that are active on these hostgroups (we must not fight them)."""
+        mine = set(self.hostgroup_roles())
+        return [n for n in self.native_hostgroups
+                if n.get("active") and mine & {n.get(k) for k in ("writer_hostgroup", "reader_hostgroup",
+                                                                  "backup_writer_hostgroup", "offline_hostgroup")}]
+
+
+class ProxySQLNode(models.Model):
+    """One ProxySQL instance's admin endpoint. Several nodes front one cluster."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="proxysql_nodes")
+    name = models.CharField(max_length=200, validators=[validate_no_nul])
+    admin_host = models.CharField(max_length=255, validators=[validate_hostname])
+    admin_port = models.PositiveIntegerField(default=6032, validators=port_validators)
+    admin_user = models.CharField(max_length=80, validators=[validate_no_nul])
+    admin_password = EncryptedTextField(blank=True)
+    comment = models.TextField(blank=True, validators=[validate_no_nul])
+    version = models.CharField(max_length=100, blank=True)
+    peers = models.JSONField(default=list, blank=True, help_text="runtime_proxysql_servers as last read")
+    adopted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["admin_host", "admin_port"], name="unique_admin_endpoint"),
+            models.UniqueConstraint(fields=["cluster", "name"], name="unique_node_name_per_cluster"),
+        ]
+
+    def __str__(self):
+        return f"{self.name} ({self.admin_host}:{self.admin_port})"
+
+    def get_absolute_url(self):
+        return reverse("fleet:proxysql_node", args=[self.pk])
+
+
+class Server(models.Model):
+    """A backend MySQL/MariaDB node. One row per node, whatever its hostgroups."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="servers")
+    hostname = models.CharField(max_length=255, validators=[validate_hostname])
+    port = models.PositiveIntegerField(default=3306, validators=port_validators)
+
+    class Meta:
+        ordering = ["hostname", "port"]
+        constraints = [models.UniqueConstraint(fields=["hostname", "port"], name="unique_backend_endpoint")]
+
+    def __str__(self):
+        return f"{self.hostname}:{self.port}"
+
+    def get_absolute_url(self):
+        return reverse("fleet:server", args=[self.pk])
+
+
+class HostgroupMembership(models.Model):
+    """One intended row of mysql_servers: a server in a hostgroup with its settings."""
+
+    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="memberships")
+    hostgroup_id = models.PositiveIntegerField(validators=hostgroup_validators)
+    status = models.CharField(max_length=12, choices=ServerStatus.choices, default=ServerStatus.ONLINE)
+    weight = models.PositiveIntegerField(default=1, validators=[MaxValueValidator(10_000_000)])
+    max_connections = models.PositiveIntegerField(default=1000, validators=[MaxValueValidator(HOSTGROUP_MAX)])
+    max_replication_lag = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(126_144_000)])
+    compression = models.PositiveSmallIntegerField(default=0, choices=[(0, "0"), (1, "1")])
+    use_ssl = models.PositiveSmallIntegerField(default=0, choices=[(0, "0"), (1, "1")])
+    max_latency_ms = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(HOSTGROUP_MAX)])
+    gtid_port = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(65535)])
+    comment = models.TextField(blank=True, validators=[validate_no_nul])
+
+    class Meta:
+        ordering = ["hostgroup_id", "server__hostname", "server__port"]
+        constraints = [models.UniqueConstraint(fields=["server", "hostgroup_id"], name="unique_server_hostgroup")]
+
+    def __str__(self):
+        return f"hg {self.hostgroup_id} {self.server}"
+
+    def clean(self):
+        if self.status == ServerStatus.SHUNNED:
+            raise ValidationError({"status": "SHUNNED is set by ProxySQL itself; choose ONLINE or OFFLINE_*."})
+
+    @property
+    def key(self):
+        return (self.hostgroup_id, self.server.hostname, self.server.port)
+
+
+class MirrorRule(models.Model):
+    """The mirror-related columns of a mysql_query_rules row on one ProxySQL node, as last read."""
+
+    proxysql_node = models.ForeignKey(ProxySQLNode, on_delete=models.CASCADE, related_name="mirror_rules")
+    rule_id = models.PositiveIntegerField()
+    active = models.BooleanField(default=True)
+    match_digest = models.TextField(blank=True)
+    match_pattern = models.TextField(blank=True)
+    destination_hostgroup = models.PositiveIntegerField(null=True, blank=True)
+    mirror_hostgroup = models.PositiveIntegerField(null=True, blank=True)
+    mirror_flag_out = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["proxysql_node", "rule_id"]
+        constraints = [models.UniqueConstraint(fields=["proxysql_node", "rule_id"], name="unique_rule_per_node")]

@@ -1,0 +1,15 @@
+from django.urls import path
+
+from . import views
+
+app_name = "fleet"
+urlpatterns = [
+    path("", views.overview, name="overview"),
+    path("clusters/<int:pk>/", views.cluster_detail, name="cluster"),
+    path("clusters/<int:pk>/drift/", views.cluster_drift, name="cluster_drift"),
+    path("proxysql/<int:pk>/", views.proxysql_node_detail, name="proxysql_node"),
+    path("proxysql/<int:pk>/runtime/", views.proxysql_node_runtime, name="proxysql_node_runtime"),
+    path("servers/<int:pk>/", views.server_detail, name="server"),
+    path("servers/<int:pk>/state/", views.server_state, name="server_state"),
+    path("adopt/", views.adopt_node, name="adopt"),
+]

@@ -1,0 +1,26 @@
+import ipaddress
+import re
+
+from django.core.exceptions import ValidationError
+
+_HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9_-]{1,63}(?<!-)$")
+
+
+def validate_no_nul(value):
+    """NUL bytes cannot travel in an SQL text statement; refuse them at the door."""
+    if value and "\x00" in value:
+        raise ValidationError("NUL characters are not allowed.")
+
+
+def validate_hostname(value):
+    """An IPv4/IPv6 address or a DNS name (letters, digits, '-', '_', dots)."""
+    if not value:
+        raise ValidationError("Enter a host name or IP address.")
+    try:
+        ipaddress.ip_address(value)
+        return
+    except ValueError:
+        pass
+    name = value[:-1] if value.endswith(".") else value
+    if len(name) > 253 or not all(_HOST_LABEL.match(label) for label in name.split(".")):
+        raise ValidationError(f"{value[:80]!r} is not a valid host name or IP address.")

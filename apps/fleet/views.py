@@ -1,0 +1,159 @@
+from django.contrib import messages
+from django.db.models import Count
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.views.decorators.http import require_http_methods
+
+from apps.accounts.roles import OPERATOR, require_role
+from apps.audit.services import record
+from apps.clients.backend import BackendClient
+from apps.clients.proxysql import ProxySQLAdmin
+from apps.clients.wire import ClientError
+
+from . import adopt, drift
+from .forms import AdoptForm
+from .models import Cluster, HostgroupMembership, ProxySQLNode, Server
+from .secrets import decrypt, encrypt
+
+ADOPT_SESSION_KEY = "pending_adoption"
+
+
+def overview(request):
+    clusters = (Cluster.objects.annotate(n_servers=Count("servers", distinct=True))
+                .prefetch_related("proxysql_nodes", "servers"))
+    return TemplateResponse(request, "fleet/overview.html", {"clusters": clusters})
+
+
+def cluster_detail(request, pk):
+    cluster = get_object_or_404(Cluster, pk=pk)
+    memberships = (HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server")
+                   .order_by("hostgroup_id", "-weight", "server__hostname", "server__port"))
+    roles = cluster.hostgroup_roles()
+    hostgroups = {}
+    for m in memberships:
+        hostgroups.setdefault(m.hostgroup_id, {"id": m.hostgroup_id, "role": roles.get(m.hostgroup_id, "other"),
+                                               "members": []})["members"].append(m)
+    for hg, role in roles.items():
+        hostgroups.setdefault(hg, {"id": hg, "role": role, "members": []})
+    return TemplateResponse(request, "fleet/cluster_detail.html", {
+        "cluster": cluster, "hostgroups": sorted(hostgroups.values(), key=lambda h: h["id"]),
+        "nodes": cluster.proxysql_nodes.all(), "native_active": cluster.active_native_hostgroups(),
+    })
+
+
+def cluster_drift(request, pk):
+    """htmx partial: drift read live from every ProxySQL node of the cluster."""
+    cluster = get_object_or_404(Cluster, pk=pk)
+    return TemplateResponse(request, "fleet/cluster_detail.html#drift",
+                            {"cluster": cluster, "drift": drift.cluster_drift(cluster)})
+
+
+def proxysql_node_detail(request, pk):
+    node = get_object_or_404(ProxySQLNode.objects.select_related("cluster"), pk=pk)
+    return TemplateResponse(request, "fleet/proxysql_node.html", {"node": node, "mirror_rules": node.mirror_rules.all()})
+
+
+def proxysql_node_runtime(request, pk):
+    """htmx partial: the node's runtime_mysql_servers, read now."""
+    node = get_object_or_404(ProxySQLNode, pk=pk)
+    rows, error = [], None
+    try:
+        with ProxySQLAdmin.for_node(node) as admin:
+            rows = admin.servers("runtime")
+    except ClientError as exc:
+        error = exc
+    return TemplateResponse(request, "fleet/proxysql_node.html#runtime", {"node": node, "rows": rows, "error": error})
+
+
+def server_detail(request, pk):
+    server = get_object_or_404(Server.objects.select_related("cluster"), pk=pk)
+    return TemplateResponse(request, "fleet/server.html", {"server": server, "memberships": server.memberships.all()})
+
+
+def server_state(request, pk):
+    """htmx partial: what the backend says about itself now (wsrep, read_only)."""
+    server = get_object_or_404(Server.objects.select_related("cluster"), pk=pk)
+    state, error = None, None
+    if not server.cluster.monitor_user:
+        error = "No monitor credentials are set for this cluster (Django admin, cluster page)."
+    else:
+        try:
+            with BackendClient.for_server(server) as client:
+                state = client.state()
+        except ClientError as exc:
+            error = exc
+    return TemplateResponse(request, "fleet/server.html#state", {"server": server, "state": state, "error": error})
+
+
+@require_role(OPERATOR)
+@require_http_methods(["GET", "POST"])
+def adopt_node(request):
+    """Adopt a ProxySQL node: form -> preview (read from the node, nothing saved) -> confirm (all or nothing)."""
+    if request.method == "POST" and "confirm" in request.POST:
+        return _adopt_confirm(request)
+    form = AdoptForm(request.POST or None, initial={"cluster": request.GET.get("cluster")})
+    if request.method == "GET":
+        return TemplateResponse(request, "fleet/adopt.html", {"form": form})
+    if not form.is_valid():
+        record("adopt proxysql node", request=request, outcome="invalid",
+               details={"errors": form.errors.get_json_data()})
+        return TemplateResponse(request, "fleet/adopt.html", {"form": form}, status=400)
+    data = form.cleaned_data
+    pending = {
+        "admin_host": data["admin_host"], "admin_port": data["admin_port"], "admin_user": data["admin_user"],
+        "admin_password": encrypt(data["admin_password"]) or "", "node_name": data["node_name"],
+        "cluster_name": form.cluster_name, "kind": data.get("kind") or None, "roles": form.roles,
+        "overwrite": data.get("overwrite", False),
+    }
+    plan, error = _plan(pending)
+    if error:
+        form.add_error(None, error)
+        record("adopt proxysql node", request=request, outcome="failure",
+               target=f"{data['admin_host']}:{data['admin_port']}", details={"error": error})
+        return TemplateResponse(request, "fleet/adopt.html", {"form": form}, status=400)
+    pending["fingerprint"] = plan.fingerprint
+    request.session[ADOPT_SESSION_KEY] = pending
+    return TemplateResponse(request, "fleet/adopt_preview.html", {"plan": plan})
+
+
+def _plan(pending):
+    """Read the node and plan. Returns (plan, None) or (None, a message for the operator)."""
+    admin = ProxySQLAdmin(pending["admin_host"], pending["admin_port"], pending["admin_user"],
+                          decrypt(pending["admin_password"]), name=f"ProxySQL {pending['admin_host']}:{pending['admin_port']}")
+    try:
+        with admin:
+            snapshot = adopt.read_snapshot(admin)
+    except ClientError as exc:
+        return None, f"Could not read the ProxySQL node: {exc}"
+    plan = adopt.plan_adoption(
+        snapshot, cluster_name=pending["cluster_name"], node_name=pending["node_name"],
+        admin_host=pending["admin_host"], admin_port=pending["admin_port"], kind=pending["kind"],
+        roles=pending["roles"], overwrite=pending["overwrite"])
+    return plan, None
+
+
+def _adopt_confirm(request):
+    pending = request.session.get(ADOPT_SESSION_KEY)
+    if not pending:
+        messages.error(request, "Nothing to confirm: the preview expired. Fill in the form again.")
+        return redirect("fleet:adopt")
+    plan, error = _plan(pending)
+    if error:
+        messages.error(request, error)
+        return TemplateResponse(request, "fleet/adopt.html", {"form": AdoptForm()}, status=400)
+    if plan.fingerprint != pending["fingerprint"]:
+        pending["fingerprint"] = plan.fingerprint
+        request.session[ADOPT_SESSION_KEY] = pending
+        messages.warning(request, "The node's configuration changed since the preview. Review this new preview.")
+        return TemplateResponse(request, "fleet/adopt_preview.html", {"plan": plan}, status=409)
+    try:
+        cluster, node = adopt.apply_adoption(plan, admin_user=pending["admin_user"],
+                                             admin_password=decrypt(pending["admin_password"]), request=request)
+    except adopt.AdoptionError as exc:
+        record("adopt proxysql node", request=request, outcome="failure",
+               target=f"{pending['admin_host']}:{pending['admin_port']}", details={"error": str(exc)})
+        messages.error(request, str(exc))
+        return TemplateResponse(request, "fleet/adopt_preview.html", {"plan": plan}, status=400)
+    del request.session[ADOPT_SESSION_KEY]
+    messages.success(request, f"Adopted {node} into cluster {cluster}.")
+    return redirect(cluster)

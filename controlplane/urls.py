@@ -1,0 +1,9 @@
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("", include("apps.fleet.urls")),
+    path("accounts/", include("apps.accounts.urls")),
+    path("audit/", include("apps.audit.urls")),
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,1 @@
+"""Celery tasks: thin, idempotent where marked, each re-fetches by id and calls one service in apps/."""
