@@ -1,0 +1,33 @@
+"""The backend client against the real Galera lab."""
+import socket
+import time
+
+import pytest
+
+from apps.clients.backend import BackendClient
+from apps.clients.wire import AuthFailed, Unreachable
+
+
+def test_reads_a_synced_galera_node(galera_lab):
+    node = galera_lab.node(1)
+    with BackendClient(node.host, node.port, "monitor", "monitor") as client:
+        state = client.state()
+    assert state.wsrep_on and state.synced_primary
+    assert state.local_state_comment == "Synced" and state.cluster_size == 3
+    assert state.local_recv_queue >= 0 and state.desync is False and state.reject_queries == "NONE"
+    assert state.last_committed > 0
+
+
+def test_wrong_monitor_password(galera_lab):
+    node = galera_lab.node(2)
+    with pytest.raises(AuthFailed):
+        BackendClient(node.host, node.port, "monitor", "nope").state()
+
+
+def test_down_port_is_unreachable_within_the_deadline():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        start = time.monotonic()
+        with pytest.raises(Unreachable):
+            BackendClient("127.0.0.1", s.getsockname()[1], "monitor", "monitor").state()
+    assert time.monotonic() - start < 0.5

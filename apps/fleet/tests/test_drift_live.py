@@ -1,0 +1,54 @@
+"""Drift on the cluster page, read live from two ProxySQL doubles."""
+import pytest
+from django.urls import reverse
+
+from apps.fleet.drift import cluster_drift
+from apps.fleet.models import Cluster
+
+from .conftest import admin_sql
+from .test_adopt import adopt
+
+
+@pytest.fixture
+def adopted_pair(operator_client, lab_pair):
+    first, second = lab_pair
+    adopt(operator_client, first)
+    cluster = Cluster.objects.get()
+    adopt(operator_client, second, node_name="proxysql-2", new_cluster_name="", cluster=cluster.pk)
+    return cluster, first, second
+
+
+@pytest.mark.django_db
+def test_freshly_adopted_cluster_is_in_sync(operator_client, adopted_pair):
+    cluster, _, _ = adopted_pair
+    assert cluster_drift(cluster).in_sync
+    html = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
+    assert 'data-drift="none"' in html
+
+
+@pytest.mark.django_db
+def test_runtime_changed_behind_the_products_back_shows_as_drift(operator_client, adopted_pair):
+    cluster, first, second = adopted_pair
+    admin_sql(second, "UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE hostgroup_id=100",
+              "LOAD MYSQL SERVERS TO RUNTIME")
+    drift = cluster_drift(cluster)
+    by_node = {n.node_name: n for n in drift.nodes}
+    assert by_node["proxysql-1"].in_sync
+    [difference] = by_node["proxysql-2"].differences
+    assert (difference.hostgroup_id, difference.port, difference.field, difference.intended, difference.runtime) == (
+        100, 3311, "status", "ONLINE", "OFFLINE_SOFT")
+    assert drift.between_nodes == [{"key": (100, "127.0.0.1", 3311), "field": "status",
+                                    "values": {"proxysql-1": "ONLINE", "proxysql-2": "OFFLINE_SOFT"}}]
+    html = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
+    assert 'data-drift="differences"' in html and 'data-drift="between-nodes"' in html and "OFFLINE_SOFT" in html
+
+
+@pytest.mark.django_db
+def test_unreachable_node_is_shown_not_hidden(operator_client, adopted_pair):
+    cluster, first, second = adopted_pair
+    second.stop()
+    drift = cluster_drift(cluster)
+    by_node = {n.node_name: n for n in drift.nodes}
+    assert by_node["proxysql-2"].error_kind == "unreachable" and not drift.in_sync
+    html = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
+    assert 'data-drift="unreachable"' in html
