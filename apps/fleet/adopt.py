@@ -254,8 +254,21 @@ def _fields(row):
     return {f: row[f] for f in SERVER_FIELDS}
 
 
-def apply_adoption(plan, *, admin_user, admin_password, request=None):
-    """Write the plan to the inventory in one transaction, with its audit event. All or nothing."""
+MONITOR_VARIABLES = ("mysql-monitor_username", "mysql-monitor_password")
+
+
+def read_monitor_credentials(admin: ProxySQLAdmin):
+    """ProxySQL's own monitor user: a sensible default for a new cluster's backend credentials.
+    Kept out of the Snapshot so that the password never sits in a session."""
+    values = admin.global_variables(MONITOR_VARIABLES)
+    return values.get("mysql-monitor_username") or "", values.get("mysql-monitor_password") or ""
+
+
+def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), request=None):
+    """Write the plan to the inventory in one transaction, with its audit event. All or nothing.
+
+    `monitor` (user, password) becomes a new cluster's backend credentials; an existing cluster keeps its own.
+    """
     if not plan.ok:
         raise AdoptionError("; ".join(plan.errors))
     try:
@@ -265,7 +278,8 @@ def apply_adoption(plan, *, admin_user, admin_password, request=None):
                 defaults={"kind": plan.kind, "writer_hostgroup": plan.roles["writer"],
                           "reader_hostgroup": plan.roles["reader"],
                           "backup_writer_hostgroup": plan.roles["backup_writer"],
-                          "offline_hostgroup": plan.roles["offline"]},
+                          "offline_hostgroup": plan.roles["offline"],
+                          "monitor_user": monitor[0], "monitor_password": monitor[1]},
             )
             cluster.native_hostgroups = plan.native
             cluster.save(update_fields=["native_hostgroups", "updated_at"])

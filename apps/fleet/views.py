@@ -105,7 +105,7 @@ def adopt_node(request):
         "cluster_name": form.cluster_name, "kind": data.get("kind") or None, "roles": form.roles,
         "overwrite": data.get("overwrite", False),
     }
-    plan, error = _plan(pending)
+    plan, _, error = _plan(pending)
     if error:
         form.add_error(None, error)
         record("adopt proxysql node", request=request, outcome="failure",
@@ -117,19 +117,20 @@ def adopt_node(request):
 
 
 def _plan(pending):
-    """Read the node and plan. Returns (plan, None) or (None, a message for the operator)."""
+    """Read the node and plan. Returns (plan, monitor credentials, None) or (None, None, a message)."""
     admin = ProxySQLAdmin(pending["admin_host"], pending["admin_port"], pending["admin_user"],
                           decrypt(pending["admin_password"]), name=f"ProxySQL {pending['admin_host']}:{pending['admin_port']}")
     try:
         with admin:
             snapshot = adopt.read_snapshot(admin)
+            monitor = adopt.read_monitor_credentials(admin)
     except ClientError as exc:
-        return None, f"Could not read the ProxySQL node: {exc}"
+        return None, None, f"Could not read the ProxySQL node: {exc}"
     plan = adopt.plan_adoption(
         snapshot, cluster_name=pending["cluster_name"], node_name=pending["node_name"],
         admin_host=pending["admin_host"], admin_port=pending["admin_port"], kind=pending["kind"],
         roles=pending["roles"], overwrite=pending["overwrite"])
-    return plan, None
+    return plan, monitor, None
 
 
 def _adopt_confirm(request):
@@ -137,7 +138,7 @@ def _adopt_confirm(request):
     if not pending:
         messages.error(request, "Nothing to confirm: the preview expired. Fill in the form again.")
         return redirect("fleet:adopt")
-    plan, error = _plan(pending)
+    plan, monitor, error = _plan(pending)
     if error:
         messages.error(request, error)
         return TemplateResponse(request, "fleet/adopt.html", {"form": AdoptForm()}, status=400)
@@ -148,7 +149,8 @@ def _adopt_confirm(request):
         return TemplateResponse(request, "fleet/adopt_preview.html", {"plan": plan}, status=409)
     try:
         cluster, node = adopt.apply_adoption(plan, admin_user=pending["admin_user"],
-                                             admin_password=decrypt(pending["admin_password"]), request=request)
+                                             admin_password=decrypt(pending["admin_password"]), monitor=monitor,
+                                             request=request)
     except adopt.AdoptionError as exc:
         record("adopt proxysql node", request=request, outcome="failure",
                target=f"{pending['admin_host']}:{pending['admin_port']}", details={"error": str(exc)})
