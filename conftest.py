@@ -86,3 +86,47 @@ def operator_client(client, operator_user):
 def viewer_client(client, viewer_user):
     client.force_login(viewer_user)
     return client
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--disable-quic", "--no-first-run"]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's chromium, headless, driven by Playwright (no browser download: /usr/bin/chromium)."""
+    from playwright.sync_api import sync_playwright
+
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: run bin/setup")
+    # Playwright's sync API keeps an event loop on this thread; the ORM calls in browser tests are
+    # ordinary synchronous code between page actions.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def browser_login(page, live_server):
+    """browser_login(user): logs the persona in through the login form (personas' password: pw-<name>)."""
+
+    def login(user):
+        page.goto(f"{live_server.url}/accounts/login/")
+        page.fill("input[name=username]", user.username)
+        page.fill("input[name=password]", "pw-" + user.username)
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/")
+
+    return login
