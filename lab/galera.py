@@ -633,20 +633,35 @@ class GaleraLab:
         log.info("%s: joined by %s, Synced in %.1f s", node.name, method, dt)
         return dt, method
 
-    def _ensure_primary(self, alive: list[int]) -> int:
-        """Some running node must be in a Primary component; if quorum was lost, re-bootstrap the
-        most advanced survivor with pc.bootstrap=YES."""
+    def _ensure_primary(self, alive: list[int], timeout: float = 15.0) -> int:
+        """Some running node must be in a Primary component that no longer counts dead members (a
+        SIGKILLed member stays in the view until evicted after ~5 s; a new incarnation joining before
+        that may end up in a non-Primary component). If the running nodes are a minority without
+        Primary (quorum lost), re-bootstrap the most advanced one with pc.bootstrap=YES."""
         info: dict[int, dict] = {}
 
         def probe():
             for n in alive:
                 s = self._root_status(n)
-                if s:
-                    info[n] = s
-            prim = [n for n in alive if info.get(n, {}).get("wsrep_cluster_status") == "Primary"]
-            return sorted(prim, key=lambda n: info[n].get("wsrep_local_state") != str(SYNCED)) or None
+                if s is None:
+                    return None
+                info[n] = s
+            prim = [n for n in alive if info[n].get("wsrep_cluster_status") == "Primary"]
+            if prim:
+                if all(int(info[n].get("wsrep_cluster_size", 0)) <= len(alive) for n in prim):
+                    return sorted(prim, key=lambda n: info[n].get("wsrep_local_state") != str(SYNCED))
+                return None  # dead members not evicted yet
+            if len(alive) * 2 <= len(self.nodes):
+                return "bootstrap"  # a minority never regains Primary on its own
+            return None
 
-        prim = wait_until(probe, timeout=12, interval=0.3)
+        t0 = time.monotonic()
+        found = wait_until(probe, timeout=timeout, interval=0.2)
+        if isinstance(found, list):
+            if time.monotonic() - t0 > 0.5:
+                log.info("waited %.1f s for the cluster to evict dead members", time.monotonic() - t0)
+            return found[0]
+        prim = [n for n in info if info[n].get("wsrep_cluster_status") == "Primary"]
         if prim:
             return prim[0]
         if not info:

@@ -113,6 +113,20 @@ def test_kill_node3_then_start_rejoins_by_ist(galera_healthy: GaleraLab):
         assert cur.fetchone()[0] == 50
 
 
+def test_heal_resets_desync_read_only_and_reject_queries(galera_healthy: GaleraLab):
+    lab = galera_healthy
+    with closing(lab.monitor_connection(1)) as conn, conn.cursor() as cur:
+        # The monitor user may flip every switch the operations need.
+        cur.execute("SET GLOBAL read_only = ON")
+        cur.execute("SET GLOBAL wsrep_reject_queries = ALL")
+        cur.execute("SET GLOBAL wsrep_desync = ON")
+    st = lab.node_status(1)
+    assert (st.read_only, st.reject_queries, st.desync, st.state) == ("ON", "ALL", "ON", 2)
+    assert lab.heal() is True
+    assert lab.is_healthy()
+    assert lab.heal() is False  # already healthy: nothing to do
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
