@@ -1,0 +1,844 @@
+"""The admin SQL engine of the ProxySQL admin double (a lab double of ProxySQL 2.7.1, port 6032).
+
+One `AdminEngine` is one independent ProxySQL: an in-memory SQLite with the real table definitions
+(schema/*.sql, copied from the reference captured on ProxySQL 2.7.1), the memory / runtime / disk
+layers, LOAD/SAVE commands with their aliases, `SET mysql-x=v`, the SHOW statements, stats tables
+computed when read from the traffic model, and the `LAB ...` control statements that the product
+never sends.
+
+Memory per endpoint is kept small: page_size 512, the `disk` and `monitor` schemas are attached only
+when first used (or at start when a datadir is given), stats are materialised only when read.
+"""
+import collections
+import hashlib
+import json
+import os
+import re
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+from . import traffic as traffic_mod
+
+SCHEMA_DIR = Path(__file__).with_name("schema")
+DOUBLE_VERSION = "2.7.1-lab-double"
+ERR_CODE = 1045
+ERR_STATE = "28000"
+
+# One lock for every endpoint of the process: statements run on the event loop thread, the Python
+# API from test threads; a single lock keeps cross-endpoint reads (cluster checksums) deadlock-free.
+GLOBAL_LOCK = threading.RLock()
+# (host, port) -> AdminEngine, for cluster peers served by the same process.
+REGISTRY = {}
+
+
+class Result:
+    __slots__ = ("columns", "rows", "affected", "error", "after")
+
+    def __init__(self, columns=None, rows=None, affected=0, error=None):
+        self.columns = columns
+        self.rows = rows
+        self.affected = affected
+        self.error = error      # (code, message) or None
+        self.after = None
+
+
+def _read_text(name):
+    return (SCHEMA_DIR / name).read_text(encoding="utf-8")
+
+
+class _Schema:
+    """The reference schema, read once per process from the package's copy."""
+
+    def __init__(self):
+        self.ddl = {}
+        for f in sorted(SCHEMA_DIR.glob("*.sql")):
+            schema, table = f.stem.split(".", 1)
+            self.ddl[(schema, table)] = f.read_text(encoding="utf-8").strip()
+        self.tables = {s: _read_text(f"tables.{s}.txt").split() for s in ("main", "stats", "monitor")}
+        self.variables = []
+        for line in _read_text("global_variables.tsv").splitlines()[1:]:
+            name, _, value = line.partition("\t")
+            self.variables.append((name, value))
+        self.stats_global = []
+        for line in _read_text("stats_mysql_global.tsv").splitlines()[1:]:
+            name, _, value = line.partition("\t")
+            self.stats_global.append((name, value))
+        self.defaults = dict(self.variables)
+
+
+SCHEMA = _Schema()
+
+MODULES = {
+    "MYSQL SERVERS": ["mysql_servers", "mysql_replication_hostgroups", "mysql_group_replication_hostgroups",
+                      "mysql_galera_hostgroups", "mysql_aws_aurora_hostgroups", "mysql_hostgroup_attributes",
+                      "mysql_servers_ssl_params"],
+    "MYSQL USERS": ["mysql_users"],
+    "MYSQL QUERY RULES": ["mysql_query_rules", "mysql_query_rules_fast_routing"],
+    "MYSQL VARIABLES": "mysql-",
+    "ADMIN VARIABLES": "admin-",
+    "SCHEDULER": ["scheduler"],
+    "PROXYSQL SERVERS": ["proxysql_servers"],
+    "MYSQL FIREWALL": ["mysql_firewall_whitelist_rules", "mysql_firewall_whitelist_users",
+                       "mysql_firewall_whitelist_sqli_fingerprints"],
+    "RESTAPI": ["restapi_routes"],
+    "COREDUMP": ["coredump_filters"],
+}
+CHECKSUM_NAMES = ["admin_variables", "mysql_query_rules", "mysql_servers", "mysql_servers_v2",
+                  "mysql_users", "mysql_variables", "proxysql_servers"]
+MODULE_CHECKSUMS = {"MYSQL SERVERS": ["mysql_servers", "mysql_servers_v2"], "MYSQL USERS": ["mysql_users"],
+                    "MYSQL QUERY RULES": ["mysql_query_rules"], "MYSQL VARIABLES": ["mysql_variables"],
+                    "ADMIN VARIABLES": ["admin_variables"], "PROXYSQL SERVERS": ["proxysql_servers"]}
+
+# LOAD/SAVE direction aliases, as ProxySQL's admin accepts them.
+DIRECTIONS = {
+    ("LOAD", "TO RUNTIME"): "mem2run", ("LOAD", "TO RUN"): "mem2run",
+    ("LOAD", "FROM MEMORY"): "mem2run", ("LOAD", "FROM MEM"): "mem2run",
+    ("LOAD", "FROM DISK"): "disk2mem", ("LOAD", "TO MEMORY"): "disk2mem", ("LOAD", "TO MEM"): "disk2mem",
+    ("LOAD", "FROM CONFIG"): "config",
+    ("SAVE", "TO MEMORY"): "run2mem", ("SAVE", "TO MEM"): "run2mem",
+    ("SAVE", "FROM RUNTIME"): "run2mem", ("SAVE", "FROM RUN"): "run2mem",
+    ("SAVE", "TO DISK"): "mem2disk", ("SAVE", "FROM MEMORY"): "mem2disk", ("SAVE", "FROM MEM"): "mem2disk",
+}
+LOADSAVE_RE = re.compile(r"^(LOAD|SAVE)\s+(.+?)\s+(TO|FROM)\s+(RUNTIME|RUN|MEMORY|MEM|DISK|CONFIG)$", re.I)
+SET_VAR_RE = re.compile(r"^SET\s+((?:mysql|admin|ldap|sqliteserver)-[A-Za-z0-9_]+)\s*(?:=|\s+TO\s+)\s*(.*?)$",
+                        re.I | re.S)
+DML_TARGET_RE = re.compile(
+    r"^\s*(?:(?:INSERT|REPLACE)(?:\s+OR\s+\w+)?\s+INTO|UPDATE(?:\s+OR\s+\w+)?|DELETE\s+FROM)\s+([\w.`\"]+)", re.I)
+IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+SELECT_VARS_RE = re.compile(r"^SELECT\s+(@@[\w.]+(?:\s*,\s*@@[\w.]+)*)(?:\s+LIMIT\s+\d+)?$", re.I)
+
+# Variables the running ProxySQL refuses to change (only read at start).
+RUNTIME_READ_ONLY = {"mysql-threads", "mysql-stacksize", "admin-version"}
+INT_RANGES = {
+    "mysql-mirror_max_concurrency": (1, 8192), "mysql-mirror_max_queue_length": (0, 1000000),
+    "mysql-connect_timeout_server_max": (100, 3600000), "mysql-auto_increment_delay_multiplex": (0, 1000000),
+    "mysql-show_processlist_extended": (0, 2), "mysql-threads": (1, 255), "mysql-max_connections": (1, 1000000),
+    "mysql-auto_increment_delay_multiplex_timeout_ms": (0, 3600000),
+}
+
+# Stats tables whose rows come from the traffic model when a statement reads them.
+DYNAMIC = {
+    "stats_mysql_connection_pool", "stats_mysql_connection_pool_reset", "stats_mysql_global",
+    "stats_mysql_processlist", "stats_mysql_commands_counters", "stats_mysql_free_connections",
+    "stats_mysql_query_rules", "stats_mysql_users", "stats_mysql_query_digest",
+    "stats_mysql_query_digest_reset", "stats_proxysql_servers_checksums", "stats_proxysql_servers_metrics",
+    "stats_proxysql_servers_status", "stats_memory_metrics", "runtime_checksums_values",
+}
+STATS_TABLES = set(SCHEMA.tables["stats"])
+MAIN_TABLES = set(SCHEMA.tables["main"])
+MONITOR_TABLES = set(SCHEMA.tables["monitor"])
+DIGEST_VIEWS = ("stats_mysql_query_digest", "stats_mysql_query_digest_reset")
+
+# The digest tables are views computing up to 100,000 rows inside SQLite from two small tables:
+# _lab_dg (one row per hostgroup/role with its query count since reset) and _lab_dt (templates).
+# Digest i of a role: slot = template, k = table number; digest i appears once i < queries.
+DIGEST_VIEW_SQL = """
+CREATE VIEW stats.{name} AS
+WITH RECURSIVE seq(i) AS (
+  SELECT 0 WHERE (SELECT max(min(n, q)) FROM _lab_dg) >= 1
+  UNION ALL SELECT i + 1 FROM seq WHERE i + 1 < (SELECT max(min(n, q)) FROM _lab_dg)
+),
+x AS (
+  SELECT g.hostgroup AS hostgroup, g.role AS role, g.q AS q, g.wsum AS wsum, g.first_seen AS first_seen,
+         g.last_seen AS last_seen, g.lat AS lat, g.username AS username, g.schemaname AS schemaname,
+         seq.i AS i,
+         CASE WHEN seq.i < g.globals THEN seq.i ELSE g.globals + (seq.i - g.globals) % g.per_table END AS slot,
+         CASE WHEN seq.i < g.globals THEN 0 ELSE (seq.i - g.globals) / g.per_table END AS k
+  FROM _lab_dg g JOIN seq ON seq.i < min(g.n, g.q)
+),
+y AS (
+  SELECT x.*, t.text AS text, t.avg_us AS avg_us, t.min_us AS min_us, t.max_us AS max_us,
+         t.sent AS sent, t.aff AS aff, t.h1 AS h1, t.h2 AS h2,
+         CAST(max(1, x.q * t.w / (1.0 + x.k / 2) / x.wsum) AS INTEGER) AS cnt
+  FROM x JOIN _lab_dt t ON t.role = x.role AND t.slot = x.slot
+)
+SELECT hostgroup AS hostgroup, schemaname AS schemaname, username AS username, '' AS client_address,
+       printf('0x%08X%08X', (h1 + k * 2654435761) % 4294967296, (h2 + k * 40503 + k * k * 97) % 4294967296) AS digest,
+       replace(text, '{{t}}', k + 1) AS digest_text,
+       cnt AS count_star,
+       first_seen AS first_seen,
+       last_seen AS last_seen,
+       CAST(cnt * avg_us * lat AS INTEGER) AS sum_time,
+       min_us AS min_time,
+       max_us + (k * 37) % 400 AS max_time,
+       cnt * aff AS sum_rows_affected,
+       cnt * sent AS sum_rows_sent
+FROM y
+"""
+
+
+def _sqlite_text(v):
+    """SQLite's own text rendering of a value (ProxySQL sends every value as text)."""
+    if v is None or isinstance(v, (str, bytes)):
+        return v
+    if isinstance(v, float):
+        r = "%.15g" % v
+        if not any(c in r for c in ".eEn"):
+            r += ".0"
+        return r
+    return str(v)
+
+
+class AdminEngine:
+    """One ProxySQL admin endpoint: state, SQL, traffic model. Thread-safe via GLOBAL_LOCK."""
+
+    def __init__(self, port=0, user="admin", password="admin", host="127.0.0.1", datadir=None,
+                 variables=None, seed=None):
+        self.lock = GLOBAL_LOCK
+        self.host = host
+        self.port = port
+        self.user = user
+        self.password = password
+        self.datadir = str(datadir) if datadir else None
+        self.initial_variables = dict(variables or {})
+        self.seed = seed
+        self.log = collections.deque(maxlen=10000)
+        self.log_seq = 0
+        self.mode = "normal"          # normal | hang | refuse (driven by the server)
+        self.latency_ms = 0.0
+        self.listener_paused = False
+        self.mode_listeners = []      # callbacks(engine) when mode changes (set by the server)
+        self._diff_since = {}
+        self._open()
+
+    # ------------------------------------------------------------------ setup
+    def _open(self):
+        with self.lock:
+            self.started_wall = time.time()
+            self.traffic = traffic_mod.TrafficModel(self.lock, seed=self.seed)
+            db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA page_size=512")
+            self.db = db
+            self.has_disk = False
+            self.has_monitor = False
+            for (schema, table), ddl in SCHEMA.ddl.items():
+                if schema == "main":
+                    db.execute(ddl)
+            db.execute("ATTACH DATABASE ':memory:' AS stats")
+            db.execute("PRAGMA stats.page_size=512")
+            for (schema, table), ddl in SCHEMA.ddl.items():
+                if schema == "stats" and table not in DIGEST_VIEWS:
+                    db.execute(_qualify(ddl, "stats"))
+            db.execute("CREATE TABLE stats._lab_dg (hostgroup INT, role VARCHAR, n INT, globals INT, per_table INT,"
+                       " q REAL, wsum REAL, first_seen INT, last_seen INT, lat REAL, username VARCHAR,"
+                       " schemaname VARCHAR)")
+            db.execute("CREATE TABLE stats._lab_dt (role VARCHAR, slot INT, text VARCHAR, w REAL, avg_us INT,"
+                       " min_us INT, max_us INT, sent INT, aff INT, h1 INT, h2 INT)")
+            for role in traffic_mod.ROLES:
+                for slot, t in enumerate(traffic_mod.role_templates(role)):
+                    h = hashlib.sha1(t[0].encode()).digest()
+                    db.execute("INSERT INTO stats._lab_dt VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                               (role, slot, t[0], t[1], t[2], t[3], t[4], t[5], t[6],
+                                int.from_bytes(h[:4], "big"), int.from_bytes(h[4:8], "big")))
+            for name in DIGEST_VIEWS:
+                db.execute(DIGEST_VIEW_SQL.format(name=name))
+            # defaults of a fresh ProxySQL 2.7.1, with the lab's identity and credentials
+            values = dict(SCHEMA.variables)
+            values["admin-version"] = DOUBLE_VERSION
+            if (self.user, self.password) != ("admin", "admin"):
+                values["admin-admin_credentials"] = f"{self.user}:{self.password}"
+            values["admin-mysql_ifaces"] = f"{self.host}:{self.port}"
+            values.update({k: str(v) for k, v in self.initial_variables.items()})
+            db.executemany("INSERT INTO global_variables VALUES (?,?)", list(values.items()))
+            db.executemany("INSERT INTO mysql_collations VALUES (?,?,?,?)", [
+                (8, "latin1_swedish_ci", "latin1", "Yes"), (33, "utf8_general_ci", "utf8", "Yes"),
+                (45, "utf8mb4_general_ci", "utf8mb4", "Yes"), (63, "binary", "binary", "Yes"),
+                (83, "utf8_bin", "utf8", ""), (255, "utf8mb4_0900_ai_ci", "utf8mb4", "")])
+            self.checksums = {n: [1, int(self.started_wall), "0x0000000000000000"] for n in CHECKSUM_NAMES}
+            self.runtime_vars = {}
+            self.proxysql_servers_loaded_at = 0.0
+            fresh_disk = True
+            if self.datadir:
+                fresh_disk = not os.path.exists(os.path.join(self.datadir, "proxysql.db"))
+                self._ensure_disk()
+            if self.datadir and not fresh_disk:
+                for module in MODULES:       # a restart: the config comes from disk
+                    self._apply(module, "disk2mem")
+            # start: every module from memory to runtime; variables take effect even if read-only
+            self._load_variables("mysql-", startup=True)
+            self._load_variables("admin-", startup=True)
+            for module in MODULES:
+                if module not in ("MYSQL VARIABLES", "ADMIN VARIABLES"):
+                    self._apply(module, "mem2run", bump=False)
+            if self.datadir and fresh_disk:
+                for module in MODULES:
+                    self._apply(module, "mem2disk")
+            for name in CHECKSUM_NAMES:
+                self.checksums[name][2] = self._checksum(name)
+
+    def _ensure_disk(self):
+        if self.has_disk:
+            return
+        if self.datadir:
+            os.makedirs(self.datadir, exist_ok=True)
+            path = os.path.join(self.datadir, "proxysql.db")
+        else:
+            path = ":memory:"
+        self.db.execute("ATTACH DATABASE ? AS disk", (path,))
+        if path == ":memory:":
+            self.db.execute("PRAGMA disk.page_size=512")
+        existing = {r[0] for r in self.db.execute("SELECT name FROM disk.sqlite_master WHERE type='table'")}
+        for (schema, table), ddl in SCHEMA.ddl.items():
+            if schema == "main" and not table.startswith("runtime_") and table not in existing:
+                self.db.execute(_qualify(ddl, "disk"))
+        self.has_disk = True
+
+    def _ensure_monitor(self):
+        if self.has_monitor:
+            return
+        self.db.execute("ATTACH DATABASE ':memory:' AS monitor")
+        self.db.execute("PRAGMA monitor.page_size=512")
+        for (schema, table), ddl in SCHEMA.ddl.items():
+            if schema == "monitor":
+                self.db.execute(_qualify(ddl, "monitor"))
+        self.has_monitor = True
+
+    def close(self):
+        with self.lock:
+            try:
+                self.db.close()
+            except sqlite3.Error:
+                pass
+
+    def restart(self):
+        """Like a restart of the ProxySQL process: runtime and stats are lost, the config comes
+        back from disk (the in-memory disk survives too), every client session is gone."""
+        with self.lock:
+            disk_image = None
+            if self.has_disk and not self.datadir:
+                disk_image = self.db.serialize(name="disk")
+            self.db.close()
+            self._open()
+            if disk_image is not None:
+                self._ensure_disk()
+                self.db.deserialize(disk_image, name="disk")
+                for module in MODULES:
+                    self._apply(module, "disk2mem")
+                self._load_variables("mysql-", startup=True)
+                self._load_variables("admin-", startup=True)
+                for module in MODULES:
+                    if module not in ("MYSQL VARIABLES", "ADMIN VARIABLES"):
+                        self._apply(module, "mem2run", bump=False)
+            return True
+
+    # ------------------------------------------------------------------ credentials
+    def credentials(self):
+        """Accepted (user, password) pairs: runtime admin-admin_credentials and stats_credentials."""
+        pairs = {}
+        for var in ("admin-admin_credentials", "admin-stats_credentials"):
+            for item in (self.runtime_vars.get(var) or "").split(";"):
+                u, sep, p = item.partition(":")
+                if sep and u:
+                    pairs.setdefault(u, p)
+        pairs.setdefault(self.user, self.password)
+        return pairs
+
+    def server_version(self):
+        return f"{self.runtime_vars.get('mysql-server_version', '8.0.11')} (ProxySQL Admin Module, lab double)"
+
+    # ------------------------------------------------------------------ statements
+    def record(self, conn_id, sql):
+        self.log_seq += 1
+        self.log.append({"seq": self.log_seq, "t": round(time.time(), 6), "conn": conn_id, "sql": sql})
+
+    def statements(self, since=0):
+        with self.lock:
+            return [e["sql"] for e in self.log if e["seq"] > since]
+
+    def execute(self, sql, conn_id=0):
+        """Run one statement as ProxySQL's admin would; returns a Result (never raises)."""
+        text = sql.strip()
+        while text.endswith(";"):
+            text = text[:-1].rstrip()
+        if re.match(r"^LAB\b", text, re.I):
+            from . import lab_commands
+            return lab_commands.run(self, text[3:].strip())
+        with self.lock:
+            self.record(conn_id, sql)
+            try:
+                return self._execute(text)
+            except sqlite3.Error as e:
+                return Result(error=(ERR_CODE, f"ProxySQL Admin Error: {e}"))
+            except Exception as e:  # a bug of the double must not kill the connection
+                return Result(error=(ERR_CODE, f"ProxySQL Admin Error: lab double internal error: {e!r}"))
+
+    def _execute(self, text):
+        norm = " ".join(text.split())
+        upper = norm.upper()
+        first = upper.split(" ", 1)[0] if upper else ""
+        if not text:
+            return Result(error=(ERR_CODE, "ProxySQL Admin Error: empty query"))
+        if first in ("LOAD", "SAVE"):
+            return self._loadsave(norm)
+        if first == "SET":
+            m = SET_VAR_RE.match(text)
+            if m:
+                value = _unquote(m.group(2).strip())
+                cur = self.db.execute("UPDATE global_variables SET variable_value=? WHERE variable_name=?",
+                                      (value, m.group(1)))
+                return Result(affected=max(cur.rowcount, 0))
+            return Result(affected=0)   # SET autocommit / NAMES / session variables: accepted
+        if upper in ("BEGIN", "COMMIT", "ROLLBACK", "START TRANSACTION") or first == "USE":
+            return Result(affected=0)
+        if first == "SHOW":
+            return self._show(norm, upper)
+        if first == "PROXYSQL":
+            return self._proxysql_cmd(upper)
+        m = SELECT_VARS_RE.match(norm)
+        if m:
+            names = [n.strip() for n in m.group(1).split(",")]
+            values = [self._at_at(n) for n in names]
+            if all(v is not False for v in values):
+                return Result(columns=names, rows=[tuple(values)])
+        return self._sql(text)
+
+    def _at_at(self, name):
+        key = name[2:].lower()
+        for prefix in ("session.", "global.", "local."):
+            if key.startswith(prefix):
+                key = key[len(prefix):]
+        known = {
+            "version": DOUBLE_VERSION, "version_comment": "(ProxySQL Admin Module, lab double)",
+            "max_allowed_packet": "67108864", "autocommit": "1", "tx_isolation": "REPEATABLE-READ",
+            "transaction_isolation": "REPEATABLE-READ", "sql_mode": "", "time_zone": "SYSTEM",
+            "system_time_zone": "UTC", "character_set_client": "utf8", "character_set_connection": "utf8",
+            "character_set_results": "utf8", "character_set_server": "utf8",
+            "collation_connection": "utf8_general_ci", "collation_server": "utf8_general_ci",
+            "auto_increment_increment": "1", "lower_case_table_names": "0", "net_write_timeout": "60",
+            "wait_timeout": "28800", "interactive_timeout": "28800", "port": str(self.port),
+            "hostname": "lab-double", "read_only": "0", "license": "GPL", "init_connect": "",
+            "performance_schema": "0", "query_cache_size": "0", "query_cache_type": "OFF",
+        }
+        return known.get(key, False)
+
+    def _proxysql_cmd(self, upper):
+        if upper in ("PROXYSQL PAUSE",):
+            self.listener_paused = True
+        elif upper in ("PROXYSQL RESUME",):
+            self.listener_paused = False
+        elif upper == "PROXYSQL RESTART":
+            self.restart()
+        elif upper not in ("PROXYSQL FLUSH LOGS", "PROXYSQL FLUSH QUERY CACHE", "PROXYSQL READONLY",
+                           "PROXYSQL READWRITE", "PROXYSQL FLUSH MYSQL CLIENT HOSTS"):
+            return self._sql(upper)  # SQLite's syntax error, as the real one
+        return Result(affected=0)
+
+    def _sql(self, text):
+        tokens = {t.lower() for t in IDENT_RE.findall(text)}
+        if "disk" in tokens:
+            self._ensure_disk()
+        if "monitor" in tokens or tokens & MONITOR_TABLES:
+            self._ensure_monitor()
+        dyn = tokens & DYNAMIC
+        if dyn:
+            self._refresh(dyn)
+        m = DML_TARGET_RE.match(text)
+        parts = m.group(1).replace("`", "").replace('"', "").lower().split(".") if m else [""]
+        target, schema = parts[-1], (parts[0] if len(parts) > 1 else "")
+        if target.startswith("runtime_") or (target in STATS_TABLES and (
+                schema == "stats" or (not schema and target not in MAIN_TABLES))):
+            # ProxySQL regenerates runtime_* and stats tables on read: writes to them are lost.
+            self.db.execute("SAVEPOINT lab_discard")
+            try:
+                cur = self.db.execute(text)
+                rows = cur.fetchall() if cur.description else None
+                return Result(columns=[d[0] for d in cur.description] if cur.description else None,
+                              rows=rows, affected=max(cur.rowcount, 0))
+            finally:
+                self.db.execute("ROLLBACK TO lab_discard")
+                self.db.execute("RELEASE lab_discard")
+        cur = self.db.execute(text)
+        if cur.description:
+            columns = [d[0] for d in cur.description]
+            rows = [tuple(_sqlite_text(v) for v in r) for r in cur.fetchall()]
+            res = Result(columns=columns, rows=rows)
+        else:
+            res = Result(affected=max(cur.rowcount, 0))
+        if "stats_mysql_query_digest_reset" in dyn:
+            self.traffic.digest_reset()
+        if "stats_mysql_connection_pool_reset" in dyn:
+            self.traffic.pool_rows(reset=True)
+        return res
+
+    # ------------------------------------------------------------------ SHOW
+    def _show(self, norm, upper):
+        m = re.match(r"^SHOW (?:FULL )?TABLES(?: (?:FROM|IN) (\w+))?(?: LIKE '(.*)')?$", norm, re.I)
+        if m:
+            schema = (m.group(1) or "main").lower()
+            if schema == "main":
+                names = SCHEMA.tables["main"]
+            elif schema in ("stats", "monitor"):
+                names = SCHEMA.tables[schema]
+            elif schema == "disk":
+                self._ensure_disk()
+                names = [r[0] for r in self.db.execute(
+                    "SELECT name FROM disk.sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+            else:
+                names = []
+            if m.group(2) is not None:
+                rx = _like_to_regex(m.group(2))
+                names = [n for n in names if rx.match(n)]
+            return Result(columns=["tables"], rows=[(n,) for n in names])
+        if upper == "SHOW DATABASES" or upper == "SHOW SCHEMAS":
+            d = self.datadir or "<datadir>"
+            disk_file = os.path.join(d, "proxysql.db") if self.datadir else ""
+            stats_file = os.path.join(d, "proxysql_stats.db") if self.datadir else ""
+            return Result(columns=["seq", "name", "file"],
+                          rows=[("0", "main", ""), ("2", "disk", disk_file), ("3", "stats", ""),
+                                ("4", "monitor", ""), ("5", "stats_history", stats_file)])
+        m = re.match(r"^SHOW (MYSQL|ADMIN|GLOBAL|LDAP)? ?VARIABLES(?: LIKE '(.*)')?$", norm, re.I)
+        if m:
+            kind = (m.group(1) or "GLOBAL").upper()
+            where = {"MYSQL": "WHERE variable_name LIKE 'mysql-%'", "ADMIN": "WHERE variable_name LIKE 'admin-%'",
+                     "LDAP": "WHERE variable_name LIKE 'ldap-%'"}.get(kind, "WHERE 1")
+            args = ()
+            if m.group(2) is not None:
+                where += " AND variable_name LIKE ?"
+                args = (m.group(2),)
+            return self._sql_args(f"SELECT variable_name AS Variable_name, variable_value AS Value "
+                                  f"FROM global_variables {where} ORDER BY variable_name", args)
+        if upper in ("SHOW MYSQL STATUS", "SHOW GLOBAL STATUS", "SHOW STATUS"):
+            return self._sql("SELECT Variable_Name AS Variable_name, Variable_Value AS Value FROM stats_mysql_global")
+        if upper in ("SHOW PROCESSLIST", "SHOW FULL PROCESSLIST"):
+            info = "info" if "FULL" in upper else "SUBSTR(info, 0, 100) info"
+            return self._sql(f"SELECT SessionID, user, db, hostgroup, command, time_ms, {info} "
+                             f"FROM stats_mysql_processlist")
+        m = re.match(r"^SHOW CREATE TABLE [`\"]?(?:(\w+)[`\"]?\.[`\"]?)?(\w+)[`\"]?$", norm, re.I)
+        if m:
+            schema = (m.group(1) or "").lower()
+            table = m.group(2)
+            if not schema:
+                schema = "main" if ("main", table) in SCHEMA.ddl else ("stats" if ("stats", table) in SCHEMA.ddl
+                                                                        else "monitor")
+            lookup = "main" if schema == "disk" else schema
+            ddl = SCHEMA.ddl.get((lookup, table))
+            if ddl is None:
+                return Result(error=(ERR_CODE, f"ProxySQL Admin Error: Table '{table}' doesn't exist"))
+            return Result(columns=["table", "Create Table"], rows=[(table, ddl)])
+        if upper in ("SHOW WARNINGS", "SHOW ERRORS"):
+            return Result(columns=["Level", "Code", "Message"], rows=[])
+        return self._sql(norm)
+
+    def _sql_args(self, sql, args):
+        cur = self.db.execute(sql, args)
+        return Result(columns=[d[0] for d in cur.description],
+                      rows=[tuple(_sqlite_text(v) for v in r) for r in cur.fetchall()])
+
+    # ------------------------------------------------------------------ LOAD / SAVE
+    def _loadsave(self, norm):
+        m = LOADSAVE_RE.match(norm)
+        if m:
+            verb = m.group(1).upper()
+            module = " ".join(m.group(2).upper().split())
+            where = f"{m.group(3).upper()} {m.group(4).upper()}"
+            direction = DIRECTIONS.get((verb, where))
+            if module == "MYSQL DIGEST" and verb == "SAVE" and where == "TO DISK":
+                return Result(affected=0)
+            if module in MODULES and direction:
+                if module == "COREDUMP" and direction != "mem2run":
+                    direction = None
+                if direction:
+                    self._apply(module, direction)
+                    return Result(affected=0)
+        # what ProxySQL's admin does with an unknown command: hand it to SQLite, which refuses it
+        return self._sql(norm)
+
+    def _apply(self, module, direction, bump=True):
+        spec = MODULES[module]
+        if direction == "config":
+            return
+        if direction in ("mem2disk", "disk2mem"):
+            self._ensure_disk()
+        if isinstance(spec, str):          # variables, by prefix
+            prefix = spec
+            if direction == "mem2run":
+                self._load_variables(prefix)
+            elif direction == "run2mem":
+                self.db.execute("INSERT OR REPLACE INTO main.global_variables SELECT * FROM main.runtime_global_variables"
+                                " WHERE substr(variable_name,1,?)=?", (len(prefix), prefix))
+            elif direction == "mem2disk":
+                self.db.execute("DELETE FROM disk.global_variables WHERE substr(variable_name,1,?)=?", (len(prefix), prefix))
+                self.db.execute("INSERT INTO disk.global_variables SELECT * FROM main.global_variables"
+                                " WHERE substr(variable_name,1,?)=?", (len(prefix), prefix))
+            elif direction == "disk2mem":
+                self.db.execute("INSERT OR REPLACE INTO main.global_variables SELECT * FROM disk.global_variables"
+                                " WHERE substr(variable_name,1,?)=?", (len(prefix), prefix))
+            if direction == "mem2run" and bump:
+                self._bump(module)
+            return
+        for table in spec:
+            if direction == "mem2run":
+                if table == "mysql_users":
+                    self._load_users()
+                    continue
+                self._copy(f"main.{table}", f"main.runtime_{table}")
+                if table == "mysql_servers":
+                    self.db.execute("UPDATE main.runtime_mysql_servers SET status=UPPER(status)")
+            elif direction == "run2mem":
+                if table == "mysql_users":
+                    self._save_users()
+                    continue
+                self._copy(f"main.runtime_{table}", f"main.{table}")
+            elif direction == "mem2disk":
+                self._copy(f"main.{table}", f"disk.{table}")
+            elif direction == "disk2mem":
+                self._copy(f"disk.{table}", f"main.{table}")
+        if direction == "mem2run":
+            self._after_load(module, bump)
+
+    def _copy(self, src, dst):
+        self.db.execute(f"DELETE FROM {dst}")
+        self.db.execute(f"INSERT INTO {dst} SELECT * FROM {src}")
+
+    def _load_users(self):
+        # runtime_mysql_users lists a user once as frontend and once as backend, as ProxySQL does
+        self.db.execute("DELETE FROM main.runtime_mysql_users")
+        cols = [r[1] for r in self.db.execute("PRAGMA main.table_info(mysql_users)")]
+        for row in self.db.execute("SELECT * FROM main.mysql_users").fetchall():
+            d = dict(zip(cols, row))
+            for be, fe in ((1, 0), (0, 1)):
+                if (be and d["backend"]) or (fe and d["frontend"]):
+                    d2 = dict(d, backend=be, frontend=fe)
+                    self.db.execute(f"INSERT OR REPLACE INTO main.runtime_mysql_users ({','.join(cols)}) "
+                                    f"VALUES ({','.join('?' * len(cols))})", [d2[c] for c in cols])
+
+    def _save_users(self):
+        cols = [r[1] for r in self.db.execute("PRAGMA main.table_info(mysql_users)")]
+        merged = {}
+        for row in self.db.execute("SELECT * FROM main.runtime_mysql_users").fetchall():
+            d = dict(zip(cols, row))
+            m = merged.setdefault(d["username"], dict(d, backend=0, frontend=0))
+            m["backend"] |= d["backend"]
+            m["frontend"] |= d["frontend"]
+        self.db.execute("DELETE FROM main.mysql_users")
+        for d in merged.values():
+            self.db.execute(f"INSERT INTO main.mysql_users ({','.join(cols)}) VALUES ({','.join('?' * len(cols))})",
+                            [d[c] for c in cols])
+
+    def _load_variables(self, prefix, startup=False):
+        """Memory -> runtime for one module's variables, as ProxySQL does it: a value the module
+        refuses is not applied, and memory is reset to the current runtime value; an unknown
+        variable is deleted from memory."""
+        rows = self.db.execute("SELECT variable_name, variable_value FROM main.global_variables"
+                               " WHERE substr(variable_name,1,?)=?", (len(prefix), prefix)).fetchall()
+        current = dict(self.db.execute("SELECT variable_name, variable_value FROM main.runtime_global_variables"
+                                       " WHERE substr(variable_name,1,?)=?", (len(prefix), prefix)).fetchall())
+        for name, value in rows:
+            if name not in SCHEMA.defaults and name not in self.initial_variables:
+                self.db.execute("DELETE FROM main.global_variables WHERE variable_name=?", (name,))
+                continue
+            ok, norm = _validate(name, value)
+            if ok and name in RUNTIME_READ_ONLY and not startup and name in current and current[name] != norm:
+                ok = False
+            if ok:
+                current[name] = norm
+            elif name in current:
+                self.db.execute("UPDATE main.global_variables SET variable_value=? WHERE variable_name=?",
+                                (current[name], name))
+        self.db.execute("DELETE FROM main.runtime_global_variables WHERE substr(variable_name,1,?)=?",
+                        (len(prefix), prefix))
+        self.db.executemany("INSERT INTO main.runtime_global_variables VALUES (?,?)", sorted(current.items()))
+        for k in [k for k in self.runtime_vars if k.startswith(prefix)]:
+            del self.runtime_vars[k]
+        self.runtime_vars.update(current)
+        if prefix == "mysql-":
+            self.traffic.set_runtime_variables({k: v for k, v in self.runtime_vars.items() if k.startswith("mysql-")})
+
+    def _after_load(self, module, bump=True):
+        if module == "MYSQL SERVERS":
+            cur = self.db.execute("SELECT * FROM main.runtime_mysql_servers")
+            cols = [d[0] for d in cur.description]
+            self.traffic.set_runtime_servers([dict(zip(cols, r)) for r in cur.fetchall()])
+        elif module == "MYSQL QUERY RULES":
+            cur = self.db.execute("SELECT * FROM main.runtime_mysql_query_rules")
+            cols = [d[0] for d in cur.description]
+            self.traffic.set_runtime_rules([{k: (None if v is None else str(v)) for k, v in zip(cols, r)}
+                                            for r in cur.fetchall()])
+        elif module == "PROXYSQL SERVERS":
+            self.proxysql_servers_loaded_at = time.time()
+        if bump:
+            self._bump(module)
+
+    def _bump(self, module):
+        now = int(time.time())
+        for name in MODULE_CHECKSUMS.get(module, []):
+            c = self.checksums[name]
+            c[0] += 1
+            c[1] = now
+            c[2] = self._checksum(name)
+
+    def _checksum(self, name):
+        tables = {
+            "admin_variables": ["runtime_global_variables WHERE variable_name LIKE 'admin-%'"],
+            "mysql_variables": ["runtime_global_variables WHERE variable_name LIKE 'mysql-%'"],
+            "mysql_query_rules": ["runtime_mysql_query_rules", "runtime_mysql_query_rules_fast_routing"],
+            "mysql_servers": ["runtime_mysql_servers"],
+            "mysql_servers_v2": ["runtime_" + t for t in MODULES["MYSQL SERVERS"]],
+            "mysql_users": ["runtime_mysql_users"],
+            "proxysql_servers": ["runtime_proxysql_servers"],
+        }[name]
+        h = hashlib.sha1()
+        rows = 0
+        for t in tables:
+            for r in self.db.execute(f"SELECT * FROM main.{t} ORDER BY 1,2").fetchall():
+                h.update(json.dumps(r, default=str).encode())
+                rows += 1
+        if rows == 0:
+            return "0x0000000000000000"
+        return "0x" + h.hexdigest()[:16].upper()
+
+    # ------------------------------------------------------------------ stats refresh
+    def _fill(self, table, rows, schema="stats"):
+        self.db.execute(f"DELETE FROM {schema}.{table}")
+        if rows:
+            n = len(rows[0])
+            self.db.executemany(f"INSERT INTO {schema}.{table} VALUES ({','.join('?' * n)})", rows)
+
+    def _refresh(self, names):
+        t = self.traffic
+        if names & {"stats_mysql_connection_pool", "stats_mysql_connection_pool_reset"}:
+            rows = t.pool_rows()
+            self._fill("stats_mysql_connection_pool", rows)
+            self._fill("stats_mysql_connection_pool_reset", rows)
+        if "stats_mysql_global" in names:
+            self._fill("stats_mysql_global", self._global_rows())
+        if "stats_mysql_processlist" in names:
+            try:
+                ext = int(self.runtime_vars.get("mysql-show_processlist_extended", "0"))
+            except ValueError:
+                ext = 0
+            self._fill("stats_mysql_processlist", t.processlist_rows(ext if ext in (1, 2) else 0))
+        if "stats_mysql_commands_counters" in names:
+            self._fill("stats_mysql_commands_counters", t.commands_rows())
+        if "stats_mysql_free_connections" in names:
+            self._fill("stats_mysql_free_connections", t.free_connection_rows())
+        if "stats_mysql_query_rules" in names:
+            self._fill("stats_mysql_query_rules", t.rule_rows())
+        if "stats_mysql_users" in names:
+            self._fill("stats_mysql_users", self._users_rows())
+        if names & set(DIGEST_VIEWS):
+            self._fill("_lab_dg", t.digest_params())
+        if names & {"stats_proxysql_servers_checksums", "stats_proxysql_servers_metrics",
+                    "stats_proxysql_servers_status"}:
+            self._cluster_rows()
+        if "stats_memory_metrics" in names:
+            self._fill("stats_memory_metrics", [
+                ("SQLite3_memory_bytes", str(2682008)), ("jemalloc_resident", str(40000000)),
+                ("jemalloc_active", str(30000000)), ("jemalloc_allocated", str(25000000)),
+                ("jemalloc_mapped", str(60000000)), ("jemalloc_metadata", str(5000000)),
+                ("jemalloc_retained", str(10000000)), ("Auth_memory", "1024"),
+                ("query_digest_memory", str(400 * int(sum(1 for _ in t.digest_params())))),
+                ("mysql_query_rules_memory", str(1380 + 500 * len(t.rules))),
+                ("mysql_firewall_users_table", "0"), ("mysql_firewall_users_config", "0"),
+                ("mysql_firewall_rules_table", "0"), ("mysql_firewall_rules_config", "329"),
+                ("stack_memory_mysql_threads", str(8388608 * max(1, t._var_int("mysql-threads", 4)))),
+                ("stack_memory_admin_threads", "16777216"), ("stack_memory_cluster_threads", "0")])
+        if "runtime_checksums_values" in names:
+            self._fill("runtime_checksums_values",
+                       [(n, c[0], c[1], c[2]) for n, c in sorted(self.checksums.items())], schema="main")
+
+    def _global_rows(self):
+        live = self.traffic.global_values()
+        live["mysql_listener_paused"] = "true" if self.listener_paused else "false"
+        overrides = self.traffic.global_overrides
+        return [(name, str(overrides.get(name, live.get(name, value)))) for name, value in SCHEMA.stats_global]
+
+    def _users_rows(self):
+        counts = collections.Counter()
+        for wl in self.traffic.workloads.values():
+            counts[wl.user] += len(wl.sessions)
+        rows = []
+        for name, maxc in self.db.execute("SELECT username, max_connections FROM main.runtime_mysql_users"
+                                          " WHERE frontend=1").fetchall():
+            rows.append((name, counts.get(name, 0), maxc))
+        return rows
+
+    def _cluster_rows(self):
+        """Checksums/metrics of cluster peers. A peer served by this same process answers for real
+        (after admin-cluster_check_interval_ms, with admin-cluster_username/password set and
+        accepted by the peer); any other peer shows the zeros of a peer never reached."""
+        now = time.time()
+        user = self.runtime_vars.get("admin-cluster_username", "")
+        pwd = self.runtime_vars.get("admin-cluster_password", "")
+        try:
+            interval = int(self.runtime_vars.get("admin-cluster_check_interval_ms", "1000")) / 1000.0
+        except ValueError:
+            interval = 1.0
+        checks, metrics, status = [], [], []
+        peers = self.db.execute("SELECT hostname, port, weight, comment FROM main.runtime_proxysql_servers").fetchall()
+        for host, port, weight, comment in peers:
+            peer = REGISTRY.get((_norm_host(host), int(port)))
+            reachable = (peer is not None and user and peer.credentials().get(user) == pwd
+                         and peer.mode == "normal" and now - self.proxysql_servers_loaded_at >= interval)
+            for name in CHECKSUM_NAMES:
+                if reachable:
+                    ver, epoch, csum = peer.checksums[name]
+                    mine = self.checksums[name][2]
+                    key = (host, int(port), name)
+                    if csum != mine:
+                        since = self._diff_since.setdefault(key, now)
+                        diff = int((now - since) / interval) + 1
+                    else:
+                        self._diff_since.pop(key, None)
+                        diff = 0
+                    checks.append((host, port, name, ver, epoch, csum, epoch, int(now), diff))
+                else:
+                    checks.append((host, port, name, 0, 0, "", 0, 0, 0))
+            if reachable:
+                g = peer.traffic.global_values()
+                metrics.append((host, port, weight, comment, 1, int(g["ProxySQL_Uptime"]),
+                                int(interval * 1000), g["Questions"], g["Client_Connections_connected"],
+                                g["Client_Connections_created"]))
+                status.append((host, port, weight, "", 0, int(interval * 1e6), 150, 1, 0))
+            else:
+                metrics.append((host, port, weight, comment, 0, 0, 0, 0, 0, 0))
+        self._fill("stats_proxysql_servers_checksums", checks)
+        self._fill("stats_proxysql_servers_metrics", metrics)
+        self._fill("stats_proxysql_servers_status", status)
+
+
+def _norm_host(h):
+    return "127.0.0.1" if h in ("localhost", "127.0.0.1", "::1") else h
+
+
+def _qualify(ddl, schema):
+    return ddl.replace("CREATE TABLE ", f"CREATE TABLE {schema}.", 1)
+
+
+def _unquote(v):
+    if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
+        q = v[0]
+        return v[1:-1].replace(q + q, q)
+    return v
+
+
+def _like_to_regex(pattern):
+    out = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
+    return re.compile(f"^{out}$", re.I)
+
+
+def _validate(name, value):
+    """(accepted, normalised value) for a variable value, judged by the type of its default."""
+    default = SCHEMA.defaults.get(name)
+    v = "" if value is None else str(value)
+    if default in ("true", "false"):
+        lv = v.strip().lower()
+        if lv in ("true", "1"):
+            return True, "true"
+        if lv in ("false", "0"):
+            return True, "false"
+        return False, v
+    if default is not None and re.fullmatch(r"-?\d+", default):
+        try:
+            n = int(v.strip())
+        except ValueError:
+            return False, v
+        lo, hi = INT_RANGES.get(name, (-1 if default.startswith("-") else 0, 2 ** 31 - 1))
+        if default.startswith("-"):
+            lo = min(lo, -(2 ** 31))
+        if not lo <= n <= hi:
+            return False, v
+        return True, str(n)
+    return True, v

@@ -1,0 +1,993 @@
+"""Traffic model of the ProxySQL admin double (lab double, not ProxySQL).
+
+The stats tables of the double are computed when read, from this small model that tests and the demo
+drive: client sessions per hostgroup with a query rate, pinning (auto_increment token, user variables,
+temporary tables, locks...), drains of servers that go OFFLINE_SOFT, cuts on OFFLINE_HARD or removal,
+held queries when a hostgroup has no ONLINE server, mirror traffic and its queue, query digests.
+
+Nothing runs in the background: every read advances the model lazily to "now" (per-session
+timelines), so an idle endpoint costs nothing and thousands of endpoints fit in one process.
+Figures are shaped after the reference samples (sysbench oltp_read_write through ProxySQL 2.7.1).
+"""
+import json
+import math
+import random
+import time
+
+# Query shapes, after samples/digest.json and samples/commands_counters.json. Per template: digest
+# text ({t} = table number), share of the role's queries, mean/min/max time (us), rows sent and
+# affected per query, command counter name. "write" sessions run the writer half of an OLTP
+# transaction (BEGIN, 2 UPDATE, DELETE, INSERT, COMMIT), "read" sessions the 14 SELECTs.
+WRITE_GLOBAL = [
+    ("BEGIN", 1.0, 128, 14, 2912, 0, 0, "BEGIN"),
+    ("COMMIT", 1.0, 908, 193, 6874, 0, 0, "COMMIT"),
+]
+WRITE_PER_TABLE = [
+    ("UPDATE sbtest{t} SET k=k+? WHERE id=?", 1.0, 211, 55, 5041, 0, 1, "UPDATE"),
+    ("UPDATE sbtest{t} SET c=? WHERE id=?", 1.0, 203, 28, 7900, 0, 1, "UPDATE"),
+    ("DELETE FROM sbtest{t} WHERE id=?", 1.0, 179, 26, 3487, 0, 1, "DELETE"),
+    ("INSERT INTO sbtest{t} (id,k,c,pad) VALUES (?,?,?,?)", 1.0, 162, 25, 5222, 0, 1, "INSERT"),
+]
+READ_GLOBAL = []
+READ_PER_TABLE = [
+    ("SELECT c FROM sbtest{t} WHERE id=?", 10.0, 165, 18, 5465, 1, 0, "SELECT"),
+    ("SELECT c FROM sbtest{t} WHERE id BETWEEN ? AND ?", 1.0, 220, 57, 3609, 100, 0, "SELECT"),
+    ("SELECT SUM(k) FROM sbtest{t} WHERE id BETWEEN ? AND ?", 1.0, 230, 52, 3664, 1, 0, "SELECT"),
+    ("SELECT c FROM sbtest{t} WHERE id BETWEEN ? AND ? ORDER BY c", 1.0, 258, 76, 2938, 100, 0, "SELECT"),
+    ("SELECT DISTINCT c FROM sbtest{t} WHERE id BETWEEN ? AND ? ORDER BY c", 1.0, 331, 102, 6047, 100, 0, "SELECT"),
+]
+ROLES = {"write": (WRITE_GLOBAL, WRITE_PER_TABLE), "read": (READ_GLOBAL, READ_PER_TABLE)}
+
+# Per-role defaults after samples/pool.jsonl: ~3,400 q/s on the writer from 4 sessions (always in a
+# transaction), ~8,000 q/s on the readers from 4 sessions (a connection in use ~25% of the time).
+ROLE_DEFAULTS = {
+    "write": {"rate": 840.0, "busy": 0.97, "bytes_sent": 72.0, "bytes_recv": 11.0},
+    "read": {"rate": 2000.0, "busy": 0.25, "bytes_sent": 27.0, "bytes_recv": 2650.0},
+}
+
+# Command counters: latency buckets (share of count per bucket) after samples/commands_counters.json.
+BUCKETS = ["cnt_100us", "cnt_500us", "cnt_1ms", "cnt_5ms", "cnt_10ms", "cnt_50ms", "cnt_100ms",
+           "cnt_500ms", "cnt_1s", "cnt_5s", "cnt_10s", "cnt_INFs"]
+COMMAND_SHAPES = {  # mean us per query, bucket shares
+    "BEGIN": (151.7, [0.5585, 0.4135, 0.0254, 0.0023, 0.00003, 0.00003, 0.0003, 0, 0, 0, 0, 0]),
+    "COMMIT": (931.3, [0.0085, 0.114, 0.552, 0.323, 0.0018, 0.0007, 0, 0, 0, 0, 0, 0]),
+    "DELETE": (172.1, [0.43, 0.52, 0.04, 0.009, 0.0005, 0.0005, 0, 0, 0, 0, 0, 0]),
+    "INSERT": (160.4, [0.45, 0.50, 0.04, 0.009, 0.0005, 0.0005, 0, 0, 0, 0, 0, 0]),
+    "SELECT": (158.5, [0.46, 0.49, 0.04, 0.009, 0.0005, 0.0005, 0, 0, 0, 0, 0, 0]),
+    "UPDATE": (246.6, [0.30, 0.60, 0.08, 0.018, 0.001, 0.001, 0, 0, 0, 0, 0, 0]),
+}
+# The command names ProxySQL 2.7 lists in stats_mysql_commands_counters.
+COMMANDS = [
+    "ALTER_TABLE", "ALTER_VIEW", "ANALYZE_TABLE", "BEGIN", "CALL", "CHANGE_MASTER", "COMMIT",
+    "CREATE_DATABASE", "CREATE_INDEX", "CREATE_TABLE", "CREATE_TEMPORARY", "CREATE_TRIGGER",
+    "CREATE_USER", "CREATE_VIEW", "DEALLOCATE", "DELETE", "DESCRIBE", "DROP_DATABASE", "DROP_INDEX",
+    "DROP_TABLE", "DROP_TRIGGER", "DROP_USER", "DROP_VIEW", "GRANT", "EXECUTE", "EXPLAIN", "FLUSH",
+    "INSERT", "KILL", "LOAD", "LOCK_TABLE", "OPTIMIZE", "PREPARE", "PURGE", "RELEASE_SAVEPOINT",
+    "RENAME_TABLE", "RESET_MASTER", "RESET_SLAVE", "REPLACE", "REVOKE", "ROLLBACK",
+    "ROLLBACK_SAVEPOINT", "SAVEPOINT", "SELECT", "SELECT_FOR_UPDATE", "SET", "SHOW_TABLE_STATUS",
+    "START_TRANSACTION", "TRUNCATE_TABLE", "UNLOCK_TABLES", "UPDATE", "USE", "SHOW", "UNKNOWN",
+]
+
+PIN_REASONS = ("auto_increment", "user_variable", "temporary_table", "lock_tables", "get_lock",
+               "prepared_statement", "transaction", "no_multiplex")
+MOVE_DELAY_MS = (18.0, 24.0)  # an unpinned session leaves a draining server after its transaction
+MIRROR_LATENCY_MS = 5.0       # service time of one mirrored query on the mirror hostgroup
+
+
+def role_templates(role):
+    glob, per_table = ROLES[role]
+    return glob + per_table
+
+
+def digest_weight_sum(role, m):
+    """Sum of the relative weights of the first m digests of a role (see the digest view in engine)."""
+    glob, per_table = ROLES[role]
+    g = len(glob)
+    total = sum(t[1] for t in glob[:min(m, g)])
+    m -= g
+    if m <= 0:
+        return total
+    p = len(per_table)
+    full, rest = divmod(m, p)
+    # table k weighs 1 / (1 + k//2): tables 1,2 weigh 1, tables 3,4 weigh 1/2, ...
+    z = 2.0 * _harmonic(full // 2) + (full % 2) / (1 + full // 2)
+    total += z * sum(t[1] for t in per_table)
+    total += sum(t[1] for t in per_table[:rest]) / (1 + full // 2)
+    return total
+
+
+def _harmonic(n):
+    if n < 64:
+        return sum(1.0 / h for h in range(1, n + 1))
+    return math.log(n) + 0.5772156649015329 + 1 / (2 * n) - 1 / (12 * n * n)
+
+
+class Server:
+    """One runtime (hostgroup, host, port) and its pool figures."""
+
+    __slots__ = ("key", "status", "weight", "max_connections", "latency_us", "pool", "conn_ok",
+                 "conn_err", "max_used", "queries", "bytes_sent", "bytes_recv", "forced")
+
+    def __init__(self, key, latency_us):
+        self.key = key
+        self.status = "ONLINE"
+        self.weight = 1
+        self.max_connections = 1000
+        self.latency_us = latency_us
+        self.pool = 0          # backend connections alive (used + free)
+        self.conn_ok = 0
+        self.conn_err = 0
+        self.max_used = 0
+        self.queries = 0.0
+        self.bytes_sent = 0.0
+        self.bytes_recv = 0.0
+        self.forced = {}
+
+
+class Workload:
+    """The client sessions of one hostgroup and how they behave."""
+
+    def __init__(self, hostgroup):
+        self.hostgroup = hostgroup
+        self.kind = "read"
+        self.rate = ROLE_DEFAULTS["read"]["rate"]
+        self.busy = ROLE_DEFAULTS["read"]["busy"]
+        self.pinned_fraction = 0.0
+        self.pinned_reason = None
+        self.prepared_fraction = 0.0
+        self.user = "app"
+        self.schema = "sbtest"
+        self.reconnect = True
+        self.idle_since = None
+        self.sessions = []
+        self.mirror_fraction = 0.0   # share of its queries that a mirror rule matches (cached)
+
+
+class Session:
+    __slots__ = ("id", "wl", "server", "reason", "t", "move_at", "held_since", "created", "cli_port",
+                 "l_port", "queries", "token")
+
+    def __init__(self, sid, wl, reason, now):
+        self.id = sid
+        self.wl = wl
+        self.server = None
+        self.reason = reason
+        self.t = now
+        self.move_at = None
+        self.held_since = None
+        self.created = now
+        self.cli_port = 40000 + (sid * 7919) % 20000
+        self.l_port = 33000 + (sid * 104729) % 20000
+        self.queries = 0.0
+        self.token = 0
+
+
+class TrafficModel:
+    """Per-endpoint model. All public methods are thread-safe through the endpoint's lock.
+
+    Python API (the same names are reachable over the wire as `LAB <NAME> {json}`):
+      set_sessions(hostgroup, count, rate=None, kind=None, pinned_fraction=None, pinned_reason=None,
+                   busy=None, prepared_fraction=None, user=None, schema=None, reconnect=None)
+      clear_sessions(hostgroup=None)
+      cut_sessions(hostgroup=None, hostname=None, port=None)
+      set_server(hostgroup, hostname, port, conn_used=, conn_free=, conn_ok=, conn_err=,
+                 max_conn_used=, queries=, bytes_sent=, bytes_recv=, latency_us=)  (None clears)
+      set_mirror(latency_ms=None, extra_rate=None)
+      set_digests(count=None, queries=None)
+      set_global(name, value)        force a stats_mysql_global value (None clears)
+      status()                       counters and state as a dict
+    """
+
+    def __init__(self, lock, seed=None):
+        self.lock = lock
+        self.rng = random.Random(seed)
+        self.started = time.monotonic()
+        self.started_wall = time.time()
+        self.last = self.started
+        self.servers = {}          # (hg, host, port) -> Server, in runtime order
+        self.workloads = {}        # hg -> Workload
+        self.next_sid = 1
+        self.vars = {}             # runtime mysql-* variables (strings)
+        self.rules = []            # runtime query rules (dicts)
+        self.questions = 0.0
+        self.commands = {}         # command -> count
+        self.digest_q = {}         # (hg, role) -> queries since last digest reset
+        self.digest_first = {}     # (hg, role) -> wall time of first query since reset
+        self.digest_count = 20
+        self.digest_reset_at = time.time()
+        self.rule_hits = {}        # rule_id -> hits
+        self.mirror_latency_ms = MIRROR_LATENCY_MS
+        self.mirror_extra_rate = 0.0
+        self.mirror_queue = 0.0
+        self.mirror_arrived = 0.0
+        self.mirror_executed = 0.0
+        self.mirror_dropped = 0.0
+        self.mirror_skipped_ps = 0.0
+        self.global_overrides = {}
+        self.counters = {"sessions_created": 0, "sessions_closed": 0, "sessions_cut": 0,
+                         "client_errors": 0, "held_timeouts": 0, "moved_sessions": 0}
+        self.servers_table_version = 1
+        self._rule_fracs = {}      # hg -> [(rule_id, share of its queries the rule matches)]
+
+    # ------------------------------------------------------------------ runtime inputs (engine)
+    def set_runtime_servers(self, rows):
+        """rows: dicts of runtime_mysql_servers. Keeps figures of servers that stay."""
+        with self.lock:
+            now = time.monotonic()
+            self._advance(now)
+            new = {}
+            for r in rows:
+                key = (int(r["hostgroup_id"]), str(r["hostname"]), int(r["port"]))
+                srv = self.servers.get(key) or Server(key, self.rng.randint(150, 360))
+                srv.status = str(r["status"]).upper()
+                srv.weight = int(r["weight"])
+                srv.max_connections = int(r["max_connections"])
+                new[key] = srv
+            self.servers = new
+            self.servers_table_version += 1
+            self._reconcile(now)
+
+    def set_runtime_variables(self, values):
+        with self.lock:
+            now = time.monotonic()
+            self._advance(now)
+            self.vars = dict(values)
+            self._reconcile(now)
+
+    def set_runtime_rules(self, rules):
+        with self.lock:
+            self._advance(time.monotonic())
+            self.rules = [r for r in rules if str(r.get("active")) == "1"]
+            self._refresh_mirror_fractions()
+
+    # ------------------------------------------------------------------ variables
+    def _var_int(self, name, default):
+        try:
+            return int(self.vars.get(name, default))
+        except (TypeError, ValueError):
+            return default
+
+    def _var_bool(self, name, default):
+        v = str(self.vars.get(name, default)).lower()
+        return v in ("true", "1")
+
+    # ------------------------------------------------------------------ public knobs
+    def set_sessions(self, hostgroup, count, rate=None, kind=None, pinned_fraction=None,
+                     pinned_reason=None, busy=None, prepared_fraction=None, user=None, schema=None,
+                     reconnect=None):
+        """Set the client sessions of one hostgroup: their number and behaviour.
+
+        kind: "write" (OLTP writer half: BEGIN/UPDATE/DELETE/INSERT/COMMIT) or "read" (SELECTs);
+        default "write" when pinned_reason is auto_increment, else "read" (or the previous kind).
+        rate: queries per second per session. pinned_reason (one of PIN_REASONS) applies to
+        round(count * pinned_fraction) sessions (pinned_fraction defaults to 1 when a reason is
+        given). busy: share of time an unpinned session holds a backend connection.
+        """
+        hostgroup = int(hostgroup)
+        count = int(count)
+        if pinned_reason is not None and pinned_reason not in PIN_REASONS:
+            raise ValueError(f"pinned_reason must be one of {PIN_REASONS}")
+        with self.lock:
+            now = time.monotonic()
+            self._advance(now)
+            wl = self.workloads.get(hostgroup)
+            if wl is None:
+                wl = self.workloads[hostgroup] = Workload(hostgroup)
+                if kind is None:
+                    kind = "write" if pinned_reason == "auto_increment" else "read"
+            if kind is not None:
+                if kind not in ROLES:
+                    raise ValueError("kind must be 'write' or 'read'")
+                if kind != wl.kind:
+                    wl.kind = kind
+                    if rate is None:
+                        wl.rate = ROLE_DEFAULTS[kind]["rate"]
+                    if busy is None:
+                        wl.busy = ROLE_DEFAULTS[kind]["busy"]
+            if rate is not None:
+                wl.rate = float(rate)
+                wl.idle_since = now if wl.rate <= 0 else None
+            if busy is not None:
+                wl.busy = min(1.0, max(0.0, float(busy)))
+            if pinned_reason is not None:
+                wl.pinned_reason = pinned_reason
+                wl.pinned_fraction = 1.0 if pinned_fraction is None else float(pinned_fraction)
+            elif pinned_fraction is not None:
+                wl.pinned_fraction = float(pinned_fraction)
+                if wl.pinned_fraction == 0:
+                    wl.pinned_reason = None
+            if prepared_fraction is not None:
+                wl.prepared_fraction = min(1.0, max(0.0, float(prepared_fraction)))
+            if user is not None:
+                wl.user = str(user)
+            if schema is not None:
+                wl.schema = str(schema)
+            if reconnect is not None:
+                wl.reconnect = bool(reconnect)
+            while len(wl.sessions) > count:          # clean close of the newest sessions
+                s = wl.sessions.pop()
+                self._release(s, now)
+                self.counters["sessions_closed"] += 1
+            while len(wl.sessions) < count:
+                self._new_session(wl, now)
+            n_pinned = round(count * wl.pinned_fraction) if wl.pinned_reason else 0
+            for i, s in enumerate(wl.sessions):
+                s.reason = wl.pinned_reason if i < n_pinned else None
+            self._refresh_mirror_fractions()
+            self._reconcile(now)
+            return self._workload_status(wl, now)
+
+    def clear_sessions(self, hostgroup=None):
+        with self.lock:
+            for hg in list(self.workloads):
+                if hostgroup is None or int(hostgroup) == hg:
+                    self.set_sessions(hg, 0)
+                    del self.workloads[hg]
+            return True
+
+    def cut_sessions(self, hostgroup=None, hostname=None, port=None):
+        """Cut client sessions now (like a crash of their backend); returns how many."""
+        with self.lock:
+            now = time.monotonic()
+            self._advance(now)
+            n = 0
+            for wl in list(self.workloads.values()):
+                for s in list(wl.sessions):
+                    if hostgroup is not None and wl.hostgroup != int(hostgroup):
+                        continue
+                    if hostname is not None or port is not None:
+                        if s.server is None:
+                            continue
+                        if hostname is not None and s.server[1] != hostname:
+                            continue
+                        if port is not None and s.server[2] != int(port):
+                            continue
+                    self._cut(s, now)
+                    n += 1
+            self._reconcile(now)
+            return n
+
+    def set_server(self, hostgroup, hostname, port, **figures):
+        """Force figures of one pool row (conn_used, conn_free, conn_ok, conn_err, max_conn_used,
+        queries, bytes_sent, bytes_recv, latency_us). A None value returns it to the model."""
+        allowed = {"conn_used", "conn_free", "conn_ok", "conn_err", "max_conn_used", "queries",
+                   "bytes_sent", "bytes_recv", "latency_us"}
+        with self.lock:
+            key = (int(hostgroup), str(hostname), int(port))
+            srv = self.servers.get(key)
+            if srv is None:
+                raise KeyError(f"no runtime server {key}: LOAD MYSQL SERVERS TO RUNTIME first")
+            for k, v in figures.items():
+                if k not in allowed:
+                    raise ValueError(f"unknown figure {k}; use {sorted(allowed)}")
+                if k == "latency_us" and v is not None:
+                    srv.latency_us = int(v)
+                elif v is None:
+                    srv.forced.pop(k, None)
+                else:
+                    srv.forced[k] = int(v)
+            return {"server": list(key), "forced": dict(srv.forced), "latency_us": srv.latency_us}
+
+    def set_mirror(self, latency_ms=None, extra_rate=None):
+        """Mirror service time per query (ms) and an extra mirrored arrival rate (q/s)."""
+        with self.lock:
+            self._advance(time.monotonic())
+            if latency_ms is not None:
+                self.mirror_latency_ms = max(0.01, float(latency_ms))
+            if extra_rate is not None:
+                self.mirror_extra_rate = max(0.0, float(extra_rate))
+            return self._mirror_status()
+
+    def set_digests(self, count=None, queries=None):
+        """Number of distinct digests per endpoint (spread over the active hostgroups), and extra
+        queries added to every active hostgroup's digest counters (history, e.g. to show all of
+        100,000 digests at once)."""
+        with self.lock:
+            self._advance(time.monotonic())
+            if count is not None:
+                self.digest_count = max(0, int(count))
+            if queries is not None:
+                groups = self._digest_groups() or [(hg, wl.kind) for hg, wl in self.workloads.items()]
+                for g in groups:
+                    self.digest_q[g] = self.digest_q.get(g, 0.0) + float(queries)
+                    self.digest_first.setdefault(g, time.time())
+            return {"count": self.digest_count, "groups": len(self._digest_groups())}
+
+    def set_global(self, name, value):
+        with self.lock:
+            if value is None:
+                self.global_overrides.pop(name, None)
+            else:
+                self.global_overrides[name] = str(value)
+            return dict(self.global_overrides)
+
+    def status(self):
+        with self.lock:
+            now = time.monotonic()
+            self._advance(now)
+            return {
+                "uptime_s": round(now - self.started, 3),
+                "questions": int(self.questions),
+                "counters": dict(self.counters),
+                "workloads": [self._workload_status(wl, now) for wl in self.workloads.values()],
+                "servers": [self._server_status(s) for s in self.servers.values()],
+                "mirror": self._mirror_status(),
+                "digests": {"count": self.digest_count,
+                            "queries_since_reset": int(sum(self.digest_q.values()))},
+            }
+
+    # ------------------------------------------------------------------ internals
+    def _workload_status(self, wl, now):
+        held = sum(1 for s in wl.sessions if s.server is None)
+        pinned = sum(1 for s in wl.sessions if self._pinned(s, now))
+        return {"hostgroup": wl.hostgroup, "kind": wl.kind, "sessions": len(wl.sessions),
+                "rate": wl.rate, "busy": wl.busy, "pinned": pinned, "pinned_reason": wl.pinned_reason,
+                "held": held, "prepared_fraction": wl.prepared_fraction,
+                "on_servers": sorted({"%s:%d" % (s.server[1], s.server[2]) for s in wl.sessions
+                                      if s.server})}
+
+    def _server_status(self, srv):
+        return {"hostgroup": srv.key[0], "hostname": srv.key[1], "port": srv.key[2],
+                "status": srv.status, "sessions": self._sessions_on(srv.key),
+                "queries": int(srv.queries), "forced": dict(srv.forced)}
+
+    def _sessions_on(self, key):
+        return sum(1 for wl in self.workloads.values() for s in wl.sessions if s.server == key)
+
+    def _new_session(self, wl, now):
+        s = Session(self.next_sid, wl, None, now)
+        self.next_sid += 1
+        wl.sessions.append(s)
+        self.counters["sessions_created"] += 1
+        self._place(s, now)
+        return s
+
+    def _pinned(self, s, now):
+        """Whether a session keeps its backend connection (multiplexing disabled for it)."""
+        if not self._var_bool("mysql-multiplexing", "true"):
+            return True
+        if s.reason is None:
+            return False
+        if s.reason == "auto_increment":
+            # The token is renewed by each insert: with a delay > 0 and a continuous insert load the
+            # session never gets back to multiplexing; with 0 it releases at once. Without load it
+            # releases after auto_increment_delay_multiplex_timeout_ms.
+            if self._var_int("mysql-auto_increment_delay_multiplex", 5) <= 0:
+                return False
+            if s.wl.rate <= 0 and s.wl.idle_since is not None:
+                timeout = self._var_int("mysql-auto_increment_delay_multiplex_timeout_ms", 10000)
+                return now - s.wl.idle_since < timeout / 1000.0
+            return True
+        return True
+
+    def _usable(self, hg):
+        out = []
+        for srv in self.servers.values():
+            if srv.key[0] == hg and srv.status == "ONLINE" and srv.weight > 0:
+                if self._sessions_on(srv.key) < srv.max_connections:
+                    out.append(srv)
+        return out
+
+    def _place(self, s, now):
+        """Give a session a backend in its hostgroup, or hold it (no ONLINE server)."""
+        cands = self._usable(s.wl.hostgroup)
+        if not cands:
+            if s.held_since is None:
+                s.held_since = now
+            s.server = None
+            return
+        total = sum(c.weight for c in cands)
+        pick = self.rng.uniform(0, total)
+        for srv in cands:
+            pick -= srv.weight
+            if pick <= 0:
+                break
+        s.server = srv.key
+        s.held_since = None
+        if self._sessions_on(srv.key) > srv.pool:
+            srv.pool += 1
+            srv.conn_ok += 1
+
+    def _release(self, s, now):
+        """Session leaves its server: the connection goes back to the pool, or is destroyed when
+        the server is not ONLINE any more."""
+        if s.server is not None:
+            srv = self.servers.get(s.server)
+            if srv is not None and srv.status != "ONLINE":
+                srv.pool = max(0, srv.pool - 1)
+        s.server = None
+        s.move_at = None
+
+    def _cut(self, s, now):
+        wl = s.wl
+        if s.server is not None:
+            srv = self.servers.get(s.server)
+            if srv is not None:
+                srv.pool = max(0, srv.pool - 1)
+        s.server = None
+        if s in wl.sessions:
+            wl.sessions.remove(s)
+        self.counters["sessions_cut"] += 1
+        self.counters["client_errors"] += 1
+        if wl.reconnect:   # the application opens a new connection at once
+            new = self._new_session(wl, now)
+            new.reason = s.reason
+
+    def _reconcile(self, now):
+        """Apply the runtime state to every session: cut, schedule moves, place held ones."""
+        lo, hi = MOVE_DELAY_MS
+        for wl in list(self.workloads.values()):
+            for s in list(wl.sessions):
+                if s.server is not None:
+                    srv = self.servers.get(s.server)
+                    if srv is None or srv.status == "OFFLINE_HARD":
+                        self._cut(s, now)
+                    elif srv.status != "ONLINE":
+                        if self._pinned(s, now):
+                            s.move_at = None
+                        elif s.move_at is None:
+                            s.move_at = now + self.rng.uniform(lo, hi) / 1000.0
+                    else:
+                        s.move_at = None
+                else:
+                    self._place(s, now)
+
+    def _advance(self, now):
+        """Bring the model to `now`: accrue queries per session, apply scheduled moves, count held
+        timeouts, run the mirror queue."""
+        dt = now - self.last
+        if dt < 0:
+            return
+        arrivals_before = self.mirror_arrived
+        timeout = self._var_int("mysql-connect_timeout_server_max", 10000) / 1000.0
+        for wl in list(self.workloads.values()):
+            for s in list(wl.sessions):
+                if s.move_at is not None and s.move_at <= now:
+                    t = max(s.move_at, s.t)
+                    self._accrue(s, t - s.t, t)
+                    s.t = t
+                    srv = self.servers.get(s.server) if s.server else None
+                    self._release(s, t)
+                    if srv is not None:
+                        self.counters["moved_sessions"] += 1
+                    self._place(s, t)
+                if s.server is None and s.held_since is not None and timeout > 0:
+                    # held query: ProxySQL gives up after connect_timeout_server_max; the client
+                    # gets an error (9001) and retries.
+                    while now - s.held_since >= timeout:
+                        s.held_since += timeout
+                        self.counters["held_timeouts"] += 1
+                        self.counters["client_errors"] += 1
+                self._accrue(s, now - s.t, now)
+                s.t = now
+        # re-check pins that expire by themselves (idle auto_increment sessions)
+        if any(s.server and self._pinned(s, now) is False and s.move_at is None
+               and self.servers.get(s.server) is not None
+               and self.servers[s.server].status not in ("ONLINE", "OFFLINE_HARD")
+               for wl in self.workloads.values() for s in wl.sessions):
+            self._reconcile(now)
+        # mirror queue: arrivals this step vs what mirror_max_concurrency slots can serve
+        arrivals = (self.mirror_arrived - arrivals_before) + self.mirror_extra_rate * dt
+        self.mirror_arrived += self.mirror_extra_rate * dt
+        cap = max(1, self._var_int("mysql-mirror_max_concurrency", 16))
+        capacity = cap * 1000.0 / self.mirror_latency_ms * dt
+        qmax = self._var_int("mysql-mirror_max_queue_length", 32000) * max(1, self._var_int("mysql-threads", 4))
+        backlog = self.mirror_queue + arrivals
+        served = min(backlog, capacity)
+        self.mirror_executed += served
+        backlog -= served
+        if backlog > qmax:
+            self.mirror_dropped += backlog - qmax
+            backlog = qmax
+        self.mirror_queue = backlog
+        self._spread_mirror_queries(served)
+        self.last = now
+
+    def _accrue(self, s, dt, now):
+        if dt <= 0 or s.server is None:
+            return
+        wl = s.wl
+        q = wl.rate * dt
+        if q <= 0:
+            return
+        srv = self.servers.get(s.server)
+        if srv is None:
+            return
+        d = ROLE_DEFAULTS[wl.kind]
+        srv.queries += q
+        srv.bytes_sent += q * d["bytes_sent"]
+        srv.bytes_recv += q * d["bytes_recv"]
+        s.queries += q
+        self.questions += q
+        key = (wl.hostgroup, wl.kind)
+        if key not in self.digest_q or self.digest_q[key] == 0:
+            self.digest_first[key] = time.time()
+        self.digest_q[key] = self.digest_q.get(key, 0.0) + q
+        tpl = role_templates(wl.kind)
+        wsum = sum(t[1] for t in tpl)
+        for t in tpl:
+            self.commands[t[7]] = self.commands.get(t[7], 0.0) + q * t[1] / wsum
+        if wl.mirror_fraction:
+            self.mirror_arrived += q * wl.mirror_fraction * (1 - wl.prepared_fraction)
+            self.mirror_skipped_ps += q * wl.mirror_fraction * wl.prepared_fraction
+        for rid, frac in self._rule_fracs.get(wl.hostgroup, ()):
+            self.rule_hits[rid] = self.rule_hits.get(rid, 0.0) + q * frac
+        s.token = self._var_int("mysql-auto_increment_delay_multiplex", 5) if s.reason == "auto_increment" else 0
+
+    def _refresh_mirror_fractions(self):
+        """Which share of each workload's queries the active runtime rules match (by digest text)."""
+        import re
+        self._rule_fracs = {}
+        for wl in self.workloads.values():
+            tpl = role_templates(wl.kind)
+            wsum = sum(t[1] for t in tpl)
+            remaining = list(tpl)
+            mirror = 0.0
+            fracs = []
+            for r in sorted(self.rules, key=lambda r: int(r.get("rule_id") or 0)):
+                if r.get("destination_hostgroup") not in (None, "") and int(r["destination_hostgroup"]) != wl.hostgroup \
+                        and r.get("mirror_hostgroup") in (None, ""):
+                    continue
+                if r.get("username") not in (None, "") and r["username"] != wl.user:
+                    continue
+                pattern = r.get("match_digest") or r.get("match_pattern")
+                try:
+                    rx = re.compile(pattern, re.I) if pattern else None
+                except re.error:
+                    continue
+                negate = str(r.get("negate_match_pattern") or "0") == "1"
+                matched = [t for t in remaining
+                           if rx is None or (bool(rx.search(t[0].replace("{t}", "1"))) != negate)]
+                share = sum(t[1] for t in matched) / wsum
+                if share <= 0:
+                    continue
+                fracs.append((int(r["rule_id"]), share))
+                if r.get("mirror_hostgroup") not in (None, ""):
+                    mirror += share
+                if str(r.get("apply")) == "1":
+                    remaining = [t for t in remaining if t not in matched]
+            wl.mirror_fraction = min(1.0, mirror)
+            self._rule_fracs[wl.hostgroup] = fracs
+
+    def _mirror_hostgroups(self):
+        return sorted({int(r["mirror_hostgroup"]) for r in self.rules
+                       if r.get("mirror_hostgroup") not in (None, "")})
+
+    def _spread_mirror_queries(self, served):
+        if served <= 0:
+            return
+        targets = [srv for hg in self._mirror_hostgroups() for srv in self.servers.values()
+                   if srv.key[0] == hg and srv.status == "ONLINE"]
+        for srv in targets:
+            srv.queries += served / len(targets)
+
+    def mirror_rate_now(self):
+        rate = self.mirror_extra_rate
+        for wl in self.workloads.values():
+            active = sum(1 for s in wl.sessions if s.server is not None)
+            rate += active * wl.rate * wl.mirror_fraction * (1 - wl.prepared_fraction)
+        return rate
+
+    def mirror_figures(self):
+        """(Mirror_concurrency, Mirror_queue_length) as ProxySQL reports them: the queue is the
+        total over mysql-threads worker threads, each bounded by mirror_max_queue_length."""
+        cap = max(1, self._var_int("mysql-mirror_max_concurrency", 16))
+        lam = self.mirror_rate_now()
+        if self.mirror_queue >= 1:
+            conc = cap
+            # the queue is sampled while threads pop and push: it jitters a little under the cap
+            q = self.mirror_queue
+            if self.rng.random() < 0.35:
+                q -= self.rng.choice((1, 1, 1, 3, 9, 11)) * q / 100.0
+            queue = int(q)
+        else:
+            conc = min(cap, int(round(lam * self.mirror_latency_ms / 1000.0)))
+            queue = 0
+        return conc, queue
+
+    def _mirror_status(self):
+        conc, queue = self.mirror_figures()
+        return {"latency_ms": self.mirror_latency_ms, "extra_rate": self.mirror_extra_rate,
+                "rate": round(self.mirror_rate_now(), 1), "concurrency": conc, "queue": queue,
+                "arrived": int(self.mirror_arrived), "executed": int(self.mirror_executed),
+                "dropped": int(self.mirror_dropped), "skipped_prepared": int(self.mirror_skipped_ps),
+                "mirror_hostgroups": self._mirror_hostgroups()}
+
+    # ------------------------------------------------------------------ stats rows (engine)
+    def conn_used(self, srv, now):
+        if "conn_used" in srv.forced:
+            return srv.forced["conn_used"]
+        used = 0
+        for wl in self.workloads.values():
+            for s in wl.sessions:
+                if s.server == srv.key:
+                    if self._pinned(s, now) or self.rng.random() < wl.busy:
+                        used += 1
+        return used
+
+    def pool_rows(self, reset=False):
+        with self.lock:
+            now = time.monotonic()
+            self._advance(now)
+            rows = []
+            for srv in self.servers.values():
+                used = self.conn_used(srv, now)
+                if srv.status != "ONLINE":
+                    srv.pool = min(srv.pool, self._sessions_on(srv.key))
+                free = max(0, srv.pool - used) if srv.status == "ONLINE" else 0
+                srv.max_used = max(srv.max_used, used)
+                f = srv.forced
+                rows.append((srv.key[0], srv.key[1], srv.key[2], srv.status, used,
+                             f.get("conn_free", free), f.get("conn_ok", srv.conn_ok),
+                             f.get("conn_err", srv.conn_err), f.get("max_conn_used", srv.max_used),
+                             f.get("queries", int(srv.queries)), 0,
+                             f.get("bytes_sent", int(srv.bytes_sent)),
+                             f.get("bytes_recv", int(srv.bytes_recv)), srv.latency_us))
+            if reset:
+                for srv in self.servers.values():
+                    srv.conn_ok = srv.conn_err = srv.max_used = 0
+                    srv.queries = srv.bytes_sent = srv.bytes_recv = 0.0
+            return rows
+
+    def free_connection_rows(self):
+        with self.lock:
+            rows = []
+            fd = 30
+            for (hg, host, port, status, used, free, *_rest) in self.pool_rows():
+                for _ in range(int(free)):
+                    stats = json.dumps({"address": "0x7f0000%06x" % fd, "bytes_recv": 0, "bytes_sent": 0,
+                                        "myconnpoll_get": 1, "myconnpoll_put": 1, "questions": 0})
+                    info = json.dumps({"host": host, "port": port, "server_version": "10.11.0-MariaDB",
+                                       "thread_id": fd * 3, "user": "app", "db": "sbtest"})
+                    rows.append((fd, hg, host, port, "app", "sbtest", "", "SYSTEM", "", "1",
+                                 self.rng.randint(0, 900), stats, info))
+                    fd += 1
+            return rows
+
+    def processlist_rows(self, extended):
+        with self.lock:
+            now = time.monotonic()
+            self._advance(now)
+            threads = max(1, self._var_int("mysql-threads", 4))
+            rows = []
+            for wl in self.workloads.values():
+                tpl = role_templates(wl.kind)
+                for s in wl.sessions:
+                    pinned = self._pinned(s, now)
+                    busy = pinned or (s.server is not None and self.rng.random() < wl.busy)
+                    t = tpl[self.rng.randrange(len(tpl))]
+                    prepared = self.rng.random() < wl.prepared_fraction
+                    info = t[0].replace("{t}", str(1 + s.id % 2))
+                    if not prepared:
+                        info = info.replace("?", str(self.rng.randint(1, 10000)))
+                    if s.server is None:
+                        # held: waiting for a usable server in its hostgroup
+                        row = [threads and s.id % threads, s.id, wl.user, wl.schema, "127.0.0.1",
+                               s.cli_port, wl.hostgroup, None, None, None, None,
+                               "Execute" if prepared else "Query",
+                               int((now - (s.held_since or now)) * 1000), info, 0]
+                    elif busy:
+                        row = [s.id % threads, s.id, wl.user, wl.schema, "127.0.0.1", s.cli_port,
+                               wl.hostgroup, "127.0.0.1", s.l_port, s.server[1], s.server[2],
+                               "Execute" if prepared else "Query", self.rng.randint(0, 2), info, 0]
+                    else:
+                        row = [s.id % threads, s.id, wl.user, wl.schema, "127.0.0.1", s.cli_port,
+                               wl.hostgroup, None, None, None, None, "Sleep", 0, None, None]
+                    ext = None
+                    if extended:
+                        ext = self._extended_info(s, now, pinned, busy, extended)
+                    rows.append(tuple(row) + (ext,))
+            return rows
+
+    def _extended_info(self, s, now, pinned, busy, mode):
+        """JSON shaped like samples/processlist.json extended_info (a subset of its keys)."""
+        wl = s.wl
+        flags = {k: False for k in ("compression", "found_rows", "get_lock", "has_savepoint",
+                                    "has_warnings", "lock_tables", "no_multiplex", "no_multiplex_HG",
+                                    "prepared_statement", "temporary_table", "user_variable")}
+        reason = s.reason if pinned else None
+        if not self._var_bool("mysql-multiplexing", "true"):
+            flags["no_multiplex"] = True
+        if reason in flags:
+            flags[reason] = True
+        token = 0
+        if reason == "auto_increment":
+            token = max(1, min(s.token or 5, self._var_int("mysql-auto_increment_delay_multiplex", 5)))
+        backends = []
+        if s.server is not None and (pinned or busy):
+            host, port = s.server[1], s.server[2]
+            backends.append({
+                "conn": {
+                    "MultiplexDisabled": bool(pinned and reason not in (None, "transaction")),
+                    "MultiplexDisabled_ext": bool(pinned and reason not in (None, "transaction")),
+                    "action": "",
+                    "address": "0x7fe7d9c%05x" % (s.id * 64),
+                    "auto_increment_delay_token": token,
+                    "autocommit": "ON",
+                    "bytes_recv": int(s.queries * ROLE_DEFAULTS[wl.kind]["bytes_recv"]),
+                    "bytes_sent": int(s.queries * ROLE_DEFAULTS[wl.kind]["bytes_sent"]),
+                    "charset": "45",
+                    "init_connect": "",
+                    "last_set_autocommit": -1,
+                    "myconnpoll_get": int(s.queries / 6) + 1,
+                    "myconnpoll_put": int(s.queries / 6),
+                    "mysql": {"affected_rows": 0, "db": wl.schema, "host": host,
+                              "host_info": f"{host} via TCP/IP", "insert_id": 0, "port": port,
+                              "server_status": 3, "server_version": "10.11.0-MariaDB",
+                              "thread_id": 100 + s.id, "user": wl.user},
+                    "questions": 0,
+                    "status": flags,
+                    "warning_count": 0,
+                },
+                "gtid": "",
+                "hostgroup_id": wl.hostgroup,
+                "stream": {"DSS": 26, "bytes_recv": 0, "bytes_sent": int(s.queries * 40),
+                           "myconnpoll_get": 1, "myconnpoll_put": 0, "questions": 0},
+            })
+        else:
+            backends.append({"gtid": "", "hostgroup_id": wl.hostgroup,
+                             "stream": {"DSS": 0, "bytes_recv": 0, "bytes_sent": 0,
+                                        "myconnpoll_get": 0, "myconnpoll_put": 0, "questions": 0}})
+        doc = {
+            "active_transactions": 1 if (busy and wl.kind == "write") or reason == "transaction" else 0,
+            "address": "0x7fe7d9cf%04x" % s.id,
+            "age_ms": int((now - s.created) * 1000),
+            "autocommit": True,
+            "autocommit_on_hostgroup": -1,
+            "backends": backends,
+            "client": {"client_addr": {"address": "127.0.0.1", "port": s.cli_port},
+                       "encrypted": False,
+                       "prot": {"auth_plugin": "mysql_native_password"},
+                       "userinfo": {"schemaname": wl.schema, "username": wl.user}},
+            "current_hostgroup": wl.hostgroup,
+            "default_hostgroup": wl.hostgroup,
+            "default_schema": "",
+            "gtid": {"hid": -1, "last": ""},
+            "last_HG_affected_rows": wl.hostgroup,
+            "last_insert_id": 4997 if reason == "auto_increment" else 0,
+            "locked_on_hostgroup": -1,
+            "qpo": {"destination_hostgroup": wl.hostgroup, "multiplex": -1, "sticky_conn": -1},
+            "status": 4 if s.server is None else (1 if busy else 0),
+            "thread_session_id": s.id,
+            "transaction_persistent": False,
+            "transaction_time_ms": int((now - s.created) * 1000) % 4000 if busy and wl.kind == "write" else 0,
+            "user_attributes": "",
+            "warning_in_hg": -1,
+        }
+        if mode == 2:
+            return json.dumps(doc, indent=4, sort_keys=True)
+        return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+    def commands_rows(self):
+        with self.lock:
+            self._advance(time.monotonic())
+            rows = []
+            for cmd in COMMANDS:
+                cnt = int(self.commands.get(cmd, 0))
+                if cnt and cmd in COMMAND_SHAPES:
+                    mean, shares = COMMAND_SHAPES[cmd]
+                    buckets = [int(cnt * sh) for sh in shares]
+                    buckets[1] += cnt - sum(buckets)
+                    rows.append((cmd, int(cnt * mean), cnt, *buckets))
+                else:
+                    rows.append((cmd, 0, 0) + (0,) * len(BUCKETS))
+            return rows
+
+    def rule_rows(self):
+        with self.lock:
+            self._advance(time.monotonic())
+            return [(int(r["rule_id"]), int(self.rule_hits.get(int(r["rule_id"]), 0)))
+                    for r in self.rules]
+
+    def _digest_groups(self):
+        return sorted(k for k, v in self.digest_q.items() if v > 0)
+
+    def digest_params(self):
+        """Rows for the digest view's parameter table: one per (hostgroup, role) with queries."""
+        with self.lock:
+            self._advance(time.monotonic())
+            groups = self._digest_groups()
+            if not groups or self.digest_count <= 0:
+                return []
+            roles = sorted({r for _, r in groups})
+            share = {"write": 4.0, "read": 5.0}
+            now_wall = int(time.time())
+            out = []
+            for role in roles:
+                mine = [g for g in groups if g[1] == role]
+                n_role = self.digest_count * share[role] / sum(share[r] for r in roles)
+                if len(roles) == 2 and role == "write":
+                    n_role = min(self.digest_count, 2 + round((self.digest_count - 2) * 4 / 9))
+                elif len(roles) == 2:
+                    n_role = self.digest_count - min(self.digest_count,
+                                                     2 + round((self.digest_count - 2) * 4 / 9))
+                for g in mine:
+                    n = max(1, int(n_role // len(mine)))
+                    q = self.digest_q[g]
+                    m = int(min(n, q))
+                    if m <= 0:
+                        continue
+                    wl = self.workloads.get(g[0])
+                    user = wl.user if wl else "app"
+                    schema = wl.schema if wl else "sbtest"
+                    lat = 1.0
+                    first = int(self.digest_first.get(g, now_wall))
+                    out.append((g[0], role, n, len(ROLES[role][0]), len(ROLES[role][1]), q,
+                                digest_weight_sum(role, m), first, now_wall, lat, user, schema))
+            return out
+
+    def digest_reset(self):
+        with self.lock:
+            self.digest_q = {}
+            self.digest_first = {}
+            self.digest_reset_at = time.time()
+
+    def global_values(self):
+        """Live values of stats_mysql_global variables that the model drives."""
+        with self.lock:
+            now = time.monotonic()
+            self._advance(now)
+            sessions = [s for wl in self.workloads.values() for s in wl.sessions]
+            used_total = 0
+            pool_total = 0
+            for srv in self.servers.values():
+                u = self.conn_used(srv, now)
+                used_total += u
+                pool_total += max(srv.pool, u)
+            q = self.questions
+            prepared = sum(wl.rate * len(wl.sessions) * wl.prepared_fraction for wl in self.workloads.values())
+            allrate = sum(wl.rate * len(wl.sessions) for wl in self.workloads.values()) or 1.0
+            ps_share = prepared / allrate
+            writers_busy = sum(1 for wl in self.workloads.values() if wl.kind == "write"
+                               for s in wl.sessions if s.server is not None
+                               and (self._pinned(s, now) or self.rng.random() < wl.busy))
+            bsent = sum(s.bytes_sent for s in self.servers.values())
+            brecv = sum(s.bytes_recv for s in self.servers.values())
+            conc, queue = self.mirror_figures()
+            c = self.counters
+            v = {
+                "ProxySQL_Uptime": int(now - self.started),
+                "Active_Transactions": writers_busy,
+                "Client_Connections_aborted": c["sessions_cut"],
+                "Client_Connections_connected": len(sessions),
+                "Client_Connections_created": c["sessions_created"],
+                "Server_Connections_connected": pool_total,
+                "Server_Connections_created": sum(s.conn_ok for s in self.servers.values()),
+                "Server_Connections_aborted": c["sessions_cut"],
+                "Client_Connections_non_idle": len(sessions),
+                "mysql_backend_buffers_bytes": 35456 * used_total,
+                "mysql_frontend_buffers_bytes": 65536 * len(sessions),
+                "mysql_session_internal_bytes": 5120 + 6856 * len(sessions),
+                "Com_commit": int(self.commands.get("COMMIT", 0)),
+                "Com_backend_stmt_prepare": int(20 * ps_share * len(sessions)),
+                "Com_backend_stmt_execute": int(q * ps_share),
+                "Com_frontend_stmt_prepare": int(20 * ps_share * len(sessions)),
+                "Com_frontend_stmt_execute": int(q * ps_share),
+                "Questions": int(q),
+                "Slow_queries": int(q * 2.5e-6),
+                "Queries_backends_bytes_recv": int(brecv),
+                "Queries_backends_bytes_sent": int(bsent),
+                "Queries_frontends_bytes_recv": int(bsent * 1.006),
+                "Queries_frontends_bytes_sent": int(brecv * 1.03),
+                "ConnPool_get_conn_immediate": int(q * 0.05),
+                "ConnPool_get_conn_success": int(q * 0.7),
+                "MyHGM_myconnpoll_get": int(q * 0.65),
+                "MyHGM_myconnpoll_get_ok": int(q * 0.65),
+                "MyHGM_myconnpoll_push": int(q * 0.65),
+                "MyHGM_myconnpoll_destroy": c["sessions_cut"] + c["moved_sessions"],
+                "backend_offline_during_query": c["moved_sessions"],
+                "max_connect_timeouts": c["held_timeouts"],
+                "generated_error_packets": c["held_timeouts"],
+                "Mirror_concurrency": conc,
+                "Mirror_queue_length": queue,
+                "Servers_table_version": self.servers_table_version,
+                "MySQL_Thread_Workers": max(1, self._var_int("mysql-threads", 4)),
+                "ConnPool_memory_bytes": 1440 + 2760 * pool_total,
+                "Stmt_Client_Active_Total": int(20 * len(sessions) * ps_share),
+                "Stmt_Client_Active_Unique": 20 if ps_share else 0,
+                "Stmt_Server_Active_Total": int(20 * pool_total * ps_share),
+                "Stmt_Server_Active_Unique": 20 if ps_share else 0,
+                "Stmt_Max_Stmt_id": 21 if ps_share else 1,
+                "Stmt_Cached": 20 if ps_share else 0,
+            }
+            return v
