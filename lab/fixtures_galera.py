@@ -40,10 +40,16 @@ def _live_leases(lab: GaleraLab) -> list[int]:
             pid = int(f.name)
         except ValueError:
             continue
-        if pid != os.getpid() and psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        if pid == os.getpid():
+            continue
+        try:
+            alive = psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            alive = False
+        if alive:
             pids.append(pid)
-        elif pid != os.getpid():
-            f.unlink(missing_ok=True)
+        else:
+            f.unlink(missing_ok=True)  # a session that died without its teardown
     return pids
 
 

@@ -40,6 +40,7 @@ import os
 import re
 import shutil
 import string
+import subprocess
 import sys
 import time
 from contextlib import closing
@@ -559,8 +560,6 @@ class GaleraLab:
             argv.append(f"--user={user}")
         else:
             argv.append(f"--auth-root-socket-user={socket_auth_user()}")
-        import subprocess
-
         res = subprocess.run(argv, capture_output=True, text=True, timeout=180, cwd=str(node.dir),
                              stdin=subprocess.DEVNULL)
         if res.returncode != 0 or not self._initialised(node):

@@ -12,8 +12,6 @@ import time
 import uuid
 from contextlib import closing
 
-import pytest
-
 from lab._mariadb_common import LAB_VAR, REPO_ROOT, processes_under
 from lab.galera import GaleraLab
 from lab.mariadb_standalone import MariaDBStandalone
