@@ -71,6 +71,14 @@ def native_password_ok(password, scramble, token):
     return expected == token
 
 
+def sqlite_float_text(v):
+    """A REAL as SQLite renders it as text ("%!.15g": 15 significant digits, always a dot)."""
+    r = "%.15g" % v
+    if not any(c in r for c in ".eEn"):
+        r += ".0"
+    return r
+
+
 def lenenc_int(n):
     if n < 251:
         return bytes((n,))
@@ -157,8 +165,15 @@ class PacketWriter:
                 if v is None:
                     buf.append(b"\xfb")
                 else:
-                    if not isinstance(v, bytes):
-                        v = v.encode("utf-8", "surrogateescape") if isinstance(v, str) else str(v).encode()
+                    cls = v.__class__
+                    if cls is str:
+                        v = v.encode("utf-8", "surrogateescape")
+                    elif cls is int:
+                        v = str(v).encode()
+                    elif cls is float:
+                        v = sqlite_float_text(v).encode()
+                    elif cls is not bytes:
+                        v = str(v).encode("utf-8")
                     n = len(v)
                     buf.append((bytes((n,)) if n < 251 else lenenc_int(n)) + v)
             packet(b"".join(buf))

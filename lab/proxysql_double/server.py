@@ -337,4 +337,9 @@ class ProxySQLDouble:
         res = self.engine.execute(sql, conn_id=0)
         if res.error:
             raise RuntimeError(res.error[1])
-        return res.columns, res.rows
+        rows = None
+        if res.rows is not None:
+            rows = [tuple(v if v is None or isinstance(v, (str, bytes)) else
+                          (p.sqlite_float_text(v) if isinstance(v, float) else str(v)) for v in r)
+                    for r in res.rows]
+        return res.columns, rows
