@@ -31,6 +31,10 @@ SERVER_CAPABILITIES = (
 )
 
 SERVER_STATUS_AUTOCOMMIT = 0x0002
+SERVER_STATUS_NO_BACKSLASH_ESCAPES = 0x0200
+# ProxySQL's admin sets NO_BACKSLASH_ESCAPES (SQLite has no backslash escapes), so that client
+# libraries escape quotes by doubling them; mysqlclient honours it.
+STATUS = SERVER_STATUS_AUTOCOMMIT | SERVER_STATUS_NO_BACKSLASH_ESCAPES
 
 # Commands.
 COM_QUIT = 0x01
@@ -133,7 +137,7 @@ class PacketWriter:
         return sum(len(p) for p in self.parts)
 
     # Generic packets -----------------------------------------------------------------------
-    def ok(self, affected=0, insert_id=0, status=SERVER_STATUS_AUTOCOMMIT, info=b""):
+    def ok(self, affected=0, insert_id=0, status=STATUS, info=b""):
         self.packet(b"\x00" + lenenc_int(affected) + lenenc_int(insert_id)
                     + struct.pack("<HH", status, 0) + info)
 
@@ -141,7 +145,7 @@ class PacketWriter:
         msg = message.encode("utf-8", "replace") if isinstance(message, str) else message
         self.packet(b"\xff" + struct.pack("<H", code) + b"#" + sqlstate.encode("ascii")[:5] + msg)
 
-    def eof(self, status=SERVER_STATUS_AUTOCOMMIT):
+    def eof(self, status=STATUS):
         self.packet(b"\xfe" + struct.pack("<HH", 0, status))
 
     # Result sets ---------------------------------------------------------------------------
@@ -188,7 +192,7 @@ def handshake_v10(connection_id, scramble, server_version):
         + scramble[:8] + b"\x00"
         + struct.pack("<H", caps & 0xFFFF)
         + bytes((CHARSET_UTF8,))
-        + struct.pack("<H", SERVER_STATUS_AUTOCOMMIT)
+        + struct.pack("<H", STATUS)
         + struct.pack("<H", (caps >> 16) & 0xFFFF)
         + bytes((21,))
         + b"\x00" * 10

@@ -1,0 +1,460 @@
+"""Tests of the ProxySQL admin LAB DOUBLE, over the real MySQL wire protocol with mysqlclient.
+
+The conformance test replays the reference transcript captured on a real ProxySQL 2.7.1
+(<repo>/../shared/proxysql-reference, or $PROXYSQL_REFERENCE_DIR) and judges it with the reference's
+own replay.py rules. The other tests hold the traffic model to the measured behaviour in the
+reference's samples (drain.jsonl, mirror.jsonl) and check the lab-only controls.
+"""
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import MySQLdb
+import psutil
+import pytest
+
+from lab.proxysql_double import DoubleServer, ProxySQLDouble
+
+REPO = Path(__file__).resolve().parents[2]
+REFERENCE = Path(os.environ.get("PROXYSQL_REFERENCE_DIR", REPO.parent / "shared" / "proxysql-reference"))
+SCHEMA_COPY = REPO / "lab" / "proxysql_double" / "schema"
+
+
+def connect(double, **kw):
+    return MySQLdb.connect(**double.connect_kwargs(**kw))
+
+
+class Admin:
+    """A tiny admin client over the wire."""
+
+    def __init__(self, double):
+        self.conn = connect(double)
+
+    def q(self, sql):
+        cur = self.conn.cursor()
+        cur.execute(sql)
+        rows = cur.fetchall() if cur.description else cur.rowcount
+        cur.close()
+        return rows
+
+    def one(self, sql):
+        return self.q(sql)[0][0]
+
+    def lab(self, command, **args):
+        return json.loads(self.one(f"LAB {command} {json.dumps(args)}" if args else f"LAB {command}"))
+
+    def global_var(self, name):
+        return int(self.one(f"SELECT Variable_Value FROM stats_mysql_global WHERE Variable_Name='{name}'"))
+
+    def conn_used(self, hg, status="OFFLINE_SOFT"):
+        return int(self.one(f"SELECT IFNULL(SUM(ConnUsed),0) FROM stats_mysql_connection_pool "
+                            f"WHERE status='{status}' AND hostgroup={hg}"))
+
+
+def galera_servers(admin):
+    admin.q("INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight) VALUES "
+            "(100,'127.0.0.1',3311,10000),(101,'127.0.0.1',3312,10000),(101,'127.0.0.1',3313,10000),"
+            "(102,'127.0.0.1',3312,1000)")
+    admin.q("LOAD MYSQL SERVERS TO RUNTIME")
+
+
+def set_writer_status(admin, status):
+    admin.q(f"UPDATE mysql_servers SET status='{status}' WHERE hostgroup_id=100 AND port=3311")
+    admin.q("LOAD MYSQL SERVERS TO RUNTIME")
+
+
+# ---------------------------------------------------------------------------------------- reference
+def load_replay():
+    spec = importlib.util.spec_from_file_location("proxysql_reference_replay", REFERENCE / "replay.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_conformance_transcript(proxysql_double):
+    """114 reference statements, judged by the reference's replay.py rules: all pass, all type 253."""
+    transcript = REFERENCE / "transcripts" / "admin-statements.jsonl"
+    if not transcript.exists():
+        pytest.skip(f"reference folder not found at {REFERENCE}")
+    replay = load_replay()
+    conn = connect(proxysql_double, connect_timeout=3)
+    passed, failures, type_codes = 0, [], set()
+    for line in transcript.read_text().splitlines():
+        step = json.loads(line)
+        cur = conn.cursor()
+        cols, rows, rowcount, error = replay.run(cur, step["sql"])
+        cur.close()
+        type_codes.update(c[1] for c in cols or [])
+        problem = replay.judge(step, cols or [], rows, rowcount, error)
+        if problem:
+            failures.append(f"step {step['step']} {step['sql'][:80]}: {problem}")
+        else:
+            passed += 1
+    assert failures == [], "\n".join(failures)
+    assert passed == 114
+    assert type_codes == {253}
+
+
+def test_packaged_schema_is_the_reference():
+    """The DDL and data files the double ships (so it runs without shared/) equal the reference's."""
+    if not (REFERENCE / "schema").is_dir():
+        pytest.skip(f"reference folder not found at {REFERENCE}")
+    ref = {p.name: p.read_bytes() for p in (REFERENCE / "schema").iterdir()}
+    mine = {p.name: p.read_bytes() for p in SCHEMA_COPY.iterdir()}
+    assert mine == ref
+
+
+# ---------------------------------------------------------------------------------------- protocol
+def test_wrong_password_is_1045(proxysql_double):
+    with pytest.raises(MySQLdb.OperationalError) as e:
+        MySQLdb.connect(host="127.0.0.1", port=proxysql_double.port, user="admin", passwd="nope",
+                        connect_timeout=3)
+    assert e.value.args[0] == 1045
+    assert "ProxySQL Admin Error: Access denied for user 'admin'" in e.value.args[1]
+
+
+def test_basics_and_errors(proxysql_double):
+    a = Admin(proxysql_double)
+    assert a.one("SELECT @@version") == "2.7.1-lab-double"
+    assert a.q("SELECT 1") == (("1",),)
+    assert a.q("SET NAMES utf8mb4") == 0 and a.q("SET autocommit=0") == 0
+    assert a.q("SET mysql-mirror_max_concurrency=100") == 1
+    assert a.q("SET mysql-no_such_variable=1") == 0
+    assert len(a.q("SHOW MYSQL VARIABLES")) == 163
+    assert len(a.q("SELECT * FROM stats_mysql_global")) == 108
+    assert a.q("SHOW CREATE TABLE mysql_servers")[0][1].startswith("CREATE TABLE mysql_servers (")
+    assert a.q("SELECT COUNT(*) FROM disk.mysql_servers") == (("0",),)
+    for bad, msg in [("SELECT * FROM nope", "no such table: nope"),
+                     ("LOAD MYSQL NOTHING TO RUNTIME", 'near "LOAD": syntax error'),
+                     ("SAVE MYSQL NOTHING TO DISK", 'near "SAVE": syntax error'),
+                     ("INSERT INTO scheduler (interval_ms, filename) VALUES (1, 'x')", "CHECK constraint failed")]:
+        with pytest.raises(MySQLdb.MySQLError) as e:
+            a.q(bad)
+        assert e.value.args[0] == 1045 and e.value.args[1].startswith("ProxySQL Admin Error: ")
+        assert msg in e.value.args[1]
+    # runtime_* tables are regenerated by ProxySQL: a write to them changes nothing
+    a.q("INSERT INTO runtime_mysql_servers (hostgroup_id, hostname) VALUES (1, 'x')")
+    assert a.q("SELECT COUNT(*) FROM runtime_mysql_servers") == (("0",),)
+
+
+def test_hostile_strings_are_stored_as_values(proxysql_double):
+    a = Admin(proxysql_double)
+    hostile = ["it's \"quoted\"; DROP TABLE mysql_servers; -- é中", "back\\slash \\' \\\" %_", "😀 utf8mb4",
+               "line\nbreak\ttab", "x" * 5000, "'); DELETE FROM mysql_servers; --", "NULL", ""]
+    cur = a.conn.cursor()
+    for i, text in enumerate(hostile):
+        cur.execute("INSERT INTO mysql_servers (hostgroup_id, hostname, port, comment) VALUES (%s, %s, %s, %s)",
+                    (i, "127.0.0.1", 3306, text))
+    a.q("LOAD MYSQL SERVERS TO RUNTIME")
+    cur.execute("SELECT comment FROM runtime_mysql_servers ORDER BY hostgroup_id")
+    assert [r[0] for r in cur.fetchall()] == hostile
+    cur.execute("SET mysql-monitor_password = %s", ("pa'ss\"w;rd",))
+    assert a.one("SELECT variable_value FROM global_variables WHERE variable_name='mysql-monitor_password'") \
+        == "pa'ss\"w;rd"
+
+
+def test_statement_log_records_what_was_sent(proxysql_double):
+    a = Admin(proxysql_double)
+    proxysql_double.clear_statements()
+    a.q("SELECT 1")
+    a.q("LAB STATUS")
+    a.q("LOAD MYSQL SERVERS TO RUNTIME")
+    assert proxysql_double.statements() == ["SELECT 1", "LOAD MYSQL SERVERS TO RUNTIME"]
+    log = a.lab("STATEMENTS")
+    assert [e["sql"] for e in log] == ["SELECT 1", "LOAD MYSQL SERVERS TO RUNTIME"]
+    assert a.lab("STATEMENTS", since=log[0]["seq"])[0]["sql"] == "LOAD MYSQL SERVERS TO RUNTIME"
+
+
+# ---------------------------------------------------------------------------------------- layers
+def test_variables_invalid_and_read_only_values_are_not_applied(proxysql_double):
+    a = Admin(proxysql_double)
+    a.q("SET mysql-mirror_max_concurrency='lots'")
+    a.q("SET mysql-threads=8")             # only read at start: needs a restart
+    a.q("LOAD MYSQL VARIABLES TO RUNTIME")
+    rt = dict(a.q("SELECT * FROM runtime_global_variables WHERE variable_name IN "
+                  "('mysql-mirror_max_concurrency','mysql-threads')"))
+    assert rt == {"mysql-mirror_max_concurrency": "16", "mysql-threads": "2"}
+    # as ProxySQL does, memory is reset to the value in force
+    assert a.one("SELECT variable_value FROM global_variables WHERE variable_name='mysql-mirror_max_concurrency'") == "16"
+
+
+def test_disk_layer_survives_restart(tmp_path):
+    with ProxySQLDouble(datadir=tmp_path / "node1") as d:
+        a = Admin(d)
+        a.q("INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (100,'10.0.0.1',3306)")
+        a.q("SET mysql-threads=4")
+        a.q("SAVE MYSQL SERVERS TO DISK")
+        a.q("SAVE MYSQL VARIABLES TO DISK")
+        a.q("INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (100,'10.0.0.2',3306)")
+        assert (tmp_path / "node1" / "proxysql.db").exists()
+        a.q("PROXYSQL RESTART")
+        a = Admin(d)
+        assert a.q("SELECT hostname FROM runtime_mysql_servers") == (("10.0.0.1",),)
+        assert a.one("SELECT variable_value FROM runtime_global_variables WHERE variable_name='mysql-threads'") == "4"
+        assert a.global_var("MySQL_Thread_Workers") == 4
+
+
+def test_users_show_frontend_and_backend_rows_at_runtime(proxysql_double):
+    a = Admin(proxysql_double)
+    a.q("INSERT INTO mysql_users (username, password, default_hostgroup) VALUES ('app', 'secret', 100)")
+    a.q("LOAD MYSQL USERS TO RUNTIME")
+    assert a.q("SELECT username, frontend, backend FROM runtime_mysql_users ORDER BY backend") == \
+        (("app", "1", "0"), ("app", "0", "1"))
+    a.q("DELETE FROM mysql_users")
+    a.q("SAVE MYSQL USERS TO MEMORY")
+    assert a.q("SELECT username, frontend, backend FROM mysql_users") == (("app", "1", "1"),)
+
+
+def test_cluster_pair_sees_each_others_checksums(proxysql_double_pair):
+    a, b = (Admin(d) for d in proxysql_double_pair)
+    for x in (a, b):
+        galera_servers(x)
+    time.sleep(1.05)   # admin-cluster_check_interval_ms
+    rows = b.q(f"SELECT name, checksum, diff_check FROM stats_proxysql_servers_checksums "
+               f"WHERE port={proxysql_double_pair[0].port} AND name='mysql_servers'")
+    mine = b.one("SELECT checksum FROM runtime_checksums_values WHERE name='mysql_servers'")
+    assert rows == (("mysql_servers", mine, "0"),) and mine != "0x0000000000000000"
+    a.q("UPDATE mysql_servers SET weight=1 WHERE port=3313")
+    a.q("LOAD MYSQL SERVERS TO RUNTIME")
+    theirs = b.one(f"SELECT checksum FROM stats_proxysql_servers_checksums "
+                   f"WHERE port={proxysql_double_pair[0].port} AND name='mysql_servers'")
+    assert theirs != mine
+
+
+# ---------------------------------------------------------------------------------------- drain
+def test_drain_stuck_with_default_auto_increment_delay(proxysql_double):
+    """samples/drain.jsonl, auto_increment_delay_multiplex=5: ConnUsed stays 4 of 4 after OFFLINE_SOFT."""
+    a = Admin(proxysql_double)
+    galera_servers(a)
+    a.lab("SET_SESSIONS", hostgroup=100, count=4, pinned_reason="auto_increment")
+    a.lab("SET_SESSIONS", hostgroup=101, count=4)
+    set_writer_status(a, "OFFLINE_SOFT")
+    t0 = time.monotonic()
+    samples = []
+    while time.monotonic() - t0 < 1.2:
+        samples.append(a.conn_used(100))
+        time.sleep(0.05)
+    assert min(samples) == 4
+    queries = [int(a.one("SELECT Queries FROM stats_mysql_connection_pool WHERE hostgroup=100")) for _ in range(2)]
+    assert queries[0] > 0     # pinned sessions keep running on the draining server
+    a.q("SET mysql-show_processlist_extended=1")
+    a.q("LOAD MYSQL VARIABLES TO RUNTIME")
+    rows = a.q("SELECT hostgroup, srv_host, srv_port, extended_info FROM stats_mysql_processlist WHERE hostgroup=100")
+    assert len(rows) == 4
+    for hg, host, port, ext in rows:
+        assert (host, port) == ("127.0.0.1", "3311")
+        conn = json.loads(ext)["backends"][0]["conn"]
+        assert conn["MultiplexDisabled"] is True and conn["auto_increment_delay_token"] > 0
+        assert conn["mysql"]["port"] == 3311
+    assert a.q("SELECT COUNT(*) FROM stats_mysql_processlist WHERE extended_info IS NULL") == (("0",),)
+
+
+def test_drain_completes_with_auto_increment_delay_zero(proxysql_double):
+    """samples/drain.jsonl, auto_increment_delay_multiplex=0: ConnUsed 0 within ~25 ms; the
+    sessions move to the other ONLINE writer, with no client error."""
+    a = Admin(proxysql_double)
+    galera_servers(a)
+    a.q("INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight) VALUES (100,'127.0.0.1',3312,1)")
+    a.q("UPDATE mysql_servers SET weight=100000 WHERE hostgroup_id=100 AND port=3311")
+    a.q("LOAD MYSQL SERVERS TO RUNTIME")
+    a.q("SET mysql-auto_increment_delay_multiplex=0")
+    a.q("LOAD MYSQL VARIABLES TO RUNTIME")
+    a.lab("SET_SESSIONS", hostgroup=100, count=4, pinned_reason="auto_increment")
+    assert a.conn_used(100, "ONLINE") >= 3
+    set_writer_status(a, "OFFLINE_SOFT")
+    t0 = time.monotonic()
+    while a.conn_used(100) > 0:
+        assert time.monotonic() - t0 < 0.1, "drain did not complete within 100 ms"
+        time.sleep(0.005)
+    status = a.lab("STATUS")
+    assert status["counters"]["client_errors"] == 0
+    assert status["workloads"][0]["on_servers"] == ["127.0.0.1:3312"]
+
+
+def test_other_pin_reasons_hold_regardless_of_auto_increment_delay(proxysql_double):
+    a = Admin(proxysql_double)
+    galera_servers(a)
+    a.q("SET mysql-auto_increment_delay_multiplex=0")
+    a.q("SET mysql-show_processlist_extended=2")
+    a.q("LOAD MYSQL VARIABLES TO RUNTIME")
+    proxysql_double.traffic.set_sessions(hostgroup=100, count=4, kind="write", pinned_reason="user_variable",
+                                         pinned_fraction=0.5)
+    set_writer_status(a, "OFFLINE_SOFT")
+    time.sleep(0.2)
+    assert a.conn_used(100) == 2
+    flags = [json.loads(r[0])["backends"][0]["conn"]["status"]
+             for r in a.q("SELECT extended_info FROM stats_mysql_processlist WHERE srv_port=3311")]
+    assert len(flags) == 2 and all(f["user_variable"] for f in flags)
+
+
+def test_no_online_server_holds_queries_then_times_out(proxysql_double):
+    a = Admin(proxysql_double)
+    galera_servers(a)
+    a.q("SET mysql-connect_timeout_server_max=300")
+    a.q("LOAD MYSQL VARIABLES TO RUNTIME")
+    a.lab("SET_SESSIONS", hostgroup=100, count=2, kind="write")
+    set_writer_status(a, "OFFLINE_SOFT")
+    time.sleep(0.1)
+    rows = a.q("SELECT command, srv_host, time_ms FROM stats_mysql_processlist WHERE hostgroup=100")
+    assert [r[:2] for r in rows] == [("Query", None), ("Query", None)]   # held, waiting, no error
+    assert a.lab("STATUS")["counters"]["client_errors"] == 0
+    time.sleep(0.3)
+    assert a.lab("STATUS")["counters"]["held_timeouts"] >= 2
+    set_writer_status(a, "ONLINE")
+    assert a.lab("STATUS")["workloads"][0]["held"] == 0
+
+
+def test_offline_hard_cuts_and_counts(proxysql_double):
+    a = Admin(proxysql_double)
+    galera_servers(a)
+    a.lab("SET_SESSIONS", hostgroup=100, count=4, pinned_reason="auto_increment", reconnect=False)
+    set_writer_status(a, "OFFLINE_HARD")
+    assert a.global_var("Client_Connections_aborted") == 4
+    assert a.global_var("Client_Connections_connected") == 0
+    assert a.lab("STATUS")["counters"]["sessions_cut"] == 4
+    assert a.conn_used(100, "OFFLINE_HARD") == 0
+    # removing a server from runtime cuts as well
+    a.lab("SET_SESSIONS", hostgroup=101, count=3)
+    a.q("DELETE FROM mysql_servers WHERE hostgroup_id=101")
+    a.q("LOAD MYSQL SERVERS TO RUNTIME")
+    assert a.lab("STATUS")["counters"]["sessions_cut"] == 7
+
+
+# ---------------------------------------------------------------------------------------- mirror, digests
+def test_mirror_saturation_matches_sample():
+    """samples/mirror.jsonl: threads=2, mirror_max_concurrency=1, mirror_max_queue_length=50 ->
+    Mirror_concurrency 1 and Mirror_queue_length ~100 (total over threads). Prepared statements
+    are not mirrored."""
+    with ProxySQLDouble(variables={"mysql-threads": "2"}) as d:
+        a = Admin(d)
+        galera_servers(a)
+        a.q("INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,mirror_hostgroup,apply) "
+            "VALUES (10,1,'^INSERT',100,101,1)")
+        a.q("LOAD MYSQL QUERY RULES TO RUNTIME")
+        a.q("SET mysql-mirror_max_concurrency=1")
+        a.q("SET mysql-mirror_max_queue_length=50")
+        a.q("LOAD MYSQL VARIABLES TO RUNTIME")
+        a.lab("SET_SESSIONS", hostgroup=100, count=4, pinned_reason="auto_increment")
+        time.sleep(0.5)
+        seen = []
+        for _ in range(6):
+            seen.append(dict(a.q("SELECT Variable_Name, Variable_Value FROM stats_mysql_global "
+                                 "WHERE Variable_Name IN ('Mirror_concurrency','Mirror_queue_length')")))
+            time.sleep(0.05)
+        assert all(s["Mirror_concurrency"] == "1" for s in seen)
+        assert all(80 <= int(s["Mirror_queue_length"]) <= 100 for s in seen)
+        assert max(int(s["Mirror_queue_length"]) for s in seen) == 100
+        assert int(a.one("SELECT hits FROM stats_mysql_query_rules WHERE rule_id=10")) > 0
+        assert a.lab("STATUS")["mirror"]["dropped"] > 0
+        a.lab("SET_SESSIONS", hostgroup=100, count=4, prepared_fraction=1.0)
+        time.sleep(0.6)     # the queue drains at 200/s and nothing new is mirrored
+        assert a.global_var("Mirror_queue_length") == 0
+
+
+def test_digest_reset(proxysql_double):
+    a = Admin(proxysql_double)
+    galera_servers(a)
+    a.lab("SET_SESSIONS", hostgroup=100, count=4, kind="write")
+    a.lab("SET_SESSIONS", hostgroup=101, count=4)
+    time.sleep(0.2)
+    a.lab("SET_SESSIONS", hostgroup=100, count=0)
+    a.lab("SET_SESSIONS", hostgroup=101, count=0)
+    top = a.q("SELECT hostgroup, digest_text, count_star, sum_time FROM stats_mysql_query_digest "
+              "ORDER BY sum_time DESC")
+    assert len(top) == 20          # sysbench oltp_read_write on two tables
+    texts = {r[1] for r in top}
+    assert {"COMMIT", "BEGIN", "SELECT c FROM sbtest1 WHERE id=?"} <= texts
+    first = a.q("SELECT COUNT(*), SUM(count_star) FROM stats_mysql_query_digest")
+    assert a.q("SELECT COUNT(*), SUM(count_star) FROM stats_mysql_query_digest_reset") == first
+    assert a.q("SELECT COUNT(*) FROM stats_mysql_query_digest") == (("0",),)
+
+
+def test_hundred_thousand_digests(proxysql_double):
+    a = Admin(proxysql_double)
+    galera_servers(a)
+    a.lab("SET_SESSIONS", hostgroup=101, count=1, rate=0.001)
+    a.lab("SET_DIGESTS", count=100000, queries=10000000)
+    t0 = time.monotonic()
+    assert a.one("SELECT COUNT(*) FROM stats_mysql_query_digest") == "100000"
+    top = a.q("SELECT digest, digest_text, count_star FROM stats_mysql_query_digest ORDER BY count_star DESC LIMIT 3")
+    assert time.monotonic() - t0 < 2
+    assert top[0][1] == "SELECT c FROM sbtest1 WHERE id=?"
+    assert len(a.q("SELECT DISTINCT digest FROM stats_mysql_query_digest")) == 100000
+
+
+# ---------------------------------------------------------------------------------------- endpoints
+def test_many_endpoints_in_one_process():
+    server = DoubleServer().start_background()
+    rss0 = psutil.Process().memory_info().rss
+    try:
+        doubles = [ProxySQLDouble(server=server).start() for _ in range(200)]
+        rss = psutil.Process().memory_info().rss - rss0
+        ports = {d.port for d in doubles}
+        assert len(ports) == 200
+        for d in doubles:
+            c = connect(d, connect_timeout=3)
+            cur = c.cursor()
+            cur.execute("SELECT 1")
+            assert cur.fetchall() == (("1",),)
+            c.close()
+        # each endpoint is its own ProxySQL
+        a, b = Admin(doubles[0]), Admin(doubles[1])
+        a.q("INSERT INTO mysql_servers (hostgroup_id, hostname) VALUES (1, 'only-in-a')")
+        assert b.one("SELECT COUNT(*) FROM mysql_servers") == "0"
+        assert rss / 200 < 3 * 1024 * 1024, f"{rss / 200 / 1024:.0f} KiB per endpoint"
+    finally:
+        server.stop()
+
+
+def test_hanging_endpoint_times_out_a_client(proxysql_double):
+    proxysql_double.set_mode("hang")
+    t0 = time.monotonic()
+    with pytest.raises(MySQLdb.OperationalError):
+        MySQLdb.connect(host="127.0.0.1", port=proxysql_double.port, user="admin", passwd="admin", connect_timeout=1)
+    assert 0.8 <= time.monotonic() - t0 <= 2.5
+    proxysql_double.set_mode("refuse")
+    time.sleep(0.1)
+    t0 = time.monotonic()
+    with pytest.raises(MySQLdb.OperationalError) as e:
+        MySQLdb.connect(host="127.0.0.1", port=proxysql_double.port, user="admin", passwd="admin", connect_timeout=1)
+    assert e.value.args[0] == 2002 and time.monotonic() - t0 < 0.5
+    proxysql_double.set_mode("normal")
+    time.sleep(0.1)
+    assert Admin(proxysql_double).q("SELECT 1") == (("1",),)
+
+
+def test_cli_serves_several_endpoints_and_obeys_lab_statements(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "lab.proxysql_double", "--port", "0", "--port", "0",
+                             "--datadir", str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        lines = [proc.stdout.readline() for _ in range(3)]
+        ports = [int(l.split(" ready on 127.0.0.1:")[1].split()[0]) for l in lines[:2]]
+        assert "2 endpoint(s) ready" in lines[2]
+
+        class Remote:
+            host, user, password = "127.0.0.1", "admin", "admin"
+
+            def __init__(self, port):
+                self.port = port
+
+            def connect_kwargs(self, **kw):
+                return dict(host=self.host, port=self.port, user="admin", passwd="admin", connect_timeout=3, **kw)
+
+        a = Admin(Remote(ports[0]))
+        galera_servers(a)
+        a.lab("SET_SESSIONS", hostgroup=100, count=3, pinned_reason="auto_increment")
+        assert a.conn_used(100, "ONLINE") == 3
+        # a LAB statement can target another endpoint of the same process
+        a.lab("SET_MODE", endpoint=ports[1], latency_ms=1)
+        assert a.lab("STATUS", endpoint=ports[1])["endpoint"]["latency_ms"] == 1
+        assert a.lab("ENDPOINTS") == sorted(ports)
+        assert (tmp_path / str(ports[0]) / "proxysql.db").exists()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 0 and "stopped" in out
