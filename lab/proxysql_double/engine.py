@@ -109,6 +109,7 @@ SET_VAR_RE = re.compile(r"^SET\s+((?:mysql|admin|ldap|sqliteserver)-[A-Za-z0-9_]
                         re.I | re.S)
 DML_TARGET_RE = re.compile(
     r"^\s*(?:(?:INSERT|REPLACE)(?:\s+OR\s+\w+)?\s+INTO|UPDATE(?:\s+OR\s+\w+)?|DELETE\s+FROM)\s+([\w.`\"]+)", re.I)
+LAB_RE = re.compile(r"^\s*LAB\b", re.I)
 IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SELECT_VARS_RE = re.compile(r"^SELECT\s+(@@[\w.]+(?:\s*,\s*@@[\w.]+)*)(?:\s+LIMIT\s+\d+)?$", re.I)
 
@@ -343,7 +344,7 @@ class AdminEngine:
         text = sql.strip()
         while text.endswith(";"):
             text = text[:-1].rstrip()
-        if re.match(r"^LAB\b", text, re.I):
+        if LAB_RE.match(text):
             from . import lab_commands
             return lab_commands.run(self, text[3:].strip())
         with self.lock:

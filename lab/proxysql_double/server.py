@@ -195,7 +195,7 @@ class DoubleServer:
                 return
             if cmd == p.COM_QUERY:
                 sql = payload[1:].decode("utf-8", "replace")
-                is_lab = sql.lstrip()[:4].upper() in ("LAB", "LAB ", "LAB;")
+                is_lab = engine_mod.LAB_RE.match(sql) is not None
                 if not is_lab:
                     while eng.mode == "hang" and not ep.closed:
                         await asyncio.sleep(0.05)     # a stuck ProxySQL: no answer, no error

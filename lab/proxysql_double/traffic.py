@@ -938,9 +938,9 @@ class TrafficModel:
             prepared = sum(wl.rate * len(wl.sessions) * wl.prepared_fraction for wl in self.workloads.values())
             allrate = sum(wl.rate * len(wl.sessions) for wl in self.workloads.values()) or 1.0
             ps_share = prepared / allrate
-            writers_busy = sum(1 for wl in self.workloads.values() if wl.kind == "write"
-                               for s in wl.sessions if s.server is not None
-                               and (self._pinned(s, now) or self.rng.random() < wl.busy))
+            busy = [s for wl in self.workloads.values() for s in wl.sessions
+                    if s.server is None or self._pinned(s, now) or self.rng.random() < wl.busy]
+            writers_busy = sum(1 for s in busy if s.wl.kind == "write" and s.server is not None)
             bsent = sum(s.bytes_sent for s in self.servers.values())
             brecv = sum(s.bytes_recv for s in self.servers.values())
             conc, queue = self.mirror_figures()
@@ -954,7 +954,7 @@ class TrafficModel:
                 "Server_Connections_connected": pool_total,
                 "Server_Connections_created": sum(s.conn_ok for s in self.servers.values()),
                 "Server_Connections_aborted": c["sessions_cut"],
-                "Client_Connections_non_idle": len(sessions),
+                "Client_Connections_non_idle": len(busy),
                 "mysql_backend_buffers_bytes": 35456 * used_total,
                 "mysql_frontend_buffers_bytes": 65536 * len(sessions),
                 "mysql_session_internal_bytes": 5120 + 6856 * len(sessions),

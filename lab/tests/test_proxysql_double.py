@@ -264,8 +264,8 @@ def test_drain_completes_with_auto_increment_delay_zero(proxysql_double):
     a.q("LOAD MYSQL SERVERS TO RUNTIME")
     a.q("SET mysql-auto_increment_delay_multiplex=0")
     a.q("LOAD MYSQL VARIABLES TO RUNTIME")
-    a.lab("SET_SESSIONS", hostgroup=100, count=4, pinned_reason="auto_increment")
-    assert a.conn_used(100, "ONLINE") >= 3
+    a.lab("SET_SESSIONS", hostgroup=100, count=4, pinned_reason="auto_increment", busy=1)
+    assert a.conn_used(100, "ONLINE") == 4
     set_writer_status(a, "OFFLINE_SOFT")
     t0 = time.monotonic()
     while a.conn_used(100) > 0:
