@@ -37,14 +37,13 @@ REGISTRY = {}
 
 
 class Result:
-    __slots__ = ("columns", "rows", "affected", "error", "after")
+    __slots__ = ("columns", "rows", "affected", "error")
 
     def __init__(self, columns=None, rows=None, affected=0, error=None):
         self.columns = columns
         self.rows = rows
         self.affected = affected
         self.error = error      # (code, message) or None
-        self.after = None
 
 
 def _read_text(name):
