@@ -642,6 +642,9 @@ class AdminEngine:
             cur = self.db.execute("SELECT * FROM main.runtime_mysql_servers")
             cols = [d[0] for d in cur.description]
             self.traffic.set_runtime_servers([dict(zip(cols, r)) for r in cur.fetchall()])
+            cur = self.db.execute("SELECT * FROM main.runtime_mysql_hostgroup_attributes")
+            cols = [d[0] for d in cur.description]
+            self.traffic.set_runtime_hostgroup_attributes([dict(zip(cols, r)) for r in cur.fetchall()])
         elif module == "MYSQL QUERY RULES":
             cur = self.db.execute("SELECT * FROM main.runtime_mysql_query_rules")
             cols = [d[0] for d in cur.description]

@@ -208,6 +208,7 @@ class TrafficModel:
                          "client_errors": 0, "held_timeouts": 0, "moved_sessions": 0}
         self.servers_table_version = 1
         self._rule_fracs = {}      # hg -> [(rule_id, share of its queries the rule matches)]
+        self.no_multiplex_hgs = set()
 
     # ------------------------------------------------------------------ runtime inputs (engine)
     def set_runtime_servers(self, rows):
@@ -225,6 +226,15 @@ class TrafficModel:
                 new[key] = srv
             self.servers = new
             self.servers_table_version += 1
+            self._reconcile(now)
+
+    def set_runtime_hostgroup_attributes(self, rows):
+        """runtime_mysql_hostgroup_attributes: multiplex=0 keeps every session of the hostgroup on
+        its backend connection."""
+        with self.lock:
+            now = time.monotonic()
+            self._advance(now)
+            self.no_multiplex_hgs = {int(r["hostgroup_id"]) for r in rows if str(r.get("multiplex")) == "0"}
             self._reconcile(now)
 
     def set_runtime_variables(self, values):
@@ -444,7 +454,7 @@ class TrafficModel:
 
     def _pinned(self, s, now):
         """Whether a session keeps its backend connection (multiplexing disabled for it)."""
-        if not self._var_bool("mysql-multiplexing", "true"):
+        if not self._var_bool("mysql-multiplexing", "true") or s.wl.hostgroup in self.no_multiplex_hgs:
             return True
         if s.reason is None:
             return False
@@ -786,8 +796,11 @@ class TrafficModel:
                                     "has_warnings", "lock_tables", "no_multiplex", "no_multiplex_HG",
                                     "prepared_statement", "temporary_table", "user_variable")}
         reason = s.reason if pinned else None
+        no_mux = not self._var_bool("mysql-multiplexing", "true") or wl.hostgroup in self.no_multiplex_hgs
         if not self._var_bool("mysql-multiplexing", "true"):
             flags["no_multiplex"] = True
+        if wl.hostgroup in self.no_multiplex_hgs:
+            flags["no_multiplex_HG"] = True
         if reason in flags:
             flags[reason] = True
         token = 0
@@ -798,8 +811,8 @@ class TrafficModel:
             host, port = s.server[1], s.server[2]
             backends.append({
                 "conn": {
-                    "MultiplexDisabled": bool(pinned and reason not in (None, "transaction")),
-                    "MultiplexDisabled_ext": bool(pinned and reason not in (None, "transaction")),
+                    "MultiplexDisabled": bool(pinned and (no_mux or reason not in (None, "transaction"))),
+                    "MultiplexDisabled_ext": bool(pinned and (no_mux or reason not in (None, "transaction"))),
                     "action": "",
                     "address": "0x7fe7d9c%05x" % (s.id * 64),
                     "auto_increment_delay_token": token,

@@ -292,6 +292,18 @@ def test_other_pin_reasons_hold_regardless_of_auto_increment_delay(proxysql_doub
     assert len(flags) == 2 and all(f["user_variable"] for f in flags)
 
 
+def test_hostgroup_without_multiplexing_pins_every_session(proxysql_double):
+    a = Admin(proxysql_double)
+    galera_servers(a)
+    a.q("SET mysql-auto_increment_delay_multiplex=0")
+    a.q("LOAD MYSQL VARIABLES TO RUNTIME")
+    a.q("INSERT INTO mysql_hostgroup_attributes (hostgroup_id, multiplex) VALUES (100, 0)")
+    a.lab("SET_SESSIONS", hostgroup=100, count=3, kind="write")
+    set_writer_status(a, "OFFLINE_SOFT")
+    time.sleep(0.1)
+    assert a.conn_used(100) == 3
+
+
 def test_no_online_server_holds_queries_then_times_out(proxysql_double):
     a = Admin(proxysql_double)
     galera_servers(a)
