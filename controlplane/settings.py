@@ -4,6 +4,7 @@ Defaults are for a developer's machine (SQLite under var/, Redis on localhost). 
 DJANGO_DEBUG=0, SECRET_KEY, CREDENTIALS_KEYS, DATABASE_URL (MariaDB/MySQL) and REDIS_URL.
 """
 import os
+import warnings
 from pathlib import Path
 
 import dj_database_url
@@ -109,6 +110,8 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "apps.accounts.context_processors.roles",
             ],
+            # {% partialdef %} everywhere: htmx partials live inside the page that uses them.
+            "builtins": ["template_partials.templatetags.partials"],
         },
     }
 ]
@@ -143,6 +146,8 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "staticfiles"
 # Serve static files straight from static/ when collectstatic has not run (development and the demo).
 WHITENOISE_USE_FINDERS = DEBUG
+# Without collectstatic there is no STATIC_ROOT directory; finders serve the files, so say nothing.
+warnings.filterwarnings("ignore", message="No directory at: ")
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)

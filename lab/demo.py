@@ -102,11 +102,17 @@ def configure_doubles():
         start_traffic(port)
 
 
-def start_traffic(port):
-    """Lab-only statements of the double: a steady OLTP-like load through writer and readers."""
-    from lab.proxysql_double.control import demo_traffic_statements
+# Lab-only statements of the double (never sent by the product): a steady sysbench-like load, with the
+# writer's sessions pinned by auto-increment tokens as on a real ProxySQL 2.7 under OLTP writes.
+DEMO_TRAFFIC = [
+    'LAB SET_SESSIONS {"hostgroup": 100, "count": 4, "kind": "write", "pinned_reason": "auto_increment"}',
+    'LAB SET_SESSIONS {"hostgroup": 101, "count": 8, "kind": "read"}',
+    'LAB SET_DIGESTS {"count": 400}',
+]
 
-    admin_sql(port, *demo_traffic_statements())
+
+def start_traffic(port):
+    admin_sql(port, *DEMO_TRAFFIC)
 
 
 def up():

@@ -37,6 +37,7 @@ def test_hostile_text_travels_as_an_escaped_value(proxysql_double):
 
 
 def test_statement_errors_are_rejected_not_unreachable(proxysql_double):
+    seed_layout(proxysql_double)
     with client_for(proxysql_double) as admin:
         with pytest.raises(Rejected, match="CHECK constraint failed"):
             admin.run("UPDATE mysql_servers SET weight=-5")
