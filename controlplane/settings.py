@@ -4,7 +4,6 @@ Defaults are for a developer's machine (SQLite under var/, Redis on localhost). 
 DJANGO_DEBUG=0, SECRET_KEY, CREDENTIALS_KEYS, DATABASE_URL (MariaDB/MySQL) and REDIS_URL.
 """
 import os
-import warnings
 from pathlib import Path
 
 import dj_database_url
@@ -143,11 +142,12 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "staticfiles"))
 # Serve static files straight from static/ when collectstatic has not run (development and the demo).
 WHITENOISE_USE_FINDERS = DEBUG
-# Without collectstatic there is no STATIC_ROOT directory; finders serve the files, so say nothing.
-warnings.filterwarnings("ignore", message="No directory at: ")
+if DEBUG:
+    # Finders serve static files; an empty STATIC_ROOT keeps whitenoise from warning on every start.
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
