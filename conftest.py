@@ -130,3 +130,10 @@ def browser_login(page, live_server):
         page.wait_for_url(f"{live_server.url}/")
 
     return login
+
+
+def pytest_report_header(config):
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    return f"Django database: {db['ENGINE'].rsplit('.', 1)[-1]} {db.get('HOST') or db['NAME']}"

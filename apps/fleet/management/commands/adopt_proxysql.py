@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
 from apps.fleet import adopt
+from apps.fleet.models import ProxySQLNode
 
 
 class Command(BaseCommand):
@@ -25,8 +26,12 @@ class Command(BaseCommand):
         parser.add_argument("--node-name", required=True)
         parser.add_argument("--overwrite", action="store_true")
         parser.add_argument("--yes", action="store_true", help="apply the plan (without it: preview only)")
+        parser.add_argument("--if-new", action="store_true", help="do nothing when this endpoint is already adopted")
 
     def handle(self, **o):
+        if o["if_new"] and ProxySQLNode.objects.filter(admin_host=o["host"], admin_port=o["port"]).exists():
+            self.stdout.write(f"{o['host']}:{o['port']} is already adopted")
+            return
         password = os.environ.get(o["password_env"], "")
         admin = ProxySQLAdmin(o["host"], o["port"], o["user"], password, name=f"ProxySQL {o['host']}:{o['port']}")
         try:
