@@ -12,6 +12,24 @@ app.conf.update(
     worker_prefetch_multiplier=1,
     task_acks_late=False,  # only idempotent tasks opt in, per task
     broker_connection_retry_on_startup=True,
-    beat_schedule={},  # filled by the monitoring issue: one entry per poller, descriptive keys
 )
-app.autodiscover_tasks(["workers"], related_name=None, force=True)
+
+
+def _beat_schedule():
+    from django.conf import settings
+
+    schedule = {}
+    for shard in range(settings.MONITOR_SHARDS):
+        for kind in ("proxysql", "backend"):
+            schedule[f"poll {kind} nodes, shard {shard} of {settings.MONITOR_SHARDS}"] = {
+                "task": f"monitoring.poll_{kind}_shard", "schedule": 1.0, "args": (shard, settings.MONITOR_SHARDS),
+                "options": {"expires": 1.5},
+            }
+    schedule["roll up monitoring history and apply retention"] = {
+        "task": "monitoring.rollup_and_prune", "schedule": 60.0, "options": {"expires": 50}}
+    return schedule
+
+
+app.conf.beat_schedule = _beat_schedule()
+# Task modules, imported by workers and beat at start (not at Django start: apps are not ready then).
+app.conf.imports = ["workers.monitoring"]

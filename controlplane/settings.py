@@ -78,6 +78,7 @@ INSTALLED_APPS = [
     "apps.accounts",
     "apps.audit",
     "apps.fleet",
+    "apps.monitoring",
 ]
 
 MIDDLEWARE = [
@@ -121,6 +122,10 @@ DATABASES = {
         conn_max_age=envint("DATABASE_CONN_MAX_AGE", 60),
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A file, not memory, so that Celery workers started by integration tests see the test database.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_controlplane.sqlite3")}
+    DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20})
 if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
     DATABASES["default"].setdefault("OPTIONS", {}).update({"charset": "utf8mb4"})
     DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"}
@@ -152,6 +157,16 @@ if DEBUG:
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
+
+# Monitoring: poll intervals (a cluster's poll_interval_s overrides the default), shards, retention.
+MONITOR_DEFAULT_INTERVAL_S = envfloat("MONITOR_DEFAULT_INTERVAL_S", 2.0)
+MONITOR_DIGEST_INTERVAL_S = envfloat("MONITOR_DIGEST_INTERVAL_S", 30.0)
+MONITOR_VARIABLES_INTERVAL_S = envfloat("MONITOR_VARIABLES_INTERVAL_S", 60.0)
+MONITOR_SHARDS = envint("MONITOR_SHARDS", 4)
+MONITOR_THREADS = envint("MONITOR_THREADS", 32)
+MONITOR_RETENTION_RAW_H = envfloat("MONITOR_RETENTION_RAW_H", 24)
+MONITOR_RETENTION_MINUTE_D = envfloat("MONITOR_RETENTION_MINUTE_D", 14)
+MONITOR_RETENTION_HOUR_D = envfloat("MONITOR_RETENTION_HOUR_D", 396)
 
 # Network timeouts (seconds) of the two clients; each call is bounded by these.
 PROXYSQL_CONNECT_TIMEOUT = envfloat("PROXYSQL_CONNECT_TIMEOUT", 0.5)

@@ -1,0 +1,91 @@
+"""History: narrow time-series rows, rates not raw counters, at three resolutions.
+
+resolution 0 = raw (one row per poll), 60 = one-minute rollup, 3600 = one-hour rollup. Rollup rows
+carry the bucket's start time; gauges are averaged, queue figures keep the bucket's maximum (the worst
+moment is what an operator needs to see). Timestamps are the poller's clock, never a node's, so a node
+with a skewed clock cannot reorder its samples.
+"""
+from django.db import models
+
+RAW, MINUTE, HOUR = 0, 60, 3600
+RESOLUTIONS = (RAW, MINUTE, HOUR)
+
+
+class ProxySQLSample(models.Model):
+    """One poll of one ProxySQL node: stats_mysql_global figures and pool totals."""
+
+    node = models.ForeignKey("fleet.ProxySQLNode", on_delete=models.CASCADE, related_name="+")
+    ts = models.DateTimeField()
+    resolution = models.PositiveSmallIntegerField(default=RAW)
+    reachable = models.BooleanField(default=True)
+    questions_ps = models.FloatField(null=True)
+    slow_queries_ps = models.FloatField(null=True)
+    prepared_ps = models.FloatField(null=True, help_text="prepared statement executions per second (not mirrored)")
+    client_connections_connected = models.FloatField(null=True)
+    client_connections_created_ps = models.FloatField(null=True)
+    client_connections_aborted_ps = models.FloatField(null=True)
+    server_connections_connected = models.FloatField(null=True)
+    server_connections_aborted_ps = models.FloatField(null=True)
+    active_transactions = models.FloatField(null=True)
+    conn_used = models.FloatField(null=True, help_text="sum of ConnUsed over the pool")
+    conn_free = models.FloatField(null=True)
+    conn_err_ps = models.FloatField(null=True)
+    mirror_concurrency = models.FloatField(null=True)
+    mirror_queue_length = models.FloatField(null=True, help_text="total over mysql-threads; max in rollups")
+    mirror_max_concurrency = models.IntegerField(null=True)
+    mirror_max_queue_length = models.IntegerField(null=True, help_text="per worker thread")
+    mysql_threads = models.IntegerField(null=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["node", "resolution", "ts"], name="pxsample_node_res_ts")]
+
+
+class PoolSample(models.Model):
+    """One stats_mysql_connection_pool row at one poll: a server in a hostgroup, as one ProxySQL sees it."""
+
+    node = models.ForeignKey("fleet.ProxySQLNode", on_delete=models.CASCADE, related_name="+")
+    ts = models.DateTimeField()
+    resolution = models.PositiveSmallIntegerField(default=RAW)
+    hostgroup = models.PositiveIntegerField()
+    srv_host = models.CharField(max_length=255)
+    srv_port = models.PositiveIntegerField()
+    status = models.CharField(max_length=12)
+    conn_used = models.FloatField()
+    conn_free = models.FloatField()
+    conn_err_ps = models.FloatField(null=True)
+    queries_ps = models.FloatField(null=True)
+    bytes_sent_ps = models.FloatField(null=True)
+    bytes_recv_ps = models.FloatField(null=True)
+    latency_us = models.FloatField(null=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["node", "resolution", "ts"], name="poolsample_node_res_ts")]
+
+
+class BackendSample(models.Model):
+    """One poll of one backend node (Galera figures are null on a non-Galera node)."""
+
+    server = models.ForeignKey("fleet.Server", on_delete=models.CASCADE, related_name="+")
+    ts = models.DateTimeField()
+    resolution = models.PositiveSmallIntegerField(default=RAW)
+    reachable = models.BooleanField(default=True)
+    local_state = models.SmallIntegerField(null=True, help_text="wsrep_local_state; worst (lowest) in rollups")
+    primary = models.BooleanField(null=True)
+    ready = models.BooleanField(null=True)
+    cluster_size = models.SmallIntegerField(null=True)
+    recv_queue = models.IntegerField(null=True, help_text="wsrep_local_recv_queue; max in rollups")
+    flow_control_paused = models.FloatField(null=True)
+    desync = models.BooleanField(null=True)
+    reject_queries = models.BooleanField(null=True)
+    read_only = models.BooleanField(null=True)
+    lag_seconds = models.FloatField(null=True, help_text="replica lag for async replicas")
+
+    class Meta:
+        indexes = [models.Index(fields=["server", "resolution", "ts"], name="backendsample_srv_res_ts")]
+
+
+class RollupMark(models.Model):
+    """How far a rollup has gone: buckets before rolled_until are done."""
+
+    name = models.CharField(max_length=60, unique=True)
+    rolled_until = models.DateTimeField(null=True)

@@ -1,0 +1,243 @@
+"""Polling rounds. A round takes the due nodes of one shard, polls them concurrently (each call bounded
+by the clients' sub-second timeouts, so a hanging node costs one thread for one timeout, not the round),
+writes the latest state to Redis and the history to the database.
+
+Rates come from counter deltas against the previous poll (kept in the latest-state document). A counter
+that went down (a stats reset, a ProxySQL restart: ProxySQL_Uptime went down) gives no rate for that
+interval rather than a negative or doubled one.
+"""
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+
+from django.conf import settings
+from django.db import close_old_connections
+
+from apps.clients.backend import BackendClient
+from apps.clients.proxysql import ProxySQLAdmin
+from apps.clients.wire import ClientError
+from apps.fleet.models import ProxySQLNode, Server
+
+from . import live
+from .models import BackendSample, PoolSample, ProxySQLSample
+
+log = logging.getLogger(__name__)
+
+MIRROR_VARIABLES = ("mysql-mirror_max_concurrency", "mysql-mirror_max_queue_length", "mysql-threads")
+# stats_mysql_global counters turned into per-second rates, and gauges kept as they are.
+GLOBAL_COUNTERS = {"Questions": "questions_ps", "Slow_queries": "slow_queries_ps",
+                   "Com_frontend_stmt_execute": "prepared_ps",
+                   "Client_Connections_created": "client_connections_created_ps",
+                   "Client_Connections_aborted": "client_connections_aborted_ps",
+                   "Server_Connections_aborted": "server_connections_aborted_ps"}
+GLOBAL_GAUGES = {"Client_Connections_connected": "client_connections_connected",
+                 "Server_Connections_connected": "server_connections_connected",
+                 "Active_Transactions": "active_transactions", "Mirror_concurrency": "mirror_concurrency",
+                 "Mirror_queue_length": "mirror_queue_length"}
+POOL_COUNTERS = {"ConnERR": "conn_err_ps", "Queries": "queries_ps", "Bytes_data_sent": "bytes_sent_ps",
+                 "Bytes_data_recv": "bytes_recv_ps"}
+
+# Per worker process: one open connection per node, reused across rounds (reconnects on failure).
+_connections = {}
+
+
+def _cached(kind, obj, factory, fingerprint):
+    entry = _connections.get((kind, obj.pk))
+    if entry and entry[0] == fingerprint:
+        return entry[1]
+    if entry:
+        entry[1].close()
+    client = factory(obj)
+    _connections[(kind, obj.pk)] = (fingerprint, client)
+    return client
+
+
+def _rate(current, previous, dt):
+    if current is None or previous is None or dt <= 0 or current < previous:
+        return None
+    return (current - previous) / dt
+
+
+def _int(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _now():
+    return time.time()
+
+
+def _dt(ts):
+    return datetime.fromtimestamp(ts, tz=timezone.utc)
+
+
+def _failure(prev, exc, ts):
+    """The latest-state document of a failed poll: the error, since when, and the last good figures."""
+    doc = dict(prev or {})
+    failing_already = prev is not None and not prev.get("ok", True)
+    doc.update(ts=ts, ok=False, error=str(exc), error_kind=getattr(exc, "kind", "error"),
+               error_since=(prev.get("error_since") if failing_already else ts))
+    return doc
+
+
+# -- ProxySQL --------------------------------------------------------------------------------------
+def poll_proxysql(node, prev, ts, want_variables):
+    """Poll one ProxySQL node. Returns (latest doc, ProxySQLSample, [PoolSample])."""
+    admin = _cached(live.PROXYSQL, node, ProxySQLAdmin.for_node,
+                    (node.admin_host, node.admin_port, node.admin_user, node.admin_password))
+    pool = admin.connection_pool()
+    stats = admin.stats_global()
+    runtime = admin.servers("runtime")
+    variables = (prev or {}).get("variables") or {}
+    if want_variables or not variables:
+        variables = admin.global_variables(MIRROR_VARIABLES)
+        variables_ts = ts
+    else:
+        variables_ts = (prev or {}).get("variables_ts", ts)
+
+    prev_ok = prev if prev and prev.get("counters") else None
+    dt = ts - prev_ok["counters_ts"] if prev_ok else 0
+    counters = {name: _int(stats.get(name)) for name in GLOBAL_COUNTERS}
+    uptime = _int(stats.get("ProxySQL_Uptime"))
+    restarted = prev_ok is not None and uptime is not None and prev_ok.get("uptime") is not None and uptime < prev_ok["uptime"]
+    rates = {field: (None if restarted or not prev_ok else _rate(counters[name], prev_ok["counters"].get(name), dt))
+             for name, field in GLOBAL_COUNTERS.items()}
+    gauges = {field: _int(stats.get(name)) for name, field in GLOBAL_GAUGES.items()}
+
+    prev_pool = {tuple(r["key"]): r for r in (prev_ok or {}).get("pool", [])} if not restarted else {}
+    pool_rows, pool_samples = [], []
+    for row in pool:
+        k = [row.hostgroup, row.srv_host, row.srv_port]
+        counters_row = {name: getattr(row, name) for name in POOL_COUNTERS}
+        before = prev_pool.get(tuple(k), {}).get("counters", {})
+        row_rates = {field: (_rate(counters_row[name], before.get(name), dt) if before else None)
+                     for name, field in POOL_COUNTERS.items()}
+        pool_rows.append({"key": k, "status": row.status, "conn_used": row.ConnUsed, "conn_free": row.ConnFree,
+                          "latency_us": row.Latency_us, "counters": counters_row, **row_rates})
+        pool_samples.append(PoolSample(node_id=node.pk, ts=_dt(ts), hostgroup=row.hostgroup, srv_host=row.srv_host,
+                                       srv_port=row.srv_port, status=row.status, conn_used=row.ConnUsed,
+                                       conn_free=row.ConnFree, latency_us=row.Latency_us, **row_rates))
+    conn_err_rates = [r["conn_err_ps"] for r in pool_rows if r["conn_err_ps"] is not None]
+    limits = {"mirror_max_concurrency": _int(variables.get("mysql-mirror_max_concurrency")),
+              "mirror_max_queue_length": _int(variables.get("mysql-mirror_max_queue_length")),
+              "mysql_threads": _int(variables.get("mysql-threads"))}
+    figures = {**rates, **gauges, **limits,
+               "conn_used": sum(r["conn_used"] for r in pool_rows), "conn_free": sum(r["conn_free"] for r in pool_rows),
+               "conn_err_ps": sum(conn_err_rates) if conn_err_rates else None}
+    sample = ProxySQLSample(node_id=node.pk, ts=_dt(ts), **figures)
+    doc = {"ts": ts, "ok": True, "error": None, "error_since": None, "last_ok": ts, "uptime": uptime,
+           "counters": counters, "counters_ts": ts, "figures": figures, "pool": pool_rows,
+           "runtime_servers": [r.__dict__ for r in runtime], "variables": variables, "variables_ts": variables_ts}
+    return doc, sample, pool_samples
+
+
+def proxysql_round(nodes, *, now=None, threads=None):
+    """Poll these ProxySQL nodes concurrently; store latest state and history. Returns a summary."""
+    ts = now or _now()
+    prevs = _read_prev(live.PROXYSQL, [n.pk for n in nodes])
+    variables_every = settings.MONITOR_VARIABLES_INTERVAL_S
+
+    def one(node):
+        prev = prevs.get(node.pk)
+        want = not prev or ts - prev.get("variables_ts", 0) >= variables_every
+        try:
+            return node.pk, poll_proxysql(node, prev, ts, want)
+        except ClientError as exc:
+            return node.pk, (_failure(prev, exc, ts), ProxySQLSample(node_id=node.pk, ts=_dt(ts), reachable=False), [])
+        except Exception as exc:  # a bug or an answer we cannot read: this node only, never the round
+            log.exception("poll of ProxySQL node %s failed", node.pk)
+            return node.pk, (_failure(prev, exc, ts), ProxySQLSample(node_id=node.pk, ts=_dt(ts), reachable=False), [])
+
+    results = _fan_out(one, nodes, threads)
+    docs = {pk: r[0] for pk, r in results}
+    ProxySQLSample.objects.bulk_create([r[1] for _, r in results])
+    PoolSample.objects.bulk_create([p for _, r in results for p in r[2]])
+    _write_latest(live.PROXYSQL, docs)
+    return {"polled": len(nodes), "failed": sum(1 for d in docs.values() if not d["ok"]), "seconds": _now() - ts}
+
+
+# -- backends --------------------------------------------------------------------------------------
+def poll_backend(server, ts):
+    """Poll one backend. Returns (latest doc, BackendSample)."""
+    cluster = server.cluster
+    client = _cached(live.BACKEND, server, BackendClient.for_server,
+                     (server.hostname, server.port, cluster.monitor_user, cluster.monitor_password))
+    state = client.state()
+    lag = None
+    if not state.wsrep_on:
+        replica = client.replica_status()
+        if replica is not None:
+            lag = _int(replica.get("Seconds_Behind_Master"))
+    doc = {"ts": ts, "ok": True, "error": None, "error_since": None, "last_ok": ts, "state": state.__dict__,
+           "synced_primary": state.synced_primary, "lag_seconds": lag}
+    sample = BackendSample(
+        server_id=server.pk, ts=_dt(ts), local_state=state.local_state,
+        primary=None if state.cluster_status is None else state.cluster_status == "Primary", ready=state.ready,
+        cluster_size=state.cluster_size, recv_queue=state.local_recv_queue,
+        flow_control_paused=state.flow_control_paused, desync=state.desync,
+        reject_queries=None if state.reject_queries is None else state.reject_queries.upper() != "NONE",
+        read_only=state.read_only, lag_seconds=lag)
+    return doc, sample
+
+
+def backend_round(servers, *, now=None, threads=None):
+    ts = now or _now()
+    prevs = _read_prev(live.BACKEND, [s.pk for s in servers])
+
+    def one(server):
+        prev = prevs.get(server.pk)
+        try:
+            return server.pk, poll_backend(server, ts)
+        except Exception as exc:  # ClientError, or anything unexpected: recorded for this node only
+            if not isinstance(exc, ClientError):
+                log.exception("poll of backend %s failed", server.pk)
+            return server.pk, (_failure(prev, exc, ts), BackendSample(server_id=server.pk, ts=_dt(ts), reachable=False))
+
+    results = _fan_out(one, servers, threads)
+    docs = {pk: r[0] for pk, r in results}
+    BackendSample.objects.bulk_create([r[1] for _, r in results])
+    _write_latest(live.BACKEND, docs)
+    return {"polled": len(servers), "failed": sum(1 for d in docs.values() if not d["ok"]), "seconds": _now() - ts}
+
+
+# -- shared ----------------------------------------------------------------------------------------
+def _fan_out(fn, items, threads):
+    if not items:
+        return []
+    workers = min(threads or settings.MONITOR_THREADS, len(items))
+    if workers == 1:
+        return [fn(items[0])]
+
+    def in_thread(item):
+        try:
+            return fn(item)
+        finally:
+            close_old_connections()  # threads must not keep database connections open
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(in_thread, items))
+
+
+def _read_prev(kind, pks):
+    try:
+        return live.read_many(kind, pks)
+    except live.LiveUnavailable:
+        return {}  # no rates this round; history still gets the gauges
+
+
+def _write_latest(kind, docs):
+    try:
+        live.write_many(kind, docs)
+    except live.LiveUnavailable as exc:
+        log.warning("latest state not written: Redis unavailable (%s)", exc)
+
+
+def proxysql_nodes_for_shard(shard, shards):
+    return [n for n in ProxySQLNode.objects.select_related("cluster").order_by("pk") if n.pk % shards == shard]
+
+
+def servers_for_shard(shard, shards):
+    return [s for s in Server.objects.select_related("cluster").order_by("pk") if s.pk % shards == shard]

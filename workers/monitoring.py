@@ -1,0 +1,20 @@
+"""Monitoring tasks. Each is thin: it calls one service in apps/monitoring and returns its summary."""
+from celery import shared_task
+
+from apps.monitoring import live, rollups, rounds
+
+
+# Polls are idempotent per tick, but a lost tick is better than a late one: no retries, no acks_late.
+@shared_task(name="monitoring.poll_proxysql_shard", ignore_result=True, soft_time_limit=20, time_limit=25)
+def poll_proxysql_shard(shard, shards):
+    return rounds.run_shard(live.PROXYSQL, shard, shards)
+
+
+@shared_task(name="monitoring.poll_backend_shard", ignore_result=True, soft_time_limit=20, time_limit=25)
+def poll_backend_shard(shard, shards):
+    return rounds.run_shard(live.BACKEND, shard, shards)
+
+
+@shared_task(name="monitoring.rollup_and_prune", ignore_result=True, soft_time_limit=240, time_limit=300)
+def rollup_and_prune():
+    return rollups.run_all()
