@@ -24,6 +24,17 @@ def free_port():
         return s.getsockname()[1]
 
 
+@pytest.fixture
+def lab_pair(proxysql_double_pair):
+    """Two ProxySQL doubles configured like the seeds' pair (lab/demo.py): writer hostgroup 100,
+    readers 101, backup writers 102, in front of the Galera lab's ports, monitor user monitor/monitor."""
+    from lab import demo
+
+    for double in proxysql_double_pair:
+        demo.admin_sql(double.port, *demo.seed_statements(), user=double.user, password=double.password)
+    return proxysql_double_pair
+
+
 @pytest.fixture(scope="session")
 def redis_server():
     """A real redis-server (Debian) on a free loopback port for this test run; yields its URL."""

@@ -124,11 +124,13 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so that Celery workers started by integration tests see the test database.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_controlplane.sqlite3")}
+    # Named per process so that concurrent test runs on one machine do not share it.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test_controlplane_{os.getpid()}.sqlite3")}
     DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20})
 if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
     DATABASES["default"].setdefault("OPTIONS", {}).update({"charset": "utf8mb4"})
-    DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"}
+    DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci",
+                                    "NAME": f"test_controlplane_{os.getpid()}"}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -3,10 +3,8 @@ the Galera lab's ports.
 
 admin_sql(double, ...)  plain admin SQL on a double, as an operator would type it
 seed_layout(double)     the seeds' mysql_servers (writer 100, reader 101, backup writer 102), loaded
-lab_pair                two such doubles: the two ProxySQL nodes of one cluster
+(the lab_pair fixture, two such doubles, is in the root conftest.py)
 """
-import pytest
-
 from lab import demo
 
 
@@ -18,8 +16,3 @@ def seed_layout(double):
     admin_sql(double, *demo.seed_statements())
     return double
 
-
-@pytest.fixture
-def lab_pair(proxysql_double_pair):
-    """Two ProxySQL doubles fronting the Galera lab's ports with the seeds' hostgroups."""
-    return [seed_layout(d) for d in proxysql_double_pair]

@@ -1,0 +1,111 @@
+"""Poll rounds against the lab: two ProxySQL doubles and the three Galera nodes, real Redis."""
+import time
+
+import pytest
+
+from apps.fleet.models import ProxySQLNode, Server
+from apps.monitoring import live, pollers, rounds
+from apps.monitoring.models import BackendSample, PoolSample, ProxySQLSample
+
+pytestmark = pytest.mark.django_db
+
+
+def nodes():
+    return list(ProxySQLNode.objects.select_related("cluster").order_by("pk"))
+
+
+def test_proxysql_round_stores_latest_state_and_rates(adopted_lab, live_redis):
+    cluster, doubles = adopted_lab
+    first = pollers.proxysql_round(nodes(), now=time.time())
+    assert first == {"polled": 2, "failed": 0, "seconds": pytest.approx(first["seconds"])}
+    time.sleep(0.5)
+    pollers.proxysql_round(nodes(), now=time.time())
+    doc = live.read_one(live.PROXYSQL, nodes()[0].pk)
+    assert doc["ok"] and doc["figures"]["questions_ps"] > 0
+    writer = [r for r in doc["pool"] if r["key"][0] == 100][0]
+    assert writer["key"] == [100, "127.0.0.1", 3311] and writer["conn_used"] == 4 and writer["queries_ps"] > 0
+    assert doc["figures"]["mirror_max_concurrency"] == 16 and doc["figures"]["mysql_threads"] > 0
+    assert {tuple(r["key"]) for r in doc["pool"]} == {(100, "127.0.0.1", 3311), (101, "127.0.0.1", 3311),
+                                                     (101, "127.0.0.1", 3312), (101, "127.0.0.1", 3313),
+                                                     (102, "127.0.0.1", 3312), (102, "127.0.0.1", 3313)}
+    samples = ProxySQLSample.objects.filter(resolution=0).order_by("ts")
+    assert samples.count() == 4 and samples.first().questions_ps is None  # no rate from a first poll
+    assert samples.last().questions_ps > 0 and PoolSample.objects.count() == 24
+
+
+def test_one_hanging_node_does_not_delay_the_others(adopted_lab, live_redis):
+    cluster, (first, second) = adopted_lab
+    pollers.proxysql_round(nodes())  # connections are open and cached now
+    second.set_mode("hang")
+    start = time.monotonic()
+    summary = pollers.proxysql_round(nodes())
+    elapsed = time.monotonic() - start
+    assert summary["failed"] == 1 and elapsed < 1.5  # bounded by one read timeout (0.8 s), not a sum
+    by_port = {n.admin_port: live.read_one(live.PROXYSQL, n.pk) for n in nodes()}
+    assert by_port[first.port]["ok"] and by_port[first.port]["ts"] == by_port[second.port]["ts"]
+    hung = by_port[second.port]
+    assert not hung["ok"] and hung["error_kind"] == "timeout" and hung["error_since"] == hung["ts"]
+    assert hung["figures"]  # the last good figures are kept beside the error
+    since = hung["error_since"]
+    pollers.proxysql_round(nodes())
+    assert live.read_one(live.PROXYSQL, nodes()[1].pk)["error_since"] == since  # "since when" holds
+    assert ProxySQLSample.objects.filter(node__admin_port=second.port, reachable=False).count() == 2
+
+
+def test_restarted_proxysql_gives_no_negative_rates(adopted_lab, live_redis):
+    cluster, (first, second) = adopted_lab
+    pollers.proxysql_round(nodes())
+    time.sleep(0.3)
+    pollers.proxysql_round(nodes())
+    first.restart()  # counters and uptime start again from zero
+    time.sleep(0.3)
+    pollers.proxysql_round(nodes())
+    last = ProxySQLSample.objects.filter(node__admin_port=first.port).order_by("-ts").first()
+    assert last.reachable and last.questions_ps is None  # a gap, not a negative or doubled figure
+    rates = PoolSample.objects.exclude(queries_ps=None).values_list("queries_ps", flat=True)
+    assert all(r >= 0 for r in rates)
+
+
+def test_backend_round_reads_galera_state(adopted_lab, live_redis, galera_healthy):
+    servers = list(Server.objects.select_related("cluster").order_by("port"))
+    galera_healthy.set_desync(2, True)
+    summary = pollers.backend_round(servers)
+    assert summary["failed"] == 0
+    docs = live.read_many(live.BACKEND, [s.pk for s in servers])
+    states = [docs[s.pk]["state"] for s in servers]
+    assert [s["local_state"] for s in states] == [4, 2, 4]
+    assert states[1]["desync"] is True and docs[servers[1].pk]["synced_primary"] is False
+    desynced = BackendSample.objects.get(server=servers[1])
+    assert desynced.local_state == 2 and desynced.desync and desynced.primary and desynced.recv_queue >= 0
+
+
+def test_killed_backend_is_unreachable_for_that_node_only(adopted_lab, live_redis, galera_healthy):
+    servers = list(Server.objects.select_related("cluster").order_by("port"))
+    galera_healthy.kill(3)
+    summary = pollers.backend_round(servers)
+    docs = live.read_many(live.BACKEND, [s.pk for s in servers])
+    assert summary["failed"] == 1 and docs[servers[2].pk]["error_kind"] == "unreachable"
+    assert docs[servers[0].pk]["ok"] and docs[servers[1].pk]["ok"]
+    assert BackendSample.objects.get(server=servers[2]).reachable is False
+
+
+def test_shard_round_skips_a_tick_while_the_previous_round_runs(adopted_lab, live_redis):
+    live_redis.set("poll-lock:proxysql:0", "someone-else", ex=5)
+    assert rounds.run_shard(live.PROXYSQL, 0, 1)["skipped"]
+    assert int(live_redis.hget("poll-skipped:proxysql", 0)) == 1
+    live_redis.delete("poll-lock:proxysql:0")
+    now = time.time()
+    assert rounds.run_shard(live.PROXYSQL, 0, 1, now=now)["polled"] == 2
+    # A second tick within the cluster's interval polls nothing: every node was polled just now.
+    assert rounds.run_shard(live.PROXYSQL, 0, 1, now=now + 0.5) == {"polled": 0}
+    assert rounds.run_shard(live.PROXYSQL, 0, 1, now=now + 2.0)["polled"] == 2
+
+
+def test_shards_split_the_nodes(adopted_lab, live_redis):
+    polled = [rounds.run_shard(live.PROXYSQL, shard, 2).get("polled", 0) for shard in (0, 1)]
+    assert sorted(polled) == [1, 1]
+
+
+def test_redis_down_skips_the_round_without_crashing(adopted_lab, settings):
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"
+    assert rounds.run_shard(live.PROXYSQL, 0, 1)["skipped"]
