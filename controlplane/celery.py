@@ -27,9 +27,11 @@ def _beat_schedule():
             }
     schedule["roll up monitoring history and apply retention"] = {
         "task": "monitoring.rollup_and_prune", "schedule": 60.0, "options": {"expires": 50}}
+    schedule["roll back operations whose worker died"] = {
+        "task": "operations.reap_stale", "schedule": 5.0, "options": {"expires": 4}}
     return schedule
 
 
 app.conf.beat_schedule = _beat_schedule()
 # Task modules, imported by workers and beat at start (not at Django start: apps are not ready then).
-app.conf.imports = ["workers.monitoring"]
+app.conf.imports = ["workers.monitoring", "workers.operations"]

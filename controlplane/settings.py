@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "apps.audit",
     "apps.fleet",
     "apps.monitoring",
+    "apps.operations",
 ]
 
 MIDDLEWARE = [

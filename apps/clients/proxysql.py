@@ -3,6 +3,7 @@
 Every value ProxySQL's admin returns is a string; this module converts to typed rows and raises
 UnexpectedResult when a column is missing or a value is not what ProxySQL would send.
 """
+import json
 from dataclasses import dataclass, fields
 
 from django.conf import settings
@@ -252,6 +253,22 @@ class ProxySQLAdmin:
             return int(result.rows[0][0])
         except (IndexError, TypeError, ValueError):
             raise UnexpectedResult(self.name, "read ConnUsed", f"unexpected answer {result.rows!r}") from None
+
+    def processlist(self):
+        """stats_mysql_processlist as dicts; `extended_info` parsed from JSON when ProxySQL fills it
+        (mysql-show_processlist_extended=1 or 2), else None."""
+        result = self.wire.execute("SELECT * FROM stats_mysql_processlist", action="read stats_mysql_processlist")
+        rows = []
+        for row in result.dicts():
+            info = row.get("extended_info")
+            try:
+                row["extended_info"] = json.loads(info) if info else None
+            except ValueError:
+                row["extended_info"] = None  # an unreadable blob is not worth failing the page for
+            for field in ("SessionID", "hostgroup", "srv_port", "time_ms"):
+                row[field] = int(row[field]) if row.get(field) not in (None, "") else None
+            rows.append(row)
+        return rows
 
     # -- writes ------------------------------------------------------------------------------
     def load_to_runtime(self, module):

@@ -1,0 +1,312 @@
+"""Runs a confirmed Operation's stored plan step by step, persisting each step, and rolls back on failure.
+
+A step is marked running before it touches anything and done after; rollback statements are idempotent,
+so a step interrupted half-way (or a worker killed mid-step) is undone by running its rollbacks on every
+node. Past the point of no return a failure leaves the operation FAILED with its message (moving the
+writer back is a new switchover, not an automatic undo).
+"""
+import logging
+import time
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps.audit.services import record
+from apps.clients.backend import BackendClient
+from apps.clients.proxysql import ProxySQLAdmin
+from apps.clients.wire import ClientError
+from apps.fleet.models import HostgroupMembership, ProxySQLNode, Server
+
+from . import locks
+from .choices import OnDrainTimeout, OperationState, StepState
+from .models import Operation, OperationStep
+from .plans import BACKEND, INVENTORY, PROXYSQL, VERIFY, WAIT_CATCHUP, WAIT_DRAIN, Plan
+
+log = logging.getLogger(__name__)
+LOCK_TTL_S = 120
+HEARTBEAT_EVERY_S = 1.0
+
+
+class StepFailed(Exception):
+    pass
+
+
+class Cancelled(Exception):
+    pass
+
+
+class Run:
+    """One execution of one operation by one worker: its open connections and its clock."""
+
+    def __init__(self, operation):
+        self.op = operation
+        self.plan = Plan.from_json(operation.plan)
+        self.admins = {}
+        self.backends = {}
+        self.last_beat = 0.0
+
+    # -- connections -----------------------------------------------------------------------------
+    def admin(self, node_id):
+        node_id = int(node_id)
+        if node_id not in self.admins:
+            self.admins[node_id] = ProxySQLAdmin.for_node(ProxySQLNode.objects.get(pk=node_id))
+        return self.admins[node_id]
+
+    def backend(self, server_id):
+        server_id = int(server_id)
+        if server_id not in self.backends:
+            self.backends[server_id] = BackendClient.for_server(
+                Server.objects.select_related("cluster").get(pk=server_id))
+        return self.backends[server_id]
+
+    def close(self):
+        for client in list(self.admins.values()) + list(self.backends.values()):
+            client.close()
+
+    # -- bookkeeping -------------------------------------------------------------------------------
+    def beat(self, force=False):
+        now = time.monotonic()
+        if force or now - self.last_beat >= HEARTBEAT_EVERY_S:
+            Operation.objects.filter(pk=self.op.pk).update(heartbeat_at=timezone.now())
+            locks.extend(self.op, LOCK_TTL_S)
+            self.last_beat = now
+            if Operation.objects.filter(pk=self.op.pk, cancel_requested=True).exists() and not self.op.point_of_no_return:
+                raise Cancelled("cancelled by an operator")
+
+    # -- the steps ---------------------------------------------------------------------------------
+    def run_proxysql(self, step, executed, part=None):
+        for node_id, spec in (part or step.nodes).items():
+            for sql in spec["sql"]:
+                start = time.monotonic()
+                self.admin(node_id).run(sql, action=step.key)
+                executed.append({"node": spec.get("name", node_id), "sql": sql,
+                                 "ms": round((time.monotonic() - start) * 1000, 2)})
+
+    def wait_drain(self, step, executed, detail):
+        p = step.params
+        deadline = time.monotonic() + p["timeout_ms"] / 1000
+        probes = 0
+        while True:
+            used = {nid: self.admin(nid).conn_used(p["hostgroup"], p["hostname"], p["port"]) for nid in self.plan_nodes()}
+            probes += 1
+            detail.update(conn_used=used, probes=probes)
+            if all(v == 0 for v in used.values()):
+                return
+            if time.monotonic() >= deadline:
+                break
+            self.beat()
+            time.sleep(p["poll_ms"] / 1000)
+        still = sum(used.values())
+        if p["on_timeout"] != OnDrainTimeout.OFFLINE_HARD:
+            raise StepFailed(f"drain timed out after {p['timeout_ms']} ms with {still} connection(s) still in use "
+                             f"on {p['hostname']}:{p['port']}; rolling back as chosen (no session was cut)")
+        detail["offline_hard"] = {"sessions_cut": still}
+        self.run_proxysql(step, executed, part=p["offline_hard"])
+
+    def plan_nodes(self):
+        nodes = set()
+        for step in self.plan.steps:
+            nodes.update(step.nodes)
+        return sorted(nodes, key=int)
+
+    def wait_catchup(self, step, detail):
+        p = step.params
+        target = self.backend(p["old"]).state().last_committed
+        deadline = time.monotonic() + p["timeout_ms"] / 1000
+        while True:
+            applied = self.backend(p["new"]).state().last_committed
+            detail.update(old_writer_last_committed=target, new_writer_last_committed=applied)
+            if applied is not None and target is not None and applied >= target:
+                return
+            if time.monotonic() >= deadline:
+                raise StepFailed(f"the new writer applied up to {applied}, the old one committed {target}: "
+                                 f"not caught up within {p['timeout_ms']} ms")
+            time.sleep(0.01)
+
+    def backend_actions(self, step, executed):
+        for action in step.params["actions"]:
+            client = self.backend(action["server"])
+            if action["action"] == "read_only":
+                before = client.state().read_only
+                if before != action["value"]:
+                    client.set_read_only(action["value"])
+                executed.append({"server": action["server"], "action": "read_only", "from": before,
+                                 "to": action["value"]})
+            else:
+                raise StepFailed(f"{action['action']} is not supported by this version for real servers yet")
+
+    def verify(self, step, detail):
+        problems = []
+        for node_id, expected in step.params["expect"].items():
+            runtime = {(r.hostgroup_id, r.hostname, r.port): r.status for r in self.admin(node_id).servers("runtime")}
+            for hg, host, port, status in expected:
+                got = runtime.get((hg, host, port))
+                if got != status:
+                    problems.append(f"node {node_id}: hg {hg} {host}:{port} is {got or 'absent'}, expected {status or 'absent'}")
+        detail["problems"] = problems
+        if problems:
+            raise StepFailed("runtime differs from the plan: " + "; ".join(problems))
+
+    def inventory(self, step):
+        """The inventory follows the runtime: B takes A's writer row, A reads (per policy)."""
+        p = step.params
+        cluster = self.op.cluster
+        W, R = cluster.writer_hostgroup, cluster.reader_hostgroup
+        fields = ("weight", "max_connections", "max_replication_lag", "compression", "use_ssl", "max_latency_ms",
+                  "gtid_port", "comment")
+        with transaction.atomic():
+            old_w = HostgroupMembership.objects.select_for_update().get(server_id=p["old"], hostgroup_id=W)
+            values = {f: getattr(old_w, f) for f in fields}
+            old_w.delete()
+            HostgroupMembership.objects.update_or_create(server_id=p["new"], hostgroup_id=W,
+                                                         defaults={**values, "status": "ONLINE"})
+            if p["old_writer_to"] == "reader":
+                reader, created = HostgroupMembership.objects.get_or_create(
+                    server_id=p["old"], hostgroup_id=R, defaults={**values, "status": "ONLINE"})
+                if not created and reader.status != "ONLINE":
+                    HostgroupMembership.objects.filter(pk=reader.pk).update(status="ONLINE")
+
+    def execute_step(self, step, row):
+        executed, detail = [], {}
+        try:
+            if step.kind == PROXYSQL:
+                self.run_proxysql(step, executed)
+            elif step.kind == WAIT_DRAIN:
+                self.wait_drain(step, executed, detail)
+            elif step.kind == WAIT_CATCHUP:
+                self.wait_catchup(step, detail)
+            elif step.kind == BACKEND:
+                self.backend_actions(step, executed)
+            elif step.kind == VERIFY:
+                self.verify(step, detail)
+            elif step.kind == INVENTORY:
+                self.inventory(step)
+        finally:
+            row.executed, row.detail = executed, detail
+
+    # -- rollback ----------------------------------------------------------------------------------
+    def rollback(self, rows):
+        """Undo every step that started, newest first. Returns a list of problems (empty if clean)."""
+        problems = []
+        steps = {s.key: s for s in self.plan.steps}
+        for row in sorted(rows, key=lambda r: -r.index):
+            if row.state not in (StepState.DONE, StepState.RUNNING, StepState.FAILED):
+                continue
+            step = steps[row.key]
+            undone = []
+            try:
+                parts = [step.nodes]
+                if step.kind == WAIT_DRAIN and row.detail.get("offline_hard"):
+                    parts = [step.params["offline_hard"]]
+                for part in parts:
+                    for node_id, spec in part.items():
+                        for sql in spec["rollback"]:
+                            self.admin(node_id).run(sql, action=f"rollback {step.key}")
+                            undone.append({"node": spec.get("name", node_id), "sql": sql})
+                if step.kind == BACKEND:
+                    for action in reversed(row.executed):
+                        if action.get("action") == "read_only" and action["from"] != action["to"]:
+                            self.backend(action["server"]).set_read_only(action["from"])
+                            undone.append(action)
+            except ClientError as exc:
+                problems.append(f"step {step.key}: {exc}")
+                continue
+            OperationStep.objects.filter(pk=row.pk).update(state=StepState.ROLLED_BACK,
+                                                           detail={**row.detail, "rollback": undone})
+        return problems
+
+
+def run(operation_id):
+    """Execute a confirmed operation (called by the Celery task). Idempotent: a second call finds it
+    already claimed and does nothing."""
+    claimed = Operation.objects.filter(pk=operation_id, state=OperationState.PENDING).update(
+        state=OperationState.RUNNING, started_at=timezone.now(), heartbeat_at=timezone.now())
+    if not claimed:
+        return None
+    op = Operation.objects.select_related("cluster").get(pk=operation_id)
+    runner = Run(op)
+    rows = list(op.steps.order_by("index"))
+    started = time.monotonic()
+    error = None
+    try:
+        for step, row in zip(runner.plan.steps, rows):
+            runner.beat()
+            step_start = time.monotonic()
+            OperationStep.objects.filter(pk=row.pk).update(state=StepState.RUNNING, started_at=timezone.now())
+            row.state = StepState.RUNNING
+            try:
+                runner.execute_step(step, row)
+            except Exception:
+                row.state = StepState.FAILED
+                OperationStep.objects.filter(pk=row.pk).update(state=StepState.FAILED, executed=row.executed,
+                                                               detail=row.detail, finished_at=timezone.now(),
+                                                               duration_ms=_ms(step_start))
+                raise
+            row.state = StepState.DONE
+            OperationStep.objects.filter(pk=row.pk).update(state=StepState.DONE, executed=row.executed, detail=row.detail,
+                                                           finished_at=timezone.now(), duration_ms=_ms(step_start))
+            if step.point_of_no_return:
+                op.point_of_no_return = True
+                Operation.objects.filter(pk=op.pk).update(point_of_no_return=True)
+    except (StepFailed, Cancelled, ClientError) as exc:
+        error = str(exc)
+    except Exception as exc:  # a bug must still end in a consistent state
+        log.exception("operation %s failed", op.pk)
+        error = f"internal error: {exc!r}"
+    finally:
+        _finish(op, runner, rows, error, started)
+        runner.close()
+    return op.pk
+
+
+def _ms(start):
+    return round((time.monotonic() - start) * 1000, 2)
+
+
+def _finish(op, runner, rows, error, started):
+    rows = list(op.steps.order_by("index"))
+    timings = {r.key: r.duration_ms for r in rows if r.duration_ms is not None}
+    waited = sum(timings.get(k, 0) for k in ("wait_drain", "catch_up"))
+    timings.update(total_ms=_ms(started), waiting_ms=round(waited, 2), overhead_ms=round(_ms(started) - waited, 2))
+    if error is None:
+        state = OperationState.DONE
+    elif op.point_of_no_return:
+        state = OperationState.FAILED
+        error += " (after the point of no return: not rolled back; check the cluster page)"
+    else:
+        Operation.objects.filter(pk=op.pk).update(state=OperationState.ROLLING_BACK, error=error)
+        problems = runner.rollback(rows)
+        state = OperationState.CANCELLED if error.startswith("cancelled") else OperationState.ROLLED_BACK
+        if problems:
+            state = OperationState.FAILED
+            error += "; ROLLBACK INCOMPLETE: " + "; ".join(problems)
+    Operation.objects.filter(pk=op.pk).update(state=state, error=error or "", finished_at=timezone.now(), timings=timings)
+    locks.release(op)
+    op.refresh_from_db()
+    record(f"{op.kind} {state}", user=op.requested_by, rule=None if op.requested_by else op.actor, cluster=op.cluster,
+           target=op.title, outcome="success" if state == OperationState.DONE else "failure",
+           duration_ms=timings["total_ms"],
+           details={"operation": op.pk, "state": state, "error": error, "timings": timings,
+                    "steps": [{"key": r.key, "state": r.state, "ms": r.duration_ms, "executed": r.executed,
+                               "detail": r.detail} for r in op.steps.order_by("index")]})
+
+
+def reap_stale(stale_after_s=15):
+    """Operations whose worker stopped beating (killed, lost): roll back what they started, or mark
+    them failed past the point of no return. Called by beat every few seconds."""
+    cutoff = timezone.now() - timedelta(seconds=stale_after_s)
+    reaped = []
+    for op in Operation.objects.filter(state=OperationState.RUNNING, heartbeat_at__lt=cutoff).select_related("cluster"):
+        taken = Operation.objects.filter(pk=op.pk, state=OperationState.RUNNING, heartbeat_at__lt=cutoff).update(
+            heartbeat_at=timezone.now())
+        if not taken:
+            continue
+        runner = Run(op)
+        try:
+            _finish(op, runner, list(op.steps.all()), f"the worker running it stopped (no heartbeat for {stale_after_s} s)",
+                    time.monotonic())
+        finally:
+            runner.close()
+        reaped.append(op.pk)
+    return reaped

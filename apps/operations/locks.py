@@ -1,0 +1,44 @@
+"""One operation at a time per cluster: a row in ClusterLock, taken by INSERT (or by a conditional
+UPDATE when the previous holder's lock expired), released by DELETE of our own row only."""
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from .models import ClusterLock
+
+
+class LockHeld(Exception):
+    def __init__(self, holder):
+        self.holder = holder
+        super().__init__(f"another operation holds this cluster: {holder}")
+
+
+def current_holder(cluster):
+    lock = ClusterLock.objects.filter(cluster=cluster, expires_at__gt=timezone.now()).first()
+    return lock.holder if lock else None
+
+
+def acquire(operation, ttl_s):
+    now = timezone.now()
+    holder = f"{operation} (by {operation.actor})"
+    try:
+        with transaction.atomic():
+            ClusterLock.objects.create(cluster_id=operation.cluster_id, operation=operation, holder=holder,
+                                       acquired_at=now, expires_at=now + timedelta(seconds=ttl_s))
+        return
+    except IntegrityError:
+        pass
+    taken = ClusterLock.objects.filter(cluster_id=operation.cluster_id, expires_at__lte=now).update(
+        operation=operation, holder=holder, acquired_at=now, expires_at=now + timedelta(seconds=ttl_s))
+    if not taken:
+        raise LockHeld(current_holder(operation.cluster) or "an operation that just finished")
+
+
+def extend(operation, ttl_s):
+    ClusterLock.objects.filter(cluster_id=operation.cluster_id, operation=operation).update(
+        expires_at=timezone.now() + timedelta(seconds=ttl_s))
+
+
+def release(operation):
+    ClusterLock.objects.filter(cluster_id=operation.cluster_id, operation=operation).delete()

@@ -1,0 +1,97 @@
+"""Plans are data. A plan is built once (guards with their current values, and per step the exact
+admin statements for each ProxySQL node with the statements that undo them), shown to the operator,
+stored with the Operation and executed as stored: preview equals execution by construction.
+
+Rollback statements are idempotent (REPLACE INTO the original row, UPDATE back to the original
+status, LOAD again), so a step interrupted half-way on a node is undone by running them all.
+"""
+from dataclasses import asdict, dataclass, field
+
+PROXYSQL, WAIT_DRAIN, WAIT_CATCHUP, BACKEND, VERIFY, INVENTORY = (
+    "proxysql", "wait_drain", "wait_catchup", "backend", "verify", "inventory")
+
+
+@dataclass
+class Guard:
+    key: str
+    label: str
+    passed: bool
+    value: str = ""
+    overridable: bool = True
+
+
+@dataclass
+class Step:
+    key: str
+    title: str
+    kind: str
+    # PROXYSQL: {node_id (str): {"name": ..., "sql": [...], "rollback": [...]}}
+    nodes: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
+    # Past this step the operation no longer rolls back by itself and cannot be cancelled.
+    point_of_no_return: bool = False
+
+
+@dataclass
+class Plan:
+    kind: str
+    cluster_id: int
+    title: str
+    guards: list
+    steps: list
+    facts: dict = field(default_factory=dict)  # figures the operator should see (pinned sessions...)
+    options: dict = field(default_factory=dict)
+
+    @property
+    def guards_passed(self):
+        return all(g.passed for g in self.guards)
+
+    @property
+    def failed_guards(self):
+        return [g for g in self.guards if not g.passed]
+
+    def to_json(self):
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data):
+        data = dict(data)
+        data["guards"] = [Guard(**g) for g in data["guards"]]
+        data["steps"] = [Step(**s) for s in data["steps"]]
+        return cls(**data)
+
+
+SERVER_COLUMNS = ("hostgroup_id", "hostname", "port", "gtid_port", "status", "weight", "compression",
+                  "max_connections", "max_replication_lag", "use_ssl", "max_latency_ms", "comment")
+
+
+class Sql:
+    """Admin statements for one ProxySQL node, rendered with that node's driver escaping (so the
+    preview shows the exact text that will be sent)."""
+
+    def __init__(self, admin):
+        self.admin = admin
+
+    def set_status(self, hostgroup, hostname, port, status):
+        return self.admin.render("UPDATE mysql_servers SET status=%s WHERE hostgroup_id=%s AND hostname=%s AND port=%s",
+                                 (status, int(hostgroup), hostname, int(port)))
+
+    def delete_server(self, hostgroup, hostname, port):
+        return self.admin.render("DELETE FROM mysql_servers WHERE hostgroup_id=%s AND hostname=%s AND port=%s",
+                                 (int(hostgroup), hostname, int(port)))
+
+    def replace_server(self, row):
+        """Put a whole mysql_servers row back (or in) exactly: `row` is a dict of SERVER_COLUMNS."""
+        placeholders = ",".join(["%s"] * len(SERVER_COLUMNS))
+        return self.admin.render(f"REPLACE INTO mysql_servers ({','.join(SERVER_COLUMNS)}) VALUES ({placeholders})",
+                                 tuple(row[c] for c in SERVER_COLUMNS))
+
+    def set_variable(self, name, value):
+        # Variable names come from our own constants, never from input; the value is escaped.
+        return self.admin.render("UPDATE global_variables SET variable_value=%s WHERE variable_name=%s",
+                                 (str(value), name))
+
+    LOAD_SERVERS = "LOAD MYSQL SERVERS TO RUNTIME"
+    SAVE_SERVERS = "SAVE MYSQL SERVERS TO DISK"
+    LOAD_VARIABLES = "LOAD MYSQL VARIABLES TO RUNTIME"
+    SAVE_VARIABLES = "SAVE MYSQL VARIABLES TO DISK"

@@ -1,0 +1,230 @@
+"""Planned switchover, writer A to writer B: the planner. It reads every ProxySQL node of the cluster
+and both backends now, checks the guards, looks at what holds the old writer (pinned sessions and why),
+and writes the plan: per node the exact statements and their rollback.
+
+Steps: [lower auto_increment_delay_multiplex] -> drain A (OFFLINE_SOFT) -> wait for ConnUsed 0 on every
+node -> [Galera catch-up: B's wsrep_last_committed >= A's] -> promote B -> move hostgroups -> verify
+runtime -> save to disk -> [restore the variable] -> inventory.
+"""
+from collections import Counter
+from dataclasses import asdict
+
+from apps.clients.backend import BackendClient
+from apps.clients.proxysql import ProxySQLAdmin
+from apps.clients.wire import ClientError
+from apps.fleet.choices import ClusterKind
+from apps.fleet.models import HostgroupMembership, Server
+
+from .choices import OnDrainTimeout, OperationKind
+from .locks import current_holder
+from .plans import (BACKEND, INVENTORY, PROXYSQL, SERVER_COLUMNS, VERIFY, WAIT_CATCHUP, WAIT_DRAIN, Guard, Plan,
+                    Sql, Step)
+
+AUTOINC = "mysql-auto_increment_delay_multiplex"
+EXTENDED = "mysql-show_processlist_extended"
+
+
+def current_writer(cluster):
+    """The inventory's writer: the ONLINE member of the writer hostgroup with the highest weight."""
+    return (HostgroupMembership.objects.filter(server__cluster=cluster, hostgroup_id=cluster.writer_hostgroup)
+            .exclude(status="OFFLINE_HARD").select_related("server").order_by("-weight", "server__port").first())
+
+
+def pinned_sessions(rows, hostgroup, hostname, port):
+    """Sessions holding a backend connection to (hostgroup, host:port), with the reason each is pinned
+    when the extended processlist names one."""
+    out = []
+    for row in rows:
+        if row.get("hostgroup") != hostgroup or row.get("srv_host") != hostname or row.get("srv_port") != port:
+            continue
+        reasons = []
+        for backend in (row.get("extended_info") or {}).get("backends", []):
+            conn = backend.get("conn") or {}
+            if conn.get("auto_increment_delay_token"):
+                reasons.append("auto_increment_delay_token")
+            for flag, on in (conn.get("status") or {}).items():
+                if on is True:
+                    reasons.append(flag)
+            if conn.get("MultiplexDisabled") and not reasons:
+                reasons.append("multiplexing disabled")
+        out.append({"session": row.get("SessionID"), "user": row.get("user"), "command": row.get("command"),
+                    "time_ms": row.get("time_ms"), "info": (row.get("info") or "")[:200],
+                    "reasons": sorted(set(reasons)) or (["unknown (extended processlist off)"]
+                                                         if row.get("extended_info") is None else ["in a query"])})
+    return out
+
+
+def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLBACK,
+                    lower_autoinc=False, old_writer_to="reader", catchup_timeout_ms=2000):
+    """Build the switchover plan from what the nodes say now. Network reads only; writes nothing."""
+    drain_timeout_ms = drain_timeout_ms if drain_timeout_ms is not None else cluster.drain_timeout_ms
+    W, R = cluster.writer_hostgroup, cluster.reader_hostgroup
+    old = current_writer(cluster)
+    guards, facts = [], {"nodes": {}}
+    if old is None:
+        guards.append(Guard("writer", "The cluster has a writer in its writer hostgroup", False, "none", False))
+        return Plan(OperationKind.SWITCHOVER, cluster.pk, "Switchover", guards, [], facts)
+    A, B = old.server, new_writer
+    title = f"Switchover {cluster.name}: writer {A} → {B}"
+    guards.append(Guard("target", "The new writer is another backend of this cluster",
+                        B.pk != A.pk and B.cluster_id == cluster.pk, f"{A} → {B}", False))
+
+    # -- every ProxySQL node: reachable, A is its runtime writer, no unloaded edits, who holds A -----
+    nodes = list(cluster.proxysql_nodes.order_by("pk"))
+    steps_sql, runtime_rows = {}, {}
+    unreachable, not_writer, pending_edits = [], [], []
+    pinned_total, reasons = 0, Counter()
+    autoinc_values = {}
+    for node in nodes:
+        try:
+            with ProxySQLAdmin.for_node(node) as admin:
+                runtime = admin.servers("runtime")
+                memory = admin.servers("memory")
+                variables = admin.global_variables([AUTOINC, EXTENDED])
+                sessions = pinned_sessions(admin.processlist(), W, A.hostname, A.port)
+                steps_sql[node.pk] = _node_statements(Sql(admin), cluster, A, B, runtime, variables, old_writer_to)
+        except ClientError as exc:
+            unreachable.append(f"{node.name}: {exc.message}")
+            continue
+        runtime_rows[node.pk] = runtime
+        if not any(r.hostgroup_id == W and (r.hostname, r.port) == (A.hostname, A.port) and r.status == "ONLINE"
+                   for r in runtime):
+            not_writer.append(node.name)
+        if sorted(map(asdict, runtime), key=_key) != sorted(map(asdict, memory), key=_key):
+            pending_edits.append(node.name)
+        autoinc_values[node.pk] = variables.get(AUTOINC)
+        pinned_total += len(sessions)
+        for s in sessions:
+            reasons.update(s["reasons"])
+        facts["nodes"][str(node.pk)] = {"name": node.name, "pinned": sessions, AUTOINC: variables.get(AUTOINC),
+                                        EXTENDED: variables.get(EXTENDED)}
+    guards.append(Guard("proxysql_reachable", "Every ProxySQL node of the cluster answers", not unreachable and bool(nodes),
+                        "; ".join(unreachable) or f"{len(nodes)} of {len(nodes)}", False))
+    guards.append(Guard("old_writer_online", f"{A} is ONLINE in writer hostgroup {W} on every node", not not_writer,
+                        ", ".join(not_writer) or "yes"))
+    guards.append(Guard("no_pending_edits", "No unloaded mysql_servers edits on any node (they would be loaded too)",
+                        not pending_edits, ", ".join(pending_edits) or "none"))
+    facts.update(pinned_total=pinned_total, pinned_reasons=dict(reasons), old_writer=str(A), new_writer=str(B))
+
+    # -- backends: B healthy, enough nodes left, and what A has committed ------------------------------
+    states = {}
+    for server in cluster.servers.all():
+        try:
+            with BackendClient.for_server(server) as client:
+                states[server.pk] = client.state()
+        except ClientError as exc:
+            states[server.pk] = exc
+    b = states.get(B.pk)
+    if isinstance(b, ClientError) or b is None:
+        guards.append(Guard("new_writer_reachable", f"{B} answers", False, getattr(b, "message", "not polled"), False))
+    elif cluster.kind == ClusterKind.GALERA:
+        guards += [
+            Guard("new_writer_synced", f"{B} is Synced", b.local_state == 4, f"{b.local_state} {b.local_state_comment}"),
+            Guard("new_writer_primary", f"{B} is in the Primary component", b.cluster_status == "Primary",
+                  str(b.cluster_status)),
+            Guard("new_writer_ready", f"{B} wsrep_ready is ON", bool(b.ready), "ON" if b.ready else "OFF"),
+            Guard("new_writer_queue", f"{B} recv queue <= {cluster.max_replication_lag}",
+                  (b.local_recv_queue or 0) <= cluster.max_replication_lag, str(b.local_recv_queue)),
+        ]
+    available = sum(1 for s in states.values() if not isinstance(s, ClientError) and (s.synced_primary or not s.wsrep_on))
+    guards.append(Guard("min_available", f"At least {cluster.min_available_readers} available node(s) besides the new writer",
+                        available - 1 >= cluster.min_available_readers, f"{available} available"))
+    holder = current_holder(cluster)
+    guards.append(Guard("no_other_operation", "No other operation runs on this cluster", holder is None,
+                        holder or "none", False))
+    native = cluster.active_native_hostgroups()
+    guards.append(Guard("no_native_hostgroups", "ProxySQL's native hostgroup manager is not active on these hostgroups",
+                        not native, ", ".join(f"{n['kind']} writer {n['writer_hostgroup']}" for n in native) or "inactive"))
+    guards.append(Guard("drain_timeout", "A drain timeout is set", drain_timeout_ms > 0, f"{drain_timeout_ms} ms", False))
+    if on_timeout == OnDrainTimeout.OFFLINE_HARD:
+        facts["sessions_cut_if_timeout"] = pinned_total
+
+    # -- steps ---------------------------------------------------------------------------------------
+    def per_node(part):
+        return {str(pk): {"name": n.name, **sql[part]} for n in nodes for pk, sql in [(n.pk, steps_sql.get(n.pk))] if sql}
+
+    steps = []
+    if lower_autoinc:
+        steps.append(Step("autoinc_off", f"Lower {AUTOINC} to 0 for the drain (sessions release the old writer)",
+                          PROXYSQL, per_node("autoinc_off")))
+    steps.append(Step("drain", f"{A} to OFFLINE_SOFT in writer hostgroup {W}", PROXYSQL, per_node("drain")))
+    steps.append(Step("wait_drain", f"Wait until {A}'s ConnUsed in hostgroup {W} is 0 on every node", WAIT_DRAIN,
+                      params={"hostgroup": W, "hostname": A.hostname, "port": A.port, "timeout_ms": drain_timeout_ms,
+                              "poll_ms": 25, "on_timeout": on_timeout, "offline_hard": per_node("offline_hard")}))
+    if cluster.kind == ClusterKind.GALERA:
+        steps.append(Step("catch_up", f"Wait until {B} has applied everything {A} committed (wsrep_last_committed)",
+                          WAIT_CATCHUP, params={"old": A.pk, "new": B.pk, "timeout_ms": catchup_timeout_ms}))
+    steps.append(Step("promote", f"Promote {B}", BACKEND, params={"actions": _promote_actions(cluster, A, B)}))
+    steps.append(Step("move", f"{B} into writer hostgroup {W}; {A} {'ONLINE in reader hostgroup ' + str(R) if old_writer_to == 'reader' else 'out of the writer hostgroup'}",
+                      PROXYSQL, per_node("move")))
+    steps.append(Step("verify", "Verify every node's runtime equals the plan", VERIFY,
+                      params={"expect": {str(pk): sql["expect"] for pk, sql in steps_sql.items()}}))
+    steps.append(Step("save", "Save MYSQL SERVERS to disk on every node", PROXYSQL, per_node("save"),
+                      point_of_no_return=True))
+    if lower_autoinc:
+        steps.append(Step("autoinc_restore", f"Restore {AUTOINC}", PROXYSQL, per_node("autoinc_restore")))
+    steps.append(Step("inventory", "Record the new writer in the inventory", INVENTORY,
+                      params={"old": A.pk, "new": B.pk, "old_writer_to": old_writer_to}))
+    options = {"drain_timeout_ms": drain_timeout_ms, "on_timeout": on_timeout, "lower_autoinc": lower_autoinc,
+               "old_writer_to": old_writer_to, "new_writer": B.pk, "old_writer": A.pk,
+               "autoinc_values": {str(k): v for k, v in autoinc_values.items()}}
+    return Plan(OperationKind.SWITCHOVER, cluster.pk, title, guards, steps, facts, options)
+
+
+def _key(row):
+    return (row["hostgroup_id"], row["hostname"], row["port"])
+
+
+def _row(server_row, **over):
+    data = asdict(server_row)
+    data.update(over)
+    return {c: data[c] for c in SERVER_COLUMNS}
+
+
+def _node_statements(sql, cluster, A, B, runtime, variables, old_writer_to):
+    """Every statement this node needs, per part of the plan, from its own runtime rows."""
+    W, R = cluster.writer_hostgroup, cluster.reader_hostgroup
+    rows = {(r.hostgroup_id, r.hostname, r.port): r for r in runtime}
+    a_w = rows.get((W, A.hostname, A.port))
+    b_w = rows.get((W, B.hostname, B.port))
+    a_r = rows.get((R, A.hostname, A.port))
+    autoinc = variables.get(AUTOINC) or "5"
+    parts = {
+        "autoinc_off": {"sql": [sql.set_variable(AUTOINC, 0), sql.LOAD_VARIABLES],
+                        "rollback": [sql.set_variable(AUTOINC, autoinc), sql.LOAD_VARIABLES]},
+        "autoinc_restore": {"sql": [sql.set_variable(AUTOINC, autoinc), sql.LOAD_VARIABLES], "rollback": []},
+        "save": {"sql": [sql.SAVE_SERVERS], "rollback": []},
+    }
+    if a_w is None:
+        return {**parts, "drain": {"sql": [], "rollback": []}, "offline_hard": {"sql": [], "rollback": []},
+                "move": {"sql": [], "rollback": []}, "expect": []}
+    parts["drain"] = {"sql": [sql.set_status(W, A.hostname, A.port, "OFFLINE_SOFT"), sql.LOAD_SERVERS],
+                      "rollback": [sql.replace_server(_row(a_w)), sql.LOAD_SERVERS]}
+    parts["offline_hard"] = {"sql": [sql.set_status(W, A.hostname, A.port, "OFFLINE_HARD"), sql.LOAD_SERVERS],
+                             "rollback": [sql.replace_server(_row(a_w)), sql.LOAD_SERVERS]}
+    # B takes A's place in the writer hostgroup with A's writer settings; A goes back to reading.
+    new_writer_row = _row(a_w, hostname=B.hostname, port=B.port, status="ONLINE")
+    move = [sql.delete_server(W, A.hostname, A.port), sql.replace_server(new_writer_row)]
+    undo = [sql.delete_server(W, B.hostname, B.port)] if b_w is None else [sql.replace_server(_row(b_w))]
+    undo.append(sql.replace_server(_row(a_w)))
+    expect = [[W, B.hostname, B.port, "ONLINE"], [W, A.hostname, A.port, None]]  # None: the row is gone
+    if old_writer_to == "reader":
+        reader_row = _row(a_r, status="ONLINE") if a_r else _row(a_w, hostgroup_id=R, status="ONLINE")
+        move.append(sql.replace_server(reader_row))
+        undo.append(sql.replace_server(_row(a_r)) if a_r else sql.delete_server(R, A.hostname, A.port))
+        expect.append([R, A.hostname, A.port, "ONLINE"])
+    move.append(sql.LOAD_SERVERS)
+    undo.append(sql.LOAD_SERVERS)
+    parts["move"] = {"sql": move, "rollback": undo}
+    parts["expect"] = expect
+    return parts
+
+
+def _promote_actions(cluster, A, B):
+    if cluster.kind == ClusterKind.GALERA:
+        return [{"server": B.pk, "action": "read_only", "value": False}]
+    if cluster.kind == ClusterKind.ASYNC:
+        return [{"server": A.pk, "action": "read_only", "value": True},
+                {"server": B.pk, "action": "promote_replica", "old_primary": A.pk},
+                {"server": B.pk, "action": "read_only", "value": False}]
+    return [{"server": B.pk, "action": "group_replication_set_as_primary"}]

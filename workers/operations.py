@@ -1,0 +1,14 @@
+"""Operation tasks. Not acks_late: re-running an operation is decided by the reaper, not redelivery."""
+from celery import shared_task
+
+from apps.operations import executor
+
+
+@shared_task(name="operations.execute", ignore_result=True)
+def execute_operation(operation_id):
+    return executor.run(operation_id)
+
+
+@shared_task(name="operations.reap_stale", ignore_result=True, soft_time_limit=60)
+def reap_stale_operations():
+    return executor.reap_stale()
