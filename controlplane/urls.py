@@ -5,5 +5,6 @@ urlpatterns = [
     path("", include("apps.fleet.urls")),
     path("accounts/", include("apps.accounts.urls")),
     path("audit/", include("apps.audit.urls")),
+    path("operations/", include("apps.operations.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -96,8 +96,8 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
         pinned_total += len(sessions)
         for s in sessions:
             reasons.update(s["reasons"])
-        facts["nodes"][str(node.pk)] = {"name": node.name, "pinned": sessions, AUTOINC: variables.get(AUTOINC),
-                                        EXTENDED: variables.get(EXTENDED)}
+        facts["nodes"][str(node.pk)] = {"name": node.name, "pinned": sessions, "autoinc": variables.get(AUTOINC),
+                                        "processlist_extended": variables.get(EXTENDED)}
     guards.append(Guard("proxysql_reachable", "Every ProxySQL node of the cluster answers", not unreachable and bool(nodes),
                         "; ".join(unreachable) or f"{len(nodes)} of {len(nodes)}", False))
     guards.append(Guard("old_writer_online", f"{A} is ONLINE in writer hostgroup {W} on every node", not not_writer,

@@ -1,0 +1,29 @@
+from django import forms
+
+from .choices import OnDrainTimeout
+
+
+class SwitchoverForm(forms.Form):
+    new_writer = forms.ModelChoiceField(queryset=None, label="New writer")
+    drain_timeout_ms = forms.IntegerField(label="Drain timeout (ms)", min_value=50, max_value=600_000)
+    on_timeout = forms.ChoiceField(label="If the drain does not finish in time", choices=OnDrainTimeout.choices,
+                                   initial=OnDrainTimeout.ROLLBACK, widget=forms.RadioSelect)
+    lower_autoinc = forms.BooleanField(
+        label="Lower mysql-auto_increment_delay_multiplex to 0 during the drain (restored after, and on rollback)",
+        required=False)
+    old_writer_to = forms.ChoiceField(label="Old writer afterwards", initial="reader",
+                                      choices=[("reader", "ONLINE in the reader hostgroup"),
+                                               ("offline", "out of the writer hostgroup only (not added as a reader)")])
+
+    def __init__(self, *args, cluster, exclude_server=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        servers = cluster.servers.all()
+        if exclude_server is not None:
+            servers = servers.exclude(pk=exclude_server.pk)
+        self.fields["new_writer"].queryset = servers
+        self.fields["drain_timeout_ms"].initial = cluster.drain_timeout_ms
+
+
+class ConfirmForm(forms.Form):
+    override_reason = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
+                                      label="Reason to override the failed guards (admin only, audited)")

@@ -1,0 +1,13 @@
+from django.urls import path
+
+from . import views
+
+app_name = "operations"
+urlpatterns = [
+    path("", views.operation_list, name="list"),
+    path("<int:pk>/", views.operation_detail, name="detail"),
+    path("<int:pk>/progress/", views.operation_progress, name="progress"),
+    path("<int:pk>/confirm/", views.operation_confirm, name="confirm"),
+    path("<int:pk>/cancel/", views.operation_cancel, name="cancel"),
+    path("switchover/<int:cluster_pk>/", views.switchover_new, name="switchover"),
+]

@@ -1,0 +1,116 @@
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseStopPolling
+
+from apps.accounts.roles import OPERATOR, require_role
+from apps.audit.services import record
+from apps.clients.proxysql import ProxySQLAdmin
+from apps.clients.wire import ClientError
+from apps.fleet.models import Cluster
+
+from . import services, switchover
+from .forms import ConfirmForm, SwitchoverForm
+from .models import Operation
+from .plans import Plan
+
+
+def operation_list(request):
+    page = Paginator(Operation.objects.select_related("cluster"), 50).get_page(request.GET.get("page"))
+    return TemplateResponse(request, "operations/list.html", {"page": page})
+
+
+@require_role(OPERATOR)
+def switchover_new(request, cluster_pk):
+    """The switchover form; POST builds the plan from the nodes' current state and shows it."""
+    cluster = get_object_or_404(Cluster, pk=cluster_pk)
+    writer = switchover.current_writer(cluster)
+    form = SwitchoverForm(request.POST or None, cluster=cluster, exclude_server=writer.server if writer else None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        plan = switchover.plan_switchover(cluster, data["new_writer"], drain_timeout_ms=data["drain_timeout_ms"],
+                                          on_timeout=data["on_timeout"], lower_autoinc=data["lower_autoinc"],
+                                          old_writer_to=data["old_writer_to"])
+        op = services.save_plan(plan, request=request)
+        return redirect(op)
+    if request.method == "POST":
+        record("switchover planned", request=request, cluster=cluster, outcome="invalid",
+               details={"errors": form.errors.get_json_data()})
+    return TemplateResponse(request, "operations/switchover_form.html",
+                            {"cluster": cluster, "writer": writer, "form": form}, status=400 if form.errors else 200)
+
+
+def operation_detail(request, pk):
+    op = get_object_or_404(Operation.objects.select_related("cluster"), pk=pk)
+    plan = Plan.from_json(op.plan)
+    return TemplateResponse(request, "operations/detail.html", {
+        "op": op, "plan": plan, "steps": op.steps.all(), "confirm_form": ConfirmForm(),
+        "autoinc_reason": _autoinc_likely(plan),
+    })
+
+
+def _autoinc_likely(plan):
+    """Auto-increment tokens named by the extended processlist, or, when it is off, pinned writer
+    sessions on a node whose mysql-auto_increment_delay_multiplex is not 0 (ProxySQL 2.7's default 5)."""
+    reasons = plan.facts.get("pinned_reasons", {})
+    if "auto_increment_delay_token" in reasons:
+        return True
+    unknown = any(r.startswith("unknown") for r in reasons)
+    return unknown and any(n.get("autoinc") not in (None, "0") for n in plan.facts.get("nodes", {}).values())
+
+
+def operation_progress(request, pk):
+    """htmx partial polled while the operation runs; answers 286 (stop polling) once it has finished."""
+    op = get_object_or_404(Operation.objects.select_related("cluster"), pk=pk)
+    context = {"op": op, "steps": op.steps.all(), "sessions": _sessions_holding(op) if not op.finished else None}
+    response = TemplateResponse(request, "operations/detail.html#progress", context)
+    if op.finished and request.htmx:
+        response.render()
+        stop = HttpResponseStopPolling(response.content)
+        return stop
+    return response
+
+
+def _sessions_holding(op):
+    """Live: the sessions that hold the old writer on each node, and why (stats_mysql_processlist)."""
+    plan = Plan.from_json(op.plan)
+    wait = next((s for s in plan.steps if s.kind == "wait_drain"), None)
+    if wait is None:
+        return None
+    out = []
+    for node in op.cluster.proxysql_nodes.all():
+        try:
+            with ProxySQLAdmin.for_node(node) as admin:
+                rows = switchover.pinned_sessions(admin.processlist(), wait.params["hostgroup"],
+                                                  wait.params["hostname"], wait.params["port"])
+            out.append({"node": node.name, "sessions": rows})
+        except ClientError as exc:
+            out.append({"node": node.name, "error": str(exc)})
+    return out
+
+
+@require_role(OPERATOR)
+@require_POST
+def operation_confirm(request, pk):
+    op = get_object_or_404(Operation, pk=pk)
+    form = ConfirmForm(request.POST)
+    reason = form.cleaned_data["override_reason"] if form.is_valid() else ""
+    try:
+        services.confirm(op, request=request, override_reason=reason)
+    except services.NotAllowed as exc:
+        messages.error(request, str(exc))
+    return redirect(op)
+
+
+@require_role(OPERATOR)
+@require_POST
+def operation_cancel(request, pk):
+    op = get_object_or_404(Operation, pk=pk)
+    try:
+        services.cancel(op, request=request)
+        messages.info(request, "Cancel requested: the operation rolls back at its next step.")
+    except services.NotAllowed as exc:
+        messages.error(request, str(exc))
+    return redirect(op)
