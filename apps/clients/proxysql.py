@@ -144,6 +144,36 @@ class PoolRow:
     Latency_us: int
 
 
+@dataclass(frozen=True, slots=True)
+class DigestRow:
+    """One row of stats_mysql_query_digest, without digest_text (read apart, see query_digest_texts).
+
+    Counters are cumulative since the digest was first seen or since the last reset of the table
+    (a read of stats_mysql_query_digest_reset, which this client never does) or ProxySQL's start.
+    Times are in microseconds; first_seen/last_seen are the node's clock (epoch seconds).
+    """
+
+    hostgroup: int
+    schemaname: str
+    username: str
+    client_address: str
+    digest: str
+    count_star: int
+    first_seen: int
+    last_seen: int
+    sum_time: int
+    min_time: int
+    max_time: int
+
+    @property
+    def key(self):
+        return (self.hostgroup, self.schemaname, self.username, self.client_address, self.digest)
+
+
+DIGEST_COLUMNS = ("hostgroup", "schemaname", "username", "client_address", "digest", "count_star", "first_seen",
+                  "last_seen", "sum_time", "min_time", "max_time")
+
+
 class ProxySQLAdmin:
     """An admin connection to one ProxySQL node. Use as a context manager, or call close()."""
 
@@ -242,6 +272,46 @@ class ProxySQLAdmin:
         result = self.wire.execute("SELECT Variable_Name, Variable_Value FROM stats_mysql_global",
                                    action="read stats_mysql_global")
         return {name: value for name, value in result.rows}
+
+    def query_digest(self, *, timeout=None):
+        """Every row of stats_mysql_query_digest (cumulative counters), as DigestRow.
+
+        Never reads stats_mysql_query_digest_reset: that would zero the counters other tools rely on.
+        A node with many digests builds its answer before sending it: `timeout` (seconds) bounds
+        the wait for the first byte instead of the client's default read timeout.
+        """
+        table = "stats_mysql_query_digest"
+        result = self.wire.execute(f"SELECT {', '.join(DIGEST_COLUMNS)} FROM {table}", action=f"read {table}",
+                                   timeout=timeout)
+        if tuple(result.columns) != DIGEST_COLUMNS:
+            raise UnexpectedResult(self.name, f"read {table}", f"columns {result.columns!r}")
+        rows = []
+        try:
+            for hg, schema, user, client, digest, count, first, last, total, least, most in result.rows:
+                if not digest:
+                    raise ValueError(digest)
+                rows.append(DigestRow(int(hg), schema or "", user or "", client or "", digest, int(count), int(first),
+                                      int(last), int(total), int(least), int(most)))
+        except (TypeError, ValueError):
+            raise UnexpectedResult(self.name, f"read {table}", f"not a digest row: {result.rows[len(rows)]!r}") from None
+        return rows
+
+    def query_digest_texts(self, digests=None, *, timeout=None):
+        """{digest: digest_text} for these digest hashes (all when None), read in chunks."""
+        table = "stats_mysql_query_digest"
+        wanted = None if digests is None else sorted(set(digests))
+        chunks = [None] if wanted is None else [wanted[i:i + 500] for i in range(0, len(wanted), 500)]
+        texts = {}
+        for chunk in chunks:
+            where, params = ("", ()) if chunk is None else (f" WHERE digest IN ({','.join(['%s'] * len(chunk))})",
+                                                              tuple(chunk))
+            result = self.wire.execute(f"SELECT digest, digest_text FROM {table}{where}", params,
+                                       action=f"read {table} texts", timeout=timeout)
+            for digest, text in result.rows:
+                if isinstance(text, bytes):
+                    text = text.decode("utf-8", "replace")
+                texts.setdefault(digest, text or "")
+        return texts
 
     def conn_used(self, hostgroup, hostname, port):
         """The drain probe: ConnUsed of one server in one hostgroup (0 when the row is gone)."""

@@ -117,6 +117,9 @@ class Server(models.Model):
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="servers")
     hostname = models.CharField(max_length=255, validators=[validate_hostname])
     port = models.PositiveIntegerField(default=3306, validators=port_validators)
+    # Set by a maintenance drain, cleared by its restore; automatic rules leave such a server alone.
+    maintenance = models.BooleanField(default=False)
+    maintenance_note = models.TextField(blank=True, validators=[validate_no_nul])
 
     class Meta:
         ordering = ["hostname", "port"]

@@ -1,10 +1,12 @@
 from django.urls import path
 
+from apps.monitoring import views as monitoring_views
+
 from . import views
 
 app_name = "fleet"
 urlpatterns = [
-    path("", views.overview, name="overview"),
+    path("", monitoring_views.overview, name="overview"),  # the fleet overview is a monitoring page
     path("clusters/<int:pk>/", views.cluster_detail, name="cluster"),
     path("clusters/<int:pk>/drift/", views.cluster_drift, name="cluster_drift"),
     path("proxysql/<int:pk>/", views.proxysql_node_detail, name="proxysql_node"),

@@ -1,5 +1,4 @@
 from django.contrib import messages
-from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_http_methods
@@ -9,6 +8,8 @@ from apps.audit.services import record
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
+from apps.monitoring import selectors as monitoring_selectors  # the monitoring sections of these pages
+from apps.monitoring import views as monitoring_views
 
 from . import adopt, drift
 from .forms import AdoptForm
@@ -16,12 +17,6 @@ from .models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from .secrets import decrypt, encrypt
 
 ADOPT_SESSION_KEY = "pending_adoption"
-
-
-def overview(request):
-    clusters = (Cluster.objects.annotate(n_servers=Count("servers", distinct=True))
-                .prefetch_related("proxysql_nodes", "servers"))
-    return TemplateResponse(request, "fleet/overview.html", {"clusters": clusters})
 
 
 def cluster_detail(request, pk):
@@ -36,8 +31,9 @@ def cluster_detail(request, pk):
     for hg, role in roles.items():
         hostgroups.setdefault(hg, {"id": hg, "role": role, "members": []})
     return TemplateResponse(request, "fleet/cluster_detail.html", {
-        "cluster": cluster, "hostgroups": sorted(hostgroups.values(), key=lambda h: h["id"]),
-        "nodes": cluster.proxysql_nodes.all(), "native_active": cluster.active_native_hostgroups(),
+        "hostgroups": sorted(hostgroups.values(), key=lambda h: h["id"]),
+        "native_active": cluster.active_native_hostgroups(),
+        **monitoring_selectors.cluster_live(cluster), **monitoring_views.sparkline_context(cluster),
     })
 
 
@@ -50,7 +46,8 @@ def cluster_drift(request, pk):
 
 def proxysql_node_detail(request, pk):
     node = get_object_or_404(ProxySQLNode.objects.select_related("cluster"), pk=pk)
-    return TemplateResponse(request, "fleet/proxysql_node.html", {"node": node, "mirror_rules": node.mirror_rules.all()})
+    return TemplateResponse(request, "fleet/proxysql_node.html", {"mirror_rules": node.mirror_rules.all(),
+                                                                 **monitoring_views.proxysql_context(node)})
 
 
 def proxysql_node_runtime(request, pk):
@@ -67,7 +64,8 @@ def proxysql_node_runtime(request, pk):
 
 def server_detail(request, pk):
     server = get_object_or_404(Server.objects.select_related("cluster"), pk=pk)
-    return TemplateResponse(request, "fleet/server.html", {"server": server, "memberships": server.memberships.all()})
+    return TemplateResponse(request, "fleet/server.html", {"memberships": server.memberships.all(),
+                                                           **monitoring_views.server_context(server)})
 
 
 def server_state(request, pk):

@@ -88,7 +88,8 @@ class Run:
         deadline = time.monotonic() + p["timeout_ms"] / 1000
         probes = 0
         while True:
-            used = {nid: self.admin(nid).conn_used(p["hostgroup"], p["hostname"], p["port"]) for nid in self.plan_nodes()}
+            used = {nid: sum(self.admin(nid).conn_used(hg, host, port) for hg, host, port in p["targets"])
+                    for nid in self.plan_nodes()}
             probes += 1
             detail.update(conn_used=used, probes=probes)
             if all(v == 0 for v in used.values()):
@@ -99,8 +100,9 @@ class Run:
             time.sleep(p["poll_ms"] / 1000)
         still = sum(used.values())
         if p["on_timeout"] != OnDrainTimeout.OFFLINE_HARD:
+            where = ", ".join(f"{host}:{port} in hostgroup {hg}" for hg, host, port in p["targets"])
             raise StepFailed(f"drain timed out after {p['timeout_ms']} ms with {still} connection(s) still in use "
-                             f"on {p['hostname']}:{p['port']}; rolling back as chosen (no session was cut)")
+                             f"on {where}; rolling back as chosen (no session was cut)")
         detail["offline_hard"] = {"sessions_cut": still}
         self.run_proxysql(step, executed, part=p["offline_hard"])
 

@@ -149,7 +149,7 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
                           PROXYSQL, per_node("autoinc_off")))
     steps.append(Step("drain", f"{A} to OFFLINE_SOFT in writer hostgroup {W}", PROXYSQL, per_node("drain")))
     steps.append(Step("wait_drain", f"Wait until {A}'s ConnUsed in hostgroup {W} is 0 on every node", WAIT_DRAIN,
-                      params={"hostgroup": W, "hostname": A.hostname, "port": A.port, "timeout_ms": drain_timeout_ms,
+                      params={"targets": [[W, A.hostname, A.port]], "timeout_ms": drain_timeout_ms,
                               "poll_ms": 25, "on_timeout": on_timeout, "offline_hard": per_node("offline_hard")}))
     if cluster.kind == ClusterKind.GALERA:
         steps.append(Step("catch_up", f"Wait until {B} has applied everything {A} committed (wsrep_last_committed)",

@@ -83,8 +83,9 @@ def _sessions_holding(op):
     for node in op.cluster.proxysql_nodes.all():
         try:
             with ProxySQLAdmin.for_node(node) as admin:
-                rows = switchover.pinned_sessions(admin.processlist(), wait.params["hostgroup"],
-                                                  wait.params["hostname"], wait.params["port"])
+                processlist = admin.processlist()
+                rows = [s for hg, host, port in wait.params["targets"]
+                        for s in switchover.pinned_sessions(processlist, hg, host, port)]
             out.append({"node": node.name, "sessions": rows})
         except ClientError as exc:
             out.append({"node": node.name, "error": str(exc)})

@@ -1,0 +1,96 @@
+"""Query digest history: digest texts once, narrow interval rows at four resolutions.
+
+stats_mysql_query_digest counters are cumulative; a poll stores the *delta* since the previous poll of
+the same node, one DigestStat row per (source, digest) whose count changed. A source is where ProxySQL
+saw the digest: node, hostgroup, schema, user, client address (few per node), so interval rows carry
+two small integers instead of four strings, and filters by cluster / node / hostgroup / user / schema
+become one subquery on the small DigestSource table.
+
+resolution 0 = raw (one row per poll; ts = the poller's clock at the poll, never the node's), 300 =
+5-minute rollup, 3600 = hourly, 86400 = daily (ts = the bucket's start, UTC). A row at ts t belongs to
+the bucket containing t, so a window is answered from the coarsest complete buckets inside it and
+finer rows at its edges (selectors.plan_window). Timestamps are integer epoch seconds: a quarter of
+the width of a datetime in SQLite's indexes, and what the charts want anyway.
+
+min_time / max_time are the interval's extremes where they can be derived from cumulative counters
+(ProxySQL's max rose during the interval, its min fell, a single execution, or a digest first seen
+in the interval); NULL where they cannot.
+"""
+from django.db import models
+
+RAW, FIVE_MINUTES, HOUR, DAY = 0, 300, 3600, 86400
+LEVELS = (FIVE_MINUTES, HOUR, DAY)  # rollup levels, finest first
+RESOLUTIONS = (RAW,) + LEVELS
+
+
+class Digest(models.Model):
+    """One digest hash and its text, as ProxySQL normalised it (texts can be long: stored once)."""
+
+    digest = models.CharField(max_length=18, unique=True, help_text="ProxySQL's hash, e.g. 0x695FBF255DBEB0DD")
+    text = models.TextField()
+    first_polled_at = models.IntegerField(help_text="epoch seconds (poller clock) of the poll that first stored it")
+
+    def __str__(self):
+        return f"{self.digest} {self.text[:60]}"
+
+
+class DigestSource(models.Model):
+    """Where a digest ran: one ProxySQL node's (hostgroup, schema, user, client address)."""
+
+    node = models.ForeignKey("fleet.ProxySQLNode", on_delete=models.CASCADE, related_name="+")
+    hostgroup = models.PositiveIntegerField()
+    schemaname = models.CharField(max_length=64, blank=True)
+    username = models.CharField(max_length=80, blank=True)
+    client_address = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["node", "hostgroup", "schemaname", "username", "client_address"],
+                                               name="digestsource_unique")]
+
+
+class DigestStat(models.Model):
+    """Deltas of one digest at one source over one interval (raw) or bucket (rollups)."""
+
+    pk = models.CompositePrimaryKey("resolution", "ts", "source", "digest")
+    resolution = models.PositiveIntegerField()
+    ts = models.IntegerField()
+    source = models.ForeignKey(DigestSource, on_delete=models.CASCADE, related_name="+", db_constraint=False,
+                               db_index=False)
+    digest = models.ForeignKey(Digest, on_delete=models.CASCADE, related_name="+", db_constraint=False,
+                               db_index=False)
+    count_star = models.BigIntegerField()
+    sum_time = models.BigIntegerField(help_text="microseconds")
+    min_time = models.BigIntegerField(null=True)
+    max_time = models.BigIntegerField(null=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["digest", "resolution", "ts"], name="digeststat_digest_res_ts")]
+
+
+class DigestPoll(models.Model):
+    """Which polls of a node produced figures: tells a quiet digest (zero) from missing data (a gap)."""
+
+    pk = models.CompositePrimaryKey("resolution", "ts", "node")
+    resolution = models.PositiveIntegerField()
+    ts = models.IntegerField()
+    node = models.ForeignKey("fleet.ProxySQLNode", on_delete=models.CASCADE, related_name="+", db_constraint=False,
+                             db_index=False)
+    polls_ok = models.IntegerField(default=0, help_text="polls that produced deltas")
+    polls_failed = models.IntegerField(default=0)
+    rows = models.IntegerField(default=0, help_text="DigestStat rows written")
+
+
+class DigestNodeState(models.Model):
+    """The latest digest poll of one node: its baseline, its age and its last error."""
+
+    node = models.OneToOneField("fleet.ProxySQLNode", on_delete=models.CASCADE, primary_key=True, related_name="+")
+    baseline_ts = models.FloatField(null=True, help_text="poller time of the counters kept in Redis as the baseline")
+    last_poll_ts = models.FloatField(null=True)
+    last_ok_ts = models.FloatField(null=True)
+    digests = models.IntegerField(default=0, help_text="rows in stats_mysql_query_digest at the last good poll")
+    changed = models.IntegerField(default=0, help_text="rows written by the last good poll")
+    resets = models.IntegerField(default=0, help_text="counter resets or restarts seen at the last good poll")
+    seconds = models.FloatField(default=0)
+    error = models.TextField(blank=True)
+    error_kind = models.CharField(max_length=20, blank=True)
+    error_since = models.FloatField(null=True)

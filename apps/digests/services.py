@@ -1,0 +1,419 @@
+"""Query digest polling, storage, rollups and retention (the writes of this app).
+
+A beat tick runs one shard (run_shard): under the shard's Redis lock, the nodes whose digest interval
+(settings.MONITOR_DIGEST_INTERVAL_S) has passed are polled concurrently, one thread per node, each
+read bounded by the client's timeouts (the digest read by MONITOR_DIGEST_READ_TIMEOUT: a node with
+100,000 digests needs a second to build its answer). Ticks never pile up: a shard whose previous round
+still runs skips the tick and counts it.
+
+One node's poll (poll_node): its previous counters (the baseline, a Redis hash per node) -> read
+stats_mysql_query_digest without the texts -> deltas (deltas.py) -> texts only of digests never
+stored before -> then in the main thread: one short transaction per node writes its DigestStat rows,
+its DigestPoll row and DigestNodeState.baseline_ts = this poll's time; after the commit the new
+baseline goes to Redis with the same time. A poll uses its baseline only when Redis's time equals the
+committed one, so a crash between the two writes (or a Redis flush) costs one interval, never a
+doubled one. A failure (unreachable, timeout, garbage) is recorded for that node only: its state row
+keeps the error and since when, its DigestPoll row counts a failed poll, the baseline is kept (the
+next good poll covers both intervals).
+"""
+import logging
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import redis
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
+
+from apps.clients.proxysql import ProxySQLAdmin
+from apps.clients.wire import ClientError
+from apps.fleet.models import ProxySQLNode
+from apps.monitoring import live
+from apps.monitoring.models import RollupMark
+
+from . import deltas as deltas_mod
+from .models import DAY, FIVE_MINUTES, HOUR, LEVELS, RAW, Digest, DigestNodeState, DigestPoll, DigestSource, DigestStat
+
+log = logging.getLogger(__name__)
+
+LOCK_TTL_S = 300           # a crashed worker's lock expires; a round is bounded by the read timeouts
+TICK_TOLERANCE_S = 2.5     # beat ticks every 5 s: a node due within 2.5 s is polled now, not a tick late
+BASELINE_TTL_S = 86400     # a baseline older than this is useless (and its node maybe gone)
+META_FIELD = b"@ts"
+FULL_TEXT_READ_OVER = 2000  # more unknown digests than this: read every text at once, not in chunks
+
+# Per worker process: one admin connection per node for digest reads (apart from the 2-s poller's, so
+# a slow digest read never holds up a pool poll), and ids of digests and sources already stored.
+_connections = {}
+_digest_ids = {}
+_source_ids = {}
+
+
+def forget_caches():
+    """Drop the per-process caches (tests roll the database back under them)."""
+    for _, admin in _connections.values():
+        admin.close()
+    _connections.clear()
+    _digest_ids.clear()
+    _source_ids.clear()
+
+
+def baseline_key(node_pk):
+    return f"digest-baseline:{node_pk}"
+
+
+def _admin(node):
+    fingerprint = (node.admin_host, node.admin_port, node.admin_user, node.admin_password)
+    entry = _connections.get(node.pk)
+    if entry and entry[0] == fingerprint:
+        return entry[1]
+    if entry:
+        entry[1].close()
+    admin = ProxySQLAdmin.for_node(node)
+    _connections[node.pk] = (fingerprint, admin)
+    return admin
+
+
+@dataclass
+class NodeResult:
+    node: ProxySQLNode
+    ts: int
+    outcome: deltas_mod.Outcome | None = None
+    rows: int = 0
+    texts: dict = field(default_factory=dict)
+    error: Exception | None = None
+    seconds: float = 0.0
+
+
+# -- one node ----------------------------------------------------------------------------------------
+def _baseline(r, node_pk, committed_ts):
+    """The previous counters of this node, or None when there are none we can trust."""
+    stored = r.hgetall(baseline_key(node_pk))
+    meta = stored.pop(META_FIELD, None)
+    if meta is None or committed_ts is None:
+        return None
+    try:
+        if abs(float(meta) - committed_ts) > 1e-3:
+            return None  # Redis and the database disagree about the last poll: start again
+    except ValueError:
+        return None
+    return stored
+
+
+def _unknown_digests(hashes):
+    """Hashes not stored yet (the process cache first, then the database)."""
+    missing = [h for h in hashes if h not in _digest_ids]
+    for i in range(0, len(missing), 500):
+        _digest_ids.update(Digest.objects.filter(digest__in=missing[i:i + 500]).values_list("digest", "id"))
+    return {h for h in missing if h not in _digest_ids}
+
+
+def poll_node(node, state, ts):
+    """Read one node and compute its deltas (network, Redis and a read of known digests; no writes)."""
+    started = time.monotonic()
+    result = NodeResult(node=node, ts=ts)
+    try:
+        baseline = _baseline(live.client(), node.pk, state.baseline_ts if state else None)
+        admin = _admin(node)
+        rows = admin.query_digest(timeout=settings.MONITOR_DIGEST_READ_TIMEOUT)
+        result.rows = len(rows)
+        result.outcome = deltas_mod.compute(rows, baseline)
+        unknown = _unknown_digests({d.digest for d in result.outcome.deltas})
+        if unknown:
+            result.texts = admin.query_digest_texts(None if len(unknown) > FULL_TEXT_READ_OVER else unknown,
+                                                    timeout=settings.MONITOR_DIGEST_READ_TIMEOUT)
+    except (ClientError, redis.RedisError) as exc:
+        result.error = exc
+    except Exception as exc:  # a bug or an answer we cannot read: this node only, never the round
+        log.exception("digest poll of ProxySQL node %s failed", node.pk)
+        result.error = exc
+    result.seconds = time.monotonic() - started
+    return result
+
+
+# -- storage -----------------------------------------------------------------------------------------
+def _digest_id_map(hashes, texts, ts):
+    missing = _unknown_digests(hashes)
+    if missing:
+        Digest.objects.bulk_create(
+            [Digest(digest=h, text=(texts.get(h) or "").replace("\x00", ""), first_polled_at=ts) for h in missing],
+            batch_size=1000, ignore_conflicts=True)
+        _unknown_digests(missing)
+    return _digest_ids
+
+
+def _source_id_map(node_pk, keys):
+    wanted = {(node_pk, *k) for k in keys}
+    if wanted - _source_ids.keys():
+        def load():
+            for pk, hg, schema, user, client in DigestSource.objects.filter(node_id=node_pk).values_list(
+                    "pk", "hostgroup", "schemaname", "username", "client_address"):
+                _source_ids[(node_pk, hg, schema, user, client)] = pk
+        load()
+        missing = wanted - _source_ids.keys()
+        if missing:
+            DigestSource.objects.bulk_create(
+                [DigestSource(node_id=node_pk, hostgroup=hg, schemaname=schema, username=user, client_address=client)
+                 for _, hg, schema, user, client in missing], ignore_conflicts=True)
+            load()
+    return _source_ids
+
+
+def _source_key(d):
+    # Column widths of DigestSource; ProxySQL's own limits are narrower (identifiers, user names, IPs).
+    return (d.hostgroup, d.schemaname[:64], d.username[:80], d.client_address[:64])
+
+
+def store(result, state):
+    """Write one node's poll. Returns the DigestNodeState row. Raises on a database error."""
+    node, ts = result.node, result.ts
+    state = state or DigestNodeState(node_id=node.pk)
+    state.last_poll_ts = ts
+    if result.error is not None:
+        exc = result.error
+        failing_already = bool(state.error)
+        state.error = str(exc)[:2000] or exc.__class__.__name__
+        state.error_kind = getattr(exc, "kind", "error")
+        state.error_since = state.error_since if failing_already and state.error_since else ts
+        with transaction.atomic():
+            DigestPoll.objects.create(resolution=RAW, ts=ts, node_id=node.pk, polls_failed=1)
+            state.save()
+        return state
+
+    outcome = result.outcome
+    objs = []
+    if outcome.deltas:
+        # Texts and sources are committed on their own (idempotent), so the cached ids always exist.
+        digest_ids = _digest_id_map({d.digest for d in outcome.deltas}, result.texts, ts)
+        source_ids = _source_id_map(node.pk, {_source_key(d) for d in outcome.deltas})
+        objs = [DigestStat(resolution=RAW, ts=ts, source_id=source_ids[(node.pk, *_source_key(d))],
+                           digest_id=digest_ids[d.digest], count_star=d.count_star, sum_time=d.sum_time,
+                           min_time=d.min_time, max_time=d.max_time) for d in outcome.deltas]
+    state.baseline_ts = ts
+    state.last_ok_ts = ts
+    state.digests, state.changed, state.resets = result.rows, len(objs), outcome.resets
+    state.seconds = result.seconds
+    state.error, state.error_kind, state.error_since = "", "", None
+    with transaction.atomic():
+        DigestStat.objects.bulk_create(objs, batch_size=2000)
+        DigestPoll.objects.create(resolution=RAW, ts=ts, node_id=node.pk, polls_ok=0 if outcome.full else 1,
+                                  rows=len(objs))
+        state.save()
+    return state
+
+
+def _write_baseline(r, result):
+    outcome, key = result.outcome, baseline_key(result.node.pk)
+    pipe = r.pipeline(transaction=True)
+    if outcome.full:
+        pipe.delete(key)
+    items = list(outcome.changed.items())
+    for i in range(0, len(items), 10000):
+        pipe.hset(key, mapping=dict(items[i:i + 10000]))
+    for i in range(0, len(outcome.removed), 10000):
+        pipe.hdel(key, *outcome.removed[i:i + 10000])
+    pipe.hset(key, META_FIELD, repr(float(result.ts)))
+    pipe.expire(key, BASELINE_TTL_S)
+    pipe.execute()
+
+
+# -- rounds ------------------------------------------------------------------------------------------
+def poll_round(nodes, *, now=None, threads=None):
+    """Poll these nodes' digests concurrently and store them. Returns a summary."""
+    started = time.monotonic()
+    now = now or time.time()
+    states = {s.node_id: s for s in DigestNodeState.objects.filter(node_id__in=[n.pk for n in nodes])}
+
+    def ts_for(node):
+        # Poller clock, whole seconds; strictly after the node's previous poll so rows never collide.
+        last = states[node.pk].last_poll_ts if node.pk in states else None
+        return int(now) if last is None or int(now) > int(last) else int(last) + 1
+
+    def one(node):
+        try:
+            return poll_node(node, states.get(node.pk), ts_for(node))
+        finally:
+            close_old_connections()  # threads must not keep database connections open
+
+    workers = min(threads or settings.MONITOR_THREADS, len(nodes)) if nodes else 0
+    if workers <= 1:
+        results = [poll_node(n, states.get(n.pk), ts_for(n)) for n in nodes]
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            results = list(pool.map(one, nodes))
+
+    r = live.client()
+    written = failed = 0
+    for result in results:
+        try:
+            store(result, states.get(result.node.pk))
+        except Exception as exc:
+            log.exception("storing the digest poll of ProxySQL node %s failed", result.node.pk)
+            result.error = result.error or exc
+        if result.error is not None:
+            failed += 1
+            continue
+        written += result.outcome and len(result.outcome.deltas) or 0
+        try:
+            _write_baseline(r, result)
+        except redis.RedisError as exc:
+            # The next poll sees Redis and the database disagree and starts from a fresh baseline.
+            log.warning("digest baseline of node %s not written: %s", result.node.pk, exc)
+    return {"polled": len(nodes), "failed": failed, "rows": written,
+            "seconds": round(time.monotonic() - started, 3)}
+
+
+def nodes_for_shard(shard, shards):
+    return [n for n in ProxySQLNode.objects.select_related("cluster").order_by("pk") if n.pk % shards == shard]
+
+
+def run_shard(shard, shards=None, now=None):
+    """One beat tick for one shard: poll its nodes whose digest interval has passed."""
+    shards = shards or settings.MONITOR_SHARDS
+    r = live.client()
+    lock_key, token = f"digest-poll-lock:{shard}", uuid.uuid4().hex
+    try:
+        if not r.set(lock_key, token, nx=True, ex=LOCK_TTL_S):
+            skipped = r.hincrby("digest-poll-skipped", shard, 1)
+            log.warning("digest shard %s: previous round still running; tick skipped (%s so far)", shard, skipped)
+            return {"skipped": True, "skipped_total": skipped}
+    except redis.RedisError as exc:
+        log.warning("digest shard %s: Redis unavailable, round skipped: %s", shard, exc)
+        return {"skipped": True, "error": str(exc)}
+    try:
+        now = now or time.time()
+        nodes = nodes_for_shard(shard, shards)
+        last = r.hmget("digest-poll-started", [n.pk for n in nodes]) if nodes else []
+        interval = settings.MONITOR_DIGEST_INTERVAL_S
+        due = [n for n, started in zip(nodes, last)
+               if started is None or now - float(started) >= interval - TICK_TOLERANCE_S]
+        if not due:
+            return {"polled": 0}
+        r.hset("digest-poll-started", mapping={n.pk: now for n in due})
+        summary = poll_round(due, now=now)
+        log.info("digest shard %s: %s", shard, summary)
+        return summary
+    finally:
+        try:
+            r.eval("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0",
+                   1, lock_key, token)
+        except redis.RedisError:
+            pass
+
+
+# -- rollups and retention ---------------------------------------------------------------------------
+SOURCE_LEVEL = {FIVE_MINUTES: RAW, HOUR: FIVE_MINUTES, DAY: HOUR}
+
+
+def _epoch(dt):
+    return None if dt is None else int(dt.timestamp())
+
+
+def _mark_name(level):
+    return f"digests:{level}"
+
+
+def rolled_until():
+    """{level: epoch seconds before which that level's buckets are complete} (None: nothing yet)."""
+    marks = dict(RollupMark.objects.filter(name__in=[_mark_name(lv) for lv in LEVELS])
+                 .values_list("name", "rolled_until"))
+    return {lv: _epoch(marks.get(_mark_name(lv))) for lv in LEVELS}
+
+
+def rollup_margin_s():
+    # A raw row's ts is its poll's start; it lands up to one read timeout plus the write later.
+    return int(settings.MONITOR_DIGEST_READ_TIMEOUT + 60)
+
+
+def _roll_bucket(level, source, start, stop):
+    stat, poll = DigestStat._meta.db_table, DigestPoll._meta.db_table
+    with connection.cursor() as cur:
+        cur.execute(
+            f"INSERT INTO {stat} (resolution, ts, source_id, digest_id, count_star, sum_time, min_time, max_time)"
+            f" SELECT %s, %s, source_id, digest_id, SUM(count_star), SUM(sum_time), MIN(min_time), MAX(max_time)"
+            f" FROM {stat} WHERE resolution = %s AND ts >= %s AND ts < %s GROUP BY source_id, digest_id",
+            [level, start, source, start, stop])
+        rows = cur.rowcount
+        cur.execute(
+            f"INSERT INTO {poll} (resolution, ts, node_id, polls_ok, polls_failed, `rows`)"
+            f" SELECT %s, %s, node_id, SUM(polls_ok), SUM(polls_failed), SUM(`rows`)"
+            f" FROM {poll} WHERE resolution = %s AND ts >= %s AND ts < %s GROUP BY node_id"
+            .replace("`", '"' if connection.vendor == "sqlite" else "`"),
+            [level, start, source, start, stop])
+    return max(rows, 0)
+
+
+def rollup(level, now=None, max_buckets=500):
+    """Aggregate the complete `level`-second buckets of the finer level. Returns rows written."""
+    now = int(now or time.time())
+    source = SOURCE_LEVEL[level]
+    name = _mark_name(level)
+    mark, _ = RollupMark.objects.get_or_create(name=name)
+    if source == RAW:
+        end = (now - rollup_margin_s()) // level * level
+    else:
+        source_done = _epoch(RollupMark.objects.filter(name=_mark_name(source)).values_list("rolled_until", flat=True)
+                             .first())
+        if source_done is None:
+            return 0
+        end = source_done // level * level
+    start = _epoch(mark.rolled_until)
+    written = buckets = 0
+    while buckets < max_buckets:
+        if start is None or not DigestPoll.objects.filter(resolution=source, ts__gte=start, ts__lt=start + level).exists():
+            # Jump over empty stretches (the poller was stopped) to the next bucket with data.
+            nxt = (DigestPoll.objects.filter(resolution=source, **({"ts__gte": start} if start is not None else {}))
+                   .order_by("ts").values_list("ts", flat=True).first())
+            start = end if nxt is None or nxt >= end else nxt // level * level
+        if start >= end:
+            break
+        stop = start + level
+        with transaction.atomic():
+            written += _roll_bucket(level, source, start, stop)
+            RollupMark.objects.filter(name=name).update(rolled_until=datetime.fromtimestamp(stop, tz=timezone.utc))
+        start = stop
+        buckets += 1
+    if start is not None and start >= end and (mark.rolled_until is None or end > _epoch(mark.rolled_until)):
+        RollupMark.objects.filter(name=name).update(rolled_until=datetime.fromtimestamp(end, tz=timezone.utc))
+    return written
+
+
+def retention_s():
+    raw = settings.MONITOR_RETENTION_RAW_H * 3600
+    minute = settings.MONITOR_RETENTION_MINUTE_D * 86400
+    hour = settings.MONITOR_RETENTION_HOUR_D * 86400
+    return {RAW: raw, FIVE_MINUTES: minute, HOUR: hour, DAY: hour}
+
+
+PRUNE_SLICE_S = {RAW: 3600, FIVE_MINUTES: 6 * 3600, HOUR: 5 * 86400, DAY: 120 * 86400}
+
+
+def prune(now=None):
+    """Delete rows past their level's retention, never rows a coarser level has not rolled up yet.
+    Each run deletes at most one slice per level (bounded work after a long pause)."""
+    now = int(now or time.time())
+    marks = rolled_until()
+    coarser = {RAW: FIVE_MINUTES, FIVE_MINUTES: HOUR, HOUR: DAY, DAY: None}
+    deleted = {}
+    for level, keep in retention_s().items():
+        cutoff = int(now - keep)
+        if coarser[level] is not None:
+            cutoff = min(cutoff, marks[coarser[level]] or 0)
+        oldest = (DigestPoll.objects.filter(resolution=level).order_by("ts").values_list("ts", flat=True).first())
+        if oldest is None:
+            oldest = DigestStat.objects.filter(resolution=level).order_by("ts").values_list("ts", flat=True).first()
+        if oldest is None or oldest >= cutoff:
+            deleted[level] = 0
+            continue
+        limit = min(cutoff, oldest + PRUNE_SLICE_S[level])
+        count, _ = DigestStat.objects.filter(resolution=level, ts__lt=limit).delete()
+        DigestPoll.objects.filter(resolution=level, ts__lt=limit).delete()
+        deleted[level] = count
+    return deleted
+
+
+def rollup_and_prune(now=None):
+    written = {level: rollup(level, now) for level in LEVELS}
+    return {"written": written, "deleted": prune(now)}

@@ -1,0 +1,281 @@
+"""Chart data: one JSON document per chart, drawn by static/js/charts.js (djangoproject.com dashboard style).
+
+The resolution follows the range: raw samples up to 6 h, 1-minute rollups up to 7 days, 1-hour rollups
+beyond. Rollups are written by a scheduled task, so the newest part of a window may not be rolled up yet:
+it is taken from the next finer resolution and bucketed here the same way (averages, queue figures by
+their maximum, wsrep state by its worst value), so a chart never ends early. A window with more points
+than MAX_POINTS is bucketed further (same aggregates) to keep the answer small.
+
+Gaps: a poll that did not reach the node (reachable=False), a rollup bucket without figures (no poll in
+it succeeded) and a hole in the timeline longer than expected all become null points; the browser draws
+with spanGaps off, so a line never crosses missing data.
+
+Format: {"t": [epoch ms...], "series": [{"label", "values": [...same length, null = gap], "style"}],
+"start", "end" (ms), "range", "resolution" (0/60/3600), "bucket" (s), "unit", "title"}.
+"""
+import math
+import time
+from collections import defaultdict
+from datetime import datetime, timezone
+
+from . import status
+from .models import HOUR, MINUTE, RAW, BackendSample, PoolSample, ProxySQLSample
+
+RANGES = {"1h": 3600, "6h": 6 * 3600, "24h": 24 * 3600, "7d": 7 * 86400, "30d": 30 * 86400}
+DEFAULT_RANGE = "1h"
+MAX_POINTS = 2000  # 1 h of raw polls at the default 2 s interval is 1,800
+GAP_FACTOR_RAW = status.STALE_FACTOR  # raw: a hole longer than 3 poll intervals is a gap
+GAP_FACTOR_BUCKET = 1.5  # bucketed: one missing bucket is a gap
+FINER = {MINUTE: RAW, HOUR: MINUTE}
+WSREP_TICKS = {"1": "Joining", "2": "Donor/Desynced", "3": "Joined", "4": "Synced"}
+
+
+class UnknownChart(Exception):
+    pass
+
+
+def resolution_for(seconds):
+    if seconds <= 6 * 3600:
+        return RAW
+    if seconds <= 7 * 86400:
+        return MINUTE
+    return HOUR
+
+
+def _dt(epoch):
+    return datetime.fromtimestamp(epoch, tz=timezone.utc)
+
+
+def _agg(values, how):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    if how == "max":
+        return max(values)
+    if how == "min":
+        return min(values)
+    return sum(values) / len(values)
+
+
+class Frame:
+    """Samples of one table for one owner: {ts: reachable} and {(group, field): {ts: value}}, where ts is
+    a sample's epoch second (raw) or a bucket's start."""
+
+    def __init__(self):
+        self.reachable = {}
+        self.values = defaultdict(dict)
+
+    def groups(self):
+        return sorted({g for g, _ in self.values})
+
+
+def _rows(model, owner, fields, group, resolution, start, end, with_reachable):
+    cols = ["ts"] + (["reachable"] if with_reachable else []) + list(group) + list(fields)
+    qs = model.objects.filter(**owner, resolution=resolution, ts__gte=_dt(start), ts__lt=_dt(end)).order_by("ts")
+    n_fixed = 1 + bool(with_reachable)
+    # A rollup row is marked unreachable when any poll of its bucket failed; its figures are the
+    # averages of the polls that succeeded, so only a bucket without figures is a gap.
+    honour = with_reachable and resolution == RAW
+    for row in qs.values_list(*cols):
+        yield (row[0].timestamp(), row[1] if honour else True, tuple(row[n_fixed:n_fixed + len(group)]),
+               row[n_fixed + len(group):])
+
+
+def load(model, owner, fields, aggs, group, resolution, start, end, bucket, with_reachable):
+    """A Frame of `fields` at `resolution`, bucketed to `bucket` seconds when bucket is set. The tail
+    that the rollups have not reached yet is read from the finer resolution."""
+    rows = list(_rows(model, owner, fields, group, resolution, start, end, with_reachable))
+    if resolution in FINER:
+        tail_from = rows[-1][0] + resolution if rows else start
+        rows += _rows(model, owner, fields, group, FINER[resolution], tail_from, end, with_reachable)
+        bucket = bucket or resolution
+    frame = Frame()
+    if not bucket:
+        for ts, reachable, g, values in rows:
+            frame.reachable[ts] = frame.reachable.get(ts, False) or bool(reachable)
+            if reachable:
+                for f, v in zip(fields, values):
+                    frame.values[(g, f)][ts] = v
+        return frame
+    collected = defaultdict(lambda: defaultdict(list))
+    for ts, reachable, g, values in rows:
+        b = ts // bucket * bucket  # epoch-aligned, like the rollups' buckets
+        frame.reachable[b] = frame.reachable.get(b, False) or bool(reachable)
+        if reachable:
+            for f, v in zip(fields, values):
+                collected[(g, f)][b].append(v)
+    for (g, f), per_bucket in collected.items():
+        how = aggs.get(f, "avg")
+        frame.values[(g, f)] = {b: _agg(vs, how) for b, vs in per_bucket.items()}
+    return frame
+
+
+def _round(v):
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return int(v)
+    return float(f"{v:.4g}")
+
+
+class Window:
+    def __init__(self, range_key, interval, now=None):
+        if range_key not in RANGES:
+            range_key = DEFAULT_RANGE
+        self.range = range_key
+        self.end = now or time.time()
+        self.start = self.end - RANGES[range_key]
+        self.resolution = resolution_for(RANGES[range_key])
+        self.interval = status.interval_of(interval)
+        step = self.resolution or self.interval
+        # Bucket only when the window would hold more than MAX_POINTS steps.
+        n = RANGES[range_key] / step
+        self.bucket = (math.ceil(n / MAX_POINTS) * step) if n > MAX_POINTS else (self.resolution or None)
+
+    def load(self, model, owner, fields, aggs=None, group=(), with_reachable=False):
+        return load(model, owner, fields, aggs or {}, group, self.resolution, self.start, self.end, self.bucket,
+                    with_reachable)
+
+    @property
+    def gap_after(self):
+        return self.bucket * GAP_FACTOR_BUCKET if self.bucket else self.interval * GAP_FACTOR_RAW
+
+
+def assemble(window, base, series, *, title, unit="", extra=None):
+    """Align series on one timeline and insert gaps. `base`: the Frame whose `reachable` says when polls
+    happened; `series`: [(label, {ts: value}, style)]."""
+    stamps = set(base.reachable)
+    for _, values, _ in series:
+        stamps.update(values)
+    timeline = []
+    previous = None
+    for ts in sorted(stamps):
+        if previous is not None and ts - previous > window.gap_after:
+            timeline.append(((previous + ts) / 2, False))  # a hole: nobody polled here
+        timeline.append((ts, base.reachable.get(ts, True)))
+        previous = ts
+    out = {
+        "title": title, "unit": unit, "range": window.range, "resolution": window.resolution,
+        "bucket": window.bucket or 0, "start": int(window.start * 1000), "end": int(window.end * 1000),
+        "t": [int(ts * 1000) for ts, _ in timeline],
+        "series": [{"label": label, "style": style,
+                    "values": [_round(values.get(ts)) if ok else None for ts, ok in timeline]}
+                   for label, values, style in series],
+    }
+    out.update(extra or {})
+    return out
+
+
+# -- ProxySQL node charts --------------------------------------------------------------------------
+POOL_GROUP = ("hostgroup", "srv_host", "srv_port")
+PROXYSQL_AGGS = {"mirror_queue_length": "max", "mirror_max_concurrency": "max", "mirror_max_queue_length": "max",
+                 "mysql_threads": "max"}
+
+
+def _pool_label(group):
+    return f"hg {group[0]} · {group[1]}:{group[2]}"
+
+
+def _node_base(window, node, fields=()):
+    return window.load(ProxySQLSample, {"node_id": node.pk}, fields, PROXYSQL_AGGS, with_reachable=True)
+
+
+def chart_queries(window, node):
+    base = _node_base(window, node, ["questions_ps", "prepared_ps", "slow_queries_ps"])
+    pool = window.load(PoolSample, {"node_id": node.pk}, ["queries_ps"], group=POOL_GROUP)
+    series = [("Questions/s (all)", base.values[((), "questions_ps")], "main"),
+              ("prepared statements/s", base.values[((), "prepared_ps")], "dashed"),
+              ("slow queries/s", base.values[((), "slow_queries_ps")], "dotted")]
+    series += [(_pool_label(g), pool.values[(g, "queries_ps")], "line") for g in pool.groups()]
+    return assemble(window, base, series, title="Queries per second", unit="q/s")
+
+
+def chart_connections(window, node):
+    base = _node_base(window, node)
+    pool = window.load(PoolSample, {"node_id": node.pk}, ["conn_used", "conn_free"], group=POOL_GROUP)
+    series = []
+    for g in pool.groups():
+        series.append((f"used · {_pool_label(g)}", pool.values[(g, "conn_used")], "line"))
+        series.append((f"free · {_pool_label(g)}", pool.values[(g, "conn_free")], "dashed"))
+    return assemble(window, base, series, title="Backend connections used / free per server", unit="connections")
+
+
+def chart_latency(window, node):
+    base = _node_base(window, node)
+    pool = window.load(PoolSample, {"node_id": node.pk}, ["latency_us"], group=POOL_GROUP)
+    series = [(_pool_label(g), {ts: (v / 1000 if v is not None else None)
+                                for ts, v in pool.values[(g, "latency_us")].items()}, "line") for g in pool.groups()]
+    return assemble(window, base, series, title="Latency per server (ProxySQL's ping, Latency_us)", unit="ms")
+
+
+def chart_errors(window, node):
+    base = _node_base(window, node, ["conn_err_ps", "client_connections_aborted_ps", "server_connections_aborted_ps"])
+    series = [("backend connect errors/s (ConnERR)", base.values[((), "conn_err_ps")], "main"),
+              ("client connections aborted/s", base.values[((), "client_connections_aborted_ps")], "line"),
+              ("server connections aborted/s", base.values[((), "server_connections_aborted_ps")], "dashed")]
+    return assemble(window, base, series, title="Errors", unit="/s")
+
+
+def chart_mirror_queue(window, node):
+    base = _node_base(window, node, ["mirror_queue_length", "mirror_max_queue_length", "mysql_threads"])
+    queue = base.values[((), "mirror_queue_length")]
+    per_thread, threads = base.values[((), "mirror_max_queue_length")], base.values[((), "mysql_threads")]
+    limit = {ts: v * (threads.get(ts) or 1) for ts, v in per_thread.items() if v is not None}
+    warn = {ts: v * status.MIRROR_QUEUE_WARN for ts, v in limit.items()}
+    series = [("Mirror_queue_length (total over mysql-threads)", queue, "main"),
+              ("limit: mirror_max_queue_length × mysql-threads", limit, "limit"),
+              (f"{status.MIRROR_QUEUE_WARN:.0%} of the limit", warn, "warn")]
+    return assemble(window, base, series, title="Mirror queue against its limit", unit="queued")
+
+
+def chart_mirror_concurrency(window, node):
+    base = _node_base(window, node, ["mirror_concurrency", "mirror_max_concurrency"])
+    series = [("Mirror_concurrency", base.values[((), "mirror_concurrency")], "main"),
+              ("limit: mysql-mirror_max_concurrency", base.values[((), "mirror_max_concurrency")], "limit")]
+    return assemble(window, base, series, title="Mirror concurrency against its limit", unit="in flight")
+
+
+PROXYSQL_CHARTS = {
+    "queries": chart_queries, "connections": chart_connections, "latency": chart_latency, "errors": chart_errors,
+    "mirror_queue": chart_mirror_queue, "mirror_concurrency": chart_mirror_concurrency,
+}
+
+
+# -- backend charts --------------------------------------------------------------------------------
+BACKEND_AGGS = {"local_state": "min", "recv_queue": "max"}
+
+
+def _backend(window, server, fields):
+    return window.load(BackendSample, {"server_id": server.pk}, fields, BACKEND_AGGS, with_reachable=True)
+
+
+def chart_wsrep_state(window, server):
+    base = _backend(window, server, ["local_state"])
+    return assemble(window, base, [("wsrep_local_state (worst in each bucket)", base.values[((), "local_state")],
+                                    "stepped")],
+                    title="wsrep state", extra={"y": {"min": 0.5, "max": 4.5, "ticks": WSREP_TICKS}})
+
+
+def chart_recv_queue(window, server):
+    base = _backend(window, server, ["recv_queue"])
+    threshold = {ts: server.cluster.max_replication_lag for ts in base.reachable}
+    return assemble(window, base, [("wsrep_local_recv_queue (max in each bucket)", base.values[((), "recv_queue")], "main"),
+                                   ("cluster's max_replication_lag", threshold, "limit")],
+                    title="Receive queue", unit="write-sets")
+
+
+def chart_flow_control(window, server):
+    base = _backend(window, server, ["flow_control_paused"])
+    return assemble(window, base, [("wsrep_flow_control_paused", base.values[((), "flow_control_paused")], "main")],
+                    title="Flow control paused", unit="share of time", extra={"y": {"min": 0, "max": 1}})
+
+
+BACKEND_CHARTS = {"wsrep_state": chart_wsrep_state, "recv_queue": chart_recv_queue, "flow_control": chart_flow_control}
+
+
+def chart(kind, name, obj, range_key, now=None):
+    charts = PROXYSQL_CHARTS if kind == "proxysql" else BACKEND_CHARTS
+    if name not in charts:
+        raise UnknownChart(name)
+    window = Window(range_key, obj.cluster.poll_interval_s, now)
+    return charts[name](window, obj)

@@ -1,0 +1,141 @@
+"""What the latest-state documents mean for an operator: freshness, colours, the mirror verdict, and the
+"attention" items of the overview. Pure functions over the documents pollers.py writes (no I/O), so
+pages, reports and tests share one reading of them.
+
+A document is "stale" when it is older than STALE_FACTOR x its cluster's poll interval: the figures
+shown are then old, whatever they say. "unreachable" is a fresh document whose last poll failed; it
+keeps the last good figures beside the error, and error_since says since when it has been failing.
+"""
+from dataclasses import dataclass
+
+from django.conf import settings
+
+STALE_FACTOR = 3
+MIRROR_QUEUE_WARN = 0.8  # of the total limit (per-thread limit x mysql-threads)
+PREPARED_SHARE_NOTE = 0.5
+
+OK, UNREACHABLE, STALE, NODATA = "ok", "unreachable", "stale", "nodata"
+# state -> status colour (css class .st-<colour>)
+COLOURS = {OK: "green", UNREACHABLE: "red", STALE: "grey", NODATA: "grey"}
+
+WSREP_STATES = {1: "Joining", 2: "Donor/Desynced", 3: "Joined", 4: "Synced"}
+
+
+def interval_of(cluster_interval):
+    return cluster_interval or settings.MONITOR_DEFAULT_INTERVAL_S
+
+
+def freshness(doc, interval, now):
+    """(state, age in seconds or None) of one latest-state document."""
+    if not doc or "ts" not in doc:
+        return NODATA, None
+    age = max(0.0, now - doc["ts"])
+    if age > STALE_FACTOR * interval_of(interval):
+        return STALE, age
+    if not doc.get("ok", True):
+        return UNREACHABLE, age
+    return OK, age
+
+
+# -- mirror ----------------------------------------------------------------------------------------
+@dataclass
+class Mirror:
+    queue: int | None
+    queue_limit: int | None  # total: mysql-mirror_max_queue_length x mysql-threads
+    per_thread_limit: int | None
+    threads: int | None
+    concurrency: int | None
+    concurrency_limit: int | None
+    prepared_share: float | None
+
+    @property
+    def queue_ratio(self):
+        if self.queue is None or not self.queue_limit:
+            return None
+        return self.queue / self.queue_limit
+
+    @property
+    def queue_near_limit(self):
+        ratio = self.queue_ratio
+        return ratio is not None and ratio >= MIRROR_QUEUE_WARN
+
+    @property
+    def concurrency_at_limit(self):
+        return (self.concurrency is not None and bool(self.concurrency_limit)
+                and self.concurrency >= self.concurrency_limit)
+
+    @property
+    def saturated(self):
+        return self.queue_near_limit or self.concurrency_at_limit
+
+    @property
+    def mostly_prepared(self):
+        return self.prepared_share is not None and self.prepared_share > PREPARED_SHARE_NOTE
+
+    def summary(self):
+        """One line for the attention list."""
+        parts = []
+        if self.queue_near_limit:
+            parts.append(f"queue {self.queue} of {self.queue_limit} ({self.queue_ratio:.0%}; "
+                         f"{self.per_thread_limit} per thread x {self.threads} threads)")
+        if self.concurrency_at_limit:
+            parts.append(f"concurrency {self.concurrency} at its limit {self.concurrency_limit}")
+        return "; ".join(parts) + ": mirrored queries are being dropped" if parts else ""
+
+
+def mirror(figures):
+    """The mirror verdict from a ProxySQL document's (or sample's) figures."""
+    f = figures or {}
+    per_thread, threads = f.get("mirror_max_queue_length"), f.get("mysql_threads")
+    # The queue figure is a total over mysql-threads worker threads; the limit applies per thread. An
+    # unknown thread count is taken as 1: the smallest total limit, so a warning comes early, not late.
+    limit = per_thread * (threads or 1) if per_thread is not None else None
+    questions, prepared = f.get("questions_ps"), f.get("prepared_ps")
+    share = prepared / questions if questions and prepared is not None else None
+    return Mirror(queue=f.get("mirror_queue_length"), queue_limit=limit, per_thread_limit=per_thread, threads=threads,
+                  concurrency=f.get("mirror_concurrency"), concurrency_limit=f.get("mirror_max_concurrency"),
+                  prepared_share=share)
+
+
+# -- backends --------------------------------------------------------------------------------------
+def backend_problems(doc, max_replication_lag):
+    """[(colour, text)] of a reachable backend's state (empty when it is Synced, Primary and in bounds)."""
+    state = (doc or {}).get("state") or {}
+    out = []
+    if state.get("wsrep_on"):
+        local = state.get("local_state")
+        if local != 4:
+            name = state.get("local_state_comment") or WSREP_STATES.get(local, "unknown")
+            out.append(("amber" if local == 2 else "red", f"wsrep_local_state {local} {name}"))
+        if state.get("cluster_status") != "Primary":
+            out.append(("red", f"wsrep_cluster_status {state.get('cluster_status')}"))
+        if state.get("ready") is False:
+            out.append(("red", "wsrep_ready OFF"))
+        queue = state.get("local_recv_queue")
+        if queue is not None and queue > max_replication_lag:
+            out.append(("amber", f"recv queue {queue} over the cluster's max_replication_lag {max_replication_lag}"))
+    lag = (doc or {}).get("lag_seconds")
+    if lag is not None and lag > max_replication_lag:
+        out.append(("amber", f"replica lag {lag} s over the cluster's max_replication_lag {max_replication_lag}"))
+    maint = state.get("pxc_maint_mode")
+    if maint and maint.upper() != "DISABLED":
+        out.append(("amber", f"pxc_maint_mode {maint}"))
+    return out
+
+
+def backend_colour(state, problems):
+    if state != OK:
+        return COLOURS[state]
+    if any(c == "red" for c, _ in problems):
+        return "red"
+    return "amber" if problems else "green"
+
+
+def wsrep_label(doc):
+    state = (doc or {}).get("state") or {}
+    if not state:
+        return ""
+    if not state.get("wsrep_on"):
+        return "not Galera" + (" · read_only" if state.get("read_only") else "")
+    local = state.get("local_state")
+    return state.get("local_state_comment") or WSREP_STATES.get(local, str(local))

@@ -1,0 +1,95 @@
+"""Monitoring pages and their live fragments, and one JSON view per chart. Viewer-level: login is required by
+middleware, nothing here changes state. The node, cluster and backend pages are the fleet app's; their
+monitoring sections are partials of templates/monitoring/*.html refreshed by the views below."""
+from django.http import Http404, JsonResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.views.decorators.http import require_GET
+
+from apps.fleet.models import Cluster, ProxySQLNode, Server
+
+from . import charts, selectors, status
+
+
+def _page_args(request):
+    try:
+        page = int(request.GET.get("page", 1))
+    except ValueError:
+        page = 1
+    return {"page": page, "only_attention": request.GET.get("attention") == "1"}
+
+
+@require_GET
+def overview(request):
+    """The fleet overview (`/`): what needs attention first, then every cluster, paged."""
+    return TemplateResponse(request, "monitoring/overview.html", selectors.fleet_overview(**_page_args(request)))
+
+
+@require_GET
+def overview_live(request):
+    return TemplateResponse(request, "monitoring/overview.html#live", selectors.fleet_overview(**_page_args(request)))
+
+
+def proxysql_context(node):
+    return {**selectors.proxysql_live(node), "stale_factor": status.STALE_FACTOR}
+
+
+def _node(pk):
+    return get_object_or_404(ProxySQLNode.objects.select_related("cluster"), pk=pk)
+
+
+@require_GET
+def proxysql_pool(request, pk):
+    """Live fragment: the node's state and connection pool from its last poll."""
+    return TemplateResponse(request, "monitoring/proxysql.html#pool", proxysql_context(_node(pk)))
+
+
+@require_GET
+def proxysql_mirror(request, pk):
+    """Live fragment: the mirror panel."""
+    return TemplateResponse(request, "monitoring/proxysql.html#mirror", proxysql_context(_node(pk)))
+
+
+def server_context(server):
+    return {**selectors.backend_live(server), "stale_factor": status.STALE_FACTOR}
+
+
+@require_GET
+def server_live(request, pk):
+    server = get_object_or_404(Server.objects.select_related("cluster"), pk=pk)
+    return TemplateResponse(request, "monitoring/server.html#live", server_context(server))
+
+
+@require_GET
+def cluster_live(request, pk):
+    cluster = get_object_or_404(Cluster, pk=pk)
+    return TemplateResponse(request, "monitoring/cluster.html#live", selectors.cluster_live(cluster))
+
+
+def sparkline_context(cluster):
+    rows, start, end = selectors.sparklines(cluster)
+    return {"cluster": cluster, "spark_rows": rows, "spark_start": start, "spark_end": end}
+
+
+@require_GET
+def cluster_sparklines(request, pk):
+    cluster = get_object_or_404(Cluster, pk=pk)
+    return TemplateResponse(request, "monitoring/cluster.html#sparklines", sparkline_context(cluster))
+
+
+def _chart(request, kind, obj, name):
+    try:
+        data = charts.chart(kind, name, obj, request.GET.get("range", charts.DEFAULT_RANGE))
+    except charts.UnknownChart:
+        raise Http404(f"no chart named {name!r}") from None
+    return JsonResponse(data)
+
+
+@require_GET
+def proxysql_chart(request, pk, name):
+    return _chart(request, "proxysql", _node(pk), name)
+
+
+@require_GET
+def server_chart(request, pk, name):
+    return _chart(request, "backend", get_object_or_404(Server.objects.select_related("cluster"), pk=pk), name)
