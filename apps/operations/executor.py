@@ -144,6 +144,8 @@ class Run:
             runtime = {(r.hostgroup_id, r.hostname, r.port): r.status for r in self.admin(node_id).servers("runtime")}
             for hg, host, port, status in expected:
                 got = runtime.get((hg, host, port))
+                if got == "OFFLINE_HARD" and status == "OFFLINE_SOFT" and step.params.get("allow_offline_hard"):
+                    continue
                 if got != status:
                     problems.append(f"node {node_id}: hg {hg} {host}:{port} is {got or 'absent'}, expected {status or 'absent'}")
         detail["problems"] = problems
@@ -151,8 +153,17 @@ class Run:
             raise StepFailed("runtime differs from the plan: " + "; ".join(problems))
 
     def inventory(self, step):
-        """The inventory follows the runtime: B takes A's writer row, A reads (per policy)."""
+        """The inventory follows the runtime: B takes A's writer row, A reads (per policy); or a
+        server goes into / out of maintenance."""
         p = step.params
+        if p.get("action") in ("maintenance_on", "maintenance_off"):
+            on = p["action"] == "maintenance_on"
+            with transaction.atomic():
+                Server.objects.filter(pk=p["server"]).update(maintenance=on, maintenance_note=p.get("note", "") if on else "")
+                for hg, status in p["statuses"].items():
+                    HostgroupMembership.objects.filter(server_id=p["server"], hostgroup_id=int(hg)).update(
+                        status="OFFLINE_SOFT" if on else status)
+            return
         cluster = self.op.cluster
         W, R = cluster.writer_hostgroup, cluster.reader_hostgroup
         fields = ("weight", "max_connections", "max_replication_lag", "compression", "use_ssl", "max_latency_ms",

@@ -27,3 +27,16 @@ class SwitchoverForm(forms.Form):
 class ConfirmForm(forms.Form):
     override_reason = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
                                       label="Reason to override the failed guards (admin only, audited)")
+
+
+class DrainForm(forms.Form):
+    drain_timeout_ms = forms.IntegerField(label="Drain timeout (ms)", min_value=50, max_value=600_000)
+    on_timeout = forms.ChoiceField(label="If the drain does not finish in time", choices=OnDrainTimeout.choices,
+                                   initial=OnDrainTimeout.ROLLBACK, widget=forms.RadioSelect)
+    note = forms.CharField(label="Why (shown on the server page and in the audit log)", max_length=2000, required=False)
+
+    def clean_note(self):
+        note = self.cleaned_data["note"]
+        if "\x00" in note:
+            raise forms.ValidationError("NUL characters are not allowed.")
+        return note

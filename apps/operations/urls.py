@@ -10,4 +10,6 @@ urlpatterns = [
     path("<int:pk>/confirm/", views.operation_confirm, name="confirm"),
     path("<int:pk>/cancel/", views.operation_cancel, name="cancel"),
     path("switchover/<int:cluster_pk>/", views.switchover_new, name="switchover"),
+    path("drain/<int:server_pk>/", views.drain_new, name="drain"),
+    path("restore/<int:server_pk>/", views.restore_new, name="restore"),
 ]

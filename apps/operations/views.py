@@ -9,10 +9,10 @@ from apps.accounts.roles import OPERATOR, require_role
 from apps.audit.services import record
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
-from apps.fleet.models import Cluster
+from apps.fleet.models import Cluster, Server
 
-from . import services, switchover
-from .forms import ConfirmForm, SwitchoverForm
+from . import drain, services, switchover
+from .forms import ConfirmForm, DrainForm, SwitchoverForm
 from .models import Operation
 from .plans import Plan
 
@@ -40,6 +40,30 @@ def switchover_new(request, cluster_pk):
                details={"errors": form.errors.get_json_data()})
     return TemplateResponse(request, "operations/switchover_form.html",
                             {"cluster": cluster, "writer": writer, "form": form}, status=400 if form.errors else 200)
+
+
+@require_role(OPERATOR)
+def drain_new(request, server_pk):
+    """Maintenance drain of one backend: the form, then the plan."""
+    server = get_object_or_404(Server.objects.select_related("cluster"), pk=server_pk)
+    form = DrainForm(request.POST or None, initial={"drain_timeout_ms": server.cluster.drain_timeout_ms})
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        plan = drain.plan_drain(server, drain_timeout_ms=data["drain_timeout_ms"], on_timeout=data["on_timeout"],
+                                note=data["note"])
+        return redirect(services.save_plan(plan, request=request))
+    if request.method == "POST":
+        record("drain planned", request=request, cluster=server.cluster, target=str(server), outcome="invalid",
+               details={"errors": form.errors.get_json_data()})
+    return TemplateResponse(request, "operations/drain_form.html", {"server": server, "form": form},
+                            status=400 if form.errors else 200)
+
+
+@require_role(OPERATOR)
+@require_POST
+def restore_new(request, server_pk):
+    server = get_object_or_404(Server.objects.select_related("cluster"), pk=server_pk)
+    return redirect(services.save_plan(drain.plan_restore(server), request=request))
 
 
 def operation_detail(request, pk):
