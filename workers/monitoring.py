@@ -12,7 +12,13 @@ def poll_proxysql_shard(shard, shards):
 
 @shared_task(name="monitoring.poll_backend_shard", ignore_result=True, soft_time_limit=20, time_limit=25)
 def poll_backend_shard(shard, shards):
-    return rounds.run_shard(live.BACKEND, shard, shards)
+    summary = rounds.run_shard(live.BACKEND, shard, shards)
+    if summary.get("polled"):
+        # The read-pool rules and failover react to what this round just saw.
+        from apps.operations import rules
+
+        rules.after_backend_poll(rules.clusters_of_shard(shard, shards))
+    return summary
 
 
 @shared_task(name="monitoring.rollup_and_prune", ignore_result=True, soft_time_limit=240, time_limit=300)

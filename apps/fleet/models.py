@@ -37,8 +37,20 @@ class Cluster(models.Model):
     drain_timeout_ms = models.PositiveIntegerField(default=5000, validators=[MinValueValidator(50)])
     poll_interval_s = models.FloatField(default=2.0, validators=[MinValueValidator(1.0), MaxValueValidator(3600)])
     read_pool_rules_enabled = models.BooleanField(default=False)
-    rules_dry_run = models.BooleanField(default=True)
+    rules_dry_run = models.BooleanField(default=True, help_text="show what the read-pool rules would do, do nothing")
+    reader_return_mark = models.PositiveIntegerField(
+        null=True, blank=True, help_text="a desynced reader taken out comes back only once its recv queue stays at or "
+                                         "under this (default: half of max_replication_lag)...")
+    reader_return_after_s = models.PositiveIntegerField(default=10, help_text="...for this many seconds")
+    offline_hard_grace_s = models.PositiveIntegerField(
+        default=30, help_text="a broken node goes OFFLINE_SOFT at once, OFFLINE_HARD after this grace period")
     auto_failover_enabled = models.BooleanField(default=False)
+    failover_after_polls = models.PositiveSmallIntegerField(
+        default=2, validators=[MinValueValidator(1)],
+        help_text="consecutive polls with the writer unreachable or non-Primary before failing over")
+    failback_enabled = models.BooleanField(default=False)
+    failback_after_s = models.PositiveIntegerField(default=300, help_text="the preferred writer must stay Synced this long")
+    preferred_writer = models.ForeignKey("Server", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     # What ProxySQL's own galera/replication/group-replication hostgroups say, as last read at adopt.
     native_hostgroups = models.JSONField(default=list, blank=True)
@@ -74,6 +86,10 @@ class Cluster(models.Model):
         if self.offline_hostgroup is not None:
             roles[self.offline_hostgroup] = HostgroupRole.OFFLINE
         return roles
+
+    @property
+    def return_mark(self):
+        return self.reader_return_mark if self.reader_return_mark is not None else self.max_replication_lag // 2
 
     def active_native_hostgroups(self):
         """Native ProxySQL hostgroup managers that are active on these hostgroups (we must not fight them)."""

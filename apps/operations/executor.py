@@ -156,6 +156,11 @@ class Run:
         """The inventory follows the runtime: B takes A's writer row, A reads (per policy); or a
         server goes into / out of maintenance."""
         p = step.params
+        if p.get("action") == "statuses":
+            with transaction.atomic():
+                for server_pk, hg, status in p["changes"]:
+                    HostgroupMembership.objects.filter(server_id=server_pk, hostgroup_id=hg).update(status=status)
+            return
         if p.get("action") in ("maintenance_on", "maintenance_off"):
             on = p["action"] == "maintenance_on"
             with transaction.atomic():

@@ -1,0 +1,350 @@
+"""Read-pool rules and automatic failover: run after every backend poll, per cluster, from the latest
+state the pollers just wrote. Each change is an audited plan executed at once (or, in dry-run mode,
+only audited). Decisions are audited when they change, not on every poll.
+
+Reader status, per backend (Galera):
+  Synced and Primary            ONLINE in the reader hostgroup (its configured weight is kept)
+  Donor/Desynced                ONLINE while wsrep_local_recv_queue <= max_replication_lag; OFFLINE_SOFT above;
+                                back ONLINE only after staying <= the return mark for reader_return_after_s
+  non-Primary, not ready, unreachable, reject_queries set
+                                OFFLINE_SOFT in every hostgroup, OFFLINE_HARD after offline_hard_grace_s
+The writer's place in the reader hostgroup follows writer_is_also_reader (0: neither the writer nor the
+backup writers read; 1: they all read; 2: backup writers read, the writer does not), from the product's
+view of roles, not from read_only. Never fewer ONLINE readers than min_available_readers: the least bad
+node is kept and an alert raised instead.
+"""
+import hashlib
+import json
+import logging
+import time
+
+from django.conf import settings
+
+from apps.audit.services import record
+from apps.clients.proxysql import ProxySQLAdmin
+from apps.clients.wire import ClientError
+from apps.fleet.choices import WriterIsAlsoReader
+from apps.fleet.models import Cluster, HostgroupMembership
+from apps.monitoring import live
+
+from . import executor, services
+from .choices import OperationKind
+from .locks import current_holder
+from .plans import INVENTORY, PROXYSQL, VERIFY, Guard, Plan, Sql, Step
+from .switchover import _row, current_writer
+
+log = logging.getLogger(__name__)
+RULE = "read-pool rules"
+FAILOVER_RULE = "automatic failover"
+
+HEALTHY, DESYNCED, BROKEN, UNREACHABLE = 0, 1, 2, 3  # how bad, for "keep the least bad"
+
+
+def classify(doc, stale_after_s):
+    """(badness, reason, recv_queue) from a backend's latest-state document."""
+    if not doc or time.time() - doc.get("ts", 0) > stale_after_s:
+        return UNREACHABLE, "no recent poll", None
+    if not doc.get("ok"):
+        return UNREACHABLE, f"unreachable: {doc.get('error')}", None
+    st = doc["state"]
+    if not st.get("wsrep_on"):
+        return HEALTHY, "not a Galera node", st.get("local_recv_queue")
+    queue = st.get("local_recv_queue") or 0
+    if st.get("cluster_status") != "Primary":
+        return BROKEN, f"cluster status {st.get('cluster_status')}", queue
+    if not st.get("ready"):
+        return BROKEN, "wsrep_ready OFF", queue
+    if (st.get("reject_queries") or "NONE").upper() != "NONE":
+        return BROKEN, f"wsrep_reject_queries={st.get('reject_queries')}", queue
+    if (st.get("pxc_maint_mode") or "DISABLED").upper() != "DISABLED":
+        return BROKEN, f"pxc_maint_mode={st.get('pxc_maint_mode')}", queue
+    if st.get("local_state") == 4:
+        return HEALTHY, "Synced", queue
+    if st.get("local_state") == 2:
+        return DESYNCED, "Donor/Desynced", queue
+    return BROKEN, f"state {st.get('local_state')} {st.get('local_state_comment')}", queue
+
+
+def _since(r, key, condition, now):
+    """How long `condition` has held (seconds), remembered in Redis across polls; 0 when it does not."""
+    if not condition:
+        r.delete(key)
+        return 0.0
+    r.set(key, now, nx=True, ex=86400)
+    return now - float(r.get(key))
+
+
+def decide(cluster, docs, now=None):
+    """Desired statuses: {(server_pk, hostgroup): (status, reason)} for the rows that should change, plus
+    alerts. Pure apart from the hysteresis timers kept in Redis."""
+    now = now or time.time()
+    r = live.client()
+    stale = 3 * (cluster.poll_interval_s or settings.MONITOR_DEFAULT_INTERVAL_S) + 2
+    R, W, BW = cluster.reader_hostgroup, cluster.writer_hostgroup, cluster.backup_writer_hostgroup
+    memberships = list(HostgroupMembership.objects.filter(server__cluster=cluster, server__maintenance=False)
+                       .select_related("server"))
+    by_server = {}
+    for m in memberships:
+        by_server.setdefault(m.server_id, []).append(m)
+    writer = current_writer(cluster)
+    writer_pk = writer.server_id if writer else None
+    backup_writers = {m.server_id for m in memberships if BW is not None and m.hostgroup_id == BW}
+
+    desired, figures, alerts = {}, {}, []
+    for server_pk, rows in by_server.items():
+        badness, reason, queue = classify(docs.get(server_pk), stale)
+        server = rows[0].server
+        figures[str(server)] = {"state": reason, "recv_queue": queue, "badness": badness}
+        reader = next((m for m in rows if m.hostgroup_id == R), None)
+        # Broken or unreachable: out of every hostgroup, hard after the grace period.
+        out_for = _since(r, f"rules:{server_pk}:broken_since", badness >= BROKEN, now)
+        if badness >= BROKEN:
+            target = "OFFLINE_HARD" if out_for >= cluster.offline_hard_grace_s else "OFFLINE_SOFT"
+            for m in rows:
+                if server_pk == writer_pk and m.hostgroup_id == W:
+                    continue  # the writer's hostgroup is failover's business, not the read pool's
+                desired[(server_pk, m.hostgroup_id)] = (target, reason)
+            continue
+        for m in rows:  # a node that recovered goes back into its other hostgroups
+            if m.hostgroup_id != R and m.status != "ONLINE" and not (server_pk == writer_pk and m.hostgroup_id == W):
+                desired[(server_pk, m.hostgroup_id)] = ("ONLINE", reason)
+        if reader is None:
+            continue
+        is_writer, is_backup = server_pk == writer_pk, server_pk in backup_writers
+        wiar = cluster.writer_is_also_reader
+        if (is_writer and wiar in (WriterIsAlsoReader.NO, WriterIsAlsoReader.ONLY_BACKUP)) or (
+                is_backup and not is_writer and wiar == WriterIsAlsoReader.NO):
+            desired[(server_pk, R)] = ("OFFLINE_SOFT", f"writer_is_also_reader={wiar}")
+            continue
+        if badness == HEALTHY:
+            desired[(server_pk, R)] = ("ONLINE", reason)
+            _since(r, f"rules:{server_pk}:under_since", False, now)
+        else:  # desynced: the queue decides, with hysteresis on the way back
+            over = (queue or 0) > cluster.max_replication_lag
+            under_for = _since(r, f"rules:{server_pk}:under_since", (queue or 0) <= cluster.return_mark, now)
+            if over:
+                desired[(server_pk, R)] = ("OFFLINE_SOFT", f"{reason}, recv queue {queue} > {cluster.max_replication_lag}")
+            elif reader.status == "ONLINE":
+                desired[(server_pk, R)] = ("ONLINE", f"{reason}, recv queue {queue} <= {cluster.max_replication_lag}")
+            elif under_for >= cluster.reader_return_after_s:
+                desired[(server_pk, R)] = ("ONLINE", f"{reason}, recv queue {queue} <= {cluster.return_mark} for {under_for:.0f} s")
+            else:
+                desired[(server_pk, R)] = ("OFFLINE_SOFT", f"{reason}, recv queue {queue}: waiting {cluster.reader_return_after_s} s "
+                                                           f"under {cluster.return_mark} before coming back")
+
+    # Never fewer ONLINE readers than the minimum: keep the least bad ones and say so.
+    readers = {m.server_id: m for m in memberships if m.hostgroup_id == R}
+    online_after = [pk for pk, m in readers.items() if desired.get((pk, R), (m.status,))[0] == "ONLINE"]
+    missing = cluster.min_available_readers - len(online_after)
+    if missing > 0:
+        candidates = sorted((pk for pk in readers if pk not in online_after),
+                            key=lambda pk: (figures[str(readers[pk].server)]["badness"],
+                                            figures[str(readers[pk].server)]["recv_queue"] or 0))
+        for pk in candidates[:missing]:
+            desired[(pk, R)] = ("ONLINE", "kept: the cluster would drop below its minimum of readers")
+            alerts.append(f"{readers[pk].server} kept ONLINE as a reader although {figures[str(readers[pk].server)]['state']}: "
+                          f"fewer than {cluster.min_available_readers} healthy reader(s)")
+    current = {(m.server_id, m.hostgroup_id): m for m in memberships}
+    changes = {k: v for k, v in desired.items() if k in current and current[k].status != v[0]}
+    return changes, figures, alerts
+
+
+def plan_changes(cluster, changes, figures, alerts, kind=OperationKind.READ_POOL, title=None):
+    """An audited plan that sets the changed statuses on every ProxySQL node."""
+    memberships = {(m.server_id, m.hostgroup_id): m for m in
+                   HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server")}
+    per_node, unreachable = {}, []
+    for node in cluster.proxysql_nodes.order_by("pk"):
+        try:
+            with ProxySQLAdmin.for_node(node) as admin:
+                sql = Sql(admin)
+                runtime = {(r.hostgroup_id, r.hostname, r.port): r for r in admin.servers("runtime")}
+                forward, undo, expect = [], [], []
+                for (server_pk, hg), (status, _) in sorted(changes.items()):
+                    s = memberships[(server_pk, hg)].server
+                    row = runtime.get((hg, s.hostname, s.port))
+                    if row is None:
+                        continue
+                    forward.append(sql.set_status(hg, s.hostname, s.port, status))
+                    undo.append(sql.replace_server(_row(row)))
+                    expect.append([hg, s.hostname, s.port, status])
+                per_node[str(node.pk)] = {"name": node.name, "sql": forward + [sql.LOAD_SERVERS, sql.SAVE_SERVERS],
+                                          "rollback": undo + [sql.LOAD_SERVERS, sql.SAVE_SERVERS], "expect": expect}
+        except ClientError as exc:
+            unreachable.append(f"{node.name}: {exc.message}")
+    holder = current_holder(cluster)
+    guards = [Guard("proxysql_reachable", "Every ProxySQL node of the cluster answers", not unreachable,
+                    "; ".join(unreachable) or "yes", False),
+              Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
+              Guard("no_native_hostgroups", "ProxySQL's native hostgroup manager is not active here",
+                    not cluster.active_native_hostgroups(), "active" if cluster.active_native_hostgroups() else "inactive", False)]
+    description = "; ".join(f"{memberships[k].server} hg {k[1]} → {v[0]} ({v[1]})" for k, v in sorted(changes.items()))
+    steps = [Step("apply", "Set the statuses on every node, load and save", PROXYSQL,
+                  {k: {"name": v["name"], "sql": v["sql"], "rollback": v["rollback"]} for k, v in per_node.items()}),
+             Step("verify", "Verify every node's runtime", VERIFY, params={"expect": {k: v["expect"] for k, v in per_node.items()}}),
+             Step("inventory", "Record the statuses in the inventory", INVENTORY,
+                  params={"action": "statuses", "changes": [[k[0], k[1], v[0]] for k, v in sorted(changes.items())]})]
+    return Plan(kind, cluster.pk, title or f"Read pool of {cluster.name}: {description}"[:300], guards, steps,
+                facts={"figures": figures, "alerts": alerts, "changes": description})
+
+
+def _decision_changed(r, cluster, name, payload):
+    digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+    key = f"rules:{cluster.pk}:{name}:last"
+    if r.get(key) == digest.encode():
+        return False
+    r.set(key, digest, ex=3600)
+    return True
+
+
+def apply_read_pool(cluster, docs, now=None):
+    """Evaluate the read-pool rules for one cluster and act (or, in dry-run, only audit)."""
+    changes, figures, alerts = decide(cluster, docs, now)
+    r = live.client()
+    if alerts and _decision_changed(r, cluster, "alerts", alerts):
+        record("read-pool alert", rule=RULE, cluster=cluster, outcome="failure", details={"alerts": alerts, "figures": figures})
+    if not changes:
+        return None
+    payload = {f"{k[0]}:{k[1]}": v for k, v in changes.items()}
+    if cluster.rules_dry_run:
+        if _decision_changed(r, cluster, "dry_run", payload):
+            record("read-pool rules (dry run)", rule=RULE, cluster=cluster, outcome="dry_run",
+                   details={"would_change": payload, "figures": figures})
+        return None
+    return _execute(cluster, plan_changes(cluster, changes, figures, alerts), RULE)
+
+
+def _execute(cluster, plan, rule):
+    if not plan.guards_passed:
+        r = live.client()
+        if _decision_changed(r, cluster, f"refused:{rule}", [g.key for g in plan.failed_guards]):
+            record(f"{plan.kind} refused", rule=rule, cluster=cluster, outcome="refused",
+                   details={"failed_guards": [g.__dict__ for g in plan.failed_guards], "facts": plan.facts})
+        return None
+    op = services.save_plan(plan, rule=rule)
+    try:
+        services.confirm(op, rule=rule, enqueue=False)
+    except services.NotAllowed:
+        return None
+    executor.run(op.pk)  # here and now: the rule's reaction time is the point
+    return op.pk
+
+
+# -- automatic failover ----------------------------------------------------------------------------
+def writer_down_polls(cluster, writer_doc):
+    """Consecutive polls (distinct poll timestamps) in which the writer was unreachable or non-Primary."""
+    r = live.client()
+    key = f"failover:{cluster.pk}"
+    ts = (writer_doc or {}).get("ts")
+    bad = not writer_doc or not writer_doc.get("ok") or (
+        writer_doc["state"].get("wsrep_on") and writer_doc["state"].get("cluster_status") != "Primary")
+    if not bad:
+        r.delete(key, f"{key}:ts")
+        return 0
+    if ts is not None and r.get(f"{key}:ts") == str(ts).encode():
+        return int(r.get(key) or 0)
+    r.set(f"{key}:ts", str(ts), ex=3600)
+    return r.incr(key)
+
+
+def elect(cluster, docs, exclude):
+    """The next writer: the Synced Primary node with the highest weight (backup writer hostgroup first)."""
+    weights = {}
+    for hg in [cluster.backup_writer_hostgroup, cluster.reader_hostgroup]:
+        if hg is None:
+            continue
+        for m in HostgroupMembership.objects.filter(server__cluster=cluster, hostgroup_id=hg, server__maintenance=False):
+            weights.setdefault(m.server_id, (1 if hg == cluster.backup_writer_hostgroup else 0, m.weight))
+    ranked = sorted((pk for pk in weights if pk != exclude and (docs.get(pk) or {}).get("synced_primary")),
+                    key=lambda pk: weights[pk], reverse=True)
+    return ranked[0] if ranked else None
+
+
+def plan_failover(cluster, dead, new_pk, down_polls):
+    """Move the elected node into the writer hostgroup at once (no drain: the old writer is gone)."""
+    W = cluster.writer_hostgroup
+    old_w = HostgroupMembership.objects.select_related("server").get(server=dead, hostgroup_id=W)
+    new = HostgroupMembership.objects.filter(server_id=new_pk).select_related("server").first().server
+    per_node, unreachable = {}, []
+    for node in cluster.proxysql_nodes.order_by("pk"):
+        try:
+            with ProxySQLAdmin.for_node(node) as admin:
+                sql = Sql(admin)
+                runtime = {(r.hostgroup_id, r.hostname, r.port): r for r in admin.servers("runtime")}
+                a_w = runtime.get((W, dead.hostname, dead.port))
+                b_w = runtime.get((W, new.hostname, new.port))
+                base = _row(a_w) if a_w else {"hostgroup_id": W, "hostname": dead.hostname, "port": dead.port,
+                                               "gtid_port": 0, "status": "ONLINE", "weight": old_w.weight,
+                                               "compression": 0, "max_connections": old_w.max_connections,
+                                               "max_replication_lag": 0, "use_ssl": 0, "max_latency_ms": 0,
+                                               "comment": old_w.comment}
+                forward = [sql.delete_server(W, dead.hostname, dead.port),
+                           sql.replace_server({**base, "hostname": new.hostname, "port": new.port, "status": "ONLINE"}),
+                           sql.LOAD_SERVERS, sql.SAVE_SERVERS]
+                undo = ([sql.replace_server(_row(b_w))] if b_w else [sql.delete_server(W, new.hostname, new.port)])
+                undo += ([sql.replace_server(_row(a_w))] if a_w else []) + [sql.LOAD_SERVERS, sql.SAVE_SERVERS]
+                per_node[str(node.pk)] = {"name": node.name, "sql": forward, "rollback": undo,
+                                          "expect": [[W, new.hostname, new.port, "ONLINE"], [W, dead.hostname, dead.port, None]]}
+        except ClientError as exc:
+            unreachable.append(f"{node.name}: {exc.message}")
+    guards = [Guard("some_proxysql_reachable", "At least one ProxySQL node answers", bool(per_node),
+                    "; ".join(unreachable) or "all", False),
+              Guard("no_native_hostgroups", "ProxySQL's native hostgroup manager is not active here",
+                    not cluster.active_native_hostgroups(), "", False)]
+    steps = [Step("move", f"{new} into writer hostgroup {W}, {dead} out", PROXYSQL,
+                  {k: {"name": v["name"], "sql": v["sql"], "rollback": v["rollback"]} for k, v in per_node.items()}),
+             Step("verify", "Verify every reachable node's runtime", VERIFY,
+                  params={"expect": {k: v["expect"] for k, v in per_node.items()}}, point_of_no_return=True),
+             Step("inventory", "Record the new writer in the inventory", INVENTORY,
+                  params={"old": dead.pk, "new": new.pk, "old_writer_to": "none"})]
+    return Plan(OperationKind.FAILOVER, cluster.pk, f"Failover {cluster.name}: writer {dead} → {new}", guards, steps,
+                facts={"down_polls": down_polls, "unreachable_proxysql": unreachable})
+
+
+def apply_failover(cluster, docs):
+    writer = current_writer(cluster)
+    if writer is None:
+        return None
+    down = writer_down_polls(cluster, docs.get(writer.server_id))
+    if down < cluster.failover_after_polls:
+        return None
+    new_pk = elect(cluster, docs, exclude=writer.server_id)
+    if new_pk is None:
+        if _decision_changed(live.client(), cluster, "no_candidate", down):
+            record("failover refused", rule=FAILOVER_RULE, cluster=cluster, outcome="refused",
+                   details={"reason": "no Synced Primary node to elect", "down_polls": down})
+        return None
+    plan = plan_failover(cluster, writer.server, new_pk, down)
+    op = _execute(cluster, plan, FAILOVER_RULE)
+    if op:
+        live.client().delete(f"failover:{cluster.pk}", f"failover:{cluster.pk}:ts")
+    return op
+
+
+def after_backend_poll(cluster_ids):
+    """Called by the backend polling task: failover first (the writer matters most), then the read pool."""
+    for cluster in Cluster.objects.filter(pk__in=cluster_ids):
+        if not (cluster.auto_failover_enabled or cluster.read_pool_rules_enabled):
+            continue
+        try:
+            docs = live.read_many(live.BACKEND, list(cluster.servers.values_list("pk", flat=True)))
+        except live.LiveUnavailable:
+            continue
+        try:
+            if cluster.auto_failover_enabled:
+                apply_failover(cluster, docs)
+            if cluster.read_pool_rules_enabled:
+                apply_read_pool(cluster, docs)
+        except Exception:  # one cluster's trouble must not stop the others' rules
+            log.exception("rules for cluster %s failed", cluster.pk)
+
+
+def clusters_of_shard(shard, shards):
+    """Clusters with rules or failover on that have a backend in this polling shard."""
+    from django.db.models import Q
+
+    from apps.fleet.models import Server
+
+    rows = Server.objects.filter(Q(cluster__read_pool_rules_enabled=True) | Q(cluster__auto_failover_enabled=True)
+                                 ).values_list("pk", "cluster_id")
+    return sorted({cluster_id for pk, cluster_id in rows if pk % shards == shard})

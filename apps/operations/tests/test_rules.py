@@ -1,0 +1,156 @@
+"""Read-pool rules and automatic failover against the Galera lab and two ProxySQL doubles."""
+import threading
+import time
+
+import MySQLdb
+import pytest
+
+from apps.audit.models import AuditEvent
+from apps.fleet.models import Cluster, HostgroupMembership, Server
+from apps.monitoring import live, pollers
+from apps.operations import rules
+from apps.operations.models import Operation
+
+from .conftest import runtime
+
+pytestmark = pytest.mark.django_db
+
+
+def poll(cluster):
+    servers = list(Server.objects.filter(cluster=cluster).select_related("cluster").order_by("port"))
+    pollers.backend_round(servers)
+    return live.read_many(live.BACKEND, [s.pk for s in servers])
+
+
+def enable_rules(cluster, **policy):
+    Cluster.objects.filter(pk=cluster.pk).update(read_pool_rules_enabled=True, rules_dry_run=False, **policy)
+    return Cluster.objects.get(pk=cluster.pk)
+
+
+def doc(local_state=4, queue=0, status="Primary", ready=True, ok=True, reject="NONE"):
+    if not ok:
+        return {"ts": time.time(), "ok": False, "error": "refused"}
+    return {"ts": time.time(), "ok": True, "synced_primary": local_state == 4 and status == "Primary" and ready,
+            "state": {"wsrep_on": True, "local_state": local_state, "local_state_comment": "x", "cluster_status": status,
+                      "ready": ready, "local_recv_queue": queue, "reject_queries": reject}}
+
+
+def by_port(cluster, **docs_by_port):
+    return {Server.objects.get(port=int(p[1:])).pk: d for p, d in docs_by_port.items()}
+
+
+def test_decisions_follow_the_rules(adopted_lab, live_redis):
+    cluster, _ = adopted_lab
+    cluster = enable_rules(cluster, max_replication_lag=100, min_available_readers=1)
+    changes, figures, alerts = rules.decide(cluster, by_port(cluster, p3311=doc(), p3312=doc(2, queue=500),
+                                                             p3313=doc(ok=False)))
+    by = {(Server.objects.get(pk=k[0]).port, k[1]): v[0] for k, v in changes.items()}
+    assert by == {(3312, 101): "OFFLINE_SOFT", (3313, 101): "OFFLINE_SOFT", (3313, 102): "OFFLINE_SOFT"}
+    assert not alerts
+    # A desynced node under the threshold stays a reader.
+    changes, _, _ = rules.decide(cluster, by_port(cluster, p3311=doc(), p3312=doc(2, queue=50), p3313=doc()))
+    assert changes == {}
+
+
+def test_never_below_the_minimum_of_readers(adopted_lab, live_redis):
+    cluster, _ = adopted_lab
+    cluster = enable_rules(cluster, max_replication_lag=100, min_available_readers=2)
+    changes, _, alerts = rules.decide(cluster, by_port(cluster, p3311=doc(), p3312=doc(2, queue=500),
+                                                       p3313=doc(ok=False)))
+    readers = {Server.objects.get(pk=k[0]).port: v for k, v in changes.items() if k[1] == 101}
+    assert 3312 not in readers  # the least bad node (desynced, not dead) is kept ONLINE
+    assert readers[3313][0] == "OFFLINE_SOFT" and "3312" in alerts[0]
+
+
+def test_writer_is_also_reader_zero_takes_the_writer_out_of_the_read_pool(adopted_lab, live_redis):
+    cluster, _ = adopted_lab
+    cluster = enable_rules(cluster, writer_is_also_reader=2)
+    changes, _, _ = rules.decide(cluster, by_port(cluster, p3311=doc(), p3312=doc(), p3313=doc()))
+    assert {(Server.objects.get(pk=k[0]).port, k[1]): v[0] for k, v in changes.items()} == {(3311, 101): "OFFLINE_SOFT"}
+
+
+def test_dry_run_only_audits_once(adopted_lab, live_redis):
+    cluster, (first, second) = adopted_lab
+    Cluster.objects.filter(pk=cluster.pk).update(read_pool_rules_enabled=True, rules_dry_run=True)
+    cluster.refresh_from_db()
+    docs = by_port(cluster, p3311=doc(), p3312=doc(), p3313=doc(ok=False))
+    rules.apply_read_pool(cluster, docs)
+    rules.apply_read_pool(cluster, docs)
+    assert AuditEvent.objects.filter(action="read-pool rules (dry run)", outcome="dry_run").count() == 1
+    assert ("127.0.0.1", 3313, "ONLINE") in runtime(first, 101) and not Operation.objects.exists()
+
+
+def write_load(port, seconds, stop):
+    conn = MySQLdb.connect(host="127.0.0.1", port=port, user="app", passwd="app", db="app", autocommit=True)
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE IF NOT EXISTS load_t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(64))")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not stop.is_set():
+        cur.execute("INSERT INTO load_t (v) VALUES (REPEAT('x', 64))")
+    conn.close()
+
+
+def test_desynced_node_leaves_and_rejoins_the_read_pool_with_hysteresis(adopted_lab, live_redis, galera_healthy):
+    cluster, (first, second) = adopted_lab
+    cluster = enable_rules(cluster, max_replication_lag=20, reader_return_mark=5, reader_return_after_s=1)
+    galera_healthy.set_desync(2, True)
+    locker = galera_healthy.root_connection(2)
+    locker.cursor().execute("FLUSH TABLES WITH READ LOCK")  # node 2 stops applying: its queue grows
+    stop = threading.Event()
+    load = threading.Thread(target=write_load, args=(3311, 20, stop))
+    load.start()
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            docs = poll(cluster)
+            queue = docs[Server.objects.get(port=3312).pk]["state"]["local_recv_queue"]
+            if queue > 20:
+                break
+            time.sleep(0.2)
+        assert queue > 20, f"recv queue only reached {queue}"
+        crossed = time.monotonic()
+        rules.apply_read_pool(cluster, docs)
+        reacted = time.monotonic() - crossed
+        for double in (first, second):
+            assert ("127.0.0.1", 3312, "OFFLINE_SOFT") in runtime(double, 101)
+        assert reacted < 1.5
+        assert HostgroupMembership.objects.get(server__port=3312, hostgroup_id=101).status == "OFFLINE_SOFT"
+    finally:
+        locker.cursor().execute("UNLOCK TABLES")
+        locker.close()
+        stop.set()
+        load.join()
+    # Under the return mark, it comes back only after reader_return_after_s.
+    deadline = time.monotonic() + 15
+    back = False
+    while time.monotonic() < deadline and not back:
+        rules.apply_read_pool(cluster, poll(cluster))
+        back = ("127.0.0.1", 3312, "ONLINE") in runtime(first, 101)
+        time.sleep(0.3)
+    assert back
+    events = AuditEvent.objects.filter(action__startswith="read_pool done").order_by("id")
+    assert events.count() == 2 and "recv queue" in events.first().target
+
+
+def test_killed_writer_fails_over_by_weight_within_two_polls(adopted_lab, live_redis, galera_healthy):
+    cluster, (first, second) = adopted_lab
+    Cluster.objects.filter(pk=cluster.pk).update(auto_failover_enabled=True, failover_after_polls=2, poll_interval_s=1)
+    cluster.refresh_from_db()
+    galera_healthy.kill(1)
+    start = time.monotonic()
+    op = None
+    for _ in range(4):
+        op = rules.apply_failover(cluster, poll(cluster))
+        if op:
+            break
+        time.sleep(1.0)
+    assert op, "no failover happened"
+    elapsed = time.monotonic() - start
+    operation = Operation.objects.get(pk=op)
+    assert operation.state == "done", operation.error
+    for double in (first, second):  # 3312 has the highest weight in the backup writer hostgroup (1000 > 100)
+        assert runtime(double, 100) == [("127.0.0.1", 3312, "ONLINE")]
+    assert HostgroupMembership.objects.get(hostgroup_id=100).server.port == 3312
+    assert elapsed < 3.0  # two polls a second apart, then the move
+    event = AuditEvent.objects.get(action="failover done")
+    assert event.actor == "automatic failover" and event.actor_kind == "rule"
