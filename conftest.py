@@ -8,8 +8,10 @@ Personas and their rights:
 """
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -61,11 +63,69 @@ def redis_server():
     shutil.rmtree(workdir, ignore_errors=True)
 
 
+def database_url_for_subprocesses():
+    """The URL of the test database, for processes (Celery workers) started by a test."""
+    from django.db import connection
+
+    s = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{s['NAME']}"
+    return f"mysql://{s['USER']}:{s['PASSWORD']}@{s['HOST']}:{s['PORT']}/{s['NAME']}"
+
+
+@pytest.fixture
+def celery_broker(redis_server, settings):
+    """Tasks sent by this test process go to the test's Redis (not a developer's on 6379)."""
+    from controlplane.celery import app
+
+    def point_at(url):
+        settings.CELERY_BROKER_URL = url
+        app.conf.broker_url = url
+        # Connection and producer pools are rebuilt for the new URL (as Celery does after a fork).
+        app._pool = None
+        app.amqp._producer_pool = None
+
+    point_at(redis_server)
+    yield point_at
+    point_at(None)
+
+
+@pytest.fixture
+def celery_factory(tmp_path):
+    """start(kind, redis_url, **env) runs a real `celery worker` or `celery beat` subprocess against the
+    test database; all are stopped after the test. Returns the Popen (its log: tmp_path/<kind>-N.log)."""
+    procs = []
+
+    def start(kind, redis_url, **extra_env):
+        env = {**os.environ, "REDIS_URL": redis_url, "DATABASE_URL": database_url_for_subprocesses(),
+               "DJANGO_SETTINGS_MODULE": "controlplane.settings", **{k: str(v) for k, v in extra_env.items()}}
+        args = [sys.executable, "-m", "celery", "-A", "controlplane", kind, "--loglevel", "INFO"]
+        if kind == "worker":
+            args += ["--concurrency", "2", "--without-gossip", "--without-mingle"]
+        else:
+            args += ["--schedule", str(tmp_path / f"beat-schedule-{len(procs)}")]
+        log = open(tmp_path / f"{kind}-{len(procs)}.log", "w+")
+        proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc.log = log
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
 def _user_with_role(django_user_model, username, role):
     from django.contrib.auth.models import Group
 
     user = django_user_model.objects.create_user(username=username, password="pw-" + username)
-    user.groups.add(Group.objects.get(name=role))
+    user.groups.add(Group.objects.get_or_create(name=role)[0])  # transactional tests flush migration data
     if role == "admin":
         user.is_staff = user.is_superuser = True
         user.save()

@@ -11,4 +11,6 @@ def execute_operation(operation_id):
 
 @shared_task(name="operations.reap_stale", ignore_result=True, soft_time_limit=60)
 def reap_stale_operations():
-    return executor.reap_stale()
+    from django.conf import settings
+
+    return executor.reap_stale(settings.OPERATIONS_STALE_AFTER_S)

@@ -1,13 +1,8 @@
 """The real thing end to end: a Celery worker and beat (subprocesses) with a real Redis broker poll the
 adopted lab on their own; latest state and history appear within a few seconds."""
-import os
-import signal
-import subprocess
-import sys
 import time
 
 import pytest
-from django.db import connection
 
 from apps.fleet.models import ProxySQLNode, Server
 from apps.monitoring import live
@@ -16,34 +11,11 @@ from apps.monitoring.models import BackendSample, ProxySQLSample
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def database_url():
-    s = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{s['NAME']}"
-    return f"mysql://{s['USER']}:{s['PASSWORD']}@{s['HOST']}:{s['PORT']}/{s['NAME']}"
-
-
 @pytest.fixture
-def celery_processes(live_redis, redis_server, tmp_path):
-    env = {**os.environ, "REDIS_URL": redis_server, "DATABASE_URL": database_url(), "MONITOR_SHARDS": "2",
-           "DJANGO_SETTINGS_MODULE": "controlplane.settings"}
-    celery = [sys.executable, "-m", "celery", "-A", "controlplane"]
-    logs = {name: open(tmp_path / f"{name}.log", "w+") for name in ("worker", "beat")}
-    procs = [
-        subprocess.Popen(celery + ["worker", "--loglevel", "INFO", "--concurrency", "2", "--pool", "prefork",
-                                   "--without-gossip", "--without-mingle"], env=env,
-                         stdout=logs["worker"], stderr=subprocess.STDOUT),
-        subprocess.Popen(celery + ["beat", "--loglevel", "INFO", "--schedule", str(tmp_path / "beat-schedule")],
-                         env=env, stdout=logs["beat"], stderr=subprocess.STDOUT),
-    ]
-    yield logs
-    for proc in procs:
-        proc.send_signal(signal.SIGTERM)
-    for proc in procs:
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+def celery_processes(live_redis, redis_server, celery_factory):
+    worker = celery_factory("worker", redis_server, MONITOR_SHARDS=2)
+    beat = celery_factory("beat", redis_server, MONITOR_SHARDS=2)
+    return {"worker": worker.log, "beat": beat.log}
 
 
 def wait_for(predicate, timeout):
