@@ -171,6 +171,9 @@ MONITOR_RETENTION_RAW_H = envfloat("MONITOR_RETENTION_RAW_H", 24)
 MONITOR_RETENTION_MINUTE_D = envfloat("MONITOR_RETENTION_MINUTE_D", 14)
 MONITOR_RETENTION_HOUR_D = envfloat("MONITOR_RETENTION_HOUR_D", 396)
 
+# An operation whose worker has not beaten for this long is rolled back by the reaper (beat, every 5 s).
+OPERATIONS_STALE_AFTER_S = envfloat("OPERATIONS_STALE_AFTER_S", 15)
+
 # Network timeouts (seconds) of the two clients; each call is bounded by these.
 PROXYSQL_CONNECT_TIMEOUT = envfloat("PROXYSQL_CONNECT_TIMEOUT", 0.5)
 PROXYSQL_READ_TIMEOUT = envfloat("PROXYSQL_READ_TIMEOUT", 0.8)
