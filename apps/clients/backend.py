@@ -119,5 +119,36 @@ class BackendClient:
     def set_read_only(self, on):
         self.wire.execute("SET GLOBAL read_only=%s", ("ON" if on else "OFF",), action="set read_only")
 
+    # -- async replication (MariaDB GTID) and group replication ---------------------------------
+    def gtid_binlog_pos(self):
+        return self.wire.execute("SELECT @@gtid_binlog_pos", action="read gtid_binlog_pos").rows[0][0] or ""
+
+    def wait_for_gtid(self, position, timeout_s):
+        """MASTER_GTID_WAIT: True when this replica applied `position` within the timeout."""
+        result = self.wire.execute("SELECT MASTER_GTID_WAIT(%s, %s)", (position, float(timeout_s)),
+                                   action="wait for GTID", timeout=float(timeout_s) + self.wire.read_timeout)
+        return str(result.rows[0][0]) == "0"
+
+    def stop_replication(self, reset=False):
+        self.wire.execute("STOP SLAVE", action="stop replication")
+        if reset:
+            self.wire.execute("RESET SLAVE ALL", action="reset replication")
+
+    def replicate_from(self, host, port, user, password):
+        """Point this node at a new primary by GTID and start replicating."""
+        self.wire.execute("STOP SLAVE", action="stop replication")
+        self.wire.execute(
+            "CHANGE MASTER TO MASTER_HOST=%s, MASTER_PORT=%s, MASTER_USER=%s, MASTER_PASSWORD=%s, "
+            "MASTER_USE_GTID=slave_pos", (host, int(port), user, password), action="change primary")
+        self.wire.execute("START SLAVE", action="start replication")
+
+    def server_uuid(self):
+        return self.wire.execute("SELECT @@server_uuid", action="read server_uuid").rows[0][0]
+
+    def group_replication_set_as_primary(self, member_uuid):
+        """MySQL 8 Group Replication: make `member_uuid` the primary (single-primary mode)."""
+        self.wire.execute("SELECT group_replication_set_as_primary(%s)", (member_uuid,),
+                          action="group_replication_set_as_primary")
+
     def set_wsrep_desync(self, on):
         self.wire.execute("SET GLOBAL wsrep_desync=%s", ("ON" if on else "OFF",), action="set wsrep_desync")

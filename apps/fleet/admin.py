@@ -7,7 +7,7 @@ from apps.audit.services import record
 
 from .models import Cluster, HostgroupMembership, MirrorRule, ProxySQLNode, Server
 
-_HIDDEN = {"admin_password", "monitor_password"}
+_HIDDEN = {"admin_password", "monitor_password", "replication_password"}
 
 
 def _snapshot(obj):
@@ -77,10 +77,13 @@ class ClusterForm(forms.ModelForm):
     class Meta:
         model = Cluster
         exclude = ["native_hostgroups"]
-        widgets = {"monitor_password": SecretInput()}
+        widgets = {"monitor_password": SecretInput(), "replication_password": SecretInput()}
 
     def clean_monitor_password(self):
         return _keep_blank_secret(self, "monitor_password")
+
+    def clean_replication_password(self):
+        return _keep_blank_secret(self, "replication_password")
 
 
 class ProxySQLNodeForm(forms.ModelForm):

@@ -26,6 +26,9 @@ class Cluster(models.Model):
 
     monitor_user = models.CharField(max_length=80, blank=True, validators=[validate_no_nul])
     monitor_password = EncryptedTextField(blank=True)
+    # Async replication only: what replicas use to connect to a new primary after a switchover.
+    replication_user = models.CharField(max_length=80, blank=True, validators=[validate_no_nul])
+    replication_password = EncryptedTextField(blank=True)
 
     # Policy the rules and operations read (see DOMAIN.md).
     max_replication_lag = models.PositiveIntegerField(

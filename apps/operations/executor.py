@@ -135,8 +135,41 @@ class Run:
                     client.set_read_only(action["value"])
                 executed.append({"server": action["server"], "action": "read_only", "from": before,
                                  "to": action["value"]})
+            elif action["action"] == "promote_replica":
+                self.promote_replica(action, executed)
+            elif action["action"] == "group_replication_set_as_primary":
+                uuid = client.server_uuid()
+                client.group_replication_set_as_primary(uuid)
+                executed.append({"server": action["server"], "action": "group_replication_set_as_primary", "uuid": uuid})
             else:
-                raise StepFailed(f"{action['action']} is not supported by this version for real servers yet")
+                raise StepFailed(f"unknown backend action {action['action']!r}")
+
+    def promote_replica(self, action, executed):
+        """MariaDB GTID: the new primary catches up with the old one's binlog, stops replicating; the
+        other replicas and the old primary replicate from it. (read_only is set by the actions around.)"""
+        cluster = self.op.cluster
+        new, old = Server.objects.get(pk=action["server"]), Server.objects.get(pk=action["old_primary"])
+        position = self.backend(old.pk).gtid_binlog_pos()
+        timeout = action.get("timeout_s", 10)
+        if not self.backend(new.pk).wait_for_gtid(position, timeout):
+            raise StepFailed(f"{new} did not reach the old primary's GTID position {position} within {timeout} s")
+        self.backend(new.pk).stop_replication(reset=True)
+        executed.append({"server": new.pk, "action": "promote_replica", "old_primary": old.pk, "gtid": position})
+        for other in cluster.servers.exclude(pk=new.pk):
+            if other.pk != old.pk:
+                self.backend(other.pk).wait_for_gtid(position, timeout)
+            self.backend(other.pk).replicate_from(new.hostname, new.port, cluster.replication_user,
+                                                  cluster.replication_password)
+            executed.append({"server": other.pk, "action": "replicate_from", "primary": new.pk})
+
+    def demote_back(self, entry):
+        """Undo promote_replica: everyone replicates from the old primary again."""
+        cluster = self.op.cluster
+        old = Server.objects.get(pk=entry["old_primary"])
+        self.backend(old.pk).stop_replication(reset=True)
+        for other in cluster.servers.exclude(pk=old.pk):
+            self.backend(other.pk).replicate_from(old.hostname, old.port, cluster.replication_user,
+                                                  cluster.replication_password)
 
     def verify(self, step, detail):
         problems = []
@@ -226,6 +259,9 @@ class Run:
                     for action in reversed(row.executed):
                         if action.get("action") == "read_only" and action["from"] != action["to"]:
                             self.backend(action["server"]).set_read_only(action["from"])
+                            undone.append(action)
+                        elif action.get("action") == "promote_replica":
+                            self.demote_back(action)
                             undone.append(action)
             except ClientError as exc:
                 problems.append(f"step {step.key}: {exc}")

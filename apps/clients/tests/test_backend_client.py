@@ -31,3 +31,15 @@ def test_down_port_is_unreachable_within_the_deadline():
         with pytest.raises(Unreachable):
             BackendClient("127.0.0.1", s.getsockname()[1], "monitor", "monitor").state()
     assert time.monotonic() - start < 0.5
+
+
+def test_group_replication_promotion_sends_exactly_this_statement(proxysql_double):
+    """No Group Replication server installs here: the statement is checked on the wire (the lab double
+    logs what it receives and rejects the unknown function), not against a real group."""
+    from apps.clients.wire import Rejected
+
+    client = BackendClient("127.0.0.1", proxysql_double.port, proxysql_double.user, proxysql_double.password)
+    with pytest.raises(Rejected):
+        client.group_replication_set_as_primary("3e11fa47-71ca-11e1-9e33-c80aa9429562'; --")
+    sent = proxysql_double.statements()
+    assert "SELECT group_replication_set_as_primary('3e11fa47-71ca-11e1-9e33-c80aa9429562''; --')" in sent

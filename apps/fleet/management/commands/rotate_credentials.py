@@ -6,7 +6,7 @@ from apps.audit.services import record
 from apps.fleet.models import Cluster, ProxySQLNode
 from apps.fleet.secrets import rotate
 
-SECRETS = [(Cluster, "monitor_password"), (ProxySQLNode, "admin_password")]
+SECRETS = [(Cluster, "monitor_password"), (Cluster, "replication_password"), (ProxySQLNode, "admin_password")]
 
 
 def stored_tokens(model, field):
