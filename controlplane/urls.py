@@ -3,6 +3,7 @@ from django.urls import include, path
 
 urlpatterns = [
     path("", include("apps.fleet.urls")),
+    path("monitoring/", include("apps.monitoring.urls")),
     path("accounts/", include("apps.accounts.urls")),
     path("audit/", include("apps.audit.urls")),
     path("operations/", include("apps.operations.urls")),

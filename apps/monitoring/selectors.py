@@ -1,6 +1,6 @@
-"""Reads for the monitoring pages: the latest state from Redis (one MGET per kind) joined to the
-inventory (a few flat queries, no per-node query), and the last known figures from the database when
-Redis is down.
+"""Reads for the node, backend and cluster pages: the latest state from Redis joined to the inventory, and
+the last known figures from the database when Redis is down. The fleet overview has its own module
+(overview.py), built for fleet scale.
 
 Everything here returns plain dicts and lists ready for a template; status.py says what they mean.
 """
@@ -11,15 +11,10 @@ from datetime import datetime, timezone
 
 from django.urls import reverse
 
-from apps.clients.proxysql import SERVER_FIELDS
-from apps.fleet import drift
-from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
+from apps.fleet.models import HostgroupMembership
 
 from . import live, status
 from .models import RAW, BackendSample, PoolSample, ProxySQLSample
-
-OVERVIEW_PAGE_SIZE = 25
-ATTENTION_SHOWN = 200
 
 
 @dataclass
@@ -45,147 +40,6 @@ def _url_maker(name):
 
 def _ts(epoch):
     return datetime.fromtimestamp(epoch, tz=timezone.utc) if epoch else None
-
-
-# -- the fleet overview ----------------------------------------------------------------------------
-def _intended_by_cluster():
-    """{cluster_id: {(hg, host, port): {field: value}}} for every cluster, in one query."""
-    intended = defaultdict(dict)
-    for row in HostgroupMembership.objects.values_list("server__cluster_id", "hostgroup_id", "server__hostname",
-                                                       "server__port", *SERVER_FIELDS):
-        intended[row[0]][(row[1], row[2], row[3])] = dict(zip(SERVER_FIELDS, row[4:]))
-    return intended
-
-
-def _hostgroups(cluster, intended):
-    hgs = {cluster["writer_hostgroup"], cluster["reader_hostgroup"]}
-    hgs |= {cluster[k] for k in ("backup_writer_hostgroup", "offline_hostgroup") if cluster[k] is not None}
-    return hgs | {k[0] for k in intended}
-
-
-def _since(doc):
-    return _ts(doc.get("error_since")) if doc else None
-
-
-def fleet_overview(*, page=1, only_attention=False, now=None):
-    """Everything the overview shows: the attention list (whole fleet, always), the clusters of one page,
-    fleet totals. Five database queries and one Redis MGET per kind, whatever the fleet's size."""
-    now = now or time.time()
-    clusters = list(Cluster.objects.order_by("name").values(
-        "id", "name", "kind", "poll_interval_s", "max_replication_lag", "writer_hostgroup", "reader_hostgroup",
-        "backup_writer_hostgroup", "offline_hostgroup"))
-    by_id = {c["id"]: c for c in clusters}
-    nodes = list(ProxySQLNode.objects.order_by("name").values_list("id", "cluster_id", "name"))
-    servers = list(Server.objects.order_by("hostname", "port").values_list("id", "cluster_id", "hostname", "port"))
-    intended = _intended_by_cluster()
-
-    px = latest(live.PROXYSQL, [n[0] for n in nodes])
-    be = latest(live.BACKEND, [s[0] for s in servers]) if not px.unavailable else Latest(unavailable=px.unavailable)
-    unavailable = px.unavailable or be.unavailable
-
-    node_url, server_url, cluster_url = (_url_maker("fleet:proxysql_node"), _url_maker("fleet:server"),
-                                         _url_maker("fleet:cluster"))
-    for c in clusters:
-        c.update(url=cluster_url(c["id"]), nodes=[], servers=[], attention=0, oldest=None)
-    attention = []
-    totals = {"nodes": len(nodes), "nodes_ok": 0, "servers": len(servers), "servers_ok": 0, "questions_ps": 0.0}
-
-    def attend(colour, what, cluster, name, url, detail, since=None):
-        cluster["attention"] += 1
-        attention.append({"colour": colour, "what": what, "cluster": cluster["name"], "cluster_url": cluster["url"],
-                          "name": name, "url": url, "detail": detail, "since": since})
-
-    runtime_by_cluster = defaultdict(dict)
-    for pk, cluster_id, name in nodes:
-        c = by_id[cluster_id]
-        doc = px.docs.get(pk)
-        state, age = status.freshness(doc, c["poll_interval_s"], now) if not unavailable else (status.NODATA, None)
-        figures = (doc or {}).get("figures") or {}
-        entry = {"id": pk, "name": name, "url": node_url(pk), "state": state, "colour": status.COLOURS[state],
-                 "age": age, "questions_ps": figures.get("questions_ps"), "conn_used": figures.get("conn_used"),
-                 "conn_free": figures.get("conn_free"), "error": (doc or {}).get("error")}
-        c["nodes"].append(entry)
-        if age is not None and (c["oldest"] is None or age > c["oldest"]):
-            c["oldest"] = age
-        if state == status.UNREACHABLE:
-            attend("red", "unreachable", c, name, entry["url"], f"{doc.get('error_kind')}: {doc.get('error')}",
-                   _since(doc))
-            continue
-        if state == status.STALE:
-            last = f"; last poll failed: {doc.get('error')}" if not doc.get("ok", True) else ""
-            attend("grey", "stale", c, name, entry["url"], f"no poll for {status_age(age)}{last}", _ts(doc["ts"]))
-            continue
-        if state != status.OK:
-            continue
-        totals["nodes_ok"] += 1
-        totals["questions_ps"] += figures.get("questions_ps") or 0
-        verdict = status.mirror(figures)
-        if verdict.saturated:
-            entry["colour"] = "amber"
-            attend("amber", "mirror", c, name, entry["url"], verdict.summary())
-        rows = doc.get("runtime_servers")
-        if rows is not None:
-            runtime_by_cluster[cluster_id][name] = rows
-            diffs = drift.compare(intended.get(cluster_id, {}), rows, _hostgroups(c, intended.get(cluster_id, {})))
-            if diffs:
-                entry["colour"] = "amber"
-                first = diffs[0]
-                more = f" and {len(diffs) - 1} more" if len(diffs) > 1 else ""
-                attend("amber", "drift", c, name, c["url"] + "#drift-section",
-                       f"hg {first.hostgroup_id} {first.hostname}:{first.port} {first.field}: intended "
-                       f"{first.intended}, runtime {first.runtime}{more}")
-    for cluster_id, per_node in runtime_by_cluster.items():
-        c = by_id[cluster_id]
-        between = drift.between_nodes(per_node, _hostgroups(c, intended.get(cluster_id, {})))
-        if between:
-            d = between[0]
-            values = ", ".join(f"{n}: {v}" for n, v in d["values"].items())
-            more = f" and {len(between) - 1} more" if len(between) > 1 else ""
-            attend("amber", "drift", c, "ProxySQL nodes disagree", c["url"] + "#drift-section",
-                   f"hg {d['key'][0]} {d['key'][1]}:{d['key'][2]} {d['field']} ({values}){more}")
-
-    for pk, cluster_id, hostname, port in servers:
-        c = by_id[cluster_id]
-        doc = be.docs.get(pk)
-        name = f"{hostname}:{port}"
-        state, age = status.freshness(doc, c["poll_interval_s"], now) if not unavailable else (status.NODATA, None)
-        problems = status.backend_problems(doc, c["max_replication_lag"]) if state == status.OK else []
-        st = (doc or {}).get("state") or {}
-        entry = {"id": pk, "name": name, "url": server_url(pk), "state": state, "age": age,
-                 "colour": status.backend_colour(state, problems), "label": status.wsrep_label(doc),
-                 "recv_queue": st.get("local_recv_queue")}
-        c["servers"].append(entry)
-        if age is not None and (c["oldest"] is None or age > c["oldest"]):
-            c["oldest"] = age
-        if state == status.UNREACHABLE:
-            attend("red", "unreachable", c, name, entry["url"], f"{doc.get('error_kind')}: {doc.get('error')}",
-                   _since(doc))
-        elif state == status.STALE:
-            attend("grey", "stale", c, name, entry["url"], f"no poll for {status_age(age)}", _ts(doc["ts"]))
-        elif state == status.OK:
-            if problems:
-                for colour, text in problems:
-                    attend(colour, "not synced" if text.startswith("wsrep") else "backend", c, name, entry["url"], text)
-            else:
-                totals["servers_ok"] += 1
-
-    order = {"red": 0, "amber": 1, "grey": 2}
-    attention.sort(key=lambda a: (order[a["colour"]], a["cluster"], a["name"]))
-    listed = [c for c in clusters if c["attention"]] if only_attention else clusters
-    pages = max(1, -(-len(listed) // OVERVIEW_PAGE_SIZE))
-    page = min(max(1, page), pages)
-    shown = listed[(page - 1) * OVERVIEW_PAGE_SIZE: page * OVERVIEW_PAGE_SIZE]
-    return {
-        "clusters": shown, "cluster_count": len(clusters), "listed_count": len(listed), "page": page, "pages": pages,
-        "only_attention": only_attention, "attention": attention[:ATTENTION_SHOWN], "attention_count": len(attention),
-        "totals": totals, "unavailable": unavailable, "now": _ts(now),
-    }
-
-
-def status_age(age):
-    from .templatetags.monitoring import age as age_filter
-
-    return age_filter(age)
 
 
 # -- one ProxySQL node -----------------------------------------------------------------------------

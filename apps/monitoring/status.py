@@ -29,12 +29,16 @@ def freshness(doc, interval, now):
     """(state, age in seconds or None) of one latest-state document."""
     if not doc or "ts" not in doc:
         return NODATA, None
-    age = max(0.0, now - doc["ts"])
-    if age > STALE_FACTOR * interval_of(interval):
+    return freshness_of(doc["ts"], doc.get("ok", True), interval, now)
+
+
+def freshness_of(ts, ok, interval, now):
+    age = now - ts
+    if age < 0:
+        age = 0.0  # the page's clock behind the poller's by a little
+    if age > STALE_FACTOR * (interval or settings.MONITOR_DEFAULT_INTERVAL_S):
         return STALE, age
-    if not doc.get("ok", True):
-        return UNREACHABLE, age
-    return OK, age
+    return (OK if ok else UNREACHABLE), age
 
 
 # -- mirror ----------------------------------------------------------------------------------------
@@ -99,34 +103,34 @@ def mirror(figures):
 
 # -- backends --------------------------------------------------------------------------------------
 def backend_problems(doc, max_replication_lag):
-    """[(colour, text)] of a reachable backend's state (empty when it is Synced, Primary and in bounds)."""
+    """[(colour, what, text)] of a reachable backend's state (empty when it is Synced, Primary and in bounds)."""
     state = (doc or {}).get("state") or {}
     out = []
     if state.get("wsrep_on"):
         local = state.get("local_state")
         if local != 4:
             name = state.get("local_state_comment") or WSREP_STATES.get(local, "unknown")
-            out.append(("amber" if local == 2 else "red", f"wsrep_local_state {local} {name}"))
+            out.append(("amber" if local == 2 else "red", "not synced", f"wsrep_local_state {local} {name}"))
         if state.get("cluster_status") != "Primary":
-            out.append(("red", f"wsrep_cluster_status {state.get('cluster_status')}"))
+            out.append(("red", "not primary", f"wsrep_cluster_status {state.get('cluster_status')}"))
         if state.get("ready") is False:
-            out.append(("red", "wsrep_ready OFF"))
+            out.append(("red", "not ready", "wsrep_ready OFF"))
         queue = state.get("local_recv_queue")
         if queue is not None and queue > max_replication_lag:
-            out.append(("amber", f"recv queue {queue} over the cluster's max_replication_lag {max_replication_lag}"))
+            out.append(("amber", "recv queue", f"recv queue {queue} over the cluster's max_replication_lag {max_replication_lag}"))
     lag = (doc or {}).get("lag_seconds")
     if lag is not None and lag > max_replication_lag:
-        out.append(("amber", f"replica lag {lag} s over the cluster's max_replication_lag {max_replication_lag}"))
+        out.append(("amber", "replica lag", f"replica lag {lag} s over the cluster's max_replication_lag {max_replication_lag}"))
     maint = state.get("pxc_maint_mode")
     if maint and maint.upper() != "DISABLED":
-        out.append(("amber", f"pxc_maint_mode {maint}"))
+        out.append(("amber", "maintenance", f"pxc_maint_mode {maint}"))
     return out
 
 
 def backend_colour(state, problems):
     if state != OK:
         return COLOURS[state]
-    if any(c == "red" for c, _ in problems):
+    if any(p[0] == "red" for p in problems):
         return "red"
     return "amber" if problems else "green"
 

@@ -8,7 +8,7 @@ from django.views.decorators.http import require_GET
 
 from apps.fleet.models import Cluster, ProxySQLNode, Server
 
-from . import charts, selectors, status
+from . import charts, overview as fleet, selectors, status
 
 
 def _page_args(request):
@@ -22,12 +22,12 @@ def _page_args(request):
 @require_GET
 def overview(request):
     """The fleet overview (`/`): what needs attention first, then every cluster, paged."""
-    return TemplateResponse(request, "monitoring/overview.html", selectors.fleet_overview(**_page_args(request)))
+    return TemplateResponse(request, "monitoring/overview.html", fleet.fleet_overview(**_page_args(request)))
 
 
 @require_GET
 def overview_live(request):
-    return TemplateResponse(request, "monitoring/overview.html#live", selectors.fleet_overview(**_page_args(request)))
+    return TemplateResponse(request, "monitoring/overview.html#live", fleet.fleet_overview(**_page_args(request)))
 
 
 def proxysql_context(node):

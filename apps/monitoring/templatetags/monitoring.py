@@ -27,15 +27,17 @@ def age(seconds):
 
 @register.filter
 def num(value):
-    """Compact figure: 3353.47 -> "3,353", 21151075.5 -> "21.2M", 0.25 -> "0.25", None -> "–"."""
+    """Compact figure: 3353.47 -> "3,353", 241361.7 -> "241k", 21151075.5 -> "21.2M", 0.25 -> "0.25", None -> "–"."""
     if value is None:
         return "–"
     if isinstance(value, bool):
         return "yes" if value else "no"
     v = float(value)
     a = abs(v)
-    if a >= 10_000_000:
-        return f"{v / 1_000_000:.1f}M"
+    if a >= 1_000_000_000:
+        return f"{v / 1_000_000_000:.3g}G"
+    if a >= 1_000_000:
+        return f"{v / 1_000_000:.3g}M"
     if a >= 100_000:
         return f"{v / 1000:.0f}k"
     if a >= 100 or v == int(v):

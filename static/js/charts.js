@@ -1,0 +1,147 @@
+/* History charts: every <canvas data-url> is drawn from its JSON (apps/monitoring/charts.py).
+   Linear x axis in epoch ms (no date adapter), ticks formatted here in UTC. Null values are gaps:
+   spanGaps is off, so a line never crosses a poll that did not happen or did not reach the node.
+   Each chart has its own range picker; the 1 h range refreshes every 10 s. */
+(function () {
+  "use strict";
+  const PALETTE = ["#1f5fbf", "#1d7f45", "#a86a00", "#7a3fb0", "#0f7c8c", "#b42318", "#5a6475", "#c2570c",
+                   "#3b7d23", "#8c1f62"];
+  const STYLES = {
+    main: { borderWidth: 2 },
+    line: { borderWidth: 1.5 },
+    dashed: { borderWidth: 1.5, borderDash: [5, 4] },
+    dotted: { borderWidth: 1.5, borderDash: [2, 3] },
+    limit: { borderWidth: 2, borderDash: [8, 4], color: "#b42318" },
+    warn: { borderWidth: 1, borderDash: [3, 3], color: "#a86a00" },
+    stepped: { borderWidth: 2, stepped: "before" },
+  };
+  const REFRESH_MS = 10000;
+
+  function pad(n) { return String(n).padStart(2, "0"); }
+
+  function tickFormatter(spanMs) {
+    return function (value) {
+      const d = new Date(value);
+      const hm = pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes());
+      if (spanMs <= 2 * 3600 * 1000) return hm;
+      if (spanMs <= 2 * 86400 * 1000) return hm;
+      return pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate()) + (spanMs <= 8 * 86400 * 1000 ? " " + hm : "");
+    };
+  }
+
+  function fullTime(ms) {
+    const d = new Date(ms);
+    return d.getUTCFullYear() + "-" + pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate()) + " " +
+      pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + ":" + pad(d.getUTCSeconds()) + " UTC";
+  }
+
+  function datasets(data) {
+    let colourIndex = 0;
+    return data.series.map(function (s) {
+      const style = STYLES[s.style] || STYLES.line;
+      const colour = style.color || PALETTE[colourIndex++ % PALETTE.length];
+      return {
+        label: s.label,
+        data: data.t.map(function (x, i) { return { x: x, y: s.values[i] }; }),
+        borderColor: colour, backgroundColor: colour,
+        borderWidth: style.borderWidth, borderDash: style.borderDash || [], stepped: style.stepped || false,
+        pointRadius: 0, pointHitRadius: 4, spanGaps: false, tension: 0,
+      };
+    });
+  }
+
+  function yScale(data) {
+    const y = { beginAtZero: true, title: { display: !!data.unit, text: data.unit } };
+    if (data.y) {
+      if (data.y.min !== undefined) y.min = data.y.min;
+      if (data.y.max !== undefined) y.max = data.y.max;
+      if (data.y.ticks) {
+        y.ticks = { stepSize: 1, callback: function (v) { return data.y.ticks[String(v)] || ""; } };
+      }
+    }
+    return y;
+  }
+
+  function note(data) {
+    const points = data.t.length;
+    const res = { 0: "raw polls", 60: "1-minute rollups", 3600: "1-hour rollups" }[data.resolution];
+    const bucket = data.bucket ? ", " + data.bucket + " s per point" : "";
+    return points ? res + bucket + "; breaks in a line are polls that are missing or failed"
+                  : "No data in this range.";
+  }
+
+  function draw(canvas, data) {
+    const existing = Chart.getChart(canvas);
+    const span = data.end - data.start;
+    const config = {
+      type: "line",
+      data: { datasets: datasets(data) },
+      options: {
+        animation: false, parsing: false, normalized: true, responsive: true, maintainAspectRatio: false,
+        interaction: { mode: "nearest", axis: "x", intersect: false },
+        scales: {
+          x: { type: "linear", min: data.start, max: data.end,
+               ticks: { callback: tickFormatter(span), maxTicksLimit: 8 }, title: { display: true, text: "UTC" } },
+          y: yScale(data),
+        },
+        plugins: {
+          legend: { labels: { boxWidth: 12, font: { size: 11 } } },
+          tooltip: { callbacks: { title: function (items) { return items.length ? fullTime(items[0].parsed.x) : ""; } } },
+        },
+      },
+    };
+    if (existing) {
+      existing.data = config.data;
+      existing.options = config.options;
+      existing.update("none");
+    } else {
+      new Chart(canvas, config);
+    }
+    const figure = canvas.closest("[data-chart]");
+    const p = figure && figure.querySelector(".chart-note");
+    if (p) p.textContent = note(data);
+    canvas.dataset.points = String(data.t.length);
+  }
+
+  function load(canvas) {
+    const url = new URL(canvas.dataset.url, window.location.href);
+    url.searchParams.set("range", canvas.dataset.range || "1h");
+    return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
+      .then(function (data) { draw(canvas, data); canvas.dataset.loaded = "1"; })
+      .catch(function (err) {
+        const figure = canvas.closest("[data-chart]");
+        const p = figure && figure.querySelector(".chart-note");
+        if (p) p.textContent = "Could not load this chart: " + err.message;
+      });
+  }
+
+  function setup(figure) {
+    const canvas = figure.querySelector("canvas[data-url]");
+    if (!canvas || canvas.dataset.ready) return;
+    canvas.dataset.ready = "1";
+    canvas.dataset.range = "1h";
+    figure.querySelectorAll("button[data-range]").forEach(function (button) {
+      button.addEventListener("click", function () {
+        figure.querySelectorAll("button[data-range]").forEach(function (b) { b.classList.remove("active"); });
+        button.classList.add("active");
+        canvas.dataset.range = button.dataset.range;
+        load(canvas);
+      });
+    });
+    load(canvas);
+  }
+
+  function setupAll(root) { (root || document).querySelectorAll("[data-chart]").forEach(setup); }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    setupAll(document);
+    window.setInterval(function () {
+      if (document.hidden) return;
+      document.querySelectorAll("canvas[data-url][data-ready]").forEach(function (canvas) {
+        if ((canvas.dataset.range || "1h") === "1h") load(canvas);
+      });
+    }, REFRESH_MS);
+  });
+  document.addEventListener("htmx:afterSettle", function (e) { setupAll(e.target); });
+})();
