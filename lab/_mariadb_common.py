@@ -251,6 +251,23 @@ def kill_process(proc: psutil.Process, timeout: float = 10) -> None:
         raise LabError(f"pid {proc.pid} still alive {timeout:.0f} s after SIGKILL")
 
 
+def install_datadir(cnf: Path, datadir: Path, cwd: Path, timeout: float = 180) -> None:
+    """`mariadb-install-db` into `datadir` with the settings of `cnf` (root@localhost by unix_socket for
+    our OS user, no test db), owned by the server OS user. Raises LabError with the output on failure."""
+    datadir.mkdir(parents=True, exist_ok=True)
+    chown_tree(cwd)
+    argv = [install_db_binary(), f"--defaults-file={cnf}", "--auth-root-authentication-method=socket",
+            "--skip-test-db"]
+    user = server_os_user()
+    argv.append(f"--user={user}" if user else f"--auth-root-socket-user={socket_auth_user()}")
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=str(cwd),
+                         stdin=subprocess.DEVNULL)
+    if res.returncode != 0 or not (datadir / "mysql").is_dir():
+        raise LabError(f"mariadb-install-db into {datadir} failed ({res.returncode}):\n{res.stdout[-2000:]}"
+                       f"\n{res.stderr[-2000:]}")
+    chown_tree(cwd)
+
+
 # --------------------------------------------------------------------------------------------------
 # ports
 
