@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-pytest_plugins = ["lab.fixtures_proxysql", "lab.fixtures_galera"]
+pytest_plugins = ["lab.fixtures_proxysql", "lab.fixtures_galera", "lab.fixtures_replication"]
 
 
 def free_port():

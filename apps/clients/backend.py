@@ -142,6 +142,11 @@ class BackendClient:
             "MASTER_USE_GTID=slave_pos", (host, int(port), user, password), action="change primary")
         self.wire.execute("START SLAVE", action="start replication")
 
+    def take_own_binlog_as_replica_position(self):
+        """On a primary about to become a replica: start from what it wrote itself, not from an empty
+        position (which would ask the new primary for its whole history)."""
+        self.wire.execute("SET GLOBAL gtid_slave_pos = @@gtid_binlog_pos", action="set gtid_slave_pos")
+
     def server_uuid(self):
         return self.wire.execute("SELECT @@server_uuid", action="read server_uuid").rows[0][0]
 

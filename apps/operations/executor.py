@@ -7,6 +7,7 @@ writer back is a new switchover, not an automatic undo).
 """
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from django.db import transaction
@@ -36,6 +37,18 @@ class Cancelled(Exception):
     pass
 
 
+def _capture(fn):
+    """fn(x) -> (result, None) or ([], exception): lets every parallel node finish and report."""
+
+    def wrapped(item):
+        try:
+            return fn(item), None
+        except Exception as exc:  # handed back to the caller, which raises the first one
+            return [], exc
+
+    return wrapped
+
+
 class Run:
     """One execution of one operation by one worker: its open connections and its clock."""
 
@@ -45,6 +58,7 @@ class Run:
         self.admins = {}
         self.backends = {}
         self.last_beat = 0.0
+        self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix=f"operation-{operation.pk}")
 
     # -- connections -----------------------------------------------------------------------------
     def admin(self, node_id):
@@ -61,6 +75,7 @@ class Run:
         return self.backends[server_id]
 
     def close(self):
+        self.pool.shutdown(wait=True)
         for client in list(self.admins.values()) + list(self.backends.values()):
             client.close()
 
@@ -76,12 +91,34 @@ class Run:
 
     # -- the steps ---------------------------------------------------------------------------------
     def run_proxysql(self, step, executed, part=None):
-        for node_id, spec in (part or step.nodes).items():
+        """Each node's statements in order; the nodes in parallel (they are independent ProxySQLs)."""
+        nodes = part or step.nodes
+
+        def on_node(item):
+            node_id, spec = item
+            done = []
             for sql in spec["sql"]:
                 start = time.monotonic()
                 self.admin(node_id).run(sql, action=step.key)
-                executed.append({"node": spec.get("name", node_id), "sql": sql,
-                                 "ms": round((time.monotonic() - start) * 1000, 2)})
+                done.append({"node": spec.get("name", node_id), "sql": sql,
+                             "ms": round((time.monotonic() - start) * 1000, 2)})
+            return done
+
+        results = list(self.pool.map(_capture(on_node), nodes.items()))
+        for done, error in results:
+            executed.extend(done)
+        for done, error in results:
+            if error is not None:
+                raise error
+
+    def connect_all(self):
+        """Open every node's admin connection up front, in parallel: connecting is not a step's work.
+        (Clients are built here, in this thread: node threads never touch the database.)"""
+        for node_id in self.plan_nodes():
+            self.admin(node_id)
+        for _, error in self.pool.map(_capture(lambda nid: self.admin(nid).ping()), self.plan_nodes()):
+            if error is not None:
+                raise error
 
     def wait_drain(self, step, executed, detail):
         p = step.params
@@ -158,6 +195,8 @@ class Run:
         for other in cluster.servers.exclude(pk=new.pk):
             if other.pk != old.pk:
                 self.backend(other.pk).wait_for_gtid(position, timeout)
+            else:
+                self.backend(other.pk).take_own_binlog_as_replica_position()
             self.backend(other.pk).replicate_from(new.hostname, new.port, cluster.replication_user,
                                                   cluster.replication_password)
             executed.append({"server": other.pk, "action": "replicate_from", "primary": new.pk})
@@ -284,6 +323,7 @@ def run(operation_id):
     started = time.monotonic()
     error = None
     try:
+        runner.connect_all()
         for step, row in zip(runner.plan.steps, rows):
             runner.beat()
             step_start = time.monotonic()

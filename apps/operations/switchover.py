@@ -126,6 +126,25 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
             Guard("new_writer_queue", f"{B} recv queue <= {cluster.max_replication_lag}",
                   (b.local_recv_queue or 0) <= cluster.max_replication_lag, str(b.local_recv_queue)),
         ]
+    elif cluster.kind == ClusterKind.ASYNC:
+        try:
+            with BackendClient.for_server(B) as client:
+                replica = client.replica_status() or {}
+        except ClientError as exc:
+            replica = {"error": exc.message}
+        lag = replica.get("Seconds_Behind_Master")
+        guards += [
+            Guard("new_writer_replicates_old", f"{B} replicates from {A}",
+                  str(replica.get("Master_Port")) == str(A.port) and replica.get("Master_Host") in (A.hostname, "127.0.0.1", "localhost"),
+                  f"{replica.get('Master_Host')}:{replica.get('Master_Port')}" if replica else "not a replica"),
+            Guard("new_writer_replication_running", f"{B}'s replication threads run",
+                  replica.get("Slave_IO_Running") == "Yes" and replica.get("Slave_SQL_Running") == "Yes",
+                  f"IO {replica.get('Slave_IO_Running')}, SQL {replica.get('Slave_SQL_Running')}"),
+            Guard("new_writer_lag", f"{B} lag <= {cluster.max_replication_lag} s",
+                  lag not in (None, "") and int(lag) <= cluster.max_replication_lag, str(lag)),
+            Guard("replication_credentials", "The cluster has replication credentials to re-point replicas",
+                  bool(cluster.replication_user), cluster.replication_user or "not set", False),
+        ]
     available = sum(1 for s in states.values() if not isinstance(s, ClientError) and (s.synced_primary or not s.wsrep_on))
     guards.append(Guard("min_available", f"At least {cluster.min_available_readers} available node(s) besides the new writer",
                         available - 1 >= cluster.min_available_readers, f"{available} available"))
