@@ -127,7 +127,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so that Celery workers started by integration tests see the test database.
     # Named per process so that concurrent test runs on one machine do not share it.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test_controlplane_{os.getpid()}.sqlite3")}
-    DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20})
+    # WAL: pollers, workers and pages read while one writes; NORMAL sync is safe with WAL and makes
+    # each short transaction (an operation's step bookkeeping) cost well under a millisecond.
+    DATABASES["default"].setdefault("OPTIONS", {}).update({
+        "timeout": 20, "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"})
 if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
     DATABASES["default"].setdefault("OPTIONS", {}).update({"charset": "utf8mb4"})
     DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci",
