@@ -79,11 +79,13 @@ INSTALLED_APPS = [
     "apps.audit",
     "apps.fleet",
     "apps.monitoring",
+    "apps.digests",
     "apps.operations",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "apps.accounts.middleware.SecurityHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -186,9 +188,24 @@ BACKEND_READ_TIMEOUT = envfloat("BACKEND_READ_TIMEOUT", 0.8)
 
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = not DEBUG
+SESSION_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_AGE = envint("SESSION_COOKIE_AGE", 12 * 3600)
 CSRF_COOKIE_SECURE = not DEBUG
+CSRF_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+# Production sits behind TLS: redirect plain HTTP and tell browsers to stay on HTTPS.
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", not DEBUG)
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", not DEBUG)
+if envbool("SECURE_PROXY_SSL_HEADER", False):  # behind a proxy that sets X-Forwarded-Proto
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Login throttling: this many failures per user name or source address within the window.
+LOGIN_MAX_FAILURES = envint("LOGIN_MAX_FAILURES", 5)
+LOGIN_FAILURE_WINDOW_S = envint("LOGIN_FAILURE_WINDOW_S", 900)
 
 LOGGING = {
     "version": 1,

@@ -1,8 +1,10 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from .views import ThrottledLoginView
+
 app_name = "accounts"
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(template_name="accounts/login.html"), name="login"),
+    path("login/", ThrottledLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
 ]

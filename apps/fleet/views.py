@@ -1,6 +1,7 @@
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods
 
 from apps.accounts.roles import OPERATOR, require_role
@@ -85,6 +86,7 @@ def server_state(request, pk):
 
 @require_role(OPERATOR)
 @require_http_methods(["GET", "POST"])
+@sensitive_post_parameters("admin_password")
 def adopt_node(request):
     """Adopt a ProxySQL node: form -> preview (read from the node, nothing saved) -> confirm (all or nothing)."""
     if request.method == "POST" and "confirm" in request.POST:

@@ -1,0 +1,60 @@
+"""Login throttling, security headers and Django's deployment checks with production settings."""
+import os
+import subprocess
+import sys
+
+import pytest
+from cryptography.fernet import Fernet
+from django.conf import settings
+from django.urls import reverse
+
+from apps.audit.models import AuditEvent
+
+pytestmark = pytest.mark.django_db
+
+
+def login(client, username, password):
+    return client.post(reverse("accounts:login"), {"username": username, "password": password})
+
+
+def test_failed_logins_are_throttled_then_refused_even_with_the_right_password(client, viewer_user):
+    for _ in range(settings.LOGIN_MAX_FAILURES):
+        assert login(client, viewer_user.username, "wrong").status_code == 200
+    refused = login(client, viewer_user.username, "pw-" + viewer_user.username)
+    assert refused.status_code == 429 and b"Too many failed attempts" in refused.content
+    assert "_auth_user_id" not in client.session
+    assert AuditEvent.objects.filter(action="login failed").count() == settings.LOGIN_MAX_FAILURES
+    assert AuditEvent.objects.filter(action="login refused", outcome="refused").count() == 1
+
+
+def test_a_good_login_is_audited_and_clears_failures(client, viewer_user):
+    login(client, viewer_user.username, "wrong")
+    response = login(client, viewer_user.username, "pw-" + viewer_user.username)
+    assert response.status_code == 302
+    assert AuditEvent.objects.filter(action="login", actor=viewer_user.username).exists()
+
+
+def test_pages_carry_a_strict_content_security_policy(viewer_client):
+    response = viewer_client.get(reverse("fleet:overview"))
+    csp = response.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
+    assert response.headers["X-Frame-Options"] == "DENY" and response.headers["Cache-Control"] == "private, no-store"
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+
+
+def test_deploy_checks_are_clean_with_production_settings():
+    env = {**os.environ, "DJANGO_DEBUG": "0", "SECRET_KEY": Fernet.generate_key().decode() * 2,
+           "CREDENTIALS_KEYS": Fernet.generate_key().decode(), "ALLOWED_HOSTS": "console.example.org"}
+    env.pop("DATABASE_URL", None)
+    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+                            cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_production_refuses_to_start_without_its_secrets():
+    env = {**os.environ, "DJANGO_DEBUG": "0"}
+    env.pop("SECRET_KEY", None)
+    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=settings.BASE_DIR, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0 and "SECRET_KEY must be set" in result.stderr
