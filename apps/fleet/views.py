@@ -4,7 +4,7 @@ from django.template.response import TemplateResponse
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods
 
-from apps.accounts.roles import OPERATOR, require_role
+from apps.accounts.roles import OPERATOR, VIEWER, require_role
 from apps.audit.services import record
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import ProxySQLAdmin
@@ -20,6 +20,7 @@ from .secrets import decrypt, encrypt
 ADOPT_SESSION_KEY = "pending_adoption"
 
 
+@require_role(VIEWER)
 def cluster_detail(request, pk):
     cluster = get_object_or_404(Cluster, pk=pk)
     memberships = (HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server")
@@ -38,6 +39,7 @@ def cluster_detail(request, pk):
     })
 
 
+@require_role(VIEWER)
 def cluster_drift(request, pk):
     """htmx partial: drift read live from every ProxySQL node of the cluster."""
     cluster = get_object_or_404(Cluster, pk=pk)
@@ -45,12 +47,14 @@ def cluster_drift(request, pk):
                             {"cluster": cluster, "drift": drift.cluster_drift(cluster)})
 
 
+@require_role(VIEWER)
 def proxysql_node_detail(request, pk):
     node = get_object_or_404(ProxySQLNode.objects.select_related("cluster"), pk=pk)
     return TemplateResponse(request, "fleet/proxysql_node.html", {"mirror_rules": node.mirror_rules.all(),
                                                                  **monitoring_views.proxysql_context(node)})
 
 
+@require_role(VIEWER)
 def proxysql_node_runtime(request, pk):
     """htmx partial: the node's runtime_mysql_servers, read now."""
     node = get_object_or_404(ProxySQLNode, pk=pk)
@@ -63,12 +67,14 @@ def proxysql_node_runtime(request, pk):
     return TemplateResponse(request, "fleet/proxysql_node.html#runtime", {"node": node, "rows": rows, "error": error})
 
 
+@require_role(VIEWER)
 def server_detail(request, pk):
     server = get_object_or_404(Server.objects.select_related("cluster"), pk=pk)
     return TemplateResponse(request, "fleet/server.html", {"memberships": server.memberships.all(),
                                                            **monitoring_views.server_context(server)})
 
 
+@require_role(VIEWER)
 def server_state(request, pk):
     """htmx partial: what the backend says about itself now (wsrep, read_only)."""
     server = get_object_or_404(Server.objects.select_related("cluster"), pk=pk)

@@ -5,7 +5,7 @@ from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseStopPolling
 
-from apps.accounts.roles import OPERATOR, require_role
+from apps.accounts.roles import OPERATOR, VIEWER, require_role
 from apps.audit.services import record
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
@@ -17,6 +17,7 @@ from .models import Operation
 from .plans import Plan
 
 
+@require_role(VIEWER)
 def operation_list(request):
     page = Paginator(Operation.objects.select_related("cluster"), 50).get_page(request.GET.get("page"))
     return TemplateResponse(request, "operations/list.html", {"page": page})
@@ -66,6 +67,7 @@ def restore_new(request, server_pk):
     return redirect(services.save_plan(drain.plan_restore(server), request=request))
 
 
+@require_role(VIEWER)
 def operation_detail(request, pk):
     op = get_object_or_404(Operation.objects.select_related("cluster"), pk=pk)
     plan = Plan.from_json(op.plan)
@@ -85,6 +87,7 @@ def _autoinc_likely(plan):
     return unknown and any(n.get("autoinc") not in (None, "0") for n in plan.facts.get("nodes", {}).values())
 
 
+@require_role(VIEWER)
 def operation_progress(request, pk):
     """htmx partial polled while the operation runs; answers 286 (stop polling) once it has finished."""
     op = get_object_or_404(Operation.objects.select_related("cluster"), pk=pk)
