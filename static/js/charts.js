@@ -56,7 +56,10 @@
       if (data.y.min !== undefined) y.min = data.y.min;
       if (data.y.max !== undefined) y.max = data.y.max;
       if (data.y.ticks) {
-        y.ticks = { stepSize: 1, callback: function (v) { return data.y.ticks[String(v)] || ""; } };
+        // Named levels (wsrep states): one tick per level, labelled with its name.
+        const levels = Object.keys(data.y.ticks).map(Number);
+        y.afterBuildTicks = function (axis) { axis.ticks = levels.map(function (v) { return { value: v }; }); };
+        y.ticks = { autoSkip: false, callback: function (v) { return data.y.ticks[String(v)] || ""; } };
       }
     }
     return y;

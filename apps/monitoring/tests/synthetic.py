@@ -24,10 +24,10 @@ def fleet(clusters, nodes_per_cluster=2, backends_per_cluster=6, prefix="synth")
     nodes, servers = [], []
     for i, cid in enumerate(cluster_ids):
         for n in range(nodes_per_cluster):
-            nodes.append(ProxySQLNode(cluster_id=cid, name=f"px-{i:04d}-{n}", admin_host=f"10.{i // 250}.{i % 250}.{n + 1}",
+            nodes.append(ProxySQLNode(cluster_id=cid, name=f"px-{i:04d}-{n}", admin_host=f"{prefix}-px-{i}-{n}.example",
                                       admin_port=6032, admin_user="admin"))
         for b in range(backends_per_cluster):
-            servers.append(Server(cluster_id=cid, hostname=f"db-{i:04d}-{b}.example", port=3306))
+            servers.append(Server(cluster_id=cid, hostname=f"{prefix}-db-{i:04d}-{b}.example", port=3306))
     ProxySQLNode.objects.bulk_create(nodes, batch_size=500)
     ProxySQLNode.objects.filter(cluster_id__in=cluster_ids).update(admin_password=password)
     Server.objects.bulk_create(servers, batch_size=500)

@@ -1,0 +1,145 @@
+"""Chart JSON: resolution by range, gaps (missing polls, unreachable polls, empty rollup buckets), the
+rollups' unfinished tail, bucketing of long windows. Samples are bulk-created: no network."""
+import time
+from datetime import datetime, timezone
+
+import pytest
+from django.urls import reverse
+
+from apps.fleet.models import Cluster, ProxySQLNode, Server
+from apps.monitoring import charts
+from apps.monitoring.models import HOUR, MINUTE, RAW, BackendSample, PoolSample, ProxySQLSample
+from apps.monitoring.templatetags.monitoring import sparkline
+
+pytestmark = pytest.mark.django_db
+NOW = 1_800_000_000.0  # a fixed "now", on a whole hour
+
+
+def dt(epoch):
+    return datetime.fromtimestamp(epoch, tz=timezone.utc)
+
+
+@pytest.fixture
+def node(db):
+    cluster = Cluster.objects.create(name="c", writer_hostgroup=100, reader_hostgroup=101, poll_interval_s=2.0,
+                                     max_replication_lag=50)
+    Server.objects.create(cluster=cluster, hostname="db1", port=3306)
+    return ProxySQLNode.objects.create(cluster=cluster, name="p", admin_host="127.0.0.1", admin_port=6032,
+                                       admin_user="admin")
+
+
+def values(data, label):
+    return next(s["values"] for s in data["series"] if s["label"] == label)
+
+
+def test_resolution_follows_the_range():
+    assert [charts.resolution_for(charts.RANGES[r]) for r in ("1h", "6h", "24h", "7d", "30d")] == \
+        [RAW, RAW, MINUTE, MINUTE, HOUR]
+    assert charts.Window("1h", 2.0, NOW).bucket is None  # 1,800 raw polls: drawn as they are
+    assert charts.Window("6h", 2.0, NOW).bucket == 12  # 10,800 polls -> 12 s buckets, at most 2,000 points
+    assert charts.Window("24h", 2.0, NOW).bucket == 60
+    assert charts.Window("7d", 2.0, NOW).bucket == 360
+    assert charts.Window("nonsense", 2.0, NOW).range == "1h"
+
+
+def test_a_missing_stretch_and_an_unreachable_poll_are_gaps_never_drawn_through(node):
+    start = NOW - 600
+    stamps = [start + 2 * i for i in range(60)] + [start + 180 + 2 * i for i in range(30)]  # 60 s hole
+    rows = [ProxySQLSample(node=node, ts=dt(t), questions_ps=100.0 + i, conn_used=4) for i, t in enumerate(stamps)]
+    rows[10].reachable, rows[10].questions_ps, rows[10].conn_used = False, None, None  # a failed poll
+    ProxySQLSample.objects.bulk_create(rows)
+    data = charts.chart("proxysql", "queries", node, "1h", now=NOW)
+    assert data["resolution"] == 0 and data["bucket"] == 0
+    assert data["start"] == (NOW - 3600) * 1000 and data["end"] == NOW * 1000
+    t, q = data["t"], values(data, "Questions/s (all)")
+    assert len(t) == len(stamps) + 1 and len(q) == len(t)  # one null point inserted in the hole
+    nulls = [i for i, v in enumerate(q) if v is None]
+    assert nulls == [10, 60]
+    assert t[10] == stamps[10] * 1000  # the unreachable poll, at its own time
+    assert stamps[59] * 1000 < t[60] < stamps[60] * 1000  # the hole
+    assert t == sorted(t)
+    assert q[0] == 100.0 and q[-1] == 189.0
+
+
+def test_a_pool_server_missing_from_some_polls_is_a_gap_in_its_own_series_only(node):
+    stamps = [NOW - 100 + 2 * i for i in range(10)]
+    ProxySQLSample.objects.bulk_create([ProxySQLSample(node=node, ts=dt(t)) for t in stamps])
+    pool = []
+    for i, t in enumerate(stamps):
+        pool.append(PoolSample(node=node, ts=dt(t), hostgroup=100, srv_host="db1", srv_port=3306, status="ONLINE",
+                               conn_used=4, conn_free=1, latency_us=300))
+        if i not in (4, 5):
+            pool.append(PoolSample(node=node, ts=dt(t), hostgroup=101, srv_host="db2", srv_port=3306, status="ONLINE",
+                                   conn_used=2, conn_free=3, latency_us=200))
+    PoolSample.objects.bulk_create(pool)
+    data = charts.chart("proxysql", "connections", node, "1h", now=NOW)
+    assert values(data, "used · hg 100 · db1:3306") == [4] * 10
+    assert values(data, "used · hg 101 · db2:3306") == [2, 2, 2, 2, None, None, 2, 2, 2, 2]
+    latency = charts.chart("proxysql", "latency", node, "1h", now=NOW)
+    assert values(latency, "hg 100 · db1:3306") == [0.3] * 10 and latency["unit"] == "ms"
+
+
+def test_rollups_and_the_tail_they_have_not_reached_yet(node):
+    # 1-minute rollups until 10 minutes ago, then only raw polls (the rollup task has not run since)
+    rolled_until = NOW - 600
+    minutes = [rolled_until - 60 * i for i in range(1, 120)]
+    rollups = [ProxySQLSample(node=node, ts=dt(t), resolution=MINUTE, questions_ps=50.0) for t in minutes]
+    rollups[5].questions_ps = None  # a minute in which every poll failed: a gap
+    rollups[6].reachable = False  # a minute with one failed poll among good ones: still drawn
+    ProxySQLSample.objects.bulk_create(rollups)
+    raw = [ProxySQLSample(node=node, ts=dt(rolled_until + 2 * i), questions_ps=80.0 + (i % 2) * 20)
+           for i in range(300)]
+    ProxySQLSample.objects.bulk_create(raw)
+    data = charts.chart("proxysql", "queries", node, "24h", now=NOW)
+    assert data["resolution"] == MINUTE and data["bucket"] == 60
+    q = values(data, "Questions/s (all)")
+    t = data["t"]
+    assert len(t) == 119 + 10 and t == sorted(t)
+    assert q.count(None) == 1 and q[t.index(minutes[5] * 1000)] is None
+    assert q[t.index(minutes[6] * 1000)] == 50.0
+    assert q[-10:] == [90.0] * 10  # raw tail bucketed by minute: averages of 80 and 100
+    assert all(b - a == 60_000 for a, b in zip(t, t[1:]))  # no hole between rollups and tail
+
+
+def test_a_long_raw_window_is_bucketed_with_queue_maxima(node):
+    start = NOW - 6 * 3600
+    rows = [ProxySQLSample(node=node, ts=dt(start + 2 * i), mirror_queue_length=(500 if i % 6 == 3 else 10),
+                           mirror_max_queue_length=50, mysql_threads=4) for i in range(6 * 1800)]
+    ProxySQLSample.objects.bulk_create(rows, batch_size=2000)
+    data = charts.chart("proxysql", "mirror_queue", node, "6h", now=NOW)
+    assert data["resolution"] == RAW and data["bucket"] == 12 and len(data["t"]) == 1800
+    queue = values(data, "Mirror_queue_length (total over mysql-threads)")
+    assert set(queue) == {500}  # the worst moment of each bucket, never averaged away
+    assert set(values(data, "limit: mirror_max_queue_length × mysql-threads")) == {200}  # 50 per thread x 4
+    assert set(values(data, "80% of the limit")) == {160}
+
+
+def test_backend_charts_and_their_gaps(node):
+    server = Server.objects.get()
+    stamps = [NOW - 60 + 2 * i for i in range(20)]
+    rows = [BackendSample(server=server, ts=dt(t), local_state=4 if i < 10 else 2, recv_queue=i * 10,
+                          flow_control_paused=0.1) for i, t in enumerate(stamps)]
+    rows[15].reachable, rows[15].local_state, rows[15].recv_queue = False, None, None
+    BackendSample.objects.bulk_create(rows)
+    state = charts.chart("backend", "wsrep_state", server, "1h", now=NOW)
+    assert values(state, "wsrep_local_state (worst in each bucket)") == [4] * 10 + [2] * 5 + [None] + [2] * 4
+    queue = charts.chart("backend", "recv_queue", server, "1h", now=NOW)
+    assert values(queue, "cluster's max_replication_lag")[0] == 50
+    assert values(queue, "wsrep_local_recv_queue (max in each bucket)")[15] is None
+
+
+def test_chart_views(node, viewer_client):
+    ProxySQLSample.objects.create(node=node, ts=dt(time.time() - 5), questions_ps=7.0)
+    response = viewer_client.get(reverse("monitoring:proxysql_chart", args=[node.pk, "queries"]) + "?range=6h")
+    assert response.status_code == 200 and response["Content-Type"] == "application/json"
+    assert response.json()["range"] == "6h" and values(response.json(), "Questions/s (all)") == [7.0]
+    assert viewer_client.get(reverse("monitoring:proxysql_chart", args=[node.pk, "nope"])).status_code == 404
+    server = Server.objects.get()
+    assert viewer_client.get(reverse("monitoring:server_chart", args=[server.pk, "queries"])).status_code == 404
+    assert viewer_client.get(reverse("monitoring:server_chart", args=[server.pk, "recv_queue"])).status_code == 200
+
+
+def test_sparklines_break_at_gaps():
+    svg = sparkline([1, 2, None, 3, 4, None, None, 5])
+    assert svg.count("<polyline") == 2 and svg.count("<circle") == 1  # a lone point is a dot, not a line
+    assert "no data" in sparkline([None, None])
