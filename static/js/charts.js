@@ -35,6 +35,14 @@
       pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + ":" + pad(d.getUTCSeconds()) + " UTC";
   }
 
+  // No dots on lines; a value with gaps on both sides has no line to show it, so it gets a dot.
+  function isolatedPoint(ctx) {
+    const d = ctx.dataset.data, i = ctx.dataIndex;
+    if (!d[i] || d[i].y === null) return 0;
+    const before = i > 0 ? d[i - 1].y : null, after = i < d.length - 1 ? d[i + 1].y : null;
+    return before === null && after === null ? 2.5 : 0;
+  }
+
   function datasets(data) {
     let colourIndex = 0;
     return data.series.map(function (s) {
@@ -45,7 +53,7 @@
         data: data.t.map(function (x, i) { return { x: x, y: s.values[i] }; }),
         borderColor: colour, backgroundColor: colour,
         borderWidth: style.borderWidth, borderDash: style.borderDash || [], stepped: style.stepped || false,
-        pointRadius: 0, pointHitRadius: 4, spanGaps: false, tension: 0,
+        pointRadius: isolatedPoint, pointHitRadius: 4, spanGaps: false, tension: 0,
       };
     });
   }
