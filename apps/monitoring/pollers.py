@@ -13,10 +13,12 @@ from datetime import datetime, timezone
 
 from django.conf import settings
 from django.db import close_old_connections
+from django.db.models import ExpressionWrapper, F, TextField
 
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
+from apps.fleet import secrets
 from apps.fleet.models import ProxySQLNode, Server
 
 from . import live
@@ -53,6 +55,35 @@ def _cached(kind, obj, factory, fingerprint):
     return client
 
 
+def _decrypt_deferred(obj, field, token):
+    """Give a model loaded by a shard query its plain credential, only when a connection is opened."""
+    if token is not None and field in obj.get_deferred_fields():
+        setattr(obj, field, secrets.decrypt(token))
+
+
+def _proxysql_admin(node):
+    # The fingerprint holds the stored token when the shard query loaded one (see *_for_shard), else the
+    # plain password of a model the caller loaded: a changed credential opens a new connection either way.
+    token = getattr(node, "admin_password_stored", None)
+
+    def connect(n):
+        _decrypt_deferred(n, "admin_password", token)
+        return ProxySQLAdmin.for_node(n)
+    return _cached(live.PROXYSQL, node, connect, (node.admin_host, node.admin_port, node.admin_user,
+                                                  node.admin_password if token is None else token))
+
+
+def _backend_client(server):
+    cluster = server.cluster
+    token = getattr(server, "monitor_password_stored", None)
+
+    def connect(s):
+        _decrypt_deferred(cluster, "monitor_password", token)
+        return BackendClient.for_server(s)
+    return _cached(live.BACKEND, server, connect, (server.hostname, server.port, cluster.monitor_user,
+                                                   cluster.monitor_password if token is None else token))
+
+
 def _rate(current, previous, dt):
     if current is None or previous is None or dt <= 0 or current < previous:
         return None
@@ -86,8 +117,7 @@ def _failure(prev, exc, ts):
 # -- ProxySQL --------------------------------------------------------------------------------------
 def poll_proxysql(node, prev, ts, want_variables):
     """Poll one ProxySQL node. Returns (latest doc, ProxySQLSample, [PoolSample])."""
-    admin = _cached(live.PROXYSQL, node, ProxySQLAdmin.for_node,
-                    (node.admin_host, node.admin_port, node.admin_user, node.admin_password))
+    admin = _proxysql_admin(node)
     pool = admin.connection_pool()
     stats = admin.stats_global()
     runtime = admin.servers("runtime")
@@ -162,9 +192,7 @@ def proxysql_round(nodes, *, now=None, threads=None):
 # -- backends --------------------------------------------------------------------------------------
 def poll_backend(server, ts):
     """Poll one backend. Returns (latest doc, BackendSample)."""
-    cluster = server.cluster
-    client = _cached(live.BACKEND, server, BackendClient.for_server,
-                     (server.hostname, server.port, cluster.monitor_user, cluster.monitor_password))
+    client = _backend_client(server)
     state = client.state()
     lag = None
     if not state.wsrep_on:
@@ -235,9 +263,24 @@ def _write_latest(kind, docs):
         log.warning("latest state not written: Redis unavailable (%s)", exc)
 
 
+def _stored(field):
+    """A credential column as stored (its token), without the field's decryption on load."""
+    return ExpressionWrapper(F(field), output_field=TextField())
+
+
 def proxysql_nodes_for_shard(shard, shards):
-    return [n for n in ProxySQLNode.objects.select_related("cluster").order_by("pk") if n.pk % shards == shard]
+    """The shard's nodes (pk modulo shards, in SQL), with only what a poll reads; the admin password stays
+    encrypted (admin_password_stored) until a connection is opened."""
+    return list(ProxySQLNode.objects.select_related("cluster")
+                .only("name", "admin_host", "admin_port", "admin_user", "cluster__poll_interval_s")
+                .annotate(shard_index=F("pk") % shards, admin_password_stored=_stored("admin_password"))
+                .filter(shard_index=shard).order_by("pk"))
 
 
 def servers_for_shard(shard, shards):
-    return [s for s in Server.objects.select_related("cluster").order_by("pk") if s.pk % shards == shard]
+    """The shard's backends, as proxysql_nodes_for_shard: the monitor password stays encrypted
+    (monitor_password_stored) until a connection is opened."""
+    return list(Server.objects.select_related("cluster")
+                .only("hostname", "port", "cluster__poll_interval_s", "cluster__monitor_user")
+                .annotate(shard_index=F("pk") % shards, monitor_password_stored=_stored("cluster__monitor_password"))
+                .filter(shard_index=shard).order_by("pk"))
