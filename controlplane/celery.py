@@ -27,6 +27,12 @@ def _beat_schedule():
             }
     schedule["roll up monitoring history and apply retention"] = {
         "task": "monitoring.rollup_and_prune", "schedule": 60.0, "options": {"expires": 50}}
+    for shard in range(settings.MONITOR_SHARDS):  # each node is polled when its digest interval has passed
+        schedule[f"poll query digests, shard {shard} of {settings.MONITOR_SHARDS}"] = {
+            "task": "digests.poll_shard", "schedule": 5.0, "args": (shard, settings.MONITOR_SHARDS),
+            "options": {"expires": 4.5}}
+    schedule["roll up query digest history and apply retention"] = {
+        "task": "digests.rollup_and_prune", "schedule": 60.0, "options": {"expires": 50}}
     schedule["roll back operations whose worker died"] = {
         "task": "operations.reap_stale", "schedule": 5.0, "options": {"expires": 4}}
     return schedule
@@ -34,4 +40,4 @@ def _beat_schedule():
 
 app.conf.beat_schedule = _beat_schedule()
 # Task modules, imported by workers and beat at start (not at Django start: apps are not ready then).
-app.conf.imports = ["workers.monitoring", "workers.operations"]
+app.conf.imports = ["workers.monitoring", "workers.operations", "workers.digests"]

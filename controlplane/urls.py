@@ -6,6 +6,7 @@ urlpatterns = [
     path("monitoring/", include("apps.monitoring.urls")),
     path("accounts/", include("apps.accounts.urls")),
     path("audit/", include("apps.audit.urls")),
+    path("digests/", include("apps.digests.urls")),
     path("operations/", include("apps.operations.urls")),
     path("admin/", admin.site.urls),
 ]

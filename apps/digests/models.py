@@ -27,11 +27,11 @@ class Digest(models.Model):
     """One digest hash and its text, as ProxySQL normalised it (texts can be long: stored once)."""
 
     digest = models.CharField(max_length=18, unique=True, help_text="ProxySQL's hash, e.g. 0x695FBF255DBEB0DD")
-    text = models.TextField()
-    first_polled_at = models.IntegerField(help_text="epoch seconds (poller clock) of the poll that first stored it")
+    digest_text = models.TextField()
+    first_polled_at = models.IntegerField(null=True, help_text="epoch seconds (poller clock) of the poll that first stored it")
 
     def __str__(self):
-        return f"{self.digest} {self.text[:60]}"
+        return f"{self.digest} {self.digest_text[:60]}"
 
 
 class DigestSource(models.Model):
@@ -77,7 +77,8 @@ class DigestPoll(models.Model):
                              db_index=False)
     polls_ok = models.IntegerField(default=0, help_text="polls that produced deltas")
     polls_failed = models.IntegerField(default=0)
-    rows = models.IntegerField(default=0, help_text="DigestStat rows written")
+    stat_rows = models.IntegerField(default=0, help_text="DigestStat rows written")
+    interval_s = models.FloatField(default=0, help_text="seconds of traffic the deltas cover (poll to poll)")
 
 
 class DigestNodeState(models.Model):

@@ -7,6 +7,7 @@ read bounded by the client's timeouts (the digest read by MONITOR_DIGEST_READ_TI
 still runs skips the tick and counts it.
 
 One node's poll (poll_node): its previous counters (the baseline, a Redis hash per node) -> read
+ProxySQL_Uptime (lower than at the previous poll: a restart, every row starts afresh) and
 stats_mysql_query_digest without the texts -> deltas (deltas.py) -> texts only of digests never
 stored before -> then in the main thread: one short transaction per node writes its DigestStat rows,
 its DigestPoll row and DigestNodeState.baseline_ts = this poll's time; after the commit the new
@@ -85,21 +86,30 @@ class NodeResult:
     texts: dict = field(default_factory=dict)
     error: Exception | None = None
     seconds: float = 0.0
+    uptime: int = -1
 
 
 # -- one node ----------------------------------------------------------------------------------------
 def _baseline(r, node_pk, committed_ts):
-    """The previous counters of this node, or None when there are none we can trust."""
+    """(previous counters of this node or None when there are none we can trust, ProxySQL's uptime then)."""
     stored = r.hgetall(baseline_key(node_pk))
-    meta = stored.pop(META_FIELD, None)
-    if meta is None or committed_ts is None:
-        return None
+    meta = stored.pop(META_FIELD, b"").split()
+    if len(meta) != 2 or committed_ts is None:
+        return None, None
     try:
-        if abs(float(meta) - committed_ts) > 1e-3:
-            return None  # Redis and the database disagree about the last poll: start again
+        ts, uptime = float(meta[0]), int(meta[1])
     except ValueError:
-        return None
-    return stored
+        return None, None
+    if abs(ts - committed_ts) > 1e-3:
+        return None, None  # Redis and the database disagree about the last poll: start again
+    return stored, uptime
+
+
+def _uptime(admin):
+    try:
+        return int(admin.stats_global().get("ProxySQL_Uptime"))
+    except (TypeError, ValueError):
+        return -1  # not told: rely on the per-row checks alone
 
 
 def _unknown_digests(hashes):
@@ -115,11 +125,16 @@ def poll_node(node, state, ts):
     started = time.monotonic()
     result = NodeResult(node=node, ts=ts)
     try:
-        baseline = _baseline(live.client(), node.pk, state.baseline_ts if state else None)
+        baseline, uptime_then = _baseline(live.client(), node.pk, state.baseline_ts if state else None)
         admin = _admin(node)
+        result.uptime = _uptime(admin)
         rows = admin.query_digest(timeout=settings.MONITOR_DIGEST_READ_TIMEOUT)
         result.rows = len(rows)
-        result.outcome = deltas_mod.compute(rows, baseline)
+        restarted = baseline is not None and 0 <= result.uptime < uptime_then
+        # After a restart every counter is younger than the previous poll: all of it is this interval's.
+        result.outcome = deltas_mod.compute(rows, {} if restarted else baseline)
+        if restarted:
+            result.outcome.resets = len(rows)
         unknown = _unknown_digests({d.digest for d in result.outcome.deltas})
         if unknown:
             result.texts = admin.query_digest_texts(None if len(unknown) > FULL_TEXT_READ_OVER else unknown,
@@ -138,7 +153,7 @@ def _digest_id_map(hashes, texts, ts):
     missing = _unknown_digests(hashes)
     if missing:
         Digest.objects.bulk_create(
-            [Digest(digest=h, text=(texts.get(h) or "").replace("\x00", ""), first_polled_at=ts) for h in missing],
+            [Digest(digest=h, digest_text=(texts.get(h) or "").replace("\x00", ""), first_polled_at=ts) for h in missing],
             batch_size=1000, ignore_conflicts=True)
         _unknown_digests(missing)
     return _digest_ids
@@ -191,6 +206,7 @@ def store(result, state):
         objs = [DigestStat(resolution=RAW, ts=ts, source_id=source_ids[(node.pk, *_source_key(d))],
                            digest_id=digest_ids[d.digest], count_star=d.count_star, sum_time=d.sum_time,
                            min_time=d.min_time, max_time=d.max_time) for d in outcome.deltas]
+    state_baseline = state.baseline_ts or ts
     state.baseline_ts = ts
     state.last_ok_ts = ts
     state.digests, state.changed, state.resets = result.rows, len(objs), outcome.resets
@@ -199,7 +215,7 @@ def store(result, state):
     with transaction.atomic():
         DigestStat.objects.bulk_create(objs, batch_size=2000)
         DigestPoll.objects.create(resolution=RAW, ts=ts, node_id=node.pk, polls_ok=0 if outcome.full else 1,
-                                  rows=len(objs))
+                                  stat_rows=len(objs), interval_s=0 if outcome.full else ts - state_baseline)
         state.save()
     return state
 
@@ -214,7 +230,7 @@ def _write_baseline(r, result):
         pipe.hset(key, mapping=dict(items[i:i + 10000]))
     for i in range(0, len(outcome.removed), 10000):
         pipe.hdel(key, *outcome.removed[i:i + 10000])
-    pipe.hset(key, META_FIELD, repr(float(result.ts)))
+    pipe.hset(key, META_FIELD, f"{float(result.ts)!r} {result.uptime}")
     pipe.expire(key, BASELINE_TTL_S)
     pipe.execute()
 
@@ -337,10 +353,9 @@ def _roll_bucket(level, source, start, stop):
             [level, start, source, start, stop])
         rows = cur.rowcount
         cur.execute(
-            f"INSERT INTO {poll} (resolution, ts, node_id, polls_ok, polls_failed, `rows`)"
-            f" SELECT %s, %s, node_id, SUM(polls_ok), SUM(polls_failed), SUM(`rows`)"
-            f" FROM {poll} WHERE resolution = %s AND ts >= %s AND ts < %s GROUP BY node_id"
-            .replace("`", '"' if connection.vendor == "sqlite" else "`"),
+            f"INSERT INTO {poll} (resolution, ts, node_id, polls_ok, polls_failed, stat_rows, interval_s)"
+            f" SELECT %s, %s, node_id, SUM(polls_ok), SUM(polls_failed), SUM(stat_rows), SUM(interval_s)"
+            f" FROM {poll} WHERE resolution = %s AND ts >= %s AND ts < %s GROUP BY node_id",
             [level, start, source, start, stop])
     return max(rows, 0)
 

@@ -1,0 +1,440 @@
+"""Reads for the digest pages: which rows answer a window, top digests, one digest's detail and chart.
+
+A window [start, end) is answered from the coarsest complete buckets that fit inside it and finer
+rows at its edges (plan_window): a 24 h window touches ~24 hourly rows per digest and source instead of
+2,880 raw ones, and stays exact to the poll at both ends. Where the finer rows have passed their
+retention, the window's edges snap outward to the buckets still kept (effective_window), and the page
+says so.
+"""
+import math
+import time
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import connection
+
+from apps.fleet.models import Cluster, ProxySQLNode
+
+from .models import DAY, FIVE_MINUTES, HOUR, LEVELS, RAW, Digest, DigestNodeState, DigestPoll, DigestSource, DigestStat
+from .services import retention_s, rolled_until
+
+PER_PAGE = 50
+# sort key -> (SQL expression over the grouped rows, label). Ties break on the digest id.
+SORTS = {
+    "total": ("SUM(sum_time)", "total time"),
+    "count": ("SUM(count_star)", "count"),
+    "avg": ("SUM(sum_time) * 1.0 / SUM(count_star)", "average time"),
+    "max": ("MAX(max_time)", "max time"),
+}
+DEFAULT_SORT = "total"
+
+
+@dataclass(frozen=True)
+class Filters:
+    cluster: int | None = None
+    node: int | None = None
+    hostgroup: int | None = None
+    username: str = ""
+    schemaname: str = ""
+    search: str = ""
+
+    @property
+    def by_source(self):
+        return any(v not in (None, "") for v in (self.cluster, self.node, self.hostgroup, self.username,
+                                                 self.schemaname))
+
+
+@dataclass
+class Window:
+    start: int
+    end: int
+    snapped: bool = False  # edges moved outward to buckets still kept
+    pieces: list = field(default_factory=list)
+
+    @property
+    def seconds(self):
+        return self.end - self.start
+
+
+# -- the window ----------------------------------------------------------------------------------------
+def effective_window(start, end, now=None):
+    """Snap [start, end) outward to the finest level whose rows are still kept at each edge."""
+    now = int(now or time.time())
+    keep = retention_s()
+    snapped = False
+
+    def snap(ts, up):
+        nonlocal snapped
+        for level in (RAW,) + LEVELS:
+            if ts >= now - keep[level]:
+                if level == RAW:
+                    return ts
+                aligned = (math.ceil(ts / level) if up else ts // level) * level
+                snapped = snapped or aligned != ts
+                return aligned
+        oldest = now - keep[DAY]
+        snapped = True
+        return max(ts, oldest // DAY * DAY)
+
+    s, e = snap(start, up=False), snap(end, up=True)
+    return Window(start=s, end=max(e, s), snapped=snapped)
+
+
+def finest_kept(ts, now=None):
+    """The finest resolution whose rows at `ts` are still kept (raw counts as a minute for charts)."""
+    now = int(now or time.time())
+    keep = retention_s()
+    for level in (RAW,) + LEVELS:
+        if ts >= now - keep[level]:
+            return level
+    return DAY
+
+
+def plan_window(start, end, marks=None):
+    """[(resolution, from_ts, to_ts)]: disjoint pieces covering [start, end), coarse in the middle."""
+    marks = rolled_until() if marks is None else marks
+    levels = tuple(sorted(LEVELS, reverse=True))
+
+    def cover(a, b, levels):
+        if a >= b:
+            return []
+        for i, level in enumerate(levels):
+            done = marks.get(level)
+            if not done:
+                continue
+            s = -(-a // level) * level
+            e = min(b // level * level, done // level * level)
+            if s < e:
+                finer = levels[i + 1:]
+                return cover(a, s, finer) + [(level, s, e)] + cover(e, b, finer)
+        return [(RAW, a, b)]
+
+    return cover(start, end, levels)
+
+
+def _pieces_sql(pieces, alias=""):
+    col = f"{alias}." if alias else ""
+    parts, params = [], []
+    for resolution, a, b in pieces:
+        parts.append(f"({col}resolution = %s AND {col}ts >= %s AND {col}ts < %s)")
+        params += [resolution, a, b]
+    return "(" + (" OR ".join(parts) or "1 = 0") + ")", params
+
+
+def _pieces_q(pieces):
+    from django.db.models import Q
+
+    q = Q(resolution=-1)  # matches nothing: an empty window
+    for resolution, a, b in pieces:
+        q |= Q(resolution=resolution, ts__gte=a, ts__lt=b)
+    return q
+
+
+def _source_qs(filters):
+    qs = DigestSource.objects.all()
+    if filters.cluster is not None:
+        qs = qs.filter(node__cluster_id=filters.cluster)
+    if filters.node is not None:
+        qs = qs.filter(node_id=filters.node)
+    if filters.hostgroup is not None:
+        qs = qs.filter(hostgroup=filters.hostgroup)
+    if filters.username:
+        qs = qs.filter(username=filters.username)
+    if filters.schemaname:
+        qs = qs.filter(schemaname=filters.schemaname)
+    return qs
+
+
+def _digest_search_qs(search):
+    from django.db.models import Q
+
+    q = Q(digest_text__icontains=search)
+    if search.lower().startswith("0x") and len(search) <= 18:
+        q |= Q(digest__iexact=search)
+    return Digest.objects.filter(q)
+
+
+def _where(window, filters):
+    sql, params = _pieces_sql(window.pieces)
+    where, args = [sql], list(params)
+    if filters.by_source:
+        sub, sub_params = _source_qs(filters).values("pk").query.sql_with_params()
+        where.append(f"source_id IN ({sub})")
+        args += list(sub_params)
+    if filters.search:
+        sub, sub_params = _digest_search_qs(filters.search).values("pk").query.sql_with_params()
+        where.append(f"digest_id IN ({sub})")
+        args += list(sub_params)
+    return " AND ".join(where), args
+
+
+# -- top digests ---------------------------------------------------------------------------------------
+@dataclass
+class TopRow:
+    digest_id: int
+    count: int
+    total_us: int
+    max_us: int | None
+    min_us: int | None
+    digest: str = ""
+    text: str = ""
+    where: list = field(default_factory=list)
+
+    @property
+    def avg_us(self):
+        return self.total_us / self.count if self.count else None
+
+
+@dataclass
+class TopPage:
+    rows: list
+    total: int        # digests in the window (after filters)
+    number: int       # 1-based page number actually shown
+    pages: int
+    per_page: int = PER_PAGE
+
+    @property
+    def has_previous(self):
+        return self.number > 1
+
+    @property
+    def has_next(self):
+        return self.number < self.pages
+
+    @property
+    def first_index(self):
+        return (self.number - 1) * self.per_page + 1 if self.total else 0
+
+    @property
+    def last_index(self):
+        return min(self.number * self.per_page, self.total)
+
+
+INLINE_IDS = 500  # up to this many matching sources / digests go into the query as a list of ids
+
+
+def _ids_or_subquery(qs):
+    """(SQL for an IN (...), params, inline): the ids themselves when few, else the subquery."""
+    ids = list(qs.values_list("pk", flat=True)[:INLINE_IDS + 1])
+    if len(ids) <= INLINE_IDS:
+        return ",".join(["%s"] * len(ids)) or "NULL", ids, True
+    sub, sub_params = qs.values("pk").query.sql_with_params()
+    return sub, list(sub_params), False
+
+
+def _ranked_sql(window, filters, sort, descending):
+    """(SQL, params) ranking the window's digests, each row with the number of digests in the window.
+
+    One arm per piece of the window, glued with UNION ALL (SQLite's OR over one index deduplicates rows
+    it cannot have twice, a third of the time), grouped once by digest. Source filters go into every
+    arm (they change the sums); a search matching few digests too, a broad one filters the groups
+    (bounded by the cost of the unfiltered page, whatever the search). The count of digests comes
+    from the same groups: a second read of the CTE on SQLite (which materialises it once), a window
+    function elsewhere (MariaDB would compute the CTE twice; its window functions are cheap).
+    """
+    table = DigestStat._meta.db_table
+    params, conds, outer, outer_params, arm_params = [], "", "", [], []
+    if filters.by_source:
+        sql, ids, _ = _ids_or_subquery(_source_qs(filters))
+        conds += f" AND source_id IN ({sql})"
+        arm_params += ids
+    if filters.search:
+        sql, ids, inline = _ids_or_subquery(_digest_search_qs(filters.search))
+        if inline:
+            conds += f" AND digest_id IN ({sql})"
+            arm_params += ids
+        else:
+            outer, outer_params = f" WHERE digest_id IN ({sql})", ids
+    arms = []
+    for resolution, a, b in window.pieces:
+        arms.append(f"SELECT digest_id, count_star, sum_time, max_time, min_time FROM {table}"
+                    f" WHERE resolution = %s AND ts >= %s AND ts < %s{conds}")
+        params += [resolution, a, b] + arm_params
+    grouped = (f"SELECT digest_id, SUM(count_star) AS cnt, SUM(sum_time) AS tot, MAX(max_time) AS mx,"
+               f" MIN(min_time) AS mn FROM ({' UNION ALL '.join(arms)}) AS arms GROUP BY digest_id")
+    expr = {"total": "tot", "count": "cnt", "avg": "tot * 1.0 / cnt", "max": "mx"}[sort]
+    order = f"({expr}) IS NULL, {expr} {'DESC' if descending else 'ASC'}, digest_id"  # NULLs last either way
+    if connection.vendor == "sqlite":
+        sql = (f"WITH grouped AS ({grouped}) SELECT digest_id, cnt, tot, mx, mn,"
+               f" (SELECT COUNT(*) FROM grouped{outer}) FROM grouped{outer} ORDER BY {order} LIMIT %s OFFSET %s")
+        return sql, params + outer_params + outer_params
+    sql = (f"SELECT digest_id, cnt, tot, mx, mn, COUNT(*) OVER () FROM ({grouped}) AS grouped{outer}"
+           f" ORDER BY {order} LIMIT %s OFFSET %s")
+    return sql, params + outer_params
+
+
+def top_digests(window, filters, sort=DEFAULT_SORT, descending=True, page=1, per_page=PER_PAGE):
+    """One page of the digests of the window, ranked; the page number is clamped to what exists."""
+    if not window.pieces:
+        return TopPage(rows=[], total=0, number=1, pages=1, per_page=per_page)
+    sql, params = _ranked_sql(window, filters, sort, descending)
+    page = max(1, page)
+
+    def run(number):
+        with connection.cursor() as cur:
+            cur.execute(sql, params + [per_page, (number - 1) * per_page])
+            return cur.fetchall()
+
+    rows = run(page)
+    if rows:
+        total = rows[0][5]
+    elif page == 1:
+        total = 0
+    else:  # past the last page (a huge page number): count, then show the last page
+        table = DigestStat._meta.db_table
+        where, where_params = _where(window, filters)
+        with connection.cursor() as cur:
+            cur.execute(f"SELECT COUNT(DISTINCT digest_id) FROM {table} WHERE {where}", where_params)
+            total = cur.fetchone()[0]
+        page = max(1, math.ceil(total / per_page))
+        rows = run(page) if total else []
+    out = [TopRow(digest_id=r[0], count=int(r[1]), total_us=int(r[2]), max_us=_int(r[3]), min_us=_int(r[4]))
+           for r in rows]
+    _attach_texts(out)
+    _attach_where(out, window, filters)
+    return TopPage(rows=out, total=total, number=page, pages=max(1, math.ceil(total / per_page)), per_page=per_page)
+
+
+def _int(v):
+    return None if v is None else int(v)
+
+
+def _attach_texts(rows):
+    by_id = {d["id"]: d for d in Digest.objects.filter(pk__in=[r.digest_id for r in rows]).values("id", "digest", "digest_text")}
+    for r in rows:
+        d = by_id.get(r.digest_id)
+        if d:
+            r.digest, r.text = d["digest"], d["digest_text"]
+
+
+def _attach_where(rows, window, filters):
+    """Where each listed digest ran in the window: hostgroups, user@schema, number of nodes."""
+    if not rows:
+        return
+    table = DigestStat._meta.db_table
+    where, params = _where(window, Filters(**{**filters.__dict__, "search": ""}))
+    ids = [r.digest_id for r in rows]
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT DISTINCT digest_id, source_id FROM {table} WHERE {where}"
+                    f" AND digest_id IN ({','.join(['%s'] * len(ids))})", params + ids)
+        pairs = cur.fetchall()
+    sources = {s.pk: s for s in DigestSource.objects.filter(pk__in={p[1] for p in pairs})}
+    by_digest = {}
+    for digest_id, source_id in pairs:
+        s = sources.get(source_id)
+        if s:
+            by_digest.setdefault(digest_id, []).append(s)
+    for r in rows:
+        found = by_digest.get(r.digest_id, [])
+        r.where = {"hostgroups": sorted({s.hostgroup for s in found}),
+                   "users": sorted({f"{s.username}@{s.schemaname}" for s in found}),
+                   "nodes": len({s.node_id for s in found})}
+
+
+# -- one digest ----------------------------------------------------------------------------------------
+def digest_breakdown(digest, window, filters):
+    """Per source, the digest's figures over the window (biggest total first)."""
+    table = DigestStat._meta.db_table
+    where, params = _where(window, Filters(**{**filters.__dict__, "search": ""}))
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT source_id, SUM(count_star), SUM(sum_time), MAX(max_time), MIN(min_time) FROM {table}"
+                    f" WHERE {where} AND digest_id = %s GROUP BY source_id ORDER BY SUM(sum_time) DESC",
+                    params + [digest.pk])
+        rows = cur.fetchall()
+    sources = {s.pk: s for s in DigestSource.objects.filter(pk__in=[r[0] for r in rows]).select_related("node__cluster")}
+    return [{"source": sources.get(r[0]), "count": int(r[1]), "total_us": int(r[2]), "max_us": _int(r[3]),
+             "min_us": _int(r[4]), "avg_us": int(r[2]) / int(r[1]) if r[1] else None} for r in rows]
+
+
+def chart_bucket(seconds):
+    """Bucket width of a chart over `seconds`: at most a few hundred points, never finer than a minute
+    (polls come every ~30 s, so a minute always holds one)."""
+    for width in (60, FIVE_MINUTES, HOUR, DAY):
+        if seconds / width <= 400:
+            return width
+    return DAY
+
+
+def chart_series(digest, window, filters):
+    """{"bucket_s", "points": [{x: epoch ms, rate, avg_ms, max_ms}]}; None values are gaps: no poll of
+    the relevant nodes produced figures in that bucket (rate) or nothing ran (times)."""
+    width = max(chart_bucket(window.seconds), finest_kept(window.start))
+    start = window.start // width * width
+    marks = {lv: (m if lv <= width else None) for lv, m in rolled_until().items()}
+    pieces = plan_window(start, window.end, marks)
+    table = DigestStat._meta.db_table
+    sql, params = _pieces_sql(pieces)
+    src_filter, src_params = "", []
+    if filters.by_source:
+        sub, sub_params = _source_qs(Filters(**{**filters.__dict__, "search": ""})).values("pk").query.sql_with_params()
+        src_filter, src_params = f" AND source_id IN ({sub})", list(sub_params)
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT ts, count_star, sum_time, max_time FROM {table} WHERE {sql} AND digest_id = %s{src_filter}",
+                    params + [digest.pk] + src_params)
+        stats = cur.fetchall()
+    polls = DigestPoll.objects.filter(_pieces_q(pieces))  # the same pieces over the poll table
+    if filters.cluster is not None:
+        polls = polls.filter(node__cluster_id=filters.cluster)
+    if filters.node is not None:
+        polls = polls.filter(node_id=filters.node)
+    buckets = {}
+    for ts, node_id, ok, interval in polls.filter(polls_ok__gt=0).values_list("ts", "node_id", "polls_ok", "interval_s"):
+        b = buckets.setdefault(ts // width * width, {"covered": 0.0, "nodes": set(), "count": 0, "sum": 0, "max": None})
+        b["covered"] += interval
+        b["nodes"].add(node_id)
+    for ts, count, total, most in stats:
+        b = buckets.get(ts // width * width)
+        if b is None:  # figures without a recorded poll (cannot happen unless rows were edited): count them
+            b = buckets.setdefault(ts // width * width, {"covered": 0.0, "nodes": set(), "count": 0, "sum": 0,
+                                                         "max": None})
+        b["count"] += count
+        b["sum"] += total
+        if most is not None:
+            b["max"] = most if b["max"] is None else max(b["max"], most)
+    points = []
+    for x in range(start, window.end, width):
+        b = buckets.get(x)
+        if b is None or b["covered"] <= 0:
+            points.append({"x": x * 1000, "rate": None, "avg_ms": None, "max_ms": None})
+            continue
+        per_node = b["covered"] / max(1, len(b["nodes"]))
+        points.append({"x": x * 1000, "rate": round(b["count"] / per_node, 4) if per_node else None,
+                       "avg_ms": round(b["sum"] / b["count"] / 1000, 3) if b["count"] else None,
+                       "max_ms": round(b["max"] / 1000, 3) if b["max"] is not None else None})
+    return {"bucket_s": width, "start": start * 1000, "end": window.end * 1000, "points": points}
+
+
+# -- what the filters offer, and how fresh the data is ------------------------------------------------
+def filter_choices():
+    sources = DigestSource.objects
+    return {
+        "clusters": list(Cluster.objects.order_by("name").values_list("pk", "name")),
+        "nodes": list(ProxySQLNode.objects.select_related("cluster").order_by("cluster__name", "name")
+                      .values_list("pk", "cluster__name", "name")),
+        "hostgroups": sorted(set(sources.values_list("hostgroup", flat=True).distinct())),
+        "users": sorted(set(sources.values_list("username", flat=True).distinct())),
+        "schemas": sorted(set(sources.values_list("schemaname", flat=True).distinct())),
+    }
+
+
+def node_states(filters, now=None):
+    """The digest poll state of the nodes in scope: age of the last good poll, errors."""
+    now = now or time.time()
+    nodes = ProxySQLNode.objects.select_related("cluster").order_by("cluster__name", "name")
+    if filters.cluster is not None:
+        nodes = nodes.filter(cluster_id=filters.cluster)
+    if filters.node is not None:
+        nodes = nodes.filter(pk=filters.node)
+    nodes = list(nodes[:200])
+    states = {s.node_id: s for s in DigestNodeState.objects.filter(node_id__in=[n.pk for n in nodes])}
+    out = []
+    for n in nodes:
+        s = states.get(n.pk)
+        out.append({"node": n, "state": s,
+                    "age": None if not s or not s.last_ok_ts else max(0.0, now - s.last_ok_ts),
+                    "failing_for": None if not s or not s.error_since else max(0.0, now - s.error_since)})
+    return out
+
+
+def stale_after_s():
+    return 3 * settings.MONITOR_DIGEST_INTERVAL_S

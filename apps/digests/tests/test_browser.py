@@ -1,0 +1,64 @@
+"""In a real browser: a viewer searches the digest list and sorts it, without full page reloads (htmx)
+and with the URL following; then opens a digest and sees its chart drawn."""
+import time
+
+import pytest
+from playwright.sync_api import expect
+
+from apps.digests.models import RAW, DigestStat
+
+from .factories import digest, fleet, polls, source
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def rows(page):
+    return page.eval_on_selector_all("tr[data-digest]", "trs => trs.map(tr => tr.dataset.digest)")
+
+
+def test_viewer_searches_and_sorts_the_digest_list(page, live_server, browser_login, viewer_user):
+    now = int(time.time())
+    cluster, (node,) = fleet(1, "shop")
+    src = source(node)
+    stats = []
+    for i in range(60):  # count rises with i, total time falls with i
+        d = digest(f"SELECT c{i} FROM orders WHERE id = ?", h=f"0x{i + 1:016X}")
+        stats.append(DigestStat(resolution=RAW, ts=now - 600 - i, source=src, digest=d, count_star=10 + i,
+                                sum_time=(200 - i) * 1000))
+    invoices = digest("SELECT * FROM invoices WHERE customer_id = ?", h="0x00000000000B1111")
+    stats.append(DigestStat(resolution=RAW, ts=now - 300, source=src, digest=invoices, count_star=2, sum_time=40))
+    DigestStat.objects.bulk_create(stats)
+    polls(node, now - 3600, now)
+
+    browser_login(viewer_user)
+    page.goto(f"{live_server.url}/digests/")
+    assert rows(page)[0] == "0x0000000000000001"  # by total time
+    assert len(rows(page)) == 50 and page.locator("[data-total]").inner_text() == "61"
+    page.evaluate("window.stillTheSamePage = true")  # lost on a full reload, kept across htmx swaps
+
+    page.fill("#id_q", "invoices")
+    expect(page.locator("tr[data-digest]")).to_have_count(1)
+    assert rows(page) == ["0x00000000000B1111"] and "q=invoices" in page.url
+    page.fill("#id_q", "")
+    expect(page.locator("tr[data-digest]")).to_have_count(50)
+
+    page.click("a[data-sort-key=count]")
+    page.wait_for_selector("table.digests[data-sort=count][data-dir=desc]")
+    assert rows(page)[:2] == ["0x000000000000003C", "0x000000000000003B"] and "sort=count" in page.url
+    page.click("a[data-sort-key=count]")  # again: ascending
+    page.wait_for_selector("table.digests[data-sort=count][data-dir=asc]")
+    assert rows(page)[0] == "0x00000000000B1111"
+    assert page.locator("th[aria-sort=ascending] a[data-sort-key=count]").count() == 1
+
+    page.click("a[rel=next]")
+    page.wait_for_selector("[data-page='2']")
+    assert len(rows(page)) == 11 and "page=2" in page.url
+    assert page.evaluate("window.stillTheSamePage") is True
+
+    page.go_back()  # the pushed URLs work as real ones
+    page.wait_for_selector("[data-page='1']")
+
+    page.click("tr[data-digest] td.digest-text a >> nth=0")
+    page.wait_for_selector("pre[data-digest-text]")
+    page.wait_for_selector("canvas#digest-chart[data-drawn='1']")
+    assert "buckets of 1 min" in page.locator(".chart-note").inner_text()

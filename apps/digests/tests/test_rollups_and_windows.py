@@ -1,0 +1,118 @@
+"""Rollups (raw -> 5 min -> hour -> day), retention, and windows answered from them: the figures of any
+window equal the raw rows' sums, whatever mix of resolutions answers it."""
+import random
+
+import pytest
+from django.db.models import Max, Min, Sum
+
+from apps.digests import selectors, services
+from apps.digests.models import DAY, FIVE_MINUTES, HOUR, RAW, DigestPoll, DigestStat
+from apps.digests.selectors import Filters, Window
+
+from .factories import digest, fleet, polls, source
+
+pytestmark = pytest.mark.django_db
+DAY0 = 1_800_000_000 // DAY * DAY  # a UTC midnight
+
+
+@pytest.fixture
+def history():
+    """Three days of raw polls of two nodes (every 10 min here, to stay quick) with random digests."""
+    rng = random.Random(3)
+    cluster, nodes = fleet(2)
+    digests = [digest(f"SELECT {i} FROM t{i % 7} WHERE id = ?") for i in range(40)]
+    sources = [source(n, hg, user) for n in nodes for hg, user in ((100, "app"), (101, "app"), (101, "report"))]
+    start, end = DAY0 - DAY, DAY0 + 2 * DAY
+    rows = []
+    for ts in range(start, end, 600):
+        for src in rng.sample(sources, 3):
+            for dg in rng.sample(digests, 4):
+                count = rng.randint(1, 50)
+                rows.append(DigestStat(resolution=RAW, ts=ts + src.node_id, source=src, digest=dg, count_star=count,
+                                       sum_time=count * rng.randint(50, 5000),
+                                       max_time=rng.choice([None, rng.randint(5000, 90000)]),
+                                       min_time=rng.choice([None, rng.randint(1, 50)])))
+    DigestStat.objects.bulk_create(rows, batch_size=2000)
+    for n in nodes:
+        polls(n, start + n.pk, end, every=600)
+    return cluster, nodes, start, end
+
+
+def raw_truth(a, b, **source_filter):
+    return {r["digest_id"]: (r["c"], r["s"], r["mx"], r["mn"]) for r in
+            DigestStat.objects.filter(resolution=RAW, ts__gte=a, ts__lt=b, **source_filter).values("digest_id")
+            .annotate(c=Sum("count_star"), s=Sum("sum_time"), mx=Max("max_time"), mn=Min("min_time"))}
+
+
+def from_page(a, b, filters=Filters()):
+    window = Window(a, b)
+    window.pieces = selectors.plan_window(a, b)
+    page = selectors.top_digests(window, filters, per_page=1000)
+    return {r.digest_id: (r.count, r.total_us, r.max_us, r.min_us) for r in page.rows}, window.pieces
+
+
+def test_rollups_keep_every_figure_and_windows_answer_exactly(history, settings):
+    cluster, nodes, start, end = history
+    settings.MONITOR_RETENTION_RAW_H = 1000  # keep the raw rows to compare with
+    now = end + 600
+    written = services.rollup_and_prune(now=now)["written"]  # bounded: 500 buckets per level and run
+    assert written[FIVE_MINUTES] > 0 and written[HOUR] > 0
+    for level in (FIVE_MINUTES, HOUR, DAY):
+        assert DigestStat.objects.filter(resolution=level).aggregate(n=Sum("count_star"))["n"] == \
+            DigestStat.objects.filter(resolution=RAW, ts__lt=services.rolled_until()[level]).aggregate(n=Sum("count_star"))["n"]
+    services.rollup_and_prune(now=now)  # catches up
+    assert services.rolled_until() == {FIVE_MINUTES: end + 300, HOUR: end, DAY: end}
+    # Once caught up, a run writes nothing more (each bucket once).
+    assert services.rollup_and_prune(now=now)["written"] == {FIVE_MINUTES: 0, HOUR: 0, DAY: 0}
+
+    rng = random.Random(9)
+    windows = [(start + 17, end - 13), (DAY0 + 7 * 3600 + 41, DAY0 + 31 * 3600 + 5), (DAY0 + 125, DAY0 + 3500)]
+    windows += [tuple(sorted(rng.sample(range(start, end), 2))) for _ in range(5)]
+    for a, b in windows:
+        got, pieces = from_page(a, b)
+        assert got == raw_truth(a, b), (a, b, pieces)
+    _, pieces = from_page(start + 17, end - 13)
+    assert {p[0] for p in pieces} == {RAW, FIVE_MINUTES, HOUR, DAY}  # the middle comes from coarse rows
+    assert sum(1 for p in pieces if p[0] == DAY) == 1
+
+    node = nodes[0]
+    got, _ = from_page(start, end, Filters(node=node.pk, hostgroup=101))
+    assert got == raw_truth(start, end, source__node=node, source__hostgroup=101)
+    got, _ = from_page(start, end, Filters(cluster=cluster.pk, username="report"))
+    assert got == raw_truth(start, end, source__username="report")
+
+
+def test_windows_use_raw_rows_where_rollups_have_not_run(history):
+    cluster, nodes, start, end = history
+    services.rollup(FIVE_MINUTES, now=DAY0 + 3600 + services.rollup_margin_s())  # 5-minute rows up to 01:00 only
+    got, pieces = from_page(start, end)
+    assert got == raw_truth(start, end)
+    assert pieces[-1][0] == RAW and pieces[-1][1] == DAY0 + 3600
+
+
+def test_retention_deletes_only_what_a_coarser_level_holds(history, settings):
+    cluster, nodes, start, end = history
+    settings.MONITOR_RETENTION_RAW_H = 24
+    settings.MONITOR_RETENTION_MINUTE_D = 1
+    now = end + 600
+    services.rollup(FIVE_MINUTES, now=now, max_buckets=10**6)  # 5-minute rows exist, hours do not yet
+    services.prune(now=now)
+    assert DigestStat.objects.filter(resolution=RAW).order_by("ts").first().ts >= start + 3600 - 300
+    for _ in range(60):
+        services.prune(now=now)  # each run deletes one bounded slice (an hour of raw rows)
+    assert DigestStat.objects.filter(resolution=RAW).order_by("ts").first().ts >= now - 86400
+    assert DigestStat.objects.filter(resolution=FIVE_MINUTES, ts__lt=now - 86400).exists()  # no hour rows yet: kept
+    services.rollup(HOUR, now=now, max_buckets=10**6)
+    for _ in range(10):
+        services.prune(now=now)
+    assert not DigestStat.objects.filter(resolution=FIVE_MINUTES, ts__lt=now - 86400 - 6 * 3600).exists()
+    assert DigestPoll.objects.filter(resolution=RAW).order_by("ts").first().ts >= now - 86400
+
+
+def test_old_windows_snap_to_the_buckets_still_kept(settings):
+    settings.MONITOR_RETENTION_RAW_H = 24
+    now = DAY0 + 10 * DAY + 1234
+    w = selectors.effective_window(now - 5 * DAY + 77, now - 4 * DAY - 50, now=now)
+    assert w.snapped and w.start % FIVE_MINUTES == 0 and w.end % FIVE_MINUTES == 0
+    w = selectors.effective_window(now - 3600, now, now=now)
+    assert not w.snapped and (w.start, w.end) == (now - 3600, now)

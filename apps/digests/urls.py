@@ -1,0 +1,10 @@
+from django.urls import path
+
+from . import views
+
+app_name = "digests"
+urlpatterns = [
+    path("", views.digest_list, name="list"),
+    path("<int:pk>/", views.digest_detail, name="detail"),
+    path("<int:pk>/chart.json", views.digest_chart, name="chart"),
+]

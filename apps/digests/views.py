@@ -1,0 +1,83 @@
+"""The query digest pages: top digests over a window (htmx for sort, paging and search, with real
+hrefs kept), one digest's detail, and the JSON that feeds its chart. Viewer role (login is required by
+the middleware; a user without a role gets 403)."""
+from dataclasses import replace
+
+from django.http import JsonResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.views.decorators.http import require_GET
+
+from apps.accounts.roles import VIEWER, require_role
+
+from . import forms, selectors
+from .models import Digest
+
+
+def _window(query):
+    window = selectors.effective_window(query.start, query.end)
+    window.pieces = selectors.plan_window(window.start, window.end) if window.end > window.start else []
+    return window
+
+
+def _columns(query):
+    return [{"key": key, "label": label, "qs": query.sort_link(key), "active": key == query.sort,
+             "aria": ("descending" if query.descending else "ascending") if key == query.sort else "none"}
+            for key, (_, label) in selectors.SORTS.items()]
+
+
+def _pager(query, page):
+    links = []
+    if page.has_previous:
+        links += [{"rel": "first", "label": "« first", "qs": query.querystring(page=1)},
+                  {"rel": "prev", "label": "‹ previous", "qs": query.querystring(page=page.number - 1)}]
+    if page.has_next:
+        links += [{"rel": "next", "label": "next ›", "qs": query.querystring(page=page.number + 1)},
+                  {"rel": "last", "label": "last »", "qs": query.querystring(page=page.pages)}]
+    return links
+
+
+@require_role(VIEWER)
+@require_GET
+def digest_list(request):
+    query, notes = forms.parse(request.GET)
+    window = _window(query)
+    if window.snapped:
+        notes.append("Part of this window is older than the finest history kept: its edges were widened to "
+                     "the 5-minute, hourly or daily buckets still stored.")
+    page = selectors.top_digests(window, query.filters, query.sort, query.descending, query.page)
+    if page.number != query.page:
+        query = replace(query, page=page.number)
+    context = {"query": query, "window": window, "page": page, "notes": notes, "list_url": request.path,
+               "columns": _columns(query), "pager": _pager(query, page),
+               "windows": forms.WINDOWS, "states": selectors.node_states(query.filters),
+               "stale_after": selectors.stale_after_s()}
+    if request.htmx and request.htmx.target == "digest-results":
+        return TemplateResponse(request, "digests/digest_list.html#results", context)
+    context["choices"] = selectors.filter_choices()
+    return TemplateResponse(request, "digests/digest_list.html", context)
+
+
+@require_role(VIEWER)
+@require_GET
+def digest_detail(request, pk):
+    digest = get_object_or_404(Digest, pk=pk)
+    query, notes = forms.parse(request.GET)
+    window = _window(query)
+    return TemplateResponse(request, "digests/digest_detail.html", {
+        "digest": digest, "query": query, "window": window, "notes": notes, "windows": forms.WINDOWS,
+        "breakdown": selectors.digest_breakdown(digest, window, query.filters) if window.pieces else [],
+        "back": query.querystring(),
+    })
+
+
+@require_role(VIEWER)
+@require_GET
+def digest_chart(request, pk):
+    """Chart data of one digest: executions/s, average and max time per bucket (null = gap)."""
+    digest = get_object_or_404(Digest, pk=pk)
+    query, notes = forms.parse(request.GET)
+    window = _window(query)
+    data = selectors.chart_series(digest, window, query.filters)
+    data.update(digest=digest.digest, notes=notes)
+    return JsonResponse(data)
