@@ -18,6 +18,7 @@ from operator import itemgetter
 from typing import Any
 
 import msgspec
+import msgspec.structs
 import redis
 
 from apps.clients.proxysql import SERVER_FIELDS
@@ -45,17 +46,44 @@ class ProxySQLDoc(msgspec.Struct):
     runtime_servers: msgspec.Raw = msgspec.Raw()  # decoded on demand, see runtime_of()
 
 
+class WsrepState(msgspec.Struct):
+    """The part of a backend's state that the overview judges and shows."""
+
+    wsrep_on: Any = None
+    local_state: Any = None
+    local_state_comment: Any = None
+    cluster_status: Any = None
+    ready: Any = None
+    local_recv_queue: Any = None
+    read_only: Any = None
+    pxc_maint_mode: Any = None
+
+
 class BackendDoc(msgspec.Struct):
     ts: float
     ok: bool = True
     error: Any = None
     error_kind: Any = None
     error_since: Any = None
-    state: Any = None
+    state: WsrepState | None = None
     lag_seconds: Any = None
 
     def as_dict(self):
-        return {"state": self.state or {}, "lag_seconds": self.lag_seconds}
+        """The shape status.py reads (pollers.py's document)."""
+        return {"state": msgspec.structs.asdict(self.state) if self.state else {}, "lag_seconds": self.lag_seconds}
+
+    def clean(self, max_lag):
+        """True when status.backend_problems() would find nothing: the common case, decided without building
+        the document's dict (thousands of backends per refresh). Anything else goes through backend_problems."""
+        s = self.state
+        if s is None:
+            return self.lag_seconds is None or self.lag_seconds <= max_lag
+        if s.wsrep_on and not (s.local_state == 4 and s.cluster_status == "Primary" and s.ready is not False
+                               and (s.local_recv_queue is None or s.local_recv_queue <= max_lag)):
+            return False
+        if self.lag_seconds is not None and self.lag_seconds > max_lag:
+            return False
+        return not s.pxc_maint_mode or s.pxc_maint_mode.upper() == "DISABLED"
 
 
 _decoders = {live.PROXYSQL: msgspec.json.Decoder(ProxySQLDoc), live.BACKEND: msgspec.json.Decoder(BackendDoc)}
@@ -239,7 +267,10 @@ def _fleet_overview(page, only_attention, now):
             attend("grey", "no data", c, name, server_url(pk), f"latest state unreadable: {doc.error}")
             doc = None
         state, age = status.freshness_of(doc.ts, doc.ok, c["poll_interval_s"], now) if doc else (status.NODATA, None)
-        problems = status.backend_problems(doc.as_dict(), c["max_replication_lag"]) if state == status.OK else []
+        if state != status.OK or doc.clean(c["max_replication_lag"]):
+            problems = ()
+        else:
+            problems = status.backend_problems(doc.as_dict(), c["max_replication_lag"])
         c["be"].append((pk, name, state, age, doc, problems))
         if state == status.NODATA and not unavailable and pk not in be_docs:
             attend("grey", "no data", c, name, server_url(pk), "never polled: are the Celery worker and beat running?")
@@ -276,7 +307,7 @@ def _cluster_view(c, node_url, server_url):
                       "age": age, "questions_ps": doc.figures.get("questions_ps") if doc else None})
     backends = []
     for pk, name, state, age, doc, problems in c["be"]:
-        wsrep = (doc.state or {}) if doc else {}
+        wsrep = msgspec.structs.asdict(doc.state) if doc and doc.state else {}
         backends.append({"name": name, "url": server_url(pk), "state": state, "age": age,
                          "colour": status.backend_colour(state, problems),
                          "label": status.wsrep_label({"state": wsrep}), "recv_queue": wsrep.get("local_recv_queue")})
