@@ -36,6 +36,7 @@ def cluster_detail(request, pk):
         "hostgroups": sorted(hostgroups.values(), key=lambda h: h["id"]),
         "native_active": cluster.active_native_hostgroups(),
         **monitoring_selectors.cluster_live(cluster), **monitoring_views.sparkline_context(cluster),
+        "recent_operations": cluster.operations.exclude(state="planned")[:8],
     })
 
 

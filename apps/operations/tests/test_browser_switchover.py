@@ -1,0 +1,41 @@
+"""In a real browser: an operator runs a switchover from the cluster page and watches it complete (a real
+Celery worker executes it); a viewer does not see the buttons and gets 403 on the URLs."""
+import pytest
+
+from apps.fleet.models import Server
+from apps.operations.models import Operation
+
+from .conftest import runtime
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_operator_switches_the_writer_from_the_cluster_page(page, live_server, browser_login, operator_user,
+                                                            adopted_lab, redis_server, celery_broker, celery_factory):
+    cluster, (first, second) = adopted_lab
+    celery_factory("worker", redis_server)
+    browser_login(operator_user)
+    page.goto(f"{live_server.url}{cluster.get_absolute_url()}")
+    page.click("text=Planned switchover…")
+    page.select_option("#id_new_writer", label="127.0.0.1:3312")
+    page.check("#id_lower_autoinc")
+    page.click("button[name=plan]")
+    page.wait_for_selector("text=Confirm and run")
+    assert "OFFLINE_SOFT" in page.inner_text(".plan-steps")  # the exact SQL is on the page before it runs
+    page.click("button[name=confirm]")
+    page.wait_for_selector("[data-state=done]", timeout=20_000)  # htmx progress polling until done
+    assert "control-plane overhead" in page.inner_text("#progress")
+    for double in (first, second):
+        assert runtime(double, 100) == [("127.0.0.1", 3312, "ONLINE")]
+    assert Operation.objects.get().state == "done"
+
+
+def test_viewer_sees_no_operation_buttons_and_gets_403(page, live_server, browser_login, viewer_user, adopted_lab):
+    cluster, _ = adopted_lab
+    browser_login(viewer_user)
+    page.goto(f"{live_server.url}{cluster.get_absolute_url()}")
+    assert page.locator("text=Planned switchover…").count() == 0
+    page.goto(f"{live_server.url}{Server.objects.get(port=3313).get_absolute_url()}")
+    assert page.locator("text=Maintenance drain…").count() == 0
+    response = page.goto(f"{live_server.url}/operations/switchover/{cluster.pk}/")
+    assert response.status == 403
