@@ -417,23 +417,40 @@ def filter_choices():
     }
 
 
-def node_states(filters, now=None):
-    """The digest poll state of the nodes in scope: age of the last good poll, errors."""
+PROBLEMS_SHOWN = 10
+
+
+def poll_summary(filters, now=None):
+    """How fresh the digest history of the nodes in scope is: how many nodes were polled lately, the
+    oldest good poll, and the nodes failing or stale (the first few, worst first), with their errors."""
     now = now or time.time()
-    nodes = ProxySQLNode.objects.select_related("cluster").order_by("cluster__name", "name")
+    stale_after = stale_after_s()
+    nodes = ProxySQLNode.objects.all()
     if filters.cluster is not None:
         nodes = nodes.filter(cluster_id=filters.cluster)
     if filters.node is not None:
         nodes = nodes.filter(pk=filters.node)
-    nodes = list(nodes[:200])
-    states = {s.node_id: s for s in DigestNodeState.objects.filter(node_id__in=[n.pk for n in nodes])}
-    out = []
-    for n in nodes:
-        s = states.get(n.pk)
-        out.append({"node": n, "state": s,
-                    "age": None if not s or not s.last_ok_ts else max(0.0, now - s.last_ok_ts),
-                    "failing_for": None if not s or not s.error_since else max(0.0, now - s.error_since)})
-    return out
+    pks = list(nodes.values_list("pk", flat=True))
+    states = {s.node_id: s for s in DigestNodeState.objects.filter(node_id__in=pks)}
+    fresh, problems, ages = 0, [], []
+    for pk in pks:
+        s = states.get(pk)
+        age = None if not s or not s.last_ok_ts else max(0.0, now - s.last_ok_ts)
+        if age is not None:
+            ages.append(age)
+        if s and not s.error and age is not None and age <= stale_after:
+            fresh += 1
+            continue
+        problems.append({"node_id": pk, "state": s, "age": age,
+                         "failing_for": None if not s or not s.error_since else max(0.0, now - s.error_since)})
+    problems.sort(key=lambda p: (p["state"] is not None, -(p["failing_for"] or 0), -(p["age"] or 0)))
+    shown = problems[:PROBLEMS_SHOWN]
+    names = {n.pk: n for n in ProxySQLNode.objects.select_related("cluster").filter(pk__in=[p["node_id"] for p in shown])}
+    for p in shown:
+        p["node"] = names.get(p["node_id"])
+    return {"nodes": len(pks), "fresh": fresh, "oldest_age": max(ages) if ages else None,
+            "newest_age": min(ages) if ages else None, "problems": shown, "more_problems": len(problems) - len(shown),
+            "stale_after": stale_after}
 
 
 def stale_after_s():

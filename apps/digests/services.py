@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 import redis
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
+from django.db.models.constants import OnConflict
 
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
@@ -112,11 +113,18 @@ def _uptime(admin):
         return -1  # not told: rely on the per-row checks alone
 
 
+CHUNK = 900  # ids per IN (...) or rows per INSERT: under SQLite's 999 variables, fine for MariaDB
+
+
 def _unknown_digests(hashes):
     """Hashes not stored yet (the process cache first, then the database)."""
     missing = [h for h in hashes if h not in _digest_ids]
-    for i in range(0, len(missing), 500):
-        _digest_ids.update(Digest.objects.filter(digest__in=missing[i:i + 500]).values_list("digest", "id"))
+    table = Digest._meta.db_table
+    with connection.cursor() as cur:
+        for i in range(0, len(missing), CHUNK):
+            chunk = missing[i:i + CHUNK]
+            cur.execute(f"SELECT digest, id FROM {table} WHERE digest IN ({','.join(['%s'] * len(chunk))})", chunk)
+            _digest_ids.update(cur.fetchall())
     return {h for h in missing if h not in _digest_ids}
 
 
@@ -152,9 +160,14 @@ def poll_node(node, state, ts):
 def _digest_id_map(hashes, texts, ts):
     missing = _unknown_digests(hashes)
     if missing:
-        Digest.objects.bulk_create(
-            [Digest(digest=h, digest_text=(texts.get(h) or "").replace("\x00", ""), first_polled_at=ts) for h in missing],
-            batch_size=1000, ignore_conflicts=True)
+        # Plain executemany (the ORM's bulk_create costs ~10x in Python for 100,000 new digests); another
+        # worker may insert the same digest meanwhile: ignored, then read back.
+        insert = connection.ops.insert_statement(on_conflict=OnConflict.IGNORE)
+        rows = [(h, (texts.get(h) or "").replace("\x00", ""), ts) for h in sorted(missing)]
+        with transaction.atomic(), connection.cursor() as cur:
+            for i in range(0, len(rows), CHUNK):
+                cur.executemany(f"{insert} {Digest._meta.db_table} (digest, digest_text, first_polled_at)"
+                                f" VALUES (%s, %s, %s)", rows[i:i + CHUNK])
         _unknown_digests(missing)
     return _digest_ids
 
@@ -203,9 +216,8 @@ def store(result, state):
         # Texts and sources are committed on their own (idempotent), so the cached ids always exist.
         digest_ids = _digest_id_map({d.digest for d in outcome.deltas}, result.texts, ts)
         source_ids = _source_id_map(node.pk, {_source_key(d) for d in outcome.deltas})
-        objs = [DigestStat(resolution=RAW, ts=ts, source_id=source_ids[(node.pk, *_source_key(d))],
-                           digest_id=digest_ids[d.digest], count_star=d.count_star, sum_time=d.sum_time,
-                           min_time=d.min_time, max_time=d.max_time) for d in outcome.deltas]
+        objs = [(RAW, ts, source_ids[(node.pk, *_source_key(d))], digest_ids[d.digest], d.count_star, d.sum_time,
+                 d.min_time, d.max_time) for d in outcome.deltas]
     state_baseline = state.baseline_ts or ts
     state.baseline_ts = ts
     state.last_ok_ts = ts
@@ -213,7 +225,11 @@ def store(result, state):
     state.seconds = result.seconds
     state.error, state.error_kind, state.error_since = "", "", None
     with transaction.atomic():
-        DigestStat.objects.bulk_create(objs, batch_size=2000)
+        with connection.cursor() as cur:
+            for i in range(0, len(objs), CHUNK):
+                cur.executemany(f"INSERT INTO {DigestStat._meta.db_table} (resolution, ts, source_id, digest_id,"
+                                f" count_star, sum_time, min_time, max_time) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                                objs[i:i + CHUNK])
         DigestPoll.objects.create(resolution=RAW, ts=ts, node_id=node.pk, polls_ok=0 if outcome.full else 1,
                                   stat_rows=len(objs), interval_s=0 if outcome.full else ts - state_baseline)
         state.save()

@@ -50,8 +50,7 @@ def digest_list(request):
         query = replace(query, page=page.number)
     context = {"query": query, "window": window, "page": page, "notes": notes, "list_url": request.path,
                "columns": _columns(query), "pager": _pager(query, page),
-               "windows": forms.WINDOWS, "states": selectors.node_states(query.filters),
-               "stale_after": selectors.stale_after_s()}
+               "windows": forms.WINDOWS, "polls": selectors.poll_summary(query.filters)}
     if request.htmx and request.htmx.target == "digest-results":
         return TemplateResponse(request, "digests/digest_list.html#results", context)
     context["choices"] = selectors.filter_choices()

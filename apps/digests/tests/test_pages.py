@@ -195,3 +195,27 @@ def test_detail_and_chart(viewer_client, shop):
     assert any(now - 2.9 * 3600 * 1000 < p["x"] < now - 2.6 * 3600 * 1000 for p in gaps)  # the failed half hour
     hour = viewer_client.get(f"/digests/{d0.pk}/chart.json?window=1h").json()
     assert hour["bucket_s"] == 60 and len(hour["points"]) in (60, 61)
+
+
+def test_the_page_says_how_fresh_each_node_is_and_escapes_what_proxysql_sent(viewer_client, shop):
+    from apps.digests.models import DigestNodeState
+
+    n1, n2, n3 = shop["nodes"]
+    now = time.time()
+    DigestNodeState.objects.create(node=n1, last_ok_ts=now - 10, last_poll_ts=now - 10)
+    DigestNodeState.objects.create(node=n2, last_ok_ts=now - 150, last_poll_ts=now - 5, error_kind="timeout",
+                                   error="ProxySQL proxysql-2: read stats_mysql_query_digest: no answer within 10s",
+                                   error_since=now - 120)
+    hostile = digest("SELECT '<script>alert(1)</script>' FROM dual", h="0x0000000000BADBAD")
+    DigestStat.objects.create(resolution=RAW, ts=int(now) - 100, source=source(n1), digest=hostile, count_star=1,
+                              sum_time=1)
+    html = viewer_client.get("/digests/").content.decode()
+    assert 'data-polled="1/3"' in html and "Digests polled from 1 of 3 ProxySQL nodes" in html
+    assert "digest poll failing for 2 min (timeout: ProxySQL proxysql-2: read stats_mysql_query_digest" in html
+    assert "billing / proxysql-1:\n        not polled yet." in html
+    found = viewer_client.get("/digests/?q=alert").content.decode()
+    assert "<script>alert(1)" not in found and "&lt;script&gt;alert(1)&lt;/script&gt;" in found
+    detail = viewer_client.get(f"/digests/{hostile.pk}/").content.decode()
+    assert "<script>alert(1)" not in detail and "&lt;script&gt;alert(1)" in detail
+    one = viewer_client.get(f"/digests/?node={n1.pk}").content.decode()
+    assert 'data-polled="1/1"' in one and "poll-problems" not in one

@@ -1,5 +1,6 @@
 """Digest polls over the real wire against two ProxySQL doubles, with real Redis: deltas per interval,
 resets and restarts, one failing node, lost baselines, the shard lock."""
+import os
 import time
 
 import pytest
@@ -183,3 +184,29 @@ def test_shard_round_polls_due_nodes_once_and_skips_while_locked(digest_lab, dig
     digest_redis.set("digest-poll-lock:0", "someone else")
     assert services.run_shard(0, 2, now=now + 31)["skipped"] is True
     assert services.run_shard(1, 2, now=now + 31)["polled"] == 1
+
+
+def test_many_digests_poll_within_the_interval(digest_lab, settings):
+    """20,000 digests by default (the suite stays quick); DIGESTS_SCALE=100000 for the full size
+    (docs/benchmarks.md gives its figures)."""
+    scale = int(os.environ.get("DIGESTS_SCALE", "20000"))
+    cluster, nodes, (first, second) = digest_lab
+    first.traffic.set_digests(count=scale, queries=100 * scale)
+    t0 = int(time.time())
+    started = time.monotonic()
+    services.poll_round(nodes[:1], now=t0)
+    baseline_s = time.monotonic() - started
+    add_queries(first, 20 * scale)  # every digest moves: the worst case, all texts new
+    started = time.monotonic()
+    summary = services.poll_round(nodes[:1], now=t0 + 30)
+    all_new_s = time.monotonic() - started
+    add_queries(first, scale // 2)  # then only part of them
+    started = time.monotonic()
+    later = services.poll_round(nodes[:1], now=t0 + 60)
+    later_s = time.monotonic() - started
+    print(f"\n{scale:,} digests: baseline poll {baseline_s:.1f} s, all {summary['rows']:,} new {all_new_s:.1f} s,"
+          f" {later['rows']:,} changed {later_s:.1f} s")
+    assert summary["failed"] == 0 and summary["rows"] == scale
+    assert all_new_s < settings.MONITOR_DIGEST_INTERVAL_S  # done before the next poll is due
+    assert Digest.objects.count() == scale and DigestStat.objects.filter(ts=t0 + 30).count() == scale
+    assert DigestNodeState.objects.get(node=nodes[0]).digests == scale
