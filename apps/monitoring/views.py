@@ -1,11 +1,12 @@
-"""Monitoring pages and their live fragments, and one JSON view per chart. Viewer-level: login is required by
-middleware, nothing here changes state. The node, cluster and backend pages are the fleet app's; their
+"""Monitoring pages and their live fragments, and one JSON view per chart. Viewer-level (login is required by
+middleware, the viewer role by each view); nothing here changes state. The node, cluster and backend pages are the fleet app's; their
 monitoring sections are partials of templates/monitoring/*.html refreshed by the views below."""
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_GET
 
+from apps.accounts.roles import VIEWER, require_role
 from apps.fleet.models import Cluster, ProxySQLNode, Server
 
 from . import charts, overview as fleet, selectors, status
@@ -19,12 +20,14 @@ def _page_args(request):
     return {"page": page, "only_attention": request.GET.get("attention") == "1"}
 
 
+@require_role(VIEWER)
 @require_GET
 def overview(request):
     """The fleet overview (`/`): what needs attention first, then every cluster, paged."""
     return TemplateResponse(request, "monitoring/overview.html", fleet.fleet_overview(**_page_args(request)))
 
 
+@require_role(VIEWER)
 @require_GET
 def overview_live(request):
     return TemplateResponse(request, "monitoring/overview.html#live", fleet.fleet_overview(**_page_args(request)))
@@ -38,12 +41,14 @@ def _node(pk):
     return get_object_or_404(ProxySQLNode.objects.select_related("cluster"), pk=pk)
 
 
+@require_role(VIEWER)
 @require_GET
 def proxysql_pool(request, pk):
     """Live fragment: the node's state and connection pool from its last poll."""
     return TemplateResponse(request, "monitoring/proxysql.html#pool", proxysql_context(_node(pk)))
 
 
+@require_role(VIEWER)
 @require_GET
 def proxysql_mirror(request, pk):
     """Live fragment: the mirror panel."""
@@ -54,12 +59,14 @@ def server_context(server):
     return {**selectors.backend_live(server), "stale_factor": status.STALE_FACTOR}
 
 
+@require_role(VIEWER)
 @require_GET
 def server_live(request, pk):
     server = get_object_or_404(Server.objects.select_related("cluster"), pk=pk)
     return TemplateResponse(request, "monitoring/server.html#live", server_context(server))
 
 
+@require_role(VIEWER)
 @require_GET
 def cluster_live(request, pk):
     cluster = get_object_or_404(Cluster, pk=pk)
@@ -71,6 +78,7 @@ def sparkline_context(cluster):
     return {"cluster": cluster, "spark_rows": rows, "spark_start": start, "spark_end": end}
 
 
+@require_role(VIEWER)
 @require_GET
 def cluster_sparklines(request, pk):
     cluster = get_object_or_404(Cluster, pk=pk)
@@ -85,11 +93,13 @@ def _chart(request, kind, obj, name):
     return JsonResponse(data)
 
 
+@require_role(VIEWER)
 @require_GET
 def proxysql_chart(request, pk, name):
     return _chart(request, "proxysql", _node(pk), name)
 
 
+@require_role(VIEWER)
 @require_GET
 def server_chart(request, pk, name):
     return _chart(request, "backend", get_object_or_404(Server.objects.select_related("cluster"), pk=pk), name)
