@@ -178,7 +178,9 @@ class TopRow:
     min_us: int | None
     digest: str = ""
     text: str = ""
-    where: list = field(default_factory=list)
+    short: str = ""
+    title: str = ""
+    where: dict = field(default_factory=dict)
 
     @property
     def avg_us(self):
@@ -305,6 +307,9 @@ def _attach_texts(rows):
         d = by_id.get(r.digest_id)
         if d:
             r.digest, r.text = d["digest"], d["digest_text"]
+            # cut here, not with |truncatechars (which weighs every character of 50 rows on each page)
+            r.short = r.text if len(r.text) <= 160 else r.text[:159] + "…"
+            r.title = r.text if len(r.text) <= 1000 else r.text[:999] + "…"
 
 
 def _attach_where(rows, window, filters):
@@ -326,8 +331,9 @@ def _attach_where(rows, window, filters):
             by_digest.setdefault(digest_id, []).append(s)
     for r in rows:
         found = by_digest.get(r.digest_id, [])
+        users = sorted({f"{s.username}@{s.schemaname}" for s in found})
         r.where = {"hostgroups": sorted({s.hostgroup for s in found}),
-                   "users": sorted({f"{s.username}@{s.schemaname}" for s in found}),
+                   "users": users if len(users) <= 3 else users[:3] + [f"+{len(users) - 3} more"],
                    "nodes": len({s.node_id for s in found})}
 
 
