@@ -1,6 +1,6 @@
 """Polling rounds. A round takes the due nodes of one shard, polls them concurrently (each call bounded
 by the clients' sub-second timeouts, so a hanging node costs one thread for one timeout, not the round),
-writes the latest state to Redis and the history to the database.
+writes the latest state to Redis as each poll finishes and the history to the database once per round.
 
 Rates come from counter deltas against the previous poll (kept in the latest-state document). A counter
 that went down (a stats reset, a ProxySQL restart: ProxySQL_Uptime went down) gives no rate for that
@@ -8,13 +8,13 @@ interval rather than a negative or doubled one.
 
 At fleet scale (1,000 nodes at 5 s: 200 polls and ~2,000 history rows a second) the round's own work
 must stay small beside the network: the shard's targets are listed by one narrow query without
-decrypting credentials (a credential is decrypted only when a connection is opened), and history rows
-are plain tuples inserted with one executemany per table in one transaction (`bin/bench-monitoring`
-measures all of this).
+decrypting credentials (a credential is decrypted only when a connection is opened), history rows are
+plain tuples inserted with one executemany per table in one transaction, and latest-state documents are
+written in small batches as polls complete (`bin/bench-monitoring` measures all of this).
 """
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from datetime import datetime, timezone
 
 from django.conf import settings
@@ -45,6 +45,9 @@ GLOBAL_GAUGES = {"Client_Connections_connected": "client_connections_connected",
                  "Mirror_queue_length": "mirror_queue_length"}
 POOL_COUNTERS = {"ConnERR": "conn_err_ps", "Queries": "queries_ps", "Bytes_data_sent": "bytes_sent_ps",
                  "Bytes_data_recv": "bytes_recv_ps"}
+# While a round runs, the documents of the polls finished so far are written at least this often: a
+# node that hangs until its timeout delays its own document only.
+PUBLISH_EVERY_S = 0.05
 
 # Per worker process: one open connection per node, reused across rounds (reconnects on failure).
 _connections = {}
@@ -249,12 +252,10 @@ def proxysql_round(nodes, *, now=None, threads=None):
             log.exception("poll of ProxySQL node %s failed", node.pk)
             return node.pk, (_failure(prev, exc, ts), unreachable(node_id=node.pk, ts=_dt(ts), reachable=False), [])
 
-    results = _fan_out(one, nodes, threads)
-    docs = {pk: r[0] for pk, r in results}
+    results = _fan_out(one, nodes, threads, lambda done: _write_latest(live.PROXYSQL, {pk: r[0] for pk, r in done}))
     _insert_history((ProxySQLSample, [r[1] for _, r in results]),
                     (PoolSample, [p for _, r in results for p in r[2]]))
-    _write_latest(live.PROXYSQL, docs)
-    return {"polled": len(nodes), "failed": sum(1 for d in docs.values() if not d["ok"]), "seconds": _now() - ts}
+    return {"polled": len(nodes), "failed": sum(1 for _, r in results if not r[0]["ok"]), "seconds": _now() - ts}
 
 
 # -- backends --------------------------------------------------------------------------------------
@@ -293,20 +294,25 @@ def backend_round(servers, *, now=None, threads=None):
                 log.exception("poll of backend %s failed", server.pk)
             return server.pk, (_failure(prev, exc, ts), unreachable(server_id=server.pk, ts=_dt(ts), reachable=False))
 
-    results = _fan_out(one, servers, threads)
-    docs = {pk: r[0] for pk, r in results}
+    results = _fan_out(one, servers, threads, lambda done: _write_latest(live.BACKEND, {pk: r[0] for pk, r in done}))
     _insert_history((BackendSample, [r[1] for _, r in results]))
-    _write_latest(live.BACKEND, docs)
-    return {"polled": len(servers), "failed": sum(1 for d in docs.values() if not d["ok"]), "seconds": _now() - ts}
+    return {"polled": len(servers), "failed": sum(1 for _, r in results if not r[0]["ok"]), "seconds": _now() - ts}
 
 
 # -- shared ----------------------------------------------------------------------------------------
-def _fan_out(fn, items, threads):
+def _fan_out(fn, items, threads, publish):
+    """fn over items on up to `threads` threads. Finished results are handed to publish() in batches while
+    the others still run (every PUBLISH_EVERY_S at most), so one slow item delays only itself. Returns
+    every result (in completion order)."""
     if not items:
         return []
     workers = min(threads or settings.MONITOR_THREADS, len(items))
     if workers == 1:
-        return [fn(items[0])]
+        results = []
+        for item in items:
+            results.append(fn(item))
+            publish(results[-1:])
+        return results
 
     def in_thread(item):
         try:
@@ -314,8 +320,16 @@ def _fan_out(fn, items, threads):
         finally:
             close_old_connections()  # threads must not keep database connections open
 
+    results = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(in_thread, items))
+        pending = {pool.submit(in_thread, item) for item in items}
+        while pending:
+            done, pending = wait(pending, timeout=PUBLISH_EVERY_S)
+            if done:
+                batch = [future.result() for future in done]
+                publish(batch)
+                results += batch
+    return results
 
 
 def _read_prev(kind, pks):

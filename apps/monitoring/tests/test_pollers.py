@@ -1,4 +1,5 @@
 """Poll rounds against the lab: two ProxySQL doubles and the three Galera nodes, real Redis."""
+import threading
 import time
 
 import pytest
@@ -50,6 +51,30 @@ def test_one_hanging_node_does_not_delay_the_others(adopted_lab, live_redis):
     pollers.proxysql_round(nodes())
     assert live.read_one(live.PROXYSQL, nodes()[1].pk)["error_since"] == since  # "since when" holds
     assert ProxySQLSample.objects.filter(node__admin_port=second.port, reachable=False).count() == 2
+
+
+def test_a_hanging_node_does_not_hold_back_the_others_documents(adopted_lab, live_redis):
+    cluster, (first, second) = adopted_lab
+    targets = nodes()
+    pollers.proxysql_round(targets)  # connections are open and cached now
+    second.set_mode("hang")
+    healthy = next(n.pk for n in targets if n.admin_port == first.port)
+    ts, seen = time.time(), {}
+
+    def watch():  # when does the healthy node's document of this round appear in Redis?
+        while "at" not in seen and time.time() - ts < 5:
+            doc = live.read_one(live.PROXYSQL, healthy)
+            if doc and doc["ts"] == ts:
+                seen["at"] = time.time()
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    pollers.proxysql_round(targets, now=ts)
+    finished = time.time()
+    watcher.join()
+    assert finished - ts >= 0.7  # the round waited for the hung node's read timeout (0.8 s)...
+    assert seen["at"] - ts < 0.4  # ...but the healthy node's figures were written as soon as it was polled
 
 
 def test_restarted_proxysql_gives_no_negative_rates(adopted_lab, live_redis):
