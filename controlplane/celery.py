@@ -33,6 +33,8 @@ def _beat_schedule():
             "options": {"expires": 4.5}}
     schedule["roll up query digest history and apply retention"] = {
         "task": "digests.rollup_and_prune", "schedule": 60.0, "options": {"expires": 50}}
+    schedule["build and mail the health reports that are due"] = {
+        "task": "reports.run_due", "schedule": 60.0, "options": {"expires": 55}}
     schedule["roll back operations whose worker died"] = {
         "task": "operations.reap_stale", "schedule": 5.0, "options": {"expires": 4}}
     return schedule
@@ -40,4 +42,4 @@ def _beat_schedule():
 
 app.conf.beat_schedule = _beat_schedule()
 # Task modules, imported by workers and beat at start (not at Django start: apps are not ready then).
-app.conf.imports = ["workers.monitoring", "workers.operations", "workers.digests"]
+app.conf.imports = ["workers.monitoring", "workers.operations", "workers.digests", "workers.reports"]

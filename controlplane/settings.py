@@ -81,6 +81,7 @@ INSTALLED_APPS = [
     "apps.monitoring",
     "apps.digests",
     "apps.operations",
+    "apps.reports",
 ]
 
 MIDDLEWARE = [
@@ -207,6 +208,19 @@ if envbool("SECURE_PROXY_SSL_HEADER", False):  # behind a proxy that sets X-Forw
 # Login throttling: this many failures per user name or source address within the window.
 LOGIN_MAX_FAILURES = envint("LOGIN_MAX_FAILURES", 5)
 LOGIN_FAILURE_WINDOW_S = envint("LOGIN_FAILURE_WINDOW_S", 900)
+
+# Health reports by e-mail. In development (DEBUG) mail is printed on the console unless EMAIL_BACKEND is set.
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND") or (
+    "django.core.mail.backends.console.EmailBackend" if DEBUG else "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = envint("EMAIL_PORT", 25)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = envbool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = envfloat("EMAIL_TIMEOUT", 10.0)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "ProxySQL fleet <proxysql-fleet@localhost>")
+REPORTS_BASE_URL = os.environ.get("REPORTS_BASE_URL", "http://127.0.0.1:8000")  # links in mailed reports
 
 LOGGING = {
     "version": 1,

@@ -8,5 +8,6 @@ urlpatterns = [
     path("audit/", include("apps.audit.urls")),
     path("digests/", include("apps.digests.urls")),
     path("operations/", include("apps.operations.urls")),
+    path("reports/", include("apps.reports.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -1,0 +1,131 @@
+"""Monitoring history for one cluster and period, at the finest resolution still kept for each stretch.
+
+Raw polls are kept a day, one-minute rollups two weeks, hourly rollups a year (settings MONITOR_RETENTION_*),
+and rollups lag the polls a little. So a period is read in up to three pieces: hourly rows where nothing
+finer is left, then one-minute rows, then raw polls from the first one kept (pieces()). A rollup row
+keeps the worst of its bucket (unreachable, lowest wsrep state, biggest queue) and the average of rates:
+a stretch read from rollups is counted bucket by bucket, so a 2-second blip read from an hourly rollup
+counts as the whole hour (the report names the resolutions it used).
+"""
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from django.conf import settings
+from django.db.models import Q
+
+from apps.monitoring import status
+from apps.monitoring.models import HOUR, MINUTE, RAW, BackendSample, PoolSample, ProxySQLSample
+
+from . import timeline as tl
+
+RESOLUTION_NAMES = {RAW: "raw polls", MINUTE: "1-minute rollups", HOUR: "1-hour rollups"}
+
+
+def epoch(dt):
+    return dt.timestamp()
+
+
+def as_dt(ts):
+    return datetime.fromtimestamp(ts, tz=timezone.utc)
+
+
+def pieces_of(rows, start, end):
+    """[(resolution, from, to)] (epoch seconds) covering [start, end) for one thing's rows [(ts, resolution, ...)]:
+    raw polls from the first one kept, minute rollups before that, hourly rollups before those."""
+    first = {}
+    for row in rows:
+        ts, resolution = row[0], row[1]
+        if ts >= start - resolution and resolution not in first:
+            first[resolution] = max(ts, start)
+    out, hi = [], end
+    for resolution in (RAW, MINUTE):
+        lo = first.get(resolution)
+        if lo is not None and lo < hi:
+            out.append((resolution, lo, hi))
+            hi = lo
+    if hi > start:
+        out.append((HOUR, start, hi))
+    return sorted(out, key=lambda p: p[1])
+
+
+def _load(model, filters, key, fields, start, end, max_gap, used):
+    """{key: [(a, b, row)]}: every resolution is read (rollup rows are few beside raw polls) and each thing's
+    own pieces pick the finest per stretch, so a thing whose raw polls are missing still counts."""
+    grouped = {}
+    for row in (model.objects.filter(filters, ts__gte=as_dt(start - HOUR), ts__lt=as_dt(end)).order_by("ts")
+                .values_list(*key, "ts", "resolution", *fields).iterator(chunk_size=5000)):
+        k = row[:len(key)] if len(key) > 1 else row[0]
+        grouped.setdefault(k, []).append((row[len(key)].timestamp(), *row[len(key) + 1:]))
+    out = {}
+    for k, rows in grouped.items():
+        ps = pieces_of(rows, start, end)
+        for resolution, lo, hi in ps:
+            used.setdefault(("spans", resolution), []).append((lo, hi))
+        out[k] = list(tl.coverage(rows, ps, max_gap))
+    return out
+
+
+@dataclass
+class ClusterHistory:
+    """Segments (a, b, row) per thing, for one cluster and period."""
+
+    start: float
+    end: float
+    interval: float
+    backend_pieces: list = field(default_factory=list)
+    backends: dict = field(default_factory=dict)     # server id -> [(a, b, row)]
+    proxysql: dict = field(default_factory=dict)     # node id -> [(a, b, row)]
+    pool: dict = field(default_factory=dict)         # (node id, hostgroup, host, port) -> [(a, b, row)]
+
+    @property
+    def max_gap(self):
+        return status.STALE_FACTOR * self.interval
+
+
+BACKEND_FIELDS = ("reachable", "local_state", "primary", "ready", "recv_queue")
+PROXYSQL_FIELDS = ("reachable", "questions_ps", "conn_err_ps", "mirror_queue_length", "mirror_max_queue_length",
+                   "mysql_threads", "mirror_concurrency", "mirror_max_concurrency", "prepared_ps")
+POOL_FIELDS = ("status", "conn_err_ps")
+# indexes into a row: (ts, resolution, *fields)
+B = {f: i + 2 for i, f in enumerate(BACKEND_FIELDS)}
+P = {f: i + 2 for i, f in enumerate(PROXYSQL_FIELDS)}
+L = {f: i + 2 for i, f in enumerate(POOL_FIELDS)}
+
+
+def load(cluster, start, end):
+    """Read the cluster's history over [start, end) (epoch seconds)."""
+    interval = status.interval_of(cluster.poll_interval_s) or settings.MONITOR_DEFAULT_INTERVAL_S
+    h = ClusterHistory(start=start, end=end, interval=interval)
+    bf = Q(server_id__in=list(cluster.servers.values_list("pk", flat=True)))
+    nf = Q(node_id__in=list(cluster.proxysql_nodes.values_list("pk", flat=True)))
+    used = {}
+    h.backends = _load(BackendSample, bf, ("server_id",), BACKEND_FIELDS, start, end, h.max_gap, used)
+    h.backend_pieces = _spans(used)
+    h.proxysql = _load(ProxySQLSample, nf, ("node_id",), PROXYSQL_FIELDS, start, end, h.max_gap, {})
+    h.pool = _load(PoolSample, nf, ("node_id", "hostgroup", "srv_host", "srv_port"), POOL_FIELDS, start, end,
+                   h.max_gap, {})
+    return h
+
+
+def _spans(used):
+    """[(resolution, from, to)]: for each resolution the widest stretch any thing was read from it."""
+    out = []
+    for key, spans in used.items():
+        if isinstance(key, tuple):
+            out.append((key[1], min(a for a, _ in spans), max(b for _, b in spans)))
+    return out
+
+
+def resolutions_used(*piece_lists):
+    used = {}
+    for ps in piece_lists:
+        for resolution, lo, hi in ps:
+            used[resolution] = used.get(resolution, 0) + (hi - lo)
+    return used
+
+
+def load_proxysql_only(cluster, start, end):
+    """{node id: [(a, b, row)]} of the ProxySQL samples alone (the period before, for trends)."""
+    interval = status.interval_of(cluster.poll_interval_s) or settings.MONITOR_DEFAULT_INTERVAL_S
+    nf = Q(node_id__in=list(cluster.proxysql_nodes.values_list("pk", flat=True)))
+    return _load(ProxySQLSample, nf, ("node_id",), PROXYSQL_FIELDS, start, end, status.STALE_FACTOR * interval, {})

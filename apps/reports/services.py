@@ -1,0 +1,255 @@
+"""Building, archiving and delivering reports; running the schedules. Each write is audited.
+
+build_report()  reads the history (content.py), draws the charts (charts.py), renders the e-mail HTML and
+                stores all of it as one Report with its ReportChart rows (one short transaction).
+send_report()   e-mails an archived report: HTML with the charts inline (cid:), a plain-text part.
+report_pdf()    renders the archived HTML to PDF (WeasyPrint), charts embedded.
+run_due()       what beat calls: claims each due schedule with a conditional UPDATE, builds, sends.
+No database transaction is held while mailing.
+"""
+import logging
+import time
+from email.mime.image import MIMEImage
+
+from django.conf import settings
+from django.core.mail import EmailMultiAlternatives
+from django.db import transaction
+from django.db.models import Q
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils import timezone
+
+from apps.audit.services import record
+from apps.fleet.models import Cluster
+
+from . import charts, content, fmt, periods
+from .choices import Scope
+from .models import Report, ReportChart, ReportSchedule
+
+log = logging.getLogger(__name__)
+for _noisy in ("weasyprint", "weasyprint.progress", "fontTools"):  # page-by-page progress at INFO: not ours to log
+    logging.getLogger(_noisy).setLevel(logging.WARNING)
+CSS_PATH = settings.BASE_DIR / "apps" / "reports" / "static" / "reports" / "report.css"
+
+
+def bucket_for(seconds):
+    return 3600 if seconds <= 2 * 86400 else 6 * 3600
+
+
+def build_data(cluster, period, span, rolling=False):
+    """The report's content as JSON-ready data (no writes)."""
+    prev = span.previous()
+    start, end = span.start.timestamp(), span.end.timestamp()
+    bucket = bucket_for(end - start)
+    clusters = [cluster] if cluster is not None else list(Cluster.objects.order_by("name"))
+    before = fmt.before_words(period, rolling)
+    sections = [content.ClusterSection(c, start, end, prev.start.timestamp(), prev.end.timestamp(), bucket,
+                                       before_words=before).build() for c in clusters]
+    label = fmt.period_label(span.start, span.end, period, rolling)
+    scope_name = cluster.name if cluster is not None else "the fleet"
+    data = {"version": 1, "scope": Scope.CLUSTER if cluster is not None else Scope.FLEET, "scope_name": scope_name,
+            "period": period, "rolling": rolling, "period_label": label,
+            "title": f"{'The fleet' if cluster is None else scope_name}: {period} health report, {label}",
+            "start": start, "end": end, "previous": [prev.start.timestamp(), prev.end.timestamp()],
+            "bucket_s": bucket, "tz": settings.TIME_ZONE, "clusters": sections,
+            "lab_data": any(s["lab_data"] for s in sections)}
+    if cluster is None:
+        data["fleet"] = content.fleet_section(sections, start, end, prev.start.timestamp(), prev.end.timestamp(), before)
+        data["summary"] = data["fleet"]["summary"]
+        data["clusters"] = sorted(sections, key=lambda s: [r["id"] for r in data["fleet"]["clusters"]].index(s["id"]))
+    else:
+        data["summary"] = sections[0]["summary"] if sections else {"headline": "", "points": []}
+    return data
+
+
+def render_html(report, data, charts_meta, mode):
+    """The report as a full HTML document: mode "email" (charts as cid:), "pdf" (cid: resolved by the PDF
+    renderer) or "page" (charts from the console's URLs; the body only, inside the console's layout)."""
+    base = "" if mode == "page" else settings.REPORTS_BASE_URL.rstrip("/")
+    if mode == "page":
+        src = {c["key"]: reverse("reports:chart", args=[report.pk, c["key"]]) for c in charts_meta}
+    else:
+        src = {c["key"]: f"cid:{c['key']}" for c in charts_meta}
+    by_key = {c["key"]: {**c, "src": src[c["key"]]} for c in charts_meta}
+    section_charts = {}
+    for key, chart in by_key.items():
+        if key.startswith("c") and "-" in key and key[1:key.index("-")].isdigit():
+            section_charts.setdefault(int(key[1:key.index("-")]), {})[key[key.index("-") + 1:]] = chart
+    day_style = "time" if data["period"] == "daily" and not data.get("rolling") else "day"
+    ctx = {"report": report, "data": data, "day_style": day_style, "before": fmt.before_words(data["period"], data.get("rolling")), "charts": by_key, "section_charts": section_charts,
+           "base": base, "mode": mode, "css": CSS_PATH.read_text() if mode != "page" else ""}
+    template = "reports/_body.html" if mode == "page" else "reports/document.html"
+    return render_to_string(template, ctx)
+
+
+def build_report(cluster, period, span, *, rolling=False, schedule=None, user=None, request=None, actor=None):
+    """Build and archive one report. Returns the Report."""
+    started = time.monotonic()
+    data = build_data(cluster, period, span, rolling)
+    drawn = charts.render_all(data)
+    charts_meta = [{"key": k, "title": t, "width": w, "height": h} for k, t, _, w, h in drawn]
+    if actor is None:
+        who = user or (request.user if request is not None else None)
+        actor = who.get_username() if who is not None else (f"schedule #{schedule.pk}" if schedule else "system")
+    report = Report(scope=data["scope"], cluster=cluster, scope_name=cluster.name if cluster else "fleet",
+                    period=period, start=span.start, end=span.end, schedule=schedule, built_at=timezone.now(),
+                    built_by=actor, headline=data["summary"]["headline"][:500], data=data, html="")
+    with transaction.atomic():
+        report.save()
+        ReportChart.objects.bulk_create([ReportChart(report=report, key=k, title=t[:200], png=png, width=w, height=h)
+                                         for k, t, png, w, h in drawn])
+        report.html = render_html(report, data, charts_meta, "email")
+        report.build_ms = round((time.monotonic() - started) * 1000, 1)
+        Report.objects.filter(pk=report.pk).update(html=report.html, build_ms=report.build_ms)
+        record("report built", request=request, user=user, rule=None if (user or request) else (
+            f"report schedule #{schedule.pk}" if schedule else None), cluster=cluster, target=report.title,
+            details={"report": report.pk, "period": period, "start": span.start, "end": span.end,
+                     "headline": report.headline, "charts": len(drawn)}, duration_ms=report.build_ms)
+    return report
+
+
+def charts_meta(report):
+    return [{"key": k, "title": t, "width": w, "height": h}
+            for k, t, w, h in report.charts.values_list("key", "title", "width", "height")]
+
+
+# -- delivery ---------------------------------------------------------------------------------------------
+def subject_of(report):
+    return f"[ProxySQL fleet] {report.headline}"[:250]
+
+
+def text_of(report):
+    data = report.data
+    lines = [data.get("title", report.title), "", data["summary"]["headline"], ""]
+    lines += [f"- {p['text']}" for p in data["summary"]["points"]]
+    lines += ["", f"The full report, with charts: {settings.REPORTS_BASE_URL.rstrip('/')}{report.get_absolute_url()}",
+              f"PDF: {settings.REPORTS_BASE_URL.rstrip('/')}{report.get_absolute_url()}pdf/"]
+    if data.get("lab_data"):
+        lines.insert(0, "LAB DATA: this report was built from synthetic lab history.\n")
+    return "\n".join(lines)
+
+
+def email_message(report, recipients):
+    """A multipart/related message: text, the HTML report, and each chart as an inline PNG (Content-ID)."""
+    msg = EmailMultiAlternatives(subject_of(report), text_of(report), settings.DEFAULT_FROM_EMAIL, recipients)
+    msg.attach_alternative(report.html, "text/html")
+    msg.mixed_subtype = "related"
+    for key, png in report.charts.values_list("key", "png"):
+        image = MIMEImage(bytes(png), _subtype="png")
+        image.add_header("Content-ID", f"<{key}>")
+        image.add_header("Content-Disposition", "inline", filename=f"{key}.png")
+        msg.attach(image)
+    return msg
+
+
+def send_report(report, recipients, *, request=None, user=None, schedule=None):
+    """Mail the report (a network call: no transaction is held). Returns (ok, error)."""
+    recipients = list(recipients)
+    if not recipients:
+        return False, "no recipients"
+    started = time.monotonic()
+    error = ""
+    try:
+        email_message(report, recipients).send(fail_silently=False)
+    except Exception as exc:  # SMTP errors, refused connections, timeouts: recorded, never raised to beat
+        error = f"{type(exc).__name__}: {exc}"[:1000]
+        log.warning("report %s not mailed: %s", report.pk, error)
+    ms = round((time.monotonic() - started) * 1000, 1)
+    Report.objects.filter(pk=report.pk).update(
+        emailed_to=", ".join(recipients)[:5000], email_error=error,
+        **({"emailed_at": timezone.now()} if not error else {}))
+    record("report e-mailed", request=request, user=user,
+           rule=None if (user or request) else (f"report schedule #{schedule.pk}" if schedule else None),
+           cluster=report.cluster, target=report.title, outcome="failure" if error else "success",
+           details={"report": report.pk, "recipients": recipients, "error": error}, duration_ms=ms)
+    return not error, error
+
+
+def report_pdf(report):
+    """The archived report as PDF bytes: the e-mailed HTML, its cid: charts fed from the archive. Nothing
+    else is fetched (no network, no file)."""
+    from weasyprint import HTML
+    from weasyprint.urls import URLFetcher, URLFetcherResponse
+
+    pngs = {k: bytes(v) for k, v in report.charts.values_list("key", "png")}
+
+    class ArchiveFetcher(URLFetcher):
+        def fetch(self, url, headers=None):
+            if url.startswith("cid:") and url[4:] in pngs:
+                return URLFetcherResponse(url, pngs[url[4:]], {"Content-Type": "image/png"})
+            raise ValueError(f"the PDF fetches nothing but its own charts ({url[:80]})")
+
+    html = render_html(report, report.data, charts_meta(report), "pdf")
+    return HTML(string=html, url_fetcher=ArchiveFetcher(), base_url=settings.REPORTS_BASE_URL).write_pdf()
+
+
+# -- schedules --------------------------------------------------------------------------------------------
+def claim(schedule, span):
+    """Take the schedule's period with a conditional UPDATE; False when another run got there first."""
+    return bool(ReportSchedule.objects.filter(pk=schedule.pk).filter(
+        Q(last_period_end__isnull=True) | Q(last_period_end__lt=span.end)).update(
+        last_period_end=span.end, last_run_at=timezone.now(), last_error=""))
+
+
+def run_schedule(schedule, span):
+    try:
+        report = build_report(schedule.cluster, schedule.period, span, schedule=schedule)
+    except Exception as exc:
+        # The period stays claimed (no rebuild every minute of a report that fails the same way): the error
+        # shows on the schedules page, and "build now" there retries.
+        log.exception("report schedule %s failed", schedule.pk)
+        ReportSchedule.objects.filter(pk=schedule.pk).update(last_error=f"{type(exc).__name__}: {exc}"[:2000])
+        record("report built", rule=f"report schedule #{schedule.pk}", cluster=schedule.cluster, outcome="failure",
+               target=str(schedule), details={"error": str(exc)[:1000]})
+        return None
+    if schedule.recipient_list:
+        ok, error = send_report(report, schedule.recipient_list, schedule=schedule)
+        if not ok:
+            ReportSchedule.objects.filter(pk=schedule.pk).update(last_error=f"built report #{report.pk}; mail: {error}")
+    return report.pk
+
+
+def run_due(now=None, limit=20):
+    """Build (and mail) every due schedule's report, at most `limit` per call. Returns the report ids."""
+    now = now or timezone.now()
+    built = []
+    for schedule in ReportSchedule.objects.filter(enabled=True).select_related("cluster").order_by("pk"):
+        if len(built) >= limit:
+            break
+        span = periods.is_due(schedule, now)
+        if span is None or not claim(schedule, span):
+            continue
+        pk = run_schedule(schedule, span)
+        if pk:
+            built.append(pk)
+    return built
+
+
+def on_demand(cluster, period, when, *, request):
+    """An operator's report: 'last' complete period, or 'rolling' (up to now)."""
+    if when == "rolling":
+        span = periods.rolling(period)
+    else:
+        span = periods.last_complete(period)
+    return build_report(cluster, period, span, rolling=when == "rolling", request=request)
+
+
+def save_schedule(form, *, request):
+    """Create or change a schedule from a valid form; audited with the changed fields."""
+    creating = form.instance.pk is None
+    before = {} if creating else {f: form.initial.get(f) for f in form.changed_data}
+    with transaction.atomic():
+        schedule = form.save()
+        record("report schedule " + ("added" if creating else "changed"), request=request, cluster=schedule.cluster,
+               target=str(schedule), details={"schedule": schedule.pk, "changed": form.changed_data,
+                                              "before": {k: str(v) for k, v in before.items()},
+                                              "after": {f: str(form.cleaned_data.get(f)) for f in form.changed_data}})
+    return schedule
+
+
+def delete_schedule(schedule, *, request):
+    with transaction.atomic():
+        record("report schedule deleted", request=request, cluster=schedule.cluster, target=str(schedule),
+               details={"schedule": schedule.pk, "recipients": schedule.recipient_list})
+        schedule.delete()
+
