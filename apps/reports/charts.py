@@ -116,8 +116,8 @@ def conn_err(section, data):
     this_w, before_w = _period_words(data)
     width = ce["bucket_s"]
     n = len(ce["buckets"])
-    fig = Figure(figsize=(WIDTH_IN, 2.3))
-    ax = fig.add_axes([0.08, 0.2, 0.9, 0.68])
+    fig = Figure(figsize=(WIDTH_IN, 2.4))
+    ax = fig.add_axes([0.08, 0.18, 0.9, 0.64])
     x = _bucket_x(data, n, width)
     ax.bar(x, [v or 0 for v in ce["buckets"]], width=(width / 86400) * 0.8, color=RED, label=this_w)
     prev = ce.get("previous_buckets") or []
@@ -127,8 +127,9 @@ def conn_err(section, data):
     _time_axis(ax, data["start"], data["end"])
     _style(ax)
     ax.set_ylabel(f"errors per {fmt.duration(width)}")
-    ax.set_title(f"Connection errors (ConnERR): {ce['total']:,}, {fmt.change_text(ce['total'], ce['previous'], 'count', before_w)}")
-    ax.legend(loc="upper right")
+    ax.set_title(f"Connection errors (ConnERR): {ce['total']:,}, {fmt.change_text(ce['total'], ce['previous'], 'count', before_w)}",
+                 pad=16)
+    ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, borderaxespad=0.1)
     return _png(fig)
 
 
@@ -139,8 +140,8 @@ def traffic(section, data):
     this_w, before_w = _period_words(data)
     n = len(t["buckets_qps"])
     x = _bucket_x(data, n, t["bucket_s"])
-    fig = Figure(figsize=(WIDTH_IN, 2.1))
-    ax = fig.add_axes([0.08, 0.2, 0.9, 0.66])
+    fig = Figure(figsize=(WIDTH_IN, 2.3))
+    ax = fig.add_axes([0.08, 0.18, 0.9, 0.62])
     ax.plot(x, [v if v is not None else float("nan") for v in t["buckets_qps"]], color=BLUE, linewidth=1.6, label=this_w)
     prev = t.get("previous_buckets_qps") or []
     if any(v for v in prev if v):
@@ -150,8 +151,8 @@ def traffic(section, data):
     _style(ax)
     ax.set_ylim(bottom=0)
     ax.set_ylabel("queries / s (all ProxySQL nodes)")
-    ax.set_title(f"Traffic: {fmt.number(t['queries'])} queries, peak {fmt.number(t['peak_qps'])}/s")
-    ax.legend(loc="upper left")
+    ax.set_title(f"Traffic: {fmt.number(t['queries'])} queries, peak {fmt.number(t['peak_qps'])}/s", pad=16)
+    ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, borderaxespad=0.1)
     return _png(fig)
 
 
@@ -162,8 +163,10 @@ def writer_changes(section, data):
         return None
     fig = Figure(figsize=(WIDTH_IN, 0.9 + 0.32 * len(rows)))
     h = 0.9 + 0.32 * len(rows)
-    ax = fig.add_axes([0.3, 0.55 / h, 0.66, 1 - 0.9 / h])
-    labels = [f"{fmt.clock(w['start'], with_day=data['period'] != 'daily')} {w['kind_label']}" for w in rows]
+    ax = fig.add_axes([0.27, 0.55 / h, 0.69, 1 - 0.9 / h])
+    daily = data["period"] == "daily" and not data.get("rolling")
+    labels = [f"{fmt.local(w['start']).strftime('%H:%M:%S' if daily else '%a %d %H:%M')} "
+              f"{'switchover' if w['kind'] == 'switchover' else w['kind']}" for w in rows]
     values = [w["interruption_ms"] for w in rows]
     colours = [GREEN if v < 864 else AMBER if v < 5000 else RED for v in values]
     ax.barh(range(len(rows)), values, color=colours, height=0.6)
@@ -221,8 +224,8 @@ def mirror(section, data):
     m = section["mirror"]
     if not m["has_data"]:
         return None
-    fig = Figure(figsize=(WIDTH_IN, 2.1))
-    ax = fig.add_axes([0.08, 0.2, 0.9, 0.66])
+    fig = Figure(figsize=(WIDTH_IN, 2.3))
+    ax = fig.add_axes([0.08, 0.18, 0.9, 0.62])
     palette = [BLUE, "#8a4fd6", "#1c9aa6", ORANGE]
     for i, node in enumerate(m["nodes"]):
         values = node["ratio_buckets"]
@@ -236,8 +239,8 @@ def mirror(section, data):
     _style(ax)
     ax.set_ylim(0, 105)
     ax.set_ylabel("% of the queue limit (max)")
-    ax.set_title("Mirror queue, highest per bucket")
-    ax.legend(loc="upper right")
+    ax.set_title("Mirror queue, highest per bucket", pad=16)
+    ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=4, borderaxespad=0.1)
     return _png(fig)
 
 

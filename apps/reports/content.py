@@ -344,6 +344,12 @@ class ClusterSection:
         if first_bad is None:
             total = (op.timings or {}).get("total_ms")
             return total, "the failover operation itself (no failed poll of the old writer found before it)"
+        resolution = next((r for r, lo, hi in sorted(self.h.backend_pieces) if lo <= first_bad < hi), 0)
+        if resolution:
+            return ((end - first_bad) * 1000,
+                    f"from the start of the first {history.RESOLUTION_NAMES[resolution][:-1]} bucket in which the old "
+                    f"writer failed a poll ({fmt.clock(first_bad)}) to the new writer ONLINE ({fmt.clock(end)}): an upper "
+                    f"bound, the raw polls of that time are no longer kept")
         return ((end - first_bad) * 1000,
                 f"from the first failed poll of the old writer ({fmt.clock(first_bad)}) to the new writer ONLINE "
                 f"({fmt.clock(end)}); the failure itself came up to one poll interval "
