@@ -257,9 +257,13 @@ def _ranked_sql(window, filters, sort, descending):
     expr = {"total": "tot", "count": "cnt", "avg": "tot * 1.0 / cnt", "max": "mx"}[sort]
     order = f"({expr}) IS NULL, {expr} {'DESC' if descending else 'ASC'}, digest_id"  # NULLs last either way
     if connection.vendor == "sqlite":
-        sql = (f"WITH grouped AS ({grouped}) SELECT digest_id, cnt, tot, mx, mn,"
+        hit = ""
+        if outer:  # the matching digests once, for the page and its count
+            hit = f"hit (id) AS ({outer[len(' WHERE digest_id IN ('):-1]}), "
+            outer = " WHERE digest_id IN (SELECT id FROM hit)"
+        sql = (f"WITH {hit}grouped AS ({grouped}) SELECT digest_id, cnt, tot, mx, mn,"
                f" (SELECT COUNT(*) FROM grouped{outer}) FROM grouped{outer} ORDER BY {order} LIMIT %s OFFSET %s")
-        return sql, params + outer_params + outer_params
+        return sql, outer_params + params
     sql = (f"SELECT digest_id, cnt, tot, mx, mn, COUNT(*) OVER () FROM ({grouped}) AS grouped{outer}"
            f" ORDER BY {order} LIMIT %s OFFSET %s")
     return sql, params + outer_params

@@ -115,8 +115,16 @@ def test_filters(viewer_client, shop):
     assert 'hg 101<br>app@shop' in html
 
 
-def test_search(viewer_client, shop):
+def test_search(viewer_client, shop, monkeypatch):
     assert total(viewer_client.get("/digests/?q=orders")) == 120
+    few = shown(viewer_client.get("/digests/?q=orders&sort=count"))
+    from apps.digests import selectors
+
+    monkeypatch.setattr(selectors, "INLINE_IDS", 10)  # a broad search: filtered after grouping
+    assert total(viewer_client.get("/digests/?q=orders")) == 120
+    assert shown(viewer_client.get("/digests/?q=orders&sort=count")) == few
+    assert total(viewer_client.get(f"/digests/?q=orders&node={shop['nodes'][1].pk}")) == 0
+    monkeypatch.undo()
     assert total(viewer_client.get("/digests/?q=ORDERS%20where")) == 120  # case-insensitive
     assert shown(viewer_client.get("/digests/?q=col7%20FROM")) == ["0x0000000000000008"]
     assert shown(viewer_client.get("/digests/?q=100%25%20_sure_")) == [shop["special"].digest]  # % and _ literal
