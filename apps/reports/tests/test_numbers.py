@@ -103,23 +103,24 @@ def test_failover_interruption_runs_from_the_first_failed_poll_to_the_new_writer
 
 
 def test_service_down_while_the_writer_hostgroup_has_no_online_writer(report_cluster, history, day):
-    a, b = day.start.timestamp(), day.end.timestamp()
-    gap = (a + 10 * H, a + 10 * H + 120)  # two one-minute buckets in which the writer was not ONLINE
+    span = periods.Span(day.start + timedelta(hours=8), day.start + timedelta(hours=12))  # four hours
+    a, b = span.start.timestamp(), span.end.timestamp()
+    gap = (a + 2 * H, a + 2 * H + 120)  # two one-minute buckets in which the writer was not ONLINE
     for s in report_cluster.servers_:
         history.backend(s, a, b, step=60, resolution=MINUTE)
     for n in report_cluster.nodes_:
         history.proxysql(n, a, b, step=60, resolution=MINUTE)
         history.pool(n, a, b, step=60, resolution=MINUTE,
                      fn=lambda t, hg, s: {"status": "OFFLINE_SOFT"} if hg == 100 and gap[0] <= t < gap[1] else {})
-    s = section(report_cluster, day)
+    s = section(report_cluster, span)
     assert s["service"]["down_s"] == pytest.approx(120)
     assert s["service"]["stretches"][0]["why"] == "no usable ONLINE writer on px-1, px-2"
     writer = next(h for h in s["hostgroups"] if h["hostgroup"] == 100)
     assert writer["durations"]["none"] == pytest.approx(120) and writer["longest_none_s"] == pytest.approx(120)
     reader = next(h for h in s["hostgroups"] if h["hostgroup"] == 101)
-    assert reader["durations"]["all"] == pytest.approx(86400)
-    assert fmt.percent(s["service"]["availability"]) == "99.86 %"
-    assert s["summary"]["headline"] == "lab-east: 99.86 % available; no writer change; 2 min of service interruption."
+    assert reader["durations"]["all"] == pytest.approx(4 * H)
+    assert fmt.percent(s["service"]["availability"]) == "99.17 %"
+    assert s["summary"]["headline"] == "lab-east: 99.17 % available; no writer change; 2 min of service interruption."
 
 
 def test_connection_errors_and_their_trend_against_the_day_before(report_cluster, history, day):
@@ -145,20 +146,20 @@ def test_mirror_saturation_and_proxysql_unreachable_periods(report_cluster, hist
     a, b = day.start.timestamp(), day.end.timestamp()
     p1, p2 = report_cluster.nodes_
     full = (a + 16 * H, a + 16 * H + 240)
-    history.proxysql(p1, a, b, fn=lambda t: {"mirror_queue_length": 110000 if full[0] <= t < full[1] else 500,
+    history.proxysql(p1, a, b, step=30, fn=lambda t: {"mirror_queue_length": 110000 if full[0] <= t < full[1] else 500,
                                              "mirror_max_queue_length": 32000, "mysql_threads": 4,
                                              "mirror_concurrency": 8, "mirror_max_concurrency": 16})
-    out = (a + 19 * H + 40 * 60, a + 19 * H + 43 * 60 + 10)
-    history.proxysql(p2, a, b, fn=lambda t: {"reachable": False, "questions_ps": None} if out[0] <= t < out[1] else {})
+    out = (a + 19 * H + 40 * 60, a + 19 * H + 43 * 60 + 30)
+    history.proxysql(p2, a, b, step=30, fn=lambda t: {"reachable": False, "questions_ps": None} if out[0] <= t < out[1] else {})
     s = section(report_cluster, day)
     m = s["mirror"]
     assert m["count"] == 1 and m["stretches"][0]["seconds"] == pytest.approx(240)
     assert m["stretches"][0]["peak_pct"] == pytest.approx(85.9, abs=0.1) and m["stretches"][0]["node"] == "px-1"
     px = {p["name"]: p for p in s["proxysql"]}
-    assert px["px-2"]["unreachable_s"] == pytest.approx(190) and len(px["px-2"]["stretches"]) == 1
+    assert px["px-2"]["unreachable_s"] == pytest.approx(210) and len(px["px-2"]["stretches"]) == 1
     assert px["px-1"]["unreachable_s"] == 0
     texts = [p["text"] for p in s["summary"]["points"]]
-    assert "ProxySQL px-2 unreachable for 3 min 10 s." in texts
+    assert "ProxySQL px-2 unreachable for 3 min 30 s." in texts
     assert any(t.startswith("Mirror queue saturated one time (4 min)") for t in texts)
 
 
