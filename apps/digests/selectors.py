@@ -366,8 +366,13 @@ def chart_bucket(seconds):
 
 
 def chart_series(digest, window, filters):
-    """{"bucket_s", "points": [{x: epoch ms, rate, avg_ms, max_ms}]}; None values are gaps: no poll of
-    the relevant nodes produced figures in that bucket (rate) or nothing ran (times)."""
+    """{"bucket_s", "points": [{x: epoch ms, rate, avg_ms, max_ms}], "partial"}; None values are gaps.
+
+    A bucket is a gap when none of the nodes this digest ran on (in the window, within the filters)
+    had a poll with figures in it: unreachable, poller stopped, a first poll. A bucket where only some
+    of them had one shows what those saw (executions/s over the time they covered) and is counted in
+    "partial". Times are None where nothing ran; max_ms where ProxySQL's counters let us know it.
+    """
     width = max(chart_bucket(window.seconds), finest_kept(window.start))
     start = window.start // width * width
     marks = {lv: (m if lv <= width else None) for lv, m in rolled_until().items()}
@@ -379,39 +384,49 @@ def chart_series(digest, window, filters):
         sub, sub_params = _source_qs(Filters(**{**filters.__dict__, "search": ""})).values("pk").query.sql_with_params()
         src_filter, src_params = f" AND source_id IN ({sub})", list(sub_params)
     with connection.cursor() as cur:
-        cur.execute(f"SELECT ts, count_star, sum_time, max_time FROM {table} WHERE {sql} AND digest_id = %s{src_filter}",
-                    params + [digest.pk] + src_params)
+        cur.execute(f"SELECT ts, source_id, count_star, sum_time, max_time FROM {table}"
+                    f" WHERE {sql} AND digest_id = %s{src_filter}", params + [digest.pk] + src_params)
         stats = cur.fetchall()
-    polls = DigestPoll.objects.filter(_pieces_q(pieces))  # the same pieces over the poll table
-    if filters.cluster is not None:
-        polls = polls.filter(node__cluster_id=filters.cluster)
-    if filters.node is not None:
-        polls = polls.filter(node_id=filters.node)
+    node_of = dict(DigestSource.objects.filter(pk__in={r[1] for r in stats}).values_list("pk", "node_id"))
+    polls = DigestPoll.objects.filter(_pieces_q(pieces), polls_ok__gt=0)  # the same pieces over the polls
+    if node_of:
+        polls = polls.filter(node_id__in=set(node_of.values()))
+    else:  # it did not run here: whether a bucket is a zero or a gap depends on the nodes in scope
+        if filters.cluster is not None:
+            polls = polls.filter(node__cluster_id=filters.cluster)
+        if filters.node is not None:
+            polls = polls.filter(node_id=filters.node)
+    expected = len(set(node_of.values())) or None
+
+    def bucket(ts):
+        return buckets.setdefault(ts // width * width, {"covered": 0.0, "nodes": set(), "count": 0, "sum": 0,
+                                                        "max": None})
+
     buckets = {}
-    for ts, node_id, ok, interval in polls.filter(polls_ok__gt=0).values_list("ts", "node_id", "polls_ok", "interval_s"):
-        b = buckets.setdefault(ts // width * width, {"covered": 0.0, "nodes": set(), "count": 0, "sum": 0, "max": None})
+    for ts, node_id, interval in polls.values_list("ts", "node_id", "interval_s"):
+        b = bucket(ts)
         b["covered"] += interval
         b["nodes"].add(node_id)
-    for ts, count, total, most in stats:
-        b = buckets.get(ts // width * width)
-        if b is None:  # figures without a recorded poll (cannot happen unless rows were edited): count them
-            b = buckets.setdefault(ts // width * width, {"covered": 0.0, "nodes": set(), "count": 0, "sum": 0,
-                                                         "max": None})
+    for ts, _, count, total, most in stats:
+        b = bucket(ts)
         b["count"] += count
         b["sum"] += total
         if most is not None:
             b["max"] = most if b["max"] is None else max(b["max"], most)
-    points = []
+    points, partial = [], 0
     for x in range(start, window.end, width):
         b = buckets.get(x)
         if b is None or b["covered"] <= 0:
             points.append({"x": x * 1000, "rate": None, "avg_ms": None, "max_ms": None})
             continue
-        per_node = b["covered"] / max(1, len(b["nodes"]))
-        points.append({"x": x * 1000, "rate": round(b["count"] / per_node, 4) if per_node else None,
+        if expected and len(b["nodes"]) < expected:
+            partial += 1
+        per_node = b["covered"] / len(b["nodes"])
+        points.append({"x": x * 1000, "rate": round(b["count"] / per_node, 4),
                        "avg_ms": round(b["sum"] / b["count"] / 1000, 3) if b["count"] else None,
                        "max_ms": round(b["max"] / 1000, 3) if b["max"] is not None else None})
-    return {"bucket_s": width, "start": start * 1000, "end": window.end * 1000, "points": points}
+    return {"bucket_s": width, "start": start * 1000, "end": window.end * 1000, "points": points,
+            "partial": partial, "nodes": expected or 0}
 
 
 # -- what the filters offer, and how fresh the data is ------------------------------------------------

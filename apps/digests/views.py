@@ -49,7 +49,7 @@ def digest_list(request):
     if page.number != query.page:
         query = replace(query, page=page.number)
     context = {"query": query, "window": window, "page": page, "notes": notes, "list_url": request.path,
-               "columns": _columns(query), "pager": _pager(query, page),
+               "columns": _columns(query), "pager": _pager(query, page), "sort_label": selectors.SORTS[query.sort][1],
                "windows": forms.WINDOWS, "polls": selectors.poll_summary(query.filters)}
     if request.htmx and request.htmx.target == "digest-results":
         return TemplateResponse(request, "digests/digest_list.html#results", context)

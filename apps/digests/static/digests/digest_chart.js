@@ -28,7 +28,8 @@
         const gaps = data.points.filter(function (p) { return p.rate === null; }).length;
         if (note) {
           note.textContent = data.points.length + " buckets of " + (data.bucket_s >= 3600 ? data.bucket_s / 3600 + " h" :
-            data.bucket_s / 60 + " min") + (gaps ? ", " + gaps + " without data (gaps)" : "");
+            data.bucket_s / 60 + " min") + (gaps ? ", " + gaps + " without data (gaps)" : "") +
+            (data.partial ? ", " + data.partial + " with figures from only some of its " + data.nodes + " nodes" : "");
         }
         const chart = new Chart(canvas, {
           type: "line",
