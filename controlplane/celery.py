@@ -37,9 +37,11 @@ def _beat_schedule():
         "task": "reports.run_due", "schedule": 60.0, "options": {"expires": 55}}
     schedule["roll back operations whose worker died"] = {
         "task": "operations.reap_stale", "schedule": 5.0, "options": {"expires": 4}}
+    schedule["archive audit events past their retention"] = {
+        "task": "audit.archive_old_events", "schedule": 3600.0, "options": {"expires": 3000}}
     return schedule
 
 
 app.conf.beat_schedule = _beat_schedule()
 # Task modules, imported by workers and beat at start (not at Django start: apps are not ready then).
-app.conf.imports = ["workers.monitoring", "workers.operations", "workers.digests", "workers.reports"]
+app.conf.imports = ["workers.monitoring", "workers.operations", "workers.digests", "workers.reports", "workers.audit"]

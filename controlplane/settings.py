@@ -182,6 +182,10 @@ MONITOR_RETENTION_HOUR_D = envfloat("MONITOR_RETENTION_HOUR_D", 396)
 # An operation whose worker has not beaten for this long is rolled back by the reaper (beat, every 5 s).
 OPERATIONS_STALE_AFTER_S = envfloat("OPERATIONS_STALE_AFTER_S", 15)
 
+# Audit retention: events older than this many days are archived to gzip JSONL files, then removed.
+AUDIT_RETENTION_DAYS = envint("AUDIT_RETENTION_DAYS", 400)
+AUDIT_ARCHIVE_DIR = Path(os.environ.get("AUDIT_ARCHIVE_DIR", VAR_DIR / "audit-archive"))
+
 # Network timeouts (seconds) of the two clients; each call is bounded by these.
 PROXYSQL_CONNECT_TIMEOUT = envfloat("PROXYSQL_CONNECT_TIMEOUT", 0.5)
 PROXYSQL_READ_TIMEOUT = envfloat("PROXYSQL_READ_TIMEOUT", 0.8)

@@ -1,5 +1,14 @@
 """The append-only audit log. Rows are only ever inserted (see services.record); each carries a hash
-over its content and the previous row's hash, so an edited or deleted row breaks the chain."""
+over its content and the previous row's hash, so an edited or deleted row breaks the chain.
+
+Beside the evidence, each event carries a search index that is *derived* from it and therefore not
+covered by the hash: `search_text` (its words, lowercased) and its AuditSearchToken rows. Rebuilding
+them from the hashed fields gives the same values; an edit to them can hide an event from a search but
+cannot change what the event says, which the chain still proves.
+
+The only path that removes events is retention (services.archive_old_events): it writes them to a
+gzip JSONL file first, keeps the chain head at the cut in AuditArchive, and audits itself.
+"""
 import hashlib
 import json
 
@@ -31,6 +40,16 @@ class AppendOnlyQuerySet(models.QuerySet):
         raise TypeError("audit events are append-only")
 
 
+# The hashed fields, in the order verify_chain() reads them (values_list), and how content() names them.
+HASHED_FIELDS = ("created_at", "actor", "actor_kind", "actor_user_id", "source_address", "cluster_id", "cluster_name",
+                 "target", "action", "outcome", "details", "duration_ms", "prev_hash")
+
+
+def hash_content(content):
+    canonical = json.dumps(content, sort_keys=True, cls=DjangoJSONEncoder, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
 class AuditEvent(models.Model):
     created_at = models.DateTimeField(db_index=True)
     actor = models.CharField(max_length=150, help_text="user name, API token name or rule name")
@@ -42,18 +61,24 @@ class AuditEvent(models.Model):
     cluster_id = models.BigIntegerField(null=True, blank=True, db_index=True)
     cluster_name = models.CharField(max_length=200, blank=True)
     target = models.CharField(max_length=300, blank=True, help_text="ProxySQL node, server or object acted on")
-    action = models.CharField(max_length=100, db_index=True)
-    outcome = models.CharField(max_length=10, choices=Outcome.choices, db_index=True)
+    action = models.CharField(max_length=100)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices)
     details = models.JSONField(default=dict, blank=True, encoder=DjangoJSONEncoder)
     duration_ms = models.FloatField(null=True, blank=True)
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64, unique=True)
+    # Derived, not hashed (see the module docstring): the words of every field above, lowercased.
+    search_text = models.TextField(blank=True, default="", editable=False)
 
     objects = AppendOnlyQuerySet.as_manager()
 
     class Meta:
         ordering = ["-id"]
-        indexes = [models.Index(fields=["cluster_id", "created_at"]), models.Index(fields=["actor", "created_at"])]
+        # Every list filter has an index ending in created_at, so "newest first" under a filter walks
+        # the index in order and stops after one page (indexes carry the primary key as a tie-break).
+        indexes = [models.Index(fields=["cluster_id", "created_at"]), models.Index(fields=["actor", "created_at"]),
+                   models.Index(fields=["action", "created_at"], name="audit_action_created"),
+                   models.Index(fields=["outcome", "created_at"], name="audit_outcome_created")]
 
     def __str__(self):
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action} {self.outcome}"
@@ -69,8 +94,7 @@ class AuditEvent(models.Model):
         }
 
     def compute_hash(self):
-        canonical = json.dumps(self.content(), sort_keys=True, cls=DjangoJSONEncoder, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        return hash_content(self.content())
 
     def save(self, *args, **kwargs):
         if self.pk is not None:
@@ -86,3 +110,35 @@ class AuditChainHead(models.Model):
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=1)
     last_hash = models.CharField(max_length=64)
+
+
+class AuditSearchToken(models.Model):
+    """One word of one event's search_text: an inverted index that works the same on SQLite and
+    MariaDB (and stays transactional, unlike InnoDB's FULLTEXT). A search looks a word up by prefix
+    here (primary key order: token, event), then checks the exact text on the few events found."""
+
+    pk = models.CompositePrimaryKey("token", "event")
+    token = models.CharField(max_length=48)
+    event = models.ForeignKey(AuditEvent, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
+
+
+class AuditArchive(models.Model):
+    """Events moved out by retention: the file that holds them and the chain head at the cut.
+    verify_chain() starts from the newest archive's head_hash."""
+
+    created_at = models.DateTimeField()
+    cutoff = models.DateTimeField(help_text="events created before this were archived")
+    path = models.CharField(max_length=500)
+    sha256 = models.CharField(max_length=64, help_text="of the gzip file")
+    first_id = models.BigIntegerField()
+    last_id = models.BigIntegerField()
+    count = models.BigIntegerField()
+    first_prev_hash = models.CharField(max_length=64, help_text="prev_hash of the first archived event")
+    head_hash = models.CharField(max_length=64, help_text="hash of the last archived event: the chain head at the cut")
+    removed = models.BooleanField(default=False, help_text="the archived events are gone from the table")
+
+    class Meta:
+        ordering = ["-last_id"]
+
+    def __str__(self):
+        return f"events {self.first_id}-{self.last_id} ({self.count}) in {self.path}"

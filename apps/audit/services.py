@@ -1,13 +1,23 @@
 """The one way to write the audit log: record(). Every mutation, refusal and automatic decision calls it."""
+import gzip
+import hashlib
 import json
+import os
+import re
 import time
 from contextlib import contextmanager
+from datetime import timedelta
+from datetime import timezone as dt_timezone
+from pathlib import Path
 
+from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
-from .models import ActorKind, AuditChainHead, AuditEvent
+from . import search
+from .models import HASHED_FIELDS, ActorKind, AuditChainHead, AuditEvent, AuditSearchToken, hash_content
 
 GENESIS = "0" * 64
 _SECRET_KEYS = ("password", "passwd", "secret", "token")
@@ -42,21 +52,40 @@ def record(action, *, outcome="success", request=None, user=None, rule=None, clu
         actor_user = user or (request.user if request is not None and request.user.is_authenticated else None)
         actor = actor_user.get_username() if actor_user else ("anonymous" if request is not None else "system")
         kind = ActorKind.USER if request is not None or actor_user else ActorKind.SYSTEM
+    return append_event(actor=actor, actor_kind=kind, actor_user=actor_user, source_address=_source_address(request),
+                        cluster_id=getattr(cluster, "pk", None), cluster_name=getattr(cluster, "name", ""),
+                        target=target, action=action, outcome=outcome, details=details, duration_ms=duration_ms)
+
+
+def append_event(*, created_at=None, actor, actor_kind, actor_user=None, source_address=None, cluster_id=None,
+                 cluster_name="", target="", action, outcome="success", details=None, duration_ms=None):
+    """The chain's one append, under the head's row lock: record() resolves the actor and calls this.
+    `created_at` defaults to now; tests and imports of older logs pass their own."""
     # Round-trip through JSON now so the hash is computed over exactly what the database will return.
     details = json.loads(json.dumps(_scrub(details or {}), cls=DjangoJSONEncoder))
+    # In UTC, as the database hands it back: the hash covers its isoformat().
+    created_at = created_at.astimezone(dt_timezone.utc) if created_at else timezone.now()
     with transaction.atomic():
         head, _ = AuditChainHead.objects.select_for_update().get_or_create(id=1, defaults={"last_hash": GENESIS})
         event = AuditEvent(
-            created_at=timezone.now(), actor=actor[:150], actor_kind=kind, actor_user=actor_user,
-            source_address=_source_address(request),
-            cluster_id=getattr(cluster, "pk", None), cluster_name=getattr(cluster, "name", "")[:200],
+            created_at=created_at, actor=actor[:150], actor_kind=actor_kind, actor_user=actor_user,
+            source_address=source_address, cluster_id=cluster_id, cluster_name=(cluster_name or "")[:200],
             target=str(target)[:300], action=action[:100], outcome=outcome, details=details,
             duration_ms=duration_ms, prev_hash=head.last_hash,
         )
         event.hash = event.compute_hash()
+        event.search_text = search_text_of(event)
         event.save()
+        AuditSearchToken.objects.bulk_create(
+            [AuditSearchToken(token=t, event_id=event.pk) for t in search.tokens_for(event.search_text)])
         AuditChainHead.objects.filter(id=1).update(last_hash=event.hash)
     return event
+
+
+def search_text_of(event):
+    return search.search_text(action=event.action, actor=event.actor, cluster_name=event.cluster_name,
+                              target=event.target, outcome=event.outcome, source_address=event.source_address,
+                              details=event.details)
 
 
 @contextmanager
@@ -74,15 +103,230 @@ def timed():
         timer.ms = round((time.monotonic() - start) * 1000, 3)
 
 
+VERIFY_CHUNK = 5000
+
+
+class Progress:
+    """Where a verification stands: `checked` events verified after `after_id`, the chain's hash at
+    `last_id`; `broken` (an AuditEvent) and `reason` once a bad link is found; `done` at the end."""
+
+    def __init__(self, after_id, prev_hash, checked=0):
+        self.last_id, self.last_hash, self.checked = after_id, prev_hash, checked
+        self.broken, self.reason, self.done = None, "", False
+
+
+def chain_start():
+    """(after_id, prev_hash) where the chain in the table begins: after the newest archive's head,
+    or at the genesis hash."""
+    from .models import AuditArchive
+
+    archive = AuditArchive.objects.order_by("-last_id").first()
+    return (archive.last_id, archive.head_hash) if archive else (0, GENESIS)
+
+
+_SQLITE_DATETIME = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{6})?")
+
+
+def _isoformat(value):
+    """created_at as content() renders it, from the raw column value: SQLite gives Django's stored
+    text (UTC, "YYYY-MM-DD HH:MM:SS[.ffffff]"), MariaDB a naive UTC datetime."""
+    if isinstance(value, str):
+        if _SQLITE_DATETIME.fullmatch(value):
+            return value.replace(" ", "T", 1) + "+00:00"
+        value = parse_datetime(value)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt_timezone.utc)
+    return value.isoformat()
+
+
+def _rows(after_id, upto_id=None, chunk=VERIFY_CHUNK):
+    """(id, hash, content) oldest first, read in keyset chunks: bounded memory on any database
+    (mysqlclient buffers a whole result set, so one query over a million rows is not an option).
+    Raw SQL with two conversions of our own (created_at, details): the ORM's per-row converters
+    would double the time of a verification."""
+    meta = AuditEvent._meta
+    qn = connection.ops.quote_name
+    columns = ", ".join(qn(meta.get_field(f).column) for f in ("id", "hash") + HASHED_FIELDS)
+    upto = " AND id <= %s" if upto_id is not None else ""
+    sql = f"SELECT {columns} FROM {qn(meta.db_table)} WHERE id > %s{upto} ORDER BY id LIMIT {int(chunk)}"
+    i_created, i_details = 2 + HASHED_FIELDS.index("created_at"), 2 + HASHED_FIELDS.index("details")
+    while True:
+        with connection.cursor() as cur:
+            cur.execute(sql, [after_id] + ([upto_id] if upto_id is not None else []))
+            rows = cur.fetchall()
+        for row in rows:
+            row = list(row)
+            row[i_created] = _isoformat(row[i_created])
+            if isinstance(row[i_details], (str, bytes)):
+                row[i_details] = json.loads(row[i_details])
+            yield row[0], row[1], dict(zip(HASHED_FIELDS, row[2:]))
+        if len(rows) < chunk:
+            return
+        after_id = rows[-1][0]
+
+
+def verify_some(progress, *, deadline=None, upto_id=None, on_row=None):
+    """Advance `progress` over the events after progress.last_id (up to upto_id), stopping at the
+    first broken link, at the end, or once time.monotonic() passes `deadline` (then done is False:
+    call again to go on). `on_row(id, hash, content)` sees each verified event (retention writes it)."""
+    n = 0
+    for pk, stored_hash, content in _rows(progress.last_id, upto_id):
+        if content["prev_hash"] != progress.last_hash:
+            reason = "its prev_hash does not match the event before it (an event was removed or reordered)"
+        elif hash_content(content) != stored_hash:
+            reason = "its content does not match its hash (the event was edited)"
+        else:
+            reason = ""
+        if reason:
+            progress.broken, progress.reason, progress.done = AuditEvent.objects.get(pk=pk), reason, True
+            return progress
+        if on_row is not None:
+            on_row(pk, stored_hash, content)
+        progress.last_id, progress.last_hash = pk, stored_hash
+        progress.checked += 1
+        n += 1
+        if deadline is not None and n % 1000 == 0 and time.monotonic() > deadline:
+            return progress
+    progress.done = True
+    return progress
+
+
 def verify_chain():
-    """Walk the log oldest first. Returns (checked_count, first_broken_event_or_None, reason)."""
-    prev = GENESIS
-    count = 0
-    for event in AuditEvent.objects.order_by("id").iterator(chunk_size=2000):
-        if event.prev_hash != prev:
-            return count, event, "its prev_hash does not match the event before it (an event was removed or reordered)"
-        if event.compute_hash() != event.hash:
-            return count, event, "its content does not match its hash (the event was edited)"
-        prev = event.hash
-        count += 1
-    return count, None, ""
+    """Walk the log oldest first, from the archived head if retention ran.
+    Returns (checked_count, first_broken_event_or_None, reason)."""
+    progress = verify_some(Progress(*chain_start()))
+    return progress.checked, progress.broken, progress.reason
+
+
+# -- retention -------------------------------------------------------------------------------------
+
+class ArchiveRefused(Exception):
+    pass
+
+
+def _archive_dir():
+    path = Path(settings.AUDIT_ARCHIVE_DIR)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _sha256_of(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def archive_old_events(days=None, *, now=None, user=None, delete_chunk=20000):
+    """Retention, the only path that removes audit events. The events created more than `days`
+    (AUDIT_RETENTION_DAYS) ago are verified, written to a gzip JSONL file under AUDIT_ARCHIVE_DIR
+    (one event per line, then a line {"archive": {...}} with the chain head at the cut), recorded in
+    AuditArchive and audited; only then are they deleted, in chunks, by raw SQL that deliberately
+    goes around the append-only QuerySet. Returns the AuditArchive, or None when nothing is due.
+    A broken chain in the range is never archived: ArchiveRefused, and the refusal is audited."""
+    from .models import AuditArchive
+
+    _finish_removals()
+    days = settings.AUDIT_RETENTION_DAYS if days is None else days
+    now = now or timezone.now()
+    cutoff = now - timedelta(days=days)
+    after_id, prev_hash = chain_start()
+    cut = (AuditEvent.objects.filter(created_at__lt=cutoff, id__gt=after_id).order_by("-created_at", "-id")
+           .values_list("id", flat=True).first())
+    if cut is None:
+        return None
+    final = _archive_dir() / f"audit-{after_id + 1:012d}-{cut:012d}.jsonl.gz"
+    tmp = final.with_suffix(".tmp")
+    progress = Progress(after_id, prev_hash)
+    first = {}
+    with open(tmp, "xb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) as gz:
+        def write(pk, stored_hash, content):
+            first.setdefault("id", pk)
+            line = {"id": pk, **content, "hash": stored_hash}
+            gz.write(json.dumps(line, sort_keys=True, cls=DjangoJSONEncoder, separators=(",", ":")).encode() + b"\n")
+
+        verify_some(progress, upto_id=cut, on_row=write)
+        head = {"first_id": first.get("id"), "last_id": progress.last_id, "count": progress.checked,
+                "first_prev_hash": prev_hash, "head_hash": progress.last_hash, "cutoff": cutoff.isoformat(),
+                "created_at": now.isoformat()}
+        gz.write(json.dumps({"archive": head}, sort_keys=True).encode() + b"\n")
+        gz.flush()
+        raw.flush()
+        os.fsync(raw.fileno())
+    if progress.broken is not None or not progress.checked:
+        tmp.unlink()
+        if progress.broken is not None:
+            record("archive audit events", user=user, outcome="refused",
+                   details={"reason": f"chain broken at event {progress.broken.pk}: {progress.reason}",
+                            "cutoff": cutoff, "retention_days": days})
+            raise ArchiveRefused(f"the chain is broken at event {progress.broken.pk} ({progress.reason}); "
+                                 f"nothing was archived")
+        return None
+    if final.exists():  # a concurrent run got here first with the same range
+        tmp.unlink()
+        raise ArchiveRefused(f"{final} exists already")
+    os.replace(tmp, final)
+    sha = _sha256_of(final)
+    with transaction.atomic():
+        AuditChainHead.objects.select_for_update().get_or_create(id=1, defaults={"last_hash": GENESIS})
+        if AuditArchive.objects.filter(last_id__gte=head["first_id"]).exists():
+            raise ArchiveRefused("another retention run archived these events first")
+        archive = AuditArchive.objects.create(
+            created_at=now, cutoff=cutoff, path=str(final), sha256=sha, first_id=head["first_id"],
+            last_id=head["last_id"], count=head["count"], first_prev_hash=prev_hash, head_hash=head["head_hash"])
+        record("archive audit events", user=user, details={
+            "archive": archive.pk, "path": str(final), "sha256": sha, "first_id": archive.first_id,
+            "last_id": archive.last_id, "count": archive.count, "head_hash": archive.head_hash,
+            "cutoff": cutoff, "retention_days": days})
+    _finish_removals(delete_chunk)
+    archive.refresh_from_db()
+    return archive
+
+
+def _finish_removals(chunk=20000):
+    """Delete the events (and their search tokens) that an archive holds but the table still has:
+    right after archiving, or after a run that died half-way. Raw SQL on purpose: the append-only
+    QuerySet refuses deletes, and this is the one path allowed to do them."""
+    from .models import AuditArchive, AuditSearchToken
+
+    events, tokens = AuditEvent._meta.db_table, AuditSearchToken._meta.db_table
+    for archive in AuditArchive.objects.filter(removed=False).order_by("last_id"):
+        low = archive.first_id - 1
+        while low < archive.last_id:
+            high = min(low + chunk, archive.last_id)
+            with transaction.atomic(), connection.cursor() as cur:
+                cur.execute(f"DELETE FROM {tokens} WHERE event_id > %s AND event_id <= %s", [low, high])
+                cur.execute(f"DELETE FROM {events} WHERE id > %s AND id <= %s", [low, high])
+            low = high
+        AuditArchive.objects.filter(pk=archive.pk).update(removed=True)
+
+
+def read_archive(path):
+    """Yield the event dicts of an archive file, then its head dict as {"archive": {...}}."""
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            yield json.loads(line)
+
+
+def verify_archive(archive):
+    """Check an archive file against its AuditArchive row: the file's sha256, every event's hash and
+    link from first_prev_hash, the count and the head. Returns (ok, message)."""
+    path = Path(archive.path)
+    if not path.exists():
+        return False, f"{path} is missing"
+    if _sha256_of(path) != archive.sha256:
+        return False, f"{path} changed since it was written (sha256 differs)"
+    prev, count, head = archive.first_prev_hash, 0, None
+    for item in read_archive(path):
+        if "archive" in item:
+            head = item["archive"]
+            break
+        stored = item.pop("hash")
+        pk = item.pop("id")
+        if item["prev_hash"] != prev or hash_content(item) != stored:
+            return False, f"event {pk} in {path.name} does not verify"
+        prev, count = stored, count + 1
+    if head is None or prev != archive.head_hash or count != archive.count:
+        return False, f"{path.name} does not end at the recorded head ({count} events read)"
+    return True, f"{count} events verified, head {prev[:16]}…"
