@@ -1,0 +1,75 @@
+"""The review page's filters (GET). Times are UTC, as the pages show them."""
+from datetime import timedelta
+from datetime import timezone as dt_timezone
+
+from django import forms
+from django.utils import timezone
+
+from apps.fleet.models import Cluster
+
+from .models import Outcome
+
+QUICK_RANGES = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7),
+                "30d": timedelta(days=30)}
+TIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d"]
+
+
+class UTCDateTimeField(forms.DateTimeField):
+    """A wall-clock time read as UTC whatever TIME_ZONE says."""
+
+    widget = forms.DateTimeInput(attrs={"type": "datetime-local", "step": "1"}, format="%Y-%m-%dT%H:%M:%S")
+
+    def __init__(self, **kwargs):
+        super().__init__(input_formats=TIME_FORMATS, required=False, **kwargs)
+
+    def to_python(self, value):
+        result = super().to_python(value)
+        return result.replace(tzinfo=dt_timezone.utc) if result is not None else None
+
+
+class FilterForm(forms.Form):
+    range = forms.ChoiceField(required=False, choices=[("", "any time")] + [(k, f"last {k}") for k in QUICK_RANGES])
+    start = UTCDateTimeField(label="From (UTC)")
+    end = UTCDateTimeField(label="To (UTC)")
+    actor = forms.CharField(required=False, max_length=150,
+                            widget=forms.TextInput(attrs={"list": "audit-actors", "placeholder": "exact name"}))
+    cluster = forms.ModelChoiceField(required=False, queryset=Cluster.objects.order_by("name"),
+                                     empty_label="any cluster")
+    target = forms.CharField(required=False, max_length=300, label="Node / target",
+                             widget=forms.TextInput(attrs={"list": "audit-targets", "placeholder": "contains"}))
+    action = forms.CharField(required=False, max_length=100,
+                             widget=forms.TextInput(attrs={"list": "audit-actions", "placeholder": "exact name"}))
+    outcome = forms.ChoiceField(required=False, choices=[("", "any outcome")] + list(Outcome.choices))
+    q = forms.CharField(required=False, max_length=200, label="Search",
+                        widget=forms.TextInput(attrs={"type": "search", "placeholder": "words in any field or the details"}))
+
+    FIELDS = ("range", "start", "end", "actor", "cluster", "target", "action", "outcome", "q")
+
+    def clean(self):
+        data = super().clean()
+        if data.get("start") and data.get("end") and data["start"] >= data["end"]:
+            self.add_error("end", "must be after from")
+        return data
+
+    def window(self, now=None):
+        """(start, end) as aware datetimes or None: explicit times win over a quick range."""
+        data = getattr(self, "cleaned_data", {})
+        start, end = data.get("start"), data.get("end")
+        if not start and not end and data.get("range") in QUICK_RANGES:
+            now = now or timezone.now()
+            return now - QUICK_RANGES[data["range"]], None
+        return start, end
+
+    def applied(self):
+        """The valid, non-empty filters, for links that keep them (paging, export, quick ranges)."""
+        if not self.is_bound:
+            return {}
+        data = getattr(self, "cleaned_data", {})
+        out = {}
+        for name in self.FIELDS:
+            if name in self.errors:
+                continue
+            raw = self.data.get(name, "")
+            if raw not in ("", None) and data.get(name) not in ("", None):
+                out[name] = raw
+        return out
