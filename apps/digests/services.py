@@ -284,6 +284,11 @@ def poll_round(nodes, *, now=None, threads=None):
         except Exception as exc:
             log.exception("storing the digest poll of ProxySQL node %s failed", result.node.pk)
             result.error = result.error or exc
+            try:  # say so for this node, from its state as committed (the failed write changed nothing)
+                store(NodeResult(node=result.node, ts=result.ts, error=exc),
+                      DigestNodeState.objects.filter(node_id=result.node.pk).first())
+            except Exception:
+                log.exception("recording the failure of node %s failed too", result.node.pk)
         if result.error is not None:
             failed += 1
             continue

@@ -161,6 +161,32 @@ def test_a_lost_or_unconfirmed_baseline_costs_an_interval_never_doubles(digest_l
     assert not DigestStat.objects.filter(ts=t0 + 90).exists()
 
 
+def test_a_failed_database_write_is_recorded_and_the_next_poll_covers_the_interval(digest_lab):
+    cluster, nodes, (first, second) = digest_lab
+    t0 = int(time.time())
+    services.poll_round(nodes, now=t0)
+    add_queries(first, 1000)
+    services.poll_round(nodes, now=t0 + 30)
+    before = read_digest_table(first)
+    add_queries(first, 1000)
+    add_queries(second, 1000)
+    # A row already where this poll will write one: the node's transaction fails on a real constraint.
+    row = DigestStat.objects.filter(ts=t0 + 30, source__node=nodes[0]).first()
+    DigestStat.objects.create(resolution=RAW, ts=t0 + 60, source_id=row.source_id, digest_id=row.digest_id,
+                              count_star=-1, sum_time=-1)
+    summary = services.poll_round(nodes, now=t0 + 60)
+    assert summary["failed"] == 1
+    state = DigestNodeState.objects.get(node=nodes[0])
+    assert state.error and state.error_since == t0 + 60 and state.baseline_ts == t0 + 30
+    assert DigestPoll.objects.get(node=nodes[0], ts=t0 + 60).polls_failed == 1
+    assert DigestStat.objects.filter(ts=t0 + 60, source__node=nodes[0]).count() == 1  # only the planted row
+    assert DigestStat.objects.filter(ts=t0 + 60, source__node=nodes[1]).exists()  # the other node wrote its own
+    after = read_digest_table(first)
+    services.poll_round(nodes, now=t0 + 90)
+    assert stats_of(nodes[0], t0 + 90) == expected_deltas(before, after)  # both intervals, once
+    assert not DigestNodeState.objects.get(node=nodes[0]).error
+
+
 def test_garbage_from_a_node_fails_that_node_only(digest_lab):
     cluster, nodes, (first, second) = digest_lab
     second.query("DROP VIEW stats.stats_mysql_query_digest")
