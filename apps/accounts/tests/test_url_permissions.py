@@ -1,0 +1,108 @@
+"""Every URL pattern, every role. A view must declare its role (require_role) or be one of the few
+public/any-user views listed here; a new view without a check fails this test.
+
+For each URL the no-role user, viewer, operator and admin each GET (and, for views that change
+things, POST) it: below the required role the answer is 403, at or above it anything but 403 and 500.
+"""
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from apps.accounts.roles import ADMIN, OPERATOR, VIEWER, _RANK
+from apps.audit.services import record
+from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
+from apps.operations.models import Operation
+from apps.operations.plans import Plan
+
+NOT_ROLE_CHECKED = {"accounts:login", "accounts:logout"}  # the login page itself, and leaving
+
+
+def url_patterns(patterns=None, namespace=None):
+    for p in patterns if patterns is not None else get_resolver().url_patterns:
+        if isinstance(p, URLResolver):
+            if p.namespace == "admin":
+                continue  # Django's admin has its own staff/permission checks, tested below
+            yield from url_patterns(p.url_patterns, p.namespace or namespace)
+        elif isinstance(p, URLPattern):
+            yield f"{namespace}:{p.name}" if namespace else p.name, p
+
+
+@pytest.fixture
+def objects(db):
+    cluster = Cluster.objects.create(name="perm", writer_hostgroup=100, reader_hostgroup=101)
+    node = ProxySQLNode.objects.create(cluster=cluster, name="p", admin_host="127.0.0.1", admin_port=1, admin_user="a")
+    server = Server.objects.create(cluster=cluster, hostname="127.0.0.1", port=2)
+    HostgroupMembership.objects.create(server=server, hostgroup_id=101)
+    op = Operation.objects.create(cluster=cluster, kind="switchover", title="t", actor="x",
+                                  plan=Plan("switchover", cluster.pk, "t", [], []).to_json())
+    event = record("permission test")
+    out = {"cluster": cluster.pk, "node": node.pk, "server": server.pk, "operation": op.pk, "event": event.pk}
+    from django.utils import timezone
+
+    from apps.digests.models import Digest
+    from apps.reports.models import ReportSchedule
+
+    out["digest"] = Digest.objects.create(digest="0x1", digest_text="SELECT ?").pk
+    out["schedule"] = ReportSchedule.objects.create(cluster=cluster).pk
+    from apps.reports import periods, services as reports
+
+    out["report"] = reports.build_report(cluster, "daily", periods.last_complete("daily", timezone.now())).pk
+    return out
+
+
+def kwargs_for(name, pattern, objects):
+    """URL arguments from the objects above, by URL name; a URL not covered here fails loudly."""
+    converters = pattern.pattern.converters
+    if not converters:
+        return {}
+    owner = {"fleet:cluster": "cluster", "fleet:cluster_drift": "cluster", "monitoring:cluster_live": "cluster",
+             "monitoring:cluster_sparklines": "cluster", "operations:switchover": "cluster",
+             "fleet:proxysql_node": "node", "fleet:proxysql_node_runtime": "node", "monitoring:proxysql_pool": "node",
+             "monitoring:proxysql_mirror": "node", "monitoring:proxysql_chart": "node",
+             "fleet:server": "server", "fleet:server_state": "server", "monitoring:server_live": "server",
+             "monitoring:server_chart": "server", "operations:drain": "server", "operations:restore": "server",
+             "audit:detail": "event", "digests:detail": "digest", "digests:chart": "digest",
+             "reports:detail": "report", "reports:pdf": "report", "reports:send": "report", "reports:chart": "report",
+             "reports:schedule_edit": "schedule", "reports:schedule_delete": "schedule", "reports:schedule_run": "schedule"}
+    prefix = name.split(":")[0]
+    key = owner.get(name) or ("operation" if prefix == "operations" else None)
+    if key is None or key not in objects:
+        pytest.fail(f"{name} ({pattern.pattern}) takes arguments: teach kwargs_for() which object it shows")
+    out = {}
+    for arg, converter in converters.items():
+        out[arg] = objects[key] if converter.regex == "[0-9]+" else "conn_used"
+    return out
+
+
+def test_every_view_declares_its_role():
+    undeclared = [name for name, p in url_patterns()
+                  if name not in NOT_ROLE_CHECKED and getattr(p.callback, "required_role", None) not in (VIEWER, OPERATOR, ADMIN)]
+    assert not undeclared, f"views without a role check (use apps.accounts.roles.require_role): {undeclared}"
+
+
+@pytest.mark.parametrize("role", [None, VIEWER, OPERATOR, ADMIN])
+def test_each_role_gets_what_its_rank_allows(client, django_user_model, objects, role):
+    from django.contrib.auth.models import Group
+
+    user = django_user_model.objects.create_user(username=f"u-{role}", password="x")
+    if role:
+        user.groups.add(Group.objects.get_or_create(name=role)[0])
+    client.force_login(user)
+    wrong = []
+    for name, pattern in url_patterns():
+        if name in NOT_ROLE_CHECKED:
+            continue
+        url = reverse(name, kwargs=kwargs_for(name, pattern, objects))
+        needed = pattern.callback.required_role
+        methods = ["get", "post"] if _RANK[needed] > _RANK[VIEWER] else ["get"]
+        for method in methods:
+            status = getattr(client, method)(url).status_code
+            allowed = _RANK[role] >= _RANK[needed]
+            if (status == 403) == allowed or status >= 500:
+                wrong.append(f"{method.upper()} {url} ({name}, needs {needed}) as {role or 'no role'}: {status}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_django_admin_is_for_admins_only(client, viewer_user, operator_user, admin_user_role):
+    for user, expected in ((viewer_user, 302), (operator_user, 302), (admin_user_role, 200)):
+        client.force_login(user)
+        assert client.get("/admin/fleet/cluster/").status_code == expected, user
