@@ -35,6 +35,8 @@ def _beat_schedule():
         "task": "digests.rollup_and_prune", "schedule": 60.0, "options": {"expires": 50}}
     schedule["build and mail the health reports that are due"] = {
         "task": "reports.run_due", "schedule": 60.0, "options": {"expires": 55}}
+    schedule["audit drift as it appears and goes"] = {
+        "task": "fleet.watch_drift", "schedule": 30.0, "options": {"expires": 25}}
     schedule["roll back operations whose worker died"] = {
         "task": "operations.reap_stale", "schedule": 5.0, "options": {"expires": 4}}
     schedule["archive audit events past their retention"] = {
@@ -44,4 +46,4 @@ def _beat_schedule():
 
 app.conf.beat_schedule = _beat_schedule()
 # Task modules, imported by workers and beat at start (not at Django start: apps are not ready then).
-app.conf.imports = ["workers.monitoring", "workers.operations", "workers.digests", "workers.reports", "workers.audit"]
+app.conf.imports = ["workers.fleet", "workers.monitoring", "workers.operations", "workers.digests", "workers.reports", "workers.audit"]

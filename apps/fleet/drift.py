@@ -124,3 +124,45 @@ def cluster_drift(cluster):
         results = list(pool.map(one, nodes))
     readable = {r.node_name: r.runtime_rows for r in results if not r.error}
     return ClusterDrift(nodes=results, between_nodes=between_nodes(readable, hostgroups))
+
+
+def watch():
+    """Audit drift as it appears and goes: for every ProxySQL node, compare the runtime its last poll
+    saw (the latest-state document in Redis; no connection is opened) with the inventory, and write a
+    "drift found" or "drift fixed" event when that changes. Called by beat every 30 s."""
+    import hashlib
+    import json
+
+    from apps.audit.services import record
+    from apps.monitoring import live
+
+    from .models import Cluster
+
+    r = live.client()
+    events = 0
+    for cluster in Cluster.objects.prefetch_related("proxysql_nodes"):
+        nodes = list(cluster.proxysql_nodes.all())
+        docs = live.read_many(live.PROXYSQL, [n.pk for n in nodes])
+        intended = intended_rows(cluster)
+        hostgroups = set(cluster.hostgroup_roles()) | {k[0] for k in intended}
+        for node in nodes:
+            doc = docs.get(node.pk)
+            if not doc or not doc.get("ok") or "runtime_servers" not in doc:
+                continue  # unreachable nodes are reported as such, not as drift
+            differences = compare(intended, doc["runtime_servers"], hostgroups)
+            summary = [f"hg {d.hostgroup_id} {d.hostname}:{d.port} {d.field}: {d.intended} -> {d.runtime}"
+                       for d in differences]
+            digest = hashlib.sha256(json.dumps(summary).encode()).hexdigest() if summary else ""
+            key = f"drift:{node.pk}"
+            previous = (r.get(key) or b"").decode()
+            if digest == previous:
+                continue
+            r.set(key, digest)
+            if summary:
+                record("drift found", rule="drift monitor", cluster=cluster, target=str(node), outcome="failure",
+                       details={"differences": summary})
+            elif previous:
+                record("drift fixed", rule="drift monitor", cluster=cluster, target=str(node),
+                       details={"differences": []})
+            events += 1
+    return events

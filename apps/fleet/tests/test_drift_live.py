@@ -52,3 +52,24 @@ def test_unreachable_node_is_shown_not_hidden(operator_client, adopted_pair):
     assert by_node["proxysql-2"].error_kind == "unreachable" and not drift.in_sync
     html = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
     assert 'data-drift="unreachable"' in html
+
+
+@pytest.mark.django_db
+def test_drift_found_and_fixed_are_audited_from_the_polled_runtime(adopted_pair, live_redis):
+    from apps.audit.models import AuditEvent
+    from apps.fleet.drift import watch
+    from apps.fleet.models import ProxySQLNode
+    from apps.monitoring import pollers
+
+    cluster, first, second = adopted_pair
+    nodes = list(ProxySQLNode.objects.select_related("cluster"))
+    pollers.proxysql_round(nodes)
+    assert watch() == 0  # in sync: nothing to say
+    admin_sql(second, "UPDATE mysql_servers SET weight=3 WHERE hostgroup_id=101 AND port=3312", "LOAD MYSQL SERVERS TO RUNTIME")
+    pollers.proxysql_round(nodes)
+    assert watch() == 1 and watch() == 0  # said once, not on every run
+    found = AuditEvent.objects.get(action="drift found")
+    assert found.actor == "drift monitor" and "weight: 10000 -> 3" in found.details["differences"][0]
+    admin_sql(second, "UPDATE mysql_servers SET weight=10000 WHERE hostgroup_id=101 AND port=3312", "LOAD MYSQL SERVERS TO RUNTIME")
+    pollers.proxysql_round(nodes)
+    assert watch() == 1 and AuditEvent.objects.filter(action="drift fixed").count() == 1
