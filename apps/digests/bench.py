@@ -27,7 +27,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from . import services
-from .models import DAY, FIVE_MINUTES, HOUR, RAW, Digest, DigestNodeState, DigestPoll, DigestSource, DigestStat
+from .models import DAY, FIVE_MINUTES, HOUR, RAW, Digest, DigestNodeState, DigestPoll, DigestSource, DigestSpan, DigestStat
 
 POLL_S = 30
 TABLES = ["orders", "order_items", "customers", "payments", "shipments", "invoices", "products", "stock",
@@ -142,6 +142,10 @@ class Filler:
         for level in (FIVE_MINUTES, HOUR, DAY):
             written[level] = services.rollup(level, now=now, max_buckets=10**6)
         self.out(f"  rollups wrote {written} in {time.monotonic() - t1:.0f} s")
+        t2 = time.monotonic()
+        end = services.refresh_span(now)
+        self.out(f"  the 23-hour span ending {time.strftime('%H:%M', time.gmtime(end))} UTC:"
+                 f" {DigestSpan.objects.filter(end_ts=end).count():,} digests in {time.monotonic() - t2:.1f} s")
         for node in self.node_ids:
             DigestNodeState.objects.create(node_id=node, baseline_ts=now, last_poll_ts=now, last_ok_ts=now,
                                            digests=self.n, changed=self.core)
@@ -178,10 +182,9 @@ class Filler:
         events = {}
         for j, daily in enumerate(self.tail_daily):
             i = self.core + j
-            expected = daily * span / 86400 * per_node_scale
-            if self.stress:
-                expected = max(expected, 1.0)
-            k = _poisson(rng, expected)
+            k = _poisson(rng, daily * span / 86400 * per_node_scale)
+            if self.stress and span <= 86400:
+                k = max(k, 1)  # every digest runs in the last 24 h
             for _ in range(k):
                 events.setdefault(rng.random() * span, []).append(i)
         return events

@@ -95,3 +95,33 @@ class DigestNodeState(models.Model):
     error = models.TextField(blank=True)
     error_kind = models.CharField(max_length=20, blank=True)
     error_since = models.FloatField(null=True)
+
+
+class DigestSpan(models.Model):
+    """Per digest, its totals over all sources for the SPAN_HOURS complete hours before end_ts.
+
+    Written once an hour (when the hourly rollup completes an hour) so that "last 24 hours" ranks
+    digests without summing 24 hourly rows each: the window is this span plus two edges of about an
+    hour, and a digest that did not run in the edges keeps its span figures, already sorted by an
+    index (selectors.top_digests). Only for the unfiltered list; filters and searches sum the rows.
+    """
+
+    pk = models.CompositePrimaryKey("end_ts", "digest")
+    end_ts = models.IntegerField()
+    digest = models.ForeignKey(Digest, on_delete=models.CASCADE, related_name="+", db_constraint=False,
+                               db_index=False)
+    count_star = models.BigIntegerField()
+    sum_time = models.BigIntegerField()
+    avg_time = models.FloatField(help_text="sum_time / count_star, stored to be indexed")
+    max_time = models.BigIntegerField(null=True)
+    min_time = models.BigIntegerField(null=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["end_ts", "sum_time", "digest"], name="digestspan_total"),
+                   models.Index(fields=["end_ts", "count_star", "digest"], name="digestspan_count"),
+                   models.Index(fields=["end_ts", "avg_time", "digest"], name="digestspan_avg"),
+                   models.Index(fields=["end_ts", "max_time", "digest"], name="digestspan_max")]
+
+
+SPAN_HOURS = 23
+SPAN_S = SPAN_HOURS * HOUR

@@ -36,7 +36,8 @@ from apps.monitoring import live
 from apps.monitoring.models import RollupMark
 
 from . import deltas as deltas_mod
-from .models import DAY, FIVE_MINUTES, HOUR, LEVELS, RAW, Digest, DigestNodeState, DigestPoll, DigestSource, DigestStat
+from .models import (DAY, FIVE_MINUTES, HOUR, LEVELS, RAW, SPAN_S, Digest, DigestNodeState, DigestPoll, DigestSource,
+                     DigestSpan, DigestStat)
 
 log = logging.getLogger(__name__)
 
@@ -450,6 +451,26 @@ def prune(now=None):
     return deleted
 
 
+def refresh_span(now=None):
+    """Write the DigestSpan ending at the last complete hour, if not there yet; drop older ones (the
+    previous stays an hour, for pages that chose it a moment ago). Returns its end (or None)."""
+    end = rolled_until()[HOUR]
+    if end is None:
+        return None
+    end = end // HOUR * HOUR
+    span, stat = DigestSpan._meta.db_table, DigestStat._meta.db_table
+    if not DigestSpan.objects.filter(end_ts=end).exists():
+        with transaction.atomic(), connection.cursor() as cur:
+            cur.execute(
+                f"INSERT INTO {span} (end_ts, digest_id, count_star, sum_time, avg_time, max_time, min_time)"
+                f" SELECT %s, digest_id, SUM(count_star), SUM(sum_time), SUM(sum_time) * 1e0 / SUM(count_star),"
+                f" MAX(max_time), MIN(min_time) FROM {stat} WHERE resolution = %s AND ts >= %s AND ts < %s"
+                f" GROUP BY digest_id", [end, HOUR, end - SPAN_S, end])
+            # An empty span is a span too: a marker row is not needed, its absence of rows is exact.
+    DigestSpan.objects.filter(end_ts__lt=end - HOUR).delete()
+    return end
+
+
 def rollup_and_prune(now=None):
     written = {level: rollup(level, now) for level in LEVELS}
-    return {"written": written, "deleted": prune(now)}
+    return {"written": written, "span": refresh_span(now), "deleted": prune(now)}

@@ -6,7 +6,7 @@ import pytest
 from django.db.models import Max, Min, Sum
 
 from apps.digests import selectors, services
-from apps.digests.models import DAY, FIVE_MINUTES, HOUR, RAW, DigestPoll, DigestStat
+from apps.digests.models import DAY, FIVE_MINUTES, HOUR, RAW, DigestPoll, DigestSpan, DigestStat
 from apps.digests.selectors import Filters, Window
 
 from .factories import digest, fleet, polls, source
@@ -116,3 +116,38 @@ def test_old_windows_snap_to_the_buckets_still_kept(settings):
     assert w.snapped and w.start % FIVE_MINUTES == 0 and w.end % FIVE_MINUTES == 0
     w = selectors.effective_window(now - 3600, now, now=now)
     assert not w.snapped and (w.start, w.end) == (now - 3600, now)
+
+
+def test_the_span_gives_the_same_pages_as_summing_every_row(history, settings):
+    """The unfiltered 24 h list reads the hourly span plus two edges: same rows, same order, same count,
+    for every sort, both directions, first, middle and last pages."""
+    cluster, nodes, start, end = history
+    settings.MONITOR_RETENTION_RAW_H = 1000
+    now = end - 2 * 3600 + 1234
+    rng = random.Random(5)
+    src = source(nodes[1], 100, "batch")
+    for i in range(30):  # digests that ran once, inside the span only: they come from its indexes
+        DigestStat.objects.create(resolution=RAW, ts=rng.randrange(now - 80000, now - 8000), source=src,
+                                  digest=digest(f"SELECT once_{i}"), count_star=rng.randint(1, 500),
+                                  sum_time=rng.randint(1, 10**6), max_time=rng.choice([None, rng.randint(1, 10**6)]))
+    services.rollup_and_prune(now=now)
+    services.rollup_and_prune(now=now)
+    span_end = services.refresh_span(now)
+    assert span_end is not None and DigestSpan.objects.filter(end_ts=span_end).exists()
+    window = Window(now - 86400, now)
+    window.pieces = selectors.plan_window(window.start, window.end)
+    assert selectors.usable_span(window, Filters()) == span_end
+    assert selectors.usable_span(window, Filters(hostgroup=101)) is None
+    edges = selectors.plan_window(window.start, span_end - 3600 * 23) + selectors.plan_window(span_end, window.end)
+    in_edges = set(DigestStat.objects.filter(selectors._pieces_q(edges)).values_list("digest_id", flat=True))
+    in_span = set(DigestSpan.objects.filter(end_ts=span_end).values_list("digest_id", flat=True))
+    assert in_span - in_edges and in_span & in_edges  # both kinds, for the test to mean something
+    for sort in selectors.SORTS:
+        for descending in (True, False):
+            for page in (1, 2, 4):
+                fast = selectors.top_digests(window, Filters(), sort, descending, page, per_page=7)
+                slow = selectors.top_digests(window, Filters(), sort, descending, page, per_page=7, use_span=False)
+                assert [(r.digest_id, r.count, r.total_us, r.max_us, r.min_us) for r in fast.rows] == \
+                    [(r.digest_id, r.count, r.total_us, r.max_us, r.min_us) for r in slow.rows], (sort, descending, page)
+                assert (fast.total, fast.number) == (slow.total, slow.number)
+    assert selectors.top_digests(window, Filters(), page=99, per_page=7).number == slow.pages

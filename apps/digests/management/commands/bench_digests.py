@@ -47,6 +47,10 @@ class Command(BaseCommand):
             filler = bench.Filler(o["digests"], o["nodes"], o["core"], o["days"], o["stress"], out=self.stdout.write)
             took = filler.run(time.time())
             self.stdout.write(f"filled in {took:.0f} s")
+        if o["time_only"]:
+            from apps.digests import services
+
+            services.refresh_span()  # the span of the last complete hour, as the minute task would
         figures = bench.counts()
         self.stdout.write(f"rows: {figures}")
         for label, seconds in (("5 min", 300), ("1 h", 3600), ("24 h", 86400)):
