@@ -83,8 +83,8 @@ def _parse_time(raw):
             value = datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except (ValueError, OverflowError, OSError):
         return None
-    if timezone.is_naive(value):
-        value = timezone.make_aware(value, timezone.get_current_timezone())
+    if timezone.is_naive(value):  # the pages show UTC, so a time typed without a zone is UTC
+        value = value.replace(tzinfo=dt_timezone.utc)
     try:
         return int(value.timestamp())
     except (OverflowError, ValueError, OSError):
@@ -92,7 +92,7 @@ def _parse_time(raw):
 
 
 def _fmt(ts):
-    return timezone.localtime(datetime.fromtimestamp(ts, tz=dt_timezone.utc)).strftime("%Y-%m-%dT%H:%M")
+    return datetime.fromtimestamp(ts, tz=dt_timezone.utc).strftime("%Y-%m-%dT%H:%M")
 
 
 def parse(get, now=None):

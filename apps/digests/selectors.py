@@ -257,13 +257,13 @@ def _arms(pieces, conds="", arm_params=()):
 
 def usable_span(window, filters):
     """The end of a DigestSpan lying inside the window, for the unfiltered list (None: sum the rows)."""
-    if filters.by_source or filters.search or window.seconds < SPAN_S:
+    if filters.by_source or window.seconds < SPAN_S:
         return None
     return (DigestSpan.objects.filter(end_ts__gte=window.start + SPAN_S, end_ts__lte=window.end)
             .order_by("-end_ts").values_list("end_ts", flat=True).first())
 
 
-def _ranked_sql_spanned(window, end, sort, descending, limit, offset):
+def _ranked_sql_spanned(window, end, sort, descending, limit, offset, search=""):
     """(SQL, params) like _ranked_sql, from the span ending at `end` and the window's two edges.
 
     A digest that did not run in the edges keeps its span figures: the best `offset + limit` of those
@@ -271,39 +271,46 @@ def _ranked_sql_spanned(window, end, sort, descending, limit, offset):
     are summed with their span figures. Both lists sorted together give the page, exactly as summing
     every row would.
     """
-    span = DigestSpan._meta.db_table
+    span, digests = DigestSpan._meta.db_table, Digest._meta.db_table
     pieces = plan_window(window.start, end - SPAN_S) + plan_window(end, window.end)
+    join, cond, cond_params = "", "", []
+    if search:  # only digests whose text matches, from the span and from the edges alike
+        condition, cond_params = _search_condition(search, "d")
+        join, cond = f" JOIN {digests} d ON d.id = {{alias}}.digest_id", f" AND {condition}"
     arms, params = _arms(pieces)
     edge = (f"SELECT digest_id, SUM(count_star) AS cnt, SUM(sum_time) AS tot, MAX(max_time) AS mx,"
             f" MIN(min_time) AS mn FROM ({arms}) AS arms GROUP BY digest_id") if pieces else \
         f"SELECT digest_id, count_star AS cnt, sum_time AS tot, max_time AS mx, min_time AS mn FROM {span} WHERE 1 = 0"
     direction = "DESC" if descending else "ASC"
-    only_span = (f"SELECT digest_id, count_star AS cnt, sum_time AS tot, max_time AS mx, min_time AS mn"
-                 f" FROM {span} s WHERE s.end_ts = %s"
+    only_span = (f"SELECT s.digest_id AS digest_id, s.count_star AS cnt, s.sum_time AS tot, s.max_time AS mx,"
+                 f" s.min_time AS mn FROM {span} s{join.format(alias='s')} WHERE s.end_ts = %s{cond}"
                  f" AND NOT EXISTS (SELECT 1 FROM edge e WHERE e.digest_id = s.digest_id)")
     k = offset + limit
     column = {"total": "sum_time", "count": "count_star", "avg": "avg_time", "max": "max_time"}[sort]
     if sort == "max":  # NULLs last: the known ones in order, then the unknown ones by id
-        best = [f"SELECT * FROM ({only_span} AND max_time IS NOT NULL ORDER BY max_time {direction},"
-                f" digest_id {direction} LIMIT {k}) AS known",
-                f"SELECT * FROM ({only_span} AND max_time IS NULL ORDER BY digest_id {direction} LIMIT {k}) AS unknown"]
-        best_params = [end, end]
+        best = [f"SELECT * FROM ({only_span} AND s.max_time IS NOT NULL ORDER BY s.max_time {direction},"
+                f" s.digest_id {direction} LIMIT {k}) AS known",
+                f"SELECT * FROM ({only_span} AND s.max_time IS NULL ORDER BY s.digest_id {direction} LIMIT {k}) AS unknown"]
+        best_params = [end] + cond_params + [end] + cond_params
     else:
-        best = [f"SELECT * FROM ({only_span} ORDER BY {column} {direction}, digest_id {direction} LIMIT {k}) AS best"]
-        best_params = [end]
+        best = [f"SELECT * FROM ({only_span} ORDER BY s.{column} {direction}, s.digest_id {direction} LIMIT {k}) AS best"]
+        best_params = [end] + cond_params
     combined = (f"SELECT e.digest_id AS digest_id, e.cnt + COALESCE(s.count_star, 0) AS cnt,"
                 f" e.tot + COALESCE(s.sum_time, 0) AS tot,"
                 f" CASE WHEN e.mx IS NULL THEN s.max_time WHEN s.max_time IS NULL OR e.mx > s.max_time THEN e.mx"
                 f" ELSE s.max_time END AS mx,"
                 f" CASE WHEN e.mn IS NULL THEN s.min_time WHEN s.min_time IS NULL OR e.mn < s.min_time THEN e.mn"
                 f" ELSE s.min_time END AS mn"
-                f" FROM edge e LEFT JOIN {span} s ON s.end_ts = %s AND s.digest_id = e.digest_id")
-    total = (f"(SELECT COUNT(*) FROM {span} WHERE end_ts = %s) + (SELECT COUNT(*) FROM edge e"
-             f" WHERE NOT EXISTS (SELECT 1 FROM {span} s WHERE s.end_ts = %s AND s.digest_id = e.digest_id))")
+                f" FROM edge e LEFT JOIN {span} s ON s.end_ts = %s AND s.digest_id = e.digest_id"
+                f"{join.format(alias='e')}{' WHERE ' + cond[5:] if cond else ''}")
+    total = (f"(SELECT COUNT(*) FROM {span} s{join.format(alias='s')} WHERE s.end_ts = %s{cond})"
+             f" + (SELECT COUNT(*) FROM edge e{join.format(alias='e')} WHERE NOT EXISTS"
+             f" (SELECT 1 FROM {span} s WHERE s.end_ts = %s AND s.digest_id = e.digest_id){cond})")
     sql = (f"WITH edge AS ({edge}) SELECT digest_id, cnt, tot, mx, mn, {total}"
            f" FROM ({' UNION ALL '.join(best + [combined])}) AS u ORDER BY {_order(sort, descending)}"
            f" LIMIT %s OFFSET %s")
-    return sql, params + [end, end] + best_params + [end, limit, offset]
+    return sql, (params + [end] + cond_params + [end] + cond_params + best_params + [end] + cond_params
+                 + [limit, offset])
 
 
 def _ranked_sql(window, filters, sort, descending):
@@ -356,7 +363,7 @@ def top_digests(window, filters, sort=DEFAULT_SORT, descending=True, page=1, per
         if end is None:
             query, args = sql, params + [per_page, offset]
         else:
-            query, args = _ranked_sql_spanned(window, end, sort, descending, per_page, offset)
+            query, args = _ranked_sql_spanned(window, end, sort, descending, per_page, offset, filters.search)
         with connection.cursor() as cur:
             cur.execute(query, args)
             return cur.fetchall()
