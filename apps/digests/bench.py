@@ -176,15 +176,16 @@ class Filler:
         src = self.source[(node, self.digest_combo[i])]
         return (resolution, ts, src, self.ids[i], count, total, least, most)
 
-    def _tail_events(self, start, end, per_node_scale):
-        """{bucket index: [(digest index, count)]}: each tail digest's executions as a Poisson process."""
+    def _tail_events(self, start, end, per_node_scale, every_digest=False):
+        """{offset: [digest index]}: each tail digest's executions as a Poisson process (at least one
+        each with every_digest)."""
         rng, span = self.rng, end - start
         events = {}
         for j, daily in enumerate(self.tail_daily):
             i = self.core + j
             k = _poisson(rng, daily * span / 86400 * per_node_scale)
-            if self.stress and span <= 86400:
-                k = max(k, 1)  # every digest runs in the last 24 h
+            if every_digest:
+                k = max(k, 1)
             for _ in range(k):
                 events.setdefault(rng.random() * span, []).append(i)
         return events
@@ -221,7 +222,7 @@ class Filler:
     def _raw(self, start, end):
         """One row per poll per changed digest for the last 24 h, polls every 30 s with jitter."""
         rng = self.rng
-        tail = self._tail_events(start, end, 1.0)
+        tail = self._tail_events(start, end, 1.0, every_digest=self.stress)  # --stress: all run in the last 24 h
         offsets = sorted(tail)
         stats, polls, k = [], [], 0
         for node_n, node in enumerate(self.node_ids):
