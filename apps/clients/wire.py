@@ -2,8 +2,9 @@
 
 mysqlclient only takes whole seconds for its timeouts, so they serve as a backstop only: the connect
 runs on a short-lived thread we stop waiting for at the deadline, and a query is sent, then its
-answer is awaited with select() on the socket. A timed-out connection is closed (its stream is out of
-step), and the next call reconnects.
+answer is awaited with poll() on the socket (not select(): a worker polling a fleet holds more than
+FD_SETSIZE = 1024 sockets, and select() refuses a descriptor numbered above that). A timed-out
+connection is closed (its stream is out of step), and the next call reconnects.
 """
 import math
 import select
@@ -169,8 +170,9 @@ class TimedConnection:
         deadline = self.read_timeout if timeout is None else float(timeout)
         try:
             conn.send_query(statement.encode("utf-8"))
-            ready, _, _ = select.select([conn.fileno()], [], [], deadline)
-            if not ready:
+            answer = select.poll()
+            answer.register(conn.fileno(), select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP)
+            if not answer.poll(max(0, math.ceil(deadline * 1000))):
                 self.close()
                 raise Timeout(self.node, action, f"no answer within {deadline:g}s", retryable=True)
             conn.read_query_result()
