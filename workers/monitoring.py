@@ -1,7 +1,24 @@
 """Monitoring tasks. Each is thin: it calls one service in apps/monitoring and returns its summary."""
+import resource
+
 from celery import shared_task
+from celery.signals import worker_init
 
 from apps.monitoring import live, rollups, rounds
+
+
+@worker_init.connect
+def raise_open_files_limit(**kwargs):
+    """A worker process keeps one connection to every node it has polled (a shard's round may land on any
+    pool process): at fleet scale that is thousands of sockets per process, above the usual soft limit of
+    1,024 open files. Raise the soft limit to the hard one, in the main process before the pool forks."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        except (ValueError, OSError):
+            pass
 
 
 # Polls are idempotent per tick, but a lost tick is better than a late one: no retries, no acks_late.
