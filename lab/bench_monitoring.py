@@ -1,7 +1,7 @@
 """Monitoring at fleet scale: the benchmark of the polling path (a command, not a test).
 
     bin/bench-monitoring [--nodes 1000] [--interval 5] [--duration 90] [--hang-duration 60]
-                         [--backend-duration 60] [--concurrency 2] [--database-url URL] [--update-docs]
+                         [--backend-duration 60] [--concurrency 4] [--database-url URL] [--update-docs]
 
 Everything runs on 127.0.0.1 and everything it starts is stopped at the end, also on Ctrl-C:
 
@@ -577,15 +577,16 @@ class Bench:
                 per_proc.setdefault(m["proc"], {"proxysql": 0, "backend": 0})[m["kind"]] += polled
         r["expired_ticks"] = sum(1 for line in worker_log.splitlines()
                                  if "revoked" in line.lower() or "expired" in line.lower())
-        r["per_process_polls_s"] = {proc: {k: v / wall for k, v in c.items()} for proc, c in sorted(per_proc.items())}
+        r["per_process_polls"] = dict(sorted(per_proc.items()))
         for kind, rs in rounds.items():
             secs = [x["seconds"] for x in rs]
             r[f"{kind}_rounds"] = {"count": len(rs), "polled": sum(x["polled"] for x in rs),
                                    "failed": sum(x.get("failed", 0) for x in rs),
                                    "p50_s": pct(secs, 0.5), "p95_s": pct(secs, 0.95), "max_s": max(secs) if secs else None}
         # polls from history rows whose poll started inside the window
-        r["proxysql_polls_s"], r["intervals"] = self._polls(ProxySQLSample, "node_id", t0, t1, hung_pk)
-        r["backend_polls_s"], r["backend_intervals"] = self._polls(BackendSample, "server_id", t0, t1, None)
+        r["proxysql_polls_s"], r["proxysql_count_s"], r["intervals"] = self._polls(ProxySQLSample, "node_id", t0, t1, hung_pk)
+        r["backend_polls_s"], r["backend_count_s"], r["backend_intervals"] = self._polls(BackendSample, "server_id", t0, t1,
+                                                                                        None)
         r["rows"] = {m._meta.model_name: ids_after[m] - ids_before[m] for m in tables}
         r["rows_s"] = sum(r["rows"].values()) / wall
         r["worker_cpu_cores"] = cpu_delta(worker_before, worker_after) / wall
@@ -630,6 +631,9 @@ class Bench:
         return out
 
     def _polls(self, model, fk, t0, t1, hung_pk):
+        """(sustained polls/s, raw count/s, intervals). The sustained rate sums 1 / (a node's mean time between
+        two polls) over the nodes polled at least twice in the window: a window's raw count moves by a whole
+        round of a shard depending on where the window falls (rounds poll a shard's nodes together)."""
         from datetime import datetime, timezone
 
         rows = model.objects.filter(resolution=0, ts__gte=datetime.fromtimestamp(t0, tz=timezone.utc),
@@ -638,15 +642,19 @@ class Bench:
         for pk, ts in rows:
             per.setdefault(pk, []).append(ts.timestamp())
         total = sum(len(v) for v in per.values())
-        gaps = []
+        gaps, sustained = [], 0.0
         for pk, tss in per.items():
-            if pk == hung_pk:
-                continue
             tss.sort()
-            gaps += [b - a for a, b in zip(tss, tss[1:])]
+            if len(tss) >= 2:
+                sustained += (len(tss) - 1) / (tss[-1] - tss[0])
+            else:
+                sustained += 1 / (t1 - t0)
+            if pk != hung_pk:
+                gaps += [b - a for a, b in zip(tss, tss[1:])]
         late = sum(1 for g in gaps if g > self.layout.interval + 1.0)
-        return total / (t1 - t0), {"p50_s": pct(gaps, 0.5), "p95_s": pct(gaps, 0.95), "max_s": max(gaps) if gaps else None,
-                                   "late_share": (late / len(gaps)) if gaps else None, "targets_polled": len(per)}
+        return sustained, total / (t1 - t0), {
+            "p50_s": pct(gaps, 0.5), "p95_s": pct(gaps, 0.95), "max_s": max(gaps) if gaps else None,
+            "late_share": (late / len(gaps)) if gaps else None, "targets_polled": len(per)}
 
     def _ages(self, samples, hung_pk):
         shards = int(self.env["MONITOR_SHARDS"])
@@ -859,7 +867,12 @@ def database_version():
 
     if connection.vendor == "sqlite":
         import sqlite3
-        return f"SQLite {sqlite3.sqlite_version} (file {connection.settings_dict['NAME']})"
+        name = Path(connection.settings_dict["NAME"])
+        shown = name.relative_to(REPO) if name.is_relative_to(REPO) else name
+        with connection.cursor() as cur:
+            cur.execute("PRAGMA journal_mode")
+            journal = cur.fetchone()[0]
+        return f"SQLite {sqlite3.sqlite_version} (file {shown}, journal mode {journal})"
     with connection.cursor() as cur:
         cur.execute("SELECT VERSION()")
         return f"MariaDB/MySQL {cur.fetchone()[0]} (database {connection.settings_dict['NAME']})"
@@ -894,8 +907,14 @@ def report(args, info, bench, pages, per_row, command):
     for r in bench.results.values():
         add(f"**{r['label']}**")
         add("")
-        per = ", ".join(f"{proc} {c['proxysql']:.1f} + {c['backend']:.1f}" for proc, c in r["per_process_polls_s"].items())
-        add(f"- polls/s per worker process (ProxySQL + backend): {per or 'n/a'}")
+        shares = {kind: sum(c[kind] for c in r["per_process_polls"].values()) for kind in ("proxysql", "backend")}
+        per = ", ".join(f"{proc} {r['proxysql_polls_s'] * c['proxysql'] / (shares['proxysql'] or 1):.1f} + "
+                        f"{r['backend_polls_s'] * c['backend'] / (shares['backend'] or 1):.1f}"
+                        for proc, c in r["per_process_polls"].items())
+        add(f"- polls/s per worker process (ProxySQL + backend; the sustained rate split as the rounds' log lines "
+            f"split the polls): {per or 'n/a'}")
+        add(f"- polls counted in the window: {r['proxysql_count_s']:.1f}/s ProxySQL, {r['backend_count_s']:.1f}/s backends "
+            f"(a window's count moves by a whole round of a shard depending on where it falls)")
         for kind in ("proxysql", "backend"):
             rd = r[f"{kind}_rounds"]
             if rd["count"]:
@@ -983,7 +1002,7 @@ def parse_args(argv):
     ap.add_argument("--double-base-port", type=int, default=17000)
     ap.add_argument("--backend-base-port", type=int, default=20000)
     ap.add_argument("--pool", default="prefork", choices=["prefork", "threads", "solo"])
-    ap.add_argument("--concurrency", type=int, default=2)
+    ap.add_argument("--concurrency", type=int, default=4, help="worker processes (docker/compose.yaml runs 4)")
     ap.add_argument("--shards", type=int, default=4, help="MONITOR_SHARDS")
     ap.add_argument("--threads", type=int, default=32, help="MONITOR_THREADS")
     ap.add_argument("--database-url", help="a MariaDB database whose name contains 'bench' (dropped and recreated), "
