@@ -318,7 +318,32 @@ def apply_failover(cluster, docs):
     op = _execute(cluster, plan, FAILOVER_RULE)
     if op:
         live.client().delete(f"failover:{cluster.pk}", f"failover:{cluster.pk}:ts")
+        if cluster.preferred_writer_id is None:  # where failback (if enabled) will bring the writer back
+            Cluster.objects.filter(pk=cluster.pk).update(preferred_writer=writer.server)
     return op
+
+
+FAILBACK_RULE = "automatic failback"
+
+
+def apply_failback(cluster, docs, now=None):
+    """Back to the preferred writer, gracefully (a planned switchover with the auto-increment way through),
+    once it has been Synced and Primary for failback_after_s. Off unless the cluster enables it."""
+    if not (cluster.failback_enabled and cluster.preferred_writer_id):
+        return None
+    writer = current_writer(cluster)
+    preferred = cluster.preferred_writer
+    if writer is None or writer.server_id == preferred.pk or preferred.maintenance:
+        return None
+    healthy = bool((docs.get(preferred.pk) or {}).get("synced_primary"))
+    synced_for = _since(live.client(), f"failback:{cluster.pk}:since", healthy, now or time.time())
+    if not healthy or synced_for < cluster.failback_after_s:
+        return None
+    from .switchover import plan_switchover
+
+    plan = plan_switchover(cluster, preferred, lower_autoinc=True)
+    plan.facts["failback"] = {"synced_for_s": round(synced_for, 1), "required_s": cluster.failback_after_s}
+    return _execute(cluster, plan, FAILBACK_RULE)
 
 
 def after_backend_poll(cluster_ids):
@@ -331,8 +356,8 @@ def after_backend_poll(cluster_ids):
         except live.LiveUnavailable:
             continue
         try:
-            if cluster.auto_failover_enabled:
-                apply_failover(cluster, docs)
+            if cluster.auto_failover_enabled and not apply_failover(cluster, docs):
+                apply_failback(cluster, docs)
             if cluster.read_pool_rules_enabled:
                 apply_read_pool(cluster, docs)
         except Exception:  # one cluster's trouble must not stop the others' rules

@@ -154,3 +154,27 @@ def test_killed_writer_fails_over_by_weight_within_two_polls(adopted_lab, live_r
     assert elapsed < 3.0  # two polls a second apart, then the move
     event = AuditEvent.objects.get(action="failover done")
     assert event.actor == "automatic failover" and event.actor_kind == "rule"
+
+
+def test_failback_waits_for_the_preferred_writer_to_stay_synced(adopted_lab, live_redis):
+    cluster, (first, second) = adopted_lab
+    preferred = Server.objects.get(port=3312)
+    Cluster.objects.filter(pk=cluster.pk).update(auto_failover_enabled=True, failback_enabled=True,
+                                                 failback_after_s=1, preferred_writer=preferred)
+    cluster = Cluster.objects.get(pk=cluster.pk)
+    docs = poll(cluster)
+    assert rules.apply_failback(cluster, docs) is None  # Synced, but not for long enough yet
+    time.sleep(1.1)
+    op = rules.apply_failback(cluster, poll(cluster))
+    assert op and Operation.objects.get(pk=op).state == "done", Operation.objects.get(pk=op).error
+    for double in (first, second):
+        assert runtime(double, 100) == [("127.0.0.1", 3312, "ONLINE")]
+    assert AuditEvent.objects.get(action="switchover done").actor == "automatic failback"
+    assert rules.apply_failback(Cluster.objects.get(pk=cluster.pk), poll(cluster)) is None  # already there
+
+
+def test_failback_is_off_by_default(adopted_lab, live_redis):
+    cluster, _ = adopted_lab
+    Cluster.objects.filter(pk=cluster.pk).update(preferred_writer=Server.objects.get(port=3312))
+    cluster = Cluster.objects.get(pk=cluster.pk)
+    assert rules.apply_failback(cluster, poll(cluster)) is None and not Operation.objects.exists()
