@@ -273,8 +273,13 @@ def _ranked_sql_spanned(window, end, sort, descending, limit, offset, search="")
     """
     span, digests = DigestSpan._meta.db_table, Digest._meta.db_table
     pieces = plan_window(window.start, end - SPAN_S) + plan_window(end, window.end)
-    join, cond, cond_params = "", "", []
-    if search:  # only digests whose text matches, from the span and from the edges alike
+    join, cond, cond_params, hits = "", "", [], ""
+    if search and connection.vendor == "sqlite":
+        # The matching digests once (SQLite keeps a CTE read three times): a scan of the texts, no join.
+        condition, hit_params = _search_condition(search, "d")
+        hits = f"hits (id) AS (SELECT d.id FROM {digests} d WHERE {condition}), "
+        cond = " AND {alias}.digest_id IN (SELECT id FROM hits)"
+    elif search:  # MariaDB would compute such a CTE at each read: match the texts of the span's digests
         condition, cond_params = _search_condition(search, "d")
         join, cond = f" JOIN {digests} d ON d.id = {{alias}}.digest_id", f" AND {condition}"
     arms, params = _arms(pieces)
@@ -283,7 +288,7 @@ def _ranked_sql_spanned(window, end, sort, descending, limit, offset, search="")
         f"SELECT digest_id, count_star AS cnt, sum_time AS tot, max_time AS mx, min_time AS mn FROM {span} WHERE 1 = 0"
     direction = "DESC" if descending else "ASC"
     only_span = (f"SELECT s.digest_id AS digest_id, s.count_star AS cnt, s.sum_time AS tot, s.max_time AS mx,"
-                 f" s.min_time AS mn FROM {span} s{join.format(alias='s')} WHERE s.end_ts = %s{cond}"
+                 f" s.min_time AS mn FROM {span} s{join.format(alias='s')} WHERE s.end_ts = %s{cond.format(alias='s')}"
                  f" AND NOT EXISTS (SELECT 1 FROM edge e WHERE e.digest_id = s.digest_id)")
     k = offset + limit
     column = {"total": "sum_time", "count": "count_star", "avg": "avg_time", "max": "max_time"}[sort]
@@ -302,14 +307,15 @@ def _ranked_sql_spanned(window, end, sort, descending, limit, offset, search="")
                 f" CASE WHEN e.mn IS NULL THEN s.min_time WHEN s.min_time IS NULL OR e.mn < s.min_time THEN e.mn"
                 f" ELSE s.min_time END AS mn"
                 f" FROM edge e LEFT JOIN {span} s ON s.end_ts = %s AND s.digest_id = e.digest_id"
-                f"{join.format(alias='e')}{' WHERE ' + cond[5:] if cond else ''}")
-    total = (f"(SELECT COUNT(*) FROM {span} s{join.format(alias='s')} WHERE s.end_ts = %s{cond})"
+                f"{join.format(alias='e')}{' WHERE ' + cond.format(alias='e')[5:] if cond else ''}")
+    total = (f"(SELECT COUNT(*) FROM {span} s{join.format(alias='s')} WHERE s.end_ts = %s{cond.format(alias='s')})"
              f" + (SELECT COUNT(*) FROM edge e{join.format(alias='e')} WHERE NOT EXISTS"
-             f" (SELECT 1 FROM {span} s WHERE s.end_ts = %s AND s.digest_id = e.digest_id){cond})")
-    sql = (f"WITH edge AS ({edge}) SELECT digest_id, cnt, tot, mx, mn, {total}"
+             f" (SELECT 1 FROM {span} s WHERE s.end_ts = %s AND s.digest_id = e.digest_id){cond.format(alias='e')})")
+    sql = (f"WITH {hits}edge AS ({edge}) SELECT digest_id, cnt, tot, mx, mn, {total}"
            f" FROM ({' UNION ALL '.join(best + [combined])}) AS u ORDER BY {_order(sort, descending)}"
            f" LIMIT %s OFFSET %s")
-    return sql, (params + [end] + cond_params + [end] + cond_params + best_params + [end] + cond_params
+    head = hit_params if hits else []
+    return sql, (head + params + [end] + cond_params + [end] + cond_params + best_params + [end] + cond_params
                  + [limit, offset])
 
 
