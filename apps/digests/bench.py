@@ -27,7 +27,8 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from . import services
-from .models import DAY, FIVE_MINUTES, HOUR, RAW, Digest, DigestNodeState, DigestPoll, DigestSource, DigestSpan, DigestStat
+from .models import (DAY, FIVE_MINUTES, HOUR, RAW, SPAN_HOURS, Digest, DigestNodeState, DigestPoll, DigestSource, DigestSpan,
+                     DigestStat)
 
 POLL_S = 30
 TABLES = ["orders", "order_items", "customers", "payments", "shipments", "invoices", "products", "stock",
@@ -144,7 +145,7 @@ class Filler:
         self.out(f"  rollups wrote {written} in {time.monotonic() - t1:.0f} s")
         t2 = time.monotonic()
         end = services.refresh_span(now)
-        self.out(f"  the 23-hour span ending {time.strftime('%H:%M', time.gmtime(end))} UTC:"
+        self.out(f"  the {SPAN_HOURS}-hour span ending {time.strftime('%H:%M', time.gmtime(end))} UTC:"
                  f" {DigestSpan.objects.filter(end_ts=end).count():,} digests in {time.monotonic() - t2:.1f} s")
         for node in self.node_ids:
             DigestNodeState.objects.create(node_id=node, baseline_ts=now, last_poll_ts=now, last_ok_ts=now,

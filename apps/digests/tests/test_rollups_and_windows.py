@@ -6,7 +6,7 @@ import pytest
 from django.db.models import Max, Min, Sum
 
 from apps.digests import selectors, services
-from apps.digests.models import DAY, FIVE_MINUTES, HOUR, RAW, DigestPoll, DigestSpan, DigestStat
+from apps.digests.models import DAY, FIVE_MINUTES, HOUR, RAW, SPAN_S, DigestPoll, DigestSpan, DigestStat
 from apps.digests.selectors import Filters, Window
 
 from .factories import digest, fleet, polls, source
@@ -139,7 +139,7 @@ def test_the_span_gives_the_same_pages_as_summing_every_row(history, settings):
     assert selectors.usable_span(window, Filters()) == span_end
     assert selectors.usable_span(window, Filters(hostgroup=101)) is None
     assert selectors.usable_span(window, Filters(search="x")) == span_end
-    edges = selectors.plan_window(window.start, span_end - 3600 * 23) + selectors.plan_window(span_end, window.end)
+    edges = selectors.plan_window(window.start, span_end - SPAN_S) + selectors.plan_window(span_end, window.end)
     in_edges = set(DigestStat.objects.filter(selectors._pieces_q(edges)).values_list("digest_id", flat=True))
     in_span = set(DigestSpan.objects.filter(end_ts=span_end).values_list("digest_id", flat=True))
     assert in_span - in_edges and in_span & in_edges  # both kinds, for the test to mean something
