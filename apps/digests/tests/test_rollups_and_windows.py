@@ -118,11 +118,13 @@ def test_old_windows_snap_to_the_buckets_still_kept(settings):
     assert not w.snapped and (w.start, w.end) == (now - 3600, now)
 
 
-def test_the_span_gives_the_same_pages_as_summing_every_row(history, settings):
+@pytest.mark.parametrize("hit_ids_max", [5000, 0])  # MariaDB: a search as a list of ids, or matched in the query
+def test_the_span_gives_the_same_pages_as_summing_every_row(history, settings, monkeypatch, hit_ids_max):
     """The unfiltered 24 h list reads the hourly span plus two edges: same rows, same order, same count,
     for every sort, both directions, first, middle and last pages."""
     cluster, nodes, start, end = history
     settings.MONITOR_RETENTION_RAW_H = 1000
+    monkeypatch.setattr(selectors, "HIT_IDS_MAX", hit_ids_max)
     now = end - 2 * 3600 + 1234
     rng = random.Random(5)
     src = source(nodes[1], 100, "batch")
