@@ -1,5 +1,6 @@
 """Shared fixtures. The lab's fixtures (Galera lab, ProxySQL admin double) live in lab/fixtures_*.py;
-this file chains them into the product's: redis_server -> personas (viewer/operator/admin users).
+this file chains them into the product's: lab_pair -> adopted_lab, redis_server -> live_redis, and the
+personas (viewer/operator/admin users).
 
 Personas and their rights:
   viewer_user    reads every page, changes nothing
@@ -35,6 +36,47 @@ def lab_pair(proxysql_double_pair):
     for double in proxysql_double_pair:
         demo.admin_sql(double.port, *demo.seed_statements(), user=double.user, password=double.password)
     return proxysql_double_pair
+
+
+@pytest.fixture
+def live_redis(redis_server, settings):
+    """settings.REDIS_URL pointed at the session's real redis-server, emptied for each test."""
+    from apps.monitoring import live
+
+    settings.REDIS_URL = redis_server
+    live.client().flushdb()
+    yield live.client()
+
+
+def adopt_double(double, cluster_name, node_name, kind=None):
+    """Adopt one ProxySQL double through the product's own adopt service (read, plan, apply)."""
+    from apps.clients.proxysql import ProxySQLAdmin
+    from apps.fleet import adopt
+
+    with ProxySQLAdmin("127.0.0.1", double.port, double.user, double.password) as admin:
+        snapshot = adopt.read_snapshot(admin)
+        monitor = adopt.read_monitor_credentials(admin)
+    plan = adopt.plan_adoption(snapshot, cluster_name=cluster_name, node_name=node_name, admin_host="127.0.0.1",
+                               admin_port=double.port, kind=kind)
+    assert plan.ok, plan.errors
+    return adopt.apply_adoption(plan, admin_user=double.user, admin_password=double.password, monitor=monitor)
+
+
+@pytest.fixture
+def adopted_lab(db, lab_pair, galera_lab):
+    """(cluster, [double1, double2]): the lab cluster adopted through the product's adopt service, two
+    ProxySQL doubles (seeds' layout) in front of the three Galera nodes, monitor credentials
+    monitor/monitor, and on both doubles the demo's traffic: writer sessions pinned by auto-increment
+    tokens (ProxySQL 2.7's default) and readers."""
+    from apps.fleet.models import Cluster
+
+    first, second = lab_pair
+    adopt_double(first, "galera-lab", "proxysql-1")
+    adopt_double(second, "galera-lab", "proxysql-2")
+    for double in lab_pair:
+        double.traffic.set_sessions(hostgroup=100, count=4, kind="write", pinned_reason="auto_increment")
+        double.traffic.set_sessions(hostgroup=101, count=8, kind="read")
+    return Cluster.objects.get(name="galera-lab"), lab_pair
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ at(minutes_ago, action, ...)  appends one event at a chosen time through the cha
 clusters                      two inventory clusters, "alpha" and "beta", each with a node and a server
 admin_client                  a client logged in as the admin persona
 incident                      an hour of alpha's history: samples, a drain with its steps, audit events
-adopted_lab, live_redis       the monitoring fixtures (the lab cluster adopted, a clean Redis)
+adopted_lab, live_redis       from the root conftest (the lab cluster adopted, a clean Redis)
 """
 from datetime import timedelta
 
@@ -17,7 +17,6 @@ from apps.audit.models import AuditEvent
 from apps.audit.services import append_event
 from apps.fleet.models import Cluster, ProxySQLNode, Server
 from apps.monitoring.models import BackendSample, ProxySQLSample
-from apps.monitoring.tests.conftest import adopt_double, adopted_lab, live_redis  # noqa: F401
 from apps.operations.models import Operation, OperationStep
 
 

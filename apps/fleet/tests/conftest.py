@@ -5,7 +5,6 @@ admin_sql(double, ...)  plain admin SQL on a double, as an operator would type i
 seed_layout(double)     the seeds' mysql_servers (writer 100, reader 101, backup writer 102), loaded
 (the lab_pair fixture, two such doubles, is in the root conftest.py)
 """
-from apps.monitoring.tests.conftest import live_redis  # noqa: F401  (a clean Redis for drift watching)
 from lab import demo
 
 

@@ -1,8 +1,5 @@
-"""Operations fixtures: the adopted lab (apps/monitoring/tests/conftest.py) and helpers to read what
-the ProxySQL doubles hold at runtime."""
+"""Helpers to read what the ProxySQL doubles hold at runtime (the adopted lab is in the root conftest)."""
 
-# The adopted lab (two doubles with pinned writer sessions, the Galera lab) and a clean Redis.
-from apps.monitoring.tests.conftest import adopt_double, adopted_lab, live_redis  # noqa: F401
 from lab import demo
 
 

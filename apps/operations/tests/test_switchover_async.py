@@ -2,10 +2,9 @@
 through two ProxySQL doubles."""
 import pytest
 
-from apps.clients.proxysql import ProxySQLAdmin
-from apps.fleet import adopt
 from apps.fleet.models import Cluster, Server
 from apps.operations import executor, services, switchover
+from conftest import adopt_double
 from lab import demo
 
 from .conftest import runtime
@@ -18,11 +17,7 @@ PORTS = (3321, 3322, 3323)
 def async_lab(db, proxysql_double_pair, replication_healthy):
     for i, double in enumerate(proxysql_double_pair, 1):
         demo.admin_sql(double.port, *demo.seed_statements(backend_ports=PORTS), user=double.user, password=double.password)
-        with ProxySQLAdmin("127.0.0.1", double.port, double.user, double.password) as admin:
-            snapshot, monitor = adopt.read_snapshot(admin), adopt.read_monitor_credentials(admin)
-        plan = adopt.plan_adoption(snapshot, cluster_name="async-lab", node_name=f"proxysql-{i}", admin_host="127.0.0.1",
-                                   admin_port=double.port, kind="async")
-        adopt.apply_adoption(plan, admin_user=double.user, admin_password=double.password, monitor=monitor)
+        adopt_double(double, "async-lab", f"proxysql-{i}", kind="async")
         double.traffic.set_sessions(hostgroup=100, count=2, kind="write", pinned_reason="auto_increment")
     Cluster.objects.filter(name="async-lab").update(replication_user="repl", replication_password="repl",
                                                     max_replication_lag=10)
