@@ -14,43 +14,12 @@ one worker (e.g. ``@pytest.mark.xdist_group("galera")`` with ``--dist loadgroup`
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-import psutil
 import pytest
 
 from lab.galera import GaleraLab
+from lab.fixture_leases import leased
 
 __all__ = ["galera_lab", "galera_healthy"]
-
-
-def _started_marker(lab: GaleraLab) -> Path:
-    return lab.base_dir / "started-by-pytest"
-
-
-def _lease_dir(lab: GaleraLab) -> Path:
-    return lab.base_dir / "pytest-sessions"
-
-
-def _live_leases(lab: GaleraLab) -> list[int]:
-    pids = []
-    for f in _lease_dir(lab).glob("*"):
-        try:
-            pid = int(f.name)
-        except ValueError:
-            continue
-        if pid == os.getpid():
-            continue
-        try:
-            alive = psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-        except psutil.Error:
-            alive = False
-        if alive:
-            pids.append(pid)
-        else:
-            f.unlink(missing_ok=True)  # a session that died without its teardown
-    return pids
 
 
 @pytest.fixture(scope="session")
@@ -66,24 +35,8 @@ def galera_lab():
     A lab that was already running before the session is left running. ``LAB_KEEP=1`` always keeps it up
     (and hands it over: later sessions treat it as pre-existing).
     """
-    lab = GaleraLab()
-    with lab._lock():
-        result = lab.up()
-        if not result["was_running"]:
-            _started_marker(lab).write_text(f"{os.getpid()}\n")
-        _lease_dir(lab).mkdir(parents=True, exist_ok=True)
-        lease = _lease_dir(lab) / str(os.getpid())
-        lease.write_text("")
-    try:
+    with leased(GaleraLab()) as lab:
         yield lab
-    finally:
-        with lab._lock():
-            lease.unlink(missing_ok=True)
-            if os.environ.get("LAB_KEEP") == "1":
-                _started_marker(lab).unlink(missing_ok=True)
-            elif _started_marker(lab).exists() and not _live_leases(lab):
-                lab.down()
-                _started_marker(lab).unlink(missing_ok=True)
 
 
 @pytest.fixture

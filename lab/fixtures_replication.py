@@ -17,43 +17,12 @@ one worker (e.g. ``@pytest.mark.xdist_group("replication")`` with ``--dist loadg
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-import psutil
 import pytest
 
 from lab.replication import ReplicationLab
+from lab.fixture_leases import leased
 
 __all__ = ["replication_lab", "replication_healthy"]
-
-
-def _started_marker(lab: ReplicationLab) -> Path:
-    return lab.base_dir / "started-by-pytest"
-
-
-def _lease_dir(lab: ReplicationLab) -> Path:
-    return lab.base_dir / "pytest-sessions"
-
-
-def _live_leases(lab: ReplicationLab) -> list[int]:
-    pids = []
-    for f in _lease_dir(lab).glob("*"):
-        try:
-            pid = int(f.name)
-        except ValueError:
-            continue
-        if pid == os.getpid():
-            continue
-        try:
-            alive = psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-        except psutil.Error:
-            alive = False
-        if alive:
-            pids.append(pid)
-        else:
-            f.unlink(missing_ok=True)  # a session that died without its teardown
-    return pids
 
 
 @pytest.fixture(scope="session")
@@ -70,24 +39,8 @@ def replication_lab():
     when it came up) and no other pytest session still holds it. A lab that was already running is left
     running. ``LAB_KEEP=1`` always keeps it up (later sessions treat it as pre-existing).
     """
-    lab = ReplicationLab()
-    with lab._lock():
-        result = lab.up()
-        if not result["was_running"]:
-            _started_marker(lab).write_text(f"{os.getpid()}\n")
-        _lease_dir(lab).mkdir(parents=True, exist_ok=True)
-        lease = _lease_dir(lab) / str(os.getpid())
-        lease.write_text("")
-    try:
+    with leased(ReplicationLab()) as lab:
         yield lab
-    finally:
-        with lab._lock():
-            lease.unlink(missing_ok=True)
-            if os.environ.get("LAB_KEEP") == "1":
-                _started_marker(lab).unlink(missing_ok=True)
-            elif _started_marker(lab).exists() and not _live_leases(lab):
-                lab.down()
-                _started_marker(lab).unlink(missing_ok=True)
 
 
 @pytest.fixture

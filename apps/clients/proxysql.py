@@ -92,16 +92,8 @@ class ReplicationHostgroups:
 
 
 @dataclass(frozen=True)
-class GroupReplicationHostgroups:
-    writer_hostgroup: int
-    backup_writer_hostgroup: int
-    reader_hostgroup: int
-    offline_hostgroup: int
-    active: int
-    max_writers: int
-    writer_is_also_reader: int
-    max_transactions_behind: int
-    comment: str | None
+class GroupReplicationHostgroups(GaleraHostgroups):
+    """mysql_group_replication_hostgroups: the same columns as the Galera table."""
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,7 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
 
     # -- steps ---------------------------------------------------------------------------------------
     def per_node(part):
-        return {str(pk): {"name": n.name, **sql[part]} for n in nodes for pk, sql in [(n.pk, steps_sql.get(n.pk))] if sql}
+        return {str(n.pk): {"name": n.name, **steps_sql[n.pk][part]} for n in nodes if n.pk in steps_sql}
 
     steps = []
     if lower_autoinc:
