@@ -68,6 +68,24 @@ class ServerRow:
 # Fields compared for drift and written by operations (everything but the key).
 SERVER_FIELDS = ("status", "weight", "max_connections", "max_replication_lag", "compression", "use_ssl",
                  "max_latency_ms", "gtid_port", "comment")
+# Statuses ProxySQL sets by itself at runtime (after connection errors), never written by anyone: a
+# runtime row with one of them is configured ONLINE. It recovers lazily and per ProxySQL node, and a
+# LOAD that changes the row resets it (see ../shared/proxysql-reference/README.md).
+RUNTIME_ONLY_STATUSES = ("SHUNNED",)
+
+
+def configured_status(status):
+    """The status a runtime row was configured with: ProxySQL's own SHUNNED verdict reads as ONLINE."""
+    return "ONLINE" if status in RUNTIME_ONLY_STATUSES else status
+
+
+def configured(row):
+    """The configuration columns of a mysql_servers row (dict or ServerRow), runtime-only states removed:
+    what to compare with memory or the inventory, and what to write back."""
+    data = row if isinstance(row, dict) else row.__dict__
+    values = {f: data[f] for f in SERVER_FIELDS}
+    values["status"] = configured_status(values["status"])
+    return values
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.audit.services import record
-from apps.clients.proxysql import SERVER_FIELDS, ProxySQLAdmin
+from apps.clients.proxysql import SERVER_FIELDS, ProxySQLAdmin, configured
 
 from .choices import ClusterKind, ServerStatus
 from .models import Cluster, HostgroupMembership, MirrorRule, ProxySQLNode, Server
@@ -193,7 +193,7 @@ def plan_adoption(snapshot, *, cluster_name, node_name, admin_host, admin_port, 
     # The runtime is what the proxy does: adopt it. Unloaded edits in memory are worth a warning.
     runtime = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in snapshot.runtime_servers}
     memory = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in snapshot.memory_servers}
-    if {k: _fields(v) for k, v in runtime.items()} != {k: _fields(v) for k, v in memory.items()}:
+    if {k: configured(v) for k, v in runtime.items()} != {k: configured(v) for k, v in memory.items()}:
         warnings.append("This node's mysql_servers (memory) differs from its runtime: someone edited it without "
                         "LOAD MYSQL SERVERS TO RUNTIME. The runtime is adopted.")
 

@@ -7,10 +7,9 @@ read bounded by the client's timeouts, so one unreachable node costs at most one
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from apps.clients.proxysql import SERVER_FIELDS, ProxySQLAdmin
+from apps.clients.proxysql import RUNTIME_ONLY_STATUSES, SERVER_FIELDS, ProxySQLAdmin, configured
 from apps.clients.wire import ClientError
 
-from .choices import ServerStatus
 
 
 @dataclass
@@ -32,6 +31,7 @@ class NodeDrift:
     error_kind: str = ""
     differences: list = field(default_factory=list)
     runtime_rows: list = field(default_factory=list)
+    runtime_states: list = field(default_factory=list)  # SHUNNED rows: ProxySQL's verdict, not drift
 
     @property
     def in_sync(self):
@@ -59,9 +59,11 @@ def intended_rows(cluster):
 
 
 def compare(intended, runtime_rows, hostgroups):
-    """Per-row, per-field differences. `runtime_rows` are ServerRow-like dicts; only rows in
-    `hostgroups` (the cluster's) are considered, so other clusters on the same ProxySQL are ignored."""
-    runtime = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in runtime_rows if r["hostgroup_id"] in hostgroups}
+    """Per-row, per-field differences in configuration. `runtime_rows` are ServerRow-like dicts; only rows
+    in `hostgroups` (the cluster's) are considered, so other clusters on the same ProxySQL are ignored.
+    A runtime-only state (ProxySQL's own SHUNNED) is not drift: runtime_states() lists those."""
+    runtime = {(r["hostgroup_id"], r["hostname"], r["port"]): configured(r) for r in runtime_rows
+               if r["hostgroup_id"] in hostgroups}
     out = []
     for key in sorted(intended.keys() | runtime.keys()):
         want, have = intended.get(key), runtime.get(key)
@@ -73,17 +75,23 @@ def compare(intended, runtime_rows, hostgroups):
             continue
         for f in SERVER_FIELDS:
             if want[f] != have[f]:
-                note = "set by ProxySQL after errors, not by a config change" if (
-                    f == "status" and have[f] == ServerStatus.SHUNNED) else ""
-                out.append(FieldDrift(*key, f, want[f], have[f], note))
+                out.append(FieldDrift(*key, f, want[f], have[f]))
     return out
+
+
+def runtime_states(runtime_rows, hostgroups):
+    """Rows whose runtime status is ProxySQL's own verdict (SHUNNED), not their configuration:
+    [{"key": (hg, host, port), "status": ...}]. Shown beside drift, never as drift."""
+    return [{"key": (r["hostgroup_id"], r["hostname"], r["port"]), "status": r["status"]}
+            for r in runtime_rows if r["hostgroup_id"] in hostgroups and r["status"] in RUNTIME_ONLY_STATUSES]
 
 
 def between_nodes(node_rows, hostgroups):
     """Rows where the runtimes of the cluster's nodes disagree. node_rows: {node_name: [row dicts]}."""
     if len(node_rows) < 2:
         return []
-    per_node = {name: {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in rows if r["hostgroup_id"] in hostgroups}
+    per_node = {name: {(r["hostgroup_id"], r["hostname"], r["port"]): configured(r) for r in rows
+                       if r["hostgroup_id"] in hostgroups}
                 for name, rows in node_rows.items()}
     keys = set().union(*(rows.keys() for rows in per_node.values()))
     out = []
@@ -116,7 +124,8 @@ def cluster_drift(cluster):
             rows = read_runtime(node)
         except ClientError as exc:
             return NodeDrift(node.pk, node.name, error=str(exc), error_kind=exc.kind)
-        return NodeDrift(node.pk, node.name, differences=compare(intended, rows, hostgroups), runtime_rows=rows)
+        return NodeDrift(node.pk, node.name, differences=compare(intended, rows, hostgroups), runtime_rows=rows,
+                         runtime_states=runtime_states(rows, hostgroups))
 
     if not nodes:
         return ClusterDrift(nodes=[], between_nodes=[])

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from apps.audit.services import record
 from apps.clients.backend import BackendClient
-from apps.clients.proxysql import ProxySQLAdmin
+from apps.clients.proxysql import ProxySQLAdmin, configured_status
 from apps.clients.wire import ClientError
 from apps.fleet.models import HostgroupMembership, ProxySQLNode, Server
 
@@ -213,7 +213,9 @@ class Run:
     def verify(self, step, detail):
         problems = []
         for node_id, expected in step.params["expect"].items():
-            runtime = {(r.hostgroup_id, r.hostname, r.port): r.status for r in self.admin(node_id).servers("runtime")}
+            # Configured status: a row ProxySQL shunned again right after our LOAD (its backend still
+            # failing) holds what we wrote; SHUNNED is its verdict, shown on the monitoring pages.
+            runtime = {r.key: configured_status(r.status) for r in self.admin(node_id).servers("runtime")}
             for hg, host, port, status in expected:
                 got = runtime.get((hg, host, port))
                 if got == "OFFLINE_HARD" and status == "OFFLINE_SOFT" and step.params.get("allow_offline_hard"):

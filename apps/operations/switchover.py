@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import asdict
 
 from apps.clients.backend import BackendClient
-from apps.clients.proxysql import ProxySQLAdmin
+from apps.clients.proxysql import ProxySQLAdmin, configured, configured_status
 from apps.clients.wire import ClientError
 from apps.fleet.choices import ClusterKind
 from apps.fleet.models import HostgroupMembership, Server
@@ -87,23 +87,29 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
             unreachable.append(f"{node.name}: {exc.message}")
             continue
         runtime_rows[node.pk] = runtime
-        if not any(r.hostgroup_id == W and (r.hostname, r.port) == (A.hostname, A.port) and r.status == "ONLINE"
-                   for r in runtime):
+        # Configured ONLINE is what counts: a SHUNNED row is ProxySQL's own verdict on that node (it
+        # recovers by itself, and the drain's LOAD resets it), not an operator's edit.
+        a_rows = [r for r in runtime if r.hostgroup_id == W and (r.hostname, r.port) == (A.hostname, A.port)]
+        if not any(configured_status(r.status) == "ONLINE" for r in a_rows):
             not_writer.append(node.name)
-        if sorted(map(asdict, runtime), key=_key) != sorted(map(asdict, memory), key=_key):
-            pending_edits.append(node.name)
+        shunned = [f"hg {r.hostgroup_id} {r.hostname}:{r.port}" for r in runtime if r.status != configured_status(r.status)]
+        edits = unloaded_edits(runtime, memory)
+        if edits:
+            pending_edits.append(f"{node.name} (" + ", ".join(f"hg {k[0]} {k[1]}:{k[2]}" for k in sorted(edits)) + ")")
         autoinc_values[node.pk] = variables.get(AUTOINC)
         pinned_total += len(sessions)
         for s in sessions:
             reasons.update(s["reasons"])
         facts["nodes"][str(node.pk)] = {"name": node.name, "pinned": sessions, "autoinc": variables.get(AUTOINC),
-                                        "processlist_extended": variables.get(EXTENDED)}
+                                        "processlist_extended": variables.get(EXTENDED), "shunned": shunned}
     guards.append(Guard("proxysql_reachable", "Every ProxySQL node of the cluster answers", not unreachable and bool(nodes),
                         "; ".join(unreachable) or f"{len(nodes)} of {len(nodes)}", False))
     guards.append(Guard("old_writer_online", f"{A} is ONLINE in writer hostgroup {W} on every node", not not_writer,
                         ", ".join(not_writer) or "yes"))
     guards.append(Guard("no_pending_edits", "No unloaded mysql_servers edits on any node (they would be loaded too)",
-                        not pending_edits, ", ".join(pending_edits) or "none"))
+                        not pending_edits, "; ".join(pending_edits) or "none"))
+    # Shown, not a guard: ProxySQL's own verdict, reset on that node by the drain's LOAD.
+    facts["shunned"] = {n["name"]: n["shunned"] for n in facts["nodes"].values() if n["shunned"]}
     facts.update(pinned_total=pinned_total, pinned_reasons=dict(reasons), old_writer=str(A), new_writer=str(B))
 
     # -- backends: B healthy, enough nodes left, and what A has committed ------------------------------
@@ -190,12 +196,19 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
     return Plan(OperationKind.SWITCHOVER, cluster.pk, title, guards, steps, facts, options)
 
 
-def _key(row):
-    return (row["hostgroup_id"], row["hostname"], row["port"])
+def unloaded_edits(runtime, memory):
+    """Rows whose configuration differs between memory and runtime on one node: {key: (memory, runtime)}.
+    Runtime-only states (SHUNNED) are not edits."""
+    mem = {r.key: configured(r) for r in memory}
+    run = {r.key: configured(r) for r in runtime}
+    return {k: (mem.get(k), run.get(k)) for k in mem.keys() | run.keys() if mem.get(k) != run.get(k)}
 
 
 def _row(server_row, **over):
+    """A mysql_servers row to write (all SERVER_COLUMNS), from a runtime row: its configured status, never
+    ProxySQL's own SHUNNED."""
     data = asdict(server_row)
+    data["status"] = configured_status(data["status"])
     data.update(over)
     return {c: data[c] for c in SERVER_COLUMNS}
 

@@ -1,5 +1,5 @@
 """drift.compare / between_nodes on hand-made rows: every kind of difference is named, field by field."""
-from apps.fleet.drift import between_nodes, compare
+from apps.fleet.drift import between_nodes, compare, runtime_states
 
 
 def row(hg, port, **over):
@@ -34,9 +34,19 @@ def test_rows_of_other_clusters_are_ignored():
     assert compare(intended_of(row(100, 3306)), [row(100, 3306), row(500, 3399)], {100}) == []
 
 
-def test_shunned_is_labelled_as_proxysqls_doing():
-    out = compare(intended_of(row(100, 3306)), [row(100, 3306, status="SHUNNED")], {100})
-    assert out[0].field == "status" and "ProxySQL" in out[0].note
+def test_shunned_is_proxysqls_verdict_not_drift():
+    rows = [row(100, 3306, status="SHUNNED")]
+    assert compare(intended_of(row(100, 3306)), rows, {100}) == []
+    assert runtime_states(rows, {100}) == [{"key": (100, "10.0.0.1", 3306), "status": "SHUNNED"}]
+
+
+def test_shunned_row_still_shows_a_real_difference():
+    out = compare(intended_of(row(100, 3306, status="OFFLINE_SOFT")), [row(100, 3306, status="SHUNNED")], {100})
+    assert [(d.field, d.intended, d.runtime) for d in out] == [("status", "OFFLINE_SOFT", "ONLINE")]
+
+
+def test_nodes_do_not_disagree_over_a_shunned_row():
+    assert between_nodes({"p1": [row(101, 3306, status="SHUNNED")], "p2": [row(101, 3306)]}, {101}) == []
 
 
 def test_between_nodes_reports_disagreement_per_node():
