@@ -81,6 +81,7 @@ INSTALLED_APPS = [
     "apps.monitoring",
     "apps.digests",
     "apps.operations",
+    "apps.configuration",
     "apps.reports",
 ]
 

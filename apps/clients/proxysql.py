@@ -274,6 +274,23 @@ class ProxySQLAdmin:
             tuple(names), action=f"read {table}")
         return {name: value for name, value in result.rows}
 
+    def config_rows(self, table, columns, key, layer="runtime"):
+        """Every row of a configuration table (mysql_users, mysql_query_rules, scheduler...) in one layer, as
+        dicts of the strings ProxySQL sends. `table`, `columns` and `key` come from the caller's constants
+        (apps.configuration.tables), never from input; a table whose columns differ is UnexpectedResult."""
+        name = {"runtime": f"runtime_{table}", "memory": table, "disk": f"disk.{table}"}[layer]
+        result = self.wire.execute(f"SELECT {', '.join(columns)} FROM {name} ORDER BY {', '.join(key)}",
+                                   action=f"read {name}")
+        if tuple(result.columns) != tuple(columns):
+            raise UnexpectedResult(self.name, f"read {name}", f"columns {result.columns!r}")
+        return result.dicts()
+
+    def all_variables(self, runtime=True):
+        """{variable_name: value} for every global variable of one layer."""
+        table = "runtime_global_variables" if runtime else "global_variables"
+        result = self.wire.execute(f"SELECT variable_name, variable_value FROM {table}", action=f"read {table}")
+        return {name: value for name, value in result.rows}
+
     # -- stats -------------------------------------------------------------------------------
     def connection_pool(self):
         return self._select("SELECT * FROM stats_mysql_connection_pool", PoolRow, "stats_mysql_connection_pool")

@@ -7,6 +7,7 @@ class OperationKind(models.TextChoices):
     RESTORE = "restore", "restore from maintenance"
     READ_POOL = "read_pool", "read-pool rule"
     FAILOVER = "failover", "automatic failover"
+    CONFIG = "config", "configuration change"
 
 
 class OperationState(models.TextChoices):

@@ -22,7 +22,8 @@ from apps.fleet.models import HostgroupMembership, ProxySQLNode, Server
 from . import locks
 from .choices import OnDrainTimeout, OperationState, StepState
 from .models import Operation, OperationStep
-from .plans import BACKEND, INVENTORY, PROXYSQL, VERIFY, WAIT_CATCHUP, WAIT_DRAIN, Plan
+from .plans import (BACKEND, INVENTORY, PROXYSQL, SECRET_MARK, STEP_HANDLERS, VERIFY, WAIT_CATCHUP, WAIT_DRAIN, Plan,
+                    expand_secrets, secret_refs)
 
 log = logging.getLogger(__name__)
 LOCK_TTL_S = 120
@@ -59,6 +60,25 @@ class Run:
         self.backends = {}
         self.last_beat = 0.0
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix=f"operation-{operation.pk}")
+        self.secrets = self._load_secrets()
+
+    def _load_secrets(self):
+        """Values for the secret markers of the plan's statements (decrypted here, in this thread: node
+        threads never touch the database)."""
+        refs = {ref for step in self.plan.steps for spec in step.nodes.values()
+                for sql in [*spec.get("sql", []), *spec.get("rollback", [])] for ref in secret_refs(sql)}
+        if not refs:
+            return {}
+        from apps.configuration.secrets import values_for
+
+        return values_for(self.op.cluster_id, refs)
+
+    def send(self, node_id, sql, action):
+        """Run one planned statement on a node, its secret markers (if any) filled in just before sending."""
+        admin = self.admin(node_id)
+        if SECRET_MARK in sql:
+            sql = expand_secrets(sql, self.secrets, admin)
+        return admin.run(sql, action=action)
 
     # -- connections -----------------------------------------------------------------------------
     def admin(self, node_id):
@@ -99,7 +119,7 @@ class Run:
             done = []
             for sql in spec["sql"]:
                 start = time.monotonic()
-                self.admin(node_id).run(sql, action=step.key)
+                self.send(node_id, sql, step.key)
                 done.append({"node": spec.get("name", node_id), "sql": sql,
                              "ms": round((time.monotonic() - start) * 1000, 2)})
             return done
@@ -274,6 +294,8 @@ class Run:
                 self.verify(step, detail)
             elif step.kind == INVENTORY:
                 self.inventory(step)
+            else:  # a kind another app registered (configuration change sets)
+                STEP_HANDLERS[step.kind](self, step, row, executed, detail)
         finally:
             row.executed, row.detail = executed, detail
 
@@ -294,7 +316,7 @@ class Run:
                 for part in parts:
                     for node_id, spec in part.items():
                         for sql in spec["rollback"]:
-                            self.admin(node_id).run(sql, action=f"rollback {step.key}")
+                            self.send(node_id, sql, f"rollback {step.key}")
                             undone.append({"node": spec.get("name", node_id), "sql": sql})
                 if step.kind == BACKEND:
                     for action in reversed(row.executed):

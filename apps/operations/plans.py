@@ -5,6 +5,7 @@ stored with the Operation and executed as stored: preview equals execution by co
 Rollback statements are idempotent (REPLACE INTO the original row, UPDATE back to the original
 status, LOAD again), so a step interrupted half-way on a node is undone by running them all.
 """
+import re
 from dataclasses import asdict, dataclass, field
 
 PROXYSQL, WAIT_DRAIN, WAIT_CATCHUP, BACKEND, VERIFY, INVENTORY = (
@@ -61,6 +62,32 @@ class Plan:
         return cls(**data)
 
 
+# A secret in a plan: the statement holds a marker where the value goes (what the preview and the audit
+# log show); the executor puts the escaped value in just before sending it, from the encrypted store.
+SECRET_MARK = "__SECRET__"
+_SECRET_LITERAL = re.compile(r"'__SECRET__([A-Za-z0-9_/#.@:-]+)__SECRET__'")
+SECRET_REF = re.compile(r"[A-Za-z0-9_/#.@:-]+")
+
+
+def secret_marker(ref):
+    if not SECRET_REF.fullmatch(ref):
+        raise ValueError(f"bad secret reference {ref!r}")
+    return f"{SECRET_MARK}{ref}{SECRET_MARK}"
+
+
+def secret_refs(statement):
+    return _SECRET_LITERAL.findall(statement)
+
+
+def expand_secrets(statement, values, admin):
+    """The statement to send: every marker literal replaced by its value, escaped by the node's driver."""
+    return _SECRET_LITERAL.sub(lambda m: admin.render("%s", (values[m.group(1)],)), statement)
+
+
+# Step kinds other apps add (kind -> handler(run, step, row, executed, detail)), registered in AppConfig.ready().
+STEP_HANDLERS = {}
+
+
 SERVER_COLUMNS = ("hostgroup_id", "hostname", "port", "gtid_port", "status", "weight", "compression",
                   "max_connections", "max_replication_lag", "use_ssl", "max_latency_ms", "comment")
 
@@ -90,6 +117,25 @@ class Sql:
         # Variable names come from our own constants, never from input; the value is escaped.
         return self.admin.render("UPDATE global_variables SET variable_value=%s WHERE variable_name=%s",
                                  (str(value), name))
+
+    def replace_row(self, table, row):
+        """REPLACE INTO one configuration table (name and columns from our own table specs), values escaped."""
+        columns = list(row)
+        return self.admin.render(f"REPLACE INTO {table} ({','.join(columns)}) VALUES ({','.join(['%s'] * len(columns))})",
+                                 tuple(row[c] for c in columns))
+
+    def delete_row(self, table, key):
+        """DELETE one row by its key ({column: value}; key columns are NOT NULL)."""
+        where = " AND ".join(f"{c}=%s" for c in key)
+        return self.admin.render(f"DELETE FROM {table} WHERE {where}", tuple(key.values()))
+
+    @staticmethod
+    def load(module):
+        return f"LOAD {module} TO RUNTIME"
+
+    @staticmethod
+    def save(module):
+        return f"SAVE {module} TO DISK"
 
     LOAD_SERVERS = "LOAD MYSQL SERVERS TO RUNTIME"
     SAVE_SERVERS = "SAVE MYSQL SERVERS TO DISK"

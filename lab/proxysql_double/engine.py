@@ -188,6 +188,7 @@ class AdminEngine:
         self.log = collections.deque(maxlen=10000)
         self.log_seq = 0
         self.mode = "normal"          # normal | hang | refuse (driven by the server)
+        self.failing = []             # [(text, message)]: statements containing text fail (LAB FAIL_STATEMENTS)
         self.latency_ms = 0.0
         self.listener_paused = False
         self.mode_listeners = []      # callbacks(engine) when mode changes (set by the server)
@@ -348,6 +349,9 @@ class AdminEngine:
             return lab_commands.run(self, text[3:].strip())
         with self.lock:
             self.record(conn_id, sql)
+            for needle, message in self.failing:
+                if needle.lower() in text.lower():  # an injected refusal: a node of another version, say
+                    return Result(error=(ERR_CODE, f"ProxySQL Admin Error: {message}"))
             try:
                 return self._execute(text)
             except sqlite3.Error as e:

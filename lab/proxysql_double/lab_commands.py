@@ -16,6 +16,10 @@ Commands (the JSON keys are the keyword arguments of the Python API of the same 
     LAB STATEMENTS {"since": 0, "limit": 1000}   the wire log: [{"seq","t","conn","sql"}...]
     LAB CLEAR_STATEMENTS
     LAB SET_MODE {"mode": "normal"|"hang"|"refuse", "latency_ms": 0}
+    LAB FAIL_STATEMENTS {"text": "REPLACE INTO mysql_query_rules", "message": "..."}
+                                    statements containing text (case-insensitive) fail with that
+                                    message, as a node of another version or schema would refuse them;
+                                    {} clears every injected refusal
     LAB DROP_CONNECTIONS            close every client connection of the endpoint now
     LAB RESTART                     like restarting ProxySQL: config back from disk
     LAB ENDPOINTS                   ports served by this process
@@ -71,7 +75,7 @@ def run(engine, rest):
 def dispatch(engine, name, args):
     with engine.lock:
         if name in ("", "help"):
-            return {"commands": ["help", "status", "statements", "clear_statements", "set_mode",
+            return {"commands": ["help", "status", "statements", "clear_statements", "set_mode", "fail_statements",
                                  "drop_connections", "restart", "endpoints", *MODEL_COMMANDS],
                     "doc": __doc__}
         if name == "status":
@@ -94,6 +98,12 @@ def dispatch(engine, name, args):
             for cb in engine.mode_listeners:
                 cb(engine, "mode")
             return {"mode": engine.mode, "latency_ms": engine.latency_ms}
+        if name == "fail_statements":
+            if not args:
+                engine.failing = []
+            else:
+                engine.failing.append((str(args["text"]), str(args.get("message") or "near \"?\": syntax error")))
+            return [list(f) for f in engine.failing]
         if name == "drop_connections":
             for cb in engine.mode_listeners:
                 cb(engine, "drop")

@@ -1,0 +1,274 @@
+"""A configuration as plain data, and what can be done to it without a network: edit, compare, project.
+
+    {"roles": {"writer": 100, "reader": 101, "backup_writer": 102, "offline": 9101, "writer_is_also_reader": 1},
+     "hostgroups": [100, 101, 102, 9101],          # mysql_servers rows in these hostgroups are the cluster's
+     "mysql_servers": [row, ...], "mysql_galera_hostgroups": [...], "mysql_replication_hostgroups": [...],
+     "mysql_users": [...], "mysql_query_rules": [...], "scheduler": [...],
+     "global_variables": {"mysql-max_connections": "2048", "mysql-monitor_password": {"secret": "..."}, ...}}
+
+Rows are dicts of every column of the table, typed (int / str / None), sorted by key. A password (a
+user's, or a password variable) is {"secret": ref}: the value lives in ConfigSecret, encrypted.
+"""
+import copy
+import hashlib
+from dataclasses import dataclass, field
+
+from .tables import BY_NAME, MYSQL_SERVERS, MYSQL_USERS, TABLES, VARIABLES, RowError, check_row, typed_row
+from .variables import check as check_variable
+from .variables import managed
+from .variables import same as same_variable
+
+ROLE_KEYS = ("writer", "reader", "backup_writer", "offline")
+
+
+class EditError(ValueError):
+    """An edit that cannot be applied to this content: which one and why, in the operator's terms."""
+
+
+def is_secret(value):
+    return isinstance(value, dict) and "secret" in value
+
+
+def mysql_native_hash(cleartext):
+    """The password hash mysql_native_password stores, which ProxySQL accepts in mysql_users."""
+    return "*" + hashlib.sha1(hashlib.sha1(cleartext.encode("utf-8")).digest()).hexdigest().upper()
+
+
+def password_hash(value):
+    """A mysql_users password as its hash (ProxySQL keeps what was written: cleartext or hash)."""
+    if value is None or value == "":
+        return value
+    if len(value) == 41 and value.startswith("*"):
+        return value.upper()
+    return mysql_native_hash(value)
+
+
+def empty():
+    return {"roles": {}, "hostgroups": [], **{t.name: [] for t in TABLES}, VARIABLES: {}}
+
+
+def sort(content):
+    """Rows in key order, hostgroups sorted: a canonical form, so equal configurations compare equal."""
+    out = {"roles": dict(content.get("roles") or {}), "hostgroups": sorted(set(content.get("hostgroups") or []))}
+    for table in TABLES:
+        out[table.name] = sorted(content.get(table.name) or [], key=lambda r, t=table: _sort_key(t.key_of(r)))
+    out[VARIABLES] = dict(sorted((content.get(VARIABLES) or {}).items()))
+    return out
+
+
+def _sort_key(key):
+    return tuple((0, v) if isinstance(v, int) else (1, str(v)) for v in key)
+
+
+def index(content, table):
+    return {table.key_of(r): r for r in content.get(table.name) or []}
+
+
+def in_scope(table, row, hostgroups):
+    return not table.scoped_by or row[table.scoped_by] in hostgroups
+
+
+def claimed_hostgroups(content):
+    """The cluster's hostgroups: its roles, what it claims, and every hostgroup its servers are in."""
+    roles = content.get("roles") or {}
+    return ({hg for k, hg in roles.items() if k in ROLE_KEYS and hg is not None} | set(content.get("hostgroups") or [])
+            | {r["hostgroup_id"] for r in content.get(MYSQL_SERVERS.name) or []})
+
+
+# -- edits -----------------------------------------------------------------------------------------
+def apply_edits(content, edits):
+    """The content after these edits (a new dict). Raises EditError naming the edit that cannot apply."""
+    out = copy.deepcopy(content)
+    for n, edit in enumerate(edits, start=1):
+        try:
+            _apply(out, edit)
+        except RowError as exc:
+            raise EditError(f"edit {n} ({describe(edit)}): {exc.column} {exc.message}") from None
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EditError(f"edit {n} ({describe(edit)}): {exc}") from None
+    out["hostgroups"] = sorted(claimed_hostgroups(out))
+    return sort(out)
+
+
+def _apply(content, edit):
+    op = edit["op"]
+    if op == "roles":
+        roles = dict(content.get("roles") or {})
+        roles.update(edit["roles"])
+        ids = [roles.get(k) for k in ROLE_KEYS if roles.get(k) is not None]
+        if roles.get("writer") is None or roles.get("reader") is None:
+            raise EditError("the writer and reader hostgroups are required")
+        if len(ids) != len(set(ids)):
+            raise EditError("each role needs its own hostgroup")
+        content["roles"] = roles
+        return
+    if edit["table"] == VARIABLES:
+        if op == "set":
+            value = edit["value"]
+            if not is_secret(value):
+                normalised, error = check_variable(edit["name"], value, known=None)
+                if error:
+                    raise EditError(f"{edit['name']} {error}")
+                value = normalised
+            content[VARIABLES][edit["name"]] = value
+        elif op == "delete":
+            content[VARIABLES].pop(edit["name"], None)
+        else:
+            raise EditError(f"unknown operation {op!r} on variables")
+        return
+    table = BY_NAME[edit["table"]]
+    rows = index(content, table)
+    if op == "upsert":
+        row = check_row(table, typed_row(table, edit["row"], strict=False) if not _has_secret(edit["row"])
+                        else _typed_with_secret(table, edit["row"]))
+        if table is MYSQL_SERVERS:
+            row["status"] = row["status"].upper()
+        old_key = tuple(edit["key"]) if edit.get("key") else None
+        if old_key is not None and old_key != table.key_of(row):
+            rows.pop(old_key, None)  # a key column changed: the row moves
+        rows[table.key_of(row)] = row
+    elif op == "delete":
+        key = tuple(edit["key"])
+        if key not in rows:
+            raise EditError(f"no {table.name} row {key}")
+        del rows[key]
+    else:
+        raise EditError(f"unknown operation {op!r}")
+    content[table.name] = list(rows.values())
+
+
+def _has_secret(row):
+    return any(is_secret(v) for v in row.values())
+
+
+def _typed_with_secret(table, row):
+    plain = {k: (None if is_secret(v) else v) for k, v in row.items()}
+    typed = typed_row(table, plain, strict=False)
+    check_row(table, {**typed, **{k: "x" for k, v in row.items() if is_secret(v)}})
+    typed.update({k: v for k, v in row.items() if is_secret(v)})
+    return typed
+
+
+def describe(edit):
+    if edit.get("op") == "roles":
+        return "hostgroup roles " + ", ".join(f"{k}={v}" for k, v in edit["roles"].items())
+    if edit.get("table") == VARIABLES:
+        value = "(a secret)" if is_secret(edit.get("value")) else edit.get("value")
+        return f"{edit['op']} {edit['name']}" + (f" = {value}" if edit["op"] == "set" else "")
+    table = BY_NAME.get(edit.get("table"))
+    key = edit.get("key") or (table.key_of(edit["row"]) if table and all(k in edit.get("row", {}) for k in table.key) else "")
+    return f"{edit.get('op')} {edit.get('table')} {list(key) if key else ''}".strip()
+
+
+# -- comparing -------------------------------------------------------------------------------------
+@dataclass
+class RowChange:
+    table: str
+    key: tuple
+    change: str                  # added / removed / changed
+    before: dict | None
+    after: dict | None
+    fields: list = field(default_factory=list)
+
+
+@dataclass
+class Diff:
+    rows: list                   # RowChange
+    variables: list              # (name, before, after)
+    roles: dict                  # role -> (before, after)
+
+    @property
+    def empty(self):
+        return not (self.rows or self.variables or self.roles)
+
+    def by_table(self):
+        out = {}
+        for change in self.rows:
+            out.setdefault(change.table, []).append(change)
+        if self.variables:
+            out[VARIABLES] = self.variables
+        return out
+
+    def count(self):
+        return len(self.rows) + len(self.variables) + len(self.roles)
+
+    def tables(self):
+        return {c.table for c in self.rows} | ({VARIABLES} if self.variables else set())
+
+
+def diff(a, b, *, same_secret=None):
+    """Row by row, field by field, from configuration a to b. `same_secret(x, y)` decides whether two
+    secret values are equal (default: same reference)."""
+    same_secret = same_secret or (lambda x, y: x == y)
+    rows = []
+    for table in TABLES:
+        before, after = index(a, table), index(b, table)
+        for key in sorted(before.keys() | after.keys(), key=_sort_key):
+            x, y = before.get(key), after.get(key)
+            if x is None:
+                rows.append(RowChange(table.name, key, "added", None, y))
+            elif y is None:
+                rows.append(RowChange(table.name, key, "removed", x, None))
+            else:
+                fields = [c for c in table.column_names if not _equal(x.get(c), y.get(c), same_secret)]
+                if fields:
+                    rows.append(RowChange(table.name, key, "changed", x, y, fields))
+    va, vb = a.get(VARIABLES) or {}, b.get(VARIABLES) or {}
+    variables = [(n, va.get(n), vb.get(n)) for n in sorted(va.keys() | vb.keys())
+                 if not (_equal(va.get(n), vb.get(n), same_secret) or same_variable(n, va.get(n), vb.get(n)))]
+    ra, rb = a.get("roles") or {}, b.get("roles") or {}
+    roles = {k: (ra.get(k), rb.get(k)) for k in sorted(ra.keys() | rb.keys()) if ra.get(k) != rb.get(k)}
+    return Diff(rows, variables, roles)
+
+
+def _equal(x, y, same_secret):
+    if is_secret(x) or is_secret(y):
+        return same_secret(x, y)
+    return x == y
+
+
+def edits_between(a, b):
+    """The edits that turn configuration a into b (a revert, a file, a node's runtime taken in)."""
+    edits = []
+    d = diff(a, b)
+    if d.roles:
+        edits.append({"op": "roles", "roles": {k: after for k, (_, after) in d.roles.items()}})
+    for change in d.rows:
+        if change.change == "removed":
+            edits.append({"op": "delete", "table": change.table, "key": list(change.key)})
+        else:
+            edits.append({"op": "upsert", "table": change.table, "row": change.after,
+                          **({"key": list(change.key)} if change.change == "changed" else {})})
+    for name, _, after in d.variables:
+        edits.append({"op": "delete", "table": VARIABLES, "name": name} if after is None else
+                     {"op": "set", "table": VARIABLES, "name": name, "value": after})
+    return edits
+
+
+# -- what a node should show at runtime ------------------------------------------------------------
+def runtime_users(rows):
+    """runtime_mysql_users lists an active user twice (frontend row, backend row) and an inactive one not at
+    all: one row per user again, as memory holds it."""
+    merged = {}
+    for r in rows:
+        m = merged.setdefault(r["username"], dict(r, backend=0, frontend=0))
+        m["backend"] |= r["backend"]
+        m["frontend"] |= r["frontend"]
+    return list(merged.values())
+
+
+def expected_runtime(content, table):
+    """The rows this table's runtime_ layer shows when `content` is loaded: inactive users are absent."""
+    rows = content.get(table.name) or []
+    if table is MYSQL_USERS:
+        return [r for r in rows if r["active"]]
+    return rows
+
+
+def runtime_view(content):
+    """The configuration as a node's runtime layer shows it once loaded (inactive users absent)."""
+    return {**content, MYSQL_USERS.name: expected_runtime(content, MYSQL_USERS)}
+
+
+def managed_variables(values):
+    return {k: v for k, v in values.items() if managed(k)}

@@ -1,0 +1,283 @@
+"""The effect check of a change: what the new configuration would do, found before it reaches a node.
+
+Each finding names what it saw, with its values. Blocking ones stop the plan (an admin may override the
+overridable ones with a typed reason); warnings are shown. Several of these are things ProxySQL itself
+accepts without a word: a regex it cannot compile reaches runtime, a rule after a catch-all never runs,
+a hostgroup with no server holds every query sent to it until mysql-connect_timeout_server_max.
+"""
+import re
+from dataclasses import dataclass
+
+import pcre2
+import re2
+
+from apps.fleet.choices import ClusterKind
+
+from .content import claimed_hostgroups, diff, index, runtime_users
+from .tables import MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, TABLES, VARIABLES
+
+
+@dataclass
+class Finding:
+    key: str
+    label: str
+    value: str
+    blocking: bool
+    overridable: bool = True
+
+
+def _online(content, hostgroup):
+    return [r for r in content.get(MYSQL_SERVERS.name) or [] if r["hostgroup_id"] == hostgroup and r["status"] == "ONLINE"]
+
+
+def _servers_anywhere(target, node_layers):
+    """Hostgroups with at least one server: the cluster's from the target, others from what the nodes run."""
+    mine = claimed_hostgroups(target)
+    hostgroups = {r["hostgroup_id"] for r in target.get(MYSQL_SERVERS.name) or []}
+    for layer in node_layers:
+        hostgroups |= {r["hostgroup_id"] for r in layer[MYSQL_SERVERS.name] if r["hostgroup_id"] not in mine}
+    return hostgroups
+
+
+def used_hostgroups(content):
+    """Hostgroups queries go to: the writer and reader roles, active rules' destinations and mirrors, active
+    users' default hostgroups."""
+    roles = content.get("roles") or {}
+    used = {roles.get("writer"), roles.get("reader")}
+    for r in content.get(MYSQL_QUERY_RULES.name) or []:
+        if r["active"]:
+            used |= {r["destination_hostgroup"], r["mirror_hostgroup"]}
+    used |= {u["default_hostgroup"] for u in content.get(MYSQL_USERS.name) or [] if u["active"]}
+    return used - {None}
+
+
+def servers_findings(cluster, base, target):
+    out = []
+    roles = target.get("roles") or {}
+    for hg in sorted((claimed_hostgroups(base) | claimed_hostgroups(target)) & used_hostgroups(target)):
+        before, after = len(_online(base, hg)), len(_online(target, hg))
+        if before and not after:
+            out.append(Finding("hostgroup_empty", f"Hostgroup {hg} is left with no ONLINE server",
+                               f"{before} ONLINE → 0: ProxySQL holds every query routed there until "
+                               "mysql-connect_timeout_server_max, then fails it", True))
+    writer = roles.get("writer")
+    writers = _online(target, writer) if writer is not None else []
+    if cluster.kind != ClusterKind.GROUP_REPLICATION and len(writers) > 1:
+        out.append(Finding("two_writers", f"Writer hostgroup {writer} has {len(writers)} ONLINE writers",
+                           ", ".join(f"{r['hostname']}:{r['port']}" for r in writers)
+                           + ": writes would go to several nodes at once", True))
+    reader = roles.get("reader")
+    if reader is not None:
+        before, after = len(_online(base, reader)), len(_online(target, reader))
+        if after < cluster.min_available_readers and after < before:
+            out.append(Finding("readers_below_minimum",
+                               f"Reader hostgroup {reader} drops below the cluster's minimum of "
+                               f"{cluster.min_available_readers}", f"{before} ONLINE → {after}", True))
+    return out
+
+
+def _compile(pattern, modifiers, engine):
+    """None if ProxySQL's regex engine compiles it, else its error (engine 1: PCRE, 2: RE2)."""
+    caseless = "CASELESS" in (modifiers or "").upper()
+    try:
+        if engine == 2:
+            options = re2.Options()
+            options.case_sensitive = not caseless
+            options.log_errors = False
+            re2.compile(pattern, options)
+        else:
+            pcre2.compile(pattern, pcre2.I if caseless else 0)
+    except Exception as exc:  # each library has its own error class
+        return str(exc).strip("b'\"")
+    return None
+
+
+_META = re.compile(r"(?<!\\)[.*+?()\[\]{}|$^]")
+_LITERAL_START = re.compile(r"\^((?:[^\\.*+?()\[\]{}|$^]|\\.)*)")
+UNIVERSAL = (None, "", ".*", "^", "^.*", ".")
+
+
+def _pure_prefix(pattern):
+    """'^SELECT' -> 'SELECT' when the pattern is an anchor and literal text only, else None."""
+    if not pattern or not pattern.startswith("^") or _META.search(pattern[1:]):
+        return None
+    return re.sub(r"\\(.)", r"\1", pattern[1:])
+
+
+def _literal_start(pattern):
+    """The literal text every match of an anchored pattern starts with ('^SELECT.*FOR UPDATE' -> 'SELECT');
+    None when the pattern is not anchored or has an alternation that could match something else."""
+    if not pattern or re.search(r"(?<!\\)\|", pattern):
+        return None
+    m = _LITERAL_START.match(pattern)
+    return re.sub(r"\\(.)", r"\1", m.group(1)) if m else None
+
+
+def _catches(earlier, later, field):
+    """Does `earlier`'s condition on `field` (match_digest or match_pattern) match everything `later`'s does?"""
+    a, b = earlier.get(field), later.get(field)
+    negated = field == "match_pattern" and (earlier["negate_match_pattern"] or later["negate_match_pattern"])
+    if a in UNIVERSAL:
+        return not (field == "match_pattern" and earlier["negate_match_pattern"])
+    if b in UNIVERSAL or negated:
+        return False
+    if a == b and (earlier["re_modifiers"] or "") == (later["re_modifiers"] or ""):
+        return True
+    prefix, start = _pure_prefix(a), _literal_start(b)
+    if prefix is None or start is None:
+        return False  # anything cleverer than a literal prefix: we do not guess
+    if "CASELESS" in (earlier["re_modifiers"] or "").upper():
+        return start.upper().startswith(prefix.upper())
+    return start.startswith(prefix)
+
+
+SAME_FIELDS = ("flagIN", "username", "schemaname", "client_addr", "proxy_addr", "proxy_port", "digest")
+
+
+def shadowed_rules(rules):
+    """[(later, earlier)] for active rules that can never match: an earlier active rule with apply=1 and the
+    same flagIN catches everything they would (the same or broader conditions, a pattern that is a literal
+    prefix of theirs). Only what can be shown for sure is reported."""
+    active = sorted((r for r in rules if r["active"]), key=lambda r: r["rule_id"])
+    out = []
+    for i, later in enumerate(active):
+        for earlier in active[:i]:
+            if not earlier["apply"]:
+                continue
+            if earlier["flagIN"] != later["flagIN"]:
+                continue
+            if any(earlier[f] is not None and earlier[f] != later[f] for f in SAME_FIELDS if f != "flagIN"):
+                continue
+            if _catches(earlier, later, "match_digest") and _catches(earlier, later, "match_pattern"):
+                out.append((later, earlier))
+                break
+    return out
+
+
+def rules_findings(base, target, engine, servers_in):
+    out = []
+    changed = {c.key for c in diff(base, target).rows if c.table == MYSQL_QUERY_RULES.name and c.after}
+    rules = target.get(MYSQL_QUERY_RULES.name) or []
+    for r in rules:
+        for field in ("match_digest", "match_pattern"):
+            if r[field] not in (None, ""):
+                error = _compile(r[field], r["re_modifiers"], engine)
+                if error:
+                    out.append(Finding("regex_invalid", f"Rule {r['rule_id']}'s {field} does not compile in ProxySQL's "
+                                       f"{'RE2' if engine == 2 else 'PCRE'} engine",
+                                       f"{r[field]!r}: {error} (ProxySQL would load it silently and never match it)",
+                                       True, overridable=False))
+        if not r["active"]:
+            continue
+        for field in ("destination_hostgroup", "mirror_hostgroup"):
+            hg = r[field]
+            if hg is not None and hg not in servers_in:
+                out.append(Finding("rule_hostgroup_empty", f"Rule {r['rule_id']} sends queries to hostgroup {hg}, "
+                                   "which has no server", f"{field}={hg}: those queries wait for "
+                                   "mysql-connect_timeout_server_max, then fail", True))
+    for later, earlier in shadowed_rules(rules):
+        if (later["rule_id"],) in changed or (earlier["rule_id"],) in changed:
+            out.append(Finding("rule_never_matches", f"Rule {later['rule_id']} can never match",
+                               f"rule {earlier['rule_id']} (apply=1, flagIN {earlier['flagIN']}, "
+                               f"{earlier['match_digest'] or earlier['match_pattern'] or 'no pattern'}) comes first and "
+                               f"catches everything rule {later['rule_id']} "
+                               f"({later['match_digest'] or later['match_pattern']}) would", False))
+    return out, changed
+
+
+def mirror_findings(target, changed_rules, live_docs):
+    out = []
+    mirrors = [r for r in target.get(MYSQL_QUERY_RULES.name) or []
+               if r["active"] and (r["mirror_hostgroup"] is not None or r["mirror_flagOUT"] is not None)
+               and (r["rule_id"],) in changed_rules]
+    variables = target.get(VARIABLES) or {}
+    for name, doc in live_docs.items():
+        figures = (doc or {}).get("figures") or {}
+        questions, prepared = figures.get("questions_ps"), figures.get("prepared_ps")
+        if mirrors and questions and prepared is not None and prepared / questions >= 0.9:
+            out.append(Finding("mirror_prepared", f"The new mirror rule(s) would mirror almost nothing on {name}",
+                               f"{prepared / questions:.0%} of its queries are prepared statements "
+                               f"({prepared:.0f} of {questions:.0f} per s), and ProxySQL does not mirror those",
+                               False))
+        concurrency = figures.get("mirror_concurrency")
+        limit = variables.get("mysql-mirror_max_concurrency")
+        if concurrency and isinstance(limit, str) and limit.isdigit() and int(limit) < concurrency:
+            out.append(Finding("mirror_limit_below_use",
+                               f"mysql-mirror_max_concurrency {limit} is below the mirror concurrency {name} runs now",
+                               f"Mirror_concurrency {concurrency} now: queries above the new limit queue, and once "
+                               "mysql-mirror_max_queue_length is reached they are dropped", False))
+    return out
+
+
+def users_findings(target, servers_in):
+    out = []
+    for u in target.get(MYSQL_USERS.name) or []:
+        if u["active"] and u["default_hostgroup"] not in servers_in:
+            out.append(Finding("user_default_hostgroup", f"User {u['username']}'s default hostgroup "
+                               f"{u['default_hostgroup']} has no server",
+                               "every query of this user that no rule routes elsewhere would wait, then fail", True))
+    return out
+
+
+def node_findings(target, nodes, tables_touched):
+    """Per node: unreachable, unloaded edits in what this change loads, variables the node does not know."""
+    out = []
+    for nc in nodes.values():
+        if nc.error:
+            out.append(Finding("node_unreachable", f"ProxySQL node {nc.name} does not answer", nc.error, True,
+                               overridable=False))
+            continue
+        memory, runtime = nc.layers["memory"], nc.layers["runtime"]
+        pending = []
+        for table in TABLES:
+            if table.name not in tables_touched:
+                continue
+            mem_rows = runtime_users(memory[table.name]) if table is MYSQL_USERS else memory[table.name]
+            mem = {table.key_of(r): r for r in mem_rows if not (table is MYSQL_USERS and not r["active"])}
+            run = index({table.name: runtime[table.name]}, table)
+            if table is MYSQL_USERS:
+                mem = {k: {**v, "backend": 0, "frontend": 0} for k, v in mem.items()}
+                run = {k: {**v, "backend": 0, "frontend": 0} for k, v in run.items()}
+            if mem != run:
+                keys = sorted(str(list(k)) for k in mem.keys() ^ run.keys() | {k for k in mem.keys() & run.keys()
+                                                                               if mem[k] != run[k]})
+                pending.append(f"{table.name} {', '.join(keys[:5])}{' …' if len(keys) > 5 else ''}")
+        if pending:
+            out.append(Finding("unloaded_edits", f"{nc.name} has edits in memory that were never loaded",
+                               "; ".join(pending) + ": the LOAD of this change would load them too", True))
+        unknown = sorted(n for n in (target.get(VARIABLES) or {}) if n not in memory[VARIABLES])
+        if unknown:
+            out.append(Finding("variable_unknown", f"{nc.name} does not know {len(unknown)} variable(s)",
+                               ", ".join(unknown[:10]) + ": they would not be applied", True, overridable=False))
+    return out
+
+
+def effect_findings(cluster, base, target, nodes, live_docs):
+    """Every finding for changing `base` into `target` on these nodes ({pk: NodeConfig}); `live_docs` the
+    nodes' latest-state documents by node name (for mirror figures)."""
+    layers = [nc.layers["runtime"] for nc in nodes.values() if not nc.error]
+    servers_in = _servers_anywhere(target, layers)
+    engine = _engine(target, layers)
+    d = diff(base, target)
+    out = servers_findings(cluster, base, target)
+    rule_findings, changed_rules = rules_findings(base, target, engine, servers_in)
+    out += rule_findings
+    out += mirror_findings(target, changed_rules, live_docs)
+    out += users_findings(target, servers_in)
+    touched = {c.table for c in d.rows}
+    if d.roles:
+        touched.add(MYSQL_SERVERS.name)
+    out += node_findings(target, nodes, touched)
+    native = cluster.active_native_hostgroups()
+    if native and MYSQL_SERVERS.name in touched:
+        out.append(Finding("native_manager", "ProxySQL's native hostgroup manager is active on these hostgroups",
+                           ", ".join(f"{n['kind']} writer {n['writer_hostgroup']}" for n in native)
+                           + ": it moves servers by read_only itself and may undo this change", False))
+    return out
+
+
+def _engine(target, layers):
+    value = (target.get(VARIABLES) or {}).get("mysql-query_processor_regex")
+    if value is None and layers:
+        value = layers[0][VARIABLES].get("mysql-query_processor_regex")
+    return 2 if str(value) == "2" else 1

@@ -1,0 +1,99 @@
+"""Reading what ProxySQL nodes hold, layer by layer, in the shape of a configuration (network only).
+
+A node is read whole (every managed table, every variable) in one connection; the nodes of a cluster in
+parallel, each bounded by the client's timeouts, so one node that does not answer costs one timeout.
+"""
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from apps.clients.proxysql import ProxySQLAdmin, configured_status
+from apps.clients.wire import ClientError
+
+from .content import ROLE_KEYS, claimed_hostgroups, in_scope, managed_variables, password_hash, runtime_users, sort
+from .tables import MYSQL_SERVERS, MYSQL_USERS, TABLES, VARIABLES, RowError, typed_row
+from .secrets import safe
+from .variables import SECRETS
+
+
+@dataclass
+class NodeConfig:
+    """One node's layers: {"memory": {...}, "runtime": {...}} with every row of every managed table (not
+    only the cluster's) and every variable; or the error that kept us from reading it."""
+
+    node_id: int
+    name: str
+    layers: dict = field(default_factory=dict)
+    error: str = ""
+    error_kind: str = ""
+    plan: object = None    # what a caller's build() made with the open connection (a plan's statements)
+
+
+def read_layers(admin, layers=("memory", "runtime")):
+    out = {}
+    for layer in layers:
+        data = {}
+        for table in TABLES:
+            raw = admin.config_rows(table.name, table.column_names, table.key if table is not MYSQL_USERS
+                                    else ("username", "backend"), layer)
+            try:
+                rows = [typed_row(table, r) for r in raw]
+            except RowError as exc:
+                raise ClientError(admin.name, f"read {table.name}", str(exc)) from None
+            if table is MYSQL_USERS and layer == "runtime":
+                rows = runtime_users(rows)
+            if table is MYSQL_SERVERS:
+                for r in rows:
+                    r["status"] = configured_status(r["status"].upper())
+            data[table.name] = rows
+        data[VARIABLES] = admin.all_variables(runtime=layer == "runtime")
+        out[layer] = data
+    return out
+
+
+def read_node(node, layers=("memory", "runtime"), build=None):
+    """One node's layers; `build(admin, layers, node)`, if given, runs with the connection still open (plans
+    render their statements with the node's own escaping)."""
+    try:
+        with ProxySQLAdmin.for_node(node) as admin:
+            data = read_layers(admin, layers)
+            return NodeConfig(node.pk, node.name, data, plan=build(admin, data, node) if build else None)
+    except ClientError as exc:
+        return NodeConfig(node.pk, node.name, error=str(exc), error_kind=exc.kind)
+
+
+def read_cluster(cluster, layers=("memory", "runtime"), nodes=None, build=None):
+    """{node_pk: NodeConfig} for the cluster's ProxySQL nodes (or the given ones), read concurrently."""
+    nodes = list(nodes if nodes is not None else cluster.proxysql_nodes.order_by("pk"))
+    if not nodes:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(16, len(nodes)), thread_name_prefix="config-read") as pool:
+        return {nc.node_id: nc for nc in pool.map(lambda n: read_node(n, layers, build), nodes)}
+
+
+def scoped(layer, hostgroups):
+    """A node layer cut down to what a cluster's configuration holds: its hostgroups' rows, managed variables."""
+    out = {t.name: [r for r in layer[t.name] if in_scope(t, r, hostgroups)] for t in TABLES}
+    out[VARIABLES] = managed_variables(layer[VARIABLES])
+    return out
+
+
+def as_content(layer, roles, hostgroups):
+    """A node layer as a configuration (version 1 at adoption, or 'take this node's runtime'), plus the
+    secret values it names: (content, {secret name: value}). Passwords become named secrets: a user's as
+    the hash ProxySQL accepts, a password variable as written."""
+    content = scoped(layer, hostgroups)
+    secrets = {}
+    for row in content[MYSQL_USERS.name]:
+        if row["password"] not in (None, ""):
+            name = f"mysql_users/{safe(row['username'])}"
+            secrets[name] = password_hash(row["password"])
+            row["password"] = {"secret": name}
+    for var in SECRETS:
+        if var in content[VARIABLES]:
+            name = f"global_variables/{var}"
+            secrets[name] = content[VARIABLES][var]
+            content[VARIABLES][var] = {"secret": name}
+    content["roles"] = {k: roles.get(k) for k in (*ROLE_KEYS, "writer_is_also_reader") if k in roles}
+    content["hostgroups"] = sorted(set(hostgroups))
+    content["hostgroups"] = sorted(claimed_hostgroups(content))
+    return sort(content), secrets

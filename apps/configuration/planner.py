@@ -1,0 +1,114 @@
+"""A change set's plan: the effect check, the diff against the intended configuration and against each
+node's runtime, and per node the exact admin statements with their undo. Reads the nodes, writes nothing.
+
+Steps: apply (edits + LOAD, every node in parallel) -> verify (read back every node's runtime) -> save
+(SAVE ... TO DISK) -> record the next version (the inventory follows it).
+"""
+from apps.monitoring import live
+from apps.operations.choices import OperationKind
+from apps.operations.locks import current_holder
+from apps.operations.plans import PROXYSQL, Guard, Plan, Sql, Step
+
+from . import content as C
+from . import nodes as N
+from .findings import effect_findings
+from .secrets import Collector
+from .statements import node_plan
+
+CONFIG_VERIFY, CONFIG_RECORD = "config_verify", "config_record"
+
+
+def diff_lines(d, limit=None):
+    """A Diff as rows for the pages: table, key, what changed, before -> after per field."""
+    out = []
+    for c in d.rows:
+        fields = [{"name": f, "before": _show(c.before.get(f)), "after": _show(c.after.get(f))} for f in c.fields]
+        out.append({"table": c.table, "key": list(c.key), "change": c.change, "fields": fields,
+                    "row": {k: _show(v) for k, v in (c.after or c.before).items()}})
+    for name, before, after in d.variables:
+        out.append({"table": "global_variables", "key": [name], "change": "changed" if before is not None else "added",
+                    "fields": [{"name": "variable_value", "before": _show(before), "after": _show(after)}], "row": {}})
+    for role, (before, after) in d.roles.items():
+        out.append({"table": "hostgroup roles", "key": [role], "change": "changed",
+                    "fields": [{"name": role, "before": before, "after": after}], "row": {}})
+    return out[:limit] if limit else out
+
+
+def _show(value):
+    return "(secret)" if C.is_secret(value) else value
+
+
+def plan_change_set(cs):
+    cluster = cs.cluster
+    base = cs.base.content
+    target = C.apply_edits(base, cs.edits)
+    intended = C.diff(base, target)
+    hostgroups = C.claimed_hostgroups(base) | C.claimed_hostgroups(target)
+    from .services import known_secrets
+
+    collector = Collector(cluster, known_secrets(cluster))
+
+    def build(admin, layers, node):
+        return node_plan(Sql(admin), target, layers["memory"], hostgroups=hostgroups, secrets=collector,
+                         node_key=f"node{node.pk}")
+
+    nodes = N.read_cluster(cluster, build=build)
+    try:
+        docs = live.read_many(live.PROXYSQL, list(nodes))
+    except live.LiveUnavailable:
+        docs = {}
+    findings = effect_findings(cluster, base, target, nodes, {nodes[pk].name: doc for pk, doc in docs.items()})
+    holder = current_holder(cluster)
+    guards = [
+        Guard("based_on_current", f"Based on the current version ({cs.base.number})", True, f"version {cs.base.number}",
+              False),
+        Guard("changes_something", "The change set changes something", not intended.empty,
+              f"{intended.count()} change(s)" if not intended.empty else "nothing to change", False),
+        Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
+    ]
+    guards += [Guard(f.key, f.label, False, f.value, f.overridable) for f in findings if f.blocking]
+    if not any(f.blocking for f in findings):
+        guards.append(Guard("effect_check", "Effect check: nothing blocking found", True,
+                            f"{sum(1 for f in findings if not f.blocking)} warning(s)"))
+
+    readable = {pk: nc for pk, nc in nodes.items() if not nc.error}
+    apply_nodes = {str(pk): {"name": nc.name, "sql": nc.plan.sql, "rollback": nc.plan.rollback}
+                   for pk, nc in readable.items()}
+    save_nodes = {str(pk): {"name": nc.name, "sql": [Sql.save(m) for m in nc.plan.modules], "rollback": []}
+                  for pk, nc in readable.items()}
+    number = cs.base.number + 1
+    steps = [
+        Step("apply", "Write the changes to memory and LOAD them to runtime, on every node", PROXYSQL, apply_nodes),
+        Step("verify", "Read back every node's runtime: it must equal the new configuration", CONFIG_VERIFY,
+             params={"change_set": cs.pk, "tables": sorted(intended.tables() | ({"mysql_servers"} if intended.roles else set()))}),
+        Step("save", "SAVE the changed modules TO DISK on every node", PROXYSQL, save_nodes, point_of_no_return=True),
+        Step("record", f"Record version {number} (the inventory follows it)", CONFIG_RECORD, params={"change_set": cs.pk}),
+    ]
+    facts = {
+        "change_set": cs.pk, "reason": cs.reason, "base_version": cs.base.number, "version": number,
+        "warnings": [f.__dict__ for f in findings if not f.blocking],
+        "findings": [f.__dict__ for f in findings],
+        "intended_diff": diff_lines(intended),
+        "node_diffs": {nc.name: diff_lines(node_diff(nc, target, hostgroups, _same_secret(collector)))
+                       for nc in readable.values()},
+        "unreachable": {nc.name: nc.error for nc in nodes.values() if nc.error},
+    }
+    title = f"Configuration of {cluster.name}: version {cs.base.number} → {number}" + (f" ({cs.reason})" if cs.reason else "")
+    plan = Plan(OperationKind.CONFIG, cluster.pk, title[:300], guards, steps, facts, options={"change_set": cs.pk})
+    return plan, collector
+
+
+def node_diff(nc, target, hostgroups, same_secret):
+    """What differs between a node's runtime and a configuration (hostgroup roles are the console's own)."""
+    runtime = {**N.scoped(nc.layers["runtime"], hostgroups), "roles": target.get("roles")}
+    return C.diff(runtime, C.runtime_view(target), same_secret=same_secret)
+
+
+def _same_secret(collector):
+    """Secrets compare by value: a node's password (cleartext or hash) against the version's hash."""
+    def same(a, b):
+        def value(v):
+            return collector.value(v["secret"]) if C.is_secret(v) else v
+        va, vb = value(a), value(b)
+        return va == vb or (C.password_hash(va) == C.password_hash(vb) if va and vb else False)
+    return same

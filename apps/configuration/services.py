@@ -1,0 +1,226 @@
+"""Writes of the configuration app: versions, change sets, their plans. Each audits in its own short
+transaction; the network reads (nodes.py) happen before, never inside one."""
+from django.db import transaction
+
+from apps.audit.services import record
+from apps.fleet.models import Cluster, HostgroupMembership, Server
+
+from . import content as C
+from . import nodes as N
+from . import secrets as S
+from .models import ChangeSet, ConfigSecret, ConfigVersion
+from .tables import MYSQL_SERVERS
+
+
+class Refused(Exception):
+    """The request cannot go on as it stands; the message says why, in the operator's terms."""
+
+
+def latest(cluster):
+    return ConfigVersion.objects.filter(cluster=cluster).order_by("-number").first()
+
+
+def inventory_content(cluster, base=None):
+    """The inventory's part of a configuration: roles and mysql_servers rows as the inventory holds them,
+    on top of `base` (the other tables)."""
+    out = dict(base or C.empty())
+    out["roles"] = {"writer": cluster.writer_hostgroup, "reader": cluster.reader_hostgroup,
+                    "backup_writer": cluster.backup_writer_hostgroup, "offline": cluster.offline_hostgroup,
+                    "writer_is_also_reader": cluster.writer_is_also_reader}
+    out[MYSQL_SERVERS.name] = [
+        {"hostgroup_id": m.hostgroup_id, "hostname": m.server.hostname, "port": m.server.port, "gtid_port": m.gtid_port,
+         "status": m.status, "weight": m.weight, "compression": m.compression, "max_connections": m.max_connections,
+         "max_replication_lag": m.max_replication_lag, "use_ssl": m.use_ssl, "max_latency_ms": m.max_latency_ms,
+         "comment": m.comment}
+        for m in HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server")]
+    out["hostgroups"] = sorted(C.claimed_hostgroups(out))
+    return C.sort(out)
+
+
+def _sync_inventory(cluster, content):
+    """The inventory follows a version: roles on the cluster, one membership per mysql_servers row."""
+    roles = content.get("roles") or {}
+    Cluster.objects.filter(pk=cluster.pk).update(
+        writer_hostgroup=roles["writer"], reader_hostgroup=roles["reader"],
+        backup_writer_hostgroup=roles.get("backup_writer"), offline_hostgroup=roles.get("offline"),
+        **({"writer_is_also_reader": roles["writer_is_also_reader"]} if roles.get("writer_is_also_reader") is not None else {}))
+    wanted = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in content[MYSQL_SERVERS.name]}
+    current = {m.key: m for m in HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server")}
+    for key, m in current.items():
+        if key not in wanted:
+            m.delete()
+    for (hg, host, port), row in wanted.items():
+        server, _ = Server.objects.get_or_create(hostname=host, port=port, defaults={"cluster": cluster})
+        if server.cluster_id != cluster.pk:
+            raise Refused(f"backend {host}:{port} belongs to cluster {server.cluster}")
+        values = {f: row[f] for f in ("status", "weight", "max_connections", "max_replication_lag", "compression",
+                                      "use_ssl", "max_latency_ms", "gtid_port", "comment")}
+        HostgroupMembership.objects.update_or_create(server=server, hostgroup_id=hg, defaults=values)
+
+
+def record_version(cluster, content, *, author, reason, source, operation=None, request=None, user=None):
+    """The next version of the cluster's configuration; the inventory follows it. One transaction, audited."""
+    content = C.sort(content)
+    with transaction.atomic():
+        Cluster.objects.select_for_update().filter(pk=cluster.pk).first()  # one version number at a time
+        parent = latest(cluster)
+        version = ConfigVersion.objects.create(
+            cluster=cluster, number=(parent.number + 1) if parent else 1, parent=parent, author=author[:150],
+            reason=reason, content=content, operation=operation, source=source)
+        _sync_inventory(cluster, content)
+        changes = C.diff(parent.content, content).count() if parent else None
+        record("configuration version recorded", request=request, user=user,
+               rule=None if (request or user) else author, cluster=cluster, target=f"{cluster} v{version.number}",
+               details={"version": version.number, "parent": parent.number if parent else None, "source": source,
+                        "reason": reason, "operation": operation.pk if operation else None, "changes": changes})
+    return version
+
+
+def record_adopted(cluster, node, *, request=None, author=None):
+    """Version 1 from what an adopted node runs (no-op when the cluster already has a version). Reads the node
+    first, then writes. Returns the version, or None when the node could not be read (said in the audit)."""
+    if latest(cluster) is not None:
+        return None
+    nc = N.read_node(node, layers=("runtime",))
+    if nc.error:
+        record("configuration version not recorded", request=request, cluster=cluster, target=str(node),
+               outcome="failure", details={"error": nc.error})
+        return None
+    roles = inventory_content(cluster)["roles"]
+    hostgroups = C.claimed_hostgroups(inventory_content(cluster))
+    content, values = N.as_content(nc.layers["runtime"], roles, hostgroups)
+    with transaction.atomic():
+        refs = S.store(cluster, values)
+        content = _name_secrets(content, refs)
+        return record_version(cluster, content, author=author or (request.user.get_username() if request else "adopt"),
+                              reason=f"adopted from {node.name}", source="adopt", request=request)
+
+
+def _name_secrets(content, refs):
+    """Replace base secret names ({"secret": "mysql_users/app"}) by their stored refs."""
+    def fix(value):
+        return {"secret": refs[value["secret"]]} if C.is_secret(value) and value["secret"] in refs else value
+    out = dict(content)
+    out["mysql_users"] = [{**r, "password": fix(r["password"])} for r in content["mysql_users"]]
+    out["global_variables"] = {k: fix(v) for k, v in content["global_variables"].items()}
+    return out
+
+
+def known_secrets(cluster):
+    return dict(ConfigSecret.objects.filter(cluster=cluster).values_list("ref", "value"))
+
+
+# -- change sets -----------------------------------------------------------------------------------
+def start_change_set(cluster, *, user, reason="", source="change", edits=(), base=None):
+    base = base or latest(cluster)
+    if base is None:
+        raise Refused(f"{cluster} has no configuration version yet: adopt a node first (or record one from its runtime)")
+    if edits:
+        C.apply_edits(base.content, list(edits))  # refuse a file or revert that cannot apply, now
+    cs = ChangeSet.objects.create(cluster=cluster, base=base, author=user, author_name=user.get_username(),
+                                  reason=reason, source=source, edits=list(edits))
+    return cs
+
+
+def add_edit(cs, edit, *, secret=None):
+    """Append one edit to a draft (refused if it cannot apply). `secret` (name, value) stores a new password and
+    points the edit at it."""
+    if cs.state != ChangeSet.State.DRAFT:
+        raise Refused("This change set is no longer a draft.")
+    if secret is not None:
+        name, value = secret
+        ref = S.new_ref(name)
+        ConfigSecret.objects.create(cluster=cs.cluster, ref=ref, value=value)
+        edit = _point_at(edit, ref)
+    C.apply_edits(cs.base.content, cs.edits + [edit])
+    cs.edits = cs.edits + [edit]
+    cs.save(update_fields=["edits", "updated_at"])
+    return cs
+
+
+def _point_at(edit, ref):
+    if edit.get("table") == "global_variables":
+        return {**edit, "value": {"secret": ref}}
+    return {**edit, "row": {**edit["row"], "password": {"secret": ref}}}
+
+
+def remove_edit(cs, index):
+    if cs.state != ChangeSet.State.DRAFT:
+        raise Refused("This change set is no longer a draft.")
+    edits = list(cs.edits)
+    if not 0 <= index < len(edits):
+        raise Refused("No such edit.")
+    del edits[index]
+    C.apply_edits(cs.base.content, edits)
+    cs.edits = edits
+    cs.save(update_fields=["edits", "updated_at"])
+
+
+def target_of(cs):
+    return C.apply_edits(cs.base.content, cs.edits)
+
+
+def check_base(cs):
+    """Refuse a change set based on an old version, with what changed since (two operators on one cluster)."""
+    current = latest(cs.cluster)
+    if current.pk != cs.base_id:
+        since = C.diff(cs.base.content, current.content)
+        lines = [f"{c.table} {list(c.key)} {c.change}" for c in since.rows]
+        lines += [f"{name}: {before} → {after}" for name, before, after in since.variables]
+        lines += [f"role {k}: {a} → {b}" for k, (a, b) in since.roles.items()]
+        raise Refused(f"This change set is based on version {cs.base.number}, but version {current.number} was "
+                      f"recorded since ({current.author}: {current.reason}). Changed since: "
+                      + ("; ".join(lines) or "nothing in the tables") + ". Start again from the current version.")
+    return current
+
+
+def revert_to(cluster, version, *, user, reason):
+    current = latest(cluster)
+    edits = C.edits_between(current.content, version.content)
+    if not edits:
+        raise Refused(f"Version {current.number} already equals version {version.number}.")
+    return start_change_set(cluster, user=user, reason=reason or f"revert to version {version.number}",
+                            source="revert", edits=edits, base=current)
+
+
+def take_runtime(cluster, node, *, user, reason):
+    """A change set that makes the node's runtime (changed outside the console) the next version; planned and
+    applied like any other, so every node of the cluster ends with it."""
+    current = latest(cluster)
+    nc = N.read_node(node, layers=("runtime",))
+    if nc.error:
+        raise Refused(f"{node.name} could not be read: {nc.error}")
+    content, values = N.as_content(nc.layers["runtime"], current.content.get("roles") or {},
+                                   C.claimed_hostgroups(current.content))
+    refs = S.store(cluster, values)
+    content = _name_secrets(content, refs)
+    content = _same_refs(current.content, content, cluster)
+    edits = C.edits_between(current.content, content)
+    if not edits:
+        raise Refused(f"{node.name}'s runtime already equals version {current.number}.")
+    return start_change_set(cluster, user=user, reason=reason or f"take {node.name}'s runtime", source="runtime",
+                            edits=edits, base=current)
+
+
+def _same_refs(current, content, cluster):
+    """Where a secret read from a node equals the version's secret, keep the version's reference."""
+    values = known_secrets(cluster)
+
+    def keep(old, new):
+        if C.is_secret(old) and C.is_secret(new) and values.get(old["secret"]) == values.get(new["secret"]):
+            return old
+        return new
+    users = {r["username"]: r for r in current["mysql_users"]}
+    content["mysql_users"] = [{**r, "password": keep(users.get(r["username"], {}).get("password"), r["password"])}
+                              for r in content["mysql_users"]]
+    content["global_variables"] = {k: keep(current["global_variables"].get(k), v)
+                                   for k, v in content["global_variables"].items()}
+    return content
+
+
+def discard(cs, *, request):
+    updated = ChangeSet.objects.filter(pk=cs.pk, state=ChangeSet.State.DRAFT).update(state=ChangeSet.State.DISCARDED)
+    record("change set discarded", request=request, cluster=cs.cluster, target=str(cs),
+           outcome="success" if updated else "refused", details={"change_set": cs.pk})
+    if not updated:
+        raise Refused("Only a draft can be discarded.")

@@ -1,0 +1,59 @@
+"""The executor's steps for change sets (registered in apps.py): read back every node's runtime, and record
+the version once the nodes run it."""
+from django.db import transaction
+
+from apps.operations.executor import StepFailed, _capture
+
+from . import content as C
+from . import nodes as N
+from .models import ChangeSet
+from .planner import node_diff
+
+
+def verify(run, step, row, executed, detail):
+    """Every node's runtime equals the new configuration in the tables this change touched."""
+    cs = ChangeSet.objects.select_related("base").get(pk=step.params["change_set"])
+    target = C.apply_edits(cs.base.content, cs.edits)
+    hostgroups = C.claimed_hostgroups(cs.base.content) | C.claimed_hostgroups(target)
+    tables = set(step.params["tables"])
+    from .services import known_secrets
+
+    values = known_secrets(cs.cluster)
+
+    def same_secret(a, b):
+        va = values.get(a["secret"]) if C.is_secret(a) else a
+        vb = values.get(b["secret"]) if C.is_secret(b) else b
+        return va == vb or (bool(va) and bool(vb) and C.password_hash(va) == C.password_hash(vb))
+
+    def one(node_id):  # in a pool thread: network only
+        layers = N.read_layers(run.admin(node_id), ("runtime",))
+        nc = N.NodeConfig(int(node_id), str(node_id), layers)
+        d = node_diff(nc, target, hostgroups, same_secret)
+        return [f"{c.table} {list(c.key)} {c.change}" + (f" ({', '.join(c.fields)})" if c.fields else "")
+                for c in d.rows if c.table in tables] + \
+               [(f"{name}: differs" if C.is_secret(after) else f"{name}: runtime {before!r}, expected {after!r}")
+                for name, before, after in d.variables if "global_variables" in tables]
+
+    node_ids = [n for n in run.plan_nodes()]
+    problems = {}
+    for node_id, (found, error) in zip(node_ids, run.pool.map(_capture(one), node_ids)):
+        if error is not None:
+            raise error
+        if found:
+            problems[node_id] = found
+    detail["problems"] = [f"node {n}: {p}" for n, found in problems.items() for p in found]
+    if problems:
+        raise StepFailed("runtime differs from the new configuration: " + "; ".join(detail["problems"][:20]))
+
+
+def record(run, step, row, executed, detail):
+    from .services import record_version
+
+    op = run.op
+    with transaction.atomic():
+        cs = ChangeSet.objects.select_for_update().select_related("base").get(pk=step.params["change_set"])
+        target = C.apply_edits(cs.base.content, cs.edits)
+        version = record_version(op.cluster, target, author=op.actor, reason=cs.reason or op.title,
+                                 source=cs.source, operation=op, user=op.requested_by)
+        ChangeSet.objects.filter(pk=cs.pk).update(state=ChangeSet.State.APPLIED, result=version)
+    detail["version"] = version.number

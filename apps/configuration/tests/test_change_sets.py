@@ -1,0 +1,131 @@
+"""Change sets on the lab pair: version 1 from what the nodes run, a change planned (effect check, SQL per
+node) and applied to both doubles as one unit, verified, recorded; reverted; refused when stale."""
+import pytest
+
+from apps.configuration import services
+from apps.configuration.models import ChangeSet, ConfigSecret
+from apps.configuration.planner import plan_change_set
+from apps.operations import executor
+from apps.operations import services as operations
+from apps.operations.models import Operation
+from lab import demo
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def sql(double, statement):
+    return demo.admin_sql(double.port, statement, user=double.user, password=double.password)
+
+
+@pytest.fixture
+def versioned_lab(adopted_lab):
+    """The adopted lab pair with an application user and read/write split rules, and version 1 recorded."""
+    cluster, doubles = adopted_lab
+    for d in doubles:
+        sql(d, "INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','app-secret',100)")
+        sql(d, "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,apply) "
+               "VALUES (10,1,'^SELECT.*FOR UPDATE',100,1),(20,1,'^SELECT',101,1)")
+        for module in ("MYSQL USERS", "MYSQL QUERY RULES"):
+            sql(d, f"LOAD {module} TO RUNTIME")
+    version = services.record_adopted(cluster, cluster.proxysql_nodes.order_by("pk").first())
+    assert version.number == 1
+    return cluster, doubles, version
+
+
+def run(cs, user, override=""):
+    plan, collector = plan_change_set(cs)
+    collector.save()
+    op = operations.save_plan(plan, user=user)
+    ChangeSet.objects.filter(pk=cs.pk).update(state=ChangeSet.State.PLANNED, operation=op)
+    operations.confirm(op, user=user, override_reason=override, enqueue=False)
+    executor.run(op.pk)
+    return Operation.objects.get(pk=op.pk), plan
+
+
+def test_version_one_holds_what_the_node_runs_without_its_passwords(versioned_lab):
+    cluster, doubles, version = versioned_lab
+    content = version.content
+    assert {(r["hostgroup_id"], r["port"]) for r in content["mysql_servers"]} == {
+        (100, 3311), (101, 3311), (101, 3312), (101, 3313), (102, 3312), (102, 3313)}
+    user = content["mysql_users"][0]
+    assert user["username"] == "app" and set(user["password"]) == {"secret"}
+    assert "app-secret" not in str(content)
+    stored = ConfigSecret.objects.get(cluster=cluster, ref=user["password"]["secret"])
+    assert stored.value == "*" + __import__("hashlib").sha1(__import__("hashlib").sha1(b"app-secret").digest()).hexdigest().upper()
+    assert content["global_variables"]["mysql-monitor_password"] == {"secret": content["global_variables"]["mysql-monitor_password"]["secret"]}
+    assert [r["rule_id"] for r in content["mysql_query_rules"]] == [10, 20]
+
+
+def test_change_applied_to_both_nodes_verified_and_recorded_then_reverted(versioned_lab, operator_user):
+    cluster, doubles, v1 = versioned_lab
+    cs = services.start_change_set(cluster, user=operator_user, reason="more weight, a mirror, a new backend")
+    row = next(r for r in v1.content["mysql_servers"] if r["hostgroup_id"] == 101 and r["port"] == 3312)
+    services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3312],
+                           "row": {**row, "weight": 20000}})
+    services.add_edit(cs, {"op": "upsert", "table": "mysql_servers",
+                           "row": {"hostgroup_id": 200, "hostname": "127.0.0.1", "port": 3313, "comment": "mirror target"}})
+    services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
+                           "row": {"rule_id": 5, "active": 1, "match_digest": "^INSERT", "mirror_hostgroup": 200,
+                                   "apply": 0}})
+    services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-mirror_max_concurrency",
+                           "value": "100"})
+    op, plan = run(cs, operator_user)
+    assert op.state == "done", op.error
+    for d in doubles:
+        assert sql(d, "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3312") == (("20000",),)
+        assert sql(d, "SELECT hostgroup_id FROM runtime_mysql_servers WHERE port=3313 AND hostgroup_id=200") == (("200",),)
+        assert sql(d, "SELECT mirror_hostgroup FROM runtime_mysql_query_rules WHERE rule_id=5") == (("200",),)
+        assert sql(d, "SELECT variable_value FROM runtime_global_variables "
+                      "WHERE variable_name='mysql-mirror_max_concurrency'") == (("100",),)
+        assert sql(d, "SELECT weight FROM disk.mysql_servers WHERE hostgroup_id=101 AND port=3312") == (("20000",),)
+    v2 = services.latest(cluster)
+    assert (v2.number, v2.reason, v2.operation_id) == (2, "more weight, a mirror, a new backend", op.pk)
+    assert cluster.servers.get(port=3312).memberships.get(hostgroup_id=101).weight == 20000  # the inventory follows
+    statements = plan.steps[0].nodes
+    assert len(statements) == 2 and all("LOAD MYSQL QUERY RULES TO RUNTIME" in n["sql"] for n in statements.values())
+
+    revert = services.revert_to(cluster, v1, user=operator_user, reason="back")
+    op, _ = run(revert, operator_user)
+    assert op.state == "done", op.error
+    for d in doubles:
+        assert sql(d, "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3312") == (("10000",),)
+        assert sql(d, "SELECT COUNT(*) FROM runtime_mysql_query_rules WHERE rule_id=5") == (("0",),)
+        assert sql(d, "SELECT COUNT(*) FROM runtime_mysql_servers WHERE hostgroup_id=200") == (("0",),)
+        assert sql(d, "SELECT variable_value FROM runtime_global_variables "
+                      "WHERE variable_name='mysql-mirror_max_concurrency'") == (("16",),)
+    assert services.latest(cluster).number == 3
+
+
+def test_a_stale_change_set_is_refused_with_what_changed_since(versioned_lab, operator_user):
+    cluster, doubles, v1 = versioned_lab
+    first = services.start_change_set(cluster, user=operator_user, reason="one")
+    second = services.start_change_set(cluster, user=operator_user, reason="two")
+    services.add_edit(first, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"})
+    services.add_edit(second, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "2048"})
+    op, _ = run(first, operator_user)
+    assert op.state == "done", op.error
+    with pytest.raises(services.Refused) as refused:
+        services.check_base(second)
+    assert "version 2 was recorded since" in str(refused.value) and "mysql-max_connections" in str(refused.value)
+
+
+def test_a_node_refusing_a_statement_mid_apply_leaves_both_as_before(versioned_lab, operator_user):
+    cluster, (first, second), v1 = versioned_lab
+    # The second node refuses the new rule, as a ProxySQL of another version would refuse a column it lacks.
+    sql(second, 'LAB FAIL_STATEMENTS {"text": "REPLACE INTO mysql_query_rules", '
+                '"message": "table mysql_query_rules has no column named gtid_from_hostgroup"}')
+    cs = services.start_change_set(cluster, user=operator_user, reason="weight and a rule")
+    row = next(r for r in v1.content["mysql_servers"] if r["hostgroup_id"] == 101 and r["port"] == 3313)
+    services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313],
+                           "row": {**row, "weight": 5}})
+    services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
+                           "row": {"rule_id": 30, "active": 1, "match_digest": "^DELETE", "destination_hostgroup": 100,
+                                   "apply": 1}})
+    tables = ("runtime_mysql_servers", "mysql_servers", "runtime_mysql_query_rules", "mysql_query_rules")
+    before = {d.port: [sql(d, f"SELECT * FROM {t} ORDER BY 1, 2") for t in tables] for d in (first, second)}
+    op, _ = run(cs, operator_user)
+    assert op.state == "rolled_back", op.error
+    assert "no column named gtid_from_hostgroup" in op.error
+    for d in (first, second):
+        assert [sql(d, f"SELECT * FROM {t} ORDER BY 1, 2") for t in tables] == before[d.port]
+    assert services.latest(cluster).number == 1
