@@ -59,7 +59,11 @@ def adopt_double(double, cluster_name, node_name, kind=None):
     plan = adopt.plan_adoption(snapshot, cluster_name=cluster_name, node_name=node_name, admin_host="127.0.0.1",
                                admin_port=double.port, kind=kind)
     assert plan.ok, plan.errors
-    return adopt.apply_adoption(plan, admin_user=double.user, admin_password=double.password, monitor=monitor)
+    cluster, node = adopt.apply_adoption(plan, admin_user=double.user, admin_password=double.password, monitor=monitor)
+    from apps.configuration.services import record_adopted
+
+    record_adopted(cluster, node, author="test adoption")  # as the adopt form and command do
+    return cluster, node
 
 
 @pytest.fixture

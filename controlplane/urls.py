@@ -8,6 +8,7 @@ urlpatterns = [
     path("audit/", include("apps.audit.urls")),
     path("digests/", include("apps.digests.urls")),
     path("operations/", include("apps.operations.urls")),
+    path("configuration/", include("apps.configuration.urls")),
     path("reports/", include("apps.reports.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -12,9 +12,9 @@ from apps.fleet.secrets import EncryptedTextField
 
 
 class ConfigVersion(models.Model):
-    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.PROTECT, related_name="config_versions")
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="config_versions")
     number = models.PositiveIntegerField()
-    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.RESTRICT, related_name="+")
     author = models.CharField(max_length=150, help_text="user or rule name")
     reason = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
@@ -31,7 +31,7 @@ class ConfigVersion(models.Model):
         return f"{self.cluster} v{self.number}"
 
     def get_absolute_url(self):
-        return reverse("configuration:version", args=[self.cluster_id, self.number])
+        return reverse("configuration:version", args=[self.pk])
 
 
 class ConfigSecret(models.Model):
@@ -57,13 +57,15 @@ class ChangeSet(models.Model):
         FAILED = "failed", "not applied"
         DISCARDED = "discarded", "discarded"
 
-    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.PROTECT, related_name="change_sets")
-    base = models.ForeignKey(ConfigVersion, on_delete=models.PROTECT, related_name="+")
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="change_sets")
+    base = models.ForeignKey(ConfigVersion, on_delete=models.RESTRICT, related_name="+")
     author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                related_name="+")
     author_name = models.CharField(max_length=150)
     reason = models.TextField(blank=True)
-    source = models.CharField(max_length=20, default="change", help_text="change, file, revert, runtime")
+    source = models.CharField(max_length=20, default="change", help_text="change, file, revert, runtime, write_back")
+    # write_back only: the nodes to bring back to the base version (empty: every node that differs).
+    nodes = models.JSONField(default=list, blank=True)
     # [{"op": "upsert"|"delete", "table": ..., "row"/"key": ...}, {"op": "set", "table": "global_variables",
     #   "name": ..., "value": ...}, {"op": "roles", "roles": {...}}]; secrets as encrypted tokens only.
     edits = models.JSONField(default=list, blank=True)

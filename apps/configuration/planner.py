@@ -52,18 +52,22 @@ def plan_change_set(cs):
         return node_plan(Sql(admin), target, layers["memory"], hostgroups=hostgroups, secrets=collector,
                          node_key=f"node{node.pk}")
 
-    nodes = N.read_cluster(cluster, build=build)
+    chosen = cluster.proxysql_nodes.filter(pk__in=cs.nodes) if cs.nodes else None
+    nodes = N.read_cluster(cluster, build=build, nodes=chosen)
     try:
         docs = live.read_many(live.PROXYSQL, list(nodes))
     except live.LiveUnavailable:
         docs = {}
     findings = effect_findings(cluster, base, target, nodes, {nodes[pk].name: doc for pk, doc in docs.items()})
     holder = current_holder(cluster)
+    write_back = cs.source == "write_back"
+    statements = sum(nc.plan.changes for nc in nodes.values() if not nc.error)
+    changes = statements if write_back else intended.count()
     guards = [
         Guard("based_on_current", f"Based on the current version ({cs.base.number})", True, f"version {cs.base.number}",
               False),
-        Guard("changes_something", "The change set changes something", not intended.empty,
-              f"{intended.count()} change(s)" if not intended.empty else "nothing to change", False),
+        Guard("changes_something", "The change set changes something", changes > 0,
+              f"{changes} change(s)" if changes else "nothing to change", False),
         Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
     ]
     guards += [Guard(f.key, f.label, False, f.value, f.overridable) for f in findings if f.blocking]
@@ -76,13 +80,14 @@ def plan_change_set(cs):
                    for pk, nc in readable.items()}
     save_nodes = {str(pk): {"name": nc.name, "sql": [Sql.save(m) for m in nc.plan.modules], "rollback": []}
                   for pk, nc in readable.items()}
-    number = cs.base.number + 1
+    number = cs.base.number if write_back else cs.base.number + 1
     steps = [
         Step("apply", "Write the changes to memory and LOAD them to runtime, on every node", PROXYSQL, apply_nodes),
         Step("verify", "Read back every node's runtime: it must equal the new configuration", CONFIG_VERIFY,
              params={"change_set": cs.pk, "tables": sorted(intended.tables() | ({"mysql_servers"} if intended.roles else set()))}),
         Step("save", "SAVE the changed modules TO DISK on every node", PROXYSQL, save_nodes, point_of_no_return=True),
-        Step("record", f"Record version {number} (the inventory follows it)", CONFIG_RECORD, params={"change_set": cs.pk}),
+        Step("record", f"Record version {number} (the inventory follows it)" if not write_back else
+             f"Record that the nodes run version {number} again", CONFIG_RECORD, params={"change_set": cs.pk}),
     ]
     facts = {
         "change_set": cs.pk, "reason": cs.reason, "base_version": cs.base.number, "version": number,
@@ -93,7 +98,8 @@ def plan_change_set(cs):
                        for nc in readable.values()},
         "unreachable": {nc.name: nc.error for nc in nodes.values() if nc.error},
     }
-    title = f"Configuration of {cluster.name}: version {cs.base.number} → {number}" + (f" ({cs.reason})" if cs.reason else "")
+    title = (f"Configuration of {cluster.name}: version {cs.base.number} → {number}" if not write_back else
+             f"Configuration of {cluster.name}: write version {number} back") + (f" ({cs.reason})" if cs.reason else "")
     plan = Plan(OperationKind.CONFIG, cluster.pk, title[:300], guards, steps, facts, options={"change_set": cs.pk})
     return plan, collector
 

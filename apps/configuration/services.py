@@ -116,7 +116,7 @@ def start_change_set(cluster, *, user, reason="", source="change", edits=(), bas
     if base is None:
         raise Refused(f"{cluster} has no configuration version yet: adopt a node first (or record one from its runtime)")
     if edits:
-        C.apply_edits(base.content, list(edits))  # refuse a file or revert that cannot apply, now
+        _applies(base.content, list(edits))  # refuse a file or revert that cannot apply, now
     cs = ChangeSet.objects.create(cluster=cluster, base=base, author=user, author_name=user.get_username(),
                                   reason=reason, source=source, edits=list(edits))
     return cs
@@ -127,15 +127,23 @@ def add_edit(cs, edit, *, secret=None):
     points the edit at it."""
     if cs.state != ChangeSet.State.DRAFT:
         raise Refused("This change set is no longer a draft.")
-    if secret is not None:
-        name, value = secret
-        ref = S.new_ref(name)
-        ConfigSecret.objects.create(cluster=cs.cluster, ref=ref, value=value)
+    ref = S.new_ref(secret[0]) if secret is not None else None
+    if ref:
         edit = _point_at(edit, ref)
-    C.apply_edits(cs.base.content, cs.edits + [edit])
-    cs.edits = cs.edits + [edit]
-    cs.save(update_fields=["edits", "updated_at"])
+    _applies(cs.base.content, cs.edits + [edit])
+    with transaction.atomic():
+        if ref:
+            ConfigSecret.objects.create(cluster=cs.cluster, ref=ref, value=secret[1])
+        cs.edits = cs.edits + [edit]
+        cs.save(update_fields=["edits", "updated_at"])
     return cs
+
+
+def _applies(content, edits):
+    try:
+        return C.apply_edits(content, edits)
+    except C.EditError as exc:
+        raise Refused(str(exc)) from None
 
 
 def _point_at(edit, ref):
@@ -151,7 +159,7 @@ def remove_edit(cs, index):
     if not 0 <= index < len(edits):
         raise Refused("No such edit.")
     del edits[index]
-    C.apply_edits(cs.base.content, edits)
+    _applies(cs.base.content, edits)
     cs.edits = edits
     cs.save(update_fields=["edits", "updated_at"])
 
@@ -160,18 +168,56 @@ def target_of(cs):
     return C.apply_edits(cs.base.content, cs.edits)
 
 
+def _changed_since(old, current):
+    since = C.diff(old.content, current.content)
+    lines = [f"{c.table} {list(c.key)} {c.change}" for c in since.rows]
+    lines += [f"{name}: {_shown(before)} → {_shown(after)}" for name, before, after in since.variables]
+    lines += [f"role {k}: {a} → {b}" for k, (a, b) in since.roles.items()]
+    return (f"version {current.number} was recorded since ({current.author}: {current.reason}). Changed since "
+            f"version {old.number}: " + ("; ".join(lines) or "nothing in the tables") + ". Start again from the current version.")
+
+
+def _shown(value):
+    return "(secret)" if C.is_secret(value) else value
+
+
 def check_base(cs):
     """Refuse a change set based on an old version, with what changed since (two operators on one cluster)."""
     current = latest(cs.cluster)
     if current.pk != cs.base_id:
-        since = C.diff(cs.base.content, current.content)
-        lines = [f"{c.table} {list(c.key)} {c.change}" for c in since.rows]
-        lines += [f"{name}: {before} → {after}" for name, before, after in since.variables]
-        lines += [f"role {k}: {a} → {b}" for k, (a, b) in since.roles.items()]
-        raise Refused(f"This change set is based on version {cs.base.number}, but version {current.number} was "
-                      f"recorded since ({current.author}: {current.reason}). Changed since: "
-                      + ("; ".join(lines) or "nothing in the tables") + ". Start again from the current version.")
+        raise Refused(f"This change set is based on version {cs.base.number}, but " + _changed_since(cs.base, current))
     return current
+
+
+def start_from_file(cluster, text, *, user, reason=""):
+    """A change set from a configuration file (files.py): refused when the file was exported from an older
+    version than the current one, when it cannot be read, or when it changes nothing."""
+    from . import files
+
+    try:
+        based_on, file_content = files.read(text, cluster)
+    except files.FileError as exc:
+        raise Refused(f"The file cannot be used: {exc}") from None
+    current = latest(cluster)
+    if current is None:
+        raise Refused(f"{cluster} has no configuration version yet.")
+    if based_on is not None and based_on != current.number:
+        old = ConfigVersion.objects.filter(cluster=cluster, number=based_on).first()
+        if old is None:
+            raise Refused(f"The file names version {based_on}, which {cluster} never had.")
+        raise Refused(f"The file was exported from version {based_on}, but " + _changed_since(old, current))
+    target = files.target_from_file(current.content, file_content)
+    refs = {v["secret"] for r in target["mysql_users"] for v in [r["password"]] if C.is_secret(v)}
+    refs |= {v["secret"] for v in target["global_variables"].values() if C.is_secret(v)}
+    unknown = refs - set(known_secrets(cluster))
+    if unknown:
+        raise Refused(f"The file names secret(s) the console does not hold: {', '.join(sorted(unknown))}. "
+                      "Set new passwords in the browser's change set form.")
+    edits = C.edits_between(current.content, target)
+    if not edits:
+        raise Refused(f"The file equals version {current.number}: nothing to change.")
+    return start_change_set(cluster, user=user, reason=reason or "from a configuration file", source="file",
+                            edits=edits, base=current)
 
 
 def revert_to(cluster, version, *, user, reason):
@@ -216,6 +262,19 @@ def _same_refs(current, content, cluster):
     content["global_variables"] = {k: keep(current["global_variables"].get(k), v)
                                    for k, v in content["global_variables"].items()}
     return content
+
+
+def write_back(cluster, *, user, nodes=(), reason=""):
+    """A change set with no edit that writes the current version back to nodes changed outside the console
+    (all of them, or `nodes`); applied like any other, it records no new version."""
+    current = latest(cluster)
+    if current is None:
+        raise Refused(f"{cluster} has no configuration version yet.")
+    names = ", ".join(n.name for n in nodes) or "every node that differs"
+    cs = ChangeSet.objects.create(cluster=cluster, base=current, author=user, author_name=user.get_username(),
+                                  reason=reason or f"write version {current.number} back to {names}",
+                                  source="write_back", nodes=[n.pk for n in nodes])
+    return cs
 
 
 def discard(cs, *, request):

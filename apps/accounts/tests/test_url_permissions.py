@@ -46,6 +46,13 @@ def objects(db):
     from apps.reports import periods, services as reports
 
     out["report"] = reports.build_report(cluster, "daily", periods.last_complete("daily", timezone.now())).pk
+    from apps.configuration import content
+    from apps.configuration.models import ChangeSet, ConfigVersion
+
+    version = ConfigVersion.objects.create(cluster=cluster, number=1, author="x", reason="r", source="adopt",
+                                           content=content.empty())
+    out["version"] = version.pk
+    out["change_set"] = ChangeSet.objects.create(cluster=cluster, base=version, author_name="x").pk
     return out
 
 
@@ -62,14 +69,19 @@ def kwargs_for(name, pattern, objects):
              "monitoring:server_chart": "server", "operations:drain": "server", "operations:restore": "server",
              "audit:detail": "event", "digests:detail": "digest", "digests:chart": "digest",
              "reports:detail": "report", "reports:pdf": "report", "reports:send": "report", "reports:chart": "report",
-             "reports:schedule_edit": "schedule", "reports:schedule_delete": "schedule", "reports:schedule_run": "schedule"}
+             "reports:schedule_edit": "schedule", "reports:schedule_delete": "schedule", "reports:schedule_run": "schedule",
+             "configuration:version": "version", "configuration:export": "version", "configuration:revert": "version",
+             "configuration:take_runtime": "node"}
     prefix = name.split(":")[0]
-    key = owner.get(name) or ("operation" if prefix == "operations" else None)
+    key = owner.get(name) or {"operations": "operation", "configuration": "change_set"}.get(prefix)
+    if prefix == "configuration" and "cluster_pk" in converters:
+        key = "cluster"
     if key is None or key not in objects:
         pytest.fail(f"{name} ({pattern.pattern}) takes arguments: teach kwargs_for() which object it shows")
     out = {}
     for arg, converter in converters.items():
-        out[arg] = objects[key] if converter.regex == "[0-9]+" else "conn_used"
+        out[arg] = (0 if arg == "index" else objects[key]) if converter.regex == "[0-9]+" else \
+            ("mysql_servers" if arg == "table_name" else "conn_used")
     return out
 
 

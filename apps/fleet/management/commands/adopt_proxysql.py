@@ -56,4 +56,8 @@ class Command(BaseCommand):
             cluster, node = adopt.apply_adoption(plan, admin_user=o["user"], admin_password=password, monitor=monitor)
         except adopt.AdoptionError as exc:
             raise CommandError(str(exc)) from None
-        self.stdout.write(f"adopted {node} into cluster {cluster}")
+        from apps.configuration.services import record_adopted
+
+        version = record_adopted(cluster, node, author=f"adopt_proxysql ({o['user']}@{o['host']})")
+        self.stdout.write(f"adopted {node} into cluster {cluster}"
+                          + (f"; configuration version {version.number} recorded" if version else ""))

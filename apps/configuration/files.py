@@ -1,0 +1,119 @@
+"""Configuration as code: a version as one YAML file, and a file back into a change set.
+
+The file is stable (tables in a fixed order, rows by key, columns in ProxySQL's order, a column left out
+when it holds its default) and holds no secret: a password is `{secret: <ref>}`, a reference to the
+encrypted store. Reading a file back: every table must be listed (an empty one as `[]`), so a table is
+never emptied by leaving it out; variables not listed keep their value. `version:` names the version
+the file was exported from: a file based on an older version is refused, with what changed since.
+"""
+import yaml
+
+from . import content as C
+from .tables import BY_NAME, TABLES, VARIABLES, RowError, check_row, typed_row
+
+HEADER = ("# ProxySQL configuration of cluster {cluster}, version {version}, exported by the control plane.\n"
+          "# Edit it, then: manage.py config plan {cluster} FILE, and manage.py config apply {cluster} FILE\n"
+          "# (or upload it on the cluster's configuration page). Passwords are references to the console's\n"
+          "# encrypted store ({{secret: ...}}); every table must stay listed; variables not listed keep their value.\n")
+
+
+class FileError(ValueError):
+    """The file cannot be read as a configuration: where and why."""
+
+
+def export(version):
+    content = version.content
+    doc = {"cluster": version.cluster.name, "version": version.number, "roles": content.get("roles") or {},
+           "hostgroups": content.get("hostgroups") or []}
+    for table in TABLES:
+        doc[table.name] = [_compact(table, row) for row in content.get(table.name) or []]
+    doc[VARIABLES] = dict(content.get(VARIABLES) or {})
+    body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True, width=120)
+    return HEADER.format(cluster=version.cluster.name, version=version.number) + body
+
+
+def _compact(table, row):
+    out = {}
+    for col in table.columns:
+        value = row.get(col.name)
+        if col.name in table.key or value != col.default:
+            out[col.name] = value
+    return out
+
+
+def read(text, cluster):
+    """(based_on_version, content) from a file's text; FileError says what is wrong and where."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise FileError(f"not valid YAML: {exc}") from None
+    if not isinstance(doc, dict):
+        raise FileError("the file must be a YAML mapping (cluster, version, roles, tables...)")
+    if doc.get("cluster") not in (None, cluster.name):
+        raise FileError(f"this file is for cluster {doc.get('cluster')!r}, not {cluster.name!r}")
+    version = doc.get("version")
+    if version is not None and (not isinstance(version, int) or version < 1):
+        raise FileError("version must be the number of the version the file was exported from")
+    out = C.empty()
+    roles = doc.get("roles") or {}
+    if not isinstance(roles, dict):
+        raise FileError("roles must be a mapping (writer, reader, backup_writer, offline, writer_is_also_reader)")
+    out["roles"] = {k: _int_or_none(v, f"roles.{k}") for k, v in roles.items()
+                    if k in (*C.ROLE_KEYS, "writer_is_also_reader")}
+    out["hostgroups"] = [_int_or_none(v, "hostgroups") for v in doc.get("hostgroups") or []]
+    for table in TABLES:
+        if table.name not in doc:
+            raise FileError(f"{table.name} is missing: list it (write `{table.name}: []` to empty it)")
+        rows = doc[table.name] or []
+        if not isinstance(rows, list):
+            raise FileError(f"{table.name} must be a list of rows")
+        seen = set()
+        for n, raw in enumerate(rows, start=1):
+            if not isinstance(raw, dict):
+                raise FileError(f"{table.name} row {n} must be a mapping of column: value")
+            unknown = set(raw) - set(table.column_names)
+            if unknown:
+                raise FileError(f"{table.name} row {n}: unknown column(s) {', '.join(sorted(unknown))}")
+            try:
+                secrets = {k: v for k, v in raw.items() if C.is_secret(v)}
+                plain = {k: (None if k in secrets else v) for k, v in raw.items()}
+                row = typed_row(table, plain, strict=False)
+                check_row(table, {**row, **{k: "x" for k in secrets}})
+                row.update(secrets)
+            except RowError as exc:
+                raise FileError(f"{table.name} row {n}: {exc.column} {exc.message}") from None
+            if table is BY_NAME["mysql_servers"]:
+                row["status"] = row["status"].upper()
+            key = table.key_of(row)
+            if key in seen:
+                raise FileError(f"{table.name} row {n}: a second row with key {list(key)}")
+            seen.add(key)
+            out[table.name].append(row)
+    variables = doc.get(VARIABLES) or {}
+    if not isinstance(variables, dict):
+        raise FileError("global_variables must be a mapping of name: value")
+    out[VARIABLES] = {str(k): (v if C.is_secret(v) else ("" if v is None else _text(v))) for k, v in variables.items()}
+    return version, out
+
+
+def _int_or_none(value, where):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FileError(f"{where} must be a hostgroup number")
+    return value
+
+
+def _text(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def target_from_file(base_content, file_content):
+    """The configuration a file asks for: its tables and roles; variables it lists over the base's."""
+    target = dict(file_content)
+    target[VARIABLES] = {**(base_content.get(VARIABLES) or {}), **file_content[VARIABLES]}
+    if not target.get("roles"):
+        target["roles"] = base_content.get("roles") or {}
+    return target

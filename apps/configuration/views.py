@@ -1,0 +1,356 @@
+"""Configuration pages: versions (viewers), diffs, the change set editor, files, and planning (operators).
+Thin: every write is a service call (services.py); a plan becomes an Operation shown on its page."""
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db import transaction
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.views.decorators.http import require_POST
+
+from apps.accounts.roles import OPERATOR, VIEWER, require_role
+from apps.audit.services import record
+from apps.fleet.models import Cluster, ProxySQLNode
+from apps.operations import services as operations
+
+from . import content as C
+from . import files, nodes, services
+from .forms import ReasonForm, RolesForm, RowForm, UploadForm, VariableForm
+from .models import ChangeSet, ConfigVersion
+from .planner import diff_lines, node_diff, plan_change_set
+from .tables import BY_NAME, TABLES, VARIABLES
+from .variables import SECRETS
+
+
+def _version_or_404(cluster, number):
+    return get_object_or_404(ConfigVersion, cluster=cluster, number=number)
+
+
+@require_role(VIEWER)
+def cluster_config(request, cluster_pk):
+    cluster = get_object_or_404(Cluster, pk=cluster_pk)
+    current = services.latest(cluster)
+    versions = Paginator(ConfigVersion.objects.filter(cluster=cluster).defer("content"), 25).get_page(request.GET.get("page"))
+    drafts = ChangeSet.objects.filter(cluster=cluster, state__in=[ChangeSet.State.DRAFT, ChangeSet.State.PLANNED])[:10]
+    return TemplateResponse(request, "configuration/cluster.html", {
+        "cluster": cluster, "current": current, "versions": versions, "drafts": drafts,
+        "tables": _tables(current.content) if current else [], "nodes": cluster.proxysql_nodes.order_by("pk")})
+
+
+def _tables(content):
+    """The content as (table, columns, rows) for display; secrets shown as such."""
+    out = []
+    for table in TABLES:
+        rows = [[("(secret)" if C.is_secret(r[c]) else r[c]) for c in table.column_names] for r in content.get(table.name) or []]
+        out.append({"name": table.name, "title": table.title, "columns": table.column_names, "rows": rows})
+    variables = [(k, "(secret)" if C.is_secret(v) else v) for k, v in (content.get(VARIABLES) or {}).items()]
+    out.append({"name": VARIABLES, "title": "Global variables", "columns": ("variable_name", "variable_value"),
+                "rows": variables})
+    return out
+
+
+@require_role(VIEWER)
+def cluster_drift(request, cluster_pk):
+    """htmx partial: each node's runtime against the current version, table by table."""
+    cluster = get_object_or_404(Cluster, pk=cluster_pk)
+    current = services.latest(cluster)
+    out = []
+    if current:
+        known = services.known_secrets(cluster)
+
+        def same_secret(a, b):
+            va = known.get(a["secret"]) if C.is_secret(a) else a
+            vb = known.get(b["secret"]) if C.is_secret(b) else b
+            return va == vb or (bool(va) and bool(vb) and C.password_hash(va) == C.password_hash(vb))
+
+        hostgroups = C.claimed_hostgroups(current.content)
+        for nc in nodes.read_cluster(cluster, layers=("runtime",)).values():
+            if nc.error:
+                out.append({"node": nc, "error": nc.error})
+            else:
+                out.append({"node": nc, "lines": diff_lines(node_diff(nc, current.content, hostgroups, same_secret))})
+    return TemplateResponse(request, "configuration/cluster.html#drift", {"cluster": cluster, "current": current,
+                                                                          "drift": out})
+
+
+@require_role(VIEWER)
+def version_detail(request, pk):
+    version = get_object_or_404(ConfigVersion.objects.select_related("cluster", "parent"), pk=pk)
+    parent_diff = diff_lines(C.diff(version.parent.content, version.content)) if version.parent else None
+    return TemplateResponse(request, "configuration/version.html", {
+        "version": version, "cluster": version.cluster, "tables": _tables(version.content), "parent_diff": parent_diff,
+        "others": ConfigVersion.objects.filter(cluster=version.cluster).exclude(pk=version.pk).values_list("number", flat=True),
+        "reason_form": ReasonForm(initial={"reason": f"revert to version {version.number}"})})
+
+
+@require_role(VIEWER)
+def version_diff(request, cluster_pk):
+    cluster = get_object_or_404(Cluster, pk=cluster_pk)
+    try:
+        a, b = int(request.GET.get("a", "")), int(request.GET.get("b", ""))
+    except ValueError:
+        return TemplateResponse(request, "configuration/diff.html", {"cluster": cluster, "error":
+                                "Choose two versions (a and b are version numbers)."}, status=400)
+    va, vb = _version_or_404(cluster, a), _version_or_404(cluster, b)
+    d = C.diff(va.content, vb.content)
+    grouped = {}
+    for line in diff_lines(d):
+        grouped.setdefault(line["table"], []).append(line)
+    return TemplateResponse(request, "configuration/diff.html", {"cluster": cluster, "a": va, "b": vb, "grouped": grouped,
+                                                                 "empty": d.empty})
+
+
+@require_role(VIEWER)
+def version_export(request, pk):
+    version = get_object_or_404(ConfigVersion.objects.select_related("cluster"), pk=pk)
+    response = HttpResponse(files.export(version), content_type="application/yaml; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{version.cluster.name}-v{version.number}.yaml"'
+    return response
+
+
+# -- change sets -----------------------------------------------------------------------------------
+@require_role(OPERATOR)
+@require_POST
+def change_set_new(request, cluster_pk):
+    cluster = get_object_or_404(Cluster, pk=cluster_pk)
+    try:
+        cs = services.start_change_set(cluster, user=request.user)
+    except services.Refused as exc:
+        messages.error(request, str(exc))
+        return redirect("configuration:cluster", cluster.pk)
+    return redirect(cs)
+
+
+@require_role(VIEWER)
+def change_set(request, pk):
+    cs = get_object_or_404(ChangeSet.objects.select_related("cluster", "base", "operation"), pk=pk)
+    try:
+        target = services.target_of(cs)
+        error = None
+    except C.EditError as exc:
+        target, error = cs.base.content, str(exc)
+    tables = []
+    for table in TABLES:
+        tables.append({"table": table, "rows": [{"key": list(table.key_of(r)), "cells": [
+            "(secret)" if C.is_secret(r[c]) else r[c] for c in table.column_names]} for r in target.get(table.name) or []]})
+    return TemplateResponse(request, "configuration/change_set.html", {
+        "cs": cs, "cluster": cs.cluster, "tables": tables, "error": error,
+        "edits": [C.describe(e) for e in cs.edits], "diff": diff_lines(C.diff(cs.base.content, target)),
+        "variables": sorted((k, "(secret)" if C.is_secret(v) else v) for k, v in (target.get(VARIABLES) or {}).items()),
+        "roles_form": RolesForm(initial=target.get("roles") or {}), "reason_form": ReasonForm(initial={"reason": cs.reason}),
+        "variable_form": VariableForm(), "add_forms": {t.name: RowForm(table=t, prefix=f"add-{t.name}") for t in TABLES}})
+
+
+def _draft(pk):
+    cs = get_object_or_404(ChangeSet.objects.select_related("cluster", "base"), pk=pk)
+    if cs.state != ChangeSet.State.DRAFT:
+        raise services.Refused("This change set is no longer a draft.")
+    return cs
+
+
+@require_role(OPERATOR)
+def row_form(request, pk, table_name):
+    """GET: the form for one row (new, or the row whose key is ?key=...); POST: validate (htmx, on every
+    change) or add the edit (the save button)."""
+    cs = get_object_or_404(ChangeSet.objects.select_related("cluster", "base"), pk=pk)
+    table = BY_NAME.get(table_name)
+    if table is None:
+        return HttpResponse("unknown table", status=404)
+    target = services.target_of(cs) if cs.edits else cs.base.content
+    key = request.GET.getlist("key") or request.POST.getlist("key")
+    existing = None
+    if key:
+        existing = next((r for r in target.get(table.name) or [] if [str(v) for v in table.key_of(r)] == key), None)
+        if existing is None:
+            return HttpResponse("no such row", status=404)
+    prefix = f"row-{table.name}"
+    form = RowForm(request.POST or None, table=table, initial=existing, prefix=prefix)
+    context = {"cs": cs, "table": table, "form": form, "key": key}
+    if request.method == "POST":
+        valid = form.is_valid()
+        if valid and request.POST.get("save"):
+            row = form.cleaned_data["row"]
+            secret = None
+            if table.name == "mysql_users":
+                password = form.cleaned_data.get("password")
+                if password:
+                    secret = (f"mysql_users/{services.S.safe(row['username'])}", C.mysql_native_hash(password))
+                elif existing is not None:
+                    row["password"] = existing["password"]
+            edit = {"op": "upsert", "table": table.name, "row": row,
+                    **({"key": list(table.key_of(existing))} if existing else {})}
+            try:
+                services.add_edit(_draft(pk), edit, secret=secret)
+            except services.Refused as exc:
+                form.add_error(None, str(exc))
+                return TemplateResponse(request, "configuration/change_set.html#row_form", context,
+                                        status=200 if request.htmx else 400)
+            response = HttpResponse(status=204)
+            response["HX-Redirect"] = cs.get_absolute_url()
+            return response if request.htmx else redirect(cs)
+        # htmx swaps 2xx answers only: the form comes back with its errors as 200 to htmx, 400 to a plain POST
+        return TemplateResponse(request, "configuration/change_set.html#row_form", context,
+                                status=200 if valid or request.htmx else 400)
+    return TemplateResponse(request, "configuration/change_set.html#row_form", context)
+
+
+@require_role(OPERATOR)
+@require_POST
+def delete_row(request, pk, table_name):
+    table = BY_NAME.get(table_name)
+    if table is None:
+        return HttpResponse("unknown table", status=404)
+    cs = get_object_or_404(ChangeSet.objects.select_related("base"), pk=pk)
+    target = services.target_of(cs)
+    key = request.POST.getlist("key")
+    row = next((r for r in target.get(table.name) or [] if [str(v) for v in table.key_of(r)] == key), None)
+    if row is None:
+        messages.error(request, "No such row.")
+        return redirect(cs)
+    _try(request, lambda: services.add_edit(_draft(pk), {"op": "delete", "table": table.name,
+                                                         "key": list(table.key_of(row))}))
+    return redirect(cs)
+
+
+@require_role(OPERATOR)
+@require_POST
+def set_variable(request, pk):
+    cs = get_object_or_404(ChangeSet, pk=pk)
+    form = VariableForm(request.POST)
+    valid = form.is_valid()
+    if request.htmx and (request.POST.get("validate") or not valid):  # inline validation: the form again
+        return TemplateResponse(request, "configuration/change_set.html#variable_form", {"cs": cs, "variable_form": form})
+    if not valid:
+        messages.error(request, "; ".join(e for errors in form.errors.values() for e in errors))
+        return redirect(cs)
+    name = form.cleaned_data["name"]
+    secret = (f"global_variables/{name}", form.cleaned_data["value"]) if name in SECRETS else None
+    edit = {"op": "set", "table": VARIABLES, "name": name, "value": form.cleaned_data["value"] if not secret else None}
+    _try(request, lambda: services.add_edit(_draft(pk), edit, secret=secret))
+    if request.htmx:
+        response = HttpResponse(status=204)
+        response["HX-Redirect"] = cs.get_absolute_url()
+        return response
+    return redirect(cs)
+
+
+@require_role(OPERATOR)
+@require_POST
+def set_roles(request, pk):
+    cs = get_object_or_404(ChangeSet, pk=pk)
+    form = RolesForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Hostgroup roles: " + "; ".join(e for errors in form.errors.values() for e in errors))
+        return redirect(cs)
+    _try(request, lambda: services.add_edit(_draft(pk), {"op": "roles", "roles": form.cleaned_data}))
+    return redirect(cs)
+
+
+@require_role(OPERATOR)
+@require_POST
+def remove_edit(request, pk, index):
+    cs = get_object_or_404(ChangeSet, pk=pk)
+    _try(request, lambda: services.remove_edit(_draft(pk), index))
+    return redirect(cs)
+
+
+@require_role(OPERATOR)
+@require_POST
+def discard(request, pk):
+    cs = get_object_or_404(ChangeSet.objects.select_related("cluster"), pk=pk)
+    if _try(request, lambda: services.discard(cs, request=request)):
+        return redirect("configuration:cluster", cs.cluster_id)
+    return redirect(cs)
+
+
+@require_role(OPERATOR)
+@require_POST
+def plan(request, pk):
+    cs = get_object_or_404(ChangeSet.objects.select_related("cluster", "base"), pk=pk)
+    form = ReasonForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "A change set needs a reason: what it is for, for the people after you.")
+        return redirect(cs)
+    ChangeSet.objects.filter(pk=cs.pk, state=ChangeSet.State.DRAFT).update(reason=form.cleaned_data["reason"])
+    cs.refresh_from_db()
+    op = _try(request, lambda: plan_and_save(cs, request=request))
+    return redirect(op) if op else redirect(cs)
+
+
+def plan_and_save(cs, *, request=None, user=None):
+    """Plan a draft change set and store the plan as an Operation (what the operator confirms)."""
+    services.check_base(cs)
+    if cs.state != ChangeSet.State.DRAFT:
+        raise services.Refused("This change set was already planned.")
+    plan_, collector = plan_change_set(cs)
+    with transaction.atomic():
+        collector.save()
+        op = operations.save_plan(plan_, request=request, user=user)
+        if not ChangeSet.objects.filter(pk=cs.pk, state=ChangeSet.State.DRAFT).update(
+                state=ChangeSet.State.PLANNED, operation=op):
+            raise services.Refused("This change set was planned by someone else meanwhile.")
+    return op
+
+
+@require_role(OPERATOR)
+@require_POST
+def revert(request, pk):
+    version = get_object_or_404(ConfigVersion.objects.select_related("cluster"), pk=pk)
+    form = ReasonForm(request.POST)
+    reason = form.cleaned_data["reason"] if form.is_valid() else ""
+    cs = _try(request, lambda: services.revert_to(version.cluster, version, user=request.user, reason=reason))
+    if cs is None:
+        return redirect(version)
+    op = _try(request, lambda: plan_and_save(cs, request=request))
+    return redirect(op) if op else redirect(cs)
+
+
+@require_role(OPERATOR)
+@require_POST
+def take_runtime(request, node_pk):
+    node = get_object_or_404(ProxySQLNode.objects.select_related("cluster"), pk=node_pk)
+    cs = _try(request, lambda: services.take_runtime(node.cluster, node, user=request.user,
+                                                     reason=f"take {node.name}'s runtime into a new version"))
+    if cs is None:
+        return redirect("configuration:cluster", node.cluster_id)
+    op = _try(request, lambda: plan_and_save(cs, request=request))
+    return redirect(op) if op else redirect(cs)
+
+
+@require_role(OPERATOR)
+@require_POST
+def write_back(request, cluster_pk):
+    """Write the current version back: to one node (?node=pk) or to every node that differs."""
+    cluster = get_object_or_404(Cluster, pk=cluster_pk)
+    chosen = list(cluster.proxysql_nodes.filter(pk=request.POST.get("node"))) if request.POST.get("node", "").isdigit() else []
+    cs = _try(request, lambda: services.write_back(cluster, user=request.user, nodes=chosen))
+    if cs is None:
+        return redirect("configuration:cluster", cluster.pk)
+    op = _try(request, lambda: plan_and_save(cs, request=request))
+    return redirect(op) if op else redirect(cs)
+
+
+@require_role(OPERATOR)
+def upload(request, cluster_pk):
+    cluster = get_object_or_404(Cluster, pk=cluster_pk)
+    form = UploadForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        cs = _try(request, lambda: services.start_from_file(cluster, form.cleaned_data["file"], user=request.user,
+                                                            reason=form.cleaned_data["reason"]))
+        if cs is not None:
+            op = _try(request, lambda: plan_and_save(cs, request=request))
+            return redirect(op) if op else redirect(cs)
+    elif request.method == "POST":
+        record("configuration file refused", request=request, cluster=cluster, outcome="invalid",
+               details={"errors": form.errors.get_json_data()})
+    return TemplateResponse(request, "configuration/upload.html", {"cluster": cluster, "form": form},
+                            status=400 if form.errors else 200)
+
+
+def _try(request, fn):
+    """Run a service call; a refusal becomes a message on the page (and None)."""
+    try:
+        return fn() or True
+    except services.Refused as exc:
+        messages.error(request, str(exc))
+        return None
