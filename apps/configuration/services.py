@@ -4,6 +4,7 @@ from django.db import transaction
 
 from apps.audit.services import record
 from apps.fleet.models import Cluster, HostgroupMembership, Server
+from apps.operations import services as operations
 
 from . import content as C
 from . import nodes as N
@@ -275,6 +276,23 @@ def write_back(cluster, *, user, nodes=(), reason=""):
                                   reason=reason or f"write version {current.number} back to {names}",
                                   source="write_back", nodes=[n.pk for n in nodes])
     return cs
+
+
+def plan_and_save(cs, *, request=None, user=None):
+    """Plan a draft change set and store the plan as an Operation (what the operator confirms)."""
+    check_base(cs)
+    if cs.state != ChangeSet.State.DRAFT:
+        raise Refused("This change set was already planned.")
+    from .planner import plan_change_set
+
+    plan_, collector = plan_change_set(cs)
+    with transaction.atomic():
+        collector.save()
+        op = operations.save_plan(plan_, request=request, user=user)
+        if not ChangeSet.objects.filter(pk=cs.pk, state=ChangeSet.State.DRAFT).update(
+                state=ChangeSet.State.PLANNED, operation=op):
+            raise Refused("This change set was planned by someone else meanwhile.")
+    return op
 
 
 def discard(cs, *, request):

@@ -2,7 +2,6 @@
 Thin: every write is a service call (services.py); a plan becomes an Operation shown on its page."""
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db import transaction
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
@@ -11,13 +10,12 @@ from django.views.decorators.http import require_POST
 from apps.accounts.roles import OPERATOR, VIEWER, require_role
 from apps.audit.services import record
 from apps.fleet.models import Cluster, ProxySQLNode
-from apps.operations import services as operations
 
 from . import content as C
 from . import files, nodes, services
 from .forms import ReasonForm, RolesForm, RowForm, UploadForm, VariableForm
 from .models import ChangeSet, ConfigVersion
-from .planner import diff_lines, node_diff, plan_change_set
+from .planner import diff_lines, node_diff
 from .tables import BY_NAME, TABLES, VARIABLES
 from .variables import SECRETS
 
@@ -273,23 +271,8 @@ def plan(request, pk):
         return redirect(cs)
     ChangeSet.objects.filter(pk=cs.pk, state=ChangeSet.State.DRAFT).update(reason=form.cleaned_data["reason"])
     cs.refresh_from_db()
-    op = _try(request, lambda: plan_and_save(cs, request=request))
+    op = _try(request, lambda: services.plan_and_save(cs, request=request))
     return redirect(op) if op else redirect(cs)
-
-
-def plan_and_save(cs, *, request=None, user=None):
-    """Plan a draft change set and store the plan as an Operation (what the operator confirms)."""
-    services.check_base(cs)
-    if cs.state != ChangeSet.State.DRAFT:
-        raise services.Refused("This change set was already planned.")
-    plan_, collector = plan_change_set(cs)
-    with transaction.atomic():
-        collector.save()
-        op = operations.save_plan(plan_, request=request, user=user)
-        if not ChangeSet.objects.filter(pk=cs.pk, state=ChangeSet.State.DRAFT).update(
-                state=ChangeSet.State.PLANNED, operation=op):
-            raise services.Refused("This change set was planned by someone else meanwhile.")
-    return op
 
 
 @require_role(OPERATOR)
@@ -301,7 +284,7 @@ def revert(request, pk):
     cs = _try(request, lambda: services.revert_to(version.cluster, version, user=request.user, reason=reason))
     if cs is None:
         return redirect(version)
-    op = _try(request, lambda: plan_and_save(cs, request=request))
+    op = _try(request, lambda: services.plan_and_save(cs, request=request))
     return redirect(op) if op else redirect(cs)
 
 
@@ -313,7 +296,7 @@ def take_runtime(request, node_pk):
                                                      reason=f"take {node.name}'s runtime into a new version"))
     if cs is None:
         return redirect("configuration:cluster", node.cluster_id)
-    op = _try(request, lambda: plan_and_save(cs, request=request))
+    op = _try(request, lambda: services.plan_and_save(cs, request=request))
     return redirect(op) if op else redirect(cs)
 
 
@@ -326,7 +309,7 @@ def write_back(request, cluster_pk):
     cs = _try(request, lambda: services.write_back(cluster, user=request.user, nodes=chosen))
     if cs is None:
         return redirect("configuration:cluster", cluster.pk)
-    op = _try(request, lambda: plan_and_save(cs, request=request))
+    op = _try(request, lambda: services.plan_and_save(cs, request=request))
     return redirect(op) if op else redirect(cs)
 
 
@@ -338,7 +321,7 @@ def upload(request, cluster_pk):
         cs = _try(request, lambda: services.start_from_file(cluster, form.cleaned_data["file"], user=request.user,
                                                             reason=form.cleaned_data["reason"]))
         if cs is not None:
-            op = _try(request, lambda: plan_and_save(cs, request=request))
+            op = _try(request, lambda: services.plan_and_save(cs, request=request))
             return redirect(op) if op else redirect(cs)
     elif request.method == "POST":
         record("configuration file refused", request=request, cluster=cluster, outcome="invalid",

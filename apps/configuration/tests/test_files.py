@@ -1,0 +1,97 @@
+"""Configuration as code: export a version as YAML, edit it, `manage.py config plan` and `apply` it to the lab
+pair through the same change set, checks and versioning as the pages; stale and broken files are refused."""
+import io
+
+import pytest
+import yaml
+from django.core.management import call_command
+
+from apps.configuration import files, services
+from apps.configuration.models import ConfigVersion
+from lab import demo
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def command(*args):
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(SystemExit) as exit_:
+        call_command("config", *args, stdout=out, stderr=err)
+    return exit_.value.code, out.getvalue()
+
+
+def runtime(double, sql):
+    return demo.admin_sql(double.port, sql, user=double.user, password=double.password)
+
+
+def edited(text, fn):
+    doc = yaml.safe_load(text)
+    fn(doc)
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def test_export_is_stable_secret_free_and_reads_back(adopted_lab):
+    cluster, _ = adopted_lab
+    version = services.latest(cluster)
+    text = files.export(version)
+    assert text == files.export(ConfigVersion.objects.get(pk=version.pk))
+    variables = yaml.safe_load(text)["global_variables"]
+    assert variables["mysql-monitor_username"] == "monitor"
+    assert set(variables["mysql-monitor_password"]) == {"secret"}  # the password itself is not in the file
+    assert "mysql-monitor_password: monitor" not in text
+    based_on, content = files.read(text, cluster)
+    assert based_on == version.number
+    assert files.target_from_file(version.content, content) == version.content
+
+
+def test_plan_and_apply_a_file_then_refuse_the_stale_one(adopted_lab, operator_user, tmp_path):
+    cluster, doubles = adopted_lab
+    original = files.export(services.latest(cluster))
+
+    def change(doc):
+        for row in doc["mysql_servers"]:
+            if row["hostgroup_id"] == 101 and row["port"] == 3313:
+                row["weight"] = 777
+        doc["mysql_query_rules"].append({"rule_id": 7, "active": 1, "match_digest": "^INSERT", "mirror_hostgroup": 102})
+        doc["global_variables"]["mysql-mirror_max_concurrency"] = 64
+
+    path = tmp_path / "cluster.yaml"
+    path.write_text(edited(original, change))
+    code, out = command("plan", cluster.name, str(path), "--user", operator_user.username)
+    assert code == 0, out
+    assert out.count("REPLACE INTO mysql_query_rules") == 2 and "weight 10000 -> 777" in out
+    assert services.latest(cluster).number == 1  # a plan changes nothing
+
+    code, out = command("apply", cluster.name, str(path), "--user", operator_user.username, "--yes", "--reason", "ci")
+    assert code == 0, out
+    assert "done" in out and "version 2" in out
+    for d in doubles:
+        assert runtime(d, "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3313") == (("777",),)
+        assert runtime(d, "SELECT variable_value FROM runtime_global_variables "
+                          "WHERE variable_name='mysql-mirror_max_concurrency'") == (("64",),)
+
+    stale = tmp_path / "stale.yaml"
+    stale.write_text(edited(original, lambda doc: doc["global_variables"].update({"mysql-max_connections": 100})))
+    code, out = command("plan", cluster.name, str(stale), "--user", operator_user.username)
+    assert code == 2 and "exported from version 1" in out and "version 2 was recorded since" in out
+
+
+def test_blocking_finding_exits_2_and_broken_files_are_refused(adopted_lab, operator_user, tmp_path):
+    cluster, _ = adopted_lab
+    original = files.export(services.latest(cluster))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(edited(original, lambda doc: doc["mysql_query_rules"].append(
+        {"rule_id": 9, "active": 1, "match_pattern": "^SELECT (", "destination_hostgroup": 101})))
+    code, out = command("plan", cluster.name, str(bad), "--user", operator_user.username)
+    assert code == 2 and "[BLOCKS]" in out and "does not compile" in out
+
+    for breaking, expected in ((lambda doc: doc.pop("scheduler"), "scheduler is missing"),
+                               (lambda doc: doc["mysql_servers"][0].update(weight=-1), "weight must be at least 0"),
+                               (lambda doc: doc["mysql_servers"][0].update(nonsense=1), "unknown column(s) nonsense"),
+                               (lambda doc: doc.update(cluster="other"), "for cluster 'other'")):
+        path = tmp_path / "broken.yaml"
+        path.write_text(edited(original, breaking))
+        code, out = command("plan", cluster.name, str(path), "--user", operator_user.username)
+        assert code == 2 and expected in out, out
+    path.write_text("{not yaml: [")
+    assert command("plan", cluster.name, str(path), "--user", operator_user.username)[0] == 2
