@@ -186,7 +186,10 @@ def row_form(request, pk, table_name):
             response = HttpResponse(status=204)
             response["HX-Redirect"] = cs.get_absolute_url()
             return response if request.htmx else redirect(cs)
-        # htmx swaps 2xx answers only: the form comes back with its errors as 200 to htmx, 400 to a plain POST
+        # htmx swaps 2xx answers only: inline validation gets the verdict (fields untouched while the operator
+        # types), the save button the whole form with its errors; a plain POST the form with 400
+        if request.htmx and not request.POST.get("save"):
+            return TemplateResponse(request, "configuration/change_set.html#form_check", context)
         return TemplateResponse(request, "configuration/change_set.html#row_form", context,
                                 status=200 if valid or request.htmx else 400)
     return TemplateResponse(request, "configuration/change_set.html#row_form", context)
@@ -216,7 +219,9 @@ def set_variable(request, pk):
     cs = get_object_or_404(ChangeSet, pk=pk)
     form = VariableForm(request.POST)
     valid = form.is_valid()
-    if request.htmx and (request.POST.get("validate") or not valid):  # inline validation: the form again
+    if request.htmx and request.POST.get("validate"):  # inline validation, on every change: the verdict only
+        return TemplateResponse(request, "configuration/change_set.html#form_check", {"form": form})
+    if request.htmx and not valid:  # the set button: the form again, with its errors
         return TemplateResponse(request, "configuration/change_set.html#variable_form", {"cs": cs, "variable_form": form})
     if not valid:
         messages.error(request, "; ".join(e for errors in form.errors.values() for e in errors))
