@@ -71,8 +71,10 @@ def in_scope(table, row, hostgroups):
 def claimed_hostgroups(content):
     """The cluster's hostgroups: its roles, what it claims, and every hostgroup its servers are in."""
     roles = content.get("roles") or {}
+    native = {r[c] for t in ("mysql_galera_hostgroups", "mysql_replication_hostgroups") for r in content.get(t) or []
+              for c in ("writer_hostgroup", "backup_writer_hostgroup", "reader_hostgroup", "offline_hostgroup") if c in r}
     return ({hg for k, hg in roles.items() if k in ROLE_KEYS and hg is not None} | set(content.get("hostgroups") or [])
-            | {r["hostgroup_id"] for r in content.get(MYSQL_SERVERS.name) or []})
+            | {r["hostgroup_id"] for r in content.get(MYSQL_SERVERS.name) or []} | native)
 
 
 # -- edits -----------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ MAIN_COLUMNS = {
     "mysql_query_rules": ("rule_id", "active", "flagIN", "username", "schemaname", "match_digest", "match_pattern",
                           "re_modifiers", "destination_hostgroup", "mirror_hostgroup", "mirror_flagOUT", "flagOUT",
                           "cache_ttl", "multiplex", "apply", "comment"),
-    "mysql_users": ("username", "default_hostgroup", "active", "transaction_persistent", "max_connections",
+    "mysql_users": ("username", "password", "default_hostgroup", "active", "transaction_persistent", "max_connections",
                     "fast_forward", "default_schema", "comment"),
 }
 

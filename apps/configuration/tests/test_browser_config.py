@@ -94,3 +94,43 @@ def test_operator_changes_applies_diffs_and_reverts_the_configuration(page, live
         assert runtime(d, "SELECT variable_value FROM runtime_global_variables "
                           "WHERE variable_name='mysql-mirror_max_concurrency'") == (("16",),)
     assert services.latest(cluster).number == 3
+
+
+def test_every_other_table_through_the_browser(page, live_server, browser_login, operator_user, adopted_lab,
+                                               redis_server, celery_broker, celery_factory):
+    """Users (a password typed once, sent as its hash, never shown again), the native hostgroup tables, the
+    scheduler and the hostgroup roles, in one change set applied to both doubles."""
+    cluster, doubles = adopted_lab
+    celery_factory("worker", redis_server)
+    browser_login(operator_user)
+    page.goto(f"{live_server.url}/configuration/clusters/{cluster.pk}/")
+    page.click("button[name=new]")
+    add_row(page, "mysql_users", {"username": "app", "password": "s3cret 'quoted'", "default_hostgroup": 100,
+                                  "max_connections": 500}, "mysql_users ['app']")
+    add_row(page, "mysql_galera_hostgroups", {"writer_hostgroup": 300, "backup_writer_hostgroup": 302,
+                                              "reader_hostgroup": 301, "offline_hostgroup": 309, "active": 0},
+            "mysql_galera_hostgroups [300]")
+    add_row(page, "mysql_replication_hostgroups", {"writer_hostgroup": 400, "reader_hostgroup": 401},
+            "mysql_replication_hostgroups [400]")
+    add_row(page, "scheduler", {"id": 1, "active": 0, "interval_ms": 5000, "filename": "/usr/bin/true"},
+            "scheduler [1]")
+    page.fill("[name=offline]", "9102")
+    page.click("button[name=roles]")
+    page.wait_for_selector("ol.edits li:has-text('hostgroup roles')")
+    assert "s3cret" not in page.content()  # never rendered back
+    page.fill("[name=reason]", "the application user and the rest")
+    page.click("button[name=plan]")
+    page.wait_for_selector("#config-plan")
+    assert "s3cret" not in page.content() and "__SECRET__" in page.inner_text(".plan-steps")  # a marker, not the value
+    page.click("button[name=confirm]")
+    page.wait_for_selector("[data-state=done]", timeout=30_000)
+    from apps.configuration.content import mysql_native_hash
+
+    for d in doubles:
+        assert runtime(d, "SELECT password, default_hostgroup, max_connections FROM runtime_mysql_users "
+                          "WHERE frontend=1") == ((mysql_native_hash("s3cret 'quoted'"), "100", "500"),)
+        assert runtime(d, "SELECT reader_hostgroup, active FROM runtime_mysql_galera_hostgroups") == (("301", "0"),)
+        assert runtime(d, "SELECT reader_hostgroup FROM runtime_mysql_replication_hostgroups") == (("401",),)
+        assert runtime(d, "SELECT filename, interval_ms FROM runtime_scheduler") == (("/usr/bin/true", "5000"),)
+    cluster.refresh_from_db()
+    assert cluster.offline_hostgroup == 9102

@@ -95,3 +95,42 @@ def test_blocking_finding_exits_2_and_broken_files_are_refused(adopted_lab, oper
         assert code == 2 and expected in out, out
     path.write_text("{not yaml: [")
     assert command("plan", cluster.name, str(path), "--user", operator_user.username)[0] == 2
+
+
+def test_every_table_through_a_file(adopted_lab, operator_user, tmp_path):
+    cluster, doubles = adopted_lab
+    original = files.export(services.latest(cluster))
+
+    def change(doc):
+        doc["roles"]["offline"] = 9102
+        doc["mysql_users"].append({"username": "reporting", "default_hostgroup": 101, "transaction_persistent": 0})
+        doc["mysql_galera_hostgroups"].append({"writer_hostgroup": 300, "backup_writer_hostgroup": 302,
+                                               "reader_hostgroup": 301, "offline_hostgroup": 309, "active": 0})
+        doc["mysql_replication_hostgroups"].append({"writer_hostgroup": 400, "reader_hostgroup": 401})
+        doc["scheduler"].append({"id": 3, "active": 0, "interval_ms": 60000, "filename": "/usr/bin/true", "arg1": "x"})
+        doc["global_variables"]["mysql-shun_recovery_time_sec"] = 5
+
+    path = tmp_path / "all.yaml"
+    path.write_text(edited(original, change))
+    code, out = command("apply", cluster.name, str(path), "--user", operator_user.username, "--yes")
+    assert code == 0, out
+    for d in doubles:
+        assert runtime(d, "SELECT default_hostgroup, transaction_persistent FROM runtime_mysql_users "
+                          "WHERE username='reporting' AND frontend=1") == (("101", "0"),)
+        assert runtime(d, "SELECT reader_hostgroup FROM runtime_mysql_galera_hostgroups") == (("301",),)
+        assert runtime(d, "SELECT reader_hostgroup FROM runtime_mysql_replication_hostgroups") == (("401",),)
+        assert runtime(d, "SELECT arg1 FROM runtime_scheduler WHERE id=3") == (("x",),)
+        assert runtime(d, "SELECT variable_value FROM runtime_global_variables "
+                          "WHERE variable_name='mysql-shun_recovery_time_sec'") == (("5",),)
+    cluster.refresh_from_db()
+    assert cluster.offline_hostgroup == 9102
+    # And back, by exporting the new version, removing it all again and applying that file.
+    back = tmp_path / "back.yaml"
+    back.write_text(edited(files.export(services.latest(cluster)), lambda doc: [
+        doc.update(mysql_galera_hostgroups=[], mysql_replication_hostgroups=[], scheduler=[]),
+        doc["mysql_users"].clear()]))
+    code, out = command("apply", cluster.name, str(back), "--user", operator_user.username, "--yes", "--json")
+    assert code == 0 and '"outcome": "done"' in out, out
+    for d in doubles:
+        for table in ("runtime_mysql_users", "runtime_mysql_galera_hostgroups", "runtime_scheduler"):
+            assert runtime(d, f"SELECT COUNT(*) FROM {table}") == (("0",),)
