@@ -28,11 +28,16 @@ class NodeConfig:
     plan: object = None    # what a caller's build() made with the open connection (a plan's statements)
 
 
-def read_layers(admin, layers=("memory", "runtime")):
+def read_layers(admin, layers=("memory", "runtime"), tables=None):
+    """Every managed table and the variables of each layer; only `tables` (names) when given (a table not read
+    is an empty list, the variables an empty dict unless "global_variables" is named)."""
     out = {}
     for layer in layers:
         data = {}
         for table in TABLES:
+            if tables is not None and table.name not in tables:
+                data[table.name] = []
+                continue
             raw = admin.config_rows(table.name, table.column_names, table.key if table is not MYSQL_USERS
                                     else ("username", "backend"), layer)
             try:
@@ -45,7 +50,8 @@ def read_layers(admin, layers=("memory", "runtime")):
                 for r in rows:
                     r["status"] = configured_status(r["status"].upper())
             data[table.name] = rows
-        data[VARIABLES] = admin.all_variables(runtime=layer == "runtime")
+        read_variables = tables is None or VARIABLES in tables
+        data[VARIABLES] = admin.all_variables(runtime=layer == "runtime") if read_variables else {}
         out[layer] = data
     return out
 

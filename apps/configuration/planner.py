@@ -70,6 +70,15 @@ def plan_change_set(cs):
               f"{changes} change(s)" if changes else "nothing to change", False),
         Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
     ]
+    from apps.fleet.models import Server
+
+    endpoints = {(r["hostname"], r["port"]) for r in target["mysql_servers"]}
+    taken = sorted(f"{s} ({s.cluster})" for s in Server.objects.exclude(cluster=cluster).select_related("cluster")
+                   .filter(hostname__in={h for h, _ in endpoints}, port__in={p for _, p in endpoints})
+                   if (s.hostname, s.port) in endpoints)
+    if taken:
+        guards.append(Guard("backend_of_another_cluster", "Every backend belongs to this cluster", False,
+                            "already in another cluster: " + ", ".join(taken), False))
     guards += [Guard(f.key, f.label, False, f.value, f.overridable) for f in findings if f.blocking]
     if not any(f.blocking for f in findings):
         guards.append(Guard("effect_check", "Effect check: nothing blocking found", True,

@@ -27,7 +27,7 @@ def verify(run, step, row, executed, detail):
         return va == vb or (bool(va) and bool(vb) and C.password_hash(va) == C.password_hash(vb))
 
     def one(node_id):  # in a pool thread: network only
-        layers = N.read_layers(run.admin(node_id), ("runtime",))
+        layers = N.read_layers(run.admin(node_id), ("runtime",), tables=tables)
         nc = N.NodeConfig(int(node_id), str(node_id), layers)
         d = node_diff(nc, target, hostgroups, same_secret)
         return [f"{c.table} {list(c.key)} {c.change}" + (f" ({', '.join(c.fields)})" if c.fields else "")
