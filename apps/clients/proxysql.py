@@ -136,6 +136,29 @@ class MirrorRule:
 
 
 @dataclass(frozen=True)
+class QueryRule:
+    """The columns of a runtime_mysql_query_rules row that decide which queries it matches and where it
+    sends them (and their mirror)."""
+
+    rule_id: int
+    active: int
+    username: str | None
+    schemaname: str | None
+    flagIN: int
+    match_digest: str | None
+    match_pattern: str | None
+    negate_match_pattern: int
+    re_modifiers: str | None
+    destination_hostgroup: int | None
+    mirror_hostgroup: int | None
+    mirror_flagOUT: int | None
+    apply: int
+
+
+QUERY_RULE_COLUMNS = ", ".join(f.name for f in fields(QueryRule))
+
+
+@dataclass(frozen=True)
 class PoolRow:
     """One row of stats_mysql_connection_pool."""
 
@@ -265,6 +288,30 @@ class ProxySQLAdmin:
             " mirror_flagOUT FROM runtime_mysql_query_rules"
             " WHERE mirror_hostgroup IS NOT NULL OR mirror_flagOUT IS NOT NULL ORDER BY rule_id",
             MirrorRule, "runtime_mysql_query_rules")
+
+    def mirroring_rules(self):
+        """The runtime rules that mirror (mirror_hostgroup or mirror_flagOUT set), and the rules that send
+        queries to one of their mirror hostgroups (whose executions there are not mirrored copies)."""
+        table = "runtime_mysql_query_rules"
+        return self._select(
+            f"SELECT {QUERY_RULE_COLUMNS} FROM {table}"
+            f" WHERE mirror_hostgroup IS NOT NULL OR mirror_flagOUT IS NOT NULL OR destination_hostgroup IN"
+            f" (SELECT mirror_hostgroup FROM {table} WHERE mirror_hostgroup IS NOT NULL) ORDER BY rule_id",
+            QueryRule, table)
+
+    def query_rule_hits(self, rule_ids):
+        """{rule_id: hits} from stats_mysql_query_rules for these rules (cumulative since the rules were
+        last loaded to runtime: a LOAD MYSQL QUERY RULES TO RUNTIME starts every counter at 0)."""
+        ids = sorted({int(r) for r in rule_ids})
+        if not ids:
+            return {}
+        table = "stats_mysql_query_rules"
+        result = self.wire.execute(f"SELECT rule_id, hits FROM {table} WHERE rule_id IN ({','.join(['%s'] * len(ids))})",
+                                   tuple(ids), action=f"read {table}")
+        try:
+            return {int(rule_id): int(hits) for rule_id, hits in result.rows}
+        except (TypeError, ValueError):
+            raise UnexpectedResult(self.name, f"read {table}", f"not a hits row: {result.rows!r}") from None
 
     def global_variables(self, names, runtime=True):
         table = "runtime_global_variables" if runtime else "global_variables"

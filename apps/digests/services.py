@@ -36,6 +36,7 @@ from apps.monitoring import live
 from apps.monitoring.models import RollupMark
 
 from . import deltas as deltas_mod
+from . import mirroring
 from .models import (DAY, FIVE_MINUTES, HOUR, LEVELS, RAW, SPAN_S, Digest, DigestNodeState, DigestPoll, DigestSource,
                      DigestSpan, DigestStat)
 
@@ -45,6 +46,7 @@ LOCK_TTL_S = 300           # a crashed worker's lock expires; a round is bounded
 TICK_TOLERANCE_S = 2.5     # beat ticks every 5 s: a node due within 2.5 s is polled now, not a tick late
 BASELINE_TTL_S = 86400     # a baseline older than this is useless (and its node maybe gone)
 META_FIELD = b"@ts"
+MIRROR_FIELD = b"@mirror"  # the mirror counters of the same poll (mirroring.py)
 FULL_TEXT_READ_OVER = 2000  # more unknown digests than this: read every text at once, not in chunks
 
 # Per worker process: one admin connection per node for digest reads (apart from the 2-s poller's, so
@@ -61,6 +63,7 @@ def forget_caches():
     _connections.clear()
     _digest_ids.clear()
     _source_ids.clear()
+    mirroring.forget_caches()
 
 
 def baseline_key(node_pk):
@@ -89,29 +92,35 @@ class NodeResult:
     error: Exception | None = None
     seconds: float = 0.0
     uptime: int = -1
+    mirror: dict | None = None         # this poll's mirror read (rules, hits, counters)
+    mirror_before: dict | None = None  # the previous poll's, when the baseline is trusted
 
 
 # -- one node ----------------------------------------------------------------------------------------
 def _baseline(r, node_pk, committed_ts):
-    """(previous counters of this node or None when there are none we can trust, ProxySQL's uptime then)."""
+    """(previous counters of this node or None when there are none we can trust, ProxySQL's uptime then,
+    the previous poll's mirror counters or None)."""
     stored = r.hgetall(baseline_key(node_pk))
     meta = stored.pop(META_FIELD, b"").split()
+    mirror_before = stored.pop(MIRROR_FIELD, None)
     if len(meta) != 2 or committed_ts is None:
-        return None, None
+        return None, None, None
     try:
         ts, uptime = float(meta[0]), int(meta[1])
     except ValueError:
-        return None, None
+        return None, None, None
     if abs(ts - committed_ts) > 1e-3:
-        return None, None  # Redis and the database disagree about the last poll: start again
-    return stored, uptime
+        return None, None, None  # Redis and the database disagree about the last poll: start again
+    return stored, uptime, (mirroring.decode(mirror_before) if mirror_before is not None else None)
 
 
-def _uptime(admin):
+def _stats(admin):
+    """(stats_mysql_global, ProxySQL_Uptime or -1 when not told: rely on the per-row checks alone)."""
+    stats = admin.stats_global()
     try:
-        return int(admin.stats_global().get("ProxySQL_Uptime"))
+        return stats, int(stats.get("ProxySQL_Uptime"))
     except (TypeError, ValueError):
-        return -1  # not told: rely on the per-row checks alone
+        return stats, -1
 
 
 CHUNK = 900  # ids per IN (...) or rows per INSERT: under SQLite's 999 variables, fine for MariaDB
@@ -134,9 +143,10 @@ def poll_node(node, state, ts):
     started = time.monotonic()
     result = NodeResult(node=node, ts=ts)
     try:
-        baseline, uptime_then = _baseline(live.client(), node.pk, state.baseline_ts if state else None)
+        baseline, uptime_then, mirror_before = _baseline(live.client(), node.pk, state.baseline_ts if state else None)
         admin = _admin(node)
-        result.uptime = _uptime(admin)
+        stats, result.uptime = _stats(admin)
+        result.mirror = mirroring.read(admin, stats)
         rows = admin.query_digest(timeout=settings.MONITOR_DIGEST_READ_TIMEOUT)
         result.rows = len(rows)
         restarted = baseline is not None and 0 <= result.uptime < uptime_then
@@ -144,6 +154,8 @@ def poll_node(node, state, ts):
         result.outcome = deltas_mod.compute(rows, {} if restarted else baseline)
         if restarted:
             result.outcome.resets = len(rows)
+        else:
+            result.mirror_before = mirror_before
         unknown = _unknown_digests({d.digest for d in result.outcome.deltas})
         if unknown:
             result.texts = admin.query_digest_texts(None if len(unknown) > FULL_TEXT_READ_OVER else unknown,
@@ -220,6 +232,10 @@ def store(result, state):
         objs = [(RAW, ts, source_ids[(node.pk, *_source_key(d))], digest_ids[d.digest], d.count_star, d.sum_time,
                  d.min_time, d.max_time) for d in outcome.deltas]
     state_baseline = state.baseline_ts or ts
+    mirror_rows = []
+    if result.mirror_before is not None and not outcome.full:
+        _, mirror_rows = mirroring.sample_rows(node.pk, ts, ts - state_baseline, result.mirror, result.mirror_before,
+                                               outcome.deltas, result.texts)
     state.baseline_ts = ts
     state.last_ok_ts = ts
     state.digests, state.changed, state.resets = result.rows, len(objs), outcome.resets
@@ -233,6 +249,8 @@ def store(result, state):
                                 objs[i:i + CHUNK])
         DigestPoll.objects.create(resolution=RAW, ts=ts, node_id=node.pk, polls_ok=0 if outcome.full else 1,
                                   stat_rows=len(objs), interval_s=0 if outcome.full else ts - state_baseline)
+        mirroring.store_samples(mirror_rows)
+        mirroring.sync_rules(node.pk, result.mirror["rules"])
         state.save()
     return state
 
@@ -248,6 +266,7 @@ def _write_baseline(r, result):
     for i in range(0, len(outcome.removed), 10000):
         pipe.hdel(key, *outcome.removed[i:i + 10000])
     pipe.hset(key, META_FIELD, f"{float(result.ts)!r} {result.uptime}")
+    pipe.hset(key, MIRROR_FIELD, mirroring.encode(result.mirror))
     pipe.expire(key, BASELINE_TTL_S)
     pipe.execute()
 

@@ -51,8 +51,7 @@ def cluster_drift(request, pk):
 @require_role(VIEWER)
 def proxysql_node_detail(request, pk):
     node = get_object_or_404(ProxySQLNode.objects.select_related("cluster"), pk=pk)
-    return TemplateResponse(request, "fleet/proxysql_node.html", {"mirror_rules": node.mirror_rules.all(),
-                                                                 **monitoring_views.proxysql_context(node)})
+    return TemplateResponse(request, "fleet/proxysql_node.html", monitoring_views.proxysql_context(node))
 
 
 @require_role(VIEWER)

@@ -18,8 +18,10 @@ import time
 from collections import defaultdict
 from datetime import datetime, timezone
 
+from django.conf import settings
+
 from . import status
-from .models import HOUR, MINUTE, RAW, BackendSample, PoolSample, ProxySQLSample
+from .models import HOUR, MINUTE, RAW, BackendSample, MirrorRuleSample, PoolSample, ProxySQLSample
 
 RANGES = {"1h": 3600, "6h": 6 * 3600, "24h": 24 * 3600, "7d": 7 * 86400, "30d": 30 * 86400}
 DEFAULT_RANGE = "1h"
@@ -235,9 +237,23 @@ def chart_mirror_concurrency(window, node):
     return assemble(window, base, series, title="Mirror concurrency against its limit", unit="in flight")
 
 
+def chart_mirror_loss(window, node):
+    """Measured loss per mirror rule, one point per digest-poll window (a bucket's loss from its summed
+    copies, 1 - mirrored / to mirror). Its timeline is the digest poll's, so gaps follow that interval."""
+    window = Window(window.range, settings.MONITOR_DIGEST_INTERVAL_S, window.end)
+    frame = window.load(MirrorRuleSample, {"node_id": node.pk}, ["expected_ps", "mirrored_ps"], group=("rule_id",))
+    series = []
+    for g in frame.groups():
+        expected, mirrored = frame.values[(g, "expected_ps")], frame.values[(g, "mirrored_ps")]
+        loss = {ts: max(0.0, 1 - (mirrored.get(ts) or 0) / e) * 100 for ts, e in expected.items() if e and e >= 1e-9}
+        series.append((f"rule {g[0]}", loss, "line"))
+    return assemble(window, frame, series, title="Measured mirror loss per rule", unit="% of copies lost",
+                    extra={"y": {"min": 0, "max": 100}})
+
+
 PROXYSQL_CHARTS = {
     "queries": chart_queries, "connections": chart_connections, "latency": chart_latency, "errors": chart_errors,
-    "mirror_queue": chart_mirror_queue, "mirror_concurrency": chart_mirror_concurrency,
+    "mirror_queue": chart_mirror_queue, "mirror_concurrency": chart_mirror_concurrency, "mirror_loss": chart_mirror_loss,
 }
 
 

@@ -84,6 +84,28 @@ class BackendSample(models.Model):
         indexes = [models.Index(fields=["server", "resolution", "ts"], name="backendsample_srv_res_ts")]
 
 
+class MirrorRuleSample(models.Model):
+    """One mirror rule of one ProxySQL node over one window between two digest polls: the copies it should
+    have made and those that ran in its mirror hostgroup (apps/monitoring/mirror.py says how). Rates per
+    second, so rollups average them; the loss keeps its worst window in rollups."""
+
+    node = models.ForeignKey("fleet.ProxySQLNode", on_delete=models.CASCADE, related_name="+")
+    rule_id = models.PositiveIntegerField()
+    ts = models.DateTimeField(help_text="end of the window (the digest poll)")
+    resolution = models.PositiveSmallIntegerField(default=RAW)
+    mirror_hostgroup = models.PositiveIntegerField(null=True)
+    interval_s = models.FloatField(null=True, help_text="length of the window")
+    hits_ps = models.FloatField(null=True, help_text="stats_mysql_query_rules.hits per second")
+    prepared_share = models.FloatField(null=True, help_text="estimated share of prepared statements (not mirrored)")
+    expected_ps = models.FloatField(null=True, help_text="hits x (1 - prepared share), per second")
+    mirrored_ps = models.FloatField(null=True, help_text="executions of the rule's digests in the mirror hostgroup")
+    loss = models.FloatField(null=True, help_text="1 - mirrored / expected; worst window in rollups")
+    ambiguous = models.BooleanField(null=True, help_text="a routing rule sends the same digests to the mirror hostgroup")
+
+    class Meta:
+        indexes = [models.Index(fields=["node", "resolution", "ts"], name="mirrorsample_node_res_ts")]
+
+
 class RollupMark(models.Model):
     """How far a rollup has gone: buckets before rolled_until are done."""
 

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.db.models import Avg, Max, Min
 from django.utils import timezone
 
-from .models import HOUR, MINUTE, RAW, BackendSample, PoolSample, ProxySQLSample, RollupMark
+from .models import HOUR, MINUTE, RAW, BackendSample, MirrorRuleSample, PoolSample, ProxySQLSample, RollupMark
 
 # table: (group-by fields, averaged, worst-of as Max, worst-of as Min)
 SPECS = {
@@ -28,6 +28,9 @@ SPECS = {
                     ["cluster_size", "flow_control_paused", "lag_seconds"],
                     ["recv_queue", "desync", "reject_queries", "read_only"],
                     ["reachable", "local_state", "primary", "ready"]),
+    MirrorRuleSample: (["node_id", "rule_id"],
+                       ["interval_s", "hits_ps", "prepared_share", "expected_ps", "mirrored_ps"],
+                       ["loss", "mirror_hostgroup", "ambiguous"], []),
 }
 
 

@@ -11,6 +11,9 @@ Definitions (also printed in the report's notes):
   reachable ProxySQL node. "None" in the writer hostgroup is a writer interruption.
 - the cluster's service is *available* while at least one ProxySQL node answers and neither the writer
   nor the reader hostgroup has none on any reachable node.
+- those figures are sampled by the polls (a poll that saw a hostgroup empty counts until the next poll),
+  except where an operation measured the interruption itself: a sampled stretch inside an operation's
+  window counts that window instead (measured.py), and the report says which is which.
 """
 from collections import defaultdict
 
@@ -22,7 +25,9 @@ from apps.monitoring import status
 from apps.operations.choices import OperationKind, OperationState
 from apps.operations.models import Operation, OperationStep
 
-from . import fmt, history
+from apps.monitoring.models import HOUR
+
+from . import fmt, history, measured
 from . import timeline as tl
 from .history import B, L, P, as_dt
 
@@ -40,6 +45,19 @@ DIGEST_TOP = 10
 DIGEST_SLOWER = 1.5     # average time up by half or more...
 DIGEST_SLOWER_MS = 0.2  # ...and by at least this much...
 DIGEST_MIN_COUNT = 100  # ...over at least this many executions in both periods
+
+
+def _down(v):
+    return v[0] == DOWN
+
+
+def _held(v):
+    """Down for want of a usable server: what an operation's measured window can explain."""
+    return v[0] == DOWN and v[1].startswith("no usable")
+
+
+def _none(v):
+    return v[0] == NONE
 
 
 def _truthy(v):
@@ -195,17 +213,49 @@ class ClusterSection:
             return (UP, "")
         return tl.combine(service, [writer, reader, any_px])
 
+    # -- sampled and measured -------------------------------------------------------------------------
+    def _sample_s(self, t):
+        """(seconds one sample at t stands for at most, whether it is a rollup bucket)."""
+        resolution = history.resolution_at(t, self.h.backend_pieces, self.h.pool_pieces)
+        return (resolution, True) if resolution else (self.h.max_gap, False)
+
+    def measured_windows(self):
+        """Finished operations around the period, as measured.Window (an operation begun just before the
+        period may explain its first moments)."""
+        ops = (Operation.objects.filter(cluster=self.cluster, started_at__gte=as_dt(self.start - HOUR),
+                                        started_at__lt=as_dt(self.end))
+               .prefetch_related(Prefetch("steps", queryset=OperationStep.objects.order_by("index"))))
+        return measured.windows(ops, self.cluster.failover_after_polls, self.h.interval)
+
+    def _measured(self, timeline, is_bad):
+        return measured.apply(timeline, is_bad, self.found, self._sample_s, (self.start, self.end))
+
+    def _sourced(self, stretches, timeline, is_bad):
+        """Each stretch with how much of it an operation measured (and which) and how much the polls sampled."""
+        bad = [seg for seg in timeline if is_bad(seg[2])]
+        by_id = {w.op_id: w for w in self.found}
+        for x in stretches:
+            m, smp, ops = measured.split(bad, x["start"], x["end"])
+            x.update(measured_s=round(m, 3), sampled_s=round(smp, 3),
+                     measured_by=[by_id[o].describe() for o in ops if o in by_id])
+        return stretches
+
     # -- the section ----------------------------------------------------------------------------------
     def build(self):
         c = self.cluster
         period_s = self.end - self.start
+        self.found = self.measured_windows()
         backends_tl = self.backend_timelines()
-        hostgroups_tl = self.hostgroup_timelines()
+        sampled_hostgroups_tl = self.hostgroup_timelines()
+        hostgroups_tl = {hg: self._measured(t, _none) for hg, t in sampled_hostgroups_tl.items()}
         proxysql_tl = self.proxysql_timelines()
-        service_tl = self.service_timeline(hostgroups_tl, proxysql_tl)
+        service_tl = self._measured(self.service_timeline(sampled_hostgroups_tl, proxysql_tl), _held)
         observed = tl.covered(service_tl)
         sd = tl.durations(service_tl, key=lambda v: v[0])
-        down_stretches, more = _top_stretches(_stretch_list(service_tl, lambda v: v[0] == DOWN, lambda v: v[1]))
+        down_stretches, more = _top_stretches(self._sourced(_stretch_list(service_tl, _down, lambda v: v[1]),
+                                                            service_tl, _down))
+        measured_s, sampled_s, measured_ops = measured.split([seg for seg in service_tl if _down(seg[2])],
+                                                             self.start, self.end)
         section = {
             "id": c.pk, "name": c.name, "kind": c.get_kind_display(), "url": c.get_absolute_url(),
             "writer_hostgroup": c.writer_hostgroup, "reader_hostgroup": c.reader_hostgroup,
@@ -214,6 +264,8 @@ class ClusterSection:
                              history.resolutions_used(self.h.backend_pieces).items())},
                          "interval_s": self.h.interval},
             "service": {"availability": _avail(sd, [UP], observed), "down_s": round(sd.get(DOWN, 0.0), 3),
+                        "measured_s": round(measured_s, 3), "sampled_s": round(sampled_s, 3),
+                        "measured_ops": len(measured_ops), "interval_s": self.h.interval,
                         "stretches": down_stretches, "more_stretches": more,
                         "timeline": _json_timeline(service_tl, key=lambda v: v[0])},
         }
@@ -225,7 +277,7 @@ class ClusterSection:
         section["hostgroups"] = self._hostgroups(hostgroups_tl)
         section["proxysql"] = self._proxysql(proxysql_tl)
         section["operations"] = [self._operation(op) for op in ops]
-        section["writer_changes"] = self._writer_changes(ops, backends_tl, hostgroups_tl)
+        section["writer_changes"] = self._writer_changes(ops, backends_tl, sampled_hostgroups_tl)
         section["read_pool"] = self._read_pool(ops)
         section["conn_err"], section["traffic"] = self._conn_err_and_traffic()
         section["mirror"] = self._mirror()
@@ -271,8 +323,8 @@ class ClusterSection:
                 continue  # an offline hostgroup nobody used
             d = tl.durations(t, key=lambda v: v[0])
             observed = tl.covered(t)
-            stretches, more = _top_stretches(_stretch_list(
-                t, lambda v: v[0] == NONE, lambda v: ("on " + ", ".join(v[1])) if v[1] else ""))
+            stretches, more = _top_stretches(self._sourced(_stretch_list(
+                t, _none, lambda v: ("on " + ", ".join(v[1])) if v[1] else ""), t, _none))
             longest = max((s["seconds"] for s in stretches), default=0.0)
             out.append({"hostgroup": hg, "role": role, "role_label": ROLE_LABELS.get(role, role),
                         "durations": {k: round(d.get(k, 0.0), 3) for k in HOSTGROUP_CATS},
@@ -535,18 +587,14 @@ def _switchover_interruption(op, steps):
     """A planned switchover interrupts writes from the moment the old writer goes OFFLINE_SOFT (the drain
     step) until the new writer is ONLINE in the writer hostgroup (the end of the move step): ProxySQL holds
     new writes meanwhile. Measured on the steps' clocks; the steps' own timings when those are missing."""
-    drain, move = steps.get("drain"), steps.get("move")
-    if drain and drain.started_at and move and move.finished_at and move.state == "done":
-        return ((move.finished_at - drain.started_at).total_seconds() * 1000,
-                "old writer OFFLINE_SOFT (drain step start) to new writer ONLINE (move step end)")
+    a, b, how = measured.switchover_window(op, steps)
     timings = op.timings or {}
+    if how == measured.HOLD:
+        return (b - a) * 1000, how
     if op.state == OperationState.DONE and any(k in timings for k in ("drain", "move")):
         return (sum(timings.get(k) or 0 for k in ("drain", "wait_drain", "catch_up", "promote", "move")),
                 "sum of the drain, wait, catch-up, promote and move step timings")
-    if drain and drain.started_at and op.finished_at:
-        return ((op.finished_at - drain.started_at).total_seconds() * 1000,
-                f"{op.get_state_display()}: from the drain to the end of the rollback")
-    return None, "not measured (the operation did not reach the drain)"
+    return (None if a is None else (b - a) * 1000), how
 
 
 def _would_change(details):
@@ -676,6 +724,18 @@ def writer_change_phrase(changes):
     return "; ".join(parts)
 
 
+def measured_words(svc):
+    """Which part of an interruption the operations measured and which the polls sampled, and how often."""
+    m, smp, n = svc.get("measured_s") or 0, svc.get("sampled_s") or 0, svc.get("measured_ops") or 0
+    polls = f"sampled by polls every {fmt.duration(svc.get('interval_s'))}"
+    ops = f"measured by {fmt.count_word(n, 'operation')}' own clocks" if n > 1 else "measured by the operation's own clock"
+    if m and smp:
+        return f" ({fmt.duration(m)} {ops}, {fmt.duration(smp)} {polls})"
+    if m:
+        return f" ({ops})"
+    return f" ({polls})" if smp else ""
+
+
 def cluster_summary(s, before="the period before"):
     """The headline and the few points a manager should see, each with a tone (good / warn / bad)."""
     points = []
@@ -697,7 +757,7 @@ def cluster_summary(s, before="the period before"):
         points.append({"tone": "warn", "text": "No backend or connection-pool polls: service availability unknown."})
     elif down > 0:
         longest = max(s["service"]["stretches"], key=lambda x: x["seconds"], default=None)
-        text = f"Service interrupted for {fmt.duration(down)} in total"
+        text = f"Service interrupted for {fmt.duration(down)} in total{measured_words(s['service'])}"
         if longest:
             text += f"; longest {fmt.duration(longest['seconds'])} at {fmt.clock(longest['start'])} ({longest['why']})"
         points.append({"tone": "bad", "text": text + "."})

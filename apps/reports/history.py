@@ -73,6 +73,7 @@ class ClusterHistory:
     end: float
     interval: float
     backend_pieces: list = field(default_factory=list)
+    pool_pieces: list = field(default_factory=list)
     backends: dict = field(default_factory=dict)     # server id -> [(a, b, row)]
     proxysql: dict = field(default_factory=dict)     # node id -> [(a, b, row)]
     pool: dict = field(default_factory=dict)         # (node id, hostgroup, host, port) -> [(a, b, row)]
@@ -102,8 +103,10 @@ def load(cluster, start, end):
     h.backends = _load(BackendSample, bf, ("server_id",), BACKEND_FIELDS, start, end, h.max_gap, used)
     h.backend_pieces = _spans(used)
     h.proxysql = _load(ProxySQLSample, nf, ("node_id",), PROXYSQL_FIELDS, start, end, h.max_gap, {})
+    used = {}
     h.pool = _load(PoolSample, nf, ("node_id", "hostgroup", "srv_host", "srv_port"), POOL_FIELDS, start, end,
-                   h.max_gap, {})
+                   h.max_gap, used)
+    h.pool_pieces = _spans(used)
     return h
 
 
@@ -114,6 +117,11 @@ def _spans(used):
         if isinstance(key, tuple):
             out.append((key[1], min(a for a, _ in spans), max(b for _, b in spans)))
     return out
+
+
+def resolution_at(t, *piece_lists):
+    """The coarsest resolution any thing was read from at time t (0: raw polls only)."""
+    return max((resolution for ps in piece_lists for resolution, lo, hi in ps if lo <= t < hi), default=RAW)
 
 
 def resolutions_used(*piece_lists):

@@ -135,27 +135,33 @@ MONITOR_TABLES = set(SCHEMA.tables["monitor"])
 DIGEST_VIEWS = ("stats_mysql_query_digest", "stats_mysql_query_digest_reset")
 
 # The digest tables are views computing up to 100,000 rows inside SQLite from two small tables:
-# _lab_dg (one row per hostgroup/role with its query count since reset) and _lab_dt (templates).
-# Digest i of a role: slot = template, k = table number; digest i appears once i < queries.
+# _lab_dg (one row per hostgroup/role/user/schema with its query count since reset) and _lab_dt (templates).
+# Digest i of a role: slot = template, k = table number; digest i appears once i < queries. A row's
+# mirrored copies (mq queries of the templates in mmask) add to the same digests, as ProxySQL counts
+# a mirrored query in the mirror hostgroup under the original's digest.
 DIGEST_VIEW_SQL = """
 CREATE VIEW stats.{name} AS
 WITH RECURSIVE seq(i) AS (
-  SELECT 0 WHERE (SELECT max(min(n, q)) FROM _lab_dg) >= 1
-  UNION ALL SELECT i + 1 FROM seq WHERE i + 1 < (SELECT max(min(n, q)) FROM _lab_dg)
+  SELECT 0 WHERE (SELECT max(min(n, max(q, mq))) FROM _lab_dg) >= 1
+  UNION ALL SELECT i + 1 FROM seq WHERE i + 1 < (SELECT max(min(n, max(q, mq))) FROM _lab_dg)
 ),
 x AS (
   SELECT g.hostgroup AS hostgroup, g.role AS role, g.q AS q, g.wsum AS wsum, g.first_seen AS first_seen,
          g.last_seen AS last_seen, g.lat AS lat, g.username AS username, g.schemaname AS schemaname,
+         g.mq AS mq, g.mmask AS mmask, g.mwsum AS mwsum,
          seq.i AS i,
          CASE WHEN seq.i < g.globals THEN seq.i ELSE g.globals + (seq.i - g.globals) % g.per_table END AS slot,
          CASE WHEN seq.i < g.globals THEN 0 ELSE (seq.i - g.globals) / g.per_table END AS k
-  FROM _lab_dg g JOIN seq ON seq.i < min(g.n, g.q)
+  FROM _lab_dg g JOIN seq ON seq.i < min(g.n, max(g.q, g.mq))
 ),
 y AS (
   SELECT x.*, t.text AS text, t.avg_us AS avg_us, t.min_us AS min_us, t.max_us AS max_us,
          t.sent AS sent, t.aff AS aff, t.h1 AS h1, t.h2 AS h2,
-         CAST(max(1, x.q * t.w / (1.0 + x.k / 2) / x.wsum) AS INTEGER) AS cnt
+         CAST(max(1, ((CASE WHEN x.q > 0 THEN x.q * t.w / x.wsum ELSE 0 END)
+                      + (CASE WHEN (x.mmask >> t.slot) & 1 THEN x.mq * t.w / x.mwsum ELSE 0 END))
+                     / (1.0 + x.k / 2)) AS INTEGER) AS cnt
   FROM x JOIN _lab_dt t ON t.role = x.role AND t.slot = x.slot
+  WHERE x.q > 0 OR (x.mmask >> t.slot) & 1
 )
 SELECT hostgroup AS hostgroup, schemaname AS schemaname, username AS username, '' AS client_address,
        printf('0x%08X%08X', (h1 + k * 2654435761) % 4294967296, (h2 + k * 40503 + k * k * 97) % 4294967296) AS digest,
@@ -215,7 +221,7 @@ class AdminEngine:
                     db.execute(_qualify(ddl, "stats"))
             db.execute("CREATE TABLE stats._lab_dg (hostgroup INT, role VARCHAR, n INT, globals INT, per_table INT,"
                        " q REAL, wsum REAL, first_seen INT, last_seen INT, lat REAL, username VARCHAR,"
-                       " schemaname VARCHAR)")
+                       " schemaname VARCHAR, mq REAL, mmask INT, mwsum REAL)")
             db.execute("CREATE TABLE stats._lab_dt (role VARCHAR, slot INT, text VARCHAR, w REAL, avg_us INT,"
                        " min_us INT, max_us INT, sent INT, aff INT, h1 INT, h2 INT)")
             for role in traffic_mod.ROLES:

@@ -79,11 +79,21 @@ def role_templates(role):
     return glob + per_table
 
 
-def digest_weight_sum(role, m):
-    """Sum of the relative weights of the first m digests of a role (see the digest view in engine)."""
+def all_slots(role):
+    """The digest-view mask holding every template of a role."""
+    return (1 << len(role_templates(role))) - 1
+
+
+def digest_weight_sum(role, m, mask=None):
+    """Sum of the relative weights of the first m digests of a role (see the digest view in engine),
+    counting only the templates whose slot bit is set in `mask` (all of them by default)."""
     glob, per_table = ROLES[role]
     g = len(glob)
-    total = sum(t[1] for t in glob[:min(m, g)])
+    mask = all_slots(role) if mask is None else mask
+
+    def w(slot, t):
+        return t[1] if (mask >> slot) & 1 else 0.0
+    total = sum(w(i, t) for i, t in enumerate(glob[:min(m, g)]))
     m -= g
     if m <= 0:
         return total
@@ -91,8 +101,8 @@ def digest_weight_sum(role, m):
     full, rest = divmod(m, p)
     # table k weighs 1 / (1 + k//2): tables 1,2 weigh 1, tables 3,4 weigh 1/2, ...
     z = 2.0 * _harmonic(full // 2) + (full % 2) / (1 + full // 2)
-    total += z * sum(t[1] for t in per_table)
-    total += sum(t[1] for t in per_table[:rest]) / (1 + full // 2)
+    total += z * sum(w(g + i, t) for i, t in enumerate(per_table))
+    total += sum(w(g + i, t) for i, t in enumerate(per_table[:rest])) / (1 + full // 2)
     return total
 
 
@@ -100,6 +110,10 @@ def _harmonic(n):
     if n < 64:
         return sum(1.0 / h for h in range(1, n + 1))
     return math.log(n) + 0.5772156649015329 + 1 / (2 * n) - 1 / (12 * n * n)
+
+
+def _mirror_counters():
+    return {"arrived": 0.0, "executed": 0.0, "dropped": 0.0, "skipped_prepared": 0.0}
 
 
 class Server:
@@ -203,11 +217,24 @@ class TrafficModel:
         self.mirror_executed = 0.0
         self.mirror_dropped = 0.0
         self.mirror_skipped_ps = 0.0
+        # Per mirror route (rule, mirror hg, origin hg, role, template mask, user, schema): queries arrived
+        # in the current step, waiting in the queue, and per rule what became of them.
+        self._mirror_step = {}
+        self.mirror_queue_by_route = {}
+        self.mirror_by_rule = {}
+        # (mirror hg, role, user, schema) -> mirrored executions since the last digest reset and the
+        # templates they copy (a mask of slots): the mirror hostgroup's rows of stats_mysql_query_digest.
+        self.mirror_digest_q = {}
+        self.mirror_digest_first = {}
+        self.mirror_digest_mask = {}
+        self.prepared_executed = 0.0  # Com_frontend_stmt_execute: prepared executions, never mirrored
         self.global_overrides = {}
         self.counters = {"sessions_created": 0, "sessions_closed": 0, "sessions_cut": 0,
                          "client_errors": 0, "held_timeouts": 0, "moved_sessions": 0}
         self.servers_table_version = 1
         self._rule_fracs = {}      # hg -> [(rule_id, share of its queries the rule matches)]
+        self._mirror_routes = {}   # hg -> [(rule_id, share, mirror hg, template mask)]
+        self._shares_key = None    # the digest table's shape the shares above were computed for
         self.no_multiplex_hgs = set()
 
     # ------------------------------------------------------------------ runtime inputs (engine)
@@ -248,6 +275,8 @@ class TrafficModel:
         with self.lock:
             self._advance(time.monotonic())
             self.rules = [r for r in rules if str(r.get("active")) == "1"]
+            # LOAD MYSQL QUERY RULES TO RUNTIME builds new rules: every hit counter starts at 0.
+            self.rule_hits = {}
             self._refresh_mirror_fractions()
 
     # ------------------------------------------------------------------ variables
@@ -548,7 +577,8 @@ class TrafficModel:
         dt = now - self.last
         if dt < 0:
             return
-        arrivals_before = self.mirror_arrived
+        if self.rules and self._shares_key != (self.digest_count, frozenset(self._digest_groups_now())):
+            self._refresh_mirror_fractions()  # the digest table's shape changed: so did the rules' shares
         timeout = self._var_int("mysql-connect_timeout_server_max", 10000) / 1000.0
         for wl in list(self.workloads.values()):
             for s in list(wl.sessions):
@@ -576,22 +606,60 @@ class TrafficModel:
                and self.servers[s.server].status not in ("ONLINE", "OFFLINE_HARD")
                for wl in self.workloads.values() for s in wl.sessions):
             self._reconcile(now)
-        # mirror queue: arrivals this step vs what mirror_max_concurrency slots can serve
-        arrivals = (self.mirror_arrived - arrivals_before) + self.mirror_extra_rate * dt
-        self.mirror_arrived += self.mirror_extra_rate * dt
+        self._run_mirror_queue(dt)
+        self.last = now
+
+    def _run_mirror_queue(self, dt):
+        """This step's mirrored arrivals join the queue; mirror_max_concurrency slots serve it; what
+        exceeds mysql-mirror_max_queue_length (per thread, so x mysql-threads in total) is dropped.
+        Served and dropped queries are taken from every route in proportion to what it has queued."""
+        routes = dict(self.mirror_queue_by_route)
+        for key, n in self._mirror_step.items():
+            routes[key] = routes.get(key, 0.0) + n
+        self._mirror_step = {}
+        if self.mirror_extra_rate > 0:
+            routes[None] = routes.get(None, 0.0) + self.mirror_extra_rate * dt
+            self.mirror_arrived += self.mirror_extra_rate * dt
+        backlog = sum(routes.values())
         cap = max(1, self._var_int("mysql-mirror_max_concurrency", 16))
         capacity = cap * 1000.0 / self.mirror_latency_ms * dt
         qmax = self._var_int("mysql-mirror_max_queue_length", 32000) * max(1, self._var_int("mysql-threads", 4))
-        backlog = self.mirror_queue + arrivals
         served = min(backlog, capacity)
+        kept = 1.0
+        if backlog - served > qmax:
+            kept = qmax / (backlog - served)
+        served_share = served / backlog if backlog > 0 else 0.0
+        for key, n in list(routes.items()):
+            executed = n * served_share
+            waiting = (n - executed) * kept
+            dropped = n - executed - waiting
+            routes[key] = waiting
+            if key is not None:
+                rule = self.mirror_by_rule.setdefault(key[0], _mirror_counters())
+                rule["executed"] += executed
+                rule["dropped"] += dropped
+                self._mirror_executed(key, executed)
+            self.mirror_dropped += dropped
+        self.mirror_queue_by_route = {k: v for k, v in routes.items() if v > 1e-9}
+        self.mirror_queue = sum(self.mirror_queue_by_route.values())
         self.mirror_executed += served
-        backlog -= served
-        if backlog > qmax:
-            self.mirror_dropped += backlog - qmax
-            backlog = qmax
-        self.mirror_queue = backlog
-        self._spread_mirror_queries(served)
-        self.last = now
+        # A mirror session runs the COM_QUERY path like a client's: it counts in Questions.
+        self.questions += served
+
+    def _mirror_executed(self, key, n):
+        """n queries of one mirror route ran on its mirror hostgroup: its servers' Queries and the
+        mirror hostgroup's digest rows (same digests as the originals: a copy of the query)."""
+        if n <= 0:
+            return
+        _rule, mirror_hg, _origin, role, mask, user, schema = key
+        group = (mirror_hg, role, user, schema)
+        if not self.mirror_digest_q.get(group):
+            self.mirror_digest_first[group] = time.time()
+        self.mirror_digest_q[group] = self.mirror_digest_q.get(group, 0.0) + n
+        self.mirror_digest_mask[group] = self.mirror_digest_mask.get(group, 0) | mask
+        targets = [srv for srv in self.servers.values() if srv.key[0] == mirror_hg and srv.status == "ONLINE"]
+        for srv in targets:
+            srv.queries += n / len(targets)
 
     def _accrue(self, s, dt, now):
         if dt <= 0 or s.server is None:
@@ -617,23 +685,61 @@ class TrafficModel:
         wsum = sum(t[1] for t in tpl)
         for t in tpl:
             self.commands[t[7]] = self.commands.get(t[7], 0.0) + q * t[1] / wsum
-        if wl.mirror_fraction:
-            self.mirror_arrived += q * wl.mirror_fraction * (1 - wl.prepared_fraction)
-            self.mirror_skipped_ps += q * wl.mirror_fraction * wl.prepared_fraction
+        self.prepared_executed += q * wl.prepared_fraction
+        for rid, share, mirror_hg, mask in self._mirror_routes.get(wl.hostgroup, ()):
+            # Every matching query hits the rule; only text-protocol queries are mirrored.
+            mirrored = q * share * (1 - wl.prepared_fraction)
+            key = (rid, mirror_hg, wl.hostgroup, wl.kind, mask, wl.user, wl.schema)
+            self._mirror_step[key] = self._mirror_step.get(key, 0.0) + mirrored
+            rule = self.mirror_by_rule.setdefault(rid, _mirror_counters())
+            rule["arrived"] += mirrored
+            rule["skipped_prepared"] += q * share * wl.prepared_fraction
+            self.mirror_arrived += mirrored
+            self.mirror_skipped_ps += q * share * wl.prepared_fraction
         for rid, frac in self._rule_fracs.get(wl.hostgroup, ()):
             self.rule_hits[rid] = self.rule_hits.get(rid, 0.0) + q * frac
         s.token = self._var_int("mysql-auto_increment_delay_multiplex", 5) if s.reason == "auto_increment" else 0
 
+    def _digest_groups_now(self):
+        """(hostgroup, role) groups of the digest table: those with queries since the last reset, and the
+        workloads with sessions (whose queries are about to show)."""
+        return set(self._digest_groups()) | {(hg, wl.kind) for hg, wl in self.workloads.items() if wl.sessions}
+
+    def _digest_sizes(self, groups):
+        """{role: digests per group of that role}: digest_count spread over the roles and their groups."""
+        roles = sorted({r for _, r in groups})
+        share = {"write": 4.0, "read": 5.0}
+        sizes = {}
+        for role in roles:
+            n_role = self.digest_count * share[role] / sum(share[r] for r in roles)
+            if len(roles) == 2 and role == "write":
+                n_role = min(self.digest_count, 2 + round((self.digest_count - 2) * 4 / 9))
+            elif len(roles) == 2:
+                n_role = self.digest_count - min(self.digest_count, 2 + round((self.digest_count - 2) * 4 / 9))
+            sizes[role] = max(1, int(n_role // max(1, sum(1 for _, r in groups if r == role))))
+        return sizes
+
     def _refresh_mirror_fractions(self):
-        """Which share of each workload's queries the active runtime rules match (by digest text)."""
+        """Which share of each workload's queries the active runtime rules match (by digest text). The
+        shares are those of the digest table (its templates spread over tables), so a rule's hits equal
+        the executions of the digests it matches, as on a real ProxySQL."""
         import re
         self._rule_fracs = {}
+        self._mirror_routes = {}
+        groups = self._digest_groups_now()
+        self._shares_key = (self.digest_count, frozenset(groups))
+        sizes = self._digest_sizes(groups)
         for wl in self.workloads.values():
             tpl = role_templates(wl.kind)
-            wsum = sum(t[1] for t in tpl)
+            n = sizes.get(wl.kind, 1)
+            wsum = digest_weight_sum(wl.kind, n)
+
+            def weight(ts, tpl=tpl, n=n, role=wl.kind):
+                return digest_weight_sum(role, n, sum(1 << tpl.index(t) for t in ts))
             remaining = list(tpl)
             mirror = 0.0
             fracs = []
+            routes = []
             for r in sorted(self.rules, key=lambda r: int(r.get("rule_id") or 0)):
                 if r.get("destination_hostgroup") not in (None, "") and int(r["destination_hostgroup"]) != wl.hostgroup \
                         and r.get("mirror_hostgroup") in (None, ""):
@@ -648,28 +754,23 @@ class TrafficModel:
                 negate = str(r.get("negate_match_pattern") or "0") == "1"
                 matched = [t for t in remaining
                            if rx is None or (bool(rx.search(t[0].replace("{t}", "1"))) != negate)]
-                share = sum(t[1] for t in matched) / wsum
+                share = weight(matched) / wsum if wsum else 0.0
                 if share <= 0:
                     continue
                 fracs.append((int(r["rule_id"]), share))
                 if r.get("mirror_hostgroup") not in (None, ""):
                     mirror += share
+                    mask = sum(1 << tpl.index(t) for t in matched)
+                    routes.append((int(r["rule_id"]), share, int(r["mirror_hostgroup"]), mask))
                 if str(r.get("apply")) == "1":
                     remaining = [t for t in remaining if t not in matched]
             wl.mirror_fraction = min(1.0, mirror)
             self._rule_fracs[wl.hostgroup] = fracs
+            self._mirror_routes[wl.hostgroup] = routes
 
     def _mirror_hostgroups(self):
         return sorted({int(r["mirror_hostgroup"]) for r in self.rules
                        if r.get("mirror_hostgroup") not in (None, "")})
-
-    def _spread_mirror_queries(self, served):
-        if served <= 0:
-            return
-        targets = [srv for hg in self._mirror_hostgroups() for srv in self.servers.values()
-                   if srv.key[0] == hg and srv.status == "ONLINE"]
-        for srv in targets:
-            srv.queries += served / len(targets)
 
     def mirror_rate_now(self):
         rate = self.mirror_extra_rate
@@ -701,7 +802,8 @@ class TrafficModel:
                 "rate": round(self.mirror_rate_now(), 1), "concurrency": conc, "queue": queue,
                 "arrived": int(self.mirror_arrived), "executed": int(self.mirror_executed),
                 "dropped": int(self.mirror_dropped), "skipped_prepared": int(self.mirror_skipped_ps),
-                "mirror_hostgroups": self._mirror_hostgroups()}
+                "mirror_hostgroups": self._mirror_hostgroups(),
+                "by_rule": {str(rid): {k: round(v, 1) for k, v in c.items()} for rid, c in self.mirror_by_rule.items()}}
 
     # ------------------------------------------------------------------ stats rows (engine)
     def conn_used(self, srv, now):
@@ -896,43 +998,45 @@ class TrafficModel:
         return sorted(k for k, v in self.digest_q.items() if v > 0)
 
     def digest_params(self):
-        """Rows for the digest view's parameter table: one per (hostgroup, role) with queries."""
+        """Rows for the digest view's parameter table: one per (hostgroup, role, user, schema) with
+        queries: the group's own queries (every template of its role) and the mirrored copies that ran
+        in that hostgroup (only the templates their rules matched, `mmask`)."""
         with self.lock:
             self._advance(time.monotonic())
             groups = self._digest_groups()
-            if not groups or self.digest_count <= 0:
+            if (not groups and not self.mirror_digest_q) or self.digest_count <= 0:
                 return []
-            roles = sorted({r for _, r in groups})
-            share = {"write": 4.0, "read": 5.0}
+            sizes = self._digest_sizes(set(groups))  # mirrored copies are no group of their own
             now_wall = int(time.time())
+            rows = {}  # (hg, role, user, schema) -> [n, q, first, mq, mmask]
+            for g in groups:
+                wl = self.workloads.get(g[0])
+                key = (g[0], g[1], wl.user if wl else "app", wl.schema if wl else "sbtest")
+                rows[key] = [sizes[g[1]], self.digest_q[g], int(self.digest_first.get(g, now_wall)), 0.0, 0]
+            for (hg, role, user, schema), q in self.mirror_digest_q.items():
+                if q <= 0:
+                    continue
+                key = (hg, role, user, schema)
+                n = sizes.get(role) or self._digest_sizes({(hg, role)})[role]
+                row = rows.setdefault(key, [n, 0.0, int(self.mirror_digest_first.get(key, now_wall)), 0.0, 0])
+                row[3] += q
+                row[4] |= self.mirror_digest_mask.get(key, 0)
             out = []
-            for role in roles:
-                mine = [g for g in groups if g[1] == role]
-                n_role = self.digest_count * share[role] / sum(share[r] for r in roles)
-                if len(roles) == 2 and role == "write":
-                    n_role = min(self.digest_count, 2 + round((self.digest_count - 2) * 4 / 9))
-                elif len(roles) == 2:
-                    n_role = self.digest_count - min(self.digest_count,
-                                                     2 + round((self.digest_count - 2) * 4 / 9))
-                for g in mine:
-                    n = max(1, int(n_role // len(mine)))
-                    q = self.digest_q[g]
-                    m = int(min(n, q))
-                    if m <= 0:
-                        continue
-                    wl = self.workloads.get(g[0])
-                    user = wl.user if wl else "app"
-                    schema = wl.schema if wl else "sbtest"
-                    lat = 1.0
-                    first = int(self.digest_first.get(g, now_wall))
-                    out.append((g[0], role, n, len(ROLES[role][0]), len(ROLES[role][1]), q,
-                                digest_weight_sum(role, m), first, now_wall, lat, user, schema))
+            for (hg, role, user, schema), (n, q, first, mq, mmask) in sorted(rows.items()):
+                m = int(min(n, max(q, mq)))
+                if m <= 0:
+                    continue
+                out.append((hg, role, n, len(ROLES[role][0]), len(ROLES[role][1]), q, digest_weight_sum(role, m),
+                            first, now_wall, 1.0, user, schema, mq, mmask,
+                            digest_weight_sum(role, m, mmask) if mq else 0.0))
             return out
 
     def digest_reset(self):
         with self.lock:
             self.digest_q = {}
             self.digest_first = {}
+            self.mirror_digest_q = {}
+            self.mirror_digest_first = {}
             self.digest_reset_at = time.time()
 
     def global_values(self):
@@ -973,9 +1077,9 @@ class TrafficModel:
                 "mysql_session_internal_bytes": 5120 + 6856 * len(sessions),
                 "Com_commit": int(self.commands.get("COMMIT", 0)),
                 "Com_backend_stmt_prepare": int(20 * ps_share * len(sessions)),
-                "Com_backend_stmt_execute": int(q * ps_share),
+                "Com_backend_stmt_execute": int(self.prepared_executed),
                 "Com_frontend_stmt_prepare": int(20 * ps_share * len(sessions)),
-                "Com_frontend_stmt_execute": int(q * ps_share),
+                "Com_frontend_stmt_execute": int(self.prepared_executed),
                 "Questions": int(q),
                 "Slow_queries": int(q * 2.5e-6),
                 "Queries_backends_bytes_recv": int(brecv),

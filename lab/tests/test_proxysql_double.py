@@ -338,6 +338,16 @@ def test_offline_hard_cuts_and_counts(proxysql_double):
 
 
 # ---------------------------------------------------------------------------------------- mirror, digests
+def saturated_insert_mirror(a, mirror_hostgroup):
+    """Rule 10 mirrors the writer's INSERTs with the sample's settings: one mirror slot, 50 queued a thread."""
+    a.q("INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,mirror_hostgroup,apply) "
+        f"VALUES (10,1,'^INSERT',100,{mirror_hostgroup},1)")
+    a.q("LOAD MYSQL QUERY RULES TO RUNTIME")
+    a.q("SET mysql-mirror_max_concurrency=1")
+    a.q("SET mysql-mirror_max_queue_length=50")
+    a.q("LOAD MYSQL VARIABLES TO RUNTIME")
+
+
 def test_mirror_saturation_matches_sample():
     """samples/mirror.jsonl: threads=2, mirror_max_concurrency=1, mirror_max_queue_length=50 ->
     Mirror_concurrency 1 and Mirror_queue_length ~100 (total over threads). Prepared statements
@@ -345,12 +355,7 @@ def test_mirror_saturation_matches_sample():
     with ProxySQLDouble(variables={"mysql-threads": "2"}) as d:
         a = Admin(d)
         galera_servers(a)
-        a.q("INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,mirror_hostgroup,apply) "
-            "VALUES (10,1,'^INSERT',100,101,1)")
-        a.q("LOAD MYSQL QUERY RULES TO RUNTIME")
-        a.q("SET mysql-mirror_max_concurrency=1")
-        a.q("SET mysql-mirror_max_queue_length=50")
-        a.q("LOAD MYSQL VARIABLES TO RUNTIME")
+        saturated_insert_mirror(a, 101)
         a.lab("SET_SESSIONS", hostgroup=100, count=4, pinned_reason="auto_increment")
         time.sleep(0.5)
         seen = []
@@ -366,6 +371,43 @@ def test_mirror_saturation_matches_sample():
         a.lab("SET_SESSIONS", hostgroup=100, count=4, prepared_fraction=1.0)
         time.sleep(0.6)     # the queue drains at 200/s and nothing new is mirrored
         assert a.global_var("Mirror_queue_length") == 0
+
+
+def test_mirror_hits_count_every_match_and_digests_only_the_copies_that_ran():
+    """A saturated mirror (seed 004, samples/mirror.jsonl): the rule's hits count every query it matches,
+    prepared executions included; the mirror hostgroup's stats_mysql_query_digest rows count only the
+    copies that really ran there: not those the full queue dropped, not prepared statements (never
+    mirrored). Mirror sessions count in Questions; Com_frontend_stmt_execute counts the prepared ones."""
+    with ProxySQLDouble(variables={"mysql-threads": "2"}) as d:
+        a = Admin(d)
+        galera_servers(a)
+        saturated_insert_mirror(a, 102)
+        a.lab("SET_SESSIONS", hostgroup=100, count=4, pinned_reason="auto_increment", prepared_fraction=0.25)
+        time.sleep(1.0)
+        a.lab("SET_SESSIONS", hostgroup=100, count=0)
+        time.sleep(0.7)  # the queue (100 copies) drains at 200/s
+
+        def digests(hostgroup):
+            return dict((text, int(n)) for text, n in a.q(
+                "SELECT digest_text, count_star FROM stats_mysql_query_digest WHERE hostgroup=%d" % hostgroup))
+        original, copies = digests(100), digests(102)
+        hits = int(a.one("SELECT hits FROM stats_mysql_query_rules WHERE rule_id=10"))
+        inserts = sum(n for text, n in original.items() if text.startswith("INSERT"))
+        assert hits == pytest.approx(inserts, abs=3)             # every matching query, prepared ones too
+        assert set(copies) == {t for t in original if t.startswith("INSERT")}  # only the rule's digests
+        rule = a.lab("STATUS")["mirror"]["by_rule"]["10"]
+        assert rule["skipped_prepared"] == pytest.approx(0.25 * hits, rel=0.02)
+        assert rule["arrived"] == pytest.approx(0.75 * hits, rel=0.02)
+        assert rule["dropped"] > 0.4 * rule["arrived"]            # the queue was full
+        assert sum(copies.values()) == pytest.approx(rule["executed"], abs=3)
+        assert rule["executed"] + rule["dropped"] == pytest.approx(rule["arrived"], abs=1)
+        g = dict(a.q("SELECT Variable_Name, Variable_Value FROM stats_mysql_global WHERE Variable_Name IN "
+                     "('Questions','Com_frontend_stmt_execute')"))
+        client = sum(original.values())
+        assert int(g["Questions"]) == pytest.approx(client + sum(copies.values()), abs=12)
+        assert int(g["Com_frontend_stmt_execute"]) == pytest.approx(0.25 * client, rel=0.02)
+        a.q("LOAD MYSQL QUERY RULES TO RUNTIME")                  # new rules: counters start at 0
+        assert a.one("SELECT hits FROM stats_mysql_query_rules WHERE rule_id=10") == "0"
 
 
 def test_digest_reset(proxysql_double):

@@ -143,3 +143,38 @@ def test_sparklines_break_at_gaps():
     svg = sparkline([1, 2, None, 3, 4, None, None, 5])
     assert svg.count("<polyline") == 2 and svg.count("<circle") == 1  # a lone point is a dot, not a line
     assert "no data" in sparkline([None, None])
+
+
+def test_mirror_loss_history_rolls_up_is_pruned_and_charted_per_rule(node, settings):
+    """One MirrorRuleSample per digest poll (30 s) and rule: minute and hour rollups average the rates and keep
+    the worst window's loss; the chart draws each rule's loss from its copies (raw, then rollups)."""
+    from apps.monitoring import rollups
+    from apps.monitoring.models import MirrorRuleSample
+
+    settings.MONITOR_DIGEST_INTERVAL_S = 30.0
+    rows = []
+    for i in range(240):  # two hours
+        t = NOW - 2 * 3600 + i * 30
+        worse = i % 2 == 1  # windows alternate between 40 % and 50 % lost: 45 % over each minute
+        rows.append(MirrorRuleSample(node=node, rule_id=10, ts=dt(t), mirror_hostgroup=101, interval_s=30,
+                                     hits_ps=100.0, prepared_share=0.0, expected_ps=100.0,
+                                     mirrored_ps=50.0 if worse else 60.0, loss=0.5 if worse else 0.4, ambiguous=False))
+        rows.append(MirrorRuleSample(node=node, rule_id=20, ts=dt(t), mirror_hostgroup=102, interval_s=30, hits_ps=10.0,
+                                     prepared_share=0.0, expected_ps=10.0, mirrored_ps=10.0, loss=0.0, ambiguous=False))
+    MirrorRuleSample.objects.bulk_create(rows)
+
+    raw = charts.chart("proxysql", "mirror_loss", node, "1h", now=NOW)
+    assert [s["label"] for s in raw["series"]] == ["rule 10", "rule 20"]
+    assert set(v for v in values(raw, "rule 10") if v is not None) == {40.0, 50.0}
+    assert None not in values(raw, "rule 10")[1:-1]  # a window every 30 s is no gap
+
+    rollups.run_all(now=dt(NOW))
+    minute = MirrorRuleSample.objects.get(node=node, rule_id=10, resolution=MINUTE, ts=dt(NOW - 3600))
+    assert (minute.expected_ps, minute.mirrored_ps, minute.loss) == (100.0, 55.0, 0.5)  # rates averaged, worst loss
+    assert MirrorRuleSample.objects.filter(resolution=HOUR, rule_id=20).count() == 2
+    MirrorRuleSample.objects.create(node=node, rule_id=10, ts=dt(NOW - 3 * 86400), interval_s=30, loss=0.0)
+    assert rollups.prune(now=dt(NOW))["mirrorrulesample:0"] == 1  # past the raw retention (24 h)
+    day = charts.chart("proxysql", "mirror_loss", node, "24h", now=NOW)
+    assert day["resolution"] == MINUTE
+    assert set(v for v in values(day, "rule 10") if v is not None) == {45.0}
+    assert set(v for v in values(day, "rule 20") if v is not None) == {0.0}

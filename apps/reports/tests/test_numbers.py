@@ -215,3 +215,69 @@ def test_daily_periods_are_local_midnights_and_the_period_before_has_the_same_da
 
 def test_content_definitions_match_the_category_names():
     assert content.BACKEND_CATS == ("synced", "desynced", "out", "unreachable")
+
+
+def test_an_interruption_inside_a_switchover_counts_its_measured_hold_not_a_poll_interval(report_cluster, history, day):
+    """The real run: one poll caught the drain of a switchover whose writes were held 59 ms, and the report
+    counted a whole poll interval of "no usable ONLINE writer". Inside an operation the operation's own
+    window counts; an interruption no operation explains stays as the polls sampled it; the report says
+    which is which."""
+    s1, s2, _ = report_cluster.servers_
+    span = periods.Span(day.start + timedelta(hours=14), day.start + timedelta(hours=15))
+    a, b = span.start.timestamp(), span.end.timestamp()
+    during, alone = a + 600, a + 1800  # two polls that saw the writer hostgroup without a usable writer
+    for s in report_cluster.servers_:
+        history.backend(s, a, b)
+    for n in report_cluster.nodes_:
+        history.proxysql(n, a, b)
+        history.pool(n, a, b, writer=lambda t: s1 if t < during else s2,
+                     fn=lambda t, hg, s: {"status": "OFFLINE_SOFT"} if hg == 100 and t in (during, alone) else {})
+    op = _switchover(report_cluster, s1, s2, during - 0.02, 59)  # the poll ran 17 ms into the 59 ms hold
+
+    data = services.build_data(report_cluster, "daily", span)
+    s = data["clusters"][0]
+    svc = s["service"]
+    assert svc["down_s"] == pytest.approx(0.059 + INTERVAL, abs=0.001)  # not 2 x 10 s
+    assert (svc["measured_s"], svc["sampled_s"], svc["measured_ops"]) == (pytest.approx(0.059, abs=0.001), INTERVAL, 1)
+    held, sampled = svc["stretches"]
+    assert held["seconds"] == pytest.approx(0.059, abs=0.001) and held["start"] == pytest.approx(during - 0.017, abs=0.001)
+    assert [m["id"] for m in held["measured_by"]] == [op.pk] and held["sampled_s"] == 0
+    assert "drain step start" in held["measured_by"][0]["how"]
+    assert (sampled["start"], sampled["seconds"], sampled["measured_by"]) == (alone, INTERVAL, [])
+    writer = next(h for h in s["hostgroups"] if h["hostgroup"] == 100)
+    assert writer["durations"]["none"] == pytest.approx(0.059 + INTERVAL, abs=0.001)
+    [change] = s["writer_changes"]
+    assert change["interruption_ms"] == pytest.approx(59, abs=0.5) and change["polls_saw_none_s"] == INTERVAL
+    point = next(p["text"] for p in s["summary"]["points"] if p["text"].startswith("Service interrupted"))
+    assert point.startswith("Service interrupted for 10 s in total (59 ms measured by the operation's own clock, "
+                            "10 s sampled by polls every 10 s)")
+
+    report = services.build_report(report_cluster, "daily", span, actor="test")
+    assert report.html.count('data-source="measured"') == 1 and report.html.count('data-source="sampled"') == 1
+    assert f"measured by <a href=\"{settings_base()}{op.get_absolute_url()}\">planned switchover #{op.pk}</a>" in report.html
+    assert "sampled: polls every 10 s" in report.html
+
+
+def test_a_gap_longer_than_the_operation_stays_sampled(report_cluster, history, day):
+    """A maintenance drain of the only writer: the writer hostgroup stays empty long after the drain operation
+    ended. The operation does not explain that: the polls' figure stands."""
+    s1 = report_cluster.servers_[0]
+    span = periods.Span(day.start + timedelta(hours=14), day.start + timedelta(hours=15))
+    a, b = span.start.timestamp(), span.end.timestamp()
+    out = (a + 600, a + 900)
+    for s in report_cluster.servers_:
+        history.backend(s, a, b)
+    for n in report_cluster.nodes_:
+        history.proxysql(n, a, b)
+        history.pool(n, a, b, fn=lambda t, hg, s: {"status": "OFFLINE_SOFT"} if hg == 100 and out[0] <= t < out[1] else {})
+    drain = Operation.objects.create(cluster=report_cluster, kind="drain", state="done", title="Drain", actor="otto",
+                                     plan={"kind": "drain", "steps": []}, started_at=as_dt(out[0] - 0.01),
+                                     finished_at=as_dt(out[0] + 0.2), timings={"total_ms": 210.0})
+    svc = section(report_cluster, span)["service"]
+    assert svc["down_s"] == pytest.approx(300) and svc["measured_s"] == 0 and svc["measured_ops"] == 0
+    assert svc["stretches"][0]["measured_by"] == [] and drain.pk
+
+
+def settings_base():
+    from django.conf import settings
+    return settings.REPORTS_BASE_URL.rstrip("/")

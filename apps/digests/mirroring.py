@@ -1,0 +1,106 @@
+"""Mirror loss, measured by the digest poll: it already reads every digest of a node every
+MONITOR_DIGEST_INTERVAL_S, so the mirror hostgroups' executions come at no extra read. Per poll it adds
+two light reads (the mirroring rules, and their hit counters when there are any) and keeps, with the
+digest baseline in Redis, the counters of the previous poll; the window between two polls is measured by
+apps/monitoring/mirror.py and stored as MirrorRuleSample rows. The rules read at each poll also become
+the node's fleet.MirrorRule rows (the latest read), so a rule added after adoption is shown and measured.
+"""
+import json
+from dataclasses import asdict
+from datetime import datetime, timezone
+
+from django.db import transaction
+
+from apps.fleet.models import MirrorRule
+from apps.monitoring import mirror
+from apps.monitoring.models import MirrorRuleSample
+
+from .models import Digest
+
+COUNTERS = {"questions": "Questions", "stmt_execute": "Com_frontend_stmt_execute"}
+
+# Per worker process: the rules last written per node, so an unchanged set costs no database read.
+_written_rules = {}
+
+
+def forget_caches():
+    _written_rules.clear()
+
+
+def read(admin, stats):
+    """What this poll knows about mirroring on one node (network: one or two light statements).
+    `stats`: stats_mysql_global as the poll read it."""
+    rules = [asdict(r) for r in admin.mirroring_rules()]
+    ids = [r["rule_id"] for r in rules if mirror.is_mirror(r)]
+    counters = {}
+    for key, name in COUNTERS.items():
+        try:
+            counters[key] = int(stats.get(name))
+        except (TypeError, ValueError):
+            counters[key] = None
+    return {"rules": rules, "hits": admin.query_rule_hits(ids) if ids else {}, "counters": counters}
+
+
+def encode(state):
+    """The part of a poll's mirror read the next poll needs, for the baseline hash in Redis."""
+    return json.dumps({"hits": {str(k): v for k, v in state["hits"].items()}, "counters": state["counters"]}).encode()
+
+
+def decode(raw):
+    try:
+        doc = json.loads(raw)
+        return {"hits": {int(k): int(v) for k, v in doc["hits"].items()}, "counters": doc["counters"]}
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return None  # unreadable: this window gets no figure, the next one will
+
+
+def _texts(hashes, fresh):
+    texts = {h: fresh[h] for h in hashes if h in fresh}
+    missing = [h for h in hashes if h not in texts]
+    for i in range(0, len(missing), 900):
+        texts.update(Digest.objects.filter(digest__in=missing[i:i + 900]).values_list("digest", "digest_text"))
+    return texts
+
+
+def sample_rows(node_pk, ts, interval_s, now_state, before_state, deltas, fresh_texts):
+    """Measure the window and return (mirror.Window, [MirrorRuleSample]) (database reads only)."""
+    hostgroups = {r["mirror_hostgroup"] for r in now_state["rules"] if r.get("mirror_hostgroup") is not None}
+    if not hostgroups:
+        return None, []
+    mine = [d for d in deltas if d.hostgroup in hostgroups]
+    texts = _texts(sorted({d.digest for d in mine}), fresh_texts)
+    window = mirror.measure(now_state["rules"], now_state["hits"], before_state["hits"], now_state["counters"],
+                            before_state["counters"],
+                            [(d.hostgroup, d.schemaname, d.username, texts.get(d.digest, ""), d.count_star) for d in mine],
+                            interval_s)
+    when = datetime.fromtimestamp(ts, tz=timezone.utc)
+    rows = [MirrorRuleSample(node_id=node_pk, rule_id=w.rule_id, ts=when, mirror_hostgroup=w.mirror_hostgroup,
+                             interval_s=interval_s, hits_ps=w.per_second(w.hits), prepared_share=w.prepared_share,
+                             expected_ps=w.per_second(w.expected), mirrored_ps=w.per_second(w.mirrored),
+                             loss=w.loss, ambiguous=w.ambiguous)
+            for w in window.rules if w.hits is not None]
+    return window, rows
+
+
+def sync_rules(node_pk, rules):
+    """Make the node's MirrorRule rows the mirror rules read at this poll (inside the caller's transaction)."""
+    wanted = {r["rule_id"]: {"active": bool(r["active"]), "match_digest": r["match_digest"] or "",
+                             "match_pattern": r["match_pattern"] or "",
+                             "destination_hostgroup": r["destination_hostgroup"],
+                             "mirror_hostgroup": r["mirror_hostgroup"], "mirror_flag_out": r["mirror_flagOUT"]}
+              for r in rules if mirror.is_mirror(r)}
+    if _written_rules.get(node_pk) == wanted:
+        return
+    have = {m.rule_id: m for m in MirrorRule.objects.filter(proxysql_node_id=node_pk)}
+    MirrorRule.objects.filter(proxysql_node_id=node_pk).exclude(rule_id__in=list(wanted)).delete()
+    for rule_id, values in wanted.items():
+        row = have.get(rule_id)
+        if row is None:
+            MirrorRule.objects.create(proxysql_node_id=node_pk, rule_id=rule_id, **values)
+        elif any(getattr(row, k) != v for k, v in values.items()):
+            MirrorRule.objects.filter(pk=row.pk).update(**values)
+    transaction.on_commit(lambda: _written_rules.__setitem__(node_pk, wanted))
+
+
+def store_samples(rows):
+    MirrorRuleSample.objects.bulk_create(rows)
