@@ -33,7 +33,7 @@ _EDGE = ".:-/@#+*&%!?~^$\\"
 def words_of(text):
     """The distinct indexable words of a (lowercased) text."""
     out = set()
-    for word in _WORDS.split(text):
+    for word in set(_WORDS.split(text)):  # a plan repeats its statements per node: split each word once
         word = word.strip(_EDGE)
         if len(word) < MIN_TOKEN:
             continue

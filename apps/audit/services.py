@@ -1,4 +1,5 @@
 """The one way to write the audit log: record(). Every mutation, refusal and automatic decision calls it."""
+import functools
 import gzip
 import hashlib
 import json
@@ -23,11 +24,15 @@ GENESIS = "0" * 64
 _SECRET_KEYS = ("password", "passwd", "secret", "token")
 
 
+@functools.lru_cache(maxsize=4096)
+def _secret_key(key):
+    return any(s in key.lower() for s in _SECRET_KEYS)
+
+
 def _scrub(value):
     """Drop anything that looks like a credential from details before it is stored."""
     if isinstance(value, dict):
-        return {k: ("(hidden)" if any(s in str(k).lower() for s in _SECRET_KEYS) else _scrub(v))
-                for k, v in value.items()}
+        return {k: ("(hidden)" if _secret_key(str(k)) else _scrub(v)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_scrub(v) for v in value]
     return value
