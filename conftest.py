@@ -154,7 +154,22 @@ def celery_factory(tmp_path):
         proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         proc.log = log
         procs.append(proc)
+        if kind == "worker":
+            wait_ready(proc)
         return proc
+
+    def wait_ready(proc):
+        """Until the worker consumes: a plan confirmed before would wait in the queue, and a worker that boots
+        slowly on a loaded machine would find it past its validity window (expired, as it should)."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            proc.log.seek(0)
+            if " ready." in proc.log.read():
+                return
+            if proc.poll() is not None:
+                pytest.fail(f"the celery worker exited with {proc.returncode}; see {proc.log.name}")
+            time.sleep(0.1)
+        pytest.fail(f"the celery worker was not ready within 60 s; see {proc.log.name}")
 
     yield start
     for proc in procs:

@@ -37,8 +37,10 @@ def _beat_schedule():
         "task": "reports.run_due", "schedule": 60.0, "options": {"expires": 55}}
     schedule["audit drift as it appears and goes"] = {
         "task": "fleet.watch_drift", "schedule": 30.0, "options": {"expires": 25}}
-    schedule["roll back operations whose worker died"] = {
+    schedule["roll back operations whose worker died, expire those never started"] = {
         "task": "operations.reap_stale", "schedule": 5.0, "options": {"expires": 4}}
+    schedule["retry rollbacks a ProxySQL node did not take"] = {
+        "task": "operations.retry_pending_rollbacks", "schedule": 2.0, "options": {"expires": 1.8}}
     schedule["archive audit events past their retention"] = {
         "task": "audit.archive_old_events", "schedule": 3600.0, "options": {"expires": 3000}}
     return schedule

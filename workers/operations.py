@@ -13,4 +13,14 @@ def execute_operation(operation_id):
 def reap_stale_operations():
     from django.conf import settings
 
+    from apps.operations import recheck
+
+    recheck.expire_unstarted()
     return executor.reap_stale(settings.OPERATIONS_STALE_AFTER_S)
+
+
+@shared_task(name="operations.retry_pending_rollbacks", ignore_result=True, soft_time_limit=60)
+def retry_pending_rollbacks():
+    from apps.operations import rollbacks
+
+    return rollbacks.retry_due()

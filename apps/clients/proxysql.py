@@ -4,6 +4,9 @@ Every value ProxySQL's admin returns is a string; this module converts to typed 
 UnexpectedResult when a column is missing or a value is not what ProxySQL would send.
 """
 import json
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, fields
 
 from django.conf import settings
@@ -313,8 +316,9 @@ class ProxySQLAdmin:
         except (TypeError, ValueError):
             raise UnexpectedResult(self.name, f"read {table}", f"not a hits row: {result.rows!r}") from None
 
-    def global_variables(self, names, runtime=True):
-        table = "runtime_global_variables" if runtime else "global_variables"
+    def global_variables(self, names, layer="runtime"):
+        table = {"runtime": "runtime_global_variables", "memory": "global_variables",
+                 "disk": "disk.global_variables"}[layer]
         placeholders = ",".join(["%s"] * len(names))
         result = self.wire.execute(
             f"SELECT variable_name, variable_value FROM {table} WHERE variable_name IN ({placeholders})",
@@ -427,3 +431,40 @@ class ProxySQLAdmin:
     def _check_module(module):
         if module not in MODULES:
             raise ValueError(f"unknown ProxySQL module {module!r}")
+
+
+# Open admin connections on_each_node() may use instead of opening its own: {node_id: ProxySQLAdmin}.
+_open_connections = ContextVar("open_admin_connections", default={})
+
+
+@contextmanager
+def reusing(connections):
+    """Inside, on_each_node() reads through these open connections (an executor re-checking its plan with
+    the connections its steps will use: no second connect per node)."""
+    token = _open_connections.set(connections)
+    try:
+        yield
+    finally:
+        _open_connections.reset(token)
+
+
+def on_each_node(nodes, read):
+    """read(node, admin) on every ProxySQL node at once, each on its own admin connection: a list of
+    (node, result, None) or (node, None, ClientError), in the nodes' order. One node that does not
+    answer costs one timeout, not one per node. `read` runs on another thread: no database in it."""
+    nodes = list(nodes)
+    connections = _open_connections.get()
+
+    def one(node):
+        try:
+            if node.pk in connections:
+                return node, read(node, connections[node.pk]), None
+            with ProxySQLAdmin.for_node(node) as admin:
+                return node, read(node, admin), None
+        except ClientError as exc:
+            return node, None, exc
+
+    if not nodes:
+        return []
+    with ThreadPoolExecutor(max_workers=min(16, len(nodes)), thread_name_prefix="proxysql-read") as pool:
+        return list(pool.map(one, nodes))

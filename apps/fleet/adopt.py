@@ -17,6 +17,7 @@ from apps.audit.services import record
 from apps.clients.proxysql import SERVER_FIELDS, ProxySQLAdmin, configured
 
 from .choices import ClusterKind, ServerStatus
+from .drift import MANAGED_VARIABLES
 from .models import Cluster, HostgroupMembership, MirrorRule, ProxySQLNode, Server
 
 
@@ -37,6 +38,7 @@ class Snapshot:
     group_replication_hostgroups: list
     peers: list
     mirror_rules: list
+    variables: dict = field(default_factory=dict)  # MANAGED_VARIABLES at runtime: their intended values
 
     def fingerprint(self):
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
@@ -52,6 +54,7 @@ def read_snapshot(admin: ProxySQLAdmin) -> Snapshot:
         group_replication_hostgroups=[asdict(r) for r in admin.group_replication_hostgroups()],
         peers=[asdict(r) for r in admin.proxysql_servers()],
         mirror_rules=[asdict(r) for r in admin.mirror_rules()],
+        variables=admin.global_variables(MANAGED_VARIABLES),
     )
 
 
@@ -151,6 +154,7 @@ class AdoptionPlan:
     warnings: list
     errors: list
     fingerprint: str
+    variables: dict = field(default_factory=dict)
 
     @property
     def ok(self):
@@ -246,7 +250,7 @@ def plan_adoption(snapshot, *, cluster_name, node_name, admin_host, admin_port, 
         admin_host=admin_host, admin_port=admin_port, node_exists=bool(node), version=snapshot.version,
         servers_new=servers_new, rows=rows, ignored_rows=ignored, peers=snapshot.peers,
         mirror_rules=snapshot.mirror_rules, native=native, warnings=warnings, errors=errors,
-        fingerprint=snapshot.fingerprint(),
+        fingerprint=snapshot.fingerprint(), variables=snapshot.variables,
     )
 
 
@@ -289,6 +293,10 @@ def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), reques
                           "admin_password": admin_password, "version": plan.version, "peers": plan.peers,
                           "adopted_at": timezone.now()},
             )
+            # The intent of the variables operations change for a while; a re-adoption keeps what was
+            # recorded (the node may be read mid-operation), the admin edits it.
+            node.intended_variables = {**plan.variables, **(node.intended_variables or {})}
+            node.save(update_fields=["intended_variables"])
             for row in plan.rows:
                 server, _ = Server.objects.get_or_create(hostname=row.hostname, port=row.port,
                                                          defaults={"cluster": cluster})

@@ -1,16 +1,19 @@
 """Drift: the inventory's intended mysql_servers against each ProxySQL node's runtime, field by field,
-and the nodes of one cluster against each other.
+and the nodes of one cluster against each other; and the global variables operations change
+(MANAGED_VARIABLES) against their intended values.
 
 compare() is pure (tests feed it rows); cluster_drift() reads every node's runtime concurrently, each
 read bounded by the client's timeouts, so one unreachable node costs at most one timeout.
 """
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from apps.clients.proxysql import RUNTIME_ONLY_STATUSES, SERVER_FIELDS, ProxySQLAdmin, configured
-from apps.clients.wire import ClientError
+from apps.clients.proxysql import RUNTIME_ONLY_STATUSES, SERVER_FIELDS, configured, on_each_node
 
-
+AUTOINC = "mysql-auto_increment_delay_multiplex"
+# Global variables that operations change for a while (a switchover's drain lowers AUTOINC to 0): their
+# intended values are recorded at adoption (ProxySQLNode.intended_variables), drift compares them, a
+# repair writes them back.
+MANAGED_VARIABLES = (AUTOINC,)
 
 @dataclass
 class FieldDrift:
@@ -32,10 +35,19 @@ class NodeDrift:
     differences: list = field(default_factory=list)
     runtime_rows: list = field(default_factory=list)
     runtime_states: list = field(default_factory=list)  # SHUNNED rows: ProxySQL's verdict, not drift
+    variables: list = field(default_factory=list)  # VariableDrift
 
     @property
     def in_sync(self):
-        return not self.error and not self.differences
+        return not self.error and not self.differences and not self.variables
+
+
+@dataclass
+class VariableDrift:
+    name: str
+    intended: str
+    runtime: str
+    source: str  # where the intended value comes from
 
 
 @dataclass
@@ -108,9 +120,35 @@ def between_nodes(node_rows, hostgroups):
     return out
 
 
-def read_runtime(node):
-    with ProxySQLAdmin.for_node(node) as admin:
-        return [r.__dict__ for r in admin.servers("runtime")]
+def intended_variables(node, admin):
+    """{name: (value, source)} for MANAGED_VARIABLES on this node: the value recorded at adoption; for a
+    node adopted before values were recorded, the node's own saved value (its disk layer: operations
+    change these variables at runtime only and never SAVE them); else (None, "unknown")."""
+    recorded = node.intended_variables or {}
+    missing = [name for name in MANAGED_VARIABLES if recorded.get(name) is None]
+    disk = admin.global_variables(missing, layer="disk") if missing else {}
+    out = {}
+    for name in MANAGED_VARIABLES:
+        if recorded.get(name) is not None:
+            out[name] = (str(recorded[name]), "recorded at adoption")
+        elif disk.get(name) is not None:
+            out[name] = (disk[name], "the node's disk layer (not recorded at adoption)")
+        else:
+            out[name] = (None, "unknown")
+    return out
+
+
+def compare_variables(intended, runtime):
+    """VariableDrift for each managed variable whose runtime value is not the intended one (known only)."""
+    return [VariableDrift(name, value, runtime.get(name), source) for name, (value, source) in intended.items()
+            if value is not None and runtime.get(name) != value]
+
+
+def read_runtime(node, admin):
+    """(runtime mysql_servers rows as dicts, variable differences) of one node."""
+    rows = [r.__dict__ for r in admin.servers("runtime")]
+    variables = compare_variables(intended_variables(node, admin), admin.global_variables(MANAGED_VARIABLES))
+    return rows, variables
 
 
 def cluster_drift(cluster):
@@ -118,19 +156,14 @@ def cluster_drift(cluster):
     hostgroups = set(cluster.hostgroup_roles())
     intended = intended_rows(cluster)
     hostgroups |= {k[0] for k in intended}
-
-    def one(node):
-        try:
-            rows = read_runtime(node)
-        except ClientError as exc:
-            return NodeDrift(node.pk, node.name, error=str(exc), error_kind=exc.kind)
-        return NodeDrift(node.pk, node.name, differences=compare(intended, rows, hostgroups), runtime_rows=rows,
-                         runtime_states=runtime_states(rows, hostgroups))
-
-    if not nodes:
-        return ClusterDrift(nodes=[], between_nodes=[])
-    with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
-        results = list(pool.map(one, nodes))
+    results = []
+    for node, read, error in on_each_node(nodes, read_runtime):
+        if error is not None:
+            results.append(NodeDrift(node.pk, node.name, error=str(error), error_kind=error.kind))
+            continue
+        rows, variables = read
+        results.append(NodeDrift(node.pk, node.name, differences=compare(intended, rows, hostgroups), runtime_rows=rows,
+                                 runtime_states=runtime_states(rows, hostgroups), variables=variables))
     readable = {r.node_name: r.runtime_rows for r in results if not r.error}
     return ClusterDrift(nodes=results, between_nodes=between_nodes(readable, hostgroups))
 

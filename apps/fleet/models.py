@@ -54,6 +54,11 @@ class Cluster(models.Model):
     failback_enabled = models.BooleanField(default=False)
     failback_after_s = models.PositiveIntegerField(default=300, help_text="the preferred writer must stay Synced this long")
     preferred_writer = models.ForeignKey("Server", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    plan_validity_s = models.PositiveIntegerField(
+        default=10, validators=[MinValueValidator(1)],
+        help_text="a confirmed plan that has not started within this many seconds expires (its guards are stale)")
+    two_person_rule = models.BooleanField(
+        default=False, help_text="an operation must be confirmed by someone other than the person who planned it")
 
     # What ProxySQL's own galera/replication/group-replication hostgroups say, as last read at adopt.
     native_hostgroups = models.JSONField(default=list, blank=True)
@@ -114,6 +119,10 @@ class ProxySQLNode(models.Model):
     comment = models.TextField(blank=True, validators=[validate_no_nul])
     version = models.CharField(max_length=100, blank=True)
     peers = models.JSONField(default=list, blank=True, help_text="runtime_proxysql_servers as last read")
+    # The values the product intends for the global variables operations change temporarily (a switchover's
+    # drain lowers mysql-auto_increment_delay_multiplex to 0), read at adoption; a repair writes them back.
+    intended_variables = models.JSONField(
+        default=dict, blank=True, help_text="variable -> value as read at adoption (operations never change this)")
     adopted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -11,6 +11,7 @@ from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
 from apps.monitoring import selectors as monitoring_selectors  # the monitoring sections of these pages
 from apps.monitoring import views as monitoring_views
+from apps.operations import rollbacks  # the rollback-pending banner
 
 from . import adopt, drift
 from .forms import AdoptForm
@@ -37,6 +38,7 @@ def cluster_detail(request, pk):
         "native_active": cluster.active_native_hostgroups(),
         **monitoring_selectors.cluster_live(cluster), **monitoring_views.sparkline_context(cluster),
         "recent_operations": cluster.operations.exclude(state="planned")[:8],
+        "pending_rollbacks": rollbacks.banner(cluster),
     })
 
 

@@ -8,6 +8,7 @@ from django.views.decorators.http import require_GET
 
 from apps.accounts.roles import VIEWER, require_role
 from apps.fleet.models import Cluster, ProxySQLNode, Server
+from apps.operations import rollbacks  # the rollback-pending banner
 
 from . import charts, overview as fleet, selectors, status
 
@@ -24,13 +25,17 @@ def _page_args(request):
 @require_GET
 def overview(request):
     """The fleet overview (`/`): what needs attention first, then every cluster, paged."""
-    return TemplateResponse(request, "monitoring/overview.html", fleet.fleet_overview(**_page_args(request)))
+    return TemplateResponse(request, "monitoring/overview.html", _overview(request))
 
 
 @require_role(VIEWER)
 @require_GET
 def overview_live(request):
-    return TemplateResponse(request, "monitoring/overview.html#live", fleet.fleet_overview(**_page_args(request)))
+    return TemplateResponse(request, "monitoring/overview.html#live", _overview(request))
+
+
+def _overview(request):
+    return {**fleet.fleet_overview(**_page_args(request)), "pending_rollbacks": rollbacks.banner()}
 
 
 def proxysql_context(node):

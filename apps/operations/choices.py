@@ -8,6 +8,7 @@ class OperationKind(models.TextChoices):
     READ_POOL = "read_pool", "read-pool rule"
     FAILOVER = "failover", "automatic failover"
     CONFIG = "config", "configuration change"
+    REPAIR = "repair", "repair from the inventory"
 
 
 class OperationState(models.TextChoices):
@@ -15,14 +16,30 @@ class OperationState(models.TextChoices):
     PENDING = "pending", "confirmed, waiting for a worker"
     RUNNING = "running", "running"
     ROLLING_BACK = "rolling_back", "rolling back"
+    # A ProxySQL node stopped answering during the rollback: its remaining rollback statements are kept
+    # (PendingRollback) and retried until it answers; then the operation ends rolled_back.
+    ROLLBACK_PENDING = "rollback_pending", "rollback pending"
     DONE = "done", "done"
     ROLLED_BACK = "rolled_back", "rolled back"
     FAILED = "failed", "failed"
     CANCELLED = "cancelled", "cancelled"
+    REFUSED = "refused", "refused at start (guards or statements changed)"
+    EXPIRED = "expired", "expired (not started within its validity window)"
 
     @classmethod
     def finished(cls):
-        return [cls.DONE, cls.ROLLED_BACK, cls.FAILED, cls.CANCELLED]
+        return [cls.DONE, cls.ROLLED_BACK, cls.FAILED, cls.CANCELLED, cls.REFUSED, cls.EXPIRED]
+
+
+class PendingState(models.TextChoices):
+    PENDING = "pending", "pending: retried until the node answers"
+    SUPERSEDED = "superseded", "superseded: the node is repaired from the inventory when it answers"
+    DONE = "done", "done: every statement ran"
+    REPAIRED = "repaired", "repaired from the inventory"
+
+    @classmethod
+    def open(cls):
+        return [cls.PENDING, cls.SUPERSEDED]
 
 
 class StepState(models.TextChoices):

@@ -8,6 +8,7 @@ from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
 from apps.fleet.models import HostgroupMembership
 
+from . import rollbacks
 from .choices import OnDrainTimeout, OperationKind
 from .locks import current_holder
 from .plans import INVENTORY, PROXYSQL, VERIFY, WAIT_DRAIN, Guard, Plan, Sql, Step
@@ -61,6 +62,7 @@ def plan_drain(server, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLB
         Guard("min_readers", f"At least {cluster.min_available_readers} reader(s) stay ONLINE",
               readers_left >= cluster.min_available_readers, f"{readers_left} left"),
         Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
+        rollbacks.guard(cluster),
         Guard("not_in_maintenance", "The server is not already in maintenance", not server.maintenance,
               "in maintenance" if server.maintenance else "no", False),
         Guard("drain_timeout", "A drain timeout is set", timeout > 0, f"{timeout} ms", False),
@@ -83,7 +85,7 @@ def plan_drain(server, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLB
     pinned_total = sum(len(v) for v in pinned.values())
     return Plan(OperationKind.DRAIN, cluster.pk, f"Maintenance drain of {server} ({cluster.name})", guards, steps,
                 facts={"pinned": pinned, "pinned_total": pinned_total, "sessions_cut_if_timeout": pinned_total},
-                options={"server": server.pk, "drain_timeout_ms": timeout, "on_timeout": on_timeout})
+                options={"server": server.pk, "drain_timeout_ms": timeout, "on_timeout": on_timeout, "note": note})
 
 
 def plan_restore(server):
@@ -115,6 +117,7 @@ def plan_restore(server):
         Guard("in_maintenance", "The server is in maintenance", server.maintenance,
               "yes" if server.maintenance else "no", False),
         Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
+        rollbacks.guard(cluster),
     ]
     nodes = lambda part: {str(pk): {"name": v["name"], **v[part]} for pk, v in per_node.items()}  # noqa: E731
     steps = [

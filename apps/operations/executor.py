@@ -15,11 +15,11 @@ from django.utils import timezone
 
 from apps.audit.services import record
 from apps.clients.backend import BackendClient
-from apps.clients.proxysql import ProxySQLAdmin, configured_status
+from apps.clients.proxysql import ProxySQLAdmin, configured, configured_status
 from apps.clients.wire import ClientError
 from apps.fleet.models import HostgroupMembership, ProxySQLNode, Server
 
-from . import locks
+from . import locks, recheck, rollbacks
 from .choices import OnDrainTimeout, OperationState, StepState
 from .models import Operation, OperationStep
 from .plans import (BACKEND, INVENTORY, PROXYSQL, SECRET_MARK, STEP_HANDLERS, VERIFY, WAIT_CATCHUP, WAIT_DRAIN, Plan,
@@ -131,13 +131,14 @@ class Run:
             if error is not None:
                 raise error
 
-    def connect_all(self):
+    def connect_all(self, strict=True):
         """Open every node's admin connection up front, in parallel: connecting is not a step's work.
-        (Clients are built here, in this thread: node threads never touch the database.)"""
+        (Clients are built here, in this thread: node threads never touch the database.) Not strict: a
+        node that does not answer is left for the caller to find."""
         for node_id in self.plan_nodes():
             self.admin(node_id)
         for _, error in self.pool.map(_capture(lambda nid: self.admin(nid).ping()), self.plan_nodes()):
-            if error is not None:
+            if error is not None and strict:
                 raise error
 
     def wait_drain(self, step, executed, detail):
@@ -242,14 +243,38 @@ class Run:
                     continue
                 if got != status:
                     problems.append(f"node {node_id}: hg {hg} {host}:{port} is {got or 'absent'}, expected {status or 'absent'}")
+        if "rows" in step.params:
+            problems += self.verify_rows(step.params)
         detail["problems"] = problems
         if problems:
             raise StepFailed("runtime differs from the plan: " + "; ".join(problems))
+
+    def verify_rows(self, params):
+        """Whole rows and variables (a repair): each node's runtime in the given hostgroups holds exactly
+        these rows, as configuration, and these variable values."""
+        problems = []
+        hostgroups = set(params["hostgroups"])
+        for node_id, rows in params["rows"].items():
+            admin = self.admin(node_id)
+            want = {(hg, host, port): fields for hg, host, port, fields in rows}
+            have = {r.key: configured(r) for r in admin.servers("runtime") if r.hostgroup_id in hostgroups}
+            for key in sorted(want.keys() | have.keys()):
+                if want.get(key) != have.get(key):
+                    problems.append(f"node {node_id}: hg {key[0]} {key[1]}:{key[2]} is {have.get(key) or 'absent'}, "
+                                    f"expected {want.get(key) or 'absent'}")
+            variables = params["variables"].get(node_id, {})
+            values = admin.global_variables(list(variables)) if variables else {}
+            problems += [f"node {node_id}: {name} is {values.get(name)}, expected {value}"
+                         for name, value in variables.items() if values.get(name) != value]
+        return problems
 
     def inventory(self, step):
         """The inventory follows the runtime: B takes A's writer row, A reads (per policy); or a
         server goes into / out of maintenance."""
         p = step.params
+        if p.get("action") == "resolve_pending_rollbacks":
+            rollbacks.resolve_by_repair(self.op, p["nodes"])
+            return
         if p.get("action") == "statuses":
             with transaction.atomic():
                 for server_pk, hg, status in p["changes"]:
@@ -301,23 +326,18 @@ class Run:
 
     # -- rollback ----------------------------------------------------------------------------------
     def rollback(self, rows):
-        """Undo every step that started, newest first. Returns a list of problems (empty if clean)."""
-        problems = []
+        """Undo every step that started, newest first; on each node its statements in order, the nodes in
+        parallel. A node that stops answering keeps the rest of its statements, in order, for later:
+        returns (backend problems, {node_id: {"name", "statements": [{"step", "sql"}], "error"}})."""
+        problems, pending = [], {}
         steps = {s.key: s for s in self.plan.steps}
         for row in sorted(rows, key=lambda r: -r.index):
             if row.state not in (StepState.DONE, StepState.RUNNING, StepState.FAILED):
                 continue
             step = steps[row.key]
-            undone = []
+            part = step.params["offline_hard"] if step.kind == WAIT_DRAIN and row.detail.get("offline_hard") else step.nodes
+            undone = self.undo_on_nodes(step, part, pending)
             try:
-                parts = [step.nodes]
-                if step.kind == WAIT_DRAIN and row.detail.get("offline_hard"):
-                    parts = [step.params["offline_hard"]]
-                for part in parts:
-                    for node_id, spec in part.items():
-                        for sql in spec["rollback"]:
-                            self.send(node_id, sql, f"rollback {step.key}")
-                            undone.append({"node": spec.get("name", node_id), "sql": sql})
                 if step.kind == BACKEND:
                     for action in reversed(row.executed):
                         if action.get("action") == "read_only" and action["from"] != action["to"]:
@@ -329,9 +349,39 @@ class Run:
             except ClientError as exc:
                 problems.append(f"step {step.key}: {exc}")
                 continue
-            OperationStep.objects.filter(pk=row.pk).update(state=StepState.ROLLED_BACK,
-                                                           detail={**row.detail, "rollback": undone})
-        return problems
+            left = [pending[n]["name"] for n in part if n in pending]
+            OperationStep.objects.filter(pk=row.pk).update(
+                state=StepState.ROLLED_BACK if not left else row.state,
+                detail={**row.detail, "rollback": undone, **({"rollback_pending_on": left} if left else {})})
+        return problems, pending
+
+    def undo_on_nodes(self, step, part, pending):
+        """One step's rollback statements on each node; a node already in `pending`, or that fails now, has
+        them added to its pending statements instead."""
+        for node_id in part:
+            self.admin(node_id)  # built here: node threads never touch the database
+
+        def on_node(item):
+            node_id, spec = item
+            if node_id in pending:
+                return [], spec["rollback"], None
+            done = []
+            for i, sql in enumerate(spec["rollback"]):
+                try:
+                    self.send(node_id, sql, f"rollback {step.key}")
+                except ClientError as exc:
+                    return done, spec["rollback"][i:], exc
+                done.append({"node": spec.get("name", node_id), "sql": sql})
+            return done, [], None
+
+        undone = []
+        for (node_id, spec), (done, left, error) in zip(part.items(), self.pool.map(on_node, part.items())):
+            undone.extend(done)
+            if left:
+                entry = pending.setdefault(node_id, {"name": spec.get("name", node_id), "statements": [],
+                                                     "error": str(error)})
+                entry["statements"] += [{"step": step.key, "sql": sql} for sql in left]
+        return undone
 
 
 def run(operation_id):
@@ -342,9 +392,21 @@ def run(operation_id):
     if not claimed:
         return None
     op = Operation.objects.select_related("cluster").get(pk=operation_id)
-    runner = Run(op)
-    rows = list(op.steps.order_by("index"))
     started = time.monotonic()
+    refusal = recheck.expired(op)
+    runner = None
+    if refusal is None:  # planned again now: the guards and statements must still be what was confirmed
+        runner = Run(op)
+        runner.connect_all(strict=False)  # the re-check reads through the connections the steps will use
+        recheck_start = time.monotonic()
+        refusal = recheck.changed(op, connections=runner.admins)
+        runner.recheck_ms = _ms(recheck_start)
+    if refusal is not None:
+        recheck.refuse(op, refusal, _ms(started))
+        if runner:
+            runner.close()
+        return op.pk
+    rows = list(op.steps.order_by("index"))
     error = None
     try:
         runner.connect_all()
@@ -386,7 +448,9 @@ def _finish(op, runner, rows, error, started):
     rows = list(op.steps.order_by("index"))
     timings = {r.key: r.duration_ms for r in rows if r.duration_ms is not None}
     waited = sum(timings.get(k, 0) for k in ("wait_drain", "catch_up"))
-    timings.update(total_ms=_ms(started), waiting_ms=round(waited, 2), overhead_ms=round(_ms(started) - waited, 2))
+    timings.update(total_ms=_ms(started), waiting_ms=round(waited, 2), overhead_ms=round(_ms(started) - waited, 2),
+                   recheck_ms=getattr(runner, "recheck_ms", None))
+    pending = {}
     if error is None:
         state = OperationState.DONE
     elif op.point_of_no_return:
@@ -394,18 +458,26 @@ def _finish(op, runner, rows, error, started):
         error += " (after the point of no return: not rolled back; check the cluster page)"
     else:
         Operation.objects.filter(pk=op.pk).update(state=OperationState.ROLLING_BACK, error=error)
-        problems = runner.rollback(rows)
+        problems, pending = runner.rollback(rows)
         state = OperationState.CANCELLED if error.startswith("cancelled") else OperationState.ROLLED_BACK
+        if pending:  # retried until the node answers (rollbacks.py); the operation ends rolled_back then
+            state = OperationState.ROLLBACK_PENDING
+            error += "; ROLLBACK PENDING on " + "; ".join(
+                f"{p['name']} ({len(p['statements'])} statement(s) not taken: {p['error']})" for p in pending.values())
         if problems:
-            state = OperationState.FAILED
-            error += "; ROLLBACK INCOMPLETE: " + "; ".join(problems)
-    Operation.objects.filter(pk=op.pk).update(state=state, error=error or "", finished_at=timezone.now(), timings=timings)
+            state = state if pending else OperationState.FAILED
+            error += "; ROLLBACK INCOMPLETE on the backends: " + "; ".join(problems)
+    with transaction.atomic():
+        Operation.objects.filter(pk=op.pk).update(state=state, error=error or "", finished_at=timezone.now(),
+                                                  timings=timings)
+        rollbacks.keep(op, pending)
     locks.release(op)
     op.refresh_from_db()
     record(f"{op.kind} {state}", user=op.requested_by, rule=None if op.requested_by else op.actor, cluster=op.cluster,
            target=op.title, outcome="success" if state == OperationState.DONE else "failure",
            duration_ms=timings["total_ms"],
            details={"operation": op.pk, "state": state, "error": error, "timings": timings,
+                    "rollback_pending": pending,
                     "steps": [{"key": r.key, "state": r.state, "ms": r.duration_ms, "executed": r.executed,
                                "detail": r.detail} for r in op.steps.order_by("index")]})
 

@@ -1,5 +1,7 @@
 """One operation at a time per cluster: a row in ClusterLock, taken by INSERT (or by a conditional
 UPDATE when the previous holder's lock expired), released by DELETE of our own row only."""
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
@@ -14,8 +16,25 @@ class LockHeld(Exception):
         super().__init__(f"another operation holds this cluster: {holder}")
 
 
+# While an operation re-plans itself at the start of its execution it holds the lock: its own lock is
+# not "another operation" for its guards.
+_rechecking = ContextVar("rechecking_operation", default=None)
+
+
+@contextmanager
+def rechecking(operation):
+    token = _rechecking.set(operation.pk)
+    try:
+        yield
+    finally:
+        _rechecking.reset(token)
+
+
 def current_holder(cluster):
-    lock = ClusterLock.objects.filter(cluster=cluster, expires_at__gt=timezone.now()).first()
+    locks = ClusterLock.objects.filter(cluster=cluster, expires_at__gt=timezone.now())
+    if _rechecking.get() is not None:
+        locks = locks.exclude(operation_id=_rechecking.get())
+    lock = locks.first()
     return lock.holder if lock else None
 
 

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from .choices import OperationKind, OperationState, StepState
+from .choices import OperationKind, OperationState, PendingState, StepState
 
 
 class Operation(models.Model):
@@ -19,6 +19,12 @@ class Operation(models.Model):
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                      related_name="+")
     actor = models.CharField(max_length=150, help_text="user name or rule name")
+    # Who confirmed it (the name as written survives the user's deletion), and when: the validity
+    # window (Cluster.plan_validity_s) counts from here.
+    confirmed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="+")
+    confirmer = models.CharField(max_length=150, blank=True, help_text="user name or rule name")
+    confirmed_at = models.DateTimeField(null=True, blank=True)
     plan = models.JSONField(help_text="the plan exactly as previewed: guards and statements per ProxySQL node")
     override_reason = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -76,3 +82,38 @@ class ClusterLock(models.Model):
     holder = models.CharField(max_length=200)
     acquired_at = models.DateTimeField()
     expires_at = models.DateTimeField()
+
+
+class PendingRollback(models.Model):
+    """Rollback statements one ProxySQL node did not take (it stopped answering while the operation rolled
+    back), in order, retried with backoff until it answers. Superseded when another operation changed the
+    cluster meanwhile: then the node is repaired from the inventory instead (see rollbacks.py)."""
+
+    operation = models.ForeignKey(Operation, on_delete=models.CASCADE, related_name="pending_rollbacks")
+    node = models.ForeignKey("fleet.ProxySQLNode", on_delete=models.CASCADE, related_name="+")
+    state = models.CharField(max_length=12, choices=PendingState.choices, default=PendingState.PENDING,
+                             db_index=True)
+    # Still to run, in order: [{"step": key, "sql": ...}]; a statement leaves the list once the node took it.
+    statements = models.JSONField(default=list)
+    ran = models.JSONField(default=list, blank=True, help_text="statements run by retries: [{step, sql, at}]")
+    tries = models.JSONField(default=list, blank=True, help_text="the last tries: [{at, outcome, error, ran}]")
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_try_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    next_try_at = models.DateTimeField()
+    claimed_until = models.DateTimeField(null=True, blank=True, help_text="a retry is running (lease)")
+    superseded_by = models.ForeignKey(Operation, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolution = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        constraints = [models.UniqueConstraint(fields=["operation", "node"], name="one_pending_rollback_per_node")]
+
+    def __str__(self):
+        return f"rollback of #{self.operation_id} on {self.node.name}"
+
+    @property
+    def last_try(self):
+        return self.tries[-1] if self.tries else None

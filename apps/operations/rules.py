@@ -21,13 +21,12 @@ import time
 from django.conf import settings
 
 from apps.audit.services import record
-from apps.clients.proxysql import ProxySQLAdmin
-from apps.clients.wire import ClientError
+from apps.clients.proxysql import on_each_node
 from apps.fleet.choices import WriterIsAlsoReader
 from apps.fleet.models import Cluster, HostgroupMembership
 from apps.monitoring import live
 
-from . import executor, services
+from . import executor, rollbacks, services
 from .choices import OperationKind
 from .locks import current_holder
 from .plans import INVENTORY, PROXYSQL, VERIFY, Guard, Plan, Sql, Step
@@ -150,34 +149,34 @@ def decide(cluster, docs, now=None):
 
 
 def plan_changes(cluster, changes, figures, alerts, kind=OperationKind.READ_POOL, title=None):
-    """An audited plan that sets the changed statuses on every ProxySQL node."""
+    """An audited plan that sets the changed statuses on every ProxySQL node (read in parallel)."""
     memberships = {(m.server_id, m.hostgroup_id): m for m in
                    HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server")}
-    per_node, unreachable = {}, []
-    for node in cluster.proxysql_nodes.order_by("pk"):
-        try:
-            with ProxySQLAdmin.for_node(node) as admin:
-                sql = Sql(admin)
-                runtime = {(r.hostgroup_id, r.hostname, r.port): r for r in admin.servers("runtime")}
-                forward, undo, expect = [], [], []
-                for (server_pk, hg), (status, _) in sorted(changes.items()):
-                    s = memberships[(server_pk, hg)].server
-                    row = runtime.get((hg, s.hostname, s.port))
-                    if row is None:
-                        continue
-                    forward.append(sql.set_status(hg, s.hostname, s.port, status))
-                    undo.append(sql.replace_server(_row(row)))
-                    expect.append([hg, s.hostname, s.port, status])
-                per_node[str(node.pk)] = {"name": node.name, "sql": forward + [sql.LOAD_SERVERS, sql.SAVE_SERVERS],
-                                          "rollback": undo + [sql.LOAD_SERVERS, sql.SAVE_SERVERS], "expect": expect}
-        except ClientError as exc:
-            unreachable.append(f"{node.name}: {exc.message}")
+    targets = [(memberships[k].server, k[1], status) for k, (status, _) in sorted(changes.items())]
+
+    def read(node, admin):
+        sql = Sql(admin)
+        runtime = {(r.hostgroup_id, r.hostname, r.port): r for r in admin.servers("runtime")}
+        forward, undo, expect = [], [], []
+        for s, hg, status in targets:
+            row = runtime.get((hg, s.hostname, s.port))
+            if row is None:
+                continue
+            forward.append(sql.set_status(hg, s.hostname, s.port, status))
+            undo.append(sql.replace_server(_row(row)))
+            expect.append([hg, s.hostname, s.port, status])
+        return {"name": node.name, "sql": forward + [sql.LOAD_SERVERS, sql.SAVE_SERVERS],
+                "rollback": undo + [sql.LOAD_SERVERS, sql.SAVE_SERVERS], "expect": expect}
+
+    per_node, unreachable = _read_nodes(cluster, read)
     holder = current_holder(cluster)
     guards = [Guard("proxysql_reachable", "Every ProxySQL node of the cluster answers", not unreachable,
                     "; ".join(unreachable) or "yes", False),
               Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
               Guard("no_native_hostgroups", "ProxySQL's native hostgroup manager is not active here",
-                    not cluster.active_native_hostgroups(), "active" if cluster.active_native_hostgroups() else "inactive", False)]
+                    not cluster.active_native_hostgroups(), "active" if cluster.active_native_hostgroups() else "inactive", False),
+              # The rules wait for a pending rollback: applying them would supersede it (see rollbacks.py).
+              rollbacks.guard(cluster)]
     description = "; ".join(f"{memberships[k].server} hg {k[1]} → {v[0]} ({v[1]})" for k, v in sorted(changes.items()))
     steps = [Step("apply", "Set the statuses on every node, load and save", PROXYSQL,
                   {k: {"name": v["name"], "sql": v["sql"], "rollback": v["rollback"]} for k, v in per_node.items()}),
@@ -185,7 +184,19 @@ def plan_changes(cluster, changes, figures, alerts, kind=OperationKind.READ_POOL
              Step("inventory", "Record the statuses in the inventory", INVENTORY,
                   params={"action": "statuses", "changes": [[k[0], k[1], v[0]] for k, v in sorted(changes.items())]})]
     return Plan(kind, cluster.pk, title or f"Read pool of {cluster.name}: {description}"[:300], guards, steps,
-                facts={"figures": figures, "alerts": alerts, "changes": description})
+                facts={"figures": figures, "alerts": alerts, "changes": description},
+                options={"changes": [[k[0], k[1], v[0], v[1]] for k, v in sorted(changes.items())]})
+
+
+def _read_nodes(cluster, read):
+    """read(node, admin) on every ProxySQL node of the cluster at once: ({node_id (str): result}, [unreachable])."""
+    per_node, unreachable = {}, []
+    for node, result, error in on_each_node(cluster.proxysql_nodes.order_by("pk"), read):
+        if error is not None:
+            unreachable.append(f"{node.name}: {error.message}")
+        else:
+            per_node[str(node.pk)] = result
+    return per_node, unreachable
 
 
 def _decision_changed(r, cluster, name, payload):
@@ -265,28 +276,26 @@ def plan_failover(cluster, dead, new_pk, down_polls):
     W = cluster.writer_hostgroup
     old_w = HostgroupMembership.objects.select_related("server").get(server=dead, hostgroup_id=W)
     new = HostgroupMembership.objects.filter(server_id=new_pk).select_related("server").first().server
-    per_node, unreachable = {}, []
-    for node in cluster.proxysql_nodes.order_by("pk"):
-        try:
-            with ProxySQLAdmin.for_node(node) as admin:
-                sql = Sql(admin)
-                runtime = {(r.hostgroup_id, r.hostname, r.port): r for r in admin.servers("runtime")}
-                a_w = runtime.get((W, dead.hostname, dead.port))
-                b_w = runtime.get((W, new.hostname, new.port))
-                base = _row(a_w) if a_w else {"hostgroup_id": W, "hostname": dead.hostname, "port": dead.port,
-                                               "gtid_port": 0, "status": "ONLINE", "weight": old_w.weight,
-                                               "compression": 0, "max_connections": old_w.max_connections,
-                                               "max_replication_lag": 0, "use_ssl": 0, "max_latency_ms": 0,
-                                               "comment": old_w.comment}
-                forward = [sql.delete_server(W, dead.hostname, dead.port),
-                           sql.replace_server({**base, "hostname": new.hostname, "port": new.port, "status": "ONLINE"}),
-                           sql.LOAD_SERVERS, sql.SAVE_SERVERS]
-                undo = ([sql.replace_server(_row(b_w))] if b_w else [sql.delete_server(W, new.hostname, new.port)])
-                undo += ([sql.replace_server(_row(a_w))] if a_w else []) + [sql.LOAD_SERVERS, sql.SAVE_SERVERS]
-                per_node[str(node.pk)] = {"name": node.name, "sql": forward, "rollback": undo,
-                                          "expect": [[W, new.hostname, new.port, "ONLINE"], [W, dead.hostname, dead.port, None]]}
-        except ClientError as exc:
-            unreachable.append(f"{node.name}: {exc.message}")
+
+    def read(node, admin):
+        sql = Sql(admin)
+        runtime = {(r.hostgroup_id, r.hostname, r.port): r for r in admin.servers("runtime")}
+        a_w = runtime.get((W, dead.hostname, dead.port))
+        b_w = runtime.get((W, new.hostname, new.port))
+        base = _row(a_w) if a_w else {"hostgroup_id": W, "hostname": dead.hostname, "port": dead.port,
+                                       "gtid_port": 0, "status": "ONLINE", "weight": old_w.weight,
+                                       "compression": 0, "max_connections": old_w.max_connections,
+                                       "max_replication_lag": 0, "use_ssl": 0, "max_latency_ms": 0,
+                                       "comment": old_w.comment}
+        forward = [sql.delete_server(W, dead.hostname, dead.port),
+                   sql.replace_server({**base, "hostname": new.hostname, "port": new.port, "status": "ONLINE"}),
+                   sql.LOAD_SERVERS, sql.SAVE_SERVERS]
+        undo = ([sql.replace_server(_row(b_w))] if b_w else [sql.delete_server(W, new.hostname, new.port)])
+        undo += ([sql.replace_server(_row(a_w))] if a_w else []) + [sql.LOAD_SERVERS, sql.SAVE_SERVERS]
+        return {"name": node.name, "sql": forward, "rollback": undo,
+                "expect": [[W, new.hostname, new.port, "ONLINE"], [W, dead.hostname, dead.port, None]]}
+
+    per_node, unreachable = _read_nodes(cluster, read)
     guards = [Guard("some_proxysql_reachable", "At least one ProxySQL node answers", bool(per_node),
                     "; ".join(unreachable) or "all", False),
               Guard("no_native_hostgroups", "ProxySQL's native hostgroup manager is not active here",
@@ -298,7 +307,8 @@ def plan_failover(cluster, dead, new_pk, down_polls):
              Step("inventory", "Record the new writer in the inventory", INVENTORY,
                   params={"old": dead.pk, "new": new.pk, "old_writer_to": "none"})]
     return Plan(OperationKind.FAILOVER, cluster.pk, f"Failover {cluster.name}: writer {dead} → {new}", guards, steps,
-                facts={"down_polls": down_polls, "unreachable_proxysql": unreachable})
+                facts={"down_polls": down_polls, "unreachable_proxysql": unreachable},
+                options={"dead": dead.pk, "new": new.pk, "down_polls": down_polls})
 
 
 def apply_failover(cluster, docs):

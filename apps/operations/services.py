@@ -27,7 +27,8 @@ def save_plan(plan, *, request=None, user=None, rule=None):
 
 
 def confirm(op, *, request=None, user=None, rule=None, override_reason="", enqueue=True):
-    """Lock the cluster and hand the operation to a worker. Failed guards need an admin's typed reason."""
+    """Lock the cluster and hand the operation to a worker. Failed guards need an admin's typed reason; with
+    the cluster's two-person rule, the confirmer must not be the planner. Who confirmed is recorded."""
     from apps.accounts.roles import ADMIN, has_role
 
     from .plans import Plan
@@ -35,40 +36,66 @@ def confirm(op, *, request=None, user=None, rule=None, override_reason="", enque
     plan = Plan.from_json(op.plan)
     failed = plan.failed_guards
     actor_user = user or (request.user if request else None)
+
+    def refused(message, **details):
+        record(f"{op.kind} refused", request=request, user=user, rule=rule, cluster=op.cluster, target=op.title,
+               outcome="refused", details={"operation": op.pk, "reason": message, **details})
+        return NotAllowed(message)
+
     if failed:
         hard = [g for g in failed if not g.overridable]
         can_override = (not hard and bool(override_reason.strip()) and actor_user is not None
                         and has_role(actor_user, ADMIN))
         if not can_override:
-            record(f"{op.kind} refused", request=request, user=user, rule=rule, cluster=op.cluster, target=op.title,
-                   outcome="refused", details={"operation": op.pk, "failed_guards": [g.__dict__ for g in failed],
-                                               "override_reason": override_reason})
+            details = {"failed_guards": [g.__dict__ for g in failed], "override_reason": override_reason}
             if hard:
-                raise NotAllowed("These guards cannot be overridden: " + "; ".join(f"{g.label} ({g.value})" for g in hard))
-            raise NotAllowed("Guards failed: " + "; ".join(f"{g.label} ({g.value})" for g in failed)
-                             + ". Only an admin can override them, with a reason.")
+                raise refused("These guards cannot be overridden: " + "; ".join(f"{g.label} ({g.value})" for g in hard),
+                              **details)
+            raise refused("Guards failed: " + "; ".join(f"{g.label} ({g.value})" for g in failed)
+                          + ". Only an admin can override them, with a reason.", **details)
+    if not rule and op.cluster.two_person_rule and is_planner(op, actor_user):
+        raise refused(f"This cluster requires two people: {op.actor} planned this operation, so someone else must "
+                      "confirm it.", two_person_rule=True, planned_by=op.actor)
+    confirmer = rule or (actor_user.get_username() if actor_user else "system")
     with transaction.atomic():
-        if not Operation.objects.filter(pk=op.pk, state=OperationState.PLANNED).update(
-                state=OperationState.PENDING, override_reason=override_reason, heartbeat_at=timezone.now()):
-            raise NotAllowed("This plan was already confirmed or discarded.")
-        try:
-            locks.acquire(op, ttl_s=120)
-        except locks.LockHeld as exc:
-            Operation.objects.filter(pk=op.pk).update(state=OperationState.CANCELLED, error=str(exc))
-            record(f"{op.kind} refused", request=request, user=user, rule=rule, cluster=op.cluster, target=op.title,
-                   outcome="refused", details={"operation": op.pk, "lock_holder": exc.holder})
-            raise NotAllowed(f"Another operation holds the cluster: {exc.holder}") from None
-        OperationStep.objects.bulk_create([OperationStep(operation=op, index=i, key=s.key, title=s.title[:300])
-                                           for i, s in enumerate(plan.steps)])
-        record(f"{op.kind} confirmed", request=request, user=user, rule=rule, cluster=op.cluster, target=op.title,
-               details={"operation": op.pk, "plan": op.plan, "override_reason": override_reason,
-                        "overridden_guards": [g.key for g in failed]})
-        if enqueue:
-            from workers.operations import execute_operation
+        claimed = Operation.objects.filter(pk=op.pk, state=OperationState.PLANNED).update(
+            state=OperationState.PENDING, override_reason=override_reason, heartbeat_at=timezone.now(),
+            confirmed_by=None if rule else actor_user, confirmer=confirmer, confirmed_at=timezone.now())
+        if claimed:
+            try:
+                locks.acquire(op, ttl_s=120)
+            except locks.LockHeld as exc:
+                holder = exc.holder  # the plan stays planned: it may be confirmed once the cluster is free
+                transaction.set_rollback(True)
+            else:
+                holder = None
+                OperationStep.objects.bulk_create([OperationStep(operation=op, index=i, key=s.key, title=s.title[:300])
+                                                   for i, s in enumerate(plan.steps)])
+                record(f"{op.kind} confirmed", request=request, user=user, rule=rule, cluster=op.cluster,
+                       target=op.title,
+                       details={"operation": op.pk, "plan": op.plan, "override_reason": override_reason,
+                                "overridden_guards": [g.key for g in failed], "planned_by": op.actor,
+                                "confirmed_by": confirmer})
+                if enqueue:
+                    from workers.operations import execute_operation
 
-            transaction.on_commit(lambda: execute_operation.delay(op.pk))
+                    transaction.on_commit(lambda: execute_operation.delay(op.pk))
+    # Refusals are recorded after the transaction: an exception inside it would roll their audit back.
+    if not claimed:
+        state = Operation.objects.filter(pk=op.pk).values_list("state", flat=True).first()
+        raise refused(f"This plan was already confirmed or discarded (it is {state}).", lost_race=True, state=state)
+    if holder:
+        raise refused(f"Another operation holds the cluster: {holder}", lock_holder=holder)
     op.refresh_from_db()
     return op
+
+
+def is_planner(op, user):
+    if user is None:
+        return False
+    if op.requested_by_id is not None:
+        return op.requested_by_id == user.pk
+    return op.actor == user.get_username()  # the planner's account is gone: compare the name as written
 
 
 def cancel(op, *, request):

@@ -13,14 +13,15 @@ from apps.clients.backend import BackendClient
 from apps.clients.proxysql import ProxySQLAdmin, configured, configured_status
 from apps.clients.wire import ClientError
 from apps.fleet.choices import ClusterKind
+from apps.fleet.drift import AUTOINC
 from apps.fleet.models import HostgroupMembership, Server
 
+from . import rollbacks
 from .choices import OnDrainTimeout, OperationKind
 from .locks import current_holder
 from .plans import (BACKEND, INVENTORY, PROXYSQL, SERVER_COLUMNS, VERIFY, WAIT_CATCHUP, WAIT_DRAIN, Guard, Plan,
                     Sql, Step)
 
-AUTOINC = "mysql-auto_increment_delay_multiplex"
 EXTENDED = "mysql-show_processlist_extended"
 
 
@@ -157,6 +158,7 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
     holder = current_holder(cluster)
     guards.append(Guard("no_other_operation", "No other operation runs on this cluster", holder is None,
                         holder or "none", False))
+    guards.append(rollbacks.guard(cluster))
     native = cluster.active_native_hostgroups()
     guards.append(Guard("no_native_hostgroups", "ProxySQL's native hostgroup manager is not active on these hostgroups",
                         not native, ", ".join(f"{n['kind']} writer {n['writer_hostgroup']}" for n in native) or "inactive"))

@@ -11,7 +11,7 @@ from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
 from apps.fleet.models import Cluster, Server
 
-from . import drain, services, switchover
+from . import drain, repair, rollbacks, services, switchover
 from .forms import ConfirmForm, DrainForm, SwitchoverForm
 from .models import Operation
 from .plans import Plan
@@ -67,13 +67,60 @@ def restore_new(request, server_pk):
     return redirect(services.save_plan(drain.plan_restore(server), request=request))
 
 
+@require_role(OPERATOR)
+@require_POST
+def repair_new(request, cluster_pk):
+    """Repair one ProxySQL node (POST node=<id>) or every node of the cluster from the inventory: the plan."""
+    cluster = get_object_or_404(Cluster, pk=cluster_pk)
+    node_ids = None
+    if request.POST.get("node"):
+        node = cluster.proxysql_nodes.filter(pk=_int(request.POST["node"])).first()
+        if node is None:
+            record("repair planned", request=request, cluster=cluster, outcome="invalid",
+                   details={"node": request.POST["node"][:100], "error": "not a ProxySQL node of this cluster"})
+            messages.error(request, "That is not a ProxySQL node of this cluster.")
+            return redirect(cluster)
+        node_ids = [node.pk]
+    return redirect(services.save_plan(repair.plan_repair(cluster, node_ids), request=request))
+
+
+def _int(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+@require_role(VIEWER)
+def pending_rollbacks(request):
+    """htmx partial: the rollback-pending banner, for one cluster (?cluster=<id>) or the fleet."""
+    cluster = get_object_or_404(Cluster, pk=_int(request.GET["cluster"])) if request.GET.get("cluster") else None
+    return TemplateResponse(request, "operations/pending_rollbacks.html",
+                            {"pending_rollbacks": rollbacks.banner(cluster)})
+
+
+@require_role(OPERATOR)
+@require_POST
+def operation_rollback_now(request, pk):
+    """Run the pending rollback of this operation now, node by node (each try audited)."""
+    op = get_object_or_404(Operation, pk=pk)
+    outcomes = rollbacks.run_now(op, request=request)
+    if not outcomes:
+        messages.info(request, "Nothing is pending for this operation.")
+    for outcome in outcomes:
+        messages.info(request, outcome)
+    return redirect(op)
+
+
 @require_role(VIEWER)
 def operation_detail(request, pk):
     op = get_object_or_404(Operation.objects.select_related("cluster"), pk=pk)
     plan = Plan.from_json(op.plan)
     return TemplateResponse(request, "operations/detail.html", {
         "op": op, "plan": plan, "steps": op.steps.all(), "confirm_form": ConfirmForm(),
-        "autoinc_reason": _autoinc_likely(plan),
+        "autoinc_reason": _autoinc_likely(plan), "pending": op.pending_rollbacks.select_related("node", "superseded_by"),
+        "second_person_needed": (op.cluster.two_person_rule and request.user.is_authenticated
+                                 and services.is_planner(op, request.user)),
     })
 
 
@@ -91,7 +138,8 @@ def _autoinc_likely(plan):
 def operation_progress(request, pk):
     """htmx partial polled while the operation runs; answers 286 (stop polling) once it has finished."""
     op = get_object_or_404(Operation.objects.select_related("cluster"), pk=pk)
-    context = {"op": op, "steps": op.steps.all(), "sessions": _sessions_holding(op) if not op.finished else None}
+    context = {"op": op, "steps": op.steps.all(), "sessions": _sessions_holding(op) if op.state in ("pending", "running") else None,
+               "pending": op.pending_rollbacks.select_related("node", "superseded_by")}
     response = TemplateResponse(request, "operations/detail.html#progress", context)
     if op.finished and request.htmx:
         response.render()

@@ -1,4 +1,5 @@
-"""Helpers to read what the ProxySQL doubles hold at runtime (the adopted lab is in the root conftest)."""
+"""Helpers to read what the ProxySQL doubles hold at runtime, and to run a plan here as the worker would
+(the adopted lab is in the root conftest)."""
 
 from lab import demo
 
@@ -13,3 +14,39 @@ def variable(double, name):
     rows = demo.admin_sql(double.port, f"SELECT variable_value FROM runtime_global_variables WHERE variable_name='{name}'",
                           user=double.user, password=double.password)
     return rows[0][0]
+
+
+def servers(double):
+    """Every runtime_mysql_servers row of a double, whole: to compare two nodes, or a node before and after."""
+    return demo.admin_sql(double.port, "SELECT * FROM runtime_mysql_servers ORDER BY hostgroup_id, hostname, port",
+                          user=double.user, password=double.password)
+
+
+def fail_statements(double, text=None):
+    """The double refuses statements containing `text` (as a node of another version would); None: accept all."""
+    import json
+
+    arg = json.dumps({"text": text, "message": "refused by the lab"}) if text else "{}"
+    demo.admin_sql(double.port, f"LAB FAIL_STATEMENTS {arg}", user=double.user, password=double.password)
+
+
+def confirmed(plan, user, **confirm):
+    """The plan saved and confirmed by `user` (not enqueued: finish() runs it here)."""
+    from apps.operations import services
+
+    op = services.save_plan(plan, user=user)
+    services.confirm(op, user=user, enqueue=False, **confirm)
+    return op
+
+
+def finish(op):
+    """Run a confirmed operation here, as the worker would; the operation afterwards."""
+    from apps.operations import executor
+
+    executor.run(op.pk)
+    op.refresh_from_db()
+    return op
+
+
+def run_plan(plan, user, **confirm):
+    return finish(confirmed(plan, user, **confirm))

@@ -2,26 +2,18 @@
 import pytest
 
 from apps.fleet.models import HostgroupMembership, Server
-from apps.operations import drain, executor, services
+from apps.operations import drain, services
 from apps.operations.choices import OperationState
 
-from .conftest import runtime
+from .conftest import run_plan, runtime
 
 pytestmark = pytest.mark.django_db
-
-
-def run(plan, user):
-    op = services.save_plan(plan, user=user)
-    services.confirm(op, user=user, enqueue=False)
-    executor.run(op.pk)
-    op.refresh_from_db()
-    return op
 
 
 def test_drain_a_reader_then_restore_it(adopted_lab, operator_user):
     cluster, (first, second) = adopted_lab
     reader = Server.objects.get(port=3313)
-    op = run(drain.plan_drain(reader, drain_timeout_ms=2000, note="disk swap"), operator_user)
+    op = run_plan(drain.plan_drain(reader, drain_timeout_ms=2000, note="disk swap"), operator_user)
     assert op.state == OperationState.DONE, op.error
     for double in (first, second):
         assert ("127.0.0.1", 3313, "OFFLINE_SOFT") in runtime(double, 101)
@@ -30,7 +22,7 @@ def test_drain_a_reader_then_restore_it(adopted_lab, operator_user):
     assert reader.maintenance and reader.maintenance_note == "disk swap"
     assert set(HostgroupMembership.objects.filter(server=reader).values_list("status", flat=True)) == {"OFFLINE_SOFT"}
 
-    op = run(drain.plan_restore(reader), operator_user)
+    op = run_plan(drain.plan_restore(reader), operator_user)
     assert op.state == OperationState.DONE, op.error
     for double in (first, second):
         assert ("127.0.0.1", 3313, "ONLINE") in runtime(double, 101)
@@ -54,7 +46,7 @@ def test_pinned_reader_sessions_time_out_and_roll_back(adopted_lab, operator_use
         double.traffic.set_sessions(hostgroup=101, count=6, kind="read", pinned_reason="user_variable")
     reader = Server.objects.get(port=3312)
     plan = drain.plan_drain(reader, drain_timeout_ms=300)
-    op = run(plan, operator_user)
+    op = run_plan(plan, operator_user)
     assert op.state == OperationState.ROLLED_BACK and "drain timed out" in op.error
     for double in (first, second):
         assert ("127.0.0.1", 3312, "ONLINE") in runtime(double, 101)

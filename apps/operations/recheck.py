@@ -1,0 +1,147 @@
+"""Every operation re-checks its plan when a worker starts it, because the world may have moved since
+the operator read the preview (a worker that came back late, a second confirm of the same drain):
+
+- a confirmed plan that has not started within its cluster's validity window (plan_validity_s, 10 s by
+  default) expires: its guards are too old to trust;
+- otherwise the same operation is planned again, now, with its stored options: a guard that fails now
+  and was not overridden at confirm refuses it, and so do statements per node that differ from the
+  stored plan (what the operator saw is what runs, or nothing does).
+
+Rule-driven operations (read-pool rules, failover) pass through the same check right after planning;
+their planners read the nodes in parallel, so it costs one round of reads.
+"""
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps.audit.services import record
+from apps.clients.proxysql import reusing
+from apps.fleet.models import Server
+
+from . import locks
+from .choices import OperationKind, OperationState, StepState
+from .models import Operation, OperationStep
+from .plans import WAIT_DRAIN, Plan
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Refusal:
+    state: str  # OperationState.REFUSED or EXPIRED
+    message: str
+    details: dict = field(default_factory=dict)
+
+
+def replan(op):
+    """The same operation planned again now, from its stored options."""
+    from . import drain, repair, rules, switchover
+
+    cluster, options = op.cluster, op.plan.get("options") or {}
+    kind = op.kind
+    if kind == OperationKind.SWITCHOVER:
+        return switchover.plan_switchover(
+            cluster, Server.objects.get(pk=options["new_writer"]), drain_timeout_ms=options["drain_timeout_ms"],
+            on_timeout=options["on_timeout"], lower_autoinc=options["lower_autoinc"],
+            old_writer_to=options["old_writer_to"])
+    if kind == OperationKind.DRAIN:
+        return drain.plan_drain(Server.objects.get(pk=options["server"]), drain_timeout_ms=options["drain_timeout_ms"],
+                                on_timeout=options["on_timeout"], note=options.get("note", ""))
+    if kind == OperationKind.RESTORE:
+        return drain.plan_restore(Server.objects.get(pk=options["server"]))
+    if kind == OperationKind.READ_POOL:
+        changes = {(server, hg): (status, reason) for server, hg, status, reason in options["changes"]}
+        return rules.plan_changes(cluster, changes, figures={}, alerts=[])
+    if kind == OperationKind.FAILOVER:
+        return rules.plan_failover(cluster, Server.objects.get(pk=options["dead"]), options["new"],
+                                   options["down_polls"])
+    if kind == OperationKind.REPAIR:
+        return repair.plan_repair(cluster, options.get("nodes"))
+    if kind == OperationKind.CONFIG:
+        from apps.configuration.models import ChangeSet
+        from apps.configuration.planner import plan_change_set
+
+        return plan_change_set(ChangeSet.objects.select_related("base", "cluster").get(pk=options["change_set"]))[0]
+    raise ValueError(f"no planner for {kind!r}")
+
+
+def statements(plan):
+    """What runs on each node, comparable between two plans: {"step on node": {"sql", "rollback"}}."""
+    out = {"(steps)": [s.key for s in plan.steps]}
+    for step in plan.steps:
+        parts = [("", step.nodes)]
+        if step.kind == WAIT_DRAIN:
+            parts.append((" (OFFLINE_HARD on timeout)", step.params.get("offline_hard") or {}))
+        for suffix, nodes in parts:
+            for node_id, spec in nodes.items():
+                out[f"{step.key}{suffix} on {spec.get('name', node_id)}"] = {"sql": spec["sql"], "rollback": spec["rollback"]}
+    return out
+
+
+def expired(op, now=None):
+    """A Refusal when the operation was confirmed longer ago than its cluster's validity window, else None."""
+    now = now or timezone.now()
+    validity = op.cluster.plan_validity_s
+    if not op.confirmed_at or now - op.confirmed_at <= timedelta(seconds=validity):
+        return None
+    waited = (now - op.confirmed_at).total_seconds()
+    return Refusal(OperationState.EXPIRED, f"expired: confirmed {waited:.1f} s before a worker started it, more than "
+                   f"the cluster's validity window of {validity} s; its guards are stale. Plan it again.",
+                   {"confirmed_at": op.confirmed_at.isoformat(), "waited_s": round(waited, 2), "validity_s": validity})
+
+
+def changed(op, connections=None):
+    """A Refusal when the operation planned again now fails a guard that was not overridden at confirm, or
+    would send other statements; else None. `connections`: open admin connections to read through."""
+    stored = Plan.from_json(op.plan)
+    try:
+        with locks.rechecking(op), reusing(connections or {}):
+            fresh = replan(op)
+    except Exception as exc:  # the inventory changed under it (a server removed...): nothing ran yet
+        log.exception("operation %s could not be planned again", op.pk)
+        return Refusal(OperationState.REFUSED, f"refused at start: it cannot be planned again ({exc!r})",
+                       {"error": repr(exc)})
+    overridden = {g.key for g in stored.failed_guards}  # confirm let these through with an admin's reason
+    failed = [g for g in fresh.failed_guards if g.key not in overridden]
+    confirmed_sql, now_sql = statements(stored), statements(fresh)
+    differ = {k: {"confirmed": confirmed_sql.get(k), "now": now_sql.get(k)}
+              for k in sorted(confirmed_sql.keys() | now_sql.keys()) if confirmed_sql.get(k) != now_sql.get(k)}
+    if not failed and not differ:
+        return None
+    reasons = []
+    if failed:
+        reasons.append("these guards fail now: " + "; ".join(f"{g.label} (now: {g.value})" for g in failed))
+    if differ:
+        reasons.append("the statements differ from the confirmed plan for " + ", ".join(differ))
+    return Refusal(OperationState.REFUSED, "refused at start, nothing was changed: " + "; ".join(reasons) + ". Plan it again.",
+                   {"failed_guards": [g.__dict__ for g in failed], "guards_now": [g.__dict__ for g in fresh.guards],
+                    "statements_differ": differ})
+
+
+def refuse(op, refusal, recheck_ms):
+    """The operation does not run: its steps are skipped, the lock released, the refusal audited."""
+    with transaction.atomic():
+        Operation.objects.filter(pk=op.pk).update(state=refusal.state, error=refusal.message,
+                                                  finished_at=timezone.now(), timings={"recheck_ms": recheck_ms})
+        OperationStep.objects.filter(operation=op).update(state=StepState.SKIPPED)
+        record(f"{op.kind} {refusal.state}", user=op.requested_by, rule=None if op.requested_by else op.actor,
+               cluster=op.cluster, target=op.title, outcome="refused",
+               details={"operation": op.pk, "state": refusal.state, "reason": refusal.message, **refusal.details})
+    locks.release(op)
+
+
+def expire_unstarted(now=None):
+    """Confirmed operations that no worker started within their validity window: expired (audited) and their
+    cluster lock released, so a lost task does not hold the cluster. A worker that comes later finds them
+    no longer pending. Called by the reaper's beat task."""
+    now = now or timezone.now()
+    done = []
+    for op in Operation.objects.filter(state=OperationState.PENDING, confirmed_at__isnull=False).select_related("cluster"):
+        refusal = expired(op, now)
+        if refusal and Operation.objects.filter(pk=op.pk, state=OperationState.PENDING).update(state=OperationState.RUNNING):
+            refuse(op, refusal, 0)
+            done.append(op.pk)
+    return done

@@ -1,0 +1,136 @@
+"""Repair ProxySQL nodes from the inventory: the planner. For one node or every node of a cluster it writes
+the inventory's intent, in the cluster's hostgroups only: every intended mysql_servers row (REPLACE), no row
+the inventory does not hold (DELETE), and every variable operations change (drift.MANAGED_VARIABLES) at its
+intended value; then load, verify the runtime, save. Rows and variables that already match, in memory and
+at runtime, produce no statement. The rollback puts back what the node ran before (its runtime rows and
+values). Once done, pending rollbacks of the repaired nodes are resolved (they would undo the repair).
+
+Compared as configuration: a SHUNNED runtime row is ProxySQL's verdict on that node, not a difference.
+"""
+from apps.clients.proxysql import SERVER_FIELDS, configured, on_each_node
+from apps.fleet.drift import MANAGED_VARIABLES, intended_rows, intended_variables
+
+from . import rollbacks
+from .choices import OperationKind
+from .locks import current_holder
+from .plans import INVENTORY, PROXYSQL, VERIFY, Guard, Plan, Sql, Step
+from .switchover import _row, unloaded_edits
+
+
+def _intended_row(key, fields):
+    return {"hostgroup_id": key[0], "hostname": key[1], "port": key[2], **{f: fields[f] for f in SERVER_FIELDS}}
+
+
+def node_statements(sql, intended, hostgroups, read):
+    """Statements that bring one node to the inventory's intent, from what it holds now (`read`)."""
+    runtime = {r.key: r for r in read["runtime"] if r.hostgroup_id in hostgroups}
+    now = {k: configured(r) for k, r in runtime.items()}
+    memory = {r.key: configured(r) for r in read["memory"] if r.hostgroup_id in hostgroups}
+    rows, rows_undo, changes = [], [], []
+    for key in sorted(intended.keys() | now.keys() | memory.keys()):
+        want = intended.get(key)
+        if want == now.get(key) and want == memory.get(key):
+            continue
+        where = f"hg {key[0]} {key[1]}:{key[2]}"
+        if want is None:
+            rows.append(sql.delete_server(*key))
+            changes.append(f"{where}: delete (not in the inventory)")
+        else:
+            rows.append(sql.replace_server(_intended_row(key, want)))
+            have = now.get(key)
+            changes.append(f"{where}: " + ("add (missing)" if have is None else ", ".join(
+                f"{f} {have[f]!r} → {want[f]!r}" for f in SERVER_FIELDS if have[f] != want[f]) or "memory only"))
+        rows_undo.append(sql.replace_server(_row(runtime[key])) if key in runtime else sql.delete_server(*key))
+    variables, variables_undo, unknown = [], [], []
+    for name, (value, source) in read["intended_variables"].items():
+        if value is None:
+            unknown.append(name)
+            continue
+        have = read["variables"].get(name)
+        if have == value and read["memory_variables"].get(name) == value:
+            continue
+        variables.append(sql.set_variable(name, value))
+        if have is not None:
+            variables_undo.append(sql.set_variable(name, have))
+        changes.append(f"{name}: {have} → {value} ({source})")
+    forward, undo, save = [], [], []
+    if rows:
+        forward += rows + [sql.LOAD_SERVERS]
+        undo += rows_undo + [sql.LOAD_SERVERS]
+        save.append(sql.SAVE_SERVERS)
+    if variables:
+        forward += variables + [sql.LOAD_VARIABLES]
+        undo += variables_undo + [sql.LOAD_VARIABLES]
+        save.append(sql.SAVE_VARIABLES)
+    def outside(rows):
+        return [r for r in rows if r.hostgroup_id not in hostgroups]
+
+    elsewhere = sorted(unloaded_edits(outside(read["runtime"]), outside(read["memory"])))
+    return {"sql": forward, "rollback": undo, "save": save, "changes": changes, "unknown": unknown,
+            "edits_elsewhere": [f"hg {k[0]} {k[1]}:{k[2]}" for k in elsewhere]}
+
+
+def plan_repair(cluster, node_ids=None):
+    """The repair plan for these ProxySQL nodes of the cluster (all when None). Network reads only."""
+    nodes = list(cluster.proxysql_nodes.order_by("pk"))
+    if node_ids:
+        nodes = [n for n in nodes if n.pk in set(node_ids)]
+    intended = intended_rows(cluster)
+    hostgroups = set(cluster.hostgroup_roles()) | {k[0] for k in intended}
+
+    def read(node, admin):
+        state = {"runtime": admin.servers("runtime"), "memory": admin.servers("memory"),
+                 "variables": admin.global_variables(MANAGED_VARIABLES),
+                 "memory_variables": admin.global_variables(MANAGED_VARIABLES, layer="memory"),
+                 "intended_variables": intended_variables(node, admin)}
+        return {**node_statements(Sql(admin), intended, hostgroups, state),
+                "expect_variables": {k: v for k, (v, _) in state["intended_variables"].items() if v is not None}}
+
+    per_node, unreachable = {}, []
+    for node, result, error in on_each_node(nodes, read):
+        if error is not None:
+            unreachable.append(f"{node.name}: {error.message}")
+        else:
+            per_node[str(node.pk)] = {"name": node.name, **result}
+    W = cluster.writer_hostgroup
+    writers = [k for k, v in intended.items() if k[0] == W and v["status"] == "ONLINE"]
+    unknown = sorted({f"{v['name']}: {name}" for v in per_node.values() for name in v["unknown"]})
+    elsewhere = [f"{v['name']} ({', '.join(v['edits_elsewhere'])})" for v in per_node.values() if v["edits_elsewhere"]]
+    holder = current_holder(cluster)
+    native = cluster.active_native_hostgroups()
+    guards = [
+        Guard("nodes_selected", "At least one ProxySQL node of this cluster is selected", bool(nodes),
+              ", ".join(n.name for n in nodes) or "none", False),
+        Guard("proxysql_reachable", "Every selected ProxySQL node answers", not unreachable,
+              "; ".join(unreachable) or "yes", False),
+        # An empty or writer-less inventory would empty the node: never repair from that.
+        Guard("inventory_writer", f"The inventory has an ONLINE writer in writer hostgroup {W}", bool(writers),
+              ", ".join(f"{k[1]}:{k[2]}" for k in writers) or "none", False),
+        Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
+        Guard("no_native_hostgroups", "ProxySQL's native hostgroup manager is not active on these hostgroups",
+              not native, ", ".join(f"{n['kind']} writer {n['writer_hostgroup']}" for n in native) or "inactive", False),
+        Guard("intended_variables_known", "The intended value of every variable operations change is known",
+              not unknown, "; ".join(unknown) or "yes"),
+        Guard("no_edits_elsewhere", "No unloaded mysql_servers edits outside this cluster's hostgroups (the LOAD "
+              "would apply them too)", not elsewhere, "; ".join(elsewhere) or "none"),
+    ]
+    pending = rollbacks.open_rows(cluster).filter(node_id__in=[n.pk for n in nodes])
+    scope = nodes[0].name if len(nodes) == 1 else "every node"
+    steps = [
+        Step("repair", "Write the inventory's rows and variables on each node and load them", PROXYSQL,
+             {k: {"name": v["name"], "sql": v["sql"], "rollback": v["rollback"]} for k, v in per_node.items()}),
+        Step("verify", "Verify each node's runtime equals the inventory", VERIFY,
+             params={"expect": {}, "hostgroups": sorted(hostgroups),
+                     "rows": {k: [[*key, fields] for key, fields in sorted(intended.items())] for k in per_node},
+                     "variables": {k: v["expect_variables"] for k, v in per_node.items()}}),
+        Step("save", "Save to disk on each node", PROXYSQL,
+             {k: {"name": v["name"], "sql": v["save"], "rollback": []} for k, v in per_node.items()},
+             point_of_no_return=True),
+        Step("inventory", "Resolve the pending rollbacks of the repaired nodes", INVENTORY,
+             params={"action": "resolve_pending_rollbacks", "nodes": [int(k) for k in per_node]}),
+    ]
+    facts = {"nodes": {k: {"name": v["name"], "changes": v["changes"], "nothing_to_do": not v["sql"]}
+                       for k, v in per_node.items()},
+             "pending_rollbacks": [f"#{p.operation_id} on {p.node.name}" for p in pending.select_related("node")]}
+    return Plan(OperationKind.REPAIR, cluster.pk, f"Repair {scope} of {cluster.name} from the inventory", guards,
+                steps, facts, options={"nodes": [n.pk for n in nodes] if node_ids else None})

@@ -1,0 +1,278 @@
+"""Rollbacks a ProxySQL node did not take: kept per node (PendingRollback) and retried until it answers.
+
+When an operation rolls back and a node stops answering part-way, the statements that node did not take
+are stored, in order, and the operation stays `rollback_pending` (a banner on the fleet and cluster
+pages names it). retry_due() (beat, every 2 s) retries a node as soon as its last poll says it answers
+again, otherwise with backoff (1, 2, 4 ... 30 s); run_now() is the operator's button. Every try is
+audited, success or failure with the node's error. When every node has taken its statements the
+operation ends `rolled_back`. While a rollback is pending, manual operations on the cluster are refused
+(guard()); automatic failover and repair still run.
+
+Superseded: if another operation changed the cluster after the rollback became pending (say automatic
+failover moved the writer while the node was paused), replaying the old statements on that node would
+undo the later change there only. Such a rollback is never replayed: it is marked superseded (audited)
+and the node is repaired from the inventory, which holds the later change, as soon as it answers.
+"""
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from apps.audit.services import record
+from apps.clients.proxysql import ProxySQLAdmin
+from apps.clients.wire import ClientError
+from apps.monitoring import live
+
+from . import locks
+from .choices import OperationKind, OperationState, PendingState
+from .models import Operation, PendingRollback
+from .plans import SECRET_MARK, Guard, expand_secrets, secret_refs
+
+RETRY_RULE = "pending rollback retry"
+FIRST_RETRY_S = 1
+BACKOFF_CAP_S = 30
+LEASE_S = 60
+KEEP_TRIES = 20
+
+
+def open_rows(cluster=None):
+    rows = PendingRollback.objects.filter(state__in=PendingState.open())
+    return rows if cluster is None else rows.filter(operation__cluster=cluster)
+
+
+def describe(row):
+    return (f"operation #{row.operation_id} ({row.operation.title}) on {row.node.name}: "
+            f"{len(row.statements)} statement(s) not taken" + (" (superseded)" if row.state == PendingState.SUPERSEDED else ""))
+
+
+def guard(cluster):
+    """The hard guard of manual operations: none while a rollback is pending on the cluster."""
+    rows = list(open_rows(cluster).select_related("node", "operation"))
+    return Guard("no_pending_rollback", "No rollback is pending on this cluster (it completes when the node answers, "
+                 "or repair the node from the inventory)", not rows, "; ".join(describe(r) for r in rows) or "none", False)
+
+
+def keep(op, pending):
+    """Store, per node, the rollback statements it did not take (the executor calls this in its transaction).
+    `pending`: {node_id: {"statements": [{"step", "sql"}], "error": ...}}."""
+    first = timezone.now() + timedelta(seconds=FIRST_RETRY_S)
+    PendingRollback.objects.bulk_create([
+        PendingRollback(operation=op, node_id=int(node_id), statements=p["statements"], last_error=p["error"],
+                        next_try_at=first) for node_id, p in pending.items()])
+
+
+# -- retries -----------------------------------------------------------------------------------------
+def due(now=None):
+    """Open rows to try now: their backoff has passed, or their node's poll saw it answer since the last try."""
+    now = now or timezone.now()
+    rows = list(open_rows().filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
+                .select_related("node", "operation__cluster"))
+    answering = _answering_since([r.node_id for r in rows])
+    return [r for r in rows if r.next_try_at <= now
+            or (r.node_id in answering and (r.last_try_at is None or answering[r.node_id] > r.last_try_at))]
+
+
+def _answering_since(node_ids):
+    """{node_id: time of its last successful poll} from the latest-state documents (no connection opened)."""
+    try:
+        docs = live.read_many(live.PROXYSQL, set(node_ids))
+    except live.LiveUnavailable:
+        return {}
+    return {pk: datetime.fromtimestamp(doc["ts"], tz=dt_timezone.utc) for pk, doc in docs.items()
+            if doc and doc.get("ok") and doc.get("ts")}
+
+
+def retry_due():
+    """Beat: one try for every row that is due. Returns the outcomes."""
+    return [attempt(row, rule=RETRY_RULE) for row in due()]
+
+
+def run_now(op, *, request):
+    """The operator's "run the pending rollback now": one try per open node, whatever the backoff says."""
+    rows = list(open_rows().filter(operation=op).select_related("node", "operation__cluster"))
+    return [attempt(row, request=request) for row in rows]
+
+
+def attempt(row, *, request=None, rule=None):
+    """One try for one node, under a lease (a beat tick and a button never run the same row at once).
+    Returns a sentence for the operator."""
+    now = timezone.now()
+    leased = (PendingRollback.objects.filter(pk=row.pk, state__in=PendingState.open())
+              .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
+              .update(claimed_until=now + timedelta(seconds=LEASE_S)))
+    if not leased:
+        return f"{row.node.name}: another try is running, or it is no longer pending"
+    try:
+        row.refresh_from_db()
+        if row.state == PendingState.PENDING and (later := superseding(row)):
+            _supersede(row, later, request=request, rule=rule)
+        if row.state == PendingState.SUPERSEDED:
+            return _repair_instead(row, request=request, rule=rule)
+        return _replay(row, request=request, rule=rule)
+    finally:
+        PendingRollback.objects.filter(pk=row.pk).update(claimed_until=None)
+
+
+def superseding(row):
+    """The first operation that changed this cluster after the rollback became pending (repairs excepted:
+    they write the inventory's intent and resolve the rows of the nodes they repair)."""
+    return (Operation.objects.filter(cluster_id=row.operation.cluster_id, finished_at__gt=row.created_at)
+            .exclude(pk=row.operation_id).exclude(kind=OperationKind.REPAIR)
+            .filter(Q(state=OperationState.DONE) | Q(state=OperationState.FAILED, point_of_no_return=True))
+            .order_by("finished_at").first())
+
+
+def _supersede(row, later, *, request, rule):
+    with transaction.atomic():
+        if PendingRollback.objects.filter(pk=row.pk, state=PendingState.PENDING).update(
+                state=PendingState.SUPERSEDED, superseded_by=later):
+            record("rollback superseded", request=request, rule=rule, cluster=row.operation.cluster, outcome="failure",
+                   target=f"#{row.operation_id} on {row.node.name}",
+                   details={"operation": row.operation_id, "node": row.node.name, "superseded_by": later.pk,
+                            "superseded_by_title": later.title, "statements_not_replayed": row.statements,
+                            "why": "replaying them would undo the later operation on this node only; the node is "
+                                   "repaired from the inventory instead"})
+    row.state, row.superseded_by = PendingState.SUPERSEDED, later
+
+
+def _replay(row, *, request, rule):
+    """Run the statements still to run, in order, each removed from the row once the node took it. The
+    cluster lock is held meanwhile (taken only once the node answers): nothing else changes it under us."""
+    op = row.operation
+    admin = ProxySQLAdmin.for_node(row.node)
+    try:
+        admin.ping()
+    except ClientError as exc:
+        admin.close()
+        return _tried(row, [], str(exc), request=request, rule=rule)
+    try:
+        locks.acquire(op, ttl_s=LEASE_S)
+    except locks.LockHeld as exc:
+        admin.close()
+        return f"{row.node.name}: not tried, the cluster is busy ({exc.holder})"
+    ran = []
+    try:
+        if later := superseding(row):  # finished while we waited for the node: do not replay
+            _supersede(row, later, request=request, rule=rule)
+            return f"{row.node.name}: superseded by operation #{later.pk}; it is repaired from the inventory next"
+        secrets = _secrets(op, row.statements)
+        while row.statements:
+            statement = row.statements[0]
+            sql = expand_secrets(statement["sql"], secrets, admin) if SECRET_MARK in statement["sql"] else statement["sql"]
+            admin.run(sql, action=f"rollback {statement['step']} (retry)")
+            ran.append({**statement, "at": timezone.now().isoformat()})
+            row.statements = row.statements[1:]
+            PendingRollback.objects.filter(pk=row.pk).update(statements=row.statements, ran=row.ran + ran)
+    except ClientError as exc:
+        return _tried(row, ran, str(exc), request=request, rule=rule)
+    finally:
+        locks.release(op)
+        admin.close()
+    return _tried(row, ran, "", request=request, rule=rule)
+
+
+def _secrets(op, statements):
+    """Values for the secret markers of these statements (a configuration change's undo of a password)."""
+    refs = {ref for statement in statements for ref in secret_refs(statement["sql"])}
+    if not refs:
+        return {}
+    from apps.configuration.secrets import values_for
+
+    return values_for(op.cluster_id, refs)
+
+
+def _repair_instead(row, *, request, rule):
+    """A superseded row: repair its node from the inventory (a repair operation of its own, run here) once
+    the node answers. The repair resolves the row."""
+    from . import executor, repair, services
+
+    try:
+        with ProxySQLAdmin.for_node(row.node) as admin:
+            admin.ping()
+    except ClientError as exc:
+        return _tried(row, [], f"superseded; waiting for the node to answer to repair it: {exc}", request=request,
+                      rule=rule)
+    plan = repair.plan_repair(row.operation.cluster, [row.node_id])
+    if not plan.guards_passed:
+        failed = "; ".join(f"{g.label} ({g.value})" for g in plan.failed_guards)
+        return _tried(row, [], f"superseded; the repair is refused: {failed}", request=request, rule=rule)
+    op = services.save_plan(plan, rule=RETRY_RULE)  # automatic: it follows from the rule above, whoever asked
+    try:
+        services.confirm(op, rule=RETRY_RULE, enqueue=False)
+    except services.NotAllowed as exc:
+        return _tried(row, [], f"superseded; the repair is refused: {exc}", request=request, rule=rule)
+    executor.run(op.pk)
+    op.refresh_from_db()
+    error = "" if op.state == OperationState.DONE else f"superseded; repair #{op.pk} ended {op.state}: {op.error}"
+    return _tried(row, [], error, request=request, rule=rule, repair=op)
+
+
+def _tried(row, ran, error, *, request, rule, repair=None):
+    """Record one try (row and audit), set the next one by backoff, and end the operation when it was the last."""
+    now = timezone.now()
+    attempts = row.attempts + 1
+    backoff_s = min(BACKOFF_CAP_S, 2 ** (attempts - 1))
+    fields = {"attempts": attempts, "last_try_at": now, "last_error": error,
+              "tries": (row.tries + [{"at": now.isoformat(), "outcome": "failure" if error else "success",
+                                      "error": error, "ran": len(ran)}])[-KEEP_TRIES:],
+              "next_try_at": now + timedelta(seconds=backoff_s)}
+    if not error and row.state == PendingState.PENDING and not row.statements:
+        fields.update(state=PendingState.DONE, resolved_at=now,
+                      resolution=f"{len(row.ran) + len(ran)} statement(s) ran on retry")
+    op = row.operation
+    with transaction.atomic():
+        PendingRollback.objects.filter(pk=row.pk).update(**fields)
+        record("rollback retry", request=request, rule=rule, cluster=op.cluster, outcome="failure" if error else "success",
+               target=f"#{op.pk} on {row.node.name}",
+               details={"operation": op.pk, "node": row.node.name, "attempt": attempts, "ran": ran, "error": error,
+                        "still_to_run": row.statements, "repair": repair.pk if repair else None,
+                        "next_try_in_s": backoff_s if error else None})
+    finish_if_resolved(op)
+    if error:
+        return f"{row.node.name}: {error}"
+    if repair:
+        return f"{row.node.name}: repaired from the inventory by operation #{repair.pk}"
+    return f"{row.node.name}: {len(ran)} statement(s) ran; its rollback is complete"
+
+
+def resolve_by_repair(repair_op, node_ids):
+    """A repair wrote the inventory's intent to these nodes: their pending rollbacks are over (replaying them
+    would undo the repair). Called by the repair's last step."""
+    rows = list(open_rows(repair_op.cluster).filter(node_id__in=node_ids).select_related("node", "operation"))
+    now = timezone.now()
+    for row in rows:
+        with transaction.atomic():
+            if PendingRollback.objects.filter(pk=row.pk, state__in=PendingState.open()).update(
+                    state=PendingState.REPAIRED, resolved_at=now,
+                    resolution=f"repaired from the inventory by operation #{repair_op.pk}"):
+                record("rollback resolved by repair", user=repair_op.requested_by,
+                       rule=None if repair_op.requested_by else repair_op.actor, cluster=repair_op.cluster,
+                       target=f"#{row.operation_id} on {row.node.name}",
+                       details={"operation": row.operation_id, "node": row.node.name, "repair": repair_op.pk,
+                                "statements_not_replayed": row.statements})
+    for op in {row.operation for row in rows}:
+        finish_if_resolved(op)
+
+
+def finish_if_resolved(op):
+    """The operation ends rolled_back once none of its nodes has anything pending."""
+    if open_rows().filter(operation=op).exists():
+        return
+    resolution = "; ".join(f"{r.node.name}: {r.resolution}" for r in op.pending_rollbacks.select_related("node"))
+    op.refresh_from_db()
+    with transaction.atomic():
+        if not Operation.objects.filter(pk=op.pk, state=OperationState.ROLLBACK_PENDING).update(
+                state=OperationState.ROLLED_BACK, finished_at=timezone.now(),
+                error=f"{op.error}; rollback completed ({resolution})"):
+            return
+        record(f"{op.kind} {OperationState.ROLLED_BACK}", user=op.requested_by, rule=None if op.requested_by else op.actor,
+               cluster=op.cluster, target=op.title, outcome="failure",
+               details={"operation": op.pk, "state": OperationState.ROLLED_BACK, "resolution": resolution})
+
+
+def banner(cluster=None):
+    """The open pending rollbacks, oldest first, for the banners of the fleet and cluster pages."""
+    return list(open_rows(cluster).select_related("node", "operation__cluster", "superseded_by")
+                .order_by("created_at", "pk"))

@@ -1,0 +1,115 @@
+"""Issue 9 item 2: repair a ProxySQL node from the inventory, previewed like every operation: the intended
+mysql_servers rows of the cluster's hostgroups and the variables operations change, loaded, verified,
+saved; nothing outside the cluster's hostgroups is touched; nodes already in sync get no statement."""
+import pytest
+from django.urls import reverse
+
+from apps.audit.models import AuditEvent
+from apps.fleet.drift import AUTOINC, cluster_drift
+from apps.fleet.models import HostgroupMembership, ProxySQLNode
+from apps.fleet.tests.conftest import admin_sql
+from apps.operations import repair, services
+from apps.operations.choices import OperationState
+from apps.operations.models import Operation
+
+from .conftest import finish, run_plan, servers, variable
+
+pytestmark = pytest.mark.django_db
+
+
+def hand_edit(double):
+    """What someone typed on proxysql-2: the writer drained, a reader's weight changed, a backup writer row
+    deleted, a stray reader added, the auto-increment delay left at 0; and a row of another cluster's hostgroup."""
+    admin_sql(double, "UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE hostgroup_id=100",
+              "UPDATE mysql_servers SET weight=1 WHERE hostgroup_id=101 AND port=3312",
+              "DELETE FROM mysql_servers WHERE hostgroup_id=102 AND port=3313",
+              "INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (101,'127.0.0.9',3306)",
+              "INSERT INTO mysql_servers (hostgroup_id,hostname,port,comment) VALUES (500,'10.0.0.5',3306,'another cluster')",
+              f"SET {AUTOINC}=0", "LOAD MYSQL SERVERS TO RUNTIME", "LOAD MYSQL VARIABLES TO RUNTIME")
+
+
+def test_adoption_records_the_intended_variables(adopted_lab):
+    cluster, _ = adopted_lab
+    assert {n.name: n.intended_variables for n in cluster.proxysql_nodes.all()} == {
+        "proxysql-1": {AUTOINC: "5"}, "proxysql-2": {AUTOINC: "5"}}
+
+
+def test_repair_of_a_hand_changed_node_brings_it_back_and_drift_shows_in_sync(adopted_lab, operator_user):
+    cluster, (first, second) = adopted_lab
+    hand_edit(second)
+    drift = {n.node_name: n for n in cluster_drift(cluster).nodes}
+    assert drift["proxysql-1"].in_sync and not drift["proxysql-2"].in_sync
+    assert [(v.name, v.intended, v.runtime) for v in drift["proxysql-2"].variables] == [(AUTOINC, "5", "0")]
+
+    plan = repair.plan_repair(cluster)  # every node: proxysql-1 has nothing to do
+    assert plan.guards_passed, plan.failed_guards
+    by_name = {spec["name"]: spec for spec in plan.steps[0].nodes.values()}
+    assert by_name["proxysql-1"]["sql"] == [] and plan.facts["nodes"][str(cluster.proxysql_nodes.get(name="proxysql-1").pk)]["nothing_to_do"]
+    sql = by_name["proxysql-2"]["sql"]
+    assert "DELETE FROM mysql_servers WHERE hostgroup_id=101 AND hostname='127.0.0.9' AND port=3306" in sql
+    assert sum(s.startswith("REPLACE INTO mysql_servers") for s in sql) == 3  # writer, reader weight, backup row
+    assert not any("500" in s.split("VALUES")[-1][:5] or "10.0.0.5" in s for s in sql)  # never another hostgroup
+    assert sql[-2:] == [f"UPDATE global_variables SET variable_value='5' WHERE variable_name='{AUTOINC}'",
+                        "LOAD MYSQL VARIABLES TO RUNTIME"]
+    rollback = by_name["proxysql-2"]["rollback"]  # what proxysql-2 runs now, back
+    assert any("'127.0.0.9',3306" in s and s.startswith("REPLACE") for s in rollback)
+    assert f"UPDATE global_variables SET variable_value='0' WHERE variable_name='{AUTOINC}'" in rollback
+
+    op = run_plan(plan, operator_user)
+    assert op.state == OperationState.DONE, op.error
+    assert cluster_drift(cluster).in_sync
+    assert [r for r in servers(second) if r[0] != "500"] == list(servers(first)) and variable(second, AUTOINC) == "5"
+    assert admin_sql(second, "SELECT comment FROM runtime_mysql_servers WHERE hostgroup_id=500") == (("another cluster",),)
+    assert admin_sql(second, f"SELECT variable_value FROM disk.global_variables WHERE variable_name='{AUTOINC}'") == (("5",),)
+    assert AuditEvent.objects.get(action="repair done").details["operation"] == op.pk
+
+
+def test_a_node_in_sync_gets_nothing_to_do(adopted_lab, operator_user, client):
+    cluster, (first, _) = adopted_lab
+    node = cluster.proxysql_nodes.get(name="proxysql-1")
+    plan = repair.plan_repair(cluster, [node.pk])
+    assert [s.nodes for s in plan.steps if s.key in ("repair", "save")] == [
+        {str(node.pk): {"name": "proxysql-1", "sql": [], "rollback": []}}] * 2
+    op = services.save_plan(plan, user=operator_user)
+    client.force_login(operator_user)
+    assert "nothing to do on this node" in client.get(op.get_absolute_url()).content.decode()
+    first.clear_statements()
+    services.confirm(op, user=operator_user, enqueue=False)
+    assert finish(op).state == OperationState.DONE
+    assert not [s for s in first.statements() if s.startswith(("UPDATE", "REPLACE", "DELETE", "LOAD", "SAVE"))]
+
+
+def test_an_inventory_without_writer_is_never_written_to_a_node(adopted_lab, admin_user_role):
+    cluster, _ = adopted_lab
+    HostgroupMembership.objects.filter(hostgroup_id=100).delete()
+    plan = repair.plan_repair(cluster)
+    guard = next(g for g in plan.failed_guards if g.key == "inventory_writer")
+    assert not guard.overridable
+    op = services.save_plan(plan, user=admin_user_role)
+    with pytest.raises(services.NotAllowed, match="cannot be overridden"):
+        services.confirm(op, user=admin_user_role, override_reason="sure", enqueue=False)
+
+
+def test_a_node_adopted_before_variables_were_recorded_falls_back_to_its_disk_layer(adopted_lab):
+    cluster, (_, second) = adopted_lab
+    ProxySQLNode.objects.update(intended_variables={})
+    admin_sql(second, f"SET {AUTOINC}=0", "LOAD MYSQL VARIABLES TO RUNTIME")  # the disk layer still says 5
+    plan = repair.plan_repair(cluster)
+    node = cluster.proxysql_nodes.get(name="proxysql-2")
+    assert "the node's disk layer" in " ".join(plan.facts["nodes"][str(node.pk)]["changes"])
+    assert plan.steps[1].params["variables"][str(node.pk)] == {AUTOINC: "5"}
+
+
+def test_the_drift_view_offers_repair_per_node_and_for_all(adopted_lab, operator_client):
+    cluster, (_, second) = adopted_lab
+    hand_edit(second)
+    html = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
+    assert 'data-drift="variables"' in html and "Repair proxysql-2 from the inventory" in html
+    assert "Repair every node from the inventory" in html and "Repair proxysql-1" not in html
+    node = cluster.proxysql_nodes.get(name="proxysql-2")
+    response = operator_client.post(reverse("operations:repair", args=[cluster.pk]), {"node": node.pk})
+    op = Operation.objects.get(kind="repair")
+    assert response["Location"] == op.get_absolute_url() and op.plan["options"] == {"nodes": [node.pk]}
+    assert operator_client.post(reverse("operations:repair", args=[cluster.pk]), {"node": "99999"}).status_code == 302
+    assert Operation.objects.filter(kind="repair").count() == 1
+    assert AuditEvent.objects.filter(action="repair planned", outcome="invalid").exists()
