@@ -79,6 +79,10 @@ def plan_change_set(cs):
     if taken:
         guards.append(Guard("backend_of_another_cluster", "Every backend belongs to this cluster", False,
                             "already in another cluster: " + ", ".join(taken), False))
+    if not write_back:  # a write-back is a repair: it runs while a rollback is pending, like repair
+        from apps.operations import rollbacks
+
+        guards.append(rollbacks.guard(cluster))
     guards += [Guard(f.key, f.label, False, f.value, f.overridable) for f in findings if f.blocking]
     if not any(f.blocking for f in findings):
         guards.append(Guard("effect_check", "Effect check: nothing blocking found", True,

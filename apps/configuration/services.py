@@ -77,6 +77,20 @@ def record_version(cluster, content, *, author, reason, source, operation=None, 
     return version
 
 
+def follow_inventory(op):
+    """After an operation changed the inventory (a switchover, drain, restore, failover, rule action), the
+    next version holds it: intent is always the latest version. None when nothing changed (or no version yet)."""
+    cluster = Cluster.objects.get(pk=op.cluster_id)
+    current = latest(cluster)
+    if current is None:
+        return None
+    content = inventory_content(cluster, base=current.content)
+    if C.diff(current.content, content).empty:
+        return None
+    return record_version(cluster, content, author=op.actor, reason=op.title, source="operation", operation=op,
+                          user=op.requested_by)
+
+
 def record_adopted(cluster, node, *, request=None, author=None):
     """Version 1 from what an adopted node runs (no-op when the cluster already has a version). Reads the node
     first, then writes. Returns the version, or None when the node could not be read (said in the audit)."""

@@ -120,16 +120,31 @@ def between_nodes(node_rows, hostgroups):
     return out
 
 
-def intended_variables(node, admin):
-    """{name: (value, source)} for MANAGED_VARIABLES on this node: the value recorded at adoption; for a
-    node adopted before values were recorded, the node's own saved value (its disk layer: operations
-    change these variables at runtime only and never SAVE them); else (None, "unknown")."""
+def versioned_variables(cluster):
+    """{name: (value, source)} for MANAGED_VARIABLES from the cluster's latest configuration version (read in the
+    caller's thread: the database is not for node threads)."""
+    from apps.configuration.services import latest
+
+    version = latest(cluster)
+    values = (version.content.get("global_variables") or {}) if version else {}
+    return {name: (values[name], f"configuration version {version.number}") for name in MANAGED_VARIABLES
+            if isinstance(values.get(name), str)}
+
+
+def intended_variables(node, admin, versioned=None):
+    """{name: (value, source)} for MANAGED_VARIABLES on this node: the cluster's configuration version when it
+    holds one (`versioned`, from versioned_variables()); else the value recorded at adoption; for a node adopted
+    before values were recorded, the node's own saved value (its disk layer: operations change these variables
+    at runtime only and never SAVE them); else (None, "unknown")."""
+    versioned = versioned or {}
     recorded = node.intended_variables or {}
-    missing = [name for name in MANAGED_VARIABLES if recorded.get(name) is None]
+    missing = [name for name in MANAGED_VARIABLES if recorded.get(name) is None and name not in versioned]
     disk = admin.global_variables(missing, layer="disk") if missing else {}
     out = {}
     for name in MANAGED_VARIABLES:
-        if recorded.get(name) is not None:
+        if name in versioned:
+            out[name] = versioned[name]
+        elif recorded.get(name) is not None:
             out[name] = (str(recorded[name]), "recorded at adoption")
         elif disk.get(name) is not None:
             out[name] = (disk[name], "the node's disk layer (not recorded at adoption)")
@@ -144,10 +159,10 @@ def compare_variables(intended, runtime):
             if value is not None and runtime.get(name) != value]
 
 
-def read_runtime(node, admin):
+def read_runtime(node, admin, versioned=None):
     """(runtime mysql_servers rows as dicts, variable differences) of one node."""
     rows = [r.__dict__ for r in admin.servers("runtime")]
-    variables = compare_variables(intended_variables(node, admin), admin.global_variables(MANAGED_VARIABLES))
+    variables = compare_variables(intended_variables(node, admin, versioned), admin.global_variables(MANAGED_VARIABLES))
     return rows, variables
 
 
@@ -157,7 +172,8 @@ def cluster_drift(cluster):
     intended = intended_rows(cluster)
     hostgroups |= {k[0] for k in intended}
     results = []
-    for node, read, error in on_each_node(nodes, read_runtime):
+    versioned = versioned_variables(cluster)
+    for node, read, error in on_each_node(nodes, lambda node, admin: read_runtime(node, admin, versioned)):
         if error is not None:
             results.append(NodeDrift(node.pk, node.name, error=str(error), error_kind=error.kind))
             continue

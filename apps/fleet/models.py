@@ -60,6 +60,10 @@ class Cluster(models.Model):
     two_person_rule = models.BooleanField(
         default=False, help_text="an operation must be confirmed by someone other than the person who planned it")
 
+    config_confirm_role = models.CharField(
+        max_length=10, choices=[("operator", "operators"), ("admin", "admins only")], default="operator",
+        help_text="who may confirm a configuration change set on this cluster")
+
     # What ProxySQL's own galera/replication/group-replication hostgroups say, as last read at adopt.
     native_hostgroups = models.JSONField(default=list, blank=True)
 

@@ -473,6 +473,11 @@ def _finish(op, runner, rows, error, started):
         rollbacks.keep(op, pending)
     locks.release(op)
     op.refresh_from_db()
+    inventory_steps = {s["key"] for s in op.plan.get("steps", []) if s["kind"] == INVENTORY}
+    if any(r.key in inventory_steps and r.state == StepState.DONE for r in rows):
+        from apps.configuration.services import follow_inventory
+
+        follow_inventory(op)  # the inventory changed: the cluster's configuration gets its next version
     record(f"{op.kind} {state}", user=op.requested_by, rule=None if op.requested_by else op.actor, cluster=op.cluster,
            target=op.title, outcome="success" if state == OperationState.DONE else "failure",
            duration_ms=timings["total_ms"],

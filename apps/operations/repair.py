@@ -8,7 +8,7 @@ values). Once done, pending rollbacks of the repaired nodes are resolved (they w
 Compared as configuration: a SHUNNED runtime row is ProxySQL's verdict on that node, not a difference.
 """
 from apps.clients.proxysql import SERVER_FIELDS, configured, on_each_node
-from apps.fleet.drift import MANAGED_VARIABLES, intended_rows, intended_variables
+from apps.fleet.drift import MANAGED_VARIABLES, intended_rows, intended_variables, versioned_variables
 
 from . import rollbacks
 from .choices import OperationKind
@@ -78,11 +78,13 @@ def plan_repair(cluster, node_ids=None):
     intended = intended_rows(cluster)
     hostgroups = set(cluster.hostgroup_roles()) | {k[0] for k in intended}
 
+    versioned = versioned_variables(cluster)
+
     def read(node, admin):
         state = {"runtime": admin.servers("runtime"), "memory": admin.servers("memory"),
                  "variables": admin.global_variables(MANAGED_VARIABLES),
                  "memory_variables": admin.global_variables(MANAGED_VARIABLES, layer="memory"),
-                 "intended_variables": intended_variables(node, admin)}
+                 "intended_variables": intended_variables(node, admin, versioned)}
         return {**node_statements(Sql(admin), intended, hostgroups, state),
                 "expect_variables": {k: v for k, (v, _) in state["intended_variables"].items() if v is not None}}
 

@@ -6,7 +6,7 @@ from django.utils import timezone
 from apps.audit.services import record
 
 from . import locks
-from .choices import OperationState
+from .choices import OperationKind, OperationState
 from .models import Operation, OperationStep
 
 
@@ -53,6 +53,9 @@ def confirm(op, *, request=None, user=None, rule=None, override_reason="", enque
                               **details)
             raise refused("Guards failed: " + "; ".join(f"{g.label} ({g.value})" for g in failed)
                           + ". Only an admin can override them, with a reason.", **details)
+    if (op.kind == OperationKind.CONFIG and not rule and op.cluster.config_confirm_role == ADMIN
+            and not (actor_user and has_role(actor_user, ADMIN))):
+        raise refused("On this cluster only an admin confirms configuration changes.", needed_role=ADMIN)
     if not rule and op.cluster.two_person_rule and is_planner(op, actor_user):
         raise refused(f"This cluster requires two people: {op.actor} planned this operation, so someone else must "
                       "confirm it.", two_person_rule=True, planned_by=op.actor)

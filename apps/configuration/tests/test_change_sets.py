@@ -131,3 +131,87 @@ def test_a_node_refusing_a_statement_mid_apply_leaves_both_as_before(versioned_l
     for d in (first, second):
         assert [sql(d, f"SELECT * FROM {t} ORDER BY 1, 2") for t in tables] == before[d.port]
     assert services.latest(cluster).number == 1
+
+
+def test_a_node_paused_mid_apply_is_put_back_when_it_answers(versioned_lab, operator_user, live_redis):
+    """The second node stops answering after taking the first statement of the change (the double's hang
+    mode): the first node is put back at once, the second's undo stays pending, visibly, and is taken when
+    the node answers again; both end as before and no version is recorded."""
+    import threading
+    import time
+
+    from django.utils import timezone
+
+    from apps.operations import rollbacks
+    from apps.operations.models import PendingRollback
+
+    cluster, (first, second), v1 = versioned_lab
+    tables = ("runtime_mysql_servers", "mysql_servers", "runtime_mysql_query_rules", "mysql_query_rules")
+    before = {d.port: [sql(d, f"SELECT * FROM {t} ORDER BY 1, 2") for t in tables] for d in (first, second)}
+    cs = services.start_change_set(cluster, user=operator_user, reason="weight and a rule")
+    row = next(r for r in v1.content["mysql_servers"] if r["hostgroup_id"] == 101 and r["port"] == 3313)
+    services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313],
+                           "row": {**row, "weight": 5}})
+    services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
+                           "row": {"rule_id": 30, "active": 1, "match_digest": "^DELETE", "destination_hostgroup": 100,
+                                   "apply": 1}})
+    second.clear_statements()
+
+    def pause_after_first_write():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if any(s.startswith("REPLACE INTO mysql_servers") for s in second.statements()):
+                second.set_mode("hang")
+                return
+            time.sleep(0.001)
+
+    watcher = threading.Thread(target=pause_after_first_write)
+    watcher.start()
+    op, _ = run(cs, operator_user)
+    watcher.join()
+    assert op.state == "rollback_pending", op.error
+    assert [sql(first, f"SELECT * FROM {t} ORDER BY 1, 2") for t in tables] == before[first.port]
+    pending = PendingRollback.objects.get()
+    assert pending.node.name == "proxysql-2" and any("REPLACE INTO mysql_servers" in s["sql"] for s in pending.statements)
+
+    second.set_mode("normal")
+    PendingRollback.objects.update(next_try_at=timezone.now())
+    rollbacks.attempt(PendingRollback.objects.get(), rule="test")
+    assert Operation.objects.get(pk=op.pk).state == "rolled_back"
+    assert [sql(second, f"SELECT * FROM {t} ORDER BY 1, 2") for t in tables] == before[second.port]
+    assert services.latest(cluster).number == 1
+
+
+def test_only_admins_confirm_where_the_cluster_says_so(versioned_lab, operator_user, admin_user_role):
+    from apps.fleet.models import Cluster
+
+    cluster, doubles, v1 = versioned_lab
+    Cluster.objects.filter(pk=cluster.pk).update(config_confirm_role="admin")
+    cs = services.start_change_set(cluster, user=operator_user, reason="connections")
+    services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"})
+    op = services.plan_and_save(cs, user=operator_user)
+    with pytest.raises(operations.NotAllowed, match="only an admin confirms"):
+        operations.confirm(op, user=operator_user, enqueue=False)
+    operations.confirm(op, user=admin_user_role, enqueue=False)
+    executor.run(op.pk)
+    assert Operation.objects.get(pk=op.pk).state == "done"
+
+
+def test_a_switchover_ends_in_the_next_version(versioned_lab, operator_user, live_redis):
+    """Intent is always the latest version: a switchover's inventory step records version 2 with the new writer."""
+    from apps.fleet.models import Server
+    from apps.operations import switchover
+
+    cluster, doubles, v1 = versioned_lab
+    for d in doubles:
+        d.traffic.clear_sessions()
+    plan = switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True)
+    op = operations.save_plan(plan, user=operator_user)
+    operations.confirm(op, user=operator_user, enqueue=False)
+    executor.run(op.pk)
+    assert Operation.objects.get(pk=op.pk).state == "done"
+    v2 = services.latest(cluster)
+    assert (v2.number, v2.source, v2.operation_id) == (2, "operation", op.pk)
+    writers = [(r["port"], r["status"]) for r in v2.content["mysql_servers"] if r["hostgroup_id"] == 100]
+    assert writers == [(3312, "ONLINE")]
+    assert v2.content["mysql_query_rules"] == v1.content["mysql_query_rules"]  # the rest of the version is kept
