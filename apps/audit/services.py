@@ -14,11 +14,14 @@ from pathlib import Path
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.ipv6 import clean_ipv6_address
 
 from . import search
-from .models import HASHED_FIELDS, ActorKind, AuditChainHead, AuditEvent, AuditSearchToken, hash_content
+from .models import (CURRENT_SCHEME, HASHED_FIELDS, LEGACY_SCHEME, REANCHOR_ACTION, SCHEMES, ActorKind,
+                     AuditChainHead, AuditEvent, AuditSearchToken, hash_content, hashed_content)
 
 GENESIS = "0" * 64
 _SECRET_KEYS = ("password", "passwd", "secret", "token")
@@ -44,6 +47,17 @@ def _source_address(request):
     return request.META.get("REMOTE_ADDR") or None
 
 
+def _as_stored(address):
+    """An address as the column stores it (an IPv6 address in its short form), so that the hash covers
+    what the database hands back."""
+    if address and ":" in address:
+        try:
+            return clean_ipv6_address(address)
+        except ValidationError:
+            pass
+    return address
+
+
 def record(action, *, outcome="success", request=None, user=None, rule=None, cluster=None, target="",
            details=None, duration_ms=None):
     """Append one audit event. Actor: the request's user, `user`, a named automatic `rule`, or system.
@@ -57,12 +71,13 @@ def record(action, *, outcome="success", request=None, user=None, rule=None, clu
         actor_user = user or (request.user if request is not None and request.user.is_authenticated else None)
         actor = actor_user.get_username() if actor_user else ("anonymous" if request is not None else "system")
         kind = ActorKind.USER if request is not None or actor_user else ActorKind.SYSTEM
-    return append_event(actor=actor, actor_kind=kind, actor_user=actor_user, source_address=_source_address(request),
+    return append_event(actor=actor, actor_kind=kind, actor_user_id=getattr(actor_user, "pk", None),
+                        source_address=_source_address(request),
                         cluster_id=getattr(cluster, "pk", None), cluster_name=getattr(cluster, "name", ""),
                         target=target, action=action, outcome=outcome, details=details, duration_ms=duration_ms)
 
 
-def append_event(*, created_at=None, actor, actor_kind, actor_user=None, source_address=None, cluster_id=None,
+def append_event(*, created_at=None, actor, actor_kind, actor_user_id=None, source_address=None, cluster_id=None,
                  cluster_name="", target="", action, outcome="success", details=None, duration_ms=None):
     """The chain's one append, under the head's row lock: record() resolves the actor and calls this.
     `created_at` defaults to now; tests and imports of older logs pass their own."""
@@ -73,8 +88,8 @@ def append_event(*, created_at=None, actor, actor_kind, actor_user=None, source_
     with transaction.atomic():
         head, _ = AuditChainHead.objects.select_for_update().get_or_create(id=1, defaults={"last_hash": GENESIS})
         event = AuditEvent(
-            created_at=created_at, actor=actor[:150], actor_kind=actor_kind, actor_user=actor_user,
-            source_address=source_address, cluster_id=cluster_id, cluster_name=(cluster_name or "")[:200],
+            created_at=created_at, actor=actor[:150], actor_kind=actor_kind, actor_user_id=actor_user_id,
+            source_address=_as_stored(source_address), cluster_id=cluster_id, cluster_name=(cluster_name or "")[:200],
             target=str(target)[:300], action=action[:100], outcome=outcome, details=details,
             duration_ms=duration_ms, prev_hash=head.last_hash,
         )
@@ -112,12 +127,42 @@ VERIFY_CHUNK = 5000
 
 
 class Progress:
-    """Where a verification stands: `checked` events verified after `after_id`, the chain's hash at
-    `last_id`; `broken` (an AuditEvent) and `reason` once a bad link is found; `done` at the end."""
+    """Where a verification stands: `checked` events verified after `after_id`, the chain's hash and
+    hashing scheme at `last_id` (scheme None: not known, at the start or after an archive); `broken` (an
+    AuditEvent) and `reason` once a bad link is found; `done` at the end."""
 
-    def __init__(self, after_id, prev_hash, checked=0):
-        self.last_id, self.last_hash, self.checked = after_id, prev_hash, checked
+    def __init__(self, after_id, prev_hash, checked=0, scheme=None):
+        self.last_id, self.last_hash, self.checked, self.last_scheme = after_id, prev_hash, checked, scheme
         self.broken, self.reason, self.done = None, "", False
+
+    def why_broken(self, stored_hash, content):
+        """Why the next event does not continue the chain, or "" when it does: its link to the event
+        before it, its hash under its own scheme, and the schemes' order (legacy, then the re-anchor
+        event, then the current scheme only)."""
+        scheme = content.get("scheme", LEGACY_SCHEME)
+        if content["prev_hash"] != self.last_hash:
+            return "its prev_hash does not match the event before it (an event was removed or reordered)"
+        if scheme not in SCHEMES:
+            return f"its hashing scheme {scheme!r} is unknown"
+        if hash_content(content) != stored_hash:
+            return "its content does not match its hash (the event was edited)"
+        if self.last_scheme == CURRENT_SCHEME and scheme == LEGACY_SCHEME:
+            return "it is in the legacy hashing scheme, after the re-anchor"
+        if self.last_scheme == LEGACY_SCHEME and scheme != LEGACY_SCHEME and not is_reanchor(content):
+            return "the hashing scheme changes here without a re-anchor event"
+        return ""
+
+    def advance(self, pk, stored_hash, content):
+        self.last_id, self.last_hash = pk, stored_hash
+        self.last_scheme = content.get("scheme", LEGACY_SCHEME)
+        self.checked += 1
+
+
+def is_reanchor(content):
+    """The event that ends the legacy scheme: written by the system, naming the head it continues."""
+    details = content["details"] if isinstance(content["details"], dict) else {}
+    return (content["action"] == REANCHOR_ACTION and content["actor_kind"] == ActorKind.SYSTEM
+            and details.get("old_head") == content["prev_hash"])
 
 
 def chain_start():
@@ -148,23 +193,22 @@ def _rows(after_id, upto_id=None, chunk=VERIFY_CHUNK):
     """(id, hash, content) oldest first, read in keyset chunks: bounded memory on any database
     (mysqlclient buffers a whole result set, so one query over a million rows is not an option).
     Raw SQL with two conversions of our own (created_at, details): the ORM's per-row converters
-    would double the time of a verification."""
+    would double the time of a verification. The content is what the row's scheme hashes."""
     meta = AuditEvent._meta
     qn = connection.ops.quote_name
-    columns = ", ".join(qn(meta.get_field(f).column) for f in ("id", "hash") + HASHED_FIELDS)
+    columns = ", ".join(qn(meta.get_field(f).column) for f in ("id", "hash", "scheme") + HASHED_FIELDS)
     upto = " AND id <= %s" if upto_id is not None else ""
     sql = f"SELECT {columns} FROM {qn(meta.db_table)} WHERE id > %s{upto} ORDER BY id LIMIT {int(chunk)}"
-    i_created, i_details = 2 + HASHED_FIELDS.index("created_at"), 2 + HASHED_FIELDS.index("details")
     while True:
         with connection.cursor() as cur:
             cur.execute(sql, [after_id] + ([upto_id] if upto_id is not None else []))
             rows = cur.fetchall()
         for row in rows:
-            row = list(row)
-            row[i_created] = _isoformat(row[i_created])
-            if isinstance(row[i_details], (str, bytes)):
-                row[i_details] = json.loads(row[i_details])
-            yield row[0], row[1], dict(zip(HASHED_FIELDS, row[2:]))
+            values = dict(zip(HASHED_FIELDS, row[3:]))
+            values["created_at"] = _isoformat(values["created_at"])
+            if isinstance(values["details"], (str, bytes)):
+                values["details"] = json.loads(values["details"])
+            yield row[0], row[1], hashed_content(values, row[2])
         if len(rows) < chunk:
             return
         after_id = rows[-1][0]
@@ -176,19 +220,13 @@ def verify_some(progress, *, deadline=None, upto_id=None, on_row=None):
     call again to go on). `on_row(id, hash, content)` sees each verified event (retention writes it)."""
     n = 0
     for pk, stored_hash, content in _rows(progress.last_id, upto_id):
-        if content["prev_hash"] != progress.last_hash:
-            reason = "its prev_hash does not match the event before it (an event was removed or reordered)"
-        elif hash_content(content) != stored_hash:
-            reason = "its content does not match its hash (the event was edited)"
-        else:
-            reason = ""
+        reason = progress.why_broken(stored_hash, content)
         if reason:
             progress.broken, progress.reason, progress.done = AuditEvent.objects.get(pk=pk), reason, True
             return progress
         if on_row is not None:
             on_row(pk, stored_hash, content)
-        progress.last_id, progress.last_hash = pk, stored_hash
-        progress.checked += 1
+        progress.advance(pk, stored_hash, content)
         n += 1
         if deadline is not None and n % 1000 == 0 and time.monotonic() > deadline:
             return progress
@@ -322,16 +360,16 @@ def verify_archive(archive):
         return False, f"{path} is missing"
     if _sha256_of(path) != archive.sha256:
         return False, f"{path} changed since it was written (sha256 differs)"
-    prev, count, head = archive.first_prev_hash, 0, None
+    progress, head = Progress(archive.first_id - 1, archive.first_prev_hash), None
     for item in read_archive(path):
         if "archive" in item:
             head = item["archive"]
             break
         stored = item.pop("hash")
         pk = item.pop("id")
-        if item["prev_hash"] != prev or hash_content(item) != stored:
+        if progress.why_broken(stored, item):
             return False, f"event {pk} in {path.name} does not verify"
-        prev, count = stored, count + 1
-    if head is None or prev != archive.head_hash or count != archive.count:
-        return False, f"{path.name} does not end at the recorded head ({count} events read)"
-    return True, f"{count} events verified, head {prev[:16]}…"
+        progress.advance(pk, stored, item)
+    if head is None or progress.last_hash != archive.head_hash or progress.checked != archive.count:
+        return False, f"{path.name} does not end at the recorded head ({progress.checked} events read)"
+    return True, f"{progress.checked} events verified, head {progress.last_hash[:16]}…"

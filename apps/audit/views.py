@@ -189,7 +189,7 @@ def verify(request):
             after_id, prev = chain_start()
             state = {"after": after_id, "prev": prev, "checked": 0, "archives": bool(request.POST.get("archives")),
                      "t0": time.time()}
-        progress = Progress(state["after"], state["prev"], state["checked"])
+        progress = Progress(state["after"], state["prev"], state["checked"], state.get("scheme"))
         verify_some(progress, deadline=time.monotonic() + VERIFY_BUDGET_S)
         context["progress"] = progress
         if progress.done:
@@ -204,7 +204,8 @@ def verify(request):
                             "bad_archives": bad_archives})
         else:
             context["continuation"] = signing.dumps(
-                {**state, "after": progress.last_id, "prev": progress.last_hash, "checked": progress.checked},
+                {**state, "after": progress.last_id, "prev": progress.last_hash, "checked": progress.checked,
+                 "scheme": progress.last_scheme},
                 salt=VERIFY_SALT)
         if request.htmx:
             return TemplateResponse(request, "audit/verify.html#result", context)
