@@ -39,6 +39,8 @@ def _beat_schedule():
         "task": "fleet.watch_drift", "schedule": 30.0, "options": {"expires": 25}}
     schedule["roll back operations whose worker died"] = {
         "task": "operations.reap_stale", "schedule": 5.0, "options": {"expires": 4}}
+    schedule["write the summaries of repeated refusals"] = {
+        "task": "audit.flush_refusal_bursts", "schedule": 15.0, "options": {"expires": 14}}
     schedule["archive audit events past their retention"] = {
         "task": "audit.archive_old_events", "schedule": 3600.0, "options": {"expires": 3000}}
     return schedule

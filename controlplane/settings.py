@@ -203,6 +203,10 @@ OPERATIONS_STALE_AFTER_S = envfloat("OPERATIONS_STALE_AFTER_S", 15)
 # Audit retention: events older than this many days are archived to gzip JSONL files, then removed.
 AUDIT_RETENTION_DAYS = envint("AUDIT_RETENTION_DAYS", 400)
 AUDIT_ARCHIVE_DIR = Path(os.environ.get("AUDIT_ARCHIVE_DIR", VAR_DIR / "audit-archive"))
+# Repeated identical refusals: this many per window are written one by one, the rest counted into one
+# summary event per window (apps/audit/services.py, "repeated refusals"), so a flood cannot flood the log.
+AUDIT_REFUSAL_BURST = envint("AUDIT_REFUSAL_BURST", 5)
+AUDIT_REFUSAL_WINDOW_S = envfloat("AUDIT_REFUSAL_WINDOW_S", 60)
 
 # Network timeouts (seconds) of the two clients; each call is bounded by these.
 PROXYSQL_CONNECT_TIMEOUT = envfloat("PROXYSQL_CONNECT_TIMEOUT", 0.5)

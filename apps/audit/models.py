@@ -170,3 +170,30 @@ class AuditArchive(models.Model):
 
     def __str__(self):
         return f"events {self.first_id}-{self.last_id} ({self.count}) in {self.path}"
+
+
+class RefusalBurst(models.Model):
+    """Repeated identical refusals being counted instead of written (services.record, "repeated
+    refusals"): bookkeeping, not evidence, until the window ends and its summary event is appended to the
+    chain. One row per key (actor, action, target, cluster, outcome) seen within the last window."""
+
+    key = models.CharField(max_length=64, unique=True)
+    actor = models.CharField(max_length=150)
+    actor_kind = models.CharField(max_length=10, choices=ActorKind.choices)
+    actor_user_id = models.BigIntegerField(null=True, blank=True)
+    cluster_id = models.BigIntegerField(null=True, blank=True)
+    cluster_name = models.CharField(max_length=200, blank=True)
+    target = models.CharField(max_length=300, blank=True)
+    action = models.CharField(max_length=100)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices)
+    window_start = models.DateTimeField()
+    last_at = models.DateTimeField(help_text="the latest refusal of this key, written or counted")
+    written = models.PositiveIntegerField(default=0, help_text="written one by one since the allowance began")
+    folded = models.PositiveBigIntegerField(default=0, help_text="counted in this window, not written yet")
+    first_folded_at = models.DateTimeField(null=True, blank=True)
+    sample = models.JSONField(default=list, blank=True, encoder=DjangoJSONEncoder,
+                              help_text="distinct source addresses and details of the counted refusals")
+    sample_complete = models.BooleanField(default=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["folded", "window_start"], name="audit_burst_due")]

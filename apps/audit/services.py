@@ -12,16 +12,17 @@ from datetime import timezone as dt_timezone
 from pathlib import Path
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
-from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.ipv6 import clean_ipv6_address
 
 from . import search
 from .models import (CURRENT_SCHEME, HASHED_FIELDS, LEGACY_SCHEME, REANCHOR_ACTION, SCHEMES, ActorKind,
-                     AuditChainHead, AuditEvent, AuditSearchToken, hash_content, hashed_content)
+                     AuditChainHead, AuditEvent, AuditSearchToken, Outcome, RefusalBurst, hash_content,
+                     hashed_content)
 
 GENESIS = "0" * 64
 _SECRET_KEYS = ("password", "passwd", "secret", "token")
@@ -63,7 +64,8 @@ def record(action, *, outcome="success", request=None, user=None, rule=None, clu
     """Append one audit event. Actor: the request's user, `user`, a named automatic `rule`, or system.
 
     Runs in its own short transaction (or joins the caller's, so a mutation and its audit row commit
-    together). Returns the event.
+    together). Returns the event, or None for a repeated refusal that was counted into a summary
+    instead of written (see "repeated refusals" below).
     """
     if rule:
         actor, kind, actor_user = rule, ActorKind.RULE, None
@@ -71,35 +73,151 @@ def record(action, *, outcome="success", request=None, user=None, rule=None, clu
         actor_user = user or (request.user if request is not None and request.user.is_authenticated else None)
         actor = actor_user.get_username() if actor_user else ("anonymous" if request is not None else "system")
         kind = ActorKind.USER if request is not None or actor_user else ActorKind.SYSTEM
-    return append_event(actor=actor, actor_kind=kind, actor_user_id=getattr(actor_user, "pk", None),
-                        source_address=_source_address(request),
-                        cluster_id=getattr(cluster, "pk", None), cluster_name=getattr(cluster, "name", ""),
-                        target=target, action=action, outcome=outcome, details=details, duration_ms=duration_ms)
+    fields = {"actor": actor, "actor_kind": kind, "actor_user_id": getattr(actor_user, "pk", None),
+              "source_address": _source_address(request), "cluster_id": getattr(cluster, "pk", None),
+              "cluster_name": getattr(cluster, "name", ""), "target": target, "action": action, "outcome": outcome,
+              "details": details, "duration_ms": duration_ms}
+    if outcome in FOLDED_OUTCOMES:
+        return _record_refusal(fields)
+    return append_event(**fields)
 
 
-def append_event(*, created_at=None, actor, actor_kind, actor_user_id=None, source_address=None, cluster_id=None,
-                 cluster_name="", target="", action, outcome="success", details=None, duration_ms=None):
+def append_event(*, created_at=None, **fields):
     """The chain's one append, under the head's row lock: record() resolves the actor and calls this.
     `created_at` defaults to now; tests and imports of older logs pass their own."""
+    with transaction.atomic():
+        return _append(_locked_head(), created_at=created_at, **fields)
+
+
+def _locked_head():
+    """The chain head's row, locked until the transaction ends: every append waits for it in turn."""
+    head, _ = AuditChainHead.objects.select_for_update().get_or_create(id=1, defaults={"last_hash": GENESIS})
+    return head
+
+
+def _append(head, *, created_at=None, actor, actor_kind, actor_user_id=None, source_address=None, cluster_id=None,
+            cluster_name="", target="", action, outcome="success", details=None, duration_ms=None):
     # Round-trip through JSON now so the hash is computed over exactly what the database will return.
     details = json.loads(json.dumps(_scrub(details or {}), cls=DjangoJSONEncoder))
     # In UTC, as the database hands it back: the hash covers its isoformat().
     created_at = created_at.astimezone(dt_timezone.utc) if created_at else timezone.now()
-    with transaction.atomic():
-        head, _ = AuditChainHead.objects.select_for_update().get_or_create(id=1, defaults={"last_hash": GENESIS})
-        event = AuditEvent(
-            created_at=created_at, actor=actor[:150], actor_kind=actor_kind, actor_user_id=actor_user_id,
-            source_address=_as_stored(source_address), cluster_id=cluster_id, cluster_name=(cluster_name or "")[:200],
-            target=str(target)[:300], action=action[:100], outcome=outcome, details=details,
-            duration_ms=duration_ms, prev_hash=head.last_hash,
-        )
-        event.hash = event.compute_hash()
-        event.search_text = search_text_of(event)
-        event.save()
-        AuditSearchToken.objects.bulk_create(
-            [AuditSearchToken(token=t, event_id=event.pk) for t in search.tokens_for(event.search_text)])
-        AuditChainHead.objects.filter(id=1).update(last_hash=event.hash)
+    event = AuditEvent(
+        created_at=created_at, actor=actor[:150], actor_kind=actor_kind, actor_user_id=actor_user_id,
+        source_address=_as_stored(source_address), cluster_id=cluster_id, cluster_name=(cluster_name or "")[:200],
+        target=str(target)[:300], action=action[:100], outcome=outcome, details=details,
+        duration_ms=duration_ms, prev_hash=head.last_hash,
+    )
+    event.hash = event.compute_hash()
+    event.search_text = search_text_of(event)
+    event.save()
+    AuditSearchToken.objects.bulk_create(
+        [AuditSearchToken(token=t, event_id=event.pk) for t in search.tokens_for(event.search_text)])
+    AuditChainHead.objects.filter(id=1).update(last_hash=event.hash)
+    head.last_hash = event.hash
     return event
+
+
+# -- repeated refusals -----------------------------------------------------------------------------
+# A flood of identical refusals (same actor, action, target, cluster and outcome: a script retrying a
+# confirm, a password guesser, a form posted in a loop) must not flood the log. Per such key, the
+# first AUDIT_REFUSAL_BURST refusals of a window of AUDIT_REFUSAL_WINDOW_S are written one by one;
+# the rest are counted in a RefusalBurst row (with a sample of who and what) and written as one
+# summary event, with the same actor, action, target, cluster and outcome and the count in its details
+# ("repeated"), when the window ends: by the next refusal of that key, or by the beat task
+# flush_refusal_bursts() soon after. While the flood goes on, each window writes only its summary;
+# a key that stays quiet for a window gets its allowance back. So a flood writes at most
+# AUDIT_REFUSAL_BURST rows, then one row per window, and every refusal is in the chain, written or
+# counted. The counting happens under the chain head's lock, like every append.
+FOLDED_OUTCOMES = (Outcome.REFUSED, Outcome.INVALID)
+SAMPLE_SIZE = 10  # distinct (source address, details) kept per summary
+SAMPLE_CHARS = 1000  # details longer than this are kept as their first characters
+
+
+def _burst_key(fields):
+    parts = [fields["actor"][:150], fields["action"][:100], str(fields["target"])[:300], fields["cluster_id"],
+             fields["outcome"]]
+    return hashlib.sha256(json.dumps(parts).encode("utf-8")).hexdigest()
+
+
+def _record_refusal(fields):
+    window = timedelta(seconds=settings.AUDIT_REFUSAL_WINDOW_S)
+    key = _burst_key(fields)
+    with transaction.atomic():
+        head = _locked_head()
+        now = timezone.now()
+        burst = RefusalBurst.objects.filter(key=key).first()
+        if burst is None:
+            burst = RefusalBurst(key=key, window_start=now, last_at=now, **{
+                name: fields[name] for name in ("actor", "actor_kind", "actor_user_id", "cluster_id", "cluster_name",
+                                                "target", "action", "outcome")})
+        else:
+            quiet = now - burst.last_at >= window
+            if now - burst.window_start >= window:
+                _close_window(head, burst, now)
+            if quiet:
+                burst.written = 0
+        burst.last_at = now
+        if burst.written < settings.AUDIT_REFUSAL_BURST:
+            burst.written += 1
+            event = _append(head, **fields)
+        else:
+            burst.folded += 1
+            burst.first_folded_at = burst.first_folded_at or now
+            _add_to_sample(burst, fields)
+            event = None
+        burst.save()
+    return event
+
+
+def _add_to_sample(burst, fields):
+    details = json.loads(json.dumps(_scrub(fields["details"] or {}), cls=DjangoJSONEncoder))
+    if len(json.dumps(details)) > SAMPLE_CHARS:
+        details = json.dumps(details)[:SAMPLE_CHARS] + "…"
+    entry = {"source_address": _as_stored(fields["source_address"]), "details": details}
+    if entry in burst.sample:
+        return
+    if len(burst.sample) < SAMPLE_SIZE:
+        burst.sample = burst.sample + [entry]
+    else:
+        burst.sample_complete = False
+
+
+def _close_window(head, burst, now):
+    """End the burst's window: the summary of what it counted (then no new allowance: the flood goes
+    on), or a new allowance when it counted nothing."""
+    if burst.folded:
+        _append(head, actor=burst.actor, actor_kind=burst.actor_kind, actor_user_id=burst.actor_user_id,
+                cluster_id=burst.cluster_id, cluster_name=burst.cluster_name, target=burst.target,
+                action=burst.action, outcome=burst.outcome, details={
+                    "repeated": burst.folded, "first_at": burst.first_folded_at, "last_at": burst.last_at,
+                    "note": f"identical to the {burst.written} written before them within "
+                            f"{settings.AUDIT_REFUSAL_WINDOW_S:g} s, so counted here instead of written one by one",
+                    "sample": burst.sample, "sample_complete": burst.sample_complete})
+    else:
+        burst.written = 0
+    burst.folded, burst.first_folded_at, burst.sample, burst.sample_complete = 0, None, [], True
+    burst.window_start = now
+
+
+def flush_refusal_bursts(now=None):
+    """Beat: write the summary of every window that has ended with refusals counted, and forget the
+    keys that stayed quiet for a window. Returns the number of summaries written."""
+    now = now or timezone.now()
+    window = timedelta(seconds=settings.AUDIT_REFUSAL_WINDOW_S)
+    with transaction.atomic():
+        head = _locked_head()
+        ended = list(RefusalBurst.objects.filter(folded__gt=0, window_start__lte=now - window).order_by("id"))
+        for burst in ended:
+            _close_window(head, burst, now)
+            burst.save()
+        RefusalBurst.objects.filter(folded=0, last_at__lte=now - window).delete()
+    return len(ended)
+
+
+def count_with_repeats(events):
+    """How many refusals `events` stands for: a summary of repeated refusals counts as its repeats."""
+    summaries = [d.get("repeated") for d in events.filter(details__has_key="repeated").values_list("details", flat=True)]
+    return events.count() - len(summaries) + sum(int(n or 0) for n in summaries)
 
 
 def search_text_of(event):
