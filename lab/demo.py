@@ -201,14 +201,16 @@ def wait(processes):
 
 
 class stopped_on_exit:
-    """Ctrl-C, SIGTERM and SIGHUP end the `with` block (as KeyboardInterrupt); on the way out, however
+    """SIGINT (Ctrl-C), SIGTERM and SIGHUP end the `with` block (as KeyboardInterrupt); on the way out, however
     it ends, every process started through `processes` is stopped, and further signals wait for that."""
 
     def __init__(self, processes):
         self.processes = processes
 
     def __enter__(self):
-        for sig in (signal.SIGTERM, signal.SIGHUP):
+        # SIGINT too: a process started with SIGINT ignored (by a script's `&`, by nohup, by a test runner)
+        # would otherwise not stop on Ctrl-C, and would hand the ignored SIGINT down to every child.
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, _interrupt)
         return self.processes
 

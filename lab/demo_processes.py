@@ -48,11 +48,12 @@ class Processes:
         return next(((name, proc.returncode) for name, proc in self.started if proc.poll() is not None), None)
 
     def stop_all(self, grace_s=GRACE_S, say=print):
+        """Stop every group at once (a slow one must not hold up the others' grace period), then reap."""
+        outcome = stop_groups([proc.pid for _, proc in self.started], grace_s=grace_s)
         for name, proc in reversed(self.started):
-            stopped = stop_group(proc.pid, grace_s=grace_s)
             proc.wait()  # reap it: it was our child
             (self.run_dir / f"{name}.pid").unlink(missing_ok=True)
-            say(f"stopped {name} (pid {proc.pid}{', killed' if stopped == 'killed' else ''})")
+            say(f"stopped {name} (pid {proc.pid}{', killed' if outcome[proc.pid] == 'killed' else ''})")
         self.started.clear()
 
 
@@ -79,19 +80,31 @@ def group_members(pgid):
 def stop_group(leader, *, grace_s=GRACE_S):
     """Stop the process group `leader` leads (the leader, what it forked, what those forked): SIGTERM,
     then SIGKILL after grace_s to whatever remains. Returns "stopped", "killed" or "gone"."""
-    if not group_members(leader):
-        return "gone"
-    _signal_group(leader, signal.SIGTERM)
+    return stop_groups([leader], grace_s=grace_s)[leader]
+
+
+def stop_groups(leaders, *, grace_s=GRACE_S):
+    """stop_group() for several groups at once: {leader: "stopped", "killed" or "gone"}."""
+    outcome = {leader: "stopped" if group_members(leader) else "gone" for leader in leaders}
+    for leader in leaders:
+        _signal_group(leader, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        if not _alive(group_members(leader)):
-            return "stopped"
+    while _alive_groups(leaders) and time.monotonic() < deadline:
         time.sleep(0.1)
-    _signal_group(leader, signal.SIGKILL)
+    for leader in _alive_groups(leaders):
+        _signal_group(leader, signal.SIGKILL)
+        outcome[leader] = "killed"
     deadline = time.monotonic() + 5
-    while _alive(group_members(leader)) and time.monotonic() < deadline:
+    while _alive_groups(leaders) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return "killed"
+    return outcome
+
+
+def _alive_groups(leaders):
+    by_group = {}
+    for proc in psutil.process_iter():
+        by_group.setdefault(_pgid(proc.pid), []).append(proc)
+    return [leader for leader in leaders if _alive(by_group.get(leader, []))]
 
 
 def stop_process_tree(proc, *, grace_s=GRACE_S):

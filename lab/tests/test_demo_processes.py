@@ -35,7 +35,10 @@ def product(tmp_path):
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "lab.demo", "product", "--port", str(port), "--redis-port", str(redis_port),
              "--run-dir", str(run_dir), "--log-dir", str(log_dir)],
-            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            # SIGINT ignored, as for a command run with `&` from a script (or by some test runners):
+            # Ctrl-C must stop the demo all the same.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
         started.append(supervisor)
         deadline = time.monotonic() + START_TIMEOUT_S
         while "product up" not in (tmp_path / "supervisor.log").read_text():
@@ -83,7 +86,7 @@ def wait_gone(pids, timeout=10):
 
 
 @pytest.mark.parametrize("signal_name", ["SIGINT", "SIGHUP"])
-def test_ctrl_c_stops_every_process_the_demo_started_and_frees_its_ports(product, signal_name):
+def test_ctrl_c_stops_every_process_the_demo_started_and_frees_its_ports(product, signal_name, tmp_path):
     """SIGINT is Ctrl-C; SIGHUP is the terminal closing (on which gunicorn alone would reload, not stop)."""
     supervisor, port, redis_port, run_dir = product()
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=10) as response:
@@ -94,7 +97,12 @@ def test_ctrl_c_stops_every_process_the_demo_started_and_frees_its_ports(product
     pids = {pid for members in groups.values() for pid in members}
 
     os.killpg(supervisor.pid, getattr(signal, signal_name))  # as the terminal does: its foreground group
-    assert supervisor.wait(timeout=60) == 0
+    try:
+        assert supervisor.wait(timeout=60) == 0
+    except subprocess.TimeoutExpired:
+        pytest.fail("the supervisor did not stop within 60 s; still running: "
+                    f"{ {name: [p for p in members if not gone(p)] for name, members in groups.items()} }\n"
+                    + (tmp_path / "supervisor.log").read_text())
     assert not wait_gone(pids), "left running: " + str({name: [p for p in members if not gone(p)]
                                                         for name, members in groups.items()})
     assert port_is_free(port) and port_is_free(redis_port)
