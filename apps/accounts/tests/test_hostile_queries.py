@@ -30,7 +30,7 @@ def test_no_get_endpoint_fails_on_hostile_query_strings(client, admin_user_role,
 
 
 DATE_PARAMS = ("start", "end", "from", "to")
-NUMBER_PARAMS = ("page", "before", "after", "event", "cluster", "node", "hostgroup", "id")
+NUMBER_PARAMS = ("page", "before", "after", "event", "cluster", "node", "hostgroup", "id", "a", "b", "number")
 
 
 def boundary_queries(cluster_pk):
