@@ -147,9 +147,11 @@ def _record_refusal(fields):
         now = timezone.now()
         burst = RefusalBurst.objects.filter(key=key).first()
         if burst is None:
-            burst = RefusalBurst(key=key, window_start=now, last_at=now, **{
-                name: fields[name] for name in ("actor", "actor_kind", "actor_user_id", "cluster_id", "cluster_name",
-                                                "target", "action", "outcome")})
+            burst = RefusalBurst(key=key, window_start=now, last_at=now, actor=fields["actor"][:150],
+                                 actor_kind=fields["actor_kind"], actor_user_id=fields["actor_user_id"],
+                                 cluster_id=fields["cluster_id"], cluster_name=(fields["cluster_name"] or "")[:200],
+                                 target=str(fields["target"])[:300], action=fields["action"][:100],
+                                 outcome=fields["outcome"])
         else:
             quiet = now - burst.last_at >= window
             if now - burst.window_start >= window:

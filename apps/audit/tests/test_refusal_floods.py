@@ -147,3 +147,12 @@ def test_a_flood_of_invalid_forms_is_bounded(operator_client, clusters):
     assert invalid.count() == BURST
     flush_refusal_bursts(after_the_window())
     assert count_with_repeats(invalid) == 60
+
+
+def test_long_names_are_cut_as_the_event_cuts_them(clusters):
+    for _ in range(BURST + 3):
+        record("r" * 150, rule="x" * 200, cluster=clusters[0], target="t" * 400, outcome="refused")
+    flush_refusal_bursts(after_the_window())
+    summary = AuditEvent.objects.filter(details__has_key="repeated").get()
+    assert (len(summary.action), len(summary.actor), len(summary.target)) == (100, 150, 300)
+    assert summary.details["repeated"] == 3
