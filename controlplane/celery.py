@@ -41,6 +41,8 @@ def _beat_schedule():
         "task": "operations.reap_stale", "schedule": 5.0, "options": {"expires": 4}}
     schedule["retry rollbacks a ProxySQL node did not take"] = {
         "task": "operations.retry_pending_rollbacks", "schedule": 2.0, "options": {"expires": 1.8}}
+    schedule["write the summaries of repeated refusals"] = {
+        "task": "audit.flush_refusal_bursts", "schedule": 15.0, "options": {"expires": 14}}
     schedule["archive audit events past their retention"] = {
         "task": "audit.archive_old_events", "schedule": 3600.0, "options": {"expires": 3000}}
     return schedule

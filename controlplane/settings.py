@@ -1,7 +1,9 @@
 """Settings for the control plane. Every knob comes from the environment; see README "Configuration".
 
-Defaults are for a developer's machine (SQLite under var/, Redis on localhost). Production sets
-DJANGO_DEBUG=0, SECRET_KEY, CREDENTIALS_KEYS, DATABASE_URL (MariaDB/MySQL) and REDIS_URL.
+Without DJANGO_DEBUG the settings are production's: SECRET_KEY and CREDENTIALS_KEYS must be set (and
+must not be the repository's development keys), cookies are Secure, HSTS is on. A developer's machine,
+bin/demo and the tests ask for development mode explicitly with DJANGO_DEBUG=1: then the development
+keys below are used when none is set, SQLite under var/ and Redis on localhost remain the defaults.
 """
 import os
 from pathlib import Path
@@ -48,20 +50,35 @@ def envlist(name, default=""):
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
-DEBUG = envbool("DJANGO_DEBUG", True)
+# Production unless asked otherwise: a forgotten variable must not publish the development keys.
+DEBUG = envbool("DJANGO_DEBUG", False)
 
-# Development falls back to fixed, clearly-marked keys; production must set its own.
+# Development mode falls back to fixed, clearly-marked keys. They are in the repository, so anyone with
+# the code could decrypt what they protect: production refuses them (and refuses to start without keys).
 _DEV_SECRET_KEY = "dev-only-insecure-secret-key-change-me"
 _DEV_CREDENTIALS_KEY = "ZGV2LW9ubHktY3JlZGVudGlhbHMta2V5LTMyYnl0ZXM="  # base64 of 32 bytes, dev only
+_NEW_FERNET_KEY = "python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'"
 SECRET_KEY = os.environ.get("SECRET_KEY") or (_DEV_SECRET_KEY if DEBUG else "")
 if not SECRET_KEY:
-    raise ImproperlyConfigured("SECRET_KEY must be set when DJANGO_DEBUG=0")
+    raise ImproperlyConfigured(
+        "SECRET_KEY must be set in production (a long random string, e.g. from "
+        "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`); for development on your own "
+        "machine set DJANGO_DEBUG=1 instead")
+if not DEBUG and SECRET_KEY == _DEV_SECRET_KEY:
+    raise ImproperlyConfigured("SECRET_KEY is the repository's development key, which anyone with the code "
+                               "knows: set your own in production (or DJANGO_DEBUG=1 for development)")
 
 # Fernet keys for ProxySQL and backend credentials at rest. The first encrypts; all of them decrypt,
 # so a new key can be put first while `manage.py rotate_credentials` re-encrypts every stored secret.
 CREDENTIALS_KEYS = envlist("CREDENTIALS_KEYS") or ([_DEV_CREDENTIALS_KEY] if DEBUG else [])
 if not CREDENTIALS_KEYS:
-    raise ImproperlyConfigured("CREDENTIALS_KEYS must be set when DJANGO_DEBUG=0")
+    raise ImproperlyConfigured(f"CREDENTIALS_KEYS must be set in production (a Fernet key from `{_NEW_FERNET_KEY}`); "
+                               f"for development on your own machine set DJANGO_DEBUG=1 instead")
+if not DEBUG and _DEV_CREDENTIALS_KEY in CREDENTIALS_KEYS:
+    raise ImproperlyConfigured(
+        "CREDENTIALS_KEYS holds the repository's development key, which anyone with the code knows: put a new "
+        f"key (`{_NEW_FERNET_KEY}`) in its place. To re-encrypt passwords stored under the development key, run "
+        "once `DJANGO_DEBUG=1 CREDENTIALS_KEYS=<new>,<development key> manage.py rotate_credentials`")
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS")
@@ -186,6 +203,10 @@ OPERATIONS_STALE_AFTER_S = envfloat("OPERATIONS_STALE_AFTER_S", 15)
 # Audit retention: events older than this many days are archived to gzip JSONL files, then removed.
 AUDIT_RETENTION_DAYS = envint("AUDIT_RETENTION_DAYS", 400)
 AUDIT_ARCHIVE_DIR = Path(os.environ.get("AUDIT_ARCHIVE_DIR", VAR_DIR / "audit-archive"))
+# Repeated identical refusals: this many per window are written one by one, the rest counted into one
+# summary event per window (apps/audit/services.py, "repeated refusals"), so a flood cannot flood the log.
+AUDIT_REFUSAL_BURST = envint("AUDIT_REFUSAL_BURST", 5)
+AUDIT_REFUSAL_WINDOW_S = envfloat("AUDIT_REFUSAL_WINDOW_S", 60)
 
 # Network timeouts (seconds) of the two clients; each call is bounded by these.
 PROXYSQL_CONNECT_TIMEOUT = envfloat("PROXYSQL_CONNECT_TIMEOUT", 0.5)

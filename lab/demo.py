@@ -1,16 +1,20 @@
-"""The demo lab: the Galera lab plus two ProxySQL admin doubles set up like the seeds' ProxySQL pair
-(writer hostgroup 100, readers 101, backup writers 102, offline 9101), with lab traffic running.
+"""The demo: the Galera lab plus two ProxySQL admin doubles set up like the seeds' ProxySQL pair (writer
+hostgroup 100, readers 101, backup writers 102, offline 9101), with lab traffic running, and the product
+(Redis, the Celery worker and beat, the console under gunicorn) in front of them.
 
-    python -m lab.demo up      start what is not running, configure the doubles if they are empty
-    python -m lab.demo down    stop the doubles' process and the Galera lab
+    python -m lab.demo run       what bin/demo runs: lab, database, demo user, adoption, the product;
+                                 Ctrl-C stops every process it started (the Galera lab stays up)
+    python -m lab.demo product   the product part alone (Redis if none answers, worker, beat, web), until Ctrl-C
+    python -m lab.demo up        start what is not running of the lab, configure the doubles if empty
+    python -m lab.demo down      stop whatever a demo left running (pid files, then the demo's ports) and the lab
 
 The doubles are configured through their admin port with plain admin SQL, exactly as an operator would
-have configured a real ProxySQL before adopting it into the product.
+have configured a real ProxySQL before adopting it into the product. How the processes are started
+and stopped (one process group each, pid files): lab/demo_processes.py.
 """
 import argparse
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,10 +22,17 @@ from pathlib import Path
 
 import MySQLdb
 
+from lab.demo_processes import Processes, listening, stop_leftovers
+
 REPO = Path(__file__).resolve().parent.parent
 STATE_DIR = REPO / "var" / "lab" / "proxysql-demo"
-PID_FILE = STATE_DIR / "doubles.pid"
+RUN_DIR = REPO / "var" / "run" / "demo"
+LOG_DIR = REPO / "var" / "log"
+# Pid files of earlier demos, which `down` still honours: the doubles' and a daemonised redis-server's.
+OLD_PID_FILES = (STATE_DIR / "doubles.pid", REPO / "var" / "redis" / "redis.pid")
 DOUBLE_PORTS = (16032, 16033)
+PORT = int(os.environ.get("PORT") or 8000)
+REDIS_PORT = int(os.environ.get("REDIS_PORT") or 6379)
 ADMIN_USER = ADMIN_PASSWORD = "admin"
 GALERA_PORTS = (3311, 3312, 3313)
 
@@ -67,31 +78,26 @@ def seed_statements(backend_ports=GALERA_PORTS, peers=()):
     return statements
 
 
-def _listening(port):
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.3).close()
-        return True
-    except OSError:
-        return False
-
-
-def start_doubles():
-    if all(_listening(p) for p in DOUBLE_PORTS):
+def start_doubles(processes):
+    """Start the two doubles (one process) unless they answer already; returns whether it started them."""
+    if all(listening(p) for p in DOUBLE_PORTS):
         return False
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     args = [sys.executable, "-m", "lab.proxysql_double", "--user", ADMIN_USER, "--password", ADMIN_PASSWORD,
             "--datadir", str(STATE_DIR)]
     for port in DOUBLE_PORTS:
         args += ["--port", str(port)]
-    log = open(STATE_DIR / "doubles.log", "ab")
-    proc = subprocess.Popen(args, cwd=REPO, stdout=log, stderr=log, start_new_session=True)
-    PID_FILE.write_text(str(proc.pid))
-    deadline = time.monotonic() + 15
-    while not all(_listening(p) for p in DOUBLE_PORTS):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"the ProxySQL doubles did not start; see {STATE_DIR / 'doubles.log'}")
-        time.sleep(0.1)
+    proc = processes.start("doubles", args, log_path=STATE_DIR / "doubles.log")
+    _wait_for(DOUBLE_PORTS, proc, f"the ProxySQL doubles did not start; see {STATE_DIR / 'doubles.log'}")
     return True
+
+
+def _wait_for(ports, proc, failure, timeout=30):
+    deadline = time.monotonic() + timeout
+    while not all(listening(p) for p in ports):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(failure)
+        time.sleep(0.1)
 
 
 def configure_doubles():
@@ -115,34 +121,144 @@ def start_traffic(port):
     admin_sql(port, *DEMO_TRAFFIC)
 
 
-def up():
+def up(processes=None):
+    """The lab: Galera (left running), the doubles configured like the seeds' pair. Without `processes`
+    the doubles keep running after this returns (`down` stops them by their pid file)."""
     from lab.galera import GaleraLab
 
     GaleraLab().up()
-    start_doubles()
+    start_doubles(processes or Processes(RUN_DIR))
     configure_doubles()
     print(f"lab up: Galera on 127.0.0.1:{','.join(map(str, GALERA_PORTS))}; ProxySQL admin doubles on "
           f"127.0.0.1:{','.join(map(str, DOUBLE_PORTS))} (user {ADMIN_USER}, password {ADMIN_PASSWORD})")
 
 
-def down():
-    from lab.galera import GaleraLab
+def product(processes, *, port=PORT, redis_port=REDIS_PORT, log_dir=LOG_DIR):
+    """Redis (unless one answers on redis_port), the Celery worker and beat, and the console on `port`."""
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0"}
+    if not listening(redis_port):
+        redis_dir = processes.run_dir / "redis"
+        redis_dir.mkdir(exist_ok=True)
+        proc = processes.start("redis", ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1",
+                                         "--dir", str(redis_dir), "--save", "", "--appendonly", "no"],
+                               log_path=log_dir / "redis.log")
+        _wait_for([redis_port], proc, f"redis-server did not start; see {log_dir / 'redis.log'}")
+    celery = [sys.executable, "-m", "celery", "-A", "controlplane"]
+    processes.start("worker", celery + ["worker", "--loglevel", "INFO", "--concurrency", "2"], env=env,
+                    log_path=log_dir / "worker.log")
+    processes.start("beat", celery + ["beat", "--loglevel", "INFO", "--schedule",
+                                      str(processes.run_dir / "celerybeat-schedule")],
+                    env=env, log_path=log_dir / "beat.log")
+    web = processes.start("web", [sys.executable, "-m", "gunicorn", "controlplane.wsgi:application",
+                                  "--bind", f"127.0.0.1:{port}", "--workers", "2", "--threads", "4",
+                                  "--graceful-timeout", "5", "--access-logfile", str(log_dir / "access.log")],
+                          env=env, log_path=log_dir / "web.log")
+    _wait_for([port], web, f"the console did not start; see {log_dir / 'web.log'}", timeout=60)
 
-    if PID_FILE.exists():
-        try:
-            os.kill(int(PID_FILE.read_text()), signal.SIGTERM)
-        except (ProcessLookupError, ValueError):
-            pass
-        PID_FILE.unlink()
-    GaleraLab().down()
+
+def manage(*args, env=None):
+    subprocess.run([sys.executable, "manage.py", *args], cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL)
+
+
+def run(port=PORT, redis_port=REDIS_PORT):
+    """bin/demo: everything, until Ctrl-C; then every process started here stops (the Galera lab stays)."""
+    processes = Processes(RUN_DIR)
+    with stopped_on_exit(processes):
+        print("--- lab: Galera cluster and ProxySQL admin doubles")
+        up(processes)
+        print("--- database and demo user")
+        manage("migrate", "--noinput")
+        password_file = REPO / "var" / "demo-admin-password"
+        if not password_file.exists() or not password_file.read_text().strip():
+            import secrets
+
+            password_file.write_text(secrets.token_urlsafe(12) + "\n")
+        password = password_file.read_text().strip()
+        manage("ensure_user", "admin", "--role", "admin", "--password", password)
+        print("--- adopting the lab's ProxySQL nodes (skipped when already adopted)")
+        for n, double_port in enumerate(DOUBLE_PORTS, start=1):
+            manage("adopt_proxysql", "--host", "127.0.0.1", "--port", str(double_port), "--user", ADMIN_USER,
+                   "--cluster", "galera-lab", "--node-name", f"proxysql-{n}", "--yes", "--if-new",
+                   env={**os.environ, "PROXYSQL_ADMIN_PASSWORD": ADMIN_PASSWORD})
+        print(f"--- redis on 127.0.0.1:{redis_port}, Celery worker and beat, the console")
+        product(processes, port=port, redis_port=redis_port)
+        print(f"\n  Console:   http://127.0.0.1:{port}/\n  Log in:    admin / {password}\n"
+              f"  Logs:      {LOG_DIR}/   Stop: Ctrl-C (then `bin/demo down` also stops the Galera lab)\n",
+              flush=True)
+        return wait(processes)
+
+
+def wait(processes):
+    """Until a signal stops the demo (KeyboardInterrupt) or one of its processes exits by itself."""
+    while True:
+        gone = processes.exited()
+        if gone:
+            print(f"{gone[0]} exited (code {gone[1]}): stopping the demo; see its log", flush=True)
+            return 1
+        time.sleep(0.5)
+
+
+class stopped_on_exit:
+    """SIGINT (Ctrl-C), SIGTERM and SIGHUP end the `with` block (as KeyboardInterrupt); on the way out, however
+    it ends, every process started through `processes` is stopped, and further signals wait for that."""
+
+    def __init__(self, processes):
+        self.processes = processes
+
+    def __enter__(self):
+        # SIGINT too: a process started with SIGINT ignored (by a script's `&`, by nohup, by a test runner)
+        # would otherwise not stop on Ctrl-C, and would hand the ignored SIGINT down to every child.
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, _interrupt)
+        return self.processes
+
+    def __exit__(self, *exc):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        print("--- stopping what the demo started", flush=True)
+        self.processes.stop_all(say=lambda line: print(line, flush=True))
+        return exc[0] is KeyboardInterrupt  # an interrupt is the normal way out
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def down(*, port=PORT, redis_port=REDIS_PORT, run_dir=RUN_DIR, product_only=False):
+    """Stop what a demo left running: by its pid files (and older demos'), then by its ports; then the
+    Galera lab (unless product_only)."""
+    ports = [port, redis_port] + ([] if product_only else list(DOUBLE_PORTS))
+    stop_leftovers(run_dir, ports, pid_files=() if product_only else OLD_PID_FILES)
+    if not product_only:
+        from lab.galera import GaleraLab
+
+        GaleraLab().down()
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["up", "down"])
+    parser.add_argument("command", choices=["run", "product", "up", "down"])
+    parser.add_argument("--port", type=int, default=PORT, help="the console's port (env PORT, 8000)")
+    parser.add_argument("--redis-port", type=int, default=REDIS_PORT, help="env REDIS_PORT, 6379")
+    parser.add_argument("--run-dir", type=Path, default=RUN_DIR, help="pid files (product, down)")
+    parser.add_argument("--log-dir", type=Path, default=LOG_DIR, help="logs (product)")
+    parser.add_argument("--product-only", action="store_true", help="down: leave the lab's doubles and Galera")
     args = parser.parse_args(argv)
-    up() if args.command == "up" else down()
+    if args.command == "run":
+        return run(args.port, args.redis_port)
+    if args.command == "product":
+        processes = Processes(args.run_dir)
+        with stopped_on_exit(processes):
+            product(processes, port=args.port, redis_port=args.redis_port, log_dir=args.log_dir)
+            print(f"product up on 127.0.0.1:{args.port}", flush=True)
+            return wait(processes)
+        return 0
+    if args.command == "up":
+        return up()
+    return down(port=args.port, redis_port=args.redis_port, run_dir=args.run_dir, product_only=args.product_only)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

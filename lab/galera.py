@@ -18,7 +18,7 @@ Python::
     lab.heal()                   # back to 3 x Synced, desync/read_only OFF, reject_queries NONE
     lab.down()                   # clean stop, one node at a time, by pid
 
-Layout (see /work/shared/design/GALERA-LAB.md for the measured facts behind it): node N has client port
+Layout (see ../shared/design/GALERA-LAB.md for the measured facts behind it): node N has client port
 3310+N, gcomm 4567+10(N-1), IST gcomm+1, SST receive 4444+10(N-1); its own dir
 `<base>/nodeN/` with my.cnf, data/, tmp/, socket, pid files and error.log. The servers run as the
 `mysql` OS user (rsync SST fails as root), detached, tracked by the pid file we write at spawn.

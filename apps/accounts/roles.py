@@ -23,10 +23,14 @@ def role_of(user):
     if names is None:
         names = set(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
         user._role_names = names
-    for role in reversed(ROLES):
-        if role in names:
-            return role
-    return None
+    return role_from(False, names)
+
+
+def role_from(is_superuser, group_names):
+    """The role that a superuser flag and these group names give."""
+    if is_superuser:
+        return ADMIN
+    return next((role for role in reversed(ROLES) if role in group_names), None)
 
 
 def has_role(user, role):

@@ -1,7 +1,9 @@
 from datetime import timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.forms import UsernameField
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.decorators import method_decorator
@@ -12,6 +14,21 @@ from apps.audit.services import record
 from .models import LoginFailure
 
 
+def throttle_name(raw):
+    """The user name failures are counted under: the one Django authenticates. The login form strips
+    spaces and NFKC-normalises (UsernameField), and the user is then looked up in the database, whose
+    collation may match other spellings (MariaDB's ignores case): so " alice", "alice\t" and, on
+    MariaDB, "ALICE" all count against alice, as they would all log in as alice."""
+    name = UsernameField().to_python(raw or "")
+    if len(name) > 150:  # no user has such a name: count it as typed (cut to the column)
+        return name[:150]
+    users = get_user_model()._default_manager
+    try:
+        return users.get_by_natural_key(name).get_username()
+    except get_user_model().DoesNotExist:
+        return name
+
+
 @method_decorator(sensitive_post_parameters("password"), name="dispatch")
 class ThrottledLoginView(auth_views.LoginView):
     """Django's login, refusing further attempts for a user name or a source address after
@@ -20,7 +37,7 @@ class ThrottledLoginView(auth_views.LoginView):
     template_name = "accounts/login.html"
 
     def post(self, request, *args, **kwargs):
-        username = (request.POST.get("username") or "")[:150]
+        username = throttle_name(request.POST.get("username"))
         address = request.META.get("REMOTE_ADDR")
         since = timezone.now() - timedelta(seconds=settings.LOGIN_FAILURE_WINDOW_S)
         failures = LoginFailure.objects.filter(Q(username=username) | Q(source_address=address), at__gte=since).count()
@@ -34,7 +51,7 @@ class ThrottledLoginView(auth_views.LoginView):
         return super().post(request, *args, **kwargs)
 
     def form_invalid(self, form):
-        username = (self.request.POST.get("username") or "")[:150]
+        username = throttle_name(self.request.POST.get("username"))
         LoginFailure.objects.create(username=username, source_address=self.request.META.get("REMOTE_ADDR"))
         record("login failed", request=self.request, outcome="refused", details={"username": username})
         return super().form_invalid(form)

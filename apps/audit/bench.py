@@ -14,7 +14,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 
 from . import search
-from .models import HASHED_FIELDS, AuditChainHead, AuditEvent, AuditSearchToken, hash_content
+from .models import (CURRENT_SCHEME, HASHED_FIELDS, AuditChainHead, AuditEvent, AuditSearchToken, hash_content,
+                     hashed_content)
 from .services import GENESIS
 
 USERS = ["alice", "bruno", "chen", "dalia", "emeka", "farah", "goran", "hana", "ivo", "jun", "kofi", "lena",
@@ -99,7 +100,7 @@ def generate(n, *, days=400, clusters=40, seed=7, batch=5000, progress=None):
     end = datetime.now(timezone.utc).replace(microsecond=0)
     start = end - timedelta(days=days)
     step = (end - start) / max(n, 1)
-    cols = ("id",) + HASHED_FIELDS + ("hash", "search_text")
+    cols = ("id",) + HASHED_FIELDS + ("hash", "search_text", "scheme")
     ev_table, tok_table = AuditEvent._meta.db_table, AuditSearchToken._meta.db_table
     qn = connection.ops.quote_name
     ev_sql = (f"INSERT INTO {ev_table} ({', '.join(qn(c) for c in cols)}) "
@@ -115,7 +116,7 @@ def generate(n, *, days=400, clusters=40, seed=7, batch=5000, progress=None):
             jitter_us = rng.randrange(0, 999_999) % max(1, int(step.total_seconds() * 1e6))  # stays in order
             created = start + step * i + timedelta(microseconds=jitter_us)
             e["details"] = json.loads(json.dumps(e["details"], cls=DjangoJSONEncoder))
-            content = {"created_at": created.isoformat(), **e, "prev_hash": head}
+            content = hashed_content({"created_at": created.isoformat(), **e, "prev_hash": head}, CURRENT_SCHEME)
             digest = hash_content(content)
             text = search.search_text(action=e["action"], actor=e["actor"], cluster_name=e["cluster_name"],
                                       target=e["target"], outcome=e["outcome"], source_address=e["source_address"],
@@ -123,7 +124,7 @@ def generate(n, *, days=400, clusters=40, seed=7, batch=5000, progress=None):
             ev_rows.append([pk, connection.ops.adapt_datetimefield_value(created), e["actor"],
                             e["actor_kind"], None, e["source_address"], e["cluster_id"], e["cluster_name"],
                             e["target"], e["action"], e["outcome"], json.dumps(e["details"], cls=DjangoJSONEncoder),
-                            e["duration_ms"], head, digest, text])
+                            e["duration_ms"], head, digest, text, CURRENT_SCHEME])
             tok_rows += [(t, pk) for t in search.tokens_for(text)]
             head = digest
         with transaction.atomic(), connection.cursor() as cur:

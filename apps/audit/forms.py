@@ -1,5 +1,5 @@
 """The review page's filters (GET). Times are UTC, as the pages show them."""
-from datetime import timedelta
+from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 
 from django import forms
@@ -14,8 +14,14 @@ QUICK_RANGES = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timede
 TIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d"]
 
 
+# Times outside these bounds are refused with a message: the pages add windows of up to a few weeks to
+# them, which near year 1 or 9999 leaves what a datetime can hold (an OverflowError, a 500).
+EARLIEST = datetime(1970, 1, 1, tzinfo=dt_timezone.utc)
+LATEST = datetime(9999, 1, 1, tzinfo=dt_timezone.utc)
+
+
 class UTCDateTimeField(forms.DateTimeField):
-    """A wall-clock time read as UTC whatever TIME_ZONE says."""
+    """A wall-clock time read as UTC whatever TIME_ZONE says, between EARLIEST and LATEST."""
 
     widget = forms.DateTimeInput(attrs={"type": "datetime-local", "step": "1"}, format="%Y-%m-%dT%H:%M:%S")
 
@@ -24,7 +30,13 @@ class UTCDateTimeField(forms.DateTimeField):
 
     def to_python(self, value):
         result = super().to_python(value)
-        return result.replace(tzinfo=dt_timezone.utc) if result is not None else None
+        if result is None:
+            return None
+        result = result.replace(tzinfo=dt_timezone.utc)
+        if not EARLIEST <= result <= LATEST:
+            raise forms.ValidationError(f"must be between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d} (UTC)",
+                                        code="out_of_range")
+        return result
 
 
 class FilterForm(forms.Form):

@@ -12,13 +12,17 @@ from datetime import timezone as dt_timezone
 from pathlib import Path
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.ipv6 import clean_ipv6_address
 
 from . import search
-from .models import HASHED_FIELDS, ActorKind, AuditChainHead, AuditEvent, AuditSearchToken, hash_content
+from .models import (CURRENT_SCHEME, HASHED_FIELDS, LEGACY_SCHEME, REANCHOR_ACTION, SCHEMES, ActorKind,
+                     AuditChainHead, AuditEvent, AuditSearchToken, Outcome, RefusalBurst, hash_content,
+                     hashed_content)
 
 GENESIS = "0" * 64
 _SECRET_KEYS = ("password", "passwd", "secret", "token")
@@ -44,12 +48,24 @@ def _source_address(request):
     return request.META.get("REMOTE_ADDR") or None
 
 
+def _as_stored(address):
+    """An address as the column stores it (an IPv6 address in its short form), so that the hash covers
+    what the database hands back."""
+    if address and ":" in address:
+        try:
+            return clean_ipv6_address(address)
+        except ValidationError:
+            pass
+    return address
+
+
 def record(action, *, outcome="success", request=None, user=None, rule=None, cluster=None, target="",
            details=None, duration_ms=None):
     """Append one audit event. Actor: the request's user, `user`, a named automatic `rule`, or system.
 
     Runs in its own short transaction (or joins the caller's, so a mutation and its audit row commit
-    together). Returns the event.
+    together). Returns the event, or None for a repeated refusal that was counted into a summary
+    instead of written (see "repeated refusals" below).
     """
     if rule:
         actor, kind, actor_user = rule, ActorKind.RULE, None
@@ -57,34 +73,153 @@ def record(action, *, outcome="success", request=None, user=None, rule=None, clu
         actor_user = user or (request.user if request is not None and request.user.is_authenticated else None)
         actor = actor_user.get_username() if actor_user else ("anonymous" if request is not None else "system")
         kind = ActorKind.USER if request is not None or actor_user else ActorKind.SYSTEM
-    return append_event(actor=actor, actor_kind=kind, actor_user=actor_user, source_address=_source_address(request),
-                        cluster_id=getattr(cluster, "pk", None), cluster_name=getattr(cluster, "name", ""),
-                        target=target, action=action, outcome=outcome, details=details, duration_ms=duration_ms)
+    fields = {"actor": actor, "actor_kind": kind, "actor_user_id": getattr(actor_user, "pk", None),
+              "source_address": _source_address(request), "cluster_id": getattr(cluster, "pk", None),
+              "cluster_name": getattr(cluster, "name", ""), "target": target, "action": action, "outcome": outcome,
+              "details": details, "duration_ms": duration_ms}
+    if outcome in FOLDED_OUTCOMES:
+        return _record_refusal(fields)
+    return append_event(**fields)
 
 
-def append_event(*, created_at=None, actor, actor_kind, actor_user=None, source_address=None, cluster_id=None,
-                 cluster_name="", target="", action, outcome="success", details=None, duration_ms=None):
+def append_event(*, created_at=None, **fields):
     """The chain's one append, under the head's row lock: record() resolves the actor and calls this.
     `created_at` defaults to now; tests and imports of older logs pass their own."""
+    with transaction.atomic():
+        return _append(_locked_head(), created_at=created_at, **fields)
+
+
+def _locked_head():
+    """The chain head's row, locked until the transaction ends: every append waits for it in turn."""
+    head, _ = AuditChainHead.objects.select_for_update().get_or_create(id=1, defaults={"last_hash": GENESIS})
+    return head
+
+
+def _append(head, *, created_at=None, actor, actor_kind, actor_user_id=None, source_address=None, cluster_id=None,
+            cluster_name="", target="", action, outcome="success", details=None, duration_ms=None):
     # Round-trip through JSON now so the hash is computed over exactly what the database will return.
     details = json.loads(json.dumps(_scrub(details or {}), cls=DjangoJSONEncoder))
     # In UTC, as the database hands it back: the hash covers its isoformat().
     created_at = created_at.astimezone(dt_timezone.utc) if created_at else timezone.now()
-    with transaction.atomic():
-        head, _ = AuditChainHead.objects.select_for_update().get_or_create(id=1, defaults={"last_hash": GENESIS})
-        event = AuditEvent(
-            created_at=created_at, actor=actor[:150], actor_kind=actor_kind, actor_user=actor_user,
-            source_address=source_address, cluster_id=cluster_id, cluster_name=(cluster_name or "")[:200],
-            target=str(target)[:300], action=action[:100], outcome=outcome, details=details,
-            duration_ms=duration_ms, prev_hash=head.last_hash,
-        )
-        event.hash = event.compute_hash()
-        event.search_text = search_text_of(event)
-        event.save()
-        AuditSearchToken.objects.bulk_create(
-            [AuditSearchToken(token=t, event_id=event.pk) for t in search.tokens_for(event.search_text)])
-        AuditChainHead.objects.filter(id=1).update(last_hash=event.hash)
+    event = AuditEvent(
+        created_at=created_at, actor=actor[:150], actor_kind=actor_kind, actor_user_id=actor_user_id,
+        source_address=_as_stored(source_address), cluster_id=cluster_id, cluster_name=(cluster_name or "")[:200],
+        target=str(target)[:300], action=action[:100], outcome=outcome, details=details,
+        duration_ms=duration_ms, prev_hash=head.last_hash,
+    )
+    event.hash = event.compute_hash()
+    event.search_text = search_text_of(event)
+    event.save()
+    AuditSearchToken.objects.bulk_create(
+        [AuditSearchToken(token=t, event_id=event.pk) for t in search.tokens_for(event.search_text)])
+    AuditChainHead.objects.filter(id=1).update(last_hash=event.hash)
+    head.last_hash = event.hash
     return event
+
+
+# -- repeated refusals -----------------------------------------------------------------------------
+# A flood of identical refusals (same actor, action, target, cluster and outcome: a script retrying a
+# confirm, a password guesser, a form posted in a loop) must not flood the log. Per such key, the
+# first AUDIT_REFUSAL_BURST refusals of a window of AUDIT_REFUSAL_WINDOW_S are written one by one;
+# the rest are counted in a RefusalBurst row (with a sample of who and what) and written as one
+# summary event, with the same actor, action, target, cluster and outcome and the count in its details
+# ("repeated"), when the window ends: by the next refusal of that key, or by the beat task
+# flush_refusal_bursts() soon after. While the flood goes on, each window writes only its summary;
+# a key that stays quiet for a window gets its allowance back. So a flood writes at most
+# AUDIT_REFUSAL_BURST rows, then one row per window, and every refusal is in the chain, written or
+# counted. The counting happens under the chain head's lock, like every append.
+FOLDED_OUTCOMES = (Outcome.REFUSED, Outcome.INVALID)
+SAMPLE_SIZE = 10  # distinct (source address, details) kept per summary
+SAMPLE_CHARS = 1000  # details longer than this are kept as their first characters
+
+
+def _burst_key(fields):
+    parts = [fields["actor"][:150], fields["action"][:100], str(fields["target"])[:300], fields["cluster_id"],
+             fields["outcome"]]
+    return hashlib.sha256(json.dumps(parts).encode("utf-8")).hexdigest()
+
+
+def _record_refusal(fields):
+    window = timedelta(seconds=settings.AUDIT_REFUSAL_WINDOW_S)
+    key = _burst_key(fields)
+    with transaction.atomic():
+        head = _locked_head()
+        now = timezone.now()
+        burst = RefusalBurst.objects.filter(key=key).first()
+        if burst is None:
+            burst = RefusalBurst(key=key, window_start=now, last_at=now, actor=fields["actor"][:150],
+                                 actor_kind=fields["actor_kind"], actor_user_id=fields["actor_user_id"],
+                                 cluster_id=fields["cluster_id"], cluster_name=(fields["cluster_name"] or "")[:200],
+                                 target=str(fields["target"])[:300], action=fields["action"][:100],
+                                 outcome=fields["outcome"])
+        else:
+            quiet = now - burst.last_at >= window
+            if now - burst.window_start >= window:
+                _close_window(head, burst, now)
+            if quiet:
+                burst.written = 0
+        burst.last_at = now
+        if burst.written < settings.AUDIT_REFUSAL_BURST:
+            burst.written += 1
+            event = _append(head, **fields)
+        else:
+            burst.folded += 1
+            burst.first_folded_at = burst.first_folded_at or now
+            _add_to_sample(burst, fields)
+            event = None
+        burst.save()
+    return event
+
+
+def _add_to_sample(burst, fields):
+    details = json.loads(json.dumps(_scrub(fields["details"] or {}), cls=DjangoJSONEncoder))
+    if len(json.dumps(details)) > SAMPLE_CHARS:
+        details = json.dumps(details)[:SAMPLE_CHARS] + "…"
+    entry = {"source_address": _as_stored(fields["source_address"]), "details": details}
+    if entry in burst.sample:
+        return
+    if len(burst.sample) < SAMPLE_SIZE:
+        burst.sample = burst.sample + [entry]
+    else:
+        burst.sample_complete = False
+
+
+def _close_window(head, burst, now):
+    """End the burst's window: the summary of what it counted (then no new allowance: the flood goes
+    on), or a new allowance when it counted nothing."""
+    if burst.folded:
+        _append(head, actor=burst.actor, actor_kind=burst.actor_kind, actor_user_id=burst.actor_user_id,
+                cluster_id=burst.cluster_id, cluster_name=burst.cluster_name, target=burst.target,
+                action=burst.action, outcome=burst.outcome, details={
+                    "repeated": burst.folded, "first_at": burst.first_folded_at, "last_at": burst.last_at,
+                    "note": f"identical to the {burst.written} written before them within "
+                            f"{settings.AUDIT_REFUSAL_WINDOW_S:g} s, so counted here instead of written one by one",
+                    "sample": burst.sample, "sample_complete": burst.sample_complete})
+    else:
+        burst.written = 0
+    burst.folded, burst.first_folded_at, burst.sample, burst.sample_complete = 0, None, [], True
+    burst.window_start = now
+
+
+def flush_refusal_bursts(now=None):
+    """Beat: write the summary of every window that has ended with refusals counted, and forget the
+    keys that stayed quiet for a window. Returns the number of summaries written."""
+    now = now or timezone.now()
+    window = timedelta(seconds=settings.AUDIT_REFUSAL_WINDOW_S)
+    with transaction.atomic():
+        head = _locked_head()
+        ended = list(RefusalBurst.objects.filter(folded__gt=0, window_start__lte=now - window).order_by("id"))
+        for burst in ended:
+            _close_window(head, burst, now)
+            burst.save()
+        RefusalBurst.objects.filter(folded=0, last_at__lte=now - window).delete()
+    return len(ended)
+
+
+def count_with_repeats(events):
+    """How many refusals `events` stands for: a summary of repeated refusals counts as its repeats."""
+    summaries = [d.get("repeated") for d in events.filter(details__has_key="repeated").values_list("details", flat=True)]
+    return events.count() - len(summaries) + sum(int(n or 0) for n in summaries)
 
 
 def search_text_of(event):
@@ -112,12 +247,42 @@ VERIFY_CHUNK = 5000
 
 
 class Progress:
-    """Where a verification stands: `checked` events verified after `after_id`, the chain's hash at
-    `last_id`; `broken` (an AuditEvent) and `reason` once a bad link is found; `done` at the end."""
+    """Where a verification stands: `checked` events verified after `after_id`, the chain's hash and
+    hashing scheme at `last_id` (scheme None: not known, at the start or after an archive); `broken` (an
+    AuditEvent) and `reason` once a bad link is found; `done` at the end."""
 
-    def __init__(self, after_id, prev_hash, checked=0):
-        self.last_id, self.last_hash, self.checked = after_id, prev_hash, checked
+    def __init__(self, after_id, prev_hash, checked=0, scheme=None):
+        self.last_id, self.last_hash, self.checked, self.last_scheme = after_id, prev_hash, checked, scheme
         self.broken, self.reason, self.done = None, "", False
+
+    def why_broken(self, stored_hash, content):
+        """Why the next event does not continue the chain, or "" when it does: its link to the event
+        before it, its hash under its own scheme, and the schemes' order (legacy, then the re-anchor
+        event, then the current scheme only)."""
+        scheme = content.get("scheme", LEGACY_SCHEME)
+        if content["prev_hash"] != self.last_hash:
+            return "its prev_hash does not match the event before it (an event was removed or reordered)"
+        if scheme not in SCHEMES:
+            return f"its hashing scheme {scheme!r} is unknown"
+        if hash_content(content) != stored_hash:
+            return "its content does not match its hash (the event was edited)"
+        if self.last_scheme == CURRENT_SCHEME and scheme == LEGACY_SCHEME:
+            return "it is in the legacy hashing scheme, after the re-anchor"
+        if self.last_scheme == LEGACY_SCHEME and scheme != LEGACY_SCHEME and not is_reanchor(content):
+            return "the hashing scheme changes here without a re-anchor event"
+        return ""
+
+    def advance(self, pk, stored_hash, content):
+        self.last_id, self.last_hash = pk, stored_hash
+        self.last_scheme = content.get("scheme", LEGACY_SCHEME)
+        self.checked += 1
+
+
+def is_reanchor(content):
+    """The event that ends the legacy scheme: written by the system, naming the head it continues."""
+    details = content["details"] if isinstance(content["details"], dict) else {}
+    return (content["action"] == REANCHOR_ACTION and content["actor_kind"] == ActorKind.SYSTEM
+            and details.get("old_head") == content["prev_hash"])
 
 
 def chain_start():
@@ -148,23 +313,22 @@ def _rows(after_id, upto_id=None, chunk=VERIFY_CHUNK):
     """(id, hash, content) oldest first, read in keyset chunks: bounded memory on any database
     (mysqlclient buffers a whole result set, so one query over a million rows is not an option).
     Raw SQL with two conversions of our own (created_at, details): the ORM's per-row converters
-    would double the time of a verification."""
+    would double the time of a verification. The content is what the row's scheme hashes."""
     meta = AuditEvent._meta
     qn = connection.ops.quote_name
-    columns = ", ".join(qn(meta.get_field(f).column) for f in ("id", "hash") + HASHED_FIELDS)
+    columns = ", ".join(qn(meta.get_field(f).column) for f in ("id", "hash", "scheme") + HASHED_FIELDS)
     upto = " AND id <= %s" if upto_id is not None else ""
     sql = f"SELECT {columns} FROM {qn(meta.db_table)} WHERE id > %s{upto} ORDER BY id LIMIT {int(chunk)}"
-    i_created, i_details = 2 + HASHED_FIELDS.index("created_at"), 2 + HASHED_FIELDS.index("details")
     while True:
         with connection.cursor() as cur:
             cur.execute(sql, [after_id] + ([upto_id] if upto_id is not None else []))
             rows = cur.fetchall()
         for row in rows:
-            row = list(row)
-            row[i_created] = _isoformat(row[i_created])
-            if isinstance(row[i_details], (str, bytes)):
-                row[i_details] = json.loads(row[i_details])
-            yield row[0], row[1], dict(zip(HASHED_FIELDS, row[2:]))
+            values = dict(zip(HASHED_FIELDS, row[3:]))
+            values["created_at"] = _isoformat(values["created_at"])
+            if isinstance(values["details"], (str, bytes)):
+                values["details"] = json.loads(values["details"])
+            yield row[0], row[1], hashed_content(values, row[2])
         if len(rows) < chunk:
             return
         after_id = rows[-1][0]
@@ -176,19 +340,13 @@ def verify_some(progress, *, deadline=None, upto_id=None, on_row=None):
     call again to go on). `on_row(id, hash, content)` sees each verified event (retention writes it)."""
     n = 0
     for pk, stored_hash, content in _rows(progress.last_id, upto_id):
-        if content["prev_hash"] != progress.last_hash:
-            reason = "its prev_hash does not match the event before it (an event was removed or reordered)"
-        elif hash_content(content) != stored_hash:
-            reason = "its content does not match its hash (the event was edited)"
-        else:
-            reason = ""
+        reason = progress.why_broken(stored_hash, content)
         if reason:
             progress.broken, progress.reason, progress.done = AuditEvent.objects.get(pk=pk), reason, True
             return progress
         if on_row is not None:
             on_row(pk, stored_hash, content)
-        progress.last_id, progress.last_hash = pk, stored_hash
-        progress.checked += 1
+        progress.advance(pk, stored_hash, content)
         n += 1
         if deadline is not None and n % 1000 == 0 and time.monotonic() > deadline:
             return progress
@@ -322,16 +480,16 @@ def verify_archive(archive):
         return False, f"{path} is missing"
     if _sha256_of(path) != archive.sha256:
         return False, f"{path} changed since it was written (sha256 differs)"
-    prev, count, head = archive.first_prev_hash, 0, None
+    progress, head = Progress(archive.first_id - 1, archive.first_prev_hash), None
     for item in read_archive(path):
         if "archive" in item:
             head = item["archive"]
             break
         stored = item.pop("hash")
         pk = item.pop("id")
-        if item["prev_hash"] != prev or hash_content(item) != stored:
+        if progress.why_broken(stored, item):
             return False, f"event {pk} in {path.name} does not verify"
-        prev, count = stored, count + 1
-    if head is None or prev != archive.head_hash or count != archive.count:
-        return False, f"{path.name} does not end at the recorded head ({count} events read)"
-    return True, f"{count} events verified, head {prev[:16]}…"
+        progress.advance(pk, stored, item)
+    if head is None or progress.last_hash != archive.head_hash or progress.checked != archive.count:
+        return False, f"{path.name} does not end at the recorded head ({progress.checked} events read)"
+    return True, f"{progress.checked} events verified, head {progress.last_hash[:16]}…"

@@ -99,13 +99,28 @@ class _Echo:
         return value
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula (OWASP, "CSV injection"); the
+# log holds what users typed (targets, names, details), so such a cell is written with a leading quote.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value):
+    """A value as a CSV cell that no spreadsheet evaluates: text starting like a formula gets a leading
+    ' (numbers stay numbers)."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def _csv_lines(rows):
     writer = csv.writer(_Echo())
     yield writer.writerow(selectors.EXPORT_FIELDS)
     for item in rows:
         item["created_at"] = item["created_at"].isoformat()
         item["details"] = json.dumps(item["details"], sort_keys=True, ensure_ascii=False, cls=DjangoJSONEncoder)
-        yield writer.writerow(["" if item[f] is None else item[f] for f in selectors.EXPORT_FIELDS])
+        yield writer.writerow([csv_cell(item[f]) for f in selectors.EXPORT_FIELDS])
 
 
 def _json_chunks(rows, applied):
@@ -174,7 +189,7 @@ def verify(request):
             after_id, prev = chain_start()
             state = {"after": after_id, "prev": prev, "checked": 0, "archives": bool(request.POST.get("archives")),
                      "t0": time.time()}
-        progress = Progress(state["after"], state["prev"], state["checked"])
+        progress = Progress(state["after"], state["prev"], state["checked"], state.get("scheme"))
         verify_some(progress, deadline=time.monotonic() + VERIFY_BUDGET_S)
         context["progress"] = progress
         if progress.done:
@@ -189,7 +204,8 @@ def verify(request):
                             "bad_archives": bad_archives})
         else:
             context["continuation"] = signing.dumps(
-                {**state, "after": progress.last_id, "prev": progress.last_hash, "checked": progress.checked},
+                {**state, "after": progress.last_id, "prev": progress.last_hash, "checked": progress.checked,
+                 "scheme": progress.last_scheme},
                 salt=VERIFY_SALT)
         if request.htmx:
             return TemplateResponse(request, "audit/verify.html#result", context)

@@ -20,6 +20,7 @@ from collections import defaultdict
 from django.db.models import Prefetch
 
 from apps.audit.models import AuditEvent
+from apps.audit.services import count_with_repeats
 from apps.fleet.models import HostgroupMembership
 from apps.monitoring import status
 from apps.operations.choices import OperationKind, OperationState
@@ -413,7 +414,8 @@ class ClusterSection:
                                            created_at__lt=as_dt(self.end))
         dry = list(events.filter(action="read-pool rules (dry run)").order_by("created_at")[:50])
         alerts = events.filter(action="read-pool alert").count()
-        refused = events.filter(action__in=["read_pool refused", "failover refused"]).count()
+        # repeated refusals are summarised in the log (apps/audit/services.py): count what each summary stands for
+        refused = count_with_repeats(events.filter(action__in=["read_pool refused", "failover refused"]))
         return {"actions": actions, "done": sum(1 for a in actions if a["state"] == OperationState.DONE),
                 "dry_runs": [{"at": e.created_at.timestamp(), "would": _would_change(e.details)} for e in dry],
                 "dry_run_count": events.filter(action="read-pool rules (dry run)").count(),

@@ -58,3 +58,73 @@ def test_production_refuses_to_start_without_its_secrets():
     result = subprocess.run([sys.executable, "manage.py", "check"], cwd=settings.BASE_DIR, env=env,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode != 0 and "SECRET_KEY must be set" in result.stderr
+
+
+def settings_in_a_fresh_process(**env_changes):
+    """(returncode, stdout, stderr) of a process that loads controlplane.settings with the test's
+    environment changed by env_changes (None removes a variable) and prints a few production settings."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "controlplane.settings"}
+    env.pop("DATABASE_URL", None)
+    for name, value in env_changes.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    show = ("import django; django.setup(); from django.conf import settings as s; "
+            "print(s.DEBUG, s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_HSTS_SECONDS, s.SECURE_SSL_REDIRECT)")
+    result = subprocess.run([sys.executable, "-c", show], cwd=settings.BASE_DIR, env=env, capture_output=True,
+                            text=True, timeout=60)
+    return result.returncode, result.stdout.strip(), result.stderr
+
+
+PRODUCTION_KEYS = {"SECRET_KEY": "x" * 60, "CREDENTIALS_KEYS": Fernet.generate_key().decode()}
+
+
+def test_without_DJANGO_DEBUG_the_settings_are_production():
+    code, out, err = settings_in_a_fresh_process(DJANGO_DEBUG=None, **PRODUCTION_KEYS)
+    assert code == 0, err
+    assert out == "False True True 31536000 True"  # no debug pages, Secure cookies, HSTS, HTTPS redirect
+
+
+def test_without_DJANGO_DEBUG_or_keys_it_refuses_to_start_and_says_what_to_set():
+    code, out, err = settings_in_a_fresh_process(DJANGO_DEBUG=None, SECRET_KEY=None, CREDENTIALS_KEYS=None)
+    assert code != 0 and "SECRET_KEY must be set in production" in err and "DJANGO_DEBUG=1" in err
+    code, out, err = settings_in_a_fresh_process(DJANGO_DEBUG=None, SECRET_KEY="x" * 60, CREDENTIALS_KEYS=None)
+    assert code != 0 and "CREDENTIALS_KEYS must be set in production" in err and "Fernet.generate_key" in err
+
+
+@pytest.mark.parametrize("variable", ["SECRET_KEY", "CREDENTIALS_KEYS"])
+def test_production_refuses_the_repositorys_development_keys(variable):
+    development = {"SECRET_KEY": settings_module()._DEV_SECRET_KEY,
+                   # even as the second, decrypt-only key
+                   "CREDENTIALS_KEYS": f"{Fernet.generate_key().decode()},{settings_module()._DEV_CREDENTIALS_KEY}"}
+    code, out, err = settings_in_a_fresh_process(DJANGO_DEBUG="0", **{**PRODUCTION_KEYS, variable: development[variable]})
+    assert code != 0 and f"{variable} " in err and "development key" in err
+    code, out, err = settings_in_a_fresh_process(DJANGO_DEBUG="1", **{**PRODUCTION_KEYS, variable: development[variable]})
+    assert code == 0 and out.startswith("True False False 0 False"), err  # development mode: allowed
+
+
+def test_the_tests_ask_for_development_mode_explicitly():
+    assert os.environ["DJANGO_DEBUG"] == "1"  # controlplane/settings_tests.py, named in pytest.ini
+    assert settings.SESSION_COOKIE_SECURE is False
+
+
+def settings_module():
+    import controlplane.settings
+
+    return controlplane.settings
+
+
+def test_spaces_around_the_user_name_do_not_escape_the_per_user_lock(client, viewer_user):
+    """The form strips the spaces and logs " vera-viewer " in as vera-viewer: the failures count against
+    vera-viewer too. Each attempt comes from another address, so only the per-user lock can stop them."""
+    spellings = [" vera-viewer", "vera-viewer ", "\tvera-viewer\n", "  vera-viewer  ", "vera-viewer\u00a0",
+                 "\u3000vera-viewer"]
+    for i, name in enumerate(spellings[:settings.LOGIN_MAX_FAILURES]):
+        response = client.post(reverse("accounts:login"), {"username": name, "password": "wrong"},
+                               REMOTE_ADDR=f"10.9.0.{i + 1}")
+        assert response.status_code == 200
+    refused = client.post(reverse("accounts:login"), {"username": "vera-viewer ", "password": "pw-vera-viewer"},
+                          REMOTE_ADDR="10.9.1.1")
+    assert refused.status_code == 429 and "_auth_user_id" not in client.session
+    assert AuditEvent.objects.get(action="login refused").details["username"] == "vera-viewer"

@@ -2,6 +2,8 @@
 
 at(minutes_ago, action, ...)  appends one event at a chosen time through the chain's own append
                               (services.append_event), as record() would have written it then
+legacy_event(action, user)    appends one event as the legacy hashing scheme wrote it (before the re-anchor)
+old_style_deletion(user)      deletes a user the way it touched the log before: nulling its events' link
 clusters                      two inventory clusters, "alpha" and "beta", each with a node and a server
 admin_client                  a client logged in as the admin persona
 incident                      an hour of alpha's history: samples, a drain with its steps, audit events
@@ -13,8 +15,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from apps.audit.models import AuditEvent
-from apps.audit.services import append_event
+from apps.audit.models import LEGACY_SCHEME, AuditChainHead, AuditEvent
+from apps.audit.services import GENESIS, append_event
 from apps.fleet.models import Cluster, ProxySQLNode, Server
 from apps.monitoring.models import BackendSample, ProxySQLSample
 from apps.operations.models import Operation, OperationStep
@@ -27,6 +29,25 @@ def tamper(sql, params):
     """Change the table behind the ORM's back, as someone with database access would: `{table}` in sql."""
     with connection.cursor() as cur:
         cur.execute(sql.format(table=TABLE), params)
+
+
+def legacy_event(action, user=None, created_at=None):
+    """An event as the legacy scheme wrote it before migration 0003: its hash covers the user's id."""
+    head, _ = AuditChainHead.objects.get_or_create(id=1, defaults={"last_hash": GENESIS})
+    event = AuditEvent(created_at=created_at or timezone.now(), actor=user.username if user else "system",
+                       actor_kind="user" if user else "system", actor_user_id=user.pk if user else None,
+                       action=action, outcome="success", details={"n": action}, prev_hash=head.last_hash,
+                       scheme=LEGACY_SCHEME)
+    event.hash = event.compute_hash()
+    event.save()
+    AuditChainHead.objects.filter(id=1).update(last_hash=event.hash)
+    return event
+
+
+def old_style_deletion(user):
+    """What deleting a user did to the log before: Django nulled the link (on_delete=SET_NULL)."""
+    tamper("UPDATE {table} SET actor_user_id = NULL WHERE actor_user_id = %s", [user.pk])
+    user.delete()
 
 
 @pytest.fixture(autouse=True)

@@ -138,3 +138,15 @@ def test_the_lab_cluster_from_adoption_through_a_desync_and_a_drain(viewer_clien
     times = [row["ts"] for row in timeline["story"] if row["ts"] >= begin.timestamp()]
     assert times == sorted(times)
     assert 0 < len(backends.lanes[0].rects) <= COLUMNS and RAW == timeline["resolution"]
+
+
+@pytest.mark.parametrize("params, field", [
+    ({"start": "9999-12-31T23:59:59"}, "start"), ({"end": "0001-01-01"}, "end"),
+    ({"start": "0001-01-01T00:00", "end": "0001-01-01T00:30"}, "start"),
+    ({"start": "9999-12-31T23:00", "end": "9999-12-31T23:59:59"}, "end")])
+def test_a_window_at_the_ends_of_time_is_refused_with_a_message(viewer_client, incident, params, field):
+    alpha = incident[0]
+    response = viewer_client.get(reverse("audit:incident"), {"cluster": alpha.pk, **params})
+    assert response.status_code == 200 and "timeline" not in response.context
+    assert response.context["form"].errors[field] == ["must be between 1970-01-01 and 9999-01-01 (UTC)"]
+    assert "must be between 1970-01-01 and 9999-01-01 (UTC)" in response.content.decode()

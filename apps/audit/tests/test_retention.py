@@ -2,18 +2,22 @@
 the one delete path, and the chain that remains still verifies; the command, the task and beat."""
 import gzip
 import json
+import os
+from datetime import timedelta
 
 import pytest
+from django.apps import apps as django_apps
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
+from django.utils import timezone
 
-from apps.audit import services
+from apps.audit import reanchor, services
 from apps.audit.models import AuditArchive, AuditEvent, AuditSearchToken
 from apps.audit.services import ArchiveRefused, archive_old_events, record, verify_archive, verify_chain
 from workers import audit as audit_tasks
 
-from .conftest import TABLE, tamper
+from .conftest import TABLE, legacy_event, old_style_deletion, tamper
 
 pytestmark = pytest.mark.django_db
 
@@ -91,10 +95,10 @@ def test_a_removal_that_died_half_way_is_finished(at, archive_dir):
     with connection.cursor() as cur:
         for e in lines:
             cur.execute(f"INSERT INTO {TABLE} (id, created_at, actor, actor_kind, action, outcome, details, target, "
-                        "cluster_name, prev_hash, hash, search_text) "
-                        "VALUES (%s, %s, %s, %s, %s, %s, %s, '', '', %s, %s, '')",
+                        "cluster_name, prev_hash, hash, search_text, scheme) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s, '', '', %s, %s, '', %s)",
                         [e["id"], AuditEvent.objects.first().created_at, e["actor"], e["actor_kind"], e["action"],
-                         e["outcome"], "{}", e["prev_hash"], e["hash"]])
+                         e["outcome"], "{}", e["prev_hash"], e["hash"], e.get("scheme", 1)])
     assert verify_chain()[1] is None  # archived rows awaiting removal are skipped, not "broken"
     assert archive_old_events(400) is None  # the next run finishes the removal first
     assert not AuditEvent.objects.filter(pk__lte=old[-1].pk).exists()
@@ -120,3 +124,36 @@ def test_the_beat_schedule_runs_retention():
 
     entries = [e for e in _beat_schedule().values() if e["task"] == "audit.archive_old_events"]
     assert len(entries) == 1 and "workers.audit" in app.conf.imports
+
+
+def test_an_archive_across_the_reanchor_verifies_and_so_does_what_remains(at, archive_dir, capsys,
+                                                                          django_user_model):
+    now = timezone.now()
+    bob = django_user_model.objects.create_user(username="bob", password="x")
+    legacy = [legacy_event(f"legacy {i}", bob if i % 2 else None, now - timedelta(days=500 - i)) for i in range(6)]
+    old_style_deletion(bob)  # a deletion before the upgrade nulled bob's links
+    anchor = reanchor.run(django_apps, connection, now=now - timedelta(days=450))
+    assert anchor.details["restored_user_links"][0]["events"] == 3
+    current = [at(60 * 24 * (420 - i), f"current {i}") for i in range(3)]
+    recent = at(60, "recent")
+
+    archive = archive_old_events(400)
+    assert (archive.first_id, archive.last_id, archive.count) == (legacy[0].pk, current[-1].pk, 10)
+    assert verify_archive(archive) == (True, f"10 events verified, head {current[-1].hash[:16]}…")
+    lines = [json.loads(line) for line in gzip.open(archive.path, "rt", encoding="utf-8")][:-1]
+    assert [line.get("scheme") for line in lines] == [None] * 6 + [2] * 4  # legacy lines, then the anchor on
+    assert verify_chain()[1] is None and AuditEvent.objects.filter(pk=recent.pk).exists()
+    call_command("verify_audit_chain", "--archives")
+    out = capsys.readouterr().out
+    assert "10 events verified" in out and "audit chain intact" in out
+
+    # an archived legacy line edited (and the file's checksum forged to match) is still found
+    lines[2]["action"] = "forged"
+    with gzip.open(archive.path, "wt", encoding="utf-8") as f:
+        for line in lines:
+            f.write(json.dumps(line) + "\n")
+        f.write(json.dumps({"archive": {}}) + "\n")
+    AuditArchive.objects.filter(pk=archive.pk).update(sha256=services._sha256_of(archive.path))
+    archive.refresh_from_db()
+    assert verify_archive(archive) == (False, f"event {legacy[2].pk} in {os.path.basename(archive.path)} "
+                                              f"does not verify")

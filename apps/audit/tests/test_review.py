@@ -200,3 +200,19 @@ def test_percent_and_underscore_are_literal(viewer_client, at):
     at(4, "change comment", target="500 offXpeak")
     assert shown(viewer_client, target="0% off_") == ["change comment"]
     assert shown(viewer_client, q="50% off_peak") == ["change comment"]
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised(viewer_client, at):
+    at(3, "=HYPERLINK(\"http://evil.example/\",\"x\")", actor="@SUM(1+1)", target="+cmd|' /C calc'!A0")
+    at(2, "-2+3", actor="\tlead", target="\r=1+1")
+    at(1, "plain action", actor="vera", target="a=b-c", duration_ms=-1.5)
+    body = b"".join(viewer_client.get(reverse("audit:export_csv")).streaming_content).decode()
+    rows = {r["action"].lstrip("'"): r for r in csv.DictReader(io.StringIO(body))}
+    first, second, plain = rows['=HYPERLINK("http://evil.example/","x")'], rows["-2+3"], rows["plain action"]
+    assert (first["action"], first["actor"], first["target"]) == (
+        "'=HYPERLINK(\"http://evil.example/\",\"x\")", "'@SUM(1+1)", "'+cmd|' /C calc'!A0")
+    assert (second["action"], second["actor"], second["target"]) == ("'-2+3", "'\tlead", "'\r=1+1")
+    assert (plain["action"], plain["actor"], plain["target"], plain["duration_ms"]) == (
+        "plain action", "vera", "a=b-c", "-1.5")  # untouched: only a leading formula character counts
+    assert not [cell for r in csv.reader(io.StringIO(body)) for cell in r if cell[:1] in ("=", "+", "-", "@", "\t", "\r")
+                and cell != "-1.5"]

@@ -1,7 +1,9 @@
 """Create or update a user with one role: `manage.py ensure_user NAME --role operator --password ...`."""
 from django.contrib.auth.models import Group, User
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
+from apps.accounts import services
 from apps.accounts.roles import ROLES
 
 
@@ -16,10 +18,16 @@ class Command(BaseCommand):
     def handle(self, username, role, password, **options):
         if not password:
             raise CommandError("--password must not be empty")
-        user, created = User.objects.get_or_create(username=username)
-        user.set_password(password)
-        # Admins edit the inventory in Django's admin, which needs staff and model permissions.
-        user.is_staff = user.is_superuser = role == "admin"
-        user.save()
-        user.groups.set([Group.objects.get(name=role)])
+        with transaction.atomic():  # the user, its role and the audit event together
+            user, created = User.objects.get_or_create(username=username)
+            before = None if created else services.user_state(user)
+            password_changed = not user.check_password(password)
+            user.set_password(password)
+            # Admins edit the inventory in Django's admin, which needs staff and model permissions.
+            user.is_staff = user.is_superuser = role == "admin"
+            user.save()
+            user.groups.set([Group.objects.get(name=role)])
+            services.record_user_saved(user, before)  # audited as the system: no one is logged in here
+            if not created and password_changed:
+                services.record_credentials_reset(user)
         self.stdout.write(f"{'created' if created else 'updated'} {username} with role {role}")
