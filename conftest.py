@@ -48,7 +48,7 @@ def live_redis(redis_server, settings):
     yield live.client()
 
 
-def adopt_double(double, cluster_name, node_name, kind=None):
+def adopt_double(double, cluster_name, node_name, kind=None, roles=None):
     """Adopt one ProxySQL double through the product's own adopt service (read, plan, apply)."""
     from apps.clients.proxysql import ProxySQLAdmin
     from apps.fleet import adopt
@@ -57,7 +57,7 @@ def adopt_double(double, cluster_name, node_name, kind=None):
         snapshot = adopt.read_snapshot(admin)
         monitor = adopt.read_monitor_credentials(admin)
     plan = adopt.plan_adoption(snapshot, cluster_name=cluster_name, node_name=node_name, admin_host="127.0.0.1",
-                               admin_port=double.port, kind=kind)
+                               admin_port=double.port, kind=kind, roles=roles)
     assert plan.ok, plan.errors
     cluster, node = adopt.apply_adoption(plan, admin_user=double.user, admin_password=double.password, monitor=monitor)
     from apps.configuration.services import record_adopted

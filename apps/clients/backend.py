@@ -107,6 +107,22 @@ class BackendClient:
         except (KeyError, ValueError) as exc:
             raise UnexpectedResult(self.name, "read wsrep status", f"unreadable value: {exc}") from None
 
+    def ping(self):
+        """Open the connection now (and check it answers)."""
+        self.wire.execute("SELECT 1", action="ping")
+
+    def last_committed(self):
+        """wsrep_last_committed alone (None when not a Galera node): the catch-up's probe, one light query."""
+        value = self._pairs("SHOW GLOBAL STATUS", ("wsrep_last_committed",), "read wsrep_last_committed").get(
+            "wsrep_last_committed")
+        try:
+            return None if value is None else int(value)
+        except ValueError:
+            raise UnexpectedResult(self.name, "read wsrep_last_committed", f"unreadable value {value!r}") from None
+
+    def read_only(self):
+        return _on(self.wire.execute("SELECT @@global.read_only", action="read read_only").rows[0][0])
+
     def replica_status(self):
         """SHOW REPLICA STATUS as a dict, or None when the node is not a replica."""
         try:

@@ -38,7 +38,12 @@ class Cluster(models.Model):
     writer_is_also_reader = models.PositiveSmallIntegerField(choices=WriterIsAlsoReader.choices,
                                                              default=WriterIsAlsoReader.YES)
     drain_timeout_ms = models.PositiveIntegerField(default=5000, validators=[MinValueValidator(50)])
-    poll_interval_s = models.FloatField(default=2.0, validators=[MinValueValidator(1.0), MaxValueValidator(3600)])
+    poll_interval_s = models.FloatField(default=2.0, validators=[MinValueValidator(1.0), MaxValueValidator(3600)],
+                                        help_text="seconds between polls of each ProxySQL node")
+    # Backends are polled more often: automatic failover and the read-pool rules react to these polls.
+    backend_poll_interval_s = models.FloatField(
+        default=1.0, validators=[MinValueValidator(1.0), MaxValueValidator(3600)],
+        help_text="seconds between polls of each backend (beat ticks every second: 1 is the shortest)")
     read_pool_rules_enabled = models.BooleanField(default=False)
     rules_dry_run = models.BooleanField(default=True, help_text="show what the read-pool rules would do, do nothing")
     reader_return_mark = models.PositiveIntegerField(
@@ -49,8 +54,10 @@ class Cluster(models.Model):
         default=30, help_text="a broken node goes OFFLINE_SOFT at once, OFFLINE_HARD after this grace period")
     auto_failover_enabled = models.BooleanField(default=False)
     failover_after_polls = models.PositiveSmallIntegerField(
-        default=2, validators=[MinValueValidator(1)],
-        help_text="consecutive polls with the writer unreachable or non-Primary before failing over")
+        default=1, validators=[MinValueValidator(1)],
+        help_text="consecutive backend polls with the writer unreachable or non-Primary before failing over, the "
+                  "last one confirmed at once by a direct re-probe of the writer; a writer that only stops "
+                  "answering (timeouts) needs one poll more")
     failback_enabled = models.BooleanField(default=False)
     failback_after_s = models.PositiveIntegerField(default=300, help_text="the preferred writer must stay Synced this long")
     preferred_writer = models.ForeignKey("Server", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

@@ -175,7 +175,7 @@ def fleet_overview(*, page=1, only_attention=False, now=None):
 
 def _fleet_overview(page, only_attention, now):
     clusters = list(Cluster.objects.order_by("name").values(
-        "id", "name", "poll_interval_s", "max_replication_lag", "writer_hostgroup", "reader_hostgroup",
+        "id", "name", "poll_interval_s", "backend_poll_interval_s", "max_replication_lag", "writer_hostgroup", "reader_hostgroup",
         "backup_writer_hostgroup", "offline_hostgroup"))
     by_id = {c["id"]: c for c in clusters}
     nodes = list(ProxySQLNode.objects.order_by("name").values_list("id", "cluster_id", "name"))
@@ -266,7 +266,7 @@ def _fleet_overview(page, only_attention, now):
         if isinstance(doc, Unreadable):
             attend("grey", "no data", c, name, server_url(pk), f"latest state unreadable: {doc.error}")
             doc = None
-        state, age = status.freshness_of(doc.ts, doc.ok, c["poll_interval_s"], now) if doc else (status.NODATA, None)
+        state, age = status.freshness_of(doc.ts, doc.ok, c["backend_poll_interval_s"], now) if doc else (status.NODATA, None)
         if state != status.OK or doc.clean(c["max_replication_lag"]):
             problems = ()
         else:

@@ -364,6 +364,6 @@ def servers_for_shard(shard, shards):
     """The shard's backends, as proxysql_nodes_for_shard: the monitor password stays encrypted
     (monitor_password_stored) until a connection is opened."""
     return list(Server.objects.select_related("cluster")
-                .only("hostname", "port", "cluster__poll_interval_s", "cluster__monitor_user")
+                .only("hostname", "port", "cluster__backend_poll_interval_s", "cluster__monitor_user")
                 .annotate(shard_index=F("pk") % shards, monitor_password_stored=_stored("cluster__monitor_password"))
                 .filter(shard_index=shard).order_by("pk"))

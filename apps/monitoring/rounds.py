@@ -3,7 +3,7 @@
 Beat fires one task per shard every second. A shard's round holds a Redis lock for its duration: if
 the previous round of that shard is still running (a slow round), the new tick is skipped and counted,
 never queued behind it, and two workers never poll the same node at once. Each node is polled when its
-cluster's interval has passed since its last poll started.
+cluster's interval for its kind (ProxySQL nodes, backends) has passed since its last poll started.
 """
 import logging
 import time
@@ -24,8 +24,10 @@ KINDS = {
 }
 
 
-def interval_of(target):
-    return target.cluster.poll_interval_s or settings.MONITOR_DEFAULT_INTERVAL_S
+def interval_of(kind, target):
+    cluster = target.cluster
+    interval = cluster.backend_poll_interval_s if kind == live.BACKEND else cluster.poll_interval_s
+    return interval or settings.MONITOR_DEFAULT_INTERVAL_S
 
 
 def run_shard(kind, shard, shards=None, now=None):
@@ -47,7 +49,7 @@ def run_shard(kind, shard, shards=None, now=None):
         targets = targets_for(shard, shards)
         last = r.hmget(f"poll-started:{kind}", [t.pk for t in targets]) if targets else []
         due = [t for t, started in zip(targets, last)
-               if started is None or now - float(started) >= interval_of(t) - TICK_TOLERANCE_S]
+               if started is None or now - float(started) >= interval_of(kind, t) - TICK_TOLERANCE_S]
         if not due:
             return {"polled": 0}
         r.hset(f"poll-started:{kind}", mapping={t.pk: now for t in due})

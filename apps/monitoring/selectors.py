@@ -135,7 +135,7 @@ def backend_live(server, now=None):
     cluster = server.cluster
     got = latest(live.BACKEND, [server.pk])
     doc = got.docs.get(server.pk)
-    state, age = status.freshness(doc, cluster.poll_interval_s, now)
+    state, age = status.freshness(doc, cluster.backend_poll_interval_s, now)
     problems = status.backend_problems(doc, cluster.max_replication_lag) if state == status.OK else []
     out = {"server": server, "unavailable": got.unavailable, "doc": doc, "state": state, "age": age,
            "colour": status.backend_colour(state, problems), "problems": problems, "label": status.wsrep_label(doc),
@@ -207,7 +207,7 @@ def cluster_live(cluster, now=None):
     backends = []
     for s in servers:
         doc = be.docs.get(s.pk)
-        state, age = status.freshness(doc, cluster.poll_interval_s, now)
+        state, age = status.freshness(doc, cluster.backend_poll_interval_s, now)
         problems = status.backend_problems(doc, cluster.max_replication_lag) if state == status.OK else []
         backends.append({"server": s, "state": state, "age": age, "colour": status.backend_colour(state, problems),
                          "label": status.wsrep_label(doc), "wsrep": (doc or {}).get("state") or {},

@@ -11,7 +11,7 @@ from apps.fleet.models import HostgroupMembership
 from . import rollbacks
 from .choices import OnDrainTimeout, OperationKind
 from .locks import current_holder
-from .plans import INVENTORY, PROXYSQL, VERIFY, WAIT_DRAIN, Guard, Plan, Sql, Step
+from .plans import DRAIN_POLL_MS, INVENTORY, PROXYSQL, VERIFY, WAIT_DRAIN, Guard, Plan, Sql, Step
 from .switchover import _row, pinned_sessions
 
 
@@ -72,7 +72,7 @@ def plan_drain(server, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLB
     steps = [
         Step("drain", f"{server} to OFFLINE_SOFT in every hostgroup", PROXYSQL, nodes("drain")),
         Step("wait_drain", f"Wait until {server}'s ConnUsed is 0 on every node", WAIT_DRAIN,
-             params={"targets": [list(t) for t in targets], "timeout_ms": timeout, "poll_ms": 25,
+             params={"targets": [list(t) for t in targets], "timeout_ms": timeout, "poll_ms": DRAIN_POLL_MS,
                      "on_timeout": on_timeout, "offline_hard": nodes("offline_hard")}),
         Step("verify", "Verify every node's runtime", VERIFY,
              params={"expect": {str(pk): v["expect"] for pk, v in per_node.items()},

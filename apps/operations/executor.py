@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from apps.audit.services import record
 from apps.clients.backend import BackendClient
-from apps.clients.proxysql import ProxySQLAdmin, configured, configured_status
+from apps.clients.proxysql import SERVER_FIELDS, ProxySQLAdmin, configured
 from apps.clients.wire import ClientError
 from apps.fleet.models import HostgroupMembership, ProxySQLNode, Server
 
@@ -24,6 +24,7 @@ from .choices import OnDrainTimeout, OperationState, StepState
 from .models import Operation, OperationStep
 from .plans import (BACKEND, INVENTORY, PROXYSQL, SECRET_MARK, STEP_HANDLERS, VERIFY, WAIT_CATCHUP, WAIT_DRAIN, Plan,
                     expand_secrets, secret_refs)
+from .switchover import swapped_roles
 
 log = logging.getLogger(__name__)
 LOCK_TTL_S = 120
@@ -132,22 +133,33 @@ class Run:
                 raise error
 
     def connect_all(self, strict=True):
-        """Open every node's admin connection up front, in parallel: connecting is not a step's work.
-        (Clients are built here, in this thread: node threads never touch the database.) Not strict: a
-        node that does not answer is left for the caller to find."""
-        for node_id in self.plan_nodes():
-            self.admin(node_id)
-        for _, error in self.pool.map(_capture(lambda nid: self.admin(nid).ping()), self.plan_nodes()):
+        """Open every node's admin connection, and the backends' the plan talks to, up front and in
+        parallel: connecting is not a step's work, least of all while the writer is held. (Clients are
+        built here, in this thread: node threads never touch the database.) Not strict: a client that
+        does not answer is left for the caller to find."""
+        clients = [self.admin(node_id) for node_id in self.plan_nodes()]
+        clients += [self.backend(server_id) for server_id in self.plan_backends()]
+        for _, error in self.pool.map(_capture(lambda client: client.ping()), clients):
             if error is not None and strict:
                 raise error
 
     def wait_drain(self, step, executed, detail):
+        """Probe ConnUsed on every node at once, every poll_ms, on the connections already open, until it is
+        0 everywhere: the writer is held from the drain's LOAD until the move's, so each round counts."""
         p = step.params
         deadline = time.monotonic() + p["timeout_ms"] / 1000
+        nodes = self.plan_nodes()
         probes = 0
+
+        def probe(node_id):
+            return sum(self.admin(node_id).conn_used(hg, host, port) for hg, host, port in p["targets"])
+
         while True:
-            used = {nid: sum(self.admin(nid).conn_used(hg, host, port) for hg, host, port in p["targets"])
-                    for nid in self.plan_nodes()}
+            results = list(self.pool.map(_capture(probe), nodes))
+            for _, error in results:
+                if error is not None:
+                    raise error
+            used = {nid: value for nid, (value, _) in zip(nodes, results)}
             probes += 1
             detail.update(conn_used=used, probes=probes)
             if all(v == 0 for v in used.values()):
@@ -170,25 +182,40 @@ class Run:
             nodes.update(step.nodes)
         return sorted(nodes, key=int)
 
+    def plan_backends(self):
+        """The backends the plan's catch-up and promotion talk to."""
+        servers = set()
+        for step in self.plan.steps:
+            if step.kind == WAIT_CATCHUP:
+                servers.update((step.params["old"], step.params["new"]))
+            elif step.kind == BACKEND:
+                servers.update(action["server"] for action in step.params["actions"])
+        return sorted(servers)
+
     def wait_catchup(self, step, detail):
+        """The new writer has applied everything the old one committed (wsrep_last_committed): both read
+        at once, then the new one again until it has."""
         p = step.params
-        target = self.backend(p["old"]).state().last_committed
+        old, new = self.backend(p["old"]), self.backend(p["new"])
+        (target, error), (applied, new_error) = self.pool.map(_capture(lambda c: c.last_committed()), (old, new))
+        if error or new_error:
+            raise error or new_error
         deadline = time.monotonic() + p["timeout_ms"] / 1000
         while True:
-            applied = self.backend(p["new"]).state().last_committed
             detail.update(old_writer_last_committed=target, new_writer_last_committed=applied)
             if applied is not None and target is not None and applied >= target:
                 return
             if time.monotonic() >= deadline:
                 raise StepFailed(f"the new writer applied up to {applied}, the old one committed {target}: "
                                  f"not caught up within {p['timeout_ms']} ms")
-            time.sleep(0.01)
+            time.sleep(0.002)
+            applied = new.last_committed()
 
     def backend_actions(self, step, executed):
         for action in step.params["actions"]:
             client = self.backend(action["server"])
             if action["action"] == "read_only":
-                before = client.state().read_only
+                before = client.read_only()
                 if before != action["value"]:
                     client.set_read_only(action["value"])
                 executed.append({"server": action["server"], "action": "read_only", "from": before,
@@ -232,17 +259,25 @@ class Run:
                                                   cluster.replication_password)
 
     def verify(self, step, detail):
+        """Each expected row against the node's runtime: [hg, host, port, want], want being a status, the
+        row's fields (every one compared), or None for no row."""
         problems = []
         for node_id, expected in step.params["expect"].items():
             # Configured status: a row ProxySQL shunned again right after our LOAD (its backend still
             # failing) holds what we wrote; SHUNNED is its verdict, shown on the monitoring pages.
-            runtime = {r.key: configured_status(r.status) for r in self.admin(node_id).servers("runtime")}
-            for hg, host, port, status in expected:
+            runtime = {r.key: configured(r) for r in self.admin(node_id).servers("runtime")}
+            for hg, host, port, want in expected:
                 got = runtime.get((hg, host, port))
-                if got == "OFFLINE_HARD" and status == "OFFLINE_SOFT" and step.params.get("allow_offline_hard"):
+                status = (got or {}).get("status")
+                if isinstance(want, dict):
+                    if got != want:
+                        problems.append(f"node {node_id}: hg {hg} {host}:{port} is {_fields_text(got)}, "
+                                        f"expected {_fields_text(want)}")
                     continue
-                if got != status:
-                    problems.append(f"node {node_id}: hg {hg} {host}:{port} is {got or 'absent'}, expected {status or 'absent'}")
+                if status == "OFFLINE_HARD" and want == "OFFLINE_SOFT" and step.params.get("allow_offline_hard"):
+                    continue
+                if status != want:
+                    problems.append(f"node {node_id}: hg {hg} {host}:{port} is {status or 'absent'}, expected {want or 'absent'}")
         if "rows" in step.params:
             problems += self.verify_rows(step.params)
         detail["problems"] = problems
@@ -269,8 +304,9 @@ class Run:
         return problems
 
     def inventory(self, step):
-        """The inventory follows the runtime: B takes A's writer row, A reads (per policy); or a
-        server goes into / out of maintenance."""
+        """The inventory follows the runtime: a switchover or failover swaps the two servers' role rows
+        as the plan did on the nodes (switchover.swapped_roles); or a server goes into / out of
+        maintenance; or statuses change."""
         p = step.params
         if p.get("action") == "resolve_pending_rollbacks":
             rollbacks.resolve_by_repair(self.op, p["nodes"])
@@ -289,20 +325,22 @@ class Run:
                         status="OFFLINE_SOFT" if on else status)
             return
         cluster = self.op.cluster
-        W, R = cluster.writer_hostgroup, cluster.reader_hostgroup
-        fields = ("weight", "max_connections", "max_replication_lag", "compression", "use_ssl", "max_latency_ms",
-                  "gtid_port", "comment")
         with transaction.atomic():
-            old_w = HostgroupMembership.objects.select_for_update().get(server_id=p["old"], hostgroup_id=W)
-            values = {f: getattr(old_w, f) for f in fields}
-            old_w.delete()
-            HostgroupMembership.objects.update_or_create(server_id=p["new"], hostgroup_id=W,
-                                                         defaults={**values, "status": "ONLINE"})
-            if p["old_writer_to"] == "reader":
-                reader, created = HostgroupMembership.objects.get_or_create(
-                    server_id=p["old"], hostgroup_id=R, defaults={**values, "status": "ONLINE"})
-                if not created and reader.status != "ONLINE":
-                    HostgroupMembership.objects.filter(pk=reader.pk).update(status="ONLINE")
+            servers = {s.pk: s for s in Server.objects.select_for_update().filter(pk__in=[p["old"], p["new"]])}
+            old, new = servers[p["old"]], servers[p["new"]]
+            memberships = {m.key: m for m in HostgroupMembership.objects.select_related("server")
+                           .filter(server__in=[old, new])}
+            rows = {k: {f: getattr(m, f) for f in SERVER_FIELDS} for k, m in memberships.items()}
+            changes = swapped_roles(cluster, rows, (old.hostname, old.port), (new.hostname, new.port),
+                                    p["old_writer_to"])
+            for (hg, host, port), want in changes.items():
+                current = memberships.get((hg, host, port))
+                if want is None:
+                    if current is not None:
+                        current.delete()
+                elif rows.get((hg, host, port)) != want:
+                    server = old if (host, port) == (old.hostname, old.port) else new
+                    HostgroupMembership.objects.update_or_create(server=server, hostgroup_id=hg, defaults=want)
 
     def execute_step(self, step, row):
         executed, detail = [], {}
@@ -438,6 +476,12 @@ def run(operation_id):
         _finish(op, runner, rows, error, started)
         runner.close()
     return op.pk
+
+
+def _fields_text(fields):
+    if fields is None:
+        return "absent"
+    return ", ".join(f"{k}={v}" for k, v in fields.items())
 
 
 def _ms(start):

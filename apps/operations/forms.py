@@ -13,7 +13,7 @@ class SwitchoverForm(forms.Form):
         required=False)
     old_writer_to = forms.ChoiceField(label="Old writer afterwards", initial="reader",
                                       choices=[("reader", "ONLINE in the reader hostgroup"),
-                                               ("offline", "out of the writer hostgroup only (not added as a reader)")])
+                                               ("offline", "not a reader (its reader row, if any, OFFLINE_SOFT)")])
 
     def __init__(self, *args, cluster, exclude_server=None, **kwargs):
         super().__init__(*args, **kwargs)

@@ -10,6 +10,9 @@ from dataclasses import asdict, dataclass, field
 
 PROXYSQL, WAIT_DRAIN, WAIT_CATCHUP, BACKEND, VERIFY, INVENTORY = (
     "proxysql", "wait_drain", "wait_catchup", "backend", "verify", "inventory")
+# The drain probe's period: ConnUsed on every node at once, on open connections. Sessions leave a drained
+# writer about 24 ms after the LOAD (reference drain.jsonl): a 5 ms period sees it within 5 ms.
+DRAIN_POLL_MS = 5
 
 
 @dataclass

@@ -12,6 +12,13 @@ The writer's place in the reader hostgroup follows writer_is_also_reader (0: nei
 backup writers read; 1: they all read; 2: backup writers read, the writer does not), from the product's
 view of roles, not from read_only. Never fewer ONLINE readers than min_available_readers: the least bad
 node is kept and an alert raised instead.
+
+Automatic failover: once failover_after_polls consecutive backend polls saw the writer down (unreachable
+or outside the Primary component), the writer is re-probed at once on a fresh connection. A refused or
+lost connection, or a non-Primary answer, confirms it; any answer cancels (the count starts again);
+silence (timeouts: a stall, an overload, a hung host) needs one poll more. The writer is judged by its
+answers to status reads, never by writes: during a Galera write stall (another node killed, ~5-6 s
+until the cluster evicts it) the writer keeps answering and is not failed over.
 """
 import hashlib
 import json
@@ -21,7 +28,9 @@ import time
 from django.conf import settings
 
 from apps.audit.services import record
-from apps.clients.proxysql import on_each_node
+from apps.clients.backend import BackendClient
+from apps.clients.proxysql import SERVER_FIELDS, configured, on_each_node
+from apps.clients.wire import ClientError, Timeout, Unreachable
 from apps.fleet.choices import WriterIsAlsoReader
 from apps.fleet.models import Cluster, HostgroupMembership
 from apps.monitoring import live
@@ -30,7 +39,7 @@ from . import executor, rollbacks, services
 from .choices import OperationKind
 from .locks import current_holder
 from .plans import INVENTORY, PROXYSQL, VERIFY, Guard, Plan, Sql, Step
-from .switchover import _row, current_writer
+from .switchover import _row, current_writer, role_statements, swapped_roles
 
 log = logging.getLogger(__name__)
 RULE = "read-pool rules"
@@ -78,7 +87,7 @@ def decide(cluster, docs, now=None):
     alerts. Pure apart from the hysteresis timers kept in Redis."""
     now = now or time.time()
     r = live.client()
-    stale = 3 * (cluster.poll_interval_s or settings.MONITOR_DEFAULT_INTERVAL_S) + 2
+    stale = 3 * (cluster.backend_poll_interval_s or settings.MONITOR_DEFAULT_INTERVAL_S) + 2
     R, W, BW = cluster.reader_hostgroup, cluster.writer_hostgroup, cluster.backup_writer_hostgroup
     memberships = list(HostgroupMembership.objects.filter(server__cluster=cluster, server__maintenance=False)
                        .select_related("server"))
@@ -271,52 +280,77 @@ def elect(cluster, docs, exclude):
     return ranked[0] if ranked else None
 
 
-def plan_failover(cluster, dead, new_pk, down_polls):
-    """Move the elected node into the writer hostgroup at once (no drain: the old writer is gone)."""
+def plan_failover(cluster, dead, new_pk, evidence):
+    """Move the elected node into the writer hostgroup at once (no drain: the old writer is gone); the two
+    swap their other role rows as in a switchover (switchover.swapped_roles), so the layout keeps saying
+    who is who and a later switchover back restores it."""
     W = cluster.writer_hostgroup
     old_w = HostgroupMembership.objects.select_related("server").get(server=dead, hostgroup_id=W)
     new = HostgroupMembership.objects.filter(server_id=new_pk).select_related("server").first().server
 
     def read(node, admin):
         sql = Sql(admin)
-        runtime = {(r.hostgroup_id, r.hostname, r.port): r for r in admin.servers("runtime")}
-        a_w = runtime.get((W, dead.hostname, dead.port))
-        b_w = runtime.get((W, new.hostname, new.port))
-        base = _row(a_w) if a_w else {"hostgroup_id": W, "hostname": dead.hostname, "port": dead.port,
-                                       "gtid_port": 0, "status": "ONLINE", "weight": old_w.weight,
-                                       "compression": 0, "max_connections": old_w.max_connections,
-                                       "max_replication_lag": 0, "use_ssl": 0, "max_latency_ms": 0,
-                                       "comment": old_w.comment}
-        forward = [sql.delete_server(W, dead.hostname, dead.port),
-                   sql.replace_server({**base, "hostname": new.hostname, "port": new.port, "status": "ONLINE"}),
-                   sql.LOAD_SERVERS, sql.SAVE_SERVERS]
-        undo = ([sql.replace_server(_row(b_w))] if b_w else [sql.delete_server(W, new.hostname, new.port)])
-        undo += ([sql.replace_server(_row(a_w))] if a_w else []) + [sql.LOAD_SERVERS, sql.SAVE_SERVERS]
-        return {"name": node.name, "sql": forward, "rollback": undo,
-                "expect": [[W, new.hostname, new.port, "ONLINE"], [W, dead.hostname, dead.port, None]]}
+        rows = {r.key: configured(r) for r in admin.servers("runtime")}
+        # A node without the dead writer's row still gets the new writer, with the inventory's settings.
+        known = {(W, dead.hostname, dead.port): {f: getattr(old_w, f) for f in SERVER_FIELDS}, **rows}
+        changes = swapped_roles(cluster, known, (dead.hostname, dead.port), (new.hostname, new.port))
+        forward, undo, expect = role_statements(sql, rows, changes)
+        return {"name": node.name, "sql": forward + [sql.LOAD_SERVERS, sql.SAVE_SERVERS],
+                "rollback": undo + [sql.LOAD_SERVERS, sql.SAVE_SERVERS], "expect": expect}
 
     per_node, unreachable = _read_nodes(cluster, read)
     guards = [Guard("some_proxysql_reachable", "At least one ProxySQL node answers", bool(per_node),
                     "; ".join(unreachable) or "all", False),
               Guard("no_native_hostgroups", "ProxySQL's native hostgroup manager is not active here",
                     not cluster.active_native_hostgroups(), "", False)]
-    steps = [Step("move", f"{new} into writer hostgroup {W}, {dead} out", PROXYSQL,
+    steps = [Step("move", f"{new} into writer hostgroup {W}, {dead} out; the two swap their other role rows", PROXYSQL,
                   {k: {"name": v["name"], "sql": v["sql"], "rollback": v["rollback"]} for k, v in per_node.items()}),
              Step("verify", "Verify every reachable node's runtime", VERIFY,
                   params={"expect": {k: v["expect"] for k, v in per_node.items()}}, point_of_no_return=True),
              Step("inventory", "Record the new writer in the inventory", INVENTORY,
-                  params={"old": dead.pk, "new": new.pk, "old_writer_to": "none"})]
+                  params={"old": dead.pk, "new": new.pk, "old_writer_to": "reader"})]
     return Plan(OperationKind.FAILOVER, cluster.pk, f"Failover {cluster.name}: writer {dead} → {new}", guards, steps,
-                facts={"down_polls": down_polls, "unreachable_proxysql": unreachable},
-                options={"dead": dead.pk, "new": new.pk, "down_polls": down_polls})
+                facts={**evidence, "unreachable_proxysql": unreachable},
+                options={"dead": dead.pk, "new": new.pk, "evidence": evidence})
+
+
+def reprobe(server):
+    """A direct look at the writer on a fresh connection, right after a poll saw it down. Returns
+    (verdict, detail): "answers" (it is alive: the poll's failure was passing), "down" (connection refused or
+    lost: nothing serves that port; or it answers outside the Primary component), or "silent" (no answer
+    within the backend timeouts: stalled or gone, not known yet)."""
+    try:
+        with BackendClient.for_server(server) as client:
+            state = client.state()
+    except Timeout as exc:
+        return "silent", exc.message
+    except Unreachable as exc:
+        return "down", exc.message
+    except ClientError as exc:  # it answered, with an error (a changed monitor password...): alive
+        return "answers", exc.message
+    if state.wsrep_on and state.cluster_status != "Primary":
+        return "down", f"cluster status {state.cluster_status}"
+    return "answers", "Synced and Primary" if state.synced_primary else "answering"
 
 
 def apply_failover(cluster, docs):
+    """Fail over when failover_after_polls consecutive polls saw the writer down and a re-probe, at once,
+    confirms it. A writer that only stops answering (timeouts: a stall, an overload, a hung host) needs
+    one poll more: silence alone is weaker evidence than a refused connection."""
     writer = current_writer(cluster)
     if writer is None:
         return None
-    down = writer_down_polls(cluster, docs.get(writer.server_id))
-    if down < cluster.failover_after_polls:
+    writer_doc = docs.get(writer.server_id)
+    down = writer_down_polls(cluster, writer_doc)
+    if down == 0 or down < cluster.failover_after_polls:
+        return None
+    verdict, detail = reprobe(writer.server)
+    if verdict == "answers":
+        log.info("cluster %s: writer %s missed %s poll(s) but answered the re-probe (%s)", cluster.pk,
+                 writer.server, down, detail)
+        live.client().delete(f"failover:{cluster.pk}", f"failover:{cluster.pk}:ts")
+        return None
+    if verdict == "silent" and down < cluster.failover_after_polls + 1:
         return None
     new_pk = elect(cluster, docs, exclude=writer.server_id)
     if new_pk is None:
@@ -324,7 +358,9 @@ def apply_failover(cluster, docs):
             record("failover refused", rule=FAILOVER_RULE, cluster=cluster, outcome="refused",
                    details={"reason": "no Synced Primary node to elect", "down_polls": down})
         return None
-    plan = plan_failover(cluster, writer.server, new_pk, down)
+    evidence = {"down_polls": down, "poll_error": (writer_doc or {}).get("error") or "not Primary",
+                "reprobe": f"{verdict}: {detail}"}
+    plan = plan_failover(cluster, writer.server, new_pk, evidence)
     op = _execute(cluster, plan, FAILOVER_RULE)
     if op:
         live.client().delete(f"failover:{cluster.pk}", f"failover:{cluster.pk}:ts")

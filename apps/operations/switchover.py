@@ -2,9 +2,10 @@
 and both backends now, checks the guards, looks at what holds the old writer (pinned sessions and why),
 and writes the plan: per node the exact statements and their rollback.
 
-Steps: [lower auto_increment_delay_multiplex] -> drain A (OFFLINE_SOFT) -> wait for ConnUsed 0 on every
-node -> [Galera catch-up: B's wsrep_last_committed >= A's] -> promote B -> move hostgroups -> verify
-runtime -> save to disk -> [restore the variable] -> inventory.
+Steps: [Galera: promote B] -> [lower auto_increment_delay_multiplex] -> drain A (OFFLINE_SOFT) -> wait for
+ConnUsed 0 on every node -> [Galera catch-up: B's wsrep_last_committed >= A's] -> [others: promote B] ->
+move hostgroups (B and A swap their role rows) -> verify runtime -> save to disk -> [restore the variable]
+-> inventory. The writer is held from the drain's LOAD to the move's: nothing else happens in between.
 """
 from collections import Counter
 from dataclasses import asdict
@@ -12,15 +13,15 @@ from dataclasses import asdict
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import ProxySQLAdmin, configured, configured_status
 from apps.clients.wire import ClientError
-from apps.fleet.choices import ClusterKind
+from apps.fleet.choices import ClusterKind, WriterIsAlsoReader
 from apps.fleet.drift import AUTOINC
-from apps.fleet.models import HostgroupMembership, Server
+from apps.fleet.models import HostgroupMembership
 
 from . import rollbacks
 from .choices import OnDrainTimeout, OperationKind
 from .locks import current_holder
-from .plans import (BACKEND, INVENTORY, PROXYSQL, SERVER_COLUMNS, VERIFY, WAIT_CATCHUP, WAIT_DRAIN, Guard, Plan,
-                    Sql, Step)
+from .plans import (BACKEND, DRAIN_POLL_MS, INVENTORY, PROXYSQL, SERVER_COLUMNS, VERIFY, WAIT_CATCHUP, WAIT_DRAIN,
+                    Guard, Plan, Sql, Step)
 
 EXTENDED = "mysql-show_processlist_extended"
 
@@ -171,20 +172,31 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
         return {str(n.pk): {"name": n.name, **steps_sql[n.pk][part]} for n in nodes if n.pk in steps_sql}
 
     steps = []
+    promote = Step("promote", f"Promote {B}", BACKEND, params={"actions": _promote_actions(cluster, A, B)})
+    if cluster.kind == ClusterKind.GALERA:
+        # Every Galera node takes writes: read_only OFF on B can come before the drain, out of the time
+        # the writer is held (nothing routes writes to B until the move).
+        promote.title = f"Promote {B} (read_only OFF, before the drain: no writes reach it until the move)"
+        steps.append(promote)
     if lower_autoinc:
         steps.append(Step("autoinc_off", f"Lower {AUTOINC} to 0 for the drain (sessions release the old writer)",
                           PROXYSQL, per_node("autoinc_off")))
     steps.append(Step("drain", f"{A} to OFFLINE_SOFT in writer hostgroup {W}", PROXYSQL, per_node("drain")))
     steps.append(Step("wait_drain", f"Wait until {A}'s ConnUsed in hostgroup {W} is 0 on every node", WAIT_DRAIN,
                       params={"targets": [[W, A.hostname, A.port]], "timeout_ms": drain_timeout_ms,
-                              "poll_ms": 25, "on_timeout": on_timeout, "offline_hard": per_node("offline_hard")}))
+                              "poll_ms": DRAIN_POLL_MS, "on_timeout": on_timeout,
+                              "offline_hard": per_node("offline_hard")}))
     if cluster.kind == ClusterKind.GALERA:
         steps.append(Step("catch_up", f"Wait until {B} has applied everything {A} committed (wsrep_last_committed)",
                           WAIT_CATCHUP, params={"old": A.pk, "new": B.pk, "timeout_ms": catchup_timeout_ms}))
-    steps.append(Step("promote", f"Promote {B}", BACKEND, params={"actions": _promote_actions(cluster, A, B)}))
-    steps.append(Step("move", f"{B} into writer hostgroup {W}; {A} {'ONLINE in reader hostgroup ' + str(R) if old_writer_to == 'reader' else 'out of the writer hostgroup'}",
+    else:
+        steps.append(promote)
+    roles = "reader" + (" and backup-writer" if cluster.backup_writer_hostgroup is not None else "")
+    steps.append(Step("move", f"{B} into writer hostgroup {W}; {B} and {A} swap their {roles} rows "
+                              f"(writer_is_also_reader={cluster.writer_is_also_reader}); {A} "
+                              f"{'reads' if old_writer_to == 'reader' else 'does not read'} in reader hostgroup {R}",
                       PROXYSQL, per_node("move")))
-    steps.append(Step("verify", "Verify every node's runtime equals the plan", VERIFY,
+    steps.append(Step("verify", "Verify every node's runtime has every row of the plan", VERIFY,
                       params={"expect": {str(pk): sql["expect"] for pk, sql in steps_sql.items()}}))
     steps.append(Step("save", "Save MYSQL SERVERS to disk on every node", PROXYSQL, per_node("save"),
                       point_of_no_return=True))
@@ -215,13 +227,70 @@ def _row(server_row, **over):
     return {c: data[c] for c in SERVER_COLUMNS}
 
 
+def swapped_roles(cluster, rows, old, new, old_writer_to="reader"):
+    """The role rows a switchover from `old` to `new` writes, on one ProxySQL node or in the inventory.
+
+    rows: {(hostgroup, host, port): {SERVER_FIELDS}} with configured statuses. old, new: (host, port).
+    Returns {(hostgroup, host, port): {SERVER_FIELDS} or None (no row)} for every role row of the two.
+
+    The two servers swap roles, so that the layout keeps saying who is who and A→B→A gives back the
+    original, row for row (weights, order, comments):
+    - writer hostgroup: the new writer takes the old writer's row; the old writer leaves it.
+    - reader hostgroup: the new writer takes the writer's reader row (its low weight, its comment); if
+      the writer had none, it leaves the reader hostgroup (or keeps its own row when the writer reads by
+      policy). The old writer takes the new writer's former reader row (or keeps its own, or, to read and
+      with no row at all, one built from its writer row).
+    - backup writer hostgroup: the old writer takes the new writer's place (its weight, so its rank in
+      the failover order, and its comment); the new writer leaves it.
+    - statuses follow writer_is_also_reader: the new writer's reader row is ONLINE only with 1; the old
+      writer reads (ONLINE) if it is to read, unless the policy is 0 and it is now a backup writer.
+    """
+    W, R, BW = cluster.writer_hostgroup, cluster.reader_hostgroup, cluster.backup_writer_hostgroup
+    a_w = rows.get((W, *old))
+    if a_w is None:
+        return {}
+    a_r, b_r = rows.get((R, *old)), rows.get((R, *new))
+    a_bw, b_bw = (rows.get((BW, *old)), rows.get((BW, *new))) if BW is not None else (None, None)
+    policy = cluster.writer_is_also_reader
+
+    def status(row, value):
+        return {**row, "status": value} if row else None
+
+    out = {(W, *new): status(a_w, "ONLINE"), (W, *old): None}
+    if BW is not None:
+        out[(BW, *new)], out[(BW, *old)] = a_bw, b_bw
+    new_reader = a_r or (b_r if policy == WriterIsAlsoReader.YES else None)
+    out[(R, *new)] = status(new_reader, "ONLINE" if policy == WriterIsAlsoReader.YES else "OFFLINE_SOFT")
+    reads = old_writer_to == "reader" and not (policy == WriterIsAlsoReader.NO and b_bw)
+    old_reader = b_r or a_r or (a_w if old_writer_to == "reader" else None)
+    out[(R, *old)] = status(old_reader, "ONLINE" if reads else "OFFLINE_SOFT")
+    return out
+
+
+def role_statements(sql, rows, changes):
+    """(forward, rollback, expect) for the rows that change: REPLACE or DELETE each, and the way back."""
+    forward, undo, expect = [], [], []
+    for key, want in changes.items():  # one LOAD follows: the order is only for the reader
+        have = rows.get(key)
+        expect.append([*key, want])
+        if want == have:
+            continue
+        forward.append(sql.delete_server(*key) if want is None else sql.replace_server(_fields_row(key, want)))
+        undo.append(sql.delete_server(*key) if have is None else sql.replace_server(_fields_row(key, have)))
+    return forward, undo, expect
+
+
+def _fields_row(key, fields):
+    """A whole mysql_servers row (SERVER_COLUMNS) from its key and its fields."""
+    data = {"hostgroup_id": key[0], "hostname": key[1], "port": key[2], **fields}
+    return {c: data[c] for c in SERVER_COLUMNS}
+
+
 def _node_statements(sql, cluster, A, B, runtime, variables, old_writer_to):
     """Every statement this node needs, per part of the plan, from its own runtime rows."""
-    W, R = cluster.writer_hostgroup, cluster.reader_hostgroup
-    rows = {(r.hostgroup_id, r.hostname, r.port): r for r in runtime}
-    a_w = rows.get((W, A.hostname, A.port))
-    b_w = rows.get((W, B.hostname, B.port))
-    a_r = rows.get((R, A.hostname, A.port))
+    W = cluster.writer_hostgroup
+    rows = {r.key: configured(r) for r in runtime}
+    a_w = next((r for r in runtime if r.key == (W, A.hostname, A.port)), None)
     autoinc = variables.get(AUTOINC) or "5"
     parts = {
         "autoinc_off": {"sql": [sql.set_variable(AUTOINC, 0), sql.LOAD_VARIABLES],
@@ -236,20 +305,11 @@ def _node_statements(sql, cluster, A, B, runtime, variables, old_writer_to):
                       "rollback": [sql.replace_server(_row(a_w)), sql.LOAD_SERVERS]}
     parts["offline_hard"] = {"sql": [sql.set_status(W, A.hostname, A.port, "OFFLINE_HARD"), sql.LOAD_SERVERS],
                              "rollback": [sql.replace_server(_row(a_w)), sql.LOAD_SERVERS]}
-    # B takes A's place in the writer hostgroup with A's writer settings; A goes back to reading.
-    new_writer_row = _row(a_w, hostname=B.hostname, port=B.port, status="ONLINE")
-    move = [sql.delete_server(W, A.hostname, A.port), sql.replace_server(new_writer_row)]
-    undo = [sql.delete_server(W, B.hostname, B.port)] if b_w is None else [sql.replace_server(_row(b_w))]
-    undo.append(sql.replace_server(_row(a_w)))
-    expect = [[W, B.hostname, B.port, "ONLINE"], [W, A.hostname, A.port, None]]  # None: the row is gone
-    if old_writer_to == "reader":
-        reader_row = _row(a_r, status="ONLINE") if a_r else _row(a_w, hostgroup_id=R, status="ONLINE")
-        move.append(sql.replace_server(reader_row))
-        undo.append(sql.replace_server(_row(a_r)) if a_r else sql.delete_server(R, A.hostname, A.port))
-        expect.append([R, A.hostname, A.port, "ONLINE"])
-    move.append(sql.LOAD_SERVERS)
-    undo.append(sql.LOAD_SERVERS)
-    parts["move"] = {"sql": move, "rollback": undo}
+    # B takes A's place in the writer hostgroup; the two swap their other role rows. The rollback puts
+    # back every row as this node had it (A's writer row as before the drain).
+    changes = swapped_roles(cluster, rows, (A.hostname, A.port), (B.hostname, B.port), old_writer_to)
+    forward, undo, expect = role_statements(sql, rows, changes)
+    parts["move"] = {"sql": forward + [sql.LOAD_SERVERS], "rollback": undo + [sql.LOAD_SERVERS]}
     parts["expect"] = expect
     return parts
 

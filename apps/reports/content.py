@@ -406,7 +406,7 @@ class ClusterSection:
         return ((end - first_bad) * 1000,
                 f"from the first failed poll of the old writer ({fmt.clock(first_bad)}) to the new writer ONLINE "
                 f"({fmt.clock(end)}); the failure itself came up to one poll interval "
-                f"({fmt.duration(self.h.interval)}) before that poll")
+                f"({fmt.duration(self.cluster.backend_poll_interval_s)}) before that poll")
 
     def _read_pool(self, ops):
         actions = [self._operation(op) for op in ops if op.kind == OperationKind.READ_POOL]

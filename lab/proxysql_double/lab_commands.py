@@ -32,13 +32,14 @@ Commands (the JSON keys are the keyword arguments of the Python API of the same 
     LAB SET_MIRROR {"latency_ms": 5, "extra_rate": 0}
     LAB SET_DIGESTS {"count": 100000, "queries": 1000000}
     LAB SET_GLOBAL {"name": "Slow_queries", "value": 42}
+    LAB TAKE_HOLDS {"hostgroup": 100}   ms each held query waited, since the last TAKE_HOLDS
 """
 import json
 
 from . import engine as engine_mod
 
 MODEL_COMMANDS = ("set_sessions", "clear_sessions", "cut_sessions", "set_server", "set_mirror",
-                  "set_digests", "set_global")
+                  "set_digests", "set_global", "take_holds")
 
 
 def _result(doc):

@@ -189,6 +189,7 @@ class TrafficModel:
       set_mirror(latency_ms=None, extra_rate=None)
       set_digests(count=None, queries=None)
       set_global(name, value)        force a stats_mysql_global value (None clears)
+      take_holds(hostgroup=None)     the holds that ended since the last call (ms each, oldest first)
       status()                       counters and state as a dict
     """
 
@@ -236,6 +237,7 @@ class TrafficModel:
         self._mirror_routes = {}   # hg -> [(rule_id, share, mirror hg, template mask)]
         self._shares_key = None    # the digest table's shape the shares above were computed for
         self.no_multiplex_hgs = set()
+        self.holds = []            # (hostgroup, ms) of every hold that ended, oldest first
 
     # ------------------------------------------------------------------ runtime inputs (engine)
     def set_runtime_servers(self, rows):
@@ -440,6 +442,15 @@ class TrafficModel:
                 self.global_overrides[name] = str(value)
             return dict(self.global_overrides)
 
+    def take_holds(self, hostgroup=None):
+        """How long each held query waited for a usable server in its hostgroup (ms), for the holds that
+        ended since the last call; forgets them. What a client would see as extra latency."""
+        with self.lock:
+            self._advance(time.monotonic())
+            taken = [round(ms, 2) for hg, ms in self.holds if hostgroup is None or hg == int(hostgroup)]
+            self.holds = [h for h in self.holds if hostgroup is not None and h[0] != int(hostgroup)]
+            return taken
+
     def status(self):
         with self.lock:
             now = time.monotonic()
@@ -522,6 +533,9 @@ class TrafficModel:
             if pick <= 0:
                 break
         s.server = srv.key
+        if s.held_since is not None:  # the query it held waited this long for a usable server
+            self.holds.append((s.wl.hostgroup, (now - s.held_since) * 1000.0))
+            del self.holds[:-10000]
         s.held_since = None
         if self._sessions_on(srv.key) > srv.pool:
             srv.pool += 1

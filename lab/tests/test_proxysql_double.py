@@ -321,6 +321,21 @@ def test_no_online_server_holds_queries_then_times_out(proxysql_double):
     assert a.lab("STATUS")["workloads"][0]["held"] == 0
 
 
+def test_held_queries_record_how_long_they_waited(proxysql_double):
+    a = Admin(proxysql_double)
+    galera_servers(a)
+    a.lab("SET_SESSIONS", hostgroup=100, count=2, kind="write")
+    assert a.lab("TAKE_HOLDS") == []
+    start = time.monotonic()
+    set_writer_status(a, "OFFLINE_SOFT")
+    time.sleep(0.15)  # the sessions leave the draining writer after their transaction (<= 24 ms), then wait
+    set_writer_status(a, "ONLINE")
+    elapsed_ms = (time.monotonic() - start) * 1000
+    holds = a.lab("TAKE_HOLDS", hostgroup=100)
+    assert len(holds) == 2 and all(150 - 24 <= ms <= elapsed_ms for ms in holds), (holds, elapsed_ms)
+    assert a.lab("TAKE_HOLDS") == []  # taken once
+
+
 def test_offline_hard_cuts_and_counts(proxysql_double):
     a = Admin(proxysql_double)
     galera_servers(a)

@@ -1,5 +1,6 @@
 """Helpers to read what the ProxySQL doubles hold at runtime, and to run a plan here as the worker would
 (the adopted lab is in the root conftest)."""
+from apps.fleet.models import HostgroupMembership
 
 from lab import demo
 
@@ -50,3 +51,23 @@ def finish(op):
 
 def run_plan(plan, user, **confirm):
     return finish(confirmed(plan, user, **confirm))
+
+
+def layout(double):
+    """Every runtime mysql_servers row of one double with the columns that say who is who; the configured
+    status (a SHUNNED row is ProxySQL's own verdict on a dead backend, configured ONLINE)."""
+    rows = demo.admin_sql(double.port, "SELECT hostgroup_id, hostname, port, status, weight, max_connections, comment "
+                                       "FROM runtime_mysql_servers", user=double.user, password=double.password)
+    return sorted((hg, host, port, "ONLINE" if status == "SHUNNED" else status, *rest)
+                  for hg, host, port, status, *rest in rows)
+
+
+def inventory_layout(cluster):
+    return sorted((m.hostgroup_id, m.server.port, m.status, m.weight, m.max_connections, m.comment)
+                  for m in HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server"))
+
+
+def mirrored(rows, a, b, port_at):
+    """The same rows with servers a and b exchanged (the port is column `port_at`)."""
+    swap = {str(a): str(b), str(b): str(a), a: b, b: a}
+    return sorted(tuple(swap.get(v, v) if i == port_at else v for i, v in enumerate(row)) for row in rows)

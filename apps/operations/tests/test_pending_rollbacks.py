@@ -110,7 +110,7 @@ def test_failover_still_runs_and_supersedes_the_pending_rollback(adopted_lab, op
     fail_statements(second, None)
     second.set_mode("hang")  # paused: failover goes on without it
     failover = rules._execute(cluster, rules.plan_failover(cluster, Server.objects.get(port=3311),
-                                                           Server.objects.get(port=3312).pk, 2), rules.FAILOVER_RULE)
+                                                           Server.objects.get(port=3312).pk, {"down_polls": 2}), rules.FAILOVER_RULE)
     assert Operation.objects.get(pk=failover).state == OperationState.DONE
     assert runtime(first, 100) == [("127.0.0.1", 3312, "ONLINE")]
     second.set_mode("normal")

@@ -1,4 +1,6 @@
 """Read-pool rules and automatic failover against the Galera lab and two ProxySQL doubles."""
+import os
+import signal
 import threading
 import time
 
@@ -11,7 +13,7 @@ from apps.monitoring import live, pollers
 from apps.operations import rules
 from apps.operations.models import Operation
 
-from .conftest import runtime
+from .conftest import layout, mirrored, runtime
 
 pytestmark = pytest.mark.django_db
 
@@ -178,3 +180,67 @@ def test_failback_is_off_by_default(adopted_lab, live_redis):
     Cluster.objects.filter(pk=cluster.pk).update(preferred_writer=Server.objects.get(port=3312))
     cluster = Cluster.objects.get(pk=cluster.pk)
     assert rules.apply_failback(cluster, poll(cluster)) is None and not Operation.objects.exists()
+
+
+# -- failover at the default policy: one poll and a re-probe --------------------------------------------
+def enable_failover(cluster):
+    """Automatic failover on, everything else at the cluster's defaults."""
+    Cluster.objects.filter(pk=cluster.pk).update(auto_failover_enabled=True)
+    return Cluster.objects.get(pk=cluster.pk)
+
+
+def test_killed_writer_fails_over_after_one_poll_and_a_reprobe(adopted_lab, live_redis, galera_healthy):
+    cluster, doubles = adopted_lab
+    cluster = enable_failover(cluster)
+    before = [layout(d) for d in doubles]
+    galera_healthy.kill(1)
+    op = rules.apply_failover(cluster, poll(cluster))
+    assert op, "one poll that saw the writer down, confirmed by the re-probe, was not enough"
+    operation = Operation.objects.get(pk=op)
+    assert operation.state == "done", operation.error
+    facts = operation.plan["facts"]
+    assert facts["down_polls"] == 1 and facts["reprobe"].startswith("down: "), facts
+    for double, rows in zip(doubles, before):  # 3312 (first backup writer) writes; the two swapped their roles
+        assert layout(double) == mirrored(rows, 3311, 3312, port_at=2)
+
+
+def test_writer_that_answers_the_reprobe_is_not_failed_over(adopted_lab, live_redis):
+    cluster, (first, second) = adopted_lab
+    cluster = enable_failover(cluster)
+    writer = Server.objects.get(port=3311)
+    for _ in range(3):  # three polls in a row could not read the writer (the monitoring path failed, not it)
+        docs = poll(cluster)
+        docs[writer.pk] = {**docs[writer.pk], "ok": False, "error_kind": "timeout",
+                           "error": "backend 127.0.0.1:3311: read wsrep status: no answer within 0.8s"}
+        assert rules.apply_failover(cluster, docs) is None
+    assert not Operation.objects.exists()
+    for double in (first, second):
+        assert runtime(double, 100) == [("127.0.0.1", 3311, "ONLINE")]
+
+
+def test_a_silent_writer_needs_one_poll_more(adopted_lab, live_redis, galera_healthy):
+    """A stalled writer (its process stopped: it accepts TCP, answers nothing) is not failed over on one
+    silent poll and a silent re-probe; silent on the next poll too, it is."""
+    cluster, (first, second) = adopted_lab
+    cluster = enable_failover(cluster)
+    writer = Server.objects.get(port=3311)
+    pid = galera_healthy.pid(1)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        docs = poll(cluster)
+        assert docs[writer.pk]["error_kind"] == "timeout"
+        assert rules.apply_failover(cluster, docs) is None
+        os.kill(pid, signal.SIGCONT)  # a stall of about a poll: it answers again
+        assert rules.apply_failover(cluster, poll(cluster)) is None
+        assert not Operation.objects.exists()
+
+        os.kill(pid, signal.SIGSTOP)  # now silent for two polls
+        assert rules.apply_failover(cluster, poll(cluster)) is None
+        op = rules.apply_failover(cluster, poll(cluster))
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    operation = Operation.objects.get(pk=op)
+    assert operation.state == "done", operation.error
+    assert operation.plan["facts"]["down_polls"] == 2 and operation.plan["facts"]["reprobe"].startswith("silent: ")
+    for double in (first, second):
+        assert runtime(double, 100) == [("127.0.0.1", 3312, "ONLINE")]

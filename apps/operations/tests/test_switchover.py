@@ -2,12 +2,15 @@
 import pytest
 
 from apps.audit.models import AuditEvent
-from apps.fleet.models import HostgroupMembership, Server
+from apps.fleet.choices import WriterIsAlsoReader
+from apps.fleet.models import Cluster, HostgroupMembership, Server
 from apps.operations import executor, services, switchover
 from apps.operations.choices import OnDrainTimeout, OperationState
 from apps.operations.models import ClusterLock
+from conftest import adopt_double
+from lab import demo
 
-from .conftest import runtime, variable
+from .conftest import inventory_layout, layout, mirrored, runtime, variable
 
 pytestmark = pytest.mark.django_db
 
@@ -126,3 +129,99 @@ def test_failed_guard_needs_an_admin_and_a_reason(adopted_lab, operator_user, ad
     confirmed = AuditEvent.objects.get(action="switchover confirmed")
     assert confirmed.details["override_reason"] == "desync is planned maintenance"
     assert confirmed.details["overridden_guards"] == ["new_writer_synced"]
+
+
+# -- roles: a switchover swaps every role row of the two servers ----------------------------------------
+def test_a_switchover_gives_the_mirror_image_of_the_roles(adopted_lab, operator_user):
+    """Seed pair: writer 3311 (1000000), also a reader at 100 "writer, reads elsewhere first"; readers at
+    10000; backup writers 3312 (1000) then 3313 (100). After 3311 → 3312 every row of the two is exchanged."""
+    cluster, doubles = adopted_lab
+    before, inventory_before = [layout(d) for d in doubles], inventory_layout(cluster)
+    plan, op = run_switchover(cluster, operator_user, to_port=3312, lower_autoinc=True, drain_timeout_ms=2000)
+    assert op.state == OperationState.DONE, op.error
+    for double, rows in zip(doubles, before):
+        assert layout(double) == mirrored(rows, 3311, 3312, port_at=2)
+    assert inventory_layout(cluster) == mirrored(inventory_before, 3311, 3312, port_at=1)
+    # Previewed: per node, the statements for every row of the two, and the rollback that puts them back.
+    move = next(s for s in plan.steps if s.key == "move")
+    for spec in move.nodes.values():
+        assert "DELETE FROM mysql_servers WHERE hostgroup_id=102 AND hostname='127.0.0.1' AND port=3312" in spec["sql"]
+        assert any("(102,'127.0.0.1',3311,0,'ONLINE',1000," in sql and "'backup writer 1'" in sql for sql in spec["sql"])
+        assert any("(101,'127.0.0.1',3312,0,'ONLINE',100," in sql and "'writer, reads elsewhere first'" in sql
+                   for sql in spec["sql"])
+        assert any("(101,'127.0.0.1',3311,0,'ONLINE',10000," in sql and "'reader'" in sql for sql in spec["sql"])
+        assert any("(102,'127.0.0.1',3312,0,'ONLINE',1000," in sql for sql in spec["rollback"])
+    # Verify compared whole rows, not only statuses.
+    verify = op.steps.get(key="verify")
+    expect = next(iter(plan.steps[[s.key for s in plan.steps].index("verify")].params["expect"].values()))
+    assert {"weight": 100, "comment": "writer, reads elsewhere first"}.items() <= next(
+        want for hg, host, port, want in expect if (hg, port) == (101, 3312)).items()
+    assert verify.state == "done" and verify.detail["problems"] == []
+
+
+def test_switchover_and_back_restores_the_original_layout(adopted_lab, operator_user):
+    cluster, doubles = adopted_lab
+    before, inventory_before = [layout(d) for d in doubles], inventory_layout(cluster)
+    for port in (3312, 3311):
+        plan, op = run_switchover(cluster, operator_user, to_port=port, lower_autoinc=True, drain_timeout_ms=2000)
+        assert op.state == OperationState.DONE, op.error
+    assert [layout(d) for d in doubles] == before
+    assert inventory_layout(cluster) == inventory_before
+
+
+# The seeds' plain layout (seed 001): writer 100 holds one server, readers 101 the other two, the writer
+# does not read, no backup writers.
+PLAIN_ROWS = [(100, 3311, 1000, "writer"), (101, 3312, 1000, "reader a"), (101, 3313, 1000, "reader b")]
+
+
+@pytest.fixture
+def plain_lab(db, proxysql_double_pair, galera_lab):
+    for i, double in enumerate(proxysql_double_pair, 1):
+        demo.admin_sql(double.port, "DELETE FROM mysql_servers", *[
+            f"INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight,comment) VALUES ({hg},'127.0.0.1',{port},"
+            f"{weight},'{comment}')" for hg, port, weight, comment in PLAIN_ROWS],
+            "SET mysql-monitor_username='monitor'", "SET mysql-monitor_password='monitor'",
+            "LOAD MYSQL VARIABLES TO RUNTIME", "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK",
+            user=double.user, password=double.password)
+        # The roles as the operator enters them in the adopt form.
+        adopt_double(double, "plain-lab", f"proxysql-{i}", roles={"writer": 100, "reader": 101})
+        double.traffic.set_sessions(hostgroup=100, count=2, kind="write", pinned_reason="auto_increment")
+    Cluster.objects.filter(name="plain-lab").update(backup_writer_hostgroup=None, offline_hostgroup=None,
+                                                    writer_is_also_reader=WriterIsAlsoReader.NO)
+    return Cluster.objects.get(name="plain-lab"), proxysql_double_pair
+
+
+def test_plain_layout_the_writer_never_reads(plain_lab, operator_user):
+    cluster, doubles = plain_lab
+    before, inventory_before = [layout(d) for d in doubles], inventory_layout(cluster)
+    plan, op = run_switchover(cluster, operator_user, to_port=3312, lower_autoinc=True, drain_timeout_ms=2000)
+    assert op.state == OperationState.DONE, op.error
+    for double, rows in zip(doubles, before):  # 3312 writes and leaves 101; 3311 reads with 3312's old row
+        assert layout(double) == mirrored(rows, 3311, 3312, port_at=2)
+    plan, op = run_switchover(cluster, operator_user, to_port=3311, lower_autoinc=True, drain_timeout_ms=2000)
+    assert op.state == OperationState.DONE, op.error
+    assert [layout(d) for d in doubles] == before
+    assert inventory_layout(cluster) == inventory_before
+
+
+# -- speed: the drain probe ----------------------------------------------------------------------------
+def test_the_drain_probes_every_node_in_each_round_at_once(adopted_lab, operator_user):
+    cluster, doubles = adopted_lab
+    plan = switchover.plan_switchover(cluster, server(3312), drain_timeout_ms=1000)  # pinned: it will time out
+    op = services.save_plan(plan, user=operator_user)
+    services.confirm(op, user=operator_user, enqueue=False)
+    for double in doubles:
+        double.clear_statements()
+        double.set_mode("normal", latency_ms=200)  # every statement answered 200 ms late
+    try:
+        executor.run(op.pk)
+    finally:
+        for double in doubles:
+            double.set_mode("normal", latency_ms=0)
+    op.refresh_from_db()
+    assert op.state == OperationState.ROLLED_BACK and "drain timed out" in op.error
+    answered = [[e["t"] for e in list(d.engine.log) if "ConnUsed" in e["sql"]] for d in doubles]
+    rounds = op.steps.get(key="wait_drain").detail["probes"]
+    assert rounds >= 2 and len(answered[0]) == len(answered[1]) == rounds  # every node, every round
+    for first, second in zip(*answered):  # together: one after the other would be >= 200 ms apart
+        assert abs(first - second) < 0.1, answered
