@@ -91,13 +91,34 @@ def test_an_inventory_without_writer_is_never_written_to_a_node(adopted_lab, adm
 
 
 def test_a_node_adopted_before_variables_were_recorded_falls_back_to_its_disk_layer(adopted_lab):
+    from apps.configuration.models import ConfigVersion
+
     cluster, (_, second) = adopted_lab
     ProxySQLNode.objects.update(intended_variables={})
+    ConfigVersion.objects.filter(cluster=cluster).delete()  # a cluster from before configuration versions
     admin_sql(second, f"SET {AUTOINC}=0", "LOAD MYSQL VARIABLES TO RUNTIME")  # the disk layer still says 5
     plan = repair.plan_repair(cluster)
     node = cluster.proxysql_nodes.get(name="proxysql-2")
     assert "the node's disk layer" in " ".join(plan.facts["nodes"][str(node.pk)]["changes"])
     assert plan.steps[1].params["variables"][str(node.pk)] == {AUTOINC: "5"}
+
+
+def test_the_latest_configuration_version_says_what_the_variable_should_be(adopted_lab, operator_user):
+    """Once a change set sets it, repair and drift hold a node to the version's value, not adoption's."""
+    from apps.configuration import services as config
+    from apps.operations import executor, services
+
+    cluster, (_, second) = adopted_lab
+    cs = config.start_change_set(cluster, user=operator_user, reason="no delay")
+    config.add_edit(cs, {"op": "set", "table": "global_variables", "name": AUTOINC, "value": "2"})
+    op = config.plan_and_save(cs, user=operator_user)
+    services.confirm(op, user=operator_user, enqueue=False)
+    executor.run(op.pk)
+    admin_sql(second, f"SET {AUTOINC}=0", "LOAD MYSQL VARIABLES TO RUNTIME")
+    plan = repair.plan_repair(cluster)
+    node = cluster.proxysql_nodes.get(name="proxysql-2")
+    assert "configuration version 2" in " ".join(plan.facts["nodes"][str(node.pk)]["changes"])
+    assert plan.steps[1].params["variables"][str(node.pk)] == {AUTOINC: "2"}
 
 
 def test_the_drift_view_offers_repair_per_node_and_for_all(adopted_lab, operator_client):
