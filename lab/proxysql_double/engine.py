@@ -594,11 +594,14 @@ class AdminEngine:
         self.db.execute(f"INSERT INTO {dst} SELECT * FROM {src}")
 
     def _load_users(self):
-        # runtime_mysql_users lists a user once as frontend and once as backend, as ProxySQL does
+        # runtime_mysql_users lists a user once as frontend and once as backend, as ProxySQL does, and
+        # only active users (config-statements.jsonl, steps 13 and 19)
         self.db.execute("DELETE FROM main.runtime_mysql_users")
         cols = [r[1] for r in self.db.execute("PRAGMA main.table_info(mysql_users)")]
         for row in self.db.execute("SELECT * FROM main.mysql_users").fetchall():
             d = dict(zip(cols, row))
+            if not int(d["active"]):
+                continue
             for be, fe in ((1, 0), (0, 1)):
                 if (be and d["backend"]) or (fe and d["frontend"]):
                     d2 = dict(d, backend=be, frontend=fe)
@@ -613,6 +616,10 @@ class AdminEngine:
             m = merged.setdefault(d["username"], dict(d, backend=0, frontend=0))
             m["backend"] |= d["backend"]
             m["frontend"] |= d["frontend"]
+        # Inactive users never reached the runtime; ProxySQL keeps them in memory (step 15).
+        for row in self.db.execute("SELECT * FROM main.mysql_users WHERE active=0").fetchall():
+            d = dict(zip(cols, row))
+            merged.setdefault(d["username"], d)
         self.db.execute("DELETE FROM main.mysql_users")
         for d in merged.values():
             self.db.execute(f"INSERT INTO main.mysql_users ({','.join(cols)}) VALUES ({','.join('?' * len(cols))})",

@@ -210,6 +210,17 @@ def test_users_show_frontend_and_backend_rows_at_runtime(proxysql_double):
     assert a.q("SELECT username, frontend, backend FROM mysql_users") == (("app", "1", "1"),)
 
 
+def test_only_active_users_reach_the_runtime(proxysql_double):
+    """As the reference's config-statements.jsonl (steps 6, 13, 15, 19) shows on ProxySQL 2.7.1."""
+    a = Admin(proxysql_double)
+    a.q("INSERT INTO mysql_users (username, password, default_hostgroup) VALUES ('app1', 's1', 100)")
+    a.q("INSERT INTO mysql_users (username, password, default_hostgroup, active) VALUES ('app3', 's3', 100, 0)")
+    a.q("LOAD MYSQL USERS TO RUNTIME")
+    assert a.q("SELECT DISTINCT username FROM runtime_mysql_users") == (("app1",),)
+    a.q("SAVE MYSQL USERS FROM RUNTIME")  # the inactive user stays in memory
+    assert a.q("SELECT username, active FROM mysql_users ORDER BY username") == (("app1", "1"), ("app3", "0"))
+
+
 def test_cluster_pair_sees_each_others_checksums(proxysql_double_pair):
     a, b = (Admin(d) for d in proxysql_double_pair)
     for x in (a, b):
