@@ -11,7 +11,7 @@ from .wire import Rejected, TimedConnection, UnexpectedResult
 
 _STATUS_NAMES = ("wsrep_local_state", "wsrep_local_state_comment", "wsrep_cluster_status", "wsrep_cluster_size",
                  "wsrep_ready", "wsrep_local_recv_queue", "wsrep_flow_control_paused", "wsrep_last_committed",
-                 "wsrep_connected")
+                 "wsrep_connected", "wsrep_cluster_state_uuid")
 _VARIABLE_NAMES = ("wsrep_on", "wsrep_desync", "wsrep_sync_wait", "wsrep_reject_queries", "read_only",
                    "pxc_maint_mode", "version")
 
@@ -35,6 +35,7 @@ class NodeState:
     sync_wait: int | None = None
     reject_queries: str | None = None
     pxc_maint_mode: str | None = None  # only on Percona XtraDB Cluster
+    cluster_state_uuid: str | None = None  # the same on every node of one Galera cluster
 
     @property
     def synced_primary(self):
@@ -103,6 +104,7 @@ class BackendClient:
                 desync=_on(variables.get("wsrep_desync", "OFF")),
                 sync_wait=int(variables.get("wsrep_sync_wait") or 0),
                 reject_queries=variables.get("wsrep_reject_queries"),
+                cluster_state_uuid=status.get("wsrep_cluster_state_uuid"),
             )
         except (KeyError, ValueError) as exc:
             raise UnexpectedResult(self.name, "read wsrep status", f"unreadable value: {exc}") from None

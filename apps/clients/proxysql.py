@@ -139,6 +139,19 @@ class MirrorRule:
 
 
 @dataclass(frozen=True)
+class UserRow:
+    """The frontend row of one runtime_mysql_users entry: where that user's queries go when no query
+    rule routes them (ProxySQL keeps only active users at runtime). The password is never read."""
+
+    username: str
+    active: int
+    default_hostgroup: int
+    transaction_persistent: int
+    fast_forward: int
+    comment: str
+
+
+@dataclass(frozen=True)
 class QueryRule:
     """The columns of a runtime_mysql_query_rules row that decide which queries it matches and where it
     sends them (and their mirror)."""
@@ -315,6 +328,15 @@ class ProxySQLAdmin:
             return {int(rule_id): int(hits) for rule_id, hits in result.rows}
         except (TypeError, ValueError):
             raise UnexpectedResult(self.name, f"read {table}", f"not a hits row: {result.rows!r}") from None
+
+    def users(self):
+        return self._select(
+            "SELECT username, active, default_hostgroup, transaction_persistent, fast_forward, comment"
+            " FROM runtime_mysql_users WHERE frontend=1 ORDER BY username", UserRow, "runtime_mysql_users")
+
+    def query_rules(self):
+        table = "runtime_mysql_query_rules"
+        return self._select(f"SELECT {QUERY_RULE_COLUMNS} FROM {table} ORDER BY rule_id", QueryRule, table)
 
     def global_variables(self, names, layer="runtime"):
         table = {"runtime": "runtime_global_variables", "memory": "global_variables",

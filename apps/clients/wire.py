@@ -61,6 +61,12 @@ class UnexpectedResult(ClientError):
     kind = "unexpected"
 
 
+def tcp_host(host):
+    """The host to dial. libmysqlclient takes `localhost` for its local Unix socket and ignores the port;
+    every connection of this product goes over TCP to the port it was given, so `localhost` is 127.0.0.1."""
+    return "127.0.0.1" if str(host).rstrip(".").lower() == "localhost" else host
+
+
 @dataclass(frozen=True)
 class Result:
     columns: list
@@ -76,7 +82,7 @@ class TimedConnection:
 
     def __init__(self, *, node, host, port, user, password, connect_timeout, read_timeout, database=None):
         self.node = node
-        self.host = host
+        self.host = tcp_host(host)
         self.port = int(port)
         self.user = user
         self.password = password

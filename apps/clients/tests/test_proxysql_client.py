@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from apps.clients.proxysql import ProxySQLAdmin, ServerRow, _typed
+from apps.clients.proxysql import ProxySQLAdmin, QueryRule, ServerRow, UserRow, _typed
 from apps.clients.wire import AuthFailed, Rejected, Timeout, Unreachable, UnexpectedResult
 from apps.fleet.tests.conftest import admin_sql, seed_layout
 
@@ -25,6 +25,24 @@ def test_reads_typed_rows(proxysql_double):
         assert admin.conn_used(100, "127.0.0.1", 3311) == 0
         variables = admin.global_variables(["mysql-mirror_max_concurrency", "mysql-mirror_max_queue_length"])
         assert variables == {"mysql-mirror_max_concurrency": "16", "mysql-mirror_max_queue_length": "32000"}
+
+
+def test_reads_users_and_query_rules_as_typed_rows(proxysql_double):
+    admin_sql(proxysql_double,
+              "INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','secret',100)",
+              "INSERT INTO mysql_users (username,password,default_hostgroup,active) VALUES ('old','x',101,0)",
+              "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,apply)"
+              " VALUES (10,1,'^SELECT.*FOR UPDATE',100,1),(20,1,'^SELECT',101,1)",
+              "LOAD MYSQL USERS TO RUNTIME", "LOAD MYSQL QUERY RULES TO RUNTIME")
+    with client_for(proxysql_double) as admin:
+        users = admin.users()
+        rules = admin.query_rules()
+    # One row per user (the frontend one), only the active ones (as ProxySQL's runtime keeps them), no password.
+    assert users == [UserRow(username="app", active=1, default_hostgroup=100, transaction_persistent=1,
+                             fast_forward=0, comment="")]
+    assert all(isinstance(r, QueryRule) for r in rules)
+    assert [(r.rule_id, r.match_digest, r.destination_hostgroup, r.apply, r.username) for r in rules] == [
+        (10, "^SELECT.*FOR UPDATE", 100, 1, None), (20, "^SELECT", 101, 1, None)]
 
 
 def test_hostile_text_travels_as_an_escaped_value(proxysql_double):
@@ -61,6 +79,11 @@ def test_wrong_password_is_an_auth_error(proxysql_double):
     with pytest.raises(AuthFailed) as err:
         admin.ping()
     assert not err.value.retryable and "p1" in str(err.value)
+
+
+def test_localhost_is_tcp_to_the_port_not_the_local_socket(proxysql_double):
+    with ProxySQLAdmin("localhost", proxysql_double.port, proxysql_double.user, proxysql_double.password) as admin:
+        assert admin.version().startswith("2.7.1")
 
 
 def test_refused_port_is_unreachable_quickly():
