@@ -78,6 +78,24 @@ def seed_statements(backend_ports=GALERA_PORTS, peers=()):
     return statements
 
 
+def plain_layout_statements(backend_ports=GALERA_PORTS, writer=100, reader=101, user="utest"):
+    """Admin SQL for a ProxySQL laid out by hand as in the seed's replication tutorial (seed 001): the
+    writer alone in `writer`, the other backends in `reader` (the writer is not a reader), the application
+    user's default hostgroup the writer, locking reads to the writer and plain SELECTs to the readers.
+    No native hostgroup table: the roles are only in this layout."""
+    first, *rest = backend_ports
+    row = "INSERT INTO mysql_servers (hostgroup_id,hostname,port,max_connections,comment) VALUES ({},'127.0.0.1',{},2000,'{}')"
+    return ["DELETE FROM mysql_servers", "DELETE FROM mysql_users", "DELETE FROM mysql_query_rules",
+            row.format(writer, first, "writer"), *[row.format(reader, port, "reader") for port in rest],
+            f"INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('{user}','p{user}',{writer})",
+            "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,apply) VALUES"
+            f" (10,1,'^SELECT.*FOR UPDATE$',{writer},1),(20,1,'^SELECT',{reader},1)",
+            "SET mysql-monitor_username='monitor'", "SET mysql-monitor_password='monitor'",
+            "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK", "LOAD MYSQL USERS TO RUNTIME",
+            "SAVE MYSQL USERS TO DISK", "LOAD MYSQL QUERY RULES TO RUNTIME", "SAVE MYSQL QUERY RULES TO DISK",
+            "LOAD MYSQL VARIABLES TO RUNTIME", "SAVE MYSQL VARIABLES TO DISK"]
+
+
 def start_doubles(processes):
     """Start the two doubles (one process) unless they answer already; returns whether it started them."""
     if all(listening(p) for p in DOUBLE_PORTS):

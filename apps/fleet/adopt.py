@@ -1,23 +1,32 @@
 """Adopt a live ProxySQL node into the inventory: read it, show what will change, then apply all of it
 or nothing. A second node of an existing cluster goes through the same path.
 
-read_snapshot()  network: everything adopt needs from one ProxySQL admin endpoint
-plan_adoption()  pure: snapshot + operator's choices -> AdoptionPlan (what will be created/updated)
+read_snapshot()  network: everything adopt needs from one ProxySQL admin endpoint, and what its backends
+                 say about themselves (read with ProxySQL's own monitor user)
+plan_adoption()  pure: snapshot + operator's choices -> AdoptionPlan (what will be created/updated, and
+                 how the roles were decided: inference.py)
 apply_adoption() database only, one transaction, audited
 """
 import hashlib
 import json
+import math
+import threading
+import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.audit.services import record
+from apps.clients.backend import BackendClient
 from apps.clients.proxysql import SERVER_FIELDS, ProxySQLAdmin, configured
+from apps.clients.wire import ClientError, Rejected, tcp_host
 
-from .choices import ClusterKind, ServerStatus
+from .choices import ClusterKind, ServerStatus, WriterIsAlsoReader
 from .drift import MANAGED_VARIABLES
+from .inference import LABELS, Reason, conflicts_as_warnings, infer_roles, reasons_as_dicts
 from .models import Cluster, HostgroupMembership, MirrorRule, ProxySQLNode, Server
 
 
@@ -39,15 +48,34 @@ class Snapshot:
     peers: list
     mirror_rules: list
     variables: dict = field(default_factory=dict)  # MANAGED_VARIABLES at runtime: their intended values
+    users: list = field(default_factory=list)  # UserRow: where each application user's queries go by default
+    query_rules: list = field(default_factory=list)  # QueryRule: where matching queries go
+    backends: list = field(default_factory=list)  # BackendFacts of every backend in runtime_mysql_servers
 
     def fingerprint(self):
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
 
 
+@dataclass
+class BackendFacts:
+    """What one backend says about its role, read with ProxySQL's monitor user. Only facts that tell roles
+    apart and hold still between a preview and its confirm (no lag, no counters): they are fingerprinted."""
+
+    hostname: str
+    port: int
+    read_only: bool | None = None
+    wsrep_on: bool | None = None
+    cluster_size: int | None = None
+    cluster_uuid: str | None = None
+    replica_of: str | None = None  # "host:port" of its replication source
+    error: str | None = None  # why it could not be read: the evidence is weaker, the preview goes on
+
+
 def read_snapshot(admin: ProxySQLAdmin) -> Snapshot:
+    runtime = admin.servers("runtime")
     return Snapshot(
         version=admin.version(),
-        runtime_servers=[asdict(r) for r in admin.servers("runtime")],
+        runtime_servers=[asdict(r) for r in runtime],
         memory_servers=[asdict(r) for r in admin.servers("memory")],
         galera_hostgroups=[asdict(r) for r in admin.galera_hostgroups()],
         replication_hostgroups=[asdict(r) for r in admin.replication_hostgroups()],
@@ -55,7 +83,62 @@ def read_snapshot(admin: ProxySQLAdmin) -> Snapshot:
         peers=[asdict(r) for r in admin.proxysql_servers()],
         mirror_rules=[asdict(r) for r in admin.mirror_rules()],
         variables=admin.global_variables(MANAGED_VARIABLES),
+        users=[asdict(r) for r in admin.users()],
+        query_rules=[asdict(r) for r in admin.query_rules()],
+        backends=[asdict(f) for f in read_backends(sorted({(r.hostname, r.port) for r in runtime}),
+                                                   *read_monitor_credentials(admin))],
     )
+
+
+def read_backend(hostname, port, user, password):
+    facts = BackendFacts(hostname, port)
+    if not user:
+        facts.error = "ProxySQL has no monitor user (mysql-monitor_username) to read it with"
+        return facts
+    try:
+        with BackendClient(hostname, port, user, password) as client:
+            state = client.state()
+            facts.read_only, facts.wsrep_on = state.read_only, state.wsrep_on
+            facts.cluster_size, facts.cluster_uuid = state.cluster_size, state.cluster_state_uuid
+            try:
+                replica = client.replica_status()
+            except Rejected as exc:  # no privilege for it: the rest still counts
+                facts.error = f"replica status not readable: {exc.message}"
+                replica = None
+            if replica and replica.get("Master_Host"):
+                facts.replica_of = f"{tcp_host(replica['Master_Host'])}:{replica.get('Master_Port')}"
+    except ClientError as exc:
+        facts = BackendFacts(hostname, port, error=f"{exc.kind}: {exc.message}")
+    return facts
+
+
+def read_backends(endpoints, user, password, workers=16):
+    """BackendFacts per (hostname, port), read concurrently. Each read is bounded by the backend client's
+    timeouts; a name lookup is not, so the whole read is bounded too: what has not answered by then is
+    reported as such and left behind (daemon threads)."""
+    if not endpoints:
+        return []
+    todo, results = list(endpoints), {}
+
+    def work():
+        while todo:
+            try:
+                hostname, port = todo.pop()
+            except IndexError:
+                return
+            results[(hostname, port)] = read_backend(hostname, port, user, password)
+
+    threads = [threading.Thread(target=work, name="adopt: read backends", daemon=True)
+               for _ in range(min(workers, len(endpoints)))]
+    for t in threads:
+        t.start()
+    budget = (settings.BACKEND_CONNECT_TIMEOUT + 4 * settings.BACKEND_READ_TIMEOUT) * math.ceil(
+        len(endpoints) / len(threads))
+    deadline = time.monotonic() + budget
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    return [results.get(ep) or BackendFacts(*ep, error=f"timeout: no answer within {budget:g}s")
+            for ep in endpoints]
 
 
 def native_managers(snapshot):
@@ -66,62 +149,6 @@ def native_managers(snapshot):
         for row in rows:
             out.append({"kind": kind, "active": bool(row.get("active", 1)), **row})
     return out
-
-
-def infer_roles(snapshot):
-    """Guess writer/reader/backup/offline hostgroups and the cluster kind from a snapshot.
-
-    ProxySQL's native hostgroup tables name the roles when present (active or not). Otherwise the
-    hostgroups that share servers form one cluster: the one with the fewest servers is the writer,
-    the one with the most the reader, a third one the backup writer. The operator can override.
-    """
-    if snapshot.galera_hostgroups:
-        g = snapshot.galera_hostgroups[0]
-        return {"kind": ClusterKind.GALERA, "writer": g["writer_hostgroup"], "reader": g["reader_hostgroup"],
-                "backup_writer": g["backup_writer_hostgroup"], "offline": g["offline_hostgroup"]}
-    if snapshot.group_replication_hostgroups:
-        g = snapshot.group_replication_hostgroups[0]
-        return {"kind": ClusterKind.GROUP_REPLICATION, "writer": g["writer_hostgroup"],
-                "reader": g["reader_hostgroup"], "backup_writer": g["backup_writer_hostgroup"],
-                "offline": g["offline_hostgroup"]}
-    if snapshot.replication_hostgroups:
-        g = snapshot.replication_hostgroups[0]
-        return {"kind": ClusterKind.ASYNC, "writer": g["writer_hostgroup"], "reader": g["reader_hostgroup"],
-                "backup_writer": None, "offline": None}
-    members = defaultdict(set)
-    for row in snapshot.runtime_servers:
-        members[row["hostgroup_id"]].add((row["hostname"], row["port"]))
-    if not members:
-        return None
-    component = _largest_component(members)
-    by_size = sorted(component, key=lambda hg: (len(members[hg]), hg))
-    writer = by_size[0]
-    rest = [hg for hg in by_size[1:]]
-    reader = max(rest, key=lambda hg: (len(members[hg]), -hg)) if rest else None
-    others = [hg for hg in rest if hg != reader]
-    return {"kind": ClusterKind.GALERA, "writer": writer, "reader": reader,
-            "backup_writer": others[0] if others else None, "offline": others[1] if len(others) > 1 else None}
-
-
-def _largest_component(members):
-    """Hostgroups linked by sharing at least one server; the component with the most servers."""
-    hostgroups = sorted(members)
-    parent = {hg: hg for hg in hostgroups}
-
-    def find(hg):
-        while parent[hg] != hg:
-            parent[hg] = parent[parent[hg]]
-            hg = parent[hg]
-        return hg
-
-    for i, a in enumerate(hostgroups):
-        for b in hostgroups[i + 1:]:
-            if members[a] & members[b]:
-                parent[find(a)] = find(b)
-    components = defaultdict(list)
-    for hg in hostgroups:
-        components[find(hg)].append(hg)
-    return max(components.values(), key=lambda c: (len(set().union(*(members[hg] for hg in c))), -min(c)))
 
 
 @dataclass
@@ -155,10 +182,17 @@ class AdoptionPlan:
     errors: list
     fingerprint: str
     variables: dict = field(default_factory=dict)
+    writer_is_also_reader: int = WriterIsAlsoReader.YES
+    reasons: list = field(default_factory=list)  # inference.Reason as dicts: how each role was decided
+    backends: list = field(default_factory=list)  # BackendFacts as dicts: what each backend said
 
     @property
     def ok(self):
         return not self.errors
+
+    @property
+    def policy_label(self):
+        return WriterIsAlsoReader(self.writer_is_also_reader).label
 
     def counts(self):
         counts = defaultdict(int)
@@ -168,19 +202,37 @@ class AdoptionPlan:
 
 
 def plan_adoption(snapshot, *, cluster_name, node_name, admin_host, admin_port, kind=None, roles=None,
-                  overwrite=False):
-    """Decide what adopting this snapshot would change. Reads the database, writes nothing."""
+                  writer_is_also_reader=None, overwrite=False):
+    """Decide what adopting this snapshot would change. Reads the database, writes nothing.
+
+    kind, roles (role -> hostgroup) and writer_is_also_reader are the operator's corrections for a new
+    cluster; None (or a missing role) means: infer it from the snapshot."""
     cluster = Cluster.objects.filter(name=cluster_name).first()
     warnings, errors = [], []
+    entered = {"kind": kind or None, **{r: v for r, v in (roles or {}).items() if v is not None},
+               "writer_is_also_reader": writer_is_also_reader}
+    entered = {k: v for k, v in entered.items() if v is not None}
     if cluster:
         chosen = {"writer": cluster.writer_hostgroup, "reader": cluster.reader_hostgroup,
                   "backup_writer": cluster.backup_writer_hostgroup, "offline": cluster.offline_hostgroup}
-        kind = cluster.kind
+        kind, policy = cluster.kind, cluster.writer_is_also_reader
+        existing = {"kind": kind, **chosen, "writer_is_also_reader": policy}
+        reasons = [Reason(k, LABELS[k], v, evidence=[f"cluster {cluster.name} already has it"]) for k, v in existing.items()]
+        differs = {k: v for k, v in entered.items() if existing[k] != v}
+        if differs:
+            errors.append(f"Cluster {cluster.name} already exists with "
+                          + ", ".join(f"{LABELS[k].lower()} {existing[k]}" for k in differs)
+                          + "; adopting a node does not change them (entered: "
+                          + ", ".join(f"{LABELS[k].lower()} {v}" for k, v in differs.items())
+                          + "). Leave them empty, or change the cluster itself.")
     else:
-        inferred = infer_roles(snapshot) or {}
-        chosen = {r: (roles or {}).get(r) if (roles or {}).get(r) is not None else inferred.get(r)
-                  for r in ("writer", "reader", "backup_writer", "offline")}
-        kind = kind or inferred.get("kind") or ClusterKind.GALERA
+        inferred = infer_roles(snapshot, given=entered)
+        if inferred is None:
+            inferred = {"kind": entered.get("kind", ClusterKind.GALERA), "reasons": [],
+                        "writer_is_also_reader": entered.get("writer_is_also_reader", WriterIsAlsoReader.YES)}
+        chosen = {r: inferred.get(r) for r in ("writer", "reader", "backup_writer", "offline")}
+        kind, policy, reasons = inferred["kind"], inferred["writer_is_also_reader"], inferred["reasons"]
+        warnings += conflicts_as_warnings(reasons)
         if chosen["writer"] is None or chosen["reader"] is None:
             errors.append("No writer and reader hostgroups could be found on this node: enter them in the form.")
     ids = [hg for hg in chosen.values() if hg is not None]
@@ -250,7 +302,8 @@ def plan_adoption(snapshot, *, cluster_name, node_name, admin_host, admin_port, 
         admin_host=admin_host, admin_port=admin_port, node_exists=bool(node), version=snapshot.version,
         servers_new=servers_new, rows=rows, ignored_rows=ignored, peers=snapshot.peers,
         mirror_rules=snapshot.mirror_rules, native=native, warnings=warnings, errors=errors,
-        fingerprint=snapshot.fingerprint(), variables=snapshot.variables,
+        fingerprint=snapshot.fingerprint(), variables=snapshot.variables, writer_is_also_reader=policy,
+        reasons=reasons_as_dicts(reasons), backends=snapshot.backends,
     )
 
 
@@ -283,6 +336,7 @@ def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), reques
                           "reader_hostgroup": plan.roles["reader"],
                           "backup_writer_hostgroup": plan.roles["backup_writer"],
                           "offline_hostgroup": plan.roles["offline"],
+                          "writer_is_also_reader": plan.writer_is_also_reader,
                           "monitor_user": monitor[0], "monitor_password": monitor[1]},
             )
             cluster.native_hostgroups = plan.native
@@ -319,7 +373,9 @@ def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), reques
                             "servers_created": plan.servers_new, "rows": plan.counts(),
                             "changes": [asdict(r) for r in plan.rows if r.action in ("create", "update")],
                             "kept_differences": [asdict(r) for r in plan.rows if r.action == "keep"],
-                            "warnings": plan.warnings, "snapshot_fingerprint": plan.fingerprint})
+                            "warnings": plan.warnings, "snapshot_fingerprint": plan.fingerprint,
+                            "kind": plan.kind, "roles": plan.roles, "writer_is_also_reader": plan.writer_is_also_reader,
+                            "reasons": plan.reasons})
     except IntegrityError as exc:
         raise AdoptionError(f"The inventory changed while adopting ({exc}); preview again.") from None
     return cluster, node

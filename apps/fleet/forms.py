@@ -1,13 +1,40 @@
 from django import forms
 
-from .choices import ClusterKind
+from .choices import ClusterKind, WriterIsAlsoReader
 from .models import HOSTGROUP_MAX, Cluster
 from .validators import validate_hostname, validate_no_nul
 
 _hostgroup = dict(required=False, min_value=0, max_value=HOSTGROUP_MAX)
+ROLE_FIELDS = {"writer": "writer_hostgroup", "reader": "reader_hostgroup", "backup_writer": "backup_writer_hostgroup",
+               "offline": "offline_hostgroup"}
 
 
-class AdoptForm(forms.Form):
+class RolesForm(forms.Form):
+    """A new cluster's kind, hostgroup roles and writer-is-also-reader policy as the operator corrects them;
+    what is left empty is inferred from the node. Also validates the adopt_proxysql command's options."""
+
+    kind = forms.ChoiceField(label="Cluster kind", choices=[("", "(detect)")] + ClusterKind.choices, required=False)
+    writer_hostgroup = forms.IntegerField(label="Writer hostgroup", **_hostgroup)
+    reader_hostgroup = forms.IntegerField(label="Reader hostgroup", **_hostgroup)
+    backup_writer_hostgroup = forms.IntegerField(label="Backup writer hostgroup", **_hostgroup)
+    offline_hostgroup = forms.IntegerField(label="Offline hostgroup", **_hostgroup)
+    writer_is_also_reader = forms.TypedChoiceField(
+        label="Writer is also reader", choices=[("", "(detect from the layout)")] + WriterIsAlsoReader.choices,
+        coerce=int, empty_value=None, required=False)
+
+    def clean(self):
+        data = super().clean()
+        ids = [data.get(f) for f in ROLE_FIELDS.values() if data.get(f) is not None]
+        if len(ids) != len(set(ids)):
+            self.add_error(None, "Each hostgroup role needs a different hostgroup id.")
+        return data
+
+    @property
+    def roles(self):
+        return {role: self.cleaned_data.get(name) for role, name in ROLE_FIELDS.items()}
+
+
+class AdoptForm(RolesForm):
     """Where the ProxySQL admin endpoint is, and where in the inventory it goes."""
 
     admin_host = forms.CharField(label="Admin host", max_length=255, validators=[validate_hostname])
@@ -21,11 +48,6 @@ class AdoptForm(forms.Form):
                                      empty_label="(a new cluster)")
     new_cluster_name = forms.CharField(label="New cluster name", max_length=200, required=False,
                                        validators=[validate_no_nul])
-    kind = forms.ChoiceField(label="Cluster kind", choices=[("", "(detect)")] + ClusterKind.choices, required=False)
-    writer_hostgroup = forms.IntegerField(label="Writer hostgroup", **_hostgroup)
-    reader_hostgroup = forms.IntegerField(label="Reader hostgroup", **_hostgroup)
-    backup_writer_hostgroup = forms.IntegerField(label="Backup writer hostgroup", **_hostgroup)
-    offline_hostgroup = forms.IntegerField(label="Offline hostgroup", **_hostgroup)
     overwrite = forms.BooleanField(
         label="Overwrite intended values that differ", required=False,
         help_text="For an existing cluster: take this node's values where they differ from the inventory. "
@@ -37,19 +59,9 @@ class AdoptForm(forms.Form):
             self.add_error("new_cluster_name", "Choose an existing cluster or name a new one.")
         if data.get("cluster") and data.get("new_cluster_name"):
             self.add_error("new_cluster_name", "Either an existing cluster or a new name, not both.")
-        ids = [data.get(f) for f in ("writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup",
-                                     "offline_hostgroup") if data.get(f) is not None]
-        if len(ids) != len(set(ids)):
-            raise forms.ValidationError("Each hostgroup role needs a different hostgroup id.")
         return data
 
     @property
     def cluster_name(self):
         data = self.cleaned_data
         return data["cluster"].name if data.get("cluster") else data["new_cluster_name"]
-
-    @property
-    def roles(self):
-        data = self.cleaned_data
-        return {"writer": data.get("writer_hostgroup"), "reader": data.get("reader_hostgroup"),
-                "backup_writer": data.get("backup_writer_hostgroup"), "offline": data.get("offline_hostgroup")}

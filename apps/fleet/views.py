@@ -111,7 +111,7 @@ def adopt_node(request):
         "admin_host": data["admin_host"], "admin_port": data["admin_port"], "admin_user": data["admin_user"],
         "admin_password": encrypt(data["admin_password"]) or "", "node_name": data["node_name"],
         "cluster_name": form.cluster_name, "kind": data.get("kind") or None, "roles": form.roles,
-        "overwrite": data.get("overwrite", False),
+        "writer_is_also_reader": data.get("writer_is_also_reader"), "overwrite": data.get("overwrite", False),
     }
     plan, _, error = _plan(pending)
     if error:
@@ -137,7 +137,8 @@ def _plan(pending):
     plan = adopt.plan_adoption(
         snapshot, cluster_name=pending["cluster_name"], node_name=pending["node_name"],
         admin_host=pending["admin_host"], admin_port=pending["admin_port"], kind=pending["kind"],
-        roles=pending["roles"], overwrite=pending["overwrite"])
+        roles=pending["roles"], writer_is_also_reader=pending.get("writer_is_also_reader"),
+        overwrite=pending["overwrite"])
     return plan, monitor, None
 
 

@@ -118,6 +118,16 @@ def test_silent_host_times_out_in_the_form(operator_client):
 
 
 @pytest.mark.django_db
+def test_localhost_reaches_the_port_over_tcp(operator_client, proxysql_double):
+    # libmysqlclient would take `localhost` for its local Unix socket and ignore the port.
+    seed_layout(proxysql_double)
+    preview, done = adopt(operator_client, proxysql_double, admin_host="localhost")
+    assert "127.0.0.1:3312" in preview.content.decode() and done.status_code == 302
+    node = ProxySQLNode.objects.get()
+    assert (node.admin_host, node.admin_port, node.version) == ("localhost", proxysql_double.port, "2.7.1-lab-double")
+
+
+@pytest.mark.django_db
 def test_wrong_credentials(operator_client, proxysql_double):
     response = operator_client.post(reverse("fleet:adopt"), form_data(proxysql_double, admin_password="wrong"))
     assert response.status_code == 400 and "Access denied" in response.content.decode()

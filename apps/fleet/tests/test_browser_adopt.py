@@ -22,6 +22,10 @@ def adopt_in_browser(page, live_server, double, node_name, cluster_label=None):
         page.fill("#id_new_cluster_name", "galera-lab")
     page.click("button[name=preview]")
     page.wait_for_selector("#adopt-rows")
+    # How the roles were decided, shown before anything is saved.
+    assert page.inner_text("#adopt-reasons tr[data-decision=writer] td:nth-child(2)") == "100"
+    why = "cluster galera-lab already has it" if cluster_label else "holds the fewest servers"
+    assert why in page.inner_text("#adopt-reasons tr[data-decision=writer]")
     page.click("button[name=confirm]")
     page.wait_for_selector("text=Adopted")
 

@@ -1,7 +1,11 @@
 """Adopt a ProxySQL node from the command line, through the same preview and apply as the web form.
 
     manage.py adopt_proxysql --host 10.0.0.5 --port 6032 --user admin --cluster galera-prod --node-name proxysql-a
-    (password from $PROXYSQL_ADMIN_PASSWORD; prints the preview; --yes applies it)
+    (password from $PROXYSQL_ADMIN_PASSWORD; prints the preview with how each role was decided; --yes applies it)
+
+A new cluster's kind, hostgroups and writer-is-also-reader policy are inferred from the node; --kind,
+--writer-hostgroup, --reader-hostgroup, --backup-writer-hostgroup, --offline-hostgroup and
+--writer-is-also-reader correct them (validated like the form's fields).
 """
 import os
 
@@ -10,7 +14,12 @@ from django.core.management.base import BaseCommand, CommandError
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
 from apps.fleet import adopt
+from apps.fleet.choices import ClusterKind, WriterIsAlsoReader
+from apps.fleet.forms import RolesForm
 from apps.fleet.models import ProxySQLNode
+
+ROLE_OPTIONS = ("kind", "writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup", "offline_hostgroup",
+                "writer_is_also_reader")
 
 
 class Command(BaseCommand):
@@ -24,11 +33,21 @@ class Command(BaseCommand):
                             help="environment variable holding the admin password (never a command-line argument)")
         parser.add_argument("--cluster", required=True, help="existing cluster name, or the name of a new one")
         parser.add_argument("--node-name", required=True)
+        parser.add_argument("--kind", help="cluster kind: " + ", ".join(ClusterKind.values))
+        for role in ("writer", "reader", "backup-writer", "offline"):
+            parser.add_argument(f"--{role}-hostgroup", metavar="ID", help=f"the {role.replace('-', ' ')} hostgroup")
+        parser.add_argument("--writer-is-also-reader", metavar="0|1|2",
+                            help="; ".join(str(label) for label in WriterIsAlsoReader.labels))
         parser.add_argument("--overwrite", action="store_true")
         parser.add_argument("--yes", action="store_true", help="apply the plan (without it: preview only)")
         parser.add_argument("--if-new", action="store_true", help="do nothing when this endpoint is already adopted")
 
     def handle(self, **o):
+        choices = RolesForm({name: "" if o[name] is None else o[name] for name in ROLE_OPTIONS})
+        if not choices.is_valid():
+            raise CommandError("; ".join(
+                f"--{name.replace('_', '-')}: {' '.join(errors)}" if name != "__all__" else " ".join(errors)
+                for name, errors in choices.errors.items()))
         if o["if_new"] and ProxySQLNode.objects.filter(admin_host=o["host"], admin_port=o["port"]).exists():
             self.stdout.write(f"{o['host']}:{o['port']} is already adopted")
             return
@@ -40,10 +59,22 @@ class Command(BaseCommand):
                 monitor = adopt.read_monitor_credentials(admin)
         except ClientError as exc:
             raise CommandError(f"Could not read the ProxySQL node: {exc}") from None
+        data = choices.cleaned_data
         plan = adopt.plan_adoption(snapshot, cluster_name=o["cluster"], node_name=o["node_name"], admin_host=o["host"],
-                                   admin_port=o["port"], overwrite=o["overwrite"])
+                                   admin_port=o["port"], kind=data["kind"] or None, roles=choices.roles,
+                                   writer_is_also_reader=data["writer_is_also_reader"], overwrite=o["overwrite"])
         self.stdout.write(f"cluster {plan.cluster_name} ({'existing' if plan.cluster_exists else 'new'}), "
-                          f"kind {plan.kind}, hostgroups {plan.roles}")
+                          f"kind {plan.kind}, hostgroups {plan.roles}, writer is also reader: {plan.policy_label}")
+        self.stdout.write("how it was decided:")
+        for reason in plan.reasons:
+            self.stdout.write(f"  {reason['label']}: {reason['shown']}")
+            for evidence in reason["evidence"]:
+                self.stdout.write(f"    by: {evidence}")
+            for conflict in reason["conflicts"]:
+                self.stdout.write(f"    against: {conflict}")
+        for b in plan.backends:
+            if b["error"]:
+                self.stdout.write(f"  backend {b['hostname']}:{b['port']} not read: {b['error']}")
         self.stdout.write(f"rows: {plan.counts()}; new backends: {', '.join(plan.servers_new) or 'none'}")
         for warning in plan.warnings:
             self.stdout.write(f"warning: {warning}")
