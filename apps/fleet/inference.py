@@ -250,7 +250,9 @@ class _Layout:
 
     def _cluster_facts(self):
         eps = set().union(*(self.members[hg] for hg in self.cluster)) if self.cluster else set()
-        return {ep: self.facts[ep] for ep in sorted(eps) if ep in self.facts and not self.facts[ep].get("error")}
+        # A backend whose state could not be read tells nothing (one whose replica status alone could not
+        # be read still tells its read_only and wsrep).
+        return {ep: self.facts[ep] for ep in sorted(eps) if self.facts.get(ep, {}).get("read_only") is not None}
 
     def kind_votes(self, native):
         votes = []

@@ -7,6 +7,8 @@ import re
 import pytest
 from django.urls import reverse
 
+from apps.clients.proxysql import ProxySQLAdmin
+from apps.fleet.adopt import infer_roles, read_snapshot
 from apps.fleet.models import Cluster, HostgroupMembership
 from lab import demo
 
@@ -133,3 +135,21 @@ def test_roles_entered_for_an_existing_cluster_are_refused_not_ignored(operator_
     assert "Cluster galera-lab already exists with writer hostgroup 100, reader hostgroup 101" in html
     assert "Confirm" not in html and cluster.proxysql_nodes.count() == 1
 
+
+
+def test_a_monitor_user_that_cannot_read_replica_status_still_tells_the_rest(proxysql_double, galera_lab):
+    root = galera_lab.root_connection(1)
+    try:
+        root.cursor().execute("CREATE OR REPLACE USER 'weakmon'@'%' IDENTIFIED BY 'weakmon'")  # no SLAVE MONITOR
+        admin_sql(proxysql_double, *demo.plain_layout_statements(), "SET mysql-monitor_username='weakmon'",
+                  "SET mysql-monitor_password='weakmon'", "LOAD MYSQL VARIABLES TO RUNTIME")
+        with ProxySQLAdmin("127.0.0.1", proxysql_double.port, "admin", "admin") as admin:
+            snapshot = read_snapshot(admin)
+    finally:
+        root.cursor().execute("DROP USER IF EXISTS 'weakmon'@'%'")
+        root.close()
+    for facts in snapshot.backends:
+        assert facts["error"].startswith("replica status not readable") and "denied" in facts["error"]
+        assert facts["wsrep_on"] is True and facts["read_only"] is False and facts["cluster_size"] == 3
+    kind = next(r for r in infer_roles(snapshot)["reasons"] if r.decision == "kind")
+    assert kind.value == "galera" and not kind.defaulted and kind.evidence[0].startswith("Galera nodes: 127.0.0.1:3311")
