@@ -9,6 +9,7 @@ Every fact is a piece of evidence with a weight, for (or, negative, against) one
             plain reads (^SELECT)                                                          reader +3, writer -2
   backends  what they say with ProxySQL's monitor user: read_only, replica of (async), wsrep (Galera)
             all writable, replicating from no one                                                      writer +3
+            (else) holding the one writable backend                                                    writer +2
             holding a read-only backend or a replica                                      writer -3, reader +1
             replicas / Galera nodes                                                                      kind +3
   layout    mysql_servers alone: fewest servers writer, most servers reader, the rest backup/offline        +1
@@ -316,14 +317,19 @@ class _Layout:
                                       f"query rule {r['rule_id']} sends plain reads ({text!r}) to hostgroup "
                                       f"{r['destination_hostgroup']}"))
         read_only, writable = self._read_only()
+        all_writable = [hg for hg in self.cluster if self.members[hg] and self.members[hg] <= writable]
         for hg in sorted(self.cluster):
             members = self.members[hg]
             blocked = sorted(members & set(read_only))
             if blocked:
                 votes.append(Evidence(hg, -3, "; ".join(self._why_read_only(ep, read_only[ep]) for ep in blocked)
                                       + f" (in hostgroup {hg}): cannot take writes"))
-            elif members and members <= writable:
+            if hg in all_writable:
                 votes.append(Evidence(hg, 3, f"{', '.join(sorted(members))}: writable and replicating from no one"))
+            elif not all_writable and len(writable) == 1 and writable <= members:
+                # No hostgroup holds only writable backends: say where the one writable backend is.
+                votes.append(Evidence(hg, 2, f"holds {min(writable)}, the only writable backend replicating "
+                                             "from no one"))
         votes += self._layout_votes(min, "holds the fewest servers")
         return votes
 

@@ -86,7 +86,8 @@ def test_conflicting_evidence_is_shown_in_the_preview(operator_client, proxysql_
     why = reasons(html)
     assert why["writer"][0] == "0"
     assert why["writer"][2] == ["127.0.0.1:3322 is read_only ON and a replica of 127.0.0.1:3321 (in hostgroup 0): "
-                                "cannot take writes"]
+                                "cannot take writes",
+                                "holds 127.0.0.1:3321, the only writable backend replicating from no one"]
     assert '<tr data-decision="writer" data-conflict="yes">' in html
     assert "The evidence conflicts on the writer hostgroup: Inferred 0, but 127.0.0.1:3322 is read_only ON" in html
     assert Cluster.objects.count() == 0
