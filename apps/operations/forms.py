@@ -33,7 +33,8 @@ class DrainForm(forms.Form):
     drain_timeout_ms = forms.IntegerField(label="Drain timeout (ms)", min_value=50, max_value=600_000)
     on_timeout = forms.ChoiceField(label="If the drain does not finish in time", choices=OnDrainTimeout.choices,
                                    initial=OnDrainTimeout.ROLLBACK, widget=forms.RadioSelect)
-    note = forms.CharField(label="Why (shown on the server page and in the audit log)", max_length=2000, required=False)
+    note = forms.CharField(label="Why (shown on the server page and in the audit log)", max_length=2000, required=False,
+                           strip=False)
 
     def clean_note(self):
         note = self.cleaned_data["note"]

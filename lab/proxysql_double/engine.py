@@ -194,7 +194,9 @@ class AdminEngine:
         self.log = collections.deque(maxlen=10000)
         self.log_seq = 0
         self.mode = "normal"          # normal | hang | refuse (driven by the server)
-        self.failing = []             # [(text, message)]: statements containing text fail (LAB FAIL_STATEMENTS)
+        # [(text, message, pause)]: statements containing text fail with message, or (pause) run and then the
+        # endpoint stops answering, as a ProxySQL paused mid-change (LAB FAIL_STATEMENTS)
+        self.failing = []
         self.latency_ms = 0.0
         self.listener_paused = False
         self.mode_listeners = []      # callbacks(engine) when mode changes (set by the server)
@@ -355,15 +357,25 @@ class AdminEngine:
             return lab_commands.run(self, text[3:].strip())
         with self.lock:
             self.record(conn_id, sql)
-            for needle, message in self.failing:
-                if needle.lower() in text.lower():  # an injected refusal: a node of another version, say
+            pause = False
+            for needle, message, pausing in self.failing:
+                if needle.lower() not in text.lower():
+                    continue
+                if not pausing:  # an injected refusal: a node of another version, say
                     return Result(error=(ERR_CODE, f"ProxySQL Admin Error: {message}"))
+                pause = True
             try:
                 return self._execute(text)
             except sqlite3.Error as e:
                 return Result(error=(ERR_CODE, f"ProxySQL Admin Error: {e}"))
             except Exception as e:  # a bug of the double must not kill the connection
                 return Result(error=(ERR_CODE, f"ProxySQL Admin Error: lab double internal error: {e!r}"))
+            finally:
+                if pause:  # applied; the answer waits until the endpoint is set back to normal
+                    self.failing = [f for f in self.failing if not f[2]]
+                    self.mode = "hang"
+                    for cb in self.mode_listeners:
+                        cb(self, "mode")
 
     def _execute(self, text):
         norm = " ".join(text.split())

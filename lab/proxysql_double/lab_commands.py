@@ -16,10 +16,12 @@ Commands (the JSON keys are the keyword arguments of the Python API of the same 
     LAB STATEMENTS {"since": 0, "limit": 1000}   the wire log: [{"seq","t","conn","sql"}...]
     LAB CLEAR_STATEMENTS
     LAB SET_MODE {"mode": "normal"|"hang"|"refuse", "latency_ms": 0}
-    LAB FAIL_STATEMENTS {"text": "REPLACE INTO mysql_query_rules", "message": "..."}
+    LAB FAIL_STATEMENTS {"text": "REPLACE INTO mysql_query_rules", "message": "...", "pause": false}
                                     statements containing text (case-insensitive) fail with that
                                     message, as a node of another version or schema would refuse them;
-                                    {} clears every injected refusal
+                                    with "pause": true the first such statement is applied and then the
+                                    endpoint stops answering (hang mode, its answer held), as a ProxySQL
+                                    paused mid-change; {} clears every injected refusal
     LAB DROP_CONNECTIONS            close every client connection of the endpoint now
     LAB RESTART                     like restarting ProxySQL: config back from disk
     LAB ENDPOINTS                   ports served by this process
@@ -103,7 +105,8 @@ def dispatch(engine, name, args):
             if not args:
                 engine.failing = []
             else:
-                engine.failing.append((str(args["text"]), str(args.get("message") or "near \"?\": syntax error")))
+                engine.failing.append((str(args["text"]), str(args.get("message") or "near \"?\": syntax error"),
+                                       bool(args.get("pause"))))
             return [list(f) for f in engine.failing]
         if name == "drop_connections":
             for cb in engine.mode_listeners:

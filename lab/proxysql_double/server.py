@@ -202,6 +202,8 @@ class DoubleServer:
                     if eng.latency_ms:
                         await asyncio.sleep(eng.latency_ms / 1000.0)
                 res = eng.execute(sql, conn_id)
+                while not is_lab and eng.mode == "hang" and not ep.closed:
+                    await asyncio.sleep(0.05)         # paused after applying it: the answer waits
                 if res.error:
                     w.err(res.error[0], res.error[1], engine_mod.ERR_STATE)
                 elif res.columns is not None:

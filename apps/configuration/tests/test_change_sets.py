@@ -134,12 +134,9 @@ def test_a_node_refusing_a_statement_mid_apply_leaves_both_as_before(versioned_l
 
 
 def test_a_node_paused_mid_apply_is_put_back_when_it_answers(versioned_lab, operator_user, live_redis):
-    """The second node stops answering after taking the first statement of the change (the double's hang
-    mode): the first node is put back at once, the second's undo stays pending, visibly, and is taken when
+    """The second node stops answering after taking the first statement of the change (the double paused
+    mid-change): the first node is put back at once, the second's undo stays pending, visibly, and is taken when
     the node answers again; both end as before and no version is recorded."""
-    import threading
-    import time
-
     from django.utils import timezone
 
     from apps.operations import rollbacks
@@ -155,20 +152,9 @@ def test_a_node_paused_mid_apply_is_put_back_when_it_answers(versioned_lab, oper
     services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
                            "row": {"rule_id": 30, "active": 1, "match_digest": "^DELETE", "destination_hostgroup": 100,
                                    "apply": 1}})
-    second.clear_statements()
-
-    def pause_after_first_write():
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if any(s.startswith("REPLACE INTO mysql_servers") for s in second.statements()):
-                second.set_mode("hang")
-                return
-            time.sleep(0.001)
-
-    watcher = threading.Thread(target=pause_after_first_write)
-    watcher.start()
+    # The second node applies the first statement of the change, then stops answering (a paused ProxySQL).
+    sql(second, 'LAB FAIL_STATEMENTS {"text": "REPLACE INTO mysql_servers", "pause": true}')
     op, _ = run(cs, operator_user)
-    watcher.join()
     assert op.state == "rollback_pending", op.error
     assert [sql(first, f"SELECT * FROM {t} ORDER BY 1, 2") for t in tables] == before[first.port]
     pending = PendingRollback.objects.get()

@@ -64,7 +64,7 @@ def test_admin_forms_validate_or_store(client, admin_user_role, name, hg, weight
         "name": name, "kind": "galera", "description": comment, "writer_hostgroup": hg, "reader_hostgroup": weight,
         "max_replication_lag": weight, "min_available_readers": "1", "writer_is_also_reader": "1",
         "drain_timeout_ms": "5000", "poll_interval_s": "2", "backend_poll_interval_s": "1", "reader_return_after_s": "10",
-        "offline_hard_grace_s": "30", "failover_after_polls": "2", "failback_after_s": "300"})
+        "offline_hard_grace_s": "30", "failover_after_polls": "2", "failback_after_s": "300", "plan_validity_s": "10", "config_confirm_role": "operator"})
     assert response.status_code in (200, 302, 400)  # 400: a request over DATA_UPLOAD_MAX_MEMORY_SIZE
     if response.status_code == 302:
         cluster = Cluster.objects.get(name=name)
