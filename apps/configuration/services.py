@@ -77,18 +77,22 @@ def record_version(cluster, content, *, author, reason, source, operation=None, 
     return version
 
 
-def follow_inventory(op):
-    """After an operation changed the inventory (a switchover, drain, restore, failover, rule action), the
-    next version holds it: intent is always the latest version. None when nothing changed (or no version yet)."""
-    cluster = Cluster.objects.get(pk=op.cluster_id)
+def follow_inventory(op=None, *, cluster=None, request=None, reason=""):
+    """After the inventory changed — an operation (a switchover, drain, restore, failover, rule action) or an
+    admin's edit in /admin/ — the next version holds it: intent is always the latest version. None when
+    nothing changed (or the cluster has no version yet)."""
+    cluster = Cluster.objects.get(pk=op.cluster_id if op else cluster.pk)
     current = latest(cluster)
     if current is None:
         return None
     content = inventory_content(cluster, base=current.content)
     if C.diff(current.content, content).empty:
         return None
-    return record_version(cluster, content, author=op.actor, reason=op.title, source="operation", operation=op,
-                          user=op.requested_by)
+    if op is not None:
+        return record_version(cluster, content, author=op.actor, reason=op.title, source="operation", operation=op,
+                              user=op.requested_by)
+    return record_version(cluster, content, author=request.user.get_username(), request=request, source="admin",
+                          reason=reason or "inventory edited in the admin")
 
 
 def record_adopted(cluster, node, *, request=None, author=None):

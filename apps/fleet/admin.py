@@ -14,6 +14,15 @@ def _snapshot(obj):
     return {k: ("(hidden)" if k in _HIDDEN else v) for k, v in model_to_dict(obj).items()}
 
 
+def _new_version(request, cluster):
+    """An edit of the inventory (roles, hostgroup memberships) is intent: the cluster's configuration records it
+    as its next version, so the nodes' drift is shown against it and it can be written back to them."""
+    if cluster is not None and cluster.pk is not None:
+        from apps.configuration.services import follow_inventory
+
+        follow_inventory(cluster=cluster, request=request, reason=f"inventory edited in the admin by {request.user}")
+
+
 class AuditedAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         before = _snapshot(type(obj).objects.get(pk=obj.pk)) if change else None
@@ -23,6 +32,7 @@ class AuditedAdmin(admin.ModelAdmin):
         record(f"{'change' if change else 'add'} {obj._meta.model_name}", request=request,
                cluster=_cluster_of(obj), target=str(obj),
                details={"before": before, "after": after, "changed_fields": changed})
+        _new_version(request, _cluster_of(obj))
 
     def delete_model(self, request, obj):
         before = _snapshot(obj)
@@ -30,6 +40,11 @@ class AuditedAdmin(admin.ModelAdmin):
         super().delete_model(request, obj)
         record(f"delete {obj._meta.model_name}", request=request, cluster=cluster, target=target,
                details={"before": before})
+        _new_version(request, cluster)
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        _new_version(request, _cluster_of(form.instance))  # the memberships edited inline with it
 
     def save_formset(self, request, form, formset, change):
         super().save_formset(request, form, formset, change)

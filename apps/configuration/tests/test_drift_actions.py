@@ -67,3 +67,18 @@ def test_a_nodes_runtime_taken_into_a_new_version_reaches_every_node(adopted_lab
         assert sql(d, "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3313") == (("1234",),)
         assert sql(d, "SELECT match_digest FROM runtime_mysql_query_rules WHERE rule_id=77") == (("^SHOW",),)
     assert cluster.servers.get(port=3313).memberships.get(hostgroup_id=101).weight == 1234
+
+
+def test_an_inventory_edit_in_the_admin_is_the_next_version(adopted_lab, client, admin_user_role):
+    cluster, _ = adopted_lab
+    client.force_login(admin_user_role)
+    m = cluster.servers.get(port=3313).memberships.get(hostgroup_id=101)
+    response = client.post(f"/admin/fleet/hostgroupmembership/{m.pk}/change/", {
+        "server": m.server_id, "hostgroup_id": 101, "status": "ONLINE", "weight": 4321, "max_connections": m.max_connections,
+        "max_replication_lag": 0, "compression": 0, "use_ssl": 0, "max_latency_ms": 0, "gtid_port": 0,
+        "comment": m.comment})
+    assert response.status_code == 302
+    version = services.latest(cluster)
+    assert (version.number, version.source, version.author) == (2, "admin", admin_user_role.username)
+    row = next(r for r in version.content["mysql_servers"] if (r["hostgroup_id"], r["port"]) == (101, 3313))
+    assert row["weight"] == 4321  # the nodes now differ from the current version: write-back shows and fixes it
