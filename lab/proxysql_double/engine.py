@@ -502,6 +502,8 @@ class AdminEngine:
                           rows=[("0", "main", ""), ("2", "disk", disk_file), ("3", "stats", ""),
                                 ("4", "monitor", ""), ("5", "stats_history", stats_file)])
         m = re.match(r"^SHOW (MYSQL|ADMIN|GLOBAL|LDAP)? ?VARIABLES(?: LIKE '(.*)')?$", norm, re.I)
+        if m and m.group(1) and m.group(1).upper() != "GLOBAL" and m.group(2) is not None:
+            m = None   # SHOW MYSQL VARIABLES LIKE '...' is no admin command: SQLite's syntax error
         if m:
             kind = (m.group(1) or "GLOBAL").upper()
             where = {"MYSQL": "WHERE variable_name LIKE 'mysql-%'", "ADMIN": "WHERE variable_name LIKE 'admin-%'",
@@ -553,8 +555,7 @@ class AdminEngine:
                 if module == "COREDUMP" and direction != "mem2run":
                     direction = None
                 if direction:
-                    self._apply(module, direction)
-                    return Result(affected=0)
+                    return Result(affected=self._apply(module, direction) or 0)
         # what ProxySQL's admin does with an unknown command: hand it to SQLite, which refuses it
         return self._sql(norm)
 
@@ -573,8 +574,9 @@ class AdminEngine:
                                 " WHERE substr(variable_name,1,?)=?", (len(prefix), prefix))
             elif direction == "mem2disk":
                 self.db.execute("DELETE FROM disk.global_variables WHERE substr(variable_name,1,?)=?", (len(prefix), prefix))
-                self.db.execute("INSERT INTO disk.global_variables SELECT * FROM main.global_variables"
-                                " WHERE substr(variable_name,1,?)=?", (len(prefix), prefix))
+                cur = self.db.execute("INSERT INTO disk.global_variables SELECT * FROM main.global_variables"
+                                      " WHERE substr(variable_name,1,?)=?", (len(prefix), prefix))
+                return cur.rowcount   # ProxySQL answers SAVE ... VARIABLES TO DISK with the rows written
             elif direction == "disk2mem":
                 self.db.execute("INSERT OR REPLACE INTO main.global_variables SELECT * FROM disk.global_variables"
                                 " WHERE substr(variable_name,1,?)=?", (len(prefix), prefix))
@@ -606,14 +608,12 @@ class AdminEngine:
         self.db.execute(f"INSERT INTO {dst} SELECT * FROM {src}")
 
     def _load_users(self):
-        # runtime_mysql_users lists a user once as frontend and once as backend, as ProxySQL does, and
-        # only active users (config-statements.jsonl, steps 13 and 19)
+        # runtime_mysql_users lists an active user once as frontend and once as backend, as ProxySQL
+        # does; an inactive user is not at runtime at all (config-statements.jsonl)
         self.db.execute("DELETE FROM main.runtime_mysql_users")
         cols = [r[1] for r in self.db.execute("PRAGMA main.table_info(mysql_users)")]
-        for row in self.db.execute("SELECT * FROM main.mysql_users").fetchall():
+        for row in self.db.execute("SELECT * FROM main.mysql_users WHERE active<>0").fetchall():
             d = dict(zip(cols, row))
-            if not int(d["active"]):
-                continue
             for be, fe in ((1, 0), (0, 1)):
                 if (be and d["backend"]) or (fe and d["frontend"]):
                     d2 = dict(d, backend=be, frontend=fe)
@@ -621,21 +621,9 @@ class AdminEngine:
                                     f"VALUES ({','.join('?' * len(cols))})", [d2[c] for c in cols])
 
     def _save_users(self):
-        cols = [r[1] for r in self.db.execute("PRAGMA main.table_info(mysql_users)")]
-        merged = {}
-        for row in self.db.execute("SELECT * FROM main.runtime_mysql_users").fetchall():
-            d = dict(zip(cols, row))
-            m = merged.setdefault(d["username"], dict(d, backend=0, frontend=0))
-            m["backend"] |= d["backend"]
-            m["frontend"] |= d["frontend"]
-        # Inactive users never reached the runtime; ProxySQL keeps them in memory (step 15).
-        for row in self.db.execute("SELECT * FROM main.mysql_users WHERE active=0").fetchall():
-            d = dict(zip(cols, row))
-            merged.setdefault(d["username"], d)
-        self.db.execute("DELETE FROM main.mysql_users")
-        for d in merged.values():
-            self.db.execute(f"INSERT INTO main.mysql_users ({','.join(cols)}) VALUES ({','.join('?' * len(cols))})",
-                            [d[c] for c in cols])
+        # SAVE MYSQL USERS TO MEMORY writes each runtime row over memory as it is: a user loaded from
+        # one row comes back as two (frontend, backend); users not at runtime (inactive) stay untouched
+        self.db.execute("INSERT OR REPLACE INTO main.mysql_users SELECT * FROM main.runtime_mysql_users")
 
     def _load_variables(self, prefix, startup=False):
         """Memory -> runtime for one module's variables, as ProxySQL does it: a value the module

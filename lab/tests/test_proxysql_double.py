@@ -1,6 +1,6 @@
 """Tests of the ProxySQL admin LAB DOUBLE, over the real MySQL wire protocol with mysqlclient.
 
-The conformance test replays the reference transcript captured on a real ProxySQL 2.7.1
+The conformance tests replay the reference transcripts captured on a real ProxySQL 2.7.1
 (<repo>/../shared/proxysql-reference, or $PROXYSQL_REFERENCE_DIR) and judges it with the reference's
 own replay.py rules. The other tests hold the traffic model to the measured behaviour in the
 reference's samples (drain.jsonl, mirror.jsonl) and check the lab-only controls.
@@ -81,8 +81,17 @@ def test_conformance_transcript(proxysql_double):
     transcript = REFERENCE / "transcripts" / "admin-statements.jsonl"
     if not transcript.exists():
         pytest.skip(f"reference folder not found at {REFERENCE}")
+    passed, failures, type_codes = replay_transcript(proxysql_double, transcript)
+    assert failures == [], "\n".join(failures)
+    assert passed == 114
+    assert type_codes == {253}
+
+
+def replay_transcript(double, transcript):
+    """Replay a reference transcript in order on a fresh double with replay.py's own run/judge:
+    (passed, failures, column type codes seen)."""
     replay = load_replay()
-    conn = connect(proxysql_double, connect_timeout=3)
+    conn = connect(double, connect_timeout=3)
     passed, failures, type_codes = 0, [], set()
     for line in transcript.read_text().splitlines():
         step = json.loads(line)
@@ -95,8 +104,19 @@ def test_conformance_transcript(proxysql_double):
             failures.append(f"step {step['step']} {step['sql'][:80]}: {problem}")
         else:
             passed += 1
+    conn.close()
+    return passed, failures, type_codes
+
+
+def test_conformance_config_transcript(proxysql_double):
+    """106 configuration statements (users, query rules, variables, replication hostgroups, hostgroup
+    attributes, BEGIN/ROLLBACK, checksums, aliases), judged by replay.py's rules: all pass, all type 253."""
+    transcript = REFERENCE / "transcripts" / "config-statements.jsonl"
+    if not transcript.exists():
+        pytest.skip(f"reference folder not found at {REFERENCE}")
+    passed, failures, type_codes = replay_transcript(proxysql_double, transcript)
     assert failures == [], "\n".join(failures)
-    assert passed == 114
+    assert passed == 106
     assert type_codes == {253}
 
 
@@ -205,9 +225,15 @@ def test_users_show_frontend_and_backend_rows_at_runtime(proxysql_double):
     a.q("LOAD MYSQL USERS TO RUNTIME")
     assert a.q("SELECT username, frontend, backend FROM runtime_mysql_users ORDER BY backend") == \
         (("app", "1", "0"), ("app", "0", "1"))
+    # as on ProxySQL 2.7.1 (config-statements.jsonl): memory gets both runtime rows back, not one merged row
     a.q("DELETE FROM mysql_users")
     a.q("SAVE MYSQL USERS TO MEMORY")
-    assert a.q("SELECT username, frontend, backend FROM mysql_users") == (("app", "1", "1"),)
+    assert a.q("SELECT username, frontend, backend FROM mysql_users ORDER BY frontend") == \
+        (("app", "0", "1"), ("app", "1", "0"))
+    # an inactive user is not at runtime
+    a.q("UPDATE mysql_users SET active=0")
+    a.q("LOAD MYSQL USERS TO RUNTIME")
+    assert a.q("SELECT COUNT(*) FROM runtime_mysql_users") == (("0",),)
 
 
 def test_only_active_users_reach_the_runtime(proxysql_double):
@@ -217,8 +243,9 @@ def test_only_active_users_reach_the_runtime(proxysql_double):
     a.q("INSERT INTO mysql_users (username, password, default_hostgroup, active) VALUES ('app3', 's3', 100, 0)")
     a.q("LOAD MYSQL USERS TO RUNTIME")
     assert a.q("SELECT DISTINCT username FROM runtime_mysql_users") == (("app1",),)
-    a.q("SAVE MYSQL USERS FROM RUNTIME")  # the inactive user stays in memory
-    assert a.q("SELECT username, active FROM mysql_users ORDER BY username") == (("app1", "1"), ("app3", "0"))
+    a.q("SAVE MYSQL USERS FROM RUNTIME")  # the inactive user stays in memory; the active one comes back as
+    assert a.q("SELECT username, active, frontend, backend FROM mysql_users ORDER BY username, frontend") == (
+        ("app1", "1", "0", "1"), ("app1", "1", "1", "0"), ("app3", "0", "1", "1"))  # its two runtime rows (step 15)
 
 
 def test_cluster_pair_sees_each_others_checksums(proxysql_double_pair):
