@@ -28,9 +28,11 @@ def free_port():
 
 
 @pytest.fixture
-def lab_pair(proxysql_double_pair):
+def lab_pair(proxysql_double_pair, galera_lab):
     """Two ProxySQL doubles configured like the seeds' pair (lab/demo.py): writer hostgroup 100,
-    readers 101, backup writers 102, in front of the Galera lab's ports, monitor user monitor/monitor."""
+    readers 101, backup writers 102, in front of the Galera lab's ports, monitor user monitor/monitor.
+    The Galera lab is up: a double really connects to the backends its client sessions use (a backend
+    that does not answer gets SHUNNED there, as on ProxySQL)."""
     from lab import demo
 
     for double in proxysql_double_pair:
@@ -64,6 +66,34 @@ def adopt_double(double, cluster_name, node_name, kind=None, roles=None):
 
     record_adopted(cluster, node, author="test adoption")  # as the adopt form and command do
     return cluster, node
+
+
+def shun_backend(double, galera, n, hostgroups=(101,), restart=True, timeout=10):
+    """A real SHUNNED row, as issue 9 met it on a real ProxySQL: `double`'s clients read through `hostgroups`
+    while Galera node n is killed, until the double has shunned the node there (on this double only, in
+    these hostgroups only). The clients then stop, and with `restart` the node rejoins (Synced): ProxySQL
+    recovers a shunned server only when a client needs the hostgroup again, so the rows stay SHUNNED at
+    runtime while memory says ONLINE. Returns the shunned (hostgroup, host, port) keys."""
+    from lab import demo
+
+    node = galera.node(n)
+    want = {(hg, node.host, node.port) for hg in hostgroups}
+    for hg in hostgroups:
+        double.traffic.set_sessions(hostgroup=hg, count=4, kind="read")
+    galera.kill(n)
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = demo.admin_sql(double.port, "SELECT hostgroup_id, hostname, port FROM runtime_mysql_servers "
+                                           "WHERE status='SHUNNED'", user=double.user, password=double.password)
+        if {(int(hg), host, int(port)) for hg, host, port in rows} >= want:
+            break
+        assert time.monotonic() < deadline, f"the double did not shun {want} within {timeout} s: {rows}"
+        time.sleep(0.1)
+    for hg in hostgroups:
+        double.traffic.clear_sessions(hostgroup=hg)
+    if restart:
+        galera.start(n)
+    return want
 
 
 @pytest.fixture

@@ -128,6 +128,7 @@ DYNAMIC = {
     "stats_mysql_query_rules", "stats_mysql_users", "stats_mysql_query_digest",
     "stats_mysql_query_digest_reset", "stats_proxysql_servers_checksums", "stats_proxysql_servers_metrics",
     "stats_proxysql_servers_status", "stats_memory_metrics", "runtime_checksums_values",
+    "runtime_mysql_servers",   # its status column shows ProxySQL's own SHUNNED verdict
 }
 STATS_TABLES = set(SCHEMA.tables["stats"])
 MAIN_TABLES = set(SCHEMA.tables["main"])
@@ -595,6 +596,8 @@ class AdminEngine:
                 if table == "mysql_users":
                     self._save_users()
                     continue
+                if table == "mysql_servers":
+                    self._runtime_server_statuses()   # memory gets the runtime as shown, SHUNNED too
                 self._copy(f"main.runtime_{table}", f"main.{table}")
             elif direction == "mem2disk":
                 self._copy(f"main.{table}", f"disk.{table}")
@@ -709,6 +712,8 @@ class AdminEngine:
 
     def _refresh(self, names):
         t = self.traffic
+        if "runtime_mysql_servers" in names:
+            self._runtime_server_statuses()
         if names & {"stats_mysql_connection_pool", "stats_mysql_connection_pool_reset"}:
             rows = t.pool_rows()
             self._fill("stats_mysql_connection_pool", rows)
@@ -749,6 +754,13 @@ class AdminEngine:
         if "runtime_checksums_values" in names:
             self._fill("runtime_checksums_values",
                        [(n, c[0], c[1], c[2]) for n, c in sorted(self.checksums.items())], schema="main")
+
+    def _runtime_server_statuses(self):
+        """runtime_mysql_servers shows each server's status as ProxySQL has it now: SHUNNED after
+        connection errors on this node, while mysql_servers (memory) keeps what was configured."""
+        self.db.executemany(
+            "UPDATE main.runtime_mysql_servers SET status=? WHERE hostgroup_id=? AND hostname=? AND port=? AND status<>?",
+            [(st, hg, host, port, st) for (hg, host, port), st in self.traffic.server_statuses().items()])
 
     def _global_rows(self):
         live = self.traffic.global_values()

@@ -35,13 +35,18 @@ Commands (the JSON keys are the keyword arguments of the Python API of the same 
     LAB SET_DIGESTS {"count": 100000, "queries": 1000000}
     LAB SET_GLOBAL {"name": "Slow_queries", "value": 42}
     LAB TAKE_HOLDS {"hostgroup": 100}   ms each held query waited, since the last TAKE_HOLDS
+    LAB SHUN_STATE                  per runtime server: configured_status (memory's) and status (shown,
+                                    SHUNNED after connection errors on this endpoint), conn_err,
+                                    hostgroup_used (its sessions need connections), error_age_s and
+                                    recovery_wait_s while shunned, and the latest probe of the backend
+                                    ({"ok", "age_s", "error"}, shared by every endpoint of the process)
 """
 import json
 
 from . import engine as engine_mod
 
 MODEL_COMMANDS = ("set_sessions", "clear_sessions", "cut_sessions", "set_server", "set_mirror",
-                  "set_digests", "set_global", "take_holds")
+                  "set_digests", "set_global", "take_holds", "shun_state")
 
 
 def _result(doc):

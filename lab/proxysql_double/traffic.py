@@ -3,16 +3,21 @@
 The stats tables of the double are computed when read, from this small model that tests and the demo
 drive: client sessions per hostgroup with a query rate, pinning (auto_increment token, user variables,
 temporary tables, locks...), drains of servers that go OFFLINE_SOFT, cuts on OFFLINE_HARD or removal,
-held queries when a hostgroup has no ONLINE server, mirror traffic and its queue, query digests.
+held queries when a hostgroup has no ONLINE server, mirror traffic and its queue, query digests, and
+SHUNNED: the backends that sessions use are really connected to (backends.py), and a failing one is
+shunned on this endpoint only, then recovers lazily, as ProxySQL 2.7.1 does (samples/shunned.jsonl).
 
-Nothing runs in the background: every read advances the model lazily to "now" (per-session
-timelines), so an idle endpoint costs nothing and thousands of endpoints fit in one process.
+Nothing of the model runs in the background: every read advances it lazily to "now" (per-session
+timelines), so an idle endpoint costs nothing and thousands of endpoints fit in one process (only the
+backend probes of hostgroups in use run on a few threads shared by the process, see backends.py).
 Figures are shaped after the reference samples (sysbench oltp_read_write through ProxySQL 2.7.1).
 """
 import json
 import math
 import random
 import time
+
+from .backends import PROBER
 
 # Query shapes, after samples/digest.json and samples/commands_counters.json. Per template: digest
 # text ({t} = table number), share of the role's queries, mean/min/max time (us), rows sent and
@@ -117,14 +122,22 @@ def _mirror_counters():
 
 
 class Server:
-    """One runtime (hostgroup, host, port) and its pool figures."""
+    """One runtime (hostgroup, host, port) and its pool figures.
 
-    __slots__ = ("key", "status", "weight", "max_connections", "latency_us", "pool", "conn_ok",
-                 "conn_err", "max_used", "queries", "bytes_sent", "bytes_recv", "forced")
+    `configured` is the status loaded from mysql_servers; `status` is what ProxySQL shows: SHUNNED while
+    its own verdict after connection errors stands (see TrafficModel._check_backends)."""
 
-    def __init__(self, key, latency_us):
+    __slots__ = ("key", "configured", "row", "shunned", "last_error", "probe_seen", "weight",
+                 "max_connections", "latency_us", "pool", "conn_ok", "conn_err", "max_used", "queries",
+                 "bytes_sent", "bytes_recv", "forced")
+
+    def __init__(self, key, latency_us, now):
         self.key = key
-        self.status = "ONLINE"
+        self.configured = "ONLINE"
+        self.row = None            # the loaded mysql_servers row: a LOAD that changes it resets SHUNNED
+        self.shunned = False
+        self.last_error = 0.0      # monotonic time of the last connection error that counted
+        self.probe_seen = now      # probe results older than this were already taken into account
         self.weight = 1
         self.max_connections = 1000
         self.latency_us = latency_us
@@ -136,6 +149,10 @@ class Server:
         self.bytes_sent = 0.0
         self.bytes_recv = 0.0
         self.forced = {}
+
+    @property
+    def status(self):
+        return "SHUNNED" if self.shunned else self.configured
 
 
 class Workload:
@@ -191,6 +208,7 @@ class TrafficModel:
       set_global(name, value)        force a stats_mysql_global value (None clears)
       take_holds(hostgroup=None)     the holds that ended since the last call (ms each, oldest first)
       status()                       counters and state as a dict
+      shun_state()                   per server: configured/shown status, ConnERR, recovery, last probe
     """
 
     def __init__(self, lock, seed=None):
@@ -248,8 +266,17 @@ class TrafficModel:
             new = {}
             for r in rows:
                 key = (int(r["hostgroup_id"]), str(r["hostname"]), int(r["port"]))
-                srv = self.servers.get(key) or Server(key, self.rng.randint(150, 360))
-                srv.status = str(r["status"]).upper()
+                row = tuple(sorted((k, str(v)) for k, v in r.items()))
+                srv = self.servers.get(key)
+                if srv is None:
+                    srv = Server(key, self.rng.randint(150, 360), now)
+                elif srv.row != row and srv.shunned:
+                    # a LOAD that changes the row resets ProxySQL's verdict; an unchanged row keeps it
+                    srv.shunned = False
+                    srv.last_error = 0.0
+                    srv.probe_seen = now
+                srv.row = row
+                srv.configured = str(r["status"]).upper()
                 srv.weight = int(r["weight"])
                 srv.max_connections = int(r["max_connections"])
                 new[key] = srv
@@ -478,7 +505,7 @@ class TrafficModel:
 
     def _server_status(self, srv):
         return {"hostgroup": srv.key[0], "hostname": srv.key[1], "port": srv.key[2],
-                "status": srv.status, "sessions": self._sessions_on(srv.key),
+                "status": srv.status, "configured_status": srv.configured, "sessions": self._sessions_on(srv.key),
                 "queries": int(srv.queries), "forced": dict(srv.forced)}
 
     def _sessions_on(self, key):
@@ -591,6 +618,7 @@ class TrafficModel:
         dt = now - self.last
         if dt < 0:
             return
+        self._check_backends(now)
         if self.rules and self._shares_key != (self.digest_count, frozenset(self._digest_groups_now())):
             self._refresh_mirror_fractions()  # the digest table's shape changed: so did the rules' shares
         timeout = self._var_int("mysql-connect_timeout_server_max", 10000) / 1000.0
@@ -674,6 +702,122 @@ class TrafficModel:
         targets = [srv for srv in self.servers.values() if srv.key[0] == mirror_hg and srv.status == "ONLINE"]
         for srv in targets:
             srv.queries += n / len(targets)
+
+    # ------------------------------------------------------------------ shunning (ProxySQL's own verdict)
+    def _used_hostgroups(self):
+        """Hostgroups whose sessions keep needing backend connections (queries flowing, mirrored too)."""
+        used = {wl.hostgroup for wl in self.workloads.values() if wl.sessions and wl.rate > 0}
+        if self.mirror_extra_rate > 0 or any(wl.mirror_fraction for wl in self.workloads.values() if wl.sessions):
+            used.update(self._mirror_hostgroups())
+        return used
+
+    def _check_backends(self, now):
+        """Connection errors as ProxySQL 2.7 meets them, on this endpoint only: a server of a hostgroup
+        that its sessions use is shunned when a connection to it fails (mysql-shun_on_failures errors
+        within a second, as a session's connect retries make them), and recovers lazily: only when a
+        session needs the hostgroup again after the recovery wait and the backend answers. Servers of
+        hostgroups nobody uses are never tried, so never shunned (and never recovered)."""
+        used = self._used_hostgroups()
+        if not used:
+            return
+        user = self.vars.get("mysql-monitor_username", "monitor")
+        password = self.vars.get("mysql-monitor_password", "monitor")
+        for srv in list(self.servers.values()):
+            hg, host, port = srv.key
+            if hg not in used or srv.configured != "ONLINE" or srv.weight <= 0:
+                continue
+            if srv.shunned:
+                wait = self._recovery_wait(desperate=not self._usable(hg))
+                if wait is None or now - srv.last_error <= wait:
+                    continue   # not tried again before the wait is over
+                res = PROBER.latest(host, port, user, password, now)
+                if res is None or res.at - srv.last_error <= wait or res.at <= srv.probe_seen:
+                    continue   # no connection attempt since the wait ended yet
+                srv.probe_seen = res.at
+                if res.ok:
+                    self._unshun(srv, now)
+                else:
+                    srv.last_error = res.at
+                    srv.conn_err += self._failures_to_shun()
+            else:
+                res = PROBER.latest(host, port, user, password, now)
+                if res is not None and res.at > srv.probe_seen:
+                    srv.probe_seen = res.at
+                    if not res.ok:
+                        self._shun(srv, res.at, now)
+
+    def _failures_to_shun(self):
+        # MySrvC::connect_error: min(shun_on_failures, connect_retries_on_failure + 1) errors in one second
+        return max(1, min(self._var_int("mysql-shun_on_failures", 5),
+                          self._var_int("mysql-connect_retries_on_failure", 10) + 1))
+
+    def _recovery_wait(self, desperate=False):
+        """Seconds a shunned server waits before it is tried again (MyHGC::get_random_MySrvC): capped
+        below connect_timeout_server_max, a tenth of it when the hostgroup has nothing else; None when
+        mysql-shun_recovery_time_sec=0 turns recovery off."""
+        rec = self._var_int("mysql-shun_recovery_time_sec", 10)
+        ct_max = self._var_int("mysql-connect_timeout_server_max", 10000)
+        if desperate:
+            wait = ct_max // 10000 - 1 if rec * 1000 >= ct_max else rec // 10
+        elif rec == 0:
+            return None
+        else:
+            wait = ct_max // 1000 - 1 if rec * 1000 >= ct_max else rec
+        return max(1, wait)
+
+    def _shun(self, srv, error_at, now):
+        srv.shunned = True
+        srv.last_error = error_at
+        srv.conn_err += self._failures_to_shun()
+        for wl in self.workloads.values():
+            for s in list(wl.sessions):
+                if s.server != srv.key:
+                    continue
+                if self._pinned(s, now):
+                    self._cut(s, now)      # its backend connection died with the backend
+                else:
+                    self._release(s, now)  # the next query goes to another server (or waits)
+                    self._place(s, now)
+        srv.pool = 0
+
+    def _unshun(self, srv, now):
+        srv.shunned = False
+        srv.last_error = 0.0
+        # unpinned sessions spread over the hostgroup again by weight; held ones get a server
+        for wl in self.workloads.values():
+            if wl.hostgroup != srv.key[0]:
+                continue
+            for s in wl.sessions:
+                if s.server is not None and not self._pinned(s, now) and s.move_at is None:
+                    self._release(s, now)
+                    self._place(s, now)
+        self._reconcile(now)
+
+    def server_statuses(self):
+        """{(hostgroup, hostname, port): status shown}, for runtime_mysql_servers."""
+        with self.lock:
+            self._advance(time.monotonic())
+            return {key: srv.status for key, srv in self.servers.items()}
+
+    def shun_state(self):
+        """Per runtime server: configured and shown status, ConnERR, the last error and the recovery
+        wait, and the latest probe of its backend (shared by the process)."""
+        with self.lock:
+            now = time.monotonic()
+            self._advance(now)
+            used = self._used_hostgroups()
+            out = []
+            for srv in self.servers.values():
+                res = PROBER.peek(srv.key[1], srv.key[2])
+                out.append({
+                    "hostgroup": srv.key[0], "hostname": srv.key[1], "port": srv.key[2],
+                    "configured_status": srv.configured, "status": srv.status, "conn_err": srv.conn_err,
+                    "hostgroup_used": srv.key[0] in used,
+                    "error_age_s": round(now - srv.last_error, 3) if srv.shunned else None,
+                    "recovery_wait_s": self._recovery_wait(desperate=not self._usable(srv.key[0]))
+                    if srv.shunned else None,
+                    "probe": res.as_dict(now) if res else None})
+            return out
 
     def _accrue(self, s, dt, now):
         if dt <= 0 or s.server is None:

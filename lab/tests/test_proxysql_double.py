@@ -57,6 +57,8 @@ class Admin:
 
 
 def galera_servers(admin):
+    """The Galera lab's nodes as backends (tests that send traffic to them take the galera_lab fixture:
+    the double really connects to the backends its sessions use, and shuns one that does not answer)."""
     admin.q("INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight) VALUES "
             "(100,'127.0.0.1',3311,10000),(101,'127.0.0.1',3312,10000),(101,'127.0.0.1',3313,10000),"
             "(102,'127.0.0.1',3312,1000)")
@@ -265,7 +267,7 @@ def test_cluster_pair_sees_each_others_checksums(proxysql_double_pair):
 
 
 # ---------------------------------------------------------------------------------------- drain
-def test_drain_stuck_with_default_auto_increment_delay(proxysql_double):
+def test_drain_stuck_with_default_auto_increment_delay(proxysql_double, galera_lab):
     """samples/drain.jsonl, auto_increment_delay_multiplex=5: ConnUsed stays 4 of 4 after OFFLINE_SOFT."""
     a = Admin(proxysql_double)
     galera_servers(a)
@@ -292,7 +294,7 @@ def test_drain_stuck_with_default_auto_increment_delay(proxysql_double):
     assert a.q("SELECT COUNT(*) FROM stats_mysql_processlist WHERE extended_info IS NULL") == (("0",),)
 
 
-def test_drain_completes_with_auto_increment_delay_zero(proxysql_double):
+def test_drain_completes_with_auto_increment_delay_zero(proxysql_double, galera_lab):
     """samples/drain.jsonl, auto_increment_delay_multiplex=0: ConnUsed 0 within ~25 ms; the
     sessions move to the other ONLINE writer, with no client error."""
     a = Admin(proxysql_double)
@@ -314,7 +316,7 @@ def test_drain_completes_with_auto_increment_delay_zero(proxysql_double):
     assert status["workloads"][0]["on_servers"] == ["127.0.0.1:3312"]
 
 
-def test_other_pin_reasons_hold_regardless_of_auto_increment_delay(proxysql_double):
+def test_other_pin_reasons_hold_regardless_of_auto_increment_delay(proxysql_double, galera_lab):
     a = Admin(proxysql_double)
     galera_servers(a)
     a.q("SET mysql-auto_increment_delay_multiplex=0")
@@ -330,7 +332,7 @@ def test_other_pin_reasons_hold_regardless_of_auto_increment_delay(proxysql_doub
     assert len(flags) == 2 and all(f["user_variable"] for f in flags)
 
 
-def test_hostgroup_without_multiplexing_pins_every_session(proxysql_double):
+def test_hostgroup_without_multiplexing_pins_every_session(proxysql_double, galera_lab):
     a = Admin(proxysql_double)
     galera_servers(a)
     a.q("SET mysql-auto_increment_delay_multiplex=0")
@@ -342,7 +344,7 @@ def test_hostgroup_without_multiplexing_pins_every_session(proxysql_double):
     assert a.conn_used(100) == 3
 
 
-def test_no_online_server_holds_queries_then_times_out(proxysql_double):
+def test_no_online_server_holds_queries_then_times_out(proxysql_double, galera_lab):
     a = Admin(proxysql_double)
     galera_servers(a)
     a.q("SET mysql-connect_timeout_server_max=300")
@@ -359,7 +361,7 @@ def test_no_online_server_holds_queries_then_times_out(proxysql_double):
     assert a.lab("STATUS")["workloads"][0]["held"] == 0
 
 
-def test_held_queries_record_how_long_they_waited(proxysql_double):
+def test_held_queries_record_how_long_they_waited(proxysql_double, galera_lab):
     a = Admin(proxysql_double)
     galera_servers(a)
     a.lab("SET_SESSIONS", hostgroup=100, count=2, kind="write")
@@ -374,7 +376,7 @@ def test_held_queries_record_how_long_they_waited(proxysql_double):
     assert a.lab("TAKE_HOLDS") == []  # taken once
 
 
-def test_offline_hard_cuts_and_counts(proxysql_double):
+def test_offline_hard_cuts_and_counts(proxysql_double, galera_lab):
     a = Admin(proxysql_double)
     galera_servers(a)
     a.lab("SET_SESSIONS", hostgroup=100, count=4, pinned_reason="auto_increment", reconnect=False)
@@ -401,7 +403,7 @@ def saturated_insert_mirror(a, mirror_hostgroup):
     a.q("LOAD MYSQL VARIABLES TO RUNTIME")
 
 
-def test_mirror_saturation_matches_sample():
+def test_mirror_saturation_matches_sample(galera_lab):
     """samples/mirror.jsonl: threads=2, mirror_max_concurrency=1, mirror_max_queue_length=50 ->
     Mirror_concurrency 1 and Mirror_queue_length ~100 (total over threads). Prepared statements
     are not mirrored."""
@@ -426,7 +428,7 @@ def test_mirror_saturation_matches_sample():
         assert a.global_var("Mirror_queue_length") == 0
 
 
-def test_mirror_hits_count_every_match_and_digests_only_the_copies_that_ran():
+def test_mirror_hits_count_every_match_and_digests_only_the_copies_that_ran(galera_lab):
     """A saturated mirror (seed 004, samples/mirror.jsonl): the rule's hits count every query it matches,
     prepared executions included; the mirror hostgroup's stats_mysql_query_digest rows count only the
     copies that really ran there: not those the full queue dropped, not prepared statements (never
@@ -463,7 +465,7 @@ def test_mirror_hits_count_every_match_and_digests_only_the_copies_that_ran():
         assert a.one("SELECT hits FROM stats_mysql_query_rules WHERE rule_id=10") == "0"
 
 
-def test_digest_reset(proxysql_double):
+def test_digest_reset(proxysql_double, galera_lab):
     a = Admin(proxysql_double)
     galera_servers(a)
     a.lab("SET_SESSIONS", hostgroup=100, count=4, kind="write")
@@ -481,7 +483,7 @@ def test_digest_reset(proxysql_double):
     assert a.q("SELECT COUNT(*) FROM stats_mysql_query_digest") == (("0",),)
 
 
-def test_hundred_thousand_digests(proxysql_double):
+def test_hundred_thousand_digests(proxysql_double, galera_lab):
     a = Admin(proxysql_double)
     galera_servers(a)
     a.lab("SET_SESSIONS", hostgroup=101, count=1, rate=0.001)
@@ -535,7 +537,7 @@ def test_hanging_endpoint_times_out_a_client(proxysql_double):
     assert Admin(proxysql_double).q("SELECT 1") == (("1",),)
 
 
-def test_cli_serves_several_endpoints_and_obeys_lab_statements(tmp_path):
+def test_cli_serves_several_endpoints_and_obeys_lab_statements(tmp_path, galera_lab):
     proc = subprocess.Popen([sys.executable, "-m", "lab.proxysql_double", "--port", "0", "--port", "0",
                              "--datadir", str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:
