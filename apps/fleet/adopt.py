@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from apps.audit.services import record
 from apps.clients.backend import BackendClient
-from apps.clients.proxysql import SERVER_FIELDS, ProxySQLAdmin, configured
+from apps.clients.proxysql import SERVER_FIELDS, ProxySQLAdmin, configured, configured_status
 from apps.clients.wire import ClientError, Rejected, tcp_host
 
 from .choices import ClusterKind, ServerStatus, WriterIsAlsoReader
@@ -53,7 +53,11 @@ class Snapshot:
     backends: list = field(default_factory=list)  # BackendFacts of every backend in runtime_mysql_servers
 
     def fingerprint(self):
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
+        """The node's configuration: a row ProxySQL shuns or recovers by itself between preview and
+        confirm changes nothing that is adopted."""
+        data = asdict(self)
+        data["runtime_servers"] = [{**r, "status": configured_status(r["status"])} for r in self.runtime_servers]
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
 @dataclass

@@ -99,11 +99,18 @@ def test_never_polled_nodes_are_listed_and_a_clean_fleet_says_so(small, live_red
 
 def test_drift_from_the_documents_is_described_field_by_field(small, live_redis):
     cluster, node, servers = small
-    live.write_many(live.PROXYSQL, {node.pk: synthetic.proxysql_doc(runtime(servers, status="SHUNNED"), time.time())})
+    live.write_many(live.PROXYSQL, {node.pk: synthetic.proxysql_doc(runtime(servers, status="OFFLINE_SOFT"), time.time())})
     data = overview.fleet_overview()
     (item,) = [a for a in data["attention"] if a["what"] == "drift"]
-    assert item["detail"] == "hg 101 db1.example:3306 status: intended ONLINE, runtime SHUNNED"
+    assert item["detail"] == "hg 101 db1.example:3306 status: intended ONLINE, runtime OFFLINE_SOFT"
     assert item["url"].endswith("#drift-section")
+
+
+def test_a_shunned_row_in_the_documents_is_not_drift(small, live_redis):
+    """SHUNNED is ProxySQL's own verdict after connection errors on that node, not a configuration change."""
+    cluster, node, servers = small
+    live.write_many(live.PROXYSQL, {node.pk: synthetic.proxysql_doc(runtime(servers, status="SHUNNED"), time.time())})
+    assert [a for a in overview.fleet_overview()["attention"] if a["what"] == "drift"] == []
 
 
 def test_an_unreadable_document_does_not_break_the_page(small, live_redis, viewer_client):

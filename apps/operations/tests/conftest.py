@@ -1,8 +1,19 @@
 """Helpers to read what the ProxySQL doubles hold at runtime, and to run a plan here as the worker would
 (the adopted lab is in the root conftest)."""
+import time
+
 from apps.fleet.models import HostgroupMembership
 
 from lab import demo
+
+
+def wait_for(predicate, timeout, step=0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return False
 
 
 def runtime(double, hostgroup):

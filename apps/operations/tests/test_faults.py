@@ -19,18 +19,9 @@ from apps.operations.models import Operation, PendingRollback
 from conftest import adopt_double, free_port
 from lab import demo
 
-from .conftest import runtime, servers, variable
+from .conftest import runtime, servers, variable, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def wait_for(predicate, timeout, step=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return False
 
 
 def state(op):
