@@ -32,8 +32,9 @@ def test_a_shunned_row_is_adopted_as_online_and_shown_as_a_runtime_state_not_dri
     assert "127.0.0.1:3313 is SHUNNED by ProxySQL in hostgroup 101; adopted as ONLINE." in plan.warnings
 
     done = operator_client.post(reverse("fleet:adopt"), {"confirm": "1"})
+    assert done.status_code == 302, "a shun after the preview read as a configuration change"
     cluster = Cluster.objects.get(name="galera-lab")
-    assert done.status_code == 302 and done["Location"] == cluster.get_absolute_url()
+    assert done["Location"] == cluster.get_absolute_url()
     event = AuditEvent.objects.get(action="adopt proxysql node", outcome="success")
     assert [w for w in event.details["warnings"] if "differs from its runtime" in w] == []
     adopt_double(second, "galera-lab", "proxysql-2")
