@@ -38,9 +38,20 @@ def current_holder(cluster):
     return lock.holder if lock else None
 
 
+def holder_of(operation):
+    """Who holds the lock, as the next operator reads it: the operation and its actor, shortened to fit
+    the column (a read-pool rule's title carries the backend's error and can be 300 characters)."""
+    by = f" (by {operation.actor})"
+    name = str(operation)
+    room = ClusterLock._meta.get_field("holder").max_length - len(by)
+    if len(name) > room:
+        name = name[:room - 1] + "…"
+    return name + by
+
+
 def acquire(operation, ttl_s):
     now = timezone.now()
-    holder = f"{operation} (by {operation.actor})"
+    holder = holder_of(operation)
     try:
         with transaction.atomic():
             ClusterLock.objects.create(cluster_id=operation.cluster_id, operation=operation, holder=holder,
