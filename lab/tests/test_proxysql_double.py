@@ -491,7 +491,9 @@ def test_hundred_thousand_digests(proxysql_double, galera_lab):
     t0 = time.monotonic()
     assert a.one("SELECT COUNT(*) FROM stats_mysql_query_digest") == "100000"
     top = a.q("SELECT digest, digest_text, count_star FROM stats_mysql_query_digest ORDER BY count_star DESC LIMIT 3")
-    assert time.monotonic() - t0 < 2
+    # How fast the product reads them is measured by `manage.py bench_digests` (docs/benchmarks.md), not
+    # here: this only guards against a double that takes minutes (2 s flaked under a loaded CI machine).
+    assert time.monotonic() - t0 < 10
     assert top[0][1] == "SELECT c FROM sbtest1 WHERE id=?"
     assert len(a.q("SELECT DISTINCT digest FROM stats_mysql_query_digest")) == 100000
 

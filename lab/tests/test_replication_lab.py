@@ -124,6 +124,11 @@ def test_replicas_are_read_only_for_the_app(replication_lab: ReplicationLab):
 
 
 def test_up_again_reuses_the_running_lab_fast(replication_lab: ReplicationLab):
+    # A test before this one may have just written to the primary: the replicas catch up asynchronously, and
+    # up() reuses a lab only when they have (zero lag, the same GTID state). Give them the moment they need.
+    deadline = time.monotonic() + 15
+    while not replication_lab.is_healthy() and time.monotonic() < deadline:
+        time.sleep(0.1)
     t0 = time.monotonic()
     result = replication_lab.up()
     assert result["reused"] is True
