@@ -208,6 +208,34 @@ AUDIT_ARCHIVE_DIR = Path(os.environ.get("AUDIT_ARCHIVE_DIR", VAR_DIR / "audit-ar
 AUDIT_REFUSAL_BURST = envint("AUDIT_REFUSAL_BURST", 5)
 AUDIT_REFUSAL_WINDOW_S = envfloat("AUDIT_REFUSAL_WINDOW_S", 60)
 
+# Prometheus /metrics (apps/monitoring/scrape_access.py): no session there. A scrape is let in by a bearer token
+# (METRICS_TOKEN: the token itself, or "sha256:" and its SHA-256 in hex so the environment need not hold it) or
+# by its peer address (REMOTE_ADDR) in METRICS_ALLOWED_ADDRESSES (CIDRs; set it empty to ask every scrape for the
+# token). Checked here so that a typo stops the start, not every scrape.
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+METRICS_ALLOWED_ADDRESSES = envlist("METRICS_ALLOWED_ADDRESSES", "127.0.0.1/32,::1/128")
+
+
+def _check_metrics_settings():
+    import ipaddress
+    import re
+
+    for cidr in METRICS_ALLOWED_ADDRESSES:
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            raise ImproperlyConfigured(f"METRICS_ALLOWED_ADDRESSES: {cidr!r} is not an address or CIDR "
+                                       f"(e.g. 10.0.0.0/8, ::1/128)") from None
+    if METRICS_TOKEN.startswith("sha256:"):
+        if not re.fullmatch(r"[0-9a-fA-F]{64}", METRICS_TOKEN[7:]):
+            raise ImproperlyConfigured("METRICS_TOKEN: after sha256: come the 64 hex digits of the token's SHA-256")
+    elif METRICS_TOKEN and len(METRICS_TOKEN) < 16:
+        raise ImproperlyConfigured("METRICS_TOKEN is too short to be a secret: use at least 16 characters (e.g. from "
+                                   "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`)")
+
+
+_check_metrics_settings()
+
 # Network timeouts (seconds) of the two clients; each call is bounded by these.
 PROXYSQL_CONNECT_TIMEOUT = envfloat("PROXYSQL_CONNECT_TIMEOUT", 0.5)
 PROXYSQL_READ_TIMEOUT = envfloat("PROXYSQL_READ_TIMEOUT", 0.8)

@@ -1,6 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from apps.monitoring.views import metrics
+
 urlpatterns = [
     path("", include("apps.fleet.urls")),
     path("monitoring/", include("apps.monitoring.urls")),
@@ -11,4 +13,5 @@ urlpatterns = [
     path("configuration/", include("apps.configuration.urls")),
     path("reports/", include("apps.reports.urls")),
     path("admin/", admin.site.urls),
+    path("metrics", metrics, name="metrics"),  # Prometheus: outside the login, see apps/monitoring/scrape_access.py
 ]

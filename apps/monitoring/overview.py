@@ -47,7 +47,7 @@ class ProxySQLDoc(msgspec.Struct):
 
 
 class WsrepState(msgspec.Struct):
-    """The part of a backend's state that the overview judges and shows."""
+    """The part of a backend's state that the overview judges and shows (and /metrics exports)."""
 
     wsrep_on: Any = None
     local_state: Any = None
@@ -57,6 +57,9 @@ class WsrepState(msgspec.Struct):
     local_recv_queue: Any = None
     read_only: Any = None
     pxc_maint_mode: Any = None
+    cluster_size: Any = None
+    flow_control_paused: Any = None
+    desync: Any = None
 
 
 class BackendDoc(msgspec.Struct):
@@ -67,6 +70,7 @@ class BackendDoc(msgspec.Struct):
     error_since: Any = None
     state: WsrepState | None = None
     lag_seconds: Any = None
+    poll_s: Any = None
 
     def as_dict(self):
         """The shape status.py reads (pollers.py's document)."""
@@ -96,16 +100,17 @@ class Unreadable:
         self.error = error
 
 
-def read_docs(kind, pks):
+def read_docs(kind, pks, decoder=None):
     """{pk: doc struct, Unreadable or absent} with one MGET; raises LiveUnavailable when Redis does not
-    answer. A document that cannot be decoded never breaks the page."""
+    answer. A document that cannot be decoded never breaks the page. `decoder`: a msgspec decoder of the
+    fields the caller reads (the overview's by default; /metrics has its own)."""
     if not pks:
         return {}
     try:
         values = live.client().mget([live.key(kind, pk) for pk in pks])
     except redis.RedisError as exc:
         raise live.LiveUnavailable(str(exc)) from None
-    decode = _decoders[kind].decode
+    decode = (decoder or _decoders[kind]).decode
     out = {}
     for pk, raw in zip(pks, values):
         if raw:

@@ -241,6 +241,7 @@ def proxysql_round(nodes, *, now=None, threads=None):
     variables_every = settings.MONITOR_VARIABLES_INTERVAL_S
     unreachable = _table(ProxySQLSample).row
 
+    @_timed
     def one(node):
         prev = prevs.get(node.pk)
         want = not prev or ts - prev.get("variables_ts", 0) >= variables_every
@@ -285,6 +286,7 @@ def backend_round(servers, *, now=None, threads=None):
     prevs = _read_prev(live.BACKEND, [s.pk for s in servers])
     unreachable = _table(BackendSample).row
 
+    @_timed
     def one(server):
         prev = prevs.get(server.pk)
         try:
@@ -300,6 +302,17 @@ def backend_round(servers, *, now=None, threads=None):
 
 
 # -- shared ----------------------------------------------------------------------------------------
+def _timed(poll):
+    """The document of each poll says how long the poll took (poll_s: its reads, or until its error):
+    /metrics exports it as the poll latency."""
+    def timed(item):
+        started = time.monotonic()
+        pk, result = poll(item)
+        result[0]["poll_s"] = round(time.monotonic() - started, 4)
+        return pk, result
+    return timed
+
+
 def _fan_out(fn, items, threads, publish):
     """fn over items on up to `threads` threads. Finished results are handed to publish() in batches while
     the others still run (every PUBLISH_EVERY_S at most), so one slow item delays only itself. Returns

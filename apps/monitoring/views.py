@@ -1,16 +1,19 @@
 """Monitoring pages and their live fragments, and one JSON view per chart. Viewer-level (login is required by
-middleware, the viewer role by each view); nothing here changes state. The node, cluster and backend pages are the fleet app's; their
+middleware, the viewer role by each view); nothing here changes state. /metrics (Prometheus) is the exception:
+outside the login, with its own check (scrape_access.py). The node, cluster and backend pages are the fleet app's; their
 monitoring sections are partials of templates/monitoring/*.html refreshed by the views below."""
-from django.http import Http404, JsonResponse
+from django.contrib.auth.decorators import login_not_required
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_GET
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from apps.accounts.roles import VIEWER, require_role
 from apps.fleet.models import Cluster, ProxySQLNode, Server
 from apps.operations import rollbacks  # the rollback-pending banner
 
-from . import charts, overview as fleet, selectors, status
+from . import charts, exporter, overview as fleet, scrape_access, selectors, status
 
 
 def _page_args(request):
@@ -108,3 +111,18 @@ def proxysql_chart(request, pk, name):
 @require_GET
 def server_chart(request, pk, name):
     return _chart(request, "backend", get_object_or_404(Server.objects.select_related("cluster"), pk=pk), name)
+
+
+@login_not_required  # Prometheus has no session: scrape_access checks a token or the address instead
+@require_GET
+def metrics(request):
+    """`/metrics`: the fleet in the Prometheus text format (exporter.py), for a scraper let in by scrape_access."""
+    refused = scrape_access.refusal(request)
+    if refused is not None:
+        return refused
+    response = HttpResponse(exporter.exposition(), content_type=CONTENT_TYPE_PLAIN_0_0_4)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+metrics.access_check = "apps.monitoring.scrape_access.refusal (METRICS_TOKEN or METRICS_ALLOWED_ADDRESSES)"

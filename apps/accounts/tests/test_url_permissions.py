@@ -14,6 +14,9 @@ from apps.operations.models import Operation
 from apps.operations.plans import Plan
 
 NOT_ROLE_CHECKED = {"accounts:login", "accounts:logout"}  # the login page itself, and leaving
+# Outside the roles on purpose, each with a check of its own (the view's access_check says which): a scraper has
+# no session. Every role is refused there from outside, below; the app's own tests hold the rest.
+OWN_ACCESS_CHECK = {"metrics"}  # Prometheus: METRICS_TOKEN or METRICS_ALLOWED_ADDRESSES (apps/monitoring/tests/test_metrics.py)
 
 
 def url_patterns(patterns=None, namespace=None):
@@ -87,8 +90,26 @@ def kwargs_for(name, pattern, objects):
 
 def test_every_view_declares_its_role():
     undeclared = [name for name, p in url_patterns()
-                  if name not in NOT_ROLE_CHECKED and getattr(p.callback, "required_role", None) not in (VIEWER, OPERATOR, ADMIN)]
+                  if name not in NOT_ROLE_CHECKED and getattr(p.callback, "required_role", None) not in (VIEWER, OPERATOR, ADMIN)
+                  and not (name in OWN_ACCESS_CHECK and getattr(p.callback, "access_check", None))]
     assert not undeclared, f"views without a role check (use apps.accounts.roles.require_role): {undeclared}"
+
+
+@pytest.mark.parametrize("role", [None, VIEWER, OPERATOR, ADMIN])
+def test_a_session_of_any_role_does_not_pass_an_own_access_check(client, django_user_model, settings, role):
+    from django.contrib.auth.models import Group
+
+    settings.METRICS_TOKEN = ""
+    user = django_user_model.objects.create_user(username=f"u-{role}", password="x")
+    if role:
+        user.groups.add(Group.objects.get_or_create(name=role)[0])
+    client.force_login(user)
+    checked = [(name, p) for name, p in url_patterns() if name in OWN_ACCESS_CHECK]
+    assert {name for name, _ in checked} == OWN_ACCESS_CHECK
+    for name, pattern in checked:
+        assert pattern.callback.access_check
+        url = reverse(name, kwargs=kwargs_for(name, pattern, {}))
+        assert client.get(url, REMOTE_ADDR="192.0.2.7").status_code in (401, 403), f"{url} as {role}"
 
 
 @pytest.mark.parametrize("role", [None, VIEWER, OPERATOR, ADMIN])
@@ -101,7 +122,7 @@ def test_each_role_gets_what_its_rank_allows(client, django_user_model, objects,
     client.force_login(user)
     wrong = []
     for name, pattern in url_patterns():
-        if name in NOT_ROLE_CHECKED:
+        if name in NOT_ROLE_CHECKED or name in OWN_ACCESS_CHECK:
             continue
         url = reverse(name, kwargs=kwargs_for(name, pattern, objects))
         needed = pattern.callback.required_role

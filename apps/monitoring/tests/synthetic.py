@@ -75,7 +75,7 @@ def proxysql_doc(runtime_rows, ts, i=0, *, ok=True, mirror_queue=0, threads=4):
                         "Server_Connections_aborted": 0},
            "counters_ts": ts, "figures": figures, "pool": pool, "runtime_servers": runtime_rows,
            "variables": {"mysql-mirror_max_concurrency": "16", "mysql-mirror_max_queue_length": "32000",
-                         "mysql-threads": str(threads)}, "variables_ts": ts}
+                         "mysql-threads": str(threads)}, "variables_ts": ts, "poll_s": 0.0042}
     if not ok:
         doc.update(ok=False, error="ProxySQL px: connect timed out after 0.5 s", error_kind="timeout",
                    error_since=ts - 30)
@@ -90,7 +90,7 @@ def backend_doc(ts, *, local_state=4, recv_queue=0, ok=True):
                      "cluster_size": 3, "ready": True, "local_recv_queue": recv_queue, "flow_control_paused": 0.0,
                      "last_committed": 142, "desync": local_state == 2, "sync_wait": 0, "reject_queries": "NONE",
                      "pxc_maint_mode": None},
-           "synced_primary": local_state == 4, "lag_seconds": None}
+           "synced_primary": local_state == 4, "lag_seconds": None, "poll_s": 0.0015}
     if not ok:
         doc.update(ok=False, error="backend db: connect refused", error_kind="refused", error_since=ts - 30)
     return doc

@@ -1,0 +1,473 @@
+"""What /metrics exports: the fleet as the pages show it, in the Prometheus text exposition format, built with
+the official client library (prometheus_client): a custom collector yields its metric families.
+
+Read like the fleet overview (overview.py), never from a node: three flat inventory queries, one MGET per
+kind of latest-state document (decoded by msgspec into only the fields exported), and a few aggregate
+queries (operations by cluster, kind and state; their durations as a histogram; pending rollbacks; the last
+measured mirror loss per rule). When Redis does not answer, proxysql_fleet_live_up is 0 and the series read
+from the documents are absent; the database's series are still there. When the database does not answer,
+proxysql_fleet_database_up is 0 and nothing else is (the inventory names every series).
+
+Choices, by the Prometheus conventions (README "Prometheus" says more):
+- Counters ProxySQL keeps (stats_mysql_global's Questions..., the pool's Queries and ConnERR) are exported
+  as they are, `_total`, not as the per-second rates the pages show: Prometheus computes a rate over any
+  window from them, a missed scrape loses nothing, and a ProxySQL restart is a counter reset it handles.
+  The other figures are gauges in base units (seconds, ratios 0..1).
+- A node's or backend's figures are exported only while its latest poll answered and is fresh (not older
+  than status.STALE_FACTOR intervals): a failed or stale poll's last figures are old, so their series stop
+  (Prometheus marks them stale) while `_up` says 0 and `_poll_age_seconds` how old the last poll is.
+- The pool row's status is one series with the current status as a label and the value 1 (the other
+  statuses have no series): a full state set (five statuses, 0 or 1) would be five series per row, 45
+  per node, more than half the exposition at 1,000 nodes.
+- Labels: cluster, node, hostgroup, server (host:port), role, rule, kind, state, status: bounded by the
+  inventory and by fixed sets; never a digest, a query text or an error message.
+
+At 1,000 ProxySQL nodes and 3,000 backends the exposition holds about 90,000 samples. prometheus_client's
+generate_latest() escapes and sorts every sample's labels (~7 us a sample here: most of half a second), so
+render() writes the same text with each label set escaped once per scrape and shared by the samples of a
+row; tests hold it byte for byte equal to generate_latest() on the lab's exposition and on hostile names.
+"""
+import gc
+import time
+from collections import defaultdict
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import msgspec
+from django.conf import settings
+from django.db import DatabaseError
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Sum
+from prometheus_client.openmetrics import exposition as openmetrics
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
+
+from apps.fleet.models import Cluster, MirrorRule, ProxySQLNode, Server
+from apps.operations.choices import OperationState, PendingState
+from apps.operations.models import Operation, PendingRollback
+
+from . import live, status
+from .models import RAW, MirrorRuleSample
+from .overview import Unreadable, read_docs
+
+PREFIX = "proxysql_fleet_"
+# Operation durations (seconds): a switchover takes tens of milliseconds, a drain waits up to its timeout
+# (5 s by default), a configuration change on many nodes longer.
+DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
+FINISHED = [str(s) for s in OperationState.finished()]
+POOL_STATUSES = "ONLINE, SHUNNED, OFFLINE_SOFT, OFFLINE_HARD, SHUNNED_REPLICATION_LAG"
+
+
+# -- the documents, as far as they are exported --------------------------------------------------------
+class PoolRow(msgspec.Struct):
+    key: list
+    status: Any = None
+    conn_used: Any = None
+    conn_free: Any = None
+    latency_us: Any = None
+    counters: dict = {}
+
+
+class ProxySQLDoc(msgspec.Struct):
+    """The part of pollers.py's ProxySQL document that is exported (the overview's skips the pool rows)."""
+
+    ts: float
+    ok: bool = True
+    poll_s: Any = None
+    uptime: Any = None
+    counters: dict = {}
+    figures: dict = {}
+    pool: list[PoolRow] = []
+
+
+PROXYSQL_DECODER = msgspec.json.Decoder(ProxySQLDoc)  # backends: the overview's decoder reads what is exported
+
+
+def _num(value):
+    """A figure as a float, or None for a missing or unreadable one (a document is never trusted blindly)."""
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+# -- the families ------------------------------------------------------------------------------------
+GAUGE, COUNTER = "gauge", "counter"
+# name (without the prefix; a counter without _total) -> (type, HELP). The order is the exposition's.
+SPECS = {
+    "live_up": (GAUGE, "1 when Redis answered with the latest-state documents; 0 when it did not, and the series "
+                       "read from them (per ProxySQL node, pool row and backend) are absent from this scrape"),
+    "database_up": (GAUGE, "1 when the database answered; 0 when it did not, and every other series is absent"),
+    "hostgroup_info": (GAUGE, "1 for each hostgroup of a cluster's roles: join on (cluster, hostgroup) to name the "
+                              "role (writer, reader, backup_writer, offline) of the pool series"),
+    "proxysql_poll_interval_seconds": (GAUGE, "Seconds between two polls of each ProxySQL node of the cluster"),
+    "backend_poll_interval_seconds": (GAUGE, "Seconds between two polls of each backend of the cluster"),
+    # ProxySQL nodes
+    "proxysql_up": (GAUGE, "1 when the latest poll of the ProxySQL node answered and is fresh; 0 when it failed, "
+                           f"is older than {status.STALE_FACTOR} poll intervals (stale), or there is none yet"),
+    "proxysql_poll_age_seconds": (GAUGE, "Seconds since the latest poll of the ProxySQL node started"),
+    "proxysql_poll_duration_seconds": (GAUGE, "How long the latest poll of the ProxySQL node took (its reads, or "
+                                              "until its error)"),
+    "proxysql_uptime_seconds": (GAUGE, "ProxySQL_Uptime"),
+    "proxysql_questions": (COUNTER, "Client queries (Questions, stats_mysql_global)"),
+    "proxysql_slow_queries": (COUNTER, "Slow queries (Slow_queries)"),
+    "proxysql_prepared_executions": (COUNTER, "Prepared statement executions (Com_frontend_stmt_execute; "
+                                              "ProxySQL does not mirror them)"),
+    "proxysql_client_connections_created": (COUNTER, "Client connections created (Client_Connections_created)"),
+    "proxysql_client_connections_aborted": (COUNTER, "Client connections aborted (Client_Connections_aborted)"),
+    "proxysql_server_connections_aborted": (COUNTER, "Backend connections aborted (Server_Connections_aborted)"),
+    "proxysql_client_connections": (GAUGE, "Client connections open (Client_Connections_connected)"),
+    "proxysql_server_connections": (GAUGE, "Backend connections open (Server_Connections_connected)"),
+    "proxysql_active_transactions": (GAUGE, "Transactions running (Active_Transactions)"),
+    "mirror_queue_length": (GAUGE, "Queries waiting in the mirror queue, over every worker thread "
+                                   "(Mirror_queue_length)"),
+    "mirror_queue_limit": (GAUGE, "The mirror queue's limit over every worker thread: mysql-mirror_max_queue_length "
+                                  "(per thread) x mysql-threads; beyond it mirrored queries are dropped"),
+    "mirror_concurrency": (GAUGE, "Mirror sessions running (Mirror_concurrency)"),
+    "mirror_concurrency_limit": (GAUGE, "mysql-mirror_max_concurrency"),
+    "proxysql_mysql_threads": (GAUGE, "mysql-threads (worker threads)"),
+    # pool rows: one per (node, hostgroup, server), as stats_mysql_connection_pool
+    "pool_server_status": (GAUGE, "1, with the row's current status as the status label (" + POOL_STATUSES + "); "
+                                  "the other statuses have no series"),
+    "pool_connections_used": (GAUGE, "Connections in use (ConnUsed)"),
+    "pool_connections_free": (GAUGE, "Idle connections kept (ConnFree)"),
+    "pool_queries": (COUNTER, "Queries sent to the server in the hostgroup (Queries)"),
+    "pool_connection_errors": (COUNTER, "Connection errors (ConnERR)"),
+    "pool_latency_seconds": (GAUGE, "Ping latency of the server as ProxySQL measures it (Latency_us)"),
+    # mirror rules
+    "mirror_rule_loss_ratio": (GAUGE, "Measured mirror loss of the rule in its last digest-poll window: 1 - mirrored / "
+                                      "expected copies (apps/monitoring/mirror.py); no series without a figure"),
+    "mirror_rule_expected_per_second": (GAUGE, "Copies the rule should have mirrored per second in that window: its "
+                                               "hits less the prepared-statement share"),
+    "mirror_rule_mirrored_per_second": (GAUGE, "Executions per second of the rule's digests in its mirror hostgroup "
+                                               "in that window"),
+    # backends
+    "backend_up": (GAUGE, "1 when the latest poll of the backend answered and is fresh; 0 when it failed, is older "
+                          f"than {status.STALE_FACTOR} poll intervals (stale), or there is none yet"),
+    "backend_poll_age_seconds": (GAUGE, "Seconds since the latest poll of the backend started"),
+    "backend_poll_duration_seconds": (GAUGE, "How long the latest poll of the backend took"),
+    "backend_maintenance": (GAUGE, "1 while the backend is in maintenance (drained by the console), else 0"),
+    "backend_read_only": (GAUGE, "1 when read_only is ON"),
+    "backend_wsrep_local_state": (GAUGE, "wsrep_local_state: 1 Joining, 2 Donor/Desynced, 3 Joined, 4 Synced"),
+    "backend_wsrep_cluster_primary": (GAUGE, "1 when wsrep_cluster_status is Primary"),
+    "backend_wsrep_ready": (GAUGE, "1 when wsrep_ready is ON"),
+    "backend_wsrep_cluster_size": (GAUGE, "wsrep_cluster_size"),
+    "backend_wsrep_local_recv_queue": (GAUGE, "Write sets waiting to be applied (wsrep_local_recv_queue)"),
+    "backend_wsrep_flow_control_paused_ratio": (GAUGE, "Share of the time replication was paused by flow control "
+                                                       "since the last FLUSH STATUS (wsrep_flow_control_paused)"),
+    "backend_wsrep_desync": (GAUGE, "1 when wsrep_desync is ON"),
+    "backend_replica_lag_seconds": (GAUGE, "Seconds_Behind_Master of an async replica"),
+    # operations
+    "operations": (COUNTER, "Operations that ended, by cluster, kind and final state (a series starts at its first "
+                            "operation)"),
+    "operations_open": (GAUGE, "Operations not ended yet, by cluster, kind and state (planned, pending, running, "
+                               "rolling_back, rollback_pending)"),
+    "pending_rollbacks": (GAUGE, "Rollback statements a ProxySQL node has not taken yet, as one per node and "
+                                 "operation: pending (retried) or superseded (the node will be repaired)"),
+}
+HISTOGRAM_HELP = ("Seconds from the start of an operation to its end (started_at to finished_at), by kind and "
+                  "final state")
+
+
+def _families():
+    out = {}
+    for name, (kind, help_text) in SPECS.items():
+        cls = CounterMetricFamily if kind == COUNTER else GaugeMetricFamily
+        out[name] = cls(PREFIX + name, help_text)
+    return out
+
+
+class _Adder:
+    """Samples appended straight to the families: one label dict per row, shared by the row's samples (render()
+    escapes it once). prometheus_client's add_metric() would build a dict per sample."""
+
+    def __init__(self, families):
+        self.families = families
+        self.sample_names = {name: f.name + ("_total" if f.type == COUNTER else "") for name, f in families.items()}
+
+    def __call__(self, name, labels, value):
+        value = _num(value)
+        if value is not None:
+            self.families[name].samples.append(Sample(self.sample_names[name], labels, value, None, None, None))
+
+
+# -- the collector -------------------------------------------------------------------------------------
+class FleetCollector:
+    """A prometheus_client collector (collect() yields metric families) over the inventory, the latest-state
+    documents and a few aggregates. Register it with a CollectorRegistry, or call collect() directly."""
+
+    def __init__(self, now=None):
+        self.now = now
+
+    def collect(self):
+        paused = gc.isenabled()
+        gc.disable()  # tens of thousands of short-lived objects, none in a cycle (as overview.py)
+        try:
+            return self._collect(self.now or time.time())
+        finally:
+            if paused:
+                gc.enable()
+
+    def _collect(self, now):
+        families = _families()
+        add = _Adder(families)
+        try:
+            inventory = _inventory()
+        except DatabaseError:
+            add("database_up", {}, 0)
+            return [families["database_up"]]
+        add("database_up", {}, 1)
+        try:
+            px_docs = read_docs(live.PROXYSQL, list(inventory.nodes), PROXYSQL_DECODER)
+            be_docs = read_docs(live.BACKEND, list(inventory.servers))
+            add("live_up", {}, 1)
+        except live.LiveUnavailable:
+            px_docs = be_docs = None
+            add("live_up", {}, 0)
+        try:
+            _clusters(add, inventory)
+            if px_docs is not None:
+                _proxysql(add, inventory, px_docs, now)
+                _backends(add, inventory, be_docs, now)
+            else:
+                _maintenance(add, inventory)
+            _mirror_rules(add, inventory, now)
+            _operations(add, inventory)
+            histogram = _durations()
+        except DatabaseError:
+            families = _families()
+            add = _Adder(families)
+            add("database_up", {}, 0)
+            return [families["database_up"]]
+        return [f for f in [*families.values(), histogram] if f.samples]
+
+
+class _Inventory:
+    def __init__(self):
+        self.clusters = {}   # id -> {name, intervals, roles}
+        self.nodes = {}      # id -> (cluster_id, labels {cluster, node})
+        self.servers = {}    # id -> (cluster_id, labels {cluster, server}, maintenance)
+
+
+def server_label(host, port):
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+
+
+def _inventory():
+    inv = _Inventory()
+    for c in Cluster.objects.values("id", "name", "poll_interval_s", "backend_poll_interval_s", "writer_hostgroup",
+                                     "reader_hostgroup", "backup_writer_hostgroup", "offline_hostgroup"):
+        roles = {c["writer_hostgroup"]: "writer", c["reader_hostgroup"]: "reader"}
+        for field, role in (("backup_writer_hostgroup", "backup_writer"), ("offline_hostgroup", "offline")):
+            if c[field] is not None:
+                roles[c[field]] = role
+        c["roles"] = roles
+        inv.clusters[c["id"]] = c
+    for pk, cluster_id, name in ProxySQLNode.objects.order_by("cluster_id", "name").values_list("id", "cluster_id", "name"):
+        inv.nodes[pk] = (cluster_id, {"cluster": inv.clusters[cluster_id]["name"], "node": name})
+    for pk, cluster_id, host, port, maintenance in (Server.objects.order_by("cluster_id", "hostname", "port")
+                                                    .values_list("id", "cluster_id", "hostname", "port", "maintenance")):
+        inv.servers[pk] = (cluster_id, {"cluster": inv.clusters[cluster_id]["name"], "server": server_label(host, port)},
+                           maintenance)
+    return inv
+
+
+def _clusters(add, inv):
+    for c in sorted(inv.clusters.values(), key=lambda c: c["name"]):
+        labels = {"cluster": c["name"]}
+        add("proxysql_poll_interval_seconds", labels, status.interval_of(c["poll_interval_s"]))
+        add("backend_poll_interval_seconds", labels, status.interval_of(c["backend_poll_interval_s"]))
+        for hostgroup, role in sorted(c["roles"].items()):
+            add("hostgroup_info", {"cluster": c["name"], "hostgroup": str(hostgroup), "role": role}, 1)
+
+
+def _polled(add, kind, labels, doc, interval, now):
+    """The <kind>_up, _poll_age_seconds and _poll_duration_seconds series of one document; True when its poll
+    answered and is fresh (then its figures are exported too)."""
+    if doc is None or isinstance(doc, Unreadable):
+        add(f"{kind}_up", labels, 0)
+        return False
+    state, age = status.freshness_of(doc.ts, doc.ok, interval, now)
+    add(f"{kind}_up", labels, 1 if state == status.OK else 0)
+    add(f"{kind}_poll_age_seconds", labels, round(age, 3))
+    add(f"{kind}_poll_duration_seconds", labels, doc.poll_s)
+    return state == status.OK
+
+
+GLOBAL_COUNTERS = (("proxysql_questions", "Questions"), ("proxysql_slow_queries", "Slow_queries"),
+                   ("proxysql_prepared_executions", "Com_frontend_stmt_execute"),
+                   ("proxysql_client_connections_created", "Client_Connections_created"),
+                   ("proxysql_client_connections_aborted", "Client_Connections_aborted"),
+                   ("proxysql_server_connections_aborted", "Server_Connections_aborted"))
+GLOBAL_GAUGES = (("proxysql_client_connections", "client_connections_connected"),
+                 ("proxysql_server_connections", "server_connections_connected"),
+                 ("proxysql_active_transactions", "active_transactions"),
+                 ("mirror_queue_length", "mirror_queue_length"), ("mirror_concurrency", "mirror_concurrency"),
+                 ("mirror_concurrency_limit", "mirror_max_concurrency"), ("proxysql_mysql_threads", "mysql_threads"))
+
+
+def _proxysql(add, inv, docs, now):
+    for pk, (cluster_id, labels) in inv.nodes.items():
+        doc = docs.get(pk)
+        if not _polled(add, "proxysql", labels, doc, inv.clusters[cluster_id]["poll_interval_s"], now):
+            continue
+        add("proxysql_uptime_seconds", labels, doc.uptime)
+        counters, figures = doc.counters, doc.figures
+        for name, field in GLOBAL_COUNTERS:
+            add(name, labels, counters.get(field))
+        for name, field in GLOBAL_GAUGES:
+            add(name, labels, figures.get(field))
+        add("mirror_queue_limit", labels, status.mirror(figures).queue_limit)
+        cluster, node = labels["cluster"], labels["node"]
+        for row in doc.pool:
+            if len(row.key) != 3:
+                continue
+            hostgroup, host, port = row.key
+            row_labels = {"cluster": cluster, "hostgroup": str(hostgroup), "node": node,
+                          "server": server_label(host, port)}
+            if isinstance(row.status, str):
+                add("pool_server_status", {**row_labels, "status": row.status}, 1)
+            add("pool_connections_used", row_labels, row.conn_used)
+            add("pool_connections_free", row_labels, row.conn_free)
+            add("pool_queries", row_labels, row.counters.get("Queries"))
+            add("pool_connection_errors", row_labels, row.counters.get("ConnERR"))
+            latency = _num(row.latency_us)
+            add("pool_latency_seconds", row_labels, None if latency is None else latency / 1e6)
+
+
+def _backends(add, inv, docs, now):
+    for pk, (cluster_id, labels, maintenance) in inv.servers.items():
+        add("backend_maintenance", labels, 1 if maintenance else 0)
+        doc = docs.get(pk)
+        if not _polled(add, "backend", labels, doc, inv.clusters[cluster_id]["backend_poll_interval_s"], now):
+            continue
+        add("backend_replica_lag_seconds", labels, doc.lag_seconds)
+        s = doc.state
+        if s is None:
+            continue
+        add("backend_read_only", labels, s.read_only)
+        if not s.wsrep_on:
+            continue
+        add("backend_wsrep_local_state", labels, s.local_state)
+        if s.cluster_status is not None:
+            add("backend_wsrep_cluster_primary", labels, 1 if s.cluster_status == "Primary" else 0)
+        add("backend_wsrep_ready", labels, s.ready)
+        add("backend_wsrep_cluster_size", labels, s.cluster_size)
+        add("backend_wsrep_local_recv_queue", labels, s.local_recv_queue)
+        add("backend_wsrep_flow_control_paused_ratio", labels, s.flow_control_paused)
+        add("backend_wsrep_desync", labels, s.desync)
+
+
+def _maintenance(add, inv):
+    for cluster_id, labels, maintenance in inv.servers.values():
+        add("backend_maintenance", labels, 1 if maintenance else 0)
+
+
+def _mirror_rules(add, inv, now):
+    """The last measured window of each mirror rule, when it ended within STALE_FACTOR digest intervals: an older
+    figure is not today's loss. One query for the rules, one for the recent windows of their nodes (indexed)."""
+    rules = defaultdict(set)
+    for node_id, rule_id in MirrorRule.objects.filter(mirror_hostgroup__isnull=False).values_list("proxysql_node_id",
+                                                                                                 "rule_id"):
+        rules[node_id].add(rule_id)
+    if not rules:
+        return
+    since = now - status.STALE_FACTOR * settings.MONITOR_DIGEST_INTERVAL_S
+    latest = {}
+    for node_id, rule_id, ts, loss, expected, mirrored in (
+            MirrorRuleSample.objects.filter(node_id__in=list(rules), resolution=RAW,
+                                            ts__gte=datetime.fromtimestamp(since, tz=timezone.utc))
+            .order_by("ts").values_list("node_id", "rule_id", "ts", "loss", "expected_ps", "mirrored_ps")):
+        if rule_id in rules[node_id]:
+            latest[node_id, rule_id] = (loss, expected, mirrored)
+    for (node_id, rule_id), (loss, expected, mirrored) in sorted(latest.items()):
+        if node_id not in inv.nodes:
+            continue
+        labels = {**inv.nodes[node_id][1], "rule": str(rule_id)}
+        add("mirror_rule_loss_ratio", labels, loss)
+        add("mirror_rule_expected_per_second", labels, expected)
+        add("mirror_rule_mirrored_per_second", labels, mirrored)
+
+
+def _operations(add, inv):
+    names = {pk: c["name"] for pk, c in inv.clusters.items()}
+    rows = Operation.objects.values_list("cluster_id", "kind", "state").annotate(n=Count("id")).order_by()
+    for cluster_id, kind, state, n in sorted(rows, key=lambda r: (names.get(r[0], ""), r[1], r[2])):
+        labels = {"cluster": names.get(cluster_id, ""), "kind": kind, "state": state}
+        add("operations" if state in FINISHED else "operations_open", labels, n)
+    pending = (PendingRollback.objects.filter(state__in=PendingState.open())
+               .values_list("node_id", "state").annotate(n=Count("id")).order_by())
+    for node_id, state, n in sorted(pending):
+        if node_id in inv.nodes:
+            add("pending_rollbacks", {**inv.nodes[node_id][1], "state": state}, n)
+
+
+def _durations():
+    """The histogram of operation durations, counted by the database: one pass over the ended operations."""
+    duration = ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField())
+    buckets = {f"le_{i}": Count("id", filter=Q(duration__lte=timedelta(seconds=b)))
+               for i, b in enumerate(DURATION_BUCKETS)}
+    rows = (Operation.objects.filter(state__in=FINISHED, started_at__isnull=False, finished_at__isnull=False)
+            .annotate(duration=duration).values("kind", "state")
+            .annotate(n=Count("id"), total=Sum("duration"), **buckets).order_by("kind", "state"))
+    family = HistogramMetricFamily(PREFIX + "operation_duration_seconds", HISTOGRAM_HELP, labels=["kind", "state"])
+    for row in rows:
+        cumulative = [(floatToGoString(b), row[f"le_{i}"]) for i, b in enumerate(DURATION_BUCKETS)]
+        total = row["total"]
+        seconds = total.total_seconds() if isinstance(total, timedelta) else (_num(total) or 0.0) / 1e6
+        family.add_metric([row["kind"], row["state"]], cumulative + [("+Inf", row["n"])], seconds)
+    return family
+
+
+# -- the text --------------------------------------------------------------------------------------------
+_TYPES = {"counter": "counter", "info": "gauge", "stateset": "gauge", "gaugehistogram": "histogram",
+          "unknown": "untyped"}
+_SUFFIXES = {"counter": "_total", "info": "_info"}
+
+
+def render(families):
+    """The Prometheus text format (0.0.4) of these families: byte for byte what prometheus_client's
+    generate_latest() writes for them, with each label set escaped once (see the module's docstring).
+    Families with OpenMetrics-only samples (_created, _gsum, _gcount) are not supported: ours have none."""
+    escape_name, escape_label = openmetrics.escape_metric_name, openmetrics.escape_label_name
+    escape_value = openmetrics._escape
+    utf8 = openmetrics.ALLOWUTF8
+    out = []
+    label_text = {}   # id(labels dict) -> "{...}": the dicts stay alive in `families` while this runs
+    value_text = {}
+    names = {}
+    for metric in families:
+        mname = metric.name + _SUFFIXES.get(metric.type, "")
+        mtype = _TYPES.get(metric.type, metric.type)
+        shown = escape_name(mname)
+        help_text = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
+        out.append(f"# HELP {shown} {help_text}\n# TYPE {shown} {mtype}\n")
+        for s in metric.samples:
+            if s.name in (metric.name + "_created", metric.name + "_gsum", metric.name + "_gcount"):
+                raise ValueError(f"render() does not write OpenMetrics-only samples ({s.name})")
+            name = names.get(s.name)
+            if name is None:
+                name = names[s.name] = escape_name(s.name)
+            labels = s.labels
+            if labels:
+                text = label_text.get(id(labels))
+                if text is None:
+                    text = label_text[id(labels)] = "{" + ",".join(
+                        f'{escape_label(k)}="{escape_value(v, utf8, False)}"' for k, v in sorted(labels.items())) + "}"
+            else:
+                text = ""
+            value = s.value
+            key = value if value else repr(value)  # 0.0 and -0.0 are one key but two texts
+            shown_value = value_text.get(key)
+            if shown_value is None:
+                shown_value = value_text[key] = floatToGoString(value)
+            stamp = "" if s.timestamp is None else f" {int(float(s.timestamp) * 1000):d}"
+            out.append(f"{name}{text} {shown_value}{stamp}\n")
+    return "".join(out).encode("utf-8")
+
+
+def exposition(now=None):
+    """The body of /metrics."""
+    return render(FleetCollector(now).collect())

@@ -1,0 +1,319 @@
+"""/metrics: what it exports (read back with prometheus_client's own parser), that promtool accepts it, that the
+fast writer is byte for byte the library's, Redis down, and who may scrape. The scrape by a real Prometheus server
+is in test_prometheus_scrape.py."""
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from prometheus_client.exposition import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import CollectorRegistry
+
+from apps.audit.models import AuditEvent
+from apps.fleet.models import Cluster, MirrorRule, ProxySQLNode, Server
+from apps.monitoring import exporter, live, pollers
+from apps.monitoring.models import RAW, MirrorRuleSample
+from apps.monitoring.tests import synthetic
+from apps.operations.models import Operation, PendingRollback
+
+pytestmark = pytest.mark.django_db
+
+OUTSIDE = "192.0.2.7"  # TEST-NET-1: never in the default allow-list
+
+
+def scrape(client, **extra):
+    response = client.get("/metrics", **extra)
+    assert response.status_code == 200, response.content[:500]
+    assert response["Content-Type"].startswith("text/plain; version=0.0.4")
+    return response.content.decode()
+
+
+def series(text):
+    """{(sample name, frozenset(labels)): value}, parsed by prometheus_client's parser (it raises on bad text)."""
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            key = (s.name, frozenset(s.labels.items()))
+            assert key not in out, f"duplicate series {key}"
+            out[key] = s.value
+    return out
+
+
+def value(parsed, name, **labels):
+    return parsed[(name, frozenset(labels.items()))]
+
+
+def names(parsed, name):
+    return [dict(labels) for n, labels in parsed if n == name]
+
+
+def poll_lab():
+    nodes = list(ProxySQLNode.objects.select_related("cluster").order_by("pk"))
+    servers = list(Server.objects.select_related("cluster").order_by("pk"))
+    pollers.proxysql_round(nodes)
+    time.sleep(0.3)
+    pollers.proxysql_round(nodes)
+    pollers.backend_round(servers)
+    return nodes, servers
+
+
+def test_the_exposition_holds_the_lab_figures(client, adopted_lab, live_redis, galera_healthy):
+    cluster, _ = adopted_lab
+    nodes, servers = poll_lab()
+    parsed = series(scrape(client))
+    types = {f.name: f.type for f in text_string_to_metric_families(scrape(client))}
+    assert types["proxysql_fleet_proxysql_questions"] == "counter"
+    assert types["proxysql_fleet_pool_queries"] == "counter"
+    assert types["proxysql_fleet_pool_connections_used"] == "gauge"
+    assert value(parsed, "proxysql_fleet_live_up") == 1 and value(parsed, "proxysql_fleet_database_up") == 1
+    assert value(parsed, "proxysql_fleet_hostgroup_info", cluster="galera-lab", hostgroup="100", role="writer") == 1
+    assert value(parsed, "proxysql_fleet_proxysql_poll_interval_seconds", cluster="galera-lab") == cluster.poll_interval_s
+
+    for node in nodes:
+        doc = live.read_one(live.PROXYSQL, node.pk)
+        labels = {"cluster": "galera-lab", "node": node.name}
+        assert value(parsed, "proxysql_fleet_proxysql_up", **labels) == 1
+        assert 0 <= value(parsed, "proxysql_fleet_proxysql_poll_age_seconds", **labels) < 10
+        assert value(parsed, "proxysql_fleet_proxysql_poll_duration_seconds", **labels) == doc["poll_s"] > 0
+        assert value(parsed, "proxysql_fleet_proxysql_questions_total", **labels) == doc["counters"]["Questions"] > 0
+        assert value(parsed, "proxysql_fleet_proxysql_client_connections", **labels) == \
+            doc["figures"]["client_connections_connected"]
+        figures = doc["figures"]
+        assert value(parsed, "proxysql_fleet_mirror_queue_limit", **labels) == \
+            figures["mirror_max_queue_length"] * figures["mysql_threads"]
+        assert value(parsed, "proxysql_fleet_mirror_concurrency_limit", **labels) == figures["mirror_max_concurrency"] == 16
+        assert len(doc["pool"]) == 6
+        for row in doc["pool"]:
+            hg, host, port = row["key"]
+            row_labels = {**labels, "hostgroup": str(hg), "server": f"{host}:{port}"}
+            assert value(parsed, "proxysql_fleet_pool_server_status", **row_labels, status=row["status"]) == 1
+            assert value(parsed, "proxysql_fleet_pool_connections_used", **row_labels) == row["conn_used"]
+            assert value(parsed, "proxysql_fleet_pool_connections_free", **row_labels) == row["conn_free"]
+            assert value(parsed, "proxysql_fleet_pool_queries_total", **row_labels) == row["counters"]["Queries"]
+            assert value(parsed, "proxysql_fleet_pool_connection_errors_total", **row_labels) == row["counters"]["ConnERR"]
+            assert value(parsed, "proxysql_fleet_pool_latency_seconds", **row_labels) == pytest.approx(row["latency_us"] / 1e6)
+        writer = {**labels, "hostgroup": "100", "server": "127.0.0.1:3311"}
+        assert value(parsed, "proxysql_fleet_pool_connections_used", **writer) == 4  # the lab's pinned writer sessions
+        assert value(parsed, "proxysql_fleet_pool_server_status", **writer, status="ONLINE") == 1
+
+    for server in servers:
+        labels = {"cluster": "galera-lab", "server": f"127.0.0.1:{server.port}"}
+        doc = live.read_one(live.BACKEND, server.pk)
+        assert value(parsed, "proxysql_fleet_backend_up", **labels) == 1
+        assert value(parsed, "proxysql_fleet_backend_wsrep_local_state", **labels) == 4  # Synced
+        assert value(parsed, "proxysql_fleet_backend_wsrep_cluster_primary", **labels) == 1
+        assert value(parsed, "proxysql_fleet_backend_wsrep_cluster_size", **labels) == 3
+        assert value(parsed, "proxysql_fleet_backend_wsrep_local_recv_queue", **labels) == doc["state"]["local_recv_queue"]
+        assert 0 <= value(parsed, "proxysql_fleet_backend_wsrep_flow_control_paused_ratio", **labels) <= 1
+        assert value(parsed, "proxysql_fleet_backend_maintenance", **labels) == 0
+        assert value(parsed, "proxysql_fleet_backend_poll_duration_seconds", **labels) == doc["poll_s"] > 0
+    # Bounded labels: only these names, and no digest or query text anywhere.
+    used = {k for _, labels in parsed for k, _ in labels}
+    assert used <= {"cluster", "node", "hostgroup", "server", "role", "status", "rule", "kind", "state", "le"}
+
+
+def test_promtool_accepts_the_exposition(client, adopted_lab, live_redis, galera_healthy, everything):
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        reason = "promtool is not installed (Debian package prometheus; bin/setup installs it)"
+        print(f"SKIPPED: {reason}", file=sys.stderr)
+        pytest.skip(reason)
+    poll_lab()
+    body = client.get("/metrics").content
+    result = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, timeout=60)
+    assert result.returncode == 0, (result.stdout + result.stderr).decode()
+    assert not (result.stdout + result.stderr).strip(), "promtool's lint found problems: " + (result.stdout + result.stderr).decode()
+
+
+@pytest.fixture
+def everything(db, live_redis):
+    """A synthetic fleet (synthetic.py: documents shaped like pollers.py's) in which every family has a series: a
+    hostile cluster name, an unreachable node, a desynced backend, an async replica, operations ended and open,
+    their durations, a pending rollback and a measured mirror rule."""
+    cluster_ids, node_ids, server_ids = synthetic.fleet(2, prefix='we"ird\\name\n')
+    px, be = synthetic.publish(node_ids, server_ids, trouble_every=3)
+    replica = be[server_ids[1]]
+    replica["state"].update(wsrep_on=False, read_only=True)
+    replica["lag_seconds"] = 7
+    live.write_many(live.BACKEND, {server_ids[1]: replica})
+    Server.objects.filter(pk=server_ids[2]).update(maintenance=True)
+    cluster = Cluster.objects.get(pk=cluster_ids[0])
+    now = timezone.now()
+    ops = []
+    for kind, state, seconds in (("switchover", "done", 0.07), ("switchover", "done", 0.3), ("drain", "rolled_back", 4),
+                                 ("failover", "failed", 45), ("switchover", "running", None), ("repair", "planned", None),
+                                 ("drain", "rollback_pending", 2)):
+        ops.append(Operation.objects.create(
+            cluster=cluster, kind=kind, state=state, title=f"{kind} {state}", actor="test", plan={},
+            started_at=now - timedelta(seconds=seconds or 1), finished_at=(now if seconds else None)))
+    PendingRollback.objects.create(operation=ops[-1], node_id=node_ids[0], statements=[{"step": "x", "sql": "SELECT 1"}],
+                                   next_try_at=now)
+    MirrorRule.objects.create(proxysql_node_id=node_ids[0], rule_id=7, mirror_hostgroup=200, match_digest="^SELECT")
+    MirrorRuleSample.objects.create(node_id=node_ids[0], rule_id=7, ts=now - timedelta(seconds=40), resolution=RAW,
+                                    mirror_hostgroup=200, interval_s=30, hits_ps=10, expected_ps=10, mirrored_ps=9,
+                                    loss=0.5)
+    MirrorRuleSample.objects.create(node_id=node_ids[0], rule_id=7, ts=now - timedelta(seconds=10), resolution=RAW,
+                                    mirror_hostgroup=200, interval_s=30, hits_ps=10, expected_ps=10, mirrored_ps=7.5,
+                                    loss=0.25)
+    return {"cluster": cluster, "nodes": node_ids, "servers": server_ids, "px": px, "be": be}
+
+
+def test_every_family_is_exported_with_its_help(client, everything):
+    parsed = series(scrape(client))
+    families = {f.name: f for f in text_string_to_metric_families(scrape(client))}
+    expected = {exporter.PREFIX + name for name in exporter.SPECS} | {"proxysql_fleet_operation_duration_seconds"}
+    assert set(families) == expected
+    assert all(f.documentation for f in families.values())
+    name = 'we"ird\\name\n-0000'
+    first_node = ProxySQLNode.objects.get(pk=everything["nodes"][0])
+    node = {"cluster": name, "node": first_node.name}
+    assert value(parsed, "proxysql_fleet_mirror_rule_loss_ratio", **node, rule="7") == 0.25  # the latest window
+    assert value(parsed, "proxysql_fleet_mirror_rule_mirrored_per_second", **node, rule="7") == 7.5
+    assert value(parsed, "proxysql_fleet_pending_rollbacks", **node, state="pending") == 1
+    assert value(parsed, "proxysql_fleet_operations_total", cluster=name, kind="switchover", state="done") == 2
+    assert value(parsed, "proxysql_fleet_operations_total", cluster=name, kind="failover", state="failed") == 1
+    assert value(parsed, "proxysql_fleet_operations_open", cluster=name, kind="switchover", state="running") == 1
+    assert value(parsed, "proxysql_fleet_operations_open", cluster=name, kind="drain", state="rollback_pending") == 1
+    assert ("proxysql_fleet_operations_total", frozenset({"cluster": name, "kind": "switchover", "state": "running"}.items())) \
+        not in parsed
+    hist = {"kind": "switchover", "state": "done"}
+    assert value(parsed, "proxysql_fleet_operation_duration_seconds_bucket", **hist, le="0.05") == 0
+    assert value(parsed, "proxysql_fleet_operation_duration_seconds_bucket", **hist, le="0.1") == 1
+    assert value(parsed, "proxysql_fleet_operation_duration_seconds_bucket", **hist, le="0.5") == 2
+    assert value(parsed, "proxysql_fleet_operation_duration_seconds_bucket", **hist, le="+Inf") == 2
+    assert value(parsed, "proxysql_fleet_operation_duration_seconds_count", **hist) == 2
+    assert value(parsed, "proxysql_fleet_operation_duration_seconds_sum", **hist) == pytest.approx(0.37, abs=0.01)
+    assert value(parsed, "proxysql_fleet_operation_duration_seconds_bucket", kind="failover", state="failed", le="30.0") == 0
+    # trouble_every=3: the first node is unreachable: up 0, its age, no figures, no pool rows.
+    assert value(parsed, "proxysql_fleet_proxysql_up", **node) == 0
+    assert ("proxysql_fleet_proxysql_questions_total", frozenset(node.items())) not in parsed
+    assert not [labels for labels in names(parsed, "proxysql_fleet_pool_connections_used")
+                if labels["node"] == first_node.name and labels["cluster"] == name]
+    second = {"cluster": name, "node": ProxySQLNode.objects.get(pk=everything["nodes"][1]).name}
+    assert value(parsed, "proxysql_fleet_proxysql_up", **second) == 1
+    assert value(parsed, "proxysql_fleet_proxysql_questions_total", **second) == 123456789
+    replica = Server.objects.get(pk=everything["servers"][1])
+    replica_labels = {"cluster": name, "server": f"{replica.hostname}:3306"}
+    assert value(parsed, "proxysql_fleet_backend_replica_lag_seconds", **replica_labels) == 7
+    assert value(parsed, "proxysql_fleet_backend_read_only", **replica_labels) == 1
+    assert ("proxysql_fleet_backend_wsrep_local_state", frozenset(replica_labels.items())) not in parsed
+    desynced = Server.objects.get(pk=everything["servers"][0])
+    desynced_labels = {"cluster": name, "server": f"{desynced.hostname}:3306"}
+    assert value(parsed, "proxysql_fleet_backend_wsrep_local_state", **desynced_labels) == 2
+    assert value(parsed, "proxysql_fleet_backend_wsrep_local_recv_queue", **desynced_labels) == 500
+
+
+def test_stale_unreadable_and_unpolled_nodes_say_so(client, everything):
+    node_ids = everything["nodes"]
+    old = everything["px"][node_ids[1]]
+    old["ts"] = time.time() - 3600  # stale: older than 3 poll intervals
+    live.write_many(live.PROXYSQL, {node_ids[1]: old})
+    live.client().set(live.key(live.PROXYSQL, node_ids[2]), b"{not json")
+    live.client().delete(live.key(live.PROXYSQL, node_ids[3]))
+    parsed = series(scrape(client))
+    nodes = {pk: {"cluster": n.cluster.name, "node": n.name} for pk, n in ProxySQLNode.objects.in_bulk(node_ids).items()}
+    assert value(parsed, "proxysql_fleet_proxysql_up", **nodes[node_ids[1]]) == 0
+    assert value(parsed, "proxysql_fleet_proxysql_poll_age_seconds", **nodes[node_ids[1]]) > 3500
+    assert ("proxysql_fleet_proxysql_questions_total", frozenset(nodes[node_ids[1]].items())) not in parsed
+    for pk in node_ids[2:4]:  # unreadable, never polled: up 0 and nothing else
+        assert value(parsed, "proxysql_fleet_proxysql_up", **nodes[pk]) == 0
+        assert ("proxysql_fleet_proxysql_poll_age_seconds", frozenset(nodes[pk].items())) not in parsed
+
+
+def test_the_fast_writer_is_byte_for_byte_the_librarys(adopted_lab, live_redis, galera_healthy, everything):
+    poll_lab()
+    now = time.time()
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(exporter.FleetCollector(now))
+    library = generate_latest(registry)
+    ours = exporter.render(exporter.FleetCollector(now).collect())
+    assert ours == library
+    assert b'cluster="we\\"ird\\\\name\\n-0000"' in ours  # escaped by the library's rules
+
+
+def test_redis_down_gives_a_partial_answer_not_an_error(client, everything, settings):
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+    parsed = series(scrape(client))
+    assert value(parsed, "proxysql_fleet_live_up") == 0
+    assert value(parsed, "proxysql_fleet_database_up") == 1
+    assert not names(parsed, "proxysql_fleet_proxysql_up") and not names(parsed, "proxysql_fleet_pool_connections_used")
+    name = everything["cluster"].name
+    assert value(parsed, "proxysql_fleet_operations_total", cluster=name, kind="switchover", state="done") == 2
+    assert names(parsed, "proxysql_fleet_backend_maintenance")
+
+
+# -- who may scrape ------------------------------------------------------------------------------------
+TOKEN = "a-metrics-token-for-the-tests-0123456789"
+
+
+def refusals():
+    return AuditEvent.objects.filter(action="refused metrics scrape", outcome="refused")
+
+
+def test_outside_the_allow_list_without_a_token_is_refused_and_audited(client, db, settings):
+    settings.METRICS_TOKEN = ""
+    response = client.get("/metrics", REMOTE_ADDR=OUTSIDE)
+    assert response.status_code == 403 and b"METRICS_ALLOWED_ADDRESSES" in response.content
+    event = refusals().get()
+    assert event.source_address == OUTSIDE and event.actor == "anonymous" and event.details["status"] == 403
+    settings.METRICS_TOKEN = TOKEN
+    response = client.get("/metrics", REMOTE_ADDR=OUTSIDE)
+    assert response.status_code == 401 and response["WWW-Authenticate"].startswith("Bearer")
+    assert refusals().count() == 2
+
+
+def test_a_bearer_token_lets_a_scraper_in_from_anywhere(client, db, live_redis, settings):
+    settings.METRICS_TOKEN = TOKEN
+    settings.METRICS_ALLOWED_ADDRESSES = []
+    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1").status_code == 401  # the allow-list is empty
+    assert client.get("/metrics", REMOTE_ADDR=OUTSIDE, HTTP_AUTHORIZATION=f"Bearer {TOKEN}").status_code == 200
+    assert client.get("/metrics", REMOTE_ADDR=OUTSIDE, HTTP_AUTHORIZATION=f"bearer  {TOKEN} ").status_code == 200
+    for wrong in (f"Bearer {TOKEN}x", f"Bearer {TOKEN[:-1]}", "Bearer ", f"Basic {TOKEN}", "Bearer é\x00"):
+        response = client.get("/metrics", REMOTE_ADDR=OUTSIDE, HTTP_AUTHORIZATION=wrong)
+        assert response.status_code == 401, wrong
+    # The token as its SHA-256 only: the environment need not hold the secret.
+    settings.METRICS_TOKEN = "sha256:" + hashlib.sha256(TOKEN.encode()).hexdigest()
+    assert client.get("/metrics", REMOTE_ADDR=OUTSIDE, HTTP_AUTHORIZATION=f"Bearer {TOKEN}").status_code == 200
+    assert client.get("/metrics", REMOTE_ADDR=OUTSIDE, HTTP_AUTHORIZATION=f"Bearer {settings.METRICS_TOKEN}").status_code == 401
+    # Even from an allowed address a wrong token is refused: credentials presented are judged.
+    settings.METRICS_ALLOWED_ADDRESSES = ["127.0.0.1/32"]
+    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1", HTTP_AUTHORIZATION="Bearer nope").status_code == 401
+    assert not [e for e in refusals() if TOKEN in str(e.details)]  # the token presented is never stored
+
+
+def test_the_allow_list_takes_cidrs_v4_and_v6(client, db, live_redis, settings):
+    settings.METRICS_TOKEN = ""
+    settings.METRICS_ALLOWED_ADDRESSES = ["10.20.0.0/16", "::1/128"]
+    for address, allowed in (("10.20.3.4", True), ("10.21.0.1", False), ("::1", True), ("::ffff:10.20.9.9", True),
+                             ("127.0.0.1", False), ("fe80::1%eth0", False), ("not an address", False), ("", False)):
+        status = client.get("/metrics", REMOTE_ADDR=address).status_code
+        assert status == (200 if allowed else 403), (address, status)
+
+
+def test_a_session_does_not_open_metrics_from_outside(client, admin_user_role, settings):
+    settings.METRICS_TOKEN = ""
+    client.force_login(admin_user_role)
+    assert client.get("/metrics", REMOTE_ADDR=OUTSIDE).status_code == 403
+    assert client.post("/metrics", REMOTE_ADDR="127.0.0.1").status_code == 405
+
+
+def test_a_flood_of_refused_scrapes_is_folded(client, db, settings):
+    settings.METRICS_TOKEN = TOKEN
+    for _ in range(30):
+        assert client.get("/metrics", REMOTE_ADDR=OUTSIDE, HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
+    assert refusals().count() == settings.AUDIT_REFUSAL_BURST
+
+
+@pytest.mark.parametrize("env, message", [({"METRICS_ALLOWED_ADDRESSES": "10.0.0.0/33"}, "METRICS_ALLOWED_ADDRESSES"),
+                                          ({"METRICS_TOKEN": "short"}, "too short"),
+                                          ({"METRICS_TOKEN": "sha256:abc"}, "64 hex digits")])
+def test_a_bad_metrics_setting_stops_the_start(env, message):
+    result = subprocess.run([sys.executable, "-c", "import controlplane.settings"], capture_output=True, text=True,
+                            env={**os.environ, "DJANGO_DEBUG": "1", **env}, timeout=60)
+    assert result.returncode != 0 and message in result.stderr
