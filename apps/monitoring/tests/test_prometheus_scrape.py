@@ -1,0 +1,125 @@
+"""A real Prometheus server (Debian's prometheus package, which bin/setup installs) scrapes /metrics of a live
+server in front of the lab: two ProxySQL doubles and the Galera lab, polled by the real pollers, which write
+the latest state to a real Redis. The series are read back through Prometheus's HTTP API."""
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from apps.fleet.models import ProxySQLNode, Server
+from apps.monitoring import pollers
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TOKEN = "a-scrape-token-for-the-prometheus-test"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Prometheus:
+    def __init__(self, port, proc, log):
+        self.url, self.proc, self.log = f"http://127.0.0.1:{port}", proc, log
+
+    def query(self, expr):
+        """The instant vector of a PromQL expression: [(labels, value)]."""
+        with urllib.request.urlopen(f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}",
+                                    timeout=5) as response:
+            body = json.load(response)
+        assert body["status"] == "success", body
+        return [(r["metric"], float(r["value"][1])) for r in body["data"]["result"]]
+
+    def targets(self):
+        with urllib.request.urlopen(f"{self.url}/api/v1/targets", timeout=5) as response:
+            return json.load(response)["data"]["activeTargets"]
+
+
+@pytest.fixture
+def prometheus(tmp_path):
+    """start(target "host:port", token) runs `prometheus` on a free port, scraping the target's /metrics every second
+    with the token; stopped after the test."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        reason = "the prometheus server is not installed (Debian package prometheus; bin/setup installs it)"
+        print(f"SKIPPED: {reason}", file=sys.stderr)
+        pytest.skip(reason)
+    started = []
+
+    def start(target, token):
+        (tmp_path / "token").write_text(token)
+        config = tmp_path / "prometheus.yml"
+        config.write_text(json.dumps({  # YAML is a superset of JSON
+            "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+            "scrape_configs": [{"job_name": "proxysql-fleet", "metrics_path": "/metrics", "scheme": "http",
+                                "authorization": {"type": "Bearer", "credentials_file": str(tmp_path / "token")},
+                                "static_configs": [{"targets": [target]}]}]}))
+        port = free_port()
+        log = open(tmp_path / "prometheus.log", "w+")
+        proc = subprocess.Popen([binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
+                                 f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+                                stdout=log, stderr=subprocess.STDOUT)
+        server = Prometheus(port, proc, log)
+        started.append(server)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{server.url}/-/ready", timeout=1) as response:
+                    if response.status == 200:
+                        return server
+            except OSError:
+                pass
+            if proc.poll() is not None:
+                break
+            time.sleep(0.2)
+        log.seek(0)
+        pytest.fail(f"prometheus did not become ready:\n{log.read()[-3000:]}")
+
+    yield start
+    for server in started:
+        server.proc.terminate()
+        try:
+            server.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.proc.kill()
+
+
+def test_a_real_prometheus_scrapes_the_lab(live_server, adopted_lab, live_redis, galera_healthy, prometheus, settings):
+    settings.METRICS_TOKEN = TOKEN
+    settings.METRICS_ALLOWED_ADDRESSES = []  # the token alone lets Prometheus in
+    nodes = list(ProxySQLNode.objects.select_related("cluster").order_by("name"))
+    servers = list(Server.objects.select_related("cluster"))
+    pollers.proxysql_round(nodes)
+    pollers.backend_round(servers)
+    server = prometheus(live_server.url.split("://", 1)[1], TOKEN)
+
+    writer = 'proxysql_fleet_pool_connections_used{cluster="galera-lab",node="proxysql-1",hostgroup="100",server="127.0.0.1:3311"}'
+    rate = 'rate(proxysql_fleet_proxysql_questions_total{cluster="galera-lab"}[10s])'
+    wanted = {"up": 'up{job="proxysql-fleet"}', "writer": writer, "rate": rate,
+              "synced": 'proxysql_fleet_backend_wsrep_local_state{cluster="galera-lab"} == 4'}
+    got = {}
+    deadline = time.monotonic() + 45
+    while time.monotonic() < deadline:
+        pollers.proxysql_round(nodes)  # the pollers keep the latest state fresh, as beat would
+        pollers.backend_round(servers)
+        got = {name: server.query(expr) for name, expr in wanted.items()}
+        if (got["up"] and got["up"][0][1] == 1 and got["writer"] and len(got["rate"]) == 2
+                and all(v > 0 for _, v in got["rate"]) and len(got["synced"]) == 3):
+            break
+        time.sleep(0.5)
+    else:
+        server.log.seek(0)
+        pytest.fail(f"Prometheus did not read the lab: {got}\ntargets: {server.targets()}\n{server.log.read()[-2000:]}")
+    assert got["writer"][0][1] == 4  # the lab's four writer sessions pinned on 3311
+    assert {labels["server"] for labels, _ in got["synced"]} == {"127.0.0.1:3311", "127.0.0.1:3312", "127.0.0.1:3313"}
+    assert {labels["node"] for labels, _ in got["rate"]} == {"proxysql-1", "proxysql-2"}
+    target = server.targets()[0]
+    assert target["health"] == "up" and target["lastError"] == ""
