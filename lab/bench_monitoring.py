@@ -972,19 +972,20 @@ def report(args, info, bench, pages, per_row, command):
     return "\n".join(lines)
 
 
-def update_docs(block):
+def update_docs(block, heading=DOCS_HEADING, begin=BEGIN_MARK, end=END_MARK):
+    """Put the block between its marks in docs/benchmarks.md (under its heading the first time)."""
     DOCS.parent.mkdir(exist_ok=True)
     text = DOCS.read_text() if DOCS.exists() else "# Benchmarks\n"
-    generated = f"{BEGIN_MARK}\n{block}\n{END_MARK}"
-    if BEGIN_MARK in text and END_MARK in text:
-        head, rest = text.split(BEGIN_MARK, 1)
-        _, tail = rest.split(END_MARK, 1)
+    generated = f"{begin}\n{block}\n{end}"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
         text = head + generated + tail
-    elif DOCS_HEADING in text:
-        head, rest = text.split(DOCS_HEADING, 1)
-        text = f"{head}{DOCS_HEADING}\n\n{generated}\n{rest}"
+    elif heading in text:
+        head, rest = text.split(heading, 1)
+        text = f"{head}{heading}\n\n{generated}\n{rest}"
     else:
-        text = text.rstrip("\n") + f"\n\n{DOCS_HEADING}\n\n{generated}\n"
+        text = text.rstrip("\n") + f"\n\n{heading}\n\n{generated}\n"
     DOCS.write_text(text)
 
 

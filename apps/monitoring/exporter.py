@@ -30,42 +30,63 @@ row; tests hold it byte for byte equal to generate_latest() on the lab's exposit
 import gc
 import time
 from collections import defaultdict
-from datetime import datetime, timedelta, timezone
-from typing import Any
+from contextlib import contextmanager
+from datetime import datetime, timezone
 
 import msgspec
 from django.conf import settings
 from django.db import DatabaseError
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Sum
+from django.db.models import Count
 from prometheus_client.openmetrics import exposition as openmetrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from apps.fleet.models import Cluster, MirrorRule, ProxySQLNode, Server
-from apps.operations.choices import OperationState, PendingState
-from apps.operations.models import Operation, PendingRollback
+from apps.operations.choices import PendingState
+from apps.operations.models import PendingRollback
 
-from . import live, status
+from . import live, operation_counts, status
 from .models import RAW, MirrorRuleSample
 from .overview import Unreadable, read_docs
 
 PREFIX = "proxysql_fleet_"
-# Operation durations (seconds): a switchover takes tens of milliseconds, a drain waits up to its timeout
-# (5 s by default), a configuration change on many nodes longer.
-DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
-FINISHED = [str(s) for s in OperationState.finished()]
 POOL_STATUSES = "ONLINE, SHUNNED, OFFLINE_SOFT, OFFLINE_HARD, SHUNNED_REPLICATION_LAG"
 
 
 # -- the documents, as far as they are exported --------------------------------------------------------
+# Typed: msgspec checks and converts every figure while decoding (in C). pollers.py writes numbers there; a
+# document of another shape is Unreadable: its node's _up is 0, never a wrong figure.
+Figure = float | None
+
+
+class PoolCounters(msgspec.Struct, frozen=True):
+    Queries: Figure = None
+    ConnERR: Figure = None
+
+
 class PoolRow(msgspec.Struct):
-    key: list
-    status: Any = None
-    conn_used: Any = None
-    conn_free: Any = None
-    latency_us: Any = None
-    counters: dict = {}
+    key: tuple[int, str, int]
+    status: str | None = None
+    conn_used: Figure = None
+    conn_free: Figure = None
+    latency_us: Figure = None
+    counters: PoolCounters = PoolCounters()
+
+
+class GlobalCounters(msgspec.Struct, frozen=True):
+    Questions: Figure = None
+    Slow_queries: Figure = None
+    Com_frontend_stmt_execute: Figure = None
+
+
+class Figures(msgspec.Struct, frozen=True):
+    client_connections_connected: Figure = None
+    mirror_queue_length: Figure = None
+    mirror_concurrency: Figure = None
+    mirror_max_concurrency: Figure = None
+    mirror_max_queue_length: Figure = None
+    mysql_threads: Figure = None
 
 
 class ProxySQLDoc(msgspec.Struct):
@@ -73,10 +94,9 @@ class ProxySQLDoc(msgspec.Struct):
 
     ts: float
     ok: bool = True
-    poll_s: Any = None
-    uptime: Any = None
-    counters: dict = {}
-    figures: dict = {}
+    poll_s: Figure = None
+    counters: GlobalCounters = GlobalCounters()
+    figures: Figures = Figures()
     pool: list[PoolRow] = []
 
 
@@ -84,7 +104,8 @@ PROXYSQL_DECODER = msgspec.json.Decoder(ProxySQLDoc)  # backends: the overview's
 
 
 def _num(value):
-    """A figure as a float, or None for a missing or unreadable one (a document is never trusted blindly)."""
+    """A figure as a float, or None for a missing or unreadable one (the backend documents are decoded loosely, as
+    the overview reads them)."""
     if value is None or isinstance(value, (dict, list)):
         return None
     try:
@@ -110,24 +131,17 @@ SPECS = {
     "proxysql_poll_age_seconds": (GAUGE, "Seconds since the latest poll of the ProxySQL node started"),
     "proxysql_poll_duration_seconds": (GAUGE, "How long the latest poll of the ProxySQL node took (its reads, or "
                                               "until its error)"),
-    "proxysql_uptime_seconds": (GAUGE, "ProxySQL_Uptime"),
     "proxysql_questions": (COUNTER, "Client queries (Questions, stats_mysql_global)"),
     "proxysql_slow_queries": (COUNTER, "Slow queries (Slow_queries)"),
     "proxysql_prepared_executions": (COUNTER, "Prepared statement executions (Com_frontend_stmt_execute; "
                                               "ProxySQL does not mirror them)"),
-    "proxysql_client_connections_created": (COUNTER, "Client connections created (Client_Connections_created)"),
-    "proxysql_client_connections_aborted": (COUNTER, "Client connections aborted (Client_Connections_aborted)"),
-    "proxysql_server_connections_aborted": (COUNTER, "Backend connections aborted (Server_Connections_aborted)"),
     "proxysql_client_connections": (GAUGE, "Client connections open (Client_Connections_connected)"),
-    "proxysql_server_connections": (GAUGE, "Backend connections open (Server_Connections_connected)"),
-    "proxysql_active_transactions": (GAUGE, "Transactions running (Active_Transactions)"),
     "mirror_queue_length": (GAUGE, "Queries waiting in the mirror queue, over every worker thread "
                                    "(Mirror_queue_length)"),
     "mirror_queue_limit": (GAUGE, "The mirror queue's limit over every worker thread: mysql-mirror_max_queue_length "
                                   "(per thread) x mysql-threads; beyond it mirrored queries are dropped"),
     "mirror_concurrency": (GAUGE, "Mirror sessions running (Mirror_concurrency)"),
     "mirror_concurrency_limit": (GAUGE, "mysql-mirror_max_concurrency"),
-    "proxysql_mysql_threads": (GAUGE, "mysql-threads (worker threads)"),
     # pool rows: one per (node, hostgroup, server), as stats_mysql_connection_pool
     "pool_server_status": (GAUGE, "1, with the row's current status as the status label (" + POOL_STATUSES + "); "
                                   "the other statuses have no series"),
@@ -141,8 +155,6 @@ SPECS = {
                                       "expected copies (apps/monitoring/mirror.py); no series without a figure"),
     "mirror_rule_expected_per_second": (GAUGE, "Copies the rule should have mirrored per second in that window: its "
                                                "hits less the prepared-statement share"),
-    "mirror_rule_mirrored_per_second": (GAUGE, "Executions per second of the rule's digests in its mirror hostgroup "
-                                               "in that window"),
     # backends
     "backend_up": (GAUGE, "1 when the latest poll of the backend answered and is fresh; 0 when it failed, is older "
                           f"than {status.STALE_FACTOR} poll intervals (stale), or there is none yet"),
@@ -153,11 +165,9 @@ SPECS = {
     "backend_wsrep_local_state": (GAUGE, "wsrep_local_state: 1 Joining, 2 Donor/Desynced, 3 Joined, 4 Synced"),
     "backend_wsrep_cluster_primary": (GAUGE, "1 when wsrep_cluster_status is Primary"),
     "backend_wsrep_ready": (GAUGE, "1 when wsrep_ready is ON"),
-    "backend_wsrep_cluster_size": (GAUGE, "wsrep_cluster_size"),
     "backend_wsrep_local_recv_queue": (GAUGE, "Write sets waiting to be applied (wsrep_local_recv_queue)"),
     "backend_wsrep_flow_control_paused_ratio": (GAUGE, "Share of the time replication was paused by flow control "
                                                        "since the last FLUSH STATUS (wsrep_flow_control_paused)"),
-    "backend_wsrep_desync": (GAUGE, "1 when wsrep_desync is ON"),
     "backend_replica_lag_seconds": (GAUGE, "Seconds_Behind_Master of an async replica"),
     # operations
     "operations": (COUNTER, "Operations that ended, by cluster, kind and final state (a series starts at its first "
@@ -167,8 +177,11 @@ SPECS = {
     "pending_rollbacks": (GAUGE, "Rollback statements a ProxySQL node has not taken yet, as one per node and "
                                  "operation: pending (retried) or superseded (the node will be repaired)"),
 }
-HISTOGRAM_HELP = ("Seconds from the start of an operation to its end (started_at to finished_at), by kind and "
-                  "final state")
+HISTOGRAM_HELP = ("Run time of the operations that ended, as the executor measured it (timings total_ms), by kind "
+                  "and final state; an operation that never ran (refused, expired) is not counted")
+
+
+_new_tuple = tuple.__new__  # a Sample (a named tuple) built without its Python-level __new__: 100,000 a scrape
 
 
 def _families():
@@ -185,12 +198,28 @@ class _Adder:
 
     def __init__(self, families):
         self.families = families
-        self.sample_names = {name: f.name + ("_total" if f.type == COUNTER else "") for name, f in families.items()}
+        self.appenders = {}
 
     def __call__(self, name, labels, value):
-        value = _num(value)
-        if value is not None:
-            self.families[name].samples.append(Sample(self.sample_names[name], labels, value, None, None, None))
+        add = self.appenders.get(name) or self.appender(name)
+        add(labels, value)
+
+    def appender(self, name):
+        """add() of one family, for the loops that run per pool row."""
+        if name in self.appenders:
+            return self.appenders[name]
+        family = self.families[name]
+        sample_name = family.name + ("_total" if family.type == COUNTER else "")
+        append = family.samples.append
+
+        def add(labels, value):
+            if value.__class__ is not float:
+                value = _num(value)
+                if value is None:
+                    return
+            append(_new_tuple(Sample, (sample_name, labels, value, None, None, None)))
+        self.appenders[name] = add
+        return add
 
 
 # -- the collector -------------------------------------------------------------------------------------
@@ -202,13 +231,8 @@ class FleetCollector:
         self.now = now
 
     def collect(self):
-        paused = gc.isenabled()
-        gc.disable()  # tens of thousands of short-lived objects, none in a cycle (as overview.py)
-        try:
+        with _no_gc():
             return self._collect(self.now or time.time())
-        finally:
-            if paused:
-                gc.enable()
 
     def _collect(self, now):
         families = _families()
@@ -234,8 +258,7 @@ class FleetCollector:
             else:
                 _maintenance(add, inventory)
             _mirror_rules(add, inventory, now)
-            _operations(add, inventory)
-            histogram = _durations()
+            histogram = _operations(add, inventory, now)
         except DatabaseError:
             families = _families()
             add = _Adder(families)
@@ -296,45 +319,43 @@ def _polled(add, kind, labels, doc, interval, now):
     return state == status.OK
 
 
+# What is exported of a node's stats_mysql_global (its errors are the pool rows' ConnERR, as on the pages). Each
+# series more costs 1,000 samples at fleet scale: the figures the pages show, not every counter ProxySQL keeps.
 GLOBAL_COUNTERS = (("proxysql_questions", "Questions"), ("proxysql_slow_queries", "Slow_queries"),
-                   ("proxysql_prepared_executions", "Com_frontend_stmt_execute"),
-                   ("proxysql_client_connections_created", "Client_Connections_created"),
-                   ("proxysql_client_connections_aborted", "Client_Connections_aborted"),
-                   ("proxysql_server_connections_aborted", "Server_Connections_aborted"))
+                   ("proxysql_prepared_executions", "Com_frontend_stmt_execute"))
 GLOBAL_GAUGES = (("proxysql_client_connections", "client_connections_connected"),
-                 ("proxysql_server_connections", "server_connections_connected"),
-                 ("proxysql_active_transactions", "active_transactions"),
                  ("mirror_queue_length", "mirror_queue_length"), ("mirror_concurrency", "mirror_concurrency"),
-                 ("mirror_concurrency_limit", "mirror_max_concurrency"), ("proxysql_mysql_threads", "mysql_threads"))
+                 ("mirror_concurrency_limit", "mirror_max_concurrency"))
+POOL = ("pool_server_status", "pool_connections_used", "pool_connections_free", "pool_queries", "pool_connection_errors",
+        "pool_latency_seconds")
 
 
 def _proxysql(add, inv, docs, now):
+    status_of, used, free, queries, errors, latency = map(add.appender, POOL)
     for pk, (cluster_id, labels) in inv.nodes.items():
         doc = docs.get(pk)
         if not _polled(add, "proxysql", labels, doc, inv.clusters[cluster_id]["poll_interval_s"], now):
             continue
-        add("proxysql_uptime_seconds", labels, doc.uptime)
         counters, figures = doc.counters, doc.figures
         for name, field in GLOBAL_COUNTERS:
-            add(name, labels, counters.get(field))
+            add(name, labels, getattr(counters, field))
         for name, field in GLOBAL_GAUGES:
-            add(name, labels, figures.get(field))
-        add("mirror_queue_limit", labels, status.mirror(figures).queue_limit)
+            add(name, labels, getattr(figures, field))
+        add("mirror_queue_limit", labels, status.mirror({"mirror_max_queue_length": figures.mirror_max_queue_length,
+                                                          "mysql_threads": figures.mysql_threads}).queue_limit)
         cluster, node = labels["cluster"], labels["node"]
         for row in doc.pool:
-            if len(row.key) != 3:
-                continue
             hostgroup, host, port = row.key
             row_labels = {"cluster": cluster, "hostgroup": str(hostgroup), "node": node,
                           "server": server_label(host, port)}
-            if isinstance(row.status, str):
-                add("pool_server_status", {**row_labels, "status": row.status}, 1)
-            add("pool_connections_used", row_labels, row.conn_used)
-            add("pool_connections_free", row_labels, row.conn_free)
-            add("pool_queries", row_labels, row.counters.get("Queries"))
-            add("pool_connection_errors", row_labels, row.counters.get("ConnERR"))
-            latency = _num(row.latency_us)
-            add("pool_latency_seconds", row_labels, None if latency is None else latency / 1e6)
+            if row.status is not None:
+                status_of({**row_labels, "status": row.status}, 1.0)
+            used(row_labels, row.conn_used)
+            free(row_labels, row.conn_free)
+            queries(row_labels, row.counters.Queries)
+            errors(row_labels, row.counters.ConnERR)
+            if row.latency_us is not None:
+                latency(row_labels, row.latency_us / 1e6)
 
 
 def _backends(add, inv, docs, now):
@@ -354,10 +375,8 @@ def _backends(add, inv, docs, now):
         if s.cluster_status is not None:
             add("backend_wsrep_cluster_primary", labels, 1 if s.cluster_status == "Primary" else 0)
         add("backend_wsrep_ready", labels, s.ready)
-        add("backend_wsrep_cluster_size", labels, s.cluster_size)
         add("backend_wsrep_local_recv_queue", labels, s.local_recv_queue)
         add("backend_wsrep_flow_control_paused_ratio", labels, s.flow_control_paused)
-        add("backend_wsrep_desync", labels, s.desync)
 
 
 def _maintenance(add, inv):
@@ -376,48 +395,36 @@ def _mirror_rules(add, inv, now):
         return
     since = now - status.STALE_FACTOR * settings.MONITOR_DIGEST_INTERVAL_S
     latest = {}
-    for node_id, rule_id, ts, loss, expected, mirrored in (
+    for node_id, rule_id, loss, expected in (
             MirrorRuleSample.objects.filter(node_id__in=list(rules), resolution=RAW,
                                             ts__gte=datetime.fromtimestamp(since, tz=timezone.utc))
-            .order_by("ts").values_list("node_id", "rule_id", "ts", "loss", "expected_ps", "mirrored_ps")):
+            .order_by("ts").values_list("node_id", "rule_id", "loss", "expected_ps")):
         if rule_id in rules[node_id]:
-            latest[node_id, rule_id] = (loss, expected, mirrored)
-    for (node_id, rule_id), (loss, expected, mirrored) in sorted(latest.items()):
+            latest[node_id, rule_id] = (loss, expected)
+    for (node_id, rule_id), (loss, expected) in sorted(latest.items()):
         if node_id not in inv.nodes:
             continue
         labels = {**inv.nodes[node_id][1], "rule": str(rule_id)}
         add("mirror_rule_loss_ratio", labels, loss)
         add("mirror_rule_expected_per_second", labels, expected)
-        add("mirror_rule_mirrored_per_second", labels, mirrored)
 
 
-def _operations(add, inv):
+def _operations(add, inv, now):
+    """Operations by cluster, kind and state, and the histogram of their run times (operation_counts.py keeps
+    them); pending rollbacks by node and state (a small table, read at each scrape)."""
     names = {pk: c["name"] for pk, c in inv.clusters.items()}
-    rows = Operation.objects.values_list("cluster_id", "kind", "state").annotate(n=Count("id")).order_by()
-    for cluster_id, kind, state, n in sorted(rows, key=lambda r: (names.get(r[0], ""), r[1], r[2])):
-        labels = {"cluster": names.get(cluster_id, ""), "kind": kind, "state": state}
-        add("operations" if state in FINISHED else "operations_open", labels, n)
+    counts = operation_counts.TALLY.snapshot(now)
+    for family, counter in (("operations", counts.ended), ("operations_open", counts.unended)):
+        for (cluster_id, kind, state), n in sorted(counter.items(), key=lambda kv: (names.get(kv[0][0], ""), kv[0][1:])):
+            add(family, {"cluster": names.get(cluster_id, ""), "kind": kind, "state": state}, n)
     pending = (PendingRollback.objects.filter(state__in=PendingState.open())
                .values_list("node_id", "state").annotate(n=Count("id")).order_by())
     for node_id, state, n in sorted(pending):
         if node_id in inv.nodes:
             add("pending_rollbacks", {**inv.nodes[node_id][1], "state": state}, n)
-
-
-def _durations():
-    """The histogram of operation durations, counted by the database: one pass over the ended operations."""
-    duration = ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField())
-    buckets = {f"le_{i}": Count("id", filter=Q(duration__lte=timedelta(seconds=b)))
-               for i, b in enumerate(DURATION_BUCKETS)}
-    rows = (Operation.objects.filter(state__in=FINISHED, started_at__isnull=False, finished_at__isnull=False)
-            .annotate(duration=duration).values("kind", "state")
-            .annotate(n=Count("id"), total=Sum("duration"), **buckets).order_by("kind", "state"))
     family = HistogramMetricFamily(PREFIX + "operation_duration_seconds", HISTOGRAM_HELP, labels=["kind", "state"])
-    for row in rows:
-        cumulative = [(floatToGoString(b), row[f"le_{i}"]) for i, b in enumerate(DURATION_BUCKETS)]
-        total = row["total"]
-        seconds = total.total_seconds() if isinstance(total, timedelta) else (_num(total) or 0.0) / 1e6
-        family.add_metric([row["kind"], row["state"]], cumulative + [("+Inf", row["n"])], seconds)
+    for (kind, state), (buckets, seconds) in counts.histogram.cumulative().items():
+        family.add_metric([kind, state], [(floatToGoString(le), n) for le, n in buckets], seconds)
     return family
 
 
@@ -431,43 +438,68 @@ def render(families):
     """The Prometheus text format (0.0.4) of these families: byte for byte what prometheus_client's
     generate_latest() writes for them, with each label set escaped once (see the module's docstring).
     Families with OpenMetrics-only samples (_created, _gsum, _gcount) are not supported: ours have none."""
-    escape_name, escape_label = openmetrics.escape_metric_name, openmetrics.escape_label_name
-    escape_value = openmetrics._escape
-    utf8 = openmetrics.ALLOWUTF8
+    escape_name = openmetrics.escape_metric_name
     out = []
     label_text = {}   # id(labels dict) -> "{...}": the dicts stay alive in `families` while this runs
     value_text = {}
     names = {}
+    pair_text = _LabelPairs()
     for metric in families:
         mname = metric.name + _SUFFIXES.get(metric.type, "")
         mtype = _TYPES.get(metric.type, metric.type)
         shown = escape_name(mname)
         help_text = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
         out.append(f"# HELP {shown} {help_text}\n# TYPE {shown} {mtype}\n")
-        for s in metric.samples:
-            if s.name in (metric.name + "_created", metric.name + "_gsum", metric.name + "_gcount"):
-                raise ValueError(f"render() does not write OpenMetrics-only samples ({s.name})")
-            name = names.get(s.name)
+        openmetrics_only = {metric.name + suffix for suffix in ("_created", "_gsum", "_gcount")}
+        for sample_name, labels, value, timestamp, _, _ in metric.samples:
+            if sample_name in openmetrics_only:
+                raise ValueError(f"render() does not write OpenMetrics-only samples ({sample_name})")
+            name = names.get(sample_name)
             if name is None:
-                name = names[s.name] = escape_name(s.name)
-            labels = s.labels
+                name = names[sample_name] = escape_name(sample_name)
             if labels:
                 text = label_text.get(id(labels))
                 if text is None:
-                    text = label_text[id(labels)] = "{" + ",".join(
-                        f'{escape_label(k)}="{escape_value(v, utf8, False)}"' for k, v in sorted(labels.items())) + "}"
+                    text = label_text[id(labels)] = "{" + ",".join(map(pair_text, sorted(labels.items()))) + "}"
             else:
                 text = ""
-            value = s.value
             key = value if value else repr(value)  # 0.0 and -0.0 are one key but two texts
             shown_value = value_text.get(key)
             if shown_value is None:
                 shown_value = value_text[key] = floatToGoString(value)
-            stamp = "" if s.timestamp is None else f" {int(float(s.timestamp) * 1000):d}"
-            out.append(f"{name}{text} {shown_value}{stamp}\n")
+            if timestamp is None:
+                out.append(f"{name}{text} {shown_value}\n")
+            else:
+                out.append(f"{name}{text} {shown_value} {int(float(timestamp) * 1000):d}\n")
     return "".join(out).encode("utf-8")
+
+
+class _LabelPairs(dict):
+    """(name, value) -> 'name="value"', escaped as generate_latest() escapes them, once per distinct pair."""
+
+    def __call__(self, pair):
+        text = self.get(pair)
+        if text is None:
+            name, value = pair
+            text = self[pair] = (f'{openmetrics.escape_label_name(name)}='
+                                 f'"{openmetrics._escape(value, openmetrics.ALLOWUTF8, False)}"')
+        return text
+
+
+@contextmanager
+def _no_gc():
+    """A hundred thousand samples and their label dicts, none in a cycle: a cyclic-GC pass in the middle would scan
+    them all, again and again (as in overview.py)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def exposition(now=None):
     """The body of /metrics."""
-    return render(FleetCollector(now).collect())
+    with _no_gc():
+        return render(FleetCollector(now).collect())

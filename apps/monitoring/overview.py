@@ -57,9 +57,7 @@ class WsrepState(msgspec.Struct):
     local_recv_queue: Any = None
     read_only: Any = None
     pxc_maint_mode: Any = None
-    cluster_size: Any = None
     flow_control_paused: Any = None
-    desync: Any = None
 
 
 class BackendDoc(msgspec.Struct):

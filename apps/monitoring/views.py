@@ -2,6 +2,8 @@
 middleware, the viewer role by each view); nothing here changes state. /metrics (Prometheus) is the exception:
 outside the login, with its own check (scrape_access.py). The node, cluster and backend pages are the fleet app's; their
 monitoring sections are partials of templates/monitoring/*.html refreshed by the views below."""
+import gzip
+
 from django.contrib.auth.decorators import login_not_required
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
@@ -120,7 +122,13 @@ def metrics(request):
     refused = scrape_access.refusal(request)
     if refused is not None:
         return refused
-    response = HttpResponse(exporter.exposition(), content_type=CONTENT_TYPE_PLAIN_0_0_4)
+    body = exporter.exposition()
+    response = HttpResponse(content_type=CONTENT_TYPE_PLAIN_0_0_4)
+    if "gzip" in request.headers.get("Accept-Encoding", ""):  # Prometheus asks for it: ~20 times smaller on the wire
+        body = gzip.compress(body, compresslevel=1)  # the fastest level: a few tens of ms for 10 MB
+        response["Content-Encoding"] = "gzip"
+    response.content = body
+    response["Vary"] = "Accept-Encoding"
     response["Cache-Control"] = "no-store"
     return response
 

@@ -108,7 +108,6 @@ def test_the_exposition_holds_the_lab_figures(client, adopted_lab, live_redis, g
         assert value(parsed, "proxysql_fleet_backend_up", **labels) == 1
         assert value(parsed, "proxysql_fleet_backend_wsrep_local_state", **labels) == 4  # Synced
         assert value(parsed, "proxysql_fleet_backend_wsrep_cluster_primary", **labels) == 1
-        assert value(parsed, "proxysql_fleet_backend_wsrep_cluster_size", **labels) == 3
         assert value(parsed, "proxysql_fleet_backend_wsrep_local_recv_queue", **labels) == doc["state"]["local_recv_queue"]
         assert 0 <= value(parsed, "proxysql_fleet_backend_wsrep_flow_control_paused_ratio", **labels) <= 1
         assert value(parsed, "proxysql_fleet_backend_maintenance", **labels) == 0
@@ -151,7 +150,10 @@ def everything(db, live_redis):
                                  ("drain", "rollback_pending", 2)):
         ops.append(Operation.objects.create(
             cluster=cluster, kind=kind, state=state, title=f"{kind} {state}", actor="test", plan={},
-            started_at=now - timedelta(seconds=seconds or 1), finished_at=(now if seconds else None)))
+            started_at=now - timedelta(seconds=seconds or 1), finished_at=(now if seconds else None),
+            timings={"total_ms": seconds * 1000} if seconds else {}))
+    Operation.objects.create(cluster=cluster, kind="switchover", state="refused", title="refused at start", actor="test",
+                             plan={}, timings={"recheck_ms": 4.2})  # never ran: counted, but has no run time
     PendingRollback.objects.create(operation=ops[-1], node_id=node_ids[0], statements=[{"step": "x", "sql": "SELECT 1"}],
                                    next_try_at=now)
     MirrorRule.objects.create(proxysql_node_id=node_ids[0], rule_id=7, mirror_hostgroup=200, match_digest="^SELECT")
@@ -174,7 +176,7 @@ def test_every_family_is_exported_with_its_help(client, everything):
     first_node = ProxySQLNode.objects.get(pk=everything["nodes"][0])
     node = {"cluster": name, "node": first_node.name}
     assert value(parsed, "proxysql_fleet_mirror_rule_loss_ratio", **node, rule="7") == 0.25  # the latest window
-    assert value(parsed, "proxysql_fleet_mirror_rule_mirrored_per_second", **node, rule="7") == 7.5
+    assert value(parsed, "proxysql_fleet_mirror_rule_expected_per_second", **node, rule="7") == 10
     assert value(parsed, "proxysql_fleet_pending_rollbacks", **node, state="pending") == 1
     assert value(parsed, "proxysql_fleet_operations_total", cluster=name, kind="switchover", state="done") == 2
     assert value(parsed, "proxysql_fleet_operations_total", cluster=name, kind="failover", state="failed") == 1
@@ -317,3 +319,44 @@ def test_a_bad_metrics_setting_stops_the_start(env, message):
     result = subprocess.run([sys.executable, "-c", "import controlplane.settings"], capture_output=True, text=True,
                             env={**os.environ, "DJANGO_DEBUG": "1", **env}, timeout=60)
     assert result.returncode != 0 and message in result.stderr
+
+
+# -- the operation counts kept per process ---------------------------------------------------------------
+def test_operation_counts_read_each_ended_operation_once_and_follow_the_others(db):
+    from apps.monitoring.operation_counts import GRACE_S, OperationCounts
+
+    cluster = Cluster.objects.create(name="ops", writer_hostgroup=100, reader_hostgroup=101)
+    old = timezone.now() - timedelta(seconds=GRACE_S + 60)
+
+    def op(state, ms=None, created=old):
+        o = Operation.objects.create(cluster=cluster, kind="switchover", state=state, title=state, actor="t", plan={},
+                                     timings={"total_ms": ms} if ms is not None else {})
+        Operation.objects.filter(pk=o.pk).update(created_at=created)
+        return o
+
+    done, running, refused = op("done", 70), op("running"), op("refused")
+    tally = OperationCounts()
+    first = tally.snapshot(time.time())
+    key = (cluster.pk, "switchover")
+    assert first.ended == {(*key, "done"): 1, (*key, "refused"): 1} and first.unended == {(*key, "running"): 1}
+    assert tally.upto == refused.pk and tally.unended == {running.pk}
+    assert first.histogram.cumulative()["switchover", "done"][0][1] == (0.1, 1)  # 70 ms: in the 0.1 s bucket
+    assert ("switchover", "refused") not in first.histogram.cumulative()  # never ran: no run time
+
+    # Counted for good: a second snapshot reads only the running one and what came since.
+    Operation.objects.filter(pk=done.pk).update(state="failed")  # cannot happen (final states); proves no re-read
+    Operation.objects.filter(pk=running.pk).update(state="done", timings={"total_ms": 400})
+    recent = op("done", 2000, created=timezone.now())  # within the grace: read again at every scrape
+    second = tally.snapshot(time.time())
+    assert second.ended == {(*key, "done"): 3, (*key, "refused"): 1} and not second.unended
+    assert tally.upto == refused.pk and not tally.unended
+    third = tally.snapshot(time.time())
+    assert third.ended == second.ended  # the recent one is not counted twice
+    Operation.objects.filter(pk=recent.pk).update(created_at=old)
+    fourth = tally.snapshot(time.time())
+    assert fourth.ended == second.ended and tally.upto == recent.pk
+    assert fourth.histogram.cumulative()["switchover", "done"][1] == pytest.approx(2.47)
+
+    # Rows gone (a restore, another database): the count starts again from what is there.
+    Operation.objects.filter(pk__gte=refused.pk).delete()
+    assert tally.snapshot(time.time()).ended == {(*key, "failed"): 1, (*key, "done"): 1}

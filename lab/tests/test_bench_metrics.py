@@ -1,0 +1,26 @@
+"""bin/bench-metrics runs end to end at a tiny scale: a smoke test of the command (the benchmark itself is not part
+of the suite; its figures are in docs/benchmarks.md)."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_bench_metrics_runs_at_tiny_scale_and_stops_what_it_started(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "lab.bench_metrics", "--nodes", "4", "--requests", "2", "--operations", "30",
+         "--mirror-windows", "2", "--database-url", f"sqlite:///{tmp_path / 'bench.sqlite3'}"],
+        cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    report = out.stdout
+    assert re.search(r"\| `/metrics` server time, as Prometheus asks \(Accept-Encoding: gzip\) \| < 500 ms \| p50 [\d,]+ ms", report)
+    assert re.search(r"on the wire \(gzip\) [\d.]+ MB; uncompressed [\d.]+ MB", report)
+    assert "the same text: yes" in report
+    stopped = re.search(r"stopped (\d+) processes \(pids ([\d ]+)\); none left running", report)
+    assert stopped, report[-2000:]
+    pids = [int(p) for p in stopped[2].split()]
+    assert not [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
