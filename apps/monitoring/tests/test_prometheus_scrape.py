@@ -1,6 +1,7 @@
 """A real Prometheus server (Debian's prometheus package, which bin/setup installs) scrapes /metrics of a live
 server in front of the lab: two ProxySQL doubles and the Galera lab, polled by the real pollers, which write
-the latest state to a real Redis. The series are read back through Prometheus's HTTP API."""
+the latest state to a real Redis. The series are read back through Prometheus's HTTP API, and every expression of
+the Grafana dashboard (docs/grafana-dashboard.json) is evaluated there as Grafana would send it."""
 import json
 import shutil
 import socket
@@ -14,6 +15,8 @@ import pytest
 
 from apps.fleet.models import ProxySQLNode, Server
 from apps.monitoring import pollers
+
+from . import dashboard
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -123,3 +126,19 @@ def test_a_real_prometheus_scrapes_the_lab(live_server, adopted_lab, live_redis,
     assert {labels["node"] for labels, _ in got["rate"]} == {"proxysql-1", "proxysql-2"}
     target = server.targets()[0]
     assert target["health"] == "up" and target["lastError"] == ""
+
+    # Grafana's view: every expression of the dashboard, as Grafana sends it for the lab cluster, evaluates; the
+    # panels about what the lab has show it.
+    results = {}
+    for title, expr in dashboard.expressions():
+        if not expr.startswith("label_values("):
+            results.setdefault(title, []).extend(server.query(dashboard.as_promql(expr, cluster="galera-lab", rate="10s",
+                                                                                  range_="1m")))
+    writers = {(labels["node"], labels["server"], labels["status"]) for labels, _ in results["Writer status per ProxySQL node"]}
+    assert writers == {("proxysql-1", "127.0.0.1:3311", "ONLINE"), ("proxysql-2", "127.0.0.1:3311", "ONLINE")}
+    assert [v for _, v in results["ProxySQL nodes answering"]] == [2, 2]
+    assert len(results["wsrep state per backend"]) == 3 and all(v == 4 for _, v in results["wsrep state per backend"])
+    for title in ("Connections used per node and hostgroup (ConnUsed)", "Queries per second per ProxySQL node (Questions)",
+                  "Latency per backend (ProxySQL's ping, Latency_us)", "Poll age (seconds since the latest poll)",
+                  "Mirror queue against its limit (per-thread limit × mysql-threads)", "Flow control: share of time paused"):
+        assert results[title], f"{title}: no data"
