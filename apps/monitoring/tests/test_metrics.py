@@ -360,3 +360,16 @@ def test_operation_counts_read_each_ended_operation_once_and_follow_the_others(d
     # Rows gone (a restore, another database): the count starts again from what is there.
     Operation.objects.filter(pk__gte=refused.pk).delete()
     assert tally.snapshot(time.time()).ended == {(*key, "failed"): 1, (*key, "done"): 1}
+
+
+def test_a_database_that_does_not_answer_gives_database_up_0_not_an_error(client, everything):
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        reason = "only SQLite renames a table inside the test's transaction (MariaDB's DDL would commit it)"
+        print(f"SKIPPED: {reason}", file=sys.stderr)
+        pytest.skip(reason)
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE fleet_cluster RENAME TO fleet_cluster_away")  # rolled back with the test
+    parsed = series(scrape(client))
+    assert parsed == {("proxysql_fleet_database_up", frozenset()): 0}
