@@ -181,7 +181,7 @@ def row_form(request, pk, table_name):
                 services.add_edit(_draft(pk), edit, secret=secret)
             except services.Refused as exc:
                 form.add_error(None, str(exc))
-                return TemplateResponse(request, "configuration/change_set.html#row_form", context,
+                return TemplateResponse(request, _row_form_template(request), context,
                                         status=200 if request.htmx else 400)
             response = HttpResponse(status=204)
             response["HX-Redirect"] = cs.get_absolute_url()
@@ -190,9 +190,14 @@ def row_form(request, pk, table_name):
         # types), the save button the whole form with its errors; a plain POST the form with 400
         if request.htmx and not request.POST.get("save"):
             return TemplateResponse(request, "configuration/change_set.html#form_check", context)
-        return TemplateResponse(request, "configuration/change_set.html#row_form", context,
+        return TemplateResponse(request, _row_form_template(request), context,
                                 status=200 if valid or request.htmx else 400)
-    return TemplateResponse(request, "configuration/change_set.html#row_form", context)
+    return TemplateResponse(request, _row_form_template(request), context)
+
+
+def _row_form_template(request):
+    # htmx swaps the bare form in; a plain request (a click before htmx loaded, no JavaScript) gets a whole page.
+    return "configuration/change_set.html#row_form" if request.htmx else "configuration/row_form_page.html"
 
 
 @require_role(OPERATOR)

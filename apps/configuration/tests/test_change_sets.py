@@ -1,6 +1,7 @@
 """Change sets on the lab pair: version 1 from what the nodes run, a change planned (effect check, SQL per
 node) and applied to both doubles as one unit, verified, recorded; reverted; refused when stale."""
 import pytest
+from django.urls import reverse
 
 from apps.configuration import services
 from apps.configuration.models import ChangeSet, ConfigSecret, ConfigVersion
@@ -201,3 +202,17 @@ def test_a_switchover_ends_in_the_next_version(versioned_lab, operator_user, liv
     writers = [(r["port"], r["status"]) for r in v2.content["mysql_servers"] if r["hostgroup_id"] == 100]
     assert writers == [(3312, "ONLINE")]
     assert v2.content["mysql_query_rules"] == v1.content["mysql_query_rules"]  # the rest of the version is kept
+
+
+def test_the_row_form_is_a_whole_page_without_htmx(versioned_lab, operator_user, client):
+    """A click on "edit" before htmx has loaded (or with JavaScript off) follows the link: it must land on a page
+    that works (the layout and its scripts), not on a bare fragment whose inline validation never fires."""
+    cluster, doubles, version = versioned_lab
+    cs = services.start_change_set(cluster, user=operator_user)
+    client.force_login(operator_user)
+    url = reverse("configuration:row_form", args=[cs.pk, "mysql_servers"]) + "?key=101&key=127.0.0.1&key=3312"
+    page = client.get(url).content.decode()
+    assert "<html" in page and "htmx.min.js" in page and 'data-row-form="mysql_servers"' in page
+    assert cs.get_absolute_url() in page
+    fragment = client.get(url, headers={"HX-Request": "true"}).content.decode()
+    assert "<html" not in fragment and 'data-row-form="mysql_servers"' in fragment
