@@ -1,0 +1,269 @@
+"""Rule evaluation after every poll round, from the latest state (never a connection to a node).
+
+A round hands over the documents it just wrote with the ones they replaced ({pk: (previous, new)}):
+- each polled node or backend is judged on its own document, in memory (conditions.node_observations /
+  backend_observations);
+- a cluster is judged as a whole (its writer and reader hostgroups against its backends' health, its nodes
+  against each other, its size, its operations) when something in it changed that such a rule reads (a
+  node's runtime rows, a backend's answer or state), when one of its alerts is due (pending past its `for`,
+  or held by work that has ended), and at least every ALERTS_SWEEP_S by the shard that owns it (cluster pk
+  modulo shards), which also catches documents that went stale. That reads the cluster's documents with
+  one MGET per kind.
+
+Transitions (apply()): a new condition opens a pending alert (held when planned work is expected to cause
+it); pending becomes firing once its `for` has passed (counted from when the condition began; a held alert
+is released when its work ends, firing at once if the condition has lasted long enough); an alert whose
+condition is gone is resolved. A pending alert that clears without ever firing or being held leaves no
+row. Changes that channels must hear of go to notify.changed().
+"""
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from apps.monitoring import live
+
+from . import conditions, context, holds, notify, rulesettings
+from .models import Alert, AlertState
+
+log = logging.getLogger(__name__)
+SUMMARY_REFRESH_S = 30.0  # an open alert's figures are rewritten at most this often (not at every poll)
+ACTIVE_FIELDS = ("id", "rule", "subject", "target", "cluster_id", "state", "held", "since", "fires_at",
+                 "last_seen_at", "summary", "severity", "notified", "was_held")
+
+
+@dataclass
+class Pass:
+    """What one judgement covered: these targets, these rules, and what it saw."""
+
+    cluster_id: int
+    targets: set
+    rules: tuple
+    observations: list
+
+
+def _dt(epoch):
+    return datetime.fromtimestamp(epoch, tz=timezone.utc)
+
+
+def _routing_signature(doc):
+    if not doc:
+        return None
+    return (doc.get("ok"), doc.get("runtime_servers"))
+
+
+def _health_signature(doc):
+    if not doc:
+        return None
+    st = doc.get("state") or {}
+    return (doc.get("ok"), st.get("cluster_status"), st.get("ready"), st.get("local_state"), st.get("read_only"),
+            st.get("reject_queries"), st.get("cluster_size"))
+
+
+def after_poll_round(kind, docs, shard=0, shards=1, now=None):
+    """Called by the poll task after run_shard(): docs {pk: (previous, new document)} of the polled targets."""
+    if not settings.ALERTS_ENABLED:
+        return {}
+    now = now or time.time()
+    inv = context.inventory()
+    passes, covered, triggered = [], set(), set()
+    for pk, (prev, doc) in docs.items():
+        cluster_id = (inv.node_cluster if kind == live.PROXYSQL else inv.server_cluster).get(pk)
+        if cluster_id is None:
+            continue  # added since the inventory was read: judged at the next read
+        c = inv.clusters[cluster_id]
+        rules = rulesettings.for_cluster(c)
+        if kind == live.PROXYSQL:
+            passes.append(Pass(c.pk, {f"n{pk}"}, conditions.NODE_RULES,
+                               conditions.node_observations(c, c.nodes[pk], doc, now, rules)))
+            covered.add(f"n{pk}")
+            if _routing_signature(prev) != _routing_signature(doc):
+                triggered.add(c.pk)
+        else:
+            passes.append(Pass(c.pk, {f"s{pk}"}, conditions.SERVER_RULES,
+                               conditions.backend_observations(c, c.servers[pk], doc, now, rules)))
+            covered.add(f"s{pk}")
+            if _health_signature(prev) != _health_signature(doc):
+                triggered.add(c.pk)
+    situation = context.situation(inv, now)
+    triggered |= _due_clusters(situation, now)
+    if kind == live.PROXYSQL:
+        triggered |= _sweep_due(inv, shard, shards, now)
+    for cluster_id in sorted(triggered):
+        if cluster_id in inv.clusters:
+            passes += judge_cluster(inv.clusters[cluster_id], situation, now, skip=covered)
+    return apply(passes, situation, now)
+
+
+def judge_cluster(c, situation, now, skip=()):
+    """Every rule of one cluster, from its documents (one MGET per kind)."""
+    try:
+        node_docs = live.read_many(live.PROXYSQL, list(c.nodes))
+        server_docs = live.read_many(live.BACKEND, list(c.servers))
+    except live.LiveUnavailable:
+        return []  # judged again once Redis answers; nothing is resolved on missing data
+    rules = rulesettings.for_cluster(c)
+    out = []
+    for pk, n in c.nodes.items():
+        if f"n{pk}" not in skip:
+            out.append(Pass(c.pk, {f"n{pk}"}, conditions.NODE_RULES,
+                            conditions.node_observations(c, n, node_docs.get(pk), now, rules)))
+    for pk, s in c.servers.items():
+        if f"s{pk}" not in skip:
+            out.append(Pass(c.pk, {f"s{pk}"}, conditions.SERVER_RULES,
+                            conditions.backend_observations(c, s, server_docs.get(pk), now, rules)))
+    out.append(Pass(c.pk, {f"c{c.pk}"}, conditions.CLUSTER_RULES,
+                    conditions.cluster_observations(c, node_docs, server_docs, now, rules,
+                                                    situation.op_alerts.get(c.pk, []))))
+    return out
+
+
+def _due_clusters(situation, now):
+    """Clusters with an alert to look at now: pending past its `for`, held by work that is over, or with
+    an operation alert (failed, rollback pending) not yet open."""
+    due = set()
+    rows = Alert.objects.filter(active_key__isnull=False, state=AlertState.PENDING).values_list(
+        "cluster_id", "held", "fires_at")
+    for cluster_id, held, fires_at in rows:
+        if held:
+            if not any(w.until is None or now < w.until for w in situation.work.get(cluster_id, [])):
+                due.add(cluster_id)
+        elif fires_at.timestamp() <= now:
+            due.add(cluster_id)
+    if situation.op_alerts:
+        open_ops = set(Alert.objects.filter(active_key__isnull=False, operation__isnull=False)
+                       .values_list("operation_id", flat=True))
+        due |= {cid for cid, ops in situation.op_alerts.items() if any(op.pk not in open_ops for op in ops)}
+    return due
+
+
+def _sweep_due(inv, shard, shards, now):
+    """The clusters this shard owns, when ALERTS_SWEEP_S has passed since it last judged them."""
+    r = live.client()
+    key = f"alerts:swept:{shard}:{shards}"
+    try:
+        last = r.get(key)
+        if last is not None and now - float(last) < settings.ALERTS_SWEEP_S:
+            return set()
+        r.set(key, now, ex=3600)
+    except Exception as exc:  # Redis down: the round itself has already said so
+        log.debug("sweep skipped: %s", exc)
+        return set()
+    return {pk for pk in inv.clusters if pk % shards == shard}
+
+
+# -- transitions -------------------------------------------------------------------------------------
+def apply(passes, situation, now):
+    """Open, fire, hold, release and resolve alerts for what these passes saw. Returns counts."""
+    counts = {"opened": 0, "fired": 0, "resolved": 0, "held": 0, "released": 0}
+    targets = set()
+    for p in passes:
+        targets |= p.targets
+    if not targets:
+        return counts
+    active = {}
+    targets = sorted(targets)
+    for i in range(0, len(targets), 500):
+        for row in Alert.objects.filter(active_key__isnull=False, target__in=targets[i:i + 500]).values(*ACTIVE_FIELDS):
+            active[(row["rule"], row["subject"])] = row
+    changes = []  # (cluster_id, what, severity, notified)
+    inv = context.inventory()
+    for p in passes:
+        c = inv.clusters.get(p.cluster_id)
+        if c is None:
+            continue
+        works = situation.work.get(p.cluster_id, [])
+        seen = set()
+        for o in p.observations:
+            key = (o.rule, o.subject)
+            if key in seen:
+                continue
+            seen.add(key)
+            setting = rulesettings.effective(c, o.rule)
+            hold = holds.hold_for(o, works, now)
+            row = active.get(key)
+            if row is None:
+                changes += _open(c, o, setting, hold, now, counts)
+            else:
+                changes += _update(row, o, setting, hold, now, counts)
+        for key, row in active.items():
+            if key not in seen and row["target"] in p.targets and row["rule"] in p.rules:
+                changes += _resolve(row, now, counts)
+    for cluster_id in {ch[0] for ch in changes}:
+        notify.changed(cluster_id, [ch for ch in changes if ch[0] == cluster_id], now)
+    return counts
+
+
+def _open(c, o, setting, hold, now, counts):
+    since = o.started if o.started is not None and o.started <= now else now
+    fires_at = since + setting.for_s
+    firing = hold is None and now >= fires_at
+    alert = Alert(rule=o.rule, cluster_id=c.pk, target=o.target, subject=o.subject, subject_label=o.label[:300],
+                  node_id=o.node, server_id=o.server, hostgroup=o.hostgroup, operation_id=o.operation,
+                  severity=setting.severity, state=AlertState.FIRING if firing else AlertState.PENDING,
+                  summary=o.summary, value=o.value, details={**o.details, "for_s": setting.for_s},
+                  since=_dt(since), fires_at=_dt(max(fires_at, now) if hold else fires_at),
+                  fired_at=_dt(now) if firing else None, last_seen_at=_dt(now),
+                  held=hold is not None, was_held=hold is not None, hold_reason=hold.reason if hold else "",
+                  hold_operation_id=hold.operation_id if hold else None, active_key=f"{o.rule}|{o.subject}"[:250])
+    try:
+        with transaction.atomic():
+            alert.save()
+    except IntegrityError:
+        return []  # another round opened it a moment ago
+    counts["opened"] += 1
+    if hold:
+        counts["held"] += 1
+    if firing:
+        counts["fired"] += 1
+        return [(c.pk, "fired", setting.severity, alert.pk)]
+    return []
+
+
+def _update(row, o, setting, hold, now, counts):
+    pk = row["id"]
+    values = {}
+    out = []
+    if row["state"] == AlertState.PENDING:
+        if hold is not None and not row["held"]:
+            values.update(held=True, was_held=True, hold_reason=hold.reason, hold_operation_id=hold.operation_id)
+            counts["held"] += 1
+        elif hold is None and row["held"]:
+            values.update(held=False, fires_at=max(row["fires_at"], _dt(now)))
+            counts["released"] += 1
+        held = values.get("held", row["held"])
+        fires_at = values.get("fires_at", row["fires_at"])
+        if not held and now >= fires_at.timestamp():
+            if Alert.objects.filter(pk=pk, state=AlertState.PENDING).update(
+                    state=AlertState.FIRING, fired_at=_dt(now), last_seen_at=_dt(now), summary=o.summary,
+                    value=o.value, **values):
+                counts["fired"] += 1
+                out.append((row["cluster_id"], "fired", row["severity"], pk))
+            return out
+    if values or (o.summary != row["summary"] and now - row["last_seen_at"].timestamp() >= SUMMARY_REFRESH_S):
+        Alert.objects.filter(pk=pk).update(summary=o.summary, value=o.value, last_seen_at=_dt(now), **values)
+    return out
+
+
+def _resolve(row, now, counts):
+    pk = row["id"]
+    if row["state"] == AlertState.PENDING and not row["was_held"]:
+        Alert.objects.filter(pk=pk, state=AlertState.PENDING).delete()  # a blip that never fired
+        return []
+    if not Alert.objects.filter(pk=pk, active_key__isnull=False).update(
+            state=AlertState.RESOLVED, resolved_at=_dt(now), active_key=None, held=False):
+        return []
+    counts["resolved"] += 1
+    if row["state"] == AlertState.FIRING:
+        return [(row["cluster_id"], "resolved", row["severity"], pk)]
+    return []
+
+
+def forget_caches():
+    """Per-process caches (tests roll the database back under them)."""
+    context.forget()
+    rulesettings.forget()
+

@@ -1,0 +1,31 @@
+"""Alert notification tasks: flush a group when it is due, deliver a message with retries, and beat's sweep
+for repeats and lost tasks. Thin: each calls one function of apps/alerts/notify.py."""
+from celery import shared_task
+
+from apps.alerts import notify
+
+
+@shared_task(name="alerts.flush_group", ignore_result=True, soft_time_limit=30, time_limit=40)
+def flush_group(group_pk):
+    notify.flush(group_pk)
+
+
+# Not acks_late: a delivery that was half done is finished by the next try (receivers dedupe: PagerDuty by
+# dedup_key, Alertmanager by labels); each try is logged.
+@shared_task(name="alerts.deliver", bind=True, ignore_result=True, soft_time_limit=60, time_limit=75)
+def deliver(self, notification_pk):
+    from django.conf import settings
+
+    delivered, retry = notify.attempt(notification_pk)
+    if delivered:
+        return
+    if not retry or self.request.retries >= settings.ALERTS_DELIVERY_RETRIES:
+        notify.give_up(notification_pk, f"gave up after {self.request.retries + 1} tries"
+                                        + ("" if retry else ": the receiver refused the payload"))
+        return
+    raise self.retry(countdown=notify.retry_delay(self.request.retries), max_retries=settings.ALERTS_DELIVERY_RETRIES)
+
+
+@shared_task(name="alerts.flush_due", ignore_result=True, soft_time_limit=30, time_limit=40)
+def flush_due():
+    return {"sent": notify.flush_due(), "redelivered": notify.redeliver_stuck()}
