@@ -84,7 +84,7 @@ RULES = [
              "The backend's status on this node changed many times in a few minutes (ONLINE, SHUNNED, "
              "OFFLINE...): clients see errors and retries.",
              params={"changes": Param(4, "status changes", "changes", 2, 1000),
-                     "minutes": Param(10, "min", "within", 1, 30)},
+                     "minutes": Param(10, "min", "within", 0.1, 30)},
              held_by={**_BACKEND_WORK, CONFIG: "cluster", REPAIR: "cluster", FAILOVER: "cluster",
                       READ_POOL: "cluster"}),
     # -- backends ---------------------------------------------------------------------------------------

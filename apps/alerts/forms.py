@@ -55,6 +55,8 @@ class RuleSettingForm(forms.Form):
 
 
 class ChannelForm(forms.ModelForm):
+    url = forms.URLField(max_length=500, required=False, assume_scheme="https",
+                         help_text="webhook URL; PagerDuty: the Events API v2 enqueue URL; Alertmanager: its base URL")
     new_secret = forms.CharField(required=False, max_length=500, label="Secret",
                                  widget=forms.PasswordInput(render_value=False),
                                  help_text="PagerDuty: the integration's routing key (required); webhook or "

@@ -52,6 +52,10 @@ def firing(rule):
     return [a for a in open_alerts(rule) if a.state == AlertState.FIRING]
 
 
+def firing_all():
+    return firing(None)
+
+
 def until(predicate, timeout, step=0.3, kinds=("proxysql", "backend")):
     """Tick until predicate() is true; returns its last value (falsy on timeout)."""
     deadline = time.monotonic() + timeout
