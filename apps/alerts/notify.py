@@ -213,6 +213,7 @@ def give_up(notification_pk, error):
     n = Notification.objects.select_related("channel").filter(pk=notification_pk).first()
     if n is None or n.state == DeliveryState.SENT:
         return
+    error = f"{error}; last answer: {n.last_error}" if n.last_error else error
     Notification.objects.filter(pk=n.pk).update(state=DeliveryState.FAILED, last_error=error[:2000])
     record("alert notification not delivered", rule="alert notifications", cluster=n.cluster, target=str(n.channel),
            outcome="failure", details={"notification": n.pk, "attempts": n.attempts, "error": error[:500]})
