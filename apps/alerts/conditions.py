@@ -48,8 +48,8 @@ def _age(doc, now):
     return max(0.0, now - doc["ts"])
 
 
-def _stale(doc, c, now):
-    return _age(doc, now) > status.STALE_FACTOR * c.interval
+def _stale(doc, c, now, backend=False):
+    return _age(doc, now) > status.STALE_FACTOR * (c.backend_interval if backend else c.interval)
 
 
 def _on(settings, key):
@@ -158,9 +158,10 @@ def backend_observations(c, srv, doc, now, settings):
     def obs(rule, summary, **kw):
         out.append(Observation(rule, target, target, label, summary, server=srv.pk, **kw))
 
-    if _stale(doc, c, now) or not doc.get("ok", True):
+    stale = _stale(doc, c, now, backend=True)
+    if stale or not doc.get("ok", True):
         if _on(settings, "backend_unreachable"):
-            if _stale(doc, c, now):
+            if stale:
                 obs("backend_unreachable", f"no poll of {srv} for {_age(doc, now):.0f} s: its state is stale",
                     value=_age(doc, now), started=doc["ts"])
             else:
@@ -217,7 +218,7 @@ def fc_share(marks, window_s):
 def usable(doc, c, now, as_writer):
     """(usable, why not) of a backend for a ProxySQL row pointing at it. No fresh document (not polled,
     no monitor credentials) means unknown, taken as usable: the staleness rules say the rest."""
-    if doc is None or _stale(doc, c, now):
+    if doc is None or _stale(doc, c, now, backend=True):
         return True, "unknown"
     if not doc.get("ok", True):
         return False, f"unreachable ({doc.get('error_kind')})"
@@ -296,7 +297,7 @@ def cluster_observations(c, node_docs, server_docs, now, settings, operations):
     s = settings["galera_cluster_size"]
     if s.enabled and c.kind == "galera":
         sizes = [d["state"].get("cluster_size") for d in server_docs.values()
-                 if d and d.get("ok", True) and not _stale(d, c, now) and (d.get("state") or {}).get("wsrep_on")]
+                 if d and d.get("ok", True) and not _stale(d, c, now, backend=True) and (d.get("state") or {}).get("wsrep_on")]
         sizes = [x for x in sizes if x is not None]
         expected = s.params["expected"] or (len(c.servers) - sum(1 for x in c.servers.values() if x.maintenance))
         if sizes and max(sizes) < expected:

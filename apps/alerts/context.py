@@ -50,7 +50,8 @@ class ClusterCtx:
     kind: str
     writer_hostgroup: int
     reader_hostgroup: int
-    interval: float
+    interval: float          # ProxySQL nodes are polled this often...
+    backend_interval: float  # ...and backends this often
     max_replication_lag: int
     min_available_readers: int
     poll_interval_s: float
@@ -94,9 +95,10 @@ def inventory():
     clusters = {}
     for c in Cluster.objects.values("id", "name", "kind", "writer_hostgroup", "reader_hostgroup",
                                     "backup_writer_hostgroup", "offline_hostgroup", "poll_interval_s",
-                                    "max_replication_lag", "min_available_readers"):
+                                    "backend_poll_interval_s", "max_replication_lag", "min_available_readers"):
         ctx = ClusterCtx(pk=c["id"], name=c["name"], kind=c["kind"], writer_hostgroup=c["writer_hostgroup"],
                          reader_hostgroup=c["reader_hostgroup"], interval=status.interval_of(c["poll_interval_s"]),
+                         backend_interval=status.interval_of(c["backend_poll_interval_s"]),
                          max_replication_lag=c["max_replication_lag"], min_available_readers=c["min_available_readers"],
                          poll_interval_s=c["poll_interval_s"])
         ctx.hostgroups = {c[k] for k in ("writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup",
@@ -188,7 +190,7 @@ def situation(inv, now):
             continue
         finished = op["finished_at"].timestamp() if op["finished_at"] else None
         started = op["started_at"].timestamp() if op["started_at"] else None
-        settle = settings.ALERTS_HOLD_SETTLE_POLLS * c.interval
+        settle = settings.ALERTS_HOLD_SETTLE_POLLS * max(c.interval, c.backend_interval)
         if op["state"] in RUNNING or (finished is not None and now < finished + settle
                                       and op["state"] != ROLLBACK_PENDING):
             work.setdefault(c.pk, []).append(Work(

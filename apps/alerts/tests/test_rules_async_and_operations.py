@@ -1,13 +1,18 @@
 """The async replication rules on the replication lab (a replica stopped, a replica lagging), and the
-operation rules with real operations on the Galera lab pair (a drain whose rollback a node refuses ends
-failed; a later operation that succeeds resolves it)."""
+operation rules with real operations on the Galera lab pair (a switchover failed past its point of no
+return, resolved by a later one that succeeds; a rollback left pending, resolved when a retry goes
+through)."""
 import threading
 import time
 
 import pytest
 
+from django.utils import timezone
+
 from apps.fleet.models import Cluster, Server
-from apps.operations import drain, executor, services
+from apps.operations import repair, rollbacks, switchover
+from apps.operations.models import Operation, PendingRollback
+from apps.operations.tests.conftest import fail_statements, run_plan
 from conftest import adopt_double
 from lab import demo
 
@@ -77,31 +82,38 @@ def test_a_lagging_replica(async_lab):
 
 
 def test_a_failed_operation_until_a_later_one_succeeds(adopted_lab, live_redis, operator_user):
-    """A drain that times out (a connection forced in use on 3313) and whose rollback the second node refuses
-    ends failed, ROLLBACK INCOMPLETE; the alert stays until an operation of the cluster succeeds."""
+    """A switchover whose last step (the auto-increment variable put back) the second node refuses, past its
+    point of no return: it ends failed. The alert stays until an operation of the cluster succeeds (here the
+    repair from the inventory)."""
     cluster, (first, second) = adopted_lab
-    server = Server.objects.get(port=3313)
     tick()
-    first.traffic.set_server(101, "127.0.0.1", 3313, conn_used=3)  # never drains
-    demo.admin_sql(second.port, 'LAB FAIL_STATEMENTS {"text": "REPLACE INTO mysql_servers", "message": "refused by the test"}',
-                   user=second.user, password=second.password)
-    op = services.save_plan(drain.plan_drain(server, drain_timeout_ms=200), user=operator_user)
-    services.confirm(op, user=operator_user, enqueue=False)
-    executor.run(op.pk)
-    op.refresh_from_db()
-    assert op.state == "failed" and "ROLLBACK INCOMPLETE" in op.error
+    fail_statements(second, "variable_value='5'")  # only the restore of mysql-auto_increment_delay_multiplex
+    op = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
+    assert op.state == "failed" and op.point_of_no_return, op.error
     tick()
     [a] = firing("operation_failed")
-    assert a.operation_id == op.pk and a.severity == "critical" and f"operation #{op.pk} (drain) failed" in a.summary
-
-    demo.admin_sql(second.port, "LAB FAIL_STATEMENTS {}", user=second.user, password=second.password)
-    first.traffic.set_server(101, "127.0.0.1", 3313, conn_used=0)
-    # Put back what the refused rollback left, then a drain that works: the cluster has moved on.
-    demo.admin_sql(second.port, "UPDATE mysql_servers SET status='ONLINE' WHERE port=3313", "LOAD MYSQL SERVERS TO RUNTIME",
-                   user=second.user, password=second.password)
-    ok = services.save_plan(drain.plan_drain(server, drain_timeout_ms=5000), user=operator_user)
-    services.confirm(ok, user=operator_user, enqueue=False)
-    executor.run(ok.pk)
-    ok.refresh_from_db()
-    assert ok.state == "done", ok.error
+    assert a.operation_id == op.pk and a.severity == "critical" and f"operation #{op.pk} (switchover) failed" in a.summary
+    fail_statements(second, None)
+    fixed = run_plan(repair.plan_repair(cluster), operator_user)  # the nodes back to what the inventory says
+    assert fixed.state == "done", fixed.error
     assert until(lambda: not open_alerts("operation_failed"), 8)
+
+
+def test_a_rollback_left_pending_until_the_node_takes_it(adopted_lab, live_redis, operator_user):
+    """The drain of a switchover times out (sessions pinned by user variables) and the second node refuses the
+    rollback's statements: the operation is left rollback pending until a retry goes through."""
+    cluster, (first, second) = adopted_lab
+    tick()
+    for double in (first, second):
+        double.traffic.set_sessions(hostgroup=100, count=4, kind="write", pinned_reason="user_variable")
+    fail_statements(second, "REPLACE INTO mysql_servers")
+    op = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), drain_timeout_ms=300), operator_user)
+    assert op.state == "rollback_pending", op.error
+    tick()
+    [a] = firing("rollback_pending")
+    assert a.operation_id == op.pk and "left a rollback pending" in a.summary and "proxysql-2" in a.summary
+    fail_statements(second, None)
+    PendingRollback.objects.update(next_try_at=timezone.now())
+    rollbacks.retry_due()
+    assert Operation.objects.get(pk=op.pk).state == "rolled_back"
+    assert until(lambda: not open_alerts("rollback_pending"), 8)
