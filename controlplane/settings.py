@@ -203,9 +203,9 @@ OPERATIONS_STALE_AFTER_S = envfloat("OPERATIONS_STALE_AFTER_S", 15)
 
 # Alerts (apps/alerts): rules evaluated after every poll round; notifications grouped per channel and cluster.
 ALERTS_ENABLED = envbool("ALERTS_ENABLED", True)
-ALERTS_SWEEP_S = envfloat("ALERTS_SWEEP_S", 5.0)  # each cluster judged as a whole at least this often
+ALERTS_SWEEP_S = envfloat("ALERTS_SWEEP_S", 10.0)  # each cluster judged as a whole at least this often
 ALERTS_HOLD_SETTLE_POLLS = envfloat("ALERTS_HOLD_SETTLE_POLLS", 2)  # a hold lasts this many polls past its operation
-ALERTS_GROUP_WAIT_S = envfloat("ALERTS_GROUP_WAIT_S", 1.0)
+ALERTS_GROUP_WAIT_S = envfloat("ALERTS_GROUP_WAIT_S", 0.5)
 ALERTS_GROUP_INTERVAL_S = envfloat("ALERTS_GROUP_INTERVAL_S", 300.0)
 ALERTS_REPEAT_INTERVAL_S = envfloat("ALERTS_REPEAT_INTERVAL_S", 4 * 3600.0)
 ALERTS_ALERTMANAGER_RESEND_S = envfloat("ALERTS_ALERTMANAGER_RESEND_S", 60.0)

@@ -2,7 +2,7 @@
 for repeats and lost tasks. Thin: each calls one function of apps/alerts/notify.py."""
 from celery import shared_task
 
-from apps.alerts import notify
+from apps.alerts import evaluate, notify
 
 
 @shared_task(name="alerts.flush_group", ignore_result=True, soft_time_limit=30, time_limit=40)
@@ -24,6 +24,13 @@ def deliver(self, notification_pk):
                                         + ("" if retry else ": the receiver refused the payload"))
         return
     raise self.retry(countdown=notify.retry_delay(self.request.retries), max_retries=settings.ALERTS_DELIVERY_RETRIES)
+
+
+# Scheduled for when a pending alert's `for` ends; a lost one costs at most a poll round (the rounds
+# promote due alerts too).
+@shared_task(name="alerts.judge_cluster", ignore_result=True, soft_time_limit=20, time_limit=25)
+def judge_cluster(cluster_id):
+    return evaluate.judge_now(cluster_id)
 
 
 @shared_task(name="alerts.flush_due", ignore_result=True, soft_time_limit=30, time_limit=40)

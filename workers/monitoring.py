@@ -53,7 +53,7 @@ def _evaluate_alerts(kind, summary, shard, shards):
     if summary.get("skipped"):
         return
     try:
-        evaluate.after_poll_round(kind, docs, shard, shards)
+        summary["alerts"] = evaluate.after_poll_round(kind, docs, shard, shards)  # logged with the task's result
     except Exception:  # an alerting bug must never stop polling
         log.exception("alert evaluation after the %s round of shard %s failed", kind, shard)
 

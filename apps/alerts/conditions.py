@@ -52,6 +52,9 @@ def _stale(doc, c, now, backend=False):
     return _age(doc, now) > status.STALE_FACTOR * (c.backend_interval if backend else c.interval)
 
 
+is_stale = _stale
+
+
 def _on(settings, key):
     return settings[key].enabled
 
@@ -216,8 +219,13 @@ def fc_share(marks, window_s):
 
 # -- the cluster ------------------------------------------------------------------------------------
 def usable(doc, c, now, as_writer):
-    """(usable, why not) of a backend for a ProxySQL row pointing at it. No fresh document (not polled,
-    no monitor credentials) means unknown, taken as usable: the staleness rules say the rest."""
+    """(usable, why not, since when not) of a backend for a ProxySQL row pointing at it. No fresh document
+    (not polled, no monitor credentials) means unknown, taken as usable: the staleness rules say the rest."""
+    ok, why = _usable(doc, c, now, as_writer)
+    return ok, why, None if ok else (doc.get("error_since") or doc["ts"])
+
+
+def _usable(doc, c, now, as_writer):
     if doc is None or _stale(doc, c, now, backend=True):
         return True, "unknown"
     if not doc.get("ok", True):
@@ -269,11 +277,14 @@ def cluster_observations(c, node_docs, server_docs, now, settings, operations):
                 others = sorted({f"{r['hostname']}:{r['port']} {r['status']}" for r in rows if r["hostgroup_id"] == W
                                  and r["status"] != "ONLINE"})
                 extra = f" (also in the hostgroup: {', '.join(others)})" if others else ""
+                # Since the last ONLINE writer became unusable, as its polls say (for a node with no ONLINE
+                # writer row, since this evaluation first saw it).
+                since = max((backend_health(r["hostname"], r["port"], True)[2] for r in online_w), default=None)
                 out.append(Observation("writer_none", hg_subject, target, hg_label,
                                        f"no usable ONLINE writer on {n.name}: {why}{extra}", node=n.pk, hostgroup=W,
                                        value=0, details={"rows": [f"{r['hostname']}:{r['port']} {r['status']}" for r in rows
                                                                   if r["hostgroup_id"] == W]},
-                                       server=_single_server(c, online_w)))
+                                       server=_single_server(c, online_w), started=since))
         if _on(settings, "writer_many") and len(online_w) > 1:
             out.append(Observation("writer_many", hg_subject, target, hg_label,
                                    f"{len(online_w)} ONLINE writers on {n.name}: {', '.join(writers_by_node[n.name])}",

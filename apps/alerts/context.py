@@ -5,6 +5,7 @@ maintenance and which operations run or ended (holds, operation alerts).
 """
 import time
 from dataclasses import dataclass, field
+from operator import itemgetter
 from datetime import timedelta
 
 from django.conf import settings
@@ -16,6 +17,7 @@ from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from apps.monitoring import status
 
 INVENTORY_CACHE_S = 10.0
+_ROW = itemgetter("hostgroup_id", "hostname", "port", *SERVER_FIELDS)  # SERVER_FIELDS starts with status
 RUNNING = ("pending", "running", "rolling_back")  # planned work in progress (holds)
 ROLLBACK_PENDING = "rollback_pending"             # issue 9's state; absent before it lands
 FAILED = "failed"
@@ -68,8 +70,8 @@ class ClusterCtx:
     @staticmethod
     def row_tuple(r):
         """A runtime row as a comparable tuple of its configuration (ProxySQL's own SHUNNED reads as ONLINE)."""
-        return (r["hostgroup_id"], r["hostname"], r["port"], configured_status(r["status"]),
-                *(r[f] for f in SERVER_FIELDS[1:]))
+        t = _ROW(r)
+        return t if t[3] != "SHUNNED" else (*t[:3], configured_status(t[3]), *t[4:])
 
 
 @dataclass
@@ -156,6 +158,19 @@ class OperationAlert:
 class Situation:
     work: dict          # cluster pk -> [Work]
     op_alerts: dict     # cluster pk -> [OperationAlert]
+
+
+class Lazy:
+    """The situation, read from the database only when a rule's observation or a cluster needs it: most
+    rounds of a healthy fleet see nothing and read nothing more."""
+
+    def __init__(self, load):
+        self._load, self._value = load, None
+
+    def __getattr__(self, name):
+        if self._value is None:
+            self._value = self._load()
+        return getattr(self._value, name)
 
 
 def involved_servers(plan):

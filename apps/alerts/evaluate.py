@@ -26,13 +26,17 @@ from django.db import IntegrityError, transaction
 
 from apps.monitoring import live
 
-from . import conditions, context, holds, notify, rulesettings
+from . import conditions, context, holds, lean, notify, rulesettings
 from .models import Alert, AlertState
 
 log = logging.getLogger(__name__)
-SUMMARY_REFRESH_S = 30.0  # an open alert's figures are rewritten at most this often (not at every poll)
-ACTIVE_FIELDS = ("id", "rule", "subject", "target", "cluster_id", "state", "held", "since", "fires_at",
-                 "last_seen_at", "summary", "severity", "notified", "was_held")
+SUMMARY_REFRESH_S = 30.0
+FULL_SWEEP_EVERY = 6  # one sweep in six judges every owned cluster whole (a minute at the default ALERTS_SWEEP_S)  # an open alert's figures are rewritten at most this often (not at every poll)
+# What the transitions read of an open alert. Firing ones (most of them, in a fleet with trouble) are read
+# without their times: parsing thousands of datetimes per round would cost more than judging them.
+ACTIVE_FIELDS = ("id", "rule", "subject", "target", "cluster_id", "state", "held", "summary", "severity", "notified",
+                 "was_held")
+PENDING_FIELDS = ACTIVE_FIELDS + ("fires_at",)
 
 
 @dataclass
@@ -67,7 +71,11 @@ def after_poll_round(kind, docs, shard=0, shards=1, now=None):
     """Called by the poll task after run_shard(): docs {pk: (previous, new document)} of the polled targets."""
     if not settings.ALERTS_ENABLED:
         return {}
+    cpu = time.process_time()
     now = now or time.time()
+    swept = _sweep_due(shard, shards, now) if kind == live.PROXYSQL else 0
+    if not docs and not swept:
+        return {}  # a tick with nothing due: the pending alerts have their own timers (judge_cluster)
     inv = context.inventory()
     passes, covered, triggered = [], set(), set()
     for pk, (prev, doc) in docs.items():
@@ -88,42 +96,52 @@ def after_poll_round(kind, docs, shard=0, shards=1, now=None):
             covered.add(f"s{pk}")
             if _health_signature(prev) != _health_signature(doc):
                 triggered.add(c.pk)
-    situation = context.situation(inv, now)
-    triggered |= _due_clusters(situation, now)
-    if kind == live.PROXYSQL:
-        triggered |= _sweep_due(inv, shard, shards, now)
-    for cluster_id in sorted(triggered):
-        if cluster_id in inv.clusters:
-            passes += judge_cluster(inv.clusters[cluster_id], situation, now, skip=covered)
-    return apply(passes, situation, now)
+    situation = context.Lazy(lambda: context.situation(inv, now))
+    triggered |= _due_clusters(situation, now, swept)
+    if swept:
+        triggered |= _sweep(inv, shard, shards, situation, now, swept)
+    passes += judge_clusters([inv.clusters[pk] for pk in sorted(triggered) if pk in inv.clusters], situation, now,
+                             skip=covered)
+    counts = apply(passes, situation, now)
+    counts.update(clusters=len(triggered), cpu_ms=round((time.process_time() - cpu) * 1000, 2))
+    return counts
 
 
-def judge_cluster(c, situation, now, skip=()):
-    """Every rule of one cluster, from its documents (one MGET per kind)."""
+def judge_clusters(clusters, situation, now, skip=(), full=False):
+    """Clusters from their documents (one MGET per kind for all of them): the rules on each whole cluster,
+    and the rules on each node and backend whose document went stale (their own rounds judge the others),
+    or on every one when `full`."""
+    clusters = list(clusters)
     try:
-        node_docs = live.read_many(live.PROXYSQL, list(c.nodes))
-        server_docs = live.read_many(live.BACKEND, list(c.servers))
+        read = live.read_many if full else lean.read_many  # the whole documents only when every rule reads them
+        node_docs = read(live.PROXYSQL, [pk for c in clusters for pk in c.nodes])
+        server_docs = read(live.BACKEND, [pk for c in clusters for pk in c.servers])
     except live.LiveUnavailable:
         return []  # judged again once Redis answers; nothing is resolved on missing data
-    rules = rulesettings.for_cluster(c)
     out = []
-    for pk, n in c.nodes.items():
-        if f"n{pk}" not in skip:
-            out.append(Pass(c.pk, {f"n{pk}"}, conditions.NODE_RULES,
-                            conditions.node_observations(c, n, node_docs.get(pk), now, rules)))
-    for pk, s in c.servers.items():
-        if f"s{pk}" not in skip:
-            out.append(Pass(c.pk, {f"s{pk}"}, conditions.SERVER_RULES,
-                            conditions.backend_observations(c, s, server_docs.get(pk), now, rules)))
-    out.append(Pass(c.pk, {f"c{c.pk}"}, conditions.CLUSTER_RULES,
-                    conditions.cluster_observations(c, node_docs, server_docs, now, rules,
-                                                    situation.op_alerts.get(c.pk, []))))
+    for c in clusters:
+        rules = rulesettings.for_cluster(c)
+        mine_n = {pk: node_docs.get(pk) for pk in c.nodes}
+        mine_s = {pk: server_docs.get(pk) for pk in c.servers}
+        for pk, n in c.nodes.items():
+            doc = mine_n[pk]
+            if f"n{pk}" not in skip and (full or doc is None or conditions.is_stale(doc, c, now)):
+                out.append(Pass(c.pk, {f"n{pk}"}, conditions.NODE_RULES,
+                                conditions.node_observations(c, n, doc, now, rules)))
+        for pk, s in c.servers.items():
+            doc = mine_s[pk]
+            if f"s{pk}" not in skip and (full or doc is None or conditions.is_stale(doc, c, now, backend=True)):
+                out.append(Pass(c.pk, {f"s{pk}"}, conditions.SERVER_RULES,
+                                conditions.backend_observations(c, s, doc, now, rules)))
+        out.append(Pass(c.pk, {f"c{c.pk}"}, conditions.CLUSTER_RULES,
+                        conditions.cluster_observations(c, mine_n, mine_s, now, rules,
+                                                        situation.op_alerts.get(c.pk, []))))
     return out
 
 
-def _due_clusters(situation, now):
-    """Clusters with an alert to look at now: pending past its `for`, held by work that is over, or with
-    an operation alert (failed, rollback pending) not yet open."""
+def _due_clusters(situation, now, swept):
+    """Clusters with an alert to look at now: pending past its `for`, held by work that is over, or (at a
+    sweep) with an operation alert (failed, rollback pending) not yet open."""
     due = set()
     rows = Alert.objects.filter(active_key__isnull=False, state=AlertState.PENDING).values_list(
         "cluster_id", "held", "fires_at")
@@ -133,26 +151,56 @@ def _due_clusters(situation, now):
                 due.add(cluster_id)
         elif fires_at.timestamp() <= now:
             due.add(cluster_id)
-    if situation.op_alerts:
+    if swept and situation.op_alerts:
         open_ops = set(Alert.objects.filter(active_key__isnull=False, operation__isnull=False)
                        .values_list("operation_id", flat=True))
         due |= {cid for cid, ops in situation.op_alerts.items() if any(op.pk not in open_ops for op in ops)}
     return due
 
 
-def _sweep_due(inv, shard, shards, now):
-    """The clusters this shard owns, when ALERTS_SWEEP_S has passed since it last judged them."""
+def _sweep(inv, shard, shards, situation, now, swept):
+    """Of the clusters this shard owns, those to judge whole at a sweep: a node or backend not polled for three
+    of its intervals (its document is stale: its own round is not running), or an operation alert to open
+    or close. The others changed nothing a rule reads since their last judgement (their rounds trigger one
+    when something does); every FULL_SWEEP_EVERY sweeps all are judged (a rule's new threshold, a worker
+    just started)."""
+    mine = [c for pk, c in inv.clusters.items() if pk % shards == shard]
+    if not mine or swept % FULL_SWEEP_EVERY == 1:
+        return {c.pk for c in mine}  # now and then every one, whatever changed (and at a worker's start)
+    r = live.client()
+    try:
+        started = {kind: r.hmget(f"poll-started:{kind}", pks) if pks else []
+                   for kind, pks in ((live.PROXYSQL, [pk for c in mine for pk in c.nodes]),
+                                     (live.BACKEND, [pk for c in mine for pk in c.servers]))}
+    except Exception as exc:
+        log.debug("sweep: poll times unreadable: %s", exc)
+        return {c.pk for c in mine}
+    out = set()
+    nodes, servers = iter(started[live.PROXYSQL]), iter(started[live.BACKEND])
+    for c in mine:
+        limit_n, limit_s = 3 * c.interval, 3 * c.backend_interval
+        if (any(ts is None or now - float(ts) > limit_n for ts in (next(nodes) for _ in c.nodes))
+                | any(ts is None or now - float(ts) > limit_s for ts in (next(servers) for _ in c.servers))):
+            out.add(c.pk)
+    out |= set(situation.op_alerts)
+    out |= set(Alert.objects.filter(active_key__isnull=False, operation__isnull=False).values_list("cluster_id", flat=True))
+    return out & {c.pk for c in mine}
+
+
+def _sweep_due(shard, shards, now):
+    """0 when the clusters this shard owns were swept less than ALERTS_SWEEP_S ago; else the sweep's number
+    (counted in Redis), the first being 1."""
     r = live.client()
     key = f"alerts:swept:{shard}:{shards}"
     try:
         last = r.get(key)
         if last is not None and now - float(last) < settings.ALERTS_SWEEP_S:
-            return set()
+            return 0
         r.set(key, now, ex=3600)
+        return r.incr(f"{key}:count")
     except Exception as exc:  # Redis down: the round itself has already said so
         log.debug("sweep skipped: %s", exc)
-        return set()
-    return {pk for pk in inv.clusters if pk % shards == shard}
+        return 0
 
 
 # -- transitions -------------------------------------------------------------------------------------
@@ -164,18 +212,23 @@ def apply(passes, situation, now):
         targets |= p.targets
     if not targets:
         return counts
-    active = {}
+    active, by_target = {}, {}
     targets = sorted(targets)
     for i in range(0, len(targets), 500):
-        for row in Alert.objects.filter(active_key__isnull=False, target__in=targets[i:i + 500]).values(*ACTIVE_FIELDS):
+        chunk = targets[i:i + 500]
+        for row in [*Alert.objects.filter(state=AlertState.FIRING, active_key__isnull=False, target__in=chunk)
+                    .values(*ACTIVE_FIELDS),
+                    *Alert.objects.filter(state=AlertState.PENDING, active_key__isnull=False, target__in=chunk)
+                    .values(*PENDING_FIELDS)]:
             active[(row["rule"], row["subject"])] = row
+            by_target.setdefault(row["target"], []).append(row)
     changes = []  # (cluster_id, what, severity, notified)
     inv = context.inventory()
     for p in passes:
         c = inv.clusters.get(p.cluster_id)
         if c is None:
             continue
-        works = situation.work.get(p.cluster_id, [])
+        works = situation.work.get(p.cluster_id, []) if p.observations else []
         seen = set()
         for o in p.observations:
             key = (o.rule, o.subject)
@@ -189,12 +242,47 @@ def apply(passes, situation, now):
                 changes += _open(c, o, setting, hold, now, counts)
             else:
                 changes += _update(row, o, setting, hold, now, counts)
-        for key, row in active.items():
-            if key not in seen and row["target"] in p.targets and row["rule"] in p.rules:
-                changes += _resolve(row, now, counts)
-    for cluster_id in {ch[0] for ch in changes}:
-        notify.changed(cluster_id, [ch for ch in changes if ch[0] == cluster_id], now)
+        for target in p.targets:
+            for row in by_target.get(target, ()):
+                if (row["rule"], row["subject"]) not in seen and row["rule"] in p.rules:
+                    changes += _resolve(row, now, counts)
+    told = [ch for ch in changes if ch[1] != "pending"]
+    channels = notify.channels_now() if told else []
+    for cluster_id in {ch[0] for ch in told}:
+        notify.changed(cluster_id, [ch for ch in told if ch[0] == cluster_id], now, channels)
+    for cluster_id, fires_at in _earliest({(ch[0], ch[3]) for ch in changes if ch[1] == "pending"}).items():
+        transaction.on_commit(lambda c=cluster_id, t=fires_at: _judge_at(c, t))
     return counts
+
+
+def _earliest(pairs):
+    out = {}
+    for cluster_id, fires_at in pairs:
+        out[cluster_id] = min(fires_at, out.get(cluster_id, fires_at))
+    return out
+
+
+def _judge_at(cluster_id, fires_at):
+    """A pending alert is looked at again when its `for` ends, not at the next poll round after that."""
+    from workers.alerts import judge_cluster
+
+    try:
+        judge_cluster.apply_async((cluster_id,), eta=_dt(fires_at + 0.02))
+    except Exception as exc:  # no broker: the poll rounds promote it at their next pass
+        log.debug("judge of cluster %s not scheduled: %s", cluster_id, exc)
+
+
+def judge_now(cluster_id, now=None):
+    """Every rule of one cluster, now (the task scheduled when a pending alert's `for` ends)."""
+    if not settings.ALERTS_ENABLED:
+        return {}
+    now = now or time.time()
+    inv = context.inventory()
+    c = inv.clusters.get(cluster_id)
+    if c is None:
+        return {}
+    situation = context.Lazy(lambda: context.situation(inv, now))
+    return apply(judge_clusters([c], situation, now, full=True), situation, now)
 
 
 def _open(c, o, setting, hold, now, counts):
@@ -220,7 +308,7 @@ def _open(c, o, setting, hold, now, counts):
     if firing:
         counts["fired"] += 1
         return [(c.pk, "fired", setting.severity, alert.pk)]
-    return []
+    return [] if hold else [(c.pk, "pending", setting.severity, fires_at)]
 
 
 def _update(row, o, setting, hold, now, counts):
@@ -234,6 +322,8 @@ def _update(row, o, setting, hold, now, counts):
         elif hold is None and row["held"]:
             values.update(held=False, fires_at=max(row["fires_at"], _dt(now)))
             counts["released"] += 1
+            if values["fires_at"].timestamp() > now:
+                out.append((row["cluster_id"], "pending", row["severity"], values["fires_at"].timestamp()))
         held = values.get("held", row["held"])
         fires_at = values.get("fires_at", row["fires_at"])
         if not held and now >= fires_at.timestamp():
@@ -243,8 +333,11 @@ def _update(row, o, setting, hold, now, counts):
                 counts["fired"] += 1
                 out.append((row["cluster_id"], "fired", row["severity"], pk))
             return out
-    if values or (o.summary != row["summary"] and now - row["last_seen_at"].timestamp() >= SUMMARY_REFRESH_S):
+    if values:
         Alert.objects.filter(pk=pk).update(summary=o.summary, value=o.value, last_seen_at=_dt(now), **values)
+    elif o.summary != row["summary"]:  # new figures: written at most every SUMMARY_REFRESH_S
+        Alert.objects.filter(pk=pk, last_seen_at__lt=_dt(now - SUMMARY_REFRESH_S)).update(
+            summary=o.summary, value=o.value, last_seen_at=_dt(now))
     return out
 
 

@@ -48,17 +48,19 @@ def routed(channel, alert):
             and (not channel.cluster_ids or alert.cluster_id in channel.cluster_ids))
 
 
-def _channels():
+def channels_now():
     channels = list(Channel.objects.filter(enabled=True).prefetch_related("clusters"))
     for ch in channels:
         ch.cluster_ids = {c.pk for c in ch.clusters.all()}
     return channels
 
 
-def changed(cluster_id, changes, now):
+def changed(cluster_id, changes, now, channels=None):
     """Alerts of one cluster fired or resolved: make each routed channel's group due when it should be.
-    changes: [(cluster_id, "fired" | "resolved", severity, alert id)]."""
-    channels = [ch for ch in _channels() if not ch.cluster_ids or cluster_id in ch.cluster_ids]
+    changes: [(cluster_id, "fired" | "resolved", severity, alert id)]; channels: channels_now() when the caller
+    has them already."""
+    channels = [ch for ch in (channels if channels is not None else channels_now())
+                if not ch.cluster_ids or cluster_id in ch.cluster_ids]
     if not channels:
         return
     still_firing = Alert.objects.filter(cluster_id=cluster_id, state=AlertState.FIRING).exists()
@@ -160,7 +162,7 @@ def silence_over(s, now):
     """A silence ended (early or on time): alerts it kept quiet that still fire are sent now."""
     clusters = ([s.cluster_id] if s.cluster_id else
                 set(Alert.objects.filter(state=AlertState.FIRING).values_list("cluster_id", flat=True)))
-    for ch in _channels():
+    for ch in channels_now():
         for cluster_id in clusters:
             if not ch.cluster_ids or cluster_id in ch.cluster_ids:
                 schedule(ch, cluster_id, now, urgent=True)

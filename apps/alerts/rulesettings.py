@@ -79,4 +79,9 @@ def _policy(cluster):
 
 
 def for_cluster(cluster):
-    return {spec.key: effective(cluster, spec.key) for spec in RULES}
+    _rows()
+    memo = _cache.setdefault("memo", {})
+    key = (cluster.pk, "*", _policy(cluster))
+    if key not in memo:
+        memo[key] = {spec.key: effective(cluster, spec.key) for spec in RULES}
+    return memo[key]
