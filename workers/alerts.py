@@ -7,7 +7,9 @@ from apps.alerts import evaluate, notify
 
 @shared_task(name="alerts.flush_group", ignore_result=True, soft_time_limit=30, time_limit=40)
 def flush_group(group_pk):
-    notify.flush(group_pk)
+    n = notify.flush(group_pk)
+    if n:
+        notify.deliver_first(n.pk)
 
 
 # Not acks_late: a delivery that was half done is finished by the next try (receivers dedupe: PagerDuty by
@@ -20,10 +22,11 @@ def deliver(self, notification_pk):
     if delivered:
         return
     if not retry or self.request.retries >= settings.ALERTS_DELIVERY_RETRIES:
-        notify.give_up(notification_pk, f"gave up after {self.request.retries + 1} tries"
+        notify.give_up(notification_pk, f"gave up after {self.request.retries + 2} tries"
                                         + ("" if retry else ": the receiver refused the payload"))
         return
-    raise self.retry(countdown=notify.retry_delay(self.request.retries), max_retries=settings.ALERTS_DELIVERY_RETRIES)
+    # The first try was made by the task that made the message, the first retry waited one base already.
+    raise self.retry(countdown=notify.retry_delay(self.request.retries + 1), max_retries=settings.ALERTS_DELIVERY_RETRIES)
 
 
 # Scheduled for when a pending alert's `for` ends; a lost one costs at most a poll round (the rounds

@@ -16,7 +16,8 @@ from apps.clients.proxysql import SERVER_FIELDS, configured_status
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from apps.monitoring import status
 
-INVENTORY_CACHE_S = 10.0
+INVENTORY_CACHE_S = 60.0
+SITUATION_CACHE_S = 1.0
 _ROW = itemgetter("hostgroup_id", "hostname", "port", *SERVER_FIELDS)  # SERVER_FIELDS starts with status
 RUNNING = ("pending", "running", "rolling_back")  # planned work in progress (holds)
 ROLLBACK_PENDING = "rollback_pending"             # issue 9's state; absent before it lands
@@ -79,20 +80,25 @@ class Inventory:
     clusters: dict
     node_cluster: dict    # node pk -> cluster pk
     server_cluster: dict  # server pk -> cluster pk
-    loaded: float
+    loaded: float         # monotonic, for the cache's age
+    loaded_at: float = 0.0  # epoch, to compare with when operations ended
 
 
 _inventory = {"value": None}
+_situation = {"value": None, "at": 0.0}
 
 
 def forget():
     _inventory["value"] = None
+    _situation["value"] = None
 
 
-def inventory():
-    """The fleet's inventory as plain objects, in four flat queries, reused for INVENTORY_CACHE_S."""
+def inventory(changed_after=None):
+    """The fleet's inventory as plain objects, in four flat queries, reused for INVENTORY_CACHE_S, or read
+    again when it was read before `changed_after` (epoch: an operation, which may change it, ended then)."""
     cached = _inventory["value"]
-    if cached is not None and time.monotonic() - cached.loaded < INVENTORY_CACHE_S:
+    if (cached is not None and time.monotonic() - cached.loaded < INVENTORY_CACHE_S
+            and (changed_after is None or cached.loaded_at > changed_after)):
         return cached
     clusters = {}
     for c in Cluster.objects.values("id", "name", "kind", "writer_hostgroup", "reader_hostgroup",
@@ -123,7 +129,7 @@ def inventory():
         c.hostgroups.add(hg)
     for c in clusters.values():
         c.intended_fingerprint = frozenset((*k, *(v[f] for f in SERVER_FIELDS)) for k, v in c.intended.items())
-    cached = Inventory(clusters, node_cluster, server_cluster, time.monotonic())
+    cached = Inventory(clusters, node_cluster, server_cluster, time.monotonic(), time.time())
     _inventory["value"] = cached
     return cached
 
@@ -158,20 +164,7 @@ class OperationAlert:
 class Situation:
     work: dict          # cluster pk -> [Work]
     op_alerts: dict     # cluster pk -> [OperationAlert]
-
-
-class Lazy:
-    """The situation, read from the database only when a rule's observation or a cluster needs it: most
-    rounds of a healthy fleet see nothing and read nothing more."""
-
-    def __init__(self, load):
-        self._load, self._value = load, None
-
-    def __getattr__(self, name):
-        if self._value is None:
-            self._value = self._load()
-        return getattr(self._value, name)
-
+    last_ended: float | None = None  # epoch: the latest end of an operation in the last minute
 
 def involved_servers(plan):
     """The backends an operation is about, from its stored plan."""
@@ -189,6 +182,15 @@ def involved_servers(plan):
 
 
 def situation(inv, now):
+    """Holds and operation alerts (the last read of this process when under SITUATION_CACHE_S old)."""
+    if _situation["value"] is not None and 0 <= now - _situation["at"] < SITUATION_CACHE_S:
+        return _situation["value"]
+    value = read_situation(inv, now)
+    _situation.update(value=value, at=now)
+    return value
+
+
+def read_situation(inv, now):
     """Holds and operation alerts, from two small indexed queries and the maintenance flags."""
     settle_max = timedelta(seconds=2 * max([c.interval for c in inv.clusters.values()] or [2]) + 5)
     work, op_alerts = {}, {}
@@ -227,7 +229,8 @@ def situation(inv, now):
         if cluster_id in inv.clusters:
             work.setdefault(cluster_id, []).append(Work("maintenance", cluster_id, None, {pk}, None,
                                                         f"backend {inv.clusters[cluster_id].servers.get(pk, pk)} in maintenance"))
-    return Situation(work, op_alerts)
+    ended = [op["finished_at"].timestamp() for op in rows if op["finished_at"]]
+    return Situation(work, op_alerts, max(ended) if ended else None)
 
 
 def _operations():

@@ -77,6 +77,9 @@ def after_poll_round(kind, docs, shard=0, shards=1, now=None):
     if not docs and not swept:
         return {}  # a tick with nothing due: the pending alerts have their own timers (judge_cluster)
     inv = context.inventory()
+    situation = context.situation(inv, now)
+    if situation.last_ended:  # an operation may have changed the inventory (a switchover's new writer...)
+        inv = context.inventory(changed_after=situation.last_ended)
     passes, covered, triggered = [], set(), set()
     for pk, (prev, doc) in docs.items():
         cluster_id = (inv.node_cluster if kind == live.PROXYSQL else inv.server_cluster).get(pk)
@@ -96,14 +99,16 @@ def after_poll_round(kind, docs, shard=0, shards=1, now=None):
             covered.add(f"s{pk}")
             if _health_signature(prev) != _health_signature(doc):
                 triggered.add(c.pk)
-    situation = context.Lazy(lambda: context.situation(inv, now))
-    triggered |= _due_clusters(situation, now, swept)
+    # A cluster with an alert due is judged whole, every rule: what a hold kept back is released together.
+    due = _due_clusters(situation, now, swept)
     if swept:
         triggered |= _sweep(inv, shard, shards, situation, now, swept)
-    passes += judge_clusters([inv.clusters[pk] for pk in sorted(triggered) if pk in inv.clusters], situation, now,
-                             skip=covered)
+    passes += judge_clusters([inv.clusters[pk] for pk in sorted(due) if pk in inv.clusters], situation, now,
+                             skip=covered, full=True)
+    passes += judge_clusters([inv.clusters[pk] for pk in sorted(triggered - due) if pk in inv.clusters], situation,
+                             now, skip=covered)
     counts = apply(passes, situation, now)
-    counts.update(clusters=len(triggered), cpu_ms=round((time.process_time() - cpu) * 1000, 2))
+    counts.update(clusters=len(triggered | due), cpu_ms=round((time.process_time() - cpu) * 1000, 2))
     return counts
 
 
@@ -281,7 +286,10 @@ def judge_now(cluster_id, now=None):
     c = inv.clusters.get(cluster_id)
     if c is None:
         return {}
-    situation = context.Lazy(lambda: context.situation(inv, now))
+    situation = context.situation(inv, now)
+    if situation.last_ended:
+        inv = context.inventory(changed_after=situation.last_ended)
+        c = inv.clusters.get(cluster_id) or c
     return apply(judge_clusters([c], situation, now, full=True), situation, now)
 
 

@@ -15,8 +15,8 @@ Grouping, per channel and cluster (NotificationGroup), after Alertmanager's habi
 - each message lists the group's firing alerts and those resolved since the last message (a channel may
   turn resolved messages off).
 
-A message is a Notification row with its payload as sent; workers/alerts.deliver sends it with retries
-(exponential backoff), each try a DeliveryAttempt row. flush() runs from a Celery task scheduled for the
+A message is a Notification row with its payload as sent; its first try is made at once by the task that
+made it, then workers/alerts.deliver retries it (exponential backoff), each try a DeliveryAttempt row. flush() runs from a Celery task scheduled for the
 group's due time, and from beat every few seconds for anything whose task was lost.
 """
 import logging
@@ -103,7 +103,8 @@ def silenced_by(alert, silences):
 
 
 def flush(group_pk, now=None):
-    """Send what a group's channel must hear now, if anything. Returns the Notification or None."""
+    """Make the message a group's channel must hear now, if anything (the caller delivers it: deliver_first).
+    Returns the Notification or None."""
     now = now or time.time()
     with transaction.atomic():
         group = NotificationGroup.objects.select_for_update().select_related("channel", "cluster").filter(pk=group_pk).first()
@@ -146,8 +147,6 @@ def flush(group_pk, now=None):
                 status=status, alert_ids=[a.pk for a in alerts], payload=payload)
             Alert.objects.filter(pk__in=[a.pk for a in new]).update(notified=True)
             group.last_sent_at = _dt(now)
-            n_pk = notification.pk
-            transaction.on_commit(lambda: enqueue_delivery(n_pk))
         group.told = {str(a.pk): "firing" for a in firing + still_silenced}
         if firing:
             since = group.last_sent_at.timestamp() if group.last_sent_at else now
@@ -176,9 +175,29 @@ def flush_due(now=None):
         silence_over(s, now)
     sent = 0
     for pk in NotificationGroup.objects.filter(next_flush_at__lte=_dt(now)).values_list("pk", flat=True):
-        if flush(pk, now):
+        n = flush(pk, now)
+        if n:
+            deliver_first(n.pk)
             sent += 1
     return sent
+
+
+def deliver_first(notification_pk):
+    """The first try at once, in the task that made the message (no second trip through the queue); the
+    retries, if any, in the delivery task."""
+    delivered, retry = attempt(notification_pk)
+    if delivered:
+        return True
+    if not retry:
+        give_up(notification_pk, "gave up after 1 try: the receiver refused the payload")
+        return False
+    from workers.alerts import deliver
+
+    try:
+        deliver.apply_async((notification_pk,), countdown=retry_delay(0))
+    except Exception as exc:  # no broker now: redeliver_stuck() from beat sends it later
+        log.warning("retry of notification %s not enqueued: %s", notification_pk, exc)
+    return False
 
 
 def enqueue_delivery(notification_pk):

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from apps.alerts import evaluate
+from apps.alerts import context, evaluate
 from apps.alerts.models import Alert
 from apps.monitoring import live
 from apps.monitoring.tests import synthetic
@@ -30,8 +30,11 @@ def rounds(node_ids, server_ids, prev, now):
 
 
 @pytest.mark.parametrize("dead", [True, False], ids=["dead-backends", "healthy"])
-def test_evaluation_cpu_per_round(db, live_redis, settings, dead):
+def test_evaluation_cpu_per_round(db, live_redis, settings, monkeypatch, dead):
     settings.ALERTS_SWEEP_S = 10
+    # The product's caches, not the tests' (this module sits beside the tests and gets their fixtures).
+    monkeypatch.setattr(context, "INVENTORY_CACHE_S", 60.0)
+    monkeypatch.setattr(context, "SITUATION_CACHE_S", 1.0)
     _, nodes, servers = synthetic.fleet(500, 2, 6)
     evaluate.forget_caches()
     now = time.time()

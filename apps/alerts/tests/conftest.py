@@ -7,17 +7,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from apps.alerts import evaluate, services
+from apps.alerts import context, evaluate, services
 from apps.alerts.models import Alert, AlertState
 from apps.fleet.models import ProxySQLNode, Server
 from apps.monitoring import live, pollers
 
 
 @pytest.fixture(autouse=True)
-def fresh_caches(settings):
-    """The evaluation keeps the inventory and the rule settings per process: tests change both under it.
-    Every cluster is swept at every call, as if the rounds ran for a long time."""
+def fresh_caches(settings, monkeypatch):
+    """The evaluation keeps the inventory, the rule settings and running operations per process: tests change
+    them under it, so every judgement here reads them afresh. Every cluster is swept at every call, as if the
+    rounds ran for a long time."""
     settings.ALERTS_SWEEP_S = 0
+    monkeypatch.setattr(context, "INVENTORY_CACHE_S", 0)
+    monkeypatch.setattr(context, "SITUATION_CACHE_S", 0)
     evaluate.forget_caches()
     pollers._connections.clear()
     yield

@@ -139,7 +139,8 @@ def test_the_same_kill_during_a_planned_switchover_pages_nobody(console, operato
     assert receiver.got == [], receiver.messages()
     held = list(Alert.objects.filter(was_held=True))
     assert {a.rule for a in held} >= {"writer_none", "backend_unreachable"}
-    assert all(a.state == AlertState.RESOLVED and a.fired_at is None and not a.notified for a in held)
+    assert all(a.state == AlertState.RESOLVED and a.fired_at is None and not a.notified for a in held), \
+        [(a.rule, a.subject_label, a.state, a.held, a.fired_at, a.summary) for a in held]
     assert not Alert.objects.filter(fired_at__isnull=False).exists()
 
     page = alerts_page(client, viewer_user)
