@@ -131,7 +131,7 @@ RULES = [
              "One poll of this node's admin interface takes far longer than its usual (an hour's average): the node "
              "is overloaded or its host is.",
              params={"factor": Param(5, "×", "above its usual by", 1.5, 1000),
-                     "floor_ms": Param(100, "ms", "and at least", 0, 60000)}),
+                     "floor_ms": Param(500, "ms", "and at least", 0, 60000)}),
     RuleSpec("mirror_queue", "Mirror queue near its limit", "mirror", "node", WARNING, 30,
              "Mirror_queue_length above the given share of mysql-mirror_max_queue_length × mysql-threads: "
              "mirrored queries are being dropped.",

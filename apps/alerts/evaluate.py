@@ -5,16 +5,18 @@ A round hands over the documents it just wrote with the ones they replaced ({pk:
   backend_observations);
 - a cluster is judged as a whole (its writer and reader hostgroups against its backends' health, its nodes
   against each other, its size, its operations) when something in it changed that such a rule reads (a
-  node's runtime rows, a backend's answer or state), when one of its alerts is due (pending past its `for`,
-  or held by work that has ended), and at least every ALERTS_SWEEP_S by the shard that owns it (cluster pk
-  modulo shards), which also catches documents that went stale. That reads the cluster's documents with
-  one MGET per kind.
+  node's runtime rows, a backend's answer or state), at a sweep by the shard that owns it (cluster pk modulo
+  shards) every ALERTS_SWEEP_S when one of its documents went stale or an operation alert is to open or
+  close, and every FULL_SWEEP_EVERY sweeps anyway. That reads the cluster's documents with one MGET per
+  kind for all the clusters judged.
+- an alert that is due is judged at its own time by a task (judge_at): a pending one when its `for` ends,
+  held ones when the work that held them is over; a sweep catches any whose task was lost.
 
 Transitions (apply()): a new condition opens a pending alert (held when planned work is expected to cause
 it); pending becomes firing once its `for` has passed (counted from when the condition began; a held alert
 is released when its work ends, firing at once if the condition has lasted long enough); an alert whose
 condition is gone is resolved. A pending alert that clears without ever firing or being held leaves no
-row. Changes that channels must hear of go to notify.changed().
+row. Writes are batched (Writes); changes that channels must hear of go to notify.changed().
 """
 import logging
 import time
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
 from apps.monitoring import live
 
@@ -32,11 +34,9 @@ from .models import Alert, AlertState
 log = logging.getLogger(__name__)
 SUMMARY_REFRESH_S = 30.0
 FULL_SWEEP_EVERY = 6  # one sweep in six judges every owned cluster whole (a minute at the default ALERTS_SWEEP_S)  # an open alert's figures are rewritten at most this often (not at every poll)
-# What the transitions read of an open alert. Firing ones (most of them, in a fleet with trouble) are read
-# without their times: parsing thousands of datetimes per round would cost more than judging them.
+# What the transitions read of an open alert (a pending one's fires_at comes apart: see _open_alerts).
 ACTIVE_FIELDS = ("id", "rule", "subject", "target", "cluster_id", "state", "held", "summary", "severity", "notified",
                  "was_held")
-PENDING_FIELDS = ACTIVE_FIELDS + ("fires_at",)
 
 
 @dataclass
@@ -100,7 +100,9 @@ def after_poll_round(kind, docs, shard=0, shards=1, now=None):
             if _health_signature(prev) != _health_signature(doc):
                 triggered.add(c.pk)
     # A cluster with an alert due is judged whole, every rule: what a hold kept back is released together.
-    due = _due_clusters(situation, now, swept)
+    # Due alerts have their own timers (judge_at); a sweep catches any whose timer was lost.
+    due = _due_clusters(situation, now) if swept else set()
+    _judge_when_holds_end(situation)
     if swept:
         triggered |= _sweep(inv, shard, shards, situation, now, swept)
     passes += judge_clusters([inv.clusters[pk] for pk in sorted(due) if pk in inv.clusters], situation, now,
@@ -144,9 +146,27 @@ def judge_clusters(clusters, situation, now, skip=(), full=False):
     return out
 
 
-def _due_clusters(situation, now, swept):
-    """Clusters with an alert to look at now: pending past its `for`, held by work that is over, or (at a
-    sweep) with an operation alert (failed, rollback pending) not yet open."""
+_hold_ends_scheduled = set()
+
+
+def _judge_when_holds_end(situation):
+    """Planned work that just ended: its cluster is judged again when the hold's settling polls are over,
+    once per operation (across processes: a key in Redis), so what outlived the work is released then."""
+    for cluster_id, works in situation.work.items():
+        for w in works:
+            if w.until is None or w.operation_id is None or w.operation_id in _hold_ends_scheduled:
+                continue
+            _hold_ends_scheduled.add(w.operation_id)
+            try:
+                if live.client().set(f"alerts:hold-end:{w.operation_id}", 1, nx=True, ex=3600):
+                    judge_at(cluster_id, w.until)
+            except Exception as exc:
+                log.debug("hold end of operation %s not scheduled: %s", w.operation_id, exc)
+
+
+def _due_clusters(situation, now):
+    """Clusters with an alert to look at now: pending past its `for`, held by work that is over, or with an
+    operation alert (failed, rollback pending) not yet open."""
     due = set()
     rows = Alert.objects.filter(active_key__isnull=False, state=AlertState.PENDING).values_list(
         "cluster_id", "held", "fires_at")
@@ -156,7 +176,7 @@ def _due_clusters(situation, now, swept):
                 due.add(cluster_id)
         elif fires_at.timestamp() <= now:
             due.add(cluster_id)
-    if swept and situation.op_alerts:
+    if situation.op_alerts:
         open_ops = set(Alert.objects.filter(active_key__isnull=False, operation__isnull=False)
                        .values_list("operation_id", flat=True))
         due |= {cid for cid, ops in situation.op_alerts.items() if any(op.pk not in open_ops for op in ops)}
@@ -209,6 +229,28 @@ def _sweep_due(shard, shards, now):
 
 
 # -- transitions -------------------------------------------------------------------------------------
+class Writes:
+    """What a judgement changes, written in a few statements however many alerts it opens, fires or resolves
+    (a fleet-wide outage opens thousands at once, and the pollers share the database meanwhile)."""
+
+    def __init__(self):
+        self.opens, self.fires, self.resolves, self.drops = [], [], [], []
+
+    def flush(self, now):
+        with transaction.atomic():
+            for i in range(0, len(self.opens), 500):
+                # Another round may have opened one of these a moment ago: its row stands (one per rule and subject).
+                Alert.objects.bulk_create(self.opens[i:i + 500], ignore_conflicts=True)
+            for i in range(0, len(self.fires), 500):
+                Alert.objects.filter(pk__in=self.fires[i:i + 500], state=AlertState.PENDING).update(
+                    state=AlertState.FIRING, fired_at=_dt(now), last_seen_at=_dt(now))
+            for i in range(0, len(self.resolves), 500):
+                Alert.objects.filter(pk__in=self.resolves[i:i + 500], active_key__isnull=False).update(
+                    state=AlertState.RESOLVED, resolved_at=_dt(now), active_key=None, held=False)
+            for i in range(0, len(self.drops), 500):  # pending, never held: a blip that never fired leaves no row
+                Alert.objects.filter(pk__in=self.drops[i:i + 500], state=AlertState.PENDING).delete()
+
+
 def apply(passes, situation, now):
     """Open, fire, hold, release and resolve alerts for what these passes saw. Returns counts."""
     counts = {"opened": 0, "fired": 0, "resolved": 0, "held": 0, "released": 0}
@@ -217,17 +259,9 @@ def apply(passes, situation, now):
         targets |= p.targets
     if not targets:
         return counts
-    active, by_target = {}, {}
-    targets = sorted(targets)
-    for i in range(0, len(targets), 500):
-        chunk = targets[i:i + 500]
-        for row in [*Alert.objects.filter(state=AlertState.FIRING, active_key__isnull=False, target__in=chunk)
-                    .values(*ACTIVE_FIELDS),
-                    *Alert.objects.filter(state=AlertState.PENDING, active_key__isnull=False, target__in=chunk)
-                    .values(*PENDING_FIELDS)]:
-            active[(row["rule"], row["subject"])] = row
-            by_target.setdefault(row["target"], []).append(row)
-    changes = []  # (cluster_id, what, severity, notified)
+    active, by_target = _open_alerts(sorted(targets))
+    changes = []  # (cluster_id, "fired" | "resolved" | "pending", severity, alert id or fires_at)
+    writes = Writes()
     inv = context.inventory()
     for p in passes:
         c = inv.clusters.get(p.cluster_id)
@@ -244,20 +278,40 @@ def apply(passes, situation, now):
             hold = holds.hold_for(o, works, now)
             row = active.get(key)
             if row is None:
-                changes += _open(c, o, setting, hold, now, counts)
+                changes += _open(c, o, setting, hold, now, counts, writes)
             else:
-                changes += _update(row, o, setting, hold, now, counts)
+                changes += _update(row, o, setting, hold, now, counts, writes)
         for target in p.targets:
             for row in by_target.get(target, ()):
                 if (row["rule"], row["subject"]) not in seen and row["rule"] in p.rules:
-                    changes += _resolve(row, now, counts)
+                    changes += _resolve(row, counts, writes)
+    writes.flush(now)
     told = [ch for ch in changes if ch[1] != "pending"]
     channels = notify.channels_now() if told else []
     for cluster_id in {ch[0] for ch in told}:
         notify.changed(cluster_id, [ch for ch in told if ch[0] == cluster_id], now, channels)
     for cluster_id, fires_at in _earliest({(ch[0], ch[3]) for ch in changes if ch[1] == "pending"}).items():
-        transaction.on_commit(lambda c=cluster_id, t=fires_at: _judge_at(c, t))
+        transaction.on_commit(lambda c=cluster_id, t=fires_at: judge_at(c, t))
     return counts
+
+
+def _open_alerts(targets):
+    """The open alerts of these targets: {(rule, subject): row} and {target: [rows]}. One query per 500
+    targets; a pending alert's fires_at in a second one, only when there is a pending alert (the many
+    firing ones are read without their times: parsing thousands of datetimes per round costs more than
+    judging them)."""
+    active, by_target, pending = {}, {}, []
+    for i in range(0, len(targets), 500):
+        for row in Alert.objects.filter(active_key__isnull=False, target__in=targets[i:i + 500]).values(*ACTIVE_FIELDS):
+            active[(row["rule"], row["subject"])] = row
+            by_target.setdefault(row["target"], []).append(row)
+            if row["state"] == AlertState.PENDING:
+                pending.append(row)
+    if pending:
+        fires = dict(Alert.objects.filter(pk__in=[r["id"] for r in pending]).values_list("pk", "fires_at"))
+        for row in pending:
+            row["fires_at"] = fires.get(row["id"]) or _dt(0)
+    return active, by_target
 
 
 def _earliest(pairs):
@@ -267,18 +321,19 @@ def _earliest(pairs):
     return out
 
 
-def _judge_at(cluster_id, fires_at):
-    """A pending alert is looked at again when its `for` ends, not at the next poll round after that."""
+def judge_at(cluster_id, when):
+    """Judge a cluster again at `when` (epoch): a pending alert when its `for` ends, held ones when the work
+    that held them is over; not at the next sweep after that."""
     from workers.alerts import judge_cluster
 
     try:
-        judge_cluster.apply_async((cluster_id,), eta=_dt(fires_at + 0.02))
-    except Exception as exc:  # no broker: the poll rounds promote it at their next pass
+        judge_cluster.apply_async((cluster_id,), eta=_dt(when + 0.02))
+    except Exception as exc:  # no broker: the sweeps promote it
         log.debug("judge of cluster %s not scheduled: %s", cluster_id, exc)
 
 
 def judge_now(cluster_id, now=None):
-    """Every rule of one cluster, now (the task scheduled when a pending alert's `for` ends)."""
+    """Every rule of one cluster, now (the task judge_at() scheduled)."""
     if not settings.ALERTS_ENABLED:
         return {}
     now = now or time.time()
@@ -293,33 +348,29 @@ def judge_now(cluster_id, now=None):
     return apply(judge_clusters([c], situation, now, full=True), situation, now)
 
 
-def _open(c, o, setting, hold, now, counts):
+def _open(c, o, setting, hold, now, counts, writes):
     since = o.started if o.started is not None and o.started <= now else now
     fires_at = since + setting.for_s
     firing = hold is None and now >= fires_at
-    alert = Alert(rule=o.rule, cluster_id=c.pk, target=o.target, subject=o.subject, subject_label=o.label[:300],
-                  node_id=o.node, server_id=o.server, hostgroup=o.hostgroup, operation_id=o.operation,
-                  severity=setting.severity, state=AlertState.FIRING if firing else AlertState.PENDING,
-                  summary=o.summary, value=o.value, details={**o.details, "for_s": setting.for_s},
-                  since=_dt(since), fires_at=_dt(max(fires_at, now) if hold else fires_at),
-                  fired_at=_dt(now) if firing else None, last_seen_at=_dt(now),
-                  held=hold is not None, was_held=hold is not None, hold_reason=hold.reason if hold else "",
-                  hold_operation_id=hold.operation_id if hold else None, active_key=f"{o.rule}|{o.subject}"[:250])
-    try:
-        with transaction.atomic():
-            alert.save()
-    except IntegrityError:
-        return []  # another round opened it a moment ago
+    writes.opens.append(Alert(
+        rule=o.rule, cluster_id=c.pk, target=o.target, subject=o.subject, subject_label=o.label[:300],
+        node_id=o.node, server_id=o.server, hostgroup=o.hostgroup, operation_id=o.operation,
+        severity=setting.severity, state=AlertState.FIRING if firing else AlertState.PENDING,
+        summary=o.summary, value=o.value, details={**o.details, "for_s": setting.for_s},
+        since=_dt(since), fires_at=_dt(max(fires_at, now) if hold else fires_at),
+        fired_at=_dt(now) if firing else None, last_seen_at=_dt(now),
+        held=hold is not None, was_held=hold is not None, hold_reason=hold.reason if hold else "",
+        hold_operation_id=hold.operation_id if hold else None, active_key=f"{o.rule}|{o.subject}"[:250]))
     counts["opened"] += 1
     if hold:
         counts["held"] += 1
     if firing:
         counts["fired"] += 1
-        return [(c.pk, "fired", setting.severity, alert.pk)]
+        return [(c.pk, "fired", setting.severity, None)]
     return [] if hold else [(c.pk, "pending", setting.severity, fires_at)]
 
 
-def _update(row, o, setting, hold, now, counts):
+def _update(row, o, setting, hold, now, counts, writes):
     pk = row["id"]
     values = {}
     out = []
@@ -335,12 +386,11 @@ def _update(row, o, setting, hold, now, counts):
         held = values.get("held", row["held"])
         fires_at = values.get("fires_at", row["fires_at"])
         if not held and now >= fires_at.timestamp():
-            if Alert.objects.filter(pk=pk, state=AlertState.PENDING).update(
-                    state=AlertState.FIRING, fired_at=_dt(now), last_seen_at=_dt(now), summary=o.summary,
-                    value=o.value, **values):
-                counts["fired"] += 1
-                out.append((row["cluster_id"], "fired", row["severity"], pk))
-            return out
+            if values:
+                Alert.objects.filter(pk=pk).update(**values)
+            writes.fires.append(pk)
+            counts["fired"] += 1
+            return out + [(row["cluster_id"], "fired", row["severity"], pk)]
     if values:
         Alert.objects.filter(pk=pk).update(summary=o.summary, value=o.value, last_seen_at=_dt(now), **values)
     elif o.summary != row["summary"]:  # new figures: written at most every SUMMARY_REFRESH_S
@@ -349,17 +399,14 @@ def _update(row, o, setting, hold, now, counts):
     return out
 
 
-def _resolve(row, now, counts):
-    pk = row["id"]
+def _resolve(row, counts, writes):
     if row["state"] == AlertState.PENDING and not row["was_held"]:
-        Alert.objects.filter(pk=pk, state=AlertState.PENDING).delete()  # a blip that never fired
+        writes.drops.append(row["id"])
         return []
-    if not Alert.objects.filter(pk=pk, active_key__isnull=False).update(
-            state=AlertState.RESOLVED, resolved_at=_dt(now), active_key=None, held=False):
-        return []
+    writes.resolves.append(row["id"])
     counts["resolved"] += 1
     if row["state"] == AlertState.FIRING:
-        return [(row["cluster_id"], "resolved", row["severity"], pk)]
+        return [(row["cluster_id"], "resolved", row["severity"], row["id"])]
     return []
 
 
@@ -367,4 +414,5 @@ def forget_caches():
     """Per-process caches (tests roll the database back under them)."""
     context.forget()
     rulesettings.forget()
+    _hold_ends_scheduled.clear()
 

@@ -29,6 +29,7 @@ _cache = {"loaded": 0.0, "rows": None}
 def forget():
     _cache["loaded"] = 0.0
     _cache["rows"] = None
+    _cache["stamp"] = None
 
 
 def _rows():
@@ -37,7 +38,11 @@ def _rows():
         rows = {}
         for s in RuleSetting.objects.all():
             rows[(s.cluster_id, s.rule)] = s
-        _cache.update(rows=rows, loaded=now, memo={})
+        stamp = sorted((k, s.updated_at) for k, s in rows.items() if k[0] is not None) + \
+            sorted((k[1], s.updated_at) for k, s in rows.items() if k[0] is None)
+        if stamp != _cache.get("stamp"):  # the settings changed: what was worked out from them goes
+            _cache.update(memo={}, stamp=stamp)
+        _cache.update(rows=rows, loaded=now)
     return _cache["rows"]
 
 

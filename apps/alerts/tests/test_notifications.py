@@ -137,7 +137,7 @@ def test_routing_by_severity_and_cluster(both_hung, receiver):
 def test_later_alerts_wait_for_the_group_interval_but_a_critical_or_the_end_does_not(both_hung, receiver, settings):
     cluster, (first, second) = both_hung
     settings.ALERTS_GROUP_INTERVAL_S = 300
-    set_rule("poll_latency", for_s=0, severity="warning")
+    set_rule("poll_latency", for_s=0, severity="warning", p_floor_ms=100)
     channel("webhook", receiver.url)
     first.set_mode("hang")
     assert until(lambda: firing("proxysql_unreachable"), 10, kinds=["proxysql"])

@@ -25,7 +25,7 @@ def node_of(double):
 
 def test_a_slow_node_fires_poll_latency_until_it_is_quick_again(adopted_lab, live_redis):
     cluster, (first, second) = adopted_lab
-    set_rule("poll_latency", for_s=0)
+    set_rule("poll_latency", for_s=0, p_floor_ms=100)
     for _ in range(3):
         tick(["proxysql"])  # the usual poll time: a few milliseconds
     first.set_mode("normal", latency_ms=60)  # every statement answers 60 ms late
