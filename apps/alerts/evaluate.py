@@ -53,6 +53,15 @@ def _dt(epoch):
     return datetime.fromtimestamp(epoch, tz=timezone.utc)
 
 
+def _still_failing(prev, doc, since):
+    """Both polls failed, the same way, and the previous one was judged with today's inventory and rule
+    settings (read before it): judging it again would see what the last judgement saw. A fleet-wide outage
+    (thousands of backends refused) costs the rounds little more than a healthy fleet."""
+    return (prev is not None and doc is not None and not prev.get("ok", True) and not doc.get("ok", True)
+            and prev.get("error_kind") == doc.get("error_kind") and prev.get("error") == doc.get("error")
+            and prev.get("ts", 0) > since)
+
+
 def _routing_signature(doc):
     if not doc:
         return None
@@ -81,12 +90,16 @@ def after_poll_round(kind, docs, shard=0, shards=1, now=None):
     if situation.last_ended:  # an operation may have changed the inventory (a switchover's new writer...)
         inv = context.inventory(changed_after=situation.last_ended)
     passes, covered, triggered = [], set(), set()
+    judged_since = max(inv.loaded_at, rulesettings.changed_at())
     for pk, (prev, doc) in docs.items():
         cluster_id = (inv.node_cluster if kind == live.PROXYSQL else inv.server_cluster).get(pk)
         if cluster_id is None:
             continue  # added since the inventory was read: judged at the next read
         c = inv.clusters[cluster_id]
         rules = rulesettings.for_cluster(c)
+        if _still_failing(prev, doc, judged_since):
+            covered.add(f"{'n' if kind == live.PROXYSQL else 's'}{pk}")
+            continue  # judged on the same failure at its last poll: what that opened stands
         if kind == live.PROXYSQL:
             passes.append(Pass(c.pk, {f"n{pk}"}, conditions.NODE_RULES,
                                conditions.node_observations(c, c.nodes[pk], doc, now, rules)))

@@ -41,7 +41,7 @@ def _rows():
         stamp = sorted((k, s.updated_at) for k, s in rows.items() if k[0] is not None) + \
             sorted((k[1], s.updated_at) for k, s in rows.items() if k[0] is None)
         if stamp != _cache.get("stamp"):  # the settings changed: what was worked out from them goes
-            _cache.update(memo={}, stamp=stamp)
+            _cache.update(memo={}, stamp=stamp, changed_at=time.time())
         _cache.update(rows=rows, loaded=now)
     return _cache["rows"]
 
@@ -81,6 +81,12 @@ def effective(cluster, rule_key):
 def _policy(cluster):
     """The cluster fields that defaults are taken from: part of the memo key, so a policy change shows."""
     return (getattr(cluster, "min_available_readers", None), getattr(cluster, "max_replication_lag", None))
+
+
+def changed_at():
+    """When this process last saw the settings change (or first read them): epoch."""
+    _rows()
+    return _cache.get("changed_at", 0.0)
 
 
 def for_cluster(cluster):
