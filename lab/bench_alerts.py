@@ -10,8 +10,8 @@ cluster polled every --interval seconds, ProxySQL nodes and backends alike (as t
 phase C), except the first cluster, which keeps the product's defaults (nodes every 2 s, backends every
 1 s) for the latency runs.
 
-1. Two windows of --duration seconds, ProxySQL nodes and backends polled: alerts off (ALERTS_ENABLED=0),
-   then on. Worker CPU (user+sys of every worker process, as cores) in each, as the monitoring benchmark
+1. Windows of --duration seconds, ProxySQL nodes and backends polled, alerts off (ALERTS_ENABLED=0) and on
+   in turn (--pairs times: the machine's other work moves between windows). Worker CPU (user+sys of every worker process, as cores) in each, as the monitoring benchmark
    measures it; and the evaluation's own CPU time, which every poll task returns (its "alerts" counts:
    `cpu_ms`, from time.process_time() around the evaluation) and Celery logs. The fleet is a hard case:
    2,997 backends refused and 499 writers among them, so every round judges thousands of open alerts.
@@ -220,21 +220,26 @@ def run(args, lab, url, command):
     warmup = 2 * args.interval
     results = {}
 
-    bench.env = {**env, "ALERTS_ENABLED": "0"}
-    bench.start_celery(["proxysql", "backend"])
-    bench.wait_all_live(60 + args.nodes / 50)
-    time.sleep(warmup)
-    results["off"] = window(bench, "alerts off", args.duration)
-    bench.stop_celery()
+    storm = None
+    latency = {}
+    for i in range(1, args.pairs + 1):  # off and on in turn: the machine's other work moves between windows
+        bench.env = {**env, "ALERTS_ENABLED": "0"}
+        bench.start_celery(["proxysql", "backend"])
+        bench.wait_all_live(60 + args.nodes / 50)
+        time.sleep(warmup)
+        results[f"off {i}"] = window(bench, f"alerts off ({i})", args.duration)
+        bench.stop_celery()
 
-    bench.env = {**env, "ALERTS_ENABLED": "1"}
-    bench.start_celery(["proxysql", "backend"])
-    storm = open_alert_storm(bench, args)
-    bm.log(f"alerts on: {storm['open']} open alerts after {storm['seconds']} s")
-    time.sleep(warmup)
-    results["on"] = window(bench, "alerts on", args.duration)
-    latency = latency_runs(args, receiver, first) if args.latency_runs else {}
-    bench.stop_celery()
+        bench.env = {**env, "ALERTS_ENABLED": "1"}
+        bench.start_celery(["proxysql", "backend"])
+        if storm is None:
+            storm = open_alert_storm(bench, args)
+            bm.log(f"alerts on: {storm['open']} open alerts after {storm['seconds']} s")
+        time.sleep(warmup)
+        results[f"on {i}"] = window(bench, f"alerts on ({i})", args.duration)
+        if i == args.pairs and args.latency_runs:
+            latency = latency_runs(args, receiver, first)
+        bench.stop_celery()
     block = report(args, info, results, storm, latency, command)
     print()
     print(block, flush=True)
@@ -243,10 +248,17 @@ def run(args, lab, url, command):
     return 0
 
 
+def _mean(rs, field):
+    return sum(r[field] for r in rs) / len(rs)
+
+
 def report(args, info, results, storm, latency, command):
-    off, on = results["off"], results["on"]
-    ev = on["evaluation"]
-    ev_cores = sum(v[0] for v in ev.values()) / on["seconds"]
+    offs = [r for k, r in results.items() if k.startswith("off")]
+    ons = [r for k, r in results.items() if k.startswith("on")]
+    off_cpu, on_cpu = _mean(offs, "worker_cpu_cores"), _mean(ons, "worker_cpu_cores")
+    ev = {kind: [sum(r["evaluation"][kind][0] for r in ons), sum(r["evaluation"][kind][1] for r in ons)]
+          for kind in ("proxysql", "backend")}
+    ev_cores = sum(v[0] for v in ev.values()) / sum(r["seconds"] for r in ons)
     lines = [f"Command: `{command}`", "",
              f"Machine: {info['nproc']} CPUs ({info['cpu']}), {info['ram_gib']:.1f} GiB RAM, Linux {info['kernel']}, "
              f"Python {info['python']}, Django {info['django']}, Celery {info['celery']}, {info['database']}, "
@@ -258,19 +270,20 @@ def report(args, info, results, storm, latency, command):
              f"({storm['firing']:,} firing; opening them took the first {storm['seconds']:g} s, not measured below).", "",
              "| window | ProxySQL polls/s | backend polls/s | worker CPU (cores) | evaluation CPU (cores) | rounds judged |",
              "|---|---|---|---|---|---|"]
-    for label, r in (("alerts off", off), ("alerts on", on)):
+    for r in results.values():
         e = r["evaluation"]
-        lines.append(f"| {label}, {r['seconds']:.0f} s | {r['proxysql_polls_s']:.1f} | {r['backend_polls_s']:.1f} | "
+        lines.append(f"| {r['label']}, {r['seconds']:.0f} s | {r['proxysql_polls_s']:.1f} | {r['backend_polls_s']:.1f} | "
                      f"{r['worker_cpu_cores']:.3f} | "
                      f"{sum(v[0] for v in e.values()) / r['seconds']:.3f} | {sum(v[1] for v in e.values())} |")
-    added = on["worker_cpu_cores"] - off["worker_cpu_cores"]
-    lines += ["", f"- evaluation's own CPU: {ev_cores:.3f} cores = **{100 * ev_cores / on['worker_cpu_cores']:.1f} %** of "
-                  f"the worker's CPU with alerts on (per round: ProxySQL "
-                  f"{1000 * ev['proxysql'][0] / max(1, ev['proxysql'][1]):.1f} ms, backends "
+    added = on_cpu - off_cpu
+    outside = ", ".join(f"{r['outside_cores']:.2f}" for r in results.values())
+    lines += ["", f"- evaluation's own CPU: {ev_cores:.3f} cores = **{100 * ev_cores / off_cpu:.1f} %** added to the "
+                  f"worker's CPU without alerts ({off_cpu:.3f} cores, the mean of the windows without) (per round: "
+                  f"ProxySQL {1000 * ev['proxysql'][0] / max(1, ev['proxysql'][1]):.1f} ms, backends "
                   f"{1000 * ev['backend'][0] / max(1, ev['backend'][1]):.1f} ms)",
-              f"- worker CPU, alerts on against off: {added:+.3f} cores ({100 * added / off['worker_cpu_cores']:+.1f} %; "
-              f"the two windows ran one after the other on a shared machine: other work outside the benchmark "
-              f"{off['outside_cores']:.2f} and {on['outside_cores']:.2f} cores)"]
+              f"- worker CPU, the windows with alerts against those without: {added:+.3f} cores "
+              f"({100 * added / off_cpu:+.1f} %; windows in turn on a shared machine: other work outside the "
+              f"benchmark {outside} cores)"]
     for rule, title, for_s in (("writer_none", "writer killed (`for` 2 s)", 2), ("drift", "drift by hand (`for` 3 s)", 3)):
         runs = latency.get(rule) or []
         if not runs:
@@ -308,6 +321,7 @@ def parse_args(argv):
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--shards", type=int, default=4)
     ap.add_argument("--latency-runs", type=int, default=5, help="runs per latency case; 0 skips them")
+    ap.add_argument("--pairs", type=int, default=2, help="windows without then with alerts, in turn")
     ap.add_argument("--double-base-port", type=int, default=17000)
     ap.add_argument("--backend-base-port", type=int, default=20000)
     ap.add_argument("--database-url", help="a MariaDB database whose name contains 'bench', or sqlite:///path")
