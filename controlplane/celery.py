@@ -43,6 +43,8 @@ def _beat_schedule():
         "task": "operations.retry_pending_rollbacks", "schedule": 2.0, "options": {"expires": 1.8}}
     schedule["write the summaries of repeated refusals"] = {
         "task": "audit.flush_refusal_bursts", "schedule": 15.0, "options": {"expires": 14}}
+    schedule["send alert notifications that are due (repeats, lost tasks)"] = {
+        "task": "alerts.flush_due", "schedule": 5.0, "options": {"expires": 4.5}}
     schedule["archive audit events past their retention"] = {
         "task": "audit.archive_old_events", "schedule": 3600.0, "options": {"expires": 3000}}
     return schedule
@@ -50,4 +52,5 @@ def _beat_schedule():
 
 app.conf.beat_schedule = _beat_schedule()
 # Task modules, imported by workers and beat at start (not at Django start: apps are not ready then).
-app.conf.imports = ["workers.fleet", "workers.monitoring", "workers.operations", "workers.digests", "workers.reports", "workers.audit"]
+app.conf.imports = ["workers.fleet", "workers.monitoring", "workers.operations", "workers.digests", "workers.reports", "workers.audit",
+                    "workers.alerts"]

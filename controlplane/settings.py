@@ -100,6 +100,7 @@ INSTALLED_APPS = [
     "apps.operations",
     "apps.configuration",
     "apps.reports",
+    "apps.alerts",
 ]
 
 MIDDLEWARE = [
@@ -200,6 +201,19 @@ MONITOR_RETENTION_HOUR_D = envfloat("MONITOR_RETENTION_HOUR_D", 396)
 # An operation whose worker has not beaten for this long is rolled back by the reaper (beat, every 5 s).
 OPERATIONS_STALE_AFTER_S = envfloat("OPERATIONS_STALE_AFTER_S", 15)
 
+# Alerts (apps/alerts): rules evaluated after every poll round; notifications grouped per channel and cluster.
+ALERTS_ENABLED = envbool("ALERTS_ENABLED", True)
+ALERTS_SWEEP_S = envfloat("ALERTS_SWEEP_S", 10.0)  # each cluster judged as a whole at least this often
+ALERTS_HOLD_SETTLE_POLLS = envfloat("ALERTS_HOLD_SETTLE_POLLS", 2)  # a hold lasts this many polls past its operation
+ALERTS_GROUP_WAIT_S = envfloat("ALERTS_GROUP_WAIT_S", 0.5)
+ALERTS_GROUP_INTERVAL_S = envfloat("ALERTS_GROUP_INTERVAL_S", 300.0)
+ALERTS_REPEAT_INTERVAL_S = envfloat("ALERTS_REPEAT_INTERVAL_S", 4 * 3600.0)
+ALERTS_ALERTMANAGER_RESEND_S = envfloat("ALERTS_ALERTMANAGER_RESEND_S", 60.0)
+ALERTS_DELIVERY_RETRIES = envint("ALERTS_DELIVERY_RETRIES", 8)
+ALERTS_RETRY_BASE_S = envfloat("ALERTS_RETRY_BASE_S", 2.0)
+ALERTS_HTTP_TIMEOUT_S = envfloat("ALERTS_HTTP_TIMEOUT_S", 5.0)
+ALERTS_DIGEST_EVERY_S = envfloat("ALERTS_DIGEST_EVERY_S", 300.0)  # the query-digest rules, per cluster
+
 # Audit retention: events older than this many days are archived to gzip JSONL files, then removed.
 AUDIT_RETENTION_DAYS = envint("AUDIT_RETENTION_DAYS", 400)
 AUDIT_ARCHIVE_DIR = Path(os.environ.get("AUDIT_ARCHIVE_DIR", VAR_DIR / "audit-archive"))
@@ -275,6 +289,7 @@ EMAIL_USE_SSL = envbool("EMAIL_USE_SSL", False)
 EMAIL_TIMEOUT = envfloat("EMAIL_TIMEOUT", 10.0)
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "ProxySQL fleet <proxysql-fleet@localhost>")
 REPORTS_BASE_URL = os.environ.get("REPORTS_BASE_URL", "http://127.0.0.1:8000")  # links in mailed reports
+ALERTS_BASE_URL = os.environ.get("ALERTS_BASE_URL", REPORTS_BASE_URL)  # links in notifications
 
 LOGGING = {
     "version": 1,

@@ -12,6 +12,7 @@ urlpatterns = [
     path("operations/", include("apps.operations.urls")),
     path("configuration/", include("apps.configuration.urls")),
     path("reports/", include("apps.reports.urls")),
+    path("alerts/", include("apps.alerts.urls")),
     path("admin/", admin.site.urls),
     path("metrics", metrics, name="metrics"),  # Prometheus: outside the login, see apps/monitoring/scrape_access.py
 ]

@@ -1,10 +1,14 @@
 """Monitoring tasks. Each is thin: it calls one service in apps/monitoring and returns its summary."""
 import resource
 
+import logging
+
 from celery import shared_task
 from celery.signals import worker_init
 
 from apps.monitoring import live, rollups, rounds
+
+log = logging.getLogger(__name__)
 
 
 @worker_init.connect
@@ -24,7 +28,9 @@ def raise_open_files_limit(**kwargs):
 # Polls are idempotent per tick, but a lost tick is better than a late one: no retries, no acks_late.
 @shared_task(name="monitoring.poll_proxysql_shard", ignore_result=True, soft_time_limit=20, time_limit=25)
 def poll_proxysql_shard(shard, shards):
-    return rounds.run_shard(live.PROXYSQL, shard, shards)
+    summary = rounds.run_shard(live.PROXYSQL, shard, shards)
+    _evaluate_alerts(live.PROXYSQL, summary, shard, shards)
+    return summary
 
 
 @shared_task(name="monitoring.poll_backend_shard", ignore_result=True, soft_time_limit=20, time_limit=25)
@@ -35,7 +41,21 @@ def poll_backend_shard(shard, shards):
         from apps.operations import rules
 
         rules.after_backend_poll(rules.clusters_of_shard(shard, shards))
+    _evaluate_alerts(live.BACKEND, summary, shard, shards)
     return summary
+
+
+def _evaluate_alerts(kind, summary, shard, shards):
+    """The alert rules judge what the round just wrote (and, for the clusters this shard owns, the rest)."""
+    from apps.alerts import evaluate
+
+    docs = summary.pop("docs", {})
+    if summary.get("skipped"):
+        return
+    try:
+        summary["alerts"] = evaluate.after_poll_round(kind, docs, shard, shards)  # logged with the task's result
+    except Exception:  # an alerting bug must never stop polling
+        log.exception("alert evaluation after the %s round of shard %s failed", kind, shard)
 
 
 @shared_task(name="monitoring.rollup_and_prune", ignore_result=True, soft_time_limit=240, time_limit=300)

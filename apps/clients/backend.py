@@ -11,7 +11,8 @@ from .wire import Rejected, TimedConnection, UnexpectedResult
 
 _STATUS_NAMES = ("wsrep_local_state", "wsrep_local_state_comment", "wsrep_cluster_status", "wsrep_cluster_size",
                  "wsrep_ready", "wsrep_local_recv_queue", "wsrep_flow_control_paused", "wsrep_last_committed",
-                 "wsrep_connected", "wsrep_cluster_state_uuid")
+                 "wsrep_connected", "wsrep_cluster_state_uuid", "wsrep_flow_control_paused_ns",
+                 "wsrep_flow_control_sent")
 _VARIABLE_NAMES = ("wsrep_on", "wsrep_desync", "wsrep_sync_wait", "wsrep_reject_queries", "read_only",
                    "pxc_maint_mode", "version")
 
@@ -30,6 +31,10 @@ class NodeState:
     ready: bool | None = None
     local_recv_queue: int | None = None
     flow_control_paused: float | None = None
+    # Cumulative nanoseconds replication was paused by flow control, and flow-control messages this node
+    # sent (it asked the others to wait): a window's share comes from two readings.
+    flow_control_paused_ns: int | None = None
+    flow_control_sent: int | None = None
     last_committed: int | None = None
     desync: bool | None = None
     sync_wait: int | None = None
@@ -40,6 +45,10 @@ class NodeState:
     @property
     def synced_primary(self):
         return self.local_state == 4 and self.cluster_status == "Primary" and bool(self.ready)
+
+
+def _int_or_none(value):
+    return None if value in (None, "") else int(value)
 
 
 def _on(value):
@@ -100,6 +109,8 @@ class BackendClient:
                 ready=_on(status.get("wsrep_ready", "OFF")),
                 local_recv_queue=int(status.get("wsrep_local_recv_queue") or 0),
                 flow_control_paused=float(status.get("wsrep_flow_control_paused") or 0),
+                flow_control_paused_ns=_int_or_none(status.get("wsrep_flow_control_paused_ns")),
+                flow_control_sent=_int_or_none(status.get("wsrep_flow_control_sent")),
                 last_committed=int(status.get("wsrep_last_committed") or 0),
                 desync=_on(variables.get("wsrep_desync", "OFF")),
                 sync_wait=int(variables.get("wsrep_sync_wait") or 0),

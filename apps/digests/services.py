@@ -351,7 +351,7 @@ def run_shard(shard, shards=None, now=None):
         r.hset("digest-poll-started", mapping={n.pk: now for n in due})
         summary = poll_round(due, now=now)
         log.info("digest shard %s: %s", shard, summary)
-        return summary
+        return {**summary, "nodes": [n.pk for n in due]}  # for the alert rules read after the round
     finally:
         try:
             r.eval("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0",

@@ -6,6 +6,7 @@ from django.views.decorators.http import require_http_methods
 
 from apps.accounts.roles import OPERATOR, VIEWER, require_role
 from apps.audit.services import record
+from apps.alerts import selectors as alert_selectors  # the alert section of the cluster page
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
@@ -39,6 +40,7 @@ def cluster_detail(request, pk):
         **monitoring_selectors.cluster_live(cluster), **monitoring_views.sparkline_context(cluster),
         "recent_operations": cluster.operations.exclude(state="planned")[:8],
         "pending_rollbacks": rollbacks.banner(cluster),
+        **alert_selectors.open_for_cluster(cluster),
     })
 
 

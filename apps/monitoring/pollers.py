@@ -13,6 +13,7 @@ plain tuples inserted with one executemany per table in one transaction, and lat
 written in small batches as polls complete (`bin/bench-monitoring` measures all of this).
 """
 import logging
+import math
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from datetime import datetime, timezone
@@ -48,6 +49,11 @@ POOL_COUNTERS = {"ConnERR": "conn_err_ps", "Queries": "queries_ps", "Bytes_data_
 # While a round runs, the documents of the polls finished so far are written at least this often: a
 # node that hangs until its timeout delays its own document only.
 PUBLISH_EVERY_S = 0.05
+# What the alert rules read beside the figures (apps/alerts/conditions.py):
+POLL_USUAL_TAU_S = 3600.0   # a node's usual poll time: an average over about an hour
+STATUS_CHANGES_KEEP_S = 1800  # when each runtime row's status changed, for this long (flapping)
+FC_MARK_EVERY_S = 10.0      # flow control: a reading of the paused-ns counter kept this often...
+FC_MARKS_KEEP_S = 660.0     # ...for this long (the rule's window is at most 10 minutes)
 
 # Per worker process: one open connection per node, reused across rounds (reconnects on failure).
 _connections = {}
@@ -228,10 +234,38 @@ def poll_proxysql(node, prev, ts, want_variables):
                "conn_used": sum(r["conn_used"] for r in pool_rows), "conn_free": sum(r["conn_free"] for r in pool_rows),
                "conn_err_ps": sum(conn_err_rates) if conn_err_rates else None}
     sample = _table(ProxySQLSample).row(node_id=node.pk, ts=when, **figures)
+    runtime_rows = [r.__dict__ for r in runtime]
     doc = {"ts": ts, "ok": True, "error": None, "error_since": None, "last_ok": ts, "uptime": uptime,
            "counters": counters, "counters_ts": ts, "figures": figures, "pool": pool_rows,
-           "runtime_servers": [r.__dict__ for r in runtime], "variables": variables, "variables_ts": variables_ts}
+           "runtime_servers": runtime_rows, "variables": variables, "variables_ts": variables_ts,
+           "status_changes": status_changes(prev, runtime_rows, ts)}
     return doc, sample, pool_samples
+
+
+def status_changes(prev, runtime_rows, ts):
+    """{"hg:host:port": [epoch, ...]}: when each runtime row's status changed, over the last
+    STATUS_CHANGES_KEEP_S (a row that appears or goes counts as a change too)."""
+    keep_after = ts - STATUS_CHANGES_KEEP_S
+    out = {k: [t for t in v if t > keep_after] for k, v in ((prev or {}).get("status_changes") or {}).items()}
+    before = {f"{r['hostgroup_id']}:{r['hostname']}:{r['port']}": r["status"]
+              for r in (prev or {}).get("runtime_servers") or []}
+    now = {f"{r['hostgroup_id']}:{r['hostname']}:{r['port']}": r["status"] for r in runtime_rows}
+    if prev and prev.get("runtime_servers") is not None:
+        for key in before.keys() | now.keys():
+            if before.get(key) != now.get(key):
+                out.setdefault(key, []).append(ts)
+    return {k: v for k, v in out.items() if v}
+
+
+def _poll_time(doc, prev, ms, ts):
+    """The poll's own duration and the node's usual one (an exponential average over POLL_USUAL_TAU_S)."""
+    usual = (prev or {}).get("poll_ms_usual")
+    last = (prev or {}).get("poll_ms_usual_ts")
+    if usual is None or last is None or ts <= last:
+        usual = ms
+    else:
+        usual += (ms - usual) * (1 - math.exp(-(ts - last) / POLL_USUAL_TAU_S))
+    doc.update(poll_ms=round(ms, 3), poll_ms_usual=round(usual, 3), poll_ms_usual_ts=ts)
 
 
 def proxysql_round(nodes, *, now=None, threads=None):
@@ -246,7 +280,10 @@ def proxysql_round(nodes, *, now=None, threads=None):
         prev = prevs.get(node.pk)
         want = not prev or ts - prev.get("variables_ts", 0) >= variables_every
         try:
-            return node.pk, poll_proxysql(node, prev, ts, want)
+            started = time.monotonic()
+            result = poll_proxysql(node, prev, ts, want)
+            _poll_time(result[0], prev, (time.monotonic() - started) * 1000, ts)
+            return node.pk, result
         except ClientError as exc:
             return node.pk, (_failure(prev, exc, ts), unreachable(node_id=node.pk, ts=_dt(ts), reachable=False), [])
         except Exception as exc:  # a bug or an answer we cannot read: this node only, never the round
@@ -256,21 +293,25 @@ def proxysql_round(nodes, *, now=None, threads=None):
     results = _fan_out(one, nodes, threads, lambda done: _write_latest(live.PROXYSQL, {pk: r[0] for pk, r in done}))
     _insert_history((ProxySQLSample, [r[1] for _, r in results]),
                     (PoolSample, [p for _, r in results for p in r[2]]))
-    return {"polled": len(nodes), "failed": sum(1 for _, r in results if not r[0]["ok"]), "seconds": _now() - ts}
+    return {"polled": len(nodes), "failed": sum(1 for _, r in results if not r[0]["ok"]), "seconds": _now() - ts,
+            "docs": {pk: (prevs.get(pk), r[0]) for pk, r in results}}
 
 
 # -- backends --------------------------------------------------------------------------------------
-def poll_backend(server, ts):
+def poll_backend(server, ts, prev=None):
     """Poll one backend. Returns (latest doc, BackendSample row)."""
     client = _backend_client(server)
     state = client.state()
-    lag = None
+    lag = replica_threads = None
     if not state.wsrep_on:
         replica = client.replica_status()
         if replica is not None:
             lag = _int(replica.get("Seconds_Behind_Master"))
+            replica_threads = {"io": replica.get("Slave_IO_Running"), "sql": replica.get("Slave_SQL_Running"),
+                               "error": (replica.get("Last_SQL_Error") or replica.get("Last_IO_Error") or "")[:300]}
     doc = {"ts": ts, "ok": True, "error": None, "error_since": None, "last_ok": ts, "state": state.__dict__,
-           "synced_primary": state.synced_primary, "lag_seconds": lag}
+           "synced_primary": state.synced_primary, "lag_seconds": lag, "replica": replica_threads,
+           "fc_marks": fc_marks(prev, state.flow_control_paused_ns, ts)}
     sample = _table(BackendSample).row(
         server_id=server.pk, ts=_dt(ts), local_state=state.local_state,
         primary=None if state.cluster_status is None else state.cluster_status == "Primary", ready=state.ready,
@@ -290,7 +331,7 @@ def backend_round(servers, *, now=None, threads=None):
     def one(server):
         prev = prevs.get(server.pk)
         try:
-            return server.pk, poll_backend(server, ts)
+            return server.pk, poll_backend(server, ts, prev)
         except Exception as exc:  # ClientError, or anything unexpected: recorded for this node only
             if not isinstance(exc, ClientError):
                 log.exception("poll of backend %s failed", server.pk)
@@ -298,7 +339,22 @@ def backend_round(servers, *, now=None, threads=None):
 
     results = _fan_out(one, servers, threads, lambda done: _write_latest(live.BACKEND, {pk: r[0] for pk, r in done}))
     _insert_history((BackendSample, [r[1] for _, r in results]))
-    return {"polled": len(servers), "failed": sum(1 for _, r in results if not r[0]["ok"]), "seconds": _now() - ts}
+    return {"polled": len(servers), "failed": sum(1 for _, r in results if not r[0]["ok"]), "seconds": _now() - ts,
+            "docs": {pk: (prevs.get(pk), r[0]) for pk, r in results}}
+
+
+def fc_marks(prev, paused_ns, ts):
+    """[[epoch, paused ns], ...]: readings of the flow-control counter at least FC_MARK_EVERY_S apart over
+    the last FC_MARKS_KEEP_S, the newest last (the current reading is always last). A counter that went
+    down (a restart) starts the list afresh."""
+    if paused_ns is None:
+        return []
+    marks = [m for m in ((prev or {}).get("fc_marks") or []) if m[0] > ts - FC_MARKS_KEEP_S]
+    if marks and marks[-1][1] > paused_ns:
+        marks = []
+    if len(marks) >= 2 and marks[-1][0] - marks[-2][0] < FC_MARK_EVERY_S:
+        marks.pop()  # the newest stands in for the last reading until FC_MARK_EVERY_S has passed
+    return marks + [[ts, paused_ns]]
 
 
 # -- shared ----------------------------------------------------------------------------------------

@@ -31,7 +31,9 @@ def interval_of(kind, target):
 
 
 def run_shard(kind, shard, shards=None, now=None):
-    """One beat tick for one shard of one kind. Returns a summary dict (also logged)."""
+    """One beat tick for one shard of one kind. Returns a summary dict (also logged); after a round it
+    also holds "docs": {pk: (previous, new latest-state document)} of the nodes polled, for the alert
+    evaluation (not logged)."""
     shards = shards or settings.MONITOR_SHARDS
     targets_for, round_fn = KINDS[kind]
     r = live.client()
@@ -54,7 +56,7 @@ def run_shard(kind, shard, shards=None, now=None):
             return {"polled": 0}
         r.hset(f"poll-started:{kind}", mapping={t.pk: now for t in due})
         summary = round_fn(due, now=now)
-        log.info("%s shard %s: %s", kind, shard, summary)
+        log.info("%s shard %s: %s", kind, shard, {k: v for k, v in summary.items() if k != "docs"})
         return summary
     finally:
         try:

@@ -3,6 +3,7 @@ middleware, the viewer role by each view); nothing here changes state. /metrics 
 outside the login, with its own check (scrape_access.py). The node, cluster and backend pages are the fleet app's; their
 monitoring sections are partials of templates/monitoring/*.html refreshed by the views below."""
 import gzip
+import time
 
 from django.contrib.auth.decorators import login_not_required
 from django.http import Http404, HttpResponse, JsonResponse
@@ -40,7 +41,9 @@ def overview_live(request):
 
 
 def _overview(request):
-    return {**fleet.fleet_overview(**_page_args(request)), "pending_rollbacks": rollbacks.banner()}
+    from apps.alerts.selectors import firing_summary  # the banner: alerts firing in the fleet
+
+    return {**fleet.fleet_overview(**_page_args(request)), "pending_rollbacks": rollbacks.banner(), **firing_summary()}
 
 
 def proxysql_context(node):
@@ -95,9 +98,19 @@ def cluster_sparklines(request, pk):
     return TemplateResponse(request, "monitoring/cluster.html#sparklines", sparkline_context(cluster))
 
 
+def _chart_end(request):
+    """An optional end of the chart's window (epoch seconds), e.g. an alert's evidence around its start;
+    anything unreadable or out of range is ignored (the window ends now)."""
+    try:
+        end = float(request.GET.get("end", ""))
+    except ValueError:
+        return None
+    return end if 0 < end <= time.time() + 86400 else None
+
+
 def _chart(request, kind, obj, name):
     try:
-        data = charts.chart(kind, name, obj, request.GET.get("range", charts.DEFAULT_RANGE))
+        data = charts.chart(kind, name, obj, request.GET.get("range", charts.DEFAULT_RANGE), now=_chart_end(request))
     except charts.UnknownChart:
         raise Http404(f"no chart named {name!r}") from None
     return JsonResponse(data)

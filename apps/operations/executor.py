@@ -197,7 +197,7 @@ class Run:
         at once, then the new one again until it has."""
         p = step.params
         old, new = self.backend(p["old"]), self.backend(p["new"])
-        (target, error), (applied, new_error) = self.pool.map(_capture(lambda c: c.last_committed()), (old, new))
+        (target, error), (applied, new_error) = self.pool.map(_capture(_last_committed), (old, new))
         if error or new_error:
             raise error or new_error
         deadline = time.monotonic() + p["timeout_ms"] / 1000
@@ -482,6 +482,17 @@ def _fields_text(fields):
     if fields is None:
         return "absent"
     return ", ".join(f"{k}={v}" for k, v in fields.items())
+
+
+def _last_committed(client):
+    """wsrep_last_committed; once more on a new connection when the one opened before the step was lost (a
+    backend restarted while the operation waited for its drain answers a fresh connection)."""
+    try:
+        return client.last_committed()
+    except ClientError as exc:
+        if not exc.retryable:
+            raise
+        return client.last_committed()
 
 
 def _ms(start):

@@ -28,6 +28,8 @@ from apps.operations.models import Operation, OperationStep
 
 from apps.monitoring.models import HOUR
 
+from apps.alerts import report as alerts_report
+
 from . import fmt, history, measured
 from . import timeline as tl
 from .history import B, L, P, as_dt
@@ -284,6 +286,7 @@ class ClusterSection:
         section["mirror"] = self._mirror()
         section["drift"] = self._drift()
         section["digests"] = digest_section(self.start, self.end, self.prev_start, self.prev_end, cluster_id=c.pk)
+        section["alerts"] = alerts_report.section(c.pk, self.start, self.end)
         section["lab_data"] = _lab_marked(c.pk, self.start, self.end)
         section["summary"] = cluster_summary(section, before=self.before_words)
         return section
@@ -827,6 +830,9 @@ def cluster_summary(s, before="the period before"):
         tone = "good" if drift["fixed"] >= drift["found"] else "warn"
         points.append({"tone": tone, "text": f"Configuration drift found {fmt.count_word(drift['found'], 'time')}, "
                                              f"fixed {fmt.count_word(drift['fixed'], 'time')}."})
+    alert_point = alerts_report.summary_point(s["alerts"], fmt) if "alerts" in s else None
+    if alert_point:  # (reports archived before alerts existed have no "alerts")
+        points.append(alert_point)
     dg = s["digests"]
     slower = [r for r in dg.get("regressions", []) if r["verdict"] == "slower"]
     if slower:
@@ -864,6 +870,8 @@ def fleet_section(sections, start, end, prev_start, prev_end, before="the period
                      "mirror_saturations": s["mirror"]["count"], "drift_found": s["drift"]["found"],
                      "drift_fixed": s["drift"]["fixed"],
                      "proxysql_unreachable_s": round(sum(p["unreachable_s"] for p in s["proxysql"]), 3),
+                     "alerts_fired": s.get("alerts", {}).get("fired", 0),
+                     "alerts_held": s.get("alerts", {}).get("held_cleared", 0),
                      "backends_below_100": sum(1 for b in s["backends"] if b["availability"] is not None
                                                and b["availability"] < 100),
                      "headline": s["summary"]["headline"]})
@@ -896,6 +904,8 @@ def fleet_section(sections, start, end, prev_start, prev_end, before="the period
     if found or fixed:
         points.append({"tone": "good" if fixed >= found else "warn",
                        "text": f"Configuration drift found {fmt.count_word(found, 'time')}, fixed {fmt.count_word(fixed, 'time')}."})
+    if any(r["alerts_fired"] or r["alerts_held"] for r in rows):
+        points.append(alerts_report.summary_point(alerts_report.section(None, start, end), fmt))
     px = [(r["name"], r["proxysql_unreachable_s"]) for r in rows if r["proxysql_unreachable_s"] >= 1]
     if px:
         points.append({"tone": "warn", "text": "ProxySQL nodes unreachable: " + _join(

@@ -4,6 +4,8 @@ public/any-user views listed here; a new view without a check fails this test.
 For each URL the no-role user, viewer, operator and admin each GET (and, for views that change
 things, POST) it: below the required role the answer is 403, at or above it anything but 403 and 500.
 """
+from datetime import timedelta
+
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
@@ -56,6 +58,17 @@ def objects(db):
                                            content=content.empty())
     out["version"] = version.pk
     out["change_set"] = ChangeSet.objects.create(cluster=cluster, base=version, author_name="x").pk
+    from apps.alerts.models import Alert, Channel, Silence
+
+    now = timezone.now()
+    out["alert"] = Alert.objects.create(rule="writer_none", cluster=cluster, target=f"c{cluster.pk}",
+                                        subject=f"n{node.pk}:hg100", subject_label="writer hostgroup 100 on p",
+                                        node=node, severity="critical", state="firing", summary="no usable writer",
+                                        since=now, fires_at=now, fired_at=now, last_seen_at=now,
+                                        active_key=f"writer_none|n{node.pk}:hg100").pk
+    out["silence"] = Silence.objects.create(cluster=cluster, reason="r", starts_at=now, ends_at=now + timedelta(hours=1),
+                                            created_by="x").pk
+    out["channel"] = Channel.objects.create(name="c", kind="webhook", url="http://127.0.0.1:9/hook").pk
     return out
 
 
@@ -74,17 +87,23 @@ def kwargs_for(name, pattern, objects):
              "reports:detail": "report", "reports:pdf": "report", "reports:send": "report", "reports:chart": "report",
              "reports:schedule_edit": "schedule", "reports:schedule_delete": "schedule", "reports:schedule_run": "schedule",
              "configuration:version": "version", "configuration:export": "version", "configuration:revert": "version",
-             "configuration:take_runtime": "node"}
+             "configuration:take_runtime": "node",
+             "alerts:detail": "alert", "alerts:state": "alert", "alerts:acknowledge": "alert",
+             "alerts:silence_end": "silence", "alerts:cluster_rules": "cluster", "alerts:cluster_rule_edit": "cluster",
+             "alerts:cluster_alerts": "cluster", "alerts:channel": "channel", "alerts:channel_edit": "channel",
+             "alerts:channel_delete": "channel", "alerts:channel_test": "channel", "alerts:channel_log": "channel"}
     prefix = name.split(":")[0]
     key = owner.get(name) or {"operations": "operation", "configuration": "change_set"}.get(prefix)
     if prefix == "configuration" and "cluster_pk" in converters:
         key = "cluster"
+    if name == "alerts:rule_edit":
+        return {"rule": "writer_none"}
     if key is None or key not in objects:
         pytest.fail(f"{name} ({pattern.pattern}) takes arguments: teach kwargs_for() which object it shows")
     out = {}
     for arg, converter in converters.items():
         out[arg] = (0 if arg == "index" else objects[key]) if converter.regex == "[0-9]+" else \
-            ("mysql_servers" if arg == "table_name" else "conn_used")
+            ("mysql_servers" if arg == "table_name" else "writer_none" if arg == "rule" else "conn_used")
     return out
 
 

@@ -1,0 +1,207 @@
+"""What each kind of channel receives, and sending it.
+
+One message per group (a channel's view of one cluster): the alerts firing in it and those resolved since
+the last message. Payloads, by kind:
+  webhook       Prometheus Alertmanager's webhook format (version 4): what every receiver written for
+                Alertmanager already reads
+  slack         an incoming-webhook message: text and one attachment per alert, coloured by severity
+                (Slack, Mattermost, Rocket.Chat and most chat tools accept it)
+  pagerduty     one Events API v2 event per alert (trigger / resolve, dedup_key = the alert's
+                fingerprint, so a retried or repeated event never opens a second incident)
+  alertmanager  Alertmanager's own v2 API (POST /api/v2/alerts): firing alerts with endsAt ahead (re-posted
+                while they fire), resolved ones with endsAt = when they resolved; it then routes, groups
+                and silences as configured there
+  email         Django's mail (EMAIL_* settings), plain text
+
+HTTP goes through `requests` (one session per process, ALERTS_HTTP_TIMEOUT_S per request). An answer 2xx
+is delivered; a connection error, a timeout, 408, 429 or 5xx is retried by the delivery task; any other
+4xx means the receiver will never take this payload and is not retried.
+"""
+import hashlib
+import time
+from datetime import datetime, timedelta, timezone
+
+import requests
+from django.conf import settings
+from django.core.mail import EmailMessage
+
+from .catalogue import BY_KEY, FAMILIES, SEVERITY_RANK
+from .models import ChannelKind
+
+USER_AGENT = "proxysql-fleet-control-plane/alerts"
+COLOURS = {"critical": "#b42318", "warning": "#a86a00", "info": "#1f5fbf"}
+RETRY_STATUSES = {408, 429}
+
+_session = {"value": None}
+
+
+def session():
+    if _session["value"] is None:
+        s = requests.Session()
+        s.headers["User-Agent"] = USER_AGENT
+        _session["value"] = s
+    return _session["value"]
+
+
+def _iso(dt):
+    return dt.astimezone(timezone.utc).isoformat().replace("+00:00", "Z") if dt else None
+
+
+def fingerprint(alert):
+    return hashlib.sha1(f"{alert.rule}|{alert.subject}|{alert.pk}".encode()).hexdigest()[:16]
+
+
+def base_url():
+    return settings.ALERTS_BASE_URL.rstrip("/")
+
+
+def labels(alert):
+    return {"alertname": alert.rule, "severity": alert.severity, "cluster": alert.cluster.name,
+            "subject": alert.subject_label, "family": BY_KEY[alert.rule].family if alert.rule in BY_KEY else "test",
+            "source": "proxysql-fleet"}
+
+
+def annotations(alert):
+    spec = BY_KEY.get(alert.rule)
+    return {"summary": alert.summary, "title": spec.title if spec else alert.rule,
+            "description": spec.why if spec else "", "console_url": f"{base_url()}{alert.get_absolute_url()}"}
+
+
+def _status(alert):
+    return "resolved" if alert.state == "resolved" else "firing"
+
+
+def webhook_payload(channel, cluster_name, status, alerts, group_key):
+    items = [{"status": _status(a), "labels": labels(a), "annotations": annotations(a), "startsAt": _iso(a.fired_at or a.since),
+              "endsAt": _iso(a.resolved_at) if a.resolved_at else "0001-01-01T00:00:00Z",
+              "generatorURL": f"{base_url()}{a.get_absolute_url()}", "fingerprint": fingerprint(a)} for a in alerts]
+    common = dict(items[0]["labels"]) if items else {}
+    for item in items[1:]:
+        common = {k: v for k, v in common.items() if item["labels"].get(k) == v}
+    return {"version": "4", "groupKey": group_key, "truncatedAlerts": 0, "status": status, "receiver": channel.name,
+            "groupLabels": {"cluster": cluster_name}, "commonLabels": common, "commonAnnotations": {},
+            "externalURL": base_url(), "alerts": items}
+
+
+def headline(status, cluster_name, alerts):
+    firing = [a for a in alerts if a.state != "resolved"]
+    worst = max(alerts, key=lambda a: (SEVERITY_RANK.get(a.severity, 0), a.state != "resolved"))
+    what = BY_KEY[worst.rule].title if worst.rule in BY_KEY else worst.summary
+    if status == "firing":
+        return f"[FIRING:{len(firing)}] {cluster_name}: {worst.severity} — {what}"
+    return f"[RESOLVED] {cluster_name}: {what}" + (f" and {len(alerts) - 1} more" if len(alerts) > 1 else "")
+
+
+def slack_payload(channel, cluster_name, status, alerts):
+    attachments = []
+    for a in alerts:
+        done = a.state == "resolved"
+        attachments.append({
+            "color": "#1d7f45" if done else COLOURS.get(a.severity, "#5a6475"),
+            "title": f"{'RESOLVED' if done else a.severity.upper()}: {annotations(a)['title']}",
+            "title_link": f"{base_url()}{a.get_absolute_url()}",
+            "text": a.summary,
+            "fields": [{"title": "Subject", "value": a.subject_label, "short": True},
+                       {"title": "Since", "value": _iso(a.since), "short": True}],
+            "footer": "ProxySQL fleet", "ts": int((a.resolved_at or a.fired_at or a.since).timestamp())})
+    return {"text": headline(status, cluster_name, alerts), "attachments": attachments}
+
+
+def pagerduty_payload(channel, cluster_name, alerts):
+    events = []
+    for a in alerts:
+        if a.state == "resolved":
+            events.append({"routing_key": channel.secret, "event_action": "resolve", "dedup_key": fingerprint(a)})
+            continue
+        spec = BY_KEY.get(a.rule)
+        events.append({
+            "routing_key": channel.secret, "event_action": "trigger", "dedup_key": fingerprint(a),
+            "payload": {"summary": f"{cluster_name}: {a.summary}"[:1024], "source": a.subject_label,
+                        "severity": a.severity, "timestamp": _iso(a.fired_at or a.since), "component": a.rule,
+                        "group": cluster_name, "class": FAMILIES.get(spec.family, "") if spec else "test",
+                        "custom_details": {"rule": spec.title if spec else a.rule, "why": spec.why if spec else "",
+                                           "since": _iso(a.since), **{k: v for k, v in (a.details or {}).items()
+                                                                      if isinstance(v, (str, int, float))}}},
+            "links": [{"href": f"{base_url()}{a.get_absolute_url()}", "text": "The alert and its evidence"}],
+            "client": "ProxySQL fleet control plane", "client_url": base_url()})
+    return {"events": events}
+
+
+def alertmanager_payload(alerts, now):
+    ends = datetime.fromtimestamp(now, tz=timezone.utc) + timedelta(seconds=3 * settings.ALERTS_ALERTMANAGER_RESEND_S)
+    return {"alerts": [{"labels": labels(a), "annotations": annotations(a), "startsAt": _iso(a.fired_at or a.since),
+                        "endsAt": _iso(a.resolved_at if a.state == "resolved" else ends),
+                        "generatorURL": f"{base_url()}{a.get_absolute_url()}"} for a in alerts]}
+
+
+def email_payload(channel, cluster_name, status, alerts):
+    lines = [headline(status, cluster_name, alerts), ""]
+    for a in alerts:
+        lines += [f"{'RESOLVED' if a.state == 'resolved' else a.severity.upper()}: {annotations(a)['title']}",
+                  f"  {a.summary}", f"  subject: {a.subject_label}", f"  since: {_iso(a.since)}"
+                  + (f", resolved {_iso(a.resolved_at)}" if a.resolved_at else ""),
+                  f"  {base_url()}{a.get_absolute_url()}", ""]
+    lines.append(f"Alerts: {base_url()}/alerts/")
+    return {"subject": f"[ProxySQL fleet] {headline(status, cluster_name, alerts)}"[:250], "body": "\n".join(lines),
+            "to": recipients(channel)}
+
+
+def recipients(channel):
+    return [a.strip() for a in channel.recipients.split(",") if a.strip()]
+
+
+def build(channel, cluster_name, status, alerts, now, group_key):
+    if channel.kind == ChannelKind.WEBHOOK:
+        return webhook_payload(channel, cluster_name, status, alerts, group_key)
+    if channel.kind == ChannelKind.SLACK:
+        return slack_payload(channel, cluster_name, status, alerts)
+    if channel.kind == ChannelKind.PAGERDUTY:
+        return pagerduty_payload(channel, cluster_name, alerts)
+    if channel.kind == ChannelKind.ALERTMANAGER:
+        return alertmanager_payload(alerts, now)
+    return email_payload(channel, cluster_name, status, alerts)
+
+
+# -- sending -----------------------------------------------------------------------------------------
+class Result:
+    def __init__(self, ok, http_status=None, error="", retry=True, ms=0.0):
+        self.ok, self.http_status, self.error, self.retry, self.ms = ok, http_status, error, retry, ms
+
+
+def _post(url, body, channel):
+    headers = {}
+    if channel.secret and channel.kind in (ChannelKind.WEBHOOK, ChannelKind.ALERTMANAGER):
+        headers["Authorization"] = f"Bearer {channel.secret}"
+    try:
+        r = session().post(url, json=body, headers=headers, timeout=settings.ALERTS_HTTP_TIMEOUT_S,
+                           allow_redirects=False)
+    except requests.RequestException as exc:
+        return Result(False, None, f"{type(exc).__name__}: {exc}"[:500])
+    if 200 <= r.status_code < 300:
+        return Result(True, r.status_code)
+    retry = r.status_code >= 500 or r.status_code in RETRY_STATUSES
+    return Result(False, r.status_code, f"HTTP {r.status_code}: {r.text[:300]}", retry=retry)
+
+
+def send(channel, payload):
+    """Deliver one payload. Returns a Result (ok, HTTP status, error, whether a retry may help, ms)."""
+    started = time.monotonic()
+    if channel.kind == ChannelKind.EMAIL:
+        try:
+            EmailMessage(payload["subject"], payload["body"], settings.DEFAULT_FROM_EMAIL, payload["to"]).send(
+                fail_silently=False)
+            result = Result(True)
+        except Exception as exc:  # SMTP refused, connection failed...: the next try may work
+            result = Result(False, None, f"{type(exc).__name__}: {exc}"[:500])
+    elif channel.kind == ChannelKind.PAGERDUTY:
+        result = Result(True)
+        for event in payload["events"]:  # PagerDuty takes one event per request
+            result = _post(channel.url, event, channel)
+            if not result.ok:
+                break
+    elif channel.kind == ChannelKind.ALERTMANAGER:
+        result = _post(f"{channel.url.rstrip('/')}/api/v2/alerts", payload["alerts"], channel)
+    else:
+        result = _post(channel.url, payload, channel)
+    result.ms = round((time.monotonic() - started) * 1000, 2)
+    return result

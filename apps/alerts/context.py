@@ -1,0 +1,239 @@
+"""What the evaluation knows besides the documents: the inventory (clusters, nodes, backends, intended
+mysql_servers rows), kept per process for INVENTORY_CACHE_S because it changes rarely and the rules that
+read it are slow ones (drift counts in minutes); and, read fresh at every round, which backends are in
+maintenance and which operations run or ended (holds, operation alerts).
+"""
+import time
+from dataclasses import dataclass, field
+from operator import itemgetter
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import Max, Q
+from django.utils import timezone
+
+from apps.clients.proxysql import SERVER_FIELDS, configured_status
+from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
+from apps.monitoring import status
+
+INVENTORY_CACHE_S = 60.0
+SITUATION_CACHE_S = 1.0
+_ROW = itemgetter("hostgroup_id", "hostname", "port", *SERVER_FIELDS)  # SERVER_FIELDS starts with status
+RUNNING = ("pending", "running", "rolling_back")  # planned work in progress (holds)
+ROLLBACK_PENDING = "rollback_pending"             # issue 9's state; absent before it lands
+FAILED = "failed"
+OPERATION_WINDOW_MAX_S = 7 * 86400
+
+
+@dataclass
+class NodeCtx:
+    pk: int
+    name: str
+    admin_host: str
+    admin_port: int
+    cluster_id: int
+
+
+@dataclass
+class ServerCtx:
+    pk: int
+    hostname: str
+    port: int
+    cluster_id: int
+    maintenance: bool = False
+
+    def __str__(self):
+        return f"{self.hostname}:{self.port}"
+
+
+@dataclass
+class ClusterCtx:
+    pk: int
+    name: str
+    kind: str
+    writer_hostgroup: int
+    reader_hostgroup: int
+    interval: float          # ProxySQL nodes are polled this often...
+    backend_interval: float  # ...and backends this often
+    max_replication_lag: int
+    min_available_readers: int
+    poll_interval_s: float
+    hostgroups: set = field(default_factory=set)
+    nodes: dict = field(default_factory=dict)
+    servers: dict = field(default_factory=dict)
+    by_endpoint: dict = field(default_factory=dict)
+    intended: dict = field(default_factory=dict)  # drift.compare() input: {(hg, host, port): {field: value}}
+    intended_fingerprint: frozenset = frozenset()
+
+    def server_at(self, host, port):
+        return self.by_endpoint.get((host, port))
+
+    @staticmethod
+    def row_tuple(r):
+        """A runtime row as a comparable tuple of its configuration (ProxySQL's own SHUNNED reads as ONLINE)."""
+        t = _ROW(r)
+        return t if t[3] != "SHUNNED" else (*t[:3], configured_status(t[3]), *t[4:])
+
+
+@dataclass
+class Inventory:
+    clusters: dict
+    node_cluster: dict    # node pk -> cluster pk
+    server_cluster: dict  # server pk -> cluster pk
+    loaded: float         # monotonic, for the cache's age
+    loaded_at: float = 0.0  # epoch, to compare with when operations ended
+
+
+_inventory = {"value": None}
+_situation = {"value": None, "at": 0.0}
+
+
+def forget():
+    _inventory["value"] = None
+    _situation["value"] = None
+
+
+def inventory(changed_after=None):
+    """The fleet's inventory as plain objects, in four flat queries, reused for INVENTORY_CACHE_S, or read
+    again when it was read before `changed_after` (epoch: an operation, which may change it, ended then)."""
+    cached = _inventory["value"]
+    if (cached is not None and time.monotonic() - cached.loaded < INVENTORY_CACHE_S
+            and (changed_after is None or cached.loaded_at > changed_after)):
+        return cached
+    clusters = {}
+    for c in Cluster.objects.values("id", "name", "kind", "writer_hostgroup", "reader_hostgroup",
+                                    "backup_writer_hostgroup", "offline_hostgroup", "poll_interval_s",
+                                    "backend_poll_interval_s", "max_replication_lag", "min_available_readers"):
+        ctx = ClusterCtx(pk=c["id"], name=c["name"], kind=c["kind"], writer_hostgroup=c["writer_hostgroup"],
+                         reader_hostgroup=c["reader_hostgroup"], interval=status.interval_of(c["poll_interval_s"]),
+                         backend_interval=status.interval_of(c["backend_poll_interval_s"]),
+                         max_replication_lag=c["max_replication_lag"], min_available_readers=c["min_available_readers"],
+                         poll_interval_s=c["poll_interval_s"])
+        ctx.hostgroups = {c[k] for k in ("writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup",
+                                         "offline_hostgroup") if c[k] is not None}
+        clusters[ctx.pk] = ctx
+    node_cluster, server_cluster = {}, {}
+    for pk, cluster_id, name, host, port in ProxySQLNode.objects.values_list("id", "cluster_id", "name", "admin_host",
+                                                                              "admin_port"):
+        clusters[cluster_id].nodes[pk] = NodeCtx(pk, name, host, port, cluster_id)
+        node_cluster[pk] = cluster_id
+    for pk, cluster_id, host, port, maintenance in Server.objects.values_list("id", "cluster_id", "hostname", "port",
+                                                                              "maintenance"):
+        clusters[cluster_id].servers[pk] = ServerCtx(pk, host, port, cluster_id, maintenance)
+        clusters[cluster_id].by_endpoint[(host, port)] = pk
+        server_cluster[pk] = cluster_id
+    for server_id, hg, *values in HostgroupMembership.objects.values_list("server_id", "hostgroup_id", *SERVER_FIELDS):
+        c = clusters[server_cluster[server_id]]
+        s = c.servers[server_id]
+        c.intended[(hg, s.hostname, s.port)] = dict(zip(SERVER_FIELDS, values))
+        c.hostgroups.add(hg)
+    for c in clusters.values():
+        c.intended_fingerprint = frozenset((*k, *(v[f] for f in SERVER_FIELDS)) for k, v in c.intended.items())
+    cached = Inventory(clusters, node_cluster, server_cluster, time.monotonic(), time.time())
+    _inventory["value"] = cached
+    return cached
+
+
+# -- operations and maintenance: read at every evaluation --------------------------------------------
+@dataclass
+class Work:
+    """Planned work on a cluster: an operation running (or just ended, until the polls have seen its end),
+    or a backend in maintenance."""
+
+    kind: str
+    cluster_id: int
+    operation_id: int | None
+    involved: set
+    until: float | None  # epoch: the hold ends then (None: while it runs)
+    reason: str
+
+
+@dataclass
+class OperationAlert:
+    pk: int
+    cluster_id: int
+    rule: str
+    title: str
+    summary: str
+    started: float | None
+    error: str
+    ended: float | None = None
+
+
+@dataclass
+class Situation:
+    work: dict          # cluster pk -> [Work]
+    op_alerts: dict     # cluster pk -> [OperationAlert]
+    last_ended: float | None = None  # epoch: the latest end of an operation in the last minute
+
+def involved_servers(plan):
+    """The backends an operation is about, from its stored plan."""
+    out = set()
+    options, facts = plan.get("options") or {}, plan.get("facts") or {}
+    for value in (options.get("server"), facts.get("old_writer"), facts.get("new_writer")):
+        if isinstance(value, int):
+            out.add(value)
+    for step in plan.get("steps") or []:
+        params = step.get("params") or {}
+        for key in ("old", "new", "server"):
+            if isinstance(params.get(key), int):
+                out.add(params[key])
+    return out
+
+
+def situation(inv, now):
+    """Holds and operation alerts (the last read of this process when under SITUATION_CACHE_S old)."""
+    if _situation["value"] is not None and 0 <= now - _situation["at"] < SITUATION_CACHE_S:
+        return _situation["value"]
+    value = read_situation(inv, now)
+    _situation.update(value=value, at=now)
+    return value
+
+
+def read_situation(inv, now):
+    """Holds and operation alerts, from two small indexed queries and the maintenance flags."""
+    settle_max = timedelta(seconds=2 * max([c.interval for c in inv.clusters.values()] or [2]) + 5)
+    work, op_alerts = {}, {}
+    wanted = (Q(state__in=RUNNING) | Q(finished_at__gte=timezone.now() - settle_max) | Q(state=ROLLBACK_PENDING)
+              | Q(state=FAILED, finished_at__gte=timezone.now() - timedelta(seconds=OPERATION_WINDOW_MAX_S)))
+    rows = list(_operations().filter(wanted).values("id", "cluster_id", "kind", "state", "title", "plan", "error",
+                                                    "started_at", "finished_at"))
+    last_done = dict(_operations().filter(state="done", finished_at__gte=timezone.now() - timedelta(
+        seconds=OPERATION_WINDOW_MAX_S)).values("cluster_id").annotate(last=Max("finished_at"))
+        .values_list("cluster_id", "last"))
+    for op in rows:
+        c = inv.clusters.get(op["cluster_id"])
+        if c is None:
+            continue
+        finished = op["finished_at"].timestamp() if op["finished_at"] else None
+        started = op["started_at"].timestamp() if op["started_at"] else None
+        settle = settings.ALERTS_HOLD_SETTLE_POLLS * max(c.interval, c.backend_interval)
+        if op["state"] in RUNNING or (finished is not None and now < finished + settle
+                                      and op["state"] != ROLLBACK_PENDING):
+            work.setdefault(c.pk, []).append(Work(
+                op["kind"], c.pk, op["id"], involved_servers(op["plan"] or {}),
+                None if op["state"] in RUNNING else finished + settle,
+                f"operation #{op['id']} ({op['kind']}) " + ("running" if op["state"] in RUNNING else "just ended")))
+        if op["state"] == ROLLBACK_PENDING:
+            op_alerts.setdefault(c.pk, []).append(OperationAlert(
+                op["id"], c.pk, "rollback_pending", op["title"], f"operation #{op['id']} left a rollback pending: "
+                f"{op['error'][:300] or 'a node stopped answering during the rollback'}", finished or started,
+                op["error"][:1000]))
+        elif op["state"] == FAILED and finished is not None:
+            later = last_done.get(c.pk)
+            if later is None or later.timestamp() < finished:
+                op_alerts.setdefault(c.pk, []).append(OperationAlert(
+                    op["id"], c.pk, "operation_failed", op["title"], f"operation #{op['id']} ({op['kind']}) failed: "
+                    f"{op['error'][:300]}", finished, op["error"][:1000], finished))
+    for pk, cluster_id in Server.objects.filter(maintenance=True).values_list("id", "cluster_id"):
+        if cluster_id in inv.clusters:
+            work.setdefault(cluster_id, []).append(Work("maintenance", cluster_id, None, {pk}, None,
+                                                        f"backend {inv.clusters[cluster_id].servers.get(pk, pk)} in maintenance"))
+    ended = [op["finished_at"].timestamp() for op in rows if op["finished_at"]]
+    return Situation(work, op_alerts, max(ended) if ended else None)
+
+
+def _operations():
+    from apps.operations.models import Operation
+
+    return Operation.objects.all()

@@ -1,0 +1,431 @@
+"""Rule evaluation after every poll round, from the latest state (never a connection to a node).
+
+A round hands over the documents it just wrote with the ones they replaced ({pk: (previous, new)}):
+- each polled node or backend is judged on its own document, in memory (conditions.node_observations /
+  backend_observations);
+- a cluster is judged as a whole (its writer and reader hostgroups against its backends' health, its nodes
+  against each other, its size, its operations) when something in it changed that such a rule reads (a
+  node's runtime rows, a backend's answer or state), at a sweep by the shard that owns it (cluster pk modulo
+  shards) every ALERTS_SWEEP_S when one of its documents went stale or an operation alert is to open or
+  close, and every FULL_SWEEP_EVERY sweeps anyway. That reads the cluster's documents with one MGET per
+  kind for all the clusters judged.
+- an alert that is due is judged at its own time by a task (judge_at): a pending one when its `for` ends,
+  held ones when the work that held them is over; a sweep catches any whose task was lost.
+
+Transitions (apply()): a new condition opens a pending alert (held when planned work is expected to cause
+it); pending becomes firing once its `for` has passed (counted from when the condition began; a held alert
+is released when its work ends, firing at once if the condition has lasted long enough); an alert whose
+condition is gone is resolved. A pending alert that clears without ever firing or being held leaves no
+row. Writes are batched (Writes); changes that channels must hear of go to notify.changed().
+"""
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from django.conf import settings
+from django.db import transaction
+
+from apps.monitoring import live
+
+from . import conditions, context, holds, lean, notify, rulesettings
+from .models import Alert, AlertState
+
+log = logging.getLogger(__name__)
+SUMMARY_REFRESH_S = 30.0
+FULL_SWEEP_EVERY = 6  # one sweep in six judges every owned cluster whole (a minute at the default ALERTS_SWEEP_S)  # an open alert's figures are rewritten at most this often (not at every poll)
+# What the transitions read of an open alert (a pending one's fires_at comes apart: see _open_alerts).
+ACTIVE_FIELDS = ("id", "rule", "subject", "target", "cluster_id", "state", "held", "summary", "severity", "notified",
+                 "was_held")
+
+
+@dataclass
+class Pass:
+    """What one judgement covered: these targets, these rules, and what it saw."""
+
+    cluster_id: int
+    targets: set
+    rules: tuple
+    observations: list
+
+
+def _dt(epoch):
+    return datetime.fromtimestamp(epoch, tz=timezone.utc)
+
+
+def _still_failing(prev, doc, since):
+    """Both polls failed, the same way, and the previous one was judged with today's inventory and rule
+    settings (read before it): judging it again would see what the last judgement saw. A fleet-wide outage
+    (thousands of backends refused) costs the rounds little more than a healthy fleet."""
+    return (prev is not None and doc is not None and not prev.get("ok", True) and not doc.get("ok", True)
+            and prev.get("error_kind") == doc.get("error_kind") and prev.get("error") == doc.get("error")
+            and prev.get("ts", 0) > since)
+
+
+def _routing_signature(doc):
+    if not doc:
+        return None
+    return (doc.get("ok"), doc.get("runtime_servers"))
+
+
+def _health_signature(doc):
+    if not doc:
+        return None
+    st = doc.get("state") or {}
+    return (doc.get("ok"), st.get("cluster_status"), st.get("ready"), st.get("local_state"), st.get("read_only"),
+            st.get("reject_queries"), st.get("cluster_size"))
+
+
+def after_poll_round(kind, docs, shard=0, shards=1, now=None):
+    """Called by the poll task after run_shard(): docs {pk: (previous, new document)} of the polled targets."""
+    if not settings.ALERTS_ENABLED:
+        return {}
+    cpu = time.process_time()
+    now = now or time.time()
+    swept = _sweep_due(shard, shards, now) if kind == live.PROXYSQL else 0
+    if not docs and not swept:
+        return {}  # a tick with nothing due: the pending alerts have their own timers (judge_cluster)
+    inv = context.inventory()
+    situation = context.situation(inv, now)
+    if situation.last_ended:  # an operation may have changed the inventory (a switchover's new writer...)
+        inv = context.inventory(changed_after=situation.last_ended)
+    passes, covered, triggered = [], set(), set()
+    judged_since = max(inv.loaded_at, rulesettings.changed_at())
+    for pk, (prev, doc) in docs.items():
+        cluster_id = (inv.node_cluster if kind == live.PROXYSQL else inv.server_cluster).get(pk)
+        if cluster_id is None:
+            continue  # added since the inventory was read: judged at the next read
+        c = inv.clusters[cluster_id]
+        rules = rulesettings.for_cluster(c)
+        if _still_failing(prev, doc, judged_since):
+            covered.add(f"{'n' if kind == live.PROXYSQL else 's'}{pk}")
+            continue  # judged on the same failure at its last poll: what that opened stands
+        if kind == live.PROXYSQL:
+            passes.append(Pass(c.pk, {f"n{pk}"}, conditions.NODE_RULES,
+                               conditions.node_observations(c, c.nodes[pk], doc, now, rules)))
+            covered.add(f"n{pk}")
+            if _routing_signature(prev) != _routing_signature(doc):
+                triggered.add(c.pk)
+        else:
+            passes.append(Pass(c.pk, {f"s{pk}"}, conditions.SERVER_RULES,
+                               conditions.backend_observations(c, c.servers[pk], doc, now, rules)))
+            covered.add(f"s{pk}")
+            if _health_signature(prev) != _health_signature(doc):
+                triggered.add(c.pk)
+    # A cluster with an alert due is judged whole, every rule: what a hold kept back is released together.
+    # Due alerts have their own timers (judge_at); a sweep catches any whose timer was lost.
+    due = _due_clusters(situation, now) if swept else set()
+    _judge_when_holds_end(situation)
+    if swept:
+        triggered |= _sweep(inv, shard, shards, situation, now, swept)
+    passes += judge_clusters([inv.clusters[pk] for pk in sorted(due) if pk in inv.clusters], situation, now,
+                             skip=covered, full=True)
+    passes += judge_clusters([inv.clusters[pk] for pk in sorted(triggered - due) if pk in inv.clusters], situation,
+                             now, skip=covered)
+    counts = apply(passes, situation, now)
+    counts.update(clusters=len(triggered | due), cpu_ms=round((time.process_time() - cpu) * 1000, 2))
+    return counts
+
+
+def judge_clusters(clusters, situation, now, skip=(), full=False):
+    """Clusters from their documents (one MGET per kind for all of them): the rules on each whole cluster,
+    and the rules on each node and backend whose document went stale (their own rounds judge the others),
+    or on every one when `full`."""
+    clusters = list(clusters)
+    try:
+        read = live.read_many if full else lean.read_many  # the whole documents only when every rule reads them
+        node_docs = read(live.PROXYSQL, [pk for c in clusters for pk in c.nodes])
+        server_docs = read(live.BACKEND, [pk for c in clusters for pk in c.servers])
+    except live.LiveUnavailable:
+        return []  # judged again once Redis answers; nothing is resolved on missing data
+    out = []
+    for c in clusters:
+        rules = rulesettings.for_cluster(c)
+        mine_n = {pk: node_docs.get(pk) for pk in c.nodes}
+        mine_s = {pk: server_docs.get(pk) for pk in c.servers}
+        for pk, n in c.nodes.items():
+            doc = mine_n[pk]
+            if f"n{pk}" not in skip and (full or doc is None or conditions.is_stale(doc, c, now)):
+                out.append(Pass(c.pk, {f"n{pk}"}, conditions.NODE_RULES,
+                                conditions.node_observations(c, n, doc, now, rules)))
+        for pk, s in c.servers.items():
+            doc = mine_s[pk]
+            if f"s{pk}" not in skip and (full or doc is None or conditions.is_stale(doc, c, now, backend=True)):
+                out.append(Pass(c.pk, {f"s{pk}"}, conditions.SERVER_RULES,
+                                conditions.backend_observations(c, s, doc, now, rules)))
+        out.append(Pass(c.pk, {f"c{c.pk}"}, conditions.CLUSTER_RULES,
+                        conditions.cluster_observations(c, mine_n, mine_s, now, rules,
+                                                        situation.op_alerts.get(c.pk, []))))
+    return out
+
+
+_hold_ends_scheduled = set()
+
+
+def _judge_when_holds_end(situation):
+    """Planned work that just ended: its cluster is judged again when the hold's settling polls are over,
+    once per operation (across processes: a key in Redis), so what outlived the work is released then."""
+    for cluster_id, works in situation.work.items():
+        for w in works:
+            if w.until is None or w.operation_id is None or w.operation_id in _hold_ends_scheduled:
+                continue
+            _hold_ends_scheduled.add(w.operation_id)
+            try:
+                if live.client().set(f"alerts:hold-end:{w.operation_id}", 1, nx=True, ex=3600):
+                    judge_at(cluster_id, w.until)
+            except Exception as exc:
+                log.debug("hold end of operation %s not scheduled: %s", w.operation_id, exc)
+
+
+def _due_clusters(situation, now):
+    """Clusters with an alert to look at now: pending past its `for`, held by work that is over, or with an
+    operation alert (failed, rollback pending) not yet open."""
+    due = set()
+    rows = Alert.objects.filter(active_key__isnull=False, state=AlertState.PENDING).values_list(
+        "cluster_id", "held", "fires_at")
+    for cluster_id, held, fires_at in rows:
+        if held:
+            if not any(w.until is None or now < w.until for w in situation.work.get(cluster_id, [])):
+                due.add(cluster_id)
+        elif fires_at.timestamp() <= now:
+            due.add(cluster_id)
+    if situation.op_alerts:
+        open_ops = set(Alert.objects.filter(active_key__isnull=False, operation__isnull=False)
+                       .values_list("operation_id", flat=True))
+        due |= {cid for cid, ops in situation.op_alerts.items() if any(op.pk not in open_ops for op in ops)}
+    return due
+
+
+def _sweep(inv, shard, shards, situation, now, swept):
+    """Of the clusters this shard owns, those to judge whole at a sweep: a node or backend not polled for three
+    of its intervals (its document is stale: its own round is not running), or an operation alert to open
+    or close. The others changed nothing a rule reads since their last judgement (their rounds trigger one
+    when something does); every FULL_SWEEP_EVERY sweeps all are judged (a rule's new threshold, a worker
+    just started)."""
+    mine = [c for pk, c in inv.clusters.items() if pk % shards == shard]
+    if not mine or swept % FULL_SWEEP_EVERY == 1:
+        return {c.pk for c in mine}  # now and then every one, whatever changed (and at a worker's start)
+    r = live.client()
+    try:
+        started = {kind: r.hmget(f"poll-started:{kind}", pks) if pks else []
+                   for kind, pks in ((live.PROXYSQL, [pk for c in mine for pk in c.nodes]),
+                                     (live.BACKEND, [pk for c in mine for pk in c.servers]))}
+    except Exception as exc:
+        log.debug("sweep: poll times unreadable: %s", exc)
+        return {c.pk for c in mine}
+    out = set()
+    nodes, servers = iter(started[live.PROXYSQL]), iter(started[live.BACKEND])
+    for c in mine:
+        limit_n, limit_s = 3 * c.interval, 3 * c.backend_interval
+        if (any(ts is None or now - float(ts) > limit_n for ts in (next(nodes) for _ in c.nodes))
+                | any(ts is None or now - float(ts) > limit_s for ts in (next(servers) for _ in c.servers))):
+            out.add(c.pk)
+    out |= set(situation.op_alerts)
+    out |= set(Alert.objects.filter(active_key__isnull=False, operation__isnull=False).values_list("cluster_id", flat=True))
+    return out & {c.pk for c in mine}
+
+
+def _sweep_due(shard, shards, now):
+    """0 when the clusters this shard owns were swept less than ALERTS_SWEEP_S ago; else the sweep's number
+    (counted in Redis), the first being 1."""
+    r = live.client()
+    key = f"alerts:swept:{shard}:{shards}"
+    try:
+        last = r.get(key)
+        if last is not None and now - float(last) < settings.ALERTS_SWEEP_S:
+            return 0
+        r.set(key, now, ex=3600)
+        return r.incr(f"{key}:count")
+    except Exception as exc:  # Redis down: the round itself has already said so
+        log.debug("sweep skipped: %s", exc)
+        return 0
+
+
+# -- transitions -------------------------------------------------------------------------------------
+class Writes:
+    """What a judgement changes, written in a few statements however many alerts it opens, fires or resolves
+    (a fleet-wide outage opens thousands at once, and the pollers share the database meanwhile)."""
+
+    def __init__(self):
+        self.opens, self.fires, self.resolves, self.drops = [], [], [], []
+
+    def flush(self, now):
+        with transaction.atomic():
+            for i in range(0, len(self.opens), 500):
+                # Another round may have opened one of these a moment ago: its row stands (one per rule and subject).
+                Alert.objects.bulk_create(self.opens[i:i + 500], ignore_conflicts=True)
+            for i in range(0, len(self.fires), 500):
+                Alert.objects.filter(pk__in=self.fires[i:i + 500], state=AlertState.PENDING).update(
+                    state=AlertState.FIRING, fired_at=_dt(now), last_seen_at=_dt(now))
+            for i in range(0, len(self.resolves), 500):
+                Alert.objects.filter(pk__in=self.resolves[i:i + 500], active_key__isnull=False).update(
+                    state=AlertState.RESOLVED, resolved_at=_dt(now), active_key=None, held=False)
+            for i in range(0, len(self.drops), 500):  # pending, never held: a blip that never fired leaves no row
+                Alert.objects.filter(pk__in=self.drops[i:i + 500], state=AlertState.PENDING).delete()
+
+
+def apply(passes, situation, now):
+    """Open, fire, hold, release and resolve alerts for what these passes saw. Returns counts."""
+    counts = {"opened": 0, "fired": 0, "resolved": 0, "held": 0, "released": 0}
+    targets = set()
+    for p in passes:
+        targets |= p.targets
+    if not targets:
+        return counts
+    active, by_target = _open_alerts(sorted(targets))
+    changes = []  # (cluster_id, "fired" | "resolved" | "pending", severity, alert id or fires_at)
+    writes = Writes()
+    inv = context.inventory()
+    for p in passes:
+        c = inv.clusters.get(p.cluster_id)
+        if c is None:
+            continue
+        works = situation.work.get(p.cluster_id, []) if p.observations else []
+        seen = set()
+        for o in p.observations:
+            key = (o.rule, o.subject)
+            if key in seen:
+                continue
+            seen.add(key)
+            setting = rulesettings.effective(c, o.rule)
+            hold = holds.hold_for(o, works, now)
+            row = active.get(key)
+            if row is None:
+                changes += _open(c, o, setting, hold, now, counts, writes)
+            else:
+                changes += _update(row, o, setting, hold, now, counts, writes)
+        for target in p.targets:
+            for row in by_target.get(target, ()):
+                if (row["rule"], row["subject"]) not in seen and row["rule"] in p.rules:
+                    changes += _resolve(row, counts, writes)
+    writes.flush(now)
+    told = [ch for ch in changes if ch[1] != "pending"]
+    channels = notify.channels_now() if told else []
+    for cluster_id in {ch[0] for ch in told}:
+        notify.changed(cluster_id, [ch for ch in told if ch[0] == cluster_id], now, channels)
+    for cluster_id, fires_at in _earliest({(ch[0], ch[3]) for ch in changes if ch[1] == "pending"}).items():
+        transaction.on_commit(lambda c=cluster_id, t=fires_at: judge_at(c, t))
+    return counts
+
+
+def _open_alerts(targets):
+    """The open alerts of these targets: {(rule, subject): row} and {target: [rows]}. One query per 500
+    targets; a pending alert's fires_at in a second one, only when there is a pending alert (the many
+    firing ones are read without their times: parsing thousands of datetimes per round costs more than
+    judging them)."""
+    active, by_target, pending = {}, {}, []
+    for i in range(0, len(targets), 500):
+        for row in Alert.objects.filter(active_key__isnull=False, target__in=targets[i:i + 500]).values(*ACTIVE_FIELDS):
+            active[(row["rule"], row["subject"])] = row
+            by_target.setdefault(row["target"], []).append(row)
+            if row["state"] == AlertState.PENDING:
+                pending.append(row)
+    if pending:
+        fires = dict(Alert.objects.filter(pk__in=[r["id"] for r in pending]).values_list("pk", "fires_at"))
+        for row in pending:
+            row["fires_at"] = fires.get(row["id"]) or _dt(0)
+    return active, by_target
+
+
+def _earliest(pairs):
+    out = {}
+    for cluster_id, fires_at in pairs:
+        out[cluster_id] = min(fires_at, out.get(cluster_id, fires_at))
+    return out
+
+
+def judge_at(cluster_id, when):
+    """Judge a cluster again at `when` (epoch): a pending alert when its `for` ends, held ones when the work
+    that held them is over; not at the next sweep after that."""
+    from workers.alerts import judge_cluster
+
+    try:
+        judge_cluster.apply_async((cluster_id,), eta=_dt(when + 0.02))
+    except Exception as exc:  # no broker: the sweeps promote it
+        log.debug("judge of cluster %s not scheduled: %s", cluster_id, exc)
+
+
+def judge_now(cluster_id, now=None):
+    """Every rule of one cluster, now (the task judge_at() scheduled)."""
+    if not settings.ALERTS_ENABLED:
+        return {}
+    now = now or time.time()
+    inv = context.inventory()
+    c = inv.clusters.get(cluster_id)
+    if c is None:
+        return {}
+    situation = context.situation(inv, now)
+    if situation.last_ended:
+        inv = context.inventory(changed_after=situation.last_ended)
+        c = inv.clusters.get(cluster_id) or c
+    return apply(judge_clusters([c], situation, now, full=True), situation, now)
+
+
+def _open(c, o, setting, hold, now, counts, writes):
+    since = o.started if o.started is not None and o.started <= now else now
+    fires_at = since + setting.for_s
+    firing = hold is None and now >= fires_at
+    writes.opens.append(Alert(
+        rule=o.rule, cluster_id=c.pk, target=o.target, subject=o.subject, subject_label=o.label[:300],
+        node_id=o.node, server_id=o.server, hostgroup=o.hostgroup, operation_id=o.operation,
+        severity=setting.severity, state=AlertState.FIRING if firing else AlertState.PENDING,
+        summary=o.summary, value=o.value, details={**o.details, "for_s": setting.for_s},
+        since=_dt(since), fires_at=_dt(max(fires_at, now) if hold else fires_at),
+        fired_at=_dt(now) if firing else None, last_seen_at=_dt(now),
+        held=hold is not None, was_held=hold is not None, hold_reason=hold.reason if hold else "",
+        hold_operation_id=hold.operation_id if hold else None, active_key=f"{o.rule}|{o.subject}"[:250]))
+    counts["opened"] += 1
+    if hold:
+        counts["held"] += 1
+    if firing:
+        counts["fired"] += 1
+        return [(c.pk, "fired", setting.severity, None)]
+    return [] if hold else [(c.pk, "pending", setting.severity, fires_at)]
+
+
+def _update(row, o, setting, hold, now, counts, writes):
+    pk = row["id"]
+    values = {}
+    out = []
+    if row["state"] == AlertState.PENDING:
+        if hold is not None and not row["held"]:
+            values.update(held=True, was_held=True, hold_reason=hold.reason, hold_operation_id=hold.operation_id)
+            counts["held"] += 1
+        elif hold is None and row["held"]:
+            values.update(held=False, fires_at=max(row["fires_at"], _dt(now)))
+            counts["released"] += 1
+            if values["fires_at"].timestamp() > now:
+                out.append((row["cluster_id"], "pending", row["severity"], values["fires_at"].timestamp()))
+        held = values.get("held", row["held"])
+        fires_at = values.get("fires_at", row["fires_at"])
+        if not held and now >= fires_at.timestamp():
+            if values:
+                Alert.objects.filter(pk=pk).update(**values)
+            writes.fires.append(pk)
+            counts["fired"] += 1
+            return out + [(row["cluster_id"], "fired", row["severity"], pk)]
+    if values:
+        Alert.objects.filter(pk=pk).update(summary=o.summary, value=o.value, last_seen_at=_dt(now), **values)
+    elif o.summary != row["summary"]:  # new figures: written at most every SUMMARY_REFRESH_S
+        Alert.objects.filter(pk=pk, last_seen_at__lt=_dt(now - SUMMARY_REFRESH_S)).update(
+            summary=o.summary, value=o.value, last_seen_at=_dt(now))
+    return out
+
+
+def _resolve(row, counts, writes):
+    if row["state"] == AlertState.PENDING and not row["was_held"]:
+        writes.drops.append(row["id"])
+        return []
+    writes.resolves.append(row["id"])
+    counts["resolved"] += 1
+    if row["state"] == AlertState.FIRING:
+        return [(row["cluster_id"], "resolved", row["severity"], row["id"])]
+    return []
+
+
+def forget_caches():
+    """Per-process caches (tests roll the database back under them)."""
+    context.forget()
+    rulesettings.forget()
+    _hold_ends_scheduled.clear()
+

@@ -1,0 +1,187 @@
+"""Reads for the alert pages: the list (open alerts first, then history, filtered), one alert with its
+evidence, and the counts other pages show."""
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
+
+from django.db.models import Count, Q
+from django.urls import reverse
+from django.utils import timezone
+
+from .catalogue import BY_KEY, FAMILIES, RULES, SEVERITY_RANK
+from .models import Alert, AlertState, Channel, Notification, Silence
+
+HISTORY_PAGE = 50
+STATES = ("open", "firing", "pending", "held", "resolved", "all")
+
+
+@dataclass
+class ListFilters:
+    cluster: int | None = None
+    state: str = "all"
+    severity: str = ""
+    rule: str = ""
+    page: int = 1
+
+
+def parse_filters(params):
+    """Query-string filters, each checked; anything unknown is ignored, never an error."""
+    def as_int(name, default=None, lo=1, hi=10**9):
+        try:
+            value = int(params.get(name, ""))
+        except (TypeError, ValueError):
+            return default
+        return value if lo <= value <= hi else default
+
+    state = params.get("state", "all")
+    severity = params.get("severity", "")
+    rule = params.get("rule", "")
+    return ListFilters(cluster=as_int("cluster"), state=state if state in STATES else "all",
+                       severity=severity if severity in SEVERITY_RANK else "", rule=rule if rule in BY_KEY else "",
+                       page=as_int("page", 1, 1, 10**6))
+
+
+def _filtered(f):
+    qs = Alert.objects.select_related("cluster", "hold_operation", "operation")
+    if f.cluster:
+        qs = qs.filter(cluster_id=f.cluster)
+    if f.severity:
+        qs = qs.filter(severity=f.severity)
+    if f.rule:
+        qs = qs.filter(rule=f.rule)
+    return qs
+
+
+def alert_list(f, now=None):
+    """Open alerts (firing, then pending; the most severe first) and one page of history."""
+    now = now or timezone.now()
+    qs = _filtered(f)
+    open_alerts = []
+    if f.state in ("open", "firing", "pending", "held", "all"):
+        open_qs = qs.filter(active_key__isnull=False)
+        if f.state == "firing":
+            open_qs = open_qs.filter(state=AlertState.FIRING)
+        elif f.state == "pending":
+            open_qs = open_qs.filter(state=AlertState.PENDING, held=False)
+        elif f.state == "held":
+            open_qs = open_qs.filter(held=True)
+        open_alerts = sorted(open_qs[:500], key=lambda a: (a.state != AlertState.FIRING, a.held,
+                                                           -SEVERITY_RANK.get(a.severity, 0), -a.since.timestamp()))
+    history, pages = [], 1
+    if f.state in ("resolved", "all", "held"):
+        hist = qs.filter(state=AlertState.RESOLVED)
+        if f.state == "held":
+            hist = hist.filter(was_held=True)
+        total = hist.count()
+        pages = max(1, -(-total // HISTORY_PAGE))
+        page = min(f.page, pages)
+        history = list(hist.order_by("-resolved_at", "-id")[(page - 1) * HISTORY_PAGE: page * HISTORY_PAGE])
+        f.page = page
+    silences = Silence.objects.filter(starts_at__lte=now, ends_at__gt=now, expired_at__isnull=True)
+    for a in open_alerts:
+        a.silenced = next((s for s in silences if s.matches(a)), None)
+        a.spec = BY_KEY.get(a.rule)
+    for a in history:
+        a.spec = BY_KEY.get(a.rule)
+    counts = dict(Alert.objects.filter(active_key__isnull=False).values_list("state").annotate(n=Count("id")))
+    return {"open_alerts": open_alerts, "history": history, "pages": pages, "filters": f,
+            "firing_count": counts.get(AlertState.FIRING, 0), "pending_count": counts.get(AlertState.PENDING, 0),
+            "rules": RULES, "states": STATES, "now": now}
+
+
+def open_for_cluster(cluster):
+    alerts = list(Alert.objects.filter(cluster=cluster, active_key__isnull=False).select_related("hold_operation"))
+    for a in alerts:
+        a.spec = BY_KEY.get(a.rule)
+    alerts.sort(key=lambda a: (a.state != AlertState.FIRING, a.held, -SEVERITY_RANK.get(a.severity, 0)))
+    recent = list(Alert.objects.filter(cluster=cluster, state=AlertState.RESOLVED,
+                                       resolved_at__gte=timezone.now() - timedelta(hours=24)).order_by("-resolved_at")[:10])
+    return {"cluster_alerts": alerts, "cluster_recent_alerts": recent}
+
+
+def firing_summary():
+    """For the fleet overview's banner: firing alerts by severity (one small query)."""
+    rows = dict(Alert.objects.filter(state=AlertState.FIRING).values_list("severity").annotate(n=Count("id")))
+    return {"alerts_firing": sum(rows.values()), "alerts_critical": rows.get("critical", 0)}
+
+
+# -- one alert and its evidence ------------------------------------------------------------------------
+# rule -> (chart kind, chart name): the figure the rule watches, drawn around the alert's start.
+CHARTS = {
+    "writer_none": ("backend", "wsrep_state"), "galera_non_primary": ("backend", "wsrep_state"),
+    "galera_not_ready": ("backend", "wsrep_state"), "galera_desynced": ("backend", "wsrep_state"),
+    "backend_unreachable": ("backend", "wsrep_state"), "galera_recv_queue": ("backend", "recv_queue"),
+    "galera_flow_control": ("backend", "flow_control"), "replica_lag": ("backend", "wsrep_state"),
+    "proxysql_unreachable": ("proxysql", "queries"), "poll_latency": ("proxysql", "latency"),
+    "proxysql_auth": ("proxysql", "queries"), "mirror_queue": ("proxysql", "mirror_queue"),
+    "mirror_loss": ("proxysql", "mirror_loss"), "conn_errors": ("proxysql", "errors"),
+    "backend_shunned": ("proxysql", "connections"), "backend_flapping": ("proxysql", "connections"),
+    "writer_many": ("proxysql", "connections"), "readers_low": ("proxysql", "connections"),
+    "drift": ("proxysql", "queries"),
+}
+CHART_AFTER_S = 1800  # the chart's window ends this long after the start (or now), 1 h long
+
+
+def evidence(alert):
+    """Links and charts that show why the alert opened: the figure around its start, the operation or drift
+    behind it, the audit events of the cluster in that window, the notifications sent for it."""
+    out = {"charts": [], "links": []}
+    start = alert.since.timestamp()
+    end = min(timezone.now().timestamp(), start + CHART_AFTER_S)
+    if alert.resolved_at:
+        end = min(timezone.now().timestamp(), max(end, alert.resolved_at.timestamp() + 300))
+    chart = CHARTS.get(alert.rule)
+    if chart:
+        kind, name = chart
+        if kind == "backend" and alert.server_id:
+            out["charts"].append({"title": f"{name.replace('_', ' ')} of {alert.server}", "id": f"alert-chart-{name}",
+                                  "url": reverse("monitoring:server_chart", args=[alert.server_id, name]) + f"?end={int(end)}"})
+        elif kind == "proxysql" and alert.node_id:
+            out["charts"].append({"title": f"{name.replace('_', ' ')} of {alert.node.name}", "id": f"alert-chart-{name}",
+                                  "url": reverse("monitoring:proxysql_chart", args=[alert.node_id, name]) + f"?end={int(end)}"})
+    if alert.hold_operation_id:
+        out["links"].append(("The planned work that held it", alert.hold_operation.get_absolute_url(),
+                             str(alert.hold_operation)))
+    if alert.operation_id:
+        out["links"].append(("The operation", alert.operation.get_absolute_url(), str(alert.operation)))
+    if alert.rule == "drift":
+        out["links"].append(("The drift, read from every node now", reverse("fleet:cluster", args=[alert.cluster_id])
+                             + "#drift-section", "cluster page, drift"))
+        out["links"].append(("The configuration and its versions", reverse("configuration:cluster", args=[alert.cluster_id]),
+                             "configuration"))
+    if alert.details.get("digest_id"):
+        out["links"].append(("The query", reverse("digests:detail", args=[alert.details["digest_id"]]), alert.details.get("digest", "")))
+    if alert.node_id:
+        out["links"].append(("The ProxySQL node", reverse("fleet:proxysql_node", args=[alert.node_id]), str(alert.node)))
+    if alert.server_id:
+        out["links"].append(("The backend", reverse("fleet:server", args=[alert.server_id]), str(alert.server)))
+    a, b = start - 600, (alert.resolved_at.timestamp() if alert.resolved_at else start) + 600
+    out["incident_url"] = (reverse("audit:incident") + f"?cluster={alert.cluster_id}&start={_utc(a)}&end={_utc(b)}")
+    out["audit_url"] = reverse("audit:list") + f"?cluster={alert.cluster_id}"
+    out["notifications"] = [n for n in Notification.objects.filter(cluster_id=alert.cluster_id,
+                                                                    created_at__gte=alert.since - timedelta(seconds=5))
+                            .select_related("channel").order_by("id")[:200] if alert.pk in (n.alert_ids or [])]
+    return out
+
+
+def _utc(epoch):
+    return datetime.fromtimestamp(epoch, tz=dt_timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def silences(now=None):
+    now = now or timezone.now()
+    current = list(Silence.objects.filter(Q(ends_at__gt=now) & Q(expired_at__isnull=True)).select_related("cluster"))
+    past = list(Silence.objects.filter(Q(ends_at__lte=now) | Q(expired_at__isnull=False)).select_related("cluster")
+                .order_by("-id")[:30])
+    return {"current": current, "past": past}
+
+
+def channels():
+    out = list(Channel.objects.prefetch_related("clusters"))
+    for ch in out:
+        ch.last = ch.notifications.order_by("-id").first()
+    return out
+
+
+def families():
+    return [(FAMILIES[f], [r for r in RULES if r.family == f]) for f in FAMILIES]

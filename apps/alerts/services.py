@@ -1,0 +1,155 @@
+"""What people do to alerts, each audited in the same transaction: acknowledge, silence (and end a silence
+early), change a rule's settings for the fleet or one cluster, manage notification channels, send a test.
+Views and commands call these; nothing else writes these rows (the evaluation writes alerts)."""
+import time
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps.audit.services import record
+
+from . import notify, rulesettings
+from .catalogue import BY_KEY
+from .models import Alert, Channel, Notification, RuleSetting, Silence
+
+
+class Refused(Exception):
+    pass
+
+
+def acknowledge(alert, note, *, request=None, user=None):
+    who = (user or request.user).get_username()
+    with transaction.atomic():
+        Alert.objects.filter(pk=alert.pk).update(acked_at=timezone.now(), acked_by=who, ack_note=note)
+        record("acknowledge alert", request=request, user=user, cluster=alert.cluster, target=alert.subject_label,
+               details={"alert": alert.pk, "rule": alert.rule, "state": alert.state, "note": note})
+    alert.refresh_from_db()
+    return alert
+
+
+def silence(*, cluster, rule, subject, subject_label, minutes, reason, request=None, user=None, from_alert=None):
+    """Silence notifications of matching alerts for `minutes` (from now)."""
+    if not reason.strip():
+        raise Refused("A silence needs a reason.")
+    if rule and rule not in BY_KEY:
+        raise Refused(f"No rule named {rule!r}.")
+    who = (user or request.user).get_username()
+    now = timezone.now()
+    with transaction.atomic():
+        s = Silence.objects.create(cluster=cluster, rule=rule or "", subject=subject or "",
+                                   subject_label=(subject_label or "")[:300], reason=reason, starts_at=now,
+                                   ends_at=now + timedelta(minutes=minutes), created_by=who, from_alert=from_alert)
+        record("silence alerts", request=request, user=user, cluster=cluster, target=s.describe()[:300],
+               details={"silence": s.pk, "rule": s.rule, "subject": s.subject, "until": s.ends_at.isoformat(),
+                        "minutes": minutes, "reason": reason, "from_alert": from_alert.pk if from_alert else None})
+    return s
+
+
+def end_silence(s, *, request=None, user=None):
+    """End a silence now; its alerts still firing are sent at once."""
+    if s.expired_at or s.ends_at <= timezone.now():
+        raise Refused("This silence is already over.")
+    who = (user or request.user).get_username()
+    with transaction.atomic():
+        Silence.objects.filter(pk=s.pk).update(expired_at=timezone.now(), expired_by=who)
+        record("end silence", request=request, user=user, cluster=s.cluster, target=s.describe()[:300],
+               details={"silence": s.pk, "was_until": s.ends_at.isoformat()})
+        notify.silence_over(s, time.time())
+    s.refresh_from_db()
+    return s
+
+
+def save_rule_setting(cluster, rule, *, enabled, severity, for_s, params, request=None, user=None):
+    """Override a rule's defaults for the fleet (cluster None) or one cluster. Empty values inherit."""
+    spec = BY_KEY.get(rule)
+    if spec is None:
+        raise Refused(f"No rule named {rule!r}.")
+    params = {k: v for k, v in (params or {}).items() if k in spec.params and v is not None}
+    with transaction.atomic():
+        row = RuleSetting.objects.select_for_update().filter(cluster=cluster, rule=rule).first()
+        before = _setting_dict(row)
+        if row is None:
+            row = RuleSetting(cluster=cluster, rule=rule)
+        row.enabled, row.severity, row.for_s, row.params = enabled, severity or "", for_s, params
+        if row.enabled is None and not row.severity and row.for_s is None and not row.params:
+            if row.pk:
+                row.delete()
+            after = None
+        else:
+            row.save()
+            after = _setting_dict(row)
+        record("change alert rule", request=request, user=user, cluster=cluster,
+               target=f"{rule} ({'cluster ' + cluster.name if cluster else 'fleet-wide'})",
+               details={"rule": rule, "scope": cluster.name if cluster else "fleet", "before": before, "after": after})
+    rulesettings.forget()
+    return row
+
+
+def _setting_dict(row):
+    if row is None or not row.pk:
+        return None
+    return {"enabled": row.enabled, "severity": row.severity, "for_s": row.for_s, "params": row.params}
+
+
+_CHANNEL_FIELDS = ("name", "kind", "url", "recipients", "min_severity", "send_resolved", "enabled")
+
+
+def _channel_dict(ch):
+    out = {f: getattr(ch, f) for f in _CHANNEL_FIELDS}
+    out["secret"] = "(set)" if ch.secret else ""
+    out["clusters"] = sorted(c.name for c in ch.clusters.all()) if ch.pk else []
+    return out
+
+
+def save_channel(form, *, request=None, user=None):
+    """Create or change a channel from a validated ChannelForm (an empty secret keeps the stored one)."""
+    ch = form.instance
+    before = _channel_dict(Channel.objects.get(pk=ch.pk)) if ch.pk else None
+    with transaction.atomic():
+        secret = form.cleaned_data.get("new_secret")
+        if secret:
+            ch.secret = secret
+        ch = form.save()
+        record("change alert channel" if before else "add alert channel", request=request, user=user, target=ch.name,
+               details={"channel": ch.pk, "before": before, "after": _channel_dict(ch)})
+    return ch
+
+
+def delete_channel(ch, *, request=None, user=None):
+    before = _channel_dict(ch)
+    with transaction.atomic():
+        record("delete alert channel", request=request, user=user, target=ch.name, details={"before": before})
+        ch.delete()
+
+
+class _Sample:
+    """A made-up alert for "send a test": shaped like an Alert for the payload builders."""
+
+    rule, severity, state = "test", "info", "firing"
+    subject, subject_label = "test", "a test notification"
+    details, resolved_at = {}, None
+
+    def __init__(self, who):
+        self.pk = 0
+        self.since = self.fired_at = timezone.now()
+        self.summary = f"A test notification sent by {who} from the console: this channel works."
+        self.cluster = type("C", (), {"name": "(test)"})()
+
+    def get_absolute_url(self):
+        return "/alerts/"
+
+
+def send_test(ch, *, request=None, user=None):
+    """Queue a test message to a channel (delivered like any other, with retries and a log)."""
+    from .channels import build
+
+    who = (user or request.user).get_username()
+    payload = build(ch, "(test)", "firing", [_Sample(who)], time.time(), f"{ch.pk}:test")
+    with transaction.atomic():
+        n = Notification.objects.create(channel=ch, reason="test", status="firing", alert_ids=[], payload=payload,
+                                        requested_by=who)
+        record("send test notification", request=request, user=user, target=ch.name,
+               details={"channel": ch.pk, "notification": n.pk})
+        transaction.on_commit(lambda: notify.enqueue_delivery(n.pk))
+    return n
