@@ -101,10 +101,10 @@ def is_planner(op, user):
     return op.actor == user.get_username()  # the planner's account is gone: compare the name as written
 
 
-def cancel(op, *, request):
+def cancel(op, *, request=None, user=None):
     updated = Operation.objects.filter(pk=op.pk, point_of_no_return=False,
                                        state__in=[OperationState.PENDING, OperationState.RUNNING]).update(cancel_requested=True)
-    record(f"{op.kind} cancel requested", request=request, cluster=op.cluster, target=op.title,
+    record(f"{op.kind} cancel requested", request=request, user=user, cluster=op.cluster, target=op.title,
            outcome="success" if updated else "refused", details={"operation": op.pk})
     if not updated:
         raise NotAllowed("Too late to cancel: the operation finished or passed its point of no return.")

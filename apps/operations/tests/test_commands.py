@@ -1,0 +1,152 @@
+"""The operation commands on the lab (Galera lab, two ProxySQL doubles): `manage.py switchover | drain | restore |
+failover | repair`, their plan output, --json, and the exit codes a runbook branches on (0 done, 2 refused,
+3 rolled back, 4 failed)."""
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.conf import settings
+
+from apps.audit.models import AuditEvent
+from apps.fleet.models import HostgroupMembership, Server
+from apps.operations.models import Operation
+from conftest import database_url_for_subprocesses
+
+from .conftest import runtime
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+RUNBOOK = textwrap.dedent("""\
+    #!/bin/sh
+    # Switch the lab's writer; branch on the exit code.
+    "$PYTHON" manage.py switchover galera-lab --to "$1" --user otto-operator --yes $EXTRA
+    case $? in
+      0) echo "RUNBOOK: switched to $1" ;;
+      2) echo "RUNBOOK: refused, nothing changed" ;;
+      3) echo "RUNBOOK: rolled back, the old writer stays" ;;
+      *) echo "RUNBOOK: failed, page the on-call" ;;
+    esac
+""")
+
+
+def command(name, *args, stdin=""):
+    """(exit code, stdout) of a command run here; stdin answers its question."""
+    out, err = io.StringIO(), io.StringIO()
+    old_stdin, sys.stdin = sys.stdin, io.StringIO(stdin)
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            call_command(name, *args, stdout=out, stderr=err)
+    finally:
+        sys.stdin = old_stdin
+    return exit_.value.code, out.getvalue()
+
+
+def writer_port():
+    return HostgroupMembership.objects.get(hostgroup_id=100).server.port
+
+
+def test_a_runbook_switches_the_lab_writer_with_one_command_and_branches_on_its_exit_code(adopted_lab, operator_user,
+                                                                                         tmp_path):
+    cluster, (first, second) = adopted_lab
+    script = tmp_path / "switch-writer.sh"
+    script.write_text(RUNBOOK)
+    env = {**os.environ, "PYTHON": sys.executable, "DATABASE_URL": database_url_for_subprocesses(),
+           "DJANGO_SETTINGS_MODULE": "controlplane.settings"}
+
+    def runbook(to, extra=""):
+        done = subprocess.run(["sh", str(script), to], cwd=settings.BASE_DIR, env={**env, "EXTRA": extra},
+                              capture_output=True, text=True, timeout=120)
+        return done.stdout
+
+    # The lab's writer sessions are pinned by auto-increment tokens: with a short drain and no way through,
+    # the drain times out and everything is rolled back, nothing cut.
+    out = runbook("127.0.0.1:3312", "--drain-timeout-ms 300")
+    assert "RUNBOOK: rolled back, the old writer stays" in out, out
+    assert writer_port() == 3311 and runtime(first, 100) == [("127.0.0.1", 3311, "ONLINE")]
+
+    out = runbook("127.0.0.1:3312", "--lower-autoinc --drain-timeout-ms 2000")
+    assert "RUNBOOK: switched to 127.0.0.1:3312" in out, out
+    # The plan was printed first: its guards with their values and the SQL per ProxySQL node.
+    assert "[pass] Every ProxySQL node of the cluster answers: 2 of 2" in out
+    assert "UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE hostgroup_id=100 AND hostname='127.0.0.1' AND port=3311;" in out
+    assert "on proxysql-1:" in out and "on proxysql-2:" in out
+    for double in (first, second):
+        assert runtime(double, 100) == [("127.0.0.1", 3312, "ONLINE")]
+    assert writer_port() == 3312
+
+    out = runbook("127.0.0.1:3312")  # it is the writer now: a hard guard refuses, nothing is sent
+    assert "RUNBOOK: refused, nothing changed" in out, out
+    assert "[FAIL] The new writer is another backend of this cluster" in out
+    done = Operation.objects.filter(state="done").get()
+    assert done.actor == "otto-operator" and done.confirmer == "otto-operator"
+    assert AuditEvent.objects.filter(action="switchover done", actor="otto-operator").exists()
+
+
+def test_json_lines_give_the_plan_each_step_and_the_outcome(adopted_lab, operator_user):
+    cluster, (first, second) = adopted_lab
+    code, out = command("drain", "galera-lab", "--server", "127.0.0.1:3313", "--user", operator_user.username,
+                        "--yes", "--json", "--note", "disk swap")
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert code == 0, lines[-1]
+    plan, steps, outcome = lines[0], lines[1:-1], lines[-1]
+    assert plan["event"] == "plan" and plan["kind"] == "drain" and all(g["passed"] for g in plan["guards"])
+    drain_sql = {spec["name"]: spec["sql"] for spec in plan["steps"][0]["nodes"].values()}
+    assert "UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE hostgroup_id=101 AND hostname='127.0.0.1' AND port=3313" \
+        in drain_sql["proxysql-1"]
+    assert [s["key"] for s in steps] == [s["key"] for s in plan["steps"]] and {s["state"] for s in steps} == {"done"}
+    assert outcome == {**outcome, "event": "outcome", "state": "done", "exit_code": 0}
+    assert Server.objects.get(port=3313).maintenance
+
+    code, out = command("restore", "galera-lab", "--server", "127.0.0.1:3313", "--user", operator_user.username,
+                        "--yes")
+    assert code == 0, out
+    assert "Restore 127.0.0.1:3313 from maintenance" in out and "done" in out.splitlines()[-1].lower()
+    assert not Server.objects.get(port=3313).maintenance
+    assert ("127.0.0.1", 3313, "ONLINE") in runtime(first, 101)
+
+
+def test_plan_only_and_an_unanswered_prompt_change_nothing(adopted_lab, operator_user):
+    code, out = command("switchover", "galera-lab", "--to", "127.0.0.1:3312", "--user", operator_user.username,
+                        "--plan-only")
+    assert code == 0 and "-- drain:" in out and "planned only" in out
+    code, out = command("switchover", "galera-lab", "--to", "127.0.0.1:3312", "--user", operator_user.username,
+                        stdin="no\n")
+    assert code == 2 and "not confirmed" in out
+    assert writer_port() == 3311
+    assert set(Operation.objects.values_list("state", flat=True)) == {"cancelled"}
+    assert not Operation.objects.exclude(steps=None).exists()  # nothing was confirmed, no step ever ran
+
+
+def test_failover_on_an_operators_word_refuses_a_live_writer_unless_an_admin_overrides(adopted_lab, operator_user,
+                                                                                    admin_user_role):
+    cluster, (first, second) = adopted_lab
+    code, out = command("failover", "galera-lab", "--to", "127.0.0.1:3312", "--user", operator_user.username, "--yes")
+    assert code == 2, out
+    assert "[FAIL, an admin may override] The current writer 127.0.0.1:3311 does not answer" in out
+    assert "Only an admin can override them" in out and writer_port() == 3311
+    code, out = command("failover", "galera-lab", "--to", "127.0.0.1:3312", "--user", admin_user_role.username,
+                        "--yes", "--override-reason", "drill: the writer's host is being retired")
+    assert code == 0, out
+    for double in (first, second):
+        assert runtime(double, 100) == [("127.0.0.1", 3312, "ONLINE")]
+    op = Operation.objects.get(state="done")
+    assert op.kind == "failover" and op.plan["options"]["manual"] and op.override_reason.startswith("drill")
+
+
+def test_repair_one_node_and_the_usage_errors(adopted_lab, operator_user, viewer_user):
+    cluster, (first, second) = adopted_lab
+    code, out = command("repair", "galera-lab", "--node", "proxysql-2", "--user", operator_user.username, "--yes")
+    assert code == 0 and "Repair proxysql-2 of galera-lab" in out, out
+    for args, message in [(("repair", "nope", "--user", operator_user.username), "no cluster named 'nope'"),
+                          (("repair", "galera-lab", "--node", "x", "--user", operator_user.username), "no ProxySQL node 'x'"),
+                          (("repair", "galera-lab", "--user", viewer_user.username), "is not a user with the operator role"),
+                          (("switchover", "galera-lab", "--to", "127.0.0.1:9", "--user", operator_user.username),
+                           "no backend 127.0.0.1:9 in cluster galera-lab"),
+                          (("switchover", "galera-lab", "--to", "3312", "--user", operator_user.username), "is not HOST:PORT")]:
+        with pytest.raises(CommandError, match=message):
+            call_command(*args, stdout=io.StringIO())
