@@ -92,6 +92,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # the Swagger UI's files, served from our own static files (CSP, isolated networks)
     "apps.accounts",
     "apps.audit",
     "apps.fleet",
@@ -101,11 +104,14 @@ INSTALLED_APPS = [
     "apps.configuration",
     "apps.reports",
     "apps.alerts",
+    "apps.api",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "apps.accounts.middleware.SecurityHeadersMiddleware",
+    # /api/: a body larger than API_MAX_REQUEST_BYTES is refused (413) before anything reads it.
+    "apps.api.middleware.RequestSizeLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -255,6 +261,53 @@ PROXYSQL_CONNECT_TIMEOUT = envfloat("PROXYSQL_CONNECT_TIMEOUT", 0.5)
 PROXYSQL_READ_TIMEOUT = envfloat("PROXYSQL_READ_TIMEOUT", 0.8)
 BACKEND_CONNECT_TIMEOUT = envfloat("BACKEND_CONNECT_TIMEOUT", 0.5)
 BACKEND_READ_TIMEOUT = envfloat("BACKEND_READ_TIMEOUT", 0.8)
+
+# The JSON API (/api/v1/, apps/api): limits, and the cache its rate limits count in. The counters live in
+# Redis (shared by every web process); when Redis does not answer they fall back to each process's memory
+# rather than failing requests (apps/api/throttling.py).
+API_MAX_REQUEST_BYTES = envint("API_MAX_REQUEST_BYTES", 6 * 1024 * 1024)  # a 5 MB configuration file fits
+API_PAGE_SIZE = envint("API_PAGE_SIZE", 50)
+API_MAX_PAGE_SIZE = envint("API_MAX_PAGE_SIZE", 500)
+API_THROTTLE_RATES = {"read": os.environ.get("API_THROTTLE_READ", "1200/min"),
+                      "write": os.environ.get("API_THROTTLE_WRITE", "120/min")}
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "api-throttle": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                     "KEY_PREFIX": "api", "OPTIONS": {"socket_connect_timeout": 0.3, "socket_timeout": 0.5}},
+    "api-throttle-local": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "api-throttle"},
+}
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["apps.api.auth.BearerTokenAuthentication", "apps.api.auth.SessionAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["apps.api.permissions.RolePermission"],
+    "DEFAULT_THROTTLE_CLASSES": ["apps.api.throttling.PerTokenThrottle"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser", "rest_framework.parsers.MultiPartParser"],
+    "DEFAULT_METADATA_CLASS": None,  # OPTIONS answers 405: the schema documents every endpoint
+    "EXCEPTION_HANDLER": "apps.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "DATETIME_FORMAT": "iso-8601",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "ProxySQL fleet control plane API",
+    "DESCRIPTION": "The console's JSON API. Authenticate with `Authorization: Bearer <token>` (make a token on the "
+                   "API tokens page) or the browser session. Every error is `{\"error\": {\"code\", \"message\", "
+                   "\"fields\"}}`. See README, \"API and command line\".",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # No call to the public validator: the docs page works on an isolated network, under our CSP.
+    "SWAGGER_UI_SETTINGS": {"validatorUrl": None, "deepLinking": True, "persistAuthorization": False},
+    "ENUM_NAME_OVERRIDES": {
+        "OperationStateEnum": "apps.operations.choices.OperationState", "StepStateEnum": "apps.operations.choices.StepState",
+        "OperationKindEnum": "apps.operations.choices.OperationKind", "ClusterKindEnum": "apps.fleet.choices.ClusterKind",
+        "ChangeSetStateEnum": "apps.configuration.models.ChangeSet.State", "BinaryFlagEnum": [(0, "0"), (1, "1")],
+    },
+}
 
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = not DEBUG

@@ -1,17 +1,24 @@
 from datetime import timedelta
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import UsernameField
 from django.db.models import Q
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
+from django.views.decorators.http import require_POST
 
 from apps.audit.services import record
 
-from .models import LoginFailure
+from . import tokens
+from .forms import TokenForm
+from .models import ApiToken, LoginFailure
+from .roles import VIEWER, require_role
 
 
 def throttle_name(raw):
@@ -61,3 +68,41 @@ class ThrottledLoginView(auth_views.LoginView):
         LoginFailure.objects.filter(username=form.get_user().get_username()).delete()
         record("login", request=self.request)
         return response
+
+
+# -- API tokens ------------------------------------------------------------------------------------------
+@require_role(VIEWER)
+def token_list(request):
+    """The logged-in user's API tokens; POST makes one and shows its secret on this answer only."""
+    form = TokenForm(request.POST or None)
+    created = None
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            days = form.cleaned_data["expires_in_days"]
+            try:
+                token, secret = tokens.create(request.user, form.cleaned_data["name"], request=request,
+                                              expires_at=timezone.now() + timedelta(days=days) if days else None)
+            except tokens.Refused as exc:
+                form.add_error("name", str(exc))
+            else:
+                created, form = {"token": token, "secret": secret}, TokenForm()
+        status = 400 if form.errors else 201
+    now = timezone.now()
+    mine = list(ApiToken.objects.filter(user=request.user).order_by("-created_at", "-pk"))
+    for token in mine:
+        token.current_state = token.state(now)
+    return TemplateResponse(request, "accounts/tokens.html", {"form": form, "created": created, "tokens": mine},
+                            status=status)
+
+
+@require_role(VIEWER)
+@require_POST
+def token_revoke(request, pk):
+    token = get_object_or_404(ApiToken.objects.select_related("user"), pk=pk, user=request.user)  # only one's own
+    try:
+        tokens.revoke(token, request=request)
+        messages.success(request, f"Revoked {token}: requests with it are refused from now on.")
+    except tokens.Refused as exc:
+        messages.info(request, str(exc))
+    return redirect("accounts:tokens")

@@ -73,6 +73,9 @@ def record(action, *, outcome="success", request=None, user=None, rule=None, clu
         actor_user = user or (request.user if request is not None and request.user.is_authenticated else None)
         actor = actor_user.get_username() if actor_user else ("anonymous" if request is not None else "system")
         kind = ActorKind.USER if request is not None or actor_user else ActorKind.SYSTEM
+        via_token = getattr(getattr(request, "auth", None), "audit_suffix", "") if actor_user and not user else ""
+        if via_token:  # a request made with an API token: the event names it, "alice (token ci-runner)"
+            actor, kind = actor + via_token, ActorKind.API
     fields = {"actor": actor, "actor_kind": kind, "actor_user_id": getattr(actor_user, "pk", None),
               "source_address": _source_address(request), "cluster_id": getattr(cluster, "pk", None),
               "cluster_name": getattr(cluster, "name", ""), "target": target, "action": action, "outcome": outcome,

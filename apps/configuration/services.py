@@ -158,6 +158,50 @@ def add_edit(cs, edit, *, secret=None):
     return cs
 
 
+def create_change_set(cluster, *, user, reason, edits=None, file=None, request=None):
+    """A draft change set (the API's): from JSON edits, each as the editor makes it and checked as a whole,
+    or from a configuration file (start_from_file). A password in clear text (a mysql_users row's, a password
+    variable's) is stored encrypted and named by reference, as the editor's password fields do. All or
+    nothing; audited."""
+    with transaction.atomic():
+        if file is not None:
+            cs = start_from_file(cluster, file, user=user, reason=reason)
+        else:
+            known, stored = known_secrets(cluster), []
+            for n, edit in enumerate(edits or [], start=1):
+                secret = _clear_secret(edit, known, n)
+                if secret is not None:
+                    ref = S.new_ref(secret[0])
+                    ConfigSecret.objects.create(cluster=cluster, ref=ref, value=secret[1])
+                    edit = _point_at(edit, ref)
+                stored.append(edit)
+            cs = start_change_set(cluster, user=user, reason=reason, edits=stored)
+        record("change set created", request=request, user=None if request else user, cluster=cluster,
+               target=str(cs), details={"change_set": cs.pk, "source": cs.source,
+                                        "edits": [C.describe(e) for e in cs.edits][:100]})
+    return cs
+
+
+def _clear_secret(edit, known, n):
+    """(name, value) to store for an edit that carries a password in clear text, else None. A reference
+    ({secret: ref}) must name a secret the cluster holds."""
+    from .variables import SECRETS
+
+    if edit.get("op") == "upsert" and edit.get("table") == "mysql_users":
+        value, name = (edit.get("row") or {}).get("password"), (edit.get("row") or {}).get("username")
+        if isinstance(value, str) and value and isinstance(name, str):
+            return f"mysql_users/{S.safe(name)}", C.password_hash(value)
+    elif edit.get("op") == "set" and edit.get("name") in SECRETS:
+        value = edit.get("value")
+        if isinstance(value, str) and value:
+            return f"global_variables/{edit['name']}", value
+    else:
+        value = None
+    if C.is_secret(value) and not (isinstance(value["secret"], str) and value["secret"] in known):
+        raise Refused(f"edit {n}: the console holds no secret {str(value['secret'])[:100]!r}")
+    return None
+
+
 def _applies(content, edits):
     try:
         return C.apply_edits(content, edits)

@@ -81,6 +81,13 @@ def effective_window(start, end, now=None):
     return Window(start=s, end=max(e, s), snapped=snapped)
 
 
+def window_for(start, end, now=None):
+    """The window the pages and the API read for [start, end): snapped to what is kept, with its pieces."""
+    window = effective_window(start, end, now)
+    window.pieces = plan_window(window.start, window.end) if window.end > window.start else []
+    return window
+
+
 def finest_kept(ts, now=None):
     """The finest resolution whose rows at `ts` are still kept (raw counts as a minute for charts)."""
     now = int(now or time.time())

@@ -15,9 +15,7 @@ from .models import Digest
 
 
 def _window(query):
-    window = selectors.effective_window(query.start, query.end)
-    window.pieces = selectors.plan_window(window.start, window.end) if window.end > window.start else []
-    return window
+    return selectors.window_for(query.start, query.end)
 
 
 def _columns(query):

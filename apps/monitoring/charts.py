@@ -25,6 +25,8 @@ from .models import HOUR, MINUTE, RAW, BackendSample, MirrorRuleSample, PoolSamp
 
 RANGES = {"1h": 3600, "6h": 6 * 3600, "24h": 24 * 3600, "7d": 7 * 86400, "30d": 30 * 86400}
 DEFAULT_RANGE = "1h"
+# A resolution may be asked for (the API): "auto" is the one the range picks.
+RESOLUTIONS = {"auto": None, "raw": RAW, "1m": MINUTE, "1h": HOUR}
 MAX_POINTS = 2000  # 1 h of raw polls at the default 2 s interval is 1,800
 GAP_FACTOR_RAW = status.STALE_FACTOR  # raw: a hole longer than 3 poll intervals is a gap
 GAP_FACTOR_BUCKET = 1.5  # bucketed: one missing bucket is a gap
@@ -121,13 +123,14 @@ def _round(v):
 
 
 class Window:
-    def __init__(self, range_key, interval, now=None):
+    def __init__(self, range_key, interval, now=None, resolution=None):
         if range_key not in RANGES:
             range_key = DEFAULT_RANGE
         self.range = range_key
         self.end = now or time.time()
         self.start = self.end - RANGES[range_key]
-        self.resolution = resolution_for(RANGES[range_key])
+        self.asked = resolution
+        self.resolution = resolution_for(RANGES[range_key]) if resolution is None else resolution
         self.interval = status.interval_of(interval)
         step = self.resolution or self.interval
         # Bucket only when the window would hold more than MAX_POINTS steps.
@@ -240,7 +243,7 @@ def chart_mirror_concurrency(window, node):
 def chart_mirror_loss(window, node):
     """Measured loss per mirror rule, one point per digest-poll window (a bucket's loss from its summed
     copies, 1 - mirrored / to mirror). Its timeline is the digest poll's, so gaps follow that interval."""
-    window = Window(window.range, settings.MONITOR_DIGEST_INTERVAL_S, window.end)
+    window = Window(window.range, settings.MONITOR_DIGEST_INTERVAL_S, window.end, window.asked)
     frame = window.load(MirrorRuleSample, {"node_id": node.pk}, ["expected_ps", "mirrored_ps"], group=("rule_id",))
     series = []
     for g in frame.groups():
@@ -289,9 +292,10 @@ def chart_flow_control(window, server):
 BACKEND_CHARTS = {"wsrep_state": chart_wsrep_state, "recv_queue": chart_recv_queue, "flow_control": chart_flow_control}
 
 
-def chart(kind, name, obj, range_key, now=None):
+def chart(kind, name, obj, range_key, now=None, resolution=None):
+    """One chart's JSON; `resolution` (RAW, MINUTE or HOUR) overrides the one the range picks."""
     charts = PROXYSQL_CHARTS if kind == "proxysql" else BACKEND_CHARTS
     if name not in charts:
         raise UnknownChart(name)
-    window = Window(range_key, obj.cluster.poll_interval_s, now)
+    window = Window(range_key, obj.cluster.poll_interval_s, now, resolution)
     return charts[name](window, obj)

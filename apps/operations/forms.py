@@ -2,10 +2,12 @@ from django import forms
 
 from .choices import OnDrainTimeout
 
+DRAIN_TIMEOUT_MIN_MS, DRAIN_TIMEOUT_MAX_MS = 50, 600_000  # the forms' and the API's bounds
+
 
 class SwitchoverForm(forms.Form):
     new_writer = forms.ModelChoiceField(queryset=None, label="New writer")
-    drain_timeout_ms = forms.IntegerField(label="Drain timeout (ms)", min_value=50, max_value=600_000)
+    drain_timeout_ms = forms.IntegerField(label="Drain timeout (ms)", min_value=DRAIN_TIMEOUT_MIN_MS, max_value=DRAIN_TIMEOUT_MAX_MS)
     on_timeout = forms.ChoiceField(label="If the drain does not finish in time", choices=OnDrainTimeout.choices,
                                    initial=OnDrainTimeout.ROLLBACK, widget=forms.RadioSelect)
     lower_autoinc = forms.BooleanField(
@@ -30,7 +32,7 @@ class ConfirmForm(forms.Form):
 
 
 class DrainForm(forms.Form):
-    drain_timeout_ms = forms.IntegerField(label="Drain timeout (ms)", min_value=50, max_value=600_000)
+    drain_timeout_ms = forms.IntegerField(label="Drain timeout (ms)", min_value=DRAIN_TIMEOUT_MIN_MS, max_value=DRAIN_TIMEOUT_MAX_MS)
     on_timeout = forms.ChoiceField(label="If the drain does not finish in time", choices=OnDrainTimeout.choices,
                                    initial=OnDrainTimeout.ROLLBACK, widget=forms.RadioSelect)
     note = forms.CharField(label="Why (shown on the server page and in the audit log)", max_length=2000, required=False,

@@ -57,7 +57,7 @@ def replan(op):
         return rules.plan_changes(cluster, changes, figures={}, alerts=[])
     if kind == OperationKind.FAILOVER:
         return rules.plan_failover(cluster, Server.objects.get(pk=options["dead"]), options["new"],
-                                   options["evidence"])
+                                   options["evidence"], manual=options.get("manual", False))
     if kind == OperationKind.REPAIR:
         return repair.plan_repair(cluster, options.get("nodes"))
     if kind == OperationKind.CONFIG:

@@ -31,7 +31,7 @@ from apps.audit.services import record
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import SERVER_FIELDS, configured, on_each_node
 from apps.clients.wire import ClientError, Timeout, Unreachable
-from apps.fleet.choices import WriterIsAlsoReader
+from apps.fleet.choices import ClusterKind, WriterIsAlsoReader
 from apps.fleet.models import Cluster, HostgroupMembership
 from apps.monitoring import live
 
@@ -280,10 +280,51 @@ def elect(cluster, docs, exclude):
     return ranked[0] if ranked else None
 
 
-def plan_failover(cluster, dead, new_pk, evidence):
+def plan_manual_failover(cluster, new):
+    """A failover an operator asks for (the API, `manage.py failover`): the current writer out and `new` in at
+    once, without a drain, by the failover planner. For a writer that is gone; a live one is switched over."""
+    writer = current_writer(cluster)
+    if writer is None:
+        return Plan(OperationKind.FAILOVER, cluster.pk, f"Manual failover {cluster.name}",
+                    [Guard("writer", "The cluster has a writer in its writer hostgroup", False, "none", False)], [])
+    valid = (new.cluster_id == cluster.pk and new.pk != writer.server_id and not new.maintenance
+             and HostgroupMembership.objects.filter(server=new).exists())
+    if not valid:
+        return Plan(OperationKind.FAILOVER, cluster.pk, f"Manual failover {cluster.name}",
+                    [_target_guard(cluster, writer.server, new, False)], [])
+    return plan_failover(cluster, writer.server, new.pk, {"requested": "manual failover"}, manual=True)
+
+
+def _target_guard(cluster, old, new, passed):
+    return Guard("target", "The new writer is another backend of this cluster, in one of its hostgroups and not in "
+                 "maintenance", passed, f"{old} → {new}" + ("" if passed else " (it is not)"), False)
+
+
+def _manual_guards(cluster, dead, new):
+    """What an operator's failover checks besides the automatic one's: the new writer answers as a writer
+    should now, the old one does not (a live writer is drained by a switchover instead), nothing else runs."""
+    verdict, detail = reprobe(dead)
+    galera = cluster.kind == ClusterKind.GALERA
+    try:
+        with BackendClient.for_server(new) as client:
+            state = client.state()
+        healthy = state.synced_primary if galera else True
+        seen = (f"{state.local_state_comment}, {state.cluster_status}, ready {state.ready}" if state.wsrep_on
+                else f"answers (read_only {'ON' if state.read_only else 'OFF'})")
+    except ClientError as exc:
+        healthy, seen = False, exc.message
+    holder = current_holder(cluster)
+    return [_target_guard(cluster, dead, new, True),
+            Guard("new_writer_healthy", f"{new} answers now" + (", Synced and Primary" if galera else ""), healthy, seen),
+            Guard("writer_down", f"The current writer {dead} does not answer (a live writer is switched over, with a "
+                  "drain, instead)", verdict != "answers", f"{verdict}: {detail}"),
+            Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False)]
+
+
+def plan_failover(cluster, dead, new_pk, evidence, manual=False):
     """Move the elected node into the writer hostgroup at once (no drain: the old writer is gone); the two
     swap their other role rows as in a switchover (switchover.swapped_roles), so the layout keeps saying
-    who is who and a later switchover back restores it."""
+    who is who and a later switchover back restores it. `manual`: an operator asked for it (more guards)."""
     W = cluster.writer_hostgroup
     old_w = HostgroupMembership.objects.select_related("server").get(server=dead, hostgroup_id=W)
     new = HostgroupMembership.objects.filter(server_id=new_pk).select_related("server").first().server
@@ -309,9 +350,11 @@ def plan_failover(cluster, dead, new_pk, evidence):
                   params={"expect": {k: v["expect"] for k, v in per_node.items()}}, point_of_no_return=True),
              Step("inventory", "Record the new writer in the inventory", INVENTORY,
                   params={"old": dead.pk, "new": new.pk, "old_writer_to": "reader"})]
-    return Plan(OperationKind.FAILOVER, cluster.pk, f"Failover {cluster.name}: writer {dead} → {new}", guards, steps,
-                facts={**evidence, "unreachable_proxysql": unreachable},
-                options={"dead": dead.pk, "new": new.pk, "evidence": evidence})
+    if manual:
+        guards = _manual_guards(cluster, dead, new) + guards
+    return Plan(OperationKind.FAILOVER, cluster.pk, f"{'Manual failover' if manual else 'Failover'} {cluster.name}: "
+                f"writer {dead} → {new}", guards, steps, facts={**evidence, "unreachable_proxysql": unreachable},
+                options={"dead": dead.pk, "new": new.pk, "evidence": evidence, **({"manual": True} if manual else {})})
 
 
 def reprobe(server):

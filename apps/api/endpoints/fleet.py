@@ -1,0 +1,228 @@
+"""The inventory, its latest state and history, and drift: the fleet pages' selectors, as JSON."""
+from dataclasses import asdict
+
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.response import Response
+
+from apps.accounts.roles import VIEWER
+from apps.fleet import drift
+from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
+from apps.monitoring import charts, selectors
+
+from .. import serializers as s
+from ..base import ApiView, list_schema, paged, query
+
+
+# -- clusters ---------------------------------------------------------------------------------------------
+class ClusterList(ApiView):
+    roles = {"get": VIEWER}
+
+    @list_schema(s.ClusterSerializer, s.ClusterFilter, operation_id="clusters_list", tags=["inventory"],
+                   summary="Clusters")
+    def get(self, request):
+        f = query(s.ClusterFilter, request)
+        clusters = Cluster.objects.order_by("name", "pk")
+        if f.get("kind"):
+            clusters = clusters.filter(kind=f["kind"])
+        if f.get("name"):
+            clusters = clusters.filter(name=f["name"])
+        return paged(self, request, clusters, s.ClusterSerializer)
+
+
+class ClusterDetail(ApiView):
+    roles = {"get": VIEWER}
+
+    @extend_schema(responses=s.ClusterSerializer, tags=["inventory"], summary="One cluster")
+    def get(self, request, pk):
+        return Response(s.ClusterSerializer(get_object_or_404(Cluster, pk=pk)).data)
+
+
+class ClusterHostgroups(ApiView):
+    roles = {"get": VIEWER}
+
+    @extend_schema(responses=s.HostgroupSerializer(many=True), tags=["inventory"],
+                   summary="A cluster's hostgroups and their intended members (mysql_servers rows)")
+    def get(self, request, pk):
+        cluster = get_object_or_404(Cluster, pk=pk)
+        roles = cluster.hostgroup_roles()
+        groups = {hg: {"id": hg, "role": role, "members": []} for hg, role in roles.items()}
+        for m in (HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server")
+                  .order_by("hostgroup_id", "-weight", "server__hostname", "server__port")):
+            groups.setdefault(m.hostgroup_id, {"id": m.hostgroup_id, "role": "other", "members": []})["members"].append(m)
+        return Response(s.HostgroupSerializer([groups[hg] for hg in sorted(groups)], many=True).data)
+
+
+class ClusterState(ApiView):
+    roles = {"get": VIEWER}
+
+    @extend_schema(responses=s.ClusterStateSerializer, tags=["state"],
+                   summary="Latest state of a cluster: each node's freshness, each hostgroup's rows per node, "
+                           "each backend's wsrep state")
+    def get(self, request, pk):
+        live = selectors.cluster_live(get_object_or_404(Cluster, pk=pk))
+        return Response({
+            "cluster": pk, "unavailable": live["unavailable"],
+            "nodes": [{"node": v["node"].pk, "name": v["node"].name, "state": v["state"], "age_s": v["age"],
+                       "error": v["error"]} for v in live["node_views"]],
+            "hostgroups": [{"id": g["id"], "role": g["role"], "servers": [
+                {"host": row["host"], "port": row["port"], "server": row["server"].pk if row["server"] else None,
+                 "intended_status": row["intended"].status if row["intended"] else None,
+                 "nodes": [_per_node(r) for r in row["rows"]]}
+                for row in g["servers"]]} for g in live["live_hostgroups"]],
+            "backends": [_backend_row(b) for b in live["backends"]],
+        })
+
+
+def _per_node(row):
+    """One server's row on one ProxySQL node (pool and runtime), with the node as its id."""
+    return {**{k: v for k, v in row.items() if k not in ("node", "age")}, "node": row["node"].pk, "age_s": row["age"]}
+
+
+def _backend_row(b):
+    return {"server": b["server"].pk, "host": b["server"].hostname, "port": b["server"].port, "state": b["state"],
+            "age_s": b["age"], "label": b["label"], "wsrep": b["wsrep"], "problems": _problems(b["problems"]),
+            "error": b["error"], "error_since": b["error_since"], "lag_seconds": b["lag_seconds"]}
+
+
+def _problems(problems):
+    return [{"colour": colour, "what": what, "text": text} for colour, what, text in problems]
+
+
+class ClusterDrift(ApiView):
+    roles = {"get": VIEWER}
+
+    @extend_schema(tags=["state"], responses=OpenApiTypes.OBJECT,
+                   summary="Drift, read live from every ProxySQL node: inventory against each runtime, field by "
+                           "field; the nodes against each other; the managed variables")
+    def get(self, request, pk):
+        result = drift.cluster_drift(get_object_or_404(Cluster, pk=pk))
+        return Response({
+            "in_sync": result.in_sync,
+            "nodes": [{"node": n.node_id, "name": n.node_name, "in_sync": n.in_sync, "error": n.error,
+                       "error_kind": n.error_kind, "differences": [asdict(d) for d in n.differences],
+                       "runtime_states": [{"key": list(r["key"]), "status": r["status"]} for r in n.runtime_states],
+                       "variables": [asdict(v) for v in n.variables]} for n in result.nodes],
+            "between_nodes": [{**d, "key": list(d["key"])} for d in result.between_nodes],
+        })
+
+
+# -- servers (backends) -----------------------------------------------------------------------------------
+class ServerList(ApiView):
+    roles = {"get": VIEWER}
+
+    @list_schema(s.ServerSerializer, s.ServerFilter, operation_id="servers_list", tags=["inventory"],
+                   summary="Backend servers")
+    def get(self, request):
+        f = query(s.ServerFilter, request)
+        servers = Server.objects.prefetch_related("memberships").order_by("cluster_id", "hostname", "port", "pk")
+        for name in ("cluster", "hostname", "port"):
+            if f.get(name) is not None:
+                servers = servers.filter(**{name: f[name]})
+        if f.get("maintenance") is not None:
+            servers = servers.filter(maintenance=f["maintenance"])
+        return paged(self, request, servers, s.ServerSerializer)
+
+
+class ServerDetail(ApiView):
+    roles = {"get": VIEWER}
+
+    @extend_schema(responses=s.ServerSerializer, tags=["inventory"], summary="One backend server")
+    def get(self, request, pk):
+        return Response(s.ServerSerializer(get_object_or_404(Server.objects.prefetch_related("memberships"), pk=pk)).data)
+
+
+def _live(out, key, obj):
+    return {key: obj.pk, "unavailable": out["unavailable"], "state": out["state"], "age_s": out["age"],
+            "error": out["error"], "error_kind": out["error_kind"], "error_since": out["error_since"],
+            "last_ok": out["last_ok"], "from_history": out["from_history"]}
+
+
+class ServerState(ApiView):
+    roles = {"get": VIEWER}
+
+    @extend_schema(responses=s.BackendStateSerializer, tags=["state"],
+                   summary="Latest state of a backend (wsrep, read_only, lag) from its last poll")
+    def get(self, request, pk):
+        server = get_object_or_404(Server.objects.select_related("cluster"), pk=pk)
+        out = selectors.backend_live(server)
+        return Response({**_live(out, "server", server), "label": out["label"], "wsrep": out["wsrep"],
+                         "lag_seconds": out["lag_seconds"], "problems": _problems(out["problems"])})
+
+
+# -- ProxySQL nodes ---------------------------------------------------------------------------------------
+class NodeList(ApiView):
+    roles = {"get": VIEWER}
+
+    @list_schema(s.ProxySQLNodeSerializer, s.InventoryFilter, operation_id="proxysql_nodes_list", tags=["inventory"],
+                   summary="ProxySQL nodes")
+    def get(self, request):
+        f = query(s.InventoryFilter, request)
+        nodes = ProxySQLNode.objects.order_by("cluster_id", "name", "pk")
+        if f.get("cluster") is not None:
+            nodes = nodes.filter(cluster=f["cluster"])
+        return paged(self, request, nodes, s.ProxySQLNodeSerializer)
+
+
+class NodeDetail(ApiView):
+    roles = {"get": VIEWER}
+
+    @extend_schema(responses=s.ProxySQLNodeSerializer, tags=["inventory"], summary="One ProxySQL node")
+    def get(self, request, pk):
+        return Response(s.ProxySQLNodeSerializer(get_object_or_404(ProxySQLNode, pk=pk)).data)
+
+
+class NodeState(ApiView):
+    roles = {"get": VIEWER}
+
+    @extend_schema(responses=s.NodeStateSerializer, tags=["state"],
+                   summary="Latest state of a ProxySQL node: global figures, connection pool, mirror panel")
+    def get(self, request, pk):
+        node = get_object_or_404(ProxySQLNode.objects.select_related("cluster"), pk=pk)
+        out = selectors.proxysql_live(node)
+        mirror = out["mirror"]
+        return Response({
+            **_live(out, "node", node), "figures": out["figures"], "pool": out["pool"],
+            "mirror": {**asdict(mirror), "queue_ratio": mirror.queue_ratio, "saturated": mirror.saturated},
+            "mirror_rules": [{"rule_id": r["rule"].rule_id, "active": r["rule"].active, "match": r["match"],
+                              "mirror_hostgroup": r["rule"].mirror_hostgroup, "note": r["note"],
+                              "window_end": r.get("window_end"), "interval_s": r.get("interval_s"),
+                              "hits": r.get("hits"), "expected": r.get("expected"), "mirrored": r.get("mirrored"),
+                              "dropped": r.get("dropped"), "loss": r.get("loss"),
+                              "prepared_share": r.get("prepared_share")} for r in out["mirror_rules"]],
+        })
+
+
+# -- history ----------------------------------------------------------------------------------------------
+def _history(request, kind, obj, name):
+    f = query(s.HistoryFilter, request)
+    try:
+        return Response(charts.chart(kind, name, obj, f["range"], resolution=charts.RESOLUTIONS[f["resolution"]]))
+    except charts.UnknownChart:
+        names = charts.PROXYSQL_CHARTS if kind == "proxysql" else charts.BACKEND_CHARTS
+        raise Http404(f"No chart named {name[:60]!r}; the charts are {', '.join(names)}.") from None
+
+
+class NodeHistory(ApiView):
+    roles = {"get": VIEWER}
+
+    @extend_schema(parameters=[s.HistoryFilter, OpenApiParameter("name", str, OpenApiParameter.PATH,
+                                                                 enum=list(charts.PROXYSQL_CHARTS))],
+                   responses=s.HistorySerializer, tags=["history"],
+                   summary="History of a ProxySQL node: one chart's series (null values are gaps)")
+    def get(self, request, pk, name):
+        return _history(request, "proxysql", get_object_or_404(ProxySQLNode.objects.select_related("cluster"), pk=pk),
+                        name)
+
+
+class ServerHistory(ApiView):
+    roles = {"get": VIEWER}
+
+    @extend_schema(parameters=[s.HistoryFilter, OpenApiParameter("name", str, OpenApiParameter.PATH,
+                                                                 enum=list(charts.BACKEND_CHARTS))],
+                   responses=s.HistorySerializer, tags=["history"],
+                   summary="History of a backend: one chart's series (null values are gaps)")
+    def get(self, request, pk, name):
+        return _history(request, "backend", get_object_or_404(Server.objects.select_related("cluster"), pk=pk), name)

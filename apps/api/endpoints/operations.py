@@ -1,0 +1,153 @@
+"""Operations: list and follow them; plan one (switchover, drain, restore, failover, repair) and get the
+plan with its guards and SQL per node; confirm, cancel, run a pending rollback now.
+
+Planning saves the plan (services.save_plan) and answers 201 with the operation; confirming goes through
+services.confirm exactly as the browser's button does (guards, an admin's override with a reason, the
+two-person rule, the cluster lock, the configuration confirm role) and hands it to a worker; a refusal is
+a 409 with the service's message, audited by the service.
+"""
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+
+from apps.accounts.roles import OPERATOR, VIEWER
+from apps.fleet.models import Cluster, Server
+from apps.operations import drain, repair, rollbacks, rules, services, switchover
+from apps.operations.models import Operation
+
+from .. import serializers as s
+from ..base import ApiView, body, list_schema, paged, query
+
+
+def detail(op, code=status.HTTP_200_OK):
+    op = Operation.objects.select_related("cluster").prefetch_related("steps").get(pk=op.pk)
+    return Response(s.OperationDetailSerializer(op).data, status=code)
+
+
+def _server_of(cluster, pk, field):
+    server = Server.objects.filter(pk=pk, cluster=cluster).first()
+    if server is None:
+        raise exceptions.ValidationError({field: [f"No backend #{pk} in cluster {cluster.name}."]})
+    return server
+
+
+class OperationList(ApiView):
+    roles = {"get": VIEWER}
+
+    @list_schema(s.OperationSerializer, s.OperationFilter, operation_id="operations_list", tags=["operations"],
+                   summary="Operations, newest first")
+    def get(self, request):
+        f = query(s.OperationFilter, request)
+        ops = Operation.objects.order_by("-id")
+        for name in ("cluster", "state", "kind"):
+            if f.get(name) is not None:
+                ops = ops.filter(**{name: f[name]})
+        return paged(self, request, ops, s.OperationSerializer)
+
+
+class OperationDetail(ApiView):
+    roles = {"get": VIEWER}
+
+    @extend_schema(responses=s.OperationDetailSerializer, tags=["operations"],
+                   summary="One operation: its plan (guards, SQL per node), its steps as they run, its outcome")
+    def get(self, request, pk):
+        return detail(get_object_or_404(Operation, pk=pk))
+
+
+class OperationConfirm(ApiView):
+    roles = {"post": OPERATOR}
+
+    @extend_schema(request=s.ConfirmInput, responses={200: s.OperationDetailSerializer}, tags=["operations"],
+                   summary="Confirm a planned operation (then follow it with GET)")
+    def post(self, request, pk):
+        op = get_object_or_404(Operation, pk=pk)
+        data = body(s.ConfirmInput, request)
+        return detail(services.confirm(op, request=request, override_reason=data["override_reason"]))
+
+
+class OperationCancel(ApiView):
+    roles = {"post": OPERATOR}
+
+    @extend_schema(request=None, responses={200: s.OperationDetailSerializer}, tags=["operations"],
+                   summary="Ask a running operation to stop and roll back at its next step")
+    def post(self, request, pk):
+        op = get_object_or_404(Operation, pk=pk)
+        services.cancel(op, request=request)
+        return detail(op)
+
+
+class OperationRollbackNow(ApiView):
+    roles = {"post": OPERATOR}
+
+    @extend_schema(request=None, responses={200: s.OperationDetailSerializer}, tags=["operations"],
+                   summary="Run this operation's pending rollback now, node by node (each try audited)")
+    def post(self, request, pk):
+        op = get_object_or_404(Operation, pk=pk)
+        outcomes = rollbacks.run_now(op, request=request)
+        response = detail(op)
+        response.data["rollback_tries"] = outcomes
+        return response
+
+
+class _Plan(ApiView):
+    roles = {"post": OPERATOR}
+
+    def saved(self, request, plan):
+        return detail(services.save_plan(plan, request=request), status.HTTP_201_CREATED)
+
+
+PLAN_DOC = "Plan it: the plan is read from the nodes now and saved (state planned); confirm it to run it"
+
+
+class SwitchoverPlan(_Plan):
+    @extend_schema(request=s.SwitchoverInput, responses={201: s.OperationDetailSerializer}, tags=["plan"],
+                   summary=f"Switchover to another writer. {PLAN_DOC}")
+    def post(self, request, pk):
+        cluster = get_object_or_404(Cluster, pk=pk)
+        data = body(s.SwitchoverInput, request)
+        new_writer = _server_of(cluster, data["new_writer"], "new_writer")
+        return self.saved(request, switchover.plan_switchover(
+            cluster, new_writer, drain_timeout_ms=data.get("drain_timeout_ms"), on_timeout=data["on_timeout"],
+            lower_autoinc=data["lower_autoinc"], old_writer_to=data["old_writer_to"]))
+
+
+class FailoverPlan(_Plan):
+    @extend_schema(request=s.FailoverInput, responses={201: s.OperationDetailSerializer}, tags=["plan"],
+                   summary=f"Manual failover: the failover planner, asked by an operator. {PLAN_DOC}")
+    def post(self, request, pk):
+        cluster = get_object_or_404(Cluster, pk=pk)
+        data = body(s.FailoverInput, request)
+        return self.saved(request, rules.plan_manual_failover(cluster, _server_of(cluster, data["new_writer"], "new_writer")))
+
+
+class RepairPlan(_Plan):
+    @extend_schema(request=s.RepairInput, responses={201: s.OperationDetailSerializer}, tags=["plan"],
+                   summary=f"Repair one ProxySQL node (or all) from the inventory. {PLAN_DOC}")
+    def post(self, request, pk):
+        cluster = get_object_or_404(Cluster, pk=pk)
+        data = body(s.RepairInput, request)
+        node_ids = None
+        if data["node"] is not None:
+            if not cluster.proxysql_nodes.filter(pk=data["node"]).exists():
+                raise exceptions.ValidationError({"node": [f"No ProxySQL node #{data['node']} in cluster {cluster.name}."]})
+            node_ids = [data["node"]]
+        return self.saved(request, repair.plan_repair(cluster, node_ids))
+
+
+class DrainPlan(_Plan):
+    @extend_schema(request=s.DrainInput, responses={201: s.OperationDetailSerializer}, tags=["plan"],
+                   summary=f"Maintenance drain of one backend. {PLAN_DOC}")
+    def post(self, request, pk):
+        server = get_object_or_404(Server.objects.select_related("cluster"), pk=pk)
+        data = body(s.DrainInput, request)
+        return self.saved(request, drain.plan_drain(server, drain_timeout_ms=data.get("drain_timeout_ms"),
+                                                    on_timeout=data["on_timeout"], note=data["note"]))
+
+
+class RestorePlan(_Plan):
+    @extend_schema(request=None, responses={201: s.OperationDetailSerializer}, tags=["plan"],
+                   summary=f"Restore a backend from maintenance. {PLAN_DOC}")
+    def post(self, request, pk):
+        server = get_object_or_404(Server.objects.select_related("cluster"), pk=pk)
+        return self.saved(request, drain.plan_restore(server))

@@ -1,0 +1,523 @@
+"""What the API answers (output) and what it takes (input). Output serializers only pick fields: the
+figures come from the selectors the pages use. Input serializers check types and ranges and name the field
+on a 400; the rules (guards, roles, the two-person rule...) stay in the services."""
+from rest_framework import serializers
+
+from apps.audit.models import AuditEvent, Outcome
+from apps.configuration.models import ChangeSet, ConfigVersion
+from apps.fleet.choices import ClusterKind
+from apps.fleet.models import HOSTGROUP_MAX, Cluster, HostgroupMembership, ProxySQLNode, Server
+from apps.monitoring import charts
+from apps.operations.choices import OnDrainTimeout, OperationKind, OperationState
+from apps.operations.forms import DRAIN_TIMEOUT_MAX_MS, DRAIN_TIMEOUT_MIN_MS
+from apps.operations.models import Operation, OperationStep
+from apps.reports.choices import Period
+from apps.reports.models import Report
+
+from .base import IdField
+
+def text(max_length, **kwargs):
+    """Free text: no NUL (the databases and ProxySQL refuse it), bounded."""
+    return serializers.RegexField(r"^[^\x00]*$", max_length=max_length, error_messages={
+        "invalid": "NUL characters are not allowed."}, **kwargs)
+
+
+# -- the inventory ---------------------------------------------------------------------------------------
+class ClusterSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Cluster
+        fields = ["id", "name", "kind", "description", "writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup",
+                  "offline_hostgroup", "writer_is_also_reader", "max_replication_lag", "min_available_readers",
+                  "drain_timeout_ms", "poll_interval_s", "backend_poll_interval_s", "read_pool_rules_enabled",
+                  "rules_dry_run", "auto_failover_enabled", "failover_after_polls", "failback_enabled",
+                  "failback_after_s", "preferred_writer", "plan_validity_s", "two_person_rule", "config_confirm_role",
+                  "native_hostgroups", "created_at", "updated_at"]
+
+
+class MembershipSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = HostgroupMembership
+        fields = ["hostgroup_id", "status", "weight", "max_connections", "max_replication_lag", "compression",
+                  "use_ssl", "max_latency_ms", "gtid_port", "comment"]
+
+
+class MemberSerializer(MembershipSerializer):
+    server = serializers.IntegerField(source="server_id")
+    hostname = serializers.CharField(source="server.hostname")
+    port = serializers.IntegerField(source="server.port")
+
+    class Meta(MembershipSerializer.Meta):
+        fields = ["server", "hostname", "port", *MembershipSerializer.Meta.fields]
+
+
+class HostgroupSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    role = serializers.CharField()
+    members = MemberSerializer(many=True)
+
+
+class ServerSerializer(serializers.ModelSerializer):
+    memberships = MembershipSerializer(many=True)
+
+    class Meta:
+        model = Server
+        fields = ["id", "cluster", "hostname", "port", "maintenance", "maintenance_note", "memberships"]
+
+
+class ProxySQLNodeSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ProxySQLNode
+        fields = ["id", "cluster", "name", "admin_host", "admin_port", "admin_user", "comment", "version", "peers",
+                  "intended_variables", "adopted_at"]
+
+
+class ClusterFilter(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=ClusterKind.choices, required=False)
+    name = text(200, required=False)
+
+
+class InventoryFilter(serializers.Serializer):
+    cluster = IdField(required=False)
+
+
+class ServerFilter(InventoryFilter):
+    hostname = text(255, required=False)
+    port = serializers.IntegerField(min_value=1, max_value=65535, required=False)
+    maintenance = serializers.BooleanField(required=False, allow_null=True, default=None)
+
+
+# -- latest state and history ----------------------------------------------------------------------------
+class LiveSerializer(serializers.Serializer):
+    """A latest-state answer: how fresh it is, or why there is none ("unavailable" when Redis is down;
+    the last stored poll stands in where one exists, with its time in `from_history`)."""
+
+    unavailable = serializers.CharField(allow_blank=True, help_text="why live state cannot be read ('' when it can)")
+    state = serializers.CharField(help_text="ok, stale, unreachable, never polled")
+    age_s = serializers.FloatField(allow_null=True)
+    error = serializers.CharField(allow_null=True)
+    error_kind = serializers.CharField(allow_null=True)
+    error_since = serializers.DateTimeField(allow_null=True)
+    last_ok = serializers.DateTimeField(allow_null=True)
+    from_history = serializers.DateTimeField(allow_null=True)
+
+
+class PoolRowSerializer(serializers.Serializer):
+    hostgroup = serializers.IntegerField()
+    role = serializers.CharField()
+    host = serializers.CharField()
+    port = serializers.IntegerField()
+    status = serializers.CharField(allow_null=True)
+    conn_used = serializers.IntegerField(allow_null=True)
+    conn_free = serializers.IntegerField(allow_null=True)
+    queries_ps = serializers.FloatField(allow_null=True)
+    latency_us = serializers.FloatField(allow_null=True)
+    conn_err_ps = serializers.FloatField(allow_null=True)
+    bytes_sent_ps = serializers.FloatField(allow_null=True)
+    bytes_recv_ps = serializers.FloatField(allow_null=True)
+
+
+class NodeStateSerializer(LiveSerializer):
+    node = serializers.IntegerField()
+    figures = serializers.DictField(help_text="global status figures of the last poll (rates per second)")
+    pool = PoolRowSerializer(many=True)
+    mirror = serializers.DictField(help_text="queue and concurrency against their limits")
+    mirror_rules = serializers.ListField(child=serializers.DictField())
+
+
+class BackendStateSerializer(LiveSerializer):
+    server = serializers.IntegerField()
+    label = serializers.CharField(allow_blank=True)
+    wsrep = serializers.DictField()
+    lag_seconds = serializers.FloatField(allow_null=True)
+    problems = serializers.ListField(child=serializers.DictField())
+
+
+class ClusterStateSerializer(serializers.Serializer):
+    cluster = serializers.IntegerField()
+    unavailable = serializers.CharField(allow_blank=True)
+    nodes = serializers.ListField(child=serializers.DictField())
+    hostgroups = serializers.ListField(child=serializers.DictField())
+    backends = serializers.ListField(child=serializers.DictField())
+
+
+class HistoryFilter(serializers.Serializer):
+    range = serializers.ChoiceField(choices=list(charts.RANGES), default=charts.DEFAULT_RANGE)
+    resolution = serializers.ChoiceField(choices=list(charts.RESOLUTIONS), default="auto",
+                                         help_text="auto follows the range (raw up to 6 h, 1 min up to 7 d, 1 h beyond)")
+
+
+class SeriesSerializer(serializers.Serializer):
+    label = serializers.CharField()
+    style = serializers.CharField()
+    values = serializers.ListField(child=serializers.FloatField(allow_null=True), help_text="null: a gap")
+
+
+class HistorySerializer(serializers.Serializer):
+    title = serializers.CharField()
+    unit = serializers.CharField(allow_blank=True)
+    range = serializers.CharField()
+    resolution = serializers.IntegerField(help_text="seconds per stored sample: 0 raw, 60, 3600")
+    bucket = serializers.IntegerField(help_text="seconds per point (0: one point per poll)")
+    start = serializers.IntegerField(help_text="epoch milliseconds")
+    end = serializers.IntegerField(help_text="epoch milliseconds")
+    t = serializers.ListField(child=serializers.IntegerField(), help_text="epoch milliseconds of each point")
+    series = SeriesSerializer(many=True)
+
+
+# -- digests ---------------------------------------------------------------------------------------------
+class DigestFilter(serializers.Serializer):
+    window = serializers.ChoiceField(choices=["5m", "1h", "24h", "custom"], default="1h")
+    start = serializers.DateTimeField(required=False, help_text="window=custom: from (ISO 8601, UTC if no zone)")
+    end = serializers.DateTimeField(required=False, help_text="window=custom: to (default now)")
+    cluster = IdField(required=False)
+    node = IdField(required=False)
+    hostgroup = serializers.IntegerField(min_value=0, max_value=HOSTGROUP_MAX, required=False)
+    user = text(80, required=False)
+    schema = text(64, required=False)
+    q = text(200, required=False, help_text="text the digest contains, or its 0x... hash")
+    sort = serializers.ChoiceField(choices=["total", "count", "avg", "max"], default="total")
+    dir = serializers.ChoiceField(choices=["desc", "asc"], default="desc")
+    page = serializers.IntegerField(min_value=1, max_value=1_000_000, default=1)
+    page_size = serializers.IntegerField(min_value=1, max_value=500, default=50)
+
+    def validate(self, data):
+        if data["window"] == "custom" and not data.get("start"):
+            raise serializers.ValidationError({"start": ["window=custom needs a start."]})
+        if data.get("start") and data.get("end") and data["start"] >= data["end"]:
+            raise serializers.ValidationError({"end": ["must be after start."]})
+        return data
+
+
+class DigestRowSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="digest_id")
+    digest = serializers.CharField()
+    text = serializers.CharField()
+    count = serializers.IntegerField()
+    total_us = serializers.IntegerField()
+    avg_us = serializers.FloatField(allow_null=True)
+    max_us = serializers.IntegerField(allow_null=True)
+    min_us = serializers.IntegerField(allow_null=True)
+    where = serializers.DictField(help_text="hostgroups, user@schema and the number of nodes it ran on")
+
+
+class WindowSerializer(serializers.Serializer):
+    start = serializers.IntegerField(help_text="epoch seconds")
+    end = serializers.IntegerField(help_text="epoch seconds")
+    snapped = serializers.BooleanField(help_text="the edges were widened to the buckets still kept")
+
+
+class DigestPageSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    page = serializers.IntegerField()
+    pages = serializers.IntegerField()
+    window = WindowSerializer()
+    results = DigestRowSerializer(many=True)
+
+
+class DigestDetailSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    digest = serializers.CharField()
+    text = serializers.CharField()
+    window = WindowSerializer()
+    breakdown = serializers.ListField(child=serializers.DictField())
+
+
+class DigestHistorySerializer(serializers.Serializer):
+    bucket_s = serializers.IntegerField()
+    start = serializers.IntegerField()
+    end = serializers.IntegerField()
+    points = serializers.ListField(child=serializers.DictField())
+    partial = serializers.IntegerField()
+    nodes = serializers.IntegerField()
+
+
+# -- operations ------------------------------------------------------------------------------------------
+class StepSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = OperationStep
+        fields = ["index", "key", "title", "state", "started_at", "finished_at", "duration_ms", "executed", "detail"]
+
+
+class GuardSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    label = serializers.CharField()
+    passed = serializers.BooleanField()
+    value = serializers.CharField(allow_blank=True)
+    overridable = serializers.BooleanField(help_text="an admin may confirm despite it, with a reason")
+
+
+class PlanStepSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    title = serializers.CharField()
+    kind = serializers.CharField()
+    nodes = serializers.DictField(help_text="per ProxySQL node id: {name, sql: [...], rollback: [...]}")
+    params = serializers.DictField()
+    point_of_no_return = serializers.BooleanField()
+
+
+class PlanSerializer(serializers.Serializer):
+    kind = serializers.CharField()
+    title = serializers.CharField()
+    guards = GuardSerializer(many=True)
+    steps = PlanStepSerializer(many=True)
+    facts = serializers.DictField()
+    options = serializers.DictField()
+
+
+class OperationSerializer(serializers.ModelSerializer):
+    planned_by = serializers.CharField(source="actor")
+    confirmed_by = serializers.CharField(source="confirmer")
+    finished = serializers.BooleanField()
+    duration_ms = serializers.FloatField(allow_null=True)
+
+    class Meta:
+        model = Operation
+        fields = ["id", "cluster", "kind", "state", "title", "planned_by", "created_at", "confirmed_by",
+                  "confirmed_at", "override_reason", "started_at", "finished_at", "finished", "duration_ms",
+                  "cancel_requested", "point_of_no_return", "error", "timings"]
+
+
+class OperationDetailSerializer(OperationSerializer):
+    plan = PlanSerializer(help_text="exactly as previewed: guards with their values, SQL and rollback per node")
+    steps = StepSerializer(many=True, help_text="what ran, step by step (empty until confirmed)")
+    pending_rollbacks = serializers.SerializerMethodField()
+
+    class Meta(OperationSerializer.Meta):
+        fields = [*OperationSerializer.Meta.fields, "plan", "steps", "pending_rollbacks"]
+
+    def get_pending_rollbacks(self, op) -> list[dict]:
+        return [{"node": p.node_id, "node_name": p.node.name, "state": p.state, "statements": p.statements,
+                 "attempts": p.attempts, "last_error": p.last_error, "next_try_at": p.next_try_at,
+                 "resolution": p.resolution} for p in op.pending_rollbacks.select_related("node")]
+
+
+class OperationFilter(serializers.Serializer):
+    cluster = IdField(required=False)
+    state = serializers.ChoiceField(choices=OperationState.choices, required=False)
+    kind = serializers.ChoiceField(choices=OperationKind.choices, required=False)
+
+
+class SwitchoverInput(serializers.Serializer):
+    new_writer = IdField(help_text="the server (id) that becomes the writer")
+    drain_timeout_ms = serializers.IntegerField(min_value=DRAIN_TIMEOUT_MIN_MS, max_value=DRAIN_TIMEOUT_MAX_MS,
+                                                required=False, help_text="default: the cluster's")
+    on_timeout = serializers.ChoiceField(choices=OnDrainTimeout.choices, default=OnDrainTimeout.ROLLBACK)
+    lower_autoinc = serializers.BooleanField(default=False, help_text="lower mysql-auto_increment_delay_multiplex "
+                                                                      "to 0 during the drain (restored after)")
+    old_writer_to = serializers.ChoiceField(choices=["reader", "offline"], default="reader")
+
+
+class DrainInput(serializers.Serializer):
+    drain_timeout_ms = serializers.IntegerField(min_value=DRAIN_TIMEOUT_MIN_MS, max_value=DRAIN_TIMEOUT_MAX_MS,
+                                                required=False, help_text="default: the cluster's")
+    on_timeout = serializers.ChoiceField(choices=OnDrainTimeout.choices, default=OnDrainTimeout.ROLLBACK)
+    note = text(2000, required=False, allow_blank=True, default="")
+
+
+class FailoverInput(serializers.Serializer):
+    new_writer = IdField(help_text="the server (id) that takes the writer's place at once (no drain)")
+
+
+class RepairInput(serializers.Serializer):
+    node = IdField(required=False, allow_null=True, default=None, help_text="one ProxySQL node (id); default: all")
+
+
+class ConfirmInput(serializers.Serializer):
+    override_reason = text(2000, required=False, allow_blank=True, default="",
+                           help_text="admins only: why failed (overridable) guards may be ignored")
+
+
+# -- audit -----------------------------------------------------------------------------------------------
+class AuditEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AuditEvent
+        fields = ["id", "created_at", "actor", "actor_kind", "source_address", "cluster_id", "cluster_name", "target",
+                  "action", "outcome", "duration_ms", "details", "prev_hash", "hash"]
+
+
+class AuditFilter(serializers.Serializer):
+    """The review page's filters (apps/audit/forms.py checks them the same way), and the cursor."""
+
+    range = serializers.ChoiceField(choices=["1h", "24h", "7d", "30d"], required=False)
+    start = serializers.CharField(required=False, help_text="UTC, YYYY-MM-DDTHH:MM[:SS]")
+    end = serializers.CharField(required=False)
+    actor = serializers.CharField(required=False)
+    cluster = serializers.CharField(required=False)
+    target = serializers.CharField(required=False)
+    action = serializers.CharField(required=False)
+    outcome = serializers.ChoiceField(choices=Outcome.choices, required=False)
+    q = serializers.CharField(required=False, help_text="words in any field or the details")
+    before = IdField(required=False, help_text="cursor: the page older than this event (from `next`)")
+    after = IdField(required=False, help_text="cursor: the page newer than this event (from `previous`)")
+    page_size = serializers.IntegerField(min_value=1, max_value=500, default=50)
+
+
+class AuditPageSerializer(serializers.Serializer):
+    next = serializers.URLField(allow_null=True, help_text="the older page")
+    previous = serializers.URLField(allow_null=True, help_text="the newer page")
+    results = AuditEventSerializer(many=True)
+
+
+# -- reports ---------------------------------------------------------------------------------------------
+class ReportSerializer(serializers.ModelSerializer):
+    title = serializers.SerializerMethodField()
+
+    def get_title(self, report) -> str:
+        if hasattr(report, "data_title"):  # the list: read in the query, the data left out
+            return report.data_title or f"{report.get_period_display()} report of {report.scope_name}"
+        return report.title
+
+    class Meta:
+        model = Report
+        fields = ["id", "title", "scope", "cluster", "scope_name", "period", "start", "end", "built_at", "built_by",
+                  "build_ms", "headline", "emailed_to", "emailed_at", "email_error"]
+
+
+class ReportDetailSerializer(ReportSerializer):
+    class Meta(ReportSerializer.Meta):
+        fields = [*ReportSerializer.Meta.fields, "data"]
+
+
+class ReportFilter(serializers.Serializer):
+    cluster = IdField(required=False)
+    period = serializers.ChoiceField(choices=Period.choices, required=False)
+
+
+# -- configuration ---------------------------------------------------------------------------------------
+class VersionSerializer(serializers.ModelSerializer):
+    parent = serializers.IntegerField(source="parent.number", allow_null=True, default=None)
+
+    class Meta:
+        model = ConfigVersion
+        fields = ["id", "cluster", "number", "parent", "author", "reason", "created_at", "operation", "source"]
+
+
+class VersionDetailSerializer(VersionSerializer):
+    content = serializers.JSONField(help_text="the configuration; a password is {secret: ref}, never its value")
+
+    class Meta(VersionSerializer.Meta):
+        fields = [*VersionSerializer.Meta.fields, "content"]
+
+
+class DiffLineSerializer(serializers.Serializer):
+    table = serializers.CharField()
+    key = serializers.ListField(child=serializers.JSONField())
+    change = serializers.CharField()
+    fields = serializers.ListField(child=serializers.DictField())
+    row = serializers.DictField()
+
+
+class DiffSerializer(serializers.Serializer):
+    a = serializers.IntegerField()
+    b = serializers.IntegerField()
+    empty = serializers.BooleanField()
+    lines = DiffLineSerializer(many=True)
+
+
+class DiffFilter(serializers.Serializer):
+    a = serializers.IntegerField(min_value=1, max_value=2**31 - 1, help_text="version number")
+    b = serializers.IntegerField(min_value=1, max_value=2**31 - 1, help_text="version number")
+
+
+class ChangeSetSerializer(serializers.ModelSerializer):
+    base = serializers.IntegerField(source="base.number")
+    result = serializers.IntegerField(source="result.number", allow_null=True, default=None)
+    author = serializers.CharField(source="author_name")
+
+    class Meta:
+        model = ChangeSet
+        fields = ["id", "cluster", "base", "author", "reason", "source", "state", "operation", "result", "nodes",
+                  "created_at", "updated_at"]
+
+
+class ChangeSetDetailSerializer(ChangeSetSerializer):
+    edits = serializers.SerializerMethodField()
+    diff = serializers.SerializerMethodField()
+
+    class Meta(ChangeSetSerializer.Meta):
+        fields = [*ChangeSetSerializer.Meta.fields, "edits", "diff"]
+
+    def get_edits(self, cs) -> list[dict]:
+        from apps.configuration import content as C
+
+        return [{"describe": C.describe(e), "edit": _hide_secrets(e)} for e in cs.edits]
+
+    def get_diff(self, cs) -> list[dict]:
+        from apps.configuration import content as C
+        from apps.configuration.planner import diff_lines
+        from apps.configuration.services import target_of
+
+        try:
+            return diff_lines(C.diff(cs.base.content, target_of(cs)))
+        except C.EditError as exc:
+            return [{"error": str(exc)}]
+
+
+def _hide_secrets(edit):
+    from apps.configuration import content as C
+
+    if edit.get("op") == "set" and C.is_secret(edit.get("value")):
+        return {**edit, "value": {"secret": edit["value"]["secret"]}}
+    return edit
+
+
+class EditSerializer(serializers.Serializer):
+    """One edit, as the change set editor makes it (apps/configuration/content.py applies and checks it)."""
+
+    op = serializers.ChoiceField(choices=["upsert", "delete", "set", "roles"])
+    table = serializers.CharField(required=False, max_length=100)
+    row = serializers.DictField(required=False, help_text="upsert: every column you set; mysql_users.password in "
+                                                          "clear text is stored encrypted, as its hash")
+    key = serializers.ListField(child=serializers.JSONField(), required=False, max_length=10,
+                                help_text="delete (or an upsert that moves a row): the row's key")
+    name = text(200, required=False, help_text="set/delete on global_variables: the variable")
+    value = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=10_000)
+    roles = serializers.DictField(child=serializers.IntegerField(min_value=0, max_value=HOSTGROUP_MAX, allow_null=True),
+                                  required=False)
+
+    def validate(self, data):
+        from apps.configuration.tables import BY_NAME, VARIABLES
+
+        op = data["op"]
+        need = {"upsert": ("table", "row"), "delete": ("table",), "set": ("name",), "roles": ("roles",)}[op]
+        missing = [f for f in need if f not in data]
+        if missing:
+            raise serializers.ValidationError({f: [f"{op} needs {f}."] for f in missing})
+        if op == "set":
+            data["table"] = VARIABLES
+        if op in ("upsert", "delete"):
+            if data["table"] not in BY_NAME and not (op == "delete" and data["table"] == VARIABLES):
+                raise serializers.ValidationError({"table": [f"one of {', '.join(sorted(BY_NAME))}, or {VARIABLES}"]})
+            if op == "delete" and data["table"] == VARIABLES and "name" not in data:
+                raise serializers.ValidationError({"name": ["delete on global_variables needs name."]})
+            if op == "delete" and data["table"] != VARIABLES and "key" not in data:
+                raise serializers.ValidationError({"key": ["delete needs the row's key."]})
+        return data
+
+
+class ChangeSetInput(serializers.Serializer):
+    reason = text(2000, help_text="what it is for, for the people after you")
+    edits = EditSerializer(many=True, required=False, max_length=5000)
+    file = serializers.CharField(required=False, max_length=5 * 1024 * 1024, trim_whitespace=False,
+                                 help_text="instead of edits: a YAML file as exported (manage.py config export)")
+
+    def validate(self, data):
+        if bool(data.get("edits")) == bool(data.get("file")):
+            raise serializers.ValidationError({"non_field_errors": ["Give either edits or a file (one of the two)."]})
+        return data
+
+
+class ReasonInput(serializers.Serializer):
+    reason = text(2000, required=False, allow_blank=True, default="")
+
+
+class WriteBackInput(ReasonInput):
+    node = IdField(required=False, allow_null=True, default=None, help_text="one ProxySQL node (id); default: every "
+                                                                            "node that differs")
+
+
+class MeSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    role = serializers.CharField(allow_null=True)
+    authenticated_by = serializers.ChoiceField(choices=["token", "session"])
+    token = serializers.DictField(allow_null=True)
