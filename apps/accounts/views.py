@@ -71,23 +71,28 @@ class ThrottledLoginView(auth_views.LoginView):
 
 
 # -- API tokens ------------------------------------------------------------------------------------------
+JUST_MADE = "api_token_just_made"
+
+
 @require_role(VIEWER)
 def token_list(request):
-    """The logged-in user's API tokens; POST makes one and shows its secret on this answer only."""
+    """The logged-in user's API tokens. POST makes one; the page it redirects to shows its secret once (kept in
+    the session only until then, so a reload neither shows it again nor makes a second token)."""
     form = TokenForm(request.POST or None)
-    created = None
-    status = 200
-    if request.method == "POST":
-        if form.is_valid():
-            days = form.cleaned_data["expires_in_days"]
-            try:
-                token, secret = tokens.create(request.user, form.cleaned_data["name"], request=request,
-                                              expires_at=timezone.now() + timedelta(days=days) if days else None)
-            except tokens.Refused as exc:
-                form.add_error("name", str(exc))
-            else:
-                created, form = {"token": token, "secret": secret}, TokenForm()
-        status = 400 if form.errors else 201
+    if request.method == "POST" and form.is_valid():
+        days = form.cleaned_data["expires_in_days"]
+        try:
+            token, secret = tokens.create(request.user, form.cleaned_data["name"], request=request,
+                                          expires_at=timezone.now() + timedelta(days=days) if days else None)
+        except tokens.Refused as exc:
+            form.add_error("name", str(exc))
+        else:
+            request.session[JUST_MADE] = {"token": token.pk, "secret": secret}
+            return redirect("accounts:tokens")
+    created = request.session.pop(JUST_MADE, None) if request.method == "GET" else None
+    if created:
+        created["token"] = ApiToken.objects.filter(pk=created["token"], user=request.user).first()
+    status = 400 if form.errors else 200
     now = timezone.now()
     mine = list(ApiToken.objects.filter(user=request.user).order_by("-created_at", "-pk"))
     for token in mine:

@@ -25,6 +25,10 @@ class ApiView(APIView):
         view.login_required = False
         return view
 
+    @property
+    def allowed_methods(self):
+        return [m for m in super().allowed_methods if m != "OPTIONS"]  # no metadata: OPTIONS answers 405
+
     def finalize_response(self, request, response, *args, **kwargs):
         response = super().finalize_response(request, response, *args, **kwargs)
         response.headers.setdefault("Cache-Control", "private, no-store")  # fleet data stays out of caches

@@ -5,11 +5,13 @@
 
 `fields` is there for 400s (dotted paths for nested input: "edits.2.row"). 401, 403, 404, 405, 409 (a
 service refused: guards, two-person rule, a lock, a stale change set), 413, 415, 429 (with Retry-After)
-and an unexpected exception (500, logged with its traceback, never shown) all answer JSON.
+and an unexpected exception (500, logged with its traceback, never shown) all answer JSON. (DRF adds the
+Allow header to every answer, a 405 included.)
 """
 import logging
 import math
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
@@ -72,13 +74,13 @@ def flatten(detail, path=""):
 
 def exception_handler(exc, context):
     """DRF's exception handler: the one shape above for everything, including what nobody expected."""
-    view = context.get("view")
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or "Not found.")
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or None)
-    elif isinstance(exc, RequestDataTooBig):
-        exc = TooLarge(str(exc))
+    elif isinstance(exc, RequestDataTooBig):  # Django's DATA_UPLOAD_MAX_MEMORY_SIZE, for the fields of a body
+        exc = TooLarge(f"The body's fields are larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes; a large "
+                       "configuration file goes as a multipart upload (its file field is not counted).")
     elif isinstance(exc, SuspiciousOperation):
         exc = exceptions.ParseError(str(exc))
     elif isinstance(exc, service_refusals()):
@@ -94,8 +96,6 @@ def exception_handler(exc, context):
         headers["WWW-Authenticate"] = exc.auth_header
     if getattr(exc, "wait", None) is not None:
         headers["Retry-After"] = str(max(1, math.ceil(exc.wait)))
-    if isinstance(exc, exceptions.MethodNotAllowed) and view is not None:
-        headers["Allow"] = ", ".join(view.allowed_methods)
     set_rollback()
     if isinstance(exc, exceptions.ValidationError):
         fields = flatten(exc.detail)

@@ -335,8 +335,14 @@ class AuditEventSerializer(serializers.ModelSerializer):
                   "action", "outcome", "duration_ms", "details", "prev_hash", "hash"]
 
 
-class AuditFilter(serializers.Serializer):
-    """The review page's filters (apps/audit/forms.py checks them the same way), and the cursor."""
+class AuditCursor(serializers.Serializer):
+    before = IdField(required=False, help_text="cursor: the page older than this event (from `next`)")
+    after = IdField(required=False, help_text="cursor: the page newer than this event (from `previous`)")
+    page_size = serializers.IntegerField(min_value=1, max_value=500, default=50)
+
+
+class AuditFilter(AuditCursor):
+    """The review page's filters (its form, apps/audit/forms.py, checks them), and the cursor."""
 
     range = serializers.ChoiceField(choices=["1h", "24h", "7d", "30d"], required=False)
     start = serializers.CharField(required=False, help_text="UTC, YYYY-MM-DDTHH:MM[:SS]")
@@ -347,9 +353,6 @@ class AuditFilter(serializers.Serializer):
     action = serializers.CharField(required=False)
     outcome = serializers.ChoiceField(choices=Outcome.choices, required=False)
     q = serializers.CharField(required=False, help_text="words in any field or the details")
-    before = IdField(required=False, help_text="cursor: the page older than this event (from `next`)")
-    after = IdField(required=False, help_text="cursor: the page newer than this event (from `previous`)")
-    page_size = serializers.IntegerField(min_value=1, max_value=500, default=50)
 
 
 class AuditPageSerializer(serializers.Serializer):

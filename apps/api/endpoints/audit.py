@@ -12,7 +12,7 @@ from apps.audit.forms import FilterForm
 from apps.audit.models import AuditEvent
 
 from .. import serializers as s
-from ..base import ApiView, query
+from ..base import ApiView
 
 
 class AuditEventList(ApiView):
@@ -21,10 +21,11 @@ class AuditEventList(ApiView):
     @extend_schema(parameters=[s.AuditFilter], responses=s.AuditPageSerializer, tags=["audit"], operation_id="audit_events_list",
                    summary="Audit events, newest first, filtered; follow `next` for older ones")
     def get(self, request):
-        cursor = query(s.AuditFilter, request)
-        form = FilterForm(request.query_params)
-        if not form.is_valid():
-            raise exceptions.ValidationError({k: [e["message"] for e in v] for k, v in form.errors.get_json_data().items()})
+        cursor, form = s.AuditCursor(data=request.query_params), FilterForm(request.query_params)
+        if not (cursor.is_valid() & form.is_valid()):  # both checked: every bad parameter is named at once
+            errors = {k: [e["message"] for e in v] for k, v in form.errors.get_json_data().items()}
+            raise exceptions.ValidationError({**errors, **cursor.errors})
+        cursor = cursor.validated_data
         page = selectors.page(selectors.filtered(form), before=cursor.get("before"), after=cursor.get("after"),
                               size=cursor["page_size"])
         url = remove_query_param(remove_query_param(request.build_absolute_uri(), "before"), "after")

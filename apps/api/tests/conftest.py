@@ -85,3 +85,16 @@ def kwargs_for(name, pattern, objects):
     if "name" in converters:
         out["name"] = CHART[short]
     return out
+
+
+@pytest.fixture(autouse=True)
+def fresh_rate_limits():
+    """Each test counts its own requests (ids repeat between tests: the same token id would share a count)."""
+    from django.core.cache import caches
+
+    from apps.api.throttling import PerTokenThrottle
+
+    caches["api-throttle-local"].clear()
+    PerTokenThrottle.cache.down_until = 0
+    yield
+    caches["api-throttle-local"].clear()

@@ -1,0 +1,52 @@
+"""A switchover through the API on the lab, run by a real Celery worker: plan (guards and SQL per node), confirm,
+follow the operation to done; the writer moved on both ProxySQL doubles; audited with the token's name."""
+import time
+
+import pytest
+
+from apps.accounts import tokens
+from apps.audit.models import AuditEvent
+from apps.fleet.models import HostgroupMembership, Server
+from apps.operations.tests.conftest import runtime
+
+from .conftest import ApiClient
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_plan_confirm_and_follow_a_switchover_to_done(adopted_lab, operator_user, redis_server, celery_broker,
+                                                      celery_factory):
+    cluster, (first, second) = adopted_lab
+    celery_factory("worker", redis_server)
+    api = ApiClient(tokens.create(operator_user, "runbook")[1])
+    target = Server.objects.get(port=3312)
+    plan = api.post(f"/api/v1/clusters/{cluster.pk}/switchover/",
+                    {"new_writer": target.pk, "lower_autoinc": True, "drain_timeout_ms": 2000})
+    assert plan.status_code == 201, plan.content
+    op = plan.json()
+    assert op["state"] == "planned" and op["title"] == "Switchover galera-lab: writer 127.0.0.1:3311 → 127.0.0.1:3312"
+    assert all(g["passed"] for g in op["plan"]["guards"]) and op["steps"] == []
+    drain = next(s for s in op["plan"]["steps"] if s["key"] == "drain")
+    assert sorted(spec["name"] for spec in drain["nodes"].values()) == ["proxysql-1", "proxysql-2"]
+    assert all(spec["sql"][0] == "UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE hostgroup_id=100 AND "
+                                 "hostname='127.0.0.1' AND port=3311" and spec["rollback"]
+               for spec in drain["nodes"].values())
+
+    confirmed = api.post(f"/api/v1/operations/{op['id']}/confirm/")
+    assert confirmed.status_code == 200 and confirmed.json()["state"] == "pending", confirmed.content
+    deadline, seen = time.monotonic() + 30, set()
+    while True:
+        followed = api.get(f"/api/v1/operations/{op['id']}/").json()
+        seen.add(followed["state"])
+        if followed["finished"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert followed["state"] == "done", followed["error"]
+    assert [s["state"] for s in followed["steps"]] == ["done"] * len(op["plan"]["steps"])
+    assert followed["timings"]["total_ms"] > 0 and followed["duration_ms"] is not None
+    for double in (first, second):
+        assert runtime(double, 100) == [("127.0.0.1", 3312, "ONLINE")]
+    assert HostgroupMembership.objects.get(hostgroup_id=100).server == target
+    assert {e.action for e in AuditEvent.objects.filter(actor="otto-operator (token runbook)")} == {
+        "switchover planned", "switchover confirmed"}
+    assert AuditEvent.objects.filter(action="switchover done", actor="otto-operator").exists()  # the worker's
