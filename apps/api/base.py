@@ -76,12 +76,13 @@ class Pagination(PageNumberPagination):
         return list(self.page)
 
 
-def paged(view, request, queryset, serializer_class, **context):
-    """One page of `queryset` as {"count", "next", "previous", "results"}."""
+def paged(view, request, queryset, serializer_class=None, *, rows=None):
+    """One page of `queryset` as {"count", "next", "previous", "results"}: each row by the serializer, or by
+    rows(page) (the long lists: plain values, the serializer's shape, without its per-field cost at 500 rows)."""
     pagination = Pagination()
-    rows = pagination.paginate_queryset(queryset, request, view)
-    return pagination.get_paginated_response(serializer_class(rows, many=True, context={"request": request,
-                                                                                        **context}).data)
+    page = pagination.paginate_queryset(queryset, request, view)
+    data = rows(page) if rows else serializer_class(page, many=True, context={"request": request}).data
+    return pagination.get_paginated_response(data)
 
 
 def list_schema(serializer_class, filters=None, **kwargs):

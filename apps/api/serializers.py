@@ -23,6 +23,11 @@ def text(max_length, **kwargs):
 
 
 # -- the inventory ---------------------------------------------------------------------------------------
+def values_of(serializer_class, exclude=()):
+    """The model fields a model serializer shows, for queryset.values() in the long lists."""
+    return [f for f in serializer_class.Meta.fields if f not in exclude]
+
+
 class ClusterSerializer(serializers.ModelSerializer):
     class Meta:
         model = Cluster

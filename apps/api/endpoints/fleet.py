@@ -29,7 +29,7 @@ class ClusterList(ApiView):
             clusters = clusters.filter(kind=f["kind"])
         if f.get("name"):
             clusters = clusters.filter(name=f["name"])
-        return paged(self, request, clusters, s.ClusterSerializer)
+        return paged(self, request, clusters.values(*s.values_of(s.ClusterSerializer)), rows=list)
 
 
 class ClusterDetail(ApiView):
@@ -117,13 +117,25 @@ class ServerList(ApiView):
                    summary="Backend servers")
     def get(self, request):
         f = query(s.ServerFilter, request)
-        servers = Server.objects.prefetch_related("memberships").order_by("cluster_id", "hostname", "port", "pk")
+        servers = Server.objects.order_by("cluster_id", "hostname", "port", "pk")
         for name in ("cluster", "hostname", "port"):
             if f.get(name) is not None:
                 servers = servers.filter(**{name: f[name]})
         if f.get("maintenance") is not None:
             servers = servers.filter(maintenance=f["maintenance"])
-        return paged(self, request, servers, s.ServerSerializer)
+        return paged(self, request, servers.values(*s.values_of(s.ServerSerializer, ["memberships"])),
+                     rows=with_memberships)
+
+
+def with_memberships(servers):
+    """Each server's memberships in one query for the page (a prefetch builds a queryset per server)."""
+    servers = list(servers)
+    fields = s.values_of(s.MembershipSerializer)
+    per_server = {row["id"]: [] for row in servers}
+    for m in (HostgroupMembership.objects.filter(server_id__in=per_server).order_by("hostgroup_id")
+              .values("server_id", *fields)):
+        per_server[m.pop("server_id")].append(m)
+    return [{**row, "memberships": per_server[row["id"]]} for row in servers]
 
 
 class ServerDetail(ApiView):
@@ -163,7 +175,7 @@ class NodeList(ApiView):
         nodes = ProxySQLNode.objects.order_by("cluster_id", "name", "pk")
         if f.get("cluster") is not None:
             nodes = nodes.filter(cluster=f["cluster"])
-        return paged(self, request, nodes, s.ProxySQLNodeSerializer)
+        return paged(self, request, nodes.values(*s.values_of(s.ProxySQLNodeSerializer)), rows=list)
 
 
 class NodeDetail(ApiView):
