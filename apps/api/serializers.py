@@ -23,12 +23,23 @@ def text(max_length, **kwargs):
 
 
 # -- the inventory ---------------------------------------------------------------------------------------
+# A model as the API answers it, never as input: every field read-only, and so no input ranges in the schema
+# (a model's integer ranges come from the database in use; the schema must not). No docstring: the schema would
+# give it to every answer as its description.
+class Answer(serializers.ModelSerializer):
+    def get_extra_kwargs(self):
+        extra = super().get_extra_kwargs()
+        for name in self.Meta.fields:
+            extra[name] = {**extra.get(name, {}), "read_only": True}
+        return extra
+
+
 def values_of(serializer_class, exclude=()):
     """The model fields a model serializer shows, for queryset.values() in the long lists."""
     return [f for f in serializer_class.Meta.fields if f not in exclude]
 
 
-class ClusterSerializer(serializers.ModelSerializer):
+class ClusterSerializer(Answer):
     class Meta:
         model = Cluster
         fields = ["id", "name", "kind", "description", "writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup",
@@ -39,7 +50,7 @@ class ClusterSerializer(serializers.ModelSerializer):
                   "native_hostgroups", "created_at", "updated_at"]
 
 
-class MembershipSerializer(serializers.ModelSerializer):
+class MembershipSerializer(Answer):
     class Meta:
         model = HostgroupMembership
         fields = ["hostgroup_id", "status", "weight", "max_connections", "max_replication_lag", "compression",
@@ -61,7 +72,7 @@ class HostgroupSerializer(serializers.Serializer):
     members = MemberSerializer(many=True)
 
 
-class ServerSerializer(serializers.ModelSerializer):
+class ServerSerializer(Answer):
     memberships = MembershipSerializer(many=True)
 
     class Meta:
@@ -69,7 +80,7 @@ class ServerSerializer(serializers.ModelSerializer):
         fields = ["id", "cluster", "hostname", "port", "maintenance", "maintenance_note", "memberships"]
 
 
-class ProxySQLNodeSerializer(serializers.ModelSerializer):
+class ProxySQLNodeSerializer(Answer):
     class Meta:
         model = ProxySQLNode
         fields = ["id", "cluster", "name", "admin_host", "admin_port", "admin_user", "comment", "version", "peers",
@@ -237,7 +248,7 @@ class DigestHistorySerializer(serializers.Serializer):
 
 
 # -- operations ------------------------------------------------------------------------------------------
-class StepSerializer(serializers.ModelSerializer):
+class StepSerializer(Answer):
     class Meta:
         model = OperationStep
         fields = ["index", "key", "title", "state", "started_at", "finished_at", "duration_ms", "executed", "detail"]
@@ -269,7 +280,7 @@ class PlanSerializer(serializers.Serializer):
     options = serializers.DictField()
 
 
-class OperationSerializer(serializers.ModelSerializer):
+class OperationSerializer(Answer):
     planned_by = serializers.CharField(source="actor")
     confirmed_by = serializers.CharField(source="confirmer")
     finished = serializers.BooleanField()
@@ -333,7 +344,7 @@ class ConfirmInput(serializers.Serializer):
 
 
 # -- audit -----------------------------------------------------------------------------------------------
-class AuditEventSerializer(serializers.ModelSerializer):
+class AuditEventSerializer(Answer):
     class Meta:
         model = AuditEvent
         fields = ["id", "created_at", "actor", "actor_kind", "source_address", "cluster_id", "cluster_name", "target",
@@ -367,7 +378,7 @@ class AuditPageSerializer(serializers.Serializer):
 
 
 # -- reports ---------------------------------------------------------------------------------------------
-class ReportSerializer(serializers.ModelSerializer):
+class ReportSerializer(Answer):
     title = serializers.SerializerMethodField()
 
     def get_title(self, report) -> str:
@@ -392,7 +403,7 @@ class ReportFilter(serializers.Serializer):
 
 
 # -- configuration ---------------------------------------------------------------------------------------
-class VersionSerializer(serializers.ModelSerializer):
+class VersionSerializer(Answer):
     parent = serializers.IntegerField(source="parent.number", allow_null=True, default=None)
 
     class Meta:
@@ -427,7 +438,7 @@ class DiffFilter(serializers.Serializer):
     b = serializers.IntegerField(min_value=1, max_value=2**31 - 1, help_text="version number")
 
 
-class ChangeSetSerializer(serializers.ModelSerializer):
+class ChangeSetSerializer(Answer):
     base = serializers.IntegerField(source="base.number")
     result = serializers.IntegerField(source="result.number", allow_null=True, default=None)
     author = serializers.CharField(source="author_name")
@@ -448,7 +459,7 @@ class ChangeSetDetailSerializer(ChangeSetSerializer):
     def get_edits(self, cs) -> list[dict]:
         from apps.configuration import content as C
 
-        return [{"describe": C.describe(e), "edit": _hide_secrets(e)} for e in cs.edits]
+        return [{"describe": C.describe(e), "edit": e} for e in cs.edits]  # passwords are refs: {"secret": ...}
 
     def get_diff(self, cs) -> list[dict]:
         from apps.configuration import content as C
@@ -459,14 +470,6 @@ class ChangeSetDetailSerializer(ChangeSetSerializer):
             return diff_lines(C.diff(cs.base.content, target_of(cs)))
         except C.EditError as exc:
             return [{"error": str(exc)}]
-
-
-def _hide_secrets(edit):
-    from apps.configuration import content as C
-
-    if edit.get("op") == "set" and C.is_secret(edit.get("value")):
-        return {**edit, "value": {"secret": edit["value"]["secret"]}}
-    return edit
 
 
 class EditSerializer(serializers.Serializer):

@@ -12,9 +12,14 @@ from apps.operations.plans import SECRET_REF, secret_marker
 from .models import ConfigSecret
 
 
+SAFE_MAX = 200  # ConfigSecret.ref holds 300 characters: a table's prefix and "#<8 hex>" fit beside this
+
+
 def safe(text):
-    """A name usable in a secret reference (markers allow [A-Za-z0-9_/#.@:-] only)."""
-    return text if SECRET_REF.fullmatch(text or "-") and "#" not in text else "x" + text.encode().hex()
+    """A name usable in a secret reference (markers allow [A-Za-z0-9_/#.@:-] only), at most SAFE_MAX characters
+    (a longer name, a user's of 10,000 characters, is named by its digest)."""
+    name = text if SECRET_REF.fullmatch(text or "-") and "#" not in text else "x" + text.encode().hex()
+    return name if len(name) <= SAFE_MAX else "h" + hashlib.sha256(text.encode()).hexdigest()
 
 
 def new_ref(name):

@@ -147,3 +147,12 @@ def test_hostile_edits_of_a_change_set_are_refused_with_a_reason(admin_api, obje
     if response.status_code == 201:  # it applied: planning it must not fail either
         plan = admin_api.post(f"/api/v1/config/change-sets/{response.json()['id']}/plan/")
         assert not fails(plan), (plan.status_code, plan.content[:500])
+
+
+@pytest.mark.django_db
+def test_a_user_name_of_ten_thousand_characters_is_refused_or_stored_never_a_500(admin_api, objects):
+    """Found by the fuzzer on MariaDB: the secret's reference was built from the name and overflowed its column."""
+    row = {"username": "x" * 10_000, "password": "pw", "default_hostgroup": 100}
+    response = admin_api.post(f"/api/v1/clusters/{objects['cluster']}/config/change-sets/",
+                              {"reason": "long name", "edits": [{"op": "upsert", "table": "mysql_users", "row": row}]})
+    assert response.status_code in (201, 409), response.content[:300]

@@ -49,4 +49,8 @@ def test_plan_confirm_and_follow_a_switchover_to_done(adopted_lab, operator_user
     assert HostgroupMembership.objects.get(hostgroup_id=100).server == target
     assert {e.action for e in AuditEvent.objects.filter(actor="otto-operator (token runbook)")} == {
         "switchover planned", "switchover confirmed"}
-    assert AuditEvent.objects.filter(action="switchover done", actor="otto-operator").exists()  # the worker's
+    # The worker writes its "done" event just after the state (and the inventory's next version): wait for it.
+    deadline = time.monotonic() + 10
+    while not AuditEvent.objects.filter(action="switchover done", actor="otto-operator").exists():
+        assert time.monotonic() < deadline, "the worker's 'switchover done' event never came"
+        time.sleep(0.05)
