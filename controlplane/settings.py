@@ -305,7 +305,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "OperationStateEnum": "apps.operations.choices.OperationState", "StepStateEnum": "apps.operations.choices.StepState",
         "OperationKindEnum": "apps.operations.choices.OperationKind", "ClusterKindEnum": "apps.fleet.choices.ClusterKind",
-        "ChangeSetStateEnum": "apps.configuration.models.ChangeSet.State", "BinaryFlagEnum": [(0, "0"), (1, "1")],
+        "ChangeSetStateEnum": "apps.configuration.models.ChangeSet.State",
+        "AlertStateEnum": "apps.alerts.models.AlertState", "BinaryFlagEnum": [(0, "0"), (1, "1")],
     },
 }
 

@@ -39,10 +39,11 @@ class TooLarge(exceptions.APIException):
 def service_refusals():
     """The exceptions by which services refuse a request: they answer 409 with the service's message."""
     from apps.accounts.tokens import Refused as TokenRefused
+    from apps.alerts.services import Refused as AlertRefused
     from apps.configuration.services import Refused as ConfigRefused
     from apps.operations.services import NotAllowed
 
-    return NotAllowed, ConfigRefused, TokenRefused
+    return NotAllowed, ConfigRefused, TokenRefused, AlertRefused
 
 
 def error_response(status_code, message, *, code=None, fields=None, headers=None):

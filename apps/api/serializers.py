@@ -3,6 +3,9 @@ figures come from the selectors the pages use. Input serializers check types and
 on a 400; the rules (guards, roles, the two-person rule...) stay in the services."""
 from rest_framework import serializers
 
+from apps.alerts.catalogue import BY_KEY as ALERT_RULES
+from apps.alerts.catalogue import SEVERITIES
+from apps.alerts.models import Alert, AlertState, Silence
 from apps.audit.models import AuditEvent, Outcome
 from apps.configuration.models import ChangeSet, ConfigVersion
 from apps.fleet.choices import ClusterKind
@@ -532,3 +535,61 @@ class MeSerializer(serializers.Serializer):
     role = serializers.CharField(allow_null=True)
     authenticated_by = serializers.ChoiceField(choices=["token", "session"])
     token = serializers.DictField(allow_null=True)
+
+
+# -- alerts ----------------------------------------------------------------------------------------------
+class AlertSerializer(Answer):
+    cluster_name = serializers.CharField(source="cluster.name", read_only=True)
+
+    class Meta:
+        model = Alert
+        fields = ["id", "rule", "cluster", "cluster_name", "subject", "subject_label", "node", "server", "hostgroup",
+                  "operation", "severity", "state", "summary", "value", "since", "fires_at", "fired_at",
+                  "resolved_at", "last_seen_at", "held", "hold_reason", "hold_operation", "was_held", "notified",
+                  "acked_at", "acked_by"]
+
+
+class AlertDetailSerializer(AlertSerializer):
+    class Meta(AlertSerializer.Meta):
+        fields = AlertSerializer.Meta.fields + ["ack_note", "details"]
+
+
+class AlertFilter(serializers.Serializer):
+    cluster = IdField(required=False)
+    state = serializers.ChoiceField(choices=["open", "held", "all", *AlertState.values], required=False,
+                                    help_text="open: pending or firing; held: held by planned work")
+    severity = serializers.ChoiceField(choices=list(SEVERITIES), required=False)
+    rule = serializers.ChoiceField(choices=sorted(ALERT_RULES), required=False)
+
+
+class AcknowledgeInput(serializers.Serializer):
+    note = text(2000, required=False, allow_blank=True, default="", help_text="what you are doing about it")
+
+
+class SilenceSerializer(Answer):
+    cluster_name = serializers.CharField(source="cluster.name", read_only=True, default=None)
+
+    class Meta:
+        model = Silence
+        fields = ["id", "cluster", "cluster_name", "rule", "subject", "subject_label", "reason", "starts_at", "ends_at",
+                  "created_by", "created_at", "from_alert", "expired_by", "expired_at"]
+
+
+class SilenceFilter(serializers.Serializer):
+    active = serializers.BooleanField(required=False, default=False, help_text="only the silences in force now")
+
+
+class SilenceInput(serializers.Serializer):
+    cluster = serializers.PrimaryKeyRelatedField(queryset=Cluster.objects.all(), required=False, allow_null=True,
+                                                 default=None, help_text="empty: every cluster")
+    rule = serializers.ChoiceField(choices=sorted(ALERT_RULES), required=False, allow_blank=True, default="",
+                                   help_text="empty: every rule")
+    subject = text(200, required=False, allow_blank=True, default="", help_text="an alert's subject; empty: every one")
+    minutes = serializers.IntegerField(min_value=1, max_value=10080, help_text="how long, from now (at most a week)")
+    reason = text(2000, help_text="why (shown with the silence, audited)")
+
+    def validate(self, data):
+        if not data.get("cluster") and not data.get("rule") and not data.get("subject"):
+            raise serializers.ValidationError("Choose at least a cluster, a rule or a subject: a silence of everything "
+                                              "everywhere is not allowed.")
+        return data

@@ -3,7 +3,7 @@ from django.urls import include, path, re_path, register_converter
 from django.views.decorators.csrf import csrf_exempt
 
 from . import errors
-from .endpoints import audit, configuration, digests, fleet, meta, operations, reports
+from .endpoints import alerts, audit, configuration, digests, fleet, meta, operations, reports
 
 
 class IdConverter:
@@ -70,6 +70,12 @@ v1 = [
     path("config/change-sets/<id:pk>/", configuration.ChangeSetDetail.as_view(), name="change_set"),
     path("config/change-sets/<id:pk>/plan/", configuration.ChangeSetPlan.as_view(), name="change_set_plan"),
     path("config/change-sets/<id:pk>/confirm/", configuration.ChangeSetConfirm.as_view(), name="change_set_confirm"),
+    # alerts
+    path("alerts/", alerts.AlertList.as_view(), name="alerts"),
+    path("alerts/<id:pk>/", alerts.AlertDetail.as_view(), name="alert"),
+    path("alerts/<id:pk>/acknowledge/", alerts.AlertAcknowledge.as_view(), name="alert_acknowledge"),
+    path("silences/", alerts.SilenceList.as_view(), name="silences"),
+    path("silences/<id:pk>/end/", alerts.SilenceEnd.as_view(), name="silence_end"),
 ]
 
 

@@ -29,7 +29,7 @@ tests hold it byte for byte equal to generate_latest() on the lab's exposition a
 """
 import gc
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from contextlib import contextmanager
 from datetime import datetime, timezone
 
@@ -42,6 +42,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
+from apps.alerts.models import Alert
 from apps.fleet.models import Cluster, MirrorRule, ProxySQLNode, Server
 from apps.operations.choices import PendingState
 from apps.operations.models import PendingRollback
@@ -176,6 +177,9 @@ SPECS = {
                                "rolling_back, rollback_pending)"),
     "pending_rollbacks": (GAUGE, "Rollbacks a ProxySQL node has not taken yet (one per node and operation), by "
                                  "state: pending (retried) or superseded (the node will be repaired)"),
+    # alerts (apps/alerts)
+    "alerts": (GAUGE, "Open alerts by cluster, rule, severity and state: firing, pending (waiting for its `for`) or "
+                      "held (planned work is expected to cause it: nobody is paged); no series when none is open"),
 }
 HISTOGRAM_HELP = ("Run time of the operations that ended, as the executor measured it (timings total_ms), by kind "
                   "and final state; an operation that never ran (refused, expired) is not counted")
@@ -259,6 +263,7 @@ class FleetCollector:
                 _maintenance(add, inventory)
             _mirror_rules(add, inventory, now)
             histogram = _operations(add, inventory, now)
+            _alerts(add, inventory)
         except DatabaseError:
             families = _families()
             add = _Adder(families)
@@ -426,6 +431,20 @@ def _operations(add, inv, now):
     for (kind, state), (buckets, seconds) in counts.histogram.cumulative().items():
         family.add_metric([kind, state], [(floatToGoString(le), n) for le, n in buckets], seconds)
     return family
+
+
+def _alerts(add, inv):
+    """Open alerts counted by cluster, rule, severity and state (a held alert counts as held, whatever its state):
+    at most clusters x rules x 3 x 3 series, read through the open alerts' unique key."""
+    names = {pk: c["name"] for pk, c in inv.clusters.items()}
+    rows = (Alert.objects.filter(active_key__isnull=False).values_list("cluster_id", "rule", "severity", "state", "held")
+            .annotate(n=Count("id")).order_by())
+    counts = Counter()
+    for cluster_id, rule, severity, state, held, n in rows:
+        if cluster_id in names:
+            counts[(names[cluster_id], rule, severity, "held" if held else state)] += n
+    for (cluster, rule, severity, state), n in sorted(counts.items()):
+        add("alerts", {"cluster": cluster, "rule": rule, "severity": severity, "state": state}, n)
 
 
 # -- the text --------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Who may scrape /metrics. Prometheus has no session, so the page is outside the login (LoginRequiredMiddleware)
 and has this check of its own instead: a bearer token (settings.METRICS_TOKEN, compared in constant time as
-SHA-256 digests, so neither its length nor its bytes leak through timing) or the peer address (REMOTE_ADDR, never
-a forwarded header a client could write) in settings.METRICS_ALLOWED_ADDRESSES. A refusal is a 401 (a token
+SHA-256 digests, so neither its length nor its bytes leak through timing), a user's API token whose user is a
+viewer or above, or the peer address (REMOTE_ADDR, never a forwarded header a client could write) in
+settings.METRICS_ALLOWED_ADDRESSES. A refusal is a 401 (a token
 would let the scraper in: WWW-Authenticate says Bearer) or a 403, and audited (repeated identical refusals are
 folded into one summary per window by apps.audit.services.record)."""
 import hashlib
@@ -11,6 +12,9 @@ from functools import lru_cache
 
 from django.conf import settings
 from django.http import HttpResponse
+
+from apps.accounts import tokens as api_tokens
+from apps.accounts.roles import VIEWER, has_role
 
 REALM = 'Bearer realm="proxysql-fleet metrics"'
 
@@ -64,6 +68,8 @@ def refusal(request):
     if token:
         if token_matches(token):
             return None
+        if token.startswith(api_tokens.PREFIX):
+            return _api_token_refusal(request, token)
         return _refuse(request, 401, "the bearer token is not valid for /metrics")
     if token is None:
         return _refuse(request, 401, "/metrics takes a bearer token (Authorization: Bearer ...), not another scheme")
@@ -74,11 +80,25 @@ def refusal(request):
     return _refuse(request, 403, "the address is not in METRICS_ALLOWED_ADDRESSES (and no METRICS_TOKEN is set)")
 
 
-def _refuse(request, status, reason):
+def _api_token_refusal(request, raw):
+    """A user's API token (apps/accounts/tokens.py) lets in a viewer or above: a script with a viewer token reads
+    here what the pages show it. The token's own refusals (unknown, expired, revoked) are audited by authenticate()."""
+    try:
+        user, _ = api_tokens.authenticate(raw, request=request)
+    except api_tokens.Refused as exc:
+        return _refuse(request, 401, f"the API token is refused: {exc}", audited=True)
+    if not has_role(user, VIEWER):
+        return _refuse(request, 403, f"the API token's user {user.get_username()!r} has no role (a viewer at least "
+                                     "may read /metrics)")
+    return None
+
+
+def _refuse(request, status, reason, audited=False):
     from apps.audit.services import record  # audit imports the apps it records; keep the import lazy
 
-    record("refused metrics scrape", request=request, outcome="refused", target=request.path,
-           details={"reason": reason, "status": status})
+    if not audited:
+        record("refused metrics scrape", request=request, outcome="refused", target=request.path,
+               details={"reason": reason, "status": status})
     response = HttpResponse(reason + "\n", status=status, content_type="text/plain; charset=utf-8")
     if status == 401:
         response["WWW-Authenticate"] = REALM

@@ -86,7 +86,8 @@ def test_killing_the_writer_pages_once_and_resolves_when_it_is_back(console, cli
     assert {a["labels"]["alertname"] for a in msg["alerts"]} == {"writer_none"}
     assert {a["labels"]["subject"] for a in msg["alerts"]} == {"writer hostgroup 100 on proxysql-1",
                                                                 "writer hostgroup 100 on proxysql-2"}
-    assert all("127.0.0.1:3311 unreachable" in a["annotations"]["summary"] for a in msg["alerts"])
+    assert all("127.0.0.1:3311 unreachable" in a["annotations"]["summary"] for a in msg["alerts"]), \
+        [a["annotations"]["summary"] for a in msg["alerts"]]
 
     lab.start(1)
     lab.wait_synced(1)

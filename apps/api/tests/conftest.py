@@ -70,6 +70,7 @@ OWNER = {
     "audit_event": "event", "report": "report",
     "config_version": "version", "config_export": "version", "config_revert": "version",
     "change_set": "change_set", "change_set_plan": "change_set", "change_set_confirm": "change_set",
+    "alert": "alert", "alert_acknowledge": "alert", "silence_end": "silence",
 }
 CHART = {"node_history": "queries", "server_history": "wsrep_state"}
 

@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.accounts import tokens
+from apps.alerts.models import Alert, Silence
 from apps.audit.models import AuditEvent
 from apps.configuration.models import ChangeSet, ConfigSecret, ConfigVersion
 from apps.digests.tests.factories import digest
@@ -177,9 +178,17 @@ def lab_objects(adopted_lab, live_redis, operator_user):
     op = expect(operator.post(f"/api/v1/clusters/{cluster.pk}/repair/"), 201)
     cs = new_change_set(operator, cluster, [{"op": "set", "name": "mysql-max_connections", "value": "1500"}])
     report = reports.build_report(cluster, "daily", periods.last_complete("daily", timezone.now()))
-    return {"cluster": cluster.pk, "server": Server.objects.get(port=3312).pk, "node": cluster.proxysql_nodes.first().pk,
+    node = cluster.proxysql_nodes.first()
+    now = timezone.now()
+    alert = Alert.objects.create(rule="writer_none", cluster=cluster, target=f"c{cluster.pk}", subject=f"n{node.pk}:hg100",
+                                 subject_label="writer hostgroup 100", node=node, severity="critical", state="firing",
+                                 summary="no usable writer", since=now, fires_at=now, fired_at=now, last_seen_at=now,
+                                 active_key=f"writer_none|n{node.pk}:hg100")
+    silence = expect(operator.post("/api/v1/silences/", {"cluster": cluster.pk, "minutes": 60, "reason": "setup"}), 201)
+    return {"cluster": cluster.pk, "server": Server.objects.get(port=3312).pk, "node": node.pk,
             "operation": op["id"], "change_set": cs["id"], "version": ConfigVersion.objects.get().pk,
-            "report": report.pk, "digest": digest("SELECT 1").pk, "event": AuditEvent.objects.last().pk}
+            "report": report.pk, "digest": digest("SELECT 1").pk, "event": AuditEvent.objects.last().pk,
+            "alert": alert.pk, "silence": silence["id"]}
 
 
 def state_of_everything(doubles):
@@ -187,11 +196,13 @@ def state_of_everything(doubles):
     from django.apps import apps
 
     counts = {m.__name__: m.objects.count() for m in apps.get_models()
-              if m._meta.app_label in ("fleet", "operations", "configuration", "accounts", "reports")}
+              if m._meta.app_label in ("fleet", "operations", "configuration", "accounts", "reports", "alerts")}
     rows = {"memberships": sorted(HostgroupMembership.objects.values_list("hostgroup_id", "server__port", "status")),
             "maintenance": sorted(Server.objects.values_list("port", "maintenance")),
             "operations": sorted(Operation.objects.values_list("pk", "state")),
-            "change_sets": sorted(ChangeSet.objects.values_list("pk", "state"))}
+            "change_sets": sorted(ChangeSet.objects.values_list("pk", "state")),
+            "acknowledged": sorted(Alert.objects.values_list("pk", "acked_by")),
+            "silences ended": sorted(Silence.objects.values_list("pk", "expired_by"))}
     runtime = [demo.admin_sql(d.port, "SELECT hostgroup_id, hostname, port, status, weight FROM runtime_mysql_servers "
                               "ORDER BY 1, 2, 3", user=d.user, password=d.password) for d in doubles]
     return counts, rows, runtime
@@ -218,7 +229,7 @@ def test_a_viewer_token_reads_everything_a_viewer_sees_and_changes_nothing(adopt
             response = viewer.post(url, {"reason": "try", "new_writer": lab_objects["server"]})
             assert response.status_code == 403 and response.json()["error"]["code"] == "permission_denied", url
             writes += 1
-    assert reads >= 30 and writes >= 13
+    assert reads >= 33 and writes >= 16
     assert state_of_everything(doubles) == before
     written = AuditEvent.objects.filter(id__gt=started)
     assert {e.action.split()[0] for e in written} == {"refused"} and written.count() == writes

@@ -15,6 +15,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
+from apps.alerts.models import Alert
 from apps.audit.models import AuditEvent
 from apps.fleet.models import Cluster, MirrorRule, ProxySQLNode, Server
 from apps.monitoring import exporter, live, pollers
@@ -163,6 +164,16 @@ def everything(db, live_redis):
     MirrorRuleSample.objects.create(node_id=node_ids[0], rule_id=7, ts=now - timedelta(seconds=10), resolution=RAW,
                                     mirror_hostgroup=200, interval_s=30, hits_ps=10, expected_ps=10, mirrored_ps=7.5,
                                     loss=0.25)
+    for rule, severity, state, held, resolved in (("writer_none", "critical", "firing", False, False),
+                                                  ("readers_low", "warning", "pending", False, False),
+                                                  ("readers_low", "warning", "pending", True, False),
+                                                  ("readers_low", "warning", "pending", True, False),
+                                                  ("drift", "warning", "resolved", False, True)):
+        n = Alert.objects.count()
+        Alert.objects.create(rule=rule, cluster=cluster, target=f"c{cluster.pk}", subject=f"s{n}", subject_label=f"s{n}",
+                             severity=severity, state=state, held=held, summary="x", since=now, fires_at=now,
+                             last_seen_at=now, resolved_at=now if resolved else None,
+                             active_key=None if resolved else f"{rule}|s{n}")
     return {"cluster": cluster, "nodes": node_ids, "servers": server_ids, "px": px, "be": be}
 
 
@@ -182,6 +193,11 @@ def test_every_family_is_exported_with_its_help(client, everything):
     assert value(parsed, "proxysql_fleet_operations_total", cluster=name, kind="failover", state="failed") == 1
     assert value(parsed, "proxysql_fleet_operations_open", cluster=name, kind="switchover", state="running") == 1
     assert value(parsed, "proxysql_fleet_operations_open", cluster=name, kind="drain", state="rollback_pending") == 1
+    assert {tuple(sorted(labels.items())): value(parsed, "proxysql_fleet_alerts", **labels)
+            for labels in names(parsed, "proxysql_fleet_alerts")} == {
+        (("cluster", name), ("rule", "writer_none"), ("severity", "critical"), ("state", "firing")): 1,
+        (("cluster", name), ("rule", "readers_low"), ("severity", "warning"), ("state", "pending")): 1,
+        (("cluster", name), ("rule", "readers_low"), ("severity", "warning"), ("state", "held")): 2}  # resolved: none
     assert ("proxysql_fleet_operations_total", frozenset({"cluster": name, "kind": "switchover", "state": "running"}.items())) \
         not in parsed
     hist = {"kind": "switchover", "state": "done"}
@@ -373,3 +389,23 @@ def test_a_database_that_does_not_answer_gives_database_up_0_not_an_error(client
         cursor.execute("ALTER TABLE fleet_cluster RENAME TO fleet_cluster_away")  # rolled back with the test
     parsed = series(scrape(client))
     assert parsed == {("proxysql_fleet_database_up", frozenset()): 0}
+
+
+def test_a_viewer_api_token_reads_metrics_and_a_user_without_a_role_does_not(client, db, live_redis, settings,
+                                                                           viewer_user, django_user_model):
+    """Issue 12's done-when: a script with a viewer token reads everything the viewer sees, /metrics included."""
+    from apps.accounts import tokens
+
+    settings.METRICS_TOKEN = TOKEN
+    settings.METRICS_ALLOWED_ADDRESSES = []
+    raw = tokens.create(viewer_user, "grafana")[1]
+    assert client.get("/metrics", REMOTE_ADDR=OUTSIDE, HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 200
+    nobody = django_user_model.objects.create_user(username="no-role", password="x")
+    response = client.get("/metrics", REMOTE_ADDR=OUTSIDE, HTTP_AUTHORIZATION=f"Bearer {tokens.create(nobody, 't')[1]}")
+    assert response.status_code == 403 and b"no role" in response.content
+    token = tokens.create(viewer_user, "revoked")
+    tokens.revoke(token[0], user=viewer_user)
+    response = client.get("/metrics", REMOTE_ADDR=OUTSIDE, HTTP_AUTHORIZATION=f"Bearer {token[1]}")
+    assert response.status_code == 401 and b"revoked" in response.content
+    assert AuditEvent.objects.filter(action="api token refused").count() == 1
+    assert not [e for e in AuditEvent.objects.all() if raw in str(e.details) or token[1] in str(e.details)]

@@ -1,0 +1,87 @@
+"""Alerts (list with the page's filters, one alert, acknowledge) and silences (list, create, end early),
+through apps/alerts/services.py: the same checks and audit as the pages."""
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.response import Response
+
+from apps.accounts.roles import OPERATOR, VIEWER
+from apps.alerts import services
+from apps.alerts.models import Alert, Silence
+
+from .. import serializers as s
+from ..base import ApiView, body, list_schema, paged, query
+
+
+class AlertList(ApiView):
+    roles = {"get": VIEWER}
+
+    @list_schema(s.AlertSerializer, s.AlertFilter, operation_id="alerts_list", tags=["alerts"],
+                 summary="Alerts, newest first (state: open = pending or firing, held = held by planned work)")
+    def get(self, request):
+        f = query(s.AlertFilter, request)
+        alerts = Alert.objects.select_related("cluster").order_by("-since", "-pk")
+        for name in ("cluster", "severity", "rule"):
+            if f.get(name):
+                alerts = alerts.filter(**{name: f[name]})
+        state = f.get("state") or "all"
+        if state == "open":
+            alerts = alerts.filter(active_key__isnull=False)
+        elif state == "held":
+            alerts = alerts.filter(held=True)
+        elif state != "all":
+            alerts = alerts.filter(state=state)
+        return paged(self, request, alerts, s.AlertSerializer)
+
+
+class AlertDetail(ApiView):
+    roles = {"get": VIEWER}
+
+    @extend_schema(responses=s.AlertDetailSerializer, tags=["alerts"], summary="One alert with its figures")
+    def get(self, request, pk):
+        return Response(s.AlertDetailSerializer(get_object_or_404(Alert.objects.select_related("cluster"), pk=pk)).data)
+
+
+class AlertAcknowledge(ApiView):
+    roles = {"post": OPERATOR}
+
+    @extend_schema(request=s.AcknowledgeInput, responses=s.AlertDetailSerializer, tags=["alerts"],
+                   summary="Acknowledge an alert with a note (audited)")
+    def post(self, request, pk):
+        alert = get_object_or_404(Alert.objects.select_related("cluster"), pk=pk)
+        data = body(s.AcknowledgeInput, request)
+        return Response(s.AlertDetailSerializer(services.acknowledge(alert, data["note"], request=request)).data)
+
+
+class SilenceList(ApiView):
+    roles = {"get": VIEWER, "post": OPERATOR}
+
+    @list_schema(s.SilenceSerializer, s.SilenceFilter, operation_id="silences_list", tags=["alerts"],
+                 summary="Silences, latest end first (active=true: only those in force)")
+    def get(self, request):
+        f = query(s.SilenceFilter, request)
+        silences = Silence.objects.select_related("cluster").order_by("-ends_at", "-pk")
+        if f.get("active"):
+            silences = silences.filter(ends_at__gt=timezone.now(), expired_at__isnull=True)
+        return paged(self, request, silences, s.SilenceSerializer)
+
+    @extend_schema(request=s.SilenceInput, responses={201: s.SilenceSerializer}, tags=["alerts"],
+                   summary="Silence the notifications of matching alerts for a while (audited)")
+    def post(self, request):
+        d = body(s.SilenceInput, request)
+        silence = services.silence(cluster=d.get("cluster"), rule=d.get("rule", ""), subject=d.get("subject", ""),
+                                   subject_label=d.get("subject", ""), minutes=d["minutes"], reason=d["reason"],
+                                   request=request)
+        return Response(s.SilenceSerializer(silence).data, status=status.HTTP_201_CREATED)
+
+
+class SilenceEnd(ApiView):
+    roles = {"post": OPERATOR}
+
+    @extend_schema(request=None, responses=s.SilenceSerializer, tags=["alerts"],
+                   summary="End a silence now (its alerts still firing are sent at once)")
+    def post(self, request, pk):
+        silence = get_object_or_404(Silence.objects.select_related("cluster"), pk=pk)
+        return Response(s.SilenceSerializer(services.end_silence(silence, request=request)).data)
+
