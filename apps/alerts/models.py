@@ -9,7 +9,6 @@ Notifications are grouped per channel and cluster (NotificationGroup remembers w
 last told); each message is a Notification, delivered by a Celery task with retries, every try a
 DeliveryAttempt.
 """
-from django.conf import settings
 from django.db import models
 from django.urls import reverse
 

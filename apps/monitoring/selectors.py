@@ -5,7 +5,6 @@ the last known figures from the database when Redis is down. The fleet overview 
 Everything here returns plain dicts and lists ready for a template; status.py says what they mean.
 """
 import time
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 

@@ -9,7 +9,7 @@ from django.urls import reverse
 from apps.alerts.models import Channel, DeliveryAttempt, Notification
 from apps.audit.models import AuditEvent
 
-from .conftest import firing, set_rule, tick, until
+from .conftest import firing, set_rule, until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -2,7 +2,6 @@
 rule, an admin's override with a reason, the cluster's configuration confirm role; change sets from JSON
 edits and from a YAML file, planned, confirmed, applied to the lab, diffed, exported, reverted, written back;
 and a viewer's token reads everything a viewer sees and changes nothing."""
-import time
 
 import pytest
 import yaml

@@ -11,7 +11,6 @@ from django.utils import timezone
 
 from apps.audit.models import AuditEvent, RefusalBurst
 from apps.audit.services import count_with_repeats, flush_refusal_bursts, record, verify_chain
-from apps.fleet.models import Cluster
 from apps.operations.models import Operation
 from apps.operations.plans import Guard, Plan
 from workers import audit as audit_tasks

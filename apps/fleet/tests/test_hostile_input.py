@@ -3,7 +3,6 @@ nothing half-saved, and nothing unescaped on the wire to a ProxySQL node."""
 import pytest
 from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from apps.accounts.tests.hostile import hostile_number, hostile_text
 from apps.fleet.models import Cluster, ProxySQLNode, Server

@@ -261,7 +261,6 @@ def test_an_interruption_inside_a_switchover_counts_its_measured_hold_not_a_poll
 def test_a_gap_longer_than_the_operation_stays_sampled(report_cluster, history, day):
     """A maintenance drain of the only writer: the writer hostgroup stays empty long after the drain operation
     ended. The operation does not explain that: the polls' figure stands."""
-    s1 = report_cluster.servers_[0]
     span = periods.Span(day.start + timedelta(hours=14), day.start + timedelta(hours=15))
     a, b = span.start.timestamp(), span.end.timestamp()
     out = (a + 600, a + 900)
