@@ -18,7 +18,9 @@ def nodes():
 def test_proxysql_round_stores_latest_state_and_rates(adopted_lab, live_redis):
     cluster, doubles = adopted_lab
     first = pollers.proxysql_round(nodes(), now=time.time())
+    docs = first.pop("docs")  # each node's previous and new document, for the alert rules
     assert first == {"polled": 2, "failed": 0, "seconds": pytest.approx(first["seconds"])}
+    assert set(docs) == {n.pk for n in nodes()} and all(new["ok"] and prev is None for prev, new in docs.values())
     time.sleep(0.5)
     pollers.proxysql_round(nodes(), now=time.time())
     doc = live.read_one(live.PROXYSQL, nodes()[0].pk)
