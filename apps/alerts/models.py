@@ -79,7 +79,8 @@ class Alert(models.Model):
         indexes = [models.Index(fields=["target"], name="alert_target"),
                    models.Index(fields=["state", "fires_at"], name="alert_state_fires"),
                    models.Index(fields=["cluster", "since"], name="alert_cluster_since"),
-                   models.Index(fields=["since"], name="alert_since")]
+                   models.Index(fields=["since"], name="alert_since"),
+                   models.Index(fields=["state", "since"], name="alert_state_since")]  # the API's history pages
 
     def __str__(self):
         return f"#{self.pk} {self.rule} {self.subject_label}"

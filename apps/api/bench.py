@@ -24,6 +24,7 @@ from django.test import Client
 from django.utils import timezone
 
 from apps.accounts import tokens
+from apps.alerts.models import Alert, Silence
 from apps.audit import bench as audit_bench
 from apps.audit.models import AuditEvent
 from apps.configuration import content as C
@@ -57,6 +58,7 @@ def fill(operations, events, digests, out):
     if Cluster.objects.filter(name__startswith=PREFIX).exists():
         out(f"reusing the fleet already there ({ProxySQLNode.objects.count():,} ProxySQL nodes, "
             f"{Server.objects.count():,} backends): empty the database to refill")
+        _alerts(out)
         return _ids()
     started = time.monotonic()
     cluster_ids, node_ids, server_ids = synthetic.fleet(500, 2, 6, prefix=PREFIX)
@@ -88,12 +90,44 @@ def fill(operations, events, digests, out):
                                        html="<p>" + "x" * 20_000 + "</p>")
                                 for i, cid in enumerate(cluster_ids)], batch_size=200)
     _digests(digests, node_ids, rng)
+    _alerts(out)
     out(f"filled in {time.monotonic() - started:.0f} s: {len(cluster_ids)} clusters, {len(node_ids):,} ProxySQL "
         f"nodes, {len(server_ids):,} backends, {operations:,} operations, {AuditEvent.objects.count():,} audit events, "
         f"{ConfigVersion.objects.count()} versions, {ChangeSet.objects.count():,} change sets, "
         f"{Report.objects.count()} reports, {Digest.objects.count():,} digests "
         f"({DigestStat.objects.count():,} digest rows)")
     return _ids()
+
+
+def _alerts(out, open_per_cluster=10, resolved_per_cluster=100):
+    """The alert storm of bin/bench-alerts' fleet (about 5,000 open: backends unreachable, no usable writer,
+    readers low) and 50,000 resolved over 30 days, with a silence per 50 clusters; made once (a database filled
+    before alerts existed gets them on its next run)."""
+    if Alert.objects.exists():
+        return
+    started = time.monotonic()
+    rng = random.Random(13)
+    now = timezone.now()
+    rules = [("backend_unreachable", "critical"), ("writer_none", "critical"), ("readers_low", "warning"),
+             ("backend_shunned", "warning"), ("drift", "warning"), ("poll_latency", "info")]
+    rows = []
+    for cid in Cluster.objects.filter(name__startswith=PREFIX).values_list("id", flat=True):
+        for i in range(open_per_cluster + resolved_per_cluster):
+            rule, severity = rules[i % len(rules)]
+            since = now - timedelta(seconds=rng.uniform(0, 30 * 86400 if i >= open_per_cluster else 3600))
+            resolved = i >= open_per_cluster
+            rows.append(Alert(rule=rule, cluster_id=cid, target=f"c{cid}", subject=f"{rule}:{cid}:{i}",
+                              subject_label=f"{rule} subject {i}", severity=severity,
+                              state="resolved" if resolved else "firing", summary=f"{rule}: seen on the bench fleet",
+                              since=since, fires_at=since, fired_at=since, last_seen_at=since,
+                              resolved_at=since + timedelta(minutes=5) if resolved else None,
+                              active_key=None if resolved else f"{rule}|{cid}:{i}", notified=True))
+    Alert.objects.bulk_create(rows, batch_size=1000)
+    Silence.objects.bulk_create([Silence(cluster_id=cid, reason="bench", starts_at=now, ends_at=now + timedelta(hours=2),
+                                         created_by="bench")
+                                 for cid in Cluster.objects.filter(name__startswith=PREFIX).values_list("id", flat=True)[::50]])
+    out(f"alerts made in {time.monotonic() - started:.0f} s: {Alert.objects.filter(active_key__isnull=False).count():,} "
+        f"open, {Alert.objects.filter(state='resolved').count():,} resolved, {Silence.objects.count()} silences")
 
 
 def _digests(n, node_ids, rng):
@@ -158,6 +192,12 @@ def scenarios(ids):
         ("digests, last hour", "/api/v1/digests/", {}),
         ("digests, last hour, search", "/api/v1/digests/", {"q": "c7 FROM"}),
         ("hostgroups of a cluster", f"/api/v1/clusters/{c}/hostgroups/", {}),
+        ("alerts", "/api/v1/alerts/", {}),
+        ("alerts, open", "/api/v1/alerts/", {"state": "open"}),
+        ("alerts, firing critical", "/api/v1/alerts/", {"state": "firing", "severity": "critical"}),
+        ("alerts of one cluster", "/api/v1/alerts/", {"cluster": c}),
+        ("alerts, a page deep in the history", "/api/v1/alerts/", {"state": "resolved", "page": 500}),
+        ("silences in force", "/api/v1/silences/", {"active": "true"}),
     ]
     reads = [
         ("one ProxySQL node's latest state", f"/api/v1/proxysql-nodes/{ids['node']}/state/", {}),
