@@ -274,8 +274,11 @@ def cluster_observations(c, node_docs, server_docs, now, settings, operations):
             if not good:
                 why = "; ".join(f"{r['hostname']}:{r['port']} {backend_health(r['hostname'], r['port'], True)[1]}"
                                 for r in online_w) or "no ONLINE row"
-                others = sorted({f"{r['hostname']}:{r['port']} {r['status']}" for r in rows if r["hostgroup_id"] == W
-                                 and r["status"] != "ONLINE"})
+                # ProxySQL's own SHUNNED (or an OFFLINE row) says what the node did; the backend's poll says why.
+                others = sorted({f"{r['hostname']}:{r['port']} {r['status']}"
+                                 + ("" if backend_health(r["hostname"], r["port"], True)[0]
+                                    else f", {backend_health(r['hostname'], r['port'], True)[1]}")
+                                 for r in rows if r["hostgroup_id"] == W and r["status"] != "ONLINE"})
                 extra = f" (also in the hostgroup: {', '.join(others)})" if others else ""
                 # Since the last ONLINE writer became unusable, as its polls say (for a node with no ONLINE
                 # writer row, since this evaluation first saw it).

@@ -99,7 +99,9 @@ def test_a_killed_reader_is_shunned_by_the_busy_node_only_and_recovers_lazily(la
     assert online_at - samples[last_increase - 1][0] >= RECOVERY_S
     assert online_at - samples[last_increase][0] <= RECOVERY_S + 2.5
     assert runtime_status(busy, 101) == "ONLINE"
-    assert wait_for(lambda: f"127.0.0.1:{KILLED}" in reader_backends(busy), 3)   # takes sessions again
+    # Takes sessions again: they come back as they next pick a server (at random, by weight), which on a loaded
+    # machine can take a few seconds of the traffic model's ticks; the recovery's timing is asserted above.
+    assert wait_for(lambda: f"127.0.0.1:{KILLED}" in reader_backends(busy), 10)
 
     # -- lazily: the backend answers and the wait is over, but nobody uses 102 on the busy node ----------
     time.sleep(0.6)
