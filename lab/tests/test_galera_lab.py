@@ -125,6 +125,51 @@ def test_heal_resets_desync_read_only_and_reject_queries(galera_healthy: GaleraL
     assert lab.heal() is False  # already healthy: nothing to do
 
 
+def test_a_second_cluster_runs_beside_the_first_on_its_own_ports(galera_lab: GaleraLab):
+    """Two Galera clusters on one machine (shared ProxySQL nodes, DR): `bin/lab galera --name X --nodes 2 up`
+    starts a second, smaller cluster in its own dir on its own ports; both are Primary with their own sizes."""
+    name = f"t{os.getpid()}"
+    second = None
+    try:
+        out = subprocess.run([str(REPO_ROOT / "bin" / "lab"), "galera", "--name", name, "--nodes", "2", "up"],
+                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0, out.stdout + out.stderr
+        second = GaleraLab(name=name)  # finds its slot and size in its dir
+        assert second.base_dir == LAB_VAR / f"galera-{name}" and len(second.nodes) == 2
+        first_ports = {p for node in galera_lab.nodes for _, p in node.ports()}
+        second_ports = {p for node in second.nodes for _, p in node.ports()}
+        assert not first_ports & second_ports, (first_ports, second_ports)
+
+        def view(lab, n):
+            with closing(lab.monitor_connection(n)) as conn, conn.cursor() as cur:
+                cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_cluster_status',"
+                            "'wsrep_cluster_size','wsrep_cluster_state_uuid','wsrep_local_state_comment')")
+                return {k.lower(): v for k, v in cur.fetchall()}
+
+        first_views = [view(galera_lab, n) for n in (1, 2, 3)]
+        second_views = [view(second, n) for n in (1, 2)]
+        assert all((v["wsrep_cluster_status"], v["wsrep_cluster_size"], v["wsrep_local_state_comment"])
+                   == ("Primary", "3", "Synced") for v in first_views), first_views
+        assert all((v["wsrep_cluster_status"], v["wsrep_cluster_size"], v["wsrep_local_state_comment"])
+                   == ("Primary", "2", "Synced") for v in second_views), second_views
+        # Two clusters, not one: each has its own history.
+        assert len({v["wsrep_cluster_state_uuid"] for v in first_views}) == 1
+        assert {v["wsrep_cluster_state_uuid"] for v in second_views}.isdisjoint(
+            {v["wsrep_cluster_state_uuid"] for v in first_views})
+        assert second.is_healthy() and galera_lab.is_healthy()
+
+        second.down()
+        assert not processes_under(second.base_dir)
+        assert galera_lab.is_healthy()  # the first cluster did not notice
+    finally:
+        if second is not None:
+            second.down()
+        else:
+            subprocess.run([str(REPO_ROOT / "bin" / "lab"), "galera", "--name", name, "down"], cwd=REPO_ROOT,
+                           capture_output=True, timeout=120)
+        shutil.rmtree(LAB_VAR / f"galera-{name}", ignore_errors=True)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
