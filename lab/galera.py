@@ -16,7 +16,7 @@ Python::
     lab.node(2).port             # host / port / socket / ... of a node
     lab.status()                 # list[NodeStatus], read with the monitor user over TCP
     lab.kill(3); lab.start(3)    # SIGKILL, then rejoin by IST (--wsrep-recover + start position)
-    lab.heal()                   # back to 3 x Synced, desync/read_only OFF, reject_queries NONE
+    lab.heal()                   # back to all Synced, desync/read_only OFF, reject_queries NONE
     lab.down()                   # clean stop, one node at a time, by pid
     GaleraLab(name="dc2", nodes=2)   # a second cluster: var/lab/galera-dc2, ports shifted by 100 per slot
 
@@ -476,7 +476,7 @@ class GaleraLab(MariaDBLab):
     # ------------------------------------------------------------------ public operations
 
     def up(self, timeout: float = 180.0) -> dict:
-        """Bring all three nodes up and Synced. Reuses a running healthy cluster at once; otherwise
+        """Bring all nodes up and Synced. Reuses a running healthy cluster at once; otherwise
         initialises/bootstraps/joins what is missing. Returns a dict with 'reused', 'was_running' (nodes
         that were already running), 'started', 'timings' and 'seconds'."""
         t0 = time.monotonic()
@@ -556,7 +556,7 @@ class GaleraLab(MariaDBLab):
             self.wait_synced(n, timeout)
 
     def heal(self, timeout: float = 180.0) -> bool:
-        """Back to healthy: all nodes running and Synced (size 3), wsrep_desync OFF, read_only OFF,
+        """Back to healthy: all nodes running and Synced (size: all of them), wsrep_desync OFF, read_only OFF,
         wsrep_reject_queries NONE. Returns False at once if it already was healthy."""
         import MySQLdb
 

@@ -200,7 +200,11 @@ class MariaDBLab:
         self.base_dir = Path(base_dir).resolve()
         self.slot = 0
         if ports is None:
-            count = nodes or self._recorded().get("nodes") or self.default_nodes
+            recorded = self._recorded().get("nodes")
+            if nodes and recorded and nodes != recorded:
+                raise LabError(f"{self.kind} lab {self.name} has {recorded} nodes ({self.base_dir}/lab.json); "
+                               f"to change that, take it down and remove {self.base_dir}")
+            count = nodes or recorded or self.default_nodes
             if not 1 <= count <= MAX_NODES:
                 raise LabError(f"a lab has 1 to {MAX_NODES} nodes, not {count}")
             if self.name:
