@@ -616,8 +616,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         return run
 
-    return cluster_cli(GaleraLab, __doc__, argv, {"kill": "SIGKILL node N", "start": "restart node N, rejoining by IST",
-                                                  "stop": "stop node N cleanly"}, desync_command)
+    return cluster_cli(GaleraLab, __doc__, argv, "restart node N, rejoining by IST", desync_command)
 
 
 if __name__ == "__main__":

@@ -517,12 +517,12 @@ class MariaDBLab:
 # ---------------------------------------------------------------------------------------------- CLI
 
 
-def cluster_cli(lab_class, doc: str, argv: list[str] | None, node_commands: dict[str, str],
-                extra_commands=None) -> int:
-    """The command line of a cluster lab: up|down|status|heal, per-node commands (kill/start/stop/...),
-    and `--name NAME [--nodes N]` for a second (third, ...) cluster of the kind on its own ports.
+def cluster_cli(lab_class, doc: str, argv: list[str] | None, start_help: str, extra_commands) -> int:
+    """The command line of a cluster lab: up|down|status|heal, kill|start|stop N, and `--name NAME
+    [--nodes N]` for a second (third, ...) cluster of the kind on its own ports.
 
-    `extra_commands(sub)` may add sub-commands; it returns a function (lab, args) -> exit code for them."""
+    `extra_commands(sub)` adds the lab's own sub-commands; it returns a function (lab, args) -> exit code
+    that runs them and `start` (whose result each lab words its own way)."""
     prog = f"python -m lab.{lab_class.module}"
     parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
     parser.add_argument("--base-dir", help=f"lab directory (default var/lab/{lab_class.kind}[-NAME] or "
@@ -536,10 +536,10 @@ def cluster_cli(lab_class, doc: str, argv: list[str] | None, node_commands: dict
     sub.add_parser("down", help="stop all nodes cleanly")
     sub.add_parser("status", help="one line per node (exit 1 unless all healthy)")
     sub.add_parser("heal", help="restart dead nodes and undo what tests and faults changed")
-    for name, text in node_commands.items():
+    for name, text in (("kill", "SIGKILL node N"), ("start", start_help), ("stop", "stop node N cleanly")):
         p = sub.add_parser(name, help=text)
         p.add_argument("n", type=int)
-    run_extra = extra_commands(sub) if extra_commands else None
+    run_extra = extra_commands(sub)
     args = parser.parse_args(argv)
 
     setup_cli_logging()

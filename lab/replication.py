@@ -834,8 +834,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         return run
 
-    return cluster_cli(ReplicationLab, __doc__, argv, {"kill": "SIGKILL node N", "start": "restart node N",
-                                                       "stop": "stop node N cleanly"}, promote_command)
+    return cluster_cli(ReplicationLab, __doc__, argv, "restart node N", promote_command)
 
 
 if __name__ == "__main__":
