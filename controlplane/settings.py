@@ -5,6 +5,7 @@ must not be the repository's development keys), cookies are Secure, HSTS is on. 
 bin/demo and the tests ask for development mode explicitly with DJANGO_DEBUG=1: then the development
 keys below are used when none is set, SQLite under var/ and Redis on localhost remain the defaults.
 """
+import importlib.util
 import os
 from pathlib import Path
 
@@ -106,6 +107,10 @@ INSTALLED_APPS = [
     "apps.alerts",
     "apps.api",
 ]
+# The lab's management commands (manage.py bench_operations, lab_report_history) in development mode
+# only, when the checkout has lab/: the product imports nothing from it, production never loads it.
+if DEBUG and importlib.util.find_spec("lab") is not None:
+    INSTALLED_APPS.append("lab.apps.LabConfig")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

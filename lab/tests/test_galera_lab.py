@@ -12,9 +12,12 @@ import time
 import uuid
 from contextlib import closing
 
-from lab._mariadb_common import LAB_VAR, REPO_ROOT, processes_under
+import pytest
+
+from lab._mariadb_common import LAB_VAR, REPO_ROOT, LabError, processes_under
 from lab.galera import GaleraLab
 from lab.mariadb_standalone import MariaDBStandalone
+from lab.replication import ReplicationLab
 
 # The root conftest normally loads this plugin; naming it here too keeps `pytest lab/tests` working alone.
 pytest_plugins = ["lab.fixtures_galera"]
@@ -123,6 +126,79 @@ def test_heal_resets_desync_read_only_and_reject_queries(galera_healthy: GaleraL
     assert lab.heal() is True
     assert lab.is_healthy()
     assert lab.heal() is False  # already healthy: nothing to do
+
+
+def test_named_labs_get_their_own_slot_ports_and_size():
+    """No server started: where named labs would listen. Each gets its own slot, kept in its dir; no port
+    of one is a port of another lab, of any kind; a size that contradicts the recorded one is refused."""
+    names = [f"slots{os.getpid()}a", f"slots{os.getpid()}b"]
+    try:
+        a, b = GaleraLab(name=names[0], nodes=2), GaleraLab(name=names[1])
+        assert a.slot != b.slot and 0 not in (a.slot, b.slot)
+        assert (len(a.nodes), len(b.nodes)) == (2, 3)
+        again = GaleraLab(name=names[0])
+        assert (again.slot, again.ports, len(again.nodes)) == (a.slot, a.ports, 2)
+        assert a.cluster_name == f"lab_galera_{names[0]}" and GaleraLab().cluster_name == "lab_galera"
+        labs = [a, b, GaleraLab(), ReplicationLab(), ReplicationLab(name=names[0]), MariaDBStandalone(),
+                MariaDBStandalone(name=names[0])]
+        seen: dict[int, str] = {}
+        for lab in labs:
+            for node in lab.nodes:
+                for what, port in node.ports():
+                    where = f"{lab.title} {node.name} {what}"
+                    assert port not in seen, f"{where} and {seen[port]} both on {port}"
+                    seen[port] = where
+        with pytest.raises(LabError, match="has 2 nodes"):
+            GaleraLab(name=names[0], nodes=3)
+    finally:
+        for kind in ("galera", "replication", "django-db"):
+            for name in names:
+                shutil.rmtree(LAB_VAR / f"{kind}-{name}", ignore_errors=True)
+
+
+def test_a_second_cluster_runs_beside_the_first_on_its_own_ports(galera_lab: GaleraLab):
+    """Two Galera clusters on one machine (shared ProxySQL nodes, DR): `bin/lab galera --name X --nodes 2 up`
+    starts a second, smaller cluster in its own dir on its own ports; both are Primary with their own sizes."""
+    name = f"t{os.getpid()}"
+    second = None
+    try:
+        out = subprocess.run([str(REPO_ROOT / "bin" / "lab"), "galera", "--name", name, "--nodes", "2", "up"],
+                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0, out.stdout + out.stderr
+        second = GaleraLab(name=name)  # finds its slot and size in its dir
+        assert second.base_dir == LAB_VAR / f"galera-{name}" and len(second.nodes) == 2
+        first_ports = {p for node in galera_lab.nodes for _, p in node.ports()}
+        second_ports = {p for node in second.nodes for _, p in node.ports()}
+        assert not first_ports & second_ports, (first_ports, second_ports)
+
+        def view(lab, n):
+            with closing(lab.monitor_connection(n)) as conn, conn.cursor() as cur:
+                cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_cluster_status',"
+                            "'wsrep_cluster_size','wsrep_cluster_state_uuid','wsrep_local_state_comment')")
+                return {k.lower(): v for k, v in cur.fetchall()}
+
+        first_views = [view(galera_lab, n) for n in (1, 2, 3)]
+        second_views = [view(second, n) for n in (1, 2)]
+        assert all((v["wsrep_cluster_status"], v["wsrep_cluster_size"], v["wsrep_local_state_comment"])
+                   == ("Primary", "3", "Synced") for v in first_views), first_views
+        assert all((v["wsrep_cluster_status"], v["wsrep_cluster_size"], v["wsrep_local_state_comment"])
+                   == ("Primary", "2", "Synced") for v in second_views), second_views
+        # Two clusters, not one: each has its own history.
+        assert len({v["wsrep_cluster_state_uuid"] for v in first_views}) == 1
+        assert {v["wsrep_cluster_state_uuid"] for v in second_views}.isdisjoint(
+            {v["wsrep_cluster_state_uuid"] for v in first_views})
+        assert second.is_healthy() and galera_lab.is_healthy()
+
+        second.down()
+        assert not processes_under(second.base_dir)
+        assert galera_lab.is_healthy()  # the first cluster did not notice
+    finally:
+        if second is not None:
+            second.down()
+        else:
+            subprocess.run([str(REPO_ROOT / "bin" / "lab"), "galera", "--name", name, "down"], cwd=REPO_ROOT,
+                           capture_output=True, timeout=120)
+        shutil.rmtree(LAB_VAR / f"galera-{name}", ignore_errors=True)
 
 
 def _free_port() -> int:

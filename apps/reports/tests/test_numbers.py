@@ -8,7 +8,7 @@ from apps.monitoring.models import HOUR, MINUTE
 from apps.operations.models import Operation, OperationStep
 from apps.reports import content, fmt, periods, services
 from apps.reports.history import as_dt
-from apps.reports.labhistory import _append_event
+from lab.report_history import _append_event
 
 from .conftest import INTERVAL
 

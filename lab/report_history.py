@@ -35,7 +35,7 @@ from apps.fleet.models import HostgroupMembership
 from apps.monitoring.models import MINUTE, BackendSample, PoolSample, ProxySQLSample
 from apps.operations.models import Operation, OperationStep
 
-from .content import LAB_MARK
+from apps.reports.content import LAB_MARK
 
 LAB = "[lab data]"
 ACTOR = "lab-history"

@@ -11,8 +11,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from apps.fleet.models import Cluster
-from apps.reports import labhistory, periods, services
+from apps.reports import periods, services
 from apps.reports.choices import Period
+from lab import report_history
 
 
 class Command(BaseCommand):
@@ -35,12 +36,12 @@ class Command(BaseCommand):
         today = timezone.localtime().date()
         day_starts = [periods.midnight(today - timedelta(days=days - i)).timestamp() for i in range(days)]
         end = periods.midnight(today).timestamp()
-        found = labhistory.existing(c, day_starts[0], end)
+        found = report_history.existing(c, day_starts[0], end)
         if found and not replace:
             raise CommandError(f"{found} samples of {c.name} already fall in that span: pass --replace to rewrite it")
         if replace:
-            labhistory.clear(c, day_starts[0], end)
-        written = labhistory.generate(c, day_starts, end, seed=seed)
+            report_history.clear(c, day_starts[0], end)
+        written = report_history.generate(c, day_starts, end, seed=seed)
         self.stdout.write(f"lab data written for {c.name}, {days} day(s) to {periods.midnight(today):%Y-%m-%d %H:%M %Z}: "
                           + ", ".join(f"{k} {v}" for k, v in written.items()))
         if build:

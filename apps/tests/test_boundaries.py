@@ -1,0 +1,47 @@
+"""The product does not depend on the lab: no product module (apps/, workers/, controlplane/) imports
+anything from lab/. Tests may use the lab's fixtures and doubles, so modules under a tests/ directory
+(and test_*.py, conftest.py) do not count."""
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT_PACKAGES = ("apps", "workers", "controlplane")
+
+
+def product_modules():
+    for package in PRODUCT_PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            rel = path.relative_to(ROOT)
+            if "tests" in rel.parts or path.name.startswith("test_") or path.name == "conftest.py":
+                continue
+            yield rel
+
+
+def lab_imports(source: str) -> list[str]:
+    """Every `import lab...`, `from lab... import` and import_module("lab...") in the source."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [f"import {a.name}" for a in node.names if a.name == "lab" or a.name.startswith("lab.")]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                and (node.module == "lab" or node.module.startswith("lab.")):
+            found.append(f"from {node.module} import ...")
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) \
+                in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant) \
+                and str(node.args[0].value).split(".")[0] == "lab":
+            found.append(f"import_module({node.args[0].value!r})")
+    return found
+
+
+def test_the_check_finds_each_way_of_importing_the_lab():
+    assert lab_imports("from lab import demo\nimport lab.galera\nimport labels\nfrom .lab import x\n"
+                       "def f():\n    from lab.galera import GaleraLab\n"
+                       "importlib.import_module('lab.demo')\n") == [
+        "from lab import ...", "import lab.galera", "from lab.galera import ...", "import_module('lab.demo')"]
+
+
+def test_no_product_module_imports_the_lab():
+    modules = list(product_modules())
+    assert any(str(m).startswith("apps/fleet/") for m in modules)  # the walk really reads the apps
+    offenders = {str(m): found for m in modules if (found := lab_imports((ROOT / m).read_text()))}
+    assert offenders == {}, "product modules import the lab (move lab-only code to lab/): " + repr(offenders)
