@@ -156,3 +156,13 @@ def test_a_user_name_of_ten_thousand_characters_is_refused_or_stored_never_a_500
     response = admin_api.post(f"/api/v1/clusters/{objects['cluster']}/config/change-sets/",
                               {"reason": "long name", "edits": [{"op": "upsert", "table": "mysql_users", "row": row}]})
     assert response.status_code in (201, 409), response.content[:300]
+
+
+def test_the_schema_ignores_a_version_parameter_even_a_hostile_one(admin_api):
+    """Found by the fuzzer: ?version=%0D%0A reached the schema's Content-Disposition header and answered 500."""
+    plain = admin_api.get("/api/v1/schema/")
+    assert plain.status_code == 200
+    for version in ("\r\n", "v1\nX-Injected: 1", "9" * 5000, "v2"):
+        response = admin_api.get("/api/v1/schema/", {"version": version})
+        assert response.status_code == 200, (version[:20], response.status_code)
+        assert response.content == plain.content and "\n" not in response.get("Content-Disposition", "")
