@@ -18,12 +18,16 @@ app.conf.update(
 def _beat_schedule():
     from django.conf import settings
 
+    from apps.monitoring.stagger import BACKEND_DEFAULT_INTERVAL_S, TICK_S, PhasedSchedule, tick_offset
+
     schedule = {}
+    default_interval = {"proxysql": settings.MONITOR_DEFAULT_INTERVAL_S, "backend": BACKEND_DEFAULT_INTERVAL_S}
     for shard in range(settings.MONITOR_SHARDS):
-        for kind in ("proxysql", "backend"):
+        for kind in ("proxysql", "backend"):  # staggered: shard i ticks at i/N of the default interval
+            offset = tick_offset(shard, settings.MONITOR_SHARDS, default_interval[kind])
             schedule[f"poll {kind} nodes, shard {shard} of {settings.MONITOR_SHARDS}"] = {
-                "task": f"monitoring.poll_{kind}_shard", "schedule": 1.0, "args": (shard, settings.MONITOR_SHARDS),
-                "options": {"expires": 1.5},
+                "task": f"monitoring.poll_{kind}_shard", "schedule": PhasedSchedule(TICK_S, offset),
+                "args": (shard, settings.MONITOR_SHARDS), "options": {"expires": 1.5},
             }
     schedule["roll up monitoring history and apply retention"] = {
         "task": "monitoring.rollup_and_prune", "schedule": 60.0, "options": {"expires": 50}}
