@@ -182,7 +182,8 @@ def report(args, info, r, command):
     add(f"Command: `{command}`  ")
     add(f"Machine: {info['cpu']}, {info['nproc']} cores, {info['ram_gib']:.1f} GiB RAM; Linux {info['kernel']}; "
         f"Python {info['python']}, Django {info['django']}, Celery {info['celery']}, Redis {info['redis']}, "
-        f"{info['database']}; {info['date']}. Shared with other work: figures are upper bounds.")
+        f"{info['database']}; {info['date']}. Shared with other work: load average {r['load'][0]:.1f} at the start "
+        f"of the window, {r['load'][1]:.1f} at its end (1 min).")
     add("")
     add(f"{args.nodes} ProxySQL nodes (lab doubles) every {args.interval:g} s, {args.shards} shards, three workers "
         f"(`celery -n bench@hostA|B|C`, concurrency {args.concurrency} each) and one beat; window {r['seconds']:.0f} s, "
@@ -253,6 +254,7 @@ def run(args, lab, url, command):
     time.sleep(args.warmup)
 
     t0 = time.time()
+    load0 = os.getloadavg()[0]
     cpu0 = bench.workers_cpu()
     killer = threading.Timer(args.kill_after, bench.kill_a_lease_holder)
     killer.start()
@@ -260,7 +262,7 @@ def run(args, lab, url, command):
     killer.join()
     t1 = time.time()
     k = bench.kill
-    r = {"seconds": t1 - t0, "kill": k, "kill_after": (k["at"] - t0) if k else 0, "lease_ttl": leases.LEASE_TTL_S}
+    r = {"seconds": t1 - t0, "kill": k, "load": (load0, os.getloadavg()[0]), "kill_after": (k["at"] - t0) if k else 0, "lease_ttl": leases.LEASE_TTL_S}
     r["takeover_s"], r["takeover_by"] = (k["takeover_s"], k["takeover_by"]) if k else (None, None)
     lab.stop("beat", *[f"worker-{h}" for h in HOSTS], timeout=30)
 
