@@ -33,8 +33,8 @@ def _beat_schedule():
         "task": "monitoring.rollup_and_prune", "schedule": 60.0, "options": {"expires": 50}}
     for shard in range(settings.MONITOR_SHARDS):  # each node is polled when its digest interval has passed
         schedule[f"poll query digests, shard {shard} of {settings.MONITOR_SHARDS}"] = {
-            "task": "digests.poll_shard", "schedule": 5.0, "args": (shard, settings.MONITOR_SHARDS),
-            "options": {"expires": 4.5}}
+            "task": "digests.poll_shard", "args": (shard, settings.MONITOR_SHARDS), "options": {"expires": 4.5},
+            "schedule": PhasedSchedule(5.0, 5.0 * shard / settings.MONITOR_SHARDS)}  # staggered over its 5 s tick
     schedule["roll up query digest history and apply retention"] = {
         "task": "digests.rollup_and_prune", "schedule": 60.0, "options": {"expires": 50}}
     schedule["build and mail the health reports that are due"] = {
