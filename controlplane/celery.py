@@ -18,19 +18,23 @@ app.conf.update(
 def _beat_schedule():
     from django.conf import settings
 
+    from apps.monitoring.stagger import BACKEND_DEFAULT_INTERVAL_S, TICK_S, PhasedSchedule, tick_offset
+
     schedule = {}
+    default_interval = {"proxysql": settings.MONITOR_DEFAULT_INTERVAL_S, "backend": BACKEND_DEFAULT_INTERVAL_S}
     for shard in range(settings.MONITOR_SHARDS):
-        for kind in ("proxysql", "backend"):
+        for kind in ("proxysql", "backend"):  # staggered: shard i ticks at i/N of the default interval
+            offset = tick_offset(shard, settings.MONITOR_SHARDS, default_interval[kind])
             schedule[f"poll {kind} nodes, shard {shard} of {settings.MONITOR_SHARDS}"] = {
-                "task": f"monitoring.poll_{kind}_shard", "schedule": 1.0, "args": (shard, settings.MONITOR_SHARDS),
-                "options": {"expires": 1.5},
+                "task": f"monitoring.poll_{kind}_shard", "schedule": PhasedSchedule(TICK_S, offset),
+                "args": (shard, settings.MONITOR_SHARDS), "options": {"expires": 1.5},
             }
     schedule["roll up monitoring history and apply retention"] = {
         "task": "monitoring.rollup_and_prune", "schedule": 60.0, "options": {"expires": 50}}
     for shard in range(settings.MONITOR_SHARDS):  # each node is polled when its digest interval has passed
         schedule[f"poll query digests, shard {shard} of {settings.MONITOR_SHARDS}"] = {
-            "task": "digests.poll_shard", "schedule": 5.0, "args": (shard, settings.MONITOR_SHARDS),
-            "options": {"expires": 4.5}}
+            "task": "digests.poll_shard", "args": (shard, settings.MONITOR_SHARDS), "options": {"expires": 4.5},
+            "schedule": PhasedSchedule(5.0, 5.0 * shard / settings.MONITOR_SHARDS)}  # staggered over its 5 s tick
     schedule["roll up query digest history and apply retention"] = {
         "task": "digests.rollup_and_prune", "schedule": 60.0, "options": {"expires": 50}}
     schedule["build and mail the health reports that are due"] = {

@@ -1,4 +1,5 @@
 """Monitoring tasks. Each is thin: it calls one service in apps/monitoring and returns its summary."""
+import os
 import resource
 
 import logging
@@ -26,16 +27,16 @@ def raise_open_files_limit(**kwargs):
 
 
 # Polls are idempotent per tick, but a lost tick is better than a late one: no retries, no acks_late.
-@shared_task(name="monitoring.poll_proxysql_shard", ignore_result=True, soft_time_limit=20, time_limit=25)
-def poll_proxysql_shard(shard, shards):
-    summary = rounds.run_shard(live.PROXYSQL, shard, shards)
+@shared_task(bind=True, name="monitoring.poll_proxysql_shard", ignore_result=True, soft_time_limit=20, time_limit=25)
+def poll_proxysql_shard(self, shard, shards):
+    summary = rounds.run_shard(live.PROXYSQL, shard, shards, holder=_holder(self))
     _evaluate_alerts(live.PROXYSQL, summary, shard, shards)
     return summary
 
 
-@shared_task(name="monitoring.poll_backend_shard", ignore_result=True, soft_time_limit=20, time_limit=25)
-def poll_backend_shard(shard, shards):
-    summary = rounds.run_shard(live.BACKEND, shard, shards)
+@shared_task(bind=True, name="monitoring.poll_backend_shard", ignore_result=True, soft_time_limit=20, time_limit=25)
+def poll_backend_shard(self, shard, shards):
+    summary = rounds.run_shard(live.BACKEND, shard, shards, holder=_holder(self))
     if summary.get("polled"):
         # The read-pool rules and failover react to what this round just saw.
         from apps.operations import rules
@@ -43,6 +44,11 @@ def poll_backend_shard(shard, shards):
         rules.after_backend_poll(rules.clusters_of_shard(shard, shards))
     _evaluate_alerts(live.BACKEND, summary, shard, shards)
     return summary
+
+
+def _holder(task):
+    """The worker's node name (celery -n name@host) and this pool process: who holds the shard's lease."""
+    return f"{task.request.hostname} pid {os.getpid()}" if task.request.hostname else None
 
 
 def _evaluate_alerts(kind, summary, shard, shards):

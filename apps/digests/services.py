@@ -1,7 +1,7 @@
 """Query digest polling, storage, rollups and retention (the writes of this app).
 
-A beat tick runs one shard (run_shard): under the shard's Redis lock, the nodes whose digest interval
-(settings.MONITOR_DIGEST_INTERVAL_S) has passed are polled concurrently, one thread per node, each
+A beat tick runs one shard (run_shard): under the shard's lease (apps/monitoring/leases.py), the nodes
+whose digest interval (settings.MONITOR_DIGEST_INTERVAL_S) has passed are polled concurrently, one thread per node, each
 read bounded by the client's timeouts (the digest read by MONITOR_DIGEST_READ_TIMEOUT: a node with
 100,000 digests needs a second to build its answer). Ticks never pile up: a shard whose previous round
 still runs skips the tick and counts it.
@@ -19,7 +19,6 @@ next good poll covers both intervals).
 """
 import logging
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -32,7 +31,7 @@ from django.db.models.constants import OnConflict
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
 from apps.fleet.models import ProxySQLNode
-from apps.monitoring import live
+from apps.monitoring import leases, live
 from apps.monitoring.models import RollupMark
 
 from . import deltas as deltas_mod
@@ -42,7 +41,6 @@ from .models import (DAY, FIVE_MINUTES, HOUR, LEVELS, RAW, SPAN_S, Digest, Diges
 
 log = logging.getLogger(__name__)
 
-LOCK_TTL_S = 300           # a crashed worker's lock expires; a round is bounded by the read timeouts
 TICK_TOLERANCE_S = 2.5     # beat ticks every 5 s: a node due within 2.5 s is polled now, not a tick late
 BASELINE_TTL_S = 86400     # a baseline older than this is useless (and its node maybe gone)
 META_FIELD = b"@ts"
@@ -330,9 +328,12 @@ def run_shard(shard, shards=None, now=None):
     """One beat tick for one shard: poll its nodes whose digest interval has passed."""
     shards = shards or settings.MONITOR_SHARDS
     r = live.client()
-    lock_key, token = f"digest-poll-lock:{shard}", uuid.uuid4().hex
+    now = now or time.time()
+    # The monitoring rounds' lease (1 s, renewed while the round runs): a worker that dies frees the shard
+    # for the next tick on another host at once, where a lock had to outlive the longest round.
+    lease = leases.ShardLease(r, "digest", shard)
     try:
-        if not r.set(lock_key, token, nx=True, ex=LOCK_TTL_S):
+        if not lease.acquire(now):
             skipped = r.hincrby("digest-poll-skipped", shard, 1)
             log.warning("digest shard %s: previous round still running; tick skipped (%s so far)", shard, skipped)
             return {"skipped": True, "skipped_total": skipped}
@@ -340,7 +341,6 @@ def run_shard(shard, shards=None, now=None):
         log.warning("digest shard %s: Redis unavailable, round skipped: %s", shard, exc)
         return {"skipped": True, "error": str(exc)}
     try:
-        now = now or time.time()
         nodes = nodes_for_shard(shard, shards)
         last = r.hmget("digest-poll-started", [n.pk for n in nodes]) if nodes else []
         interval = settings.MONITOR_DIGEST_INTERVAL_S
@@ -354,8 +354,7 @@ def run_shard(shard, shards=None, now=None):
         return {**summary, "nodes": [n.pk for n in due]}  # for the alert rules read after the round
     finally:
         try:
-            r.eval("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0",
-                   1, lock_key, token)
+            lease.release()
         except redis.RedisError:
             pass
 

@@ -268,8 +268,9 @@ def _poll_time(doc, prev, ms, ts):
     doc.update(poll_ms=round(ms, 3), poll_ms_usual=round(usual, 3), poll_ms_usual_ts=ts)
 
 
-def proxysql_round(nodes, *, now=None, threads=None):
-    """Poll these ProxySQL nodes concurrently; store latest state and history. Returns a summary."""
+def proxysql_round(nodes, *, now=None, threads=None, claim=None):
+    """Poll these ProxySQL nodes concurrently; store latest state and history. Returns a summary. claim(node),
+    when given, is asked right before each poll; a node it refuses is not polled (rounds.py: the lease)."""
     ts = now or _now()
     prevs = _read_prev(live.PROXYSQL, [n.pk for n in nodes])
     variables_every = settings.MONITOR_VARIABLES_INTERVAL_S
@@ -290,11 +291,11 @@ def proxysql_round(nodes, *, now=None, threads=None):
             log.exception("poll of ProxySQL node %s failed", node.pk)
             return node.pk, (_failure(prev, exc, ts), unreachable(node_id=node.pk, ts=_dt(ts), reachable=False), [])
 
-    results = _fan_out(one, nodes, threads, lambda done: _write_latest(live.PROXYSQL, {pk: r[0] for pk, r in done}))
+    results = _fan_out(one, nodes, threads, lambda done: _write_latest(live.PROXYSQL, {pk: r[0] for pk, r in done}),
+                       claim)
     _insert_history((ProxySQLSample, [r[1] for _, r in results]),
                     (PoolSample, [p for _, r in results for p in r[2]]))
-    return {"polled": len(nodes), "failed": sum(1 for _, r in results if not r[0]["ok"]), "seconds": _now() - ts,
-            "docs": {pk: (prevs.get(pk), r[0]) for pk, r in results}}
+    return _summary(nodes, results, prevs, ts)
 
 
 # -- backends --------------------------------------------------------------------------------------
@@ -322,7 +323,7 @@ def poll_backend(server, ts, prev=None):
     return doc, sample
 
 
-def backend_round(servers, *, now=None, threads=None):
+def backend_round(servers, *, now=None, threads=None, claim=None):
     ts = now or _now()
     prevs = _read_prev(live.BACKEND, [s.pk for s in servers])
     unreachable = _table(BackendSample).row
@@ -337,10 +338,10 @@ def backend_round(servers, *, now=None, threads=None):
                 log.exception("poll of backend %s failed", server.pk)
             return server.pk, (_failure(prev, exc, ts), unreachable(server_id=server.pk, ts=_dt(ts), reachable=False))
 
-    results = _fan_out(one, servers, threads, lambda done: _write_latest(live.BACKEND, {pk: r[0] for pk, r in done}))
+    results = _fan_out(one, servers, threads, lambda done: _write_latest(live.BACKEND, {pk: r[0] for pk, r in done}),
+                       claim)
     _insert_history((BackendSample, [r[1] for _, r in results]))
-    return {"polled": len(servers), "failed": sum(1 for _, r in results if not r[0]["ok"]), "seconds": _now() - ts,
-            "docs": {pk: (prevs.get(pk), r[0]) for pk, r in results}}
+    return _summary(servers, results, prevs, ts)
 
 
 def fc_marks(prev, paused_ns, ts):
@@ -358,6 +359,14 @@ def fc_marks(prev, paused_ns, ts):
 
 
 # -- shared ----------------------------------------------------------------------------------------
+def _summary(targets, results, prevs, ts):
+    summary = {"polled": len(results), "failed": sum(1 for _, r in results if not r[0]["ok"]), "seconds": _now() - ts,
+               "docs": {pk: (prevs.get(pk), r[0]) for pk, r in results}}
+    if len(results) < len(targets):
+        summary["unclaimed"] = len(targets) - len(results)
+    return summary
+
+
 def _timed(poll):
     """The document of each poll says how long the poll took (poll_s: its reads, or until its error):
     /metrics exports it as the poll latency."""
@@ -369,18 +378,22 @@ def _timed(poll):
     return timed
 
 
-def _fan_out(fn, items, threads, publish):
+def _fan_out(fn, items, threads, publish, claim=None):
     """fn over items on up to `threads` threads. Finished results are handed to publish() in batches while
     the others still run (every PUBLISH_EVERY_S at most), so one slow item delays only itself. Returns
-    every result (in completion order)."""
+    every result (in completion order). An item that claim(item) refuses, asked just before fn, is left out."""
     if not items:
         return []
     workers = min(threads or settings.MONITOR_THREADS, len(items))
+    if claim is not None:
+        fn = _claimed(fn, claim)
     if workers == 1:
         results = []
         for item in items:
-            results.append(fn(item))
-            publish(results[-1:])
+            result = fn(item)
+            if result is not None:
+                results.append(result)
+                publish(results[-1:])
         return results
 
     def in_thread(item):
@@ -394,11 +407,17 @@ def _fan_out(fn, items, threads, publish):
         pending = {pool.submit(in_thread, item) for item in items}
         while pending:
             done, pending = wait(pending, timeout=PUBLISH_EVERY_S)
-            if done:
-                batch = [future.result() for future in done]
+            batch = [result for result in (future.result() for future in done) if result is not None]
+            if batch:
                 publish(batch)
                 results += batch
     return results
+
+
+def _claimed(fn, claim):
+    def claimed(item):
+        return fn(item) if claim(item) else None
+    return claimed
 
 
 def _read_prev(kind, pks):

@@ -1,22 +1,22 @@
-"""Which nodes a shard polls on this beat tick, and the guard that keeps rounds from piling up.
+"""Which nodes a shard polls on this beat tick, and who may poll them.
 
-Beat fires one task per shard every second. A shard's round holds a Redis lock for its duration: if
-the previous round of that shard is still running (a slow round), the new tick is skipped and counted,
-never queued behind it, and two workers never poll the same node at once. Each node is polled when its
-cluster's interval for its kind (ProxySQL nodes, backends) has passed since its last poll started.
+Beat fires one task per shard every second, each shard at its own offset (stagger.py: shard i of N starts
+its rounds at i/N of the interval). The task goes to whichever worker is free, on any host. The round
+takes the shard's lease (leases.py): if the previous round of that shard still holds it (a slow round),
+the new tick is skipped and counted, never queued behind it; a worker that dies frees it within
+leases.LEASE_TTL_S. Each node is claimed right before its poll, under the lease: a node is polled once in
+each slot of its cluster's interval for its kind (ProxySQL nodes, backends), never twice.
 """
 import logging
 import time
-import uuid
 
 import redis
 from django.conf import settings
 
-from . import live, pollers
+from . import leases, live, pollers, stagger
 
 log = logging.getLogger(__name__)
 TICK_TOLERANCE_S = 0.25  # beat ticks jitter; a node due in 0.2 s is polled now rather than a tick late
-LOCK_TTL_S = 30  # a crashed worker's lock expires; rounds are far shorter (timeouts are sub-second)
 
 KINDS = {
     live.PROXYSQL: (pollers.proxysql_nodes_for_shard, pollers.proxysql_round),
@@ -30,16 +30,26 @@ def interval_of(kind, target):
     return interval or settings.MONITOR_DEFAULT_INTERVAL_S
 
 
-def run_shard(kind, shard, shards=None, now=None):
+def due_unless_started_after(kind, target, shard, shards, now):
+    """A node is due when its last poll started before this: before the start of its current slot, and
+    more than half an interval ago (a poll made late, or off the grid, is followed by the next slot's, not
+    by one a moment later)."""
+    interval = interval_of(kind, target)
+    slot = stagger.slot_start(now, interval, shard, shards, TICK_TOLERANCE_S)
+    return min(slot - TICK_TOLERANCE_S, now - interval / 2 + TICK_TOLERANCE_S)
+
+
+def run_shard(kind, shard, shards=None, now=None, holder=None):
     """One beat tick for one shard of one kind. Returns a summary dict (also logged); after a round it
     also holds "docs": {pk: (previous, new latest-state document)} of the nodes polled, for the alert
-    evaluation (not logged)."""
+    evaluation (not logged). `holder` names the worker in the lease (default: host and pid)."""
     shards = shards or settings.MONITOR_SHARDS
     targets_for, round_fn = KINDS[kind]
     r = live.client()
-    lock_key, token = f"poll-lock:{kind}:{shard}", uuid.uuid4().hex
+    now = now or time.time()
+    lease = leases.ShardLease(r, kind, shard, holder)
     try:
-        if not r.set(lock_key, token, nx=True, ex=LOCK_TTL_S):
+        if not lease.acquire(now):
             skipped = r.hincrby(f"poll-skipped:{kind}", shard, 1)
             log.warning("%s shard %s: previous round still running; tick skipped (%s so far)", kind, shard, skipped)
             return {"skipped": True, "skipped_total": skipped}
@@ -47,21 +57,29 @@ def run_shard(kind, shard, shards=None, now=None):
         log.warning("%s shard %s: Redis unavailable, round skipped: %s", kind, shard, exc)
         return {"skipped": True, "error": str(exc)}
     try:
-        now = now or time.time()
         targets = targets_for(shard, shards)
         last = r.hmget(f"poll-started:{kind}", [t.pk for t in targets]) if targets else []
-        due = [t for t, started in zip(targets, last)
-               if started is None or now - float(started) >= interval_of(kind, t) - TICK_TOLERANCE_S]
+        before = {t.pk: due_unless_started_after(kind, t, shard, shards, now) for t in targets}
+        due = [t for t, started in zip(targets, last) if started is None or float(started) < before[t.pk]]
         if not due:
             return {"polled": 0}
-        r.hset(f"poll-started:{kind}", mapping={t.pk: now for t in due})
-        summary = round_fn(due, now=now)
+
+        def claim(target):
+            try:
+                return lease.claim(target.pk, now, before[target.pk])
+            except redis.RedisError:
+                return False  # not stamped, not polled: the node stays due for the next round
+
+        summary = round_fn(due, now=now, claim=claim)
+        summary.update(started=now, fence=lease.fence)
+        if lease.lost.is_set():
+            summary["lease_lost"] = True
+            log.warning("%s shard %s: lease lost during the round (paused?); %s nodes left to the next owner",
+                        kind, shard, summary.get("unclaimed", 0))
         log.info("%s shard %s: %s", kind, shard, {k: v for k, v in summary.items() if k != "docs"})
         return summary
     finally:
         try:
-            # Release only our own lock (compare-and-delete), never a successor's after a long stall.
-            r.eval("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0",
-                   1, lock_key, token)
+            lease.release()
         except redis.RedisError:
             pass

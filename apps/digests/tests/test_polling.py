@@ -207,7 +207,7 @@ def test_shard_round_polls_due_nodes_once_and_skips_while_locked(digest_lab, dig
     polled = sum(services.run_shard(shard, 2, now=now).get("polled", 0) for shard in range(2))
     assert polled == 2
     assert all(services.run_shard(shard, 2, now=now + 5).get("polled") == 0 for shard in range(2))  # not due
-    digest_redis.set("digest-poll-lock:0", "someone else")
+    digest_redis.set("poll-lease:digest:0", "7 someone else", ex=5)
     assert services.run_shard(0, 2, now=now + 31)["skipped"] is True
     assert services.run_shard(1, 2, now=now + 31)["polled"] == 1
 

@@ -117,10 +117,10 @@ def test_killed_backend_is_unreachable_for_that_node_only(adopted_lab, live_redi
 
 
 def test_shard_round_skips_a_tick_while_the_previous_round_runs(adopted_lab, live_redis):
-    live_redis.set("poll-lock:proxysql:0", "someone-else", ex=5)
+    live_redis.set("poll-lease:proxysql:0", "7 someone-else", ex=5)
     assert rounds.run_shard(live.PROXYSQL, 0, 1)["skipped"]
     assert int(live_redis.hget("poll-skipped:proxysql", 0)) == 1
-    live_redis.delete("poll-lock:proxysql:0")
+    live_redis.delete("poll-lease:proxysql:0")
     now = time.time()
     assert rounds.run_shard(live.PROXYSQL, 0, 1, now=now)["polled"] == 2
     # A second tick within the cluster's interval polls nothing: every node was polled just now.
