@@ -26,9 +26,9 @@ import time
 from django.conf import settings
 from django.db import connection, transaction
 
-from . import services
+from . import search, services
 from .models import (DAY, FIVE_MINUTES, HOUR, RAW, SPAN_HOURS, Digest, DigestNodeState, DigestPoll, DigestSource, DigestSpan,
-                     DigestStat)
+                     DigestStat, DigestWord, DigestWordUse)
 
 POLL_S = 30
 TABLES = ["orders", "order_items", "customers", "payments", "shipments", "invoices", "products", "stock",
@@ -147,6 +147,11 @@ class Filler:
         end = services.refresh_span(now)
         self.out(f"  the {SPAN_HOURS}-hour span ending {time.strftime('%H:%M', time.gmtime(end))} UTC:"
                  f" {DigestSpan.objects.filter(end_ts=end).count():,} digests in {time.monotonic() - t2:.1f} s")
+        t3, indexed = time.monotonic(), 0
+        while batch := search.index_words():  # as the rollup task does, INDEX_BATCH digests a run
+            indexed += batch
+        self.out(f"  the search's word index: {indexed:,} digests, {DigestWord.objects.count():,} words,"
+                 f" {DigestWordUse.objects.count():,} (word, digest) rows in {time.monotonic() - t3:.1f} s")
         for node in self.node_ids:
             DigestNodeState.objects.create(node_id=node, baseline_ts=now, last_poll_ts=now, last_ok_ts=now,
                                            digests=self.n, changed=self.core)

@@ -29,9 +29,25 @@ class Digest(models.Model):
     digest = models.CharField(max_length=18, unique=True, help_text="ProxySQL's hash, e.g. 0x695FBF255DBEB0DD")
     digest_text = models.TextField()
     first_polled_at = models.IntegerField(null=True, help_text="epoch seconds (poller clock) of the poll that first stored it")
+    words_indexed = models.BooleanField(db_default=False, db_index=True,
+                                        help_text="its words are in DigestWordUse (search.py); until then a search reads its text")
 
     def __str__(self):
         return f"{self.digest} {self.digest_text[:60]}"
+
+
+class DigestWord(models.Model):
+    """A word of the digest texts (a run of [a-z0-9_], lower case): the search index's vocabulary."""
+
+    word = models.CharField(max_length=64, unique=True, help_text="'' marks texts the index cannot split (search.py)")
+
+
+class DigestWordUse(models.Model):
+    """Digest `digest` has the word `word`: a search finds the words holding its term, then their digests."""
+
+    pk = models.CompositePrimaryKey("word", "digest")
+    word = models.ForeignKey(DigestWord, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False)
+    digest = models.ForeignKey(Digest, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False)
 
 
 class DigestSource(models.Model):

@@ -35,7 +35,7 @@ from apps.monitoring import leases, live
 from apps.monitoring.models import RollupMark
 
 from . import deltas as deltas_mod
-from . import mirroring
+from . import mirroring, search
 from .models import (DAY, FIVE_MINUTES, HOUR, LEVELS, RAW, SPAN_S, Digest, DigestNodeState, DigestPoll, DigestSource,
                      DigestSpan, DigestStat)
 
@@ -491,4 +491,5 @@ def refresh_span(now=None):
 
 def rollup_and_prune(now=None):
     written = {level: rollup(level, now) for level in LEVELS}
-    return {"written": written, "span": refresh_span(now), "deleted": prune(now)}
+    return {"written": written, "span": refresh_span(now), "deleted": prune(now),
+            "words_indexed": search.index_words()}
