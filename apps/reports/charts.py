@@ -246,7 +246,8 @@ def mirror(section, data):
 
 # -- fleet ------------------------------------------------------------------------------------------------------
 def fleet_availability(fleet, data):
-    rows = [r for r in fleet["clusters"] if r["availability"] is not None]
+    listed = fleet["clusters"][:fleet["listed"]] if fleet.get("tail") else fleet["clusters"]  # read finely
+    rows = [r for r in listed if r["availability"] is not None]
     if not rows:
         return None
     rows = sorted(rows, key=lambda r: r["availability"])[:25]

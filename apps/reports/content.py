@@ -120,11 +120,13 @@ def _json_timeline(timeline, key=lambda v: v):
 class ClusterSection:
     """Builds the section of one cluster for [start, end) (epoch seconds), with `prev` the period before."""
 
-    def __init__(self, cluster, start, end, prev_start, prev_end, bucket_s, before_words="the period before"):
+    def __init__(self, cluster, start, end, prev_start, prev_end, bucket_s, before_words="the period before",
+                 hourly_only=False):
         self.before_words = before_words
         self.cluster, self.start, self.end = cluster, start, end
         self.prev_start, self.prev_end, self.bucket_s = prev_start, prev_end, bucket_s
-        self.h = history.load(cluster, start, end)
+        self.hourly_only = hourly_only  # a fleet report's first pass (history.load)
+        self.h = history.load(cluster, start, end, hourly_only)
         self.servers = {s.pk: s for s in cluster.servers.all()}
         self.by_endpoint = {(s.hostname, s.port): s.pk for s in self.servers.values()}
         self.nodes = {n.pk: n for n in cluster.proxysql_nodes.all()}
@@ -262,7 +264,7 @@ class ClusterSection:
         section = {
             "id": c.pk, "name": c.name, "kind": c.get_kind_display(), "url": c.get_absolute_url(),
             "writer_hostgroup": c.writer_hostgroup, "reader_hostgroup": c.reader_hostgroup,
-            "coverage": {"period_s": period_s, "observed_s": round(observed, 3),
+            "coverage": {"period_s": period_s, "observed_s": round(observed, 3), "hourly_only": self.hourly_only,
                          "resolutions": {history.RESOLUTION_NAMES[r]: round(s, 1) for r, s in sorted(
                              history.resolutions_used(self.h.backend_pieces).items())},
                          "interval_s": self.h.interval},
@@ -440,7 +442,7 @@ class ClusterSection:
                                   for segs in self.h.proxysql.values()])
         total_err = sum((b - a) * (r[P["conn_err_ps"]] or 0.0) for segs in self.h.proxysql.values() for a, b, r in segs)
         queries = sum((b - a) * (r[P["questions_ps"]] or 0.0) for segs in self.h.proxysql.values() for a, b, r in segs)
-        prev = history.load_proxysql_only(self.cluster, self.prev_start, self.prev_end)
+        prev = history.load_proxysql_only(self.cluster, self.prev_start, self.prev_end, self.hourly_only)
         prev_err_b = _sum_lists([tl.bucketed(segs, self.prev_start, self.prev_end, width, lambda r: r[P["conn_err_ps"]])
                                  for segs in prev.values()])
         prev_qps_b = _sum_lists([tl.bucketed(segs, self.prev_start, self.prev_end, width, lambda r: r[P["questions_ps"]],
@@ -851,9 +853,20 @@ def _short_sql(text, n=60):
 
 # -- the fleet -------------------------------------------------------------------------------------------
 FLEET_DETAILED = 10  # clusters shown in full in a fleet report (the least available first)
+# Clusters listed in its table (and read again at the finest resolution when the fleet is bigger); the others
+# are summarised in one line. At 500 clusters, each listed cluster costs about 2 s of the build (a week
+# of 1-minute rows), the others 0.05 s each (docs/benchmarks.md, "Weekly fleet report at scale").
+FLEET_TABLE_ROWS = FLEET_DETAILED
 
 
-def fleet_section(sections, start, end, prev_start, prev_end, before="the period before"):
+def _worst_first(r):
+    """Least available first; at equal availability, the one with more trouble of another kind."""
+    return (r["availability"] is None, r["availability"] if r["availability"] is not None else 0,
+            -r["backends_below_100"], -r["proxysql_unreachable_s"], -r["writer_changes"], -r["conn_err"],
+            -r["mirror_saturations"], -r["drift_found"], r["name"])
+
+
+def fleet_section(sections, start, end, prev_start, prev_end, before="the period before", digests=True):
     rows = []
     up = observed = 0.0
     for s in sections:
@@ -876,7 +889,7 @@ def fleet_section(sections, start, end, prev_start, prev_end, before="the period
                                                and b["availability"] < 100),
                      "headline": s["summary"]["headline"]})
     availability = round(100.0 * up / observed, 6) if observed else None
-    ranked = sorted(rows, key=lambda r: (r["availability"] is None, r["availability"] if r["availability"] is not None else 0))
+    ranked = sorted(rows, key=_worst_first)
     changes = [w for s in sections for w in s["writer_changes"]]
     ce_total = sum(s["conn_err"]["total"] for s in sections)
     prevs = [s["conn_err"]["previous"] for s in sections if s["conn_err"]["previous"] is not None]
@@ -913,6 +926,23 @@ def fleet_section(sections, start, end, prev_start, prev_end, before="the period
     detailed = {r["id"] for r in ranked[:FLEET_DETAILED]}
     for s in sections:
         s["detailed"] = s["id"] in detailed
+    hourly = {s["id"] for s in sections if s["coverage"].get("hourly_only")}
     return {"availability": availability, "clusters": ranked, "detailed": len(detailed),
+            "listed": min(len(ranked), FLEET_TABLE_ROWS), "tail": _tail(ranked[FLEET_TABLE_ROWS:], hourly),
             "summary": {"headline": headline, "points": points, "availability": availability},
-            "digests": digest_section(start, end, prev_start, prev_end, cluster_id=None)}
+            "digests": digest_section(start, end, prev_start, prev_end, cluster_id=None) if digests else None}
+
+
+def _tail(rows, hourly):
+    """One line for the clusters after the table's: how many, their least availability, their sums."""
+    if not rows:
+        return None
+    known = [r["availability"] for r in rows if r["availability"] is not None]
+    return {"clusters": len(rows), "least_availability": min(known) if known else None,
+            "no_data": len(rows) - len(known), "down_s": round(sum(r["down_s"] for r in rows), 3),
+            "writer_changes": sum(r["writer_changes"] for r in rows), "conn_err": sum(r["conn_err"] for r in rows),
+            "mirror_saturations": sum(r["mirror_saturations"] for r in rows),
+            "drift_found": sum(r["drift_found"] for r in rows),
+            "backends_below_100": sum(r["backends_below_100"] for r in rows),
+            "proxysql_unreachable_s": round(sum(r["proxysql_unreachable_s"] for r in rows), 3),
+            "hourly_only": sum(1 for r in rows if r["id"] in hourly)}

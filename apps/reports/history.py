@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from django.conf import settings
+from django.core.exceptions import EmptyResultSet
+from django.db import connection
 from django.db.models import Q
 
 from apps.monitoring import status
@@ -52,10 +54,10 @@ def _load(model, filters, key, fields, start, end, max_gap, used):
     """{key: [(a, b, row)]}: every resolution is read (rollup rows are few beside raw polls) and each thing's
     own pieces pick the finest per stretch, so a thing whose raw polls are missing still counts."""
     grouped = {}
-    for row in (model.objects.filter(filters, ts__gte=as_dt(start - HOUR), ts__lt=as_dt(end)).order_by("ts")
-                .values_list(*key, "ts", "resolution", *fields).iterator(chunk_size=5000)):
+    for row in _rows(model.objects.filter(filters, ts__gte=as_dt(start - HOUR), ts__lt=as_dt(end)).order_by("ts")
+                     .values_list(*key, "ts", "resolution", *fields), len(key)):
         k = row[:len(key)] if len(key) > 1 else row[0]
-        grouped.setdefault(k, []).append((row[len(key)].timestamp(), *row[len(key) + 1:]))
+        grouped.setdefault(k, []).append(row[len(key):])
     out = {}
     for k, rows in grouped.items():
         ps = pieces_of(rows, start, end)
@@ -63,6 +65,23 @@ def _load(model, filters, key, fields, start, end, max_gap, used):
             used.setdefault(("spans", resolution), []).append((lo, hi))
         out[k] = list(tl.coverage(rows, ps, max_gap))
     return out
+
+
+def _rows(values_list, ts_at):
+    """The rows of a values_list() queryset with the timestamp at `ts_at` as epoch seconds, read with a plain
+    cursor: Django's per-value converters took half of a big fleet report's time (booleans stay 0/1,
+    which the report only tests for truth)."""
+    try:
+        sql, params = values_list.query.sql_with_params()
+    except EmptyResultSet:  # e.g. a cluster without ProxySQL nodes
+        return
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        while chunk := cur.fetchmany(5000):
+            for row in chunk:
+                ts = row[ts_at]
+                ts = datetime.fromisoformat(ts) if isinstance(ts, str) else ts  # SQLite: text; MariaDB: datetime
+                yield (*row[:ts_at], ts.replace(tzinfo=timezone.utc).timestamp(), *row[ts_at + 1:])
 
 
 @dataclass
@@ -93,12 +112,15 @@ P = {f: i + 2 for i, f in enumerate(PROXYSQL_FIELDS)}
 L = {f: i + 2 for i, f in enumerate(POOL_FIELDS)}
 
 
-def load(cluster, start, end):
-    """Read the cluster's history over [start, end) (epoch seconds)."""
+def load(cluster, start, end, hourly_only=False):
+    """Read the cluster's history over [start, end) (epoch seconds). hourly_only: the 1-hour rollups alone
+    (a fleet report's first pass over every cluster: a 60th of the rows; an hour with any trouble in it
+    counts whole, so a cluster can only look worse than it was, never better)."""
     interval = status.interval_of(cluster.poll_interval_s) or settings.MONITOR_DEFAULT_INTERVAL_S
     h = ClusterHistory(start=start, end=end, interval=interval)
-    bf = Q(server_id__in=list(cluster.servers.values_list("pk", flat=True)))
-    nf = Q(node_id__in=list(cluster.proxysql_nodes.values_list("pk", flat=True)))
+    only = Q(resolution=HOUR) if hourly_only else Q()
+    bf = Q(server_id__in=list(cluster.servers.values_list("pk", flat=True))) & only
+    nf = Q(node_id__in=list(cluster.proxysql_nodes.values_list("pk", flat=True))) & only
     used = {}
     h.backends = _load(BackendSample, bf, ("server_id",), BACKEND_FIELDS, start, end, h.max_gap, used)
     h.backend_pieces = _spans(used)
@@ -132,8 +154,10 @@ def resolutions_used(*piece_lists):
     return used
 
 
-def load_proxysql_only(cluster, start, end):
+def load_proxysql_only(cluster, start, end, hourly_only=False):
     """{node id: [(a, b, row)]} of the ProxySQL samples alone (the period before, for trends)."""
     interval = status.interval_of(cluster.poll_interval_s) or settings.MONITOR_DEFAULT_INTERVAL_S
     nf = Q(node_id__in=list(cluster.proxysql_nodes.values_list("pk", flat=True)))
+    if hourly_only:
+        nf &= Q(resolution=HOUR)
     return _load(ProxySQLSample, nf, ("node_id",), PROXYSQL_FIELDS, start, end, status.STALE_FACTOR * interval, {})

@@ -43,8 +43,20 @@ def build_data(cluster, period, span, rolling=False):
     bucket = bucket_for(end - start)
     clusters = [cluster] if cluster is not None else list(Cluster.objects.order_by("name"))
     before = fmt.before_words(period, rolling)
-    sections = [content.ClusterSection(c, start, end, prev.start.timestamp(), prev.end.timestamp(), bucket,
-                                       before_words=before).build() for c in clusters]
+    def section(c, hourly_only=False):
+        return content.ClusterSection(c, start, end, prev.start.timestamp(), prev.end.timestamp(), bucket,
+                                      before_words=before, hourly_only=hourly_only).build()
+
+    if cluster is None and len(clusters) > content.FLEET_TABLE_ROWS:
+        # A big fleet: every cluster from its hourly rollups first (they can only make it look worse), then
+        # the worst, which the report lists and details, again at the finest resolution kept.
+        sections = [section(c, hourly_only=True) for c in clusters]
+        ranked = content.fleet_section(sections, start, end, prev.start.timestamp(), prev.end.timestamp(), before,
+                                       digests=False)["clusters"]
+        worst = {r["id"] for r in ranked[:content.FLEET_TABLE_ROWS]}
+        sections = [section(c) if c.pk in worst else s for c, s in zip(clusters, sections)]
+    else:
+        sections = [section(c) for c in clusters]
     label = fmt.period_label(span.start, span.end, period, rolling)
     scope_name = cluster.name if cluster is not None else "the fleet"
     data = {"version": 1, "scope": Scope.CLUSTER if cluster is not None else Scope.FLEET, "scope_name": scope_name,
@@ -56,7 +68,9 @@ def build_data(cluster, period, span, rolling=False):
     if cluster is None:
         data["fleet"] = content.fleet_section(sections, start, end, prev.start.timestamp(), prev.end.timestamp(), before)
         data["summary"] = data["fleet"]["summary"]
-        data["clusters"] = sorted(sections, key=lambda s: [r["id"] for r in data["fleet"]["clusters"]].index(s["id"]))
+        rank = {r["id"]: i for i, r in enumerate(data["fleet"]["clusters"])}
+        # The sections of the clusters the table lists (the others are a row each in data["fleet"]["clusters"]).
+        data["clusters"] = sorted(sections, key=lambda s: rank[s["id"]])[:data["fleet"]["listed"]]
     else:
         data["summary"] = sections[0]["summary"] if sections else {"headline": "", "points": []}
     return data

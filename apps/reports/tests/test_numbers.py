@@ -10,7 +10,7 @@ from apps.reports import content, fmt, periods, services
 from apps.reports.history import as_dt
 from lab.report_history import _append_event
 
-from .conftest import INTERVAL
+from .conftest import INTERVAL, epoch
 
 pytestmark = pytest.mark.django_db
 H = 3600
@@ -196,6 +196,47 @@ def test_fleet_report_ranks_clusters_least_available_first(report_cluster, histo
     assert data["fleet"]["clusters"][1]["availability"] is None
     assert data["summary"]["headline"].startswith("The fleet: 100 % available across two clusters")
     assert other.pk in [s["id"] for s in data["clusters"]]
+
+
+def test_a_big_fleet_lists_its_worst_clusters_read_finely_and_summarises_the_tail(report_cluster, history, day,
+                                                                                     monkeypatch):
+    """Above FLEET_TABLE_ROWS clusters, every cluster is first read from its hourly rollups (where a
+    2-minute writer outage counts as its whole hour), the worst again at the finest resolution kept: the
+    table's figures are those of the polls, the others are one line."""
+    from apps.fleet.models import Cluster
+
+    Cluster.objects.create(name="quiet-west", writer_hostgroup=10, reader_hostgroup=11)
+    a, b = day.start.timestamp(), day.end.timestamp()
+    outage = (a + 5 * H + 600, a + 5 * H + 720)  # the writer away for 2 minutes
+    s1, s2, s3 = report_cluster.servers_
+    gone = {"reachable": False, "local_state": None, "primary": None, "ready": None}
+    for step, resolution in ((H, HOUR), (60, MINUTE)):  # both levels, as the rollups keep them
+        history.backend(s1, a, b, step, resolution, fn=lambda t, step=step: gone if t < outage[1] and t + step > outage[0] else {})
+        for server in (s2, s3):
+            history.backend(server, a, b, step, resolution)
+        for node in report_cluster.nodes_:
+            history.proxysql(node, a, b, step, resolution)
+            history.pool(node, a, b, step, resolution)
+
+    monkeypatch.setattr(content, "FLEET_TABLE_ROWS", 1)
+    data = services.build_data(None, "daily", day)
+    fleet = data["fleet"]
+    assert fleet["listed"] == 1 and [r["name"] for r in fleet["clusters"]] == ["lab-east", "quiet-west"]
+    assert fleet["clusters"][0]["down_s"] == 120  # read again from the 1-minute rows, not the hour
+    assert fleet["tail"] == {"clusters": 1, "least_availability": None, "no_data": 1, "down_s": 0, "writer_changes": 0,
+                             "conn_err": 0, "mirror_saturations": 0, "drift_found": 0, "backends_below_100": 0,
+                             "proxysql_unreachable_s": 0, "hourly_only": 1}
+    assert [s["name"] for s in data["clusters"]] == ["lab-east"]  # only the listed clusters' sections are kept
+    hourly = content.ClusterSection(report_cluster, a, b, *epoch(day.previous()), 3600, hourly_only=True).build()
+    assert hourly["service"]["down_s"] == H  # what the first pass saw: worse, never better
+
+    monkeypatch.setattr(content, "FLEET_TABLE_ROWS", 25)  # a small fleet: one pass, at the finest resolution
+    assert services.build_data(None, "daily", day)["fleet"]["clusters"][0] == fleet["clusters"][0]
+
+    monkeypatch.setattr(content, "FLEET_TABLE_ROWS", 1)
+    report = services.build_report(None, "daily", day)
+    assert "1 more cluster, the least of them not available (1 with no monitoring data)" in report.html
+    assert "quiet-west" not in report.html.split("data-tail")[0].split("<table")[1]  # not a row of the table
 
 
 def test_daily_periods_are_local_midnights_and_the_period_before_has_the_same_days(settings):
