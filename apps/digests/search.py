@@ -94,11 +94,14 @@ def matching_ids(condition, params, search, limit, digest_hash=None):
         if digest_hash and not read(f"SELECT d.id FROM {table} d WHERE d.digest = %s", [digest_hash]):
             return None
         candidates = _candidates(cur, search)
-        if candidates is None:  # no index for this term: every text
+        if candidates is None or len(candidates) > limit:
+            # No index for this term, or a term in most texts: one scan of the texts (stops past `limit`) is
+            # cheaper than fetching that many texts one by one.
             return sorted(found) if read(f"SELECT d.id FROM {table} d WHERE {condition}", params) else None
         # Looked up first, then matched by primary key: left to itself, MariaDB reads every text.
-        for i in range(0, len(candidates), CHUNK):
-            chunk = candidates[i:i + CHUNK]
+        size = CHUNK if connection.vendor == "sqlite" else 5000
+        for i in range(0, len(candidates), size):
+            chunk = candidates[i:i + size]
             if not read(f"SELECT d.id FROM {table} d WHERE d.id IN ({','.join(['%s'] * len(chunk))}) AND {condition}",
                         chunk + params):
                 return None

@@ -283,7 +283,7 @@ def usable_span(window, filters):
             .order_by("-end_ts").values_list("end_ts", flat=True).first())
 
 
-HIT_IDS_MAX = 20_000  # MariaDB: a search matching up to this many digests goes into the query as their ids
+HIT_IDS_MAX = 10_000  # MariaDB: a search matching up to this many digests goes into the query as their ids
 
 
 def search_hit_ids(search):
