@@ -32,7 +32,7 @@ from django.utils import timezone
 from apps.audit.models import ActorKind, AuditChainHead, AuditEvent
 from apps.audit.services import GENESIS, record
 from apps.fleet.models import HostgroupMembership
-from apps.monitoring.models import MINUTE, BackendSample, PoolSample, ProxySQLSample
+from apps.monitoring.models import MINUTE, BackendSample, PoolSample, ProxySQLSample, worst_status
 from apps.operations.models import Operation, OperationStep
 
 from apps.reports.content import LAB_MARK
@@ -334,7 +334,7 @@ def minute_rows(story):
                 reads = hg == story.R
                 q = (qps * (0.3 if hg == story.W else (0.7 / 3 if reads else 0.0))) if qps else None
                 pool.append(PoolSample(node_id=n.pk, ts=ts, resolution=MINUTE, hostgroup=hg, srv_host=host, srv_port=port,
-                                       status=min(st for _, st in seen), conn_used=2.0 if hg == story.W else 1.0,
+                                       status=worst_status(st for _, st in seen), conn_used=2.0 if hg == story.W else 1.0,
                                        conn_free=6.0, conn_err_ps=round(err, 6), queries_ps=q,
                                        bytes_sent_ps=q * 180 if q else None, bytes_recv_ps=q * 900 if q else None,
                                        latency_us=420.0 if sid != writer else 380.0))

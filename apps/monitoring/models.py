@@ -2,13 +2,35 @@
 
 resolution 0 = raw (one row per poll), 60 = one-minute rollup, 3600 = one-hour rollup. Rollup rows
 carry the bucket's start time; gauges are averaged, queue figures keep the bucket's maximum (the worst
-moment is what an operator needs to see). Timestamps are the poller's clock, never a node's, so a node
+moment is what an operator needs to see). Every averaged figure also keeps its bucket's minimum and
+maximum (`<field>_min`, `<field>_max`, null on raw rows where the figure is its own extreme), so a
+one-poll spike survives every rollup; a pool row's status keeps the bucket's worst (POOL_STATUS_SEVERITY). Timestamps are the poller's clock, never a node's, so a node
 with a skewed clock cannot reorder its samples.
 """
 from django.db import models
 
 RAW, MINUTE, HOUR = 0, 60, 3600
 RESOLUTIONS = (RAW, MINUTE, HOUR)
+
+# A pool row's status, best to worst: a drain (OFFLINE_SOFT) still serves its connections, a lagging
+# replica is shunned for a while, SHUNNED is ProxySQL's verdict on a failing server, OFFLINE_HARD takes
+# it out at once. A rollup keeps the worst status seen in its bucket.
+POOL_STATUS_SEVERITY = ("ONLINE", "OFFLINE_SOFT", "SHUNNED_REPLICATION_LAG", "SHUNNED", "OFFLINE_HARD")
+
+
+def worst_status(statuses):
+    """The worst of these pool statuses (one ProxySQL 2.7 does not have ranks worst of all)."""
+    rank = {s: i for i, s in enumerate(POOL_STATUS_SEVERITY)}
+    return max(statuses, key=lambda s: rank.get(s, len(rank)))
+
+
+def with_extremes(model, names):
+    """Add `<name>_min` and `<name>_max` to `model` for its averaged figures (the rollups average `names`)."""
+    for name in names:
+        for end in ("min", "max"):
+            model.add_to_class(f"{name}_{end}", models.FloatField(null=True, help_text=f"{end}imum in the bucket (rollups)"))
+    model.EXTREMES = tuple(names)
+    return model
 
 
 class ProxySQLSample(models.Model):
@@ -40,6 +62,12 @@ class ProxySQLSample(models.Model):
         indexes = [models.Index(fields=["node", "resolution", "ts"], name="pxsample_node_res_ts")]
 
 
+with_extremes(ProxySQLSample, [
+    "questions_ps", "slow_queries_ps", "prepared_ps", "client_connections_connected", "client_connections_created_ps",
+    "client_connections_aborted_ps", "server_connections_connected", "server_connections_aborted_ps",
+    "active_transactions", "conn_used", "conn_free", "conn_err_ps", "mirror_concurrency"])
+
+
 class PoolSample(models.Model):
     """One stats_mysql_connection_pool row at one poll: a server in a hostgroup, as one ProxySQL sees it."""
 
@@ -49,7 +77,7 @@ class PoolSample(models.Model):
     hostgroup = models.PositiveIntegerField()
     srv_host = models.CharField(max_length=255)
     srv_port = models.PositiveIntegerField()
-    status = models.CharField(max_length=12)
+    status = models.CharField(max_length=24, help_text="worst in the bucket in rollups (POOL_STATUS_SEVERITY)")
     conn_used = models.FloatField()
     conn_free = models.FloatField()
     conn_err_ps = models.FloatField(null=True)
@@ -60,6 +88,10 @@ class PoolSample(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["node", "resolution", "ts"], name="poolsample_node_res_ts")]
+
+
+with_extremes(PoolSample, ["conn_used", "conn_free", "conn_err_ps", "queries_ps", "bytes_sent_ps", "bytes_recv_ps",
+                           "latency_us"])
 
 
 class BackendSample(models.Model):
@@ -84,6 +116,9 @@ class BackendSample(models.Model):
         indexes = [models.Index(fields=["server", "resolution", "ts"], name="backendsample_srv_res_ts")]
 
 
+with_extremes(BackendSample, ["cluster_size", "flow_control_paused", "lag_seconds"])
+
+
 class MirrorRuleSample(models.Model):
     """One mirror rule of one ProxySQL node over one window between two digest polls: the copies it should
     have made and those that ran in its mirror hostgroup (apps/monitoring/mirror.py says how). Rates per
@@ -104,6 +139,9 @@ class MirrorRuleSample(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["node", "resolution", "ts"], name="mirrorsample_node_res_ts")]
+
+
+with_extremes(MirrorRuleSample, ["interval_s", "hits_ps", "prepared_share", "expected_ps", "mirrored_ps"])
 
 
 class RollupMark(models.Model):
