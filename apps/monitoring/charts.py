@@ -21,7 +21,8 @@ from datetime import datetime, timezone
 from django.conf import settings
 
 from . import status
-from .models import HOUR, MINUTE, RAW, BackendSample, MirrorRuleSample, PoolSample, ProxySQLSample, worst_status
+from .models import HOUR, MINUTE, RAW, BackendSample, MirrorRuleSample, PoolSnapshot, ProxySQLSample, worst_status
+from .pool import read as read_pool
 
 RANGES = {"1h": 3600, "6h": 6 * 3600, "24h": 24 * 3600, "7d": 7 * 86400, "30d": 30 * 86400}
 DEFAULT_RANGE = "1h"
@@ -84,6 +85,11 @@ def _column(model, field, resolution):
 
 
 def _rows(model, owner, fields, group, resolution, start, end, with_reachable):
+    if model is PoolSnapshot:  # packed: one row per server of each snapshot, grouped by its pool key
+        for _, ts, _, key, values in read_pool({**owner, "resolution": resolution, "ts__gte": _dt(start),
+                                                 "ts__lt": _dt(end)}, fields):
+            yield ts.timestamp(), True, key, values
+        return
     cols = (["ts"] + (["reachable"] if with_reachable else []) + list(group)
             + [_column(model, f, resolution) for f in fields])
     qs = model.objects.filter(**owner, resolution=resolution, ts__gte=_dt(start), ts__lt=_dt(end)).order_by("ts")
@@ -198,7 +204,7 @@ def _node_base(window, node, fields=()):
 
 def chart_queries(window, node):
     base = _node_base(window, node, ["questions_ps", "prepared_ps", "slow_queries_ps"])
-    pool = window.load(PoolSample, {"node_id": node.pk}, ["queries_ps"], group=POOL_GROUP)
+    pool = window.load(PoolSnapshot, {"node_id": node.pk}, ["queries_ps"], group=POOL_GROUP)
     series = [("Questions/s (all)", base.values[((), "questions_ps")], "main"),
               ("prepared statements/s", base.values[((), "prepared_ps")], "dashed"),
               ("slow queries/s", base.values[((), "slow_queries_ps")], "dotted")]
@@ -210,7 +216,7 @@ def chart_connections(window, node):
     """Used and free per server; where a point stands for a bucket of polls, also the bucket's most used
     (a one-poll spike) and, in `status`, each server's worst status in the bucket (a SHUNNED blip)."""
     base = _node_base(window, node)
-    pool = window.load(PoolSample, {"node_id": node.pk}, ["conn_used", "conn_free", "conn_used_max", "status"],
+    pool = window.load(PoolSnapshot, {"node_id": node.pk}, ["conn_used", "conn_free", "conn_used_max", "status"],
                        {"status": "worst"}, group=POOL_GROUP)
     series = []
     for g in pool.groups():
@@ -231,7 +237,7 @@ def _aligned(data, values):
 
 def chart_latency(window, node):
     base = _node_base(window, node)
-    pool = window.load(PoolSample, {"node_id": node.pk}, ["latency_us"], group=POOL_GROUP)
+    pool = window.load(PoolSnapshot, {"node_id": node.pk}, ["latency_us"], group=POOL_GROUP)
     series = [(_pool_label(g), {ts: (v / 1000 if v is not None else None)
                                 for ts, v in pool.values[(g, "latency_us")].items()}, "line") for g in pool.groups()]
     return assemble(window, base, series, title="Latency per server (ProxySQL's ping, Latency_us)", unit="ms")

@@ -4,8 +4,10 @@ resolution 0 = raw (one row per poll), 60 = one-minute rollup, 3600 = one-hour r
 carry the bucket's start time; gauges are averaged, queue figures keep the bucket's maximum (the worst
 moment is what an operator needs to see). Every averaged figure also keeps its bucket's minimum and
 maximum (`<field>_min`, `<field>_max`, null on raw rows where the figure is its own extreme), so a
-one-poll spike survives every rollup; a pool row's status keeps the bucket's worst (POOL_STATUS_SEVERITY). Timestamps are the poller's clock, never a node's, so a node
-with a skewed clock cannot reorder its samples.
+one-poll spike survives every rollup. The connection pool is one PoolSnapshot row per poll with every
+server packed (pool.py), a server's status the worst of the bucket in rollups (POOL_STATUS_SEVERITY).
+The foreign keys have no index of their own: the (owner, resolution, ts) index serves them. Timestamps
+are the poller's clock, never a node's, so a node with a skewed clock cannot reorder its samples.
 """
 from django.db import models
 
@@ -36,7 +38,7 @@ def with_extremes(model, names):
 class ProxySQLSample(models.Model):
     """One poll of one ProxySQL node: stats_mysql_global figures and pool totals."""
 
-    node = models.ForeignKey("fleet.ProxySQLNode", on_delete=models.CASCADE, related_name="+")
+    node = models.ForeignKey("fleet.ProxySQLNode", on_delete=models.CASCADE, related_name="+", db_index=False)
     ts = models.DateTimeField()
     resolution = models.PositiveSmallIntegerField(default=RAW)
     reachable = models.BooleanField(default=True)
@@ -68,36 +70,38 @@ with_extremes(ProxySQLSample, [
     "active_transactions", "conn_used", "conn_free", "conn_err_ps", "mirror_concurrency"])
 
 
-class PoolSample(models.Model):
-    """One stats_mysql_connection_pool row at one poll: a server in a hostgroup, as one ProxySQL sees it."""
+class PoolServer(models.Model):
+    """A server in a hostgroup as one ProxySQL node's connection pool names it: stored once, referenced by
+    id from the packed PoolSnapshot rows."""
 
     node = models.ForeignKey("fleet.ProxySQLNode", on_delete=models.CASCADE, related_name="+")
-    ts = models.DateTimeField()
-    resolution = models.PositiveSmallIntegerField(default=RAW)
     hostgroup = models.PositiveIntegerField()
     srv_host = models.CharField(max_length=255)
     srv_port = models.PositiveIntegerField()
-    status = models.CharField(max_length=24, help_text="worst in the bucket in rollups (POOL_STATUS_SEVERITY)")
-    conn_used = models.FloatField()
-    conn_free = models.FloatField()
-    conn_err_ps = models.FloatField(null=True)
-    queries_ps = models.FloatField(null=True)
-    bytes_sent_ps = models.FloatField(null=True)
-    bytes_recv_ps = models.FloatField(null=True)
-    latency_us = models.FloatField(null=True)
 
     class Meta:
-        indexes = [models.Index(fields=["node", "resolution", "ts"], name="poolsample_node_res_ts")]
+        constraints = [models.UniqueConstraint(fields=["node", "hostgroup", "srv_host", "srv_port"],
+                                               name="poolserver_node_key")]
 
 
-with_extremes(PoolSample, ["conn_used", "conn_free", "conn_err_ps", "queries_ps", "bytes_sent_ps", "bytes_recv_ps",
-                           "latency_us"])
+class PoolSnapshot(models.Model):
+    """One node's stats_mysql_connection_pool at one poll (or one rollup bucket): every server's status
+    and figures packed in `servers` (apps/monitoring/pool.py says how; a rollup keeps each figure's
+    average, minimum and maximum and the bucket's worst status)."""
+
+    node = models.ForeignKey("fleet.ProxySQLNode", on_delete=models.CASCADE, related_name="+", db_index=False)
+    ts = models.DateTimeField()
+    resolution = models.PositiveSmallIntegerField(default=RAW)
+    servers = models.BinaryField()
+
+    class Meta:
+        indexes = [models.Index(fields=["node", "resolution", "ts"], name="poolsnapshot_node_res_ts")]
 
 
 class BackendSample(models.Model):
     """One poll of one backend node (Galera figures are null on a non-Galera node)."""
 
-    server = models.ForeignKey("fleet.Server", on_delete=models.CASCADE, related_name="+")
+    server = models.ForeignKey("fleet.Server", on_delete=models.CASCADE, related_name="+", db_index=False)
     ts = models.DateTimeField()
     resolution = models.PositiveSmallIntegerField(default=RAW)
     reachable = models.BooleanField(default=True)
@@ -124,7 +128,7 @@ class MirrorRuleSample(models.Model):
     have made and those that ran in its mirror hostgroup (apps/monitoring/mirror.py says how). Rates per
     second, so rollups average them; the loss keeps its worst window in rollups."""
 
-    node = models.ForeignKey("fleet.ProxySQLNode", on_delete=models.CASCADE, related_name="+")
+    node = models.ForeignKey("fleet.ProxySQLNode", on_delete=models.CASCADE, related_name="+", db_index=False)
     rule_id = models.PositiveIntegerField()
     ts = models.DateTimeField(help_text="end of the window (the digest poll)")
     resolution = models.PositiveSmallIntegerField(default=RAW)

@@ -14,7 +14,8 @@ from django.conf import settings
 from django.db.models import Q
 
 from apps.monitoring import status
-from apps.monitoring.models import HOUR, MINUTE, RAW, BackendSample, PoolSample, ProxySQLSample
+from apps.monitoring.models import HOUR, MINUTE, RAW, BackendSample, PoolSnapshot, ProxySQLSample
+from apps.monitoring.pool import read as read_pool
 
 from . import timeline as tl
 
@@ -51,11 +52,17 @@ def pieces_of(rows, start, end):
 def _load(model, filters, key, fields, start, end, max_gap, used):
     """{key: [(a, b, row)]}: every resolution is read (rollup rows are few beside raw polls) and each thing's
     own pieces pick the finest per stretch, so a thing whose raw polls are missing still counts."""
+    span = Q(filters, ts__gte=as_dt(start - HOUR), ts__lt=as_dt(end))
+    if model is PoolSnapshot:  # packed: one row per server of each snapshot, keyed (node id, hostgroup, host, port)
+        rows = (((node_id, *server), ts, resolution, *values)
+                for node_id, ts, resolution, server, values in read_pool(span, fields))
+    else:
+        rows = ((r[:len(key)] if len(key) > 1 else r[0], *r[len(key):])
+                for r in model.objects.filter(span).order_by("ts").values_list(*key, "ts", "resolution", *fields)
+                .iterator(chunk_size=5000))
     grouped = {}
-    for row in (model.objects.filter(filters, ts__gte=as_dt(start - HOUR), ts__lt=as_dt(end)).order_by("ts")
-                .values_list(*key, "ts", "resolution", *fields).iterator(chunk_size=5000)):
-        k = row[:len(key)] if len(key) > 1 else row[0]
-        grouped.setdefault(k, []).append((row[len(key)].timestamp(), *row[len(key) + 1:]))
+    for k, ts, *rest in rows:
+        grouped.setdefault(k, []).append((ts.timestamp(), *rest))
     out = {}
     for k, rows in grouped.items():
         ps = pieces_of(rows, start, end)
@@ -104,7 +111,7 @@ def load(cluster, start, end):
     h.backend_pieces = _spans(used)
     h.proxysql = _load(ProxySQLSample, nf, ("node_id",), PROXYSQL_FIELDS, start, end, h.max_gap, {})
     used = {}
-    h.pool = _load(PoolSample, nf, ("node_id", "hostgroup", "srv_host", "srv_port"), POOL_FIELDS, start, end,
+    h.pool = _load(PoolSnapshot, nf, ("node_id", "hostgroup", "srv_host", "srv_port"), POOL_FIELDS, start, end,
                    h.max_gap, used)
     h.pool_pieces = _spans(used)
     return h

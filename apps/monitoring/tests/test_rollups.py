@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 import pytest
 
 from apps.fleet.models import ProxySQLNode
-from apps.monitoring import charts, pollers, rollups
-from apps.monitoring.models import HOUR, MINUTE, RAW, PoolSample
+from apps.monitoring import charts, pollers, pool, rollups
+from apps.monitoring.models import HOUR, MINUTE, RAW, PoolSnapshot
 from conftest import shun_backend
 
 pytestmark = pytest.mark.django_db
@@ -24,8 +24,18 @@ def label(key):
     return f"hg {key[0]} · {key[1]}:{key[2]}"
 
 
+FIELDS = ["status", "conn_used", "conn_used_min", "conn_used_max"]
+
+
+def pool_rows(key, resolution):
+    """[(ts, {field: value})] of one server in the pool snapshots at this resolution."""
+    return [(ts, dict(zip(FIELDS, values))) for _, ts, _, server, values in pool.read({"resolution": resolution}, FIELDS)
+            if server == key]
+
+
 def pool_row(key, resolution):
-    return PoolSample.objects.get(resolution=resolution, hostgroup=key[0], srv_host=key[1], srv_port=key[2])
+    (_, row), = pool_rows(key, resolution)
+    return row
 
 
 def test_a_shunned_blip_and_a_one_poll_spike_survive_every_rollup(adopted_lab, galera_healthy, live_redis):
@@ -49,21 +59,20 @@ def test_a_shunned_blip_and_a_one_poll_spike_survive_every_rollup(adopted_lab, g
     assert shun_backend(first, galera_healthy, 3, hostgroups=(101,)) == {SHUNNED}
     poll()  # one poll of ten sees 3313 SHUNNED in hostgroup 101
 
-    raw = PoolSample.objects.filter(resolution=RAW, hostgroup=WRITER[0], srv_port=WRITER[2])
-    spike = raw.get(ts=dt(spike_ts)).conn_used
-    usual = max(raw.exclude(ts=dt(spike_ts)).values_list("conn_used", flat=True))
+    raw = {ts.timestamp(): row["conn_used"] for ts, row in pool_rows(WRITER, RAW)}
+    spike = raw.pop(spike_ts)
+    usual = max(raw.values())
     assert spike > usual
-    statuses = list(PoolSample.objects.filter(resolution=RAW, hostgroup=101, srv_port=3313)
-                    .values_list("status", flat=True))
+    statuses = [row["status"] for _, row in pool_rows(SHUNNED, RAW)]
     assert statuses.count("SHUNNED") == 1 and statuses.count("ONLINE") == 9
 
-    assert rollups.rollup(PoolSample, RAW, MINUTE, now=dt(hour + HOUR)) > 0
-    assert rollups.rollup(PoolSample, MINUTE, HOUR, now=dt(hour + 2 * HOUR)) > 0
+    assert rollups.rollup(PoolSnapshot, RAW, MINUTE, now=dt(hour + HOUR)) == 1  # one snapshot per node
+    assert rollups.rollup(PoolSnapshot, MINUTE, HOUR, now=dt(hour + 2 * HOUR)) == 1
     for resolution in (MINUTE, HOUR):
-        assert pool_row(SHUNNED, resolution).status == "SHUNNED", f"the blip vanished at resolution {resolution}"
+        assert pool_row(SHUNNED, resolution)["status"] == "SHUNNED", f"the blip vanished at resolution {resolution}"
         writer = pool_row(WRITER, resolution)
-        assert writer.conn_used_max == spike and writer.conn_used < spike
-        assert writer.conn_used_min <= usual
+        assert writer["conn_used_max"] == spike and writer["conn_used"] < spike
+        assert writer["conn_used_min"] <= usual
 
     # The charts: 24 h is drawn from the minute rollups, 30 days from the hourly ones.
     for range_key, resolution, point in (("24h", MINUTE, hour + 600), ("30d", HOUR, hour)):
