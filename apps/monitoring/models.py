@@ -26,11 +26,19 @@ def worst_status(statuses):
     return max(statuses, key=lambda s: rank.get(s, len(rank)))
 
 
+class Float32Field(models.FloatField):
+    """A figure in 4 bytes on MariaDB (FLOAT: 7 significant digits; the charts show 4) instead of DOUBLE's
+    8: history rows are mostly such figures. SQLite stores REAL in 8 bytes (a whole number as an integer)."""
+
+    def db_type(self, connection):
+        return "float" if connection.vendor == "mysql" else super().db_type(connection)
+
+
 def with_extremes(model, names):
     """Add `<name>_min` and `<name>_max` to `model` for its averaged figures (the rollups average `names`)."""
     for name in names:
         for end in ("min", "max"):
-            model.add_to_class(f"{name}_{end}", models.FloatField(null=True, help_text=f"{end}imum in the bucket (rollups)"))
+            model.add_to_class(f"{name}_{end}", Float32Field(null=True, help_text=f"{end}imum in the bucket (rollups)"))
     model.EXTREMES = tuple(names)
     return model
 
@@ -42,20 +50,20 @@ class ProxySQLSample(models.Model):
     ts = models.DateTimeField()
     resolution = models.PositiveSmallIntegerField(default=RAW)
     reachable = models.BooleanField(default=True)
-    questions_ps = models.FloatField(null=True)
-    slow_queries_ps = models.FloatField(null=True)
-    prepared_ps = models.FloatField(null=True, help_text="prepared statement executions per second (not mirrored)")
-    client_connections_connected = models.FloatField(null=True)
-    client_connections_created_ps = models.FloatField(null=True)
-    client_connections_aborted_ps = models.FloatField(null=True)
-    server_connections_connected = models.FloatField(null=True)
-    server_connections_aborted_ps = models.FloatField(null=True)
-    active_transactions = models.FloatField(null=True)
-    conn_used = models.FloatField(null=True, help_text="sum of ConnUsed over the pool")
-    conn_free = models.FloatField(null=True)
-    conn_err_ps = models.FloatField(null=True)
-    mirror_concurrency = models.FloatField(null=True)
-    mirror_queue_length = models.FloatField(null=True, help_text="total over mysql-threads; max in rollups")
+    questions_ps = Float32Field(null=True)
+    slow_queries_ps = Float32Field(null=True)
+    prepared_ps = Float32Field(null=True, help_text="prepared statement executions per second (not mirrored)")
+    client_connections_connected = Float32Field(null=True)
+    client_connections_created_ps = Float32Field(null=True)
+    client_connections_aborted_ps = Float32Field(null=True)
+    server_connections_connected = Float32Field(null=True)
+    server_connections_aborted_ps = Float32Field(null=True)
+    active_transactions = Float32Field(null=True)
+    conn_used = Float32Field(null=True, help_text="sum of ConnUsed over the pool")
+    conn_free = Float32Field(null=True)
+    conn_err_ps = Float32Field(null=True)
+    mirror_concurrency = Float32Field(null=True)
+    mirror_queue_length = Float32Field(null=True, help_text="total over mysql-threads; max in rollups")
     mirror_max_concurrency = models.IntegerField(null=True)
     mirror_max_queue_length = models.IntegerField(null=True, help_text="per worker thread")
     mysql_threads = models.IntegerField(null=True)
@@ -110,11 +118,11 @@ class BackendSample(models.Model):
     ready = models.BooleanField(null=True)
     cluster_size = models.SmallIntegerField(null=True)
     recv_queue = models.IntegerField(null=True, help_text="wsrep_local_recv_queue; max in rollups")
-    flow_control_paused = models.FloatField(null=True)
+    flow_control_paused = Float32Field(null=True)
     desync = models.BooleanField(null=True)
     reject_queries = models.BooleanField(null=True)
     read_only = models.BooleanField(null=True)
-    lag_seconds = models.FloatField(null=True, help_text="replica lag for async replicas")
+    lag_seconds = Float32Field(null=True, help_text="replica lag for async replicas")
 
     class Meta:
         indexes = [models.Index(fields=["server", "resolution", "ts"], name="backendsample_srv_res_ts")]
@@ -133,12 +141,12 @@ class MirrorRuleSample(models.Model):
     ts = models.DateTimeField(help_text="end of the window (the digest poll)")
     resolution = models.PositiveSmallIntegerField(default=RAW)
     mirror_hostgroup = models.PositiveIntegerField(null=True)
-    interval_s = models.FloatField(null=True, help_text="length of the window")
-    hits_ps = models.FloatField(null=True, help_text="stats_mysql_query_rules.hits per second")
-    prepared_share = models.FloatField(null=True, help_text="estimated share of prepared statements (not mirrored)")
-    expected_ps = models.FloatField(null=True, help_text="hits x (1 - prepared share), per second")
-    mirrored_ps = models.FloatField(null=True, help_text="executions of the rule's digests in the mirror hostgroup")
-    loss = models.FloatField(null=True, help_text="1 - mirrored / expected; worst window in rollups")
+    interval_s = Float32Field(null=True, help_text="length of the window")
+    hits_ps = Float32Field(null=True, help_text="stats_mysql_query_rules.hits per second")
+    prepared_share = Float32Field(null=True, help_text="estimated share of prepared statements (not mirrored)")
+    expected_ps = Float32Field(null=True, help_text="hits x (1 - prepared share), per second")
+    mirrored_ps = Float32Field(null=True, help_text="executions of the rule's digests in the mirror hostgroup")
+    loss = Float32Field(null=True, help_text="1 - mirrored / expected; worst window in rollups")
     ambiguous = models.BooleanField(null=True, help_text="a routing rule sends the same digests to the mirror hostgroup")
 
     class Meta:
