@@ -290,9 +290,4 @@ class Migration(migrations.Migration):
             name='slow_queries_ps_min',
             field=models.FloatField(help_text='minimum in the bucket (rollups)', null=True),
         ),
-        migrations.AlterField(
-            model_name='poolsample',
-            name='status',
-            field=models.CharField(help_text='worst in the bucket in rollups (POOL_STATUS_SEVERITY)', max_length=24),
-        ),
     ]

@@ -3,6 +3,23 @@
 import apps.monitoring.models
 from django.db import migrations
 
+HISTORY = ("ProxySQLSample", "BackendSample", "MirrorRuleSample")
+
+
+def _figures_as(column_type):
+    def alter(apps, schema_editor):
+        """One ALTER TABLE per table with every figure (one table copy, not one per column). SQLite keeps
+        REAL: nothing to do there (Django would otherwise rebuild each table once per column)."""
+        if schema_editor.connection.vendor != "mysql":
+            return
+        quote = schema_editor.quote_name
+        for name in HISTORY:
+            model = apps.get_model("monitoring", name)
+            changes = ", ".join(f"MODIFY {quote(f.column)} {column_type}{'' if f.null else ' NOT NULL'}"
+                                for f in model._meta.concrete_fields if f.get_internal_type() == "FloatField")
+            schema_editor.execute(f"ALTER TABLE {quote(model._meta.db_table)} {changes}")
+    return alter
+
 
 class Migration(migrations.Migration):
 
@@ -11,324 +28,329 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.AlterField(
-            model_name='backendsample',
-            name='cluster_size_max',
-            field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='backendsample',
-            name='cluster_size_min',
-            field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='backendsample',
-            name='flow_control_paused',
-            field=apps.monitoring.models.Float32Field(null=True),
-        ),
-        migrations.AlterField(
-            model_name='backendsample',
-            name='flow_control_paused_max',
-            field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='backendsample',
-            name='flow_control_paused_min',
-            field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='backendsample',
-            name='lag_seconds',
-            field=apps.monitoring.models.Float32Field(help_text='replica lag for async replicas', null=True),
-        ),
-        migrations.AlterField(
-            model_name='backendsample',
-            name='lag_seconds_max',
-            field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='backendsample',
-            name='lag_seconds_min',
-            field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='mirrorrulesample',
-            name='expected_ps',
-            field=apps.monitoring.models.Float32Field(help_text='hits x (1 - prepared share), per second', null=True),
-        ),
-        migrations.AlterField(
-            model_name='mirrorrulesample',
-            name='expected_ps_max',
-            field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='mirrorrulesample',
-            name='expected_ps_min',
-            field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='mirrorrulesample',
-            name='hits_ps',
-            field=apps.monitoring.models.Float32Field(help_text='stats_mysql_query_rules.hits per second', null=True),
-        ),
-        migrations.AlterField(
-            model_name='mirrorrulesample',
-            name='hits_ps_max',
-            field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='mirrorrulesample',
-            name='hits_ps_min',
-            field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='mirrorrulesample',
-            name='interval_s',
-            field=apps.monitoring.models.Float32Field(help_text='length of the window', null=True),
-        ),
-        migrations.AlterField(
-            model_name='mirrorrulesample',
-            name='interval_s_max',
-            field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='mirrorrulesample',
-            name='interval_s_min',
-            field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='mirrorrulesample',
-            name='loss',
-            field=apps.monitoring.models.Float32Field(help_text='1 - mirrored / expected; worst window in rollups', null=True),
-        ),
-        migrations.AlterField(
-            model_name='mirrorrulesample',
-            name='mirrored_ps',
-            field=apps.monitoring.models.Float32Field(help_text="executions of the rule's digests in the mirror hostgroup", null=True),
-        ),
-        migrations.AlterField(
-            model_name='mirrorrulesample',
-            name='mirrored_ps_max',
-            field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='mirrorrulesample',
-            name='mirrored_ps_min',
-            field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='mirrorrulesample',
-            name='prepared_share',
-            field=apps.monitoring.models.Float32Field(help_text='estimated share of prepared statements (not mirrored)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='mirrorrulesample',
-            name='prepared_share_max',
-            field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='mirrorrulesample',
-            name='prepared_share_min',
-            field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='active_transactions',
-            field=apps.monitoring.models.Float32Field(null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='active_transactions_max',
-            field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='active_transactions_min',
-            field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='client_connections_aborted_ps',
-            field=apps.monitoring.models.Float32Field(null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='client_connections_aborted_ps_max',
-            field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='client_connections_aborted_ps_min',
-            field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='client_connections_connected',
-            field=apps.monitoring.models.Float32Field(null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='client_connections_connected_max',
-            field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='client_connections_connected_min',
-            field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='client_connections_created_ps',
-            field=apps.monitoring.models.Float32Field(null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='client_connections_created_ps_max',
-            field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='client_connections_created_ps_min',
-            field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='conn_err_ps',
-            field=apps.monitoring.models.Float32Field(null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='conn_err_ps_max',
-            field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='conn_err_ps_min',
-            field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='conn_free',
-            field=apps.monitoring.models.Float32Field(null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='conn_free_max',
-            field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='conn_free_min',
-            field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='conn_used',
-            field=apps.monitoring.models.Float32Field(help_text='sum of ConnUsed over the pool', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='conn_used_max',
-            field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='conn_used_min',
-            field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='mirror_concurrency',
-            field=apps.monitoring.models.Float32Field(null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='mirror_concurrency_max',
-            field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='mirror_concurrency_min',
-            field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='mirror_queue_length',
-            field=apps.monitoring.models.Float32Field(help_text='total over mysql-threads; max in rollups', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='prepared_ps',
-            field=apps.monitoring.models.Float32Field(help_text='prepared statement executions per second (not mirrored)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='prepared_ps_max',
-            field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='prepared_ps_min',
-            field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='questions_ps',
-            field=apps.monitoring.models.Float32Field(null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='questions_ps_max',
-            field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='questions_ps_min',
-            field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='server_connections_aborted_ps',
-            field=apps.monitoring.models.Float32Field(null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='server_connections_aborted_ps_max',
-            field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='server_connections_aborted_ps_min',
-            field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='server_connections_connected',
-            field=apps.monitoring.models.Float32Field(null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='server_connections_connected_max',
-            field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='server_connections_connected_min',
-            field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='slow_queries_ps',
-            field=apps.monitoring.models.Float32Field(null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='slow_queries_ps_max',
-            field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
-        ),
-        migrations.AlterField(
-            model_name='proxysqlsample',
-            name='slow_queries_ps_min',
-            field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
+        migrations.SeparateDatabaseAndState(
+            database_operations=[migrations.RunPython(_figures_as("float"), _figures_as("double"))],
+            state_operations=[
+                migrations.AlterField(
+                    model_name='backendsample',
+                    name='cluster_size_max',
+                    field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='backendsample',
+                    name='cluster_size_min',
+                    field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='backendsample',
+                    name='flow_control_paused',
+                    field=apps.monitoring.models.Float32Field(null=True),
+                ),
+                migrations.AlterField(
+                    model_name='backendsample',
+                    name='flow_control_paused_max',
+                    field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='backendsample',
+                    name='flow_control_paused_min',
+                    field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='backendsample',
+                    name='lag_seconds',
+                    field=apps.monitoring.models.Float32Field(help_text='replica lag for async replicas', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='backendsample',
+                    name='lag_seconds_max',
+                    field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='backendsample',
+                    name='lag_seconds_min',
+                    field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='mirrorrulesample',
+                    name='expected_ps',
+                    field=apps.monitoring.models.Float32Field(help_text='hits x (1 - prepared share), per second', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='mirrorrulesample',
+                    name='expected_ps_max',
+                    field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='mirrorrulesample',
+                    name='expected_ps_min',
+                    field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='mirrorrulesample',
+                    name='hits_ps',
+                    field=apps.monitoring.models.Float32Field(help_text='stats_mysql_query_rules.hits per second', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='mirrorrulesample',
+                    name='hits_ps_max',
+                    field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='mirrorrulesample',
+                    name='hits_ps_min',
+                    field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='mirrorrulesample',
+                    name='interval_s',
+                    field=apps.monitoring.models.Float32Field(help_text='length of the window', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='mirrorrulesample',
+                    name='interval_s_max',
+                    field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='mirrorrulesample',
+                    name='interval_s_min',
+                    field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='mirrorrulesample',
+                    name='loss',
+                    field=apps.monitoring.models.Float32Field(help_text='1 - mirrored / expected; worst window in rollups', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='mirrorrulesample',
+                    name='mirrored_ps',
+                    field=apps.monitoring.models.Float32Field(help_text="executions of the rule's digests in the mirror hostgroup", null=True),
+                ),
+                migrations.AlterField(
+                    model_name='mirrorrulesample',
+                    name='mirrored_ps_max',
+                    field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='mirrorrulesample',
+                    name='mirrored_ps_min',
+                    field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='mirrorrulesample',
+                    name='prepared_share',
+                    field=apps.monitoring.models.Float32Field(help_text='estimated share of prepared statements (not mirrored)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='mirrorrulesample',
+                    name='prepared_share_max',
+                    field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='mirrorrulesample',
+                    name='prepared_share_min',
+                    field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='active_transactions',
+                    field=apps.monitoring.models.Float32Field(null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='active_transactions_max',
+                    field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='active_transactions_min',
+                    field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='client_connections_aborted_ps',
+                    field=apps.monitoring.models.Float32Field(null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='client_connections_aborted_ps_max',
+                    field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='client_connections_aborted_ps_min',
+                    field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='client_connections_connected',
+                    field=apps.monitoring.models.Float32Field(null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='client_connections_connected_max',
+                    field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='client_connections_connected_min',
+                    field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='client_connections_created_ps',
+                    field=apps.monitoring.models.Float32Field(null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='client_connections_created_ps_max',
+                    field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='client_connections_created_ps_min',
+                    field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='conn_err_ps',
+                    field=apps.monitoring.models.Float32Field(null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='conn_err_ps_max',
+                    field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='conn_err_ps_min',
+                    field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='conn_free',
+                    field=apps.monitoring.models.Float32Field(null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='conn_free_max',
+                    field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='conn_free_min',
+                    field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='conn_used',
+                    field=apps.monitoring.models.Float32Field(help_text='sum of ConnUsed over the pool', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='conn_used_max',
+                    field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='conn_used_min',
+                    field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='mirror_concurrency',
+                    field=apps.monitoring.models.Float32Field(null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='mirror_concurrency_max',
+                    field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='mirror_concurrency_min',
+                    field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='mirror_queue_length',
+                    field=apps.monitoring.models.Float32Field(help_text='total over mysql-threads; max in rollups', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='prepared_ps',
+                    field=apps.monitoring.models.Float32Field(help_text='prepared statement executions per second (not mirrored)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='prepared_ps_max',
+                    field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='prepared_ps_min',
+                    field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='questions_ps',
+                    field=apps.monitoring.models.Float32Field(null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='questions_ps_max',
+                    field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='questions_ps_min',
+                    field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='server_connections_aborted_ps',
+                    field=apps.monitoring.models.Float32Field(null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='server_connections_aborted_ps_max',
+                    field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='server_connections_aborted_ps_min',
+                    field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='server_connections_connected',
+                    field=apps.monitoring.models.Float32Field(null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='server_connections_connected_max',
+                    field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='server_connections_connected_min',
+                    field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='slow_queries_ps',
+                    field=apps.monitoring.models.Float32Field(null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='slow_queries_ps_max',
+                    field=apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True),
+                ),
+                migrations.AlterField(
+                    model_name='proxysqlsample',
+                    name='slow_queries_ps_min',
+                    field=apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True),
+                ),
+            ],
         ),
     ]
