@@ -88,30 +88,34 @@ def pack(entries, rollup=False):
     return bytes(out)
 
 
-def unpack(data):
-    """[(server id, status, {field: value})]; a raw poll's extremes are its values."""
+def _decode(data):
+    """(rollup?, [(server id, status, [values])]): a raw poll's values are FIELDS in order, a rollup's are
+    (average, minimum, maximum) of each."""
     data = bytes(data)
     if data[0] & DEFLATED:
         data = bytes([data[0] & ~DEFLATED]) + zlib.decompress(data[1:], -15)
     rollup = data[0] == ROLLUP_V1
-    names = [n for f in FIELDS for n in ((f, f"{f}_min", f"{f}_max") if rollup else (f,))]
-    n_tag_bytes = (len(names) + 3) // 4
+    n_values = len(FIELDS) * (3 if rollup else 1)
+    n_tag_bytes = (n_values + 3) // 4
     count, i = _read_varint(data, 1)
     entries = []
     for _ in range(count):
         server_id, i = _read_varint(data, i)
         status = STATUSES[min(data[i], len(STATUSES) - 1)]
         i += 1
-        tag_bytes = data[i:i + n_tag_bytes]
+        tags = [t >> shift & 3 for t in data[i:i + n_tag_bytes] for shift in (0, 2, 4, 6)]
         i += n_tag_bytes
-        values = {}
+        values = []
         avg = None
-        for k, name in enumerate(names):
-            tag = tag_bytes[k >> 2] >> ((k & 3) * 2) & 3
+        for k in range(n_values):
+            tag = tags[k]
             if tag == 0:
                 v = None
             elif tag == 1:
-                v, i = _read_varint(data, i)
+                v = data[i]
+                i += 1
+                if v >= 0x80:
+                    v, i = _read_varint(data, i - 1)
             elif tag == 2:
                 v = _F32.unpack_from(data, i)[0]
                 i += 4
@@ -119,12 +123,31 @@ def unpack(data):
                 v = avg
             if not rollup or k % 3 == 0:
                 avg = v
-            values[name] = v
-        if not rollup:
-            for f in FIELDS:
-                values[f"{f}_min"] = values[f"{f}_max"] = values[f]
+            values.append(v)
         entries.append((server_id, status, values))
-    return entries
+    return rollup, entries
+
+
+def _positions(fields, rollup):
+    """Where each of `fields` is in a decoded entry's values ("status": None)."""
+    out = []
+    for f in fields:
+        if f == "status":
+            out.append(None)
+            continue
+        base, end = (f[:-4], f[-3:]) if f[-4:] in ("_min", "_max") else (f, None)
+        i = FIELDS.index(base)
+        out.append(i * 3 + {None: 0, "min": 1, "max": 2}[end] if rollup else i)
+    return out
+
+
+def unpack(data):
+    """[(server id, status, {field: value})] with every field and its _min / _max (a raw poll's extremes
+    are its values)."""
+    rollup, entries = _decode(data)
+    names = ["status", *FIELDS, *EXTREMES]
+    positions = _positions(names, rollup)[1:]
+    return [(sid, status, dict(zip(names[1:], (values[p] for p in positions)))) for sid, status, values in entries]
 
 
 def rollup(snapshots, ts, resolution):
@@ -184,12 +207,15 @@ def read(filters, fields, *, order_by=("ts",)):
     PoolSnapshot matching `filters` (a Q or a dict). Fields: FIELDS, their _min/_max, "status"."""
     qs = PoolSnapshot.objects.filter(**filters) if isinstance(filters, dict) else PoolSnapshot.objects.filter(filters)
     keys = {}
+    positions = {}
     for node_id, ts, resolution, data in qs.order_by(*order_by).values_list("node_id", "ts", "resolution",
                                                                             "servers").iterator(chunk_size=2000):
-        for server_id, status, values in unpack(data):
+        rollup, entries = _decode(data)
+        where = positions.get(rollup) or positions.setdefault(rollup, _positions(fields, rollup))
+        for server_id, status, values in entries:
             key = keys.get(server_id)
             if key is None:
-                keys.update({pk: k for pk, *k in PoolServer.objects.filter(node_id=node_id).values_list(
+                keys.update({pk: tuple(k) for pk, *k in PoolServer.objects.filter(node_id=node_id).values_list(
                     "pk", "hostgroup", "srv_host", "srv_port")})
                 key = keys.get(server_id, (None, None, None))
-            yield node_id, ts, resolution, tuple(key), [status if f == "status" else values[f] for f in fields]
+            yield node_id, ts, resolution, key, [status if p is None else values[p] for p in where]
