@@ -21,6 +21,14 @@ import pytest
 pytest_plugins = ["lab.fixtures_proxysql", "lab.fixtures_galera", "lab.fixtures_replication"]
 
 
+@pytest.fixture(autouse=True)
+def _pool_server_ids_forgotten():
+    """The pollers cache PoolServer ids per process; a rolled-back test's ids must not reach the next test."""
+    from apps.monitoring import pool
+
+    pool.forget_servers()
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

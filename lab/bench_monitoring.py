@@ -516,9 +516,9 @@ class Bench:
     def window(self, label, seconds, kinds, hung_pk=None):
         import psutil
 
-        from apps.monitoring.models import BackendSample, PoolSample, ProxySQLSample
+        from apps.monitoring.models import BackendSample, PoolSnapshot, ProxySQLSample
 
-        tables = [ProxySQLSample, PoolSample, BackendSample]
+        tables = [ProxySQLSample, PoolSnapshot, BackendSample]
         log(f"phase {label}: measuring for {seconds:g}s")
         system_before, me_before = psutil.cpu_times(), psutil.Process().cpu_times()
         worker_before = cpu_seconds(self.worker_tree())
@@ -696,11 +696,11 @@ class Bench:
         """{table: (rows, bytes incl. indexes, bytes/row)} for the sample tables."""
         from django.db import connection
 
-        from apps.monitoring.models import BackendSample, PoolSample, ProxySQLSample
+        from apps.monitoring.models import BackendSample, PoolSnapshot, ProxySQLSample
 
         out = {}
         with connection.cursor() as cur:
-            for model in (ProxySQLSample, PoolSample, BackendSample):
+            for model in (ProxySQLSample, PoolSnapshot, BackendSample):
                 table = model._meta.db_table
                 cur.execute(f"SELECT COUNT(*) FROM {table}")
                 rows = cur.fetchone()[0]

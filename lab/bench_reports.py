@@ -44,7 +44,8 @@ def fill(clusters, resolution, minute_clusters, span, out):
     from django.db import connection, transaction
 
     from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
-    from apps.monitoring.models import HOUR, BackendSample, PoolSample, ProxySQLSample
+    from apps.monitoring import pool as packed_pool
+    from apps.monitoring.models import HOUR, BackendSample, PoolSnapshot, ProxySQLSample
     from apps.monitoring.tests import synthetic
 
     if Cluster.objects.filter(name__startswith="fleet-").exists():
@@ -69,7 +70,7 @@ def fill(clusters, resolution, minute_clusters, span, out):
     for i, cid in enumerate(cluster_ids):
         trouble = _trouble(rng, i, start, end, servers_of[cid], nodes_of[cid])
         endpoint_of = {(h, p): pk for pk, h, p in servers_of[cid]}
-        px, be, pool = [], [], []
+        px, be, pool = [], [], []  # pool: a PoolSnapshot per node and time (apps/monitoring/pool.py packs it)
         # every cluster: rows at --resolution over both weeks; the first --minute-clusters also 1-minute rows
         # over the report's week, as the product keeps both (rollups of rollups)
         levels = [(resolution, start)] + ([(60, report_start)] if i < minute_clusters and resolution != 60 else [])
@@ -85,10 +86,13 @@ def fill(clusters, resolution, minute_clusters, span, out):
                 px.append((node, dt, res, True, qps, errors, 40.0, 4, 0, 0, 16, 32000, 12, 40))
                 if ts < report_start:  # the week before: the ProxySQL figures only (all the report compares)
                     continue
+                rows_of_pool = []
                 for hg, host, port in members[cid]:
                     shunned = endpoint_of[(host, port)] in down_servers
-                    pool.append((node, dt, res, hg, host, port, "SHUNNED" if shunned else "ONLINE", 2, 8,
-                                 2.5 if shunned else 0.0, 300.0))
+                    rows_of_pool.append({"hostgroup": hg, "srv_host": host, "srv_port": port,
+                                         "status": "SHUNNED" if shunned else "ONLINE", "conn_used": 2, "conn_free": 8,
+                                         "conn_err_ps": 2.5 if shunned else 0.0, "queries_ps": 300.0})
+                pool.append(packed_pool.snapshot(node, _dt(ts), rows_of_pool, res))
             if ts >= report_start:
                 for pk, _, _ in servers_of[cid]:
                     be.append((pk, dt, res, False, None, None, None, 5, None) if pk in down_servers else
@@ -99,9 +103,7 @@ def fill(clusters, resolution, minute_clusters, span, out):
                      " mysql_threads, mirror_concurrency, mirror_queue_length, mirror_max_concurrency,"
                      " mirror_max_queue_length, conn_used, conn_free", px),
                     (BackendSample, "server_id, ts, resolution, reachable, local_state, \"primary\", ready,"
-                     " cluster_size, recv_queue", be),
-                    (PoolSample, "node_id, ts, resolution, hostgroup, srv_host, srv_port, status, conn_used, conn_free,"
-                     " conn_err_ps, queries_ps", pool)):
+                     " cluster_size, recv_queue", be)):
                 if values:
                     marks = ", ".join(["%s"] * len(values[0]))
                     sql = f"INSERT INTO {model._meta.db_table} ({columns}) VALUES ({marks})"
@@ -109,6 +111,7 @@ def fill(clusters, resolution, minute_clusters, span, out):
                         sql = sql.replace('\"primary\"', "`primary`")
                     for j in range(0, len(values), 5000):
                         cur.executemany(sql, values[j:j + 5000])
+            PoolSnapshot.objects.bulk_create(pool, batch_size=2000)
         rows += len(px) + len(be) + len(pool)
         if (i + 1) % 50 == 0:
             out(f"  {i + 1} clusters, {rows:,} rows, {time.monotonic() - t0:.0f} s")

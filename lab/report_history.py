@@ -32,7 +32,8 @@ from django.utils import timezone
 from apps.audit.models import ActorKind, AuditChainHead, AuditEvent
 from apps.audit.services import GENESIS, record
 from apps.fleet.models import HostgroupMembership
-from apps.monitoring.models import MINUTE, BackendSample, PoolSample, ProxySQLSample
+from apps.monitoring.models import MINUTE, BackendSample, PoolSnapshot, ProxySQLSample, worst_status
+from apps.monitoring.pool import snapshot as pool_snapshot
 from apps.operations.models import Operation, OperationStep
 
 from apps.reports.content import LAB_MARK
@@ -327,17 +328,20 @@ def minute_rows(story):
             qps = story.qps(m + 30, i) if up else None
             writer = story.writer_at(m + 30)
             errs_total = 0.0
+            servers = []
             for (hg, sid), seen in rows.items():
                 host, port = endpoint[sid]
                 err = story.conn_err(m + 30, hg, sid)
                 errs_total += err
                 reads = hg == story.R
                 q = (qps * (0.3 if hg == story.W else (0.7 / 3 if reads else 0.0))) if qps else None
-                pool.append(PoolSample(node_id=n.pk, ts=ts, resolution=MINUTE, hostgroup=hg, srv_host=host, srv_port=port,
-                                       status=min(st for _, st in seen), conn_used=2.0 if hg == story.W else 1.0,
-                                       conn_free=6.0, conn_err_ps=round(err, 6), queries_ps=q,
-                                       bytes_sent_ps=q * 180 if q else None, bytes_recv_ps=q * 900 if q else None,
-                                       latency_us=420.0 if sid != writer else 380.0))
+                servers.append({"hostgroup": hg, "srv_host": host, "srv_port": port,
+                                "status": worst_status(st for _, st in seen), "conn_used": 2.0 if hg == story.W else 1.0,
+                                "conn_free": 6.0, "conn_err_ps": round(err, 6), "queries_ps": q,
+                                "bytes_sent_ps": q * 180 if q else None, "bytes_recv_ps": q * 900 if q else None,
+                                "latency_us": 420.0 if sid != writer else 380.0})
+            if servers:
+                pool.append(pool_snapshot(n.pk, ts, servers, MINUTE))
             mirror = [x.get("mirror") for x in states if x["reachable"]]
             conc = [x.get("conc") for x in states if x["reachable"]]
             proxysql.append(ProxySQLSample(
@@ -549,7 +553,7 @@ def clear(cluster, start, end):
     span = {"ts__gte": _dt(start), "ts__lt": _dt(end)}
     BackendSample.objects.filter(server_id__in=servers, **span).delete()
     ProxySQLSample.objects.filter(node_id__in=nodes, **span).delete()
-    PoolSample.objects.filter(node_id__in=nodes, **span).delete()
+    PoolSnapshot.objects.filter(node_id__in=nodes, **span).delete()
     Operation.objects.filter(cluster=cluster, title__startswith=LAB, started_at__gte=_dt(start),
                              started_at__lt=_dt(end)).delete()
     try:
@@ -578,7 +582,7 @@ def generate(cluster, day_starts, end, seed=7):
     with transaction.atomic():
         BackendSample.objects.bulk_create(backend, batch_size=2000)
         ProxySQLSample.objects.bulk_create(proxysql, batch_size=2000)
-        PoolSample.objects.bulk_create(pool, batch_size=2000)
+        PoolSnapshot.objects.bulk_create(pool, batch_size=2000)
     ops = write_operations(story)
     events = write_events(story)
     digests = write_digests(story)

@@ -21,7 +21,8 @@ from datetime import datetime, timezone
 from django.conf import settings
 
 from . import status
-from .models import HOUR, MINUTE, RAW, BackendSample, MirrorRuleSample, PoolSample, ProxySQLSample
+from .models import HOUR, MINUTE, RAW, BackendSample, MirrorRuleSample, PoolSnapshot, ProxySQLSample, worst_status
+from .pool import read as read_pool
 
 RANGES = {"1h": 3600, "6h": 6 * 3600, "24h": 24 * 3600, "7d": 7 * 86400, "30d": 30 * 86400}
 DEFAULT_RANGE = "1h"
@@ -54,6 +55,8 @@ def _agg(values, how):
     values = [v for v in values if v is not None]
     if not values:
         return None
+    if how == "worst":  # a pool row's status
+        return worst_status(values)
     if how == "max":
         return max(values)
     if how == "min":
@@ -73,8 +76,22 @@ class Frame:
         return sorted({g for g, _ in self.values})
 
 
+def _column(model, field, resolution):
+    """A bucket's extreme (`<figure>_min` / `_max`) is the figure itself in a raw row."""
+    base = field[:-4]
+    if resolution == RAW and field[-4:] in ("_min", "_max") and base in model.EXTREMES:
+        return base
+    return field
+
+
 def _rows(model, owner, fields, group, resolution, start, end, with_reachable):
-    cols = ["ts"] + (["reachable"] if with_reachable else []) + list(group) + list(fields)
+    if model is PoolSnapshot:  # packed: one row per server of each snapshot, grouped by its pool key
+        for _, ts, _, key, values in read_pool({**owner, "resolution": resolution, "ts__gte": _dt(start),
+                                                 "ts__lt": _dt(end)}, fields):
+            yield ts.timestamp(), True, key, values
+        return
+    cols = (["ts"] + (["reachable"] if with_reachable else []) + list(group)
+            + [_column(model, f, resolution) for f in fields])
     qs = model.objects.filter(**owner, resolution=resolution, ts__gte=_dt(start), ts__lt=_dt(end)).order_by("ts")
     n_fixed = 1 + bool(with_reachable)
     # A rollup row is marked unreachable when any poll of its bucket failed; its figures are the
@@ -109,7 +126,7 @@ def load(model, owner, fields, aggs, group, resolution, start, end, bucket, with
             for f, v in zip(fields, values):
                 collected[(g, f)][b].append(v)
     for (g, f), per_bucket in collected.items():
-        how = aggs.get(f, "avg")
+        how = aggs.get(f) or {"_min": "min", "_max": "max"}.get(f[-4:], "avg")
         frame.values[(g, f)] = {b: _agg(vs, how) for b, vs in per_bucket.items()}
     return frame
 
@@ -187,7 +204,7 @@ def _node_base(window, node, fields=()):
 
 def chart_queries(window, node):
     base = _node_base(window, node, ["questions_ps", "prepared_ps", "slow_queries_ps"])
-    pool = window.load(PoolSample, {"node_id": node.pk}, ["queries_ps"], group=POOL_GROUP)
+    pool = window.load(PoolSnapshot, {"node_id": node.pk}, ["queries_ps"], group=POOL_GROUP)
     series = [("Questions/s (all)", base.values[((), "questions_ps")], "main"),
               ("prepared statements/s", base.values[((), "prepared_ps")], "dashed"),
               ("slow queries/s", base.values[((), "slow_queries_ps")], "dotted")]
@@ -196,18 +213,31 @@ def chart_queries(window, node):
 
 
 def chart_connections(window, node):
+    """Used and free per server; where a point stands for a bucket of polls, also the bucket's most used
+    (a one-poll spike) and, in `status`, each server's worst status in the bucket (a SHUNNED blip)."""
     base = _node_base(window, node)
-    pool = window.load(PoolSample, {"node_id": node.pk}, ["conn_used", "conn_free"], group=POOL_GROUP)
+    pool = window.load(PoolSnapshot, {"node_id": node.pk}, ["conn_used", "conn_free", "conn_used_max", "status"],
+                       {"status": "worst"}, group=POOL_GROUP)
     series = []
     for g in pool.groups():
         series.append((f"used · {_pool_label(g)}", pool.values[(g, "conn_used")], "line"))
+        if window.bucket:
+            series.append((f"most used in a bucket · {_pool_label(g)}", pool.values[(g, "conn_used_max")], "dotted"))
         series.append((f"free · {_pool_label(g)}", pool.values[(g, "conn_free")], "dashed"))
-    return assemble(window, base, series, title="Backend connections used / free per server", unit="connections")
+    data = assemble(window, base, series, title="Backend connections used / free per server", unit="connections")
+    data["status"] = {_pool_label(g): _aligned(data, pool.values[(g, "status")]) for g in pool.groups()}
+    return data
+
+
+def _aligned(data, values):
+    """Values that are not numbers ({ts: value}) on the chart's timeline (null in gaps)."""
+    by_ms = {int(ts * 1000): v for ts, v in values.items()}
+    return [by_ms.get(t) for t in data["t"]]
 
 
 def chart_latency(window, node):
     base = _node_base(window, node)
-    pool = window.load(PoolSample, {"node_id": node.pk}, ["latency_us"], group=POOL_GROUP)
+    pool = window.load(PoolSnapshot, {"node_id": node.pk}, ["latency_us"], group=POOL_GROUP)
     series = [(_pool_label(g), {ts: (v / 1000 if v is not None else None)
                                 for ts, v in pool.values[(g, "latency_us")].items()}, "line") for g in pool.groups()]
     return assemble(window, base, series, title="Latency per server (ProxySQL's ping, Latency_us)", unit="ms")

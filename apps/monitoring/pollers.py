@@ -29,7 +29,8 @@ from apps.fleet import secrets
 from apps.fleet.models import ProxySQLNode, Server
 
 from . import live
-from .models import BackendSample, PoolSample, ProxySQLSample
+from . import pool as pool_history
+from .models import BackendSample, PoolSnapshot, ProxySQLSample
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +191,8 @@ def _insert_history(*batches):
 
 # -- ProxySQL --------------------------------------------------------------------------------------
 def poll_proxysql(node, prev, ts, want_variables):
-    """Poll one ProxySQL node. Returns (latest doc, ProxySQLSample row, [PoolSample rows]) (rows: tuples)."""
+    """Poll one ProxySQL node. Returns (latest doc, ProxySQLSample row (a tuple), pool rows for its
+    PoolSnapshot: [((hostgroup, host, port), status, {figure: value})])."""
     admin = _proxysql_admin(node)
     pool = admin.connection_pool()
     stats = admin.stats_global()
@@ -212,7 +214,6 @@ def poll_proxysql(node, prev, ts, want_variables):
     gauges = {field: _int(stats.get(name)) for name, field in GLOBAL_GAUGES.items()}
 
     when = _dt(ts)
-    pool_table = _table(PoolSample)
     prev_pool = {tuple(r["key"]): r for r in (prev_ok or {}).get("pool", [])} if not restarted else {}
     pool_rows, pool_samples = [], []
     for row in pool:
@@ -223,9 +224,8 @@ def poll_proxysql(node, prev, ts, want_variables):
                      for name, field in POOL_COUNTERS.items()}
         pool_rows.append({"key": k, "status": row.status, "conn_used": row.ConnUsed, "conn_free": row.ConnFree,
                           "latency_us": row.Latency_us, "counters": counters_row, **row_rates})
-        pool_samples.append(pool_table.row(node_id=node.pk, ts=when, hostgroup=row.hostgroup, srv_host=row.srv_host,
-                                           srv_port=row.srv_port, status=row.status, conn_used=row.ConnUsed,
-                                           conn_free=row.ConnFree, latency_us=row.Latency_us, **row_rates))
+        pool_samples.append((tuple(k), row.status, {"conn_used": row.ConnUsed, "conn_free": row.ConnFree,
+                                                    "latency_us": row.Latency_us, **row_rates}))
     conn_err_rates = [r["conn_err_ps"] for r in pool_rows if r["conn_err_ps"] is not None]
     limits = {"mirror_max_concurrency": _int(variables.get("mysql-mirror_max_concurrency")),
               "mirror_max_queue_length": _int(variables.get("mysql-mirror_max_queue_length")),
@@ -240,6 +240,13 @@ def poll_proxysql(node, prev, ts, want_variables):
            "runtime_servers": runtime_rows, "variables": variables, "variables_ts": variables_ts,
            "status_changes": status_changes(prev, runtime_rows, ts)}
     return doc, sample, pool_samples
+
+
+def _pool_snapshot(node_pk, ts, rows):
+    """One PoolSnapshot row (a tuple): every server of the node's pool packed."""
+    ids = pool_history.server_ids(node_pk, [key for key, _, _ in rows])
+    packed = pool_history.pack([(ids[key], status, values) for key, status, values in rows])
+    return _table(PoolSnapshot).row(node_id=node_pk, ts=_dt(ts), servers=packed)
 
 
 def status_changes(prev, runtime_rows, ts):
@@ -294,7 +301,7 @@ def proxysql_round(nodes, *, now=None, threads=None, claim=None):
     results = _fan_out(one, nodes, threads, lambda done: _write_latest(live.PROXYSQL, {pk: r[0] for pk, r in done}),
                        claim)
     _insert_history((ProxySQLSample, [r[1] for _, r in results]),
-                    (PoolSample, [p for _, r in results for p in r[2]]))
+                    (PoolSnapshot, [_pool_snapshot(pk, ts, r[2]) for pk, r in results if r[2]]))
     return _summary(nodes, results, prevs, ts)
 
 

@@ -2,36 +2,55 @@
 
 Each complete bucket is aggregated once, in the database (one GROUP BY per bucket and table), and the
 last rolled bucket is remembered in RollupMark so a restarted task neither skips nor doubles a bucket.
+Every rollup keeps its bucket's extremes: averaged figures their minimum and maximum (a raw row is its
+own extreme, so Coalesce(<field>_min, <field>) reads raw and rollup rows alike), worst-of figures their
+worst, and a pool server's status its worst by POOL_STATUS_SEVERITY (never an alphabetical minimum, which
+kept ONLINE over a SHUNNED blip). The pool's packed snapshots are aggregated here in Python (pool.py).
 """
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Avg, Max, Min
+from django.db.models import Avg, F, Max, Min
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from .models import HOUR, MINUTE, RAW, BackendSample, MirrorRuleSample, PoolSample, ProxySQLSample, RollupMark
+from . import pool
+from .models import HOUR, MINUTE, RAW, BackendSample, MirrorRuleSample, PoolSnapshot, ProxySQLSample, RollupMark
 
-# table: (group-by fields, averaged, worst-of as Max, worst-of as Min)
+# table: (group-by fields, worst-of as Max, worst-of as Min); the averaged figures are the model's
+# EXTREMES. The pool's packed snapshots are rolled up in Python (pool.rollup).
 SPECS = {
-    ProxySQLSample: (["node_id"],
-                     ["questions_ps", "slow_queries_ps", "prepared_ps", "client_connections_connected",
-                      "client_connections_created_ps", "client_connections_aborted_ps",
-                      "server_connections_connected", "server_connections_aborted_ps", "active_transactions",
-                      "conn_used", "conn_free", "conn_err_ps", "mirror_concurrency"],
-                     ["mirror_queue_length", "mirror_max_concurrency", "mirror_max_queue_length", "mysql_threads"],
-                     ["reachable"]),
-    PoolSample: (["node_id", "hostgroup", "srv_host", "srv_port"],
-                 ["conn_used", "conn_free", "conn_err_ps", "queries_ps", "bytes_sent_ps", "bytes_recv_ps", "latency_us"],
-                 [], ["status"]),
-    BackendSample: (["server_id"],
-                    ["cluster_size", "flow_control_paused", "lag_seconds"],
-                    ["recv_queue", "desync", "reject_queries", "read_only"],
+    ProxySQLSample: (["node_id"], ["mirror_queue_length", "mirror_max_concurrency", "mirror_max_queue_length",
+                                   "mysql_threads"], ["reachable"]),
+    BackendSample: (["server_id"], ["recv_queue", "desync", "reject_queries", "read_only"],
                     ["reachable", "local_state", "primary", "ready"]),
-    MirrorRuleSample: (["node_id", "rule_id"],
-                       ["interval_s", "hits_ps", "prepared_share", "expected_ps", "mirrored_ps"],
-                       ["loss", "mirror_hostgroup", "ambiguous"], []),
+    MirrorRuleSample: (["node_id", "rule_id"], ["loss", "mirror_hostgroup", "ambiguous"], []),
 }
+TABLES = (ProxySQLSample, PoolSnapshot, BackendSample, MirrorRuleSample)
+
+
+def _aggregates(model):
+    """{"agg_<field>": aggregate} for one bucket of `model`'s rows (raw or rollup rows alike); the prefix
+    keeps an aggregate's name from hiding the column that another aggregate reads."""
+    _, maxed, minned = SPECS[model]
+    out = {}
+    for f in model.EXTREMES:
+        out[f"agg_{f}"] = Avg(f)
+        out[f"agg_{f}_min"] = Min(Coalesce(F(f"{f}_min"), F(f)))
+        out[f"agg_{f}_max"] = Max(Coalesce(F(f"{f}_max"), F(f)))
+    out.update({f"agg_{f}": Max(f) for f in maxed})
+    out.update({f"agg_{f}": Min(f) for f in minned})
+    return out
+
+
+def _bucket_rows(model, bucket, start, target):
+    """The unsaved `target` rows of one bucket (`bucket`: its finer rows)."""
+    if model is PoolSnapshot:
+        return pool.rollup(bucket.values_list("node_id", "servers"), start, target)
+    rows = bucket.values(*SPECS[model][0]).annotate(**_aggregates(model))
+    return [model(ts=start, resolution=target, **{k[4:] if k.startswith("agg_") else k: v for k, v in row.items()})
+            for row in rows]
 
 
 def _floor(ts, seconds):
@@ -42,7 +61,6 @@ def _floor(ts, seconds):
 def rollup(model, source, target, now=None, max_buckets=24 * 60):
     """Aggregate complete `target`-second buckets of `source` rows into `target` rows. Returns the count."""
     now = now or timezone.now()
-    group, averaged, maxed, minned = SPECS[model]
     name = f"{model._meta.model_name}:{target}"
     mark, _ = RollupMark.objects.get_or_create(name=name)
     end = _floor(now, target)
@@ -56,9 +74,7 @@ def rollup(model, source, target, now=None, max_buckets=24 * 60):
     buckets = 0
     while start < end and buckets < max_buckets:
         stop = start + timedelta(seconds=target)
-        rows = (model.objects.filter(resolution=source, ts__gte=start, ts__lt=stop).values(*group)
-                .annotate(**{f: Avg(f) for f in averaged}, **{f: Max(f) for f in maxed}, **{f: Min(f) for f in minned}))
-        objs = [model(ts=start, resolution=target, **row) for row in rows]
+        objs = _bucket_rows(model, model.objects.filter(resolution=source, ts__gte=start, ts__lt=stop), start, target)
         with transaction.atomic():
             model.objects.bulk_create(objs, batch_size=1000)
             RollupMark.objects.filter(name=name).update(rolled_until=stop)
@@ -75,7 +91,7 @@ def prune(now=None):
             MINUTE: timedelta(days=settings.MONITOR_RETENTION_MINUTE_D),
             HOUR: timedelta(days=settings.MONITOR_RETENTION_HOUR_D)}
     deleted = {}
-    for model in SPECS:
+    for model in TABLES:
         for resolution, age in keep.items():
             count, _ = model.objects.filter(resolution=resolution, ts__lt=now - age).delete()
             deleted[f"{model._meta.model_name}:{resolution}"] = count
@@ -85,7 +101,7 @@ def prune(now=None):
 def run_all(now=None):
     """Minute and hour rollups of every table, then retention."""
     written = {}
-    for model in SPECS:
+    for model in TABLES:
         written[f"{model._meta.model_name}:60"] = rollup(model, RAW, MINUTE, now)
         written[f"{model._meta.model_name}:3600"] = rollup(model, MINUTE, HOUR, now)
     return {"written": written, "deleted": prune(now)}

@@ -15,7 +15,8 @@ from apps.digests.models import DigestNodeState
 from apps.fleet.models import HostgroupMembership, MirrorRule
 
 from . import live, status
-from .models import RAW, BackendSample, MirrorRuleSample, PoolSample, ProxySQLSample
+from .models import RAW, BackendSample, MirrorRuleSample, ProxySQLSample
+from .pool import read as read_pool
 
 
 @dataclass
@@ -114,18 +115,19 @@ def _times(rate, seconds):
 def _pool_from_history(node, now):
     last = (ProxySQLSample.objects.filter(node=node, resolution=RAW, reachable=True)
             .order_by("-ts").values("ts", *[f.name for f in ProxySQLSample._meta.concrete_fields
-                                            if f.name not in ("id", "node", "ts", "resolution", "reachable")]).first())
+                                            if f.name not in ("id", "node", "ts", "resolution", "reachable")
+                                            and not f.name.endswith(("_min", "_max"))]).first())
     if not last:
         return {}
     roles = node.cluster.hostgroup_roles()
-    rows = PoolSample.objects.filter(node=node, resolution=RAW, ts=last["ts"]).order_by("hostgroup", "srv_host",
-                                                                                        "srv_port")
-    pool = [{"hostgroup": r.hostgroup, "role": roles.get(r.hostgroup, "other"), "host": r.srv_host, "port": r.srv_port,
-             "status": r.status, "conn_used": r.conn_used, "conn_free": r.conn_free, "queries_ps": r.queries_ps,
-             "latency_us": r.latency_us, "conn_err_ps": r.conn_err_ps, "bytes_sent_ps": r.bytes_sent_ps,
-             "bytes_recv_ps": r.bytes_recv_ps} for r in rows]
+    fields = ["status", "conn_used", "conn_free", "queries_ps", "latency_us", "conn_err_ps", "bytes_sent_ps",
+              "bytes_recv_ps"]
+    rows = sorted((key, values) for *_, key, values in read_pool({"node": node, "resolution": RAW, "ts": last["ts"]},
+                                                                 fields))
+    pool_rows = [{"hostgroup": hg, "role": roles.get(hg, "other"), "host": host, "port": port, **dict(zip(fields, values))}
+                 for (hg, host, port), values in rows]
     ts = last.pop("ts")
-    return {"figures": last, "pool": pool, "from_history": ts, "age": now - ts.timestamp()}
+    return {"figures": last, "pool": pool_rows, "from_history": ts, "age": now - ts.timestamp()}
 
 
 # -- one backend -----------------------------------------------------------------------------------

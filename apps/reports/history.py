@@ -16,7 +16,8 @@ from django.db import connection
 from django.db.models import Q
 
 from apps.monitoring import status
-from apps.monitoring.models import HOUR, MINUTE, RAW, BackendSample, PoolSample, ProxySQLSample
+from apps.monitoring.models import HOUR, MINUTE, RAW, BackendSample, PoolSnapshot, ProxySQLSample
+from apps.monitoring.pool import read as read_pool
 
 from . import timeline as tl
 
@@ -53,11 +54,16 @@ def pieces_of(rows, start, end):
 def _load(model, filters, key, fields, start, end, max_gap, used):
     """{key: [(a, b, row)]}: every resolution is read (rollup rows are few beside raw polls) and each thing's
     own pieces pick the finest per stretch, so a thing whose raw polls are missing still counts."""
+    span = Q(filters, ts__gte=as_dt(start - HOUR), ts__lt=as_dt(end))
     grouped = {}
-    for row in _rows(model.objects.filter(filters, ts__gte=as_dt(start - HOUR), ts__lt=as_dt(end)).order_by("ts")
-                     .values_list(*key, "ts", "resolution", *fields), len(key)):
-        k = row[:len(key)] if len(key) > 1 else row[0]
-        grouped.setdefault(k, []).append(row[len(key):])
+    if model is PoolSnapshot:  # packed: one row per server of each snapshot, keyed (node id, hostgroup, host, port)
+        for node_id, ts, resolution, server, values in read_pool(span, fields):
+            grouped.setdefault((node_id, *server), []).append((ts.timestamp(), resolution, *values))
+    else:
+        for row in _rows(model.objects.filter(span).order_by("ts").values_list(*key, "ts", "resolution", *fields),
+                         len(key)):
+            k = row[:len(key)] if len(key) > 1 else row[0]
+            grouped.setdefault(k, []).append(row[len(key):])
     out = {}
     for k, rows in grouped.items():
         ps = pieces_of(rows, start, end)
@@ -126,7 +132,7 @@ def load(cluster, start, end, hourly_only=False):
     h.backend_pieces = _spans(used)
     h.proxysql = _load(ProxySQLSample, nf, ("node_id",), PROXYSQL_FIELDS, start, end, h.max_gap, {})
     used = {}
-    h.pool = _load(PoolSample, nf, ("node_id", "hostgroup", "srv_host", "srv_port"), POOL_FIELDS, start, end,
+    h.pool = _load(PoolSnapshot, nf, ("node_id", "hostgroup", "srv_host", "srv_port"), POOL_FIELDS, start, end,
                    h.max_gap, used)
     h.pool_pieces = _spans(used)
     return h

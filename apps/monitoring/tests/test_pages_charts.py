@@ -8,7 +8,8 @@ from django.urls import reverse
 
 from apps.fleet.models import Cluster, ProxySQLNode, Server
 from apps.monitoring import charts
-from apps.monitoring.models import HOUR, MINUTE, RAW, BackendSample, PoolSample, ProxySQLSample
+from apps.monitoring.models import HOUR, MINUTE, RAW, BackendSample, PoolSnapshot, ProxySQLSample
+from apps.monitoring.pool import snapshot as pool_snapshot
 from apps.monitoring.templatetags.monitoring import sparkline
 
 pytestmark = pytest.mark.django_db
@@ -66,12 +67,13 @@ def test_a_pool_server_missing_from_some_polls_is_a_gap_in_its_own_series_only(n
     ProxySQLSample.objects.bulk_create([ProxySQLSample(node=node, ts=dt(t)) for t in stamps])
     pool = []
     for i, t in enumerate(stamps):
-        pool.append(PoolSample(node=node, ts=dt(t), hostgroup=100, srv_host="db1", srv_port=3306, status="ONLINE",
-                               conn_used=4, conn_free=1, latency_us=300))
+        servers = [{"hostgroup": 100, "srv_host": "db1", "srv_port": 3306, "status": "ONLINE", "conn_used": 4,
+                    "conn_free": 1, "latency_us": 300}]
         if i not in (4, 5):
-            pool.append(PoolSample(node=node, ts=dt(t), hostgroup=101, srv_host="db2", srv_port=3306, status="ONLINE",
-                                   conn_used=2, conn_free=3, latency_us=200))
-    PoolSample.objects.bulk_create(pool)
+            servers.append({"hostgroup": 101, "srv_host": "db2", "srv_port": 3306, "status": "ONLINE",
+                            "conn_used": 2, "conn_free": 3, "latency_us": 200})
+        pool.append(pool_snapshot(node.pk, dt(t), servers))
+    PoolSnapshot.objects.bulk_create(pool)
     data = charts.chart("proxysql", "connections", node, "1h", now=NOW)
     assert values(data, "used · hg 100 · db1:3306") == [4] * 10
     assert values(data, "used · hg 101 · db2:3306") == [2, 2, 2, 2, None, None, 2, 2, 2, 2]

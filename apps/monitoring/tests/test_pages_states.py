@@ -12,7 +12,8 @@ from django.urls import reverse
 
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from apps.monitoring import live, overview, status
-from apps.monitoring.models import BackendSample, PoolSample, ProxySQLSample
+from apps.monitoring.models import BackendSample, ProxySQLSample
+from apps.monitoring.pool import snapshot as pool_snapshot
 from apps.monitoring.tests import synthetic
 
 pytestmark = pytest.mark.django_db
@@ -131,8 +132,8 @@ def test_redis_down_pages_render_history_and_say_live_data_is_unavailable(small,
     cluster, node, servers = small
     ts = datetime.fromtimestamp(time.time() - 30, tz=timezone.utc)
     ProxySQLSample.objects.create(node=node, ts=ts, questions_ps=1234.0, conn_used=4, conn_free=2)
-    PoolSample.objects.create(node=node, ts=ts, hostgroup=101, srv_host="db1.example", srv_port=3306,
-                              status="ONLINE", conn_used=4, conn_free=2, queries_ps=99.0, latency_us=250)
+    pool_snapshot(node.pk, ts, [{"hostgroup": 101, "srv_host": "db1.example", "srv_port": 3306, "status": "ONLINE",
+                                 "conn_used": 4, "conn_free": 2, "queries_ps": 99.0, "latency_us": 250}]).save()
     BackendSample.objects.create(server=servers[0], ts=ts, local_state=4, primary=True, ready=True, recv_queue=3)
 
     overview_page = page(viewer_client, reverse("fleet:overview"))

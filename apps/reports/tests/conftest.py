@@ -2,7 +2,7 @@
 backends, two ProxySQL nodes) in the database, and writers of history rows with known figures.
 
 report_cluster   the cluster (poll interval 10 s, so a day of raw polls is 8,640 rows per thing)
-history          history(...) helpers writing BackendSample / ProxySQLSample / PoolSample rows
+history          history(...) helpers writing BackendSample / ProxySQLSample rows and PoolSnapshot (packed pool) rows
 day              (start, end) of a fixed local day, 2026-03-10, as a periods.Span
 """
 from datetime import date, timedelta
@@ -10,7 +10,8 @@ from datetime import date, timedelta
 import pytest
 
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
-from apps.monitoring.models import MINUTE, RAW, BackendSample, PoolSample, ProxySQLSample
+from apps.monitoring.models import MINUTE, RAW, BackendSample, PoolSnapshot, ProxySQLSample
+from apps.monitoring.pool import snapshot as pool_snapshot
 from apps.reports import periods
 from apps.reports.history import as_dt
 
@@ -70,14 +71,16 @@ class History:
         for t in self._times(start, end, step):
             w = writer(t) if callable(writer) else writer
             layout = [(100, w), (101, s1), (101, s2), (101, s3)] + [(102, s) for s in (s1, s2, s3) if s != w]
+            servers = []
             for hg, s in layout:
                 extra = fn(t, hg, s) if fn else {}
                 if extra is None:
                     continue
-                fields = {"status": "ONLINE", "conn_used": 1, "conn_free": 4, "conn_err_ps": 0.0, **extra}
-                rows.append(PoolSample(node=node, ts=as_dt(t), resolution=resolution, hostgroup=hg, srv_host=s.hostname,
-                                       srv_port=s.port, **fields))
-        PoolSample.objects.bulk_create(rows, batch_size=2000)
+                servers.append({"hostgroup": hg, "srv_host": s.hostname, "srv_port": s.port, "status": "ONLINE",
+                                "conn_used": 1, "conn_free": 4, "conn_err_ps": 0.0, **extra})
+            if servers:
+                rows.append(pool_snapshot(node.pk, as_dt(t), servers, resolution))
+        PoolSnapshot.objects.bulk_create(rows, batch_size=2000)
 
     def healthy(self, start, end, step=INTERVAL, resolution=RAW):
         """Every backend Synced, every node reachable, every pool row ONLINE."""

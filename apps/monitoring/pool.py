@@ -1,0 +1,221 @@
+"""Connection-pool history packed: one PoolSnapshot row per poll (or rollup bucket) of a ProxySQL node,
+every server of its stats_mysql_connection_pool in one compact binary value.
+
+One row per pool row cost ~140-215 bytes a row (row header, node, time, hostgroup, host name, port and
+seven 8-byte floats, indexes) and was 90 % of the history. Packed, a server costs ~20 bytes at a poll:
+the server is a PoolServer id (the host name is stored once per node), the status a severity code, whole
+numbers a varint, the others a 4-byte float (7 significant digits; the charts show 4), None and zero
+almost nothing. A rollup bucket keeps for every figure its average, minimum and maximum (an extreme
+equal to the average costs nothing) and the worst status of the bucket.
+
+Format: one byte (RAW_V1 or ROLLUP_V1), varint count, then per server: varint server id, status code,
+2-bit tags for the values (0 None, 1 varint, 2 float32, 3 same as the average), the values. When raw
+deflate makes it shorter (servers alike, idle ones: ~20-25 % in the lab), the part after the first byte
+is deflated and the first byte says so (DEFLATED | kind).
+"""
+import struct
+import zlib
+from collections import defaultdict
+
+from .models import POOL_STATUS_SEVERITY, RAW, PoolServer, PoolSnapshot, worst_status
+
+FIELDS = ("conn_used", "conn_free", "conn_err_ps", "queries_ps", "bytes_sent_ps", "bytes_recv_ps", "latency_us")
+EXTREMES = tuple(f"{f}_{end}" for f in FIELDS for end in ("min", "max"))
+RAW_V1, ROLLUP_V1 = 1, 2
+DEFLATED = 0x80
+UNKNOWN = "UNKNOWN"  # a status ProxySQL 2.7 does not have; ranks worst
+STATUS_CODE = {s: i for i, s in enumerate(POOL_STATUS_SEVERITY)}
+STATUSES = POOL_STATUS_SEVERITY + (UNKNOWN,)
+_F32 = struct.Struct("<f")
+_MAX_VARINT = 1 << 53
+
+
+def severity(status):
+    return STATUS_CODE.get(status, len(POOL_STATUS_SEVERITY))
+
+
+def _varint(out, n):
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+def _read_varint(data, i):
+    n = shift = 0
+    while True:
+        b = data[i]
+        i += 1
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            return n, i
+        shift += 7
+
+
+def _value(out, tags, v, avg=None, rollup_extreme=False):
+    if v is None:
+        tags.append(0)
+    elif rollup_extreme and v == avg:
+        tags.append(3)
+    elif 0 <= v < _MAX_VARINT and v == int(v):
+        tags.append(1)
+        _varint(out, int(v))
+    else:
+        tags.append(2)
+        out += _F32.pack(v)
+
+
+def pack(entries, rollup=False):
+    """entries: [(server id, status, {field: value})] (a rollup's dicts also hold <field>_min / _max)."""
+    out = bytearray([ROLLUP_V1 if rollup else RAW_V1])
+    _varint(out, len(entries))
+    for server_id, status, values in entries:
+        _varint(out, server_id)
+        out.append(severity(status))
+        body, tags = bytearray(), []
+        for f in FIELDS:
+            avg = values.get(f)
+            _value(body, tags, avg)
+            if rollup:
+                _value(body, tags, values.get(f"{f}_min", avg), avg, True)
+                _value(body, tags, values.get(f"{f}_max", avg), avg, True)
+        tags += [0] * (-len(tags) % 4)
+        out += bytes(tags[i] | tags[i + 1] << 2 | tags[i + 2] << 4 | tags[i + 3] << 6 for i in range(0, len(tags), 4))
+        out += body
+    deflated = zlib.compress(bytes(out[1:]), 9, -9)  # a 512-byte window: a snapshot is a few hundred bytes
+    if len(deflated) + 1 < len(out):
+        return bytes([out[0] | DEFLATED]) + deflated
+    return bytes(out)
+
+
+def _decode(data):
+    """(rollup?, [(server id, status, [values])]): a raw poll's values are FIELDS in order, a rollup's are
+    (average, minimum, maximum) of each."""
+    data = bytes(data)
+    if data[0] & DEFLATED:
+        data = bytes([data[0] & ~DEFLATED]) + zlib.decompress(data[1:], -15)
+    rollup = data[0] == ROLLUP_V1
+    n_values = len(FIELDS) * (3 if rollup else 1)
+    n_tag_bytes = (n_values + 3) // 4
+    count, i = _read_varint(data, 1)
+    entries = []
+    for _ in range(count):
+        server_id, i = _read_varint(data, i)
+        status = STATUSES[min(data[i], len(STATUSES) - 1)]
+        i += 1
+        tags = [t >> shift & 3 for t in data[i:i + n_tag_bytes] for shift in (0, 2, 4, 6)]
+        i += n_tag_bytes
+        values = []
+        avg = None
+        for k in range(n_values):
+            tag = tags[k]
+            if tag == 0:
+                v = None
+            elif tag == 1:
+                v = data[i]
+                i += 1
+                if v >= 0x80:
+                    v, i = _read_varint(data, i - 1)
+            elif tag == 2:
+                v = _F32.unpack_from(data, i)[0]
+                i += 4
+            else:
+                v = avg
+            if not rollup or k % 3 == 0:
+                avg = v
+            values.append(v)
+        entries.append((server_id, status, values))
+    return rollup, entries
+
+
+def _positions(fields, rollup):
+    """Where each of `fields` is in a decoded entry's values ("status": None)."""
+    out = []
+    for f in fields:
+        if f == "status":
+            out.append(None)
+            continue
+        base, end = (f[:-4], f[-3:]) if f[-4:] in ("_min", "_max") else (f, None)
+        i = FIELDS.index(base)
+        out.append(i * 3 + {None: 0, "min": 1, "max": 2}[end] if rollup else i)
+    return out
+
+
+def unpack(data):
+    """[(server id, status, {field: value})] with every field and its _min / _max (a raw poll's extremes
+    are its values)."""
+    rollup, entries = _decode(data)
+    names = ["status", *FIELDS, *EXTREMES]
+    positions = _positions(names, rollup)[1:]
+    return [(sid, status, dict(zip(names[1:], (values[p] for p in positions)))) for sid, status, values in entries]
+
+
+def rollup(snapshots, ts, resolution):
+    """Unsaved PoolSnapshot rows of one bucket from its finer snapshots [(node id, servers)]: per server the
+    average of each figure (of the finer averages, as the SQL rollups do), the minimum of the minimums, the
+    maximum of the maximums and the worst status."""
+    seen = defaultdict(lambda: defaultdict(list))
+    for node_id, data in snapshots:
+        for server_id, status, values in unpack(data):
+            seen[node_id][server_id].append((status, values))
+    out = []
+    for node_id, servers in seen.items():
+        entries = []
+        for server_id, polls in servers.items():
+            agg = {}
+            for f in FIELDS:
+                avgs = [v[f] for _, v in polls if v[f] is not None]
+                agg[f] = sum(avgs) / len(avgs) if avgs else None
+                agg[f"{f}_min"] = min((v[f"{f}_min"] for _, v in polls if v[f"{f}_min"] is not None), default=None)
+                agg[f"{f}_max"] = max((v[f"{f}_max"] for _, v in polls if v[f"{f}_max"] is not None), default=None)
+            entries.append((server_id, worst_status(s for s, _ in polls), agg))
+        out.append(PoolSnapshot(node_id=node_id, ts=ts, resolution=resolution, servers=pack(entries, rollup=True)))
+    return out
+
+
+# -- servers ---------------------------------------------------------------------------------------
+_server_ids = {}  # (node id, hostgroup, host, port) -> PoolServer id, per process
+
+
+def server_ids(node_id, keys):
+    """{(hostgroup, host, port): PoolServer id} for one node, made on first sight (another worker may make
+    the same one at the same moment: the unique key keeps one)."""
+    want = {(node_id, *k) for k in keys}
+    missing = [k for k in want if k not in _server_ids]
+    if missing:
+        PoolServer.objects.bulk_create([PoolServer(node_id=n, hostgroup=hg, srv_host=h, srv_port=p)
+                                        for n, hg, h, p in missing], ignore_conflicts=True)
+        for s in PoolServer.objects.filter(node_id=node_id).values_list("pk", "hostgroup", "srv_host", "srv_port"):
+            _server_ids[(node_id, *s[1:])] = s[0]
+    return {k[1:]: _server_ids[k] for k in want}
+
+
+def forget_servers():
+    """Drop the per-process cache (tests that recreate the database)."""
+    _server_ids.clear()
+
+
+def snapshot(node_id, ts, rows, resolution=RAW):
+    """An unsaved PoolSnapshot from rows {"hostgroup", "srv_host", "srv_port", "status", <field>...}."""
+    ids = server_ids(node_id, [(r["hostgroup"], r["srv_host"], r["srv_port"]) for r in rows])
+    entries = [(ids[(r["hostgroup"], r["srv_host"], r["srv_port"])], r.get("status", "ONLINE"), r) for r in rows]
+    return PoolSnapshot(node_id=node_id, ts=ts, resolution=resolution, servers=pack(entries, resolution != RAW))
+
+
+def read(filters, fields, *, order_by=("ts",)):
+    """Yield (node id, ts, resolution, (hostgroup, host, port), [values of `fields`]) per server of each
+    PoolSnapshot matching `filters` (a Q or a dict). Fields: FIELDS, their _min/_max, "status"."""
+    qs = PoolSnapshot.objects.filter(**filters) if isinstance(filters, dict) else PoolSnapshot.objects.filter(filters)
+    keys = {}
+    positions = {}
+    for node_id, ts, resolution, data in qs.order_by(*order_by).values_list("node_id", "ts", "resolution",
+                                                                            "servers").iterator(chunk_size=2000):
+        rollup, entries = _decode(data)
+        where = positions.get(rollup) or positions.setdefault(rollup, _positions(fields, rollup))
+        for server_id, status, values in entries:
+            key = keys.get(server_id)
+            if key is None:
+                keys.update({pk: tuple(k) for pk, *k in PoolServer.objects.filter(node_id=node_id).values_list(
+                    "pk", "hostgroup", "srv_host", "srv_port")})
+                key = keys.get(server_id, (None, None, None))
+            yield node_id, ts, resolution, key, [status if p is None else values[p] for p in where]
