@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-pytest_plugins = ["lab.fixtures_proxysql", "lab.fixtures_galera", "lab.fixtures_replication"]
+pytest_plugins = ["lab.fixtures_proxysql", "lab.fixtures_galera", "lab.fixtures_replication", "lab.fixtures_dr"]
 
 
 @pytest.fixture(autouse=True)

@@ -48,6 +48,7 @@ import time
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from lab._mariadb_common import (
     LabError,
@@ -173,8 +174,11 @@ class GaleraLab(MariaDBLab):
 
     def __init__(self, base_dir: Path | str | None = None, ports: list[int] | None = None,
                  gcomm_base: int | None = None, sst_base: int | None = None, cluster_name: str | None = None,
-                 name: str | None = None, nodes: int | None = None):
+                 name: str | None = None, nodes: int | None = None,
+                 extra_config: Callable[[GaleraNode], str] | None = None):
         self._gcomm_base, self._sst_base = gcomm_base, sst_base
+        # Extra my.cnf lines per node (called with the node): how lab/dr.py adds binary logs and GTID settings.
+        self.extra_config = extra_config
         super().__init__(base_dir=base_dir, ports=ports, name=name, nodes=nodes)
         self.cluster_name = cluster_name or ("lab_galera" + (f"_{self.name}" if self.name else ""))
         self._recovered: dict[int, str | None] = {}  # --wsrep-recover results not yet used by a start
@@ -192,7 +196,8 @@ class GaleraLab(MariaDBLab):
         members = ",".join(f"127.0.0.1:{m.gcomm_port}" for m in self.nodes)
         return GALERA_CNF.substitute(
             n=node.n, port=node.port, provider=provider_path(), cluster_name=self.cluster_name, members=members,
-            gcomm_port=node.gcomm_port, ist_port=node.ist_port, sst_port=node.sst_port)
+            gcomm_port=node.gcomm_port, ist_port=node.ist_port, sst_port=node.sst_port) + (
+            self.extra_config(node) if self.extra_config else "")
 
     # ------------------------------------------------------------------ status
 
