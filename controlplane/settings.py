@@ -106,6 +106,7 @@ INSTALLED_APPS = [
     "apps.reports",
     "apps.alerts",
     "apps.api",
+    "apps.dr",
 ]
 # The lab's management commands (manage.py bench_operations, lab_report_history) in development mode
 # only, when the checkout has lab/: the product imports nothing from it, production never loads it.

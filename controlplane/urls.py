@@ -13,6 +13,7 @@ urlpatterns = [
     path("configuration/", include("apps.configuration.urls")),
     path("reports/", include("apps.reports.urls")),
     path("alerts/", include("apps.alerts.urls")),
+    path("dr/", include("apps.dr.urls")),  # disaster-recovery channels between clusters (apps/dr)
     path("api/", include("apps.api.urls")),  # the JSON API, /api/v1/ (apps/api)
     path("admin/", admin.site.urls),
     path("metrics", metrics, name="metrics"),  # Prometheus: outside the login, see apps/monitoring/scrape_access.py

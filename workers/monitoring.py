@@ -42,6 +42,8 @@ def poll_backend_shard(self, shard, shards):
         from apps.operations import rules
 
         rules.after_backend_poll(rules.clusters_of_shard(shard, shards))
+    if not summary.get("skipped"):  # this worker holds the shard: its channels too
+        _poll_channels(shard, shards)
     _evaluate_alerts(live.BACKEND, summary, shard, shards)
     return summary
 
@@ -49,6 +51,16 @@ def poll_backend_shard(self, shard, shards):
 def _holder(task):
     """The worker's node name (celery -n name@host) and this pool process: who holds the shard's lease."""
     return f"{task.request.hostname} pid {os.getpid()}" if task.request.hostname else None
+
+
+def _poll_channels(shard, shards):
+    """Disaster-recovery channels are polled with the backends (apps/dr/polling.py)."""
+    from apps.dr import polling
+
+    try:
+        polling.run_shard(shard, shards)
+    except Exception:  # a channel's trouble must never stop the backend polls
+        log.exception("channel poll of shard %s failed", shard)
 
 
 def _evaluate_alerts(kind, summary, shard, shards):

@@ -186,3 +186,58 @@ class BackendClient:
 
     def set_wsrep_desync(self, on):
         self.wire.execute("SET GLOBAL wsrep_desync=%s", ("ON" if on else "OFF",), action="set wsrep_desync")
+
+    # -- disaster-recovery channels (apps/dr) -------------------------------------------------------
+    def channel(self):
+        """The default replication connection as this node sees it, with its GTID positions."""
+        status = self.replica_status() or {}
+        slave_pos, binlog_pos = self.wire.execute("SELECT @@global.gtid_slave_pos, @@global.gtid_binlog_pos",
+                                                  action="read GTID positions").rows[0]
+        behind = status.get("Seconds_Behind_Master")
+        return ChannelRead(
+            source_host=status.get("Master_Host") or "", source_port=_int_or_none(status.get("Master_Port")),
+            io_running=status.get("Slave_IO_Running") or "", sql_running=status.get("Slave_SQL_Running") or "",
+            seconds_behind=_int_or_none(behind), last_io_errno=_int_or_none(status.get("Last_IO_Errno")) or 0,
+            last_io_error=status.get("Last_IO_Error") or "", last_sql_errno=_int_or_none(status.get("Last_SQL_Errno")) or 0,
+            last_sql_error=status.get("Last_SQL_Error") or "", gtid_io_pos=status.get("Gtid_IO_Pos") or "",
+            gtid_slave_pos=slave_pos or "", gtid_binlog_pos=binlog_pos or "")
+
+    def gtid_origin(self):
+        """(the GTID domain this node's cluster writes in, its gtid_binlog_pos): wsrep_gtid_domain_id on a
+        Galera node with wsrep_gtid_mode, else gtid_domain_id."""
+        wsrep_on, gtid_mode, wsrep_domain, own_domain, binlog_pos = self.wire.execute(
+            "SELECT @@global.wsrep_on, @@global.wsrep_gtid_mode, @@global.wsrep_gtid_domain_id, "
+            "@@global.gtid_domain_id, @@global.gtid_binlog_pos", action="read GTID domain").rows[0]
+        domain = wsrep_domain if _on(wsrep_on) and _on(gtid_mode) else own_domain
+        return int(domain), binlog_pos or ""
+
+    def render(self, sql, params=()):
+        """The exact text run() sends: what a plan shows for a backend statement."""
+        return self.wire.render(sql, params)
+
+    def run(self, sql, *, action):
+        """One statement of a stored plan, as rendered by render()."""
+        return self.wire.execute(sql, action=action)
+
+
+@dataclass(frozen=True)
+class ChannelRead:
+    """SHOW SLAVE STATUS (default connection) plus the node's GTID positions; source_host is '' when the
+    node has no replication configured."""
+
+    source_host: str
+    source_port: int | None
+    io_running: str
+    sql_running: str
+    seconds_behind: int | None
+    last_io_errno: int
+    last_io_error: str
+    last_sql_errno: int
+    last_sql_error: str
+    gtid_io_pos: str
+    gtid_slave_pos: str
+    gtid_binlog_pos: str
+
+    @property
+    def running(self):
+        return self.io_running == "Yes" and self.sql_running == "Yes"

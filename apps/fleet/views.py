@@ -10,6 +10,7 @@ from apps.alerts import selectors as alert_selectors  # the alert section of the
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
+from apps.dr import selectors as dr_selectors  # the DR channels panel of the cluster page
 from apps.monitoring import selectors as monitoring_selectors  # the monitoring sections of these pages
 from apps.monitoring import views as monitoring_views
 from apps.operations import rollbacks  # the rollback-pending banner
@@ -41,6 +42,7 @@ def cluster_detail(request, pk):
         "recent_operations": cluster.operations.exclude(state="planned")[:8],
         "pending_rollbacks": rollbacks.banner(cluster),
         **alert_selectors.open_for_cluster(cluster),
+        **dr_selectors.for_cluster(cluster),
     })
 
 

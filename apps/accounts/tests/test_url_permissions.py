@@ -77,6 +77,12 @@ def objects(db):
 
     owner = get_user_model().objects.create_user(username="token-owner", password="x")
     out["token"] = tokens.create(owner, "permission test")[0].pk
+    from apps.dr.models import ReplicationChannel
+
+    site2 = Cluster.objects.create(name="perm-dc2", writer_hostgroup=200, reader_hostgroup=201)
+    out["dr_channel"] = ReplicationChannel.objects.create(
+        name="perm", source_cluster=cluster, replica_cluster=site2, source_server=server,
+        replica_server=Server.objects.create(cluster=site2, hostname="127.0.0.1", port=3), replication_user="r").pk
     return out
 
 
@@ -100,7 +106,8 @@ def kwargs_for(name, pattern, objects):
              "alerts:silence_end": "silence", "alerts:cluster_rules": "cluster", "alerts:cluster_rule_edit": "cluster",
              "alerts:cluster_alerts": "cluster", "alerts:channel": "channel", "alerts:channel_edit": "channel",
              "alerts:channel_delete": "channel", "alerts:channel_test": "channel", "alerts:channel_log": "channel",
-             "accounts:token_revoke": "token"}
+             "accounts:token_revoke": "token",
+             "dr:channel": "dr_channel", "dr:channel_live": "dr_channel", "dr:channel_chart": "dr_channel"}
     prefix = name.split(":")[0]
     key = owner.get(name) or {"operations": "operation", "configuration": "change_set"}.get(prefix)
     if prefix == "configuration" and "cluster_pk" in converters:

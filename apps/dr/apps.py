@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class DrConfig(AppConfig):
+    name = "apps.dr"
+    verbose_name = "Disaster-recovery channels"

@@ -1,0 +1,49 @@
+"""What the pages show of the channels: the latest state (Redis), else the last stored poll."""
+import time
+
+from django.db.models import Q
+
+from apps.monitoring import live
+
+from .models import ChannelSample, ReplicationChannel
+from .polling import CHANNEL
+
+STALE_FACTOR = 3  # as the backends' pages: no poll for 3 intervals means the figures are stale
+
+
+def _from_history(channel):
+    sample = ChannelSample.objects.filter(channel=channel).order_by("-ts").first()
+    if sample is None:
+        return None
+    return {"ts": sample.ts.timestamp(), "from_history": True, "ok": sample.reachable,
+            "state": ("running" if sample.io_running and sample.sql_running else "stopped") if sample.reachable
+            else "unreachable", "lag_seconds": sample.lag_seconds,
+            "behind_trx": (sample.source_seq - sample.applied_seq)
+            if sample.source_seq is not None and sample.applied_seq is not None else None}
+
+
+def rows(channels):
+    """[{channel, doc, age, stale, unavailable}] for these channels."""
+    channels = list(channels)
+    unavailable = None
+    try:
+        docs = live.read_many(CHANNEL, [c.pk for c in channels])
+    except live.LiveUnavailable as exc:
+        docs, unavailable = {}, str(exc)
+    now = time.time()
+    out = []
+    for channel in channels:
+        doc = docs.get(channel.pk) or (_from_history(channel) if unavailable else None)
+        age = None if not doc else max(0.0, now - doc["ts"])
+        interval = channel.replica_cluster.backend_poll_interval_s
+        out.append({"channel": channel, "doc": doc, "age": age, "unavailable": unavailable,
+                    "stale": age is not None and age > STALE_FACTOR * interval,
+                    "problem": bool(doc) and (doc.get("state") != "running" or doc.get("lag_high"))})
+    return out
+
+
+def for_cluster(cluster):
+    """The channels that leave or enter this cluster, for its page."""
+    channels = (ReplicationChannel.objects.filter(Q(source_cluster=cluster) | Q(replica_cluster=cluster))
+                .select_related("source_cluster", "replica_cluster", "source_server", "replica_server"))
+    return {"dr_channels": rows(channels)}
