@@ -73,7 +73,10 @@ def gtid_config(domain: int):
                 f"wsrep_gtid_mode                = ON\n"
                 f"wsrep_gtid_domain_id           = {domain}\n"
                 f"gtid_domain_id                 = {own}\n"
-                f"slave_net_timeout              = 5\n")
+                f"slave_net_timeout              = 5\n"
+                # A node that restarts must not resume a channel by itself: after a move another node runs it
+                # (the product, or `up` for a fresh lab, starts channels).
+                f"skip_slave_start               = ON\n")
 
     return lines
 
@@ -158,10 +161,18 @@ class DrLab:
                              gtid_slave_pos=slave_pos)
 
     def channel(self) -> ChannelStatus | None:
-        """The dc2 node whose replication threads run (else the first configured one), or None."""
+        """The dc2 node whose replication threads run, else the one configured last (after a move an old
+        replica keeps its stopped configuration), or None."""
         seen = [s for s in (self.replica_status(node.n) for node in self.dc2.nodes) if s is not None]
         running = [s for s in seen if s.io_running in ("Yes", "Connecting") or s.sql_running == "Yes"]
-        return (running or seen or [None])[0]
+        if running or not seen:
+            return (running or [None])[0]
+
+        def configured_at(status: ChannelStatus) -> float:
+            info = self.dc2.node(status.replica).datadir / "master.info"
+            return info.stat().st_mtime if info.exists() else 0.0
+
+        return max(seen, key=configured_at)
 
     def _ensure_repl_user(self) -> None:
         n = next(node.n for node in self.dc1.nodes if self.dc1.is_running(node.n))

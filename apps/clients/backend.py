@@ -211,6 +211,16 @@ class BackendClient:
         domain = wsrep_domain if _on(wsrep_on) and _on(gtid_mode) else own_domain
         return int(domain), binlog_pos or ""
 
+    def applied_position(self):
+        """gtid_binlog_pos once this Galera node has applied every write-set its cluster ordered before the
+        read (wsrep_sync_wait=1 makes the SHOW wait causally): what the cluster as a whole has committed."""
+        self.wire.execute("SET SESSION wsrep_sync_wait=1", action="causal read")
+        try:
+            rows = self.wire.execute("SHOW GLOBAL VARIABLES LIKE 'gtid_binlog_pos'", action="read gtid_binlog_pos").rows
+        finally:
+            self.wire.execute("SET SESSION wsrep_sync_wait=0", action="causal read")
+        return (rows[0][1] if rows else "") or ""
+
     def render(self, sql, params=()):
         """The exact text run() sends: what a plan shows for a backend statement."""
         return self.wire.render(sql, params)

@@ -156,6 +156,17 @@ def due_channels(shard, shards, now=None):
 
 
 def run_shard(shard, shards, now=None):
-    """The backend task's channel part: poll what is due."""
+    """The backend task's channel part: poll what is due, then let the automatic moves look at it."""
     channels = due_channels(shard, shards, now)
-    return poll(channels, now) if channels else {}
+    if not channels:
+        return {}
+    results = poll(channels, now)
+    from . import failover
+
+    for channel in channels:
+        if channel.auto_failover_enabled and channel.pk in results:
+            try:
+                failover.after_poll(channel, results[channel.pk][1])
+            except Exception:  # one channel's trouble must not stop the others
+                log.exception("automatic move of channel %s failed", channel.pk)
+    return results

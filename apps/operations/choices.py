@@ -9,6 +9,7 @@ class OperationKind(models.TextChoices):
     FAILOVER = "failover", "automatic failover"
     CONFIG = "config", "configuration change"
     REPAIR = "repair", "repair from the inventory"
+    CHANNEL_MOVE = "channel_move", "DR channel move"
 
 
 class OperationState(models.TextChoices):

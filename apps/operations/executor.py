@@ -22,8 +22,8 @@ from apps.fleet.models import HostgroupMembership, ProxySQLNode, Server
 from . import locks, recheck, rollbacks
 from .choices import OnDrainTimeout, OperationState, StepState
 from .models import Operation, OperationStep
-from .plans import (BACKEND, INVENTORY, PROXYSQL, SECRET_MARK, STEP_HANDLERS, VERIFY, WAIT_CATCHUP, WAIT_DRAIN, Plan,
-                    expand_secrets, secret_refs)
+from .plans import (BACKEND, INVENTORY, PROXYSQL, ROLLBACK_HANDLERS, SECRET_MARK, STEP_HANDLERS, VERIFY, WAIT_CATCHUP,
+                    WAIT_DRAIN, Plan, expand_secrets, secret_refs)
 from .switchover import swapped_roles
 
 log = logging.getLogger(__name__)
@@ -384,6 +384,8 @@ class Run:
                         elif action.get("action") == "promote_replica":
                             self.demote_back(action)
                             undone.append(action)
+                elif step.kind in ROLLBACK_HANDLERS:
+                    undone += ROLLBACK_HANDLERS[step.kind](self, step, row)
             except ClientError as exc:
                 problems.append(f"step {step.key}: {exc}")
                 continue

@@ -89,6 +89,10 @@ def expand_secrets(statement, values, admin):
 
 # Step kinds other apps add (kind -> handler(run, step, row, executed, detail)), registered in AppConfig.ready().
 STEP_HANDLERS = {}
+# Their undo, when they change something outside ProxySQL (kind -> handler(run, step, row) -> what was undone).
+ROLLBACK_HANDLERS = {}
+# Their statements, for the re-check at start to compare (kind -> function(step) -> {label: statements}).
+STEP_STATEMENTS = {}
 
 
 SERVER_COLUMNS = ("hostgroup_id", "hostname", "port", "gtid_port", "status", "weight", "compression",

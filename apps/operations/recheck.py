@@ -24,7 +24,7 @@ from apps.fleet.models import Server
 from . import locks
 from .choices import OperationKind, OperationState, StepState
 from .models import Operation, OperationStep
-from .plans import WAIT_DRAIN, Plan
+from .plans import STEP_STATEMENTS, WAIT_DRAIN, Plan
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,10 @@ def replan(op):
                                    options["evidence"], manual=options.get("manual", False))
     if kind == OperationKind.REPAIR:
         return repair.plan_repair(cluster, options.get("nodes"))
+    if kind == OperationKind.CHANNEL_MOVE:
+        from apps.dr.moves import replan_move
+
+        return replan_move(options)
     if kind == OperationKind.CONFIG:
         from apps.configuration.models import ChangeSet
         from apps.configuration.planner import plan_change_set
@@ -72,6 +76,8 @@ def statements(plan):
     """What runs on each node, comparable between two plans: {"step on node": {"sql", "rollback"}}."""
     out = {"(steps)": [s.key for s in plan.steps]}
     for step in plan.steps:
+        if step.kind in STEP_STATEMENTS:  # statements to backends, kept in the step's params
+            out.update(STEP_STATEMENTS[step.kind](step))
         parts = [("", step.nodes)]
         if step.kind == WAIT_DRAIN:
             parts.append((" (OFFLINE_HARD on timeout)", step.params.get("offline_hard") or {}))

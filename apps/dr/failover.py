@@ -1,0 +1,59 @@
+"""Automatic moves, after each poll of a channel with auto_failover_enabled:
+
+- the replica end failed `failover_after_polls` polls in a row (unreachable, or not Synced in a Primary
+  component): the channel moves to the best replica candidate that is Synced now (and, if the source failed
+  too, to the best source candidate at the same time);
+- else the source end failed as many polls (unreachable, not Synced/Primary, or the replica's IO thread
+  failing to read from it): the replica is re-pointed at the best source candidate.
+
+Like the writer failover, a move is a plan (guards read now, statements per node, lock, audit) confirmed by
+the rule and run here and now. There is no failback: the channel stays where it moved.
+"""
+import logging
+
+from apps.audit.services import record
+from apps.monitoring import live
+from apps.operations import rules
+
+from .models import REPLICA, SOURCE
+from .moves import best_candidate, plan_move
+
+log = logging.getLogger(__name__)
+RULE = "DR channel failover"
+
+
+def _once(channel, decision):
+    """True the first time a refusal is seen for these ends (refusals are audited once, not every poll)."""
+    key = f"dr-refusal:{channel.pk}"
+    value = f"{channel.source_server_id}:{channel.replica_server_id}:{decision}"
+    r = live.client()
+    if r.get(key) == value.encode():
+        return False
+    r.set(key, value, ex=3600)
+    return True
+
+
+def after_poll(channel, doc):
+    failing = doc.get("failing_polls") or {}
+    n = channel.failover_after_polls
+    replica_down = failing.get("replica", 0) >= n
+    source_down = failing.get("source", 0) >= n
+    if not (replica_down or source_down):
+        return None
+    new_replica = best_candidate(channel, REPLICA, exclude=channel.replica_server) if replica_down else None
+    new_source = best_candidate(channel, SOURCE, exclude=channel.source_server) if source_down else None
+    if (replica_down and new_replica is None) or (source_down and not replica_down and new_source is None):
+        side = "replica" if replica_down else "source"
+        if _once(channel, f"no-{side}"):
+            record("channel_move refused", rule=RULE, cluster=channel.replica_cluster, target=channel.name,
+                   outcome="refused", details={"reason": f"no {side} candidate answers Synced in a Primary component",
+                                               "failing_polls": failing})
+        return None
+    evidence = {"failing_polls": failing, "state": doc.get("state"),
+                "source_error": (doc.get("source") or {}).get("error"),
+                "replica_error": (doc.get("replica") or {}).get("error"),
+                "io_error": (doc.get("replica") or {}).get("last_io_error")}
+    reason = "replica failover" if replica_down else "source failover"
+    plan = plan_move(channel, new_source=new_source, new_replica=new_replica, reason=reason, evidence=evidence)
+    # As the writer failover: failed guards audited once, else saved, confirmed by the rule and run here and now.
+    return rules._execute(channel.replica_cluster, plan, RULE)

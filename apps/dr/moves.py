@@ -1,0 +1,291 @@
+"""Moving a channel's ends: its source to another node of the source cluster, its replica to another node of
+the replica cluster, or both. One planner for failovers (an end died) and planned moves.
+
+Why it is safe with MariaDB GTID on Galera (wsrep_gtid_mode=ON): every node of a cluster writes the same
+GTIDs in its cluster's domain, so any source node can serve a replica from its gtid_slave_pos; and the
+replica cluster replicates what its replica node applied, with the source's GTIDs, to all its nodes. So:
+
+- source move: on the replica, CHANGE MASTER to the new source with MASTER_USE_GTID=slave_pos: it resumes
+  after the last transaction it applied (guard: the new source's binlog reaches that position).
+- replica move: the old replica's threads are stopped (when it answers); then, at that step, the new
+  replica reads what its cluster has committed in the source's domain (a causal read, after every write-set
+  ordered before it) and starts from there: SET GLOBAL gtid_slave_pos to that, CHANGE MASTER, START SLAVE.
+  Nothing is applied twice (the position is what dc2 has) nor skipped (the source serves from there on).
+
+The plan is data like every other: guards read now, and per backend the statements with their rollback
+(the password as a secret marker, filled in only when sent). The replica move's position is read when its
+step runs (it may move until the old replica stopped): the step records the exact statement it sent.
+"""
+import time
+
+from django.db import transaction
+
+from apps.clients.backend import BackendClient
+from apps.clients.wire import ClientError
+from apps.fleet.models import Server
+from apps.operations.choices import OperationKind
+from apps.operations.plans import Guard, Plan, Step, expand_secrets, secret_marker
+
+from .models import REPLICA, SOURCE, ReplicationChannel
+from .polling import gtid_seq
+
+CHANNEL_SQL, CHANNEL_POSITION, CHANNEL_VERIFY, CHANNEL_RECORD = (
+    "channel_sql", "channel_position", "channel_verify", "channel_record")
+VERIFY_TIMEOUT_S = 15
+
+
+def secret_ref(channel):
+    return f"dr-channel-{channel.pk}"
+
+
+def _probe(server):
+    """What the planner needs of one node, read now: None fields when it does not answer."""
+    out = {"server": server, "ok": False, "error": None, "synced_primary": False, "channel": None,
+           "domain": None, "binlog_pos": ""}
+    try:
+        with BackendClient.for_server(server) as client:
+            state = client.state()
+            out["synced_primary"] = state.synced_primary
+            out["domain"], out["binlog_pos"] = client.gtid_origin()
+            out["channel"] = client.channel()
+            out["ok"] = True
+    except ClientError as exc:
+        out["error"] = str(exc)
+    return out
+
+
+def best_candidate(channel, side, exclude):
+    """The highest-weight candidate of that side, other than `exclude`, that answers Synced in a Primary
+    component now (probed in weight order). None when there is none."""
+    for server, _weight in channel.candidates_for(side):
+        if server.pk == exclude.pk or server.maintenance:
+            continue
+        if _probe(server)["synced_primary"]:
+            return server
+    return None
+
+
+def _change_master(client, source, channel):
+    return client.render(
+        "CHANGE MASTER TO MASTER_HOST=%s, MASTER_PORT=%s, MASTER_USER=%s, "
+        f"MASTER_PASSWORD='{secret_marker(secret_ref(channel))}', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1",
+        (source.hostname, int(source.port), channel.replication_user))
+
+
+def _sql_step(key, title, server, sql, rollback):
+    return Step(key=key, title=title, kind=CHANNEL_SQL,
+                params={"server": server.pk, "name": str(server), "sql": sql, "rollback": rollback})
+
+
+def plan_move(channel, *, new_source=None, new_replica=None, reason="planned", evidence=None):
+    """Plan moving the channel's source to `new_source` and/or its replica to `new_replica` (Servers)."""
+    old_source, old_replica = channel.source_server, channel.replica_server
+    source = new_source or old_source
+    replica = new_replica or old_replica
+    moving_replica = replica.pk != old_replica.pk
+    probes = {s.pk: _probe(s) for s in {old_source, old_replica, source, replica}}
+    src, rep, old_rep = probes[source.pk], probes[replica.pk], probes[old_replica.pk]
+    domain = src["domain"] if src["ok"] else (probes[old_source.pk]["domain"])
+    # What the replica side has applied in the source's domain: the old replica's gtid_slave_pos, or for a
+    # replica move what the new replica's cluster committed (read again, causally, when the step runs).
+    if old_rep["ok"] and old_rep["channel"]:
+        applied_pos = old_rep["channel"].gtid_slave_pos
+    else:
+        applied_pos = rep["binlog_pos"]
+    applied = gtid_seq(applied_pos, domain) if domain is not None else None
+    source_has = gtid_seq(src["binlog_pos"], domain) if src["ok"] and domain is not None else None
+    candidates = {side: {s.pk for s, _ in channel.candidates_for(side)} for side in (SOURCE, REPLICA)}
+
+    guards = [
+        Guard("source_synced", f"the source {source} answers, Synced in a Primary component", src["synced_primary"],
+              "yes" if src["synced_primary"] else (src["error"] or "not Synced/Primary")),
+        Guard("source_has_position", f"the source's binlog reaches what the replica side applied (domain {domain})",
+              applied is None or (source_has is not None and source_has >= applied),
+              f"source at {source_has}, applied {applied}", overridable=False),
+        Guard("replica_synced", f"the replica {replica} answers, Synced in a Primary component", rep["synced_primary"],
+              "yes" if rep["synced_primary"] else (rep["error"] or "not Synced/Primary")),
+    ]
+    if new_source is not None and new_source.pk != old_source.pk:
+        guards.append(Guard("source_candidate", f"{new_source} is a source candidate of the channel",
+                            new_source.pk in candidates[SOURCE], "yes" if new_source.pk in candidates[SOURCE] else "no"))
+    if moving_replica:
+        busy = rep["ok"] and rep["channel"] and (rep["channel"].io_running == "Yes" or rep["channel"].sql_running == "Yes")
+        guards += [
+            Guard("replica_candidate", f"{replica} is a replica candidate of the channel", replica.pk in candidates[REPLICA],
+                  "yes" if replica.pk in candidates[REPLICA] else "no"),
+            Guard("replica_free", f"{replica} does not replicate from anywhere now", not busy,
+                  "free" if not busy else f"replicating from {rep['channel'].source_host}:{rep['channel'].source_port}",
+                  overridable=False),
+        ]
+
+    steps = []
+    client_for = {}
+
+    def client(server):  # rendering needs the node's driver (its escaping): the node must answer
+        if server.pk not in client_for:
+            client_for[server.pk] = BackendClient.for_server(server)
+        return client_for[server.pk]
+
+    facts = {"reason": reason, "evidence": evidence or {}, "domain": domain, "applied_at_plan": applied_pos,
+             "source_binlog_pos": src["binlog_pos"]}
+    try:
+        if moving_replica:
+            if old_rep["ok"]:
+                steps.append(_sql_step("stop_old_replica", f"stop the channel on the old replica {old_replica}",
+                                       old_replica, ["STOP SLAVE"], ["START SLAVE"]))
+            else:
+                facts["old_replica"] = (f"{old_replica} does not answer ({old_rep['error']}): its channel configuration "
+                                        "stays; with skip_slave_start it will not start by itself when it returns")
+            if rep["ok"]:
+                steps.append(Step(key="position", title=f"{replica} starts from what {replica.cluster} has applied in "
+                                  f"domain {domain}", kind=CHANNEL_POSITION,
+                                  params={"server": replica.pk, "name": str(replica), "domain": domain,
+                                          "after": old_replica.pk if old_rep["ok"] else None,
+                                          "sql": ["STOP SLAVE", "SET GLOBAL gtid_slave_pos = <read at this step>"],
+                                          "rollback": ["STOP SLAVE", "SET GLOBAL gtid_slave_pos = <as before>"]}))
+        if rep["ok"]:
+            change = [_change_master(client(replica), source, channel)]
+            if moving_replica:
+                undo = ["STOP SLAVE", "RESET SLAVE ALL"]
+            else:
+                undo = ["STOP SLAVE", _change_master(client(replica), old_source, channel), "START SLAVE"]
+            steps.append(_sql_step("point", f"{replica} replicates from {source} by GTID (slave_pos)", replica,
+                                   ["STOP SLAVE", *change, "START SLAVE"], undo))
+    finally:
+        for c in client_for.values():
+            c.close()
+    steps.append(Step(key="verify", title="both replication threads run on the new ends", kind=CHANNEL_VERIFY,
+                      params={"server": replica.pk, "source": [source.hostname, source.port],
+                              "timeout_s": VERIFY_TIMEOUT_S}))
+    steps.append(Step(key="record", title="the inventory records the channel's new ends", kind=CHANNEL_RECORD,
+                      params={"channel": channel.pk, "source": source.pk, "replica": replica.pk,
+                              "old_source": old_source.pk, "old_replica": old_replica.pk}))
+    what = []
+    if source.pk != old_source.pk:
+        what.append(f"source {old_source} -> {source}")
+    if moving_replica:
+        what.append(f"replica {old_replica} -> {replica}")
+    title = f"channel {channel.name}: {', '.join(what) or 'restart in place'} ({reason})"
+    return Plan(kind=OperationKind.CHANNEL_MOVE, cluster_id=channel.replica_cluster_id, title=title, guards=guards,
+                steps=steps, facts=facts,
+                options={"channel": channel.pk, "new_source": source.pk, "new_replica": replica.pk, "reason": reason,
+                         "evidence": evidence or {}})
+
+
+def replan_move(options):
+    channel = ReplicationChannel.objects.select_related("source_server__cluster", "replica_server__cluster").get(
+        pk=options["channel"])
+    return plan_move(channel, new_source=Server.objects.select_related("cluster").get(pk=options["new_source"]),
+                     new_replica=Server.objects.select_related("cluster").get(pk=options["new_replica"]),
+                     reason=options["reason"], evidence=options.get("evidence"))
+
+
+# -- the executor's handlers for these steps --------------------------------------------------------
+def _send(run, step, sql):
+    client = run.backend(step.params["server"])
+    if "__SECRET__" in sql:
+        channel = ReplicationChannel.objects.get(pk=run.plan.options["channel"])
+        sql = expand_secrets(sql, {secret_ref(channel): channel.replication_password}, client)
+    client.run(sql, action=step.key)
+
+
+def run_sql(run, step, row, executed, detail):
+    for sql in step.params["sql"]:
+        start = time.monotonic()
+        _send(run, step, sql)
+        executed.append({"server": step.params["server"], "node": step.params["name"], "sql": sql,
+                         "ms": round((time.monotonic() - start) * 1000, 2)})
+
+
+def undo_sql(run, step, row):
+    if not row.executed:
+        return []
+    undone = []
+    for sql in step.params["rollback"]:
+        _send(run, step, sql)
+        undone.append({"node": step.params["name"], "sql": sql})
+    return undone
+
+
+def set_position(run, step, row, executed, detail):
+    """The replica cluster's committed position in the source's domain, read causally on the new replica
+    (after the old replica's last transaction when it was stopped just before), becomes its gtid_slave_pos."""
+    from apps.operations.executor import StepFailed
+
+    p = step.params
+    client = run.backend(p["server"])
+    if p.get("after"):
+        target = gtid_seq(run.backend(p["after"]).channel().gtid_binlog_pos, p["domain"])
+        deadline = time.monotonic() + 10
+        while (gtid_seq(client.applied_position(), p["domain"]) or 0) < (target or 0):
+            if time.monotonic() > deadline:
+                raise StepFailed(f"{p['name']} did not reach the old replica's position {target} within 10 s")
+            time.sleep(0.01)
+    before = client.channel().gtid_slave_pos
+    seq_pos = [part for part in client.applied_position().split(",") if part.split("-")[0] == str(p["domain"])]
+    if not seq_pos:
+        raise StepFailed(f"{p['name']} has no transaction of domain {p['domain']}: no position to start from")
+    for sql in ("STOP SLAVE", client.render("SET GLOBAL gtid_slave_pos = %s", (seq_pos[0],))):
+        client.run(sql, action=step.key)
+        executed.append({"server": p["server"], "node": p["name"], "sql": sql})
+    detail.update(position=seq_pos[0], gtid_slave_pos_before=before)
+
+
+def undo_position(run, step, row):
+    before = (row.detail or {}).get("gtid_slave_pos_before")
+    if before is None:
+        return []
+    client = run.backend(step.params["server"])
+    undone = []
+    for sql in ("STOP SLAVE", client.render("SET GLOBAL gtid_slave_pos = %s", (before,))):
+        client.run(sql, action=f"rollback {step.key}")
+        undone.append({"node": step.params["name"], "sql": sql})
+    return undone
+
+
+def verify(run, step, row, executed, detail):
+    """Both threads running on the replica, reading from the new source, without an error, within the timeout."""
+    from apps.operations.executor import StepFailed
+
+    p = step.params
+    client = run.backend(p["server"])
+    deadline = time.monotonic() + p["timeout_s"]
+    while True:
+        read = client.channel()
+        detail.update(io=read.io_running, sql=read.sql_running, gtid_slave_pos=read.gtid_slave_pos,
+                      gtid_io_pos=read.gtid_io_pos, io_error=read.last_io_error, sql_error=read.last_sql_error)
+        if read.running and [read.source_host, read.source_port] == p["source"] and not read.last_sql_error:
+            return
+        if read.last_sql_error or time.monotonic() > deadline:
+            raise StepFailed(f"the channel does not run on {p['source'][0]}:{p['source'][1]}: IO {read.io_running}, "
+                             f"SQL {read.sql_running} {read.last_io_error or read.last_sql_error}")
+        time.sleep(0.02)
+
+
+def record_ends(run, step, row, executed, detail):
+    p = step.params
+    with transaction.atomic():
+        ReplicationChannel.objects.filter(pk=p["channel"]).update(source_server_id=p["source"],
+                                                                  replica_server_id=p["replica"])
+    executed.append({"channel": p["channel"], "source": p["source"], "replica": p["replica"]})
+
+
+def undo_record(run, step, row):
+    p = step.params
+    ReplicationChannel.objects.filter(pk=p["channel"]).update(source_server_id=p["old_source"],
+                                                              replica_server_id=p["old_replica"])
+    return [{"channel": p["channel"], "source": p["old_source"], "replica": p["old_replica"]}]
+
+
+def statements(step):
+    """For the re-check at start: what each SQL step sends (the position step's value is read when it runs)."""
+    return {f"{step.key} on {step.params['name']}": {"sql": step.params["sql"], "rollback": step.params["rollback"]}}
+
+
+def register():
+    from apps.operations.plans import ROLLBACK_HANDLERS, STEP_HANDLERS, STEP_STATEMENTS
+
+    STEP_HANDLERS.update({CHANNEL_SQL: run_sql, CHANNEL_POSITION: set_position, CHANNEL_VERIFY: verify,
+                          CHANNEL_RECORD: record_ends})
+    ROLLBACK_HANDLERS.update({CHANNEL_SQL: undo_sql, CHANNEL_POSITION: undo_position, CHANNEL_RECORD: undo_record})
+    STEP_STATEMENTS.update({CHANNEL_SQL: statements, CHANNEL_POSITION: statements})

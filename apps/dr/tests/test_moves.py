@@ -1,0 +1,113 @@
+"""Moving the channel's ends on the DR lab's real servers, under a write load on dc1: the source node dies,
+the replica node dies, a move that cannot verify rolls back. After each, both clusters' data and GTID
+positions are compared: no transaction lost, none applied twice."""
+import time
+
+import pytest
+
+from apps.audit.models import AuditEvent
+from apps.dr import moves, polling
+from apps.dr.models import ReplicationChannel
+from apps.operations.models import Operation
+from lab.dr import REPL_PASSWORD, REPL_USER, WriteLoad, compare
+
+
+def _fresh(channel):
+    return ReplicationChannel.objects.select_related("source_server__cluster", "replica_server__cluster",
+                                                     "replica_cluster").get(pk=channel.pk)
+
+
+def _poll_until_moved(channel, timeout=40):
+    """Poll as the backend task does (one shard) until a channel move finished; returns the operation."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        polling.run_shard(0, 1)
+        op = Operation.objects.filter(kind="channel_move").exclude(state__in=["planned", "pending", "running"]).first()
+        if op:
+            return op
+        time.sleep(0.3)
+    pytest.fail(f"no channel move within {timeout} s; last state: {polling.poll([_fresh(channel)])}")
+
+
+def _kill_under_load(lab, site, n, channel, writer=1):
+    """Write on dc1, kill node n of `site`, poll until the channel moved, write a little more."""
+    with WriteLoad(lab, node=writer) as load:
+        time.sleep(0.5)
+        lab.site(site).kill(n)
+        op = _poll_until_moved(channel)
+        time.sleep(0.5)
+    assert op.state == "done", (op.error, list(op.steps.values_list("key", "state", "detail")))
+    assert load.committed > 20
+    return op
+
+
+def _site_index(servers, server):
+    return [s.pk for s in servers].index(server.pk) + 1
+
+
+@pytest.fixture
+def auto_channel(dr_inventory, live_redis):
+    channel, dc1, dc2 = dr_inventory
+    ReplicationChannel.objects.filter(pk=channel.pk).update(auto_failover_enabled=True, failover_after_polls=2)
+    return _fresh(channel), dc1, dc2
+
+
+def test_the_source_node_dies_and_the_channel_moves_to_the_best_synced_source(auto_channel, dr_healthy):
+    channel, dc1, _ = auto_channel
+    old_source = channel.source_server
+    writer = 1 + _site_index(dc1, old_source) % 3  # the application writes on another dc1 node
+    op = _kill_under_load(dr_healthy, "dc1", _site_index(dc1, old_source), channel, writer)
+    channel = _fresh(channel)
+    expected = next(s for s, _ in channel.candidates_for("source") if s.pk != old_source.pk)  # highest weight alive
+    assert channel.source_server == expected and channel.replica_server_id == op.plan["options"]["new_replica"]
+    result = compare(dr_healthy)
+    assert result.identical, result.line()
+    assert AuditEvent.objects.filter(action="channel_move done", target=op.title).exists()
+
+
+def test_the_replica_node_dies_and_another_node_of_its_cluster_takes_the_channel(auto_channel, dr_healthy):
+    channel, _, dc2 = auto_channel
+    old_replica = channel.replica_server
+    op = _kill_under_load(dr_healthy, "dc2", _site_index(dc2, old_replica), channel)
+    channel = _fresh(channel)
+    assert channel.replica_server != old_replica and channel.source_server_id == op.plan["options"]["new_source"]
+    position = op.steps.get(key="position")
+    assert position.detail["position"].startswith("1-")  # dc2's own applied position in dc1's domain
+    result = compare(dr_healthy)
+    assert result.identical, result.line()  # nothing skipped, nothing applied twice (a duplicate key would stop it)
+    assert dr_healthy.channel().replica == _site_index(dc2, channel.replica_server)
+
+
+def _local_repl_password(lab, n, password):
+    """Change the replication account's password on one dc1 node only (outside Galera and the binlog)."""
+    from contextlib import closing
+
+    with closing(lab.dc1.root_connection(n)) as conn:
+        cur = conn.cursor()
+        for sql in ("SET SESSION wsrep_on=OFF", "SET SESSION sql_log_bin=0",
+                    f"ALTER USER '{REPL_USER}'@'%' IDENTIFIED BY '{password}'"):
+            cur.execute(sql)
+
+
+def test_a_move_that_does_not_verify_is_rolled_back(auto_channel, dr_healthy, monkeypatch):
+    channel, dc1, _ = auto_channel
+    monkeypatch.setattr(moves, "VERIFY_TIMEOUT_S", 3)
+    old_source = channel.source_server
+    target = next(s for s in dc1 if s.pk != old_source.pk)
+    from apps.operations import executor, services
+
+    _local_repl_password(dr_healthy, _site_index(dc1, target), "other")  # the new source refuses the channel
+    try:
+        op = services.save_plan(moves.plan_move(channel, new_source=target), rule="test")
+        services.confirm(op, rule="test", enqueue=False)
+        executor.run(op.pk)
+    finally:
+        _local_repl_password(dr_healthy, _site_index(dc1, target), REPL_PASSWORD)
+    op.refresh_from_db()
+    assert op.state == "rolled_back", op.error
+    assert "does not run" in op.error and "Access denied" in op.error
+    assert _fresh(channel).source_server == old_source
+    status = dr_healthy.replica_status(dr_healthy.channel().replica)
+    assert status.running and status.source_port == old_source.port  # back on the old source
+    result = compare(dr_healthy)
+    assert result.identical, result.line()
