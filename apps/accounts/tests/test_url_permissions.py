@@ -107,7 +107,7 @@ def kwargs_for(name, pattern, objects):
              "alerts:cluster_alerts": "cluster", "alerts:channel": "channel", "alerts:channel_edit": "channel",
              "alerts:channel_delete": "channel", "alerts:channel_test": "channel", "alerts:channel_log": "channel",
              "accounts:token_revoke": "token",
-             "dr:channel": "dr_channel", "dr:channel_live": "dr_channel", "dr:channel_chart": "dr_channel"}
+             "dr:channel": "dr_channel", "dr:channel_live": "dr_channel", "dr:channel_move": "dr_channel", "dr:channel_chart": "dr_channel"}
     prefix = name.split(":")[0]
     key = owner.get(name) or {"operations": "operation", "configuration": "change_set"}.get(prefix)
     if prefix == "configuration" and "cluster_pk" in converters:

@@ -41,6 +41,18 @@ def _kill_under_load(lab, site, n, channel, writer=1):
     return op
 
 
+def _restart_and_write(lab, site, n, channel):
+    """The dead node comes back (rejoins its cluster); writes go on; both sides still identical, the channel
+    polled as running where it moved."""
+    lab.site(site).start(n)
+    with WriteLoad(lab) as load:
+        time.sleep(0.5)
+    assert load.committed > 0
+    result = compare(lab)
+    assert result.identical, result.line()
+    assert polling.poll([_fresh(channel)])[channel.pk][1]["state"] == "running"
+
+
 def _site_index(servers, server):
     return [s.pk for s in servers].index(server.pk) + 1
 
@@ -63,6 +75,8 @@ def test_the_source_node_dies_and_the_channel_moves_to_the_best_synced_source(au
     result = compare(dr_healthy)
     assert result.identical, result.line()
     assert AuditEvent.objects.filter(action="channel_move done", target=op.title).exists()
+    _restart_and_write(dr_healthy, "dc1", _site_index(dc1, old_source), channel)
+    assert _fresh(channel).source_server == expected  # no failback: the channel stays where it moved
 
 
 def test_the_replica_node_dies_and_another_node_of_its_cluster_takes_the_channel(auto_channel, dr_healthy):
@@ -76,6 +90,9 @@ def test_the_replica_node_dies_and_another_node_of_its_cluster_takes_the_channel
     result = compare(dr_healthy)
     assert result.identical, result.line()  # nothing skipped, nothing applied twice (a duplicate key would stop it)
     assert dr_healthy.channel().replica == _site_index(dc2, channel.replica_server)
+    _restart_and_write(dr_healthy, "dc2", _site_index(dc2, old_replica), channel)
+    old = dr_healthy.replica_status(_site_index(dc2, old_replica))
+    assert old is not None and old.io_running == "No" and old.sql_running == "No"  # back, but not a second applier
 
 
 def _local_repl_password(lab, n, password):
@@ -111,3 +128,38 @@ def test_a_move_that_does_not_verify_is_rolled_back(auto_channel, dr_healthy, mo
     assert status.running and status.source_port == old_source.port  # back on the old source
     result = compare(dr_healthy)
     assert result.identical, result.line()
+
+
+def test_a_planned_move_of_both_ends_from_the_ui_under_load(dr_inventory, dr_healthy, live_redis, operator_client):
+    channel, dc1, dc2 = dr_inventory
+    new_source = next(s for s in dc1 if s.pk != channel.source_server_id)
+    new_replica = next(s for s in dc2 if s.pk != channel.replica_server_id)
+    form = operator_client.get(f"/dr/channels/{channel.pk}/move/")
+    assert form.status_code == 200 and str(new_replica) in form.content.decode()
+    assert operator_client.post(f"/dr/channels/{channel.pk}/move/", {}).status_code == 400  # nothing chosen
+    response = operator_client.post(f"/dr/channels/{channel.pk}/move/",
+                                    {"new_source": new_source.pk, "new_replica": new_replica.pk})
+    op = Operation.objects.get(kind="channel_move")
+    assert response.status_code == 302 and response.url == op.get_absolute_url()
+    preview = operator_client.get(response.url).content.decode()
+    assert "CHANGE MASTER TO MASTER_HOST=&#x27;127.0.0.1&#x27;" in preview and "MASTER_USE_GTID=slave_pos" in preview
+    assert "__SECRET__dr-channel-" in preview and "MASTER_PASSWORD=&#x27;repl&#x27;" not in preview
+    from apps.operations import executor, services
+
+    with WriteLoad(dr_healthy) as load:
+        time.sleep(0.5)
+        services.confirm(op, user=op.requested_by, enqueue=False)
+        executor.run(op.pk)
+        time.sleep(0.5)
+    op.refresh_from_db()
+    assert op.state == "done", op.error
+    channel = _fresh(channel)
+    assert (channel.source_server, channel.replica_server) == (new_source, new_replica)
+    status = dr_healthy.channel()
+    assert (status.replica, status.source_port) == (_site_index(dc2, new_replica), new_source.port)
+    stopped = [dr_healthy.replica_status(n) for n in (1, 2, 3) if n != status.replica]
+    assert all(s is None or not (s.io_running == "Yes" or s.sql_running == "Yes") for s in stopped)  # one applier
+    assert load.committed > 20
+    result = compare(dr_healthy)
+    assert result.identical, result.line()
+    assert AuditEvent.objects.filter(action="channel_move done", target=op.title).exists()
