@@ -502,3 +502,31 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ---------------------------------------------------------------------------------------------- inventory
+
+
+def register_in_inventory(lab: DrLab, *, channel_name: str = "dc1_to_dc2"):
+    """The lab in the product's inventory (Django must be set up): clusters dc1 and dc2 with their servers,
+    and the channel as the lab runs it now, every node a candidate (node 1 weighs most). Used by the tests'
+    fixture and the benchmark. Returns (channel, dc1 servers, dc2 servers)."""
+    from apps.dr.models import REPLICA, SOURCE, ChannelCandidate, ReplicationChannel
+    from apps.fleet.models import Cluster, Server
+
+    sites = {}
+    for name, site, writer in (("dc1", lab.dc1, 100), ("dc2", lab.dc2, 200)):
+        cluster = Cluster.objects.create(name=name, writer_hostgroup=writer, reader_hostgroup=writer + 1,
+                                         monitor_user="monitor", monitor_password="monitor")
+        sites[name] = (cluster, [Server.objects.create(cluster=cluster, hostname="127.0.0.1", port=node.port)
+                                 for node in site.nodes])
+    (dc1, dc1_servers), (dc2, dc2_servers) = sites["dc1"], sites["dc2"]
+    status = lab.channel()
+    channel = ReplicationChannel.objects.create(
+        name=channel_name, source_cluster=dc1, replica_cluster=dc2,
+        source_server=next(s for s in dc1_servers if s.port == status.source_port),
+        replica_server=dc2_servers[status.replica - 1], replication_user=REPL_USER, replication_password=REPL_PASSWORD)
+    for side, servers in ((SOURCE, dc1_servers), (REPLICA, dc2_servers)):
+        for i, server in enumerate(servers):
+            ChannelCandidate.objects.create(channel=channel, side=side, server=server, weight=100 - 10 * i)
+    return channel, dc1_servers, dc2_servers
