@@ -6,6 +6,13 @@ class DrConfig(AppConfig):
     verbose_name = "Disaster-recovery channels"
 
     def ready(self):
+        from apps.monitoring import rollups
+
         from . import moves
+        from .models import ChannelSample
 
         moves.register()  # the executor's handlers for the channel-move steps
+        # History is rolled up (1 min, 1 h) and pruned with the monitoring tables: lag averaged, sequence
+        # numbers at their highest, threads and reachability at their worst.
+        rollups.SPECS[ChannelSample] = (["channel_id"], ["lag_seconds"], ["source_seq", "applied_seq"],
+                                        ["reachable", "io_running", "sql_running"])

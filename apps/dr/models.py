@@ -86,7 +86,7 @@ class ChannelSample(models.Model):
 
     channel = models.ForeignKey(ReplicationChannel, on_delete=models.CASCADE, related_name="samples")
     ts = models.DateTimeField()
-    resolution = models.PositiveSmallIntegerField(default=0, help_text="raw polls only (no rollups yet)")
+    resolution = models.PositiveSmallIntegerField(default=0, help_text="0 raw, 60 or 3600: rollups (apps/monitoring/rollups.py)")
     source_server = models.ForeignKey("fleet.Server", null=True, on_delete=models.SET_NULL, related_name="+")
     replica_server = models.ForeignKey("fleet.Server", null=True, on_delete=models.SET_NULL, related_name="+")
     reachable = models.BooleanField(default=True, help_text="the replica node answered")

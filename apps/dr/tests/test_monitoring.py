@@ -102,3 +102,25 @@ def test_the_backend_task_polls_due_channels_only(dr_inventory, live_redis):
     assert polling.run_shard(channel.pk % 4, 4, now=now + 0.1) == {}  # polled 0.1 s ago: not due
     assert polling.run_shard((channel.pk + 1) % 4, 4, now=now + 5) == {}  # another shard's
     assert channel.pk in polling.run_shard(channel.pk % 4, 4, now=now + 1)
+
+
+def test_history_is_rolled_up_and_pruned_with_the_monitoring_tables(dr_inventory, live_redis, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.monitoring import rollups
+
+    channel, _, _ = dr_inventory
+    now = time.time()
+    for offset in (180, 170, 60):
+        _poll(channel, now=now - offset)
+    ChannelSample.objects.filter(channel=channel, ts__lt=timezone.now() - timedelta(seconds=120)).update(
+        io_running=False)  # one minute where the IO thread was down
+    result = rollups.run_all()
+    minutes = ChannelSample.objects.filter(channel=channel, resolution=60).order_by("ts")
+    assert result["written"]["channelsample:60"] >= 2 and minutes.exists()
+    assert minutes.first().io_running is False  # the worst of its minute
+    settings.MONITOR_RETENTION_RAW_H = 100 / 3600  # raw rows older than 100 s go
+    rollups.prune()
+    assert ChannelSample.objects.filter(channel=channel, resolution=0).count() == 1
