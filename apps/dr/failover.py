@@ -7,16 +7,19 @@
   failing to read from it): the replica is re-pointed at the best source candidate.
 
 Like the writer failover, a move is a plan (guards read now, statements per node, lock, audit) confirmed by
-the rule and run here and now. There is no failback: the channel stays where it moved.
+the rule and run here and now. No failback unless the channel's policy asks for it: then, once the channel
+runs and its preferred source has stayed Synced in a Primary component for failback_after_s, a planned
+source move brings it back (the preferred source is the one the first automatic failover left, if unset).
 """
 import logging
+import time
 
 from apps.audit.services import record
 from apps.monitoring import live
 from apps.operations import rules
 
-from .models import REPLICA, SOURCE
-from .moves import best_candidate, plan_move
+from .models import REPLICA, SOURCE, ReplicationChannel
+from .moves import best_candidate, plan_move, probe_synced
 
 log = logging.getLogger(__name__)
 RULE = "DR channel failover"
@@ -39,7 +42,7 @@ def after_poll(channel, doc):
     replica_down = failing.get("replica", 0) >= n
     source_down = failing.get("source", 0) >= n
     if not (replica_down or source_down):
-        return None
+        return failback(channel, doc)
     new_replica = best_candidate(channel, REPLICA, exclude=channel.replica_server) if replica_down else None
     new_source = best_candidate(channel, SOURCE, exclude=channel.source_server) if source_down else None
     if (replica_down and new_replica is None) or (source_down and not replica_down and new_source is None):
@@ -56,4 +59,25 @@ def after_poll(channel, doc):
     reason = "replica failover" if replica_down else "source failover"
     plan = plan_move(channel, new_source=new_source, new_replica=new_replica, reason=reason, evidence=evidence)
     # As the writer failover: failed guards audited once, else saved, confirmed by the rule and run here and now.
-    return rules._execute(channel.replica_cluster, plan, RULE)
+    op = rules._execute(channel.replica_cluster, plan, RULE)
+    if op and new_source is not None and channel.preferred_source_id is None:  # where failback returns to
+        ReplicationChannel.objects.filter(pk=channel.pk).update(preferred_source=channel.source_server)
+    return op
+
+
+FAILBACK_RULE = "DR channel failback"
+
+
+def failback(channel, doc, now=None):
+    """Back to the preferred source, once the channel runs and the preferred source has been Synced and
+    Primary for failback_after_s (timed across polls in Redis)."""
+    preferred = channel.preferred_source
+    if not (channel.failback_enabled and preferred) or preferred.pk == channel.source_server_id:
+        return None
+    healthy = doc.get("state") == "running" and probe_synced(preferred)
+    synced_for = rules._since(live.client(), f"dr-failback:{channel.pk}:since", healthy, now or time.time())
+    if not healthy or synced_for < channel.failback_after_s:
+        return None
+    plan = plan_move(channel, new_source=preferred, reason="failback",
+                     evidence={"synced_for_s": round(synced_for, 1), "required_s": channel.failback_after_s})
+    return rules._execute(channel.replica_cluster, plan, FAILBACK_RULE)

@@ -30,6 +30,14 @@ class ReplicationChannel(models.Model):
         default=2, validators=[MinValueValidator(1), MaxValueValidator(100)],
         help_text="consecutive polls with an end failing (unreachable, not Synced in a Primary component, or the "
                   "IO thread failing) before the channel moves")
+    # No failback unless asked (MySQL's native asynchronous failover never fails back either).
+    failback_enabled = models.BooleanField(
+        default=False, help_text="move the source back to the preferred source once it has stayed Synced long enough")
+    failback_after_s = models.PositiveIntegerField(
+        default=300, validators=[MaxValueValidator(86400)], help_text="...for this many seconds")
+    preferred_source = models.ForeignKey(
+        "fleet.Server", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="where failback brings the source; empty: the source an automatic failover left")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -47,6 +55,8 @@ class ReplicationChannel(models.Model):
             errors["source_server"] = f"{self.source_server} is not in the source cluster."
         if self.replica_server_id and self.replica_server.cluster_id != self.replica_cluster_id:
             errors["replica_server"] = f"{self.replica_server} is not in the replica cluster."
+        if self.preferred_source_id and self.preferred_source.cluster_id != self.source_cluster_id:
+            errors["preferred_source"] = f"{self.preferred_source} is not in the source cluster."
         if errors:
             raise ValidationError(errors)
 

@@ -32,6 +32,7 @@ from .polling import gtid_seq
 CHANNEL_SQL, CHANNEL_POSITION, CHANNEL_VERIFY, CHANNEL_RECORD = (
     "channel_sql", "channel_position", "channel_verify", "channel_record")
 VERIFY_TIMEOUT_S = 15
+SOURCE_CATCH_UP_S = 2  # how long a new source may take to reach what the replica applied (its apply queue)
 
 
 def secret_ref(channel):
@@ -54,13 +55,17 @@ def _probe(server):
     return out
 
 
+def probe_synced(server):
+    return _probe(server)["synced_primary"]
+
+
 def best_candidate(channel, side, exclude):
     """The highest-weight candidate of that side, other than `exclude`, that answers Synced in a Primary
     component now (probed in weight order). None when there is none."""
     for server, _weight in channel.candidates_for(side):
         if server.pk == exclude.pk or server.maintenance:
             continue
-        if _probe(server)["synced_primary"]:
+        if probe_synced(server):
             return server
     return None
 
@@ -83,7 +88,8 @@ def plan_move(channel, *, new_source=None, new_replica=None, reason="planned", e
     source = new_source or old_source
     replica = new_replica or old_replica
     moving_replica = replica.pk != old_replica.pk
-    probes = {s.pk: _probe(s) for s in {old_source, old_replica, source, replica}}
+    # The replica side first, the source after it: a source node may lag its cluster by a few write-sets.
+    probes = {s.pk: _probe(s) for s in (old_replica, replica, old_source, source)}
     src, rep, old_rep = probes[source.pk], probes[replica.pk], probes[old_replica.pk]
     domain = src["domain"] if src["ok"] else (probes[old_source.pk]["domain"])
     # What the replica side has applied in the source's domain: the old replica's gtid_slave_pos, or for a
@@ -94,6 +100,11 @@ def plan_move(channel, *, new_source=None, new_replica=None, reason="planned", e
         applied_pos = rep["binlog_pos"]
     applied = gtid_seq(applied_pos, domain) if domain is not None else None
     source_has = gtid_seq(src["binlog_pos"], domain) if src["ok"] and domain is not None else None
+    deadline = time.monotonic() + SOURCE_CATCH_UP_S
+    while src["ok"] and applied is not None and (source_has or 0) < applied and time.monotonic() < deadline:
+        time.sleep(0.02)  # a Galera node applies what its cluster ordered within moments: read it again
+        src = probes[source.pk] = _probe(source)
+        source_has = gtid_seq(src["binlog_pos"], domain) if src["ok"] else None
     candidates = {side: {s.pk for s, _ in channel.candidates_for(side)} for side in (SOURCE, REPLICA)}
 
     guards = [

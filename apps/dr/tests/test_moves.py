@@ -163,3 +163,29 @@ def test_a_planned_move_of_both_ends_from_the_ui_under_load(dr_inventory, dr_hea
     result = compare(dr_healthy)
     assert result.identical, result.line()
     assert AuditEvent.objects.filter(action="channel_move done", target=op.title).exists()
+
+
+def test_failback_only_when_the_policy_asks_and_the_preferred_source_stayed_synced(auto_channel, dr_healthy):
+    channel, dc1, _ = auto_channel
+    old_source = channel.source_server
+    ReplicationChannel.objects.filter(pk=channel.pk).update(failback_enabled=True, failback_after_s=3)
+    _kill_under_load(dr_healthy, "dc1", _site_index(dc1, old_source), channel, 1 + _site_index(dc1, old_source) % 3)
+    channel = _fresh(channel)
+    assert channel.source_server != old_source and channel.preferred_source == old_source
+    dr_healthy.dc1.start(_site_index(dc1, old_source))
+    moved_back_at = None
+    synced_at = time.monotonic()
+    with WriteLoad(dr_healthy, node=1 + _site_index(dc1, old_source) % 3) as load:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and moved_back_at is None:
+            polling.run_shard(0, 1)
+            if _fresh(channel).source_server == old_source:
+                moved_back_at = time.monotonic()
+            time.sleep(0.5)
+    assert moved_back_at is not None, "no failback within 30 s"
+    assert moved_back_at - synced_at >= 3  # not before the preferred source stayed Synced for failback_after_s
+    back = Operation.objects.filter(kind="channel_move", actor="DR channel failback").get()
+    assert back.state == "done" and "failback" in back.title
+    assert load.committed > 20
+    result = compare(dr_healthy)
+    assert result.identical, result.line()
