@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from contextlib import closing
 
-import pytest
 
 from lab.dr import WriteLoad, compare, gtid_map, read_side
 
