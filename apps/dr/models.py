@@ -5,6 +5,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from apps.fleet.secrets import EncryptedTextField
+from apps.monitoring.models import with_extremes
 from apps.fleet.validators import validate_no_nul
 
 SOURCE, REPLICA = "source", "replica"
@@ -108,3 +109,6 @@ class ChannelSample(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["channel", "resolution", "ts"], name="channelsample_chan_res_ts")]
+
+
+with_extremes(ChannelSample, ["lag_seconds"])  # rollups keep each bucket's least and greatest lag
