@@ -162,6 +162,8 @@ def measure(args, px, be):
     if response.status_code != 200:
         raise SystemExit(f"/metrics answered HTTP {response.status_code}: {response.content[:300]!r}")
     body = response.content
+    from django.conf import settings
+    (settings.BASE_DIR / "var" / "bench" / "metrics.txt").write_bytes(body)  # to read what the bytes are
     first = []
     for _ in range(3):  # a process's first scrape reads every operation once (operation_counts.py)
         operation_counts.TALLY = operation_counts.OperationCounts()
