@@ -16,6 +16,7 @@ Measures:
   process stopped for longer than a poll's timeout, then continued): the failovers counted must be 0.
 Prints the machine.
 """
+import contextlib
 import logging
 import os
 import platform
@@ -81,6 +82,37 @@ def layout(double):
                                               "comment FROM runtime_mysql_servers"))
 
 
+@contextlib.contextmanager
+def private_redis():
+    """A redis-server of the benchmark's own on a free port, for the latest-state documents; settings and the
+    environment (for the commands the benchmark starts) point at it."""
+    redis_dir = tempfile.mkdtemp(prefix="bench-redis-")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        redis_port = s.getsockname()[1]
+    redis = subprocess.Popen([shutil.which("redis-server"), "--port", str(redis_port), "--bind", "127.0.0.1",
+                              "--save", "", "--dir", redis_dir], stdout=subprocess.DEVNULL)
+    settings.REDIS_URL = os.environ["REDIS_URL"] = f"redis://127.0.0.1:{redis_port}/0"
+    try:
+        time.sleep(0.3)
+        yield
+    finally:
+        redis.terminate()
+        redis.wait()
+        shutil.rmtree(redis_dir, ignore_errors=True)
+
+
+def adopt_nodes(admin_ports, name, node_prefix):
+    """Adopt the ProxySQL nodes on these admin ports (admin/admin) into one new cluster, as an operator would."""
+    for i, port in enumerate(admin_ports, 1):
+        with ProxySQLAdmin("127.0.0.1", port, "admin", "admin") as admin:
+            snapshot, monitor = adopt.read_snapshot(admin), adopt.read_monitor_credentials(admin)
+        plan = adopt.plan_adoption(snapshot, cluster_name=name, node_name=f"{node_prefix}{i}", admin_host="127.0.0.1",
+                                   admin_port=port)
+        adopt.apply_adoption(plan, admin_user="admin", admin_password="admin", monitor=monitor)
+    return Cluster.objects.get(name=name)
+
+
 class Beat:
     """Drives backend polling like Celery beat does: the backend polling task (poll, then the rules)
     every second, here in a thread of this process."""
@@ -126,16 +158,12 @@ class Command(BaseCommand):
         self.stdout.write(f"machine: {machine()}")
         lab = GaleraLab()
         lab.up()
-        redis_dir = tempfile.mkdtemp(prefix="bench-redis-")
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            redis_port = s.getsockname()[1]
-        redis = subprocess.Popen([shutil.which("redis-server"), "--port", str(redis_port), "--bind", "127.0.0.1",
-                                  "--save", "", "--dir", redis_dir], stdout=subprocess.DEVNULL)
-        settings.REDIS_URL = f"redis://127.0.0.1:{redis_port}/0"
         doubles = [ProxySQLDouble(port=0, user="admin", password="admin") for _ in range(2)]
+        with private_redis():
+            self.bench(lab, doubles, switchovers, failovers, quiet_seconds)
+
+    def bench(self, lab, doubles, switchovers, failovers, quiet_seconds):
         try:
-            time.sleep(0.3)
             for d in doubles:
                 d.start()
                 demo.admin_sql(d.port, *demo.seed_statements())
@@ -150,20 +178,10 @@ class Command(BaseCommand):
         finally:
             for d in doubles:
                 d.stop()
-            redis.terminate()
-            redis.wait()
-            shutil.rmtree(redis_dir, ignore_errors=True)
             lab.heal()
 
     def adopt(self, doubles):
-        name = f"bench-{int(time.time())}"
-        for i, d in enumerate(doubles, 1):
-            with ProxySQLAdmin("127.0.0.1", d.port, "admin", "admin") as admin:
-                snapshot, monitor = adopt.read_snapshot(admin), adopt.read_monitor_credentials(admin)
-            plan = adopt.plan_adoption(snapshot, cluster_name=name, node_name=f"p{i}", admin_host="127.0.0.1",
-                                       admin_port=d.port)
-            adopt.apply_adoption(plan, admin_user="admin", admin_password="admin", monitor=monitor)
-        return Cluster.objects.get(name=name)
+        return adopt_nodes([d.port for d in doubles], f"bench-{int(time.time())}", "p")
 
     def run(self, plan):
         op = services.save_plan(plan, rule="benchmark")

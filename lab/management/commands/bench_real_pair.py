@@ -1,0 +1,485 @@
+"""Benchmark of switchovers and failover against a REAL ProxySQL pair (issue 9, "Speed found on the real pair").
+
+    bin/bench-real-pair /path/to/proxysql [--switchovers 10] [--seconds 60] [--kills 10]
+
+Never part of the test suite: it needs a ProxySQL binary built by hand (docs/benchmarks.md, "Against a real
+ProxySQL 2.7.1 pair", says how). It starts two ProxySQL processes of its own (datadirs under --workdir,
+admin 16032 / 26032, clients 16033 / 26033) in front of the Galera lab, configures them through their admin
+port like the seeds' pair (lab/demo.py), adopts them into the scratch database, and measures:
+
+1. the client's worst response with and without switchovers: two sysbench oltp_read_write processes, one
+   through each ProxySQL node, plus a write probe (one autocommit INSERT after another through each node,
+   every latency kept). Each of --rounds rounds is a control run of --seconds, where the switchover command
+   runs --switchovers times with --plan-only (same CPU cost to the machine, nothing switched), then a run
+   where it switches: `manage.py switchover CLUSTER --to HOST:PORT --lower-autoinc --yes --json` (the
+   operator's command, a process of its own each time). Printed: sysbench's max and p99 latency, errors and
+   reconnects per run; per switchover the writer hold (drain step start to move step end), its parts, each
+   real node's LOAD MYSQL SERVERS TO RUNTIME, and the longest probe write that overlapped the hold;
+2. failover at the cluster's default policy: the writer's mariadbd killed (-9) at a random moment of the
+   backend polling cycle (polling driven every second as beat drives it), timed to the new writer ONLINE
+   in runtime_mysql_servers' writer hostgroup on both ProxySQL nodes (their admin ports polled every 10 ms);
+3. false failovers: the same polling for --quiet-seconds under sysbench through both nodes plus a
+   CPU-burning session on the writer.
+Prints the machine, the load average at each phase and ProxySQL's version.
+"""
+import json
+import logging
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import MySQLdb
+from django.core.management.base import BaseCommand, CommandError
+
+from apps.fleet.models import Cluster, Server
+from apps.monitoring import live
+from apps.operations import switchover
+from apps.operations.choices import OperationKind
+from apps.operations.models import Operation
+from lab import demo
+from lab.galera import APP_PASSWORD, APP_SCHEMA, APP_USER, GaleraLab
+from lab.management.commands.bench_operations import (Beat, PollCounter, _cpu_load, adopt_nodes, machine, pct,
+                                                      private_redis, summary)
+
+REPO = Path(__file__).resolve().parents[3]
+ADMIN_PORTS, CLIENT_PORTS = (16032, 26032), (16033, 26033)
+WRITER_HG = 100
+# The application's routing, as in the seeds: locking reads and writes to the writer, plain reads to readers.
+APP_STATEMENTS = [
+    "DELETE FROM mysql_users", "DELETE FROM mysql_query_rules",
+    f"INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('{APP_USER}','{APP_PASSWORD}',{WRITER_HG})",
+    "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,apply) VALUES"
+    f" (10,1,'^SELECT.*FOR UPDATE$',{WRITER_HG},1),(20,1,'^SELECT',101,1)",
+    "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK",
+    "LOAD MYSQL QUERY RULES TO RUNTIME", "SAVE MYSQL QUERY RULES TO DISK",
+]
+CONFIG = """datadir="{datadir}"
+admin_variables=
+{{
+    admin_credentials="admin:admin"
+    mysql_ifaces="127.0.0.1:{admin_port}"
+}}
+mysql_variables=
+{{
+    threads=2
+    interfaces="127.0.0.1:{client_port}"
+    monitor_username="monitor"
+    monitor_password="monitor"
+    server_version="10.11.0"
+}}
+"""
+
+
+def loadavg():
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+class RealProxySQL:
+    """One ProxySQL process started here (its own process group, its own datadir), stopped at the end."""
+
+    def __init__(self, binary, workdir, n, admin_port, client_port):
+        self.binary, self.admin_port, self.client_port = binary, admin_port, client_port
+        self.datadir = Path(workdir) / f"run-{n}"
+        self.proc = None
+
+    def start(self):
+        shutil.rmtree(self.datadir, ignore_errors=True)
+        self.datadir.mkdir(parents=True)
+        cnf = self.datadir / "proxysql.cnf"
+        cnf.write_text(CONFIG.format(datadir=self.datadir, admin_port=self.admin_port, client_port=self.client_port))
+        log = open(self.datadir / "stdout.log", "wb")
+        self.proc = subprocess.Popen([self.binary, "-f", "--no-version-check", "-c", str(cnf), "-D", str(self.datadir)],
+                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                return self.admin("SELECT @@version")[0][0]
+            except MySQLdb.Error:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise CommandError(f"ProxySQL on admin port {self.admin_port} did not start; see "
+                                       f"{self.datadir / 'stdout.log'}")
+                time.sleep(0.2)
+
+    def admin(self, *statements):
+        return demo.admin_sql(self.admin_port, *statements)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+class WriterWatch:
+    """Reads runtime_mysql_servers' writer hostgroup on every node every 10 ms over open admin connections."""
+
+    def __init__(self, nodes):
+        self.conns = [MySQLdb.connect(host="127.0.0.1", port=n.admin_port, user="admin", passwd="admin",
+                                      connect_timeout=2) for n in nodes]
+
+    def writers(self):
+        out = []
+        for conn in self.conns:
+            cur = conn.cursor()
+            cur.execute(f"SELECT port FROM runtime_mysql_servers WHERE hostgroup_id={WRITER_HG} AND status='ONLINE'")
+            out.append({int(r[0]) for r in cur.fetchall()})
+        return out
+
+    def wait_for(self, test, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(test(w) for w in self.writers()):
+                return time.time()
+            time.sleep(0.01)
+        return None
+
+    def close(self):
+        for conn in self.conns:
+            conn.close()
+
+
+class Sysbench:
+    """sysbench oltp_read_write through each ProxySQL node (one process per node), parsed at the end."""
+
+    COMMON = ["--mysql-host=127.0.0.1", f"--mysql-user={APP_USER}", f"--mysql-password={APP_PASSWORD}",
+              f"--mysql-db={APP_SCHEMA}", "--tables=4", "--table-size=10000", "--db-ps-mode=disable"]
+
+    def __init__(self, ports, seconds, threads):
+        self.procs = [subprocess.Popen(["sysbench", "oltp_read_write", *self.COMMON, f"--mysql-port={p}",
+                                        f"--threads={threads}", f"--time={seconds}", "--report-interval=1",
+                                        "--percentile=99", "run"],
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for p in ports]
+
+    @staticmethod
+    def prepare(port):
+        subprocess.run(["sysbench", "oltp_read_write", *Sysbench.COMMON, f"--mysql-port={port}", "cleanup"],
+                       capture_output=True)
+        subprocess.run(["sysbench", "oltp_read_write", *Sysbench.COMMON, f"--mysql-port={port}", "prepare"],
+                       check=True, capture_output=True)
+
+    def results(self):
+        out = []
+        for proc in self.procs:
+            text = proc.communicate()[0]
+
+            def figure(label):
+                m = re.search(rf"^\s*{label}\s+([0-9.]+)", text, re.M)
+                return float(m.group(1)) if m else None
+            errors = re.search(r"ignored errors:\s+(\d+)", text)
+            reconnects = re.search(r"reconnects:\s+(\d+)", text)
+            fatal = [line for line in text.splitlines() if "FATAL" in line or "error" in line.lower()
+                     and "ignored errors" not in line]
+            out.append({"transactions": figure("transactions:"), "max_ms": figure("max:"),
+                        "p99_ms": figure("99th percentile:"), "avg_ms": figure("avg:"),
+                        "ignored_errors": int(errors.group(1)) if errors else None,
+                        "reconnects": int(reconnects.group(1)) if reconnects else None,
+                        "exit": proc.returncode, "fatal": fatal[:5], "text": text})
+        return out
+
+
+class WriteProbe:
+    """One autocommit INSERT after another through each ProxySQL node, every query's start and latency kept:
+    the longest write a client waited for, and when."""
+
+    def __init__(self, ports):
+        self.stop = threading.Event()
+        self.samples = {p: [] for p in ports}
+        self.errors = {p: [] for p in ports}
+        self.threads = [threading.Thread(target=self.run, args=(p,), daemon=True) for p in ports]
+
+    def run(self, port):
+        conn = None
+        while not self.stop.is_set():
+            start = time.time()
+            try:
+                if conn is None:
+                    conn = MySQLdb.connect(host="127.0.0.1", port=port, user=APP_USER, passwd=APP_PASSWORD,
+                                           db=APP_SCHEMA, autocommit=True)
+                    conn.cursor().execute("CREATE TABLE IF NOT EXISTS bench_probe "
+                                          "(id INT AUTO_INCREMENT PRIMARY KEY, t DOUBLE)")
+                    continue
+                conn.cursor().execute("INSERT INTO bench_probe (t) VALUES (%s)", (start,))
+            except MySQLdb.Error as exc:
+                self.errors[port].append((start, str(exc)))
+                conn = None
+                time.sleep(0.01)
+                continue
+            self.samples[port].append((start, (time.time() - start) * 1000))
+        if conn is not None:
+            conn.close()
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+
+    def worst(self, start=0.0, end=float("inf")):
+        """The longest write that was waiting at some moment of [start, end]."""
+        return max((ms for samples in self.samples.values() for t, ms in samples
+                    if t <= end and t + ms / 1000 >= start), default=0.0)
+
+    def all_ms(self):
+        return [ms for samples in self.samples.values() for _, ms in samples]
+
+
+class Command(BaseCommand):
+    help = "Switchovers and failover against a real ProxySQL pair (a binary built by hand); never in the suite."
+
+    def add_arguments(self, parser):
+        parser.add_argument("proxysql", help="path of the ProxySQL binary (e.g. a 2.7.1 built from source)")
+        parser.add_argument("--workdir", default=str(REPO / "var" / "bench" / "real-pair"),
+                            help="where the two ProxySQL datadirs go (run-1, run-2)")
+        parser.add_argument("--switchovers", type=int, default=10)
+        parser.add_argument("--seconds", type=int, default=60, help="each load run, without and with switchovers")
+        parser.add_argument("--threads", type=int, default=2, help="sysbench threads per ProxySQL node")
+        parser.add_argument("--rounds", type=int, default=2, help="control run, then switchover run, this many times")
+        parser.add_argument("--kills", type=int, default=10, help="writer kills for the failover timing")
+        parser.add_argument("--quiet-seconds", type=int, default=30, help="polling a loaded healthy writer")
+        parser.add_argument("--skip", action="append", default=[], choices=["switchovers", "failover", "quiet"])
+        parser.add_argument("--user", default="bench", help="the operator user the switchover command runs as")
+
+    def handle(self, proxysql, workdir, **o):
+        for noisy in ("apps.monitoring.rounds", "apps.operations.rules"):  # a line per poll otherwise
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+        if not os.access(proxysql, os.X_OK):
+            raise CommandError(f"{proxysql!r} is not an executable ProxySQL binary")
+        if not shutil.which("sysbench"):
+            raise CommandError("sysbench is not installed (Debian: apt-get install sysbench)")
+        self.o = o
+        self.stdout.write(f"machine: {machine()}")
+        lab = GaleraLab()
+        lab.up()
+        nodes = [RealProxySQL(proxysql, workdir, i + 1, a, c) for i, (a, c) in enumerate(zip(ADMIN_PORTS, CLIENT_PORTS))]
+        with private_redis():
+            self.bench(lab, nodes, proxysql)
+
+    def bench(self, lab, nodes, proxysql):
+        o = self.o
+        try:
+            for node in nodes:
+                version = node.start()
+                node.admin(*demo.seed_statements(), *APP_STATEMENTS)
+            self.stdout.write(f"ProxySQL: {proxysql}, SELECT @@version on admin: {version}")
+            lab.heal()
+            Sysbench.prepare(3311)
+            cluster = self.adopt(nodes)
+            if "switchovers" not in o["skip"]:
+                self.bench_switchovers(cluster, nodes)
+            if "failover" not in o["skip"]:
+                self.bench_failover(cluster, lab, nodes)
+            if "quiet" not in o["skip"]:
+                self.bench_false_failovers(cluster, lab, nodes)
+        finally:
+            for node in nodes:
+                node.stop()
+            lab.heal()
+
+    def adopt(self, nodes):
+        cluster = adopt_nodes([n.admin_port for n in nodes], f"real-{int(time.time())}", "real")
+        self.stdout.write(f"adopted as {cluster.name}: kind {cluster.kind}, writer {cluster.writer_hostgroup}, "
+                          f"reader {cluster.reader_hostgroup}, writer also reader {cluster.writer_is_also_reader}")
+        return cluster
+
+    # -- 1. the client's worst response -----------------------------------------------------------------
+    def load_run(self, label, switch=0, plan_only=False):
+        """sysbench and the write probe for --seconds; `switch` runs of the switchover command meanwhile, or
+        with plan_only the same command at the same moments with --plan-only (it plans, nothing runs): the
+        control, which costs the machine the same CPU without switching."""
+        seconds = self.o["seconds"]
+        self.stdout.write(f"{label}: load average {loadavg()} at the start")
+        bench = Sysbench(CLIENT_PORTS, seconds, self.o["threads"])
+        switches = []
+        probe = WriteProbe(CLIENT_PORTS).__enter__()
+        if switch:
+            cluster = self.cluster
+            gap = (seconds - 6) / switch
+            start = time.monotonic()
+            for i in range(switch):
+                time.sleep(max(0.0, start + 3 + i * gap - time.monotonic()))
+                writer = switchover.current_writer(cluster).server
+                target = Server.objects.filter(cluster=cluster).exclude(pk=writer.pk).order_by("port").first()
+                began = time.time()
+                result = self.switch(cluster, target, plan_only)
+                result["probe_command_ms"] = probe.worst(began, time.time())
+                result["probe_hold_ms"] = probe.worst(*result["window"]) if result["window"] else None
+                switches.append(result)
+        results = bench.results()
+        probe.__exit__()
+        values = probe.all_ms()
+        errors = sum(len(e) for e in probe.errors.values())
+        self.stdout.write(f"  write probe (one autocommit INSERT after another through each node): {len(values)} "
+                          f"queries, {errors} errors, max {max(values, default=0):.1f} ms, p99 {pct(values, 99):.1f} ms"
+                          + (f"; first errors: {[e for errs in probe.errors.values() for e in errs][:3]}" if errors else ""))
+        results.append({"probe_max_ms": max(values, default=0.0), "probe_p99_ms": pct(values, 99),
+                        "probe_errors": errors})
+        self.stdout.write(f"  load average {loadavg()} at the end")
+        for port, r in zip(CLIENT_PORTS, results[:2]):
+            self.stdout.write(f"  sysbench through :{port}: {r['transactions']:.0f} transactions, max {r['max_ms']} ms, "
+                              f"p99 {r['p99_ms']} ms, avg {r['avg_ms']} ms, ignored errors {r['ignored_errors']}, "
+                              f"reconnects {r['reconnects']}, exit {r['exit']}"
+                              + (f", errors: {r['fatal']}" if r["exit"] or r["fatal"] else ""))
+        return results, switches
+
+    def switch(self, cluster, target, plan_only=False):
+        """One switchover through the operator's command, in a process of its own as a runbook runs it."""
+        cmd = [sys.executable, "manage.py", "switchover", cluster.name, "--to", f"{target.hostname}:{target.port}",
+               "--user", self.o["user"], "--lower-autoinc", "--yes", "--json", *(["--plan-only"] if plan_only else [])]
+        done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+        events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        outcome = next((e for e in events if e.get("event") == "outcome"), {})
+        op = Operation.objects.filter(pk=outcome.get("operation")).first()
+        hold = loads = inside = window = None
+        if op is not None and not plan_only:
+            steps = {s.key: s for s in op.steps.all()}
+            if "drain" in steps and "move" in steps and steps["move"].finished_at and steps["drain"].finished_at:
+                hold = (steps["move"].finished_at - steps["drain"].finished_at).total_seconds() * 1000
+                window = (steps["drain"].started_at.timestamp(), steps["move"].finished_at.timestamp())
+                # the steps' own durations inside the hold; the rest is the executor's bookkeeping between them
+                inside = sum(steps[k].duration_ms or 0 for k in ("wait_drain", "catch_up", "move") if k in steps)
+                loads = [e["ms"] for k in ("drain", "move") for e in (steps[k].executed or [])
+                         if isinstance(e, dict) and e.get("sql") == "LOAD MYSQL SERVERS TO RUNTIME"]
+        result = {"exit": done.returncode, "state": outcome.get("state"), "error": outcome.get("error"),
+                  "timings": outcome.get("timings") or {}, "hold_ms": hold, "to": target.port,
+                  "between_steps_ms": None if hold is None else hold - inside, "load_ms": loads or [],
+                  "window": window}
+        if done.returncode:
+            self.stdout.write(f"  switchover to {target.port}: exit {done.returncode}, {result['state']}: "
+                              f"{result['error']} {done.stderr[-500:]}")
+        return result
+
+    def bench_switchovers(self, cluster, nodes):
+        from django.core.management import call_command
+
+        call_command("ensure_user", self.o["user"], role="operator", password="bench-operator", stdout=open(os.devnull, "w"))
+        self.cluster = cluster
+        n, seconds = self.o["switchovers"], self.o["seconds"]
+        quiet, busy, switches, controls = [], [], [], []
+        for r in range(self.o["rounds"]):  # control and switch runs alternate: the machine's load drifts
+            results, runs = self.load_run(f"round {r + 1}, control: the command {n} times with --plan-only ({seconds} s)",
+                                          switch=n, plan_only=True)
+            quiet.append(results)
+            controls += runs
+            results, runs = self.load_run(f"round {r + 1}: {n} switchovers ({seconds} s)", switch=n)
+            busy.append(results)
+            switches += runs
+        done = [s for s in switches if s["state"] == "done"]
+        self.stdout.write(f"switchovers: {len(done)} of {len(switches)} done "
+                          f"({', '.join(sorted({str(s['state']) for s in switches}))})")
+        for label, values in (("writer hold (drain step start -> move step end, both nodes)",
+                               [(s["window"][1] - s["window"][0]) * 1000 for s in done if s["window"]]),
+                              ("drain wait", [s["timings"].get("wait_drain", 0) for s in done]),
+                              ("Galera catch-up", [s["timings"].get("catch_up", 0) for s in done]),
+                              ("move step (both nodes)", [s["timings"].get("move", 0) for s in done]),
+                              ("LOAD MYSQL SERVERS TO RUNTIME on one real node (drain and move)",
+                               [ms for s in done for ms in s["load_ms"]]),
+                              ("in the hold but between the steps (the executor's bookkeeping)",
+                               [s["between_steps_ms"] for s in done if s["between_steps_ms"] is not None]),
+                              ("operation total", [s["timings"].get("total_ms", 0) for s in done]),
+                              ("longest probe write overlapping the hold", [s["probe_hold_ms"] for s in done]),
+                              ("longest probe write while the switchover command ran", [s["probe_command_ms"] for s in done]),
+                              ("control: longest probe write while the --plan-only command ran",
+                               [s["probe_command_ms"] for s in controls])):
+            if values:
+                self.stdout.write(f"  {label}: {summary(values)} (each: {', '.join(f'{v:.0f}' for v in values)})")
+        for r, (q, b) in enumerate(zip(quiet, busy), 1):
+            worst_q, worst_b = max(x["max_ms"] or 0 for x in q[:2]), max(x["max_ms"] or 0 for x in b[:2])
+            self.stdout.write(f"round {r}: client worst response (sysbench transaction) {worst_b} ms with switchovers, "
+                              f"{worst_q} ms in the control: difference {worst_b - worst_q:.2f} ms (target: within 40 ms); "
+                              f"p99 {max(x['p99_ms'] or 0 for x in b[:2])} / {max(x['p99_ms'] or 0 for x in q[:2])} ms; "
+                              f"write probe worst {b[2]['probe_max_ms']:.1f} / {q[2]['probe_max_ms']:.1f} ms, "
+                              f"errors {b[2]['probe_errors']} / {q[2]['probe_errors']}; sysbench ignored errors "
+                              f"{sum(x['ignored_errors'] or 0 for x in b[:2])} / {sum(x['ignored_errors'] or 0 for x in q[:2])}, "
+                              f"reconnects {sum(x['reconnects'] or 0 for x in b[:2])} / {sum(x['reconnects'] or 0 for x in q[:2])}")
+
+    # -- 2. failover ------------------------------------------------------------------------------------
+    def at_default_policy(self, cluster):
+        from lab.management.commands.bench_operations import FAILOVER_POLICY
+
+        defaults = {f.name: f.default for f in Cluster._meta.fields if f.name in FAILOVER_POLICY}
+        Cluster.objects.filter(pk=cluster.pk).update(auto_failover_enabled=True, read_pool_rules_enabled=False,
+                                                     **defaults)
+        cluster.refresh_from_db()
+        return ", ".join(f"{k}={v}" for k, v in sorted(defaults.items()))
+
+    def bench_failover(self, cluster, lab, nodes):
+        policy = self.at_default_policy(cluster)
+        interval = getattr(cluster, "backend_poll_interval_s", None) or cluster.poll_interval_s
+        watch = WriterWatch(nodes)
+        rng = random.Random()
+        times, moves, loads = [], [], []
+        try:
+            for _ in range(self.o["kills"]):
+                lab.heal()
+                live.client().flushdb()
+                writer = switchover.current_writer(cluster).server
+                before = set(Operation.objects.filter(kind=OperationKind.FAILOVER).values_list("pk", flat=True))
+                with Beat():
+                    time.sleep(2.5 + rng.uniform(0, interval))
+                    loads.append(os.getloadavg()[0])
+                    killed = time.time()
+                    lab.kill(writer.port - 3310)
+                    seen = watch.wait_for(lambda ports: bool(ports) and writer.port not in ports, 20)
+                    time.sleep(0.2)  # the operation's last steps (verify, save, inventory)
+                op = (Operation.objects.filter(kind=OperationKind.FAILOVER).exclude(pk__in=before)
+                      .order_by("pk").first())
+                if seen is None:
+                    self.stdout.write(f"  kill of {writer.port}: no new writer on both nodes within 20 s "
+                                      f"({op and op.state}: {op and op.error}; writers now {watch.writers()})")
+                    continue
+                times.append((seen - killed) * 1000)
+                if op is not None and op.timings:
+                    moves.append(op.timings.get("total_ms", 0))
+        finally:
+            watch.close()
+        lab.heal()
+        if times:
+            self.stdout.write(f"failover at the default policy ({policy}), writer kill -9 at a random moment of the "
+                              f"{interval:g} s cycle, {len(times)} runs, 1-min load average at each kill "
+                              f"{', '.join(f'{x:.1f}' for x in loads)}:")
+            self.stdout.write(f"  kill -> new writer ONLINE in runtime on both real nodes (10 ms polls): "
+                              f"{summary(times)} (each: {', '.join(f'{x:.0f}' for x in times)})")
+            if moves:
+                self.stdout.write(f"  of which the failover operation itself: {summary(moves)}")
+            self.stdout.write(f"  under 1 s: {sum(t < 1000 for t in times)} of {len(times)}")
+
+    # -- 3. false failovers -----------------------------------------------------------------------------
+    def bench_false_failovers(self, cluster, lab, nodes):
+        policy = self.at_default_policy(cluster)
+        lab.heal()
+        live.client().flushdb()
+        seconds = self.o["quiet_seconds"]
+        before = Operation.objects.filter(kind=OperationKind.FAILOVER).count()
+        writer = switchover.current_writer(cluster).server
+        stop = threading.Event()
+        burners = [threading.Thread(target=_cpu_load, args=(writer.port, stop), daemon=True) for _ in range(2)]
+        self.stdout.write(f"false failovers ({policy}): load average {loadavg()} at the start")
+        polls = PollCounter(writer)
+        with polls, Beat():
+            bench = Sysbench(CLIENT_PORTS, seconds, self.o["threads"] * 2)
+            for t in burners:
+                t.start()
+            results = bench.results()
+            stop.set()
+            for t in burners:
+                t.join()
+            counted = polls.take()
+        failovers = Operation.objects.filter(kind=OperationKind.FAILOVER).count() - before
+        self.stdout.write(f"  {seconds} s of sysbench ({self.o['threads'] * 2} threads per node, "
+                          f"{sum(r['transactions'] or 0 for r in results):.0f} transactions, exits "
+                          f"{[r['exit'] for r in results]}) and 2 CPU-burning sessions on the writer {writer.port}: "
+                          f"{counted}; failovers: {failovers}; load average {loadavg()} at the end")
