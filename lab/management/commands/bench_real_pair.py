@@ -4,7 +4,7 @@
 
 Never part of the test suite: it needs a ProxySQL binary built by hand (docs/benchmarks.md, "Against a real
 ProxySQL 2.7.1 pair", says how). It starts two ProxySQL processes of its own (datadirs under --workdir,
-admin 16032 / 26032, clients 16033 / 26033) in front of the Galera lab, configures them through their admin
+admin 16132 / 26132, clients 16133 / 26133) in front of the Galera lab, configures them through their admin
 port like the seeds' pair (lab/demo.py), adopts them into the scratch database, and measures:
 
 1. the client's worst response with and without switchovers: two sysbench oltp_read_write processes, one
@@ -49,7 +49,7 @@ from lab.management.commands.bench_operations import (Beat, PollCounter, _cpu_lo
                                                       private_redis, summary)
 
 REPO = Path(__file__).resolve().parents[3]
-ADMIN_PORTS, CLIENT_PORTS = (16032, 26032), (16033, 26033)
+ADMIN_PORTS, CLIENT_PORTS = (16132, 26132), (16133, 26133)  # clear of the demo doubles (16032, 16033)
 WRITER_HG = 100
 # The application's routing, as in the seeds: locking reads and writes to the writer, plain reads to readers.
 APP_STATEMENTS = [
@@ -133,6 +133,16 @@ class WriterWatch:
             cur = conn.cursor()
             cur.execute(f"SELECT port FROM runtime_mysql_servers WHERE hostgroup_id={WRITER_HG} AND status='ONLINE'")
             out.append({int(r[0]) for r in cur.fetchall()})
+        return out
+
+    def not_online(self):
+        """Per node, the runtime rows ProxySQL does not have ONLINE: [(hostgroup, port, status)...]."""
+        out = []
+        for conn in self.conns:
+            cur = conn.cursor()
+            cur.execute("SELECT hostgroup_id, port, status FROM runtime_mysql_servers WHERE status<>'ONLINE' "
+                        "ORDER BY hostgroup_id, port")
+            out.append([(int(hg), int(port), status) for hg, port, status in cur.fetchall()])
         return out
 
     def wait_for(self, test, timeout):
@@ -249,8 +259,12 @@ class Command(BaseCommand):
         parser.add_argument("--threads", type=int, default=2, help="sysbench threads per ProxySQL node")
         parser.add_argument("--rounds", type=int, default=2, help="control run, then switchover run, this many times")
         parser.add_argument("--kills", type=int, default=10, help="writer kills for the failover timing")
+        parser.add_argument("--switchovers-after-failover", type=int, default=2,
+                            help="switchovers once the killed backends are back (their rows may be SHUNNED)")
         parser.add_argument("--quiet-seconds", type=int, default=30, help="polling a loaded healthy writer")
         parser.add_argument("--skip", action="append", default=[], choices=["switchovers", "failover", "quiet"])
+        parser.add_argument("--lab-name", help="a named Galera lab of its own (bin/lab galera --name NAME) instead of "
+                                                "the default one, e.g. while the test suite uses that")
         parser.add_argument("--user", default="bench", help="the operator user the switchover command runs as")
 
     def handle(self, proxysql, workdir, **o):
@@ -262,7 +276,7 @@ class Command(BaseCommand):
             raise CommandError("sysbench is not installed (Debian: apt-get install sysbench)")
         self.o = o
         self.stdout.write(f"machine: {machine()}")
-        lab = GaleraLab()
+        lab = GaleraLab(name=o["lab_name"]) if o["lab_name"] else GaleraLab()
         lab.up()
         nodes = [RealProxySQL(proxysql, workdir, i + 1, a, c) for i, (a, c) in enumerate(zip(ADMIN_PORTS, CLIENT_PORTS))]
         with private_redis():
@@ -273,10 +287,10 @@ class Command(BaseCommand):
         try:
             for node in nodes:
                 version = node.start()
-                node.admin(*demo.seed_statements(), *APP_STATEMENTS)
+                node.admin(*demo.seed_statements(backend_ports=lab.ports), *APP_STATEMENTS)
             self.stdout.write(f"ProxySQL: {proxysql}, SELECT @@version on admin: {version}")
             lab.heal()
-            Sysbench.prepare(3311)
+            Sysbench.prepare(lab.ports[0])
             cluster = self.adopt(nodes)
             if "switchovers" not in o["skip"]:
                 self.bench_switchovers(cluster, nodes)
@@ -363,9 +377,7 @@ class Command(BaseCommand):
         return result
 
     def bench_switchovers(self, cluster, nodes):
-        from django.core.management import call_command
-
-        call_command("ensure_user", self.o["user"], role="operator", password="bench-operator", stdout=open(os.devnull, "w"))
+        self.ensure_user()
         self.cluster = cluster
         n, seconds = self.o["switchovers"], self.o["seconds"]
         quiet, busy, switches, controls = [], [], [], []
@@ -421,7 +433,9 @@ class Command(BaseCommand):
         interval = getattr(cluster, "backend_poll_interval_s", None) or cluster.poll_interval_s
         watch = WriterWatch(nodes)
         rng = random.Random()
-        times, moves, loads = [], [], []
+        times, moves, loads, after = [], [], [], []
+        # clients through both nodes during each kill, so that ProxySQL meets the dead writer itself (and shuns it)
+        probe = WriteProbe(CLIENT_PORTS).__enter__()
         try:
             for _ in range(self.o["kills"]):
                 lab.heal()
@@ -432,9 +446,10 @@ class Command(BaseCommand):
                     time.sleep(2.5 + rng.uniform(0, interval))
                     loads.append(os.getloadavg()[0])
                     killed = time.time()
-                    lab.kill(writer.port - 3310)
+                    lab.kill(lab.ports.index(writer.port) + 1)
                     seen = watch.wait_for(lambda ports: bool(ports) and writer.port not in ports, 20)
                     time.sleep(0.2)  # the operation's last steps (verify, save, inventory)
+                    after.append(watch.not_online())
                 op = (Operation.objects.filter(kind=OperationKind.FAILOVER).exclude(pk__in=before)
                       .order_by("pk").first())
                 if seen is None:
@@ -444,9 +459,18 @@ class Command(BaseCommand):
                 times.append((seen - killed) * 1000)
                 if op is not None and op.timings:
                     moves.append(op.timings.get("total_ms", 0))
+            lab.heal()
+            switched = self.switch_after_failovers(cluster, watch)
         finally:
+            probe.__exit__()
             watch.close()
         lab.heal()
+        errors = [e for errs in probe.errors.values() for e in errs]
+        self.stdout.write(f"  clients during the kills (write probe through both nodes): {len(probe.all_ms())} writes, "
+                          f"{len(errors)} errors ({sorted({e[1][:60] for e in errors})[:3]})")
+        self.stdout.write("  rows not ONLINE in runtime right after each failover, per node: "
+                          + "; ".join(str(a) for a in after))
+        self.stdout.write(f"  switchovers after the failovers: {switched}")
         if times:
             self.stdout.write(f"failover at the default policy ({policy}), writer kill -9 at a random moment of the "
                               f"{interval:g} s cycle, {len(times)} runs, 1-min load average at each kill "
@@ -456,6 +480,26 @@ class Command(BaseCommand):
             if moves:
                 self.stdout.write(f"  of which the failover operation itself: {summary(moves)}")
             self.stdout.write(f"  under 1 s: {sum(t < 1000 for t in times)} of {len(times)}")
+
+    def switch_after_failovers(self, cluster, watch):
+        """Switchovers once the killed backends are back: ProxySQL may still have their rows SHUNNED in
+        runtime (issue 9, item 1); the product must not refuse for that."""
+        self.ensure_user()
+        out = []
+        for _ in range(self.o["switchovers_after_failover"]):
+            writer = switchover.current_writer(cluster).server
+            target = Server.objects.filter(cluster=cluster).exclude(pk=writer.pk).order_by("port").first()
+            shunned = watch.not_online()
+            result = self.switch(cluster, target)
+            out.append(f"to {target.port} with {shunned} not ONLINE: {result['state']}"
+                       + (f" ({result['error']})" if result["error"] else ""))
+        return out
+
+    def ensure_user(self):
+        from django.core.management import call_command
+
+        call_command("ensure_user", self.o["user"], role="operator", password="bench-operator",
+                     stdout=open(os.devnull, "w"))
 
     # -- 3. false failovers -----------------------------------------------------------------------------
     def bench_false_failovers(self, cluster, lab, nodes):
