@@ -13,6 +13,7 @@ Subjects (one alert per rule and subject, deduplicated):
   mirror_rule a mirror rule on one node                "n<node>:r<rule_id>"
   operation   an operation                             "o<operation>"
   digest      a query digest within the cluster        "c<cluster>:d<digest>"
+  channel     a DR channel (its replica cluster's)     "ch<channel>"
 """
 from dataclasses import dataclass, field
 
@@ -23,6 +24,7 @@ SEVERITY_RANK = {INFO: 0, WARNING: 1, CRITICAL: 2}
 # Operation kinds (apps.operations.choices.OperationKind values) whose run is planned work.
 SWITCHOVER, DRAIN, RESTORE, CONFIG, REPAIR, FAILOVER, READ_POOL = (
     "switchover", "drain", "restore", "config", "repair", "failover", "read_pool")
+CHANNEL_MOVE = "channel_move"
 MAINTENANCE = "maintenance"  # a backend in maintenance (drained, not yet restored)
 
 
@@ -156,6 +158,16 @@ RULES = [
     RuleSpec("rollback_pending", "Rollback pending", "operations", "operation", CRITICAL, 0,
              "An operation could not finish its rollback on a node that stopped answering; the statements still to "
              "run are retried until it answers."),
+    # -- DR channels (apps/dr), judged after each channel poll, on the replica cluster -----------------------
+    RuleSpec("channel_stopped", "DR channel stopped", "dr", "channel", CRITICAL, 10,
+             "The channel's IO or SQL thread is not running on its replica node (stopped, an error, still "
+             "connecting, replicating from elsewhere, or the node does not answer): the replica site falls behind.",
+             held_by={CHANNEL_MOVE: "cluster"}),
+    RuleSpec("channel_lag", "DR channel lag above its threshold", "dr", "channel", WARNING, 30,
+             "Seconds_Behind_Master of the channel's replica above the threshold: a failover to the replica site "
+             "would lose or wait for that much.",
+             params={"seconds": Param(0, "s", "threshold (0: the channel's own max lag)", 0, 1e9)},
+             held_by={CHANNEL_MOVE: "cluster"}),
     # -- query digests -----------------------------------------------------------------------------------
     RuleSpec("digest_new_top", "New query among the top by total time", "digests", "digest", INFO, 0,
              "A digest first seen recently is among the cluster's top digests by total time in the window.",
@@ -171,4 +183,4 @@ RULES = [
 BY_KEY = {r.key: r for r in RULES}
 FAMILIES = {"writer": "Writer", "pool": "Read pool", "backend": "Backends", "galera": "Galera", "async": "Async replication",
             "proxysql": "ProxySQL nodes", "mirror": "Mirroring", "config": "Configuration", "operations": "Operations",
-            "digests": "Query digests"}
+            "digests": "Query digests", "dr": "DR channels"}

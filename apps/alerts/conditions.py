@@ -8,6 +8,8 @@ Three levels, by what a check needs:
   node    one ProxySQL node's document          (target "n<node>")
   server  one backend's document                (target "s<server>")
   cluster every document of the cluster, and its operations (target "c<cluster>")
+  channel one DR channel's document (apps/dr/polling.py, kind "channel"), on its replica cluster
+          (target "ch<channel>")
 """
 from dataclasses import dataclass, field
 
@@ -22,6 +24,7 @@ SERVER_RULES = ("backend_unreachable", "galera_non_primary", "galera_not_ready",
                 "galera_recv_queue", "galera_flow_control", "replica_lag", "replication_stopped")
 CLUSTER_RULES = ("writer_none", "writer_many", "writer_disagree", "readers_low", "galera_cluster_size",
                  "operation_failed", "rollback_pending")
+CHANNEL_RULES = ("channel_stopped", "channel_lag")
 
 
 @dataclass
@@ -333,6 +336,45 @@ def _single_server(c, rows):
     return pks.pop() if len(pks) == 1 else None
 
 
+# -- one DR channel ------------------------------------------------------------------------------------
+def channel_observations(c, ch, doc, now, settings):
+    """Rules on one channel's latest-state document; c is its replica cluster (polled at its backend interval)."""
+    if doc is None:
+        return []
+    out = []
+    target = f"ch{ch.pk}"
+    label = f"DR channel {ch.name}"
+
+    def obs(rule, summary, **kw):
+        out.append(Observation(rule, target, target, label, summary, server=ch.replica_server, **kw))
+
+    if _stale(doc, c, now, backend=True):
+        if _on(settings, "channel_stopped"):
+            obs("channel_stopped", f"no poll of channel {ch.name} for {_age(doc, now):.0f} s: its state is stale",
+                value=_age(doc, now), started=doc["ts"], details={"last_poll": doc["ts"]})
+        return out
+    replica = doc.get("replica") or {}
+    state = doc.get("state")
+    if state != "running" and _on(settings, "channel_stopped"):
+        if not replica.get("ok", True):
+            why = f"the replica node does not answer: {replica.get('error')}"
+        else:
+            error = replica.get("last_io_error") or replica.get("last_sql_error")
+            why = (f"IO thread {replica.get('io_running') or 'No'}, SQL thread {replica.get('sql_running') or 'No'}"
+                   + (f": {error}" if error else ""))
+        obs("channel_stopped", f"channel {ch.name} {state}: {why}", details={
+            "state": state, "io_running": replica.get("io_running"), "sql_running": replica.get("sql_running"),
+            "last_io_error": replica.get("last_io_error"), "last_sql_error": replica.get("last_sql_error"),
+            "error": replica.get("error")})
+    s = settings["channel_lag"]
+    lag = doc.get("lag_seconds")
+    threshold = s.params["seconds"] or ch.max_lag_s
+    if s.enabled and lag is not None and lag > threshold:
+        obs("channel_lag", f"channel {ch.name}: {lag:g} s behind its source, above {threshold:g} s", value=lag,
+            details={"lag_seconds": lag, "threshold": threshold, "behind_trx": doc.get("behind_trx")})
+    return out
+
+
 def rule_level(rule):
     if rule in NODE_RULES:
         return "node"
@@ -340,4 +382,6 @@ def rule_level(rule):
         return "server"
     if rule in CLUSTER_RULES:
         return "cluster"
+    if rule in CHANNEL_RULES:
+        return "channel"
     return BY_KEY[rule].after

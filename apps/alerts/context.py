@@ -13,6 +13,7 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from apps.clients.proxysql import SERVER_FIELDS, configured_status
+from apps.dr.models import ReplicationChannel
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from apps.monitoring import status
 
@@ -47,6 +48,16 @@ class ServerCtx:
 
 
 @dataclass
+class ChannelCtx:
+    """A DR channel, judged on its replica cluster."""
+
+    pk: int
+    name: str
+    max_lag_s: int
+    replica_server: int
+
+
+@dataclass
 class ClusterCtx:
     pk: int
     name: str
@@ -61,6 +72,7 @@ class ClusterCtx:
     hostgroups: set = field(default_factory=set)
     nodes: dict = field(default_factory=dict)
     servers: dict = field(default_factory=dict)
+    channels: dict = field(default_factory=dict)  # the DR channels into this cluster
     by_endpoint: dict = field(default_factory=dict)
     intended: dict = field(default_factory=dict)  # drift.compare() input: {(hg, host, port): {field: value}}
     intended_fingerprint: frozenset = frozenset()
@@ -82,6 +94,7 @@ class Inventory:
     server_cluster: dict  # server pk -> cluster pk
     loaded: float         # monotonic, for the cache's age
     loaded_at: float = 0.0  # epoch, to compare with when operations ended
+    channel_cluster: dict = field(default_factory=dict)  # DR channel pk -> its replica cluster's pk
 
 
 _inventory = {"value": None}
@@ -127,9 +140,14 @@ def inventory(changed_after=None):
         s = c.servers[server_id]
         c.intended[(hg, s.hostname, s.port)] = dict(zip(SERVER_FIELDS, values))
         c.hostgroups.add(hg)
+    channel_cluster = {}
+    for pk, cluster_id, name, max_lag_s, replica in ReplicationChannel.objects.values_list(
+            "id", "replica_cluster_id", "name", "max_lag_s", "replica_server_id"):
+        clusters[cluster_id].channels[pk] = ChannelCtx(pk, name, max_lag_s, replica)
+        channel_cluster[pk] = cluster_id
     for c in clusters.values():
         c.intended_fingerprint = frozenset((*k, *(v[f] for f in SERVER_FIELDS)) for k, v in c.intended.items())
-    cached = Inventory(clusters, node_cluster, server_cluster, time.monotonic(), time.time())
+    cached = Inventory(clusters, node_cluster, server_cluster, time.monotonic(), time.time(), channel_cluster)
     _inventory["value"] = cached
     return cached
 

@@ -32,6 +32,7 @@ from . import conditions, context, holds, lean, notify, rulesettings
 from .models import Alert, AlertState
 
 log = logging.getLogger(__name__)
+CHANNEL_KIND = "channel"  # apps/dr/polling.py's latest-state kind
 SUMMARY_REFRESH_S = 30.0
 FULL_SWEEP_EVERY = 6  # one sweep in six judges every owned cluster whole (a minute at the default ALERTS_SWEEP_S)  # an open alert's figures are rewritten at most this often (not at every poll)
 # What the transitions read of an open alert (a pending one's fires_at comes apart: see _open_alerts).
@@ -127,6 +128,45 @@ def after_poll_round(kind, docs, shard=0, shards=1, now=None):
     return counts
 
 
+def after_channel_poll(docs, now=None):
+    """Called after the DR channels' polls (apps/dr/polling.py): docs {channel pk: (previous, new document)}.
+    Each channel is judged on its own document, on its replica cluster."""
+    if not settings.ALERTS_ENABLED or not docs:
+        return {}
+    now = now or time.time()
+    inv = context.inventory()
+    situation = context.situation(inv, now)
+    if situation.last_ended or any(pk not in inv.channel_cluster for pk in docs):  # a move changed the ends
+        inv = context.inventory(changed_after=situation.last_ended or time.time())
+    passes = []
+    for pk, (_prev, doc) in docs.items():
+        c = inv.clusters.get(inv.channel_cluster.get(pk))
+        if c is None:
+            continue
+        passes.append(Pass(c.pk, {f"ch{pk}"}, conditions.CHANNEL_RULES,
+                           conditions.channel_observations(c, c.channels[pk], doc, now, rulesettings.for_cluster(c))))
+    return apply(passes, situation, now)
+
+
+def _channel_passes(clusters, now, full):
+    """The DR channels into these clusters whose document went stale (or every one when `full`)."""
+    pks = [pk for c in clusters for pk in c.channels]
+    if not pks:
+        return []
+    try:
+        docs = live.read_many(CHANNEL_KIND, pks)
+    except live.LiveUnavailable:
+        return []
+    out = []
+    for c in clusters:
+        for pk, ch in c.channels.items():
+            doc = docs.get(pk)
+            if full or doc is None or conditions.is_stale(doc, c, now, backend=True):
+                out.append(Pass(c.pk, {f"ch{pk}"}, conditions.CHANNEL_RULES,
+                                conditions.channel_observations(c, ch, doc, now, rulesettings.for_cluster(c))))
+    return out
+
+
 def judge_clusters(clusters, situation, now, skip=(), full=False):
     """Clusters from their documents (one MGET per kind for all of them): the rules on each whole cluster,
     and the rules on each node and backend whose document went stale (their own rounds judge the others),
@@ -156,7 +196,7 @@ def judge_clusters(clusters, situation, now, skip=(), full=False):
         out.append(Pass(c.pk, {f"c{c.pk}"}, conditions.CLUSTER_RULES,
                         conditions.cluster_observations(c, mine_n, mine_s, now, rules,
                                                         situation.op_alerts.get(c.pk, []))))
-    return out
+    return out + _channel_passes(clusters, now, full)
 
 
 _hold_ends_scheduled = set()
