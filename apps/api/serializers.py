@@ -8,6 +8,7 @@ from apps.alerts.catalogue import SEVERITIES
 from apps.alerts.models import Alert, AlertState, Silence
 from apps.audit.models import AuditEvent, Outcome
 from apps.configuration.models import ChangeSet, ConfigVersion
+from apps.dr.models import ChannelCandidate, ChannelSample, ReplicationChannel
 from apps.fleet.choices import ClusterKind
 from apps.fleet.models import HOSTGROUP_MAX, Cluster, HostgroupMembership, ProxySQLNode, Server
 from apps.monitoring import charts
@@ -344,6 +345,75 @@ class RepairInput(serializers.Serializer):
 class ConfirmInput(serializers.Serializer):
     override_reason = text(2000, required=False, allow_blank=True, default="",
                            help_text="admins only: why failed (overridable) guards may be ignored")
+
+
+# -- DR channels -----------------------------------------------------------------------------------------
+class ChannelCandidateSerializer(Answer):
+    class Meta:
+        model = ChannelCandidate
+        fields = ["side", "server", "weight"]
+
+
+class ChannelStateSerializer(serializers.Serializer):
+    state = serializers.CharField(allow_null=True, help_text="running, connecting, stopped, error, unreachable, "
+                                                             "misdirected; null: never polled")
+    age_s = serializers.FloatField(allow_null=True, help_text="seconds since the poll")
+    stale = serializers.BooleanField(help_text="no poll for three of the replica cluster's backend intervals")
+    from_history = serializers.BooleanField(help_text="Redis is down: the last stored poll")
+    lag_seconds = serializers.FloatField(allow_null=True, help_text="Seconds_Behind_Master")
+    lag_high = serializers.BooleanField(allow_null=True, help_text="above the channel's max_lag_s")
+    behind_trx = serializers.IntegerField(allow_null=True, help_text="transactions of the source's GTID domain not "
+                                                                     "applied yet")
+    io_running = serializers.CharField(allow_null=True)
+    sql_running = serializers.CharField(allow_null=True)
+    last_io_error = serializers.CharField(allow_null=True)
+    last_sql_error = serializers.CharField(allow_null=True)
+    gtid_slave_pos = serializers.CharField(allow_null=True)
+    source_binlog_pos = serializers.CharField(allow_null=True)
+    failing_polls = serializers.DictField(child=serializers.IntegerField(), allow_null=True,
+                                          help_text="consecutive polls with the source / replica end failing")
+
+
+class ChannelSerializer(Answer):
+    candidates = ChannelCandidateSerializer(many=True)
+    latest = ChannelStateSerializer(help_text="the latest poll (Redis), or the last stored one when Redis is down")
+
+    class Meta:
+        model = ReplicationChannel
+        fields = ["id", "name", "source_cluster", "replica_cluster", "source_server", "replica_server",
+                  "replication_user", "max_lag_s", "auto_failover_enabled", "failover_after_polls", "failback_enabled",
+                  "failback_after_s", "preferred_source", "candidates", "latest", "updated_at"]
+
+
+class ChannelSampleSerializer(Answer):
+    class Meta:
+        model = ChannelSample
+        fields = ["ts", "resolution", "source_server", "replica_server", "reachable", "io_running", "sql_running",
+                  "lag_seconds", "source_seq", "applied_seq"]
+
+
+class ChannelDetailSerializer(ChannelSerializer):
+    history = ChannelSampleSerializer(many=True, help_text="the newest raw polls, newest first (at most 100)")
+    moves = OperationSerializer(many=True, help_text="the channel's moves, newest first (at most 20)")
+
+    class Meta(ChannelSerializer.Meta):
+        fields = ChannelSerializer.Meta.fields + ["history", "moves"]
+
+
+class ChannelFilter(serializers.Serializer):
+    cluster = IdField(required=False, help_text="channels leaving or entering this cluster")
+
+
+class ChannelMoveInput(serializers.Serializer):
+    new_source = IdField(required=False, allow_null=True, default=None,
+                         help_text="a server (id) of the source cluster the channel reads from next")
+    new_replica = IdField(required=False, allow_null=True, default=None,
+                          help_text="a server (id) of the replica cluster that runs the channel next")
+
+    def validate(self, data):
+        if data["new_source"] is None and data["new_replica"] is None:
+            raise serializers.ValidationError("Give new_source, new_replica, or both.")
+        return data
 
 
 # -- audit -----------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ from django.urls import include, path, re_path, register_converter
 from django.views.decorators.csrf import csrf_exempt
 
 from . import errors
-from .endpoints import alerts, audit, configuration, digests, fleet, meta, operations, reports
+from .endpoints import alerts, audit, configuration, digests, dr, fleet, meta, operations, reports
 
 
 class IdConverter:
@@ -54,6 +54,10 @@ v1 = [
     path("clusters/<id:pk>/repair/", operations.RepairPlan.as_view(), name="repair"),
     path("servers/<id:pk>/drain/", operations.DrainPlan.as_view(), name="drain"),
     path("servers/<id:pk>/restore/", operations.RestorePlan.as_view(), name="restore"),
+    # DR channels: read them, plan a move (confirm and follow it as an operation)
+    path("channels/", dr.ChannelList.as_view(), name="channels"),
+    path("channels/<id:pk>/", dr.ChannelDetail.as_view(), name="channel"),
+    path("channels/<id:pk>/move/", dr.ChannelMovePlan.as_view(), name="channel_move"),
     # audit log, reports
     path("audit/events/", audit.AuditEventList.as_view(), name="audit_events"),
     path("audit/events/<id:pk>/", audit.AuditEventDetail.as_view(), name="audit_event"),

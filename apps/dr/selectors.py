@@ -47,3 +47,22 @@ def for_cluster(cluster):
     channels = (ReplicationChannel.objects.filter(Q(source_cluster=cluster) | Q(replica_cluster=cluster))
                 .select_related("source_cluster", "replica_cluster", "source_server", "replica_server"))
     return {"dr_channels": rows(channels)}
+
+
+def moves(channel, limit=20):
+    """The channel's move operations, newest first."""
+    ops = channel.replica_cluster.operations.filter(kind="channel_move", title__startswith=f"channel {channel.name}:")
+    return [op for op in ops.order_by("-id")[:limit * 2] if (op.plan.get("options") or {}).get("channel") == channel.pk][:limit]
+
+
+def latest(row):
+    """A rows() entry's latest state as the API shows it."""
+    doc = row["doc"] or {}
+    replica, source = doc.get("replica") or {}, doc.get("source") or {}
+    return {"state": doc.get("state"), "age_s": row["age"], "stale": row["stale"],
+            "from_history": bool(doc.get("from_history")), "lag_seconds": doc.get("lag_seconds"),
+            "lag_high": doc.get("lag_high"), "behind_trx": doc.get("behind_trx"),
+            "io_running": replica.get("io_running"), "sql_running": replica.get("sql_running"),
+            "last_io_error": replica.get("last_io_error"), "last_sql_error": replica.get("last_sql_error"),
+            "gtid_slave_pos": replica.get("gtid_slave_pos"), "source_binlog_pos": source.get("binlog_pos"),
+            "failing_polls": doc.get("failing_polls")}

@@ -26,7 +26,7 @@ def channel_detail(request, pk):
         "source_candidates": channel.candidates_for("source"), "replica_candidates": channel.candidates_for("replica"),
         "recent": ChannelSample.objects.filter(channel=channel).order_by("-ts")[:20],
         "move_form": MoveForm(channel=channel),
-        "operations": channel.replica_cluster.operations.filter(kind="channel_move", title__startswith=f"channel {channel.name}:")[:8],
+        "operations": selectors.moves(channel, limit=8),
     })
 
 

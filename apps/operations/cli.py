@@ -74,7 +74,7 @@ class OperationCommand(BaseCommand):
     """A command that plans one kind of operation; subclasses add their arguments and build the plan."""
 
     def add_arguments(self, parser):
-        parser.add_argument("cluster", help="the cluster's name")
+        self.add_target_arguments(parser)
         self.add_plan_arguments(parser)
         parser.add_argument("--user", required=True, help="who plans and confirms: an existing user with the operator "
                                                           "role (an admin to override failed guards)")
@@ -85,8 +85,18 @@ class OperationCommand(BaseCommand):
                             help="print the plan and exit 0, or 2 when a guard fails; nothing runs")
         parser.add_argument("--json", action="store_true", help="JSON lines: the plan, each step, the outcome")
 
+    def add_target_arguments(self, parser):
+        parser.add_argument("cluster", help="the cluster's name")
+
     def add_plan_arguments(self, parser):
         pass
+
+    def cluster_of(self, o):
+        """The cluster the operation runs on (its lock, its two-person rule)."""
+        cluster = Cluster.objects.filter(name=o["cluster"]).first()
+        if cluster is None:
+            raise CommandError(f"no cluster named {o['cluster']!r}")
+        return cluster
 
     def build_plan(self, cluster, options):
         raise NotImplementedError
@@ -94,9 +104,7 @@ class OperationCommand(BaseCommand):
     # -- the run -----------------------------------------------------------------------------------------
     def handle(self, **o):
         self.json = o["json"]
-        cluster = Cluster.objects.filter(name=o["cluster"]).first()
-        if cluster is None:
-            raise CommandError(f"no cluster named {o['cluster']!r}")
+        cluster = self.cluster_of(o)
         user = user_named(o["user"])
         plan = self.build_plan(cluster, o)
         op = services.save_plan(plan, user=user)
@@ -180,6 +188,10 @@ class OperationCommand(BaseCommand):
                     w(f"   on {spec.get('name')}:")
                     for sql in spec.get("sql", []):
                         w(f"     {sql};")
+            elif step.params.get("sql") and step.params.get("name"):  # a step on one backend (a DR channel move)
+                w(f"   on {step.params['name']}:")
+                for sql in step.params["sql"]:
+                    w(f"     {sql};")
 
     def ask(self, question):
         self.stderr.write(question, ending="")

@@ -71,6 +71,7 @@ OWNER = {
     "config_version": "version", "config_export": "version", "config_revert": "version",
     "change_set": "change_set", "change_set_plan": "change_set", "change_set_confirm": "change_set",
     "alert": "alert", "alert_acknowledge": "alert", "silence_end": "silence",
+    "channel": "dr_channel", "channel_move": "dr_channel",
 }
 CHART = {"node_history": "queries", "server_history": "wsrep_state"}
 
