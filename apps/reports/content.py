@@ -29,6 +29,7 @@ from apps.operations.models import Operation, OperationStep
 from apps.monitoring.models import HOUR
 
 from apps.alerts import report as alerts_report
+from apps.dr import report as dr_report
 
 from . import fmt, history, measured
 from . import timeline as tl
@@ -289,6 +290,7 @@ class ClusterSection:
         section["drift"] = self._drift()
         section["digests"] = digest_section(self.start, self.end, self.prev_start, self.prev_end, cluster_id=c.pk)
         section["alerts"] = alerts_report.section(c.pk, self.start, self.end)
+        section["dr_channels"] = dr_report.section(c.pk, self.start, self.end)
         section["lab_data"] = _lab_marked(c.pk, self.start, self.end)
         section["summary"] = cluster_summary(section, before=self.before_words)
         return section
@@ -835,6 +837,9 @@ def cluster_summary(s, before="the period before"):
     alert_point = alerts_report.summary_point(s["alerts"], fmt) if "alerts" in s else None
     if alert_point:  # (reports archived before alerts existed have no "alerts")
         points.append(alert_point)
+    channel_point = dr_report.summary_point(s.get("dr_channels"), fmt)
+    if channel_point:
+        points.append(channel_point)
     dg = s["digests"]
     slower = [r for r in dg.get("regressions", []) if r["verdict"] == "slower"]
     if slower:
@@ -919,6 +924,10 @@ def fleet_section(sections, start, end, prev_start, prev_end, before="the period
                        "text": f"Configuration drift found {fmt.count_word(found, 'time')}, fixed {fmt.count_word(fixed, 'time')}."})
     if any(r["alerts_fired"] or r["alerts_held"] for r in rows):
         points.append(alerts_report.summary_point(alerts_report.section(None, start, end), fmt))
+    channels = dr_report.section(None, start, end)
+    channel_point = dr_report.summary_point(channels, fmt)
+    if channel_point and channel_point["tone"] != "good":
+        points.append(channel_point)
     px = [(r["name"], r["proxysql_unreachable_s"]) for r in rows if r["proxysql_unreachable_s"] >= 1]
     if px:
         points.append({"tone": "warn", "text": "ProxySQL nodes unreachable: " + _join(
@@ -930,6 +939,7 @@ def fleet_section(sections, start, end, prev_start, prev_end, before="the period
     return {"availability": availability, "clusters": ranked, "detailed": len(detailed),
             "listed": min(len(ranked), FLEET_TABLE_ROWS), "tail": _tail(ranked[FLEET_TABLE_ROWS:], hourly),
             "summary": {"headline": headline, "points": points, "availability": availability},
+            "dr_channels": channels,
             "digests": digest_section(start, end, prev_start, prev_end, cluster_id=None) if digests else None}
 
 
