@@ -188,11 +188,13 @@ class BackendClient:
         self.wire.execute("SET GLOBAL wsrep_desync=%s", ("ON" if on else "OFF",), action="set wsrep_desync")
 
     # -- disaster-recovery channels (apps/dr) -------------------------------------------------------
-    def channel(self):
-        """The default replication connection as this node sees it, with its GTID positions."""
+    def channel(self, mysql=False):
+        """The default replication connection as this node sees it, with its GTID positions (on MySQL, which has
+        no gtid_slave_pos, both are its gtid_executed)."""
         status = self.replica_status() or {}
-        slave_pos, binlog_pos = self.wire.execute("SELECT @@global.gtid_slave_pos, @@global.gtid_binlog_pos",
-                                                  action="read GTID positions").rows[0]
+        read = "SELECT @@global.gtid_executed, @@global.gtid_executed" if mysql else \
+            "SELECT @@global.gtid_slave_pos, @@global.gtid_binlog_pos"
+        slave_pos, binlog_pos = self.wire.execute(read, action="read GTID positions").rows[0]
         behind = status.get("Seconds_Behind_Master")
         return ChannelRead(
             source_host=status.get("Master_Host") or "", source_port=_int_or_none(status.get("Master_Port")),
@@ -201,6 +203,16 @@ class BackendClient:
             last_io_error=status.get("Last_IO_Error") or "", last_sql_errno=_int_or_none(status.get("Last_SQL_Errno")) or 0,
             last_sql_error=status.get("Last_SQL_Error") or "", gtid_io_pos=status.get("Gtid_IO_Pos") or "",
             gtid_slave_pos=slave_pos or "", gtid_binlog_pos=binlog_pos or "")
+
+    def native_sources(self, channel=""):
+        """MySQL 8.0.22+: (SOURCE_CONNECTION_AUTO_FAILOVER on, [(host, port, weight)] of the channel's source list)."""
+        rows = self.wire.execute(
+            "SELECT HOST, PORT, WEIGHT FROM performance_schema.replication_asynchronous_connection_failover "
+            "WHERE CHANNEL_NAME = %s ORDER BY WEIGHT DESC, HOST, PORT", (channel,), action="read source list").rows
+        on = self.wire.execute("SELECT SOURCE_CONNECTION_AUTO_FAILOVER FROM performance_schema."
+                               "replication_connection_configuration WHERE CHANNEL_NAME = %s", (channel,),
+                               action="read source failover").rows
+        return bool(on and _on(str(on[0][0]))), [(h, int(p), int(w)) for h, p, w in rows]
 
     def gtid_origin(self):
         """(the GTID domain this node's cluster writes in, its gtid_binlog_pos): wsrep_gtid_domain_id on a

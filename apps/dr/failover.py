@@ -14,6 +14,8 @@ source move brings it back (the preferred source is the one the first automatic 
 import logging
 import time
 
+from django.db import transaction
+
 from apps.audit.services import record
 from apps.monitoring import live
 from apps.operations import rules
@@ -43,6 +45,14 @@ def after_poll(channel, doc):
     source_down = failing.get("source", 0) >= n
     if not (replica_down or source_down):
         return failback(channel, doc)
+    if source_down and not replica_down and (doc.get("replica") or {}).get("native_failover"):
+        # A MySQL 8.0.22+ replica fails its source over by itself, from the source list its moves configured.
+        if _once(channel, "native"):
+            record("channel_move refused", rule=RULE, cluster=channel.replica_cluster, target=channel.name,
+                   outcome="refused", details={"reason": "left to the replica's own asynchronous connection failover "
+                                                         "(MySQL 8.0.22+, SOURCE_CONNECTION_AUTO_FAILOVER)",
+                                               "failing_polls": failing})
+        return None
     new_replica = best_candidate(channel, REPLICA, exclude=channel.replica_server) if replica_down else None
     new_source = best_candidate(channel, SOURCE, exclude=channel.source_server) if source_down else None
     if (replica_down and new_replica is None) or (source_down and not replica_down and new_source is None):
@@ -63,6 +73,24 @@ def after_poll(channel, doc):
     if op and new_source is not None and channel.preferred_source_id is None:  # where failback returns to
         ReplicationChannel.objects.filter(pk=channel.pk).update(preferred_source=channel.source_server)
     return op
+
+
+def follow_native(channel, doc):
+    """A MySQL 8.0.22+ replica that moved to another source of its list by itself: the inventory follows (audited),
+    so the channel is not shown misdirected. Returns the new source, or None."""
+    replica = doc.get("replica") or {}
+    if doc.get("state") != "misdirected" or not replica.get("native_failover"):
+        return None
+    new = next((s for s, _ in channel.candidates_for(SOURCE)
+                if (s.hostname, s.port) == (replica.get("source_host"), replica.get("source_port"))), None)
+    if new is None:
+        return None
+    with transaction.atomic():
+        ReplicationChannel.objects.filter(pk=channel.pk).update(source_server=new)
+        record("channel source followed", rule=RULE, cluster=channel.replica_cluster, target=channel.name,
+               details={"old_source": str(channel.source_server), "new_source": str(new),
+                        "why": "the replica's own asynchronous connection failover (MySQL 8.0.22+) moved it"})
+    return new
 
 
 FAILBACK_RULE = "DR channel failback"

@@ -26,6 +26,7 @@ from apps.fleet.models import Server
 from apps.operations.choices import OperationKind
 from apps.operations.plans import Guard, Plan, Step, expand_secrets, secret_marker
 
+from . import native
 from .models import REPLICA, SOURCE, ReplicationChannel
 from .polling import gtid_seq
 
@@ -42,13 +43,19 @@ def secret_ref(channel):
 def _probe(server):
     """What the planner needs of one node, read now: None fields when it does not answer."""
     out = {"server": server, "ok": False, "error": None, "synced_primary": False, "channel": None,
-           "domain": None, "binlog_pos": ""}
+           "domain": None, "binlog_pos": "", "version": "", "native": False}
     try:
         with BackendClient.for_server(server) as client:
             state = client.state()
             out["synced_primary"] = state.synced_primary
-            out["domain"], out["binlog_pos"] = client.gtid_origin()
-            out["channel"] = client.channel()
+            out["version"], out["native"] = state.version, native.has_native_failover(state.version)
+            if out["native"]:  # MySQL: GTID sets, auto-positioning; its own source list
+                out["binlog_pos"] = client.channel(mysql=True).gtid_binlog_pos
+                out["channel"] = client.channel(mysql=True)
+                out["native_sources"] = client.native_sources()
+            else:
+                out["domain"], out["binlog_pos"] = client.gtid_origin()
+                out["channel"] = client.channel()
             out["ok"] = True
     except ClientError as exc:
         out["error"] = str(exc)
@@ -147,14 +154,25 @@ def plan_move(channel, *, new_source=None, new_replica=None, reason="planned", e
             else:
                 facts["old_replica"] = (f"{old_replica} does not answer ({old_rep['error']}): its channel configuration "
                                         "stays; with skip_slave_start it will not start by itself when it returns")
-            if rep["ok"]:
+            if rep["ok"] and not rep["native"]:  # (MySQL auto-positions from its GTID set)
                 steps.append(Step(key="position", title=f"{replica} starts from what {replica.cluster} has applied in "
                                   f"domain {domain}", kind=CHANNEL_POSITION,
                                   params={"server": replica.pk, "name": str(replica), "domain": domain,
                                           "after": old_replica.pk if old_rep["ok"] else None,
                                           "sql": ["STOP SLAVE", "SET GLOBAL gtid_slave_pos = <read at this step>"],
                                           "rollback": ["STOP SLAVE", "SET GLOBAL gtid_slave_pos = <as before>"]}))
-        if rep["ok"]:
+        if rep["ok"] and rep["native"]:
+            # MySQL 8.0.22+: the replica gets the channel's source list and fails its source over by itself.
+            was_on, previous = rep["native_sources"]
+            sql, undo = native.configure(
+                client(replica).render, rep["version"], source=(source.hostname, source.port),
+                candidates=[(s.hostname, s.port, w) for s, w in channel.candidates_for(SOURCE)],
+                user=channel.replication_user, password=secret_marker(secret_ref(channel)), previous=previous,
+                was_on=was_on)
+            facts["native_failover"] = f"{replica} runs MySQL {rep['version']}: its own source failover is configured"
+            steps.append(_sql_step("point", f"{replica} replicates from {source} by GTID auto-positioning, with "
+                                   "its own source list (SOURCE_CONNECTION_AUTO_FAILOVER)", replica, sql, undo))
+        elif rep["ok"]:
             change = [_change_master(client(replica), source, channel)]
             if moving_replica:
                 undo = ["STOP SLAVE", "RESET SLAVE ALL"]

@@ -17,6 +17,7 @@ from apps.clients.backend import BackendClient
 from apps.clients.wire import ClientError
 from apps.monitoring import live
 
+from . import native
 from .models import ChannelSample, ReplicationChannel
 
 log = logging.getLogger(__name__)
@@ -45,9 +46,11 @@ def _read_source(server):
 def _read_replica(server):
     with BackendClient.for_server(server) as client:
         state = client.state()
-        read = client.channel()
+        native_failover = native.has_native_failover(state.version)
+        read = client.channel(mysql=native_failover)
     return {"server": server.pk, "ok": True, "error": None, "synced_primary": state.synced_primary,
             "local_state_comment": state.local_state_comment, "cluster_status": state.cluster_status,
+            "version": state.version, "native_failover": native_failover,
             **{k: getattr(read, k) for k in ("source_host", "source_port", "io_running", "sql_running",
                                              "seconds_behind", "last_io_errno", "last_io_error", "last_sql_errno",
                                              "last_sql_error", "gtid_io_pos", "gtid_slave_pos", "gtid_binlog_pos")}}
@@ -163,7 +166,16 @@ def run_shard(shard, shards, now=None):
     results = poll(channels, now)
     from . import failover
 
+    try:
+        from apps.alerts import evaluate
+
+        evaluate.after_channel_poll(results, now)
+    except Exception:  # an alerting bug must never stop the channels' polls or moves
+        log.exception("alert evaluation after the channel polls failed")
+
     for channel in channels:
+        if channel.pk in results and failover.follow_native(channel, results[channel.pk][1]):
+            continue
         if channel.auto_failover_enabled and channel.pk in results:
             try:
                 failover.after_poll(channel, results[channel.pk][1])
