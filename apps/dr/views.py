@@ -50,7 +50,8 @@ def channel_move(request, pk):
 def channel_live(request, pk):
     """htmx partial: the channel's state, refreshed every poll."""
     channel = _channel(pk)
-    return TemplateResponse(request, "dr/channel.html#live", {"channel": channel, "row": selectors.rows([channel])[0]})
+    return TemplateResponse(request, "dr/channel.html#live", {"channel": channel, "row": selectors.rows([channel])[0],
+                                                              "operations": selectors.moves(channel, limit=1)})
 
 
 @require_role(VIEWER)
