@@ -42,6 +42,18 @@ def _dc_seq(site, exclude=None):
     return 0
 
 
+def _galera_timeouts(lab):
+    """evs.suspect_timeout and evs.inactive_timeout as a dc1 node runs them: how long a SIGKILLed member stalls
+    its cluster's commits before it is evicted."""
+    from contextlib import closing
+
+    with closing(lab.dc1.root_connection(1)) as conn:
+        cur = conn.cursor()
+        cur.execute("SELECT @@wsrep_provider_options")
+        options = {k.strip(): v.strip() for k, _, v in (p.partition(" = ") for p in cur.fetchone()[0].split(";"))}
+    return ", ".join(f"{k} {options.get(k)}" for k in ("evs.suspect_timeout", "evs.inactive_timeout"))
+
+
 def one_run(lab, side, interval):
     from apps.dr import polling
     from apps.dr.models import ReplicationChannel
@@ -56,18 +68,23 @@ def one_run(lab, side, interval):
     last_op = Operation.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
     stop = threading.Event()
 
+    rounds = []  # (seconds after the kill, how long the round took)
+
     def beat():  # the backend task's channel part, every interval, in this process
         while not stop.is_set():
             started = time.monotonic()
             polling.run_shard(0, 1)
+            rounds.append((started - t0 if t0 else None, time.monotonic() - started))
             stop.wait(max(0.0, interval - (time.monotonic() - started)))
+
+    t0 = None
 
     with WriteLoad(lab, node=writer) as load:
         time.sleep(1.0)
         poller = threading.Thread(target=beat, daemon=True)
         poller.start()
         time.sleep(interval * 0.37)  # the kill lands somewhere inside a poll interval
-        t0 = time.monotonic()
+        t0, t0_wall = time.monotonic(), time.time()
         site.kill(victim)
         # Read just after the kill: whatever dc1 commits from now on reaches dc2 only through the moved channel
         # (the dead end neither serves nor applies it).
@@ -92,7 +109,10 @@ def one_run(lab, side, interval):
     if not result.identical:
         raise SystemExit(f"{side} run: the two sides differ: {result.line()}")
     lab.site("dc1" if side == "source" else "dc2").start(victim)
-    return {"moved": moved, "applying": applying, "committing": committing, "committed": load.committed, "op_ms": op.timings.get("total_ms")}
+    # Where the time goes: the poll that saw the dead end planned the move at `detected`; the move itself took op_ms.
+    return {"rounds": [(round(a, 2), round(b, 2)) for a, b in rounds if a is not None and a > -interval],
+            "moved": moved, "applying": applying, "committing": committing, "committed": load.committed,
+            "op_ms": op.timings.get("total_ms"), "detected": op.created_at.timestamp() - t0_wall}
 
 
 def main(argv=None):
@@ -129,16 +149,19 @@ def main(argv=None):
         Cluster.objects.update(backend_poll_interval_s=args.interval)
         ReplicationChannel.objects.update(auto_failover_enabled=True, failover_after_polls=args.after_polls)
         m = bm.machine()
+        print(f"Galera: {_galera_timeouts(lab)}")
         print(f"machine: {m['nproc']} x {m['cpu']}, {m['ram_gib']:.0f} GiB, Python {m['python']}; DR lab: 2 x 3 "
               f"MariaDB Galera nodes on this machine; poll every {args.interval:g} s, move after "
               f"{args.after_polls} failing poll(s); Django DB SQLite (scratch), redis-server private")
         for side in ("source", "replica"):
             runs = [one_run(lab, side, args.interval) for _ in range(args.runs)]
             for i, r in enumerate(runs, 1):
-                print(f"  {side:<7} run {i}: moved {r['moved']:.2f} s after the kill (operation {r['op_ms']:.0f} ms), "
+                r = {k: (-1.0 if v is None else v) for k, v in r.items()}  # (-1: not seen within 60 s)
+                print(f"  {side:<7} run {i}: detected and planned {r['detected']:.2f} s after the kill, "
+                      f"moved {r['moved']:.2f} s after it (operation {r['op_ms']:.0f} ms), "
                       f"applying again {r['applying']:.2f} s after it (dc1 committed again {r['committing']:.2f} s after it); "
                       f"{r['committed']} transactions written, "
-                      f"both sides identical")
+                      f"both sides identical; rounds (start after the kill, duration): {r['rounds']}")
             moved = sorted(r["moved"] for r in runs)
             applying = sorted(r["applying"] for r in runs)
             print(f"{side} death: moved median {moved[len(moved) // 2]:.2f} s (max {moved[-1]:.2f}), applying again "

@@ -23,7 +23,8 @@ replication connection of one dc2 node, `CHANGE MASTER TO ... MASTER_USE_GTID=sl
 replication account `repl`/`repl` made on dc1.
 
 Environment overrides: LAB_DR_DIR (base dir, default var/lab/dr), LAB_DR_DC1_PORTS ("3331,3332,3333"),
-LAB_DR_DC2_PORTS ("3341,3342,3343"). Galera's own ports: dc1 gcomm 4600/4610/4620 (IST +1), SST 4700/...;
+LAB_DR_DC2_PORTS ("3341,3342,3343"), LAB_DR_PROVIDER_OPTIONS (more wsrep_provider_options for every node, e.g.
+"evs.suspect_timeout=PT2S;evs.inactive_timeout=PT3S": read when a node starts, so `down` first). Galera's own ports: dc1 gcomm 4600/4610/4620 (IST +1), SST 4700/...;
 dc2 gcomm 4800/..., SST 4900/...
 """
 
@@ -84,7 +85,8 @@ def gtid_config(domain: int):
 def site_lab(site: str, base_dir: Path) -> GaleraLab:
     _, gcomm, sst, domain = SITES[site]
     return GaleraLab(base_dir=base_dir / site, ports=_ports(site), gcomm_base=gcomm, sst_base=sst,
-                     cluster_name=f"dr_{site}", extra_config=gtid_config(domain))
+                     cluster_name=f"dr_{site}", extra_config=gtid_config(domain),
+                     provider_options=os.environ.get("LAB_DR_PROVIDER_OPTIONS", ""))
 
 
 @dataclass

@@ -87,7 +87,7 @@ wsrep_node_incoming_address    = 127.0.0.1:$port
 wsrep_sst_receive_address      = 127.0.0.1:$sst_port
 wsrep_sst_method               = rsync
 wsrep_slave_threads            = 2
-wsrep_provider_options         = "gmcast.listen_addr=tcp://127.0.0.1:$gcomm_port;ist.recv_addr=127.0.0.1:$ist_port;gcache.size=64M"
+wsrep_provider_options         = "gmcast.listen_addr=tcp://127.0.0.1:$gcomm_port;ist.recv_addr=127.0.0.1:$ist_port;gcache.size=64M$more_provider_options"
 """)
 
 
@@ -175,8 +175,10 @@ class GaleraLab(MariaDBLab):
     def __init__(self, base_dir: Path | str | None = None, ports: list[int] | None = None,
                  gcomm_base: int | None = None, sst_base: int | None = None, cluster_name: str | None = None,
                  name: str | None = None, nodes: int | None = None,
-                 extra_config: Callable[[GaleraNode], str] | None = None):
+                 extra_config: Callable[[GaleraNode], str] | None = None, provider_options: str = ""):
         self._gcomm_base, self._sst_base = gcomm_base, sst_base
+        # More wsrep_provider_options ("evs.suspect_timeout=PT2S;..."), appended to the lab's own (read at a start).
+        self.provider_options = provider_options.strip().strip(";")
         # Extra my.cnf lines per node (called with the node): how lab/dr.py adds binary logs and GTID settings.
         self.extra_config = extra_config
         super().__init__(base_dir=base_dir, ports=ports, name=name, nodes=nodes)
@@ -196,7 +198,8 @@ class GaleraLab(MariaDBLab):
         members = ",".join(f"127.0.0.1:{m.gcomm_port}" for m in self.nodes)
         return GALERA_CNF.substitute(
             n=node.n, port=node.port, provider=provider_path(), cluster_name=self.cluster_name, members=members,
-            gcomm_port=node.gcomm_port, ist_port=node.ist_port, sst_port=node.sst_port) + (
+            gcomm_port=node.gcomm_port, ist_port=node.ist_port, sst_port=node.sst_port,
+            more_provider_options=f";{self.provider_options}" if self.provider_options else "") + (
             self.extra_config(node) if self.extra_config else "")
 
     # ------------------------------------------------------------------ status

@@ -159,26 +159,29 @@ def due_channels(shard, shards, now=None):
 
 
 def run_shard(shard, shards, now=None):
-    """The backend task's channel part: poll what is due, then let the automatic moves look at it."""
+    """The backend task's channel part: poll what is due, let the automatic moves look at it, then the alert
+    rules."""
     channels = due_channels(shard, shards, now)
     if not channels:
         return {}
     results = poll(channels, now)
     from . import failover
 
+    for channel in channels:
+        if channel.pk not in results:
+            continue
+        try:
+            if failover.follow_native(channel, results[channel.pk][1]):
+                continue
+            if channel.auto_failover_enabled:
+                failover.after_poll(channel, results[channel.pk][1])
+        except Exception:  # one channel's trouble must not stop the others
+            log.exception("automatic move of channel %s failed", channel.pk)
+    # The alert rules after the moves: a move is not delayed by them, and the move that just ran holds what it caused.
     try:
         from apps.alerts import evaluate
 
         evaluate.after_channel_poll(results, now)
     except Exception:  # an alerting bug must never stop the channels' polls or moves
         log.exception("alert evaluation after the channel polls failed")
-
-    for channel in channels:
-        if channel.pk in results and failover.follow_native(channel, results[channel.pk][1]):
-            continue
-        if channel.auto_failover_enabled and channel.pk in results:
-            try:
-                failover.after_poll(channel, results[channel.pk][1])
-            except Exception:  # one channel's trouble must not stop the others
-                log.exception("automatic move of channel %s failed", channel.pk)
     return results

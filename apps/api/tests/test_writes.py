@@ -184,7 +184,12 @@ def lab_objects(adopted_lab, live_redis, operator_user):
                                  summary="no usable writer", since=now, fires_at=now, fired_at=now, last_seen_at=now,
                                  active_key=f"writer_none|n{node.pk}:hg100")
     silence = expect(operator.post("/api/v1/silences/", {"cluster": cluster.pk, "minutes": 60, "reason": "setup"}), 201)
-    return {"cluster": cluster.pk, "server": Server.objects.get(port=3312).pk, "node": node.pk,
+    from apps.dr.models import ReplicationChannel
+
+    server = Server.objects.get(port=3312)
+    channel = ReplicationChannel.objects.create(name="lab", source_cluster=cluster, replica_cluster=cluster,
+                                                source_server=server, replica_server=server, replication_user="r")
+    return {"dr_channel": channel.pk, "cluster": cluster.pk, "server": Server.objects.get(port=3312).pk, "node": node.pk,
             "operation": op["id"], "change_set": cs["id"], "version": ConfigVersion.objects.get().pk,
             "report": report.pk, "digest": digest("SELECT 1").pk, "event": AuditEvent.objects.last().pk,
             "alert": alert.pk, "silence": silence["id"]}
