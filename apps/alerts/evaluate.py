@@ -136,8 +136,10 @@ def after_channel_poll(docs, now=None):
     now = now or time.time()
     inv = context.inventory()
     situation = context.situation(inv, now)
-    if situation.last_ended or any(pk not in inv.channel_cluster for pk in docs):  # a move changed the ends
-        inv = context.inventory(changed_after=situation.last_ended or time.time())
+    if any(pk not in inv.channel_cluster for pk in docs):  # a channel added since the inventory was read
+        inv = context.inventory(changed_after=time.time())
+    elif situation.last_ended:  # an operation (a channel move) may have changed a channel's ends
+        inv = context.inventory(changed_after=situation.last_ended)
     passes = []
     for pk, (_prev, doc) in docs.items():
         c = inv.clusters.get(inv.channel_cluster.get(pk))
