@@ -91,3 +91,54 @@ def test_a_weight_change_is_a_delete_and_an_add():
     assert rollback[1:3] == ["SELECT asynchronous_connection_failover_delete_source('', 'a', 1, '')",
                              "SELECT asynchronous_connection_failover_add_source('', 'a', 1, '', 50)"]
     assert "SOURCE_CONNECTION_AUTO_FAILOVER=1" in rollback[3]  # it was on: it stays on
+
+
+# -- what the product does around a native replica (documents as a MySQL 8.0.22+ replica's poll writes them) --------
+@pytest.fixture
+def channel(db):
+    from apps.dr.models import ChannelCandidate, ReplicationChannel
+    from apps.fleet.models import Cluster, Server
+
+    dc1 = Cluster.objects.create(name="mysql-dc1", writer_hostgroup=10, reader_hostgroup=11)
+    dc2 = Cluster.objects.create(name="mysql-dc2", writer_hostgroup=20, reader_hostgroup=21)
+    sources = [Server.objects.create(cluster=dc1, hostname=f"db{i}.dc1", port=3306) for i in (1, 2)]
+    replica = Server.objects.create(cluster=dc2, hostname="db1.dc2", port=3306)
+    ch = ReplicationChannel.objects.create(name="mysql", source_cluster=dc1, replica_cluster=dc2, source_server=sources[0],
+                                           replica_server=replica, replication_user="repl", auto_failover_enabled=True,
+                                           failover_after_polls=1)
+    for server, weight in zip(sources, (90, 80)):
+        ChannelCandidate.objects.create(channel=ch, side="source", server=server, weight=weight)
+    return ch, sources
+
+
+def test_a_native_replica_that_moved_its_source_is_followed_in_the_inventory_and_audited(channel):
+    from apps.audit.models import AuditEvent
+    from apps.dr import failover
+    from apps.dr.models import ReplicationChannel
+
+    ch, (first, second) = channel
+    doc = {"state": "misdirected", "replica": {"ok": True, "native_failover": True, "source_host": "db2.dc1",
+                                               "source_port": 3306}}
+    assert failover.follow_native(ch, doc) == second
+    assert ReplicationChannel.objects.get(pk=ch.pk).source_server == second
+    event = AuditEvent.objects.get(action="channel source followed")
+    assert event.details["new_source"] == "db2.dc1:3306" and "MySQL 8.0.22+" in event.details["why"]
+    # Not a native replica, or replicating from a node that is no candidate: the inventory is not touched.
+    assert failover.follow_native(ch, {**doc, "replica": {**doc["replica"], "native_failover": False}}) is None
+    assert failover.follow_native(ch, {**doc, "replica": {**doc["replica"], "source_host": "elsewhere"}}) is None
+
+
+def test_a_native_replica_fails_its_source_over_itself_the_product_plans_nothing(channel, live_redis):
+    from apps.audit.models import AuditEvent
+    from apps.dr import failover
+    from apps.operations.models import Operation
+
+    ch, _ = channel
+    doc = {"state": "connecting", "failing_polls": {"source": 3, "replica": 0},
+           "source": {"ok": False, "error": "refused"},
+           "replica": {"ok": True, "native_failover": True, "io_running": "Connecting", "last_io_error": "lost"}}
+    assert failover.after_poll(ch, doc) is None
+    assert failover.after_poll(ch, doc) is None
+    assert not Operation.objects.exists()
+    [event] = AuditEvent.objects.filter(action="channel_move refused")  # said once, not at every poll
+    assert "asynchronous connection failover" in event.details["reason"]
