@@ -75,8 +75,11 @@ def test_the_operator_watches_the_channel_move_when_its_source_then_its_replica_
         page.wait_for_selector('#channel-live [data-state="running"]', timeout=40_000)
         page.wait_for_selector('#channel-live [data-last-move="done"]', timeout=40_000)
         new_replica = page.locator("#channel-live [data-replica]").get_attribute("data-replica")
-        time.sleep(0.5)
-    assert load.committed > 20
+        after_moves = load.committed
+        deadline = time.monotonic() + 20
+        while load.committed < after_moves + 5 and time.monotonic() < deadline:  # writes after both moves
+            time.sleep(0.1)
+    assert after_moves > 0 and load.committed >= after_moves + 5, (after_moves, load.committed, load.errors[-3:])
     channel.refresh_from_db()
     assert (str(channel.source_server), str(channel.replica_server)) == (new_source, new_replica)
     assert new_source != str(old_source) and new_replica != str(old_replica)
