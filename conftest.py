@@ -48,6 +48,50 @@ def lab_pair(proxysql_double_pair, galera_lab):
     return proxysql_double_pair
 
 
+SECOND_CLUSTER_HOSTGROUPS = (200, 201, 202)
+
+
+def second_cluster_statements(ports, writer=200):
+    """Admin SQL adding a second Galera cluster's rows to a ProxySQL beside the seeds' (the same layout in
+    hostgroups writer, writer+1, writer+2), for a ProxySQL that fronts two clusters."""
+    first, *rest = ports
+    rows = [(writer, first, 1000000, "writer"), (writer + 1, first, 100, "writer, reads elsewhere first")]
+    rows += [(writer + 1, port, 10000, "reader") for port in rest]
+    rows += [(writer + 2, port, 1000 - 100 * i, f"backup writer {i + 1}") for i, port in enumerate(rest)]
+    return ([f"INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight,max_connections,comment) "
+             f"VALUES ({hg},'127.0.0.1',{port},{weight},2000,'{comment}')" for hg, port, weight, comment in rows]
+            + ["LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK"])
+
+
+@pytest.fixture
+def shared_pair(lab_pair, dr_lab):
+    """The lab pair fronting two Galera clusters: the Galera lab in hostgroups 100-102 (as lab_pair) and the DR
+    lab's dc1 (127.0.0.1:3331-3333; dc2 holds the DR channel's replica) in 200-202, on both doubles. Nothing adopted yet."""
+    from lab import demo
+
+    ports = [node.port for node in dr_lab.dc1.nodes]
+    for double in lab_pair:
+        demo.admin_sql(double.port, *second_cluster_statements(ports), user=double.user, password=double.password)
+    return lab_pair
+
+
+@pytest.fixture
+def adopted_shared(db, shared_pair, galera_lab):
+    """(galera-lab cluster, dc1 cluster, [double1, double2]): one ProxySQL pair fronting two Galera clusters,
+    each double adopted twice through the adopt service, which proposes the split by itself (the Galera lab's
+    hostgroups first, the DR lab's dc1 for the second adoption of the same endpoint: dc1); the demo's traffic on hostgroups 100/101."""
+    from apps.fleet.models import Cluster
+
+    first, second = shared_pair
+    for name in ("galera-lab", "dc1"):
+        adopt_double(first, name, "proxysql-1")
+        adopt_double(second, name, "proxysql-2")
+    for double in shared_pair:
+        double.traffic.set_sessions(hostgroup=100, count=4, kind="write", pinned_reason="auto_increment")
+        double.traffic.set_sessions(hostgroup=101, count=8, kind="read")
+    return Cluster.objects.get(name="galera-lab"), Cluster.objects.get(name="dc1"), shared_pair
+
+
 @pytest.fixture
 def live_redis(redis_server, settings):
     """settings.REDIS_URL pointed at the session's real redis-server, emptied for each test."""

@@ -145,6 +145,89 @@ def read_backends(endpoints, user, password, workers=16):
             for ep in endpoints]
 
 
+NATIVE_COLUMNS = ("writer_hostgroup", "backup_writer_hostgroup", "reader_hostgroup", "offline_hostgroup")
+
+
+def split_hostgroups(snapshot):
+    """The node's hostgroups grouped by cluster, as a proposal: hostgroups are one cluster's when they share a
+    backend, a row of mysql_galera_hostgroups / mysql_replication_hostgroups / mysql_group_replication_hostgroups,
+    backends of one Galera cluster (wsrep_cluster_state_uuid) or of one replication tree, or one user's queries
+    (its default hostgroup and its query rules' destinations). [sorted hostgroup ids], largest group first.
+    One group: the node serves one cluster. Only hostgroups with servers count."""
+    parent = {}
+
+    def find(hg):
+        parent.setdefault(hg, hg)
+        while parent[hg] != hg:
+            parent[hg] = parent[parent[hg]]
+            hg = parent[hg]
+        return hg
+
+    def join(group):
+        group = [hg for hg in group if hg is not None]
+        for hg in group:
+            parent[find(hg)] = find(group[0])
+
+    by_backend = defaultdict(list)
+    for r in snapshot.runtime_servers:
+        find(r["hostgroup_id"])
+        by_backend[(r["hostname"], r["port"])].append(r["hostgroup_id"])
+    for group in by_backend.values():
+        join(group)
+    for rows in (snapshot.galera_hostgroups, snapshot.replication_hostgroups, snapshot.group_replication_hostgroups):
+        for row in rows:
+            join([row.get(c) for c in NATIVE_COLUMNS])
+    # Backends that say they are one cluster: the same Galera cluster, or replicating one from another.
+    groups_of = {f"{h}:{p}": hgs for (h, p), hgs in by_backend.items()}
+    by_uuid = defaultdict(list)
+    for b in snapshot.backends:
+        mine = groups_of.get(f"{b['hostname']}:{b['port']}", [])
+        if b.get("wsrep_on") and b.get("cluster_uuid"):
+            by_uuid[b["cluster_uuid"]] += mine
+        if b.get("replica_of") in groups_of:
+            join(mine + groups_of[b["replica_of"]])
+    for group in by_uuid.values():
+        join(group)
+    # Where a user's queries go: its default hostgroup and the query rules' destinations for it (a rule
+    # without a user name is every user's).
+    defaults = defaultdict(set)
+    for u in snapshot.users:
+        defaults[u["username"]].add(u["default_hostgroup"])
+    for q in snapshot.query_rules:
+        if q.get("destination_hostgroup") is None:
+            continue
+        users = [q["username"]] if q.get("username") else list(defaults)
+        for name in users:
+            join([q["destination_hostgroup"], *defaults.get(name, ())])
+    served = {r["hostgroup_id"] for r in snapshot.runtime_servers}
+    groups = defaultdict(set)
+    for hg in parent:
+        if hg in served:
+            groups[find(hg)].add(hg)
+    return sorted((sorted(g) for g in groups.values()), key=lambda g: (-len(g), g))
+
+
+def within(snapshot, hostgroups):
+    """The snapshot as if the node held only these hostgroups (one cluster of a shared node): its rows, the
+    native rows, users and query rules that touch them, and the backends in them."""
+    hostgroups = set(hostgroups)
+    rows = [r for r in snapshot.runtime_servers if r["hostgroup_id"] in hostgroups]
+    endpoints = {(r["hostname"], r["port"]) for r in rows}
+
+    def native(table):
+        return [r for r in table if hostgroups & {r.get(c) for c in NATIVE_COLUMNS}]
+
+    return Snapshot(
+        version=snapshot.version, runtime_servers=rows,
+        memory_servers=[r for r in snapshot.memory_servers if r["hostgroup_id"] in hostgroups],
+        galera_hostgroups=native(snapshot.galera_hostgroups), replication_hostgroups=native(snapshot.replication_hostgroups),
+        group_replication_hostgroups=native(snapshot.group_replication_hostgroups), peers=snapshot.peers,
+        mirror_rules=snapshot.mirror_rules, variables=snapshot.variables,
+        users=[u for u in snapshot.users if u["default_hostgroup"] in hostgroups],
+        query_rules=[q for q in snapshot.query_rules if q.get("destination_hostgroup") in hostgroups],
+        backends=[b for b in snapshot.backends if (b["hostname"], b["port"]) in endpoints])
+
+
 def native_managers(snapshot):
     """ProxySQL's own hostgroup managers configured on this node, with the kind of each."""
     out = []
@@ -189,6 +272,9 @@ class AdoptionPlan:
     writer_is_also_reader: int = WriterIsAlsoReader.YES
     reasons: list = field(default_factory=list)  # inference.Reason as dicts: how each role was decided
     backends: list = field(default_factory=list)  # BackendFacts as dicts: what each backend said
+    groups: list = field(default_factory=list)  # the node's hostgroups split by cluster (split_hostgroups)
+    hostgroups: list = field(default_factory=list)  # the group taken (empty: the whole node)
+    shared_with: list = field(default_factory=list)  # other clusters this ProxySQL already serves
 
     @property
     def ok(self):
@@ -206,12 +292,20 @@ class AdoptionPlan:
 
 
 def plan_adoption(snapshot, *, cluster_name, node_name, admin_host, admin_port, kind=None, roles=None,
-                  writer_is_also_reader=None, overwrite=False):
+                  writer_is_also_reader=None, overwrite=False, hostgroups=None):
     """Decide what adopting this snapshot would change. Reads the database, writes nothing.
 
     kind, roles (role -> hostgroup) and writer_is_also_reader are the operator's corrections for a new
-    cluster; None (or a missing role) means: infer it from the snapshot."""
+    cluster; None (or a missing role) means: infer it from the snapshot. `hostgroups`: adopt only this
+    group of the node's hostgroups (one cluster of a ProxySQL that fronts several, see split_hostgroups)."""
+    full, groups = snapshot, split_hostgroups(snapshot)
     cluster = Cluster.objects.filter(name=cluster_name).first()
+    proposed = None
+    if not hostgroups and not cluster and len(groups) > 1:
+        proposed = _proposed_group(groups, roles, admin_host, admin_port)
+        hostgroups = proposed = proposed if len(proposed) < sum(map(len, groups)) else None
+    if hostgroups:
+        snapshot = within(snapshot, hostgroups)
     warnings, errors = [], []
     entered = {"kind": kind or None, **{r: v for r, v in (roles or {}).items() if v is not None},
                "writer_is_also_reader": writer_is_also_reader}
@@ -244,9 +338,24 @@ def plan_adoption(snapshot, *, cluster_name, node_name, admin_host, admin_port, 
         errors.append(f"Each role needs its own hostgroup; got {chosen}.")
     mine = set(ids)
 
-    node = ProxySQLNode.objects.filter(admin_host=admin_host, admin_port=admin_port).select_related("cluster").first()
-    if node and node.cluster.name != cluster_name:
-        errors.append(f"{admin_host}:{admin_port} is already adopted as {node.name} in cluster {node.cluster.name}.")
+    same_endpoint = list(ProxySQLNode.objects.filter(admin_host__iexact=admin_host, admin_port=admin_port)
+                         .select_related("cluster"))
+    node = next((n for n in same_endpoint if n.cluster.name == cluster_name), None)
+    shared_with = [n for n in same_endpoint if n.cluster.name != cluster_name]
+    for other in shared_with:
+        # One ProxySQL may serve several clusters, each in hostgroups of its own.
+        overlap = sorted(mine & other.cluster.hostgroup_ids())
+        if overlap:
+            errors.append(f"{admin_host}:{admin_port} is already adopted as {other.name} in cluster "
+                          f"{other.cluster.name}, which owns hostgroup(s) {', '.join(map(str, overlap))} on it.")
+    if proposed:
+        warnings.append(f"This ProxySQL seems to front {len(groups)} clusters (hostgroups "
+                        + " | ".join(", ".join(map(str, g)) for g in groups)
+                        + f"): this adoption takes hostgroups {', '.join(map(str, proposed))} as cluster {cluster_name}. "
+                        "Adopt the others as clusters of their own, or enter the hostgroups to take.")
+    if shared_with and not errors:
+        warnings.append(f"This ProxySQL also serves cluster(s) {', '.join(n.cluster.name for n in shared_with)}: "
+                        "operations on either are serialised on it, and touch only their own hostgroups' rows.")
     if not node and cluster and cluster.proxysql_nodes.filter(name=node_name).exists():
         errors.append(f"Cluster {cluster_name} already has a ProxySQL node named {node_name!r}.")
 
@@ -306,9 +415,23 @@ def plan_adoption(snapshot, *, cluster_name, node_name, admin_host, admin_port, 
         admin_host=admin_host, admin_port=admin_port, node_exists=bool(node), version=snapshot.version,
         servers_new=servers_new, rows=rows, ignored_rows=ignored, peers=snapshot.peers,
         mirror_rules=snapshot.mirror_rules, native=native, warnings=warnings, errors=errors,
-        fingerprint=snapshot.fingerprint(), variables=snapshot.variables, writer_is_also_reader=policy,
-        reasons=reasons_as_dicts(reasons), backends=snapshot.backends,
+        fingerprint=full.fingerprint(), variables=snapshot.variables, writer_is_also_reader=policy,
+        reasons=reasons_as_dicts(reasons), backends=snapshot.backends, groups=groups, hostgroups=sorted(hostgroups or []),
+        shared_with=[n.cluster.name for n in shared_with],
     )
+
+
+def _proposed_group(groups, roles, admin_host, admin_port):
+    """The hostgroups a new cluster takes by default: the groups holding the hostgroups the operator entered
+    (entering roles across groups joins them), else the first group that no cluster on this ProxySQL owns yet."""
+    entered = {hg for hg in (roles or {}).values() if hg is not None}
+    chosen = sorted(hg for group in groups if entered & set(group) for hg in group)
+    if chosen:
+        return chosen
+    owned = set()
+    for node in ProxySQLNode.objects.filter(admin_host__iexact=admin_host, admin_port=admin_port).select_related("cluster"):
+        owned |= node.cluster.hostgroup_ids()
+    return next((g for g in groups if not owned & set(g)), groups[0])
 
 
 def _fields(row):
@@ -346,8 +469,8 @@ def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), reques
             cluster.native_hostgroups = plan.native
             cluster.save(update_fields=["native_hostgroups", "updated_at"])
             node, _ = ProxySQLNode.objects.update_or_create(
-                admin_host=plan.admin_host, admin_port=plan.admin_port,
-                defaults={"cluster": cluster, "name": plan.node_name, "admin_user": admin_user,
+                cluster=cluster, admin_host=plan.admin_host, admin_port=plan.admin_port,
+                defaults={"name": plan.node_name, "admin_user": admin_user,
                           "admin_password": admin_password, "version": plan.version, "peers": plan.peers,
                           "adopted_at": timezone.now()},
             )

@@ -168,9 +168,8 @@ def read_runtime(node, admin, versioned=None):
 
 def cluster_drift(cluster):
     nodes = list(cluster.proxysql_nodes.all())
-    hostgroups = set(cluster.hostgroup_roles())
     intended = intended_rows(cluster)
-    hostgroups |= {k[0] for k in intended}
+    hostgroups = cluster.hostgroup_ids()
     results = []
     versioned = versioned_variables(cluster)
     for node, read, error in on_each_node(nodes, lambda node, admin: read_runtime(node, admin, versioned)):
@@ -178,6 +177,7 @@ def cluster_drift(cluster):
             results.append(NodeDrift(node.pk, node.name, error=str(error), error_kind=error.kind))
             continue
         rows, variables = read
+        rows = [r for r in rows if r["hostgroup_id"] in hostgroups]  # a shared ProxySQL's other clusters stay out
         results.append(NodeDrift(node.pk, node.name, differences=compare(intended, rows, hostgroups), runtime_rows=rows,
                                  runtime_states=runtime_states(rows, hostgroups), variables=variables))
     readable = {r.node_name: r.runtime_rows for r in results if not r.error}
@@ -202,7 +202,7 @@ def watch():
         nodes = list(cluster.proxysql_nodes.all())
         docs = live.read_many(live.PROXYSQL, [n.pk for n in nodes])
         intended = intended_rows(cluster)
-        hostgroups = set(cluster.hostgroup_roles()) | {k[0] for k in intended}
+        hostgroups = cluster.hostgroup_ids()
         for node in nodes:
             doc = docs.get(node.pk)
             if not doc or not doc.get("ok") or "runtime_servers" not in doc:

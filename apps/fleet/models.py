@@ -110,6 +110,13 @@ class Cluster(models.Model):
     def return_mark(self):
         return self.reader_return_mark if self.reader_return_mark is not None else self.max_replication_lag // 2
 
+    def hostgroup_ids(self):
+        """Every hostgroup this cluster owns on a ProxySQL node: its roles and the inventory's rows. On a node
+        shared with other clusters, only rows in these hostgroups are this cluster's to compare or change."""
+        ids = set(self.hostgroup_roles())
+        ids |= set(HostgroupMembership.objects.filter(server__cluster=self).values_list("hostgroup_id", flat=True))
+        return ids
+
     def active_native_hostgroups(self):
         """Native ProxySQL hostgroup managers that are active on these hostgroups (we must not fight them)."""
         mine = set(self.hostgroup_roles())
@@ -119,7 +126,9 @@ class Cluster(models.Model):
 
 
 class ProxySQLNode(models.Model):
-    """One ProxySQL instance's admin endpoint. Several nodes front one cluster."""
+    """One ProxySQL instance's admin endpoint as one cluster sees it. Several nodes front one cluster; one
+    ProxySQL may front several clusters: then it has one row per cluster, all with the same admin endpoint
+    (shares_with()), and each cluster compares and changes only the rows of its own hostgroups."""
 
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="proxysql_nodes")
     name = models.CharField(max_length=200, validators=[validate_no_nul])
@@ -139,7 +148,7 @@ class ProxySQLNode(models.Model):
     class Meta:
         ordering = ["cluster__name", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["admin_host", "admin_port"], name="unique_admin_endpoint"),
+            models.UniqueConstraint(fields=["cluster", "admin_host", "admin_port"], name="unique_admin_endpoint_per_cluster"),
             models.UniqueConstraint(fields=["cluster", "name"], name="unique_node_name_per_cluster"),
         ]
 
@@ -148,6 +157,24 @@ class ProxySQLNode(models.Model):
 
     def get_absolute_url(self):
         return reverse("fleet:proxysql_node", args=[self.pk])
+
+    @property
+    def endpoint(self):
+        """The ProxySQL instance's identity: the same admin host and port is the same ProxySQL."""
+        return endpoint_key(self.admin_host, self.admin_port)
+
+    def shares_with(self):
+        """The rows of the same ProxySQL in other clusters (empty: this ProxySQL serves one cluster)."""
+        return (ProxySQLNode.objects.filter(admin_host__iexact=self.admin_host, admin_port=self.admin_port)
+                .exclude(pk=self.pk).select_related("cluster"))
+
+    def clusters_served(self):
+        """Every cluster this ProxySQL serves, this row's first."""
+        return [self.cluster] + [n.cluster for n in self.shares_with()]
+
+
+def endpoint_key(host, port):
+    return f"{host.lower()}:{int(port)}"
 
 
 class Server(models.Model):

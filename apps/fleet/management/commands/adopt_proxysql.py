@@ -48,8 +48,9 @@ class Command(BaseCommand):
             raise CommandError("; ".join(
                 f"--{name.replace('_', '-')}: {' '.join(errors)}" if name != "__all__" else " ".join(errors)
                 for name, errors in choices.errors.items()))
-        if o["if_new"] and ProxySQLNode.objects.filter(admin_host=o["host"], admin_port=o["port"]).exists():
-            self.stdout.write(f"{o['host']}:{o['port']} is already adopted")
+        if o["if_new"] and ProxySQLNode.objects.filter(cluster__name=o["cluster"], admin_host=o["host"],
+                                                       admin_port=o["port"]).exists():
+            self.stdout.write(f"{o['host']}:{o['port']} is already adopted in cluster {o['cluster']}")
             return
         password = os.environ.get(o["password_env"], "")
         admin = ProxySQLAdmin(o["host"], o["port"], o["user"], password, name=f"ProxySQL {o['host']}:{o['port']}")
