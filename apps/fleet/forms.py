@@ -9,6 +9,18 @@ ROLE_FIELDS = {"writer": "writer_hostgroup", "reader": "reader_hostgroup", "back
                "offline": "offline_hostgroup"}
 
 
+def parse_hostgroups(text):
+    """Hostgroup ids from "100, 101 102" (sorted, once each); ValidationError naming a bad one."""
+    ids = set()
+    for part in text.replace(" ", ",").split(","):
+        if not part:
+            continue
+        if not part.isdigit() or int(part) > HOSTGROUP_MAX:
+            raise forms.ValidationError(f"{part!r} is not a hostgroup id (a whole number from 0 to {HOSTGROUP_MAX}).")
+        ids.add(int(part))
+    return sorted(ids)
+
+
 class RolesForm(forms.Form):
     """A new cluster's kind, hostgroup roles and writer-is-also-reader policy as the operator corrects them;
     what is left empty is inferred from the node. Also validates the adopt_proxysql command's options."""
@@ -48,6 +60,11 @@ class AdoptForm(RolesForm):
                                      empty_label="(a new cluster)")
     new_cluster_name = forms.CharField(label="New cluster name", max_length=200, required=False,
                                        validators=[validate_no_nul])
+    hostgroups = forms.CharField(
+        label="Hostgroups of this cluster", max_length=2000, required=False,
+        help_text="For a ProxySQL that fronts several clusters: the hostgroup ids (comma-separated) that are this "
+                  "cluster's. Empty: the preview proposes them (hostgroups linked by shared servers, native hostgroup "
+                  "rows, one Galera cluster or replication tree, one user's routing).")
     overwrite = forms.BooleanField(
         label="Overwrite intended values that differ", required=False,
         help_text="For an existing cluster: take this node's values where they differ from the inventory. "
@@ -60,6 +77,9 @@ class AdoptForm(RolesForm):
         if data.get("cluster") and data.get("new_cluster_name"):
             self.add_error("new_cluster_name", "Either an existing cluster or a new name, not both.")
         return data
+
+    def clean_hostgroups(self):
+        return parse_hostgroups(self.cleaned_data.get("hostgroups") or "")
 
     @property
     def cluster_name(self):

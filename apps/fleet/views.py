@@ -116,6 +116,7 @@ def adopt_node(request):
         "admin_password": encrypt(data["admin_password"]) or "", "node_name": data["node_name"],
         "cluster_name": form.cluster_name, "kind": data.get("kind") or None, "roles": form.roles,
         "writer_is_also_reader": data.get("writer_is_also_reader"), "overwrite": data.get("overwrite", False),
+        "hostgroups": data.get("hostgroups") or None,
     }
     plan, _, error = _plan(pending)
     if error:
@@ -142,7 +143,7 @@ def _plan(pending):
         snapshot, cluster_name=pending["cluster_name"], node_name=pending["node_name"],
         admin_host=pending["admin_host"], admin_port=pending["admin_port"], kind=pending["kind"],
         roles=pending["roles"], writer_is_also_reader=pending.get("writer_is_also_reader"),
-        overwrite=pending["overwrite"])
+        overwrite=pending["overwrite"], hostgroups=pending.get("hostgroups"))
     return plan, monitor, None
 
 

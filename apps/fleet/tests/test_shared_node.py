@@ -63,3 +63,36 @@ def test_drift_of_one_cluster_shows_nothing_of_the_other(adopted_shared):
     assert [(d.hostgroup_id, d.port, d.field, d.runtime) for n in dc1_drift.nodes for d in n.differences] == [
         (201, 3332, "weight", 7)]
     assert [b["key"] for b in dc1_drift.between_nodes] == [(201, "127.0.0.1", 3332)]
+
+
+def test_the_adopt_form_proposes_the_split_and_takes_the_hostgroups_the_operator_enters(operator_client, shared_pair):
+    from django.urls import reverse
+
+    from apps.fleet.models import Cluster
+
+    first = shared_pair[0]
+    data = {"admin_host": "127.0.0.1", "admin_port": first.port, "admin_user": first.user,
+            "admin_password": first.password, "node_name": "proxysql-1", "preview": "1"}
+    preview = operator_client.post(reverse("fleet:adopt"), {**data, "new_cluster_name": "lab"})
+    html = preview.content.decode()
+    assert preview.status_code == 200 and 'data-group="100,101,102"' in html and 'data-group="200,201,202"' in html
+    assert "hostgroups 100, 101, 102 <strong>taken by this adoption</strong>" in html
+    # The operator edits the proposal: dc1's hostgroups as a cluster of their own, first.
+    bad = operator_client.post(reverse("fleet:adopt"), {**data, "new_cluster_name": "dc1", "hostgroups": "200, x"})
+    assert bad.status_code == 400 and "&#x27;x&#x27; is not a hostgroup id" in bad.content.decode()
+    preview = operator_client.post(reverse("fleet:adopt"), {**data, "new_cluster_name": "dc1", "hostgroups": "200 201,202"})
+    assert "hostgroups 200, 201, 202 <strong>taken by this adoption</strong>" in preview.content.decode()
+    assert operator_client.post(reverse("fleet:adopt"), {"confirm": "1"}).status_code == 302
+    dc1 = Cluster.objects.get(name="dc1")
+    assert (dc1.writer_hostgroup, dc1.reader_hostgroup, dc1.backup_writer_hostgroup) == (200, 201, 202)
+    # The next adoption of the same endpoint proposes what no cluster on it owns yet.
+    operator_client.post(reverse("fleet:adopt"), {**data, "new_cluster_name": "lab"})
+    assert operator_client.post(reverse("fleet:adopt"), {"confirm": "1"}).status_code == 302
+    lab = Cluster.objects.get(name="lab")
+    assert lab.writer_hostgroup == 100 and {s.port for s in lab.servers.all()} == {3311, 3312, 3313}
+    # Every page that shows the node says which clusters it serves.
+    node = lab.proxysql_nodes.get()
+    page = operator_client.get(node.get_absolute_url()).content.decode()
+    assert 'data-also-serves="dc1"' in page
+    page = operator_client.get(dc1.get_absolute_url()).content.decode()
+    assert 'data-also-serves="lab"' in page

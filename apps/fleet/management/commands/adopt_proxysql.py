@@ -9,13 +9,14 @@ A new cluster's kind, hostgroups and writer-is-also-reader policy are inferred f
 """
 import os
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
 from apps.fleet import adopt
 from apps.fleet.choices import ClusterKind, WriterIsAlsoReader
-from apps.fleet.forms import RolesForm
+from apps.fleet.forms import RolesForm, parse_hostgroups
 from apps.fleet.models import ProxySQLNode
 
 ROLE_OPTIONS = ("kind", "writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup", "offline_hostgroup",
@@ -38,6 +39,8 @@ class Command(BaseCommand):
             parser.add_argument(f"--{role}-hostgroup", metavar="ID", help=f"the {role.replace('-', ' ')} hostgroup")
         parser.add_argument("--writer-is-also-reader", metavar="0|1|2",
                             help="; ".join(str(label) for label in WriterIsAlsoReader.labels))
+        parser.add_argument("--hostgroups", default="", help="for a ProxySQL that fronts several clusters: this "
+                            "cluster's hostgroup ids, comma-separated (default: the proposed group)")
         parser.add_argument("--overwrite", action="store_true")
         parser.add_argument("--yes", action="store_true", help="apply the plan (without it: preview only)")
         parser.add_argument("--if-new", action="store_true", help="do nothing when this endpoint is already adopted")
@@ -52,6 +55,10 @@ class Command(BaseCommand):
                                                        admin_port=o["port"]).exists():
             self.stdout.write(f"{o['host']}:{o['port']} is already adopted in cluster {o['cluster']}")
             return
+        try:
+            hostgroups = parse_hostgroups(o["hostgroups"])
+        except ValidationError as exc:
+            raise CommandError(f"--hostgroups: {' '.join(exc.messages)}") from None
         password = os.environ.get(o["password_env"], "")
         admin = ProxySQLAdmin(o["host"], o["port"], o["user"], password, name=f"ProxySQL {o['host']}:{o['port']}")
         try:
@@ -63,7 +70,8 @@ class Command(BaseCommand):
         data = choices.cleaned_data
         plan = adopt.plan_adoption(snapshot, cluster_name=o["cluster"], node_name=o["node_name"], admin_host=o["host"],
                                    admin_port=o["port"], kind=data["kind"] or None, roles=choices.roles,
-                                   writer_is_also_reader=data["writer_is_also_reader"], overwrite=o["overwrite"])
+                                   writer_is_also_reader=data["writer_is_also_reader"], overwrite=o["overwrite"],
+                                   hostgroups=hostgroups or None)
         self.stdout.write(f"cluster {plan.cluster_name} ({'existing' if plan.cluster_exists else 'new'}), "
                           f"kind {plan.kind}, hostgroups {plan.roles}, writer is also reader: {plan.policy_label}")
         self.stdout.write("how it was decided:")
