@@ -6,6 +6,7 @@ Steps: apply (edits + LOAD, every node in parallel) -> verify (read back every n
 """
 from apps.monitoring import live
 from apps.operations.choices import OperationKind
+from apps.operations import shared
 from apps.operations.locks import current_holder
 from apps.operations.plans import PROXYSQL, Guard, Plan, Sql, Step
 
@@ -36,6 +37,10 @@ def diff_lines(d, limit=None):
 
 def _show(value):
     return "(secret)" if C.is_secret(value) else value
+
+
+# The rows a cluster owns on a ProxySQL it shares with other clusters (they sit in its hostgroups).
+PER_CLUSTER_TABLES = {"mysql_servers", "mysql_galera_hostgroups", "mysql_replication_hostgroups"}
 
 
 def plan_change_set(cs):
@@ -79,6 +84,15 @@ def plan_change_set(cs):
     if taken:
         guards.append(Guard("backend_of_another_cluster", "Every backend belongs to this cluster", False,
                             "already in another cluster: " + ", ".join(taken), False))
+    shared_nodes = sorted(n.name for n in (chosen if chosen is not None else cluster.proxysql_nodes.all())
+                          if n.shares_with().exists())
+    node_wide = sorted(intended.tables() - PER_CLUSTER_TABLES)
+    if shared_nodes and node_wide:
+        # One ProxySQL serves other clusters too: its users, rules, variables and scheduler are theirs as well.
+        guards.append(Guard("shared_node_wide_tables", "No node-wide table changes on a ProxySQL that other clusters "
+                            "share (users, query rules, variables and scheduler serve them too)", False,
+                            f"{', '.join(node_wide)} on {', '.join(shared_nodes)}: change them on the node itself",
+                            False))
     if not write_back:  # a write-back is a repair: it runs while a rollback is pending, like repair
         from apps.operations import rollbacks
 
@@ -114,7 +128,7 @@ def plan_change_set(cs):
     title = (f"Configuration of {cluster.name}: version {cs.base.number} → {number}" if not write_back else
              f"Configuration of {cluster.name}: write version {number} back") + (f" ({cs.reason})" if cs.reason else "")
     plan = Plan(OperationKind.CONFIG, cluster.pk, title[:300], guards, steps, facts, options={"change_set": cs.pk})
-    return plan, collector
+    return shared.annotate(plan, cluster), collector
 
 
 def node_diff(nc, target, hostgroups, same_secret):

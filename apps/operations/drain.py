@@ -8,7 +8,7 @@ from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
 from apps.fleet.models import HostgroupMembership
 
-from . import rollbacks
+from . import rollbacks, shared
 from .choices import OnDrainTimeout, OperationKind
 from .locks import current_holder
 from .plans import DRAIN_POLL_MS, INVENTORY, PROXYSQL, VERIFY, WAIT_DRAIN, Guard, Plan, Sql, Step
@@ -18,10 +18,13 @@ from .switchover import _row, pinned_sessions
 def _read_nodes(cluster, server, build):
     """Per node: build(sql, rows_of_server) -> statements; plus unreachable nodes and pinned sessions."""
     per_node, unreachable, pinned = {}, [], {}
-    for node in cluster.proxysql_nodes.order_by("pk"):
+    nodes = list(cluster.proxysql_nodes.order_by("pk"))
+    others = {node.pk: shared.other_hostgroups(node) for node in nodes}  # a shared ProxySQL's other clusters
+    for node in nodes:
         try:
             with ProxySQLAdmin.for_node(node) as admin:
-                rows = [r for r in admin.servers("runtime") if (r.hostname, r.port) == (server.hostname, server.port)]
+                rows = [r for r in admin.servers("runtime") if (r.hostname, r.port) == (server.hostname, server.port)
+                        and r.hostgroup_id not in others[node.pk]]
                 processlist = admin.processlist()
                 per_node[node.pk] = {"name": node.name, **build(Sql(admin), rows)}
                 pinned[node.name] = [s for r in rows for s in pinned_sessions(processlist, r.hostgroup_id, r.hostname, r.port)]
@@ -83,9 +86,10 @@ def plan_drain(server, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLB
                      "statuses": {str(m.hostgroup_id): m.status for m in memberships}}),
     ]
     pinned_total = sum(len(v) for v in pinned.values())
-    return Plan(OperationKind.DRAIN, cluster.pk, f"Maintenance drain of {server} ({cluster.name})", guards, steps,
-                facts={"pinned": pinned, "pinned_total": pinned_total, "sessions_cut_if_timeout": pinned_total},
-                options={"server": server.pk, "drain_timeout_ms": timeout, "on_timeout": on_timeout, "note": note})
+    return shared.annotate(Plan(
+        OperationKind.DRAIN, cluster.pk, f"Maintenance drain of {server} ({cluster.name})", guards, steps,
+        facts={"pinned": pinned, "pinned_total": pinned_total, "sessions_cut_if_timeout": pinned_total},
+        options={"server": server.pk, "drain_timeout_ms": timeout, "on_timeout": on_timeout, "note": note}), cluster)
 
 
 def plan_restore(server):
@@ -128,5 +132,5 @@ def plan_restore(server):
              params={"action": "maintenance_off", "server": server.pk,
                      "statuses": {str(hg): before.get(hg, "ONLINE") for hg in intended}}),
     ]
-    return Plan(OperationKind.RESTORE, cluster.pk, f"Restore {server} from maintenance ({cluster.name})", guards, steps,
-                options={"server": server.pk})
+    return shared.annotate(Plan(OperationKind.RESTORE, cluster.pk, f"Restore {server} from maintenance ({cluster.name})",
+                                guards, steps, options={"server": server.pk}), cluster)

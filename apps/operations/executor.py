@@ -19,7 +19,7 @@ from apps.clients.proxysql import SERVER_FIELDS, ProxySQLAdmin, configured
 from apps.clients.wire import ClientError
 from apps.fleet.models import HostgroupMembership, ProxySQLNode, Server
 
-from . import locks, recheck, rollbacks
+from . import locks, recheck, rollbacks, shared
 from .choices import OnDrainTimeout, OperationState, StepState
 from .models import Operation, OperationStep
 from .plans import (BACKEND, INVENTORY, PROXYSQL, ROLLBACK_HANDLERS, SECRET_MARK, STEP_HANDLERS, VERIFY, WAIT_CATCHUP,
@@ -60,6 +60,7 @@ class Run:
         self.admins = {}
         self.backends = {}
         self.last_beat = 0.0
+        self.others_before = {}  # the other clusters' rows on shared ProxySQL nodes, as the run started
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix=f"operation-{operation.pk}")
         self.secrets = self._load_secrets()
 
@@ -262,7 +263,7 @@ class Run:
         """Each expected row against the node's runtime: [hg, host, port, want], want being a status, the
         row's fields (every one compared), or None for no row."""
         problems = []
-        for node_id, expected in step.params["expect"].items():
+        for node_id, expected in step.params.get("expect", {}).items():
             # Configured status: a row ProxySQL shunned again right after our LOAD (its backend still
             # failing) holds what we wrote; SHUNNED is its verdict, shown on the monitoring pages.
             runtime = {r.key: configured(r) for r in self.admin(node_id).servers("runtime")}
@@ -280,6 +281,8 @@ class Run:
                     problems.append(f"node {node_id}: hg {hg} {host}:{port} is {status or 'absent'}, expected {want or 'absent'}")
         if "rows" in step.params:
             problems += self.verify_rows(step.params)
+        if "others" in step.params:
+            problems += shared.differences(self.others_before, self.admin, step.params["others"])
         detail["problems"] = problems
         if problems:
             raise StepFailed("runtime differs from the plan: " + "; ".join(problems))
@@ -450,6 +453,7 @@ def run(operation_id):
     error = None
     try:
         runner.connect_all()
+        runner.others_before = shared.snapshot(runner.admin, runner.plan)
         for step, row in zip(runner.plan.steps, rows):
             runner.beat()
             step_start = time.monotonic()

@@ -117,3 +117,15 @@ class PendingRollback(models.Model):
     @property
     def last_try(self):
         return self.tries[-1] if self.tries else None
+
+
+class EndpointLock(models.Model):
+    """At most one running operation per ProxySQL instance (admin host:port), whatever cluster it is for: a
+    ProxySQL that fronts several clusters LOADs its whole mysql_servers table at once, so changes for one
+    cluster must not interleave with another's. Taken with the ClusterLock, in the same transaction."""
+
+    endpoint = models.CharField(max_length=300, primary_key=True, help_text="host:port of the admin interface")
+    operation = models.ForeignKey(Operation, on_delete=models.CASCADE, related_name="+")
+    holder = models.CharField(max_length=200)
+    acquired_at = models.DateTimeField()
+    expires_at = models.DateTimeField()

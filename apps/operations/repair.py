@@ -10,7 +10,7 @@ Compared as configuration: a SHUNNED runtime row is ProxySQL's verdict on that n
 from apps.clients.proxysql import SERVER_FIELDS, configured, on_each_node
 from apps.fleet.drift import MANAGED_VARIABLES, intended_rows, intended_variables, versioned_variables
 
-from . import rollbacks
+from . import rollbacks, shared
 from .choices import OperationKind
 from .locks import current_holder
 from .plans import INVENTORY, PROXYSQL, VERIFY, Guard, Plan, Sql, Step
@@ -76,7 +76,7 @@ def plan_repair(cluster, node_ids=None):
     if node_ids:
         nodes = [n for n in nodes if n.pk in set(node_ids)]
     intended = intended_rows(cluster)
-    hostgroups = set(cluster.hostgroup_roles()) | {k[0] for k in intended}
+    hostgroups = cluster.hostgroup_ids()
 
     versioned = versioned_variables(cluster)
 
@@ -134,5 +134,6 @@ def plan_repair(cluster, node_ids=None):
     facts = {"nodes": {k: {"name": v["name"], "changes": v["changes"], "nothing_to_do": not v["sql"]}
                        for k, v in per_node.items()},
              "pending_rollbacks": [f"#{p.operation_id} on {p.node.name}" for p in pending.select_related("node")]}
-    return Plan(OperationKind.REPAIR, cluster.pk, f"Repair {scope} of {cluster.name} from the inventory", guards,
-                steps, facts, options={"nodes": [n.pk for n in nodes] if node_ids else None})
+    return shared.annotate(Plan(OperationKind.REPAIR, cluster.pk, f"Repair {scope} of {cluster.name} from the inventory",
+                                guards, steps, facts, options={"nodes": [n.pk for n in nodes] if node_ids else None}),
+                           cluster)

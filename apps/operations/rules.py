@@ -35,7 +35,7 @@ from apps.fleet.choices import ClusterKind, WriterIsAlsoReader
 from apps.fleet.models import Cluster, HostgroupMembership
 from apps.monitoring import live
 
-from . import executor, rollbacks, services
+from . import executor, rollbacks, services, shared
 from .choices import OperationKind
 from .locks import current_holder
 from .plans import INVENTORY, PROXYSQL, VERIFY, Guard, Plan, Sql, Step
@@ -192,9 +192,10 @@ def plan_changes(cluster, changes, figures, alerts, kind=OperationKind.READ_POOL
              Step("verify", "Verify every node's runtime", VERIFY, params={"expect": {k: v["expect"] for k, v in per_node.items()}}),
              Step("inventory", "Record the statuses in the inventory", INVENTORY,
                   params={"action": "statuses", "changes": [[k[0], k[1], v[0]] for k, v in sorted(changes.items())]})]
-    return Plan(kind, cluster.pk, title or f"Read pool of {cluster.name}: {description}"[:300], guards, steps,
-                facts={"figures": figures, "alerts": alerts, "changes": description},
-                options={"changes": [[k[0], k[1], v[0], v[1]] for k, v in sorted(changes.items())]})
+    return shared.annotate(Plan(
+        kind, cluster.pk, title or f"Read pool of {cluster.name}: {description}"[:300], guards, steps,
+        facts={"figures": figures, "alerts": alerts, "changes": description},
+        options={"changes": [[k[0], k[1], v[0], v[1]] for k, v in sorted(changes.items())]}), cluster)
 
 
 def _read_nodes(cluster, read):
@@ -352,9 +353,10 @@ def plan_failover(cluster, dead, new_pk, evidence, manual=False):
                   params={"old": dead.pk, "new": new.pk, "old_writer_to": "reader"})]
     if manual:
         guards = _manual_guards(cluster, dead, new) + guards
-    return Plan(OperationKind.FAILOVER, cluster.pk, f"{'Manual failover' if manual else 'Failover'} {cluster.name}: "
-                f"writer {dead} → {new}", guards, steps, facts={**evidence, "unreachable_proxysql": unreachable},
-                options={"dead": dead.pk, "new": new.pk, "evidence": evidence, **({"manual": True} if manual else {})})
+    return shared.annotate(Plan(
+        OperationKind.FAILOVER, cluster.pk, f"{'Manual failover' if manual else 'Failover'} {cluster.name}: "
+        f"writer {dead} → {new}", guards, steps, facts={**evidence, "unreachable_proxysql": unreachable},
+        options={"dead": dead.pk, "new": new.pk, "evidence": evidence, **({"manual": True} if manual else {})}), cluster)
 
 
 def reprobe(server):

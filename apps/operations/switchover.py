@@ -17,7 +17,7 @@ from apps.fleet.choices import ClusterKind, WriterIsAlsoReader
 from apps.fleet.drift import AUTOINC
 from apps.fleet.models import HostgroupMembership
 
-from . import rollbacks
+from . import rollbacks, shared
 from .choices import OnDrainTimeout, OperationKind
 from .locks import current_holder
 from .plans import (BACKEND, DRAIN_POLL_MS, INVENTORY, PROXYSQL, SERVER_COLUMNS, VERIFY, WAIT_CATCHUP, WAIT_DRAIN,
@@ -207,7 +207,7 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
     options = {"drain_timeout_ms": drain_timeout_ms, "on_timeout": on_timeout, "lower_autoinc": lower_autoinc,
                "old_writer_to": old_writer_to, "new_writer": B.pk, "old_writer": A.pk,
                "autoinc_values": {str(k): v for k, v in autoinc_values.items()}}
-    return Plan(OperationKind.SWITCHOVER, cluster.pk, title, guards, steps, facts, options)
+    return shared.annotate(Plan(OperationKind.SWITCHOVER, cluster.pk, title, guards, steps, facts, options), cluster)
 
 
 def unloaded_edits(runtime, memory):
