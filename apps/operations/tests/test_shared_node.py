@@ -53,8 +53,8 @@ def test_the_other_clusters_plan_waits_for_the_shared_nodes(adopted_shared, oper
     first = confirmed(switchover.plan_switchover(lab, Server.objects.get(port=3312)), operator_user)  # holds its locks
     plan = drain.plan_drain(Server.objects.get(port=3333))
     guard = next(g for g in plan.guards if g.key == "no_other_operation")
-    assert not guard.passed and f"ProxySQL 127.0.0.1:{doubles[0].port} (shared with another cluster) is busy: " \
-                                  f"#{first.pk} Switchover galera-lab" in guard.value
+    assert not guard.passed and any(f"ProxySQL 127.0.0.1:{d.port} (shared with another cluster) is busy: "
+                                    f"#{first.pk} Switchover galera-lab" in guard.value for d in doubles)
     other = services.save_plan(plan, user=operator_user)
     with pytest.raises(locks.LockHeld, match="shared with another cluster"):
         locks.acquire(other, ttl_s=60)
@@ -88,3 +88,24 @@ def test_verify_sees_a_change_to_the_other_clusters_rows(adopted_shared):
     for a in admins.values():
         a.close()
     assert len(problems) == 1 and "proxysql-1: dc1's row hg 202 127.0.0.1 3333 changed" in problems[0]
+
+
+def test_failover_and_read_pool_rules_on_one_cluster_leave_the_other_clusters_rows_identical(adopted_shared,
+                                                                                              operator_user):
+    from apps.operations import rules
+
+    lab, dc1, doubles = adopted_shared
+    before = {d.port: rows_of(d, 200, 300) for d in doubles}
+    new = Server.objects.get(port=3312)
+    plan = rules.plan_failover(lab, Server.objects.get(port=3311), new.pk, {"test": "the planner, as a rule runs it"})
+    assert next(g for g in plan.guards if g.key == shared.GUARD_KEY).passed
+    op = finish(confirmed(plan, operator_user))
+    assert op.state == OperationState.DONE, op.error
+    reader = Server.objects.get(port=3313)
+    plan = rules.plan_changes(lab, {(reader.pk, 101): ("OFFLINE_SOFT", "test")}, figures={}, alerts=[])
+    op = finish(confirmed(plan, operator_user))
+    assert op.state == OperationState.DONE, op.error
+    for double in doubles:
+        assert runtime(double, 100) == [("127.0.0.1", 3312, "ONLINE")]
+        assert ("127.0.0.1", 3313, "OFFLINE_SOFT") in runtime(double, 101)
+        assert rows_of(double, 200, 300) == before[double.port]
