@@ -88,12 +88,18 @@ def pack(entries, rollup=False):
     return bytes(out)
 
 
-def _decode(data):
-    """(rollup?, [(server id, status, [values])]): a raw poll's values are FIELDS in order, a rollup's are
-    (average, minimum, maximum) of each."""
+def plain(data):
+    """A packed snapshot's bytes without its own deflate (a history chunk deflates many together)."""
     data = bytes(data)
     if data[0] & DEFLATED:
         data = bytes([data[0] & ~DEFLATED]) + zlib.decompress(data[1:], -15)
+    return data
+
+
+def _decode(data):
+    """(rollup?, [(server id, status, [values])]): a raw poll's values are FIELDS in order, a rollup's are
+    (average, minimum, maximum) of each."""
+    data = plain(data)
     rollup = data[0] == ROLLUP_V1
     n_values = len(FIELDS) * (3 if rollup else 1)
     n_tag_bytes = (n_values + 3) // 4
@@ -202,14 +208,15 @@ def snapshot(node_id, ts, rows, resolution=RAW):
     return PoolSnapshot(node_id=node_id, ts=ts, resolution=resolution, servers=pack(entries, resolution != RAW))
 
 
-def read(filters, fields, *, order_by=("ts",)):
-    """Yield (node id, ts, resolution, (hostgroup, host, port), [values of `fields`]) per server of each
-    PoolSnapshot matching `filters` (a Q or a dict). Fields: FIELDS, their _min/_max, "status"."""
-    qs = PoolSnapshot.objects.filter(**filters) if isinstance(filters, dict) else PoolSnapshot.objects.filter(filters)
+def read(filters, fields):
+    """Yield (node id, ts, resolution, (hostgroup, host, port), [values of `fields`]) per server of each pool
+    snapshot matching `filters` (a dict: chunks.snapshots), stored as a row or in a history chunk, in time
+    order. Fields: FIELDS, their _min/_max, "status"."""
+    from .chunks import snapshots
+
     keys = {}
     positions = {}
-    for node_id, ts, resolution, data in qs.order_by(*order_by).values_list("node_id", "ts", "resolution",
-                                                                            "servers").iterator(chunk_size=2000):
+    for node_id, ts, resolution, data in snapshots(filters):
         rollup, entries = _decode(data)
         where = positions.get(rollup) or positions.setdefault(rollup, _positions(fields, rollup))
         for server_id, status, values in entries:

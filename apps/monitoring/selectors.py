@@ -15,7 +15,8 @@ from apps.digests.models import DigestNodeState
 from apps.fleet.models import HostgroupMembership, MirrorRule
 
 from . import live, status
-from .models import RAW, BackendSample, MirrorRuleSample, ProxySQLSample
+from .chunks import last_reachable_raw
+from .models import RAW, BackendSample, MirrorRuleSample
 from .pool import read as read_pool
 
 
@@ -113,21 +114,19 @@ def _times(rate, seconds):
 
 
 def _pool_from_history(node, now):
-    last = (ProxySQLSample.objects.filter(node=node, resolution=RAW, reachable=True)
-            .order_by("-ts").values("ts", *[f.name for f in ProxySQLSample._meta.concrete_fields
-                                            if f.name not in ("id", "node", "ts", "resolution", "reachable")
-                                            and not f.name.endswith(("_min", "_max"))]).first())
+    last = last_reachable_raw(node.pk)
     if not last:
         return {}
+    ts, figures = last
     roles = node.cluster.hostgroup_roles()
     fields = ["status", "conn_used", "conn_free", "queries_ps", "latency_us", "conn_err_ps", "bytes_sent_ps",
               "bytes_recv_ps"]
-    rows = sorted((key, values) for *_, key, values in read_pool({"node": node, "resolution": RAW, "ts": last["ts"]},
+    rows = sorted((key, values) for *_, key, values in read_pool({"node_id": node.pk, "resolution": RAW, "ts": ts},
                                                                  fields))
     pool_rows = [{"hostgroup": hg, "role": roles.get(hg, "other"), "host": host, "port": port, **dict(zip(fields, values))}
                  for (hg, host, port), values in rows]
-    ts = last.pop("ts")
-    return {"figures": last, "pool": pool_rows, "from_history": ts, "age": now - ts.timestamp()}
+    figures = {k: v for k, v in figures.items() if not k.endswith(("_min", "_max"))}
+    return {"figures": figures, "pool": pool_rows, "from_history": ts, "age": now - ts.timestamp()}
 
 
 # -- one backend -----------------------------------------------------------------------------------

@@ -13,10 +13,10 @@ from datetime import datetime, timezone
 from django.conf import settings
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import Q
 
 from apps.monitoring import status
 from apps.monitoring.models import HOUR, MINUTE, RAW, BackendSample, PoolSnapshot, ProxySQLSample
+from apps.monitoring.chunks import samples as node_samples
 from apps.monitoring.pool import read as read_pool
 
 from . import timeline as tl
@@ -54,13 +54,16 @@ def pieces_of(rows, start, end):
 def _load(model, filters, key, fields, start, end, max_gap, used):
     """{key: [(a, b, row)]}: every resolution is read (rollup rows are few beside raw polls) and each thing's
     own pieces pick the finest per stretch, so a thing whose raw polls are missing still counts."""
-    span = Q(filters, ts__gte=as_dt(start - HOUR), ts__lt=as_dt(end))
+    span = {**filters, "ts__gte": as_dt(start - HOUR), "ts__lt": as_dt(end)}
     grouped = {}
     if model is PoolSnapshot:  # packed: one row per server of each snapshot, keyed (node id, hostgroup, host, port)
         for node_id, ts, resolution, server, values in read_pool(span, fields):
             grouped.setdefault((node_id, *server), []).append((ts.timestamp(), resolution, *values))
+    elif model is ProxySQLSample:  # rows and history chunks alike (apps/monitoring/chunks.py)
+        for node_id, ts, *row in node_samples(span, fields):
+            grouped.setdefault(node_id, []).append((ts.timestamp(), *row))
     else:
-        for row in _rows(model.objects.filter(span).order_by("ts").values_list(*key, "ts", "resolution", *fields),
+        for row in _rows(model.objects.filter(**span).order_by("ts").values_list(*key, "ts", "resolution", *fields),
                          len(key)):
             k = row[:len(key)] if len(key) > 1 else row[0]
             grouped.setdefault(k, []).append(row[len(key):])
@@ -124,9 +127,9 @@ def load(cluster, start, end, hourly_only=False):
     counts whole, so a cluster can only look worse than it was, never better)."""
     interval = status.interval_of(cluster.poll_interval_s) or settings.MONITOR_DEFAULT_INTERVAL_S
     h = ClusterHistory(start=start, end=end, interval=interval)
-    only = Q(resolution=HOUR) if hourly_only else Q()
-    bf = Q(server_id__in=list(cluster.servers.values_list("pk", flat=True))) & only
-    nf = Q(node_id__in=list(cluster.proxysql_nodes.values_list("pk", flat=True))) & only
+    only = {"resolution": HOUR} if hourly_only else {}
+    bf = {"server_id__in": list(cluster.servers.values_list("pk", flat=True)), **only}
+    nf = {"node_id__in": list(cluster.proxysql_nodes.values_list("pk", flat=True)), **only}
     used = {}
     h.backends = _load(BackendSample, bf, ("server_id",), BACKEND_FIELDS, start, end, h.max_gap, used)
     h.backend_pieces = _spans(used)
@@ -163,7 +166,7 @@ def resolutions_used(*piece_lists):
 def load_proxysql_only(cluster, start, end, hourly_only=False):
     """{node id: [(a, b, row)]} of the ProxySQL samples alone (the period before, for trends)."""
     interval = status.interval_of(cluster.poll_interval_s) or settings.MONITOR_DEFAULT_INTERVAL_S
-    nf = Q(node_id__in=list(cluster.proxysql_nodes.values_list("pk", flat=True)))
+    nf = {"node_id__in": list(cluster.proxysql_nodes.values_list("pk", flat=True))}
     if hourly_only:
-        nf &= Q(resolution=HOUR)
+        nf["resolution"] = HOUR
     return _load(ProxySQLSample, nf, ("node_id",), PROXYSQL_FIELDS, start, end, status.STALE_FACTOR * interval, {})
