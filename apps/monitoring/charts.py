@@ -22,7 +22,8 @@ from django.conf import settings
 
 from . import status
 from .models import HOUR, MINUTE, RAW, BackendSample, MirrorRuleSample, PoolSnapshot, ProxySQLSample, worst_status
-from .chunks import samples as node_samples
+from .chunks import FAMILIES as CHUNKED
+from .chunks import samples as chunked_samples
 from .pool import read as read_pool
 
 RANGES = {"1h": 3600, "6h": 6 * 3600, "24h": 24 * 3600, "7d": 7 * 86400, "30d": 30 * 86400}
@@ -94,8 +95,8 @@ def _rows(model, owner, fields, group, resolution, start, end, with_reachable):
     cols = (["ts"] + (["reachable"] if with_reachable else []) + list(group)
             + [_column(model, f, resolution) for f in fields])
     where = {**owner, "resolution": resolution, "ts__gte": _dt(start), "ts__lt": _dt(end)}
-    if model is ProxySQLSample:  # rows and history chunks alike
-        found = (row[1:2] + row[3:] for row in node_samples(where, cols[1:]))
+    if model in CHUNKED:  # rows and history chunks alike
+        found = (row[1:2] + row[3:] for row in chunked_samples(where, cols[1:], model))
     else:
         found = model.objects.filter(**where).order_by("ts").values_list(*cols)
     n_fixed = 1 + bool(with_reachable)

@@ -1,19 +1,21 @@
-"""A ProxySQL node's history in chunks: one HistoryChunk row per node and span (an hour of raw polls, an
-hour of one-minute buckets, a day of one-hour buckets) holding every record of the span, each record its
-ProxySQLSample figures and its PoolSnapshot servers, deflated together (issue 13).
+"""History in chunks: one row per owner and span (an hour of raw polls, an hour of one-minute buckets, a day
+of one-hour buckets) holding every record of the span, deflated together (issue 13). Two families: a
+ProxySQL node's (HistoryChunk: each record its ProxySQLSample figures and its PoolSnapshot servers) and a
+backend's (BackendChunk: its BackendSample figures; polled every second by default, the biggest history).
 
 Why: a row costs its header, node, time, resolution and an index entry (60-110 bytes on SQLite and InnoDB)
 whatever it holds, and a poll or bucket was two rows; deflate across a span's records also finds what
 repeats from one record to the next (idle servers, limits, extremes equal to the average). The poller and
 the rollups are unchanged: they write and read rows. compact() (after the rollups, rollups.run_all) turns
 the rows of every span the rollups have read into chunks and deletes them, so rows remain only for the
-newest hour or so. Readers go through samples() (node figures) and snapshots() (pool servers, what
-pool.read decodes): both read rows and chunks alike, so a reader never knows which one it got.
+newest hour or so. Readers go through samples() (figures of either family) and snapshots() (pool servers,
+what pool.read decodes): both read rows and chunks alike, so a reader never knows which one it got.
 
 Format (V1): one version byte, then deflated: varint record count; per record: varint microseconds since
 the previous record (the first: since the span's start), a flags byte (1: figures, 2: pool, 4: reachable),
-the figures as NODE_FIELDS_V1's values packed like pool.py's (2-bit tags: None, varint, 4-byte float),
-then the pool snapshot's bytes (pool.pack's, not deflated on their own) after their varint length.
+the figures (the family's FIELDS_V1) packed like pool.py's (2-bit tags: None, varint, 4-byte float;
+booleans as 0/1), then the pool snapshot's bytes (pool.pack's, not deflated on their own) after their
+varint length.
 """
 import zlib
 from collections import defaultdict
@@ -23,13 +25,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from . import pool
-from .models import HOUR, MINUTE, RAW, HistoryChunk, PoolSnapshot, ProxySQLSample, RollupMark
+from .models import (HOUR, MINUTE, RAW, BackendChunk, BackendSample, HistoryChunk, PoolSnapshot, ProxySQLSample,
+                     RollupMark)
 
 V1 = 1
 SPAN = {RAW: HOUR, MINUTE: HOUR, HOUR: 86400}  # seconds of history per chunk, per resolution
 MAX_SPAN = max(SPAN.values())
-# The figures a V1 chunk holds, in this order. Frozen: a new ProxySQLSample column needs a new version
-# (test_chunks checks that this still matches the model).
+# The figures a V1 chunk holds, in this order. Frozen: a new sample column needs a new version
+# (test_chunks checks that these still match the models).
 NODE_FIELDS_V1 = (
     "questions_ps", "slow_queries_ps", "prepared_ps", "client_connections_connected", "client_connections_created_ps",
     "client_connections_aborted_ps", "server_connections_connected", "server_connections_aborted_ps",
@@ -42,12 +45,42 @@ NODE_FIELDS_V1 = (
     "server_connections_aborted_ps_max", "active_transactions_min", "active_transactions_max", "conn_used_min",
     "conn_used_max", "conn_free_min", "conn_free_max", "conn_err_ps_min", "conn_err_ps_max", "mirror_concurrency_min",
     "mirror_concurrency_max")
-# A record's figures as read: (reachable, *NODE_FIELDS_V1)
-FIGURE_INDEX = {"reachable": 0, **{f: i + 1 for i, f in enumerate(NODE_FIELDS_V1)}}
+BACKEND_FIELDS_V1 = (
+    "local_state", "primary", "ready", "cluster_size", "recv_queue", "flow_control_paused", "desync", "reject_queries",
+    "read_only", "lag_seconds", "cluster_size_min", "cluster_size_max", "flow_control_paused_min",
+    "flow_control_paused_max", "lag_seconds_min", "lag_seconds_max")
 FIGURES, POOL, REACHABLE = 1, 2, 4
 EPOCH = datetime(1970, 1, 1, tzinfo=dt_timezone.utc)
 ONE_US = timedelta(microseconds=1)
-_TAG_BYTES = (len(NODE_FIELDS_V1) + 3) // 4
+
+
+class Family:
+    """One history family: its sample table (and pool table), its chunk table, who owns a record, the
+    figures (frozen per version), which of them are booleans. Built from a migration's historical models too."""
+
+    def __init__(self, sample, chunk, owner, fields, booleans=(), pool_=None, mark=RollupMark):
+        self.sample, self.chunk, self.owner, self.fields, self.pool, self.mark = sample, chunk, owner, fields, pool_, mark
+        self.booleans = frozenset(fields.index(f) + 1 for f in booleans)  # positions in a record's figures
+        self.index = {"reachable": 0, **{f: i + 1 for i, f in enumerate(fields)}}
+        self.tag_bytes = (len(fields) + 3) // 4
+        self.owner_field = owner[:-3]  # node_id -> node
+
+    @property
+    def tables(self):
+        return (self.sample,) if self.pool is None else (self.sample, self.pool)
+
+
+def proxysql(sample=ProxySQLSample, chunk=HistoryChunk, pool_=PoolSnapshot, mark=RollupMark):
+    return Family(sample, chunk, "node_id", NODE_FIELDS_V1, pool_=pool_, mark=mark)
+
+
+def backend(sample=BackendSample, chunk=BackendChunk, mark=RollupMark):
+    return Family(sample, chunk, "server_id", BACKEND_FIELDS_V1,
+                  booleans=("primary", "ready", "desync", "reject_queries", "read_only"), mark=mark)
+
+
+PROXYSQL, BACKEND = proxysql(), backend()
+FAMILIES = {ProxySQLSample: PROXYSQL, BackendSample: BACKEND}
 
 
 def _us(ts):
@@ -57,7 +90,7 @@ def _us(ts):
 # -- encoding --------------------------------------------------------------------------------------
 def encode(start, records):
     """The chunk's bytes. records: [(ts, figures or None, pool bytes or None)] in time order, figures being
-    (reachable, *NODE_FIELDS_V1)."""
+    (reachable, *the family's FIELDS_V1)."""
     out = bytearray()
     pool._varint(out, len(records))
     previous = _us(start)
@@ -81,8 +114,8 @@ def encode(start, records):
     return bytes([V1]) + zlib.compress(bytes(out), 9)
 
 
-def decode(start, data):
-    """[(ts, figures or None, pool bytes or None)] of one chunk (encode's input)."""
+def decode(start, data, family=PROXYSQL):
+    """[(ts, figures or None, pool bytes or None)] of one chunk of this family (encode's input)."""
     data = bytes(data)
     if data[0] != V1:
         raise ValueError(f"unknown history chunk version {data[0]}")
@@ -97,10 +130,10 @@ def decode(start, data):
         i += 1
         figures = servers = None
         if flags & FIGURES:
-            tags = [t >> shift & 3 for t in data[i:i + _TAG_BYTES] for shift in (0, 2, 4, 6)]
-            i += _TAG_BYTES
+            tags = [t >> shift & 3 for t in data[i:i + family.tag_bytes] for shift in (0, 2, 4, 6)]
+            i += family.tag_bytes
             values = [bool(flags & REACHABLE)]
-            for k in range(len(NODE_FIELDS_V1)):
+            for k in range(len(family.fields)):
                 tag = tags[k]
                 if tag == 0:
                     values.append(None)
@@ -110,6 +143,9 @@ def decode(start, data):
                 else:
                     values.append(pool._F32.unpack_from(data, i)[0])
                     i += 4
+            for k in family.booleans:
+                if values[k] is not None:
+                    values[k] = bool(values[k])
             figures = tuple(values)
         if flags & POOL:
             n, i = pool._read_varint(data, i)
@@ -120,9 +156,9 @@ def decode(start, data):
 
 
 # -- reading ---------------------------------------------------------------------------------------
-def _chunk_query(filters):
-    """(HistoryChunk filters, test of a record's ts) for a reader's filters on ProxySQLSample / PoolSnapshot:
-    node, node_id, node_id__in, resolution, resolution__in pass through; ts lookups find the chunks whose
+def _chunk_query(family, filters):
+    """(chunk filters, test of a record's ts) for a reader's filters on the family's sample tables: the
+    owner's lookups (node..., server...) and resolution pass through; ts lookups find the chunks whose
     span may hold such a record and test each record."""
     query, tests = {}, []
     for key, value in filters.items():
@@ -136,38 +172,39 @@ def _chunk_query(filters):
             tests.append({"exact": lambda t, v=value: t == v, "gte": lambda t, v=value: t >= v,
                           "gt": lambda t, v=value: t > v, "lt": lambda t, v=value: t < v,
                           "lte": lambda t, v=value: t <= v}[lookup])
-        elif key in ("node", "node_id", "node_id__in", "resolution", "resolution__in"):
+        elif key.split("__")[0] in (family.owner, family.owner_field, "resolution"):
             query[key] = value
         else:
             raise ValueError(f"history chunks cannot be filtered by {key}")
     return query, tests
 
 
-def _records(filters):
-    """(node id, ts, resolution, figures, pool bytes) of the chunks' records matching filters, by ts."""
-    query, tests = _chunk_query(filters)
+def _records(family, filters):
+    """(owner id, ts, resolution, figures, pool bytes) of the chunks' records matching filters, in order."""
+    query, tests = _chunk_query(family, filters)
     out = []
-    for node_id, resolution, start, data in HistoryChunk.objects.filter(**query).values_list(
-            "node_id", "resolution", "ts", "data").iterator(chunk_size=200):
-        out += [(node_id, ts, resolution, figures, servers) for ts, figures, servers in decode(start, data)
+    for owner_id, resolution, start, data in family.chunk.objects.filter(**query).values_list(
+            family.owner, "resolution", "ts", "data").iterator(chunk_size=200):
+        out += [(owner_id, ts, resolution, figures, servers) for ts, figures, servers in decode(start, data, family)
                 if all(test(ts) for test in tests)]
     out.sort(key=_order)
     return out
 
 
 def _order(record):
-    """Time, then resolution, then node: one order for rows and chunks alike."""
+    """Time, then resolution, then owner: one order for rows and chunks alike."""
     return record[1], record[2], record[0]
 
 
-def samples(filters, fields):
-    """[(node id, ts, resolution, *values of fields)] of the node figures (ProxySQLSample columns, "reachable"
-    among them) matching filters (a dict: see _chunk_query), rows and chunks alike, in time order."""
-    where = [FIGURE_INDEX[f] for f in fields]
-    out = [(node_id, ts, resolution, *(figures[i] for i in where))
-           for node_id, ts, resolution, figures, _ in _records(filters) if figures is not None]
-    out += ProxySQLSample.objects.filter(**filters).order_by("ts", "resolution", "node_id").values_list(
-        "node_id", "ts", "resolution", *fields)
+def samples(filters, fields, model=ProxySQLSample):
+    """[(owner id, ts, resolution, *values of fields)] of `model`'s figures ("reachable" among them) matching
+    filters (a dict: see _chunk_query), rows and chunks alike, in time order."""
+    family = FAMILIES[model]
+    where = [family.index[f] for f in fields]
+    out = [(owner_id, ts, resolution, *(figures[i] for i in where))
+           for owner_id, ts, resolution, figures, _ in _records(family, filters) if figures is not None]
+    out += model.objects.filter(**filters).order_by("ts", "resolution", family.owner).values_list(
+        family.owner, "ts", "resolution", *fields)
     out.sort(key=_order)  # two sorted runs: linear
     return out
 
@@ -176,47 +213,40 @@ def snapshots(filters):
     """[(node id, ts, resolution, servers)] of the pool snapshots matching filters, rows and chunks alike,
     in time order; pool.read decodes them."""
     out = [(node_id, ts, resolution, servers)
-           for node_id, ts, resolution, _, servers in _records(filters) if servers is not None]
+           for node_id, ts, resolution, _, servers in _records(PROXYSQL, filters) if servers is not None]
     out += PoolSnapshot.objects.filter(**filters).order_by("ts", "resolution", "node_id").values_list(
         "node_id", "ts", "resolution", "servers")
     out.sort(key=_order)
     return out
 
 
-def last_reachable_raw(node_id):
-    """(ts, {figure: value}) of the node's newest raw poll that reached it, from rows or chunks, or None."""
-    names = ["reachable", *NODE_FIELDS_V1]
-    row = (ProxySQLSample.objects.filter(node_id=node_id, resolution=RAW, reachable=True).order_by("-ts")
-           .values_list("ts", *NODE_FIELDS_V1).first())
+def last_reachable_raw(owner_id, model=ProxySQLSample):
+    """(ts, {figure: value}) of the owner's newest raw poll that reached it, from rows or chunks, or None."""
+    family = FAMILIES[model]
+    row = (model.objects.filter(**{family.owner: owner_id}, resolution=RAW, reachable=True).order_by("-ts")
+           .values_list("ts", *family.fields).first())
     if row:
-        return row[0], dict(zip(NODE_FIELDS_V1, row[1:]))
-    for start, data in (HistoryChunk.objects.filter(node_id=node_id, resolution=RAW).order_by("-ts")
+        return row[0], dict(zip(family.fields, row[1:]))
+    for start, data in (family.chunk.objects.filter(**{family.owner: owner_id}, resolution=RAW).order_by("-ts")
                         .values_list("ts", "data")[:48]):
-        for ts, figures, _ in reversed(decode(start, data)):
+        for ts, figures, _ in reversed(decode(start, data, family)):
             if figures is not None and figures[0]:
-                return ts, dict(zip(names[1:], figures[1:]))
+                return ts, dict(zip(family.fields, figures[1:]))
     return None
 
 
 # -- compaction ------------------------------------------------------------------------------------
-class Tables:
-    """The models compact() works on: these, or a migration's historical ones."""
-
-    def __init__(self, node=ProxySQLSample, pool_=PoolSnapshot, chunk=HistoryChunk, mark=RollupMark):
-        self.node, self.pool, self.chunk, self.mark = node, pool_, chunk, mark
-
-
 def _floor(ts, seconds):
     return EPOCH + timedelta(seconds=int((ts - EPOCH).total_seconds()) // seconds * seconds)
 
 
-def _compactable_until(tables, resolution):
+def _compactable_until(family, resolution):
     """Rows of this resolution before this time have been read by the rollup that consumes them (the
     minute rollup for raw polls, the hour rollup for minute and hour buckets)."""
     target = MINUTE if resolution == RAW else HOUR
     until = None
-    for model in (tables.node, tables.pool):
-        mark = tables.mark.objects.filter(name=f"{model._meta.model_name}:{target}").values_list(
+    for model in family.tables:
+        mark = family.mark.objects.filter(name=f"{model._meta.model_name}:{target}").values_list(
             "rolled_until", flat=True).first()
         if mark is None:
             if model.objects.filter(resolution=resolution).exists():
@@ -226,69 +256,69 @@ def _compactable_until(tables, resolution):
     return until
 
 
-def compact(now=None, *, tables=None, max_spans=48, batch=50):
-    """Turn the rows of every complete span that the rollups have read into HistoryChunk rows (merged into
-    an existing chunk when a late row arrives) and delete them. Returns the records compacted."""
-    tables = tables or Tables()
+def compact(now=None, *, families=None, max_spans=48, batch=50):
+    """Turn the rows of every complete span that the rollups have read into chunks (merged into an existing
+    chunk when a late row arrives) and delete them. Returns the records compacted."""
     now = now or timezone.now()
     done = 0
-    for resolution, span in SPAN.items():
-        until = _compactable_until(tables, resolution)
-        if until is None:
-            continue
-        until = min(until, now)
-        for _ in range(max_spans):
-            firsts = [m.objects.filter(resolution=resolution, ts__lt=until).order_by("ts").values_list("ts", flat=True)
-                      .first() for m in (tables.node, tables.pool)]
-            firsts = [f for f in firsts if f is not None]
-            if not firsts:
-                break
-            start = _floor(min(firsts), span)
-            end = start + timedelta(seconds=span)
-            if end > until:
-                break
-            done += _compact_span(tables, resolution, start, end, batch)
+    for family in families or (PROXYSQL, BACKEND):
+        for resolution, span in SPAN.items():
+            until = _compactable_until(family, resolution)
+            if until is None:
+                continue
+            until = min(until, now)
+            for _ in range(max_spans):
+                firsts = [m.objects.filter(resolution=resolution, ts__lt=until).order_by("ts")
+                          .values_list("ts", flat=True).first() for m in family.tables]
+                firsts = [f for f in firsts if f is not None]
+                if not firsts:
+                    break
+                start = _floor(min(firsts), span)
+                end = start + timedelta(seconds=span)
+                if end > until:
+                    break
+                done += _compact_span(family, resolution, start, end, batch)
     return done
 
 
-def _compact_span(tables, resolution, start, end, batch):
+def _compact_span(family, resolution, start, end, batch):
     where = {"resolution": resolution, "ts__gte": start, "ts__lt": end}
-    node_ids = sorted({*tables.node.objects.filter(**where).values_list("node_id", flat=True).distinct(),
-                       *tables.pool.objects.filter(**where).values_list("node_id", flat=True).distinct()})
+    owner = family.owner
+    owner_ids = sorted({i for model in family.tables
+                        for i in model.objects.filter(**where).values_list(owner, flat=True).distinct()})
     done = 0
-    for k in range(0, len(node_ids), batch):
-        ids = node_ids[k:k + batch]
-        records = defaultdict(dict)  # node id -> {ts: [figures, servers]}
-        for node_id, start_, data in tables.chunk.objects.filter(node_id__in=ids, resolution=resolution,
-                                                                  ts=start).values_list("node_id", "ts", "data"):
-            for ts, figures, servers in decode(start_, data):
-                records[node_id][ts] = [figures, servers]
+    for k in range(0, len(owner_ids), batch):
+        ids = {f"{owner}__in": owner_ids[k:k + batch]}
+        records = defaultdict(dict)  # owner id -> {ts: [figures, servers]}
+        for owner_id, data in family.chunk.objects.filter(**ids, resolution=resolution, ts=start).values_list(
+                owner, "data"):
+            for ts, figures, servers in decode(start, data, family):
+                records[owner_id][ts] = [figures, servers]
         top = {}
-        for pk, node_id, ts, *figures in tables.node.objects.filter(node_id__in=ids, **where).values_list(
-                "pk", "node_id", "ts", "reachable", *NODE_FIELDS_V1).iterator(chunk_size=5000):
-            records[node_id].setdefault(ts, [None, None])[0] = tuple(figures)
-            top["node"] = max(top.get("node", pk), pk)
-        for pk, node_id, ts, servers in tables.pool.objects.filter(node_id__in=ids, **where).values_list(
-                "pk", "node_id", "ts", "servers").iterator(chunk_size=5000):
-            records[node_id].setdefault(ts, [None, None])[1] = bytes(servers)
-            top["pool"] = max(top.get("pool", pk), pk)
-        chunks = [tables.chunk(node_id=node_id, resolution=resolution, ts=start,
+        for pk, owner_id, ts, *figures in family.sample.objects.filter(**ids, **where).values_list(
+                "pk", owner, "ts", "reachable", *family.fields).iterator(chunk_size=5000):
+            records[owner_id].setdefault(ts, [None, None])[0] = tuple(figures)
+            top[family.sample] = max(top.get(family.sample, pk), pk)
+        if family.pool is not None:
+            for pk, owner_id, ts, servers in family.pool.objects.filter(**ids, **where).values_list(
+                    "pk", owner, "ts", "servers").iterator(chunk_size=5000):
+                records[owner_id].setdefault(ts, [None, None])[1] = bytes(servers)
+                top[family.pool] = max(top.get(family.pool, pk), pk)
+        chunks = [family.chunk(**{owner: owner_id}, resolution=resolution, ts=start,
                                data=encode(start, [(ts, *by_ts[ts]) for ts in sorted(by_ts)]))
-                  for node_id, by_ts in records.items()]
+                  for owner_id, by_ts in records.items()]
         with transaction.atomic():
-            tables.chunk.objects.filter(node_id__in=ids, resolution=resolution, ts=start).delete()
-            tables.chunk.objects.bulk_create(chunks)
+            family.chunk.objects.filter(**ids, resolution=resolution, ts=start).delete()
+            family.chunk.objects.bulk_create(chunks)
             # Only the rows read: one that arrived since stays a row (read as one) until the next run.
-            if "node" in top:
-                tables.node.objects.filter(node_id__in=ids, pk__lte=top["node"], **where).delete()
-            if "pool" in top:
-                tables.pool.objects.filter(node_id__in=ids, pk__lte=top["pool"], **where).delete()
+            for model, pk in top.items():
+                model.objects.filter(**ids, pk__lte=pk, **where).delete()
         done += sum(len(by_ts) for by_ts in records.values())
     return done
 
 
 def prune(keep, now):
     """Delete chunks whose whole span is older than its resolution's retention ({resolution: timedelta})."""
-    return {f"historychunk:{resolution}": HistoryChunk.objects.filter(
+    return {f"{family.chunk._meta.model_name}:{resolution}": family.chunk.objects.filter(
         resolution=resolution, ts__lt=now - age - timedelta(seconds=SPAN[resolution])).delete()[0]
-        for resolution, age in keep.items()}
+        for family in (PROXYSQL, BACKEND) for resolution, age in keep.items()}

@@ -145,6 +145,18 @@ class BackendSample(models.Model):
 with_extremes(BackendSample, ["cluster_size", "flow_control_paused", "lag_seconds"])
 
 
+class BackendChunk(models.Model):
+    """A backend's history of one span in one row (apps/monitoring/chunks.py), as HistoryChunk for a node."""
+
+    server = models.ForeignKey("fleet.Server", on_delete=models.CASCADE, related_name="+", db_index=False)
+    resolution = models.PositiveSmallIntegerField()
+    ts = models.DateTimeField(help_text="start of the span")
+    data = models.BinaryField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["server", "resolution", "ts"], name="backendchunk_srv_res_ts")]
+
+
 class MirrorRuleSample(models.Model):
     """One mirror rule of one ProxySQL node over one window between two digest polls: the copies it should
     have made and those that ran in its mirror hostgroup (apps/monitoring/mirror.py says how). Rates per

@@ -16,6 +16,7 @@ from apps.fleet.models import HostgroupMembership, MirrorRule
 
 from . import live, status
 from .chunks import last_reachable_raw
+from .chunks import samples as chunked_samples
 from .models import RAW, BackendSample, MirrorRuleSample
 from .pool import read as read_pool
 
@@ -144,16 +145,17 @@ def backend_live(server, now=None):
            "error_since": _ts((doc or {}).get("error_since")), "last_ok": _ts((doc or {}).get("last_ok")),
            "from_history": None}
     if not doc and got.unavailable:
-        last = (BackendSample.objects.filter(server=server, resolution=RAW, reachable=True).order_by("-ts").first())
-        if last:
-            out.update(from_history=last.ts, age=now - last.ts.timestamp(), label=status.WSREP_STATES.get(
-                last.local_state, "" if last.local_state is None else str(last.local_state)),
-                wsrep={"wsrep_on": last.local_state is not None, "local_state": last.local_state,
-                       "cluster_status": None if last.primary is None else ("Primary" if last.primary else "non-Primary"),
-                       "cluster_size": last.cluster_size, "ready": last.ready, "local_recv_queue": last.recv_queue,
-                       "flow_control_paused": last.flow_control_paused, "desync": last.desync,
-                       "read_only": last.read_only},
-                lag_seconds=last.lag_seconds)
+        found = last_reachable_raw(server.pk, BackendSample)
+        if found:
+            ts, last = found
+            out.update(from_history=ts, age=now - ts.timestamp(), label=status.WSREP_STATES.get(
+                last["local_state"], "" if last["local_state"] is None else str(last["local_state"])),
+                wsrep={"wsrep_on": last["local_state"] is not None, "local_state": last["local_state"],
+                       "cluster_status": None if last["primary"] is None else ("Primary" if last["primary"] else "non-Primary"),
+                       "cluster_size": last["cluster_size"], "ready": last["ready"], "local_recv_queue": last["recv_queue"],
+                       "flow_control_paused": last["flow_control_paused"], "desync": last["desync"],
+                       "read_only": last["read_only"]},
+                lag_seconds=last["lag_seconds"])
     return out
 
 
@@ -227,9 +229,11 @@ def sparklines(cluster, servers=None, now=None, minutes=60):
     servers = list(servers if servers is not None else cluster.servers.order_by("hostname", "port"))
     states = {s.pk: [None] * minutes for s in servers}
     queues = {s.pk: [None] * minutes for s in servers}
-    rows = (BackendSample.objects.filter(server__cluster=cluster, resolution=RAW, reachable=True, ts__gte=_ts(start))
-            .values_list("server_id", "ts", "local_state", "recv_queue"))
-    for server_id, ts, local_state, recv_queue in rows:
+    rows = chunked_samples({"server_id__in": list(states), "resolution": RAW, "ts__gte": _ts(start)},
+                           ["reachable", "local_state", "recv_queue"], BackendSample)
+    for server_id, ts, _, reachable, local_state, recv_queue in rows:
+        if not reachable:
+            continue
         i = int((ts.timestamp() - start) // 60)
         if server_id not in states or not 0 <= i < minutes:
             continue

@@ -11,12 +11,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from django.conf import settings
-from django.core.exceptions import EmptyResultSet
-from django.db import connection
 
 from apps.monitoring import status
+from apps.monitoring.chunks import samples as chunked_samples
 from apps.monitoring.models import HOUR, MINUTE, RAW, BackendSample, PoolSnapshot, ProxySQLSample
-from apps.monitoring.chunks import samples as node_samples
 from apps.monitoring.pool import read as read_pool
 
 from . import timeline as tl
@@ -51,7 +49,7 @@ def pieces_of(rows, start, end):
     return sorted(out, key=lambda p: p[1])
 
 
-def _load(model, filters, key, fields, start, end, max_gap, used):
+def _load(model, filters, fields, start, end, max_gap, used):
     """{key: [(a, b, row)]}: every resolution is read (rollup rows are few beside raw polls) and each thing's
     own pieces pick the finest per stretch, so a thing whose raw polls are missing still counts."""
     span = {**filters, "ts__gte": as_dt(start - HOUR), "ts__lt": as_dt(end)}
@@ -59,14 +57,9 @@ def _load(model, filters, key, fields, start, end, max_gap, used):
     if model is PoolSnapshot:  # packed: one row per server of each snapshot, keyed (node id, hostgroup, host, port)
         for node_id, ts, resolution, server, values in read_pool(span, fields):
             grouped.setdefault((node_id, *server), []).append((ts.timestamp(), resolution, *values))
-    elif model is ProxySQLSample:  # rows and history chunks alike (apps/monitoring/chunks.py)
-        for node_id, ts, *row in node_samples(span, fields):
-            grouped.setdefault(node_id, []).append((ts.timestamp(), *row))
-    else:
-        for row in _rows(model.objects.filter(**span).order_by("ts").values_list(*key, "ts", "resolution", *fields),
-                         len(key)):
-            k = row[:len(key)] if len(key) > 1 else row[0]
-            grouped.setdefault(k, []).append(row[len(key):])
+    else:  # rows and history chunks alike (apps/monitoring/chunks.py), keyed by the owner
+        for owner_id, ts, *row in chunked_samples(span, fields, model):
+            grouped.setdefault(owner_id, []).append((ts.timestamp(), *row))
     out = {}
     for k, rows in grouped.items():
         ps = pieces_of(rows, start, end)
@@ -74,23 +67,6 @@ def _load(model, filters, key, fields, start, end, max_gap, used):
             used.setdefault(("spans", resolution), []).append((lo, hi))
         out[k] = list(tl.coverage(rows, ps, max_gap))
     return out
-
-
-def _rows(values_list, ts_at):
-    """The rows of a values_list() queryset with the timestamp at `ts_at` as epoch seconds, read with a plain
-    cursor: Django's per-value converters took half of a big fleet report's time (booleans stay 0/1,
-    which the report only tests for truth)."""
-    try:
-        sql, params = values_list.query.sql_with_params()
-    except EmptyResultSet:  # e.g. a cluster without ProxySQL nodes
-        return
-    with connection.cursor() as cur:
-        cur.execute(sql, params)
-        while chunk := cur.fetchmany(5000):
-            for row in chunk:
-                ts = row[ts_at]
-                ts = datetime.fromisoformat(ts) if isinstance(ts, str) else ts  # SQLite: text; MariaDB: datetime
-                yield (*row[:ts_at], ts.replace(tzinfo=timezone.utc).timestamp(), *row[ts_at + 1:])
 
 
 @dataclass
@@ -131,11 +107,11 @@ def load(cluster, start, end, hourly_only=False):
     bf = {"server_id__in": list(cluster.servers.values_list("pk", flat=True)), **only}
     nf = {"node_id__in": list(cluster.proxysql_nodes.values_list("pk", flat=True)), **only}
     used = {}
-    h.backends = _load(BackendSample, bf, ("server_id",), BACKEND_FIELDS, start, end, h.max_gap, used)
+    h.backends = _load(BackendSample, bf, BACKEND_FIELDS, start, end, h.max_gap, used)
     h.backend_pieces = _spans(used)
-    h.proxysql = _load(ProxySQLSample, nf, ("node_id",), PROXYSQL_FIELDS, start, end, h.max_gap, {})
+    h.proxysql = _load(ProxySQLSample, nf, PROXYSQL_FIELDS, start, end, h.max_gap, {})
     used = {}
-    h.pool = _load(PoolSnapshot, nf, ("node_id", "hostgroup", "srv_host", "srv_port"), POOL_FIELDS, start, end,
+    h.pool = _load(PoolSnapshot, nf, POOL_FIELDS, start, end,
                    h.max_gap, used)
     h.pool_pieces = _spans(used)
     return h
@@ -169,4 +145,4 @@ def load_proxysql_only(cluster, start, end, hourly_only=False):
     nf = {"node_id__in": list(cluster.proxysql_nodes.values_list("pk", flat=True))}
     if hourly_only:
         nf["resolution"] = HOUR
-    return _load(ProxySQLSample, nf, ("node_id",), PROXYSQL_FIELDS, start, end, status.STALE_FACTOR * interval, {})
+    return _load(ProxySQLSample, nf, PROXYSQL_FIELDS, start, end, status.STALE_FACTOR * interval, {})

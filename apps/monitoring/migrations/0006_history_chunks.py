@@ -1,39 +1,43 @@
-"""History chunks (apps/monitoring/chunks.py): every ProxySQL node's rows that the rollups have already read
-become one HistoryChunk row per node and span, as the rollup task does from now on. Reversible: chunks
-are expanded back into rows."""
+"""History chunks (apps/monitoring/chunks.py): every ProxySQL node's and backend's rows that the rollups have
+already read become one chunk row per owner and span, as the rollup task does from now on. Reversible:
+chunks are expanded back into rows."""
 import django.db.models.deletion
 from django.db import migrations, models
 
 
-def _tables(apps):
-    from apps.monitoring.chunks import Tables
+def _families(apps):
+    from apps.monitoring import chunks
 
     get = apps.get_model
-    return Tables(get("monitoring", "ProxySQLSample"), get("monitoring", "PoolSnapshot"),
-                  get("monitoring", "HistoryChunk"), get("monitoring", "RollupMark"))
+    mark = get("monitoring", "RollupMark")
+    return (chunks.proxysql(get("monitoring", "ProxySQLSample"), get("monitoring", "HistoryChunk"),
+                            get("monitoring", "PoolSnapshot"), mark),
+            chunks.backend(get("monitoring", "BackendSample"), get("monitoring", "BackendChunk"), mark))
 
 
 def rows_to_chunks(apps, schema_editor):
     from apps.monitoring.chunks import compact
 
-    compact(tables=_tables(apps), max_spans=10 ** 9)
+    compact(families=_families(apps), max_spans=10 ** 9)
 
 
 def chunks_to_rows(apps, schema_editor):
-    from apps.monitoring.chunks import NODE_FIELDS_V1, decode
+    from apps.monitoring.chunks import decode
 
-    t = _tables(apps)
-    for chunk in t.chunk.objects.order_by("pk").iterator(chunk_size=100):
-        nodes, pools = [], []
-        for ts, figures, servers in decode(chunk.ts, chunk.data):
-            where = {"node_id": chunk.node_id, "ts": ts, "resolution": chunk.resolution}
-            if figures is not None:
-                nodes.append(t.node(**where, reachable=figures[0], **dict(zip(NODE_FIELDS_V1, figures[1:]))))
-            if servers is not None:
-                pools.append(t.pool(**where, servers=servers))
-        t.node.objects.bulk_create(nodes, batch_size=1000)
-        t.pool.objects.bulk_create(pools, batch_size=1000)
-    t.chunk.objects.all().delete()
+    for family in _families(apps):
+        for chunk in family.chunk.objects.order_by("pk").iterator(chunk_size=100):
+            owner_id = getattr(chunk, family.owner)
+            samples, snapshots = [], []
+            for ts, figures, servers in decode(chunk.ts, chunk.data, family):
+                where = {family.owner: owner_id, "ts": ts, "resolution": chunk.resolution}
+                if figures is not None:
+                    samples.append(family.sample(**where, reachable=figures[0], **dict(zip(family.fields, figures[1:]))))
+                if servers is not None:
+                    snapshots.append(family.pool(**where, servers=servers))
+            family.sample.objects.bulk_create(samples, batch_size=1000)
+            if snapshots:
+                family.pool.objects.bulk_create(snapshots, batch_size=1000)
+        family.chunk.objects.all().delete()
 
 
 class Migration(migrations.Migration):
@@ -44,6 +48,19 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.CreateModel(
+            name='BackendChunk',
+            fields=[
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('resolution', models.PositiveSmallIntegerField()),
+                ('ts', models.DateTimeField(help_text='start of the span')),
+                ('data', models.BinaryField()),
+                ('server', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.server')),
+            ],
+            options={
+                'constraints': [models.UniqueConstraint(fields=('server', 'resolution', 'ts'), name='backendchunk_srv_res_ts')],
+            },
+        ),
         migrations.CreateModel(
             name='HistoryChunk',
             fields=[

@@ -1,15 +1,16 @@
-"""History chunks (apps/monitoring/chunks.py): a ProxySQL node's rows that the rollups have read become one
-row per node and span; every reader gets the same answers from chunks as from rows, and migration 0006
-converts existing rows (and back)."""
+"""History chunks (apps/monitoring/chunks.py): a ProxySQL node's and a backend's rows that the rollups have
+read become one row per owner and span; every reader gets the same answers from chunks as from rows, and
+migration 0006 converts existing rows (and back)."""
 from datetime import datetime, timedelta, timezone
 
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from apps.fleet.models import Cluster, ProxySQLNode
-from apps.monitoring import charts, chunks, pool, rollups
-from apps.monitoring.models import HOUR, MINUTE, RAW, HistoryChunk, PoolSnapshot, ProxySQLSample, RollupMark
+from apps.fleet.models import Cluster, ProxySQLNode, Server
+from apps.monitoring import charts, chunks, pool, rollups, selectors
+from apps.monitoring.models import (HOUR, MINUTE, RAW, BackendChunk, BackendSample, HistoryChunk, PoolSnapshot,
+                                    ProxySQLSample, RollupMark)
 
 T0 = datetime(2025, 1, 15, 10, 0, tzinfo=timezone.utc)
 
@@ -32,9 +33,11 @@ def test_a_chunk_gives_back_every_record_as_it_went_in():
 
 
 def test_a_chunk_holds_every_figure_of_the_model():
-    """A new ProxySQLSample column needs a new chunk version: NODE_FIELDS_V1 is frozen."""
-    columns = {f.attname for f in ProxySQLSample._meta.concrete_fields} - {"id", "node_id", "ts", "resolution", "reachable"}
-    assert set(chunks.NODE_FIELDS_V1) == columns
+    """A new sample column needs a new chunk version: the V1 field lists are frozen."""
+    for model, owner, fields in ((ProxySQLSample, "node_id", chunks.NODE_FIELDS_V1),
+                                 (BackendSample, "server_id", chunks.BACKEND_FIELDS_V1)):
+        columns = {f.attname for f in model._meta.concrete_fields} - {"id", owner, "ts", "resolution", "reachable"}
+        assert set(fields) == columns, model
 
 
 def test_an_hour_of_polls_in_a_chunk_costs_a_fraction_of_its_rows():
@@ -143,6 +146,31 @@ def test_the_rollup_task_compacts_what_it_has_rolled_up(node):
     assert hour == ["SHUNNED"]
     minutes = [v for *_, key, v in pool.read({"node_id": node.pk, "resolution": MINUTE}, ["status"]) if key[1] == "db2"]
     assert minutes.count(["SHUNNED"]) == 1 and len(minutes) == 60
+
+
+def test_backend_history_compacts_and_reads_as_its_rows_did(node):
+    server = Server.objects.create(cluster=node.cluster, hostname="db1", port=3306)
+    now = T0 + timedelta(hours=2)
+    rows = [BackendSample(server=server, ts=T0 + timedelta(seconds=k), reachable=k != 17, local_state=2 if k == 900 else 4,
+                          primary=True, ready=k != 900, cluster_size=3, recv_queue=k % 7, flow_control_paused=0.125,
+                          desync=k == 900, reject_queries=False, read_only=None, lag_seconds=None) for k in range(3600)]
+    BackendSample.objects.bulk_create(rows)
+    RollupMark.objects.create(name="backendsample:60", rolled_until=T0 + timedelta(hours=1))
+    fields = ["reachable", *chunks.BACKEND_FIELDS_V1]
+    where = {"server__cluster": node.cluster, "resolution": RAW, "ts__gte": T0 + timedelta(seconds=600)}
+    before = (chunks.samples(where, fields, BackendSample), selectors.sparklines(node.cluster, now=T0.timestamp() + 3600),
+              charts.chart("backend", "wsrep_state", server, "1h", now=T0.timestamp() + 3600),
+              chunks.last_reachable_raw(server.pk, BackendSample))
+
+    assert chunks.compact(now) == 3600
+    assert BackendChunk.objects.count() == 1 and not BackendSample.objects.exists()
+    after = (chunks.samples(where, fields, BackendSample), selectors.sparklines(node.cluster, now=T0.timestamp() + 3600),
+             charts.chart("backend", "wsrep_state", server, "1h", now=T0.timestamp() + 3600),
+             chunks.last_reachable_raw(server.pk, BackendSample))
+    assert after == before
+    desynced = after[0][300]  # the second 900: booleans come back as booleans, None as None
+    assert desynced[3:7] == (True, 2, True, False) and desynced[10] is True and desynced[12] is None
+    assert 2 in after[1][0][0]["states"]  # the desynced second is in its minute's mark
 
 
 @pytest.mark.django_db(transaction=True)
