@@ -256,11 +256,13 @@ def _compactable_until(family, resolution):
     return until
 
 
-def compact(now=None, *, families=None, max_spans=48, batch=50):
+def compact(now=None, *, families=None, max_spans=48, batch=50, max_owners=None):
     """Turn the rows of every complete span that the rollups have read into chunks (merged into an existing
-    chunk when a late row arrives) and delete them. Returns the records compacted."""
+    chunk when a late row arrives) and delete them. Returns the records compacted. max_owners bounds one
+    run's work (the rollup task runs every minute: the next run goes on where this one stopped)."""
     now = now or timezone.now()
     done = 0
+    budget = [float("inf") if max_owners is None else max_owners]
     for family in families or (PROXYSQL, BACKEND):
         for resolution, span in SPAN.items():
             until = _compactable_until(family, resolution)
@@ -268,6 +270,8 @@ def compact(now=None, *, families=None, max_spans=48, batch=50):
                 continue
             until = min(until, now)
             for _ in range(max_spans):
+                if budget[0] <= 0:
+                    return done
                 firsts = [m.objects.filter(resolution=resolution, ts__lt=until).order_by("ts")
                           .values_list("ts", flat=True).first() for m in family.tables]
                 firsts = [f for f in firsts if f is not None]
@@ -277,17 +281,20 @@ def compact(now=None, *, families=None, max_spans=48, batch=50):
                 end = start + timedelta(seconds=span)
                 if end > until:
                     break
-                done += _compact_span(family, resolution, start, end, batch)
+                done += _compact_span(family, resolution, start, end, batch, budget)
     return done
 
 
-def _compact_span(family, resolution, start, end, batch):
+def _compact_span(family, resolution, start, end, batch, budget):
     where = {"resolution": resolution, "ts__gte": start, "ts__lt": end}
     owner = family.owner
     owner_ids = sorted({i for model in family.tables
                         for i in model.objects.filter(**where).values_list(owner, flat=True).distinct()})
     done = 0
     for k in range(0, len(owner_ids), batch):
+        if budget[0] <= 0:
+            break
+        budget[0] -= len(owner_ids[k:k + batch])
         ids = {f"{owner}__in": owner_ids[k:k + batch]}
         records = defaultdict(dict)  # owner id -> {ts: [figures, servers]}
         for owner_id, data in family.chunk.objects.filter(**ids, resolution=resolution, ts=start).values_list(

@@ -135,6 +135,19 @@ def test_a_late_row_joins_its_chunk_and_retention_drops_whole_chunks(node, setti
     assert rollups.prune(now=hour + timedelta(hours=25, seconds=1))["historychunk:0"] == 1
 
 
+def test_a_bounded_run_stops_and_the_next_goes_on(node):
+    others = [ProxySQLNode.objects.create(cluster=node.cluster, name=f"p{i}", admin_host="127.0.0.1", admin_port=7000 + i,
+                                          admin_user="a") for i in range(4)]
+    for n in [node, *others]:
+        write_history(n, T0, 12, 5, RAW)
+    for name in ("proxysqlsample:60", "poolsnapshot:60"):
+        RollupMark.objects.create(name=name, rolled_until=T0 + timedelta(hours=1))
+    assert chunks.compact(T0 + timedelta(hours=2), max_owners=2, batch=2) == 2 * 12
+    assert chunks.compact(T0 + timedelta(hours=2), max_owners=2, batch=2) == 2 * 12
+    assert chunks.compact(T0 + timedelta(hours=2), max_owners=2, batch=2) == 12
+    assert HistoryChunk.objects.count() == 5 and not ProxySQLSample.objects.exists()
+
+
 def test_the_rollup_task_compacts_what_it_has_rolled_up(node):
     now = T0 + timedelta(hours=3)
     write_history(node, T0, 720, 5, RAW, spike_at=300)
