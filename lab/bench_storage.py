@@ -259,8 +259,9 @@ def run(args, lab, url, command):
         compacted[family] = (n, time.process_time() - c)
     from django.db import connection
 
-    left = sum(table_bytes().values())
+    left = None
     if connection.vendor == "mysql":
+        left = sum(table_bytes().values())
         # InnoDB keeps the pages the compaction's deletes freed until new rows reuse them (in steady state
         # the row tables hold the newest hour or two); OPTIMIZE gives what the history itself takes.
         with connection.cursor() as cur:
@@ -311,8 +312,8 @@ def run(args, lab, url, command):
            "| table | MiB for the retention, per node |", "|---|---|"]
     out += [f"| {t} | {mib(b / len(keep)):.2f} |" for t, b in sorted(sizes.items()) if b]
     out += [f"| **all** | **{mib(per_node):.2f}** MiB per node = **{per_node * 1000 / (1 << 30):.1f} GiB for 1,000 nodes** |",
-            "", f"Every monitoring table before OPTIMIZE (MariaDB only; nodes and backends): {mib(left):.1f} MiB, after: "
-                f"{mib(sum(sizes.values()) + per_backend * len(backends)):.1f} MiB.",
+            "", (f"Every monitoring table before OPTIMIZE (nodes and backends): {mib(left):.1f} MiB, after: "
+                 f"{mib(sum(sizes.values()) + per_backend * len(backends)):.1f} MiB." if left is not None else ""),
             "", f"Backends: {len(backends)} filled for the retention at {args.backend_interval:g} s ("
             + ", ".join(f"{k} s: {v:,} records" for k, v in sorted(backend_counts.items())) + " per backend): "
             f"**{mib(per_backend):.2f} MiB per backend** = **{per_backend * 3000 / (1 << 30):.1f} GiB for 3,000 backends**.",
