@@ -59,7 +59,8 @@ class Family:
     figures (frozen per version), which of them are booleans. Built from a migration's historical models too."""
 
     def __init__(self, sample, chunk, owner, fields, booleans=(), pool_=None, mark=RollupMark):
-        self.sample, self.chunk, self.owner, self.fields, self.pool, self.mark = sample, chunk, owner, fields, pool_, mark
+        self.sample, self.chunk, self.owner, self.fields = sample, chunk, owner, fields
+        self.pool, self.mark = pool_, mark
         self.booleans = frozenset(fields.index(f) + 1 for f in booleans)  # positions in a record's figures
         self.index = {"reachable": 0, **{f: i + 1 for i, f in enumerate(fields)}}
         self.tag_bytes = (len(fields) + 3) // 4
@@ -104,8 +105,7 @@ def encode(start, records):
             body, tags = bytearray(), []
             for v in figures[1:]:
                 pool._value(body, tags, v)
-            tags += [0] * (-len(tags) % 4)
-            out += bytes(tags[i] | tags[i + 1] << 2 | tags[i + 2] << 4 | tags[i + 3] << 6 for i in range(0, len(tags), 4))
+            out += pool._tag_bytes(tags)
             out += body
         if servers is not None:
             servers = pool.plain(servers)

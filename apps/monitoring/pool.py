@@ -65,6 +65,12 @@ def _value(out, tags, v, avg=None, rollup_extreme=False):
         out += _F32.pack(v)
 
 
+def _tag_bytes(tags):
+    """2-bit tags, four to a byte."""
+    tags = tags + [0] * (-len(tags) % 4)
+    return bytes(tags[i] | tags[i + 1] << 2 | tags[i + 2] << 4 | tags[i + 3] << 6 for i in range(0, len(tags), 4))
+
+
 def pack(entries, rollup=False):
     """entries: [(server id, status, {field: value})] (a rollup's dicts also hold <field>_min / _max)."""
     out = bytearray([ROLLUP_V1 if rollup else RAW_V1])
@@ -79,8 +85,7 @@ def pack(entries, rollup=False):
             if rollup:
                 _value(body, tags, values.get(f"{f}_min", avg), avg, True)
                 _value(body, tags, values.get(f"{f}_max", avg), avg, True)
-        tags += [0] * (-len(tags) % 4)
-        out += bytes(tags[i] | tags[i + 1] << 2 | tags[i + 2] << 4 | tags[i + 3] << 6 for i in range(0, len(tags), 4))
+        out += _tag_bytes(tags)
         out += body
     deflated = zlib.compress(bytes(out[1:]), 9, -9)  # a 512-byte window: a snapshot is a few hundred bytes
     if len(deflated) + 1 < len(out):

@@ -110,4 +110,5 @@ def run_all(now=None):
     for model in TABLES:
         written[f"{model._meta.model_name}:60"] = rollup(model, RAW, MINUTE, now)
         written[f"{model._meta.model_name}:3600"] = rollup(model, MINUTE, HOUR, now)
-    return {"written": written, "compacted": chunks.compact(now, max_owners=COMPACT_OWNERS_PER_RUN), "deleted": prune(now)}
+    compacted = chunks.compact(now, max_owners=COMPACT_OWNERS_PER_RUN)
+    return {"written": written, "compacted": compacted, "deleted": prune(now)}

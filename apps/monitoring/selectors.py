@@ -151,10 +151,11 @@ def backend_live(server, now=None):
             out.update(from_history=ts, age=now - ts.timestamp(), label=status.WSREP_STATES.get(
                 last["local_state"], "" if last["local_state"] is None else str(last["local_state"])),
                 wsrep={"wsrep_on": last["local_state"] is not None, "local_state": last["local_state"],
-                       "cluster_status": None if last["primary"] is None else ("Primary" if last["primary"] else "non-Primary"),
-                       "cluster_size": last["cluster_size"], "ready": last["ready"], "local_recv_queue": last["recv_queue"],
-                       "flow_control_paused": last["flow_control_paused"], "desync": last["desync"],
-                       "read_only": last["read_only"]},
+                       "cluster_status": (None if last["primary"] is None
+                                          else "Primary" if last["primary"] else "non-Primary"),
+                       "cluster_size": last["cluster_size"], "ready": last["ready"],
+                       "local_recv_queue": last["recv_queue"], "flow_control_paused": last["flow_control_paused"],
+                       "desync": last["desync"], "read_only": last["read_only"]},
                 lag_seconds=last["lag_seconds"])
     return out
 
