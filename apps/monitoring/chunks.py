@@ -161,12 +161,12 @@ def _chunk_query(family, filters):
     owner's lookups (node..., server...) and resolution pass through; ts lookups find the chunks whose
     span may hold such a record and test each record."""
     query, tests = {}, []
+    span = timedelta(seconds=SPAN.get(filters.get("resolution"), MAX_SPAN))  # a chunk holds at most this
     for key, value in filters.items():
         if key == "ts" or key.startswith("ts__"):
             lookup = key[4:] or "exact"
             if lookup in ("exact", "gte", "gt"):
-                query["ts__gt"] = max(query.get("ts__gt", value - timedelta(seconds=MAX_SPAN)),
-                                      value - timedelta(seconds=MAX_SPAN))
+                query["ts__gt"] = max(query.get("ts__gt", value - span), value - span)
             if lookup in ("exact", "lt", "lte"):
                 query[f"ts__{'lte' if lookup == 'exact' else lookup}"] = value
             tests.append({"exact": lambda t, v=value: t == v, "gte": lambda t, v=value: t >= v,
