@@ -1,5 +1,5 @@
-"""History in chunks: one row per owner and span (an hour of raw polls, an hour of one-minute buckets, a day
-of one-hour buckets) holding every record of the span, deflated together (issue 13). Two families: a
+"""History in chunks: one row per owner and span (an hour of raw polls, half an hour of one-minute buckets, a
+day of one-hour buckets) holding every record of the span, deflated together (issue 13). Two families: a
 ProxySQL node's (HistoryChunk: each record its ProxySQLSample figures and its PoolSnapshot servers) and a
 backend's (BackendChunk: its BackendSample figures; polled every second by default, the biggest history).
 
@@ -29,7 +29,10 @@ from .models import (HOUR, MINUTE, RAW, BackendChunk, BackendSample, HistoryChun
                      RollupMark)
 
 V1 = 1
-SPAN = {RAW: HOUR, MINUTE: HOUR, HOUR: 86400}  # seconds of history per chunk, per resolution
+# Seconds of history per chunk, per resolution. Half an hour of minute buckets is 3-5 kB for a node of 9
+# servers: InnoDB keeps a value under ~8 kB in its row, a longer one gets whole 16 kB pages of its own
+# (an hour's 8.1 kB took 16 kB). Raw hours (25-30 kB) and hour-bucket days (0.4 kB) fit their pages well.
+SPAN = {RAW: HOUR, MINUTE: 1800, HOUR: 86400}
 MAX_SPAN = max(SPAN.values())
 # The figures a V1 chunk holds, in this order. Frozen: a new sample column needs a new version
 # (test_chunks checks that these still match the models).

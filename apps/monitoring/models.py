@@ -107,9 +107,9 @@ class PoolSnapshot(models.Model):
 
 
 class HistoryChunk(models.Model):
-    """A ProxySQL node's history of one span in one row: an hour of raw polls or of one-minute buckets, a day
-    of one-hour buckets, each record its ProxySQLSample figures and its PoolSnapshot servers, deflated
-    together (apps/monitoring/chunks.py). Rows become a chunk once the rollups have read them."""
+    """A ProxySQL node's history of one span in one row: an hour of raw polls, half an hour of one-minute
+    buckets, a day of one-hour buckets, each record its ProxySQLSample figures and its PoolSnapshot servers,
+    deflated together (apps/monitoring/chunks.py). Rows become a chunk once the rollups have read them."""
 
     node = models.ForeignKey("fleet.ProxySQLNode", on_delete=models.CASCADE, related_name="+", db_index=False)
     resolution = models.PositiveSmallIntegerField()

@@ -110,7 +110,7 @@ def test_compacted_history_reads_exactly_as_its_rows_did(node, settings):
     assert ProxySQLSample.objects.filter(resolution=RAW).count() == PoolSnapshot.objects.filter(resolution=RAW).count() == 720
     assert ProxySQLSample.objects.filter(resolution=HOUR).count() == 10 and PoolSnapshot.objects.filter(resolution=HOUR).count() == 10
     assert not ProxySQLSample.objects.filter(resolution=MINUTE).exists()
-    assert HistoryChunk.objects.count() == 2 + 48 + 10
+    assert HistoryChunk.objects.count() == 2 + 96 + 10  # minute buckets: a chunk per half hour
     after = everything(node, now)
     for key in before:
         assert after[key] == before[key], key
@@ -154,7 +154,7 @@ def test_the_rollup_task_compacts_what_it_has_rolled_up(node):
     result = rollups.run_all(now=now)
     assert result["written"]["proxysqlsample:60"] == 60 and result["compacted"] == 720 + 60
     # Raw polls and minute buckets are chunks now; the hour bucket stays a row until its day is complete.
-    assert HistoryChunk.objects.count() == 2 and ProxySQLSample.objects.get().resolution == HOUR
+    assert HistoryChunk.objects.count() == 1 + 2 and ProxySQLSample.objects.get().resolution == HOUR
     (hour,) = [v for *_, key, v in pool.read({"node_id": node.pk, "resolution": HOUR}, ["status"]) if key[1] == "db2"]
     assert hour == ["SHUNNED"]
     minutes = [v for *_, key, v in pool.read({"node_id": node.pk, "resolution": MINUTE}, ["status"]) if key[1] == "db2"]
@@ -203,7 +203,7 @@ def test_migration_0006_turns_rolled_up_rows_into_chunks_and_back():
         Mark.objects.create(name="proxysqlsample:3600", rolled_until=T0 + timedelta(hours=1))
         executor = MigrationExecutor(connection)
         executor.migrate(after)
-        assert HistoryChunk.objects.count() == 1 and ProxySQLSample.objects.count() == 60  # the hour not rolled up
+        assert HistoryChunk.objects.count() == 2 and ProxySQLSample.objects.count() == 60  # the hour not rolled up
         got = chunks.samples({"node_id": node.pk}, ["questions_ps", "questions_ps_max"])
         assert [r[3:] for r in got] == [(k, 2.5 * k) for k in range(120)]
         executor = MigrationExecutor(connection)
