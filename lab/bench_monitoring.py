@@ -636,10 +636,12 @@ class Bench:
         round of a shard depending on where the window falls (rounds poll a shard's nodes together)."""
         from datetime import datetime, timezone
 
-        rows = model.objects.filter(resolution=0, ts__gte=datetime.fromtimestamp(t0, tz=timezone.utc),
-                                    ts__lt=datetime.fromtimestamp(t1, tz=timezone.utc)).values_list(fk, "ts")
+        from apps.monitoring.chunks import samples
+
+        rows = samples({"resolution": 0, "ts__gte": datetime.fromtimestamp(t0, tz=timezone.utc),
+                        "ts__lt": datetime.fromtimestamp(t1, tz=timezone.utc)}, [], model)  # rows and history chunks
         per = {}
-        for pk, ts in rows:
+        for pk, ts, _ in rows:
             per.setdefault(pk, []).append(ts.timestamp())
         total = sum(len(v) for v in per.values())
         gaps, sustained = [], 0.0

@@ -117,12 +117,12 @@ class Run:
 def poll_starts(t0, t1):
     from datetime import datetime, timezone
 
-    from apps.monitoring.models import ProxySQLSample
+    from apps.monitoring.chunks import samples
 
-    rows = ProxySQLSample.objects.filter(resolution=0, ts__gte=datetime.fromtimestamp(t0, tz=timezone.utc),
-                                         ts__lt=datetime.fromtimestamp(t1, tz=timezone.utc)).values_list("node_id", "ts")
+    rows = samples({"resolution": 0, "ts__gte": datetime.fromtimestamp(t0, tz=timezone.utc),
+                    "ts__lt": datetime.fromtimestamp(t1, tz=timezone.utc)}, [])  # rows and history chunks
     out = {}
-    for pk, ts in rows:
+    for pk, ts, _ in rows:
         out.setdefault(pk, []).append(ts.timestamp())
     return {pk: sorted(v) for pk, v in out.items()}
 

@@ -39,6 +39,10 @@ def parse_args(argv):
     ap.add_argument("--pace", type=float, default=0.2, help="real seconds between two rounds")
     ap.add_argument("--retention-nodes", type=int, default=2, help="nodes whose full retention is written")
     ap.add_argument("--chart-requests", type=int, default=20, help="timed requests per chart and range")
+    ap.add_argument("--retention-backends", type=int, default=2,
+                    help="backends whose full retention is written (synthetic Galera figures, noisy on purpose)")
+    ap.add_argument("--backend-interval", type=float, default=1.0, help="backend poll interval (the default: 1 s)")
+    ap.add_argument("--no-chunks", action="store_true", help="leave every row a row (the storage before history chunks)")
     ap.add_argument("--double-base-port", type=int, default=17000)
     ap.add_argument("--database-url", help="a MariaDB database whose name contains 'bench' (dropped and recreated), "
                                            "or sqlite:///path (default var/bench/storage.sqlite3)")
@@ -51,7 +55,13 @@ def sample_models():
     from django.apps import apps
 
     return [m for m in apps.get_app_config("monitoring").get_models()
-            if {"ts", "resolution"} <= {f.name for f in m._meta.fields}]
+            if {"ts", "resolution"} <= {f.name for f in m._meta.fields} and m._meta.model_name != "historychunk"]
+
+
+def apps_models():
+    from django.apps import apps
+
+    return apps.get_app_config("monitoring").get_models()
 
 
 def owner_of(model):
@@ -130,6 +140,48 @@ def fill_retention(models, source_node, nodes, end, interval):
     return counts
 
 
+def fill_backends(server_ids, end, interval):
+    """The retention of BackendSample rows for these backends: a healthy Galera node's figures with noise
+    where a real one moves (flow control paused, receive queue), so deflate gets no easy ride. Returns
+    {resolution: records per backend}."""
+    from datetime import datetime, timezone
+
+    from django.conf import settings
+    from django.db import transaction
+
+    from apps.monitoring import pollers
+    from apps.monitoring.models import BackendSample
+
+    table = pollers._table(BackendSample)
+    spans = {0: (settings.MONITOR_RETENTION_RAW_H * 3600, interval),
+             60: (settings.MONITOR_RETENTION_MINUTE_D * 86400, 60),
+             3600: (settings.MONITOR_RETENTION_HOUR_D * 86400, 3600)}
+    counts = {}
+    for resolution, (span, step) in spans.items():
+        n = int(span // step)
+        counts[resolution] = n
+        for server_id in server_ids:
+            rows = []
+            for k in range(n):
+                noise = (k * 2654435761 + server_id) % 1000
+                fc = noise / 1e6 if noise % 5 else 0.0
+                values = dict(server_id=server_id, ts=datetime.fromtimestamp(end - (n - k) * step, tz=timezone.utc),
+                              resolution=resolution, local_state=4, primary=True, ready=True, cluster_size=3,
+                              recv_queue=noise % 3, flow_control_paused=fc, desync=False, reject_queries=False,
+                              read_only=False)
+                if resolution:
+                    values.update(cluster_size_min=3, cluster_size_max=3, flow_control_paused_min=0.0,
+                                  flow_control_paused_max=fc * 3)
+                rows.append(table.row(**values))
+                if len(rows) >= 20000:
+                    with transaction.atomic():
+                        table.insert(rows)
+                    rows = []
+            with transaction.atomic():
+                table.insert(rows)
+    return counts
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
@@ -191,7 +243,35 @@ def run(args, lab, url, command):
     end = start + 7200
     keep = [n.pk for n in nodes[:args.retention_nodes]]
     counts = fill_retention(models, nodes[0].pk, keep, end, args.interval)
+    from apps.fleet.models import Server
+    from apps.monitoring.models import RollupMark
+
+    backends = list(Server.objects.order_by("pk").values_list("pk", flat=True)[:args.retention_backends])
+    backend_counts = fill_backends(backends, end, args.backend_interval)
+    for target, until in ((60, end - 3600), (3600, end)):  # as the rollups would have left them
+        RollupMark.objects.update_or_create(name=f"backendsample:{target}",
+                                            defaults={"rolled_until": datetime.fromtimestamp(until, tz=timezone.utc)})
+    compacted = {}  # rows the rollups have read become history chunks (apps/monitoring/chunks.py)
+    for family in () if args.no_chunks else ("PROXYSQL", "BACKEND"):
+        c = time.process_time()
+        n = rollups.chunks.compact(datetime.fromtimestamp(end, tz=timezone.utc), max_spans=10 ** 6,
+                                   families=[getattr(rollups.chunks, family)])
+        compacted[family] = (n, time.process_time() - c)
+    from django.db import connection
+
+    left = None
+    if connection.vendor == "mysql":
+        left = sum(table_bytes().values())
+        # InnoDB keeps the pages the compaction's deletes freed until new rows reuse them (in steady state
+        # the row tables hold the newest hour or two); OPTIMIZE gives what the history itself takes.
+        with connection.cursor() as cur:
+            for model in apps_models():
+                cur.execute(f"OPTIMIZE TABLE {model._meta.db_table}")
+                cur.fetchall()
     sizes = table_bytes()
+    backend_tables = {"monitoring_backendsample", "monitoring_backendchunk"}
+    per_backend = sum(b for t, b in sizes.items() if t in backend_tables) / max(len(backends), 1)
+    sizes = {t: b for t, b in sizes.items() if t not in backend_tables}
     per_node = sum(sizes.values()) / len(keep)
 
     timings = {}
@@ -219,11 +299,24 @@ def run(args, lab, url, command):
            f"{cpu[60][0] / 60 / args.nodes * 1000:.1f} s per minute of history for 1,000 nodes "
            f"({cpu[60][0] / 60 / args.nodes * 1000 / 60:.2f} core); 1 minute -> 1 hour {cpu[3600][0]:.2f} s CPU "
            f"for {args.nodes} nodes = {cpu[3600][0] / args.nodes * 1000:.1f} s per hour for 1,000 nodes.", "",
+           ("History chunks: none (--no-chunks)" if args.no_chunks else "History chunks: " + "; ".join(
+               f"{family.lower()}: {n:,} records compacted in {cpu_s:.2f} s CPU = {cpu_s / max(n, 1) * 1e6:.0f} us "
+               f"per record" for family, (n, cpu_s) in compacted.items())
+           + f"; an hour of history (raw, 60 minute and 1 hour buckets) for 1,000 nodes: "
+             f"{compacted['PROXYSQL'][1] / max(compacted['PROXYSQL'][0], 1) * 1000 * (3600 / args.interval + 61):.1f} s CPU, "
+             f"for 3,000 backends: "
+             f"{compacted['BACKEND'][1] / max(compacted['BACKEND'][0], 1) * 3000 * (3600 / args.backend_interval + 61):.1f} s CPU."),
+           "",
            f"Retention filled for {len(keep)} nodes: " + ", ".join(f"{k} s: {v:,} records" for k, v in sorted(counts.items()))
            + " per node (copies of the polled hour's records).", "",
            "| table | MiB for the retention, per node |", "|---|---|"]
     out += [f"| {t} | {mib(b / len(keep)):.2f} |" for t, b in sorted(sizes.items()) if b]
     out += [f"| **all** | **{mib(per_node):.2f}** MiB per node = **{per_node * 1000 / (1 << 30):.1f} GiB for 1,000 nodes** |",
+            "", (f"Every monitoring table before OPTIMIZE (nodes and backends): {mib(left):.1f} MiB, after: "
+                 f"{mib(sum(sizes.values()) + per_backend * len(backends)):.1f} MiB." if left is not None else ""),
+            "", f"Backends: {len(backends)} filled for the retention at {args.backend_interval:g} s ("
+            + ", ".join(f"{k} s: {v:,} records" for k, v in sorted(backend_counts.items())) + " per backend): "
+            f"**{mib(per_backend):.2f} MiB per backend** = **{per_backend * 3000 / (1 << 30):.1f} GiB for 3,000 backends**.",
             "", "| chart | " + " | ".join(RANGES) + " |", "|---|" + "---|" * len(RANGES)]
     for name in CHARTS:
         out.append(f"| {name} (p50 / p95 ms) | " + " | ".join(

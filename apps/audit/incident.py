@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.fleet.models import Cluster, ProxySQLNode, Server
+from apps.monitoring.chunks import samples as chunked_samples
 from apps.monitoring.models import HOUR, MINUTE, RAW, BackendSample, ProxySQLSample
 from apps.operations.models import Operation
 
@@ -151,9 +152,9 @@ def resolution_for(span_s):
 def _samples(model, owner, owner_ids, fields, start, end, resolution):
     """Rows (owner_id, epoch, width_s, reachable, *fields) in time order; the tail the rollups have not
     reached yet comes from the finer resolution."""
-    cols = [owner, "ts", "reachable", *fields]
-    rows = [(r[0], r[1].timestamp(), resolution, *r[2:]) for r in model.objects.filter(
-        **{f"{owner}__in": owner_ids}, resolution=resolution, ts__gte=start, ts__lt=end).order_by("ts").values_list(*cols)]
+    where = {f"{owner}__in": owner_ids, "resolution": resolution, "ts__gte": start, "ts__lt": end}
+    rows = [(r[0], r[1].timestamp(), resolution, *r[3:])  # rows and history chunks alike (monitoring/chunks.py)
+            for r in chunked_samples(where, ["reachable", *fields], model)]
     if resolution in FINER:
         tail = (datetime.fromtimestamp(rows[-1][1] + resolution, dt_timezone.utc) if rows else start)
         rows += _samples(model, owner, owner_ids, fields, max(tail, start), end, FINER[resolution])

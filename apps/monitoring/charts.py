@@ -22,6 +22,8 @@ from django.conf import settings
 
 from . import status
 from .models import HOUR, MINUTE, RAW, BackendSample, MirrorRuleSample, PoolSnapshot, ProxySQLSample, worst_status
+from .chunks import FAMILIES as CHUNKED
+from .chunks import samples as chunked_samples
 from .pool import read as read_pool
 
 RANGES = {"1h": 3600, "6h": 6 * 3600, "24h": 24 * 3600, "7d": 7 * 86400, "30d": 30 * 86400}
@@ -92,12 +94,16 @@ def _rows(model, owner, fields, group, resolution, start, end, with_reachable):
         return
     cols = (["ts"] + (["reachable"] if with_reachable else []) + list(group)
             + [_column(model, f, resolution) for f in fields])
-    qs = model.objects.filter(**owner, resolution=resolution, ts__gte=_dt(start), ts__lt=_dt(end)).order_by("ts")
+    where = {**owner, "resolution": resolution, "ts__gte": _dt(start), "ts__lt": _dt(end)}
+    if model in CHUNKED:  # rows and history chunks alike
+        found = (row[1:2] + row[3:] for row in chunked_samples(where, cols[1:], model))
+    else:
+        found = model.objects.filter(**where).order_by("ts").values_list(*cols)
     n_fixed = 1 + bool(with_reachable)
     # A rollup row is marked unreachable when any poll of its bucket failed; its figures are the
     # averages of the polls that succeeded, so only a bucket without figures is a gap.
     honour = with_reachable and resolution == RAW
-    for row in qs.values_list(*cols):
+    for row in found:
         yield (row[0].timestamp(), row[1] if honour else True, tuple(row[n_fixed:n_fixed + len(group)]),
                row[n_fixed + len(group):])
 

@@ -106,6 +106,20 @@ class PoolSnapshot(models.Model):
         indexes = [models.Index(fields=["node", "resolution", "ts"], name="poolsnapshot_node_res_ts")]
 
 
+class HistoryChunk(models.Model):
+    """A ProxySQL node's history of one span in one row: an hour of raw polls, half an hour of one-minute
+    buckets, a day of one-hour buckets, each record its ProxySQLSample figures and its PoolSnapshot servers,
+    deflated together (apps/monitoring/chunks.py). Rows become a chunk once the rollups have read them."""
+
+    node = models.ForeignKey("fleet.ProxySQLNode", on_delete=models.CASCADE, related_name="+", db_index=False)
+    resolution = models.PositiveSmallIntegerField()
+    ts = models.DateTimeField(help_text="start of the span")
+    data = models.BinaryField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["node", "resolution", "ts"], name="historychunk_node_res_ts")]
+
+
 class BackendSample(models.Model):
     """One poll of one backend node (Galera figures are null on a non-Galera node)."""
 
@@ -129,6 +143,18 @@ class BackendSample(models.Model):
 
 
 with_extremes(BackendSample, ["cluster_size", "flow_control_paused", "lag_seconds"])
+
+
+class BackendChunk(models.Model):
+    """A backend's history of one span in one row (apps/monitoring/chunks.py), as HistoryChunk for a node."""
+
+    server = models.ForeignKey("fleet.Server", on_delete=models.CASCADE, related_name="+", db_index=False)
+    resolution = models.PositiveSmallIntegerField()
+    ts = models.DateTimeField(help_text="start of the span")
+    data = models.BinaryField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["server", "resolution", "ts"], name="backendchunk_srv_res_ts")]
 
 
 class MirrorRuleSample(models.Model):

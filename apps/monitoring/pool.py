@@ -65,6 +65,12 @@ def _value(out, tags, v, avg=None, rollup_extreme=False):
         out += _F32.pack(v)
 
 
+def _tag_bytes(tags):
+    """2-bit tags, four to a byte."""
+    tags = tags + [0] * (-len(tags) % 4)
+    return bytes(tags[i] | tags[i + 1] << 2 | tags[i + 2] << 4 | tags[i + 3] << 6 for i in range(0, len(tags), 4))
+
+
 def pack(entries, rollup=False):
     """entries: [(server id, status, {field: value})] (a rollup's dicts also hold <field>_min / _max)."""
     out = bytearray([ROLLUP_V1 if rollup else RAW_V1])
@@ -79,8 +85,7 @@ def pack(entries, rollup=False):
             if rollup:
                 _value(body, tags, values.get(f"{f}_min", avg), avg, True)
                 _value(body, tags, values.get(f"{f}_max", avg), avg, True)
-        tags += [0] * (-len(tags) % 4)
-        out += bytes(tags[i] | tags[i + 1] << 2 | tags[i + 2] << 4 | tags[i + 3] << 6 for i in range(0, len(tags), 4))
+        out += _tag_bytes(tags)
         out += body
     deflated = zlib.compress(bytes(out[1:]), 9, -9)  # a 512-byte window: a snapshot is a few hundred bytes
     if len(deflated) + 1 < len(out):
@@ -88,12 +93,18 @@ def pack(entries, rollup=False):
     return bytes(out)
 
 
-def _decode(data):
-    """(rollup?, [(server id, status, [values])]): a raw poll's values are FIELDS in order, a rollup's are
-    (average, minimum, maximum) of each."""
+def plain(data):
+    """A packed snapshot's bytes without its own deflate (a history chunk deflates many together)."""
     data = bytes(data)
     if data[0] & DEFLATED:
         data = bytes([data[0] & ~DEFLATED]) + zlib.decompress(data[1:], -15)
+    return data
+
+
+def _decode(data):
+    """(rollup?, [(server id, status, [values])]): a raw poll's values are FIELDS in order, a rollup's are
+    (average, minimum, maximum) of each."""
+    data = plain(data)
     rollup = data[0] == ROLLUP_V1
     n_values = len(FIELDS) * (3 if rollup else 1)
     n_tag_bytes = (n_values + 3) // 4
@@ -202,14 +213,15 @@ def snapshot(node_id, ts, rows, resolution=RAW):
     return PoolSnapshot(node_id=node_id, ts=ts, resolution=resolution, servers=pack(entries, resolution != RAW))
 
 
-def read(filters, fields, *, order_by=("ts",)):
-    """Yield (node id, ts, resolution, (hostgroup, host, port), [values of `fields`]) per server of each
-    PoolSnapshot matching `filters` (a Q or a dict). Fields: FIELDS, their _min/_max, "status"."""
-    qs = PoolSnapshot.objects.filter(**filters) if isinstance(filters, dict) else PoolSnapshot.objects.filter(filters)
+def read(filters, fields):
+    """Yield (node id, ts, resolution, (hostgroup, host, port), [values of `fields`]) per server of each pool
+    snapshot matching `filters` (a dict: chunks.snapshots), stored as a row or in a history chunk, in time
+    order. Fields: FIELDS, their _min/_max, "status"."""
+    from .chunks import snapshots
+
     keys = {}
     positions = {}
-    for node_id, ts, resolution, data in qs.order_by(*order_by).values_list("node_id", "ts", "resolution",
-                                                                            "servers").iterator(chunk_size=2000):
+    for node_id, ts, resolution, data in snapshots(filters):
         rollup, entries = _decode(data)
         where = positions.get(rollup) or positions.setdefault(rollup, _positions(fields, rollup))
         for server_id, status, values in entries:

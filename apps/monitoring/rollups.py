@@ -6,6 +6,7 @@ Every rollup keeps its bucket's extremes: averaged figures their minimum and max
 own extreme, so Coalesce(<field>_min, <field>) reads raw and rollup rows alike), worst-of figures their
 worst, and a pool server's status its worst by POOL_STATUS_SEVERITY (never an alphabetical minimum, which
 kept ONLINE over a SHUNNED blip). The pool's packed snapshots are aggregated here in Python (pool.py).
+The rollups read rows; once they have, a ProxySQL node's rows become history chunks (chunks.py).
 """
 from datetime import timedelta
 
@@ -15,7 +16,7 @@ from django.db.models import Avg, F, Max, Min
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from . import pool
+from . import chunks, pool
 from .models import HOUR, MINUTE, RAW, BackendSample, MirrorRuleSample, PoolSnapshot, ProxySQLSample, RollupMark
 
 # table: (group-by fields, worst-of as Max, worst-of as Min); the averaged figures are the model's
@@ -28,6 +29,9 @@ SPECS = {
     MirrorRuleSample: (["node_id", "rule_id"], ["loss", "mirror_hostgroup", "ambiguous"], []),
 }
 TABLES = (ProxySQLSample, PoolSnapshot, BackendSample, MirrorRuleSample)
+# Owners (nodes, backends) whose rows of one span one run turns into chunks: 4,000 owners' hour goes in
+# ten runs (ten minutes), each well inside the task's time limit.
+COMPACT_OWNERS_PER_RUN = 400
 
 
 def _aggregates(model):
@@ -95,13 +99,16 @@ def prune(now=None):
         for resolution, age in keep.items():
             count, _ = model.objects.filter(resolution=resolution, ts__lt=now - age).delete()
             deleted[f"{model._meta.model_name}:{resolution}"] = count
+    deleted.update(chunks.prune(keep, now))
     return deleted
 
 
 def run_all(now=None):
-    """Minute and hour rollups of every table, then retention."""
+    """Minute and hour rollups of every table, the ProxySQL rows they have read into history chunks
+    (chunks.py), then retention."""
     written = {}
     for model in TABLES:
         written[f"{model._meta.model_name}:60"] = rollup(model, RAW, MINUTE, now)
         written[f"{model._meta.model_name}:3600"] = rollup(model, MINUTE, HOUR, now)
-    return {"written": written, "deleted": prune(now)}
+    compacted = chunks.compact(now, max_owners=COMPACT_OWNERS_PER_RUN)
+    return {"written": written, "compacted": compacted, "deleted": prune(now)}

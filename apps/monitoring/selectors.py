@@ -15,7 +15,9 @@ from apps.digests.models import DigestNodeState
 from apps.fleet.models import HostgroupMembership, MirrorRule
 
 from . import live, status
-from .models import RAW, BackendSample, MirrorRuleSample, ProxySQLSample
+from .chunks import last_reachable_raw
+from .chunks import samples as chunked_samples
+from .models import RAW, BackendSample, MirrorRuleSample
 from .pool import read as read_pool
 
 
@@ -113,21 +115,19 @@ def _times(rate, seconds):
 
 
 def _pool_from_history(node, now):
-    last = (ProxySQLSample.objects.filter(node=node, resolution=RAW, reachable=True)
-            .order_by("-ts").values("ts", *[f.name for f in ProxySQLSample._meta.concrete_fields
-                                            if f.name not in ("id", "node", "ts", "resolution", "reachable")
-                                            and not f.name.endswith(("_min", "_max"))]).first())
+    last = last_reachable_raw(node.pk)
     if not last:
         return {}
+    ts, figures = last
     roles = node.cluster.hostgroup_roles()
     fields = ["status", "conn_used", "conn_free", "queries_ps", "latency_us", "conn_err_ps", "bytes_sent_ps",
               "bytes_recv_ps"]
-    rows = sorted((key, values) for *_, key, values in read_pool({"node": node, "resolution": RAW, "ts": last["ts"]},
+    rows = sorted((key, values) for *_, key, values in read_pool({"node_id": node.pk, "resolution": RAW, "ts": ts},
                                                                  fields))
     pool_rows = [{"hostgroup": hg, "role": roles.get(hg, "other"), "host": host, "port": port, **dict(zip(fields, values))}
                  for (hg, host, port), values in rows]
-    ts = last.pop("ts")
-    return {"figures": last, "pool": pool_rows, "from_history": ts, "age": now - ts.timestamp()}
+    figures = {k: v for k, v in figures.items() if not k.endswith(("_min", "_max"))}
+    return {"figures": figures, "pool": pool_rows, "from_history": ts, "age": now - ts.timestamp()}
 
 
 # -- one backend -----------------------------------------------------------------------------------
@@ -145,16 +145,18 @@ def backend_live(server, now=None):
            "error_since": _ts((doc or {}).get("error_since")), "last_ok": _ts((doc or {}).get("last_ok")),
            "from_history": None}
     if not doc and got.unavailable:
-        last = (BackendSample.objects.filter(server=server, resolution=RAW, reachable=True).order_by("-ts").first())
-        if last:
-            out.update(from_history=last.ts, age=now - last.ts.timestamp(), label=status.WSREP_STATES.get(
-                last.local_state, "" if last.local_state is None else str(last.local_state)),
-                wsrep={"wsrep_on": last.local_state is not None, "local_state": last.local_state,
-                       "cluster_status": None if last.primary is None else ("Primary" if last.primary else "non-Primary"),
-                       "cluster_size": last.cluster_size, "ready": last.ready, "local_recv_queue": last.recv_queue,
-                       "flow_control_paused": last.flow_control_paused, "desync": last.desync,
-                       "read_only": last.read_only},
-                lag_seconds=last.lag_seconds)
+        found = last_reachable_raw(server.pk, BackendSample)
+        if found:
+            ts, last = found
+            out.update(from_history=ts, age=now - ts.timestamp(), label=status.WSREP_STATES.get(
+                last["local_state"], "" if last["local_state"] is None else str(last["local_state"])),
+                wsrep={"wsrep_on": last["local_state"] is not None, "local_state": last["local_state"],
+                       "cluster_status": (None if last["primary"] is None
+                                          else "Primary" if last["primary"] else "non-Primary"),
+                       "cluster_size": last["cluster_size"], "ready": last["ready"],
+                       "local_recv_queue": last["recv_queue"], "flow_control_paused": last["flow_control_paused"],
+                       "desync": last["desync"], "read_only": last["read_only"]},
+                lag_seconds=last["lag_seconds"])
     return out
 
 
@@ -228,9 +230,11 @@ def sparklines(cluster, servers=None, now=None, minutes=60):
     servers = list(servers if servers is not None else cluster.servers.order_by("hostname", "port"))
     states = {s.pk: [None] * minutes for s in servers}
     queues = {s.pk: [None] * minutes for s in servers}
-    rows = (BackendSample.objects.filter(server__cluster=cluster, resolution=RAW, reachable=True, ts__gte=_ts(start))
-            .values_list("server_id", "ts", "local_state", "recv_queue"))
-    for server_id, ts, local_state, recv_queue in rows:
+    rows = chunked_samples({"server_id__in": list(states), "resolution": RAW, "ts__gte": _ts(start)},
+                           ["reachable", "local_state", "recv_queue"], BackendSample)
+    for server_id, ts, _, reachable, local_state, recv_queue in rows:
+        if not reachable:
+            continue
         i = int((ts.timestamp() - start) // 60)
         if server_id not in states or not 0 <= i < minutes:
             continue

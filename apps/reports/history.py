@@ -11,11 +11,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from django.conf import settings
-from django.core.exceptions import EmptyResultSet
-from django.db import connection
-from django.db.models import Q
 
 from apps.monitoring import status
+from apps.monitoring.chunks import samples as chunked_samples
 from apps.monitoring.models import HOUR, MINUTE, RAW, BackendSample, PoolSnapshot, ProxySQLSample
 from apps.monitoring.pool import read as read_pool
 
@@ -51,19 +49,17 @@ def pieces_of(rows, start, end):
     return sorted(out, key=lambda p: p[1])
 
 
-def _load(model, filters, key, fields, start, end, max_gap, used):
+def _load(model, filters, fields, start, end, max_gap, used):
     """{key: [(a, b, row)]}: every resolution is read (rollup rows are few beside raw polls) and each thing's
     own pieces pick the finest per stretch, so a thing whose raw polls are missing still counts."""
-    span = Q(filters, ts__gte=as_dt(start - HOUR), ts__lt=as_dt(end))
+    span = {**filters, "ts__gte": as_dt(start - HOUR), "ts__lt": as_dt(end)}
     grouped = {}
     if model is PoolSnapshot:  # packed: one row per server of each snapshot, keyed (node id, hostgroup, host, port)
         for node_id, ts, resolution, server, values in read_pool(span, fields):
             grouped.setdefault((node_id, *server), []).append((ts.timestamp(), resolution, *values))
-    else:
-        for row in _rows(model.objects.filter(span).order_by("ts").values_list(*key, "ts", "resolution", *fields),
-                         len(key)):
-            k = row[:len(key)] if len(key) > 1 else row[0]
-            grouped.setdefault(k, []).append(row[len(key):])
+    else:  # rows and history chunks alike (apps/monitoring/chunks.py), keyed by the owner
+        for owner_id, ts, *row in chunked_samples(span, fields, model):
+            grouped.setdefault(owner_id, []).append((ts.timestamp(), *row))
     out = {}
     for k, rows in grouped.items():
         ps = pieces_of(rows, start, end)
@@ -71,23 +67,6 @@ def _load(model, filters, key, fields, start, end, max_gap, used):
             used.setdefault(("spans", resolution), []).append((lo, hi))
         out[k] = list(tl.coverage(rows, ps, max_gap))
     return out
-
-
-def _rows(values_list, ts_at):
-    """The rows of a values_list() queryset with the timestamp at `ts_at` as epoch seconds, read with a plain
-    cursor: Django's per-value converters took half of a big fleet report's time (booleans stay 0/1,
-    which the report only tests for truth)."""
-    try:
-        sql, params = values_list.query.sql_with_params()
-    except EmptyResultSet:  # e.g. a cluster without ProxySQL nodes
-        return
-    with connection.cursor() as cur:
-        cur.execute(sql, params)
-        while chunk := cur.fetchmany(5000):
-            for row in chunk:
-                ts = row[ts_at]
-                ts = datetime.fromisoformat(ts) if isinstance(ts, str) else ts  # SQLite: text; MariaDB: datetime
-                yield (*row[:ts_at], ts.replace(tzinfo=timezone.utc).timestamp(), *row[ts_at + 1:])
 
 
 @dataclass
@@ -124,15 +103,15 @@ def load(cluster, start, end, hourly_only=False):
     counts whole, so a cluster can only look worse than it was, never better)."""
     interval = status.interval_of(cluster.poll_interval_s) or settings.MONITOR_DEFAULT_INTERVAL_S
     h = ClusterHistory(start=start, end=end, interval=interval)
-    only = Q(resolution=HOUR) if hourly_only else Q()
-    bf = Q(server_id__in=list(cluster.servers.values_list("pk", flat=True))) & only
-    nf = Q(node_id__in=list(cluster.proxysql_nodes.values_list("pk", flat=True))) & only
+    only = {"resolution": HOUR} if hourly_only else {}
+    bf = {"server_id__in": list(cluster.servers.values_list("pk", flat=True)), **only}
+    nf = {"node_id__in": list(cluster.proxysql_nodes.values_list("pk", flat=True)), **only}
     used = {}
-    h.backends = _load(BackendSample, bf, ("server_id",), BACKEND_FIELDS, start, end, h.max_gap, used)
+    h.backends = _load(BackendSample, bf, BACKEND_FIELDS, start, end, h.max_gap, used)
     h.backend_pieces = _spans(used)
-    h.proxysql = _load(ProxySQLSample, nf, ("node_id",), PROXYSQL_FIELDS, start, end, h.max_gap, {})
+    h.proxysql = _load(ProxySQLSample, nf, PROXYSQL_FIELDS, start, end, h.max_gap, {})
     used = {}
-    h.pool = _load(PoolSnapshot, nf, ("node_id", "hostgroup", "srv_host", "srv_port"), POOL_FIELDS, start, end,
+    h.pool = _load(PoolSnapshot, nf, POOL_FIELDS, start, end,
                    h.max_gap, used)
     h.pool_pieces = _spans(used)
     return h
@@ -163,7 +142,7 @@ def resolutions_used(*piece_lists):
 def load_proxysql_only(cluster, start, end, hourly_only=False):
     """{node id: [(a, b, row)]} of the ProxySQL samples alone (the period before, for trends)."""
     interval = status.interval_of(cluster.poll_interval_s) or settings.MONITOR_DEFAULT_INTERVAL_S
-    nf = Q(node_id__in=list(cluster.proxysql_nodes.values_list("pk", flat=True)))
+    nf = {"node_id__in": list(cluster.proxysql_nodes.values_list("pk", flat=True))}
     if hourly_only:
-        nf &= Q(resolution=HOUR)
-    return _load(ProxySQLSample, nf, ("node_id",), PROXYSQL_FIELDS, start, end, status.STALE_FACTOR * interval, {})
+        nf["resolution"] = HOUR
+    return _load(ProxySQLSample, nf, PROXYSQL_FIELDS, start, end, status.STALE_FACTOR * interval, {})
