@@ -17,6 +17,7 @@ Then it times GET /digests/ through Django's test client (full middleware, login
 list of scenarios (windows, sorts, filters, search, paging, a digest's detail and chart), --requests
 times each, and prints p50/p95 per scenario and over all, with the machine it ran on.
 """
+import inspect
 import math
 import os
 import platform
@@ -266,9 +267,14 @@ def _poisson(rng, lam):
         k += 1
 
 
-def scenarios(node_id, digest_pk):
+def custom_window():
+    """The query string of the custom window timed: 2.5 days, from 3 days ago."""
     day = time.strftime("%Y-%m-%dT%H:%M", time.gmtime(time.time() - 3 * 86400))
     day_end = time.strftime("%Y-%m-%dT%H:%M", time.gmtime(time.time() - 86400 + 1800))
+    return f"window=custom&from={day}&to={day_end}"
+
+
+def scenarios(node_id, digest_pk):
     return [
         ("default: last hour by total time", "/digests/"),
         ("last 5 min", "/digests/?window=5m"),
@@ -282,7 +288,7 @@ def scenarios(node_id, digest_pk):
         ("last 24 h, search 'orders'", "/digests/?window=24h&q=orders"),
         ("last 24 h, search with no match", "/digests/?window=24h&q=no+such+text"),
         ("last 24 h, page 200", "/digests/?window=24h&page=200"),
-        ("custom 2.5 days, 3 days ago", f"/digests/?window=custom&from={day}&to={day_end}"),
+        ("custom 2.5 days, 3 days ago", f"/digests/?{custom_window()}"),
         ("htmx partial, last 24 h by max", "/digests/?window=24h&sort=max", {"HTTP_HX_REQUEST": "true",
                                                                                "HTTP_HX_TARGET": "digest-results"}),
         ("digest detail, last 24 h", f"/digests/{digest_pk}/?window=24h"),
@@ -290,7 +296,20 @@ def scenarios(node_id, digest_pk):
     ]
 
 
-def time_pages(requests, out=print):
+def turn_scenarios():
+    """The pages timed in turns (--turns): the searches, broad to empty, first and later pages, the long window."""
+    return [
+        ("last 24 h, search 'orders'", "/digests/?window=24h&q=orders"),
+        ("last 24 h, search 'status = ?' (most texts)", "/digests/?window=24h&q=status+%3D+%3F"),
+        ("  the same, page 20", "/digests/?window=24h&q=status+%3D+%3F&page=20"),
+        ("  the same, by count ascending", "/digests/?window=24h&q=status+%3D+%3F&sort=count&dir=asc"),
+        ("last 24 h, search 'select' (most texts)", "/digests/?window=24h&q=select"),
+        ("last 24 h, search with no match", "/digests/?window=24h&q=no+such+text"),
+        ("custom 2.5 days, 3 days ago", f"/digests/?{custom_window()}"),
+    ]
+
+
+def viewer_client():
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
     from django.test import Client
@@ -299,6 +318,11 @@ def time_pages(requests, out=print):
     user.groups.add(Group.objects.get_or_create(name="viewer")[0])
     client = Client()
     client.force_login(user)
+    return client
+
+
+def time_pages(requests, out=print):
+    client = viewer_client()
     node_id = DigestSource.objects.values_list("node_id", flat=True).first()
     top = Digest.objects.order_by("pk").values_list("pk", flat=True).first()
     results, everything, everything_cpu = [], [], []
@@ -350,3 +374,64 @@ def distinct_in(seconds):
     w.pieces = plan_window(w.start, w.end)
     return top_digests(w, Filters(), per_page=1).total, w.pieces
 
+
+
+# -- before and after in turns -------------------------------------------------------------------------
+def code_at(revision, modules=("search", "selectors")):
+    """The digest page's modules as they were at a git revision, loaded beside the current ones (each
+    old module sees the other old ones): {name: module}."""
+    import subprocess
+    import sys
+    import types
+
+    root = settings.BASE_DIR
+    loaded = {}
+    for name in modules:
+        source = subprocess.run(["git", "show", f"{revision}:apps/digests/{name}.py"], cwd=root, check=True,
+                                capture_output=True, text=True).stdout
+        module = types.ModuleType(f"apps.digests._at_{name}")
+        module.__package__ = "apps.digests"
+        sys.modules[module.__name__] = module
+        loaded[name] = module
+        try:
+            exec(compile(source, f"{revision}:apps/digests/{name}.py", "exec"), module.__dict__)
+        finally:
+            del sys.modules[module.__name__]
+        for other, old in loaded.items():  # e.g. selectors' `search_index` is the old search module
+            for attr, value in list(module.__dict__.items()):
+                if getattr(value, "__name__", None) == f"apps.digests.{other}":
+                    setattr(module, attr, old)
+    return loaded
+
+
+def time_in_turns(urls, revision, pairs, out=print):
+    """One request with the code at `revision`, one with the current code, in turns, `pairs` times per
+    URL: both see the same load on a shared machine. Prints p50 / p95 of each (wall ms)."""
+    from . import views
+
+    client = viewer_client()
+    current, before = views.selectors, code_at(revision)["selectors"]
+    accepted, old_top = inspect.signature(before.top_digests).parameters, before.top_digests
+
+    def top_digests(*args, **kwargs):  # the older code, called as the current view calls it
+        page = old_top(*args, **{k: v for k, v in kwargs.items() if k in accepted})
+        page.more = getattr(page, "more", False)
+        return page
+
+    before.top_digests = top_digests
+    out(f"  {'scenario':<45} {revision + ' p50 / p95':>22} {'now p50 / p95':>18}   load average")
+    for name, url in urls:
+        times = {"before": [], "now": []}
+        for _ in range(pairs + 1):  # the first pair warms both
+            for label, module in (("before", before), ("now", current)):
+                views.selectors = module
+                try:
+                    t = time.perf_counter()
+                    response = client.get(url)
+                    times[label].append((time.perf_counter() - t) * 1000)
+                finally:
+                    views.selectors = current
+                assert response.status_code == 200, (url, response.status_code)
+        b, n = times["before"][1:], times["now"][1:]
+        out(f"  {name:<45} {_pct(b, 50):9.0f} / {_pct(b, 95):4.0f} ms {_pct(n, 50):8.0f} / {_pct(n, 95):4.0f} ms"
+            f"   {' / '.join(f'{x:.1f}' for x in os.getloadavg())}")

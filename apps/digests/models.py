@@ -23,6 +23,16 @@ LEVELS = (FIVE_MINUTES, HOUR, DAY)  # rollup levels, finest first
 RESOLUTIONS = (RAW,) + LEVELS
 
 
+class SearchTextField(models.TextField):
+    """A lower-case copy of a text, matched byte for byte: ascii_bin on MariaDB/MySQL, where a LIKE through the
+    table's collation costs 3-5 times as much as a binary one (measured: docs/benchmarks.md). Plain elsewhere."""
+
+    def db_type(self, connection):
+        if connection.vendor == "mysql":
+            return "longtext CHARACTER SET ascii COLLATE ascii_bin"
+        return super().db_type(connection)
+
+
 class Digest(models.Model):
     """One digest hash and its text, as ProxySQL normalised it (texts can be long: stored once)."""
 
@@ -31,6 +41,8 @@ class Digest(models.Model):
     first_polled_at = models.IntegerField(null=True, help_text="epoch seconds (poller clock) of the poll that first stored it")
     words_indexed = models.BooleanField(db_default=False, db_index=True,
                                         help_text="its words are in DigestWordUse (search.py); until then a search reads its text")
+    search_text = SearchTextField(null=True, help_text="the text in lower case if it is printable ASCII, set with its"
+                                  " words (search.py); NULL: a search matches digest_text through the collation")
 
     def __str__(self):
         return f"{self.digest} {self.digest_text[:60]}"

@@ -27,6 +27,7 @@ ALWAYS_READ = ""  # the word of texts the index cannot split
 MIN_RUN = 3
 CHUNK = 900  # values per IN (...) or rows per INSERT: under SQLite's 999 variables
 INDEX_BATCH = 20_000  # digests indexed per run of the rollup task (about 2 s)
+LOOKUPS_MAX = 2_000  # up to this many candidates are matched by primary key; more: one scan of the texts
 
 
 def _plain(text):
@@ -41,6 +42,12 @@ def words_of(text):
     if any(len(w) > WORD_MAX for w in words):
         return {ALWAYS_READ}
     return words
+
+
+def search_text(text):
+    """The copy of a text a search matches byte for byte (its lower case), or None: match the text through the
+    database's collation (it folds accents and ignores control characters, a byte compare would not)."""
+    return text.lower() if _plain(text) else None
 
 
 def key_run(search):
@@ -74,6 +81,16 @@ def index_words(limit=INDEX_BATCH):
             for i in range(0, len(uses), CHUNK):
                 cur.executemany(f"{insert} {DigestWordUse._meta.db_table} (word_id, digest_id) VALUES (%s, %s)",
                                 uses[i:i + CHUNK])
+        # With its words, its lower-case copy for a binary match (where the text is plain ASCII); a few hundred
+        # rows per UPDATE (one per row costs a round trip each).
+        copies = [(pk, search_text(text)) for pk, text in rows if search_text(text) is not None]
+        with connection.cursor() as cur:
+            for i in range(0, len(copies), CHUNK // 3):
+                part = copies[i:i + CHUNK // 3]
+                cur.execute(f"UPDATE {Digest._meta.db_table} SET search_text = CASE id"
+                            f" {' '.join(['WHEN %s THEN %s'] * len(part))} END"
+                            f" WHERE id IN ({','.join(['%s'] * len(part))})",
+                            [v for pair in part for v in pair] + [pk for pk, _ in part])
         pks = [pk for pk, _ in rows]
         for i in range(0, len(pks), CHUNK):
             Digest.objects.filter(pk__in=pks[i:i + CHUNK]).update(words_indexed=True)
@@ -93,10 +110,12 @@ def matching_ids(condition, params, search, limit, digest_hash=None):
 
         if digest_hash and not read(f"SELECT d.id FROM {table} d WHERE d.digest = %s", [digest_hash]):
             return None
-        candidates = _candidates(cur, search)
-        if candidates is None or len(candidates) > limit:
-            # No index for this term, or a term in most texts: one scan of the texts (stops past `limit`) is
-            # cheaper than fetching that many texts one by one.
+        lookups = min(limit, LOOKUPS_MAX)
+        candidates = _candidates(cur, search, lookups)
+        if candidates is None or len(candidates) > lookups:
+            # No index for this term, or a term in many texts: one scan of the texts (stops past `limit`) is
+            # cheaper than fetching that many texts one by one (a binary match of the lower-case copies:
+            # 100,000 in less time than 7,000 lookups by primary key, measured on MariaDB).
             return sorted(found) if read(f"SELECT d.id FROM {table} d WHERE {condition}", params) else None
         # Looked up first, then matched by primary key: left to itself, MariaDB reads every text.
         size = CHUNK if connection.vendor == "sqlite" else 5000
@@ -110,12 +129,14 @@ def matching_ids(condition, params, search, limit, digest_hash=None):
     return sorted(found)
 
 
-def _candidates(cur, search):
-    """Ids of the indexed digests that may contain `search` (a superset), or None: no index for it."""
+def _candidates(cur, search, limit):
+    """Ids of the indexed digests that may contain `search` (a superset; more than `limit` of them: stops
+    at limit + 1, which says enough), or None: no index for it."""
     run = key_run(search)
     if run is None:
         return None
     words, uses = DigestWord._meta.db_table, DigestWordUse._meta.db_table
     cur.execute(f"SELECT DISTINCT u.digest_id FROM {uses} u WHERE u.word_id IN"
-                f" (SELECT w.id FROM {words} w WHERE INSTR(w.word, %s) > 0 OR w.word = %s)", [run, ALWAYS_READ])
+                f" (SELECT w.id FROM {words} w WHERE INSTR(w.word, %s) > 0 OR w.word = %s) LIMIT {int(limit) + 1}",
+                [run, ALWAYS_READ])
     return [r[0] for r in cur.fetchall()]

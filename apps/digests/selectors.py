@@ -203,6 +203,7 @@ class TopPage:
     number: int       # 1-based page number actually shown
     pages: int
     per_page: int = PER_PAGE
+    more: bool = False  # total is a lower bound: more than `total` digests (a broad search, counted up to a cap)
 
     @property
     def has_previous(self):
@@ -210,7 +211,7 @@ class TopPage:
 
     @property
     def has_next(self):
-        return self.number < self.pages
+        return self.number < self.pages or self.more
 
     @property
     def first_index(self):
@@ -238,6 +239,12 @@ def _search_condition(search, alias):
     `search` is its hash."""
     sql = f"{alias}.digest_text {connection.operators['icontains']}"
     params = [f"%{connection.ops.prep_for_like_query(search)}%"]
+    if connection.vendor == "mysql" and search_index.search_text(search) is not None:
+        # A plain ASCII term against the lower-case copy, byte for byte (3-5 times cheaper than LIKE through the
+        # collation, the same result for plain ASCII on both sides); texts without a copy through the collation.
+        sql = (f"CASE WHEN {alias}.search_text IS NULL THEN {sql}"
+               f" ELSE {alias}.search_text LIKE %s END")
+        params.append(f"%{connection.ops.prep_for_like_query(search.lower())}%")
     if _hash_of(search):
         sql += f" OR {alias}.digest = %s"
         params.append(_hash_of(search))
@@ -293,13 +300,18 @@ def search_hit_ids(search):
     return search_index.matching_ids(condition, params, search, HIT_IDS_MAX, digest_hash=_hash_of(search))
 
 
-def _ranked_sql_spanned(window, end, sort, descending, limit, offset, search="", hit_ids=None):
+def _ranked_sql_spanned(window, end, sort, descending, limit, offset, search="", hit_ids=None, count_cap=None):
     """(SQL, params) like _ranked_sql, from the span ending at `end` and the window's two edges.
 
     A digest that did not run in the edges keeps its span figures: the best `offset + limit` of those
     come straight from the span's index on the sort column. The digests of the edges (a few thousand)
     are summed with their span figures. Both lists sorted together give the page, exactly as summing
     every row would.
+
+    count_cap: the span's matching digests are counted up to this many (a search matched in the query, i.e.
+    in many texts: counting them all joins and matches every digest of the span, while the page itself
+    matches texts in the order of the sort index, lazily, until it is full). The row's last column says
+    whether the count stopped there.
     """
     span, digests = DigestSpan._meta.db_table, Digest._meta.db_table
     pieces = plan_window(window.start, end - SPAN_S) + plan_window(end, window.end)
@@ -340,9 +352,12 @@ def _ranked_sql_spanned(window, end, sort, descending, limit, offset, search="",
                 f" ELSE s.min_time END AS mn"
                 f" FROM edge e LEFT JOIN {span} s ON s.end_ts = %s AND s.digest_id = e.digest_id"
                 f"{join.format(alias='e')}{' WHERE ' + cond.format(alias='e')[5:] if cond else ''}")
-    total = (f"(SELECT COUNT(*) FROM {span} s{join.format(alias='s')} WHERE s.end_ts = %s{cond.format(alias='s')})"
-             f" + (SELECT COUNT(*) FROM edge e{join.format(alias='e')} WHERE NOT EXISTS"
-             f" (SELECT 1 FROM {span} s WHERE s.end_ts = %s AND s.digest_id = e.digest_id){cond.format(alias='e')})")
+    matched = f"{span} s{join.format(alias='s')} WHERE s.end_ts = %s{cond.format(alias='s')}"
+    counted = (f"(SELECT COUNT(*) FROM (SELECT 1 FROM {matched} LIMIT {int(count_cap)}) AS c)" if count_cap
+               else f"(SELECT COUNT(*) FROM {matched})")
+    # The edge's digests not in the span: one lookup each (NOT EXISTS made MariaDB materialise the whole span).
+    total = (f"{counted}, (SELECT COUNT(*) FROM edge e LEFT JOIN {span} s ON s.end_ts = %s AND s.digest_id = e.digest_id"
+             f"{join.format(alias='e')} WHERE s.digest_id IS NULL{cond.format(alias='e')})")
     sql = (f"WITH {hits}edge AS ({edge}) SELECT digest_id, cnt, tot, mx, mn, {total}"
            f" FROM ({' UNION ALL '.join(best + [combined])}) AS u ORDER BY {_order(sort, descending)}"
            f" LIMIT %s OFFSET %s")
@@ -379,16 +394,23 @@ def _ranked_sql(window, filters, sort, descending):
     columns = "g.digest_id AS digest_id, g.cnt AS cnt, g.tot AS tot, g.mx AS mx, g.mn AS mn"
     if connection.vendor == "sqlite":
         sql = (f"WITH grouped AS ({grouped}), shown AS (SELECT {columns} FROM grouped g{join})"
-               f" SELECT digest_id, cnt, tot, mx, mn, (SELECT COUNT(*) FROM shown) FROM shown"
+               f" SELECT digest_id, cnt, tot, mx, mn, (SELECT COUNT(*) FROM shown), 0 FROM shown"
                f" ORDER BY {order} LIMIT %s OFFSET %s")
     else:
-        sql = (f"SELECT {columns}, COUNT(*) OVER () FROM ({grouped}) AS g{join}"
+        sql = (f"SELECT {columns}, COUNT(*) OVER (), 0 FROM ({grouped}) AS g{join}"
                f" ORDER BY {order} LIMIT %s OFFSET %s")
     return sql, params + search_params
 
 
-def top_digests(window, filters, sort=DEFAULT_SORT, descending=True, page=1, per_page=PER_PAGE, use_span=True):
-    """One page of the digests of the window, ranked; the page number is clamped to what exists."""
+COUNT_CAP = 1000  # a search matched in the query (not a list of ids) counts the span's matches up to this many
+
+
+def top_digests(window, filters, sort=DEFAULT_SORT, descending=True, page=1, per_page=PER_PAGE, use_span=True,
+                exact_total=True):
+    """One page of the digests of the window, ranked; the page number is clamped to what exists.
+
+    exact_total=False (the page): a search in too many texts for a list of ids (MariaDB) counts its
+    matches up to the page's end or COUNT_CAP, whichever is further, and says "more" past that."""
     if not window.pieces:
         return TopPage(rows=[], total=0, number=1, pages=1, per_page=per_page)
     end = usable_span(window, filters) if use_span else None
@@ -401,20 +423,28 @@ def top_digests(window, filters, sort=DEFAULT_SORT, descending=True, page=1, per
             return TopPage(rows=[], total=0, number=1, pages=1, per_page=per_page)
     page = max(1, page)
 
+    def cap(number):
+        if exact_total or end is None or hit_ids is not None or not filters.search or connection.vendor == "sqlite":
+            return None
+        return max(COUNT_CAP, number * per_page) + 1  # one past: the count says whether there are more
+
     def run(number):
         offset = (number - 1) * per_page
         if end is None:
             query, args = sql, params + [per_page, offset]
         else:
             query, args = _ranked_sql_spanned(window, end, sort, descending, per_page, offset, filters.search,
-                                              hit_ids)
+                                              hit_ids, cap(number))
         with connection.cursor() as cur:
             cur.execute(query, args)
             return cur.fetchall()
 
     rows = run(page)
+    more = False
     if rows:
-        total = rows[0][5]
+        total = rows[0][5] + rows[0][6]
+        if cap(page) and rows[0][5] >= cap(page):  # stopped counting: more than that
+            total, more = total - 1, True
     elif page == 1:
         total = 0
     else:  # past the last page (a huge page number): count, then show the last page
@@ -429,7 +459,8 @@ def top_digests(window, filters, sort=DEFAULT_SORT, descending=True, page=1, per
            for r in rows]
     _attach_texts(out)
     _attach_where(out, window, filters)
-    return TopPage(rows=out, total=total, number=page, pages=max(1, math.ceil(total / per_page)), per_page=per_page)
+    return TopPage(rows=out, total=total, number=page, pages=max(1, math.ceil(total / per_page)), per_page=per_page,
+                   more=more)
 
 
 def _int(v):

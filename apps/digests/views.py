@@ -30,8 +30,9 @@ def _pager(query, page):
         links += [{"rel": "first", "label": "« first", "qs": query.querystring(page=1)},
                   {"rel": "prev", "label": "‹ previous", "qs": query.querystring(page=page.number - 1)}]
     if page.has_next:
-        links += [{"rel": "next", "label": "next ›", "qs": query.querystring(page=page.number + 1)},
-                  {"rel": "last", "label": "last »", "qs": query.querystring(page=page.pages)}]
+        links.append({"rel": "next", "label": "next ›", "qs": query.querystring(page=page.number + 1)})
+    if page.has_next and not page.more:  # a broad search is counted up to a point: its last page is not known
+        links.append({"rel": "last", "label": "last »", "qs": query.querystring(page=page.pages)})
     return links
 
 
@@ -43,7 +44,7 @@ def digest_list(request):
     if window.snapped:
         notes.append("Part of this window is older than the finest history kept: its edges were widened to "
                      "the 5-minute, hourly or daily buckets still stored.")
-    page = selectors.top_digests(window, query.filters, query.sort, query.descending, query.page)
+    page = selectors.top_digests(window, query.filters, query.sort, query.descending, query.page, exact_total=False)
     if page.number != query.page:
         query = replace(query, page=page.number)
     context = {"query": query, "window": window, "page": page, "notes": notes, "list_url": request.path,

@@ -3,6 +3,7 @@ filter finds, on the lab's digests and on texts the index cannot split; run on S
 import time
 
 import pytest
+from django.db import connection
 
 from apps.digests import search, selectors, services
 from apps.digests.models import Digest, DigestWord
@@ -64,11 +65,37 @@ def test_the_search_finds_exactly_the_texts_containing_the_term(digest_lab, monk
     for term in ("sbtest1", "where id", "rders", "café"):
         page = selectors.top_digests(window, Filters(search=term), per_page=10_000)
         assert {r.digest_id for r in page.rows} == plain_filter(term) & ran and page.total == len(page.rows), term
+    # Broad terms (in most texts), page after page: every match once, in order, the count exact.
+    for term in ("SELECT", "from sbtest", "where"):
+        expected, seen, number = plain_filter(term) & ran, [], 1
+        assert len(expected) > len(ran) // 3, term
+        while True:
+            page = selectors.top_digests(window, Filters(search=term), sort="count", page=number, per_page=400)
+            assert page.number == number and page.total == len(expected) and not page.more, term
+            seen += [(r.count, r.digest_id) for r in page.rows]
+            if not page.has_next:
+                break
+            number += 1
+        assert number > 2 and seen == sorted(seen, reverse=True) and {i for _, i in seen} == expected, term
 
     # More matches than HIT_IDS_MAX: no list of ids (the query matches the texts itself).
     monkeypatch.setattr(selectors, "HIT_IDS_MAX", 10)
     assert selectors.search_hit_ids("sbtest") is None
     assert selectors.search_hit_ids("preorders") == sorted(plain_filter("preorders"))
+
+
+def test_the_lower_case_copy_a_search_matches():
+    """Indexed texts get their lower-case copy where a byte compare means the same as the collation: printable
+    ASCII only (MariaDB's collation folds accents and ignores control characters)."""
+    plain = digest("SELECT Status FROM Orders WHERE id = ?")
+    accented = digest("SELECT note FROM café")
+    control = digest("SELECT a\x01b FROM orders")
+    assert search.index_words() == 3
+    copies = dict(Digest.objects.values_list("pk", "search_text"))
+    assert copies == {plain.pk: "select status from orders where id = ?", accented.pk: None, control.pk: None}
+    assert selectors.search_hit_ids("STATUS from") == [plain.pk]
+    assert selectors.search_hit_ids("FROM CAFE") == ([accented.pk] if connection.vendor == "mysql" else [])
+    assert selectors.search_hit_ids("A\x01B from") == [control.pk]
 
 
 def test_words_of_a_text():
