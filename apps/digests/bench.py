@@ -305,6 +305,8 @@ def turn_scenarios():
         ("  the same, by count ascending", "/digests/?window=24h&q=status+%3D+%3F&sort=count&dir=asc"),
         ("last 24 h, search 'select' (most texts)", "/digests/?window=24h&q=select"),
         ("last 24 h, search with no match", "/digests/?window=24h&q=no+such+text"),
+        ("last 24 h by total time", "/digests/?window=24h"),
+        ("last 24 h, hostgroup 101, user report", "/digests/?window=24h&hostgroup=101&user=report"),
         ("custom 2.5 days, 3 days ago", f"/digests/?{custom_window()}"),
     ]
 
