@@ -286,6 +286,7 @@ def scenarios(node_id, digest_pk):
         ("last 24 h, one node", f"/digests/?window=24h&node={node_id}"),
         ("last 24 h, hostgroup 101, user report", "/digests/?window=24h&hostgroup=101&user=report"),
         ("last 24 h, search 'orders'", "/digests/?window=24h&q=orders"),
+        ("last 24 h, search 'status = ?' (most texts)", "/digests/?window=24h&q=status+%3D+%3F"),
         ("last 24 h, search with no match", "/digests/?window=24h&q=no+such+text"),
         ("last 24 h, page 200", "/digests/?window=24h&page=200"),
         ("custom 2.5 days, 3 days ago", f"/digests/?{custom_window()}"),
