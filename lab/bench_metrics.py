@@ -69,6 +69,8 @@ def build(args):
     node_ports = list(range(17000, 17000 + args.nodes))  # never connected to
     backend_ports = list(range(20000, 20000 + 6 * ((args.nodes + 1) // 2)))
     Layout(args.nodes, 2.0, node_ports, backend_ports).create_inventory()
+    if args.names == "realistic":
+        realistic_names()
     clusters = list(Cluster.objects.order_by("pk").values_list("pk", flat=True))
     nodes = list(ProxySQLNode.objects.order_by("pk").values_list("pk", flat=True))
     rng = random.Random(42)
@@ -106,6 +108,27 @@ def build(args):
             MirrorRuleSample.objects.bulk_create(samples, batch_size=5000)
             samples = []
     MirrorRuleSample.objects.bulk_create(samples, batch_size=5000)
+
+
+def realistic_names():
+    """The inventory renamed as a real fleet names it (the layout's bench-0001 / proxysql-1 / 127.0.0.1:20001 are
+    shorter than real names, and /metrics repeats them on every line): clusters orders-017-eu-west-1, nodes
+    proxysql-eu-west-1a-035, backends db-017-3.eu-west-1b.db.example.com:3306 (39 characters)."""
+    from apps.fleet.models import Cluster, ProxySQLNode, Server
+
+    clusters = list(Cluster.objects.order_by("pk"))
+    index = {c.pk: i for i, c in enumerate(clusters)}
+    for i, c in enumerate(clusters):
+        c.name = f"orders-{i:03d}-eu-west-1"
+    Cluster.objects.bulk_update(clusters, ["name"], batch_size=500)
+    nodes = list(ProxySQLNode.objects.order_by("pk"))
+    for i, n in enumerate(nodes):
+        n.name = f"proxysql-eu-west-1{'ab'[i % 2]}-{i:03d}"
+    ProxySQLNode.objects.bulk_update(nodes, ["name"], batch_size=500)
+    servers = list(Server.objects.order_by("cluster_id", "port"))
+    for j, s in enumerate(servers):
+        s.hostname, s.port = f"db-{index[s.cluster_id]:03d}-{j % 6}.eu-west-1{'abc'[j % 3]}.db.example.com", 3306
+    Server.objects.bulk_update(servers, ["hostname", "port"], batch_size=500)
 
 
 def documents(now):
@@ -203,10 +226,26 @@ def measure(args, px, be):
     tracemalloc.stop()
     lines = body.count(b"\n")
     comments = body.count(b"\n#") + body.startswith(b"#")
-    return {"n": args.requests, "timed": timed, "bytes": len(body), "samples": lines - comments,
+    return {"n": args.requests, "timed": timed, "bytes": len(body), "groups": bytes_by_group(body), "samples": lines - comments,
             "families": comments // 2, "library_p50_ms": pct(library, 0.5), "peak_mib": peak / (1 << 20), "phases": phases,
             "first_cpu_ms": pct(first, 0.5),
             "identical": identical}
+
+
+GROUPS = (("pool rows (pool_*)", b"proxysql_fleet_pool_"), ("backends (backend_*)", b"proxysql_fleet_backend_"),
+          ("ProxySQL nodes (proxysql_*, mirror_*)", (b"proxysql_fleet_proxysql_", b"proxysql_fleet_mirror_")),
+          ("operations", b"proxysql_fleet_operation"))
+
+
+def bytes_by_group(body):
+    """{group: (lines, bytes)} of the exposition's samples (HELP and TYPE lines in "other")."""
+    out = {name: [0, 0] for name, _ in GROUPS}
+    out["other"] = [0, 0]
+    for line in body.splitlines(keepends=True):
+        name = next((n for n, prefix in GROUPS if line.startswith(prefix)), "other")
+        out[name][0] += 1
+        out[name][1] += len(line)
+    return out
 
 
 def phase_times(px, be, runs):
@@ -286,7 +325,8 @@ def report(args, info, r, command):
         f"Python {info['python']}, Django {info['django']}, prometheus_client {info['prometheus_client']}, "
         f"{info['database']}, Redis {info['redis']}. Load average at the start {info['load']:.1f}. Run {info['date']}.")
     add("")
-    add(f"Fleet: {args.nodes:,} ProxySQL nodes in {(args.nodes + 1) // 2:,} clusters of 2 nodes x 6 backends "
+    add(f"Fleet{' (realistic names: see --names)' if args.names == 'realistic' else ''}: "
+        f"{args.nodes:,} ProxySQL nodes in {(args.nodes + 1) // 2:,} clusters of 2 nodes x 6 backends "
         f"({info['servers']:,} backends; 9 pool rows per node), every {TROUBLE_EVERY}th node unreachable and backend "
         f"desynced; {args.operations:,} operations, one mirror rule per node with {args.mirror_windows} windows. "
         f"DJANGO_DEBUG=0, Django's test client from 127.0.0.1, {r['n']} requests.")
@@ -302,6 +342,8 @@ def report(args, info, r, command):
     add(f"| a process's first scrape (every operation read once), CPU | | p50 {fmt(r['first_cpu_ms'], 0)} ms |")
     add(f"| `/metrics` size | < 10 MB | on the wire (gzip) {g['bytes'] / 1e6:.2f} MB; uncompressed {r['bytes'] / 1e6:.2f} MB "
         f"({r['bytes']:,} bytes) |")
+    add("| bytes by kind of series (lines, uncompressed) | | " + "; ".join(
+        f"{name} {lines:,} lines {size / 1e6:.2f} MB" for name, (lines, size) in r["groups"].items()) + " |")
     add(f"| memory: peak of Python allocations while building it (tracemalloc) | | {r['peak_mib']:.0f} MiB |")
     add(f"| samples, families | | {r['samples']:,} samples in {r['families']} families |")
     for name, ms in r["phases"].items():
@@ -320,6 +362,10 @@ def parse_args(argv):
     ap.add_argument("--mirror-windows", type=int, default=120, help="measured windows per mirror rule (30 s each)")
     ap.add_argument("--database-url", help="a MariaDB database whose name contains 'bench' (dropped and recreated), "
                                            "or sqlite:///path (default var/bench/metrics.sqlite3)")
+    ap.add_argument("--names", choices=("bench", "realistic"), default="bench",
+                    help="bench: the layout's short names (bench-0001, proxysql-1, 127.0.0.1:20001); realistic: names "
+                         "of a real fleet's length (orders-017-eu-west-1, proxysql-eu-west-1a-035, "
+                         "db-017-3.eu-west-1b.db.example.com:3306)")
     ap.add_argument("--update-docs", action="store_true", help="rewrite the generated block in docs/benchmarks.md")
     ap.add_argument("--profile", action="store_true", help="also print a cProfile of three /metrics requests")
     args = ap.parse_args(argv)

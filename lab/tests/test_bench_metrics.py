@@ -24,3 +24,18 @@ def test_bench_metrics_runs_at_tiny_scale_and_stops_what_it_started(tmp_path):
     assert stopped, report[-2000:]
     pids = [int(p) for p in stopped[2].split()]
     assert not [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_bench_metrics_realistic_names_rename_the_fleet_and_count_bytes_by_kind(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "lab.bench_metrics", "--nodes", "2", "--requests", "1", "--operations", "10",
+         "--mirror-windows", "1", "--names", "realistic", "--database-url", f"sqlite:///{tmp_path / 'bench.sqlite3'}"],
+        cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    assert "Fleet (realistic names: see --names): 2 ProxySQL nodes" in out.stdout
+    groups = re.search(r"\| bytes by kind of series \(lines, uncompressed\) \| \| pool rows \(pool_\*\) ([\d,]+) lines", out.stdout)
+    assert groups and int(groups[1].replace(",", "")) == 6 * 9  # 6 series of 9 rows of the node that answers (the first is down)
+    body = (REPO / "var" / "bench" / "metrics.txt").read_text()
+    assert 'proxysql_fleet_backend_info{cluster="orders-000-eu-west-1",server="db-000-0.eu-west-1a.db.example.com:3306"} 1.0' \
+        in body
+    assert 'node="proxysql-eu-west-1a-000"' in body and "bench-0000" not in body and "127.0.0.1" not in body
