@@ -20,9 +20,7 @@ Choices, by the Prometheus conventions (README "Prometheus" says more):
   statuses have no series): a full state set (five statuses, 0 or 1) would be five series per row, 45
   per node: 36,000 lines more at 1,000 nodes.
 - Labels: cluster, node, hostgroup, server (host:port), role, rule, kind, state, status: bounded by the
-  inventory and by fixed sets; never a digest, a query text or an error message. A backend's series carry only
-  server (unique in the fleet): backend_info{cluster, server} names its cluster for a join (the kube-state-metrics
-  pattern), which keeps 30,000 lines at fleet scale shorter.
+  inventory and by fixed sets; never a digest, a query text or an error message.
 
 At 1,000 ProxySQL nodes and 3,000 backends the exposition holds about 105,000 samples. prometheus_client's
 generate_latest() escapes and sorts every sample's labels (~4 us a sample here: 400 ms of CPU), so render()
@@ -158,9 +156,7 @@ SPECS = {
                                       "expected copies (apps/monitoring/mirror.py); no series without a figure"),
     "mirror_rule_expected_per_second": (GAUGE, "Copies the rule should have mirrored per second in that window: its "
                                                "hits less the prepared-statement share"),
-    # backends: labelled by server alone (host:port is unique in the fleet: a backend belongs to one cluster)
-    "backend_info": (GAUGE, "1 for each backend of the inventory: join on (server) to add the cluster to the backend_* "
-                            "series, e.g. `* on (server) group_left (cluster) proxysql_fleet_backend_info`"),
+    # backends
     "backend_up": (GAUGE, "1 when the latest poll of the backend answered and is fresh; 0 when it failed, is older "
                           f"than {status.STALE_FACTOR} poll intervals (stale), or there is none yet"),
     "backend_poll_age_seconds": (GAUGE, "Seconds since the latest poll of the backend started"),
@@ -260,7 +256,6 @@ class FleetCollector:
             add("live_up", {}, 0)
         try:
             _clusters(add, inventory)
-            _backend_info(add, inventory)
             if px_docs is not None:
                 _proxysql(add, inventory, px_docs, now)
                 _backends(add, inventory, be_docs, now)
@@ -281,7 +276,7 @@ class _Inventory:
     def __init__(self):
         self.clusters = {}   # id -> {name, intervals, roles}
         self.nodes = {}      # id -> (cluster_id, labels {cluster, node})
-        self.servers = {}    # id -> (cluster_id, labels {server}, maintenance)
+        self.servers = {}    # id -> (cluster_id, labels {cluster, server}, maintenance)
 
 
 def server_label(host, port):
@@ -302,7 +297,8 @@ def _inventory():
         inv.nodes[pk] = (cluster_id, {"cluster": inv.clusters[cluster_id]["name"], "node": name})
     for pk, cluster_id, host, port, maintenance in (Server.objects.order_by("cluster_id", "hostname", "port")
                                                     .values_list("id", "cluster_id", "hostname", "port", "maintenance")):
-        inv.servers[pk] = (cluster_id, {"server": server_label(host, port)}, maintenance)
+        inv.servers[pk] = (cluster_id, {"cluster": inv.clusters[cluster_id]["name"], "server": server_label(host, port)},
+                           maintenance)
     return inv
 
 
@@ -365,14 +361,6 @@ def _proxysql(add, inv, docs, now):
             errors(row_labels, row.counters.ConnERR)
             if row.latency_us is not None:
                 latency(row_labels, row.latency_us / 1e6)
-
-
-def _backend_info(add, inv):
-    """backend_info{cluster, server}: the one series of a backend that names its cluster. Server (host:port) is
-    unique in the inventory (Server's unique_backend_endpoint), so the backend_* series need no cluster label:
-    10 series a backend, 30,000 lines at fleet scale, each 20-30 bytes shorter (docs/benchmarks.md)."""
-    for cluster_id, labels, _ in inv.servers.values():
-        add("backend_info", {"cluster": inv.clusters[cluster_id]["name"], **labels}, 1)
 
 
 def _backends(add, inv, docs, now):

@@ -1,6 +1,5 @@
 """docs/grafana-dashboard.json: valid JSON with a datasource and a cluster variable; every expression names only
-metrics /metrics exports, is filtered by the cluster variable where its metric has a cluster label (a backend's
-series, which have none, through a join on backend_info filtered by it), and is valid PromQL
+metrics /metrics exports, is filtered by the cluster variable where its metric has a cluster, and is valid PromQL
 (promtool). A real Prometheus evaluates them all in test_prometheus_scrape.py."""
 import shutil
 import subprocess
@@ -13,7 +12,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from . import dashboard
 from .test_metrics import everything  # noqa: F401 (fixture)
 
-BACKEND_JOIN = 'on (server) group_left (cluster) proxysql_fleet_backend_info{cluster=~"$cluster"}'
 FLEET_WIDE = {"proxysql_fleet_live_up", "proxysql_fleet_database_up", "proxysql_fleet_operation_duration_seconds_bucket"}
 
 
@@ -34,9 +32,7 @@ def test_the_dashboard_has_its_variables_and_panels():
 
 @pytest.mark.django_db
 def test_every_expression_names_only_exported_metrics(client, everything):  # noqa: F811
-    samples = [s for f in text_string_to_metric_families(client.get("/metrics").content.decode()) for s in f.samples]
-    exported = {s.name for s in samples}
-    with_cluster = {s.name for s in samples if "cluster" in s.labels}
+    exported = {s.name for f in text_string_to_metric_families(client.get("/metrics").content.decode()) for s in f.samples}
     wrong, unfiltered = [], []
     for title, expr in dashboard.expressions():
         found = dashboard.METRIC.findall(expr)
@@ -44,14 +40,8 @@ def test_every_expression_names_only_exported_metrics(client, everything):  # no
         for name, selector in found:
             if name not in exported:
                 wrong.append(f"{title}: {name}")
-            elif name in FLEET_WIDE or title.startswith("variable"):
-                continue
-            elif name in with_cluster:
-                if 'cluster=~"$cluster"' not in selector:
-                    unfiltered.append(f"{title}: {name}{selector}")
-            elif not name.startswith("proxysql_fleet_backend_") or BACKEND_JOIN not in expr:
-                # a backend's series have no cluster label: the join on backend_info filters them
-                unfiltered.append(f"{title}: {name}{selector} (without a cluster label and not joined with {BACKEND_JOIN})")
+            elif name not in FLEET_WIDE and not title.startswith("variable") and 'cluster=~"$cluster"' not in selector:
+                unfiltered.append(f"{title}: {name}{selector}")
     assert not wrong, "the dashboard names metrics /metrics does not export:\n" + "\n".join(wrong)
     assert not unfiltered, "not filtered by the cluster variable:\n" + "\n".join(unfiltered)
 

@@ -104,9 +104,8 @@ def test_the_exposition_holds_the_lab_figures(client, adopted_lab, live_redis, g
         assert value(parsed, "proxysql_fleet_pool_server_status", **writer, status="ONLINE") == 1
 
     for server in servers:
-        labels = {"server": f"127.0.0.1:{server.port}"}  # unique in the fleet; backend_info names the cluster
+        labels = {"cluster": "galera-lab", "server": f"127.0.0.1:{server.port}"}
         doc = live.read_one(live.BACKEND, server.pk)
-        assert value(parsed, "proxysql_fleet_backend_info", cluster="galera-lab", **labels) == 1
         assert value(parsed, "proxysql_fleet_backend_up", **labels) == 1
         assert value(parsed, "proxysql_fleet_backend_wsrep_local_state", **labels) == 4  # Synced
         assert value(parsed, "proxysql_fleet_backend_wsrep_cluster_primary", **labels) == 1
@@ -114,10 +113,6 @@ def test_the_exposition_holds_the_lab_figures(client, adopted_lab, live_redis, g
         assert 0 <= value(parsed, "proxysql_fleet_backend_wsrep_flow_control_paused_ratio", **labels) <= 1
         assert value(parsed, "proxysql_fleet_backend_maintenance", **labels) == 0
         assert value(parsed, "proxysql_fleet_backend_poll_duration_seconds", **labels) == doc["poll_s"] > 0
-    # A backend's series carry server alone: its cluster is on backend_info only (30,000 lines shorter at scale).
-    assert not [labels for name, labels in parsed if name.startswith("proxysql_fleet_backend_")
-                and name not in ("proxysql_fleet_backend_info", "proxysql_fleet_backend_poll_interval_seconds")  # per cluster
-                and dict(labels).keys() != {"server"}]
     # Bounded labels: only these names, and no digest or query text anywhere.
     used = {k for _, labels in parsed for k, _ in labels}
     assert used <= {"cluster", "node", "hostgroup", "server", "role", "status", "rule", "kind", "state", "le"}
@@ -222,13 +217,12 @@ def test_every_family_is_exported_with_its_help(client, everything):
     assert value(parsed, "proxysql_fleet_proxysql_up", **second) == 1
     assert value(parsed, "proxysql_fleet_proxysql_questions_total", **second) == 123456789
     replica = Server.objects.get(pk=everything["servers"][1])
-    replica_labels = {"server": f"{replica.hostname}:3306"}
-    assert value(parsed, "proxysql_fleet_backend_info", cluster=name, **replica_labels) == 1
+    replica_labels = {"cluster": name, "server": f"{replica.hostname}:3306"}
     assert value(parsed, "proxysql_fleet_backend_replica_lag_seconds", **replica_labels) == 7
     assert value(parsed, "proxysql_fleet_backend_read_only", **replica_labels) == 1
     assert ("proxysql_fleet_backend_wsrep_local_state", frozenset(replica_labels.items())) not in parsed
     desynced = Server.objects.get(pk=everything["servers"][0])
-    desynced_labels = {"server": f"{desynced.hostname}:3306"}
+    desynced_labels = {"cluster": name, "server": f"{desynced.hostname}:3306"}
     assert value(parsed, "proxysql_fleet_backend_wsrep_local_state", **desynced_labels) == 2
     assert value(parsed, "proxysql_fleet_backend_wsrep_local_recv_queue", **desynced_labels) == 500
 

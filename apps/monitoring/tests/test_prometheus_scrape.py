@@ -107,8 +107,7 @@ def test_a_real_prometheus_scrapes_the_lab(live_server, adopted_lab, live_redis,
     writer = 'proxysql_fleet_pool_connections_used{cluster="galera-lab",node="proxysql-1",hostgroup="100",server="127.0.0.1:3311"}'
     rate = 'rate(proxysql_fleet_proxysql_questions_total{cluster="galera-lab"}[10s])'
     wanted = {"up": 'up{job="proxysql-fleet"}', "writer": writer, "rate": rate,
-              "synced": 'proxysql_fleet_backend_wsrep_local_state == 4 and on (server) '
-                        'proxysql_fleet_backend_info{cluster="galera-lab"}'}
+              "synced": 'proxysql_fleet_backend_wsrep_local_state{cluster="galera-lab"} == 4'}
     got = {}
     deadline = time.monotonic() + 45
     while time.monotonic() < deadline:
@@ -139,9 +138,6 @@ def test_a_real_prometheus_scrapes_the_lab(live_server, adopted_lab, live_redis,
     assert writers == {("proxysql-1", "127.0.0.1:3311", "ONLINE"), ("proxysql-2", "127.0.0.1:3311", "ONLINE")}
     assert [v for _, v in results["ProxySQL nodes answering"]] == [2, 2]
     assert len(results["wsrep state per backend"]) == 3 and all(v == 4 for _, v in results["wsrep state per backend"])
-    # a backend's series name only the server: the join on backend_info gives the panels its cluster
-    assert {labels.get("cluster") for labels, _ in results["wsrep state per backend"]} == {"galera-lab"}
-    assert [v for _, v in results["Backends answering"]] == [3, 3]
     for title in ("Connections used per node and hostgroup (ConnUsed)", "Queries per second per ProxySQL node (Questions)",
                   "Latency per backend (ProxySQL's ping, Latency_us)", "Poll age (seconds since the latest poll)",
                   "Mirror queue against its limit (per-thread limit × mysql-threads)", "Flow control: share of time paused"):
