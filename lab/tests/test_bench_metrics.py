@@ -36,6 +36,5 @@ def test_bench_metrics_realistic_names_rename_the_fleet_and_count_bytes_by_kind(
     groups = re.search(r"\| bytes by kind of series \(lines, uncompressed\) \| \| pool rows \(pool_\*\) ([\d,]+) lines", out.stdout)
     assert groups and int(groups[1].replace(",", "")) == 6 * 9  # 6 series of 9 rows of the node that answers (the first is down)
     body = (REPO / "var" / "bench" / "metrics.txt").read_text()
-    assert 'proxysql_fleet_backend_info{cluster="orders-000-eu-west-1",server="db-000-0.eu-west-1a.db.example.com:3306"} 1.0' \
-        in body
+    assert 'proxysql_fleet_backend_up{cluster="orders-000-eu-west-1",server="db-000-0.eu-west-1a.db.example.com:3306"}' in body
     assert 'node="proxysql-eu-west-1a-000"' in body and "bench-0000" not in body and "127.0.0.1" not in body
