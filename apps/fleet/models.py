@@ -151,6 +151,8 @@ class ProxySQLNode(models.Model):
             models.UniqueConstraint(fields=["cluster", "admin_host", "admin_port"], name="unique_admin_endpoint_per_cluster"),
             models.UniqueConstraint(fields=["cluster", "name"], name="unique_node_name_per_cluster"),
         ]
+        # The poll shards find a ProxySQL's rows by endpoint on every tick (monitoring.pollers).
+        indexes = [models.Index(fields=["admin_host", "admin_port"], name="proxysql_node_endpoint")]
 
     def __str__(self):
         return f"{self.name} ({self.admin_host}:{self.admin_port})"
