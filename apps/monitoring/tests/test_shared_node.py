@@ -63,3 +63,31 @@ def test_a_shared_proxysql_is_polled_once_per_round_and_each_cluster_gets_its_ho
     stored = list(pool.read({}, ["status"]))
     pool_rows = len(first.query(POOL_READ)[1]) + len(second.query(POOL_READ)[1])
     assert len(stored) == 2 * pool_rows
+
+
+def test_the_pages_say_what_is_node_wide_and_scope_the_rest_to_the_cluster(adopted_shared, live_redis, viewer_client):
+    from django.urls import reverse
+
+    lab, dc1, (first, second) = adopted_shared
+    pollers.proxysql_round(pollers.proxysql_nodes_for_shard(0, 1), now=time.time())
+    node = dc1.proxysql_nodes.get(name="proxysql-1")
+    pool_html = viewer_client.get(reverse("monitoring:proxysql_pool", args=[node.pk])).content.decode()
+    assert 'data-node-wide="galera-lab"' in pool_html and "shared with cluster galera-lab" in pool_html
+    assert "<dt>Questions/s*</dt>" in pool_html and "<dt>Backend used/free</dt>" in pool_html
+    assert "127.0.0.1:3331" in pool_html and "127.0.0.1:3311" not in pool_html  # dc1's servers, not the lab's
+    mirror_html = viewer_client.get(reverse("monitoring:proxysql_mirror", args=[node.pk])).content.decode()
+    assert "Mirroring is node-wide" in mirror_html and "cluster galera-lab" in mirror_html
+    runtime_html = viewer_client.get(reverse("fleet:proxysql_node_runtime", args=[node.pk])).content.decode()
+    assert "127.0.0.1:3331" in runtime_html and "127.0.0.1:3311" not in runtime_html
+    assert 'data-other-rows="6"' in runtime_html  # the lab's rows in 100-102, left to its own page
+    chart = viewer_client.get(reverse("monitoring:proxysql_chart", args=[node.pk, "queries"])).json()
+    assert chart["shared_with"] == ["galera-lab"]
+    assert "Questions/s (all) · node-wide" in [s["label"] for s in chart["series"]]
+    assert all(s["label"].startswith("hg 20") for s in chart["series"][3:])
+    mirror_chart = viewer_client.get(reverse("monitoring:proxysql_chart", args=[node.pk, "mirror_queue"])).json()
+    assert mirror_chart["title"].endswith("· node-wide")
+    # A ProxySQL that serves one cluster says nothing of the kind.
+    only_lab = ProxySQLNode.objects.get(cluster=lab, name="proxysql-1")
+    dc1.proxysql_nodes.all().delete()
+    html = viewer_client.get(reverse("monitoring:proxysql_pool", args=[only_lab.pk])).content.decode()
+    assert "data-node-wide" not in html and "<dt>Questions/s</dt>" in html
