@@ -179,6 +179,26 @@ def endpoint_key(host, port):
     return f"{host.lower()}:{int(port)}"
 
 
+def clusters_served_by(nodes):
+    """{node id: [{"cluster": id, "name": cluster name, "node": that cluster's node row id}, ...]} for node rows
+    given as dicts (id, cluster, admin_host, admin_port): every cluster each one's ProxySQL serves, the row's own
+    cluster first, then by name. One query for a page of nodes."""
+    endpoints = {endpoint_key(n["admin_host"], n["admin_port"]) for n in nodes}
+    by_endpoint = {}
+    for pk, host, port, cluster_id, name in (
+            ProxySQLNode.objects.filter(admin_host__in={n["admin_host"] for n in nodes},
+                                        admin_port__in={n["admin_port"] for n in nodes})
+            .order_by("cluster__name", "pk").values_list("pk", "admin_host", "admin_port", "cluster_id", "cluster__name")):
+        key = endpoint_key(host, port)
+        if key in endpoints:
+            by_endpoint.setdefault(key, []).append({"cluster": cluster_id, "name": name, "node": pk})
+    out = {}
+    for n in nodes:
+        served = by_endpoint.get(endpoint_key(n["admin_host"], n["admin_port"]), [])
+        out[n["id"]] = sorted(served, key=lambda s: s["node"] != n["id"])
+    return out
+
+
 class Server(models.Model):
     """A backend MySQL/MariaDB node. One row per node, whatever its hostgroups."""
 
