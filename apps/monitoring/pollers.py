@@ -27,7 +27,7 @@ from apps.clients.backend import BackendClient
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
 from apps.fleet import secrets
-from apps.fleet.models import Cluster, ProxySQLNode, Server, endpoint_key
+from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server, endpoint_key
 
 from . import live
 from . import pool as pool_history
@@ -374,6 +374,18 @@ def _claim_rows(claim):
     return rows_claim
 
 
+def _hostgroups_of(cluster_ids):
+    """{cluster id: frozenset of its hostgroups} as Cluster.hostgroup_ids() says, in two queries for all."""
+    owned = {}
+    roles = ("writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup", "offline_hostgroup")
+    for pk, *hostgroups in Cluster.objects.filter(pk__in=cluster_ids).values_list("pk", *roles):
+        owned[pk] = {hg for hg in hostgroups if hg is not None}
+    for cluster_id, hg in HostgroupMembership.objects.filter(server__cluster_id__in=cluster_ids).values_list(
+            "server__cluster_id", "hostgroup_id"):
+        owned[cluster_id].add(hg)
+    return {pk: frozenset(hgs) for pk, hgs in owned.items()}
+
+
 def shared_scopes(nodes):
     """{node pk: Scope} for the nodes whose ProxySQL serves several clusters ({} for the usual fleet: a node
     listed by proxysql_nodes_for_shard says how many rows its endpoint has, so no query is made then)."""
@@ -391,8 +403,7 @@ def shared_scopes(nodes):
     shared = [rows for rows in by_endpoint.values() if len(rows) > 1]
     if not shared:
         return {}
-    clusters = Cluster.objects.filter(pk__in={cluster_id for rows in shared for _, cluster_id, _ in rows})
-    owned = {c.pk: frozenset(c.hostgroup_ids()) for c in clusters}
+    owned = _hostgroups_of({cluster_id for rows in shared for _, cluster_id, _ in rows})
     scopes = {}
     for rows in shared:
         first = min(pk for pk, _, _ in rows)
