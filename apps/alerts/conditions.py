@@ -75,19 +75,27 @@ def node_observations(c, n, doc, now, settings):
         out.append(Observation(rule, kw.pop("subject", subject), target, kw.pop("label", label), summary,
                                node=n.pk, **kw))
 
+    def node_wide(rule, summary, **kw):
+        """A rule about the whole ProxySQL: on one that serves several clusters, each cluster's row alerts
+        (each its own routing and silences) and says which other clusters lose the same ProxySQL."""
+        if n.also_serves:
+            summary += f" (node-wide: this ProxySQL also serves cluster {', '.join(n.also_serves)})"
+            kw["details"] = {**kw.get("details", {}), "also_serves": n.also_serves}
+        obs(rule, summary, **kw)
+
     if _stale(doc, c, now):
         if _on(settings, "proxysql_unreachable"):
-            obs("proxysql_unreachable", f"no poll of {n.name} for {_age(doc, now):.0f} s (polled every "
+            node_wide("proxysql_unreachable", f"no poll of {n.name} for {_age(doc, now):.0f} s (polled every "
                 f"{c.interval:g} s): its state is stale", value=_age(doc, now), started=doc["ts"],
                 details={"last_poll": doc["ts"], "last_error": doc.get("error")})
         return out
     if not doc.get("ok", True):
         if doc.get("error_kind") == "auth":
             if _on(settings, "proxysql_auth"):
-                obs("proxysql_auth", f"{n.name} refuses the stored admin credentials: {doc.get('error')}",
+                node_wide("proxysql_auth", f"{n.name} refuses the stored admin credentials: {doc.get('error')}",
                     started=doc.get("error_since"), details={"error": doc.get("error")})
         elif _on(settings, "proxysql_unreachable"):
-            obs("proxysql_unreachable", f"{n.name} does not answer ({doc.get('error_kind')}): {doc.get('error')}",
+            node_wide("proxysql_unreachable", f"{n.name} does not answer ({doc.get('error_kind')}): {doc.get('error')}",
                 started=doc.get("error_since"), details={"error": doc.get("error"), "error_kind": doc.get("error_kind"),
                                                          "last_ok": doc.get("last_ok")})
         return out
@@ -96,13 +104,13 @@ def node_observations(c, n, doc, now, settings):
     s = settings["poll_latency"]
     ms, usual = doc.get("poll_ms"), doc.get("poll_ms_usual")
     if s.enabled and ms is not None and usual and ms > s.params["factor"] * usual and ms > s.params["floor_ms"]:
-        obs("poll_latency", f"a poll of {n.name} took {ms:.0f} ms, {ms / usual:.0f}× its usual {usual:.0f} ms",
+        node_wide("poll_latency", f"a poll of {n.name} took {ms:.0f} ms, {ms / usual:.0f}× its usual {usual:.0f} ms",
             value=ms, details={"poll_ms": ms, "usual_ms": usual})
     s = settings["mirror_queue"]
     verdict = status.mirror(figures)
     ratio = verdict.queue_ratio
     if s.enabled and ratio is not None and ratio * 100 >= s.params["percent"]:
-        obs("mirror_queue", f"mirror queue {verdict.queue} of {verdict.queue_limit} ({ratio:.0%}; "
+        node_wide("mirror_queue", f"mirror queue {verdict.queue} of {verdict.queue_limit} ({ratio:.0%}; "
             f"{verdict.per_thread_limit} per thread × {verdict.threads} threads): mirrored queries are being dropped",
             value=ratio * 100, details={"queue": verdict.queue, "limit": verdict.queue_limit})
     s = settings["conn_errors"]

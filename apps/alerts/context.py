@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from apps.clients.proxysql import SERVER_FIELDS, configured_status
 from apps.dr.models import ReplicationChannel
-from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
+from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server, endpoint_key
 from apps.monitoring import status
 
 INVENTORY_CACHE_S = 60.0
@@ -33,6 +33,7 @@ class NodeCtx:
     admin_host: str
     admin_port: int
     cluster_id: int
+    also_serves: list = field(default_factory=list)  # the other clusters of this ProxySQL (one row each)
 
 
 @dataclass
@@ -130,6 +131,13 @@ def inventory(changed_after=None):
                                                                               "admin_port"):
         clusters[cluster_id].nodes[pk] = NodeCtx(pk, name, host, port, cluster_id)
         node_cluster[pk] = cluster_id
+    by_endpoint = {}
+    for c in clusters.values():
+        for n in c.nodes.values():
+            by_endpoint.setdefault(endpoint_key(n.admin_host, n.admin_port), []).append(n)
+    for rows in by_endpoint.values():
+        for n in rows if len(rows) > 1 else ():
+            n.also_serves = sorted(clusters[o.cluster_id].name for o in rows if o is not n)
     for pk, cluster_id, host, port, maintenance in Server.objects.values_list("id", "cluster_id", "hostname", "port",
                                                                               "maintenance"):
         clusters[cluster_id].servers[pk] = ServerCtx(pk, host, port, cluster_id, maintenance)

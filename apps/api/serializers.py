@@ -1,6 +1,7 @@
 """What the API answers (output) and what it takes (input). Output serializers only pick fields: the
 figures come from the selectors the pages use. Input serializers check types and ranges and name the field
 on a 400; the rules (guards, roles, the two-person rule...) stay in the services."""
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.alerts.catalogue import BY_KEY as ALERT_RULES
@@ -10,7 +11,7 @@ from apps.audit.models import AuditEvent, Outcome
 from apps.configuration.models import ChangeSet, ConfigVersion
 from apps.dr.models import ChannelCandidate, ChannelSample, ReplicationChannel
 from apps.fleet.choices import ClusterKind
-from apps.fleet.models import HOSTGROUP_MAX, Cluster, HostgroupMembership, ProxySQLNode, Server
+from apps.fleet.models import HOSTGROUP_MAX, Cluster, HostgroupMembership, ProxySQLNode, Server, clusters_served_by
 from apps.monitoring import charts
 from apps.operations.choices import OnDrainTimeout, OperationKind, OperationState
 from apps.operations.forms import DRAIN_TIMEOUT_MAX_MS, DRAIN_TIMEOUT_MIN_MS
@@ -84,11 +85,32 @@ class ServerSerializer(Answer):
         fields = ["id", "cluster", "hostname", "port", "maintenance", "maintenance_note", "memberships"]
 
 
+class ServedClusterSerializer(serializers.Serializer):
+    cluster = serializers.IntegerField()
+    name = serializers.CharField()
+    node = serializers.IntegerField(help_text="the ProxySQL's node row in that cluster")
+
+
 class ProxySQLNodeSerializer(Answer):
+    clusters_served = serializers.SerializerMethodField(
+        help_text="every cluster this ProxySQL serves, this node's first: more than one when the ProxySQL is shared "
+                  "(its global figures and mirror are then node-wide; each cluster has its own node row)")
+
     class Meta:
         model = ProxySQLNode
         fields = ["id", "cluster", "name", "admin_host", "admin_port", "admin_user", "comment", "version", "peers",
-                  "intended_variables", "adopted_at"]
+                  "intended_variables", "adopted_at", "clusters_served"]
+
+    @extend_schema_field(ServedClusterSerializer(many=True))
+    def get_clusters_served(self, node):
+        return clusters_served_by([{"id": node.pk, "cluster": node.cluster_id, "admin_host": node.admin_host,
+                                    "admin_port": node.admin_port}])[node.pk]
+
+    @staticmethod
+    def rows(page):
+        """The long list's rows (plain values): clusters_served for the whole page in one query."""
+        served = clusters_served_by(page)
+        return [{**row, "clusters_served": served[row["id"]]} for row in page]
 
 
 class ClusterFilter(serializers.Serializer):

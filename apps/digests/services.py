@@ -31,7 +31,7 @@ from django.db.models.constants import OnConflict
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
 from apps.fleet.models import ProxySQLNode
-from apps.monitoring import leases, live
+from apps.monitoring import leases, live, pollers
 from apps.monitoring.models import RollupMark
 
 from . import deltas as deltas_mod
@@ -205,8 +205,10 @@ def _source_key(d):
     return (d.hostgroup, d.schemaname[:64], d.username[:80], d.client_address[:64])
 
 
-def store(result, state):
-    """Write one node's poll. Returns the DigestNodeState row. Raises on a database error."""
+def store(result, state, scope=None):
+    """Write one node's poll. Returns the DigestNodeState row. Raises on a database error. With a scope (the
+    ProxySQL serves several clusters: monitoring.pollers.Scope), only the digests that ran in this cluster's
+    hostgroups are stored under this node row: each digest row is stored once, under the cluster it ran for."""
     node, ts = result.node, result.ts
     state = state or DigestNodeState(node_id=node.pk)
     state.last_poll_ts = ts
@@ -222,13 +224,14 @@ def store(result, state):
         return state
 
     outcome = result.outcome
+    deltas = [d for d in outcome.deltas if scope is None or scope.keeps(d.hostgroup)]
     objs = []
-    if outcome.deltas:
+    if deltas:
         # Texts and sources are committed on their own (idempotent), so the cached ids always exist.
-        digest_ids = _digest_id_map({d.digest for d in outcome.deltas}, result.texts, ts)
-        source_ids = _source_id_map(node.pk, {_source_key(d) for d in outcome.deltas})
+        digest_ids = _digest_id_map({d.digest for d in deltas}, result.texts, ts)
+        source_ids = _source_id_map(node.pk, {_source_key(d) for d in deltas})
         objs = [(RAW, ts, source_ids[(node.pk, *_source_key(d))], digest_ids[d.digest], d.count_star, d.sum_time,
-                 d.min_time, d.max_time) for d in outcome.deltas]
+                 d.min_time, d.max_time) for d in deltas]
     state_baseline = state.baseline_ts or ts
     mirror_rows = []
     if result.mirror_before is not None and not outcome.full:
@@ -295,10 +298,11 @@ def poll_round(nodes, *, now=None, threads=None):
             results = list(pool.map(one, nodes))
 
     r = live.client()
+    scopes = pollers.shared_scopes(nodes)
     written = failed = 0
     for result in results:
         try:
-            store(result, states.get(result.node.pk))
+            store(result, states.get(result.node.pk), scopes.get(result.node.pk))
         except Exception as exc:
             log.exception("storing the digest poll of ProxySQL node %s failed", result.node.pk)
             result.error = result.error or exc
@@ -310,7 +314,7 @@ def poll_round(nodes, *, now=None, threads=None):
         if result.error is not None:
             failed += 1
             continue
-        written += result.outcome and len(result.outcome.deltas) or 0
+        written += result.outcome and len(result.outcome.deltas) or 0  # as read (a shared ProxySQL's rows: each)
         try:
             _write_baseline(r, result)
         except redis.RedisError as exc:

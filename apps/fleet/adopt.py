@@ -342,6 +342,9 @@ def plan_adoption(snapshot, *, cluster_name, node_name, admin_host, admin_port, 
                          .select_related("cluster"))
     node = next((n for n in same_endpoint if n.cluster.name == cluster_name), None)
     shared_with = [n for n in same_endpoint if n.cluster.name != cluster_name]
+    if same_endpoint:
+        # One spelling per ProxySQL: the poll shards group a ProxySQL's rows by the host as stored.
+        admin_host = same_endpoint[0].admin_host
     for other in shared_with:
         # One ProxySQL may serve several clusters, each in hostgroups of its own.
         overlap = sorted(mine & other.cluster.hostgroup_ids())

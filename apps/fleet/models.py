@@ -151,6 +151,8 @@ class ProxySQLNode(models.Model):
             models.UniqueConstraint(fields=["cluster", "admin_host", "admin_port"], name="unique_admin_endpoint_per_cluster"),
             models.UniqueConstraint(fields=["cluster", "name"], name="unique_node_name_per_cluster"),
         ]
+        # The poll shards find a ProxySQL's rows by endpoint on every tick (monitoring.pollers).
+        indexes = [models.Index(fields=["admin_host", "admin_port"], name="proxysql_node_endpoint")]
 
     def __str__(self):
         return f"{self.name} ({self.admin_host}:{self.admin_port})"
@@ -175,6 +177,26 @@ class ProxySQLNode(models.Model):
 
 def endpoint_key(host, port):
     return f"{host.lower()}:{int(port)}"
+
+
+def clusters_served_by(nodes):
+    """{node id: [{"cluster": id, "name": cluster name, "node": that cluster's node row id}, ...]} for node rows
+    given as dicts (id, cluster, admin_host, admin_port): every cluster each one's ProxySQL serves, the row's own
+    cluster first, then by name. One query for a page of nodes."""
+    endpoints = {endpoint_key(n["admin_host"], n["admin_port"]) for n in nodes}
+    by_endpoint = {}
+    for pk, host, port, cluster_id, name in (
+            ProxySQLNode.objects.filter(admin_host__in={n["admin_host"] for n in nodes},
+                                        admin_port__in={n["admin_port"] for n in nodes})
+            .order_by("cluster__name", "pk").values_list("pk", "admin_host", "admin_port", "cluster_id", "cluster__name")):
+        key = endpoint_key(host, port)
+        if key in endpoints:
+            by_endpoint.setdefault(key, []).append({"cluster": cluster_id, "name": name, "node": pk})
+    out = {}
+    for n in nodes:
+        served = by_endpoint.get(endpoint_key(n["admin_host"], n["admin_port"]), [])
+        out[n["id"]] = sorted(served, key=lambda s: s["node"] != n["id"])
+    return out
 
 
 class Server(models.Model):

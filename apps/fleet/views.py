@@ -70,7 +70,14 @@ def proxysql_node_runtime(request, pk):
             rows = admin.servers("runtime")
     except ClientError as exc:
         error = exc
-    return TemplateResponse(request, "fleet/proxysql_node.html#runtime", {"node": node, "rows": rows, "error": error})
+    others = [n.cluster.name for n in node.shares_with()]
+    hidden = 0
+    if others:  # a ProxySQL serving several clusters: this cluster's rows; the others' are on their pages
+        mine = node.cluster.hostgroup_ids()
+        hidden = sum(1 for r in rows if r.hostgroup_id not in mine)
+        rows = [r for r in rows if r.hostgroup_id in mine]
+    return TemplateResponse(request, "fleet/proxysql_node.html#runtime",
+                            {"node": node, "rows": rows, "error": error, "shared_with": others, "hidden": hidden})
 
 
 @require_role(VIEWER)

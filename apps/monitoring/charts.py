@@ -204,6 +204,17 @@ def _pool_label(group):
     return f"hg {group[0]} · {group[1]}:{group[2]}"
 
 
+def _shared(node):
+    """(" · node-wide" or "", extra): on a ProxySQL that serves several clusters, the figures of the whole
+    ProxySQL (global status, mirror) are every cluster's at once, and the chart says so; the pool's series are
+    this cluster's hostgroups only (the poller scopes them)."""
+    others = [n.cluster.name for n in node.shares_with()]
+    if not others:
+        return "", {}
+    return " · node-wide", {"shared_with": others, "node_wide_note": f"node-wide: shared with cluster "
+                                                                     f"{', '.join(others)}"}
+
+
 def _node_base(window, node, fields=()):
     return window.load(ProxySQLSample, {"node_id": node.pk}, fields, PROXYSQL_AGGS, with_reachable=True)
 
@@ -211,11 +222,12 @@ def _node_base(window, node, fields=()):
 def chart_queries(window, node):
     base = _node_base(window, node, ["questions_ps", "prepared_ps", "slow_queries_ps"])
     pool = window.load(PoolSnapshot, {"node_id": node.pk}, ["queries_ps"], group=POOL_GROUP)
-    series = [("Questions/s (all)", base.values[((), "questions_ps")], "main"),
-              ("prepared statements/s", base.values[((), "prepared_ps")], "dashed"),
-              ("slow queries/s", base.values[((), "slow_queries_ps")], "dotted")]
+    wide, extra = _shared(node)
+    series = [(f"Questions/s (all){wide}", base.values[((), "questions_ps")], "main"),
+              (f"prepared statements/s{wide}", base.values[((), "prepared_ps")], "dashed"),
+              (f"slow queries/s{wide}", base.values[((), "slow_queries_ps")], "dotted")]
     series += [(_pool_label(g), pool.values[(g, "queries_ps")], "line") for g in pool.groups()]
-    return assemble(window, base, series, title="Queries per second", unit="q/s")
+    return assemble(window, base, series, title="Queries per second", unit="q/s", extra=extra)
 
 
 def chart_connections(window, node):
@@ -251,10 +263,11 @@ def chart_latency(window, node):
 
 def chart_errors(window, node):
     base = _node_base(window, node, ["conn_err_ps", "client_connections_aborted_ps", "server_connections_aborted_ps"])
+    wide, extra = _shared(node)
     series = [("backend connect errors/s (ConnERR)", base.values[((), "conn_err_ps")], "main"),
-              ("client connections aborted/s", base.values[((), "client_connections_aborted_ps")], "line"),
-              ("server connections aborted/s", base.values[((), "server_connections_aborted_ps")], "dashed")]
-    return assemble(window, base, series, title="Errors", unit="/s")
+              (f"client connections aborted/s{wide}", base.values[((), "client_connections_aborted_ps")], "line"),
+              (f"server connections aborted/s{wide}", base.values[((), "server_connections_aborted_ps")], "dashed")]
+    return assemble(window, base, series, title="Errors", unit="/s", extra=extra)
 
 
 def chart_mirror_queue(window, node):
@@ -266,14 +279,17 @@ def chart_mirror_queue(window, node):
     series = [("Mirror_queue_length (total over mysql-threads)", queue, "main"),
               ("limit: mirror_max_queue_length × mysql-threads", limit, "limit"),
               (f"{status.MIRROR_QUEUE_WARN:.0%} of the limit", warn, "warn")]
-    return assemble(window, base, series, title="Mirror queue against its limit", unit="queued")
+    wide, extra = _shared(node)
+    return assemble(window, base, series, title=f"Mirror queue against its limit{wide}", unit="queued", extra=extra)
 
 
 def chart_mirror_concurrency(window, node):
     base = _node_base(window, node, ["mirror_concurrency", "mirror_max_concurrency"])
     series = [("Mirror_concurrency", base.values[((), "mirror_concurrency")], "main"),
               ("limit: mysql-mirror_max_concurrency", base.values[((), "mirror_max_concurrency")], "limit")]
-    return assemble(window, base, series, title="Mirror concurrency against its limit", unit="in flight")
+    wide, extra = _shared(node)
+    return assemble(window, base, series, title=f"Mirror concurrency against its limit{wide}", unit="in flight",
+                    extra=extra)
 
 
 def chart_mirror_loss(window, node):
@@ -286,8 +302,9 @@ def chart_mirror_loss(window, node):
         expected, mirrored = frame.values[(g, "expected_ps")], frame.values[(g, "mirrored_ps")]
         loss = {ts: max(0.0, 1 - (mirrored.get(ts) or 0) / e) * 100 for ts, e in expected.items() if e and e >= 1e-9}
         series.append((f"rule {g[0]}", loss, "line"))
-    return assemble(window, frame, series, title="Measured mirror loss per rule", unit="% of copies lost",
-                    extra={"y": {"min": 0, "max": 100}})
+    wide, extra = _shared(node)
+    return assemble(window, frame, series, title=f"Measured mirror loss per rule{wide}", unit="% of copies lost",
+                    extra={"y": {"min": 0, "max": 100}, **extra})
 
 
 PROXYSQL_CHARTS = {

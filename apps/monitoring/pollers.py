@@ -16,17 +16,18 @@ import logging
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
-from django.db.models import ExpressionWrapper, F, TextField
+from django.db.models import Count, ExpressionWrapper, F, OuterRef, Subquery, TextField
 
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
 from apps.fleet import secrets
-from apps.fleet.models import ProxySQLNode, Server
+from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server, endpoint_key
 
 from . import live
 from . import pool as pool_history
@@ -190,19 +191,57 @@ def _insert_history(*batches):
 
 
 # -- ProxySQL --------------------------------------------------------------------------------------
-def poll_proxysql(node, prev, ts, want_variables):
+@dataclass
+class ProxySQLReading:
+    """What one poll reads from a ProxySQL admin endpoint (variables: None when not read this time)."""
+    pool: list
+    stats: dict
+    runtime: list
+    variables: dict | None
+
+
+@dataclass
+class Scope:
+    """What one cluster's node row takes of a ProxySQL that serves several clusters: the pool and runtime rows
+    of its own hostgroups (the endpoint's first row also those no cluster owns, so none is dropped)."""
+    hostgroups: frozenset
+    unowned_too: bool
+    owned_by_any: frozenset
+    shared_with: list
+
+    def keeps(self, hostgroup):
+        return hostgroup in self.hostgroups or (self.unowned_too and hostgroup not in self.owned_by_any)
+
+
+def read_proxysql(node, want_variables):
+    admin = _proxysql_admin(node)
+    return ProxySQLReading(pool=admin.connection_pool(), stats=admin.stats_global(), runtime=admin.servers("runtime"),
+                           variables=admin.global_variables(MIRROR_VARIABLES) if want_variables else None)
+
+
+def _wants_variables(prev, ts):
+    return (not prev or not prev.get("variables")
+            or ts - prev.get("variables_ts", 0) >= settings.MONITOR_VARIABLES_INTERVAL_S)
+
+
+def poll_proxysql(node, prev, ts, want_variables, scope=None):
     """Poll one ProxySQL node. Returns (latest doc, ProxySQLSample row (a tuple), pool rows for its
     PoolSnapshot: [((hostgroup, host, port), status, {figure: value})])."""
-    admin = _proxysql_admin(node)
-    pool = admin.connection_pool()
-    stats = admin.stats_global()
-    runtime = admin.servers("runtime")
-    variables = (prev or {}).get("variables") or {}
-    if want_variables or not variables:
-        variables = admin.global_variables(MIRROR_VARIABLES)
-        variables_ts = ts
+    reading = read_proxysql(node, want_variables or not (prev or {}).get("variables"))
+    return proxysql_result(node, prev, ts, reading, scope)
+
+
+def proxysql_result(node, prev, ts, reading, scope=None):
+    """One node row's document, sample and pool rows from a reading (pure). With a scope (the ProxySQL serves
+    several clusters), the pool and runtime rows are this cluster's hostgroups only, and so are the figures
+    summed from the pool (conn_used, conn_free, conn_err_ps); the others are the ProxySQL's own (node-wide)."""
+    if reading.variables is not None:
+        variables, variables_ts = reading.variables, ts
     else:
-        variables_ts = (prev or {}).get("variables_ts", ts)
+        variables, variables_ts = (prev or {}).get("variables") or {}, (prev or {}).get("variables_ts", ts)
+    stats = reading.stats
+    pool = [r for r in reading.pool if scope is None or scope.keeps(r.hostgroup)]
+    runtime = [r for r in reading.runtime if scope is None or scope.keeps(r.hostgroup_id)]
 
     prev_ok = prev if prev and prev.get("counters") else None
     dt = ts - prev_ok["counters_ts"] if prev_ok else 0
@@ -239,6 +278,8 @@ def poll_proxysql(node, prev, ts, want_variables):
            "counters": counters, "counters_ts": ts, "figures": figures, "pool": pool_rows,
            "runtime_servers": runtime_rows, "variables": variables, "variables_ts": variables_ts,
            "status_changes": status_changes(prev, runtime_rows, ts)}
+    if scope is not None:
+        doc["shared_with"] = scope.shared_with
     return doc, sample, pool_samples
 
 
@@ -277,32 +318,100 @@ def _poll_time(doc, prev, ms, ts):
 
 def proxysql_round(nodes, *, now=None, threads=None, claim=None):
     """Poll these ProxySQL nodes concurrently; store latest state and history. Returns a summary. claim(node),
-    when given, is asked right before each poll; a node it refuses is not polled (rounds.py: the lease)."""
+    when given, is asked right before each poll; a node it refuses is not polled (rounds.py: the lease).
+
+    A ProxySQL that serves several clusters has one node row per cluster: it is read once, and each of its
+    rows due in this round gets the reading scoped to its cluster (proxysql_result)."""
     ts = now or _now()
     prevs = _read_prev(live.PROXYSQL, [n.pk for n in nodes])
-    variables_every = settings.MONITOR_VARIABLES_INTERVAL_S
+    scopes = shared_scopes(nodes)
     unreachable = _table(ProxySQLSample).row
+    groups = {}
+    for node in nodes:
+        groups.setdefault(node.endpoint, []).append(node)
 
-    @_timed
-    def one(node):
-        prev = prevs.get(node.pk)
-        want = not prev or ts - prev.get("variables_ts", 0) >= variables_every
+    def one(rows):
+        started = time.monotonic()
         try:
-            started = time.monotonic()
-            result = poll_proxysql(node, prev, ts, want)
-            _poll_time(result[0], prev, (time.monotonic() - started) * 1000, ts)
-            return node.pk, result
-        except ClientError as exc:
-            return node.pk, (_failure(prev, exc, ts), unreachable(node_id=node.pk, ts=_dt(ts), reachable=False), [])
-        except Exception as exc:  # a bug or an answer we cannot read: this node only, never the round
-            log.exception("poll of ProxySQL node %s failed", node.pk)
-            return node.pk, (_failure(prev, exc, ts), unreachable(node_id=node.pk, ts=_dt(ts), reachable=False), [])
+            reading = read_proxysql(rows[0], any(_wants_variables(prevs.get(n.pk), ts) for n in rows))
+        except Exception as exc:  # ClientError, or a bug / an answer we cannot read: this ProxySQL only
+            if not isinstance(exc, ClientError):
+                log.exception("poll of ProxySQL node %s failed", rows[0].pk)
+            reading = exc
+        ms = (time.monotonic() - started) * 1000
+        out = []
+        for node in rows:
+            prev = prevs.get(node.pk)
+            result = None
+            if not isinstance(reading, Exception):
+                try:
+                    result = proxysql_result(node, prev, ts, reading, scopes.get(node.pk))
+                    _poll_time(result[0], prev, ms, ts)
+                except Exception as exc:
+                    log.exception("poll of ProxySQL node %s failed", node.pk)
+                    reading_error = exc
+            if result is None:
+                error = reading if isinstance(reading, Exception) else reading_error
+                result = (_failure(prev, error, ts), unreachable(node_id=node.pk, ts=_dt(ts), reachable=False), [])
+            result[0]["poll_s"] = round(ms / 1000, 4)
+            out.append((node.pk, result))
+        return out
 
-    results = _fan_out(one, nodes, threads, lambda done: _write_latest(live.PROXYSQL, {pk: r[0] for pk, r in done}),
-                       claim)
+    batches = _fan_out(one, list(groups.values()), threads,
+                       lambda done: _write_latest(live.PROXYSQL, {pk: r[0] for batch in done for pk, r in batch}),
+                       claim and _claim_rows(claim))
+    results = [item for batch in batches for item in batch]
     _insert_history((ProxySQLSample, [r[1] for _, r in results]),
                     (PoolSnapshot, [_pool_snapshot(pk, ts, r[2]) for pk, r in results if r[2]]))
     return _summary(nodes, results, prevs, ts)
+
+
+def _claim_rows(claim):
+    """claim() for a group of rows of one ProxySQL: the rows it grants (the ProxySQL is read if any)."""
+    def rows_claim(rows):
+        rows[:] = [n for n in rows if claim(n)]
+        return bool(rows)
+    return rows_claim
+
+
+def _hostgroups_of(cluster_ids):
+    """{cluster id: frozenset of its hostgroups} as Cluster.hostgroup_ids() says, in two queries for all."""
+    owned = {}
+    roles = ("writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup", "offline_hostgroup")
+    for pk, *hostgroups in Cluster.objects.filter(pk__in=cluster_ids).values_list("pk", *roles):
+        owned[pk] = {hg for hg in hostgroups if hg is not None}
+    for cluster_id, hg in HostgroupMembership.objects.filter(server__cluster_id__in=cluster_ids).values_list(
+            "server__cluster_id", "hostgroup_id"):
+        owned[cluster_id].add(hg)
+    return {pk: frozenset(hgs) for pk, hgs in owned.items()}
+
+
+def shared_scopes(nodes):
+    """{node pk: Scope} for the nodes whose ProxySQL serves several clusters ({} for the usual fleet: a node
+    listed by proxysql_nodes_for_shard says how many rows its endpoint has, so no query is made then)."""
+    candidates = {n.endpoint for n in nodes if getattr(n, "endpoint_rows", 2) > 1}
+    if not candidates:
+        return {}
+    by_endpoint = {}
+    for pk, host, port, cluster_id, cluster_name in (
+            ProxySQLNode.objects.filter(admin_host__in={n.admin_host for n in nodes if n.endpoint in candidates},
+                                        admin_port__in={n.admin_port for n in nodes if n.endpoint in candidates})
+            .values_list("pk", "admin_host", "admin_port", "cluster_id", "cluster__name")):
+        key = endpoint_key(host, port)
+        if key in candidates:
+            by_endpoint.setdefault(key, []).append((pk, cluster_id, cluster_name))
+    shared = [rows for rows in by_endpoint.values() if len(rows) > 1]
+    if not shared:
+        return {}
+    owned = _hostgroups_of({cluster_id for rows in shared for _, cluster_id, _ in rows})
+    scopes = {}
+    for rows in shared:
+        first = min(pk for pk, _, _ in rows)
+        owned_by_any = frozenset().union(*(owned[cluster_id] for _, cluster_id, _ in rows))
+        for pk, cluster_id, name in rows:
+            scopes[pk] = Scope(hostgroups=owned[cluster_id], unowned_too=pk == first, owned_by_any=owned_by_any,
+                               shared_with=sorted(other for p, _, other in rows if p != pk))
+    return scopes
 
 
 # -- backends --------------------------------------------------------------------------------------
@@ -447,11 +556,17 @@ def _stored(field):
 
 
 def proxysql_nodes_for_shard(shard, shards):
-    """The shard's nodes (pk modulo shards, in SQL), with only what a poll reads; the admin password stays
-    encrypted (admin_password_stored) until a connection is opened."""
+    """The shard's nodes, with only what a poll reads; the admin password stays encrypted
+    (admin_password_stored) until a connection is opened. A node's shard is its ProxySQL's first row's pk
+    modulo shards (in SQL): the rows of a ProxySQL that serves several clusters are in the same shard, so it
+    is read once per round (proxysql_round); endpoint_rows says how many rows it has."""
+    same_endpoint = ProxySQLNode.objects.filter(admin_host=OuterRef("admin_host"), admin_port=OuterRef("admin_port"))
+    first_row = Subquery(same_endpoint.order_by("pk").values("pk")[:1])
+    rows = Subquery(same_endpoint.order_by().values("admin_port").annotate(n=Count("pk")).values("n"))
     return list(ProxySQLNode.objects.select_related("cluster")
                 .only("name", "admin_host", "admin_port", "admin_user", "cluster__poll_interval_s")
-                .annotate(shard_index=F("pk") % shards, admin_password_stored=_stored("admin_password"))
+                .annotate(endpoint_first=first_row, endpoint_rows=rows, admin_password_stored=_stored("admin_password"))
+                .annotate(shard_index=F("endpoint_first") % shards)
                 .filter(shard_index=shard).order_by("pk"))
 
 

@@ -57,7 +57,9 @@ def proxysql_live(node, now=None):
     state, age = status.freshness(doc, cluster.poll_interval_s, now)
     out = {"node": node, "unavailable": got.unavailable, "doc": doc, "state": state, "colour": status.COLOURS[state],
            "age": age, "error": None, "error_kind": None, "error_since": None, "last_ok": None,
-           "figures": {}, "pool": [], "from_history": None, "variables_age": None}
+           "figures": {}, "pool": [], "from_history": None, "variables_age": None,
+           # A ProxySQL serving several clusters: its global figures and mirror are every one's (node-wide).
+           "shared_with": [n.cluster.name for n in node.shares_with()]}
     if doc:
         out.update(error=doc.get("error"), error_kind=doc.get("error_kind"), error_since=_ts(doc.get("error_since")),
                    last_ok=_ts(doc.get("last_ok")), figures=doc.get("figures") or {},

@@ -131,6 +131,10 @@ class ClusterSection:
         self.servers = {s.pk: s for s in cluster.servers.all()}
         self.by_endpoint = {(s.hostname, s.port): s.pk for s in self.servers.values()}
         self.nodes = {n.pk: n for n in cluster.proxysql_nodes.all()}
+        # A ProxySQL that serves other clusters too: its queries and mirror figures are node-wide (the pool's
+        # connection errors are this cluster's hostgroups only: the poller scopes them).
+        self.also_serves = {pk: [o.cluster.name for o in n.shares_with()] for pk, n in self.nodes.items()}
+        self.shared_with = sorted({name for names in self.also_serves.values() for name in names})
         self.roles = cluster.hostgroup_roles()
 
     # -- availability ---------------------------------------------------------------------------------
@@ -349,6 +353,7 @@ class ClusterSection:
             observed = tl.covered(t)
             stretches, more = _top_stretches(_stretch_list(t, lambda v: v == UNREACHABLE, join_gap=0.0))
             out.append({"id": nid, "name": node.name, "endpoint": f"{node.admin_host}:{node.admin_port}",
+                        "also_serves": self.also_serves.get(nid, []),
                         "url": node.get_absolute_url(), "unreachable_s": round(d.get(UNREACHABLE, 0.0), 3),
                         "observed_s": round(observed, 3), "availability": _avail(d, [REACHABLE], observed),
                         "longest_s": max((s["seconds"] for s in stretches), default=0.0),
@@ -464,7 +469,8 @@ class ClusterSection:
         peak = max((v for v in qps_buckets if v is not None), default=None)
         traffic = {"queries": round(queries), "previous": None if prev_q is None else round(prev_q),
                    "change_pct": _round(fmt.change(queries, prev_q)), "peak_qps": _round(peak),
-                   "bucket_s": width, "buckets_qps": _rounded(qps_buckets, 1), "previous_buckets_qps": _rounded(prev_qps_b, 1)}
+                   "bucket_s": width, "buckets_qps": _rounded(qps_buckets, 1), "previous_buckets_qps": _rounded(prev_qps_b, 1),
+                   "shared_with": self.shared_with}
         return conn_err, traffic
 
     def _mirror(self):
@@ -500,6 +506,7 @@ class ClusterSection:
                                   "concurrency_at_limit": any(m.concurrency_at_limit for m in inside)})
         stretches.sort(key=lambda s: s["start"])
         return {"has_data": has_data, "warn_pct": status.MIRROR_QUEUE_WARN * 100, "nodes": nodes,
+                "shared_with": self.shared_with,
                 "stretches": stretches[:MAX_STRETCHES], "count": len(stretches),
                 "total_s": round(sum(s["seconds"] for s in stretches), 3), "bucket_s": self.bucket_s}
 

@@ -175,7 +175,8 @@ class NodeList(ApiView):
         nodes = ProxySQLNode.objects.order_by("cluster_id", "name", "pk")
         if f.get("cluster") is not None:
             nodes = nodes.filter(cluster=f["cluster"])
-        return paged(self, request, nodes.values(*s.values_of(s.ProxySQLNodeSerializer)), rows=list)
+        return paged(self, request, nodes.values(*s.values_of(s.ProxySQLNodeSerializer, exclude=("clusters_served",))),
+                     rows=s.ProxySQLNodeSerializer.rows)
 
 
 class NodeDetail(ApiView):
