@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
-from django.db.models import Count, ExpressionWrapper, F, OuterRef, Subquery, TextField
+from django.db.models import ExpressionWrapper, F, TextField
 
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import ProxySQLAdmin
@@ -555,19 +555,30 @@ def _stored(field):
     return ExpressionWrapper(F(field), output_field=TextField())
 
 
+def proxysql_shards(shards):
+    """{node pk: (its shard, how many rows its ProxySQL has)}. The ProxySQLs (endpoints), in the order of their
+    first row, are dealt round the shards: every row of a ProxySQL serving several clusters is in one shard, and
+    the shards stay even. Not a row's pk modulo shards: a pair adopted for two clusters gets first pks 1, 2, 5, 6,
+    9... and half of four shards would idle. Deleting a ProxySQL moves the ones after it to the next shard: for
+    one round some may be polled twice or skipped once."""
+    endpoints = {}
+    for pk, host, port in ProxySQLNode.objects.order_by("pk").values_list("pk", "admin_host", "admin_port"):
+        endpoints.setdefault(endpoint_key(host, port), []).append(pk)
+    return {pk: (i % shards, len(pks)) for i, pks in enumerate(endpoints.values()) for pk in pks}
+
+
 def proxysql_nodes_for_shard(shard, shards):
-    """The shard's nodes, with only what a poll reads; the admin password stays encrypted
-    (admin_password_stored) until a connection is opened. A node's shard is its ProxySQL's first row's pk
-    modulo shards (in SQL): the rows of a ProxySQL that serves several clusters are in the same shard, so it
-    is read once per round (proxysql_round); endpoint_rows says how many rows it has."""
-    same_endpoint = ProxySQLNode.objects.filter(admin_host=OuterRef("admin_host"), admin_port=OuterRef("admin_port"))
-    first_row = Subquery(same_endpoint.order_by("pk").values("pk")[:1])
-    rows = Subquery(same_endpoint.order_by().values("admin_port").annotate(n=Count("pk")).values("n"))
-    return list(ProxySQLNode.objects.select_related("cluster")
-                .only("name", "admin_host", "admin_port", "admin_user", "cluster__poll_interval_s")
-                .annotate(endpoint_first=first_row, endpoint_rows=rows, admin_password_stored=_stored("admin_password"))
-                .annotate(shard_index=F("endpoint_first") % shards)
-                .filter(shard_index=shard).order_by("pk"))
+    """The shard's nodes (proxysql_shards), with only what a poll reads; the admin password stays encrypted
+    (admin_password_stored) until a connection is opened. A ProxySQL is read once per round (proxysql_round);
+    endpoint_rows says how many rows it has."""
+    rows_of = {pk: rows for pk, (of, rows) in proxysql_shards(shards).items() if of == shard}
+    nodes = list(ProxySQLNode.objects.select_related("cluster")
+                 .only("name", "admin_host", "admin_port", "admin_user", "cluster__poll_interval_s")
+                 .annotate(admin_password_stored=_stored("admin_password"))
+                 .filter(pk__in=rows_of).order_by("pk"))
+    for node in nodes:
+        node.endpoint_rows = rows_of[node.pk]
+    return nodes
 
 
 def servers_for_shard(shard, shards):

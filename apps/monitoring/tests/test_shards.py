@@ -12,7 +12,7 @@ import time
 import pytest
 
 from apps.fleet.models import Cluster, ProxySQLNode
-from apps.monitoring import leases, live, rounds, stagger
+from apps.monitoring import leases, live, pollers, rounds, stagger
 from apps.monitoring.models import ProxySQLSample
 
 INTERVAL = 2.0
@@ -101,8 +101,12 @@ def poll_starts(pks, t0, t1):
     return {pk: sorted(v) for pk, v in out.items()}
 
 
+def shard_of(pk):
+    return pollers.proxysql_shards(SHARDS)[pk][0]
+
+
 def slot_of(ts, pk):
-    phase = stagger.phase_of(pk % SHARDS, SHARDS, INTERVAL)
+    phase = stagger.phase_of(shard_of(pk), SHARDS, INTERVAL)
     return int((ts + rounds.TICK_TOLERANCE_S - phase) // INTERVAL)
 
 
@@ -137,7 +141,7 @@ def test_three_workers_poll_every_node_once_per_interval_with_staggered_shards(f
     for shard in range(SHARDS):
         phase = stagger.phase_of(shard, SHARDS, INTERVAL)
         late = [((ts - phase + INTERVAL / 2) % INTERVAL) - INTERVAL / 2
-                for pk, tss in starts.items() if pk % SHARDS == shard for ts in tss]
+                for pk, tss in starts.items() if shard_of(pk) == shard for ts in tss]
         assert abs(statistics.median(late)) < 0.2, f"shard {shard} starts {statistics.median(late):+.3f} s off its phase"
     shared = rounds_per_worker(workers)
     assert sum(1 for n in shared.values() if n) >= 2, f"rounds per worker: {shared}"
@@ -172,5 +176,5 @@ def test_a_killed_worker_hands_its_shard_over_within_one_interval(fleet, live_re
     assert takeover <= INTERVAL + 0.5, f"shard {shard} taken over {takeover:.2f} s after its worker was killed"
     # Every node of that shard is polled again, within two intervals of the kill.
     time.sleep(2 * INTERVAL)
-    starts = poll_starts([pk for pk in pks if pk % SHARDS == shard], killed_at, time.time())
+    starts = poll_starts([pk for pk in pks if shard_of(pk) == shard], killed_at, time.time())
     assert all(tss and tss[0] - killed_at <= 2 * INTERVAL for tss in starts.values()), starts

@@ -91,3 +91,15 @@ def test_the_pages_say_what_is_node_wide_and_scope_the_rest_to_the_cluster(adopt
     dc1.proxysql_nodes.all().delete()
     html = viewer_client.get(reverse("monitoring:proxysql_pool", args=[only_lab.pk])).content.decode()
     assert "data-node-wide" not in html and "<dt>Questions/s</dt>" in html
+
+
+
+def test_proxysql_endpoints_spread_over_every_shard(adopted_shared):
+    """A pair adopted for two clusters has rows 1, 2 (first cluster) and 3, 4 (second): by pk modulo shards its
+    ProxySQLs would sit in shards 1 and 2 of four, and a fleet of such pairs would leave shards 0 and 3 idle."""
+    shards = pollers.proxysql_shards(4)
+    by_endpoint = {}
+    for node in ProxySQLNode.objects.all():
+        by_endpoint.setdefault(node.endpoint, set()).add(shards[node.pk][0])
+    assert sorted(by_endpoint.values(), key=min) == [{0}, {1}], by_endpoint
+    assert {rows for _, rows in shards.values()} == {2}
