@@ -6,7 +6,8 @@ read bounded by the client's timeouts (the digest read by MONITOR_DIGEST_READ_TI
 100,000 digests needs a second to build its answer). Ticks never pile up: a shard whose previous round
 still runs skips the tick and counts it.
 
-One node's poll (poll_node): its previous counters (the baseline, a Redis hash per node) -> read
+One node's poll (poll_node; poll_endpoint reads a ProxySQL that serves several clusters once for all its
+rows, each row with its own baseline and deltas): its previous counters (the baseline, a Redis hash per node) -> read
 ProxySQL_Uptime (lower than at the previous poll: a restart, every row starts afresh) and
 stats_mysql_query_digest without the texts -> deltas (deltas.py) -> texts only of digests never
 stored before -> then in the main thread: one short transaction per node writes its DigestStat rows,
@@ -138,33 +139,47 @@ def _unknown_digests(hashes):
 
 def poll_node(node, state, ts):
     """Read one node and compute its deltas (network, Redis and a read of known digests; no writes)."""
+    return poll_endpoint([(node, state, ts)])[0]
+
+
+def poll_endpoint(rows):
+    """Read one ProxySQL once for its node rows [(node, state, ts)] (several when it serves several clusters)
+    and compute each row's deltas against its own baseline. One NodeResult per row, in order."""
     started = time.monotonic()
-    result = NodeResult(node=node, ts=ts)
+    results = [NodeResult(node=node, ts=ts) for node, _, ts in rows]
     try:
-        baseline, uptime_then, mirror_before = _baseline(live.client(), node.pk, state.baseline_ts if state else None)
-        admin = _admin(node)
-        stats, result.uptime = _stats(admin)
-        result.mirror = mirroring.read(admin, stats)
-        rows = admin.query_digest(timeout=settings.MONITOR_DIGEST_READ_TIMEOUT)
-        result.rows = len(rows)
-        restarted = baseline is not None and 0 <= result.uptime < uptime_then
-        # After a restart every counter is younger than the previous poll: all of it is this interval's.
-        result.outcome = deltas_mod.compute(rows, {} if restarted else baseline)
-        if restarted:
-            result.outcome.resets = len(rows)
-        else:
-            result.mirror_before = mirror_before
-        unknown = _unknown_digests({d.digest for d in result.outcome.deltas})
+        r = live.client()
+        baselines = [_baseline(r, node.pk, state.baseline_ts if state else None) for node, state, _ in rows]
+        admin = _admin(rows[0][0])
+        stats, uptime = _stats(admin)
+        mirror = mirroring.read(admin, stats)
+        digest_rows = admin.query_digest(timeout=settings.MONITOR_DIGEST_READ_TIMEOUT)
+        unknown = set()
+        for result, (baseline, uptime_then, mirror_before) in zip(results, baselines):
+            result.uptime, result.mirror, result.rows = uptime, mirror, len(digest_rows)
+            restarted = baseline is not None and 0 <= uptime < uptime_then
+            # After a restart every counter is younger than the previous poll: all of it is this interval's.
+            result.outcome = deltas_mod.compute(digest_rows, {} if restarted else baseline)
+            if restarted:
+                result.outcome.resets = len(digest_rows)
+            else:
+                result.mirror_before = mirror_before
+            unknown |= _unknown_digests({d.digest for d in result.outcome.deltas})
         if unknown:
-            result.texts = admin.query_digest_texts(None if len(unknown) > FULL_TEXT_READ_OVER else unknown,
-                                                    timeout=settings.MONITOR_DIGEST_READ_TIMEOUT)
+            texts = admin.query_digest_texts(None if len(unknown) > FULL_TEXT_READ_OVER else unknown,
+                                             timeout=settings.MONITOR_DIGEST_READ_TIMEOUT)
+            for result in results:
+                result.texts = texts
     except (ClientError, redis.RedisError) as exc:
-        result.error = exc
-    except Exception as exc:  # a bug or an answer we cannot read: this node only, never the round
-        log.exception("digest poll of ProxySQL node %s failed", node.pk)
-        result.error = exc
-    result.seconds = time.monotonic() - started
-    return result
+        for result in results:
+            result.error = exc
+    except Exception as exc:  # a bug or an answer we cannot read: this ProxySQL only, never the round
+        log.exception("digest poll of ProxySQL node %s failed", rows[0][0].pk)
+        for result in results:
+            result.error = exc
+    for result in results:
+        result.seconds = time.monotonic() - started
+    return results
 
 
 # -- storage -----------------------------------------------------------------------------------------
@@ -284,18 +299,22 @@ def poll_round(nodes, *, now=None, threads=None):
         last = states[node.pk].last_poll_ts if node.pk in states else None
         return int(now) if last is None or int(now) > int(last) else int(last) + 1
 
-    def one(node):
+    by_endpoint = {}  # a ProxySQL serving several clusters is read once for all its rows
+    for node in nodes:
+        by_endpoint.setdefault(node.endpoint, []).append((node, states.get(node.pk), ts_for(node)))
+
+    def one(rows):
         try:
-            return poll_node(node, states.get(node.pk), ts_for(node))
+            return poll_endpoint(rows)
         finally:
             close_old_connections()  # threads must not keep database connections open
 
-    workers = min(threads or settings.MONITOR_THREADS, len(nodes)) if nodes else 0
+    workers = min(threads or settings.MONITOR_THREADS, len(by_endpoint)) if nodes else 0
     if workers <= 1:
-        results = [poll_node(n, states.get(n.pk), ts_for(n)) for n in nodes]
+        results = [result for rows in by_endpoint.values() for result in poll_endpoint(rows)]
     else:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            results = list(pool.map(one, nodes))
+            results = [result for done in pool.map(one, by_endpoint.values()) for result in done]
 
     r = live.client()
     scopes = pollers.shared_scopes(nodes)
@@ -325,7 +344,9 @@ def poll_round(nodes, *, now=None, threads=None):
 
 
 def nodes_for_shard(shard, shards):
-    return [n for n in ProxySQLNode.objects.select_related("cluster").order_by("pk") if n.pk % shards == shard]
+    """The shard's node rows, as the monitoring rounds deal them (every row of one ProxySQL in one shard)."""
+    mine = {pk for pk, (of, _) in pollers.proxysql_shards(shards).items() if of == shard}
+    return [n for n in ProxySQLNode.objects.select_related("cluster").order_by("pk") if n.pk in mine]
 
 
 def run_shard(shard, shards=None, now=None):

@@ -8,6 +8,7 @@ import pytest
 from apps.digests import services
 from apps.digests.models import DigestSource, DigestStat
 from apps.fleet.models import ProxySQLNode
+from apps.monitoring import pollers
 
 pytestmark = pytest.mark.django_db
 
@@ -29,3 +30,18 @@ def test_each_cluster_stores_only_the_digests_of_its_hostgroups(adopted_shared, 
                                                "source__schemaname", "source__client_address",
                                                "source__node__admin_port"))
     assert len(seen) == len(set(seen)) > 0
+
+
+def test_a_shared_proxysql_is_read_once_per_digest_round(adopted_shared, live_redis):
+    lab, dc1, (first, second) = adopted_shared
+    nodes = list(ProxySQLNode.objects.select_related("cluster").order_by("pk"))
+    assert len(nodes) == 4  # two ProxySQL, two clusters each
+    first.clear_statements()
+    summary = services.poll_round(nodes, now=time.time())
+    assert summary["polled"] == 4 and summary["failed"] == 0
+    reads = [s for s in first.statements() if "stats_mysql_query_digest" in s and "digest_text" not in s]
+    assert len(reads) == 1, reads  # not once per cluster it serves
+    assert services.nodes_for_shard(0, 2) and services.nodes_for_shard(1, 2)
+    for shard in (0, 1):  # the digest shards deal the ProxySQLs as the monitoring rounds do
+        assert {n.endpoint for n in services.nodes_for_shard(shard, 2)} == \
+            {n.endpoint for n in pollers.proxysql_nodes_for_shard(shard, 2)}
