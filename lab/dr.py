@@ -349,6 +349,17 @@ class WriteLoad:
         if self._thread:
             self._thread.join(30)
 
+    def wait_committed(self, count: int, timeout: float = 30.0) -> int:
+        """Until at least `count` commits were acknowledged (a slow machine commits fewer per second than an
+        idle one: a test that wants writes around an event waits for them, not for a fixed time)."""
+        deadline = time.monotonic() + timeout
+        while self.committed < count:
+            if time.monotonic() > deadline or not (self._thread and self._thread.is_alive()):
+                raise LabError(f"write load: {self.committed} of {count} commits after {timeout:g} s; "
+                               f"last errors: {self.errors[-3:]}")
+            time.sleep(0.02)
+        return self.committed
+
     def _connect(self):
         import MySQLdb
 

@@ -298,7 +298,8 @@ def cluster_observations(c, node_docs, server_docs, now, settings, operations):
                                        f"no usable ONLINE writer on {n.name}: {why}{extra}", node=n.pk, hostgroup=W,
                                        value=0, details={"rows": [f"{r['hostname']}:{r['port']} {r['status']}" for r in rows
                                                                   if r["hostgroup_id"] == W]},
-                                       server=_single_server(c, online_w), started=since))
+                                       server=_single_server(c, online_w or [r for r in rows if r["hostgroup_id"] == W]),
+                                       started=since))
         if _on(settings, "writer_many") and len(online_w) > 1:
             out.append(Observation("writer_many", hg_subject, target, hg_label,
                                    f"{len(online_w)} ONLINE writers on {n.name}: {', '.join(writers_by_node[n.name])}",
@@ -339,7 +340,9 @@ def cluster_observations(c, node_docs, server_docs, now, settings, operations):
 
 
 def _single_server(c, rows):
-    """The backend a writer alert is about, when there is exactly one (its chart is the evidence)."""
+    """The backend a writer alert is about, when there is exactly one (its chart is the evidence): the ONLINE
+    writer that is unusable or, with no ONLINE row, the one the hostgroup still holds (a dead writer that
+    ProxySQL shunned before the backend's poll saw it down is the same alert about the same backend)."""
     pks = {c.server_at(r["hostname"], r["port"]) for r in rows} - {None}
     return pks.pop() if len(pks) == 1 else None
 

@@ -12,6 +12,11 @@ from apps.operations.models import Operation
 from lab.dr import REPL_PASSWORD, REPL_USER, WriteLoad, compare
 
 
+# Commits waited for before the event and again after it: the writes go on around the move (counted, not
+# timed: a loaded machine commits far fewer per second).
+COMMITS_AROUND = 11
+
+
 def _fresh(channel):
     return ReplicationChannel.objects.select_related("source_server__cluster", "replica_server__cluster",
                                                      "replica_cluster").get(pk=channel.pk)
@@ -32,12 +37,12 @@ def _poll_until_moved(channel, timeout=40):
 def _kill_under_load(lab, site, n, channel, writer=1):
     """Write on dc1, kill node n of `site`, poll until the channel moved, write a little more."""
     with WriteLoad(lab, node=writer) as load:
-        time.sleep(0.5)
+        load.wait_committed(COMMITS_AROUND)
         lab.site(site).kill(n)
         op = _poll_until_moved(channel)
-        time.sleep(0.5)
+        load.wait_committed(load.committed + COMMITS_AROUND)
     assert op.state == "done", (op.error, list(op.steps.values_list("key", "state", "detail")))
-    assert load.committed > 20
+    assert load.committed > 20, (load.committed, load.uncertain, load.errors[-3:])
     return op
 
 
@@ -147,10 +152,10 @@ def test_a_planned_move_of_both_ends_from_the_ui_under_load(dr_inventory, dr_hea
     from apps.operations import executor, services
 
     with WriteLoad(dr_healthy) as load:
-        time.sleep(0.5)
+        load.wait_committed(COMMITS_AROUND)
         services.confirm(op, user=op.requested_by, enqueue=False)
         executor.run(op.pk)
-        time.sleep(0.5)
+        load.wait_committed(load.committed + COMMITS_AROUND)
     op.refresh_from_db()
     assert op.state == "done", op.error
     channel = _fresh(channel)
@@ -159,7 +164,7 @@ def test_a_planned_move_of_both_ends_from_the_ui_under_load(dr_inventory, dr_hea
     assert (status.replica, status.source_port) == (_site_index(dc2, new_replica), new_source.port)
     stopped = [dr_healthy.replica_status(n) for n in (1, 2, 3) if n != status.replica]
     assert all(s is None or not (s.io_running == "Yes" or s.sql_running == "Yes") for s in stopped)  # one applier
-    assert load.committed > 20
+    assert load.committed > 20, (load.committed, load.uncertain, load.errors[-3:])
     result = compare(dr_healthy)
     assert result.identical, result.line()
     assert AuditEvent.objects.filter(action="channel_move done", target=op.title).exists()
@@ -182,10 +187,11 @@ def test_failback_only_when_the_policy_asks_and_the_preferred_source_stayed_sync
             if _fresh(channel).source_server == old_source:
                 moved_back_at = time.monotonic()
             time.sleep(0.5)
+        load.wait_committed(load.committed + COMMITS_AROUND)
     assert moved_back_at is not None, "no failback within 30 s"
     assert moved_back_at - synced_at >= 3  # not before the preferred source stayed Synced for failback_after_s
     back = Operation.objects.filter(kind="channel_move", actor="DR channel failback").get()
     assert back.state == "done" and "failback" in back.title
-    assert load.committed > 20
+    assert load.committed > 20, (load.committed, load.uncertain, load.errors[-3:])
     result = compare(dr_healthy)
     assert result.identical, result.line()
