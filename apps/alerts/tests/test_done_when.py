@@ -60,10 +60,6 @@ def _polled(cluster):
     return docs and all(d and d.get("ok") and time.time() - d["ts"] < 5 for d in docs.values())
 
 
-def firing_messages(receiver):
-    return [m for m in receiver.messages() if m["status"] == "firing"]
-
-
 def alert_names(message, status):
     return {a["labels"]["alertname"] for a in message["alerts"] if a["status"] == status}
 
@@ -104,13 +100,23 @@ def test_killing_the_writer_pages_once_and_resolves_when_it_is_back(console, cli
 
     lab.start(1)
     lab.wait_synced(1)
-    assert wait_for(lambda: len(receiver.got) >= 2, 20)
+    assert wait_for(lambda: len(receiver.got) >= 2 and receiver.messages()[-1]["status"] == "resolved", 20)
     time.sleep(3)
-    # one page; the other alerts of the burst were batched
-    assert len(firing_messages(receiver)) == 1, described(receiver.messages())
-    resolved = receiver.messages()[1]
-    assert resolved["status"] == "resolved" and {a["status"] for a in resolved["alerts"]} == {"resolved"}
-    assert {a["labels"]["alertname"] for a in resolved["alerts"]} == {"writer_none"}
+    messages = receiver.messages()
+    # One page: writer_none fires in the first message and in no other (the other alerts of the burst were
+    # batched), and a later message resolves it.
+    assert [i for i, m in enumerate(messages) if "writer_none" in alert_names(m, "firing")] == [0], described(messages)
+    assert any("writer_none" in alert_names(m, "resolved") for m in messages[1:]), described(messages)
+    # When the writer was down longer than backend_shunned's 30 s `for` (a slow rejoin on a loaded machine),
+    # ProxySQL's SHUNNED rows of 3311 fire too, and stay until ProxySQL unshuns it a few seconds after it answers:
+    # a distinct, true fact, and the only other alert told after the page (see the failed switchover's test).
+    later = [(a["labels"]["alertname"], a["annotations"]["summary"]) for m in messages[1:] for a in m["alerts"]
+             if a["status"] == "firing"]
+    assert all(name == "backend_shunned" and "127.0.0.1:3311 is SHUNNED" in summary for name, summary in later), \
+        described(messages)
+    if not later:  # the usual case: the writer's resolve is the only other message
+        assert len(messages) == 2 and messages[1]["status"] == "resolved", described(messages)
+        assert {a["labels"]["alertname"] for a in messages[1]["alerts"]} == {"writer_none"}
 
     page = alerts_page(client, viewer_user)
     assert page.count('data-rule="writer_none" data-state="resolved"') == 2
