@@ -27,6 +27,7 @@ import logging
 import os
 import random
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -49,6 +50,7 @@ from lab.management.commands.bench_operations import (Beat, PollCounter, _cpu_lo
                                                       private_redis, summary)
 
 REPO = Path(__file__).resolve().parents[3]
+TIMED_SCRIPT = REPO / "lab" / "sysbench" / "oltp_read_write_timed.lua"
 ADMIN_PORTS, CLIENT_PORTS = (16132, 26132), (16133, 26133)  # clear of the demo doubles (16032, 16033)
 WRITER_HG = 100
 # The application's routing, as in the seeds: locking reads and writes to the writer, plain reads to readers.
@@ -79,6 +81,40 @@ mysql_variables=
 
 def loadavg():
     return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def timeline(op, spawned, exited):
+    """The command's phases in wall-clock seconds: [(name, start, end)...], from its spawn to its exit.
+    "start+plan" is Python and Django starting, then the plan's reads (the operation row is written at its end)."""
+    if op is None:
+        return [("command", spawned, exited)]
+    marks = [("start+plan", spawned, op.created_at.timestamp())]
+    last = op.created_at.timestamp()
+    for step in op.steps.order_by("index"):
+        if step.started_at is None or step.finished_at is None:
+            continue
+        start, end = step.started_at.timestamp(), step.finished_at.timestamp()
+        marks.append(("confirm+lock" if step.index == 0 else "between steps", last, start))
+        marks.append((step.key, start, end))
+        last = end
+    marks.append(("finish+exit", last, exited))
+    return [(name, a, b) for name, a, b in marks if b >= a]
+
+
+def phase_of(t, ms, switches, margin=0.5):
+    """Where a transaction [t, t + ms] spent most of its time: a phase of a command's timeline, "near" (within
+    `margin` s of a command), or "away"."""
+    end = t + ms / 1000
+    best, most = "away", 0.0
+    for s in switches:
+        for name, a, b in s["timeline"]:
+            overlap = min(end, b) - max(t, a)
+            if overlap > most:
+                best, most = name, overlap
+        spawned, exited = s["timeline"][0][1], s["timeline"][-1][2]
+        if best == "away" and spawned - margin <= end and t <= exited + margin:
+            best = "near"
+    return best
 
 
 class RealProxySQL:
@@ -164,11 +200,26 @@ class Sysbench:
     COMMON = ["--mysql-host=127.0.0.1", f"--mysql-user={APP_USER}", f"--mysql-password={APP_PASSWORD}",
               f"--mysql-db={APP_SCHEMA}", "--tables=4", "--table-size=10000", "--db-ps-mode=disable"]
 
-    def __init__(self, ports, seconds, threads):
-        self.procs = [subprocess.Popen(["sysbench", "oltp_read_write", *self.COMMON, f"--mysql-port={p}",
+    def __init__(self, ports, seconds, threads, timed_dir=None):
+        """timed_dir: every transaction's start and latency written there (lab/sysbench/oltp_read_write_timed.lua)."""
+        self.ports, self.timed_dir = ports, timed_dir
+        script = str(TIMED_SCRIPT) if timed_dir else "oltp_read_write"
+        self.procs = [subprocess.Popen(["sysbench", script, *self.COMMON, f"--mysql-port={p}",
                                         f"--threads={threads}", f"--time={seconds}", "--report-interval=1",
                                         "--percentile=99", "run"],
+                                       env={**os.environ, "TIMED_DIR": str(timed_dir or ""), "TIMED_NAME": str(p)},
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for p in ports]
+
+    def transactions(self):
+        """[(start epoch s, latency ms, port)...] of every transaction, from the timed script's files."""
+        out = []
+        for path in Path(self.timed_dir).glob("*.tsv"):
+            port = int(path.name.split("-")[0])
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    t, ms = line.split("\t")
+                    out.append((float(t), float(ms), port))
+        return out
 
     @staticmethod
     def prepare(port):
@@ -195,6 +246,39 @@ class Sysbench:
                         "reconnects": int(reconnects.group(1)) if reconnects else None,
                         "exit": proc.returncode, "fatal": fatal[:5], "text": text})
         return out
+
+
+class PoolSampler:
+    """stats_mysql_connection_pool of every node every `every` s, timestamped: did the new writer's backend
+    connections (ConnOK, ConnFree) have to be opened while clients waited?"""
+
+    def __init__(self, nodes, every=0.02):
+        self.nodes, self.every = nodes, every
+        self.rows = []  # (t, admin port, hostgroup, backend port, status, ConnUsed, ConnFree, ConnOK, ConnERR, Queries)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self):
+        conns = [(n.admin_port, MySQLdb.connect(host="127.0.0.1", port=n.admin_port, user="admin", passwd="admin",
+                                                connect_timeout=2)) for n in self.nodes]
+        while not self.stop.is_set():
+            for port, conn in conns:
+                cur = conn.cursor()
+                t = time.time()
+                cur.execute("SELECT hostgroup, srv_port, status, ConnUsed, ConnFree, ConnOK, ConnERR, Queries "
+                            "FROM stats_mysql_connection_pool")
+                self.rows += [(t, port, int(r[0]), int(r[1]), r[2], *map(int, r[3:])) for r in cur.fetchall()]
+            self.stop.wait(self.every)
+        for _, conn in conns:
+            conn.close()
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
 
 
 class WriteProbe:
@@ -266,6 +350,8 @@ class Command(BaseCommand):
         parser.add_argument("--lab-name", help="a named Galera lab of its own (bin/lab galera --name NAME) instead of "
                                                 "the default one, e.g. while the test suite uses that")
         parser.add_argument("--user", default="bench", help="the operator user the switchover command runs as")
+        parser.add_argument("--command-nice", type=int, default=0,
+                            help="run the switchover command (and its --plan-only control) under nice -n N")
 
     def handle(self, proxysql, workdir, **o):
         for noisy in ("apps.monitoring.rounds", "apps.operations.rules"):  # a line per poll otherwise
@@ -274,7 +360,7 @@ class Command(BaseCommand):
             raise CommandError(f"{proxysql!r} is not an executable ProxySQL binary")
         if not shutil.which("sysbench"):
             raise CommandError("sysbench is not installed (Debian: apt-get install sysbench)")
-        self.o = o
+        self.o = {**o, "workdir": workdir}
         self.stdout.write(f"machine: {machine()}")
         lab = GaleraLab(name=o["lab_name"]) if o["lab_name"] else GaleraLab()
         lab.up()
@@ -284,6 +370,7 @@ class Command(BaseCommand):
 
     def bench(self, lab, nodes, proxysql):
         o = self.o
+        self.nodes, self.runs = nodes, 0
         try:
             for node in nodes:
                 version = node.start()
@@ -316,8 +403,13 @@ class Command(BaseCommand):
         control, which costs the machine the same CPU without switching."""
         seconds = self.o["seconds"]
         self.stdout.write(f"{label}: load average {loadavg()} at the start")
-        bench = Sysbench(CLIENT_PORTS, seconds, self.o["threads"])
+        self.runs += 1
+        timed_dir = Path(self.o["workdir"]) / f"timed-{self.runs}"
+        shutil.rmtree(timed_dir, ignore_errors=True)
+        timed_dir.mkdir(parents=True)
+        bench = Sysbench(CLIENT_PORTS, seconds, self.o["threads"], timed_dir)
         switches = []
+        pools = PoolSampler(self.nodes).__enter__()
         probe = WriteProbe(CLIENT_PORTS).__enter__()
         if switch:
             cluster = self.cluster
@@ -331,9 +423,12 @@ class Command(BaseCommand):
                 result = self.switch(cluster, target, plan_only)
                 result["probe_command_ms"] = probe.worst(began, time.time())
                 result["probe_hold_ms"] = probe.worst(*result["window"]) if result["window"] else None
+                result["load"] = os.getloadavg()[0]
                 switches.append(result)
         results = bench.results()
         probe.__exit__()
+        pools.__exit__()
+        self.place_worst(label, bench.transactions(), switches, pools.rows, probe, timed_dir)
         values = probe.all_ms()
         errors = sum(len(e) for e in probe.errors.values())
         self.stdout.write(f"  write probe (one autocommit INSERT after another through each node): {len(values)} "
@@ -349,11 +444,71 @@ class Command(BaseCommand):
                               + (f", errors: {r['fatal']}" if r["exit"] or r["fatal"] else ""))
         return results, switches
 
+    def place_worst(self, label, transactions, switches, pool_rows, probe, timed_dir, top=8):
+        """Every sysbench transaction set against the command's phases: the worst ones placed, the slow ones
+        counted per phase, the new writer's backend connections around the move; raw data kept as JSON."""
+        if not transactions:
+            self.stdout.write("  (no timed transactions)")
+            return
+        ms_sorted = sorted(ms for _, ms, _ in transactions)
+        self.stdout.write(f"  timed transactions: {len(transactions)}, max {ms_sorted[-1]:.1f} ms, p99 "
+                          f"{pct(ms_sorted, 99):.1f}, p99.9 {pct(ms_sorted, 99.9):.1f} ms")
+        for t, ms, port in sorted(transactions, key=lambda x: -x[1])[:top]:
+            where = phase_of(t, ms, switches)
+            near = min(switches, key=lambda s: abs(s["timeline"][0][1] - t), default=None)
+            offset = f", {(t - near['timeline'][0][1]) * 1000:+.0f} ms from the nearest command's spawn" if near else ""
+            self.stdout.write(f"    {ms:7.1f} ms through :{port} at {time.strftime('%H:%M:%S', time.gmtime(t))}"
+                              f"{f'{t % 1:.3f}'[1:]}: {where}{offset}; load {os.getloadavg()[0]:.1f}")
+        if switches:
+            self.stdout.write(f"    the command's CPU (user+sys) {summary([s['cpu_ms'] for s in switches])}, wall clock "
+                              f"{summary([s['wall_ms'] for s in switches])}")
+        seconds, slow = {}, {}
+        for s in switches:
+            for name, a, b in s["timeline"]:
+                seconds[name] = seconds.get(name, 0.0) + (b - a)
+        for threshold in (50, 100, 200):
+            counts = {}
+            for t, ms, _ in transactions:
+                if ms > threshold:
+                    where = phase_of(t, ms, switches)
+                    counts[where] = counts.get(where, 0) + 1
+            slow[threshold] = counts
+            self.stdout.write(f"    transactions over {threshold} ms by phase: " + ", ".join(
+                f"{k} {v}" + (f" in {seconds[k]:.2f} s" if k in seconds else "") for k, v in sorted(counts.items())))
+        # the new writer's backend connections in the writer hostgroup around each move
+        for s in switches:
+            move = next(((a, b) for name, a, b in s["timeline"] if name == "move"), None)
+            if move is None:
+                continue
+            for node in self.nodes:
+                rows = [r for r in pool_rows if r[1] == node.admin_port and r[2] == WRITER_HG and r[3] == s["to"]]
+                before = [r for r in rows if r[0] <= move[0]]
+                after = [r for r in rows if move[1] <= r[0] <= move[1] + 1.0]
+                if before and after:
+                    b, a = before[-1], after[-1]
+                    s.setdefault("pool", []).append(
+                        f":{node.admin_port} free {b[6]}->{a[6]} ConnOK +{a[7] - b[7]} ConnERR +{a[8] - b[8]}")
+            if s.get("pool"):
+                self.stdout.write(f"    switch to {s['to']}: new writer in hg {WRITER_HG}, last sample before the move "
+                                  f"-> 1 s after: {'; '.join(s['pool'])}")
+        (timed_dir / "trace.json").write_text(json.dumps({
+            "label": label, "switches": [{k: v for k, v in s.items()} for s in switches],
+            "slow": [x for x in transactions if x[1] > 20], "slow_by_phase": slow,
+            "probe": {str(p): v for p, v in probe.samples.items()},
+            "pool": [r for r in pool_rows if r[2] == WRITER_HG]}, default=str))
+
     def switch(self, cluster, target, plan_only=False):
         """One switchover through the operator's command, in a process of its own as a runbook runs it."""
         cmd = [sys.executable, "manage.py", "switchover", cluster.name, "--to", f"{target.hostname}:{target.port}",
                "--user", self.o["user"], "--lower-autoinc", "--yes", "--json", *(["--plan-only"] if plan_only else [])]
+        if self.o["command_nice"]:
+            cmd = ["nice", "-n", str(self.o["command_nice"]), *cmd]
+        cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+        spawned = time.time()
         done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+        exited = time.time()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)  # only the command: sysbench is not reaped yet
+        cpu_ms = (after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime) * 1000
         events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
         outcome = next((e for e in events if e.get("event") == "outcome"), {})
         op = Operation.objects.filter(pk=outcome.get("operation")).first()
@@ -370,7 +525,8 @@ class Command(BaseCommand):
         result = {"exit": done.returncode, "state": outcome.get("state"), "error": outcome.get("error"),
                   "timings": outcome.get("timings") or {}, "hold_ms": hold, "to": target.port,
                   "between_steps_ms": None if hold is None else hold - inside, "load_ms": loads or [],
-                  "window": window}
+                  "window": window, "timeline": timeline(op, spawned, exited), "plan_only": plan_only,
+                  "cpu_ms": cpu_ms, "wall_ms": (exited - spawned) * 1000}
         if done.returncode:
             self.stdout.write(f"  switchover to {target.port}: exit {done.returncode}, {result['state']}: "
                               f"{result['error']} {done.stderr[-500:]}")
