@@ -101,6 +101,23 @@ def timeline(op, spawned, exited):
     return [(name, a, b) for name, a, b in marks if b >= a]
 
 
+def failover_parts(killed, ticks, op, seen):
+    """Where a failover's time went, in ms: from the kill to the next poll's start, that poll round until the
+    operation was planned and saved (the poll, the rules, the re-probe, the plan's reads), until its first step
+    (confirm, lock, re-check), its move step (statements, LOAD and SAVE on each node), and from the move's start
+    to both nodes showing the new writer in runtime (10 ms reads)."""
+    tick = next((start for start, end in ticks if start >= killed - 0.001), None) or killed
+    steps = {s.key: s for s in op.steps.all()}
+    created, first = op.created_at.timestamp(), min(s.started_at.timestamp() for s in steps.values() if s.started_at)
+    move = steps.get("move")
+    parts = {"kill -> next poll starts": tick - killed, "poll round -> operation planned": created - tick,
+             "planned -> first step (confirm, lock, re-check)": first - created}
+    if move is not None and move.started_at and move.finished_at:
+        parts["move step (statements, LOAD, SAVE per node)"] = (move.finished_at - move.started_at).total_seconds()
+        parts["move step start -> seen in runtime on both nodes"] = seen - move.started_at.timestamp()
+    return {k: v * 1000 for k, v in parts.items()}
+
+
 def phase_of(t, ms, switches, margin=0.5):
     """Where a transaction [t, t + ms] spent most of its time: a phase of a command's timeline, "near" (within
     `margin` s of a command), or "away"."""
@@ -350,6 +367,8 @@ class Command(BaseCommand):
         parser.add_argument("--lab-name", help="a named Galera lab of its own (bin/lab galera --name NAME) instead of "
                                                 "the default one, e.g. while the test suite uses that")
         parser.add_argument("--user", default="bench", help="the operator user the switchover command runs as")
+        parser.add_argument("--no-bytecode-cache", action="store_true",
+                            help="run the switchover command with this process's PYTHONDONTWRITEBYTECODE, if set")
         parser.add_argument("--command-nice", type=int, default=0,
                             help="run the switchover command (and its --plan-only control) under nice -n N")
 
@@ -497,6 +516,16 @@ class Command(BaseCommand):
             "probe": {str(p): v for p, v in probe.samples.items()},
             "pool": [r for r in pool_rows if r[2] == WRITER_HG]}, default=str))
 
+    def command_env(self):
+        """The command's environment. With --no-bytecode-cache as this process has it (PYTHONDONTWRITEBYTECODE set:
+        every project module compiled again by each command); by default bytecode is cached, under var/bench/, as
+        on an operator's host where the installed code has its .pyc files."""
+        env = dict(os.environ)
+        if not self.o["no_bytecode_cache"]:
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["PYTHONPYCACHEPREFIX"] = str(REPO / "var" / "bench" / "pycache")
+        return env
+
     def switch(self, cluster, target, plan_only=False):
         """One switchover through the operator's command, in a process of its own as a runbook runs it."""
         cmd = [sys.executable, "manage.py", "switchover", cluster.name, "--to", f"{target.hostname}:{target.port}",
@@ -505,7 +534,7 @@ class Command(BaseCommand):
             cmd = ["nice", "-n", str(self.o["command_nice"]), *cmd]
         cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
         spawned = time.time()
-        done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+        done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=self.command_env())
         exited = time.time()
         after = resource.getrusage(resource.RUSAGE_CHILDREN)  # only the command: sysbench is not reaped yet
         cpu_ms = (after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime) * 1000
@@ -589,7 +618,7 @@ class Command(BaseCommand):
         interval = getattr(cluster, "backend_poll_interval_s", None) or cluster.poll_interval_s
         watch = WriterWatch(nodes)
         rng = random.Random()
-        times, moves, loads, after = [], [], [], []
+        times, moves, loads, after, parts = [], [], [], [], []
         # clients through both nodes during each kill, so that ProxySQL meets the dead writer itself (and shuns it)
         probe = WriteProbe(CLIENT_PORTS).__enter__()
         try:
@@ -598,7 +627,7 @@ class Command(BaseCommand):
                 live.client().flushdb()
                 writer = switchover.current_writer(cluster).server
                 before = set(Operation.objects.filter(kind=OperationKind.FAILOVER).values_list("pk", flat=True))
-                with Beat():
+                with Beat() as beat:
                     time.sleep(2.5 + rng.uniform(0, interval))
                     loads.append(os.getloadavg()[0])
                     killed = time.time()
@@ -608,6 +637,8 @@ class Command(BaseCommand):
                     after.append(watch.not_online())
                 op = (Operation.objects.filter(kind=OperationKind.FAILOVER).exclude(pk__in=before)
                       .order_by("pk").first())
+                if seen is not None and op is not None:
+                    parts.append(failover_parts(killed, beat.ticks, op, seen))
                 if seen is None:
                     self.stdout.write(f"  kill of {writer.port}: no new writer on both nodes within 20 s "
                                       f"({op and op.state}: {op and op.error}; writers now {watch.writers()})")
@@ -636,6 +667,9 @@ class Command(BaseCommand):
             if moves:
                 self.stdout.write(f"  of which the failover operation itself: {summary(moves)}")
             self.stdout.write(f"  under 1 s: {sum(t < 1000 for t in times)} of {len(times)}")
+            for name in (parts[0] if parts else {}):
+                self.stdout.write(f"    {name}: {summary([p[name] for p in parts])} "
+                                  f"(each: {', '.join(f'{p[name]:.0f}' for p in parts)})")
 
     def switch_after_failovers(self, cluster, watch):
         """Switchovers once the killed backends are back: ProxySQL may still have their rows SHUNNED in
