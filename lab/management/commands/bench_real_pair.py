@@ -114,7 +114,18 @@ def failover_parts(killed, ticks, op, seen):
              "planned -> first step (confirm, lock, re-check)": first - created}
     if move is not None and move.started_at and move.finished_at:
         parts["move step (statements, LOAD, SAVE per node)"] = (move.finished_at - move.started_at).total_seconds()
-        parts["move step start -> seen in runtime on both nodes"] = seen - move.started_at.timestamp()
+        # per node, the time its statements took up to its LOAD (the nodes run in parallel): the new writer is
+        # live in that node's runtime from then on, before the SAVE TO DISK that follows it
+        to_load = {}
+        for e in move.executed or []:
+            if isinstance(e, dict) and e.get("node") not in to_load.get("done", set()):
+                to_load[e["node"]] = to_load.get(e["node"], 0.0) + e["ms"] / 1000
+                if e["sql"] == "LOAD MYSQL SERVERS TO RUNTIME":
+                    to_load.setdefault("done", set()).add(e["node"])
+        loaded = max((v for k, v in to_load.items() if k != "done"), default=0.0)
+        parts["kill -> the move's LOAD done on both nodes"] = move.started_at.timestamp() + loaded - killed
+        parts["move step start -> seen by admin reads on both nodes (they wait for the SAVE)"] = \
+            seen - move.started_at.timestamp()
     return {k: v * 1000 for k, v in parts.items()}
 
 
@@ -306,6 +317,7 @@ class WriteProbe:
         self.stop = threading.Event()
         self.samples = {p: [] for p in ports}
         self.errors = {p: [] for p in ports}
+        self.reconnects = {p: [] for p in ports}
         self.threads = [threading.Thread(target=self.run, args=(p,), daemon=True) for p in ports]
 
     def run(self, port):
@@ -316,8 +328,11 @@ class WriteProbe:
                 if conn is None:
                     conn = MySQLdb.connect(host="127.0.0.1", port=port, user=APP_USER, passwd=APP_PASSWORD,
                                            db=APP_SCHEMA, autocommit=True)
+                    connected = time.time()
                     conn.cursor().execute("CREATE TABLE IF NOT EXISTS bench_probe "
                                           "(id INT AUTO_INCREMENT PRIMARY KEY, t DOUBLE)")
+                    # (start, connect ms, first statement ms): a client's reconnection after an error
+                    self.reconnects[port].append((start, (connected - start) * 1000, (time.time() - connected) * 1000))
                     continue
                 conn.cursor().execute("INSERT INTO bench_probe (t) VALUES (%s)", (start,))
             except MySQLdb.Error as exc:
@@ -344,6 +359,13 @@ class WriteProbe:
         return max((ms for samples in self.samples.values() for t, ms in samples
                     if t <= end and t + ms / 1000 >= start), default=0.0)
 
+    def first_write_after(self, t):
+        """When clients were served again after `t` through every node: per node the end of the first write that
+        started after `t` and succeeded (a write ProxySQL held until a writer was back ends then), the latest."""
+        ends = [min((start + ms / 1000 for start, ms in samples if start > t), default=None)
+                for samples in self.samples.values()]
+        return None if None in ends else max(ends)
+
     def all_ms(self):
         return [ms for samples in self.samples.values() for _, ms in samples]
 
@@ -369,6 +391,10 @@ class Command(BaseCommand):
         parser.add_argument("--user", default="bench", help="the operator user the switchover command runs as")
         parser.add_argument("--no-bytecode-cache", action="store_true",
                             help="run the switchover command with this process's PYTHONDONTWRITEBYTECODE, if set")
+        parser.add_argument("--galera-provider-options", default="",
+                            help="with --lab-name: more wsrep_provider_options for that lab, e.g. evs.suspect_timeout=PT2S")
+        parser.add_argument("--proxysql-variable", action="append", default=[], metavar="NAME=VALUE",
+                            help="set a ProxySQL global variable on both nodes before the runs (an experiment)")
         parser.add_argument("--command-nice", type=int, default=0,
                             help="run the switchover command (and its --plan-only control) under nice -n N")
 
@@ -381,7 +407,7 @@ class Command(BaseCommand):
             raise CommandError("sysbench is not installed (Debian: apt-get install sysbench)")
         self.o = {**o, "workdir": workdir}
         self.stdout.write(f"machine: {machine()}")
-        lab = GaleraLab(name=o["lab_name"]) if o["lab_name"] else GaleraLab()
+        lab = GaleraLab(name=o["lab_name"], provider_options=o["galera_provider_options"]) if o["lab_name"] else GaleraLab()
         lab.up()
         nodes = [RealProxySQL(proxysql, workdir, i + 1, a, c) for i, (a, c) in enumerate(zip(ADMIN_PORTS, CLIENT_PORTS))]
         with private_redis():
@@ -394,6 +420,11 @@ class Command(BaseCommand):
             for node in nodes:
                 version = node.start()
                 node.admin(*demo.seed_statements(backend_ports=lab.ports), *APP_STATEMENTS)
+                if o["proxysql_variable"]:  # an experiment on ProxySQL's own settings (printed)
+                    node.admin(*[f"UPDATE global_variables SET variable_value='{v.split('=', 1)[1]}' WHERE "
+                                 f"variable_name='{v.split('=', 1)[0]}'" for v in o["proxysql_variable"]],
+                               "LOAD MYSQL VARIABLES TO RUNTIME")
+                    self.stdout.write(f"ProxySQL :{node.admin_port} variables set: {o['proxysql_variable']}")
             self.stdout.write(f"ProxySQL: {proxysql}, SELECT @@version on admin: {version}")
             lab.heal()
             Sysbench.prepare(lab.ports[0])
@@ -639,6 +670,7 @@ class Command(BaseCommand):
                       .order_by("pk").first())
                 if seen is not None and op is not None:
                     parts.append(failover_parts(killed, beat.ticks, op, seen))
+                    parts[-1]["killed"] = killed  # the clients' side is read at the end (a held write ends later)
                 if seen is None:
                     self.stdout.write(f"  kill of {writer.port}: no new writer on both nodes within 20 s "
                                       f"({op and op.state}: {op and op.error}; writers now {watch.writers()})")
@@ -652,6 +684,21 @@ class Command(BaseCommand):
             probe.__exit__()
             watch.close()
         lab.heal()
+        around = []
+        for p in parts:  # each node's writes and errors from 0.5 s before each kill to 12 s after, kept as JSON
+            at = p["killed"]
+            around.append({"killed": at, "writes": {port: [(t - at, ms) for t, ms in v if at - 0.5 <= t <= at + 12]
+                                                    for port, v in probe.samples.items()},
+                           "errors": {port: [(t - at, e) for t, e in v if at - 0.5 <= t <= at + 12]
+                                      for port, v in probe.errors.items()},
+                           "reconnects": {port: [(t - at, c, q) for t, c, q in v if at - 0.5 <= t <= at + 12]
+                                          for port, v in probe.reconnects.items()}})
+        (Path(self.o["workdir"]) / "failover-writes.json").write_text(json.dumps(around))
+        for p in parts:
+            at = p.pop("killed")
+            served = probe.first_write_after(at)
+            if served is not None:
+                p["kill -> a client's write served again through both nodes"] = (served - at) * 1000
         errors = [e for errs in probe.errors.values() for e in errs]
         self.stdout.write(f"  clients during the kills (write probe through both nodes): {len(probe.all_ms())} writes, "
                           f"{len(errors)} errors ({sorted({e[1][:60] for e in errors})[:3]})")
@@ -667,9 +714,11 @@ class Command(BaseCommand):
             if moves:
                 self.stdout.write(f"  of which the failover operation itself: {summary(moves)}")
             self.stdout.write(f"  under 1 s: {sum(t < 1000 for t in times)} of {len(times)}")
-            for name in (parts[0] if parts else {}):
-                self.stdout.write(f"    {name}: {summary([p[name] for p in parts])} "
-                                  f"(each: {', '.join(f'{p[name]:.0f}' for p in parts)})")
+            for name in dict.fromkeys(k for p in parts for k in p):
+                values = [p[name] for p in parts if name in p]
+                self.stdout.write(f"    {name}: {summary(values)} (each: {', '.join(f'{v:.0f}' for v in values)})"
+                                  + (f"; under 1 s: {sum(v < 1000 for v in values)} of {len(values)}"
+                                     if name.startswith("kill -> ") and name != "kill -> next poll starts" else ""))
 
     def switch_after_failovers(self, cluster, watch):
         """Switchovers once the killed backends are back: ProxySQL may still have their rows SHUNNED in
