@@ -20,6 +20,11 @@ port like the seeds' pair (lab/demo.py), adopts them into the scratch database, 
    in runtime_mysql_servers' writer hostgroup on both ProxySQL nodes (their admin ports polled every 10 ms);
 3. false failovers: the same polling for --quiet-seconds under sysbench through both nodes plus a
    CPU-burning session on the writer.
+Every sysbench transaction is timed (lab/sysbench/oltp_read_write_timed.lua) and placed in the switchover
+command's phases (start+plan, confirm+lock, each step, finish+exit), with the command's CPU and the writer
+hostgroup's connection pool read every 20 ms; raw data in --workdir/timed-N/trace.json. Each failover's time
+is split (the wait for the next poll, the poll round, the plan, the move's LOAD, its SAVE) and the clients'
+side measured: when a write through each node is answered again after the kill.
 Prints the machine, the load average at each phase and ProxySQL's version.
 """
 import json
