@@ -122,6 +122,32 @@ def test_plan_only_and_an_unanswered_prompt_change_nothing(adopted_lab, operator
     assert not Operation.objects.exclude(steps=None).exists()  # nothing was confirmed, no step ever ran
 
 
+def test_the_operation_commands_skip_djangos_system_checks_when_run_from_the_command_line(adopted_lab, operator_user):
+    """The checks load every URLconf (the reports' matplotlib and numpy): about a second of CPU before the plan,
+    taken from the clients when the command runs on a host it shares with ProxySQL or the databases
+    (docs/benchmarks.md, "Against a real ProxySQL 2.7.1 pair"). A failing check shows whether they ran."""
+    import importlib
+
+    from django.core import checks
+
+    def failing(app_configs, **kwargs):
+        return [checks.Error("a check that always fails", id="tests.E001")]
+
+    checks.register(failing)
+    try:
+        for name, args in (("switchover", ["--to", "127.0.0.1:3312"]), ("drain", ["--server", "127.0.0.1:3313"])):
+            out, err = io.StringIO(), io.StringIO()
+            cmd = importlib.import_module(f"apps.operations.management.commands.{name}").Command(stdout=out, stderr=err)
+            with pytest.raises(SystemExit) as exit_:
+                cmd.run_from_argv(["manage.py", name, "galera-lab", *args, "--user", operator_user.username,
+                                   "--plan-only"])
+            assert exit_.value.code == 0, err.getvalue()
+            assert "planned only" in out.getvalue() and "tests.E001" not in err.getvalue()
+    finally:
+        checks.registry.registry.registered_checks.discard(failing)
+    assert writer_port() == 3311
+
+
 def test_failover_on_an_operators_word_refuses_a_live_writer_unless_an_admin_overrides(adopted_lab, operator_user,
                                                                                     admin_user_role):
     cluster, (first, second) = adopted_lab

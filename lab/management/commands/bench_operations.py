@@ -123,12 +123,15 @@ class Beat:
         self.task = poll_backend_shard
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
+        self.ticks = []  # (start, end) of each task, wall clock: where a failover's time went
 
     def run(self):
         try:
             tick = time.monotonic()
             while not self.stop.is_set():
+                start = time.time()
                 self.task(0, 1)
+                self.ticks.append((start, time.time()))
                 tick += 1.0
                 self.stop.wait(max(0.0, tick - time.monotonic()))
         finally:

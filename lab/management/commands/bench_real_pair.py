@@ -20,6 +20,11 @@ port like the seeds' pair (lab/demo.py), adopts them into the scratch database, 
    in runtime_mysql_servers' writer hostgroup on both ProxySQL nodes (their admin ports polled every 10 ms);
 3. false failovers: the same polling for --quiet-seconds under sysbench through both nodes plus a
    CPU-burning session on the writer.
+Every sysbench transaction is timed (lab/sysbench/oltp_read_write_timed.lua) and placed in the switchover
+command's phases (start+plan, confirm+lock, each step, finish+exit), with the command's CPU and the writer
+hostgroup's connection pool read every 20 ms; raw data in --workdir/timed-N/trace.json. Each failover's time
+is split (the wait for the next poll, the poll round, the plan, the move's LOAD, its SAVE) and the clients'
+side measured: when a write through each node is answered again after the kill.
 Prints the machine, the load average at each phase and ProxySQL's version.
 """
 import json
@@ -27,6 +32,7 @@ import logging
 import os
 import random
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -49,6 +55,7 @@ from lab.management.commands.bench_operations import (Beat, PollCounter, _cpu_lo
                                                       private_redis, summary)
 
 REPO = Path(__file__).resolve().parents[3]
+TIMED_SCRIPT = REPO / "lab" / "sysbench" / "oltp_read_write_timed.lua"
 ADMIN_PORTS, CLIENT_PORTS = (16132, 26132), (16133, 26133)  # clear of the demo doubles (16032, 16033)
 WRITER_HG = 100
 # The application's routing, as in the seeds: locking reads and writes to the writer, plain reads to readers.
@@ -79,6 +86,68 @@ mysql_variables=
 
 def loadavg():
     return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def timeline(op, spawned, exited):
+    """The command's phases in wall-clock seconds: [(name, start, end)...], from its spawn to its exit.
+    "start+plan" is Python and Django starting, then the plan's reads (the operation row is written at its end)."""
+    if op is None:
+        return [("command", spawned, exited)]
+    marks = [("start+plan", spawned, op.created_at.timestamp())]
+    last = op.created_at.timestamp()
+    for step in op.steps.order_by("index"):
+        if step.started_at is None or step.finished_at is None:
+            continue
+        start, end = step.started_at.timestamp(), step.finished_at.timestamp()
+        marks.append(("confirm+lock" if step.index == 0 else "between steps", last, start))
+        marks.append((step.key, start, end))
+        last = end
+    marks.append(("finish+exit", last, exited))
+    return [(name, a, b) for name, a, b in marks if b >= a]
+
+
+def failover_parts(killed, ticks, op, seen):
+    """Where a failover's time went, in ms: from the kill to the next poll's start, that poll round until the
+    operation was planned and saved (the poll, the rules, the re-probe, the plan's reads), until its first step
+    (confirm, lock, re-check), its move step (statements, LOAD and SAVE on each node), and from the move's start
+    to both nodes showing the new writer in runtime (10 ms reads)."""
+    tick = next((start for start, end in ticks if start >= killed - 0.001), None) or killed
+    steps = {s.key: s for s in op.steps.all()}
+    created, first = op.created_at.timestamp(), min(s.started_at.timestamp() for s in steps.values() if s.started_at)
+    move = steps.get("move")
+    parts = {"kill -> next poll starts": tick - killed, "poll round -> operation planned": created - tick,
+             "planned -> first step (confirm, lock, re-check)": first - created}
+    if move is not None and move.started_at and move.finished_at:
+        parts["move step (statements, LOAD, SAVE per node)"] = (move.finished_at - move.started_at).total_seconds()
+        # per node, the time its statements took up to its LOAD (the nodes run in parallel): the new writer is
+        # live in that node's runtime from then on, before the SAVE TO DISK that follows it
+        to_load = {}
+        for e in move.executed or []:
+            if isinstance(e, dict) and e.get("node") not in to_load.get("done", set()):
+                to_load[e["node"]] = to_load.get(e["node"], 0.0) + e["ms"] / 1000
+                if e["sql"] == "LOAD MYSQL SERVERS TO RUNTIME":
+                    to_load.setdefault("done", set()).add(e["node"])
+        loaded = max((v for k, v in to_load.items() if k != "done"), default=0.0)
+        parts["kill -> the move's LOAD done on both nodes"] = move.started_at.timestamp() + loaded - killed
+        parts["move step start -> seen by admin reads on both nodes (they wait for the SAVE)"] = \
+            seen - move.started_at.timestamp()
+    return {k: v * 1000 for k, v in parts.items()}
+
+
+def phase_of(t, ms, switches, margin=0.5):
+    """Where a transaction [t, t + ms] spent most of its time: a phase of a command's timeline, "near" (within
+    `margin` s of a command), or "away"."""
+    end = t + ms / 1000
+    best, most = "away", 0.0
+    for s in switches:
+        for name, a, b in s["timeline"]:
+            overlap = min(end, b) - max(t, a)
+            if overlap > most:
+                best, most = name, overlap
+        spawned, exited = s["timeline"][0][1], s["timeline"][-1][2]
+        if best == "away" and spawned - margin <= end and t <= exited + margin:
+            best = "near"
+    return best
 
 
 class RealProxySQL:
@@ -164,11 +233,26 @@ class Sysbench:
     COMMON = ["--mysql-host=127.0.0.1", f"--mysql-user={APP_USER}", f"--mysql-password={APP_PASSWORD}",
               f"--mysql-db={APP_SCHEMA}", "--tables=4", "--table-size=10000", "--db-ps-mode=disable"]
 
-    def __init__(self, ports, seconds, threads):
-        self.procs = [subprocess.Popen(["sysbench", "oltp_read_write", *self.COMMON, f"--mysql-port={p}",
+    def __init__(self, ports, seconds, threads, timed_dir=None):
+        """timed_dir: every transaction's start and latency written there (lab/sysbench/oltp_read_write_timed.lua)."""
+        self.ports, self.timed_dir = ports, timed_dir
+        script = str(TIMED_SCRIPT) if timed_dir else "oltp_read_write"
+        self.procs = [subprocess.Popen(["sysbench", script, *self.COMMON, f"--mysql-port={p}",
                                         f"--threads={threads}", f"--time={seconds}", "--report-interval=1",
                                         "--percentile=99", "run"],
+                                       env={**os.environ, "TIMED_DIR": str(timed_dir or ""), "TIMED_NAME": str(p)},
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for p in ports]
+
+    def transactions(self):
+        """[(start epoch s, latency ms, port)...] of every transaction, from the timed script's files."""
+        out = []
+        for path in Path(self.timed_dir).glob("*.tsv"):
+            port = int(path.name.split("-")[0])
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    t, ms = line.split("\t")
+                    out.append((float(t), float(ms), port))
+        return out
 
     @staticmethod
     def prepare(port):
@@ -197,6 +281,39 @@ class Sysbench:
         return out
 
 
+class PoolSampler:
+    """stats_mysql_connection_pool of every node every `every` s, timestamped: did the new writer's backend
+    connections (ConnOK, ConnFree) have to be opened while clients waited?"""
+
+    def __init__(self, nodes, every=0.02):
+        self.nodes, self.every = nodes, every
+        self.rows = []  # (t, admin port, hostgroup, backend port, status, ConnUsed, ConnFree, ConnOK, ConnERR, Queries)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self):
+        conns = [(n.admin_port, MySQLdb.connect(host="127.0.0.1", port=n.admin_port, user="admin", passwd="admin",
+                                                connect_timeout=2)) for n in self.nodes]
+        while not self.stop.is_set():
+            for port, conn in conns:
+                cur = conn.cursor()
+                t = time.time()
+                cur.execute("SELECT hostgroup, srv_port, status, ConnUsed, ConnFree, ConnOK, ConnERR, Queries "
+                            "FROM stats_mysql_connection_pool")
+                self.rows += [(t, port, int(r[0]), int(r[1]), r[2], *map(int, r[3:])) for r in cur.fetchall()]
+            self.stop.wait(self.every)
+        for _, conn in conns:
+            conn.close()
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+
 class WriteProbe:
     """One autocommit INSERT after another through each ProxySQL node, every query's start and latency kept:
     the longest write a client waited for, and when."""
@@ -205,6 +322,7 @@ class WriteProbe:
         self.stop = threading.Event()
         self.samples = {p: [] for p in ports}
         self.errors = {p: [] for p in ports}
+        self.reconnects = {p: [] for p in ports}
         self.threads = [threading.Thread(target=self.run, args=(p,), daemon=True) for p in ports]
 
     def run(self, port):
@@ -215,8 +333,11 @@ class WriteProbe:
                 if conn is None:
                     conn = MySQLdb.connect(host="127.0.0.1", port=port, user=APP_USER, passwd=APP_PASSWORD,
                                            db=APP_SCHEMA, autocommit=True)
+                    connected = time.time()
                     conn.cursor().execute("CREATE TABLE IF NOT EXISTS bench_probe "
                                           "(id INT AUTO_INCREMENT PRIMARY KEY, t DOUBLE)")
+                    # (start, connect ms, first statement ms): a client's reconnection after an error
+                    self.reconnects[port].append((start, (connected - start) * 1000, (time.time() - connected) * 1000))
                     continue
                 conn.cursor().execute("INSERT INTO bench_probe (t) VALUES (%s)", (start,))
             except MySQLdb.Error as exc:
@@ -243,6 +364,13 @@ class WriteProbe:
         return max((ms for samples in self.samples.values() for t, ms in samples
                     if t <= end and t + ms / 1000 >= start), default=0.0)
 
+    def first_write_after(self, t):
+        """When clients were served again after `t` through every node: per node the end of the first write that
+        started after `t` and succeeded (a write ProxySQL held until a writer was back ends then), the latest."""
+        ends = [min((start + ms / 1000 for start, ms in samples if start > t), default=None)
+                for samples in self.samples.values()]
+        return None if None in ends else max(ends)
+
     def all_ms(self):
         return [ms for samples in self.samples.values() for _, ms in samples]
 
@@ -266,6 +394,14 @@ class Command(BaseCommand):
         parser.add_argument("--lab-name", help="a named Galera lab of its own (bin/lab galera --name NAME) instead of "
                                                 "the default one, e.g. while the test suite uses that")
         parser.add_argument("--user", default="bench", help="the operator user the switchover command runs as")
+        parser.add_argument("--no-bytecode-cache", action="store_true",
+                            help="run the switchover command with this process's PYTHONDONTWRITEBYTECODE, if set")
+        parser.add_argument("--galera-provider-options", default="",
+                            help="with --lab-name: more wsrep_provider_options for that lab, e.g. evs.suspect_timeout=PT2S")
+        parser.add_argument("--proxysql-variable", action="append", default=[], metavar="NAME=VALUE",
+                            help="set a ProxySQL global variable on both nodes before the runs (an experiment)")
+        parser.add_argument("--command-nice", type=int, default=0,
+                            help="run the switchover command (and its --plan-only control) under nice -n N")
 
     def handle(self, proxysql, workdir, **o):
         for noisy in ("apps.monitoring.rounds", "apps.operations.rules"):  # a line per poll otherwise
@@ -274,9 +410,9 @@ class Command(BaseCommand):
             raise CommandError(f"{proxysql!r} is not an executable ProxySQL binary")
         if not shutil.which("sysbench"):
             raise CommandError("sysbench is not installed (Debian: apt-get install sysbench)")
-        self.o = o
+        self.o = {**o, "workdir": workdir}
         self.stdout.write(f"machine: {machine()}")
-        lab = GaleraLab(name=o["lab_name"]) if o["lab_name"] else GaleraLab()
+        lab = GaleraLab(name=o["lab_name"], provider_options=o["galera_provider_options"]) if o["lab_name"] else GaleraLab()
         lab.up()
         nodes = [RealProxySQL(proxysql, workdir, i + 1, a, c) for i, (a, c) in enumerate(zip(ADMIN_PORTS, CLIENT_PORTS))]
         with private_redis():
@@ -284,10 +420,16 @@ class Command(BaseCommand):
 
     def bench(self, lab, nodes, proxysql):
         o = self.o
+        self.nodes, self.runs = nodes, 0
         try:
             for node in nodes:
                 version = node.start()
                 node.admin(*demo.seed_statements(backend_ports=lab.ports), *APP_STATEMENTS)
+                if o["proxysql_variable"]:  # an experiment on ProxySQL's own settings (printed)
+                    node.admin(*[f"UPDATE global_variables SET variable_value='{v.split('=', 1)[1]}' WHERE "
+                                 f"variable_name='{v.split('=', 1)[0]}'" for v in o["proxysql_variable"]],
+                               "LOAD MYSQL VARIABLES TO RUNTIME")
+                    self.stdout.write(f"ProxySQL :{node.admin_port} variables set: {o['proxysql_variable']}")
             self.stdout.write(f"ProxySQL: {proxysql}, SELECT @@version on admin: {version}")
             lab.heal()
             Sysbench.prepare(lab.ports[0])
@@ -316,8 +458,13 @@ class Command(BaseCommand):
         control, which costs the machine the same CPU without switching."""
         seconds = self.o["seconds"]
         self.stdout.write(f"{label}: load average {loadavg()} at the start")
-        bench = Sysbench(CLIENT_PORTS, seconds, self.o["threads"])
+        self.runs += 1
+        timed_dir = Path(self.o["workdir"]) / f"timed-{self.runs}"
+        shutil.rmtree(timed_dir, ignore_errors=True)
+        timed_dir.mkdir(parents=True)
+        bench = Sysbench(CLIENT_PORTS, seconds, self.o["threads"], timed_dir)
         switches = []
+        pools = PoolSampler(self.nodes).__enter__()
         probe = WriteProbe(CLIENT_PORTS).__enter__()
         if switch:
             cluster = self.cluster
@@ -331,9 +478,12 @@ class Command(BaseCommand):
                 result = self.switch(cluster, target, plan_only)
                 result["probe_command_ms"] = probe.worst(began, time.time())
                 result["probe_hold_ms"] = probe.worst(*result["window"]) if result["window"] else None
+                result["load"] = os.getloadavg()[0]
                 switches.append(result)
         results = bench.results()
         probe.__exit__()
+        pools.__exit__()
+        self.place_worst(label, bench.transactions(), switches, pools.rows, probe, timed_dir)
         values = probe.all_ms()
         errors = sum(len(e) for e in probe.errors.values())
         self.stdout.write(f"  write probe (one autocommit INSERT after another through each node): {len(values)} "
@@ -349,11 +499,81 @@ class Command(BaseCommand):
                               + (f", errors: {r['fatal']}" if r["exit"] or r["fatal"] else ""))
         return results, switches
 
+    def place_worst(self, label, transactions, switches, pool_rows, probe, timed_dir, top=8):
+        """Every sysbench transaction set against the command's phases: the worst ones placed, the slow ones
+        counted per phase, the new writer's backend connections around the move; raw data kept as JSON."""
+        if not transactions:
+            self.stdout.write("  (no timed transactions)")
+            return
+        ms_sorted = sorted(ms for _, ms, _ in transactions)
+        self.stdout.write(f"  timed transactions: {len(transactions)}, max {ms_sorted[-1]:.1f} ms, p99 "
+                          f"{pct(ms_sorted, 99):.1f}, p99.9 {pct(ms_sorted, 99.9):.1f} ms")
+        for t, ms, port in sorted(transactions, key=lambda x: -x[1])[:top]:
+            where = phase_of(t, ms, switches)
+            near = min(switches, key=lambda s: abs(s["timeline"][0][1] - t), default=None)
+            offset = f", {(t - near['timeline'][0][1]) * 1000:+.0f} ms from the nearest command's spawn" if near else ""
+            self.stdout.write(f"    {ms:7.1f} ms through :{port} at {time.strftime('%H:%M:%S', time.gmtime(t))}"
+                              f"{f'{t % 1:.3f}'[1:]}: {where}{offset}; load {os.getloadavg()[0]:.1f}")
+        if switches:
+            self.stdout.write(f"    the command's CPU (user+sys) {summary([s['cpu_ms'] for s in switches])}, wall clock "
+                              f"{summary([s['wall_ms'] for s in switches])}")
+        seconds, slow = {}, {}
+        for s in switches:
+            for name, a, b in s["timeline"]:
+                seconds[name] = seconds.get(name, 0.0) + (b - a)
+        for threshold in (50, 100, 200):
+            counts = {}
+            for t, ms, _ in transactions:
+                if ms > threshold:
+                    where = phase_of(t, ms, switches)
+                    counts[where] = counts.get(where, 0) + 1
+            slow[threshold] = counts
+            self.stdout.write(f"    transactions over {threshold} ms by phase: " + ", ".join(
+                f"{k} {v}" + (f" in {seconds[k]:.2f} s" if k in seconds else "") for k, v in sorted(counts.items())))
+        # the new writer's backend connections in the writer hostgroup around each move
+        for s in switches:
+            move = next(((a, b) for name, a, b in s["timeline"] if name == "move"), None)
+            if move is None:
+                continue
+            for node in self.nodes:
+                rows = [r for r in pool_rows if r[1] == node.admin_port and r[2] == WRITER_HG and r[3] == s["to"]]
+                before = [r for r in rows if r[0] <= move[0]]
+                after = [r for r in rows if move[1] <= r[0] <= move[1] + 1.0]
+                if before and after:
+                    b, a = before[-1], after[-1]
+                    s.setdefault("pool", []).append(
+                        f":{node.admin_port} free {b[6]}->{a[6]} ConnOK +{a[7] - b[7]} ConnERR +{a[8] - b[8]}")
+            if s.get("pool"):
+                self.stdout.write(f"    switch to {s['to']}: new writer in hg {WRITER_HG}, last sample before the move "
+                                  f"-> 1 s after: {'; '.join(s['pool'])}")
+        (timed_dir / "trace.json").write_text(json.dumps({
+            "label": label, "switches": [{k: v for k, v in s.items()} for s in switches],
+            "slow": [x for x in transactions if x[1] > 20], "slow_by_phase": slow,
+            "probe": {str(p): v for p, v in probe.samples.items()},
+            "pool": [r for r in pool_rows if r[2] == WRITER_HG]}, default=str))
+
+    def command_env(self):
+        """The command's environment. With --no-bytecode-cache as this process has it (PYTHONDONTWRITEBYTECODE set:
+        every project module compiled again by each command); by default bytecode is cached, under var/bench/, as
+        on an operator's host where the installed code has its .pyc files."""
+        env = dict(os.environ)
+        if not self.o["no_bytecode_cache"]:
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["PYTHONPYCACHEPREFIX"] = str(REPO / "var" / "bench" / "pycache")
+        return env
+
     def switch(self, cluster, target, plan_only=False):
         """One switchover through the operator's command, in a process of its own as a runbook runs it."""
         cmd = [sys.executable, "manage.py", "switchover", cluster.name, "--to", f"{target.hostname}:{target.port}",
                "--user", self.o["user"], "--lower-autoinc", "--yes", "--json", *(["--plan-only"] if plan_only else [])]
-        done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+        if self.o["command_nice"]:
+            cmd = ["nice", "-n", str(self.o["command_nice"]), *cmd]
+        cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+        spawned = time.time()
+        done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=self.command_env())
+        exited = time.time()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)  # only the command: sysbench is not reaped yet
+        cpu_ms = (after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime) * 1000
         events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
         outcome = next((e for e in events if e.get("event") == "outcome"), {})
         op = Operation.objects.filter(pk=outcome.get("operation")).first()
@@ -370,7 +590,8 @@ class Command(BaseCommand):
         result = {"exit": done.returncode, "state": outcome.get("state"), "error": outcome.get("error"),
                   "timings": outcome.get("timings") or {}, "hold_ms": hold, "to": target.port,
                   "between_steps_ms": None if hold is None else hold - inside, "load_ms": loads or [],
-                  "window": window}
+                  "window": window, "timeline": timeline(op, spawned, exited), "plan_only": plan_only,
+                  "cpu_ms": cpu_ms, "wall_ms": (exited - spawned) * 1000}
         if done.returncode:
             self.stdout.write(f"  switchover to {target.port}: exit {done.returncode}, {result['state']}: "
                               f"{result['error']} {done.stderr[-500:]}")
@@ -433,7 +654,7 @@ class Command(BaseCommand):
         interval = getattr(cluster, "backend_poll_interval_s", None) or cluster.poll_interval_s
         watch = WriterWatch(nodes)
         rng = random.Random()
-        times, moves, loads, after = [], [], [], []
+        times, moves, loads, after, parts = [], [], [], [], []
         # clients through both nodes during each kill, so that ProxySQL meets the dead writer itself (and shuns it)
         probe = WriteProbe(CLIENT_PORTS).__enter__()
         try:
@@ -442,7 +663,7 @@ class Command(BaseCommand):
                 live.client().flushdb()
                 writer = switchover.current_writer(cluster).server
                 before = set(Operation.objects.filter(kind=OperationKind.FAILOVER).values_list("pk", flat=True))
-                with Beat():
+                with Beat() as beat:
                     time.sleep(2.5 + rng.uniform(0, interval))
                     loads.append(os.getloadavg()[0])
                     killed = time.time()
@@ -452,6 +673,9 @@ class Command(BaseCommand):
                     after.append(watch.not_online())
                 op = (Operation.objects.filter(kind=OperationKind.FAILOVER).exclude(pk__in=before)
                       .order_by("pk").first())
+                if seen is not None and op is not None:
+                    parts.append(failover_parts(killed, beat.ticks, op, seen))
+                    parts[-1]["killed"] = killed  # the clients' side is read at the end (a held write ends later)
                 if seen is None:
                     self.stdout.write(f"  kill of {writer.port}: no new writer on both nodes within 20 s "
                                       f"({op and op.state}: {op and op.error}; writers now {watch.writers()})")
@@ -465,6 +689,21 @@ class Command(BaseCommand):
             probe.__exit__()
             watch.close()
         lab.heal()
+        around = []
+        for p in parts:  # each node's writes and errors from 0.5 s before each kill to 12 s after, kept as JSON
+            at = p["killed"]
+            around.append({"killed": at, "writes": {port: [(t - at, ms) for t, ms in v if at - 0.5 <= t <= at + 12]
+                                                    for port, v in probe.samples.items()},
+                           "errors": {port: [(t - at, e) for t, e in v if at - 0.5 <= t <= at + 12]
+                                      for port, v in probe.errors.items()},
+                           "reconnects": {port: [(t - at, c, q) for t, c, q in v if at - 0.5 <= t <= at + 12]
+                                          for port, v in probe.reconnects.items()}})
+        (Path(self.o["workdir"]) / "failover-writes.json").write_text(json.dumps(around))
+        for p in parts:
+            at = p.pop("killed")
+            served = probe.first_write_after(at)
+            if served is not None:
+                p["kill -> a client's write served again through both nodes"] = (served - at) * 1000
         errors = [e for errs in probe.errors.values() for e in errs]
         self.stdout.write(f"  clients during the kills (write probe through both nodes): {len(probe.all_ms())} writes, "
                           f"{len(errors)} errors ({sorted({e[1][:60] for e in errors})[:3]})")
@@ -480,6 +719,11 @@ class Command(BaseCommand):
             if moves:
                 self.stdout.write(f"  of which the failover operation itself: {summary(moves)}")
             self.stdout.write(f"  under 1 s: {sum(t < 1000 for t in times)} of {len(times)}")
+            for name in dict.fromkeys(k for p in parts for k in p):
+                values = [p[name] for p in parts if name in p]
+                self.stdout.write(f"    {name}: {summary(values)} (each: {', '.join(f'{v:.0f}' for v in values)})"
+                                  + (f"; under 1 s: {sum(v < 1000 for v in values)} of {len(values)}"
+                                     if name.startswith("kill -> ") and name != "kill -> next poll starts" else ""))
 
     def switch_after_failovers(self, cluster, watch):
         """Switchovers once the killed backends are back: ProxySQL may still have their rows SHUNNED in
