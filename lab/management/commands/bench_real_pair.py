@@ -400,6 +400,12 @@ class Command(BaseCommand):
                             help="with --lab-name: more wsrep_provider_options for that lab, e.g. evs.suspect_timeout=PT2S")
         parser.add_argument("--proxysql-variable", action="append", default=[], metavar="NAME=VALUE",
                             help="set a ProxySQL global variable on both nodes before the runs (an experiment)")
+        parser.add_argument("--pause-at", action="append", default=[], choices=["wait_drain", "move", "verify", "save", "autoinc_restore"],
+                            help="instead of the timings: a switchover with the second node SIGSTOPped at this step, "
+                                 "then resumed (lab/real_pair_pause.py); repeat for several runs")
+        parser.add_argument("--pause-seconds", type=float, default=5.0, help="how long the node stays stopped")
+        parser.add_argument("--pause-drain-timeout-ms", type=int, default=20000,
+                            help="the paused switchover's --drain-timeout-ms")
         parser.add_argument("--command-nice", type=int, default=0,
                             help="run the switchover command (and its --plan-only control) under nice -n N")
 
@@ -432,6 +438,12 @@ class Command(BaseCommand):
                     self.stdout.write(f"ProxySQL :{node.admin_port} variables set: {o['proxysql_variable']}")
             self.stdout.write(f"ProxySQL: {proxysql}, SELECT @@version on admin: {version}")
             lab.heal()
+            if o["pause_at"]:
+                from lab.real_pair_pause import run_pauses
+
+                self.ensure_user()
+                run_pauses(self, self.adopt(nodes), nodes)
+                return
             Sysbench.prepare(lab.ports[0])
             cluster = self.adopt(nodes)
             if "switchovers" not in o["skip"]:

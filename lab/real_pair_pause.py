@@ -1,0 +1,225 @@
+"""A real ProxySQL node paused mid-switchover (issue 9, done-when): bin/bench-real-pair PATH --pause-at STEP.
+
+Against the real pair started by bench_real_pair (no client load), for each --pause-at STEP in turn:
+writer sessions are pinned through both nodes (a user variable: ProxySQL keeps their backend connection),
+so the switchover's drain waits; `manage.py switchover ... --yes --json` runs as the operator runs it; the
+second ProxySQL process is SIGSTOPped
+- wait_drain: while the drain waits on it (the drain step has set the old writer OFFLINE_SOFT and
+  auto_increment_delay_multiplex to 0 there);
+- a later step (move, verify, save, autoinc_restore): the pins are released while the drain waits, and the
+  node is stopped as soon as that step has started (the operation's steps polled every millisecond: where
+  the stop really landed is printed, with what the node had taken);
+kept stopped --pause-seconds (longer than the client's read timeout), then SIGCONTed. Printed: the operation's
+end state and message, its PendingRollback rows, each node's runtime rows and managed variables right after
+the resume, then after the product's own retry (rollbacks.retry_due(), what beat calls every 2 s, called
+every 2 s here from the command's end), drift against the inventory and between the nodes, and whether a
+further switchover is accepted and done. No SQL is typed by hand at the nodes: only reads.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import MySQLdb
+
+from apps.fleet.drift import AUTOINC, cluster_drift
+from apps.operations import rollbacks, switchover
+from apps.operations.models import Operation, PendingRollback
+from apps.fleet.models import Server
+from lab import demo
+from lab.galera import APP_PASSWORD, APP_USER
+
+RETRY_EVERY_S = 2  # as beat schedules rollbacks.retry_due()
+
+
+def pin(client_port):
+    """A client session through this node that keeps its writer backend connection (multiplexing off)."""
+    conn = MySQLdb.connect(host="127.0.0.1", port=client_port, user=APP_USER, passwd=APP_PASSWORD, autocommit=True)
+    conn.cursor().execute("SET @pinned_by_bench=1")
+    return conn
+
+
+def state_of(node, hostgroups):
+    """What a node holds at runtime: its cluster rows (hg, port, status, weight) and the managed variable."""
+    try:
+        rows = demo.admin_sql(node.admin_port, "SELECT hostgroup_id, port, status, weight FROM runtime_mysql_servers "
+                                               "ORDER BY hostgroup_id, port")
+        autoinc = demo.admin_sql(node.admin_port, "SELECT variable_value FROM runtime_global_variables "
+                                                  f"WHERE variable_name='{AUTOINC}'")
+    except MySQLdb.Error as exc:
+        return f"not readable: {exc}"
+    rows = [f"{hg}:{port} {status} w{weight}" for hg, port, status, weight in rows if int(hg) in hostgroups]
+    unloaded = demo.admin_sql(
+        node.admin_port, "SELECT COUNT(*) FROM (SELECT hostgroup_id, hostname, port, weight, comment FROM mysql_servers "
+        "EXCEPT SELECT hostgroup_id, hostname, port, weight, comment FROM runtime_mysql_servers)")[0][0]
+    memory = demo.admin_sql(node.admin_port, f"SELECT variable_value FROM global_variables WHERE variable_name='{AUTOINC}'")
+    return (f"{AUTOINC}={autoinc[0][0]} (memory {memory[0][0]}); " + ", ".join(rows)
+            + f"; memory rows not at runtime: {unloaded}")
+
+
+def steps_now(op):
+    return ", ".join(f"{s.key} {s.state}" for s in op.steps.order_by("index")) if op else "no operation yet"
+
+
+class PauseRun:
+    def __init__(self, bench, cluster, nodes, pause_at):
+        self.bench, self.cluster, self.nodes, self.pause_at = bench, cluster, nodes, pause_at
+        self.o = bench.o
+        self.out = bench.stdout.write
+        self.paused = nodes[1]
+        self.hostgroups = set(cluster.hostgroup_ids())
+
+    def command(self, target):
+        cmd = [sys.executable, "manage.py", "switchover", self.cluster.name, "--to", f"{target.hostname}:{target.port}",
+               "--user", self.o["user"], "--lower-autoinc", "--drain-timeout-ms", str(self.o["pause_drain_timeout_ms"]),
+               "--yes", "--json"]
+        return subprocess.Popen(cmd, cwd=self.bench_repo(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=self.bench.command_env())
+
+    @staticmethod
+    def bench_repo():
+        from lab.management.commands.bench_real_pair import REPO
+        return REPO
+
+    def operation_after(self, last_pk):
+        return Operation.objects.filter(cluster=self.cluster, pk__gt=last_pk).order_by("pk").first()
+
+    def wait_for_step(self, last_pk, test, timeout=30.0, every=0.005):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            op = self.operation_after(last_pk)
+            if op is not None:
+                steps = {s.key: s for s in op.steps.all()}
+                if test(steps):
+                    return op
+                if op.state in ("done", "failed", "rolled_back", "rollback_pending", "refused", "expired"):
+                    return op
+            time.sleep(every)
+        return None
+
+    def run(self):
+        out, node = self.out, self.paused
+        writer = switchover.current_writer(self.cluster).server
+        target = Server.objects.filter(cluster=self.cluster).exclude(pk=writer.pk).order_by("port").first()
+        out(f"-- pause at {self.pause_at}: switchover {writer.port} -> {target.port}, ProxySQL :{node.admin_port} "
+            f"(pid {node.proc.pid}) stopped for {self.o['pause_seconds']} s; load average "
+            f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        pins = [pin(n.client_port) for n in self.nodes]
+        used = [demo.admin_sql(n.admin_port, "SELECT SUM(ConnUsed) FROM stats_mysql_connection_pool "
+                                             f"WHERE hostgroup={self.cluster.writer_hostgroup} AND srv_port={writer.port}")[0][0]
+                for n in self.nodes]
+        out(f"   pinned writer sessions: ConnUsed of {writer.port} in hg {self.cluster.writer_hostgroup} per node {used}")
+        last_pk = Operation.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+        started = time.time()
+        proc = self.command(target)
+        stopped_at = resumed_at = None
+        try:
+            op = self.wait_for_step(last_pk, lambda s: "wait_drain" in s and s["wait_drain"].state == "running")
+            if op is None or op.state != "running":
+                out(f"   the drain wait never ran: {op and op.state}: {op and op.error}")
+                return
+            if self.pause_at == "wait_drain":
+                time.sleep(0.3)  # the drain probe has read this node a few times
+                os.kill(node.proc.pid, signal.SIGSTOP)
+                for c in pins:  # the other node drains now; the paused one cannot answer the probe
+                    c.close()
+                pins = []
+            else:
+                for c in pins:
+                    c.close()
+                pins = []
+                at = self.pause_at
+                op = self.wait_for_step(last_pk, lambda s: at in s and s[at].state != "pending", every=0.001)
+                os.kill(node.proc.pid, signal.SIGSTOP)
+            stopped_at = time.time()
+            out(f"   SIGSTOP at +{(stopped_at - started) * 1000:.0f} ms from the command's spawn; steps then: "
+                f"{steps_now(op)}")
+            tries = []
+            stdout, stderr = None, None
+            while time.time() < stopped_at + self.o["pause_seconds"]:
+                if stdout is None and proc.poll() is not None:
+                    stdout, stderr = proc.communicate()
+                    out(f"   command exited {proc.returncode} at +{(time.time() - stopped_at) * 1000:.0f} ms after "
+                        f"the SIGSTOP, node still stopped")
+                if stdout is not None:  # the beat's retry runs meanwhile, as it would
+                    tries += [(time.time() - stopped_at, r) for r in rollbacks.retry_due()]
+                time.sleep(RETRY_EVERY_S if stdout is not None else 0.05)
+            os.kill(node.proc.pid, signal.SIGCONT)
+            resumed_at = time.time()
+            if stdout is None:
+                stdout, stderr = proc.communicate(timeout=120)
+                out(f"   command exited {proc.returncode} {time.time() - stopped_at:.1f} s after the SIGSTOP "
+                    f"(node resumed)")
+            for at, r in tries:
+                out(f"   retry (beat) at +{at:.1f} s while stopped: {r}")
+        finally:
+            if resumed_at is None and stopped_at is not None:
+                os.kill(node.proc.pid, signal.SIGCONT)
+            for c in pins:
+                c.close()
+            if proc.poll() is None:
+                proc.wait(120)
+        events = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+        outcome = next((e for e in events if e.get("event") == "outcome"), {})
+        op = Operation.objects.get(pk=outcome["operation"]) if outcome.get("operation") else op
+        op.refresh_from_db()
+        out(f"   operation #{op.pk}: {op.state}: {op.error or '(no message)'}")
+        out("   steps: " + "; ".join(f"{s.key} {s.state}" for s in op.steps.order_by("index")))
+        for s in op.steps.order_by("index"):
+            taken = [e["sql"] for e in s.executed or [] if isinstance(e, dict) and e.get("node") == "real2"]
+            if s.state in ("failed", "running") or s.detail.get("rollback_pending_on"):
+                out(f"   step {s.key} ({s.state}) on real2: statements answered {taken}")
+        if stderr.strip():
+            out(f"   command stderr: {stderr.strip()[-400:]}")
+        self.report_pending(op)
+        self.report_nodes("right after the SIGCONT")
+        # the product's own retry, as beat runs it every 2 s, until nothing is pending or 60 s have passed
+        deadline = time.time() + 60
+        while rollbacks.open_rows(self.cluster).exists() and time.time() < deadline:
+            for r in rollbacks.retry_due():
+                out(f"   retry (beat) at +{time.time() - resumed_at:.1f} s after the SIGCONT: {r}")
+            time.sleep(RETRY_EVERY_S)
+        op.refresh_from_db()
+        out(f"   then operation #{op.pk}: {op.state}: {op.error or '(no message)'}")
+        self.report_pending(op)
+        self.report_nodes("after the product's retry")
+        consistent = self.report_drift()
+        result = self.bench.switch(self.cluster, Server.objects.filter(cluster=self.cluster).exclude(
+            pk=switchover.current_writer(self.cluster).server.pk).order_by("port").first())
+        out(f"   a further switchover to {result['to']}: {result['state']}"
+            + (f" ({result['error']})" if result["error"] else "") + f", exit {result['exit']}")
+        self.report_nodes("after the further switchover")
+        consistent = self.report_drift() and consistent
+        return {"pause_at": self.pause_at, "state": op.state, "consistent": consistent, "next": result["state"]}
+
+    def report_pending(self, op):
+        for row in PendingRollback.objects.filter(operation=op).select_related("node").order_by("pk"):
+            out = self.out
+            out(f"   PendingRollback #{row.pk} on {row.node.name}: {row.state}, {row.attempts} tries, "
+                f"{len(row.statements)} still to run, {len(row.ran)} ran"
+                + (f"; resolution: {row.resolution}" if row.resolution else "")
+                + (f"; last error: {row.last_error}" if row.last_error else ""))
+            for s in row.statements:
+                out(f"      to run: [{s['step']}] {s['sql']}")
+
+    def report_nodes(self, when):
+        for n in self.nodes:
+            self.out(f"   {when}, :{n.admin_port} runtime: {state_of(n, self.hostgroups)}")
+
+    def report_drift(self):
+        drift = cluster_drift(self.cluster)
+        for n in drift.nodes:
+            self.out(f"   drift {n.node_name}: " + ("in sync with the inventory" if n.in_sync else
+                     f"error {n.error!r}; rows {[(d.hostgroup_id, d.port, d.field, d.intended, d.runtime) for d in n.differences]}; "
+                     f"variables {[(v.name, v.intended, v.runtime) for v in n.variables]}"))
+        self.out(f"   between the nodes: {drift.between_nodes or 'no difference'}; consistent: {drift.in_sync}")
+        return drift.in_sync
+
+
+def run_pauses(bench, cluster, nodes):
+    results = [PauseRun(bench, cluster, nodes, at).run() for at in bench.o["pause_at"]]
+    bench.stdout.write("pause mid-switchover, summary: " + "; ".join(
+        f"at {r['pause_at']}: {r['state']}, nodes consistent {r['consistent']}, next switchover {r['next']}"
+        for r in results if r))
