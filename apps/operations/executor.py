@@ -61,6 +61,8 @@ class Run:
         self.backends = {}
         self.last_beat = 0.0
         self.others_before = {}  # the other clusters' rows on shared ProxySQL nodes, as the run started
+        self.unfinished = {}  # {node_id: ...}: statements past the point of no return a node did not take
+        self.refused = []  # the errors of nodes that refused a statement past the point of no return
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix=f"operation-{operation.pk}")
         self.secrets = self._load_secrets()
 
@@ -132,6 +134,41 @@ class Run:
         for done, error in results:
             if error is not None:
                 raise error
+
+    def run_past_no_return(self, step, executed, detail):
+        """A ProxySQL step after the point of no return: the nodes that answer take their statements; a node
+        that does not keeps the rest of them, and those of every later step, for later (rollbacks.py retries
+        them as it does a pending rollback) while the operation goes on: the inventory must record what the
+        other nodes now do. A node that answers with a refusal is not retried (it would refuse again): the
+        operation goes on and ends failed with its error (self.refused), for the operator to repair the node."""
+        def on_node(item):
+            node_id, spec = item
+            done = []
+            for sql in spec["sql"]:
+                start = time.monotonic()
+                try:
+                    self.send(node_id, sql, step.key)
+                except ClientError as exc:
+                    return done, spec["sql"][len(done):], exc
+                done.append({"node": spec.get("name", node_id), "sql": sql,
+                             "ms": round((time.monotonic() - start) * 1000, 2)})
+            return done, [], None
+
+        for node_id in step.nodes:
+            self.admin(node_id)  # built here: node threads never touch the database
+        answering = {n: spec for n, spec in step.nodes.items() if n not in self.unfinished}
+        for node_id, spec in step.nodes.items():
+            if node_id in self.unfinished:
+                self.unfinished[node_id]["statements"] += [{"step": step.key, "sql": sql} for sql in spec["sql"]]
+        for (node_id, spec), (done, left, error) in zip(answering.items(), self.pool.map(on_node, answering.items())):
+            executed.extend(done)
+            if left and not error.retryable:
+                self.refused.append(str(error))
+            elif left:
+                self.unfinished[node_id] = {"name": spec.get("name", node_id), "error": str(error),
+                                            "statements": [{"step": step.key, "sql": sql} for sql in left]}
+        if self.unfinished:
+            detail["pending_on"] = [p["name"] for p in self.unfinished.values()]
 
     def connect_all(self, strict=True):
         """Open every node's admin connection, and the backends' the plan talks to, up front and in
@@ -348,7 +385,9 @@ class Run:
     def execute_step(self, step, row):
         executed, detail = [], {}
         try:
-            if step.kind == PROXYSQL:
+            if step.kind == PROXYSQL and self.op.point_of_no_return:
+                self.run_past_no_return(step, executed, detail)
+            elif step.kind == PROXYSQL:
                 self.run_proxysql(step, executed)
             elif step.kind == WAIT_DRAIN:
                 self.wait_drain(step, executed, detail)
@@ -511,8 +550,15 @@ def _finish(op, runner, rows, error, started):
     waited = sum(timings.get(k, 0) for k in ("wait_drain", "catch_up"))
     timings.update(total_ms=_ms(started), waiting_ms=round(waited, 2), overhead_ms=round(_ms(started) - waited, 2),
                    recheck_ms=getattr(runner, "recheck_ms", None))
-    pending = {}
-    if error is None:
+    pending = dict(getattr(runner, "unfinished", None) or {})  # nodes that missed steps past the point of no return
+    if error is None and getattr(runner, "refused", None):
+        error = "; ".join(runner.refused)
+    if error is None and pending:  # done everywhere else; retried like a rollback, then done (rollbacks.py)
+        state = OperationState.ROLLBACK_PENDING
+        error = "done on the other nodes; FINISH PENDING on " + "; ".join(
+            f"{p['name']} ({len(p['statements'])} statement(s) past the point of no return not taken: {p['error']})"
+            for p in pending.values())
+    elif error is None:
         state = OperationState.DONE
     elif op.point_of_no_return:
         state = OperationState.FAILED

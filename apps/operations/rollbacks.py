@@ -1,7 +1,8 @@
 """Rollbacks a ProxySQL node did not take: kept per node (PendingRollback) and retried until it answers.
 
 When an operation rolls back and a node stops answering part-way, the statements that node did not take
-are stored, in order, and the operation stays `rollback_pending` (a banner on the fleet and cluster
+are stored, in order, and the operation stays `rollback_pending` (likewise for a node that misses the steps
+after the point of no return: its statements are finished the same way, and the operation ends `done`) (a banner on the fleet and cluster
 pages names it). retry_due() (beat, every 2 s) retries a node as soon as its last poll says it answers
 again, otherwise with backoff (1, 2, 4 ... 30 s); run_now() is the operator's button. Every try is
 audited, success or failure with the node's error. When every node has taken its statements the
@@ -257,19 +258,22 @@ def resolve_by_repair(repair_op, node_ids):
 
 
 def finish_if_resolved(op):
-    """The operation ends rolled_back once none of its nodes has anything pending."""
+    """The operation ends rolled_back once none of its nodes has anything pending; done if what was pending
+    were the statements past its point of no return (the executor never rolls back past it)."""
     if open_rows().filter(operation=op).exists():
         return
     resolution = "; ".join(f"{r.node.name}: {r.resolution}" for r in op.pending_rollbacks.select_related("node"))
     op.refresh_from_db()
+    forward = op.point_of_no_return
+    state = OperationState.DONE if forward else OperationState.ROLLED_BACK
+    ended = "finished on every node" if forward else "rollback completed"
     with transaction.atomic():
         if not Operation.objects.filter(pk=op.pk, state=OperationState.ROLLBACK_PENDING).update(
-                state=OperationState.ROLLED_BACK, finished_at=timezone.now(),
-                error=f"{op.error}; rollback completed ({resolution})"):
+                state=state, finished_at=timezone.now(), error=f"{op.error}; {ended} ({resolution})"):
             return
-        record(f"{op.kind} {OperationState.ROLLED_BACK}", user=op.requested_by, rule=None if op.requested_by else op.actor,
-               cluster=op.cluster, target=op.title, outcome="failure",
-               details={"operation": op.pk, "state": OperationState.ROLLED_BACK, "resolution": resolution})
+        record(f"{op.kind} {state}", user=op.requested_by, rule=None if op.requested_by else op.actor,
+               cluster=op.cluster, target=op.title, outcome="success" if forward else "failure",
+               details={"operation": op.pk, "state": state, "resolution": resolution})
 
 
 def banner(cluster=None):

@@ -5,6 +5,8 @@ statements that would undo that change). In-process: the second double refuses t
 statements (LAB FAIL_STATEMENTS) or hangs; the fault tests pause a double under real Celery workers."""
 import pytest
 from django.test import Client
+
+from lab import demo
 from django.urls import reverse
 from django.utils import timezone
 
@@ -171,3 +173,36 @@ def test_run_now_button_and_banners(adopted_lab, operator_user, viewer_user, liv
     assert event.actor == "otto-operator" and event.outcome == "success"
     assert 'id="pending-rollbacks"' not in viewer_client.get(cluster.get_absolute_url()).content.decode()
     assert HostgroupMembership.objects.get(hostgroup_id=100).server.port == 3311
+
+
+def test_a_node_that_misses_the_steps_after_the_point_of_no_return_finishes_them_when_it_answers(
+        adopted_lab, operator_user, live_redis):
+    """Found on the real pair: proxysql-2 paused while the switchover restored the auto-increment delay, after
+    the SAVE (the point of no return). The operation ended failed, the inventory kept the old writer while
+    both nodes had the new one, proxysql-2 kept the delay at 0, nothing retried, and every later switchover
+    was refused. The steps past the point of no return go on without it (the inventory records the new
+    writer), and what it did not take is kept for it and retried like a pending rollback."""
+    cluster, (first, second) = adopted_lab
+    # applied, then the node stops answering (its answer held), as the real node paused by SIGSTOP did
+    demo.admin_sql(second.port, 'LAB FAIL_STATEMENTS {"text": "SET variable_value=\'5\'", "pause": true}',
+                   user=second.user, password=second.password)
+    op = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
+    assert op.state == OperationState.ROLLBACK_PENDING and "FINISH PENDING on proxysql-2" in op.error, op.error
+    assert switchover.current_writer(cluster).server.port == 3312  # the inventory says what the nodes do
+    second.set_mode("normal")  # it answers again: the UPDATE was applied in memory, not loaded
+    for double in (first, second):
+        assert runtime(double, 100) == [("127.0.0.1", 3312, "ONLINE")]
+    assert variable(first, AUTOINC) == "5" and variable(second, AUTOINC) == "0"
+    row = PendingRollback.objects.get(operation=op)
+    assert row.node.name == "proxysql-2" and [s["sql"] for s in row.statements] == [
+        f"UPDATE global_variables SET variable_value='5' WHERE variable_name='{AUTOINC}'", "LOAD MYSQL VARIABLES TO RUNTIME"]
+    assert not cluster_drift(cluster).nodes[1].in_sync
+
+    due_now()
+    assert rollbacks.retry_due() == ["proxysql-2: 2 statement(s) ran; its rollback is complete"]
+    op.refresh_from_db()
+    assert op.state == OperationState.DONE and "finished on every node" in op.error
+    assert variable(second, AUTOINC) == "5" and cluster_drift(cluster).in_sync
+    assert AuditEvent.objects.filter(action="switchover done").exists()
+    later = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3311), lower_autoinc=True), operator_user)
+    assert later.state == OperationState.DONE, later.error
