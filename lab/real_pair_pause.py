@@ -190,6 +190,9 @@ class PauseRun:
             pk=switchover.current_writer(self.cluster).server.pk).order_by("port").first())
         out(f"   a further switchover to {result['to']}: {result['state']}"
             + (f" ({result['error']})" if result["error"] else "") + f", exit {result['exit']}")
+        if result["state"] != "done":  # refused: which guards failed, with their values
+            later = Operation.objects.filter(cluster=self.cluster).order_by("-pk").first()
+            out(f"   its failed guards: {[(g['label'], g['value']) for g in later.plan.get('guards', []) if not g['passed']]}")
         self.report_nodes("after the further switchover")
         consistent = self.report_drift() and consistent
         return {"pause_at": self.pause_at, "state": op.state, "consistent": consistent, "next": result["state"]}
