@@ -206,3 +206,19 @@ def test_a_node_that_misses_the_steps_after_the_point_of_no_return_finishes_them
     assert AuditEvent.objects.filter(action="switchover done").exists()
     later = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3311), lower_autoinc=True), operator_user)
     assert later.state == OperationState.DONE, later.error
+
+
+def test_a_node_that_refuses_a_step_after_the_point_of_no_return_fails_the_operation_with_the_inventory_recorded(
+        adopted_lab, operator_user, live_redis):
+    """A refusal is an answer: it is not retried (it would be refused again). The operation ends failed with the
+    node's error for the operator to repair it, but the inventory still records the writer both nodes now have."""
+    cluster, (first, second) = adopted_lab
+    fail_statements(second, f"SET variable_value='5' WHERE variable_name='{AUTOINC}'")
+    op = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
+    assert op.state == OperationState.FAILED and "refused by the lab" in op.error and op.point_of_no_return
+    assert not PendingRollback.objects.exists()
+    assert switchover.current_writer(cluster).server.port == 3312
+    for double in (first, second):
+        assert runtime(double, 100) == [("127.0.0.1", 3312, "ONLINE")]
+    drift = cluster_drift(cluster)
+    assert drift.nodes[0].in_sync and not drift.nodes[1].differences and drift.nodes[1].variables  # only the delay
