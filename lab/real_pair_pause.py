@@ -25,11 +25,12 @@ import time
 import MySQLdb
 
 from apps.fleet.drift import AUTOINC, cluster_drift
+from apps.fleet.models import Server
 from apps.operations import rollbacks, switchover
 from apps.operations.models import Operation, PendingRollback
-from apps.fleet.models import Server
 from lab import demo
 from lab.galera import APP_PASSWORD, APP_USER
+from lab.management.commands.bench_real_pair import REPO  # imported by it only once it is loaded
 
 RETRY_EVERY_S = 2  # as beat schedules rollbacks.retry_due()
 
@@ -64,6 +65,8 @@ def steps_now(op):
 
 
 class PauseRun:
+    """One switchover with the second real ProxySQL stopped at one step, and what the product made of it."""
+
     def __init__(self, bench, cluster, nodes, pause_at):
         self.bench, self.cluster, self.nodes, self.pause_at = bench, cluster, nodes, pause_at
         self.o = bench.o
@@ -75,13 +78,8 @@ class PauseRun:
         cmd = [sys.executable, "manage.py", "switchover", self.cluster.name, "--to", f"{target.hostname}:{target.port}",
                "--user", self.o["user"], "--lower-autoinc", "--drain-timeout-ms", str(self.o["pause_drain_timeout_ms"]),
                "--yes", "--json"]
-        return subprocess.Popen(cmd, cwd=self.bench_repo(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=self.bench.command_env())
-
-    @staticmethod
-    def bench_repo():
-        from lab.management.commands.bench_real_pair import REPO
-        return REPO
 
     def operation_after(self, last_pk):
         return Operation.objects.filter(cluster=self.cluster, pk__gt=last_pk).order_by("pk").first()
