@@ -70,6 +70,22 @@ def described(messages):
                             a["annotations"].get("summary")) for a in m["alerts"]]) for m in messages]
 
 
+def assert_the_writer_paged_once(messages):
+    """One page: writer_none fires in the first message and in no other (the other alerts of the burst were
+    batched), and a later message resolves it. The writer's resolve goes out at once (a critical alert) and lists
+    the group's alerts still firing then: when the writer was down longer than backend_shunned's 30 s `for` (a
+    slow rejoin on a loaded machine), ProxySQL's SHUNNED rows of 3311 fire too and stay until ProxySQL unshuns
+    it a few seconds after it answers: a distinct, true fact, and the only other alert told after the page.
+    Returns those later firing alerts as (name, summary)."""
+    assert [i for i, m in enumerate(messages) if "writer_none" in alert_names(m, "firing")] == [0], described(messages)
+    assert any("writer_none" in alert_names(m, "resolved") for m in messages[1:]), described(messages)
+    later = [(a["labels"]["alertname"], a["annotations"]["summary"]) for m in messages[1:] for a in m["alerts"]
+             if a["status"] == "firing"]
+    assert all(name == "backend_shunned" and "127.0.0.1:3311 is SHUNNED" in summary for name, summary in later), \
+        described(messages)
+    return later
+
+
 def alerts_page(client, viewer_user):
     client.force_login(viewer_user)
     return client.get(reverse("alerts:list") + "?state=all").content.decode()
@@ -103,17 +119,7 @@ def test_killing_the_writer_pages_once_and_resolves_when_it_is_back(console, cli
     assert wait_for(lambda: len(receiver.got) >= 2 and receiver.messages()[-1]["status"] == "resolved", 20)
     time.sleep(3)
     messages = receiver.messages()
-    # One page: writer_none fires in the first message and in no other (the other alerts of the burst were
-    # batched), and a later message resolves it.
-    assert [i for i, m in enumerate(messages) if "writer_none" in alert_names(m, "firing")] == [0], described(messages)
-    assert any("writer_none" in alert_names(m, "resolved") for m in messages[1:]), described(messages)
-    # When the writer was down longer than backend_shunned's 30 s `for` (a slow rejoin on a loaded machine),
-    # ProxySQL's SHUNNED rows of 3311 fire too, and stay until ProxySQL unshuns it a few seconds after it answers:
-    # a distinct, true fact, and the only other alert told after the page (see the failed switchover's test).
-    later = [(a["labels"]["alertname"], a["annotations"]["summary"]) for m in messages[1:] for a in m["alerts"]
-             if a["status"] == "firing"]
-    assert all(name == "backend_shunned" and "127.0.0.1:3311 is SHUNNED" in summary for name, summary in later), \
-        described(messages)
+    later = assert_the_writer_paged_once(messages)
     if not later:  # the usual case: the writer's resolve is the only other message
         assert len(messages) == 2 and messages[1]["status"] == "resolved", described(messages)
         assert {a["labels"]["alertname"] for a in messages[1]["alerts"]} == {"writer_none"}
@@ -192,19 +198,9 @@ def test_a_failed_switchover_pages_once(console, operator_user, client, viewer_u
     lab.wait_synced(1)
     assert wait_for(lambda: len(receiver.got) >= 2 and receiver.messages()[-1]["status"] == "resolved", 20)
     messages = receiver.messages()
-    # The failed switchover's page, once: writer_none fires in the first message and in no other; a later
-    # message tells that it resolved.
-    assert [i for i, m in enumerate(messages) if "writer_none" in alert_names(m, "firing")] == [0], described(messages)
-    assert any("writer_none" in alert_names(m, "resolved") for m in messages[1:]), described(messages)
-    # The writer's resolution goes out at once (a critical alert) and lists the group's alerts still firing then:
-    # it is a "firing" message when one does. On a slow machine that is the dead writer's SHUNNED rows: when
-    # the kill lasts longer than backend_shunned's 30 s `for`, the switchover held that alert and released it as
-    # it did writer_none, and ProxySQL unshuns a backend only a few seconds after it answers again. A distinct,
-    # true fact (3311 SHUNNED on both nodes); no other alert is told after the page.
-    later = [(a["labels"]["alertname"], a["annotations"]["summary"]) for m in messages[1:] for a in m["alerts"]
-             if a["status"] == "firing"]
-    assert all(name == "backend_shunned" and "127.0.0.1:3311 is SHUNNED" in summary for name, summary in later), \
-        described(messages)
+    # The failed switchover's page, once (the switchover held 3311's backend_shunned too, if it fired, and
+    # released it with writer_none).
+    assert_the_writer_paged_once(messages)
     assert all(a.was_held for a in Alert.objects.filter(rule="backend_shunned", notified=True))
 
     page = alerts_page(client, viewer_user)
