@@ -9,8 +9,11 @@ and the Celery worker are left out, the poll-and-move code is the product's. A w
 that is not the source. Each run kills one end's node (SIGKILL) and measures from the kill:
 
 - "moved": the channel-move operation finished (re-pointed or restarted elsewhere, both threads running);
+- "caught up": moved, and dc2 holds every transaction dc1 had committed at the kill (the channel's own part:
+  from then on it applies whatever dc1 commits);
 - "applying": dc2 has applied a dc1 transaction committed after the kill (the channel applies again);
-- for context, when dc1 committed its first transaction after the kill.
+- for context, when dc1 committed its first transaction after the kill, and how long after it dc2 had it
+  ("behind dc1": the delay the channel adds once dc1 commits again).
 
 Galera itself stalls a cluster's commits for ~5 s after a member is SIGKILLed, until it evicts it: dc1's
 commits after a source kill, and dc2's applies after a replica kill, wait for that; "applying" includes it.
@@ -89,11 +92,14 @@ def one_run(lab, side, interval):
         # Read just after the kill: whatever dc1 commits from now on reaches dc2 only through the moved channel
         # (the dead end neither serves nor applies it).
         before = _dc_seq(lab.dc1, exclude=victim if side == "source" else None)
-        moved = applying = committing = None
-        while time.monotonic() - t0 < 60 and (moved is None or applying is None):
+        moved = caught_up = applying = committing = None
+        while time.monotonic() - t0 < 60 and (moved is None or applying is None or caught_up is None):
             if committing is None and _dc_seq(lab.dc1, exclude=victim if side == "source" else None) > before:
                 committing = time.monotonic() - t0
-            if applying is None and _dc_seq(lab.dc2, exclude=victim if side == "replica" else None) > before:
+            applied = _dc_seq(lab.dc2, exclude=victim if side == "replica" else None)
+            if caught_up is None and moved is not None and applied >= before:
+                caught_up = time.monotonic() - t0
+            if applying is None and applied > before:
                 applying = time.monotonic() - t0
             if moved is None and Operation.objects.filter(pk__gt=last_op, kind="channel_move").exclude(
                     state__in=["planned", "pending", "running"]).exists():
@@ -105,13 +111,16 @@ def one_run(lab, side, interval):
     op = Operation.objects.filter(pk__gt=last_op, kind="channel_move").first()
     if op is None or op.state != "done":
         raise SystemExit(f"{side} run: the channel did not move ({op and op.state}: {op and op.error})")
+    if None in (moved, caught_up, applying, committing):
+        raise SystemExit(f"{side} run: not seen within 60 s: moved {moved}, caught up {caught_up}, applying {applying}, "
+                         f"dc1 committing {committing}")
     result = compare(lab)
     if not result.identical:
         raise SystemExit(f"{side} run: the two sides differ: {result.line()}")
     lab.site("dc1" if side == "source" else "dc2").start(victim)
     # Where the time goes: the poll that saw the dead end planned the move at `detected`; the move itself took op_ms.
     return {"rounds": [(round(a, 2), round(b, 2)) for a, b in rounds if a is not None and a > -interval],
-            "moved": moved, "applying": applying, "committing": committing, "committed": load.committed,
+            "moved": moved, "caught_up": caught_up, "applying": applying, "committing": committing, "committed": load.committed,
             "op_ms": op.timings.get("total_ms"), "detected": op.created_at.timestamp() - t0_wall}
 
 
@@ -156,16 +165,20 @@ def main(argv=None):
         for side in ("source", "replica"):
             runs = [one_run(lab, side, args.interval) for _ in range(args.runs)]
             for i, r in enumerate(runs, 1):
-                r = {k: (-1.0 if v is None else v) for k, v in r.items()}  # (-1: not seen within 60 s)
                 print(f"  {side:<7} run {i}: detected and planned {r['detected']:.2f} s after the kill, "
-                      f"moved {r['moved']:.2f} s after it (operation {r['op_ms']:.0f} ms), "
-                      f"applying again {r['applying']:.2f} s after it (dc1 committed again {r['committing']:.2f} s after it); "
+                      f"moved {r['moved']:.2f} s after it (operation {r['op_ms']:.0f} ms), caught up {r['caught_up']:.2f} s, "
+                      f"applying again {r['applying']:.2f} s after it (dc1 committed again {r['committing']:.2f} s after it, "
+                      f"dc2 behind dc1 {r['applying'] - r['committing']:.2f} s); "
                       f"{r['committed']} transactions written, "
                       f"both sides identical; rounds (start after the kill, duration): {r['rounds']}")
             moved = sorted(r["moved"] for r in runs)
+            caught_up = sorted(r["caught_up"] for r in runs)
             applying = sorted(r["applying"] for r in runs)
-            print(f"{side} death: moved median {moved[len(moved) // 2]:.2f} s (max {moved[-1]:.2f}), applying again "
-                  f"median {applying[len(applying) // 2]:.2f} s (max {applying[-1]:.2f})")
+            behind = sorted(r["applying"] - r["committing"] for r in runs)
+            print(f"{side} death: moved median {moved[len(moved) // 2]:.2f} s (max {moved[-1]:.2f}), caught up median "
+                  f"{caught_up[len(caught_up) // 2]:.2f} s (max {caught_up[-1]:.2f}), applying again "
+                  f"median {applying[len(applying) // 2]:.2f} s (max {applying[-1]:.2f}), dc2 behind dc1's first commit "
+                  f"after the kill max {behind[-1]:.2f} s")
     finally:
         procs.stop_all()
 
