@@ -1,7 +1,7 @@
 """/metrics at fleet scale: the benchmark of the Prometheus exposition (a command, not a test).
 
     bin/bench-metrics [--nodes 1000] [--requests 40] [--operations 20000] [--mirror-windows 120]
-                      [--database-url URL] [--update-docs]
+                      [--database-url URL] [--names bench|realistic] [--prometheus SECONDS] [--update-docs]
 
 Everything runs on 127.0.0.1 and everything it starts is stopped at the end, also on Ctrl-C:
 
@@ -21,7 +21,8 @@ Everything runs on 127.0.0.1 and everything it starts is stopped at the end, als
    asks) and without: server time p50 / p95 / max and CPU, bytes, samples; a process's first scrape (it reads every
    operation once: apps/monitoring/operation_counts.py); the CPU time of each step; the peak of Python allocations;
    and, for comparison, prometheus_client's own generate_latest() over the same families instead of render().
-5. Prints the machine and every figure; --update-docs rewrites the generated block of the "Prometheus /metrics at
+5. With --prometheus SECONDS, a real Prometheus scrapes it over HTTP (lab/bench_metrics_ingest.py).
+6. Prints the machine and every figure; --update-docs rewrites the generated block of the "Prometheus /metrics at
    fleet scale" section of docs/benchmarks.md (nothing else is written outside var/bench).
 """
 import argparse
@@ -350,6 +351,10 @@ def report(args, info, r, command):
         add(f"| step, CPU: {name} | | p50 {fmt(ms, 1)} ms |")
     add(f"| for comparison, CPU: prometheus_client's generate_latest() over the same families instead of render() | | "
         f"p50 {fmt(r['library_p50_ms'], 0)} ms; the same text: {'yes' if r['identical'] else 'NO'} |")
+    if "prometheus" in r:
+        from lab import bench_metrics_ingest
+
+        lines += bench_metrics_ingest.report_lines(r["prometheus"])
     return "\n".join(lines)
 
 
@@ -368,6 +373,9 @@ def parse_args(argv):
                          "db-017-3.eu-west-1b.db.example.com:3306)")
     ap.add_argument("--update-docs", action="store_true", help="rewrite the generated block in docs/benchmarks.md")
     ap.add_argument("--profile", action="store_true", help="also print a cProfile of three /metrics requests")
+    ap.add_argument("--prometheus", type=int, default=0, metavar="SECONDS",
+                    help="then let a real Prometheus (Debian's package) scrape /metrics over HTTP for SECONDS and "
+                         "report what it read and what it cost (lab/bench_metrics_ingest.py)")
     args = ap.parse_args(argv)
     args.sqlite_path = DEFAULT_DB
     if args.nodes < 2 or args.requests < 1:
@@ -426,6 +434,11 @@ def run(args, lab, url, command):
                 else _dist_version("prometheus-client"), date=time.strftime("%Y-%m-%d %H:%M %Z"), load=load,
                 servers=len(be))
     result = measure(args, px, be)
+    if args.prometheus:
+        from lab import bench_metrics_ingest
+
+        log(f"a real Prometheus scrapes /metrics for {args.prometheus} s")
+        result["prometheus"] = bench_metrics_ingest.scrape(lab, args.prometheus, lambda: publish(px, be, time.time()))
     if args.profile:
         profile(px, be)
     block = report(args, info, result, command)

@@ -38,3 +38,19 @@ def test_bench_metrics_realistic_names_rename_the_fleet_and_count_bytes_by_kind(
     body = (REPO / "var" / "bench" / "metrics.txt").read_text()
     assert 'proxysql_fleet_backend_up{cluster="orders-000-eu-west-1",server="db-000-0.eu-west-1a.db.example.com:3306"}' in body
     assert 'node="proxysql-eu-west-1a-000"' in body and "bench-0000" not in body and "127.0.0.1" not in body
+
+
+def test_bench_metrics_lets_a_real_prometheus_scrape_it_over_http(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "lab.bench_metrics", "--nodes", "4", "--requests", "1", "--operations", "10",
+         "--mirror-windows", "1", "--prometheus", "5", "--database-url", f"sqlite:///{tmp_path / 'bench.sqlite3'}"],
+        cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    samples = re.search(r"\| samples, families \| \| ([\d,]+) samples", out.stdout)
+    scraped = re.search(r"(\d+) scrapes, up 1 in each; scrape duration avg \d+ ms, max \d+ ms; ([\d,]+) samples a scrape, "
+                        r"body as parsed ([\d.]+) MB; ([\d,]+) fleet series in its head", out.stdout)
+    assert samples and scraped, out.stdout[-3000:]
+    assert int(scraped[1]) >= 1
+    # Prometheus parsed every sample line the exposition has, and holds each as a series of its own.
+    assert scraped[2] == samples[1] == scraped[4]
+    assert "none left running" in out.stdout
