@@ -87,8 +87,8 @@ def scrape(lab, seconds, refresh):
                     raise SystemExit(f"prometheus did not start: see {lab.logs['prometheus']}")
                 time.sleep(0.2)
         job = '{job="proxysql-fleet"}'
-        deadline = time.monotonic() + 30  # its first scrape: after target discovery, at an offset in the interval
-        while _query(url, f"up{job}") is None:
+        deadline = time.monotonic() + 30  # the first scrapes: after target discovery, at an offset in the interval
+        while _query(url, "count(up)") != 2:  # /metrics and its own, each scraped once
             if time.monotonic() > deadline:
                 raise SystemExit(f"prometheus did not scrape /metrics within 30 s: see {lab.logs['prometheus']}")
             time.sleep(0.5)

@@ -10,13 +10,17 @@ import psutil
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_bench_metrics_runs_at_tiny_scale_and_stops_what_it_started(tmp_path):
-    out = subprocess.run(
-        [sys.executable, "-m", "lab.bench_metrics", "--nodes", "4", "--requests", "2", "--operations", "30",
-         "--mirror-windows", "2", "--database-url", f"sqlite:///{tmp_path / 'bench.sqlite3'}"],
-        cwd=REPO, capture_output=True, text=True, timeout=180)
+def run_bench(tmp_path, *args):
+    """bin/bench-metrics at a tiny scale, in its own scratch database; returns what it printed."""
+    out = subprocess.run([sys.executable, "-m", "lab.bench_metrics", *args,
+                          "--database-url", f"sqlite:///{tmp_path / 'bench.sqlite3'}"],
+                         cwd=REPO, capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
-    report = out.stdout
+    return out.stdout
+
+
+def test_bench_metrics_runs_at_tiny_scale_and_stops_what_it_started(tmp_path):
+    report = run_bench(tmp_path, "--nodes", "4", "--requests", "2", "--operations", "30", "--mirror-windows", "2")
     assert re.search(r"\| `/metrics` server time, as Prometheus asks \(Accept-Encoding: gzip\) \| < 500 ms \| p50 [\d,]+ ms", report)
     assert re.search(r"on the wire \(gzip\) [\d.]+ MB; uncompressed [\d.]+ MB", report)
     assert "the same text: yes" in report
@@ -27,13 +31,10 @@ def test_bench_metrics_runs_at_tiny_scale_and_stops_what_it_started(tmp_path):
 
 
 def test_bench_metrics_realistic_names_rename_the_fleet_and_count_bytes_by_kind(tmp_path):
-    out = subprocess.run(
-        [sys.executable, "-m", "lab.bench_metrics", "--nodes", "2", "--requests", "1", "--operations", "10",
-         "--mirror-windows", "1", "--names", "realistic", "--database-url", f"sqlite:///{tmp_path / 'bench.sqlite3'}"],
-        cwd=REPO, capture_output=True, text=True, timeout=180)
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
-    assert "Fleet (realistic names: see --names): 2 ProxySQL nodes" in out.stdout
-    groups = re.search(r"\| bytes by kind of series \(lines, uncompressed\) \| \| pool rows \(pool_\*\) ([\d,]+) lines", out.stdout)
+    stdout = run_bench(tmp_path, "--nodes", "2", "--requests", "1", "--operations", "10", "--mirror-windows", "1",
+                       "--names", "realistic")
+    assert "Fleet (realistic names: see --names): 2 ProxySQL nodes" in stdout
+    groups = re.search(r"\| bytes by kind of series \(lines, uncompressed\) \| \| pool rows \(pool_\*\) ([\d,]+) lines", stdout)
     assert groups and int(groups[1].replace(",", "")) == 6 * 9  # 6 series of 9 rows of the node that answers (the first is down)
     body = (REPO / "var" / "bench" / "metrics.txt").read_text()
     assert 'proxysql_fleet_backend_up{cluster="orders-000-eu-west-1",server="db-000-0.eu-west-1a.db.example.com:3306"}' in body
@@ -41,16 +42,13 @@ def test_bench_metrics_realistic_names_rename_the_fleet_and_count_bytes_by_kind(
 
 
 def test_bench_metrics_lets_a_real_prometheus_scrape_it_over_http(tmp_path):
-    out = subprocess.run(
-        [sys.executable, "-m", "lab.bench_metrics", "--nodes", "4", "--requests", "1", "--operations", "10",
-         "--mirror-windows", "1", "--prometheus", "5", "--database-url", f"sqlite:///{tmp_path / 'bench.sqlite3'}"],
-        cwd=REPO, capture_output=True, text=True, timeout=180)
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
-    samples = re.search(r"\| samples, families \| \| ([\d,]+) samples", out.stdout)
+    stdout = run_bench(tmp_path, "--nodes", "4", "--requests", "1", "--operations", "10", "--mirror-windows", "1",
+                       "--prometheus", "5")
+    samples = re.search(r"\| samples, families \| \| ([\d,]+) samples", stdout)
     scraped = re.search(r"(\d+) scrapes, up 1 in each; scrape duration avg \d+ ms, max \d+ ms; ([\d,]+) samples a scrape, "
-                        r"body as parsed ([\d.]+) MB; ([\d,]+) fleet series in its head", out.stdout)
-    assert samples and scraped, out.stdout[-3000:]
+                        r"body as parsed ([\d.]+) MB; ([\d,]+) fleet series in its head", stdout)
+    assert samples and scraped, stdout[-3000:]
     assert int(scraped[1]) >= 1
     # Prometheus parsed every sample line the exposition has, and holds each as a series of its own.
     assert scraped[2] == samples[1] == scraped[4]
-    assert "none left running" in out.stdout
+    assert "none left running" in stdout
