@@ -5,7 +5,9 @@ WSGI application (a wsgiref server on 127.0.0.1, one request at a time, as behin
 latest-state documents re-dated every 2 s so that none is stale, and a Prometheus server scrapes it every 10 s
 (timeout 5 s, gzip as it always asks) for SECONDS from its first scrape, with its extra scrape metrics on (the body's size as it
 parsed it). Then its own figures are read back through its query API: up, scrape duration, samples and body
-size per scrape, head series, and the peak RSS of its process.
+size per scrape, head series, and the peak RSS of its process. (The benchmark's mirror-rule windows were measured
+when it built the fleet: once older than the exporter's staleness limit they leave the exposition, 2 series per
+rule, so a long run's last scrapes hold fewer samples than its first.)
 """
 import json
 import shutil
@@ -86,21 +88,23 @@ def scrape(lab, seconds, refresh):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise SystemExit(f"prometheus did not start: see {lab.logs['prometheus']}")
                 time.sleep(0.2)
-        job = '{job="proxysql-fleet"}'
+        ready, job = time.monotonic(), '{job="proxysql-fleet"}'
         deadline = time.monotonic() + 30  # the first scrapes: after target discovery, at an offset in the interval
         while _query(url, "count(up)") != 2:  # /metrics and its own, each scraped once
             if time.monotonic() > deadline:
                 raise SystemExit(f"prometheus did not scrape /metrics within 30 s: see {lab.logs['prometheus']}")
             time.sleep(0.5)
         time.sleep(seconds)
-        window = f"[{seconds + 1}s]"
+        window = f"[{int(time.monotonic() - ready) + 2}s]"  # every scrape since it started
         return {
             "seconds": seconds, "interval_s": SCRAPE_INTERVAL_S,
             "scrapes": _query(url, f"count_over_time(up{job}{window})"),
             "up_min": _query(url, f"min_over_time(up{job}{window})"),
             "duration_avg_s": _query(url, f"avg_over_time(scrape_duration_seconds{job}{window})"),
             "duration_max_s": _query(url, f"max_over_time(scrape_duration_seconds{job}{window})"),
-            "samples": _query(url, f"max_over_time(scrape_samples_scraped{job}{window})"),
+            "samples_min": _query(url, f"min_over_time(scrape_samples_scraped{job}{window})"),
+            "samples_max": _query(url, f"max_over_time(scrape_samples_scraped{job}{window})"),
+            "samples_last": _query(url, f"scrape_samples_scraped{job}"),
             "body_bytes": _query(url, f"max_over_time(scrape_body_size_bytes{job}{window})"),
             "fleet_series": _query(url, 'count({__name__=~"proxysql_fleet_.+"})'),
             "head_series": _query(url, "prometheus_tsdb_head_series"),
@@ -117,6 +121,7 @@ def report_lines(p):
     return [
         f"| a real Prometheus scraping it every {p['interval_s']} s for {p['seconds']} s (gzip; timeout 5 s) | | "
         f"{p['scrapes']:.0f} scrapes, up {p['up_min']:.0f} in each; scrape duration avg {p['duration_avg_s'] * 1000:.0f} ms, "
-        f"max {p['duration_max_s'] * 1000:.0f} ms; {p['samples']:,.0f} samples a scrape, body as parsed "
-        f"{p['body_bytes'] / 1e6:.2f} MB; {p['fleet_series']:,.0f} fleet series in its head "
-        f"({p['head_series']:,.0f} in all); its peak RSS {p['peak_rss_mib']:.0f} MiB |"]
+        f"max {p['duration_max_s'] * 1000:.0f} ms; {p['samples_min']:,.0f} to {p['samples_max']:,.0f} samples a scrape "
+        f"({p['samples_last']:,.0f} in the last), body as parsed up to {p['body_bytes'] / 1e6:.2f} MB; "
+        f"{p['fleet_series']:,.0f} fleet series in its head ({p['head_series']:,.0f} in all); its peak RSS "
+        f"{p['peak_rss_mib']:.0f} MiB |"]

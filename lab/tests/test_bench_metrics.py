@@ -45,10 +45,11 @@ def test_bench_metrics_lets_a_real_prometheus_scrape_it_over_http(tmp_path):
     stdout = run_bench(tmp_path, "--nodes", "4", "--requests", "1", "--operations", "10", "--mirror-windows", "1",
                        "--prometheus", "5")
     samples = re.search(r"\| samples, families \| \| ([\d,]+) samples", stdout)
-    scraped = re.search(r"(\d+) scrapes, up 1 in each; scrape duration avg \d+ ms, max \d+ ms; ([\d,]+) samples a scrape, "
-                        r"body as parsed ([\d.]+) MB; ([\d,]+) fleet series in its head", stdout)
+    scraped = re.search(r"(\d+) scrapes, up 1 in each; scrape duration avg \d+ ms, max \d+ ms; [\d,]+ to ([\d,]+) samples "
+                        r"a scrape \(([\d,]+) in the last\), body as parsed up to ([\d.]+) MB; ([\d,]+) fleet series in its "
+                        r"head", stdout)
     assert samples and scraped, stdout[-3000:]
-    assert int(scraped[1]) >= 1
-    # Prometheus parsed every sample line the exposition has, and holds each as a series of its own.
-    assert scraped[2] == samples[1] == scraped[4]
+    assert int(scraped[1]) >= 1 and float(scraped[4]) > 0
+    # Prometheus parsed every sample line the exposition has, and holds each of the last scrape's as a series.
+    assert scraped[2] == samples[1] and scraped[3] == scraped[5]
     assert "none left running" in stdout
