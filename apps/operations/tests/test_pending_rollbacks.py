@@ -93,8 +93,9 @@ def test_manual_operations_are_refused_while_a_rollback_is_pending(adopted_lab, 
     for plan in (switchover.plan_switchover(cluster, Server.objects.get(port=3313)),
                  drain.plan_drain(Server.objects.get(port=3313)), drain.plan_restore(Server.objects.get(port=3313))):
         guard = next(g for g in plan.guards if g.key == "no_pending_rollback")
-        assert not guard.passed and not guard.overridable
-        assert f"operation #{op.pk}" in guard.value and "proxysql-2" in guard.value
+        assert not guard.passed and not guard.overridable and guard.label.startswith("No rollback is pending")
+        assert guard.value == (f"operation #{op.pk} ({op.title}): rollback pending on proxysql-2: 4 statement(s) of "
+                               "the rollback not taken yet")
     refused = services.save_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3313)), user=admin_user_role)
     with pytest.raises(services.NotAllowed, match="No rollback is pending"):
         services.confirm(refused, user=admin_user_role, override_reason="I know", enqueue=False)
@@ -187,7 +188,9 @@ def test_a_node_that_misses_the_steps_after_the_point_of_no_return_finishes_them
     demo.admin_sql(second.port, 'LAB FAIL_STATEMENTS {"text": "SET variable_value=\'5\'", "pause": true}',
                    user=second.user, password=second.password)
     op = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
-    assert op.state == OperationState.ROLLBACK_PENDING and "FINISH PENDING on proxysql-2" in op.error, op.error
+    assert op.state == OperationState.FINISH_PENDING and "FINISH PENDING on proxysql-2" in op.error, op.error
+    assert op.get_state_display() == "finish pending: done on the other nodes"
+    assert AuditEvent.objects.get(action="switchover finish_pending").details["finish_pending"]
     assert switchover.current_writer(cluster).server.port == 3312  # the inventory says what the nodes do
     second.set_mode("normal")  # it answers again: the UPDATE was applied in memory, not loaded
     for double in (first, second):
@@ -197,13 +200,20 @@ def test_a_node_that_misses_the_steps_after_the_point_of_no_return_finishes_them
     assert row.node.name == "proxysql-2" and [s["sql"] for s in row.statements] == [
         f"UPDATE global_variables SET variable_value='5' WHERE variable_name='{AUTOINC}'", "LOAD MYSQL VARIABLES TO RUNTIME"]
     assert not cluster_drift(cluster).nodes[1].in_sync
+    guard = next(g for g in switchover.plan_switchover(cluster, Server.objects.get(port=3311)).guards
+                 if g.key == "no_pending_rollback")
+    assert not guard.passed and guard.label.startswith("No finish is pending on this cluster")
+    assert guard.value == (f"operation #{op.pk} ({op.title}): finish pending on proxysql-2: 2 statement(s) past the "
+                           "point of no return not taken yet")
 
     due_now()
-    assert rollbacks.retry_due() == ["proxysql-2: 2 statement(s) ran; its rollback is complete"]
+    assert rollbacks.retry_due() == ["proxysql-2: 2 statement(s) ran; the operation is finished there"]
     op.refresh_from_db()
     assert op.state == OperationState.DONE and "finished on every node" in op.error
     assert variable(second, AUTOINC) == "5" and cluster_drift(cluster).in_sync
     assert AuditEvent.objects.filter(action="switchover done").exists()
+    assert AuditEvent.objects.get(action="finish retry").outcome == "success"
+    assert not AuditEvent.objects.filter(action__startswith="rollback").exists()
     later = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3311), lower_autoinc=True), operator_user)
     assert later.state == OperationState.DONE, later.error
 
