@@ -92,7 +92,7 @@ class PauseRun:
                 steps = {s.key: s for s in op.steps.all()}
                 if test(steps):
                     return op
-                if op.state in ("done", "failed", "rolled_back", "rollback_pending", "refused", "expired"):
+                if op.state in ("done", "failed", "rolled_back", "rollback_pending", "finish_pending", "refused", "expired"):
                     return op
             time.sleep(every)
         return None

@@ -158,6 +158,10 @@ RULES = [
     RuleSpec("rollback_pending", "Rollback pending", "operations", "operation", CRITICAL, 0,
              "An operation could not finish its rollback on a node that stopped answering; the statements still to "
              "run are retried until it answers."),
+    RuleSpec("finish_pending", "Finish pending", "operations", "operation", CRITICAL, 0,
+             "An operation passed its point of no return and is done on the other nodes and in the inventory (nothing "
+             "was rolled back), but a node stopped answering before it took the last statements: that node does not "
+             "do what the others do until a retry goes through (they are retried until it answers)."),
     # -- DR channels (apps/dr), judged after each channel poll, on the replica cluster -----------------------
     RuleSpec("channel_stopped", "DR channel stopped", "dr", "channel", CRITICAL, 10,
              "The channel's IO or SQL thread is not running on its replica node (stopped, an error, still "

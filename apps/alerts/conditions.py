@@ -23,7 +23,7 @@ NODE_RULES = ("proxysql_unreachable", "proxysql_auth", "poll_latency", "mirror_q
 SERVER_RULES = ("backend_unreachable", "galera_non_primary", "galera_not_ready", "galera_desynced",
                 "galera_recv_queue", "galera_flow_control", "replica_lag", "replication_stopped")
 CLUSTER_RULES = ("writer_none", "writer_many", "writer_disagree", "readers_low", "galera_cluster_size",
-                 "operation_failed", "rollback_pending")
+                 "operation_failed", "rollback_pending", "finish_pending")
 CHANNEL_RULES = ("channel_stopped", "channel_lag")
 
 

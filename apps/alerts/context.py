@@ -21,7 +21,10 @@ INVENTORY_CACHE_S = 60.0
 SITUATION_CACHE_S = 1.0
 _ROW = itemgetter("hostgroup_id", "hostname", "port", *SERVER_FIELDS)  # SERVER_FIELDS starts with status
 RUNNING = ("pending", "running", "rolling_back")  # planned work in progress (holds)
-ROLLBACK_PENDING = "rollback_pending"             # issue 9's state; absent before it lands
+# An operation waiting for a node to take what it missed: its alert rule has the state's name; the summary's
+# fallback when the operation has no error text.
+PENDING = {"rollback_pending": "a node stopped answering during the rollback",
+           "finish_pending": "a node stopped answering after the point of no return"}
 FAILED = "failed"
 OPERATION_WINDOW_MAX_S = 7 * 86400
 
@@ -220,7 +223,7 @@ def read_situation(inv, now):
     """Holds and operation alerts, from two small indexed queries and the maintenance flags."""
     settle_max = timedelta(seconds=2 * max([c.interval for c in inv.clusters.values()] or [2]) + 5)
     work, op_alerts = {}, {}
-    wanted = (Q(state__in=RUNNING) | Q(finished_at__gte=timezone.now() - settle_max) | Q(state=ROLLBACK_PENDING)
+    wanted = (Q(state__in=RUNNING) | Q(finished_at__gte=timezone.now() - settle_max) | Q(state__in=PENDING)
               | Q(state=FAILED, finished_at__gte=timezone.now() - timedelta(seconds=OPERATION_WINDOW_MAX_S)))
     rows = list(_operations().filter(wanted).values("id", "cluster_id", "kind", "state", "title", "plan", "error",
                                                     "started_at", "finished_at"))
@@ -235,15 +238,15 @@ def read_situation(inv, now):
         started = op["started_at"].timestamp() if op["started_at"] else None
         settle = settings.ALERTS_HOLD_SETTLE_POLLS * max(c.interval, c.backend_interval)
         if op["state"] in RUNNING or (finished is not None and now < finished + settle
-                                      and op["state"] != ROLLBACK_PENDING):
+                                      and op["state"] not in PENDING):
             work.setdefault(c.pk, []).append(Work(
                 op["kind"], c.pk, op["id"], involved_servers(op["plan"] or {}),
                 None if op["state"] in RUNNING else finished + settle,
                 f"operation #{op['id']} ({op['kind']}) " + ("running" if op["state"] in RUNNING else "just ended")))
-        if op["state"] == ROLLBACK_PENDING:
+        if op["state"] in PENDING:  # "operation #5 left a finish pending: done on the other nodes; FINISH PENDING on ..."
             op_alerts.setdefault(c.pk, []).append(OperationAlert(
-                op["id"], c.pk, "rollback_pending", op["title"], f"operation #{op['id']} left a rollback pending: "
-                f"{op['error'][:300] or 'a node stopped answering during the rollback'}", finished or started,
+                op["id"], c.pk, op["state"], op["title"], f"operation #{op['id']} left a "
+                f"{op['state'].replace('_', ' ')}: {op['error'][:300] or PENDING[op['state']]}", finished or started,
                 op["error"][:1000]))
         elif op["state"] == FAILED and finished is not None:
             later = last_done.get(c.pk)

@@ -221,7 +221,7 @@ def _judge_when_holds_end(situation):
 
 def _due_clusters(situation, now):
     """Clusters with an alert to look at now: pending past its `for`, held by work that is over, or with an
-    operation alert (failed, rollback pending) not yet open."""
+    operation alert (failed, rollback or finish pending) not yet open."""
     due = set()
     rows = Alert.objects.filter(active_key__isnull=False, state=AlertState.PENDING).values_list(
         "cluster_id", "held", "fires_at")

@@ -322,15 +322,19 @@ class OperationSerializer(Answer):
 class OperationDetailSerializer(OperationSerializer):
     plan = PlanSerializer(help_text="exactly as previewed: guards with their values, SQL and rollback per node")
     steps = StepSerializer(many=True, help_text="what ran, step by step (empty until confirmed)")
-    pending_rollbacks = serializers.SerializerMethodField()
+    pending_rollbacks = serializers.SerializerMethodField(
+        help_text="per ProxySQL node, the statements it has not taken (or took on retry): finish_or_rollback says "
+                  "whether they are the operation's rollback (state rollback_pending) or its rest past the point of "
+                  "no return (state finish_pending: done on the other nodes)")
 
     class Meta(OperationSerializer.Meta):
         fields = [*OperationSerializer.Meta.fields, "plan", "steps", "pending_rollbacks"]
 
     def get_pending_rollbacks(self, op) -> list[dict]:
-        return [{"node": p.node_id, "node_name": p.node.name, "state": p.state, "statements": p.statements,
-                 "attempts": p.attempts, "last_error": p.last_error, "next_try_at": p.next_try_at,
-                 "resolution": p.resolution} for p in op.pending_rollbacks.select_related("node")]
+        return [{"node": p.node_id, "node_name": p.node.name, "finish_or_rollback": op.finish_or_rollback,
+                 "state": p.state, "statements": p.statements, "attempts": p.attempts, "last_error": p.last_error,
+                 "next_try_at": p.next_try_at, "resolution": p.resolution}
+                for p in op.pending_rollbacks.select_related("node")]
 
 
 class OperationFilter(serializers.Serializer):

@@ -4,7 +4,7 @@ the official client library (prometheus_client): a custom collector yields its m
 Read like the fleet overview (overview.py), never from a node: three flat inventory queries, one MGET per
 kind of latest-state document (decoded by msgspec into only the fields exported), and a few small queries
 (operations by cluster, kind and state and their run times as a histogram, kept up to date by
-operation_counts.py; pending rollbacks; the last measured mirror loss per rule). When Redis does not answer, proxysql_fleet_live_up is 0 and the series read
+operation_counts.py; pending rollbacks and finishes; the last measured mirror loss per rule). When Redis does not answer, proxysql_fleet_live_up is 0 and the series read
 from the documents are absent; the database's series are still there. When the database does not answer,
 proxysql_fleet_database_up is 0 and nothing else is (the inventory names every series).
 
@@ -174,9 +174,11 @@ SPECS = {
     "operations": (COUNTER, "Operations that ended, by cluster, kind and final state (a series starts at its first "
                             "operation)"),
     "operations_open": (GAUGE, "Operations not ended yet, by cluster, kind and state (planned, pending, running, "
-                               "rolling_back, rollback_pending)"),
-    "pending_rollbacks": (GAUGE, "Rollbacks a ProxySQL node has not taken yet (one per node and operation), by "
-                                 "state: pending (retried) or superseded (the node will be repaired)"),
+                               "rolling_back, rollback_pending, finish_pending)"),
+    "pending_rollbacks": (GAUGE, "Statements a ProxySQL node has not taken yet (one per node and operation): a "
+                                 "rollback's, or an operation's rest past its point of no return (its state "
+                                 "finish_pending), by state: pending (retried) or superseded (the node will be "
+                                 "repaired)"),
     # alerts (apps/alerts)
     "alerts": (GAUGE, "Open alerts by cluster, rule, severity and state: firing, pending (waiting for its `for`) or "
                       "held (planned work is expected to cause it: nobody is paged); no series when none is open"),
@@ -416,7 +418,7 @@ def _mirror_rules(add, inv, now):
 
 def _operations(add, inv, now):
     """Operations by cluster, kind and state, and the histogram of their run times (operation_counts.py keeps
-    them); pending rollbacks by node and state (a small table, read at each scrape)."""
+    them); pending rollbacks and finishes by node and state (a small table, read at each scrape)."""
     names = {pk: c["name"] for pk, c in inv.clusters.items()}
     counts = operation_counts.TALLY.snapshot(now)
     for family, counter in (("operations", counts.ended), ("operations_open", counts.unended)):

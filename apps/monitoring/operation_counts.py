@@ -5,7 +5,7 @@ A year of operations is tens of thousands of rows, each carrying its plan (kilob
 after it, timings among them, are read through its overflow pages): counting them all at every scrape cost 100 ms
 at 20,000 operations and grew with every one. But an operation that ended never changes again (its state is
 final), so a process counts it once: each scrape reads only the operations after the last one counted for good,
-and those counted while not ended yet (planned, running, rollback pending...), by primary key.
+and those counted while not ended yet (planned, running, rollback or finish pending...), by primary key.
 
 An operation is counted for good only once it is older than GRACE_S: until then it is read again at each scrape.
 So a row that commits late (its transaction began before a row with a higher id committed) is still found, and

@@ -20,6 +20,10 @@ class OperationState(models.TextChoices):
     # A ProxySQL node stopped answering during the rollback: its remaining rollback statements are kept
     # (PendingRollback) and retried until it answers; then the operation ends rolled_back.
     ROLLBACK_PENDING = "rollback_pending", "rollback pending"
+    # Past its point of no return the operation went on without a ProxySQL node that stopped answering: it is
+    # done on the other nodes and in the inventory; that node's remaining statements are kept (PendingRollback)
+    # and retried the same way; then the operation ends done. Nothing is rolled back.
+    FINISH_PENDING = "finish_pending", "finish pending: done on the other nodes"
     DONE = "done", "done"
     ROLLED_BACK = "rolled_back", "rolled back"
     FAILED = "failed", "failed"

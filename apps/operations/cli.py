@@ -7,7 +7,8 @@ cluster's two-person rule applies), then runs the operation here, in this proces
 Celery worker would use, and prints each step as it ends. Exit codes, for runbooks:
 
     0 done   2 refused (guards, not confirmed, refused or expired at start)   3 rolled back (or cancelled)
-    4 failed (or rollback pending)   1 usage error (no such cluster, user or server)
+    4 failed, rollback pending, or finish pending (not done: a node still lacks the change; the operation ends
+      done by itself once that node takes it)   1 usage error (no such cluster, user or server)
 
 Why here and not through a worker: a runbook's exit code must not depend on the broker or a worker being
 healthy (during an incident they may be what is broken), and a plan must start within its cluster's
@@ -37,7 +38,8 @@ from .plans import PROXYSQL, WAIT_DRAIN
 
 DONE, REFUSED, ROLLED_BACK, FAILED = 0, 2, 3, 4
 EXIT_CODES = {OperationState.DONE: DONE, OperationState.ROLLED_BACK: ROLLED_BACK,
-              OperationState.CANCELLED: ROLLED_BACK, OperationState.REFUSED: REFUSED, OperationState.EXPIRED: REFUSED}
+              OperationState.CANCELLED: ROLLED_BACK, OperationState.REFUSED: REFUSED, OperationState.EXPIRED: REFUSED,
+              OperationState.FINISH_PENDING: FAILED}  # not done: a node still lacks the change (and any other state)
 FOLLOW_EVERY_S = 0.1
 
 

@@ -553,8 +553,8 @@ def _finish(op, runner, rows, error, started):
     pending = dict(getattr(runner, "unfinished", None) or {})  # nodes that missed steps past the point of no return
     if error is None and getattr(runner, "refused", None):
         error = "; ".join(runner.refused)
-    if error is None and pending:  # done everywhere else; retried like a rollback, then done (rollbacks.py)
-        state = OperationState.ROLLBACK_PENDING
+    if error is None and pending:  # done everywhere else; retried as a pending rollback is, then done (rollbacks.py)
+        state = OperationState.FINISH_PENDING
         error = "done on the other nodes; FINISH PENDING on " + "; ".join(
             f"{p['name']} ({len(p['statements'])} statement(s) past the point of no return not taken: {p['error']})"
             for p in pending.values())
@@ -589,7 +589,7 @@ def _finish(op, runner, rows, error, started):
            target=op.title, outcome="success" if state == OperationState.DONE else "failure",
            duration_ms=timings["total_ms"],
            details={"operation": op.pk, "state": state, "error": error, "timings": timings,
-                    "rollback_pending": pending,
+                    "finish_pending" if state == OperationState.FINISH_PENDING else "rollback_pending": pending,
                     "steps": [{"key": r.key, "state": r.state, "ms": r.duration_ms, "executed": r.executed,
                                "detail": r.detail} for r in op.steps.order_by("index")]})
 

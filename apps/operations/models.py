@@ -55,6 +55,12 @@ class Operation(models.Model):
     def finished(self):
         return self.state in OperationState.finished()
 
+    @property
+    def finish_or_rollback(self):
+        """What its PendingRollback rows hold: "finish" (the rest of the operation, past its point of no return:
+        the executor never rolls back past it) or "rollback"."""
+        return "finish" if self.point_of_no_return else "rollback"
+
 
 class OperationStep(models.Model):
     operation = models.ForeignKey(Operation, on_delete=models.CASCADE, related_name="steps")
@@ -85,9 +91,11 @@ class ClusterLock(models.Model):
 
 
 class PendingRollback(models.Model):
-    """Rollback statements one ProxySQL node did not take (it stopped answering while the operation rolled
-    back), in order, retried with backoff until it answers. Superseded when another operation changed the
-    cluster meanwhile: then the node is repaired from the inventory instead (see rollbacks.py)."""
+    """Statements one ProxySQL node did not take, in order, retried with backoff until it answers: either the
+    rollback's (it stopped answering while the operation rolled back) or, despite the name, the rest of the
+    operation past its point of no return (a finish pending): operation.finish_or_rollback says which.
+    Superseded when another operation changed the cluster meanwhile: then the node is repaired from the
+    inventory instead (see rollbacks.py)."""
 
     operation = models.ForeignKey(Operation, on_delete=models.CASCADE, related_name="pending_rollbacks")
     node = models.ForeignKey("fleet.ProxySQLNode", on_delete=models.CASCADE, related_name="+")
@@ -112,11 +120,20 @@ class PendingRollback(models.Model):
         constraints = [models.UniqueConstraint(fields=["operation", "node"], name="one_pending_rollback_per_node")]
 
     def __str__(self):
-        return f"rollback of #{self.operation_id} on {self.node.name}"
+        return f"{self.operation.finish_or_rollback} of #{self.operation_id} on {self.node.name}"
 
     @property
     def last_try(self):
         return self.tries[-1] if self.tries else None
+
+    @property
+    def what_is_pending(self):
+        """In the operator's words, e.g. "finish pending on proxysql-2: 2 statement(s) past the point of no return
+        not taken yet"."""
+        if self.operation.finish_or_rollback == "finish":
+            return (f"finish pending on {self.node.name}: {len(self.statements)} statement(s) past the point of no "
+                    "return not taken yet")
+        return f"rollback pending on {self.node.name}: {len(self.statements)} statement(s) of the rollback not taken yet"
 
 
 class EndpointLock(models.Model):

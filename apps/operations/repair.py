@@ -128,12 +128,13 @@ def plan_repair(cluster, node_ids=None):
         Step("save", "Save to disk on each node", PROXYSQL,
              {k: {"name": v["name"], "sql": v["save"], "rollback": []} for k, v in per_node.items()},
              point_of_no_return=True),
-        Step("inventory", "Resolve the pending rollbacks of the repaired nodes", INVENTORY,
+        Step("inventory", "Resolve what is pending (rollback or finish) on the repaired nodes", INVENTORY,
              params={"action": "resolve_pending_rollbacks", "nodes": [int(k) for k in per_node]}),
     ]
     facts = {"nodes": {k: {"name": v["name"], "changes": v["changes"], "nothing_to_do": not v["sql"]}
                        for k, v in per_node.items()},
-             "pending_rollbacks": [f"#{p.operation_id} on {p.node.name}" for p in pending.select_related("node")]}
+             "pending_rollbacks": [f"#{p.operation_id} on {p.node.name} ({p.operation.finish_or_rollback} pending)"
+                                   for p in pending.select_related("node", "operation")]}
     return shared.annotate(Plan(OperationKind.REPAIR, cluster.pk, f"Repair {scope} of {cluster.name} from the inventory",
                                 guards, steps, facts, options={"nodes": [n.pk for n in nodes] if node_ids else None}),
                            cluster)

@@ -1,18 +1,21 @@
-"""Rollbacks a ProxySQL node did not take: kept per node (PendingRollback) and retried until it answers.
+"""Statements a ProxySQL node did not take: kept per node (PendingRollback) and retried until it answers.
 
-When an operation rolls back and a node stops answering part-way, the statements that node did not take
-are stored, in order, and the operation stays `rollback_pending` (likewise for a node that misses the steps
-after the point of no return: its statements are finished the same way, and the operation ends `done`) (a banner on the fleet and cluster
-pages names it). retry_due() (beat, every 2 s) retries a node as soon as its last poll says it answers
-again, otherwise with backoff (1, 2, 4 ... 30 s); run_now() is the operator's button. Every try is
-audited, success or failure with the node's error. When every node has taken its statements the
-operation ends `rolled_back`. While a rollback is pending, manual operations on the cluster are refused
-(guard()); automatic failover and repair still run.
+Two cases, one machinery; only the words and the end state differ (Operation.finish_or_rollback):
+- a rollback pending: when an operation rolls back and a node stops answering part-way, the statements that
+  node did not take are stored, in order, and the operation stays `rollback_pending`; it ends `rolled_back`
+  when every node has taken its statements.
+- a finish pending: a node that stops answering past the point of no return misses the operation's last
+  statements while the other nodes and the inventory go on; they are stored the same way, the operation stays
+  `finish_pending` (done everywhere else, nothing rolled back) and ends `done` when every node has taken them.
+A banner on the fleet and cluster pages names them. retry_due() (beat, every 2 s) retries a node as soon as
+its last poll says it answers again, otherwise with backoff (1, 2, 4 ... 30 s); run_now() is the operator's
+button. Every try is audited, success or failure with the node's error. While either is pending, manual
+operations on the cluster are refused (guard()); automatic failover and repair still run.
 
-Superseded: if another operation changed the cluster after the rollback became pending (say automatic
+Superseded: if another operation changed the cluster after the statements became pending (say automatic
 failover moved the writer while the node was paused), replaying the old statements on that node would
-undo the later change there only. Such a rollback is never replayed: it is marked superseded (audited)
-and the node is repaired from the inventory, which holds the later change, as soon as it answers.
+undo the later change there only. They are never replayed: the row is marked superseded (audited) and the
+node is repaired from the inventory, which holds the later change, as soon as it answers.
 """
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
@@ -44,19 +47,20 @@ def open_rows(cluster=None):
 
 
 def describe(row):
-    return (f"operation #{row.operation_id} ({row.operation.title}) on {row.node.name}: "
-            f"{len(row.statements)} statement(s) not taken" + (" (superseded)" if row.state == PendingState.SUPERSEDED else ""))
+    return (f"operation #{row.operation_id} ({row.operation.title}): {row.what_is_pending}"
+            + (" (superseded)" if row.state == PendingState.SUPERSEDED else ""))
 
 
 def guard(cluster):
-    """The hard guard of manual operations: none while a rollback is pending on the cluster."""
+    """The hard guard of manual operations: none while a rollback or a finish is pending on the cluster."""
     rows = list(open_rows(cluster).select_related("node", "operation"))
-    return Guard("no_pending_rollback", "No rollback is pending on this cluster (it completes when the node answers, "
+    pending = " or ".join(sorted({r.operation.finish_or_rollback for r in rows})) or "rollback or finish"
+    return Guard("no_pending_rollback", f"No {pending} is pending on this cluster (it completes when the node answers, "
                  "or repair the node from the inventory)", not rows, "; ".join(describe(r) for r in rows) or "none", False)
 
 
 def keep(op, pending):
-    """Store, per node, the rollback statements it did not take (the executor calls this in its transaction).
+    """Store, per node, the statements it did not take (the executor calls this in its transaction).
     `pending`: {node_id: {"statements": [{"step", "sql"}], "error": ...}}."""
     first = timezone.now() + timedelta(seconds=FIRST_RETRY_S)
     PendingRollback.objects.bulk_create([
@@ -91,7 +95,8 @@ def retry_due():
 
 
 def run_now(op, *, request):
-    """The operator's "run the pending rollback now": one try per open node, whatever the backoff says."""
+    """The operator's "run the pending rollback now" ("finish on the node now"): one try per open node, whatever
+    the backoff says."""
     rows = list(open_rows().filter(operation=op).select_related("node", "operation__cluster"))
     return [attempt(row, request=request) for row in rows]
 
@@ -117,7 +122,7 @@ def attempt(row, *, request=None, rule=None):
 
 
 def superseding(row):
-    """The first operation that changed this cluster after the rollback became pending (repairs excepted:
+    """The first operation that changed this cluster after the statements became pending (repairs excepted:
     they write the inventory's intent and resolve the rows of the nodes they repair)."""
     return (Operation.objects.filter(cluster_id=row.operation.cluster_id, finished_at__gt=row.created_at)
             .exclude(pk=row.operation_id).exclude(kind=OperationKind.REPAIR)
@@ -129,7 +134,8 @@ def _supersede(row, later, *, request, rule):
     with transaction.atomic():
         if PendingRollback.objects.filter(pk=row.pk, state=PendingState.PENDING).update(
                 state=PendingState.SUPERSEDED, superseded_by=later):
-            record("rollback superseded", request=request, rule=rule, cluster=row.operation.cluster, outcome="failure",
+            record(f"{row.operation.finish_or_rollback} superseded", request=request, rule=rule,
+                   cluster=row.operation.cluster, outcome="failure",
                    target=f"#{row.operation_id} on {row.node.name}",
                    details={"operation": row.operation_id, "node": row.node.name, "superseded_by": later.pk,
                             "superseded_by_title": later.title, "statements_not_replayed": row.statements,
@@ -162,7 +168,7 @@ def _replay(row, *, request, rule):
         while row.statements:
             statement = row.statements[0]
             sql = expand_secrets(statement["sql"], secrets, admin) if SECRET_MARK in statement["sql"] else statement["sql"]
-            admin.run(sql, action=f"rollback {statement['step']} (retry)")
+            admin.run(sql, action=f"{op.finish_or_rollback} {statement['step']} (retry)")
             ran.append({**statement, "at": timezone.now().isoformat()})
             row.statements = row.statements[1:]
             PendingRollback.objects.filter(pk=row.pk).update(statements=row.statements, ran=row.ran + ran)
@@ -225,7 +231,8 @@ def _tried(row, ran, error, *, request, rule, repair=None):
     op = row.operation
     with transaction.atomic():
         PendingRollback.objects.filter(pk=row.pk).update(**fields)
-        record("rollback retry", request=request, rule=rule, cluster=op.cluster, outcome="failure" if error else "success",
+        record(f"{op.finish_or_rollback} retry", request=request, rule=rule, cluster=op.cluster,
+               outcome="failure" if error else "success",
                target=f"#{op.pk} on {row.node.name}",
                details={"operation": op.pk, "node": row.node.name, "attempt": attempts, "ran": ran, "error": error,
                         "still_to_run": row.statements, "repair": repair.pk if repair else None,
@@ -235,12 +242,14 @@ def _tried(row, ran, error, *, request, rule, repair=None):
         return f"{row.node.name}: {error}"
     if repair:
         return f"{row.node.name}: repaired from the inventory by operation #{repair.pk}"
+    if op.finish_or_rollback == "finish":
+        return f"{row.node.name}: {len(ran)} statement(s) ran; the operation is finished there"
     return f"{row.node.name}: {len(ran)} statement(s) ran; its rollback is complete"
 
 
 def resolve_by_repair(repair_op, node_ids):
-    """A repair wrote the inventory's intent to these nodes: their pending rollbacks are over (replaying them
-    would undo the repair). Called by the repair's last step."""
+    """A repair wrote the inventory's intent to these nodes: what was pending there (rollback or finish) is over
+    (replaying it would undo the repair). Called by the repair's last step."""
     rows = list(open_rows(repair_op.cluster).filter(node_id__in=node_ids).select_related("node", "operation"))
     now = timezone.now()
     for row in rows:
@@ -248,7 +257,7 @@ def resolve_by_repair(repair_op, node_ids):
             if PendingRollback.objects.filter(pk=row.pk, state__in=PendingState.open()).update(
                     state=PendingState.REPAIRED, resolved_at=now,
                     resolution=f"repaired from the inventory by operation #{repair_op.pk}"):
-                record("rollback resolved by repair", user=repair_op.requested_by,
+                record(f"{row.operation.finish_or_rollback} resolved by repair", user=repair_op.requested_by,
                        rule=None if repair_op.requested_by else repair_op.actor, cluster=repair_op.cluster,
                        target=f"#{row.operation_id} on {row.node.name}",
                        details={"operation": row.operation_id, "node": row.node.name, "repair": repair_op.pk,
@@ -258,17 +267,18 @@ def resolve_by_repair(repair_op, node_ids):
 
 
 def finish_if_resolved(op):
-    """The operation ends rolled_back once none of its nodes has anything pending; done if what was pending
-    were the statements past its point of no return (the executor never rolls back past it)."""
+    """Once none of its nodes has anything pending, a finish-pending operation ends done, a rollback-pending one
+    rolled_back."""
     if open_rows().filter(operation=op).exists():
         return
     resolution = "; ".join(f"{r.node.name}: {r.resolution}" for r in op.pending_rollbacks.select_related("node"))
     op.refresh_from_db()
-    forward = op.point_of_no_return
-    state = OperationState.DONE if forward else OperationState.ROLLED_BACK
+    forward = op.finish_or_rollback == "finish"
+    pending, state = ((OperationState.FINISH_PENDING, OperationState.DONE) if forward
+                      else (OperationState.ROLLBACK_PENDING, OperationState.ROLLED_BACK))
     ended = "finished on every node" if forward else "rollback completed"
     with transaction.atomic():
-        if not Operation.objects.filter(pk=op.pk, state=OperationState.ROLLBACK_PENDING).update(
+        if not Operation.objects.filter(pk=op.pk, state=pending).update(
                 state=state, finished_at=timezone.now(), error=f"{op.error}; {ended} ({resolution})"):
             return
         record(f"{op.kind} {state}", user=op.requested_by, rule=None if op.requested_by else op.actor,
@@ -277,6 +287,7 @@ def finish_if_resolved(op):
 
 
 def banner(cluster=None):
-    """The open pending rollbacks, oldest first, for the banners of the fleet and cluster pages."""
-    return list(open_rows(cluster).select_related("node", "operation__cluster", "superseded_by")
-                .order_by("created_at", "pk"))
+    """The open rows, for the banners of the fleet and cluster pages: the finishes pending, then the rollbacks
+    pending, each oldest first."""
+    rows = open_rows(cluster).select_related("node", "operation__cluster", "superseded_by").order_by("created_at", "pk")
+    return sorted(rows, key=lambda r: r.operation.finish_or_rollback)

@@ -93,7 +93,7 @@ def _int(value):
 
 @require_role(VIEWER)
 def pending_rollbacks(request):
-    """htmx partial: the rollback-pending banner, for one cluster (?cluster=<id>) or the fleet."""
+    """htmx partial: the banner of the finishes and rollbacks pending, for one cluster (?cluster=<id>) or the fleet."""
     cluster = get_object_or_404(Cluster, pk=_int(request.GET["cluster"])) if request.GET.get("cluster") else None
     return TemplateResponse(request, "operations/pending_rollbacks.html",
                             {"pending_rollbacks": rollbacks.banner(cluster)})
@@ -102,7 +102,8 @@ def pending_rollbacks(request):
 @require_role(OPERATOR)
 @require_POST
 def operation_rollback_now(request, pk):
-    """Run the pending rollback of this operation now, node by node (each try audited)."""
+    """Run what is pending for this operation (its rollback, or its finish past the point of no return) now, node
+    by node (each try audited)."""
     op = get_object_or_404(Operation, pk=pk)
     outcomes = rollbacks.run_now(op, request=request)
     if not outcomes:
@@ -118,7 +119,7 @@ def operation_detail(request, pk):
     plan = Plan.from_json(op.plan)
     return TemplateResponse(request, "operations/detail.html", {
         "op": op, "plan": plan, "steps": op.steps.all(), "confirm_form": ConfirmForm(),
-        "autoinc_reason": _autoinc_likely(plan), "pending": op.pending_rollbacks.select_related("node", "superseded_by"),
+        "autoinc_reason": _autoinc_likely(plan), "pending": op.pending_rollbacks.select_related("node", "operation", "superseded_by"),
         "second_person_needed": (op.cluster.two_person_rule and request.user.is_authenticated
                                  and services.is_planner(op, request.user)),
     })
@@ -139,7 +140,7 @@ def operation_progress(request, pk):
     """htmx partial polled while the operation runs; answers 286 (stop polling) once it has finished."""
     op = get_object_or_404(Operation.objects.select_related("cluster"), pk=pk)
     context = {"op": op, "steps": op.steps.all(), "sessions": _sessions_holding(op) if op.state in ("pending", "running") else None,
-               "pending": op.pending_rollbacks.select_related("node", "superseded_by")}
+               "pending": op.pending_rollbacks.select_related("node", "operation", "superseded_by")}
     response = TemplateResponse(request, "operations/detail.html#progress", context)
     if op.finished and request.htmx:
         response.render()

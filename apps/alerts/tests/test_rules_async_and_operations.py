@@ -1,14 +1,16 @@
 """The async replication rules on the replication lab (a replica stopped, a replica lagging), and the
 operation rules with real operations on the Galera lab pair (a switchover failed past its point of no
-return, resolved by a later one that succeeds; a rollback left pending, resolved when a retry goes
-through)."""
+return, resolved by a later one that succeeds; a rollback left pending, and a finish left pending past the
+point of no return, each resolved when a retry goes through)."""
 import threading
 import time
 
 import pytest
 
+from django.test import Client
 from django.utils import timezone
 
+from apps.alerts.catalogue import BY_KEY
 from apps.fleet.models import Cluster, Server
 from apps.operations import repair, rollbacks, switchover
 from apps.operations.models import Operation, PendingRollback
@@ -117,3 +119,31 @@ def test_a_rollback_left_pending_until_the_node_takes_it(adopted_lab, live_redis
     rollbacks.retry_due()
     assert Operation.objects.get(pk=op.pk).state == "rolled_back"
     assert until(lambda: not open_alerts("rollback_pending"), 8)
+
+
+def test_a_finish_left_pending_says_finish_until_the_node_takes_it(adopted_lab, live_redis, operator_user):
+    """Past the switchover's point of no return the second node stops answering (paused as it takes the
+    auto-increment delay back): the new writer is live everywhere else, nothing was rolled back. The alert must
+    say a finish is pending, never a rollback, until the node takes the rest."""
+    cluster, (first, second) = adopted_lab
+    tick()
+    demo.admin_sql(second.port, 'LAB FAIL_STATEMENTS {"text": "SET variable_value=\'5\'", "pause": true}',
+                   user=second.user, password=second.password)
+    op = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
+    assert op.state == "finish_pending", op.error
+    second.set_mode("normal")  # it answers again; its statements are still to run
+    assert until(lambda: firing("finish_pending"), 8)
+    [a] = firing("finish_pending")
+    assert a.operation_id == op.pk and a.severity == "critical" and a.rule == "finish_pending"
+    assert a.summary.startswith(f"operation #{op.pk} left a finish pending: done on the other nodes; "
+                                "FINISH PENDING on proxysql-2 (2 statement(s) past the point of no return not taken")
+    assert "rollback" not in a.summary.lower() and not open_alerts("rollback_pending")
+    assert BY_KEY[a.rule].title == "Finish pending" and "rollback" not in BY_KEY[a.rule].why.lower()
+    client = Client()
+    client.force_login(operator_user)
+    page = client.get(a.get_absolute_url()).content.decode()
+    assert "Finish pending" in page and "rollback pending" not in page.lower()
+    PendingRollback.objects.update(next_try_at=timezone.now())
+    rollbacks.retry_due()
+    assert Operation.objects.get(pk=op.pk).state == "done"
+    assert until(lambda: not open_alerts("finish_pending"), 8)

@@ -1,5 +1,5 @@
 """Operations: list and follow them; plan one (switchover, drain, restore, failover, repair) and get the
-plan with its guards and SQL per node; confirm, cancel, run a pending rollback now.
+plan with its guards and SQL per node; confirm, cancel, run a pending rollback (or finish) now.
 
 Planning saves the plan (services.save_plan) and answers 201 with the operation; confirming goes through
 services.confirm exactly as the browser's button does (guards, an admin's override with a reason, the
@@ -95,7 +95,9 @@ class OperationRollbackNow(ApiView):
     roles = {"post": OPERATOR}
 
     @extend_schema(request=None, responses={200: s.OperationDetailSerializer}, tags=["operations"],
-                   summary="Run this operation's pending rollback now, node by node (each try audited)")
+                   summary="Run what is pending for this operation now (its rollback, state rollback_pending, or "
+                           "the rest of it past the point of no return, state finish_pending), node by node (each "
+                           "try audited); the outcomes in rollback_tries")
     def post(self, request, pk):
         op = get_object_or_404(Operation, pk=pk)
         outcomes = rollbacks.run_now(op, request=request)

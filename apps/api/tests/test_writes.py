@@ -59,6 +59,32 @@ def test_the_two_person_rule_holds_through_the_api(adopted_lab, operator_user, d
 
 
 @pytest.mark.django_db
+def test_a_finish_pending_is_its_own_state_and_the_operator_finishes_it(adopted_lab, operator_user, live_redis):
+    """Past the switchover's point of no return the second node stops answering: the API says finish_pending (a
+    state its filter knows), its node's statements are a finish, not a rollback, and the operator's "run it now"
+    ends the operation done once the node answers."""
+    cluster, (first, second) = adopted_lab
+    demo.admin_sql(second.port, 'LAB FAIL_STATEMENTS {"text": "SET variable_value=\'5\'", "pause": true}',
+                   user=second.user, password=second.password)
+    operator = client_of(operator_user)
+    op = expect(operator.post(f"/api/v1/clusters/{cluster.pk}/switchover/",
+                              {"new_writer": Server.objects.get(port=3312).pk, "lower_autoinc": True}), 201)
+    expect(operator.post(f"/api/v1/operations/{op['id']}/confirm/"), 200)
+    assert run(op["id"]).state == "finish_pending"
+    second.set_mode("normal")
+    listed = expect(operator.get("/api/v1/operations/", {"state": "finish_pending"}), 200)["results"]
+    assert [(o["id"], o["finished"]) for o in listed] == [(op["id"], False)]
+    one = expect(operator.get(f"/api/v1/operations/{op['id']}/"), 200)
+    assert one["state"] == "finish_pending" and "FINISH PENDING on proxysql-2" in one["error"]
+    assert [(p["node_name"], p["finish_or_rollback"], len(p["statements"])) for p in one["pending_rollbacks"]] == [
+        ("proxysql-2", "finish", 2)]
+    finished = expect(operator.post(f"/api/v1/operations/{op['id']}/rollback-now/"), 200)
+    assert finished["state"] == "done" and finished["rollback_tries"] == [
+        "proxysql-2: 2 statement(s) ran; the operation is finished there"]
+    assert expect(operator.get("/api/v1/operations/", {"state": "finish_pending"}), 200)["results"] == []
+
+
+@pytest.mark.django_db
 def test_failed_guards_need_an_admin_and_a_reason(adopted_lab, operator_user, admin_user_role):
     cluster, _ = adopted_lab
     Cluster.objects.filter(pk=cluster.pk).update(min_available_readers=5)

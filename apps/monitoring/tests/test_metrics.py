@@ -148,7 +148,7 @@ def everything(db, live_redis):
     ops = []
     for kind, state, seconds in (("switchover", "done", 0.07), ("switchover", "done", 0.3), ("drain", "rolled_back", 4),
                                  ("failover", "failed", 45), ("switchover", "running", None), ("repair", "planned", None),
-                                 ("drain", "rollback_pending", 2)):
+                                 ("switchover", "finish_pending", 1.5), ("drain", "rollback_pending", 2)):
         ops.append(Operation.objects.create(
             cluster=cluster, kind=kind, state=state, title=f"{kind} {state}", actor="test", plan={},
             started_at=now - timedelta(seconds=seconds or 1), finished_at=(now if seconds else None),
@@ -193,6 +193,8 @@ def test_every_family_is_exported_with_its_help(client, everything):
     assert value(parsed, "proxysql_fleet_operations_total", cluster=name, kind="failover", state="failed") == 1
     assert value(parsed, "proxysql_fleet_operations_open", cluster=name, kind="switchover", state="running") == 1
     assert value(parsed, "proxysql_fleet_operations_open", cluster=name, kind="drain", state="rollback_pending") == 1
+    assert value(parsed, "proxysql_fleet_operations_open", cluster=name, kind="switchover", state="finish_pending") == 1
+    assert families["proxysql_fleet_operations_open"].documentation.endswith("rollback_pending, finish_pending)")
     assert {tuple(sorted(labels.items())): value(parsed, "proxysql_fleet_alerts", **labels)
             for labels in names(parsed, "proxysql_fleet_alerts")} == {
         (("cluster", name), ("rule", "writer_none"), ("severity", "critical"), ("state", "firing")): 1,

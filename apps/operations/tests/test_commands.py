@@ -1,6 +1,6 @@
 """The operation commands on the lab (Galera lab, two ProxySQL doubles): `manage.py switchover | drain | restore |
 failover | repair`, their plan output, --json, and the exit codes a runbook branches on (0 done, 2 refused,
-3 rolled back, 4 failed)."""
+3 rolled back, 4 failed or rollback/finish pending)."""
 import io
 import json
 import os
@@ -108,6 +108,27 @@ def test_json_lines_give_the_plan_each_step_and_the_outcome(adopted_lab, operato
     assert "Restore 127.0.0.1:3313 from maintenance" in out and "done" in out.splitlines()[-1].lower()
     assert not Server.objects.get(port=3313).maintenance
     assert ("127.0.0.1", 3313, "ONLINE") in runtime(first, 101)
+
+
+def test_a_finish_pending_exits_4_and_says_finish(adopted_lab, operator_user):
+    """Past the point of no return the second node stops answering: the switchover is done on the other node and
+    in the inventory, not on proxysql-2 yet. Not done: exit 4, and the outcome says finish pending, not rollback."""
+    from lab import demo
+
+    cluster, (first, second) = adopted_lab
+    demo.admin_sql(second.port, 'LAB FAIL_STATEMENTS {"text": "SET variable_value=\'5\'", "pause": true}',
+                   user=second.user, password=second.password)
+    code, out = command("switchover", "galera-lab", "--to", "127.0.0.1:3312", "--user", operator_user.username,
+                        "--yes", "--lower-autoinc", "--json")
+    second.set_mode("normal")
+    outcome = json.loads(out.splitlines()[-1])
+    assert code == 4 and outcome["state"] == "finish_pending" and outcome["exit_code"] == 4, outcome
+    assert "FINISH PENDING on proxysql-2" in outcome["error"] and "rollback" not in outcome["error"].lower()
+    assert writer_port() == 3312
+
+    code, out = command("switchover", "galera-lab", "--to", "127.0.0.1:3311", "--user", operator_user.username,
+                        "--yes")  # refused while the finish is pending, and says which
+    assert code == 2 and "No finish is pending on this cluster" in out, out
 
 
 def test_plan_only_and_an_unanswered_prompt_change_nothing(adopted_lab, operator_user):

@@ -93,8 +93,9 @@ def test_manual_operations_are_refused_while_a_rollback_is_pending(adopted_lab, 
     for plan in (switchover.plan_switchover(cluster, Server.objects.get(port=3313)),
                  drain.plan_drain(Server.objects.get(port=3313)), drain.plan_restore(Server.objects.get(port=3313))):
         guard = next(g for g in plan.guards if g.key == "no_pending_rollback")
-        assert not guard.passed and not guard.overridable
-        assert f"operation #{op.pk}" in guard.value and "proxysql-2" in guard.value
+        assert not guard.passed and not guard.overridable and guard.label.startswith("No rollback is pending")
+        assert guard.value == (f"operation #{op.pk} ({op.title}): rollback pending on proxysql-2: 4 statement(s) of "
+                               "the rollback not taken yet")
     refused = services.save_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3313)), user=admin_user_role)
     with pytest.raises(services.NotAllowed, match="No rollback is pending"):
         services.confirm(refused, user=admin_user_role, override_reason="I know", enqueue=False)
@@ -162,8 +163,12 @@ def test_run_now_button_and_banners(adopted_lab, operator_user, viewer_user, liv
         html = viewer_client.get(url).content.decode()
         assert 'id="pending-rollbacks"' in html and f"Operation #{op.pk}" in html and "proxysql-2" in html
         assert "REPLACE INTO mysql_servers" in html and "LOAD MYSQL VARIABLES TO RUNTIME" in html
+        assert "Rollback pending on 1 ProxySQL node" in html
+        assert "rollback pending on proxysql-2: 4 statement(s) of the rollback not taken yet" in html
+        assert "finish pending" not in html.lower()
     page = operator_client.get(op.get_absolute_url()).content.decode()
-    assert "Run the pending rollback now" in page
+    assert "Run the pending rollback now" in page and "Rollback per node" in page and "rollback pending" in page
+    assert "finish pending" not in page.lower() and "Finish" not in page
     assert "Run the pending rollback now" not in viewer_client.get(op.get_absolute_url()).content.decode()
     assert viewer_client.post(reverse("operations:rollback_now", args=[op.pk])).status_code == 403
     fail_statements(second, None)
@@ -187,7 +192,9 @@ def test_a_node_that_misses_the_steps_after_the_point_of_no_return_finishes_them
     demo.admin_sql(second.port, 'LAB FAIL_STATEMENTS {"text": "SET variable_value=\'5\'", "pause": true}',
                    user=second.user, password=second.password)
     op = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
-    assert op.state == OperationState.ROLLBACK_PENDING and "FINISH PENDING on proxysql-2" in op.error, op.error
+    assert op.state == OperationState.FINISH_PENDING and "FINISH PENDING on proxysql-2" in op.error, op.error
+    assert op.get_state_display() == "finish pending: done on the other nodes"
+    assert AuditEvent.objects.get(action="switchover finish_pending").details["finish_pending"]
     assert switchover.current_writer(cluster).server.port == 3312  # the inventory says what the nodes do
     second.set_mode("normal")  # it answers again: the UPDATE was applied in memory, not loaded
     for double in (first, second):
@@ -197,13 +204,33 @@ def test_a_node_that_misses_the_steps_after_the_point_of_no_return_finishes_them
     assert row.node.name == "proxysql-2" and [s["sql"] for s in row.statements] == [
         f"UPDATE global_variables SET variable_value='5' WHERE variable_name='{AUTOINC}'", "LOAD MYSQL VARIABLES TO RUNTIME"]
     assert not cluster_drift(cluster).nodes[1].in_sync
+    client = Client()
+    client.force_login(operator_user)
+    said = "finish pending on proxysql-2: 2 statement(s) past the point of no return not taken yet"
+    for url in (cluster.get_absolute_url(), reverse("fleet:overview"),
+                reverse("operations:pending_rollbacks") + f"?cluster={cluster.pk}"):
+        html = client.get(url).content.decode()
+        assert "Finish pending on 1 ProxySQL node" in html and said in html and f"Operation #{op.pk}" in html
+        assert "rollback pending" not in html.lower()
+    page = client.get(op.get_absolute_url()).content.decode()
+    assert "finish pending: done on the other nodes" in page and "Finish per node" in page and said in page
+    assert "Finish on the node now" in page
+    assert "rollback pending" not in page.lower() and "Rollback per node" not in page
+    assert "Run the pending rollback now" not in page
+    guard = next(g for g in switchover.plan_switchover(cluster, Server.objects.get(port=3311)).guards
+                 if g.key == "no_pending_rollback")
+    assert not guard.passed and guard.label.startswith("No finish is pending on this cluster")
+    assert guard.value == (f"operation #{op.pk} ({op.title}): finish pending on proxysql-2: 2 statement(s) past the "
+                           "point of no return not taken yet")
 
     due_now()
-    assert rollbacks.retry_due() == ["proxysql-2: 2 statement(s) ran; its rollback is complete"]
+    assert rollbacks.retry_due() == ["proxysql-2: 2 statement(s) ran; the operation is finished there"]
     op.refresh_from_db()
     assert op.state == OperationState.DONE and "finished on every node" in op.error
     assert variable(second, AUTOINC) == "5" and cluster_drift(cluster).in_sync
     assert AuditEvent.objects.filter(action="switchover done").exists()
+    assert AuditEvent.objects.get(action="finish retry").outcome == "success"
+    assert not AuditEvent.objects.filter(action__startswith="rollback").exists()
     later = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3311), lower_autoinc=True), operator_user)
     assert later.state == OperationState.DONE, later.error
 

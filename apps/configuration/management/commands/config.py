@@ -6,7 +6,8 @@
 
 `plan` exits 0 when nothing blocks, 2 when a finding blocks or the file is refused (stale, unreadable), so
 it fits a review pipeline. `apply` plans, asks unless --yes, confirms as NAME (an operator; an admin to
-override blocking findings), runs it here and now, and exits 0 done / 2 refused / 3 rolled back / 4 failed.
+override blocking findings), runs it here and now, and exits 0 done / 2 refused / 3 rolled back / 4 failed (or a rollback or finish pending:
+a node still lacks what it should have).
 """
 import json
 import sys
