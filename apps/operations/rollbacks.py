@@ -122,11 +122,13 @@ def attempt(row, *, request=None, rule=None):
 
 
 def superseding(row):
-    """The first operation that changed this cluster after the statements became pending (repairs excepted:
-    they write the inventory's intent and resolve the rows of the nodes they repair)."""
+    """The first operation that changed this cluster after the statements became pending: done, failed past its
+    point of no return, or left finishing on a node (repairs excepted: they write the inventory's intent and
+    resolve the rows of the nodes they repair)."""
     return (Operation.objects.filter(cluster_id=row.operation.cluster_id, finished_at__gt=row.created_at)
             .exclude(pk=row.operation_id).exclude(kind=OperationKind.REPAIR)
-            .filter(Q(state=OperationState.DONE) | Q(state=OperationState.FAILED, point_of_no_return=True))
+            .filter(Q(state__in=(OperationState.DONE, OperationState.FINISH_PENDING))
+                    | Q(state=OperationState.FAILED, point_of_no_return=True))
             .order_by("finished_at").first())
 
 

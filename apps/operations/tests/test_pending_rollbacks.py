@@ -180,6 +180,19 @@ def test_run_now_button_and_banners(adopted_lab, operator_user, viewer_user, liv
     assert HostgroupMembership.objects.get(hostgroup_id=100).server.port == 3311
 
 
+def test_a_later_operation_left_finish_pending_supersedes_an_older_pending_rollback(adopted_lab, operator_user,
+                                                                                    live_redis):
+    """Failover runs while a rollback is pending. If it moved the writer but left a node to finish, it changed the
+    cluster all the same: replaying the older rollback on that node would put the old writer back there only."""
+    cluster, doubles = adopted_lab
+    op = pending_switchover(cluster, doubles, operator_user)
+    row = PendingRollback.objects.get(operation=op)
+    later = Operation.objects.create(cluster=cluster, kind="failover", state=OperationState.FINISH_PENDING,
+                                     point_of_no_return=True, title="failover 3311 -> 3312", actor=rules.FAILOVER_RULE,
+                                     plan={}, finished_at=timezone.now())
+    assert rollbacks.superseding(row) == later
+
+
 def test_a_node_that_misses_the_steps_after_the_point_of_no_return_finishes_them_when_it_answers(
         adopted_lab, operator_user, live_redis):
     """Found on the real pair: proxysql-2 paused while the switchover restored the auto-increment delay, after
