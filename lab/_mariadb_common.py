@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
@@ -183,7 +184,9 @@ def read_pid(path: Path) -> int | None:
 def processes_under(path: Path) -> list[psutil.Process]:
     """Live mariadbd/rsync/SST-script processes whose command line mentions `path` (our lab's dir).
     Used to make sure nothing of the lab is left behind, never to touch anything else."""
-    marker = str(path)
+    # The directory itself or a path inside it, never a sibling whose name starts the same (var/lab/galera is not
+    # var/lab/galera-NAME, a named lab of its own).
+    inside = re.compile(re.escape(str(path).rstrip("/")) + r"(?![\w.-])")
     me = {os.getpid(), os.getppid()}
     found = []
     for proc in psutil.process_iter(["pid", "name", "cmdline", "status"]):
@@ -193,7 +196,7 @@ def processes_under(path: Path) -> list[psutil.Process]:
             cmd = proc.info["cmdline"] or []
             name = proc.info["name"] or ""
             joined = " ".join(cmd)
-            if marker not in joined:
+            if not inside.search(joined):
                 continue
             if name in ("mariadbd", "mysqld", "rsync") or "wsrep_sst" in joined or "mariadbd" in joined:
                 found.append(proc)

@@ -231,3 +231,19 @@ def test_standalone_mariadb_up_connect_down():
     finally:
         db.down()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_labs_processes_are_not_those_of_a_lab_whose_dir_name_starts_the_same(tmp_path):
+    """`bin/lab galera down` (var/lab/galera) must leave a named lab's nodes (var/lab/galera-NAME) alone: a benchmark's
+    named lab lost its three nodes at once when a test suite next to it stopped the default lab."""
+    named_node = tmp_path / "galera-pause" / "node1"
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "mariadbd", f"--datadir={named_node}"])
+    try:
+        deadline = time.monotonic() + 5
+        while proc.pid not in {p.pid for p in processes_under(tmp_path / "galera-pause")}:
+            assert time.monotonic() < deadline, "the stand-in process never showed its command line"
+            time.sleep(0.05)
+        assert proc.pid not in {p.pid for p in processes_under(tmp_path / "galera")}
+    finally:
+        proc.kill()
+        proc.wait()
