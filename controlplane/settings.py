@@ -240,6 +240,10 @@ AUDIT_REFUSAL_WINDOW_S = envfloat("AUDIT_REFUSAL_WINDOW_S", 60)
 # token). Checked here so that a typo stops the start, not every scrape.
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 METRICS_ALLOWED_ADDRESSES = envlist("METRICS_ALLOWED_ADDRESSES", "127.0.0.1/32,::1/128")
+# Where /metrics/targets tells Prometheus (its HTTP service discovery) to scrape: scheme://host[:port], e.g.
+# https://console.example.net; empty: the scheme and address the discovery request itself was sent to (its Host
+# header, checked against ALLOWED_HOSTS).
+METRICS_TARGET_URL = os.environ.get("METRICS_TARGET_URL", "")
 
 
 def _check_metrics_settings():
@@ -252,6 +256,9 @@ def _check_metrics_settings():
         except ValueError:
             raise ImproperlyConfigured(f"METRICS_ALLOWED_ADDRESSES: {cidr!r} is not an address or CIDR "
                                        f"(e.g. 10.0.0.0/8, ::1/128)") from None
+    if METRICS_TARGET_URL and not re.fullmatch(r"https?://[^/?#@\s]+", METRICS_TARGET_URL):
+        raise ImproperlyConfigured(f"METRICS_TARGET_URL: {METRICS_TARGET_URL!r} is not scheme://host[:port] (e.g. "
+                                   "https://console.example.net), without a path")
     if METRICS_TOKEN.startswith("sha256:"):
         if not re.fullmatch(r"[0-9a-fA-F]{64}", METRICS_TOKEN[7:]):
             raise ImproperlyConfigured("METRICS_TOKEN: after sha256: come the 64 hex digits of the token's SHA-256")

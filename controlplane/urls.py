@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from apps.monitoring.views import metrics
+from apps.monitoring.views import metrics, metrics_targets, pool_metrics
 
 urlpatterns = [
     path("", include("apps.fleet.urls")),
@@ -16,5 +16,8 @@ urlpatterns = [
     path("dr/", include("apps.dr.urls")),  # disaster-recovery channels between clusters (apps/dr)
     path("api/", include("apps.api.urls")),  # the JSON API, /api/v1/ (apps/api)
     path("admin/", admin.site.urls),
-    path("metrics", metrics, name="metrics"),  # Prometheus: outside the login, see apps/monitoring/scrape_access.py
+    # Prometheus: outside the login, see apps/monitoring/scrape_access.py; what each exports: apps/monitoring/exporter.py
+    path("metrics", metrics, name="metrics"),
+    path("metrics/pool", pool_metrics, name="pool_metrics"),
+    path("metrics/targets", metrics_targets, name="metrics_targets"),
 ]

@@ -1,4 +1,4 @@
-"""/metrics at fleet scale: the benchmark of the Prometheus exposition (a command, not a test).
+"""/metrics and /metrics/pool at fleet scale: the benchmark of the Prometheus exposition (a command, not a test).
 
     bin/bench-metrics [--nodes 1000] [--requests 40] [--operations 20000] [--mirror-windows 120]
                       [--database-url URL] [--names bench|realistic] [--prometheus SECONDS] [--update-docs]
@@ -21,7 +21,11 @@ Everything runs on 127.0.0.1 and everything it starts is stopped at the end, als
    asks) and without: server time p50 / p95 / max and CPU, bytes, samples; a process's first scrape (it reads every
    operation once: apps/monitoring/operation_counts.py); the CPU time of each step; the peak of Python allocations;
    and, for comparison, prometheus_client's own generate_latest() over the same families instead of render().
-5. With --prometheus SECONDS, a real Prometheus scrapes it over HTTP (lab/bench_metrics_ingest.py).
+   Then every target /metrics/targets lists for the pools, /metrics/pool?cluster=NAME once per cluster (a whole
+   round, as Prometheus scrapes them in an interval), twice: server time and CPU per scrape, sizes, and the
+   round's CPU and bytes in all; the bytes by kind of series over every body of a round.
+5. With --prometheus SECONDS, a real Prometheus discovers the targets and scrapes them over HTTP
+   (lab/bench_metrics_ingest.py).
 6. Prints the machine and every figure; --update-docs rewrites the generated block of the "Prometheus /metrics at
    fleet scale" section of docs/benchmarks.md (nothing else is written outside var/bench).
 """
@@ -218,6 +222,7 @@ def measure(args, px, be):
             identical = text == exporter.render(families)
         del families, text
     assert gzip.decompress(client.get("/metrics", secure=True, HTTP_ACCEPT_ENCODING="gzip").content).count(b"\n") > 0
+    pool = measure_pools(client, px, be)
     phases = phase_times(px, be, max(3, args.requests // 4))
     tracemalloc.start()
     publish(px, be, time.time())
@@ -227,10 +232,46 @@ def measure(args, px, be):
     tracemalloc.stop()
     lines = body.count(b"\n")
     comments = body.count(b"\n#") + body.startswith(b"#")
-    return {"n": args.requests, "timed": timed, "bytes": len(body), "groups": bytes_by_group(body), "samples": lines - comments,
+    pool_lines = pool.pop("text").count(b"\n")
+    return {"n": args.requests, "timed": timed, "bytes": len(body), "groups": pool.pop("groups"), "pool": pool,
+            "samples": lines - comments, "pool_samples": pool_lines - pool["comments"],
             "families": comments // 2, "library_p50_ms": pct(library, 0.5), "peak_mib": peak / (1 << 20), "phases": phases,
             "first_cpu_ms": pct(first, 0.5),
             "identical": identical}
+
+
+def measure_pools(client, px, be, rounds=2):
+    """Every pool target of /metrics/targets scraped once per round (gzip, as Prometheus asks), the documents
+    re-dated before each round: per scrape p50 / p95 / max of server time and CPU, the largest body; per round
+    the CPU and bytes in all. Also the bytes by kind of series over /metrics and the round's pool bodies."""
+    targets = client.get("/metrics/targets", secure=True, REMOTE_ADDR="127.0.0.1").json()
+    clusters = [t["labels"]["__param_cluster"] for t in targets if t["labels"]["__metrics_path__"] == "/metrics/pool"]
+    wall, cpu, round_cpu, sizes, wire = [], [], [], [], []
+    for _ in range(rounds):
+        publish(px, be, time.time())
+        c0, sizes, wire, texts = time.process_time(), [], [], []
+        for name in clusters:
+            t, c = time.perf_counter(), time.process_time()
+            response = client.get("/metrics/pool", {"cluster": name}, secure=True, REMOTE_ADDR="127.0.0.1",
+                                  HTTP_ACCEPT_ENCODING="gzip")
+            wall.append((time.perf_counter() - t) * 1000)
+            cpu.append((time.process_time() - c) * 1000)
+            if response.status_code != 200:
+                raise SystemExit(f"/metrics/pool?cluster={name} answered HTTP {response.status_code}: "
+                                 f"{response.content[:300]!r}")
+            wire.append(len(response.content))
+            texts.append(gzip.decompress(response.content))
+            sizes.append(len(texts[-1]))
+        round_cpu.append((time.process_time() - c0) * 1000)
+    text = b"".join(texts)
+    from django.conf import settings
+    (settings.BASE_DIR / "var" / "bench" / "metrics-pool.txt").write_bytes(text)  # a round's pool bodies, one after another
+    fleet = client.get("/metrics", secure=True, REMOTE_ADDR="127.0.0.1").content
+    return {"targets": len(clusters), "rounds": rounds, "p50_ms": pct(wall, 0.5), "p95_ms": pct(wall, 0.95),
+            "max_ms": max(wall), "cpu_p50_ms": pct(cpu, 0.5), "cpu_p95_ms": pct(cpu, 0.95),
+            "round_cpu_ms": pct(round_cpu, 0.5), "max_bytes": max(sizes), "max_wire": max(wire),
+            "total_bytes": sum(sizes), "total_wire": sum(wire), "text": text,
+            "comments": sum(1 for line in text.splitlines() if line.startswith(b"#")), "groups": bytes_by_group(fleet + text)}
 
 
 GROUPS = (("pool rows (pool_*)", b"proxysql_fleet_pool_"), ("backends (backend_*)", b"proxysql_fleet_backend_"),
@@ -273,7 +314,7 @@ def phase_times(px, be, runs):
                            lambda: read_docs(live.PROXYSQL, list(inv.nodes), exporter.PROXYSQL_DECODER))
             be_docs = step("backend documents: MGET and decoding", lambda: read_docs(live.BACKEND, list(inv.servers)))
             step("cluster series", lambda: exporter._clusters(add, inv))
-            step("ProxySQL node and pool series", lambda: exporter._proxysql(add, inv, px_docs, now))
+            step("ProxySQL node series", lambda: exporter._proxysql(add, inv, px_docs, now))
             step("backend series", lambda: exporter._backends(add, inv, be_docs, now))
             step("mirror rules: 2 queries", lambda: exporter._mirror_rules(add, inv, now))
             state["histogram"] = step("operations (the new and the unended) and pending rollbacks",
@@ -343,10 +384,19 @@ def report(args, info, r, command):
     add(f"| a process's first scrape (every operation read once), CPU | | p50 {fmt(r['first_cpu_ms'], 0)} ms |")
     add(f"| `/metrics` size | < 10 MB | on the wire (gzip) {g['bytes'] / 1e6:.2f} MB; uncompressed {r['bytes'] / 1e6:.2f} MB "
         f"({r['bytes']:,} bytes) |")
-    add("| bytes by kind of series (lines, uncompressed) | | " + "; ".join(
+    q = r["pool"]
+    add(f"| `/metrics/pool?cluster=NAME`, one target per cluster ({q['targets']:,} targets, {q['rounds']} rounds, gzip): "
+        f"server time per scrape | | p50 {fmt(q['p50_ms'], 1)} ms, p95 {fmt(q['p95_ms'], 1)} ms, max {fmt(q['max_ms'], 1)} ms "
+        f"(CPU p50 {fmt(q['cpu_p50_ms'], 1)} ms, p95 {fmt(q['cpu_p95_ms'], 1)} ms) |")
+    add(f"| `/metrics/pool` size per scrape | < 10 MB | the largest {q['max_bytes'] / 1e3:.1f} kB uncompressed "
+        f"({q['max_wire'] / 1e3:.1f} kB gzip) |")
+    add(f"| a whole round: every pool target once | | CPU {fmt(q['round_cpu_ms'], 0)} ms in all (p50 of the rounds); "
+        f"{q['total_bytes'] / 1e6:.2f} MB uncompressed in all ({q['total_wire'] / 1e6:.2f} MB gzip); "
+        f"{r['pool_samples']:,} samples |")
+    add("| bytes by kind of series over /metrics and a round of /metrics/pool (lines, uncompressed) | | " + "; ".join(
         f"{name} {lines:,} lines {size / 1e6:.2f} MB" for name, (lines, size) in r["groups"].items()) + " |")
     add(f"| memory: peak of Python allocations while building it (tracemalloc) | | {r['peak_mib']:.0f} MiB |")
-    add(f"| samples, families | | {r['samples']:,} samples in {r['families']} families |")
+    add(f"| `/metrics` samples, families | | {r['samples']:,} samples in {r['families']} families |")
     for name, ms in r["phases"].items():
         add(f"| step, CPU: {name} | | p50 {fmt(ms, 1)} ms |")
     add(f"| for comparison, CPU: prometheus_client's generate_latest() over the same families instead of render() | | "
@@ -374,8 +424,8 @@ def parse_args(argv):
     ap.add_argument("--update-docs", action="store_true", help="rewrite the generated block in docs/benchmarks.md")
     ap.add_argument("--profile", action="store_true", help="also print a cProfile of three /metrics requests")
     ap.add_argument("--prometheus", type=int, default=0, metavar="SECONDS",
-                    help="then let a real Prometheus (Debian's package) scrape /metrics over HTTP for SECONDS and "
-                         "report what it read and what it cost (lab/bench_metrics_ingest.py)")
+                    help="then let a real Prometheus (Debian's package) discover the targets and scrape them over HTTP "
+                         "for SECONDS, and report what it read and what it cost (lab/bench_metrics_ingest.py)")
     args = ap.parse_args(argv)
     args.sqlite_path = DEFAULT_DB
     if args.nodes < 2 or args.requests < 1:

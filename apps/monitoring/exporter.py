@@ -1,31 +1,41 @@
-"""What /metrics exports: the fleet as the pages show it, in the Prometheus text exposition format, built with
-the official client library (prometheus_client): a custom collector yields its metric families.
+"""What /metrics and /metrics/pool export: the fleet as the pages show it, in the Prometheus text exposition format,
+built with the official client library (prometheus_client): a custom collector yields its metric families.
+
+Two kinds of scrape, as the multi-target exporter pattern has them (scrape_targets() lists them for Prometheus's
+HTTP service discovery):
+- /metrics: the fleet. Clusters, ProxySQL nodes, backends, mirror rules, operations, alerts.
+- /metrics/pool?cluster=NAME: the connection pool rows (stats_mysql_connection_pool) of one cluster's nodes. They
+  are most of the bytes (6 series per node x hostgroup x server): in one body with the rest, 1,000 nodes and 3,000
+  backends made 11.5-15.4 MB, over the 10 MB a scrape should stay under (Prometheus's body_size_limit counts the
+  uncompressed body); one target per cluster keeps every body small and every series readable (no opaque ids).
+  The series' names and labels are the same whichever body carries them.
 
 Read like the fleet overview (overview.py), never from a node: three flat inventory queries, one MGET per
 kind of latest-state document (decoded by msgspec into only the fields exported), and a few small queries
 (operations by cluster, kind and state and their run times as a histogram, kept up to date by
 operation_counts.py; pending rollbacks and finishes; the last measured mirror loss per rule). When Redis does not answer, proxysql_fleet_live_up is 0 and the series read
 from the documents are absent; the database's series are still there. When the database does not answer,
-proxysql_fleet_database_up is 0 and nothing else is (the inventory names every series).
+proxysql_fleet_database_up is 0 and nothing else is (the inventory names every series). /metrics/pool answers
+either failure with a 503 (its target is down), an unknown cluster with a 404.
 
 Choices, by the Prometheus conventions (README "Prometheus" says more):
 - Counters ProxySQL keeps (stats_mysql_global's Questions..., the pool's Queries and ConnERR) are exported
   as they are, `_total`, not as the per-second rates the pages show: Prometheus computes a rate over any
   window from them, a missed scrape loses nothing, and a ProxySQL restart is a counter reset it handles.
   The other figures are gauges in base units (seconds, ratios 0..1).
-- A node's or backend's figures are exported only while its latest poll answered and is fresh (not older
-  than status.STALE_FACTOR intervals): a failed or stale poll's last figures are old, so their series stop
-  (Prometheus marks them stale) while `_up` says 0 and `_poll_age_seconds` how old the last poll is.
+- A node's or backend's figures (and a node's pool rows) are exported only while its latest poll answered and is
+  fresh (not older than status.STALE_FACTOR intervals): a failed or stale poll's last figures are old, so their
+  series stop (Prometheus marks them stale) while `_up` says 0 and `_poll_age_seconds` how old the last poll is.
 - The pool row's status is one series with the current status as a label and the value 1 (the other
   statuses have no series): a full state set (five statuses, 0 or 1) would be five series per row, 45
   per node: 36,000 lines more at 1,000 nodes.
 - Labels: cluster, node, hostgroup, server (host:port), role, rule, kind, state, status: bounded by the
   inventory and by fixed sets; never a digest, a query text or an error message.
 
-At 1,000 ProxySQL nodes and 3,000 backends the exposition holds about 105,000 samples. prometheus_client's
+At 1,000 ProxySQL nodes and 3,000 backends the two kinds hold about 105,000 samples. prometheus_client's
 generate_latest() escapes and sorts every sample's labels (~4 us a sample here: 400 ms of CPU), so render()
-writes the same text with each label set escaped once per scrape and shared by the samples of a row (120 ms);
-tests hold it byte for byte equal to generate_latest() on the lab's exposition and on hostile names.
+writes the same text with each label set escaped once per scrape and shared by the samples of a row;
+tests hold it byte for byte equal to generate_latest() on the lab's expositions and on hostile names.
 """
 import gc
 import time
@@ -91,17 +101,26 @@ class Figures(msgspec.Struct, frozen=True):
 
 
 class ProxySQLDoc(msgspec.Struct):
-    """The part of pollers.py's ProxySQL document that is exported (the overview's skips the pool rows)."""
+    """The part of pollers.py's ProxySQL document that /metrics exports (the pool rows are skipped while decoding:
+    /metrics/pool exports them)."""
 
     ts: float
     ok: bool = True
     poll_s: Figure = None
     counters: GlobalCounters = GlobalCounters()
     figures: Figures = Figures()
+
+
+class PoolDoc(msgspec.Struct):
+    """The part /metrics/pool exports: the pool rows, and what says whether they are fresh."""
+
+    ts: float
+    ok: bool = True
     pool: list[PoolRow] = []
 
 
 PROXYSQL_DECODER = msgspec.json.Decoder(ProxySQLDoc)  # backends: the overview's decoder reads what is exported
+POOL_DECODER = msgspec.json.Decoder(PoolDoc)
 
 
 def _num(value):
@@ -120,7 +139,8 @@ GAUGE, COUNTER = "gauge", "counter"
 # name (without the prefix; a counter without _total) -> (type, HELP). The order is the exposition's.
 SPECS = {
     "live_up": (GAUGE, "1 when Redis answered with the latest-state documents; 0 when it did not, and the series "
-                       "read from them (per ProxySQL node, pool row and backend) are absent from this scrape"),
+                       "read from them (per ProxySQL node and backend) are absent from this scrape, and "
+                       "/metrics/pool answers 503"),
     "database_up": (GAUGE, "1 when the database answered; 0 when it did not, and every other series is absent"),
     "hostgroup_info": (GAUGE, "1 for each hostgroup of a cluster's roles: join on (cluster, hostgroup) to name the "
                               "role (writer, reader, backup_writer, offline) of the pool series"),
@@ -190,9 +210,11 @@ HISTOGRAM_HELP = ("Run time of the operations that ended, as the executor measur
 _new_tuple = tuple.__new__  # a Sample (a named tuple) built without its Python-level __new__: 100,000 a scrape
 
 
-def _families():
+def _families(names=None):
     out = {}
     for name, (kind, help_text) in SPECS.items():
+        if names is not None and name not in names:
+            continue
         cls = CounterMetricFamily if kind == COUNTER else GaugeMetricFamily
         out[name] = cls(PREFIX + name, help_text)
     return out
@@ -274,6 +296,30 @@ class FleetCollector:
         return [f for f in [*families.values(), histogram] if f.samples]
 
 
+class UnknownCluster(LookupError):
+    pass
+
+
+class PoolCollector:
+    """The pool rows of one cluster's ProxySQL nodes (/metrics/pool?cluster=NAME): one query for the cluster, one
+    for its nodes, one MGET. Raises UnknownCluster, live.LiveUnavailable (Redis) or DatabaseError: the view answers
+    those with an error status, so that Prometheus marks this target down rather than reading an empty pool."""
+
+    def __init__(self, cluster_name, now=None):
+        self.cluster_name, self.now = cluster_name, now
+
+    def collect(self):
+        with _no_gc():
+            cluster = Cluster.objects.filter(name=self.cluster_name).values("id", "name", "poll_interval_s").first()
+            if cluster is None:
+                raise UnknownCluster(self.cluster_name)
+            nodes = list(ProxySQLNode.objects.filter(cluster_id=cluster["id"]).order_by("name").values_list("id", "name"))
+            docs = read_docs(live.PROXYSQL, [pk for pk, _ in nodes], POOL_DECODER)
+            families = _families(POOL)
+            _pool(_Adder(families), cluster, nodes, docs, self.now or time.time())
+            return [f for f in families.values() if f.samples]
+
+
 class _Inventory:
     def __init__(self):
         self.clusters = {}   # id -> {name, intervals, roles}
@@ -338,7 +384,6 @@ POOL = ("pool_server_status", "pool_connections_used", "pool_connections_free", 
 
 
 def _proxysql(add, inv, docs, now):
-    status_of, used, free, queries, errors, latency = map(add.appender, POOL)
     for pk, (cluster_id, labels) in inv.nodes.items():
         doc = docs.get(pk)
         if not _polled(add, "proxysql", labels, doc, inv.clusters[cluster_id]["poll_interval_s"], now):
@@ -350,10 +395,21 @@ def _proxysql(add, inv, docs, now):
             add(name, labels, getattr(figures, field))
         add("mirror_queue_limit", labels, status.mirror({"mirror_max_queue_length": figures.mirror_max_queue_length,
                                                           "mysql_threads": figures.mysql_threads}).queue_limit)
-        cluster, node = labels["cluster"], labels["node"]
+
+
+def _pool(add, cluster, nodes, docs, now):
+    """The pool rows of a cluster's nodes whose latest poll answered and is fresh (the same rule as the nodes'
+    figures on /metrics: a stale row's figures are old)."""
+    status_of, used, free, queries, errors, latency = map(add.appender, POOL)
+    for pk, node in nodes:
+        doc = docs.get(pk)
+        if doc is None or isinstance(doc, Unreadable):
+            continue
+        if status.freshness_of(doc.ts, doc.ok, cluster["poll_interval_s"], now)[0] != status.OK:
+            continue
         for row in doc.pool:
             hostgroup, host, port = row.key
-            row_labels = {"cluster": cluster, "hostgroup": str(hostgroup), "node": node,
+            row_labels = {"cluster": cluster["name"], "hostgroup": str(hostgroup), "node": node,
                           "server": server_label(host, port)}
             if row.status is not None:
                 status_of({**row_labels, "status": row.status}, 1.0)
@@ -524,3 +580,20 @@ def exposition(now=None):
     """The body of /metrics."""
     with _no_gc():
         return render(FleetCollector(now).collect())
+
+
+def pool_exposition(cluster_name, now=None):
+    """The body of /metrics/pool?cluster=NAME (see PoolCollector for what it raises)."""
+    with _no_gc():
+        return render(PoolCollector(cluster_name, now).collect())
+
+
+def scrape_targets(address, scheme):
+    """Prometheus HTTP service discovery (http_sd_config): /metrics and one /metrics/pool target per cluster, all at
+    the console's address. A pool target's instance label is its cluster's name (target labels must differ, or
+    their `up` series would collide), as the multi-target exporter pattern does."""
+    groups = [{"targets": [address], "labels": {"__scheme__": scheme, "__metrics_path__": "/metrics"}}]
+    for name in Cluster.objects.order_by("name").values_list("name", flat=True):
+        groups.append({"targets": [address], "labels": {"__scheme__": scheme, "__metrics_path__": "/metrics/pool",
+                                                         "__param_cluster": name, "instance": name}})
+    return groups

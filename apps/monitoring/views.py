@@ -6,6 +6,8 @@ import gzip
 import time
 
 from django.contrib.auth.decorators import login_not_required
+from django.conf import settings
+from django.db import DatabaseError
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -16,7 +18,7 @@ from apps.accounts.roles import VIEWER, require_role
 from apps.fleet.models import Cluster, ProxySQLNode, Server
 from apps.operations import rollbacks  # the rollback-pending banner
 
-from . import charts, exporter, overview as fleet, scrape_access, selectors, status
+from . import charts, exporter, live, overview as fleet, scrape_access, selectors, status
 
 
 def _page_args(request):
@@ -135,7 +137,52 @@ def metrics(request):
     refused = scrape_access.refusal(request)
     if refused is not None:
         return refused
-    body = exporter.exposition()
+    return _exposition_response(request, exporter.exposition())
+
+
+@login_not_required
+@require_GET
+def pool_metrics(request):
+    """`/metrics/pool?cluster=NAME`: the connection pool rows of one cluster's ProxySQL nodes (one scrape target per
+    cluster: exporter.py says why). A failure is an HTTP error, so that Prometheus marks the target down."""
+    refused = scrape_access.refusal(request)
+    if refused is not None:
+        return refused
+    name = request.GET.get("cluster", "")
+    if not name:
+        return _plain(400, "Which cluster? /metrics/pool?cluster=NAME (GET /metrics/targets lists them).")
+    try:
+        body = exporter.pool_exposition(name)
+    except exporter.UnknownCluster:
+        return _plain(404, f"No cluster is named {name!r}.")
+    except live.LiveUnavailable:
+        return _plain(503, "Redis does not answer: the latest pool rows cannot be read (proxysql_fleet_live_up on "
+                           "/metrics says so too).")
+    except DatabaseError:
+        return _plain(503, "The database does not answer (proxysql_fleet_database_up on /metrics says so too).")
+    return _exposition_response(request, body)
+
+
+@login_not_required
+@require_GET
+def metrics_targets(request):
+    """`/metrics/targets`: the scrape targets for Prometheus's HTTP service discovery (http_sd_configs): /metrics and
+    one /metrics/pool per cluster, at settings.METRICS_TARGET_URL (else where this request was sent)."""
+    refused = scrape_access.refusal(request)
+    if refused is not None:
+        return refused
+    scheme, address = (settings.METRICS_TARGET_URL.split("://", 1) if settings.METRICS_TARGET_URL
+                       else (request.scheme, request.get_host()))
+    try:
+        groups = exporter.scrape_targets(address, scheme)
+    except DatabaseError:
+        return _plain(503, "The database does not answer: the clusters cannot be listed.")
+    response = JsonResponse(groups, safe=False)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _exposition_response(request, body):
     response = HttpResponse(content_type=CONTENT_TYPE_PLAIN_0_0_4)
     if "gzip" in request.headers.get("Accept-Encoding", ""):  # Prometheus asks for it: ~20 times smaller on the wire
         body = gzip.compress(body, compresslevel=1)  # the fastest level: a few tens of ms for 10 MB
@@ -146,4 +193,9 @@ def metrics(request):
     return response
 
 
-metrics.access_check = "apps.monitoring.scrape_access.refusal (METRICS_TOKEN or METRICS_ALLOWED_ADDRESSES)"
+def _plain(status_code, text):
+    return HttpResponse(text + "\n", status=status_code, content_type="text/plain; charset=utf-8")
+
+
+ACCESS_CHECK = "apps.monitoring.scrape_access.refusal (METRICS_TOKEN or METRICS_ALLOWED_ADDRESSES)"
+metrics.access_check = pool_metrics.access_check = metrics_targets.access_check = ACCESS_CHECK

@@ -18,7 +18,7 @@ from apps.operations.plans import Plan
 NOT_ROLE_CHECKED = {"accounts:login", "accounts:logout"}  # the login page itself, and leaving
 # Outside the roles on purpose, each with a check of its own (the view's access_check says which): a scraper has
 # no session. Every role is refused there from outside, below; the app's own tests hold the rest.
-OWN_ACCESS_CHECK = {"metrics"}  # Prometheus: METRICS_TOKEN or METRICS_ALLOWED_ADDRESSES (apps/monitoring/tests/test_metrics.py)
+OWN_ACCESS_CHECK = {"metrics", "pool_metrics", "metrics_targets"}  # Prometheus: METRICS_TOKEN or METRICS_ALLOWED_ADDRESSES (apps/monitoring/tests/test_metrics.py)
 
 
 def url_patterns(patterns=None, namespace=None):

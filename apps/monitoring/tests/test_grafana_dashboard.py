@@ -1,5 +1,5 @@
 """docs/grafana-dashboard.json: valid JSON with a datasource and a cluster variable; every expression names only
-metrics /metrics exports, is filtered by the cluster variable where its metric has a cluster, and is valid PromQL
+metrics /metrics and /metrics/pool export, is filtered by the cluster variable where its metric has a cluster, and is valid PromQL
 (promtool). A real Prometheus evaluates them all in test_prometheus_scrape.py."""
 import shutil
 import subprocess
@@ -32,7 +32,11 @@ def test_the_dashboard_has_its_variables_and_panels():
 
 @pytest.mark.django_db
 def test_every_expression_names_only_exported_metrics(client, everything):  # noqa: F811
-    exported = {s.name for f in text_string_to_metric_families(client.get("/metrics").content.decode()) for s in f.samples}
+    bodies = [client.get("/metrics").content.decode()] + [
+        client.get("/metrics/pool", {"cluster": target["labels"]["__param_cluster"]}).content.decode()
+        for target in client.get("/metrics/targets").json() if target["labels"]["__metrics_path__"] == "/metrics/pool"]
+    exported = {s.name for body in bodies for f in text_string_to_metric_families(body) for s in f.samples}
+    assert "proxysql_fleet_pool_connections_used" in exported and "proxysql_fleet_backend_up" in exported
     wrong, unfiltered = [], []
     for title, expr in dashboard.expressions():
         found = dashboard.METRIC.findall(expr)

@@ -1,6 +1,6 @@
-"""/metrics: what it exports (read back with prometheus_client's own parser), that promtool accepts it, that the
-fast writer is byte for byte the library's, Redis down, and who may scrape. The scrape by a real Prometheus server
-is in test_prometheus_scrape.py."""
+"""/metrics, /metrics/pool and /metrics/targets: what they export (read back with prometheus_client's own parser),
+that promtool accepts it, that the fast writer is byte for byte the library's, Redis and the database down, and who
+may scrape. The scrape by a real Prometheus server (discovering its targets) is in test_prometheus_scrape.py."""
 import hashlib
 import os
 import shutil
@@ -30,6 +30,13 @@ OUTSIDE = "192.0.2.7"  # TEST-NET-1: never in the default allow-list
 
 def scrape(client, **extra):
     response = client.get("/metrics", **extra)
+    assert response.status_code == 200, response.content[:500]
+    assert response["Content-Type"].startswith("text/plain; version=0.0.4")
+    return response.content.decode()
+
+
+def scrape_pool(client, cluster, **extra):
+    response = client.get("/metrics/pool", {"cluster": cluster}, **extra)
     assert response.status_code == 200, response.content[:500]
     assert response["Content-Type"].startswith("text/plain; version=0.0.4")
     return response.content.decode()
@@ -70,8 +77,12 @@ def test_the_exposition_holds_the_lab_figures(client, adopted_lab, live_redis, g
     parsed = series(scrape(client))
     types = {f.name: f.type for f in text_string_to_metric_families(scrape(client))}
     assert types["proxysql_fleet_proxysql_questions"] == "counter"
-    assert types["proxysql_fleet_pool_queries"] == "counter"
-    assert types["proxysql_fleet_pool_connections_used"] == "gauge"
+    assert not [name for name in types if name.startswith("proxysql_fleet_pool_")]  # /metrics/pool has them
+    pool = scrape_pool(client, "galera-lab")
+    pool_types = {f.name: f.type for f in text_string_to_metric_families(pool)}
+    assert pool_types == {"proxysql_fleet_" + name: ("counter" if name in ("pool_queries", "pool_connection_errors")
+                                                     else "gauge") for name in exporter.POOL}
+    parsed.update(series(pool))
     assert value(parsed, "proxysql_fleet_live_up") == 1 and value(parsed, "proxysql_fleet_database_up") == 1
     assert value(parsed, "proxysql_fleet_hostgroup_info", cluster="galera-lab", hostgroup="100", role="writer") == 1
     assert value(parsed, "proxysql_fleet_proxysql_poll_interval_seconds", cluster="galera-lab") == cluster.poll_interval_s
@@ -125,10 +136,13 @@ def test_promtool_accepts_the_exposition(client, adopted_lab, live_redis, galera
         print(f"SKIPPED: {reason}", file=sys.stderr)
         pytest.skip(reason)
     poll_lab()
-    body = client.get("/metrics").content
-    result = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, timeout=60)
-    assert result.returncode == 0, (result.stdout + result.stderr).decode()
-    assert not (result.stdout + result.stderr).strip(), "promtool's lint found problems: " + (result.stdout + result.stderr).decode()
+    synthetic.publish(everything["nodes"], everything["servers"], trouble_every=3)  # the lab's poll failed them
+    for body in (client.get("/metrics").content, client.get("/metrics/pool", {"cluster": "galera-lab"}).content,
+                 client.get("/metrics/pool", {"cluster": everything["cluster"].name}).content):
+        assert body.count(b"\n") > 10
+        result = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, timeout=60)
+        assert result.returncode == 0, (result.stdout + result.stderr).decode()
+        assert not (result.stdout + result.stderr).strip(), "promtool's lint found problems: " + (result.stdout + result.stderr).decode()
 
 
 @pytest.fixture
@@ -178,12 +192,18 @@ def everything(db, live_redis):
 
 
 def test_every_family_is_exported_with_its_help(client, everything):
-    parsed = series(scrape(client))
-    families = {f.name: f for f in text_string_to_metric_families(scrape(client))}
-    expected = {exporter.PREFIX + name for name in exporter.SPECS} | {"proxysql_fleet_operation_duration_seconds"}
-    assert set(families) == expected
-    assert all(f.documentation for f in families.values())
     name = 'we"ird\\name\n-0000'
+    parsed = series(scrape(client))
+    pool = scrape_pool(client, name)
+    families = {f.name: f for f in text_string_to_metric_families(scrape(client))}
+    pool_families = {f.name: f for f in text_string_to_metric_families(pool)}
+    assert set(families) == ({exporter.PREFIX + name for name in exporter.SPECS if name not in exporter.POOL}
+                             | {"proxysql_fleet_operation_duration_seconds"})
+    assert set(pool_families) == {exporter.PREFIX + name for name in exporter.POOL}
+    assert all(f.documentation for f in [*families.values(), *pool_families.values()])
+    pool_parsed = series(pool)
+    assert {labels["cluster"] for _, labels in map(lambda k: (k[0], dict(k[1])), pool_parsed)} == {name}
+    parsed.update(pool_parsed)
     first_node = ProxySQLNode.objects.get(pk=everything["nodes"][0])
     node = {"cluster": name, "node": first_node.name}
     assert value(parsed, "proxysql_fleet_mirror_rule_loss_ratio", **node, rule="7") == 0.25  # the latest window
@@ -217,6 +237,8 @@ def test_every_family_is_exported_with_its_help(client, everything):
                 if labels["node"] == first_node.name and labels["cluster"] == name]
     second = {"cluster": name, "node": ProxySQLNode.objects.get(pk=everything["nodes"][1]).name}
     assert value(parsed, "proxysql_fleet_proxysql_up", **second) == 1
+    second_rows = [labels for labels in names(parsed, "proxysql_fleet_pool_connections_used") if labels["node"] == second["node"]]
+    assert len(second_rows) == len(everything["px"][everything["nodes"][1]]["pool"]) > 0
     assert value(parsed, "proxysql_fleet_proxysql_questions_total", **second) == 123456789
     replica = Server.objects.get(pk=everything["servers"][1])
     replica_labels = {"cluster": name, "server": f"{replica.hostname}:3306"}
@@ -248,13 +270,17 @@ def test_stale_unreadable_and_unpolled_nodes_say_so(client, everything):
 
 def test_the_fast_writer_is_byte_for_byte_the_librarys(adopted_lab, live_redis, galera_healthy, everything):
     poll_lab()
+    synthetic.publish(everything["nodes"], everything["servers"], trouble_every=3)  # the lab's poll failed them
     now = time.time()
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(exporter.FleetCollector(now))
-    library = generate_latest(registry)
-    ours = exporter.render(exporter.FleetCollector(now).collect())
-    assert ours == library
-    assert b'cluster="we\\"ird\\\\name\\n-0000"' in ours  # escaped by the library's rules
+    for collector in (lambda: exporter.FleetCollector(now), lambda: exporter.PoolCollector("galera-lab", now),
+                      lambda: exporter.PoolCollector(everything["cluster"].name, now)):
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(collector())
+        library = generate_latest(registry)
+        ours = exporter.render(collector().collect())
+        assert ours == library and ours.count(b"\n") > 10
+        if getattr(collector(), "cluster_name", None) != "galera-lab":
+            assert b'cluster="we\\"ird\\\\name\\n-0000"' in ours  # escaped by the library's rules
 
 
 def test_redis_down_gives_a_partial_answer_not_an_error(client, everything, settings):
@@ -262,10 +288,59 @@ def test_redis_down_gives_a_partial_answer_not_an_error(client, everything, sett
     parsed = series(scrape(client))
     assert value(parsed, "proxysql_fleet_live_up") == 0
     assert value(parsed, "proxysql_fleet_database_up") == 1
-    assert not names(parsed, "proxysql_fleet_proxysql_up") and not names(parsed, "proxysql_fleet_pool_connections_used")
+    assert not names(parsed, "proxysql_fleet_proxysql_up") and not names(parsed, "proxysql_fleet_backend_up")
     name = everything["cluster"].name
     assert value(parsed, "proxysql_fleet_operations_total", cluster=name, kind="switchover", state="done") == 2
     assert names(parsed, "proxysql_fleet_backend_maintenance")
+    # A pool target cannot read its rows: an error, so that Prometheus marks it down (an empty body would read as a
+    # pool without rows).
+    response = client.get("/metrics/pool", {"cluster": name})
+    assert response.status_code == 503 and b"Redis does not answer" in response.content
+
+
+def test_a_pool_target_for_no_cluster_is_a_clear_error(client, everything):
+    response = client.get("/metrics/pool")
+    assert response.status_code == 400 and b"/metrics/pool?cluster=NAME" in response.content
+    response = client.get("/metrics/pool", {"cluster": "no-such-cluster"})
+    assert response.status_code == 404 and b"no-such-cluster" in response.content
+    assert client.post("/metrics/pool", {"cluster": everything["cluster"].name}).status_code == 405
+
+
+def test_a_pool_target_exports_only_fresh_nodes_of_its_cluster(client, everything):
+    node_ids, px = everything["nodes"], everything["px"]
+    other = Cluster.objects.exclude(pk=everything["cluster"].pk).get()
+    other_nodes = {n.pk: n for n in ProxySQLNode.objects.filter(cluster=other)}
+    parsed = series(scrape_pool(client, other.name))
+    assert {dict(labels)["node"] for _, labels in parsed} == {n.name for n in other_nodes.values()
+                                                             if px[n.pk]["ok"]}
+    assert {dict(labels)["cluster"] for _, labels in parsed} == {other.name}
+    stale = next(pk for pk in other_nodes if px[pk]["ok"])
+    old = {**px[stale], "ts": time.time() - 3600}
+    live.write_many(live.PROXYSQL, {stale: old})
+    parsed = series(scrape_pool(client, other.name))
+    assert other_nodes[stale].name not in {dict(labels)["node"] for _, labels in parsed}
+    assert all(pk in node_ids for pk in other_nodes)
+
+
+def test_the_targets_list_the_fleet_and_one_pool_per_cluster(client, everything, settings):
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "console.example.net"]
+    response = client.get("/metrics/targets", HTTP_HOST="console.example.net")
+    assert response.status_code == 200 and response["Content-Type"] == "application/json"
+    groups = response.json()
+    clusters = list(Cluster.objects.order_by("name").values_list("name", flat=True))
+    assert groups[0] == {"targets": ["console.example.net"], "labels": {"__scheme__": "http", "__metrics_path__": "/metrics"}}
+    assert groups[1:] == [{"targets": ["console.example.net"], "labels": {
+        "__scheme__": "http", "__metrics_path__": "/metrics/pool", "__param_cluster": name, "instance": name}}
+        for name in clusters]
+    # Each pool target answers, with the cluster's name as its parameter (the hostile one included).
+    for group in groups[1:]:
+        scrape_pool(client, group["labels"]["__param_cluster"])
+    groups = client.get("/metrics/targets", secure=True).json()  # behind a TLS proxy (SECURE_PROXY_SSL_HEADER)
+    assert {g["labels"]["__scheme__"] for g in groups} == {"https"} and {g["targets"][0] for g in groups} == {"testserver"}
+    settings.METRICS_TARGET_URL = "http://metrics.internal:8080"
+    groups = client.get("/metrics/targets", secure=True).json()
+    assert {g["targets"][0] for g in groups} == {"metrics.internal:8080"}
+    assert {g["labels"]["__scheme__"] for g in groups} == {"http"}
 
 
 # -- who may scrape ------------------------------------------------------------------------------------
@@ -276,16 +351,19 @@ def refusals():
     return AuditEvent.objects.filter(action="refused metrics scrape", outcome="refused")
 
 
-def test_outside_the_allow_list_without_a_token_is_refused_and_audited(client, db, settings):
+@pytest.mark.parametrize("path", ["/metrics", "/metrics/pool?cluster=c", "/metrics/targets"])
+def test_outside_the_allow_list_without_a_token_is_refused_and_audited(client, db, settings, path):
     settings.METRICS_TOKEN = ""
-    response = client.get("/metrics", REMOTE_ADDR=OUTSIDE)
+    Cluster.objects.create(name="c", writer_hostgroup=100, reader_hostgroup=101)
+    response = client.get(path, REMOTE_ADDR=OUTSIDE)
     assert response.status_code == 403 and b"METRICS_ALLOWED_ADDRESSES" in response.content
     event = refusals().get()
     assert event.source_address == OUTSIDE and event.actor == "anonymous" and event.details["status"] == 403
     settings.METRICS_TOKEN = TOKEN
-    response = client.get("/metrics", REMOTE_ADDR=OUTSIDE)
+    response = client.get(path, REMOTE_ADDR=OUTSIDE)
     assert response.status_code == 401 and response["WWW-Authenticate"].startswith("Bearer")
     assert refusals().count() == 2
+    assert client.get(path, REMOTE_ADDR=OUTSIDE, HTTP_AUTHORIZATION=f"Bearer {TOKEN}").status_code == 200
 
 
 def test_a_bearer_token_lets_a_scraper_in_from_anywhere(client, db, live_redis, settings):
@@ -332,7 +410,9 @@ def test_a_flood_of_refused_scrapes_is_folded(client, db, settings):
 
 @pytest.mark.parametrize("env, message", [({"METRICS_ALLOWED_ADDRESSES": "10.0.0.0/33"}, "METRICS_ALLOWED_ADDRESSES"),
                                           ({"METRICS_TOKEN": "short"}, "too short"),
-                                          ({"METRICS_TOKEN": "sha256:abc"}, "64 hex digits")])
+                                          ({"METRICS_TOKEN": "sha256:abc"}, "64 hex digits"),
+                                          ({"METRICS_TARGET_URL": "console.example.net"}, "METRICS_TARGET_URL"),
+                                          ({"METRICS_TARGET_URL": "https://console.example.net/metrics"}, "without a path")])
 def test_a_bad_metrics_setting_stops_the_start(env, message):
     result = subprocess.run([sys.executable, "-c", "import controlplane.settings"], capture_output=True, text=True,
                             env={**os.environ, "DJANGO_DEBUG": "1", **env}, timeout=60)
@@ -395,6 +475,10 @@ def test_a_database_that_does_not_answer_gives_database_up_0_not_an_error(client
                     pass  # MariaDB answers the KILL itself with "Connection was killed"
         parsed = series(scrape(client))
         assert parsed == {("proxysql_fleet_database_up", frozenset()): 0}
+        response = client.get("/metrics/pool", {"cluster": everything["cluster"].name})
+        assert response.status_code == 503 and b"database does not answer" in response.content
+        response = client.get("/metrics/targets")
+        assert response.status_code == 503 and b"database does not answer" in response.content
     finally:
         if connection.vendor == "sqlite":
             with connection.cursor() as cursor:

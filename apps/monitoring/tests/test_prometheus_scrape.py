@@ -1,5 +1,6 @@
-"""A real Prometheus server (Debian's prometheus package, which bin/setup installs) scrapes /metrics of a live
-server in front of the lab: two ProxySQL doubles and the Galera lab, polled by the real pollers, which write
+"""A real Prometheus server (Debian's prometheus package, which bin/setup installs) discovers its targets from
+/metrics/targets (HTTP service discovery) and scrapes /metrics and each cluster's /metrics/pool of a live server in
+front of the lab: two ProxySQL doubles and the Galera lab, polled by the real pollers, which write
 the latest state to a real Redis. The series are read back through Prometheus's HTTP API, and every expression of
 the Grafana dashboard (docs/grafana-dashboard.json) is evaluated there as Grafana would send it."""
 import json
@@ -48,8 +49,9 @@ class Prometheus:
 
 @pytest.fixture
 def prometheus(tmp_path):
-    """start(target "host:port", token) runs `prometheus` on a free port, scraping the target's /metrics every second
-    with the token; stopped after the test."""
+    """start(target "host:port", token) runs `prometheus` on a free port, discovering what to scrape from the target's
+    /metrics/targets and scraping it every second, both with the token, as README "Prometheus" says; stopped after
+    the test."""
     binary = shutil.which("prometheus")
     if binary is None:
         reason = "the prometheus server is not installed (Debian package prometheus; bin/setup installs it)"
@@ -62,9 +64,11 @@ def prometheus(tmp_path):
         config = tmp_path / "prometheus.yml"
         config.write_text(json.dumps({  # YAML is a superset of JSON
             "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-            "scrape_configs": [{"job_name": "proxysql-fleet", "metrics_path": "/metrics", "scheme": "http",
+            "scrape_configs": [{"job_name": "proxysql-fleet",
                                 "authorization": {"type": "Bearer", "credentials_file": str(tmp_path / "token")},
-                                "static_configs": [{"targets": [target]}]}]}))
+                                "http_sd_configs": [{
+                                    "url": f"http://{target}/metrics/targets", "refresh_interval": "5s",
+                                    "authorization": {"type": "Bearer", "credentials_file": str(tmp_path / "token")}}]}]}))
         port = free_port()
         log = open(tmp_path / "prometheus.log", "w+")
         proc = subprocess.Popen([binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
@@ -114,7 +118,7 @@ def test_a_real_prometheus_scrapes_the_lab(live_server, adopted_lab, live_redis,
         pollers.proxysql_round(nodes)  # the pollers keep the latest state fresh, as beat would
         pollers.backend_round(servers)
         got = {name: server.query(expr) for name, expr in wanted.items()}
-        if (got["up"] and got["up"][0][1] == 1 and got["writer"] and len(got["rate"]) == 2
+        if (len(got["up"]) == 2 and all(v == 1 for _, v in got["up"]) and got["writer"] and len(got["rate"]) == 2
                 and all(v > 0 for _, v in got["rate"]) and len(got["synced"]) == 3):
             break
         time.sleep(0.5)
@@ -124,8 +128,11 @@ def test_a_real_prometheus_scrapes_the_lab(live_server, adopted_lab, live_redis,
     assert got["writer"][0][1] == 4  # the lab's four writer sessions pinned on 3311
     assert {labels["server"] for labels, _ in got["synced"]} == {"127.0.0.1:3311", "127.0.0.1:3312", "127.0.0.1:3313"}
     assert {labels["node"] for labels, _ in got["rate"]} == {"proxysql-1", "proxysql-2"}
-    target = server.targets()[0]
-    assert target["health"] == "up" and target["lastError"] == ""
+    # Two targets, found by discovery: the fleet's /metrics and the lab cluster's pool, each up.
+    targets = {t["scrapeUrl"]: t for t in server.targets()}
+    assert set(targets) == {f"{live_server.url}/metrics", f"{live_server.url}/metrics/pool?cluster=galera-lab"}
+    assert all(t["health"] == "up" and t["lastError"] == "" for t in targets.values())
+    assert {labels["instance"] for labels, _ in got["up"]} == {live_server.url.split("://", 1)[1], "galera-lab"}
 
     # Grafana's view: every expression of the dashboard, as Grafana sends it for the lab cluster, evaluates; the
     # panels about what the lab has show it.
