@@ -311,8 +311,8 @@ class PoolCollector:
     def collect(self):
         with _no_gc():
             cluster = Cluster.objects.filter(name=self.cluster_name).values("id", "name", "poll_interval_s").first()
-            if cluster is None:
-                raise UnknownCluster(self.cluster_name)
+            if cluster is None or cluster["name"] != self.cluster_name:  # MariaDB's collation ignores case and
+                raise UnknownCluster(self.cluster_name)                   # trailing spaces: the name, exactly
             nodes = list(ProxySQLNode.objects.filter(cluster_id=cluster["id"]).order_by("name").values_list("id", "name"))
             docs = read_docs(live.PROXYSQL, [pk for pk, _ in nodes], POOL_DECODER)
             families = _families(POOL)

@@ -303,6 +303,9 @@ def test_a_pool_target_for_no_cluster_is_a_clear_error(client, everything):
     assert response.status_code == 400 and b"/metrics/pool?cluster=NAME" in response.content
     response = client.get("/metrics/pool", {"cluster": "no-such-cluster"})
     assert response.status_code == 404 and b"no-such-cluster" in response.content
+    name = everything["cluster"].name  # exactly: not as MariaDB's collation compares (case, trailing spaces)
+    for hostile in ("\x00", "x" * 10_000, "' OR 1=1 --", "é\u202e", name + " ", name.upper()):
+        assert client.get("/metrics/pool", {"cluster": hostile}).status_code == 404, hostile[:20]
     assert client.post("/metrics/pool", {"cluster": everything["cluster"].name}).status_code == 405
 
 

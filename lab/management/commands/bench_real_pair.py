@@ -390,7 +390,8 @@ class Command(BaseCommand):
         parser.add_argument("--switchovers-after-failover", type=int, default=2,
                             help="switchovers once the killed backends are back (their rows may be SHUNNED)")
         parser.add_argument("--quiet-seconds", type=int, default=30, help="polling a loaded healthy writer")
-        parser.add_argument("--skip", action="append", default=[], choices=["switchovers", "failover", "quiet"])
+        parser.add_argument("--skip", action="append", default=[],
+                            choices=["metrics", "switchovers", "failover", "quiet"])
         parser.add_argument("--lab-name", help="a named Galera lab of its own (bin/lab galera --name NAME) instead of "
                                                 "the default one, e.g. while the test suite uses that")
         parser.add_argument("--user", default="bench", help="the operator user the switchover command runs as")
@@ -446,6 +447,8 @@ class Command(BaseCommand):
                 return
             Sysbench.prepare(lab.ports[0])
             cluster = self.adopt(nodes)
+            if "metrics" not in o["skip"]:
+                self.check_metrics(cluster, nodes)
             if "switchovers" not in o["skip"]:
                 self.bench_switchovers(cluster, nodes)
             if "failover" not in o["skip"]:
@@ -462,6 +465,55 @@ class Command(BaseCommand):
         self.stdout.write(f"adopted as {cluster.name}: kind {cluster.kind}, writer {cluster.writer_hostgroup}, "
                           f"reader {cluster.reader_hostgroup}, writer also reader {cluster.writer_is_also_reader}")
         return cluster
+
+    # -- 0. what Prometheus reads of the real nodes --------------------------------------------------------
+    def check_metrics(self, cluster, nodes):
+        """The real nodes polled once, then /metrics/targets, /metrics and the cluster's /metrics/pool read as
+        Prometheus reads them, against each node's own stats_mysql_connection_pool read right after: the same rows
+        (hostgroup, server), the same status, and counters no greater than the node's. Raises on any difference."""
+        from django.test import Client
+
+        from apps.fleet.models import ProxySQLNode
+        from apps.monitoring import pollers
+        from apps.monitoring.tests.test_metrics import series
+
+        pollers.proxysql_round(list(ProxySQLNode.objects.filter(cluster=cluster).select_related("cluster")))
+        client = Client()
+        targets = client.get("/metrics/targets", REMOTE_ADDR="127.0.0.1").json()
+        pool_paths = [t for t in targets if t["labels"].get("__param_cluster") == cluster.name]
+        fleet = series(client.get("/metrics", REMOTE_ADDR="127.0.0.1").content.decode())
+        response = client.get("/metrics/pool", {"cluster": cluster.name}, REMOTE_ADDR="127.0.0.1")
+        if response.status_code != 200 or len(pool_paths) != 1:
+            raise CommandError(f"/metrics/pool?cluster={cluster.name}: HTTP {response.status_code}, "
+                               f"{len(pool_paths)} targets listed for it")
+        exported = series(response.content.decode())
+        by_port = {n.admin_port: n for n in nodes}
+        checked = 0
+        for node in ProxySQLNode.objects.filter(cluster=cluster):
+            labels = {"cluster": cluster.name, "node": node.name}
+            if fleet[("proxysql_fleet_proxysql_up", frozenset(labels.items()))] != 1:
+                raise CommandError(f"/metrics: proxysql_up of {node.name} is not 1")
+            direct = by_port[node.admin_port].admin(
+                "SELECT hostgroup, srv_host, srv_port, status, Queries, ConnERR FROM stats_mysql_connection_pool")
+            mine = {}
+            for name, row_labels in exported:
+                row_labels = dict(row_labels)
+                if name == "proxysql_fleet_pool_server_status" and row_labels["node"] == node.name:
+                    mine[(row_labels["hostgroup"], row_labels["server"])] = row_labels["status"]
+            theirs = {(str(hg), f"{host}:{port}"): status for hg, host, port, status, _, _ in direct}
+            if mine != theirs:
+                raise CommandError(f"{node.name}: /metrics/pool rows {sorted(mine)} differ from the node's "
+                                   f"stats_mysql_connection_pool {sorted(theirs)}")
+            for hg, host, port, _, queries, errors in direct:
+                row = frozenset({**labels, "hostgroup": str(hg), "server": f"{host}:{port}"}.items())
+                if not (exported[("proxysql_fleet_pool_queries_total", row)] <= float(queries)
+                        and exported[("proxysql_fleet_pool_connection_errors_total", row)] <= float(errors)):
+                    raise CommandError(f"{node.name} {hg} {host}:{port}: an exported counter is ahead of the node's")
+                checked += 1
+        self.stdout.write(f"metrics: /metrics/targets lists /metrics and {len(targets) - 1} pool target(s); "
+                          f"/metrics/pool?cluster={cluster.name}: {checked} rows of {len(nodes)} real nodes, each "
+                          f"with the node's status and counters no greater than the node's ({len(exported)} series; "
+                          f"/metrics {len(fleet)} series)")
 
     # -- 1. the client's worst response -----------------------------------------------------------------
     def load_run(self, label, switch=0, plan_only=False):
