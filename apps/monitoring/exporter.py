@@ -590,10 +590,11 @@ def pool_exposition(cluster_name, now=None):
 
 def scrape_targets(address, scheme):
     """Prometheus HTTP service discovery (http_sd_config): /metrics and one /metrics/pool target per cluster, all at
-    the console's address. A pool target's instance label is its cluster's name (target labels must differ, or
-    their `up` series would collide), as the multi-target exporter pattern does."""
+    the console's address. A pool target's instance label is "pool/" and its cluster's name (target labels must
+    differ, or their `up` series would collide; no host:port starts so, whatever the cluster is named), as the
+    multi-target exporter pattern sets it."""
     groups = [{"targets": [address], "labels": {"__scheme__": scheme, "__metrics_path__": "/metrics"}}]
     for name in Cluster.objects.order_by("name").values_list("name", flat=True):
         groups.append({"targets": [address], "labels": {"__scheme__": scheme, "__metrics_path__": "/metrics/pool",
-                                                         "__param_cluster": name, "instance": name}})
+                                                         "__param_cluster": name, "instance": f"pool/{name}"}})
     return groups

@@ -327,14 +327,17 @@ def test_a_pool_target_exports_only_fresh_nodes_of_its_cluster(client, everythin
 
 def test_the_targets_list_the_fleet_and_one_pool_per_cluster(client, everything, settings):
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "console.example.net"]
+    Cluster.objects.create(name="console.example.net", writer_hostgroup=100, reader_hostgroup=101)  # as the address
     response = client.get("/metrics/targets", HTTP_HOST="console.example.net")
     assert response.status_code == 200 and response["Content-Type"] == "application/json"
     groups = response.json()
     clusters = list(Cluster.objects.order_by("name").values_list("name", flat=True))
     assert groups[0] == {"targets": ["console.example.net"], "labels": {"__scheme__": "http", "__metrics_path__": "/metrics"}}
     assert groups[1:] == [{"targets": ["console.example.net"], "labels": {
-        "__scheme__": "http", "__metrics_path__": "/metrics/pool", "__param_cluster": name, "instance": name}}
+        "__scheme__": "http", "__metrics_path__": "/metrics/pool", "__param_cluster": name, "instance": f"pool/{name}"}}
         for name in clusters]
+    # Prometheus keys a target's `up` by job and instance (the fleet's defaults to its address): all distinct.
+    assert len({g["labels"].get("instance", g["targets"][0]) for g in groups}) == len(groups) == len(clusters) + 1
     # Each pool target answers, with the cluster's name as its parameter (the hostile one included).
     for group in groups[1:]:
         scrape_pool(client, group["labels"]["__param_cluster"])

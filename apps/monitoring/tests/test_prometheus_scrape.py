@@ -132,7 +132,7 @@ def test_a_real_prometheus_scrapes_the_lab(live_server, adopted_lab, live_redis,
     targets = {t["scrapeUrl"]: t for t in server.targets()}
     assert set(targets) == {f"{live_server.url}/metrics", f"{live_server.url}/metrics/pool?cluster=galera-lab"}
     assert all(t["health"] == "up" and t["lastError"] == "" for t in targets.values())
-    assert {labels["instance"] for labels, _ in got["up"]} == {live_server.url.split("://", 1)[1], "galera-lab"}
+    assert {labels["instance"] for labels, _ in got["up"]} == {live_server.url.split("://", 1)[1], "pool/galera-lab"}
 
     # Grafana's view: every expression of the dashboard, as Grafana sends it for the lab cluster, evaluates; the
     # panels about what the lab has show it.
