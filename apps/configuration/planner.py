@@ -131,6 +131,13 @@ def plan_change_set(cs):
     return shared.annotate(plan, cluster), collector
 
 
+def replan(cluster, options):
+    """The change set's plan again (the re-check at start): from the change set its options name."""
+    from .models import ChangeSet
+
+    return plan_change_set(ChangeSet.objects.select_related("base", "cluster").get(pk=options["change_set"]))[0]
+
+
 def node_diff(nc, target, hostgroups, same_secret):
     """What differs between a node's runtime and a configuration (hostgroup roles are the console's own)."""
     runtime = {**N.scoped(nc.layers["runtime"], hostgroups), "roles": target.get("roles")}

@@ -312,9 +312,11 @@ def statements(step):
 
 
 def register():
-    from apps.operations.plans import ROLLBACK_HANDLERS, STEP_HANDLERS, STEP_STATEMENTS
+    from apps.operations.choices import OperationKind
+    from apps.operations.plans import REPLANNERS, ROLLBACK_HANDLERS, STEP_HANDLERS, STEP_STATEMENTS
 
     STEP_HANDLERS.update({CHANNEL_SQL: run_sql, CHANNEL_POSITION: set_position, CHANNEL_VERIFY: verify,
                           CHANNEL_RECORD: record_ends})
     ROLLBACK_HANDLERS.update({CHANNEL_SQL: undo_sql, CHANNEL_POSITION: undo_position, CHANNEL_RECORD: undo_record})
     STEP_STATEMENTS.update({CHANNEL_SQL: statements, CHANNEL_POSITION: statements})
+    REPLANNERS[OperationKind.CHANNEL_MOVE] = lambda cluster, options: replan_move(options)

@@ -3,3 +3,8 @@ from django.apps import AppConfig
 
 class OperationsConfig(AppConfig):
     name = "apps.operations"
+
+    def ready(self):
+        from . import kinds
+
+        kinds.register()  # how each operation kind is planned again at start (recheck.replan)

@@ -93,6 +93,9 @@ STEP_HANDLERS = {}
 ROLLBACK_HANDLERS = {}
 # Their statements, for the re-check at start to compare (kind -> function(step) -> {label: statements}).
 STEP_STATEMENTS = {}
+# Operation kinds: each app registers, in AppConfig.ready(), how its kind is planned again from the options
+# stored with the plan (kind -> replan(cluster, options) -> Plan); the re-check at start looks it up.
+REPLANNERS = {}
 
 
 SERVER_COLUMNS = ("hostgroup_id", "hostname", "port", "gtid_port", "status", "weight", "compression",

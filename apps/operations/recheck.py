@@ -19,12 +19,11 @@ from django.utils import timezone
 
 from apps.audit.services import record
 from apps.clients.proxysql import reusing
-from apps.fleet.models import Server
 
 from . import locks
-from .choices import OperationKind, OperationState, StepState
+from .choices import OperationState, StepState
 from .models import Operation, OperationStep
-from .plans import STEP_STATEMENTS, WAIT_DRAIN, Plan
+from .plans import REPLANNERS, STEP_STATEMENTS, WAIT_DRAIN, Plan
 
 log = logging.getLogger(__name__)
 
@@ -37,39 +36,11 @@ class Refusal:
 
 
 def replan(op):
-    """The same operation planned again now, from its stored options."""
-    from . import drain, repair, rules, switchover
-
-    cluster, options = op.cluster, op.plan.get("options") or {}
-    kind = op.kind
-    if kind == OperationKind.SWITCHOVER:
-        return switchover.plan_switchover(
-            cluster, Server.objects.get(pk=options["new_writer"]), drain_timeout_ms=options["drain_timeout_ms"],
-            on_timeout=options["on_timeout"], lower_autoinc=options["lower_autoinc"],
-            old_writer_to=options["old_writer_to"])
-    if kind == OperationKind.DRAIN:
-        return drain.plan_drain(Server.objects.get(pk=options["server"]), drain_timeout_ms=options["drain_timeout_ms"],
-                                on_timeout=options["on_timeout"], note=options.get("note", ""))
-    if kind == OperationKind.RESTORE:
-        return drain.plan_restore(Server.objects.get(pk=options["server"]))
-    if kind == OperationKind.READ_POOL:
-        changes = {(server, hg): (status, reason) for server, hg, status, reason in options["changes"]}
-        return rules.plan_changes(cluster, changes, figures={}, alerts=[])
-    if kind == OperationKind.FAILOVER:
-        return rules.plan_failover(cluster, Server.objects.get(pk=options["dead"]), options["new"],
-                                   options["evidence"], manual=options.get("manual", False))
-    if kind == OperationKind.REPAIR:
-        return repair.plan_repair(cluster, options.get("nodes"))
-    if kind == OperationKind.CHANNEL_MOVE:
-        from apps.dr.moves import replan_move
-
-        return replan_move(options)
-    if kind == OperationKind.CONFIG:
-        from apps.configuration.models import ChangeSet
-        from apps.configuration.planner import plan_change_set
-
-        return plan_change_set(ChangeSet.objects.select_related("base", "cluster").get(pk=options["change_set"]))[0]
-    raise ValueError(f"no planner for {kind!r}")
+    """The same operation planned again now, from its stored options, by its kind's registered planner."""
+    planner = REPLANNERS.get(op.kind)
+    if planner is None:
+        raise ValueError(f"no planner registered for {op.kind!r}")
+    return planner(op.cluster, op.plan.get("options") or {})
 
 
 def statements(plan):
