@@ -52,3 +52,17 @@ def leased(lab):
             elif started_marker.exists() and not _live_leases(lease_dir):
                 lab.down()
                 started_marker.unlink(missing_ok=True)
+
+
+def held_by_others(base_dir):
+    """Whether a live pytest session (another test run on this machine) holds a lease on the lab in base_dir."""
+    from pathlib import Path
+
+    lease_dir = Path(base_dir) / "pytest-sessions"
+    return lease_dir.is_dir() and bool(_live_leases(lease_dir))
+
+
+if __name__ == "__main__":  # python -m lab.fixture_leases DIR...: exit 0 when another test run holds one of them
+    import sys
+
+    sys.exit(0 if any(held_by_others(d) for d in sys.argv[1:]) else 1)
