@@ -1,7 +1,11 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, register_converter
+
+from controlplane.converters import IdConverter
 
 from apps.monitoring.views import metrics, metrics_targets, pool_metrics
+
+register_converter(IdConverter, "id")  # before the apps' URLs are read: they use <id:pk>
 
 urlpatterns = [
     path("", include("apps.fleet.urls")),

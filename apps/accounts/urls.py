@@ -9,5 +9,5 @@ urlpatterns = [
     path("login/", ThrottledLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("tokens/", views.token_list, name="tokens"),
-    path("tokens/<int:pk>/revoke/", views.token_revoke, name="token_revoke"),
+    path("tokens/<id:pk>/revoke/", views.token_revoke, name="token_revoke"),
 ]

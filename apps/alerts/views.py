@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.accounts.roles import ADMIN, OPERATOR, VIEWER, require_role
 from apps.audit.services import record
 from apps.fleet.models import Cluster
+from controlplane.converters import parse_id
 
 from . import rulesettings, selectors, services
 from .catalogue import BY_KEY, RULES
@@ -82,8 +83,8 @@ def acknowledge(request, pk):
 def silence_list(request):
     initial = {}
     cluster = request.GET.get("cluster", "")
-    if cluster.isdigit() and len(cluster) < 12:
-        initial["cluster"] = Cluster.objects.filter(pk=int(cluster)).first()
+    if parse_id(cluster) is not None:
+        initial["cluster"] = Cluster.objects.filter(pk=parse_id(cluster)).first()
     return TemplateResponse(request, "alerts/silences.html", {**selectors.silences(), "form": SilenceForm(initial=initial)})
 
 
@@ -93,8 +94,8 @@ def silence_create(request):
     form = SilenceForm(request.POST)
     from_alert = None
     alert_pk = request.POST.get("from_alert", "")
-    if alert_pk.isdigit() and len(alert_pk) < 12:
-        from_alert = Alert.objects.filter(pk=int(alert_pk)).first()
+    if parse_id(alert_pk) is not None:
+        from_alert = Alert.objects.filter(pk=parse_id(alert_pk)).first()
     if not form.is_valid():
         record("silence alerts", request=request, outcome="invalid", details={"errors": form.errors.get_json_data()})
         return TemplateResponse(request, "alerts/silences.html", {**selectors.silences(), "form": form}, status=400)

@@ -1,24 +1,11 @@
 """/api/v1/: every endpoint, and a catch-all that answers JSON 404 for any other path under /api/."""
-from django.urls import include, path, re_path, register_converter
+from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
+# <id:...> (controlplane/converters.py) is registered by the root URLconf before this module is read.
 from . import errors
 from .endpoints import alerts, audit, configuration, digests, dr, fleet, meta, operations, reports
 
-
-class IdConverter:
-    """An object id in a path: up to 18 digits (always a 64-bit integer; longer is a 404, not a query)."""
-
-    regex = "[0-9]{1,18}"
-
-    def to_python(self, value):
-        return int(value)
-
-    def to_url(self, value):
-        return str(value)
-
-
-register_converter(IdConverter, "id")
 
 app_name = "api"
 v1 = [

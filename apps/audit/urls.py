@@ -9,5 +9,5 @@ urlpatterns = [
     path("export.json", views.export_json, name="export_json"),
     path("incident/", views.incident, name="incident"),
     path("verify/", views.verify, name="verify"),
-    path("<int:pk>/", views.event_detail, name="detail"),
+    path("<id:pk>/", views.event_detail, name="detail"),
 ]

@@ -10,6 +10,7 @@ from django.views.decorators.http import require_POST
 from apps.accounts.roles import OPERATOR, VIEWER, require_role
 from apps.audit.services import record
 from apps.fleet.models import Cluster, ProxySQLNode
+from controlplane.converters import parse_id
 
 from . import content as C
 from . import files, nodes, services
@@ -315,7 +316,8 @@ def take_runtime(request, node_pk):
 def write_back(request, cluster_pk):
     """Write the current version back: to one node (?node=pk) or to every node that differs."""
     cluster = get_object_or_404(Cluster, pk=cluster_pk)
-    chosen = list(cluster.proxysql_nodes.filter(pk=request.POST.get("node"))) if request.POST.get("node", "").isdigit() else []
+    node = parse_id(request.POST.get("node"))
+    chosen = list(cluster.proxysql_nodes.filter(pk=node)) if node is not None else []
     cs = _try(request, lambda: services.write_back(cluster, user=request.user, nodes=chosen))
     if cs is None:
         return redirect("configuration:cluster", cluster.pk)

@@ -5,6 +5,6 @@ from . import views
 app_name = "digests"
 urlpatterns = [
     path("", views.digest_list, name="list"),
-    path("<int:pk>/", views.digest_detail, name="detail"),
-    path("<int:pk>/chart.json", views.digest_chart, name="chart"),
+    path("<id:pk>/", views.digest_detail, name="detail"),
+    path("<id:pk>/chart.json", views.digest_chart, name="chart"),
 ]

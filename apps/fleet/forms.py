@@ -15,7 +15,7 @@ def parse_hostgroups(text):
     for part in text.replace(" ", ",").split(","):
         if not part:
             continue
-        if not part.isdigit() or int(part) > HOSTGROUP_MAX:
+        if not (part.isascii() and part.isdigit()) or len(part) > 10 or int(part) > HOSTGROUP_MAX:
             raise forms.ValidationError(f"{part!r} is not a hostgroup id (a whole number from 0 to {HOSTGROUP_MAX}).")
         ids.add(int(part))
     return sorted(ids)

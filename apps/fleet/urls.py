@@ -7,11 +7,11 @@ from . import views
 app_name = "fleet"
 urlpatterns = [
     path("", monitoring_views.overview, name="overview"),  # the fleet overview is a monitoring page
-    path("clusters/<int:pk>/", views.cluster_detail, name="cluster"),
-    path("clusters/<int:pk>/drift/", views.cluster_drift, name="cluster_drift"),
-    path("proxysql/<int:pk>/", views.proxysql_node_detail, name="proxysql_node"),
-    path("proxysql/<int:pk>/runtime/", views.proxysql_node_runtime, name="proxysql_node_runtime"),
-    path("servers/<int:pk>/", views.server_detail, name="server"),
-    path("servers/<int:pk>/state/", views.server_state, name="server_state"),
+    path("clusters/<id:pk>/", views.cluster_detail, name="cluster"),
+    path("clusters/<id:pk>/drift/", views.cluster_drift, name="cluster_drift"),
+    path("proxysql/<id:pk>/", views.proxysql_node_detail, name="proxysql_node"),
+    path("proxysql/<id:pk>/runtime/", views.proxysql_node_runtime, name="proxysql_node_runtime"),
+    path("servers/<id:pk>/", views.server_detail, name="server"),
+    path("servers/<id:pk>/state/", views.server_state, name="server_state"),
     path("adopt/", views.adopt_node, name="adopt"),
 ]

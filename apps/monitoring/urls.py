@@ -5,11 +5,11 @@ from . import views
 app_name = "monitoring"
 urlpatterns = [
     path("overview/live/", views.overview_live, name="overview_live"),
-    path("clusters/<int:pk>/live/", views.cluster_live, name="cluster_live"),
-    path("clusters/<int:pk>/sparklines/", views.cluster_sparklines, name="cluster_sparklines"),
-    path("proxysql/<int:pk>/pool/", views.proxysql_pool, name="proxysql_pool"),
-    path("proxysql/<int:pk>/mirror/", views.proxysql_mirror, name="proxysql_mirror"),
-    path("proxysql/<int:pk>/charts/<slug:name>.json", views.proxysql_chart, name="proxysql_chart"),
-    path("servers/<int:pk>/live/", views.server_live, name="server_live"),
-    path("servers/<int:pk>/charts/<slug:name>.json", views.server_chart, name="server_chart"),
+    path("clusters/<id:pk>/live/", views.cluster_live, name="cluster_live"),
+    path("clusters/<id:pk>/sparklines/", views.cluster_sparklines, name="cluster_sparklines"),
+    path("proxysql/<id:pk>/pool/", views.proxysql_pool, name="proxysql_pool"),
+    path("proxysql/<id:pk>/mirror/", views.proxysql_mirror, name="proxysql_mirror"),
+    path("proxysql/<id:pk>/charts/<slug:name>.json", views.proxysql_chart, name="proxysql_chart"),
+    path("servers/<id:pk>/live/", views.server_live, name="server_live"),
+    path("servers/<id:pk>/charts/<slug:name>.json", views.server_chart, name="server_chart"),
 ]

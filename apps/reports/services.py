@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from apps.audit.services import record
 from apps.fleet.models import Cluster
+from controlplane.converters import parse_id
 
 from . import charts, content, fmt, periods
 from .choices import Scope
@@ -87,7 +88,7 @@ def render_html(report, data, charts_meta, mode):
     by_key = {c["key"]: {**c, "src": src[c["key"]]} for c in charts_meta}
     section_charts = {}
     for key, chart in by_key.items():
-        if key.startswith("c") and "-" in key and key[1:key.index("-")].isdigit():
+        if key.startswith("c") and "-" in key and parse_id(key[1:key.index("-")]) is not None:
             section_charts.setdefault(int(key[1:key.index("-")]), {})[key[key.index("-") + 1:]] = chart
     day_style = "time" if data["period"] == "daily" and not data.get("rolling") else "day"
     ctx = {"report": report, "data": data, "day_style": day_style, "before": fmt.before_words(data["period"], data.get("rolling")), "charts": by_key, "section_charts": section_charts,

@@ -14,6 +14,7 @@ from apps.audit.services import record
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from apps.operations.models import Operation
 from apps.operations.plans import Plan
+from controlplane.converters import IdConverter
 
 NOT_ROLE_CHECKED = {"accounts:login", "accounts:logout"}  # the login page itself, and leaving
 # Outside the roles on purpose, each with a check of its own (the view's access_check says which): a scraper has
@@ -118,7 +119,8 @@ def kwargs_for(name, pattern, objects):
         pytest.fail(f"{name} ({pattern.pattern}) takes arguments: teach kwargs_for() which object it shows")
     out = {}
     for arg, converter in converters.items():
-        out[arg] = (0 if arg == "index" else objects[key]) if converter.regex == "[0-9]+" else \
+        numeric = converter.regex in ("[0-9]+", IdConverter.regex)
+        out[arg] = (0 if arg == "index" else objects[key]) if numeric else \
             ("mysql_servers" if arg == "table_name" else "writer_none" if arg == "rule" else "conn_used")
     return out
 
