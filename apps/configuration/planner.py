@@ -15,6 +15,7 @@ from . import nodes as N
 from .findings import effect_findings
 from .secrets import Collector
 from .statements import node_plan
+from .variables import SECRETS as SECRET_VARIABLES
 
 CONFIG_VERIFY, CONFIG_RECORD = "config_verify", "config_record"
 
@@ -23,20 +24,25 @@ def diff_lines(d, limit=None):
     """A Diff as rows for the pages: table, key, what changed, before -> after per field."""
     out = []
     for c in d.rows:
-        fields = [{"name": f, "before": _show(c.before.get(f)), "after": _show(c.after.get(f))} for f in c.fields]
+        secret = {"password"} if c.table == "mysql_users" else set()
+        fields = [{"name": f, "before": _show(c.before.get(f), f in secret), "after": _show(c.after.get(f), f in secret)}
+                  for f in c.fields]
         out.append({"table": c.table, "key": list(c.key), "change": c.change, "fields": fields,
-                    "row": {k: _show(v) for k, v in (c.after or c.before).items()}})
+                    "row": {k: _show(v, k in secret) for k, v in (c.after or c.before).items()}})
     for name, before, after in d.variables:
+        secret = name in SECRET_VARIABLES
         out.append({"table": "global_variables", "key": [name], "change": "changed" if before is not None else "added",
-                    "fields": [{"name": "variable_value", "before": _show(before), "after": _show(after)}], "row": {}})
+                    "fields": [{"name": "variable_value", "before": _show(before, secret), "after": _show(after, secret)}],
+                    "row": {}})
     for role, (before, after) in d.roles.items():
         out.append({"table": "hostgroup roles", "key": [role], "change": "changed",
                     "fields": [{"name": role, "before": before, "after": after}], "row": {}})
     return out[:limit] if limit else out
 
 
-def _show(value):
-    return "(secret)" if C.is_secret(value) else value
+def _show(value, secret=False):
+    """A reference as (secret), and so a password read from a node (clear text or hash alike)."""
+    return "(secret)" if C.is_secret(value) or (secret and value not in (None, "")) else value
 
 
 # The rows a cluster owns on a ProxySQL it shares with other clusters (they sit in its hostgroups).
