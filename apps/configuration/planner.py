@@ -58,10 +58,11 @@ def plan_change_set(cs):
     from .services import known_secrets
 
     collector = Collector(cluster, known_secrets(cluster))
+    write_back = cs.source == "write_back"
 
-    def build(admin, layers, node):
+    def build(admin, layers, node):  # a write-back writes every difference, a change set only its diff's rows
         return node_plan(Sql(admin), target, layers["memory"], hostgroups=hostgroups, secrets=collector,
-                         node_key=f"node{node.pk}")
+                         node_key=f"node{node.pk}", intended=None if write_back else intended)
 
     chosen = cluster.proxysql_nodes.filter(pk__in=cs.nodes) if cs.nodes else None
     nodes = N.read_cluster(cluster, build=build, nodes=chosen)
@@ -71,7 +72,6 @@ def plan_change_set(cs):
         docs = {}
     findings = effect_findings(cluster, base, target, nodes, {nodes[pk].name: doc for pk, doc in docs.items()})
     holder = current_holder(cluster)
-    write_back = cs.source == "write_back"
     statements = sum(nc.plan.changes for nc in nodes.values() if not nc.error)
     changes = statements if write_back else intended.count()
     guards = [
@@ -116,7 +116,9 @@ def plan_change_set(cs):
     number = cs.base.number if write_back else cs.base.number + 1
     steps = [
         Step("apply", "Write the changes to memory and LOAD them to runtime, on every node", PROXYSQL, apply_nodes),
-        Step("verify", "Read back every node's runtime: it must equal the new configuration", CONFIG_VERIFY,
+        Step("verify", "Read back every node's runtime: it must equal the new configuration" if write_back else
+             "Read back every node's runtime: the rows and variables changed must equal the new configuration",
+             CONFIG_VERIFY,
              params={"change_set": cs.pk, "tables": sorted(intended.tables() | ({"mysql_servers"} if intended.roles else set()))}),
         Step("save", "SAVE the changed modules TO DISK on every node", PROXYSQL, save_nodes, point_of_no_return=True),
         Step("record", f"Record version {number} (the inventory follows it)" if not write_back else
@@ -130,6 +132,8 @@ def plan_change_set(cs):
         "node_diffs": {nc.name: diff_lines(node_diff(nc, target, hostgroups, _same_secret(collector)))
                        for nc in readable.values()},
         "unreachable": {nc.name: nc.error for nc in nodes.values() if nc.error},
+        # per node, each user written: its password kept as the node has it or set (the form, never the value)
+        "passwords": {nc.name: nc.plan.passwords for nc in readable.values() if nc.plan.passwords},
     }
     title = (f"Configuration of {cluster.name}: version {cs.base.number} → {number}" if not write_back else
              f"Configuration of {cluster.name}: write version {number} back") + (f" ({cs.reason})" if cs.reason else "")
