@@ -38,9 +38,14 @@ def password_hash(value):
     """A mysql_users password as its hash (ProxySQL keeps what was written: cleartext or hash)."""
     if value is None or value == "":
         return value
-    if len(value) == 41 and value.startswith("*"):
+    if is_hashed(value):
         return value.upper()
     return mysql_native_hash(value)
+
+
+def is_hashed(value):
+    """A mysql_users password written as its mysql_native_password hash (else it is clear text)."""
+    return len(value) == 41 and value.startswith("*")
 
 
 def empty():

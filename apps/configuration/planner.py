@@ -15,6 +15,7 @@ from . import nodes as N
 from .findings import effect_findings
 from .secrets import Collector
 from .statements import node_plan
+from .variables import SECRETS as SECRET_VARIABLES
 
 CONFIG_VERIFY, CONFIG_RECORD = "config_verify", "config_record"
 
@@ -23,20 +24,25 @@ def diff_lines(d, limit=None):
     """A Diff as rows for the pages: table, key, what changed, before -> after per field."""
     out = []
     for c in d.rows:
-        fields = [{"name": f, "before": _show(c.before.get(f)), "after": _show(c.after.get(f))} for f in c.fields]
+        secret = {"password"} if c.table == "mysql_users" else set()
+        fields = [{"name": f, "before": _show(c.before.get(f), f in secret), "after": _show(c.after.get(f), f in secret)}
+                  for f in c.fields]
         out.append({"table": c.table, "key": list(c.key), "change": c.change, "fields": fields,
-                    "row": {k: _show(v) for k, v in (c.after or c.before).items()}})
+                    "row": {k: _show(v, k in secret) for k, v in (c.after or c.before).items()}})
     for name, before, after in d.variables:
+        secret = name in SECRET_VARIABLES
         out.append({"table": "global_variables", "key": [name], "change": "changed" if before is not None else "added",
-                    "fields": [{"name": "variable_value", "before": _show(before), "after": _show(after)}], "row": {}})
+                    "fields": [{"name": "variable_value", "before": _show(before, secret), "after": _show(after, secret)}],
+                    "row": {}})
     for role, (before, after) in d.roles.items():
         out.append({"table": "hostgroup roles", "key": [role], "change": "changed",
                     "fields": [{"name": role, "before": before, "after": after}], "row": {}})
     return out[:limit] if limit else out
 
 
-def _show(value):
-    return "(secret)" if C.is_secret(value) else value
+def _show(value, secret=False):
+    """A reference as (secret), and so a password read from a node (clear text or hash alike)."""
+    return "(secret)" if C.is_secret(value) or (secret and value not in (None, "")) else value
 
 
 # The rows a cluster owns on a ProxySQL it shares with other clusters (they sit in its hostgroups).
@@ -52,10 +58,11 @@ def plan_change_set(cs):
     from .services import known_secrets
 
     collector = Collector(cluster, known_secrets(cluster))
+    write_back = cs.source == "write_back"
 
-    def build(admin, layers, node):
+    def build(admin, layers, node):  # a write-back writes every difference, a change set only its diff's rows
         return node_plan(Sql(admin), target, layers["memory"], hostgroups=hostgroups, secrets=collector,
-                         node_key=f"node{node.pk}")
+                         node_key=f"node{node.pk}", intended=None if write_back else intended)
 
     chosen = cluster.proxysql_nodes.filter(pk__in=cs.nodes) if cs.nodes else None
     nodes = N.read_cluster(cluster, build=build, nodes=chosen)
@@ -65,7 +72,6 @@ def plan_change_set(cs):
         docs = {}
     findings = effect_findings(cluster, base, target, nodes, {nodes[pk].name: doc for pk, doc in docs.items()})
     holder = current_holder(cluster)
-    write_back = cs.source == "write_back"
     statements = sum(nc.plan.changes for nc in nodes.values() if not nc.error)
     changes = statements if write_back else intended.count()
     guards = [
@@ -110,7 +116,9 @@ def plan_change_set(cs):
     number = cs.base.number if write_back else cs.base.number + 1
     steps = [
         Step("apply", "Write the changes to memory and LOAD them to runtime, on every node", PROXYSQL, apply_nodes),
-        Step("verify", "Read back every node's runtime: it must equal the new configuration", CONFIG_VERIFY,
+        Step("verify", "Read back every node's runtime: it must equal the new configuration" if write_back else
+             "Read back every node's runtime: the rows and variables changed must equal the new configuration",
+             CONFIG_VERIFY,
              params={"change_set": cs.pk, "tables": sorted(intended.tables() | ({"mysql_servers"} if intended.roles else set()))}),
         Step("save", "SAVE the changed modules TO DISK on every node", PROXYSQL, save_nodes, point_of_no_return=True),
         Step("record", f"Record version {number} (the inventory follows it)" if not write_back else
@@ -124,6 +132,8 @@ def plan_change_set(cs):
         "node_diffs": {nc.name: diff_lines(node_diff(nc, target, hostgroups, _same_secret(collector)))
                        for nc in readable.values()},
         "unreachable": {nc.name: nc.error for nc in nodes.values() if nc.error},
+        # per node, each user written: its password kept as the node has it or set (the form, never the value)
+        "passwords": {nc.name: nc.plan.passwords for nc in readable.values() if nc.plan.passwords},
     }
     title = (f"Configuration of {cluster.name}: version {cs.base.number} → {number}" if not write_back else
              f"Configuration of {cluster.name}: write version {number} back") + (f" ({cs.reason})" if cs.reason else "")

@@ -4,10 +4,14 @@ ProxySQL's admin interface has no transactions (BEGIN ... ROLLBACK undoes nothin
 change is writing the old rows back: every statement here has its inverse, built from the rows the node
 held when the plan was made. Per module: deletes, then REPLACE of new or changed rows, then LOAD; the
 SAVE to disk comes in its own step, after the runtime was verified.
+
+A change set writes the rows of its own diff and no others: a row outside it stays as the node has it, even
+when it differs from the version (that is drift, for repair or a write-back). A user it writes keeps its
+password as the node holds it (clear text or hash) unless the change set sets a new one.
 """
 from dataclasses import dataclass, field
 
-from .content import in_scope, index, is_secret, password_hash, runtime_users
+from .content import in_scope, index, is_hashed, is_secret, password_hash, runtime_users
 from .tables import (MYSQL_GALERA_HOSTGROUPS, MYSQL_QUERY_RULES, MYSQL_REPLICATION_HOSTGROUPS, MYSQL_SERVERS,
                      MYSQL_USERS, SCHEDULER, VARIABLES, variable_module)
 from .secrets import safe as secret_safe
@@ -25,21 +29,46 @@ class NodePlan:
     rollback: list = field(default_factory=list)
     modules: list = field(default_factory=list)     # modules this node loads (and saves)
     changes: int = 0
+    passwords: dict = field(default_factory=dict)   # user written -> how its password goes (never the value)
 
 
 def _user_equal(a, b):
     return {**a, "password": password_hash(a["password"])} == {**b, "password": password_hash(b["password"])}
 
 
-def node_plan(sql, target, memory, *, hostgroups, secrets, node_key="node"):
+def diff_scope(intended):
+    """What a change set writes: its rows {(table, key)}, its variable names, and the users whose password it
+    sets (new users included)."""
+    return ({(c.table, c.key) for c in intended.rows}, {name for name, _, _ in intended.variables},
+            {c.key for c in intended.rows if c.table == MYSQL_USERS.name and (c.change == "added" or "password" in c.fields)})
+
+
+def _form(password):
+    return "hashed" if is_hashed(password) else "clear text"
+
+
+def node_plan(sql, target, memory, *, hostgroups, secrets, node_key="node", intended=None):
     """Statements for one node. `memory` is the node's memory layer (nodes.read_layers), `hostgroups` every
     hostgroup the cluster held before or holds after (so released hostgroups are emptied), `secrets` a
-    secrets.Collector: every password in a statement, new or old, is a marker filled in at execution."""
+    secrets.Collector: every password in a statement, new or old, is a marker filled in at execution.
+    `intended` is the change set's diff (base -> target): only its rows and variables are written; None (a
+    write-back) writes every difference."""
     plan = NodePlan()
     forward, undo = {}, {}
+    if intended is not None:
+        rows, variables, new_passwords = diff_scope(intended)
 
     def resolved(row):  # for comparing: the values
         return {k: (secrets.value(v["secret"]) if is_secret(v) else v) for k, v in row.items()}
+
+    def keeps_password(key, node_row, row):
+        """Whether a user written keeps the password the node holds: a change set that does not set it, or a
+        write-back where the node's password is the version's in another form."""
+        if node_row["password"] in (None, ""):
+            return False
+        if intended is not None:
+            return key not in new_passwords
+        return row["password"] not in (None, "") and password_hash(node_row["password"]) == password_hash(row["password"])
 
     def written(table, row):  # for statements: markers where passwords go
         if table is not MYSQL_USERS or row.get("password") in (None, ""):
@@ -60,22 +89,32 @@ def node_plan(sql, target, memory, *, hostgroups, secrets, node_key="node"):
                 head = [sql.delete_row(table.name, dict(zip(table.key, key)))] if table is MYSQL_USERS else []
                 return head + [sql.replace_row(table.name, written(table, r)) for r in raw if table.key_of(r) == key]
 
+            if intended is not None:  # the change set's rows only
+                want = {k: r for k, r in want.items() if (table.name, k) in rows}
+                have = {k: r for k, r in have.items() if (table.name, k) in rows}
             for key in sorted(have.keys() - want.keys(), key=str):
                 fwd.insert(0, sql.delete_row(table.name, dict(zip(table.key, key))))
                 back.extend(restore(key))
                 plan.changes += 1
             for key in sorted(want.keys(), key=str):
-                if key in have and equal(have[key], resolved(want[key])):
+                row = resolved(want[key])
+                kept = table is MYSQL_USERS and key in have and keeps_password(key, have[key], row)
+                if kept:
+                    row = {**row, "password": have[key]["password"]}
+                if key in have and equal(have[key], row):
                     continue
                 if key in have and table is MYSQL_USERS:  # its frontend and backend rows go, the one row comes
                     fwd.append(sql.delete_row(table.name, dict(zip(table.key, key))))
-                fwd.append(sql.replace_row(table.name, written(table, want[key])))
+                fwd.append(sql.replace_row(table.name, written(table, row if kept else want[key])))
+                if table is MYSQL_USERS and row["password"] not in (None, ""):
+                    plan.passwords[key[0]] = (f"password kept as the node has it ({_form(row['password'])})" if kept
+                                              else f"password set ({_form(row['password'])})")
                 back.extend(restore(key) if key in have else [sql.delete_row(table.name, dict(zip(table.key, key)))])
                 plan.changes += 1
         if not tables:  # a variables module
             current = memory[VARIABLES]
             for name, value in sorted((target.get(VARIABLES) or {}).items()):
-                if variable_module(name) != module:
+                if variable_module(name) != module or (intended is not None and name not in variables):
                     continue
                 plain = secrets.value(value["secret"]) if is_secret(value) else value
                 if name in current and same_variable(name, current[name], plain):

@@ -9,14 +9,27 @@ from . import content as C
 from . import nodes as N
 from .models import ChangeSet
 from .planner import node_diff
+from .statements import diff_scope
 
 
 def verify(run, step, row, executed, detail):
-    """Every node's runtime equals the new configuration in the tables this change touched."""
+    """Every node's runtime equals the new configuration in the rows this change set wrote (a write-back: every
+    row of the tables it touched); a password the change set kept is the node's own, whatever it is."""
     cs = ChangeSet.objects.select_related("base").get(pk=step.params["change_set"])
     target = C.apply_edits(cs.base.content, cs.edits)
     hostgroups = C.claimed_hostgroups(cs.base.content) | C.claimed_hostgroups(target)
     tables = set(step.params["tables"])
+    write_back = cs.source == "write_back"
+    rows, variables, new_passwords = diff_scope(C.diff(cs.base.content, target))
+
+    def fields(c):  # what to report of a difference; None when the change set did not write it
+        if write_back:
+            return c.fields if c.table in tables else None
+        if (c.table, c.key) not in rows:
+            return None
+        found = [f for f in c.fields if not (f == "password" and c.key not in new_passwords)]
+        return found if found or c.change != "changed" else None
+
     from .services import known_secrets
 
     values = known_secrets(cs.cluster)
@@ -30,10 +43,11 @@ def verify(run, step, row, executed, detail):
         layers = N.read_layers(run.admin(node_id), ("runtime",), tables=tables)
         nc = N.NodeConfig(int(node_id), str(node_id), layers)
         d = node_diff(nc, target, hostgroups, same_secret)
-        return [f"{c.table} {list(c.key)} {c.change}" + (f" ({', '.join(c.fields)})" if c.fields else "")
-                for c in d.rows if c.table in tables] + \
+        return [f"{c.table} {list(c.key)} {c.change}" + (f" ({', '.join(found)})" if found else "")
+                for c in d.rows for found in [fields(c)] if found is not None] + \
                [(f"{name}: differs" if C.is_secret(after) else f"{name}: runtime {before!r}, expected {after!r}")
-                for name, before, after in d.variables if "global_variables" in tables]
+                for name, before, after in d.variables
+                if "global_variables" in tables and (write_back or name in variables)]
 
     node_ids = [n for n in run.plan_nodes()]
     problems = {}

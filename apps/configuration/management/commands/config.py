@@ -115,6 +115,7 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps({"operation": op.pk, "title": plan.title,
                                           "guards": [g.__dict__ for g in plan.guards], "warnings": facts["warnings"],
                                           "intended_diff": facts["intended_diff"], "node_diffs": facts["node_diffs"],
+                                          "passwords": facts.get("passwords", {}),
                                           "steps": [{"key": s.key, "nodes": s.nodes} for s in plan.steps]},
                                          default=str, indent=2))
             return
@@ -128,6 +129,9 @@ class Command(BaseCommand):
         for line in facts["intended_diff"]:
             fields = ", ".join(f"{f['name']} {f['before']} -> {f['after']}" for f in line["fields"])
             w(f"  {line['table']} {line['key']} {line['change']}{': ' + fields if fields else ''}")
+        for name, users in facts.get("passwords", {}).items():
+            for user, how in users.items():
+                w(f"  {name}: {user}: {how}")
         for step in plan.steps:
             for spec in step.nodes.values():
                 if spec["sql"]:
