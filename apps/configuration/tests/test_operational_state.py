@@ -7,10 +7,12 @@ import pytest
 
 from apps.configuration import files, services
 from apps.configuration.planner import plan_change_set
+from apps.fleet.models import Server
+from apps.operations import drain, executor, switchover
 from apps.operations import services as operations
 from apps.operations.models import Operation
 
-from .test_change_sets import sql, versioned_lab  # noqa: F401 (versioned_lab is a fixture)
+from .test_change_sets import run, sql, versioned_lab  # noqa: F401 (versioned_lab is a fixture)
 from .test_files import command, edited
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -22,8 +24,83 @@ def row(content, hg, port):
     return next(r for r in content["mysql_servers"] if (r["hostgroup_id"], r["port"]) == (hg, port))
 
 
+def run_operation(plan, user):
+    """An operation (switchover, drain) planned, confirmed and run as a worker runs it."""
+    op = operations.save_plan(plan, user=user)
+    operations.confirm(op, user=user, enqueue=False)
+    executor.run(op.pk)
+    op = Operation.objects.get(pk=op.pk)
+    assert op.state == "done", op.error
+
+
 def runtime_writers(double):
     return sql(double, "SELECT port, status FROM runtime_mysql_servers WHERE hostgroup_id=100")
+
+
+def test_a_revert_across_a_switchover_keeps_the_writer_and_says_so(versioned_lab, operator_user, live_redis, client):
+    cluster, doubles, v1 = versioned_lab
+    cs = services.start_change_set(cluster, user=operator_user, reason="lighter reader")
+    services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313],
+                           "row": {**row(v1.content, 101, 3313), "weight": 5}})
+    op, plan = run(cs, operator_user)  # an ordinary weight change plans and applies
+    assert op.state == "done", op.error
+    assert not [g for g in plan.guards if g.key.startswith("operational")]
+    v2 = services.latest(cluster)
+    for d in doubles:
+        d.traffic.clear_sessions()
+    run_operation(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
+    v3 = services.latest(cluster)
+    assert (v3.number, [r["port"] for r in v3.content["mysql_servers"] if r["hostgroup_id"] == 100]) == (3, [3312])
+
+    # Version 2 differs from version 3 only in the writer: nothing to revert.
+    with pytest.raises(services.Refused) as refused:
+        services.revert_to(cluster, v2, user=operator_user, reason="")
+    assert "nothing to revert" in str(refused.value) and "keeps the writer 127.0.0.1:3312" in str(refused.value)
+
+    # The version's page says what a revert keeps, before one is planned.
+    client.force_login(operator_user)
+    page = client.get(v1.get_absolute_url()).content.decode()
+    assert "<li>The revert keeps the writer 127.0.0.1:3312 (moved since version 1 by operations" in page
+
+    revert = services.revert_to(cluster, v1, user=operator_user, reason="")
+    assert revert.reason.startswith("revert to version 1. The revert keeps the writer 127.0.0.1:3312 (moved since "
+                                    "version 1 by operations, last in version 3: ")
+    assert revert.reason.endswith("version 1's writer was 127.0.0.1:3311.")
+    op, plan = run(revert, operator_user)
+    assert op.state == "done", op.error
+    assert plan.title.startswith("Configuration of galera-lab: version 3 → 4 (revert to version 1. The revert keeps "
+                                 "the writer 127.0.0.1:3312")
+    assert [line["key"] for line in plan.facts["intended_diff"]] == [[101, "127.0.0.1", 3313]]
+    statements = [s for n in plan.steps[0].nodes.values() for s in n["sql"] + n["rollback"]]
+    assert any("3313" in s for s in statements) and not [s for s in statements if WRITER_ROW.search(s)]
+    assert not [f for f in plan.facts["findings"] if f["key"].startswith("operational")]
+    for d in doubles:
+        assert runtime_writers(d) == (("3312", "ONLINE"),)
+        assert sql(d, "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3313") == (("10000",),)
+    v4 = services.latest(cluster)
+    assert v4.number == 4 and [r["port"] for r in v4.content["mysql_servers"] if r["hostgroup_id"] == 100] == [3312]
+
+
+def test_a_revert_across_a_drain_keeps_the_server_drained_and_says_so(versioned_lab, operator_user):
+    cluster, doubles, v1 = versioned_lab
+    cs = services.start_change_set(cluster, user=operator_user, reason="heavier reader")
+    services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3312],
+                           "row": {**row(v1.content, 101, 3312), "weight": 20000}})
+    assert run(cs, operator_user)[0].state == "done"
+    run_operation(drain.plan_drain(Server.objects.get(port=3313), drain_timeout_ms=2000), operator_user)
+    assert row(services.latest(cluster).content, 101, 3313)["status"] == "OFFLINE_SOFT"
+
+    revert = services.revert_to(cluster, v1, user=operator_user, reason="back to one")
+    assert revert.reason == ("back to one. The revert keeps 127.0.0.1:3313 in hostgroup 101 OFFLINE_SOFT (version 1 "
+                             "had it ONLINE); keeps 127.0.0.1:3313 in hostgroup 102 OFFLINE_SOFT (version 1 had it "
+                             "ONLINE).")
+    op, plan = run(revert, operator_user)
+    assert op.state == "done", op.error
+    assert [line["key"] for line in plan.facts["intended_diff"]] == [[101, "127.0.0.1", 3312]]
+    for d in doubles:
+        assert sql(d, "SELECT hostgroup_id, status FROM runtime_mysql_servers WHERE port=3313 ORDER BY 1") == (
+            ("101", "OFFLINE_SOFT"), ("102", "OFFLINE_SOFT"))
+        assert sql(d, "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3312") == (("10000",),)
 
 
 def test_a_change_set_that_moves_the_writer_is_refused_with_use_a_switchover(versioned_lab, operator_user,
