@@ -186,3 +186,15 @@ def test_a_node_running_another_writer_refuses_a_change_that_loads_its_servers(v
     assert not [g for g in plan.failed_guards if g.key.startswith("operational")]
     told = [f for f in plan.facts["findings"] if f["key"] == "operational_writer"]
     assert len(told) == 1 and not told[0]["blocking"] and "On proxysql-2" in told[0]["label"]
+
+
+def test_taking_in_a_runtime_with_another_writer_is_refused(versioned_lab, operator_user):
+    """proxysql-2's writer moved by hand: taking its runtime into a new version would move the writer of every
+    other node without a drain."""
+    cluster, (first, second), v1 = versioned_lab
+    sql(second, "UPDATE mysql_servers SET port=3312 WHERE hostgroup_id=100")
+    sql(second, "LOAD MYSQL SERVERS TO RUNTIME")
+    cs = services.take_runtime(cluster, cluster.proxysql_nodes.get(name="proxysql-2"), user=operator_user, reason="")
+    plan, _ = plan_change_set(cs)
+    assert [(g.key, g.label.split(": ")[0]) for g in plan.failed_guards if g.key.startswith("operational")] == [
+        ("operational_writer", "Moves the writer from 127.0.0.1:3311 to 127.0.0.1:3312")]  # proxysql-1's too: said once
