@@ -4,6 +4,7 @@ writer, drains or restores a server is refused with the operation to use; a node
 import re
 
 import pytest
+from django.urls import reverse
 
 from apps.configuration import files, services
 from apps.configuration.planner import plan_change_set
@@ -104,7 +105,7 @@ def test_a_revert_across_a_drain_keeps_the_server_drained_and_says_so(versioned_
 
 
 def test_a_change_set_that_moves_the_writer_is_refused_with_use_a_switchover(versioned_lab, operator_user,
-                                                                            admin_user_role):
+                                                                            admin_user_role, client):
     cluster, doubles, v1 = versioned_lab
     cs = services.start_change_set(cluster, user=operator_user, reason="new writer")
     services.add_edit(cs, {"op": "delete", "table": "mysql_servers", "key": [100, "127.0.0.1", 3311]})
@@ -118,6 +119,9 @@ def test_a_change_set_that_moves_the_writer_is_refused_with_use_a_switchover(ver
                                   "(the cluster's page → Planned switchover) instead")
     with pytest.raises(operations.NotAllowed, match="cannot be overridden: Moves the writer"):
         operations.confirm(op, user=admin_user_role, override_reason="I know", enqueue=False)
+    client.force_login(operator_user)  # the plan page's effect check names it
+    page = client.get(reverse("operations:detail", args=[op.pk])).content.decode()
+    assert 'data-finding="operational_writer"' in page and "use a switchover (the cluster&#x27;s page" in page
     for d in doubles:
         assert runtime_writers(d) == (("3311", "ONLINE"),)
     assert services.latest(cluster).number == 1
