@@ -279,3 +279,59 @@ def runtime_view(content):
 
 def managed_variables(values):
     return {k: v for k, v in values.items() if managed(k)}
+
+
+# -- operational state: owned by operations, never moved by a configuration ------------------------------
+OFFLINE = ("OFFLINE_SOFT", "OFFLINE_HARD")
+
+
+def endpoint(row):
+    return f"{row['hostname']}:{row['port']}"
+
+
+def endpoints(pairs):
+    """[(host, port)] as "host:port, host:port" ("none" for none)."""
+    return ", ".join(f"{h}:{p}" for h, p in pairs) or "none"
+
+
+def writers(content):
+    """The servers ONLINE in the writer hostgroup: [(host, port)], sorted."""
+    writer = (content.get("roles") or {}).get("writer")
+    return sorted((r["hostname"], r["port"]) for r in content.get(MYSQL_SERVERS.name) or []
+                  if r["hostgroup_id"] == writer and r["status"] == "ONLINE")
+
+
+@dataclass
+class OperationalChange:
+    kind: str                    # writer / drain / restore
+    text: str                    # "moves the writer from A to B", "drains A in hostgroup 101 (ONLINE → OFFLINE_SOFT)"
+    way: str                     # the operation that does it, guarded
+
+
+def operational_changes(current, target):
+    """What `target` changes in the state operations own, against `current` (the latest version, which records
+    every switchover and drain, or what a node runs): servers entering or leaving the writer hostgroup as
+    ONLINE, and rows whose status changes to or from OFFLINE_SOFT / OFFLINE_HARD (a drain, a maintenance)."""
+    out = []
+    before, after = writers(current), writers(target)
+    if before != after:
+        if before and after:
+            text = f"moves the writer from {endpoints(before)} to {endpoints(after)}"
+        elif before:
+            text = f"takes the writer {endpoints(before)} out of the writer hostgroup"
+        else:
+            text = f"makes {endpoints(after)} the writer"
+        out.append(OperationalChange("writer", text, "use a switchover (the cluster's page → Planned switchover) instead"))
+    rows = index(current, MYSQL_SERVERS)
+    for key, row in index(target, MYSQL_SERVERS).items():
+        old = rows.get(key)
+        if old is None or old["status"] == row["status"] or (old["status"] not in OFFLINE and row["status"] not in OFFLINE):
+            continue
+        server = f"{endpoint(row)} in hostgroup {row['hostgroup_id']}"
+        if row["status"] == "ONLINE":
+            out.append(OperationalChange("restore", f"puts {server} back ONLINE ({old['status']} → ONLINE)",
+                                         "use restore (the server's page → restore from maintenance) instead"))
+        else:
+            out.append(OperationalChange("drain", f"drains {server} ({old['status']} → {row['status']})",
+                                         "use a maintenance drain (the server's page → Maintenance drain) instead"))
+    return out

@@ -13,7 +13,7 @@ import re2
 
 from apps.fleet.choices import ClusterKind
 
-from .content import claimed_hostgroups, diff, index, runtime_users
+from .content import claimed_hostgroups, diff, endpoint, endpoints, index, operational_changes, runtime_users, writers
 from .tables import MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, TABLES, VARIABLES
 
 
@@ -73,6 +73,44 @@ def servers_findings(cluster, base, target):
             out.append(Finding("readers_below_minimum",
                                f"Reader hostgroup {reader} drops below the cluster's minimum of "
                                f"{cluster.min_available_readers}", f"{before} ONLINE → {after}", True))
+    return out
+
+
+def operational_findings(cluster, base, target, nodes, *, write_back=False):
+    """The writer and drains belong to operations (switchover, failover, drain, restore: guarded, with a drain
+    and a catch-up). A change that moves them is refused, not overridable, with the operation to use: against
+    the latest version, and against each node's runtime where this change loads mysql_servers (a LOAD on a node
+    that runs another writer moves it). A write-back (a repair to the current version) is only told. Changes to
+    the live writer's own row are named."""
+    out, said = [], set()
+    for change in operational_changes(base, target):
+        said.add(change.text)
+        out.append(Finding(f"operational_{change.kind}", f"{change.text[0].upper()}{change.text[1:]}: {change.way}",
+                           "who writes and which servers are drained is changed only by operations, never by a "
+                           "configuration", not write_back, overridable=False))
+    # ProxySQL's native manager picks the writer at runtime itself: there a runtime that differs is told, not refused.
+    native = bool(cluster.active_native_hostgroups())
+    for nc in nodes.values():
+        if nc.error or (nc.plan is not None and "MYSQL SERVERS" not in nc.plan.modules):
+            continue
+        live = {"roles": base.get("roles"), MYSQL_SERVERS.name: nc.layers["runtime"][MYSQL_SERVERS.name]}
+        for change in operational_changes(live, target):
+            if change.text in said:
+                continue
+            out.append(Finding(f"operational_{change.kind}", f"On {nc.name}, this change {change.text}: {change.way}",
+                               f"{nc.name}'s runtime has the writer {endpoints(writers(live))} and this "
+                               "change loads its mysql_servers", not (write_back or native), overridable=False))
+    roles = base.get("roles") or {}
+    kept = set(writers(base)) & set(writers(target))
+    after = index(target, MYSQL_SERVERS)
+    for key, row in index(base, MYSQL_SERVERS).items():
+        new = after.get(key)
+        if row["hostgroup_id"] != roles.get("writer") or (row["hostname"], row["port"]) not in kept or new is None:
+            continue
+        fields = [f"{c} {row[c]} → {new[c]}" for c in MYSQL_SERVERS.column_names if c != "status" and row[c] != new[c]]
+        if fields:
+            out.append(Finding("writer_row_changed", f"Changes the live writer {endpoint(row)}'s row in hostgroup "
+                               f"{row['hostgroup_id']}", ", ".join(fields), False))
     return out
 
 
@@ -252,14 +290,15 @@ def node_findings(target, nodes, tables_touched):
     return out
 
 
-def effect_findings(cluster, base, target, nodes, live_docs):
+def effect_findings(cluster, base, target, nodes, live_docs, *, write_back=False):
     """Every finding for changing `base` into `target` on these nodes ({pk: NodeConfig}); `live_docs` the
-    nodes' latest-state documents by node name (for mirror figures)."""
+    nodes' latest-state documents by node name (for mirror figures); `write_back`: a repair to `base`."""
     layers = [nc.layers["runtime"] for nc in nodes.values() if not nc.error]
     servers_in = _servers_anywhere(target, layers)
     engine = _engine(target, layers)
     d = diff(base, target)
-    out = servers_findings(cluster, base, target)
+    out = operational_findings(cluster, base, target, nodes, write_back=write_back)
+    out += servers_findings(cluster, base, target)
     rule_findings, changed_rules = rules_findings(base, target, engine, servers_in)
     out += rule_findings
     out += mirror_findings(target, changed_rules, live_docs)

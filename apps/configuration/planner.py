@@ -70,7 +70,8 @@ def plan_change_set(cs):
         docs = live.read_many(live.PROXYSQL, list(nodes))
     except live.LiveUnavailable:
         docs = {}
-    findings = effect_findings(cluster, base, target, nodes, {nodes[pk].name: doc for pk, doc in docs.items()})
+    findings = effect_findings(cluster, base, target, nodes, {nodes[pk].name: doc for pk, doc in docs.items()},
+                               write_back=write_back)
     holder = current_holder(cluster)
     statements = sum(nc.plan.changes for nc in nodes.values() if not nc.error)
     changes = statements if write_back else intended.count()

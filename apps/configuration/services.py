@@ -1,5 +1,8 @@
 """Writes of the configuration app: versions, change sets, their plans. Each audits in its own short
 transaction; the network reads (nodes.py) happen before, never inside one."""
+import copy
+from types import SimpleNamespace
+
 from django.db import transaction
 
 from apps.audit.services import record
@@ -284,12 +287,76 @@ def start_from_file(cluster, text, *, user, reason=""):
 
 
 def revert_to(cluster, version, *, user, reason):
+    """A change set back to `version`, keeping what operations own: the current writer and every server's
+    current status (a revert is no switchover and no drain); the reason says what was kept."""
     current = latest(cluster)
-    edits = C.edits_between(current.content, version.content)
+    target, notes = kept_operational(cluster, current, version)
+    edits = C.edits_between(current.content, target)
+    kept = f"The revert {'; '.join(notes)}." if notes else ""
     if not edits:
+        if notes:
+            raise Refused(f"Version {current.number} differs from version {version.number} only in what operations "
+                          f"own, which a revert keeps: nothing to revert. {kept}")
         raise Refused(f"Version {current.number} already equals version {version.number}.")
-    return start_change_set(cluster, user=user, reason=reason or f"revert to version {version.number}",
+    reason = reason or f"revert to version {version.number}"
+    return start_change_set(cluster, user=user, reason=f"{reason}. {kept}" if kept else reason,
                             source="revert", edits=edits, base=current)
+
+
+def kept_operational(cluster, current, old):
+    """(content, notes): `old`'s content with `current`'s writer and server statuses. When the writer moved
+    from A to B since, A's and B's role rows are swapped as a switchover swaps them (A→B→A gives back the rows
+    of A), so the layout still says who is who; otherwise the writer hostgroup's rows are the current ones."""
+    from apps.clients.proxysql import SERVER_FIELDS
+    from apps.operations.switchover import swapped_roles
+
+    target, notes = copy.deepcopy(old.content), []
+    roles, now_roles = target.get("roles") or {}, current.content.get("roles") or {}
+    was, now = C.writers(target), C.writers(current.content)
+    rows = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in target[MYSQL_SERVERS.name]}
+    if was != now:
+        if len(was) == 1 and len(now) == 1 and all(roles.get(k) == now_roles.get(k) for k in C.ROLE_KEYS):
+            layout = SimpleNamespace(writer_hostgroup=roles["writer"], reader_hostgroup=roles.get("reader"),
+                                     backup_writer_hostgroup=roles.get("backup_writer"),
+                                     writer_is_also_reader=roles.get("writer_is_also_reader",
+                                                                     cluster.writer_is_also_reader))
+            fields = {key: {f: r[f] for f in SERVER_FIELDS} for key, r in rows.items()}
+            for key, value in swapped_roles(layout, fields, was[0], now[0]).items():
+                if value is None:
+                    rows.pop(key, None)
+                else:
+                    rows[key] = {"hostgroup_id": key[0], "hostname": key[1], "port": key[2], **value}
+        if C.writers({"roles": roles, MYSQL_SERVERS.name: list(rows.values())}) != now:
+            rows = {k: r for k, r in rows.items() if k[0] != roles.get("writer")}
+            for r in current.content[MYSQL_SERVERS.name]:
+                if r["hostgroup_id"] == now_roles["writer"]:
+                    rows[(roles["writer"], r["hostname"], r["port"])] = {**r, "hostgroup_id": roles["writer"]}
+        notes.append(f"keeps the writer {C.endpoints(now)} ({_moved_in(current, old)}); version {old.number}'s "
+                     f"writer was {C.endpoints(was)}")
+    for key, r in C.index(current.content, MYSQL_SERVERS).items():
+        mine = rows.get(key)
+        if mine is not None and mine["status"] != r["status"]:
+            rows[key] = {**mine, "status": r["status"]}
+            if not (was != now and key[0] == roles.get("writer")):  # the writer's own rows: said above
+                notes.append(f"keeps {key[1]}:{key[2]} in hostgroup {key[0]} {r['status']} (version {old.number} "
+                             f"had it {mine['status']})")
+    target[MYSQL_SERVERS.name] = list(rows.values())
+    target["hostgroups"] = sorted(C.claimed_hostgroups(target))
+    return C.sort(target), notes
+
+
+def _moved_in(current, old):
+    """"moved since version N by operations, last in version M: its reason": the newest version since `old` that
+    changed the writer (a switchover's or failover's, or another source's, named)."""
+    last, previous = None, C.writers(old.content)
+    for v in ConfigVersion.objects.filter(cluster=current.cluster, number__gt=old.number,
+                                          number__lte=current.number).order_by("number"):
+        if C.writers(v.content) != previous:
+            last, previous = v, C.writers(v.content)
+    if last is None:
+        return f"moved since version {old.number}"
+    by = "operations" if last.source == "operation" else f"a {last.source} version"
+    return f"moved since version {old.number} by {by}, last in version {last.number}: {last.reason}"
 
 
 def take_runtime(cluster, node, *, user, reason):

@@ -76,8 +76,11 @@ def cluster_drift(request, cluster_pk):
 def version_detail(request, pk):
     version = get_object_or_404(ConfigVersion.objects.select_related("cluster", "parent"), pk=pk)
     parent_diff = diff_lines(C.diff(version.parent.content, version.content)) if version.parent else None
+    current = services.latest(version.cluster)
+    kept = services.kept_operational(version.cluster, current, version)[1] if current.pk != version.pk else []
     return TemplateResponse(request, "configuration/version.html", {
         "version": version, "cluster": version.cluster, "tables": _tables(version.content), "parent_diff": parent_diff,
+        "kept": kept,
         "others": ConfigVersion.objects.filter(cluster=version.cluster).exclude(pk=version.pk).values_list("number", flat=True),
         "reason_form": ReasonForm(initial={"reason": f"revert to version {version.number}"})})
 

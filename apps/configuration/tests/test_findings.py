@@ -163,6 +163,80 @@ def test_unloaded_edits_and_unreachable_nodes(cluster):
     assert not found["node_unreachable"].overridable
 
 
+def test_operational_changes_between_two_configurations():
+    """The writer (servers entering or leaving the writer hostgroup ONLINE) and drains are told apart from the
+    rest: a weight change is none of them, a renumbered writer hostgroup with the same server neither."""
+    def servers(changes):
+        return config([{**s, **changes.get((s["hostgroup_id"], s["port"]), {})} for s in BASE_SERVERS])
+
+    assert C.operational_changes(BASE, servers({(101, 2): {"weight": 7}})) == []
+    moved = config([server(100, 2)] + BASE_SERVERS[1:])
+    assert [(c.kind, c.text) for c in C.operational_changes(BASE, moved)] == [
+        ("writer", "moves the writer from 10.0.0.1:1 to 10.0.0.1:2")]
+    assert "use a switchover" in C.operational_changes(BASE, moved)[0].way
+    drained = servers({(101, 3): {"status": "OFFLINE_SOFT"}})
+    assert [(c.kind, c.text) for c in C.operational_changes(BASE, drained)] == [
+        ("drain", "drains 10.0.0.1:3 in hostgroup 101 (ONLINE → OFFLINE_SOFT)")]
+    assert [(c.kind, c.text) for c in C.operational_changes(drained, BASE)] == [
+        ("restore", "puts 10.0.0.1:3 in hostgroup 101 back ONLINE (OFFLINE_SOFT → ONLINE)")]
+    writer_off = servers({(100, 1): {"status": "OFFLINE_HARD"}})
+    assert {c.kind for c in C.operational_changes(BASE, writer_off)} == {"writer", "drain"}
+    renumbered = C.apply_edits(BASE, [{"op": "roles", "roles": {"writer": 110}},
+                                      {"op": "delete", "table": "mysql_servers", "key": [100, "10.0.0.1", 1]},
+                                      {"op": "upsert", "table": "mysql_servers", "row": server(110, 1)}])
+    assert C.operational_changes(BASE, renumbered) == []
+
+
+def test_a_change_that_moves_the_writer_or_drains_is_refused_with_the_operation_to_use(cluster):
+    moved = config([server(100, 2)] + BASE_SERVERS[1:], BASE["mysql_query_rules"], BASE["mysql_users"])
+    found = [f for f in findings(cluster, moved) if f.key == "operational_writer"]
+    assert len(found) == 1 and found[0].blocking and not found[0].overridable
+    assert found[0].label.startswith("Moves the writer from 10.0.0.1:1 to 10.0.0.1:2: use a switchover")
+    drained = C.apply_edits(BASE, [{"op": "upsert", "table": "mysql_servers", "key": [101, "10.0.0.1", 3],
+                                    "row": {**server(101, 3), "status": "OFFLINE_SOFT"}}])
+    found = [f for f in findings(cluster, drained) if f.key.startswith("operational")]
+    assert [f.label for f in found] == ["Drains 10.0.0.1:3 in hostgroup 101 (ONLINE → OFFLINE_SOFT): use a "
+                                        "maintenance drain (the server's page → Maintenance drain) instead"]
+    assert found[0].blocking and not found[0].overridable
+    found = [f for f in effect_findings(cluster, drained, BASE, {1: node()}, {}) if f.key.startswith("operational")]
+    assert len(found) == 1 and "back ONLINE" in found[0].label and "use restore" in found[0].label
+
+
+def test_a_node_running_another_writer_is_a_writer_change_even_when_the_version_agrees(cluster):
+    """The version says writer :1, a node's runtime runs :2 (moved by hand): a change that loads that node's
+    mysql_servers would move its writer back. Refused; a write-back (the repair) is told, not refused; a node
+    the change does not load is not concerned; under ProxySQL's native manager, which picks the writer itself,
+    it is told."""
+    layer = {t: list(BASE.get(t) or []) for t in ("mysql_servers", "mysql_galera_hostgroups",
+                                                  "mysql_replication_hostgroups", "mysql_users", "mysql_query_rules",
+                                                  "scheduler")}
+    layer["mysql_servers"] = [server(100, 2)] + BASE_SERVERS[1:]
+    moved_by_hand = node(layer, name="p2")
+    weight = C.apply_edits(BASE, [{"op": "upsert", "table": "mysql_servers", "key": [101, "10.0.0.1", 2],
+                                   "row": {**server(101, 2), "weight": 5000}}])
+    found = [f for f in findings(cluster, weight, {1: node(), 2: moved_by_hand}) if f.key == "operational_writer"]
+    assert [f.label for f in found] == ["On p2, this change moves the writer from 10.0.0.1:2 to 10.0.0.1:1: use a "
+                                        "switchover (the cluster's page → Planned switchover) instead"]
+    assert found[0].blocking and not found[0].overridable and "p2's runtime has the writer 10.0.0.1:2" in found[0].value
+    told = [f for f in effect_findings(cluster, BASE, BASE, {2: moved_by_hand}, {}, write_back=True)
+            if f.key == "operational_writer"]
+    assert len(told) == 1 and not told[0].blocking
+    moved_by_hand.plan = type("Plan", (), {"modules": ["MYSQL VARIABLES"]})()
+    assert "operational_writer" not in keys(findings(cluster, weight, {2: moved_by_hand}))
+    moved_by_hand.plan = None
+    cluster.native_hostgroups = [{"kind": "galera", "writer_hostgroup": 100, "reader_hostgroup": 101, "active": 1}]
+    found = [f for f in findings(cluster, weight, {2: moved_by_hand}) if f.key == "operational_writer"]
+    assert len(found) == 1 and not found[0].blocking
+
+
+def test_a_change_to_the_live_writers_row_is_named(cluster):
+    target = C.apply_edits(BASE, [{"op": "upsert", "table": "mysql_servers", "key": [100, "10.0.0.1", 1],
+                                   "row": {**server(100, 1), "max_connections": 10}}])
+    found = [f for f in findings(cluster, target) if f.key == "writer_row_changed"]
+    assert len(found) == 1 and not found[0].blocking and found[0].value == "max_connections 1000 → 10"
+    assert "10.0.0.1:1" in found[0].label
+
+
 # -- on real doubles, through the planner --------------------------------------------------------------
 @pytest.mark.django_db(transaction=True)
 def test_planner_finds_a_bad_regex_and_a_nodes_unloaded_edit(adopted_lab, operator_user):
