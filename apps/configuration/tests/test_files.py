@@ -5,7 +5,9 @@ import json
 
 import pytest
 import yaml
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
+from django.urls import reverse
 
 from apps.configuration import files, services
 from apps.configuration.models import ChangeSet, ConfigVersion
@@ -240,3 +242,25 @@ def test_diff_exits_1_on_any_error_and_writes_nothing(adopted_lab, tmp_path):
     assert code == 1 and "expected version 5" in out
     assert rows_behind() == before
 
+
+def test_the_upload_page_says_nothing_to_do_and_keeps_the_optional_lock(adopted_lab, operator_client):
+    cluster, _ = adopted_lab
+    text = files.export(services.latest(cluster))
+    url = reverse("configuration:upload", args=[cluster.pk])
+
+    def upload(text, **fields):
+        return operator_client.post(url, {"file": SimpleUploadedFile("galera-lab.yaml", text.encode()), "reason": "r",
+                                          **fields}, follow=True)
+
+    before = rows_behind()
+    response = upload(text)
+    assert response.redirect_chain[-1][0] == reverse("configuration:cluster", args=[cluster.pk])
+    assert "Nothing to do: galera-lab already runs this file (version 1)." in response.content.decode()
+    changed = edited(text, lambda doc: weight(doc, 101, 3313, 222))
+    response = upload(changed, expect_version=5)
+    assert "expected version 5, but galera-lab is at version 1." in response.content.decode()
+    assert rows_behind() == before
+    response = upload(changed, expect_version=1)
+    op = Operation.objects.get()
+    assert response.redirect_chain[-1][0] == op.get_absolute_url() and op.state == "planned"
+    assert ChangeSet.objects.get().edits[0]["row"]["weight"] == 222
