@@ -609,12 +609,25 @@ class ChangeSetInput(serializers.Serializer):
     reason = text(2000, help_text="what it is for, for the people after you")
     edits = EditSerializer(many=True, required=False, max_length=5000)
     file = serializers.CharField(required=False, max_length=5 * 1024 * 1024, trim_whitespace=False,
-                                 help_text="instead of edits: a YAML file as exported (manage.py config export)")
+                                 help_text="instead of edits: a YAML file as exported (manage.py config export), "
+                                           "applied as desired state against the current version")
+    expect_version = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1,
+                                              max_value=2**31 - 1,
+                                              help_text="with a file: refuse (409) unless the cluster's current "
+                                                        "version is this one, an optimistic lock")
 
     def validate(self, data):
         if bool(data.get("edits")) == bool(data.get("file")):
             raise serializers.ValidationError({"non_field_errors": ["Give either edits or a file (one of the two)."]})
+        if data.get("expect_version") is not None and not data.get("file"):
+            raise serializers.ValidationError({"expect_version": ["expect_version goes with a file."]})
         return data
+
+
+class NothingToDoSerializer(serializers.Serializer):
+    outcome = serializers.CharField(help_text="\"nothing to do\"")
+    version = serializers.IntegerField(help_text="the current version, which the file equals")
+    message = serializers.CharField()
 
 
 class ReasonInput(serializers.Serializer):

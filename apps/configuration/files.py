@@ -3,8 +3,9 @@
 The file is stable (tables in a fixed order, rows by key, columns in ProxySQL's order, a column left out
 when it holds its default) and holds no secret: a password is `{secret: <ref>}`, a reference to the
 encrypted store. Reading a file back: every table must be listed (an empty one as `[]`), so a table is
-never emptied by leaving it out; variables not listed keep their value. `version:` names the version
-the file was exported from: a file based on an older version is refused, with what changed since.
+never emptied by leaving it out; variables not listed keep their value. The file is desired state: it
+applies against the cluster's current version whatever version it was exported from (`version:` names that
+one, for the reader), and wins for every row it lists; a file equal to the current intent has nothing to do.
 """
 import yaml
 
@@ -12,7 +13,7 @@ from . import content as C
 from .tables import BY_NAME, TABLES, VARIABLES, RowError, check_row, typed_row
 
 HEADER = ("# ProxySQL configuration of cluster {cluster}, version {version}, exported by the control plane.\n"
-          "# Edit it, then: manage.py config plan {cluster} FILE, and manage.py config apply {cluster} FILE\n"
+          "# It is desired state: edit it, then manage.py config diff FILE, config plan FILE, config apply FILE\n"
           "# (or upload it on the cluster's configuration page). Passwords are references to the console's\n"
           "# encrypted store ({{secret: ...}}); every table must stay listed; variables not listed keep their value.\n")
 
@@ -39,6 +40,18 @@ def _compact(table, row):
         if col.name in table.key or value != col.default:
             out[col.name] = value
     return out
+
+
+def cluster_of(text):
+    """The name of the cluster a file is for (its `cluster:`); FileError when there is none."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise FileError(f"not valid YAML: {exc}") from None
+    name = doc.get("cluster") if isinstance(doc, dict) else None
+    if not isinstance(name, str) or not name:
+        raise FileError("the file names no cluster (`cluster:`): name it, or give the cluster before the file")
+    return name
 
 
 def read(text, cluster):

@@ -161,14 +161,14 @@ def add_edit(cs, edit, *, secret=None):
     return cs
 
 
-def create_change_set(cluster, *, user, reason, edits=None, file=None, request=None):
+def create_change_set(cluster, *, user, reason, edits=None, file=None, expect_version=None, request=None):
     """A draft change set (the API's): from JSON edits, each as the editor makes it and checked as a whole,
-    or from a configuration file (start_from_file). A password in clear text (a mysql_users row's, a password
-    variable's) is stored encrypted and named by reference, as the editor's password fields do. All or
-    nothing; audited."""
+    or from a configuration file (start_from_file: NothingToDo when it equals the current intent). A password
+    in clear text (a mysql_users row's, a password variable's) is stored encrypted and named by reference, as
+    the editor's password fields do. All or nothing; audited."""
     with transaction.atomic():
         if file is not None:
-            cs = start_from_file(cluster, file, user=user, reason=reason)
+            cs = start_from_file(cluster, file, user=user, reason=reason, expect_version=expect_version)
         else:
             known, stored = known_secrets(cluster), []
             for n, edit in enumerate(edits or [], start=1):
@@ -255,23 +255,34 @@ def check_base(cs):
     return current
 
 
-def start_from_file(cluster, text, *, user, reason=""):
-    """A change set from a configuration file (files.py): refused when the file was exported from an older
-    version than the current one, when it cannot be read, or when it changes nothing."""
+class NothingToDo(Exception):
+    """A file equal to the current intent: not an error, and nothing to plan (declarative apply is idempotent)."""
+
+    def __init__(self, version):
+        self.version = version
+        super().__init__(f"nothing to do: the cluster already runs this file (version {version.number})")
+
+
+def file_edits(cluster, text, *, expect_version=None):
+    """(current version, edits) that make the current intent what a configuration file (files.py) says. The file
+    is desired state: it applies against the latest version whatever version it was exported from (its
+    `version:` is informational), and wins for every row it lists. `expect_version` keeps an optimistic lock:
+    refused unless the current version is that one, with what changed since. Reads only; no edits when the
+    file equals the current intent. Refused when the file cannot be read or names a secret the console lacks."""
     from . import files
 
     try:
-        based_on, file_content = files.read(text, cluster)
+        _, file_content = files.read(text, cluster)
     except files.FileError as exc:
         raise Refused(f"The file cannot be used: {exc}") from None
     current = latest(cluster)
     if current is None:
         raise Refused(f"{cluster} has no configuration version yet.")
-    if based_on is not None and based_on != current.number:
-        old = ConfigVersion.objects.filter(cluster=cluster, number=based_on).first()
+    if expect_version is not None and expect_version != current.number:
+        old = ConfigVersion.objects.filter(cluster=cluster, number=expect_version).first()
         if old is None:
-            raise Refused(f"The file names version {based_on}, which {cluster} never had.")
-        raise Refused(f"The file was exported from version {based_on}, but " + _changed_since(old, current))
+            raise Refused(f"This file expected version {expect_version}, but {cluster} is at version {current.number}.")
+        raise Refused(f"This file expected version {expect_version}, but " + _changed_since(old, current))
     target = files.target_from_file(current.content, file_content)
     refs = {v["secret"] for r in target["mysql_users"] for v in [r["password"]] if C.is_secret(v)}
     refs |= {v["secret"] for v in target["global_variables"].values() if C.is_secret(v)}
@@ -279,11 +290,24 @@ def start_from_file(cluster, text, *, user, reason=""):
     if unknown:
         raise Refused(f"The file names secret(s) the console does not hold: {', '.join(sorted(unknown))}. "
                       "Set new passwords in the browser's change set form.")
-    edits = C.edits_between(current.content, target)
+    return current, C.edits_between(current.content, target)
+
+
+def preview_from_file(cluster, text, *, reason="", expect_version=None):
+    """The change set a configuration file makes against the current version (file_edits), not saved: what
+    `config plan` shows, leaving nothing behind. NothingToDo when the file equals the current intent."""
+    current, edits = file_edits(cluster, text, expect_version=expect_version)
     if not edits:
-        raise Refused(f"The file equals version {current.number}: nothing to change.")
-    return start_change_set(cluster, user=user, reason=reason or "from a configuration file", source="file",
-                            edits=edits, base=current)
+        raise NothingToDo(current)
+    _applies(current.content, edits)
+    return ChangeSet(cluster=cluster, base=current, reason=reason or "from a configuration file", source="file",
+                     edits=edits)
+
+
+def start_from_file(cluster, text, *, user, reason="", expect_version=None):
+    """The change set of a configuration file (preview_from_file), saved as a draft."""
+    cs = preview_from_file(cluster, text, reason=reason, expect_version=expect_version)
+    return start_change_set(cluster, user=user, reason=cs.reason, source="file", edits=cs.edits, base=cs.base)
 
 
 def revert_to(cluster, version, *, user, reason):

@@ -333,8 +333,13 @@ def upload(request, cluster_pk):
     cluster = get_object_or_404(Cluster, pk=cluster_pk)
     form = UploadForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
-        cs = _try(request, lambda: services.start_from_file(cluster, form.cleaned_data["file"], user=request.user,
-                                                            reason=form.cleaned_data["reason"]))
+        try:
+            cs = _try(request, lambda: services.start_from_file(cluster, form.cleaned_data["file"], user=request.user,
+                                                                reason=form.cleaned_data["reason"],
+                                                                expect_version=form.cleaned_data["expect_version"]))
+        except services.NothingToDo as exc:
+            messages.success(request, f"Nothing to do: {cluster} already runs this file (version {exc.version.number}).")
+            return redirect("configuration:cluster", cluster.pk)
         if cs is not None:
             op = _try(request, lambda: services.plan_and_save(cs, request=request))
             return redirect(op) if op else redirect(cs)

@@ -98,14 +98,20 @@ class ChangeSetList(ApiView):
         return paged(self, request, ChangeSet.objects.filter(cluster=cluster).select_related("base", "result")
                      .order_by("-id"), s.ChangeSetSerializer)
 
-    @extend_schema(request=s.ChangeSetInput, responses={201: s.ChangeSetDetailSerializer}, tags=["configuration"],
+    @extend_schema(request=s.ChangeSetInput, responses={201: s.ChangeSetDetailSerializer, 200: s.NothingToDoSerializer},
+                   tags=["configuration"],
                    summary="A new change set (a draft) from edits as JSON, or from a YAML file (JSON `file`, or a "
-                           "multipart upload)")
+                           "multipart upload) as desired state; 200 \"nothing to do\" when the file equals the current "
+                           "version")
     def post(self, request, pk):
         cluster = get_object_or_404(Cluster, pk=pk)
         data = _with_upload(request) if _uploaded(request) else body(s.ChangeSetInput, request)
-        cs = services.create_change_set(cluster, user=request.user, reason=data["reason"], edits=data.get("edits"),
-                                        file=data.get("file"), request=request)
+        try:
+            cs = services.create_change_set(cluster, user=request.user, reason=data["reason"], edits=data.get("edits"),
+                                            file=data.get("file"), expect_version=data.get("expect_version"),
+                                            request=request)
+        except services.NothingToDo as exc:
+            return Response({"outcome": "nothing to do", "version": exc.version.number, "message": str(exc)})
         cs = ChangeSet.objects.select_related("base", "result").get(pk=cs.pk)
         return Response(s.ChangeSetDetailSerializer(cs).data, status=status.HTTP_201_CREATED)
 
@@ -120,7 +126,8 @@ def _with_upload(request):
         text = request.data["file"].read().decode("utf-8")
     except UnicodeDecodeError:
         raise exceptions.ValidationError({"file": ["The file is not UTF-8 text."]}) from None
-    fields = {"reason": request.data.get("reason", ""), "file": text}
+    fields = {"reason": request.data.get("reason", ""), "file": text,
+              **({"expect_version": request.data["expect_version"]} if request.data.get("expect_version") else {})}
     serializer = s.ChangeSetInput(data=fields)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data

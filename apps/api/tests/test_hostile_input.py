@@ -18,7 +18,7 @@ PARAMS = ["page", "page_size", "cluster", "node", "hostgroup", "user", "schema",
           "end", "range", "resolution", "a", "b", "before", "after", "actor", "action", "target", "outcome", "kind",
           "state", "hostname", "port", "maintenance", "name", "period", "format", "lang", "version", "script"]
 FIELDS = ["new_writer", "drain_timeout_ms", "on_timeout", "lower_autoinc", "old_writer_to", "note", "node",
-          "override_reason", "reason", "edits", "file"]
+          "override_reason", "reason", "edits", "file", "expect_version"]
 EXAMPLES = 12
 fuzz = settings(max_examples=EXAMPLES, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

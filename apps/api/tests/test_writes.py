@@ -5,6 +5,7 @@ and a viewer's token reads everything a viewer sees and changes nothing."""
 
 import pytest
 import yaml
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from django.utils import timezone
 
@@ -161,14 +162,23 @@ def test_change_sets_from_json_and_yaml_applied_diffed_exported_reverted(adopted
     doc = yaml.safe_load(export.content)
     assert doc["version"] == 2 and doc["global_variables"]["mysql-max_connections"] == "2048"
 
+    same = expect(config_client.post(f"/api/v1/clusters/{cluster.pk}/config/change-sets/",
+                                     {"reason": "again", "file": export.content.decode()}), 200)
+    assert same == {"outcome": "nothing to do", "version": 2,
+                    "message": "nothing to do: the cluster already runs this file (version 2)"}
+    # A file is desired state, whatever version it names; expect_version keeps the optimistic lock.
     doc["global_variables"]["mysql-max_connections"] = "3000"
     from_file = expect(config_client.post(f"/api/v1/clusters/{cluster.pk}/config/change-sets/",
-                                          {"reason": "from the repository", "file": yaml.safe_dump(doc)}), 201)
-    assert from_file["source"] == "file" and len(from_file["edits"]) == 1
-    stale = dict(doc, version=1)
+                                          {"reason": "from the repository", "file": yaml.safe_dump(dict(doc, version=1))}),
+                       201)
+    assert from_file["source"] == "file" and from_file["base"] == 2 and len(from_file["edits"]) == 1
     refused = expect(config_client.post(f"/api/v1/clusters/{cluster.pk}/config/change-sets/",
-                                        {"reason": "old", "file": yaml.safe_dump(stale)}), 409)
-    assert "exported from version 1" in refused["error"]["message"]
+                                        {"reason": "old", "file": yaml.safe_dump(doc), "expect_version": 1}), 409)
+    assert "expected version 1, but version 2 was recorded since" in refused["error"]["message"]
+    upload = SimpleUploadedFile("galera-lab.yaml", yaml.safe_dump(doc).encode())
+    refused = expect(config_client.client.post(f"/api/v1/clusters/{cluster.pk}/config/change-sets/", {
+        "reason": "old", "file": upload, "expect_version": "1"}, **config_client.headers), 409)
+    assert "expected version 1" in refused["error"]["message"]
     planned = expect(config_client.post(f"/api/v1/config/change-sets/{from_file['id']}/plan/"), 201)
     op = expect(config_client.post(f"/api/v1/operations/{planned['operation']['id']}/confirm/"), 200)
     assert run(op["id"]).state == "done" and ConfigVersion.objects.filter(cluster=cluster).count() == 3

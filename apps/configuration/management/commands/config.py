@@ -1,13 +1,20 @@
 """Configuration as code from the command line, through the same change sets, plans and checks as the pages.
 
     manage.py config export CLUSTER [FILE]                 the current version (or --config-version N) as YAML
-    manage.py config plan CLUSTER FILE --user NAME          the plan: findings, diffs, SQL per node
-    manage.py config apply CLUSTER FILE --user NAME --reason "..." [--yes] [--override-reason "..."]
+    manage.py config diff [CLUSTER] FILE                   what applying the file would change (writes nothing)
+    manage.py config plan [CLUSTER] FILE [--user NAME]      the plan: findings, diffs, SQL per node (saves nothing)
+    manage.py config apply [CLUSTER] FILE --user NAME --reason "..." [--yes] [--override-reason "..."]
 
-`plan` exits 0 when nothing blocks, 2 when a finding blocks or the file is refused (stale, unreadable), so
-it fits a review pipeline. `apply` plans, asks unless --yes, confirms as NAME (an operator; an admin to
-override blocking findings), runs it here and now, and exits 0 done / 2 refused / 3 rolled back / 4 failed (or a rollback or finish pending:
-a node still lacks what it should have).
+The file is desired state: it applies against the cluster's current version whatever version it was exported
+from, so applying it twice does nothing the second time; `--expect-version N` refuses unless the cluster is at
+version N (an optimistic lock). The cluster is the file's `cluster:` unless given before the file.
+
+`diff` exits 0 when the file equals the current intent, 2 when it differs, 1 on any error (unreadable file,
+unknown cluster, bad YAML, unknown secret, --expect-version not met). `plan` exits 0 when nothing blocks (or
+there is nothing to do), 2 when a finding blocks or the file is refused, so it fits a review pipeline. `apply`
+plans, asks unless --yes, confirms as NAME (an operator; an admin to override blocking findings), runs it here
+and now, and exits 0 done or nothing to do / 2 refused / 3 rolled back / 4 failed (or a rollback or finish
+pending: a node still lacks what it should have).
 """
 import json
 import sys
@@ -16,58 +23,71 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.accounts.roles import OPERATOR, has_role
+from apps.configuration import content as C
 from apps.configuration import files, services
 from apps.configuration.models import ChangeSet, ConfigVersion
+from apps.configuration.planner import diff_lines, plan_change_set
 from apps.fleet.models import Cluster
 from apps.operations import executor
 from apps.operations import services as operations
-from apps.operations.models import Operation
 from apps.operations.plans import Plan
 
 DONE, REFUSED, ROLLED_BACK, FAILED = 0, 2, 3, 4
+SAME, ERROR, CHANGES = 0, 1, 2  # config diff
 
 
 class Command(BaseCommand):
-    help = "Export a cluster's configuration as YAML, or plan / apply a YAML file as a change set."
+    help = "Export a cluster's configuration as YAML, or diff / plan / apply a YAML file as desired state."
 
     def add_arguments(self, parser):
-        parser.add_argument("action", choices=["export", "plan", "apply"])
-        parser.add_argument("cluster")
-        parser.add_argument("file", nargs="?", help="the YAML file (export: where to write it; default stdout)")
+        parser.add_argument("action", choices=["export", "diff", "plan", "apply"])
+        parser.add_argument("names", nargs="+", metavar="CLUSTER|FILE",
+                            help="export: CLUSTER [FILE] (where to write it; default stdout); diff/plan/apply: "
+                                 "[CLUSTER] FILE (the cluster defaults to the file's `cluster:`)")
         parser.add_argument("--config-version", type=int, dest="number", help="export: this version instead of the current one")
-        parser.add_argument("--user", help="plan/apply: who plans and confirms (an existing user with the operator role)")
+        parser.add_argument("--expect-version", type=int, dest="expect_version",
+                            help="diff/plan/apply: refuse unless the cluster's current version is this one")
+        parser.add_argument("--user", help="apply (plan: optional): who plans and confirms (a user with the operator role)")
         parser.add_argument("--reason", default="", help="apply: why (kept with the version and in the audit log)")
         parser.add_argument("--yes", action="store_true", help="apply: do not ask")
         parser.add_argument("--override-reason", default="", help="apply: an admin's reason to override blocking findings")
-        parser.add_argument("--json", action="store_true", help="plan/apply: print the plan and the outcome as JSON")
+        parser.add_argument("--json", action="store_true", help="diff/plan/apply: print the diff, plan and outcome as JSON")
 
     def handle(self, **o):
-        cluster = Cluster.objects.filter(name=o["cluster"]).first()
-        if cluster is None:
-            raise CommandError(f"no cluster named {o['cluster']!r}")
+        names = o["names"]
+        if len(names) > 2:
+            raise CommandError(f"too many arguments: {' '.join(names)} (at most CLUSTER and FILE)")
         if o["action"] == "export":
-            return self.export(cluster, o)
-        if not o["file"]:
-            raise CommandError(f"{o['action']} needs a FILE")
-        user = self.user(o["user"])
+            return self.export(self.cluster(names[0]), names[1] if len(names) == 2 else None, o)
+        path, name = names[-1], (names[0] if len(names) == 2 else None)
+        if o["action"] == "diff":
+            return self.diff(name, path, o)
+        user = self.user(o["user"]) if o["action"] == "apply" or o["user"] else None
+        text = self.read(path)
         try:
-            with open(o["file"], encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CommandError(f"cannot read {o['file']}: {exc}") from None
+            cluster = self.cluster(name or files.cluster_of(text))
+        except files.FileError as exc:
+            self.say(o, {"outcome": "refused", "reason": str(exc)}, f"refused: The file cannot be used: {exc}")
+            sys.exit(REFUSED)
+        reason = o["reason"] or f"from {path}"
         try:
-            cs = services.start_from_file(cluster, text, user=user, reason=o["reason"] or f"from {o['file']}")
-            op = services.plan_and_save(cs, user=user)
+            if o["action"] == "plan":  # a preview: no change set, no operation left behind
+                plan, _ = plan_change_set(services.preview_from_file(cluster, text, reason=reason,
+                                                                     expect_version=o["expect_version"]))
+            else:
+                cs = services.start_from_file(cluster, text, user=user, reason=reason, expect_version=o["expect_version"])
+                op = services.plan_and_save(cs, user=user)
+                plan = Plan.from_json(op.plan)
+        except services.NothingToDo as exc:
+            self.say(o, {"outcome": "nothing to do", "version": exc.version.number}, str(exc))
+            sys.exit(DONE)
         except services.Refused as exc:
             self.say(o, {"outcome": "refused", "reason": str(exc)}, f"refused: {exc}")
             sys.exit(REFUSED)
-        plan = Plan.from_json(op.plan)
-        self.print_plan(o, op, plan)
-        blocking = [g for g in plan.failed_guards]
         if o["action"] == "plan":
-            ChangeSet.objects.filter(pk=cs.pk).update(state=ChangeSet.State.DISCARDED)  # a preview only
-            Operation.objects.filter(pk=op.pk, state="planned").update(state="cancelled", error="plan only (manage.py config plan)")
-            sys.exit(REFUSED if blocking else DONE)
+            self.print_plan(o, None, plan)
+            sys.exit(REFUSED if plan.failed_guards else DONE)
+        self.print_plan(o, op, plan)
         if not o["yes"]:
             answer = input(f"Apply this to {cluster.proxysql_nodes.count()} ProxySQL node(s)? Type 'yes': ")
             if answer.strip().lower() != "yes":
@@ -87,16 +107,52 @@ class Command(BaseCommand):
                  (f" — {op.error}" if op.error else ""))
         sys.exit({"done": DONE, "rolled_back": ROLLED_BACK, "cancelled": ROLLED_BACK}.get(op.state, FAILED))
 
-    def export(self, cluster, o):
+    def diff(self, name, path, o):
+        """The intended diff of a file against the current version; reads only."""
+        try:
+            text = self.read(path)
+            cluster = self.cluster(name or files.cluster_of(text))
+            current, edits = services.file_edits(cluster, text, expect_version=o["expect_version"])
+            lines = diff_lines(C.diff(current.content, C.apply_edits(current.content, edits)))
+        except (CommandError, files.FileError, services.Refused, C.EditError) as exc:
+            self.stderr.write(f"error: {exc}")
+            sys.exit(ERROR)
+        if not edits:
+            self.say(o, {"outcome": "nothing to do", "cluster": cluster.name, "version": current.number, "changes": []},
+                     str(services.NothingToDo(current)))
+            sys.exit(SAME)
+        if o["json"]:
+            self.say(o, {"outcome": "changes", "cluster": cluster.name, "version": current.number, "changes": lines}, "")
+        else:
+            self.stdout.write(f"changes against version {current.number} of {cluster.name}:")
+            self.print_lines(lines)
+        sys.exit(CHANGES)
+
+    @staticmethod
+    def read(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                return f.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CommandError(f"cannot read {path}: {exc}") from None
+
+    @staticmethod
+    def cluster(name):
+        cluster = Cluster.objects.filter(name=name).first()
+        if cluster is None:
+            raise CommandError(f"no cluster named {name!r}")
+        return cluster
+
+    def export(self, cluster, path, o):
         version = (ConfigVersion.objects.filter(cluster=cluster, number=o["number"]).first() if o["number"]
                    else services.latest(cluster))
         if version is None:
             raise CommandError("no such version" if o["number"] else f"{cluster} has no configuration version yet")
         text = files.export(version)
-        if o["file"]:
-            with open(o["file"], "w", encoding="utf-8") as f:
+        if path:
+            with open(path, "w", encoding="utf-8") as f:
                 f.write(text)
-            self.stderr.write(f"version {version.number} of {cluster} written to {o['file']}")
+            self.stderr.write(f"version {version.number} of {cluster} written to {path}")
         else:
             self.stdout.write(text, ending="")
 
@@ -112,7 +168,7 @@ class Command(BaseCommand):
     def print_plan(self, o, op, plan):
         facts = plan.facts
         if o["json"]:
-            self.stdout.write(json.dumps({"operation": op.pk, "title": plan.title,
+            self.stdout.write(json.dumps({"operation": op.pk if op else None, "title": plan.title,
                                           "guards": [g.__dict__ for g in plan.guards], "warnings": facts["warnings"],
                                           "intended_diff": facts["intended_diff"], "node_diffs": facts["node_diffs"],
                                           "passwords": facts.get("passwords", {}),
@@ -126,9 +182,7 @@ class Command(BaseCommand):
         for f in facts["warnings"]:
             w(f"  [warning] {f['label']}: {f['value']}")
         w(f"changes against version {facts['base_version']}:")
-        for line in facts["intended_diff"]:
-            fields = ", ".join(f"{f['name']} {f['before']} -> {f['after']}" for f in line["fields"])
-            w(f"  {line['table']} {line['key']} {line['change']}{': ' + fields if fields else ''}")
+        self.print_lines(facts["intended_diff"])
         for name, users in facts.get("passwords", {}).items():
             for user, how in users.items():
                 w(f"  {name}: {user}: {how}")
@@ -138,6 +192,11 @@ class Command(BaseCommand):
                     w(f"-- {step.key} on {spec['name']}")
                     for sql in spec["sql"]:
                         w(f"{sql};")
+
+    def print_lines(self, lines):
+        for line in lines:
+            fields = ", ".join(f"{f['name']} {f['before']} -> {f['after']}" for f in line["fields"])
+            self.stdout.write(f"  {line['table']} {line['key']} {line['change']}{': ' + fields if fields else ''}")
 
     def say(self, o, doc, text):
         self.stdout.write(json.dumps(doc, default=str) if o["json"] else text)
