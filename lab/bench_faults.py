@@ -298,13 +298,16 @@ class FaultMatrix:
                     wrong += [f"{name} {values.get(name)} (want {value})" for name, value in want.items()
                               if values.get(name) != value]
                     if wrong:
-                        differ.append(f"{node.name} {layer}")
+                        differ.append((node.name, layer))
                         row.notes.append(f"{node.name} {layer} differs from the inventory: {', '.join(wrong)}")
                     if layer == "runtime":
                         writers[node.name] = sorted(r.port for r in rows if r.hostgroup_id == cluster.writer_hostgroup
                                                     and configured_status(r.status) == "ONLINE")
         row.equal = not differ
-        row.layers = "equal" if row.equal else "no: " + ", ".join(differ)
+        per_node = {}
+        for name, layer in differ:
+            per_node.setdefault(name, []).append(layer)
+        row.layers = "equal" if row.equal else "no: " + "; ".join(f"{n} {'+'.join(ls)}" for n, ls in per_node.items())
         inventory_writer = sorted(k[2] for k, v in intended.items()
                                   if k[0] == cluster.writer_hostgroup and v["status"] == "ONLINE")
         seen = {tuple(w) for w in writers.values()}

@@ -47,7 +47,7 @@ def test_the_judge_reads_every_layer_of_every_node(matrix):
                    "LOAD MYSQL SERVERS TO RUNTIME")
     row = bench_faults.Row("setup", "none")
     matrix.judge(row)
-    assert row.layers == "no: p1 memory, p1 runtime, p2 memory, p2 disk", row.notes
+    assert row.layers == "no: p1 memory+runtime; p2 memory+disk", row.notes
     assert row.writer == "not agreed: p1 3312, p2 3311"
     assert "p2 disk differs from the inventory: hg 101 3312" in row.notes
     assert "p1 runtime differs from the inventory: hg 100 3311, hg 100 3312" in row.notes

@@ -58,6 +58,7 @@ class Command(BaseCommand):
         took = time.monotonic() - started
         out("")
         out(bench_faults.table(rows))
-        good = sum(1 for r in rows if r.equal and r.agreed and r.hand_sql == "none")
+        good = sum(1 for r in rows if r.before == "equal" and r.equal and r.agreed and r.hand_sql == "none")
         out("")
-        out(f"{len(rows)} rows in {took / 60:.1f} min; 'equal, agreed, none': {good} of {len(rows)}")
+        out(f"{len(rows)} rows in {took / 60:.1f} min; 'equal, agreed, none' (every layer equal before and after the "
+            f"restart): {good} of {len(rows)}")
