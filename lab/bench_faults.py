@@ -2,11 +2,11 @@
 configuration change set and a repair, then both nodes restarted; is everything where the inventory says?
 
     bin/bench-faults [--operations switchover,drain,restore,config,repair] [--steps move,save,none]
-                     [--pause-seconds 3] [--latency-ms 20] [--retry-seconds 40]
+                     [--pause-seconds 3] [--latency-ms 50] [--retry-seconds 40]
 
 One row per (operation, fault point). Each row starts from a known state: two fresh ProxySQL admin doubles with a
 datadir each (so that a restart loads their disk layer, as a real ProxySQL does), seeded like the lab pair
-(lab/demo.py) in front of the Galera lab, adopted as one cluster through the product's adopt service; the
+(lab/demo.py) in front of a Galera lab (the command's own named lab by default), adopted as one cluster through the product's adopt service; the
 previous row's doubles are stopped and its cluster is forgotten (rebuilt, not repaired: every row independent).
 Then:
 
@@ -53,9 +53,7 @@ KINDS = ("switchover", "drain", "restore", "config", "repair")
 NO_FAULT = "none"
 RETRY_EVERY_S = 2  # as beat schedules rollbacks.retry_due()
 RULE = "fault matrix benchmark"
-DRAINED_PORT = 3313  # the reader the drain and restore rows take out and back
-WEIGHT_ROW = (101, "127.0.0.1", 3312)  # the row whose weight the change set and the repair move
-NEW_WEIGHT = 12345
+NEW_WEIGHT = 12345  # the weight the change set and the repair give one reader row (hostgroup 101, second backend)
 ENDED = {OperationState.DONE, OperationState.FAILED, OperationState.ROLLED_BACK, OperationState.ROLLBACK_PENDING,
          OperationState.FINISH_PENDING, "refused", "expired"}
 
@@ -96,8 +94,13 @@ class FaultMatrix:
     """Runs rows of the matrix. Needs the Galera lab up, a database, and settings.REDIS_URL reachable (the retry
     reads the latest-state documents)."""
 
-    def __init__(self, pause_s=3.0, latency_ms=20, retry_s=40, out=print):
+    def __init__(self, pause_s=3.0, latency_ms=50, retry_s=40, out=print, lab=None):
+        """`lab`: the GaleraLab the doubles front (the default lab when None); each row waits until it is healthy."""
         self.pause_s, self.latency_ms, self.retry_s, self.out = pause_s, latency_ms, retry_s, out
+        self.lab = lab
+        self.ports = [n.port for n in lab.nodes] if lab is not None else list(demo.GALERA_PORTS)
+        self.drained_port = self.ports[2]  # the reader the drain and restore rows take out and back
+        self.weight_row = (101, "127.0.0.1", self.ports[1])  # the row whose weight the change set and the repair move
         self.server = DoubleServer().start_background()
         self.doubles, self.dirs, self.cluster = [], [], None
         self.serial = 0
@@ -113,7 +116,7 @@ class FaultMatrix:
         self.dirs = [tempfile.mkdtemp(prefix=f"bench-faults-{i}-") for i in (1, 2)]
         self.doubles = [ProxySQLDouble(port=0, server=self.server, datadir=d).start() for d in self.dirs]
         for d in self.doubles:
-            demo.admin_sql(d.port, *demo.seed_statements())  # LOADed and SAVEd: the three layers agree
+            demo.admin_sql(d.port, *demo.seed_statements(backend_ports=self.ports))  # LOADed and SAVEd: the three layers agree
         name = f"faults-{os.getpid()}-{self.serial}"
         from apps.configuration.services import record_adopted
 
@@ -153,22 +156,22 @@ class FaultMatrix:
             target = Server.objects.filter(cluster=cluster).exclude(pk=writer.pk).order_by("port").first()
             return switchover.plan_switchover(cluster, target, lower_autoinc=True, drain_timeout_ms=3000)
         if kind == "drain":
-            return drain.plan_drain(Server.objects.get(cluster=cluster, port=DRAINED_PORT), drain_timeout_ms=3000)
+            return drain.plan_drain(Server.objects.get(cluster=cluster, port=self.drained_port), drain_timeout_ms=3000)
         if kind == "restore":
-            setup = self.confirm(drain.plan_drain(Server.objects.get(cluster=cluster, port=DRAINED_PORT),
+            setup = self.confirm(drain.plan_drain(Server.objects.get(cluster=cluster, port=self.drained_port),
                                                   drain_timeout_ms=3000))
             executor.run(setup.pk)
             setup.refresh_from_db()
             if setup.state != OperationState.DONE:
                 raise RuntimeError(f"the restore row's drain ended {setup.state}: {setup.error}")
-            return drain.plan_restore(Server.objects.get(cluster=cluster, port=DRAINED_PORT))
+            return drain.plan_restore(Server.objects.get(cluster=cluster, port=self.drained_port))
         if kind == "config":
             return self.change_set_plan()
         if kind == "repair":
             # The inventory moves a weight (an admin's edit of the intended rows): both nodes now differ from it,
             # and the repair of every node writes it.
-            HostgroupMembership.objects.filter(server__cluster=cluster, hostgroup_id=WEIGHT_ROW[0],
-                                               server__port=WEIGHT_ROW[2]).update(weight=NEW_WEIGHT)
+            HostgroupMembership.objects.filter(server__cluster=cluster, hostgroup_id=self.weight_row[0],
+                                               server__port=self.weight_row[2]).update(weight=NEW_WEIGHT)
             return repair.plan_repair(cluster)
         raise ValueError(kind)
 
@@ -182,8 +185,8 @@ class FaultMatrix:
         user, _ = get_user_model().objects.get_or_create(username="bench-faults")
         cs = config.start_change_set(self.cluster, user=user, reason="fault matrix: one weight")
         row = next(r for r in cs.base.content["mysql_servers"]
-                   if (r["hostgroup_id"], r["hostname"], r["port"]) == WEIGHT_ROW)
-        config.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": list(WEIGHT_ROW),
+                   if (r["hostgroup_id"], r["hostname"], r["port"]) == self.weight_row)
+        config.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": list(self.weight_row),
                              "row": {**row, "weight": NEW_WEIGHT}})
         plan, collector = plan_change_set(cs)
         collector.save()
@@ -212,6 +215,7 @@ class FaultMatrix:
     # -- one row ----------------------------------------------------------------------------------------
     def row(self, kind, step):
         row = Row(kind, step)
+        self.wait_for_lab(row)
         self.setup()
         try:
             self._change_set = None
@@ -249,6 +253,18 @@ class FaultMatrix:
             self.out(f"   {row.kind} paused at {row.step}: " + "; ".join(str(c) for c in row.cells()[2:])
                      + "".join(f"\n      {n}" for n in row.notes))
 
+    def wait_for_lab(self, row, timeout=180):
+        """Reads only: the Galera lab healthy before a row starts (a row is not judged on a lab someone else disturbs)."""
+        if self.lab is None:
+            return
+        start = time.monotonic()
+        while not self.lab.is_healthy():
+            if time.monotonic() - start > timeout:
+                raise RuntimeError(f"the Galera lab was not healthy within {timeout} s")
+            time.sleep(1)
+        if time.monotonic() - start > 0.5:
+            row.notes.append(f"waited {time.monotonic() - start:.0f} s for the Galera lab to be healthy first")
+
     def pause_at(self, op, step, worker):
         """Hang the second double as soon as `step` has started; resume it pause_s later. Returns where it landed."""
         deadline = time.monotonic() + 60
@@ -261,13 +277,27 @@ class FaultMatrix:
             time.sleep(0.001)
         else:
             return "not reached within 60 s"
+        engine = self.second.engine
         self.second.set_mode("hang")
+        mark = engine.log_seq
         try:
             running = list(OperationStep.objects.filter(operation=op, state="running").values_list("key", flat=True))
             landed = ", ".join(running) or f"after the steps (operation {Operation.objects.get(pk=op.pk).state})"
             time.sleep(self.pause_s)
         finally:
             self.second.set_mode("normal")
+            resumed = time.time()
+        # Where the second node was: the statement in flight (sent before the pause: it ran during the pause with its
+        # answer held, or it runs as the node resumes), or else the last one it had answered. Its statement log says
+        # (a statement is logged when it runs; the retry's statements come seconds later).
+        time.sleep(self.latency_ms / 1000 + 0.3)
+        log = list(engine.log)
+        before = [e["sql"] for e in log if e["seq"] <= mark]
+        during = [e["sql"] for e in log if e["seq"] > mark and e["t"] < resumed + self.latency_ms / 1000 + 0.2]
+        if during:
+            landed += f"; in flight on p2: {_short(during[0])}"
+        elif before:
+            landed += f"; p2 had answered {_short(before[-1])}"
         return landed
 
     def retry(self, row, op):
@@ -339,6 +369,10 @@ class FaultMatrix:
         return "none (repair)" if again.equal and again.agreed else "needed"
 
 
+def _short(sql):
+    return sql if len(sql) <= 40 else sql[:37] + "..."
+
+
 class Refused(Exception):
     pass
 
@@ -365,10 +399,10 @@ def forget(cluster):
     cluster.delete()
 
 
-def run(kinds=KINDS, steps=None, pause_s=3.0, latency_ms=20, retry_s=40, out=print):
+def run(kinds=KINDS, steps=None, pause_s=3.0, latency_ms=50, retry_s=40, out=print, lab=None):
     """Every requested row; returns them. `steps`: step keys and/or "none" (None: every step of each plan, and
     "none" first)."""
-    matrix = FaultMatrix(pause_s=pause_s, latency_ms=latency_ms, retry_s=retry_s, out=out)
+    matrix = FaultMatrix(pause_s=pause_s, latency_ms=latency_ms, retry_s=retry_s, out=out, lab=lab)
     rows = []
     try:
         for kind in kinds:

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def matrix(galera_lab, live_redis):
-    m = bench_faults.FaultMatrix(pause_s=1.5, latency_ms=20, retry_s=20, out=lambda line: None)
+    m = bench_faults.FaultMatrix(pause_s=1.5, retry_s=20, out=lambda line: None)
     yield m
     m.close()
 
@@ -24,8 +24,9 @@ def test_without_a_fault_the_switchover_is_done_and_every_layer_equals_the_inven
 
 def test_switchover_paused_at_move_is_rolled_back_by_the_retry_and_both_nodes_restart_on_the_old_writer(matrix):
     row = matrix.row("switchover", "move")
-    # the pause lands in move (the second node answers 20 ms late); on a loaded machine it may land in verify
-    assert row.landed in ("move", "verify"), row
+    # the pause lands in move (the second node answers 50 ms late); on a loaded machine it may land in verify
+    step, where = row.landed.split("; ", 1)
+    assert step in ("move", "verify") and where.startswith(("in flight on p2: ", "p2 had answered ")), row
     assert (row.state, row.after_retries, row.pending_left) == ("rollback_pending", "rolled_back", 0), row
     assert any(n.startswith("retry: p2: ") and "its rollback is complete" in n for n in row.notes), row.notes
     assert (row.before, row.layers, row.writer, row.hand_sql) == ("equal", "equal", "agreed (3311)", "none"), row
