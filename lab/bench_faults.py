@@ -41,7 +41,7 @@ from django.db import close_old_connections
 
 from apps.clients.proxysql import ProxySQLAdmin, configured, configured_status
 from apps.fleet import adopt
-from apps.fleet.drift import AUTOINC, MANAGED_VARIABLES, intended_rows, intended_variables, versioned_variables
+from apps.fleet.drift import MANAGED_VARIABLES, intended_rows, intended_variables, versioned_variables
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from apps.operations import drain, executor, repair, rollbacks, services, switchover
 from apps.operations.choices import OperationState
@@ -54,8 +54,6 @@ NO_FAULT = "none"
 RETRY_EVERY_S = 2  # as beat schedules rollbacks.retry_due()
 RULE = "fault matrix benchmark"
 NEW_WEIGHT = 12345  # the weight the change set and the repair give one reader row (hostgroup 101, second backend)
-ENDED = {OperationState.DONE, OperationState.FAILED, OperationState.ROLLED_BACK, OperationState.ROLLBACK_PENDING,
-         OperationState.FINISH_PENDING, "refused", "expired"}
 
 
 @dataclass
@@ -104,6 +102,7 @@ class FaultMatrix:
         self.server = DoubleServer().start_background()
         self.doubles, self.dirs, self.cluster = [], [], None
         self.serial = 0
+        self._change_set = None  # (pk, ChangeSet) of the change set whose plan is being confirmed
 
     def close(self):
         self.teardown()
