@@ -1,0 +1,85 @@
+"""The fault matrix benchmark (issue 21): see lab/bench_faults.py for what a row does.
+
+    bin/bench-faults [--operations switchover,drain,restore,config,repair] [--steps move,save,none]
+                     [--pause-seconds 3] [--latency-ms 50] [--retry-seconds 40]
+
+On a Galera lab of its own (a named lab, `--lab-name faults` by default, in var/lab/galera-faults on ports of its
+own: no other engineer's test kills its nodes under a row; started if needed and stopped at the end if this run
+started it, unless --keep-lab), or with `--lab-name ""` the shared default lab (through the fixtures' lease), a
+private redis-server, and the scratch database bin/bench-faults makes. Prints the
+machine and the table (fault point x outcome).
+"""
+import contextlib
+import logging
+import time
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from lab import bench_faults
+from lab.fixture_leases import leased
+from lab.galera import GaleraLab
+from lab.management.commands.bench_operations import machine, private_redis
+
+
+def _list(text):
+    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+
+class Command(BaseCommand):
+    help = "A ProxySQL node paused at every step of each operation, then both restarted: the fault matrix."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--operations", default=",".join(bench_faults.KINDS),
+                            help=f"comma-separated, of {', '.join(bench_faults.KINDS)} (default: all)")
+        parser.add_argument("--steps", default="",
+                            help="comma-separated step keys, 'none' for the row without a fault (default: all)")
+        parser.add_argument("--pause-seconds", type=float, default=3.0,
+                            help="how long the second node stays hung (default 3; the client's read timeout is "
+                                 f"{settings.PROXYSQL_READ_TIMEOUT:g} s)")
+        parser.add_argument("--latency-ms", type=float, default=50.0,
+                            help="the second node answers this late (default 50), so that a pause lands inside a step")
+        parser.add_argument("--lab-name", default="faults",
+                            help="the named Galera lab to use (default faults); '' for the shared default lab")
+        parser.add_argument("--keep-lab", action="store_true", help="leave the named lab running at the end")
+        parser.add_argument("--retry-seconds", type=float, default=40.0,
+                            help="at most this long of the product's retries (every 2 s) per row (default 40)")
+
+    def handle(self, operations, steps, pause_seconds, latency_ms, retry_seconds, lab_name, keep_lab, **options):
+        kinds = _list(operations)
+        unknown = [k for k in kinds if k not in bench_faults.KINDS]
+        if unknown:
+            raise SystemExit(f"unknown operation(s): {', '.join(unknown)}; known: {', '.join(bench_faults.KINDS)}")
+        for noisy in ("apps.operations", "apps.clients", "lab.proxysql_double"):
+            logging.getLogger(noisy).setLevel(logging.CRITICAL)
+        out = self.stdout.write
+        out(f"machine: {machine()}")
+        out(f"fault: the second ProxySQL double hung {pause_seconds:g} s (read timeout {settings.PROXYSQL_READ_TIMEOUT:g} s), "
+            f"answering {latency_ms:g} ms late; retries every {bench_faults.RETRY_EVERY_S} s for at most "
+            f"{retry_seconds:g} s; then each double restarted from its disk")
+        started = time.monotonic()
+        with self.galera(lab_name, keep_lab) as lab, private_redis():
+            out(f"Galera lab: {lab.name or 'the default lab'} on ports {', '.join(str(n.port) for n in lab.nodes)}")
+            rows = bench_faults.run(kinds, _list(steps), pause_s=pause_seconds, latency_ms=latency_ms,
+                                    retry_s=retry_seconds, out=out, lab=lab)
+        took = time.monotonic() - started
+        out("")
+        out(bench_faults.table(rows))
+        good = sum(1 for r in rows if r.before == "equal" and r.equal and r.agreed and r.hand_sql == "none")
+        out("")
+        out(f"{len(rows)} rows in {took / 60:.1f} min; 'equal, agreed, none' (every layer equal before and after the "
+            f"restart): {good} of {len(rows)}")
+
+    @contextlib.contextmanager
+    def galera(self, name, keep):
+        if not name:
+            with leased(GaleraLab()) as lab:
+                yield lab
+            return
+        lab = GaleraLab(name=name)
+        started = not lab.up()["was_running"]
+        try:
+            yield lab
+        finally:
+            if started and not keep:
+                lab.down()

@@ -1,0 +1,54 @@
+"""bin/bench-faults at its smallest: the control row and one fault row (switchover paused at its move step) run
+in-process on the Galera lab, and the judge of the layers reads what the doubles hold (the benchmark itself is
+not part of the suite; its table is in docs/benchmarks.md)."""
+import pytest
+
+from lab import bench_faults, demo
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def matrix(galera_lab, live_redis):
+    m = bench_faults.FaultMatrix(pause_s=1.5, retry_s=20, out=lambda line: None)
+    yield m
+    m.close()
+
+
+def test_without_a_fault_the_switchover_is_done_and_every_layer_equals_the_inventory(matrix):
+    row = matrix.row("switchover", bench_faults.NO_FAULT)
+    assert (row.state, row.after_retries, row.pending_left) == ("done", "done", 0)
+    assert (row.before, row.layers, row.writer, row.hand_sql) == ("equal", "equal", "agreed (3312)", "none")
+    assert row.landed == ""
+
+
+def test_switchover_paused_at_move_is_rolled_back_by_the_retry_and_both_nodes_restart_on_the_old_writer(matrix):
+    row = matrix.row("switchover", "move")
+    # the pause lands in move (the second node answers 50 ms late); on a loaded machine it may land in verify
+    step, where = row.landed.split("; ", 1)
+    assert step in ("move", "verify") and where.startswith(("in flight on p2: ", "p2 had answered ")), row
+    assert (row.state, row.after_retries, row.pending_left) == ("rollback_pending", "rolled_back", 0), row
+    assert any(n.startswith("retry: p2: ") and "its rollback is complete" in n for n in row.notes), row.notes
+    assert (row.before, row.layers, row.writer, row.hand_sql) == ("equal", "equal", "agreed (3311)", "none"), row
+    line = bench_faults.table([row]).splitlines()[-1]
+    assert line.startswith("| switchover | move | ") and "| rolled_back | equal | equal | agreed (3311) | none |" in line
+
+
+def test_the_judge_reads_every_layer_of_every_node(matrix):
+    matrix.setup()
+    row = bench_faults.Row("setup", "none")
+    matrix.judge(row)
+    assert (row.before, row.layers, row.writer) == ("", "equal", "agreed (3311)") and row.equal and row.agreed
+    # Behind the product's back: a weight saved to disk on the second node only, not loaded; and the first node's
+    # runtime routes writes to 3312 too.
+    demo.admin_sql(matrix.second.port, "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3312",
+                   "SAVE MYSQL SERVERS TO DISK")
+    first = matrix.doubles[0]
+    demo.admin_sql(first.port, "UPDATE mysql_servers SET port=3312 WHERE hostgroup_id=100 AND port=3311",
+                   "LOAD MYSQL SERVERS TO RUNTIME")
+    row = bench_faults.Row("setup", "none")
+    matrix.judge(row)
+    assert row.layers == "no: p1 memory+runtime; p2 memory+disk", row.notes
+    assert row.writer == "not agreed: p1 3312, p2 3311"
+    assert "p2 disk differs from the inventory: hg 101 3312" in row.notes
+    assert "p1 runtime differs from the inventory: hg 100 3311, hg 100 3312" in row.notes
