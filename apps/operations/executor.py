@@ -6,6 +6,7 @@ node. Past the point of no return a failure leaves the operation FAILED with its
 writer back is a new switchover, not an automatic undo).
 """
 import logging
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -22,13 +23,14 @@ from apps.fleet.models import HostgroupMembership, ProxySQLNode, Server
 from . import locks, recheck, rollbacks, shared
 from .choices import OnDrainTimeout, OperationState, StepState
 from .models import Operation, OperationStep
-from .plans import (BACKEND, INVENTORY, PROXYSQL, ROLLBACK_HANDLERS, SECRET_MARK, STEP_HANDLERS, VERIFY, WAIT_CATCHUP,
-                    WAIT_DRAIN, Plan, expand_secrets, secret_refs)
+from .plans import (BACKEND, INVENTORY, PROXYSQL, ROLLBACK_HANDLERS, SECRET_MARK, STEP_HANDLERS, VERIFY,
+                    WAIT_CATCHUP, WAIT_DRAIN, Plan, Step, expand_secrets, secret_refs)
 from .switchover import swapped_roles
 
 log = logging.getLogger(__name__)
 LOCK_TTL_S = 120
 HEARTBEAT_EVERY_S = 1.0
+SAVE_TO_DISK = re.compile(r"SAVE (.+) TO DISK", re.IGNORECASE)  # a plan's SAVE <MODULE> TO DISK
 
 
 class StepFailed(Exception):
@@ -435,7 +437,30 @@ class Run:
             OperationStep.objects.filter(pk=row.pk).update(
                 state=StepState.ROLLED_BACK if not left else row.state,
                 detail={**row.detail, "rollback": undone, **({"rollback_pending_on": left} if left else {})})
+        self.save_again(rows, pending)
         return problems, pending
+
+    def save_again(self, rows, pending):
+        """A rollback past a SAVE saves again: the disk a started step saved (done, or in flight: a paused node
+        runs it when it resumes) would keep the undone change, and a restart loads disk. Each such module is
+        saved once more on its node at the very end, after every undo restored memory; on a pending node the
+        SAVE goes after its other statements, so that its retry ends with it."""
+        steps = {s.key: s for s in self.plan.steps}
+        started = [r for r in rows if r.state in (StepState.DONE, StepState.RUNNING, StepState.FAILED)]
+        part = {}
+        for row in sorted(started, key=lambda r: r.index):
+            for node_id, spec in steps[row.key].nodes.items():
+                entry = part.setdefault(node_id, {"name": spec.get("name", node_id), "rollback": []})
+                for sql in [*spec["sql"], *spec["rollback"]]:
+                    if SAVE_TO_DISK.match(sql) and sql not in entry["rollback"]:
+                        entry["rollback"].append(sql)
+        part = {node_id: spec for node_id, spec in part.items() if spec["rollback"]}
+        if not part:
+            return
+        saved = self.undo_on_nodes(Step("save again", "Save again what was saved", PROXYSQL, part), part, pending)
+        newest = max(started, key=lambda r: r.index)
+        detail = OperationStep.objects.get(pk=newest.pk).detail
+        OperationStep.objects.filter(pk=newest.pk).update(detail={**detail, "saved_again": saved})
 
     def undo_on_nodes(self, step, part, pending):
         """One step's rollback statements on each node; a node already in `pending`, or that fails now, has
