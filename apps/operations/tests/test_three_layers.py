@@ -2,16 +2,18 @@
 real ProxySQL 2.7.1 pair: a switchover whose second node paused at the save step rolled back runtime and memory,
 but both disks kept the new writer (the first node had saved, the second saved its in-flight SAVE on resume), and
 a restart of one node made it write to the other backend. A rollback past a SAVE saves again."""
+from datetime import timedelta
+
 import pytest
 from django.utils import timezone
 
 from apps.fleet.models import Server
-from apps.operations import rollbacks, switchover
-from apps.operations.choices import OperationState, PendingState
+from apps.operations import executor, rollbacks, switchover
+from apps.operations.choices import OperationState, PendingState, StepState
 from apps.operations.models import Operation, PendingRollback
 from lab import demo
 
-from .conftest import inventory_layout, run_plan, runtime, variable
+from .conftest import confirmed, inventory_layout, run_plan, runtime, variable
 
 pytestmark = pytest.mark.django_db
 AUTOINC = "mysql-auto_increment_delay_multiplex"
@@ -72,4 +74,29 @@ def test_a_switchover_rolled_back_past_its_save_leaves_every_layer_on_the_old_wr
         assert disk_variable(double, AUTOINC) == "5"
         double.restart()  # a restart loads disk
         assert layers(double) == {"memory": intent, "runtime": intent, "disk": intent}
+        assert runtime(double, 100) == [("127.0.0.1", 3311, "ONLINE")] and variable(double, AUTOINC) == "5"
+
+
+def test_a_worker_that_died_at_the_save_step_is_reaped_and_its_rollback_saves_again(adopted_lab, operator_user):
+    cluster, doubles = adopted_lab
+    intent = inventory_layout(cluster)
+    op = confirmed(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
+    # What the worker did before it died: every node's statements up to and including its SAVE.
+    by_name = {f"proxysql-{i}": double for i, double in enumerate(doubles, 1)}
+    steps = op.plan["steps"]
+    save = next(i for i, step in enumerate(steps) if step["key"] == "save")
+    for step in steps[:save + 1]:
+        for spec in step["nodes"].values():
+            double = by_name[spec["name"]]
+            demo.admin_sql(double.port, *spec["sql"], user=double.user, password=double.password)
+    assert all(layers(double)["disk"] != intent for double in doubles)
+    Operation.objects.filter(pk=op.pk).update(state=OperationState.RUNNING, heartbeat_at=timezone.now() - timedelta(minutes=1))
+    op.steps.filter(index__lt=save).update(state=StepState.DONE)
+    op.steps.filter(index=save).update(state=StepState.RUNNING)
+
+    assert executor.reap_stale() == [op.pk]
+    assert Operation.objects.get(pk=op.pk).state == OperationState.ROLLED_BACK
+    for double in doubles:
+        assert layers(double) == {"memory": intent, "runtime": intent, "disk": intent}
+        double.restart()
         assert runtime(double, 100) == [("127.0.0.1", 3311, "ONLINE")] and variable(double, AUTOINC) == "5"
