@@ -324,24 +324,25 @@ class Run:
             problems += shared.differences(self.others_before, self.admin, step.params["others"])
         detail["problems"] = problems
         if problems:
-            raise StepFailed("runtime differs from the plan: " + "; ".join(problems))
+            raise StepFailed(f"{step.params.get('layer', 'runtime')} differs from the plan: " + "; ".join(problems))
 
     def verify_rows(self, params):
-        """Whole rows and variables (a repair): each node's runtime in the given hostgroups holds exactly
-        these rows, as configuration, and these variable values."""
+        """Whole rows and variables (a repair): each node's runtime (or the layer given: disk) in the given
+        hostgroups holds exactly these rows, as configuration, and these variable values."""
         problems = []
         hostgroups = set(params["hostgroups"])
+        layer = params.get("layer", "runtime")
         for node_id, rows in params["rows"].items():
             admin = self.admin(node_id)
             want = {(hg, host, port): fields for hg, host, port, fields in rows}
-            have = {r.key: configured(r) for r in admin.servers("runtime") if r.hostgroup_id in hostgroups}
+            have = {r.key: configured(r) for r in admin.servers(layer) if r.hostgroup_id in hostgroups}
             for key in sorted(want.keys() | have.keys()):
                 if want.get(key) != have.get(key):
-                    problems.append(f"node {node_id}: hg {key[0]} {key[1]}:{key[2]} is {have.get(key) or 'absent'}, "
+                    problems.append(f"node {node_id}: {layer} hg {key[0]} {key[1]}:{key[2]} is {have.get(key) or 'absent'}, "
                                     f"expected {want.get(key) or 'absent'}")
             variables = params["variables"].get(node_id, {})
-            values = admin.global_variables(list(variables)) if variables else {}
-            problems += [f"node {node_id}: {name} is {values.get(name)}, expected {value}"
+            values = admin.global_variables(list(variables), layer=layer) if variables else {}
+            problems += [f"node {node_id}: {layer} {name} is {values.get(name)}, expected {value}"
                          for name, value in variables.items() if values.get(name) != value]
         return problems
 
