@@ -186,6 +186,9 @@ class OperationCommand(BaseCommand):
         for g in plan.guards:
             verdict = "pass" if g.passed else ("FAIL, an admin may override" if g.overridable else "FAIL")
             w(f"  [{verdict}] {g.label}: {g.value}")
+        for node in plan.facts.get("nodes", {}).values():
+            if "changes" in node:  # a repair: what differs on each node, layer by layer
+                w(f"  {node['name']}: {'; '.join(node['changes']) or 'nothing to do'}")
         for step in plan.steps:
             w(f"-- {step.key}: {step.title}" + (" (point of no return)" if step.point_of_no_return else ""))
             if step.kind == WAIT_DRAIN:

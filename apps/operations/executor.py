@@ -6,6 +6,7 @@ node. Past the point of no return a failure leaves the operation FAILED with its
 writer back is a new switchover, not an automatic undo).
 """
 import logging
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -22,13 +23,14 @@ from apps.fleet.models import HostgroupMembership, ProxySQLNode, Server
 from . import locks, recheck, rollbacks, shared
 from .choices import OnDrainTimeout, OperationState, StepState
 from .models import Operation, OperationStep
-from .plans import (BACKEND, INVENTORY, PROXYSQL, ROLLBACK_HANDLERS, SECRET_MARK, STEP_HANDLERS, VERIFY, WAIT_CATCHUP,
-                    WAIT_DRAIN, Plan, expand_secrets, secret_refs)
+from .plans import (BACKEND, INVENTORY, PROXYSQL, ROLLBACK_HANDLERS, SECRET_MARK, STEP_HANDLERS, VERIFY,
+                    WAIT_CATCHUP, WAIT_DRAIN, Plan, Step, expand_secrets, secret_refs)
 from .switchover import swapped_roles
 
 log = logging.getLogger(__name__)
 LOCK_TTL_S = 120
 HEARTBEAT_EVERY_S = 1.0
+SAVE_TO_DISK = re.compile(r"SAVE (.+) TO DISK", re.IGNORECASE)  # a plan's SAVE <MODULE> TO DISK
 
 
 class StepFailed(Exception):
@@ -322,24 +324,25 @@ class Run:
             problems += shared.differences(self.others_before, self.admin, step.params["others"])
         detail["problems"] = problems
         if problems:
-            raise StepFailed("runtime differs from the plan: " + "; ".join(problems))
+            raise StepFailed(f"{step.params.get('layer', 'runtime')} differs from the plan: " + "; ".join(problems))
 
     def verify_rows(self, params):
-        """Whole rows and variables (a repair): each node's runtime in the given hostgroups holds exactly
-        these rows, as configuration, and these variable values."""
+        """Whole rows and variables (a repair): each node's runtime (or the layer given: disk) in the given
+        hostgroups holds exactly these rows, as configuration, and these variable values."""
         problems = []
         hostgroups = set(params["hostgroups"])
+        layer = params.get("layer", "runtime")
         for node_id, rows in params["rows"].items():
             admin = self.admin(node_id)
             want = {(hg, host, port): fields for hg, host, port, fields in rows}
-            have = {r.key: configured(r) for r in admin.servers("runtime") if r.hostgroup_id in hostgroups}
+            have = {r.key: configured(r) for r in admin.servers(layer) if r.hostgroup_id in hostgroups}
             for key in sorted(want.keys() | have.keys()):
                 if want.get(key) != have.get(key):
-                    problems.append(f"node {node_id}: hg {key[0]} {key[1]}:{key[2]} is {have.get(key) or 'absent'}, "
+                    problems.append(f"node {node_id}: {layer} hg {key[0]} {key[1]}:{key[2]} is {have.get(key) or 'absent'}, "
                                     f"expected {want.get(key) or 'absent'}")
             variables = params["variables"].get(node_id, {})
-            values = admin.global_variables(list(variables)) if variables else {}
-            problems += [f"node {node_id}: {name} is {values.get(name)}, expected {value}"
+            values = admin.global_variables(list(variables), layer=layer) if variables else {}
+            problems += [f"node {node_id}: {layer} {name} is {values.get(name)}, expected {value}"
                          for name, value in variables.items() if values.get(name) != value]
         return problems
 
@@ -435,7 +438,30 @@ class Run:
             OperationStep.objects.filter(pk=row.pk).update(
                 state=StepState.ROLLED_BACK if not left else row.state,
                 detail={**row.detail, "rollback": undone, **({"rollback_pending_on": left} if left else {})})
+        self.save_again(rows, pending)
         return problems, pending
+
+    def save_again(self, rows, pending):
+        """A rollback past a SAVE saves again: the disk a started step saved (done, or in flight: a paused node
+        runs it when it resumes) would keep the undone change, and a restart loads disk. Each such module is
+        saved once more on its node at the very end, after every undo restored memory; on a pending node the
+        SAVE goes after its other statements, so that its retry ends with it."""
+        steps = {s.key: s for s in self.plan.steps}
+        started = [r for r in rows if r.state in (StepState.DONE, StepState.RUNNING, StepState.FAILED)]
+        part = {}
+        for row in sorted(started, key=lambda r: r.index):
+            for node_id, spec in steps[row.key].nodes.items():
+                entry = part.setdefault(node_id, {"name": spec.get("name", node_id), "rollback": []})
+                for sql in [*spec["sql"], *spec["rollback"]]:
+                    if SAVE_TO_DISK.match(sql) and sql not in entry["rollback"]:
+                        entry["rollback"].append(sql)
+        part = {node_id: spec for node_id, spec in part.items() if spec["rollback"]}
+        if not part:
+            return
+        saved = self.undo_on_nodes(Step("save again", "Save again what was saved", PROXYSQL, part), part, pending)
+        newest = max(started, key=lambda r: r.index)
+        detail = OperationStep.objects.get(pk=newest.pk).detail
+        OperationStep.objects.filter(pk=newest.pk).update(detail={**detail, "saved_again": saved})
 
     def undo_on_nodes(self, step, part, pending):
         """One step's rollback statements on each node; a node already in `pending`, or that fails now, has

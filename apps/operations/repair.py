@@ -1,8 +1,9 @@
 """Repair ProxySQL nodes from the inventory: the planner. For one node or every node of a cluster it writes
 the inventory's intent, in the cluster's hostgroups only: every intended mysql_servers row (REPLACE), no row
 the inventory does not hold (DELETE), and every variable operations change (drift.MANAGED_VARIABLES) at its
-intended value; then load, verify the runtime, save. Rows and variables that already match, in memory and
-at runtime, produce no statement. The rollback puts back what the node ran before (its runtime rows and
+intended value; then load, verify the runtime, save, verify the disk. All three layers are compared (a restart
+loads disk): rows and variables that match in memory and at runtime produce no statement, and a node whose disk
+alone differs gets just the SAVE. The rollback puts back what the node ran before (its runtime rows and
 values). Once done, pending rollbacks of the repaired nodes are resolved (they would undo the repair).
 
 Compared as configuration: a SHUNNED runtime row is ProxySQL's verdict on that node, not a difference.
@@ -21,46 +22,89 @@ def _intended_row(key, fields):
     return {"hostgroup_id": key[0], "hostname": key[1], "port": key[2], **{f: fields[f] for f in SERVER_FIELDS}}
 
 
-def node_statements(sql, intended, hostgroups, read):
-    """Statements that bring one node to the inventory's intent, from what it holds now (`read`)."""
+LAYERS = ("runtime", "memory", "disk")
+
+
+def _by_value(layers, want):
+    """[(value, [layer names])]: the layers whose value differs from `want`, grouped by what they hold."""
+    groups = []
+    for name, have in layers:
+        if have != want:
+            group = next((g for g in groups if g[0] == have), None)
+            if group is None:
+                groups.append((have, [name]))
+            else:
+                group[1].append(name)
+    return groups
+
+
+def _row_change(have, want):
+    """How a layer's row differs from the intended one."""
+    if want is None:
+        return f"{have['status']}, not in the inventory"
+    if have is None:
+        return "missing"
+    return ", ".join(f"{f} {have[f]!r} → {want[f]!r}" for f in SERVER_FIELDS if have[f] != want[f])
+
+
+def _after_restart(key, have, want, writer_hostgroup):
+    """What a restart (it loads disk) would do with writes, when the disk's row differs from intent."""
+    def online(row):
+        return row is not None and row["status"] == "ONLINE"
+
+    if key[0] != writer_hostgroup or online(have) == online(want):
+        return ""
+    return f": a restart would {'send' if online(have) else 'not send'} writes to {key[1]}:{key[2]}"
+
+
+def node_statements(sql, intended, hostgroups, read, writer_hostgroup):
+    """Statements that bring one node's memory, runtime and disk to the inventory's intent, from what it holds
+    now (`read`); `changes` says, per row or variable, which layers differ and how."""
     runtime = {r.key: r for r in read["runtime"] if r.hostgroup_id in hostgroups}
-    now = {k: configured(r) for k, r in runtime.items()}
-    memory = {r.key: configured(r) for r in read["memory"] if r.hostgroup_id in hostgroups}
-    rows, rows_undo, changes = [], [], []
-    for key in sorted(intended.keys() | now.keys() | memory.keys()):
+    layers = {"runtime": {k: configured(r) for k, r in runtime.items()},
+              "memory": {r.key: configured(r) for r in read["memory"] if r.hostgroup_id in hostgroups},
+              "disk": {r.key: configured(r) for r in read["disk"] if r.hostgroup_id in hostgroups}}
+    rows, rows_undo, changes, save = [], [], [], []
+    for key in sorted(set().union(intended, *layers.values())):
         want = intended.get(key)
-        if want == now.get(key) and want == memory.get(key):
+        differing = _by_value([(name, layers[name].get(key)) for name in LAYERS], want)
+        if not differing:
             continue
         where = f"hg {key[0]} {key[1]}:{key[2]}"
-        if want is None:
-            rows.append(sql.delete_server(*key))
-            changes.append(f"{where}: delete (not in the inventory)")
-        else:
-            rows.append(sql.replace_server(_intended_row(key, want)))
-            have = now.get(key)
-            changes.append(f"{where}: " + ("add (missing)" if have is None else ", ".join(
-                f"{f} {have[f]!r} → {want[f]!r}" for f in SERVER_FIELDS if have[f] != want[f]) or "memory only"))
+        for have, names in differing:
+            after = _after_restart(key, have, want, writer_hostgroup) if "disk" in names else ""
+            changes.append(f"{' and '.join(names)}: {where}: {_row_change(have, want)}{after}")
+        if want == layers["runtime"].get(key) and want == layers["memory"].get(key):
+            continue  # the disk alone differs: the SAVE puts it right
+        rows.append(sql.delete_server(*key) if want is None else sql.replace_server(_intended_row(key, want)))
         rows_undo.append(sql.replace_server(_row(runtime[key])) if key in runtime else sql.delete_server(*key))
-    variables, variables_undo, unknown = [], [], []
+    disk_rows = layers["disk"] != intended
+    variables, variables_undo, unknown, disk_variables = [], [], [], False
     for name, (value, source) in read["intended_variables"].items():
         if value is None:
             unknown.append(name)
             continue
         have = read["variables"].get(name)
-        if have == value and read["memory_variables"].get(name) == value:
+        values = {"runtime": have, "memory": read["memory_variables"].get(name),
+                  "disk": read["disk_variables"].get(name)}
+        for was, names in _by_value([(layer, values[layer]) for layer in LAYERS], value):
+            changes.append(f"{' and '.join(names)}: {name}: {was} → {value} ({source})")
+        disk_variables = disk_variables or values["disk"] != value
+        if have == value and values["memory"] == value:
             continue
         variables.append(sql.set_variable(name, value))
         if have is not None:
             variables_undo.append(sql.set_variable(name, have))
-        changes.append(f"{name}: {have} → {value} ({source})")
-    forward, undo, save = [], [], []
+    forward, undo = [], []
     if rows:
         forward += rows + [sql.LOAD_SERVERS]
         undo += rows_undo + [sql.LOAD_SERVERS]
+    if rows or disk_rows:
         save.append(sql.SAVE_SERVERS)
     if variables:
         forward += variables + [sql.LOAD_VARIABLES]
         undo += variables_undo + [sql.LOAD_VARIABLES]
+    if variables or disk_variables:
         save.append(sql.SAVE_VARIABLES)
     def outside(rows):
         return [r for r in rows if r.hostgroup_id not in hostgroups]
@@ -81,11 +125,12 @@ def plan_repair(cluster, node_ids=None):
     versioned = versioned_variables(cluster)
 
     def read(node, admin):
-        state = {"runtime": admin.servers("runtime"), "memory": admin.servers("memory"),
+        state = {"runtime": admin.servers("runtime"), "memory": admin.servers("memory"), "disk": admin.servers("disk"),
                  "variables": admin.global_variables(MANAGED_VARIABLES),
                  "memory_variables": admin.global_variables(MANAGED_VARIABLES, layer="memory"),
+                 "disk_variables": admin.global_variables(MANAGED_VARIABLES, layer="disk"),
                  "intended_variables": intended_variables(node, admin, versioned)}
-        return {**node_statements(Sql(admin), intended, hostgroups, state),
+        return {**node_statements(Sql(admin), intended, hostgroups, state, cluster.writer_hostgroup),
                 "expect_variables": {k: v for k, (v, _) in state["intended_variables"].items() if v is not None}}
 
     per_node, unreachable = {}, []
@@ -118,20 +163,22 @@ def plan_repair(cluster, node_ids=None):
     ]
     pending = rollbacks.open_rows(cluster).filter(node_id__in=[n.pk for n in nodes])
     scope = nodes[0].name if len(nodes) == 1 else "every node"
+    expect = {"expect": {}, "hostgroups": sorted(hostgroups),
+              "rows": {k: [[*key, fields] for key, fields in sorted(intended.items())] for k in per_node},
+              "variables": {k: v["expect_variables"] for k, v in per_node.items()}}
     steps = [
         Step("repair", "Write the inventory's rows and variables on each node and load them", PROXYSQL,
              {k: {"name": v["name"], "sql": v["sql"], "rollback": v["rollback"]} for k, v in per_node.items()}),
-        Step("verify", "Verify each node's runtime equals the inventory", VERIFY,
-             params={"expect": {}, "hostgroups": sorted(hostgroups),
-                     "rows": {k: [[*key, fields] for key, fields in sorted(intended.items())] for k in per_node},
-                     "variables": {k: v["expect_variables"] for k, v in per_node.items()}}),
+        Step("verify", "Verify each node's runtime equals the inventory", VERIFY, params=expect),
         Step("save", "Save to disk on each node", PROXYSQL,
              {k: {"name": v["name"], "sql": v["save"], "rollback": []} for k, v in per_node.items()},
              point_of_no_return=True),
+        Step("verify_disk", "Verify each node's disk equals the inventory (a restart loads it)", VERIFY,
+             params={**expect, "layer": "disk"}),
         Step("inventory", "Resolve what is pending (rollback or finish) on the repaired nodes", INVENTORY,
              params={"action": "resolve_pending_rollbacks", "nodes": [int(k) for k in per_node]}),
     ]
-    facts = {"nodes": {k: {"name": v["name"], "changes": v["changes"], "nothing_to_do": not v["sql"]}
+    facts = {"nodes": {k: {"name": v["name"], "changes": v["changes"], "nothing_to_do": not v["sql"] and not v["save"]}
                        for k, v in per_node.items()},
              "pending_rollbacks": [f"#{p.operation_id} on {p.node.name} ({p.operation.finish_or_rollback} pending)"
                                    for p in pending.select_related("node", "operation")]}

@@ -13,6 +13,7 @@ from apps.operations.choices import OperationState
 from apps.operations.models import Operation
 
 from .conftest import finish, run_plan, servers, variable
+from .test_commands import command
 
 pytestmark = pytest.mark.django_db
 
@@ -134,3 +135,71 @@ def test_the_drift_view_offers_repair_per_node_and_for_all(adopted_lab, operator
     assert operator_client.post(reverse("operations:repair", args=[cluster.pk]), {"node": "99999"}).status_code == 302
     assert Operation.objects.filter(kind="repair").count() == 1
     assert AuditEvent.objects.filter(action="repair planned", outcome="invalid").exists()
+
+
+# -- issue 21: three layers ---------------------------------------------------------------------------------
+def layers(double):
+    """The cluster's mysql_servers rows and the auto-increment delay, in each layer."""
+    out = {}
+    for layer, prefix in (("memory", ""), ("runtime", "runtime_"), ("disk", "disk.")):
+        out[layer] = (admin_sql(double, f"SELECT * FROM {prefix}mysql_servers WHERE hostgroup_id IN (100, 101, 102) "
+                                        "ORDER BY hostgroup_id, port"),
+                      admin_sql(double, f"SELECT variable_value FROM {prefix}global_variables "
+                                        f"WHERE variable_name='{AUTOINC}'"))
+    return out
+
+
+@pytest.mark.django_db(transaction=True)  # the command runs the operation on a thread of its own
+def test_a_node_whose_disk_alone_differs_is_planned_saved_and_verified(adopted_lab, operator_user, client):
+    """Found on the real pair: a switchover rolled back in memory and runtime, but proxysql-1's disk kept the new
+    writer; repair said proxysql-1 was fine (its runtime matched) and a restart made it write to 127.0.0.1:3312."""
+    cluster, (first, second) = adopted_lab
+    intended = layers(first)
+    assert intended["memory"] == intended["runtime"] == intended["disk"]
+    admin_sql(first, "UPDATE mysql_servers SET port=3312 WHERE hostgroup_id=100", "SAVE MYSQL SERVERS TO DISK",
+              "UPDATE mysql_servers SET port=3311 WHERE hostgroup_id=100",
+              f"SET {AUTOINC}=0", "SAVE MYSQL VARIABLES TO DISK", f"SET {AUTOINC}=5")
+    assert layers(first)["memory"] == layers(first)["runtime"] == intended["runtime"] != layers(first)["disk"]
+
+    plan = repair.plan_repair(cluster)
+    assert plan.guards_passed, plan.failed_guards
+    one, two = (str(cluster.proxysql_nodes.get(name=name).pk) for name in ("proxysql-1", "proxysql-2"))
+    facts = plan.facts["nodes"]
+    assert not facts[one]["nothing_to_do"] and facts[two]["nothing_to_do"]
+    assert facts[one]["changes"] == [
+        "disk: hg 100 127.0.0.1:3311: missing: a restart would not send writes to 127.0.0.1:3311",
+        "disk: hg 100 127.0.0.1:3312: ONLINE, not in the inventory: a restart would send writes to 127.0.0.1:3312",
+        f"disk: {AUTOINC}: 0 → 5 (configuration version 1)"]
+    steps = {s.key: s for s in plan.steps}
+    assert steps["repair"].nodes[one]["sql"] == []  # memory and runtime are right: nothing to write or load
+    assert steps["save"].nodes[one]["sql"] == ["SAVE MYSQL SERVERS TO DISK", "SAVE MYSQL VARIABLES TO DISK"]
+    assert steps["save"].nodes[two]["sql"] == []
+    client.force_login(operator_user)
+    shown = client.get(services.save_plan(plan, user=operator_user).get_absolute_url()).content.decode()
+    assert "disk: hg 100 127.0.0.1:3312: ONLINE, not in the inventory: a restart would send writes to" in shown
+    assert "proxysql-2</strong>: <span class=\"ok-text\">nothing to do</span> (memory, runtime and disk match" in shown
+
+    code, out = command("repair", "galera-lab", "--user", operator_user.username, "--yes")
+    assert code == 0, out
+    assert f"  proxysql-1: {'; '.join(facts[one]['changes'])}\n" in out and "  proxysql-2: nothing to do\n" in out
+    op = Operation.objects.filter(kind="repair").latest("pk")
+    assert op.state == OperationState.DONE and op.steps.get(key="verify_disk").state == "done"
+    assert layers(first) == intended
+    first.restart()  # a restart loads disk: it keeps the writer
+    assert layers(first) == intended
+
+
+def test_the_disk_verify_finds_a_disk_that_differs(adopted_lab, operator_user):
+    from apps.operations import executor
+
+    cluster, (first, _) = adopted_lab
+    plan = repair.plan_repair(cluster)
+    op = services.save_plan(plan, user=operator_user)
+    step = next(s for s in plan.steps if s.key == "verify_disk")
+    admin_sql(first, "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3313", "SAVE MYSQL SERVERS TO DISK")
+    run = executor.Run(op)
+    try:
+        with pytest.raises(executor.StepFailed, match="disk differs from the plan: node .*: disk hg 101 127.0.0.1:3313"):
+            run.verify(step, {})
+    finally:
+        run.close()
