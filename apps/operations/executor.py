@@ -303,6 +303,8 @@ class Run:
         row's fields (every one compared), or None for no row."""
         problems = []
         for node_id, expected in step.params.get("expect", {}).items():
+            if node_id in self.unfinished:
+                continue  # it missed statements past the point of no return: they are retried when it answers
             # Configured status: a row ProxySQL shunned again right after our LOAD (its backend still
             # failing) holds what we wrote; SHUNNED is its verdict, shown on the monitoring pages.
             runtime = {r.key: configured(r) for r in self.admin(node_id).servers("runtime")}
@@ -333,6 +335,8 @@ class Run:
         hostgroups = set(params["hostgroups"])
         layer = params.get("layer", "runtime")
         for node_id, rows in params["rows"].items():
+            if node_id in self.unfinished:
+                continue  # as in verify()
             admin = self.admin(node_id)
             want = {(hg, host, port): fields for hg, host, port, fields in rows}
             have = {r.key: configured(r) for r in admin.servers(layer) if r.hostgroup_id in hostgroups}
@@ -388,7 +392,7 @@ class Run:
     def execute_step(self, step, row):
         executed, detail = [], {}
         try:
-            if step.kind == PROXYSQL and self.op.point_of_no_return:
+            if step.kind == PROXYSQL and (self.op.point_of_no_return or step.forward_only):
                 self.run_past_no_return(step, executed, detail)
             elif step.kind == PROXYSQL:
                 self.run_proxysql(step, executed)
@@ -521,6 +525,9 @@ def run(operation_id):
         runner.others_before = shared.snapshot(runner.admin, runner.plan)
         for step, row in zip(runner.plan.steps, rows):
             runner.beat()
+            if step.forward_only and not op.point_of_no_return:
+                op.point_of_no_return = True
+                Operation.objects.filter(pk=op.pk).update(point_of_no_return=True)
             step_start = time.monotonic()
             OperationStep.objects.filter(pk=row.pk).update(state=StepState.RUNNING, started_at=timezone.now())
             row.state = StepState.RUNNING

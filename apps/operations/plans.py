@@ -34,6 +34,9 @@ class Step:
     params: dict = field(default_factory=dict)
     # Past this step the operation no longer rolls back by itself and cannot be cancelled.
     point_of_no_return: bool = False
+    # This step is already past the point of no return (a repair's writes: undoing them would put back the drift
+    # it was asked to remove); a node that stops answering keeps the rest of its statements for later.
+    forward_only: bool = False
 
 
 @dataclass

@@ -3,8 +3,10 @@ the inventory's intent, in the cluster's hostgroups only: every intended mysql_s
 the inventory does not hold (DELETE), and every variable operations change (drift.MANAGED_VARIABLES) at its
 intended value; then load, verify the runtime, save, verify the disk. All three layers are compared (a restart
 loads disk): rows and variables that match in memory and at runtime produce no statement, and a node whose disk
-alone differs gets just the SAVE. The rollback puts back what the node ran before (its runtime rows and
-values). Once done, pending rollbacks of the repaired nodes are resolved (they would undo the repair).
+alone differs gets just the SAVE. A repair goes forward only: a node that stops answering keeps the rest of its
+statements for later (finish pending, retried until it answers), since undoing the nodes that answered would put
+back the drift (the rollback statements, what the node ran before, are kept for the record). Once done, pending
+rollbacks of the repaired nodes are resolved (they would undo the repair).
 
 Compared as configuration: a SHUNNED runtime row is ProxySQL's verdict on that node, not a difference.
 """
@@ -167,8 +169,11 @@ def plan_repair(cluster, node_ids=None):
               "rows": {k: [[*key, fields] for key, fields in sorted(intended.items())] for k in per_node},
               "variables": {k: v["expect_variables"] for k, v in per_node.items()}}
     steps = [
+        # Forward only: a node that stops answering keeps the rest for later (finish pending), and the nodes that
+        # answered stay repaired; a rollback would put back the drift the repair was asked to remove.
         Step("repair", "Write the inventory's rows and variables on each node and load them", PROXYSQL,
-             {k: {"name": v["name"], "sql": v["sql"], "rollback": v["rollback"]} for k, v in per_node.items()}),
+             {k: {"name": v["name"], "sql": v["sql"], "rollback": v["rollback"]} for k, v in per_node.items()},
+             forward_only=True),
         Step("verify", "Verify each node's runtime equals the inventory", VERIFY, params=expect),
         Step("save", "Save to disk on each node", PROXYSQL,
              {k: {"name": v["name"], "sql": v["save"], "rollback": []} for k, v in per_node.items()},

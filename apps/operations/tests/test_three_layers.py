@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from apps.fleet.models import Server
-from apps.operations import executor, rollbacks, switchover
+from apps.operations import executor, repair, rollbacks, switchover
 from apps.operations.choices import OperationState, PendingState, StepState
 from apps.operations.models import Operation, PendingRollback
 from lab import demo
@@ -100,3 +100,33 @@ def test_a_worker_that_died_at_the_save_step_is_reaped_and_its_rollback_saves_ag
         assert layers(double) == {"memory": intent, "runtime": intent, "disk": intent}
         double.restart()
         assert runtime(double, 100) == [("127.0.0.1", 3311, "ONLINE")] and variable(double, AUTOINC) == "5"
+
+
+def test_a_repair_paused_mid_write_goes_forward_and_ends_with_every_layer_repaired(adopted_lab, operator_user,
+                                                                                   live_redis):
+    """A repair never rolls back to the drift it was asked to remove: the node that answered stays repaired, the
+    paused one keeps the rest of its statements (finish pending) and takes them when it answers; then every layer
+    equals the inventory on both, and a restart keeps it (bin/bench-faults rows repair/repair and repair/verify)."""
+    from .test_repair import hand_edit
+
+    cluster, (first, second) = adopted_lab
+    intent = inventory_layout(cluster)
+    for double in (first, second):
+        hand_edit(double)
+        demo.admin_sql(double.port, "DELETE FROM mysql_servers WHERE hostgroup_id=500", "LOAD MYSQL SERVERS TO RUNTIME",
+                       "SAVE MYSQL SERVERS TO DISK", user=double.user, password=double.password)
+    pause_at(second, "REPLACE INTO mysql_servers")
+    op = run_plan(repair.plan_repair(cluster), operator_user)
+    assert op.state == OperationState.FINISH_PENDING and "FINISH PENDING on proxysql-2" in op.error, op.error
+    assert layers(first) == {"memory": intent, "runtime": intent, "disk": intent}  # repaired, not rolled back
+    row = PendingRollback.objects.get(operation=op)
+    assert row.node.name == "proxysql-2" and row.statements[-1]["sql"] == "SAVE MYSQL VARIABLES TO DISK"
+
+    second.set_mode("normal")
+    retry_now()
+    assert Operation.objects.get(pk=op.pk).state == OperationState.DONE
+    for double in (first, second):
+        assert layers(double) == {"memory": intent, "runtime": intent, "disk": intent}
+        double.restart()
+        assert layers(double) == {"memory": intent, "runtime": intent, "disk": intent}
+        assert variable(double, AUTOINC) == "5"
