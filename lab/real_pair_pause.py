@@ -4,6 +4,8 @@ Against the real pair started by bench_real_pair (no client load), for each --pa
 writer sessions are pinned through both nodes (a user variable: ProxySQL keeps their backend connection),
 so the switchover's drain waits; `manage.py switchover ... --yes --json` runs as the operator runs it; the
 second ProxySQL process is SIGSTOPped
+- autoinc_off, drain: as soon as that step has started (the steps' rows polled every millisecond from the
+  command's spawn; the pins released then);
 - wait_drain: while the drain waits on it (the drain step has set the old writer OFFLINE_SOFT and
   auto_increment_delay_multiplex to 0 there);
 - a later step (move, verify, save, autoinc_restore): the pins are released while the drain waits, and the
@@ -12,8 +14,13 @@ second ProxySQL process is SIGSTOPped
 kept stopped --pause-seconds (longer than the client's read timeout), then SIGCONTed. Printed: the operation's
 end state and message, its PendingRollback rows, each node's runtime rows and managed variables right after
 the resume, then after the product's own retry (rollbacks.retry_due(), what beat calls every 2 s, called
-every 2 s here from the command's end), drift against the inventory and between the nodes, and whether a
-further switchover is accepted and done. No SQL is typed by hand at the nodes: only reads.
+every 2 s here from the command's end), drift against the inventory and between the nodes; then (issue 21) each
+node's three layers (memory main.mysql_servers, runtime, disk.mysql_servers: the cluster's hostgroups against the
+inventory, SHUNNED read as ONLINE; mysql-auto_increment_delay_multiplex in each layer against its intended value)
+and the backend it routes writes to; each real ProxySQL restarted in turn (SIGTERM, then started again from the same
+datadir and config without --initial: it loads its disk), and the same read again: "layers equal", "writer
+agreed" (both nodes route writes to the one backend the inventory names); then whether a further switchover is
+accepted and done. A table row per pause is printed at the end. No SQL is typed by hand at the nodes: only reads.
 """
 import json
 import os
@@ -24,7 +31,8 @@ import time
 
 import MySQLdb
 
-from apps.fleet.drift import AUTOINC, cluster_drift
+from apps.clients.proxysql import ProxySQLAdmin, configured
+from apps.fleet.drift import AUTOINC, MANAGED_VARIABLES, cluster_drift, intended_rows, intended_variables, versioned_variables
 from apps.fleet.models import Server
 from apps.operations import rollbacks, switchover
 from apps.operations.models import Operation, PendingRollback
@@ -33,6 +41,7 @@ from lab.galera import APP_PASSWORD, APP_USER
 from lab.management.commands.bench_real_pair import REPO  # imported by it only once it is loaded
 
 RETRY_EVERY_S = 2  # as beat schedules rollbacks.retry_due()
+EARLY = ("autoinc_off", "drain")  # the steps before the drain waits: no need to hold the pinned sessions there
 
 
 def pin(client_port):
@@ -58,6 +67,25 @@ def state_of(node, hostgroups):
     memory = demo.admin_sql(node.admin_port, f"SELECT variable_value FROM global_variables WHERE variable_name='{AUTOINC}'")
     return (f"{AUTOINC}={autoinc[0][0]} (memory {memory[0][0]}); " + ", ".join(rows)
             + f"; memory rows not at runtime: {unloaded}")
+
+
+def _fields(values):
+    """A mysql_servers row's configured fields, short: status, weight, then the others only when not the defaults."""
+    if values is None:
+        return "missing"
+    return f"{values['status']} w{values['weight']}"
+
+
+def landed_in(op):
+    """The step running when the node was stopped (read right after the SIGSTOP), else the last one finished."""
+    if op is None:
+        return "?"
+    steps = list(op.steps.order_by("index"))
+    running = [s.key for s in steps if s.state == "running"]
+    if running:
+        return running[0]
+    done = [s.key for s in steps if s.state not in ("pending",)]
+    return f"after {done[-1]} ({op.state})" if done else "before the first step"
 
 
 def steps_now(op):
@@ -114,11 +142,22 @@ class PauseRun:
         proc = self.command(target)
         stopped_at = resumed_at = None
         try:
-            op = self.wait_for_step(last_pk, lambda s: "wait_drain" in s and s["wait_drain"].state == "running")
-            if op is None or op.state != "running":
-                out(f"   the drain wait never ran: {op and op.state}: {op and op.error}")
-                return
-            if self.pause_at == "wait_drain":
+            if self.pause_at not in EARLY:
+                op = self.wait_for_step(last_pk, lambda s: "wait_drain" in s and s["wait_drain"].state == "running")
+                if op is None or op.state != "running":
+                    out(f"   the drain wait never ran: {op and op.state}: {op and op.error}")
+                    return
+            if self.pause_at in EARLY:  # before the drain waits: stopped as soon as the step has started
+                at = self.pause_at
+                op = self.wait_for_step(last_pk, lambda s: at in s and s[at].state != "pending", timeout=60, every=0.001)
+                if op is None or op.state != "running":
+                    out(f"   {at} never ran: {op and op.state}: {op and op.error}")
+                    return
+                os.kill(node.proc.pid, signal.SIGSTOP)
+                for c in pins:
+                    c.close()
+                pins = []
+            elif self.pause_at == "wait_drain":
                 time.sleep(0.3)  # the drain probe has read this node a few times
                 os.kill(node.proc.pid, signal.SIGSTOP)
                 for c in pins:  # the other node drains now; the paused one cannot answer the probe
@@ -132,8 +171,9 @@ class PauseRun:
                 op = self.wait_for_step(last_pk, lambda s: at in s and s[at].state != "pending", every=0.001)
                 os.kill(node.proc.pid, signal.SIGSTOP)
             stopped_at = time.time()
-            out(f"   SIGSTOP at +{(stopped_at - started) * 1000:.0f} ms from the command's spawn; steps then: "
-                f"{steps_now(op)}")
+            landed = landed_in(op)
+            out(f"   SIGSTOP at +{(stopped_at - started) * 1000:.0f} ms from the command's spawn, landed in {landed}; "
+                f"steps then: {steps_now(op)}")
             tries = []
             stdout, stderr = None, None
             while time.time() < stopped_at + self.o["pause_seconds"]:
@@ -184,6 +224,12 @@ class PauseRun:
         self.report_pending(op)
         self.report_nodes("after the product's retry")
         consistent = self.report_drift()
+        before = self.layers("after the retry, before the restarts")
+        for n in self.nodes:  # each node in turn, as an operator's rolling restart: the other one keeps serving
+            how, took = n.restart()
+            out(f"   restarted :{n.admin_port} ({how}); its admin answered {took:.1f} s after the start, "
+                f"without --initial: memory and runtime loaded from its disk")
+        after = self.layers("after both restarts")
         result = self.bench.switch(self.cluster, Server.objects.filter(cluster=self.cluster).exclude(
             pk=switchover.current_writer(self.cluster).server.pk).order_by("port").first())
         out(f"   a further switchover to {result['to']}: {result['state']}"
@@ -193,7 +239,57 @@ class PauseRun:
             out(f"   its failed guards: {[(g['label'], g['value']) for g in later.plan.get('guards', []) if not g['passed']]}")
         self.report_nodes("after the further switchover")
         consistent = self.report_drift() and consistent
-        return {"pause_at": self.pause_at, "state": op.state, "consistent": consistent, "next": result["state"]}
+        pending = rollbacks.open_rows(self.cluster).count()
+        return {"pause_at": self.pause_at, "landed": landed, "state": outcome.get("state") or "?",
+                "after_retry": op.state + (f" ({pending} still pending)" if pending else ""),
+                "before": before["layers"], "after": after["layers"], "writer": after["writer"],
+                "consistent": consistent, "next": result["state"]}
+
+    def layers(self, when):
+        """Reads only, through the product's admin client: per node the cluster's mysql_servers rows in memory
+        (main), runtime and disk against the inventory (the configured status: SHUNNED is ProxySQL's own runtime
+        verdict, not a difference), the managed variable in each layer against its intended value, and which
+        backend the node routes writes to (ONLINE rows of the writer hostgroup at runtime)."""
+        out, cluster = self.out, self.cluster
+        cluster.refresh_from_db()
+        intended = intended_rows(cluster)
+        versioned = versioned_variables(cluster)
+        inventory_writer = sorted(k[2] for k, v in intended.items()
+                                  if k[0] == cluster.writer_hostgroup and v["status"] == "ONLINE")
+        differ, writers = {}, {}
+        for node in cluster.proxysql_nodes.order_by("pk"):
+            try:
+                with ProxySQLAdmin.for_node(node) as admin:
+                    want = {k: v for k, (v, _) in intended_variables(node, admin, versioned).items() if v is not None}
+                    for layer in ("memory", "runtime", "disk"):
+                        rows = [r for r in admin.servers(layer) if r.hostgroup_id in self.hostgroups]
+                        values = admin.global_variables(MANAGED_VARIABLES, layer=layer)
+                        have = {r.key: configured(r) for r in rows}
+                        wrong = [f"hg {k[0]} :{k[2]} {_fields(have.get(k))} (inventory {_fields(intended.get(k))})"
+                                 for k in sorted(intended.keys() | have.keys()) if intended.get(k) != have.get(k)]
+                        wrong += [f"{name} {values.get(name)} (intended {value})" for name, value in want.items()
+                                  if values.get(name) != value]
+                        if wrong:
+                            differ.setdefault(node.name, []).append(f"{layer}: " + "; ".join(wrong))
+                        out(f"   {when}, {node.name} {layer:7}: "
+                            + ", ".join(f"{r.hostgroup_id}:{r.port} {r.status} w{r.weight}" for r in rows)
+                            + "; " + ", ".join(f"{k}={v}" for k, v in values.items())
+                            + ("" if not wrong else f"  <- differs: {'; '.join(wrong)}"))
+                        if layer == "runtime":
+                            writers[node.name] = sorted(r.port for r in rows if r.hostgroup_id == cluster.writer_hostgroup
+                                                        and r.status == "ONLINE")
+            except Exception as exc:  # a node that does not answer is a difference too, said as such
+                differ.setdefault(node.name, []).append(f"not readable: {exc}")
+                writers[node.name] = None
+        seen = {tuple(w) for w in writers.values() if w is not None}
+        agreed = None not in writers.values() and seen == {tuple(inventory_writer)} and len(inventory_writer) == 1
+        layers = "yes" if not differ else "no (" + "; ".join(f"{n} {d}" for n, ds in differ.items() for d in ds) + ")"
+        writer = ("yes" if agreed else "no") + " (" + ", ".join(
+            f"{n} -> {'/'.join(map(str, w)) if w else 'none'}" for n, w in writers.items()) + \
+            f"; inventory {'/'.join(map(str, inventory_writer)) or 'none'})"
+        out(f"   {when}: layers equal: {layers}")
+        out(f"   {when}: writer agreed: {writer}")
+        return {"layers": layers, "writer": writer, "equal": not differ, "agreed": agreed}
 
     def report_pending(self, op):
         for row in PendingRollback.objects.filter(operation=op).select_related("node").order_by("pk"):
@@ -224,3 +320,12 @@ def run_pauses(bench, cluster, nodes):
     bench.stdout.write("pause mid-switchover, summary: " + "; ".join(
         f"at {r['pause_at']}: {r['state']}, nodes consistent {r['consistent']}, next switchover {r['next']}"
         for r in results if r))
+    header = ["step paused", "landed in", "operation state", "after retry", "layers equal before restart",
+              "layers equal after restart", "writer agreed after restart", "hand SQL", "next switchover"]
+    out = bench.stdout.write
+    out("| " + " | ".join(header) + " |")
+    out("|" + "---|" * len(header))
+    for r in results:
+        if r:
+            out("| " + " | ".join([r["pause_at"], r["landed"], r["state"], r["after_retry"], r["before"], r["after"],
+                                   r["writer"], "none", r["next"]]) + " |")

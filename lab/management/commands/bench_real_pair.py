@@ -58,6 +58,9 @@ REPO = Path(__file__).resolve().parents[3]
 TIMED_SCRIPT = REPO / "lab" / "sysbench" / "oltp_read_write_timed.lua"
 ADMIN_PORTS, CLIENT_PORTS = (16132, 26132), (16133, 26133)  # clear of the demo doubles (16032, 16033)
 WRITER_HG = 100
+# Every step of a switchover that talks to ProxySQL (--pause-at): its statements, or its reads (the drain's ConnUsed
+# probe, the verify). The backend steps (promote, catch_up) and the inventory's do not.
+PAUSE_STEPS = ["autoinc_off", "drain", "wait_drain", "move", "verify", "save", "autoinc_restore"]
 # The application's routing, as in the seeds: locking reads and writes to the writer, plain reads to readers.
 APP_STATEMENTS = [
     "DELETE FROM mysql_users", "DELETE FROM mysql_query_rules",
@@ -158,12 +161,16 @@ class RealProxySQL:
         self.datadir = Path(workdir) / f"run-{n}"
         self.proc = None
 
-    def start(self):
-        shutil.rmtree(self.datadir, ignore_errors=True)
-        self.datadir.mkdir(parents=True)
+    def start(self, fresh=True):
+        """fresh: an empty datadir and a new config file (ProxySQL, finding no proxysql.db, reads the file). Otherwise
+        (restart) the same datadir and config as they are: never --initial (nor --reload), so ProxySQL loads its
+        disk layer (proxysql.db) into memory and runtime, as an operator's restart does."""
         cnf = self.datadir / "proxysql.cnf"
-        cnf.write_text(CONFIG.format(datadir=self.datadir, admin_port=self.admin_port, client_port=self.client_port))
-        log = open(self.datadir / "stdout.log", "wb")
+        if fresh:
+            shutil.rmtree(self.datadir, ignore_errors=True)
+            self.datadir.mkdir(parents=True)
+            cnf.write_text(CONFIG.format(datadir=self.datadir, admin_port=self.admin_port, client_port=self.client_port))
+        log = open(self.datadir / "stdout.log", "wb" if fresh else "ab")
         self.proc = subprocess.Popen([self.binary, "-f", "--no-version-check", "-c", str(cnf), "-D", str(self.datadir)],
                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 30
@@ -180,13 +187,24 @@ class RealProxySQL:
         return demo.admin_sql(self.admin_port, *statements)
 
     def stop(self):
+        """SIGTERM (ProxySQL 2.1+: its fast shutdown, as PROXYSQL SHUTDOWN); SIGKILL after 10 s. Says which."""
         if self.proc and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
-                self.proc.wait(10)
+                return f"SIGTERM, exit {self.proc.wait(10)}"
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+                return f"SIGTERM ignored for 10 s, SIGKILL, exit {self.proc.wait()}"
+        return "not running"
+
+    def restart(self):
+        """Stop the process, start it again from the same datadir and config without --initial (it loads its disk);
+        returns (how it stopped, seconds until the admin answered again)."""
+        pid = self.proc.pid if self.proc else None
+        how = self.stop()
+        began = time.monotonic()
+        self.start(fresh=False)
+        return f"pid {pid} {how}; new pid {self.proc.pid}", time.monotonic() - began
 
 
 class WriterWatch:
@@ -401,9 +419,10 @@ class Command(BaseCommand):
                             help="with --lab-name: more wsrep_provider_options for that lab, e.g. evs.suspect_timeout=PT2S")
         parser.add_argument("--proxysql-variable", action="append", default=[], metavar="NAME=VALUE",
                             help="set a ProxySQL global variable on both nodes before the runs (an experiment)")
-        parser.add_argument("--pause-at", action="append", default=[], choices=["wait_drain", "move", "verify", "save", "autoinc_restore"],
+        parser.add_argument("--pause-at", action="append", default=[], choices=PAUSE_STEPS,
                             help="instead of the timings: a switchover with the second node SIGSTOPped at this step, "
-                                 "then resumed (lab/real_pair_pause.py); repeat for several runs")
+                                 "then resumed, the product's retry, then both nodes restarted from their disk and their three "
+                                 "layers read (lab/real_pair_pause.py); repeat for several runs")
         parser.add_argument("--pause-seconds", type=float, default=5.0, help="how long the node stays stopped")
         parser.add_argument("--pause-drain-timeout-ms", type=int, default=20000,
                             help="the paused switchover's --drain-timeout-ms")
