@@ -4,13 +4,12 @@ Against the real pair started by bench_real_pair (no client load), for each --pa
 writer sessions are pinned through both nodes (a user variable: ProxySQL keeps their backend connection),
 so the switchover's drain waits; `manage.py switchover ... --yes --json` runs as the operator runs it; the
 second ProxySQL process is SIGSTOPped
-- autoinc_off, drain: as soon as that step has started (the steps' rows polled every millisecond from the
-  command's spawn; the pins released then);
 - wait_drain: while the drain waits on it (the drain step has set the old writer OFFLINE_SOFT and
   auto_increment_delay_multiplex to 0 there);
-- a later step (move, verify, save, autoinc_restore): the pins are released while the drain waits, and the
-  node is stopped as soon as that step has started (the operation's steps polled every millisecond: where
-  the stop really landed is printed, with what the node had taken);
+- any other step (autoinc_off, drain, move, verify, save, autoinc_restore): the pins are released (at the stop for the steps
+  before the drain wait, else while it waits), and the node is stopped as soon as the step before it is done or that step has started
+  (the operation's steps read in a busy loop once it exists: where the stop really landed is
+  printed, with what the node had taken, and where the product met the stopped node);
 kept stopped --pause-seconds (longer than the client's read timeout), then SIGCONTed. Printed: the operation's
 end state and message, its PendingRollback rows, each node's runtime rows and managed variables right after
 the resume, then after the product's own retry (rollbacks.retry_due(), what beat calls every 2 s, called
@@ -23,7 +22,9 @@ agreed" (both nodes route writes to the one backend the inventory names); then w
 accepted and done. A table row per pause is printed at the end. No SQL is typed by hand at the nodes: only reads.
 """
 import json
+from collections import namedtuple
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -35,12 +36,14 @@ from apps.clients.proxysql import ProxySQLAdmin, configured
 from apps.fleet.drift import AUTOINC, MANAGED_VARIABLES, cluster_drift, intended_rows, intended_variables, versioned_variables
 from apps.fleet.models import Server
 from apps.operations import rollbacks, switchover
-from apps.operations.models import Operation, PendingRollback
+from apps.operations.models import Operation, OperationStep, PendingRollback
 from lab import demo
 from lab.galera import APP_PASSWORD, APP_USER
 from lab.management.commands.bench_real_pair import REPO  # imported by it only once it is loaded
 
 RETRY_EVERY_S = 2  # as beat schedules rollbacks.retry_due()
+ENDED = ("done", "failed", "rolled_back", "rollback_pending", "finish_pending", "refused", "expired", "cancelled")
+StepState = namedtuple("StepState", "key index state")
 EARLY = ("autoinc_off", "drain")  # the steps before the drain waits: no need to hold the pinned sessions there
 
 
@@ -76,20 +79,36 @@ def _fields(values):
     return f"{values['status']} w{values['weight']}"
 
 
+def starting(steps, at):
+    """The moment to stop the node for a pause at `at`: the step before it (in the plan's order) is done, or `at`
+    has started. The steps that talk to ProxySQL last a few milliseconds: stopping only once `at` is seen running
+    (the rows are polled every millisecond) let a stop at `drain` land after real2 had answered the drain; stopped
+    as the step before it ends, the node gets `at`'s first statement while stopped (it runs it on resume)."""
+    if at not in steps:
+        return False
+    before = [s for s in steps.values() if s.index < steps[at].index]
+    previous = max(before, key=lambda s: s.index) if before else None
+    return steps[at].state != "pending" or (previous is not None and previous.state == "done")
+
+
 def landed_in(op):
-    """The step running when the node was stopped (read right after the SIGSTOP), else the last one finished."""
+    """(the step running when the node was stopped, else the last one finished; every step's state), from one read
+    right after the SIGSTOP."""
     if op is None:
-        return "?"
+        return "?", "no operation yet"
     steps = list(op.steps.order_by("index"))
+    now = ", ".join(f"{s.key} {s.state}" for s in steps)
     running = [s.key for s in steps if s.state == "running"]
     if running:
-        return running[0]
-    done = [s.key for s in steps if s.state not in ("pending",)]
-    return f"after {done[-1]} ({op.state})" if done else "before the first step"
+        return running[0], now
+    done = [s.key for s in steps if s.state != "pending"]
+    return (f"after {done[-1]}" if done else "before the first step"), now
 
 
-def steps_now(op):
-    return ", ".join(f"{s.key} {s.state}" for s in op.steps.order_by("index")) if op else "no operation yet"
+def met_at(error):
+    """The step at which the product met the stopped node, from the operation's message ("...: save: no answer")."""
+    m = re.search(r"\): ([a-z_]+): no answer", error or "") or re.search(r"\): (read [A-Za-z_]+): no answer", error or "")
+    return m.group(1) if m else "-"
 
 
 class PauseRun:
@@ -113,16 +132,23 @@ class PauseRun:
         return Operation.objects.filter(cluster=self.cluster, pk__gt=last_pk).order_by("pk").first()
 
     def wait_for_step(self, last_pk, test, timeout=30.0, every=0.005):
+        """The operation once test({key: step}) holds (or it has ended). every=0: once the operation exists, its
+        steps' (key, index, state) are read in a busy loop (a step that talks to ProxySQL lasts a few ms: a loop with
+        a 1 ms sleep and whole rows missed the drain's 7 ms)."""
         deadline = time.monotonic() + timeout
+        op = None
         while time.monotonic() < deadline:
-            op = self.operation_after(last_pk)
+            op = op or self.operation_after(last_pk)
             if op is not None:
-                steps = {s.key: s for s in op.steps.all()}
+                steps = {key: StepState(key, index, state) for key, index, state in
+                         OperationStep.objects.filter(operation_id=op.pk).values_list("key", "index", "state")}
                 if test(steps):
                     return op
-                if op.state in ("done", "failed", "rolled_back", "rollback_pending", "finish_pending", "refused", "expired"):
+                if Operation.objects.filter(pk=op.pk, state__in=ENDED).exists():
+                    op.refresh_from_db()
                     return op
-            time.sleep(every)
+            if every or op is None:
+                time.sleep(every or 0.001)
         return None
 
     def run(self):
@@ -144,13 +170,13 @@ class PauseRun:
         try:
             if self.pause_at not in EARLY:
                 op = self.wait_for_step(last_pk, lambda s: "wait_drain" in s and s["wait_drain"].state == "running")
-                if op is None or op.state != "running":
+                if op is None or op.state in ENDED:
                     out(f"   the drain wait never ran: {op and op.state}: {op and op.error}")
                     return
-            if self.pause_at in EARLY:  # before the drain waits: stopped as soon as the step has started
+            if self.pause_at in EARLY:  # before the drain waits: see starting()
                 at = self.pause_at
-                op = self.wait_for_step(last_pk, lambda s: at in s and s[at].state != "pending", timeout=60, every=0.001)
-                if op is None or op.state != "running":
+                op = self.wait_for_step(last_pk, lambda s: starting(s, at), timeout=60, every=0)
+                if op is None or op.state in ENDED:
                     out(f"   {at} never ran: {op and op.state}: {op and op.error}")
                     return
                 os.kill(node.proc.pid, signal.SIGSTOP)
@@ -168,12 +194,12 @@ class PauseRun:
                     c.close()
                 pins = []
                 at = self.pause_at
-                op = self.wait_for_step(last_pk, lambda s: at in s and s[at].state != "pending", every=0.001)
+                op = self.wait_for_step(last_pk, lambda s: starting(s, at), every=0)
                 os.kill(node.proc.pid, signal.SIGSTOP)
             stopped_at = time.time()
-            landed = landed_in(op)
+            landed, steps = landed_in(op)
             out(f"   SIGSTOP at +{(stopped_at - started) * 1000:.0f} ms from the command's spawn, landed in {landed}; "
-                f"steps then: {steps_now(op)}")
+                f"steps then: {steps}")
             tries = []
             stdout, stderr = None, None
             while time.time() < stopped_at + self.o["pause_seconds"]:
@@ -240,7 +266,8 @@ class PauseRun:
         self.report_nodes("after the further switchover")
         consistent = self.report_drift() and consistent
         pending = rollbacks.open_rows(self.cluster).count()
-        return {"pause_at": self.pause_at, "landed": landed, "state": outcome.get("state") or "?",
+        return {"pause_at": self.pause_at, "landed": landed, "met": met_at(outcome.get("error")),
+                "state": outcome.get("state") or "?",
                 "after_retry": op.state + (f" ({pending} still pending)" if pending else ""),
                 "before": before["layers"], "after": after["layers"], "writer": after["writer"],
                 "consistent": consistent, "next": result["state"]}
@@ -320,12 +347,12 @@ def run_pauses(bench, cluster, nodes):
     bench.stdout.write("pause mid-switchover, summary: " + "; ".join(
         f"at {r['pause_at']}: {r['state']}, nodes consistent {r['consistent']}, next switchover {r['next']}"
         for r in results if r))
-    header = ["step paused", "landed in", "operation state", "after retry", "layers equal before restart",
+    header = ["step paused", "stop landed in", "the product met the stopped node at", "operation state", "after retry", "layers equal before restart",
               "layers equal after restart", "writer agreed after restart", "hand SQL", "next switchover"]
     out = bench.stdout.write
     out("| " + " | ".join(header) + " |")
     out("|" + "---|" * len(header))
     for r in results:
         if r:
-            out("| " + " | ".join([r["pause_at"], r["landed"], r["state"], r["after_retry"], r["before"], r["after"],
+            out("| " + " | ".join([r["pause_at"], r["landed"], r["met"], r["state"], r["after_retry"], r["before"], r["after"],
                                    r["writer"], "none", r["next"]]) + " |")
