@@ -85,7 +85,7 @@ ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "apps.accounts.apps.ConsoleAdminConfig",  # Django's admin; its login is the console's (throttled, audited)
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
