@@ -9,6 +9,7 @@ from cryptography.fernet import Fernet
 from django.conf import settings
 from django.urls import reverse
 
+from apps.accounts.middleware import CSP
 from apps.audit.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
@@ -41,6 +42,14 @@ def test_pages_carry_a_strict_content_security_policy(viewer_client):
     assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
     assert response.headers["X-Frame-Options"] == "DENY" and response.headers["Cache-Control"] == "private, no-store"
     assert response.headers["X-Content-Type-Options"] == "nosniff"
+
+
+def test_admin_pages_carry_the_same_content_security_policy(client, admin_user_role):
+    assert client.get(reverse("admin:login")).headers["Content-Security-Policy"] == CSP
+    client.force_login(admin_user_role)
+    for url in (reverse("admin:index"), reverse("admin:auth_user_change", args=[admin_user_role.pk])):
+        response = client.get(url)
+        assert response.status_code == 200 and response.headers["Content-Security-Policy"] == CSP, url
 
 
 def test_deploy_checks_are_clean_with_production_settings():
