@@ -1,6 +1,7 @@
 """In a real browser (Debian chromium): Django's admin works under the console's Content-Security-Policy. An
-admin logs in through /admin/login/ and edits a user on its change form (the admin's scripts build the
-two-box group selector and the date shortcuts); no policy violation, no console error."""
+admin logs in through /admin/login/, edits a user on its change form (the admin's scripts build the two-box
+group selector and the date shortcuts), adds an inline row and opens a filtered change list; no policy
+violation, no console error."""
 import pytest
 
 from apps.audit.models import AuditEvent
@@ -37,6 +38,12 @@ def test_the_admin_logs_in_and_edits_a_user_under_the_csp(page, live_server, adm
     page.wait_for_url(f"{live_server.url}/admin/auth/user/")
     viewer_user.refresh_from_db()
     assert viewer_user.first_name == "Vera"
+
+    page.goto(f"{live_server.url}/admin/fleet/server/add/")  # a tabular inline: inlines.js adds its rows
+    page.click(".add-row a")
+    page.wait_for_selector("#memberships-0")
+    page.goto(f"{live_server.url}/admin/fleet/hostgroupmembership/")  # a change list with filters
+    page.wait_for_selector("#changelist-filter")
     assert page.evaluate("window.cspViolations") == []
     assert errors == []
-    assert len(policies) >= 4 and all(p and "script-src 'self'" in p and "unsafe-inline" not in p for p in policies)
+    assert len(policies) >= 6 and all(p and "script-src 'self'" in p and "unsafe-inline" not in p for p in policies)
