@@ -63,9 +63,10 @@ def test_a_runbook_switches_the_lab_writer_with_one_command_and_branches_on_its_
                               capture_output=True, text=True, timeout=120)
         return done.stdout
 
-    # The lab's writer sessions are pinned by auto-increment tokens: with a short drain and no way through,
-    # the drain times out and everything is rolled back, nothing cut.
-    out = runbook("127.0.0.1:3312", "--drain-timeout-ms 300")
+    # The lab's writer sessions are pinned by auto-increment tokens: with a short drain and no way through (the
+    # operator refused the auto-increment way, now the default), the drain times out and everything is rolled
+    # back, nothing cut.
+    out = runbook("127.0.0.1:3312", "--no-lower-autoinc --drain-timeout-ms 300")
     assert "RUNBOOK: rolled back, the old writer stays" in out, out
     assert writer_port() == 3311 and runtime(first, 100) == [("127.0.0.1", 3311, "ONLINE")]
 
