@@ -221,7 +221,8 @@ def test_the_default_switchover_takes_the_autoinc_way_through_pinned_sessions_an
     for double in doubles:
         assert runtime(double, 100) == [("127.0.0.1", 3312, "ONLINE")]
         assert variable(double, "mysql-auto_increment_delay_multiplex") == "5"
-        assert double.traffic.status()["counters"]["sessions_cut"] == 0
+        counters = double.traffic.status()["counters"]
+        assert counters["sessions_cut"] == counters["client_errors"] == 0, counters  # no client saw an error
 
 
 def test_a_user_variable_pin_refuses_the_default_switchover_and_says_which_sessions(adopted_lab, operator_user):
