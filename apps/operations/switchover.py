@@ -275,8 +275,8 @@ def notes(plan):
     facts, options, out = plan.facts, plan.options, []
     if facts.get("pinned_total"):
         reasons = ", ".join(f"{r} × {n}" for r, n in facts.get("pinned_reasons", {}).items())
-        out.append({"level": "info", "text": f"Sessions holding the old writer: {facts['pinned_total']} when planned "
-                                             f"(reasons: {reasons})."})
+        out.append({"level": "info", "text": f"Sessions holding the server to drain: {facts['pinned_total']} when planned"
+                                             + (f" (reasons: {reasons})." if reasons else ".")})
         for n in facts.get("nodes", {}).values():
             if n.get("processlist_extended") == "0":
                 out.append({"level": "info", "text": f"{n['name']}: the extended processlist is off, so ProxySQL does "

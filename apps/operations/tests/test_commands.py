@@ -268,3 +268,18 @@ def test_the_command_prints_every_note_the_plan_page_shows(adopted_lab, operator
         for level, text in notes:
             assert f"{level.upper()}: {text}" in out, (text, out)
     assert "this drain will not finish" in Operation.objects.order_by("pk").first().plan["facts"]["autoinc_way"]["reason"]
+
+
+def test_the_drain_command_prints_its_notes_too(adopted_lab, operator_user):
+    cluster, doubles = adopted_lab
+    for double in doubles:  # readers holding their connection: user variables pin regardless
+        double.traffic.set_sessions(hostgroup=101, count=6, kind="read", pinned_reason="user_variable")
+    code, out = command("drain", "galera-lab", "--server", "127.0.0.1:3312", "--user", operator_user.username,
+                        "--on-timeout", "offline_hard", "--plan-only")
+    assert code == 0, out
+    [held] = [line for line in out.splitlines() if line.startswith("  INFO: Sessions holding the server to drain: ")]
+    pinned = int(held.split(": ")[2].split()[0])
+    assert pinned > 0 and held.endswith("when planned.")
+    assert (f"  ERROR: If the drain times out, OFFLINE_HARD will cut the sessions still on the old writer: {pinned} now."
+            in out)
+    assert not Operation.objects.exists()
