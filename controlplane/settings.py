@@ -1,7 +1,7 @@
 """Settings for the control plane. Every knob comes from the environment; see README "Configuration".
 
-Without DJANGO_DEBUG the settings are production's: SECRET_KEY and CREDENTIALS_KEYS must be set (and
-must not be the repository's development keys), cookies are Secure, HSTS is on. A developer's machine,
+Without DJANGO_DEBUG the settings are production's: SECRET_KEY and CREDENTIALS_KEYS must be set (strong
+enough, well-formed, and not the repository's development keys), cookies are Secure, HSTS is on. A developer's machine,
 bin/demo and the tests ask for development mode explicitly with DJANGO_DEBUG=1: then the development
 keys below are used when none is set, SQLite under var/ and Redis on localhost remain the defaults.
 """
@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from cryptography.fernet import Fernet
+from django.core.checks.security import base as django_checks
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -68,6 +70,15 @@ if not SECRET_KEY:
 if not DEBUG and SECRET_KEY == _DEV_SECRET_KEY:
     raise ImproperlyConfigured("SECRET_KEY is the repository's development key, which anyone with the code "
                                "knows: set your own in production (or DJANGO_DEBUG=1 for development)")
+# What Django's deployment check calls weak (security.W009), refused at start (the value is never printed).
+if not DEBUG and (len(SECRET_KEY) < django_checks.SECRET_KEY_MIN_LENGTH
+                  or len(set(SECRET_KEY)) < django_checks.SECRET_KEY_MIN_UNIQUE_CHARACTERS
+                  or SECRET_KEY.startswith(django_checks.SECRET_KEY_INSECURE_PREFIX)):
+    raise ImproperlyConfigured(
+        f"SECRET_KEY is too weak: use at least {django_checks.SECRET_KEY_MIN_LENGTH} characters, "
+        f"{django_checks.SECRET_KEY_MIN_UNIQUE_CHARACTERS} of them different, not starting with "
+        f"{django_checks.SECRET_KEY_INSECURE_PREFIX!r} (e.g. from "
+        "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`)")
 
 # Fernet keys for ProxySQL and backend credentials at rest. The first encrypts; all of them decrypt,
 # so a new key can be put first while `manage.py rotate_credentials` re-encrypts every stored secret.
@@ -75,6 +86,12 @@ CREDENTIALS_KEYS = envlist("CREDENTIALS_KEYS") or ([_DEV_CREDENTIALS_KEY] if DEB
 if not CREDENTIALS_KEYS:
     raise ImproperlyConfigured(f"CREDENTIALS_KEYS must be set in production (a Fernet key from `{_NEW_FERNET_KEY}`); "
                                f"for development on your own machine set DJANGO_DEBUG=1 instead")
+for _number, _key in enumerate(CREDENTIALS_KEYS, 1):  # a malformed key is never usable, in development either
+    try:
+        Fernet(_key)
+    except ValueError:
+        raise ImproperlyConfigured(f"CREDENTIALS_KEYS: key {_number} of {len(CREDENTIALS_KEYS)} is not a Fernet key "
+                                   f"(32 url-safe base64-encoded bytes; make one with `{_NEW_FERNET_KEY}`)") from None
 if not DEBUG and _DEV_CREDENTIALS_KEY in CREDENTIALS_KEYS:
     raise ImproperlyConfigured(
         "CREDENTIALS_KEYS holds the repository's development key, which anyone with the code knows: put a new "
@@ -85,7 +102,7 @@ ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "apps.accounts.apps.ConsoleAdminConfig",  # Django's admin; its login is the console's (throttled, audited)
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

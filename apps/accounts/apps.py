@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.contrib.admin import apps as admin_apps
 
 
 class AccountsConfig(AppConfig):
@@ -10,3 +11,10 @@ class AccountsConfig(AppConfig):
         from .services import audit_logout
 
         user_logged_out.connect(audit_logout, dispatch_uid="apps.accounts.audit_logout")
+
+
+class ConsoleAdminConfig(admin_apps.AdminConfig):
+    """Django's admin (INSTALLED_APPS names this in its place) on the site of adminsite.py."""
+
+    default = False  # not the accounts app's configuration
+    default_site = "apps.accounts.adminsite.ConsoleAdminSite"

@@ -3,7 +3,8 @@ from django.db import models
 
 
 class LoginFailure(models.Model):
-    """A failed login, kept for throttling (by user name and by source address)."""
+    """A login attempt, counted for throttling (by user name and by source address): written before its password
+    is checked (views.claim_attempt), deleted when the login succeeds or is refused; the failures stay."""
 
     username = models.CharField(max_length=150, db_index=True)
     source_address = models.GenericIPAddressField(null=True, db_index=True)

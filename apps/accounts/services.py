@@ -42,6 +42,12 @@ def record_credentials_reset(user, *, request=None):
                   details={"user_id": user.pk, "username": user.get_username(), "credentials": how})
 
 
+def record_own_password_changed(user, *, request):
+    """A user changed its own password (the admin's password change page): who and from where, not the value."""
+    return record("change own password", request=request, target=target_of(user),
+                  details={"user_id": user.pk, "username": user.get_username()})
+
+
 def record_user_deleted(user_id, state, *, request=None):
     return record("delete user", request=request, target=f"user {state['username']} (#{user_id})",
                   details={"user_id": user_id, "before": state})

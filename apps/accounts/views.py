@@ -36,36 +36,49 @@ def throttle_name(raw):
         return name
 
 
+def claim_attempt(request, username):
+    """Counts a login attempt before its password is checked: its row first, then every recent row for the
+    user name or the source address, its own included. Of attempts arriving together, each sees at least
+    those that came before it, so no more than LOGIN_MAX_FAILURES get past, whatever the timing. Returns the
+    attempt's row (it stays as a failure unless the login succeeds), or None when refused (with the
+    refusal audited; a refused attempt does not count)."""
+    address = request.META.get("REMOTE_ADDR")
+    attempt = LoginFailure.objects.create(username=username, source_address=address)
+    since = timezone.now() - timedelta(seconds=settings.LOGIN_FAILURE_WINDOW_S)
+    recent = LoginFailure.objects.filter(Q(username=username) | Q(source_address=address), at__gte=since).count()
+    if recent <= settings.LOGIN_MAX_FAILURES:
+        return attempt
+    attempt.delete()
+    record("login refused", request=request, outcome="refused",
+           details={"username": username, "recent_failures": recent - 1})
+    return None
+
+
 @method_decorator(sensitive_post_parameters("password"), name="dispatch")
 class ThrottledLoginView(auth_views.LoginView):
     """Django's login, refusing further attempts for a user name or a source address after
-    LOGIN_MAX_FAILURES failures within LOGIN_FAILURE_WINDOW_S. Every failure and refusal is audited."""
+    LOGIN_MAX_FAILURES failures within LOGIN_FAILURE_WINDOW_S. Every failure and refusal is audited.
+    The admin site's login is this view too (adminsite.py): one lock and one audit for both doors."""
 
     template_name = "accounts/login.html"
 
     def post(self, request, *args, **kwargs):
-        username = throttle_name(request.POST.get("username"))
-        address = request.META.get("REMOTE_ADDR")
-        since = timezone.now() - timedelta(seconds=settings.LOGIN_FAILURE_WINDOW_S)
-        failures = LoginFailure.objects.filter(Q(username=username) | Q(source_address=address), at__gte=since).count()
-        if failures >= settings.LOGIN_MAX_FAILURES:
-            record("login refused", request=request, outcome="refused",
-                   details={"username": username, "recent_failures": failures})
-            form = self.get_form()
+        self.throttled_as = throttle_name(request.POST.get("username"))
+        if claim_attempt(request, self.throttled_as) is None:
+            # The form without the password: a refused attempt's password is not even checked.
+            form = self.get_form_class()(request, data={"username": request.POST.get("username", "")})
             form.errors.clear()
             form.add_error(None, "Too many failed attempts. Wait a few minutes before trying again.")
             return self.render_to_response(self.get_context_data(form=form), status=429)
         return super().post(request, *args, **kwargs)
 
-    def form_invalid(self, form):
-        username = throttle_name(self.request.POST.get("username"))
-        LoginFailure.objects.create(username=username, source_address=self.request.META.get("REMOTE_ADDR"))
-        record("login failed", request=self.request, outcome="refused", details={"username": username})
+    def form_invalid(self, form):  # the attempt's row stays: one more failure
+        record("login failed", request=self.request, outcome="refused", details={"username": self.throttled_as})
         return super().form_invalid(form)
 
     def form_valid(self, form):
         response = super().form_valid(form)
-        LoginFailure.objects.filter(username=form.get_user().get_username()).delete()
+        LoginFailure.objects.filter(username=form.get_user().get_username()).delete()  # the attempt's row too
         record("login", request=self.request)
         return response
 

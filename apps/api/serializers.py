@@ -348,8 +348,9 @@ class SwitchoverInput(serializers.Serializer):
     drain_timeout_ms = serializers.IntegerField(min_value=DRAIN_TIMEOUT_MIN_MS, max_value=DRAIN_TIMEOUT_MAX_MS,
                                                 required=False, help_text="default: the cluster's")
     on_timeout = serializers.ChoiceField(choices=OnDrainTimeout.choices, default=OnDrainTimeout.ROLLBACK)
-    lower_autoinc = serializers.BooleanField(default=False, help_text="lower mysql-auto_increment_delay_multiplex "
-                                                                      "to 0 during the drain (restored after)")
+    lower_autoinc = serializers.BooleanField(
+        default=None, allow_null=True, help_text="lower mysql-auto_increment_delay_multiplex to 0 during the drain "
+        "(restored after); default (null): when sessions are pinned by auto-increment tokens, the plan says why")
     old_writer_to = serializers.ChoiceField(choices=["reader", "offline"], default="reader")
 
 

@@ -1,7 +1,8 @@
 """What the operation commands share: `manage.py switchover | drain | restore | failover | repair`.
 
 Each plans through the same planner as the page and the API, saves the plan (services.save_plan), prints it
-(guards with their values, the SQL per ProxySQL node), asks unless --yes, confirms through
+(guards with their values, the notes the plan page shows, the SQL per ProxySQL node; --plan-only prints it and
+stores nothing), asks unless --yes, confirms through
 services.confirm as --user (an operator; an admin to override failed guards with --override-reason; the
 cluster's two-person rule applies), then runs the operation here, in this process, through the executor a
 Celery worker would use, and prints each step as it ends. Exit codes, for runbooks:
@@ -31,7 +32,7 @@ from django.db import connections
 from apps.accounts.roles import OPERATOR, has_role
 from apps.fleet.models import Cluster, Server
 
-from . import executor, services
+from . import executor, services, switchover
 from .choices import OperationState
 from .models import Operation
 from .plans import PROXYSQL, WAIT_DRAIN
@@ -89,7 +90,8 @@ class OperationCommand(BaseCommand):
         parser.add_argument("--override-reason", default="", help="an admin's reason to confirm despite failed "
                                                                   "guards that may be overridden (audited)")
         parser.add_argument("--plan-only", action="store_true",
-                            help="print the plan and exit 0, or 2 when a guard fails; nothing runs")
+                            help="print the plan and exit 0, or 2 when a guard fails; nothing runs, no "
+                                 "operation is stored")
         parser.add_argument("--json", action="store_true", help="JSON lines: the plan, each step, the outcome")
 
     def add_target_arguments(self, parser):
@@ -114,11 +116,11 @@ class OperationCommand(BaseCommand):
         cluster = self.cluster_of(o)
         user = user_named(o["user"])
         plan = self.build_plan(cluster, o)
+        if o["plan_only"]:  # a read: no operation is stored
+            self.show_plan(None, plan)
+            self.finish(REFUSED if plan.failed_guards else DONE, None, "planned only: nothing ran, nothing was stored")
         op = services.save_plan(plan, user=user)
         self.show_plan(op, plan)
-        if o["plan_only"]:
-            self.discard(op, "plan only (--plan-only)")
-            self.finish(REFUSED if plan.failed_guards else DONE, op, "planned only: nothing ran")
         if not o["yes"] and not self.ask(f"Run this on {cluster.name}? Type 'yes': "):
             self.discard(op, "not confirmed at the command's prompt")
             self.finish(REFUSED, op, "not confirmed: nothing was done")
@@ -175,20 +177,23 @@ class OperationCommand(BaseCommand):
 
     # -- output ------------------------------------------------------------------------------------------
     def show_plan(self, op, plan):
+        notes = switchover.notes(plan)
         if self.json:
-            return self.say({"event": "plan", "operation": op.pk, "kind": plan.kind, "title": plan.title,
-                             "guards": [g.__dict__ for g in plan.guards],
+            return self.say({"event": "plan", "operation": op and op.pk, "kind": plan.kind, "title": plan.title,
+                             "guards": [g.__dict__ for g in plan.guards], "notes": notes,
                              "steps": [{"key": s.key, "title": s.title, "kind": s.kind, "nodes": s.nodes,
                                         "point_of_no_return": s.point_of_no_return} for s in plan.steps],
                              "facts": plan.facts}, None)
         w = self.stdout.write
-        w(f"{plan.title} (operation #{op.pk})")
+        w(f"{plan.title}" + (f" (operation #{op.pk})" if op else " (plan only, not stored)"))
         for g in plan.guards:
             verdict = "pass" if g.passed else ("FAIL, an admin may override" if g.overridable else "FAIL")
             w(f"  [{verdict}] {g.label}: {g.value}")
         for node in plan.facts.get("nodes", {}).values():
             if "changes" in node:  # a repair: what differs on each node, layer by layer
                 w(f"  {node['name']}: {'; '.join(node['changes']) or 'nothing to do'}")
+        for note in notes:  # what the plan page shows besides guards and steps
+            w(f"  {note['level'].upper()}: {note['text']}")
         for step in plan.steps:
             w(f"-- {step.key}: {step.title}" + (" (point of no return)" if step.point_of_no_return else ""))
             if step.kind == WAIT_DRAIN:
@@ -216,6 +221,10 @@ class OperationCommand(BaseCommand):
         self.stdout.flush()
 
     def finish(self, code, op, text):
+        if op is None:  # --plan-only: nothing stored
+            self.say({"event": "outcome", "operation": None, "state": None, "exit_code": code, "error": "",
+                      "timings": {}}, text)
+            sys.exit(code)
         op.refresh_from_db()
         self.say({"event": "outcome", "operation": op.pk, "state": op.state, "exit_code": code, "error": op.error,
                   "timings": op.timings}, text)

@@ -307,7 +307,10 @@ class Run:
                 continue  # it missed statements past the point of no return: they are retried when it answers
             # Configured status: a row ProxySQL shunned again right after our LOAD (its backend still
             # failing) holds what we wrote; SHUNNED is its verdict, shown on the monitoring pages.
-            runtime = {r.key: configured(r) for r in self.admin(node_id).servers("runtime")}
+            rows = self.read_or_defer(node_id, lambda admin: admin.servers("runtime"))
+            if rows is None:
+                continue
+            runtime = {r.key: configured(r) for r in rows}
             for hg, host, port, want in expected:
                 got = runtime.get((hg, host, port))
                 status = (got or {}).get("status")
@@ -328,6 +331,19 @@ class Run:
         if problems:
             raise StepFailed(f"{step.params.get('layer', 'runtime')} differs from the plan: " + "; ".join(problems))
 
+    def read_or_defer(self, node_id, read):
+        """A verify's read of one node. Past the point of no return a node that does not answer fails nothing:
+        it joins the nodes whose statements are kept for later (as in run_past_no_return), its check left out,
+        and returns None; before it, the error rolls the operation back."""
+        try:
+            return read(self.admin(node_id))
+        except ClientError as exc:
+            if not (self.op.point_of_no_return and exc.retryable):
+                raise
+            name = next((s.nodes[node_id].get("name", node_id) for s in self.plan.steps if node_id in s.nodes), node_id)
+            self.unfinished[node_id] = {"name": name, "error": str(exc), "statements": []}
+            return None
+
     def verify_rows(self, params):
         """Whole rows and variables (a repair): each node's runtime (or the layer given: disk) in the given
         hostgroups holds exactly these rows, as configuration, and these variable values."""
@@ -337,15 +353,18 @@ class Run:
         for node_id, rows in params["rows"].items():
             if node_id in self.unfinished:
                 continue  # as in verify()
-            admin = self.admin(node_id)
+            variables = params["variables"].get(node_id, {})
+            read = self.read_or_defer(node_id, lambda admin: (admin.servers(layer), admin.global_variables(
+                list(variables), layer=layer) if variables else {}))
+            if read is None:
+                continue
             want = {(hg, host, port): fields for hg, host, port, fields in rows}
-            have = {r.key: configured(r) for r in admin.servers(layer) if r.hostgroup_id in hostgroups}
+            have = {r.key: configured(r) for r in read[0] if r.hostgroup_id in hostgroups}
             for key in sorted(want.keys() | have.keys()):
                 if want.get(key) != have.get(key):
                     problems.append(f"node {node_id}: {layer} hg {key[0]} {key[1]}:{key[2]} is {have.get(key) or 'absent'}, "
                                     f"expected {want.get(key) or 'absent'}")
-            variables = params["variables"].get(node_id, {})
-            values = admin.global_variables(list(variables), layer=layer) if variables else {}
+            values = read[1]
             problems += [f"node {node_id}: {layer} {name} is {values.get(name)}, expected {value}"
                          for name, value in variables.items() if values.get(name) != value]
         return problems

@@ -10,9 +10,12 @@ class SwitchoverForm(forms.Form):
     drain_timeout_ms = forms.IntegerField(label="Drain timeout (ms)", min_value=DRAIN_TIMEOUT_MIN_MS, max_value=DRAIN_TIMEOUT_MAX_MS)
     on_timeout = forms.ChoiceField(label="If the drain does not finish in time", choices=OnDrainTimeout.choices,
                                    initial=OnDrainTimeout.ROLLBACK, widget=forms.RadioSelect)
-    lower_autoinc = forms.BooleanField(
+    lower_autoinc = forms.TypedChoiceField(
         label="Lower mysql-auto_increment_delay_multiplex to 0 during the drain (restored after, and on rollback)",
-        required=False)
+        choices=[("auto", "when sessions are pinned by auto-increment tokens (the plan says why)"),
+                 ("on", "yes"), ("off", "no (a drain held by auto-increment tokens will not finish)")],
+        coerce=lambda v: {"on": True, "off": False}.get(v), empty_value=None, initial="auto", required=False,
+        widget=forms.RadioSelect)
     old_writer_to = forms.ChoiceField(label="Old writer afterwards", initial="reader",
                                       choices=[("reader", "ONLINE in the reader hostgroup"),
                                                ("offline", "not a reader (its reader row, if any, OFFLINE_SOFT)")])

@@ -24,6 +24,11 @@ from .plans import (BACKEND, DRAIN_POLL_MS, INVENTORY, PROXYSQL, SERVER_COLUMNS,
                     Guard, Plan, Sql, Step)
 
 EXTENDED = "mysql-show_processlist_extended"
+AUTOINC_TOKEN = "auto_increment_delay_token"
+# Reasons a session keeps its backend connection until the client ends it (or undoes what it did): a drain
+# does not wait them out, and lowering the auto-increment delay does not free them.
+HOLDING = ("user_variable", "temporary_table", "lock_tables", "get_lock", "prepared_statement", "no_multiplex",
+           "no_multiplex_HG", "multiplexing disabled")
 
 
 def current_writer(cluster):
@@ -57,8 +62,12 @@ def pinned_sessions(rows, hostgroup, hostname, port):
 
 
 def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLBACK,
-                    lower_autoinc=False, old_writer_to="reader", catchup_timeout_ms=2000):
-    """Build the switchover plan from what the nodes say now. Network reads only; writes nothing."""
+                    lower_autoinc=None, old_writer_to="reader", catchup_timeout_ms=2000):
+    """Build the switchover plan from what the nodes say now. Network reads only; writes nothing.
+
+    lower_autoinc None: the planner chooses, the auto-increment way when sessions are pinned by
+    auto_increment_delay_multiplex (the stored options keep the choice it made); True or False: the operator's."""
+    longer_timeout = drain_timeout_ms is not None and drain_timeout_ms > cluster.drain_timeout_ms
     drain_timeout_ms = drain_timeout_ms if drain_timeout_ms is not None else cluster.drain_timeout_ms
     W, R = cluster.writer_hostgroup, cluster.reader_hostgroup
     old = current_writer(cluster)
@@ -76,6 +85,7 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
     steps_sql, runtime_rows = {}, {}
     unreachable, not_writer, pending_edits = [], [], []
     pinned_total, reasons = 0, Counter()
+    autoinc_pinned, autoinc_inferred, held = 0, False, []
     autoinc_values = {}
     for node in nodes:
         try:
@@ -102,6 +112,13 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
         pinned_total += len(sessions)
         for s in sessions:
             reasons.update(s["reasons"])
+            if AUTOINC_TOKEN in s["reasons"]:
+                autoinc_pinned += 1
+            elif s["reasons"][0].startswith("unknown") and str(variables.get(AUTOINC)) not in ("0", "None"):
+                autoinc_pinned, autoinc_inferred = autoinc_pinned + 1, True  # ProxySQL 2.7's default 5: likely
+            holding = [r for r in s["reasons"] if r in HOLDING]
+            if holding:
+                held.append(f"{node.name} session {s['session']} ({s['user']}): {', '.join(holding)}")
         facts["nodes"][str(node.pk)] = {"name": node.name, "pinned": sessions, "autoinc": variables.get(AUTOINC),
                                         "processlist_extended": variables.get(EXTENDED), "shunned": shunned}
     guards.append(Guard("proxysql_reachable", "Every ProxySQL node of the cluster answers", not unreachable and bool(nodes),
@@ -166,6 +183,9 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
     guards.append(Guard("drain_timeout", "A drain timeout is set", drain_timeout_ms > 0, f"{drain_timeout_ms} ms", False))
     if on_timeout == OnDrainTimeout.OFFLINE_HARD:
         facts["sessions_cut_if_timeout"] = pinned_total
+    guards.append(_held_guard(held, on_timeout, longer_timeout, drain_timeout_ms))
+    facts["held"] = held
+    lower_autoinc, facts["autoinc_way"] = _autoinc_way(lower_autoinc, autoinc_pinned, autoinc_inferred)
 
     # -- steps ---------------------------------------------------------------------------------------
     def per_node(part):
@@ -208,6 +228,86 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
                "old_writer_to": old_writer_to, "new_writer": B.pk, "old_writer": A.pk,
                "autoinc_values": {str(k): v for k, v in autoinc_values.items()}}
     return shared.annotate(Plan(OperationKind.SWITCHOVER, cluster.pk, title, guards, steps, facts, options), cluster)
+
+
+def _held_guard(held, on_timeout, longer_timeout, drain_timeout_ms):
+    """Sessions pinned for a reason the drain cannot undo: it will not finish, unless the operator chose a way
+    (OFFLINE_HARD at the timeout, which cuts them, or a drain timeout longer than the cluster's, to wait for
+    their clients). Not an admin's override: only that choice lets it through."""
+    label = ("No session holds the old writer for a reason the drain cannot undo (user variables, temporary "
+             "tables, locks, prepared statements), or the operator chose a way")
+    if not held:
+        return Guard("no_held_sessions", label, True, "none", False)
+    sessions = f"{len(held)} session(s) pinned: " + "; ".join(held)
+    if on_timeout == OnDrainTimeout.OFFLINE_HARD:
+        return Guard("no_held_sessions", label, True, f"{sessions} — chosen: OFFLINE_HARD at the timeout cuts them", False)
+    if longer_timeout:
+        return Guard("no_held_sessions", label, True,
+                     f"{sessions} — chosen: a longer drain timeout ({drain_timeout_ms} ms) for their clients to end them",
+                     False)
+    return Guard("no_held_sessions", label, False,
+                 f"{sessions} — this drain will not finish: choose OFFLINE_HARD on timeout (cuts them) or a longer "
+                 f"drain timeout than the cluster's", False)
+
+
+def _autoinc_way(lower_autoinc, pinned, inferred):
+    """(lower_autoinc resolved, the facts saying who chose it and why)."""
+    chosen_by = "planner" if lower_autoinc is None else "operator"
+    if lower_autoinc is None:
+        lower_autoinc = pinned > 0
+    why = (f"{pinned} session(s) pinned by {AUTOINC}" if not inferred else
+           f"{pinned} session(s) pinned, by {AUTOINC} as far as can be told (the extended processlist is off on "
+           f"a node where it is not 0)")
+    reason = ""
+    if lower_autoinc and chosen_by == "planner":
+        reason = f"{why}: lowering it to 0 for the drain, restored after"
+    elif lower_autoinc:
+        reason = f"chosen by the operator: lowering {AUTOINC} to 0 for the drain, restored after"
+    elif pinned and chosen_by == "operator":
+        reason = f"{why}, and the operator chose not to lower it: under continuous writes this drain will not finish"
+    return lower_autoinc, {"taken": lower_autoinc, "chosen_by": chosen_by, "pinned": pinned, "inferred": inferred,
+                           "reason": reason}
+
+
+def notes(plan):
+    """What the plan page shows besides the guards and the steps, for every door (the page, the command):
+    [{"level": "info" | "warning" | "error", "text"}]."""
+    facts, options, out = plan.facts, plan.options, []
+    if facts.get("pinned_total"):
+        reasons = ", ".join(f"{r} × {n}" for r, n in facts.get("pinned_reasons", {}).items())
+        out.append({"level": "info", "text": f"Sessions holding the server to drain: {facts['pinned_total']} when planned"
+                                             + (f" (reasons: {reasons})." if reasons else ".")})
+        for n in facts.get("nodes", {}).values():
+            if n.get("processlist_extended") == "0":
+                out.append({"level": "info", "text": f"{n['name']}: the extended processlist is off, so ProxySQL does "
+                            "not say why a session is pinned (SET mysql-show_processlist_extended=1; LOAD MYSQL "
+                            "VARIABLES TO RUNTIME turns it on)."})
+    way = facts.get("autoinc_way") or {"pinned": facts.get("pinned_total", 0) if _autoinc_likely(facts) else 0}
+    if way.get("taken") and way.get("reason"):
+        out.append({"level": "info", "text": f"The auto-increment way: {way['reason']}."})
+    elif way.get("pinned") and not options.get("lower_autoinc"):
+        values = ", ".join(f"{n['name']}: {n.get('autoinc') or '?'}" for n in facts.get("nodes", {}).values())
+        out.append({"level": "warning", "text": f"These sessions are pinned by auto-increment tokens ({AUTOINC} is "
+                    f"{values}). Under continuous writes they never release the old writer, so this drain will not "
+                    f"finish. Safe ways through: plan again lowering {AUTOINC} to 0 during the drain (the default), or "
+                    f"a longer drain timeout. OFFLINE_HARD would cut {facts['pinned_total']} session(s)."})
+    if facts.get("held"):
+        out.append({"level": "error" if not plan.guards_passed else "warning",
+                    "text": f"Pinned for a reason the drain cannot undo: {'; '.join(facts['held'])}."})
+    if options.get("on_timeout") == OnDrainTimeout.OFFLINE_HARD:
+        out.append({"level": "error", "text": "If the drain times out, OFFLINE_HARD will cut the sessions still on the "
+                                              f"old writer: {facts.get('sessions_cut_if_timeout', 0)} now."})
+    return out
+
+
+def _autoinc_likely(facts):
+    """A plan stored before the planner chose the way: auto-increment tokens named by the extended processlist, or,
+    when it is off, pinned sessions on a node whose variable is not 0."""
+    reasons = facts.get("pinned_reasons", {})
+    if AUTOINC_TOKEN in reasons:
+        return True
+    unknown = any(r.startswith("unknown") for r in reasons)
+    return unknown and any(n.get("autoinc") not in (None, "0") for n in facts.get("nodes", {}).values())
 
 
 def unloaded_edits(runtime, memory):

@@ -119,20 +119,12 @@ def operation_detail(request, pk):
     plan = Plan.from_json(op.plan)
     return TemplateResponse(request, "operations/detail.html", {
         "op": op, "plan": plan, "steps": op.steps.all(), "confirm_form": ConfirmForm(),
-        "autoinc_reason": _autoinc_likely(plan), "pending": op.pending_rollbacks.select_related("node", "operation", "superseded_by"),
+        "notes": switchover.notes(plan),
+        "hard_failed": [g.label for g in plan.failed_guards if not g.overridable] if op.kind == "switchover" else [],
+        "pending": op.pending_rollbacks.select_related("node", "operation", "superseded_by"),
         "second_person_needed": (op.cluster.two_person_rule and request.user.is_authenticated
                                  and services.is_planner(op, request.user)),
     })
-
-
-def _autoinc_likely(plan):
-    """Auto-increment tokens named by the extended processlist, or, when it is off, pinned writer
-    sessions on a node whose mysql-auto_increment_delay_multiplex is not 0 (ProxySQL 2.7's default 5)."""
-    reasons = plan.facts.get("pinned_reasons", {})
-    if "auto_increment_delay_token" in reasons:
-        return True
-    unknown = any(r.startswith("unknown") for r in reasons)
-    return unknown and any(n.get("autoinc") not in (None, "0") for n in plan.facts.get("nodes", {}).values())
 
 
 @require_role(VIEWER)

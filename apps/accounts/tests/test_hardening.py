@@ -1,5 +1,6 @@
 """Login throttling, security headers and Django's deployment checks with production settings."""
 import os
+import secrets
 import subprocess
 import sys
 
@@ -8,6 +9,7 @@ from cryptography.fernet import Fernet
 from django.conf import settings
 from django.urls import reverse
 
+from apps.accounts.middleware import CSP
 from apps.audit.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
@@ -40,6 +42,14 @@ def test_pages_carry_a_strict_content_security_policy(viewer_client):
     assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
     assert response.headers["X-Frame-Options"] == "DENY" and response.headers["Cache-Control"] == "private, no-store"
     assert response.headers["X-Content-Type-Options"] == "nosniff"
+
+
+def test_admin_pages_carry_the_same_content_security_policy(client, admin_user_role):
+    assert client.get(reverse("admin:login")).headers["Content-Security-Policy"] == CSP
+    client.force_login(admin_user_role)
+    for url in (reverse("admin:index"), reverse("admin:auth_user_change", args=[admin_user_role.pk])):
+        response = client.get(url)
+        assert response.status_code == 200 and response.headers["Content-Security-Policy"] == CSP, url
 
 
 def test_deploy_checks_are_clean_with_production_settings():
@@ -77,7 +87,7 @@ def settings_in_a_fresh_process(**env_changes):
     return result.returncode, result.stdout.strip(), result.stderr
 
 
-PRODUCTION_KEYS = {"SECRET_KEY": "x" * 60, "CREDENTIALS_KEYS": Fernet.generate_key().decode()}
+PRODUCTION_KEYS = {"SECRET_KEY": secrets.token_urlsafe(50), "CREDENTIALS_KEYS": Fernet.generate_key().decode()}
 
 
 def test_without_DJANGO_DEBUG_the_settings_are_production():
@@ -89,7 +99,8 @@ def test_without_DJANGO_DEBUG_the_settings_are_production():
 def test_without_DJANGO_DEBUG_or_keys_it_refuses_to_start_and_says_what_to_set():
     code, out, err = settings_in_a_fresh_process(DJANGO_DEBUG=None, SECRET_KEY=None, CREDENTIALS_KEYS=None)
     assert code != 0 and "SECRET_KEY must be set in production" in err and "DJANGO_DEBUG=1" in err
-    code, out, err = settings_in_a_fresh_process(DJANGO_DEBUG=None, SECRET_KEY="x" * 60, CREDENTIALS_KEYS=None)
+    code, out, err = settings_in_a_fresh_process(DJANGO_DEBUG=None, SECRET_KEY=PRODUCTION_KEYS["SECRET_KEY"],
+                                                 CREDENTIALS_KEYS=None)
     assert code != 0 and "CREDENTIALS_KEYS must be set in production" in err and "Fernet.generate_key" in err
 
 
@@ -102,6 +113,27 @@ def test_production_refuses_the_repositorys_development_keys(variable):
     assert code != 0 and f"{variable} " in err and "development key" in err
     code, out, err = settings_in_a_fresh_process(DJANGO_DEBUG="1", **{**PRODUCTION_KEYS, variable: development[variable]})
     assert code == 0 and out.startswith("True False False 0 False"), err  # development mode: allowed
+
+
+@pytest.mark.parametrize("secret_key", ["a", "x" * 60, "abcd" * 20, "django-insecure-" + "k3y-ch4rs" * 6,
+                                        "short-but-varied-0123456789"])
+def test_production_refuses_a_weak_secret_key(secret_key):
+    code, out, err = settings_in_a_fresh_process(DJANGO_DEBUG="0", **{**PRODUCTION_KEYS, "SECRET_KEY": secret_key})
+    assert code != 0 and "SECRET_KEY is too weak" in err and "secrets.token_urlsafe(50)" in err, err
+    assert len(secret_key) < 8 or secret_key not in err  # a secret is never printed
+
+
+@pytest.mark.parametrize("keys", ["notakey", "c2hvcnQ=", f"{Fernet.generate_key().decode()},notakey", ","])
+def test_production_refuses_malformed_credentials_keys(keys):
+    code, out, err = settings_in_a_fresh_process(DJANGO_DEBUG="0", **{**PRODUCTION_KEYS, "CREDENTIALS_KEYS": keys})
+    assert code != 0 and "CREDENTIALS_KEYS" in err and "Fernet.generate_key" in err, err
+    if keys != ",":
+        assert "is not a Fernet key" in err and "notakey" not in err
+
+
+def test_malformed_credentials_keys_are_refused_in_development_too():
+    code, out, err = settings_in_a_fresh_process(DJANGO_DEBUG="1", CREDENTIALS_KEYS="notakey")
+    assert code != 0 and "CREDENTIALS_KEYS: key 1 of 1 is not a Fernet key" in err, err
 
 
 def test_the_tests_ask_for_development_mode_explicitly():

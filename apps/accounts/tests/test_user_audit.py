@@ -113,6 +113,19 @@ def test_ensure_user_is_audited(db):
     assert all(no_secret_in(e, User.objects.get(username="olga")) for e in AuditEvent.objects.all())
 
 
+def test_ensure_user_with_the_same_password_keeps_its_sessions(client):
+    call_command("ensure_user", "olga", "--role", "operator", "--password", NEW_PASSWORD)
+    assert client.login(username="olga", password=NEW_PASSWORD)
+    stored = User.objects.get(username="olga").password
+    call_command("ensure_user", "olga", "--role", "operator", "--password", NEW_PASSWORD)
+    assert User.objects.get(username="olga").password == stored  # not salted again
+    assert client.get(reverse("accounts:tokens")).status_code == 200  # still logged in
+    call_command("ensure_user", "olga", "--role", "operator", "--password", NEW_PASSWORD + "!")
+    assert User.objects.get(username="olga").check_password(NEW_PASSWORD + "!")
+    response = client.get(reverse("accounts:tokens"))  # a new password logs the old sessions out
+    assert response.status_code == 302 and response["Location"].startswith(reverse("accounts:login"))
+
+
 def test_logout_is_audited(client, viewer_user):
     client.force_login(viewer_user)
     assert client.post(reverse("accounts:logout")).status_code == 302

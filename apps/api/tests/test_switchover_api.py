@@ -54,3 +54,18 @@ def test_plan_confirm_and_follow_a_switchover_to_done(adopted_lab, operator_user
     while not AuditEvent.objects.filter(action="switchover done", actor="otto-operator").exists():
         assert time.monotonic() < deadline, "the worker's 'switchover done' event never came"
         time.sleep(0.05)
+
+
+def test_the_apis_default_takes_the_autoinc_way_and_an_explicit_false_keeps_the_old_one(adopted_lab, operator_user):
+    """Issue 23: the same default as the page and the command. The lab's writer sessions are pinned by
+    auto-increment tokens: with lower_autoinc left out, the plan lowers the variable for the drain and says why."""
+    cluster, _ = adopted_lab
+    api = ApiClient(tokens.create(operator_user, "runbook")[1])
+    target = Server.objects.get(port=3312)
+    default = api.post(f"/api/v1/clusters/{cluster.pk}/switchover/", {"new_writer": target.pk}).json()["plan"]
+    assert default["options"]["lower_autoinc"] is True and default["facts"]["autoinc_way"]["chosen_by"] == "planner"
+    assert "autoinc_off" in [s["key"] for s in default["steps"]]
+    assert default["facts"]["autoinc_way"]["reason"].endswith("lowering it to 0 for the drain, restored after")
+    old = api.post(f"/api/v1/clusters/{cluster.pk}/switchover/", {"new_writer": target.pk, "lower_autoinc": False})
+    assert old.status_code == 201 and old.json()["plan"]["options"]["lower_autoinc"] is False
+    assert "autoinc_off" not in [s["key"] for s in old.json()["plan"]["steps"]]

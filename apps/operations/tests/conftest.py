@@ -22,6 +22,13 @@ def runtime(double, hostgroup):
     return [(h, int(p), s) for h, p, s in rows]
 
 
+def extended_processlist(doubles):
+    """ProxySQL says why each session is pinned (the extended processlist's reasons)."""
+    for double in doubles:
+        demo.admin_sql(double.port, "SET mysql-show_processlist_extended=1", "LOAD MYSQL VARIABLES TO RUNTIME",
+                       user=double.user, password=double.password)
+
+
 def variable(double, name):
     rows = demo.admin_sql(double.port, f"SELECT variable_value FROM runtime_global_variables WHERE variable_name='{name}'",
                           user=double.user, password=double.password)

@@ -17,7 +17,7 @@ from apps.fleet.models import HostgroupMembership, Server
 from apps.operations.models import Operation
 from conftest import database_url_for_subprocesses
 
-from .conftest import runtime
+from .conftest import extended_processlist, runtime, variable
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,9 +63,10 @@ def test_a_runbook_switches_the_lab_writer_with_one_command_and_branches_on_its_
                               capture_output=True, text=True, timeout=120)
         return done.stdout
 
-    # The lab's writer sessions are pinned by auto-increment tokens: with a short drain and no way through,
-    # the drain times out and everything is rolled back, nothing cut.
-    out = runbook("127.0.0.1:3312", "--drain-timeout-ms 300")
+    # The lab's writer sessions are pinned by auto-increment tokens: with a short drain and no way through (the
+    # operator refused the auto-increment way, now the default), the drain times out and everything is rolled
+    # back, nothing cut.
+    out = runbook("127.0.0.1:3312", "--no-lower-autoinc --drain-timeout-ms 300")
     assert "RUNBOOK: rolled back, the old writer stays" in out, out
     assert writer_port() == 3311 and runtime(first, 100) == [("127.0.0.1", 3311, "ONLINE")]
 
@@ -135,6 +136,10 @@ def test_plan_only_and_an_unanswered_prompt_change_nothing(adopted_lab, operator
     code, out = command("switchover", "galera-lab", "--to", "127.0.0.1:3312", "--user", operator_user.username,
                         "--plan-only")
     assert code == 0 and "-- drain:" in out and "planned only" in out
+    assert not Operation.objects.exists()  # a plan only is a read: no operation is left behind
+    code, out = command("switchover", "galera-lab", "--to", "127.0.0.1:3312", "--user", operator_user.username,
+                        "--plan-only", "--json")
+    assert code == 0 and json.loads(out.splitlines()[0])["operation"] is None and not Operation.objects.exists()
     code, out = command("switchover", "galera-lab", "--to", "127.0.0.1:3312", "--user", operator_user.username,
                         stdin="no\n")
     assert code == 2 and "not confirmed" in out
@@ -197,3 +202,84 @@ def test_repair_one_node_and_the_usage_errors(adopted_lab, operator_user, viewer
                           (("switchover", "galera-lab", "--to", "3312", "--user", operator_user.username), "is not HOST:PORT")]:
         with pytest.raises(CommandError, match=message):
             call_command(*args, stdout=io.StringIO())
+
+
+# -- issue 23: the default switchover under pinned sessions -----------------------------------------------------
+def test_the_default_switchover_takes_the_autoinc_way_through_pinned_sessions_and_prints_why(adopted_lab, operator_user):
+    """The writer's sessions insert (pinned by auto_increment_delay_multiplex=5, ProxySQL 2.7's default): with no
+    flag the command lowers it for the drain, prints why, and ends done, nothing cut."""
+    cluster, doubles = adopted_lab
+    extended_processlist(doubles)
+    code, out = command("switchover", "galera-lab", "--to", "127.0.0.1:3312", "--user", operator_user.username, "--yes")
+    assert code == 0, out
+    assert ("INFO: The auto-increment way: 8 session(s) pinned by mysql-auto_increment_delay_multiplex: lowering it "
+            "to 0 for the drain, restored after.") in out
+    assert "-- autoinc_off: Lower mysql-auto_increment_delay_multiplex to 0" in out and "-- autoinc_restore:" in out
+    op = Operation.objects.get()
+    assert op.state == "done" and op.plan["options"]["lower_autoinc"] is True
+    assert writer_port() == 3312
+    for double in doubles:
+        assert runtime(double, 100) == [("127.0.0.1", 3312, "ONLINE")]
+        assert variable(double, "mysql-auto_increment_delay_multiplex") == "5"
+        counters = double.traffic.status()["counters"]
+        assert counters["sessions_cut"] == counters["client_errors"] == 0, counters  # no client saw an error
+
+
+def test_a_user_variable_pin_refuses_the_default_switchover_and_says_which_sessions(adopted_lab, operator_user):
+    cluster, doubles = adopted_lab
+    extended_processlist(doubles)
+    for double in doubles:
+        double.traffic.set_sessions(hostgroup=100, count=4, kind="write", pinned_reason="user_variable")
+    code, out = command("switchover", "galera-lab", "--to", "127.0.0.1:3312", "--user", operator_user.username, "--yes")
+    assert code == 2, out
+    assert "[FAIL] No session holds the old writer for a reason the drain cannot undo" in out
+    assert "proxysql-1 session " in out and ": user_variable" in out and "this drain will not finish" in out
+    assert "ERROR: Pinned for a reason the drain cannot undo: proxysql-1 session " in out
+    assert writer_port() == 3311 and not Operation.objects.exclude(steps=None).exists()
+    for double in doubles:
+        assert runtime(double, 100) == [("127.0.0.1", 3311, "ONLINE")]
+
+    code, out = command("switchover", "galera-lab", "--to", "127.0.0.1:3312", "--user", operator_user.username,
+                        "--on-timeout", "offline_hard", "--plan-only")  # a way chosen: it may run, and says what
+    assert code == 0, out
+    assert "ERROR: If the drain times out, OFFLINE_HARD will cut the sessions still on the old writer: 8 now." in out
+
+
+def test_the_command_prints_every_note_the_plan_page_shows(adopted_lab, operator_user, operator_client):
+    """One list of notes for both doors: what the plan page shows besides guards and steps, the command prints."""
+    import html
+    import re
+
+    from django.urls import reverse
+
+    cluster, doubles = adopted_lab  # the extended processlist is off: the cause is inferred
+    for form_choice, flags in (("off", ["--no-lower-autoinc"]), ("auto", []), ("on", ["--on-timeout", "offline_hard"])):
+        operator_client.post(reverse("operations:switchover", args=[cluster.pk]), {
+            "new_writer": Server.objects.get(port=3312).pk, "drain_timeout_ms": cluster.drain_timeout_ms,
+            "on_timeout": "offline_hard" if "offline_hard" in flags else "rollback", "lower_autoinc": form_choice,
+            "old_writer_to": "reader"})
+        op = Operation.objects.latest("pk")
+        page = operator_client.get(op.get_absolute_url()).content.decode()
+        notes = [(level, html.unescape(text)) for level, text in re.findall(r'data-note="(\w+)">(.*?)</p>', page, re.S)]
+        assert len(notes) >= 2, page
+        code, out = command("switchover", "galera-lab", "--to", "127.0.0.1:3312", "--user", operator_user.username,
+                            "--plan-only", *(["--lower-autoinc"] if form_choice == "on" else []), *flags)
+        assert code == 0, out
+        for level, text in notes:
+            assert f"{level.upper()}: {text}" in out, (text, out)
+    assert "this drain will not finish" in Operation.objects.order_by("pk").first().plan["facts"]["autoinc_way"]["reason"]
+
+
+def test_the_drain_command_prints_its_notes_too(adopted_lab, operator_user):
+    cluster, doubles = adopted_lab
+    for double in doubles:  # readers holding their connection: user variables pin regardless
+        double.traffic.set_sessions(hostgroup=101, count=6, kind="read", pinned_reason="user_variable")
+    code, out = command("drain", "galera-lab", "--server", "127.0.0.1:3312", "--user", operator_user.username,
+                        "--on-timeout", "offline_hard", "--plan-only")
+    assert code == 0, out
+    [held] = [line for line in out.splitlines() if line.startswith("  INFO: Sessions holding the server to drain: ")]
+    pinned = int(held.split(": ")[2].split()[0])
+    assert pinned > 0 and held.endswith("when planned.")
+    assert (f"  ERROR: If the drain times out, OFFLINE_HARD will cut the sessions still on the old writer: {pinned} now."
+            in out)
+    assert not Operation.objects.exists()

@@ -69,7 +69,7 @@ def test_redis_restarted_mid_operation_changes_nothing(adopted_lab, operator_use
     try:
         time.sleep(0.3)
         celery_factory("worker", url)
-        op = confirm(cluster, operator_user, drain_timeout_ms=20_000)
+        op = confirm(cluster, operator_user, drain_timeout_ms=20_000, lower_autoinc=False)  # pinned: the drain waits
         assert wait_for(lambda: Operation.objects.get(pk=op.pk).steps.filter(key="wait_drain", state="running").exists(), 20)
         redis.terminate()
         redis.wait()
@@ -89,7 +89,7 @@ def test_new_writer_killed_mid_switchover_rolls_back(adopted_lab, operator_user,
                                                      celery_broker, celery_factory, galera_healthy):
     cluster, (first, second) = adopted_lab
     celery_factory("worker", redis_server)
-    op = confirm(cluster, operator_user, drain_timeout_ms=20_000)
+    op = confirm(cluster, operator_user, drain_timeout_ms=20_000, lower_autoinc=False)  # pinned: the drain waits
     assert wait_for(lambda: Operation.objects.get(pk=op.pk).steps.filter(key="wait_drain", state="running").exists(), 20)
     galera_healthy.kill(2)  # the target dies while the old writer drains
     for double in (first, second):

@@ -10,7 +10,7 @@ from apps.operations.models import ClusterLock
 from conftest import adopt_double
 from lab import demo
 
-from .conftest import inventory_layout, layout, mirrored, runtime, variable
+from .conftest import extended_processlist, inventory_layout, layout, mirrored, runtime, variable
 
 pytestmark = pytest.mark.django_db
 
@@ -60,7 +60,7 @@ def test_switchover_with_the_autoinc_way_through(adopted_lab, operator_user):
 
 def test_pinned_drain_times_out_and_rolls_back_without_cutting(adopted_lab, operator_user):
     cluster, (first, second) = adopted_lab
-    plan, op = run_switchover(cluster, operator_user, drain_timeout_ms=400)
+    plan, op = run_switchover(cluster, operator_user, drain_timeout_ms=400, lower_autoinc=False)  # the old way
     assert op.state == OperationState.ROLLED_BACK and "drain timed out" in op.error and "no session was cut" in op.error
     for double in (first, second):
         assert runtime(double, 100) == [("127.0.0.1", 3311, "ONLINE")]
@@ -71,7 +71,8 @@ def test_pinned_drain_times_out_and_rolls_back_without_cutting(adopted_lab, oper
 
 def test_offline_hard_on_timeout_cuts_the_sessions_it_announced(adopted_lab, operator_user):
     cluster, (first, second) = adopted_lab
-    plan, op = run_switchover(cluster, operator_user, drain_timeout_ms=300, on_timeout=OnDrainTimeout.OFFLINE_HARD)
+    plan, op = run_switchover(cluster, operator_user, drain_timeout_ms=300, on_timeout=OnDrainTimeout.OFFLINE_HARD,
+                              lower_autoinc=False)
     assert plan.facts["sessions_cut_if_timeout"] == 8
     assert op.state == OperationState.DONE, op.error
     cut = sum(d.traffic.status()["counters"]["sessions_cut"] for d in (first, second))
@@ -207,7 +208,8 @@ def test_plain_layout_the_writer_never_reads(plain_lab, operator_user):
 # -- speed: the drain probe ----------------------------------------------------------------------------
 def test_the_drain_probes_every_node_in_each_round_at_once(adopted_lab, operator_user):
     cluster, doubles = adopted_lab
-    plan = switchover.plan_switchover(cluster, server(3312), drain_timeout_ms=1000)  # pinned: it will time out
+    plan = switchover.plan_switchover(cluster, server(3312), drain_timeout_ms=1000,
+                                      lower_autoinc=False)  # pinned, and the operator chose the old way: it times out
     op = services.save_plan(plan, user=operator_user)
     services.confirm(op, user=operator_user, enqueue=False)
     for double in doubles:
@@ -225,3 +227,67 @@ def test_the_drain_probes_every_node_in_each_round_at_once(adopted_lab, operator
     assert rounds >= 2 and len(answered[0]) == len(answered[1]) == rounds  # every node, every round
     for first, second in zip(*answered):  # together: one after the other would be >= 200 ms apart
         assert abs(first - second) < 0.1, answered
+
+
+# -- issue 23: the default way through pinned sessions ------------------------------------------------------
+AUTOINC_REASON = ("8 session(s) pinned by mysql-auto_increment_delay_multiplex: lowering it to 0 for the drain, "
+                  "restored after")
+
+
+def test_the_default_plan_takes_the_autoinc_way_through_sessions_pinned_by_auto_increment(adopted_lab, operator_user):
+    """ProxySQL 2.7's default auto_increment_delay_multiplex=5 pins the writer's sessions (4 per node): with no
+    choice made, the plan lowers it for the drain, says why, and stores the choice so the re-check plans the same."""
+    cluster, doubles = adopted_lab
+    extended_processlist(doubles)
+    plan, op = run_switchover(cluster, operator_user)
+    assert plan.facts["pinned_reasons"] == {"auto_increment_delay_token": 8}
+    assert plan.facts["autoinc_way"] == {"taken": True, "chosen_by": "planner", "pinned": 8, "inferred": False,
+                                         "reason": AUTOINC_REASON}
+    assert plan.options["lower_autoinc"] is True  # stored resolved: recheck.replan plans it the same
+    assert [s.key for s in plan.steps][1:3] == ["autoinc_off", "drain"]
+    assert op.state == OperationState.DONE, op.error
+    for double in doubles:
+        assert runtime(double, 100) == [("127.0.0.1", 3312, "ONLINE")]
+        assert variable(double, "mysql-auto_increment_delay_multiplex") == "5"  # restored
+        assert double.traffic.status()["counters"]["sessions_cut"] == 0
+
+
+def test_the_operators_choice_keeps_the_old_way_and_nothing_pinned_lowers_nothing(adopted_lab, operator_user):
+    cluster, doubles = adopted_lab
+    extended_processlist(doubles)
+    plan = switchover.plan_switchover(cluster, server(3312), lower_autoinc=False)
+    assert plan.options["lower_autoinc"] is False and "autoinc_off" not in [s.key for s in plan.steps]
+    assert plan.facts["autoinc_way"]["chosen_by"] == "operator" and "will not finish" in plan.facts["autoinc_way"]["reason"]
+    assert any("this drain will not finish" in n["text"] and n["level"] == "warning" for n in switchover.notes(plan))
+    for double in doubles:
+        double.traffic.clear_sessions(hostgroup=100)
+    plan = switchover.plan_switchover(cluster, server(3312))
+    assert plan.facts["pinned_total"] == 0 and plan.options["lower_autoinc"] is False
+    assert "autoinc_off" not in [s.key for s in plan.steps] and plan.guards_passed
+
+
+def test_sessions_pinned_by_user_variables_refuse_the_default_drain_unless_the_operator_chooses_a_way(
+        adopted_lab, operator_user, admin_user_role):
+    """Lowering the auto-increment delay does not free a session that set a user variable: the drain would time
+    out. A guard no admin can override says which sessions and why; OFFLINE_HARD or a longer timeout lets it run."""
+    cluster, doubles = adopted_lab
+    extended_processlist(doubles)
+    for double in doubles:
+        double.traffic.set_sessions(hostgroup=100, count=4, kind="write", pinned_reason="user_variable")
+    plan = switchover.plan_switchover(cluster, server(3312))
+    guard = next(g for g in plan.guards if g.key == "no_held_sessions")
+    assert not guard.passed and not guard.overridable
+    assert guard.value.startswith("8 session(s) pinned: proxysql-1 session ") and "user_variable" in guard.value
+    assert "this drain will not finish" in guard.value
+    assert plan.options["lower_autoinc"] is False  # not the cause: the auto-increment way would not help
+    op = services.save_plan(plan, user=admin_user_role)
+    with pytest.raises(services.NotAllowed):
+        services.confirm(op, user=admin_user_role, override_reason="I know", enqueue=False)
+    assert runtime(doubles[0], 100) == [("127.0.0.1", 3311, "ONLINE")]
+
+    chosen = switchover.plan_switchover(cluster, server(3312), on_timeout=OnDrainTimeout.OFFLINE_HARD)
+    guard = next(g for g in chosen.guards if g.key == "no_held_sessions")
+    assert guard.passed and "OFFLINE_HARD at the timeout cuts them" in guard.value
+    assert any(n["level"] == "error" and "OFFLINE_HARD will cut" in n["text"] for n in switchover.notes(chosen))
+    longer = switchover.plan_switchover(cluster, server(3312), drain_timeout_ms=cluster.drain_timeout_ms + 1000)
+    assert next(g for g in longer.guards if g.key == "no_held_sessions").passed

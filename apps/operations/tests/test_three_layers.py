@@ -130,3 +130,34 @@ def test_a_repair_paused_mid_write_goes_forward_and_ends_with_every_layer_repair
         double.restart()
         assert layers(double) == {"memory": intent, "runtime": intent, "disk": intent}
         assert variable(double, AUTOINC) == "5"
+
+
+def test_a_node_that_stops_answering_at_a_verify_past_the_point_of_no_return_is_finished_later(adopted_lab,
+                                                                                               operator_user):
+    """Past the point of no return a verify that cannot read a node fails nothing: the node joins those whose
+    statements wait for it (the save after it included), so the operation ends finish pending, not failed with
+    its disk left behind (bench-faults row repair/verify). Before that point the same error rolls back."""
+    from apps.operations.plans import Plan
+
+    cluster, (first, second) = adopted_lab
+    hand_edit_weight = "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3312"
+    demo.admin_sql(second.port, hand_edit_weight, "LOAD MYSQL SERVERS TO RUNTIME", user=second.user,
+                   password=second.password)
+    op = confirmed(repair.plan_repair(cluster), operator_user)
+    run = executor.Run(op)
+    try:
+        verify = next(s for s in run.plan.steps if s.key == "verify")
+        second_pk = str(cluster.proxysql_nodes.get(name="proxysql-2").pk)
+        second.set_mode("hang")
+        with pytest.raises(executor.ClientError):  # before the point of no return: the error rolls back
+            run.verify(verify, {})
+        run.op.point_of_no_return = True
+        run.admins.pop(int(second_pk)).close()
+        run.verify(verify, detail := {})
+        assert detail["problems"] == [] and run.unfinished[second_pk]["name"] == "proxysql-2"
+        save = next(s for s in run.plan.steps if s.key == "save")
+        run.run_past_no_return(save, [], {})
+        assert run.unfinished[second_pk]["statements"] == [{"step": "save", "sql": "SAVE MYSQL SERVERS TO DISK"}]
+    finally:
+        second.set_mode("normal")
+        run.close()

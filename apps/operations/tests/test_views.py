@@ -1,4 +1,6 @@
 """Operation pages: roles, the preview shows exact SQL, confirm runs it, progress stops polling."""
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -52,9 +54,39 @@ def test_bad_switchover_form_is_a_400_not_a_500(operator_client, adopted_lab):
 
 def test_pinned_reason_is_inferred_when_the_extended_processlist_is_off(operator_client, adopted_lab):
     cluster, _ = adopted_lab
+    # The warning is for the operator who refused the auto-increment way (the default takes it since issue 23).
     operator_client.post(reverse("operations:switchover", args=[cluster.pk]), {
         "new_writer": Server.objects.get(port=3312).pk, "drain_timeout_ms": 500, "on_timeout": "rollback",
-        "old_writer_to": "reader"})
+        "lower_autoinc": "off", "old_writer_to": "reader"})
     page = operator_client.get(Operation.objects.get().get_absolute_url()).content.decode()
     assert "the extended processlist is off" in page and "pinned by auto-increment tokens" in page
     assert "OFFLINE_HARD would cut 8 session(s)" in page
+
+
+def test_the_default_plan_page_takes_the_autoinc_way_and_says_why(operator_client, adopted_lab):
+    cluster, _ = adopted_lab
+    response = operator_client.get(reverse("operations:switchover", args=[cluster.pk]))
+    assert re.search(r'<input type="radio" name="lower_autoinc" value="auto"[^>]*checked', response.content.decode())
+    operator_client.post(reverse("operations:switchover", args=[cluster.pk]), {
+        "new_writer": Server.objects.get(port=3312).pk, "drain_timeout_ms": 500, "on_timeout": "rollback",
+        "lower_autoinc": "auto", "old_writer_to": "reader"})
+    op = Operation.objects.get()
+    page = operator_client.get(op.get_absolute_url()).content.decode()
+    assert ("The auto-increment way: 8 session(s) pinned, by mysql-auto_increment_delay_multiplex as far as can be "
+            "told (the extended processlist is off on a node where it is not 0): lowering it to 0 for the drain, "
+            "restored after.") in page
+    assert "will not finish" not in page and "Confirm and run" in page
+    assert op.plan["options"]["lower_autoinc"] is True
+
+
+def test_a_drain_held_by_user_variables_is_not_offered_to_run(operator_client, adopted_lab):
+    cluster, doubles = adopted_lab
+    for double in doubles:
+        admin_sql(double, "SET mysql-show_processlist_extended=1", "LOAD MYSQL VARIABLES TO RUNTIME")
+        double.traffic.set_sessions(hostgroup=100, count=4, kind="write", pinned_reason="user_variable")
+    operator_client.post(reverse("operations:switchover", args=[cluster.pk]), {
+        "new_writer": Server.objects.get(port=3312).pk, "drain_timeout_ms": cluster.drain_timeout_ms,
+        "on_timeout": "rollback", "old_writer_to": "reader"})
+    page = operator_client.get(Operation.objects.get().get_absolute_url()).content.decode()
+    assert "Confirm and run" not in page and "data-hard-failed" in page
+    assert "Pinned for a reason the drain cannot undo: proxysql-1 session " in page and "user_variable" in page

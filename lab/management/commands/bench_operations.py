@@ -3,7 +3,9 @@
     bin/bench-operations            (a scratch database under var/bench/, a private redis-server)
 
 Measures:
-- switchovers: the whole operation and its parts, the writer hold (on each ProxySQL node, from the LOAD
+- switchovers, planned as the operator's default plans them (no choice about the auto-increment delay: the
+  writer sessions are pinned by auto-increment tokens, so the planner lowers it for the drain; counted, with
+  the client errors of the doubles' traffic model): the whole operation and its parts, the writer hold (on each ProxySQL node, from the LOAD
   that drains the old writer to the LOAD that puts the new one in: read from the doubles' statement log),
   and how long the doubles' client sessions waited for a usable writer (their traffic model holds a
   query while its hostgroup has no usable server, as ProxySQL does); and that A→B→A gives back the
@@ -154,8 +156,11 @@ class Command(BaseCommand):
         parser.add_argument("--failovers", type=int, default=10, help="writer kills at random moments")
         parser.add_argument("--quiet-seconds", type=int, default=30,
                             help="seconds of polling a loaded writer, then as long a stalling one")
+        parser.add_argument("--only-switchovers", action="store_true",
+                            help="the switchovers only: nothing desyncs, locks or kills a lab node (a lab shared "
+                                 "with running tests)")
 
-    def handle(self, switchovers, failovers, quiet_seconds, **options):
+    def handle(self, switchovers, failovers, quiet_seconds, only_switchovers=False, **options):
         for noisy in ("apps.monitoring.rounds", "apps.operations.rules"):  # a line per poll otherwise
             logging.getLogger(noisy).setLevel(logging.WARNING)
         self.stdout.write(f"machine: {machine()}")
@@ -163,9 +168,9 @@ class Command(BaseCommand):
         lab.up()
         doubles = [ProxySQLDouble(port=0, user="admin", password="admin") for _ in range(2)]
         with private_redis():
-            self.bench(lab, doubles, switchovers, failovers, quiet_seconds)
+            self.bench(lab, doubles, switchovers, failovers, quiet_seconds, only_switchovers)
 
-    def bench(self, lab, doubles, switchovers, failovers, quiet_seconds):
+    def bench(self, lab, doubles, switchovers, failovers, quiet_seconds, only_switchovers=False):
         try:
             for d in doubles:
                 d.start()
@@ -175,13 +180,16 @@ class Command(BaseCommand):
             Operation.objects.all().delete()
             cluster = self.adopt(doubles)
             self.bench_switchovers(cluster, doubles, switchovers)
+            if only_switchovers:
+                return
             self.bench_read_pool(cluster, lab)
             self.bench_failover(cluster, lab, doubles, failovers)
             self.bench_false_failovers(cluster, lab, quiet_seconds)
         finally:
             for d in doubles:
                 d.stop()
-            lab.heal()
+            if not only_switchovers:
+                lab.heal()
 
     def adopt(self, doubles):
         return adopt_nodes([d.port for d in doubles], f"bench-{int(time.time())}", "p")
@@ -197,14 +205,16 @@ class Command(BaseCommand):
     def bench_switchovers(self, cluster, doubles, n):
         overheads, totals, drains, catchups, holds, waited, rechecks = [], [], [], [], [], [], []
         original = [layout(d) for d in doubles]
-        back_to_original, round_trips = 0, 0
+        back_to_original, round_trips, autoinc_by_planner = 0, 0, 0
+        errors_before = [dict(d.traffic.status()["counters"]) for d in doubles]
         ports = [3312, 3311]
         for i in range(n):
             target = Server.objects.get(cluster=cluster, port=ports[i % 2])
             marks = [last_seq(d) for d in doubles]
             for d in doubles:
                 d.traffic.take_holds()
-            plan = switchover.plan_switchover(cluster, target, lower_autoinc=True, drain_timeout_ms=3000)
+            plan = switchover.plan_switchover(cluster, target, drain_timeout_ms=3000)  # the default way
+            autoinc_by_planner += plan.facts["autoinc_way"]["taken"] and plan.facts["autoinc_way"]["chosen_by"] == "planner"
             op = self.run(plan)
             if op.state != "done":
                 self.stdout.write(f"switchover {i} ended {op.state}: {op.error}")
@@ -222,8 +232,12 @@ class Command(BaseCommand):
             if i % 2:
                 round_trips += 1
                 back_to_original += [layout(d) for d in doubles] == original
-        self.stdout.write(f"switchover (2 ProxySQL nodes, pinned writer sessions, auto-increment way through), "
-                          f"{len(totals)} runs:")
+        after = [d.traffic.status()["counters"] for d in doubles]
+        errors = {k: sum(a[k] - b[k] for a, b in zip(after, errors_before)) for k in ("client_errors", "sessions_cut")}
+        self.stdout.write(f"switchover (2 ProxySQL nodes, pinned writer sessions, the default plan), {len(totals)} of "
+                          f"{n} runs done; the auto-increment way taken by the planner in {autoinc_by_planner} of {n}; "
+                          f"client errors in the doubles' traffic model: {errors['client_errors']} "
+                          f"(sessions cut: {errors['sessions_cut']}):")
         for label, values in (("total", totals), ("drain wait", drains), ("Galera catch-up", catchups),
                               ("control-plane overhead beyond the waits", overheads),
                               ("of which the re-check at start (planned again, compared)", rechecks),

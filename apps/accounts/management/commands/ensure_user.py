@@ -22,7 +22,8 @@ class Command(BaseCommand):
             user, created = User.objects.get_or_create(username=username)
             before = None if created else services.user_state(user)
             password_changed = not user.check_password(password)
-            user.set_password(password)
+            if password_changed:  # a new salt would change the hash and log the user out everywhere
+                user.set_password(password)
             # Admins edit the inventory in Django's admin, which needs staff and model permissions.
             user.is_staff = user.is_superuser = role == "admin"
             user.save()

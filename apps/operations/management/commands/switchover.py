@@ -1,5 +1,7 @@
 """manage.py switchover CLUSTER --to HOST:PORT --user NAME [--yes] [--json]: a planned switchover of the writer,
 from the command line (apps/operations/cli.py: exit 0 done, 2 refused, 3 rolled back, 4 failed)."""
+import argparse
+
 from django.core.management.base import CommandError
 
 from apps.operations import switchover
@@ -28,9 +30,10 @@ class Command(OperationCommand):
     def add_plan_arguments(self, parser):
         parser.add_argument("--to", required=True, metavar="HOST:PORT", help="the backend that becomes the writer")
         add_drain_arguments(parser)
-        parser.add_argument("--lower-autoinc", action="store_true",
+        parser.add_argument("--lower-autoinc", action=argparse.BooleanOptionalAction, default=None,
                             help="lower mysql-auto_increment_delay_multiplex to 0 during the drain (restored after): "
-                                 "the way through sessions pinned by auto-increment tokens")
+                                 "the way through sessions pinned by auto-increment tokens. Default: the plan lowers it "
+                                 "when it finds such sessions, and says why; --no-lower-autoinc never does")
         parser.add_argument("--old-writer-to", choices=["reader", "offline"], default="reader")
 
     def build_plan(self, cluster, o):
