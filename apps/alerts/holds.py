@@ -1,7 +1,9 @@
 """Maintenance-aware holds: planned work the product runs itself (an operation on the cluster, a backend in
 maintenance) is expected to cause some alerts. Those are held -- shown, never notified -- and released
 if their condition outlives the work (catalogue.RuleSpec.held_by says which rule each kind of work holds,
-and whether for the whole cluster or only for the backends the work is about)."""
+and whether for the whole cluster or only for the backends the work is about). The status changes an
+operation makes itself are not only held: they are taken out of the documents the rules read
+(without_own_changes), so that they do not count toward flapping once the hold is over either."""
 from .catalogue import BY_KEY, MAINTENANCE
 
 # The operations that change backends' status on the ProxySQL nodes, and whose: {operation kind: "cluster" (any
