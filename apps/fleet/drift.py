@@ -269,6 +269,15 @@ def compare_layers(node_name, intended, layers, hostgroups, writer_hostgroup, in
     return diffs, findings
 
 
+def polled_layer(doc, layer):
+    """One layer's mysql_servers rows in a ProxySQL node's latest-state document (apps/monitoring/pollers.py), None
+    when not polled yet. "runtime" in the document: the layer held the runtime's configuration when it was read."""
+    if layer == "runtime":
+        return doc.get("runtime_servers")
+    rows = doc.get(f"{layer}_servers")
+    return doc.get("runtime_servers") if rows == "runtime" else rows
+
+
 def read_layers(node, admin, versioned=None):
     """What cluster_drift() compares of one node: mysql_servers and the managed variables in every layer
     (six reads), and their intended values."""
