@@ -316,8 +316,8 @@ def cluster_drift(cluster):
 
 
 def watch():
-    """Audit drift as it appears and goes: for every ProxySQL node, compare the runtime its last poll
-    saw (the latest-state document in Redis; no connection is opened) with the inventory, and write a
+    """Audit drift as it appears and goes: for every ProxySQL node, compare the runtime and the disk its last
+    polls saw (the latest-state document in Redis; no connection is opened) with the inventory, and write a
     "drift found" or "drift fixed" event when that changes. Called by beat every 30 s."""
     import hashlib
     import json
@@ -341,6 +341,10 @@ def watch():
             differences = compare(intended, doc["runtime_servers"], hostgroups)
             summary = [f"hg {d.hostgroup_id} {d.hostname}:{d.port} {d.field}: {d.intended} -> {d.runtime}"
                        for d in differences]
+            disk = polled_layer(doc, "disk")
+            if disk is not None:  # what a restart would load (read at the variables' cadence)
+                summary += [f.words for f in compare_layers(node.name, intended, {"disk": disk}, hostgroups,
+                                                            cluster.writer_hostgroup)[1]]
             digest = hashlib.sha256(json.dumps(summary).encode()).hexdigest() if summary else ""
             key = f"drift:{node.pk}"
             previous = (r.get(key) or b"").decode()

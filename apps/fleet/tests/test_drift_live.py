@@ -114,3 +114,26 @@ def test_drift_found_and_fixed_are_audited_from_the_polled_runtime(adopted_pair,
     admin_sql(second, "UPDATE mysql_servers SET weight=10000 WHERE hostgroup_id=101 AND port=3312", "LOAD MYSQL SERVERS TO RUNTIME")
     pollers.proxysql_round(nodes)
     assert watch() == 1 and AuditEvent.objects.filter(action="drift fixed").count() == 1
+
+
+@pytest.mark.django_db
+def test_a_disk_difference_is_audited_from_the_polled_disk(adopted_pair, live_redis, settings):
+    from apps.audit.models import AuditEvent
+    from apps.fleet.drift import watch
+    from apps.fleet.models import ProxySQLNode
+    from apps.monitoring import pollers
+
+    cluster, first, second = adopted_pair
+    settings.MONITOR_VARIABLES_INTERVAL_S = 0  # memory and disk read at every poll
+    nodes = list(ProxySQLNode.objects.select_related("cluster"))
+    pollers.proxysql_round(nodes)
+    assert watch() == 0
+    admin_sql(second, *DISK_WRITER_3312)
+    pollers.proxysql_round(nodes)
+    assert watch() == 1 and watch() == 0
+    found = AuditEvent.objects.get(action="drift found")
+    assert found.target.startswith("proxysql-2") and found.details["differences"] == [
+        "a restart of proxysql-2 would send writes to 127.0.0.1:3312 instead of 127.0.0.1:3311"]
+    admin_sql(second, "SAVE MYSQL SERVERS TO DISK")
+    pollers.proxysql_round(nodes)
+    assert watch() == 1 and AuditEvent.objects.filter(action="drift fixed").count() == 1
