@@ -63,6 +63,9 @@ class RuleSpec:
 
 _BACKEND_WORK = {SWITCHOVER: "involved", DRAIN: "involved", RESTORE: "involved", MAINTENANCE: "involved"}
 _WRITER_WORK = {SWITCHOVER: "cluster", CONFIG: "cluster", REPAIR: "cluster"}
+# Every operation changes a node's layers for a while (memory, LOAD to runtime, SAVE to disk).
+_LAYER_WORK = {SWITCHOVER: "cluster", DRAIN: "cluster", RESTORE: "cluster", CONFIG: "cluster", REPAIR: "cluster",
+               FAILOVER: "cluster", READ_POOL: "cluster"}
 
 RULES = [
     # -- writer and read pool, as each ProxySQL node routes -------------------------------------------
@@ -148,9 +151,11 @@ RULES = [
     # -- configuration and operations ------------------------------------------------------------------
     RuleSpec("drift", "Configuration drift", "config", "node", WARNING, 600,
              "The node's runtime mysql_servers differ from the inventory (status ignored where ProxySQL set it "
-             "itself) for longer than the `for` duration.",
-             held_by={SWITCHOVER: "cluster", DRAIN: "cluster", RESTORE: "cluster", CONFIG: "cluster",
-                      REPAIR: "cluster", FAILOVER: "cluster", READ_POOL: "cluster"}),
+             "itself) for longer than the `for` duration.", held_by=_LAYER_WORK),
+    RuleSpec("restart_drift", "A restart would change this node's configuration", "config", "node", WARNING, 300,
+             "The node's disk layer (disk.mysql_servers: what ProxySQL loads when it restarts) differs from the "
+             "inventory, e.g. it holds another writer: a restart would route as the disk says. Memory and disk are "
+             "read with the variables and after each change of the runtime.", held_by=_LAYER_WORK),
     RuleSpec("operation_failed", "An operation failed", "operations", "operation", CRITICAL, 0,
              "An operation ended failed (past its point of no return, or its rollback did not complete): the "
              "nodes may not be as planned. It stays for the window unless a later operation of the cluster succeeds.",

@@ -19,7 +19,7 @@ from apps.monitoring import status
 from .catalogue import BY_KEY
 
 NODE_RULES = ("proxysql_unreachable", "proxysql_auth", "poll_latency", "mirror_queue", "conn_errors", "drift",
-              "backend_shunned", "backend_flapping")
+              "restart_drift", "backend_shunned", "backend_flapping")
 SERVER_RULES = ("backend_unreachable", "galera_non_primary", "galera_not_ready", "galera_desynced",
                 "galera_recv_queue", "galera_flow_control", "replica_lag", "replication_stopped")
 CLUSTER_RULES = ("writer_none", "writer_many", "writer_disagree", "readers_low", "galera_cluster_size",
@@ -133,6 +133,14 @@ def node_observations(c, n, doc, now, settings):
                 f"inventory says {d.intended}{more}", value=len(diffs),
                 details={"differences": [f"hg {x.hostgroup_id} {x.hostname}:{x.port} {x.field}: {x.intended} -> "
                                          f"{x.runtime}" for x in diffs[:20]]})
+    disk = drift.polled_layer(doc, "disk")
+    if _on(settings, "restart_drift") and disk is not None and frozenset(
+            c.row_tuple(r) for r in disk if r["hostgroup_id"] in c.hostgroups) != c.intended_fingerprint:
+        _, findings = drift.compare_layers(n.name, c.intended, {"disk": disk}, c.hostgroups, c.writer_hostgroup)
+        if findings:  # the writer first: where a restart would send writes
+            more = f" and {len(findings) - 1} more" if len(findings) > 1 else ""
+            obs("restart_drift", f"{findings[0].words}{more}", value=len(findings),
+                details={"findings": [f.words for f in findings[:20]], "disk_read_at": doc.get("layers_ts")})
     if _on(settings, "backend_shunned"):
         shunned = {}
         for r in mine:

@@ -16,6 +16,7 @@ from apps.clients.proxysql import SERVER_FIELDS, configured_status
 from apps.dr.models import ReplicationChannel
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server, endpoint_key
 from apps.monitoring import status
+from apps.monitoring.pollers import STATUS_CHANGES_KEEP_S
 
 INVENTORY_CACHE_S = 60.0
 SITUATION_CACHE_S = 1.0
@@ -27,6 +28,7 @@ PENDING = {"rollback_pending": "a node stopped answering during the rollback",
            "finish_pending": "a node stopped answering after the point of no return"}
 FAILED = "failed"
 OPERATION_WINDOW_MAX_S = 7 * 86400
+OWN_CHANGES_S = STATUS_CHANGES_KEEP_S  # operations whose row changes the latest-state documents may still hold
 
 
 @dataclass
@@ -178,6 +180,19 @@ class Work:
 
 
 @dataclass
+class OwnChanges:
+    """When an operation of the cluster changed its ProxySQL nodes' rows, as the polls date what they saw: from
+    a round before its start (a round is dated when it begins) until the first poll after its end (at the
+    latest when a node not polled since would be stale), or while it runs (end None)."""
+
+    kind: str
+    operation_id: int
+    start: float
+    end: float | None
+    involved: set
+
+
+@dataclass
 class OperationAlert:
     pk: int
     cluster_id: int
@@ -194,6 +209,7 @@ class Situation:
     work: dict          # cluster pk -> [Work]
     op_alerts: dict     # cluster pk -> [OperationAlert]
     last_ended: float | None = None  # epoch: the latest end of an operation in the last minute
+    own_changes: dict = field(default_factory=dict)  # cluster pk -> [OwnChanges] of the last OWN_CHANGES_S
 
 def involved_servers(plan):
     """The backends an operation is about, from its stored plan."""
@@ -223,10 +239,13 @@ def read_situation(inv, now):
     """Holds and operation alerts, from two small indexed queries and the maintenance flags."""
     settle_max = timedelta(seconds=2 * max([c.interval for c in inv.clusters.values()] or [2]) + 5)
     work, op_alerts = {}, {}
-    wanted = (Q(state__in=RUNNING) | Q(finished_at__gte=timezone.now() - settle_max) | Q(state__in=PENDING)
+    own_since = timezone.now() - timedelta(seconds=OWN_CHANGES_S)
+    wanted = (Q(state__in=RUNNING) | Q(finished_at__gte=min(timezone.now() - settle_max, own_since))
+              | Q(state__in=PENDING)
               | Q(state=FAILED, finished_at__gte=timezone.now() - timedelta(seconds=OPERATION_WINDOW_MAX_S)))
     rows = list(_operations().filter(wanted).values("id", "cluster_id", "kind", "state", "title", "plan", "error",
                                                     "started_at", "finished_at"))
+    own_changes = {}
     last_done = dict(_operations().filter(state="done", finished_at__gte=timezone.now() - timedelta(
         seconds=OPERATION_WINDOW_MAX_S)).values("cluster_id").annotate(last=Max("finished_at"))
         .values_list("cluster_id", "last"))
@@ -237,6 +256,12 @@ def read_situation(inv, now):
         finished = op["finished_at"].timestamp() if op["finished_at"] else None
         started = op["started_at"].timestamp() if op["started_at"] else None
         settle = settings.ALERTS_HOLD_SETTLE_POLLS * max(c.interval, c.backend_interval)
+        running = op["state"] in RUNNING
+        if started is not None and (running or (finished is not None and op["finished_at"] >= own_since)):
+            own_changes.setdefault(c.pk, []).append(OwnChanges(
+                op["kind"], op["id"], started - c.interval,
+                None if running else finished + max(settle, status.STALE_FACTOR * c.interval),
+                involved_servers(op["plan"] or {})))
         if op["state"] in RUNNING or (finished is not None and now < finished + settle
                                       and op["state"] not in PENDING):
             work.setdefault(c.pk, []).append(Work(
@@ -259,7 +284,7 @@ def read_situation(inv, now):
             work.setdefault(cluster_id, []).append(Work("maintenance", cluster_id, None, {pk}, None,
                                                         f"backend {inv.clusters[cluster_id].servers.get(pk, pk)} in maintenance"))
     ended = [op["finished_at"].timestamp() for op in rows if op["finished_at"]]
-    return Situation(work, op_alerts, max(ended) if ended else None)
+    return Situation(work, op_alerts, max(ended) if ended else None, own_changes)
 
 
 def _operations():

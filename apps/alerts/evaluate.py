@@ -103,7 +103,8 @@ def after_poll_round(kind, docs, shard=0, shards=1, now=None):
             continue  # judged on the same failure at its last poll: what that opened stands
         if kind == live.PROXYSQL:
             passes.append(Pass(c.pk, {f"n{pk}"}, conditions.NODE_RULES,
-                               conditions.node_observations(c, c.nodes[pk], doc, now, rules)))
+                               conditions.node_observations(c, c.nodes[pk], holds.without_own_changes(
+                                   doc, c, situation.own_changes.get(c.pk)), now, rules)))
             covered.add(f"n{pk}")
             if _routing_signature(prev) != _routing_signature(doc):
                 triggered.add(c.pk)
@@ -189,7 +190,8 @@ def judge_clusters(clusters, situation, now, skip=(), full=False):
             doc = mine_n[pk]
             if f"n{pk}" not in skip and (full or doc is None or conditions.is_stale(doc, c, now)):
                 out.append(Pass(c.pk, {f"n{pk}"}, conditions.NODE_RULES,
-                                conditions.node_observations(c, n, doc, now, rules)))
+                                conditions.node_observations(c, n, holds.without_own_changes(
+                                    doc, c, situation.own_changes.get(c.pk)), now, rules)))
         for pk, s in c.servers.items():
             doc = mine_s[pk]
             if f"s{pk}" not in skip and (full or doc is None or conditions.is_stale(doc, c, now, backend=True)):

@@ -117,7 +117,7 @@ CHARTS = {
     "mirror_loss": ("proxysql", "mirror_loss"), "conn_errors": ("proxysql", "errors"),
     "backend_shunned": ("proxysql", "connections"), "backend_flapping": ("proxysql", "connections"),
     "writer_many": ("proxysql", "connections"), "readers_low": ("proxysql", "connections"),
-    "drift": ("proxysql", "queries"),
+    "drift": ("proxysql", "queries"), "restart_drift": ("proxysql", "queries"),
 }
 CHART_AFTER_S = 1800  # the chart's window ends this long after the start (or now), 1 h long
 

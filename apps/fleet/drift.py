@@ -2,8 +2,12 @@
 and the nodes of one cluster against each other; and the global variables operations change
 (MANAGED_VARIABLES) against their intended values.
 
-compare() is pure (tests feed it rows); cluster_drift() reads every node's runtime concurrently, each
-read bounded by the client's timeouts, so one unreachable node costs at most one timeout.
+ProxySQL keeps three layers (memory `main.*`, `runtime_*`, `disk.*`) and a restart loads disk: a change is
+finished only when all three agree with intent. compare_layers() puts the three side by side and says what
+a difference means (what a restart would load, what a LOAD would apply).
+
+compare() and compare_layers() are pure (tests feed them rows); cluster_drift() reads every node's layers
+concurrently, each read bounded by the client's timeouts, so one unreachable node costs at most one timeout.
 """
 from dataclasses import dataclass, field
 
@@ -36,10 +40,12 @@ class NodeDrift:
     runtime_rows: list = field(default_factory=list)
     runtime_states: list = field(default_factory=list)  # SHUNNED rows: ProxySQL's verdict, not drift
     variables: list = field(default_factory=list)  # VariableDrift
+    layers: list = field(default_factory=list)  # LayerDifference: the three layers side by side
+    findings: list = field(default_factory=list)  # LayerFinding: what a restart or a LOAD would do
 
     @property
     def in_sync(self):
-        return not self.error and not self.differences and not self.variables
+        return not self.error and not self.differences and not self.variables and not self.layers
 
 
 @dataclass
@@ -48,6 +54,32 @@ class VariableDrift:
     intended: str
     runtime: str
     source: str  # where the intended value comes from
+
+
+LAYERS = ("memory", "runtime", "disk")
+
+
+@dataclass
+class LayerDifference:
+    """One value of one node on which its layers do not all agree with intent. table "mysql_servers": key
+    (hg, host, port), field a column or "row" ("present"/"missing"); table "global_variables": key the
+    variable's name, field "value" (None: not in that layer)."""
+    table: str
+    key: object
+    field: str
+    intended: object
+    memory: object
+    runtime: object
+    disk: object
+
+
+@dataclass
+class LayerFinding:
+    """What a layer's difference means, in an operator's words."""
+    layer: str  # "disk": what a restart would load; "memory": what a LOAD would apply
+    table: str
+    words: str
+    writer: bool = False  # a restart would change where writes go
 
 
 @dataclass
@@ -159,6 +191,101 @@ def compare_variables(intended, runtime):
             if value is not None and runtime.get(name) != value]
 
 
+def _by_key(rows, hostgroups):
+    return {(r["hostgroup_id"], r["hostname"], r["port"]): configured(r) for r in rows if r["hostgroup_id"] in hostgroups}
+
+
+def _where(key):
+    return f"hg {key[0]} {key[1]}:{key[2]}"
+
+
+def _writers(rows, writer_hostgroup):
+    return sorted(f"{k[1]}:{k[2]}" for k, v in rows.items() if k[0] == writer_hostgroup and v["status"] == "ONLINE")
+
+
+def compare_layers(node_name, intended, layers, hostgroups, writer_hostgroup, intended_vars=None, variables=None):
+    """(LayerDifference list, LayerFinding list) of one node. layers: {"memory"|"runtime"|"disk": mysql_servers row
+    dicts}, a layer left out is not judged; intended_vars: {name: (value, source)} (intended_variables());
+    variables: {layer: {name: value}}. Only the cluster's hostgroups count; ProxySQL's own SHUNNED is configured
+    ONLINE (not drift). Findings: disk against intent (the writer first: where a restart would send writes), then
+    memory against runtime (an edit not loaded yet)."""
+    rows = {layer: _by_key(layers[layer], hostgroups) for layer in LAYERS if layers.get(layer) is not None}
+    variables = variables or {}
+    diffs = []
+    for key in sorted(set(intended).union(*rows.values())):
+        want = intended.get(key)
+        have = {layer: r.get(key) for layer, r in rows.items()}
+        if want is None or None in have.values():  # the row is somewhere and missing elsewhere
+            mark = {layer: "missing" if v is None else "present" for layer, v in have.items()}
+            diffs.append(LayerDifference("mysql_servers", key, "row", "missing" if want is None else "present",
+                                         *(mark.get(layer) for layer in LAYERS)))
+            continue
+        for f in SERVER_FIELDS:
+            values = {layer: v[f] for layer, v in have.items()}
+            if any(v != want[f] for v in values.values()):
+                diffs.append(LayerDifference("mysql_servers", key, f, want[f], *(values.get(layer) for layer in LAYERS)))
+    for name, (want, _) in (intended_vars or {}).items():
+        values = {layer: variables[layer].get(name) for layer in LAYERS if layer in variables}
+        if want is not None and any(v != want for v in values.values()):
+            diffs.append(LayerDifference("global_variables", name, "value", want, *(values.get(layer) for layer in LAYERS)))
+
+    findings = []
+    judged = {"mysql_servers": rows, "global_variables": variables}
+    writer_moves = False
+    if "disk" in rows:
+        disk_writers, intended_writers = _writers(rows["disk"], writer_hostgroup), _writers(intended, writer_hostgroup)
+        writer_moves = disk_writers != intended_writers
+        if writer_moves:
+            words = (f"a restart of {node_name} would send writes to {' and '.join(disk_writers)}" if disk_writers else
+                     f"a restart of {node_name} would leave the writer hostgroup {writer_hostgroup} empty")
+            if intended_writers:
+                words += f" instead of {' and '.join(intended_writers)}"
+            findings.append(LayerFinding("disk", "mysql_servers", words, writer=True))
+    for d in diffs:
+        if "disk" not in judged[d.table] or d.disk == d.intended:
+            continue
+        if d.table == "global_variables":
+            what, instead = f"{d.key}={d.disk}", d.intended
+        elif writer_moves and d.key[0] == writer_hostgroup and d.field in ("row", "status"):
+            continue  # the writer finding says it
+        elif d.field == "row":
+            what, instead = ((f"no row for {_where(d.key)}", "the inventory's") if d.disk == "missing"
+                             else (f"a row for {_where(d.key)}", "none"))
+        else:
+            what, instead = f"{_where(d.key)} {d.field} {d.disk}", d.intended
+        findings.append(LayerFinding("disk", d.table, f"a restart of {node_name} would load {what} (disk) instead of "
+                                                      f"{instead}"))
+    for d in diffs:
+        if not {"memory", "runtime"} <= judged[d.table].keys() or d.memory == d.runtime:
+            continue
+        if d.field == "row":
+            what = (f"{_where(d.key)} deleted (runtime has it" if d.memory == "missing"
+                    else f"{_where(d.key)} added (not at runtime")
+        elif d.table == "mysql_servers":
+            what = f"{_where(d.key)} {d.field} {d.memory} (runtime {d.runtime}"
+        else:
+            what = f"{d.key}={d.memory} (runtime {d.runtime}"
+        findings.append(LayerFinding("memory", d.table, f"unloaded edit in memory: {what}; a LOAD would apply it)"))
+    return diffs, findings
+
+
+def polled_layer(doc, layer):
+    """One layer's mysql_servers rows in a ProxySQL node's latest-state document (apps/monitoring/pollers.py), None
+    when not polled yet. "runtime" in the document: the layer held the runtime's configuration when it was read."""
+    if layer == "runtime":
+        return doc.get("runtime_servers")
+    rows = doc.get(f"{layer}_servers")
+    return doc.get("runtime_servers") if rows == "runtime" else rows
+
+
+def read_layers(node, admin, versioned=None):
+    """What cluster_drift() compares of one node: mysql_servers and the managed variables in every layer
+    (six reads), and their intended values."""
+    servers = {layer: [r.__dict__ for r in admin.servers(layer)] for layer in LAYERS}
+    variables = {layer: admin.global_variables(MANAGED_VARIABLES, layer=layer) for layer in LAYERS}
+    return servers, variables, intended_variables(node, admin, versioned)
+
+
 def read_runtime(node, admin, versioned=None):
     """(runtime mysql_servers rows as dicts, variable differences) of one node."""
     rows = [r.__dict__ for r in admin.servers("runtime")]
@@ -172,21 +299,25 @@ def cluster_drift(cluster):
     hostgroups = cluster.hostgroup_ids()
     results = []
     versioned = versioned_variables(cluster)
-    for node, read, error in on_each_node(nodes, lambda node, admin: read_runtime(node, admin, versioned)):
+    for node, read, error in on_each_node(nodes, lambda node, admin: read_layers(node, admin, versioned)):
         if error is not None:
             results.append(NodeDrift(node.pk, node.name, error=str(error), error_kind=error.kind))
             continue
-        rows, variables = read
-        rows = [r for r in rows if r["hostgroup_id"] in hostgroups]  # a shared ProxySQL's other clusters stay out
+        servers, variables, wanted = read
+        rows = [r for r in servers["runtime"] if r["hostgroup_id"] in hostgroups]  # a shared ProxySQL's other clusters stay out
+        layers, findings = compare_layers(node.name, intended, servers, hostgroups, cluster.writer_hostgroup, wanted,
+                                          variables)
         results.append(NodeDrift(node.pk, node.name, differences=compare(intended, rows, hostgroups), runtime_rows=rows,
-                                 runtime_states=runtime_states(rows, hostgroups), variables=variables))
+                                 runtime_states=runtime_states(rows, hostgroups),
+                                 variables=compare_variables(wanted, variables["runtime"]), layers=layers,
+                                 findings=findings))
     readable = {r.node_name: r.runtime_rows for r in results if not r.error}
     return ClusterDrift(nodes=results, between_nodes=between_nodes(readable, hostgroups))
 
 
 def watch():
-    """Audit drift as it appears and goes: for every ProxySQL node, compare the runtime its last poll
-    saw (the latest-state document in Redis; no connection is opened) with the inventory, and write a
+    """Audit drift as it appears and goes: for every ProxySQL node, compare the runtime and the disk its last
+    polls saw (the latest-state document in Redis; no connection is opened) with the inventory, and write a
     "drift found" or "drift fixed" event when that changes. Called by beat every 30 s."""
     import hashlib
     import json
@@ -210,6 +341,10 @@ def watch():
             differences = compare(intended, doc["runtime_servers"], hostgroups)
             summary = [f"hg {d.hostgroup_id} {d.hostname}:{d.port} {d.field}: {d.intended} -> {d.runtime}"
                        for d in differences]
+            disk = polled_layer(doc, "disk")
+            if disk is not None:  # what a restart would load (read at the variables' cadence)
+                summary += [f.words for f in compare_layers(node.name, intended, {"disk": disk}, hostgroups,
+                                                            cluster.writer_hostgroup)[1]]
             digest = hashlib.sha256(json.dumps(summary).encode()).hexdigest() if summary else ""
             key = f"drift:{node.pk}"
             previous = (r.get(key) or b"").decode()

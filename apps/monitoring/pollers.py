@@ -12,6 +12,7 @@ decrypting credentials (a credential is decrypted only when a connection is open
 plain tuples inserted with one executemany per table in one transaction, and latest-state documents are
 written in small batches as polls complete (`bin/bench-monitoring` measures all of this).
 """
+import hashlib
 import logging
 import math
 import time
@@ -24,7 +25,7 @@ from django.db import close_old_connections, connection, transaction
 from django.db.models import ExpressionWrapper, F, TextField
 
 from apps.clients.backend import BackendClient
-from apps.clients.proxysql import ProxySQLAdmin
+from apps.clients.proxysql import ProxySQLAdmin, configured
 from apps.clients.wire import ClientError
 from apps.fleet import secrets
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server, endpoint_key
@@ -56,6 +57,10 @@ POLL_USUAL_TAU_S = 3600.0   # a node's usual poll time: an average over about an
 STATUS_CHANGES_KEEP_S = 1800  # when each runtime row's status changed, for this long (flapping)
 FC_MARK_EVERY_S = 10.0      # flow control: a reading of the paused-ns counter kept this often...
 FC_MARKS_KEEP_S = 660.0     # ...for this long (the rule's window is at most 10 minutes)
+# Memory and disk mysql_servers are read with the variables (MONITOR_VARIABLES_INTERVAL_S), and at every poll for
+# this long after the runtime's configuration changed: an operation's LOAD is followed by its SAVE, and the
+# restart_drift rule must not judge a disk read before that SAVE once the operation's hold is over.
+LAYERS_AFTER_CHANGE_S = 30.0
 
 # Per worker process: one open connection per node, reused across rounds (reconnects on failure).
 _connections = {}
@@ -193,11 +198,14 @@ def _insert_history(*batches):
 # -- ProxySQL --------------------------------------------------------------------------------------
 @dataclass
 class ProxySQLReading:
-    """What one poll reads from a ProxySQL admin endpoint (variables: None when not read this time)."""
+    """What one poll reads from a ProxySQL admin endpoint (variables, memory, disk: None when not read this time)."""
     pool: list
     stats: dict
     runtime: list
     variables: dict | None
+    memory: list | None = None  # mysql_servers rows
+    disk: list | None = None    # disk.mysql_servers rows
+    runtime_fp: str = ""        # runtime_fingerprint(runtime)
 
 
 @dataclass
@@ -213,10 +221,25 @@ class Scope:
         return hostgroup in self.hostgroups or (self.unowned_too and hostgroup not in self.owned_by_any)
 
 
-def read_proxysql(node, want_variables):
+def read_proxysql(node, want_variables, prevs=(), ts=None):
+    """One read of a ProxySQL; memory and disk mysql_servers with the variables, or when a previous document
+    (`prevs`: of the rows read from this ProxySQL) says its runtime changed lately (_wants_layers)."""
     admin = _proxysql_admin(node)
-    return ProxySQLReading(pool=admin.connection_pool(), stats=admin.stats_global(), runtime=admin.servers("runtime"),
-                           variables=admin.global_variables(MIRROR_VARIABLES) if want_variables else None)
+    pool, stats, runtime = admin.connection_pool(), admin.stats_global(), admin.servers("runtime")
+    fp = runtime_fingerprint(runtime)
+    layers = want_variables or any(_wants_layers(prev, fp, ts) for prev in prevs)
+    return ProxySQLReading(pool=pool, stats=stats, runtime=runtime,
+                           variables=admin.global_variables(MIRROR_VARIABLES) if want_variables else None,
+                           memory=admin.servers("memory") if layers else None,
+                           disk=admin.servers("disk") if layers else None, runtime_fp=fp)
+
+
+def runtime_fingerprint(rows):
+    """A short digest of the runtime's configuration (ProxySQL's own SHUNNED reads as ONLINE: no read for it)."""
+    digest = hashlib.blake2b(digest_size=8)
+    for r in rows:
+        digest.update(repr((r.hostgroup_id, r.hostname, r.port, *configured(r).values())).encode())
+    return digest.hexdigest()
 
 
 def _wants_variables(prev, ts):
@@ -224,10 +247,16 @@ def _wants_variables(prev, ts):
             or ts - prev.get("variables_ts", 0) >= settings.MONITOR_VARIABLES_INTERVAL_S)
 
 
+def _wants_layers(prev, runtime_fp, ts):
+    if not prev or "disk_servers" not in prev:
+        return True
+    return prev.get("runtime_fp") != runtime_fp or (ts or 0) - prev.get("runtime_changed_ts", 0) < LAYERS_AFTER_CHANGE_S
+
+
 def poll_proxysql(node, prev, ts, want_variables, scope=None):
     """Poll one ProxySQL node. Returns (latest doc, ProxySQLSample row (a tuple), pool rows for its
     PoolSnapshot: [((hostgroup, host, port), status, {figure: value})])."""
-    reading = read_proxysql(node, want_variables or not (prev or {}).get("variables"))
+    reading = read_proxysql(node, want_variables or not (prev or {}).get("variables"), [prev], ts)
     return proxysql_result(node, prev, ts, reading, scope)
 
 
@@ -242,6 +271,7 @@ def proxysql_result(node, prev, ts, reading, scope=None):
     stats = reading.stats
     pool = [r for r in reading.pool if scope is None or scope.keeps(r.hostgroup)]
     runtime = [r for r in reading.runtime if scope is None or scope.keeps(r.hostgroup_id)]
+    layers = _layers(prev, ts, reading, scope)
 
     prev_ok = prev if prev and prev.get("counters") else None
     dt = ts - prev_ok["counters_ts"] if prev_ok else 0
@@ -277,10 +307,36 @@ def proxysql_result(node, prev, ts, reading, scope=None):
     doc = {"ts": ts, "ok": True, "error": None, "error_since": None, "last_ok": ts, "uptime": uptime,
            "counters": counters, "counters_ts": ts, "figures": figures, "pool": pool_rows,
            "runtime_servers": runtime_rows, "variables": variables, "variables_ts": variables_ts,
-           "status_changes": status_changes(prev, runtime_rows, ts)}
+           "status_changes": status_changes(prev, runtime_rows, ts), **layers}
     if scope is not None:
         doc["shared_with"] = scope.shared_with
     return doc, sample, pool_samples
+
+
+def _layers(prev, ts, reading, scope):
+    """The document's memory and disk mysql_servers (scoped as the runtime rows; drift.polled_layer() reads them), read
+    now or kept from the previous document with when they were read (layers_ts), and when the runtime's
+    configuration last changed."""
+    prev = prev or {}
+    # A first document (or one written before the fingerprint was kept) is not a change.
+    changed = ts if prev.get("runtime_fp") not in (None, reading.runtime_fp) else prev.get("runtime_changed_ts", 0)
+    out = {"runtime_fp": reading.runtime_fp, "runtime_changed_ts": changed}
+    if reading.disk is None:
+        if "disk_servers" in prev:
+            out.update({k: prev[k] for k in ("memory_servers", "disk_servers", "layers_ts")})
+        return out
+    out["layers_ts"] = ts
+    runtime = _configured_rows(reading.runtime, scope)
+    for key, rows in (("memory_servers", reading.memory), ("disk_servers", reading.disk)):
+        rows = [r for r in rows if scope is None or scope.keeps(r.hostgroup_id)]
+        # Usually a layer is the runtime's configuration: "runtime" says so in 9 bytes instead of a copy of the rows
+        # (it stays true while the document keeps it: a change of the runtime's configuration is read again at once).
+        out[key] = "runtime" if _configured_rows(rows, None) == runtime else [r.__dict__ for r in rows]
+    return out
+
+
+def _configured_rows(rows, scope):
+    return [(r.key, configured(r)) for r in rows if scope is None or scope.keeps(r.hostgroup_id)]
 
 
 def _pool_snapshot(node_pk, ts, rows):
@@ -333,7 +389,8 @@ def proxysql_round(nodes, *, now=None, threads=None, claim=None):
     def one(rows):
         started = time.monotonic()
         try:
-            reading = read_proxysql(rows[0], any(_wants_variables(prevs.get(n.pk), ts) for n in rows))
+            reading = read_proxysql(rows[0], any(_wants_variables(prevs.get(n.pk), ts) for n in rows),
+                                    [prevs.get(n.pk) for n in rows], ts)
         except Exception as exc:  # ClientError, or a bug / an answer we cannot read: this ProxySQL only
             if not isinstance(exc, ClientError):
                 log.exception("poll of ProxySQL node %s failed", rows[0].pk)

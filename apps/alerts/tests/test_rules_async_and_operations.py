@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from apps.alerts.catalogue import BY_KEY
 from apps.fleet.models import Cluster, Server
+from apps.monitoring import live
 from apps.operations import repair, rollbacks, switchover
 from apps.operations.models import Operation, PendingRollback
 from apps.operations.tests.conftest import fail_statements, run_plan
@@ -99,6 +100,23 @@ def test_a_failed_operation_until_a_later_one_succeeds(adopted_lab, live_redis, 
     fixed = run_plan(repair.plan_repair(cluster), operator_user)  # the nodes back to what the inventory says
     assert fixed.state == "done", fixed.error
     assert until(lambda: not open_alerts("operation_failed"), 8)
+
+
+def test_a_switchover_leaves_no_restart_drift_behind(adopted_lab, live_redis, operator_user, settings):
+    """The switchover LOADs and SAVEs the new writer on both nodes and the inventory follows: the polls after it
+    see the runtime changed and read memory and disk again (not only with the variables a minute later), so no
+    restart_drift is left behind."""
+    cluster, (first, second) = adopted_lab
+    settings.MONITOR_VARIABLES_INTERVAL_S = 60
+    set_rule("restart_drift", for_s=0)
+    tick(["proxysql"])
+    op = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
+    assert op.state == "done", op.error
+    for _ in range(3):
+        tick(["proxysql"])
+        assert not open_alerts("restart_drift")
+    for node in cluster.proxysql_nodes.all():  # read after the switchover, not kept from before it
+        assert live.read_one(live.PROXYSQL, node.pk)["layers_ts"] > op.finished_at.timestamp()
 
 
 def test_a_rollback_left_pending_until_the_node_takes_it(adopted_lab, live_redis, operator_user):

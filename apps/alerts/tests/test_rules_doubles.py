@@ -1,5 +1,5 @@
 """Rules the ProxySQL doubles make true over the wire, each fired and resolved: a node answering slowly, its
-admin credentials refused, drift made by hand, two writers and nodes that disagree, a SHUNNED backend, a
+admin credentials refused, drift made by hand, a disk that a restart would load (restart_drift), two writers and nodes that disagree, a SHUNNED backend, a
 flapping one, connection errors, a saturated mirror and its measured loss."""
 import time
 
@@ -68,6 +68,43 @@ def test_drift_made_by_hand_fires_after_its_for_duration(adopted_lab, live_redis
     admin_sql(first, "UPDATE mysql_servers SET weight=10000 WHERE hostgroup_id=101 AND port=3313",
               "LOAD MYSQL SERVERS TO RUNTIME")
     assert until(lambda: not open_alerts("drift"), 8, kinds=["proxysql"])
+
+
+def test_a_disk_with_another_writer_fires_restart_drift_until_the_disk_is_repaired(adopted_lab, live_redis, settings):
+    """As a rolled-back switchover left a real pair: runtime and memory on the old writer, disk on the new one."""
+    cluster, (first, second) = adopted_lab
+    settings.MONITOR_VARIABLES_INTERVAL_S = 0  # memory and disk read at every poll
+    set_rule("restart_drift", for_s=2)
+    tick(["proxysql"])
+    assert not open_alerts("restart_drift")
+    admin_sql(second, "DELETE FROM mysql_servers WHERE hostgroup_id=100",
+              "INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight,max_connections,comment)"
+              " VALUES (100,'127.0.0.1',3312,1000000,2000,'writer')",
+              "SAVE MYSQL SERVERS TO DISK", "SAVE MYSQL SERVERS TO MEMORY")  # memory back from runtime
+    tick(["proxysql"])
+    [pending] = open_alerts("restart_drift")
+    assert pending.state == "pending" and pending.node == node_of(second)
+    assert pending.summary == "a restart of proxysql-2 would send writes to 127.0.0.1:3312 instead of 127.0.0.1:3311"
+    assert until(lambda: firing("restart_drift"), 8, kinds=["proxysql"])
+    assert not open_alerts("drift")  # the runtime is as intended: only the disk says otherwise
+    admin_sql(second, "SAVE MYSQL SERVERS TO DISK")  # memory (the old writer) to disk again
+    assert until(lambda: not open_alerts("restart_drift"), 8, kinds=["proxysql"])
+
+
+def test_restart_drift_names_other_disk_differences_and_waits_for_the_variables_cadence(adopted_lab, live_redis,
+                                                                                        settings):
+    cluster, (first, second) = adopted_lab
+    settings.MONITOR_VARIABLES_INTERVAL_S = 5
+    set_rule("restart_drift", for_s=0)
+    tick(["proxysql"])
+    admin_sql(first, "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3313", "SAVE MYSQL SERVERS TO DISK",
+              "SAVE MYSQL SERVERS TO MEMORY")
+    tick(["proxysql"])
+    assert not open_alerts("restart_drift")  # the disk is read with the variables, not at every poll
+    assert until(lambda: firing("restart_drift"), 10, kinds=["proxysql"])
+    [a] = firing("restart_drift")
+    assert a.node == node_of(first)
+    assert a.summary == "a restart of proxysql-1 would load hg 101 127.0.0.1:3313 weight 7 (disk) instead of 10000"
 
 
 def test_two_writers_on_one_node_and_the_nodes_disagree(adopted_lab, live_redis):

@@ -96,7 +96,8 @@ class ClusterDrift(ApiView):
 
     @extend_schema(tags=["state"], responses=OpenApiTypes.OBJECT,
                    summary="Drift, read live from every ProxySQL node: inventory against each runtime, field by "
-                           "field; the nodes against each other; the managed variables")
+                           "field; the nodes against each other; the managed variables; memory, runtime and disk "
+                           "side by side, and what a restart or a LOAD would do")
     def get(self, request, pk):
         result = drift.cluster_drift(get_object_or_404(Cluster, pk=pk))
         return Response({
@@ -104,7 +105,10 @@ class ClusterDrift(ApiView):
             "nodes": [{"node": n.node_id, "name": n.node_name, "in_sync": n.in_sync, "error": n.error,
                        "error_kind": n.error_kind, "differences": [asdict(d) for d in n.differences],
                        "runtime_states": [{"key": list(r["key"]), "status": r["status"]} for r in n.runtime_states],
-                       "variables": [asdict(v) for v in n.variables]} for n in result.nodes],
+                       "variables": [asdict(v) for v in n.variables],
+                       # memory, runtime and disk side by side, and what a restart or a LOAD would do
+                       "layers": [asdict(d) for d in n.layers], "findings": [asdict(f) for f in n.findings]}
+                      for n in result.nodes],
             "between_nodes": [{**d, "key": list(d["key"])} for d in result.between_nodes],
         })
 

@@ -11,6 +11,7 @@ from apps.digests.tests.factories import digest, fleet, polls, source
 from apps.fleet.models import ProxySQLNode
 from apps.monitoring import charts
 from apps.monitoring.tests.test_pages import poll  # real poll rounds of the lab
+from lab import demo
 
 from .conftest import ApiClient
 
@@ -68,6 +69,15 @@ def test_the_polled_lab_inventory_latest_state_history_and_drift(adopted_lab, li
 
     drift = ok(api.get(f"/api/v1/clusters/{cluster.pk}/drift/"))
     assert drift["in_sync"] and [n["name"] for n in drift["nodes"]] == ["proxysql-1", "proxysql-2"]
+    _, (first, second) = adopted_lab
+    demo.admin_sql(second.port, "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3313",
+                   "SAVE MYSQL SERVERS TO DISK", "SAVE MYSQL SERVERS TO MEMORY", user=second.user, password=second.password)
+    node = ok(api.get(f"/api/v1/clusters/{cluster.pk}/drift/"))["nodes"][1]
+    assert not node["in_sync"] and node["findings"] == [{"layer": "disk", "table": "mysql_servers", "writer": False, "words":
+                                                         "a restart of proxysql-2 would load hg 101 127.0.0.1:3313 weight 7 "
+                                                         "(disk) instead of 10000"}]
+    assert node["layers"] == [{"table": "mysql_servers", "key": [101, "127.0.0.1", 3313], "field": "weight",
+                               "intended": 10000, "memory": 10000, "runtime": 10000, "disk": 7}]
 
 
 def test_digests_with_the_pages_window_filters_search_sort_and_pages(api):

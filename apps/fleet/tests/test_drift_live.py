@@ -43,6 +43,47 @@ def test_runtime_changed_behind_the_products_back_shows_as_drift(operator_client
     assert 'data-drift="differences"' in html and 'data-drift="between-nodes"' in html and "OFFLINE_SOFT" in html
 
 
+DISK_WRITER_3312 = ("DELETE FROM mysql_servers WHERE hostgroup_id=100",
+                    "INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight,max_connections,comment)"
+                    " VALUES (100,'127.0.0.1',3312,1000000,2000,'writer')",
+                    "SAVE MYSQL SERVERS TO DISK", "SAVE MYSQL SERVERS TO MEMORY")  # memory back from runtime
+
+
+@pytest.mark.django_db
+def test_a_disk_with_another_writer_says_where_a_restart_would_send_writes(operator_client, adopted_pair):
+    """As a rolled-back switchover left a real pair: runtime and memory on the old writer, disk on the new one."""
+    cluster, first, second = adopted_pair
+    admin_sql(second, *DISK_WRITER_3312)
+    drift = cluster_drift(cluster)
+    by_node = {n.node_name: n for n in drift.nodes}
+    assert by_node["proxysql-1"].in_sync and not by_node["proxysql-2"].differences and not drift.between_nodes
+    assert not drift.in_sync and not by_node["proxysql-2"].in_sync
+    words = "a restart of proxysql-2 would send writes to 127.0.0.1:3312 instead of 127.0.0.1:3311"
+    assert [(f.layer, f.words, f.writer) for f in by_node["proxysql-2"].findings] == [("disk", words, True)]
+    assert [(d.key, d.memory, d.runtime, d.disk) for d in by_node["proxysql-2"].layers] == [
+        ((100, "127.0.0.1", 3311), "present", "present", "missing"),
+        ((100, "127.0.0.1", 3312), "missing", "missing", "present")]
+    html = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
+    assert 'data-drift="none"' not in html and 'data-drift="layers"' in html and words in html
+    admin_sql(second, "SAVE MYSQL SERVERS TO DISK")  # memory (the old writer) to disk again
+    assert cluster_drift(cluster).in_sync
+
+
+@pytest.mark.django_db
+def test_an_unloaded_edit_in_memory_and_a_variable_saved_to_disk(operator_client, adopted_pair):
+    cluster, first, second = adopted_pair
+    admin_sql(first, "UPDATE mysql_servers SET weight=3 WHERE hostgroup_id=101 AND port=3312",
+              "SET mysql-auto_increment_delay_multiplex=0", "SAVE MYSQL VARIABLES TO DISK")
+    node = {n.node_name: n for n in cluster_drift(cluster).nodes}["proxysql-1"]
+    assert not node.in_sync and not node.differences and not node.variables  # runtime is as intended
+    assert [f.words for f in node.findings] == [
+        "a restart of proxysql-1 would load mysql-auto_increment_delay_multiplex=0 (disk) instead of 5",
+        "unloaded edit in memory: hg 101 127.0.0.1:3312 weight 3 (runtime 10000; a LOAD would apply it)",
+        "unloaded edit in memory: mysql-auto_increment_delay_multiplex=0 (runtime 5; a LOAD would apply it)"]
+    html = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
+    assert "unloaded edit in memory: hg 101 127.0.0.1:3312 weight 3" in html and 'data-layer="memory"' in html
+
+
 @pytest.mark.django_db
 def test_unreachable_node_is_shown_not_hidden(operator_client, adopted_pair):
     cluster, first, second = adopted_pair
@@ -71,5 +112,28 @@ def test_drift_found_and_fixed_are_audited_from_the_polled_runtime(adopted_pair,
     found = AuditEvent.objects.get(action="drift found")
     assert found.actor == "drift monitor" and "weight: 10000 -> 3" in found.details["differences"][0]
     admin_sql(second, "UPDATE mysql_servers SET weight=10000 WHERE hostgroup_id=101 AND port=3312", "LOAD MYSQL SERVERS TO RUNTIME")
+    pollers.proxysql_round(nodes)
+    assert watch() == 1 and AuditEvent.objects.filter(action="drift fixed").count() == 1
+
+
+@pytest.mark.django_db
+def test_a_disk_difference_is_audited_from_the_polled_disk(adopted_pair, live_redis, settings):
+    from apps.audit.models import AuditEvent
+    from apps.fleet.drift import watch
+    from apps.fleet.models import ProxySQLNode
+    from apps.monitoring import pollers
+
+    cluster, first, second = adopted_pair
+    settings.MONITOR_VARIABLES_INTERVAL_S = 0  # memory and disk read at every poll
+    nodes = list(ProxySQLNode.objects.select_related("cluster"))
+    pollers.proxysql_round(nodes)
+    assert watch() == 0
+    admin_sql(second, *DISK_WRITER_3312)
+    pollers.proxysql_round(nodes)
+    assert watch() == 1 and watch() == 0
+    found = AuditEvent.objects.get(action="drift found")
+    assert found.target.startswith("proxysql-2") and found.details["differences"] == [
+        "a restart of proxysql-2 would send writes to 127.0.0.1:3312 instead of 127.0.0.1:3311"]
+    admin_sql(second, "SAVE MYSQL SERVERS TO DISK")
     pollers.proxysql_round(nodes)
     assert watch() == 1 and AuditEvent.objects.filter(action="drift fixed").count() == 1

@@ -4,9 +4,11 @@ import time
 
 import pytest
 
+from apps.fleet.drift import polled_layer
 from apps.fleet.models import ProxySQLNode, Server
 from apps.monitoring import live, pollers, pool, rounds
 from apps.monitoring.models import BackendSample, PoolSnapshot, ProxySQLSample
+from lab import demo
 
 pytestmark = pytest.mark.django_db
 
@@ -35,6 +37,49 @@ def test_proxysql_round_stores_latest_state_and_rates(adopted_lab, live_redis):
     assert samples.count() == 4 and samples.first().questions_ps is None  # no rate from a first poll
     assert samples.last().questions_ps > 0
     assert PoolSnapshot.objects.count() == 4 and len(list(pool.read({}, ["status"]))) == 24  # 6 servers x 4 polls
+
+
+def test_memory_and_disk_are_read_with_the_variables_and_after_a_runtime_change(adopted_lab, live_redis, settings,
+                                                                             monkeypatch):
+    cluster, (first, second) = adopted_lab
+    settings.MONITOR_VARIABLES_INTERVAL_S = 60
+    monkeypatch.setattr(pollers, "LAYERS_AFTER_CHANGE_S", 5)
+    node = ProxySQLNode.objects.get(admin_port=first.port)
+
+    def disk_reads():
+        return sum(1 for s in first.statements() if s.startswith("SELECT * FROM disk.mysql_servers"))
+
+    def weight(rows):
+        return [r["weight"] for r in rows if (r["hostgroup_id"], r["port"]) == (101, 3312)]
+
+    first.clear_statements()
+    t = time.time()
+    pollers.proxysql_round(nodes(), now=t)
+    doc = live.read_one(live.PROXYSQL, node.pk)
+    assert disk_reads() == 1 and doc["layers_ts"] == t
+    assert doc["disk_servers"] == doc["memory_servers"] == "runtime"  # as the runtime: not copied
+    assert polled_layer(doc, "disk") == doc["runtime_servers"] and len(doc["runtime_servers"]) == 6
+    pollers.proxysql_round(nodes(), now=t + 10)
+    doc = live.read_one(live.PROXYSQL, node.pk)
+    assert disk_reads() == 1 and doc["layers_ts"] == t and doc["disk_servers"] == "runtime"  # kept, not read again
+
+    demo.admin_sql(first.port, "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3312",
+                   "LOAD MYSQL SERVERS TO RUNTIME", user=first.user, password=first.password)
+    pollers.proxysql_round(nodes(), now=t + 20)  # the runtime changed: read at once...
+    doc = live.read_one(live.PROXYSQL, node.pk)
+    assert disk_reads() == 2 and doc["memory_servers"] == "runtime" and weight(doc["disk_servers"]) == [10000]
+    demo.admin_sql(first.port, "SAVE MYSQL SERVERS TO DISK", user=first.user, password=first.password)
+    pollers.proxysql_round(nodes(), now=t + 22)  # ...and at every poll for a while: the SAVE that follows is seen
+    doc = live.read_one(live.PROXYSQL, node.pk)
+    assert disk_reads() == 3 and doc["disk_servers"] == "runtime" and doc["runtime_changed_ts"] == t + 20
+    demo.admin_sql(first.port, "UPDATE mysql_servers SET weight=8 WHERE hostgroup_id=101 AND port=3312",
+                   user=first.user, password=first.password)  # not loaded
+    pollers.proxysql_round(nodes(), now=t + 30)
+    assert disk_reads() == 3
+    pollers.proxysql_round(nodes(), now=t + 61)  # with the variables again
+    doc = live.read_one(live.PROXYSQL, node.pk)
+    assert disk_reads() == 4 and doc["layers_ts"] == t + 61 and weight(polled_layer(doc, "memory")) == [8]
+    assert weight(polled_layer(doc, "runtime")) == weight(polled_layer(doc, "disk")) == [7]
 
 
 def test_one_hanging_node_does_not_delay_the_others(adopted_lab, live_redis):

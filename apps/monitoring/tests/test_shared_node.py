@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from apps.fleet.drift import polled_layer
 from apps.fleet.models import ProxySQLNode
 from apps.monitoring import live, pollers, pool
 from apps.monitoring.models import PoolSnapshot, ProxySQLSample
@@ -46,11 +47,13 @@ def test_a_shared_proxysql_is_polled_once_per_round_and_each_cluster_gets_its_ho
     for doc in by_cluster["galera-lab"]:
         assert {r["key"][0] for r in doc["pool"]} == {100, 101, 102}
         assert {r["hostgroup_id"] for r in doc["runtime_servers"]} == {100, 101, 102}
+        assert {r["hostgroup_id"] for r in polled_layer(doc, "memory") + polled_layer(doc, "disk")} == {100, 101, 102}
         assert doc["figures"]["conn_used"] == sum(r["conn_used"] for r in doc["pool"]) > 0  # the demo's traffic
         assert doc["shared_with"] == ["dc1"]
     for doc in by_cluster["dc1"]:
         assert {r["key"][0] for r in doc["pool"]} == {200, 201, 202}
         assert {r["hostgroup_id"] for r in doc["runtime_servers"]} == {200, 201, 202}
+        assert {r["hostgroup_id"] for r in polled_layer(doc, "memory") + polled_layer(doc, "disk")} == {200, 201, 202}
         assert doc["figures"]["conn_used"] == sum(r["conn_used"] for r in doc["pool"])  # none of the lab's
         assert doc["shared_with"] == ["galera-lab"]
     # The node-wide figures are the same reading for both clusters.
