@@ -9,8 +9,19 @@ one, for the reader), and wins for every row it lists; a file equal to the curre
 """
 import yaml
 
+from apps.fleet.models import HOSTGROUP_MAX
+
 from . import content as C
-from .tables import BY_NAME, TABLES, VARIABLES, RowError, check_row, typed_row
+from .tables import BY_NAME, MYSQL_USERS, TABLES, VARIABLES, RowError, check_row, typed_row
+from .variables import SECRETS as SECRET_VARIABLES
+
+# What a file may hold (hostile input must cost a clear refusal, never memory, a 500 or a stuck worker): no
+# anchors or aliases (a 12 KB chain of them expanded to 35 MB), nesting at most MAX_DEPTH deep, numbers of at
+# most MAX_DIGITS digits, MAX_ROWS rows a table, MAX_FILE_CHARS characters.
+MAX_DEPTH = 16
+MAX_DIGITS = 20
+MAX_ROWS = 20_000
+MAX_FILE_CHARS = 5 * 1024 * 1024
 
 HEADER = ("# ProxySQL configuration of cluster {cluster}, version {version}, exported by the control plane.\n"
           "# It is desired state: edit it, then manage.py config diff FILE, config plan FILE, config apply FILE\n"
@@ -20,6 +31,60 @@ HEADER = ("# ProxySQL configuration of cluster {cluster}, version {version}, exp
 
 class FileError(ValueError):
     """The file cannot be read as a configuration: where and why."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """yaml.SafeLoader without aliases, with a nesting bound, and integers of bounded length."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise FileError(f"line {mark.line + 1}: anchors and aliases (& and *) are not accepted in a "
+                            "configuration file: write each value out")
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark
+                raise FileError(f"line {mark.line + 1}: nested more than {MAX_DEPTH} levels deep")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_yaml_int(self, node):
+        if len(node.value.lstrip("+-").replace("_", "")) > MAX_DIGITS:
+            raise FileError(f"line {node.start_mark.line + 1}: a number longer than {MAX_DIGITS} digits")
+        return super().construct_yaml_int(node)
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
+
+
+def load(text):
+    """The YAML document of a file, read strictly (see _StrictLoader); FileError says what is wrong."""
+    if len(text) > MAX_FILE_CHARS:
+        raise FileError(f"the file has {len(text):,} characters, more than {MAX_FILE_CHARS:,}")
+    try:
+        doc = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader)
+    except yaml.YAMLError as exc:
+        raise FileError(f"not valid YAML: {exc}") from None
+    _check_text(doc)
+    return doc
+
+
+def _check_text(value, where="the file"):
+    """Every string is text a database and a page can hold: no lone surrogate (\\ud800 in a quoted string)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise FileError(f"{where}: a string holds a lone surrogate (not text)") from None
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_text(k, where)
+            _check_text(v, f"{k}" if isinstance(k, str) and k.isprintable() and len(k) < 80 else where)
+    elif isinstance(value, list):
+        for v in value:
+            _check_text(v, where)
 
 
 def export(version):
@@ -44,10 +109,7 @@ def _compact(table, row):
 
 def cluster_of(text):
     """The name of the cluster a file is for (its `cluster:`); FileError when there is none."""
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise FileError(f"not valid YAML: {exc}") from None
+    doc = load(text)
     name = doc.get("cluster") if isinstance(doc, dict) else None
     if not isinstance(name, str) or not name:
         raise FileError("the file names no cluster (`cluster:`): name it, or give the cluster before the file")
@@ -56,10 +118,7 @@ def cluster_of(text):
 
 def read(text, cluster):
     """(based_on_version, content) from a file's text; FileError says what is wrong and where."""
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise FileError(f"not valid YAML: {exc}") from None
+    doc = load(text)
     if not isinstance(doc, dict):
         raise FileError("the file must be a YAML mapping (cluster, version, roles, tables...)")
     if doc.get("cluster") not in (None, cluster.name):
@@ -80,6 +139,8 @@ def read(text, cluster):
         rows = doc[table.name] or []
         if not isinstance(rows, list):
             raise FileError(f"{table.name} must be a list of rows")
+        if len(rows) > MAX_ROWS:
+            raise FileError(f"{table.name} has {len(rows):,} rows, more than {MAX_ROWS:,}")
         seen = set()
         for n, raw in enumerate(rows, start=1):
             if not isinstance(raw, dict):
@@ -89,6 +150,8 @@ def read(text, cluster):
                 raise FileError(f"{table.name} row {n}: unknown column(s) {', '.join(sorted(unknown))}")
             try:
                 secrets = {k: v for k, v in raw.items() if C.is_secret(v)}
+                for k, v in secrets.items():
+                    _check_secret(v, f"{table.name} row {n}: {k}", allowed=table is MYSQL_USERS and k == "password")
                 plain = {k: (None if k in secrets else v) for k, v in raw.items()}
                 row = typed_row(table, plain, strict=False)
                 check_row(table, {**row, **{k: "x" for k in secrets}})
@@ -105,15 +168,28 @@ def read(text, cluster):
     variables = doc.get(VARIABLES) or {}
     if not isinstance(variables, dict):
         raise FileError("global_variables must be a mapping of name: value")
+    for name, value in variables.items():
+        if C.is_secret(value):
+            _check_secret(value, f"global_variables {name}", allowed=name in SECRET_VARIABLES)
+        elif isinstance(value, (dict, list)):
+            raise FileError(f"global_variables {name}: a value must be text or a number")
     out[VARIABLES] = {str(k): (v if C.is_secret(v) else ("" if v is None else _text(v))) for k, v in variables.items()}
     return version, out
+
+
+def _check_secret(value, where, *, allowed):
+    """A `{secret: <ref>}` stands only where a password goes, and names its reference as text."""
+    if not allowed:
+        raise FileError(f"{where}: a {{secret: ...}} reference stands only for a password")
+    if set(value) != {"secret"} or not isinstance(value["secret"], str) or not 0 < len(value["secret"]) <= 200:
+        raise FileError(f"{where}: write a secret as {{secret: <reference>}}, the reference as text")
 
 
 def _int_or_none(value, where):
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise FileError(f"{where} must be a hostgroup number")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= HOSTGROUP_MAX:
+        raise FileError(f"{where} must be a hostgroup number (0 to {HOSTGROUP_MAX})")
     return value
 
 
