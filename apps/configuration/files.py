@@ -95,7 +95,8 @@ def export(version):
         doc[table.name] = [_compact(table, row) for row in content.get(table.name) or []]
     doc[VARIABLES] = dict(content.get(VARIABLES) or {})
     body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True, width=120)
-    return HEADER.format(cluster=version.cluster.name, version=version.number) + body
+    name = "".join(c if c.isprintable() else "?" for c in version.cluster.name)  # the comment stays one line
+    return HEADER.format(cluster=name, version=version.number) + body
 
 
 def _compact(table, row):

@@ -4,6 +4,7 @@ from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
+from django.utils.http import content_disposition_header
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
 
@@ -106,7 +107,7 @@ def version_diff(request, cluster_pk):
 def version_export(request, pk):
     version = get_object_or_404(ConfigVersion.objects.select_related("cluster"), pk=pk)
     response = HttpResponse(files.export(version), content_type="application/yaml; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{version.cluster.name}-v{version.number}.yaml"'
+    response["Content-Disposition"] = content_disposition_header(True, f"{version.cluster.name}-v{version.number}.yaml")
     return response
 
 

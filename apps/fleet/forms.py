@@ -2,7 +2,7 @@ from django import forms
 
 from .choices import ClusterKind, WriterIsAlsoReader
 from .models import HOSTGROUP_MAX, Cluster
-from .validators import validate_hostname, validate_no_nul
+from .validators import validate_hostname, validate_name, validate_no_nul
 
 _hostgroup = dict(required=False, min_value=0, max_value=HOSTGROUP_MAX)
 ROLE_FIELDS = {"writer": "writer_hostgroup", "reader": "reader_hostgroup", "backup_writer": "backup_writer_hostgroup",
@@ -59,7 +59,7 @@ class AdoptForm(RolesForm):
     cluster = forms.ModelChoiceField(label="Existing cluster", queryset=Cluster.objects.all(), required=False,
                                      empty_label="(a new cluster)")
     new_cluster_name = forms.CharField(label="New cluster name", max_length=200, required=False,
-                                       validators=[validate_no_nul])
+                                       validators=[validate_name])
     hostgroups = forms.CharField(
         label="Hostgroups of this cluster", max_length=2000, required=False,
         help_text="For a ProxySQL that fronts several clusters: the hostgroup ids (comma-separated) that are this "

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from .choices import ClusterKind, HostgroupRole, ServerStatus, WriterIsAlsoReader
 from .secrets import EncryptedTextField
-from .validators import validate_hostname, validate_no_nul
+from .validators import validate_hostname, validate_name, validate_no_nul
 
 HOSTGROUP_MAX = 2_147_483_647
 hostgroup_validators = [MinValueValidator(0), MaxValueValidator(HOSTGROUP_MAX)]
@@ -15,7 +15,7 @@ port_validators = [MinValueValidator(1), MaxValueValidator(65535)]
 
 
 class Cluster(models.Model):
-    name = models.CharField(max_length=200, unique=True, validators=[validate_no_nul])
+    name = models.CharField(max_length=200, unique=True, validators=[validate_name])
     kind = models.CharField(max_length=20, choices=ClusterKind.choices, default=ClusterKind.GALERA)
     description = models.TextField(blank=True, validators=[validate_no_nul])
 

@@ -1,5 +1,6 @@
 import ipaddress
 import re
+import unicodedata
 
 from django.core.exceptions import ValidationError
 
@@ -10,6 +11,14 @@ def validate_no_nul(value):
     """NUL bytes cannot travel in an SQL text statement; refuse them at the door."""
     if value and "\x00" in value:
         raise ValidationError("NUL characters are not allowed.")
+
+
+def validate_name(value):
+    """A name shown in pages, file names and headers: no control or format characters (a CR/LF in a cluster's
+    name broke the export's header and its file's comment line)."""
+    validate_no_nul(value)
+    if value and any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in value):
+        raise ValidationError("Control characters (line breaks, tabs...) are not allowed in a name.")
 
 
 def validate_hostname(value):
