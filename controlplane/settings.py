@@ -311,7 +311,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["apps.api.permissions.RolePermission"],
     "DEFAULT_THROTTLE_CLASSES": ["apps.api.throttling.PerTokenThrottle"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser", "rest_framework.parsers.MultiPartParser"],
+    "DEFAULT_PARSER_CLASSES": ["apps.api.parsers.StrictJSONParser", "rest_framework.parsers.MultiPartParser"],
     "DEFAULT_METADATA_CLASS": None,  # OPTIONS answers 405: the schema documents every endpoint
     "EXCEPTION_HANDLER": "apps.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
