@@ -5,6 +5,8 @@ OverflowError (a 500); `str.isdigit()` takes "²" and "٣", which int() then ref
 outside this shape is simply not an id: the URL does not match (404), the parameter is ignored."""
 import re
 
+from django import forms
+
 ID = re.compile(r"[0-9]{1,18}")  # 18 digits always fit a signed 64-bit integer
 
 
@@ -16,6 +18,18 @@ class IdConverter:
 
     def to_url(self, value):
         return str(value)
+
+
+class IdsField(forms.ModelMultipleChoiceField):
+    """A ModelMultipleChoiceField whose values must be ids before they reach the database (a 20-digit one was an
+    OverflowError on SQLite, a 500)."""
+
+    def _check_values(self, value):
+        for pk in value if isinstance(value, (list, tuple)) else [value]:
+            if parse_id(str(pk)) is None:
+                raise forms.ValidationError(self.error_messages["invalid_pk_value"], code="invalid_pk_value",
+                                            params={"pk": str(pk)[:20]})
+        return super()._check_values(value)
 
 
 def parse_id(raw):

@@ -2,6 +2,7 @@ from django import forms
 
 from apps.fleet.models import Cluster
 from apps.fleet.validators import validate_no_nul
+from controlplane.converters import IdsField
 
 from .catalogue import BY_KEY, RULES, SEVERITIES
 from .models import Channel, ChannelKind
@@ -66,6 +67,7 @@ class ChannelForm(forms.ModelForm):
         model = Channel
         fields = ["name", "kind", "url", "recipients", "min_severity", "clusters", "send_resolved", "enabled"]
         widgets = {"clusters": forms.CheckboxSelectMultiple, "recipients": forms.TextInput}
+        field_classes = {"clusters": IdsField}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

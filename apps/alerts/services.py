@@ -4,7 +4,7 @@ Views and commands call these; nothing else writes these rows (the evaluation wr
 import time
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.audit.services import record
@@ -110,7 +110,12 @@ def save_channel(form, *, request=None, user=None):
         secret = form.cleaned_data.get("new_secret")
         if secret:
             ch.secret = secret
-        ch = form.save()
+        try:
+            with transaction.atomic():
+                ch = form.save()
+        except IntegrityError:  # another admin saved a channel of that name since this form was checked
+            form.add_error("name", "A channel with this name already exists (it was just added by someone else).")
+            return None
         record("change alert channel" if before else "add alert channel", request=request, user=user, target=ch.name,
                details={"channel": ch.pk, "before": before, "after": _channel_dict(ch)})
     return ch

@@ -206,6 +206,9 @@ def channel_create(request):
         return TemplateResponse(request, "alerts/channels.html", {"channels": selectors.channels(), "form": form},
                                 status=400)
     ch = services.save_channel(form, request=request)
+    if ch is None:  # refused at save: the form says why
+        return TemplateResponse(request, "alerts/channels.html", {"channels": selectors.channels(), "form": form},
+                                status=400)
     messages.success(request, f"Channel {ch.name} added.")
     return redirect(ch)
 
@@ -226,7 +229,8 @@ def channel_edit(request, pk):
         record("change alert channel", request=request, outcome="invalid", target=ch.name,
                details={"errors": form.errors.get_json_data()})
         return TemplateResponse(request, "alerts/channel.html", _channel_context(ch, form), status=400)
-    services.save_channel(form, request=request)
+    if services.save_channel(form, request=request) is None:
+        return TemplateResponse(request, "alerts/channel.html", _channel_context(ch, form), status=400)
     messages.success(request, "Channel saved.")
     return redirect(ch)
 
