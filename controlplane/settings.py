@@ -360,6 +360,9 @@ if envbool("SECURE_PROXY_SSL_HEADER", False):  # behind a proxy that sets X-Forw
 # Login throttling: this many failures per user name or source address within the window.
 LOGIN_MAX_FAILURES = envint("LOGIN_MAX_FAILURES", 5)
 LOGIN_FAILURE_WINDOW_S = envint("LOGIN_FAILURE_WINDOW_S", 900)
+# Adoption reads the admin port it is given with the credentials it is given: at most this many previews a
+# minute per user, so the form is no port scanner or password oracle (every attempt is audited).
+ADOPT_ATTEMPTS_PER_MINUTE = envint("ADOPT_ATTEMPTS_PER_MINUTE", 10)
 
 # Health reports by e-mail. In development (DEBUG) mail is printed on the console unless EMAIL_BACKEND is set.
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND") or (

@@ -1,6 +1,10 @@
+from datetime import timedelta
+
+from django.conf import settings
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
+from django.utils import timezone
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods
 
@@ -118,6 +122,13 @@ def adopt_node(request):
                details={"errors": form.errors.get_json_data()})
         return TemplateResponse(request, "fleet/adopt.html", {"form": form}, status=400)
     data = form.cleaned_data
+    target = f"{data['admin_host']}:{data['admin_port']}"
+    if _adopt_attempts(request) >= settings.ADOPT_ATTEMPTS_PER_MINUTE:
+        record("adopt proxysql node", request=request, outcome="refused", target=target,
+               details={"reason": f"more than {settings.ADOPT_ATTEMPTS_PER_MINUTE} attempts in a minute"})
+        form.add_error(None, f"Too many adoption attempts: at most {settings.ADOPT_ATTEMPTS_PER_MINUTE} a minute. "
+                             "Wait a minute before trying again.")
+        return TemplateResponse(request, "fleet/adopt.html", {"form": form}, status=429)
     pending = {
         "admin_host": data["admin_host"], "admin_port": data["admin_port"], "admin_user": data["admin_user"],
         "admin_password": encrypt(data["admin_password"]) or "", "node_name": data["node_name"],
@@ -128,12 +139,22 @@ def adopt_node(request):
     plan, _, error = _plan(pending)
     if error:
         form.add_error(None, error)
-        record("adopt proxysql node", request=request, outcome="failure",
-               target=f"{data['admin_host']}:{data['admin_port']}", details={"error": error})
+        record("adopt proxysql node", request=request, outcome="failure", target=target, details={"error": error})
         return TemplateResponse(request, "fleet/adopt.html", {"form": form}, status=400)
+    record("adopt proxysql node", request=request, outcome="dry_run", target=target,
+           details={"preview": "read", "admin_user": data["admin_user"]})
     pending["fingerprint"] = plan.fingerprint
     request.session[ADOPT_SESSION_KEY] = pending
     return TemplateResponse(request, "fleet/adopt_preview.html", {"plan": plan})
+
+
+def _adopt_attempts(request):
+    """This user's adoption attempts (previews read, failed or refused) in the last minute, from the audit log."""
+    from apps.audit.models import AuditEvent
+
+    since = timezone.now() - timedelta(minutes=1)
+    return AuditEvent.objects.filter(action="adopt proxysql node", actor=request.user.get_username(),
+                                     created_at__gte=since, outcome__in=("dry_run", "failure")).count()
 
 
 def _plan(pending):

@@ -1,11 +1,13 @@
 """Hostile input in bulk against the fleet's forms: validation errors or safe storage, never a 500,
 nothing half-saved, and nothing unescaped on the wire to a ProxySQL node."""
 import pytest
+from django.core.exceptions import ValidationError
 from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
 
 from apps.accounts.tests.hostile import hostile_number, hostile_text
 from apps.fleet.models import Cluster, ProxySQLNode, Server
+from apps.fleet.validators import validate_name
 
 from .conftest import seed_layout
 
@@ -27,10 +29,21 @@ def test_adopt_form_never_fails_and_saves_nothing_on_bad_input(operator_client, 
     assert (Cluster.objects.count(), ProxySQLNode.objects.count()) == before  # a preview never saves
 
 
+def printable_name(text):
+    """A name the console takes (validate_name): no control or format characters (they are refused, below)."""
+    try:
+        validate_name(text)
+        return True
+    except ValidationError:
+        return False
+
+
 @FAST
 @given(node_name=hostile_text.filter(lambda t: "\x00" not in t and t.strip() and len(t) <= 200),
-       cluster_name=hostile_text.filter(lambda t: "\x00" not in t and t.strip() and len(t) <= 200))
-def test_hostile_names_are_stored_exactly_and_shown_escaped(operator_client, proxysql_double, node_name, cluster_name):
+       cluster_name=hostile_text.filter(lambda t: t.strip() and len(t) <= 200 and printable_name(t.strip())))
+def test_hostile_names_are_stored_exactly_and_shown_escaped(operator_client, proxysql_double, settings, node_name,
+                                                           cluster_name):
+    settings.ADOPT_ATTEMPTS_PER_MINUTE = 10**6  # every example is one more preview: the bound is tested apart
     seed_layout(proxysql_double)
     wipe()  # examples share the test's database: start each from an empty inventory
     proxysql_double.clear_statements()
@@ -47,6 +60,18 @@ def test_hostile_names_are_stored_exactly_and_shown_escaped(operator_client, pro
     # Adopting only reads ProxySQL: no statement that could carry what the operator typed.
     sent = proxysql_double.statements()
     assert sent and all(s.lstrip().upper().startswith(("SELECT", "SHOW", "SET NAMES", "SET AUTOCOMMIT")) for s in sent), sent
+
+
+@FAST
+@given(cluster_name=hostile_text.filter(lambda t: t.strip() and len(t) <= 200 and not printable_name(t.strip())))
+def test_cluster_names_with_control_characters_are_refused(operator_client, proxysql_double, settings, cluster_name):
+    settings.ADOPT_ATTEMPTS_PER_MINUTE = 10**6
+    preview = operator_client.post(reverse("fleet:adopt"), {
+        "admin_host": "127.0.0.1", "admin_port": proxysql_double.port, "admin_user": proxysql_double.user,
+        "admin_password": proxysql_double.password, "node_name": "p1", "new_cluster_name": cluster_name,
+        "preview": "1"})
+    assert preview.status_code == 400 and not Cluster.objects.exists()
+    assert "are not allowed" in preview.content.decode()
 
 
 def wipe():
