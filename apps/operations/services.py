@@ -101,6 +101,19 @@ def is_planner(op, user):
     return op.actor == user.get_username()  # the planner's account is gone: compare the name as written
 
 
+def discard(op, *, request=None, user=None):
+    """A planned operation nobody will confirm goes away (state cancelled, "discarded"), audited; a planned
+    operation keeps no lock and sent nothing, so nothing else is undone."""
+    who = user or getattr(request, "user", None)
+    updated = Operation.objects.filter(pk=op.pk, state=OperationState.PLANNED).update(
+        state=OperationState.CANCELLED, error=f"discarded before it was confirmed, by {who.get_username() if who else 'system'}",
+        finished_at=timezone.now())
+    record(f"{op.kind} discarded", request=request, user=user, cluster=op.cluster, target=op.title,
+           outcome="success" if updated else "refused", details={"operation": op.pk})
+    if not updated:
+        raise NotAllowed("Only a planned operation (not yet confirmed) can be discarded.")
+
+
 def cancel(op, *, request=None, user=None):
     updated = Operation.objects.filter(pk=op.pk, point_of_no_return=False,
                                        state__in=[OperationState.PENDING, OperationState.RUNNING]).update(cancel_requested=True)

@@ -9,6 +9,7 @@ urlpatterns = [
     path("<id:pk>/progress/", views.operation_progress, name="progress"),
     path("<id:pk>/confirm/", views.operation_confirm, name="confirm"),
     path("<id:pk>/cancel/", views.operation_cancel, name="cancel"),
+    path("<id:pk>/discard/", views.operation_discard, name="discard"),
     path("<id:pk>/rollback-now/", views.operation_rollback_now, name="rollback_now"),
     path("pending-rollbacks/", views.pending_rollbacks, name="pending_rollbacks"),
     path("repair/<id:cluster_pk>/", views.repair_new, name="repair"),

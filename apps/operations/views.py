@@ -175,6 +175,18 @@ def operation_confirm(request, pk):
 
 @require_role(OPERATOR)
 @require_POST
+def operation_discard(request, pk):
+    op = get_object_or_404(Operation, pk=pk)
+    try:
+        services.discard(op, request=request)
+        messages.info(request, "Plan discarded: nothing was sent to any node.")
+    except services.NotAllowed as exc:
+        messages.error(request, str(exc))
+    return redirect(op)
+
+
+@require_role(OPERATOR)
+@require_POST
 def operation_cancel(request, pk):
     op = get_object_or_404(Operation, pk=pk)
     try:

@@ -90,3 +90,36 @@ def test_a_drain_held_by_user_variables_is_not_offered_to_run(operator_client, a
     page = operator_client.get(Operation.objects.get().get_absolute_url()).content.decode()
     assert "Confirm and run" not in page and "data-hard-failed" in page
     assert "Pinned for a reason the drain cannot undo: proxysql-1 session " in page and "user_variable" in page
+
+
+def test_a_planned_operation_can_be_discarded_and_steps_never_run_say_so(operator_client, adopted_lab, operator_user):
+    """Issue 23: a planned operation kept a live "Confirm" forever with no way to drop it; after a rollback the
+    steps that never ran still said "pending"."""
+    from apps.audit.models import AuditEvent
+    from apps.operations import switchover
+
+    from .conftest import confirmed, finish
+
+    cluster, (first, second) = adopted_lab
+    plan = switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True)
+    from apps.operations import services
+
+    op = services.save_plan(plan, user=operator_user)
+    page = operator_client.get(op.get_absolute_url()).content.decode()
+    assert "Confirm and run" in page and "Discard this plan" in page
+    response = operator_client.post(reverse("operations:discard", args=[op.pk]))
+    op.refresh_from_db()
+    assert response.status_code == 302 and op.state == "cancelled" and "discarded" in op.error
+    assert AuditEvent.objects.filter(action="switchover discarded", outcome="success").count() == 1
+    page = operator_client.get(op.get_absolute_url()).content.decode()
+    assert "Confirm and run" not in page and "Discard this plan" not in page
+    operator_client.post(reverse("operations:discard", args=[op.pk]))  # only a planned one can be
+    assert AuditEvent.objects.filter(action="switchover discarded", outcome="refused").count() == 1
+
+    # A rolled-back switchover: the steps after the failed one say "not run".
+    admin_sql(second, """LAB FAIL_STATEMENTS {"text": "SET status='OFFLINE_SOFT'", "message": "refused"}""")
+    done = finish(confirmed(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True),
+                            operator_user))
+    assert done.state == "rolled_back", done.error
+    page = operator_client.get(done.get_absolute_url()).content.decode()
+    assert "not run" in page and "<td>pending</td>" not in page
