@@ -57,13 +57,11 @@ def test_hostile_files_are_refused_by_the_loader_and_the_command(adopted_lab, tm
     assert files.read(original, cluster)[1]  # the exported file itself still reads
 
 
-def test_row_and_size_limits_are_refused_plainly(adopted_lab, monkeypatch):
+def test_row_and_size_limits_are_refused_plainly(adopted_lab):
     cluster, _ = adopted_lab
     original = files.export(services.latest(cluster))
-    monkeypatch.setattr(files, "MAX_ROWS", 1)  # the limit itself (20,000) is measured by bin/bench-config
-    with pytest.raises(files.FileError, match="mysql_servers has [0-9,]+ rows, more than 1"):
-        files.read(original, cluster)
-    monkeypatch.setattr(files, "MAX_ROWS", 20_000)
-    monkeypatch.setattr(files, "MAX_FILE_CHARS", len(original) - 1)
-    with pytest.raises(files.FileError, match="characters, more than"):
-        files.read(original, cluster)
+    rows = edited(original, lambda doc: doc.update(mysql_query_rules=[{"rule_id": i} for i in range(1, files.MAX_ROWS + 2)]))
+    with pytest.raises(files.FileError, match="mysql_query_rules has 20,001 rows, more than 20,000"):
+        files.read(rows, cluster)
+    with pytest.raises(files.FileError, match="characters, more than 5,242,880"):
+        files.read(original + "#" * files.MAX_FILE_CHARS, cluster)

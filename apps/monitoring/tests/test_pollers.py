@@ -39,11 +39,9 @@ def test_proxysql_round_stores_latest_state_and_rates(adopted_lab, live_redis):
     assert PoolSnapshot.objects.count() == 4 and len(list(pool.read({}, ["status"]))) == 24  # 6 servers x 4 polls
 
 
-def test_memory_and_disk_are_read_with_the_variables_and_after_a_runtime_change(adopted_lab, live_redis, settings,
-                                                                             monkeypatch):
+def test_memory_and_disk_are_read_with_the_variables_and_after_a_runtime_change(adopted_lab, live_redis, settings):
     cluster, (first, second) = adopted_lab
     settings.MONITOR_VARIABLES_INTERVAL_S = 60
-    monkeypatch.setattr(pollers, "LAYERS_AFTER_CHANGE_S", 5)
     node = ProxySQLNode.objects.get(admin_port=first.port)
 
     def disk_reads():
@@ -74,7 +72,7 @@ def test_memory_and_disk_are_read_with_the_variables_and_after_a_runtime_change(
     assert disk_reads() == 3 and doc["disk_servers"] == "runtime" and doc["runtime_changed_ts"] == t + 20
     demo.admin_sql(first.port, "UPDATE mysql_servers SET weight=8 WHERE hostgroup_id=101 AND port=3312",
                    user=first.user, password=first.password)  # not loaded
-    pollers.proxysql_round(nodes(), now=t + 30)
+    pollers.proxysql_round(nodes(), now=t + 20 + pollers.LAYERS_AFTER_CHANGE_S + 5)  # the while is over
     assert disk_reads() == 3
     pollers.proxysql_round(nodes(), now=t + 61)  # with the variables again
     doc = live.read_one(live.PROXYSQL, node.pk)
