@@ -32,3 +32,13 @@ def expressions(dashboard=None):
 def as_promql(expr, cluster=".*", rate="1m", range_="1h"):
     """What Grafana sends to Prometheus for this expression (its variables replaced)."""
     return expr.replace("$__rate_interval", rate).replace("$__range", range_).replace("$cluster", cluster)
+
+
+def exported_names(client):
+    """Every sample name a scrape of /metrics and each cluster's /metrics/pool carries (as Prometheus stores them)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    bodies = [client.get("/metrics").content.decode()] + [
+        client.get("/metrics/pool", {"cluster": target["labels"]["__param_cluster"]}).content.decode()
+        for target in client.get("/metrics/targets").json() if target["labels"]["__metrics_path__"] == "/metrics/pool"]
+    return {s.name for body in bodies for f in text_string_to_metric_families(body) for s in f.samples}

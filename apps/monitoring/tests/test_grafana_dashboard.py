@@ -7,7 +7,6 @@ import sys
 
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from . import dashboard
 from .test_metrics import everything  # noqa: F401 (fixture)
@@ -22,7 +21,8 @@ def test_the_dashboard_has_its_variables_and_panels():
     assert variables["cluster"]["type"] == "query" and variables["cluster"]["multi"] and variables["cluster"]["includeAll"]
     titles = " | ".join(p["title"] for p in dashboard.panels(board)).lower()
     for topic in ("writer status", "connections used", "queries per second", "errors", "latency", "mirror queue",
-                  "mirror loss", "wsrep state", "receive queue", "flow control", "poll age", "operations"):
+                  "mirror loss", "wsrep state", "receive queue", "flow control", "poll age", "operations", "alerts open", "read_only",
+                  "maintenance"):
         assert topic in titles, topic
     for p in dashboard.panels(board):
         assert p["datasource"]["uid"] == "${datasource}" and p["targets"], p["title"]
@@ -32,10 +32,7 @@ def test_the_dashboard_has_its_variables_and_panels():
 
 @pytest.mark.django_db
 def test_every_expression_names_only_exported_metrics(client, everything):  # noqa: F811
-    bodies = [client.get("/metrics").content.decode()] + [
-        client.get("/metrics/pool", {"cluster": target["labels"]["__param_cluster"]}).content.decode()
-        for target in client.get("/metrics/targets").json() if target["labels"]["__metrics_path__"] == "/metrics/pool"]
-    exported = {s.name for body in bodies for f in text_string_to_metric_families(body) for s in f.samples}
+    exported = dashboard.exported_names(client)
     assert "proxysql_fleet_pool_connections_used" in exported and "proxysql_fleet_backend_up" in exported
     wrong, unfiltered = [], []
     for title, expr in dashboard.expressions():

@@ -2,7 +2,8 @@
 /metrics/targets (HTTP service discovery) and scrapes /metrics and each cluster's /metrics/pool of a live server in
 front of the lab: two ProxySQL doubles and the Galera lab, polled by the real pollers, which write
 the latest state to a real Redis. The series are read back through Prometheus's HTTP API, and every expression of
-the Grafana dashboard (docs/grafana-dashboard.json) is evaluated there as Grafana would send it."""
+the Grafana dashboard (docs/grafana-dashboard.json) is evaluated there as Grafana would send it; the alerting rules
+(docs/prometheus-rules.yaml) are loaded and evaluated, and none fires on the healthy lab."""
 import json
 import shutil
 import socket
@@ -18,6 +19,7 @@ from apps.fleet.models import ProxySQLNode, Server
 from apps.monitoring import pollers
 
 from . import dashboard
+from .test_prometheus_rules import RULES, rules
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,6 +44,12 @@ class Prometheus:
         assert body["status"] == "success", body
         return [(r["metric"], float(r["value"][1])) for r in body["data"]["result"]]
 
+    def rules(self):
+        """{rule name: (health, state, last error)} of every loaded rule."""
+        with urllib.request.urlopen(f"{self.url}/api/v1/rules", timeout=5) as response:
+            groups = json.load(response)["data"]["groups"]
+        return {r["name"]: (r["health"], r.get("state"), r.get("lastError", "")) for g in groups for r in g["rules"]}
+
     def targets(self):
         with urllib.request.urlopen(f"{self.url}/api/v1/targets", timeout=5) as response:
             return json.load(response)["data"]["activeTargets"]
@@ -64,6 +72,7 @@ def prometheus(tmp_path):
         config = tmp_path / "prometheus.yml"
         config.write_text(json.dumps({  # YAML is a superset of JSON
             "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(RULES)],
             "scrape_configs": [{"job_name": "proxysql-fleet",
                                 "authorization": {"type": "Bearer", "credentials_file": str(tmp_path / "token")},
                                 "http_sd_configs": [{
@@ -147,5 +156,22 @@ def test_a_real_prometheus_scrapes_the_lab(live_server, adopted_lab, live_redis,
     assert len(results["wsrep state per backend"]) == 3 and all(v == 4 for _, v in results["wsrep state per backend"])
     for title in ("Connections used per node and hostgroup (ConnUsed)", "Queries per second per ProxySQL node (Questions)",
                   "Latency per backend (ProxySQL's ping, Latency_us)", "Poll age (seconds since the latest poll)",
-                  "Mirror queue against its limit (per-thread limit × mysql-threads)", "Flow control: share of time paused"):
+                  "Mirror queue against its limit (per-thread limit × mysql-threads)", "Flow control: share of time paused",
+                  "read_only per backend", "Backends in maintenance (drained by the console)"):
         assert results[title], f"{title}: no data"
+
+    # The alerting rules: all loaded, evaluated without error, none pending or firing on the healthy lab; the
+    # writer rule's join finds each node's ONLINE writer on the real labels (so its silence is not an empty join).
+    loaded = {}
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        loaded = server.rules()
+        if loaded and all(health != "unknown" for health, _, _ in loaded.values()):
+            break
+        time.sleep(0.5)
+    assert set(loaded) == {r["alert"] for r in rules()}
+    assert {name: v for name, v in loaded.items() if v[0] != "ok" or v[1] != "inactive"} == {}
+    writer_rows = server.query('count by (cluster, node) (proxysql_fleet_pool_server_status{status="ONLINE"} '
+                               '* on (cluster, hostgroup) group_left (role) proxysql_fleet_hostgroup_info{role="writer"})')
+    assert {(labels["cluster"], labels["node"]) for labels, _ in writer_rows} == {
+        ("galera-lab", "proxysql-1"), ("galera-lab", "proxysql-2")}
