@@ -2,10 +2,12 @@
 page-number pages with a bounded size."""
 from django.conf import settings
 from django.core.paginator import InvalidPage
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import exceptions, serializers
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.views import APIView
+
+from apps.fleet.validators import parse_endpoint
 
 
 # A thin endpoint: it validates input, calls one selector or service, and serializes the answer. `roles` maps
@@ -101,3 +103,24 @@ class IdField(serializers.IntegerField):
 
     def __init__(self, **kwargs):
         super().__init__(min_value=1, max_value=2**63 - 1, **kwargs)
+
+
+@extend_schema_field({"oneOf": [{"type": "integer", "minimum": 1}, {"type": "string", "example": "127.0.0.1:3312"}]})
+class ServerRefField(serializers.Field):
+    """A backend named by its id or, as the commands take it, by 'host:port' ('[v6]:port'): the id as an int, or
+    the (host, port) pair; which server it is depends on the cluster, so the endpoint looks it up."""
+
+    default_error_messages = {"invalid": "Give a backend id or HOST:PORT: {reason}."}
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, (int, str)):
+            self.fail("invalid", reason=f"{type(data).__name__} is neither a number nor a string")
+        if isinstance(data, int) or (isinstance(data, str) and data.strip().isascii() and data.strip().isdecimal()):
+            return IdField().run_validation(data)
+        try:
+            return parse_endpoint(data)
+        except ValueError as e:
+            self.fail("invalid", reason=str(e))
+
+    def to_representation(self, value):
+        return value if isinstance(value, int) else "%s:%d" % value

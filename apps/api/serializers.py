@@ -19,7 +19,7 @@ from apps.operations.models import Operation, OperationStep
 from apps.reports.choices import Period
 from apps.reports.models import Report
 
-from .base import IdField
+from .base import IdField, ServerRefField
 
 def text(max_length, **kwargs):
     """Free text: no NUL (the databases and ProxySQL refuse it), bounded."""
@@ -344,7 +344,7 @@ class OperationFilter(serializers.Serializer):
 
 
 class SwitchoverInput(serializers.Serializer):
-    new_writer = IdField(help_text="the server (id) that becomes the writer")
+    new_writer = ServerRefField(help_text="the backend that becomes the writer: its id or HOST:PORT")
     drain_timeout_ms = serializers.IntegerField(min_value=DRAIN_TIMEOUT_MIN_MS, max_value=DRAIN_TIMEOUT_MAX_MS,
                                                 required=False, help_text="default: the cluster's")
     on_timeout = serializers.ChoiceField(choices=OnDrainTimeout.choices, default=OnDrainTimeout.ROLLBACK)
@@ -362,7 +362,8 @@ class DrainInput(serializers.Serializer):
 
 
 class FailoverInput(serializers.Serializer):
-    new_writer = IdField(help_text="the server (id) that takes the writer's place at once (no drain)")
+    new_writer = ServerRefField(help_text="the backend that takes the writer's place at once (no drain): its id or "
+                                          "HOST:PORT")
 
 
 class RepairInput(serializers.Serializer):

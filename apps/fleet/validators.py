@@ -33,3 +33,17 @@ def validate_hostname(value):
     name = value[:-1] if value.endswith(".") else value
     if len(name) > 253 or not all(_HOST_LABEL.match(label) for label in name.split(".")):
         raise ValidationError(f"{value[:80]!r} is not a valid host name or IP address.")
+
+
+_ENDPOINT = re.compile(r"\[([^\]]+)\]:([0-9]{1,5})|([^:\[\]]+):([0-9]{1,5})")
+
+
+def parse_endpoint(text):
+    """'host:port' or '[v6]:port' -> (host, port); ValueError with the reason otherwise."""
+    match = _ENDPOINT.fullmatch(text.strip()) if isinstance(text, str) else None
+    if not match:
+        raise ValueError(f"{str(text)[:80]!r} is not HOST:PORT")
+    host, port = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
+    if not 1 <= int(port) <= 65535:
+        raise ValueError(f"port {port} is out of range (1-65535)")
+    return host, int(port)

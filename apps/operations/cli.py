@@ -21,7 +21,6 @@ back as it would for a dead worker. Ctrl-C asks the operation to cancel (it roll
 last {"event": "outcome", "state", "exit_code", ...}.
 """
 import json
-import re
 import sys
 import threading
 
@@ -31,6 +30,7 @@ from django.db import connections
 
 from apps.accounts.roles import OPERATOR, has_role
 from apps.fleet.models import Cluster, Server
+from apps.fleet.validators import parse_endpoint
 
 from . import executor, services, switchover
 from .choices import OperationState
@@ -57,11 +57,10 @@ def user_named(name):
 
 def endpoint(text):
     """'host:port' or '[v6]:port' -> (host, port)."""
-    match = re.fullmatch(r"\[([^\]]+)\]:([0-9]{1,5})|([^:\[\]]+):([0-9]{1,5})", text.strip())
-    if not match:
-        raise CommandError(f"{text!r} is not HOST:PORT")
-    host, port = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
-    return host, int(port)
+    try:
+        return parse_endpoint(text)
+    except ValueError as e:
+        raise CommandError(str(e)) from None
 
 
 def server_of(cluster, text):

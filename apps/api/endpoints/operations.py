@@ -26,10 +26,14 @@ def detail(op, code=status.HTTP_200_OK):
     return Response(s.OperationDetailSerializer(op).data, status=code)
 
 
-def _server_of(cluster, pk, field):
-    server = Server.objects.filter(pk=pk, cluster=cluster).first()
+def _server_of(cluster, ref, field):
+    """The cluster's backend a ServerRefField names (an id, or a (host, port) pair)."""
+    if isinstance(ref, int):
+        server, named = Server.objects.filter(pk=ref, cluster=cluster).first(), f"#{ref}"
+    else:
+        server, named = Server.objects.filter(cluster=cluster, hostname=ref[0], port=ref[1]).first(), "%s:%d" % ref
     if server is None:
-        raise exceptions.ValidationError({field: [f"No backend #{pk} in cluster {cluster.name}."]})
+        raise exceptions.ValidationError({field: [f"No backend {named} in cluster {cluster.name}."]})
     return server
 
 

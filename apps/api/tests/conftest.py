@@ -9,6 +9,15 @@ from apps.accounts import tokens
 from apps.accounts.tests.test_url_permissions import objects  # noqa: F401  (a fixture: one of everything)
 
 
+def error_of(response, status):
+    """The API's one error shape, checked: {"error": {"code", "message"[, "fields"]}} with this status."""
+    assert response.status_code == status, response.content
+    assert response["Content-Type"] == "application/json"
+    error = response.json()["error"]
+    assert set(error) <= {"code", "message", "fields"} and error["message"]
+    return error
+
+
 class ApiClient:
     """Django's test client speaking JSON with `Authorization: Bearer <token>` (or none)."""
 

@@ -7,17 +7,10 @@ from apps.accounts import tokens
 from apps.api import errors
 from apps.api.throttling import PerTokenThrottle
 
-from .conftest import ApiClient
+from .conftest import ApiClient, error_of
 
 pytestmark = pytest.mark.django_db
 
-
-def error_of(response, status):
-    assert response.status_code == status, response.content
-    assert response["Content-Type"] == "application/json"
-    error = response.json()["error"]
-    assert set(error) <= {"code", "message", "fields"} and error["message"]
-    return error
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from apps.audit.models import AuditEvent
 from apps.fleet.models import HostgroupMembership, Server
 from apps.operations.tests.conftest import runtime
 
-from .conftest import ApiClient
+from .conftest import ApiClient, error_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -69,3 +69,28 @@ def test_the_apis_default_takes_the_autoinc_way_and_an_explicit_false_keeps_the_
     old = api.post(f"/api/v1/clusters/{cluster.pk}/switchover/", {"new_writer": target.pk, "lower_autoinc": False})
     assert old.status_code == 201 and old.json()["plan"]["options"]["lower_autoinc"] is False
     assert "autoinc_off" not in [s["key"] for s in old.json()["plan"]["steps"]]
+
+
+def test_new_writer_is_an_id_or_host_port_as_the_command_takes_it(adopted_lab, operator_user):
+    """Issue 23 §5: a runbook names the backend as the command does; both spellings plan the same switchover."""
+    cluster, _ = adopted_lab
+    api = ApiClient(tokens.create(operator_user, "runbook")[1])
+    target = Server.objects.get(port=3312)
+    url = f"/api/v1/clusters/{cluster.pk}/switchover/"
+    by_id = api.post(url, {"new_writer": target.pk})
+    by_endpoint = api.post(url, {"new_writer": "127.0.0.1:3312"})
+    assert by_id.status_code == by_endpoint.status_code == 201, by_endpoint.content
+    assert by_endpoint.json()["plan"]["options"]["new_writer"] == target.pk
+    assert by_endpoint.json()["plan"]["steps"] == by_id.json()["plan"]["steps"]
+    assert api.post(url, {"new_writer": str(target.pk)}).status_code == 201
+    failover = api.post(f"/api/v1/clusters/{cluster.pk}/failover/", {"new_writer": "127.0.0.1:3313"})
+    assert failover.status_code == 201 and failover.json()["plan"]["options"]["new"] == Server.objects.get(port=3313).pk
+    for value, message in (("127.0.0.1:3399", "No backend 127.0.0.1:3399 in cluster galera-lab."),
+                           ("127.0.0.1", "Give a backend id or HOST:PORT: '127.0.0.1' is not HOST:PORT."),
+                           ("127.0.0.1:99999", "Give a backend id or HOST:PORT: port 99999 is out of range (1-65535)."),
+                           (True, "Give a backend id or HOST:PORT: bool is neither a number nor a string."),
+                           (["127.0.0.1:3312"], "Give a backend id or HOST:PORT: list is neither a number nor a "
+                                                "string.")):
+        response = api.post(url, {"new_writer": value})
+        assert error_of(response, 400)["fields"] == {"new_writer": [message]}, value
+
