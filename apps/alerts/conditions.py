@@ -52,7 +52,7 @@ def _age(doc, now):
 
 
 def _stale(doc, c, now, backend=False):
-    return _age(doc, now) > status.STALE_FACTOR * (c.backend_interval if backend else c.interval)
+    return _age(doc, now) > status.stale_after(c.backend_interval if backend else c.interval)
 
 
 is_stale = _stale

@@ -260,7 +260,7 @@ def read_situation(inv, now):
         if started is not None and (running or (finished is not None and op["finished_at"] >= own_since)):
             own_changes.setdefault(c.pk, []).append(OwnChanges(
                 op["kind"], op["id"], started - c.interval,
-                None if running else finished + max(settle, status.STALE_FACTOR * c.interval),
+                None if running else finished + max(settle, status.stale_after(c.interval)),
                 involved_servers(op["plan"] or {})))
         if op["state"] in RUNNING or (finished is not None and now < finished + settle
                                       and op["state"] not in PENDING):

@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.fleet.models import Cluster, ProxySQLNode, Server
+from apps.monitoring import status
 from apps.monitoring.chunks import samples as chunked_samples
 from apps.monitoring.models import HOUR, MINUTE, RAW, BackendSample, ProxySQLSample
 from apps.operations.models import Operation
@@ -257,7 +258,7 @@ def build(cluster, start, end, *, highlight=None):
     axis = Axis(start, end)
     span = end - start
     resolution = resolution_for(span.total_seconds())
-    poll_s = cluster.poll_interval_s or 2.0
+    poll_s = status.proxysql_interval(cluster)
     sections, story = [], []
     y = TOP
 

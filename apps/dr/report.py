@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 
 from django.db.models import Q
 
+from apps.monitoring import status
 from apps.monitoring.models import HOUR, MINUTE, RAW
 from apps.operations.models import Operation
 
@@ -25,7 +26,7 @@ def _dt(epoch):
 
 def _rows(channel, start, end):
     """[(ts, seconds it stands for, stopped, lag, lag max)] over [start, end), finest resolution first."""
-    poll_cap = 3 * channel.replica_cluster.backend_poll_interval_s
+    poll_cap = status.stale_after(status.backend_interval(channel.replica_cluster))
     rows, until = [], end
     for resolution, cap in ((RAW, poll_cap), (MINUTE, MINUTE), (HOUR, HOUR)):
         found = list(ChannelSample.objects.filter(channel=channel, resolution=resolution, ts__gte=_dt(start),

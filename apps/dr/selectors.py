@@ -3,12 +3,11 @@ import time
 
 from django.db.models import Q
 
-from apps.monitoring import live
+from apps.monitoring import live, status
 
 from .models import ChannelSample, ReplicationChannel
 from .polling import CHANNEL
 
-STALE_FACTOR = 3  # as the backends' pages: no poll for 3 intervals means the figures are stale
 
 
 def _from_history(channel):
@@ -35,9 +34,8 @@ def rows(channels):
     for channel in channels:
         doc = docs.get(channel.pk) or (_from_history(channel) if unavailable else None)
         age = None if not doc else max(0.0, now - doc["ts"])
-        interval = channel.replica_cluster.backend_poll_interval_s
         out.append({"channel": channel, "doc": doc, "age": age, "unavailable": unavailable,
-                    "stale": age is not None and age > STALE_FACTOR * interval,
+                    "stale": age is not None and age > status.stale_after(status.backend_interval(channel.replica_cluster)),
                     "problem": bool(doc) and (doc.get("state") != "running" or doc.get("lag_high"))})
     return out
 

@@ -456,7 +456,7 @@ def _mirror_rules(add, inv, now):
         rules[node_id].add(rule_id)
     if not rules:
         return
-    since = now - status.STALE_FACTOR * settings.MONITOR_DIGEST_INTERVAL_S
+    since = now - status.stale_after(settings.MONITOR_DIGEST_INTERVAL_S)
     latest = {}
     for node_id, rule_id, loss, expected in (
             MirrorRuleSample.objects.filter(node_id__in=list(rules), resolution=RAW,

@@ -13,7 +13,7 @@ import time
 import redis
 from django.conf import settings
 
-from . import leases, live, pollers, stagger
+from . import leases, live, pollers, stagger, status
 
 log = logging.getLogger(__name__)
 TICK_TOLERANCE_S = 0.25  # beat ticks jitter; a node due in 0.2 s is polled now rather than a tick late
@@ -25,9 +25,7 @@ KINDS = {
 
 
 def interval_of(kind, target):
-    cluster = target.cluster
-    interval = cluster.backend_poll_interval_s if kind == live.BACKEND else cluster.poll_interval_s
-    return interval or settings.MONITOR_DEFAULT_INTERVAL_S
+    return (status.backend_interval if kind == live.BACKEND else status.proxysql_interval)(target.cluster)
 
 
 def due_unless_started_after(kind, target, shard, shards, now):

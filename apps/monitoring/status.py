@@ -21,8 +21,26 @@ COLOURS = {OK: "green", UNREACHABLE: "red", STALE: "grey", NODATA: "grey"}
 WSREP_STATES = {1: "Joining", 2: "Donor/Desynced", 3: "Joined", 4: "Synced"}
 
 
+# The one place that says how often a cluster's nodes are polled and when a document is stale: every page,
+# rule, report and export reads these (apps/tests/test_boundaries.py keeps it so).
 def interval_of(cluster_interval):
+    """A poll interval as configured, or the default when there is none."""
     return cluster_interval or settings.MONITOR_DEFAULT_INTERVAL_S
+
+
+def proxysql_interval(cluster):
+    """Seconds between two polls of each ProxySQL node of this cluster."""
+    return interval_of(cluster.poll_interval_s)
+
+
+def backend_interval(cluster):
+    """Seconds between two polls of each backend of this cluster."""
+    return interval_of(cluster.backend_poll_interval_s)
+
+
+def stale_after(interval):
+    """Seconds after which a document of a poll made every `interval` seconds is stale: its figures are old."""
+    return STALE_FACTOR * interval_of(interval)
 
 
 def freshness(doc, interval, now):
@@ -36,7 +54,7 @@ def freshness_of(ts, ok, interval, now):
     age = now - ts
     if age < 0:
         age = 0.0  # the page's clock behind the poller's by a little
-    if age > STALE_FACTOR * (interval or settings.MONITOR_DEFAULT_INTERVAL_S):
+    if age > stale_after(interval):
         return STALE, age
     return (OK if ok else UNREACHABLE), age
 

@@ -25,7 +25,6 @@ import json
 import logging
 import time
 
-from django.conf import settings
 
 from apps.audit.services import record
 from apps.clients.backend import BackendClient
@@ -33,7 +32,7 @@ from apps.clients.proxysql import SERVER_FIELDS, configured, on_each_node
 from apps.clients.wire import ClientError, Timeout, Unreachable
 from apps.fleet.choices import ClusterKind, WriterIsAlsoReader
 from apps.fleet.models import Cluster, HostgroupMembership
-from apps.monitoring import live
+from apps.monitoring import live, status
 
 from . import executor, rollbacks, services, shared
 from .choices import OperationKind
@@ -43,6 +42,7 @@ from .switchover import _row, current_writer, role_statements, swapped_roles
 
 log = logging.getLogger(__name__)
 RULE = "read-pool rules"
+LATE_POLL_GRACE_S = 2  # past a backend document's staleness, before the rules call it "no recent poll"
 FAILOVER_RULE = "automatic failover"
 
 HEALTHY, DESYNCED, BROKEN, UNREACHABLE = 0, 1, 2, 3  # how bad, for "keep the least bad"
@@ -87,7 +87,9 @@ def decide(cluster, docs, now=None):
     alerts. Pure apart from the hysteresis timers kept in Redis."""
     now = now or time.time()
     r = live.client()
-    stale = 3 * (cluster.backend_poll_interval_s or settings.MONITOR_DEFAULT_INTERVAL_S) + 2
+    # More patient than the pages: "no recent poll" counts as unreachable here, and a failover must not follow a
+    # poll that is merely late.
+    stale = status.stale_after(status.backend_interval(cluster)) + LATE_POLL_GRACE_S
     R, W, BW = cluster.reader_hostgroup, cluster.writer_hostgroup, cluster.backup_writer_hostgroup
     memberships = list(HostgroupMembership.objects.filter(server__cluster=cluster, server__maintenance=False)
                        .select_related("server"))

@@ -10,7 +10,6 @@ counts as the whole hour (the report names the resolutions it used).
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from django.conf import settings
 
 from apps.monitoring import status
 from apps.monitoring.chunks import samples as chunked_samples
@@ -84,7 +83,7 @@ class ClusterHistory:
 
     @property
     def max_gap(self):
-        return status.STALE_FACTOR * self.interval
+        return status.stale_after(self.interval)
 
 
 BACKEND_FIELDS = ("reachable", "local_state", "primary", "ready", "recv_queue")
@@ -101,7 +100,7 @@ def load(cluster, start, end, hourly_only=False):
     """Read the cluster's history over [start, end) (epoch seconds). hourly_only: the 1-hour rollups alone
     (a fleet report's first pass over every cluster: a 60th of the rows; an hour with any trouble in it
     counts whole, so a cluster can only look worse than it was, never better)."""
-    interval = status.interval_of(cluster.poll_interval_s) or settings.MONITOR_DEFAULT_INTERVAL_S
+    interval = status.proxysql_interval(cluster)
     h = ClusterHistory(start=start, end=end, interval=interval)
     only = {"resolution": HOUR} if hourly_only else {}
     bf = {"server_id__in": list(cluster.servers.values_list("pk", flat=True)), **only}
@@ -141,8 +140,8 @@ def resolutions_used(*piece_lists):
 
 def load_proxysql_only(cluster, start, end, hourly_only=False):
     """{node id: [(a, b, row)]} of the ProxySQL samples alone (the period before, for trends)."""
-    interval = status.interval_of(cluster.poll_interval_s) or settings.MONITOR_DEFAULT_INTERVAL_S
+    interval = status.proxysql_interval(cluster)
     nf = {"node_id__in": list(cluster.proxysql_nodes.values_list("pk", flat=True))}
     if hourly_only:
         nf["resolution"] = HOUR
-    return _load(ProxySQLSample, nf, PROXYSQL_FIELDS, start, end, status.STALE_FACTOR * interval, {})
+    return _load(ProxySQLSample, nf, PROXYSQL_FIELDS, start, end, status.stale_after(interval), {})

@@ -2,6 +2,7 @@
 anything from lab/. Tests may use the lab's fixtures and doubles, so modules under a tests/ directory
 (and test_*.py, conftest.py) do not count."""
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,3 +46,29 @@ def test_no_product_module_imports_the_lab():
     assert any(str(m).startswith("apps/fleet/") for m in modules)  # the walk really reads the apps
     offenders = {str(m): found for m in modules if (found := lab_imports((ROOT / m).read_text()))}
     assert offenders == {}, "product modules import the lab (move lab-only code to lab/): " + repr(offenders)
+
+
+# Issue 25: one function for a cluster's poll intervals and one for staleness (apps/monitoring/status.py). Each
+# copy of the rule elsewhere had drifted (a hard-coded 2.0 s, a 3x + 2 s, a missing default).
+INTERVAL_RULES = re.compile(r"STALE_FACTOR\s*\*|\*\s*STALE_FACTOR|MONITOR_DEFAULT_INTERVAL_S|"
+                            r"poll_interval_s\s+or\b|\b\d+(\.\d+)?\s*\*\s*[\w.\[\]\"']*poll_interval_s")
+INTERVAL_HOME = {"apps/monitoring/status.py"}
+
+
+def test_the_check_finds_each_copy_of_the_interval_rules():
+    assert [bool(INTERVAL_RULES.search(line)) for line in (
+        "x = STALE_FACTOR * interval", "age > status.STALE_FACTOR * c.interval", "poll_s = cluster.poll_interval_s or 2.0",
+        "cap = 3 * channel.replica_cluster.backend_poll_interval_s", "settings.MONITOR_DEFAULT_INTERVAL_S",
+        "status.stale_after(status.backend_interval(cluster))", "GAP_FACTOR_RAW = status.STALE_FACTOR")] == [
+        True, True, True, True, True, False, False]
+
+
+def test_poll_intervals_and_staleness_are_computed_in_one_place():
+    offenders = {}
+    for module in product_modules():
+        if str(module) in INTERVAL_HOME or module.parts[0] == "controlplane":  # settings and beat read the default
+            continue
+        lines = [line.strip() for line in (ROOT / module).read_text().splitlines() if INTERVAL_RULES.search(line)]
+        if lines:
+            offenders[str(module)] = lines
+    assert offenders == {}, "use apps.monitoring.status (proxysql_interval, backend_interval, stale_after): " + repr(offenders)
