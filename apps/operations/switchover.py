@@ -429,10 +429,12 @@ def _node_statements(sql, cluster, A, B, runtime, variables, old_writer_to):
 
 
 def _promote_actions(cluster, A, B):
+    """What the promote step does to the backends; `name` (host:port) is what the plan page shows."""
+    a, b = {"server": A.pk, "name": str(A)}, {"server": B.pk, "name": str(B)}
     if cluster.kind == ClusterKind.GALERA:
-        return [{"server": B.pk, "action": "read_only", "value": False}]
+        return [{**b, "action": "read_only", "value": False}]
     if cluster.kind == ClusterKind.ASYNC:
-        return [{"server": A.pk, "action": "read_only", "value": True},
-                {"server": B.pk, "action": "promote_replica", "old_primary": A.pk},
-                {"server": B.pk, "action": "read_only", "value": False}]
-    return [{"server": B.pk, "action": "group_replication_set_as_primary"}]
+        return [{**a, "action": "read_only", "value": True},
+                {**b, "action": "promote_replica", "old_primary": A.pk},
+                {**b, "action": "read_only", "value": False}]
+    return [{**b, "action": "group_replication_set_as_primary"}]
