@@ -58,7 +58,7 @@ def test_node_page_draws_its_charts(page, live_server, browser_login, viewer_use
         for (let i = 3; i < pixels.length; i += 4) if (pixels[i] > 0) painted++;
         return {points, painted, datasets: chart.data.datasets.length, spanGaps: chart.data.datasets[0].spanGaps};
     }""")
-    assert drawn["datasets"] == 12 and drawn["points"] >= 12 * 4 and drawn["painted"] > 1000
+    assert drawn["datasets"] == 6 and drawn["points"] >= 6 * 4 and drawn["painted"] > 1000  # per hostgroup
     assert drawn["spanGaps"] is False
 
     page.click("#chart-queries >> xpath=ancestor::figure//button[@data-range='24h']")
