@@ -114,7 +114,7 @@ def operational_findings(cluster, base, target, nodes, *, write_back=False):
     return out
 
 
-def _compile(pattern, modifiers, engine):
+def regex_error(pattern, modifiers, engine):
     """None if ProxySQL's regex engine compiles it, else its error (engine 1: PCRE, 2: RE2)."""
     caseless = "CASELESS" in (modifiers or "").upper()
     try:
@@ -199,7 +199,7 @@ def rules_findings(base, target, engine, servers_in):
     for r in rules:
         for field in ("match_digest", "match_pattern"):
             if r[field] not in (None, ""):
-                error = _compile(r[field], r["re_modifiers"], engine)
+                error = regex_error(r[field], r["re_modifiers"], engine)
                 if error:
                     out.append(Finding("regex_invalid", f"Rule {r['rule_id']}'s {field} does not compile in ProxySQL's "
                                        f"{'RE2' if engine == 2 else 'PCRE'} engine",
@@ -295,7 +295,7 @@ def effect_findings(cluster, base, target, nodes, live_docs, *, write_back=False
     nodes' latest-state documents by node name (for mirror figures); `write_back`: a repair to `base`."""
     layers = [nc.layers["runtime"] for nc in nodes.values() if not nc.error]
     servers_in = _servers_anywhere(target, layers)
-    engine = _engine(target, layers)
+    engine = regex_engine(target, layers)
     d = diff(base, target)
     out = operational_findings(cluster, base, target, nodes, write_back=write_back)
     out += servers_findings(cluster, base, target)
@@ -315,7 +315,8 @@ def effect_findings(cluster, base, target, nodes, live_docs, *, write_back=False
     return out
 
 
-def _engine(target, layers):
+def regex_engine(target, layers=()):
+    """ProxySQL's regex engine for these rules: mysql-query_processor_regex (1 PCRE, the default; 2 RE2)."""
     value = (target.get(VARIABLES) or {}).get("mysql-query_processor_regex")
     if value is None and layers:
         value = layers[0][VARIABLES].get("mysql-query_processor_regex")

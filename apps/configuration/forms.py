@@ -6,7 +6,8 @@ from apps.fleet.validators import validate_no_nul
 
 from . import content as C
 from . import variables as V
-from .tables import INT, MYSQL_SERVERS, MYSQL_USERS, RowError, check_row
+from .findings import regex_error
+from .tables import INT, MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, RowError, check_row
 
 # Shown first in the editor: the columns operators change daily; the rest sit under "more columns".
 MAIN_COLUMNS = {
@@ -38,11 +39,13 @@ def _field(col):
 
 
 class RowForm(forms.Form):
-    """One row of one table. `initial` may be a content row; password fields are never rendered back."""
+    """One row of one table. `initial` may be a content row; password fields are never rendered back.
+    `regex_engine`: ProxySQL's (1 PCRE, 2 RE2), which a query rule's patterns must compile in."""
 
-    def __init__(self, *args, table, **kwargs):
+    def __init__(self, *args, table, regex_engine=1, **kwargs):
         super().__init__(*args, **kwargs)
         self.table = table
+        self.regex_engine = regex_engine
         for col in table.columns:
             if table is MYSQL_USERS and col.name == "password":
                 self.fields["password"] = forms.CharField(
@@ -79,6 +82,12 @@ class RowForm(forms.Form):
             check_row(self.table, row)
         except RowError as exc:
             self.add_error(exc.column if exc.column in self.fields else None, exc.message)
+        if self.table is MYSQL_QUERY_RULES:
+            for name in ("match_digest", "match_pattern"):
+                error = row[name] and regex_error(row[name], row["re_modifiers"], self.regex_engine)
+                if error:
+                    self.add_error(name, f"does not compile in ProxySQL's {'RE2' if self.regex_engine == 2 else 'PCRE'} "
+                                         f"engine: {error} (ProxySQL would load it and never match)")
         if "\x00" in (data.get("password") or ""):
             self.add_error("password", "contains a NUL character")
         data["row"] = row

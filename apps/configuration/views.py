@@ -14,7 +14,7 @@ from apps.fleet.models import Cluster, ProxySQLNode
 from controlplane.converters import parse_id
 
 from . import content as C
-from . import files, nodes, services
+from . import files, findings, nodes, services
 from .forms import ReasonForm, RolesForm, RowForm, UploadForm, VariableForm
 from .models import ChangeSet, ConfigVersion
 from .planner import diff_lines, node_diff
@@ -167,7 +167,8 @@ def row_form(request, pk, table_name):
         if existing is None:
             return HttpResponse("no such row", status=404)
     prefix = f"row-{table.name}"
-    form = RowForm(request.POST or None, table=table, initial=existing, prefix=prefix)
+    form = RowForm(request.POST or None, table=table, initial=existing, prefix=prefix,
+                   regex_engine=findings.regex_engine(target))
     context = {"cs": cs, "table": table, "form": form, "key": key}
     if request.method == "POST":
         valid = form.is_valid()

@@ -231,20 +231,40 @@ def chart_queries(window, node):
 
 
 def chart_connections(window, node):
-    """Used and free per server; where a point stands for a bucket of polls, also the bucket's most used
-    (a one-poll spike) and, in `status`, each server's worst status in the bucket (a SHUNNED blip)."""
+    """Used and free per hostgroup (its role named), summed over its servers: a few readable series, not two
+    per server; where a point stands for a bucket of polls, also the most one server of the hostgroup used in
+    it (a one-poll spike). `status`: each server's worst status in each point (a SHUNNED blip)."""
     base = _node_base(window, node)
     pool = window.load(PoolSnapshot, {"node_id": node.pk}, ["conn_used", "conn_free", "conn_used_max", "status"],
                        {"status": "worst"}, group=POOL_GROUP)
     series = []
-    for g in pool.groups():
-        series.append((f"used · {_pool_label(g)}", pool.values[(g, "conn_used")], "line"))
+    for hg in sorted({g[0] for g in pool.groups()}):
+        label = _hostgroup_label(node.cluster, hg)
+        servers = [g for g in pool.groups() if g[0] == hg]
+        series.append((f"used · {label}", _over(pool, servers, "conn_used", sum), "line"))
         if window.bucket:
-            series.append((f"most used in a bucket · {_pool_label(g)}", pool.values[(g, "conn_used_max")], "dotted"))
-        series.append((f"free · {_pool_label(g)}", pool.values[(g, "conn_free")], "dashed"))
-    data = assemble(window, base, series, title="Backend connections used / free per server", unit="connections")
+            series.append((f"most used by one server in a bucket · {label}", _over(pool, servers, "conn_used_max", max),
+                           "dotted"))
+        series.append((f"free · {label}", _over(pool, servers, "conn_free", sum), "dashed"))
+    data = assemble(window, base, series, title="Backend connections used / free per hostgroup", unit="connections")
     data["status"] = {_pool_label(g): _aligned(data, pool.values[(g, "status")]) for g in pool.groups()}
     return data
+
+
+def _hostgroup_label(cluster, hostgroup):
+    roles = {cluster.writer_hostgroup: "writer", cluster.reader_hostgroup: "reader",
+             cluster.backup_writer_hostgroup: "backup writer", cluster.offline_hostgroup: "offline"}
+    return f"hg {hostgroup} ({roles[hostgroup]})" if hostgroup in roles else f"hg {hostgroup}"
+
+
+def _over(pool, groups, field, how):
+    """{ts: how(the groups' values)}: a point where none of them has a value stays a gap."""
+    by_ts = defaultdict(list)
+    for g in groups:
+        for ts, v in pool.values[(g, field)].items():
+            if v is not None:
+                by_ts[ts].append(v)
+    return {ts: how(vs) for ts, vs in by_ts.items()}
 
 
 def _aligned(data, values):

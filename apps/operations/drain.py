@@ -2,17 +2,20 @@
 
 Drain: OFFLINE_SOFT in each hostgroup the server is in, on every ProxySQL node -> wait for its ConnUsed
 to reach 0 everywhere (on timeout: roll back, or OFFLINE_HARD if chosen) -> save -> mark it in
-maintenance in the inventory. Restore puts back the statuses the inventory held before the drain.
+maintenance in the inventory. Restore puts back the statuses the inventory held before the drain, once the backend can serve (the
+switchover's backend guards: Galera Synced, Primary, ready, receive queue; async replication running, lag).
 """
+from apps.clients.backend import BackendClient
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
+from apps.fleet.choices import ClusterKind
 from apps.fleet.models import HostgroupMembership
 
 from . import rollbacks, shared
 from .choices import OnDrainTimeout, OperationKind
 from .locks import current_holder
 from .plans import DRAIN_POLL_MS, INVENTORY, PROXYSQL, VERIFY, WAIT_DRAIN, Guard, Plan, Sql, Step
-from .switchover import _row, pinned_sessions
+from .switchover import _row, backend_guards, current_writer, pinned_sessions
 
 
 def _read_nodes(cluster, server, build):
@@ -122,6 +125,7 @@ def plan_restore(server):
               "yes" if server.maintenance else "no", False),
         Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
         rollbacks.guard(cluster),
+        *_backend_guards(cluster, server, intended),
     ]
     nodes = lambda part: {str(pk): {"name": v["name"], **v[part]} for pk, v in per_node.items()}  # noqa: E731
     steps = [
@@ -134,3 +138,20 @@ def plan_restore(server):
     ]
     return shared.annotate(Plan(OperationKind.RESTORE, cluster.pk, f"Restore {server} from maintenance ({cluster.name})",
                                 guards, steps, options={"server": server.pk}), cluster)
+
+
+def _backend_guards(cluster, server, intended):
+    """Can the server serve again? An async replica is also checked to replicate from the current writer;
+    the async writer itself (back in the writer hostgroup) has no replication to check."""
+    try:
+        with BackendClient.for_server(server) as client:
+            state = client.state()
+    except ClientError as exc:
+        state = exc
+    if isinstance(state, ClientError) or cluster.kind != ClusterKind.ASYNC:
+        return backend_guards(cluster, server, state, "server")
+    if cluster.writer_hostgroup in intended:
+        return []  # the async writer: no replication of its own to check
+    writer = current_writer(cluster)
+    source = writer.server if writer and writer.server_id != server.pk else None
+    return backend_guards(cluster, server, state, "server", source=source)

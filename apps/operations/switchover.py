@@ -37,6 +37,47 @@ def current_writer(cluster):
             .exclude(status="OFFLINE_HARD").select_related("server").order_by("-weight", "server__port").first())
 
 
+def backend_guards(cluster, server, state, prefix, source=None):
+    """What a backend must be before it takes traffic (a switchover's new writer, a server back from
+    maintenance). Galera: Synced, in the Primary component, wsrep_ready, its receive queue within the cluster's
+    limit. Async: its replication threads running (from `source` when given) and its lag within the limit.
+    `state` is its BackendClient.state() or the ClientError that read raised."""
+    if isinstance(state, ClientError) or state is None:
+        return [Guard(f"{prefix}_reachable", f"{server} answers", False, getattr(state, "message", "not polled"), False)]
+    if cluster.kind == ClusterKind.GALERA:
+        return [
+            Guard(f"{prefix}_synced", f"{server} is Synced", state.local_state == 4,
+                  f"{state.local_state} {state.local_state_comment}"),
+            Guard(f"{prefix}_primary", f"{server} is in the Primary component", state.cluster_status == "Primary",
+                  str(state.cluster_status)),
+            Guard(f"{prefix}_ready", f"{server} wsrep_ready is ON", bool(state.ready), "ON" if state.ready else "OFF"),
+            Guard(f"{prefix}_queue", f"{server} recv queue <= {cluster.max_replication_lag}",
+                  (state.local_recv_queue or 0) <= cluster.max_replication_lag, str(state.local_recv_queue)),
+        ]
+    if cluster.kind != ClusterKind.ASYNC:
+        return []
+    try:
+        with BackendClient.for_server(server) as client:
+            replica = client.replica_status() or {}
+    except ClientError as exc:
+        replica = {"error": exc.message}
+    lag = replica.get("Seconds_Behind_Master")
+    guards = []
+    if source is not None:
+        guards.append(Guard(
+            f"{prefix}_replicates_old", f"{server} replicates from {source}",
+            str(replica.get("Master_Port")) == str(source.port)
+            and replica.get("Master_Host") in (source.hostname, "127.0.0.1", "localhost"),
+            f"{replica.get('Master_Host')}:{replica.get('Master_Port')}" if replica else "not a replica"))
+    return guards + [
+        Guard(f"{prefix}_replication_running", f"{server}'s replication threads run",
+              replica.get("Slave_IO_Running") == "Yes" and replica.get("Slave_SQL_Running") == "Yes",
+              f"IO {replica.get('Slave_IO_Running')}, SQL {replica.get('Slave_SQL_Running')}"),
+        Guard(f"{prefix}_lag", f"{server} lag <= {cluster.max_replication_lag} s",
+              lag not in (None, "") and int(lag) <= cluster.max_replication_lag, str(lag)),
+    ]
+
+
 def pinned_sessions(rows, hostgroup, hostname, port):
     """Sessions holding a backend connection to (hostgroup, host:port), with the reason each is pinned
     when the extended processlist names one."""
@@ -139,37 +180,10 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
                 states[server.pk] = client.state()
         except ClientError as exc:
             states[server.pk] = exc
-    b = states.get(B.pk)
-    if isinstance(b, ClientError) or b is None:
-        guards.append(Guard("new_writer_reachable", f"{B} answers", False, getattr(b, "message", "not polled"), False))
-    elif cluster.kind == ClusterKind.GALERA:
-        guards += [
-            Guard("new_writer_synced", f"{B} is Synced", b.local_state == 4, f"{b.local_state} {b.local_state_comment}"),
-            Guard("new_writer_primary", f"{B} is in the Primary component", b.cluster_status == "Primary",
-                  str(b.cluster_status)),
-            Guard("new_writer_ready", f"{B} wsrep_ready is ON", bool(b.ready), "ON" if b.ready else "OFF"),
-            Guard("new_writer_queue", f"{B} recv queue <= {cluster.max_replication_lag}",
-                  (b.local_recv_queue or 0) <= cluster.max_replication_lag, str(b.local_recv_queue)),
-        ]
-    elif cluster.kind == ClusterKind.ASYNC:
-        try:
-            with BackendClient.for_server(B) as client:
-                replica = client.replica_status() or {}
-        except ClientError as exc:
-            replica = {"error": exc.message}
-        lag = replica.get("Seconds_Behind_Master")
-        guards += [
-            Guard("new_writer_replicates_old", f"{B} replicates from {A}",
-                  str(replica.get("Master_Port")) == str(A.port) and replica.get("Master_Host") in (A.hostname, "127.0.0.1", "localhost"),
-                  f"{replica.get('Master_Host')}:{replica.get('Master_Port')}" if replica else "not a replica"),
-            Guard("new_writer_replication_running", f"{B}'s replication threads run",
-                  replica.get("Slave_IO_Running") == "Yes" and replica.get("Slave_SQL_Running") == "Yes",
-                  f"IO {replica.get('Slave_IO_Running')}, SQL {replica.get('Slave_SQL_Running')}"),
-            Guard("new_writer_lag", f"{B} lag <= {cluster.max_replication_lag} s",
-                  lag not in (None, "") and int(lag) <= cluster.max_replication_lag, str(lag)),
-            Guard("replication_credentials", "The cluster has replication credentials to re-point replicas",
-                  bool(cluster.replication_user), cluster.replication_user or "not set", False),
-        ]
+    guards += backend_guards(cluster, B, states.get(B.pk), "new_writer", source=A)
+    if cluster.kind == ClusterKind.ASYNC:
+        guards.append(Guard("replication_credentials", "The cluster has replication credentials to re-point replicas",
+                            bool(cluster.replication_user), cluster.replication_user or "not set", False))
     available = sum(1 for s in states.values() if not isinstance(s, ClientError) and (s.synced_primary or not s.wsrep_on))
     guards.append(Guard("min_available", f"At least {cluster.min_available_readers} available node(s) besides the new writer",
                         available - 1 >= cluster.min_available_readers, f"{available} available"))
@@ -415,10 +429,12 @@ def _node_statements(sql, cluster, A, B, runtime, variables, old_writer_to):
 
 
 def _promote_actions(cluster, A, B):
+    """What the promote step does to the backends; `name` (host:port) is what the plan page shows."""
+    a, b = {"server": A.pk, "name": str(A)}, {"server": B.pk, "name": str(B)}
     if cluster.kind == ClusterKind.GALERA:
-        return [{"server": B.pk, "action": "read_only", "value": False}]
+        return [{**b, "action": "read_only", "value": False}]
     if cluster.kind == ClusterKind.ASYNC:
-        return [{"server": A.pk, "action": "read_only", "value": True},
-                {"server": B.pk, "action": "promote_replica", "old_primary": A.pk},
-                {"server": B.pk, "action": "read_only", "value": False}]
-    return [{"server": B.pk, "action": "group_replication_set_as_primary"}]
+        return [{**a, "action": "read_only", "value": True},
+                {**b, "action": "promote_replica", "old_primary": A.pk},
+                {**b, "action": "read_only", "value": False}]
+    return [{**b, "action": "group_replication_set_as_primary"}]

@@ -142,7 +142,8 @@ def operation_progress(request, pk):
 
 
 def _sessions_holding(op):
-    """Live: the sessions that hold the old writer on each node, and why (stats_mysql_processlist)."""
+    """Live: the server being drained (a switchover's old writer, a drained backend), and the sessions that
+    hold it on each node and why (stats_mysql_processlist)."""
     plan = Plan.from_json(op.plan)
     wait = next((s for s in plan.steps if s.kind == "wait_drain"), None)
     if wait is None:
@@ -157,7 +158,8 @@ def _sessions_holding(op):
             out.append({"node": node.name, "sessions": rows})
         except ClientError as exc:
             out.append({"node": node.name, "error": str(exc)})
-    return out
+    server = ", ".join(sorted({f"{host}:{port}" for _, host, port in wait.params["targets"]}))
+    return {"server": server, "old_writer": op.kind == "switchover", "nodes": out}
 
 
 @require_role(OPERATOR)

@@ -383,7 +383,7 @@ class ClusterSection:
             row["new"] = str(self.servers[new_id]) if new_id in self.servers else "?"
             row["changed"] = op.state == OperationState.DONE or (op.state == OperationState.FAILED and op.point_of_no_return)
             ms, how = (_switchover_interruption(op, steps) if op.kind == OperationKind.SWITCHOVER
-                       else self._failover_interruption(op, steps, backends_tl.get(old_id, [])))
+                       else self._failover_interruption(op, steps, old_id, backends_tl.get(old_id, [])))
             row["interruption_ms"] = None if ms is None else round(ms, 1)
             row["how"] = how
             lo = op.started_at.timestamp() - self.h.max_gap
@@ -393,7 +393,10 @@ class ClusterSection:
             out.append(row)
         return out
 
-    def _failover_interruption(self, op, steps, old_tl):
+    def _failover_interruption(self, op, steps, old_id, old_tl):
+        """From the last good poll of the old writer (the monitoring history: it failed at some moment after it)
+        to the new writer ONLINE; where that poll is not known, from the first failed poll or the rollup bucket
+        it lies in, else the operation's own time."""
         move = steps.get("move")
         end = (move.finished_at if move and move.finished_at else op.finished_at or op.started_at).timestamp()
         began = op.started_at.timestamp()
@@ -406,9 +409,17 @@ class ClusterSection:
             for a, b, v in reversed(old_tl):
                 if v[0] in (UNREACHABLE, OUT) and b >= first_bad - 1e-6 and a < first_bad:
                     first_bad = a
+        last = max((row for _, _, row in self.h.backends.get(old_id, [])
+                    if row[0] < (began if first_bad is None else first_bad)), default=None, key=lambda row: row[0])
+        if last is not None and last[1] == 0 and backend_state(last)[0] not in (UNREACHABLE, OUT):
+            after = (f"its first failed poll at {fmt.clock(first_bad)}" if first_bad is not None
+                     else "no failed poll before the failover started")
+            return ((end - last[0]) * 1000,
+                    f"from the last good poll of the old writer ({fmt.clock(last[0])}; {after}) to the new writer "
+                    f"ONLINE ({fmt.clock(end)}): it failed at some moment after that poll, the polls cannot say when")
         if first_bad is None:
             total = (op.timings or {}).get("total_ms")
-            return total, "the failover operation itself (no failed poll of the old writer found before it)"
+            return total, "the failover operation itself (no poll of the old writer found before it)"
         resolution = next((r for r, lo, hi in sorted(self.h.backend_pieces) if lo <= first_bad < hi), 0)
         if resolution:
             return ((end - first_bad) * 1000,

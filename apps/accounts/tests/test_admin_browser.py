@@ -47,3 +47,17 @@ def test_the_admin_logs_in_and_edits_a_user_under_the_csp(page, live_server, adm
     assert page.evaluate("window.cspViolations") == []
     assert errors == []
     assert len(policies) >= 6 and all(p and "script-src 'self'" in p and "unsafe-inline" not in p for p in policies)
+
+
+def test_every_console_page_names_its_icon(page, live_server, browser_login, viewer_user):
+    """Issue 23: no favicon (a 404 for /favicon.ico on every page, a blank tab among the operator's others)."""
+    missing = []
+    page.on("response", lambda r: r.status == 404 and missing.append(r.url))
+    browser_login(viewer_user)
+    href = page.get_attribute("link[rel=icon]", "href")
+    assert href == "/static/favicon.svg"
+    icon = page.request.get(f"{live_server.url}{href}")
+    assert icon.status == 200 and icon.headers["content-type"].startswith("image/svg+xml")
+    assert b"<svg" in icon.body()
+    page.goto(f"{live_server.url}/alerts/")
+    assert page.get_attribute("link[rel=icon]", "href") == href and not missing, missing

@@ -4,8 +4,10 @@ import pytest
 from django.urls import reverse
 
 from apps.configuration import services
+from apps.configuration.forms import RowForm
 from apps.configuration.models import ChangeSet, ConfigSecret, ConfigVersion
 from apps.configuration.planner import plan_change_set
+from apps.configuration.tables import MYSQL_QUERY_RULES
 from apps.operations import executor
 from apps.operations import services as operations
 from apps.operations.models import Operation
@@ -216,3 +218,30 @@ def test_the_row_form_is_a_whole_page_without_htmx(versioned_lab, operator_user,
     assert cs.get_absolute_url() in page
     fragment = client.get(url, headers={"HX-Request": "true"}).content.decode()
     assert "<html" not in fragment and 'data-row-form="mysql_servers"' in fragment
+
+
+@pytest.mark.parametrize("engine", ["1", "2"])
+def test_the_inline_check_refuses_a_regex_proxysql_cannot_compile(versioned_lab, operator_user, client, engine):
+    """Issue 23: the inline check said "Valid" for a match_digest no engine compiles (ProxySQL would load it
+    silently and never match). Checked with the cluster's engine: mysql-query_processor_regex 1 PCRE, 2 RE2."""
+    cluster, doubles, version = versioned_lab
+    cs = services.start_change_set(cluster, user=operator_user)
+    services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-query_processor_regex", "value": engine})
+    client.force_login(operator_user)
+    url = reverse("configuration:row_form", args=[cs.pk, "mysql_query_rules"])
+
+    defaults = {name: field.initial for name, field in RowForm(table=MYSQL_QUERY_RULES).fields.items()
+                if field.initial is not None}
+
+    def check(**row):
+        fields = {**defaults, "rule_id": "30", "active": "1", "apply": "1", "destination_hostgroup": "101", **row}
+        return client.post(url, {f"row-mysql_query_rules-{k}": v for k, v in fields.items()},
+                           headers={"HX-Request": "true"}).content.decode()
+
+    assert 'data-check="valid"' in check(match_digest="^SELECT .* FROM t")
+    refused = check(match_digest="^SELECT (")
+    assert 'data-check="valid"' not in refused and 'data-check="invalid"' in refused
+    assert "match_digest" in refused and "does not compile in ProxySQL&#x27;s " + ("RE2" if engine == "2" else "PCRE") in refused
+    assert 'data-check="invalid"' in check(match_pattern="[a-", match_digest="")
+    if engine == "2":  # PCRE's look-behind is not RE2's
+        assert 'data-check="invalid"' in check(match_digest="(?<=x)SELECT")

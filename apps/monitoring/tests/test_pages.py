@@ -155,8 +155,9 @@ def test_charts_of_a_polled_node_have_points(adopted_lab, live_redis, viewer_cli
     data = viewer_client.get(reverse("monitoring:proxysql_chart", args=[nodes[0].pk, "connections"])).json()
     assert data["resolution"] == 0 and len(data["t"]) == 3
     labels = [s["label"] for s in data["series"]]
-    assert "used · hg 100 · 127.0.0.1:3311" in labels and "free · hg 101 · 127.0.0.1:3312" in labels
-    used = data["series"][labels.index("used · hg 100 · 127.0.0.1:3311")]["values"]
+    assert labels == ["used · hg 100 (writer)", "free · hg 100 (writer)", "used · hg 101 (reader)",
+                      "free · hg 101 (reader)", "used · hg 102 (backup writer)", "free · hg 102 (backup writer)"]
+    used = data["series"][labels.index("used · hg 100 (writer)")]["values"]
     assert used == [4, 4, 4]
     state = viewer_client.get(reverse("monitoring:server_chart", args=[servers[0].pk, "wsrep_state"])).json()
     polled = BackendSample.objects.filter(server=servers[0]).order_by("ts")

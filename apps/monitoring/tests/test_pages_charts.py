@@ -62,7 +62,7 @@ def test_a_missing_stretch_and_an_unreachable_poll_are_gaps_never_drawn_through(
     assert q[0] == 100.0 and q[-1] == 189.0
 
 
-def test_a_pool_server_missing_from_some_polls_is_a_gap_in_its_own_series_only(node):
+def test_a_pool_server_missing_from_some_polls_is_a_gap_in_its_own_hostgroup_only(node):
     stamps = [NOW - 100 + 2 * i for i in range(10)]
     ProxySQLSample.objects.bulk_create([ProxySQLSample(node=node, ts=dt(t)) for t in stamps])
     pool = []
@@ -75,10 +75,36 @@ def test_a_pool_server_missing_from_some_polls_is_a_gap_in_its_own_series_only(n
         pool.append(pool_snapshot(node.pk, dt(t), servers))
     PoolSnapshot.objects.bulk_create(pool)
     data = charts.chart("proxysql", "connections", node, "1h", now=NOW)
-    assert values(data, "used · hg 100 · db1:3306") == [4] * 10
-    assert values(data, "used · hg 101 · db2:3306") == [2, 2, 2, 2, None, None, 2, 2, 2, 2]
+    assert values(data, "used · hg 100 (writer)") == [4] * 10
+    assert values(data, "used · hg 101 (reader)") == [2, 2, 2, 2, None, None, 2, 2, 2, 2]
     latency = charts.chart("proxysql", "latency", node, "1h", now=NOW)
     assert values(latency, "hg 100 · db1:3306") == [0.3] * 10 and latency["unit"] == "ms"
+
+
+def test_the_connections_chart_draws_a_few_series_per_hostgroup_not_two_per_server(node):
+    """Issue 23: six servers in two hostgroups drew twelve series of raw polls, unreadable. Now: used and free per
+    hostgroup (its role named), summed over its servers; the peak of its busiest server where points are buckets;
+    each server's status is still in `status`."""
+    def polls(start, n, step):
+        stamps = [start + step * i for i in range(n)]
+        ProxySQLSample.objects.bulk_create([ProxySQLSample(node=node, ts=dt(t)) for t in stamps])
+        PoolSnapshot.objects.bulk_create([pool_snapshot(node.pk, dt(t), [
+            {"hostgroup": hg, "srv_host": f"db{k}", "srv_port": 3306, "status": "ONLINE", "conn_used": k + i % 2,
+             "conn_free": 10 - k, "latency_us": 300} for hg in (100, 101) for k in range(1, 4)]) for i, t in enumerate(stamps)])
+
+    polls(NOW - 100, 10, 2)
+    data = charts.chart("proxysql", "connections", node, "1h", now=NOW)
+    assert [s["label"] for s in data["series"]] == ["used · hg 100 (writer)", "free · hg 100 (writer)",
+                                                    "used · hg 101 (reader)", "free · hg 101 (reader)"]
+    assert values(data, "used · hg 101 (reader)") == [6, 9] * 5  # 1 + 2 + 3, then each one more
+    assert values(data, "free · hg 100 (writer)") == [24] * 10  # 9 + 8 + 7
+    assert len(data["status"]) == 6 and data["status"]["hg 101 · db3:3306"] == ["ONLINE"] * 10
+
+    polls(NOW - 6 * 3600 + 1, 240, 60)  # one poll a minute over 6 h: bucketed by 12 s steps, a bucket per poll
+    data = charts.chart("proxysql", "connections", node, "6h", now=NOW)
+    assert data["bucket"] == 12 and len(data["series"]) == 6
+    peak = values(data, "most used by one server in a bucket · hg 100 (writer)")
+    assert set(v for v in peak if v is not None) == {3, 4}  # db3's, never the sum
 
 
 def test_rollups_and_the_tail_they_have_not_reached_yet(node):

@@ -81,5 +81,5 @@ def test_a_shunned_blip_and_a_one_poll_spike_survive_every_rollup(adopted_lab, g
         at = data["t"].index(point * 1000)
         assert data["status"][label(SHUNNED)][at] == "SHUNNED"
         assert data["status"][label(WRITER)][at] == "ONLINE"
-        most_used = next(s for s in data["series"] if s["label"] == f"most used in a bucket · {label(WRITER)}")
+        most_used = next(s for s in data["series"] if s["label"] == "most used by one server in a bucket · hg 100 (writer)")
         assert most_used["values"][at] == spike

@@ -2,9 +2,13 @@
 (the adopted lab is in the root conftest)."""
 import time
 
-from apps.fleet.models import HostgroupMembership
+import pytest
 
+from apps.fleet.models import Cluster, HostgroupMembership
+from conftest import adopt_double
 from lab import demo
+
+ASYNC_PORTS = (3321, 3322, 3323)
 
 
 def wait_for(predicate, timeout, step=0.1):
@@ -89,3 +93,26 @@ def mirrored(rows, a, b, port_at):
     """The same rows with servers a and b exchanged (the port is column `port_at`)."""
     swap = {str(a): str(b), str(b): str(a), a: b, b: a}
     return sorted(tuple(swap.get(v, v) if i == port_at else v for i, v in enumerate(row)) for row in rows)
+
+
+@pytest.fixture
+def async_lab(db, proxysql_double_pair, replication_healthy):
+    """(cluster, doubles, lab): the async replication lab (3321 primary, 3322 and 3323 replicas) adopted through
+    two ProxySQL doubles, writers pinned by auto-increment, replication credentials set."""
+    for i, double in enumerate(proxysql_double_pair, 1):
+        demo.admin_sql(double.port, *demo.seed_statements(backend_ports=ASYNC_PORTS), user=double.user, password=double.password)
+        adopt_double(double, "async-lab", f"proxysql-{i}", kind="async")
+        double.traffic.set_sessions(hostgroup=100, count=2, kind="write", pinned_reason="auto_increment")
+    Cluster.objects.filter(name="async-lab").update(replication_user="repl", replication_password="repl",
+                                                    max_replication_lag=10)
+    return Cluster.objects.get(name="async-lab"), proxysql_double_pair, replication_healthy
+
+
+def query(lab, n, sql):
+    conn = lab.root_connection(n)
+    try:
+        cur = conn.cursor()
+        cur.execute(sql)
+        return cur.fetchall()
+    finally:
+        conn.close()

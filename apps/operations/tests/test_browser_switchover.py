@@ -1,6 +1,7 @@
 """In a real browser: an operator runs a switchover from the cluster page and watches it complete (a real
 Celery worker executes it); a viewer does not see the buttons and gets 403 on the URLs."""
 import pytest
+from django.urls import reverse
 
 from apps.fleet.models import Server
 from apps.operations.models import Operation
@@ -42,3 +43,31 @@ def test_viewer_sees_no_operation_buttons_and_gets_403(page, live_server, browse
     assert page.locator("text=Maintenance drain…").count() == 0
     response = page.goto(f"{live_server.url}/operations/switchover/{cluster.pk}/")
     assert response.status == 403
+
+
+# For each radio button and checkbox: the gap between it and the text of its label, and how far their middles
+# are apart vertically (not on one line when large).
+BESIDE_JS = """inputs => inputs.map(input => {
+  const label = input.labels[0];
+  const text = [...label.childNodes].find(n => n.nodeType === 3 && n.textContent.trim());
+  const range = document.createRange();
+  range.selectNodeContents(text);
+  const t = range.getBoundingClientRect(), i = input.getBoundingClientRect();
+  return {input: input.name + '=' + input.value, gap: Math.max(t.left - i.right, i.left - t.right),
+          dy: Math.abs((t.top + t.bottom) / 2 - (i.top + i.bottom) / 2)};
+})"""
+
+
+def test_radio_buttons_and_checkboxes_sit_by_their_labels(page, live_server, browser_login, operator_user, adopted_lab,
+                                                          tmp_path):
+    """Issue 23: with `.field input { width:100% }` a radio button sat alone, hundreds of pixels from its text."""
+    cluster, _ = adopted_lab
+    browser_login(operator_user)
+    measured = []
+    for name, url in (("switchover", reverse("operations:switchover", args=[cluster.pk])), ("adopt", reverse("fleet:adopt"))):
+        page.goto(f"{live_server.url}{url}")
+        page.screenshot(path=str(tmp_path / f"{name}-form.png"), full_page=True)  # kept: the layout is the point
+        measured += page.eval_on_selector_all("form input[type=radio], form input[type=checkbox]", BESIDE_JS)
+    assert len(measured) >= 6 and any(m["input"].startswith("overwrite=") for m in measured)
+    apart = [m for m in measured if not (0 <= m["gap"] <= 12 and m["dy"] <= 8)]
+    assert not apart, apart

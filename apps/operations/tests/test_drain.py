@@ -5,7 +5,7 @@ from apps.fleet.models import HostgroupMembership, Server
 from apps.operations import drain, services
 from apps.operations.choices import OperationState
 
-from .conftest import run_plan, runtime
+from .conftest import query, run_plan, runtime
 
 pytestmark = pytest.mark.django_db
 
@@ -52,3 +52,50 @@ def test_pinned_reader_sessions_time_out_and_roll_back(adopted_lab, operator_use
         assert ("127.0.0.1", 3312, "ONLINE") in runtime(double, 101)
     reader.refresh_from_db()
     assert not reader.maintenance
+
+
+def test_a_desynced_node_is_not_restored(adopted_lab, galera_healthy, operator_user):
+    """Back ONLINE only when Galera says the node can serve: Synced, Primary, ready, a short receive queue."""
+    cluster, doubles = adopted_lab
+    reader = Server.objects.get(port=3313)
+    assert run_plan(drain.plan_drain(reader, drain_timeout_ms=2000), operator_user).state == OperationState.DONE
+    reader.refresh_from_db()
+    galera_healthy.set_desync(3, True)
+    try:
+        plan = drain.plan_restore(reader)
+        failed = {g.key: g for g in plan.failed_guards}
+        assert set(failed) == {"server_synced"}, [(g.key, g.value) for g in plan.failed_guards]
+        assert failed["server_synced"].label == "127.0.0.1:3313 is Synced"
+        assert failed["server_synced"].value == "2 Donor/Desynced"
+        assert {"server_primary", "server_ready", "server_queue"} <= {g.key for g in plan.guards}
+        op = services.save_plan(plan, user=operator_user)
+        with pytest.raises(services.NotAllowed, match="127.0.0.1:3313 is Synced"):
+            services.confirm(op, user=operator_user, enqueue=False)
+        for double in doubles:
+            assert ("127.0.0.1", 3313, "OFFLINE_SOFT") in runtime(double, 101)
+    finally:
+        galera_healthy.set_desync(3, False)
+    plan = drain.plan_restore(reader)
+    assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
+    assert run_plan(plan, operator_user).state == OperationState.DONE
+
+
+def test_a_stopped_replica_is_not_restored(async_lab, operator_user):
+    """Async: back ONLINE only with its replication threads running and its lag within the cluster's limit."""
+    cluster, doubles, lab = async_lab
+    replica = Server.objects.get(port=3323)
+    assert run_plan(drain.plan_drain(replica, drain_timeout_ms=2000), operator_user).state == OperationState.DONE
+    replica.refresh_from_db()
+    query(lab, 3, "STOP SLAVE")
+    try:
+        plan = drain.plan_restore(replica)
+        assert [(g.key, g.value) for g in plan.failed_guards] == [("server_replication_running", "IO No, SQL No"),
+                                                                   ("server_lag", "None")]
+        assert [g.key for g in plan.guards if g.key.startswith("server_")] == [
+            "server_replicates_old", "server_replication_running", "server_lag"]
+    finally:
+        query(lab, 3, "START SLAVE")
+    lab.wait_caught_up(3)
+    plan = drain.plan_restore(replica)
+    assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
+    assert run_plan(plan, operator_user).state == OperationState.DONE

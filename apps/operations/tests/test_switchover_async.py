@@ -2,36 +2,12 @@
 through two ProxySQL doubles."""
 import pytest
 
-from apps.fleet.models import Cluster, Server
+from apps.fleet.models import Server
 from apps.operations import executor, services, switchover
-from conftest import adopt_double
-from lab import demo
 
-from .conftest import runtime
+from .conftest import query, runtime
 
 pytestmark = pytest.mark.django_db
-PORTS = (3321, 3322, 3323)
-
-
-@pytest.fixture
-def async_lab(db, proxysql_double_pair, replication_healthy):
-    for i, double in enumerate(proxysql_double_pair, 1):
-        demo.admin_sql(double.port, *demo.seed_statements(backend_ports=PORTS), user=double.user, password=double.password)
-        adopt_double(double, "async-lab", f"proxysql-{i}", kind="async")
-        double.traffic.set_sessions(hostgroup=100, count=2, kind="write", pinned_reason="auto_increment")
-    Cluster.objects.filter(name="async-lab").update(replication_user="repl", replication_password="repl",
-                                                    max_replication_lag=10)
-    return Cluster.objects.get(name="async-lab"), proxysql_double_pair, replication_healthy
-
-
-def query(lab, n, sql):
-    conn = lab.root_connection(n)
-    try:
-        cur = conn.cursor()
-        cur.execute(sql)
-        return cur.fetchall()
-    finally:
-        conn.close()
 
 
 def test_gtid_switchover_repoints_every_replica_and_loses_no_write(async_lab, operator_user):

@@ -123,3 +123,24 @@ def test_a_planned_operation_can_be_discarded_and_steps_never_run_say_so(operato
     assert done.state == "rolled_back", done.error
     page = operator_client.get(done.get_absolute_url()).content.decode()
     assert "not run" in page and "<td>pending</td>" not in page
+
+
+def test_a_reader_drain_is_worded_for_a_reader_and_the_plan_names_backends_by_address(
+        operator_client, adopted_lab, operator_user):
+    """Issue 23: a reader's drain said "Sessions holding the old writer" with empty reasons "()", and the
+    switchover's promote step named "server #2" where host:port is meant."""
+    from apps.operations import drain, services, switchover
+
+    cluster, doubles = adopted_lab
+    for double in doubles:  # extended processlist off: ProxySQL gives no reason
+        double.traffic.set_sessions(hostgroup=101, count=2, kind="read", pinned_reason="user_variable")
+    reader = Server.objects.get(port=3313)
+    op = services.save_plan(drain.plan_drain(reader, drain_timeout_ms=2000), user=operator_user)
+    services.confirm(op, user=operator_user, enqueue=False)  # pending: the live part reads the sessions now
+    progress = operator_client.get(reverse("operations:progress", args=[op.pk]), HTTP_HX_REQUEST="true").content.decode()
+    assert "old writer" not in progress and "()" not in progress
+    assert "Sessions holding 127.0.0.1:3313 now" in progress
+
+    plan = switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True)
+    page = operator_client.get(services.save_plan(plan, user=operator_user).get_absolute_url()).content.decode()
+    assert "read_only = OFF on 127.0.0.1:3312" in page and "server #" not in page

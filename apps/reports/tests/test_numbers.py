@@ -84,22 +84,44 @@ def test_writer_interruption_of_a_planned_switchover_from_its_steps(report_clust
     assert s["summary"]["headline"] == "lab-east: 100 % available; one planned switchover, 82 ms of writer interruption."
 
 
-def test_failover_interruption_runs_from_the_first_failed_poll_to_the_new_writer(report_cluster, history, day):
-    s1, s2, s3 = report_cluster.servers_
-    a, b = day.start.timestamp(), day.end.timestamp()
-    crash = a + 3 * H + 5  # polls at 10 s: the first failed poll is at +10
-    moved = crash + 5 + 2 * INTERVAL + 0.73
-    history.backend(s1, a, b, fn=lambda t: {"reachable": False} if t >= crash else {})
-    op = Operation.objects.create(cluster=report_cluster, kind="failover", state="done", title="Failover", actor="automatic failover",
-                                  plan={"kind": "failover", "cluster_id": report_cluster.pk, "title": "f", "guards": [],
-                                        "steps": [{"key": "inventory", "params": {"old": s1.pk, "new": s2.pk}}]},
+def _failover(cluster, old, new, moved):
+    op = Operation.objects.create(cluster=cluster, kind="failover", state="done", title="Failover", actor="automatic failover",
+                                  plan={"kind": "failover", "cluster_id": cluster.pk, "title": "f", "guards": [],
+                                        "steps": [{"key": "inventory", "params": {"old": old.pk, "new": new.pk}}]},
                                   started_at=as_dt(moved - 0.03), finished_at=as_dt(moved + 0.01), timings={"total_ms": 40.0})
     OperationStep.objects.create(operation=op, index=0, key="move", title="move", state="done",
                                  started_at=as_dt(moved - 0.02), finished_at=as_dt(moved), duration_ms=20)
+    return op
+
+
+def test_failover_interruption_runs_from_the_last_good_poll_to_the_new_writer(report_cluster, history, day):
+    """Issue 23: the writer was gone from some moment after its last good poll, not from the first failed one
+    (a poll interval later) nor from the operation's start: the report counts from the last good poll and
+    says so."""
+    s1, s2, s3 = report_cluster.servers_
+    a, b = day.start.timestamp(), day.end.timestamp()
+    crash = a + 3 * H + 5  # polls at 10 s: the last good poll is at +0, the first failed one at +10
+    moved = crash + 5 + 2 * INTERVAL + 0.73
+    history.backend(s1, a, b, fn=lambda t: {"reachable": False} if t >= crash else {})
+    _failover(report_cluster, s1, s2, moved)
     [w] = section(report_cluster, day)["writer_changes"]
-    first_failed = a + 3 * H + 10
-    assert w["interruption_ms"] == pytest.approx((moved - first_failed) * 1000, abs=1)
-    assert "first failed poll" in w["how"]
+    last_good = a + 3 * H
+    assert w["interruption_ms"] == pytest.approx((moved - last_good) * 1000, abs=1)
+    assert w["how"].startswith(f"from the last good poll of the old writer ({fmt.clock(last_good)}; its first failed "
+                               f"poll at {fmt.clock(last_good + INTERVAL)}) to the new writer ONLINE")
+
+
+def test_failover_before_any_failed_poll_still_counts_from_the_last_good_poll(report_cluster, history, day):
+    """The writer died between two polls and the failover (a manual one, say) moved it before the next poll: the
+    operation's own 40 ms were counted as the whole interruption."""
+    s1, s2, s3 = report_cluster.servers_
+    a, b = day.start.timestamp(), day.end.timestamp()
+    moved = a + 3 * H + 2.5  # polls at 10 s: the last good poll at +0, the next at +10 already fails
+    history.backend(s1, a, b, fn=lambda t: {"reachable": False} if t > moved else {})
+    _failover(report_cluster, s1, s2, moved)
+    [w] = section(report_cluster, day)["writer_changes"]
+    assert w["interruption_ms"] == pytest.approx(2500, abs=1)
+    assert "last good poll of the old writer" in w["how"] and "no failed poll before the failover" in w["how"]
 
 
 def test_service_down_while_the_writer_hostgroup_has_no_online_writer(report_cluster, history, day):
