@@ -13,6 +13,8 @@ compare_node() is pure (tests feed it layers); cluster_drift() reads every node'
 """
 from dataclasses import dataclass, field
 
+from apps.fleet.drift import LayerDifference, LayerFinding, writer_finding
+
 from . import content as C
 from . import nodes as N
 from .tables import BY_NAME, MYSQL_SERVERS, MYSQL_USERS, TABLES, VARIABLES
@@ -24,32 +26,6 @@ ROW_NAMES = {"mysql_galera_hostgroups": "Galera hostgroups of writer", "mysql_re
              "replication hostgroups of writer", "mysql_users": "user", "mysql_query_rules": "query rule",
              "scheduler": "scheduler job"}
 ORDER = {name: n for n, name in enumerate([t.name for t in TABLES] + [VARIABLES])}
-
-
-@dataclass
-class LayerDifference:
-    """One value of one node on which a layer differs from intent. A row: field "row", values "present" /
-    "missing"; a variable: key its name, field "value" (None: not in that layer). Secrets show as (secret).
-    A layer not read is None; `differs` names the layers that differ from intent; `row`: for a row difference,
-    the row as intent (or else a layer) holds it."""
-    table: str
-    key: object
-    field: str
-    intended: object
-    memory: object
-    runtime: object
-    disk: object
-    differs: tuple = ()
-    row: dict | None = None
-
-
-@dataclass
-class LayerFinding:
-    """What a layer's difference means, in an operator's words."""
-    layer: str  # "disk": what a restart would load; "runtime": what runs unsaved; "memory": what a LOAD would apply
-    table: str
-    words: str
-    writer: bool = False  # a restart would change where writes go
 
 
 @dataclass
@@ -167,16 +143,13 @@ class Words:
         self.writer_hg = roles.get("writer")
 
     def findings(self, intended):
-        """Disk first (what a restart would do), then runtime, then memory."""
+        """Disk first (what a restart would do), then runtime, then memory; the writer finding first of all."""
         said = sorted(self.said, key=lambda s: ("disk", "runtime", "memory").index(s[0].layer))
-        if "disk" not in self.seen or C.writers(self.seen["disk"]) == C.writers(intended):
+        moved = "disk" in self.seen and writer_finding(self.node, _endpoints(C.writers(self.seen["disk"])),
+                                                       _endpoints(C.writers(intended)), self.writer_hg)
+        if not moved:
             return [f for f, _ in said]
-        on_disk, wanted = C.writers(self.seen["disk"]), C.writers(intended)
-        words = (f"a restart of {self.node} would send writes to {_endpoints(on_disk)}" if on_disk else
-                 f"a restart of {self.node} would leave the writer hostgroup {self.writer_hg} empty")
-        if wanted:
-            words += f" instead of {_endpoints(wanted)}"
-        return [LayerFinding("disk", MYSQL_SERVERS.name, words, writer=True)] + [f for f, w in said if not w]
+        return [moved] + [f for f, writer_row in said if not writer_row]
 
     def row(self, table, key, want, values, per_layer):
         where = _where(table, key)
@@ -224,7 +197,7 @@ class Words:
 
 
 def _endpoints(pairs):
-    return " and ".join(f"{h}:{p}" for h, p in pairs)
+    return [f"{h}:{p}" for h, p in pairs]
 
 
 def _where(table, key):

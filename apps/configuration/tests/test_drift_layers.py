@@ -94,3 +94,22 @@ def test_a_query_rule_changed_only_on_disk(saved_lab, viewer_client, viewer_user
                                       "differs": ["disk"], "row": None}]
     assert f'data-layer="disk" data-table="mysql_query_rules">{words}' in page
     assert page.index("proxysql-2") < page.index(words)
+
+
+def test_a_disk_with_another_writer_says_where_a_restart_would_send_writes(saved_lab, viewer_client, viewer_user):
+    """As a rolled-back switchover left a real pair: memory and runtime on the old writer, disk on the new one."""
+    cluster, (first, second) = saved_lab
+    for statement in ("DELETE FROM mysql_servers WHERE hostgroup_id=100",
+                      "INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight,max_connections,comment)"
+                      " VALUES (100,'127.0.0.1',3312,1000000,2000,'writer')",
+                      "SAVE MYSQL SERVERS TO DISK", "SAVE MYSQL SERVERS TO MEMORY"):
+        sql(second, statement)
+    page, api = read(cluster, viewer_client, viewer_user)
+    words = "a restart of proxysql-2 would send writes to 127.0.0.1:3312 instead of 127.0.0.1:3311"
+    second_node = node(api, "proxysql-2")
+    assert second_node["findings"] == [{"layer": "disk", "table": "mysql_servers", "words": words, "writer": True}]
+    assert [(d["key"], d["field"], d["memory"], d["runtime"], d["disk"], d["differs"])
+            for d in second_node["layers"]] == [([100, "127.0.0.1", 3311], "row", "present", "present", "missing", ["disk"]),
+                                                ([100, "127.0.0.1", 3312], "row", "missing", "missing", "present", ["disk"])]
+    assert node(api, "proxysql-1")["in_sync"]
+    assert f'<li class="bad" data-layer="disk" data-table="mysql_servers">{words}</li>' in page
