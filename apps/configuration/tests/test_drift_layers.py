@@ -113,3 +113,22 @@ def test_a_disk_with_another_writer_says_where_a_restart_would_send_writes(saved
                                                 ([100, "127.0.0.1", 3312], "row", "missing", "missing", "present", ["disk"])]
     assert node(api, "proxysql-1")["in_sync"]
     assert f'<li class="bad" data-layer="disk" data-table="mysql_servers">{words}</li>' in page
+
+
+def test_a_password_changed_on_disk_is_said_without_its_value(saved_lab, viewer_client, viewer_user):
+    """The node keeps the password in clear text, the version its hash: equal as secrets. Another password on disk
+    is a difference, shown as (secret) and never as its value."""
+    cluster, (first, second) = saved_lab
+    for statement in ("UPDATE mysql_users SET password='n3w-pass' WHERE username='app'", "SAVE MYSQL USERS TO DISK",
+                      "UPDATE mysql_users SET password='app-secret' WHERE username='app'"):
+        sql(first, statement)
+    page, api = read(cluster, viewer_client, viewer_user)
+    words = "a restart of proxysql-1 would load user app password (secret) (disk) instead of (secret)"
+    first_node = node(api, "proxysql-1")
+    assert first_node["findings"] == [{"layer": "disk", "table": "mysql_users", "words": words, "writer": False}]
+    assert first_node["layers"] == [{"table": "mysql_users", "key": ["app"], "field": "password",
+                                     "intended": "(secret)", "memory": "(secret)", "runtime": "(secret)",
+                                     "disk": "(secret)", "differs": ["disk"], "row": None}]
+    assert node(api, "proxysql-2")["in_sync"]
+    assert "n3w-pass" not in page and "n3w-pass" not in str(api) and "app-secret" not in page
+    assert escape(words) in page
