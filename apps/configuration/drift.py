@@ -171,16 +171,20 @@ class Words:
                 return f"no value for {key} (its default)" if v is None else f"{key}={v}"
             return f"{_where(table, key)} {name} {v}"
         writer_row = table == MYSQL_SERVERS.name and key[0] == self.writer_hg and name == "status"
+        restart_only = table == VARIABLES and key in RESTART_ONLY
         for layer in ("disk", "runtime"):
             if layer in per_layer:
-                self._say(layer, table, what(layer), C.shown(want, secret), per_layer, writer_row)
-        if self._unloaded(per_layer, values):
-            later = "read only at a restart" if key in RESTART_ONLY else "a LOAD would apply it"
+                self._say(layer, table, what(layer), C.shown(want, secret), per_layer, writer_row, restart_only)
+        if self._unloaded(per_layer, values) and not (restart_only and "memory" not in per_layer):
+            later = "read only at a restart" if restart_only else "a LOAD would apply it"
             self._memory(table, f"{what('memory')} (runtime {C.shown(values['runtime'], secret)}; {later}")
 
-    def _say(self, layer, table, what, instead, per_layer, writer_row):
+    def _say(self, layer, table, what, instead, per_layer, writer_row, restart_only=False):
         if layer == "disk":
             words = f"a restart of {self.node} would load {what} (disk) instead of {instead}"
+        elif "memory" not in per_layer:  # memory is as intended: the memory finding says what a LOAD would do
+            words = f"{self.node} runs {what} instead of {instead}" + (
+                " until it restarts (read only at a start)" if restart_only else "")
         else:
             words = f"loaded, not saved: {self.node} runs {what} instead of {instead}"
             if "disk" in self.seen and "disk" not in per_layer:
