@@ -98,7 +98,7 @@ def compare_node(node_name, intended, layers, hostgroups, same, label="the versi
             changes.setdefault((VARIABLES, name), {})[layer] = value
     words = Words(node_name, label, seen)
     diffs = []
-    for (table, key), per_layer in sorted(changes.items(), key=lambda i: (ORDER[i[0][0]], C.sort_key(i[0][1]))):
+    for (table, key), per_layer in sorted(changes.items(), key=_order):
         if table == VARIABLES:
             want = (intended.get(VARIABLES) or {}).get(key)
             values = {layer: per_layer.get(layer, want) for layer in seen}
@@ -123,6 +123,12 @@ def compare_node(node_name, intended, layers, hostgroups, same, label="the versi
                                      secret=table == MYSQL_USERS.name and f == "password"))
             words.value(table, key, want[f], values, differing, f)
     return diffs, words.findings(intended)
+
+
+def _order(item):
+    """Tables in the version's order, then rows in key order (a variable's key is its name)."""
+    (table, key), _ = item
+    return ORDER[table], C.sort_key(key if isinstance(key, tuple) else (key,))
 
 
 def _difference(table, key, name, want, values, differing, secret=False, row=None):
