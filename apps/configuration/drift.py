@@ -11,9 +11,9 @@ API) imports downward and no new circle between the apps appears.
 compare_node() is pure (tests feed it layers); cluster_drift() reads every node's three layers concurrently
 (nodes.read_cluster: one connection per node, one timeout at most for a node that does not answer).
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from apps.fleet.drift import LayerDifference, LayerFinding, writer_finding
+from apps.fleet.drift import LayerDifference, LayerFinding, NodeDrift, writer_finding
 
 from . import content as C
 from . import nodes as N
@@ -29,23 +29,9 @@ ORDER = {name: n for n, name in enumerate([t.name for t in TABLES] + [VARIABLES]
 
 
 @dataclass
-class NodeDrift:
-    node_id: int
-    node_name: str
-    error: str = ""  # set when the node could not be read
-    error_kind: str = ""
-    layers: list = field(default_factory=list)  # LayerDifference
-    findings: list = field(default_factory=list)  # LayerFinding
-
-    @property
-    def in_sync(self):
-        return not self.error and not self.layers
-
-
-@dataclass
 class ClusterDrift:
     version: int | None  # the version compared with (None: the cluster has none yet)
-    nodes: list
+    nodes: list  # NodeDrift (fleet's): its error, or its layers and findings
 
     @property
     def in_sync(self):
