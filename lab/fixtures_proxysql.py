@@ -77,5 +77,7 @@ def proxysql_double_pair(proxysql_double_factory):
         d.query("SET admin-cluster_password='admin'")
         d.query("LOAD ADMIN VARIABLES TO RUNTIME")
         d.query("LOAD PROXYSQL SERVERS TO RUNTIME")
+        d.query("SAVE ADMIN VARIABLES TO DISK")  # as an operator sets a node up: a restart keeps it
+        d.query("SAVE PROXYSQL SERVERS TO DISK")
         d.clear_statements()
     return a, b

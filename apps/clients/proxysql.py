@@ -358,9 +358,10 @@ class ProxySQLAdmin:
             raise UnexpectedResult(self.name, f"read {name}", f"columns {result.columns!r}")
         return result.dicts()
 
-    def all_variables(self, runtime=True):
-        """{variable_name: value} for every global variable of one layer."""
-        table = "runtime_global_variables" if runtime else "global_variables"
+    def all_variables(self, layer="runtime"):
+        """{variable_name: value} for every global variable of one layer (memory, runtime or disk)."""
+        table = {"runtime": "runtime_global_variables", "memory": "global_variables",
+                 "disk": "disk.global_variables"}[layer]
         result = self.wire.execute(f"SELECT variable_name, variable_value FROM {table}", action=f"read {table}")
         return {name: value for name, value in result.rows}
 

@@ -43,6 +43,12 @@ def password_hash(value):
     return mysql_native_hash(value)
 
 
+def shown(value, secret=False):
+    """A value as the pages show it: a secret reference as (secret), and so a password read from a node (clear
+    text or hash alike, `secret`)."""
+    return "(secret)" if is_secret(value) or (secret and value not in (None, "")) else value
+
+
 def is_hashed(value):
     """A mysql_users password written as its mysql_native_password hash (else it is clear text)."""
     return len(value) == 41 and value.startswith("*")
@@ -56,12 +62,12 @@ def sort(content):
     """Rows in key order, hostgroups sorted: a canonical form, so equal configurations compare equal."""
     out = {"roles": dict(content.get("roles") or {}), "hostgroups": sorted(set(content.get("hostgroups") or []))}
     for table in TABLES:
-        out[table.name] = sorted(content.get(table.name) or [], key=lambda r, t=table: _sort_key(t.key_of(r)))
+        out[table.name] = sorted(content.get(table.name) or [], key=lambda r, t=table: sort_key(t.key_of(r)))
     out[VARIABLES] = dict(sorted((content.get(VARIABLES) or {}).items()))
     return out
 
 
-def _sort_key(key):
+def sort_key(key):
     return tuple((0, v) if isinstance(v, int) else (1, str(v)) for v in key)
 
 
@@ -210,7 +216,7 @@ def diff(a, b, *, same_secret=None):
     rows = []
     for table in TABLES:
         before, after = index(a, table), index(b, table)
-        for key in sorted(before.keys() | after.keys(), key=_sort_key):
+        for key in sorted(before.keys() | after.keys(), key=sort_key):
             x, y = before.get(key), after.get(key)
             if x is None:
                 rows.append(RowChange(table.name, key, "added", None, y))

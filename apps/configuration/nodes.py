@@ -51,7 +51,7 @@ def read_layers(admin, layers=("memory", "runtime"), tables=None):
                     r["status"] = configured_status(r["status"].upper())
             data[table.name] = rows
         read_variables = tables is None or VARIABLES in tables
-        data[VARIABLES] = admin.all_variables(runtime=layer == "runtime") if read_variables else {}
+        data[VARIABLES] = admin.all_variables(layer) if read_variables else {}
         out[layer] = data
     return out
 

@@ -25,24 +25,19 @@ def diff_lines(d, limit=None):
     out = []
     for c in d.rows:
         secret = {"password"} if c.table == "mysql_users" else set()
-        fields = [{"name": f, "before": _show(c.before.get(f), f in secret), "after": _show(c.after.get(f), f in secret)}
+        fields = [{"name": f, "before": C.shown(c.before.get(f), f in secret), "after": C.shown(c.after.get(f), f in secret)}
                   for f in c.fields]
         out.append({"table": c.table, "key": list(c.key), "change": c.change, "fields": fields,
-                    "row": {k: _show(v, k in secret) for k, v in (c.after or c.before).items()}})
+                    "row": {k: C.shown(v, k in secret) for k, v in (c.after or c.before).items()}})
     for name, before, after in d.variables:
         secret = name in SECRET_VARIABLES
         out.append({"table": "global_variables", "key": [name], "change": "changed" if before is not None else "added",
-                    "fields": [{"name": "variable_value", "before": _show(before, secret), "after": _show(after, secret)}],
+                    "fields": [{"name": "variable_value", "before": C.shown(before, secret), "after": C.shown(after, secret)}],
                     "row": {}})
     for role, (before, after) in d.roles.items():
         out.append({"table": "hostgroup roles", "key": [role], "change": "changed",
                     "fields": [{"name": role, "before": before, "after": after}], "row": {}})
     return out[:limit] if limit else out
-
-
-def _show(value, secret=False):
-    """A reference as (secret), and so a password read from a node (clear text or hash alike)."""
-    return "(secret)" if C.is_secret(value) or (secret and value not in (None, "")) else value
 
 
 # The rows a cluster owns on a ProxySQL it shares with other clusters (they sit in its hostgroups).

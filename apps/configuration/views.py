@@ -14,10 +14,10 @@ from apps.fleet.models import Cluster, ProxySQLNode
 from controlplane.converters import parse_id
 
 from . import content as C
-from . import files, findings, nodes, services
+from . import drift, files, findings, services
 from .forms import ReasonForm, RolesForm, RowForm, UploadForm, VariableForm
 from .models import ChangeSet, ConfigVersion
-from .planner import diff_lines, node_diff
+from .planner import diff_lines
 from .tables import BY_NAME, TABLES, VARIABLES
 from .variables import SECRETS
 
@@ -51,26 +51,10 @@ def _tables(content):
 
 @require_role(VIEWER)
 def cluster_drift(request, cluster_pk):
-    """htmx partial: each node's runtime against the current version, table by table."""
+    """htmx partial: each node's memory, runtime and disk against the current version (drift.py), table by table."""
     cluster = get_object_or_404(Cluster, pk=cluster_pk)
-    current = services.latest(cluster)
-    out = []
-    if current:
-        known = services.known_secrets(cluster)
-
-        def same_secret(a, b):
-            va = known.get(a["secret"]) if C.is_secret(a) else a
-            vb = known.get(b["secret"]) if C.is_secret(b) else b
-            return va == vb or (bool(va) and bool(vb) and C.password_hash(va) == C.password_hash(vb))
-
-        hostgroups = C.claimed_hostgroups(current.content)
-        for nc in nodes.read_cluster(cluster, layers=("runtime",)).values():
-            if nc.error:
-                out.append({"node": nc, "error": nc.error})
-            else:
-                out.append({"node": nc, "lines": diff_lines(node_diff(nc, current.content, hostgroups, same_secret))})
-    return TemplateResponse(request, "configuration/cluster.html#drift", {"cluster": cluster, "current": current,
-                                                                          "drift": out})
+    return TemplateResponse(request, "configuration/cluster.html#drift", {"cluster": cluster,
+                                                                          "drift": drift.cluster_drift(cluster)})
 
 
 @require_role(VIEWER)

@@ -59,11 +59,14 @@ class VariableDrift:
 LAYERS = ("memory", "runtime", "disk")
 
 
+# The layer model and the writer's words are shared with apps/configuration/drift.py (the three-layer engine over
+# every table of the configuration version), which imports them from here: configuration sits above fleet.
 @dataclass
 class LayerDifference:
-    """One value of one node on which its layers do not all agree with intent. table "mysql_servers": key
-    (hg, host, port), field a column or "row" ("present"/"missing"); table "global_variables": key the
-    variable's name, field "value" (None: not in that layer)."""
+    """One value of one node on which its layers do not all agree with intent. A row: field "row", values
+    "present" / "missing" (mysql_servers: key (hg, host, port)); a variable: key its name, field "value" (None:
+    not in that layer). A layer not read is None. `differs`: the layers that differ from intent (when known);
+    `row`: for a row difference, the row as intent (or else a layer) holds it."""
     table: str
     key: object
     field: str
@@ -71,15 +74,29 @@ class LayerDifference:
     memory: object
     runtime: object
     disk: object
+    differs: tuple = ()
+    row: dict | None = None
 
 
 @dataclass
 class LayerFinding:
     """What a layer's difference means, in an operator's words."""
-    layer: str  # "disk": what a restart would load; "memory": what a LOAD would apply
+    layer: str  # "disk": what a restart would load; "runtime": what runs unsaved; "memory": what a LOAD would apply
     table: str
     words: str
     writer: bool = False  # a restart would change where writes go
+
+
+def writer_finding(node_name, on_disk, intended, writer_hostgroup):
+    """The finding when the writers a node's disk holds ("host:port", ONLINE in the writer hostgroup) are not the
+    intended ones: where a restart would send writes. None when they are."""
+    if on_disk == intended:
+        return None
+    words = (f"a restart of {node_name} would send writes to {' and '.join(on_disk)}" if on_disk else
+             f"a restart of {node_name} would leave the writer hostgroup {writer_hostgroup} empty")
+    if intended:
+        words += f" instead of {' and '.join(intended)}"
+    return LayerFinding("disk", "mysql_servers", words, writer=True)
 
 
 @dataclass
@@ -233,14 +250,10 @@ def compare_layers(node_name, intended, layers, hostgroups, writer_hostgroup, in
     judged = {"mysql_servers": rows, "global_variables": variables}
     writer_moves = False
     if "disk" in rows:
-        disk_writers, intended_writers = _writers(rows["disk"], writer_hostgroup), _writers(intended, writer_hostgroup)
-        writer_moves = disk_writers != intended_writers
-        if writer_moves:
-            words = (f"a restart of {node_name} would send writes to {' and '.join(disk_writers)}" if disk_writers else
-                     f"a restart of {node_name} would leave the writer hostgroup {writer_hostgroup} empty")
-            if intended_writers:
-                words += f" instead of {' and '.join(intended_writers)}"
-            findings.append(LayerFinding("disk", "mysql_servers", words, writer=True))
+        moved = writer_finding(node_name, _writers(rows["disk"], writer_hostgroup), _writers(intended, writer_hostgroup),
+                               writer_hostgroup)
+        writer_moves = moved is not None
+        findings += [moved] if moved else []
     for d in diffs:
         if "disk" not in judged[d.table] or d.disk == d.intended:
             continue

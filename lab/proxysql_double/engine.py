@@ -6,8 +6,9 @@ layers, LOAD/SAVE commands with their aliases, `SET mysql-x=v`, the SHOW stateme
 computed when read from the traffic model, and the `LAB ...` control statements that the product
 never sends.
 
-Memory per endpoint is kept small: page_size 512, the `disk` and `monitor` schemas are attached only
-when first used (or at start when a datadir is given), stats are materialised only when read.
+Memory per endpoint is kept small: page_size 512, the `monitor` schema is attached only when first used,
+stats are materialised only when read. The `disk` schema is there from the start and, as ProxySQL writes its
+database at the first start, holds the starting configuration (every variable) until a SAVE changes it.
 """
 import collections
 import hashlib
@@ -253,7 +254,7 @@ class AdminEngine:
             fresh_disk = True
             if self.datadir:
                 fresh_disk = not os.path.exists(os.path.join(self.datadir, "proxysql.db"))
-                self._ensure_disk()
+            self._ensure_disk()  # as ProxySQL: a disk database always, written whole at the first start
             if self.datadir and not fresh_disk:
                 for module in MODULES:       # a restart: the config comes from disk
                     self._apply(module, "disk2mem")
@@ -263,7 +264,7 @@ class AdminEngine:
             for module in MODULES:
                 if module not in ("MYSQL VARIABLES", "ADMIN VARIABLES"):
                     self._apply(module, "mem2run", bump=False)
-            if self.datadir and fresh_disk:
+            if fresh_disk:  # (a restart without a datadir puts the previous disk back over it)
                 for module in MODULES:
                     self._apply(module, "mem2disk")
             for name in CHECKSUM_NAMES:

@@ -8,7 +8,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
 from apps.accounts.roles import VIEWER
-from apps.fleet import drift
+from apps.configuration import drift
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from apps.monitoring import charts, selectors
 
@@ -95,21 +95,18 @@ class ClusterDrift(ApiView):
     roles = {"get": VIEWER}
 
     @extend_schema(tags=["state"], responses=OpenApiTypes.OBJECT,
-                   summary="Drift, read live from every ProxySQL node: inventory against each runtime, field by "
-                           "field; the nodes against each other; the managed variables; memory, runtime and disk "
-                           "side by side, and what a restart or a LOAD would do")
+                   summary="Drift, read live from every ProxySQL node: its memory, runtime and disk against the "
+                           "current configuration version, table by table (servers, hostgroups, users, query rules, "
+                           "scheduler, variables), and what each difference means (what a restart would load, what "
+                           "runs unsaved, what a LOAD would apply)")
     def get(self, request, pk):
         result = drift.cluster_drift(get_object_or_404(Cluster, pk=pk))
         return Response({
-            "in_sync": result.in_sync,
+            "version": result.version, "in_sync": result.in_sync,
             "nodes": [{"node": n.node_id, "name": n.node_name, "in_sync": n.in_sync, "error": n.error,
-                       "error_kind": n.error_kind, "differences": [asdict(d) for d in n.differences],
-                       "runtime_states": [{"key": list(r["key"]), "status": r["status"]} for r in n.runtime_states],
-                       "variables": [asdict(v) for v in n.variables],
-                       # memory, runtime and disk side by side, and what a restart or a LOAD would do
-                       "layers": [asdict(d) for d in n.layers], "findings": [asdict(f) for f in n.findings]}
+                       "error_kind": n.error_kind, "layers": [asdict(d) for d in n.layers],
+                       "findings": [asdict(f) for f in n.findings]}
                       for n in result.nodes],
-            "between_nodes": [{**d, "key": list(d["key"])} for d in result.between_nodes],
         })
 
 

@@ -77,7 +77,8 @@ def test_the_polled_lab_inventory_latest_state_history_and_drift(adopted_lab, li
                                                          "a restart of proxysql-2 would load hg 101 127.0.0.1:3313 weight 7 "
                                                          "(disk) instead of 10000"}]
     assert node["layers"] == [{"table": "mysql_servers", "key": [101, "127.0.0.1", 3313], "field": "weight",
-                               "intended": 10000, "memory": 10000, "runtime": 10000, "disk": 7}]
+                               "intended": 10000, "memory": 10000, "runtime": 10000, "disk": 7, "differs": ["disk"],
+                               "row": None}]
 
 
 def test_digests_with_the_pages_window_filters_search_sort_and_pages(api):

@@ -1,0 +1,204 @@
+"""Drift: what each ProxySQL node holds in memory (`main.*`), runtime (`runtime_*`) and disk (`disk.*`) against
+the cluster's current configuration version, the one record of intent: every table the version holds (servers,
+native hostgroups, users, query rules, scheduler) and its global variables, in an operator's words (what a
+restart would load, what a LOAD would apply, what runs and is not saved).
+
+Why this module lives in apps/configuration and not in apps/fleet: intent is the configuration version, and what
+drift needs (the version, its secrets, the table specs, reading a node's layers) is this app's. This app already
+imports fleet's models and fleet imports nothing of it at module level, so every reader (this app's page, the
+API) imports downward and no new circle between the apps appears.
+
+compare_node() is pure (tests feed it layers); cluster_drift() reads every node's three layers concurrently
+(nodes.read_cluster: one connection per node, one timeout at most for a node that does not answer).
+"""
+from dataclasses import dataclass
+
+from apps.fleet.drift import LayerDifference, LayerFinding, NodeDrift, writer_finding
+
+from . import content as C
+from . import nodes as N
+from .tables import BY_NAME, MYSQL_SERVERS, MYSQL_USERS, TABLES, VARIABLES
+from .variables import RESTART_ONLY, SECRETS
+
+LAYERS = ("memory", "runtime", "disk")
+# How a row is named in a sentence, by table (mysql_servers: "hg 101 127.0.0.1:3312", as the fleet pages say).
+ROW_NAMES = {"mysql_galera_hostgroups": "Galera hostgroups of writer", "mysql_replication_hostgroups":
+             "replication hostgroups of writer", "mysql_users": "user", "mysql_query_rules": "query rule",
+             "scheduler": "scheduler job"}
+ORDER = {name: n for n, name in enumerate([t.name for t in TABLES] + [VARIABLES])}
+
+
+@dataclass
+class ClusterDrift:
+    version: int | None  # the version compared with (None: the cluster has none yet)
+    nodes: list  # NodeDrift (fleet's): its error, or its layers and findings
+
+    @property
+    def in_sync(self):
+        return all(n.in_sync for n in self.nodes)
+
+
+def same_secret(known):
+    """Secrets compare by value: a node's password (clear text or hash) against the version's hash. `known`:
+    {secret name: value} (services.known_secrets)."""
+    def same(a, b):
+        va = known.get(a["secret"]) if C.is_secret(a) else a
+        vb = known.get(b["secret"]) if C.is_secret(b) else b
+        return va == vb or (bool(va) and bool(vb) and C.password_hash(va) == C.password_hash(vb))
+    return same
+
+
+def cluster_drift(cluster):
+    """Every ProxySQL node of the cluster, its three layers against the current configuration version."""
+    from .services import known_secrets, latest  # services imports models: read when called, not at import
+
+    version = latest(cluster)
+    if version is None:
+        return ClusterDrift(None, [])
+    same = same_secret(known_secrets(cluster))
+    hostgroups = C.claimed_hostgroups(version.content)
+    out = []
+    for nc in N.read_cluster(cluster, layers=LAYERS).values():
+        if nc.error:
+            out.append(NodeDrift(nc.node_id, nc.name, error=nc.error, error_kind=nc.error_kind))
+            continue
+        layers, findings = compare_node(nc.name, version.content, nc.layers, hostgroups, same,
+                                        f"version {version.number}")
+        out.append(NodeDrift(nc.node_id, nc.name, layers=layers, findings=findings))
+    return ClusterDrift(version.number, out)
+
+
+def compare_node(node_name, intended, layers, hostgroups, same, label="the version"):
+    """(LayerDifference list, LayerFinding list) of one node. intended: a configuration (content.py); layers:
+    {"memory"|"runtime"|"disk": a layer as nodes.read_layers reads it}, a layer left out is not judged;
+    hostgroups: the cluster's (a shared ProxySQL's other rows stay out); same: same_secret(); label: how intent
+    is named ("version 3"). Runtime is judged against what a LOAD of intent shows (inactive users absent)."""
+    seen = {layer: {**N.scoped(layers[layer], hostgroups), "roles": intended.get("roles")}
+            for layer in LAYERS if layers.get(layer) is not None}
+    changes = {}  # (table, key) -> {layer: RowChange}; (VARIABLES, name) -> {layer: value in that layer}
+    for layer, data in seen.items():
+        d = C.diff(C.runtime_view(intended) if layer == "runtime" else intended, data, same_secret=same)
+        for c in d.rows:
+            changes.setdefault((c.table, c.key), {})[layer] = c
+        for name, _, value in d.variables:
+            changes.setdefault((VARIABLES, name), {})[layer] = value
+    words = Words(node_name, label, seen)
+    diffs = []
+    for (table, key), per_layer in sorted(changes.items(), key=_order):
+        if table == VARIABLES:
+            want = (intended.get(VARIABLES) or {}).get(key)
+            values = {layer: per_layer.get(layer, want) for layer in seen}
+            diffs.append(_difference(table, key, "value", want, values, per_layer, secret=key in SECRETS))
+            words.value(table, key, want, values, per_layer)
+            continue
+        want = C.index(intended, BY_NAME[table]).get(key)
+        if any(c.change != "changed" for c in per_layer.values()):  # in some layer the row is missing or extra
+            values = {layer: ("present" if c.after else "missing") if (c := per_layer.get(layer)) else
+                      ("present" if want else "missing") for layer in seen}
+            row = want or next(c.after for c in per_layer.values() if c.after)
+            secret = {"password"} if table == MYSQL_USERS.name else set()
+            diffs.append(_difference(table, key, "row", "present" if want else "missing", values, per_layer,
+                                     row={k: C.shown(v, k in secret) for k, v in row.items()}))
+            words.row(table, key, want, values, per_layer)
+            continue
+        columns = {f for c in per_layer.values() for f in c.fields}
+        for f in (c for c in BY_NAME[table].column_names if c in columns):
+            values = {layer: per_layer[layer].after[f] if layer in per_layer else want[f] for layer in seen}
+            differing = {layer: v for layer, v in per_layer.items() if f in v.fields}
+            diffs.append(_difference(table, key, f, want[f], values, differing,
+                                     secret=table == MYSQL_USERS.name and f == "password"))
+            words.value(table, key, want[f], values, differing, f)
+    return diffs, words.findings(intended)
+
+
+def _order(item):
+    """Tables in the version's order, then rows in key order (a variable's key is its name)."""
+    (table, key), _ = item
+    return ORDER[table], C.sort_key(key if isinstance(key, tuple) else (key,))
+
+
+def _difference(table, key, name, want, values, differing, secret=False, row=None):
+    return LayerDifference(table, key, name, C.shown(want, secret), *(C.shown(values[layer], secret)
+                                                                       if layer in values else None for layer in LAYERS),
+                           differs=tuple(layer for layer in LAYERS if layer in differing), row=row)
+
+
+class Words:
+    """The findings of one node, difference by difference: disk (what a restart would load), runtime (loaded, not
+    saved), memory (an edit not loaded). When the disk's writers are not intent's, one finding says where a
+    restart would send writes, in place of the writer hostgroup's own rows."""
+
+    def __init__(self, node_name, label, seen):
+        self.node, self.label, self.seen = node_name, label, seen
+        self.said = []  # (LayerFinding, a writer hostgroup row or status on disk)
+        roles = next(iter(seen.values()), {}).get("roles") or {}
+        self.writer_hg = roles.get("writer")
+
+    def findings(self, intended):
+        """Disk first (what a restart would do), then runtime, then memory; the writer finding first of all."""
+        said = sorted(self.said, key=lambda s: ("disk", "runtime", "memory").index(s[0].layer))
+        moved = "disk" in self.seen and writer_finding(self.node, _endpoints(C.writers(self.seen["disk"])),
+                                                       _endpoints(C.writers(intended)), self.writer_hg)
+        if not moved:
+            return [f for f, _ in said]
+        return [moved] + [f for f, writer_row in said if not writer_row]
+
+    def row(self, table, key, want, values, per_layer):
+        where = _where(table, key)
+        writer_row = table == MYSQL_SERVERS.name and key[0] == self.writer_hg
+        for layer in ("disk", "runtime"):
+            if layer in per_layer:
+                what = f"no row for {where}" if values[layer] == "missing" else f"a row for {where}"
+                self._say(layer, table, what, f"{self.label}'s" if want else "none", per_layer, writer_row)
+        if self._unloaded(per_layer, values):
+            self._memory(table, f"{where} deleted (runtime has it" if values["memory"] == "missing"
+                         else f"{where} added (not at runtime")
+
+    def value(self, table, key, want, values, per_layer, name=None):
+        secret = key in SECRETS if table == VARIABLES else table == MYSQL_USERS.name and name == "password"
+
+        def what(layer):
+            v = C.shown(values[layer], secret)
+            if table == VARIABLES:
+                return f"no value for {key} (its default)" if v is None else f"{key}={v}"
+            return f"{_where(table, key)} {name} {v}"
+        writer_row = table == MYSQL_SERVERS.name and key[0] == self.writer_hg and name == "status"
+        restart_only = table == VARIABLES and key in RESTART_ONLY
+        for layer in ("disk", "runtime"):
+            if layer in per_layer:
+                self._say(layer, table, what(layer), C.shown(want, secret), per_layer, writer_row, restart_only)
+        if self._unloaded(per_layer, values) and not (restart_only and "memory" not in per_layer):
+            later = "read only at a restart" if restart_only else "a LOAD would apply it"
+            self._memory(table, f"{what('memory')} (runtime {C.shown(values['runtime'], secret)}; {later}")
+
+    def _say(self, layer, table, what, instead, per_layer, writer_row, restart_only=False):
+        if layer == "disk":
+            words = f"a restart of {self.node} would load {what} (disk) instead of {instead}"
+        elif "memory" not in per_layer:  # memory is as intended: the memory finding says what a LOAD would do
+            words = f"{self.node} runs {what} instead of {instead}" + (
+                " until it restarts (read only at a start)" if restart_only else "")
+        else:
+            words = f"loaded, not saved: {self.node} runs {what} instead of {instead}"
+            if "disk" in self.seen and "disk" not in per_layer:
+                words += f"; a restart of {self.node} would load {self.label}'s from disk"
+        self.said.append((LayerFinding(layer, table, words), writer_row and layer == "disk"))
+
+    def _unloaded(self, per_layer, values):
+        """Memory holds another value than runtime (both read, one of them differing from intent)."""
+        return ({"memory", "runtime"} <= self.seen.keys() and ("memory" in per_layer or "runtime" in per_layer)
+                and values["memory"] != values["runtime"])
+
+    def _memory(self, table, what):
+        self.said.append((LayerFinding("memory", table, f"unloaded edit in memory: {what})"), False))
+
+
+def _endpoints(pairs):
+    return [f"{h}:{p}" for h, p in pairs]
+
+
+def _where(table, key):
+    if table == MYSQL_SERVERS.name:
+        return f"hg {key[0]} {key[1]}:{key[2]}"
+    if table == VARIABLES:
+        return key
+    return f"{ROW_NAMES.get(table, table)} {' '.join(map(str, key))}"
