@@ -80,7 +80,7 @@ def test_a_plan_stored_before_secret_places_were_recorded_is_refused_at_start(ve
     cluster, doubles, v1 = versioned_lab
     cs = services.start_change_set(cluster, user=operator_user, reason="a new monitor password")
     services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-monitor_password", "value": None},
-                      secret=("global_variables/mysql-monitor_password", "stored-before"))
+                      secret=("global_variables/mysql-monitor_password", "stored-before"), user=operator_user)
     op = services.plan_and_save(cs, user=operator_user)
     old_shape = {k: v for k, v in op.plan.items() if k != "secrets"}  # as plans were stored before issue 22
     assert "__SECRET__" in str(old_shape["steps"])
