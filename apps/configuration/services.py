@@ -37,6 +37,17 @@ def check_editor(cs, user, *, request=None):
                        "Start your own change set.")
 
 
+def check_host_edits(cluster, edits, user, *, request=None):
+    """Scheduler rows and admin-* variables run commands on the ProxySQL host or expose it: admins only."""
+    host = [C.describe(e) for e in edits if C.on_the_host(e)]
+    if not host or has_role(user, ADMIN):
+        return
+    record("change set refused", request=request, user=None if request else user, cluster=cluster,
+           outcome="refused", details={"needed_role": ADMIN, "edits": host[:20]})
+    raise NotPermitted(f"Only an admin may change scheduler rows and admin-* variables (they run commands on the "
+                       f"ProxySQL host or expose it): {', '.join(host[:5])}{' ...' if len(host) > 5 else ''}.")
+
+
 def latest(cluster):
     return ConfigVersion.objects.filter(cluster=cluster).order_by("-number").first()
 
@@ -154,6 +165,7 @@ def start_change_set(cluster, *, user, reason="", source="change", edits=(), bas
     base = base or latest(cluster)
     if base is None:
         raise Refused(f"{cluster} has no configuration version yet: adopt a node first (or record one from its runtime)")
+    check_host_edits(cluster, edits, user)
     if edits:
         _applies(base.content, list(edits))  # refuse a file or revert that cannot apply, now
     cs = ChangeSet.objects.create(cluster=cluster, base=base, author=user, author_name=user.get_username(),
@@ -167,6 +179,7 @@ def add_edit(cs, edit, *, user, secret=None, request=None):
     if cs.state != ChangeSet.State.DRAFT:
         raise Refused("This change set is no longer a draft.")
     check_editor(cs, user, request=request)
+    check_host_edits(cs.cluster, [edit], user, request=request)
     ref = S.new_ref(secret[0]) if secret is not None else None
     if ref:
         edit = _point_at(edit, ref)
