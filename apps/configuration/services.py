@@ -204,8 +204,9 @@ def editors(cs):
     """The names of those who edited a draft after its author started it (from the audit log)."""
     from apps.audit.models import AuditEvent
 
-    names = AuditEvent.objects.filter(cluster_id=cs.cluster_id, action="change set edited", target=str(cs)) \
-        .values_list("actor", flat=True).distinct()
+    # (cluster_id, created_at) is indexed: only the cluster's events since the draft began are read
+    names = AuditEvent.objects.filter(cluster_id=cs.cluster_id, created_at__gte=cs.created_at,
+                                      action="change set edited", target=str(cs)).values_list("actor", flat=True)
     return sorted(set(names))
 
 

@@ -92,3 +92,31 @@ def test_a_plan_stored_before_secret_places_were_recorded_is_refused_at_start(ve
     for d in doubles:
         assert sql(d, "SELECT variable_value FROM runtime_global_variables WHERE "
                       "variable_name='mysql-monitor_password'") != (("stored-before",),)
+
+
+def test_pending_statements_stored_before_secret_places_were_recorded_are_not_replayed(versioned_lab, operator_user):
+    """A node's pending rollback kept from a plan of the old shape, holding a marker: never sent on a guess."""
+    from django.utils import timezone
+
+    from apps.operations import rollbacks
+    from apps.operations.models import PendingRollback
+
+    cluster, doubles, v1 = versioned_lab
+    cs = services.start_change_set(cluster, user=operator_user, reason="a new monitor password")
+    services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-monitor_password", "value": None},
+                      secret=("global_variables/mysql-monitor_password", "kept-before"), user=operator_user)
+    op = services.plan_and_save(cs, user=operator_user)
+    node = cluster.proxysql_nodes.order_by("pk").first()
+    undo = [s for s in op.plan["steps"][0]["nodes"][str(node.pk)]["rollback"] if "__SECRET__" in s]
+    assert undo  # the node's monitor password put back: a marker in the stored statement
+    Operation.objects.filter(pk=op.pk).update(plan={k: v for k, v in op.plan.items() if k != "secrets"},
+                                              state="rollback_pending")
+    row = PendingRollback.objects.create(operation=op, node=node, next_try_at=timezone.now(),
+                                         statements=[{"step": "apply", "sql": s} for s in undo])
+    said = rollbacks.attempt(row, rule="test")
+    row.refresh_from_db()
+    assert "not run on a guess" in said and row.state == "pending" and len(row.statements) == len(undo), said
+    assert "Repair the node from the inventory" in row.last_error
+    double = next(d for d in doubles if d.port == node.admin_port)
+    assert sql(double, "SELECT variable_value FROM global_variables WHERE variable_name='mysql-monitor_password'") \
+        == (("monitor",),)
