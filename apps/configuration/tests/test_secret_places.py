@@ -76,12 +76,17 @@ def test_a_marker_typed_anywhere_reaches_the_node_as_text_and_a_real_password_as
         assert not cells & values  # (the monitor password is "monitor": a substring of comments, so cell by cell)
 
 
+def new_monitor_password(cluster, user, value):
+    """A change set that sets mysql-monitor_password, planned: an operation whose statements hold markers."""
+    cs = services.start_change_set(cluster, user=user, reason="a new monitor password")
+    services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-monitor_password", "value": None},
+                      secret=("global_variables/mysql-monitor_password", value), user=user)
+    return services.plan_and_save(cs, user=user)
+
+
 def test_a_plan_stored_before_secret_places_were_recorded_is_refused_at_start(versioned_lab, operator_user):
     cluster, doubles, v1 = versioned_lab
-    cs = services.start_change_set(cluster, user=operator_user, reason="a new monitor password")
-    services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-monitor_password", "value": None},
-                      secret=("global_variables/mysql-monitor_password", "stored-before"), user=operator_user)
-    op = services.plan_and_save(cs, user=operator_user)
+    op = new_monitor_password(cluster, operator_user, "stored-before")
     old_shape = {k: v for k, v in op.plan.items() if k != "secrets"}  # as plans were stored before issue 22
     assert "__SECRET__" in str(old_shape["steps"])
     Operation.objects.filter(pk=op.pk).update(plan=old_shape)
@@ -102,10 +107,7 @@ def test_pending_statements_stored_before_secret_places_were_recorded_are_not_re
     from apps.operations.models import PendingRollback
 
     cluster, doubles, v1 = versioned_lab
-    cs = services.start_change_set(cluster, user=operator_user, reason="a new monitor password")
-    services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-monitor_password", "value": None},
-                      secret=("global_variables/mysql-monitor_password", "kept-before"), user=operator_user)
-    op = services.plan_and_save(cs, user=operator_user)
+    op = new_monitor_password(cluster, operator_user, "kept-before")
     node = cluster.proxysql_nodes.order_by("pk").first()
     undo = [s for s in op.plan["steps"][0]["nodes"][str(node.pk)]["rollback"] if "__SECRET__" in s]
     assert undo  # the node's monitor password put back: a marker in the stored statement
