@@ -151,7 +151,7 @@ class ChangeSetPlan(ApiView):
     def post(self, request, pk):
         cs = get_object_or_404(ChangeSet.objects.select_related("cluster", "base"), pk=pk)
         data = body(s.ReasonInput, request)
-        if data["reason"] and cs.state == ChangeSet.State.DRAFT:
+        if data["reason"]:  # a draft's new reason: its author's or an admin's (403 otherwise)
             services.set_reason(cs, data["reason"], user=request.user, request=request)
         if not cs.reason:
             raise exceptions.ValidationError({"reason": ["A change set needs a reason: what it is for."]})
