@@ -139,7 +139,8 @@ def change_set(request, pk):
             "(secret)" if C.is_secret(r[c]) else r[c] for c in table.column_names]} for r in target.get(table.name) or []]})
     return TemplateResponse(request, "configuration/change_set.html", {
         "cs": cs, "cluster": cs.cluster, "tables": tables, "error": error,
-        "editors": services.editors(cs), "edits": [C.describe(e) for e in cs.edits], "diff": diff_lines(C.diff(cs.base.content, target)),
+        "editors": services.editors(cs), "edits": [C.describe(e) for e in cs.edits],
+        "diff": diff_lines(C.diff(cs.base.content, target)),
         "variables": sorted((k, "(secret)" if C.is_secret(v) else v) for k, v in (target.get(VARIABLES) or {}).items()),
         "roles_form": RolesForm(initial=target.get("roles") or {}), "reason_form": ReasonForm(initial={"reason": cs.reason}),
         "variable_form": VariableForm(), "add_forms": {t.name: RowForm(table=t, prefix=f"add-{t.name}") for t in TABLES}})

@@ -13,8 +13,9 @@ replica cluster replicates what its replica node applied, with the source's GTID
   Nothing is applied twice (the position is what dc2 has) nor skipped (the source serves from there on).
 
 The plan is data like every other: guards read now, and per backend the statements with their rollback
-(the password as a secret marker, placed by position and filled in only when sent). The replica move's position is read when its
-step runs (it may move until the old replica stopped): the step records the exact statement it sent.
+(the password as a secret marker, placed by position and filled in only when sent). The replica move's
+position is read when its step runs (it may move until the old replica stopped): the step records the exact
+statement it sent.
 """
 import time
 

@@ -85,7 +85,7 @@ class Plan:
 
     def unplaced_markers(self):
         """A plan stored before secrets were placed (OLD_SHAPE) whose statements hold a marker."""
-        return self.secrets is None and SECRET_MARK in str([s.nodes for s in self.steps] + [s.params for s in self.steps])
+        return self.secrets is None and SECRET_MARK in str([(s.nodes, s.params) for s in self.steps])
 
 
 # A secret in a plan: the statement holds a marker where the value goes (what the preview and the audit

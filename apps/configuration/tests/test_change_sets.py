@@ -66,7 +66,8 @@ def test_change_applied_to_both_nodes_verified_and_recorded_then_reverted(versio
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3312],
                            "row": {**row, "weight": 20000}}, user=operator_user)
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers",
-                           "row": {"hostgroup_id": 200, "hostname": "127.0.0.1", "port": 3313, "comment": "mirror target"}}, user=operator_user)
+                           "row": {"hostgroup_id": 200, "hostname": "127.0.0.1", "port": 3313, "comment": "mirror target"}},
+                      user=operator_user)
     services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
                            "row": {"rule_id": 5, "active": 1, "match_digest": "^INSERT", "mirror_hostgroup": 200,
                                    "apply": 0}}, user=operator_user)
@@ -103,8 +104,10 @@ def test_a_stale_change_set_is_refused_with_what_changed_since(versioned_lab, op
     cluster, doubles, v1 = versioned_lab
     first = services.start_change_set(cluster, user=operator_user, reason="one")
     second = services.start_change_set(cluster, user=operator_user, reason="two")
-    services.add_edit(first, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"}, user=operator_user)
-    services.add_edit(second, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "2048"}, user=operator_user)
+    services.add_edit(first, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"},
+                      user=operator_user)
+    services.add_edit(second, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "2048"},
+                      user=operator_user)
     op, _ = run(first, operator_user)
     assert op.state == "done", op.error
     with pytest.raises(services.Refused) as refused:
@@ -175,7 +178,8 @@ def test_only_admins_confirm_where_the_cluster_says_so(versioned_lab, operator_u
     cluster, doubles, v1 = versioned_lab
     Cluster.objects.filter(pk=cluster.pk).update(config_confirm_role="admin")
     cs = services.start_change_set(cluster, user=operator_user, reason="connections")
-    services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"}, user=operator_user)
+    services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"},
+                      user=operator_user)
     op = services.plan_and_save(cs, user=operator_user)
     with pytest.raises(operations.NotAllowed, match="only an admin confirms"):
         operations.confirm(op, user=operator_user, enqueue=False)

@@ -108,7 +108,8 @@ def test_a_change_set_that_moves_the_writer_is_refused_with_use_a_switchover(ver
                                                                             admin_user_role, client):
     cluster, doubles, v1 = versioned_lab
     cs = services.start_change_set(cluster, user=operator_user, reason="new writer")
-    services.add_edit(cs, {"op": "delete", "table": "mysql_servers", "key": [100, "127.0.0.1", 3311]}, user=operator_user)
+    services.add_edit(cs, {"op": "delete", "table": "mysql_servers", "key": [100, "127.0.0.1", 3311]},
+                      user=operator_user)
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers",
                            "row": {**row(v1.content, 100, 3311), "port": 3312}}, user=operator_user)
     op = services.plan_and_save(cs, user=operator_user)
