@@ -144,7 +144,7 @@ def run_one(ports, rows, backends):
                               "row": {"hostgroup_id": 9101, "hostname": "127.0.0.1", "port": backends[0] + 10 + k,
                                       "status": "OFFLINE_SOFT", "comment": f"spare {k}"}})
         for edit in edits:
-            services.add_edit(cs, edit)
+            services.add_edit(cs, edit, user=user)
         return cs
 
     change(forward, "change")

@@ -186,7 +186,7 @@ class FaultMatrix:
         row = next(r for r in cs.base.content["mysql_servers"]
                    if (r["hostgroup_id"], r["hostname"], r["port"]) == self.weight_row)
         config.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": list(self.weight_row),
-                             "row": {**row, "weight": NEW_WEIGHT}})
+                             "row": {**row, "weight": NEW_WEIGHT}}, user=user)
         plan, collector = plan_change_set(cs)
         collector.save()
         self._change_set = (cs.pk, ChangeSet)

@@ -84,8 +84,8 @@ def exception_handler(exc, context):
                        "configuration file goes as a multipart upload (its file field is not counted).")
     elif isinstance(exc, SuspiciousOperation):
         exc = exceptions.ParseError(str(exc))
-    elif isinstance(exc, service_refusals()):
-        exc = Refused(str(exc))
+    elif isinstance(exc, service_refusals()):  # 409, or 403 for what this user may not do (NotPermitted)
+        exc = exceptions.PermissionDenied(str(exc)) if getattr(exc, "forbidden", False) else Refused(str(exc))
     if not isinstance(exc, exceptions.APIException):
         request = context.get("request")
         log.exception("API %s %s failed", getattr(request, "method", "?"), getattr(request, "path", "?"), exc_info=exc)

@@ -13,7 +13,7 @@ import copy
 import hashlib
 from dataclasses import dataclass, field
 
-from .tables import BY_NAME, MYSQL_SERVERS, MYSQL_USERS, TABLES, VARIABLES, RowError, check_row, typed_row
+from .tables import BY_NAME, MYSQL_SERVERS, MYSQL_USERS, SCHEDULER, TABLES, VARIABLES, RowError, check_row, typed_row
 from .variables import check as check_variable
 from .variables import managed
 from .variables import same as same_variable
@@ -160,6 +160,14 @@ def _typed_with_secret(table, row):
     check_row(table, {**typed, **{k: "x" for k, v in row.items() if is_secret(v)}})
     typed.update({k: v for k, v in row.items() if is_secret(v)})
     return typed
+
+
+def on_the_host(edit):
+    """Whether an edit runs commands on the ProxySQL host or exposes it: a scheduler row (ProxySQL runs its
+    `filename`, any executable, with its arguments) or an admin-* variable (the admin interface: its
+    credentials, its REST API and web server). Only admins make these."""
+    return edit.get("table") == SCHEDULER.name or (
+        edit.get("table") == VARIABLES and str(edit.get("name", "")).startswith("admin-"))
 
 
 def describe(edit):

@@ -14,7 +14,7 @@ import re2
 from apps.fleet.choices import ClusterKind
 
 from .content import claimed_hostgroups, diff, endpoint, endpoints, index, operational_changes, runtime_users, writers
-from .tables import MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, TABLES, VARIABLES
+from .tables import MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, SCHEDULER, TABLES, VARIABLES
 
 
 @dataclass
@@ -257,6 +257,25 @@ def users_findings(target, servers_in):
     return out
 
 
+def host_findings(d):
+    """Scheduler rows (ProxySQL runs their executable on its host) and admin-* variables (the admin interface
+    and its exposure) this change writes, named: only admins may make them, and the reviewer should see them."""
+    out = []
+    for c in d.rows:
+        if c.table == SCHEDULER.name:
+            row = c.after or c.before
+            out.append(Finding("scheduler_runs_commands", f"Scheduler row {row['id']} {c.change}: ProxySQL runs it "
+                               "on its host", " ".join(str(row[f]) for f in ("filename", "arg1", "arg2", "arg3", "arg4",
+                                                                             "arg5") if row[f] is not None)
+                               + f" every {row['interval_ms']} ms" + ("" if row["active"] else " (inactive)"), False))
+    admin = [(name, after) for name, _, after in d.variables if name.startswith("admin-")]
+    if admin:
+        out.append(Finding("admin_variables", "Changes the admin interface of the ProxySQL nodes (admin-* variables)",
+                           ", ".join(f"{name} = {'(secret)' if isinstance(v, dict) else v}" for name, v in admin),
+                           False))
+    return out
+
+
 def node_findings(target, nodes, tables_touched):
     """Per node: unreachable, unloaded edits in what this change loads, variables the node does not know."""
     out = []
@@ -303,6 +322,7 @@ def effect_findings(cluster, base, target, nodes, live_docs, *, write_back=False
     out += rule_findings
     out += mirror_findings(target, changed_rules, live_docs)
     out += users_findings(target, servers_in)
+    out += host_findings(d)
     touched = {c.table for c in d.rows}
     if d.roles:
         touched.add(MYSQL_SERVERS.name)

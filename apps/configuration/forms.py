@@ -7,7 +7,7 @@ from apps.fleet.validators import validate_no_nul
 from . import content as C
 from . import variables as V
 from .findings import regex_error
-from .tables import INT, MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, RowError, check_row
+from .tables import INT, MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, SCHEDULER, RowError, check_row
 
 # Shown first in the editor: the columns operators change daily; the rest sit under "more columns".
 MAIN_COLUMNS = {
@@ -56,6 +56,9 @@ class RowForm(forms.Form):
             self.fields[col.name] = _field(col)
         if table is MYSQL_SERVERS:
             self.fields["status"].help_text = "SHUNNED is ProxySQL's own verdict, never written"
+        if table is SCHEDULER:
+            self.fields["filename"].help_text = ("ProxySQL runs this executable on its host: only an admin may add or "
+                                                 "change scheduler rows")
         for name, value in (kwargs.get("initial") or {}).items():
             if C.is_secret(value) or name == "password":
                 self.initial.pop(name, None)
@@ -95,7 +98,9 @@ class RowForm(forms.Form):
 
 
 class VariableForm(forms.Form):
-    name = forms.CharField(max_length=200, validators=[validate_no_nul])
+    name = forms.CharField(max_length=200, validators=[validate_no_nul],
+                           help_text="admin-* variables (the admin interface, its REST API and web server) expose "
+                                     "the ProxySQL host: only an admin may change them")
     value = forms.CharField(max_length=10_000, required=False, strip=False, validators=[validate_no_nul])
 
     def clean(self):

@@ -53,10 +53,11 @@ def plan_change_set(cs):
     from .services import known_secrets
 
     collector = Collector(cluster, known_secrets(cluster))
+    placed = {}  # where each node's statements hold a secret (Plan.secrets)
     write_back = cs.source == "write_back"
 
     def build(admin, layers, node):  # a write-back writes every difference, a change set only its diff's rows
-        return node_plan(Sql(admin), target, layers["memory"], hostgroups=hostgroups, secrets=collector,
+        return node_plan(Sql(admin, placed), target, layers["memory"], hostgroups=hostgroups, secrets=collector,
                          node_key=f"node{node.pk}", intended=None if write_back else intended)
 
     chosen = cluster.proxysql_nodes.filter(pk__in=cs.nodes) if cs.nodes else None
@@ -133,7 +134,8 @@ def plan_change_set(cs):
     }
     title = (f"Configuration of {cluster.name}: version {cs.base.number} → {number}" if not write_back else
              f"Configuration of {cluster.name}: write version {number} back") + (f" ({cs.reason})" if cs.reason else "")
-    plan = Plan(OperationKind.CONFIG, cluster.pk, title[:300], guards, steps, facts, options={"change_set": cs.pk})
+    plan = Plan(OperationKind.CONFIG, cluster.pk, title[:300], guards, steps, facts, options={"change_set": cs.pk},
+                secrets=placed)
     return shared.annotate(plan, cluster), collector
 
 

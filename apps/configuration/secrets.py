@@ -7,7 +7,7 @@ version keeps naming the value it was applied with and a revert restores it.
 import hashlib
 import secrets as random
 
-from apps.operations.plans import SECRET_REF, secret_marker
+from apps.operations.plans import SECRET_REF, Secret
 
 from .models import ConfigSecret
 
@@ -55,8 +55,8 @@ def values_for(cluster_id, refs):
 
 
 class Collector:
-    """While a plan is written: turns secret values into markers, remembering the values to store with the
-    plan (e.g. a node's old password, for the rollback)."""
+    """While a plan is written: turns secret values into Secret parameters (a marker in the statement, placed by
+    position), remembering the values to store with the plan (e.g. a node's old password, for the rollback)."""
 
     def __init__(self, cluster, known):
         self.cluster = cluster
@@ -66,14 +66,14 @@ class Collector:
     def marker_for_ref(self, ref):
         if ref not in self.known and ref not in self.new:
             raise LookupError(f"the configuration names secret {ref}, which is not stored")
-        return secret_marker(ref)
+        return Secret(ref)
 
     def marker_for_value(self, name, value):
         """A marker for a value the configuration does not hold (a node's current password, for the undo)."""
         digest = hashlib.sha256(f"{name}\0{value}".encode()).hexdigest()[:12]
         ref = f"{safe(name)}#was-{digest}"
         self.new[ref] = value
-        return secret_marker(ref)
+        return Secret(ref)
 
     def value(self, ref):
         return self.known[ref] if ref in self.known else self.new[ref]

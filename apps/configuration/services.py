@@ -5,6 +5,7 @@ from types import SimpleNamespace
 
 from django.db import transaction
 
+from apps.accounts.roles import ADMIN, has_role
 from apps.audit.services import record
 from apps.fleet.models import Cluster, HostgroupMembership, Server
 from apps.operations import services as operations
@@ -18,6 +19,33 @@ from .tables import MYSQL_SERVERS
 
 class Refused(Exception):
     """The request cannot go on as it stands; the message says why, in the operator's terms."""
+
+
+class NotPermitted(Refused):
+    """This user may not do it (403): someone else's draft, or what only an admin may change."""
+
+    forbidden = True
+
+
+def check_editor(cs, user, *, request=None):
+    """Only the author of a draft, or an admin, edits it (two operators never share one unknowingly)."""
+    if cs.author_id == user.pk or has_role(user, ADMIN):
+        return
+    record("change set edit refused", request=request, user=None if request else user, cluster=cs.cluster,
+           target=str(cs), outcome="refused", details={"change_set": cs.pk, "author": cs.author_name})
+    raise NotPermitted(f"Change set #{cs.pk} is {cs.author_name}'s draft: only its author or an admin may edit it. "
+                       "Start your own change set.")
+
+
+def check_host_edits(cluster, edits, user, *, request=None):
+    """Scheduler rows and admin-* variables run commands on the ProxySQL host or expose it: admins only."""
+    host = [C.describe(e) for e in edits if C.on_the_host(e)]
+    if not host or has_role(user, ADMIN):
+        return
+    record("change set refused", request=request, user=None if request else user, cluster=cluster,
+           outcome="refused", details={"needed_role": ADMIN, "edits": host[:20]})
+    raise NotPermitted(f"Only an admin may change scheduler rows and admin-* variables (they run commands on the "
+                       f"ProxySQL host or expose it): {', '.join(host[:5])}{' ...' if len(host) > 5 else ''}.")
 
 
 def latest(cluster):
@@ -137,6 +165,7 @@ def start_change_set(cluster, *, user, reason="", source="change", edits=(), bas
     base = base or latest(cluster)
     if base is None:
         raise Refused(f"{cluster} has no configuration version yet: adopt a node first (or record one from its runtime)")
+    check_host_edits(cluster, edits, user)
     if edits:
         _applies(base.content, list(edits))  # refuse a file or revert that cannot apply, now
     cs = ChangeSet.objects.create(cluster=cluster, base=base, author=user, author_name=user.get_username(),
@@ -144,11 +173,13 @@ def start_change_set(cluster, *, user, reason="", source="change", edits=(), bas
     return cs
 
 
-def add_edit(cs, edit, *, secret=None):
-    """Append one edit to a draft (refused if it cannot apply). `secret` (name, value) stores a new password and
-    points the edit at it."""
+def add_edit(cs, edit, *, user, secret=None, request=None):
+    """Append one edit to a draft by its author or an admin (refused if it cannot apply); audited. `secret`
+    (name, value) stores a new password and points the edit at it."""
     if cs.state != ChangeSet.State.DRAFT:
         raise Refused("This change set is no longer a draft.")
+    check_editor(cs, user, request=request)
+    check_host_edits(cs.cluster, [edit], user, request=request)
     ref = S.new_ref(secret[0]) if secret is not None else None
     if ref:
         edit = _point_at(edit, ref)
@@ -158,7 +189,25 @@ def add_edit(cs, edit, *, secret=None):
             ConfigSecret.objects.create(cluster=cs.cluster, ref=ref, value=secret[1])
         cs.edits = cs.edits + [edit]
         cs.save(update_fields=["edits", "updated_at"])
+        _edited(cs, "edit added", edit, user=user, request=request)
     return cs
+
+
+def _edited(cs, action, edit, *, user, request):
+    """Who changed which table and row of a draft, and how: the change set page lists its editors from these."""
+    record("change set edited", request=request, user=None if request else user, cluster=cs.cluster, target=str(cs),
+           details={"change_set": cs.pk, "action": action, "table": edit.get("table", "hostgroup roles"),
+                    "row": edit.get("key") or edit.get("name") or C.describe(edit), "edit": C.describe(edit)})
+
+
+def editors(cs):
+    """The names of those who edited a draft after its author started it (from the audit log)."""
+    from apps.audit.models import AuditEvent
+
+    # (cluster_id, created_at) is indexed: only the cluster's events since the draft began are read
+    names = AuditEvent.objects.filter(cluster_id=cs.cluster_id, created_at__gte=cs.created_at,
+                                      action="change set edited", target=str(cs)).values_list("actor", flat=True)
+    return sorted(set(names))
 
 
 def create_change_set(cluster, *, user, reason, edits=None, file=None, expect_version=None, request=None):
@@ -218,16 +267,32 @@ def _point_at(edit, ref):
     return {**edit, "row": {**edit["row"], "password": {"secret": ref}}}
 
 
-def remove_edit(cs, index):
+def remove_edit(cs, index, *, user, request=None):
     if cs.state != ChangeSet.State.DRAFT:
         raise Refused("This change set is no longer a draft.")
+    check_editor(cs, user, request=request)
     edits = list(cs.edits)
     if not 0 <= index < len(edits):
         raise Refused("No such edit.")
-    del edits[index]
+    removed = edits.pop(index)
     _applies(cs.base.content, edits)
-    cs.edits = edits
-    cs.save(update_fields=["edits", "updated_at"])
+    with transaction.atomic():
+        cs.edits = edits
+        cs.save(update_fields=["edits", "updated_at"])
+        _edited(cs, "edit removed", removed, user=user, request=request)
+
+
+def set_reason(cs, reason, *, user, request=None):
+    """A draft's reason, changed by its author or an admin (planning asks for it); audited."""
+    if reason == cs.reason or cs.state != ChangeSet.State.DRAFT:
+        return
+    check_editor(cs, user, request=request)
+    with transaction.atomic():
+        if ChangeSet.objects.filter(pk=cs.pk, state=ChangeSet.State.DRAFT).update(reason=reason):
+            record("change set edited", request=request, user=None if request else user, cluster=cs.cluster,
+                   target=str(cs), details={"change_set": cs.pk, "action": "reason changed", "before": cs.reason,
+                                            "after": reason})
+    cs.refresh_from_db()
 
 
 def target_of(cs):
@@ -449,6 +514,7 @@ def plan_and_save(cs, *, request=None, user=None):
 
 
 def discard(cs, *, request):
+    check_editor(cs, request.user, request=request)
     updated = ChangeSet.objects.filter(pk=cs.pk, state=ChangeSet.State.DRAFT).update(state=ChangeSet.State.DISCARDED)
     record("change set discarded", request=request, cluster=cs.cluster, target=str(cs),
            outcome="success" if updated else "refused", details={"change_set": cs.pk})

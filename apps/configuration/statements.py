@@ -50,7 +50,8 @@ def _form(password):
 def node_plan(sql, target, memory, *, hostgroups, secrets, node_key="node", intended=None):
     """Statements for one node. `memory` is the node's memory layer (nodes.read_layers), `hostgroups` every
     hostgroup the cluster held before or holds after (so released hostgroups are emptied), `secrets` a
-    secrets.Collector: every password in a statement, new or old, is a marker filled in at execution.
+    secrets.Collector: every password in a statement, new or old, is a Secret (a marker placed by position,
+    filled in at execution).
     `intended` is the change set's diff (base -> target): only its rows and variables are written; None (a
     write-back) writes every difference."""
     plan = NodePlan()

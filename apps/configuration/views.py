@@ -1,6 +1,7 @@
 """Configuration pages: versions (viewers), diffs, the change set editor, files, and planning (operators).
 Thin: every write is a service call (services.py); a plan becomes an Operation shown on its page."""
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
@@ -122,7 +123,8 @@ def change_set(request, pk):
             "(secret)" if C.is_secret(r[c]) else r[c] for c in table.column_names]} for r in target.get(table.name) or []]})
     return TemplateResponse(request, "configuration/change_set.html", {
         "cs": cs, "cluster": cs.cluster, "tables": tables, "error": error,
-        "edits": [C.describe(e) for e in cs.edits], "diff": diff_lines(C.diff(cs.base.content, target)),
+        "editors": services.editors(cs), "edits": [C.describe(e) for e in cs.edits],
+        "diff": diff_lines(C.diff(cs.base.content, target)),
         "variables": sorted((k, "(secret)" if C.is_secret(v) else v) for k, v in (target.get(VARIABLES) or {}).items()),
         "roles_form": RolesForm(initial=target.get("roles") or {}), "reason_form": ReasonForm(initial={"reason": cs.reason}),
         "variable_form": VariableForm(), "add_forms": {t.name: RowForm(table=t, prefix=f"add-{t.name}") for t in TABLES}})
@@ -168,7 +170,9 @@ def row_form(request, pk, table_name):
             edit = {"op": "upsert", "table": table.name, "row": row,
                     **({"key": list(table.key_of(existing))} if existing else {})}
             try:
-                services.add_edit(_draft(pk), edit, secret=secret)
+                services.add_edit(_draft(pk), edit, secret=secret, user=request.user, request=request)
+            except services.NotPermitted as exc:
+                raise PermissionDenied(str(exc)) from None
             except services.Refused as exc:
                 form.add_error(None, str(exc))
                 return TemplateResponse(request, _row_form_template(request), context,
@@ -204,7 +208,8 @@ def delete_row(request, pk, table_name):
         messages.error(request, "No such row.")
         return redirect(cs)
     _try(request, lambda: services.add_edit(_draft(pk), {"op": "delete", "table": table.name,
-                                                         "key": list(table.key_of(row))}))
+                                                         "key": list(table.key_of(row))},
+                                            user=request.user, request=request))
     return redirect(cs)
 
 
@@ -224,7 +229,7 @@ def set_variable(request, pk):
     name = form.cleaned_data["name"]
     secret = (f"global_variables/{name}", form.cleaned_data["value"]) if name in SECRETS else None
     edit = {"op": "set", "table": VARIABLES, "name": name, "value": form.cleaned_data["value"] if not secret else None}
-    _try(request, lambda: services.add_edit(_draft(pk), edit, secret=secret))
+    _try(request, lambda: services.add_edit(_draft(pk), edit, secret=secret, user=request.user, request=request))
     if request.htmx:
         response = HttpResponse(status=204)
         response["HX-Redirect"] = cs.get_absolute_url()
@@ -240,7 +245,8 @@ def set_roles(request, pk):
     if not form.is_valid():
         messages.error(request, "Hostgroup roles: " + "; ".join(e for errors in form.errors.values() for e in errors))
         return redirect(cs)
-    _try(request, lambda: services.add_edit(_draft(pk), {"op": "roles", "roles": form.cleaned_data}))
+    _try(request, lambda: services.add_edit(_draft(pk), {"op": "roles", "roles": form.cleaned_data},
+                                            user=request.user, request=request))
     return redirect(cs)
 
 
@@ -248,7 +254,7 @@ def set_roles(request, pk):
 @require_POST
 def remove_edit(request, pk, index):
     cs = get_object_or_404(ChangeSet, pk=pk)
-    _try(request, lambda: services.remove_edit(_draft(pk), index))
+    _try(request, lambda: services.remove_edit(_draft(pk), index, user=request.user, request=request))
     return redirect(cs)
 
 
@@ -269,8 +275,9 @@ def plan(request, pk):
     if not form.is_valid():
         messages.error(request, "A change set needs a reason: what it is for, for the people after you.")
         return redirect(cs)
-    ChangeSet.objects.filter(pk=cs.pk, state=ChangeSet.State.DRAFT).update(reason=form.cleaned_data["reason"])
-    cs.refresh_from_db()
+    if not _try(request, lambda: services.set_reason(cs, form.cleaned_data["reason"], user=request.user,
+                                                     request=request)):
+        return redirect(cs)
     op = _try(request, lambda: services.plan_and_save(cs, request=request))
     return redirect(op) if op else redirect(cs)
 
@@ -337,9 +344,11 @@ def upload(request, cluster_pk):
 
 
 def _try(request, fn):
-    """Run a service call; a refusal becomes a message on the page (and None)."""
+    """Run a service call; a refusal becomes a message on the page (and None), one for this user a 403."""
     try:
         return fn() or True
+    except services.NotPermitted as exc:
+        raise PermissionDenied(str(exc)) from None
     except services.Refused as exc:
         messages.error(request, str(exc))
         return None

@@ -13,8 +13,9 @@ replica cluster replicates what its replica node applied, with the source's GTID
   Nothing is applied twice (the position is what dc2 has) nor skipped (the source serves from there on).
 
 The plan is data like every other: guards read now, and per backend the statements with their rollback
-(the password as a secret marker, filled in only when sent). The replica move's position is read when its
-step runs (it may move until the old replica stopped): the step records the exact statement it sent.
+(the password as a secret marker, placed by position and filled in only when sent). The replica move's
+position is read when its step runs (it may move until the old replica stopped): the step records the exact
+statement it sent.
 """
 import time
 
@@ -24,7 +25,7 @@ from apps.clients.backend import BackendClient
 from apps.clients.wire import ClientError
 from apps.fleet.models import Server
 from apps.operations.choices import OperationKind
-from apps.operations.plans import Guard, Plan, Step, expand_secrets, secret_marker
+from apps.operations.plans import Guard, Plan, Secret, Step, place
 
 from . import native
 from .models import REPLICA, SOURCE, ReplicationChannel
@@ -77,11 +78,11 @@ def best_candidate(channel, side, exclude):
     return None
 
 
-def _change_master(client, source, channel):
-    return client.render(
-        "CHANGE MASTER TO MASTER_HOST=%s, MASTER_PORT=%s, MASTER_USER=%s, "
-        f"MASTER_PASSWORD='{secret_marker(secret_ref(channel))}', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1",
-        (source.hostname, int(source.port), channel.replication_user))
+def _change_master(render, source, channel):
+    return render(
+        "CHANGE MASTER TO MASTER_HOST=%s, MASTER_PORT=%s, MASTER_USER=%s, MASTER_PASSWORD=%s, "
+        "MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1",
+        (source.hostname, int(source.port), channel.replication_user, Secret(secret_ref(channel))))
 
 
 def _sql_step(key, title, server, sql, rollback):
@@ -138,11 +139,12 @@ def plan_move(channel, *, new_source=None, new_replica=None, reason="planned", e
 
     steps = []
     client_for = {}
+    placed = {}  # where the statements hold the replication password (Plan.secrets)
 
-    def client(server):  # rendering needs the node's driver (its escaping): the node must answer
+    def render(server):  # rendering needs the node's driver (its escaping): the node must answer
         if server.pk not in client_for:
             client_for[server.pk] = BackendClient.for_server(server)
-        return client_for[server.pk]
+        return lambda sql, params=(): place(client_for[server.pk].render, sql, params, placed)
 
     facts = {"reason": reason, "evidence": evidence or {}, "domain": domain, "applied_at_plan": applied_pos,
              "source_binlog_pos": src["binlog_pos"]}
@@ -165,19 +167,19 @@ def plan_move(channel, *, new_source=None, new_replica=None, reason="planned", e
             # MySQL 8.0.22+: the replica gets the channel's source list and fails its source over by itself.
             was_on, previous = rep["native_sources"]
             sql, undo = native.configure(
-                client(replica).render, rep["version"], source=(source.hostname, source.port),
+                render(replica), rep["version"], source=(source.hostname, source.port),
                 candidates=[(s.hostname, s.port, w) for s, w in channel.candidates_for(SOURCE)],
-                user=channel.replication_user, password=secret_marker(secret_ref(channel)), previous=previous,
+                user=channel.replication_user, password=Secret(secret_ref(channel)), previous=previous,
                 was_on=was_on)
             facts["native_failover"] = f"{replica} runs MySQL {rep['version']}: its own source failover is configured"
             steps.append(_sql_step("point", f"{replica} replicates from {source} by GTID auto-positioning, with "
                                    "its own source list (SOURCE_CONNECTION_AUTO_FAILOVER)", replica, sql, undo))
         elif rep["ok"]:
-            change = [_change_master(client(replica), source, channel)]
+            change = [_change_master(render(replica), source, channel)]
             if moving_replica:
                 undo = ["STOP SLAVE", "RESET SLAVE ALL"]
             else:
-                undo = ["STOP SLAVE", _change_master(client(replica), old_source, channel), "START SLAVE"]
+                undo = ["STOP SLAVE", _change_master(render(replica), old_source, channel), "START SLAVE"]
             steps.append(_sql_step("point", f"{replica} replicates from {source} by GTID (slave_pos)", replica,
                                    ["STOP SLAVE", *change, "START SLAVE"], undo))
     finally:
@@ -196,7 +198,7 @@ def plan_move(channel, *, new_source=None, new_replica=None, reason="planned", e
         what.append(f"replica {old_replica} -> {replica}")
     title = f"channel {channel.name}: {', '.join(what) or 'restart in place'} ({reason})"
     return Plan(kind=OperationKind.CHANNEL_MOVE, cluster_id=channel.replica_cluster_id, title=title, guards=guards,
-                steps=steps, facts=facts,
+                steps=steps, facts=facts, secrets=placed,
                 options={"channel": channel.pk, "new_source": source.pk, "new_replica": replica.pk, "reason": reason,
                          "evidence": evidence or {}})
 
@@ -212,10 +214,11 @@ def replan_move(options):
 # -- the executor's handlers for these steps --------------------------------------------------------
 def _send(run, step, sql):
     client = run.backend(step.params["server"])
-    if "__SECRET__" in sql:
+    values = {}
+    if run.plan.placed(sql):  # the replication password, placed by the planner
         channel = ReplicationChannel.objects.get(pk=run.plan.options["channel"])
-        sql = expand_secrets(sql, {secret_ref(channel): channel.replication_password}, client)
-    client.run(sql, action=step.key)
+        values = {secret_ref(channel): channel.replication_password}
+    client.run(run.plan.to_send(sql, values, client.render), action=step.key)
 
 
 def run_sql(run, step, row, executed, detail):

@@ -61,7 +61,7 @@ def start_replica(render, channel=DEFAULT_CHANNEL):
 def change_source(render, version, *, host, port, user, password, auto_failover=True, channel=DEFAULT_CHANNEL,
                   retry_count=RETRY_COUNT, connect_retry_s=CONNECT_RETRY_S):
     """The channel reads from host:port by GTID auto-positioning, with MySQL's source failover on or off.
-    `password` is sent as given (a plan passes its secret marker, filled in only when sent)."""
+    `password` is sent as given (a plan passes a Secret: its marker, filled in only when sent)."""
     if _new_syntax(version):
         names = ("CHANGE REPLICATION SOURCE TO", "SOURCE_HOST", "SOURCE_PORT", "SOURCE_USER", "SOURCE_PASSWORD",
                  "SOURCE_AUTO_POSITION", "SOURCE_RETRY_COUNT", "SOURCE_CONNECT_RETRY")
@@ -69,10 +69,11 @@ def change_source(render, version, *, host, port, user, password, auto_failover=
         names = ("CHANGE MASTER TO", "MASTER_HOST", "MASTER_PORT", "MASTER_USER", "MASTER_PASSWORD",
                  "MASTER_AUTO_POSITION", "MASTER_RETRY_COUNT", "MASTER_CONNECT_RETRY")
     head, host_, port_, user_, password_, auto_, retries_, retry_ = names
-    sql = render(f"{head} {host_}=%s, {port_}=%s, {user_}=%s, {password_}=%s, {auto_}=1, "
-                 f"SOURCE_CONNECTION_AUTO_FAILOVER=%s, {retries_}=%s, {retry_}=%s",
-                 (host, int(port), user, password, 1 if auto_failover else 0, int(retry_count), int(connect_retry_s)))
-    return sql + _for_channel(render, channel)
+    # one render for the whole statement: a plan records where in it the password sits
+    return render(f"{head} {host_}=%s, {port_}=%s, {user_}=%s, {password_}=%s, {auto_}=1, "
+                  f"SOURCE_CONNECTION_AUTO_FAILOVER=%s, {retries_}=%s, {retry_}=%s FOR CHANNEL %s",
+                  (host, int(port), user, password, 1 if auto_failover else 0, int(retry_count), int(connect_retry_s),
+                   channel))
 
 
 def add_source(render, *, host, port, weight, channel=DEFAULT_CHANNEL):

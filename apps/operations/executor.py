@@ -23,8 +23,8 @@ from apps.fleet.models import HostgroupMembership, ProxySQLNode, Server
 from . import locks, recheck, rollbacks, shared
 from .choices import OnDrainTimeout, OperationState, StepState
 from .models import Operation, OperationStep
-from .plans import (BACKEND, INVENTORY, PROXYSQL, ROLLBACK_HANDLERS, SECRET_MARK, STEP_HANDLERS, VERIFY,
-                    WAIT_CATCHUP, WAIT_DRAIN, Plan, Step, expand_secrets, secret_refs)
+from .plans import (BACKEND, INVENTORY, PROXYSQL, ROLLBACK_HANDLERS, STEP_HANDLERS, VERIFY, WAIT_CATCHUP, WAIT_DRAIN,
+                    Plan, Step)
 from .switchover import swapped_roles
 
 log = logging.getLogger(__name__)
@@ -69,10 +69,10 @@ class Run:
         self.secrets = self._load_secrets()
 
     def _load_secrets(self):
-        """Values for the secret markers of the plan's statements (decrypted here, in this thread: node
-        threads never touch the database)."""
+        """Values for the secrets the planner placed in the ProxySQL statements (decrypted here, in this thread:
+        node threads never touch the database)."""
         refs = {ref for step in self.plan.steps for spec in step.nodes.values()
-                for sql in [*spec.get("sql", []), *spec.get("rollback", [])] for ref in secret_refs(sql)}
+                for sql in [*spec.get("sql", []), *spec.get("rollback", [])] for _, ref in self.plan.placed(sql)}
         if not refs:
             return {}
         from apps.configuration.secrets import values_for
@@ -80,11 +80,10 @@ class Run:
         return values_for(self.op.cluster_id, refs)
 
     def send(self, node_id, sql, action):
-        """Run one planned statement on a node, its secret markers (if any) filled in just before sending."""
+        """Run one planned statement on a node, the secrets the planner placed in it (if any) filled in just
+        before sending; a marker anywhere else is sent as the text it is."""
         admin = self.admin(node_id)
-        if SECRET_MARK in sql:
-            sql = expand_secrets(sql, self.secrets, admin)
-        return admin.run(sql, action=action)
+        return admin.run(self.plan.to_send(sql, self.secrets, admin.render), action=action)
 
     # -- connections -----------------------------------------------------------------------------
     def admin(self, node_id):

@@ -48,6 +48,8 @@ class Plan:
     steps: list
     facts: dict = field(default_factory=dict)  # figures the operator should see (pinned sessions...)
     options: dict = field(default_factory=dict)
+    # where the planner placed secrets: {statement: [[offset, ref], ...]}; None for a plan stored before (OLD_SHAPE)
+    secrets: dict | None = field(default_factory=dict)
 
     @property
     def guards_passed(self):
@@ -65,14 +67,35 @@ class Plan:
         data = dict(data)
         data["guards"] = [Guard(**g) for g in data["guards"]]
         data["steps"] = [Step(**s) for s in data["steps"]]
+        data.setdefault("secrets", None)
         return cls(**data)
+
+    def placed(self, statement):
+        """[[offset, ref], ...]: where the planner put secrets in this statement (none: sent as it is)."""
+        return (self.secrets or {}).get(statement, [])
+
+    def to_send(self, statement, values, render):
+        """The statement as sent: the secrets placed in it filled in from `values` ({ref: value}); a marker
+        elsewhere is text, except in a plan stored before places were recorded, which is not run on a guess."""
+        if self.placed(statement):
+            return fill(statement, self.placed(statement), values, render)
+        if self.secrets is None and SECRET_MARK in statement:
+            raise ValueError(OLD_SHAPE)
+        return statement
+
+    def unplaced_markers(self):
+        """A plan stored before secrets were placed (OLD_SHAPE) whose statements hold a marker."""
+        return self.secrets is None and SECRET_MARK in str([(s.nodes, s.params) for s in self.steps])
 
 
 # A secret in a plan: the statement holds a marker where the value goes (what the preview and the audit
-# log show); the executor puts the escaped value in just before sending it, from the encrypted store.
+# log show), and the plan records where the planner put it: Plan.secrets = {statement: [[offset, ref], ...]}.
+# The executor fills in those places only, with the escaped value from the encrypted store. A marker found
+# anywhere else is an operator's text (refs are no secret: every YAML export shows them) and is sent as it is.
 SECRET_MARK = "__SECRET__"
-_SECRET_LITERAL = re.compile(r"'__SECRET__([A-Za-z0-9_/#.@:-]+)__SECRET__'")
 SECRET_REF = re.compile(r"[A-Za-z0-9_/#.@:-]+")
+OLD_SHAPE = ("this plan was stored before secrets were placed by position (issue 22) and holds a secret marker: "
+             "it is not run on a guess. Plan it again.")
 
 
 def secret_marker(ref):
@@ -81,13 +104,39 @@ def secret_marker(ref):
     return f"{SECRET_MARK}{ref}{SECRET_MARK}"
 
 
-def secret_refs(statement):
-    return _SECRET_LITERAL.findall(statement)
+@dataclass(frozen=True)
+class Secret:
+    """A statement parameter the planner fills with a secret: rendered as its marker, placed by position."""
+    ref: str
 
 
-def expand_secrets(statement, values, admin):
-    """The statement to send: every marker literal replaced by its value, escaped by the node's driver."""
-    return _SECRET_LITERAL.sub(lambda m: admin.render("%s", (values[m.group(1)],)), statement)
+def place(render, template, params, placed):
+    """render(template, params), each Secret shown as its marker; where each one went is recorded in
+    `placed` ({statement: [[offset, ref], ...]}), the only places the executor ever fills in."""
+    shown = tuple(secret_marker(p.ref) if isinstance(p, Secret) else p for p in params)
+    text = render(template, shown)
+    if not any(isinstance(p, Secret) for p in params):
+        return text
+    pieces, built, spans = template.split("%s"), "", []
+    for piece, param, value in zip(pieces, params, shown):
+        built += piece
+        if isinstance(param, Secret):
+            spans.append([len(built), param.ref])
+        built += render("%s", (value,))
+    if built + pieces[-1] != text:  # a template with other % sequences: the offsets would be wrong
+        raise ValueError(f"cannot place a secret in {template!r}")
+    placed[text] = spans
+    return text
+
+
+def fill(statement, spans, values, render):
+    """The statement to send: each placed marker replaced by its value, escaped by the node's driver."""
+    for offset, ref in sorted(spans, reverse=True):  # from the end: earlier offsets stay right
+        literal = render("%s", (secret_marker(ref),))
+        if statement[offset:offset + len(literal)] != literal:
+            raise ValueError(f"secret {ref} is not where the plan placed it")
+        statement = statement[:offset] + render("%s", (values[ref],)) + statement[offset + len(literal):]
+    return statement
 
 
 # Step kinds other apps add (kind -> handler(run, step, row, executed, detail)), registered in AppConfig.ready().
@@ -109,38 +158,42 @@ class Sql:
     """Admin statements for one ProxySQL node, rendered with that node's driver escaping (so the
     preview shows the exact text that will be sent)."""
 
-    def __init__(self, admin):
+    def __init__(self, admin, placed=None):
         self.admin = admin
+        self.placed = {} if placed is None else placed  # where Secret values went (see place())
+
+    def render(self, template, params):
+        return place(self.admin.render, template, params, self.placed)
 
     def set_status(self, hostgroup, hostname, port, status):
-        return self.admin.render("UPDATE mysql_servers SET status=%s WHERE hostgroup_id=%s AND hostname=%s AND port=%s",
+        return self.render("UPDATE mysql_servers SET status=%s WHERE hostgroup_id=%s AND hostname=%s AND port=%s",
                                  (status, int(hostgroup), hostname, int(port)))
 
     def delete_server(self, hostgroup, hostname, port):
-        return self.admin.render("DELETE FROM mysql_servers WHERE hostgroup_id=%s AND hostname=%s AND port=%s",
+        return self.render("DELETE FROM mysql_servers WHERE hostgroup_id=%s AND hostname=%s AND port=%s",
                                  (int(hostgroup), hostname, int(port)))
 
     def replace_server(self, row):
         """Put a whole mysql_servers row back (or in) exactly: `row` is a dict of SERVER_COLUMNS."""
         placeholders = ",".join(["%s"] * len(SERVER_COLUMNS))
-        return self.admin.render(f"REPLACE INTO mysql_servers ({','.join(SERVER_COLUMNS)}) VALUES ({placeholders})",
+        return self.render(f"REPLACE INTO mysql_servers ({','.join(SERVER_COLUMNS)}) VALUES ({placeholders})",
                                  tuple(row[c] for c in SERVER_COLUMNS))
 
     def set_variable(self, name, value):
         # Variable names come from our own constants, never from input; the value is escaped.
-        return self.admin.render("UPDATE global_variables SET variable_value=%s WHERE variable_name=%s",
-                                 (str(value), name))
+        return self.render("UPDATE global_variables SET variable_value=%s WHERE variable_name=%s",
+                                 (value if isinstance(value, Secret) else str(value), name))
 
     def replace_row(self, table, row):
         """REPLACE INTO one configuration table (name and columns from our own table specs), values escaped."""
         columns = list(row)
-        return self.admin.render(f"REPLACE INTO {table} ({','.join(columns)}) VALUES ({','.join(['%s'] * len(columns))})",
+        return self.render(f"REPLACE INTO {table} ({','.join(columns)}) VALUES ({','.join(['%s'] * len(columns))})",
                                  tuple(row[c] for c in columns))
 
     def delete_row(self, table, key):
         """DELETE one row by its key ({column: value}; key columns are NOT NULL)."""
         where = " AND ".join(f"{c}=%s" for c in key)
-        return self.admin.render(f"DELETE FROM {table} WHERE {where}", tuple(key.values()))
+        return self.render(f"DELETE FROM {table} WHERE {where}", tuple(key.values()))
 
     @staticmethod
     def load(module):

@@ -23,7 +23,7 @@ from apps.clients.proxysql import reusing
 from . import locks
 from .choices import OperationState, StepState
 from .models import Operation, OperationStep
-from .plans import REPLANNERS, STEP_STATEMENTS, WAIT_DRAIN, Plan
+from .plans import OLD_SHAPE, REPLANNERS, STEP_STATEMENTS, WAIT_DRAIN, Plan
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,8 @@ def changed(op, connections=None):
     """A Refusal when the operation planned again now fails a guard that was not overridden at confirm, or
     would send other statements; else None. `connections`: open admin connections to read through."""
     stored = Plan.from_json(op.plan)
+    if stored.unplaced_markers():
+        return Refusal(OperationState.REFUSED, f"refused at start, nothing was changed: {OLD_SHAPE}")
     try:
         with locks.rechecking(op), reusing(connections or {}):
             fresh = replan(op)

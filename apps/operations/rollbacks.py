@@ -32,7 +32,7 @@ from apps.monitoring import live
 from . import locks
 from .choices import OperationKind, OperationState, PendingState
 from .models import Operation, PendingRollback
-from .plans import SECRET_MARK, Guard, expand_secrets, secret_refs
+from .plans import SECRET_MARK, Guard, Plan, fill
 
 RETRY_RULE = "pending rollback retry"
 FIRST_RETRY_S = 1
@@ -166,10 +166,15 @@ def _replay(row, *, request, rule):
         if later := superseding(row):  # finished while we waited for the node: do not replay
             _supersede(row, later, request=request, rule=rule)
             return f"{row.node.name}: superseded by operation #{later.pk}; it is repaired from the inventory next"
-        secrets = _secrets(op, row.statements)
+        plan = Plan.from_json(op.plan)
+        if plan.secrets is None and any(SECRET_MARK in s["sql"] for s in row.statements):
+            return _tried(row, [], "these statements were stored before secrets were placed by position (issue 22) "
+                          "and hold a secret marker: they are not run on a guess. Repair the node from the inventory.",
+                          request=request, rule=rule)
+        secrets = _secrets(op, plan, row.statements)
         while row.statements:
             statement = row.statements[0]
-            sql = expand_secrets(statement["sql"], secrets, admin) if SECRET_MARK in statement["sql"] else statement["sql"]
+            sql = fill(statement["sql"], plan.placed(statement["sql"]), secrets, admin.render)
             admin.run(sql, action=f"{op.finish_or_rollback} {statement['step']} (retry)")
             ran.append({**statement, "at": timezone.now().isoformat()})
             row.statements = row.statements[1:]
@@ -182,9 +187,9 @@ def _replay(row, *, request, rule):
     return _tried(row, ran, "", request=request, rule=rule)
 
 
-def _secrets(op, statements):
-    """Values for the secret markers of these statements (a configuration change's undo of a password)."""
-    refs = {ref for statement in statements for ref in secret_refs(statement["sql"])}
+def _secrets(op, plan, statements):
+    """Values for the secrets the planner placed in these statements (a configuration change's undo of a password)."""
+    refs = {ref for statement in statements for _, ref in plan.placed(statement["sql"])}
     if not refs:
         return {}
     from apps.configuration.secrets import values_for

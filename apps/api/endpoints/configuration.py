@@ -151,9 +151,8 @@ class ChangeSetPlan(ApiView):
     def post(self, request, pk):
         cs = get_object_or_404(ChangeSet.objects.select_related("cluster", "base"), pk=pk)
         data = body(s.ReasonInput, request)
-        if data["reason"]:
-            ChangeSet.objects.filter(pk=cs.pk, state=ChangeSet.State.DRAFT).update(reason=data["reason"])
-            cs.refresh_from_db()
+        if data["reason"]:  # a draft's new reason: its author's or an admin's (403 otherwise)
+            services.set_reason(cs, data["reason"], user=request.user, request=request)
         if not cs.reason:
             raise exceptions.ValidationError({"reason": ["A change set needs a reason: what it is for."]})
         return planned(cs, services.plan_and_save(cs, request=request))

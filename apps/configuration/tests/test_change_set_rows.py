@@ -56,10 +56,10 @@ def server(version, hostgroup, port):
 
 def weight_and_rule(cs, v1):
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3312],
-                           "row": {**server(v1, 101, 3312), "weight": 20000}})
+                           "row": {**server(v1, 101, 3312), "weight": 20000}}, user=cs.author)
     services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
                            "row": {"rule_id": 30, "active": 1, "match_digest": "^DELETE", "destination_hostgroup": 100,
-                                   "apply": 1}})
+                                   "apply": 1}}, user=cs.author)
 
 
 def test_a_weight_and_a_rule_send_no_user_statement_and_passwords_stay_clear_text(users_lab, operator_user):
@@ -98,7 +98,7 @@ def test_rows_outside_the_diff_stay_as_the_node_has_them_and_a_write_back_still_
     cs = services.start_change_set(cluster, user=operator_user, reason="one weight, one rule")
     weight_and_rule(cs, v1)
     services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-mirror_max_concurrency",
-                           "value": "100"})
+                           "value": "100"}, user=operator_user)
     op, plan = run(cs, operator_user)
     assert op.state == "done", op.error  # the verify reads back the change set's rows, not the drift beside them
     node = plan.steps[0].nodes[str(cluster.proxysql_nodes.get(name="proxysql-2").pk)]
@@ -142,9 +142,9 @@ def test_a_user_in_the_diff_keeps_its_password_form_unless_the_change_set_sets_i
     new_hash = C.mysql_native_hash("new-secret")
     cs = services.start_change_set(cluster, user=operator_user, reason="app: more connections; rep: new password")
     services.add_edit(cs, {"op": "upsert", "table": "mysql_users", "key": ["app"],
-                           "row": {**users["app"], "max_connections": 2000}})
+                           "row": {**users["app"], "max_connections": 2000}}, user=operator_user)
     services.add_edit(cs, {"op": "upsert", "table": "mysql_users", "key": ["rep"], "row": users["rep"]},
-                      secret=("mysql_users/rep", new_hash))
+                      secret=("mysql_users/rep", new_hash), user=operator_user)
     op, plan = run(cs, operator_user)
     assert op.state == "done", op.error
 

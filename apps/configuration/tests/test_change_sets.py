@@ -66,14 +66,15 @@ def test_change_applied_to_both_nodes_verified_and_recorded_then_reverted(versio
     cs = services.start_change_set(cluster, user=operator_user, reason="more weight, a mirror, a new backend")
     row = next(r for r in v1.content["mysql_servers"] if r["hostgroup_id"] == 101 and r["port"] == 3312)
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3312],
-                           "row": {**row, "weight": 20000}})
+                           "row": {**row, "weight": 20000}}, user=operator_user)
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers",
-                           "row": {"hostgroup_id": 200, "hostname": "127.0.0.1", "port": 3313, "comment": "mirror target"}})
+                           "row": {"hostgroup_id": 200, "hostname": "127.0.0.1", "port": 3313, "comment": "mirror target"}},
+                      user=operator_user)
     services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
                            "row": {"rule_id": 5, "active": 1, "match_digest": "^INSERT", "mirror_hostgroup": 200,
-                                   "apply": 0}})
+                                   "apply": 0}}, user=operator_user)
     services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-mirror_max_concurrency",
-                           "value": "100"})
+                           "value": "100"}, user=operator_user)
     op, plan = run(cs, operator_user)
     assert op.state == "done", op.error
     for d in doubles:
@@ -105,8 +106,10 @@ def test_a_stale_change_set_is_refused_with_what_changed_since(versioned_lab, op
     cluster, doubles, v1 = versioned_lab
     first = services.start_change_set(cluster, user=operator_user, reason="one")
     second = services.start_change_set(cluster, user=operator_user, reason="two")
-    services.add_edit(first, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"})
-    services.add_edit(second, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "2048"})
+    services.add_edit(first, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"},
+                      user=operator_user)
+    services.add_edit(second, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "2048"},
+                      user=operator_user)
     op, _ = run(first, operator_user)
     assert op.state == "done", op.error
     with pytest.raises(services.Refused) as refused:
@@ -122,10 +125,10 @@ def test_a_node_refusing_a_statement_mid_apply_leaves_both_as_before(versioned_l
     cs = services.start_change_set(cluster, user=operator_user, reason="weight and a rule")
     row = next(r for r in v1.content["mysql_servers"] if r["hostgroup_id"] == 101 and r["port"] == 3313)
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313],
-                           "row": {**row, "weight": 5}})
+                           "row": {**row, "weight": 5}}, user=operator_user)
     services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
                            "row": {"rule_id": 30, "active": 1, "match_digest": "^DELETE", "destination_hostgroup": 100,
-                                   "apply": 1}})
+                                   "apply": 1}}, user=operator_user)
     tables = ("runtime_mysql_servers", "mysql_servers", "runtime_mysql_query_rules", "mysql_query_rules")
     before = {d.port: [sql(d, f"SELECT * FROM {t} ORDER BY 1, 2") for t in tables] for d in (first, second)}
     op, _ = run(cs, operator_user)
@@ -151,10 +154,10 @@ def test_a_node_paused_mid_apply_is_put_back_when_it_answers(versioned_lab, oper
     cs = services.start_change_set(cluster, user=operator_user, reason="weight and a rule")
     row = next(r for r in v1.content["mysql_servers"] if r["hostgroup_id"] == 101 and r["port"] == 3313)
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313],
-                           "row": {**row, "weight": 5}})
+                           "row": {**row, "weight": 5}}, user=operator_user)
     services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
                            "row": {"rule_id": 30, "active": 1, "match_digest": "^DELETE", "destination_hostgroup": 100,
-                                   "apply": 1}})
+                                   "apply": 1}}, user=operator_user)
     # The second node applies the first statement of the change, then stops answering (a paused ProxySQL).
     sql(second, 'LAB FAIL_STATEMENTS {"text": "REPLACE INTO mysql_servers", "pause": true}')
     op, _ = run(cs, operator_user)
@@ -177,7 +180,8 @@ def test_only_admins_confirm_where_the_cluster_says_so(versioned_lab, operator_u
     cluster, doubles, v1 = versioned_lab
     Cluster.objects.filter(pk=cluster.pk).update(config_confirm_role="admin")
     cs = services.start_change_set(cluster, user=operator_user, reason="connections")
-    services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"})
+    services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"},
+                      user=operator_user)
     op = services.plan_and_save(cs, user=operator_user)
     with pytest.raises(operations.NotAllowed, match="only an admin confirms"):
         operations.confirm(op, user=operator_user, enqueue=False)

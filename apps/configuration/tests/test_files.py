@@ -102,7 +102,8 @@ def test_blocking_finding_exits_2_and_broken_files_are_refused(adopted_lab, oper
     assert command("plan", cluster.name, str(path), "--user", operator_user.username)[0] == 2
 
 
-def test_every_table_through_a_file(adopted_lab, operator_user, tmp_path):
+def test_every_table_through_a_file(adopted_lab, admin_user_role, tmp_path):
+    # by an admin: scheduler rows run commands on the ProxySQL host (issue 22; an operator's: test_host_level.py)
     cluster, doubles = adopted_lab
     original = files.export(services.latest(cluster))
 
@@ -117,7 +118,7 @@ def test_every_table_through_a_file(adopted_lab, operator_user, tmp_path):
 
     path = tmp_path / "all.yaml"
     path.write_text(edited(original, change))
-    code, out = command("apply", cluster.name, str(path), "--user", operator_user.username, "--yes")
+    code, out = command("apply", cluster.name, str(path), "--user", admin_user_role.username, "--yes")
     assert code == 0, out
     for d in doubles:
         assert runtime(d, "SELECT default_hostgroup, transaction_persistent FROM runtime_mysql_users "
@@ -134,7 +135,7 @@ def test_every_table_through_a_file(adopted_lab, operator_user, tmp_path):
     back.write_text(edited(files.export(services.latest(cluster)), lambda doc: [
         doc.update(mysql_galera_hostgroups=[], mysql_replication_hostgroups=[], scheduler=[]),
         doc["mysql_users"].clear()]))
-    code, out = command("apply", cluster.name, str(back), "--user", operator_user.username, "--yes", "--json")
+    code, out = command("apply", cluster.name, str(back), "--user", admin_user_role.username, "--yes", "--json")
     assert code == 0 and '"outcome": "done"' in out, out
     for d in doubles:
         for table in ("runtime_mysql_users", "runtime_mysql_galera_hostgroups", "runtime_scheduler"):

@@ -245,10 +245,12 @@ def test_planner_finds_a_bad_regex_and_a_nodes_unloaded_edit(adopted_lab, operat
                    user=second.user, password=second.password)  # edited by hand, never loaded
     cs = services.start_change_set(cluster, user=operator_user, reason="rules")
     services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
-                           "row": {"rule_id": 1, "active": 1, "match_digest": "^SELECT (", "destination_hostgroup": 101}})
+                           "row": {"rule_id": 1, "active": 1, "match_digest": "^SELECT (", "destination_hostgroup": 101}},
+                      user=operator_user)
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3312],
                            "row": {**next(r for r in cs.base.content["mysql_servers"]
-                                          if (r["hostgroup_id"], r["port"]) == (101, 3312)), "weight": 9000}})
+                                          if (r["hostgroup_id"], r["port"]) == (101, 3312)), "weight": 9000}},
+                      user=operator_user)
     plan, _ = plan_change_set(cs)
     failed = {g.key: g for g in plan.failed_guards}
     assert failed["regex_invalid"].overridable is False and "missing closing parenthesis" in failed["regex_invalid"].value

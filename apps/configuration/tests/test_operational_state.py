@@ -42,7 +42,7 @@ def test_a_revert_across_a_switchover_keeps_the_writer_and_says_so(versioned_lab
     cluster, doubles, v1 = versioned_lab
     cs = services.start_change_set(cluster, user=operator_user, reason="lighter reader")
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313],
-                           "row": {**row(v1.content, 101, 3313), "weight": 5}})
+                           "row": {**row(v1.content, 101, 3313), "weight": 5}}, user=operator_user)
     op, plan = run(cs, operator_user)  # an ordinary weight change plans and applies
     assert op.state == "done", op.error
     assert not [g for g in plan.guards if g.key.startswith("operational")]
@@ -86,7 +86,7 @@ def test_a_revert_across_a_drain_keeps_the_server_drained_and_says_so(versioned_
     cluster, doubles, v1 = versioned_lab
     cs = services.start_change_set(cluster, user=operator_user, reason="heavier reader")
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3312],
-                           "row": {**row(v1.content, 101, 3312), "weight": 20000}})
+                           "row": {**row(v1.content, 101, 3312), "weight": 20000}}, user=operator_user)
     assert run(cs, operator_user)[0].state == "done"
     run_operation(drain.plan_drain(Server.objects.get(port=3313), drain_timeout_ms=2000), operator_user)
     assert row(services.latest(cluster).content, 101, 3313)["status"] == "OFFLINE_SOFT"
@@ -108,9 +108,10 @@ def test_a_change_set_that_moves_the_writer_is_refused_with_use_a_switchover(ver
                                                                             admin_user_role, client):
     cluster, doubles, v1 = versioned_lab
     cs = services.start_change_set(cluster, user=operator_user, reason="new writer")
-    services.add_edit(cs, {"op": "delete", "table": "mysql_servers", "key": [100, "127.0.0.1", 3311]})
+    services.add_edit(cs, {"op": "delete", "table": "mysql_servers", "key": [100, "127.0.0.1", 3311]},
+                      user=operator_user)
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers",
-                           "row": {**row(v1.content, 100, 3311), "port": 3312}})
+                           "row": {**row(v1.content, 100, 3311), "port": 3312}}, user=operator_user)
     op = services.plan_and_save(cs, user=operator_user)
     guards = [g for g in Operation.objects.get(pk=op.pk).plan["guards"] if not g["passed"]]
     writer = [g for g in guards if g["key"] == "operational_writer"]
@@ -131,7 +132,7 @@ def test_a_change_set_that_drains_a_server_is_refused_with_use_a_maintenance_dra
     cluster, doubles, v1 = versioned_lab
     cs = services.start_change_set(cluster, user=operator_user, reason="maintenance")
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313],
-                           "row": {**row(v1.content, 101, 3313), "status": "OFFLINE_SOFT"}})
+                           "row": {**row(v1.content, 101, 3313), "status": "OFFLINE_SOFT"}}, user=operator_user)
     plan, _ = plan_change_set(cs)
     failed = [g for g in plan.failed_guards if g.key.startswith("operational")]
     assert [(g.key, g.label, g.overridable) for g in failed] == [
@@ -169,7 +170,7 @@ def test_a_node_running_another_writer_refuses_a_change_that_loads_its_servers(v
     sql(second, "LOAD MYSQL SERVERS TO RUNTIME")
     cs = services.start_change_set(cluster, user=operator_user, reason="lighter reader")
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313],
-                           "row": {**row(v1.content, 101, 3313), "weight": 5}})
+                           "row": {**row(v1.content, 101, 3313), "weight": 5}}, user=operator_user)
     plan, _ = plan_change_set(cs)
     failed = [g for g in plan.failed_guards if g.key.startswith("operational")]
     assert [(g.label, g.overridable) for g in failed] == [
@@ -178,7 +179,7 @@ def test_a_node_running_another_writer_refuses_a_change_that_loads_its_servers(v
 
     variables = services.start_change_set(cluster, user=operator_user, reason="connections")
     services.add_edit(variables, {"op": "set", "table": "global_variables", "name": "mysql-max_connections",
-                                  "value": "4096"})
+                                  "value": "4096"}, user=operator_user)
     plan, _ = plan_change_set(variables)
     # A change set writes its diff's rows only (h-config-rows): a variable change loads no mysql_servers, so it
     # leaves proxysql-2's writer as the node has it (drift, for a switchover or a write-back) and is not refused.

@@ -37,7 +37,7 @@ def test_a_change_set_rolled_back_past_its_save_leaves_every_layer_as_intended(v
     for edit in ({"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313], "row": {**reader, "weight": 5}},
                  {"op": "upsert", "table": "mysql_query_rules", "row": {"rule_id": 30, "active": 1, "apply": 1,
                                                                        "match_digest": "^DELETE", "destination_hostgroup": 100}}):
-        services.add_edit(cs, edit)
+        services.add_edit(cs, edit, user=operator_user)
     # The second node takes its SAVE of the servers, then stops answering (paused with the SAVE in flight).
     sql(second, 'LAB FAIL_STATEMENTS {"text": "SAVE MYSQL SERVERS TO DISK", "pause": true}')
     op, plan = run(cs, operator_user)

@@ -142,3 +142,20 @@ def test_a_native_replica_fails_its_source_over_itself_the_product_plans_nothing
     assert not Operation.objects.exists()
     [event] = AuditEvent.objects.filter(action="channel_move refused")  # said once, not at every poll
     assert "asynchronous connection failover" in event.details["reason"]
+
+
+def test_only_the_password_the_planner_placed_is_filled_in_a_user_named_like_its_marker_stays_text():
+    """Issue 22: the replication user's name equal to the channel's secret marker is sent as that name; the
+    password goes where the plan placed it, and only there."""
+    from apps.operations.plans import Plan, Secret, place, secret_marker
+
+    placed = {}
+    sql, rollback = native.configure(lambda s, p=(): place(render, s, p, placed), "8.0.36", source=("db-1", 3306),
+                                     candidates=[("db-1", 3306, 90)], user=secret_marker("dr-channel-1"),
+                                     password=Secret("dr-channel-1"))
+    plan = Plan("channel_move", 1, "t", [], [], secrets=placed)
+    sent = plan.to_send(sql[1], {"dr-channel-1": "s'cret"}, render)
+    assert sent.startswith("CHANGE REPLICATION SOURCE TO SOURCE_HOST='db-1', SOURCE_PORT=3306, "
+                           "SOURCE_USER='__SECRET__dr-channel-1__SECRET__', SOURCE_PASSWORD='s\\'cret',")
+    assert sent.endswith(" FOR CHANNEL ''") and sent.count("s\\'cret") == 1
+    assert [plan.to_send(s, {}, render) for s in sql if s != sql[1]] == [s for s in sql if s != sql[1]]

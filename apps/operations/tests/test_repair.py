@@ -111,7 +111,7 @@ def test_the_latest_configuration_version_says_what_the_variable_should_be(adopt
 
     cluster, (_, second) = adopted_lab
     cs = config.start_change_set(cluster, user=operator_user, reason="no delay")
-    config.add_edit(cs, {"op": "set", "table": "global_variables", "name": AUTOINC, "value": "2"})
+    config.add_edit(cs, {"op": "set", "table": "global_variables", "name": AUTOINC, "value": "2"}, user=operator_user)
     op = config.plan_and_save(cs, user=operator_user)
     services.confirm(op, user=operator_user, enqueue=False)
     executor.run(op.pk)
