@@ -230,7 +230,8 @@ def test_the_inline_check_refuses_a_regex_proxysql_cannot_compile(versioned_lab,
     silently and never match). Checked with the cluster's engine: mysql-query_processor_regex 1 PCRE, 2 RE2."""
     cluster, doubles, version = versioned_lab
     cs = services.start_change_set(cluster, user=operator_user)
-    services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-query_processor_regex", "value": engine})
+    services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-query_processor_regex", "value": engine},
+                      user=operator_user)
     client.force_login(operator_user)
     url = reverse("configuration:row_form", args=[cs.pk, "mysql_query_rules"])
 
