@@ -275,6 +275,11 @@ class ProxySQLAdmin:
         return cls(node.admin_host, node.admin_port, node.admin_user, node.admin_password,
                    name=f"ProxySQL {node.name} ({node.admin_host}:{node.admin_port})", **timeouts)
 
+    @property
+    def endpoint(self):
+        """(host, port) this client connects to."""
+        return self.wire.host, self.wire.port
+
     def __enter__(self):
         return self
 

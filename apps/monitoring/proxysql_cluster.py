@@ -60,7 +60,7 @@ def _same_host(a, b):
     return a == b or (a in local and b in local)
 
 
-def _self_row(part, host, port):
+def self_row(part, host, port):
     """(host, port) of the node's own row in its proxysql_servers: its admin endpoint, else the row whose checksums
     are all its own (a node listed by another name)."""
     rows = {}
@@ -81,7 +81,7 @@ def synced_from(part, host, port, module):
     checksum and epoch when the node first saw it change (the node itself changed later), as its own
     stats_proxysql_servers_checksums says. Needs the node to list itself in proxysql_servers (the usual layout)."""
     own = (part.get("checksums") or {}).get(module)
-    me = _self_row(part, host, port)
+    me = self_row(part, host, port)
     if not own or own[0] <= 1 or me is None:
         return None
     rows = [r for r in part.get("seen") or [] if r[2] == module]
@@ -98,7 +98,7 @@ def synced_from(part, host, port, module):
 def growing(part, host, port):
     """The peers whose diff_check on this node is past diffs_before_sync + GROWTH_MARGIN for a module whose sync is on:
     [(peer "host:port", module, diff_check, peer version, peer epoch)]."""
-    me = _self_row(part, host, port)
+    me = self_row(part, host, port)
     out = []
     for h, p, name, ver, epoch, _csum, _ch, _up, diff in part.get("seen") or []:
         if (h, p) != me and sync_on(part, name) and diff > part["modules"][name][0] + GROWTH_MARGIN:
