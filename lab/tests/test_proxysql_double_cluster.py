@@ -186,6 +186,8 @@ def test_a_module_at_version_1_is_never_a_sync_source(proxysql_double_factory):
     a.query("LOAD MYSQL SERVERS TO RUNTIME")          # the action that clears it
     assert wait_for(lambda: rows(b, SERVERS.format("runtime_mysql_servers")) == as_strings(LAYOUT))
     assert b.engine.sync_history[-1][1:] == ("mysql_servers", "127.0.0.1", a.port)
+    status = b.status()["cluster"]
+    assert status["syncing"] and tuple(status["pulls"][-1][1:]) == ("mysql_servers", "127.0.0.1", a.port)
 
 
 def test_a_restarted_node_pulls_from_a_peer_past_version_1(proxysql_double_factory):
