@@ -333,8 +333,8 @@ def proxysql_result(node, prev, ts, reading, scope=None):
 
 
 def _cluster(prev, reading):
-    """The document's ProxySQL Cluster part (proxysql_cluster.cluster_part): settings and peers as last read with the
-    variables, checksums as read now (none when the node is in no cluster)."""
+    """The document's ProxySQL Cluster part (proxysql_cluster.settings_part + checks_part): settings and peers as last
+    read with the variables, checksums as read now (none when the node is in no cluster)."""
     before = (prev or {}).get("proxysql_cluster")
     checks = proxysql_cluster.checks_part(reading.checksums, reading.peer_checksums)
     if reading.cluster_settings is None:
