@@ -105,8 +105,13 @@ def test_without_sync_the_panel_says_off(adopted_lab, live_redis, viewer_client)
     assert 'data-sync="on"' not in panel and 'data-sync="off"' in panel
 
 
-def test_a_node_in_no_cluster_reads_no_checksums(adopted_lab, live_redis):
+def test_checksums_are_read_only_while_the_node_is_in_a_cluster(adopted_lab, live_redis, settings):
     cluster, (first, second) = adopted_lab
+    settings.MONITOR_VARIABLES_INTERVAL_S = 0   # the cluster settings read at every poll
+    first.clear_statements()
+    poll()
+    assert any("FROM runtime_checksums_values" in s for s in first.statements())
+    assert any("FROM stats_proxysql_servers_checksums" in s for s in first.statements())
     for double in (first, second):
         sql(double, "DELETE FROM proxysql_servers", "LOAD PROXYSQL SERVERS TO RUNTIME")
         double.clear_statements()
