@@ -165,6 +165,21 @@ def adopted_lab(db, lab_pair, galera_lab):
     return Cluster.objects.get(name="galera-lab"), lab_pair
 
 
+@pytest.fixture
+def adopted_cluster_lab(db, proxysql_cluster_pair, galera_lab):
+    """(cluster, [double1, double2]) as adopted_lab, but the two doubles form a ProxySQL Cluster with native sync on
+    at ProxySQL's defaults (lab.fixtures_proxysql.proxysql_cluster_pair): a LOAD on one is pulled by the other."""
+    from apps.fleet.models import Cluster
+    from lab import demo
+
+    first, second = proxysql_cluster_pair
+    for double in proxysql_cluster_pair:
+        demo.admin_sql(double.port, *demo.seed_statements(), user=double.user, password=double.password)
+    adopt_double(first, "galera-lab", "proxysql-1")
+    adopt_double(second, "galera-lab", "proxysql-2")
+    return Cluster.objects.get(name="galera-lab"), proxysql_cluster_pair
+
+
 @pytest.fixture(scope="session")
 def redis_server():
     """A real redis-server (Debian) on a free loopback port for this test run; yields its URL."""

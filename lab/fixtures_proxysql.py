@@ -57,6 +57,34 @@ def proxysql_double_factory():
         server.stop()
 
 
+SYNC_MODULES = ("mysql_servers", "mysql_users", "mysql_query_rules", "mysql_variables", "admin_variables",
+                "proxysql_servers")
+
+
+def join_cluster(doubles, sync=True, variables=None):
+    """Make these doubles one ProxySQL Cluster: each lists every node in proxysql_servers (runtime too), has
+    admin-cluster_username / admin-cluster_password admin/admin (accepted by the others) and, with `sync`, the
+    default admin-cluster_<module>_diffs_before_sync (3) for every module, else 0 (no module syncs). `variables`:
+    more admin- variables (e.g. admin-cluster_check_interval_ms). Statements logged so far are cleared."""
+    for d in doubles:
+        d.query("DELETE FROM proxysql_servers")
+        for peer in doubles:
+            d.query(f"INSERT INTO proxysql_servers (hostname, port, weight, comment) "
+                    f"VALUES ('127.0.0.1', {peer.port}, 0, 'node-{peer.port}')")
+        d.query("SET admin-cluster_username='admin'")
+        d.query("SET admin-cluster_password='admin'")
+        for module in SYNC_MODULES:
+            d.query(f"SET admin-cluster_{module}_diffs_before_sync={3 if sync else 0}")
+        for name, value in (variables or {}).items():
+            d.query(f"SET {name}='{value}'")
+        d.query("LOAD ADMIN VARIABLES TO RUNTIME")
+        d.query("LOAD PROXYSQL SERVERS TO RUNTIME")
+        d.query("SAVE ADMIN VARIABLES TO DISK")  # as an operator sets a node up: a restart keeps it
+        d.query("SAVE PROXYSQL SERVERS TO DISK")
+        d.clear_statements()
+    return doubles
+
+
 @pytest.fixture
 def proxysql_double_pair(proxysql_double_factory):
     """Two doubles standing for two ProxySQL nodes of one cluster, as a tuple (a, b).
@@ -64,20 +92,17 @@ def proxysql_double_pair(proxysql_double_factory):
     Each lists both nodes in proxysql_servers (runtime too) and has admin-cluster_username /
     admin-cluster_password set to admin/admin (accepted by the other): their
     stats_proxysql_servers_checksums show each other's real runtime_checksums_values, so a product
-    can compare the nodes' configurations. They do NOT sync configuration between themselves (the
-    product applies each operation to every node).
+    can compare the nodes' configurations. They do NOT sync configuration between themselves
+    (admin-cluster_<module>_diffs_before_sync=0: the product applies each operation to every node).
     """
-    a, b = proxysql_double_factory(2)
-    for d in (a, b):
-        d.query("DELETE FROM proxysql_servers")
-        for peer in (a, b):
-            d.query(f"INSERT INTO proxysql_servers (hostname, port, weight, comment) "
-                    f"VALUES ('127.0.0.1', {peer.port}, 0, 'node-{peer.port}')")
-        d.query("SET admin-cluster_username='admin'")
-        d.query("SET admin-cluster_password='admin'")
-        d.query("LOAD ADMIN VARIABLES TO RUNTIME")
-        d.query("LOAD PROXYSQL SERVERS TO RUNTIME")
-        d.query("SAVE ADMIN VARIABLES TO DISK")  # as an operator sets a node up: a restart keeps it
-        d.query("SAVE PROXYSQL SERVERS TO DISK")
-        d.clear_statements()
+    a, b = join_cluster(proxysql_double_factory(2), sync=False)
+    return a, b
+
+
+@pytest.fixture
+def proxysql_cluster_pair(proxysql_double_factory):
+    """Two doubles in a ProxySQL Cluster with native sync ON at ProxySQL's defaults, as a tuple (a, b):
+    a LOAD on one is pulled by the other after 3 checks of 1 s (and saved to its disk), as real 2.7.1 nodes do
+    (../shared/proxysql-reference/samples/cluster-sync.jsonl)."""
+    a, b = join_cluster(proxysql_double_factory(2), sync=True)
     return a, b

@@ -156,6 +156,16 @@ RULES = [
              "The node's disk layer (disk.mysql_servers: what ProxySQL loads when it restarts) differs from the "
              "inventory, e.g. it holds another writer: a restart would route as the disk says. Memory and disk are "
              "read with the variables and after each change of the runtime.", held_by=_LAYER_WORK),
+    RuleSpec("proxysql_cluster_diverged", "ProxySQL Cluster nodes have not converged", "config", "cluster", WARNING, 30,
+             "A module whose native sync (ProxySQL Cluster) is on holds different checksums on the cluster's nodes for "
+             "longer than the `for` duration, the bound: at ProxySQL's defaults a peer pulls a change 2-3 s after its "
+             "LOAD, so nodes that still differ are not syncing (same-second LOADs, every node at version 1, a peer "
+             "that cannot pull). The cluster page's ProxySQL Cluster panel says which and what clears it.",
+             held_by=_LAYER_WORK),
+    RuleSpec("proxysql_cluster_diff_growing", "ProxySQL Cluster diff_check only grows", "config", "node", WARNING, 10,
+             "This node has seen a peer's different checksum for more checks than admin-cluster_<module>_"
+             "diffs_before_sync (+3) without any pull: diff_check only grows (sysown/proxysql #1173, #3269, #2146). "
+             "The summary says which trap it is and the action that clears it.", held_by=_LAYER_WORK),
     RuleSpec("operation_failed", "An operation failed", "operations", "operation", CRITICAL, 0,
              "An operation ended failed (past its point of no return, or its rollback did not complete): the "
              "nodes may not be as planned. It stays for the window unless a later operation of the cluster succeeds.",

@@ -14,16 +14,16 @@ Three levels, by what a check needs:
 from dataclasses import dataclass, field
 
 from apps.fleet import drift
-from apps.monitoring import status
+from apps.monitoring import proxysql_cluster, status
 
 from .catalogue import BY_KEY
 
 NODE_RULES = ("proxysql_unreachable", "proxysql_auth", "poll_latency", "mirror_queue", "conn_errors", "drift",
-              "restart_drift", "backend_shunned", "backend_flapping")
+              "restart_drift", "backend_shunned", "backend_flapping", "proxysql_cluster_diff_growing")
 SERVER_RULES = ("backend_unreachable", "galera_non_primary", "galera_not_ready", "galera_desynced",
                 "galera_recv_queue", "galera_flow_control", "replica_lag", "replication_stopped")
 CLUSTER_RULES = ("writer_none", "writer_many", "writer_disagree", "readers_low", "galera_cluster_size",
-                 "operation_failed", "rollback_pending", "finish_pending")
+                 "proxysql_cluster_diverged", "operation_failed", "rollback_pending", "finish_pending")
 CHANNEL_RULES = ("channel_stopped", "channel_lag")
 
 
@@ -166,6 +166,16 @@ def node_observations(c, n, doc, now, settings):
                 obs("backend_flapping", f"{host}:{port} changed status {count} times on {n.name} in the last "
                     f"{s.params['minutes']:g} min", subject=f"{subject}:{host}:{port}", label=f"{host}:{port} on {n.name}",
                     value=count, server=c.server_at(host, port), details={"changes": count})
+    part = doc.get("proxysql_cluster")
+    if _on(settings, "proxysql_cluster_diff_growing") and proxysql_cluster.configured(part):
+        grows = proxysql_cluster.growing(part, n.admin_host, n.admin_port)
+        if grows:
+            peer, module, diff, version, epoch = max(grows, key=lambda g: g[2])
+            what, action = proxysql_cluster.why_growing(part, module, version, epoch)
+            more = f" (and {len(grows) - 1} more)" if len(grows) > 1 else ""
+            obs("proxysql_cluster_diff_growing", f"{n.name}: diff_check {diff} for {module} of peer {peer}{more}: {what}. "
+                f"To clear it: {action}", value=diff,
+                details={"growing": [f"{g[0]} {g[1]} diff_check {g[2]}" for g in grows]})
     return out
 
 
@@ -338,6 +348,23 @@ def cluster_observations(c, node_docs, server_docs, now, settings, operations):
             out.append(Observation("galera_cluster_size", target, target, f"Galera cluster {c.name}",
                                    f"wsrep_cluster_size {max(sizes)}, expected {expected:g}", value=max(sizes),
                                    details={"sizes": sizes, "expected": expected}))
+    if _on(settings, "proxysql_cluster_diverged"):
+        parts = {n.name: (node_docs.get(n.pk) or {}).get("proxysql_cluster") for n in c.nodes.values()
+                 if node_docs.get(n.pk) and node_docs[n.pk].get("ok", True) and not _stale(node_docs[n.pk], c, now)}
+        apart = []
+        for module in proxysql_cluster.MODULES:
+            sums = {}
+            for name, part in sorted(parts.items()):
+                own = ((part or {}).get("checksums") or {}).get(module)
+                if own and proxysql_cluster.configured(part):
+                    sums.setdefault(own[2], []).append(name)
+            if len(sums) > 1 and any(proxysql_cluster.sync_on(parts[name], module) for names in sums.values()
+                                     for name in names):
+                apart.append(f"{module} ({'; '.join(', '.join(names) for names in sums.values())})")
+        if apart:
+            out.append(Observation("proxysql_cluster_diverged", target, target, f"ProxySQL Cluster of {c.name}",
+                                   f"the ProxySQL nodes hold different checksums of {', '.join(apart)}: native sync has "
+                                   "not made them converge", value=len(apart), details={"modules": apart}))
     for op in operations:
         if op.rule == "operation_failed" and now - (op.ended or now) > settings[op.rule].params["window_min"] * 60:
             continue

@@ -66,7 +66,8 @@ def _still_failing(prev, doc, since):
 def _routing_signature(doc):
     if not doc:
         return None
-    return (doc.get("ok"), doc.get("runtime_servers"))
+    part = doc.get("proxysql_cluster") or {}
+    return (doc.get("ok"), doc.get("runtime_servers"), part.get("checksums"))
 
 
 def _health_signature(doc):

@@ -19,6 +19,7 @@ class ProxySQLDoc(msgspec.Struct):
     error_since: Any = None
     last_ok: Any = None
     runtime_servers: list[dict] | None = None
+    proxysql_cluster: dict | None = None
 
 
 class BackendDoc(msgspec.Struct):

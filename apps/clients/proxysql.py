@@ -125,6 +125,41 @@ class ProxySQLPeer:
     comment: str
 
 
+# ProxySQL Cluster: the modules its native sync carries (2.7 adds mysql_servers_v2, ldap_variables where built with
+# LDAP), and the admin variables that say whether and how each one syncs (never the cluster password).
+CLUSTER_MODULES = ("mysql_servers", "mysql_users", "mysql_query_rules", "mysql_variables", "admin_variables",
+                   "proxysql_servers", "ldap_variables")
+CLUSTER_VARIABLES = ("admin-cluster_username", "admin-cluster_check_interval_ms",
+                     "admin-cluster_mysql_servers_sync_algorithm",
+                     *(f"admin-cluster_{m}_{what}" for m in CLUSTER_MODULES for what in ("diffs_before_sync", "save_to_disk")))
+
+
+@dataclass(frozen=True)
+class ModuleChecksum:
+    """One row of runtime_checksums_values: a node's own version counter, epoch and checksum of one module."""
+
+    name: str
+    version: int
+    epoch: int
+    checksum: str
+
+
+@dataclass(frozen=True)
+class PeerChecksum:
+    """One row of stats_proxysql_servers_checksums: what this node's cluster thread last read from one peer
+    (itself included when it lists itself), and for how many checks in a row it differed from its own."""
+
+    hostname: str
+    port: int
+    name: str
+    version: int
+    epoch: int
+    checksum: str
+    changed_at: int
+    updated_at: int
+    diff_check: int
+
+
 @dataclass(frozen=True)
 class MirrorRule:
     """The mirror-related columns of one mysql_query_rules row."""
@@ -240,6 +275,11 @@ class ProxySQLAdmin:
         return cls(node.admin_host, node.admin_port, node.admin_user, node.admin_password,
                    name=f"ProxySQL {node.name} ({node.admin_host}:{node.admin_port})", **timeouts)
 
+    @property
+    def endpoint(self):
+        """(host, port) this client connects to."""
+        return self.wire.host, self.wire.port
+
     def __enter__(self):
         return self
 
@@ -297,6 +337,17 @@ class ProxySQLAdmin:
     def proxysql_servers(self):
         return self._select("SELECT hostname, port, weight, comment FROM runtime_proxysql_servers",
                             ProxySQLPeer, "runtime_proxysql_servers")
+
+    def checksums(self):
+        """runtime_checksums_values: this node's version, epoch and checksum per module."""
+        return self._select("SELECT name, version, epoch, checksum FROM runtime_checksums_values ORDER BY name",
+                            ModuleChecksum, "runtime_checksums_values")
+
+    def peer_checksums(self):
+        """stats_proxysql_servers_checksums: each peer's checksums as this node's cluster thread last read them."""
+        return self._select("SELECT hostname, port, name, version, epoch, checksum, changed_at, updated_at, diff_check"
+                            " FROM stats_proxysql_servers_checksums ORDER BY hostname, port, name",
+                            PeerChecksum, "stats_proxysql_servers_checksums")
 
     def mirror_rules(self):
         return self._select(

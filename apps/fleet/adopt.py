@@ -21,13 +21,14 @@ from django.utils import timezone
 
 from apps.audit.services import record
 from apps.clients.backend import BackendClient
-from apps.clients.proxysql import SERVER_FIELDS, ProxySQLAdmin, configured, configured_status
+from apps.clients.proxysql import CLUSTER_VARIABLES, SERVER_FIELDS, ProxySQLAdmin, configured, configured_status
 from apps.clients.wire import ClientError, Rejected, tcp_host
+from apps.monitoring import proxysql_cluster
 
 from .choices import ClusterKind, ServerStatus, WriterIsAlsoReader
 from .drift import MANAGED_VARIABLES
 from .inference import LABELS, Reason, conflicts_as_warnings, infer_roles, reasons_as_dicts
-from .models import Cluster, HostgroupMembership, MirrorRule, ProxySQLNode, Server
+from .models import Cluster, HostgroupMembership, MirrorRule, ProxySQLNode, Server, endpoint_key
 
 
 class AdoptionError(Exception):
@@ -51,6 +52,9 @@ class Snapshot:
     users: list = field(default_factory=list)  # UserRow: where each application user's queries go by default
     query_rules: list = field(default_factory=list)  # QueryRule: where matching queries go
     backends: list = field(default_factory=list)  # BackendFacts of every backend in runtime_mysql_servers
+    # ProxySQL Cluster: {"user": cluster credentials set, "sync_on": [modules], "self": [host, port] of the node's own
+    # proxysql_servers row or None} (read_cluster)
+    cluster: dict = field(default_factory=dict)
 
     def fingerprint(self):
         """The node's configuration: a row ProxySQL shuns or recovers by itself between preview and
@@ -91,7 +95,33 @@ def read_snapshot(admin: ProxySQLAdmin) -> Snapshot:
         query_rules=[asdict(r) for r in admin.query_rules()],
         backends=[asdict(f) for f in read_backends(sorted({(r.hostname, r.port) for r in runtime}),
                                                    *read_monitor_credentials(admin))],
+        cluster=read_cluster(admin),
     )
+
+
+def read_cluster(admin: ProxySQLAdmin):
+    """Whether this node is in a ProxySQL Cluster: its cluster credentials, the modules its native sync carries, and
+    which proxysql_servers row is itself (the one whose checksums are its own, whatever name it is listed by)."""
+    part = proxysql_cluster.settings_part(admin.global_variables(CLUSTER_VARIABLES),
+                                          [(p.hostname, p.port) for p in admin.proxysql_servers()])
+    if not proxysql_cluster.configured(part):
+        return {"user": part["user"], "sync_on": [], "self": None}
+    part.update(proxysql_cluster.checks_part(admin.checksums(), admin.peer_checksums()))
+    me = proxysql_cluster.self_row(part, *admin.endpoint)
+    return {"user": True, "sync_on": [m for m in proxysql_cluster.MODULES   # of the modules this ProxySQL has
+                                      if proxysql_cluster.sync_on(part, m) and m in part["checksums"]],
+            "self": list(me) if me else None}
+
+
+def is_proxysql_cluster(snapshot):
+    """A node of a ProxySQL Cluster: cluster credentials, native sync on for some module, and peers besides itself."""
+    return bool(snapshot.cluster.get("sync_on")) and bool(cluster_peers(snapshot))
+
+
+def cluster_peers(snapshot):
+    """The other nodes in this node's proxysql_servers: [(hostname, port, comment)]."""
+    me = tuple(snapshot.cluster.get("self") or ())
+    return [(p["hostname"], p["port"], p["comment"]) for p in snapshot.peers if (p["hostname"], p["port"]) != me]
 
 
 def read_backend(hostname, port, user, password):
@@ -275,6 +305,10 @@ class AdoptionPlan:
     groups: list = field(default_factory=list)  # the node's hostgroups split by cluster (split_hostgroups)
     hostgroups: list = field(default_factory=list)  # the group taken (empty: the whole node)
     shared_with: list = field(default_factory=list)  # other clusters this ProxySQL already serves
+    # ProxySQL Cluster: the modules its native sync carries, and the other nodes of its proxysql_servers, adopted
+    # with it: [{"hostname", "port", "name", "adopted_as"}] ("adopted_as": already in this cluster as that node)
+    native_sync: list = field(default_factory=list)
+    members: list = field(default_factory=list)
 
     @property
     def ok(self):
@@ -406,6 +440,12 @@ def plan_adoption(snapshot, *, cluster_name, node_name, admin_host, admin_port, 
     if not rows and not errors:
         errors.append(f"This node has no servers in hostgroups {sorted(mine)}.")
 
+    members = []
+    if is_proxysql_cluster(full):
+        members = _members(full, cluster, node_name)
+        warnings.append(f"This node is in a ProxySQL Cluster (native sync of {', '.join(full.cluster['sync_on'])}): "
+                        f"the {len(members)} other node(s) of its proxysql_servers are adopted with it, read with the "
+                        "same admin credentials.")
     native = native_managers(snapshot)
     for n in native:
         if n["active"] and mine & {n.get("writer_hostgroup"), n.get("reader_hostgroup")}:
@@ -421,7 +461,59 @@ def plan_adoption(snapshot, *, cluster_name, node_name, admin_host, admin_port, 
         fingerprint=full.fingerprint(), variables=snapshot.variables, writer_is_also_reader=policy,
         reasons=reasons_as_dicts(reasons), backends=snapshot.backends, groups=groups, hostgroups=sorted(hostgroups or []),
         shared_with=[n.cluster.name for n in shared_with],
+        native_sync=list(full.cluster.get("sync_on") or []), members=members,
     )
+
+
+def _members(snapshot, cluster, node_name):
+    """The other nodes of a ProxySQL Cluster as the preview lists them: each named by its proxysql_servers comment
+    (else host:port), and whether this cluster already has it."""
+    known = {}
+    if cluster:
+        known = {endpoint_key(n.admin_host, n.admin_port): n.name for n in cluster.proxysql_nodes.all()}
+    names = {node_name, *known.values()}
+    out = []
+    for host, port, comment in cluster_peers(snapshot):
+        adopted_as = known.get(endpoint_key(host, port), "")
+        name = adopted_as or (comment if comment and comment not in names else f"{host}:{port}")
+        names.add(name)
+        out.append({"hostname": host, "port": port, "name": name, "adopted_as": adopted_as})
+    return out
+
+
+def read_members(plan, admin_user, admin_password):
+    """Network: the snapshot of every member of the plan's ProxySQL Cluster not yet in the cluster, read with the
+    same admin credentials. Returns ({(host, port): Snapshot}, None) or (None, a message)."""
+    snapshots = {}
+    for m in plan.members:
+        if m["adopted_as"]:
+            continue
+        try:
+            with ProxySQLAdmin(m["hostname"], m["port"], admin_user, admin_password,
+                               name=f"ProxySQL {m['hostname']}:{m['port']}") as admin:
+                snapshots[(m["hostname"], m["port"])] = read_snapshot(admin)
+        except ClientError as exc:
+            return None, f"Could not read {m['name']} ({m['hostname']}:{m['port']}), a node of this ProxySQL Cluster: {exc}"
+    return snapshots, None
+
+
+def apply_cluster_adoption(plan, snapshots, *, admin_user, admin_password, monitor=("", ""), request=None):
+    """apply_adoption() of the plan and of every member of its ProxySQL Cluster (`snapshots`: read_members()), into
+    the same cluster and its hostgroups, in one transaction: all of them or none. Returns (cluster, [nodes])."""
+    with transaction.atomic():
+        cluster, node = apply_adoption(plan, admin_user=admin_user, admin_password=admin_password, monitor=monitor,
+                                       request=request)
+        nodes = [node]
+        for m in plan.members:
+            snapshot = snapshots.get((m["hostname"], m["port"]))
+            if snapshot is None:
+                continue
+            member = plan_adoption(snapshot, cluster_name=plan.cluster_name, node_name=m["name"],
+                                   admin_host=m["hostname"], admin_port=m["port"], hostgroups=plan.hostgroups or None)
+            if not member.ok:
+                raise AdoptionError(f"{m['name']} ({m['hostname']}:{m['port']}): " + "; ".join(member.errors))
+            nodes.append(apply_adoption(member, admin_user=admin_user, admin_password=admin_password, request=request)[1])
+    return cluster, nodes
 
 
 def _proposed_group(groups, roles, admin_host, admin_port):

@@ -189,10 +189,16 @@ def _adopt_confirm(request):
         request.session[ADOPT_SESSION_KEY] = pending
         messages.warning(request, "The node's configuration changed since the preview. Review this new preview.")
         return TemplateResponse(request, "fleet/adopt_preview.html", {"plan": plan}, status=409)
+    snapshots, error = adopt.read_members(plan, pending["admin_user"], decrypt(pending["admin_password"]))
+    if error:
+        record("adopt proxysql node", request=request, outcome="failure",
+               target=f"{pending['admin_host']}:{pending['admin_port']}", details={"error": error})
+        messages.error(request, error)
+        return TemplateResponse(request, "fleet/adopt_preview.html", {"plan": plan}, status=400)
     try:
-        cluster, node = adopt.apply_adoption(plan, admin_user=pending["admin_user"],
-                                             admin_password=decrypt(pending["admin_password"]), monitor=monitor,
-                                             request=request)
+        cluster, nodes = adopt.apply_cluster_adoption(plan, snapshots, admin_user=pending["admin_user"],
+                                                      admin_password=decrypt(pending["admin_password"]),
+                                                      monitor=monitor, request=request)
     except adopt.AdoptionError as exc:
         record("adopt proxysql node", request=request, outcome="failure",
                target=f"{pending['admin_host']}:{pending['admin_port']}", details={"error": str(exc)})
@@ -201,6 +207,7 @@ def _adopt_confirm(request):
     del request.session[ADOPT_SESSION_KEY]
     from apps.configuration.services import record_adopted
 
-    record_adopted(cluster, node, request=request)  # version 1 of a new cluster's configuration
-    messages.success(request, f"Adopted {node} into cluster {cluster}.")
+    for node in nodes:
+        record_adopted(cluster, node, request=request)  # version 1 of a new cluster's configuration
+    messages.success(request, f"Adopted {', '.join(map(str, nodes))} into cluster {cluster}.")
     return redirect(cluster)

@@ -25,13 +25,14 @@ from django.db import close_old_connections, connection, transaction
 from django.db.models import ExpressionWrapper, F, TextField
 
 from apps.clients.backend import BackendClient
-from apps.clients.proxysql import ProxySQLAdmin, configured
+from apps.clients.proxysql import CLUSTER_VARIABLES, ProxySQLAdmin, configured
 from apps.clients.wire import ClientError
 from apps.fleet import secrets
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server, endpoint_key
 
 from . import live
 from . import pool as pool_history
+from . import proxysql_cluster
 from .models import BackendSample, PoolSnapshot, ProxySQLSample
 
 log = logging.getLogger(__name__)
@@ -206,6 +207,12 @@ class ProxySQLReading:
     memory: list | None = None  # mysql_servers rows
     disk: list | None = None    # disk.mysql_servers rows
     runtime_fp: str = ""        # runtime_fingerprint(runtime)
+    # ProxySQL Cluster: admin-cluster_* variables and proxysql_servers (read with the variables), the node's own
+    # checksums and what it read from its peers (every poll while it is in a cluster); None when not read
+    cluster_settings: dict | None = None
+    peers: list | None = None
+    checksums: list | None = None
+    peer_checksums: list | None = None
 
 
 @dataclass
@@ -228,10 +235,21 @@ def read_proxysql(node, want_variables, prevs=(), ts=None):
     pool, stats, runtime = admin.connection_pool(), admin.stats_global(), admin.servers("runtime")
     fp = runtime_fingerprint(runtime)
     layers = want_variables or any(_wants_layers(prev, fp, ts) for prev in prevs)
-    return ProxySQLReading(pool=pool, stats=stats, runtime=runtime,
-                           variables=admin.global_variables(MIRROR_VARIABLES) if want_variables else None,
+    variables = cluster_settings = peers = None
+    if want_variables:
+        read = admin.global_variables(MIRROR_VARIABLES + CLUSTER_VARIABLES)
+        variables = {k: v for k, v in read.items() if k in MIRROR_VARIABLES}
+        cluster_settings = {k: v for k, v in read.items() if k in CLUSTER_VARIABLES}
+        peers = [(p.hostname, p.port) for p in admin.proxysql_servers()]
+        clustered = bool(cluster_settings.get("admin-cluster_username")) and bool(peers)
+    else:
+        clustered = any(proxysql_cluster.configured((prev or {}).get("proxysql_cluster")) for prev in prevs)
+    return ProxySQLReading(pool=pool, stats=stats, runtime=runtime, variables=variables,
                            memory=admin.servers("memory") if layers else None,
-                           disk=admin.servers("disk") if layers else None, runtime_fp=fp)
+                           disk=admin.servers("disk") if layers else None, runtime_fp=fp,
+                           cluster_settings=cluster_settings, peers=peers,
+                           checksums=admin.checksums() if clustered else None,
+                           peer_checksums=admin.peer_checksums() if clustered else None)
 
 
 def runtime_fingerprint(rows):
@@ -307,10 +325,21 @@ def proxysql_result(node, prev, ts, reading, scope=None):
     doc = {"ts": ts, "ok": True, "error": None, "error_since": None, "last_ok": ts, "uptime": uptime,
            "counters": counters, "counters_ts": ts, "figures": figures, "pool": pool_rows,
            "runtime_servers": runtime_rows, "variables": variables, "variables_ts": variables_ts,
-           "status_changes": status_changes(prev, runtime_rows, ts), **layers}
+           "status_changes": status_changes(prev, runtime_rows, ts), **layers,
+           "proxysql_cluster": _cluster(prev, reading)}
     if scope is not None:
         doc["shared_with"] = scope.shared_with
     return doc, sample, pool_samples
+
+
+def _cluster(prev, reading):
+    """The document's ProxySQL Cluster part (proxysql_cluster.settings_part + checks_part): settings and peers as last
+    read with the variables, checksums as read now (none when the node is in no cluster)."""
+    before = (prev or {}).get("proxysql_cluster")
+    checks = proxysql_cluster.checks_part(reading.checksums, reading.peer_checksums)
+    if reading.cluster_settings is None:
+        return None if before is None else {**before, **checks}
+    return {**proxysql_cluster.settings_part(reading.cluster_settings, reading.peers), **checks}
 
 
 def _layers(prev, ts, reading, scope):

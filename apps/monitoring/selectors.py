@@ -14,7 +14,7 @@ from django.urls import reverse
 from apps.digests.models import DigestNodeState
 from apps.fleet.models import HostgroupMembership, MirrorRule
 
-from . import live, status
+from . import live, proxysql_cluster, status
 from .chunks import last_reachable_raw
 from .chunks import samples as chunked_samples
 from .models import RAW, BackendSample, MirrorRuleSample
@@ -219,7 +219,8 @@ def cluster_live(cluster, now=None):
                          "problems": problems, "error": (doc or {}).get("error"),
                          "error_since": _ts((doc or {}).get("error_since")), "lag_seconds": (doc or {}).get("lag_seconds")})
     return {"cluster": cluster, "unavailable": px.unavailable or be.unavailable, "node_views": node_views,
-            "live_hostgroups": [hostgroups[k] for k in sorted(hostgroups)], "backends": backends}
+            "live_hostgroups": [hostgroups[k] for k in sorted(hostgroups)], "backends": backends,
+            "proxysql_cluster": proxysql_cluster.cluster_view(nodes, px.docs)}
 
 
 def sparklines(cluster, servers=None, now=None, minutes=60):

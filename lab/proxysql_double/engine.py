@@ -35,6 +35,8 @@ CACHED = 0
 GLOBAL_LOCK = threading.RLock()
 # (host, port) -> AdminEngine, for cluster peers served by the same process.
 REGISTRY = {}
+# Engines whose cluster thread runs (peers in runtime_proxysql_servers and admin-cluster_username set).
+SYNCING = set()
 
 
 class Result:
@@ -90,6 +92,17 @@ MODULES = {
 }
 CHECKSUM_NAMES = ["admin_variables", "mysql_query_rules", "mysql_servers", "mysql_servers_v2",
                   "mysql_users", "mysql_variables", "proxysql_servers"]
+# ProxySQL Cluster: the modules a peer pulls, by checksum name -> LOAD/SAVE module. A node pulls a module
+# from a peer whose checksum it has seen differ admin-cluster_<name>_diffs_before_sync checks in a row, when
+# that peer's version is above 1 and its epoch newer than its own (or its own version is 1), then saves it
+# to disk when admin-cluster_<name>_save_to_disk (../shared/proxysql-reference: cluster-sync.jsonl).
+SYNC_MODULES = {"mysql_servers": "MYSQL SERVERS", "mysql_users": "MYSQL USERS",
+                "mysql_query_rules": "MYSQL QUERY RULES", "mysql_variables": "MYSQL VARIABLES",
+                "admin_variables": "ADMIN VARIABLES", "proxysql_servers": "PROXYSQL SERVERS"}
+# Variables that say who a node is: neither in the variables' checksums nor pulled from a peer.
+NODE_VARIABLES = ("admin-version", "admin-mysql_ifaces", "admin-admin_credentials", "admin-cluster_username",
+                  "admin-cluster_password", "admin-restapi_port", "admin-web_port", "mysql-interfaces",
+                  "mysql-threads")
 MODULE_CHECKSUMS = {"MYSQL SERVERS": ["mysql_servers", "mysql_servers_v2"], "MYSQL USERS": ["mysql_users"],
                     "MYSQL QUERY RULES": ["mysql_query_rules"], "MYSQL VARIABLES": ["mysql_variables"],
                     "ADMIN VARIABLES": ["admin_variables"], "PROXYSQL SERVERS": ["proxysql_servers"]}
@@ -202,7 +215,8 @@ class AdminEngine:
         self.latency_ms = 0.0
         self.listener_paused = False
         self.mode_listeners = []      # callbacks(engine) when mode changes (set by the server)
-        self._diff_since = {}
+        self.next_check = None        # when this node's cluster thread checks its peers next
+        self.sync_history = collections.deque(maxlen=1000)   # (time, checksum name, peer host, peer port)
         self._open()
 
     # ------------------------------------------------------------------ setup
@@ -269,6 +283,8 @@ class AdminEngine:
                     self._apply(module, "mem2disk")
             for name in CHECKSUM_NAMES:
                 self.checksums[name][2] = self._checksum(name)
+            self.peer_checksums = {}      # (host, port, name) -> [version, epoch, checksum, changed_at, updated_at, diff_check]
+            self._cluster_membership()
 
     def _ensure_disk(self):
         if self.has_disk:
@@ -299,6 +315,7 @@ class AdminEngine:
 
     def close(self):
         with self.lock:
+            SYNCING.discard(self)
             try:
                 self.db.close()
             except sqlite3.Error:
@@ -308,6 +325,7 @@ class AdminEngine:
         """Like a restart of the ProxySQL process: runtime and stats are lost, the config comes
         back from disk (the in-memory disk survives too), every client session is gone."""
         with self.lock:
+            advance_cluster()
             disk_image = None
             if self.has_disk and not self.datadir:
                 disk_image = self.db.serialize(name="disk")
@@ -323,6 +341,8 @@ class AdminEngine:
                 for module in MODULES:
                     if module not in ("MYSQL VARIABLES", "ADMIN VARIABLES"):
                         self._apply(module, "mem2run", bump=False)
+                for name in CHECKSUM_NAMES:   # version 1: the configuration read from disk
+                    self.checksums[name][2] = self._checksum(name)
             return True
 
     # ------------------------------------------------------------------ credentials
@@ -358,6 +378,7 @@ class AdminEngine:
             from . import lab_commands
             return lab_commands.run(self, text[3:].strip())
         with self.lock:
+            advance_cluster()
             self.record(conn_id, sql)
             pause = False
             for needle, message, pausing in self.failing:
@@ -584,6 +605,8 @@ class AdminEngine:
                                 " WHERE substr(variable_name,1,?)=?", (len(prefix), prefix))
             if direction == "mem2run" and bump:
                 self._bump(module)
+            if direction == "mem2run" and module == "ADMIN VARIABLES":
+                self._cluster_membership()
             return
         for table in spec:
             if direction == "mem2run":
@@ -673,6 +696,7 @@ class AdminEngine:
                                             for r in cur.fetchall()])
         elif module == "PROXYSQL SERVERS":
             self.proxysql_servers_loaded_at = time.time()
+            self._cluster_membership()
         if bump:
             self._bump(module)
 
@@ -686,8 +710,8 @@ class AdminEngine:
 
     def _checksum(self, name):
         tables = {
-            "admin_variables": ["runtime_global_variables WHERE variable_name LIKE 'admin-%'"],
-            "mysql_variables": ["runtime_global_variables WHERE variable_name LIKE 'mysql-%'"],
+            "admin_variables": [f"runtime_global_variables WHERE variable_name LIKE 'admin-%' AND {NOT_NODE_VARIABLE}"],
+            "mysql_variables": [f"runtime_global_variables WHERE variable_name LIKE 'mysql-%' AND {NOT_NODE_VARIABLE}"],
             "mysql_query_rules": ["runtime_mysql_query_rules", "runtime_mysql_query_rules_fast_routing"],
             "mysql_servers": ["runtime_mysql_servers"],
             "mysql_servers_v2": ["runtime_" + t for t in MODULES["MYSQL SERVERS"]],
@@ -779,38 +803,116 @@ class AdminEngine:
             rows.append((name, counts.get(name, 0), maxc))
         return rows
 
-    def _cluster_rows(self):
-        """Checksums/metrics of cluster peers. A peer served by this same process answers for real
-        (after admin-cluster_check_interval_ms, with admin-cluster_username/password set and
-        accepted by the peer); any other peer shows the zeros of a peer never reached."""
-        now = time.time()
-        user = self.runtime_vars.get("admin-cluster_username", "")
-        pwd = self.runtime_vars.get("admin-cluster_password", "")
+    # ------------------------------------------------------------------ ProxySQL Cluster
+    def _check_interval(self):
         try:
-            interval = int(self.runtime_vars.get("admin-cluster_check_interval_ms", "1000")) / 1000.0
+            return max(0.01, int(self.runtime_vars.get("admin-cluster_check_interval_ms", "1000")) / 1000.0)
         except ValueError:
-            interval = 1.0
-        checks, metrics, status = [], [], []
-        peers = self.db.execute("SELECT hostname, port, weight, comment FROM main.runtime_proxysql_servers").fetchall()
-        for host, port, weight, comment in peers:
-            peer = REGISTRY.get((_norm_host(host), int(port)))
-            reachable = (peer is not None and user and peer.credentials().get(user) == pwd
-                         and peer.mode == "normal" and now - self.proxysql_servers_loaded_at >= interval)
+            return 1.0
+
+    def _peers(self):
+        return self.db.execute("SELECT hostname, port, weight, comment FROM main.runtime_proxysql_servers").fetchall()
+
+    def _cluster_membership(self):
+        """The cluster thread runs while the node has peers and cluster credentials; its first check comes one
+        interval after it starts."""
+        if self.runtime_vars.get("admin-cluster_username") and self._peers():
+            if self not in SYNCING:
+                self.next_check = time.time() + self._check_interval()
+                SYNCING.add(self)
+        else:
+            SYNCING.discard(self)
+            self.next_check = None
+
+    def _reach(self, host, port):
+        """The peer engine when this node's cluster credentials open its admin and it answers, else None."""
+        peer = REGISTRY.get((_norm_host(host), int(port)))
+        user = self.runtime_vars.get("admin-cluster_username", "")
+        if (peer is None or not user or peer.mode != "normal"
+                or peer.credentials().get(user) != self.runtime_vars.get("admin-cluster_password", "")):
+            return None
+        return peer
+
+    def _check_peers(self, t):
+        """One check of the cluster thread at time t: every peer's checksums read, diff_check counted as
+        ProxySQL does (1 when the peer's checksum changed since the last check, +1 when it did not, 0 when
+        it equals this node's), then each module pulled from the best peer that qualifies."""
+        reached = {}
+        for host, port, _w, _c in self._peers():
+            peer = self._reach(host, port)
+            if peer is None:
+                continue     # the rows keep what the last answer said
+            reached[(host, int(port))] = peer
             for name in CHECKSUM_NAMES:
-                if reachable:
-                    ver, epoch, csum = peer.checksums[name]
-                    mine = self.checksums[name][2]
-                    key = (host, int(port), name)
-                    if csum != mine:
-                        since = self._diff_since.setdefault(key, now)
-                        diff = int((now - since) / interval) + 1
-                    else:
-                        self._diff_since.pop(key, None)
-                        diff = 0
-                    checks.append((host, port, name, ver, epoch, csum, epoch, int(now), diff))
+                ver, epoch, csum = peer.checksums[name]
+                st = self.peer_checksums.setdefault((host, int(port), name), [0, 0, "", 0, 0, 0])
+                if csum != st[2]:
+                    st[3], st[5] = int(t), 1
+                else:
+                    st[5] += 1
+                st[0], st[1], st[2], st[4] = ver, epoch, csum, int(t)
+                if csum == self.checksums[name][2]:
+                    st[5] = 0
+        for name, module in SYNC_MODULES.items():
+            try:
+                diffs = int(self.runtime_vars.get(f"admin-cluster_{name}_diffs_before_sync", "3"))
+            except ValueError:
+                diffs = 0
+            if diffs <= 0:
+                continue
+            own_ver, own_epoch, own_csum = self.checksums[name]
+            best = None
+            for (host, port), peer in reached.items():
+                ver, epoch, csum, _ch, _up, diff = self.peer_checksums[(host, port, name)]
+                if (ver > 1 and diff >= diffs and csum != own_csum and (own_ver == 1 or epoch > own_epoch)
+                        and (best is None or epoch > best[0])):
+                    best = (epoch, host, port, peer)
+            if best:
+                self._pull(best[3], name, module, t, best[1], best[2])
+
+    def _pull(self, peer, name, module, t, host, port):
+        """This node takes the peer's runtime of one module into memory and runtime, with the peer's epoch
+        and its own version + 1, and saves it to disk when admin-cluster_<name>_save_to_disk says so."""
+        spec = MODULES[module]
+        if isinstance(spec, str):
+            rows = peer.db.execute(f"SELECT variable_name, variable_value FROM main.runtime_global_variables"
+                                   f" WHERE substr(variable_name,1,?)=? AND {NOT_NODE_VARIABLE}",
+                                   (len(spec), spec)).fetchall()
+            self.db.executemany("INSERT OR REPLACE INTO main.global_variables VALUES (?,?)", rows)
+        else:
+            for table in spec:
+                rows = peer.db.execute(f"SELECT * FROM main.runtime_{table}").fetchall()
+                self.db.execute(f"DELETE FROM main.{table}")
+                if rows:
+                    self.db.executemany(f"INSERT OR REPLACE INTO main.{table} VALUES ({','.join('?' * len(rows[0]))})",
+                                        rows)
+            if module == "MYSQL SERVERS":   # ProxySQL's own SHUNNED verdict is no configuration
+                self.db.execute("UPDATE main.mysql_servers SET status='ONLINE' WHERE status='SHUNNED'")
+        self._apply(module, "mem2run", bump=False)
+        for n in MODULE_CHECKSUMS.get(module, []):
+            c = self.checksums[n]
+            c[0] += 1
+            c[1] = peer.checksums[n][1]
+            c[2] = self._checksum(n)
+        if self.runtime_vars.get(f"admin-cluster_{name}_save_to_disk", "true") == "true":
+            self._apply(module, "mem2disk")
+        self.sync_history.append((t, name, host, port))
+
+    def _cluster_rows(self):
+        """stats_proxysql_servers_*: what this node's cluster thread last read from each peer (zeros for a peer
+        never reached; a peer that stopped answering keeps its last values)."""
+        interval = self._check_interval()
+        checks, metrics, status = [], [], []
+        for host, port, weight, comment in self._peers():
+            for name in CHECKSUM_NAMES:
+                st = self.peer_checksums.get((host, int(port), name))
+                if st:
+                    checks.append((host, port, name, st[0], st[1], st[2], st[3], st[4], st[5]))
                 else:
                     checks.append((host, port, name, 0, 0, "", 0, 0, 0))
-            if reachable:
+            peer = self._reach(host, port) if self in SYNCING and any(
+                k[:2] == (host, int(port)) for k in self.peer_checksums) else None
+            if peer is not None:
                 g = peer.traffic.global_values()
                 metrics.append((host, port, weight, comment, 1, int(g["ProxySQL_Uptime"]),
                                 int(interval * 1000), g["Questions"], g["Client_Connections_connected"],
@@ -821,6 +923,34 @@ class AdminEngine:
         self._fill("stats_proxysql_servers_checksums", checks)
         self._fill("stats_proxysql_servers_metrics", metrics)
         self._fill("stats_proxysql_servers_status", status)
+
+
+NOT_NODE_VARIABLE = "variable_name NOT IN (%s)" % ",".join(f"'{v}'" for v in NODE_VARIABLES)
+
+
+def advance_cluster(now=None):
+    """Run every cluster check due by `now`, in time order across nodes (callers hold GLOBAL_LOCK).
+
+    Configuration changes only through statements, and every statement (and every pause or resume) runs this
+    first: a check due in the past ran against the state that held then, as ProxySQL's cluster thread would
+    have. A node that does not answer (hang, refuse: a stopped process) runs no check of its own and is never
+    read by a peer; its overdue check runs as soon as it answers again (resume_cluster)."""
+    now = time.time() if now is None else now
+    while True:
+        due = [e for e in SYNCING if e.next_check is not None and e.next_check <= now and e.mode == "normal"]
+        if not due:
+            return
+        eng = min(due, key=lambda e: (e.next_check, e.port))
+        t = eng.next_check
+        eng.next_check = t + eng._check_interval()
+        eng._check_peers(t)
+
+
+def resume_cluster(engine, now=None):
+    """A stopped node answers again: its cluster thread's overdue check runs at once."""
+    now = time.time() if now is None else now
+    if engine in SYNCING and engine.next_check is not None and engine.next_check < now:
+        engine.next_check = now
 
 
 def _norm_host(h):

@@ -100,7 +100,10 @@ def dispatch(engine, name, args):
             mode = args.get("mode", engine.mode)
             if mode not in ("normal", "hang", "refuse"):
                 raise ValueError("mode must be normal, hang or refuse")
+            engine_mod.advance_cluster()   # the cluster checks before the pause (or resume) ran as they were
             engine.mode = mode
+            if mode == "normal":
+                engine_mod.resume_cluster(engine)
             if "latency_ms" in args:
                 engine.latency_ms = float(args["latency_ms"] or 0)
             for cb in engine.mode_listeners:
@@ -132,5 +135,7 @@ def status(engine):
     doc.update({"endpoint": {"host": engine.host, "port": engine.port, "mode": engine.mode,
                              "latency_ms": engine.latency_ms, "datadir": engine.datadir,
                              "statements_logged": engine.log_seq},
-                "double": engine_mod.DOUBLE_VERSION})
+                "double": engine_mod.DOUBLE_VERSION,
+                # ProxySQL Cluster: whether its cluster thread runs, and its last pulls (time, module, peer host, port)
+                "cluster": {"syncing": engine in engine_mod.SYNCING, "pulls": list(engine.sync_history)[-20:]}})
     return doc

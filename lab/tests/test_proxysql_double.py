@@ -261,9 +261,15 @@ def test_cluster_pair_sees_each_others_checksums(proxysql_double_pair):
     assert rows == (("mysql_servers", mine, "0"),) and mine != "0x0000000000000000"
     a.q("UPDATE mysql_servers SET weight=1 WHERE port=3313")
     a.q("LOAD MYSQL SERVERS TO RUNTIME")
-    theirs = b.one(f"SELECT checksum FROM stats_proxysql_servers_checksums "
-                   f"WHERE port={proxysql_double_pair[0].port} AND name='mysql_servers'")
-    assert theirs != mine
+    # b sees a's new checksum at its next check, as real peers do (samples/cluster-sync.jsonl), not before
+    query = (f"SELECT checksum, diff_check FROM stats_proxysql_servers_checksums "
+             f"WHERE port={proxysql_double_pair[0].port} AND name='mysql_servers'")
+    assert b.q(query) == ((mine, "0"),)
+    deadline = time.monotonic() + 1.1
+    while b.q(query)[0][0] == mine and time.monotonic() < deadline:
+        time.sleep(0.02)
+    theirs, diff = b.q(query)[0]
+    assert theirs != mine and diff == "1"
 
 
 # ---------------------------------------------------------------------------------------- drain

@@ -2,6 +2,8 @@
 
 Every figure on a monitoring page is shown with how old it is: `{{ age|age }}` gives "3 s", "4 min"...
 """
+from datetime import datetime, timezone
+
 from django import template
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
@@ -23,6 +25,14 @@ def age(seconds):
     if seconds < 172800:
         return f"{seconds / 3600:.0f} h"
     return f"{seconds / 86400:.0f} d"
+
+
+@register.filter
+def epoch_utc(value):
+    """Epoch seconds -> "2026-11-28 11:40:02 UTC"; "" for None."""
+    if value is None:
+        return ""
+    return datetime.fromtimestamp(int(value), tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 @register.filter

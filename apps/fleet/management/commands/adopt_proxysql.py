@@ -85,6 +85,9 @@ class Command(BaseCommand):
             if b["error"]:
                 self.stdout.write(f"  backend {b['hostname']}:{b['port']} not read: {b['error']}")
         self.stdout.write(f"rows: {plan.counts()}; new backends: {', '.join(plan.servers_new) or 'none'}")
+        for m in plan.members:
+            self.stdout.write(f"ProxySQL Cluster node {m['hostname']}:{m['port']}: "
+                              + (f"already adopted as {m['adopted_as']}" if m["adopted_as"] else f"adopted as {m['name']}"))
         for warning in plan.warnings:
             self.stdout.write(f"warning: {warning}")
         if not plan.ok:
@@ -92,12 +95,17 @@ class Command(BaseCommand):
         if not o["yes"]:
             self.stdout.write("preview only: run again with --yes to apply")
             return
+        snapshots, error = adopt.read_members(plan, o["user"], password)
+        if error:
+            raise CommandError(error)
         try:
-            cluster, node = adopt.apply_adoption(plan, admin_user=o["user"], admin_password=password, monitor=monitor)
+            cluster, nodes = adopt.apply_cluster_adoption(plan, snapshots, admin_user=o["user"], admin_password=password,
+                                                          monitor=monitor)
         except adopt.AdoptionError as exc:
             raise CommandError(str(exc)) from None
         from apps.configuration.services import record_adopted
 
-        version = record_adopted(cluster, node, author=f"adopt_proxysql ({o['user']}@{o['host']})")
-        self.stdout.write(f"adopted {node} into cluster {cluster}"
-                          + (f"; configuration version {version.number} recorded" if version else ""))
+        for node in nodes:
+            version = record_adopted(cluster, node, author=f"adopt_proxysql ({o['user']}@{o['host']})")
+            self.stdout.write(f"adopted {node} into cluster {cluster}"
+                              + (f"; configuration version {version.number} recorded" if version else ""))

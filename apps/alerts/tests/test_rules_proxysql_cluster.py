@@ -1,0 +1,67 @@
+"""The ProxySQL Cluster rules on two doubles with native sync on at ProxySQL's defaults (adopted_cluster_lab): nodes that
+have not converged within the bound (proxysql_cluster_diverged) and a diff_check that only grows
+(proxysql_cluster_diff_growing), fired by two LOADs within the same second and resolved by a LOAD that clears it."""
+import time
+
+import pytest
+
+from apps.alerts import holds
+from apps.alerts.catalogue import CONFIG, SWITCHOVER
+from apps.alerts.conditions import Observation
+from apps.alerts.context import Work
+from lab import demo
+
+from .conftest import firing, open_alerts, set_rule, tick, until
+
+pytestmark = pytest.mark.django_db
+
+
+def admin_sql(double, *statements):
+    return demo.admin_sql(double.port, *statements, user=double.user, password=double.password)
+
+
+def test_same_second_loads_fire_both_rules_until_a_load_clears_them(adopted_cluster_lab, live_redis):
+    cluster, (first, second) = adopted_cluster_lab
+    set_rule("proxysql_cluster_diverged", for_s=4)
+    set_rule("proxysql_cluster_diff_growing", for_s=0)
+    tick(["proxysql"])
+    assert not open_alerts("proxysql_cluster_diverged") and not open_alerts("proxysql_cluster_diff_growing")
+    time.sleep(1.0)
+    while time.time() % 1 > 0.6:
+        time.sleep(0.05)
+    admin_sql(first, "UPDATE mysql_servers SET weight=111 WHERE hostgroup_id=101 AND port=3313",
+              "LOAD MYSQL SERVERS TO RUNTIME")
+    admin_sql(second, "UPDATE mysql_servers SET weight=222 WHERE hostgroup_id=101 AND port=3313",
+              "LOAD MYSQL SERVERS TO RUNTIME")
+    tick(["proxysql"])
+    [pending] = open_alerts("proxysql_cluster_diverged")
+    assert pending.state == "pending" and "different checksums of mysql_servers (proxysql-1; proxysql-2)" in pending.summary
+    assert until(lambda: firing("proxysql_cluster_diverged"), 10, step=0.5, kinds=["proxysql"])
+    grows = until(lambda: len(firing("proxysql_cluster_diff_growing")) == 2 and firing("proxysql_cluster_diff_growing"),
+                  12, step=0.5, kinds=["proxysql"])
+    assert grows and all("neither pulls and they never converge" in a.summary for a in grows), grows
+    assert all("To clear it: LOAD MYSQL SERVERS TO RUNTIME again on the node whose mysql_servers is right" in a.summary
+               for a in grows)
+    admin_sql(first, "LOAD MYSQL SERVERS TO RUNTIME")   # a newer epoch: the other node pulls it
+    assert until(lambda: not open_alerts("proxysql_cluster_diverged") and not open_alerts("proxysql_cluster_diff_growing"),
+                 10, step=0.5, kinds=["proxysql"])
+    assert admin_sql(second, "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3313")[0][0] == "111"
+
+
+def test_without_sync_nodes_that_differ_are_no_proxysql_cluster_alert(adopted_lab, live_redis):
+    """The plain pair (diffs_before_sync=0 on every module): the product writes each node; a difference between them
+    is the drift rules' business."""
+    cluster, (first, second) = adopted_lab
+    set_rule("proxysql_cluster_diverged", for_s=0)
+    admin_sql(first, "UPDATE mysql_servers SET weight=111 WHERE hostgroup_id=101 AND port=3313",
+              "LOAD MYSQL SERVERS TO RUNTIME")
+    tick(["proxysql"])
+    assert not open_alerts("proxysql_cluster_diverged")
+
+
+@pytest.mark.parametrize("rule", ["proxysql_cluster_diverged", "proxysql_cluster_diff_growing"])
+def test_planned_operations_hold_them(rule):
+    observation = Observation(rule, "c1", "c1", "ProxySQL Cluster of c", "differ")
+    for kind in (SWITCHOVER, CONFIG):
+        work = Work(kind=kind, cluster_id=1, operation_id=7, involved=set(), until=None, reason="an operation")
+        assert holds.hold_for(observation, [work], time.time()) is work

@@ -1,0 +1,183 @@
+"""ProxySQL Cluster (ProxySQL's own configuration sync) as the polls see it: pure functions over the latest-state
+documents' "proxysql_cluster" part (settings_part + checks_part, written by pollers._cluster), for the cluster
+page's panel and the alert rules.
+
+What ProxySQL does (../shared/proxysql-reference/README.md, measured on 2.7.1): each node checks its peers every
+admin-cluster_check_interval_ms; it pulls a module from a peer once it has seen the same different checksum
+admin-cluster_<module>_diffs_before_sync checks in a row (0: never), if that peer's version is above 1 and its epoch
+newer than its own (or its own version is 1). Versions are each node's own counter (not comparable across nodes);
+checksums and epochs are. The traps (sysown/proxysql #1173, #3269, #2146, #4169) are named here with what clears them.
+"""
+# The modules the sync carries, in the order the page lists them, and their LOAD/SAVE names.
+MODULES = {"mysql_servers": "MYSQL SERVERS", "mysql_users": "MYSQL USERS", "mysql_query_rules": "MYSQL QUERY RULES",
+           "mysql_variables": "MYSQL VARIABLES", "admin_variables": "ADMIN VARIABLES",
+           "proxysql_servers": "PROXYSQL SERVERS", "ldap_variables": "LDAP VARIABLES"}
+# A peer's diff_check this far past diffs_before_sync means no pull happened when one was due: it only grows.
+GROWTH_MARGIN = 3
+
+
+def settings_part(settings, peers):
+    """The document's "proxysql_cluster" settings from one read with the variables: `settings` {variable: value}
+    (admin-cluster_*, never the password) and `peers` [(host, port)] (runtime_proxysql_servers)."""
+    modules = {}
+    for name in MODULES:
+        diffs = settings.get(f"admin-cluster_{name}_diffs_before_sync")
+        if diffs is not None:
+            modules[name] = [_int(diffs), settings.get(f"admin-cluster_{name}_save_to_disk") == "true"]
+    return {"user": bool(settings.get("admin-cluster_username")), "modules": modules,
+            "interval_ms": _int(settings.get("admin-cluster_check_interval_ms")),
+            "algorithm": _int(settings.get("admin-cluster_mysql_servers_sync_algorithm")),
+            "peers": [[h, int(p)] for h, p in peers]}
+
+
+def checks_part(checksums, seen):
+    """The document's "proxysql_cluster" checksums from one poll: `checksums` [ModuleChecksum] (the node's own) and
+    `seen` [PeerChecksum] (its peers' as it last read them); None when not read (the node is in no cluster)."""
+    return {"checksums": None if checksums is None else {c.name: [c.version, c.epoch, c.checksum] for c in checksums},
+            "seen": None if seen is None else [[s.hostname, s.port, s.name, s.version, s.epoch, s.checksum, s.changed_at,
+                                                s.updated_at, s.diff_check] for s in seen]}
+
+
+def configured(part):
+    """Whether the node takes part in a ProxySQL Cluster at all: cluster credentials and peers."""
+    return bool(part and part.get("user") and part.get("peers"))
+
+
+def sync_on(part, module):
+    """Native sync of this module is on for this node: in a cluster, and diffs_before_sync > 0."""
+    return configured(part) and (part["modules"].get(module) or [0])[0] > 0
+
+
+def _int(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _same_host(a, b):
+    local = ("127.0.0.1", "localhost", "::1")
+    return a == b or (a in local and b in local)
+
+
+def self_row(part, host, port):
+    """(host, port) of the node's own row in its proxysql_servers: its admin endpoint, else the row whose checksums
+    are all its own (a node listed by another name)."""
+    rows = {}
+    for h, p, name, ver, epoch, csum, *_ in part.get("seen") or []:
+        rows.setdefault((h, p), {})[name] = [ver, epoch, csum]
+    for h, p in rows:
+        if p == port and _same_host(h, host):
+            return (h, p)
+    own = part.get("checksums") or {}
+    for key, values in rows.items():
+        if own and all(values.get(name) == value for name, value in own.items() if name in values):
+            return key
+    return None
+
+
+def synced_from(part, host, port, module):
+    """(peer "host:port", when) this node last took `module` from, else None: the peer that already held the node's
+    checksum and epoch when the node first saw it change (the node itself changed later), as its own
+    stats_proxysql_servers_checksums says. Needs the node to list itself in proxysql_servers (the usual layout)."""
+    own = (part.get("checksums") or {}).get(module)
+    me = self_row(part, host, port)
+    if not own or own[0] <= 1 or me is None:
+        return None
+    rows = [r for r in part.get("seen") or [] if r[2] == module]
+    mine = next((r for r in rows if (r[0], r[1]) == me), None)
+    if mine is None:
+        return None
+    sources = [r for r in rows if (r[0], r[1]) != me and r[5] == own[2] and r[4] == own[1] and r[6] < mine[6]]
+    if not sources:
+        return None
+    src = min(sources, key=lambda r: r[6])
+    return f"{src[0]}:{src[1]}", mine[6]
+
+
+def growing(part, host, port):
+    """The peers whose diff_check on this node is past diffs_before_sync + GROWTH_MARGIN for a module whose sync is on:
+    [(peer "host:port", module, diff_check, peer version, peer epoch)]."""
+    me = self_row(part, host, port)
+    out = []
+    for h, p, name, ver, epoch, _csum, _ch, _up, diff in part.get("seen") or []:
+        if (h, p) != me and sync_on(part, name) and diff > part["modules"][name][0] + GROWTH_MARGIN:
+            out.append((f"{h}:{p}", name, diff, ver, epoch))
+    return out
+
+
+def why_growing(part, module, peer_version, peer_epoch):
+    """(what it is, the action that clears it) for a diff_check that only grows on a node (`part`) for a peer."""
+    load = f"LOAD {MODULES[module]} TO RUNTIME"
+    own = (part.get("checksums") or {}).get(module) or [0, 0, ""]
+    if peer_version == 1 and own[0] == 1:
+        return ("both nodes hold it at version 1 (started from disk, no LOAD since): a module at version 1 is never a "
+                "sync source (sysown/proxysql #1173, #3269)",
+                f"{load} on the node whose {module} is right: no node can be a sync source until a LOAD ... TO RUNTIME "
+                f"on one node")
+    if peer_epoch == own[1]:
+        return ("both nodes loaded different configurations within the same second: the same epoch, so neither pulls "
+                "and they never converge",
+                f"{load} again on the node whose {module} is right: its newer epoch makes it the source")
+    if module == "mysql_servers":
+        return ("the mysql_servers checksum covers the galera, replication, group-replication and aurora hostgroup "
+                "tables, which older sync algorithms do not pull: the difference stays and diff_check climbs "
+                "(sysown/proxysql #2146; 2.7: admin-cluster_mysql_servers_sync_algorithm, #4169)",
+                "make mysql_galera/replication/group_replication_hostgroups the same on every node (write them and "
+                f"{load} on each), or on 2.7 set admin-cluster_mysql_servers_sync_algorithm")
+    return ("the peer with the older state does not pull it (its sync of this module is off, or its cluster "
+            "credentials do not open this node's admin)",
+            f"check admin-cluster_{module}_diffs_before_sync and admin-cluster_username/password on every node, "
+            f"or {load} on the node whose {module} is right")
+
+
+def cluster_view(nodes, docs):
+    """The cluster page's "ProxySQL Cluster" panel from the nodes' latest documents: None when no node takes part in
+    a ProxySQL Cluster. `nodes`: ProxySQLNode rows (name, admin_host, admin_port, pk); `docs`: {pk: document}."""
+    parts = {n.pk: (docs.get(n.pk) or {}).get("proxysql_cluster") for n in nodes}
+    if not any(configured(p) for p in parts.values()):
+        return None
+    modules = []
+    for module, load in MODULES.items():
+        rows = []
+        for n in nodes:
+            part = parts[n.pk]
+            if not part:
+                continue
+            own = (part.get("checksums") or {}).get(module)
+            source = synced_from(part, n.admin_host, n.admin_port, module) if own else None
+            rows.append({"node": n, "sync": sync_on(part, module), "version": own and own[0], "epoch": own and own[1],
+                         "checksum": own and own[2], "synced_from": source and source[0],
+                         "synced_at": source and source[1]})
+        read = [r for r in rows if r["checksum"] is not None]
+        if not read:
+            continue      # a module no node has (ldap_variables without LDAP)
+        groups = {}
+        for r in read:
+            groups.setdefault(r["checksum"], []).append(r["node"].name)
+        traps = []
+        if any(r["sync"] for r in rows) and len(read) > 1 and all(r["version"] == 1 for r in read):
+            traps.append((f"every node holds {module} at version 1 (started from disk, no LOAD since): a module at "
+                          "version 1 is never a sync source (sysown/proxysql #1173, #3269)",
+                          f"no node can be a sync source until a LOAD ... TO RUNTIME on one node: LOAD {load} TO RUNTIME "
+                          "on the node whose configuration is right"))
+        epochs = {}
+        for r in read:
+            epochs.setdefault(r["epoch"], set()).add(r["checksum"])
+        if any(len(sums) > 1 for sums in epochs.values()):
+            traps.append(("nodes loaded different configurations within the same second (the same epoch, different "
+                          "checksums): they never converge",
+                          f"LOAD {load} TO RUNTIME again on the node whose configuration is right"))
+        modules.append({"name": module, "rows": rows, "sync_on": [r["node"].name for r in rows if r["sync"]],
+                        "sync_off": [r["node"].name for r in rows if not r["sync"]],
+                        "converged": len(groups) <= 1, "groups": groups, "traps": traps})
+    grows = []
+    for n in nodes:
+        part = parts[n.pk]
+        if not configured(part):
+            continue
+        for peer, module, diff, ver, epoch in growing(part, n.admin_host, n.admin_port):
+            what, action = why_growing(part, module, ver, epoch)
+            grows.append({"node": n, "peer": peer, "module": module, "diff_check": diff, "what": what,
+                          "action": action})
+    return {"modules": modules, "disagree": [m for m in modules if not m["converged"]], "growing": grows}

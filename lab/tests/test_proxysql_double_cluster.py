@@ -1,0 +1,246 @@
+"""ProxySQL Cluster (native sync) in the ProxySQL admin double, held to what two real ProxySQL 2.7.1 nodes
+did (../shared/proxysql-reference/samples/cluster-sync.jsonl and the README's cluster facts).
+
+test_cluster_sync_like_the_sample runs the sample's steps on a pair at the default sync settings and samples
+both nodes every 100 ms as the capture did (runtime and disk mysql_servers, runtime_checksums_values,
+stats_proxysql_servers_checksums); the shorter tests take admin-cluster_check_interval_ms=200 for the traps.
+"""
+import time
+
+from lab.fixtures_proxysql import join_cluster
+
+SERVERS = "SELECT hostgroup_id, port, status, weight FROM {} ORDER BY hostgroup_id, port"
+LAYOUT = [(100, 3411, 1000), (101, 3411, 100), (101, 3412, 1000), (101, 3413, 1000)]
+
+
+def rows(d, sql):
+    return [tuple(r) for r in d.query(sql)[1]]
+
+
+def checksum(d, name="mysql_servers"):
+    """(version, epoch, checksum) of one module in runtime_checksums_values, as ints and the checksum text."""
+    ver, epoch, csum = rows(d, f"SELECT version, epoch, checksum FROM runtime_checksums_values WHERE name='{name}'")[0]
+    return int(ver), int(epoch), csum
+
+
+def seen(d, peer, name="mysql_servers"):
+    """What d's cluster thread last read from peer: (version, epoch, checksum, diff_check)."""
+    ver, epoch, csum, diff = rows(d, f"SELECT version, epoch, checksum, diff_check FROM stats_proxysql_servers_checksums"
+                                     f" WHERE port={peer.port} AND name='{name}'")[0]
+    return int(ver), int(epoch), csum, int(diff)
+
+
+class Recorder:
+    """Samples both nodes every 100 ms, like the capture: t (since start), node, runtime, disk, checksum, peers."""
+
+    def __init__(self, nodes):
+        self.nodes = nodes      # {"d": double, "e": double}
+        self.paused = set()
+        self.t0 = time.monotonic()
+        self.lines = []
+
+    def now(self):
+        return time.monotonic() - self.t0
+
+    def sample(self):
+        for name, d in self.nodes.items():
+            if name in self.paused:
+                continue        # a stopped process does not answer
+            self.lines.append({
+                "t": self.now(), "node": name,
+                "runtime": rows(d, SERVERS.format("runtime_mysql_servers")),
+                "disk": rows(d, SERVERS.format("disk.mysql_servers")),
+                "checksum": checksum(d),
+                "peers": {p.port: seen(d, p) for p in self.nodes.values()}})
+
+    def until(self, t):
+        while self.now() < t:
+            self.sample()
+            time.sleep(0.1)
+
+    def event(self, text):
+        self.lines.append({"t": self.now(), "event": text})
+
+    def of(self, node, since=0.0):
+        return [x for x in self.lines if x.get("node") == node and x["t"] >= since]
+
+
+def load(d, statements):
+    for sql in statements:
+        d.query(sql)
+    d.query("LOAD MYSQL SERVERS TO RUNTIME")
+
+
+def layout(rows_):
+    return ["DELETE FROM mysql_servers"] + [
+        f"INSERT INTO mysql_servers (hostgroup_id, hostname, port, weight) VALUES ({hg}, '127.0.0.1', {port}, {w})"
+        for hg, port, w in rows_]
+
+
+def as_strings(rows_, status="ONLINE"):
+    return [(str(hg), str(port), status, str(w)) for hg, port, w in rows_]
+
+
+def first(lines, predicate):
+    return next((x for x in lines if predicate(x)), None)
+
+
+def test_cluster_sync_like_the_sample(proxysql_cluster_pair):
+    d, e = proxysql_cluster_pair
+    rec = Recorder({"d": d, "e": e})
+    rec.until(1.0)
+    assert checksum(d)[0] == 1 and checksum(e)[0] == 1   # fresh nodes: version 1, nothing to pull
+
+    # 1. d loads a layout and never saves it: e pulls it 2-3 s later and saves it to its own disk
+    e_version = checksum(e)[0]
+    rec.event("d: layout, LOAD, no SAVE")
+    t_load = rec.now()
+    load(d, layout(LAYOUT))
+    rec.until(t_load + 4.5)
+    pulled = first(rec.of("e", t_load), lambda x: x["runtime"] == as_strings(LAYOUT))
+    assert pulled is not None and 1.9 <= pulled["t"] - t_load <= 3.6, pulled
+    assert pulled["disk"] == as_strings(LAYOUT)                  # the peer saved what the origin never saved
+    assert rows(d, SERVERS.format("disk.mysql_servers")) == []
+    diffs = [x["peers"][d.port][3] for x in rec.of("e", t_load) if x["t"] < pulled["t"]]
+    assert diffs and max(diffs) == 2 and sorted(diffs) == diffs  # 1, 2, then the pull at the third check
+    assert pulled["peers"][d.port][3] == 3
+    assert checksum(e)[1:] == checksum(d)[1:]                    # the origin's epoch and checksum...
+    assert checksum(e)[0] == e_version + 1                       # ...and its own version counter
+    assert seen(d, e)[3] == 0 and seen(e, d)[3] == 0
+
+    # 2. a two-LOAD switchover 0.5 s apart: the peer pulls the final state only
+    rec.event("d: drain 3411 OFFLINE_SOFT in 100, LOAD; 0.5 s later 3412 into 100, 3411 out, LOAD")
+    t_switch = rec.now()
+    load(d, ["UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE hostgroup_id=100 AND port=3411"])
+    half = rows(d, SERVERS.format("runtime_mysql_servers"))
+    rec.until(t_switch + 0.5)
+    final = [(100, 3412, 1000)] + LAYOUT[1:]
+    load(d, layout(final))
+    rec.until(t_switch + 4.5)
+    assert all(x["runtime"] != half for x in rec.of("e", t_switch))
+    assert rec.of("e")[-1]["runtime"] == as_strings(final) == rec.of("e")[-1]["disk"]
+
+    # 3. both nodes LOAD different weights within the same second: same epoch, never converge
+    while time.time() % 1 > 0.5:
+        time.sleep(0.05)
+    rec.event("d weight 111 and e weight 222 on 101/3413, both LOAD at once")
+    t_conflict = rec.now()
+    load(d, ["UPDATE mysql_servers SET weight=111 WHERE hostgroup_id=101 AND port=3413"])
+    load(e, ["UPDATE mysql_servers SET weight=222 WHERE hostgroup_id=101 AND port=3413"])
+    rec.until(t_conflict + 6.0)
+    assert checksum(d)[1] == checksum(e)[1] and checksum(d)[2] != checksum(e)[2]
+    for me, peer in (("d", e), ("e", d)):
+        climbing = [x["peers"][peer.port][3] for x in rec.of(me, t_conflict + 1.1)]
+        assert sorted(climbing) == climbing and climbing[-1] >= 4   # diff_check only grows
+    assert ("101", "3413", "ONLINE", "111") in rows(d, SERVERS.format("runtime_mysql_servers"))
+    assert ("101", "3413", "ONLINE", "222") in rows(e, SERVERS.format("runtime_mysql_servers"))
+
+    # 4. e stopped 4 s while d changes: e catches up about 2 s after it resumes
+    rec.event("e paused")
+    e.set_mode("hang")
+    rec.paused.add("e")
+    t_pause = rec.now()
+    rec.until(t_pause + 1.0)
+    load(d, ["UPDATE mysql_servers SET weight=555 WHERE hostgroup_id=101 AND port=3412"])
+    rec.until(t_pause + 4.0)
+    rec.event("e resumed")
+    e.set_mode("normal")
+    rec.paused.discard("e")
+    t_resume = rec.now()
+    assert ("101", "3412", "ONLINE", "1000") in rows(e, SERVERS.format("runtime_mysql_servers"))
+    rec.until(t_resume + 4.0)
+    caught = first(rec.of("e", t_resume), lambda x: ("101", "3412", "ONLINE", "555") in x["runtime"])
+    assert caught is not None and 1.5 <= caught["t"] - t_resume <= 3.6, caught
+    assert rows(e, SERVERS.format("runtime_mysql_servers")) == rows(d, SERVERS.format("runtime_mysql_servers"))
+    assert ("101", "3413", "ONLINE", "111") in caught["runtime"]   # the newer epoch's whole state came along
+
+
+FAST = {"admin-cluster_check_interval_ms": 200}
+
+
+def wait_for(predicate, timeout=3.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_a_module_at_version_1_is_never_a_sync_source(proxysql_double_factory):
+    """sysown/proxysql #1173, #3269: nodes just started from disk hold version 1 and never pull from each other,
+    whatever their differences, until a LOAD ... TO RUNTIME on one of them."""
+    a, b = join_cluster(proxysql_double_factory(2), sync=False, variables=FAST)
+    load(a, layout(LAYOUT))
+    load(b, layout(LAYOUT[:1]))
+    for d in (a, b):
+        for module in ("MYSQL SERVERS", "ADMIN VARIABLES", "PROXYSQL SERVERS"):
+            if module == "ADMIN VARIABLES":
+                d.query("SET admin-cluster_mysql_servers_diffs_before_sync=3")
+                d.query("LOAD ADMIN VARIABLES TO RUNTIME")
+            d.query(f"SAVE {module} TO DISK")
+        d.restart()
+    assert checksum(a)[0] == checksum(b)[0] == 1 and checksum(a)[2] != checksum(b)[2]
+    assert wait_for(lambda: seen(a, b)[3] >= 8 and seen(b, a)[3] >= 8)
+    assert rows(b, SERVERS.format("runtime_mysql_servers")) == as_strings(LAYOUT[:1])   # never synced
+    a.query("LOAD MYSQL SERVERS TO RUNTIME")          # the action that clears it
+    assert wait_for(lambda: rows(b, SERVERS.format("runtime_mysql_servers")) == as_strings(LAYOUT))
+    assert b.engine.sync_history[-1][1:] == ("mysql_servers", "127.0.0.1", a.port)
+    status = b.status()["cluster"]
+    assert status["syncing"] and tuple(status["pulls"][-1][1:]) == ("mysql_servers", "127.0.0.1", a.port)
+
+
+def test_a_restarted_node_pulls_from_a_peer_past_version_1(proxysql_double_factory):
+    """A node whose own version is 1 takes a peer's newer state whatever the epochs say."""
+    a, b = join_cluster(proxysql_double_factory(2), sync=True, variables=FAST)
+    for d in (a, b):
+        d.query("SAVE ADMIN VARIABLES TO DISK")
+        d.query("SAVE PROXYSQL SERVERS TO DISK")
+    load(a, layout(LAYOUT))
+    assert wait_for(lambda: rows(b, SERVERS.format("disk.mysql_servers")) == as_strings(LAYOUT))
+    load(a, layout(LAYOUT[:2]))
+    b.set_mode("hang")
+    time.sleep(0.1)
+    b.restart()                 # b comes back from its disk (the older layout), at version 1
+    b.set_mode("normal")
+    assert checksum(b)[0] == 1
+    assert wait_for(lambda: rows(b, SERVERS.format("runtime_mysql_servers")) == as_strings(LAYOUT[:2]))
+
+
+def test_diffs_before_sync_0_and_save_to_disk_off(proxysql_double_factory):
+    a, b, c = join_cluster(proxysql_double_factory(3), sync=True, variables=FAST)
+    b.query("SET admin-cluster_mysql_servers_save_to_disk='false'")
+    c.query("SET admin-cluster_mysql_servers_diffs_before_sync=0")
+    for d in (b, c):
+        d.query("LOAD ADMIN VARIABLES TO RUNTIME")
+    load(a, layout(LAYOUT))
+    assert wait_for(lambda: rows(b, SERVERS.format("runtime_mysql_servers")) == as_strings(LAYOUT))
+    assert rows(b, SERVERS.format("mysql_servers")) == as_strings(LAYOUT)   # memory too
+    assert rows(b, SERVERS.format("disk.mysql_servers")) == []
+    time.sleep(1.0)
+    assert rows(c, SERVERS.format("runtime_mysql_servers")) == []            # sync off for that module
+    assert seen(c, a)[3] >= 5                                               # it still sees the difference
+
+
+def test_every_module_syncs(proxysql_double_factory):
+    a, b = join_cluster(proxysql_double_factory(2), sync=True, variables=FAST)
+    time.sleep(1.0)   # both just loaded their admin variables: a LOAD in that same second would share its epoch
+    a.query("INSERT INTO mysql_users (username, password, default_hostgroup) VALUES ('app', 'secret', 100)")
+    a.query("INSERT INTO mysql_query_rules (rule_id, active, match_digest, destination_hostgroup, apply)"
+            " VALUES (10, 1, '^SELECT', 101, 1)")
+    a.query("SET mysql-max_connections=1234")
+    a.query("SET admin-cluster_check_status_frequency=7")
+    for module in ("MYSQL USERS", "MYSQL QUERY RULES", "MYSQL VARIABLES", "ADMIN VARIABLES"):
+        a.query(f"LOAD {module} TO RUNTIME")
+    assert wait_for(lambda: all(checksum(b, n)[2] == checksum(a, n)[2] for n in
+                                ("mysql_users", "mysql_query_rules", "mysql_variables", "admin_variables")))
+    assert rows(b, "SELECT username, frontend, backend FROM runtime_mysql_users ORDER BY frontend") == [
+        ("app", "0", "1"), ("app", "1", "0")]
+    assert rows(b, "SELECT rule_id, destination_hostgroup FROM runtime_mysql_query_rules") == [("10", "101")]
+    assert rows(b, "SELECT variable_value FROM runtime_global_variables WHERE variable_name IN "
+                   "('mysql-max_connections', 'admin-cluster_check_status_frequency') ORDER BY 1") == [("1234",), ("7",)]
+    # a node's identity is not configuration: b keeps its own admin interface
+    assert rows(b, "SELECT variable_value FROM runtime_global_variables WHERE variable_name='admin-mysql_ifaces'") == [
+        (f"127.0.0.1:{b.port}",)]
+    assert rows(b, "SELECT variable_value FROM disk.global_variables WHERE variable_name='mysql-max_connections'") == [
+        ("1234",)]
