@@ -229,6 +229,9 @@ MONITOR_RETENTION_HOUR_D = envfloat("MONITOR_RETENTION_HOUR_D", 396)
 
 # An operation whose worker has not beaten for this long is rolled back by the reaper (beat, every 5 s).
 OPERATIONS_STALE_AFTER_S = envfloat("OPERATIONS_STALE_AFTER_S", 15)
+# A planned operation nobody confirmed within this many seconds of its planning expires (its guards are stale):
+# its page offers only Discard, confirm refuses it, the reaper marks it expired.
+OPERATIONS_PLAN_CONFIRM_S = envfloat("OPERATIONS_PLAN_CONFIRM_S", 900)
 
 # Alerts (apps/alerts): rules evaluated after every poll round; notifications grouped per channel and cluster.
 ALERTS_ENABLED = envbool("ALERTS_ENABLED", True)

@@ -58,6 +58,10 @@ def confirm(op, *, request=None, user=None, rule=None, override_reason="", enque
                outcome="refused", details={"operation": op.pk, "reason": message, **details})
         return NotAllowed(message)
 
+    late = plan_expired(op)
+    if late:
+        _expire(op, late, request=request, user=user)
+        raise NotAllowed(late)
     if failed:
         hard = [g for g in failed if not g.overridable]
         can_override = (not hard and bool(override_reason.strip()) and actor_user is not None
@@ -115,6 +119,48 @@ def is_planner(op, user):
     if op.requested_by_id is not None:
         return op.requested_by_id == user.pk
     return op.actor == user.get_username()  # the planner's account is gone: compare the name as written
+
+
+def plan_expired(op, now=None):
+    """Why a planned operation can no longer be confirmed (nobody confirmed it within OPERATIONS_PLAN_CONFIRM_S of
+    its planning: its guards are stale), or None."""
+    from django.conf import settings
+
+    window = settings.OPERATIONS_PLAN_CONFIRM_S
+    age = ((now or timezone.now()) - op.created_at).total_seconds()
+    if op.state != OperationState.PLANNED or age <= window:
+        return None
+    return (f"expired: planned {age / 60:.0f} min ago and not confirmed within {window / 60:g} min; its guards are "
+            "stale. Plan it again.")
+
+
+def expire_plans(now=None):
+    """Planned operations past their window (plan_expired): expired, audited. The beat's reaper calls it."""
+    from datetime import timedelta
+
+    from django.conf import settings
+
+    now = now or timezone.now()
+    done = []
+    late = Operation.objects.filter(state=OperationState.PLANNED,
+                                    created_at__lt=now - timedelta(seconds=settings.OPERATIONS_PLAN_CONFIRM_S))
+    for op in late.select_related("cluster"):
+        reason = plan_expired(op, now)
+        if reason and _expire(op, reason):
+            done.append(op.pk)
+    return done
+
+
+def _expire(op, reason, *, request=None, user=None):
+    with transaction.atomic():
+        updated = Operation.objects.filter(pk=op.pk, state=OperationState.PLANNED).update(
+            state=OperationState.EXPIRED, error=reason, finished_at=timezone.now())
+        if updated:
+            record(f"{op.kind} expired", request=request, user=user, rule=None if (request or user) else "plan expiry",
+                   cluster=op.cluster, target=op.title, outcome="refused",
+                   details={"operation": op.pk, "state": OperationState.EXPIRED, "reason": reason,
+                            "planned_at": op.created_at.isoformat()})
+    return updated
 
 
 def discard(op, *, request=None, user=None):
