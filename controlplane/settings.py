@@ -229,6 +229,9 @@ MONITOR_RETENTION_HOUR_D = envfloat("MONITOR_RETENTION_HOUR_D", 396)
 
 # An operation whose worker has not beaten for this long is rolled back by the reaper (beat, every 5 s).
 OPERATIONS_STALE_AFTER_S = envfloat("OPERATIONS_STALE_AFTER_S", 15)
+# A planned operation nobody confirmed within this many seconds of its planning expires (its guards are stale):
+# its page offers only Discard, confirm refuses it, the reaper marks it expired.
+OPERATIONS_PLAN_CONFIRM_S = envfloat("OPERATIONS_PLAN_CONFIRM_S", 900)
 
 # Alerts (apps/alerts): rules evaluated after every poll round; notifications grouped per channel and cluster.
 ALERTS_ENABLED = envbool("ALERTS_ENABLED", True)
@@ -242,6 +245,9 @@ ALERTS_DELIVERY_RETRIES = envint("ALERTS_DELIVERY_RETRIES", 8)
 ALERTS_RETRY_BASE_S = envfloat("ALERTS_RETRY_BASE_S", 2.0)
 ALERTS_HTTP_TIMEOUT_S = envfloat("ALERTS_HTTP_TIMEOUT_S", 5.0)
 ALERTS_DIGEST_EVERY_S = envfloat("ALERTS_DIGEST_EVERY_S", 300.0)  # the query-digest rules, per cluster
+# Where alert channels (webhook, Slack, PagerDuty, Alertmanager) may post: host names (*.example.net), addresses or
+# CIDRs, each optionally with :port, comma-separated (apps/alerts/destinations.py); empty: anywhere.
+ALERT_CHANNEL_DESTINATIONS = envlist("ALERT_CHANNEL_DESTINATIONS", "")
 
 # Audit retention: events older than this many days are archived to gzip JSONL files, then removed.
 AUDIT_RETENTION_DAYS = envint("AUDIT_RETENTION_DAYS", 400)
@@ -285,6 +291,20 @@ def _check_metrics_settings():
 
 
 _check_metrics_settings()
+
+
+def _check_alert_destinations():
+    from apps.alerts.destinations import split_entry
+
+    for entry in ALERT_CHANNEL_DESTINATIONS:
+        try:
+            split_entry(entry)
+        except ValueError:
+            raise ImproperlyConfigured(f"ALERT_CHANNEL_DESTINATIONS: {entry!r} is not a host, address or CIDR with an "
+                                       "optional :port (e.g. hooks.slack.com, *.example.net:443, 10.0.0.0/8:9093)") from None
+
+
+_check_alert_destinations()
 
 # Network timeouts (seconds) of the two clients; each call is bounded by these.
 PROXYSQL_CONNECT_TIMEOUT = envfloat("PROXYSQL_CONNECT_TIMEOUT", 0.5)

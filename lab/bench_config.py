@@ -41,6 +41,23 @@ def free_ports(n):
     raise SystemExit("no free port range")
 
 
+def scratch_django(name):
+    """Django set up on a new scratch SQLite database var/bench/<name>, migrated."""
+    bench = REPO / "var" / "bench"
+    bench.mkdir(parents=True, exist_ok=True)
+    db = bench / name
+    db.unlink(missing_ok=True)
+    os.environ.update(DATABASE_URL=f"sqlite:///{db}", DJANGO_SETTINGS_MODULE="controlplane.settings",
+                      LOG_LEVEL="WARNING", DJANGO_DEBUG=os.environ.get("DJANGO_DEBUG", "1"))
+    sys.path.insert(0, str(REPO))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
 def start_doubles(ports):
     proc = subprocess.Popen([sys.executable, "-m", "lab.proxysql_double", "--ports", f"{ports[0]}-{ports[-1]}",
                              "--user", "admin", "--password", "admin"], cwd=REPO, stdout=subprocess.PIPE,
@@ -57,20 +74,7 @@ def main(argv=None):
     parser.add_argument("--rows", type=int, default=20)
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.nodes.split(",")]
-
-    bench = REPO / "var" / "bench"
-    bench.mkdir(parents=True, exist_ok=True)
-    db = bench / "config.sqlite3"
-    db.unlink(missing_ok=True)
-    os.environ.update(DATABASE_URL=f"sqlite:///{db}", DJANGO_SETTINGS_MODULE="controlplane.settings",
-                      LOG_LEVEL="WARNING", DJANGO_DEBUG=os.environ.get("DJANGO_DEBUG", "1"))
-    sys.path.insert(0, str(REPO))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    scratch_django("config.sqlite3")
     print(f"machine: {machine()}; Django DB SQLite (scratch); doubles in a separate process")
     ports = free_ports(sum(counts))
     doubles = start_doubles(ports)

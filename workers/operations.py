@@ -15,7 +15,10 @@ def reap_stale_operations():
 
     from apps.operations import recheck
 
+    from apps.operations import services
+
     recheck.expire_unstarted()
+    services.expire_plans()
     return executor.reap_stale(settings.OPERATIONS_STALE_AFTER_S)
 
 

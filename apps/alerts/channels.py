@@ -25,6 +25,7 @@ import requests
 from django.conf import settings
 from django.core.mail import EmailMessage
 
+from . import destinations
 from .catalogue import BY_KEY, FAMILIES, SEVERITY_RANK
 from .models import ChannelKind
 
@@ -169,6 +170,9 @@ class Result:
 
 
 def _post(url, body, channel):
+    refused = destinations.refusal(url)  # the allow-list may have changed since the channel was saved
+    if refused:
+        return Result(False, None, f"not sent: {refused}"[:500], retry=False)
     headers = {}
     if channel.secret and channel.kind in (ChannelKind.WEBHOOK, ChannelKind.ALERTMANAGER):
         headers["Authorization"] = f"Bearer {channel.secret}"

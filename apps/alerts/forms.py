@@ -1,9 +1,11 @@
 from django import forms
+from django.conf import settings
 
 from apps.fleet.models import Cluster
 from apps.fleet.validators import validate_no_nul
 from controlplane.converters import IdsField
 
+from . import destinations
 from .catalogue import BY_KEY, RULES, SEVERITIES
 from .models import Channel, ChannelKind
 
@@ -74,6 +76,11 @@ class ChannelForm(forms.ModelForm):
         self.fields["clusters"].queryset = Cluster.objects.order_by("name")
         self.fields["name"].validators.append(validate_no_nul)
         self.fields["recipients"].validators.append(validate_no_nul)
+        url = self.fields["url"]
+        if self.instance.url:
+            url.help_text = f"Posts to {self.instance.destination}. {url.help_text}"
+        if settings.ALERT_CHANNEL_DESTINATIONS:
+            url.help_text += f". Allowed destinations: {', '.join(settings.ALERT_CHANNEL_DESTINATIONS)}"
 
     def clean(self):
         data = super().clean()
@@ -89,6 +96,8 @@ class ChannelForm(forms.ModelForm):
                     self.add_error("recipients", f"Not an e-mail address: {a[:100]}")
         elif kind and not data.get("url"):
             self.add_error("url", "This kind of channel needs a URL.")
+        elif kind and destinations.refusal(data["url"]):
+            self.add_error("url", destinations.refusal(data["url"]))
         if kind == ChannelKind.PAGERDUTY and not (data.get("new_secret") or self.instance.secret):
             self.add_error("new_secret", "PagerDuty needs the routing key of its Events API v2 integration.")
         return data

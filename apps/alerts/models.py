@@ -163,6 +163,13 @@ class Channel(models.Model):
     def __str__(self):
         return f"{self.name} ({self.get_kind_display()})"
 
+    @property
+    def destination(self):
+        """"host:port" this channel posts to ("" for e-mail)."""
+        from .destinations import shown
+
+        return shown(self.url)
+
     def get_absolute_url(self):
         return reverse("alerts:channel", args=[self.pk])
 

@@ -9,7 +9,6 @@
 Rows are dicts of every column of the table, typed (int / str / None), sorted by key. A password (a
 user's, or a password variable) is {"secret": ref}: the value lives in ConfigSecret, encrypted.
 """
-import copy
 import hashlib
 from dataclasses import dataclass, field
 
@@ -91,19 +90,25 @@ def claimed_hostgroups(content):
 # -- edits -----------------------------------------------------------------------------------------
 def apply_edits(content, edits):
     """The content after these edits (a new dict). Raises EditError naming the edit that cannot apply."""
-    out = copy.deepcopy(content)
+    # A copy (the caller's content is a stored version's): rows are flat (a secret's {"secret": ref} is never
+    # changed in place), so one level each; every table's rows by key, kept as the edits apply.
+    out = {**content, "roles": dict(content.get("roles") or {}), VARIABLES: dict(content.get(VARIABLES) or {})}
+    rows = {table.name: {table.key_of(r): dict(r) for r in content.get(table.name) or []} for table in TABLES}
     for n, edit in enumerate(edits, start=1):
         try:
-            _apply(out, edit)
+            _apply(out, rows, edit)
         except RowError as exc:
             raise EditError(f"edit {n} ({describe(edit)}): {exc.column} {exc.message}") from None
         except (KeyError, TypeError, ValueError) as exc:
             raise EditError(f"edit {n} ({describe(edit)}): {exc}") from None
+    for table in TABLES:
+        out[table.name] = list(rows[table.name].values())
     out["hostgroups"] = sorted(claimed_hostgroups(out))
     return sort(out)
 
 
-def _apply(content, edit):
+def _apply(content, tables, edit):
+    """One edit on `content`; rows of the managed tables change in `tables` (table name -> {key: row})."""
     op = edit["op"]
     if op == "roles":
         roles = dict(content.get("roles") or {})
@@ -130,7 +135,7 @@ def _apply(content, edit):
             raise EditError(f"unknown operation {op!r} on variables")
         return
     table = BY_NAME[edit["table"]]
-    rows = index(content, table)
+    rows = tables[table.name]
     if op == "upsert":
         row = check_row(table, typed_row(table, edit["row"], strict=False) if not _has_secret(edit["row"])
                         else _typed_with_secret(table, edit["row"]))
@@ -147,7 +152,6 @@ def _apply(content, edit):
         del rows[key]
     else:
         raise EditError(f"unknown operation {op!r}")
-    content[table.name] = list(rows.values())
 
 
 def _has_secret(row):

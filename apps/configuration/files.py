@@ -33,22 +33,9 @@ class FileError(ValueError):
     """The file cannot be read as a configuration: where and why."""
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """yaml.SafeLoader without aliases, with a nesting bound, and integers of bounded length."""
-
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            mark = self.peek_event().start_mark
-            raise FileError(f"line {mark.line + 1}: anchors and aliases (& and *) are not accepted in a "
-                            "configuration file: write each value out")
-        self._depth = getattr(self, "_depth", 0) + 1
-        try:
-            if self._depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark
-                raise FileError(f"line {mark.line + 1}: nested more than {MAX_DEPTH} levels deep")
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+class _StrictLoader(yaml.CSafeLoader):
+    """libyaml's safe loader (linear, in C) with integers of bounded length; _check_events has already refused
+    aliases and deep nesting, before anything is composed."""
 
     def construct_yaml_int(self, node):
         if len(node.value.lstrip("+-").replace("_", "")) > MAX_DIGITS:
@@ -59,32 +46,43 @@ class _StrictLoader(yaml.SafeLoader):
 _StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
 
 
+def _check_events(text):
+    """No alias, no node nested more than MAX_DEPTH deep (the document itself is level 1), read from libyaml's
+    events: flat, so a file nested 100,000 deep costs a refusal, never a recursion."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.CSafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            raise FileError(f"line {event.start_mark.line + 1}: anchors and aliases (& and *) are not accepted in a "
+                            "configuration file: write each value out")
+        if isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+        elif isinstance(event, (yaml.CollectionStartEvent, yaml.ScalarEvent)):
+            if depth + 1 > MAX_DEPTH:
+                raise FileError(f"line {event.start_mark.line + 1}: nested more than {MAX_DEPTH} levels deep")
+            depth += isinstance(event, yaml.CollectionStartEvent)
+
+
 def load(text):
-    """The YAML document of a file, read strictly (see _StrictLoader); FileError says what is wrong."""
+    """The YAML document of a file, read strictly (_check_events, _StrictLoader); FileError says what is wrong."""
     if len(text) > MAX_FILE_CHARS:
         raise FileError(f"the file has {len(text):,} characters, more than {MAX_FILE_CHARS:,}")
     try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise FileError("the file holds a lone surrogate (not text)") from None
+    try:
+        _check_events(text)
         doc = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        if "exceeded maximum nesting depth" in (exc.problem or ""):  # libyaml's own bound, met reading ahead
+            raise FileError(f"line {exc.problem_mark.line + 1}: nested more than {MAX_DEPTH} levels deep") from None
+        if "invalid Unicode character escape code" in (exc.problem or ""):  # libyaml's word for "\\ud800"
+            raise FileError(f"line {exc.problem_mark.line + 1}: an escape names no character (a lone surrogate or "
+                            "a code beyond U+10FFFF is not text)") from None
+        raise FileError(f"not valid YAML: {exc}") from None
     except yaml.YAMLError as exc:
         raise FileError(f"not valid YAML: {exc}") from None
-    _check_text(doc)
     return doc
-
-
-def _check_text(value, where="the file"):
-    """Every string is text a database and a page can hold: no lone surrogate (\\ud800 in a quoted string)."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise FileError(f"{where}: a string holds a lone surrogate (not text)") from None
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            _check_text(k, where)
-            _check_text(v, f"{k}" if isinstance(k, str) and k.isprintable() and len(k) < 80 else where)
-    elif isinstance(value, list):
-        for v in value:
-            _check_text(v, where)
 
 
 def export(version):

@@ -5,6 +5,7 @@ overridable ones with a typed reason); warnings are shown. Several of these are 
 accepts without a word: a regex it cannot compile reaches runtime, a rule after a catch-all never runs,
 a hostgroup with no server holds every query sent to it until mysql-connect_timeout_server_max.
 """
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -151,50 +152,84 @@ def _literal_start(pattern):
     return re.sub(r"\\(.)", r"\1", m.group(1)) if m else None
 
 
-def _catches(earlier, later, field):
-    """Does `earlier`'s condition on `field` (match_digest or match_pattern) match everything `later`'s does?"""
-    a, b = earlier.get(field), later.get(field)
-    negated = field == "match_pattern" and (earlier["negate_match_pattern"] or later["negate_match_pattern"])
-    if a in UNIVERSAL:
-        return not (field == "match_pattern" and earlier["negate_match_pattern"])
-    if b in UNIVERSAL or negated:
-        return False
-    if a == b and (earlier["re_modifiers"] or "") == (later["re_modifiers"] or ""):
-        return True
-    prefix, start = _pure_prefix(a), _literal_start(b)
-    if prefix is None or start is None:
-        return False  # anything cleverer than a literal prefix: we do not guess
-    if "CASELESS" in (earlier["re_modifiers"] or "").upper():
-        return start.upper().startswith(prefix.upper())
-    return start.startswith(prefix)
-
-
 SAME_FIELDS = ("flagIN", "username", "schemaname", "client_addr", "proxy_addr", "proxy_port", "digest")
 
 
 def shadowed_rules(rules):
     """[(later, earlier)] for active rules that can never match: an earlier active rule with apply=1 and the
     same flagIN catches everything they would (the same or broader conditions, a pattern that is a literal
-    prefix of theirs). Only what can be shown for sure is reported."""
+    prefix of theirs). Only what can be shown for sure is reported.
+
+    Linear in the rules: an earlier rule is filed under what it catches (flagIN, the fields it requires, one
+    condition per pattern: any, this exact pattern, this literal prefix), the first such rule per entry; a
+    rule looks up the entries that would catch it (its fields' subsets, its pattern, its literal start's
+    prefixes of the lengths filed) and the earliest rule found is the one that shadows it."""
     active = sorted((r for r in rules if r["active"]), key=lambda r: r["rule_id"])
-    out = []
-    for i, later in enumerate(active):
-        for earlier in active[:i]:
-            if not earlier["apply"]:
-                continue
-            if earlier["flagIN"] != later["flagIN"]:
-                continue
-            if any(earlier[f] is not None and earlier[f] != later[f] for f in SAME_FIELDS if f != "flagIN"):
-                continue
-            if _catches(earlier, later, "match_digest") and _catches(earlier, later, "match_pattern"):
-                out.append((later, earlier))
-                break
+    first, lengths, out = {}, {}, []
+    for rule in active:
+        found = [first[key] for key in _entries_catching(rule, lengths) if key in first]
+        if found:
+            out.append((rule, min(found, key=lambda r: r["rule_id"])))
+        if rule["apply"]:
+            for key in _entries(rule):
+                first.setdefault(key, rule)
+                for field, (kind, text, caseless) in zip(PATTERN_FIELDS, key[2:]):
+                    if kind == "prefix":
+                        lengths.setdefault((field, caseless), set()).add(len(text))
     return out
 
 
-def rules_findings(base, target, engine, servers_in):
+PATTERN_FIELDS = ("match_digest", "match_pattern")
+
+
+def _entries(earlier):
+    """The entries an earlier rule (apply=1) is filed under: its flagIN and required fields, and per pattern
+    field what it catches: any (no pattern, or one matching everything), this exact pattern with the same
+    re_modifiers, or every pattern whose literal start begins with its own pattern when that is an anchor and
+    literal text only (upper-cased when CASELESS). A negated match_pattern catches nothing for sure."""
+    required = tuple((f, earlier[f]) for f in SAME_FIELDS[1:] if earlier[f] is not None)
+    per_field = []
+    for field in PATTERN_FIELDS:
+        a = earlier[field]
+        if field == "match_pattern" and earlier["negate_match_pattern"]:
+            return []  # a negated pattern catches nothing for sure
+        if a in UNIVERSAL:
+            per_field.append([("any", None, None)])
+            continue
+        conditions = [("exact", a, earlier["re_modifiers"] or "")]
+        prefix = _pure_prefix(a)
+        if prefix is not None:
+            caseless = "CASELESS" in (earlier["re_modifiers"] or "").upper()
+            conditions.append(("prefix", prefix.upper() if caseless else prefix, caseless))
+        per_field.append(conditions)
+    return [(earlier["flagIN"], required, d, p) for d in per_field[0] for p in per_field[1]]
+
+
+def _entries_catching(later, lengths):
+    """The entries whose rules would catch `later`: its fields' subsets, and per pattern field any, its exact
+    pattern, and its literal start's prefixes of the lengths filed (only any for no pattern or a negated one)."""
+    present = [f for f in SAME_FIELDS[1:] if later[f] is not None]
+    subsets = [tuple((f, later[f]) for f in chosen) for n in range(len(present) + 1)
+               for chosen in itertools.combinations(present, n)]
+    per_field = []
+    for field in PATTERN_FIELDS:
+        b = later[field]
+        conditions = [("any", None, None)]
+        if not (b in UNIVERSAL or (field == "match_pattern" and later["negate_match_pattern"])):
+            conditions.append(("exact", b, later["re_modifiers"] or ""))
+            start = _literal_start(b)
+            if start is not None:
+                for caseless, text in ((False, start), (True, start.upper())):
+                    conditions += [("prefix", text[:n], caseless) for n in lengths.get((field, caseless), ())
+                                   if n <= len(text)]
+        per_field.append(conditions)
+    return [(later["flagIN"], required, d, p) for required in subsets for d in per_field[0] for p in per_field[1]]
+
+
+def rules_findings(d, target, engine, servers_in):
+    """Findings on the query rules of `target`; `d` the diff from the base to it."""
     out = []
-    changed = {c.key for c in diff(base, target).rows if c.table == MYSQL_QUERY_RULES.name and c.after}
+    changed = {c.key for c in d.rows if c.table == MYSQL_QUERY_RULES.name and c.after}
     rules = target.get(MYSQL_QUERY_RULES.name) or []
     for r in rules:
         for field in ("match_digest", "match_pattern"):
@@ -318,7 +353,7 @@ def effect_findings(cluster, base, target, nodes, live_docs, *, write_back=False
     d = diff(base, target)
     out = operational_findings(cluster, base, target, nodes, write_back=write_back)
     out += servers_findings(cluster, base, target)
-    rule_findings, changed_rules = rules_findings(base, target, engine, servers_in)
+    rule_findings, changed_rules = rules_findings(d, target, engine, servers_in)
     out += rule_findings
     out += mirror_findings(target, changed_rules, live_docs)
     out += users_findings(target, servers_in)

@@ -370,9 +370,12 @@ def preview_from_file(cluster, text, *, reason="", expect_version=None):
 
 
 def start_from_file(cluster, text, *, user, reason="", expect_version=None):
-    """The change set of a configuration file (preview_from_file), saved as a draft."""
+    """The change set of a configuration file (preview_from_file, which checked that its edits apply), saved as a
+    draft."""
     cs = preview_from_file(cluster, text, reason=reason, expect_version=expect_version)
-    return start_change_set(cluster, user=user, reason=cs.reason, source="file", edits=cs.edits, base=cs.base)
+    cs.author, cs.author_name = user, user.get_username()
+    cs.save()
+    return cs
 
 
 def revert_to(cluster, version, *, user, reason):

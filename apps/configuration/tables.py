@@ -5,6 +5,7 @@ Column lists and CHECK constraints are those of ProxySQL 2.7.1 (../shared/proxys
 a test holds this module to the lab double's copy of those definitions). Values are kept typed here
 (int or str, None for NULL) although the admin interface sends every value as a string.
 """
+import functools
 from dataclasses import dataclass
 
 INT, TEXT = "int", "text"
@@ -31,7 +32,7 @@ class Table:
     title: str
     scoped_by: str = ""        # a hostgroup column: only rows in the cluster's hostgroups belong to it
 
-    @property
+    @functools.cached_property
     def column_names(self):
         return tuple(c.name for c in self.columns)
 

@@ -119,6 +119,7 @@ def operation_detail(request, pk):
     plan = Plan.from_json(op.plan)
     return TemplateResponse(request, "operations/detail.html", {
         "op": op, "plan": plan, "steps": op.steps.all(), "confirm_form": ConfirmForm(),
+        "plan_expired": services.plan_expired(op),
         "notes": switchover.notes(plan),
         "hard_failed": [g.label for g in plan.failed_guards if not g.overridable] if op.kind == "switchover" else [],
         "pending": op.pending_rollbacks.select_related("node", "operation", "superseded_by"),

@@ -2,6 +2,7 @@
 
 Every figure on a monitoring page is shown with how old it is: `{{ age|age }}` gives "3 s", "4 min"...
 """
+import math
 from datetime import datetime, timezone
 
 from django import template
@@ -27,6 +28,16 @@ def age(seconds):
     return f"{seconds / 86400:.0f} d"
 
 
+def _number(value):
+    """A figure of a latest-state document as a finite float, or None when it is missing: None, an empty string
+    or anything else that is no number (a node whose polls stopped left an empty figure: a 500 before)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
 @register.filter
 def epoch_utc(value):
     """Epoch seconds -> "2026-11-28 11:40:02 UTC"; "" for None."""
@@ -37,12 +48,13 @@ def epoch_utc(value):
 
 @register.filter
 def num(value):
-    """Compact figure: 3353.47 -> "3,353", 241361.7 -> "241k", 21151075.5 -> "21.2M", 0.25 -> "0.25", None -> "–"."""
-    if value is None:
-        return "–"
+    """Compact figure: 3353.47 -> "3,353", 241361.7 -> "241k", 21151075.5 -> "21.2M", 0.25 -> "0.25"; "–" when
+    missing (_number)."""
     if isinstance(value, bool):
         return "yes" if value else "no"
-    v = float(value)
+    v = _number(value)
+    if v is None:
+        return "–"
     a = abs(v)
     if a >= 1_000_000_000:
         return f"{v / 1_000_000_000:.3g}G"
@@ -57,16 +69,14 @@ def num(value):
 
 @register.filter
 def us_to_ms(value):
-    if value is None:
-        return "–"
-    return f"{value / 1000:.2f}"
+    v = _number(value)
+    return "–" if v is None else f"{v / 1000:.2f}"
 
 
 @register.filter
 def pct(value):
-    if value is None:
-        return "–"
-    return f"{value * 100:.0f}%"
+    v = _number(value)
+    return "–" if v is None else f"{v * 100:.0f}%"
 
 
 @register.filter

@@ -121,6 +121,22 @@ def test_an_unreadable_document_does_not_break_the_page(small, live_redis, viewe
     assert "latest state unreadable" in attention
 
 
+def test_empty_figures_of_a_node_whose_polls_stopped_show_as_missing(small, live_redis, viewer_client):
+    """Issue 22: /clusters/N/ answered 500 (float('')) on an empty figure while a node's polls had stopped."""
+    cluster, node, servers = small
+    now = time.time()
+    doc = synthetic.proxysql_doc(runtime(servers), now - 20, ok=False)
+    for row in doc["pool"]:
+        row.update(conn_used="", conn_free=None, queries_ps="", latency_us="")
+    backend = synthetic.backend_doc(now - 20)
+    backend["state"].update(cluster_size="", local_recv_queue="", flow_control_paused="n/a")
+    live.write_many(live.PROXYSQL, {node.pk: doc})
+    live.write_many(live.BACKEND, {s.pk: backend for s in servers})
+    body = page(viewer_client, cluster.get_absolute_url())
+    assert 'data-state="stale"' in body and '<td class="num">– / –</td>' in body
+    assert page(viewer_client, reverse("monitoring:cluster_live", args=[cluster.pk])).count("<td class=\"num\">–</td>") >= 4
+
+
 def closed_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

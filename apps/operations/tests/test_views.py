@@ -144,3 +144,44 @@ def test_a_reader_drain_is_worded_for_a_reader_and_the_plan_names_backends_by_ad
     plan = switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True)
     page = operator_client.get(services.save_plan(plan, user=operator_user).get_absolute_url()).content.decode()
     assert "read_only = OFF on 127.0.0.1:3312" in page and "server #" not in page
+
+
+def test_a_planned_operation_nobody_confirmed_in_time_expires_and_offers_only_discard(operator_client, adopted_lab,
+                                                                                      operator_user, settings):
+    """Issue 22: planned operations never expired; a plan of yesterday could still be confirmed from its page."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.audit.models import AuditEvent
+    from apps.operations import services, switchover
+    from apps.operations.models import ClusterLock
+
+    cluster, _ = adopted_lab
+    settings.OPERATIONS_PLAN_CONFIRM_S = 600
+
+    def planned(minutes_ago):
+        op = services.save_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True),
+                                user=operator_user)
+        Operation.objects.filter(pk=op.pk).update(created_at=timezone.now() - timedelta(minutes=minutes_ago))
+        return Operation.objects.get(pk=op.pk)
+
+    late, fresh = planned(11), planned(1)
+    page = operator_client.get(late.get_absolute_url()).content.decode()
+    assert "data-plan-expired" in page and "planned 11 min ago and not confirmed within 10 min" in page
+    assert "Confirm and run" not in page and "Discard this plan" in page
+    assert "Confirm and run" in operator_client.get(fresh.get_absolute_url()).content.decode()
+    response = operator_client.post(reverse("operations:confirm", args=[late.pk]))  # a form left open
+    late.refresh_from_db()
+    assert response.status_code == 302 and late.state == "expired" and "not confirmed within 10 min" in late.error
+    assert not late.steps.exists() and not ClusterLock.objects.exists()
+    event = AuditEvent.objects.get(action="switchover expired")
+    assert event.actor == operator_user.get_username() and event.details["operation"] == late.pk
+    page = operator_client.get(late.get_absolute_url()).content.decode()
+    assert "Confirm and run" not in page and "Discard this plan" not in page
+
+    # The reaper's beat marks the ones nobody opens; a plan within its window stays.
+    old = planned(30)
+    assert services.expire_plans() == [old.pk]
+    assert Operation.objects.get(pk=old.pk).state == "expired" and Operation.objects.get(pk=fresh.pk).state == "planned"
+    assert AuditEvent.objects.get(action="switchover expired", actor="plan expiry").details["operation"] == old.pk
