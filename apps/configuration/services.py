@@ -373,6 +373,7 @@ def start_from_file(cluster, text, *, user, reason="", expect_version=None):
     """The change set of a configuration file (preview_from_file, which checked that its edits apply), saved as a
     draft."""
     cs = preview_from_file(cluster, text, reason=reason, expect_version=expect_version)
+    check_host_edits(cluster, cs.edits, user)
     cs.author, cs.author_name = user, user.get_username()
     cs.save()
     return cs
