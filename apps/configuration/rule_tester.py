@@ -21,7 +21,8 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .findings import compile_regex
+from .findings import compile_regex, regex_engine
+from .tables import MYSQL_QUERY_RULES, MYSQL_USERS, VARIABLES
 
 PCRE, RE2 = 1, 2
 
@@ -215,6 +216,8 @@ def evaluate(rules, query="", *, digest_text=None, digest=None, username="", sch
         if rule.get("apply"):
             step.sets.append("apply: the walk stops here")
             out.stopped_by = rule["rule_id"]
+            out.steps += [Step(r["rule_id"], flag, False, f"not reached: rule {rule['rule_id']} stopped the walk",
+                               comment=r.get("comment") or "") for r in ordered[i:]]
             break
         if rule.get("flagOUT") is not None and passes < iterations:
             passes += 1
@@ -229,3 +232,13 @@ def evaluate(rules, query="", *, digest_text=None, digest=None, username="", sch
             out.hostgroup_from = ("no rule set one and user " + (f"{username!r} is not in mysql_users" if username
                                                                  else "is not given: the user's default hostgroup"))
     return out
+
+
+def on_content(content, query="", **sample):
+    """evaluate() on a configuration's content (content.py): its rules and users, in its engine and iterations."""
+    try:
+        iterations = int((content.get(VARIABLES) or {}).get("mysql-query_processor_iterations") or 0)
+    except (TypeError, ValueError):
+        iterations = 0
+    return evaluate(content.get(MYSQL_QUERY_RULES.name) or [], query, engine=regex_engine(content),
+                    iterations=iterations, users=content.get(MYSQL_USERS.name) or [], **sample)

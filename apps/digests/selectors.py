@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import connection
 
+from apps.configuration import rule_tester, services as config_services
+from apps.configuration.models import ChangeSet
 from apps.fleet.models import Cluster, ProxySQLNode
 
 from . import search as search_index
@@ -644,3 +646,35 @@ def poll_summary(filters, now=None):
 
 def stale_after_s():
     return 3 * settings.MONITOR_DIGEST_INTERVAL_S
+
+
+# -- the rule tester -----------------------------------------------------------------------------------
+def rule_chains(sample):
+    """The rule tester's columns for a RuleSample: the cluster's current configuration version, and the chosen
+    draft change set's rules beside it. [] when there is nothing to test (no cluster, no query, no version)."""
+    if sample.cluster is None or not (sample.query or sample.digest):
+        return []
+    version = config_services.latest(sample.cluster)
+    if version is None:
+        return []
+    kwargs = {"username": sample.username, "schemaname": sample.schemaname, "client_addr": sample.client_addr}
+    if sample.digest is not None:
+        kwargs.update(digest_text=sample.digest.digest_text, digest=sample.digest.digest)
+    columns = [{"title": f"Current rules (version {version.number})", "url": version.get_absolute_url(),
+                "outcome": rule_tester.on_content(version.content, sample.query, **kwargs)}]
+    if sample.change_set is not None:
+        cs = sample.change_set
+        columns.append({"title": f"With change set #{cs.pk} (draft on version {cs.base.number})",
+                        "url": cs.get_absolute_url(),
+                        "outcome": rule_tester.on_content(config_services.target_of(cs), sample.query, **kwargs)})
+    return columns
+
+
+def rule_test_choices(cluster, now=None):
+    """The tester's pick lists for a cluster: its top digests of the last hour, its draft change sets."""
+    if cluster is None:
+        return {"digests": [], "change_sets": []}
+    now = int(now or time.time())
+    page = top_digests(window_for(now - 3600, now), Filters(cluster=cluster.pk), per_page=50, exact_total=False)
+    drafts = ChangeSet.objects.filter(cluster=cluster, state=ChangeSet.State.DRAFT).select_related("base")
+    return {"digests": page.rows, "change_sets": list(drafts[:50])}

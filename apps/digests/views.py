@@ -9,6 +9,7 @@ from django.template.response import TemplateResponse
 from django.views.decorators.http import require_GET
 
 from apps.accounts.roles import VIEWER, require_role
+from apps.fleet.models import Cluster
 
 from . import forms, selectors
 from .models import Digest
@@ -79,3 +80,17 @@ def digest_chart(request, pk):
     data = selectors.chart_series(digest, window, query.filters)
     data.update(digest=digest.digest, notes=notes)
     return JsonResponse(data)
+
+
+@require_role(VIEWER)
+@require_GET
+def rule_test(request):
+    """Which query rules a digest or a typed query hits on a cluster: its current rules, and beside them a
+    draft change set's (read only: nothing is sent to a node)."""
+    sample, notes = forms.parse_rule_sample(request.GET)
+    columns = selectors.rule_chains(sample)
+    if sample.cluster is not None and (sample.query or sample.digest) and not columns:
+        notes.append(f"{sample.cluster} has no configuration version yet: adopt a node first.")
+    return TemplateResponse(request, "digests/rule_test.html", {
+        "sample": sample, "notes": notes, "columns": columns, "clusters": Cluster.objects.order_by("name"),
+        "choices": selectors.rule_test_choices(sample.cluster)})

@@ -134,3 +134,10 @@ def test_unknown_user_and_digest_given():
 ])
 def test_normalise(query, text):
     assert normalise(query) == text
+
+
+def test_rules_after_apply_are_not_reached():
+    out = evaluate(READ_SPLIT, "SELECT 1 FOR UPDATE", username="app", users=USERS)
+    assert [(s.rule_id, s.reason) for s in out.steps] == [
+        (10, "match_digest '^SELECT.*FOR UPDATE' matches the digest text"),
+        (20, "not reached: rule 10 stopped the walk")]
