@@ -7,11 +7,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone as dt_timezone
 from urllib.parse import urlencode
 
+from django import forms as django_forms
 from django.utils import timezone
 
 from apps.configuration.models import ChangeSet
 from apps.fleet.models import HOSTGROUP_MAX, Cluster, ProxySQLNode
 
+from . import rules
 from .models import Digest
 from .selectors import DEFAULT_SORT, SORTS, Filters
 
@@ -191,3 +193,13 @@ def parse_rule_sample(get):
                       schemaname=_clean_text(get.get("schema", ""), 64, "schema name", notes),
                       client_addr=_clean_text(get.get("client", ""), 64, "client address", notes),
                       change_set=change_set), notes
+
+
+class DigestRuleForm(django_forms.Form):
+    """The digest page's "make a rule" form (rules.propose does the rest)."""
+    cluster = django_forms.ModelChoiceField(queryset=Cluster.objects.order_by("name"), empty_label=None)
+    action = django_forms.ChoiceField(choices=list(rules.ACTIONS.items()))
+    by = django_forms.ChoiceField(choices=list(rules.BY.items()), initial="text")
+    ttl = django_forms.IntegerField(required=False, min_value=1, max_value=2_147_483_647, label="cache TTL (ms)")
+    mirror_hostgroup = django_forms.IntegerField(required=False, min_value=0, max_value=HOSTGROUP_MAX)
+    error_msg = django_forms.CharField(required=False, max_length=500, label="error message")
