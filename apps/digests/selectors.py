@@ -678,3 +678,38 @@ def rule_test_choices(cluster, now=None):
     page = top_digests(window_for(now - 3600, now), Filters(cluster=cluster.pk), per_page=50, exact_total=False)
     drafts = ChangeSet.objects.filter(cluster=cluster, state=ChangeSet.State.DRAFT).select_related("base")
     return {"digests": page.rows, "change_sets": list(drafts[:50])}
+
+
+def digest_summary(digest, window, filters, breakdown):
+    """The detail page's figures beyond the per-source rows: when the polls first and last saw the digest (all
+    history kept), its share of the window's total time and executions (same filters), and its split by
+    hostgroup. `breakdown`: digest_breakdown()'s rows for this window."""
+    table = DigestStat._meta.db_table
+    with connection.cursor() as cur:  # (digest, resolution, ts) is indexed: one short range per resolution
+        cur.execute(f"SELECT resolution, MIN(ts), MAX(ts) FROM {table} WHERE digest_id = %s GROUP BY resolution",
+                    [digest.pk])
+        seen = cur.fetchall()
+        where, params = _where(window, Filters(**{**filters.__dict__, "search": ""}))
+        cur.execute(f"SELECT SUM(sum_time), SUM(count_star) FROM {table} WHERE {where}", params)
+        all_time, all_count = (int(v or 0) for v in cur.fetchone())
+    raw = [r for r in seen if r[0] == RAW]
+    total_us = sum(b["total_us"] for b in breakdown)
+    count = sum(b["count"] for b in breakdown)
+    hostgroups = {}
+    for b in breakdown:
+        if b["source"] is None:
+            continue
+        number = b["source"].hostgroup
+        hg = hostgroups.setdefault(number, {"hostgroup": number, "count": 0, "total_us": 0})
+        hg["count"] += b["count"]
+        hg["total_us"] += b["total_us"]
+    split = sorted(hostgroups.values(), key=lambda h: -h["total_us"])
+    for h in split:
+        h["time_share"] = h["total_us"] / total_us if total_us else None
+        h["avg_us"] = h["total_us"] / h["count"] if h["count"] else None
+    return {"first_seen": digest.first_polled_at or min((r[1] for r in seen), default=None),
+            "last_seen": raw[0][2] if raw else max((r[2] for r in seen), default=None),
+            "total_us": total_us, "count": count,
+            "time_share": total_us / all_time if all_time else None,
+            "count_share": count / all_count if all_count else None,
+            "hostgroups": split}

@@ -64,9 +64,10 @@ def digest_detail(request, pk):
     digest = get_object_or_404(Digest, pk=pk)
     query, notes = forms.parse(request.GET)
     window = _window(query)
+    breakdown = selectors.digest_breakdown(digest, window, query.filters) if window.pieces else []
     return TemplateResponse(request, "digests/digest_detail.html", {
         "digest": digest, "query": query, "window": window, "notes": notes, "windows": forms.WINDOWS,
-        "breakdown": selectors.digest_breakdown(digest, window, query.filters) if window.pieces else [],
+        "breakdown": breakdown, "summary": selectors.digest_summary(digest, window, query.filters, breakdown),
         "back": query.querystring(), "rule_form": forms.DigestRuleForm(initial={"cluster": query.filters.cluster}),
     })
 
