@@ -513,13 +513,15 @@ def digest_breakdown(digest, window, filters):
     table = DigestStat._meta.db_table
     where, params = _where(window, Filters(**{**filters.__dict__, "search": ""}))
     with connection.cursor() as cur:
-        cur.execute(f"SELECT source_id, SUM(count_star), SUM(sum_time), MAX(max_time), MIN(min_time) FROM {table}"
+        cur.execute(f"SELECT source_id, SUM(count_star), SUM(sum_time), MAX(max_time), MIN(min_time), SUM(rows_sent),"
+                    f" SUM(rows_affected), SUM(CASE WHEN rows_sent IS NULL THEN 0 ELSE count_star END) FROM {table}"
                     f" WHERE {where} AND digest_id = %s GROUP BY source_id ORDER BY SUM(sum_time) DESC",
                     params + [digest.pk])
         rows = cur.fetchall()
     sources = {s.pk: s for s in DigestSource.objects.filter(pk__in=[r[0] for r in rows]).select_related("node__cluster")}
     return [{"source": sources.get(r[0]), "count": int(r[1]), "total_us": int(r[2]), "max_us": _int(r[3]),
-             "min_us": _int(r[4]), "avg_us": int(r[2]) / int(r[1]) if r[1] else None} for r in rows]
+             "min_us": _int(r[4]), "avg_us": int(r[2]) / int(r[1]) if r[1] else None,
+             "rows_sent": _int(r[5]), "rows_affected": _int(r[6]), "rows_count": int(r[7] or 0)} for r in rows]
 
 
 def chart_bucket(seconds):
@@ -707,7 +709,15 @@ def digest_summary(digest, window, filters, breakdown):
     for h in split:
         h["time_share"] = h["total_us"] / total_us if total_us else None
         h["avg_us"] = h["total_us"] / h["count"] if h["count"] else None
-    return {"first_seen": digest.first_polled_at or min((r[1] for r in seen), default=None),
+    with_rows = [b for b in breakdown if b["rows_sent"] is not None]
+    rows_count = sum(b["rows_count"] for b in with_rows)
+    rows = None
+    if with_rows:
+        sent, affected = sum(b["rows_sent"] for b in with_rows), sum(b["rows_affected"] or 0 for b in with_rows)
+        rows = {"sent": sent, "affected": affected, "executions": rows_count, "partial": rows_count < count,
+                "sent_each": sent / rows_count if rows_count else None,
+                "affected_each": affected / rows_count if rows_count else None}
+    return {"rows": rows, "first_seen": digest.first_polled_at or min((r[1] for r in seen), default=None),
             "last_seen": raw[0][2] if raw else max((r[2] for r in seen), default=None),
             "total_us": total_us, "count": count,
             "time_share": total_us / all_time if all_time else None,

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from apps.digests.models import HOUR, RAW
+from apps.digests.models import HOUR, RAW, DigestStat
 
 from .factories import digest, fleet, source, stat
 
@@ -42,7 +42,7 @@ def test_first_and_last_seen_share_and_hostgroups(viewer_client, shop):
     assert fact(html, "count-share") == "39.6 %"         # 40 of 101 executions
     shares = re.findall(r'<tr data-hostgroup="(\d+)">.*?data-col="share">(.*?)</td>', html, re.S)
     assert shares == [("101", "75.0 %"), ("100", "25.0 %")]
-    assert fact(html, "rows") == "not polled yet"
+    assert fact(html, "rows") == "not polled in this window"  # the factory's rows carry none
     assert "keeps no example query" in html
 
 
@@ -59,3 +59,12 @@ def test_a_digest_that_did_not_run_in_the_window(viewer_client, shop):
     assert fact(html, "time-share") == "–" and fact(html, "count") == "0"
     assert "It did not run in this window." in html
     assert fact(html, "last-seen") != "(unknown)"
+
+
+def test_rows_sent_and_affected(viewer_client, shop):
+    d, now, (n1, _) = shop["digest"], shop["now"], shop["nodes"]
+    DigestStat.objects.create(resolution=RAW, ts=now - 100, source=source(n1, 101), digest=d, count_star=20,
+                              sum_time=100, rows_sent=50, rows_affected=0)
+    html = viewer_client.get(f"/digests/{d.pk}/").content.decode()
+    assert fact(html, "rows") == "50 / 0" and fact(html, "rows-each") == "2.5 sent / 0.0 affected"
+    assert "Rows are counted for 20 of the 60 executions" in html
