@@ -248,6 +248,8 @@ class DigestRow:
     sum_time: int
     min_time: int
     max_time: int
+    sum_rows_affected: int = 0
+    sum_rows_sent: int = 0
 
     @property
     def key(self):
@@ -255,7 +257,7 @@ class DigestRow:
 
 
 DIGEST_COLUMNS = ("hostgroup", "schemaname", "username", "client_address", "digest", "count_star", "first_seen",
-                  "last_seen", "sum_time", "min_time", "max_time")
+                  "last_seen", "sum_time", "min_time", "max_time", "sum_rows_affected", "sum_rows_sent")
 
 
 class ProxySQLAdmin:
@@ -439,11 +441,11 @@ class ProxySQLAdmin:
             raise UnexpectedResult(self.name, f"read {table}", f"columns {result.columns!r}")
         rows = []
         try:
-            for hg, schema, user, client, digest, count, first, last, total, least, most in result.rows:
+            for hg, schema, user, client, digest, count, first, last, total, least, most, affected, sent in result.rows:
                 if not digest:
                     raise ValueError(digest)
                 rows.append(DigestRow(int(hg), schema or "", user or "", client or "", digest, int(count), int(first),
-                                      int(last), int(total), int(least), int(most)))
+                                      int(last), int(total), int(least), int(most), int(affected), int(sent)))
         except (TypeError, ValueError):
             raise UnexpectedResult(self.name, f"read {table}", f"not a digest row: {result.rows[len(rows)]!r}") from None
         return rows

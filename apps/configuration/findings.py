@@ -115,17 +115,20 @@ def operational_findings(cluster, base, target, nodes, *, write_back=False):
     return out
 
 
+def compile_regex(pattern, caseless, engine):
+    """The pattern compiled as ProxySQL's engine would (1: PCRE, 2: RE2); raises that library's error."""
+    if engine == 2:
+        options = re2.Options()
+        options.case_sensitive = not caseless
+        options.log_errors = False
+        return re2.compile(pattern, options)
+    return pcre2.compile(pattern, pcre2.I if caseless else 0)
+
+
 def regex_error(pattern, modifiers, engine):
     """None if ProxySQL's regex engine compiles it, else its error (engine 1: PCRE, 2: RE2)."""
-    caseless = "CASELESS" in (modifiers or "").upper()
     try:
-        if engine == 2:
-            options = re2.Options()
-            options.case_sensitive = not caseless
-            options.log_errors = False
-            re2.compile(pattern, options)
-        else:
-            pcre2.compile(pattern, pcre2.I if caseless else 0)
+        compile_regex(pattern, "CASELESS" in (modifiers or "").upper(), engine)
     except Exception as exc:  # each library has its own error class
         return str(exc).strip("b'\"")
     return None

@@ -1,8 +1,9 @@
 """Deltas of cumulative digest counters between two polls of one node (pure: no I/O).
 
 The baseline is the previous poll's rows, as kept in Redis: field "hostgroup TAB schema TAB user TAB
-client TAB digest" -> value "count sum_time min_time max_time first_seen" (bytes, as Redis returns
-them). An unchanged row has a byte-identical value and costs no parsing.
+client TAB digest" -> value "count sum_time min_time max_time first_seen rows_sent rows_affected" (bytes,
+as Redis returns them). An unchanged row has a byte-identical value and costs no parsing. A baseline
+written before the rows were read (five numbers) gives that interval no rows delta (NULL), the rest as usual.
 
 Per row, against its baseline:
 - same value: nothing ran; no delta.
@@ -31,6 +32,8 @@ class Delta:
     sum_time: int
     min_time: int | None
     max_time: int | None
+    rows_sent: int | None = None
+    rows_affected: int | None = None
 
 
 @dataclass
@@ -44,13 +47,14 @@ class Outcome:
 
 def field_and_value(row):
     field = f"{row.hostgroup}\t{row.schemaname}\t{row.username}\t{row.client_address}\t{row.digest}".encode()
-    value = f"{row.count_star} {row.sum_time} {row.min_time} {row.max_time} {row.first_seen}".encode()
+    value = (f"{row.count_star} {row.sum_time} {row.min_time} {row.max_time} {row.first_seen}"
+             f" {row.sum_rows_sent} {row.sum_rows_affected}").encode()
     return field, value
 
 
 def _whole(row):
     return Delta(row.hostgroup, row.schemaname, row.username, row.client_address, row.digest, row.count_star,
-                 row.sum_time, row.min_time, row.max_time)
+                 row.sum_time, row.min_time, row.max_time, row.sum_rows_sent, row.sum_rows_affected)
 
 
 def compute(rows, baseline):
@@ -69,7 +73,7 @@ def compute(rows, baseline):
                 deltas.append(_whole(row))
             continue
         try:
-            count0, sum0, min0, max0, first0 = (int(x) for x in old.split())
+            count0, sum0, min0, max0, first0, *rows0 = (int(x) for x in old.split())
         except ValueError:  # a baseline we cannot read is no baseline for this row
             continue
         if row.count_star < count0 or row.sum_time < sum0 or row.first_seen != first0:
@@ -84,8 +88,10 @@ def compute(rows, baseline):
         single = ds if dc == 1 else None
         max_time = row.max_time if row.max_time > max0 else single
         min_time = row.min_time if row.min_time < min0 else single
+        sent, affected = ((row.sum_rows_sent - rows0[0], row.sum_rows_affected - rows0[1]) if len(rows0) == 2
+                          else (None, None))
         deltas.append(Delta(row.hostgroup, row.schemaname, row.username, row.client_address, row.digest, dc, ds,
-                            min_time, max_time))
+                            min_time, max_time, sent, affected))
     seen = {field for _, field, _ in encoded}
     removed = [field for field in baseline if field not in seen]
     return Outcome(deltas, changed, removed, resets, False)

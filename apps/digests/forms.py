@@ -7,10 +7,14 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone as dt_timezone
 from urllib.parse import urlencode
 
+from django import forms as django_forms
 from django.utils import timezone
 
+from apps.configuration.models import ChangeSet
 from apps.fleet.models import HOSTGROUP_MAX, Cluster, ProxySQLNode
 
+from . import rules
+from .models import Digest
 from .selectors import DEFAULT_SORT, SORTS, Filters
 
 WINDOWS = {"5m": ("last 5 minutes", 300), "1h": ("last hour", 3600), "24h": ("last 24 hours", 86400)}
@@ -151,3 +155,51 @@ def parse(get, now=None):
         page = MAX_PAGE  # clamped again to the last page by the query
     return DigestQuery(window=window, start=start, end=end, custom_from=custom_from, custom_to=custom_to,
                        filters=filters, sort=sort, descending=direction == "desc", page=page or 1), notes
+
+
+@dataclass(frozen=True)
+class RuleSample:
+    """The rule tester's form: a cluster, a digest picked from the list or a typed query, who sends it from
+    where, and optionally a draft change set to compare with."""
+    cluster: object = None      # Cluster
+    digest: object = None       # Digest
+    query: str = ""
+    username: str = ""
+    schemaname: str = ""
+    client_addr: str = ""
+    change_set: object = None   # a draft ChangeSet of the cluster
+
+
+QUERY_MAX = 10_000
+
+
+def parse_rule_sample(get):
+    """(RuleSample, [notes]) from request.GET, as leniently as parse()."""
+    notes = []
+    cluster = _int_param(get.get("cluster"), "cluster", notes, 1, 2**63 - 1)
+    cluster = Cluster.objects.filter(pk=cluster).first() if cluster is not None else None
+    if get.get("cluster") and cluster is None and not notes:
+        notes.append("No such cluster: choose one.")
+    digest = _int_param(get.get("digest"), "digest", notes, 1, 2**63 - 1)
+    digest = Digest.objects.filter(pk=digest).first() if digest is not None else None
+    query = get.get("query", "").replace("\r", " ").replace("\n", " ").replace("\t", " ")
+    change_set = _int_param(get.get("change_set"), "change set", notes, 1, 2**63 - 1)
+    if change_set is not None:
+        change_set = ChangeSet.objects.filter(pk=change_set, cluster=cluster, state=ChangeSet.State.DRAFT).first()
+        if change_set is None:
+            notes.append("That change set is not a draft of this cluster: showing the current rules only.")
+    return RuleSample(cluster=cluster, digest=digest, query=_clean_text(query, QUERY_MAX, "query", notes),
+                      username=_clean_text(get.get("user", ""), 80, "user name", notes),
+                      schemaname=_clean_text(get.get("schema", ""), 64, "schema name", notes),
+                      client_addr=_clean_text(get.get("client", ""), 64, "client address", notes),
+                      change_set=change_set), notes
+
+
+class DigestRuleForm(django_forms.Form):
+    """The digest page's "make a rule" form (rules.propose does the rest)."""
+    cluster = django_forms.ModelChoiceField(queryset=Cluster.objects.order_by("name"), empty_label=None)
+    action = django_forms.ChoiceField(choices=list(rules.ACTIONS.items()))
+    by = django_forms.ChoiceField(choices=list(rules.BY.items()), initial="text")
+    ttl = django_forms.IntegerField(required=False, min_value=1, max_value=2_147_483_647, label="cache TTL (ms)")
+    mirror_hostgroup = django_forms.IntegerField(required=False, min_value=0, max_value=HOSTGROUP_MAX)
+    error_msg = django_forms.CharField(required=False, max_length=500, label="error message")

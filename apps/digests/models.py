@@ -90,6 +90,8 @@ class DigestStat(models.Model):
     sum_time = models.BigIntegerField(help_text="microseconds")
     min_time = models.BigIntegerField(null=True)
     max_time = models.BigIntegerField(null=True)
+    rows_sent = models.BigIntegerField(null=True, help_text="sum_rows_sent's delta; NULL: not read then")
+    rows_affected = models.BigIntegerField(null=True, help_text="sum_rows_affected's delta; NULL: not read then")
 
     class Meta:
         indexes = [models.Index(fields=["digest", "resolution", "ts"], name="digeststat_digest_res_ts")]

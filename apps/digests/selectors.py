@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import connection
 
+from apps.configuration import rule_tester, services as config_services
+from apps.configuration.models import ChangeSet
 from apps.fleet.models import Cluster, ProxySQLNode
 
 from . import search as search_index
@@ -511,13 +513,15 @@ def digest_breakdown(digest, window, filters):
     table = DigestStat._meta.db_table
     where, params = _where(window, Filters(**{**filters.__dict__, "search": ""}))
     with connection.cursor() as cur:
-        cur.execute(f"SELECT source_id, SUM(count_star), SUM(sum_time), MAX(max_time), MIN(min_time) FROM {table}"
+        cur.execute(f"SELECT source_id, SUM(count_star), SUM(sum_time), MAX(max_time), MIN(min_time), SUM(rows_sent),"
+                    f" SUM(rows_affected), SUM(CASE WHEN rows_sent IS NULL THEN 0 ELSE count_star END) FROM {table}"
                     f" WHERE {where} AND digest_id = %s GROUP BY source_id ORDER BY SUM(sum_time) DESC",
                     params + [digest.pk])
         rows = cur.fetchall()
     sources = {s.pk: s for s in DigestSource.objects.filter(pk__in=[r[0] for r in rows]).select_related("node__cluster")}
     return [{"source": sources.get(r[0]), "count": int(r[1]), "total_us": int(r[2]), "max_us": _int(r[3]),
-             "min_us": _int(r[4]), "avg_us": int(r[2]) / int(r[1]) if r[1] else None} for r in rows]
+             "min_us": _int(r[4]), "avg_us": int(r[2]) / int(r[1]) if r[1] else None,
+             "rows_sent": _int(r[5]), "rows_affected": _int(r[6]), "rows_count": int(r[7] or 0)} for r in rows]
 
 
 def chart_bucket(seconds):
@@ -644,3 +648,78 @@ def poll_summary(filters, now=None):
 
 def stale_after_s():
     return 3 * settings.MONITOR_DIGEST_INTERVAL_S
+
+
+# -- the rule tester -----------------------------------------------------------------------------------
+def rule_chains(sample):
+    """The rule tester's columns for a RuleSample: the cluster's current configuration version, and the chosen
+    draft change set's rules beside it. [] when there is nothing to test (no cluster, no query, no version)."""
+    if sample.cluster is None or not (sample.query or sample.digest):
+        return []
+    version = config_services.latest(sample.cluster)
+    if version is None:
+        return []
+    kwargs = {"username": sample.username, "schemaname": sample.schemaname, "client_addr": sample.client_addr}
+    if sample.digest is not None:
+        kwargs.update(digest_text=sample.digest.digest_text, digest=sample.digest.digest)
+    columns = [{"title": f"Current rules (version {version.number})", "url": version.get_absolute_url(),
+                "outcome": rule_tester.on_content(version.content, sample.query, **kwargs)}]
+    if sample.change_set is not None:
+        cs = sample.change_set
+        columns.append({"title": f"With change set #{cs.pk} (draft on version {cs.base.number})",
+                        "url": cs.get_absolute_url(),
+                        "outcome": rule_tester.on_content(config_services.target_of(cs), sample.query, **kwargs)})
+    return columns
+
+
+def rule_test_choices(cluster, now=None):
+    """The tester's pick lists for a cluster: its top digests of the last hour, its draft change sets."""
+    if cluster is None:
+        return {"digests": [], "change_sets": []}
+    now = int(now or time.time())
+    page = top_digests(window_for(now - 3600, now), Filters(cluster=cluster.pk), per_page=50, exact_total=False)
+    drafts = ChangeSet.objects.filter(cluster=cluster, state=ChangeSet.State.DRAFT).select_related("base")
+    return {"digests": page.rows, "change_sets": list(drafts[:50])}
+
+
+def digest_summary(digest, window, filters, breakdown):
+    """The detail page's figures beyond the per-source rows: when the polls first and last saw the digest (all
+    history kept), its share of the window's total time and executions (same filters), and its split by
+    hostgroup. `breakdown`: digest_breakdown()'s rows for this window."""
+    table = DigestStat._meta.db_table
+    with connection.cursor() as cur:  # (digest, resolution, ts) is indexed: one short range per resolution
+        cur.execute(f"SELECT resolution, MIN(ts), MAX(ts) FROM {table} WHERE digest_id = %s GROUP BY resolution",
+                    [digest.pk])
+        seen = cur.fetchall()
+        where, params = _where(window, Filters(**{**filters.__dict__, "search": ""}))
+        cur.execute(f"SELECT SUM(sum_time), SUM(count_star) FROM {table} WHERE {where}", params)
+        all_time, all_count = (int(v or 0) for v in cur.fetchone())
+    raw = [r for r in seen if r[0] == RAW]
+    total_us = sum(b["total_us"] for b in breakdown)
+    count = sum(b["count"] for b in breakdown)
+    hostgroups = {}
+    for b in breakdown:
+        if b["source"] is None:
+            continue
+        number = b["source"].hostgroup
+        hg = hostgroups.setdefault(number, {"hostgroup": number, "count": 0, "total_us": 0})
+        hg["count"] += b["count"]
+        hg["total_us"] += b["total_us"]
+    split = sorted(hostgroups.values(), key=lambda h: -h["total_us"])
+    for h in split:
+        h["time_share"] = h["total_us"] / total_us if total_us else None
+        h["avg_us"] = h["total_us"] / h["count"] if h["count"] else None
+    with_rows = [b for b in breakdown if b["rows_sent"] is not None]
+    rows_count = sum(b["rows_count"] for b in with_rows)
+    rows = None
+    if with_rows:
+        sent, affected = sum(b["rows_sent"] for b in with_rows), sum(b["rows_affected"] or 0 for b in with_rows)
+        rows = {"sent": sent, "affected": affected, "executions": rows_count, "partial": rows_count < count,
+                "sent_each": sent / rows_count if rows_count else None,
+                "affected_each": affected / rows_count if rows_count else None}
+    return {"rows": rows, "first_seen": digest.first_polled_at or min((r[1] for r in seen), default=None),
+            "last_seen": raw[0][2] if raw else max((r[2] for r in seen), default=None),
+            "total_us": total_us, "count": count,
+            "time_share": total_us / all_time if all_time else None,
+            "count_share": count / all_count if all_count else None,
+            "hostgroups": split}

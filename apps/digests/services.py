@@ -246,7 +246,7 @@ def store(result, state, scope=None):
         digest_ids = _digest_id_map({d.digest for d in deltas}, result.texts, ts)
         source_ids = _source_id_map(node.pk, {_source_key(d) for d in deltas})
         objs = [(RAW, ts, source_ids[(node.pk, *_source_key(d))], digest_ids[d.digest], d.count_star, d.sum_time,
-                 d.min_time, d.max_time) for d in deltas]
+                 d.min_time, d.max_time, d.rows_sent, d.rows_affected) for d in deltas]
     state_baseline = state.baseline_ts or ts
     mirror_rows = []
     if result.mirror_before is not None and not outcome.full:
@@ -261,8 +261,8 @@ def store(result, state, scope=None):
         with connection.cursor() as cur:
             for i in range(0, len(objs), CHUNK):
                 cur.executemany(f"INSERT INTO {DigestStat._meta.db_table} (resolution, ts, source_id, digest_id,"
-                                f" count_star, sum_time, min_time, max_time) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                                objs[i:i + CHUNK])
+                                f" count_star, sum_time, min_time, max_time, rows_sent, rows_affected)"
+                                f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", objs[i:i + CHUNK])
         DigestPoll.objects.create(resolution=RAW, ts=ts, node_id=node.pk, polls_ok=0 if outcome.full else 1,
                                   stat_rows=len(objs), interval_s=0 if outcome.full else ts - state_baseline)
         mirroring.store_samples(mirror_rows)
@@ -412,8 +412,9 @@ def _roll_bucket(level, source, start, stop):
     stat, poll = DigestStat._meta.db_table, DigestPoll._meta.db_table
     with connection.cursor() as cur:
         cur.execute(
-            f"INSERT INTO {stat} (resolution, ts, source_id, digest_id, count_star, sum_time, min_time, max_time)"
-            f" SELECT %s, %s, source_id, digest_id, SUM(count_star), SUM(sum_time), MIN(min_time), MAX(max_time)"
+            f"INSERT INTO {stat} (resolution, ts, source_id, digest_id, count_star, sum_time, min_time, max_time,"
+            f" rows_sent, rows_affected) SELECT %s, %s, source_id, digest_id, SUM(count_star), SUM(sum_time),"
+            f" MIN(min_time), MAX(max_time), SUM(rows_sent), SUM(rows_affected)"
             f" FROM {stat} WHERE resolution = %s AND ts >= %s AND ts < %s GROUP BY source_id, digest_id",
             [level, start, source, start, stop])
         rows = cur.rowcount

@@ -3,14 +3,16 @@ hrefs kept), one digest's detail, and the JSON that feeds its chart. Viewer role
 the middleware; a user without a role gets 403)."""
 from dataclasses import replace
 
+from django.contrib import messages
 from django.http import JsonResponse
-from django.shortcuts import get_object_or_404
+from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
-from apps.accounts.roles import VIEWER, require_role
+from apps.accounts.roles import OPERATOR, VIEWER, require_role
+from apps.fleet.models import Cluster
 
-from . import forms, selectors
+from . import forms, rules, selectors
 from .models import Digest
 
 
@@ -62,10 +64,11 @@ def digest_detail(request, pk):
     digest = get_object_or_404(Digest, pk=pk)
     query, notes = forms.parse(request.GET)
     window = _window(query)
+    breakdown = selectors.digest_breakdown(digest, window, query.filters) if window.pieces else []
     return TemplateResponse(request, "digests/digest_detail.html", {
         "digest": digest, "query": query, "window": window, "notes": notes, "windows": forms.WINDOWS,
-        "breakdown": selectors.digest_breakdown(digest, window, query.filters) if window.pieces else [],
-        "back": query.querystring(),
+        "breakdown": breakdown, "summary": selectors.digest_summary(digest, window, query.filters, breakdown),
+        "back": query.querystring(), "rule_form": forms.DigestRuleForm(initial={"cluster": query.filters.cluster}),
     })
 
 
@@ -79,3 +82,39 @@ def digest_chart(request, pk):
     data = selectors.chart_series(digest, window, query.filters)
     data.update(digest=digest.digest, notes=notes)
     return JsonResponse(data)
+
+
+@require_role(VIEWER)
+@require_GET
+def rule_test(request):
+    """Which query rules a digest or a typed query hits on a cluster: its current rules, and beside them a
+    draft change set's (read only: nothing is sent to a node)."""
+    sample, notes = forms.parse_rule_sample(request.GET)
+    columns = selectors.rule_chains(sample)
+    if sample.cluster is not None and (sample.query or sample.digest) and not columns:
+        notes.append(f"{sample.cluster} has no configuration version yet: adopt a node first.")
+    return TemplateResponse(request, "digests/rule_test.html", {
+        "sample": sample, "notes": notes, "columns": columns, "clusters": Cluster.objects.order_by("name"),
+        "choices": selectors.rule_test_choices(sample.cluster)})
+
+
+@require_role(OPERATOR)
+@require_POST
+def digest_rule(request, pk):
+    """A new query rule for this digest as a draft change set; the operator reviews and plans it there."""
+    digest = get_object_or_404(Digest, pk=pk)
+    form = forms.DigestRuleForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The rule is not valid: " + "; ".join(f"{k}: {e}" for k, errs in form.errors.items()
+                                                                       for e in errs))
+        return redirect("digests:detail", digest.pk)
+    values = form.cleaned_data
+    try:
+        cs = rules.propose(values["cluster"], digest, values["action"], user=request.user, request=request,
+                           by=values["by"], ttl=values["ttl"], mirror_hostgroup=values["mirror_hostgroup"],
+                           error_msg=values["error_msg"])
+    except rules.RuleRefused as exc:
+        messages.error(request, f"No rule made: {exc}.")
+        return redirect("digests:detail", digest.pk)
+    messages.success(request, f"Draft {cs} holds the new rule: review it, test it, then plan it.")
+    return redirect(cs)

@@ -52,3 +52,13 @@ def seconds_ago(value):
     if value < 172800:
         return f"{value / 3600:.0f} h ago"
     return f"{value / 86400:.0f} days ago"
+
+
+@register.filter
+def share(value):
+    """A fraction as a percentage with one decimal ("–" when unknown; "<0.1 %" rather than a false 0)."""
+    if value is None:
+        return "–"
+    if 0 < value < 0.001:
+        return "<0.1 %"
+    return f"{value * 100:.1f} %"

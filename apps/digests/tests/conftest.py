@@ -56,8 +56,8 @@ def add_queries(double, n):
     double.traffic.set_digests(queries=n)
 
 
-def read_digest_table(double, table="stats_mysql_query_digest"):
-    """The double's digest table read directly, as another tool would: {key: (count, sum_time)}."""
+def read_digest_table(double, table="stats_mysql_query_digest", figures="count_star, sum_time"):
+    """The double's digest table read directly, as another tool would: {key: (count, sum_time)} (or `figures`)."""
     deadline = time.monotonic() + 3
     while True:
         try:
@@ -69,8 +69,8 @@ def read_digest_table(double, table="stats_mysql_query_digest"):
             time.sleep(0.05)
     try:
         cur = conn.cursor()
-        cur.execute(f"SELECT hostgroup, schemaname, username, client_address, digest, count_star, sum_time FROM {table}")
-        return {(int(r[0]), r[1], r[2], r[3], r[4]): (int(r[5]), int(r[6])) for r in cur.fetchall()}
+        cur.execute(f"SELECT hostgroup, schemaname, username, client_address, digest, {figures} FROM {table}")
+        return {(int(r[0]), r[1], r[2], r[3], r[4]): tuple(int(v) for v in r[5:]) for r in cur.fetchall()}
     finally:
         conn.close()
 

@@ -3,8 +3,8 @@ from apps.clients.proxysql import DigestRow
 from apps.digests.deltas import compute, field_and_value
 
 
-def row(digest="0xA", count=10, total=1000, least=50, most=300, first=100, hg=101):
-    return DigestRow(hg, "shop", "app", "", digest, count, first, first + 50, total, least, most)
+def row(digest="0xA", count=10, total=1000, least=50, most=300, first=100, hg=101, affected=0, sent=0):
+    return DigestRow(hg, "shop", "app", "", digest, count, first, first + 50, total, least, most, affected, sent)
 
 
 def baseline(*rows):
@@ -56,3 +56,16 @@ def test_rows_that_disappear_leave_the_baseline():
 def test_same_digest_in_two_hostgroups_are_two_series():
     out = compute([row(count=12, total=1200), row(hg=100, count=7, total=700)], baseline(row(), row(hg=100, count=5, total=500)))
     assert sorted((d.hostgroup, d.count_star) for d in out.deltas) == [(100, 2), (101, 2)]
+
+
+def test_rows_sent_and_affected_are_deltas_too():
+    (d,) = compute([row(count=15, total=1600, sent=90, affected=7)], baseline(row(sent=40, affected=2))).deltas
+    assert (d.rows_sent, d.rows_affected) == (50, 5)
+    (d,) = compute([row(digest="0xB", sent=30, affected=1)], baseline(row())).deltas  # new: all of it
+    assert (d.rows_sent, d.rows_affected) == (30, 1)
+
+
+def test_a_baseline_from_before_rows_were_read_gives_no_rows_delta():
+    old = {field: b" ".join(value.split()[:5]) for field, value in baseline(row()).items()}
+    (d,) = compute([row(count=15, total=1600, sent=90)], old).deltas
+    assert (d.count_star, d.sum_time, d.rows_sent, d.rows_affected) == (5, 600, None, None)

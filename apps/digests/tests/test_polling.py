@@ -71,6 +71,24 @@ def test_two_polls_store_the_interval_deltas(digest_lab):
         assert row.min_time == row.max_time == total
 
 
+def test_rows_sent_and_affected_are_stored_per_interval(digest_lab):
+    cluster, nodes, doubles = digest_lab
+    t0 = time.time()
+    services.poll_round(nodes, now=t0)
+    figures = "count_star, sum_rows_sent, sum_rows_affected"
+    before = read_digest_table(doubles[0], figures=figures)
+    add_queries(doubles[0], 3000)
+    after = read_digest_table(doubles[0], figures=figures)
+    services.poll_round(nodes, now=t0 + 30)
+    stored = DigestStat.objects.filter(resolution=RAW, ts=int(t0) + 30, source__node=nodes[0]).values_list(
+        "source__hostgroup", "source__schemaname", "source__username", "source__client_address", "digest__digest",
+        "rows_sent", "rows_affected")
+    expected = {k: (v[1] - before.get(k, (0, 0, 0))[1], v[2] - before.get(k, (0, 0, 0))[2])
+                for k, v in after.items() if v[0] != before.get(k, (0,))[0]}
+    assert {r[:5]: r[5:] for r in stored} == expected
+    assert any(sent for sent, _ in expected.values()) and any(affected for _, affected in expected.values())
+
+
 def test_reset_and_restart_give_no_negative_or_doubled_figures(digest_lab):
     cluster, nodes, (first, second) = digest_lab
     t0 = int(time.time())
@@ -192,7 +210,8 @@ def test_garbage_from_a_node_fails_that_node_only(digest_lab):
     second.query("DROP VIEW stats.stats_mysql_query_digest")
     second.query("CREATE VIEW stats.stats_mysql_query_digest AS SELECT 'x' AS hostgroup, 'a' AS schemaname,"
                  " 'b' AS username, '' AS client_address, '0x1' AS digest, 'q' AS digest_text, 'many' AS count_star,"
-                 " '1' AS first_seen, '1' AS last_seen, '1' AS sum_time, '1' AS min_time, '1' AS max_time")
+                 " '1' AS first_seen, '1' AS last_seen, '1' AS sum_time, '1' AS min_time, '1' AS max_time,"
+                 " '1' AS sum_rows_affected, '1' AS sum_rows_sent")  # every column of ProxySQL 2.7.1's table
     summary = services.poll_round(nodes, now=time.time())
     assert summary["failed"] == 1
     bad = DigestNodeState.objects.get(node=nodes[1])

@@ -1,0 +1,244 @@
+"""Which query rules a query hits, as ProxySQL 2.7's query processor decides it. Pure: rows in, a chain out.
+
+ProxySQL (Query_Processor::process_mysql_query) walks the active rules in rule_id order with a flag that
+starts at 0. A rule is skipped unless its flagIN equals the flag and every condition it has holds:
+username, schemaname, client_addr (exact, or a prefix before a trailing '%'), digest (the hash),
+match_digest (on the digest text) and match_pattern (on the query as sent, or as rewritten by an earlier
+rule's replace_pattern); negate_match_pattern inverts both regex conditions. A rule that matches sets
+what it has (the last one to set a destination, cache_ttl, mirror or error wins), sets the flag to its
+flagOUT, and stops the walk when apply=1. After a flagOUT the walk goes on with the next rule, or starts
+again from the first rule when mysql-query_processor_iterations allows (0 by default). No destination:
+the user's default_hostgroup.
+
+The regexes run in ProxySQL's engine (mysql-query_processor_regex: 1 PCRE, 2 RE2) through the same
+libraries the rule forms compile them with (pcre2, google-re2); a pattern that does not compile never
+matches, as in ProxySQL. For a typed query the digest text is an approximation of ProxySQL's
+normaliser (normalise()); a digest picked from the poll has ProxySQL's own text and hash.
+Not modelled: proxy_addr/proxy_port (the address the client connected to), mysql_query_rules_fast_routing,
+mirror sessions' own walk, next_query_flagIN (it applies to the session's next query).
+"""
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from .findings import compile_regex, regex_engine
+from .tables import MYSQL_QUERY_RULES, MYSQL_USERS, VARIABLES
+
+PCRE, RE2 = 1, 2
+
+
+@dataclass
+class Step:
+    """One rule as the walk met it: did it match, why (or why not), what it set."""
+    rule_id: int
+    flag: int
+    matched: bool
+    reason: str
+    sets: list = field(default_factory=list)
+    comment: str = ""
+
+
+@dataclass
+class Outcome:
+    steps: list
+    hostgroup: int | None
+    hostgroup_from: str       # "rule 10" or "the default hostgroup of user app" or why it is unknown
+    cache_ttl: int | None = None
+    mirror_hostgroup: int | None = None
+    mirror_flag_out: int | None = None
+    error_msg: str | None = None
+    ok_msg: str | None = None
+    rewritten: str | None = None
+    flag: int = 0
+    stopped_by: int | None = None  # the rule with apply=1 that ended the walk
+    notes: list = field(default_factory=list)
+
+    @property
+    def matched(self):
+        return [s for s in self.steps if s.matched]
+
+    @property
+    def summary(self):
+        """The outcome in one line, as an operator reads it."""
+        if self.error_msg is not None:
+            return f"blocked: ProxySQL answers with the error {self.error_msg!r}"
+        if self.ok_msg is not None:
+            return "answered OK by ProxySQL itself, no backend"
+        where = f"hostgroup {self.hostgroup}" if self.hostgroup is not None else "no known hostgroup"
+        parts = [f"sent to {where} ({self.hostgroup_from})"]
+        if self.cache_ttl:
+            parts.append(f"cached for {self.cache_ttl} ms")
+        if self.mirror_hostgroup is not None:
+            parts.append(f"mirrored to hostgroup {self.mirror_hostgroup}")
+        elif self.mirror_flag_out is not None:
+            parts.append(f"mirrored (mirror_flagOUT {self.mirror_flag_out})")
+        return ", ".join(parts)
+
+
+@lru_cache(maxsize=512)
+def compiled(pattern, caseless, engine):
+    """The pattern compiled in ProxySQL's engine, or None when that engine refuses it."""
+    try:
+        return compile_regex(pattern, caseless, engine)
+    except Exception:  # each library has its own error class
+        return None
+
+
+def _modifiers(rule):
+    return {m.strip().upper() for m in (rule.get("re_modifiers") or "").split(",")}
+
+
+_COMMENT = re.compile(r"/\*.*?\*/|(?:--\s|#)[^\n]*", re.S)
+_LITERAL = re.compile(r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|\b0x[0-9a-fA-F]+\b"
+                      r"|(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w])")
+_LIST = re.compile(r"\?(?:\s*,\s*\?){3,}")
+
+
+def normalise(query):
+    """ProxySQL's digest text of a query, approximated (its defaults: literals and numbers as ?, comments
+    dropped, spaces collapsed, a list of more than 3 values as ?,?,?,...): good for rules written against
+    the digests ProxySQL shows; a digest picked from the poll is exact."""
+    text = _COMMENT.sub(" ", query)
+    text = _LITERAL.sub("?", text)
+    text = re.sub(r"\s+", " ", text).strip().rstrip(";").strip()
+    return _LIST.sub("?,?,?,...", text)
+
+
+def _client_matches(pattern, address):
+    if pattern.endswith("%"):
+        return address.startswith(pattern[:-1])
+    return address == pattern
+
+
+def _digest_value(text):
+    try:
+        return int(str(text), 16)
+    except ValueError:
+        return None
+
+
+def _check(rule, flag, query, digest_text, digest, user, schema, client, engine):
+    """(matched, reason) for one rule."""
+    if rule["flagIN"] != flag:
+        return False, f"flagIN {rule['flagIN']} is not the current flag {flag}"
+    if rule.get("username") and rule["username"] != user:
+        return False, f"for user {rule['username']!r}" + (f", not {user!r}" if user else " (no user given)")
+    if rule.get("schemaname") and rule["schemaname"] != schema:
+        return False, f"for schema {rule['schemaname']!r}" + (f", not {schema!r}" if schema else " (no schema given)")
+    if rule.get("client_addr"):
+        if not client:
+            return False, f"for client address {rule['client_addr']!r} (no address given)"
+        if not _client_matches(rule["client_addr"], client):
+            return False, f"for client address {rule['client_addr']!r}, not {client!r}"
+    if rule.get("digest"):
+        if digest is None:
+            return False, f"for digest {rule['digest']}: a typed query's hash is not known (pick the digest)"
+        if _digest_value(rule["digest"]) != _digest_value(digest):
+            return False, f"for digest {rule['digest']}, not {digest}"
+    caseless = "CASELESS" in _modifiers(rule)
+    negate = bool(rule.get("negate_match_pattern"))
+    said = []
+    for column, subject, what in (("match_digest", digest_text, "digest text"),
+                                  ("match_pattern", query, "query")):
+        pattern = rule.get(column)
+        if not pattern:
+            continue
+        regex = compiled(pattern, caseless, engine)
+        if regex is None:
+            name = "RE2" if engine == RE2 else "PCRE"
+            return False, f"{column} {pattern!r} does not compile in {name}: never matches"
+        found = regex.search(subject) is not None
+        if found == negate:
+            return False, (f"{column} {pattern!r} " + ("matches" if negate else "does not match")
+                           + f" the {what}" + (" (negated)" if negate else ""))
+        said.append(f"{column} {pattern!r} " + ("does not match" if negate else "matches")
+                    + f" the {what}" + (" (negated)" if negate else ""))
+    return True, "; ".join(said) or "no condition on the query"
+
+
+_SETS = (("destination_hostgroup", "destination hostgroup {}"), ("cache_ttl", "cache_ttl {} ms"),
+         ("mirror_hostgroup", "mirror hostgroup {}"), ("mirror_flagOUT", "mirror_flagOUT {}"),
+         ("error_msg", "error {!r}"), ("OK_msg", "OK message {!r}"), ("replace_pattern", "rewrite to {!r}"))
+
+
+def evaluate(rules, query="", *, digest_text=None, digest=None, username="", schemaname="", client_addr="",
+             engine=PCRE, iterations=0, users=()):
+    """The walk of `rules` (mysql_query_rules rows) for one query. `digest_text` defaults to normalise(query);
+    `digest` is the hash when it is known; `users`: mysql_users rows, for the default hostgroup;
+    `iterations`: mysql-query_processor_iterations."""
+    notes = []
+    if digest_text is None:
+        digest_text = normalise(query)
+        notes.append("The digest text was derived from the query here (ProxySQL's normaliser, approximated): "
+                     f"{digest_text!r}.")
+    if not query:
+        query = digest_text
+        notes.append("No query text: match_pattern was tested on the digest text, where literals are '?'.")
+    out = Outcome(steps=[], hostgroup=None, hostgroup_from="", notes=notes)
+    ordered = sorted(rules, key=lambda r: r["rule_id"])
+    flag, passes, current = 0, 0, query
+    i = 0
+    while i < len(ordered):
+        rule = ordered[i]
+        i += 1
+        if not rule.get("active"):
+            out.steps.append(Step(rule["rule_id"], flag, False, "inactive (not loaded to runtime)",
+                                  comment=rule.get("comment") or ""))
+            continue
+        matched, reason = _check(rule, flag, current, digest_text, digest, username, schemaname, client_addr, engine)
+        step = Step(rule["rule_id"], flag, matched, reason, comment=rule.get("comment") or "")
+        out.steps.append(step)
+        if not matched:
+            continue
+        for column, words in _SETS:
+            if rule.get(column) is not None:
+                step.sets.append(words.format(rule[column]))
+        if rule.get("destination_hostgroup") is not None:
+            out.hostgroup, out.hostgroup_from = rule["destination_hostgroup"], f"rule {rule['rule_id']}"
+        if rule.get("cache_ttl") is not None:
+            out.cache_ttl = rule["cache_ttl"]
+        if rule.get("mirror_hostgroup") is not None:
+            out.mirror_hostgroup = rule["mirror_hostgroup"]
+        if rule.get("mirror_flagOUT") is not None:
+            out.mirror_flag_out = rule["mirror_flagOUT"]
+        if rule.get("error_msg") is not None:
+            out.error_msg = rule["error_msg"]
+        if rule.get("OK_msg") is not None:
+            out.ok_msg = rule["OK_msg"]
+        if rule.get("replace_pattern") is not None and rule.get("match_pattern"):
+            regex = compiled(rule["match_pattern"], "CASELESS" in _modifiers(rule), engine)
+            if regex is not None:
+                current = regex.sub(rule["replace_pattern"], current, count=0 if "GLOBAL" in _modifiers(rule) else 1)
+                out.rewritten = current
+        if rule.get("flagOUT") is not None:
+            step.sets.append(f"flag {flag} → {rule['flagOUT']}")
+            flag = rule["flagOUT"]
+        if rule.get("apply"):
+            step.sets.append("apply: the walk stops here")
+            out.stopped_by = rule["rule_id"]
+            out.steps += [Step(r["rule_id"], flag, False, f"not reached: rule {rule['rule_id']} stopped the walk",
+                               comment=r.get("comment") or "") for r in ordered[i:]]
+            break
+        if rule.get("flagOUT") is not None and passes < iterations:
+            passes += 1
+            i = 0  # mysql-query_processor_iterations: the walk starts again from the first rule
+    out.flag = flag
+    if out.hostgroup is None:
+        user = next((u for u in users if u["username"] == username and u.get("active", 1)), None)
+        if user is not None:
+            out.hostgroup = user["default_hostgroup"]
+            out.hostgroup_from = f"the default hostgroup of user {username!r}, no rule set one"
+        else:
+            out.hostgroup_from = ("no rule set one and user " + (f"{username!r} is not in mysql_users" if username
+                                                                 else "is not given: the user's default hostgroup"))
+    return out
+
+
+def on_content(content, query="", **sample):
+    """evaluate() on a configuration's content (content.py): its rules and users, in its engine and iterations."""
+    try:
+        iterations = int((content.get(VARIABLES) or {}).get("mysql-query_processor_iterations") or 0)
+    except (TypeError, ValueError):
+        iterations = 0
+    return evaluate(content.get(MYSQL_QUERY_RULES.name) or [], query, engine=regex_engine(content),
+                    iterations=iterations, users=content.get(MYSQL_USERS.name) or [], **sample)
