@@ -26,7 +26,21 @@ from typing import Callable, Iterable
 import psutil
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-LAB_VAR = REPO_ROOT / "var" / "lab"
+
+
+def lab_set() -> str | None:
+    """LAB_SET=NAME: this process (and what it starts) uses the lab set NAME, every lab of which (Galera,
+    replication, DR, Django's MariaDB, named ones and their slot and lease files) lives under var/lab-NAME/
+    instead of var/lab/, on the same ports. Two sets therefore run at once only in separate network
+    namespaces: bin/test runs each test pass in its own (the tests name the labs' default ports)."""
+    name = os.environ.get("LAB_SET", "").strip() or None
+    if name is not None and not name.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"LAB_SET is letters, digits, - and _, got {name!r}")
+    return name
+
+
+# Resolved, as every lab's base_dir is (var/ may be a symlink, e.g. shared by git worktrees).
+LAB_VAR = (REPO_ROOT / "var" / (f"lab-{lab_set()}" if lab_set() else "lab")).resolve()
 
 log = logging.getLogger("lab")
 

@@ -190,8 +190,7 @@ def measure(args, px, be):
     if response.status_code != 200:
         raise SystemExit(f"/metrics answered HTTP {response.status_code}: {response.content[:300]!r}")
     body = response.content
-    from django.conf import settings
-    (settings.BASE_DIR / "var" / "bench" / "metrics.txt").write_bytes(body)  # to read what the bytes are
+    (args.out_dir / "metrics.txt").write_bytes(body)  # to read what the bytes are
     first = []
     for _ in range(3):  # a process's first scrape reads every operation once (operation_counts.py)
         operation_counts.TALLY = operation_counts.OperationCounts()
@@ -222,7 +221,7 @@ def measure(args, px, be):
             identical = text == exporter.render(families)
         del families, text
     assert gzip.decompress(client.get("/metrics", secure=True, HTTP_ACCEPT_ENCODING="gzip").content).count(b"\n") > 0
-    pool = measure_pools(client, px, be)
+    pool = measure_pools(client, px, be, args.out_dir)
     phases = phase_times(px, be, max(3, args.requests // 4))
     tracemalloc.start()
     publish(px, be, time.time())
@@ -240,7 +239,7 @@ def measure(args, px, be):
             "identical": identical}
 
 
-def measure_pools(client, px, be, rounds=2):
+def measure_pools(client, px, be, out_dir, rounds=2):
     """Every pool target of /metrics/targets scraped once per round (gzip, as Prometheus asks), the documents
     re-dated before each round: per scrape p50 / p95 / max of server time and CPU, the largest body; per round
     the CPU and bytes in all. Also the bytes by kind of series over /metrics and the round's pool bodies."""
@@ -264,8 +263,7 @@ def measure_pools(client, px, be, rounds=2):
             sizes.append(len(texts[-1]))
         round_cpu.append((time.process_time() - c0) * 1000)
     text = b"".join(texts)
-    from django.conf import settings
-    (settings.BASE_DIR / "var" / "bench" / "metrics-pool.txt").write_bytes(text)  # a round's pool bodies, one after another
+    (out_dir / "metrics-pool.txt").write_bytes(text)  # a round's pool bodies, one after another
     fleet = client.get("/metrics", secure=True, REMOTE_ADDR="127.0.0.1").content
     return {"targets": len(clusters), "rounds": rounds, "p50_ms": pct(wall, 0.5), "p95_ms": pct(wall, 0.95),
             "max_ms": max(wall), "cpu_p50_ms": pct(cpu, 0.5), "cpu_p95_ms": pct(cpu, 0.95),
@@ -426,8 +424,12 @@ def parse_args(argv):
     ap.add_argument("--prometheus", type=int, default=0, metavar="SECONDS",
                     help="then let a real Prometheus (Debian's package) discover the targets and scrape them over HTTP "
                          "for SECONDS, and report what it read and what it cost (lab/bench_metrics_ingest.py)")
+    ap.add_argument("--out-dir", type=Path, default=BENCH_DIR,
+                    help="where metrics.txt and metrics-pool.txt (the bodies, to read what the bytes are) go "
+                         "(default var/bench)")
     args = ap.parse_args(argv)
     args.sqlite_path = DEFAULT_DB
+    args.out_dir.mkdir(parents=True, exist_ok=True)
     if args.nodes < 2 or args.requests < 1:
         ap.error("--nodes must be at least 2 and --requests at least 1")
     return args

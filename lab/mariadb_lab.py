@@ -12,6 +12,10 @@ on 3311-3313, ...); a named one (`GaleraLab(name="dc2")`, `bin/lab galera --name
 var/lab/<kind>-<name> and gets a slot, the lowest one no other named lab of that kind holds, written
 to its dir on first use: slot k shifts every port of the kind by 100*k (Galera dc2 in slot 1: client
 3411-3413, gcomm 4667.., SST 4544..). `--nodes N` sets its size on first use (kept in its dir too).
+
+A whole other set of labs, every kind on the usual ports: LAB_SET=NAME in the environment puts them all
+(named ones, slot, lock and lease files too) under var/lab-NAME/ instead of var/lab/ (lab/_mariadb_common.py's
+LAB_VAR); two sets run at once only in separate network namespaces, as bin/test runs its two passes.
 """
 
 from __future__ import annotations

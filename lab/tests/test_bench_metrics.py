@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 def run_bench(tmp_path, *args):
     """bin/bench-metrics at a tiny scale, in its own scratch database; returns what it printed."""
     out = subprocess.run([sys.executable, "-m", "lab.bench_metrics", *args,
-                          "--database-url", f"sqlite:///{tmp_path / 'bench.sqlite3'}"],
+                          "--database-url", f"sqlite:///{tmp_path / 'bench.sqlite3'}", "--out-dir", str(tmp_path)],
                          cwd=REPO, capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     return out.stdout
@@ -39,11 +39,11 @@ def test_bench_metrics_realistic_names_rename_the_fleet_and_count_bytes_by_kind(
     groups = re.search(r"\| bytes by kind of series over /metrics and a round of /metrics/pool \(lines, uncompressed\) \| \| "
                        r"pool rows \(pool_\*\) ([\d,]+) lines", stdout)
     assert groups and int(groups[1].replace(",", "")) == 6 * 9  # 6 series of 9 rows of the node that answers (the first is down)
-    body = (REPO / "var" / "bench" / "metrics.txt").read_text()
+    body = (tmp_path / "metrics.txt").read_text()
     assert 'proxysql_fleet_backend_up{cluster="orders-000-eu-west-1",server="db-000-0.eu-west-1a.db.example.com:3306"}' in body
     assert 'node="proxysql-eu-west-1a-000"' in body and "bench-0000" not in body and "127.0.0.1" not in body
     assert "proxysql_fleet_pool_" not in body  # /metrics/pool carries them
-    pool = (REPO / "var" / "bench" / "metrics-pool.txt").read_text()
+    pool = (tmp_path / "metrics-pool.txt").read_text()
     assert pool.count('proxysql_fleet_pool_connections_used{cluster="orders-000-eu-west-1",hostgroup=') == 9
 
 

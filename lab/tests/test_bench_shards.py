@@ -20,7 +20,7 @@ def test_bench_shards_kills_a_lease_holder_and_stops_what_it_started(tmp_path):
     report = out.stdout
     assert re.search(r"killed \(SIGKILL, its process group\) [\d.]+ s in while holding shard \d's lease", report), report
     assert re.search(r"takeover: shard \d's next round started [\d.]+ s after the kill", report), report
-    assert "| polled twice or more | 0 | 0 |" in report and "cores per 1,000 polls/s" in report
+    assert "| polled twice or more | 0 | 0 |" in report and "cores per 1,000 polls/s" in report, report
     stopped = re.search(r"stopped (\d+) processes \(pids ([\d ]+)\); none left running", report)
     assert stopped, report[-2000:]
     pids = [int(p) for p in stopped[2].split()]
