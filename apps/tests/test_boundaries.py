@@ -48,6 +48,19 @@ def test_no_product_module_imports_the_lab():
     assert offenders == {}, "product modules import the lab (move lab-only code to lab/): " + repr(offenders)
 
 
+
+# Issue 25: benchmarks live in lab/ (lab/bench_*.py, the lab app's bench_* commands), never in a product package,
+# tests/ directories included: a benchmark is not a test, and its scratch fills and timings are not the product's.
+def benchmark_modules():
+    for package in PRODUCT_PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path.name.startswith("bench"):
+                yield str(path.relative_to(ROOT))
+
+
+def test_no_product_package_holds_benchmark_code():
+    assert list(benchmark_modules()) == [], "move benchmarks to lab/ (bench_*.py, lab/management/commands/)"
+
 # Issue 25: one function for a cluster's poll intervals and one for staleness (apps/monitoring/status.py). Each
 # copy of the rule elsewhere had drifted (a hard-coded 2.0 s, a 3x + 2 s, a missing default).
 INTERVAL_RULES = re.compile(r"STALE_FACTOR\s*\*|\*\s*STALE_FACTOR|MONITOR_DEFAULT_INTERVAL_S|"
