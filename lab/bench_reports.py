@@ -178,7 +178,7 @@ def main(argv=None):
     from django.conf import settings
     from django.db import connection
 
-    from apps.digests.bench import machine
+    from lab.bench_digests import machine
     from apps.reports import periods, services
     from apps.reports.choices import Period
 

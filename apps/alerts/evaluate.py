@@ -27,6 +27,7 @@ from django.conf import settings
 from django.db import transaction
 
 from apps.monitoring import live
+from controlplane import tasks
 
 from . import conditions, context, holds, lean, notify, rulesettings
 from .models import Alert, AlertState
@@ -382,10 +383,8 @@ def _earliest(pairs):
 def judge_at(cluster_id, when):
     """Judge a cluster again at `when` (epoch): a pending alert when its `for` ends, held ones when the work
     that held them is over; not at the next sweep after that."""
-    from workers.alerts import judge_cluster
-
     try:
-        judge_cluster.apply_async((cluster_id,), eta=_dt(when + 0.02))
+        tasks.enqueue("alerts.judge_cluster", (cluster_id,), eta=_dt(when + 0.02))
     except Exception as exc:  # no broker: the sweeps promote it
         log.debug("judge of cluster %s not scheduled: %s", cluster_id, exc)
 

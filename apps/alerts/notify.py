@@ -29,6 +29,7 @@ from django.db.models import Q
 from django.utils import timezone as dj_timezone
 
 from apps.audit.services import record
+from controlplane import tasks
 
 from .catalogue import CRITICAL, SEVERITY_RANK
 from .channels import build
@@ -86,10 +87,8 @@ def schedule(channel, cluster_id, now, urgent):
 
 
 def _enqueue_flush(group_pk, countdown):
-    from workers.alerts import flush_group
-
     try:
-        flush_group.apply_async((group_pk,), countdown=countdown)
+        tasks.enqueue("alerts.flush_group", (group_pk,), countdown=countdown)
     except Exception as exc:  # no broker: beat's flush_due picks the group up
         log.warning("flush of notification group %s not enqueued: %s", group_pk, exc)
 
@@ -191,20 +190,16 @@ def deliver_first(notification_pk):
     if not retry:
         give_up(notification_pk, "gave up after 1 try: the receiver refused the payload")
         return False
-    from workers.alerts import deliver
-
     try:
-        deliver.apply_async((notification_pk,), countdown=retry_delay(0))
+        tasks.enqueue("alerts.deliver", (notification_pk,), countdown=retry_delay(0))
     except Exception as exc:  # no broker now: redeliver_stuck() from beat sends it later
         log.warning("retry of notification %s not enqueued: %s", notification_pk, exc)
     return False
 
 
 def enqueue_delivery(notification_pk):
-    from workers.alerts import deliver
-
     try:
-        deliver.apply_async((notification_pk,))
+        tasks.enqueue("alerts.deliver", (notification_pk,))
     except Exception as exc:  # no broker now: redeliver_stuck() from beat sends it later
         log.warning("delivery of notification %s not enqueued: %s", notification_pk, exc)
 

@@ -4,6 +4,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.audit.services import record
+from controlplane import tasks
 
 from . import locks
 from .choices import OperationKind, OperationState
@@ -100,9 +101,7 @@ def confirm(op, *, request=None, user=None, rule=None, override_reason="", enque
                                 "overridden_guards": [g.key for g in failed], "planned_by": op.actor,
                                 "confirmed_by": confirmer})
                 if enqueue:
-                    from workers.operations import execute_operation
-
-                    transaction.on_commit(lambda: execute_operation.delay(op.pk))
+                    transaction.on_commit(lambda: tasks.enqueue("operations.execute", (op.pk,)))
     # Refusals are recorded after the transaction: an exception inside it would roll their audit back.
     if not claimed:
         state = Operation.objects.filter(pk=op.pk).values_list("state", flat=True).first()

@@ -18,20 +18,24 @@ def product_modules():
             yield rel
 
 
-def lab_imports(source: str) -> list[str]:
-    """Every `import lab...`, `from lab... import` and import_module("lab...") in the source."""
+def imports_of(source: str, package: str) -> list[str]:
+    """Every `import <package>...`, `from <package>... import` and import_module("<package>...") in the source."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            found += [f"import {a.name}" for a in node.names if a.name == "lab" or a.name.startswith("lab.")]
+            found += [f"import {a.name}" for a in node.names if a.name == package or a.name.startswith(package + ".")]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
-                and (node.module == "lab" or node.module.startswith("lab.")):
+                and (node.module == package or node.module.startswith(package + ".")):
             found.append(f"from {node.module} import ...")
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) \
                 in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant) \
-                and str(node.args[0].value).split(".")[0] == "lab":
+                and str(node.args[0].value).split(".")[0] == package:
             found.append(f"import_module({node.args[0].value!r})")
     return found
+
+
+def lab_imports(source: str) -> list[str]:
+    return imports_of(source, "lab")
 
 
 def test_the_check_finds_each_way_of_importing_the_lab():
@@ -47,6 +51,19 @@ def test_no_product_module_imports_the_lab():
     offenders = {str(m): found for m in modules if (found := lab_imports((ROOT / m).read_text()))}
     assert offenders == {}, "product modules import the lab (move lab-only code to lab/): " + repr(offenders)
 
+
+
+# Issue 25: benchmarks live in lab/ (lab/bench_*.py, the lab app's bench_* commands), never in a product package,
+# tests/ directories included: a benchmark is not a test, and its scratch fills and timings are not the product's.
+def benchmark_modules():
+    for package in PRODUCT_PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path.name.startswith("bench"):
+                yield str(path.relative_to(ROOT))
+
+
+def test_no_product_package_holds_benchmark_code():
+    assert list(benchmark_modules()) == [], "move benchmarks to lab/ (bench_*.py, lab/management/commands/)"
 
 # Issue 25: one function for a cluster's poll intervals and one for staleness (apps/monitoring/status.py). Each
 # copy of the rule elsewhere had drifted (a hard-coded 2.0 s, a 3x + 2 s, a missing default).
@@ -72,3 +89,35 @@ def test_poll_intervals_and_staleness_are_computed_in_one_place():
         if lines:
             offenders[str(module)] = lines
     assert offenders == {}, "use apps.monitoring.status (proxysql_interval, backend_interval, stale_after): " + repr(offenders)
+
+
+# Issue 25: the apps queue Celery tasks by their stable names (controlplane.tasks.enqueue) and never import
+# workers/: the tasks import the apps' services, so an app importing a task module closed an import circle.
+def test_no_app_imports_the_workers():
+    assert imports_of("from workers.alerts import deliver\nimport workers\nfrom workersx import y\n"
+                      "def f():\n    from workers import alerts\n", "workers") == [
+        "from workers.alerts import ...", "import workers", "from workers import ..."]
+    offenders = {str(m): found for m in product_modules()
+                 if m.parts[0] == "apps" and (found := imports_of((ROOT / m).read_text(), "workers"))}
+    assert offenders == {}, "queue tasks by name with controlplane.tasks.enqueue(name, args): " + repr(offenders)
+
+
+def queued_names():
+    """The task names passed to enqueue("...") by product modules."""
+    names = {}
+    for module in product_modules():
+        for node in ast.walk(ast.parse((ROOT / module).read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "enqueue":
+                assert node.args and isinstance(node.args[0], ast.Constant), f"{module}: enqueue() takes a literal name"
+                names.setdefault(node.args[0].value, []).append(str(module))
+    return names
+
+
+def test_every_task_queued_by_name_exists():
+    from controlplane.celery import app
+
+    app.loader.import_default_modules()  # workers/, as a worker loads them (app.conf.imports)
+    names = queued_names()
+    assert {"operations.execute", "alerts.deliver"} <= set(names)  # the walk really reads the callers
+    unknown = {name: where for name, where in names.items() if name not in app.tasks}
+    assert unknown == {}, "no task of that name in workers/: " + repr(unknown)

@@ -5,9 +5,10 @@ import re
 import pytest
 from django.urls import reverse
 
-from apps.audit import bench, views
+from apps.audit import views
 from apps.audit.models import AuditEvent
 from apps.audit.services import archive_old_events, record
+from lab import bench_audit as bench
 
 from .conftest import tamper
 

@@ -5,7 +5,7 @@
     options: --digests 100000 --nodes 2 --core 250 --days 13 --requests 20 --stress --reuse
     manage.py bench_digests --time-only --turns main   # the search and window pages, main's code and this one in turns
 
-See apps/digests/bench.py for the shape of the history; figures go to docs/benchmarks.md.
+See lab/bench_digests.py for the shape of the history; figures go to docs/benchmarks.md.
 """
 import time
 
@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import connection
 
-from apps.digests import bench
+from lab import bench_digests as bench
 
 
 class Command(BaseCommand):

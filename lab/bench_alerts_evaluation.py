@@ -3,7 +3,7 @@ a timed test). The fleet benchmark with real pollers and a real worker is lab/be
 isolates the evaluation to profile it: documents from apps/monitoring/tests/synthetic.py, rounds handed
 to evaluate.after_poll_round() as the poll tasks hand them, 4 shards.
 
-    VAR_DIR=/tmp/bench DB=sqlite .venv/bin/pytest apps/alerts/tests/bench_evaluate.py -q -s
+    VAR_DIR=/tmp/bench DB=sqlite .venv/bin/pytest lab/bench_alerts_evaluation.py -q -s
     PROFILE=1 ...   adds a cProfile of one shard's rounds
 
 Shape: 500 clusters x 2 ProxySQL nodes x 6 backends; `dead`: every backend but the first cluster's refused
@@ -32,7 +32,7 @@ def rounds(node_ids, server_ids, prev, now):
 @pytest.mark.parametrize("dead", [True, False], ids=["dead-backends", "healthy"])
 def test_evaluation_cpu_per_round(db, live_redis, settings, monkeypatch, dead):
     settings.ALERTS_SWEEP_S = 10
-    # The product's caches, not the tests' (this module sits beside the tests and gets their fixtures).
+    # The product's caches, whatever a test changed them to.
     monkeypatch.setattr(context, "INVENTORY_CACHE_S", 60.0)
     monkeypatch.setattr(context, "SITUATION_CACHE_S", 1.0)
     _, nodes, servers = synthetic.fleet(500, 2, 6)

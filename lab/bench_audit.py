@@ -1,4 +1,4 @@
-"""A realistic audit log at scale, for the benchmark (manage.py bench_audit) and scale tests.
+"""A realistic audit log at scale, for the benchmark (manage.py bench_audit, bin/bench-audit) and scale tests.
 
 generate(n) appends n events spread evenly over the past `days`, as the product would have written
 them (same actors, actions, targets and details shapes as record()'s callers), with a valid hash chain
@@ -13,10 +13,10 @@ from datetime import datetime, timedelta, timezone
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 
-from . import search
-from .models import (CURRENT_SCHEME, HASHED_FIELDS, AuditChainHead, AuditEvent, AuditSearchToken, hash_content,
+from apps.audit import search
+from apps.audit.models import (CURRENT_SCHEME, HASHED_FIELDS, AuditChainHead, AuditEvent, AuditSearchToken, hash_content,
                      hashed_content)
-from .services import GENESIS
+from apps.audit.services import GENESIS
 
 USERS = ["alice", "bruno", "chen", "dalia", "emeka", "farah", "goran", "hana", "ivo", "jun", "kofi", "lena",
          "mateo", "nadia", "omar", "priya", "quinn", "rosa", "sven", "tariq", "uma", "viktor", "wen", "yara", "zoe"]

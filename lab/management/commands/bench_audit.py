@@ -2,7 +2,7 @@
 
     bin/bench-audit                  (DATABASE_URL=sqlite:///var/bench/audit.sqlite3, migrated)
 
-Fills an empty scratch database with --events realistic events (apps/audit/bench.py: bulk inserts with
+Fills an empty scratch database with --events realistic events (lab/bench_audit.py: bulk inserts with
 the hash chain, search text and tokens computed), then times the review page in-process (Django's test
 client: the whole request through middleware, view and template, no network) under several filters and
 free-text searches, --requests times each after a warm-up, and prints p50/p95; then the incident view,
@@ -25,7 +25,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from apps.audit import bench
+from lab import bench_audit as bench
 from apps.audit.models import AuditEvent, AuditSearchToken
 from apps.audit.services import Progress, archive_old_events, chain_start, verify_some
 from apps.fleet.models import Cluster

@@ -27,8 +27,8 @@ import time
 from django.conf import settings
 from django.db import connection, transaction
 
-from . import search, services
-from .models import (DAY, FIVE_MINUTES, HOUR, RAW, SPAN_HOURS, Digest, DigestNodeState, DigestPoll, DigestSource, DigestSpan,
+from apps.digests import search, services
+from apps.digests.models import (DAY, FIVE_MINUTES, HOUR, RAW, SPAN_HOURS, Digest, DigestNodeState, DigestPoll, DigestSource, DigestSpan,
                      DigestStat, DigestWord, DigestWordUse)
 
 POLL_S = 30
@@ -371,7 +371,7 @@ def counts():
 
 
 def distinct_in(seconds):
-    from .selectors import Filters, effective_window, plan_window, top_digests
+    from apps.digests.selectors import Filters, effective_window, plan_window, top_digests
 
     w = effective_window(int(time.time()) - seconds, int(time.time()))
     w.pieces = plan_window(w.start, w.end)
@@ -410,7 +410,7 @@ def code_at(revision, modules=("search", "selectors")):
 def time_in_turns(urls, revision, pairs, out=print):
     """One request with the code at `revision`, one with the current code, in turns, `pairs` times per
     URL: both see the same load on a shared machine. Prints p50 / p95 of each (wall ms)."""
-    from . import views
+    from apps.digests import views
 
     client = viewer_client()
     current, before = views.selectors, code_at(revision)["selectors"]

@@ -1,10 +1,10 @@
-"""The API's list endpoints at 1,000 ProxySQL nodes and 3,000 backends (apps/api/bench.py). Run by bin/bench-api,
+"""The API's list endpoints at 1,000 ProxySQL nodes and 3,000 backends (lab/bench_api.py). Run by bin/bench-api,
 which gives it a scratch database and a private Redis."""
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.api import bench
-from apps.digests.bench import machine
+from lab import bench_api as bench
+from lab.bench_digests import machine
 
 
 class Command(BaseCommand):

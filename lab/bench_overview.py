@@ -2,7 +2,7 @@
 prefix; not a timed test). The fleet benchmark with real pollers is lab/bench_monitoring.py; this one
 isolates the page: no pollers, only Redis and the database.
 
-    VAR_DIR=/tmp/bench DB=sqlite .venv/bin/pytest apps/monitoring/tests/bench_overview.py -q -s
+    VAR_DIR=/tmp/bench DB=sqlite .venv/bin/pytest lab/bench_overview.py -q -s
     PROFILE=1 ...   adds a cProfile of five refreshes
 
 Shapes: 500 clusters x 2 ProxySQL nodes x 6 backends, and 1,000 clusters x 1 node x 6 backends; every

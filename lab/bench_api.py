@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from apps.accounts import tokens
 from apps.alerts.models import Alert, Silence
-from apps.audit import bench as audit_bench
+from lab import bench_audit as audit_bench
 from apps.audit.models import AuditEvent
 from apps.configuration import content as C
 from apps.configuration.models import ChangeSet, ConfigVersion
