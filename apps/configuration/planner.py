@@ -50,7 +50,7 @@ def plan_change_set(cs):
     target = C.apply_edits(base, cs.edits)
     intended = C.diff(base, target)
     hostgroups = C.claimed_hostgroups(base) | C.claimed_hostgroups(target)
-    from .services import known_secrets
+    from .services import known_secrets, latest
 
     collector = Collector(cluster, known_secrets(cluster))
     placed = {}  # where each node's statements hold a secret (Plan.secrets)
@@ -71,9 +71,10 @@ def plan_change_set(cs):
     holder = current_holder(cluster)
     statements = sum(nc.plan.changes for nc in nodes.values() if not nc.error)
     changes = statements if write_back else intended.count()
+    current = latest(cluster)  # planned again at start (the re-check): another change may have been recorded since
     guards = [
-        Guard("based_on_current", f"Based on the current version ({cs.base.number})", True, f"version {cs.base.number}",
-              False),
+        Guard("based_on_current", f"Based on the current version ({cs.base.number})", current.pk == cs.base_id,
+              f"version {current.number} is current", False),
         Guard("changes_something", "The change set changes something", changes > 0,
               f"{changes} change(s)" if changes else "nothing to change", False),
         Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),

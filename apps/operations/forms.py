@@ -1,6 +1,9 @@
 from django import forms
 
+from apps.fleet.models import Cluster
+
 from .choices import OnDrainTimeout
+from .rule_settings import FIELDS
 
 DRAIN_TIMEOUT_MIN_MS, DRAIN_TIMEOUT_MAX_MS = 50, 600_000  # the forms' and the API's bounds
 
@@ -46,3 +49,30 @@ class DrainForm(forms.Form):
         if "\x00" in note:
             raise forms.ValidationError("NUL characters are not allowed.")
         return note
+
+
+class RuleSettingsForm(forms.ModelForm):
+    """A cluster's read-pool rules and automatic failover settings; the fields beyond the user's role are shown
+    disabled (Django keeps their current value whatever is posted)."""
+
+    class Meta:
+        model = Cluster
+        fields = FIELDS
+        labels = {"max_replication_lag": "Take a desynced reader out above this recv queue (Galera) or lag in seconds "
+                                         "(async); also the switchover's and restore's limit",
+                  "reader_return_mark": "It comes back once its recv queue stays at or under (empty: half of the above)",
+                  "reader_return_after_s": "...for this many seconds",
+                  "offline_hard_grace_s": "A broken node goes OFFLINE_SOFT at once, OFFLINE_HARD after (s)",
+                  "min_available_readers": "Never fewer ONLINE readers than",
+                  "read_pool_rules_enabled": "Read-pool rules on",
+                  "rules_dry_run": "Dry run: decide and record, change nothing",
+                  "auto_failover_enabled": "Automatic failover on",
+                  "failover_after_polls": "Fail over after this many bad backend polls in a row (and a re-probe)",
+                  "failback_enabled": "Automatic failback to the preferred writer on",
+                  "failback_after_s": "Fail back once the preferred writer has stayed Synced for (s)"}
+        help_texts = {f: "" for f in FIELDS if f != "failover_after_polls"}  # the labels above say it
+
+    def __init__(self, *args, editable=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        for name, field in self.fields.items():
+            field.disabled = name not in editable

@@ -5,7 +5,9 @@ the operator read the preview (a worker that came back late, a second confirm of
   default) expires: its guards are too old to trust;
 - otherwise the same operation is planned again, now, with its stored options: a guard that fails now
   and was not overridden at confirm refuses it, and so do statements per node that differ from the
-  stored plan (what the operator saw is what runs, or nothing does).
+  stored plan (what the operator saw is what runs, or nothing does). When the console's own record moved on
+  since the plan (the configuration's version, the writer, the inventory's rows: based_on(), stamped on the
+  plan when it is saved), the refusal says that first, in those words; guards and statements follow as detail.
 
 Rule-driven operations (read-pool rules, failover) pass through the same check right after planning;
 their planners read the nodes in parallel, so it costs one round of reads.
@@ -58,6 +60,43 @@ def statements(plan):
     return out
 
 
+def based_on(cluster):
+    """What a plan is based on in the console: the configuration's current version, the inventory's writer and
+    its rows (status per backend and hostgroup). Stamped on the plan when it is saved (services.save_plan)."""
+    from apps.configuration.services import latest
+    from apps.fleet.models import HostgroupMembership
+
+    from .switchover import current_writer
+
+    version, writer = latest(cluster), current_writer(cluster)
+    return {"version": version.number if version else None, "writer": str(writer.server) if writer else None,
+            "inventory": {f"{m.server} hostgroup {m.hostgroup_id}": m.status
+                          for m in HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server")}}
+
+
+def moved_on(was, now, limit=5):
+    """What moved in the console between two based_on() records, in the operator's words (empty: nothing)."""
+    out = []
+    if was["version"] != now["version"]:
+        out.append(f"version {now['version']} is now current (was {was['version']})")
+    if was["writer"] != now["writer"]:
+        out.append(f"the writer is now {now['writer'] or 'none'} (was {was['writer'] or 'none'})")
+    rows = []
+    for key in sorted(was["inventory"].keys() | now["inventory"].keys()):
+        server, _, hostgroup = key.partition(" hostgroup ")
+        before, after = was["inventory"].get(key), now["inventory"].get(key)
+        if after is None:
+            rows.append(f"{server} left hostgroup {hostgroup}")
+        elif before is None:
+            rows.append(f"{server} joined hostgroup {hostgroup} ({after})")
+        elif before != after:
+            rows.append(f"{server} in hostgroup {hostgroup}: {before} → {after}")
+    if rows:
+        more = f" and {len(rows) - limit} more" if len(rows) > limit else ""
+        out.append("in the inventory: " + "; ".join(rows[:limit]) + more)
+    return out
+
+
 def expired(op, now=None):
     """A Refusal when the operation was confirmed longer ago than its cluster's validity window, else None."""
     now = now or timezone.now()
@@ -95,9 +134,14 @@ def changed(op, connections=None):
         reasons.append("these guards fail now: " + "; ".join(f"{g.label} (now: {g.value})" for g in failed))
     if differ:
         reasons.append("the statements differ from the confirmed plan for " + ", ".join(differ))
-    return Refusal(OperationState.REFUSED, "refused at start, nothing was changed: " + "; ".join(reasons) + ". Plan it again.",
-                   {"failed_guards": [g.__dict__ for g in failed], "guards_now": [g.__dict__ for g in fresh.guards],
-                    "statements_differ": differ})
+    moved = moved_on(stored.facts["based_on"], based_on(op.cluster)) if stored.facts.get("based_on") else []
+    message = "refused at start, nothing was changed: " + "; ".join(reasons) + ". Plan it again."
+    if moved:
+        message = ("refused at start, nothing was changed: the configuration moved on since this plan: "
+                   + "; ".join(moved) + ". Plan it again. In detail: " + "; ".join(reasons) + ".")
+    return Refusal(OperationState.REFUSED, message,
+                   {"moved_on": moved, "failed_guards": [g.__dict__ for g in failed],
+                    "guards_now": [g.__dict__ for g in fresh.guards], "statements_differ": differ})
 
 
 def refuse(op, refusal, recheck_ms):

@@ -79,14 +79,14 @@ def _since(r, key, condition, now):
         r.delete(key)
         return 0.0
     r.set(key, now, nx=True, ex=86400)
-    return now - float(r.get(key))
+    return now - float(r.get(key) or now)  # not set: a look that starts no timer (rule_settings.would_do_now)
 
 
-def decide(cluster, docs, now=None):
+def decide(cluster, docs, now=None, r=None):
     """Desired statuses: {(server_pk, hostgroup): (status, reason)} for the rows that should change, plus
-    alerts. Pure apart from the hysteresis timers kept in Redis."""
+    alerts. Pure apart from the hysteresis timers kept in Redis (`r`: the client they are kept in)."""
     now = now or time.time()
-    r = live.client()
+    r = r or live.client()
     # More patient than the pages: "no recent poll" counts as unreachable here, and a failover must not follow a
     # poll that is merely late.
     stale = status.stale_after(status.backend_interval(cluster)) + LATE_POLL_GRACE_S
@@ -254,14 +254,18 @@ def _execute(cluster, plan, rule):
 
 
 # -- automatic failover ----------------------------------------------------------------------------
+def writer_down(writer_doc):
+    """The writer's latest poll saw it unreachable or outside the Primary component (or there is none)."""
+    return bool(not writer_doc or not writer_doc.get("ok") or (
+        writer_doc["state"].get("wsrep_on") and writer_doc["state"].get("cluster_status") != "Primary"))
+
+
 def writer_down_polls(cluster, writer_doc):
     """Consecutive polls (distinct poll timestamps) in which the writer was unreachable or non-Primary."""
     r = live.client()
     key = f"failover:{cluster.pk}"
     ts = (writer_doc or {}).get("ts")
-    bad = not writer_doc or not writer_doc.get("ok") or (
-        writer_doc["state"].get("wsrep_on") and writer_doc["state"].get("cluster_status") != "Primary")
-    if not bad:
+    if not writer_down(writer_doc):
         r.delete(key, f"{key}:ts")
         return 0
     if ts is not None and r.get(f"{key}:ts") == str(ts).encode():

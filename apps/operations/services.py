@@ -4,6 +4,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.audit.services import record
+from apps.fleet.models import Cluster
 from controlplane import tasks
 
 from . import locks
@@ -17,10 +18,14 @@ class NotAllowed(Exception):
 
 def save_plan(plan, *, request=None, user=None, rule=None):
     """The previewed plan, stored as PLANNED: what the operator saw is what will run."""
+    from .recheck import based_on
+
     actor = rule or (user or request.user).get_username()
+    stored = plan.to_json()
+    # what the plan was based on, for the re-check at start to say what moved (a new dict: to_json shares the facts)
+    stored["facts"] = {**stored["facts"], "based_on": based_on(Cluster.objects.get(pk=plan.cluster_id))}
     op = Operation.objects.create(cluster_id=plan.cluster_id, kind=plan.kind, title=plan.title[:300],
-                                  requested_by=None if rule else (user or request.user), actor=actor,
-                                  plan=plan.to_json())
+                                  requested_by=None if rule else (user or request.user), actor=actor, plan=stored)
     record(f"{plan.kind} planned", request=request, user=user, rule=rule, cluster=op.cluster, target=op.title,
            details={"operation": op.pk, "guards": [g.__dict__ for g in plan.guards],
                     "facts": _bounded(plan.facts, op), "options": plan.options})

@@ -14,6 +14,8 @@ urlpatterns = [
     path("pending-rollbacks/", views.pending_rollbacks, name="pending_rollbacks"),
     path("repair/<id:cluster_pk>/", views.repair_new, name="repair"),
     path("switchover/<id:cluster_pk>/", views.switchover_new, name="switchover"),
+    path("rules/<id:cluster_pk>/", views.cluster_rules, name="cluster_rules"),
+    path("rules/<id:cluster_pk>/save/", views.cluster_rules_save, name="cluster_rules_save"),
     path("drain/<id:server_pk>/", views.drain_new, name="drain"),
     path("restore/<id:server_pk>/", views.restore_new, name="restore"),
 ]

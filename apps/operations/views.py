@@ -11,8 +11,8 @@ from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
 from apps.fleet.models import Cluster, Server
 
-from . import drain, repair, rollbacks, services, switchover
-from .forms import ConfirmForm, DrainForm, SwitchoverForm
+from . import drain, repair, rollbacks, rule_settings, services, switchover
+from .forms import ConfirmForm, DrainForm, RuleSettingsForm, SwitchoverForm
 from .models import Operation
 from .plans import Plan
 
@@ -198,3 +198,33 @@ def operation_cancel(request, pk):
     except services.NotAllowed as exc:
         messages.error(request, str(exc))
     return redirect(op)
+
+
+@require_role(VIEWER)
+def cluster_rules(request, cluster_pk, form=None, status=200):
+    """A cluster's read-pool rules and automatic failover: the settings (each field for the role that may change
+    it), what the rules decided recently and what each would do now (nothing is done by looking)."""
+    cluster = get_object_or_404(Cluster, pk=cluster_pk)
+    editable = rule_settings.editable(request.user)
+    return TemplateResponse(request, "operations/rules.html", {
+        "cluster": cluster, "form": form or RuleSettingsForm(instance=cluster, editable=editable),
+        "operator_fields": rule_settings.OPERATOR_FIELDS, "now": rule_settings.would_do_now(cluster),
+        "decisions": rule_settings.decisions(cluster)}, status=status)
+
+
+@require_role(OPERATOR)
+@require_POST
+def cluster_rules_save(request, cluster_pk):
+    cluster = get_object_or_404(Cluster, pk=cluster_pk)
+    form = RuleSettingsForm(request.POST, instance=Cluster.objects.get(pk=cluster.pk),
+                            editable=rule_settings.editable(request.user))
+    if not form.is_valid():
+        record("rule settings changed", request=request, cluster=cluster, outcome="invalid",
+               details={"errors": form.errors.get_json_data()})
+        return cluster_rules(request, cluster.pk, form=form, status=400)
+    try:
+        changes = rule_settings.change(cluster, {f: form.cleaned_data[f] for f in rule_settings.FIELDS}, request=request)
+        messages.success(request, f"Saved: {', '.join(changes)}." if changes else "Nothing changed.")
+    except rule_settings.NotAllowed as exc:
+        messages.error(request, str(exc))
+    return redirect("operations:cluster_rules", cluster.pk)

@@ -94,6 +94,7 @@ def kwargs_for(name, pattern, objects):
         return {}
     owner = {"fleet:cluster": "cluster", "fleet:cluster_drift": "cluster", "monitoring:cluster_live": "cluster",
              "monitoring:cluster_sparklines": "cluster", "operations:switchover": "cluster", "operations:repair": "cluster",
+             "operations:cluster_rules": "cluster", "operations:cluster_rules_save": "cluster",
              "fleet:proxysql_node": "node", "fleet:proxysql_node_runtime": "node", "monitoring:proxysql_pool": "node",
              "monitoring:proxysql_mirror": "node", "monitoring:proxysql_chart": "node",
              "fleet:server": "server", "fleet:server_state": "server", "monitoring:server_live": "server",

@@ -1,7 +1,10 @@
 """Helpers to read what the ProxySQL doubles hold at runtime, and to run a plan here as the worker would
 (the adopted lab is in the root conftest)."""
+import threading
 import time
+from contextlib import contextmanager
 
+import MySQLdb
 import pytest
 
 from apps.fleet.models import Cluster, HostgroupMembership
@@ -116,3 +119,32 @@ def query(lab, n, sql):
         return cur.fetchall()
     finally:
         conn.close()
+
+
+def write_load(port, seconds, stop):
+    conn = MySQLdb.connect(host="127.0.0.1", port=port, user="app", passwd="app", db="app", autocommit=True)
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE IF NOT EXISTS load_t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(64))")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not stop.is_set():
+        cur.execute("INSERT INTO load_t (v) VALUES (REPEAT('x', 64))")
+    conn.close()
+
+
+@contextmanager
+def applier_stopped(galera, node, writer_port=3311, seconds=20):
+    """Galera node `node` desynced and not applying (FLUSH TABLES WITH READ LOCK) under a write load on the
+    writer: its recv queue grows until the block ends."""
+    galera.set_desync(node, True)
+    locker = galera.root_connection(node)
+    locker.cursor().execute("FLUSH TABLES WITH READ LOCK")
+    stop = threading.Event()
+    load = threading.Thread(target=write_load, args=(writer_port, seconds, stop))
+    load.start()
+    try:
+        yield
+    finally:
+        locker.cursor().execute("UNLOCK TABLES")
+        locker.close()
+        stop.set()
+        load.join()

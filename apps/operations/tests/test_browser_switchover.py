@@ -34,6 +34,30 @@ def test_operator_switches_the_writer_from_the_cluster_page(page, live_server, b
     assert Operation.objects.get().state == "done"
 
 
+def test_after_confirm_the_live_steps_are_at_the_top_and_the_plan_folded_below(
+        page, live_server, browser_login, operator_user, adopted_lab, redis_server, celery_broker, celery_factory,
+        tmp_path):
+    """Issue 23: after confirm the live steps sat 2,500 px below the fold, under the guards and the SQL."""
+    cluster, _ = adopted_lab
+    celery_factory("worker", redis_server)
+    browser_login(operator_user)
+    page.goto(f"{live_server.url}{reverse('operations:switchover', args=[cluster.pk])}")
+    page.select_option("#id_new_writer", label="127.0.0.1:3312")
+    page.click("button[name=plan]")
+    page.click("button[name=confirm]")
+    page.wait_for_selector("table.steps")
+    viewport = page.viewport_size["height"]
+    tops = [page.eval_on_selector("table.steps", "e => e.getBoundingClientRect().top")]
+    page.wait_for_selector("[data-state=done]", timeout=20_000)
+    page.screenshot(path=str(tmp_path / "operation-after-confirm.png"), full_page=True)  # kept: the layout is the point
+    tops.append(page.eval_on_selector("table.steps", "e => e.getBoundingClientRect().top"))
+    assert all(0 < top < viewport - 100 for top in tops), (tops, viewport)  # the steps' first rows visible too
+    plan = page.locator("#plan-as-confirmed")
+    assert "The plan as confirmed" in plan.inner_text() and not page.is_visible(".plan-steps")
+    plan.locator("summary").first.click()
+    assert "OFFLINE_SOFT" in page.inner_text(".plan-steps")  # the SQL that ran, one click away
+
+
 def test_viewer_sees_no_operation_buttons_and_gets_403(page, live_server, browser_login, viewer_user, adopted_lab):
     cluster, _ = adopted_lab
     browser_login(viewer_user)

@@ -15,6 +15,8 @@ from apps.operations import drain, executor, recheck, services, switchover
 from apps.operations.choices import OperationState
 from apps.operations.models import ClusterLock, Operation
 
+from lab import demo
+
 from .conftest import confirmed, finish, runtime
 
 pytestmark = pytest.mark.django_db
@@ -74,6 +76,67 @@ def test_statements_that_would_differ_from_the_confirmed_plan_refuse_the_start(a
     differ = AuditEvent.objects.get(action="drain refused").details["statements_differ"]["drain on proxysql-2"]
     assert any(",7," in sql for sql in differ["now"]["rollback"]) and not any(",7," in sql for sql in differ["confirmed"]["rollback"])
     assert ("127.0.0.1", 3313, "ONLINE") in runtime(first, 101)
+
+
+
+MOVED_ON = "refused at start, nothing was changed: the configuration moved on since this plan: "
+
+
+def test_a_stale_change_set_confirmed_is_refused_as_the_configuration_moved_on(adopted_lab, operator_user):
+    """Issue 23: two change sets planned on version 1, one applied; the other, confirmed from its open page, was
+    refused as "statements differ" (what moved was the version) and its planner's "based on the current version"
+    guard always passed."""
+    from apps.configuration import services as config
+
+    cluster, (first, _) = adopted_lab
+    ops = []
+    for value in ("4096", "2048"):
+        cs = config.start_change_set(cluster, user=operator_user, reason=f"max connections {value}")
+        config.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": value},
+                        user=operator_user)
+        ops.append(config.plan_and_save(cs, user=operator_user))
+    assert finish(confirmed_op(ops[0], operator_user)).state == OperationState.DONE
+    stale = finish(confirmed_op(ops[1], operator_user))
+    assert stale.state == OperationState.REFUSED
+    assert stale.error.startswith(MOVED_ON + "version 2 is now current (was 1). Plan it again. In detail: "), stale.error
+    assert "Based on the current version (1) (now: version 2 is current)" in stale.error
+    assert "the statements differ from the confirmed plan for apply on proxysql-1" in stale.error
+    event = AuditEvent.objects.get(action="config refused")
+    assert event.details["moved_on"] == ["version 2 is now current (was 1)"] and event.details["statements_differ"]
+    assert demo.admin_sql(first.port, "SELECT variable_value FROM runtime_global_variables WHERE "
+                          "variable_name='mysql-max_connections'", user=first.user, password=first.password) == (("4096",),)
+
+
+def test_a_switchover_confirmed_after_another_moved_the_writer_names_the_writer(adopted_lab, operator_user):
+    cluster, (first, second) = adopted_lab
+    to_3312, to_3313 = (services.save_plan(switchover.plan_switchover(cluster, Server.objects.get(port=port),
+                                                                      lower_autoinc=True), user=operator_user)
+                        for port in (3312, 3313))
+    assert finish(confirmed_op(to_3312, operator_user)).state == OperationState.DONE
+    stale = finish(confirmed_op(to_3313, operator_user))
+    assert stale.state == OperationState.REFUSED
+    assert stale.error.startswith(MOVED_ON + "version 2 is now current (was 1); the writer is now 127.0.0.1:3312 "
+                                  "(was 127.0.0.1:3311); in the inventory: 127.0.0.1:3311 left hostgroup 100; "
+                                  "127.0.0.1:3311 joined hostgroup 102 (ONLINE); 127.0.0.1:3312 joined hostgroup 100 "
+                                  "(ONLINE); 127.0.0.1:3312 left hostgroup 102. Plan it again."), stale.error
+    assert "In detail: " in stale.error and "statements differ" in stale.error
+    for double in (first, second):
+        assert runtime(double, 100) == [("127.0.0.1", 3312, "ONLINE")]
+
+
+def test_nothing_moved_in_the_console_keeps_the_refusal_as_it_was(adopted_lab, operator_user, galera_healthy):
+    """A guard failing from live state alone (a desynced target) names no move of the configuration."""
+    cluster, _ = adopted_lab
+    op = confirmed(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
+    galera_healthy.set_desync(2, True)
+    op = finish(op)
+    assert op.state == OperationState.REFUSED and "moved on" not in op.error
+    assert AuditEvent.objects.get(action="switchover refused").details["moved_on"] == []
+
+
+def confirmed_op(op, user):
+    services.confirm(op, user=user, enqueue=False)
+    return op
 
 
 def test_a_confirmed_plan_not_started_within_the_validity_window_expires(adopted_lab, operator_user):

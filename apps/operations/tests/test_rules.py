@@ -1,10 +1,8 @@
 """Read-pool rules and automatic failover against the Galera lab and two ProxySQL doubles."""
 import os
 import signal
-import threading
 import time
 
-import MySQLdb
 import pytest
 
 from apps.audit.models import AuditEvent
@@ -13,7 +11,7 @@ from apps.monitoring import live, pollers
 from apps.operations import rules
 from apps.operations.models import Operation
 
-from .conftest import layout, mirrored, runtime
+from .conftest import applier_stopped, layout, mirrored, runtime
 
 pytestmark = pytest.mark.django_db
 
@@ -82,26 +80,10 @@ def test_dry_run_only_audits_once(adopted_lab, live_redis):
     assert ("127.0.0.1", 3313, "ONLINE") in runtime(first, 101) and not Operation.objects.exists()
 
 
-def write_load(port, seconds, stop):
-    conn = MySQLdb.connect(host="127.0.0.1", port=port, user="app", passwd="app", db="app", autocommit=True)
-    cur = conn.cursor()
-    cur.execute("CREATE TABLE IF NOT EXISTS load_t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(64))")
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and not stop.is_set():
-        cur.execute("INSERT INTO load_t (v) VALUES (REPEAT('x', 64))")
-    conn.close()
-
-
 def test_desynced_node_leaves_and_rejoins_the_read_pool_with_hysteresis(adopted_lab, live_redis, galera_healthy):
     cluster, (first, second) = adopted_lab
     cluster = enable_rules(cluster, max_replication_lag=20, reader_return_mark=5, reader_return_after_s=1)
-    galera_healthy.set_desync(2, True)
-    locker = galera_healthy.root_connection(2)
-    locker.cursor().execute("FLUSH TABLES WITH READ LOCK")  # node 2 stops applying: its queue grows
-    stop = threading.Event()
-    load = threading.Thread(target=write_load, args=(3311, 20, stop))
-    load.start()
-    try:
+    with applier_stopped(galera_healthy, 2):
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             docs = poll(cluster)
@@ -117,11 +99,6 @@ def test_desynced_node_leaves_and_rejoins_the_read_pool_with_hysteresis(adopted_
             assert ("127.0.0.1", 3312, "OFFLINE_SOFT") in runtime(double, 101)
         assert reacted < 1.5
         assert HostgroupMembership.objects.get(server__port=3312, hostgroup_id=101).status == "OFFLINE_SOFT"
-    finally:
-        locker.cursor().execute("UNLOCK TABLES")
-        locker.close()
-        stop.set()
-        load.join()
     # Under the return mark, it comes back only after reader_return_after_s.
     deadline = time.monotonic() + 15
     back = False
