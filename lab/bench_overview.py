@@ -42,7 +42,10 @@ def test_overview_server_time(db, live_redis, viewer_client, shape, django_asser
         xs.sort()
         print(f"{name}: p50 {xs[10] * 1000:.0f} ms, p95 {xs[18] * 1000:.0f} ms")
     print(f"response {len(response.content)} bytes")
-    with django_assert_max_num_queries(8) as captured:
+    # Whatever the fleet's size: the session and user, the overview's own reads (apps/monitoring/overview.py),
+    # the firing-alerts banner and the pending-rollbacks banner (one query each; the latter came after the first
+    # budget of 8).
+    with django_assert_max_num_queries(9) as captured:
         viewer_client.get(url)
     print(f"{len(captured.captured_queries)} queries")
     if os.environ.get("PROFILE"):
