@@ -14,7 +14,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.ipv6 import clean_ipv6_address
@@ -88,14 +88,29 @@ def record(action, *, outcome="success", request=None, user=None, rule=None, clu
 def append_event(*, created_at=None, **fields):
     """The chain's one append, under the head's row lock: record() resolves the actor and calls this.
     `created_at` defaults to now; tests and imports of older logs pass their own."""
+    _ensure_head()
     with transaction.atomic():
         return _append(_locked_head(), created_at=created_at, **fields)
 
 
 def _locked_head():
     """The chain head's row, locked until the transaction ends: every append waits for it in turn."""
-    head, _ = AuditChainHead.objects.select_for_update().get_or_create(id=1, defaults={"last_hash": GENESIS})
-    return head
+    _ensure_head()
+    return AuditChainHead.objects.select_for_update().get(id=1)
+
+
+def _ensure_head():
+    """The head of an empty chain, made by a plain INSERT in a transaction of its own, before the append's
+    (outside one, it commits at once): concurrent first appends then wait on an existing row. Locking the
+    missing row (SELECT ... FOR UPDATE, then INSERT), or an INSERT inside the append's transaction, left InnoDB
+    gap or shared locks held by both: a deadlock, a 500 for concurrent logins on a fresh MariaDB."""
+    if AuditChainHead.objects.filter(id=1).exists():
+        return
+    try:
+        with transaction.atomic():
+            AuditChainHead.objects.get_or_create(id=1, defaults={"last_hash": GENESIS})
+    except IntegrityError:
+        pass  # created by another append at the same moment
 
 
 def _append(head, *, created_at=None, actor, actor_kind, actor_user_id=None, source_address=None, cluster_id=None,
@@ -145,6 +160,7 @@ def _burst_key(fields):
 def _record_refusal(fields):
     window = timedelta(seconds=settings.AUDIT_REFUSAL_WINDOW_S)
     key = _burst_key(fields)
+    _ensure_head()
     with transaction.atomic():
         head = _locked_head()
         now = timezone.now()
@@ -435,7 +451,7 @@ def archive_old_events(days=None, *, now=None, user=None, delete_chunk=20000):
     os.replace(tmp, final)
     sha = _sha256_of(final)
     with transaction.atomic():
-        AuditChainHead.objects.select_for_update().get_or_create(id=1, defaults={"last_hash": GENESIS})
+        _locked_head()
         if AuditArchive.objects.filter(last_id__gte=head["first_id"]).exists():
             raise ArchiveRefused("another retention run archived these events first")
         archive = AuditArchive.objects.create(
