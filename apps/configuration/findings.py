@@ -285,6 +285,74 @@ def mirror_findings(target, changed_rules, live_docs):
     return out
 
 
+MIRROR_DEFAULT_CONCURRENCY = 16  # mysql-mirror_max_concurrency's default in ProxySQL 2.7
+# A mirrored copy runs in a mirror session of its own: taken as at least this long even when the digest's own
+# queries are faster (an assumption, shown in the finding: a ~10k q/s digest went to 97 % loss at the default).
+MIRROR_COPY_FLOOR_S = 0.005
+
+
+def _share(part, whole):
+    return f"{part / whole:.1%}" if whole else "0%"
+
+
+def traffic_findings(target, changed_rules, traffic, live_docs):
+    """What each new or changed active rule would capture of the cluster's stored traffic (the digests of the last
+    hour, `traffic`: digests.selectors.Traffic), by the rule tester's walk on the target's rules; for a mirror
+    rule, the mirror load it predicts against mysql-mirror_max_concurrency."""
+    from . import rule_tester  # rule_tester imports this module's regex helpers
+
+    rules = {r["rule_id"]: r for r in target.get(MYSQL_QUERY_RULES.name) or []
+             if r["active"] and (r["rule_id"],) in changed_rules}
+    if not rules or traffic is None or not traffic.rows:
+        return []
+    captured = {rule_id: [] for rule_id in rules}
+    for row in traffic.rows:
+        walk = rule_tester.on_content(target, digest_text=row.digest_text, digest=row.digest, username=row.username,
+                                      schemaname=row.schemaname, client_addr=row.client_address)
+        for step in walk.steps:
+            if step.matched and step.rule_id in captured:
+                captured[step.rule_id].append(row)
+    total_n, total_t = traffic.count, traffic.sum_time_us
+    minutes = max(1, round(traffic.seconds / 60))
+    out = []
+    for rule_id, rows in captured.items():
+        n, t = sum(r.count for r in rows), sum(r.sum_time_us for r in rows)
+        busiest = max(rows, key=lambda r: r.count, default=None)
+        out.append(Finding("rule_traffic_share", f"Rule {rule_id} would capture {_share(n, total_n)} of the last "
+                           f"{minutes} min's queries ({_share(t, total_t)} of their time)",
+                           f"{n:,} of {total_n:,} queries, {t / 1e6:.1f} s of {total_t / 1e6:.1f} s, over "
+                           f"{len({r.digest for r in rows})} digest(s)"
+                           + (f"; the busiest: {busiest.digest_text[:120]!r}" if busiest else "")
+                           + (" (the busiest digests only: more were stored)" if traffic.truncated else ""), False))
+        rule = rules[rule_id]
+        if rows and (rule["mirror_hostgroup"] is not None or rule["mirror_flagOUT"] is not None):
+            out += _mirror_load(rule_id, rows, traffic.seconds, target, live_docs)
+    return out
+
+
+def _mirror_load(rule_id, rows, seconds, target, live_docs):
+    """Little's law: copies per second x how long each runs = mirror sessions busy at once."""
+    if not seconds:
+        return []
+    rate = sum(r.count for r in rows) / seconds
+    busy = sum(max(r.sum_time_us / 1e6, r.count * MIRROR_COPY_FLOOR_S) for r in rows) / seconds
+    limit = (target.get(VARIABLES) or {}).get("mysql-mirror_max_concurrency")
+    if not (isinstance(limit, str) and limit.isdigit()):
+        known = [int(d["figures"]["mirror_max_concurrency"]) for d in live_docs.values()
+                 if ((d or {}).get("figures") or {}).get("mirror_max_concurrency")]
+        limit = min(known) if known else MIRROR_DEFAULT_CONCURRENCY
+    limit = int(limit)
+    words = (f"{rate:,.0f} copies/s over the cluster's nodes, each running at least {MIRROR_COPY_FLOOR_S * 1000:g} ms "
+             f"(or its digest's average): about {busy:,.1f} mirror sessions busy at once, against "
+             f"mysql-mirror_max_concurrency {limit}")
+    if busy <= limit:
+        return [Finding("mirror_load", f"Mirror rule {rule_id}: predicted mirror load within its limit", words, False)]
+    return [Finding("mirror_overload", f"Mirror rule {rule_id} would exceed mysql-mirror_max_concurrency",
+                    words + f": the rest queue until mysql-mirror_max_queue_length, then about "
+                    f"{1 - limit / busy:.0%} of the copies would be dropped silently. Raise the limit or mirror less.",
+                    False)]
+
+
 def users_findings(target, servers_in):
     out = []
     for u in target.get(MYSQL_USERS.name) or []:
@@ -347,9 +415,10 @@ def node_findings(target, nodes, tables_touched):
     return out
 
 
-def effect_findings(cluster, base, target, nodes, live_docs, *, write_back=False):
+def effect_findings(cluster, base, target, nodes, live_docs, *, write_back=False, traffic=None):
     """Every finding for changing `base` into `target` on these nodes ({pk: NodeConfig}); `live_docs` the
-    nodes' latest-state documents by node name (for mirror figures); `write_back`: a repair to `base`."""
+    nodes' latest-state documents by node name (for mirror figures); `write_back`: a repair to `base`;
+    `traffic`: the cluster's stored digests of the last hour (what new or changed rules would capture)."""
     layers = [nc.layers["runtime"] for nc in nodes.values() if not nc.error]
     servers_in = _servers_anywhere(target, layers)
     engine = regex_engine(target, layers)
@@ -359,6 +428,7 @@ def effect_findings(cluster, base, target, nodes, live_docs, *, write_back=False
     rule_findings, changed_rules = rules_findings(d, target, engine, servers_in)
     out += rule_findings
     out += mirror_findings(target, changed_rules, live_docs)
+    out += traffic_findings(target, changed_rules, traffic, live_docs)
     out += users_findings(target, servers_in)
     out += host_findings(d)
     touched = {c.table for c in d.rows}

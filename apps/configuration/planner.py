@@ -67,7 +67,7 @@ def plan_change_set(cs):
     except live.LiveUnavailable:
         docs = {}
     findings = effect_findings(cluster, base, target, nodes, {nodes[pk].name: doc for pk, doc in docs.items()},
-                               write_back=write_back)
+                               write_back=write_back, traffic=None if write_back else _traffic(cluster))
     holder = current_holder(cluster)
     statements = sum(nc.plan.changes for nc in nodes.values() if not nc.error)
     changes = statements if write_back else intended.count()
@@ -161,3 +161,10 @@ def _same_secret(collector):
         va, vb = value(a), value(b)
         return va == vb or (C.password_hash(va) == C.password_hash(vb) if va and vb else False)
     return same
+
+
+def _traffic(cluster):
+    """The cluster's stored digests of the last hour, for what new or changed rules would capture."""
+    from apps.digests.selectors import cluster_traffic  # digests reads configuration: imported when used
+
+    return cluster_traffic(cluster.pk)

@@ -723,3 +723,61 @@ def digest_summary(digest, window, filters, breakdown):
             "time_share": total_us / all_time if all_time else None,
             "count_share": count / all_count if all_count else None,
             "hostgroups": split}
+
+
+# -- the effect check's traffic ------------------------------------------------------------------------
+TRAFFIC_WINDOW_S = 3600
+TRAFFIC_MAX_ROWS = 5000  # the busiest (digest, user, schema, client) rows; a rule walk each (~20 us a rule)
+
+
+@dataclass
+class TrafficRow:
+    digest: str
+    digest_text: str
+    username: str
+    schemaname: str
+    client_address: str
+    count: int
+    sum_time_us: int
+
+
+@dataclass
+class Traffic:
+    """A cluster's stored digest traffic over its last `seconds` (the effect check's input, apps/configuration)."""
+    rows: list
+    seconds: float
+    truncated: bool = False
+
+    @property
+    def count(self):
+        return sum(r.count for r in self.rows)
+
+    @property
+    def sum_time_us(self):
+        return sum(r.sum_time_us for r in self.rows)
+
+
+def cluster_traffic(cluster_id, seconds=TRAFFIC_WINDOW_S, now=None):
+    """The last `seconds` of the cluster's digests, summed per digest and source (user, schema, client) over its
+    nodes; `seconds` is what the stored rows cover (less when the digest polls started later)."""
+    from django.db.models import Min, Sum
+
+    now = int(now or time.time())
+    window = window_for(now - seconds, now, now)
+    sources = {s.pk: s for s in DigestSource.objects.filter(node__cluster_id=cluster_id)}
+    if not sources:
+        return Traffic(rows=[], seconds=0)
+    stats = DigestStat.objects.filter(_pieces_q(window.pieces), source_id__in=list(sources))
+    first = stats.aggregate(first=Min("ts"))["first"]
+    grouped = (stats.values("digest_id", "source_id").annotate(n=Sum("count_star"), t=Sum("sum_time"))
+               .order_by("-n", "digest_id", "source_id"))
+    picked = list(grouped[:TRAFFIC_MAX_ROWS + 1])
+    texts = {pk: (digest, text) for pk, digest, text in Digest.objects.filter(
+        pk__in={r["digest_id"] for r in picked}).values_list("pk", "digest", "digest_text")}
+    rows = []
+    for r in picked[:TRAFFIC_MAX_ROWS]:
+        s = sources[r["source_id"]]
+        rows.append(TrafficRow(*texts[r["digest_id"]], s.username, s.schemaname,
+                               s.client_address, int(r["n"] or 0), int(r["t"] or 0)))
+    covered = max(1, now - max(first, window.start)) if first is not None else 0
+    return Traffic(rows=rows, seconds=min(seconds, covered), truncated=len(picked) > TRAFFIC_MAX_ROWS)
