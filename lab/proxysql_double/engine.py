@@ -118,6 +118,7 @@ DIRECTIONS = {
     ("SAVE", "TO DISK"): "mem2disk", ("SAVE", "FROM MEMORY"): "mem2disk", ("SAVE", "FROM MEM"): "mem2disk",
 }
 LOADSAVE_RE = re.compile(r"^(LOAD|SAVE)\s+(.+?)\s+(TO|FROM)\s+(RUNTIME|RUN|MEMORY|MEM|DISK|CONFIG)$", re.I)
+KILL_RE = re.compile(r"^KILL (CONNECTION|QUERY) (\d+)$", re.I)
 SET_VAR_RE = re.compile(r"^SET\s+((?:mysql|admin|ldap|sqliteserver)-[A-Za-z0-9_]+)\s*(?:=|\s+TO\s+)\s*(.*?)$",
                         re.I | re.S)
 DML_TARGET_RE = re.compile(
@@ -143,6 +144,7 @@ DYNAMIC = {
     "stats_mysql_query_digest_reset", "stats_proxysql_servers_checksums", "stats_proxysql_servers_metrics",
     "stats_proxysql_servers_status", "stats_memory_metrics", "runtime_checksums_values",
     "runtime_mysql_servers",   # its status column shows ProxySQL's own SHUNNED verdict
+    "stats_mysql_errors", "stats_mysql_errors_reset",
 }
 STATS_TABLES = set(SCHEMA.tables["stats"])
 MAIN_TABLES = set(SCHEMA.tables["main"])
@@ -418,6 +420,11 @@ class AdminEngine:
             return Result(affected=0)   # SET autocommit / NAMES / session variables: accepted
         if upper in ("BEGIN", "COMMIT", "ROLLBACK", "START TRANSACTION") or first == "USE":
             return Result(affected=0)
+        m = KILL_RE.match(norm)
+        if m:  # ProxySQL's admin: KILL CONNECTION <SessionID> closes that client session (KILL QUERY: its query)
+            if m.group(1).upper() == "CONNECTION":
+                self.traffic.kill(int(m.group(2)))
+            return Result(affected=0)
         if first == "SHOW":
             return self._show(norm, upper)
         if first == "PROXYSQL":
@@ -496,6 +503,9 @@ class AdminEngine:
             self.traffic.digest_reset()
         if "stats_mysql_connection_pool_reset" in dyn:
             self.traffic.pool_rows(reset=True)
+        if "stats_mysql_errors_reset" in dyn:
+            with self.traffic.lock:
+                self.traffic.errors.clear()
         return res
 
     # ------------------------------------------------------------------ SHOW
@@ -759,6 +769,10 @@ class AdminEngine:
             self._fill("stats_mysql_query_rules", t.rule_rows())
         if "stats_mysql_users" in names:
             self._fill("stats_mysql_users", self._users_rows())
+        if names & {"stats_mysql_errors", "stats_mysql_errors_reset"}:
+            rows = t.error_rows()
+            self._fill("stats_mysql_errors", rows)
+            self._fill("stats_mysql_errors_reset", rows)
         if names & set(DIGEST_VIEWS):
             self._fill("_lab_dg", t.digest_params())
         if names & {"stats_proxysql_servers_checksums", "stats_proxysql_servers_metrics",

@@ -249,13 +249,15 @@ class TrafficModel:
         self.prepared_executed = 0.0  # Com_frontend_stmt_execute: prepared executions, never mirrored
         self.global_overrides = {}
         self.counters = {"sessions_created": 0, "sessions_closed": 0, "sessions_cut": 0,
-                         "client_errors": 0, "held_timeouts": 0, "moved_sessions": 0}
+                         "client_errors": 0, "held_timeouts": 0, "moved_sessions": 0, "sessions_killed": 0}
         self.servers_table_version = 1
         self._rule_fracs = {}      # hg -> [(rule_id, share of its queries the rule matches)]
         self._mirror_routes = {}   # hg -> [(rule_id, share, mirror hg, template mask)]
         self._shares_key = None    # the digest table's shape the shares above were computed for
         self.no_multiplex_hgs = set()
         self.holds = []            # (hostgroup, ms) of every hold that ended, oldest first
+        # stats_mysql_errors: (hg, host, port, user, schema, errno) -> [count, first_seen, last_seen, message]
+        self.errors = {}
 
     # ------------------------------------------------------------------ runtime inputs (engine)
     def set_runtime_servers(self, rows):
@@ -578,17 +580,20 @@ class TrafficModel:
         s.server = None
         s.move_at = None
 
-    def _cut(self, s, now):
+    def _cut(self, s, now, killed=False):
         wl = s.wl
         if s.server is not None:
             srv = self.servers.get(s.server)
             if srv is not None:
                 srv.pool = max(0, srv.pool - 1)
+                if not killed and srv.status != "ONLINE":  # its backend connection died under it
+                    self._error(srv.key, 2013, "Lost connection to MySQL server during query", user_of=wl)
         s.server = None
         if s in wl.sessions:
             wl.sessions.remove(s)
-        self.counters["sessions_cut"] += 1
-        self.counters["client_errors"] += 1
+        self.counters["sessions_killed" if killed else "sessions_cut"] += 1
+        if not killed:
+            self.counters["client_errors"] += 1
         if wl.reconnect:   # the application opens a new connection at once
             new = self._new_session(wl, now)
             new.reason = s.reason
@@ -765,10 +770,39 @@ class TrafficModel:
             wait = ct_max // 1000 - 1 if rec * 1000 >= ct_max else rec
         return max(1, wait)
 
+    def _error(self, key, errno, message, user_of=None):
+        """One backend error as stats_mysql_errors counts it, for each workload of the hostgroup (its user and
+        schema), or only for `user_of`'s."""
+        hg, host, port = key
+        wall = int(time.time())
+        for wl in ([user_of] if user_of else [w for w in self.workloads.values() if w.hostgroup == hg and w.sessions]):
+            entry = self.errors.setdefault((hg, host, port, wl.user, wl.schema, errno), [0, wall, wall, message])
+            entry[0] += 1
+            entry[2], entry[3] = wall, message
+
+    def error_rows(self):
+        with self.lock:
+            return [(hg, host, port, user, "", schema, errno, n, first, last, message)
+                    for (hg, host, port, user, schema, errno), (n, first, last, message) in sorted(self.errors.items())]
+
+    def kill(self, session_id):
+        """KILL CONNECTION: the client session is closed (its application reconnects, as after a cut); True
+        when there was such a session."""
+        with self.lock:
+            now = time.monotonic()
+            self._advance(now)
+            for wl in self.workloads.values():
+                for s in wl.sessions:
+                    if s.id == session_id:
+                        self._cut(s, now, killed=True)
+                        return True
+            return False
+
     def _shun(self, srv, error_at, now):
         srv.shunned = True
         srv.last_error = error_at
         srv.conn_err += self._failures_to_shun()
+        self._error(srv.key, 2003, f"Can't connect to MySQL server on '{srv.key[1]}' (111)")
         for wl in self.workloads.values():
             for s in list(wl.sessions):
                 if s.server != srv.key:

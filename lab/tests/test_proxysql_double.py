@@ -575,3 +575,57 @@ def test_cli_serves_several_endpoints_and_obeys_lab_statements(tmp_path, galera_
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=10)
     assert proc.returncode == 0 and "stopped" in out
+
+
+# ---------------------------------------------------------------------------------------- query stats (issue 23 §4)
+def reference_columns(table):
+    """Column names of a stats table as the reference's SHOW CREATE TABLE (schema/stats.<table>.sql) defines it."""
+    ddl = (REFERENCE / "schema" / f"stats.{table}.sql").read_text()
+    lines = ddl[ddl.index("(") + 1:].splitlines()
+    return [line.split()[0].rstrip(");,") for line in lines if line.split() and line.split()[0].upper() != "PRIMARY"]
+
+
+def test_query_stats_tables_have_the_reference_columns_and_string_values(proxysql_double, galera_lab):
+    a = Admin(proxysql_double)
+    galera_servers(a)
+    a.q("INSERT INTO mysql_users (username,password,default_hostgroup,max_connections) VALUES ('app','x',100,50)")
+    a.q("LOAD MYSQL USERS TO RUNTIME")
+    a.lab("SET_SESSIONS", hostgroup=100, count=3, pinned_reason="auto_increment")
+    a.lab("SET_SESSIONS", hostgroup=101, count=2)
+    set_writer_status(a, "OFFLINE_HARD")   # the pinned writer sessions lose their backend: errors
+    set_writer_status(a, "ONLINE")
+    time.sleep(0.2)
+    for table in ("stats_mysql_users", "stats_mysql_processlist", "stats_mysql_errors", "stats_mysql_commands_counters"):
+        cur = a.conn.cursor()
+        cur.execute(f"SELECT * FROM {table}")
+        rows = cur.fetchall()
+        assert [d[0] for d in cur.description] == reference_columns(table), table
+        assert {d[1] for d in cur.description} == {253}, table  # every column a string, as 2.7.1 sends
+        assert rows, f"{table} is empty under sessions"
+        assert all(v is None or isinstance(v, str) for r in rows for v in r), table
+    # The values come from the double's own sessions.
+    assert a.q("SELECT username, frontend_connections, frontend_max_connections FROM stats_mysql_users") == (
+        ("app", "5", "50"),)
+    assert a.one("SELECT COUNT(*) FROM stats_mysql_processlist") == "5"
+    errors = a.q("SELECT hostgroup, hostname, port, username, schemaname, errno, count_star FROM stats_mysql_errors")
+    assert errors == (("100", "127.0.0.1", "3311", "app", "sbtest", "2013", "3"),)
+    assert int(a.one("SELECT Total_cnt FROM stats_mysql_commands_counters WHERE Command='SELECT'")) > 0
+    # Reading the _reset view empties the table, as stats_mysql_query_digest_reset does.
+    assert len(a.q("SELECT * FROM stats_mysql_errors_reset")) == 1 and a.q("SELECT * FROM stats_mysql_errors") == ()
+
+
+def test_kill_connection_closes_that_client_session(proxysql_double, galera_lab):
+    a = Admin(proxysql_double)
+    galera_servers(a)
+    a.lab("SET_SESSIONS", hostgroup=101, count=3, reconnect=False)
+    ids = [r[0] for r in a.q("SELECT SessionID FROM stats_mysql_processlist ORDER BY SessionID")]
+    assert len(ids) == 3
+    a.q(f"KILL CONNECTION {ids[1]}")
+    assert [r[0] for r in a.q("SELECT SessionID FROM stats_mysql_processlist ORDER BY SessionID")] == [ids[0], ids[2]]
+    assert a.lab("STATUS")["counters"]["sessions_killed"] == 1
+    # An application that reconnects comes back with a new session id.
+    a.lab("SET_SESSIONS", hostgroup=100, count=1)
+    writer = a.one("SELECT SessionID FROM stats_mysql_processlist WHERE hostgroup=100")
+    a.q(f"KILL CONNECTION {writer}")
+    again = a.q("SELECT SessionID FROM stats_mysql_processlist WHERE hostgroup=100")
+    assert len(again) == 1 and again[0][0] != writer
