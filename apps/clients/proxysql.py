@@ -260,6 +260,41 @@ DIGEST_COLUMNS = ("hostgroup", "schemaname", "username", "client_address", "dige
                   "last_seen", "sum_time", "min_time", "max_time", "sum_rows_affected", "sum_rows_sent")
 
 
+@dataclass(frozen=True)
+class UserConnections:
+    """stats_mysql_users: a frontend user's client connections against its mysql_users.max_connections."""
+
+    username: str
+    frontend_connections: int
+    frontend_max_connections: int
+
+
+@dataclass(frozen=True)
+class ErrorRow:
+    """stats_mysql_errors: errors met on backends, counted per hostgroup, server, user, schema and errno."""
+
+    hostgroup: int
+    hostname: str
+    port: int
+    username: str
+    client_address: str
+    schemaname: str
+    errno: int
+    count_star: int
+    first_seen: int
+    last_seen: int
+    last_error: str
+
+
+@dataclass(frozen=True)
+class CommandCounter:
+    """stats_mysql_commands_counters: queries of one command (SELECT, INSERT...) and their total time."""
+
+    Command: str
+    Total_Time_us: int
+    Total_cnt: int
+
+
 class ProxySQLAdmin:
     """An admin connection to one ProxySQL node. Use as a context manager, or call close()."""
 
@@ -478,10 +513,12 @@ class ProxySQLAdmin:
         except (IndexError, TypeError, ValueError):
             raise UnexpectedResult(self.name, "read ConnUsed", f"unexpected answer {result.rows!r}") from None
 
-    def processlist(self):
-        """stats_mysql_processlist as dicts; `extended_info` parsed from JSON when ProxySQL fills it
+    def processlist(self, session_id=None):
+        """stats_mysql_processlist (one session's row with `session_id`) as dicts; `extended_info` parsed from JSON when ProxySQL fills it
         (mysql-show_processlist_extended=1 or 2), else None."""
-        result = self.wire.execute("SELECT * FROM stats_mysql_processlist", action="read stats_mysql_processlist")
+        result = self.wire.execute("SELECT * FROM stats_mysql_processlist" + (" WHERE SessionID=%s" if session_id
+                                                                                else ""),
+                                   (int(session_id),) if session_id else (), action="read stats_mysql_processlist")
         rows = []
         for row in result.dicts():
             info = row.get("extended_info")
@@ -489,12 +526,40 @@ class ProxySQLAdmin:
                 row["extended_info"] = json.loads(info) if info else None
             except ValueError:
                 row["extended_info"] = None  # an unreadable blob is not worth failing the page for
-            for field in ("SessionID", "hostgroup", "srv_port", "time_ms"):
+            for field in ("SessionID", "hostgroup", "srv_port", "time_ms", "cli_port"):
                 row[field] = int(row[field]) if row.get(field) not in (None, "") else None
             rows.append(row)
         return rows
 
+    def user_connections(self):
+        return self._select("SELECT username, frontend_connections, frontend_max_connections FROM stats_mysql_users"
+                            " ORDER BY username", UserConnections, "stats_mysql_users")
+
+    def backend_errors(self, limit):
+        """The `limit` most frequent rows of stats_mysql_errors (reading the table does not reset it)."""
+        return self._select("SELECT * FROM stats_mysql_errors ORDER BY count_star DESC, last_seen DESC LIMIT %s",
+                            ErrorRow, "stats_mysql_errors", (int(limit),))
+
+    def command_counters(self):
+        """The commands ProxySQL has seen at least once (most of its ~60 rows stay at 0)."""
+        return self._select("SELECT Command, Total_Time_us, Total_cnt FROM stats_mysql_commands_counters"
+                            " WHERE Total_cnt > 0 ORDER BY Command", CommandCounter, "stats_mysql_commands_counters")
+
+    def session_counts(self):
+        """{command: (sessions, longest time_ms)} of stats_mysql_processlist, counted by ProxySQL: a poll reads a
+        few rows however many sessions there are."""
+        result = self.wire.execute("SELECT command, COUNT(*), MAX(time_ms) FROM stats_mysql_processlist"
+                                   " GROUP BY command", action="read stats_mysql_processlist")
+        try:
+            return {command or "": (int(n), int(longest or 0)) for command, n, longest in result.rows}
+        except (TypeError, ValueError):
+            raise UnexpectedResult(self.name, "read stats_mysql_processlist", f"{result.rows!r}") from None
+
     # -- writes ------------------------------------------------------------------------------
+    def kill_connection(self, session_id):
+        """Close one client session (its SessionID in stats_mysql_processlist), as ProxySQL's admin takes it."""
+        self.wire.execute(f"KILL CONNECTION {int(session_id)}", action="kill a client session")
+
     def load_to_runtime(self, module):
         self._check_module(module)
         self.wire.execute(f"LOAD {module} TO RUNTIME", action=f"load {module.lower()} to runtime")

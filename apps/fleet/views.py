@@ -43,6 +43,7 @@ def cluster_detail(request, pk):
         "hostgroups": sorted(hostgroups.values(), key=lambda h: h["id"]),
         "native_active": cluster.active_native_hostgroups(),
         **monitoring_selectors.cluster_live(cluster), **monitoring_views.sparkline_context(cluster),
+        **monitoring_selectors.cluster_query_stats(cluster),
         "recent_operations": cluster.operations.exclude(state="planned")[:8],
         "pending_rollbacks": rollbacks.banner(cluster),
         **alert_selectors.open_for_cluster(cluster),

@@ -32,7 +32,7 @@ from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 
 from . import live
 from . import pool as pool_history
-from . import proxysql_cluster
+from . import proxysql_cluster, query_stats
 from .models import BackendSample, PoolSnapshot, ProxySQLSample
 
 log = logging.getLogger(__name__)
@@ -213,6 +213,7 @@ class ProxySQLReading:
     peers: list | None = None
     checksums: list | None = None
     peer_checksums: list | None = None
+    query_stats: dict | None = None  # query_stats.read(): every MONITOR_QUERY_STATS_INTERVAL_S, else None
 
 
 @dataclass
@@ -249,7 +250,8 @@ def read_proxysql(node, want_variables, prevs=(), ts=None):
                            disk=admin.servers("disk") if layers else None, runtime_fp=fp,
                            cluster_settings=cluster_settings, peers=peers,
                            checksums=admin.checksums() if clustered else None,
-                           peer_checksums=admin.peer_checksums() if clustered else None)
+                           peer_checksums=admin.peer_checksums() if clustered else None,
+                           query_stats=query_stats.read(admin, ts) if query_stats.wanted(prevs, ts) else None)
 
 
 def runtime_fingerprint(rows):
@@ -326,7 +328,8 @@ def proxysql_result(node, prev, ts, reading, scope=None):
            "counters": counters, "counters_ts": ts, "figures": figures, "pool": pool_rows,
            "runtime_servers": runtime_rows, "variables": variables, "variables_ts": variables_ts,
            "status_changes": status_changes(prev, runtime_rows, ts), **layers,
-           "proxysql_cluster": _cluster(prev, reading)}
+           "proxysql_cluster": _cluster(prev, reading),
+           "query_stats": query_stats.document(prev, reading.query_stats, scope)}
     if scope is not None:
         doc["shared_with"] = scope.shared_with
     return doc, sample, pool_samples

@@ -76,6 +76,7 @@ def proxysql_live(node, now=None):
         out.update(_pool_from_history(node, now))
     out["mirror"] = status.mirror(out["figures"])
     out.update(mirror_rules(node, now))
+    out["qs"] = _query_stats_view((doc or {}).get("query_stats"), now)
     return out
 
 
@@ -248,3 +249,68 @@ def sparklines(cluster, servers=None, now=None, minutes=60):
             old = queues[server_id][i]
             queues[server_id][i] = recv_queue if old is None else max(old, recv_queue)
     return ([{"server": s, "states": states[s.pk], "queue": queues[s.pk]} for s in servers], _ts(start), _ts(end))
+
+
+# -- the query tools' figures (query_stats.py's part of the documents) ------------------------------
+COMMANDS_SHOWN = 15
+NEAR_LIMIT = 0.9  # a user at 90 % of its max_connections is marked
+
+
+def _users(rows):
+    out = []
+    for name, connections, limit in rows:
+        ratio = connections / limit if limit else None
+        out.append({"username": name, "connections": connections, "max_connections": limit, "ratio": ratio,
+                    "near_limit": ratio is not None and ratio >= NEAR_LIMIT})
+    return sorted(out, key=lambda u: (-(u["ratio"] or 0), -u["connections"], u["username"]))
+
+
+def _query_stats_view(stats, now):
+    """A document's `query_stats` for the pages: users by how near their limit, sessions by command, the most
+    frequent backend errors, the busiest commands."""
+    if not stats:
+        return None
+    commands = sorted(({"command": name, "count": n, "total_s": t / 1e6, "avg_ms": (t / n / 1000) if n else None}
+                       for name, (n, t) in (stats.get("commands") or {}).items()), key=lambda c: -c["count"])
+    sessions = sorted(({"command": c, "count": n, "longest_ms": longest}
+                       for c, (n, longest) in (stats.get("sessions") or {}).items()), key=lambda s: -s["count"])
+    errors = [{"hostgroup": e[0], "server": f"{e[1]}:{e[2]}", "username": e[3], "schemaname": e[4], "errno": e[5],
+               "count": e[6], "first_seen": _ts(e[7]), "last_seen": _ts(e[8]), "last_error": e[9]}
+              for e in stats.get("errors") or []]
+    return {"age": max(0.0, now - stats["ts"]), "error": stats.get("error"), "users": _users(stats.get("users") or []),
+            "sessions": sessions, "sessions_total": sum(s["count"] for s in sessions), "errors": errors,
+            "errors_total": sum(e["count"] for e in errors), "commands": commands[:COMMANDS_SHOWN],
+            "commands_more": max(0, len(commands) - COMMANDS_SHOWN),
+            "interval_s": settings.MONITOR_QUERY_STATS_INTERVAL_S}
+
+
+def proxysql_query_stats(node, now=None):
+    now = now or time.time()
+    got = latest(live.PROXYSQL, [node.pk])
+    doc = got.docs.get(node.pk) or {}
+    return {"node": node, "unavailable": got.unavailable, "qs": _query_stats_view(doc.get("query_stats"), now),
+            "shared_with": [n.cluster.name for n in node.shares_with()]}
+
+
+def cluster_query_stats(cluster, now=None):
+    """Per node: sessions, client connections of its users, backend errors; and every user over the nodes (its
+    connections summed, against its limit on each node)."""
+    now = now or time.time()
+    nodes = list(cluster.proxysql_nodes.order_by("name"))
+    got = latest(live.PROXYSQL, [n.pk for n in nodes])
+    rows, users = [], {}
+    for n in nodes:
+        view = _query_stats_view((got.docs.get(n.pk) or {}).get("query_stats"), now)
+        rows.append({"node": n, "qs": view})
+        for u in (view or {}).get("users") or []:
+            total = users.setdefault(u["username"], {"username": u["username"], "connections": 0, "limits": set(),
+                                                      "near_limit_on": []})
+            total["connections"] += u["connections"]
+            total["limits"].add(u["max_connections"])
+            if u["near_limit"]:
+                total["near_limit_on"].append(n.name)
+    for u in users.values():
+        u["limits"] = sorted(u["limits"])
+    return {"cluster": cluster, "unavailable": got.unavailable, "query_nodes": rows,
+            "query_users": sorted(users.values(), key=lambda u: (-len(u["near_limit_on"]), -u["connections"],
+                                                                  u["username"]))}

@@ -1,24 +1,27 @@
 """Monitoring pages and their live fragments, and one JSON view per chart. Viewer-level (login is required by
-middleware, the viewer role by each view); nothing here changes state. /metrics (Prometheus) is the exception:
+middleware, the viewer role by each view); nothing here changes state but the kill of a client session (an operator's,
+confirmed, audited: sessions.py). /metrics (Prometheus) is the exception:
 outside the login, with its own check (scrape_access.py). The node, cluster and backend pages are the fleet app's; their
 monitoring sections are partials of templates/monitoring/*.html refreshed by the views below."""
 import gzip
 import time
 
-from django.contrib.auth.decorators import login_not_required
 from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_not_required
 from django.db import DatabaseError
 from django.http import Http404, HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404
+from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_http_methods
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
-from apps.accounts.roles import VIEWER, require_role
+from apps.accounts.roles import OPERATOR, VIEWER, require_role
+from apps.clients.wire import ClientError
 from apps.fleet.models import Cluster, ProxySQLNode, Server
 from apps.operations import rollbacks  # the rollback-pending banner
 
-from . import charts, exporter, live, overview as fleet, scrape_access, selectors, status
+from . import charts, exporter, live, overview as fleet, scrape_access, selectors, sessions, status
 
 
 def _page_args(request):
@@ -68,6 +71,59 @@ def proxysql_pool(request, pk):
 def proxysql_mirror(request, pk):
     """Live fragment: the mirror panel."""
     return TemplateResponse(request, "monitoring/proxysql.html#mirror", proxysql_context(_node(pk)))
+
+
+@require_role(VIEWER)
+@require_GET
+def proxysql_query_stats(request, pk):
+    """Live fragment: users against their limit, sessions by command, backend errors, command counters (polled)."""
+    return TemplateResponse(request, "monitoring/proxysql.html#query_stats", selectors.proxysql_query_stats(_node(pk)))
+
+
+@require_role(VIEWER)
+@require_GET
+def cluster_query_stats(request, pk):
+    cluster = get_object_or_404(Cluster, pk=pk)
+    return TemplateResponse(request, "monitoring/cluster.html#query_stats", selectors.cluster_query_stats(cluster))
+
+
+@require_role(VIEWER)
+@require_GET
+def proxysql_sessions(request, pk):
+    """Fragment: the node's client sessions (stats_mysql_processlist), read from it now, on demand."""
+    node = _node(pk)
+    return TemplateResponse(request, "monitoring/proxysql.html#sessions", {"node": node, **sessions.live_sessions(node)})
+
+
+@require_role(OPERATOR)
+@require_http_methods(["GET", "POST"])
+def proxysql_kill_session(request, pk, session_id):
+    """GET: the confirmation, naming the session as the node shows it now. POST (confirmed): KILL CONNECTION."""
+    node = _node(pk)
+    back = node.get_absolute_url() + "#sessions"
+    try:
+        row = sessions.read_session(node, session_id)
+    except ClientError as exc:
+        messages.error(request, f"The node did not answer: {exc}")
+        return redirect(back)
+    if request.method == "POST":
+        expected = {k: request.POST.get(k, "") for k in ("user", "cli_host", "cli_port")}
+        if request.POST.get("confirm") != "yes":
+            return TemplateResponse(request, "monitoring/kill_session.html",
+                                    {"node": node, "row": row, "session_id": session_id, "expected": expected,
+                                     "describe": row and sessions.describe(row),
+                                     "refusal": "Tick the confirmation to kill the session."}, status=400)
+        try:
+            killed, gone = sessions.kill_session(node, session_id, expected, request=request)
+        except sessions.KillRefused as exc:
+            messages.error(request, str(exc))
+            return redirect(back)
+        messages.success(request, f"Killed {sessions.describe(killed)}" + ("." if gone else
+                                  ": it still shows in the processlist; ProxySQL closes it at its next step."))
+        return redirect(back)
+    return TemplateResponse(request, "monitoring/kill_session.html",
+                            {"node": node, "row": row, "session_id": session_id,
+                             "expected": row and sessions.fingerprint(row), "describe": row and sessions.describe(row)})
 
 
 def server_context(server):

@@ -97,6 +97,8 @@ def kwargs_for(name, pattern, objects):
              "operations:cluster_rules": "cluster", "operations:cluster_rules_save": "cluster",
              "fleet:proxysql_node": "node", "fleet:proxysql_node_runtime": "node", "monitoring:proxysql_pool": "node",
              "monitoring:proxysql_mirror": "node", "monitoring:proxysql_chart": "node",
+             "monitoring:cluster_query_stats": "cluster", "monitoring:proxysql_query_stats": "node",
+             "monitoring:proxysql_sessions": "node", "monitoring:proxysql_kill_session": "node",
              "fleet:server": "server", "fleet:server_state": "server", "monitoring:server_live": "server",
              "monitoring:server_chart": "server", "operations:drain": "server", "operations:restore": "server",
              "audit:detail": "event", "digests:detail": "digest", "digests:chart": "digest",

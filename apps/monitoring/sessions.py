@@ -1,0 +1,70 @@
+"""Client sessions of one ProxySQL node, read from it now (stats_mysql_processlist), and the guarded kill of one:
+`KILL CONNECTION <SessionID>` on the node's admin interface, as ProxySQL 2.7 takes it.
+
+The kill is an operator's, after a confirmation that names the session; it is refused when the session id now
+belongs to another client (ids are reused after a restart) and audited with who killed what."""
+from apps.audit.services import record
+from apps.clients.proxysql import ProxySQLAdmin
+from apps.clients.wire import ClientError
+
+SHOWN = 200  # the longest-running sessions; a busy node has thousands
+
+
+class KillRefused(Exception):
+    pass
+
+
+def live_sessions(node):
+    """{"rows": the SHOWN longest-running sessions, "total", "error"}: read from the node now."""
+    try:
+        with ProxySQLAdmin.for_node(node) as admin:
+            rows = admin.processlist()
+    except ClientError as exc:
+        return {"rows": [], "total": 0, "error": str(exc)}
+    rows.sort(key=lambda r: (-(r["time_ms"] or 0), r["SessionID"]))
+    return {"rows": rows[:SHOWN], "total": len(rows), "error": None}
+
+
+def read_session(node, session_id):
+    """The session's processlist row, or None when it is not open (any more)."""
+    with ProxySQLAdmin.for_node(node) as admin:
+        rows = admin.processlist(session_id)
+    return rows[0] if rows else None
+
+
+def describe(row):
+    where = f" in hostgroup {row['hostgroup']}" if row.get("hostgroup") is not None else ""
+    return (f"session {row['SessionID']} of user {row['user']} from {row['cli_host']}:{row['cli_port']}, "
+            f"{row['command']} for {(row['time_ms'] or 0) / 1000:.1f} s{where}")
+
+
+def fingerprint(row):
+    """What the confirmation showed, to tell it is still the same client: user, client host and port."""
+    return {"user": row["user"] or "", "cli_host": row["cli_host"] or "", "cli_port": str(row["cli_port"] or "")}
+
+
+def kill_session(node, session_id, expected, *, request):
+    """Close one client session of `node`. `expected`: the fingerprint() the operator confirmed. Returns the
+    row killed and whether it was gone after; raises KillRefused (audited) when it is not the confirmed one."""
+    target = f"ProxySQL {node.name} session {session_id}"
+    row = read_session(node, session_id)
+    if row is None or fingerprint(row) != expected:
+        why = ("it is not open any more" if row is None
+               else f"the id now belongs to another client ({describe(row)})")
+        record("proxysql.kill_session", outcome="refused", request=request, cluster=node.cluster, target=target,
+               details={"node": node.name, "session_id": session_id, "confirmed": expected, "reason": why})
+        raise KillRefused(f"Session {session_id} was not killed: {why}.")
+    try:
+        with ProxySQLAdmin.for_node(node) as admin:
+            admin.kill_connection(session_id)
+            gone = not admin.processlist(session_id)
+    except ClientError as exc:
+        record("proxysql.kill_session", outcome="failure", request=request, cluster=node.cluster, target=target,
+               details={"node": node.name, "session_id": session_id, "error": str(exc)})
+        raise KillRefused(f"Session {session_id}: the node did not take the kill: {exc}") from None
+    record("proxysql.kill_session", request=request, cluster=node.cluster, target=target,
+           details={"node": node.name, "session_id": session_id, "statement": f"KILL CONNECTION {int(session_id)}",
+                    "user": row["user"], "client": f"{row['cli_host']}:{row['cli_port']}", "db": row.get("db"),
+                    "hostgroup": row.get("hostgroup"), "command": row["command"], "time_ms": row["time_ms"],
+                    "info": (row.get("info") or "")[:500], "gone_after": gone})
+    return row, gone
