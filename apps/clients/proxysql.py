@@ -540,6 +540,15 @@ class ProxySQLAdmin:
         return self._select("SELECT * FROM stats_mysql_errors ORDER BY count_star DESC, last_seen DESC LIMIT %s",
                             ErrorRow, "stats_mysql_errors", (int(limit),))
 
+    def error_totals(self):
+        """[(hostgroup, errno, count)]: every row of stats_mysql_errors summed by ProxySQL (a few rows)."""
+        result = self.wire.execute("SELECT hostgroup, errno, SUM(count_star) FROM stats_mysql_errors"
+                                   " GROUP BY hostgroup, errno ORDER BY hostgroup, errno", action="read stats_mysql_errors")
+        try:
+            return [(int(hg), int(errno), int(n)) for hg, errno, n in result.rows]
+        except (TypeError, ValueError):
+            raise UnexpectedResult(self.name, "read stats_mysql_errors", f"{result.rows!r}") from None
+
     def command_counters(self):
         """The commands ProxySQL has seen at least once (most of its ~60 rows stay at 0)."""
         return self._select("SELECT Command, Total_Time_us, Total_cnt FROM stats_mysql_commands_counters"

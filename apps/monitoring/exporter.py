@@ -29,8 +29,9 @@ Choices, by the Prometheus conventions (README "Prometheus" says more):
 - The pool row's status is one series with the current status as a label and the value 1 (the other
   statuses have no series): a full state set (five statuses, 0 or 1) would be five series per row, 45
   per node: 36,000 lines more at 1,000 nodes.
-- Labels: cluster, node, hostgroup, server (host:port), role, rule, kind, state, status: bounded by the
-  inventory and by fixed sets; never a digest, a query text or an error message.
+- Labels: cluster, node, hostgroup, server (host:port), role, rule, kind, state, status, command, errno, user:
+  bounded by the inventory and by fixed sets (users: the USERS_EXPORTED busiest per node, the rest summed);
+  never a digest, a session, a query text or an error message.
 
 At 1,000 ProxySQL nodes and 3,000 backends the two kinds hold about 105,000 samples. prometheus_client's
 generate_latest() escapes and sorts every sample's labels (~4 us a sample here: 400 ms of CPU), so render()
@@ -62,6 +63,11 @@ from .models import RAW, MirrorRuleSample
 from .overview import Unreadable, read_docs
 
 PREFIX = "proxysql_fleet_"
+# Label values bounded at fleet scale (each series more is 1,000 samples at 1,000 nodes): users as a label only for
+# the busiest few per node, commands of a fixed list, the rest summed under OTHER.
+USERS_EXPORTED = 5
+COMMANDS_EXPORTED = ("SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE", "BEGIN", "COMMIT", "ROLLBACK", "SET")
+OTHER = "(other)"
 POOL_STATUSES = "ONLINE, SHUNNED, OFFLINE_SOFT, OFFLINE_HARD, SHUNNED_REPLICATION_LAG"
 
 
@@ -100,6 +106,16 @@ class Figures(msgspec.Struct, frozen=True):
     mysql_threads: Figure = None
 
 
+class QueryStats(msgspec.Struct, frozen=True):
+    """query_stats.py's reading (every MONITOR_QUERY_STATS_INTERVAL_S): the parts exported."""
+
+    ts: float
+    users: list[tuple[str, int, int]] = []
+    sessions: dict[str, tuple[int, int]] = {}
+    commands: dict[str, tuple[int, int]] = {}
+    error_totals: list[tuple[int, int, int]] = []
+
+
 class ProxySQLDoc(msgspec.Struct):
     """The part of pollers.py's ProxySQL document that /metrics exports (the pool rows are skipped while decoding:
     /metrics/pool exports them)."""
@@ -109,6 +125,7 @@ class ProxySQLDoc(msgspec.Struct):
     poll_s: Figure = None
     counters: GlobalCounters = GlobalCounters()
     figures: Figures = Figures()
+    query_stats: QueryStats | None = None
 
 
 class PoolDoc(msgspec.Struct):
@@ -163,6 +180,18 @@ SPECS = {
                                   "(per thread) x mysql-threads; beyond it mirrored queries are dropped"),
     "mirror_concurrency": (GAUGE, "Mirror sessions running (Mirror_concurrency)"),
     "mirror_concurrency_limit": (GAUGE, "mysql-mirror_max_concurrency"),
+    # the query tools' figures (query_stats.py), read every MONITOR_QUERY_STATS_INTERVAL_S
+    "proxysql_sessions": (GAUGE, "Client sessions by command (stats_mysql_processlist counted by ProxySQL: Sleep, "
+                                 "Query, Execute...); no series per session"),
+    "proxysql_user_connections": (GAUGE, f"Client connections of a frontend user (stats_mysql_users): the "
+                                         f"{USERS_EXPORTED} busiest users of the node by name, the others summed as "
+                                         f"user=\"{OTHER}\""),
+    "proxysql_user_max_connections": (GAUGE, "The user's max_connections (stats_mysql_users), for the same users"),
+    "proxysql_command_queries": (COUNTER, "Queries by command (stats_mysql_commands_counters Total_cnt): "
+                                          + ", ".join(COMMANDS_EXPORTED) + f"; the others summed as command=\"{OTHER}\""),
+    "proxysql_command_time_seconds": (COUNTER, "Total time of those queries (Total_Time_us)"),
+    "proxysql_backend_errors": (COUNTER, "Errors met on backends (stats_mysql_errors count_star), by hostgroup and "
+                                         "MySQL errno, summed over servers, users and schemas"),
     # pool rows: one per (node, hostgroup, server), as stats_mysql_connection_pool
     "pool_server_status": (GAUGE, "1, with the row's current status as the status label (" + POOL_STATUSES + "); "
                                   "the other statuses have no series"),
@@ -395,6 +424,33 @@ def _proxysql(add, inv, docs, now):
             add(name, labels, getattr(figures, field))
         add("mirror_queue_limit", labels, status.mirror({"mirror_max_queue_length": figures.mirror_max_queue_length,
                                                           "mysql_threads": figures.mysql_threads}).queue_limit)
+        stats = doc.query_stats  # read every MONITOR_QUERY_STATS_INTERVAL_S: its own age
+        if stats is not None and now - stats.ts <= status.stale_after(settings.MONITOR_QUERY_STATS_INTERVAL_S):
+            _query_stats(add, labels, stats)
+
+
+def _query_stats(add, labels, stats):
+    """One node's users, sessions, command counters and backend errors, with bounded label values."""
+    for command, (sessions, _longest) in stats.sessions.items():
+        add("proxysql_sessions", {**labels, "command": command or OTHER}, float(sessions))
+    users = sorted(stats.users, key=lambda u: (-u[1], u[0]))
+    for name, connections, limit in users[:USERS_EXPORTED]:
+        user_labels = {**labels, "user": name}
+        add("proxysql_user_connections", user_labels, float(connections))
+        add("proxysql_user_max_connections", user_labels, float(limit))
+    if len(users) > USERS_EXPORTED:
+        add("proxysql_user_connections", {**labels, "user": OTHER}, float(sum(u[1] for u in users[USERS_EXPORTED:])))
+    totals = defaultdict(lambda: [0, 0])
+    for command, (count, time_us) in stats.commands.items():
+        total = totals[command if command in COMMANDS_EXPORTED else OTHER]
+        total[0] += count
+        total[1] += time_us
+    for command, (count, time_us) in sorted(totals.items()):
+        command_labels = {**labels, "command": command}
+        add("proxysql_command_queries", command_labels, float(count))
+        add("proxysql_command_time_seconds", command_labels, time_us / 1e6)
+    for hostgroup, errno, count in stats.error_totals:
+        add("proxysql_backend_errors", {**labels, "hostgroup": str(hostgroup), "errno": str(errno)}, float(count))
 
 
 def _pool(add, cluster, nodes, docs, now):

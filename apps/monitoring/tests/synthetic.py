@@ -75,11 +75,26 @@ def proxysql_doc(runtime_rows, ts, i=0, *, ok=True, mirror_queue=0, threads=4):
                         "Server_Connections_aborted": 0},
            "counters_ts": ts, "figures": figures, "pool": pool, "runtime_servers": runtime_rows,
            "variables": {"mysql-mirror_max_concurrency": "16", "mysql-mirror_max_queue_length": "32000",
-                         "mysql-threads": str(threads)}, "variables_ts": ts, "poll_s": 0.0042}
+                         "mysql-threads": str(threads)}, "variables_ts": ts, "poll_s": 0.0042,
+           "query_stats": query_stats_doc(ts, i)}
     if not ok:
         doc.update(ok=False, error="ProxySQL px: connect timed out after 0.5 s", error_kind="timeout",
                    error_since=ts - 30)
     return doc
+
+
+def query_stats_doc(ts, i=0):
+    """query_stats.py's reading as a node with 7 users (more than /metrics labels), 3 kinds of session, a sysbench-like
+    mix of 12 commands and one backend error kind."""
+    users = [[f"app{u}", (i + u) % 9, 100] for u in range(7)]
+    commands = {c: [1000 * (k + 1) + i, 250_000 * (k + 1)] for k, c in enumerate(
+        ("SELECT", "INSERT", "UPDATE", "DELETE", "BEGIN", "COMMIT", "ROLLBACK", "SET", "SHOW", "REPLACE", "CALL",
+         "DESCRIBE"))}
+    return {"ts": ts, "error": None, "users": users,
+            "sessions": {"Sleep": [8, 0], "Query": [3, 12], "Execute": [1, 3]},
+            "errors": [[100, "10.0.0.1", 3306, "app0", "shop", 2013, 4 + i, int(ts) - 600, int(ts) - 60,
+                        "Lost connection to MySQL server during query"]],
+            "error_totals": [[100, 2013, 4 + i]], "commands": commands}
 
 
 def backend_doc(ts, *, local_state=4, recv_queue=0, ok=True):

@@ -124,9 +124,11 @@ def test_the_exposition_holds_the_lab_figures(client, adopted_lab, live_redis, g
         assert 0 <= value(parsed, "proxysql_fleet_backend_wsrep_flow_control_paused_ratio", **labels) <= 1
         assert value(parsed, "proxysql_fleet_backend_maintenance", **labels) == 0
         assert value(parsed, "proxysql_fleet_backend_poll_duration_seconds", **labels) == doc["poll_s"] > 0
-    # Bounded labels: only these names, and no digest or query text anywhere.
+    # Bounded labels: only these names, and no digest or query text anywhere (command, errno and user: the query
+    # stats' fixed lists and capped users, exporter.USERS_EXPORTED and COMMANDS_EXPORTED).
     used = {k for _, labels in parsed for k, _ in labels}
-    assert used <= {"cluster", "node", "hostgroup", "server", "role", "status", "rule", "kind", "state", "le"}
+    assert used <= {"cluster", "node", "hostgroup", "server", "role", "status", "rule", "kind", "state", "le",
+                    "command", "errno", "user"}
 
 
 def test_promtool_accepts_the_exposition(client, adopted_lab, live_redis, galera_healthy, everything):

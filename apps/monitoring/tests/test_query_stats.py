@@ -104,3 +104,35 @@ def test_killing_a_session_needs_an_operator_and_a_confirmation_naming_it_and_is
     assert AuditEvent.objects.filter(action="proxysql.kill_session", outcome="refused").exists()
     # Gone now: the confirmation says so and offers nothing to kill.
     assert "is not open on" in html(operator, url)
+
+
+def test_metrics_carry_sessions_users_commands_and_backend_errors_with_bounded_labels(adopted_lab, live_redis,
+                                                                                     client):
+    from apps.monitoring import exporter
+    from apps.monitoring.tests.synthetic import query_stats_doc
+    from apps.monitoring.tests.test_metrics import scrape, series, value
+
+    cluster, (first, second) = adopted_lab
+    app_user_with_a_limit(first, 12)
+    writer_offline_hard_and_back(first)
+    poll()
+    parsed = series(scrape(client))
+    labels = {"cluster": "galera-lab", "node": "proxysql-1"}
+    assert value(parsed, "proxysql_fleet_proxysql_user_connections", **labels, user="app") == 12
+    assert value(parsed, "proxysql_fleet_proxysql_user_max_connections", **labels, user="app") == 12
+    sessions = {dict(k)["command"]: v for n, k in parsed if n == "proxysql_fleet_proxysql_sessions"
+                and dict(k)["node"] == "proxysql-1" for v in [parsed[(n, k)]]}
+    assert sum(sessions.values()) == 12 and set(sessions) <= {"Sleep", "Query", "Execute"}
+    assert value(parsed, "proxysql_fleet_proxysql_command_queries_total", **labels, command="SELECT") > 0
+    assert value(parsed, "proxysql_fleet_proxysql_command_time_seconds_total", **labels, command="INSERT") > 0
+    assert value(parsed, "proxysql_fleet_proxysql_backend_errors_total", **labels, hostgroup="100", errno="2013") == 4
+    assert not [k for n, k in parsed if dict(k).get("node") == "proxysql-2" and "errno" in dict(k)]
+
+    # Bounded: the busiest USERS_EXPORTED users by name, the rest summed; commands outside the list summed.
+    families = exporter._families()
+    exporter._query_stats(exporter._Adder(families), {"node": "n"}, exporter.msgspec.convert(
+        query_stats_doc(0.0), exporter.QueryStats))
+    users = {s.labels["user"]: s.value for s in families["proxysql_user_connections"].samples}
+    assert len(users) == exporter.USERS_EXPORTED + 1 and users[exporter.OTHER] == 0 + 1  # app0 (0) and app1 (1)
+    commands = {s.labels["command"] for s in families["proxysql_command_queries"].samples}
+    assert commands == set(exporter.COMMANDS_EXPORTED) | {exporter.OTHER}
