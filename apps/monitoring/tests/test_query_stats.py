@@ -133,6 +133,7 @@ def test_metrics_carry_sessions_users_commands_and_backend_errors_with_bounded_l
     exporter._query_stats(exporter._Adder(families), {"node": "n"}, exporter.msgspec.convert(
         query_stats_doc(0.0), exporter.QueryStats))
     users = {s.labels["user"]: s.value for s in families["proxysql_user_connections"].samples}
-    assert len(users) == exporter.USERS_EXPORTED + 1 and users[exporter.OTHER] == 0 + 1  # app0 (0) and app1 (1)
+    assert len(users) == exporter.USERS_EXPORTED + 1  # app0..app6 hold 0..6 connections: the rest summed
+    assert users[exporter.OTHER] == sum(range(7 - exporter.USERS_EXPORTED)) and users["app6"] == 6
     commands = {s.labels["command"] for s in families["proxysql_command_queries"].samples}
     assert commands == set(exporter.COMMANDS_EXPORTED) | {exporter.OTHER}
