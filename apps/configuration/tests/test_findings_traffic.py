@@ -69,3 +69,24 @@ def test_a_mirror_rule_over_a_hot_digest_warns_it_would_exceed_the_mirror_concur
         BASE["mysql_users"])
     found = {f.key: f for f in effect_findings(cluster, BASE, cool, {1: node()}, {}, traffic=traffic)}
     assert "mirror_overload" not in found and "within its limit" in found["mirror_load"].label
+
+
+def test_the_change_set_plan_carries_the_captured_share_over_the_stored_digests(adopted_lab, operator_user):
+    from apps.configuration import services
+    from apps.configuration.planner import plan_change_set
+    from apps.fleet.models import ProxySQLNode
+
+    cluster, _ = adopted_lab
+    now = int(time.time())
+    for node in ProxySQLNode.objects.filter(cluster=cluster):
+        src = source(node, hostgroup=100, username="utest", schemaname="sbtest")
+        stat(src, digest(ORDERS), now - 3000, 900, 9_000_000)
+        stat(src, digest(INVOICES), now - 3000, 100, 1_000_000)
+    cs = services.start_change_set(cluster, user=operator_user, reason="orders to the readers")
+    services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
+                           "row": {"rule_id": 5, "active": 1, "match_digest": "FROM orders", "destination_hostgroup": 101,
+                                   "apply": 1}}, user=operator_user)
+    plan, _ = plan_change_set(cs)
+    share = [w for w in plan.facts["warnings"] if w["key"] == "rule_traffic_share"]
+    assert share and share[0]["label"].startswith("Rule 5 would capture 90.0% of the last ")
+    assert "1,800 of 2,000 queries" in share[0]["value"]
