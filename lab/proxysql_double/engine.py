@@ -118,7 +118,9 @@ DIRECTIONS = {
     ("SAVE", "TO DISK"): "mem2disk", ("SAVE", "FROM MEMORY"): "mem2disk", ("SAVE", "FROM MEM"): "mem2disk",
 }
 LOADSAVE_RE = re.compile(r"^(LOAD|SAVE)\s+(.+?)\s+(TO|FROM)\s+(RUNTIME|RUN|MEMORY|MEM|DISK|CONFIG)$", re.I)
-KILL_RE = re.compile(r"^KILL (CONNECTION|QUERY) (\d+)$", re.I)
+# ProxySQL_Admin.cpp (admin_handler_command_kill_connection): only the "KILL CONNECTION " prefix is an admin command
+# (KILL QUERY goes on to SQLite: a syntax error); the id is read with atoi(); an id no session has is refused.
+KILL_RE = re.compile(r"^KILL CONNECTION (\d*)", re.I)
 SET_VAR_RE = re.compile(r"^SET\s+((?:mysql|admin|ldap|sqliteserver)-[A-Za-z0-9_]+)\s*(?:=|\s+TO\s+)\s*(.*?)$",
                         re.I | re.S)
 DML_TARGET_RE = re.compile(
@@ -421,9 +423,10 @@ class AdminEngine:
         if upper in ("BEGIN", "COMMIT", "ROLLBACK", "START TRANSACTION") or first == "USE":
             return Result(affected=0)
         m = KILL_RE.match(norm)
-        if m:  # ProxySQL's admin: KILL CONNECTION <SessionID> closes that client session (KILL QUERY: its query)
-            if m.group(1).upper() == "CONNECTION":
-                self.traffic.kill(int(m.group(2)))
+        if m:  # ProxySQL's admin: KILL CONNECTION <SessionID> closes that client session
+            session_id = int(m.group(1) or 0)
+            if not self.traffic.kill(session_id):
+                return Result(error=(ERR_CODE, f"ProxySQL Admin Error: Unknown thread id: {session_id}"))
             return Result(affected=0)
         if first == "SHOW":
             return self._show(norm, upper)

@@ -629,3 +629,8 @@ def test_kill_connection_closes_that_client_session(proxysql_double, galera_lab)
     a.q(f"KILL CONNECTION {writer}")
     again = a.q("SELECT SessionID FROM stats_mysql_processlist WHERE hostgroup=100")
     assert len(again) == 1 and again[0][0] != writer
+    # As ProxySQL_Admin.cpp answers: an id no session has is refused; KILL QUERY is no admin command (SQLite's error).
+    with pytest.raises(MySQLdb.OperationalError, match=f"Unknown thread id: {ids[1]}"):
+        a.q(f"KILL CONNECTION {ids[1]}")
+    with pytest.raises(MySQLdb.OperationalError, match='near "KILL": syntax error'):
+        a.q(f"KILL QUERY {ids[0]}")
