@@ -157,7 +157,8 @@ def test_a_real_prometheus_scrapes_the_lab(live_server, adopted_lab, live_redis,
     for title in ("Connections used per node and hostgroup (ConnUsed)", "Queries per second per ProxySQL node (Questions)",
                   "Latency per backend (ProxySQL's ping, Latency_us)", "Poll age (seconds since the latest poll)",
                   "Mirror queue against its limit (per-thread limit × mysql-threads)", "Flow control: share of time paused",
-                  "read_only per backend", "Backends in maintenance (drained by the console)"):
+                  "read_only per backend", "Backends in maintenance (drained by the console)",
+                  "Client sessions by command", "Queries per second by command, and backend errors"):
         assert results[title], f"{title}: no data"
 
     # The alerting rules: all loaded, evaluated without error, none pending or firing on the healthy lab; the
