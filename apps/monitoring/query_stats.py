@@ -13,7 +13,7 @@ from django.conf import settings
 from apps.clients.wire import Rejected
 
 ERRORS_KEPT = 20
-USERS_KEPT = 200
+USERS_KEPT = 50  # the busiest: a node with thousands of users keeps its document small
 ERROR_TEXT_KEPT = 200
 
 
