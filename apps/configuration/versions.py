@@ -42,5 +42,12 @@ def lacks(version_text, name):
     return have is not None and s in KNOWN and s not in have
 
 
+def one_side_lacks(name, intended, node_value):
+    """A variable of some versions only that the configuration (recorded from a node of another version) or the
+    node (a ProxySQL lists every variable it has) does not hold: the versions differ, which is not drift and
+    nothing to write."""
+    return name in VARIABLE_VERSIONS and (node_value is None or name not in (intended.get("global_variables") or {}))
+
+
 def versions_with(name):
     return ", ".join(VARIABLE_VERSIONS.get(name, KNOWN))

@@ -100,3 +100,22 @@ def test_a_variable_that_2_5_lacks_is_refused_for_that_node_with_why(adopted_mix
     assert guard.label.startswith("proxysql-old runs ProxySQL 2.5.5") and not guard.overridable
     assert guard.value.startswith("mysql-handle_warnings (ProxySQL 2.6, 2.7, 3.0 only)")
     assert "proxysql-new" not in guard.label and "variable_unknown" not in refused
+
+
+def test_a_variable_only_the_other_version_has_is_no_drift_and_no_write_back(adopted_mixed_lab, operator_user):
+    """Right after adoption from the 2.5 node, version 1 carries mysql-default_tx_isolation (2.5 only): the 2.7
+    node lacks it by its version, which is neither drift nor something a write-back could write."""
+    from apps.configuration.drift import cluster_drift
+
+    cluster, (old, new) = adopted_mixed_lab
+    drift = {n.node_name: n for n in cluster_drift(cluster).nodes}
+    assert [d.key for d in drift["proxysql-new"].layers if d.table == "global_variables"] == []
+    assert [d.key for d in drift["proxysql-old"].layers if d.table == "global_variables"] == []
+    sql(new, "SET mysql-mirror_max_concurrency=42")   # real drift on the 2.7 node, written back
+    sql(new, "LOAD MYSQL VARIABLES TO RUNTIME")
+    cs = services.write_back(cluster, user=operator_user, reason="back to version 1")
+    op, plan = run(cs, operator_user)
+    assert op.state == "done", (op.error, plan.failed_guards)
+    apply = next(s for s in plan.steps if s.key == "apply")
+    statements = [s for spec in apply.nodes.values() for s in spec["sql"]]
+    assert not any("default_tx_isolation" in s for s in statements), statements
