@@ -92,3 +92,30 @@ def test_a_variable_the_version_lacks_is_refused_as_proxysql_does(proxysql_doubl
             cur.execute(statement)
     finally:
         conn.close()
+
+
+# Replaying the 2.7.1 transcripts on another version, only the steps that meet what that version differs in fail.
+EXPECTED_DIFFERENCES = {
+    ("2.5", "admin-statements.jsonl"): {3: "SHOW TABLES: no mysql_servers_ssl_params (+ runtime_)"},
+    ("2.5", "config-statements.jsonl"): {3: "admin-hash_passwords is still a variable",
+                                         75: "SAVE MYSQL VARIABLES TO DISK writes 158 rows, not 163 (5 fewer)",
+                                         87: "mysql_hostgroup_attributes has no hostgroup_settings",
+                                         103: "runtime_checksums_values has no mysql_servers_v2"},
+    ("2.6", "admin-statements.jsonl"): {},
+    ("2.6", "config-statements.jsonl"): {},
+    ("3.0", "admin-statements.jsonl"): {3: "SHOW TABLES: the pgsql_* tables"},
+    ("3.0", "config-statements.jsonl"): {76: "SAVE ADMIN VARIABLES TO DISK writes 50 rows (admin-pgsql_ifaces)"},
+}
+
+
+@pytest.mark.parametrize("version,transcript", sorted(EXPECTED_DIFFERENCES))
+def test_the_2_7_1_transcripts_differ_on_another_version_only_where_its_source_does(version, transcript):
+    from lab.proxysql_double import ProxySQLDouble
+    from lab.tests.test_proxysql_double import REFERENCE, replay_transcript
+
+    path = REFERENCE / "transcripts" / transcript
+    if not path.exists():
+        pytest.skip(f"reference folder not found at {REFERENCE}")
+    with ProxySQLDouble(version=version) as double:
+        _, failures, _ = replay_transcript(double, path)
+    assert {int(f.split()[1].rstrip(":")) for f in failures} == set(EXPECTED_DIFFERENCES[(version, transcript)]), failures
