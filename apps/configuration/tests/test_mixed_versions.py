@@ -7,6 +7,8 @@ from django.urls import reverse
 from apps.configuration import services
 from apps.configuration.models import ChangeSet, ConfigVersion
 from apps.configuration.planner import plan_change_set
+from apps.audit.models import AuditEvent
+from apps.fleet import node_versions
 from apps.fleet.models import HostgroupMembership, ProxySQLNode, Server
 from apps.monitoring import live, pollers
 from apps.operations import executor, switchover
@@ -40,13 +42,19 @@ def test_each_nodes_version_is_read_at_adoption_and_by_the_poll_and_shown(adopte
     # as if proxysql-new was adopted before its upgrade: the poll reads the version it runs now
     ProxySQLNode.objects.filter(name="proxysql-new").update(version="2.5.5-lab-double")
     nodes = list(ProxySQLNode.objects.select_related("cluster").order_by("pk"))
-    pollers.proxysql_round(nodes)
+    summary = pollers.proxysql_round(nodes)
     docs = {n.name: live.read_one(live.PROXYSQL, n.pk) for n in nodes}
     assert docs["proxysql-new"]["variables"]["admin-version"] == "2.7.1-lab-double"
     assert docs["proxysql-old"]["variables"]["admin-version"] == "2.5.5-lab-double"
     page = viewer_client.get(reverse("monitoring:cluster_live", args=[cluster.pk])).content.decode()
     assert 'data-version="2.7.1-lab-double">2.7.1-lab-double <span class="muted">(adopted as 2.5.5-lab-double)' in page
     assert 'data-version="2.5.5-lab-double">2.5.5-lab-double</td>' in page
+    # what the poll task does after the round: the changed version is stored on the node, audited
+    assert [n.name for n in node_versions.record_polled(summary["docs"])] == ["proxysql-new"]
+    assert ProxySQLNode.objects.get(name="proxysql-new").version == "2.7.1-lab-double"
+    event = AuditEvent.objects.get(action="proxysql version changed")
+    assert event.target == "proxysql-new" and event.details == {"before": "2.5.5-lab-double", "after": "2.7.1-lab-double"}
+    assert node_versions.record_polled(pollers.proxysql_round(nodes)["docs"]) == []   # steady: nothing read
     assert 'data-mixed-versions="2.5,2.7"' in page
     node = ProxySQLNode.objects.get(name="proxysql-new")
     fragment = viewer_client.get(reverse("monitoring:proxysql_pool", args=[node.pk])).content.decode()
