@@ -14,9 +14,9 @@ DEFAULT = "2.7"
 FULL = {"2.5": "2.5.5", "2.6": "2.6.6", "2.7": "2.7.1", "3.0": "3.0.0"}
 # Defaults of variables that 2.7.1 lacks (not captured from a binary: read from the source's defaults).
 EXTRA_DEFAULTS = {
-    "mysql-default_tx_isolation": "READ-COMMITTED",   # 2.5: MySQL_Thread.cpp, removed in 2.6
-    "admin-hash_passwords": "true",                   # 2.5: ProxySQL_Admin.cpp, removed in 2.6
-    "admin-pgsql_ifaces": "0.0.0.0:6133",             # 3.0: ProxySQL_Admin.cpp
+    "mysql-default_tx_isolation": "READ-COMMITTED",   # 2.5: MYSQL_DEFAULT_TX_ISOLATION (include/MySQL_Thread.h)
+    "admin-hash_passwords": "true",                   # 2.5: lib/ProxySQL_Admin.cpp variables.hash_passwords=true
+    "admin-pgsql_ifaces": "0.0.0.0:6132",             # 3.0: lib/ProxySQL_Admin.cpp strdup("0.0.0.0:6132")
 }
 # mysql-* variables ProxySQL adds outside mysql_thread_variables_names (MySQL_Variables), seen in the 2.7.1
 # capture; assumed in every version.
