@@ -154,15 +154,19 @@ def adopted_lab(db, lab_pair, galera_lab):
     ProxySQL doubles (seeds' layout) in front of the three Galera nodes, monitor credentials
     monitor/monitor, and on both doubles the demo's traffic: writer sessions pinned by auto-increment
     tokens (ProxySQL 2.7's default) and readers."""
+    return adopt_pair(lab_pair, ("proxysql-1", "proxysql-2")), lab_pair
+
+
+def adopt_pair(doubles, names):
+    """Adopt each double into the cluster galera-lab under its name, and give it the demo's traffic: writer
+    sessions pinned by auto-increment tokens (ProxySQL 2.7's default) and readers. Returns the cluster."""
     from apps.fleet.models import Cluster
 
-    first, second = lab_pair
-    adopt_double(first, "galera-lab", "proxysql-1")
-    adopt_double(second, "galera-lab", "proxysql-2")
-    for double in lab_pair:
+    for double, name in zip(doubles, names):
+        adopt_double(double, "galera-lab", name)
         double.traffic.set_sessions(hostgroup=100, count=4, kind="write", pinned_reason="auto_increment")
         double.traffic.set_sessions(hostgroup=101, count=8, kind="read")
-    return Cluster.objects.get(name="galera-lab"), lab_pair
+    return Cluster.objects.get(name="galera-lab")
 
 
 @pytest.fixture
@@ -178,6 +182,21 @@ def adopted_cluster_lab(db, proxysql_cluster_pair, galera_lab):
     adopt_double(first, "galera-lab", "proxysql-1")
     adopt_double(second, "galera-lab", "proxysql-2")
     return Cluster.objects.get(name="galera-lab"), proxysql_cluster_pair
+
+
+@pytest.fixture
+def adopted_mixed_lab(db, proxysql_double_factory, galera_lab):
+    """(cluster, [old, new]) as adopted_lab, but the two doubles run different ProxySQL versions: proxysql-old
+    answers as 2.5, proxysql-new as 2.7 (lab/reference/versions); no native sync between them."""
+    from lab import demo
+    from lab.fixtures_proxysql import join_cluster
+
+    old = proxysql_double_factory(1, version="2.5")[0]
+    new = proxysql_double_factory(1, version="2.7")[0]
+    pair = join_cluster([old, new], sync=False)
+    for double in pair:
+        demo.admin_sql(double.port, *demo.seed_statements(), user=double.user, password=double.password)
+    return adopt_pair(pair, ("proxysql-old", "proxysql-new")), pair
 
 
 @pytest.fixture(scope="session")

@@ -9,8 +9,10 @@ import pytest
 
 
 @pytest.fixture
-def proxysql_double():
+def proxysql_double(request):
     """A fresh ProxySQL admin double (one independent ProxySQL 2.7.1 admin endpoint) on a free port.
+
+    Another version: `@pytest.mark.parametrize("proxysql_double", ["2.5"], indirect=True)` (2.5, 2.6, 2.7, 3.0).
 
     Function-scoped: new empty config (defaults of a fresh ProxySQL), memory-only disk layer, its own
     background server thread; stopped after the test. Yields a `ProxySQLDouble`: `.port`, `.host`,
@@ -18,7 +20,7 @@ def proxysql_double():
     """
     from lab.proxysql_double import ProxySQLDouble
 
-    double = ProxySQLDouble(port=0, user="admin", password="admin").start()
+    double = ProxySQLDouble(port=0, user="admin", password="admin", version=getattr(request, "param", None)).start()
     try:
         yield double
     finally:
@@ -30,7 +32,7 @@ def proxysql_double_factory():
     """Factory for N doubles served by ONE background server (one event loop thread).
 
     `make(n=1, **kwargs)` returns a list of n started `ProxySQLDouble` (kwargs as for
-    ProxySQLDouble: user, password, datadir, variables, seed...). All are stopped after the test.
+    ProxySQLDouble: user, password, datadir, variables, seed, version="2.5"...). All are stopped after the test.
     Use it for fleets (several ProxySQL nodes, many endpoints) without a thread per endpoint.
     """
     from lab.proxysql_double import DoubleServer, ProxySQLDouble

@@ -30,6 +30,7 @@ def raise_open_files_limit(**kwargs):
 @shared_task(bind=True, name="monitoring.poll_proxysql_shard", ignore_result=True, soft_time_limit=20, time_limit=25)
 def poll_proxysql_shard(self, shard, shards):
     summary = rounds.run_shard(live.PROXYSQL, shard, shards, holder=_holder(self))
+    _record_versions(summary)
     _evaluate_alerts(live.PROXYSQL, summary, shard, shards)
     return summary
 
@@ -61,6 +62,16 @@ def _poll_channels(shard, shards):
         polling.run_shard(shard, shards)
     except Exception:  # a channel's trouble must never stop the backend polls
         log.exception("channel poll of shard %s failed", shard)
+
+
+def _record_versions(summary):
+    """A node whose polled ProxySQL version changed gets it stored (apps/fleet/node_versions.py)."""
+    from apps.fleet import node_versions
+
+    try:
+        node_versions.record_polled(summary.get("docs") or {})
+    except Exception:  # must never stop polling
+        log.exception("recording the polled ProxySQL versions failed")
 
 
 def _evaluate_alerts(kind, summary, shard, shards):

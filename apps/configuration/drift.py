@@ -17,6 +17,7 @@ from apps.fleet.drift import LayerDifference, LayerFinding, NodeDrift, writer_fi
 
 from . import content as C
 from . import nodes as N
+from . import versions
 from .tables import BY_NAME, MYSQL_SERVERS, MYSQL_USERS, TABLES, VARIABLES
 from .variables import RESTART_ONLY, SECRETS
 
@@ -81,7 +82,8 @@ def compare_node(node_name, intended, layers, hostgroups, same, label="the versi
         for c in d.rows:
             changes.setdefault((c.table, c.key), {})[layer] = c
         for name, _, value in d.variables:
-            changes.setdefault((VARIABLES, name), {})[layer] = value
+            if not versions.one_side_lacks(name, intended, value):
+                changes.setdefault((VARIABLES, name), {})[layer] = value
     words = Words(node_name, label, seen)
     diffs = []
     for (table, key), per_layer in sorted(changes.items(), key=_order):

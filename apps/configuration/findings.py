@@ -14,6 +14,7 @@ import re2
 
 from apps.fleet.choices import ClusterKind
 
+from . import versions
 from .content import claimed_hostgroups, diff, endpoint, endpoints, index, operational_changes, runtime_users, writers
 from .tables import MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, SCHEDULER, TABLES, VARIABLES
 
@@ -382,8 +383,9 @@ def host_findings(d):
     return out
 
 
-def node_findings(target, nodes, tables_touched):
-    """Per node: unreachable, unloaded edits in what this change loads, variables the node does not know."""
+def node_findings(target, nodes, tables_touched, changed_variables=()):
+    """Per node: unreachable, unloaded edits in what this change loads, variables the node does not know (those
+    its version lacks only when this change sets them: `changed_variables`)."""
     out = []
     for nc in nodes.values():
         if nc.error:
@@ -408,7 +410,18 @@ def node_findings(target, nodes, tables_touched):
         if pending:
             out.append(Finding("unloaded_edits", f"{nc.name} has edits in memory that were never loaded",
                                "; ".join(pending) + ": the LOAD of this change would load them too", True))
+        version = memory[VARIABLES].get("admin-version", "")
         unknown = sorted(n for n in (target.get(VARIABLES) or {}) if n not in memory[VARIABLES])
+        # a variable that this node's version lacks: carried in the configuration for the nodes that have it,
+        # refused only when this change writes it (it would mean something there and nothing here)
+        lacking = [n for n in unknown if n in changed_variables and versions.lacks(version, n)]
+        if lacking:
+            out.append(Finding("variable_not_in_version", f"{nc.name} runs ProxySQL {version}, which lacks "
+                               f"{len(lacking)} variable(s) this change sets",
+                               "; ".join(f"{n} (ProxySQL {versions.versions_with(n)} only)" for n in lacking)
+                               + ": ProxySQL answers SET with 'Unknown global variable' and applies nothing, so the "
+                               "change would differ between the nodes", True, overridable=False))
+        unknown = [n for n in unknown if not versions.lacks(version, n)]
         if unknown:
             out.append(Finding("variable_unknown", f"{nc.name} does not know {len(unknown)} variable(s)",
                                ", ".join(unknown[:10]) + ": they would not be applied", True, overridable=False))
@@ -434,7 +447,7 @@ def effect_findings(cluster, base, target, nodes, live_docs, *, write_back=False
     touched = {c.table for c in d.rows}
     if d.roles:
         touched.add(MYSQL_SERVERS.name)
-    out += node_findings(target, nodes, touched)
+    out += node_findings(target, nodes, touched, {name for name, _, _ in d.variables})
     native = cluster.active_native_hostgroups()
     if native and MYSQL_SERVERS.name in touched:
         out.append(Finding("native_manager", "ProxySQL's native hostgroup manager is active on these hostgroups",

@@ -11,6 +11,7 @@ password as the node holds it (clear text or hash) unless the change set sets a 
 """
 from dataclasses import dataclass, field
 
+from . import versions
 from .content import in_scope, index, is_hashed, is_secret, password_hash, runtime_users
 from .tables import (MYSQL_GALERA_HOSTGROUPS, MYSQL_QUERY_RULES, MYSQL_REPLICATION_HOSTGROUPS, MYSQL_SERVERS,
                      MYSQL_USERS, SCHEDULER, VARIABLES, variable_module)
@@ -120,6 +121,8 @@ def node_plan(sql, target, memory, *, hostgroups, secrets, node_key="node", inte
                 plain = secrets.value(value["secret"]) if is_secret(value) else value
                 if name in current and same_variable(name, current[name], plain):
                     continue
+                if versions.one_side_lacks(name, target, current.get(name)):
+                    continue   # this node's version lacks it: SET would apply nothing (a change set's is refused)
                 fwd.append(sql.set_variable(name, secrets.marker_for_ref(value["secret"]) if is_secret(value) else value))
                 if name in current:
                     old = current[name]

@@ -7,6 +7,7 @@ from apps.operations.executor import StepFailed, _capture
 
 from . import content as C
 from . import nodes as N
+from . import versions
 from .models import ChangeSet
 from .planner import node_diff
 from .statements import diff_scope
@@ -47,7 +48,8 @@ def verify(run, step, row, executed, detail):
                 for c in d.rows for found in [fields(c)] if found is not None] + \
                [(f"{name}: differs" if C.is_secret(after) else f"{name}: runtime {before!r}, expected {after!r}")
                 for name, before, after in d.variables
-                if "global_variables" in tables and (write_back or name in variables)]
+                if "global_variables" in tables and (write_back or name in variables)
+                and not versions.one_side_lacks(name, target, before)]
 
     node_ids = [n for n in run.plan_nodes()]
     problems = {}

@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import versions
+
 # Never part of a cluster's configuration: one node's identity (its listeners, its version), and the
 # admin credentials the console itself logs in with (a change set must not lock the console out).
 PER_NODE = frozenset({"admin-mysql_ifaces", "admin-version", "mysql-interfaces", "admin-admin_credentials",
@@ -54,6 +56,8 @@ def spec(name, known=None):
     node has, from its global_variables)."""
     if name in SPECS:
         return SPECS[name]
+    if name in versions.VARIABLE_VERSIONS:   # a variable of another version than 2.7 (2.5, 3.0)
+        return VariableSpec(name, "text", None, None, "")
     if known is not None and name in known:
         return VariableSpec(name, "text", None, None, "")
     return None
@@ -65,7 +69,7 @@ def check(name, value, known=None):
         return None, "is not managed by the console (a node's identity or the console's own credentials)"
     s = spec(name, known)
     if s is None:
-        return None, "is not a ProxySQL 2.7 variable: it would vanish at LOAD"
+        return None, "is not a ProxySQL 2.7 variable (nor a 2.5, 2.6 or 3.0 one): it would vanish at LOAD"
     if name in RESTART_ONLY:
         return None, "is read by ProxySQL only when it starts: LOAD does not apply it (restart the node instead)"
     text = "" if value is None else str(value).strip()

@@ -38,6 +38,8 @@ from .models import BackendSample, PoolSnapshot, ProxySQLSample
 log = logging.getLogger(__name__)
 
 MIRROR_VARIABLES = ("mysql-mirror_max_concurrency", "mysql-mirror_max_queue_length", "mysql-threads")
+# The node's ProxySQL version, read with the variables (the pages show it, configuration/versions.py uses it).
+VERSION_VARIABLE = "admin-version"
 # stats_mysql_global counters turned into per-second rates, and gauges kept as they are.
 GLOBAL_COUNTERS = {"Questions": "questions_ps", "Slow_queries": "slow_queries_ps",
                    "Com_frontend_stmt_execute": "prepared_ps",
@@ -238,8 +240,8 @@ def read_proxysql(node, want_variables, prevs=(), ts=None):
     layers = want_variables or any(_wants_layers(prev, fp, ts) for prev in prevs)
     variables = cluster_settings = peers = None
     if want_variables:
-        read = admin.global_variables(MIRROR_VARIABLES + CLUSTER_VARIABLES)
-        variables = {k: v for k, v in read.items() if k in MIRROR_VARIABLES}
+        read = admin.global_variables(MIRROR_VARIABLES + CLUSTER_VARIABLES + (VERSION_VARIABLE,))
+        variables = {k: v for k, v in read.items() if k in MIRROR_VARIABLES or k == VERSION_VARIABLE}
         cluster_settings = {k: v for k, v in read.items() if k in CLUSTER_VARIABLES}
         peers = [(p.hostname, p.port) for p in admin.proxysql_servers()]
         clustered = bool(cluster_settings.get("admin-cluster_username")) and bool(peers)

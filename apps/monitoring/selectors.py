@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from django.conf import settings
 from django.urls import reverse
 
+from apps.configuration import versions
 from apps.digests.models import DigestNodeState
 from apps.fleet.models import HostgroupMembership, MirrorRule
 
@@ -46,6 +47,11 @@ def _ts(epoch):
     return datetime.fromtimestamp(epoch, tz=timezone.utc) if epoch else None
 
 
+def polled_version(node, doc):
+    """The node's ProxySQL version as its last poll read it (admin-version), else as adopted."""
+    return ((doc or {}).get("variables") or {}).get("admin-version") or node.version
+
+
 # -- one ProxySQL node -----------------------------------------------------------------------------
 def proxysql_live(node, now=None):
     """The node's latest state for its page: freshness, figures, the mirror verdict, the pool rows.
@@ -59,7 +65,7 @@ def proxysql_live(node, now=None):
            "age": age, "error": None, "error_kind": None, "error_since": None, "last_ok": None,
            "figures": {}, "pool": [], "from_history": None, "variables_age": None,
            # A ProxySQL serving several clusters: its global figures and mirror are every one's (node-wide).
-           "shared_with": [n.cluster.name for n in node.shares_with()]}
+           "shared_with": [n.cluster.name for n in node.shares_with()], "version": polled_version(node, doc)}
     if doc:
         out.update(error=doc.get("error"), error_kind=doc.get("error_kind"), error_since=_ts(doc.get("error_since")),
                    last_ok=_ts(doc.get("last_ok")), figures=doc.get("figures") or {},
@@ -183,7 +189,7 @@ def cluster_live(cluster, now=None):
         doc = px.docs.get(n.pk)
         state, age = status.freshness(doc, cluster.poll_interval_s, now)
         node_views.append({"node": n, "state": state, "colour": status.COLOURS[state], "age": age,
-                           "error": (doc or {}).get("error")})
+                           "error": (doc or {}).get("error"), "version": polled_version(n, doc)})
         pool = {tuple(r["key"]): r for r in (doc or {}).get("pool") or []}
         runtime = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in (doc or {}).get("runtime_servers") or []}
         per_node[n.pk] = (state, age, pool, runtime)
@@ -219,7 +225,9 @@ def cluster_live(cluster, now=None):
                          "label": status.wsrep_label(doc), "wsrep": (doc or {}).get("state") or {},
                          "problems": problems, "error": (doc or {}).get("error"),
                          "error_since": _ts((doc or {}).get("error_since")), "lag_seconds": (doc or {}).get("lag_seconds")})
+    series = sorted({s for s in (versions.series(v["version"]) for v in node_views) if s})
     return {"cluster": cluster, "unavailable": px.unavailable or be.unavailable, "node_views": node_views,
+            "mixed_versions": series if len(series) > 1 else [],
             "live_hostgroups": [hostgroups[k] for k in sorted(hostgroups)], "backends": backends,
             "proxysql_cluster": proxysql_cluster.cluster_view(nodes, px.docs)}
 

@@ -1,7 +1,7 @@
 """Serve one or more ProxySQL admin LAB DOUBLES from one process.
 
     python -m lab.proxysql_double --port 16032 --port 16033 --user admin --password admin \
-        [--datadir var/proxysql-double] [--host 127.0.0.1] [--ports 17000-17999]
+        [--datadir var/proxysql-double] [--host 127.0.0.1] [--ports 17000-17999] [--version 2.5|2.6|2.7|3.0]
 
 Prints one line per endpoint when it is ready, then serves until SIGTERM/SIGINT. With --datadir,
 each endpoint keeps its disk layer in <datadir>/<port>/proxysql.db.
@@ -13,7 +13,7 @@ import resource
 import signal
 import sys
 
-from .engine import DOUBLE_VERSION
+from .versions import DEFAULT, FULL
 from .server import DoubleServer
 
 
@@ -50,8 +50,9 @@ async def main_async(args):
         variables[k] = v
     for port in ports:
         eng = await server.add(port=port, host=args.host, user=args.user, password=args.password,
-                               datadir=args.datadir, variables=variables, datadir_per_port=True)
-        print(f"proxysql-double {DOUBLE_VERSION} (lab double of the ProxySQL admin interface) "
+                               datadir=args.datadir, variables=variables, datadir_per_port=True,
+                               version=args.version)
+        print(f"proxysql-double {eng.profile.banner} (lab double of the ProxySQL admin interface) "
               f"ready on {eng.host}:{eng.port} user={args.user}"
               + (f" datadir={eng.datadir}" if eng.datadir else ""), flush=True)
     print(f"proxysql-double: {len(ports)} endpoint(s) ready, pid {os.getpid()}", flush=True)
@@ -71,6 +72,9 @@ def main(argv=None):
     ap.add_argument("--datadir", default=None, help="disk layer per endpoint in DATADIR/<port>/proxysql.db")
     ap.add_argument("--set", action="append", metavar="VAR=VALUE",
                     help="initial variable, like proxysql.cnf (e.g. --set mysql-threads=2)")
+    ap.add_argument("--version", choices=sorted(FULL), default=DEFAULT,
+                    help="the ProxySQL version the endpoints answer as (tables, columns, variables: "
+                         "lab/reference/versions/)")
     args = ap.parse_args(argv)
     try:
         asyncio.run(main_async(args))

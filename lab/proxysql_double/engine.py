@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from . import traffic as traffic_mod
+from . import versions as versions_mod
 
 SCHEMA_DIR = Path(__file__).with_name("schema")
 DOUBLE_VERSION = "2.7.1-lab-double"
@@ -40,9 +41,10 @@ SYNCING = set()
 
 
 class Result:
-    __slots__ = ("columns", "rows", "affected", "error")
+    __slots__ = ("columns", "rows", "affected", "error", "info")
 
-    def __init__(self, columns=None, rows=None, affected=0, error=None):
+    def __init__(self, columns=None, rows=None, affected=0, error=None, info=""):
+        self.info = info        # the OK packet's message
         self.columns = columns
         self.rows = rows
         self.affected = affected
@@ -201,8 +203,12 @@ class AdminEngine:
     """One ProxySQL admin endpoint: state, SQL, traffic model. Thread-safe via GLOBAL_LOCK."""
 
     def __init__(self, port=0, user="admin", password="admin", host="127.0.0.1", datadir=None,
-                 variables=None, seed=None):
+                 variables=None, seed=None, version=None):
         self.lock = GLOBAL_LOCK
+        self.profile = versions_mod.Profile(version, SCHEMA)   # the ProxySQL version it answers as
+        self.main_tables = set(self.profile.main_tables)
+        self.checksum_names = [n for n in CHECKSUM_NAMES
+                               if n != "mysql_servers_v2" or self.profile.has_mysql_servers_v2]
         self.host = host
         self.port = port
         self.user = user
@@ -233,7 +239,7 @@ class AdminEngine:
             self.db = db
             self.has_disk = False
             self.has_monitor = False
-            for (schema, table), ddl in SCHEMA.ddl.items():
+            for (schema, table), ddl in self.profile.ddl.items():
                 if schema == "main":
                     db.execute(ddl)
             db.execute("ATTACH DATABASE ':memory:' AS stats")
@@ -255,8 +261,8 @@ class AdminEngine:
             for name in DIGEST_VIEWS:
                 db.execute(DIGEST_VIEW_SQL.format(name=name))
             # defaults of a fresh ProxySQL 2.7.1, with the lab's identity and credentials
-            values = dict(SCHEMA.variables)
-            values["admin-version"] = DOUBLE_VERSION
+            values = dict(self.profile.variables)
+            values["admin-version"] = self.profile.banner
             if (self.user, self.password) != ("admin", "admin"):
                 values["admin-admin_credentials"] = f"{self.user}:{self.password}"
             values["admin-mysql_ifaces"] = f"{self.host}:{self.port}"
@@ -266,7 +272,7 @@ class AdminEngine:
                 (8, "latin1_swedish_ci", "latin1", "Yes"), (33, "utf8_general_ci", "utf8", "Yes"),
                 (45, "utf8mb4_general_ci", "utf8mb4", "Yes"), (63, "binary", "binary", "Yes"),
                 (83, "utf8_bin", "utf8", ""), (255, "utf8mb4_0900_ai_ci", "utf8mb4", "")])
-            self.checksums = {n: [1, int(self.started_wall), "0x0000000000000000"] for n in CHECKSUM_NAMES}
+            self.checksums = {n: [1, int(self.started_wall), "0x0000000000000000"] for n in self.checksum_names}
             self.runtime_vars = {}
             self.proxysql_servers_loaded_at = 0.0
             fresh_disk = True
@@ -285,7 +291,7 @@ class AdminEngine:
             if fresh_disk:  # (a restart without a datadir puts the previous disk back over it)
                 for module in MODULES:
                     self._apply(module, "mem2disk")
-            for name in CHECKSUM_NAMES:
+            for name in self.checksum_names:
                 self.checksums[name][2] = self._checksum(name)
             self.peer_checksums = {}      # (host, port, name) -> [version, epoch, checksum, changed_at, updated_at, diff_check]
             self._cluster_membership()
@@ -302,7 +308,7 @@ class AdminEngine:
         if path == ":memory:":
             self.db.execute("PRAGMA disk.page_size=512")
         existing = {r[0] for r in self.db.execute("SELECT name FROM disk.sqlite_master WHERE type='table'")}
-        for (schema, table), ddl in SCHEMA.ddl.items():
+        for (schema, table), ddl in self.profile.ddl.items():
             if schema == "main" and not table.startswith("runtime_") and table not in existing:
                 self.db.execute(_qualify(ddl, "disk"))
         self.has_disk = True
@@ -345,7 +351,7 @@ class AdminEngine:
                 for module in MODULES:
                     if module not in ("MYSQL VARIABLES", "ADMIN VARIABLES"):
                         self._apply(module, "mem2run", bump=False)
-                for name in CHECKSUM_NAMES:   # version 1: the configuration read from disk
+                for name in self.checksum_names:   # version 1: the configuration read from disk
                     self.checksums[name][2] = self._checksum(name)
             return True
 
@@ -414,6 +420,9 @@ class AdminEngine:
             return self._loadsave(norm)
         if first == "SET":
             m = SET_VAR_RE.match(text)
+            if m and m.group(1) not in self.profile.variables:
+                # as ProxySQL: an OK (not an error) carrying this text, nothing written (admin_handler_command_set)
+                return Result(affected=0, info=f"ERROR: Unknown global variable: '{m.group(1)}'.")
             if m:
                 value = _unquote(m.group(2).strip())
                 cur = self.db.execute("UPDATE global_variables SET variable_value=? WHERE variable_name=?",
@@ -446,7 +455,7 @@ class AdminEngine:
             if key.startswith(prefix):
                 key = key[len(prefix):]
         known = {
-            "version": DOUBLE_VERSION, "version_comment": "(ProxySQL Admin Module, lab double)",
+            "version": self.profile.banner, "version_comment": "(ProxySQL Admin Module, lab double)",
             "max_allowed_packet": "67108864", "autocommit": "1", "tx_isolation": "REPEATABLE-READ",
             "transaction_isolation": "REPEATABLE-READ", "sql_mode": "", "time_zone": "SYSTEM",
             "system_time_zone": "UTC", "character_set_client": "utf8", "character_set_connection": "utf8",
@@ -484,7 +493,7 @@ class AdminEngine:
         parts = m.group(1).replace("`", "").replace('"', "").lower().split(".") if m else [""]
         target, schema = parts[-1], (parts[0] if len(parts) > 1 else "")
         if target.startswith("runtime_") or (target in STATS_TABLES and (
-                schema == "stats" or (not schema and target not in MAIN_TABLES))):
+                schema == "stats" or (not schema and target not in self.main_tables))):
             # ProxySQL regenerates runtime_* and stats tables on read: writes to them are lost.
             self.db.execute("SAVEPOINT lab_discard")
             try:
@@ -517,7 +526,7 @@ class AdminEngine:
         if m:
             schema = (m.group(1) or "main").lower()
             if schema == "main":
-                names = SCHEMA.tables["main"]
+                names = self.profile.main_tables
             elif schema in ("stats", "monitor"):
                 names = SCHEMA.tables[schema]
             elif schema == "disk":
@@ -561,10 +570,10 @@ class AdminEngine:
             schema = (m.group(1) or "").lower()
             table = m.group(2)
             if not schema:
-                schema = "main" if ("main", table) in SCHEMA.ddl else ("stats" if ("stats", table) in SCHEMA.ddl
-                                                                        else "monitor")
+                schema = "main" if ("main", table) in self.profile.ddl else (
+                    "stats" if ("stats", table) in SCHEMA.ddl else "monitor")
             lookup = "main" if schema == "disk" else schema
-            ddl = SCHEMA.ddl.get((lookup, table))
+            ddl = self.profile.ddl.get((lookup, table))
             if ddl is None:
                 return Result(error=(ERR_CODE, f"ProxySQL Admin Error: Table '{table}' doesn't exist"))
             return Result(columns=["table", "Create Table"], rows=[(table, ddl)])
@@ -622,6 +631,8 @@ class AdminEngine:
                 self._cluster_membership()
             return
         for table in spec:
+            if table not in self.main_tables:   # a table this version lacks (2.5: mysql_servers_ssl_params)
+                continue
             if direction == "mem2run":
                 if table == "mysql_users":
                     self._load_users()
@@ -674,7 +685,7 @@ class AdminEngine:
         current = dict(self.db.execute("SELECT variable_name, variable_value FROM main.runtime_global_variables"
                                        " WHERE substr(variable_name,1,?)=?", (len(prefix), prefix)).fetchall())
         for name, value in rows:
-            if name not in SCHEMA.defaults and name not in self.initial_variables:
+            if name not in self.profile.variables and name not in self.initial_variables:
                 self.db.execute("DELETE FROM main.global_variables WHERE variable_name=?", (name,))
                 continue
             ok, norm = _validate(name, value)
@@ -716,6 +727,8 @@ class AdminEngine:
     def _bump(self, module):
         now = int(time.time())
         for name in MODULE_CHECKSUMS.get(module, []):
+            if name not in self.checksums:   # a module this version lacks (2.5: mysql_servers_v2)
+                continue
             c = self.checksums[name]
             c[0] += 1
             c[1] = now
@@ -727,7 +740,7 @@ class AdminEngine:
             "mysql_variables": [f"runtime_global_variables WHERE variable_name LIKE 'mysql-%' AND {NOT_NODE_VARIABLE}"],
             "mysql_query_rules": ["runtime_mysql_query_rules", "runtime_mysql_query_rules_fast_routing"],
             "mysql_servers": ["runtime_mysql_servers"],
-            "mysql_servers_v2": ["runtime_" + t for t in MODULES["MYSQL SERVERS"]],
+            "mysql_servers_v2": ["runtime_" + t for t in MODULES["MYSQL SERVERS"] if t in self.main_tables],
             "mysql_users": ["runtime_mysql_users"],
             "proxysql_servers": ["runtime_proxysql_servers"],
         }[name]
@@ -860,7 +873,9 @@ class AdminEngine:
             if peer is None:
                 continue     # the rows keep what the last answer said
             reached[(host, int(port))] = peer
-            for name in CHECKSUM_NAMES:
+            for name in self.checksum_names:
+                if name not in peer.checksums:   # a peer of a version without this module (2.5: mysql_servers_v2)
+                    continue
                 ver, epoch, csum = peer.checksums[name]
                 st = self.peer_checksums.setdefault((host, int(port), name), [0, 0, "", 0, 0, 0])
                 if csum != st[2]:
@@ -898,6 +913,8 @@ class AdminEngine:
             self.db.executemany("INSERT OR REPLACE INTO main.global_variables VALUES (?,?)", rows)
         else:
             for table in spec:
+                if table not in self.main_tables or table not in peer.main_tables:
+                    continue   # (a sync between versions is not modelled beyond this)
                 rows = peer.db.execute(f"SELECT * FROM main.runtime_{table}").fetchall()
                 self.db.execute(f"DELETE FROM main.{table}")
                 if rows:
@@ -907,6 +924,8 @@ class AdminEngine:
                 self.db.execute("UPDATE main.mysql_servers SET status='ONLINE' WHERE status='SHUNNED'")
         self._apply(module, "mem2run", bump=False)
         for n in MODULE_CHECKSUMS.get(module, []):
+            if n not in self.checksums or n not in peer.checksums:
+                continue
             c = self.checksums[n]
             c[0] += 1
             c[1] = peer.checksums[n][1]
@@ -921,7 +940,7 @@ class AdminEngine:
         interval = self._check_interval()
         checks, metrics, status = [], [], []
         for host, port, weight, comment in self._peers():
-            for name in CHECKSUM_NAMES:
+            for name in self.checksum_names:
                 st = self.peer_checksums.get((host, int(port), name))
                 if st:
                     checks.append((host, port, name, st[0], st[1], st[2], st[3], st[4], st[5]))

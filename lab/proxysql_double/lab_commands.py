@@ -135,7 +135,7 @@ def status(engine):
     doc.update({"endpoint": {"host": engine.host, "port": engine.port, "mode": engine.mode,
                              "latency_ms": engine.latency_ms, "datadir": engine.datadir,
                              "statements_logged": engine.log_seq},
-                "double": engine_mod.DOUBLE_VERSION,
+                "double": engine.profile.banner,
                 # ProxySQL Cluster: whether its cluster thread runs, and its last pulls (time, module, peer host, port)
                 "cluster": {"syncing": engine in engine_mod.SYNCING, "pulls": list(engine.sync_history)[-20:]}})
     return doc

@@ -80,7 +80,7 @@ class DoubleServer:
 
     # ------------------------------------------------------------------ coroutines (loop thread)
     async def add(self, port=0, host="127.0.0.1", user="admin", password="admin", datadir=None,
-                  variables=None, seed=None, datadir_per_port=False):
+                  variables=None, seed=None, datadir_per_port=False, version=None):
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -92,7 +92,7 @@ class DoubleServer:
         if datadir and datadir_per_port:
             datadir = f"{datadir.rstrip('/')}/{bound}"
         eng = engine_mod.AdminEngine(port=bound, user=user, password=password, host=host,
-                                     datadir=datadir, variables=variables, seed=seed)
+                                     datadir=datadir, variables=variables, seed=seed, version=version)
         ep = Endpoint(eng)
         eng.mode_listeners.append(self._on_engine_event)
         ep.server = await asyncio.start_server(lambda r, w: self._serve(ep, r, w), sock=sock, backlog=128)
@@ -209,7 +209,7 @@ class DoubleServer:
                 elif res.columns is not None:
                     w.result_set(res.columns, res.rows)
                 else:
-                    w.ok(affected=res.affected)
+                    w.ok(affected=res.affected, info=p.lenenc_str(res.info.encode()) if res.info else b"")
             elif cmd in (p.COM_PING, p.COM_INIT_DB, p.COM_RESET_CONNECTION):
                 w.ok()
             elif cmd == p.COM_SET_OPTION:
@@ -250,8 +250,9 @@ class ProxySQLDouble:
     """
 
     def __init__(self, port=0, user="admin", password="admin", host="127.0.0.1", datadir=None,
-                 variables=None, seed=None, server=None):
+                 variables=None, seed=None, server=None, version=None):
         self.requested_port = port
+        self.version = version   # the ProxySQL version it answers as: 2.5, 2.6, 2.7 (default) or 3.0
         self.user = user
         self.password = password
         self.host = host
@@ -269,7 +270,7 @@ class ProxySQLDouble:
             self._server = DoubleServer().start_background()
         self.engine = self._server.add_endpoint(port=self.requested_port, host=self.host, user=self.user,
                                                 password=self.password, datadir=self.datadir,
-                                                variables=self.variables, seed=self.seed)
+                                                variables=self.variables, seed=self.seed, version=self.version)
         log.info("ProxySQL admin lab double listening on %s:%d", self.host, self.port)
         return self
 

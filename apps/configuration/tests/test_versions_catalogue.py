@@ -1,0 +1,44 @@
+"""configuration/versions.py against the facts read from ProxySQL's source per version (lab/reference/versions)."""
+import itertools
+import json
+from pathlib import Path
+
+from apps.configuration import tables, variables, versions
+
+FACTS = Path(__file__).resolve().parents[3] / "lab" / "reference" / "versions"
+
+
+def facts(version):
+    return json.loads((FACTS / f"proxysql-{version}.json").read_text())
+
+
+def names(f):
+    return {f"mysql-{n}" for n in f["variables"]["mysql"]} | {f"admin-{n}" for n in f["variables"]["admin"]}
+
+
+def test_the_variables_that_differ_between_versions_are_the_sources():
+    per_version = {v: names(facts(v)) for v in versions.KNOWN}
+    every = set.union(*per_version.values())
+    differing = {n: tuple(v for v in versions.KNOWN if n in per_version[v]) for n in every
+                 if not all(n in per_version[v] for v in versions.KNOWN)}
+    assert differing == versions.VARIABLE_VERSIONS
+
+
+def test_the_tables_the_console_writes_have_the_same_columns_in_every_version():
+    for table, (a, b) in itertools.product(tables.TABLES, itertools.combinations(versions.KNOWN, 2)):
+        assert facts(a)["tables"]["admin"][table.name] == facts(b)["tables"]["admin"][table.name], (table.name, a, b)
+        assert [c.name for c in table.columns] == facts(a)["tables"]["admin"][table.name], table.name
+
+
+def test_versions_read_from_what_nodes_answer_and_what_each_lacks():
+    assert versions.series("2.7.1-16-g2726c27") == "2.7" and versions.series("2.5.5-lab-double") == "2.5"
+    assert versions.series("3.0.0-alpha-27-g596d5ba2") == "3.0" and versions.series("") is None
+    assert versions.lacks("2.5.5", "mysql-handle_warnings") and not versions.lacks("2.6.6", "mysql-handle_warnings")
+    assert versions.lacks("2.7.1", "admin-hash_passwords") and not versions.lacks("unknown", "admin-hash_passwords")
+    assert not versions.lacks("2.5.5", "mysql-max_connections")
+
+
+def test_a_variable_of_another_version_than_2_7_passes_the_variable_check():
+    assert variables.check("mysql-default_tx_isolation", "READ-COMMITTED") == ("READ-COMMITTED", None)
+    value, why = variables.check("mysql-no_such_thing", "1")
+    assert value is None and "nor a 2.5, 2.6 or 3.0 one" in why

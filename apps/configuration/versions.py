@@ -1,0 +1,53 @@
+"""What differs between the ProxySQL versions a fleet runs side by side (2.5, 2.6, 2.7, 3.0), as far as the
+configuration the console writes is concerned: a few variables. Read from ProxySQL's source at v2.5.5, v2.6.6,
+v2.7.1 and the v3.0 branch (lab/reference/versions/README.md; a test holds this module to those facts).
+
+The tables the console writes (mysql_servers, mysql_users, mysql_query_rules, the galera/replication hostgroup
+tables, scheduler) have the same columns in all four, and every LOAD/SAVE statement it sends exists in all
+four. What a version lacks is a variable: ProxySQL answers `SET <unknown>=...` with an OK carrying
+"ERROR: Unknown global variable" and applies nothing, so a change of such a variable means something on one
+node and nothing on another.
+"""
+import re
+
+KNOWN = ("2.5", "2.6", "2.7", "3.0")
+# The variables that some of these versions have and others not -> the versions that have them.
+SINCE_2_6 = ("2.6", "2.7", "3.0")
+VARIABLE_VERSIONS = {
+    "mysql-default_tx_isolation": ("2.5",),
+    "admin-hash_passwords": ("2.5",),
+    "mysql-default_authentication_plugin": SINCE_2_6,
+    "mysql-evaluate_replication_lag_on_servers_load": SINCE_2_6,
+    "mysql-handle_warnings": SINCE_2_6,
+    "mysql-monitor_aws_rds_topology_discovery_interval": SINCE_2_6,
+    "mysql-proxy_protocol_networks": SINCE_2_6,
+    "mysql-query_cache_handle_warnings": SINCE_2_6,
+    "admin-cluster_mysql_servers_sync_algorithm": SINCE_2_6,
+    "admin-pgsql_ifaces": ("3.0",),
+}
+VERSION_RE = re.compile(r"^\s*(\d+)\.(\d+)")
+
+
+def series(version_text):
+    """'2.5.5-10-g195bd70' -> '2.5'; None when it does not read as a version."""
+    m = VERSION_RE.match(version_text or "")
+    return f"{int(m.group(1))}.{int(m.group(2))}" if m else None
+
+
+def lacks(version_text, name):
+    """Does a node of this version lack this variable? False when the version is unknown or the variable is in
+    every version."""
+    have = VARIABLE_VERSIONS.get(name)
+    s = series(version_text)
+    return have is not None and s in KNOWN and s not in have
+
+
+def one_side_lacks(name, intended, node_value):
+    """A variable of some versions only that the configuration (recorded from a node of another version) or the
+    node (a ProxySQL lists every variable it has) does not hold: the versions differ, which is not drift and
+    nothing to write."""
+    return name in VARIABLE_VERSIONS and (node_value is None or name not in (intended.get("global_variables") or {}))
+
+
+def versions_with(name):
+    return ", ".join(VARIABLE_VERSIONS.get(name, KNOWN))

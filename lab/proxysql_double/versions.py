@@ -1,0 +1,65 @@
+"""The ProxySQL versions the double can answer as (`--version 2.5|2.6|2.7|3.0`).
+
+2.7 is the captured 2.7.1 schema (schema/). The other versions differ from it as ProxySQL's own source says
+at their tags (lab/reference/versions/proxysql-<v>.json, read from source, not from a running binary):
+admin tables they lack or add, tables whose columns differ, variables they lack or add, the checksum rows
+of runtime_checksums_values. Only the admin (main) schema and the variables differ here; stats tables stay 2.7.1's.
+"""
+import json
+from pathlib import Path
+
+FACTS_DIR = Path(__file__).resolve().parent.parent / "reference" / "versions"
+DEFAULT = "2.7"
+# what `SELECT @@version` answers, by version (the source ref each was read from: see the facts' "source")
+FULL = {"2.5": "2.5.5", "2.6": "2.6.6", "2.7": "2.7.1", "3.0": "3.0.0"}
+# Defaults of variables that 2.7.1 lacks (not captured from a binary: read from the source's defaults).
+EXTRA_DEFAULTS = {
+    "mysql-default_tx_isolation": "READ-COMMITTED",   # 2.5: MYSQL_DEFAULT_TX_ISOLATION (include/MySQL_Thread.h)
+    "admin-hash_passwords": "true",                   # 2.5: lib/ProxySQL_Admin.cpp variables.hash_passwords=true
+    "admin-pgsql_ifaces": "0.0.0.0:6132",             # 3.0: lib/ProxySQL_Admin.cpp strdup("0.0.0.0:6132")
+}
+# mysql-* variables ProxySQL adds outside mysql_thread_variables_names (MySQL_Variables), seen in the 2.7.1
+# capture; assumed in every version.
+TRACKED = ("mysql-default_charset", "mysql-default_collation_connection")
+_FACTS = {}
+
+
+def facts(version):
+    if version not in FULL:
+        raise ValueError(f"unknown ProxySQL version {version!r}: one of {', '.join(FULL)}")
+    if version not in _FACTS:
+        _FACTS[version] = json.loads((FACTS_DIR / f"proxysql-{version}.json").read_text())
+    return _FACTS[version]
+
+
+class Profile:
+    """What one version changes in the double's 2.7.1 schema."""
+
+    def __init__(self, version, schema):
+        self.version = version or DEFAULT
+        self.full = FULL[self.version]
+        self.banner = f"{self.full}-lab-double"
+        self.ddl = dict(schema.ddl)
+        self.variables = dict(schema.variables)
+        self.main_tables = list(schema.tables["main"])
+        # runtime_checksums_values has a mysql_servers_v2 row from 2.6 on (v2.6.6 lib/ProxySQL_Admin.cpp; none in v2.5.5)
+        self.has_mysql_servers_v2 = self.version != "2.5"
+        if self.version == DEFAULT:
+            return
+        mine, base = facts(self.version), facts(DEFAULT)
+        tables, base_tables = mine["tables"]["admin"], base["tables"]["admin"]
+        for table in list(self.main_tables):
+            if table not in tables:
+                self.main_tables.remove(table)
+                self.ddl.pop(("main", table), None)
+            elif tables[table] != base_tables.get(table):
+                self.ddl[("main", table)] = mine["create"][table]
+        for table in sorted(set(tables) - set(base_tables)):
+            self.main_tables.append(table)
+            self.ddl[("main", table)] = mine["create"][table]
+        self.main_tables.sort()
+        names = {f"mysql-{n}" for n in mine["variables"]["mysql"]} | {f"admin-{n}" for n in mine["variables"]["admin"]}
+        names |= set(TRACKED)
+        self.variables = {n: v for n, v in self.variables.items() if n in names}
+        for name in sorted(names - set(self.variables)):
+            self.variables[name] = EXTRA_DEFAULTS.get(name, "")
