@@ -76,7 +76,7 @@ def retried(op, double, ends):
     time.sleep(PULLS_DUE_S)
 
 
-def test_a_switchover_says_it_holds_the_sync_and_restores_it(adopted_cluster_lab, operator_user):
+def test_a_switchover_says_it_holds_the_sync_and_restores_it(adopted_cluster_lab, operator_user, viewer_client):
     cluster, doubles = adopted_cluster_lab
     before = {d.port: sync_settings(d) for d in doubles}
     started = time.time()
@@ -85,12 +85,14 @@ def test_a_switchover_says_it_holds_the_sync_and_restores_it(adopted_cluster_lab
     assert plan.facts["cluster_sync_held"]["said"] == (
         "ProxySQL Cluster sync of admin_variables, mysql_servers, mysql_variables held off on both nodes for the "
         "operation, restored after")
+    assert {"level": "info", "text": plan.facts["cluster_sync_held"]["said"] + "."} in switchover.notes(plan)
     hold = next(iter(plan.steps[0].nodes.values()))
     assert hold["sql"][-1] == "LOAD ADMIN VARIABLES TO RUNTIME" and "SAVE" not in str(hold)  # disk kept as it was
     assert ("UPDATE global_variables SET variable_value='0' WHERE variable_name="
             "'admin-cluster_mysql_servers_diffs_before_sync'") in hold["sql"]
     op = run_plan(plan, operator_user)
     assert op.state == OperationState.DONE, op.error
+    assert plan.facts["cluster_sync_held"]["said"] in viewer_client.get(op.get_absolute_url()).content.decode()
     time.sleep(PULLS_DUE_S)
     assert_cooperated(doubles, started, before)
     assert sql(doubles[1], "SELECT port FROM runtime_mysql_servers WHERE hostgroup_id=100") == [("3312",)]
