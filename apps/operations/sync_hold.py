@@ -12,8 +12,7 @@ restore saves again). Plans on nodes that do not sync a module they touch are le
 """
 import re
 
-from apps.clients.proxysql import ProxySQLAdmin
-from apps.clients.wire import ClientError
+from apps.clients.proxysql import on_each_node
 from apps.fleet.models import ProxySQLNode
 
 from .plans import PROXYSQL, WAIT_DRAIN, Sql, Step
@@ -70,36 +69,39 @@ def annotate(plan, cluster):
     touched = touched_modules(plan)
     if not touched:
         return plan
-    nodes = {str(n.pk): n for n in ProxySQLNode.objects.filter(cluster=cluster, pk__in=[int(k) for k in touched])}
-    held, hold, restore, unread = {}, {}, {}, []
+    nodes = ProxySQLNode.objects.filter(cluster=cluster, pk__in=[int(k) for k in touched]).order_by("pk")
     save_again = saves_admin_variables(plan)
-    for node_id, modules in sorted(touched.items(), key=lambda kv: int(kv[0])):
-        node = nodes.get(node_id)
-        if node is None:
+
+    def read(node, admin):  # on the node's own thread (on_each_node): no database here
+        modules = touched[str(node.pk)]
+        # the hold is itself written in admin variables, a synced module: held too, or a peer that is restored
+        # first would hand its settings (and its sync) to one still mid-operation
+        values = synced(admin, modules | {"admin_variables"})
+        if not set(values) - {"admin_variables"} and "admin_variables" not in modules:
+            return {}, [], []
+        sql = Sql(admin)
+        return (values, [sql.set_variable(variable(m), 0) for m in values] + [LOAD_ADMIN],
+                [sql.set_variable(variable(m), v) for m, v in values.items()] + [LOAD_ADMIN])
+
+    held, hold, restore, unread = {}, {}, {}, []
+    for node, result, error in on_each_node(nodes, read):
+        if error is not None:
+            unread.append(f"{node.name}: {error.message}")
             continue
-        try:
-            with ProxySQLAdmin.for_node(node) as admin:
-                # the hold is itself written in admin variables, a synced module: held too, or a peer that is
-                # restored first would hand its settings (and its sync) to one still mid-operation
-                values = synced(admin, modules | {"admin_variables"})
-                sql = Sql(admin)
-                if not set(values) - {"admin_variables"} and "admin_variables" not in modules:
-                    continue
-                hold[node_id] = {"name": node.name,
-                                 "sql": [sql.set_variable(variable(m), 0) for m in values] + [LOAD_ADMIN],
-                                 "rollback": [sql.set_variable(variable(m), v) for m, v in values.items()] + [LOAD_ADMIN]}
-        except ClientError as exc:
-            unread.append(f"{node.name}: {exc.message}")
+        values, sql, undo = result
+        if not values:
             continue
+        node_id = str(node.pk)
         held[node.name] = {m: int(v) for m, v in values.items()}
-        restore[node_id] = {"name": node.name,
-                            "sql": hold[node_id]["rollback"] + ([SAVE_ADMIN] if save_again else []), "rollback": []}
+        hold[node_id] = {"name": node.name, "sql": sql, "rollback": undo}
+        restore[node_id] = {"name": node.name, "sql": undo + ([SAVE_ADMIN] if save_again else []), "rollback": []}
     if unread:
         plan.facts["cluster_sync_unread"] = unread
     if not hold:
         return plan
     modules = sorted({m for values in held.values() for m in values})
-    where = "both nodes" if len(held) == 2 else ("every node" if len(held) > 2 else f"node {next(iter(held))}")
+    where = (("both nodes" if len(held) == 2 else "every node") if len(held) == len(touched) and len(held) > 1
+             else ", ".join(held))
     said = f"ProxySQL Cluster sync of {', '.join(modules)} held off on {where} for the operation, restored after"
     plan.facts["cluster_sync_held"] = {"said": said, "nodes": held}
     plan.steps.insert(0, Step(HOLD_KEY, f"Hold ProxySQL Cluster sync of {', '.join(modules)} on {where} "
