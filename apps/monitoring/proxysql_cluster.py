@@ -131,12 +131,30 @@ def why_growing(part, module, peer_version, peer_epoch):
             f"or {load} on the node whose {module} is right")
 
 
+def not_synced_yet(module, read, parts, now):
+    """The nodes differ on `module` only because the newest LOAD is younger than the peers' pull takes: every node
+    without the newest checksum syncs the module, and less than (diffs_before_sync + 1) checks have passed since that
+    epoch (the first check comes up to one interval after the LOAD). "Peer has not synced yet", not a difference."""
+    newest = max(read, key=lambda r: r["epoch"] or 0)
+    for r in read:
+        if r["checksum"] == newest["checksum"]:
+            continue
+        part = parts[r["node"].pk]
+        if not r["sync"] or not newest["epoch"]:
+            return False
+        window = (part["modules"][module][0] + 1) * (part.get("interval_ms") or 1000) / 1000
+        if now - newest["epoch"] >= window:
+            return False
+    return True
+
+
 def cluster_view(nodes, docs):
     """The cluster page's "ProxySQL Cluster" panel from the nodes' latest documents: None when no node takes part in
     a ProxySQL Cluster. `nodes`: ProxySQLNode rows (name, admin_host, admin_port, pk); `docs`: {pk: document}."""
     parts = {n.pk: (docs.get(n.pk) or {}).get("proxysql_cluster") for n in nodes}
     if not any(configured(p) for p in parts.values()):
         return None
+    polled_at = max(((docs.get(n.pk) or {}).get("ts") or 0) for n in nodes)
     modules = []
     for module, load in MODULES.items():
         rows = []
@@ -168,9 +186,10 @@ def cluster_view(nodes, docs):
             traps.append(("nodes loaded different configurations within the same second (the same epoch, different "
                           "checksums): they never converge",
                           f"LOAD {load} TO RUNTIME again on the node whose configuration is right"))
+        pulling = len(groups) > 1 and not traps and not_synced_yet(module, read, parts, polled_at)
         modules.append({"name": module, "rows": rows, "sync_on": [r["node"].name for r in rows if r["sync"]],
                         "sync_off": [r["node"].name for r in rows if not r["sync"]],
-                        "converged": len(groups) <= 1, "groups": groups, "traps": traps})
+                        "converged": len(groups) <= 1, "not_synced_yet": pulling, "groups": groups, "traps": traps})
     grows = []
     for n in nodes:
         part = parts[n.pk]
@@ -180,4 +199,5 @@ def cluster_view(nodes, docs):
             what, action = why_growing(part, module, ver, epoch)
             grows.append({"node": n, "peer": peer, "module": module, "diff_check": diff, "what": what,
                           "action": action})
-    return {"modules": modules, "disagree": [m for m in modules if not m["converged"]], "growing": grows}
+    return {"modules": modules, "disagree": [m for m in modules if not m["converged"] and not m["not_synced_yet"]],
+            "not_synced_yet": [m for m in modules if m["not_synced_yet"]], "growing": grows}

@@ -10,6 +10,7 @@ from apps.clients.proxysql import ProxySQLAdmin, configured
 from apps.clients.wire import ClientError
 from apps.fleet.models import ProxySQLNode
 
+from . import sync_hold
 from .plans import VERIFY, Guard, Step
 
 GUARD_KEY = "other_clusters_untouched"
@@ -43,6 +44,12 @@ def planned_keys(plan, node_id):
 
 
 def annotate(plan, cluster):
+    """What every planner ends with: the shared-node guard, facts and verify (below), then the hold of ProxySQL
+    Cluster sync for the operation's duration where the nodes sync a module the plan loads (sync_hold.py)."""
+    return sync_hold.annotate(annotate_shared(plan, cluster), cluster)
+
+
+def annotate_shared(plan, cluster):
     """Add the shared-node guard, facts and verify to `plan` (in place) for the cluster's nodes that are shared."""
     in_plan = {int(node_id) for step in plan.steps for node_id in step.nodes}
     nodes = [n for n in ProxySQLNode.objects.filter(cluster=cluster, pk__in=in_plan).order_by("pk")

@@ -287,6 +287,8 @@ def notes(plan):
     """What the plan page shows besides the guards and the steps, for every door (the page, the command):
     [{"level": "info" | "warning" | "error", "text"}]."""
     facts, options, out = plan.facts, plan.options, []
+    if facts.get("cluster_sync_held"):  # sync_hold.py: the nodes run ProxySQL Cluster sync of what the plan loads
+        out.append({"level": "info", "text": facts["cluster_sync_held"]["said"] + "."})
     if facts.get("pinned_total"):
         reasons = ", ".join(f"{r} × {n}" for r, n in facts.get("pinned_reasons", {}).items())
         out.append({"level": "info", "text": f"Sessions holding the server to drain: {facts['pinned_total']} when planned"

@@ -118,3 +118,23 @@ def test_checksums_are_read_only_while_the_node_is_in_a_cluster(adopted_lab, liv
     nodes, docs = poll()
     assert not any("checksums" in s for s in first.statements())
     assert proxysql_cluster.cluster_view(nodes, docs) is None
+
+
+def test_a_change_its_peer_has_not_pulled_yet_is_not_a_difference(adopted_cluster_lab, live_redis, viewer_client):
+    """Issue 24: within diffs_before_sync checks of a LOAD, a peer that syncs the module has not pulled it yet: the
+    panel says so instead of "nodes disagree"; once pulled, every node holds the same checksum."""
+    cluster, (first, second) = adopted_cluster_lab
+    time.sleep(1.0)   # a new second: the LOAD below gets an epoch of its own
+    sql(first, "UPDATE mysql_servers SET weight=8 WHERE hostgroup_id=101 AND port=3313", "LOAD MYSQL SERVERS TO RUNTIME")
+    nodes, docs = poll()
+    view = proxysql_cluster.cluster_view(nodes, docs)
+    assert not view["disagree"] and [m["name"] for m in view["not_synced_yet"]] == ["mysql_servers"]
+    page = viewer_client.get(cluster.get_absolute_url()).content.decode()
+    panel = page[page.index('id="proxysql-cluster"'):page.index("Hostgroups at runtime")]
+    assert 'data-cluster="disagree"' not in panel and "nodes disagree" not in panel
+    assert 'data-cluster="not-synced-yet"' in panel and "Peer has not synced yet: mysql_servers" in panel
+    wait_until(lambda: sql(second, "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3313")
+               == [("8",)])
+    nodes, docs = poll()
+    view = proxysql_cluster.cluster_view(nodes, docs)
+    assert not view["disagree"] and not view["not_synced_yet"]

@@ -1,0 +1,184 @@
+"""Issue 24 §1: operations on ProxySQL nodes that run ProxySQL Cluster sync (adopted_cluster_lab: two doubles with
+sync on at ProxySQL's defaults). The plan holds the sync of the modules it loads on every node for the operation
+(diffs_before_sync=0) and restores it after: on success, on rollback, and through the pending retry when a node
+does not answer. Each test pauses a node once mid-operation, lets it answer again for longer than ProxySQL's 3 checks
+(a sync left on pulls by then), and checks the doubles' history of pulls: no peer pulled anything."""
+import time
+
+import pytest
+
+from apps.fleet.models import Server
+from apps.operations import drain, repair, switchover
+from apps.operations.choices import OperationState
+from lab import demo
+
+from .conftest import run_plan
+from .test_three_layers import pause_at, retry_now
+
+pytestmark = pytest.mark.django_db
+MODULES = ("mysql_servers", "mysql_users", "mysql_query_rules", "mysql_variables", "admin_variables", "proxysql_servers")
+TABLES = ("mysql_servers", "mysql_users", "mysql_query_rules", "global_variables")
+NODE_OWN = ("admin-mysql_ifaces", "mysql-interfaces", "admin-web_port", "admin-restapi_port")
+PULLS_DUE_S = 4.0  # past 3 checks of 1 s: a peer whose sync is on has pulled a difference by then
+
+
+def sql(double, statement):
+    return [tuple(r) for r in demo.admin_sql(double.port, statement, user=double.user, password=double.password) or ()]
+
+
+def layers(double):
+    """Every managed table and the shared variables, in memory, runtime and disk (SHUNNED is ProxySQL's own verdict)."""
+    out = {}
+    for table in TABLES:
+        for layer, name in (("memory", table), ("runtime", f"runtime_{table}"), ("disk", f"disk.{table}")):
+            rows = sql(double, f"SELECT * FROM {name} ORDER BY 1, 2")
+            if table == "global_variables":
+                rows = [r for r in rows if r[0] not in NODE_OWN]
+            out[f"{layer} {table}"] = sorted(tuple("ONLINE" if v == "SHUNNED" else v for v in r) for r in rows)
+    return out
+
+
+def sync_settings(double):
+    """{layer: {module: diffs_before_sync}}."""
+    names = ",".join(f"'admin-cluster_{m}_diffs_before_sync'" for m in MODULES)
+    return {layer: dict(sql(double, f"SELECT variable_name, variable_value FROM {table} WHERE variable_name IN ({names})"))
+            for layer, table in (("memory", "global_variables"), ("runtime", "runtime_global_variables"),
+                                 ("disk", "disk.global_variables"))}
+
+
+def pulls_since(doubles, started):
+    return {d.port: [p for p in d.status()["cluster"]["pulls"] if p[0] >= started] for d in doubles}
+
+
+def assert_cooperated(doubles, started, settings_before):
+    """Every node equal in every layer, the sync settings as they were in every layer, and no pull since `started`."""
+    assert pulls_since(doubles, started) == {d.port: [] for d in doubles}
+    first, second = doubles
+    assert layers(first) == layers(second)
+    for double in doubles:
+        assert sync_settings(double) == settings_before[double.port]
+        assert set(sync_settings(double)["runtime"].values()) == {"3"}
+
+
+def resume_later(double):
+    """The paused node answers again a moment later and stays unretried past the sync's 3 checks."""
+    time.sleep(1.0)
+    double.set_mode("normal")
+    time.sleep(PULLS_DUE_S)
+
+
+def retried(op, double, ends):
+    """The paused node answers again, later its pending statements are retried: the operation `ends` so."""
+    resume_later(double)
+    retry_now()
+    op.refresh_from_db()
+    assert op.state == ends, op.error
+    time.sleep(PULLS_DUE_S)
+
+
+def test_a_switchover_says_it_holds_the_sync_and_restores_it(adopted_cluster_lab, operator_user, viewer_client):
+    cluster, doubles = adopted_cluster_lab
+    before = {d.port: sync_settings(d) for d in doubles}
+    started = time.time()
+    plan = switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True)
+    assert plan.steps[0].key == "sync_hold" and plan.steps[-1].key == "sync_restore"
+    assert plan.facts["cluster_sync_held"]["said"] == (
+        "ProxySQL Cluster sync of admin_variables, mysql_servers, mysql_variables held off on both nodes for the "
+        "operation, restored after")
+    assert {"level": "info", "text": plan.facts["cluster_sync_held"]["said"] + "."} in switchover.notes(plan)
+    hold = next(iter(plan.steps[0].nodes.values()))
+    assert hold["sql"][-1] == "LOAD ADMIN VARIABLES TO RUNTIME" and "SAVE" not in str(hold)  # disk kept as it was
+    assert ("UPDATE global_variables SET variable_value='0' WHERE variable_name="
+            "'admin-cluster_mysql_servers_diffs_before_sync'") in hold["sql"]
+    op = run_plan(plan, operator_user)
+    assert op.state == OperationState.DONE, op.error
+    assert plan.facts["cluster_sync_held"]["said"] in viewer_client.get(op.get_absolute_url()).content.decode()
+    time.sleep(PULLS_DUE_S)
+    assert_cooperated(doubles, started, before)
+    assert sql(doubles[1], "SELECT port FROM runtime_mysql_servers WHERE hostgroup_id=100") == [("3312",)]
+
+
+def test_a_switchover_paused_at_its_save_rolls_back_and_the_pending_retry_restores_the_sync(
+        adopted_cluster_lab, operator_user, live_redis):
+    cluster, (first, second) = adopted_cluster_lab
+    before = {d.port: sync_settings(d) for d in (first, second)}
+    started = time.time()
+    pause_at(second, "SAVE MYSQL SERVERS TO DISK")
+    op = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
+    assert op.state == OperationState.ROLLBACK_PENDING, op.error
+    assert set(sync_settings(first)["runtime"].values()) == {"3"}  # restored where the rollback ran
+    resume_later(second)
+    assert sync_settings(second)["runtime"]["admin-cluster_mysql_servers_diffs_before_sync"] == "0"  # still held
+    assert retry_now() == [f"proxysql-2: {len(retry_statements(op))} statement(s) ran; its rollback is complete"]
+    op.refresh_from_db()
+    assert op.state == OperationState.ROLLED_BACK, op.error
+    time.sleep(PULLS_DUE_S)
+    assert_cooperated((first, second), started, before)
+    assert sql(second, "SELECT port FROM runtime_mysql_servers WHERE hostgroup_id=100") == [("3311",)]
+
+
+def retry_statements(op):
+    from apps.operations.models import PendingRollback
+
+    return [s for r in PendingRollback.objects.filter(operation=op) for s in r.ran]
+
+
+def test_a_switchover_rolled_back_restores_the_sync_on_every_node(adopted_cluster_lab, operator_user):
+    """The drain times out (sessions pinned by user variables): the rollback restores the hold, last."""
+    cluster, doubles = adopted_cluster_lab
+    before = {d.port: sync_settings(d) for d in doubles}
+    started = time.time()
+    for double in doubles:
+        double.traffic.set_sessions(hostgroup=100, count=4, kind="write", pinned_reason="user_variable")
+    op = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), drain_timeout_ms=300), operator_user)
+    assert op.state == OperationState.ROLLED_BACK, op.error
+    hold = op.steps.get(key="sync_hold")
+    assert hold.state == "rolled_back" and hold.detail["rollback"][-1]["sql"] == "LOAD ADMIN VARIABLES TO RUNTIME"
+    time.sleep(PULLS_DUE_S)
+    assert_cooperated(doubles, started, before)
+
+
+def test_a_switchover_finishing_on_a_paused_node_restores_its_sync_when_it_answers(
+        adopted_cluster_lab, operator_user, live_redis):
+    cluster, (first, second) = adopted_cluster_lab
+    before = {d.port: sync_settings(d) for d in (first, second)}
+    started = time.time()
+    pause_at(second, "SET variable_value='5'")  # the auto-increment delay's restore, past the point of no return
+    op = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
+    assert op.state == OperationState.FINISH_PENDING, op.error
+    retried(op, second, OperationState.DONE)
+    assert_cooperated((first, second), started, before)
+
+
+def test_a_drain_paused_mid_way_and_its_restore(adopted_cluster_lab, operator_user, live_redis):
+    cluster, (first, second) = adopted_cluster_lab
+    before = {d.port: sync_settings(d) for d in (first, second)}
+    started = time.time()
+    reader = Server.objects.get(port=3313)
+    pause_at(second, "LOAD MYSQL SERVERS TO RUNTIME")  # its drain loaded, then it stops answering
+    op = run_plan(drain.plan_drain(reader), operator_user)
+    assert op.state == OperationState.ROLLBACK_PENDING, op.error
+    retried(op, second, OperationState.ROLLED_BACK)
+    op = run_plan(drain.plan_drain(reader), operator_user)
+    assert op.state == OperationState.DONE, op.error
+    op = run_plan(drain.plan_restore(Server.objects.get(port=3313)), operator_user)
+    assert op.state == OperationState.DONE, op.error
+    time.sleep(PULLS_DUE_S)
+    assert_cooperated((first, second), started, before)
+
+
+def test_a_repair_paused_mid_way_finishes_and_restores_the_sync(adopted_cluster_lab, operator_user, live_redis):
+    cluster, (first, second) = adopted_cluster_lab
+    for double in (first, second):  # drift on both nodes: a reader's weight, loaded and saved
+        sql(double, "UPDATE mysql_servers SET weight=9 WHERE hostgroup_id=101 AND port=3313")
+        sql(double, "LOAD MYSQL SERVERS TO RUNTIME")
+        sql(double, "SAVE MYSQL SERVERS TO DISK")
+    time.sleep(PULLS_DUE_S)
+    before = {d.port: sync_settings(d) for d in (first, second)}
+    started = time.time()
+    pause_at(second, "REPLACE INTO mysql_servers")
+    op = run_plan(repair.plan_repair(cluster), operator_user)
+    assert op.state == OperationState.FINISH_PENDING, op.error
+    retried(op, second, OperationState.DONE)
+    assert_cooperated((first, second), started, before)
+    assert sql(second, "SELECT weight FROM disk.mysql_servers WHERE hostgroup_id=101 AND port=3313") != [("9",)]
