@@ -704,3 +704,67 @@ class SilenceInput(serializers.Serializer):
             raise serializers.ValidationError("Choose at least a cluster, a rule or a subject: a silence of everything "
                                               "everywhere is not allowed.")
         return data
+
+
+# -- adoption --------------------------------------------------------------------------------------------
+# Types only: the rules are the adopt form's (apps/fleet/forms.AdoptForm), which the endpoint runs on this input.
+class AdoptInput(serializers.Serializer):
+    admin_host = text(255, help_text="the ProxySQL admin endpoint's host")
+    admin_port = serializers.IntegerField(default=6032)
+    admin_user = text(80)
+    admin_password = text(200, required=False, allow_blank=True, default="", write_only=True,
+                          help_text="never answered back, never stored outside the inventory's encrypted field")
+    node_name = text(200, help_text="the name of this ProxySQL node in the inventory")
+    cluster = IdField(required=False, allow_null=True, default=None, help_text="an existing cluster (id), or:")
+    new_cluster_name = text(200, required=False, allow_blank=True, default="", help_text="the name of a new cluster")
+    kind = serializers.CharField(max_length=40, required=False, allow_blank=True, default="",
+                                 help_text="a new cluster's kind; empty: inferred from the node")
+    writer_hostgroup = serializers.IntegerField(required=False, allow_null=True, default=None)
+    reader_hostgroup = serializers.IntegerField(required=False, allow_null=True, default=None)
+    backup_writer_hostgroup = serializers.IntegerField(required=False, allow_null=True, default=None)
+    offline_hostgroup = serializers.IntegerField(required=False, allow_null=True, default=None)
+    writer_is_also_reader = serializers.IntegerField(required=False, allow_null=True, default=None,
+                                                     help_text="0, 1 or 2; null: inferred from the layout")
+    hostgroups = serializers.ListField(child=serializers.IntegerField(), required=False, default=list, max_length=1000,
+                                       help_text="for a ProxySQL fronting several clusters: this cluster's hostgroups")
+    overwrite = serializers.BooleanField(required=False, default=False)
+
+
+class AdoptConfirmInput(AdoptInput):
+    fingerprint = serializers.RegexField(r"^[0-9a-f]{64}$", help_text="the preview's fingerprint: the node must not "
+                                         "have changed since")
+
+
+class AdoptionPlanSerializer(serializers.Serializer):
+    ok = serializers.BooleanField(help_text="false: `errors` say why it cannot be confirmed")
+    fingerprint = serializers.CharField()
+    cluster_name = serializers.CharField()
+    cluster_exists = serializers.BooleanField()
+    kind = serializers.CharField()
+    roles = serializers.DictField(child=serializers.IntegerField(allow_null=True))
+    writer_is_also_reader = serializers.IntegerField()
+    reasons = serializers.ListField(child=serializers.DictField(), help_text="how each role was decided")
+    node_name = serializers.CharField()
+    admin_host = serializers.CharField()
+    admin_port = serializers.IntegerField()
+    node_exists = serializers.BooleanField()
+    version = serializers.CharField()
+    counts = serializers.DictField(child=serializers.IntegerField(), help_text="rows per action")
+    rows = serializers.ListField(child=serializers.DictField())
+    servers_new = serializers.ListField(child=serializers.CharField())
+    backends = serializers.ListField(child=serializers.DictField(), help_text="what each backend said")
+    groups = serializers.ListField(child=serializers.ListField(child=serializers.IntegerField()))
+    hostgroups = serializers.ListField(child=serializers.IntegerField())
+    shared_with = serializers.ListField(child=serializers.CharField())
+    native_sync = serializers.ListField(child=serializers.CharField())
+    members = serializers.ListField(child=serializers.DictField(), help_text="the other nodes of its ProxySQL Cluster, "
+                                    "adopted with it")
+    warnings = serializers.ListField(child=serializers.CharField())
+    errors = serializers.ListField(child=serializers.CharField())
+
+
+class AdoptedSerializer(serializers.Serializer):
+    cluster = serializers.IntegerField()
+    nodes = serializers.ListField(child=serializers.IntegerField())
+    versions = serializers.ListField(child=serializers.IntegerField(allow_null=True),
+                                     help_text="the configuration version recorded from each node (null: none)")

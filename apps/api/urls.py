@@ -4,7 +4,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 # <id:...> (controlplane/converters.py) is registered by the root URLconf before this module is read.
 from . import errors
-from .endpoints import alerts, audit, configuration, digests, dr, fleet, meta, operations, reports
+from .endpoints import adoption, alerts, audit, configuration, digests, dr, fleet, meta, operations, reports
 
 
 app_name = "api"
@@ -22,6 +22,8 @@ v1 = [
     path("servers/<id:pk>/", fleet.ServerDetail.as_view(), name="server"),
     path("servers/<id:pk>/state/", fleet.ServerState.as_view(), name="server_state"),
     path("servers/<id:pk>/history/<slug:name>/", fleet.ServerHistory.as_view(), name="server_history"),
+    path("adopt/preview/", adoption.AdoptPreview.as_view(), name="adopt_preview"),
+    path("adopt/confirm/", adoption.AdoptConfirm.as_view(), name="adopt_confirm"),
     path("proxysql-nodes/", fleet.NodeList.as_view(), name="nodes"),
     path("proxysql-nodes/<id:pk>/", fleet.NodeDetail.as_view(), name="node"),
     path("proxysql-nodes/<id:pk>/state/", fleet.NodeState.as_view(), name="node_state"),

@@ -629,12 +629,12 @@ def read_node(admin_host, admin_port, admin_user, admin_password):
         raise AdoptionError(f"Could not read the ProxySQL node: {exc}") from None
 
 
-def recent_attempts(username):
-    """This user's adoption previews (read or failed) in the last minute, from the audit log."""
+def recent_attempts(user):
+    """This user's adoption previews (read or failed) in the last minute, from the audit log (page and API)."""
     from apps.audit.models import AuditEvent
 
     since = timezone.now() - timedelta(minutes=1)
-    return AuditEvent.objects.filter(action=ADOPT_ACTION, actor=username, created_at__gte=since,
+    return AuditEvent.objects.filter(action=ADOPT_ACTION, actor_user_id=user.pk, created_at__gte=since,
                                      outcome__in=("dry_run", "failure")).count()
 
 
@@ -645,7 +645,7 @@ def preview(*, admin_host, admin_port, admin_user, admin_password, cluster_name,
     ADOPT_ATTEMPTS_PER_MINUTE a minute, so the door is no port scanner or password oracle: AdoptionRefused.
     Raises AdoptionError when the node cannot be read."""
     target = f"{admin_host}:{admin_port}"
-    if request is not None and recent_attempts(request.user.get_username()) >= settings.ADOPT_ATTEMPTS_PER_MINUTE:
+    if request is not None and recent_attempts(request.user) >= settings.ADOPT_ATTEMPTS_PER_MINUTE:
         record(ADOPT_ACTION, request=request, outcome="refused", target=target,
                details={"reason": f"more than {settings.ADOPT_ATTEMPTS_PER_MINUTE} attempts in a minute"})
         raise AdoptionRefused(f"Too many adoption attempts: at most {settings.ADOPT_ATTEMPTS_PER_MINUTE} a minute. "
