@@ -6,7 +6,7 @@ from rest_framework import serializers
 
 from apps.alerts.catalogue import BY_KEY as ALERT_RULES
 from apps.alerts.catalogue import SEVERITIES
-from apps.alerts.models import Alert, AlertState, Silence
+from apps.alerts.models import Alert, AlertState, Channel, ChannelKind, Silence
 from apps.audit.models import AuditEvent, Outcome
 from apps.configuration.models import ChangeSet, ConfigVersion
 from apps.dr.models import ChannelCandidate, ChannelSample, ReplicationChannel
@@ -17,7 +17,7 @@ from apps.operations.choices import OnDrainTimeout, OperationKind, OperationStat
 from apps.operations.forms import DRAIN_TIMEOUT_MAX_MS, DRAIN_TIMEOUT_MIN_MS
 from apps.operations.models import Operation, OperationStep
 from apps.reports.choices import Period
-from apps.reports.models import Report
+from apps.reports.models import Report, ReportSchedule
 
 from .base import IdField, ServerRefField
 
@@ -768,3 +768,50 @@ class AdoptedSerializer(serializers.Serializer):
     nodes = serializers.ListField(child=serializers.IntegerField())
     versions = serializers.ListField(child=serializers.IntegerField(allow_null=True),
                                      help_text="the configuration version recorded from each node (null: none)")
+
+
+# -- alert channels, report schedules --------------------------------------------------------------------
+# Input: types only, every field optional (a change names what it changes); the rules and their messages are the
+# pages' forms (apps/alerts/forms.ChannelForm, apps/reports/forms.ScheduleForm), run by the endpoint.
+class AlertChannelSerializer(Answer):
+    destination = serializers.CharField(read_only=True, help_text="host:port it posts to (the URL itself is not "
+                                        "answered: a Slack-style URL is a credential)")
+    secret_set = serializers.SerializerMethodField()
+
+    def get_secret_set(self, channel) -> bool:
+        return bool(channel.secret)
+
+    class Meta:
+        model = Channel
+        fields = ["id", "name", "kind", "destination", "recipients", "min_severity", "clusters", "send_resolved",
+                  "enabled", "secret_set", "created_at"]
+
+
+class AlertChannelInput(serializers.Serializer):
+    name = text(100, required=False)
+    kind = serializers.CharField(max_length=20, required=False, help_text=", ".join(ChannelKind.values))
+    url = text(500, required=False, allow_blank=True)
+    recipients = text(2000, required=False, allow_blank=True, help_text="e-mail: comma-separated addresses")
+    min_severity = serializers.CharField(max_length=10, required=False)
+    clusters = serializers.ListField(child=IdField(), required=False, max_length=1000,
+                                     help_text="only these clusters (empty: every cluster)")
+    send_resolved = serializers.BooleanField(required=False)
+    enabled = serializers.BooleanField(required=False)
+    secret = text(500, required=False, allow_blank=True, write_only=True,
+                  help_text="PagerDuty routing key or bearer token; never answered back; absent or empty keeps it")
+
+
+class ReportScheduleSerializer(Answer):
+    class Meta:
+        model = ReportSchedule
+        fields = ["id", "cluster", "period", "hour", "weekday", "recipients", "enabled", "last_run_at", "last_error",
+                  "created_at", "updated_at"]
+
+
+class ReportScheduleInput(serializers.Serializer):
+    cluster = IdField(required=False, allow_null=True, help_text="null: the whole fleet")
+    period = serializers.CharField(max_length=10, required=False, help_text=", ".join(Period.values))
+    hour = serializers.IntegerField(required=False, help_text="local hour, 0-23")
+    weekday = serializers.IntegerField(required=False, help_text="weekly reports: 0 (Monday) to 6")
+    recipients = text(5000, required=False, allow_blank=True)
+    enabled = serializers.BooleanField(required=False)

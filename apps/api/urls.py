@@ -52,6 +52,8 @@ v1 = [
     path("audit/events/<id:pk>/", audit.AuditEventDetail.as_view(), name="audit_event"),
     path("reports/", reports.ReportList.as_view(), name="reports"),
     path("reports/<id:pk>/", reports.ReportDetail.as_view(), name="report"),
+    path("report-schedules/", reports.ReportScheduleList.as_view(), name="report_schedules"),
+    path("report-schedules/<id:pk>/", reports.ReportScheduleDetail.as_view(), name="report_schedule"),
     # configuration
     path("clusters/<id:pk>/config/versions/", configuration.VersionList.as_view(), name="config_versions"),
     path("clusters/<id:pk>/config/diff/", configuration.VersionDiff.as_view(), name="config_diff"),
@@ -69,6 +71,8 @@ v1 = [
     path("alerts/<id:pk>/acknowledge/", alerts.AlertAcknowledge.as_view(), name="alert_acknowledge"),
     path("silences/", alerts.SilenceList.as_view(), name="silences"),
     path("silences/<id:pk>/end/", alerts.SilenceEnd.as_view(), name="silence_end"),
+    path("alert-channels/", alerts.AlertChannelList.as_view(), name="alert_channels"),
+    path("alert-channels/<id:pk>/", alerts.AlertChannelDetail.as_view(), name="alert_channel"),
 ]
 
 

@@ -11,7 +11,7 @@ from apps.fleet import adopt
 from apps.fleet.forms import AdoptForm
 
 from .. import serializers as s
-from ..base import ApiView, body
+from ..base import ApiView, body, form_errors
 from ..errors import Refused
 
 
@@ -23,8 +23,7 @@ def _ask(data):
                           "writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup", "offline_hostgroup",
                           "writer_is_also_reader")}})
     if not form.is_valid():
-        raise exceptions.ValidationError({name if name != "__all__" else "non_field_errors": errors
-                                          for name, errors in form.errors.items()})
+        raise form_errors(form)
     d = form.cleaned_data
     return {"admin_host": d["admin_host"], "admin_port": d["admin_port"], "admin_user": d["admin_user"],
             "admin_password": d["admin_password"], "node_name": d["node_name"], "cluster_name": form.cluster_name,
