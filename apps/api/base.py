@@ -60,16 +60,16 @@ def form_errors(form):
                                        for name, errors in form.errors.items()})
 
 
-def page_form(form_class, data, *, request, action, instance=None):
+def page_form(form_class, data, *, request, action, instance=None, cluster=None, **form_kwargs):
     """A body (its types checked) run through the page's form: the same rules and messages. A body names only the
     fields it sets. An invalid one is audited as the page audits it, and answers 400."""
     # What the body leaves out keeps its value, or the model's default for a new one (not a checkbox's "off").
     current = model_to_dict(instance or form_class._meta.model(), fields=form_class._meta.fields)
     data = {**{k: [getattr(v, "pk", v) for v in value] if isinstance(value, list) else value
                for k, value in current.items()}, **data}
-    form = form_class({k: v for k, v in data.items() if v is not None}, instance=instance)
+    form = form_class({k: v for k, v in data.items() if v is not None}, instance=instance, **form_kwargs)
     if not form.is_valid():
-        record(action, request=request, outcome="invalid", target=str(instance or ""),
+        record(action, request=request, outcome="invalid", cluster=cluster, target=str(instance or ""),
                details={"errors": form.errors.get_json_data()})
         raise form_errors(form)
     return form

@@ -16,6 +16,7 @@ from apps.monitoring import charts
 from apps.operations.choices import OnDrainTimeout, OperationKind, OperationState
 from apps.operations.forms import DRAIN_TIMEOUT_MAX_MS, DRAIN_TIMEOUT_MIN_MS
 from apps.operations.models import Operation, OperationStep
+from apps.operations.rule_settings import FIELDS as RULE_FIELDS
 from apps.reports.choices import Period
 from apps.reports.models import Report, ReportSchedule
 
@@ -815,3 +816,28 @@ class ReportScheduleInput(serializers.Serializer):
     weekday = serializers.IntegerField(required=False, help_text="weekly reports: 0 (Monday) to 6")
     recipients = text(5000, required=False, allow_blank=True)
     enabled = serializers.BooleanField(required=False)
+
+
+# -- the read-pool rules and automatic failover of a cluster (apps/operations/rule_settings.py) ------------------
+class RuleSettingsSerializer(Answer):
+    class Meta:
+        model = Cluster
+        fields = list(RULE_FIELDS)
+
+
+class RuleSettingsInput(serializers.Serializer):
+    """Types only; the ranges are the page's form's, and who may change which field is rule_settings.change()'s:
+    operators the read-pool thresholds, admins the switches that let the product act on its own."""
+
+    max_replication_lag = serializers.IntegerField(required=False)
+    reader_return_mark = serializers.IntegerField(required=False, allow_null=True,
+                                                  help_text="null: half of max_replication_lag")
+    reader_return_after_s = serializers.IntegerField(required=False)
+    offline_hard_grace_s = serializers.IntegerField(required=False)
+    min_available_readers = serializers.IntegerField(required=False)
+    read_pool_rules_enabled = serializers.BooleanField(required=False)
+    rules_dry_run = serializers.BooleanField(required=False)
+    auto_failover_enabled = serializers.BooleanField(required=False)
+    failover_after_polls = serializers.IntegerField(required=False)
+    failback_enabled = serializers.BooleanField(required=False)
+    failback_after_s = serializers.IntegerField(required=False)
