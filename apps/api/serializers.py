@@ -10,6 +10,7 @@ from apps.alerts.models import Alert, AlertState, Channel, ChannelKind, Silence
 from apps.audit.models import AuditEvent, Outcome
 from apps.configuration.models import ChangeSet, ConfigVersion
 from apps.dr.models import ChannelCandidate, ChannelSample, ReplicationChannel
+from apps.fleet import tags as fleet_tags
 from apps.fleet.choices import ClusterKind
 from apps.fleet.models import HOSTGROUP_MAX, Cluster, HostgroupMembership, ProxySQLNode, Server, clusters_served_by
 from apps.monitoring import charts
@@ -46,6 +47,11 @@ def values_of(serializer_class, exclude=()):
 
 
 class ClusterSerializer(Answer):
+    tags = serializers.SerializerMethodField(help_text="free key=value labels (environment, region, team...)")
+
+    def get_tags(self, cluster) -> dict[str, str]:
+        return fleet_tags.of(cluster)
+
     class Meta:
         model = Cluster
         fields = ["id", "name", "kind", "description", "writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup",
@@ -53,7 +59,7 @@ class ClusterSerializer(Answer):
                   "drain_timeout_ms", "poll_interval_s", "backend_poll_interval_s", "read_pool_rules_enabled",
                   "rules_dry_run", "auto_failover_enabled", "failover_after_polls", "failback_enabled",
                   "failback_after_s", "preferred_writer", "plan_validity_s", "two_person_rule", "config_confirm_role",
-                  "native_hostgroups", "created_at", "updated_at"]
+                  "native_hostgroups", "created_at", "updated_at", "tags"]
 
 
 class MembershipSerializer(Answer):
@@ -117,6 +123,13 @@ class ProxySQLNodeSerializer(Answer):
 class ClusterFilter(serializers.Serializer):
     kind = serializers.ChoiceField(choices=ClusterKind.choices, required=False)
     name = text(200, required=False)
+    tag = text(200, required=False, help_text="only the clusters with this tag, as key:value (env:prod)")
+
+    def validate_tag(self, value):
+        try:
+            return fleet_tags.parse_filter(value)
+        except fleet_tags.BadTag as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
 
 class InventoryFilter(serializers.Serializer):

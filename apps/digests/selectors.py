@@ -723,3 +723,16 @@ def digest_summary(digest, window, filters, breakdown):
             "time_share": total_us / all_time if all_time else None,
             "count_share": count / all_count if all_count else None,
             "hostgroups": split}
+
+
+def search_digests(search, limit):
+    """Up to `limit` digests whose text contains `search` (any case) or whose hash it is, by id, and whether there
+    are more. The word index narrows the texts read; a term in many texts stops at the LIMIT."""
+    condition, params = _search_condition(search, "d")
+    ids = search_index.matching_ids(condition, params, search, limit, digest_hash=_hash_of(search))
+    more = ids is None
+    if more:  # more than `limit` match: the first ones found are enough for a search box
+        with connection.cursor() as cur:
+            cur.execute(f"SELECT d.id FROM {Digest._meta.db_table} d WHERE {condition} LIMIT {int(limit)}", params)
+            ids = [r[0] for r in cur.fetchall()]
+    return list(Digest.objects.filter(pk__in=ids).order_by("pk")), more

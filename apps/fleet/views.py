@@ -2,7 +2,8 @@ from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.views.decorators.debug import sensitive_post_parameters
-from django.views.decorators.http import require_http_methods
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
 
 from apps.accounts.roles import OPERATOR, VIEWER, require_role
 from apps.audit.services import record
@@ -15,8 +16,8 @@ from apps.monitoring import selectors as monitoring_selectors  # the monitoring 
 from apps.monitoring import views as monitoring_views
 from apps.operations import rollbacks  # the rollback-pending banner
 
-from . import adopt, drift
-from .forms import AdoptForm
+from . import adopt, drift, tags
+from .forms import AdoptForm, TagsForm
 from .models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from .secrets import decrypt, encrypt
 
@@ -43,7 +44,24 @@ def cluster_detail(request, pk):
         "pending_rollbacks": rollbacks.banner(cluster),
         **alert_selectors.open_for_cluster(cluster),
         **dr_selectors.for_cluster(cluster),
+        "tags": tags.of(cluster),
     })
+
+
+@require_role(OPERATOR)
+@require_POST
+def cluster_tags(request, pk):
+    """Replace the cluster's tags ("env=prod, region=eu-west"); audited. A bad tag changes nothing and says why."""
+    cluster = get_object_or_404(Cluster, pk=pk)
+    form = TagsForm(request.POST)
+    if not form.is_valid():
+        error = " ".join(form.errors["tags"]) if "tags" in form.errors else "Tags not understood."
+        record("cluster tags changed", request=request, cluster=cluster, outcome="invalid", details={"error": error})
+        messages.error(request, f"Tags not saved: {error}")
+        return redirect(reverse("fleet:cluster", args=[cluster.pk]) + "#tags")
+    changed = tags.set_tags(cluster, form.cleaned_data["tags"], request=request)
+    messages.success(request, "Tags saved." if changed else "Tags unchanged.")
+    return redirect(reverse("fleet:cluster", args=[cluster.pk]) + "#tags")
 
 
 @require_role(VIEWER)
