@@ -358,7 +358,8 @@ SPECTACULAR_SETTINGS = {
         "OperationStateEnum": "apps.operations.choices.OperationState", "StepStateEnum": "apps.operations.choices.StepState",
         "OperationKindEnum": "apps.operations.choices.OperationKind", "ClusterKindEnum": "apps.fleet.choices.ClusterKind",
         "ChangeSetStateEnum": "apps.configuration.models.ChangeSet.State",
-        "AlertStateEnum": "apps.alerts.models.AlertState", "BinaryFlagEnum": [(0, "0"), (1, "1")],
+        "AlertStateEnum": "apps.alerts.models.AlertState", "SeverityEnum": "apps.alerts.models.SEVERITY_CHOICES",
+        "BinaryFlagEnum": [(0, "0"), (1, "1")],
     },
 }
 

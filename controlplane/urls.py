@@ -3,13 +3,14 @@ from django.urls import include, path, register_converter
 
 from controlplane.converters import IdConverter
 
-from apps.monitoring.views import metrics, metrics_targets, pool_metrics
+from apps.monitoring.views import metrics, metrics_targets, pool_metrics, search_page
 
 register_converter(IdConverter, "id")  # before the apps' URLs are read: they use <id:pk>
 
 urlpatterns = [
     path("", include("apps.fleet.urls")),
     path("monitoring/", include("apps.monitoring.urls")),
+    path("search/", search_page, name="search"),  # the header's search
     path("accounts/", include("apps.accounts.urls")),
     path("audit/", include("apps.audit.urls")),
     path("digests/", include("apps.digests.urls")),

@@ -2,11 +2,13 @@
 page-number pages with a bounded size."""
 from django.conf import settings
 from django.core.paginator import InvalidPage
+from django.forms.models import model_to_dict
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import exceptions, serializers
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.views import APIView
 
+from apps.audit.services import record
 from apps.fleet.validators import parse_endpoint
 
 
@@ -50,6 +52,27 @@ def body(serializer_class, request, **context):
     serializer = serializer_class(data=request.data, context={"request": request, **context})
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
+
+
+def form_errors(form):
+    """A Django form's errors as the API's 400 (its messages, by field)."""
+    return exceptions.ValidationError({name if name != "__all__" else "non_field_errors": errors
+                                       for name, errors in form.errors.items()})
+
+
+def page_form(form_class, data, *, request, action, instance=None, cluster=None, **form_kwargs):
+    """A body (its types checked) run through the page's form: the same rules and messages. A body names only the
+    fields it sets. An invalid one is audited as the page audits it, and answers 400."""
+    # What the body leaves out keeps its value, or the model's default for a new one (not a checkbox's "off").
+    current = model_to_dict(instance or form_class._meta.model(), fields=form_class._meta.fields)
+    data = {**{k: [getattr(v, "pk", v) for v in value] if isinstance(value, list) else value
+               for k, value in current.items()}, **data}
+    form = form_class({k: v for k, v in data.items() if v is not None}, instance=instance, **form_kwargs)
+    if not form.is_valid():
+        record(action, request=request, outcome="invalid", cluster=cluster, target=str(instance or ""),
+               details={"errors": form.errors.get_json_data()})
+        raise form_errors(form)
+    return form
 
 
 class Pagination(PageNumberPagination):

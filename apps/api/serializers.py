@@ -6,18 +6,20 @@ from rest_framework import serializers
 
 from apps.alerts.catalogue import BY_KEY as ALERT_RULES
 from apps.alerts.catalogue import SEVERITIES
-from apps.alerts.models import Alert, AlertState, Silence
+from apps.alerts.models import Alert, AlertState, Channel, ChannelKind, Silence
 from apps.audit.models import AuditEvent, Outcome
 from apps.configuration.models import ChangeSet, ConfigVersion
 from apps.dr.models import ChannelCandidate, ChannelSample, ReplicationChannel
+from apps.fleet import tags as fleet_tags
 from apps.fleet.choices import ClusterKind
 from apps.fleet.models import HOSTGROUP_MAX, Cluster, HostgroupMembership, ProxySQLNode, Server, clusters_served_by
 from apps.monitoring import charts
 from apps.operations.choices import OnDrainTimeout, OperationKind, OperationState
 from apps.operations.forms import DRAIN_TIMEOUT_MAX_MS, DRAIN_TIMEOUT_MIN_MS
 from apps.operations.models import Operation, OperationStep
+from apps.operations.rule_settings import FIELDS as RULE_FIELDS
 from apps.reports.choices import Period
-from apps.reports.models import Report
+from apps.reports.models import Report, ReportSchedule
 
 from .base import IdField, ServerRefField
 
@@ -45,6 +47,11 @@ def values_of(serializer_class, exclude=()):
 
 
 class ClusterSerializer(Answer):
+    tags = serializers.SerializerMethodField(help_text="free key=value labels (environment, region, team...)")
+
+    def get_tags(self, cluster) -> dict[str, str]:
+        return fleet_tags.of(cluster)
+
     class Meta:
         model = Cluster
         fields = ["id", "name", "kind", "description", "writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup",
@@ -52,7 +59,7 @@ class ClusterSerializer(Answer):
                   "drain_timeout_ms", "poll_interval_s", "backend_poll_interval_s", "read_pool_rules_enabled",
                   "rules_dry_run", "auto_failover_enabled", "failover_after_polls", "failback_enabled",
                   "failback_after_s", "preferred_writer", "plan_validity_s", "two_person_rule", "config_confirm_role",
-                  "native_hostgroups", "created_at", "updated_at"]
+                  "native_hostgroups", "created_at", "updated_at", "tags"]
 
 
 class MembershipSerializer(Answer):
@@ -116,6 +123,13 @@ class ProxySQLNodeSerializer(Answer):
 class ClusterFilter(serializers.Serializer):
     kind = serializers.ChoiceField(choices=ClusterKind.choices, required=False)
     name = text(200, required=False)
+    tag = text(200, required=False, help_text="only the clusters with this tag, as key:value (env:prod)")
+
+    def validate_tag(self, value):
+        try:
+            return fleet_tags.parse_filter(value)
+        except fleet_tags.BadTag as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
 
 class InventoryFilter(serializers.Serializer):
@@ -704,3 +718,139 @@ class SilenceInput(serializers.Serializer):
             raise serializers.ValidationError("Choose at least a cluster, a rule or a subject: a silence of everything "
                                               "everywhere is not allowed.")
         return data
+
+
+# -- adoption --------------------------------------------------------------------------------------------
+# Types only: the rules are the adopt form's (apps/fleet/forms.AdoptForm), which the endpoint runs on this input.
+class AdoptInput(serializers.Serializer):
+    admin_host = text(255, help_text="the ProxySQL admin endpoint's host")
+    admin_port = serializers.IntegerField(default=6032)
+    admin_user = text(80)
+    admin_password = text(200, required=False, allow_blank=True, default="", write_only=True,
+                          help_text="never answered back, never stored outside the inventory's encrypted field")
+    node_name = text(200, help_text="the name of this ProxySQL node in the inventory")
+    cluster = IdField(required=False, allow_null=True, default=None, help_text="an existing cluster (id), or:")
+    new_cluster_name = text(200, required=False, allow_blank=True, default="", help_text="the name of a new cluster")
+    kind = serializers.CharField(max_length=40, required=False, allow_blank=True, default="",
+                                 help_text="a new cluster's kind; empty: inferred from the node")
+    writer_hostgroup = serializers.IntegerField(required=False, allow_null=True, default=None)
+    reader_hostgroup = serializers.IntegerField(required=False, allow_null=True, default=None)
+    backup_writer_hostgroup = serializers.IntegerField(required=False, allow_null=True, default=None)
+    offline_hostgroup = serializers.IntegerField(required=False, allow_null=True, default=None)
+    writer_is_also_reader = serializers.IntegerField(required=False, allow_null=True, default=None,
+                                                     help_text="0, 1 or 2; null: inferred from the layout")
+    hostgroups = serializers.ListField(child=serializers.IntegerField(), required=False, default=list, max_length=1000,
+                                       help_text="for a ProxySQL fronting several clusters: this cluster's hostgroups")
+    overwrite = serializers.BooleanField(required=False, default=False)
+
+
+class AdoptConfirmInput(AdoptInput):
+    fingerprint = serializers.RegexField(r"^[0-9a-f]{64}$", help_text="the preview's fingerprint: the node must not "
+                                         "have changed since")
+
+
+class AdoptionPlanSerializer(serializers.Serializer):
+    ok = serializers.BooleanField(help_text="false: `errors` say why it cannot be confirmed")
+    fingerprint = serializers.CharField()
+    cluster_name = serializers.CharField()
+    cluster_exists = serializers.BooleanField()
+    kind = serializers.CharField()
+    roles = serializers.DictField(child=serializers.IntegerField(allow_null=True))
+    writer_is_also_reader = serializers.IntegerField()
+    reasons = serializers.ListField(child=serializers.DictField(), help_text="how each role was decided")
+    node_name = serializers.CharField()
+    admin_host = serializers.CharField()
+    admin_port = serializers.IntegerField()
+    node_exists = serializers.BooleanField()
+    version = serializers.CharField()
+    counts = serializers.DictField(child=serializers.IntegerField(), help_text="rows per action")
+    rows = serializers.ListField(child=serializers.DictField())
+    servers_new = serializers.ListField(child=serializers.CharField())
+    backends = serializers.ListField(child=serializers.DictField(), help_text="what each backend said")
+    groups = serializers.ListField(child=serializers.ListField(child=serializers.IntegerField()))
+    hostgroups = serializers.ListField(child=serializers.IntegerField())
+    shared_with = serializers.ListField(child=serializers.CharField())
+    native_sync = serializers.ListField(child=serializers.CharField())
+    members = serializers.ListField(child=serializers.DictField(), help_text="the other nodes of its ProxySQL Cluster, "
+                                    "adopted with it")
+    warnings = serializers.ListField(child=serializers.CharField())
+    errors = serializers.ListField(child=serializers.CharField())
+
+
+class AdoptedSerializer(serializers.Serializer):
+    cluster = serializers.IntegerField()
+    nodes = serializers.ListField(child=serializers.IntegerField())
+    versions = serializers.ListField(child=serializers.IntegerField(allow_null=True),
+                                     help_text="the configuration version recorded from each node (null: none)")
+
+
+# -- alert channels, report schedules --------------------------------------------------------------------
+# Input: types only, every field optional (a change names what it changes); the rules and their messages are the
+# pages' forms (apps/alerts/forms.ChannelForm, apps/reports/forms.ScheduleForm), run by the endpoint.
+class AlertChannelSerializer(Answer):
+    destination = serializers.CharField(read_only=True, help_text="host:port it posts to (the URL itself is not "
+                                        "answered: a Slack-style URL is a credential)")
+    secret_set = serializers.SerializerMethodField()
+
+    def get_secret_set(self, channel) -> bool:
+        return bool(channel.secret)
+
+    class Meta:
+        model = Channel
+        fields = ["id", "name", "kind", "destination", "recipients", "min_severity", "clusters", "send_resolved",
+                  "enabled", "secret_set", "created_at"]
+
+
+class AlertChannelInput(serializers.Serializer):
+    name = text(100, required=False)
+    kind = serializers.CharField(max_length=20, required=False, help_text=", ".join(ChannelKind.values))
+    url = text(500, required=False, allow_blank=True)
+    recipients = text(2000, required=False, allow_blank=True, help_text="e-mail: comma-separated addresses")
+    min_severity = serializers.CharField(max_length=10, required=False)
+    clusters = serializers.ListField(child=IdField(), required=False, max_length=1000,
+                                     help_text="only these clusters (empty: every cluster)")
+    send_resolved = serializers.BooleanField(required=False)
+    enabled = serializers.BooleanField(required=False)
+    secret = text(500, required=False, allow_blank=True, write_only=True,
+                  help_text="PagerDuty routing key or bearer token; never answered back; absent or empty keeps it")
+
+
+class ReportScheduleSerializer(Answer):
+    class Meta:
+        model = ReportSchedule
+        fields = ["id", "cluster", "period", "hour", "weekday", "recipients", "enabled", "last_run_at", "last_error",
+                  "created_at", "updated_at"]
+
+
+class ReportScheduleInput(serializers.Serializer):
+    cluster = IdField(required=False, allow_null=True, help_text="null: the whole fleet")
+    period = serializers.CharField(max_length=10, required=False, help_text=", ".join(Period.values))
+    hour = serializers.IntegerField(required=False, help_text="local hour, 0-23")
+    weekday = serializers.IntegerField(required=False, help_text="weekly reports: 0 (Monday) to 6")
+    recipients = text(5000, required=False, allow_blank=True)
+    enabled = serializers.BooleanField(required=False)
+
+
+# -- the read-pool rules and automatic failover of a cluster (apps/operations/rule_settings.py) ------------------
+class RuleSettingsSerializer(Answer):
+    class Meta:
+        model = Cluster
+        fields = list(RULE_FIELDS)
+
+
+class RuleSettingsInput(serializers.Serializer):
+    """Types only; the ranges are the page's form's, and who may change which field is rule_settings.change()'s:
+    operators the read-pool thresholds, admins the switches that let the product act on its own."""
+
+    max_replication_lag = serializers.IntegerField(required=False)
+    reader_return_mark = serializers.IntegerField(required=False, allow_null=True,
+                                                  help_text="null: half of max_replication_lag")
+    reader_return_after_s = serializers.IntegerField(required=False)
+    offline_hard_grace_s = serializers.IntegerField(required=False)
+    min_available_readers = serializers.IntegerField(required=False)
+    read_pool_rules_enabled = serializers.BooleanField(required=False)
+    rules_dry_run = serializers.BooleanField(required=False)
+    auto_failover_enabled = serializers.BooleanField(required=False)
+    failover_after_polls = serializers.IntegerField(required=False)
+    failback_enabled = serializers.BooleanField(required=False)
+    failback_after_s = serializers.IntegerField(required=False)

@@ -4,7 +4,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 # <id:...> (controlplane/converters.py) is registered by the root URLconf before this module is read.
 from . import errors
-from .endpoints import alerts, audit, configuration, digests, dr, fleet, meta, operations, reports
+from .endpoints import adoption, alerts, audit, configuration, digests, dr, fleet, meta, operations, reports
 
 
 app_name = "api"
@@ -22,6 +22,8 @@ v1 = [
     path("servers/<id:pk>/", fleet.ServerDetail.as_view(), name="server"),
     path("servers/<id:pk>/state/", fleet.ServerState.as_view(), name="server_state"),
     path("servers/<id:pk>/history/<slug:name>/", fleet.ServerHistory.as_view(), name="server_history"),
+    path("adopt/preview/", adoption.AdoptPreview.as_view(), name="adopt_preview"),
+    path("adopt/confirm/", adoption.AdoptConfirm.as_view(), name="adopt_confirm"),
     path("proxysql-nodes/", fleet.NodeList.as_view(), name="nodes"),
     path("proxysql-nodes/<id:pk>/", fleet.NodeDetail.as_view(), name="node"),
     path("proxysql-nodes/<id:pk>/state/", fleet.NodeState.as_view(), name="node_state"),
@@ -39,6 +41,7 @@ v1 = [
     path("clusters/<id:pk>/switchover/", operations.SwitchoverPlan.as_view(), name="switchover"),
     path("clusters/<id:pk>/failover/", operations.FailoverPlan.as_view(), name="failover"),
     path("clusters/<id:pk>/repair/", operations.RepairPlan.as_view(), name="repair"),
+    path("clusters/<id:pk>/rule-settings/", operations.RuleSettings.as_view(), name="rule_settings"),
     path("servers/<id:pk>/drain/", operations.DrainPlan.as_view(), name="drain"),
     path("servers/<id:pk>/restore/", operations.RestorePlan.as_view(), name="restore"),
     # DR channels: read them, plan a move (confirm and follow it as an operation)
@@ -50,6 +53,8 @@ v1 = [
     path("audit/events/<id:pk>/", audit.AuditEventDetail.as_view(), name="audit_event"),
     path("reports/", reports.ReportList.as_view(), name="reports"),
     path("reports/<id:pk>/", reports.ReportDetail.as_view(), name="report"),
+    path("report-schedules/", reports.ReportScheduleList.as_view(), name="report_schedules"),
+    path("report-schedules/<id:pk>/", reports.ReportScheduleDetail.as_view(), name="report_schedule"),
     # configuration
     path("clusters/<id:pk>/config/versions/", configuration.VersionList.as_view(), name="config_versions"),
     path("clusters/<id:pk>/config/diff/", configuration.VersionDiff.as_view(), name="config_diff"),
@@ -67,6 +72,8 @@ v1 = [
     path("alerts/<id:pk>/acknowledge/", alerts.AlertAcknowledge.as_view(), name="alert_acknowledge"),
     path("silences/", alerts.SilenceList.as_view(), name="silences"),
     path("silences/<id:pk>/end/", alerts.SilenceEnd.as_view(), name="silence_end"),
+    path("alert-channels/", alerts.AlertChannelList.as_view(), name="alert_channels"),
+    path("alert-channels/<id:pk>/", alerts.AlertChannelDetail.as_view(), name="alert_channel"),
 ]
 
 

@@ -781,3 +781,16 @@ def cluster_traffic(cluster_id, seconds=TRAFFIC_WINDOW_S, now=None):
                                s.client_address, int(r["n"] or 0), int(r["t"] or 0)))
     covered = max(1, now - max(first, window.start)) if first is not None else 0
     return Traffic(rows=rows, seconds=min(seconds, covered), truncated=len(picked) > TRAFFIC_MAX_ROWS)
+
+
+def search_digests(search, limit):
+    """Up to `limit` digests whose text contains `search` (any case) or whose hash it is, by id, and whether there
+    are more. The word index narrows the texts read; a term in many texts stops at the LIMIT."""
+    condition, params = _search_condition(search, "d")
+    ids = search_index.matching_ids(condition, params, search, limit, digest_hash=_hash_of(search))
+    more = ids is None
+    if more:  # more than `limit` match: the first ones found are enough for a search box
+        with connection.cursor() as cur:
+            cur.execute(f"SELECT d.id FROM {Digest._meta.db_table} d WHERE {condition} LIMIT {int(limit)}", params)
+            ids = [r[0] for r in cur.fetchall()]
+    return list(Digest.objects.filter(pk__in=ids).order_by("pk")), more

@@ -6,6 +6,11 @@ read_snapshot()  network: everything adopt needs from one ProxySQL admin endpoin
 plan_adoption()  pure: snapshot + operator's choices -> AdoptionPlan (what will be created/updated, and
                  how the roles were decided: inference.py)
 apply_adoption() database only, one transaction, audited
+
+The service every door calls (the page, the command line, the API):
+read_node()  the one read of a node to adopt (network)
+preview()    read + plan, nothing saved; a person's preview is rate limited and audited
+confirm()    read the ProxySQL Cluster's other nodes, apply all in one transaction (audited), record version 1
 """
 import hashlib
 import json
@@ -14,6 +19,7 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -601,3 +607,79 @@ def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), reques
     except IntegrityError as exc:
         raise AdoptionError(f"The inventory changed while adopting ({exc}); preview again.") from None
     return cluster, node
+
+
+# The adoption service: the page, the command line and the API are doors over these three functions.
+
+ADOPT_ACTION = "adopt proxysql node"
+
+
+class AdoptionRefused(AdoptionError):
+    """Too many previews by this person in the last minute: the node was not read."""
+
+
+def read_node(admin_host, admin_port, admin_user, admin_password):
+    """Network, the one read of a node to adopt: (Snapshot, ProxySQL's monitor credentials). Raises AdoptionError."""
+    admin = ProxySQLAdmin(admin_host, admin_port, admin_user, admin_password,
+                          name=f"ProxySQL {admin_host}:{admin_port}")
+    try:
+        with admin:
+            return read_snapshot(admin), read_monitor_credentials(admin)
+    except ClientError as exc:
+        raise AdoptionError(f"Could not read the ProxySQL node: {exc}") from None
+
+
+def recent_attempts(user):
+    """This user's adoption previews (read or failed) in the last minute, from the audit log (page and API)."""
+    from apps.audit.models import AuditEvent
+
+    since = timezone.now() - timedelta(minutes=1)
+    return AuditEvent.objects.filter(action=ADOPT_ACTION, actor_user_id=user.pk, created_at__gte=since,
+                                     outcome__in=("dry_run", "failure")).count()
+
+
+def preview(*, admin_host, admin_port, admin_user, admin_password, cluster_name, node_name, kind=None, roles=None,
+            writer_is_also_reader=None, overwrite=False, hostgroups=None, request=None):
+    """Read the node and plan its adoption; nothing is saved. Returns (plan, monitor credentials).
+    With a request (a person at the page or the API) the attempt is audited and bounded to
+    ADOPT_ATTEMPTS_PER_MINUTE a minute, so the door is no port scanner or password oracle: AdoptionRefused.
+    Raises AdoptionError when the node cannot be read."""
+    target = f"{admin_host}:{admin_port}"
+    if request is not None and recent_attempts(request.user) >= settings.ADOPT_ATTEMPTS_PER_MINUTE:
+        record(ADOPT_ACTION, request=request, outcome="refused", target=target,
+               details={"reason": f"more than {settings.ADOPT_ATTEMPTS_PER_MINUTE} attempts in a minute"})
+        raise AdoptionRefused(f"Too many adoption attempts: at most {settings.ADOPT_ATTEMPTS_PER_MINUTE} a minute. "
+                              "Wait a minute before trying again.")
+    try:
+        snapshot, monitor = read_node(admin_host, admin_port, admin_user, admin_password)
+    except AdoptionError as exc:
+        if request is not None:
+            record(ADOPT_ACTION, request=request, outcome="failure", target=target, details={"error": str(exc)})
+        raise
+    plan = plan_adoption(snapshot, cluster_name=cluster_name, node_name=node_name, admin_host=admin_host,
+                         admin_port=admin_port, kind=kind, roles=roles, writer_is_also_reader=writer_is_also_reader,
+                         overwrite=overwrite, hostgroups=hostgroups)
+    if request is not None:
+        record(ADOPT_ACTION, request=request, outcome="dry_run", target=target,
+               details={"preview": "read", "admin_user": admin_user})
+    return plan, monitor
+
+
+def confirm(plan, monitor, *, admin_user, admin_password, request=None, author=None):
+    """Adopt what the plan says with every other node of its ProxySQL Cluster: read them, write all of it in one
+    transaction (audited), then record version 1 of a new cluster's configuration from the nodes.
+    Returns (cluster, nodes, versions). Raises AdoptionError, audited as a failure."""
+    try:
+        snapshots, error = read_members(plan, admin_user, admin_password)
+        if error:
+            raise AdoptionError(error)
+        cluster, nodes = apply_cluster_adoption(plan, snapshots, admin_user=admin_user, admin_password=admin_password,
+                                                monitor=monitor, request=request)
+    except AdoptionError as exc:
+        record(ADOPT_ACTION, request=request, outcome="failure", target=f"{plan.admin_host}:{plan.admin_port}",
+               details={"error": str(exc)})
+        raise
+    from apps.configuration.services import record_adopted  # configuration imports fleet: not at module level
+
+    versions = [record_adopted(cluster, node, request=request, author=author) for node in nodes]
+    return cluster, nodes, versions

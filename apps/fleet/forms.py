@@ -1,5 +1,6 @@
 from django import forms
 
+from . import tags
 from .choices import ClusterKind, WriterIsAlsoReader
 from .models import HOSTGROUP_MAX, Cluster
 from .validators import validate_hostname, validate_name, validate_no_nul
@@ -85,3 +86,15 @@ class AdoptForm(RolesForm):
     def cluster_name(self):
         data = self.cleaned_data
         return data["cluster"].name if data.get("cluster") else data["new_cluster_name"]
+
+
+class TagsForm(forms.Form):
+    """A cluster's tags as the operator writes them: "env=prod, region=eu-west" (apps/fleet/tags.py checks them)."""
+
+    tags = forms.CharField(label="Tags", max_length=4000, required=False)
+
+    def clean_tags(self):
+        try:
+            return tags.parse(self.cleaned_data["tags"])
+        except tags.BadTag as exc:
+            raise forms.ValidationError(str(exc)) from None

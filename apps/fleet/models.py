@@ -125,6 +125,23 @@ class Cluster(models.Model):
                                                                   "backup_writer_hostgroup", "offline_hostgroup")}]
 
 
+class ClusterTag(models.Model):
+    """A free key=value label of a cluster (environment, region, team...), for the fleet page's and the API's
+    filters and the search (apps/fleet/tags.py checks them)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="tags")
+    key = models.CharField(max_length=40)
+    value = models.CharField(max_length=100)
+
+    class Meta:
+        ordering = ["key"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "key"], name="one_value_per_tag_key")]
+        indexes = [models.Index(fields=["key", "value"], name="cluster_tag_key_value")]
+
+    def __str__(self):
+        return f"{self.key}={self.value}"
+
+
 class ProxySQLNode(models.Model):
     """One ProxySQL instance's admin endpoint as one cluster sees it. Several nodes front one cluster; one
     ProxySQL may front several clusters: then it has one row per cluster, all with the same admin endpoint

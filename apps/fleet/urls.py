@@ -8,6 +8,7 @@ app_name = "fleet"
 urlpatterns = [
     path("", monitoring_views.overview, name="overview"),  # the fleet overview is a monitoring page
     path("clusters/<id:pk>/", views.cluster_detail, name="cluster"),
+    path("clusters/<id:pk>/tags/", views.cluster_tags, name="cluster_tags"),
     path("clusters/<id:pk>/drift/", views.cluster_drift, name="cluster_drift"),
     path("proxysql/<id:pk>/", views.proxysql_node_detail, name="proxysql_node"),
     path("proxysql/<id:pk>/runtime/", views.proxysql_node_runtime, name="proxysql_node_runtime"),

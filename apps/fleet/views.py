@@ -1,12 +1,9 @@
-from datetime import timedelta
-
-from django.conf import settings
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
-from django.utils import timezone
 from django.views.decorators.debug import sensitive_post_parameters
-from django.views.decorators.http import require_http_methods
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
 
 from apps.accounts.roles import OPERATOR, VIEWER, require_role
 from apps.audit.services import record
@@ -19,8 +16,8 @@ from apps.monitoring import selectors as monitoring_selectors  # the monitoring 
 from apps.monitoring import views as monitoring_views
 from apps.operations import rollbacks  # the rollback-pending banner
 
-from . import adopt, drift
-from .forms import AdoptForm
+from . import adopt, drift, tags
+from .forms import AdoptForm, TagsForm
 from .models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from .secrets import decrypt, encrypt
 
@@ -48,7 +45,24 @@ def cluster_detail(request, pk):
         "pending_rollbacks": rollbacks.banner(cluster),
         **alert_selectors.open_for_cluster(cluster),
         **dr_selectors.for_cluster(cluster),
+        "tags": tags.of(cluster),
     })
+
+
+@require_role(OPERATOR)
+@require_POST
+def cluster_tags(request, pk):
+    """Replace the cluster's tags ("env=prod, region=eu-west"); audited. A bad tag changes nothing and says why."""
+    cluster = get_object_or_404(Cluster, pk=pk)
+    form = TagsForm(request.POST)
+    if not form.is_valid():
+        error = " ".join(form.errors["tags"]) if "tags" in form.errors else "Tags not understood."
+        record("cluster tags changed", request=request, cluster=cluster, outcome="invalid", details={"error": error})
+        messages.error(request, f"Tags not saved: {error}")
+        return redirect(reverse("fleet:cluster", args=[cluster.pk]) + "#tags")
+    changed = tags.set_tags(cluster, form.cleaned_data["tags"], request=request)
+    messages.success(request, "Tags saved." if changed else "Tags unchanged.")
+    return redirect(reverse("fleet:cluster", args=[cluster.pk]) + "#tags")
 
 
 @require_role(VIEWER)
@@ -123,13 +137,6 @@ def adopt_node(request):
                details={"errors": form.errors.get_json_data()})
         return TemplateResponse(request, "fleet/adopt.html", {"form": form}, status=400)
     data = form.cleaned_data
-    target = f"{data['admin_host']}:{data['admin_port']}"
-    if _adopt_attempts(request) >= settings.ADOPT_ATTEMPTS_PER_MINUTE:
-        record("adopt proxysql node", request=request, outcome="refused", target=target,
-               details={"reason": f"more than {settings.ADOPT_ATTEMPTS_PER_MINUTE} attempts in a minute"})
-        form.add_error(None, f"Too many adoption attempts: at most {settings.ADOPT_ATTEMPTS_PER_MINUTE} a minute. "
-                             "Wait a minute before trying again.")
-        return TemplateResponse(request, "fleet/adopt.html", {"form": form}, status=429)
     pending = {
         "admin_host": data["admin_host"], "admin_port": data["admin_port"], "admin_user": data["admin_user"],
         "admin_password": encrypt(data["admin_password"]) or "", "node_name": data["node_name"],
@@ -137,43 +144,21 @@ def adopt_node(request):
         "writer_is_also_reader": data.get("writer_is_also_reader"), "overwrite": data.get("overwrite", False),
         "hostgroups": data.get("hostgroups") or None,
     }
-    plan, _, error = _plan(pending)
-    if error:
-        form.add_error(None, error)
-        record("adopt proxysql node", request=request, outcome="failure", target=target, details={"error": error})
-        return TemplateResponse(request, "fleet/adopt.html", {"form": form}, status=400)
-    record("adopt proxysql node", request=request, outcome="dry_run", target=target,
-           details={"preview": "read", "admin_user": data["admin_user"]})
+    try:
+        plan, _ = _preview(pending, request=request)
+    except adopt.AdoptionError as exc:
+        form.add_error(None, str(exc))
+        status = 429 if isinstance(exc, adopt.AdoptionRefused) else 400
+        return TemplateResponse(request, "fleet/adopt.html", {"form": form}, status=status)
     pending["fingerprint"] = plan.fingerprint
     request.session[ADOPT_SESSION_KEY] = pending
     return TemplateResponse(request, "fleet/adopt_preview.html", {"plan": plan})
 
 
-def _adopt_attempts(request):
-    """This user's adoption attempts (previews read, failed or refused) in the last minute, from the audit log."""
-    from apps.audit.models import AuditEvent
-
-    since = timezone.now() - timedelta(minutes=1)
-    return AuditEvent.objects.filter(action="adopt proxysql node", actor=request.user.get_username(),
-                                     created_at__gte=since, outcome__in=("dry_run", "failure")).count()
-
-
-def _plan(pending):
-    """Read the node and plan. Returns (plan, monitor credentials, None) or (None, None, a message)."""
-    admin = ProxySQLAdmin(pending["admin_host"], pending["admin_port"], pending["admin_user"],
-                          decrypt(pending["admin_password"]), name=f"ProxySQL {pending['admin_host']}:{pending['admin_port']}")
-    try:
-        with admin:
-            snapshot = adopt.read_snapshot(admin)
-            monitor = adopt.read_monitor_credentials(admin)
-    except ClientError as exc:
-        return None, None, f"Could not read the ProxySQL node: {exc}"
-    plan = adopt.plan_adoption(
-        snapshot, cluster_name=pending["cluster_name"], node_name=pending["node_name"],
-        admin_host=pending["admin_host"], admin_port=pending["admin_port"], kind=pending["kind"],
-        roles=pending["roles"], writer_is_also_reader=pending.get("writer_is_also_reader"),
-        overwrite=pending["overwrite"], hostgroups=pending.get("hostgroups"))
-    return plan, monitor, None
+def _preview(pending, request=None):
+    """adopt.preview() of what the session keeps (its password encrypted)."""
+    return adopt.preview(**{**{k: v for k, v in pending.items() if k != "fingerprint"},
+                            "admin_password": decrypt(pending["admin_password"])}, request=request)
 
 
 def _adopt_confirm(request):
@@ -181,34 +166,22 @@ def _adopt_confirm(request):
     if not pending:
         messages.error(request, "Nothing to confirm: the preview expired. Fill in the form again.")
         return redirect("fleet:adopt")
-    plan, monitor, error = _plan(pending)
-    if error:
-        messages.error(request, error)
+    try:
+        plan, monitor = _preview(pending)  # read again: confirm only what was previewed
+    except adopt.AdoptionError as exc:
+        messages.error(request, str(exc))
         return TemplateResponse(request, "fleet/adopt.html", {"form": AdoptForm()}, status=400)
     if plan.fingerprint != pending["fingerprint"]:
         pending["fingerprint"] = plan.fingerprint
         request.session[ADOPT_SESSION_KEY] = pending
         messages.warning(request, "The node's configuration changed since the preview. Review this new preview.")
         return TemplateResponse(request, "fleet/adopt_preview.html", {"plan": plan}, status=409)
-    snapshots, error = adopt.read_members(plan, pending["admin_user"], decrypt(pending["admin_password"]))
-    if error:
-        record("adopt proxysql node", request=request, outcome="failure",
-               target=f"{pending['admin_host']}:{pending['admin_port']}", details={"error": error})
-        messages.error(request, error)
-        return TemplateResponse(request, "fleet/adopt_preview.html", {"plan": plan}, status=400)
     try:
-        cluster, nodes = adopt.apply_cluster_adoption(plan, snapshots, admin_user=pending["admin_user"],
-                                                      admin_password=decrypt(pending["admin_password"]),
-                                                      monitor=monitor, request=request)
+        cluster, nodes, _ = adopt.confirm(plan, monitor, admin_user=pending["admin_user"],
+                                          admin_password=decrypt(pending["admin_password"]), request=request)
     except adopt.AdoptionError as exc:
-        record("adopt proxysql node", request=request, outcome="failure",
-               target=f"{pending['admin_host']}:{pending['admin_port']}", details={"error": str(exc)})
         messages.error(request, str(exc))
         return TemplateResponse(request, "fleet/adopt_preview.html", {"plan": plan}, status=400)
     del request.session[ADOPT_SESSION_KEY]
-    from apps.configuration.services import record_adopted
-
-    for node in nodes:
-        record_adopted(cluster, node, request=request)  # version 1 of a new cluster's configuration
     messages.success(request, f"Adopted {', '.join(map(str, nodes))} into cluster {cluster}.")
     return redirect(cluster)

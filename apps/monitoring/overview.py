@@ -22,7 +22,7 @@ import msgspec.structs
 import redis
 
 from apps.clients.proxysql import SERVER_FIELDS
-from apps.fleet import drift
+from apps.fleet import drift, tags
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 
 from . import live, status
@@ -125,6 +125,8 @@ def _intended(servers):
     where = {pk: (cluster_id, hostname, port) for pk, cluster_id, hostname, port in servers}
     intended = defaultdict(list)
     for server_id, hg, *values in HostgroupMembership.objects.values_list("server_id", "hostgroup_id", *SERVER_FIELDS):
+        if server_id not in where:  # a cluster the tag filter leaves out
+            continue
         cluster_id, hostname, port = where[server_id]
         intended[cluster_id].append((hg, hostname, port, *values))
     return intended
@@ -162,27 +164,32 @@ def _as_compare_input(rows):
     return {row[:3]: dict(zip(SERVER_FIELDS, row[3:])) for row in rows}
 
 
-def fleet_overview(*, page=1, only_attention=False, now=None):
+def fleet_overview(*, page=1, only_attention=False, now=None, tag=None):
     """What the overview shows: fleet totals, the attention list (whole fleet, most severe first), and the
-    clusters of one page with a chip per node and backend."""
+    clusters of one page with a chip per node and backend. `tag` (key, value): only the clusters with that tag."""
     # Tens of thousands of short-lived containers are made here: a cyclic-GC pass in the middle (it scans
     # every live object of the process) would cost more than the work. None of them form cycles.
     paused = gc.isenabled()
     gc.disable()
     try:
-        return _fleet_overview(page, only_attention, now or time.time())
+        return _fleet_overview(page, only_attention, now or time.time(), tag)
     finally:
         if paused:
             gc.enable()
 
 
-def _fleet_overview(page, only_attention, now):
-    clusters = list(Cluster.objects.order_by("name").values(
+def _fleet_overview(page, only_attention, now, tag=None):
+    chosen = Cluster.objects.all()
+    nodes, servers = ProxySQLNode.objects.all(), Server.objects.all()
+    if tag:  # the same number of queries: the tag narrows each of them
+        chosen = tags.tagged(chosen, *tag)
+        nodes, servers = nodes.filter(cluster__in=chosen), servers.filter(cluster__in=chosen)
+    clusters = list(chosen.order_by("name").values(
         "id", "name", "poll_interval_s", "backend_poll_interval_s", "max_replication_lag", "writer_hostgroup", "reader_hostgroup",
         "backup_writer_hostgroup", "offline_hostgroup"))
     by_id = {c["id"]: c for c in clusters}
-    nodes = list(ProxySQLNode.objects.order_by("name").values_list("id", "cluster_id", "name"))
-    servers = list(Server.objects.order_by("hostname", "port").values_list("id", "cluster_id", "hostname", "port"))
+    nodes = list(nodes.order_by("name").values_list("id", "cluster_id", "name"))
+    servers = list(servers.order_by("hostname", "port").values_list("id", "cluster_id", "hostname", "port"))
     intended = _intended(servers)
 
     unavailable = ""

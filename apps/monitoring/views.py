@@ -18,10 +18,11 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from apps.accounts.roles import OPERATOR, VIEWER, require_role
 from apps.clients.wire import ClientError
+from apps.fleet import tags
 from apps.fleet.models import Cluster, ProxySQLNode, Server
 from apps.operations import rollbacks  # the rollback-pending banner
 
-from . import charts, exporter, live, overview as fleet, scrape_access, selectors, sessions, status
+from . import charts, exporter, live, overview as fleet, scrape_access, search, selectors, sessions, status
 
 
 def _page_args(request):
@@ -29,7 +30,13 @@ def _page_args(request):
         page = int(request.GET.get("page", 1))
     except ValueError:
         page = 1
-    return {"page": page, "only_attention": request.GET.get("attention") == "1"}
+    args = {"page": page, "only_attention": request.GET.get("attention") == "1"}
+    if request.GET.get("tag"):
+        try:
+            args["tag"] = tags.parse_filter(request.GET["tag"])
+        except tags.BadTag:
+            pass  # shown as not understood by _overview
+    return args
 
 
 @require_role(VIEWER)
@@ -48,7 +55,16 @@ def overview_live(request):
 def _overview(request):
     from apps.alerts.selectors import firing_summary  # the banner: alerts firing in the fleet
 
-    return {**fleet.fleet_overview(**_page_args(request)), "pending_rollbacks": rollbacks.banner(), **firing_summary()}
+    args = _page_args(request)
+    tag_text = request.GET.get("tag", "")[:200]
+    tag_error = ""
+    if tag_text and "tag" not in args:
+        try:
+            tags.parse_filter(tag_text)
+        except tags.BadTag as exc:
+            tag_error = str(exc)
+    return {**fleet.fleet_overview(**args), "pending_rollbacks": rollbacks.banner(), **firing_summary(),
+            "tag": tag_text, "tag_error": tag_error}
 
 
 def proxysql_context(node):
@@ -255,3 +271,11 @@ def _plain(status_code, text):
 
 ACCESS_CHECK = "apps.monitoring.scrape_access.refusal (METRICS_TOKEN or METRICS_ALLOWED_ADDRESSES)"
 metrics.access_check = pool_metrics.access_check = metrics_targets.access_check = ACCESS_CHECK
+
+
+@require_role(VIEWER)
+@require_GET
+def search_page(request):
+    """The header's search across clusters, nodes, backends and digests (apps/monitoring/search.py)."""
+    found = search.search(request.GET.get("q", ""))
+    return TemplateResponse(request, "monitoring/search.html", {**found, "search_q": found["q"]})

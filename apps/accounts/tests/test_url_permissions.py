@@ -92,7 +92,7 @@ def kwargs_for(name, pattern, objects):
     converters = pattern.pattern.converters
     if not converters:
         return {}
-    owner = {"fleet:cluster": "cluster", "fleet:cluster_drift": "cluster", "monitoring:cluster_live": "cluster",
+    owner = {"fleet:cluster": "cluster", "fleet:cluster_drift": "cluster", "fleet:cluster_tags": "cluster", "monitoring:cluster_live": "cluster",
              "monitoring:cluster_sparklines": "cluster", "operations:switchover": "cluster", "operations:repair": "cluster",
              "operations:cluster_rules": "cluster", "operations:cluster_rules_save": "cluster",
              "fleet:proxysql_node": "node", "fleet:proxysql_node_runtime": "node", "monitoring:proxysql_pool": "node",

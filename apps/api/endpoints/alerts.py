@@ -6,12 +6,13 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
-from apps.accounts.roles import OPERATOR, VIEWER
+from apps.accounts.roles import ADMIN, OPERATOR, VIEWER
 from apps.alerts import services
-from apps.alerts.models import Alert, Silence
+from apps.alerts.forms import ChannelForm
+from apps.alerts.models import Alert, Channel, Silence
 
 from .. import serializers as s
-from ..base import ApiView, body, list_schema, paged, query
+from ..base import ApiView, body, form_errors, list_schema, page_form, paged, query
 
 
 class AlertList(ApiView):
@@ -90,3 +91,56 @@ class SilenceEnd(ApiView):
         silence = get_object_or_404(Silence.objects.select_related("cluster"), pk=pk)
         return Response(s.SilenceSerializer(services.end_silence(silence, request=request)).data)
 
+
+
+# -- alert channels: the channels page's form and services (admins change them, everyone reads them) ----------
+def _channel_form(request, instance=None):
+    data = body(s.AlertChannelInput, request)
+    if "secret" in data:
+        data["new_secret"] = data.pop("secret")
+    return page_form(ChannelForm, data, request=request, instance=instance,
+                     action="change alert channel" if instance else "add alert channel")
+
+
+def _saved_channel(form, request):
+    channel = services.save_channel(form, request=request)
+    if channel is None:  # refused at save (a name taken meanwhile): the form says why
+        raise form_errors(form)
+    return channel
+
+
+class AlertChannelList(ApiView):
+    roles = {"get": VIEWER, "post": ADMIN}
+
+    @list_schema(s.AlertChannelSerializer, operation_id="alert_channels_list", tags=["alerts"],
+                 summary="Alert channels (where notifications go); secrets and URLs are never answered")
+    def get(self, request):
+        return paged(self, request, Channel.objects.prefetch_related("clusters").order_by("name", "pk"),
+                     s.AlertChannelSerializer)
+
+    @extend_schema(request=s.AlertChannelInput, responses={201: s.AlertChannelSerializer}, tags=["alerts"],
+                   summary="Add an alert channel (the page's rules: ALERT_CHANNEL_DESTINATIONS, a URL or e-mail "
+                           "addresses by kind, PagerDuty's routing key; audited)")
+    def post(self, request):
+        channel = _saved_channel(_channel_form(request), request)
+        return Response(s.AlertChannelSerializer(channel).data, status=status.HTTP_201_CREATED)
+
+
+class AlertChannelDetail(ApiView):
+    roles = {"get": VIEWER, "patch": ADMIN, "delete": ADMIN}
+
+    @extend_schema(responses=s.AlertChannelSerializer, tags=["alerts"], summary="One alert channel")
+    def get(self, request, pk):
+        return Response(s.AlertChannelSerializer(get_object_or_404(Channel, pk=pk)).data)
+
+    @extend_schema(request=s.AlertChannelInput, responses=s.AlertChannelSerializer, tags=["alerts"],
+                   summary="Change an alert channel: the fields named, checked as the page does (audited, with "
+                           "before and after)")
+    def patch(self, request, pk):
+        channel = get_object_or_404(Channel, pk=pk)
+        return Response(s.AlertChannelSerializer(_saved_channel(_channel_form(request, channel), request)).data)
+
+    @extend_schema(responses={204: None}, tags=["alerts"], summary="Delete an alert channel (audited)")
+    def delete(self, request, pk):
+        services.delete_channel(get_object_or_404(Channel, pk=pk), request=request)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,4 +1,5 @@
 """The inventory, its latest state and history, and drift: the fleet pages' selectors, as JSON."""
+from collections import defaultdict
 from dataclasses import asdict
 
 from django.http import Http404
@@ -9,7 +10,8 @@ from rest_framework.response import Response
 
 from apps.accounts.roles import VIEWER
 from apps.configuration import drift
-from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
+from apps.fleet import tags as fleet_tags
+from apps.fleet.models import Cluster, ClusterTag, HostgroupMembership, ProxySQLNode, Server
 from apps.monitoring import charts, selectors
 
 from .. import serializers as s
@@ -29,7 +31,17 @@ class ClusterList(ApiView):
             clusters = clusters.filter(kind=f["kind"])
         if f.get("name"):
             clusters = clusters.filter(name=f["name"])
-        return paged(self, request, clusters.values(*s.values_of(s.ClusterSerializer)), rows=list)
+        if f.get("tag"):
+            clusters = fleet_tags.tagged(clusters, *f["tag"])
+
+        def rows(page):  # the page's rows as plain values, and their tags in one query
+            by_cluster = defaultdict(dict)
+            for cluster_id, key, value in ClusterTag.objects.filter(cluster_id__in=[r["id"] for r in page]).values_list(
+                    "cluster_id", "key", "value"):
+                by_cluster[cluster_id][key] = value
+            return [{**r, "tags": by_cluster[r["id"]]} for r in page]
+
+        return paged(self, request, clusters.values(*s.values_of(s.ClusterSerializer, exclude=("tags",))), rows=rows)
 
 
 class ClusterDetail(ApiView):

@@ -13,12 +13,13 @@ from rest_framework.response import Response
 
 from apps.accounts.roles import OPERATOR, VIEWER
 from apps.fleet.models import Cluster, Server
-from apps.operations import drain, repair, rollbacks, rules, services, switchover
+from apps.operations import drain, repair, rollbacks, rule_settings, rules, services, switchover
 from apps.operations.choices import OperationState
+from apps.operations.forms import RuleSettingsForm
 from apps.operations.models import Operation
 
 from .. import serializers as s
-from ..base import ApiView, body, list_schema, paged, query
+from ..base import ApiView, body, list_schema, page_form, paged, query
 
 
 def detail(op, code=status.HTTP_200_OK):
@@ -171,3 +172,28 @@ class RestorePlan(_Plan):
     def post(self, request, pk):
         server = get_object_or_404(Server.objects.select_related("cluster"), pk=pk)
         return self.saved(request, drain.plan_restore(server))
+
+
+class RuleSettings(ApiView):
+    roles = {"get": VIEWER, "patch": OPERATOR}
+
+    @extend_schema(responses=s.RuleSettingsSerializer, tags=["operations"],
+                   summary="A cluster's read-pool rules and automatic failover settings")
+    def get(self, request, pk):
+        return Response(s.RuleSettingsSerializer(get_object_or_404(Cluster, pk=pk)).data)
+
+    @extend_schema(request=s.RuleSettingsInput, responses=s.RuleSettingsSerializer, tags=["operations"],
+                   summary="Change the fields named, as on the cluster's rules page: operators the read-pool "
+                           "thresholds, admins also the rules' and failover's switches (403 naming the fields "
+                           "beyond the role); audited with before and after")
+    def patch(self, request, pk):
+        cluster = get_object_or_404(Cluster, pk=pk)
+        # Every field is open in the form: the role per field is rule_settings.change()'s to enforce, with its message.
+        form = page_form(RuleSettingsForm, body(s.RuleSettingsInput, request), request=request, instance=cluster,
+                         cluster=cluster, action="rule settings changed", editable=rule_settings.FIELDS)
+        try:
+            rule_settings.change(Cluster.objects.get(pk=cluster.pk),
+                                 {f: form.cleaned_data[f] for f in rule_settings.FIELDS}, request=request)
+        except rule_settings.NotAllowed as exc:
+            raise exceptions.PermissionDenied(str(exc)) from None
+        return Response(s.RuleSettingsSerializer(Cluster.objects.get(pk=cluster.pk)).data)

@@ -81,6 +81,7 @@ OWNER = {
     "change_set": "change_set", "change_set_plan": "change_set", "change_set_confirm": "change_set",
     "alert": "alert", "alert_acknowledge": "alert", "silence_end": "silence",
     "channel": "dr_channel", "channel_move": "dr_channel",
+    "alert_channel": "channel", "report_schedule": "schedule", "rule_settings": "cluster",
 }
 CHART = {"node_history": "queries", "server_history": "wsrep_state"}
 

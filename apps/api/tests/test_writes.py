@@ -225,7 +225,11 @@ def lab_objects(adopted_lab, live_redis, operator_user):
     server = Server.objects.get(port=3312)
     channel = ReplicationChannel.objects.create(name="lab", source_cluster=cluster, replica_cluster=cluster,
                                                 source_server=server, replica_server=server, replication_user="r")
-    return {"dr_channel": channel.pk, "cluster": cluster.pk, "server": Server.objects.get(port=3312).pk, "node": node.pk,
+    from apps.alerts.models import Channel
+    from apps.reports.models import ReportSchedule
+
+    return {"channel": Channel.objects.create(name="c", kind="webhook", url="http://127.0.0.1:9/hook").pk,
+            "schedule": ReportSchedule.objects.create(cluster=cluster).pk, "dr_channel": channel.pk, "cluster": cluster.pk, "server": Server.objects.get(port=3312).pk, "node": node.pk,
             "operation": op["id"], "change_set": cs["id"], "version": ConfigVersion.objects.get().pk,
             "report": report.pk, "digest": digest("SELECT 1").pk, "event": AuditEvent.objects.last().pk,
             "alert": alert.pk, "silence": silence["id"]}

@@ -12,8 +12,6 @@ import os
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.clients.proxysql import ProxySQLAdmin
-from apps.clients.wire import ClientError
 from apps.fleet import adopt
 from apps.fleet.choices import ClusterKind, WriterIsAlsoReader
 from apps.fleet.forms import RolesForm, parse_hostgroups
@@ -60,18 +58,15 @@ class Command(BaseCommand):
         except ValidationError as exc:
             raise CommandError(f"--hostgroups: {' '.join(exc.messages)}") from None
         password = os.environ.get(o["password_env"], "")
-        admin = ProxySQLAdmin(o["host"], o["port"], o["user"], password, name=f"ProxySQL {o['host']}:{o['port']}")
-        try:
-            with admin:
-                snapshot = adopt.read_snapshot(admin)
-                monitor = adopt.read_monitor_credentials(admin)
-        except ClientError as exc:
-            raise CommandError(f"Could not read the ProxySQL node: {exc}") from None
         data = choices.cleaned_data
-        plan = adopt.plan_adoption(snapshot, cluster_name=o["cluster"], node_name=o["node_name"], admin_host=o["host"],
-                                   admin_port=o["port"], kind=data["kind"] or None, roles=choices.roles,
-                                   writer_is_also_reader=data["writer_is_also_reader"], overwrite=o["overwrite"],
-                                   hostgroups=hostgroups or None)
+        try:
+            plan, monitor = adopt.preview(admin_host=o["host"], admin_port=o["port"], admin_user=o["user"],
+                                          admin_password=password, cluster_name=o["cluster"], node_name=o["node_name"],
+                                          kind=data["kind"] or None, roles=choices.roles,
+                                          writer_is_also_reader=data["writer_is_also_reader"], overwrite=o["overwrite"],
+                                          hostgroups=hostgroups or None)
+        except adopt.AdoptionError as exc:
+            raise CommandError(str(exc)) from None
         self.stdout.write(f"cluster {plan.cluster_name} ({'existing' if plan.cluster_exists else 'new'}), "
                           f"kind {plan.kind}, hostgroups {plan.roles}, writer is also reader: {plan.policy_label}")
         self.stdout.write("how it was decided:")
@@ -95,17 +90,11 @@ class Command(BaseCommand):
         if not o["yes"]:
             self.stdout.write("preview only: run again with --yes to apply")
             return
-        snapshots, error = adopt.read_members(plan, o["user"], password)
-        if error:
-            raise CommandError(error)
         try:
-            cluster, nodes = adopt.apply_cluster_adoption(plan, snapshots, admin_user=o["user"], admin_password=password,
-                                                          monitor=monitor)
+            cluster, nodes, versions = adopt.confirm(plan, monitor, admin_user=o["user"], admin_password=password,
+                                                     author=f"adopt_proxysql ({o['user']}@{o['host']})")
         except adopt.AdoptionError as exc:
             raise CommandError(str(exc)) from None
-        from apps.configuration.services import record_adopted
-
-        for node in nodes:
-            version = record_adopted(cluster, node, author=f"adopt_proxysql ({o['user']}@{o['host']})")
+        for node, version in zip(nodes, versions):
             self.stdout.write(f"adopted {node} into cluster {cluster}"
                               + (f"; configuration version {version.number} recorded" if version else ""))

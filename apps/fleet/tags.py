@@ -1,0 +1,80 @@
+"""Tags on clusters: free key=value labels (env=prod, region=eu-west, team=payments), for the fleet page's and
+the API's filters (?tag=env:prod) and the search. Short and plain: a key of letters, digits and . _ -; a value
+without control characters or the separators , = (it is written as "key=value, key=value")."""
+import re
+
+from django.db import transaction
+
+from apps.audit.services import record
+
+from .models import Cluster, ClusterTag
+
+KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
+BAD_VALUE = re.compile(r"[\x00-\x1f\x7f-\x9f,=\u2028\u2029]")
+VALUE_MAX, TAGS_MAX = 100, 20
+
+
+class BadTag(ValueError):
+    """The message says which tag and why, in the operator's terms."""
+
+
+def check(key, value):
+    """(key, value) stripped, or BadTag."""
+    key, value = key.strip(), value.strip()
+    if not KEY.fullmatch(key):
+        raise BadTag(f"Tag key {key[:40]!r}: 1 to 40 letters, digits, '.', '_' or '-', starting with a letter or digit.")
+    if not value or len(value) > VALUE_MAX or BAD_VALUE.search(value) or value.isspace():
+        raise BadTag(f"Tag {key}: a value of 1 to {VALUE_MAX} characters, without control characters, ',' or '='.")
+    return key, value
+
+
+def parse(text):
+    """{key: value} from "env=prod, region=eu-west" (empty: no tags), or BadTag."""
+    tags = {}
+    for part in (p for p in text.split(",") if p.strip()):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise BadTag(f"{part.strip()[:40]!r}: write each tag as key=value.")
+        key, value = check(key, value)
+        if key in tags:
+            raise BadTag(f"Tag {key} is given twice.")
+        tags[key] = value
+    if len(tags) > TAGS_MAX:
+        raise BadTag(f"At most {TAGS_MAX} tags on a cluster.")
+    return tags
+
+
+def parse_filter(text):
+    """(key, value) from a filter "env:prod" (or "env=prod"), or BadTag."""
+    key, sep, value = text.replace("=", ":", 1).partition(":")
+    if not sep:
+        raise BadTag(f"{text[:40]!r}: filter by tag as key:value, e.g. env:prod.")
+    return check(key, value)
+
+
+def tagged(clusters, key, value):
+    """The clusters (a queryset) with this tag."""
+    return clusters.filter(pk__in=ClusterTag.objects.filter(key=key, value=value).values("cluster_id"))
+
+
+def of(cluster):
+    return {t.key: t.value for t in cluster.tags.all()}
+
+
+def as_text(tags):
+    return ", ".join(f"{k}={v}" for k, v in sorted(tags.items()))
+
+
+def set_tags(cluster, tags, *, request):
+    """Replace the cluster's tags by `tags` ({key: value}, checked by parse()); audited with before and after.
+    Returns whether anything changed."""
+    before = of(cluster)
+    if before == tags:
+        return False
+    with transaction.atomic():
+        Cluster.objects.select_for_update().filter(pk=cluster.pk).first()  # two editors: one after the other
+        cluster.tags.all().delete()
+        ClusterTag.objects.bulk_create([ClusterTag(cluster=cluster, key=k, value=v) for k, v in tags.items()])
+        record("cluster tags changed", request=request, cluster=cluster, target=cluster.name,
+               details={"before": before, "after": tags})
+    return True
