@@ -95,7 +95,8 @@ CHECKSUM_NAMES = ["admin_variables", "mysql_query_rules", "mysql_servers", "mysq
 # ProxySQL Cluster: the modules a peer pulls, by checksum name -> LOAD/SAVE module. A node pulls a module
 # from a peer whose checksum it has seen differ admin-cluster_<name>_diffs_before_sync checks in a row, when
 # that peer's version is above 1 and its epoch newer than its own (or its own version is 1), then saves it
-# to disk when admin-cluster_<name>_save_to_disk (../shared/proxysql-reference: cluster-sync.jsonl).
+# to disk when admin-cluster_<name>_save_to_disk (../shared/proxysql-reference: cluster-sync.jsonl; three nodes,
+# every module, restarts and holds: lab/reference/). The cluster_* admin variables travel with admin_variables.
 SYNC_MODULES = {"mysql_servers": "MYSQL SERVERS", "mysql_users": "MYSQL USERS",
                 "mysql_query_rules": "MYSQL QUERY RULES", "mysql_variables": "MYSQL VARIABLES",
                 "admin_variables": "ADMIN VARIABLES", "proxysql_servers": "PROXYSQL SERVERS"}
