@@ -97,7 +97,8 @@ CHECKSUM_NAMES = ["admin_variables", "mysql_query_rules", "mysql_servers", "mysq
 # ProxySQL Cluster: the modules a peer pulls, by checksum name -> LOAD/SAVE module. A node pulls a module
 # from a peer whose checksum it has seen differ admin-cluster_<name>_diffs_before_sync checks in a row, when
 # that peer's version is above 1 and its epoch newer than its own (or its own version is 1), then saves it
-# to disk when admin-cluster_<name>_save_to_disk (../shared/proxysql-reference: cluster-sync.jsonl).
+# to disk when admin-cluster_<name>_save_to_disk (../shared/proxysql-reference: cluster-sync.jsonl; three nodes,
+# every module, restarts and holds: lab/reference/). The cluster_* admin variables travel with admin_variables.
 SYNC_MODULES = {"mysql_servers": "MYSQL SERVERS", "mysql_users": "MYSQL USERS",
                 "mysql_query_rules": "MYSQL QUERY RULES", "mysql_variables": "MYSQL VARIABLES",
                 "admin_variables": "ADMIN VARIABLES", "proxysql_servers": "PROXYSQL SERVERS"}
@@ -844,11 +845,12 @@ class AdminEngine:
         return self.db.execute("SELECT hostname, port, weight, comment FROM main.runtime_proxysql_servers").fetchall()
 
     def _cluster_membership(self):
-        """The cluster thread runs while the node has peers and cluster credentials; its first check comes one
-        interval after it starts."""
+        """The cluster thread runs while the node has peers and cluster credentials; its first check runs at
+        once (a real node restarted from disk counted diff_check 1 before its admin answered:
+        lab/reference/cluster-sync-3node.jsonl, step 3a)."""
         if self.runtime_vars.get("admin-cluster_username") and self._peers():
             if self not in SYNCING:
-                self.next_check = time.time() + self._check_interval()
+                self.next_check = time.time()
                 SYNCING.add(self)
         else:
             SYNCING.discard(self)
@@ -916,6 +918,8 @@ class AdminEngine:
                 if table not in self.main_tables or table not in peer.main_tables:
                     continue   # (a sync between versions is not modelled beyond this)
                 rows = peer.db.execute(f"SELECT * FROM main.runtime_{table}").fetchall()
+                if table == "mysql_users":
+                    rows = self._users_as_configured(rows)
                 self.db.execute(f"DELETE FROM main.{table}")
                 if rows:
                     self.db.executemany(f"INSERT OR REPLACE INTO main.{table} VALUES ({','.join('?' * len(rows[0]))})",
@@ -933,6 +937,22 @@ class AdminEngine:
         if self.runtime_vars.get(f"admin-cluster_{name}_save_to_disk", "true") == "true":
             self._apply(module, "mem2disk")
         self.sync_history.append((t, name, host, port))
+
+    def _users_as_configured(self, runtime_rows):
+        """A peer's runtime users as one memory row per user: the runtime's frontend and backend rows of a user
+        come back as the single row (frontend=1, backend=1) it was configured as (a real pull:
+        lab/reference/cluster-sync-3node-summary.json, mysql_users)."""
+        cols = [r[1] for r in self.db.execute("PRAGMA main.table_info(runtime_mysql_users)")]
+        fe, be = cols.index("frontend"), cols.index("backend")
+        merged = {}
+        for row in runtime_rows:
+            key = tuple(v for i, v in enumerate(row) if i not in (fe, be))
+            if key in merged:
+                merged[key][fe] = max(merged[key][fe], row[fe])
+                merged[key][be] = max(merged[key][be], row[be])
+            else:
+                merged[key] = list(row)
+        return [tuple(r) for r in merged.values()]
 
     def _cluster_rows(self):
         """stats_proxysql_servers_*: what this node's cluster thread last read from each peer (zeros for a peer
