@@ -8,7 +8,7 @@ from django.db import transaction
 from apps.accounts.roles import ADMIN, has_role
 from apps.audit.services import record
 from apps.clients.proxysql import SERVER_FIELDS
-from apps.fleet.models import Cluster, HostgroupMembership, Server
+from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from apps.operations import services as operations
 
 from . import content as C
@@ -120,16 +120,17 @@ def with_roles(content, roles):
     return C.sort(out)
 
 
-def record_version(cluster, content, *, author, reason, source, operation=None, request=None, user=None):
+def record_version(cluster, content, *, author, reason, source, operation=None, request=None, user=None,
+                   may_be_first=True):
     """The next version of the cluster's configuration; the inventory follows it. One transaction with the
     audit row: the only code that writes inventory rows (roles on Cluster, HostgroupMembership), so that
     the latest version is the one record of intent (apps/tests/test_boundaries.py holds it).
 
     `content` is the new configuration, or a function of the latest version (None) returning it, read under
     the cluster's lock (an operation's change on top of whatever is latest). Returns the version; None when
-    a change on top of the latest changes nothing, or when the cluster has no version yet and this is not
-    its first (an operation or an admin edit of a cluster adopted before its node could be read: then the
-    inventory, its only intent, takes the change alone)."""
+    a change on top of the latest changes nothing, or when the cluster has no version yet and this cannot be
+    its first (not `may_be_first`: an operation, an admin edit or an adoption of a cluster whose node could not
+    be read for a whole configuration: then the inventory, its only intent, takes the change alone, audited)."""
     with transaction.atomic():
         Cluster.objects.select_for_update().filter(pk=cluster.pk).first()  # one version number at a time
         parent = latest(cluster)
@@ -138,7 +139,7 @@ def record_version(cluster, content, *, author, reason, source, operation=None, 
             if parent is not None and C.diff(parent.content, C.sort(content)).empty:
                 return None
         content = C.sort(content)
-        if parent is None and source in ("operation", "admin"):
+        if parent is None and not may_be_first:
             _sync_inventory(cluster, content)
             record("inventory changed without a configuration version", request=request, user=user,
                    rule=None if (request or user) else author, cluster=cluster, target=str(cluster),
@@ -171,7 +172,7 @@ def record_operation(op, change):
         base = intent_of(cluster, parent)
         return with_servers(base, change(servers_of(base)))
     return record_version(cluster, content, author=op.actor, reason=op.title, source="operation", operation=op,
-                          user=op.requested_by)
+                          user=op.requested_by, may_be_first=False)
 
 
 def record_admin_edit(cluster, change, *, request):
@@ -179,11 +180,52 @@ def record_admin_edit(cluster, change, *, request):
     the inventory follows. `change(content)` -> the new content, from the latest version's."""
     return record_version(cluster, lambda parent: change(intent_of(cluster, parent)),
                           author=request.user.get_username(), request=request, source="admin",
-                          reason=f"inventory edited in the admin by {request.user}")
+                          reason=f"inventory edited in the admin by {request.user}", may_be_first=False)
+
+
+def needs_first_version(cluster_name):
+    """An adoption into this cluster records its version 1 (a new cluster, or one without a version yet)."""
+    return not ConfigVersion.objects.filter(cluster__name=cluster_name).exists()
+
+
+def read_for_adoption(name, admin_host, admin_port, admin_user, admin_password):
+    """The runtime of a node about to be adopted, read before the adoption's transaction (a new cluster's version 1
+    is made of it, in that transaction: record_adoption). A NodeConfig; its `error` says why it could not be read."""
+    node = ProxySQLNode(name=name, admin_host=admin_host, admin_port=admin_port, admin_user=admin_user,
+                        admin_password=admin_password)
+    return N.read_node(node, layers=("runtime",))
+
+
+def record_adoption(cluster, node_name, changes, runtime, *, request=None, author=None):
+    """An adoption's rows as intent, inside the adoption's transaction. `changes`: the rows it creates or
+    overwrites {(hostgroup, host, port): fields}. A cluster with a version gets the next one with them; a cluster
+    without one gets version 1 made of the node's runtime (`runtime`: read_for_adoption(), before the
+    transaction) with those rows; the inventory follows either way. A node that could not be read: the inventory
+    takes the rows alone and the audit says that no version was recorded (as before: "record one from its runtime")."""
+    author = author or (request.user.get_username() if request else "adopt")
+    readable = runtime is not None and not runtime.error
+
+    def content(parent):
+        if parent is not None:
+            return with_servers(parent.content, changes)
+        inventory = with_servers(inventory_content(cluster, base=C.empty()), changes)
+        if not readable:
+            return inventory
+        first, values = N.as_content(runtime.layers["runtime"], inventory["roles"], C.claimed_hostgroups(inventory))
+        return with_servers(_name_secrets(first, S.store(cluster, values)), changes)
+
+    with transaction.atomic():
+        version = record_version(cluster, content, author=author, reason=f"adopted from {node_name}", source="adopt",
+                                 request=request, may_be_first=readable)
+        if version is None and runtime is not None and runtime.error and latest(cluster) is None:
+            record("configuration version not recorded", request=request, cluster=cluster, target=node_name,
+                   outcome="failure", details={"error": runtime.error})
+    return version
 
 
 def record_adopted(cluster, node, *, request=None, author=None):
-    """Version 1 from what an adopted node runs (no-op when the cluster already has a version). Reads the node
+    """Version 1 from what an adopted node runs (no-op when the cluster already has a version: adoption records
+    it): a cluster adopted while its node could not be read, or whose versions were set aside. Reads the node
     first, then writes. Returns the version, or None when the node could not be read (said in the audit)."""
     if latest(cluster) is not None:
         return None

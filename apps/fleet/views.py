@@ -205,9 +205,5 @@ def _adopt_confirm(request):
         messages.error(request, str(exc))
         return TemplateResponse(request, "fleet/adopt_preview.html", {"plan": plan}, status=400)
     del request.session[ADOPT_SESSION_KEY]
-    from apps.configuration.services import record_adopted
-
-    for node in nodes:
-        record_adopted(cluster, node, request=request)  # version 1 of a new cluster's configuration
     messages.success(request, f"Adopted {', '.join(map(str, nodes))} into cluster {cluster}.")
     return redirect(cluster)

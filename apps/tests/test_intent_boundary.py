@@ -13,10 +13,6 @@ ROLE_FIELDS = {"writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup"
 THE_ONE_WRITER = ("apps/configuration/services.py", "_sync_inventory")
 # A new cluster is created with its roles (the row must exist before its first version can name it).
 CREATES_A_CLUSTER = {("apps/fleet/adopt.py", "apply_adoption")}
-# NOT DONE YET (issue 21 §4): adoption writes its rows, and version 1 follows in record_adopted (its node read
-# first), in a transaction of its own. The one exception left; remove it when adoption records version 1 with them.
-ADOPTION_ROWS = {("apps/fleet/adopt.py", "apply_adoption", "HostgroupMembership ... .create()"),
-                 ("apps/fleet/adopt.py", "apply_adoption", "HostgroupMembership ... .update()")}
 
 
 def _root(node):
@@ -82,8 +78,6 @@ def test_only_the_version_writes_the_inventory():
             if (str(module), function) == THE_ONE_WRITER:
                 seen.add(THE_ONE_WRITER)
             elif (str(module), function) in CREATES_A_CLUSTER and what.startswith(".get_or_create("):
-                continue
-            elif (str(module), function, what) in ADOPTION_ROWS:
                 continue
             else:
                 offenders.append(f"{module}:{line} in {function}(): {what}")

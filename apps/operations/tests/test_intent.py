@@ -17,6 +17,19 @@ class AuditDown(Exception):
     pass
 
 
+def audit_down(monkeypatch):
+    """The audit log stops answering when a configuration version is recorded; returns what brings it back."""
+    real = config.record
+
+    def record(action, *args, **kwargs):
+        if action == "configuration version recorded":
+            raise AuditDown("the audit log does not answer")
+        return real(action, *args, **kwargs)
+
+    monkeypatch.setattr(config, "record", record)
+    return lambda: monkeypatch.setattr(config, "record", real)
+
+
 def run_switchover(cluster, user, to_port=3312):
     plan = switchover.plan_switchover(cluster, Server.objects.get(port=to_port), lower_autoinc=True,
                                       drain_timeout_ms=2000)
@@ -59,19 +72,12 @@ def test_a_failed_audit_append_leaves_neither_version_nor_inventory(adopted_lab,
     both (before, the rows were written in the inventory step and the version after, so the inventory moved alone)."""
     cluster, doubles = adopted_lab
     before = config.latest(cluster)
-    real = config.record
-
-    def record(action, *args, **kwargs):
-        if action == "configuration version recorded":
-            raise AuditDown("the audit log does not answer")
-        return real(action, *args, **kwargs)
-
-    monkeypatch.setattr(config, "record", record)
+    audit_down(monkeypatch)
     op = run_switchover(cluster, operator_user)
     assert config.latest(cluster).number == before.number  # no version
     assert inventory_is(cluster, before)  # and the inventory still says what the latest version says
     assert writer_in(before.content, cluster) == [3311]
     # Past the point of no return the nodes keep the new writer: the operation says it failed, not done.
-    assert op.state == OperationState.FAILED and "the audit log does not answer" in op.error
+    assert op.state == OperationState.FAILED and "the audit log does not answer" in op.error, op.error
     for double in doubles:
         assert runtime(double, cluster.writer_hostgroup) == [("127.0.0.1", 3312, "ONLINE")]

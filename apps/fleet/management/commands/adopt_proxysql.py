@@ -100,12 +100,12 @@ class Command(BaseCommand):
             raise CommandError(error)
         try:
             cluster, nodes = adopt.apply_cluster_adoption(plan, snapshots, admin_user=o["user"], admin_password=password,
-                                                          monitor=monitor)
+                                                          monitor=monitor, author=f"adopt_proxysql ({o['user']}@{o['host']})")
         except adopt.AdoptionError as exc:
             raise CommandError(str(exc)) from None
-        from apps.configuration.services import record_adopted
+        from apps.configuration.models import ConfigVersion
 
-        for node in nodes:
-            version = record_adopted(cluster, node, author=f"adopt_proxysql ({o['user']}@{o['host']})")
+        for node in nodes:  # the adoption recorded the cluster's version with its rows
+            version = ConfigVersion.objects.filter(cluster=cluster, reason=f"adopted from {node.name}").order_by("-number").first()
             self.stdout.write(f"adopted {node} into cluster {cluster}"
                               + (f"; configuration version {version.number} recorded" if version else ""))
