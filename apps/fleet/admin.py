@@ -172,6 +172,13 @@ class ServerAdmin(AuditedAdmin):
     list_filter = ("cluster",)
     inlines = [MembershipInline]
 
+    def remove(self, request, obj):
+        """A backend's rows leave intent with it: the next version without them, then the server."""
+        rows = list(obj.memberships.select_related("server"))
+        if rows:
+            _record_servers(request, obj.cluster, {m.key: None for m in rows})
+        obj.delete()
+
     def save_formset(self, request, form, formset, change):
         if formset.model is not HostgroupMembership:
             return super().save_formset(request, form, formset, change)
