@@ -113,11 +113,9 @@ def adopt_double(double, cluster_name, node_name, kind=None, roles=None):
     plan = adopt.plan_adoption(snapshot, cluster_name=cluster_name, node_name=node_name, admin_host="127.0.0.1",
                                admin_port=double.port, kind=kind, roles=roles)
     assert plan.ok, plan.errors
-    cluster, node = adopt.apply_adoption(plan, admin_user=double.user, admin_password=double.password, monitor=monitor)
-    from apps.configuration.services import record_adopted
-
-    record_adopted(cluster, node, author="test adoption")  # as the adopt form and command do
-    return cluster, node
+    # Version 1 of a new cluster is recorded with the rows, as the adopt form and command do.
+    return adopt.apply_adoption(plan, admin_user=double.user, admin_password=double.password, monitor=monitor,
+                                author="test adoption")
 
 
 def shun_backend(double, galera, n, hostgroups=(101,), restart=True, timeout=10):

@@ -49,7 +49,6 @@ def adopt(ports):
     from django.contrib.auth import get_user_model
 
     from apps.clients.proxysql import ProxySQLAdmin
-    from apps.configuration import services
     from apps.fleet import adopt as adoption
     from lab import demo
 
@@ -62,9 +61,7 @@ def adopt(ports):
         plan = adoption.plan_adoption(snapshot, cluster_name="bench-file", node_name=f"p{i}", admin_host="127.0.0.1",
                                       admin_port=port)
         assert plan.ok, plan.errors
-        cluster, node = adoption.apply_adoption(plan, admin_user="admin", admin_password="admin")
-        if i == 0:
-            services.record_adopted(cluster, node, author="bench")
+        cluster, _ = adoption.apply_adoption(plan, admin_user="admin", admin_password="admin", author="bench")
     user, _ = get_user_model().objects.get_or_create(username="bench")
     user.is_superuser = True
     user.save()

@@ -42,7 +42,7 @@ from django.db import close_old_connections
 from apps.clients.proxysql import ProxySQLAdmin, configured, configured_status
 from apps.fleet import adopt
 from apps.fleet.drift import MANAGED_VARIABLES, intended_rows, intended_variables, versioned_variables
-from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
+from apps.fleet.models import Cluster, ProxySQLNode, Server
 from apps.operations import drain, executor, repair, rollbacks, services, switchover
 from apps.operations.choices import OperationState
 from apps.operations.models import Operation, OperationStep
@@ -117,8 +117,6 @@ class FaultMatrix:
         for d in self.doubles:
             demo.admin_sql(d.port, *demo.seed_statements(backend_ports=self.ports))  # LOADed and SAVEd: the three layers agree
         name = f"faults-{os.getpid()}-{self.serial}"
-        from apps.configuration.services import record_adopted
-
         for i, d in enumerate(self.doubles, 1):
             with ProxySQLAdmin("127.0.0.1", d.port, "admin", "admin") as admin:
                 snapshot, monitor = adopt.read_snapshot(admin), adopt.read_monitor_credentials(admin)
@@ -126,8 +124,7 @@ class FaultMatrix:
                                        admin_port=d.port)
             if not plan.ok:
                 raise RuntimeError(f"adoption refused: {plan.errors}")
-            cluster, node = adopt.apply_adoption(plan, admin_user="admin", admin_password="admin", monitor=monitor)
-            record_adopted(cluster, node, author=RULE)
+            adopt.apply_adoption(plan, admin_user="admin", admin_password="admin", monitor=monitor, author=RULE)
         self.cluster = Cluster.objects.get(name=name)
         self.second.set_mode("normal", latency_ms=self.latency_ms)
         return self.cluster
@@ -167,10 +164,13 @@ class FaultMatrix:
         if kind == "config":
             return self.change_set_plan()
         if kind == "repair":
-            # The inventory moves a weight (an admin's edit of the intended rows): both nodes now differ from it,
-            # and the repair of every node writes it.
-            HostgroupMembership.objects.filter(server__cluster=cluster, hostgroup_id=self.weight_row[0],
-                                               server__port=self.weight_row[2]).update(weight=NEW_WEIGHT)
+            # Intent moves a weight (an admin's edit of the intended rows: the next version, the inventory follows):
+            # both nodes now differ from it, and the repair of every node writes it.
+            from apps.configuration import services as config
+
+            config.record_version(cluster, lambda parent: config.with_servers(parent.content, {
+                self.weight_row: {**config.servers_of(parent.content)[self.weight_row], "weight": NEW_WEIGHT}}),
+                author=RULE, reason="a weight moved for the repair row", source="admin")
             return repair.plan_repair(cluster)
         raise ValueError(kind)
 

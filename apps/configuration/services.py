@@ -7,7 +7,8 @@ from django.db import transaction
 
 from apps.accounts.roles import ADMIN, has_role
 from apps.audit.services import record
-from apps.fleet.models import Cluster, HostgroupMembership, Server
+from apps.clients.proxysql import SERVER_FIELDS
+from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from apps.operations import services as operations
 
 from . import content as C
@@ -82,20 +83,68 @@ def _sync_inventory(cluster, content):
         if key not in wanted:
             m.delete()
     for (hg, host, port), row in wanted.items():
+        values = {f: row[f] for f in SERVER_FIELDS}
+        m = current.get((hg, host, port))
+        if m is not None and all(getattr(m, f) == v for f, v in values.items()):
+            continue  # unchanged: an operation's version touches a few rows, not the cluster's every row
         server, _ = Server.objects.get_or_create(hostname=host, port=port, defaults={"cluster": cluster})
         if server.cluster_id != cluster.pk:
             raise Refused(f"backend {host}:{port} belongs to cluster {server.cluster}")
-        values = {f: row[f] for f in ("status", "weight", "max_connections", "max_replication_lag", "compression",
-                                      "use_ssl", "max_latency_ms", "gtid_port", "comment")}
         HostgroupMembership.objects.update_or_create(server=server, hostgroup_id=hg, defaults=values)
 
 
-def record_version(cluster, content, *, author, reason, source, operation=None, request=None, user=None):
-    """The next version of the cluster's configuration; the inventory follows it. One transaction, audited."""
-    content = C.sort(content)
+def servers_of(content):
+    """{(hostgroup, host, port): SERVER_FIELDS} of a configuration's mysql_servers rows."""
+    return {(r["hostgroup_id"], r["hostname"], r["port"]): {f: r[f] for f in SERVER_FIELDS}
+            for r in content[MYSQL_SERVERS.name]}
+
+
+def with_servers(content, changes):
+    """The configuration with these mysql_servers rows changed: {(hostgroup, host, port): fields, or None: no row}."""
+    rows = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in content[MYSQL_SERVERS.name]}
+    for (hg, host, port), fields in changes.items():
+        if fields is None:
+            rows.pop((hg, host, port), None)
+        else:
+            rows[(hg, host, port)] = {**rows.get((hg, host, port), {}), **fields,
+                                      "hostgroup_id": hg, "hostname": host, "port": port}
+    out = {**content, MYSQL_SERVERS.name: list(rows.values())}
+    out["hostgroups"] = sorted(C.claimed_hostgroups(out))
+    return C.sort(out)
+
+
+def with_roles(content, roles):
+    """The configuration with these hostgroup roles changed ({"writer": 100, "offline": None, ...})."""
+    out = {**content, "roles": {**content["roles"], **roles}}
+    out["hostgroups"] = sorted(C.claimed_hostgroups(out))
+    return C.sort(out)
+
+
+def record_version(cluster, content, *, author, reason, source, operation=None, request=None, user=None,
+                   may_be_first=True):
+    """The next version of the cluster's configuration; the inventory follows it. One transaction with the
+    audit row: the only code that writes inventory rows (roles on Cluster, HostgroupMembership), so that
+    the latest version is the one record of intent (apps/tests/test_boundaries.py holds it).
+
+    `content` is the new configuration, or a function of the latest version (None) returning it, read under
+    the cluster's lock (an operation's change on top of whatever is latest). Returns the version; None when
+    a change on top of the latest changes nothing, or when the cluster has no version yet and this cannot be
+    its first (not `may_be_first`: an operation, an admin edit or an adoption of a cluster whose node could not
+    be read for a whole configuration: then the inventory, its only intent, takes the change alone, audited)."""
     with transaction.atomic():
         Cluster.objects.select_for_update().filter(pk=cluster.pk).first()  # one version number at a time
         parent = latest(cluster)
+        if callable(content):
+            content = content(parent)
+            if parent is not None and C.diff(parent.content, C.sort(content)).empty:
+                return None
+        content = C.sort(content)
+        if parent is None and not may_be_first:
+            _sync_inventory(cluster, content)
+            record("inventory changed without a configuration version", request=request, user=user,
+                   rule=None if (request or user) else author, cluster=cluster, target=str(cluster),
+                   details={"source": source, "reason": reason, "operation": operation.pk if operation else None})
+            return None
         version = ConfigVersion.objects.create(
             cluster=cluster, number=(parent.number + 1) if parent else 1, parent=parent, author=author[:150],
             reason=reason, content=content, operation=operation, source=source)
@@ -108,26 +157,75 @@ def record_version(cluster, content, *, author, reason, source, operation=None, 
     return version
 
 
-def follow_inventory(op=None, *, cluster=None, request=None, reason=""):
-    """After the inventory changed — an operation (a switchover, drain, restore, failover, rule action) or an
-    admin's edit in /admin/ — the next version holds it: intent is always the latest version. None when
-    nothing changed (or the cluster has no version yet)."""
-    cluster = Cluster.objects.get(pk=op.cluster_id if op else cluster.pk)
-    current = latest(cluster)
-    if current is None:
-        return None
-    content = inventory_content(cluster, base=current.content)
-    if C.diff(current.content, content).empty:
-        return None
-    if op is not None:
-        return record_version(cluster, content, author=op.actor, reason=op.title, source="operation", operation=op,
-                              user=op.requested_by)
-    return record_version(cluster, content, author=request.user.get_username(), request=request, source="admin",
-                          reason=reason or "inventory edited in the admin")
+def intent_of(cluster, parent):
+    """What the cluster should run: the latest version's content, or (no version yet) what the inventory holds."""
+    return parent.content if parent is not None else inventory_content(cluster, base=C.empty())
+
+
+def record_operation(op, change):
+    """An operation's change to the servers' rows as the cluster's next version (source "operation", naming
+    the operation): `change(rows)` -> {(hostgroup, host, port): fields or None} over the latest version's
+    rows (servers_of). The writer moves in configuration only this way (issue 21 §2)."""
+    cluster = op.cluster
+
+    def content(parent):
+        base = intent_of(cluster, parent)
+        return with_servers(base, change(servers_of(base)))
+    return record_version(cluster, content, author=op.actor, reason=op.title, source="operation", operation=op,
+                          user=op.requested_by, may_be_first=False)
+
+
+def record_admin_edit(cluster, change, *, request):
+    """An admin's edit of the inventory in /admin/ is intent: the next version (source "admin") holds it and
+    the inventory follows. `change(content)` -> the new content, from the latest version's."""
+    return record_version(cluster, lambda parent: change(intent_of(cluster, parent)),
+                          author=request.user.get_username(), request=request, source="admin",
+                          reason=f"inventory edited in the admin by {request.user}", may_be_first=False)
+
+
+def needs_first_version(cluster_name):
+    """An adoption into this cluster records its version 1 (a new cluster, or one without a version yet)."""
+    return not ConfigVersion.objects.filter(cluster__name=cluster_name).exists()
+
+
+def read_for_adoption(name, admin_host, admin_port, admin_user, admin_password):
+    """The runtime of a node about to be adopted, read before the adoption's transaction (a new cluster's version 1
+    is made of it, in that transaction: record_adoption). A NodeConfig; its `error` says why it could not be read."""
+    node = ProxySQLNode(name=name, admin_host=admin_host, admin_port=admin_port, admin_user=admin_user,
+                        admin_password=admin_password)
+    return N.read_node(node, layers=("runtime",))
+
+
+def record_adoption(cluster, node_name, changes, runtime, *, request=None, author=None):
+    """An adoption's rows as intent, inside the adoption's transaction. `changes`: the rows it creates or
+    overwrites {(hostgroup, host, port): fields}. A cluster with a version gets the next one with them; a cluster
+    without one gets version 1 made of the node's runtime (`runtime`: read_for_adoption(), before the
+    transaction) with those rows; the inventory follows either way. A node that could not be read: the inventory
+    takes the rows alone and the audit says that no version was recorded (as before: "record one from its runtime")."""
+    author = author or (request.user.get_username() if request else "adopt")
+    readable = runtime is not None and not runtime.error
+
+    def content(parent):
+        if parent is not None:
+            return with_servers(parent.content, changes)
+        inventory = with_servers(inventory_content(cluster, base=C.empty()), changes)
+        if not readable:
+            return inventory
+        first, values = N.as_content(runtime.layers["runtime"], inventory["roles"], C.claimed_hostgroups(inventory))
+        return with_servers(_name_secrets(first, S.store(cluster, values)), changes)
+
+    with transaction.atomic():
+        version = record_version(cluster, content, author=author, reason=f"adopted from {node_name}", source="adopt",
+                                 request=request, may_be_first=readable)
+        if version is None and runtime is not None and runtime.error and latest(cluster) is None:
+            record("configuration version not recorded", request=request, cluster=cluster, target=node_name,
+                   outcome="failure", details={"error": runtime.error})
+    return version
 
 
 def record_adopted(cluster, node, *, request=None, author=None):
-    """Version 1 from what an adopted node runs (no-op when the cluster already has a version). Reads the node
+    """Version 1 from what an adopted node runs (no-op when the cluster already has a version: adoption records
+    it): a cluster adopted while its node could not be read, or whose versions were set aside. Reads the node
     first, then writes. Returns the version, or None when the node could not be read (said in the audit)."""
     if latest(cluster) is not None:
         return None
@@ -400,7 +498,6 @@ def kept_operational(cluster, current, old):
     """(content, notes): `old`'s content with `current`'s writer and server statuses. When the writer moved
     from A to B since, A's and B's role rows are swapped as a switchover swaps them (A→B→A gives back the rows
     of A), so the layout still says who is who; otherwise the writer hostgroup's rows are the current ones."""
-    from apps.clients.proxysql import SERVER_FIELDS
     from apps.operations.switchover import swapped_roles
 
     target, notes = copy.deepcopy(old.content), []

@@ -1,9 +1,11 @@
 """Inventory edits for admins. Every save and delete writes an audit event with before and after."""
 from django import forms
 from django.contrib import admin
+from django.db import transaction
 from django.forms.models import model_to_dict
 
 from apps.audit.services import record
+from apps.clients.proxysql import SERVER_FIELDS
 
 from .models import Cluster, HostgroupMembership, MirrorRule, ProxySQLNode, Server
 
@@ -14,37 +16,58 @@ def _snapshot(obj):
     return {k: ("(hidden)" if k in _HIDDEN else v) for k, v in model_to_dict(obj).items()}
 
 
-def _new_version(request, cluster):
-    """An edit of the inventory (roles, hostgroup memberships) is intent: the cluster's configuration records it
-    as its next version, so the nodes' drift is shown against it and it can be written back to them."""
-    if cluster is not None and cluster.pk is not None:
-        from apps.configuration.services import follow_inventory
+ROLE_FIELDS = {"writer_hostgroup": "writer", "reader_hostgroup": "reader", "backup_writer_hostgroup": "backup_writer",
+               "offline_hostgroup": "offline", "writer_is_also_reader": "writer_is_also_reader"}
 
-        follow_inventory(cluster=cluster, request=request, reason=f"inventory edited in the admin by {request.user}")
+
+def _record_edit(request, cluster, change):
+    """An edit of the inventory (roles, hostgroup memberships) is intent: the cluster's next configuration version
+    holds it and the inventory follows, in one transaction (configuration.services.record_version), so the
+    nodes' drift is shown against it and it can be written back to them."""
+    from apps.configuration.services import record_admin_edit
+
+    record_admin_edit(cluster, change, request=request)
+
+
+def _record_servers(request, cluster, edits):
+    from apps.configuration.services import with_servers
+
+    _record_edit(request, cluster, lambda content: with_servers(content, edits))
+
+
+def _row(m):
+    return {f: getattr(m, f) for f in SERVER_FIELDS}
+
+
+def _server_edits(before, after):
+    """mysql_servers edits from the memberships as they were (rows) to what the form holds: gone rows None."""
+    return {**{m.key: None for m in before}, **{m.key: _row(m) for m in after}}
 
 
 class AuditedAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         before = _snapshot(type(obj).objects.get(pk=obj.pk)) if change else None
-        super().save_model(request, obj, form, change)
-        after = _snapshot(obj)
-        changed = sorted(k for k in after if before is None or before.get(k) != after[k])
-        record(f"{'change' if change else 'add'} {obj._meta.model_name}", request=request,
-               cluster=_cluster_of(obj), target=str(obj),
-               details={"before": before, "after": after, "changed_fields": changed})
-        _new_version(request, _cluster_of(obj))
+        with transaction.atomic():
+            self.write(request, obj, change)
+            after = _snapshot(obj)
+            changed = sorted(k for k in after if before is None or before.get(k) != after[k])
+            record(f"{'change' if change else 'add'} {obj._meta.model_name}", request=request,
+                   cluster=_cluster_of(obj), target=str(obj),
+                   details={"before": before, "after": after, "changed_fields": changed})
+
+    def write(self, request, obj, change):
+        obj.save()
 
     def delete_model(self, request, obj):
         before = _snapshot(obj)
         cluster, target = _cluster_of(obj), str(obj)
-        super().delete_model(request, obj)
-        record(f"delete {obj._meta.model_name}", request=request, cluster=cluster, target=target,
-               details={"before": before})
-        _new_version(request, cluster)
+        with transaction.atomic():
+            self.remove(request, obj)
+            record(f"delete {obj._meta.model_name}", request=request, cluster=cluster, target=target,
+                   details={"before": before})
 
-    def save_related(self, request, form, formsets, change):
-        super().save_related(request, form, formsets, change)
-        _new_version(request, _cluster_of(form.instance))  # the memberships edited inline with it
+    def remove(self, request, obj):
+        obj.delete()
 
     def save_formset(self, request, form, formset, change):
         super().save_formset(request, form, formset, change)
@@ -123,6 +146,17 @@ class ClusterAdmin(AuditedAdmin):
                     "offline_hostgroup")
     search_fields = ("name",)
 
+    def write(self, request, obj, change):
+        """A new cluster is created with its roles; a change writes its other fields, and its roles as the next
+        version (the inventory follows)."""
+        if not change:
+            return obj.save()
+        roles = {f: getattr(obj, f) for f in ROLE_FIELDS}
+        obj.save(update_fields=[f.name for f in obj._meta.concrete_fields if not f.primary_key and f.name not in ROLE_FIELDS])
+        from apps.configuration.services import with_roles
+
+        _record_edit(request, obj, lambda content: with_roles(content, {ROLE_FIELDS[f]: v for f, v in roles.items()}))
+
 
 @admin.register(ProxySQLNode)
 class ProxySQLNodeAdmin(AuditedAdmin):
@@ -138,11 +172,41 @@ class ServerAdmin(AuditedAdmin):
     list_filter = ("cluster",)
     inlines = [MembershipInline]
 
+    def remove(self, request, obj):
+        """A backend's rows leave intent with it: the next version without them, then the server."""
+        rows = list(obj.memberships.select_related("server"))
+        if rows:
+            _record_servers(request, obj.cluster, {m.key: None for m in rows})
+        obj.delete()
+
+    def save_formset(self, request, form, formset, change):
+        if formset.model is not HostgroupMembership:
+            return super().save_formset(request, form, formset, change)
+        server = form.instance
+        before = list(HostgroupMembership.objects.filter(server=server).select_related("server"))
+        formset.save(commit=False)  # the instances only: the version writes the rows
+        after = [f.instance for f in formset.forms if f not in formset.deleted_forms and (f.instance.pk or f.has_changed())]
+        with transaction.atomic():
+            _record_servers(request, server.cluster, _server_edits(before, after))
+            record("change memberships", request=request, cluster=server.cluster, target=str(server),
+                   details={"before": [_row(m) | {"hostgroup_id": m.hostgroup_id} for m in before],
+                            "after": [_row(m) | {"hostgroup_id": m.hostgroup_id} for m in after]})
+
 
 @admin.register(HostgroupMembership)
 class HostgroupMembershipAdmin(AuditedAdmin):
     list_display = ("hostgroup_id", "server", "status", "weight", "max_connections", "comment")
     list_filter = ("server__cluster", "hostgroup_id", "status")
+
+    def write(self, request, obj, change):
+        """The row as the next version; the inventory follows (its row then exists: the admin redirects to it)."""
+        before = [HostgroupMembership.objects.select_related("server").get(pk=obj.pk)] if change else []
+        _record_servers(request, obj.server.cluster, _server_edits(before, [obj]))
+        saved = HostgroupMembership.objects.filter(server=obj.server, hostgroup_id=obj.hostgroup_id).first()
+        obj.pk = saved.pk if saved else obj.pk
+
+    def remove(self, request, obj):
+        _record_servers(request, obj.server.cluster, {obj.key: None})
 
 
 @admin.register(MirrorRule)

@@ -503,12 +503,16 @@ def read_members(plan, admin_user, admin_password):
     return snapshots, None
 
 
-def apply_cluster_adoption(plan, snapshots, *, admin_user, admin_password, monitor=("", ""), request=None):
+def apply_cluster_adoption(plan, snapshots, *, admin_user, admin_password, monitor=("", ""), request=None, author=None):
     """apply_adoption() of the plan and of every member of its ProxySQL Cluster (`snapshots`: read_members()), into
     the same cluster and its hostgroups, in one transaction: all of them or none. Returns (cluster, [nodes])."""
+    from apps.configuration.services import needs_first_version, read_for_adoption
+
+    runtime = (read_for_adoption(plan.node_name, plan.admin_host, plan.admin_port, admin_user, admin_password)
+               if needs_first_version(plan.cluster_name) else None)  # read before the transaction
     with transaction.atomic():
         cluster, node = apply_adoption(plan, admin_user=admin_user, admin_password=admin_password, monitor=monitor,
-                                       request=request)
+                                       request=request, runtime=runtime, author=author)
         nodes = [node]
         for m in plan.members:
             snapshot = snapshots.get((m["hostname"], m["port"]))
@@ -518,7 +522,8 @@ def apply_cluster_adoption(plan, snapshots, *, admin_user, admin_password, monit
                                    admin_host=m["hostname"], admin_port=m["port"], hostgroups=plan.hostgroups or None)
             if not member.ok:
                 raise AdoptionError(f"{m['name']} ({m['hostname']}:{m['port']}): " + "; ".join(member.errors))
-            nodes.append(apply_adoption(member, admin_user=admin_user, admin_password=admin_password, request=request)[1])
+            nodes.append(apply_adoption(member, admin_user=admin_user, admin_password=admin_password, request=request,
+                                        runtime=runtime, author=author)[1])  # the first node's read: no network in the transaction
     return cluster, nodes
 
 
@@ -549,13 +554,21 @@ def read_monitor_credentials(admin: ProxySQLAdmin):
     return values.get("mysql-monitor_username") or "", values.get("mysql-monitor_password") or ""
 
 
-def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), request=None):
+def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), request=None, runtime=None, author=None):
     """Write the plan to the inventory in one transaction, with its audit event. All or nothing.
 
     `monitor` (user, password) becomes a new cluster's backend credentials; an existing cluster keeps its own.
+    The rows are intent: they are recorded as the cluster's next configuration version, or its version 1 made of
+    the node's runtime (`runtime`, read here before the transaction unless given), and the inventory follows it,
+    in the same transaction (configuration.services.record_adoption).
     """
+    from apps.configuration import services as configuration  # configuration builds on the fleet: imported late
+
     if not plan.ok:
         raise AdoptionError("; ".join(plan.errors))
+    if runtime is None and configuration.needs_first_version(plan.cluster_name):
+        runtime = configuration.read_for_adoption(plan.node_name, plan.admin_host, plan.admin_port, admin_user,
+                                                  admin_password)
     try:
         with transaction.atomic():
             cluster, created = Cluster.objects.get_or_create(
@@ -579,15 +592,14 @@ def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), reques
             # recorded (the node may be read mid-operation), the admin edits it.
             node.intended_variables = {**plan.variables, **(node.intended_variables or {})}
             node.save(update_fields=["intended_variables"])
+            changes = {}
             for row in plan.rows:
                 server, _ = Server.objects.get_or_create(hostname=row.hostname, port=row.port,
                                                          defaults={"cluster": cluster})
                 if server.cluster_id != cluster.pk:
                     raise AdoptionError(f"Backend {server} belongs to another cluster.")
-                if row.action == "create":
-                    HostgroupMembership.objects.create(server=server, hostgroup_id=row.hostgroup_id, **row.values)
-                elif row.action == "update":
-                    HostgroupMembership.objects.filter(server=server, hostgroup_id=row.hostgroup_id).update(**row.values)
+                if row.action in ("create", "update"):
+                    changes[(row.hostgroup_id, row.hostname, row.port)] = row.values
             node.mirror_rules.all().delete()
             MirrorRule.objects.bulk_create([
                 MirrorRule(proxysql_node=node, rule_id=r["rule_id"], active=bool(r["active"]),
@@ -604,6 +616,7 @@ def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), reques
                             "warnings": plan.warnings, "snapshot_fingerprint": plan.fingerprint,
                             "kind": plan.kind, "roles": plan.roles, "writer_is_also_reader": plan.writer_is_also_reader,
                             "reasons": plan.reasons})
+            configuration.record_adoption(cluster, plan.node_name, changes, runtime, request=request, author=author)
     except IntegrityError as exc:
         raise AdoptionError(f"The inventory changed while adopting ({exc}); preview again.") from None
     return cluster, node
@@ -667,19 +680,21 @@ def preview(*, admin_host, admin_port, admin_user, admin_password, cluster_name,
 
 def confirm(plan, monitor, *, admin_user, admin_password, request=None, author=None):
     """Adopt what the plan says with every other node of its ProxySQL Cluster: read them, write all of it in one
-    transaction (audited), then record version 1 of a new cluster's configuration from the nodes.
-    Returns (cluster, nodes, versions). Raises AdoptionError, audited as a failure."""
+    transaction (audited) with the cluster's configuration version (apply_cluster_adoption: version 1 of a new
+    cluster, from the node's runtime read just before). Returns (cluster, nodes, versions): the version each node's
+    adoption recorded, or None. Raises AdoptionError, audited as a failure."""
     try:
         snapshots, error = read_members(plan, admin_user, admin_password)
         if error:
             raise AdoptionError(error)
         cluster, nodes = apply_cluster_adoption(plan, snapshots, admin_user=admin_user, admin_password=admin_password,
-                                                monitor=monitor, request=request)
+                                                monitor=monitor, request=request, author=author)
     except AdoptionError as exc:
         record(ADOPT_ACTION, request=request, outcome="failure", target=f"{plan.admin_host}:{plan.admin_port}",
                details={"error": str(exc)})
         raise
-    from apps.configuration.services import record_adopted  # configuration imports fleet: not at module level
+    from apps.configuration.models import ConfigVersion  # configuration imports fleet: not at module level
 
-    versions = [record_adopted(cluster, node, request=request, author=author) for node in nodes]
+    versions = [ConfigVersion.objects.filter(cluster=cluster, reason=f"adopted from {node.name}").order_by("-number")
+                .first() for node in nodes]
     return cluster, nodes, versions

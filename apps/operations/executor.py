@@ -16,9 +16,9 @@ from django.utils import timezone
 
 from apps.audit.services import record
 from apps.clients.backend import BackendClient
-from apps.clients.proxysql import SERVER_FIELDS, ProxySQLAdmin, configured
+from apps.clients.proxysql import ProxySQLAdmin, configured
 from apps.clients.wire import ClientError
-from apps.fleet.models import HostgroupMembership, ProxySQLNode, Server
+from apps.fleet.models import ProxySQLNode, Server
 
 from . import locks, recheck, rollbacks, shared
 from .choices import OnDrainTimeout, OperationState, StepState
@@ -368,44 +368,39 @@ class Run:
                          for name, value in variables.items() if values.get(name) != value]
         return problems
 
-    def inventory(self, step):
-        """The inventory follows the runtime: a switchover or failover swaps the two servers' role rows
-        as the plan did on the nodes (switchover.swapped_roles); or a server goes into / out of
-        maintenance; or statuses change."""
+    def inventory(self, step, detail):
+        """The operation's change becomes the cluster's next configuration version, and the inventory follows
+        it in the same transaction (configuration.services.record_operation): a switchover or failover swaps
+        the two servers' role rows as the plan did on the nodes (switchover.swapped_roles); or a server goes
+        into / out of maintenance; or statuses change."""
+        from apps.configuration.services import record_operation
+
         p = step.params
         if p.get("action") == "resolve_pending_rollbacks":
             rollbacks.resolve_by_repair(self.op, p["nodes"])
             return
-        if p.get("action") == "statuses":
-            with transaction.atomic():
-                for server_pk, hg, status in p["changes"]:
-                    HostgroupMembership.objects.filter(server_id=server_pk, hostgroup_id=hg).update(status=status)
-            return
-        if p.get("action") in ("maintenance_on", "maintenance_off"):
+        elif p.get("action") == "statuses":
+            servers = {s.pk: s for s in Server.objects.filter(pk__in=[c[0] for c in p["changes"]])}
+            version = record_operation(self.op, lambda rows: {
+                key: {**rows[key], "status": status} for key, status in
+                (((hg, servers[pk].hostname, servers[pk].port), status) for pk, hg, status in p["changes"])
+                if key in rows})
+        elif p.get("action") in ("maintenance_on", "maintenance_off"):
             on = p["action"] == "maintenance_on"
-            with transaction.atomic():
-                Server.objects.filter(pk=p["server"]).update(maintenance=on, maintenance_note=p.get("note", "") if on else "")
-                for hg, status in p["statuses"].items():
-                    HostgroupMembership.objects.filter(server_id=p["server"], hostgroup_id=int(hg)).update(
-                        status="OFFLINE_SOFT" if on else status)
-            return
-        cluster = self.op.cluster
-        with transaction.atomic():
-            servers = {s.pk: s for s in Server.objects.select_for_update().filter(pk__in=[p["old"], p["new"]])}
+            server = Server.objects.get(pk=p["server"])
+            statuses = {(int(hg), server.hostname, server.port): "OFFLINE_SOFT" if on else status
+                        for hg, status in p["statuses"].items()}
+            with transaction.atomic():  # the flag with the version that holds its statuses
+                Server.objects.filter(pk=server.pk).update(maintenance=on, maintenance_note=p.get("note", "") if on else "")
+                version = record_operation(self.op, lambda rows: {
+                    key: {**rows[key], "status": status} for key, status in statuses.items() if key in rows})
+        else:
+            cluster = self.op.cluster
+            servers = Server.objects.in_bulk([p["old"], p["new"]])
             old, new = servers[p["old"]], servers[p["new"]]
-            memberships = {m.key: m for m in HostgroupMembership.objects.select_related("server")
-                           .filter(server__in=[old, new])}
-            rows = {k: {f: getattr(m, f) for f in SERVER_FIELDS} for k, m in memberships.items()}
-            changes = swapped_roles(cluster, rows, (old.hostname, old.port), (new.hostname, new.port),
-                                    p["old_writer_to"])
-            for (hg, host, port), want in changes.items():
-                current = memberships.get((hg, host, port))
-                if want is None:
-                    if current is not None:
-                        current.delete()
-                elif rows.get((hg, host, port)) != want:
-                    server = old if (host, port) == (old.hostname, old.port) else new
-                    HostgroupMembership.objects.update_or_create(server=server, hostgroup_id=hg, defaults=want)
+            version = record_operation(self.op, lambda rows: swapped_roles(
+                cluster, rows, (old.hostname, old.port), (new.hostname, new.port), p["old_writer_to"]))
+        detail["version"] = version.number if version else None  # the configuration version it recorded
 
     def execute_step(self, step, row):
         executed, detail = [], {}
@@ -423,7 +418,7 @@ class Run:
             elif step.kind == VERIFY:
                 self.verify(step, detail)
             elif step.kind == INVENTORY:
-                self.inventory(step)
+                self.inventory(step, detail)
             else:  # a kind another app registered (configuration change sets)
                 STEP_HANDLERS[step.kind](self, step, row, executed, detail)
         finally:
@@ -631,11 +626,6 @@ def _finish(op, runner, rows, error, started):
         rollbacks.keep(op, pending)
     locks.release(op)
     op.refresh_from_db()
-    inventory_steps = {s["key"] for s in op.plan.get("steps", []) if s["kind"] == INVENTORY}
-    if any(r.key in inventory_steps and r.state == StepState.DONE for r in rows):
-        from apps.configuration.services import follow_inventory
-
-        follow_inventory(op)  # the inventory changed: the cluster's configuration gets its next version
     record(f"{op.kind} {state}", user=op.requested_by, rule=None if op.requested_by else op.actor, cluster=op.cluster,
            target=op.title, outcome="success" if state == OperationState.DONE else "failure",
            duration_ms=timings["total_ms"],
