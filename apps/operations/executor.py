@@ -424,6 +424,28 @@ class Run:
         finally:
             row.executed, row.detail = executed, detail
 
+    def restore_sync_hold(self, rows):
+        """A failure past the point of no return skips the plan's last steps, the ProxySQL Cluster sync restore among
+        them (sync_hold.py): left so, the nodes would never pull from each other again. The restore runs now when the
+        hold was taken; a node that does not answer keeps it for the retry (self.unfinished), as a finish does."""
+        from .sync_hold import HOLD_KEY, RESTORE_KEY
+
+        by_key = {r.key: r for r in rows}
+        step = next((s for s in self.plan.steps if s.key == RESTORE_KEY), None)
+        hold, row = by_key.get(HOLD_KEY), by_key.get(RESTORE_KEY)
+        if step is None or row is None or row.state == StepState.DONE or hold.state != StepState.DONE:
+            return
+        start = time.monotonic()
+        executed, detail = [], {"after_failure": True}
+        try:
+            self.run_past_no_return(step, executed, detail)
+            state = StepState.DONE
+        except Exception as exc:  # the operation's own error stands; this one is said on the step
+            log.exception("operation %s: the ProxySQL Cluster sync restore failed", self.op.pk)
+            detail["error"], state = str(exc), StepState.FAILED
+        OperationStep.objects.filter(pk=row.pk).update(state=state, executed=executed, detail=detail,
+                                                       finished_at=timezone.now(), duration_ms=_ms(start))
+
     # -- rollback ----------------------------------------------------------------------------------
     def rollback(self, rows):
         """Undo every step that started, newest first; on each node its statements in order, the nodes in
@@ -609,6 +631,8 @@ def _finish(op, runner, rows, error, started):
     elif op.point_of_no_return:
         state = OperationState.FAILED
         error += " (after the point of no return: not rolled back; check the cluster page)"
+        runner.restore_sync_hold(rows)
+        pending = dict(runner.unfinished)  # a node that missed the restore keeps it (retried: rollbacks.py)
     else:
         Operation.objects.filter(pk=op.pk).update(state=OperationState.ROLLING_BACK, error=error)
         problems, pending = runner.rollback(rows)

@@ -182,3 +182,23 @@ def test_a_repair_paused_mid_way_finishes_and_restores_the_sync(adopted_cluster_
     retried(op, second, OperationState.DONE)
     assert_cooperated((first, second), started, before)
     assert sql(second, "SELECT weight FROM disk.mysql_servers WHERE hostgroup_id=101 AND port=3313") != [("9",)]
+
+
+def test_a_switchover_failed_past_its_point_of_no_return_still_restores_the_sync(adopted_cluster_lab, operator_user,
+                                                                                 monkeypatch):
+    """A step after the point of no return fails (here the version's audit append, in the inventory step): the
+    operation ends failed, not rolled back, and skips its last steps; the sync restore runs anyway (before, the hold
+    stayed on and the nodes never pulled from each other again)."""
+    from .test_intent import audit_down
+
+    cluster, doubles = adopted_cluster_lab
+    before = {d.port: sync_settings(d) for d in doubles}
+    started = time.time()
+    audit_down(monkeypatch)
+    op = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True,
+                                             drain_timeout_ms=2000), operator_user)
+    assert op.state == OperationState.FAILED and "the audit log does not answer" in op.error, op.error
+    restore = op.steps.get(key="sync_restore")
+    assert restore.state == "done" and restore.detail.get("after_failure"), (restore.state, restore.detail)
+    time.sleep(PULLS_DUE_S)
+    assert_cooperated(doubles, started, before)
