@@ -10,10 +10,18 @@ API) imports downward and no new circle between the apps appears.
 
 compare_node() is pure (tests feed it layers); cluster_drift() reads every node's three layers concurrently
 (nodes.read_cluster: one connection per node, one timeout at most for a node that does not answer).
-"""
-from dataclasses import dataclass
 
-from apps.fleet.drift import LayerDifference, LayerFinding, NodeDrift, writer_finding
+The one engine for "do the node's layers agree with intent": the configuration page, the cluster page's drift
+panel and the API read it live; watch() (beat, every 30 s) runs it over every cluster, audits "drift found" /
+"drift fixed" and stores each node's result in Redis (stored(): `drift:<node pk>`), which the alert rules `drift`
+and `restart_drift` read without opening a connection.
+"""
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+
+from apps.fleet.drift import LayerDifference, LayerFinding, NodeDrift, between_nodes, runtime_states, writer_finding
 
 from . import content as C
 from . import nodes as N
@@ -30,12 +38,13 @@ ORDER = {name: n for n, name in enumerate([t.name for t in TABLES] + [VARIABLES]
 
 @dataclass
 class ClusterDrift:
-    version: int | None  # the version compared with (None: the cluster has none yet)
+    version: int | None  # the version compared with (None: the cluster has none yet: nothing to compare with)
     nodes: list  # NodeDrift (fleet's): its error, or its layers and findings
+    between_nodes: list = field(default_factory=list)  # runtime mysql_servers rows on which the nodes disagree
 
     @property
     def in_sync(self):
-        return all(n.in_sync for n in self.nodes)
+        return self.version is not None and all(n.in_sync for n in self.nodes) and not self.between_nodes
 
 
 def same_secret(known):
@@ -57,15 +66,107 @@ def cluster_drift(cluster):
         return ClusterDrift(None, [])
     same = same_secret(known_secrets(cluster))
     hostgroups = C.claimed_hostgroups(version.content)
-    out = []
+    out, runtimes = [], {}
     for nc in N.read_cluster(cluster, layers=LAYERS).values():
         if nc.error:
             out.append(NodeDrift(nc.node_id, nc.name, error=nc.error, error_kind=nc.error_kind))
             continue
         layers, findings = compare_node(nc.name, version.content, nc.layers, hostgroups, same,
                                         f"version {version.number}")
-        out.append(NodeDrift(nc.node_id, nc.name, layers=layers, findings=findings))
-    return ClusterDrift(version.number, out)
+        runtimes[nc.name] = nc.layers["runtime"][MYSQL_SERVERS.name]
+        out.append(NodeDrift(nc.node_id, nc.name, layers=layers, findings=findings,
+                             differences=[runtime_difference(d) for d in layers if "runtime" in d.differs],
+                             runtime_states=runtime_states(nc.shunned, hostgroups)))
+    return ClusterDrift(version.number, out, between_nodes(runtimes, hostgroups))
+
+
+def runtime_difference(d):
+    """A LayerDifference whose runtime differs from intent, as the cluster page's table and the alert say it."""
+    return {"table": d.table, "where": _where(d.table, d.key), "field": d.field, "intended": d.intended,
+            "runtime": d.runtime}
+
+
+# -- the watcher and its stored results ----------------------------------------------------------------------
+STORED_TTL_S = 300  # a result the watcher stopped refreshing fades (the rules also judge its age)
+
+
+def stored_key(node_pk):
+    return f"drift:{node_pk}"
+
+
+def watch():
+    """Run the engine over every cluster's nodes (live reads, each bounded by the admin client's timeouts), store
+    each node's result (stored_key) and audit "drift found" / "drift fixed" when its findings change. A node
+    that does not answer is stored as unreachable, its last verdict kept (unreachable is not drift, nor its
+    end). A cluster with no configuration version yet has no intent to compare with: nothing is stored. Called
+    by beat every 30 s (workers/fleet.py). Returns the number of audit events written."""
+    from apps.audit.services import record
+    from apps.fleet.models import Cluster
+    from apps.monitoring import live
+
+    r = live.client()
+    events = 0
+    for cluster in Cluster.objects.order_by("pk"):
+        result = cluster_drift(cluster)
+        if result.version is None:
+            continue
+        previous = stored([n.node_id for n in result.nodes])
+        docs = {}
+        for node in result.nodes:
+            before = previous.get(node.node_id) or {}
+            if node.error:
+                docs[node.node_id] = {**before, "ts": time.time(), "error": node.error, "error_kind": node.error_kind}
+                continue
+            doc = as_stored(result.version, node)
+            docs[node.node_id] = doc
+            if doc["digest"] == before.get("digest", ""):
+                continue
+            target = f"{node.node_name} ({cluster.name})"
+            if doc["findings"]:
+                record("drift found", rule="drift monitor", cluster=cluster, target=target, outcome="failure",
+                       details={"version": result.version, "differences": [f["words"] for f in doc["findings"]]})
+            else:
+                record("drift fixed", rule="drift monitor", cluster=cluster, target=target,
+                       details={"version": result.version, "differences": []})
+            events += 1
+        pipe = r.pipeline(transaction=False)
+        for pk, doc in docs.items():
+            pipe.set(stored_key(pk), json.dumps(doc, separators=(",", ":"), default=str), ex=STORED_TTL_S)
+        pipe.execute()
+    return events
+
+
+def as_stored(version, node):
+    """One node's result as the watcher stores it: its findings in words and, per layer, the tables that differ."""
+    findings = [{"layer": f.layer, "table": f.table, "words": f.words, "writer": f.writer} for f in node.findings]
+    words = [f["words"] for f in findings]
+    return {"ts": time.time(), "version": version, "error": "", "error_kind": "", "findings": findings,
+            "runtime": node.differences,
+            "tables": {layer: sorted({d.table for d in node.layers if layer in d.differs}) for layer in LAYERS},
+            "digest": hashlib.sha256(json.dumps(words).encode()).hexdigest() if words else ""}
+
+
+def stored(node_pks):
+    """{node pk: the watcher's last result or None}, one MGET; {} when Redis does not answer."""
+    import redis
+
+    from apps.monitoring import live
+
+    pks = list(node_pks)
+    if not pks:
+        return {}
+    try:
+        values = live.client().mget([stored_key(pk) for pk in pks])
+    except redis.RedisError:  # Redis down: nothing known, nothing judged
+        return {}
+    out = {}
+    for pk, value in zip(pks, values):
+        try:
+            doc = json.loads(value) if value else None
+        except ValueError:
+            doc = None
+        out[pk] = doc if isinstance(doc, dict) else None  # an older watcher stored a bare digest here
+    return out
 
 
 def compare_node(node_name, intended, layers, hostgroups, same, label="the version"):
