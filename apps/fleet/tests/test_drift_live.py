@@ -86,6 +86,32 @@ def test_an_unloaded_edit_in_memory_and_a_variable_saved_to_disk(operator_client
 
 
 @pytest.mark.django_db
+def test_a_query_rule_only_on_disk_shows_on_the_cluster_page(operator_client, adopted_pair):
+    """Every table of the version is judged, not only mysql_servers."""
+    cluster, first, second = adopted_pair
+    admin_sql(second, "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,apply) "
+                      "VALUES (20,1,'^SELECT',101,1)", "SAVE MYSQL QUERY RULES TO DISK",
+              "SAVE MYSQL QUERY RULES TO MEMORY")  # memory back from runtime: on disk only
+    words = "a restart of proxysql-2 would load a row for query rule 20 (disk) instead of none"
+    node = {n.node_name: n for n in cluster_drift(cluster).nodes}["proxysql-2"]
+    assert [f.words for f in node.findings] == [words] and not node.differences
+    html = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
+    assert words in html and 'data-drift="layers"' in html and "mysql_query_rules" in html
+
+
+@pytest.mark.django_db
+def test_no_version_yet_says_so(operator_client, adopted_pair, live_redis):
+    from apps.configuration.drift import stored, watch
+    from apps.configuration.models import ConfigVersion
+
+    cluster, first, second = adopted_pair
+    ConfigVersion.objects.filter(cluster=cluster).delete()
+    html = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
+    assert 'data-drift="no-version"' in html and 'data-drift="none"' not in html
+    assert watch() == 0 and set(stored(cluster.proxysql_nodes.values_list("pk", flat=True)).values()) == {None}
+
+
+@pytest.mark.django_db
 def test_unreachable_node_is_shown_not_hidden(operator_client, adopted_pair):
     cluster, first, second = adopted_pair
     second.stop()
