@@ -13,7 +13,7 @@ Three levels, by what a check needs:
 """
 from dataclasses import dataclass, field
 
-from apps.fleet import drift
+from apps.configuration import drift as layers_drift
 from apps.monitoring import proxysql_cluster, status
 
 from .catalogue import BY_KEY
@@ -75,10 +75,14 @@ def _engine_result(doc, now):
     return result
 
 
-def _runtime_words(d, version):
+def _runtime_words(d, intent):
+    """A runtime difference (drift.runtime_difference) in words; intent: "the inventory", "version 3"."""
     if d["field"] == "row":
-        return f"{d['where']} is {d['runtime']} at runtime, version {version} says {d['intended']}"
-    return f"{d['where']} {d['field']} is {d['runtime']}, version {version} says {d['intended']}"
+        return f"{d['where']} is {d['runtime']} at runtime, {intent} says {d['intended']}"
+    if d["field"] == "value":  # a global variable
+        return f"{d['where']} is {d['runtime']}, {intent} says {d['intended']}"
+    return f"{d['where']} {d['field']} is {d['runtime']}, {intent} says {d['intended']}"
+
 
 
 def node_observations(c, n, doc, now, settings):
@@ -148,19 +152,21 @@ def node_observations(c, n, doc, now, settings):
     if _on(settings, "drift"):
         said = []
         if frozenset(c.row_tuple(r) for r in mine) != c.intended_fingerprint:
-            said = [f"hg {d.hostgroup_id} {d.hostname}:{d.port} {d.field} is {d.runtime}, the inventory says "
-                    f"{d.intended}" for d in drift.compare(c.intended, mine, c.hostgroups)]
-        said += [_runtime_words(d, engine["version"]) for d in engine.get("runtime", [])
+            diffs, _ = layers_drift.compare_polled(n.name, c.intended, {"runtime": mine}, c.hostgroups,
+                                                   c.writer_hostgroup)
+            said = [_runtime_words(layers_drift.runtime_difference(d), "the inventory") for d in diffs]
+        said += [_runtime_words(d, f"version {engine['version']}") for d in engine.get("runtime", [])
                  if d["table"] != "mysql_servers"]
         if said:
             more = f" and {len(said) - 1} more" if len(said) > 1 else ""
             obs("drift", f"{n.name}: {said[0]}{more}", value=len(said), details={"differences": said[:20]})
-    disk = drift.polled_layer(doc, "disk")
+    disk = status.polled_layer(doc, "disk")
     if _on(settings, "restart_drift"):
         findings = []
         if disk is not None and frozenset(
                 c.row_tuple(r) for r in disk if r["hostgroup_id"] in c.hostgroups) != c.intended_fingerprint:
-            _, polled = drift.compare_layers(n.name, c.intended, {"disk": disk}, c.hostgroups, c.writer_hostgroup)
+            _, polled = layers_drift.compare_polled(n.name, c.intended, {"disk": disk}, c.hostgroups,
+                                                    c.writer_hostgroup)
             findings = [f.words for f in polled]  # the writer first: where a restart would send writes
         findings += [f["words"] for f in engine.get("findings", [])
                      if f["layer"] == "disk" and f["table"] != "mysql_servers"]

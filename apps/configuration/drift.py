@@ -21,7 +21,9 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from apps.fleet.drift import LayerDifference, LayerFinding, NodeDrift, between_nodes, runtime_states, writer_finding
+from apps.clients.proxysql import configured_status
+from apps.fleet.drift import (LayerDifference, LayerFinding, NodeDrift, VariableDrift, between_nodes, runtime_states,
+                              writer_finding)
 
 from . import content as C
 from . import nodes as N
@@ -73,9 +75,12 @@ def cluster_drift(cluster):
             continue
         layers, findings = compare_node(nc.name, version.content, nc.layers, hostgroups, same,
                                         f"version {version.number}")
-        runtimes[nc.name] = nc.layers["runtime"][MYSQL_SERVERS.name]
-        out.append(NodeDrift(nc.node_id, nc.name, layers=layers, findings=findings,
-                             differences=[runtime_difference(d) for d in layers if "runtime" in d.differs],
+        runtimes[nc.name] = [r for r in nc.layers["runtime"][MYSQL_SERVERS.name] if r["hostgroup_id"] in hostgroups]
+        out.append(NodeDrift(nc.node_id, nc.name, layers=layers, findings=findings, runtime_rows=runtimes[nc.name],
+                             differences=[runtime_difference(d) for d in layers
+                                          if "runtime" in d.differs and d.table != VARIABLES],
+                             variables=[VariableDrift(d.key, d.intended, d.runtime, f"version {version.number}")
+                                        for d in layers if "runtime" in d.differs and d.table == VARIABLES],
                              runtime_states=runtime_states(nc.shunned, hostgroups)))
     return ClusterDrift(version.number, out, between_nodes(runtimes, hostgroups))
 
@@ -141,7 +146,8 @@ def as_stored(version, node):
     findings = [{"layer": f.layer, "table": f.table, "words": f.words, "writer": f.writer} for f in node.findings]
     words = [f["words"] for f in findings]
     return {"ts": time.time(), "version": version, "error": "", "error_kind": "", "findings": findings,
-            "runtime": node.differences,
+            "runtime": node.differences + [{"table": VARIABLES, "where": v.name, "field": "value",
+                                            "intended": v.intended, "runtime": v.runtime} for v in node.variables],
             "tables": {layer: sorted({d.table for d in node.layers if layer in d.differs}) for layer in LAYERS},
             "digest": hashlib.sha256(json.dumps(words).encode()).hexdigest() if words else ""}
 
@@ -210,6 +216,21 @@ def compare_node(node_name, intended, layers, hostgroups, same, label="the versi
                                      secret=table == MYSQL_USERS.name and f == "password"))
             words.value(table, key, want[f], values, differing, f)
     return diffs, words.findings(intended)
+
+
+def compare_polled(node_name, intended_rows, polled, hostgroups, writer_hostgroup, label="the inventory"):
+    """compare_node() over the mysql_servers a poll read (apps/monitoring/pollers.py: runtime at every poll, memory
+    and disk at the variables' cadence), for the alert rules between two runs of the watcher. intended_rows:
+    {(hg, host, port): {field: value}} (the inventory, equal to the version's rows); polled: {layer: row dicts}.
+    ProxySQL's own SHUNNED is its configured ONLINE: not drift."""
+    def only_servers(rows):
+        return {**{t.name: [] for t in TABLES}, MYSQL_SERVERS.name: rows, VARIABLES: {}}
+    intended = {**only_servers([{"hostgroup_id": hg, "hostname": host, "port": port, **values}
+                                for (hg, host, port), values in intended_rows.items()]),
+                "roles": {"writer": writer_hostgroup}}
+    layers = {layer: only_servers([{**r, "status": configured_status(r["status"])} for r in rows])
+              for layer, rows in polled.items()}
+    return compare_node(node_name, intended, layers, hostgroups, lambda a, b: a == b, label)
 
 
 def _order(item):
