@@ -13,8 +13,8 @@ compare_node() is pure (tests feed it layers); cluster_drift() reads every node'
 
 The one engine for "do the node's layers agree with intent": the configuration page, the cluster page's drift
 panel and the API read it live; watch() (beat, every 30 s) runs it over every cluster, audits "drift found" /
-"drift fixed" and stores each node's result in Redis (stored(): `drift:<node pk>`), which the alert rules `drift`
-and `restart_drift` read without opening a connection.
+"drift fixed" and stores each node's result in Redis (a latest-state document of kind "drift", stored()), which the alert rules
+`drift` and `restart_drift` and the overview read without opening a connection.
 """
 import hashlib
 import json
@@ -92,24 +92,16 @@ def runtime_difference(d):
 
 
 # -- the watcher and its stored results ----------------------------------------------------------------------
-STORED_TTL_S = 300  # a result the watcher stopped refreshing fades (the rules also judge its age)
-
-
-def stored_key(node_pk):
-    return f"drift:{node_pk}"
-
-
 def watch():
     """Run the engine over every cluster's nodes (live reads, each bounded by the admin client's timeouts), store
-    each node's result (stored_key) and audit "drift found" / "drift fixed" when its findings change. A node
-    that does not answer is stored as unreachable, its last verdict kept (unreachable is not drift, nor its
+    each node's result (a latest-state document of kind live.DRIFT) and audit "drift found" / "drift fixed" when
+    its findings change. A node that does not answer is stored as unreachable, its last verdict kept (unreachable is not drift, nor its
     end). A cluster with no configuration version yet has no intent to compare with: nothing is stored. Called
     by beat every 30 s (workers/fleet.py). Returns the number of audit events written."""
     from apps.audit.services import record
     from apps.fleet.models import Cluster
     from apps.monitoring import live
 
-    r = live.client()
     events = 0
     for cluster in Cluster.objects.order_by("pk"):
         result = cluster_drift(cluster)
@@ -134,10 +126,7 @@ def watch():
                 record("drift fixed", rule="drift monitor", cluster=cluster, target=target,
                        details={"version": result.version, "differences": []})
             events += 1
-        pipe = r.pipeline(transaction=False)
-        for pk, doc in docs.items():
-            pipe.set(stored_key(pk), json.dumps(doc, separators=(",", ":"), default=str), ex=STORED_TTL_S)
-        pipe.execute()
+        live.write_many(live.DRIFT, docs)
     return events
 
 
@@ -154,25 +143,12 @@ def as_stored(version, node):
 
 def stored(node_pks):
     """{node pk: the watcher's last result or None}, one MGET; {} when Redis does not answer."""
-    import redis
-
     from apps.monitoring import live
 
-    pks = list(node_pks)
-    if not pks:
-        return {}
     try:
-        values = live.client().mget([stored_key(pk) for pk in pks])
-    except redis.RedisError:  # Redis down: nothing known, nothing judged
+        return live.read_many(live.DRIFT, node_pks)
+    except live.LiveUnavailable:  # nothing known, nothing judged
         return {}
-    out = {}
-    for pk, value in zip(pks, values):
-        try:
-            doc = json.loads(value) if value else None
-        except ValueError:
-            doc = None
-        out[pk] = doc if isinstance(doc, dict) else None  # an older watcher stored a bare digest here
-    return out
 
 
 def compare_node(node_name, intended, layers, hostgroups, same, label="the version"):

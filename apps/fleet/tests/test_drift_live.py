@@ -174,3 +174,22 @@ def test_an_unreachable_node_is_not_drift_nor_its_end(adopted_pair, live_redis):
     doc = stored([ProxySQLNode.objects.get(name="proxysql-2").pk])
     [result] = doc.values()
     assert result["error_kind"] == "unreachable"
+
+
+@pytest.mark.django_db
+def test_the_overview_shows_the_watchers_findings_without_reading_the_nodes(adopted_pair, live_redis):
+    from apps.configuration.drift import watch
+    from apps.fleet.models import ProxySQLNode
+    from apps.monitoring import pollers
+    from apps.monitoring.overview import fleet_overview
+
+    cluster, first, second = adopted_pair
+    pollers.proxysql_round(list(ProxySQLNode.objects.select_related("cluster")))
+    watch()
+    assert [a for a in fleet_overview()["attention"] if a["what"] == "drift"] == []
+    admin_sql(second, "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,apply) "
+                      "VALUES (20,1,'^SELECT',101,1)", "SAVE MYSQL QUERY RULES TO DISK", "SAVE MYSQL QUERY RULES TO MEMORY")
+    watch()
+    [item] = [a for a in fleet_overview()["attention"] if a["what"] == "drift"]
+    assert item["name"] == "proxysql-2" and item["url"].endswith("#drift-section")
+    assert item["detail"] == "a restart of proxysql-2 would load a row for query rule 20 (disk) instead of none"
