@@ -108,7 +108,8 @@ def after_poll_round(kind, docs, shard=0, shards=1, now=None):
         if kind == live.PROXYSQL:
             passes.append(Pass(c.pk, {f"n{pk}"}, conditions.NODE_RULES,
                                conditions.node_observations(c, c.nodes[pk], holds.without_own_changes(
-                                   with_layers(doc, engine.get(pk)), c, situation.own_changes.get(c.pk)), now, rules)))
+                                   with_layers(doc, engine.get(pk), situation.own_changes.get(c.pk)), c,
+                                   situation.own_changes.get(c.pk)), now, rules)))
             covered.add(f"n{pk}")
             if _routing_signature(prev) != _routing_signature(doc):
                 triggered.add(c.pk)
@@ -196,7 +197,8 @@ def judge_clusters(clusters, situation, now, skip=(), full=False):
             if f"n{pk}" not in skip and (full or doc is None or conditions.is_stale(doc, c, now)):
                 out.append(Pass(c.pk, {f"n{pk}"}, conditions.NODE_RULES,
                                 conditions.node_observations(c, n, holds.without_own_changes(
-                                    with_layers(doc, engine.get(pk)), c, situation.own_changes.get(c.pk)), now, rules)))
+                                    with_layers(doc, engine.get(pk), situation.own_changes.get(c.pk)), c,
+                                    situation.own_changes.get(c.pk)), now, rules)))
         for pk, s in c.servers.items():
             doc = mine_s[pk]
             if f"s{pk}" not in skip and (full or doc is None or conditions.is_stale(doc, c, now, backend=True)):
@@ -208,10 +210,14 @@ def judge_clusters(clusters, situation, now, skip=(), full=False):
     return out + _channel_passes(clusters, now, full)
 
 
-def with_layers(doc, stored):
+def with_layers(doc, stored, own=None):
     """A node's document with the drift watcher's last result (the configuration's engine over every table and
-    variable of the version, all three layers: apps/configuration/drift.watch) under "layers_drift"."""
-    return {**doc, "layers_drift": stored} if doc and stored else doc
+    variable of the version, all three layers: apps/configuration/drift.watch) under "layers_drift". A result
+    read before one of the cluster's own operations ended (own: context.OwnChanges) is left out: it may show the
+    operation half done; the next run of the watcher (30 s) judges what it left."""
+    if not doc or not stored or any(w.end is None or stored.get("ts", 0) < w.end for w in own or ()):
+        return doc
+    return {**doc, "layers_drift": stored}
 
 
 _hold_ends_scheduled = set()

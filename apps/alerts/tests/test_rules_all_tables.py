@@ -85,3 +85,17 @@ def test_a_user_changed_at_runtime_fires_drift(rules_lab):
     admin_sql(second, "UPDATE mysql_users SET max_connections=10000 WHERE username='app'", "LOAD MYSQL USERS TO RUNTIME")
     judged()
     assert not open_alerts("drift")
+
+
+def test_a_result_read_before_an_operation_of_the_cluster_ended_is_not_judged():
+    """The watcher may have read a node half way through a switchover (its disk not saved yet): once the operation
+    ends, that result is left out until the watcher reads again, so it never opens an alert the operation did not
+    leave behind."""
+    from apps.alerts.context import OwnChanges
+    from apps.alerts.evaluate import with_layers
+
+    doc, result = {"ts": 100.0}, {"ts": 100.0, "findings": [{"words": "a restart would..."}]}
+    assert with_layers(doc, result, [])["layers_drift"] == result
+    assert "layers_drift" not in with_layers(doc, result, [OwnChanges("switchover", 1, 90.0, None, set())])
+    assert "layers_drift" not in with_layers(doc, result, [OwnChanges("switchover", 1, 90.0, 105.0, set())])
+    assert with_layers(doc, {**result, "ts": 106.0}, [OwnChanges("switchover", 1, 90.0, 105.0, set())])["layers_drift"]
