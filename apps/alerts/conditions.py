@@ -84,7 +84,6 @@ def _runtime_words(d, intent):
     return f"{d['where']} {d['field']} is {d['runtime']}, {intent} says {d['intended']}"
 
 
-
 def node_observations(c, n, doc, now, settings):
     """Rules on one ProxySQL node's latest-state document."""
     if doc is None:

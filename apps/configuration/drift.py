@@ -13,8 +13,8 @@ compare_node() is pure (tests feed it layers); cluster_drift() reads every node'
 
 The one engine for "do the node's layers agree with intent": the configuration page, the cluster page's drift
 panel and the API read it live; watch() (beat, every 30 s) runs it over every cluster, audits "drift found" /
-"drift fixed" and stores each node's result in Redis (a latest-state document of kind "drift", stored()), which the alert rules
-`drift` and `restart_drift` and the overview read without opening a connection.
+"drift fixed" and stores each node's result in Redis (a latest-state document of kind "drift", stored()), which
+the alert rules `drift` and `restart_drift` and the overview read without opening a connection.
 """
 import hashlib
 import json
@@ -95,8 +95,8 @@ def runtime_difference(d):
 def watch():
     """Run the engine over every cluster's nodes (live reads, each bounded by the admin client's timeouts), store
     each node's result (a latest-state document of kind live.DRIFT) and audit "drift found" / "drift fixed" when
-    its findings change. A node that does not answer is stored as unreachable, its last verdict kept (unreachable is not drift, nor its
-    end). A cluster with no configuration version yet has no intent to compare with: nothing is stored. Called
+    its findings change. A node that does not answer is stored as unreachable, its last verdict kept (unreachable
+    is not drift, nor its end). A cluster with no configuration version yet has no intent to compare with: nothing is stored. Called
     by beat every 30 s (workers/fleet.py). Returns the number of audit events written."""
     from apps.audit.services import record
     from apps.fleet.models import Cluster
@@ -108,6 +108,7 @@ def watch():
         if result.version is None:
             continue
         previous = stored([n.node_id for n in result.nodes])
+        nodes = {n.pk: n for n in cluster.proxysql_nodes.all()}
         docs = {}
         for node in result.nodes:
             before = previous.get(node.node_id) or {}
@@ -118,7 +119,7 @@ def watch():
             docs[node.node_id] = doc
             if doc["digest"] == before.get("digest", ""):
                 continue
-            target = f"{node.node_name} ({cluster.name})"
+            target = str(nodes[node.node_id])  # as the audit names a node elsewhere: "proxysql-2 (host:port)"
             if doc["findings"]:
                 record("drift found", rule="drift monitor", cluster=cluster, target=target, outcome="failure",
                        details={"version": result.version, "differences": [f["words"] for f in doc["findings"]]})
@@ -201,6 +202,7 @@ def compare_polled(node_name, intended_rows, polled, hostgroups, writer_hostgrou
     ProxySQL's own SHUNNED is its configured ONLINE: not drift."""
     def only_servers(rows):
         return {**{t.name: [] for t in TABLES}, MYSQL_SERVERS.name: rows, VARIABLES: {}}
+
     intended = {**only_servers([{"hostgroup_id": hg, "hostname": host, "port": port, **values}
                                 for (hg, host, port), values in intended_rows.items()]),
                 "roles": {"writer": writer_hostgroup}}
