@@ -96,8 +96,8 @@ def watch():
     """Run the engine over every cluster's nodes (live reads, each bounded by the admin client's timeouts), store
     each node's result (a latest-state document of kind live.DRIFT) and audit "drift found" / "drift fixed" when
     its findings change. A node that does not answer is stored as unreachable, its last verdict kept (unreachable
-    is not drift, nor its end). A cluster with no configuration version yet has no intent to compare with: nothing is stored. Called
-    by beat every 30 s (workers/fleet.py). Returns the number of audit events written."""
+    is not drift, nor its end). A cluster with no configuration version yet has no intent to compare with: nothing
+    is stored. Called by beat every 30 s (workers/fleet.py). Returns the number of audit events written."""
     from apps.audit.services import record
     from apps.fleet.models import Cluster
     from apps.monitoring import live
