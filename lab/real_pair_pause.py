@@ -33,7 +33,8 @@ import time
 import MySQLdb
 
 from apps.clients.proxysql import ProxySQLAdmin, configured
-from apps.fleet.drift import AUTOINC, MANAGED_VARIABLES, cluster_drift, intended_rows, intended_variables, versioned_variables
+from apps.configuration.drift import cluster_drift
+from apps.fleet.drift import AUTOINC, MANAGED_VARIABLES, intended_rows, intended_variables, versioned_variables
 from apps.fleet.models import Server
 from apps.operations import rollbacks, switchover
 from apps.operations.models import Operation, OperationStep, PendingRollback
@@ -335,9 +336,8 @@ class PauseRun:
     def report_drift(self):
         drift = cluster_drift(self.cluster)
         for n in drift.nodes:
-            self.out(f"   drift {n.node_name}: " + ("in sync with the inventory" if n.in_sync else
-                     f"error {n.error!r}; rows {[(d.hostgroup_id, d.port, d.field, d.intended, d.runtime) for d in n.differences]}; "
-                     f"variables {[(v.name, v.intended, v.runtime) for v in n.variables]}"))
+            self.out(f"   drift {n.node_name}: " + (f"in sync with version {drift.version}" if n.in_sync else
+                     f"error {n.error!r}; " + "; ".join(f.words for f in n.findings)))
         self.out(f"   between the nodes: {drift.between_nodes or 'no difference'}; consistent: {drift.in_sync}")
         return drift.in_sync
 

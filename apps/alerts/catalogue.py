@@ -150,12 +150,16 @@ RULES = [
              params={"per_second": Param(1, "/s", "above", 0, 1e9)}),
     # -- configuration and operations ------------------------------------------------------------------
     RuleSpec("drift", "Configuration drift", "config", "node", WARNING, 600,
-             "The node's runtime mysql_servers differ from the inventory (status ignored where ProxySQL set it "
-             "itself) for longer than the `for` duration.", held_by=_LAYER_WORK),
+             "The node's runtime differs from intent for longer than the `for` duration: mysql_servers against the "
+             "inventory at every poll (status ignored where ProxySQL set it itself), every other table and the "
+             "global variables against the configuration version at each run of the drift watcher (30 s).",
+             held_by=_LAYER_WORK),
     RuleSpec("restart_drift", "A restart would change this node's configuration", "config", "node", WARNING, 300,
              "The node's disk layer (disk.mysql_servers: what ProxySQL loads when it restarts) differs from the "
-             "inventory, e.g. it holds another writer: a restart would route as the disk says. Memory and disk are "
-             "read with the variables and after each change of the runtime.", held_by=_LAYER_WORK),
+             "inventory, e.g. it holds another writer: a restart would route as the disk says; or the disk of any "
+             "other table (users, query rules, scheduler...) or a variable differs from the configuration version. "
+             "mysql_servers' memory and disk are polled with the variables and after each change of the runtime; "
+             "the other tables are read by the drift watcher every 30 s.", held_by=_LAYER_WORK),
     RuleSpec("proxysql_cluster_diverged", "ProxySQL Cluster nodes have not converged", "config", "cluster", WARNING, 30,
              "A module whose native sync (ProxySQL Cluster) is on holds different checksums on the cluster's nodes for "
              "longer than the `for` duration, the bound: at ProxySQL's defaults a peer pulls a change 2-3 s after its "

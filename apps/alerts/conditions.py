@@ -13,7 +13,7 @@ Three levels, by what a check needs:
 """
 from dataclasses import dataclass, field
 
-from apps.fleet import drift
+from apps.configuration import drift as layers_drift
 from apps.monitoring import proxysql_cluster, status
 
 from .catalogue import BY_KEY
@@ -63,6 +63,27 @@ def _on(settings, key):
 
 
 # -- one ProxySQL node -------------------------------------------------------------------------------
+ENGINE_FRESH_S = 120  # the drift watcher runs every 30 s: an older result is not judged (nothing resolved on it)
+
+
+def _engine_result(doc, now):
+    """The drift watcher's last result for this node (evaluate.with_layers attaches it), {} when there is none,
+    it is too old, or the watcher could not read the node (unreachable is its own rule)."""
+    result = doc.get("layers_drift") or {}
+    if result.get("error") or now - result.get("ts", 0) > ENGINE_FRESH_S:
+        return {}
+    return result
+
+
+def _runtime_words(d, intent):
+    """A runtime difference (drift.runtime_difference) in words; intent: "the inventory", "version 3"."""
+    if d["field"] == "row":
+        return f"{d['where']} is {d['runtime']} at runtime, {intent} says {d['intended']}"
+    if d["field"] == "value":  # a global variable
+        return f"{d['where']} is {d['runtime']}, {intent} says {d['intended']}"
+    return f"{d['where']} {d['field']} is {d['runtime']}, {intent} says {d['intended']}"
+
+
 def node_observations(c, n, doc, now, settings):
     """Rules on one ProxySQL node's latest-state document."""
     if doc is None:
@@ -124,23 +145,35 @@ def node_observations(c, n, doc, now, settings):
 
     runtime = doc.get("runtime_servers") or []
     mine = [r for r in runtime if r["hostgroup_id"] in c.hostgroups]
-    if _on(settings, "drift") and frozenset(c.row_tuple(r) for r in mine) != c.intended_fingerprint:
-        diffs = drift.compare(c.intended, mine, c.hostgroups)
-        if diffs:
-            d = diffs[0]
-            more = f" and {len(diffs) - 1} more" if len(diffs) > 1 else ""
-            obs("drift", f"{n.name}: hg {d.hostgroup_id} {d.hostname}:{d.port} {d.field} is {d.runtime}, the "
-                f"inventory says {d.intended}{more}", value=len(diffs),
-                details={"differences": [f"hg {x.hostgroup_id} {x.hostname}:{x.port} {x.field}: {x.intended} -> "
-                                         f"{x.runtime}" for x in diffs[:20]]})
-    disk = drift.polled_layer(doc, "disk")
-    if _on(settings, "restart_drift") and disk is not None and frozenset(
-            c.row_tuple(r) for r in disk if r["hostgroup_id"] in c.hostgroups) != c.intended_fingerprint:
-        _, findings = drift.compare_layers(n.name, c.intended, {"disk": disk}, c.hostgroups, c.writer_hostgroup)
-        if findings:  # the writer first: where a restart would send writes
+    # mysql_servers are judged on the polled layers (seconds after a change); every other table and the
+    # variables on the drift watcher's last result (the configuration's engine, every 30 s), never read here.
+    engine = _engine_result(doc, now)
+    if _on(settings, "drift"):
+        said = []
+        if frozenset(c.row_tuple(r) for r in mine) != c.intended_fingerprint:
+            diffs, _ = layers_drift.compare_polled(n.name, c.intended, {"runtime": mine}, c.hostgroups,
+                                                   c.writer_hostgroup)
+            said = [_runtime_words(layers_drift.runtime_difference(d), "the inventory") for d in diffs]
+        said += [_runtime_words(d, f"version {engine['version']}") for d in engine.get("runtime", [])
+                 if d["table"] != "mysql_servers"]
+        if said:
+            more = f" and {len(said) - 1} more" if len(said) > 1 else ""
+            obs("drift", f"{n.name}: {said[0]}{more}", value=len(said), details={"differences": said[:20]})
+    disk = status.polled_layer(doc, "disk")
+    if _on(settings, "restart_drift"):
+        findings = []
+        if disk is not None and frozenset(
+                c.row_tuple(r) for r in disk if r["hostgroup_id"] in c.hostgroups) != c.intended_fingerprint:
+            _, polled = layers_drift.compare_polled(n.name, c.intended, {"disk": disk}, c.hostgroups,
+                                                    c.writer_hostgroup)
+            findings = [f.words for f in polled]  # the writer first: where a restart would send writes
+        findings += [f["words"] for f in engine.get("findings", [])
+                     if f["layer"] == "disk" and f["table"] != "mysql_servers"]
+        if findings:
             more = f" and {len(findings) - 1} more" if len(findings) > 1 else ""
-            obs("restart_drift", f"{findings[0].words}{more}", value=len(findings),
-                details={"findings": [f.words for f in findings[:20]], "disk_read_at": doc.get("layers_ts")})
+            obs("restart_drift", f"{findings[0]}{more}", value=len(findings),
+                details={"findings": findings[:20], "disk_read_at": doc.get("layers_ts"),
+                         "all_tables_read_at": engine.get("ts")})
     if _on(settings, "backend_shunned"):
         shunned = {}
         for r in mine:

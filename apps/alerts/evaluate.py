@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from django.conf import settings
 from django.db import transaction
 
+from apps.configuration import drift as layers_drift
 from apps.monitoring import live
 from controlplane import tasks
 
@@ -94,6 +95,7 @@ def after_poll_round(kind, docs, shard=0, shards=1, now=None):
         inv = context.inventory(changed_after=situation.last_ended)
     passes, covered, triggered = [], set(), set()
     judged_since = max(inv.loaded_at, rulesettings.changed_at())
+    engine = layers_drift.stored(docs) if kind == live.PROXYSQL else {}
     for pk, (prev, doc) in docs.items():
         cluster_id = (inv.node_cluster if kind == live.PROXYSQL else inv.server_cluster).get(pk)
         if cluster_id is None:
@@ -106,7 +108,8 @@ def after_poll_round(kind, docs, shard=0, shards=1, now=None):
         if kind == live.PROXYSQL:
             passes.append(Pass(c.pk, {f"n{pk}"}, conditions.NODE_RULES,
                                conditions.node_observations(c, c.nodes[pk], holds.without_own_changes(
-                                   doc, c, situation.own_changes.get(c.pk)), now, rules)))
+                                   with_layers(doc, engine.get(pk), situation.own_changes.get(c.pk)), c,
+                                   situation.own_changes.get(c.pk)), now, rules)))
             covered.add(f"n{pk}")
             if _routing_signature(prev) != _routing_signature(doc):
                 triggered.add(c.pk)
@@ -183,6 +186,7 @@ def judge_clusters(clusters, situation, now, skip=(), full=False):
         server_docs = read(live.BACKEND, [pk for c in clusters for pk in c.servers])
     except live.LiveUnavailable:
         return []  # judged again once Redis answers; nothing is resolved on missing data
+    engine = layers_drift.stored(pk for c in clusters for pk in c.nodes)
     out = []
     for c in clusters:
         rules = rulesettings.for_cluster(c)
@@ -193,7 +197,8 @@ def judge_clusters(clusters, situation, now, skip=(), full=False):
             if f"n{pk}" not in skip and (full or doc is None or conditions.is_stale(doc, c, now)):
                 out.append(Pass(c.pk, {f"n{pk}"}, conditions.NODE_RULES,
                                 conditions.node_observations(c, n, holds.without_own_changes(
-                                    doc, c, situation.own_changes.get(c.pk)), now, rules)))
+                                    with_layers(doc, engine.get(pk), situation.own_changes.get(c.pk)), c,
+                                    situation.own_changes.get(c.pk)), now, rules)))
         for pk, s in c.servers.items():
             doc = mine_s[pk]
             if f"s{pk}" not in skip and (full or doc is None or conditions.is_stale(doc, c, now, backend=True)):
@@ -203,6 +208,16 @@ def judge_clusters(clusters, situation, now, skip=(), full=False):
                         conditions.cluster_observations(c, mine_n, mine_s, now, rules,
                                                         situation.op_alerts.get(c.pk, []))))
     return out + _channel_passes(clusters, now, full)
+
+
+def with_layers(doc, stored, own=None):
+    """A node's document with the drift watcher's last result (the configuration's engine over every table and
+    variable of the version, all three layers: apps/configuration/drift.watch) under "layers_drift". A result
+    read before one of the cluster's own operations ended (own: context.OwnChanges) is left out: it may show the
+    operation half done; the next run of the watcher (30 s) judges what it left."""
+    if not doc or not stored or any(w.end is None or stored.get("ts", 0) < w.end for w in own or ()):
+        return doc
+    return {**doc, "layers_drift": stored}
 
 
 _hold_ends_scheduled = set()

@@ -10,10 +10,20 @@ API) imports downward and no new circle between the apps appears.
 
 compare_node() is pure (tests feed it layers); cluster_drift() reads every node's three layers concurrently
 (nodes.read_cluster: one connection per node, one timeout at most for a node that does not answer).
-"""
-from dataclasses import dataclass
 
-from apps.fleet.drift import LayerDifference, LayerFinding, NodeDrift, writer_finding
+The one engine for "do the node's layers agree with intent": the configuration page, the cluster page's drift
+panel and the API read it live; watch() (beat, every 30 s) runs it over every cluster, audits "drift found" /
+"drift fixed" and stores each node's result in Redis (a latest-state document of kind "drift", stored()), which
+the alert rules `drift` and `restart_drift` and the overview read without opening a connection.
+"""
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+
+from apps.clients.proxysql import configured_status
+from apps.fleet.drift import (LayerDifference, LayerFinding, NodeDrift, VariableDrift, between_nodes, runtime_states,
+                              writer_finding)
 
 from . import content as C
 from . import nodes as N
@@ -31,12 +41,13 @@ ORDER = {name: n for n, name in enumerate([t.name for t in TABLES] + [VARIABLES]
 
 @dataclass
 class ClusterDrift:
-    version: int | None  # the version compared with (None: the cluster has none yet)
+    version: int | None  # the version compared with (None: the cluster has none yet: nothing to compare with)
     nodes: list  # NodeDrift (fleet's): its error, or its layers and findings
+    between_nodes: list = field(default_factory=list)  # runtime mysql_servers rows on which the nodes disagree
 
     @property
     def in_sync(self):
-        return all(n.in_sync for n in self.nodes)
+        return self.version is not None and all(n.in_sync for n in self.nodes) and not self.between_nodes
 
 
 def same_secret(known):
@@ -58,15 +69,88 @@ def cluster_drift(cluster):
         return ClusterDrift(None, [])
     same = same_secret(known_secrets(cluster))
     hostgroups = C.claimed_hostgroups(version.content)
-    out = []
+    out, runtimes = [], {}
     for nc in N.read_cluster(cluster, layers=LAYERS).values():
         if nc.error:
             out.append(NodeDrift(nc.node_id, nc.name, error=nc.error, error_kind=nc.error_kind))
             continue
         layers, findings = compare_node(nc.name, version.content, nc.layers, hostgroups, same,
                                         f"version {version.number}")
-        out.append(NodeDrift(nc.node_id, nc.name, layers=layers, findings=findings))
-    return ClusterDrift(version.number, out)
+        runtimes[nc.name] = [r for r in nc.layers["runtime"][MYSQL_SERVERS.name] if r["hostgroup_id"] in hostgroups]
+        out.append(NodeDrift(nc.node_id, nc.name, layers=layers, findings=findings, runtime_rows=runtimes[nc.name],
+                             differences=[runtime_difference(d) for d in layers
+                                          if "runtime" in d.differs and d.table != VARIABLES],
+                             variables=[VariableDrift(d.key, d.intended, d.runtime, f"version {version.number}")
+                                        for d in layers if "runtime" in d.differs and d.table == VARIABLES],
+                             runtime_states=runtime_states(nc.shunned, hostgroups)))
+    return ClusterDrift(version.number, out, between_nodes(runtimes, hostgroups))
+
+
+def runtime_difference(d):
+    """A LayerDifference whose runtime differs from intent, as the cluster page's table and the alert say it."""
+    return {"table": d.table, "where": _where(d.table, d.key), "field": d.field, "intended": d.intended,
+            "runtime": d.runtime}
+
+
+# -- the watcher and its stored results ----------------------------------------------------------------------
+def watch():
+    """Run the engine over every cluster's nodes (live reads, each bounded by the admin client's timeouts), store
+    each node's result (a latest-state document of kind live.DRIFT) and audit "drift found" / "drift fixed" when
+    its findings change. A node that does not answer is stored as unreachable, its last verdict kept (unreachable
+    is not drift, nor its end). A cluster with no configuration version yet has no intent to compare with: nothing
+    is stored. Called by beat every 30 s (workers/fleet.py). Returns the number of audit events written."""
+    from apps.audit.services import record
+    from apps.fleet.models import Cluster
+    from apps.monitoring import live
+
+    events = 0
+    for cluster in Cluster.objects.order_by("pk"):
+        result = cluster_drift(cluster)
+        if result.version is None:
+            continue
+        previous = stored([n.node_id for n in result.nodes])
+        nodes = {n.pk: n for n in cluster.proxysql_nodes.all()}
+        docs = {}
+        for node in result.nodes:
+            before = previous.get(node.node_id) or {}
+            if node.error:
+                docs[node.node_id] = {**before, "ts": time.time(), "error": node.error, "error_kind": node.error_kind}
+                continue
+            doc = as_stored(result.version, node)
+            docs[node.node_id] = doc
+            if doc["digest"] == before.get("digest", ""):
+                continue
+            target = str(nodes[node.node_id])  # as the audit names a node elsewhere: "proxysql-2 (host:port)"
+            if doc["findings"]:
+                record("drift found", rule="drift monitor", cluster=cluster, target=target, outcome="failure",
+                       details={"version": result.version, "differences": [f["words"] for f in doc["findings"]]})
+            else:
+                record("drift fixed", rule="drift monitor", cluster=cluster, target=target,
+                       details={"version": result.version, "differences": []})
+            events += 1
+        live.write_many(live.DRIFT, docs)
+    return events
+
+
+def as_stored(version, node):
+    """One node's result as the watcher stores it: its findings in words and, per layer, the tables that differ."""
+    findings = [{"layer": f.layer, "table": f.table, "words": f.words, "writer": f.writer} for f in node.findings]
+    words = [f["words"] for f in findings]
+    return {"ts": time.time(), "version": version, "error": "", "error_kind": "", "findings": findings,
+            "runtime": node.differences + [{"table": VARIABLES, "where": v.name, "field": "value",
+                                            "intended": v.intended, "runtime": v.runtime} for v in node.variables],
+            "tables": {layer: sorted({d.table for d in node.layers if layer in d.differs}) for layer in LAYERS},
+            "digest": hashlib.sha256(json.dumps(words).encode()).hexdigest() if words else ""}
+
+
+def stored(node_pks):
+    """{node pk: the watcher's last result or None}, one MGET; {} when Redis does not answer."""
+    from apps.monitoring import live
+
+    try:
+        return live.read_many(live.DRIFT, node_pks)
+    except live.LiveUnavailable:  # nothing known, nothing judged
+        return {}
 
 
 def compare_node(node_name, intended, layers, hostgroups, same, label="the version"):
@@ -111,6 +195,22 @@ def compare_node(node_name, intended, layers, hostgroups, same, label="the versi
                                      secret=table == MYSQL_USERS.name and f == "password"))
             words.value(table, key, want[f], values, differing, f)
     return diffs, words.findings(intended)
+
+
+def compare_polled(node_name, intended_rows, polled, hostgroups, writer_hostgroup, label="the inventory"):
+    """compare_node() over the mysql_servers a poll read (apps/monitoring/pollers.py: runtime at every poll, memory
+    and disk at the variables' cadence), for the alert rules between two runs of the watcher. intended_rows:
+    {(hg, host, port): {field: value}} (the inventory, equal to the version's rows); polled: {layer: row dicts}.
+    ProxySQL's own SHUNNED is its configured ONLINE: not drift."""
+    def only_servers(rows):
+        return {**{t.name: [] for t in TABLES}, MYSQL_SERVERS.name: rows, VARIABLES: {}}
+
+    intended = {**only_servers([{"hostgroup_id": hg, "hostname": host, "port": port, **values}
+                                for (hg, host, port), values in intended_rows.items()]),
+                "roles": {"writer": writer_hostgroup}}
+    layers = {layer: only_servers([{**r, "status": configured_status(r["status"])} for r in rows])
+              for layer, rows in polled.items()}
+    return compare_node(node_name, intended, layers, hostgroups, lambda a, b: a == b, label)
 
 
 def _order(item):

@@ -26,11 +26,13 @@ class NodeConfig:
     error: str = ""
     error_kind: str = ""
     plan: object = None    # what a caller's build() made with the open connection (a plan's statements)
+    shunned: list = field(default_factory=list)  # runtime mysql_servers rows ProxySQL itself set SHUNNED
 
 
-def read_layers(admin, layers=("memory", "runtime"), tables=None):
+def read_layers(admin, layers=("memory", "runtime"), tables=None, shunned=None):
     """Every managed table and the variables of each layer; only `tables` (names) when given (a table not read
-    is an empty list, the variables an empty dict unless "global_variables" is named)."""
+    is an empty list, the variables an empty dict unless "global_variables" is named). `shunned`, a list, gets
+    the runtime mysql_servers rows whose status ProxySQL set itself (read as their configured status)."""
     out = {}
     for layer in layers:
         data = {}
@@ -47,6 +49,8 @@ def read_layers(admin, layers=("memory", "runtime"), tables=None):
             if table is MYSQL_USERS and layer == "runtime":
                 rows = runtime_users(rows)
             if table is MYSQL_SERVERS:
+                if layer == "runtime" and shunned is not None:
+                    shunned += [dict(r) for r in rows if configured_status(r["status"].upper()) != r["status"].upper()]
                 for r in rows:
                     r["status"] = configured_status(r["status"].upper())
             data[table.name] = rows
@@ -61,8 +65,10 @@ def read_node(node, layers=("memory", "runtime"), build=None):
     render their statements with the node's own escaping)."""
     try:
         with ProxySQLAdmin.for_node(node) as admin:
-            data = read_layers(admin, layers)
-            return NodeConfig(node.pk, node.name, data, plan=build(admin, data, node) if build else None)
+            shunned = []
+            data = read_layers(admin, layers, shunned=shunned)
+            return NodeConfig(node.pk, node.name, data, plan=build(admin, data, node) if build else None,
+                              shunned=shunned)
     except ClientError as exc:
         return NodeConfig(node.pk, node.name, error=str(exc), error_kind=exc.kind)
 

@@ -1,17 +1,12 @@
-"""Drift: the inventory's intended mysql_servers against each ProxySQL node's runtime, field by field,
-and the nodes of one cluster against each other; and the global variables operations change
-(MANAGED_VARIABLES) against their intended values.
-
-ProxySQL keeps three layers (memory `main.*`, `runtime_*`, `disk.*`) and a restart loads disk: a change is
-finished only when all three agree with intent. compare_layers() puts the three side by side and says what
-a difference means (what a restart would load, what a LOAD would apply).
-
-compare() and compare_layers() are pure (tests feed them rows); cluster_drift() reads every node's layers
-concurrently, each read bounded by the client's timeouts, so one unreachable node costs at most one timeout.
+"""Thin drift helpers under apps/configuration/drift.py (the one drift engine: every table and variable of the
+version, three layers, in an operator's words): the layer model it fills (LayerDifference, LayerFinding,
+writer_finding, NodeDrift), the runtime's own states (runtime_states: SHUNNED is ProxySQL's verdict, not drift),
+nodes against each other (between_nodes), the runtime against the inventory on polled rows (compare: the overview,
+no connection), and the intended values of MANAGED_VARIABLES (repair, adoption).
 """
 from dataclasses import dataclass, field
 
-from apps.clients.proxysql import RUNTIME_ONLY_STATUSES, SERVER_FIELDS, configured, on_each_node
+from apps.clients.proxysql import RUNTIME_ONLY_STATUSES, SERVER_FIELDS, configured
 
 AUTOINC = "mysql-auto_increment_delay_multiplex"
 # Global variables that operations change for a while (a switchover's drain lowers AUTOINC to 0): their
@@ -39,7 +34,7 @@ class NodeDrift:
     differences: list = field(default_factory=list)
     runtime_rows: list = field(default_factory=list)
     runtime_states: list = field(default_factory=list)  # SHUNNED rows: ProxySQL's verdict, not drift
-    variables: list = field(default_factory=list)  # VariableDrift
+    variables: list = field(default_factory=list)  # VariableDrift: a global variable whose runtime is not intent's
     layers: list = field(default_factory=list)  # LayerDifference: the three layers side by side
     findings: list = field(default_factory=list)  # LayerFinding: what a restart or a LOAD would do
 
@@ -53,14 +48,10 @@ class VariableDrift:
     name: str
     intended: str
     runtime: str
-    source: str  # where the intended value comes from
+    source: str  # where the intended value comes from ("version 3")
 
 
-LAYERS = ("memory", "runtime", "disk")
-
-
-# The layer model and the writer's words are shared with apps/configuration/drift.py (the three-layer engine over
-# every table of the configuration version), which imports them from here: configuration sits above fleet.
+# The layer model and the writer's words, filled by apps/configuration/drift.py (configuration sits above fleet).
 @dataclass
 class LayerDifference:
     """One value of one node on which its layers do not all agree with intent. A row: field "row", values
@@ -97,16 +88,6 @@ def writer_finding(node_name, on_disk, intended, writer_hostgroup):
     if intended:
         words += f" instead of {' and '.join(intended)}"
     return LayerFinding("disk", "mysql_servers", words, writer=True)
-
-
-@dataclass
-class ClusterDrift:
-    nodes: list
-    between_nodes: list  # [{"key": (hg, host, port), "field": f, "values": {node_name: value}}]
-
-    @property
-    def in_sync(self):
-        return all(n.in_sync for n in self.nodes) and not self.between_nodes
 
 
 def intended_rows(cluster):
@@ -200,175 +181,3 @@ def intended_variables(node, admin, versioned=None):
         else:
             out[name] = (None, "unknown")
     return out
-
-
-def compare_variables(intended, runtime):
-    """VariableDrift for each managed variable whose runtime value is not the intended one (known only)."""
-    return [VariableDrift(name, value, runtime.get(name), source) for name, (value, source) in intended.items()
-            if value is not None and runtime.get(name) != value]
-
-
-def _by_key(rows, hostgroups):
-    return {(r["hostgroup_id"], r["hostname"], r["port"]): configured(r) for r in rows if r["hostgroup_id"] in hostgroups}
-
-
-def _where(key):
-    return f"hg {key[0]} {key[1]}:{key[2]}"
-
-
-def _writers(rows, writer_hostgroup):
-    return sorted(f"{k[1]}:{k[2]}" for k, v in rows.items() if k[0] == writer_hostgroup and v["status"] == "ONLINE")
-
-
-def compare_layers(node_name, intended, layers, hostgroups, writer_hostgroup, intended_vars=None, variables=None):
-    """(LayerDifference list, LayerFinding list) of one node. layers: {"memory"|"runtime"|"disk": mysql_servers row
-    dicts}, a layer left out is not judged; intended_vars: {name: (value, source)} (intended_variables());
-    variables: {layer: {name: value}}. Only the cluster's hostgroups count; ProxySQL's own SHUNNED is configured
-    ONLINE (not drift). Findings: disk against intent (the writer first: where a restart would send writes), then
-    memory against runtime (an edit not loaded yet)."""
-    rows = {layer: _by_key(layers[layer], hostgroups) for layer in LAYERS if layers.get(layer) is not None}
-    variables = variables or {}
-    diffs = []
-    for key in sorted(set(intended).union(*rows.values())):
-        want = intended.get(key)
-        have = {layer: r.get(key) for layer, r in rows.items()}
-        if want is None or None in have.values():  # the row is somewhere and missing elsewhere
-            mark = {layer: "missing" if v is None else "present" for layer, v in have.items()}
-            diffs.append(LayerDifference("mysql_servers", key, "row", "missing" if want is None else "present",
-                                         *(mark.get(layer) for layer in LAYERS)))
-            continue
-        for f in SERVER_FIELDS:
-            values = {layer: v[f] for layer, v in have.items()}
-            if any(v != want[f] for v in values.values()):
-                diffs.append(LayerDifference("mysql_servers", key, f, want[f], *(values.get(layer) for layer in LAYERS)))
-    for name, (want, _) in (intended_vars or {}).items():
-        values = {layer: variables[layer].get(name) for layer in LAYERS if layer in variables}
-        if want is not None and any(v != want for v in values.values()):
-            diffs.append(LayerDifference("global_variables", name, "value", want, *(values.get(layer) for layer in LAYERS)))
-
-    findings = []
-    judged = {"mysql_servers": rows, "global_variables": variables}
-    writer_moves = False
-    if "disk" in rows:
-        moved = writer_finding(node_name, _writers(rows["disk"], writer_hostgroup), _writers(intended, writer_hostgroup),
-                               writer_hostgroup)
-        writer_moves = moved is not None
-        findings += [moved] if moved else []
-    for d in diffs:
-        if "disk" not in judged[d.table] or d.disk == d.intended:
-            continue
-        if d.table == "global_variables":
-            what, instead = f"{d.key}={d.disk}", d.intended
-        elif writer_moves and d.key[0] == writer_hostgroup and d.field in ("row", "status"):
-            continue  # the writer finding says it
-        elif d.field == "row":
-            what, instead = ((f"no row for {_where(d.key)}", "the inventory's") if d.disk == "missing"
-                             else (f"a row for {_where(d.key)}", "none"))
-        else:
-            what, instead = f"{_where(d.key)} {d.field} {d.disk}", d.intended
-        findings.append(LayerFinding("disk", d.table, f"a restart of {node_name} would load {what} (disk) instead of "
-                                                      f"{instead}"))
-    for d in diffs:
-        if not {"memory", "runtime"} <= judged[d.table].keys() or d.memory == d.runtime:
-            continue
-        if d.field == "row":
-            what = (f"{_where(d.key)} deleted (runtime has it" if d.memory == "missing"
-                    else f"{_where(d.key)} added (not at runtime")
-        elif d.table == "mysql_servers":
-            what = f"{_where(d.key)} {d.field} {d.memory} (runtime {d.runtime}"
-        else:
-            what = f"{d.key}={d.memory} (runtime {d.runtime}"
-        findings.append(LayerFinding("memory", d.table, f"unloaded edit in memory: {what}; a LOAD would apply it)"))
-    return diffs, findings
-
-
-def polled_layer(doc, layer):
-    """One layer's mysql_servers rows in a ProxySQL node's latest-state document (apps/monitoring/pollers.py), None
-    when not polled yet. "runtime" in the document: the layer held the runtime's configuration when it was read."""
-    if layer == "runtime":
-        return doc.get("runtime_servers")
-    rows = doc.get(f"{layer}_servers")
-    return doc.get("runtime_servers") if rows == "runtime" else rows
-
-
-def read_layers(node, admin, versioned=None):
-    """What cluster_drift() compares of one node: mysql_servers and the managed variables in every layer
-    (six reads), and their intended values."""
-    servers = {layer: [r.__dict__ for r in admin.servers(layer)] for layer in LAYERS}
-    variables = {layer: admin.global_variables(MANAGED_VARIABLES, layer=layer) for layer in LAYERS}
-    return servers, variables, intended_variables(node, admin, versioned)
-
-
-def read_runtime(node, admin, versioned=None):
-    """(runtime mysql_servers rows as dicts, variable differences) of one node."""
-    rows = [r.__dict__ for r in admin.servers("runtime")]
-    variables = compare_variables(intended_variables(node, admin, versioned), admin.global_variables(MANAGED_VARIABLES))
-    return rows, variables
-
-
-def cluster_drift(cluster):
-    nodes = list(cluster.proxysql_nodes.all())
-    intended = intended_rows(cluster)
-    hostgroups = cluster.hostgroup_ids()
-    results = []
-    versioned = versioned_variables(cluster)
-    for node, read, error in on_each_node(nodes, lambda node, admin: read_layers(node, admin, versioned)):
-        if error is not None:
-            results.append(NodeDrift(node.pk, node.name, error=str(error), error_kind=error.kind))
-            continue
-        servers, variables, wanted = read
-        rows = [r for r in servers["runtime"] if r["hostgroup_id"] in hostgroups]  # a shared ProxySQL's other clusters stay out
-        layers, findings = compare_layers(node.name, intended, servers, hostgroups, cluster.writer_hostgroup, wanted,
-                                          variables)
-        results.append(NodeDrift(node.pk, node.name, differences=compare(intended, rows, hostgroups), runtime_rows=rows,
-                                 runtime_states=runtime_states(rows, hostgroups),
-                                 variables=compare_variables(wanted, variables["runtime"]), layers=layers,
-                                 findings=findings))
-    readable = {r.node_name: r.runtime_rows for r in results if not r.error}
-    return ClusterDrift(nodes=results, between_nodes=between_nodes(readable, hostgroups))
-
-
-def watch():
-    """Audit drift as it appears and goes: for every ProxySQL node, compare the runtime and the disk its last
-    polls saw (the latest-state document in Redis; no connection is opened) with the inventory, and write a
-    "drift found" or "drift fixed" event when that changes. Called by beat every 30 s."""
-    import hashlib
-    import json
-
-    from apps.audit.services import record
-    from apps.monitoring import live
-
-    from .models import Cluster
-
-    r = live.client()
-    events = 0
-    for cluster in Cluster.objects.prefetch_related("proxysql_nodes"):
-        nodes = list(cluster.proxysql_nodes.all())
-        docs = live.read_many(live.PROXYSQL, [n.pk for n in nodes])
-        intended = intended_rows(cluster)
-        hostgroups = cluster.hostgroup_ids()
-        for node in nodes:
-            doc = docs.get(node.pk)
-            if not doc or not doc.get("ok") or "runtime_servers" not in doc:
-                continue  # unreachable nodes are reported as such, not as drift
-            differences = compare(intended, doc["runtime_servers"], hostgroups)
-            summary = [f"hg {d.hostgroup_id} {d.hostname}:{d.port} {d.field}: {d.intended} -> {d.runtime}"
-                       for d in differences]
-            disk = polled_layer(doc, "disk")
-            if disk is not None:  # what a restart would load (read at the variables' cadence)
-                summary += [f.words for f in compare_layers(node.name, intended, {"disk": disk}, hostgroups,
-                                                            cluster.writer_hostgroup)[1]]
-            digest = hashlib.sha256(json.dumps(summary).encode()).hexdigest() if summary else ""
-            key = f"drift:{node.pk}"
-            previous = (r.get(key) or b"").decode()
-            if digest == previous:
-                continue
-            r.set(key, digest)
-            if summary:
-                record("drift found", rule="drift monitor", cluster=cluster, target=str(node), outcome="failure",
-                       details={"differences": summary})
-            elif previous:
-                record("drift fixed", rule="drift monitor", cluster=cluster, target=str(node),
-                       details={"differences": []})
-            events += 1
-    return events

@@ -16,7 +16,7 @@ from apps.monitoring import selectors as monitoring_selectors  # the monitoring 
 from apps.monitoring import views as monitoring_views
 from apps.operations import rollbacks  # the rollback-pending banner
 
-from . import adopt, drift, tags
+from . import adopt, tags
 from .forms import AdoptForm, TagsForm
 from .models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from .secrets import decrypt, encrypt
@@ -67,10 +67,13 @@ def cluster_tags(request, pk):
 
 @require_role(VIEWER)
 def cluster_drift(request, pk):
-    """htmx partial: drift read live from every ProxySQL node of the cluster."""
+    """htmx partial: drift read live from every ProxySQL node of the cluster (the configuration's engine: every
+    table and variable of the current version; configuration sits above fleet, so it is imported here)."""
+    from apps.configuration import drift as engine
+
     cluster = get_object_or_404(Cluster, pk=pk)
     return TemplateResponse(request, "fleet/cluster_detail.html#drift",
-                            {"cluster": cluster, "drift": drift.cluster_drift(cluster)})
+                            {"cluster": cluster, "drift": engine.cluster_drift(cluster)})
 
 
 @require_role(VIEWER)

@@ -10,6 +10,7 @@ import redis
 from django.conf import settings
 
 PROXYSQL, BACKEND = "proxysql", "backend"
+DRIFT = "drift"  # per ProxySQL node: the drift watcher's last result (apps/configuration/drift.py)
 _clients = {}
 
 

@@ -8,7 +8,9 @@ Built to stay under 150 ms of server time at 1,000 ProxySQL nodes and thousands 
   counters, most of a ProxySQL document, are skipped by the decoder, not parsed into dicts);
 - drift: each node's runtime rows are first compared as a set of tuples with the inventory's (and with
   the other nodes' of its cluster); only a node that differs goes through apps.fleet.drift.compare for
-  the field-by-field description;
+  the field-by-field description; and one MGET of the drift watcher's stored results (every table and
+  variable against the configuration version, all three layers: apps/configuration/drift.py), shown for a node
+  whose polled runtime did not already say drift;
 - chips are built only for the clusters of the page shown; the attention list always covers the fleet.
 """
 import gc
@@ -88,7 +90,17 @@ class BackendDoc(msgspec.Struct):
         return not s.pxc_maint_mode or s.pxc_maint_mode.upper() == "DISABLED"
 
 
-_decoders = {live.PROXYSQL: msgspec.json.Decoder(ProxySQLDoc), live.BACKEND: msgspec.json.Decoder(BackendDoc)}
+class DriftDoc(msgspec.Struct):
+    """The part of the drift watcher's stored result (apps/configuration/drift.py) that the overview shows."""
+
+    ts: float = 0.0
+    error: Any = ""
+    findings: list = []
+
+
+_decoders = {live.PROXYSQL: msgspec.json.Decoder(ProxySQLDoc), live.BACKEND: msgspec.json.Decoder(BackendDoc),
+             live.DRIFT: msgspec.json.Decoder(DriftDoc)}
+DRIFT_FRESH_S = 120  # the watcher runs every 30 s: an older result is not shown
 
 
 class Unreadable:
@@ -196,8 +208,9 @@ def _fleet_overview(page, only_attention, now, tag=None):
     try:
         px_docs = read_docs(live.PROXYSQL, [n[0] for n in nodes])
         be_docs = read_docs(live.BACKEND, [s[0] for s in servers])
+        layer_docs = read_docs(live.DRIFT, [n[0] for n in nodes])
     except live.LiveUnavailable as exc:
-        unavailable, px_docs, be_docs = str(exc) or "Redis unavailable", {}, {}
+        unavailable, px_docs, be_docs, layer_docs = str(exc) or "Redis unavailable", {}, {}, {}
 
     node_url, server_url, cluster_url = (_url_maker("fleet:proxysql_node"), _url_maker("fleet:server"),
                                          _url_maker("fleet:cluster"))
@@ -239,6 +252,7 @@ def _fleet_overview(page, only_attention, now, tag=None):
             if verdict.saturated:
                 colour = "amber"
                 attend("amber", "mirror", c, name, node_url(pk), verdict.summary())
+            diffs = []
             if doc.runtime_servers and bytes(doc.runtime_servers) != b"null":
                 try:
                     rows, fp = runtime_of(cluster_id, doc.runtime_servers, c["hostgroups"])
@@ -256,6 +270,12 @@ def _fleet_overview(page, only_attention, now, tag=None):
                         attend("amber", "drift", c, name, c["url"] + "#drift-section",
                                f"hg {d.hostgroup_id} {d.hostname}:{d.port} {d.field}: intended {d.intended}, "
                                f"runtime {d.runtime}{more}")
+            layers = layer_docs.get(pk)
+            if (not diffs and isinstance(layers, DriftDoc) and layers.findings and not layers.error
+                    and now - layers.ts <= DRIFT_FRESH_S):
+                colour = "amber"
+                more = f" and {len(layers.findings) - 1} more" if len(layers.findings) > 1 else ""
+                attend("amber", "drift", c, name, c["url"] + "#drift-section", layers.findings[0]["words"] + more)
         c["px_colour"][pk] = colour
 
     for c in clusters:

@@ -348,7 +348,7 @@ def _cluster(prev, reading):
 
 
 def _layers(prev, ts, reading, scope):
-    """The document's memory and disk mysql_servers (scoped as the runtime rows; drift.polled_layer() reads them), read
+    """The document's memory and disk mysql_servers (scoped as the runtime rows; status.polled_layer() reads them), read
     now or kept from the previous document with when they were read (layers_ts), and when the runtime's
     configuration last changed."""
     prev = prev or {}

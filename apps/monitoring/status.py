@@ -161,3 +161,12 @@ def wsrep_label(doc):
         return "not Galera" + (" · read_only" if state.get("read_only") else "")
     local = state.get("local_state")
     return state.get("local_state_comment") or WSREP_STATES.get(local, str(local))
+
+
+def polled_layer(doc, layer):
+    """One layer's mysql_servers rows in a ProxySQL node's latest-state document (pollers.py), None when not polled
+    yet. "runtime" in the document: the layer held the runtime's configuration when it was read."""
+    if layer == "runtime":
+        return doc.get("runtime_servers")
+    rows = doc.get(f"{layer}_servers")
+    return doc.get("runtime_servers") if rows == "runtime" else rows

@@ -1,5 +1,7 @@
-"""drift.compare / between_nodes on hand-made rows: every kind of difference is named, field by field."""
-from apps.fleet.drift import AUTOINC, between_nodes, compare, compare_layers, runtime_states
+"""drift.compare / between_nodes on hand-made rows: every kind of difference is named, field by field; and the
+one drift engine (apps/configuration/drift.py) over polled mysql_servers layers, as the alert rules feed it."""
+from apps.configuration.drift import compare_polled
+from apps.fleet.drift import between_nodes, compare, runtime_states
 
 
 def row(hg, port, **over):
@@ -64,13 +66,13 @@ def layers(rows, memory=None, disk=None):
 
 def test_three_layers_that_agree_with_intent_have_nothing_to_say():
     rows = [row(100, 3306), row(101, 3307)]
-    assert compare_layers("p2", intended_of(*rows), layers(rows), {100, 101}, 100) == ([], [])
+    assert compare_polled("p2", intended_of(*rows), layers(rows), {100, 101}, 100) == ([], [])
 
 
 def test_a_disk_with_another_writer_says_where_a_restart_would_send_writes():
     rows = [row(100, 3306), row(101, 3307)]
     disk = [row(100, 3307), row(101, 3307)]
-    diffs, findings = compare_layers("proxysql-2", intended_of(*rows), layers(rows, disk=disk), {100, 101}, 100)
+    diffs, findings = compare_polled("proxysql-2", intended_of(*rows), layers(rows, disk=disk), {100, 101}, 100)
     assert [f.words for f in findings] == ["a restart of proxysql-2 would send writes to 10.0.0.1:3307 instead of "
                                            "10.0.0.1:3306"]
     assert findings[0].writer and findings[0].layer == "disk"
@@ -81,7 +83,7 @@ def test_a_disk_with_another_writer_says_where_a_restart_would_send_writes():
 
 def test_a_disk_without_an_online_writer_says_the_hostgroup_would_be_empty():
     rows = [row(100, 3306)]
-    _, findings = compare_layers("p2", intended_of(*rows), layers(rows, disk=[row(100, 3306, status="OFFLINE_SOFT")]),
+    _, findings = compare_polled("p2", intended_of(*rows), layers(rows, disk=[row(100, 3306, status="OFFLINE_SOFT")]),
                                  {100}, 100)
     assert [f.words for f in findings] == ["a restart of p2 would leave the writer hostgroup 100 empty instead of "
                                            "10.0.0.1:3306"]
@@ -90,7 +92,7 @@ def test_a_disk_without_an_online_writer_says_the_hostgroup_would_be_empty():
 def test_other_disk_differences_say_what_a_restart_would_load():
     rows = [row(100, 3306), row(101, 3307)]
     disk = [row(100, 3306), row(101, 3307, weight=3), row(101, 3308)]
-    _, findings = compare_layers("p2", intended_of(*rows), layers(rows, disk=disk), {100, 101}, 100)
+    _, findings = compare_polled("p2", intended_of(*rows), layers(rows, disk=disk), {100, 101}, 100)
     assert [f.words for f in findings] == [
         "a restart of p2 would load hg 101 10.0.0.1:3307 weight 3 (disk) instead of 1000",
         "a restart of p2 would load a row for hg 101 10.0.0.1:3308 (disk) instead of none"]
@@ -100,7 +102,7 @@ def test_other_disk_differences_say_what_a_restart_would_load():
 def test_memory_unlike_runtime_is_an_unloaded_edit():
     rows = [row(100, 3306), row(101, 3307)]
     memory = [row(100, 3306), row(101, 3307, weight=3)]
-    diffs, findings = compare_layers("p2", intended_of(*rows), layers(rows, memory=memory), {100, 101}, 100)
+    diffs, findings = compare_polled("p2", intended_of(*rows), layers(rows, memory=memory), {100, 101}, 100)
     assert [(f.layer, f.words) for f in findings] == [
         ("memory", "unloaded edit in memory: hg 101 10.0.0.1:3307 weight 3 (runtime 1000; a LOAD would apply it)")]
     assert [(d.field, d.intended, d.memory, d.runtime, d.disk) for d in diffs] == [("weight", 1000, 3, 1000, 1000)]
@@ -108,29 +110,17 @@ def test_memory_unlike_runtime_is_an_unloaded_edit():
 
 def test_a_shunned_runtime_row_is_not_a_layer_difference():
     rows = [row(100, 3306)]
-    assert compare_layers("p2", intended_of(*rows), layers([row(100, 3306, status="SHUNNED")], memory=rows, disk=rows),
+    assert compare_polled("p2", intended_of(*rows), layers([row(100, 3306, status="SHUNNED")], memory=rows, disk=rows),
                           {100}, 100) == ([], [])
 
 
 def test_other_clusters_rows_in_any_layer_are_ignored():
     rows = [row(100, 3306)]
-    assert compare_layers("p2", intended_of(*rows), layers(rows, disk=rows + [row(500, 3399)]), {100}, 100) == ([], [])
-
-
-def test_managed_variables_in_three_layers():
-    rows = [row(100, 3306)]
-    variables = {"memory": {AUTOINC: "0"}, "runtime": {AUTOINC: "5"}, "disk": {AUTOINC: "0"}}
-    diffs, findings = compare_layers("p2", intended_of(*rows), layers(rows), {100}, 100, {AUTOINC: ("5", "recorded")},
-                                     variables)
-    assert [(d.table, d.key, d.memory, d.runtime, d.disk) for d in diffs] == [
-        ("global_variables", AUTOINC, "0", "5", "0")]
-    assert [f.words for f in findings] == [
-        f"a restart of p2 would load {AUTOINC}=0 (disk) instead of 5",
-        f"unloaded edit in memory: {AUTOINC}=0 (runtime 5; a LOAD would apply it)"]
+    assert compare_polled("p2", intended_of(*rows), layers(rows, disk=rows + [row(500, 3399)]), {100}, 100) == ([], [])
 
 
 def test_a_layer_not_read_is_not_judged():
     rows = [row(100, 3306)]
-    assert compare_layers("p2", intended_of(*rows), {"runtime": rows}, {100}, 100) == ([], [])
-    _, findings = compare_layers("p2", intended_of(*rows), {"runtime": rows, "disk": [row(100, 3307)]}, {100}, 100)
+    assert compare_polled("p2", intended_of(*rows), {"runtime": rows}, {100}, 100) == ([], [])
+    _, findings = compare_polled("p2", intended_of(*rows), {"runtime": rows, "disk": [row(100, 3307)]}, {100}, 100)
     assert [f.words for f in findings] == ["a restart of p2 would send writes to 10.0.0.1:3307 instead of 10.0.0.1:3306"]

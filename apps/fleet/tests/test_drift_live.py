@@ -1,8 +1,9 @@
-"""Drift on the cluster page, read live from two ProxySQL doubles."""
+"""Drift on the cluster page, read live from two ProxySQL doubles (the configuration's engine: every table and
+variable of the cluster's current version), and the watcher that stores and audits it."""
 import pytest
 from django.urls import reverse
 
-from apps.fleet.drift import cluster_drift
+from apps.configuration.drift import cluster_drift
 from apps.fleet.models import Cluster
 
 from .conftest import admin_sql
@@ -35,8 +36,8 @@ def test_runtime_changed_behind_the_products_back_shows_as_drift(operator_client
     by_node = {n.node_name: n for n in drift.nodes}
     assert by_node["proxysql-1"].in_sync
     [difference] = by_node["proxysql-2"].differences
-    assert (difference.hostgroup_id, difference.port, difference.field, difference.intended, difference.runtime) == (
-        100, 3311, "status", "ONLINE", "OFFLINE_SOFT")
+    assert difference == {"table": "mysql_servers", "where": "hg 100 127.0.0.1:3311", "field": "status",
+                          "intended": "ONLINE", "runtime": "OFFLINE_SOFT"}
     assert drift.between_nodes == [{"key": (100, "127.0.0.1", 3311), "field": "status",
                                     "values": {"proxysql-1": "ONLINE", "proxysql-2": "OFFLINE_SOFT"}}]
     html = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
@@ -85,6 +86,32 @@ def test_an_unloaded_edit_in_memory_and_a_variable_saved_to_disk(operator_client
 
 
 @pytest.mark.django_db
+def test_a_query_rule_only_on_disk_shows_on_the_cluster_page(operator_client, adopted_pair):
+    """Every table of the version is judged, not only mysql_servers."""
+    cluster, first, second = adopted_pair
+    admin_sql(second, "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,apply) "
+                      "VALUES (20,1,'^SELECT',101,1)", "SAVE MYSQL QUERY RULES TO DISK",
+              "SAVE MYSQL QUERY RULES TO MEMORY")  # memory back from runtime: on disk only
+    words = "a restart of proxysql-2 would load a row for query rule 20 (disk) instead of none"
+    node = {n.node_name: n for n in cluster_drift(cluster).nodes}["proxysql-2"]
+    assert [f.words for f in node.findings] == [words] and not node.differences
+    html = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
+    assert words in html and 'data-drift="layers"' in html and "mysql_query_rules" in html
+
+
+@pytest.mark.django_db
+def test_no_version_yet_says_so(operator_client, adopted_pair, live_redis):
+    from apps.configuration.drift import stored, watch
+    from apps.configuration.models import ConfigVersion
+
+    cluster, first, second = adopted_pair
+    ConfigVersion.objects.filter(cluster=cluster).delete()
+    html = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
+    assert 'data-drift="no-version"' in html and 'data-drift="none"' not in html
+    assert watch() == 0 and set(stored(cluster.proxysql_nodes.values_list("pk", flat=True)).values()) == {None}
+
+
+@pytest.mark.django_db
 def test_unreachable_node_is_shown_not_hidden(operator_client, adopted_pair):
     cluster, first, second = adopted_pair
     second.stop()
@@ -96,44 +123,73 @@ def test_unreachable_node_is_shown_not_hidden(operator_client, adopted_pair):
 
 
 @pytest.mark.django_db
-def test_drift_found_and_fixed_are_audited_from_the_polled_runtime(adopted_pair, live_redis):
+def test_drift_found_and_fixed_are_audited_by_the_watcher(adopted_pair, live_redis):
     from apps.audit.models import AuditEvent
-    from apps.fleet.drift import watch
+    from apps.configuration.drift import stored, watch
     from apps.fleet.models import ProxySQLNode
-    from apps.monitoring import pollers
 
     cluster, first, second = adopted_pair
-    nodes = list(ProxySQLNode.objects.select_related("cluster"))
-    pollers.proxysql_round(nodes)
+    node = ProxySQLNode.objects.get(name="proxysql-2")
     assert watch() == 0  # in sync: nothing to say
+    assert stored([node.pk])[node.pk]["findings"] == []
     admin_sql(second, "UPDATE mysql_servers SET weight=3 WHERE hostgroup_id=101 AND port=3312", "LOAD MYSQL SERVERS TO RUNTIME")
-    pollers.proxysql_round(nodes)
     assert watch() == 1 and watch() == 0  # said once, not on every run
     found = AuditEvent.objects.get(action="drift found")
-    assert found.actor == "drift monitor" and "weight: 10000 -> 3" in found.details["differences"][0]
+    assert found.actor == "drift monitor" and found.details["differences"] == [
+        "loaded, not saved: proxysql-2 runs hg 101 127.0.0.1:3312 weight 3 instead of 10000; a restart of proxysql-2 "
+        "would load version 1's from disk"]
+    assert stored([node.pk])[node.pk]["runtime"] == [{"table": "mysql_servers", "where": "hg 101 127.0.0.1:3312",
+                                                      "field": "weight", "intended": 10000, "runtime": 3}]
     admin_sql(second, "UPDATE mysql_servers SET weight=10000 WHERE hostgroup_id=101 AND port=3312", "LOAD MYSQL SERVERS TO RUNTIME")
-    pollers.proxysql_round(nodes)
     assert watch() == 1 and AuditEvent.objects.filter(action="drift fixed").count() == 1
 
 
 @pytest.mark.django_db
-def test_a_disk_difference_is_audited_from_the_polled_disk(adopted_pair, live_redis, settings):
+def test_a_disk_difference_is_audited_by_the_watcher(adopted_pair, live_redis):
     from apps.audit.models import AuditEvent
-    from apps.fleet.drift import watch
-    from apps.fleet.models import ProxySQLNode
-    from apps.monitoring import pollers
+    from apps.configuration.drift import watch
 
     cluster, first, second = adopted_pair
-    settings.MONITOR_VARIABLES_INTERVAL_S = 0  # memory and disk read at every poll
-    nodes = list(ProxySQLNode.objects.select_related("cluster"))
-    pollers.proxysql_round(nodes)
     assert watch() == 0
     admin_sql(second, *DISK_WRITER_3312)
-    pollers.proxysql_round(nodes)
     assert watch() == 1 and watch() == 0
     found = AuditEvent.objects.get(action="drift found")
     assert found.target.startswith("proxysql-2") and found.details["differences"] == [
         "a restart of proxysql-2 would send writes to 127.0.0.1:3312 instead of 127.0.0.1:3311"]
     admin_sql(second, "SAVE MYSQL SERVERS TO DISK")
-    pollers.proxysql_round(nodes)
     assert watch() == 1 and AuditEvent.objects.filter(action="drift fixed").count() == 1
+
+
+@pytest.mark.django_db
+def test_an_unreachable_node_is_not_drift_nor_its_end(adopted_pair, live_redis):
+    from apps.audit.models import AuditEvent
+    from apps.configuration.drift import stored, watch
+    from apps.fleet.models import ProxySQLNode
+
+    cluster, first, second = adopted_pair
+    admin_sql(second, *DISK_WRITER_3312)
+    assert watch() == 1
+    second.stop()
+    assert watch() == 0 and not AuditEvent.objects.filter(action="drift fixed").exists()
+    doc = stored([ProxySQLNode.objects.get(name="proxysql-2").pk])
+    [result] = doc.values()
+    assert result["error_kind"] == "unreachable"
+
+
+@pytest.mark.django_db
+def test_the_overview_shows_the_watchers_findings_without_reading_the_nodes(adopted_pair, live_redis):
+    from apps.configuration.drift import watch
+    from apps.fleet.models import ProxySQLNode
+    from apps.monitoring import pollers
+    from apps.monitoring.overview import fleet_overview
+
+    cluster, first, second = adopted_pair
+    pollers.proxysql_round(list(ProxySQLNode.objects.select_related("cluster")))
+    watch()
+    assert [a for a in fleet_overview()["attention"] if a["what"] == "drift"] == []
+    admin_sql(second, "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,apply) "
+                      "VALUES (20,1,'^SELECT',101,1)", "SAVE MYSQL QUERY RULES TO DISK", "SAVE MYSQL QUERY RULES TO MEMORY")
+    watch()
+    [item] = [a for a in fleet_overview()["attention"] if a["what"] == "drift"]
+    assert item["name"] == "proxysql-2" and item["url"].endswith("#drift-section")
+    assert item["detail"] == "a restart of proxysql-2 would load a row for query rule 20 (disk) instead of none"

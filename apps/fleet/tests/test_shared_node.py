@@ -4,7 +4,7 @@ import pytest
 
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.fleet import adopt
-from apps.fleet.drift import cluster_drift
+from apps.configuration.drift import cluster_drift
 from apps.fleet.models import HostgroupMembership, ProxySQLNode
 from conftest import adopt_double
 
@@ -60,8 +60,8 @@ def test_drift_of_one_cluster_shows_nothing_of_the_other(adopted_shared):
     lab_drift, dc1_drift = cluster_drift(lab), cluster_drift(dc1)
     assert lab_drift.in_sync
     assert all(r["hostgroup_id"] < 200 for n in lab_drift.nodes for r in n.runtime_rows)
-    assert [(d.hostgroup_id, d.port, d.field, d.runtime) for n in dc1_drift.nodes for d in n.differences] == [
-        (201, 3332, "weight", 7)]
+    assert [(d["where"], d["field"], d["runtime"]) for n in dc1_drift.nodes for d in n.differences] == [
+        ("hg 201 127.0.0.1:3332", "weight", 7)]
     assert [b["key"] for b in dc1_drift.between_nodes] == [(201, "127.0.0.1", 3332)]
 
 

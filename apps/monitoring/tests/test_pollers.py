@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from apps.fleet.drift import polled_layer
+from apps.monitoring.status import polled_layer
 from apps.fleet.models import ProxySQLNode, Server
 from apps.monitoring import live, pollers, pool, rounds
 from apps.monitoring.models import BackendSample, PoolSnapshot, ProxySQLSample

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from apps.fleet.drift import polled_layer
+from apps.monitoring.status import polled_layer
 from apps.fleet.models import ProxySQLNode
 from apps.monitoring import live, pollers, pool
 from apps.monitoring.models import PoolSnapshot, ProxySQLSample

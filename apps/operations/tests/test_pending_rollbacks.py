@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.audit.models import AuditEvent
-from apps.fleet.drift import cluster_drift
+from apps.configuration.drift import cluster_drift
 from apps.fleet.models import HostgroupMembership, Server
 from apps.operations import drain, rollbacks, rules, services, switchover
 from apps.operations.choices import OperationState, PendingState

@@ -5,7 +5,8 @@ import pytest
 from django.urls import reverse
 
 from apps.audit.models import AuditEvent
-from apps.fleet.drift import AUTOINC, cluster_drift
+from apps.configuration.drift import cluster_drift
+from apps.fleet.drift import AUTOINC
 from apps.fleet.models import HostgroupMembership, ProxySQLNode
 from apps.fleet.tests.conftest import admin_sql
 from apps.operations import repair, services

@@ -4,7 +4,7 @@ SHUNNED is ProxySQL's runtime verdict: no guard reads it as an unloaded edit, ve
 status, and no statement the product sends ever writes it (double.statements() is what the node received)."""
 import pytest
 
-from apps.fleet import drift
+from apps.configuration import drift
 from apps.fleet.models import Cluster, Server
 from apps.monitoring import live, pollers
 from apps.operations import drain, executor, rules, services, switchover
