@@ -602,23 +602,12 @@ class EditSerializer(serializers.Serializer):
                                   required=False)
 
     def validate(self, data):
-        from apps.configuration.tables import BY_NAME, VARIABLES
+        from apps.configuration import edits
 
-        op = data["op"]
-        need = {"upsert": ("table", "row"), "delete": ("table",), "set": ("name",), "roles": ("roles",)}[op]
-        missing = [f for f in need if f not in data]
-        if missing:
-            raise serializers.ValidationError({f: [f"{op} needs {f}."] for f in missing})
-        if op == "set":
-            data["table"] = VARIABLES
-        if op in ("upsert", "delete"):
-            if data["table"] not in BY_NAME and not (op == "delete" and data["table"] == VARIABLES):
-                raise serializers.ValidationError({"table": [f"one of {', '.join(sorted(BY_NAME))}, or {VARIABLES}"]})
-            if op == "delete" and data["table"] == VARIABLES and "name" not in data:
-                raise serializers.ValidationError({"name": ["delete on global_variables needs name."]})
-            if op == "delete" and data["table"] != VARIABLES and "key" not in data:
-                raise serializers.ValidationError({"key": ["delete needs the row's key."]})
-        return data
+        try:
+            return edits.shape(data)  # the one edit builder's checks (apps/configuration/edits.py)
+        except edits.EditRefused as exc:
+            raise serializers.ValidationError({f: [m] for f, m in exc.fields.items()}) from None
 
 
 class ChangeSetInput(serializers.Serializer):

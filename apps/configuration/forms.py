@@ -59,9 +59,9 @@ class RowForm(forms.Form):
         if table is SCHEDULER:
             self.fields["filename"].help_text = ("ProxySQL runs this executable on its host: only an admin may add or "
                                                  "change scheduler rows")
-        for name, value in (kwargs.get("initial") or {}).items():
-            if C.is_secret(value) or name == "password":
-                self.initial.pop(name, None)
+        # A copy: `initial` is the caller's row (popping from it while reading it was a 500 on editing a user).
+        self.initial = {name: value for name, value in self.initial.items()
+                        if not (C.is_secret(value) or name == "password")}
 
     def main_fields(self):
         names = MAIN_COLUMNS.get(self.table.name, self.table.column_names)

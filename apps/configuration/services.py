@@ -12,6 +12,7 @@ from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from apps.operations import services as operations
 
 from . import content as C
+from . import edits as E
 from . import nodes as N
 from . import secrets as S
 from .models import ChangeSet, ConfigSecret, ConfigVersion
@@ -271,24 +272,37 @@ def start_change_set(cluster, *, user, reason="", source="change", edits=(), bas
     return cs
 
 
-def add_edit(cs, edit, *, user, secret=None, request=None):
-    """Append one edit to a draft by its author or an admin (refused if it cannot apply); audited. `secret`
-    (name, value) stores a new password and points the edit at it."""
+def add_edit(cs, edit, *, user, request=None):
+    """Append one edit (a plain dict, built by edits.py's helpers or given as is) to a draft by its author or an
+    admin, refused if it cannot apply; a new password in it is stored encrypted and named by reference. Audited."""
     if cs.state != ChangeSet.State.DRAFT:
         raise Refused("This change set is no longer a draft.")
     check_editor(cs, user, request=request)
-    check_host_edits(cs.cluster, [edit], user, request=request)
-    ref = S.new_ref(secret[0]) if secret is not None else None
-    if ref:
-        edit = _point_at(edit, ref)
-    _applies(cs.base.content, cs.edits + [edit])
+    built = _build(edit, known_secrets(cs.cluster), target_of(cs), n=len(cs.edits) + 1)
+    check_host_edits(cs.cluster, [built.edit], user, request=request)
+    _applies(cs.base.content, cs.edits + [built.edit])
     with transaction.atomic():
-        if ref:
-            ConfigSecret.objects.create(cluster=cs.cluster, ref=ref, value=secret[1])
+        edit = _store_secret(cs.cluster, built)
         cs.edits = cs.edits + [edit]
         cs.save(update_fields=["edits", "updated_at"])
         _edited(cs, "edit added", edit, user=user, request=request)
     return cs
+
+
+def _build(edit, known, target, *, n):
+    try:
+        return E.build(edit, known=known, target=target, n=n)
+    except E.EditRefused as exc:
+        raise Refused(str(exc)) from None
+
+
+def _store_secret(cluster, built):
+    """The built edit, its new password (if any) stored encrypted and the edit pointed at it."""
+    if built.secret is None:
+        return built.edit
+    ref = S.new_ref(built.secret[0])
+    ConfigSecret.objects.create(cluster=cluster, ref=ref, value=built.secret[1])
+    return E.pointed_at(built.edit, ref)
 
 
 def _edited(cs, action, edit, *, user, request):
@@ -317,14 +331,8 @@ def create_change_set(cluster, *, user, reason, edits=None, file=None, expect_ve
         if file is not None:
             cs = start_from_file(cluster, file, user=user, reason=reason, expect_version=expect_version)
         else:
-            known, stored = known_secrets(cluster), []
-            for n, edit in enumerate(edits or [], start=1):
-                secret = _clear_secret(edit, known, n)
-                if secret is not None:
-                    ref = S.new_ref(secret[0])
-                    ConfigSecret.objects.create(cluster=cluster, ref=ref, value=secret[1])
-                    edit = _point_at(edit, ref)
-                stored.append(edit)
+            known = known_secrets(cluster)
+            stored = [_store_secret(cluster, _build(edit, known, None, n=n)) for n, edit in enumerate(edits or [], start=1)]
             cs = start_change_set(cluster, user=user, reason=reason, edits=stored)
         record("change set created", request=request, user=None if request else user, cluster=cluster,
                target=str(cs), details={"change_set": cs.pk, "source": cs.source,
@@ -332,37 +340,11 @@ def create_change_set(cluster, *, user, reason, edits=None, file=None, expect_ve
     return cs
 
 
-def _clear_secret(edit, known, n):
-    """(name, value) to store for an edit that carries a password in clear text, else None. A reference
-    ({secret: ref}) must name a secret the cluster holds."""
-    from .variables import SECRETS
-
-    if edit.get("op") == "upsert" and edit.get("table") == "mysql_users":
-        value, name = (edit.get("row") or {}).get("password"), (edit.get("row") or {}).get("username")
-        if isinstance(value, str) and value and isinstance(name, str):
-            return f"mysql_users/{S.safe(name)}", C.password_hash(value)
-    elif edit.get("op") == "set" and edit.get("name") in SECRETS:
-        value = edit.get("value")
-        if isinstance(value, str) and value:
-            return f"global_variables/{edit['name']}", value
-    else:
-        value = None
-    if C.is_secret(value) and not (isinstance(value["secret"], str) and value["secret"] in known):
-        raise Refused(f"edit {n}: the console holds no secret {str(value['secret'])[:100]!r}")
-    return None
-
-
 def _applies(content, edits):
     try:
         return C.apply_edits(content, edits)
     except C.EditError as exc:
         raise Refused(str(exc)) from None
-
-
-def _point_at(edit, ref):
-    if edit.get("table") == "global_variables":
-        return {**edit, "value": {"secret": ref}}
-    return {**edit, "row": {**edit["row"], "password": {"secret": ref}}}
 
 
 def remove_edit(cs, index, *, user, request=None):

@@ -15,12 +15,11 @@ from apps.fleet.models import Cluster, ProxySQLNode
 from controlplane.converters import parse_id
 
 from . import content as C
-from . import drift, files, findings, services
+from . import drift, edits, files, findings, services
 from .forms import ReasonForm, RolesForm, RowForm, UploadForm, VariableForm
 from .models import ChangeSet, ConfigVersion
 from .planner import diff_lines
 from .tables import BY_NAME, TABLES, VARIABLES
-from .variables import SECRETS
 
 
 def _version_or_404(cluster, number):
@@ -159,18 +158,10 @@ def row_form(request, pk, table_name):
     if request.method == "POST":
         valid = form.is_valid()
         if valid and request.POST.get("save"):
-            row = form.cleaned_data["row"]
-            secret = None
-            if table.name == "mysql_users":
-                password = form.cleaned_data.get("password")
-                if password:
-                    secret = (f"mysql_users/{services.S.safe(row['username'])}", C.mysql_native_hash(password))
-                elif existing is not None:
-                    row["password"] = existing["password"]
-            edit = {"op": "upsert", "table": table.name, "row": row,
-                    **({"key": list(table.key_of(existing))} if existing else {})}
+            edit = edits.upsert(table, form.cleaned_data["row"], password=form.cleaned_data.get("password"),
+                                key=table.key_of(existing) if existing else None)
             try:
-                services.add_edit(_draft(pk), edit, secret=secret, user=request.user, request=request)
+                services.add_edit(_draft(pk), edit, user=request.user, request=request)
             except services.NotPermitted as exc:
                 raise PermissionDenied(str(exc)) from None
             except services.Refused as exc:
@@ -207,8 +198,7 @@ def delete_row(request, pk, table_name):
     if row is None:
         messages.error(request, "No such row.")
         return redirect(cs)
-    _try(request, lambda: services.add_edit(_draft(pk), {"op": "delete", "table": table.name,
-                                                         "key": list(table.key_of(row))},
+    _try(request, lambda: services.add_edit(_draft(pk), edits.delete(table, table.key_of(row)),
                                             user=request.user, request=request))
     return redirect(cs)
 
@@ -226,10 +216,8 @@ def set_variable(request, pk):
     if not valid:
         messages.error(request, "; ".join(e for errors in form.errors.values() for e in errors))
         return redirect(cs)
-    name = form.cleaned_data["name"]
-    secret = (f"global_variables/{name}", form.cleaned_data["value"]) if name in SECRETS else None
-    edit = {"op": "set", "table": VARIABLES, "name": name, "value": form.cleaned_data["value"] if not secret else None}
-    _try(request, lambda: services.add_edit(_draft(pk), edit, secret=secret, user=request.user, request=request))
+    edit = edits.set_variable(form.cleaned_data["name"], form.cleaned_data["value"])
+    _try(request, lambda: services.add_edit(_draft(pk), edit, user=request.user, request=request))
     if request.htmx:
         response = HttpResponse(status=204)
         response["HX-Redirect"] = cs.get_absolute_url()
@@ -245,7 +233,7 @@ def set_roles(request, pk):
     if not form.is_valid():
         messages.error(request, "Hostgroup roles: " + "; ".join(e for errors in form.errors.values() for e in errors))
         return redirect(cs)
-    _try(request, lambda: services.add_edit(_draft(pk), {"op": "roles", "roles": form.cleaned_data},
+    _try(request, lambda: services.add_edit(_draft(pk), edits.roles(form.cleaned_data),
                                             user=request.user, request=request))
     return redirect(cs)
 

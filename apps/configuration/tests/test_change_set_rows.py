@@ -8,8 +8,9 @@ import pytest
 import yaml
 
 from apps.configuration import content as C
-from apps.configuration import files, services
+from apps.configuration import edits, files, services
 from apps.configuration.models import ConfigVersion
+from apps.configuration.tables import MYSQL_USERS
 from apps.configuration.planner import plan_change_set
 from apps.configuration.tests.test_change_sets import run
 from apps.operations.models import Operation
@@ -143,8 +144,7 @@ def test_a_user_in_the_diff_keeps_its_password_form_unless_the_change_set_sets_i
     cs = services.start_change_set(cluster, user=operator_user, reason="app: more connections; rep: new password")
     services.add_edit(cs, {"op": "upsert", "table": "mysql_users", "key": ["app"],
                            "row": {**users["app"], "max_connections": 2000}}, user=operator_user)
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_users", "key": ["rep"], "row": users["rep"]},
-                      secret=("mysql_users/rep", new_hash), user=operator_user)
+    services.add_edit(cs, edits.upsert(MYSQL_USERS, users["rep"], key=["rep"], password=new_hash), user=operator_user)
     op, plan = run(cs, operator_user)
     assert op.state == "done", op.error
 

@@ -7,7 +7,7 @@ import yaml
 from django.urls import reverse
 
 from apps.api.tests.conftest import token_client
-from apps.configuration import files, services
+from apps.configuration import edits, files, services
 from apps.configuration.models import ChangeSet, ConfigSecret
 from apps.configuration.tests.test_change_sets import run, sql, versioned_lab  # noqa: F401 (a fixture)
 from apps.operations import executor
@@ -79,8 +79,7 @@ def test_a_marker_typed_anywhere_reaches_the_node_as_text_and_a_real_password_as
 def new_monitor_password(cluster, user, value):
     """A change set that sets mysql-monitor_password, planned: an operation whose statements hold markers."""
     cs = services.start_change_set(cluster, user=user, reason="a new monitor password")
-    services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-monitor_password", "value": None},
-                      secret=("global_variables/mysql-monitor_password", value), user=user)
+    services.add_edit(cs, edits.set_variable("mysql-monitor_password", value), user=user)
     return services.plan_and_save(cs, user=user)
 
 
