@@ -42,14 +42,35 @@ def parse_filters(params):
 
 
 def _filtered(f):
-    qs = Alert.objects.select_related("cluster", "hold_operation", "operation")
-    if f.cluster:
-        qs = qs.filter(cluster_id=f.cluster)
-    if f.severity:
-        qs = qs.filter(severity=f.severity)
-    if f.rule:
-        qs = qs.filter(rule=f.rule)
-    return qs
+    return matching(cluster=f.cluster, severity=f.severity, rule=f.rule).select_related("cluster", "hold_operation",
+                                                                                         "operation")
+
+
+def matching(*, cluster=None, severity="", rule="", state="all"):
+    """Alerts matching the list's filters, for every reader (the page, the API). One meaning per state: open =
+    pending or firing; pending = waiting for its `for`, not held by planned work; held = held now, or resolved
+    after being held; resolved = history."""
+    qs = Alert.objects.all()
+    if cluster:
+        qs = qs.filter(cluster_id=cluster)
+    if severity:
+        qs = qs.filter(severity=severity)
+    if rule:
+        qs = qs.filter(rule=rule)
+    return qs.filter(in_state(state))
+
+
+def in_state(state):
+    """The condition of one state filter (STATES)."""
+    active = Q(active_key__isnull=False)
+    return {
+        "all": Q(),
+        "open": active,
+        "firing": active & Q(state=AlertState.FIRING),
+        "pending": active & Q(state=AlertState.PENDING, held=False),
+        "held": (active & Q(held=True)) | Q(state=AlertState.RESOLVED, was_held=True),
+        "resolved": Q(state=AlertState.RESOLVED),
+    }[state]
 
 
 def alert_list(f, now=None):
@@ -57,21 +78,13 @@ def alert_list(f, now=None):
     now = now or timezone.now()
     qs = _filtered(f)
     open_alerts = []
-    if f.state in ("open", "firing", "pending", "held", "all"):
-        open_qs = qs.filter(active_key__isnull=False)
-        if f.state == "firing":
-            open_qs = open_qs.filter(state=AlertState.FIRING)
-        elif f.state == "pending":
-            open_qs = open_qs.filter(state=AlertState.PENDING, held=False)
-        elif f.state == "held":
-            open_qs = open_qs.filter(held=True)
+    if f.state != "resolved":
+        open_qs = qs.filter(Q(active_key__isnull=False) & in_state(f.state))
         open_alerts = sorted(open_qs[:500], key=lambda a: (a.state != AlertState.FIRING, a.held,
                                                            -SEVERITY_RANK.get(a.severity, 0), -a.since.timestamp()))
     history, pages = [], 1
     if f.state in ("resolved", "all", "held"):
-        hist = qs.filter(state=AlertState.RESOLVED)
-        if f.state == "held":
-            hist = hist.filter(was_held=True)
+        hist = qs.filter(Q(state=AlertState.RESOLVED) & in_state(f.state))
         total = hist.count()
         pages = max(1, -(-total // HISTORY_PAGE))
         page = min(f.page, pages)
@@ -83,9 +96,10 @@ def alert_list(f, now=None):
         a.spec = BY_KEY.get(a.rule)
     for a in history:
         a.spec = BY_KEY.get(a.rule)
-    counts = dict(Alert.objects.filter(active_key__isnull=False).values_list("state").annotate(n=Count("id")))
+    counts = Alert.objects.filter(active_key__isnull=False).values_list("state", "held").annotate(n=Count("id"))
     return {"open_alerts": open_alerts, "history": history, "pages": pages, "filters": f,
-            "firing_count": counts.get(AlertState.FIRING, 0), "pending_count": counts.get(AlertState.PENDING, 0),
+            "firing_count": sum(n for state, _, n in counts if state == AlertState.FIRING),
+            "pending_count": sum(n for state, held, n in counts if state == AlertState.PENDING and not held),
             "rules": RULES, "states": STATES, "now": now}
 
 

@@ -671,7 +671,8 @@ class AlertDetailSerializer(AlertSerializer):
 class AlertFilter(serializers.Serializer):
     cluster = IdField(required=False)
     state = serializers.ChoiceField(choices=["open", "held", "all", *AlertState.values], required=False,
-                                    help_text="open: pending or firing; held: held by planned work")
+                                    help_text="open: pending or firing; pending: not held; held: held by planned work now, or "
+                                              "resolved after a hold (the alerts page's meanings)")
     severity = serializers.ChoiceField(choices=list(SEVERITIES), required=False)
     rule = serializers.ChoiceField(choices=sorted(ALERT_RULES), required=False)
 

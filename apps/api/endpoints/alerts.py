@@ -7,7 +7,7 @@ from rest_framework import status
 from rest_framework.response import Response
 
 from apps.accounts.roles import ADMIN, OPERATOR, VIEWER
-from apps.alerts import services
+from apps.alerts import selectors, services
 from apps.alerts.forms import ChannelForm
 from apps.alerts.models import Alert, Channel, Silence
 
@@ -22,17 +22,8 @@ class AlertList(ApiView):
                  summary="Alerts, newest first (state: open = pending or firing, held = held by planned work)")
     def get(self, request):
         f = query(s.AlertFilter, request)
-        alerts = Alert.objects.order_by("-since", "-pk")
-        for name in ("cluster", "severity", "rule"):
-            if f.get(name):
-                alerts = alerts.filter(**{name: f[name]})
-        state = f.get("state") or "all"
-        if state == "open":
-            alerts = alerts.filter(active_key__isnull=False)
-        elif state == "held":
-            alerts = alerts.filter(held=True)
-        elif state != "all":
-            alerts = alerts.filter(state=state)
+        alerts = selectors.matching(cluster=f.get("cluster"), severity=f.get("severity") or "", rule=f.get("rule") or "",
+                                    state=f.get("state") or "all").order_by("-since", "-pk")
         # The page is found on the ids alone (an index walk, even 500 pages deep in the history), then its rows read.
         def rows(ids):
             found = Alert.objects.select_related("cluster").in_bulk(ids)

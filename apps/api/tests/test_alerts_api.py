@@ -103,3 +103,26 @@ def test_a_viewer_reads_alerts_but_cannot_acknowledge_or_silence(viewer_user):
     assert api.post(f"/api/v1/alerts/{alert.pk}/acknowledge/", {"note": "x"}).status_code == 403
     assert api.post("/api/v1/silences/", {"rule": "writer_none", "minutes": 30, "reason": "x"}).status_code == 403
     assert Alert.objects.get(pk=alert.pk).acked_by == "" and not Silence.objects.exists()
+
+
+def test_the_api_and_the_page_mean_the_same_by_each_state(operator_user):
+    """Issue 25: the API counted an alert held by planned work as pending (the page does not), and left a resolved
+    alert that had been held out of `held` (the page shows it there). Both read alerts.selectors now."""
+    from apps.alerts.selectors import STATES, alert_list, parse_filters
+
+    cluster = make_cluster("same")
+    make_alert(cluster)
+    make_alert(cluster, state="pending", severity="warning", rule="readers_low")
+    make_alert(cluster, state="pending", held=True, was_held=True, hold_reason="switchover #1")
+    make_alert(cluster, state="resolved", was_held=True, resolved_at=timezone.now())
+    make_alert(cluster, state="resolved", resolved_at=timezone.now())
+    api = token_client(operator_user)
+    for state in STATES:
+        listed = alert_list(parse_filters({"state": state}))
+        page = {a.pk for a in listed["open_alerts"] + listed["history"]}
+        response = api.get("/api/v1/alerts/", {"state": state})
+        assert {r["id"] for r in response.json()["results"]} == page, state
+    assert len(page) == 5  # the last state is "all"
+    held = api.get("/api/v1/alerts/", {"state": "held"}).json()["results"]
+    pending = api.get("/api/v1/alerts/", {"state": "pending"}).json()["results"]
+    assert len(held) == 2 and len(pending) == 1 and pending[0]["rule"] == "readers_low"
