@@ -610,6 +610,11 @@ class EditSerializer(serializers.Serializer):
             raise serializers.ValidationError({f: [m] for f, m in exc.fields.items()}) from None
 
 
+class TagsInput(serializers.Serializer):
+    tags = serializers.DictField(child=serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=1000),
+                                 help_text="every tag the cluster keeps, {key: value} (e.g. env: prod); {} removes all")
+
+
 class ChangeSetInput(serializers.Serializer):
     reason = text(2000, help_text="what it is for, for the people after you")
     edits = EditSerializer(many=True, required=False, max_length=5000)

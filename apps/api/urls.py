@@ -15,6 +15,7 @@ v1 = [
     # the inventory, latest state, history, drift
     path("clusters/", fleet.ClusterList.as_view(), name="clusters"),
     path("clusters/<id:pk>/", fleet.ClusterDetail.as_view(), name="cluster"),
+    path("clusters/<id:pk>/tags/", fleet.ClusterTags.as_view(), name="cluster_tags"),
     path("clusters/<id:pk>/hostgroups/", fleet.ClusterHostgroups.as_view(), name="cluster_hostgroups"),
     path("clusters/<id:pk>/state/", fleet.ClusterState.as_view(), name="cluster_state"),
     path("clusters/<id:pk>/drift/", fleet.ClusterDrift.as_view(), name="cluster_drift"),

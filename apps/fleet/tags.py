@@ -30,11 +30,30 @@ def check(key, value):
 
 def parse(text):
     """{key: value} from "env=prod, region=eu-west" (empty: no tags), or BadTag."""
-    tags = {}
+    pairs = []
     for part in (p for p in text.split(",") if p.strip()):
         key, sep, value = part.partition("=")
         if not sep:
             raise BadTag(f"{part.strip()[:40]!r}: write each tag as key=value.")
+        pairs.append((key, value))
+    return _collect(pairs)
+
+
+def checked(mapping):
+    """{key: value} from a mapping (the API's JSON object), each tag checked as parse() checks it, or BadTag."""
+    if not isinstance(mapping, dict):
+        raise BadTag("Tags are an object of key: value.")
+    if len(mapping) > TAGS_MAX:
+        raise BadTag(f"At most {TAGS_MAX} tags on a cluster.")
+    for key, value in mapping.items():
+        if not isinstance(value, str):
+            raise BadTag(f"Tag {str(key)[:40]}: the value must be text.")
+    return _collect((str(key), value) for key, value in mapping.items())
+
+
+def _collect(pairs):
+    tags = {}
+    for key, value in pairs:
         key, value = check(key, value)
         if key in tags:
             raise BadTag(f"Tag {key} is given twice.")
@@ -42,6 +61,11 @@ def parse(text):
     if len(tags) > TAGS_MAX:
         raise BadTag(f"At most {TAGS_MAX} tags on a cluster.")
     return tags
+
+
+def refused(cluster, error, *, request):
+    """Tags that could not be used: audited as invalid (nothing changed)."""
+    record("cluster tags changed", request=request, cluster=cluster, outcome="invalid", details={"error": error})
 
 
 def parse_filter(text):

@@ -57,7 +57,7 @@ def cluster_tags(request, pk):
     form = TagsForm(request.POST)
     if not form.is_valid():
         error = " ".join(form.errors["tags"]) if "tags" in form.errors else "Tags not understood."
-        record("cluster tags changed", request=request, cluster=cluster, outcome="invalid", details={"error": error})
+        tags.refused(cluster, error, request=request)
         messages.error(request, f"Tags not saved: {error}")
         return redirect(reverse("fleet:cluster", args=[cluster.pk]) + "#tags")
     changed = tags.set_tags(cluster, form.cleaned_data["tags"], request=request)

@@ -6,16 +6,17 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import exceptions
 from rest_framework.response import Response
 
-from apps.accounts.roles import VIEWER
+from apps.accounts.roles import OPERATOR, VIEWER
 from apps.configuration import drift
 from apps.fleet import tags as fleet_tags
 from apps.fleet.models import Cluster, ClusterTag, HostgroupMembership, ProxySQLNode, Server
 from apps.monitoring import charts, selectors
 
 from .. import serializers as s
-from ..base import ApiView, list_schema, paged, query
+from ..base import ApiView, body, list_schema, paged, query
 
 
 # -- clusters ---------------------------------------------------------------------------------------------
@@ -50,6 +51,23 @@ class ClusterDetail(ApiView):
     @extend_schema(responses=s.ClusterSerializer, tags=["inventory"], summary="One cluster")
     def get(self, request, pk):
         return Response(s.ClusterSerializer(get_object_or_404(Cluster, pk=pk)).data)
+
+
+class ClusterTags(ApiView):
+    roles = {"put": OPERATOR}
+
+    @extend_schema(request=s.TagsInput, responses=s.ClusterSerializer, tags=["inventory"],
+                   summary="Replace a cluster's tags (as on the cluster page; an empty object removes them all); "
+                           "audited with before and after, a bad tag changes nothing and says why")
+    def put(self, request, pk):
+        cluster = get_object_or_404(Cluster, pk=pk)
+        try:
+            tags = fleet_tags.checked(body(s.TagsInput, request)["tags"])
+        except fleet_tags.BadTag as exc:
+            fleet_tags.refused(cluster, str(exc), request=request)
+            raise exceptions.ValidationError({"tags": [str(exc)]}) from None
+        fleet_tags.set_tags(cluster, tags, request=request)
+        return Response(s.ClusterSerializer(Cluster.objects.get(pk=pk)).data)
 
 
 class ClusterHostgroups(ApiView):

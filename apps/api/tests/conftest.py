@@ -40,6 +40,9 @@ class ApiClient:
     def post(self, url, data=None, **extra):
         return self.request("post", url, data, **extra)
 
+    def put(self, url, data=None, **extra):
+        return self.request("put", url, data, **extra)
+
 
 def token_client(user, name="tests"):
     return ApiClient(tokens.create(user, name)[1])
@@ -81,7 +84,7 @@ OWNER = {
     "change_set": "change_set", "change_set_plan": "change_set", "change_set_confirm": "change_set",
     "alert": "alert", "alert_acknowledge": "alert", "silence_end": "silence",
     "channel": "dr_channel", "channel_move": "dr_channel",
-    "alert_channel": "channel", "report_schedule": "schedule", "rule_settings": "cluster",
+    "alert_channel": "channel", "report_schedule": "schedule", "rule_settings": "cluster", "cluster_tags": "cluster",
 }
 CHART = {"node_history": "queries", "server_history": "wsrep_state"}
 

@@ -92,3 +92,24 @@ def test_the_tag_filter_costs_the_overview_no_query(live_redis, viewer_client, d
         page = viewer_client.get(url, {"tag": "env:prod"}).content.decode()
     assert len(tagged.captured_queries) == len(whole.captured_queries)
     assert "tg-0001" in page and "tg-0005" in page and "tg-0002" not in page
+
+
+def test_operators_replace_tags_through_the_api_with_the_pages_rules(viewer_user, operator_user):
+    """Issue 23 §5: tags were read-only in the API. PUT replaces them, checked and audited as the page does."""
+    cluster = make("api-tagged", env="test")
+    url = f"/api/v1/clusters/{cluster.pk}/tags/"
+    assert token_client(viewer_user).put(url, {"tags": {"env": "prod"}}).status_code == 403
+    api = token_client(operator_user, "gitops")
+    done = api.put(url, {"tags": {"env": "prod", "region": " eu-west "}})
+    assert done.status_code == 200, done.content
+    assert done.json()["tags"] == {"env": "prod", "region": "eu-west"} == tags.of(cluster)
+    for bad, why in (({"team": "a\x07b"}, "without control characters"), ({"e nv": "x"}, "Tag key"),
+                     ({f"k{i}": "v" for i in range(21)}, "At most 20"), ({"env": ""}, "a value of 1 to")):
+        refused = api.put(url, {"tags": bad})
+        assert why in error_of(refused, 400)["fields"]["tags"][0], bad
+    assert error_of(api.put(url, {"tags": ["env=prod"]}), 400)["fields"]["tags"]
+    assert tags.of(cluster) == {"env": "prod", "region": "eu-west"}  # a bad tag changes nothing
+    assert api.put(url, {"tags": {}}).json()["tags"] == {} == tags.of(cluster)
+    events = list(AuditEvent.objects.filter(action="cluster tags changed").order_by("id").values_list("actor", "outcome"))
+    assert events[0] == ("otto-operator (token gitops)", "success") and events[-1][1] == "success"
+    assert [o for _, o in events[1:-1]] == ["invalid"] * 4  # (the list body is refused by its type, before the rules)
