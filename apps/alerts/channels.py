@@ -27,7 +27,7 @@ from django.core.mail import EmailMessage
 
 from . import destinations
 from .catalogue import BY_KEY, FAMILIES, SEVERITY_RANK
-from .models import ChannelKind
+from .models import AlertState, ChannelKind
 
 USER_AGENT = "proxysql-fleet-control-plane/alerts"
 COLOURS = {"critical": "#b42318", "warning": "#a86a00", "info": "#1f5fbf"}
@@ -69,7 +69,7 @@ def annotations(alert):
 
 
 def _status(alert):
-    return "resolved" if alert.state == "resolved" else "firing"
+    return "resolved" if alert.state == AlertState.RESOLVED else "firing"
 
 
 def webhook_payload(channel, cluster_name, status, alerts, group_key):
@@ -85,8 +85,8 @@ def webhook_payload(channel, cluster_name, status, alerts, group_key):
 
 
 def headline(status, cluster_name, alerts):
-    firing = [a for a in alerts if a.state != "resolved"]
-    worst = max(alerts, key=lambda a: (SEVERITY_RANK.get(a.severity, 0), a.state != "resolved"))
+    firing = [a for a in alerts if a.state != AlertState.RESOLVED]
+    worst = max(alerts, key=lambda a: (SEVERITY_RANK.get(a.severity, 0), a.state != AlertState.RESOLVED))
     what = BY_KEY[worst.rule].title if worst.rule in BY_KEY else worst.summary
     if status == "firing":
         return f"[FIRING:{len(firing)}] {cluster_name}: {worst.severity} — {what}"
@@ -96,7 +96,7 @@ def headline(status, cluster_name, alerts):
 def slack_payload(channel, cluster_name, status, alerts):
     attachments = []
     for a in alerts:
-        done = a.state == "resolved"
+        done = a.state == AlertState.RESOLVED
         attachments.append({
             "color": "#1d7f45" if done else COLOURS.get(a.severity, "#5a6475"),
             "title": f"{'RESOLVED' if done else a.severity.upper()}: {annotations(a)['title']}",
@@ -111,7 +111,7 @@ def slack_payload(channel, cluster_name, status, alerts):
 def pagerduty_payload(channel, cluster_name, alerts):
     events = []
     for a in alerts:
-        if a.state == "resolved":
+        if a.state == AlertState.RESOLVED:
             events.append({"routing_key": channel.secret, "event_action": "resolve", "dedup_key": fingerprint(a)})
             continue
         spec = BY_KEY.get(a.rule)
@@ -131,14 +131,14 @@ def pagerduty_payload(channel, cluster_name, alerts):
 def alertmanager_payload(alerts, now):
     ends = datetime.fromtimestamp(now, tz=timezone.utc) + timedelta(seconds=3 * settings.ALERTS_ALERTMANAGER_RESEND_S)
     return {"alerts": [{"labels": labels(a), "annotations": annotations(a), "startsAt": _iso(a.fired_at or a.since),
-                        "endsAt": _iso(a.resolved_at if a.state == "resolved" else ends),
+                        "endsAt": _iso(a.resolved_at if a.state == AlertState.RESOLVED else ends),
                         "generatorURL": f"{base_url()}{a.get_absolute_url()}"} for a in alerts]}
 
 
 def email_payload(channel, cluster_name, status, alerts):
     lines = [headline(status, cluster_name, alerts), ""]
     for a in alerts:
-        lines += [f"{'RESOLVED' if a.state == 'resolved' else a.severity.upper()}: {annotations(a)['title']}",
+        lines += [f"{'RESOLVED' if a.state == AlertState.RESOLVED else a.severity.upper()}: {annotations(a)['title']}",
                   f"  {a.summary}", f"  subject: {a.subject_label}", f"  since: {_iso(a.since)}"
                   + (f", resolved {_iso(a.resolved_at)}" if a.resolved_at else ""),
                   f"  {base_url()}{a.get_absolute_url()}", ""]

@@ -15,18 +15,19 @@ from django.utils import timezone
 from apps.clients.proxysql import SERVER_FIELDS, configured_status
 from apps.dr.models import ReplicationChannel
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server, endpoint_key
+from apps.operations.choices import OperationState
 from apps.monitoring import status
 from apps.monitoring.pollers import STATUS_CHANGES_KEEP_S
 
 INVENTORY_CACHE_S = 60.0
 SITUATION_CACHE_S = 1.0
 _ROW = itemgetter("hostgroup_id", "hostname", "port", *SERVER_FIELDS)  # SERVER_FIELDS starts with status
-RUNNING = ("pending", "running", "rolling_back")  # planned work in progress (holds)
+RUNNING = (OperationState.PENDING, OperationState.RUNNING, OperationState.ROLLING_BACK)  # planned work in progress (holds)
 # An operation waiting for a node to take what it missed: its alert rule has the state's name; the summary's
 # fallback when the operation has no error text.
-PENDING = {"rollback_pending": "a node stopped answering during the rollback",
-           "finish_pending": "a node stopped answering after the point of no return"}
-FAILED = "failed"
+PENDING = {OperationState.ROLLBACK_PENDING: "a node stopped answering during the rollback",
+           OperationState.FINISH_PENDING: "a node stopped answering after the point of no return"}
+FAILED = OperationState.FAILED
 OPERATION_WINDOW_MAX_S = 7 * 86400
 OWN_CHANGES_S = STATUS_CHANGES_KEEP_S  # operations whose row changes the latest-state documents may still hold
 
@@ -246,7 +247,7 @@ def read_situation(inv, now):
     rows = list(_operations().filter(wanted).values("id", "cluster_id", "kind", "state", "title", "plan", "error",
                                                     "started_at", "finished_at"))
     own_changes = {}
-    last_done = dict(_operations().filter(state="done", finished_at__gte=timezone.now() - timedelta(
+    last_done = dict(_operations().filter(state=OperationState.DONE, finished_at__gte=timezone.now() - timedelta(
         seconds=OPERATION_WINDOW_MAX_S)).values("cluster_id").annotate(last=Max("finished_at"))
         .values_list("cluster_id", "last"))
     for op in rows:

@@ -78,12 +78,12 @@ def alert_list(f, now=None):
     now = now or timezone.now()
     qs = _filtered(f)
     open_alerts = []
-    if f.state != "resolved":
+    if f.state != AlertState.RESOLVED:
         open_qs = qs.filter(Q(active_key__isnull=False) & in_state(f.state))
         open_alerts = sorted(open_qs[:500], key=lambda a: (a.state != AlertState.FIRING, a.held,
                                                            -SEVERITY_RANK.get(a.severity, 0), -a.since.timestamp()))
     history, pages = [], 1
-    if f.state in ("resolved", "all", "held"):
+    if f.state in (AlertState.RESOLVED, "all", "held"):
         hist = qs.filter(Q(state=AlertState.RESOLVED) & in_state(f.state))
         total = hist.count()
         pages = max(1, -(-total // HISTORY_PAGE))

@@ -22,6 +22,7 @@ from apps.fleet.models import Cluster, ProxySQLNode, Server
 from apps.monitoring import status
 from apps.monitoring.chunks import samples as chunked_samples
 from apps.monitoring.models import HOUR, MINUTE, RAW, BackendSample, ProxySQLSample
+from apps.operations.choices import OperationState, StepState
 from apps.operations.models import Operation
 
 from .forms import UTCDateTimeField
@@ -323,12 +324,12 @@ def build(cluster, start, end, *, highlight=None):
                                         f"{f', {step.duration_ms:.1f} ms' if step.duration_ms is not None else ''}"})
             story.append({"ts": s0, "kind": "step", "who": f"#{op.pk}",
                           "what": f"step {step.index + 1} {step.title}: {step.get_state_display()}",
-                          "duration_ms": step.duration_ms, "cls": "failure" if step.state == "failed" else "info",
+                          "duration_ms": step.duration_ms, "cls": "failure" if step.state == StepState.FAILED else "info",
                           "href": op.get_absolute_url()})
         if op.finished_at:
             story.append({"ts": op.finished_at.timestamp(), "kind": "operation", "who": op.actor,
                           "what": f"#{op.pk} {op.title}: {op.get_state_display()}", "duration_ms": op.duration_ms,
-                          "cls": "success" if op.state == "done" else "failure", "href": op.get_absolute_url()})
+                          "cls": "success" if op.state == OperationState.DONE else "failure", "href": op.get_absolute_url()})
         section.lanes.append(lane)
     sections.append(section)
     y += SECTION_GAP + LANE_H

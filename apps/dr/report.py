@@ -13,6 +13,7 @@ from django.db.models import Q
 
 from apps.monitoring import status
 from apps.monitoring.models import HOUR, MINUTE, RAW
+from apps.operations.choices import OperationState
 from apps.operations.models import Operation
 
 from .models import ChannelSample, ReplicationChannel
@@ -58,7 +59,7 @@ def channel_figures(channel, start, end):
         "lag_avg_s": round(sum(w * lag for w, lag in lagged) / weight, 2) if weight else None,
         "lag_max_s": max((r[4] for r in rows if r[4] is not None), default=None),
         "max_lag_s": channel.max_lag_s,
-        "moves": len(ops), "moves_done": sum(1 for op in ops if op.state == "done"),
+        "moves": len(ops), "moves_done": sum(1 for op in ops if op.state == OperationState.DONE),
         "move_list": [{"id": op.pk, "url": op.get_absolute_url(), "title": op.title, "state": op.state,
                        "reason": (op.plan.get("options") or {}).get("reason", ""), "actor": op.actor,
                        "at": op.created_at.timestamp(), "duration_ms": op.duration_ms} for op in ops[-LISTED_MOVES:]],

@@ -14,6 +14,7 @@ from apps.clients.wire import ClientError
 from apps.dr import selectors as dr_selectors  # the DR channels panel of the cluster page
 from apps.monitoring import selectors as monitoring_selectors  # the monitoring sections of these pages
 from apps.monitoring import views as monitoring_views
+from apps.operations.choices import OperationState
 from apps.operations import rollbacks  # the rollback-pending banner
 
 from . import adopt, tags
@@ -41,7 +42,7 @@ def cluster_detail(request, pk):
         "native_active": cluster.active_native_hostgroups(),
         **monitoring_selectors.cluster_live(cluster), **monitoring_views.sparkline_context(cluster),
         **monitoring_selectors.cluster_query_stats(cluster),
-        "recent_operations": cluster.operations.exclude(state="planned")[:8],
+        "recent_operations": cluster.operations.exclude(state=OperationState.PLANNED)[:8],
         "pending_rollbacks": rollbacks.banner(cluster),
         **alert_selectors.open_for_cluster(cluster),
         **dr_selectors.for_cluster(cluster),

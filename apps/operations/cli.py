@@ -33,8 +33,7 @@ from apps.fleet.models import Cluster, Server
 from apps.fleet.validators import parse_endpoint
 
 from . import executor, services, switchover
-from .choices import OperationState
-from .models import Operation
+from .choices import OperationState, StepState
 from .plans import PROXYSQL, WAIT_DRAIN
 
 DONE, REFUSED, ROLLED_BACK, FAILED = 0, 2, 3, 4
@@ -121,7 +120,7 @@ class OperationCommand(BaseCommand):
         op = services.save_plan(plan, user=user)
         self.show_plan(op, plan)
         if not o["yes"] and not self.ask(f"Run this on {cluster.name}? Type 'yes': "):
-            self.discard(op, "not confirmed at the command's prompt")
+            services.discard(op, user=user, reason="not confirmed at the command's prompt")
             self.finish(REFUSED, op, "not confirmed: nothing was done")
         try:
             services.confirm(op, user=user, override_reason=o["override_reason"], enqueue=False)
@@ -167,7 +166,7 @@ class OperationCommand(BaseCommand):
 
     def show_steps(self, op, shown):
         for step in op.steps.order_by("index"):
-            if step.state in ("pending", "running") or shown.get(step.index) == step.state:
+            if step.state in (StepState.PENDING, StepState.RUNNING) or shown.get(step.index) == step.state:
                 continue
             shown[step.index] = step.state
             self.say({"event": "step", "operation": op.pk, "index": step.index, "key": step.key, "state": step.state,
@@ -229,6 +228,3 @@ class OperationCommand(BaseCommand):
                   "timings": op.timings}, text)
         sys.exit(code)
 
-    @staticmethod
-    def discard(op, why):
-        Operation.objects.filter(pk=op.pk, state=OperationState.PLANNED).update(state=OperationState.CANCELLED, error=why)

@@ -12,7 +12,7 @@ from apps.fleet.choices import ClusterKind
 from apps.fleet.models import HostgroupMembership
 
 from . import rollbacks, shared
-from .choices import OnDrainTimeout, OperationKind
+from .choices import OnDrainTimeout, OperationKind, OperationState
 from .locks import current_holder
 from .plans import DRAIN_POLL_MS, INVENTORY, PROXYSQL, VERIFY, WAIT_DRAIN, Guard, Plan, Sql, Step
 from .switchover import _row, backend_guards, current_writer, pinned_sessions
@@ -100,7 +100,7 @@ def plan_restore(server):
     cluster = server.cluster
     intended = {m.hostgroup_id: m for m in HostgroupMembership.objects.filter(server=server)}
     before = {}
-    last_drain = (cluster.operations.filter(kind=OperationKind.DRAIN, state="done", plan__options__server=server.pk)
+    last_drain = (cluster.operations.filter(kind=OperationKind.DRAIN, state=OperationState.DONE, plan__options__server=server.pk)
                   .order_by("-id").first())
     if last_drain:
         step = next((s for s in last_drain.plan["steps"] if s["key"] == "inventory"), None)

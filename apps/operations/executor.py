@@ -644,19 +644,20 @@ def _finish(op, runner, rows, error, started):
         if problems:
             state = state if pending else OperationState.FAILED
             error += "; ROLLBACK INCOMPLETE on the backends: " + "; ".join(problems)
+    # The end state, what is left to retry and the audit row commit together: never an ending the log lacks.
     with transaction.atomic():
         Operation.objects.filter(pk=op.pk).update(state=state, error=error or "", finished_at=timezone.now(),
                                                   timings=timings)
         rollbacks.keep(op, pending)
+        record(f"{op.kind} {state}", user=op.requested_by, rule=None if op.requested_by else op.actor,
+               cluster=op.cluster, target=op.title, outcome="success" if state == OperationState.DONE else "failure",
+               duration_ms=timings["total_ms"],
+               details={"operation": op.pk, "state": state, "error": error, "timings": timings,
+                        "finish_pending" if state == OperationState.FINISH_PENDING else "rollback_pending": pending,
+                        "steps": [{"key": r.key, "state": r.state, "ms": r.duration_ms, "executed": r.executed,
+                                   "detail": r.detail} for r in op.steps.order_by("index")]})
     locks.release(op)
     op.refresh_from_db()
-    record(f"{op.kind} {state}", user=op.requested_by, rule=None if op.requested_by else op.actor, cluster=op.cluster,
-           target=op.title, outcome="success" if state == OperationState.DONE else "failure",
-           duration_ms=timings["total_ms"],
-           details={"operation": op.pk, "state": state, "error": error, "timings": timings,
-                    "finish_pending" if state == OperationState.FINISH_PENDING else "rollback_pending": pending,
-                    "steps": [{"key": r.key, "state": r.state, "ms": r.duration_ms, "executed": r.executed,
-                               "detail": r.detail} for r in op.steps.order_by("index")]})
 
 
 def reap_stale(stale_after_s=15):

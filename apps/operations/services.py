@@ -24,11 +24,12 @@ def save_plan(plan, *, request=None, user=None, rule=None):
     stored = plan.to_json()
     # what the plan was based on, for the re-check at start to say what moved (a new dict: to_json shares the facts)
     stored["facts"] = {**stored["facts"], "based_on": based_on(Cluster.objects.get(pk=plan.cluster_id))}
-    op = Operation.objects.create(cluster_id=plan.cluster_id, kind=plan.kind, title=plan.title[:300],
-                                  requested_by=None if rule else (user or request.user), actor=actor, plan=stored)
-    record(f"{plan.kind} planned", request=request, user=user, rule=rule, cluster=op.cluster, target=op.title,
-           details={"operation": op.pk, "guards": [g.__dict__ for g in plan.guards],
-                    "facts": _bounded(plan.facts, op), "options": plan.options})
+    with transaction.atomic():  # no operation without its "planned" audit row
+        op = Operation.objects.create(cluster_id=plan.cluster_id, kind=plan.kind, title=plan.title[:300],
+                                      requested_by=None if rule else (user or request.user), actor=actor, plan=stored)
+        record(f"{plan.kind} planned", request=request, user=user, rule=rule, cluster=op.cluster, target=op.title,
+               details={"operation": op.pk, "guards": [g.__dict__ for g in plan.guards],
+                        "facts": _bounded(plan.facts, op), "options": plan.options})
     return op
 
 
@@ -167,23 +168,28 @@ def _expire(op, reason, *, request=None, user=None):
     return updated
 
 
-def discard(op, *, request=None, user=None):
+def discard(op, *, request=None, user=None, reason=""):
     """A planned operation nobody will confirm goes away (state cancelled, "discarded"), audited; a planned
-    operation keeps no lock and sent nothing, so nothing else is undone."""
+    operation keeps no lock and sent nothing, so nothing else is undone. `reason`: why, when not a click."""
     who = user or getattr(request, "user", None)
-    updated = Operation.objects.filter(pk=op.pk, state=OperationState.PLANNED).update(
-        state=OperationState.CANCELLED, error=f"discarded before it was confirmed, by {who.get_username() if who else 'system'}",
-        finished_at=timezone.now())
-    record(f"{op.kind} discarded", request=request, user=user, cluster=op.cluster, target=op.title,
-           outcome="success" if updated else "refused", details={"operation": op.pk})
+    with transaction.atomic():
+        updated = Operation.objects.filter(pk=op.pk, state=OperationState.PLANNED).update(
+            state=OperationState.CANCELLED,
+            error=f"discarded before it was confirmed, by {who.get_username() if who else 'system'}"
+                  + (f": {reason}" if reason else ""),
+            finished_at=timezone.now())
+        record(f"{op.kind} discarded", request=request, user=user, cluster=op.cluster, target=op.title,
+               outcome="success" if updated else "refused", details={"operation": op.pk, "reason": reason})
     if not updated:
         raise NotAllowed("Only a planned operation (not yet confirmed) can be discarded.")
 
 
 def cancel(op, *, request=None, user=None):
-    updated = Operation.objects.filter(pk=op.pk, point_of_no_return=False,
-                                       state__in=[OperationState.PENDING, OperationState.RUNNING]).update(cancel_requested=True)
-    record(f"{op.kind} cancel requested", request=request, user=user, cluster=op.cluster, target=op.title,
-           outcome="success" if updated else "refused", details={"operation": op.pk})
+    with transaction.atomic():  # the worker stops at its next step only if the request is on record
+        updated = Operation.objects.filter(pk=op.pk, point_of_no_return=False,
+                                           state__in=[OperationState.PENDING, OperationState.RUNNING]).update(
+            cancel_requested=True)
+        record(f"{op.kind} cancel requested", request=request, user=user, cluster=op.cluster, target=op.title,
+               outcome="success" if updated else "refused", details={"operation": op.pk})
     if not updated:
         raise NotAllowed("Too late to cancel: the operation finished or passed its point of no return.")

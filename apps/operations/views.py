@@ -13,6 +13,7 @@ from apps.fleet.models import Cluster, Server
 
 from . import drain, repair, rollbacks, rule_settings, services, switchover
 from .forms import ConfirmForm, DrainForm, RuleSettingsForm, SwitchoverForm
+from .choices import OperationState
 from .models import Operation
 from .plans import Plan
 
@@ -132,7 +133,7 @@ def operation_detail(request, pk):
 def operation_progress(request, pk):
     """htmx partial polled while the operation runs; answers 286 (stop polling) once it has finished."""
     op = get_object_or_404(Operation.objects.select_related("cluster"), pk=pk)
-    context = {"op": op, "steps": op.steps.all(), "sessions": _sessions_holding(op) if op.state in ("pending", "running") else None,
+    context = {"op": op, "steps": op.steps.all(), "sessions": _sessions_holding(op) if op.state in (OperationState.PENDING, OperationState.RUNNING) else None,
                "pending": op.pending_rollbacks.select_related("node", "operation", "superseded_by")}
     response = TemplateResponse(request, "operations/detail.html#progress", context)
     if op.finished and request.htmx:

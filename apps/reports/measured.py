@@ -42,7 +42,7 @@ class Window:
 def switchover_window(op, steps):
     """(start, end, how) of a planned switchover's writer hold on its steps' clocks, or (None, None, why)."""
     drain, move = steps.get("drain"), steps.get("move")
-    if drain and drain.started_at and move and move.finished_at and move.state == "done":
+    if drain and drain.started_at and move and move.finished_at and move.state == OperationState.DONE:
         return drain.started_at.timestamp(), move.finished_at.timestamp(), HOLD
     if drain and drain.started_at and op.finished_at:
         return (drain.started_at.timestamp(), op.finished_at.timestamp(),

@@ -146,6 +146,10 @@ def test_plan_only_and_an_unanswered_prompt_change_nothing(adopted_lab, operator
     assert writer_port() == 3311
     assert set(Operation.objects.values_list("state", flat=True)) == {"cancelled"}
     assert not Operation.objects.exclude(steps=None).exists()  # nothing was confirmed, no step ever ran
+    # Discarded through the service, as the page's discard: audited with who and why (the command set it bare).
+    event = AuditEvent.objects.get(action="switchover discarded")
+    assert event.actor == operator_user.username and event.details["reason"] == "not confirmed at the command's prompt"
+    assert "not confirmed at the command's prompt" in Operation.objects.get().error
 
 
 def test_the_operation_commands_skip_djangos_system_checks_when_run_from_the_command_line(adopted_lab, operator_user):
