@@ -27,41 +27,19 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import statistics
-import subprocess
 import threading
 import time
 from pathlib import Path
 
 import MySQLdb
 
-from lab.demo_processes import port_is_free, stop_group
+from lab.demo_processes import port_is_free
+from lab.real_proxysql import RealProxySQL, connect, fetch
 
 REPO = Path(__file__).resolve().parents[1]
 NODES = {"a": (16232, 16233), "b": (16242, 16243), "c": (16252, 16253)}
 BACKENDS = (3311, 3312, 3313)
-CONFIG = """datadir="{datadir}"
-admin_variables=
-{{
-    admin_credentials="admin:admin;cluster:cluster"
-    mysql_ifaces="127.0.0.1:{admin_port}"
-    cluster_username="cluster"
-    cluster_password="cluster"
-}}
-mysql_variables=
-{{
-    threads=2
-    interfaces="127.0.0.1:{client_port}"
-    monitor_username="monitor"
-    monitor_password="monitor"
-    server_version="10.11.0"
-}}
-proxysql_servers=
-(
-{peers}
-)
-"""
 # Per module: its LOAD statement, the checksum names it moves, the SQL of its rows in one layer ({} is the table's
 # schema prefix: "runtime_", "main.", "disk.") and a change that differs on every call (n).
 MODULES = {
@@ -99,75 +77,9 @@ MODULES = {
     "proxysql_servers": {
         "load": "LOAD PROXYSQL SERVERS TO RUNTIME", "names": ["proxysql_servers"],
         "rows": "SELECT hostname, port, weight, comment FROM {layer}proxysql_servers ORDER BY port",
-        "change": lambda n: [f"UPDATE proxysql_servers SET weight={n} WHERE port={NODES['a'][0]}"]},
+        "change": lambda n: [f"UPDATE proxysql_servers SET weight={n}"]},
 }
 LAYERS = {"runtime": "runtime_", "memory": "main.", "disk": "disk."}
-
-
-def connect(port, timeout=1):
-    return MySQLdb.connect(host="127.0.0.1", port=port, user="admin", passwd="admin", connect_timeout=timeout,
-                           read_timeout=2)
-
-
-def fetch(conn, sql):
-    cur = conn.cursor()
-    cur.execute(sql)
-    return [list(r) for r in cur.fetchall()]
-
-
-class Node:
-    """One real ProxySQL process started here (own datadir and process group)."""
-
-    def __init__(self, binary, workdir, name):
-        self.binary, self.name = binary, name
-        self.admin_port, self.client_port = NODES[name]
-        self.datadir = Path(workdir) / f"node-{name}"
-        self.proc = None
-        self.conn = None
-
-    def start(self, fresh):
-        cnf = self.datadir / "proxysql.cnf"
-        if fresh:
-            shutil.rmtree(self.datadir, ignore_errors=True)
-            self.datadir.mkdir(parents=True)
-            peers = ",\n".join(f'    {{ hostname="127.0.0.1", port={p}, weight=0, comment="{n}" }}'
-                               for n, (p, _) in NODES.items())
-            cnf.write_text(CONFIG.format(datadir=self.datadir, admin_port=self.admin_port,
-                                         client_port=self.client_port, peers=peers))
-        log = open(self.datadir / "stdout.log", "ab")
-        # never --initial: a restart loads proxysql.db (the disk layer), as an operator's restart does
-        self.proc = subprocess.Popen([self.binary, "-f", "--no-version-check", "-c", str(cnf), "-D", str(self.datadir)],
-                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                self.conn = connect(self.admin_port)
-                return fetch(self.conn, "SELECT @@version")[0][0]
-            except MySQLdb.Error:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"ProxySQL {self.name} did not start; see {self.datadir / 'stdout.log'}")
-                time.sleep(0.05)
-
-    def sql(self, *statements):
-        out = []
-        for s in statements:
-            out = fetch(self.conn, s)
-        return out
-
-    def checksum(self, name):
-        return self.sql(f"SELECT version, epoch, checksum FROM runtime_checksums_values WHERE name='{name}'")[0]
-
-    def stop(self):
-        if self.conn is not None:
-            try:
-                self.conn.close()
-            except MySQLdb.Error:
-                pass
-            self.conn = None
-        if self.proc and self.proc.poll() is None:
-            how = stop_group(self.proc.pid, grace_s=10)   # SIGTERM to its process group, SIGKILL after 10 s
-            return f"{how}, exit {self.proc.wait()}"
-        return "not running"
 
 
 class Sampler(threading.Thread):
@@ -254,7 +166,9 @@ def settle(seconds=1.2):
 
 
 def run(binary, workdir, out_dir, loads):
-    nodes = {n: Node(binary, workdir, n) for n in NODES}
+    peers = {n: admin for n, (admin, _) in NODES.items()}
+    nodes = {n: RealProxySQL(binary, Path(workdir) / f"node-{n}", admin, client, peers=peers, name=n)
+             for n, (admin, client) in NODES.items()}
     busy = [p for ports in NODES.values() for p in ports if not port_is_free(p)]
     if busy:
         raise SystemExit(f"ports in use: {busy}")

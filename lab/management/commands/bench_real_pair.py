@@ -34,7 +34,6 @@ import random
 import re
 import resource
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -51,6 +50,7 @@ from apps.operations.choices import OperationKind
 from apps.operations.models import Operation
 from lab import demo
 from lab.galera import APP_PASSWORD, APP_SCHEMA, APP_USER, GaleraLab
+from lab.real_proxysql import RealProxySQL
 from lab.management.commands.bench_operations import (Beat, PollCounter, _cpu_load, adopt_nodes, machine, pct,
                                                       private_redis, summary)
 
@@ -70,23 +70,6 @@ APP_STATEMENTS = [
     "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK",
     "LOAD MYSQL QUERY RULES TO RUNTIME", "SAVE MYSQL QUERY RULES TO DISK",
 ]
-CONFIG = """datadir="{datadir}"
-admin_variables=
-{{
-    admin_credentials="admin:admin"
-    mysql_ifaces="127.0.0.1:{admin_port}"
-}}
-mysql_variables=
-{{
-    threads=2
-    interfaces="127.0.0.1:{client_port}"
-    monitor_username="monitor"
-    monitor_password="monitor"
-    server_version="10.11.0"
-}}
-"""
-
-
 def loadavg():
     return ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -151,60 +134,6 @@ def phase_of(t, ms, switches, margin=0.5):
         if best == "away" and spawned - margin <= end and t <= exited + margin:
             best = "near"
     return best
-
-
-class RealProxySQL:
-    """One ProxySQL process started here (its own process group, its own datadir), stopped at the end."""
-
-    def __init__(self, binary, workdir, n, admin_port, client_port):
-        self.binary, self.admin_port, self.client_port = binary, admin_port, client_port
-        self.datadir = Path(workdir) / f"run-{n}"
-        self.proc = None
-
-    def start(self, fresh=True):
-        """fresh: an empty datadir and a new config file (ProxySQL, finding no proxysql.db, reads the file). Otherwise
-        (restart) the same datadir and config as they are: never --initial (nor --reload), so ProxySQL loads its
-        disk layer (proxysql.db) into memory and runtime, as an operator's restart does."""
-        cnf = self.datadir / "proxysql.cnf"
-        if fresh:
-            shutil.rmtree(self.datadir, ignore_errors=True)
-            self.datadir.mkdir(parents=True)
-            cnf.write_text(CONFIG.format(datadir=self.datadir, admin_port=self.admin_port, client_port=self.client_port))
-        log = open(self.datadir / "stdout.log", "wb" if fresh else "ab")
-        self.proc = subprocess.Popen([self.binary, "-f", "--no-version-check", "-c", str(cnf), "-D", str(self.datadir)],
-                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                return self.admin("SELECT @@version")[0][0]
-            except MySQLdb.Error:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise CommandError(f"ProxySQL on admin port {self.admin_port} did not start; see "
-                                       f"{self.datadir / 'stdout.log'}")
-                time.sleep(0.2)
-
-    def admin(self, *statements):
-        return demo.admin_sql(self.admin_port, *statements)
-
-    def stop(self):
-        """SIGTERM (ProxySQL 2.1+: its fast shutdown, as PROXYSQL SHUTDOWN); SIGKILL after 10 s. Says which."""
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                return f"SIGTERM, exit {self.proc.wait(10)}"
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                return f"SIGTERM ignored for 10 s, SIGKILL, exit {self.proc.wait()}"
-        return "not running"
-
-    def restart(self):
-        """Stop the process, start it again from the same datadir and config without --initial (it loads its disk);
-        returns (how it stopped, seconds until the admin answered again)."""
-        pid = self.proc.pid if self.proc else None
-        how = self.stop()
-        began = time.monotonic()
-        self.start(fresh=False)
-        return f"pid {pid} {how}; new pid {self.proc.pid}", time.monotonic() - began
 
 
 class WriterWatch:
@@ -412,6 +341,11 @@ class Command(BaseCommand):
                             choices=["metrics", "switchovers", "failover", "quiet"])
         parser.add_argument("--lab-name", help="a named Galera lab of its own (bin/lab galera --name NAME) instead of "
                                                 "the default one, e.g. while the test suite uses that")
+        parser.add_argument("--cluster", action="store_true",
+                            help="the two nodes run ProxySQL Cluster (native sync at its defaults): the switchovers "
+                                 "then hold the sync (apps/operations/sync_hold.py), each is followed by a check of "
+                                 "both nodes' three layers and sync settings, and the propagation time of each "
+                                 "module is measured at the end")
         parser.add_argument("--user", default="bench", help="the operator user the switchover command runs as")
         parser.add_argument("--no-bytecode-cache", action="store_true",
                             help="run the switchover command with this process's PYTHONDONTWRITEBYTECODE, if set")
@@ -440,7 +374,9 @@ class Command(BaseCommand):
         self.stdout.write(f"machine: {machine()}")
         lab = GaleraLab(name=o["lab_name"], provider_options=o["galera_provider_options"]) if o["lab_name"] else GaleraLab()
         lab.up()
-        nodes = [RealProxySQL(proxysql, workdir, i + 1, a, c) for i, (a, c) in enumerate(zip(ADMIN_PORTS, CLIENT_PORTS))]
+        peers = {f"proxysql-{i + 1}": a for i, a in enumerate(ADMIN_PORTS)} if o["cluster"] else None
+        nodes = [RealProxySQL(proxysql, Path(workdir) / f"run-{i + 1}", a, c, peers=peers, name=f"proxysql-{i + 1}")
+                 for i, (a, c) in enumerate(zip(ADMIN_PORTS, CLIENT_PORTS))]
         with private_redis():
             self.bench(lab, nodes, proxysql)
 
@@ -466,6 +402,10 @@ class Command(BaseCommand):
                 return
             Sysbench.prepare(lab.ports[0])
             cluster = self.adopt(nodes)
+            if o["cluster"]:
+                self.sync_before = {n.name: self.sync_settings(n) for n in nodes}
+                self.stdout.write(f"ProxySQL Cluster: each node lists both in proxysql_servers; sync settings "
+                                  f"{self.sync_before[nodes[0].name]['runtime']}")
             if "metrics" not in o["skip"]:
                 self.check_metrics(cluster, nodes)
             if "switchovers" not in o["skip"]:
@@ -474,6 +414,8 @@ class Command(BaseCommand):
                 self.bench_failover(cluster, lab, nodes)
             if "quiet" not in o["skip"]:
                 self.bench_false_failovers(cluster, lab, nodes)
+            if o["cluster"]:
+                self.bench_propagation()
         finally:
             for node in nodes:
                 node.stop()
@@ -678,7 +620,68 @@ class Command(BaseCommand):
         if done.returncode:
             self.stdout.write(f"  switchover to {target.port}: exit {done.returncode}, {result['state']}: "
                               f"{result['error']} {done.stderr[-500:]}")
+        if self.o["cluster"] and not plan_only:
+            result["held_sync"] = op is not None and {"sync_hold", "sync_restore"} <= {s.key for s in op.steps.all()}
+            result["cluster_problems"] = self.cluster_problems()
+            for problem in result["cluster_problems"]:
+                self.stdout.write(f"  after the switchover to {target.port}: {problem}")
         return result
+
+    # -- ProxySQL Cluster mode (--cluster) ---------------------------------------------------------------
+    def sync_settings(self, node):
+        """{layer: {variable: value}} of the node's admin-cluster_*_diffs_before_sync in memory, runtime, disk."""
+        where = "WHERE variable_name LIKE 'admin-cluster%diffs_before_sync'"
+        return {layer: dict(node.admin(f"SELECT variable_name, variable_value FROM {table} {where}"))
+                for layer, table in (("memory", "main.global_variables"), ("runtime", "runtime_global_variables"),
+                                     ("disk", "disk.global_variables"))}
+
+    @staticmethod
+    def server_layers(node):
+        """{layer: sorted mysql_servers rows} of one node; SHUNNED counts as ONLINE (ProxySQL's own verdict) and
+        runtime's OFFLINE_HARD rows (a removed server kept until its connections close) are left out."""
+        out = {}
+        for layer, prefix in (("memory", "main."), ("runtime", "runtime_"), ("disk", "disk.")):
+            rows = node.admin(f"SELECT hostgroup_id, hostname, port, status, weight FROM {prefix}mysql_servers")
+            out[layer] = sorted((hg, host, int(port), "ONLINE" if st == "SHUNNED" else st, int(w))
+                                for hg, host, port, st, w in rows if st != "OFFLINE_HARD")
+        return out
+
+    def cluster_problems(self):
+        """What differs after an operation: a node's three layers of mysql_servers, the two nodes, or the sync
+        settings against what they were before the first switchover. An empty list when all agree."""
+        problems = []
+        layers = [self.server_layers(n) for n in self.nodes]
+        for node, by_layer in zip(self.nodes, layers):
+            if not by_layer["memory"] == by_layer["runtime"] == by_layer["disk"]:
+                problems.append(f"{node.name}: mysql_servers layers differ: {by_layer}")
+        if layers[0]["runtime"] != layers[1]["runtime"]:
+            problems.append(f"the nodes' runtime mysql_servers differ: {layers[0]['runtime']} / {layers[1]['runtime']}")
+        for node in self.nodes:
+            now = self.sync_settings(node)
+            if now != self.sync_before[node.name]:
+                problems.append(f"{node.name}: sync settings {now} (before: {self.sync_before[node.name]})")
+        return problems
+
+    def bench_propagation(self, loads=3, modules=None):
+        """Per module, a change LOADed on the first node (never saved there) until the second node's runtime checksum
+        equals it: ProxySQL Cluster's own propagation at its defaults (lab/capture_cluster_sync.py's changes)."""
+        from lab.capture_cluster_sync import MODULES, change, settle, wait_converged
+
+        origin, peer = self.nodes
+        nodes = {n.name: n for n in self.nodes}
+        self.stdout.write("ProxySQL Cluster propagation (a LOAD on the first node -> the second node's runtime "
+                          f"checksum equal), {loads} loads a module:")
+        for module in modules or MODULES:
+            times = []
+            for n in range(1, loads + 1):
+                settle()  # two LOADs in one second share an epoch (the reference's cluster facts)
+                t_load = change(origin, module, 1000 + n)
+                times.append(wait_converged(nodes, origin, module, t_load, timeout=15.0)[peer.name])
+            got = [t * 1000 for t in times if t is not None]
+            missed = len(times) - len(got)
+            self.stdout.write(f"  {module}: {summary(got) if got else 'never'}"
+                              f"{f', {missed} of {loads} not within 15 s' if missed else ''} "
+                              f"(each: {', '.join('-' if t is None else f'{t * 1000:.0f}' for t in times)} ms)")
 
     def bench_switchovers(self, cluster, nodes):
         self.ensure_user()
@@ -696,6 +699,11 @@ class Command(BaseCommand):
         done = [s for s in switches if s["state"] == "done"]
         self.stdout.write(f"switchovers: {len(done)} of {len(switches)} done "
                           f"({', '.join(sorted({str(s['state']) for s in switches}))})")
+        if self.o["cluster"]:
+            self.stdout.write(f"ProxySQL Cluster: {sum(1 for s in switches if s['held_sync'])} of {len(switches)} "
+                              f"held the sync (sync_hold ... sync_restore steps); after "
+                              f"{sum(1 for s in switches if not s['cluster_problems'])} of {len(switches)} both nodes' "
+                              f"memory, runtime and disk agreed and the sync settings were back in every layer")
         for label, values in (("writer hold (drain step start -> move step end, both nodes)",
                                [(s["window"][1] - s["window"][0]) * 1000 for s in done if s["window"]]),
                               ("drain wait", [s["timings"].get("wait_drain", 0) for s in done]),

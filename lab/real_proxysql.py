@@ -1,0 +1,128 @@
+"""A REAL ProxySQL process started by the lab's hand-run tools (bin/bench-real-pair, lab/capture_cluster_sync.py),
+never by the test suite: its own datadir, config file and process group, stopped at the end.
+
+`peers`: the admin ports of a ProxySQL Cluster it belongs to (itself included). The config then lists them in
+proxysql_servers and sets admin-cluster_username/password (a second admin credential, as ProxySQL requires for
+the peers' sync connections); every other cluster setting is ProxySQL's default (diffs_before_sync 3, save_to_disk
+true, check interval 1 s)."""
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import MySQLdb
+
+from lab import demo
+from lab.demo_processes import stop_group
+
+CLUSTER_USER = "cluster"  # the peers' sync credential (admin-cluster_username/password)
+CONFIG = """datadir="{datadir}"
+admin_variables=
+{{
+    admin_credentials="admin:admin{cluster_credential}"
+    mysql_ifaces="127.0.0.1:{admin_port}"{cluster_variables}
+}}
+mysql_variables=
+{{
+    threads=2
+    interfaces="127.0.0.1:{client_port}"
+    monitor_username="monitor"
+    monitor_password="monitor"
+    server_version="10.11.0"
+}}
+{proxysql_servers}"""
+
+
+def config_text(datadir, admin_port, client_port, peers=None):
+    """The config file of one node; with `peers` ({comment: admin port}) a ProxySQL Cluster member."""
+    if not peers:
+        return CONFIG.format(datadir=datadir, admin_port=admin_port, client_port=client_port, cluster_credential="",
+                             cluster_variables="", proxysql_servers="")
+    rows = ",\n".join(f'    {{ hostname="127.0.0.1", port={port}, weight=0, comment="{name}" }}'
+                      for name, port in peers.items())
+    return CONFIG.format(datadir=datadir, admin_port=admin_port, client_port=client_port,
+                         cluster_credential=f";{CLUSTER_USER}:{CLUSTER_USER}",
+                         cluster_variables=f'\n    cluster_username="{CLUSTER_USER}"\n    cluster_password="{CLUSTER_USER}"',
+                         proxysql_servers=f"proxysql_servers=\n(\n{rows}\n)\n")
+
+
+def connect(port, timeout=1):
+    return MySQLdb.connect(host="127.0.0.1", port=port, user="admin", passwd="admin", connect_timeout=timeout,
+                           read_timeout=5)
+
+
+def fetch(conn, sql):
+    cur = conn.cursor()
+    cur.execute(sql)
+    return [list(r) for r in cur.fetchall()]
+
+
+class RealProxySQL:
+    """One ProxySQL process started here (its own process group, its own datadir), stopped at the end."""
+
+    def __init__(self, binary, datadir, admin_port, client_port, *, peers=None, name=None):
+        self.binary, self.admin_port, self.client_port = binary, admin_port, client_port
+        self.datadir, self.peers, self.name = Path(datadir), peers, name or str(admin_port)
+        self.proc = None
+        self.conn = None  # a connection kept by sql(); admin() opens one per call
+
+    def start(self, fresh=True):
+        """fresh: an empty datadir and a new config file (ProxySQL, finding no proxysql.db, reads the file). Otherwise
+        (restart) the same datadir and config as they are: never --initial (nor --reload), so ProxySQL loads its
+        disk layer (proxysql.db) into memory and runtime, as an operator's restart does. Returns its version."""
+        cnf = self.datadir / "proxysql.cnf"
+        if fresh:
+            shutil.rmtree(self.datadir, ignore_errors=True)
+            self.datadir.mkdir(parents=True)
+            cnf.write_text(config_text(self.datadir, self.admin_port, self.client_port, self.peers))
+        log = open(self.datadir / "stdout.log", "wb" if fresh else "ab")
+        self.proc = subprocess.Popen([self.binary, "-f", "--no-version-check", "-c", str(cnf), "-D", str(self.datadir)],
+                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                return self.admin("SELECT @@version")[0][0]
+            except MySQLdb.Error:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"ProxySQL {self.name} (admin port {self.admin_port}) did not start; see "
+                                       f"{self.datadir / 'stdout.log'}") from None
+                time.sleep(0.05)
+
+    def admin(self, *statements):
+        """Each statement on a new connection's session; the last one's rows (tuples)."""
+        return demo.admin_sql(self.admin_port, *statements)
+
+    def sql(self, *statements):
+        """As admin(), on a connection kept between calls (a sampler's, a tight loop's)."""
+        if self.conn is None:
+            self.conn = connect(self.admin_port)
+        out = []
+        for s in statements:
+            out = fetch(self.conn, s)
+        return out
+
+    def checksum(self, name):
+        """(version, epoch, checksum) of one module in runtime_checksums_values."""
+        return self.sql(f"SELECT version, epoch, checksum FROM runtime_checksums_values WHERE name='{name}'")[0]
+
+    def stop(self):
+        """SIGTERM to its process group (ProxySQL 2.1+: its fast shutdown), SIGKILL after 10 s. Says which."""
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except MySQLdb.Error:
+                pass
+            self.conn = None
+        if self.proc and self.proc.poll() is None:
+            how = stop_group(self.proc.pid, grace_s=10)
+            return f"{how}, exit {self.proc.wait()}"
+        return "not running"
+
+    def restart(self):
+        """Stop the process, start it again from the same datadir and config without --initial (it loads its disk);
+        returns (how it stopped, seconds until the admin answered again)."""
+        pid = self.proc.pid if self.proc else None
+        how = self.stop()
+        began = time.monotonic()
+        self.start(fresh=False)
+        return f"pid {pid} {how}; new pid {self.proc.pid}", time.monotonic() - began
