@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 from lab.proxysql_double import DoubleServer, ProxySQLDouble
+from conftest import missing
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = Path(os.environ.get("PROXYSQL_REFERENCE_DIR", REPO.parent / "shared" / "proxysql-reference"))
@@ -82,7 +83,7 @@ def test_conformance_transcript(proxysql_double):
     """114 reference statements, judged by the reference's replay.py rules: all pass, all type 253."""
     transcript = REFERENCE / "transcripts" / "admin-statements.jsonl"
     if not transcript.exists():
-        pytest.skip(f"reference folder not found at {REFERENCE}")
+        missing(f"reference folder not found at {REFERENCE}")
     passed, failures, type_codes = replay_transcript(proxysql_double, transcript)
     assert failures == [], "\n".join(failures)
     assert passed == 114
@@ -115,7 +116,7 @@ def test_conformance_config_transcript(proxysql_double):
     attributes, BEGIN/ROLLBACK, checksums, aliases), judged by replay.py's rules: all pass, all type 253."""
     transcript = REFERENCE / "transcripts" / "config-statements.jsonl"
     if not transcript.exists():
-        pytest.skip(f"reference folder not found at {REFERENCE}")
+        missing(f"reference folder not found at {REFERENCE}")
     passed, failures, type_codes = replay_transcript(proxysql_double, transcript)
     assert failures == [], "\n".join(failures)
     assert passed == 106
@@ -125,7 +126,7 @@ def test_conformance_config_transcript(proxysql_double):
 def test_packaged_schema_is_the_reference():
     """The DDL and data files the double ships (so it runs without shared/) equal the reference's."""
     if not (REFERENCE / "schema").is_dir():
-        pytest.skip(f"reference folder not found at {REFERENCE}")
+        missing(f"reference folder not found at {REFERENCE}")
     ref = {p.name: p.read_bytes() for p in (REFERENCE / "schema").iterdir()}
     mine = {p.name: p.read_bytes() for p in SCHEMA_COPY.iterdir()}
     assert mine == ref

@@ -8,6 +8,7 @@ import MySQLdb
 import pytest
 
 from lab.proxysql_double import versions
+from conftest import missing
 
 FACTS = Path(__file__).resolve().parents[1] / "reference" / "versions"
 SCHEMA = Path(__file__).resolve().parents[1] / "proxysql_double" / "schema"
@@ -115,7 +116,7 @@ def test_the_2_7_1_transcripts_differ_on_another_version_only_where_its_source_d
 
     path = REFERENCE / "transcripts" / transcript
     if not path.exists():
-        pytest.skip(f"reference folder not found at {REFERENCE}")
+        missing(f"reference folder not found at {REFERENCE}")
     with ProxySQLDouble(version=version) as double:
         _, failures, _ = replay_transcript(double, path)
     assert {int(f.split()[1].rstrip(":")) for f in failures} == set(EXPECTED_DIFFERENCES[(version, transcript)]), failures

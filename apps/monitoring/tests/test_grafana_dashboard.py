@@ -3,13 +3,13 @@ metrics /metrics and /metrics/pool export, is filtered by the cluster variable w
 (promtool). A real Prometheus evaluates them all in test_prometheus_scrape.py."""
 import shutil
 import subprocess
-import sys
 
 import pytest
 import yaml
 
 from . import dashboard
 from .test_metrics import everything  # noqa: F401 (fixture)
+from conftest import missing
 
 FLEET_WIDE = {"proxysql_fleet_live_up", "proxysql_fleet_database_up", "proxysql_fleet_operation_duration_seconds_bucket"}
 
@@ -51,8 +51,7 @@ def test_every_expression_is_valid_promql(tmp_path):
     promtool = shutil.which("promtool")
     if promtool is None:
         reason = "promtool is not installed (Debian package prometheus; bin/setup installs it)"
-        print(f"SKIPPED: {reason}", file=sys.stderr)
-        pytest.skip(reason)
+        missing(reason)
     rules = [{"record": f"dashboard:expression_{i}", "expr": dashboard.as_promql(expr)}
              for i, (_, expr) in enumerate(dashboard.expressions()) if not expr.startswith("label_values(")]
     path = tmp_path / "rules.yml"

@@ -5,7 +5,6 @@ loads and evaluates the rules against the lab in test_prometheus_scrape.py."""
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ import yaml
 
 from . import dashboard
 from .test_metrics import everything  # noqa: F401 (fixture)
+from conftest import missing
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
 RULES = DOCS / "prometheus-rules.yaml"
@@ -23,8 +23,7 @@ def promtool():
     path = shutil.which("promtool")
     if path is None:
         reason = "promtool is not installed (Debian package prometheus; bin/setup installs it)"
-        print(f"SKIPPED: {reason}", file=sys.stderr)
-        pytest.skip(reason)
+        missing(reason)
     return path
 
 

@@ -8,7 +8,6 @@ import json
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -20,6 +19,7 @@ from apps.monitoring import pollers
 
 from . import dashboard
 from .test_prometheus_rules import RULES, rules
+from conftest import missing
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,8 +63,7 @@ def prometheus(tmp_path):
     binary = shutil.which("prometheus")
     if binary is None:
         reason = "the prometheus server is not installed (Debian package prometheus; bin/setup installs it)"
-        print(f"SKIPPED: {reason}", file=sys.stderr)
-        pytest.skip(reason)
+        missing(reason)
     started = []
 
     def start(target, token):

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from apps.audit.tests.faults import audit_outage  # noqa: F401 (a fixture)
 from apps.fleet.models import Server
 from apps.operations import drain, repair, switchover
 from apps.operations.choices import OperationState
@@ -185,16 +186,14 @@ def test_a_repair_paused_mid_way_finishes_and_restores_the_sync(adopted_cluster_
 
 
 def test_a_switchover_failed_past_its_point_of_no_return_still_restores_the_sync(adopted_cluster_lab, operator_user,
-                                                                                 monkeypatch):
+                                                                                 audit_outage):
     """A step after the point of no return fails (here the version's audit append, in the inventory step): the
     operation ends failed, not rolled back, and skips its last steps; the sync restore runs anyway (before, the hold
     stayed on and the nodes never pulled from each other again)."""
-    from .test_intent import audit_down
-
     cluster, doubles = adopted_cluster_lab
     before = {d.port: sync_settings(d) for d in doubles}
     started = time.time()
-    audit_down(monkeypatch)
+    audit_outage("configuration version recorded")
     op = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True,
                                              drain_timeout_ms=2000), operator_user)
     assert op.state == OperationState.FAILED and "the audit log does not answer" in op.error, op.error
