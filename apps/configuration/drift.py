@@ -17,6 +17,7 @@ panel and the API read it live; watch() (beat, every 30 s) runs it over every cl
 the alert rules `drift` and `restart_drift` and the overview read without opening a connection.
 """
 import hashlib
+import logging
 import json
 import time
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ from . import nodes as N
 from . import versions
 from .tables import BY_NAME, MYSQL_SERVERS, MYSQL_USERS, TABLES, VARIABLES
 from .variables import RESTART_ONLY, SECRETS
+
+log = logging.getLogger(__name__)
 
 LAYERS = ("memory", "runtime", "disk")
 # How a row is named in a sentence, by table (mysql_servers: "hg 101 127.0.0.1:3312", as the fleet pages say).
@@ -60,17 +63,18 @@ def same_secret(known):
     return same
 
 
-def cluster_drift(cluster):
-    """Every ProxySQL node of the cluster, its three layers against the current configuration version."""
+def cluster_drift(cluster, reads=None, version=None):
+    """Every ProxySQL node of the cluster, its three layers against the current configuration version. `reads`:
+    the nodes' layers already read ({node pk: NodeConfig}, the watcher's), else read now; `version`: the latest."""
     from .services import known_secrets, latest  # services imports models: read when called, not at import
 
-    version = latest(cluster)
+    version = version or latest(cluster)
     if version is None:
         return ClusterDrift(None, [])
     same = same_secret(known_secrets(cluster))
     hostgroups = C.claimed_hostgroups(version.content)
     out, runtimes = [], {}
-    for nc in N.read_cluster(cluster, layers=LAYERS).values():
+    for nc in (reads if reads is not None else N.read_cluster(cluster, layers=LAYERS)).values():
         if nc.error:
             out.append(NodeDrift(nc.node_id, nc.name, error=nc.error, error_kind=nc.error_kind))
             continue
@@ -93,26 +97,44 @@ def runtime_difference(d):
 
 
 # -- the watcher and its stored results ----------------------------------------------------------------------
-def watch():
+WATCH_BUDGET_S = 20.0  # the beat task's soft time limit is 25 s (workers/fleet.py), its period 30 s
+WATCH_LAST_ROUND = "drift-watch:last-round"  # Redis: what the last round checked and left, for people and tests
+
+
+def watch(budget_s=WATCH_BUDGET_S):
     """Run the engine over every cluster's nodes (live reads, each bounded by the admin client's timeouts), store
     each node's result (a latest-state document of kind live.DRIFT) and audit "drift found" / "drift fixed" when
     its findings change. A node that does not answer is stored as unreachable, its last verdict kept (unreachable
     is not drift, nor its end). A cluster with no configuration version yet has no intent to compare with: nothing
-    is stored. Called by beat every 30 s (workers/fleet.py). Returns the number of audit events written."""
+    is stored. Called by beat every 30 s (workers/fleet.py). Returns the number of audit events written.
+
+    Every node of every cluster is read at once (nodes.read_nodes), within `budget_s`: a cluster whose nodes are
+    not all read by then is not judged this round (its stored results keep their age, and the alert rules stop
+    judging a result older than ENGINE_FRESH_S), and the clusters checked longest ago go first, so a round cut
+    short is followed by one that starts where it stopped, never by the same head of the fleet again."""
     from apps.audit.services import record
     from apps.fleet.models import Cluster
     from apps.monitoring import live
 
-    events = 0
-    for cluster in Cluster.objects.order_by("pk"):
-        result = cluster_drift(cluster)
-        if result.version is None:
+    from .services import latest
+
+    deadline = time.monotonic() + budget_s
+    clusters = [(c, v, list(c.proxysql_nodes.all())) for c in Cluster.objects.prefetch_related("proxysql_nodes")
+                .order_by("pk") if (v := latest(c)) is not None]
+    last = stored([n.pk for _, _, nodes in clusters for n in nodes])
+    clusters = oldest_first(clusters, last)
+    reads = N.read_nodes([n for _, _, nodes in clusters for n in nodes], LAYERS, deadline=deadline)
+    events, left = 0, []
+    for cluster, version, cluster_nodes in clusters:
+        if any(n.pk not in reads for n in cluster_nodes):
+            left.append(cluster.name)
             continue
-        previous = stored([n.node_id for n in result.nodes])
-        nodes = {n.pk: n for n in cluster.proxysql_nodes.all()}
+        result = cluster_drift(cluster, {n.pk: reads[n.pk] for n in sorted(cluster_nodes, key=lambda n: n.pk)},
+                               version)
+        nodes = {n.pk: n for n in cluster_nodes}
         docs = {}
         for node in result.nodes:
-            before = previous.get(node.node_id) or {}
+            before = last.get(node.node_id) or {}
             if node.error:
                 docs[node.node_id] = {**before, "ts": time.time(), "error": node.error, "error_kind": node.error_kind}
                 continue
@@ -129,7 +151,20 @@ def watch():
                        details={"version": result.version, "differences": []})
             events += 1
         live.write_many(live.DRIFT, docs)
+    if left:
+        log.warning("drift watcher: %d of %d clusters not read within %.0f s, first next round: %s", len(left),
+                    len(clusters), budget_s, ", ".join(left[:20]))
+    try:
+        live.client().set(WATCH_LAST_ROUND, json.dumps({"ts": time.time(), "checked": len(clusters) - len(left),
+                                                        "left": left[:1000]}))
+    except Exception:  # Redis down: the results were not stored either
+        pass
     return events
+
+
+def oldest_first(clusters, last):
+    """(cluster, version, nodes) tuples ordered by the oldest stored result of their nodes (never checked: first)."""
+    return sorted(clusters, key=lambda c: min(((last.get(n.pk) or {}).get("ts", 0) for n in c[2]), default=0))
 
 
 def as_stored(version, node):

@@ -3,7 +3,9 @@
 A node is read whole (every managed table, every variable) in one connection; the nodes of a cluster in
 parallel, each bounded by the client's timeouts, so one node that does not answer costs one timeout.
 """
-from concurrent.futures import ThreadPoolExecutor
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 
 from apps.clients.proxysql import ProxySQLAdmin, configured_status
@@ -71,6 +73,26 @@ def read_node(node, layers=("memory", "runtime"), build=None):
                               shunned=shunned)
     except ClientError as exc:
         return NodeConfig(node.pk, node.name, error=str(exc), error_kind=exc.kind)
+
+
+def read_nodes(nodes, layers, *, deadline, workers=32):
+    """{node_pk: NodeConfig} of the nodes (any clusters') read concurrently, those read by `deadline` (a
+    time.monotonic() instant) only: a node still being read then is left out (its read ends by the client's own
+    timeouts, unawaited). The drift watcher's: a fleet of silent nodes must not make it run past its beat."""
+    nodes = list(nodes)
+    if not nodes:
+        return {}
+    pool = ThreadPoolExecutor(max_workers=min(workers, len(nodes)), thread_name_prefix="drift-read")
+    futures = {pool.submit(read_node, n, layers): n.pk for n in nodes}
+    done = {}
+    try:
+        for future in as_completed(futures, timeout=max(0.0, deadline - time.monotonic())):
+            done[futures[future]] = future.result()
+    except FuturesTimeout:
+        pass
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    return {n.pk: done[n.pk] for n in nodes if n.pk in done}
 
 
 def read_cluster(cluster, layers=("memory", "runtime"), nodes=None, build=None):
