@@ -1,6 +1,6 @@
 """A cluster whose two ProxySQL nodes run different versions (a 2.5 and a 2.7 double, lab/reference/versions):
-adopted, polled (versions shown), switched over, changed by a change set, and a change of a variable that 2.5
-lacks refused for that node with the reason."""
+adopted, polled (versions shown), switched over, drained, restored, repaired, changed by a change set, and a change
+of a variable that 2.5 lacks refused for that node with the reason."""
 import pytest
 from django.urls import reverse
 
@@ -127,3 +127,39 @@ def test_a_variable_only_the_other_version_has_is_no_drift_and_no_write_back(ado
     apply = next(s for s in plan.steps if s.key == "apply")
     statements = [s for spec in apply.nodes.values() for s in spec["sql"]]
     assert not any("default_tx_isolation" in s for s in statements), statements
+
+
+def test_mixed_pair_drains_restores_and_is_repaired(adopted_mixed_lab, operator_user):
+    """Issue 24, done-when: the drain, its restore and a repair on a 2.5 and a 2.7 node, each ending with both nodes'
+    memory, runtime and disk equal to intent."""
+    from apps.operations import drain, repair
+
+    cluster, doubles = adopted_mixed_lab
+
+    def run_op(plan):
+        op = operations.save_plan(plan, user=operator_user)
+        operations.confirm(op, user=operator_user, enqueue=False)
+        executor.run(op.pk)
+        op.refresh_from_db()
+        assert op.state == OperationState.DONE, op.error
+        return op
+
+    run_op(drain.plan_drain(Server.objects.get(port=3313)))
+    for d in doubles:
+        for layer in ("main.", "runtime_", "disk."):
+            assert sql(d, f"SELECT status FROM {layer}mysql_servers WHERE hostgroup_id=101 AND port=3313") == (
+                ("OFFLINE_SOFT",),), (d.port, layer)
+    run_op(drain.plan_restore(Server.objects.get(port=3313)))
+    for d in doubles:
+        for layer in ("main.", "runtime_", "disk."):
+            assert sql(d, f"SELECT status FROM {layer}mysql_servers WHERE hostgroup_id=101 AND port=3313") == (
+                ("ONLINE",),), (d.port, layer)
+    # A weight changed by hand on the 2.5 node, loaded and saved: the repair puts intent back in every layer.
+    old_node = next(d for d in doubles if sql(d, "SELECT @@version")[0][0].startswith("2.5"))
+    for statement in ("UPDATE mysql_servers SET weight=9 WHERE hostgroup_id=101 AND port=3313",
+                      "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK"):
+        sql(old_node, statement)
+    run_op(repair.plan_repair(cluster))
+    weights = {(d.port, layer): sql(d, f"SELECT weight FROM {layer}mysql_servers WHERE hostgroup_id=101 AND port=3313")
+               for d in doubles for layer in ("main.", "runtime_", "disk.")}
+    assert len(set(weights.values())) == 1 and ("9",) not in set(weights.values()), weights

@@ -99,23 +99,31 @@ def test_a_switchover_says_it_holds_the_sync_and_restores_it(adopted_cluster_lab
     assert sql(doubles[1], "SELECT port FROM runtime_mysql_servers WHERE hostgroup_id=100") == [("3312",)]
 
 
+# Each node paused once (issue 24, done-when): the first node and the second, in turn.
+EACH_NODE = pytest.mark.parametrize("paused_index", [0, 1], ids=["proxysql-1 paused", "proxysql-2 paused"])
+
+
+@EACH_NODE
 def test_a_switchover_paused_at_its_save_rolls_back_and_the_pending_retry_restores_the_sync(
-        adopted_cluster_lab, operator_user, live_redis):
-    cluster, (first, second) = adopted_cluster_lab
-    before = {d.port: sync_settings(d) for d in (first, second)}
+        adopted_cluster_lab, operator_user, live_redis, paused_index):
+    cluster, doubles = adopted_cluster_lab
+    paused, other = doubles[paused_index], doubles[1 - paused_index]
+    before = {d.port: sync_settings(d) for d in doubles}
     started = time.time()
-    pause_at(second, "SAVE MYSQL SERVERS TO DISK")
+    pause_at(paused, "SAVE MYSQL SERVERS TO DISK")
     op = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
     assert op.state == OperationState.ROLLBACK_PENDING, op.error
-    assert set(sync_settings(first)["runtime"].values()) == {"3"}  # restored where the rollback ran
-    resume_later(second)
-    assert sync_settings(second)["runtime"]["admin-cluster_mysql_servers_diffs_before_sync"] == "0"  # still held
-    assert retry_now() == [f"proxysql-2: {len(retry_statements(op))} statement(s) ran; its rollback is complete"]
+    assert set(sync_settings(other)["runtime"].values()) == {"3"}  # restored where the rollback ran
+    resume_later(paused)
+    assert sync_settings(paused)["runtime"]["admin-cluster_mysql_servers_diffs_before_sync"] == "0"  # still held
+    assert retry_now() == [f"proxysql-{paused_index + 1}: {len(retry_statements(op))} statement(s) ran; its "
+                           "rollback is complete"]
     op.refresh_from_db()
     assert op.state == OperationState.ROLLED_BACK, op.error
     time.sleep(PULLS_DUE_S)
-    assert_cooperated((first, second), started, before)
-    assert sql(second, "SELECT port FROM runtime_mysql_servers WHERE hostgroup_id=100") == [("3311",)]
+    assert_cooperated(doubles, started, before)
+    for d in doubles:
+        assert sql(d, "SELECT port FROM runtime_mysql_servers WHERE hostgroup_id=100") == [("3311",)]
 
 
 def retry_statements(op):
@@ -151,15 +159,17 @@ def test_a_switchover_finishing_on_a_paused_node_restores_its_sync_when_it_answe
     assert_cooperated((first, second), started, before)
 
 
-def test_a_drain_paused_mid_way_and_its_restore(adopted_cluster_lab, operator_user, live_redis):
+@EACH_NODE
+def test_a_drain_paused_mid_way_and_its_restore(adopted_cluster_lab, operator_user, live_redis, paused_index):
     cluster, (first, second) = adopted_cluster_lab
+    paused = (first, second)[paused_index]
     before = {d.port: sync_settings(d) for d in (first, second)}
     started = time.time()
     reader = Server.objects.get(port=3313)
-    pause_at(second, "LOAD MYSQL SERVERS TO RUNTIME")  # its drain loaded, then it stops answering
+    pause_at(paused, "LOAD MYSQL SERVERS TO RUNTIME")  # its drain loaded, then it stops answering
     op = run_plan(drain.plan_drain(reader), operator_user)
     assert op.state == OperationState.ROLLBACK_PENDING, op.error
-    retried(op, second, OperationState.ROLLED_BACK)
+    retried(op, paused, OperationState.ROLLED_BACK)
     op = run_plan(drain.plan_drain(reader), operator_user)
     assert op.state == OperationState.DONE, op.error
     op = run_plan(drain.plan_restore(Server.objects.get(port=3313)), operator_user)
@@ -168,8 +178,11 @@ def test_a_drain_paused_mid_way_and_its_restore(adopted_cluster_lab, operator_us
     assert_cooperated((first, second), started, before)
 
 
-def test_a_repair_paused_mid_way_finishes_and_restores_the_sync(adopted_cluster_lab, operator_user, live_redis):
+@EACH_NODE
+def test_a_repair_paused_mid_way_finishes_and_restores_the_sync(adopted_cluster_lab, operator_user, live_redis,
+                                                                paused_index):
     cluster, (first, second) = adopted_cluster_lab
+    paused = (first, second)[paused_index]
     for double in (first, second):  # drift on both nodes: a reader's weight, loaded and saved
         sql(double, "UPDATE mysql_servers SET weight=9 WHERE hostgroup_id=101 AND port=3313")
         sql(double, "LOAD MYSQL SERVERS TO RUNTIME")
@@ -177,12 +190,13 @@ def test_a_repair_paused_mid_way_finishes_and_restores_the_sync(adopted_cluster_
     time.sleep(PULLS_DUE_S)
     before = {d.port: sync_settings(d) for d in (first, second)}
     started = time.time()
-    pause_at(second, "REPLACE INTO mysql_servers")
+    pause_at(paused, "REPLACE INTO mysql_servers")
     op = run_plan(repair.plan_repair(cluster), operator_user)
     assert op.state == OperationState.FINISH_PENDING, op.error
-    retried(op, second, OperationState.DONE)
+    retried(op, paused, OperationState.DONE)
     assert_cooperated((first, second), started, before)
-    assert sql(second, "SELECT weight FROM disk.mysql_servers WHERE hostgroup_id=101 AND port=3313") != [("9",)]
+    for d in (first, second):
+        assert sql(d, "SELECT weight FROM disk.mysql_servers WHERE hostgroup_id=101 AND port=3313") != [("9",)]
 
 
 def test_a_switchover_failed_past_its_point_of_no_return_still_restores_the_sync(adopted_cluster_lab, operator_user,
