@@ -4,6 +4,8 @@ without control characters or the separators , = (it is written as "key=value, k
 import re
 
 from django.db import transaction
+from django.db.models import Aggregate, OuterRef, Subquery, TextField, Value
+from django.db.models.functions import Concat
 
 from apps.audit.services import record
 
@@ -79,6 +81,34 @@ def parse_filter(text):
 def tagged(clusters, key, value):
     """The clusters (a queryset) with this tag."""
     return clusters.filter(pk__in=ClusterTag.objects.filter(key=key, value=value).values("cluster_id"))
+
+
+class _GroupConcat(Aggregate):
+    """GROUP_CONCAT: the same name and default separator (a comma) on SQLite, MariaDB and MySQL; no tag holds a
+    comma. MySQL cuts the result at group_concat_max_len (1,024 by default; MariaDB's is 1 MiB)."""
+    function = "GROUP_CONCAT"
+    output_field = TextField()
+
+
+GROUP_CONCAT_CUT = 1024
+
+
+def with_tags(clusters):
+    """The clusters (a queryset) annotated with `tags_text`, their tags as "key=value,key=value", in the clusters'
+    own query (the overview's query budget)."""
+    text = (ClusterTag.objects.filter(cluster_id=OuterRef("pk")).values("cluster_id")
+            .annotate(text=_GroupConcat(Concat("key", Value("="), "value", output_field=TextField()))).values("text"))
+    return clusters.annotate(tags_text=Subquery(text[:1], output_field=TextField()))
+
+
+def from_text(text):
+    """["key=value", ...] sorted, from with_tags()'s tags_text; a last tag possibly cut by the database is left out
+    and the list ends with an ellipsis."""
+    if not text:
+        return []
+    parts = text.split(",")
+    cut = len(text) >= GROUP_CONCAT_CUT
+    return sorted(parts[:-1] if cut else parts) + (["…"] if cut else [])
 
 
 def of(cluster):

@@ -196,8 +196,8 @@ def _fleet_overview(page, only_attention, now, tag=None):
     if tag:  # the same number of queries: the tag narrows each of them
         chosen = tags.tagged(chosen, *tag)
         nodes, servers = nodes.filter(cluster__in=chosen), servers.filter(cluster__in=chosen)
-    clusters = list(chosen.order_by("name").values(
-        "id", "name", "poll_interval_s", "backend_poll_interval_s", "max_replication_lag", "writer_hostgroup", "reader_hostgroup",
+    clusters = list(tags.with_tags(chosen).order_by("name").values(
+        "id", "name", "tags_text", "poll_interval_s", "backend_poll_interval_s", "max_replication_lag", "writer_hostgroup", "reader_hostgroup",
         "backup_writer_hostgroup", "offline_hostgroup"))
     by_id = {c["id"]: c for c in clusters}
     nodes = list(nodes.order_by("name").values_list("id", "cluster_id", "name"))
@@ -341,4 +341,5 @@ def _cluster_view(c, node_url, server_url):
         backends.append({"name": name, "url": server_url(pk), "state": state, "age": age,
                          "colour": status.backend_colour(state, problems),
                          "label": status.wsrep_label({"state": wsrep}), "recv_queue": wsrep.get("local_recv_queue")})
-    return {"name": c["name"], "url": c["url"], "attention": c["attention"], "nodes": nodes, "servers": backends}
+    return {"name": c["name"], "url": c["url"], "attention": c["attention"], "nodes": nodes, "servers": backends,
+            "tags": tags.from_text(c["tags_text"])}

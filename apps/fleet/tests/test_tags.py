@@ -113,3 +113,29 @@ def test_operators_replace_tags_through_the_api_with_the_pages_rules(viewer_user
     events = list(AuditEvent.objects.filter(action="cluster tags changed").order_by("id").values_list("actor", "outcome"))
     assert events[0] == ("otto-operator (token gitops)", "success") and events[-1][1] == "success"
     assert [o for _, o in events[1:-1]] == ["invalid"] * 4  # (the list body is refused by its type, before the rules)
+
+
+def test_the_fleet_page_shows_each_clusters_tags_as_chips_that_filter(live_redis, viewer_client,
+                                                                     django_assert_max_num_queries):
+    """Issue 23 §5: tags were on the cluster page only. The overview shows them on each cluster's row, read in the
+    clusters' own query (the overview's query budget holds: tests/test_pages_states.py), each a link to its filter."""
+    from apps.monitoring.tests import synthetic
+
+    synthetic.fleet(3, 1, 1, prefix="chip")
+    cluster = Cluster.objects.get(name="chip-0001")
+    for key, value in (("team", "payments"), ("env", "prod")):
+        ClusterTag.objects.create(cluster=cluster, key=key, value=value)
+    page = viewer_client.get(reverse("fleet:overview")).content.decode()
+    page = page[page.index("<h2>Clusters"):]  # (the attention list above names the clusters too)
+    row = page[page.index(">chip-0001<"):page.index(">chip-0002<")]
+    assert row.index('data-cluster-tag="env=prod"') < row.index('data-cluster-tag="team=payments"')
+    assert 'href="?tag=env%3Dprod"' in row and "data-cluster-tag" not in page[page.index(">chip-0002<"):]
+    filtered = viewer_client.get(reverse("fleet:overview"), {"tag": "env=prod"}).content.decode()
+    assert "chip-0001" in filtered and "chip-0002" not in filtered
+
+
+def test_a_tag_list_cut_by_the_database_ends_with_an_ellipsis():
+    assert tags.from_text(None) == [] and tags.from_text("team=a,env=b") == ["env=b", "team=a"]
+    cut = ",".join(f"k{i:02d}={'v' * 90}" for i in range(11))[:tags.GROUP_CONCAT_CUT]
+    shown = tags.from_text(cut)
+    assert shown[-1] == "…" and len(shown) == 11 and all(len(t) == 94 for t in shown[:-1])
