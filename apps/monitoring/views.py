@@ -1,8 +1,8 @@
 """Monitoring pages and their live fragments, and one JSON view per chart. Viewer-level (login is required by
 middleware, the viewer role by each view); nothing here changes state but the kill of a client session (an operator's,
-confirmed, audited: sessions.py). /metrics (Prometheus) is the exception:
-outside the login, with its own check (scrape_access.py). The fleet overview, node, cluster and backend pages are the fleet app's; their
-monitoring sections are partials of templates/monitoring/*.html refreshed by the views below."""
+confirmed, audited: sessions.py). /metrics (Prometheus) is the exception: outside the login, with its own check
+(scrape_access.py). The fleet overview, node, cluster and backend pages are the fleet app's; their monitoring sections
+are partials of templates/monitoring/*.html refreshed by the views below."""
 import gzip
 import time
 

@@ -151,9 +151,7 @@ KNOWN_UPWARD = {
     "apps/configuration/secrets.py": {"operations"},   # the plans' secret markers
     "apps/configuration/services.py": {"operations"},  # plan_and_save, revert (kept_operational: swapped_roles)
     "apps/configuration/steps.py": {"operations"},     # the executor's config_verify / config_record steps
-    "apps/dr/polling.py": {"alerts"},                  # the channels' alert rules after their poll
     "apps/fleet/adopt.py": {"configuration", "monitoring"},  # adoption records version 1, reads poll settings
-    "apps/fleet/drift.py": {"configuration"},          # helpers under configuration's drift engine
     "apps/monitoring/exporter.py": {"alerts", "operations"},  # /metrics: the alerts and operations series
     "apps/monitoring/operation_counts.py": {"operations"},    # the exporter's operation tallies
     "apps/monitoring/search.py": {"digests"},          # the header search finds digests
