@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from django.conf import settings
 from django.urls import reverse
 
-from apps.configuration import versions
+from apps.clients import proxysql_versions as versions
 from apps.digests.models import DigestNodeState
 from apps.fleet.models import HostgroupMembership, MirrorRule
 

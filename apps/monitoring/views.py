@@ -21,8 +21,9 @@ from apps.clients.wire import ClientError
 from apps.fleet.models import Cluster, ProxySQLNode, Server
 
 from apps.pages import fleet as fleet_pages
+from apps.pages import search
 
-from . import charts, exporter, live, scrape_access, search, selectors, sessions, status
+from . import charts, exporter, live, scrape_access, selectors, sessions, status
 
 
 @require_role(VIEWER)
@@ -227,6 +228,6 @@ metrics.access_check = pool_metrics.access_check = metrics_targets.access_check 
 @require_role(VIEWER)
 @require_GET
 def search_page(request):
-    """The header's search across clusters, nodes, backends and digests (apps/monitoring/search.py)."""
+    """The header's search across clusters, nodes, backends and digests (apps/pages/search.py)."""
     found = search.search(request.GET.get("q", ""))
     return TemplateResponse(request, "monitoring/search.html", {**found, "search_q": found["q"]})

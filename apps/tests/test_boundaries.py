@@ -153,9 +153,7 @@ KNOWN_UPWARD = {
     "apps/configuration/steps.py": {"operations"},     # the executor's config_verify / config_record steps
     "apps/fleet/adopt.py": {"configuration", "monitoring"},  # adoption records version 1, reads poll settings
     "apps/monitoring/exporter.py": {"alerts", "operations"},  # /metrics: the alerts and operations series
-    "apps/monitoring/operation_counts.py": {"operations"},    # the exporter's operation tallies
-    "apps/monitoring/search.py": {"digests"},          # the header search finds digests
-    "apps/monitoring/selectors.py": {"configuration", "digests"},  # version series; the node's digest state
+    "apps/monitoring/selectors.py": {"digests"},       # mirror rules: when the digest poll last read them
 }
 
 
