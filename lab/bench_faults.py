@@ -41,7 +41,8 @@ from django.db import close_old_connections
 
 from apps.clients.proxysql import ProxySQLAdmin, configured, configured_status
 from apps.fleet import adopt
-from apps.fleet.drift import MANAGED_VARIABLES, intended_rows, intended_variables, versioned_variables
+from apps.configuration.services import versioned_variables
+from apps.fleet.drift import MANAGED_VARIABLES, intended_rows, intended_variables
 from apps.fleet.models import Cluster, ProxySQLNode, Server
 from apps.operations import drain, executor, repair, rollbacks, services, switchover
 from apps.operations.choices import OperationState

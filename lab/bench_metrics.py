@@ -19,7 +19,7 @@ Everything runs on 127.0.0.1 and everything it starts is stopped at the end, als
 4. --requests GETs of /metrics through Django's test client from 127.0.0.1 (the default allow-list), DJANGO_DEBUG=0,
    every document re-dated before each request so that none is stale, with Accept-Encoding: gzip (as Prometheus
    asks) and without: server time p50 / p95 / max and CPU, bytes, samples; a process's first scrape (it reads every
-   operation once: apps/monitoring/operation_counts.py); the CPU time of each step; the peak of Python allocations;
+   operation once: apps/operations/counts.py); the CPU time of each step; the peak of Python allocations;
    and, for comparison, prometheus_client's own generate_latest() over the same families instead of render().
    Then every target /metrics/targets lists for the pools, /metrics/pool?cluster=NAME once per cluster (a whole
    round, as Prometheus scrapes them in an interval), twice: server time and CPU per scrape, sizes, and the
@@ -181,7 +181,8 @@ def measure(args, px, be):
     from django.test import Client
     from prometheus_client.exposition import generate_latest
 
-    from apps.monitoring import exporter, operation_counts
+    from apps.monitoring import exporter
+    from apps.operations import counts as operation_counts
 
     client = Client()
     for _ in range(3):  # warm: connections open, code paths taken

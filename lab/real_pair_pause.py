@@ -34,7 +34,8 @@ import MySQLdb
 
 from apps.clients.proxysql import ProxySQLAdmin, configured
 from apps.configuration.drift import cluster_drift
-from apps.fleet.drift import AUTOINC, MANAGED_VARIABLES, intended_rows, intended_variables, versioned_variables
+from apps.configuration.services import versioned_variables
+from apps.fleet.drift import AUTOINC, MANAGED_VARIABLES, intended_rows, intended_variables
 from apps.fleet.models import Server
 from apps.operations import rollbacks, switchover
 from apps.operations.models import Operation, OperationStep, PendingRollback

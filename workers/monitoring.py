@@ -56,12 +56,25 @@ def _holder(task):
 
 def _poll_channels(shard, shards):
     """Disaster-recovery channels are polled with the backends (apps/dr/polling.py)."""
-    from apps.dr import polling
-
     try:
-        polling.run_shard(shard, shards)
+        poll_channels(shard, shards)
     except Exception:  # a channel's trouble must never stop the backend polls
         log.exception("channel poll of shard %s failed", shard)
+
+
+def poll_channels(shard, shards, now=None):
+    """The channels due in this shard polled (and moved, when their policy says so), then the alert rules over them:
+    after the moves, so a move is not delayed by them and the move that just ran holds what it caused."""
+    from apps.alerts import evaluate
+    from apps.dr import polling
+
+    results = polling.run_shard(shard, shards, now)
+    if results:
+        try:
+            evaluate.after_channel_poll(results, now)
+        except Exception:  # an alerting bug must never stop the channels' polls or moves
+            log.exception("alert evaluation after the channel polls failed")
+    return results
 
 
 def _record_versions(summary):

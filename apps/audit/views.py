@@ -16,7 +16,7 @@ from django.views.decorators.http import require_http_methods
 
 from apps.accounts.roles import ADMIN, VIEWER, require_role
 
-from . import incident as incident_selectors
+from apps.reports import incident as incident_selectors
 from . import selectors
 from .forms import QUICK_RANGES, FilterForm
 from .models import AuditArchive, AuditEvent

@@ -17,18 +17,18 @@ panel and the API read it live; watch() (beat, every 30 s) runs it over every cl
 the alert rules `drift` and `restart_drift` and the overview read without opening a connection.
 """
 import hashlib
-import logging
 import json
+import logging
 import time
 from dataclasses import dataclass, field
 
+from apps.clients import proxysql_versions as versions
 from apps.clients.proxysql import configured_status
 from apps.fleet.drift import (LayerDifference, LayerFinding, NodeDrift, VariableDrift, between_nodes, runtime_states,
                               writer_finding)
 
 from . import content as C
 from . import nodes as N
-from . import versions
 from .tables import BY_NAME, MYSQL_SERVERS, MYSQL_USERS, TABLES, VARIABLES
 from .variables import RESTART_ONLY, SECRETS
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import pcre2
 import re2
 
+from apps.clients import proxysql_versions as versions
 from apps.fleet.choices import ClusterKind
 
-from . import versions
 from .content import claimed_hostgroups, diff, endpoint, endpoints, index, operational_changes, runtime_users, writers
 from .tables import MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, SCHEDULER, TABLES, VARIABLES
 

@@ -8,6 +8,7 @@ from django.db import transaction
 from apps.accounts.roles import ADMIN, has_role
 from apps.audit.services import record
 from apps.clients.proxysql import SERVER_FIELDS
+from apps.fleet.drift import MANAGED_VARIABLES
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from apps.operations import services as operations
 
@@ -52,6 +53,15 @@ def check_host_edits(cluster, edits, user, *, request=None):
 
 def latest(cluster):
     return ConfigVersion.objects.filter(cluster=cluster).order_by("-number").first()
+
+
+def versioned_variables(cluster):
+    """{name: (value, source)} for MANAGED_VARIABLES from the cluster's latest configuration version (read in the
+    caller's thread: the database is not for node threads)."""
+    version = latest(cluster)
+    values = (version.content.get("global_variables") or {}) if version else {}
+    return {name: (values[name], f"configuration version {version.number}") for name in MANAGED_VARIABLES
+            if isinstance(values.get(name), str)}
 
 
 def inventory_content(cluster, base=None):

@@ -11,7 +11,8 @@ password as the node holds it (clear text or hash) unless the change set sets a 
 """
 from dataclasses import dataclass, field
 
-from . import versions
+from apps.clients import proxysql_versions as versions
+
 from .content import in_scope, index, is_hashed, is_secret, password_hash, runtime_users
 from .tables import (MYSQL_GALERA_HOSTGROUPS, MYSQL_QUERY_RULES, MYSQL_REPLICATION_HOSTGROUPS, MYSQL_SERVERS,
                      MYSQL_USERS, SCHEDULER, VARIABLES, variable_module)

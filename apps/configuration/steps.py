@@ -3,11 +3,11 @@ the version once the nodes run it."""
 from django.db import transaction
 
 from apps.audit.services import record as record_event
+from apps.clients import proxysql_versions as versions
 from apps.operations.executor import StepFailed, _capture
 
 from . import content as C
 from . import nodes as N
-from . import versions
 from .models import ChangeSet
 from .planner import node_diff
 from .statements import diff_scope

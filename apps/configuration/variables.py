@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import versions
+from apps.clients import proxysql_versions as versions
 
 # Never part of a cluster's configuration: one node's identity (its listeners, its version), and the
 # admin credentials the console itself logs in with (a change set must not lock the console out).

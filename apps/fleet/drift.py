@@ -150,22 +150,11 @@ def between_nodes(node_rows, hostgroups):
     return out
 
 
-def versioned_variables(cluster):
-    """{name: (value, source)} for MANAGED_VARIABLES from the cluster's latest configuration version (read in the
-    caller's thread: the database is not for node threads)."""
-    from apps.configuration.services import latest
-
-    version = latest(cluster)
-    values = (version.content.get("global_variables") or {}) if version else {}
-    return {name: (values[name], f"configuration version {version.number}") for name in MANAGED_VARIABLES
-            if isinstance(values.get(name), str)}
-
-
 def intended_variables(node, admin, versioned=None):
     """{name: (value, source)} for MANAGED_VARIABLES on this node: the cluster's configuration version when it
-    holds one (`versioned`, from versioned_variables()); else the value recorded at adoption; for a node adopted
-    before values were recorded, the node's own saved value (its disk layer: operations change these variables
-    at runtime only and never SAVE them); else (None, "unknown")."""
+    holds one (`versioned`: configuration.services.versioned_variables()); else the value recorded at adoption; for a
+    node adopted before values were recorded, the node's own saved value (its disk layer: operations change these
+    variables at runtime only and never SAVE them); else (None, "unknown")."""
     versioned = versioned or {}
     recorded = node.intended_variables or {}
     missing = [name for name in MANAGED_VARIABLES if recorded.get(name) is None and name not in versioned]

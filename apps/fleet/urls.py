@@ -1,12 +1,10 @@
 from django.urls import path
 
-from apps.monitoring import views as monitoring_views
-
 from . import views
 
 app_name = "fleet"
 urlpatterns = [
-    path("", monitoring_views.overview, name="overview"),  # the fleet overview is a monitoring page
+    path("", views.overview, name="overview"),
     path("clusters/<id:pk>/", views.cluster_detail, name="cluster"),
     path("clusters/<id:pk>/tags/", views.cluster_tags, name="cluster_tags"),
     path("clusters/<id:pk>/drift/", views.cluster_drift, name="cluster_drift"),

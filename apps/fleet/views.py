@@ -3,7 +3,7 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.views.decorators.debug import sensitive_post_parameters
 from django.urls import reverse
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.accounts.roles import OPERATOR, VIEWER, require_role
 from apps.audit.services import record
@@ -13,7 +13,7 @@ from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
 from apps.dr import selectors as dr_selectors  # the DR channels panel of the cluster page
 from apps.monitoring import selectors as monitoring_selectors  # the monitoring sections of these pages
-from apps.monitoring import views as monitoring_views
+from apps.pages import fleet as fleet_pages
 from apps.operations.choices import OperationState
 from apps.operations import rollbacks  # the rollback-pending banner
 
@@ -23,6 +23,14 @@ from .models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from .secrets import decrypt, encrypt
 
 ADOPT_SESSION_KEY = "pending_adoption"
+
+
+@require_role(VIEWER)
+@require_GET
+def overview(request):
+    """The fleet overview (`/`): what needs attention first, then every cluster, paged (monitoring's live fragment
+    refreshes it)."""
+    return TemplateResponse(request, "monitoring/overview.html", fleet_pages.overview_context(request))
 
 
 @require_role(VIEWER)
@@ -40,7 +48,7 @@ def cluster_detail(request, pk):
     return TemplateResponse(request, "fleet/cluster_detail.html", {
         "hostgroups": sorted(hostgroups.values(), key=lambda h: h["id"]),
         "native_active": cluster.active_native_hostgroups(),
-        **monitoring_selectors.cluster_live(cluster), **monitoring_views.sparkline_context(cluster),
+        **monitoring_selectors.cluster_live(cluster), **monitoring_selectors.sparkline_context(cluster),
         **monitoring_selectors.cluster_query_stats(cluster),
         "recent_operations": cluster.operations.exclude(state=OperationState.PLANNED)[:8],
         "pending_rollbacks": rollbacks.banner(cluster),
@@ -80,7 +88,7 @@ def cluster_drift(request, pk):
 @require_role(VIEWER)
 def proxysql_node_detail(request, pk):
     node = get_object_or_404(ProxySQLNode.objects.select_related("cluster"), pk=pk)
-    return TemplateResponse(request, "fleet/proxysql_node.html", monitoring_views.proxysql_context(node))
+    return TemplateResponse(request, "fleet/proxysql_node.html", monitoring_selectors.proxysql_context(node))
 
 
 @require_role(VIEWER)
@@ -107,7 +115,7 @@ def proxysql_node_runtime(request, pk):
 def server_detail(request, pk):
     server = get_object_or_404(Server.objects.select_related("cluster"), pk=pk)
     return TemplateResponse(request, "fleet/server.html", {"memberships": server.memberships.all(),
-                                                           **monitoring_views.server_context(server)})
+                                                           **monitoring_selectors.server_context(server)})
 
 
 @require_role(VIEWER)

@@ -13,7 +13,7 @@ HTTP service discovery):
 Read like the fleet overview (overview.py), never from a node: three flat inventory queries, one MGET per
 kind of latest-state document (decoded by msgspec into only the fields exported), and a few small queries
 (operations by cluster, kind and state and their run times as a histogram, kept up to date by
-operation_counts.py; pending rollbacks and finishes; the last measured mirror loss per rule). When Redis does not answer, proxysql_fleet_live_up is 0 and the series read
+operations/counts.py; pending rollbacks and finishes; the last measured mirror loss per rule). When Redis does not answer, proxysql_fleet_live_up is 0 and the series read
 from the documents are absent; the database's series are still there. When the database does not answer,
 proxysql_fleet_database_up is 0 and nothing else is (the inventory names every series). /metrics/pool answers
 either failure with a 503 (its target is down), an unknown cluster with a 404.
@@ -58,7 +58,9 @@ from apps.fleet.models import Cluster, MirrorRule, ProxySQLNode, Server
 from apps.operations.choices import PendingState
 from apps.operations.models import PendingRollback
 
-from . import live, operation_counts, status
+from apps.operations import counts as operation_counts
+
+from . import live, status
 from .models import RAW, MirrorRuleSample
 from .overview import Unreadable, read_docs
 
@@ -530,7 +532,7 @@ def _mirror_rules(add, inv, now):
 
 
 def _operations(add, inv, now):
-    """Operations by cluster, kind and state, and the histogram of their run times (operation_counts.py keeps
+    """Operations by cluster, kind and state, and the histogram of their run times (operations/counts.py keeps
     them); pending rollbacks and finishes by node and state (a small table, read at each scrape)."""
     names = {pk: c["name"] for pk, c in inv.clusters.items()}
     counts = operation_counts.TALLY.snapshot(now)

@@ -38,7 +38,7 @@ from .models import BackendSample, PoolSnapshot, ProxySQLSample
 log = logging.getLogger(__name__)
 
 MIRROR_VARIABLES = ("mysql-mirror_max_concurrency", "mysql-mirror_max_queue_length", "mysql-threads")
-# The node's ProxySQL version, read with the variables (the pages show it, configuration/versions.py uses it).
+# The node's ProxySQL version, read with the variables (the pages show it, clients/proxysql_versions.py says what it supports).
 VERSION_VARIABLE = "admin-version"
 # stats_mysql_global counters turned into per-second rates, and gauges kept as they are.
 GLOBAL_COUNTERS = {"Questions": "questions_ps", "Slow_queries": "slow_queries_ps",

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from django.conf import settings
 from django.urls import reverse
 
-from apps.configuration import versions
+from apps.clients import proxysql_versions as versions
 from apps.digests.models import DigestNodeState
 from apps.fleet.models import HostgroupMembership, MirrorRule
 
@@ -322,3 +322,17 @@ def cluster_query_stats(cluster, now=None):
     return {"cluster": cluster, "unavailable": got.unavailable, "query_nodes": rows,
             "query_users": sorted(users.values(), key=lambda u: (-len(u["near_limit_on"]), -u["connections"],
                                                                   u["username"]))}
+
+
+# -- the contexts of the pages that show these sections (fleet/views.py and the partials here) ---------
+def proxysql_context(node):
+    return {**proxysql_live(node), "stale_factor": status.STALE_FACTOR}
+
+
+def server_context(server):
+    return {**backend_live(server), "stale_factor": status.STALE_FACTOR}
+
+
+def sparkline_context(cluster):
+    rows, start, end = sparklines(cluster)
+    return {"cluster": cluster, "spark_rows": rows, "spark_start": start, "spark_end": end}

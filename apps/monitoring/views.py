@@ -1,8 +1,8 @@
 """Monitoring pages and their live fragments, and one JSON view per chart. Viewer-level (login is required by
 middleware, the viewer role by each view); nothing here changes state but the kill of a client session (an operator's,
-confirmed, audited: sessions.py). /metrics (Prometheus) is the exception:
-outside the login, with its own check (scrape_access.py). The node, cluster and backend pages are the fleet app's; their
-monitoring sections are partials of templates/monitoring/*.html refreshed by the views below."""
+confirmed, audited: sessions.py). /metrics (Prometheus) is the exception: outside the login, with its own check
+(scrape_access.py). The fleet overview, node, cluster and backend pages are the fleet app's; their monitoring sections
+are partials of templates/monitoring/*.html refreshed by the views below."""
 import gzip
 import time
 
@@ -18,57 +18,18 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from apps.accounts.roles import OPERATOR, VIEWER, require_role
 from apps.clients.wire import ClientError
-from apps.fleet import tags
 from apps.fleet.models import Cluster, ProxySQLNode, Server
-from apps.operations import rollbacks  # the rollback-pending banner
 
-from . import charts, exporter, live, overview as fleet, scrape_access, search, selectors, sessions, status
+from apps.pages import fleet as fleet_pages
+from apps.pages import search
 
-
-def _page_args(request):
-    try:
-        page = int(request.GET.get("page", 1))
-    except ValueError:
-        page = 1
-    args = {"page": page, "only_attention": request.GET.get("attention") == "1"}
-    if request.GET.get("tag"):
-        try:
-            args["tag"] = tags.parse_filter(request.GET["tag"])
-        except tags.BadTag:
-            pass  # shown as not understood by _overview
-    return args
-
-
-@require_role(VIEWER)
-@require_GET
-def overview(request):
-    """The fleet overview (`/`): what needs attention first, then every cluster, paged."""
-    return TemplateResponse(request, "monitoring/overview.html", _overview(request))
+from . import charts, exporter, live, scrape_access, selectors, sessions, status
 
 
 @require_role(VIEWER)
 @require_GET
 def overview_live(request):
-    return TemplateResponse(request, "monitoring/overview.html#live", _overview(request))
-
-
-def _overview(request):
-    from apps.alerts.selectors import firing_summary  # the banner: alerts firing in the fleet
-
-    args = _page_args(request)
-    tag_text = request.GET.get("tag", "")[:200]
-    tag_error = ""
-    if tag_text and "tag" not in args:
-        try:
-            tags.parse_filter(tag_text)
-        except tags.BadTag as exc:
-            tag_error = str(exc)
-    return {**fleet.fleet_overview(**args), "pending_rollbacks": rollbacks.banner(), **firing_summary(),
-            "tag": tag_text, "tag_error": tag_error}
-
-
-def proxysql_context(node):
-    return {**selectors.proxysql_live(node), "stale_factor": status.STALE_FACTOR}
+    return TemplateResponse(request, "monitoring/overview.html#live", fleet_pages.overview_context(request))
 
 
 def _node(pk):
@@ -79,14 +40,14 @@ def _node(pk):
 @require_GET
 def proxysql_pool(request, pk):
     """Live fragment: the node's state and connection pool from its last poll."""
-    return TemplateResponse(request, "monitoring/proxysql.html#pool", proxysql_context(_node(pk)))
+    return TemplateResponse(request, "monitoring/proxysql.html#pool", selectors.proxysql_context(_node(pk)))
 
 
 @require_role(VIEWER)
 @require_GET
 def proxysql_mirror(request, pk):
     """Live fragment: the mirror panel."""
-    return TemplateResponse(request, "monitoring/proxysql.html#mirror", proxysql_context(_node(pk)))
+    return TemplateResponse(request, "monitoring/proxysql.html#mirror", selectors.proxysql_context(_node(pk)))
 
 
 @require_role(VIEWER)
@@ -142,15 +103,11 @@ def proxysql_kill_session(request, pk, session_id):
                              "expected": row and sessions.fingerprint(row), "describe": row and sessions.describe(row)})
 
 
-def server_context(server):
-    return {**selectors.backend_live(server), "stale_factor": status.STALE_FACTOR}
-
-
 @require_role(VIEWER)
 @require_GET
 def server_live(request, pk):
     server = get_object_or_404(Server.objects.select_related("cluster"), pk=pk)
-    return TemplateResponse(request, "monitoring/server.html#live", server_context(server))
+    return TemplateResponse(request, "monitoring/server.html#live", selectors.server_context(server))
 
 
 @require_role(VIEWER)
@@ -160,16 +117,11 @@ def cluster_live(request, pk):
     return TemplateResponse(request, "monitoring/cluster.html#live", selectors.cluster_live(cluster))
 
 
-def sparkline_context(cluster):
-    rows, start, end = selectors.sparklines(cluster)
-    return {"cluster": cluster, "spark_rows": rows, "spark_start": start, "spark_end": end}
-
-
 @require_role(VIEWER)
 @require_GET
 def cluster_sparklines(request, pk):
     cluster = get_object_or_404(Cluster, pk=pk)
-    return TemplateResponse(request, "monitoring/cluster.html#sparklines", sparkline_context(cluster))
+    return TemplateResponse(request, "monitoring/cluster.html#sparklines", selectors.sparkline_context(cluster))
 
 
 def _chart_end(request):
@@ -276,6 +228,6 @@ metrics.access_check = pool_metrics.access_check = metrics_targets.access_check 
 @require_role(VIEWER)
 @require_GET
 def search_page(request):
-    """The header's search across clusters, nodes, backends and digests (apps/monitoring/search.py)."""
+    """The header's search across clusters, nodes, backends and digests (apps/pages/search.py)."""
     found = search.search(request.GET.get("q", ""))
     return TemplateResponse(request, "monitoring/search.html", {**found, "search_q": found["q"]})

@@ -11,7 +11,8 @@ rollbacks of the repaired nodes are resolved (they would undo the repair).
 Compared as configuration: a SHUNNED runtime row is ProxySQL's verdict on that node, not a difference.
 """
 from apps.clients.proxysql import SERVER_FIELDS, configured, on_each_node
-from apps.fleet.drift import MANAGED_VARIABLES, intended_rows, intended_variables, versioned_variables
+from apps.configuration.services import versioned_variables
+from apps.fleet.drift import MANAGED_VARIABLES, intended_rows, intended_variables
 
 from . import rollbacks, shared
 from .choices import OperationKind

@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from apps.audit.incident import COLUMNS, build
+from apps.reports.incident import COLUMNS, build
 from apps.fleet.models import ProxySQLNode, Server
 from apps.monitoring.models import MINUTE, RAW, BackendSample
 

@@ -1,9 +1,10 @@
-"""configuration/versions.py against the facts read from ProxySQL's source per version (lab/reference/versions)."""
+"""clients/proxysql_versions.py against the facts read from ProxySQL's source per version (lab/reference/versions)."""
 import itertools
 import json
 from pathlib import Path
 
-from apps.configuration import tables, variables, versions
+from apps.clients import proxysql_versions as versions
+from apps.configuration import tables, variables
 
 FACTS = Path(__file__).resolve().parents[3] / "lab" / "reference" / "versions"
 

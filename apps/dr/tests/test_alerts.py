@@ -1,6 +1,6 @@
 """The DR channel alerts on the DR lab: a stopped channel fires and resolves, a lagging one too, and a planned
 move of the channel holds them like other planned work. Channels are polled and judged as the backend task
-does (polling.run_shard: poll, then the alert rules on the channel's replica cluster)."""
+does (workers.monitoring.poll_channels: poll, then the alert rules on the channel's replica cluster)."""
 import time
 from contextlib import closing
 
@@ -8,8 +8,8 @@ import pytest
 
 from apps.alerts.models import AlertState
 from apps.alerts.tests.conftest import firing, fresh_caches, open_alerts, set_rule  # noqa: F401 (autouse fixture)
-from apps.dr import polling
 from lab.dr import WriteLoad
+from workers.monitoring import poll_channels
 
 
 _last = {"at": 0.0}
@@ -19,7 +19,7 @@ def _tick():
     """One channel round (shard 0 of 1), once the channel is due again (its cluster's 1 s backend interval)."""
     time.sleep(max(0.0, _last["at"] + 0.8 - time.time()))
     _last["at"] = time.time()
-    results = polling.run_shard(0, 1, now=_last["at"])
+    results = poll_channels(0, 1, now=_last["at"])
     assert results, "no channel polled"
     return next(iter(results.values()))[1]
 

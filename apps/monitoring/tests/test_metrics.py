@@ -429,7 +429,7 @@ def test_a_bad_metrics_setting_stops_the_start(env, message):
 
 # -- the operation counts kept per process ---------------------------------------------------------------
 def test_operation_counts_read_each_ended_operation_once_and_follow_the_others(db):
-    from apps.monitoring.operation_counts import GRACE_S, OperationCounts
+    from apps.operations.counts import GRACE_S, OperationCounts
 
     cluster = Cluster.objects.create(name="ops", writer_hostgroup=100, reader_hostgroup=101)
     old = timezone.now() - timedelta(seconds=GRACE_S + 60)

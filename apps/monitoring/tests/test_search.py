@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from apps.accounts.tests.hostile import hostile_text
 from apps.digests.tests.factories import digest
 from apps.fleet.models import Cluster, ClusterTag, ProxySQLNode, Server
-from apps.monitoring import search
+from apps.pages import search
 
 pytestmark = pytest.mark.django_db
 

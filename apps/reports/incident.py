@@ -25,8 +25,8 @@ from apps.monitoring.models import HOUR, MINUTE, RAW, BackendSample, ProxySQLSam
 from apps.operations.choices import OperationState, StepState
 from apps.operations.models import Operation
 
-from .forms import UTCDateTimeField
-from .models import AuditEvent, Outcome
+from apps.audit.forms import UTCDateTimeField
+from apps.audit.models import AuditEvent, Outcome
 
 COLUMNS = 600
 MAX_EVENTS = 1000
