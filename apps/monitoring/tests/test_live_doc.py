@@ -1,0 +1,73 @@
+"""Issue 25 section 2: the latest-state documents typed once (apps/monitoring/live_doc.py). Documents written by the
+real writers (the pollers against the lab, the drift watcher) decode into the full schemas with no unknown field,
+and every reader's struct (alerts/lean.py, overview.py, exporter.py) reads only fields a writer writes."""
+import time
+
+import msgspec
+import pytest
+
+from apps.alerts import lean
+from apps.clients.backend import NodeState
+from apps.configuration import drift
+from apps.fleet.models import ProxySQLNode, Server
+from apps.monitoring import exporter, live, live_doc, overview, pollers
+
+pytestmark = pytest.mark.django_db
+
+# Each reader's struct and the full schema of the documents it decodes.
+READERS = [(lean.ProxySQLDoc, live_doc.ProxySQLNodeDoc), (lean.BackendDoc, live_doc.BackendNodeDoc),
+           (overview.ProxySQLDoc, live_doc.ProxySQLNodeDoc), (overview.BackendDoc, live_doc.BackendNodeDoc),
+           (overview.DriftDoc, live_doc.DriftNodeDoc), (exporter.ProxySQLDoc, live_doc.ProxySQLNodeDoc),
+           (exporter.PoolDoc, live_doc.ProxySQLNodeDoc)]
+
+
+def fields(struct):
+    return set(struct.__struct_fields__)
+
+
+def strictly(kind, doc):
+    return live_doc.decode_strictly(kind, msgspec.json.encode(doc))
+
+
+def test_every_reader_reads_only_fields_the_writers_write():
+    for reader, full in READERS:
+        assert fields(reader) <= fields(full), f"{reader.__module__}.{reader.__name__}: {fields(reader) - fields(full)}"
+    # nested: the backend state a reader types is NodeState's (the poller writes its __dict__)
+    assert fields(overview.WsrepState) <= {f for f in NodeState.__dataclass_fields__}
+
+
+def test_the_writers_documents_decode_into_the_full_schemas(adopted_lab, live_redis, galera_healthy):
+    cluster, doubles = adopted_lab
+    nodes = list(ProxySQLNode.objects.select_related("cluster").order_by("pk"))
+    servers = list(Server.objects.select_related("cluster").order_by("port"))
+    pollers.proxysql_round(nodes, now=time.time())
+    time.sleep(0.3)
+    pollers.proxysql_round(nodes, now=time.time())  # with rates
+    pollers.backend_round(servers)
+    drift.watch()
+    docs = live.read_many(live.PROXYSQL, [n.pk for n in nodes])
+    for doc in docs.values():
+        typed = strictly("proxysql", doc)
+        assert typed.ok and typed.pool and typed.runtime_servers and typed.figures
+    one = next(iter(docs.values()))
+    # the nested parts /metrics types: their fields are the ones written
+    assert fields(exporter.Figures) <= set(one["figures"]), fields(exporter.Figures) - set(one["figures"])
+    assert fields(exporter.GlobalCounters) <= set(one["counters"])
+    assert fields(exporter.PoolRow) <= set(one["pool"][0]) and fields(exporter.PoolCounters) <= set(one["pool"][0]["counters"])
+    for doc in live.read_many(live.BACKEND, [s.pk for s in servers]).values():
+        assert strictly("backend", doc).state["local_state"] == 4
+    for doc in live.read_many(live.DRIFT, [n.pk for n in nodes]).values():
+        assert strictly("drift", doc).findings == []
+    # a failed poll: the last good document with the error on top
+    doubles[1].set_mode("hang")
+    try:
+        pollers.proxysql_round(nodes, now=time.time())
+    finally:
+        doubles[1].set_mode("normal")
+    failed = strictly("proxysql", live.read_one(live.PROXYSQL, nodes[1].pk))
+    assert not failed.ok and failed.error and failed.error_kind
+
+
+def test_a_field_no_schema_declares_is_refused():
+    with pytest.raises(msgspec.ValidationError, match="unknown field"):
+        live_doc.decode_strictly("drift", b'{"ts": 1.0, "surprise": 1}')
