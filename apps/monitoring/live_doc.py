@@ -17,9 +17,9 @@ class _Full(msgspec.Struct, forbid_unknown_fields=True):
     pass
 
 
-class ProxySQLNodeDoc(_Full):
-    """pollers.proxysql_result (a good poll) and pollers._failure (a failed one: the last good document with the
-    error on top)."""
+class _Polled(_Full):
+    """What every poll writes: when, whether it answered, and since when it has not (pollers._failure: the last good
+    document with the error on top)."""
 
     ts: float
     ok: bool = True
@@ -27,6 +27,11 @@ class ProxySQLNodeDoc(_Full):
     error_kind: str | None = None
     error_since: float | None = None
     last_ok: float | None = None
+
+
+class ProxySQLNodeDoc(_Polled):
+    """pollers.proxysql_result (a good poll) and pollers._failure (a failed one)."""
+
     uptime: int | None = None
     counters: dict[str, int | None] = {}            # GLOBAL_COUNTERS as read (stats_mysql_global)
     counters_ts: float | None = None
@@ -50,15 +55,9 @@ class ProxySQLNodeDoc(_Full):
     poll_ms_usual_ts: float | None = None
 
 
-class BackendNodeDoc(_Full):
+class BackendNodeDoc(_Polled):
     """pollers.poll_backend (and pollers._failure)."""
 
-    ts: float
-    ok: bool = True
-    error: str | None = None
-    error_kind: str | None = None
-    error_since: float | None = None
-    last_ok: float | None = None
     state: dict | None = None                       # clients.backend.NodeState's fields
     synced_primary: bool | None = None
     lag_seconds: int | None = None
