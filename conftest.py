@@ -115,7 +115,7 @@ def live_redis(redis_server, settings):
 def adopt_double(double, cluster_name, node_name, kind=None, roles=None):
     """Adopt one ProxySQL double through the product's own adopt service (read, plan, apply)."""
     from apps.clients.proxysql import ProxySQLAdmin
-    from apps.fleet import adopt
+    from apps.configuration import adoption as adopt
 
     with ProxySQLAdmin("127.0.0.1", double.port, double.user, double.password) as admin:
         snapshot = adopt.read_snapshot(admin)

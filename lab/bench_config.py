@@ -92,7 +92,7 @@ def run_one(ports, rows, backends):
 
     from apps.clients.proxysql import ProxySQLAdmin
     from apps.configuration import services
-    from apps.fleet import adopt
+    from apps.configuration import adoption as adopt
     from apps.fleet.models import Cluster
     from apps.operations import executor
     from apps.operations import services as operations

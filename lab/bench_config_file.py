@@ -49,7 +49,7 @@ def adopt(ports):
     from django.contrib.auth import get_user_model
 
     from apps.clients.proxysql import ProxySQLAdmin
-    from apps.fleet import adopt as adoption
+    from apps.configuration import adoption
     from lab import demo
 
     for port in ports:

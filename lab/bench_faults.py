@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from django.db import close_old_connections
 
 from apps.clients.proxysql import ProxySQLAdmin, configured, configured_status
-from apps.fleet import adopt
+from apps.configuration import adoption as adopt
 from apps.configuration.services import versioned_variables
 from apps.fleet.drift import MANAGED_VARIABLES, intended_rows, intended_variables
 from apps.fleet.models import Cluster, ProxySQLNode, Server

@@ -17,7 +17,9 @@ from apps.pages import fleet as fleet_pages
 from apps.operations.choices import OperationState
 from apps.operations import rollbacks  # the rollback-pending banner
 
-from . import adopt, tags
+from apps.configuration import adoption as adopt
+
+from . import tags
 from .forms import AdoptForm, TagsForm
 from .models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from .secrets import decrypt, encrypt

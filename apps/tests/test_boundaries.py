@@ -130,7 +130,7 @@ def test_every_task_queued_by_name_exists():
 ORDER = [
     "clients",        # the network clients: ProxySQL admin, backend MySQL
     "audit",          # the hash-chained log every app records into
-    "fleet",          # the inventory: clusters, nodes, backends; adoption's reads and inference
+    "fleet",          # the inventory: clusters, nodes, backends; the inference of roles
     "accounts",       # roles and tokens (audited; token scopes name clusters)
     "monitoring",     # polls, the latest state, history, charts
     "configuration",  # the record of intent: versions, change sets, contents, drift
@@ -151,7 +151,6 @@ KNOWN_UPWARD = {
     "apps/configuration/secrets.py": {"operations"},   # the plans' secret markers
     "apps/configuration/services.py": {"operations"},  # plan_and_save, revert (kept_operational: swapped_roles)
     "apps/configuration/steps.py": {"operations"},     # the executor's config_verify / config_record steps
-    "apps/fleet/adopt.py": {"configuration", "monitoring"},  # adoption records version 1, reads poll settings
     "apps/monitoring/exporter.py": {"alerts", "operations"},  # /metrics: the alerts and operations series
     "apps/monitoring/selectors.py": {"digests"},       # mirror rules: when the digest poll last read them
 }
@@ -201,7 +200,7 @@ def test_the_order_check_finds_upward_and_door_to_door_imports():
         ("operations", "apps.operations.plans"), ("operations", "apps.operations.plans.Plan"),
         ("alerts", "apps.alerts.evaluate"), ("monitoring", "apps.monitoring"), ("monitoring", "apps.monitoring.views")}
     assert is_door(Path("apps/fleet/views.py")) and is_door(Path("apps/pages/fleet.py"))
-    assert not is_door(Path("apps/fleet/adopt.py"))
+    assert not is_door(Path("apps/fleet/inference.py"))
     assert set(ORDER) | DOOR_APPS | {"tests"} == {p.name for p in (ROOT / "apps").iterdir()
                                                 if (p / "__init__.py").exists()}  # every app has its place
 

@@ -12,7 +12,7 @@ ROLE_FIELDS = {"writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup"
                "writer_is_also_reader"}
 THE_ONE_WRITER = ("apps/configuration/services.py", "_sync_inventory")
 # A new cluster is created with its roles (the row must exist before its first version can name it).
-CREATES_A_CLUSTER = {("apps/fleet/adopt.py", "apply_adoption")}
+CREATES_A_CLUSTER = {("apps/configuration/adoption.py", "apply_adoption")}
 
 
 def _root(node):

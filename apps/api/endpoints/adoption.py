@@ -1,5 +1,5 @@
 """Adopt a ProxySQL node: preview (read the node, nothing saved) and confirm (all of it or nothing), through the
-adoption service the page and the command line use (apps/fleet/adopt.py), with the adopt form's rules."""
+adoption service the page and the command line use (apps/configuration/adoption.py), with the adopt form's rules."""
 from dataclasses import asdict
 
 from drf_spectacular.utils import extend_schema
@@ -7,7 +7,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 
 from apps.accounts.roles import OPERATOR
-from apps.fleet import adopt
+from apps.configuration import adoption as adopt
 from apps.fleet.forms import AdoptForm
 
 from .. import serializers as s

@@ -14,7 +14,7 @@ import pytest
 
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.digests import services
-from apps.fleet import adopt
+from apps.configuration import adoption as adopt
 from apps.fleet.models import Cluster, ProxySQLNode
 from apps.monitoring import live
 

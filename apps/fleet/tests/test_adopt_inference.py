@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from apps.clients.proxysql import ProxySQLAdmin
-from apps.fleet.adopt import infer_roles, read_snapshot
+from apps.configuration.adoption import infer_roles, read_snapshot
 from apps.fleet.models import Cluster, HostgroupMembership
 from lab import demo
 

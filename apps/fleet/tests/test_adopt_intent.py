@@ -6,7 +6,7 @@ from django.db import DatabaseError
 from apps.audit.tests.faults import answer, audit_outage  # noqa: F401 (a fixture)
 from apps.configuration import services as config
 from apps.configuration.models import ConfigVersion
-from apps.fleet.adopt import AdoptionError
+from apps.configuration.adoption import AdoptionError
 from apps.fleet.models import Cluster, HostgroupMembership
 from conftest import adopt_double
 

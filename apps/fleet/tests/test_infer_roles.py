@@ -1,6 +1,6 @@
 import pytest
 
-from apps.fleet.adopt import Snapshot, infer_roles
+from apps.configuration.adoption import Snapshot, infer_roles
 from apps.fleet.inference import conflicts_as_warnings
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from apps.clients.proxysql import ProxySQLAdmin
-from apps.fleet import adopt
+from apps.configuration import adoption as adopt
 from apps.configuration.drift import cluster_drift
 from apps.fleet.models import HostgroupMembership, ProxySQLNode
 from conftest import adopt_double

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from apps.audit.models import AuditEvent
 from apps.clients.proxysql import ProxySQLAdmin
-from apps.fleet import adopt
+from apps.configuration import adoption as adopt
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from apps.monitoring import pollers
 from conftest import adopt_double, shun_backend

@@ -38,7 +38,7 @@ from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
 from apps.clients.proxysql import ProxySQLAdmin
-from apps.fleet import adopt
+from apps.configuration import adoption as adopt
 from apps.fleet.models import Cluster, Server
 from apps.monitoring import live, pollers
 from apps.operations import executor, rules, services, switchover

@@ -12,7 +12,7 @@ import os
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.fleet import adopt
+from apps.configuration import adoption as adopt
 from apps.fleet.choices import ClusterKind, WriterIsAlsoReader
 from apps.fleet.forms import RolesForm, parse_hostgroups
 from apps.fleet.models import ProxySQLNode

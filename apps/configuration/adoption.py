@@ -31,10 +31,10 @@ from apps.clients.proxysql import CLUSTER_VARIABLES, SERVER_FIELDS, ProxySQLAdmi
 from apps.clients.wire import ClientError, Rejected, tcp_host
 from apps.monitoring import proxysql_cluster
 
-from .choices import ClusterKind, ServerStatus, WriterIsAlsoReader
-from .drift import MANAGED_VARIABLES
-from .inference import LABELS, Reason, conflicts_as_warnings, infer_roles, reasons_as_dicts
-from .models import Cluster, HostgroupMembership, MirrorRule, ProxySQLNode, Server, endpoint_key
+from apps.fleet.choices import ClusterKind, ServerStatus, WriterIsAlsoReader
+from apps.fleet.drift import MANAGED_VARIABLES
+from apps.fleet.inference import LABELS, Reason, conflicts_as_warnings, infer_roles, reasons_as_dicts
+from apps.fleet.models import Cluster, HostgroupMembership, MirrorRule, ProxySQLNode, Server, endpoint_key
 
 
 class AdoptionError(Exception):
@@ -506,7 +506,7 @@ def read_members(plan, admin_user, admin_password):
 def apply_cluster_adoption(plan, snapshots, *, admin_user, admin_password, monitor=("", ""), request=None, author=None):
     """apply_adoption() of the plan and of every member of its ProxySQL Cluster (`snapshots`: read_members()), into
     the same cluster and its hostgroups, in one transaction: all of them or none. Returns (cluster, [nodes])."""
-    from apps.configuration.services import needs_first_version, read_for_adoption
+    from .services import needs_first_version, read_for_adoption
 
     runtime = (read_for_adoption(plan.node_name, plan.admin_host, plan.admin_port, admin_user, admin_password)
                if needs_first_version(plan.cluster_name) else None)  # read before the transaction
@@ -562,7 +562,7 @@ def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), reques
     the node's runtime (`runtime`, read here before the transaction unless given), and the inventory follows it,
     in the same transaction (configuration.services.record_adoption).
     """
-    from apps.configuration import services as configuration  # configuration builds on the fleet: imported late
+    from . import services as configuration
 
     if not plan.ok:
         raise AdoptionError("; ".join(plan.errors))
@@ -693,7 +693,7 @@ def confirm(plan, monitor, *, admin_user, admin_password, request=None, author=N
         record(ADOPT_ACTION, request=request, outcome="failure", target=f"{plan.admin_host}:{plan.admin_port}",
                details={"error": str(exc)})
         raise
-    from apps.configuration.models import ConfigVersion  # configuration imports fleet: not at module level
+    from .models import ConfigVersion
 
     versions = [ConfigVersion.objects.filter(cluster=cluster, reason=f"adopted from {node.name}").order_by("-number")
                 .first() for node in nodes]
