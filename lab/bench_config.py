@@ -91,10 +91,10 @@ def run_one(ports, rows, backends):
     from django.contrib.auth import get_user_model
 
     from apps.clients.proxysql import ProxySQLAdmin
-    from apps.configuration import services
     from apps.configuration import adoption as adopt
+    from apps.configuration import services
     from apps.fleet.models import Cluster
-    from apps.operations import executor
+    from apps.operations import change_set, executor
     from apps.operations import services as operations
     from lab import demo
 
@@ -116,7 +116,7 @@ def run_one(ports, rows, backends):
     def change(cs_factory, label):
         started = time.perf_counter()
         cs = cs_factory()
-        op = services.plan_and_save(cs, user=user)
+        op = change_set.plan_and_save(cs, user=user)
         planned = time.perf_counter()
         operations.confirm(op, user=user, enqueue=False)
         confirmed = time.perf_counter()

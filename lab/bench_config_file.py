@@ -7,7 +7,7 @@ change set, its plan saved as an operation); for N = 1,250, 2,500, 5,000 and 10,
 Uses a scratch SQLite database under var/bench/ and ProxySQL admin doubles in their own process (one cluster
 of --nodes nodes, adopted). Prints the machine, then per N the file's size and the time of each stage:
 read (files.read: YAML, every row typed and checked), diff (the edits from the current version), change set
-(start_change_set: the edits applied once more, saved), plan (plan_and_save: nodes read, effect check,
+(start_change_set: the edits applied once more, saved), plan (change_set.plan_and_save: nodes read, effect check,
 statements per node, operation saved and audited), and the whole path again as the product runs it
 (services.start_from_file + plan_and_save). --profile N prints the cProfile of the whole path at N rules.
 Target: 10,000 rules under 5 s for the whole path.
@@ -83,6 +83,7 @@ def run_one(cluster, user, rules, *, profile=False):
     from apps.configuration import content as C
     from apps.configuration import files, services
     from apps.configuration.models import ChangeSet
+    from apps.operations import change_set
     from apps.operations.models import Operation
 
     text = file_text(cluster, rules)
@@ -102,7 +103,7 @@ def run_one(cluster, user, rules, *, profile=False):
     times["change set"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    services.plan_and_save(cs, user=user)
+    change_set.plan_and_save(cs, user=user)
     times["plan"] = time.perf_counter() - started
 
     profiler = cProfile.Profile() if profile else None
@@ -110,7 +111,7 @@ def run_one(cluster, user, rules, *, profile=False):
     if profiler:
         profiler.enable()
     cs = services.start_from_file(cluster, text, user=user, reason=reason)
-    op = services.plan_and_save(cs, user=user)
+    op = change_set.plan_and_save(cs, user=user)
     if profiler:
         profiler.disable()
     whole = time.perf_counter() - started

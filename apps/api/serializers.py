@@ -578,7 +578,7 @@ class ChangeSetDetailSerializer(ChangeSetSerializer):
 
     def get_diff(self, cs) -> list[dict]:
         from apps.configuration import content as C
-        from apps.configuration.planner import diff_lines
+        from apps.operations.change_set import diff_lines
         from apps.configuration.services import target_of
 
         try:

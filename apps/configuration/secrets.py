@@ -7,7 +7,7 @@ version keeps naming the value it was applied with and a revert restores it.
 import hashlib
 import secrets as random
 
-from apps.operations.plans import SECRET_REF, Secret
+from apps.clients.secret_refs import SECRET_REF, Secret
 
 from .models import ConfigSecret
 

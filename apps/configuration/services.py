@@ -9,8 +9,8 @@ from apps.accounts.roles import ADMIN, has_role
 from apps.audit.services import record
 from apps.clients.proxysql import SERVER_FIELDS
 from apps.fleet.drift import MANAGED_VARIABLES
+from apps.fleet.layout import swapped_roles
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
-from apps.operations import services as operations
 
 from . import content as C
 from . import edits as E
@@ -490,8 +490,6 @@ def kept_operational(cluster, current, old):
     """(content, notes): `old`'s content with `current`'s writer and server statuses. When the writer moved
     from A to B since, A's and B's role rows are swapped as a switchover swaps them (A→B→A gives back the rows
     of A), so the layout still says who is who; otherwise the writer hostgroup's rows are the current ones."""
-    from apps.operations.switchover import swapped_roles
-
     target, notes = copy.deepcopy(old.content), []
     roles, now_roles = target.get("roles") or {}, current.content.get("roles") or {}
     was, now = C.writers(target), C.writers(current.content)
@@ -587,23 +585,6 @@ def write_back(cluster, *, user, nodes=(), reason=""):
                                   reason=reason or f"write version {current.number} back to {names}",
                                   source="write_back", nodes=[n.pk for n in nodes])
     return cs
-
-
-def plan_and_save(cs, *, request=None, user=None):
-    """Plan a draft change set and store the plan as an Operation (what the operator confirms)."""
-    check_base(cs)
-    if cs.state != ChangeSet.State.DRAFT:
-        raise Refused("This change set was already planned.")
-    from .planner import plan_change_set
-
-    plan_, collector = plan_change_set(cs)
-    with transaction.atomic():
-        collector.save()
-        op = operations.save_plan(plan_, request=request, user=user)
-        if not ChangeSet.objects.filter(pk=cs.pk, state=ChangeSet.State.DRAFT).update(
-                state=ChangeSet.State.PLANNED, operation=op):
-            raise Refused("This change set was planned by someone else meanwhile.")
-    return op
 
 
 def discard(cs, *, request):

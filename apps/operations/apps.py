@@ -7,4 +7,4 @@ class OperationsConfig(AppConfig):
     def ready(self):
         from . import kinds
 
-        kinds.register()  # how each operation kind is planned again at start (recheck.replan)
+        kinds.register()  # how each operation kind is planned again at start (recheck.replan), change sets' steps

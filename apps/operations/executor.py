@@ -18,6 +18,7 @@ from apps.audit.services import record
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import ProxySQLAdmin, configured
 from apps.clients.wire import ClientError
+from apps.fleet.layout import swapped_roles
 from apps.fleet.models import ProxySQLNode, Server
 
 from . import locks, recheck, rollbacks, shared
@@ -25,7 +26,6 @@ from .choices import OnDrainTimeout, OperationState, StepState
 from .models import Operation, OperationStep
 from .plans import (BACKEND, INVENTORY, PROXYSQL, ROLLBACK_HANDLERS, STEP_HANDLERS, VERIFY, WAIT_CATCHUP, WAIT_DRAIN,
                     Plan, Step)
-from .switchover import swapped_roles
 
 log = logging.getLogger(__name__)
 LOCK_TTL_S = 120
@@ -371,7 +371,7 @@ class Run:
     def inventory(self, step, detail):
         """The operation's change becomes the cluster's next configuration version, and the inventory follows
         it in the same transaction (configuration.services.record_operation): a switchover or failover swaps
-        the two servers' role rows as the plan did on the nodes (switchover.swapped_roles); or a server goes
+        the two servers' role rows as the plan did on the nodes (fleet/layout.py swapped_roles); or a server goes
         into / out of maintenance; or statuses change."""
         from apps.configuration.services import record_operation
 

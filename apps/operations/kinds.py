@@ -1,11 +1,11 @@
 """The operation kinds of this app, registered with the executor's re-check (plans.REPLANNERS): how each is
-planned again at start from the options its planner stored in Plan.options. Other apps register theirs in
-their own AppConfig.ready() (configuration: change sets; dr: channel moves)."""
+planned again at start from the options its planner stored in Plan.options, and the change set's own steps
+(plans.STEP_HANDLERS). Other apps register theirs in their own AppConfig.ready() (dr: channel moves)."""
 from apps.fleet.models import Server
 
-from . import drain, repair, rules, switchover
+from . import change_set, config_steps, drain, repair, rules, switchover
 from .choices import OperationKind
-from .plans import REPLANNERS
+from .plans import REPLANNERS, STEP_HANDLERS
 
 
 def _switchover(cluster, o):
@@ -40,4 +40,6 @@ def _repair(cluster, o):
 def register():
     REPLANNERS.update({OperationKind.SWITCHOVER: _switchover, OperationKind.DRAIN: _drain,
                        OperationKind.RESTORE: _restore, OperationKind.READ_POOL: _read_pool,
-                       OperationKind.FAILOVER: _failover, OperationKind.REPAIR: _repair})
+                       OperationKind.FAILOVER: _failover, OperationKind.REPAIR: _repair,
+                       OperationKind.CONFIG: change_set.replan})
+    STEP_HANDLERS.update({change_set.CONFIG_VERIFY: config_steps.verify, change_set.CONFIG_RECORD: config_steps.record})

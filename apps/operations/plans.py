@@ -5,8 +5,9 @@ stored with the Operation and executed as stored: preview equals execution by co
 Rollback statements are idempotent (REPLACE INTO the original row, UPDATE back to the original
 status, LOAD again), so a step interrupted half-way on a node is undone by running them all.
 """
-import re
 from dataclasses import asdict, dataclass, field
+
+from apps.clients.secret_refs import SECRET_REF, Secret
 
 PROXYSQL, WAIT_DRAIN, WAIT_CATCHUP, BACKEND, VERIFY, INVENTORY = (
     "proxysql", "wait_drain", "wait_catchup", "backend", "verify", "inventory")
@@ -95,7 +96,6 @@ class Plan:
 # The executor fills in those places only, with the escaped value from the encrypted store. A marker found
 # anywhere else is an operator's text (refs are no secret: every YAML export shows them) and is sent as it is.
 SECRET_MARK = "__SECRET__"
-SECRET_REF = re.compile(r"[A-Za-z0-9_/#.@:-]+")
 OLD_SHAPE = ("this plan was stored before secrets were placed by position (issue 22) and holds a secret marker: "
              "it is not run on a guess. Plan it again.")
 
@@ -104,12 +104,6 @@ def secret_marker(ref):
     if not SECRET_REF.fullmatch(ref):
         raise ValueError(f"bad secret reference {ref!r}")
     return f"{SECRET_MARK}{ref}{SECRET_MARK}"
-
-
-@dataclass(frozen=True)
-class Secret:
-    """A statement parameter the planner fills with a secret: rendered as its marker, placed by position."""
-    ref: str
 
 
 def place(render, template, params, placed):

@@ -31,6 +31,7 @@ from apps.clients.backend import BackendClient
 from apps.clients.proxysql import SERVER_FIELDS, configured, on_each_node
 from apps.clients.wire import ClientError, Timeout, Unreachable
 from apps.fleet.choices import ClusterKind, WriterIsAlsoReader
+from apps.fleet.layout import swapped_roles
 from apps.fleet.models import Cluster, HostgroupMembership
 from apps.monitoring import live, status
 
@@ -38,7 +39,8 @@ from . import executor, rollbacks, services, shared
 from .choices import OperationKind
 from .locks import current_holder
 from .plans import INVENTORY, PROXYSQL, VERIFY, Guard, Plan, Sql, Step
-from .switchover import _row, current_writer, role_statements, swapped_roles
+
+from .switchover import _row, current_writer, role_statements
 
 log = logging.getLogger(__name__)
 RULE = "read-pool rules"
@@ -330,7 +332,7 @@ def _manual_guards(cluster, dead, new):
 
 def plan_failover(cluster, dead, new_pk, evidence, manual=False):
     """Move the elected node into the writer hostgroup at once (no drain: the old writer is gone); the two
-    swap their other role rows as in a switchover (switchover.swapped_roles), so the layout keeps saying
+    swap their other role rows as in a switchover (fleet/layout.py swapped_roles), so the layout keeps saying
     who is who and a later switchover back restores it. `manual`: an operator asked for it (more guards)."""
     W = cluster.writer_hostgroup
     old_w = HostgroupMembership.objects.select_related("server").get(server=dead, hostgroup_id=W)

@@ -146,11 +146,6 @@ DOOR_APPS = {"api", "pages"}
 # this list only shrinks. (configuration <-> operations: change sets run as operations and operations record their
 # change as the next version: one app's two halves, to be split.)
 KNOWN_UPWARD = {
-    "apps/configuration/apps.py": {"operations"},      # registers the change set's step handlers in the executor
-    "apps/configuration/planner.py": {"digests", "operations"},  # a change set's plan; the effect check's traffic
-    "apps/configuration/secrets.py": {"operations"},   # the plans' secret markers
-    "apps/configuration/services.py": {"operations"},  # plan_and_save, revert (kept_operational: swapped_roles)
-    "apps/configuration/steps.py": {"operations"},     # the executor's config_verify / config_record steps
     "apps/monitoring/exporter.py": {"alerts", "operations"},  # /metrics: the alerts and operations series
     "apps/monitoring/selectors.py": {"digests"},       # mirror rules: when the digest poll last read them
 }

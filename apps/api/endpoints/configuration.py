@@ -14,7 +14,7 @@ from apps.accounts.roles import OPERATOR, VIEWER
 from apps.configuration import content as C
 from apps.configuration import files, services
 from apps.configuration.models import ChangeSet, ConfigVersion
-from apps.configuration.planner import diff_lines
+from apps.operations.change_set import diff_lines, plan_and_save
 from apps.fleet.models import Cluster
 from apps.operations import services as operations
 
@@ -85,7 +85,7 @@ class VersionRevert(ApiView):
         version = get_object_or_404(ConfigVersion.objects.select_related("cluster"), pk=pk)
         data = body(s.ReasonInput, request)
         cs = services.revert_to(version.cluster, version, user=request.user, reason=data["reason"])
-        return planned(cs, services.plan_and_save(cs, request=request))
+        return planned(cs, plan_and_save(cs, request=request))
 
 
 class ChangeSetList(ApiView):
@@ -155,7 +155,7 @@ class ChangeSetPlan(ApiView):
             services.set_reason(cs, data["reason"], user=request.user, request=request)
         if not cs.reason:
             raise exceptions.ValidationError({"reason": ["A change set needs a reason: what it is for."]})
-        return planned(cs, services.plan_and_save(cs, request=request))
+        return planned(cs, plan_and_save(cs, request=request))
 
 
 class ChangeSetConfirm(ApiView):
@@ -185,5 +185,5 @@ class WriteBack(ApiView):
             if not chosen:
                 raise exceptions.ValidationError({"node": [f"No ProxySQL node #{data['node']} in cluster {cluster.name}."]})
         cs = services.write_back(cluster, user=request.user, nodes=chosen, reason=data["reason"])
-        return planned(cs, services.plan_and_save(cs, request=request))
+        return planned(cs, plan_and_save(cs, request=request))
 

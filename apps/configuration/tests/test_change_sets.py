@@ -6,8 +6,9 @@ from django.urls import reverse
 from apps.configuration import services
 from apps.configuration.forms import RowForm
 from apps.configuration.models import ChangeSet, ConfigSecret, ConfigVersion
-from apps.configuration.planner import plan_change_set
+from apps.operations.change_set import plan_change_set
 from apps.configuration.tables import MYSQL_QUERY_RULES
+from apps.operations import change_set
 from apps.operations import executor
 from apps.operations import services as operations
 from apps.operations.models import Operation
@@ -182,7 +183,7 @@ def test_only_admins_confirm_where_the_cluster_says_so(versioned_lab, operator_u
     cs = services.start_change_set(cluster, user=operator_user, reason="connections")
     services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"},
                       user=operator_user)
-    op = services.plan_and_save(cs, user=operator_user)
+    op = change_set.plan_and_save(cs, user=operator_user)
     with pytest.raises(operations.NotAllowed, match="only an admin confirms"):
         operations.confirm(op, user=operator_user, enqueue=False)
     operations.confirm(op, user=admin_user_role, enqueue=False)

@@ -11,6 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from apps.configuration import files, services
+from apps.operations import change_set
 
 from .test_files import edited
 
@@ -30,7 +31,7 @@ def counted_import(cluster, text, user):
     with CaptureQueriesContext(connection) as queries:
         profile.enable()
         cs = services.start_from_file(cluster, text, user=user, reason="scale")
-        services.plan_and_save(cs, user=user)
+        change_set.plan_and_save(cs, user=user)
         profile.disable()
     return pstats.Stats(profile).total_calls, len(queries)
 

@@ -73,7 +73,7 @@ def test_a_mirror_rule_over_a_hot_digest_warns_it_would_exceed_the_mirror_concur
 
 def test_the_change_set_plan_carries_the_captured_share_over_the_stored_digests(adopted_lab, operator_user):
     from apps.configuration import services
-    from apps.configuration.planner import plan_change_set
+    from apps.operations.change_set import plan_change_set
     from apps.fleet.models import ProxySQLNode
 
     cluster, _ = adopted_lab

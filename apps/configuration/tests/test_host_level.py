@@ -13,7 +13,7 @@ from django.urls import reverse
 from apps.api.tests.conftest import token_client
 from apps.configuration import files, services
 from apps.configuration.models import ChangeSet
-from apps.configuration.planner import plan_change_set
+from apps.operations.change_set import plan_change_set
 from apps.configuration.tests.test_change_sets import run, sql, versioned_lab  # noqa: F401 (a fixture)
 from apps.configuration.tests.test_files import command
 from apps.configuration.tests.test_secret_places import form_data

@@ -6,7 +6,7 @@ from django.urls import reverse
 
 from apps.configuration import services
 from apps.configuration.models import ChangeSet, ConfigVersion
-from apps.configuration.planner import plan_change_set
+from apps.operations.change_set import plan_change_set
 from apps.audit.models import AuditEvent
 from apps.fleet import node_versions
 from apps.fleet.models import HostgroupMembership, ProxySQLNode, Server

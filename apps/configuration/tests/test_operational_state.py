@@ -7,8 +7,9 @@ import pytest
 from django.urls import reverse
 
 from apps.configuration import files, services
-from apps.configuration.planner import plan_change_set
+from apps.operations.change_set import plan_change_set
 from apps.fleet.models import Server
+from apps.operations import change_set
 from apps.operations import drain, executor, switchover
 from apps.operations import services as operations
 from apps.operations.models import Operation
@@ -112,7 +113,7 @@ def test_a_change_set_that_moves_the_writer_is_refused_with_use_a_switchover(ver
                       user=operator_user)
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers",
                            "row": {**row(v1.content, 100, 3311), "port": 3312}}, user=operator_user)
-    op = services.plan_and_save(cs, user=operator_user)
+    op = change_set.plan_and_save(cs, user=operator_user)
     guards = [g for g in Operation.objects.get(pk=op.pk).plan["guards"] if not g["passed"]]
     writer = [g for g in guards if g["key"] == "operational_writer"]
     assert len(writer) == 1 and not writer[0]["overridable"], guards

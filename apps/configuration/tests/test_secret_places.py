@@ -10,6 +10,7 @@ from apps.api.tests.conftest import token_client
 from apps.configuration import edits, files, services
 from apps.configuration.models import ChangeSet, ConfigSecret
 from apps.configuration.tests.test_change_sets import run, sql, versioned_lab  # noqa: F401 (a fixture)
+from apps.operations import change_set
 from apps.operations import executor
 from apps.operations import services as operations
 from apps.operations.models import Operation
@@ -80,7 +81,7 @@ def new_monitor_password(cluster, user, value):
     """A change set that sets mysql-monitor_password, planned: an operation whose statements hold markers."""
     cs = services.start_change_set(cluster, user=user, reason="a new monitor password")
     services.add_edit(cs, edits.set_variable("mysql-monitor_password", value), user=user)
-    return services.plan_and_save(cs, user=user)
+    return change_set.plan_and_save(cs, user=user)
 
 
 def test_a_plan_stored_before_secret_places_were_recorded_is_refused_at_start(versioned_lab, operator_user):

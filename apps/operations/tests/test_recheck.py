@@ -11,6 +11,7 @@ from django.utils import timezone
 from apps.audit.models import AuditEvent
 from apps.fleet.models import Cluster, Server
 from apps.fleet.tests.conftest import admin_sql
+from apps.operations import change_set
 from apps.operations import drain, executor, recheck, services, switchover
 from apps.operations.choices import OperationState
 from apps.operations.models import ClusterLock, Operation
@@ -94,7 +95,7 @@ def test_a_stale_change_set_confirmed_is_refused_as_the_configuration_moved_on(a
         cs = config.start_change_set(cluster, user=operator_user, reason=f"max connections {value}")
         config.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": value},
                         user=operator_user)
-        ops.append(config.plan_and_save(cs, user=operator_user))
+        ops.append(change_set.plan_and_save(cs, user=operator_user))
     assert finish(confirmed_op(ops[0], operator_user)).state == OperationState.DONE
     stale = finish(confirmed_op(ops[1], operator_user))
     assert stale.state == OperationState.REFUSED

@@ -9,6 +9,7 @@ from apps.configuration.drift import cluster_drift
 from apps.fleet.drift import AUTOINC
 from apps.fleet.models import HostgroupMembership, ProxySQLNode
 from apps.fleet.tests.conftest import admin_sql
+from apps.operations import change_set
 from apps.operations import repair, services
 from apps.operations.choices import OperationState
 from apps.operations.models import Operation
@@ -113,7 +114,7 @@ def test_the_latest_configuration_version_says_what_the_variable_should_be(adopt
     cluster, (_, second) = adopted_lab
     cs = config.start_change_set(cluster, user=operator_user, reason="no delay")
     config.add_edit(cs, {"op": "set", "table": "global_variables", "name": AUTOINC, "value": "2"}, user=operator_user)
-    op = config.plan_and_save(cs, user=operator_user)
+    op = change_set.plan_and_save(cs, user=operator_user)
     services.confirm(op, user=operator_user, enqueue=False)
     executor.run(op.pk)
     admin_sql(second, f"SET {AUTOINC}=0", "LOAD MYSQL VARIABLES TO RUNTIME")

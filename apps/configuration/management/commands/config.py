@@ -26,7 +26,7 @@ from apps.accounts.roles import OPERATOR, has_role
 from apps.configuration import content as C
 from apps.configuration import files, services
 from apps.configuration.models import ChangeSet, ConfigVersion
-from apps.configuration.planner import diff_lines, plan_change_set
+from apps.operations.change_set import diff_lines, plan_and_save, plan_change_set
 from apps.fleet.models import Cluster
 from apps.operations import executor
 from apps.operations import services as operations
@@ -76,7 +76,7 @@ class Command(BaseCommand):
                                                                      expect_version=o["expect_version"]))
             else:
                 cs = services.start_from_file(cluster, text, user=user, reason=reason, expect_version=o["expect_version"])
-                op = services.plan_and_save(cs, user=user)
+                op = plan_and_save(cs, user=user)
                 plan = Plan.from_json(op.plan)
         except services.NothingToDo as exc:
             self.say(o, {"outcome": "nothing to do", "version": exc.version.number}, str(exc))

@@ -1,21 +1,28 @@
-"""A change set's plan: the effect check, the diff against the intended configuration and against each
+"""Applying a change set is an operation (kind config): its plan, and plan_and_save() that stores it for the
+operator to confirm. The plan: the effect check, the diff against the intended configuration and against each
 node's runtime, and per node the exact admin statements with their undo. Reads the nodes, writes nothing.
 
 Steps: apply (edits + LOAD, every node in parallel) -> verify (read back every node's runtime) -> save
 (SAVE ... TO DISK) -> record the next version (the inventory follows it).
 """
-from apps.monitoring import live
-from apps.operations.choices import OperationKind
-from apps.operations import shared
-from apps.operations.locks import current_holder
-from apps.operations.plans import PROXYSQL, Guard, Plan, Sql, Step
+from django.db import transaction
 
-from . import content as C
-from . import nodes as N
-from .findings import effect_findings
-from .secrets import Collector
-from .statements import node_plan
-from .variables import SECRETS as SECRET_VARIABLES
+from apps.configuration import content as C
+from apps.configuration import nodes as N
+from apps.configuration.findings import effect_findings
+from apps.configuration.models import ChangeSet
+from apps.configuration.secrets import Collector
+from apps.configuration.services import Refused, check_base, known_secrets, latest
+from apps.configuration.statements import node_plan
+from apps.configuration.variables import SECRETS as SECRET_VARIABLES
+from apps.digests.selectors import cluster_traffic
+from apps.monitoring import live
+
+from . import services as operations
+from . import shared
+from .choices import OperationKind
+from .locks import current_holder
+from .plans import PROXYSQL, Guard, Plan, Sql, Step
 
 CONFIG_VERIFY, CONFIG_RECORD = "config_verify", "config_record"
 
@@ -50,8 +57,6 @@ def plan_change_set(cs):
     target = C.apply_edits(base, cs.edits)
     intended = C.diff(base, target)
     hostgroups = C.claimed_hostgroups(base) | C.claimed_hostgroups(target)
-    from .services import known_secrets, latest
-
     collector = Collector(cluster, known_secrets(cluster))
     placed = {}  # where each node's statements hold a secret (Plan.secrets)
     write_back = cs.source == "write_back"
@@ -98,7 +103,7 @@ def plan_change_set(cs):
                             f"{', '.join(node_wide)} on {', '.join(shared_nodes)}: change them on the node itself",
                             False))
     if not write_back:  # a write-back is a repair: it runs while a rollback is pending, like repair
-        from apps.operations import rollbacks
+        from . import rollbacks
 
         guards.append(rollbacks.guard(cluster))
     guards += [Guard(f.key, f.label, False, f.value, f.overridable) for f in findings if f.blocking]
@@ -142,8 +147,6 @@ def plan_change_set(cs):
 
 def replan(cluster, options):
     """The change set's plan again (the re-check at start): from the change set its options name."""
-    from .models import ChangeSet
-
     return plan_change_set(ChangeSet.objects.select_related("base", "cluster").get(pk=options["change_set"]))[0]
 
 
@@ -165,6 +168,20 @@ def _same_secret(collector):
 
 def _traffic(cluster):
     """The cluster's stored digests of the last hour, for what new or changed rules would capture."""
-    from apps.digests.selectors import cluster_traffic  # digests reads configuration: imported when used
 
     return cluster_traffic(cluster.pk)
+
+
+def plan_and_save(cs, *, request=None, user=None):
+    """Plan a draft change set and store the plan as an Operation (what the operator confirms)."""
+    check_base(cs)
+    if cs.state != ChangeSet.State.DRAFT:
+        raise Refused("This change set was already planned.")
+    plan_, collector = plan_change_set(cs)
+    with transaction.atomic():
+        collector.save()
+        op = operations.save_plan(plan_, request=request, user=user)
+        if not ChangeSet.objects.filter(pk=cs.pk, state=ChangeSet.State.DRAFT).update(
+                state=ChangeSet.State.PLANNED, operation=op):
+            raise Refused("This change set was planned by someone else meanwhile.")
+    return op

@@ -1,16 +1,17 @@
-"""The executor's steps for change sets (registered in apps.py): read back every node's runtime, and record
+"""The executor's steps for change sets (registered in this app's apps.py): read back every node's runtime, and record
 the version once the nodes run it."""
 from django.db import transaction
 
 from apps.audit.services import record as record_event
 from apps.clients import proxysql_versions as versions
-from apps.operations.executor import StepFailed, _capture
+from apps.configuration import content as C
+from apps.configuration import nodes as N
+from apps.configuration.models import ChangeSet
+from apps.configuration.services import known_secrets, record_version
+from apps.configuration.statements import diff_scope
 
-from . import content as C
-from . import nodes as N
-from .models import ChangeSet
-from .planner import node_diff
-from .statements import diff_scope
+from .change_set import node_diff
+from .executor import StepFailed, _capture
 
 
 def verify(run, step, row, executed, detail):
@@ -30,8 +31,6 @@ def verify(run, step, row, executed, detail):
             return None
         found = [f for f in c.fields if not (f == "password" and c.key not in new_passwords)]
         return found if found or c.change != "changed" else None
-
-    from .services import known_secrets
 
     values = known_secrets(cs.cluster)
 
@@ -64,8 +63,6 @@ def verify(run, step, row, executed, detail):
 
 
 def record(run, step, row, executed, detail):
-    from .services import record_version
-
     op = run.op
     with transaction.atomic():
         cs = ChangeSet.objects.select_for_update().select_related("base").get(pk=step.params["change_set"])
