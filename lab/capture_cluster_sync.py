@@ -41,43 +41,44 @@ REPO = Path(__file__).resolve().parents[1]
 NODES = {"a": (16232, 16233), "b": (16242, 16243), "c": (16252, 16253)}
 BACKENDS = (3311, 3312, 3313)
 # Per module: its LOAD statement, the checksum names it moves, the SQL of its rows in one layer ({} is the table's
-# schema prefix: "runtime_", "main.", "disk.") and a change that differs on every call (n).
+# schema prefix: "runtime_", "main.", "disk.") and a change that differs on every call (n; origin_port: the admin port
+# of the node it is made on, whose own proxysql_servers row it changes).
 MODULES = {
     "mysql_servers": {
         "load": "LOAD MYSQL SERVERS TO RUNTIME", "names": ["mysql_servers", "mysql_servers_v2"],
         "rows": "SELECT hostgroup_id, port, status, weight FROM {layer}mysql_servers ORDER BY hostgroup_id, port",
-        "change": lambda n: ["DELETE FROM mysql_servers"] + [
+        "change": lambda n, origin_port: ["DELETE FROM mysql_servers"] + [
             f"INSERT INTO mysql_servers (hostgroup_id, hostname, port, weight) VALUES ({hg}, '127.0.0.1', {p}, {w})"
             for hg, p, w in ((100, 3311, 1000), (101, 3312, 1000 + n), (101, 3313, 1000))]},
     "mysql_users": {
         "load": "LOAD MYSQL USERS TO RUNTIME", "names": ["mysql_users"],
         "rows": "SELECT username, active, default_hostgroup, frontend, backend FROM {layer}mysql_users "
                 "ORDER BY username, frontend",
-        "change": lambda n: ["DELETE FROM mysql_users",
+        "change": lambda n, origin_port: ["DELETE FROM mysql_users",
                              f"INSERT INTO mysql_users (username, password, default_hostgroup) "
                              f"VALUES ('capture', 'capture', {100 + n % 2})"]},
     "mysql_query_rules": {
         "load": "LOAD MYSQL QUERY RULES TO RUNTIME", "names": ["mysql_query_rules"],
         "rows": "SELECT rule_id, active, match_digest, destination_hostgroup FROM {layer}mysql_query_rules "
                 "ORDER BY rule_id",
-        "change": lambda n: ["DELETE FROM mysql_query_rules",
+        "change": lambda n, origin_port: ["DELETE FROM mysql_query_rules",
                              f"INSERT INTO mysql_query_rules (rule_id, active, match_digest, destination_hostgroup,"
                              f" apply) VALUES (10, 1, '^SELECT {n}', 101, 1)"]},
     "mysql_variables": {
         "load": "LOAD MYSQL VARIABLES TO RUNTIME", "names": ["mysql_variables"],
         "rows": "SELECT variable_name, variable_value FROM {layer}global_variables "
                 "WHERE variable_name='mysql-max_connections'",
-        "change": lambda n: [f"SET mysql-max_connections={2000 + n}"]},
+        "change": lambda n, origin_port: [f"SET mysql-max_connections={2000 + n}"]},
     "admin_variables": {
         "load": "LOAD ADMIN VARIABLES TO RUNTIME", "names": ["admin_variables"],
         "rows": "SELECT variable_name, variable_value FROM {layer}global_variables "
                 "WHERE variable_name IN ('admin-refresh_interval', 'admin-cluster_mysql_servers_diffs_before_sync',"
                 " 'admin-cluster_mysql_servers_save_to_disk') ORDER BY variable_name",
-        "change": lambda n: [f"SET admin-refresh_interval={2000 + n}"]},
+        "change": lambda n, origin_port: [f"SET admin-refresh_interval={2000 + n}"]},
     "proxysql_servers": {
         "load": "LOAD PROXYSQL SERVERS TO RUNTIME", "names": ["proxysql_servers"],
         "rows": "SELECT hostname, port, weight, comment FROM {layer}proxysql_servers ORDER BY port",
-        "change": lambda n: [f"UPDATE proxysql_servers SET weight={n}"]},
+        "change": lambda n, origin_port: [f"UPDATE proxysql_servers SET weight={n} WHERE port={origin_port}"]},
 }
 LAYERS = {"runtime": "runtime_", "memory": "main.", "disk": "disk."}
 
@@ -155,7 +156,7 @@ def layers(node, module):
 def change(node, module, n):
     """The module's change on node, then its LOAD; returns the monotonic time the LOAD returned."""
     spec = MODULES[module]
-    node.sql(*spec["change"](n))
+    node.sql(*spec["change"](n, node.admin_port))
     node.sql(spec["load"])
     return time.monotonic()
 

@@ -32,8 +32,8 @@ def variable(d, name):
 
 
 def change(d, module, n):
-    for sql in MODULES[module]["change"](n):
-        d.query(sql.replace("port=16232", f"port={d.port}"))   # the capture's node a
+    for sql in MODULES[module]["change"](n, d.port):
+        d.query(sql)
     d.query(MODULES[module]["load"])
     return time.monotonic()
 
