@@ -80,8 +80,9 @@ def shape(edit):
 
 
 def build(edit, *, known, target=None, n=1):
-    """The edit ready to apply (Built). `known`: the cluster's secret references; `target`: the content the edit
-    applies to (to keep a mysql_users row's password when the edit leaves it empty); `n`: its place, for errors."""
+    """The edit ready to apply (Built). `known`: the cluster's secret references; `target`: a function giving the
+    content the edit applies to, called only to keep a mysql_users row's password when the edit leaves it empty;
+    `n`: its place, for errors."""
     try:
         edit = shape(edit)
     except EditRefused as exc:
@@ -105,7 +106,7 @@ def _user_row(edit, known, target, n):
         return Built(edit, (f"mysql_users/{S.safe(name)}", C.password_hash(password)))
     if password in (None, "") and edit.get("key") is not None and target is not None:
         key = tuple(edit["key"])
-        current = next((r for r in target.get(MYSQL_USERS.name) or [] if MYSQL_USERS.key_of(r) == key), None)
+        current = next((r for r in target().get(MYSQL_USERS.name) or [] if MYSQL_USERS.key_of(r) == key), None)
         if current is not None:  # an empty password field keeps the current one
             return Built({**edit, "row": {**row, "password": current["password"]}})
     _check_reference(password, known, n)

@@ -288,7 +288,7 @@ def add_edit(cs, edit, *, user, request=None):
     if cs.state != ChangeSet.State.DRAFT:
         raise Refused("This change set is no longer a draft.")
     check_editor(cs, user, request=request)
-    built = _build(edit, known_secrets(cs.cluster), target_of(cs), n=len(cs.edits) + 1)
+    built = _build(edit, known_secrets(cs.cluster), lambda: target_of(cs), n=len(cs.edits) + 1)
     check_host_edits(cs.cluster, [built.edit], user, request=request)
     _applies(cs.base.content, cs.edits + [built.edit])
     with transaction.atomic():

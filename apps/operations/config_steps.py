@@ -1,5 +1,5 @@
-"""The executor's steps for change sets (registered in this app's apps.py): read back every node's runtime, and record
-the version once the nodes run it."""
+"""The executor's steps for change sets (registered in kinds.py): read back every node's runtime, and record the
+version once the nodes run it."""
 from django.db import transaction
 
 from apps.audit.services import record as record_event

@@ -39,7 +39,6 @@ from . import executor, rollbacks, services, shared
 from .choices import OperationKind
 from .locks import current_holder
 from .plans import INVENTORY, PROXYSQL, VERIFY, Guard, Plan, Sql, Step
-
 from .switchover import _row, current_writer, role_statements
 
 log = logging.getLogger(__name__)
