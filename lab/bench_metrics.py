@@ -182,6 +182,7 @@ def measure(args, px, be):
     from prometheus_client.exposition import generate_latest
 
     from apps.monitoring import exporter
+    from apps.pages import metrics as metrics_page
     from apps.operations import counts as operation_counts
 
     client = Client()
@@ -215,7 +216,7 @@ def measure(args, px, be):
     for _ in range(max(3, args.requests // 4)):
         publish(px, be, time.time())
         with exporter._no_gc():  # as exposition() runs
-            families = exporter.FleetCollector().collect()
+            families = metrics_page.collector().collect()
             c = time.process_time()
             text = generate_latest(_Families(families))
             library.append((time.process_time() - c) * 1000)
@@ -227,7 +228,7 @@ def measure(args, px, be):
     tracemalloc.start()
     publish(px, be, time.time())
     tracemalloc.reset_peak()
-    exporter.exposition()
+    metrics_page.exposition()
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     lines = body.count(b"\n")
@@ -293,6 +294,7 @@ def phase_times(px, be, runs):
     """CPU time of each step of a scrape (exporter's own steps, run one by one as FleetCollector runs them): p50 ms."""
     from apps.monitoring import exporter, live
     from apps.monitoring.overview import read_docs
+    from apps.operations.metrics import operation_series
 
     steps = {}
     for _ in range(runs):
@@ -317,7 +319,7 @@ def phase_times(px, be, runs):
             step("backend series", lambda: exporter._backends(add, inv, be_docs, now))
             step("mirror rules: 2 queries", lambda: exporter._mirror_rules(add, inv, now))
             state["histogram"] = step("operations (the new and the unended) and pending rollbacks",
-                                      lambda: exporter._operations(add, inv, now))
+                                      lambda: operation_series(add, inv, now))
             step("the text (render)", lambda: exporter.render([*families.values(), state["histogram"]]))
     return {name: pct(times, 0.5) for name, times in steps.items()}
 

@@ -15,7 +15,8 @@ from django.db import connection
 
 from apps.configuration import rule_tester, services as config_services
 from apps.configuration.models import ChangeSet
-from apps.fleet.models import Cluster, ProxySQLNode
+from apps.fleet.models import Cluster, MirrorRule, ProxySQLNode
+from apps.monitoring import models as monitoring_models
 
 from . import search as search_index
 from .models import (DAY, FIVE_MINUTES, HOUR, LEVELS, RAW, SPAN_S, Digest, DigestNodeState, DigestPoll, DigestSource,
@@ -794,3 +795,42 @@ def search_digests(search, limit):
             cur.execute(f"SELECT d.id FROM {Digest._meta.db_table} d WHERE {condition} LIMIT {int(limit)}", params)
             ids = [r[0] for r in cur.fetchall()]
     return list(Digest.objects.filter(pk__in=ids).order_by("pk")), more
+
+
+# -- mirror rules: the node page's panel (apps/pages/node.py) and the API's node state -------------------
+def mirror_rules(node, now):
+    """The node's mirror rules as the digest poll last read them, each with its last measured window
+    (apps/digests/mirroring.py). Three small indexed queries."""
+    rules = list(MirrorRule.objects.filter(proxysql_node=node).order_by("rule_id"))
+    state = DigestNodeState.objects.filter(node=node).only("last_ok_ts").first()
+    latest = {}
+    for sample in (monitoring_models.MirrorRuleSample.objects.filter(node=node, resolution=monitoring_models.RAW)
+                   .order_by("-ts")[:50]):
+        latest.setdefault(sample.rule_id, sample)
+    rows = []
+    for rule in rules:
+        row = {"rule": rule, "match": rule.match_digest or rule.match_pattern, "sample": None, "note": ""}
+        sample = latest.get(rule.rule_id)
+        if rule.mirror_hostgroup is None:
+            row["note"] = "not measured: only mirror_flagOUT is set, the copies go where the flagIN chain sends them"
+        elif sample is None:
+            row["note"] = "no window measured yet: the first figures come two digest polls after the rule appeared"
+        else:
+            span = sample.interval_s or 0
+            row.update(sample=sample, window_end=sample.ts, interval_s=span, age=now - sample.ts.timestamp(),
+                       hits=_times(sample.hits_ps, span), expected=_times(sample.expected_ps, span),
+                       mirrored=_times(sample.mirrored_ps, span), loss=sample.loss,
+                       prepared_share=sample.prepared_share)
+            row["dropped"] = (max(0.0, row["expected"] - row["mirrored"])
+                              if row["expected"] is not None and row["mirrored"] is not None else None)
+            if sample.loss is None:
+                row["note"] = "nothing to mirror in this window"
+        rows.append(row)
+    losses = [r for r in rows if r.get("loss")]
+    return {"mirror_rules": rows, "mirror_worst": max(losses, key=lambda r: r["loss"], default=None),
+            "mirror_rules_age": (now - state.last_ok_ts) if state and state.last_ok_ts else None,
+            "digest_interval": settings.MONITOR_DIGEST_INTERVAL_S}
+
+
+def _times(rate, seconds):
+    return None if rate is None else rate * seconds

@@ -14,6 +14,7 @@ from apps.clients.wire import ClientError
 from apps.dr import selectors as dr_selectors  # the DR channels panel of the cluster page
 from apps.monitoring import selectors as monitoring_selectors  # the monitoring sections of these pages
 from apps.pages import fleet as fleet_pages
+from apps.pages import node as node_pages
 from apps.operations.choices import OperationState
 from apps.operations import rollbacks  # the rollback-pending banner
 
@@ -90,7 +91,7 @@ def cluster_drift(request, pk):
 @require_role(VIEWER)
 def proxysql_node_detail(request, pk):
     node = get_object_or_404(ProxySQLNode.objects.select_related("cluster"), pk=pk)
-    return TemplateResponse(request, "fleet/proxysql_node.html", monitoring_selectors.proxysql_context(node))
+    return TemplateResponse(request, "fleet/proxysql_node.html", node_pages.proxysql_context(node))
 
 
 @require_role(VIEWER)

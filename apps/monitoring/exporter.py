@@ -3,7 +3,8 @@ built with the official client library (prometheus_client): a custom collector y
 
 Two kinds of scrape, as the multi-target exporter pattern has them (scrape_targets() lists them for Prometheus's
 HTTP service discovery):
-- /metrics: the fleet. Clusters, ProxySQL nodes, backends, mirror rules, operations, alerts.
+- /metrics: the fleet. Clusters, ProxySQL nodes, backends, mirror rules; operations and alerts are the sections
+  their own apps add (apps/operations/metrics.py, apps/alerts/metrics.py; composed in apps/pages/metrics.py).
 - /metrics/pool?cluster=NAME: the connection pool rows (stats_mysql_connection_pool) of one cluster's nodes. They
   are most of the bytes (6 series per node x hostgroup x server): in one body with the rest, 1,000 nodes and 3,000
   backends made 11.5-15.4 MB, over the 10 MB a scrape should stay under (Prometheus's body_size_limit counts the
@@ -40,25 +41,19 @@ tests hold it byte for byte equal to generate_latest() on the lab's expositions 
 """
 import gc
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from contextlib import contextmanager
 from datetime import datetime, timezone
 
 import msgspec
 from django.conf import settings
 from django.db import DatabaseError
-from django.db.models import Count
 from prometheus_client.openmetrics import exposition as openmetrics
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
-from apps.alerts.models import Alert
 from apps.fleet.models import Cluster, MirrorRule, ProxySQLNode, Server
-from apps.operations.choices import PendingState
-from apps.operations.models import PendingRollback
-
-from apps.operations import counts as operation_counts
 
 from . import live, status
 from .models import RAW, MirrorRuleSample
@@ -285,10 +280,15 @@ class _Adder:
 # -- the collector -------------------------------------------------------------------------------------
 class FleetCollector:
     """A prometheus_client collector (collect() returns metric families) over the inventory, the latest-state
-    documents and a few aggregates. Register it with a CollectorRegistry, or call collect() directly."""
+    documents and a few aggregates. Register it with a CollectorRegistry, or call collect() directly.
 
-    def __init__(self, now=None):
+    `sections`: the series of apps above monitoring (apps/pages/metrics.py passes operations' and alerts'), each
+    called as section(add, inventory, now) after monitoring's own; one may return an extra family (a histogram).
+    Their names and help are in SPECS with the rest, so that one table lists every series."""
+
+    def __init__(self, now=None, sections=()):
         self.now = now
+        self.sections = tuple(sections)
 
     def collect(self):
         with _no_gc():
@@ -318,14 +318,13 @@ class FleetCollector:
             else:
                 _maintenance(add, inventory)
             _mirror_rules(add, inventory, now)
-            histogram = _operations(add, inventory, now)
-            _alerts(add, inventory)
+            extra = [section(add, inventory, now) for section in self.sections]
         except DatabaseError:
             families = _families()
             add = _Adder(families)
             add("database_up", {}, 0)
             return [families["database_up"]]
-        return [f for f in [*families.values(), histogram] if f.samples]
+        return [f for f in [*families.values(), *(f for f in extra if f is not None)] if f.samples]
 
 
 class UnknownCluster(LookupError):
@@ -353,6 +352,8 @@ class PoolCollector:
 
 
 class _Inventory:
+    """What a scrape reads first; the sections of other apps label their series from it."""
+
     def __init__(self):
         self.clusters = {}   # id -> {name, intervals, roles}
         self.nodes = {}      # id -> (cluster_id, labels {cluster, node})
@@ -531,39 +532,6 @@ def _mirror_rules(add, inv, now):
         add("mirror_rule_expected_per_second", labels, expected)
 
 
-def _operations(add, inv, now):
-    """Operations by cluster, kind and state, and the histogram of their run times (operations/counts.py keeps
-    them); pending rollbacks and finishes by node and state (a small table, read at each scrape)."""
-    names = {pk: c["name"] for pk, c in inv.clusters.items()}
-    counts = operation_counts.TALLY.snapshot(now)
-    for family, counter in (("operations", counts.ended), ("operations_open", counts.unended)):
-        for (cluster_id, kind, state), n in sorted(counter.items(), key=lambda kv: (names.get(kv[0][0], ""), kv[0][1:])):
-            add(family, {"cluster": names.get(cluster_id, ""), "kind": kind, "state": state}, n)
-    pending = (PendingRollback.objects.filter(state__in=PendingState.open())
-               .values_list("node_id", "state").annotate(n=Count("id")).order_by())
-    for node_id, state, n in sorted(pending):
-        if node_id in inv.nodes:
-            add("pending_rollbacks", {**inv.nodes[node_id][1], "state": state}, n)
-    family = HistogramMetricFamily(PREFIX + "operation_duration_seconds", HISTOGRAM_HELP, labels=["kind", "state"])
-    for (kind, state), (buckets, seconds) in counts.histogram.cumulative().items():
-        family.add_metric([kind, state], [(floatToGoString(le), n) for le, n in buckets], seconds)
-    return family
-
-
-def _alerts(add, inv):
-    """Open alerts counted by cluster, rule, severity and state (a held alert counts as held, whatever its state):
-    at most clusters x rules x 3 x 3 series, read through the open alerts' unique key."""
-    names = {pk: c["name"] for pk, c in inv.clusters.items()}
-    rows = (Alert.objects.filter(active_key__isnull=False).values_list("cluster_id", "rule", "severity", "state", "held")
-            .annotate(n=Count("id")).order_by())
-    counts = Counter()
-    for cluster_id, rule, severity, state, held, n in rows:
-        if cluster_id in names:
-            counts[(names[cluster_id], rule, severity, "held" if held else state)] += n
-    for (cluster, rule, severity, state), n in sorted(counts.items()):
-        add("alerts", {"cluster": cluster, "rule": rule, "severity": severity, "state": state}, n)
-
-
 # -- the text --------------------------------------------------------------------------------------------
 _TYPES = {"counter": "counter", "info": "gauge", "stateset": "gauge", "gaugehistogram": "histogram",
           "unknown": "untyped"}
@@ -635,10 +603,10 @@ def _no_gc():
             gc.enable()
 
 
-def exposition(now=None):
-    """The body of /metrics."""
+def exposition(now=None, sections=()):
+    """The body of /metrics: apps/pages/metrics.py calls it with the sections of the apps above monitoring."""
     with _no_gc():
-        return render(FleetCollector(now).collect())
+        return render(FleetCollector(now, sections).collect())
 
 
 def pool_exposition(cluster_name, now=None):

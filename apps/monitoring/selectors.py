@@ -12,13 +12,12 @@ from django.conf import settings
 from django.urls import reverse
 
 from apps.clients import proxysql_versions as versions
-from apps.digests.models import DigestNodeState
-from apps.fleet.models import HostgroupMembership, MirrorRule
+from apps.fleet.models import HostgroupMembership
 
 from . import live, proxysql_cluster, status
 from .chunks import last_reachable_raw
 from .chunks import samples as chunked_samples
-from .models import RAW, BackendSample, MirrorRuleSample
+from .models import RAW, BackendSample
 from .pool import read as read_pool
 
 
@@ -81,46 +80,8 @@ def proxysql_live(node, now=None):
     elif got.unavailable:
         out.update(_pool_from_history(node, now))
     out["mirror"] = status.mirror(out["figures"])
-    out.update(mirror_rules(node, now))
     out["qs"] = _query_stats_view((doc or {}).get("query_stats"), now)
     return out
-
-
-def mirror_rules(node, now):
-    """The node's mirror rules as the digest poll last read them, each with its last measured window
-    (apps/monitoring/mirror.py). Three small indexed queries."""
-    rules = list(MirrorRule.objects.filter(proxysql_node=node).order_by("rule_id"))
-    state = DigestNodeState.objects.filter(node=node).only("last_ok_ts").first()
-    latest = {}
-    for sample in MirrorRuleSample.objects.filter(node=node, resolution=RAW).order_by("-ts")[:50]:
-        latest.setdefault(sample.rule_id, sample)
-    rows = []
-    for rule in rules:
-        row = {"rule": rule, "match": rule.match_digest or rule.match_pattern, "sample": None, "note": ""}
-        sample = latest.get(rule.rule_id)
-        if rule.mirror_hostgroup is None:
-            row["note"] = "not measured: only mirror_flagOUT is set, the copies go where the flagIN chain sends them"
-        elif sample is None:
-            row["note"] = "no window measured yet: the first figures come two digest polls after the rule appeared"
-        else:
-            span = sample.interval_s or 0
-            row.update(sample=sample, window_end=sample.ts, interval_s=span, age=now - sample.ts.timestamp(),
-                       hits=_times(sample.hits_ps, span), expected=_times(sample.expected_ps, span),
-                       mirrored=_times(sample.mirrored_ps, span), loss=sample.loss,
-                       prepared_share=sample.prepared_share)
-            row["dropped"] = (max(0.0, row["expected"] - row["mirrored"])
-                              if row["expected"] is not None and row["mirrored"] is not None else None)
-            if sample.loss is None:
-                row["note"] = "nothing to mirror in this window"
-        rows.append(row)
-    losses = [r for r in rows if r.get("loss")]
-    return {"mirror_rules": rows, "mirror_worst": max(losses, key=lambda r: r["loss"], default=None),
-            "mirror_rules_age": (now - state.last_ok_ts) if state and state.last_ok_ts else None,
-            "digest_interval": settings.MONITOR_DIGEST_INTERVAL_S}
-
-
-def _times(rate, seconds):
-    return None if rate is None else rate * seconds
 
 
 def _pool_from_history(node, now):
@@ -325,10 +286,7 @@ def cluster_query_stats(cluster, now=None):
 
 
 # -- the contexts of the pages that show these sections (fleet/views.py and the partials here) ---------
-def proxysql_context(node):
-    return {**proxysql_live(node), "stale_factor": status.STALE_FACTOR}
-
-
+# (the ProxySQL node page's context mixes in digests' mirror rules: apps/pages/node.py)
 def server_context(server):
     return {**backend_live(server), "stale_factor": status.STALE_FACTOR}
 

@@ -21,9 +21,11 @@ from apps.clients.wire import ClientError
 from apps.fleet.models import Cluster, ProxySQLNode, Server
 
 from apps.pages import fleet as fleet_pages
+from apps.pages import metrics as metrics_page
+from apps.pages import node as node_pages
 from apps.pages import search
 
-from . import charts, exporter, live, scrape_access, selectors, sessions, status
+from . import charts, exporter, live, scrape_access, selectors, sessions
 
 
 @require_role(VIEWER)
@@ -40,14 +42,14 @@ def _node(pk):
 @require_GET
 def proxysql_pool(request, pk):
     """Live fragment: the node's state and connection pool from its last poll."""
-    return TemplateResponse(request, "monitoring/proxysql.html#pool", selectors.proxysql_context(_node(pk)))
+    return TemplateResponse(request, "monitoring/proxysql.html#pool", node_pages.proxysql_context(_node(pk)))
 
 
 @require_role(VIEWER)
 @require_GET
 def proxysql_mirror(request, pk):
     """Live fragment: the mirror panel."""
-    return TemplateResponse(request, "monitoring/proxysql.html#mirror", selectors.proxysql_context(_node(pk)))
+    return TemplateResponse(request, "monitoring/proxysql.html#mirror", node_pages.proxysql_context(_node(pk)))
 
 
 @require_role(VIEWER)
@@ -161,7 +163,7 @@ def metrics(request):
     refused = scrape_access.refusal(request)
     if refused is not None:
         return refused
-    return _exposition_response(request, exporter.exposition())
+    return _exposition_response(request, metrics_page.exposition())
 
 
 @login_not_required

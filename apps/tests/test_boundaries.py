@@ -142,13 +142,6 @@ ORDER = [
 ]
 DOOR_NAMES = {"views.py", "urls.py", "forms.py", "admin.py"}
 DOOR_APPS = {"api", "pages"}
-# Upward imports left today, each with why; the test fails on a new one AND on an entry that no longer holds, so
-# this list only shrinks. (configuration <-> operations: change sets run as operations and operations record their
-# change as the next version: one app's two halves, to be split.)
-KNOWN_UPWARD = {
-    "apps/monitoring/exporter.py": {"alerts", "operations"},  # /metrics: the alerts and operations series
-    "apps/monitoring/selectors.py": {"digests"},       # mirror rules: when the digest poll last read them
-}
 
 
 def is_door(rel):
@@ -203,7 +196,4 @@ def test_the_order_check_finds_upward_and_door_to_door_imports():
 def test_the_apps_import_each_other_in_one_order():
     upward, doors = upward_imports()
     assert doors == {}, "a door imports another app's views or urls (build the context in apps/pages): " + repr(doors)
-    new = {m: apps - KNOWN_UPWARD.get(m, set()) for m, apps in upward.items() if apps - KNOWN_UPWARD.get(m, set())}
-    assert new == {}, f"imports against the order {ORDER} (move the code to the app that may hold it): {new!r}"
-    gone = {m: apps - upward.get(m, set()) for m, apps in KNOWN_UPWARD.items() if apps - upward.get(m, set())}
-    assert gone == {}, "no longer imported: remove from KNOWN_UPWARD (the list only shrinks): " + repr(gone)
+    assert upward == {}, f"imports against the order {ORDER} (move the code to the app that may hold it): {upward!r}"

@@ -1,4 +1,5 @@
 """The inventory, its latest state and history, and drift: the fleet pages' selectors, as JSON."""
+import time
 from collections import defaultdict
 from dataclasses import asdict
 
@@ -11,6 +12,7 @@ from rest_framework.response import Response
 
 from apps.accounts.roles import OPERATOR, VIEWER
 from apps.configuration import drift
+from apps.digests import selectors as digest_selectors
 from apps.fleet import tags as fleet_tags
 from apps.fleet.models import Cluster, ClusterTag, HostgroupMembership, ProxySQLNode, Server
 from apps.monitoring import charts, selectors
@@ -225,7 +227,8 @@ class NodeState(ApiView):
                    summary="Latest state of a ProxySQL node: global figures, connection pool, mirror panel")
     def get(self, request, pk):
         node = get_object_or_404(ProxySQLNode.objects.select_related("cluster"), pk=pk)
-        out = selectors.proxysql_live(node)
+        now = time.time()
+        out = {**selectors.proxysql_live(node, now), **digest_selectors.mirror_rules(node, now)}
         mirror = out["mirror"]
         return Response({
             **_live(out, "node", node), "figures": out["figures"], "pool": out["pool"],

@@ -19,6 +19,7 @@ from apps.alerts.models import Alert
 from apps.audit.models import AuditEvent
 from apps.fleet.models import Cluster, MirrorRule, ProxySQLNode, Server
 from apps.monitoring import exporter, live, pollers
+from apps.pages import metrics as metrics_page
 from apps.monitoring.models import RAW, MirrorRuleSample
 from apps.monitoring.tests import synthetic
 from apps.operations.models import Operation, PendingRollback
@@ -274,7 +275,7 @@ def test_the_fast_writer_is_byte_for_byte_the_librarys(adopted_lab, live_redis, 
     poll_lab()
     synthetic.publish(everything["nodes"], everything["servers"], trouble_every=3)  # the lab's poll failed them
     now = time.time()
-    for collector in (lambda: exporter.FleetCollector(now), lambda: exporter.PoolCollector("galera-lab", now),
+    for collector in (lambda: metrics_page.collector(now), lambda: exporter.PoolCollector("galera-lab", now),
                       lambda: exporter.PoolCollector(everything["cluster"].name, now)):
         registry = CollectorRegistry(auto_describe=False)
         registry.register(collector())
