@@ -179,6 +179,7 @@ def main(argv=None):
     from django.db import connection
 
     from lab.bench_digests import machine
+    from apps.audit.actor import Actor
     from apps.reports import periods, services
     from apps.reports.choices import Period
 
@@ -191,7 +192,7 @@ def main(argv=None):
     fill(args.clusters, args.resolution, args.minute_clusters, span, print)
 
     t0, c0 = time.monotonic(), time.process_time()
-    report = services.build_report(None, Period.WEEKLY, span, actor="bench-reports")
+    report = services.build_report(None, Period.WEEKLY, span, actor=Actor.system())
     build_s, build_cpu = time.monotonic() - t0, time.process_time() - c0
     t1 = time.monotonic()
     pdf = services.report_pdf(report)

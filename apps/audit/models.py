@@ -41,10 +41,14 @@ class Outcome(models.TextChoices):
 
 
 class ActorKind(models.TextChoices):
-    USER = "user", "user"
+    """Who acted, and through which door (apps/audit/actor.py builds it). "user" is a person at the console's pages
+    (the value predates the other doors; hashed rows keep it)."""
+    USER = "user", "user (page)"
+    API = "api", "API"
+    COMMAND = "command", "command line"
+    SCHEDULE = "schedule", "schedule"
     RULE = "rule", "automatic rule"
     SYSTEM = "system", "system"
-    API = "api", "API token"
 
 
 class AppendOnlyQuerySet(models.QuerySet):

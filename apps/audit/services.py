@@ -20,6 +20,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.ipv6 import clean_ipv6_address
 
 from . import search
+from .actor import Actor
 from .models import (CURRENT_SCHEME, HASHED_FIELDS, LEGACY_SCHEME, REANCHOR_ACTION, SCHEMES, ActorKind,
                      AuditChainHead, AuditEvent, AuditSearchToken, Outcome, RefusalBurst, hash_content,
                      hashed_content)
@@ -42,10 +43,15 @@ def _scrub(value):
     return value
 
 
-def _source_address(request):
+def _actor_of(request, user, rule):
+    """The Actor the older keywords name: a rule first; a user given outright acts at the page (with the request's
+    address when there is one); else the request's own user and door; else the system."""
+    if rule:
+        return Actor.rule(rule)
     if request is None:
-        return None
-    return request.META.get("REMOTE_ADDR") or None
+        return Actor(ActorKind.USER, user=user) if user is not None else Actor.system()
+    actor = Actor.of_request(request)
+    return Actor(ActorKind.USER, user=user, address=actor.address) if user is not None else actor
 
 
 def _as_stored(address):
@@ -59,25 +65,18 @@ def _as_stored(address):
     return address
 
 
-def record(action, *, outcome="success", request=None, user=None, rule=None, cluster=None, target="",
+def record(action, *, outcome="success", actor=None, request=None, user=None, rule=None, cluster=None, target="",
            details=None, duration_ms=None):
-    """Append one audit event. Actor: the request's user, `user`, a named automatic `rule`, or system.
+    """Append one audit event. Who acted: `actor` (apps/audit/actor.py); the older keywords still say it the old
+    way (a named automatic `rule`, `user`, the request's user) and become an Actor here.
 
     Runs in its own short transaction (or joins the caller's, so a mutation and its audit row commit
     together). Returns the event, or None for a repeated refusal that was counted into a summary
     instead of written (see "repeated refusals" below).
     """
-    if rule:
-        actor, kind, actor_user = rule, ActorKind.RULE, None
-    else:
-        actor_user = user or (request.user if request is not None and request.user.is_authenticated else None)
-        actor = actor_user.get_username() if actor_user else ("anonymous" if request is not None else "system")
-        kind = ActorKind.USER if request is not None or actor_user else ActorKind.SYSTEM
-        via_token = getattr(getattr(request, "auth", None), "audit_suffix", "") if actor_user and not user else ""
-        if via_token:  # a request made with an API token: the event names it, "alice (token ci-runner)"
-            actor, kind = actor + via_token, ActorKind.API
-    fields = {"actor": actor, "actor_kind": kind, "actor_user_id": getattr(actor_user, "pk", None),
-              "source_address": _source_address(request), "cluster_id": getattr(cluster, "pk", None),
+    actor = actor or _actor_of(request, user, rule)
+    fields = {"actor": actor.name, "actor_kind": actor.kind, "actor_user_id": getattr(actor.user, "pk", None),
+              "source_address": actor.address, "cluster_id": getattr(cluster, "pk", None),
               "cluster_name": getattr(cluster, "name", ""), "target": target, "action": action, "outcome": outcome,
               "details": details, "duration_ms": duration_ms}
     if outcome in FOLDED_OUTCOMES:

@@ -19,6 +19,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.fleet.models import Cluster
 from controlplane.converters import parse_id
@@ -97,18 +98,17 @@ def render_html(report, data, charts_meta, mode):
     return render_to_string(template, ctx)
 
 
-def build_report(cluster, period, span, *, rolling=False, schedule=None, user=None, request=None, actor=None):
-    """Build and archive one report. Returns the Report."""
+def build_report(cluster, period, span, *, actor=None, rolling=False, schedule=None):
+    """Build and archive one report for `actor` (apps/audit/actor.py; by default its schedule, else the system).
+    Returns the Report."""
+    actor = actor or _schedule_actor(schedule)
     started = time.monotonic()
     data = build_data(cluster, period, span, rolling)
     drawn = charts.render_all(data)
     charts_meta = [{"key": k, "title": t, "width": w, "height": h} for k, t, _, w, h in drawn]
-    if actor is None:
-        who = user or (request.user if request is not None else None)
-        actor = who.get_username() if who is not None else (f"schedule #{schedule.pk}" if schedule else "system")
     report = Report(scope=data["scope"], cluster=cluster, scope_name=cluster.name if cluster else "fleet",
                     period=period, start=span.start, end=span.end, schedule=schedule, built_at=timezone.now(),
-                    built_by=actor, headline=data["summary"]["headline"][:500], data=data, html="")
+                    built_by=actor.name, headline=data["summary"]["headline"][:500], data=data, html="")
     with transaction.atomic():
         report.save()
         ReportChart.objects.bulk_create([ReportChart(report=report, key=k, title=t[:200], png=png, width=w, height=h)
@@ -116,11 +116,14 @@ def build_report(cluster, period, span, *, rolling=False, schedule=None, user=No
         report.html = render_html(report, data, charts_meta, "email")
         report.build_ms = round((time.monotonic() - started) * 1000, 1)
         Report.objects.filter(pk=report.pk).update(html=report.html, build_ms=report.build_ms)
-        record("report built", request=request, user=user, rule=None if (user or request) else (
-            f"report schedule #{schedule.pk}" if schedule else None), cluster=cluster, target=report.title,
+        record("report built", actor=actor, cluster=cluster, target=report.title,
             details={"report": report.pk, "period": period, "start": span.start, "end": span.end,
                      "headline": report.headline, "charts": len(drawn)}, duration_ms=report.build_ms)
     return report
+
+
+def _schedule_actor(schedule):
+    return Actor.schedule(f"report schedule #{schedule.pk}") if schedule else Actor.system()
 
 
 def charts_meta(report):
@@ -157,8 +160,10 @@ def email_message(report, recipients):
     return msg
 
 
-def send_report(report, recipients, *, request=None, user=None, schedule=None):
-    """Mail the report (a network call: no transaction is held). Returns (ok, error)."""
+def send_report(report, recipients, *, actor=None, schedule=None):
+    """Mail the report (a network call: no transaction is held) for `actor` (by default its schedule, else the
+    system). Returns (ok, error)."""
+    actor = actor or _schedule_actor(schedule)
     recipients = list(recipients)
     if not recipients:
         return False, "no recipients"
@@ -173,9 +178,7 @@ def send_report(report, recipients, *, request=None, user=None, schedule=None):
     Report.objects.filter(pk=report.pk).update(
         emailed_to=", ".join(recipients)[:5000], email_error=error,
         **({"emailed_at": timezone.now()} if not error else {}))
-    record("report e-mailed", request=request, user=user,
-           rule=None if (user or request) else (f"report schedule #{schedule.pk}" if schedule else None),
-           cluster=report.cluster, target=report.title, outcome="failure" if error else "success",
+    record("report e-mailed", actor=actor, cluster=report.cluster, target=report.title, outcome="failure" if error else "success",
            details={"report": report.pk, "recipients": recipients, "error": error}, duration_ms=ms)
     return not error, error
 
@@ -214,7 +217,7 @@ def run_schedule(schedule, span):
         # shows on the schedules page, and "build now" there retries.
         log.exception("report schedule %s failed", schedule.pk)
         ReportSchedule.objects.filter(pk=schedule.pk).update(last_error=f"{type(exc).__name__}: {exc}"[:2000])
-        record("report built", rule=f"report schedule #{schedule.pk}", cluster=schedule.cluster, outcome="failure",
+        record("report built", actor=_schedule_actor(schedule), cluster=schedule.cluster, outcome="failure",
                target=str(schedule), details={"error": str(exc)[:1000]})
         return None
     if schedule.recipient_list:
@@ -240,22 +243,22 @@ def run_due(now=None, limit=20):
     return built
 
 
-def on_demand(cluster, period, when, *, request):
+def on_demand(cluster, period, when, *, actor):
     """An operator's report: 'last' complete period, or 'rolling' (up to now)."""
     if when == "rolling":
         span = periods.rolling(period)
     else:
         span = periods.last_complete(period)
-    return build_report(cluster, period, span, rolling=when == "rolling", request=request)
+    return build_report(cluster, period, span, rolling=when == "rolling", actor=actor)
 
 
-def save_schedule(form, *, request):
+def save_schedule(form, *, actor):
     """Create or change a schedule from a valid form; audited with the changed fields."""
     creating = form.instance.pk is None
     before = {} if creating else {f: form.initial.get(f) for f in form.changed_data}
     with transaction.atomic():
         schedule = form.save()
-        record("report schedule " + ("added" if creating else "changed"), request=request, cluster=schedule.cluster,
+        record("report schedule " + ("added" if creating else "changed"), actor=actor, cluster=schedule.cluster,
                target=str(schedule), details={"schedule": schedule.pk, "changed": form.changed_data,
                                               "before": {k: str(v) for k, v in before.items()},
                                               "after": {f: str(form.cleaned_data.get(f)) for f in form.changed_data}})

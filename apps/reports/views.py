@@ -8,6 +8,7 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_POST
 
 from apps.accounts.roles import ADMIN, OPERATOR, VIEWER, has_role, require_role
+from apps.audit.actor import Actor
 from apps.audit.services import record
 
 from . import periods, services
@@ -33,7 +34,7 @@ def report_build(request):
         record("report built", request=request, outcome="invalid", details={"errors": form.errors.get_json_data()})
         return report_list(request, build_form=form, status=400)
     data = form.cleaned_data
-    report = services.on_demand(data["cluster"], data["period"], data["when"], request=request)
+    report = services.on_demand(data["cluster"], data["period"], data["when"], actor=Actor.of_request(request))
     messages.success(request, f"Report built in {report.build_ms:.0f} ms.")
     return redirect(report)
 
@@ -79,7 +80,7 @@ def report_send(request, pk):
                details={"errors": form.errors.get_json_data()})
         messages.error(request, "Not sent: " + "; ".join(e for errs in form.errors.values() for e in errs))
         return redirect(report)
-    ok, error = services.send_report(report, form.cleaned_data["recipients"], request=request)
+    ok, error = services.send_report(report, form.cleaned_data["recipients"], actor=Actor.of_request(request))
     if ok:
         messages.success(request, f"Sent to {', '.join(form.cleaned_data['recipients'])}.")
     else:
@@ -102,7 +103,7 @@ def schedule_edit(request, pk=None):
     form = ScheduleForm(request.POST or None, instance=schedule)
     if request.method == "POST":
         if form.is_valid():
-            saved = services.save_schedule(form, request=request)
+            saved = services.save_schedule(form, actor=Actor.of_request(request))
             messages.success(request, f"Saved: {saved} ({saved.when_text()}).")
             return redirect("reports:schedules")
         record("report schedule " + ("changed" if schedule else "added"), request=request, outcome="invalid",
@@ -126,8 +127,9 @@ def schedule_run(request, pk):
     """Build (and mail) the schedule's latest period now, whatever it already did."""
     schedule = get_object_or_404(ReportSchedule.objects.select_related("cluster"), pk=pk)
     _, span = periods.due_slot(schedule)
-    report = services.build_report(schedule.cluster, schedule.period, span, schedule=schedule, request=request)
+    report = services.build_report(schedule.cluster, schedule.period, span, schedule=schedule,
+                                     actor=Actor.of_request(request))
     if schedule.recipient_list:
-        ok, error = services.send_report(report, schedule.recipient_list, request=request)
+        ok, error = services.send_report(report, schedule.recipient_list, actor=Actor.of_request(request))
         messages.info(request, "Mailed to the schedule's recipients." if ok else f"Not mailed: {error}")
     return redirect(report)

@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.alerts.models import Alert, AlertState, Channel
+from apps.audit.actor import Actor
 from apps.fleet.models import Server
 from apps.operations import services, switchover
 from apps.operations.models import Operation
@@ -103,7 +104,7 @@ def alerts_page(client, viewer_user):
 
 
 def report_of(cluster):
-    report = reports.build_report(cluster, "daily", periods.rolling("daily", timezone.now()), actor="test")
+    report = reports.build_report(cluster, "daily", periods.rolling("daily", timezone.now()), actor=Actor.system())
     return report.data["clusters"][0]["alerts"], report
 
 

@@ -6,6 +6,7 @@ from rest_framework import status
 from rest_framework.response import Response
 
 from apps.accounts.roles import ADMIN, VIEWER
+from apps.audit.actor import Actor
 from apps.reports import services
 from apps.reports.forms import ScheduleForm
 from apps.reports.models import Report, ReportSchedule
@@ -55,7 +56,7 @@ class ReportScheduleList(ApiView):
     @extend_schema(request=s.ReportScheduleInput, responses={201: s.ReportScheduleSerializer}, tags=["reports"],
                    summary="Add a report schedule (the page's rules: one per scope and period; audited)")
     def post(self, request):
-        schedule = services.save_schedule(_schedule_form(request), request=request)
+        schedule = services.save_schedule(_schedule_form(request), actor=Actor.of_request(request))
         return Response(s.ReportScheduleSerializer(schedule).data, status=status.HTTP_201_CREATED)
 
 
@@ -71,7 +72,7 @@ class ReportScheduleDetail(ApiView):
     def patch(self, request, pk):
         schedule = get_object_or_404(ReportSchedule, pk=pk)
         return Response(s.ReportScheduleSerializer(
-            services.save_schedule(_schedule_form(request, schedule), request=request)).data)
+            services.save_schedule(_schedule_form(request, schedule), actor=Actor.of_request(request))).data)
 
     @extend_schema(responses={204: None}, tags=["reports"], summary="Delete a report schedule (audited)")
     def delete(self, request, pk):

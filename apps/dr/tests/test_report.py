@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from apps.audit.actor import Actor
 from apps.dr import moves, polling
 from apps.dr.models import ReplicationChannel
 from apps.operations import executor, services
@@ -48,7 +49,7 @@ def test_the_cluster_and_fleet_reports_show_the_channel_lag_stopped_time_and_mov
         assert row["stopped_s"] == 2.0, row
         assert row["lag_avg_s"] is not None and row["lag_max_s"] is not None
         assert (row["moves"], row["moves_done"]) == (1, 1) and row["move_list"][0]["reason"] == "planned move"
-    report = reports.build_report(None, "daily", span, actor="test")
+    report = reports.build_report(None, "daily", span, actor=Actor.system())
     assert any(p["text"].startswith("DR channels: stopped dc1_to_dc2 2") and "one channel move" in p["text"]
                for p in report.data["summary"]["points"]), report.data["summary"]
     assert report.data["fleet"]["dr_channels"][0]["stopped_s"] == 2.0

@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from apps.audit.actor import Actor
 from apps.monitoring.models import HOUR, MINUTE
 from apps.reports import services
 
@@ -23,7 +24,7 @@ def test_report_page_in_the_browser(page, browser_login, live_server, viewer_use
         history.proxysql(n, a, b, step=H, resolution=HOUR, fn=lambda t: {"conn_err_ps": 0.01})
         history.pool(n, a, b, step=H, resolution=HOUR)
     _switchover(report_cluster, s1, s2, a + 14 * H, 82)
-    report = services.build_report(report_cluster, "daily", day, actor="test")
+    report = services.build_report(report_cluster, "daily", day, actor=Actor.system())
 
     errors, failed = [], []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)

@@ -7,6 +7,7 @@ import pytest
 from django.urls import reverse
 from pypdf import PdfReader
 
+from apps.audit.actor import Actor
 from apps.audit.models import AuditEvent
 from apps.monitoring.models import HOUR, MINUTE
 from apps.reports import services
@@ -33,7 +34,7 @@ def built(report_cluster, history, day, settings):
                                        "questions_ps": 500.0 + (t - a) / 100})
         history.pool(n, a, b, step=H, resolution=HOUR)
     _switchover(report_cluster, s1, s2, a + 14 * H, 82)
-    return services.build_report(report_cluster, "daily", day, actor="test")
+    return services.build_report(report_cluster, "daily", day, actor=Actor.system())
 
 
 def test_the_archived_report_holds_its_data_html_and_charts(built, report_cluster):

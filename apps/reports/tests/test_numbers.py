@@ -3,6 +3,7 @@ from datetime import date, timedelta
 
 import pytest
 
+from apps.audit.actor import Actor
 from apps.audit.services import verify_chain
 from apps.monitoring.models import HOUR, MINUTE
 from apps.operations.models import Operation, OperationStep
@@ -315,7 +316,7 @@ def test_an_interruption_inside_a_switchover_counts_its_measured_hold_not_a_poll
     assert point.startswith("Service interrupted for 10 s in total (59 ms measured by the operation's own clock, "
                             "10 s sampled by polls every 10 s)")
 
-    report = services.build_report(report_cluster, "daily", span, actor="test")
+    report = services.build_report(report_cluster, "daily", span, actor=Actor.system())
     assert report.html.count('data-source="measured"') == 1 and report.html.count('data-source="sampled"') == 1
     assert f"measured by <a href=\"{settings_base()}{op.get_absolute_url()}\">planned switchover #{op.pk}</a>" in report.html
     assert "sampled: polls every 10 s" in report.html

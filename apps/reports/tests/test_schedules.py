@@ -40,7 +40,7 @@ def test_the_beat_task_builds_and_mails_a_due_schedule_once(report_cluster, hist
     [pk] = services.run_due(now=now)
     report = Report.objects.get(pk=pk)
     assert (report.schedule_id, report.period, report.start, report.end) == (schedule.pk, "daily", day.start, day.end)
-    assert report.built_by == f"schedule #{schedule.pk}"
+    assert report.built_by == f"report schedule #{schedule.pk}"
     [mail] = mailoutbox
     assert mail.to == ["ops@example.org", "cto@example.org"] and "lab-east: 100 % available" in mail.subject
     assert services.run_due(now=now + timedelta(minutes=1)) == []  # claimed: not built twice

@@ -4,6 +4,7 @@ lab's hostgroups is in the lab's report only, and what is the whole ProxySQL's s
 import pytest
 
 from apps.alerts.tests.conftest import firing, fresh_caches, set_rule, until  # noqa: F401  (fresh_caches: a fixture)
+from apps.audit.actor import Actor
 from apps.reports import periods, services
 from lab import demo
 
@@ -42,6 +43,6 @@ def test_one_cluster_report_shows_nothing_of_the_other_cluster_on_the_same_proxy
     assert [p["also_serves"] for p in dc1_s["proxysql"]] == [["galera-lab"], ["galera-lab"]]
     assert dc1_s["traffic"]["shared_with"] == ["galera-lab"] and lab_s["mirror"]["shared_with"] == ["dc1"]
     assert dc1_s["traffic"]["queries"] == pytest.approx(lab_s["traffic"]["queries"], rel=0.05)  # the same ProxySQL
-    html = services.build_report(dc1, "daily", span, rolling=True, actor="tests").html
+    html = services.build_report(dc1, "daily", span, rolling=True, actor=Actor.system()).html
     assert "node-wide: these ProxySQL also serve cluster galera-lab" in html
     assert "Node-wide: the mirror queue is the whole ProxySQL" in html or not dc1_s["mirror"]["has_data"]

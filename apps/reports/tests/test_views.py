@@ -2,6 +2,7 @@
 import pytest
 from django.urls import reverse
 
+from apps.audit.actor import Actor
 from apps.audit.models import AuditEvent
 from apps.monitoring.models import HOUR
 from apps.reports.models import Report, ReportSchedule
@@ -13,7 +14,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def report(report_cluster, history, day):
     history.healthy(day.start.timestamp(), day.end.timestamp(), step=3600, resolution=HOUR)
-    return services.build_report(report_cluster, "daily", day, actor="test")
+    return services.build_report(report_cluster, "daily", day, actor=Actor.system())
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from datetime import timedelta
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from apps.audit.actor import Actor
 from apps.fleet.models import Cluster
 from apps.reports import periods, services
 from apps.reports.choices import Period
@@ -47,6 +48,6 @@ class Command(BaseCommand):
         if build:
             for period in ([Period.DAILY, Period.WEEKLY] if days >= 8 else [Period.DAILY]):
                 span = periods.ending_on(period, today)
-                report = services.build_report(c, period, span, actor="lab_report_history")
+                report = services.build_report(c, period, span, actor=Actor.system())
                 self.stdout.write(f"{period} report #{report.pk}: {report.headline} ({report.build_ms:.0f} ms) "
                                   f"{report.get_absolute_url()}")

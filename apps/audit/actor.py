@@ -1,0 +1,55 @@
+"""Who acts, and through which door: the one argument a service takes to know it (never Django's request), so
+the same service serves the pages, the API, the command line, schedules and automatic rules, and its audit row
+says which (AuditEvent.actor_kind is the door; actor names the person, token, rule or schedule).
+
+    Actor.of_request(request)   a page (or the API, when the request came through it: DRF's Request)
+    Actor.command(user)         manage.py, on --user NAME's word
+    Actor.schedule("report schedule #3"), Actor.rule("failover"), Actor.system()
+"""
+from dataclasses import dataclass
+
+from .models import ActorKind
+
+
+@dataclass(frozen=True)
+class Actor:
+    kind: str                  # ActorKind: the door
+    user: object = None        # the Django user, when a person acts
+    token: str = ""            # the API token's name, when the request carried one
+    address: str | None = None  # the request's REMOTE_ADDR
+    label: str = ""            # a rule's or a schedule's name
+
+    @classmethod
+    def of_request(cls, request):
+        user = request.user if request.user.is_authenticated else None
+        token = getattr(getattr(request, "auth", None), "name", "") if hasattr(getattr(request, "auth", None),
+                                                                                 "audit_suffix") else ""
+        # DRF's Request wraps Django's (._request): the API door, whether a token or the session signed it in.
+        kind = ActorKind.API if (token or hasattr(request, "_request")) else ActorKind.USER
+        return cls(kind, user=user, token=token, address=request.META.get("REMOTE_ADDR") or None)
+
+    @classmethod
+    def command(cls, user):
+        return cls(ActorKind.COMMAND, user=user)
+
+    @classmethod
+    def schedule(cls, label):
+        return cls(ActorKind.SCHEDULE, label=label)
+
+    @classmethod
+    def rule(cls, label):
+        return cls(ActorKind.RULE, label=label)
+
+    @classmethod
+    def system(cls):
+        return cls(ActorKind.SYSTEM)
+
+    @property
+    def name(self):
+        """As the audit log and a record's author field show it: "alice", "alice (token ci-runner)", the rule's or
+        schedule's name, "anonymous" (a request with no user: a refused login), or "system"."""
+        if self.user is not None:
+            return self.user.get_username() + (f" (token {self.token})" if self.token else "")
+        if self.label:
+            return self.label
+        return "anonymous" if self.kind in (ActorKind.USER, ActorKind.API) else "system"
