@@ -447,7 +447,12 @@ def test_mirror_hits_count_every_match_and_digests_only_the_copies_that_ran(gale
         a.lab("SET_SESSIONS", hostgroup=100, count=4, pinned_reason="auto_increment", prepared_fraction=0.25)
         time.sleep(1.0)
         a.lab("SET_SESSIONS", hostgroup=100, count=0)
-        time.sleep(0.7)  # the queue (100 copies) drains at 200/s
+        # The queue (100 copies) drains at 200/s: read the counters once it is empty (a fixed 0.7 s was not enough
+        # on a loaded machine: copies still ran between the digest read and the Questions read).
+        deadline = time.monotonic() + 10
+        while a.lab("STATUS")["mirror"]["queue"] > 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert a.lab("STATUS")["mirror"]["queue"] == 0, "the mirror queue did not drain in 10 s"
 
         def digests(hostgroup):
             return dict((text, int(n)) for text, n in a.q(
