@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from apps.audit.actor import Actor
 from apps.fleet.models import Server
 from apps.operations import executor, services, switchover
 
@@ -39,8 +40,8 @@ def switchovers(cluster, doubles, user):
         marks = [d.engine.log_seq for d in doubles]
         plan = switchover.plan_switchover(cluster, Server.objects.get(cluster=cluster, port=(3312, 3311)[i % 2]),
                                           drain_timeout_ms=3000)
-        op = services.save_plan(plan, user=user)
-        services.confirm(op, user=user, enqueue=False)
+        op = services.save_plan(plan, actor=Actor.command(user))
+        services.confirm(op, actor=Actor.command(user), enqueue=False)
         executor.run(op.pk)
         op.refresh_from_db()
         assert op.state == "done", op.error

@@ -90,6 +90,7 @@ def main(argv=None):
 def run_one(ports, rows, backends):
     from django.contrib.auth import get_user_model
 
+    from apps.audit.actor import Actor
     from apps.clients.proxysql import ProxySQLAdmin
     from apps.configuration import adoption as adopt
     from apps.configuration import services
@@ -116,9 +117,9 @@ def run_one(ports, rows, backends):
     def change(cs_factory, label):
         started = time.perf_counter()
         cs = cs_factory()
-        op = change_set.plan_and_save(cs, user=user)
+        op = change_set.plan_and_save(cs, actor=Actor.command(user))
         planned = time.perf_counter()
-        operations.confirm(op, user=user, enqueue=False)
+        operations.confirm(op, actor=Actor.command(user), enqueue=False)
         confirmed = time.perf_counter()
         executor.run(op.pk)
         done = time.perf_counter()

@@ -80,6 +80,7 @@ def file_text(cluster, rules):
 
 
 def run_one(cluster, user, rules, *, profile=False):
+    from apps.audit.actor import Actor
     from apps.configuration import content as C
     from apps.configuration import files, services
     from apps.configuration.models import ChangeSet
@@ -103,7 +104,7 @@ def run_one(cluster, user, rules, *, profile=False):
     times["change set"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    change_set.plan_and_save(cs, user=user)
+    change_set.plan_and_save(cs, actor=Actor.command(user))
     times["plan"] = time.perf_counter() - started
 
     profiler = cProfile.Profile() if profile else None
@@ -111,7 +112,7 @@ def run_one(cluster, user, rules, *, profile=False):
     if profiler:
         profiler.enable()
     cs = services.start_from_file(cluster, text, user=user, reason=reason)
-    op = change_set.plan_and_save(cs, user=user)
+    op = change_set.plan_and_save(cs, actor=Actor.command(user))
     if profiler:
         profiler.disable()
     whole = time.perf_counter() - started

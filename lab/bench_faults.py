@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from django.db import close_old_connections
 
+from apps.audit.actor import Actor
 from apps.clients.proxysql import ProxySQLAdmin, configured, configured_status
 from apps.configuration import adoption as adopt
 from apps.configuration.services import versioned_variables
@@ -196,12 +197,12 @@ class FaultMatrix:
     def confirm(self, plan):
         if not plan.guards_passed:
             raise Refused("; ".join(f"{g.label} ({g.value})" for g in plan.failed_guards))
-        op = services.save_plan(plan, rule=RULE)
+        op = services.save_plan(plan, actor=Actor.rule(RULE))
         if getattr(self, "_change_set", None):
             pk, ChangeSet = self._change_set
             ChangeSet.objects.filter(pk=pk).update(state=ChangeSet.State.PLANNED, operation=op)
             self._change_set = None
-        return services.confirm(op, rule=RULE, enqueue=False)
+        return services.confirm(op, actor=Actor.rule(RULE), enqueue=False)
 
     def step_keys(self, kind):
         """The plan's step keys for this kind (planned on a fresh cluster, not run)."""

@@ -53,3 +53,13 @@ class Actor:
         if self.label:
             return self.label
         return "anonymous" if self.kind in (ActorKind.USER, ActorKind.API) else "system"
+
+    @property
+    def who(self):
+        """The name an operation keeps as its planner or confirmer: the person's (without the token), or the
+        rule's or schedule's, or "system"."""
+        return self.user.get_username() if self.user is not None else self.name
+
+    @property
+    def is_rule(self):
+        return self.kind == ActorKind.RULE

@@ -10,6 +10,7 @@ from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
 
 from apps.accounts.roles import OPERATOR, VIEWER, require_role
+from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.fleet.models import Cluster, ProxySQLNode
 from apps.operations.change_set import diff_lines, plan_and_save
@@ -266,7 +267,7 @@ def plan(request, pk):
     if not _try(request, lambda: services.set_reason(cs, form.cleaned_data["reason"], user=request.user,
                                                      request=request)):
         return redirect(cs)
-    op = _try(request, lambda: plan_and_save(cs, request=request))
+    op = _try(request, lambda: plan_and_save(cs, actor=Actor.of_request(request)))
     return redirect(op) if op else redirect(cs)
 
 
@@ -279,7 +280,7 @@ def revert(request, pk):
     cs = _try(request, lambda: services.revert_to(version.cluster, version, user=request.user, reason=reason))
     if cs is None:
         return redirect(version)
-    op = _try(request, lambda: plan_and_save(cs, request=request))
+    op = _try(request, lambda: plan_and_save(cs, actor=Actor.of_request(request)))
     return redirect(op) if op else redirect(cs)
 
 
@@ -291,7 +292,7 @@ def take_runtime(request, node_pk):
                                                      reason=f"take {node.name}'s runtime into a new version"))
     if cs is None:
         return redirect("configuration:cluster", node.cluster_id)
-    op = _try(request, lambda: plan_and_save(cs, request=request))
+    op = _try(request, lambda: plan_and_save(cs, actor=Actor.of_request(request)))
     return redirect(op) if op else redirect(cs)
 
 
@@ -305,7 +306,7 @@ def write_back(request, cluster_pk):
     cs = _try(request, lambda: services.write_back(cluster, user=request.user, nodes=chosen))
     if cs is None:
         return redirect("configuration:cluster", cluster.pk)
-    op = _try(request, lambda: plan_and_save(cs, request=request))
+    op = _try(request, lambda: plan_and_save(cs, actor=Actor.of_request(request)))
     return redirect(op) if op else redirect(cs)
 
 
@@ -322,7 +323,7 @@ def upload(request, cluster_pk):
             messages.success(request, f"Nothing to do: {cluster} already runs this file (version {exc.version.number}).")
             return redirect("configuration:cluster", cluster.pk)
         if cs is not None:
-            op = _try(request, lambda: plan_and_save(cs, request=request))
+            op = _try(request, lambda: plan_and_save(cs, actor=Actor.of_request(request)))
             return redirect(op) if op else redirect(cs)
     elif request.method == "POST":
         record("configuration file refused", request=request, cluster=cluster, outcome="invalid",

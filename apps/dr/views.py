@@ -4,6 +4,7 @@ from django.template.response import TemplateResponse
 from django.views.decorators.http import require_GET
 
 from apps.accounts.roles import OPERATOR, VIEWER, require_role
+from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.monitoring import charts as monitoring_charts
 from apps.operations import services
@@ -38,7 +39,7 @@ def channel_move(request, pk):
     if request.method == "POST" and form.is_valid():
         plan = moves.plan_move(channel, new_source=form.cleaned_data["source_server"],
                                new_replica=form.cleaned_data["replica_server"], reason="planned move")
-        return redirect(services.save_plan(plan, request=request))
+        return redirect(services.save_plan(plan, actor=Actor.of_request(request)))
     if request.method == "POST":
         record("channel_move planned", request=request, cluster=channel.replica_cluster, target=channel.name,
                outcome="invalid", details={"errors": form.errors.get_json_data()})

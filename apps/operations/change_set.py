@@ -172,15 +172,15 @@ def _traffic(cluster):
     return cluster_traffic(cluster.pk)
 
 
-def plan_and_save(cs, *, request=None, user=None):
-    """Plan a draft change set and store the plan as an Operation (what the operator confirms)."""
+def plan_and_save(cs, *, actor):
+    """Plan a draft change set and store the plan as an Operation (what `actor` confirms)."""
     check_base(cs)
     if cs.state != ChangeSet.State.DRAFT:
         raise Refused("This change set was already planned.")
     plan_, collector = plan_change_set(cs)
     with transaction.atomic():
         collector.save()
-        op = operations.save_plan(plan_, request=request, user=user)
+        op = operations.save_plan(plan_, actor=actor)
         if not ChangeSet.objects.filter(pk=cs.pk, state=ChangeSet.State.DRAFT).update(
                 state=ChangeSet.State.PLANNED, operation=op):
             raise Refused("This change set was planned by someone else meanwhile.")

@@ -29,6 +29,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
 from apps.accounts.roles import OPERATOR, has_role
+from apps.audit.actor import Actor
 from apps.fleet.models import Cluster, Server
 from apps.fleet.validators import parse_endpoint
 
@@ -117,13 +118,13 @@ class OperationCommand(BaseCommand):
         if o["plan_only"]:  # a read: no operation is stored
             self.show_plan(None, plan)
             self.finish(REFUSED if plan.failed_guards else DONE, None, "planned only: nothing ran, nothing was stored")
-        op = services.save_plan(plan, user=user)
+        op = services.save_plan(plan, actor=Actor.command(user))
         self.show_plan(op, plan)
         if not o["yes"] and not self.ask(f"Run this on {cluster.name}? Type 'yes': "):
-            services.discard(op, user=user, reason="not confirmed at the command's prompt")
+            services.discard(op, actor=Actor.command(user), reason="not confirmed at the command's prompt")
             self.finish(REFUSED, op, "not confirmed: nothing was done")
         try:
-            services.confirm(op, user=user, override_reason=o["override_reason"], enqueue=False)
+            services.confirm(op, actor=Actor.command(user), override_reason=o["override_reason"], enqueue=False)
         except services.NotAllowed as exc:  # it stays planned: someone else may confirm it (page or API)
             self.finish(REFUSED, op, f"refused: {exc} (operation #{op.pk} stays planned)")
         op = self.follow(op, user)
@@ -154,7 +155,7 @@ class OperationCommand(BaseCommand):
                     break
             except KeyboardInterrupt:
                 try:
-                    services.cancel(op, user=user)
+                    services.cancel(op, actor=Actor.command(user))
                     self.say({"event": "cancel_requested", "operation": op.pk},
                              "cancel requested: the operation rolls back at its next step")
                 except services.NotAllowed as exc:

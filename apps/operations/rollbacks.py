@@ -24,6 +24,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
@@ -91,17 +92,17 @@ def _answering_since(node_ids):
 
 def retry_due():
     """Beat: one try for every row that is due. Returns the outcomes."""
-    return [attempt(row, rule=RETRY_RULE) for row in due()]
+    return [attempt(row, actor=Actor.rule(RETRY_RULE)) for row in due()]
 
 
-def run_now(op, *, request):
+def run_now(op, *, actor):
     """The operator's "run the pending rollback now" ("finish on the node now"): one try per open node, whatever
     the backoff says."""
     rows = list(open_rows().filter(operation=op).select_related("node", "operation__cluster"))
-    return [attempt(row, request=request) for row in rows]
+    return [attempt(row, actor=actor) for row in rows]
 
 
-def attempt(row, *, request=None, rule=None):
+def attempt(row, *, actor):
     """One try for one node, under a lease (a beat tick and a button never run the same row at once).
     Returns a sentence for the operator."""
     now = timezone.now()
@@ -113,10 +114,10 @@ def attempt(row, *, request=None, rule=None):
     try:
         row.refresh_from_db()
         if row.state == PendingState.PENDING and (later := superseding(row)):
-            _supersede(row, later, request=request, rule=rule)
+            _supersede(row, later, actor=actor)
         if row.state == PendingState.SUPERSEDED:
-            return _repair_instead(row, request=request, rule=rule)
-        return _replay(row, request=request, rule=rule)
+            return _repair_instead(row, actor=actor)
+        return _replay(row, actor=actor)
     finally:
         PendingRollback.objects.filter(pk=row.pk).update(claimed_until=None)
 
@@ -132,11 +133,11 @@ def superseding(row):
             .order_by("finished_at").first())
 
 
-def _supersede(row, later, *, request, rule):
+def _supersede(row, later, *, actor):
     with transaction.atomic():
         if PendingRollback.objects.filter(pk=row.pk, state=PendingState.PENDING).update(
                 state=PendingState.SUPERSEDED, superseded_by=later):
-            record(f"{row.operation.finish_or_rollback} superseded", request=request, rule=rule,
+            record(f"{row.operation.finish_or_rollback} superseded", actor=actor,
                    cluster=row.operation.cluster, outcome="failure",
                    target=f"#{row.operation_id} on {row.node.name}",
                    details={"operation": row.operation_id, "node": row.node.name, "superseded_by": later.pk,
@@ -146,7 +147,7 @@ def _supersede(row, later, *, request, rule):
     row.state, row.superseded_by = PendingState.SUPERSEDED, later
 
 
-def _replay(row, *, request, rule):
+def _replay(row, *, actor):
     """Run the statements still to run, in order, each removed from the row once the node took it. The
     cluster lock is held meanwhile (taken only once the node answers): nothing else changes it under us."""
     op = row.operation
@@ -155,7 +156,7 @@ def _replay(row, *, request, rule):
         admin.ping()
     except ClientError as exc:
         admin.close()
-        return _tried(row, [], str(exc), request=request, rule=rule)
+        return _tried(row, [], str(exc), actor=actor)
     try:
         locks.acquire(op, ttl_s=LEASE_S)
     except locks.LockHeld as exc:
@@ -164,13 +165,13 @@ def _replay(row, *, request, rule):
     ran = []
     try:
         if later := superseding(row):  # finished while we waited for the node: do not replay
-            _supersede(row, later, request=request, rule=rule)
+            _supersede(row, later, actor=actor)
             return f"{row.node.name}: superseded by operation #{later.pk}; it is repaired from the inventory next"
         plan = Plan.from_json(op.plan)
         if plan.secrets is None and any(SECRET_MARK in s["sql"] for s in row.statements):
             return _tried(row, [], "these statements were stored before secrets were placed by position (issue 22) "
                           "and hold a secret marker: they are not run on a guess. Repair the node from the inventory.",
-                          request=request, rule=rule)
+                          actor=actor)
         secrets = _secrets(op, plan, row.statements)
         while row.statements:
             statement = row.statements[0]
@@ -180,11 +181,11 @@ def _replay(row, *, request, rule):
             row.statements = row.statements[1:]
             PendingRollback.objects.filter(pk=row.pk).update(statements=row.statements, ran=row.ran + ran)
     except ClientError as exc:
-        return _tried(row, ran, str(exc), request=request, rule=rule)
+        return _tried(row, ran, str(exc), actor=actor)
     finally:
         locks.release(op)
         admin.close()
-    return _tried(row, ran, "", request=request, rule=rule)
+    return _tried(row, ran, "", actor=actor)
 
 
 def _secrets(op, plan, statements):
@@ -197,7 +198,7 @@ def _secrets(op, plan, statements):
     return values_for(op.cluster_id, refs)
 
 
-def _repair_instead(row, *, request, rule):
+def _repair_instead(row, *, actor):
     """A superseded row: repair its node from the inventory (a repair operation of its own, run here) once
     the node answers. The repair resolves the row."""
     from . import executor, repair, services
@@ -206,24 +207,24 @@ def _repair_instead(row, *, request, rule):
         with ProxySQLAdmin.for_node(row.node) as admin:
             admin.ping()
     except ClientError as exc:
-        return _tried(row, [], f"superseded; waiting for the node to answer to repair it: {exc}", request=request,
-                      rule=rule)
+        return _tried(row, [], f"superseded; waiting for the node to answer to repair it: {exc}", actor=actor)
     plan = repair.plan_repair(row.operation.cluster, [row.node_id])
     if not plan.guards_passed:
         failed = "; ".join(f"{g.label} ({g.value})" for g in plan.failed_guards)
-        return _tried(row, [], f"superseded; the repair is refused: {failed}", request=request, rule=rule)
-    op = services.save_plan(plan, rule=RETRY_RULE)  # automatic: it follows from the rule above, whoever asked
+        return _tried(row, [], f"superseded; the repair is refused: {failed}", actor=actor)
+    op = services.save_plan(plan,
+                            actor=Actor.rule(RETRY_RULE))  # automatic: it follows from the rule above, whoever asked
     try:
-        services.confirm(op, rule=RETRY_RULE, enqueue=False)
+        services.confirm(op, actor=Actor.rule(RETRY_RULE), enqueue=False)
     except services.NotAllowed as exc:
-        return _tried(row, [], f"superseded; the repair is refused: {exc}", request=request, rule=rule)
+        return _tried(row, [], f"superseded; the repair is refused: {exc}", actor=actor)
     executor.run(op.pk)
     op.refresh_from_db()
     error = "" if op.state == OperationState.DONE else f"superseded; repair #{op.pk} ended {op.state}: {op.error}"
-    return _tried(row, [], error, request=request, rule=rule, repair=op)
+    return _tried(row, [], error, actor=actor, repair=op)
 
 
-def _tried(row, ran, error, *, request, rule, repair=None):
+def _tried(row, ran, error, *, actor, repair=None):
     """Record one try (row and audit), set the next one by backoff, and end the operation when it was the last."""
     now = timezone.now()
     attempts = row.attempts + 1
@@ -238,7 +239,7 @@ def _tried(row, ran, error, *, request, rule, repair=None):
     op = row.operation
     with transaction.atomic():
         PendingRollback.objects.filter(pk=row.pk).update(**fields)
-        record(f"{op.finish_or_rollback} retry", request=request, rule=rule, cluster=op.cluster,
+        record(f"{op.finish_or_rollback} retry", actor=actor, cluster=op.cluster,
                outcome="failure" if error else "success",
                target=f"#{op.pk} on {row.node.name}",
                details={"operation": op.pk, "node": row.node.name, "attempt": attempts, "ran": ran, "error": error,

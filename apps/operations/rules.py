@@ -26,6 +26,7 @@ import logging
 import time
 
 
+from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import SERVER_FIELDS, configured, on_each_node
@@ -245,9 +246,9 @@ def _execute(cluster, plan, rule):
             record(f"{plan.kind} refused", rule=rule, cluster=cluster, outcome="refused",
                    details={"failed_guards": [g.__dict__ for g in plan.failed_guards], "facts": plan.facts})
         return None
-    op = services.save_plan(plan, rule=rule)
+    op = services.save_plan(plan, actor=Actor.rule(rule))
     try:
-        services.confirm(op, rule=rule, enqueue=False)
+        services.confirm(op, actor=Actor.rule(rule), enqueue=False)
     except services.NotAllowed:
         return None
     executor.run(op.pk)  # here and now: the rule's reaction time is the point

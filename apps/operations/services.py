@@ -3,6 +3,7 @@ Every one audits, in the same short transaction."""
 from django.db import transaction
 from django.utils import timezone
 
+from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.fleet.models import Cluster
 from controlplane import tasks
@@ -16,18 +17,18 @@ class NotAllowed(Exception):
     pass
 
 
-def save_plan(plan, *, request=None, user=None, rule=None):
-    """The previewed plan, stored as PLANNED: what the operator saw is what will run."""
+def save_plan(plan, *, actor):
+    """The previewed plan, stored as PLANNED for `actor` (apps/audit/actor.py): what the operator saw is what will
+    run."""
     from .recheck import based_on
 
-    actor = rule or (user or request.user).get_username()
     stored = plan.to_json()
     # what the plan was based on, for the re-check at start to say what moved (a new dict: to_json shares the facts)
     stored["facts"] = {**stored["facts"], "based_on": based_on(Cluster.objects.get(pk=plan.cluster_id))}
     with transaction.atomic():  # no operation without its "planned" audit row
         op = Operation.objects.create(cluster_id=plan.cluster_id, kind=plan.kind, title=plan.title[:300],
-                                      requested_by=None if rule else (user or request.user), actor=actor, plan=stored)
-        record(f"{plan.kind} planned", request=request, user=user, rule=rule, cluster=op.cluster, target=op.title,
+                                      requested_by=actor.user, actor=actor.who, plan=stored)
+        record(f"{plan.kind} planned", actor=actor, cluster=op.cluster, target=op.title,
                details={"operation": op.pk, "guards": [g.__dict__ for g in plan.guards],
                         "facts": _bounded(plan.facts, op), "options": plan.options})
     return op
@@ -49,7 +50,7 @@ def _bounded(value, op):
     return value
 
 
-def confirm(op, *, request=None, user=None, rule=None, override_reason="", enqueue=True):
+def confirm(op, *, actor, override_reason="", enqueue=True):
     """Lock the cluster and hand the operation to a worker. Failed guards need an admin's typed reason; with
     the cluster's two-person rule, the confirmer must not be the planner. Who confirmed is recorded."""
     from apps.accounts.roles import ADMIN, has_role
@@ -58,16 +59,16 @@ def confirm(op, *, request=None, user=None, rule=None, override_reason="", enque
 
     plan = Plan.from_json(op.plan)
     failed = plan.failed_guards
-    actor_user = user or (request.user if request else None)
+    actor_user, rule = actor.user, actor.is_rule
 
     def refused(message, **details):
-        record(f"{op.kind} refused", request=request, user=user, rule=rule, cluster=op.cluster, target=op.title,
+        record(f"{op.kind} refused", actor=actor, cluster=op.cluster, target=op.title,
                outcome="refused", details={"operation": op.pk, "reason": message, **details})
         return NotAllowed(message)
 
     late = plan_expired(op)
     if late:
-        _expire(op, late, request=request, user=user)
+        _expire(op, late, actor=actor)
         raise NotAllowed(late)
     if failed:
         hard = [g for g in failed if not g.overridable]
@@ -86,7 +87,7 @@ def confirm(op, *, request=None, user=None, rule=None, override_reason="", enque
     if not rule and op.cluster.two_person_rule and is_planner(op, actor_user):
         raise refused(f"This cluster requires two people: {op.actor} planned this operation, so someone else must "
                       "confirm it.", two_person_rule=True, planned_by=op.actor)
-    confirmer = rule or (actor_user.get_username() if actor_user else "system")
+    confirmer = actor.who
     with transaction.atomic():
         claimed = Operation.objects.filter(pk=op.pk, state=OperationState.PLANNED).update(
             state=OperationState.PENDING, override_reason=override_reason, heartbeat_at=timezone.now(),
@@ -101,8 +102,7 @@ def confirm(op, *, request=None, user=None, rule=None, override_reason="", enque
                 holder = None
                 OperationStep.objects.bulk_create([OperationStep(operation=op, index=i, key=s.key, title=s.title[:300])
                                                    for i, s in enumerate(plan.steps)])
-                record(f"{op.kind} confirmed", request=request, user=user, rule=rule, cluster=op.cluster,
-                       target=op.title,
+                record(f"{op.kind} confirmed", actor=actor, cluster=op.cluster, target=op.title,
                        details={"operation": op.pk, "plan": op.plan, "override_reason": override_reason,
                                 "overridden_guards": [g.key for g in failed], "planned_by": op.actor,
                                 "confirmed_by": confirmer})
@@ -156,40 +156,39 @@ def expire_plans(now=None):
     return done
 
 
-def _expire(op, reason, *, request=None, user=None):
+def _expire(op, reason, *, actor=None):
+    actor = actor or Actor.rule("plan expiry")
     with transaction.atomic():
         updated = Operation.objects.filter(pk=op.pk, state=OperationState.PLANNED).update(
             state=OperationState.EXPIRED, error=reason, finished_at=timezone.now())
         if updated:
-            record(f"{op.kind} expired", request=request, user=user, rule=None if (request or user) else "plan expiry",
-                   cluster=op.cluster, target=op.title, outcome="refused",
+            record(f"{op.kind} expired", actor=actor, cluster=op.cluster, target=op.title, outcome="refused",
                    details={"operation": op.pk, "state": OperationState.EXPIRED, "reason": reason,
                             "planned_at": op.created_at.isoformat()})
     return updated
 
 
-def discard(op, *, request=None, user=None, reason=""):
+def discard(op, *, actor, reason=""):
     """A planned operation nobody will confirm goes away (state cancelled, "discarded"), audited; a planned
     operation keeps no lock and sent nothing, so nothing else is undone. `reason`: why, when not a click."""
-    who = user or getattr(request, "user", None)
     with transaction.atomic():
         updated = Operation.objects.filter(pk=op.pk, state=OperationState.PLANNED).update(
             state=OperationState.CANCELLED,
-            error=f"discarded before it was confirmed, by {who.get_username() if who else 'system'}"
+            error=f"discarded before it was confirmed, by {actor.who}"
                   + (f": {reason}" if reason else ""),
             finished_at=timezone.now())
-        record(f"{op.kind} discarded", request=request, user=user, cluster=op.cluster, target=op.title,
+        record(f"{op.kind} discarded", actor=actor, cluster=op.cluster, target=op.title,
                outcome="success" if updated else "refused", details={"operation": op.pk, "reason": reason})
     if not updated:
         raise NotAllowed("Only a planned operation (not yet confirmed) can be discarded.")
 
 
-def cancel(op, *, request=None, user=None):
+def cancel(op, *, actor):
     with transaction.atomic():  # the worker stops at its next step only if the request is on record
         updated = Operation.objects.filter(pk=op.pk, point_of_no_return=False,
                                            state__in=[OperationState.PENDING, OperationState.RUNNING]).update(
             cancel_requested=True)
-        record(f"{op.kind} cancel requested", request=request, user=user, cluster=op.cluster, target=op.title,
+        record(f"{op.kind} cancel requested", actor=actor, cluster=op.cluster, target=op.title,
                outcome="success" if updated else "refused", details={"operation": op.pk})
     if not updated:
         raise NotAllowed("Too late to cancel: the operation finished or passed its point of no return.")

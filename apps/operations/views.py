@@ -6,6 +6,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from apps.accounts.roles import OPERATOR, VIEWER, require_role
+from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
@@ -35,7 +36,7 @@ def switchover_new(request, cluster_pk):
         plan = switchover.plan_switchover(cluster, data["new_writer"], drain_timeout_ms=data["drain_timeout_ms"],
                                           on_timeout=data["on_timeout"], lower_autoinc=data["lower_autoinc"],
                                           old_writer_to=data["old_writer_to"])
-        op = services.save_plan(plan, request=request)
+        op = services.save_plan(plan, actor=Actor.of_request(request))
         return redirect(op)
     if request.method == "POST":
         record("switchover planned", request=request, cluster=cluster, outcome="invalid",
@@ -53,7 +54,7 @@ def drain_new(request, server_pk):
         data = form.cleaned_data
         plan = drain.plan_drain(server, drain_timeout_ms=data["drain_timeout_ms"], on_timeout=data["on_timeout"],
                                 note=data["note"])
-        return redirect(services.save_plan(plan, request=request))
+        return redirect(services.save_plan(plan, actor=Actor.of_request(request)))
     if request.method == "POST":
         record("drain planned", request=request, cluster=server.cluster, target=str(server), outcome="invalid",
                details={"errors": form.errors.get_json_data()})
@@ -65,7 +66,7 @@ def drain_new(request, server_pk):
 @require_POST
 def restore_new(request, server_pk):
     server = get_object_or_404(Server.objects.select_related("cluster"), pk=server_pk)
-    return redirect(services.save_plan(drain.plan_restore(server), request=request))
+    return redirect(services.save_plan(drain.plan_restore(server), actor=Actor.of_request(request)))
 
 
 @require_role(OPERATOR)
@@ -82,7 +83,7 @@ def repair_new(request, cluster_pk):
             messages.error(request, "That is not a ProxySQL node of this cluster.")
             return redirect(cluster)
         node_ids = [node.pk]
-    return redirect(services.save_plan(repair.plan_repair(cluster, node_ids), request=request))
+    return redirect(services.save_plan(repair.plan_repair(cluster, node_ids), actor=Actor.of_request(request)))
 
 
 def _int(value):
@@ -106,7 +107,7 @@ def operation_rollback_now(request, pk):
     """Run what is pending for this operation (its rollback, or its finish past the point of no return) now, node
     by node (each try audited)."""
     op = get_object_or_404(Operation, pk=pk)
-    outcomes = rollbacks.run_now(op, request=request)
+    outcomes = rollbacks.run_now(op, actor=Actor.of_request(request))
     if not outcomes:
         messages.info(request, "Nothing is pending for this operation.")
     for outcome in outcomes:
@@ -171,7 +172,7 @@ def operation_confirm(request, pk):
     form = ConfirmForm(request.POST)
     reason = form.cleaned_data["override_reason"] if form.is_valid() else ""
     try:
-        services.confirm(op, request=request, override_reason=reason)
+        services.confirm(op, actor=Actor.of_request(request), override_reason=reason)
     except services.NotAllowed as exc:
         messages.error(request, str(exc))
     return redirect(op)
@@ -182,7 +183,7 @@ def operation_confirm(request, pk):
 def operation_discard(request, pk):
     op = get_object_or_404(Operation, pk=pk)
     try:
-        services.discard(op, request=request)
+        services.discard(op, actor=Actor.of_request(request))
         messages.info(request, "Plan discarded: nothing was sent to any node.")
     except services.NotAllowed as exc:
         messages.error(request, str(exc))
@@ -194,7 +195,7 @@ def operation_discard(request, pk):
 def operation_cancel(request, pk):
     op = get_object_or_404(Operation, pk=pk)
     try:
-        services.cancel(op, request=request)
+        services.cancel(op, actor=Actor.of_request(request))
         messages.info(request, "Cancel requested: the operation rolls back at its next step.")
     except services.NotAllowed as exc:
         messages.error(request, str(exc))

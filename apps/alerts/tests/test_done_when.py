@@ -151,8 +151,8 @@ def _switchover_waiting_on_its_drain(cluster, doubles, operator_user):
         d.traffic.set_server(100, "127.0.0.1", 3311, conn_used=2)
     plan = switchover.plan_switchover(cluster, Server.objects.get(port=3312), drain_timeout_ms=60_000)
     assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
-    op = services.save_plan(plan, user=operator_user)
-    services.confirm(op, user=operator_user)  # enqueued: a worker process runs it
+    op = services.save_plan(plan, actor=Actor.command(operator_user))
+    services.confirm(op, actor=Actor.command(operator_user))  # enqueued: a worker process runs it
     assert wait_for(lambda: Operation.objects.get(pk=op.pk).steps.filter(key="wait_drain", state="running").exists(), 20)
     return op
 

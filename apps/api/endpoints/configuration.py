@@ -11,6 +11,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 
 from apps.accounts.roles import OPERATOR, VIEWER
+from apps.audit.actor import Actor
 from apps.configuration import content as C
 from apps.configuration import files, services
 from apps.configuration.models import ChangeSet, ConfigVersion
@@ -85,7 +86,7 @@ class VersionRevert(ApiView):
         version = get_object_or_404(ConfigVersion.objects.select_related("cluster"), pk=pk)
         data = body(s.ReasonInput, request)
         cs = services.revert_to(version.cluster, version, user=request.user, reason=data["reason"])
-        return planned(cs, plan_and_save(cs, request=request))
+        return planned(cs, plan_and_save(cs, actor=Actor.of_request(request)))
 
 
 class ChangeSetList(ApiView):
@@ -155,7 +156,7 @@ class ChangeSetPlan(ApiView):
             services.set_reason(cs, data["reason"], user=request.user, request=request)
         if not cs.reason:
             raise exceptions.ValidationError({"reason": ["A change set needs a reason: what it is for."]})
-        return planned(cs, plan_and_save(cs, request=request))
+        return planned(cs, plan_and_save(cs, actor=Actor.of_request(request)))
 
 
 class ChangeSetConfirm(ApiView):
@@ -168,7 +169,8 @@ class ChangeSetConfirm(ApiView):
         data = body(s.ConfirmInput, request)
         if cs.operation is None:
             raise services.Refused(f"This change set is {cs.state}, not planned: plan it first.")
-        return operation_detail(operations.confirm(cs.operation, request=request, override_reason=data["override_reason"]))
+        return operation_detail(operations.confirm(cs.operation, actor=Actor.of_request(request),
+                                                   override_reason=data["override_reason"]))
 
 
 class WriteBack(ApiView):
@@ -185,5 +187,5 @@ class WriteBack(ApiView):
             if not chosen:
                 raise exceptions.ValidationError({"node": [f"No ProxySQL node #{data['node']} in cluster {cluster.name}."]})
         cs = services.write_back(cluster, user=request.user, nodes=chosen, reason=data["reason"])
-        return planned(cs, plan_and_save(cs, request=request))
+        return planned(cs, plan_and_save(cs, actor=Actor.of_request(request)))
 

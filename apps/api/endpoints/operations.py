@@ -12,6 +12,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 
 from apps.accounts.roles import OPERATOR, VIEWER
+from apps.audit.actor import Actor
 from apps.fleet.models import Cluster, Server
 from apps.operations import drain, repair, rollbacks, rule_settings, rules, services, switchover
 from apps.operations.choices import OperationState
@@ -82,7 +83,7 @@ class OperationConfirm(ApiView):
     def post(self, request, pk):
         op = get_object_or_404(Operation, pk=pk)
         data = body(s.ConfirmInput, request)
-        return detail(services.confirm(op, request=request, override_reason=data["override_reason"]))
+        return detail(services.confirm(op, actor=Actor.of_request(request), override_reason=data["override_reason"]))
 
 
 class OperationCancel(ApiView):
@@ -92,7 +93,7 @@ class OperationCancel(ApiView):
                    summary="Ask a running operation to stop and roll back at its next step")
     def post(self, request, pk):
         op = get_object_or_404(Operation, pk=pk)
-        services.cancel(op, request=request)
+        services.cancel(op, actor=Actor.of_request(request))
         return detail(op)
 
 
@@ -105,7 +106,7 @@ class OperationRollbackNow(ApiView):
                            "try audited); the outcomes in rollback_tries")
     def post(self, request, pk):
         op = get_object_or_404(Operation, pk=pk)
-        outcomes = rollbacks.run_now(op, request=request)
+        outcomes = rollbacks.run_now(op, actor=Actor.of_request(request))
         response = detail(op)
         response.data["rollback_tries"] = outcomes
         return response
@@ -115,7 +116,7 @@ class _Plan(ApiView):
     roles = {"post": OPERATOR}
 
     def saved(self, request, plan):
-        return detail(services.save_plan(plan, request=request), status.HTTP_201_CREATED)
+        return detail(services.save_plan(plan, actor=Actor.of_request(request)), status.HTTP_201_CREATED)
 
 
 PLAN_DOC = "Plan it: the plan is read from the nodes now and saved (state planned); confirm it to run it"

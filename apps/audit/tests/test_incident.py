@@ -7,6 +7,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.audit.actor import Actor
 from apps.reports.incident import COLUMNS, build
 from apps.fleet.models import ProxySQLNode, Server
 from apps.monitoring.models import MINUTE, RAW, BackendSample
@@ -114,8 +115,9 @@ def test_the_lab_cluster_from_adoption_through_a_desync_and_a_drain(viewer_clien
     galera_healthy.set_desync(3, True)
     pollers.backend_round(servers)
     galera_healthy.set_desync(3, False)
-    op = services.save_plan(drain.plan_drain(servers[1], drain_timeout_ms=2000, note="disk swap"), user=operator_user)
-    services.confirm(op, user=operator_user, enqueue=False)
+    op = services.save_plan(drain.plan_drain(servers[1], drain_timeout_ms=2000, note="disk swap"),
+                            actor=Actor.command(operator_user))
+    services.confirm(op, actor=Actor.command(operator_user), enqueue=False)
     executor.run(op.pk)
     pollers.backend_round(servers)
     pollers.proxysql_round(nodes)

@@ -3,6 +3,7 @@ node) and applied to both doubles as one unit, verified, recorded; reverted; ref
 import pytest
 from django.urls import reverse
 
+from apps.audit.actor import Actor
 from apps.configuration import services
 from apps.configuration.forms import RowForm
 from apps.configuration.models import ChangeSet, ConfigSecret, ConfigVersion
@@ -41,9 +42,9 @@ def versioned_lab(adopted_lab):
 def run(cs, user, override=""):
     plan, collector = plan_change_set(cs)
     collector.save()
-    op = operations.save_plan(plan, user=user)
+    op = operations.save_plan(plan, actor=Actor.command(user))
     ChangeSet.objects.filter(pk=cs.pk).update(state=ChangeSet.State.PLANNED, operation=op)
-    operations.confirm(op, user=user, override_reason=override, enqueue=False)
+    operations.confirm(op, actor=Actor.command(user), override_reason=override, enqueue=False)
     executor.run(op.pk)
     return Operation.objects.get(pk=op.pk), plan
 
@@ -169,7 +170,7 @@ def test_a_node_paused_mid_apply_is_put_back_when_it_answers(versioned_lab, oper
 
     second.set_mode("normal")
     PendingRollback.objects.update(next_try_at=timezone.now())
-    rollbacks.attempt(PendingRollback.objects.get(), rule="test")
+    rollbacks.attempt(PendingRollback.objects.get(), actor=Actor.rule("test"))
     assert Operation.objects.get(pk=op.pk).state == "rolled_back"
     assert [sql(second, f"SELECT * FROM {t} ORDER BY 1, 2") for t in tables] == before[second.port]
     assert services.latest(cluster).number == 1
@@ -183,10 +184,10 @@ def test_only_admins_confirm_where_the_cluster_says_so(versioned_lab, operator_u
     cs = services.start_change_set(cluster, user=operator_user, reason="connections")
     services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"},
                       user=operator_user)
-    op = change_set.plan_and_save(cs, user=operator_user)
+    op = change_set.plan_and_save(cs, actor=Actor.command(operator_user))
     with pytest.raises(operations.NotAllowed, match="only an admin confirms"):
-        operations.confirm(op, user=operator_user, enqueue=False)
-    operations.confirm(op, user=admin_user_role, enqueue=False)
+        operations.confirm(op, actor=Actor.command(operator_user), enqueue=False)
+    operations.confirm(op, actor=Actor.command(admin_user_role), enqueue=False)
     executor.run(op.pk)
     assert Operation.objects.get(pk=op.pk).state == "done"
 
@@ -200,8 +201,8 @@ def test_a_switchover_ends_in_the_next_version(versioned_lab, operator_user, liv
     for d in doubles:
         d.traffic.clear_sessions()
     plan = switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True)
-    op = operations.save_plan(plan, user=operator_user)
-    operations.confirm(op, user=operator_user, enqueue=False)
+    op = operations.save_plan(plan, actor=Actor.command(operator_user))
+    operations.confirm(op, actor=Actor.command(operator_user), enqueue=False)
     executor.run(op.pk)
     assert Operation.objects.get(pk=op.pk).state == "done"
     v2 = services.latest(cluster)

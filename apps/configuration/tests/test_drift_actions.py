@@ -3,6 +3,7 @@ work, each previewed as a plan first — write the version back to it, or take i
 that every node then runs."""
 import pytest
 
+from apps.audit.actor import Actor
 from apps.configuration import services
 from apps.configuration.models import ChangeSet
 from apps.operations import executor
@@ -26,7 +27,7 @@ def by_hand(double):
 
 
 def confirm_and_run(op, user):
-    operations.confirm(op, user=user, enqueue=False)
+    operations.confirm(op, actor=Actor.command(user), enqueue=False)
     executor.run(op.pk)
     return Operation.objects.get(pk=op.pk)
 

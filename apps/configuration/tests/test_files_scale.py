@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from apps.audit.actor import Actor
 from apps.configuration import files, services
 from apps.operations import change_set
 
@@ -31,7 +32,7 @@ def counted_import(cluster, text, user):
     with CaptureQueriesContext(connection) as queries:
         profile.enable()
         cs = services.start_from_file(cluster, text, user=user, reason="scale")
-        change_set.plan_and_save(cs, user=user)
+        change_set.plan_and_save(cs, actor=Actor.command(user))
         profile.disable()
     return pstats.Stats(profile).total_calls, len(queries)
 

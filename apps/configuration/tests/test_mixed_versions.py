@@ -4,6 +4,7 @@ of a variable that 2.5 lacks refused for that node with the reason."""
 import pytest
 from django.urls import reverse
 
+from apps.audit.actor import Actor
 from apps.configuration import services
 from apps.configuration.models import ChangeSet, ConfigVersion
 from apps.operations.change_set import plan_change_set
@@ -27,9 +28,9 @@ def sql(double, statement):
 def run(cs, user):
     plan, collector = plan_change_set(cs)
     collector.save()
-    op = operations.save_plan(plan, user=user)
+    op = operations.save_plan(plan, actor=Actor.command(user))
     ChangeSet.objects.filter(pk=cs.pk).update(state=ChangeSet.State.PLANNED, operation=op)
-    operations.confirm(op, user=user, enqueue=False)
+    operations.confirm(op, actor=Actor.command(user), enqueue=False)
     executor.run(op.pk)
     return Operation.objects.get(pk=op.pk), plan
 
@@ -65,8 +66,8 @@ def test_mixed_pair_is_switched_over(adopted_mixed_lab, operator_user):
     cluster, doubles = adopted_mixed_lab
     plan = switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True,
                                       drain_timeout_ms=2000)
-    op = operations.save_plan(plan, user=operator_user)
-    operations.confirm(op, user=operator_user, enqueue=False)
+    op = operations.save_plan(plan, actor=Actor.command(operator_user))
+    operations.confirm(op, actor=Actor.command(operator_user), enqueue=False)
     executor.run(op.pk)
     op.refresh_from_db()
     assert op.state == OperationState.DONE, op.error
@@ -137,8 +138,8 @@ def test_mixed_pair_drains_restores_and_is_repaired(adopted_mixed_lab, operator_
     cluster, doubles = adopted_mixed_lab
 
     def run_op(plan):
-        op = operations.save_plan(plan, user=operator_user)
-        operations.confirm(op, user=operator_user, enqueue=False)
+        op = operations.save_plan(plan, actor=Actor.command(operator_user))
+        operations.confirm(op, actor=Actor.command(operator_user), enqueue=False)
         executor.run(op.pk)
         op.refresh_from_db()
         assert op.state == OperationState.DONE, op.error

@@ -6,6 +6,7 @@ import re
 import pytest
 from django.urls import reverse
 
+from apps.audit.actor import Actor
 from apps.configuration import files, services
 from apps.operations.change_set import plan_change_set
 from apps.fleet.models import Server
@@ -28,8 +29,8 @@ def row(content, hg, port):
 
 def run_operation(plan, user):
     """An operation (switchover, drain) planned, confirmed and run as a worker runs it."""
-    op = operations.save_plan(plan, user=user)
-    operations.confirm(op, user=user, enqueue=False)
+    op = operations.save_plan(plan, actor=Actor.command(user))
+    operations.confirm(op, actor=Actor.command(user), enqueue=False)
     executor.run(op.pk)
     op = Operation.objects.get(pk=op.pk)
     assert op.state == "done", op.error
@@ -113,14 +114,14 @@ def test_a_change_set_that_moves_the_writer_is_refused_with_use_a_switchover(ver
                       user=operator_user)
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers",
                            "row": {**row(v1.content, 100, 3311), "port": 3312}}, user=operator_user)
-    op = change_set.plan_and_save(cs, user=operator_user)
+    op = change_set.plan_and_save(cs, actor=Actor.command(operator_user))
     guards = [g for g in Operation.objects.get(pk=op.pk).plan["guards"] if not g["passed"]]
     writer = [g for g in guards if g["key"] == "operational_writer"]
     assert len(writer) == 1 and not writer[0]["overridable"], guards
     assert writer[0]["label"] == ("Moves the writer from 127.0.0.1:3311 to 127.0.0.1:3312: use a switchover "
                                   "(the cluster's page → Planned switchover) instead")
     with pytest.raises(operations.NotAllowed, match="cannot be overridden: Moves the writer"):
-        operations.confirm(op, user=admin_user_role, override_reason="I know", enqueue=False)
+        operations.confirm(op, actor=Actor.command(admin_user_role), override_reason="I know", enqueue=False)
     client.force_login(operator_user)  # the plan page's effect check names it
     page = client.get(reverse("operations:detail", args=[op.pk])).content.decode()
     assert 'data-finding="operational_writer"' in page and "use a switchover (the cluster&#x27;s page" in page

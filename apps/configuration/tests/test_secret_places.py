@@ -7,6 +7,7 @@ import yaml
 from django.urls import reverse
 
 from apps.api.tests.conftest import token_client
+from apps.audit.actor import Actor
 from apps.configuration import edits, files, services
 from apps.configuration.models import ChangeSet, ConfigSecret
 from apps.configuration.tests.test_change_sets import run, sql, versioned_lab  # noqa: F401 (a fixture)
@@ -81,7 +82,7 @@ def new_monitor_password(cluster, user, value):
     """A change set that sets mysql-monitor_password, planned: an operation whose statements hold markers."""
     cs = services.start_change_set(cluster, user=user, reason="a new monitor password")
     services.add_edit(cs, edits.set_variable("mysql-monitor_password", value), user=user)
-    return change_set.plan_and_save(cs, user=user)
+    return change_set.plan_and_save(cs, actor=Actor.command(user))
 
 
 def test_a_plan_stored_before_secret_places_were_recorded_is_refused_at_start(versioned_lab, operator_user):
@@ -90,7 +91,7 @@ def test_a_plan_stored_before_secret_places_were_recorded_is_refused_at_start(ve
     old_shape = {k: v for k, v in op.plan.items() if k != "secrets"}  # as plans were stored before issue 22
     assert "__SECRET__" in str(old_shape["steps"])
     Operation.objects.filter(pk=op.pk).update(plan=old_shape)
-    operations.confirm(Operation.objects.get(pk=op.pk), user=operator_user, enqueue=False)
+    operations.confirm(Operation.objects.get(pk=op.pk), actor=Actor.command(operator_user), enqueue=False)
     executor.run(op.pk)
     op.refresh_from_db()
     assert op.state == "refused" and "stored before" in op.error and "Plan it again" in op.error, op.error
@@ -115,7 +116,7 @@ def test_pending_statements_stored_before_secret_places_were_recorded_are_not_re
                                               state="rollback_pending")
     row = PendingRollback.objects.create(operation=op, node=node, next_try_at=timezone.now(),
                                          statements=[{"step": "apply", "sql": s} for s in undo])
-    said = rollbacks.attempt(row, rule="test")
+    said = rollbacks.attempt(row, actor=Actor.rule("test"))
     row.refresh_from_db()
     assert "not run on a guess" in said and row.state == "pending" and len(row.statements) == len(undo), said
     assert "Repair the node from the inventory" in row.last_error

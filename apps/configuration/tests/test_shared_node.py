@@ -2,6 +2,7 @@
 lab's dc1 in 200-202): its own hostgroups' rows only; node-wide tables are refused with the reason."""
 import pytest
 
+from apps.audit.actor import Actor
 from apps.configuration import services
 from apps.configuration.models import ChangeSet
 from apps.operations.change_set import plan_change_set
@@ -32,9 +33,9 @@ def test_a_change_to_one_clusters_servers_leaves_the_other_clusters_rows_alone(a
     assert guard.passed and "galera-lab's 6 row(s) untouched" in guard.value
     assert "verify_others" in [s.key for s in plan.steps]
     collector.save()
-    op = operations.save_plan(plan, user=operator_user)
+    op = operations.save_plan(plan, actor=Actor.command(operator_user))
     ChangeSet.objects.filter(pk=cs.pk).update(state=ChangeSet.State.PLANNED, operation=op)
-    operations.confirm(op, user=operator_user, enqueue=False)
+    operations.confirm(op, actor=Actor.command(operator_user), enqueue=False)
     executor.run(op.pk)
     op = Operation.objects.get(pk=op.pk)
     assert op.state == "done", op.error

@@ -3,6 +3,7 @@ as intended (the base version), and a restart keeps it."""
 import pytest
 from django.utils import timezone
 
+from apps.audit.actor import Actor
 from apps.configuration import services
 from apps.operations import rollbacks
 from apps.operations.models import Operation, PendingRollback
@@ -52,7 +53,7 @@ def test_a_change_set_rolled_back_past_its_save_leaves_every_layer_as_intended(v
     second.set_mode("normal")
     assert sql(second, "SELECT weight FROM disk.mysql_servers WHERE hostgroup_id=101 AND port=3313") == (("5",),)
     PendingRollback.objects.update(next_try_at=timezone.now())
-    rollbacks.attempt(PendingRollback.objects.get(), rule="test")
+    rollbacks.attempt(PendingRollback.objects.get(), actor=Actor.rule("test"))
     assert Operation.objects.get(pk=op.pk).state == "rolled_back"
     assert services.latest(cluster).number == 1
     for double in (first, second):

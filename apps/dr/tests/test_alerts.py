@@ -8,6 +8,7 @@ import pytest
 
 from apps.alerts.models import AlertState
 from apps.alerts.tests.conftest import firing, fresh_caches, open_alerts, set_rule  # noqa: F401 (autouse fixture)
+from apps.audit.actor import Actor
 from lab.dr import WriteLoad
 from workers.monitoring import poll_channels
 
@@ -89,8 +90,9 @@ def test_a_planned_move_holds_the_stopped_channel_alert(channel_alerts):
 
     channel, dc1, dc2, lab = channel_alerts
     new_source = next(s for s in dc1 if s.pk != channel.source_server_id)
-    op = services.save_plan(moves.plan_move(channel, new_source=new_source, reason="planned move"), rule="test")
-    services.confirm(op, rule="test", enqueue=False)  # pending: planned work on dc2 from now on
+    op = services.save_plan(moves.plan_move(channel, new_source=new_source, reason="planned move"),
+                            actor=Actor.rule("test"))
+    services.confirm(op, actor=Actor.rule("test"), enqueue=False)  # pending: planned work on dc2 from now on
     _replica_sql(lab, channel, dc2, "STOP SLAVE")
     _tick()
     [alert] = open_alerts("channel_stopped")

@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from apps.audit.actor import Actor
 from apps.audit.models import AuditEvent
 from apps.dr import moves, polling
 from apps.dr.models import ReplicationChannel
@@ -120,8 +121,8 @@ def test_a_move_that_does_not_verify_is_rolled_back(auto_channel, dr_healthy, mo
 
     _local_repl_password(dr_healthy, _site_index(dc1, target), "other")  # the new source refuses the channel
     try:
-        op = services.save_plan(moves.plan_move(channel, new_source=target), rule="test")
-        services.confirm(op, rule="test", enqueue=False)
+        op = services.save_plan(moves.plan_move(channel, new_source=target), actor=Actor.rule("test"))
+        services.confirm(op, actor=Actor.rule("test"), enqueue=False)
         executor.run(op.pk)
     finally:
         _local_repl_password(dr_healthy, _site_index(dc1, target), REPL_PASSWORD)
@@ -153,7 +154,7 @@ def test_a_planned_move_of_both_ends_from_the_ui_under_load(dr_inventory, dr_hea
 
     with WriteLoad(dr_healthy) as load:
         load.wait_committed(COMMITS_AROUND)
-        services.confirm(op, user=op.requested_by, enqueue=False)
+        services.confirm(op, actor=Actor.command(op.requested_by), enqueue=False)
         executor.run(op.pk)
         load.wait_committed(load.committed + COMMITS_AROUND)
     op.refresh_from_db()

@@ -34,8 +34,9 @@ def test_the_cluster_and_fleet_reports_show_the_channel_lag_stopped_time_and_mov
     dr_healthy.wait_caught_up()
     _poll(channel, now - 6)
     new_source = next(s for s in dc1 if s.pk != channel.source_server_id)
-    op = services.save_plan(moves.plan_move(channel, new_source=new_source, reason="planned move"), rule="test")
-    services.confirm(op, rule="test", enqueue=False)
+    op = services.save_plan(moves.plan_move(channel, new_source=new_source, reason="planned move"),
+                            actor=Actor.rule("test"))
+    services.confirm(op, actor=Actor.rule("test"), enqueue=False)
     executor.run(op.pk)
     op.refresh_from_db()
     assert op.state == "done", op.error

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 import MySQLdb
 import pytest
 
+from apps.audit.actor import Actor
 from apps.fleet.models import Cluster, HostgroupMembership
 from conftest import adopt_double
 from lab import demo
@@ -60,8 +61,8 @@ def confirmed(plan, user, **confirm):
     """The plan saved and confirmed by `user` (not enqueued: finish() runs it here)."""
     from apps.operations import services
 
-    op = services.save_plan(plan, user=user)
-    services.confirm(op, user=user, enqueue=False, **confirm)
+    op = services.save_plan(plan, actor=Actor.command(user))
+    services.confirm(op, actor=Actor.command(user), enqueue=False, **confirm)
     return op
 
 

@@ -4,6 +4,7 @@ audit row now commits with the write, or neither does (the outage: a trigger, ap
 import pytest
 from django.db import DatabaseError
 
+from apps.audit.actor import Actor
 from apps.audit.models import AuditEvent
 from apps.audit.tests.faults import answer, audit_outage  # noqa: F401 (a fixture)
 from apps.fleet.models import Server
@@ -22,25 +23,25 @@ def test_no_operation_is_planned_without_its_audit_row(adopted_lab, operator_use
     cluster, _ = adopted_lab
     audit_outage("switchover planned")
     with pytest.raises(DatabaseError, match="the audit log does not answer"):
-        services.save_plan(plan(cluster), user=operator_user)
+        services.save_plan(plan(cluster), actor=Actor.command(operator_user))
     assert not Operation.objects.exists()
 
 
 def test_a_cancel_is_requested_only_with_its_audit_row(adopted_lab, operator_user, audit_outage):
     cluster, _ = adopted_lab
-    op = services.save_plan(plan(cluster), user=operator_user)
-    services.confirm(op, user=operator_user, enqueue=False)  # pending: a worker would start it
+    op = services.save_plan(plan(cluster), actor=Actor.command(operator_user))
+    services.confirm(op, actor=Actor.command(operator_user), enqueue=False)  # pending: a worker would start it
     audit_outage("switchover cancel requested")
     with pytest.raises(DatabaseError):
-        services.cancel(op, user=operator_user)
+        services.cancel(op, actor=Actor.command(operator_user))
     op.refresh_from_db()
     assert not op.cancel_requested  # the worker will not stop for a request the log does not hold
 
 
 def test_an_operation_ends_only_with_its_audit_row(adopted_lab, operator_user, audit_outage):
     cluster, _ = adopted_lab
-    op = services.save_plan(plan(cluster), user=operator_user)
-    services.confirm(op, user=operator_user, enqueue=False)
+    op = services.save_plan(plan(cluster), actor=Actor.command(operator_user))
+    services.confirm(op, actor=Actor.command(operator_user), enqueue=False)
     audit_outage("switchover done")
     with pytest.raises(DatabaseError):
         executor.run(op.pk)

@@ -4,6 +4,7 @@ the drift view (plan, confirm, a real Celery worker runs it): the banner goes, d
 hung past the point of no return leaves a finish pending, which the operator finishes from the operation page."""
 import pytest
 
+from apps.audit.actor import Actor
 from apps.fleet.models import Server
 from apps.operations import services, switchover
 from apps.operations.models import Operation
@@ -23,8 +24,8 @@ def test_rollback_pending_banner_then_repair_from_the_drift_view(page, live_serv
         pin_writers(double)
     celery_factory("worker", redis_server)  # no beat: nothing retries by itself, the operator acts
     plan = switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True, drain_timeout_ms=30_000)
-    op = services.save_plan(plan, user=operator_user)
-    services.confirm(op, user=operator_user)
+    op = services.save_plan(plan, actor=Actor.command(operator_user))
+    services.confirm(op, actor=Actor.command(operator_user))
     assert wait_for(lambda: draining(op), 20)
     second.set_mode("hang")
     assert wait_for(lambda: state(op) == "rollback_pending", 20), Operation.objects.get(pk=op.pk).error

@@ -1,6 +1,7 @@
 """Maintenance drain and restore of a backend across both ProxySQL doubles."""
 import pytest
 
+from apps.audit.actor import Actor
 from apps.fleet.models import HostgroupMembership, Server
 from apps.operations import drain, services
 from apps.operations.choices import OperationState
@@ -35,9 +36,9 @@ def test_draining_the_only_writer_is_refused(adopted_lab, operator_user, admin_u
     cluster, _ = adopted_lab
     plan = drain.plan_drain(Server.objects.get(port=3311))
     assert "not_the_writer" in [g.key for g in plan.failed_guards]
-    op = services.save_plan(plan, user=admin_user_role)
+    op = services.save_plan(plan, actor=Actor.command(admin_user_role))
     with pytest.raises(services.NotAllowed, match="cannot be overridden"):
-        services.confirm(op, user=admin_user_role, override_reason="yolo", enqueue=False)
+        services.confirm(op, actor=Actor.command(admin_user_role), override_reason="yolo", enqueue=False)
 
 
 def test_pinned_reader_sessions_time_out_and_roll_back(adopted_lab, operator_user):
@@ -68,9 +69,9 @@ def test_a_desynced_node_is_not_restored(adopted_lab, galera_healthy, operator_u
         assert failed["server_synced"].label == "127.0.0.1:3313 is Synced"
         assert failed["server_synced"].value == "2 Donor/Desynced"
         assert {"server_primary", "server_ready", "server_queue"} <= {g.key for g in plan.guards}
-        op = services.save_plan(plan, user=operator_user)
+        op = services.save_plan(plan, actor=Actor.command(operator_user))
         with pytest.raises(services.NotAllowed, match="127.0.0.1:3313 is Synced"):
-            services.confirm(op, user=operator_user, enqueue=False)
+            services.confirm(op, actor=Actor.command(operator_user), enqueue=False)
         for double in doubles:
             assert ("127.0.0.1", 3313, "OFFLINE_SOFT") in runtime(double, 101)
     finally:

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from apps.audit.actor import Actor
 from apps.audit.models import AuditEvent
 from apps.fleet.models import Cluster, Server
 from apps.operations import services, switchover
@@ -30,8 +31,8 @@ def state(op):
 
 def confirm(cluster, user, **options):
     plan = switchover.plan_switchover(cluster, Server.objects.get(port=3312), **options)
-    op = services.save_plan(plan, user=user)
-    services.confirm(op, user=user)  # enqueued on commit: a real worker picks it up
+    op = services.save_plan(plan, actor=Actor.command(user))
+    services.confirm(op, actor=Actor.command(user))  # enqueued on commit: a real worker picks it up
     return op
 
 

@@ -5,6 +5,7 @@ from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
 
 from apps.accounts.tests.hostile import hostile_number, hostile_text
+from apps.audit.actor import Actor
 from apps.fleet.models import Server
 from apps.fleet.tests.conftest import admin_sql
 from apps.operations import executor, services, switchover
@@ -51,8 +52,8 @@ def test_comments_written_back_to_proxysql_arrive_escaped_and_intact(adopted_lab
                   "LOAD MYSQL SERVERS TO RUNTIME")
         double.clear_statements()
     plan = switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True)
-    op = services.save_plan(plan, user=operator_user)
-    services.confirm(op, user=operator_user, enqueue=False)
+    op = services.save_plan(plan, actor=Actor.command(operator_user))
+    services.confirm(op, actor=Actor.command(operator_user), enqueue=False)
     executor.run(op.pk)
     op.refresh_from_db()
     assert op.state == "done", op.error

@@ -3,6 +3,7 @@ cluster's next version (source "operation", naming the operation) and the invent
 transaction as the version and its audit row: no version without inventory, no inventory without version."""
 import pytest
 
+from apps.audit.actor import Actor
 from apps.audit.tests.faults import audit_outage  # noqa: F401 (a fixture)
 from apps.configuration import services as config
 from apps.fleet.models import Server
@@ -17,8 +18,8 @@ pytestmark = pytest.mark.django_db
 def run_switchover(cluster, user, to_port=3312):
     plan = switchover.plan_switchover(cluster, Server.objects.get(port=to_port), lower_autoinc=True,
                                       drain_timeout_ms=2000)
-    op = services.save_plan(plan, user=user)
-    services.confirm(op, user=user, enqueue=False)
+    op = services.save_plan(plan, actor=Actor.command(user))
+    services.confirm(op, actor=Actor.command(user), enqueue=False)
     executor.run(op.pk)
     op.refresh_from_db()
     return op

@@ -10,6 +10,7 @@ from lab import demo
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.audit.actor import Actor
 from apps.audit.models import AuditEvent
 from apps.configuration.drift import cluster_drift
 from apps.fleet.models import HostgroupMembership, Server
@@ -96,9 +97,10 @@ def test_manual_operations_are_refused_while_a_rollback_is_pending(adopted_lab, 
         assert not guard.passed and not guard.overridable and guard.label.startswith("No rollback is pending")
         assert guard.value == (f"operation #{op.pk} ({op.title}): rollback pending on proxysql-2: 4 statement(s) of "
                                "the rollback not taken yet")
-    refused = services.save_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3313)), user=admin_user_role)
+    refused = services.save_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3313)),
+                                 actor=Actor.command(admin_user_role))
     with pytest.raises(services.NotAllowed, match="No rollback is pending"):
-        services.confirm(refused, user=admin_user_role, override_reason="I know", enqueue=False)
+        services.confirm(refused, actor=Actor.command(admin_user_role), override_reason="I know", enqueue=False)
     # The read-pool rules wait too (applying them would supersede the rollback); the refusal is audited.
     plan = rules.plan_changes(cluster, {(Server.objects.get(port=3313).pk, 101): ("OFFLINE_SOFT", "test")}, {}, [])
     assert "no_pending_rollback" in [g.key for g in plan.failed_guards]

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from apps.audit.actor import Actor
 from apps.audit.models import AuditEvent
 from apps.fleet.models import Cluster, Server
 from apps.fleet.tests.conftest import admin_sql
@@ -26,11 +27,12 @@ pytestmark = pytest.mark.django_db
 def test_a_drain_planned_twice_and_confirmed_twice_is_refused_the_second_time(adopted_lab, operator_user):
     cluster, (first, second) = adopted_lab
     reader = Server.objects.get(port=3313)
-    one = services.save_plan(drain.plan_drain(reader, drain_timeout_ms=2000), user=operator_user)
-    two = services.save_plan(drain.plan_drain(reader, drain_timeout_ms=2000), user=operator_user)
-    services.confirm(one, user=operator_user, enqueue=False)
+    one = services.save_plan(drain.plan_drain(reader, drain_timeout_ms=2000), actor=Actor.command(operator_user))
+    two = services.save_plan(drain.plan_drain(reader, drain_timeout_ms=2000), actor=Actor.command(operator_user))
+    services.confirm(one, actor=Actor.command(operator_user), enqueue=False)
     assert finish(one).state == OperationState.DONE, one.error
-    services.confirm(two, user=operator_user, enqueue=False)  # its guards were computed before the first ran
+    services.confirm(two,
+                     actor=Actor.command(operator_user), enqueue=False)  # its guards were computed before the first ran
     two = finish(two)
     assert two.state == OperationState.REFUSED
     assert "these guards fail now: The server is not already in maintenance (now: in maintenance)" in two.error
@@ -95,7 +97,7 @@ def test_a_stale_change_set_confirmed_is_refused_as_the_configuration_moved_on(a
         cs = config.start_change_set(cluster, user=operator_user, reason=f"max connections {value}")
         config.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": value},
                         user=operator_user)
-        ops.append(change_set.plan_and_save(cs, user=operator_user))
+        ops.append(change_set.plan_and_save(cs, actor=Actor.command(operator_user)))
     assert finish(confirmed_op(ops[0], operator_user)).state == OperationState.DONE
     stale = finish(confirmed_op(ops[1], operator_user))
     assert stale.state == OperationState.REFUSED
@@ -111,7 +113,8 @@ def test_a_stale_change_set_confirmed_is_refused_as_the_configuration_moved_on(a
 def test_a_switchover_confirmed_after_another_moved_the_writer_names_the_writer(adopted_lab, operator_user):
     cluster, (first, second) = adopted_lab
     to_3312, to_3313 = (services.save_plan(switchover.plan_switchover(cluster, Server.objects.get(port=port),
-                                                                      lower_autoinc=True), user=operator_user)
+                                                                      lower_autoinc=True),
+                                           actor=Actor.command(operator_user))
                         for port in (3312, 3313))
     assert finish(confirmed_op(to_3312, operator_user)).state == OperationState.DONE
     stale = finish(confirmed_op(to_3313, operator_user))
@@ -136,7 +139,7 @@ def test_nothing_moved_in_the_console_keeps_the_refusal_as_it_was(adopted_lab, o
 
 
 def confirmed_op(op, user):
-    services.confirm(op, user=user, enqueue=False)
+    services.confirm(op, actor=Actor.command(user), enqueue=False)
     return op
 
 
@@ -164,8 +167,9 @@ def test_the_reaper_expires_a_plan_no_worker_started_and_frees_the_cluster(adopt
 
 def test_who_confirmed_is_recorded_shown_and_audited(adopted_lab, operator_user, admin_user_role, client):
     cluster, _ = adopted_lab
-    op = services.save_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312)), user=operator_user)
-    services.confirm(op, user=admin_user_role, enqueue=False)
+    op = services.save_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312)),
+                            actor=Actor.command(operator_user))
+    services.confirm(op, actor=Actor.command(admin_user_role), enqueue=False)
     op.refresh_from_db()
     assert op.confirmed_by == admin_user_role and op.confirmer == "ada-admin" and op.confirmed_at
     assert AuditEvent.objects.get(action="switchover confirmed").details["confirmed_by"] == "ada-admin"
@@ -178,25 +182,27 @@ def test_the_two_person_rule_refuses_the_planner_and_lets_another_confirm(adopte
                                                                          admin_user_role, client):
     cluster, _ = adopted_lab
     Cluster.objects.filter(pk=cluster.pk).update(two_person_rule=True)
-    op = services.save_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312)), user=operator_user)
+    op = services.save_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312)),
+                            actor=Actor.command(operator_user))
     client.force_login(operator_user)
     assert "another\n  operator must confirm it" in client.get(op.get_absolute_url()).content.decode()
     with pytest.raises(services.NotAllowed, match="requires two people: otto-operator planned"):
-        services.confirm(op, user=operator_user, enqueue=False)
+        services.confirm(op, actor=Actor.command(operator_user), enqueue=False)
     event = AuditEvent.objects.get(action="switchover refused")
     assert event.outcome == "refused" and event.details["two_person_rule"] and event.actor == "otto-operator"
     assert Operation.objects.get(pk=op.pk).state == OperationState.PLANNED
-    services.confirm(op, user=admin_user_role, enqueue=False)
+    services.confirm(op, actor=Actor.command(admin_user_role), enqueue=False)
     assert Operation.objects.get(pk=op.pk).confirmer == "ada-admin"
 
 
 def test_the_losing_side_of_a_concurrent_confirm_is_audited(adopted_lab, operator_user, admin_user_role):
     cluster, _ = adopted_lab
-    op = services.save_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312)), user=operator_user)
+    op = services.save_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312)),
+                            actor=Actor.command(operator_user))
     stale = Operation.objects.get(pk=op.pk)  # what the second operator's request loaded
-    services.confirm(op, user=operator_user, enqueue=False)
+    services.confirm(op, actor=Actor.command(operator_user), enqueue=False)
     with pytest.raises(services.NotAllowed, match="already confirmed or discarded"):
-        services.confirm(stale, user=admin_user_role, enqueue=False)
+        services.confirm(stale, actor=Actor.command(admin_user_role), enqueue=False)
     event = AuditEvent.objects.get(action="switchover refused")
     assert event.actor == "ada-admin" and event.details["lost_race"] and event.details["state"] == "pending"
     assert Operation.objects.get(pk=op.pk).confirmer == "otto-operator"
@@ -205,10 +211,12 @@ def test_the_losing_side_of_a_concurrent_confirm_is_audited(adopted_lab, operato
 def test_a_held_cluster_refuses_the_confirm_audited_and_the_plan_stays_planned(adopted_lab, operator_user,
                                                                               admin_user_role):
     cluster, _ = adopted_lab
-    one = services.save_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312)), user=operator_user)
-    two = services.save_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3313)), user=admin_user_role)
-    services.confirm(one, user=operator_user, enqueue=False)
+    one = services.save_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312)),
+                             actor=Actor.command(operator_user))
+    two = services.save_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3313)),
+                             actor=Actor.command(admin_user_role))
+    services.confirm(one, actor=Actor.command(operator_user), enqueue=False)
     with pytest.raises(services.NotAllowed, match="holds the cluster"):
-        services.confirm(two, user=admin_user_role, enqueue=False)
+        services.confirm(two, actor=Actor.command(admin_user_role), enqueue=False)
     assert AuditEvent.objects.get(action="switchover refused").details["lock_holder"]
     assert Operation.objects.get(pk=two.pk).state == OperationState.PLANNED and not two.steps.exists()

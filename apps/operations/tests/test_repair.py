@@ -4,6 +4,7 @@ saved; nothing outside the cluster's hostgroups is touched; nodes already in syn
 import pytest
 from django.urls import reverse
 
+from apps.audit.actor import Actor
 from apps.audit.models import AuditEvent
 from apps.configuration.drift import cluster_drift
 from apps.fleet.drift import AUTOINC
@@ -73,11 +74,11 @@ def test_a_node_in_sync_gets_nothing_to_do(adopted_lab, operator_user, client):
     plan = repair.plan_repair(cluster, [node.pk])
     assert [s.nodes for s in plan.steps if s.key in ("repair", "save")] == [
         {str(node.pk): {"name": "proxysql-1", "sql": [], "rollback": []}}] * 2
-    op = services.save_plan(plan, user=operator_user)
+    op = services.save_plan(plan, actor=Actor.command(operator_user))
     client.force_login(operator_user)
     assert "nothing to do on this node" in client.get(op.get_absolute_url()).content.decode()
     first.clear_statements()
-    services.confirm(op, user=operator_user, enqueue=False)
+    services.confirm(op, actor=Actor.command(operator_user), enqueue=False)
     assert finish(op).state == OperationState.DONE
     assert not [s for s in first.statements() if s.startswith(("UPDATE", "REPLACE", "DELETE", "LOAD", "SAVE"))]
 
@@ -88,9 +89,9 @@ def test_an_inventory_without_writer_is_never_written_to_a_node(adopted_lab, adm
     plan = repair.plan_repair(cluster)
     guard = next(g for g in plan.failed_guards if g.key == "inventory_writer")
     assert not guard.overridable
-    op = services.save_plan(plan, user=admin_user_role)
+    op = services.save_plan(plan, actor=Actor.command(admin_user_role))
     with pytest.raises(services.NotAllowed, match="cannot be overridden"):
-        services.confirm(op, user=admin_user_role, override_reason="sure", enqueue=False)
+        services.confirm(op, actor=Actor.command(admin_user_role), override_reason="sure", enqueue=False)
 
 
 def test_a_node_adopted_before_variables_were_recorded_falls_back_to_its_disk_layer(adopted_lab):
@@ -114,8 +115,8 @@ def test_the_latest_configuration_version_says_what_the_variable_should_be(adopt
     cluster, (_, second) = adopted_lab
     cs = config.start_change_set(cluster, user=operator_user, reason="no delay")
     config.add_edit(cs, {"op": "set", "table": "global_variables", "name": AUTOINC, "value": "2"}, user=operator_user)
-    op = change_set.plan_and_save(cs, user=operator_user)
-    services.confirm(op, user=operator_user, enqueue=False)
+    op = change_set.plan_and_save(cs, actor=Actor.command(operator_user))
+    services.confirm(op, actor=Actor.command(operator_user), enqueue=False)
     executor.run(op.pk)
     admin_sql(second, f"SET {AUTOINC}=0", "LOAD MYSQL VARIABLES TO RUNTIME")
     plan = repair.plan_repair(cluster)
@@ -177,7 +178,7 @@ def test_a_node_whose_disk_alone_differs_is_planned_saved_and_verified(adopted_l
     assert steps["save"].nodes[one]["sql"] == ["SAVE MYSQL SERVERS TO DISK", "SAVE MYSQL VARIABLES TO DISK"]
     assert steps["save"].nodes[two]["sql"] == []
     client.force_login(operator_user)
-    shown = client.get(services.save_plan(plan, user=operator_user).get_absolute_url()).content.decode()
+    shown = client.get(services.save_plan(plan, actor=Actor.command(operator_user)).get_absolute_url()).content.decode()
     assert "disk: hg 100 127.0.0.1:3312: ONLINE, not in the inventory: a restart would send writes to" in shown
     assert "proxysql-2</strong>: <span class=\"ok-text\">nothing to do</span> (memory, runtime and disk match" in shown
 
@@ -196,7 +197,7 @@ def test_the_disk_verify_finds_a_disk_that_differs(adopted_lab, operator_user):
 
     cluster, (first, _) = adopted_lab
     plan = repair.plan_repair(cluster)
-    op = services.save_plan(plan, user=operator_user)
+    op = services.save_plan(plan, actor=Actor.command(operator_user))
     step = next(s for s in plan.steps if s.key == "verify_disk")
     admin_sql(first, "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3313", "SAVE MYSQL SERVERS TO DISK")
     run = executor.Run(op)

@@ -3,6 +3,7 @@ lab's dc1 in 200-202): only that cluster's rows change, the other's are checked 
 clusters' operations on the shared nodes are serialised."""
 import pytest
 
+from apps.audit.actor import Actor
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.fleet.models import Server
 from apps.operations import drain, locks, services, shared, switchover
@@ -55,7 +56,7 @@ def test_the_other_clusters_plan_waits_for_the_shared_nodes(adopted_shared, oper
     guard = next(g for g in plan.guards if g.key == "no_other_operation")
     assert not guard.passed and any(f"ProxySQL 127.0.0.1:{d.port} (shared with another cluster) is busy: "
                                     f"#{first.pk} Switchover galera-lab" in guard.value for d in doubles)
-    other = services.save_plan(plan, user=operator_user)
+    other = services.save_plan(plan, actor=Actor.command(operator_user))
     with pytest.raises(locks.LockHeld, match="shared with another cluster"):
         locks.acquire(other, ttl_s=60)
     assert not other.cluster.operations.exclude(pk=other.pk).exists() and EndpointLock.objects.count() == 2

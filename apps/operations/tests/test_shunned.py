@@ -4,6 +4,7 @@ SHUNNED is ProxySQL's runtime verdict: no guard reads it as an unloaded edit, ve
 status, and no statement the product sends ever writes it (double.statements() is what the node received)."""
 import pytest
 
+from apps.audit.actor import Actor
 from apps.configuration import drift
 from apps.fleet.models import Cluster, Server
 from apps.monitoring import live, pollers
@@ -24,8 +25,8 @@ def server(port):
 
 def run(plan, user):
     assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
-    op = services.save_plan(plan, user=user)
-    services.confirm(op, user=user, enqueue=False)
+    op = services.save_plan(plan, actor=Actor.command(user))
+    services.confirm(op, actor=Actor.command(user), enqueue=False)
     executor.run(op.pk)
     op.refresh_from_db()
     return op

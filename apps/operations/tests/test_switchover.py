@@ -1,6 +1,7 @@
 """Planned switchover against two ProxySQL doubles in front of the Galera lab, run by the executor."""
 import pytest
 
+from apps.audit.actor import Actor
 from apps.audit.models import AuditEvent
 from apps.fleet.choices import WriterIsAlsoReader
 from apps.fleet.models import Cluster, HostgroupMembership, Server
@@ -21,8 +22,8 @@ def server(port):
 
 def run_switchover(cluster, operator_user, to_port=3312, **options):
     plan = switchover.plan_switchover(cluster, server(to_port), **options)
-    op = services.save_plan(plan, user=operator_user)
-    services.confirm(op, user=operator_user, enqueue=False)
+    op = services.save_plan(plan, actor=Actor.command(operator_user))
+    services.confirm(op, actor=Actor.command(operator_user), enqueue=False)
     executor.run(op.pk)
     op.refresh_from_db()
     return plan, op
@@ -86,8 +87,8 @@ def test_proxysql_node_lost_between_confirm_and_start_is_refused_at_start(adopte
     # a node lost mid-way is in test_faults.py).
     cluster, (first, second) = adopted_lab
     plan = switchover.plan_switchover(cluster, server(3312), lower_autoinc=True)
-    op = services.save_plan(plan, user=operator_user)
-    services.confirm(op, user=operator_user, enqueue=False)
+    op = services.save_plan(plan, actor=Actor.command(operator_user))
+    services.confirm(op, actor=Actor.command(operator_user), enqueue=False)
     second.stop()
     executor.run(op.pk)
     op.refresh_from_db()
@@ -102,19 +103,19 @@ def test_unreachable_node_at_preflight_is_refused(adopted_lab, operator_user):
     second.stop()
     plan = switchover.plan_switchover(cluster, server(3312))
     assert not plan.guards_passed and "proxysql_reachable" in [g.key for g in plan.failed_guards]
-    op = services.save_plan(plan, user=operator_user)
+    op = services.save_plan(plan, actor=Actor.command(operator_user))
     with pytest.raises(services.NotAllowed, match="cannot be overridden"):
-        services.confirm(op, user=operator_user, enqueue=False)
+        services.confirm(op, actor=Actor.command(operator_user), enqueue=False)
     assert AuditEvent.objects.filter(action="switchover refused").exists()
 
 
 def test_two_switchovers_at_once_exactly_one_runs(adopted_lab, operator_user, admin_user_role):
     cluster, _ = adopted_lab
-    one = services.save_plan(switchover.plan_switchover(cluster, server(3312)), user=operator_user)
-    two = services.save_plan(switchover.plan_switchover(cluster, server(3313)), user=admin_user_role)
-    services.confirm(one, user=operator_user, enqueue=False)
+    one = services.save_plan(switchover.plan_switchover(cluster, server(3312)), actor=Actor.command(operator_user))
+    two = services.save_plan(switchover.plan_switchover(cluster, server(3313)), actor=Actor.command(admin_user_role))
+    services.confirm(one, actor=Actor.command(operator_user), enqueue=False)
     with pytest.raises(services.NotAllowed, match="otto-operator"):
-        services.confirm(two, user=admin_user_role, enqueue=False)
+        services.confirm(two, actor=Actor.command(admin_user_role), enqueue=False)
 
 
 def test_failed_guard_needs_an_admin_and_a_reason(adopted_lab, operator_user, admin_user_role, galera_healthy):
@@ -122,11 +123,12 @@ def test_failed_guard_needs_an_admin_and_a_reason(adopted_lab, operator_user, ad
     galera_healthy.set_desync(2, True)  # B is Donor/Desynced: the Synced guard fails
     plan = switchover.plan_switchover(cluster, server(3312), lower_autoinc=True)
     assert "new_writer_synced" in [g.key for g in plan.failed_guards]
-    op = services.save_plan(plan, user=operator_user)
+    op = services.save_plan(plan, actor=Actor.command(operator_user))
     with pytest.raises(services.NotAllowed, match="Only an admin"):
-        services.confirm(op, user=operator_user, enqueue=False)
-    op = services.save_plan(plan, user=admin_user_role)
-    services.confirm(op, user=admin_user_role, override_reason="desync is planned maintenance", enqueue=False)
+        services.confirm(op, actor=Actor.command(operator_user), enqueue=False)
+    op = services.save_plan(plan, actor=Actor.command(admin_user_role))
+    services.confirm(op, actor=Actor.command(admin_user_role), override_reason="desync is planned maintenance",
+                     enqueue=False)
     confirmed = AuditEvent.objects.get(action="switchover confirmed")
     assert confirmed.details["override_reason"] == "desync is planned maintenance"
     assert confirmed.details["overridden_guards"] == ["new_writer_synced"]
@@ -210,8 +212,8 @@ def test_the_drain_probes_every_node_in_each_round_at_once(adopted_lab, operator
     cluster, doubles = adopted_lab
     plan = switchover.plan_switchover(cluster, server(3312), drain_timeout_ms=1000,
                                       lower_autoinc=False)  # pinned, and the operator chose the old way: it times out
-    op = services.save_plan(plan, user=operator_user)
-    services.confirm(op, user=operator_user, enqueue=False)
+    op = services.save_plan(plan, actor=Actor.command(operator_user))
+    services.confirm(op, actor=Actor.command(operator_user), enqueue=False)
     for double in doubles:
         double.clear_statements()
         double.set_mode("normal", latency_ms=200)  # every statement answered 200 ms late
@@ -280,9 +282,9 @@ def test_sessions_pinned_by_user_variables_refuse_the_default_drain_unless_the_o
     assert guard.value.startswith("8 session(s) pinned: proxysql-1 session ") and "user_variable" in guard.value
     assert "this drain will not finish" in guard.value
     assert plan.options["lower_autoinc"] is False  # not the cause: the auto-increment way would not help
-    op = services.save_plan(plan, user=admin_user_role)
+    op = services.save_plan(plan, actor=Actor.command(admin_user_role))
     with pytest.raises(services.NotAllowed):
-        services.confirm(op, user=admin_user_role, override_reason="I know", enqueue=False)
+        services.confirm(op, actor=Actor.command(admin_user_role), override_reason="I know", enqueue=False)
     assert runtime(doubles[0], 100) == [("127.0.0.1", 3311, "ONLINE")]
 
     chosen = switchover.plan_switchover(cluster, server(3312), on_timeout=OnDrainTimeout.OFFLINE_HARD)

@@ -3,6 +3,7 @@
 switchovers later the writer has never appeared in the reader hostgroup."""
 import pytest
 
+from apps.audit.actor import Actor
 from apps.fleet.models import Cluster, HostgroupMembership, Server
 from apps.operations import executor, services, switchover
 from apps.operations.choices import OperationState
@@ -30,8 +31,8 @@ def test_two_switchovers_keep_the_writer_out_of_the_reader_hostgroup(plain_pair,
     for old, new in ((3311, 3312), (3312, 3311)):
         plan = switchover.plan_switchover(cluster, Server.objects.get(port=new), lower_autoinc=True)
         assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
-        op = services.save_plan(plan, user=operator_user)
-        services.confirm(op, user=operator_user, enqueue=False)
+        op = services.save_plan(plan, actor=Actor.command(operator_user))
+        services.confirm(op, actor=Actor.command(operator_user), enqueue=False)
         executor.run(op.pk)
         op.refresh_from_db()
         assert op.state == OperationState.DONE, op.error

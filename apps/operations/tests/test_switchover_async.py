@@ -2,6 +2,7 @@
 through two ProxySQL doubles."""
 import pytest
 
+from apps.audit.actor import Actor
 from apps.fleet.models import Server
 from apps.operations import executor, services, switchover
 
@@ -18,8 +19,8 @@ def test_gtid_switchover_repoints_every_replica_and_loses_no_write(async_lab, op
 
     plan = switchover.plan_switchover(cluster, Server.objects.get(port=3322), lower_autoinc=True)
     assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
-    op = services.save_plan(plan, user=operator_user)
-    services.confirm(op, user=operator_user, enqueue=False)
+    op = services.save_plan(plan, actor=Actor.command(operator_user))
+    services.confirm(op, actor=Actor.command(operator_user), enqueue=False)
     executor.run(op.pk)
     op.refresh_from_db()
     assert op.state == "done", op.error

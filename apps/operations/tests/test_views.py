@@ -4,6 +4,7 @@ import re
 import pytest
 from django.urls import reverse
 
+from apps.audit.actor import Actor
 from apps.fleet.models import Server
 from apps.fleet.tests.conftest import admin_sql
 from apps.operations import executor
@@ -39,7 +40,7 @@ def test_operator_plans_previews_confirms_and_watches(operator_client, adopted_l
     # Confirm without a worker: the task goes to the broker; run it here as the worker would.
     from apps.operations import services
 
-    services.confirm(op, user=op.requested_by, enqueue=False)
+    services.confirm(op, actor=Actor.command(op.requested_by), enqueue=False)
     executor.run(op.pk)
     progress = operator_client.get(reverse("operations:progress", args=[op.pk]), HTTP_HX_REQUEST="true")
     assert progress.status_code == 286 and b'data-state="done"' in progress.content
@@ -104,7 +105,7 @@ def test_a_planned_operation_can_be_discarded_and_steps_never_run_say_so(operato
     plan = switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True)
     from apps.operations import services
 
-    op = services.save_plan(plan, user=operator_user)
+    op = services.save_plan(plan, actor=Actor.command(operator_user))
     page = operator_client.get(op.get_absolute_url()).content.decode()
     assert "Confirm and run" in page and "Discard this plan" in page
     response = operator_client.post(reverse("operations:discard", args=[op.pk]))
@@ -135,14 +136,16 @@ def test_a_reader_drain_is_worded_for_a_reader_and_the_plan_names_backends_by_ad
     for double in doubles:  # extended processlist off: ProxySQL gives no reason
         double.traffic.set_sessions(hostgroup=101, count=2, kind="read", pinned_reason="user_variable")
     reader = Server.objects.get(port=3313)
-    op = services.save_plan(drain.plan_drain(reader, drain_timeout_ms=2000), user=operator_user)
-    services.confirm(op, user=operator_user, enqueue=False)  # pending: the live part reads the sessions now
+    op = services.save_plan(drain.plan_drain(reader, drain_timeout_ms=2000), actor=Actor.command(operator_user))
+    services.confirm(op,
+                     actor=Actor.command(operator_user), enqueue=False)  # pending: the live part reads the sessions now
     progress = operator_client.get(reverse("operations:progress", args=[op.pk]), HTTP_HX_REQUEST="true").content.decode()
     assert "old writer" not in progress and "()" not in progress
     assert "Sessions holding 127.0.0.1:3313 now" in progress
 
     plan = switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True)
-    page = operator_client.get(services.save_plan(plan, user=operator_user).get_absolute_url()).content.decode()
+    page = operator_client.get(services.save_plan(plan,
+                                                  actor=Actor.command(operator_user)).get_absolute_url()).content.decode()
     assert "read_only = OFF on 127.0.0.1:3312" in page and "server #" not in page
 
 
@@ -162,7 +165,7 @@ def test_a_planned_operation_nobody_confirmed_in_time_expires_and_offers_only_di
 
     def planned(minutes_ago):
         op = services.save_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True),
-                                user=operator_user)
+                                actor=Actor.command(operator_user))
         Operation.objects.filter(pk=op.pk).update(created_at=timezone.now() - timedelta(minutes=minutes_ago))
         return Operation.objects.get(pk=op.pk)
 

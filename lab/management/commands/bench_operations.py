@@ -37,6 +37,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
+from apps.audit.actor import Actor
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.configuration import adoption as adopt
 from apps.fleet.models import Cluster, Server
@@ -195,8 +196,8 @@ class Command(BaseCommand):
         return adopt_nodes([d.port for d in doubles], f"bench-{int(time.time())}", "p")
 
     def run(self, plan):
-        op = services.save_plan(plan, rule="benchmark")
-        services.confirm(op, rule="benchmark", enqueue=False)
+        op = services.save_plan(plan, actor=Actor.rule("benchmark"))
+        services.confirm(op, actor=Actor.rule("benchmark"), enqueue=False)
         executor.run(op.pk)
         op.refresh_from_db()
         return op

@@ -23,6 +23,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.accounts.roles import OPERATOR, has_role
+from apps.audit.actor import Actor
 from apps.configuration import content as C
 from apps.configuration import files, services
 from apps.configuration.models import ChangeSet, ConfigVersion
@@ -76,7 +77,7 @@ class Command(BaseCommand):
                                                                      expect_version=o["expect_version"]))
             else:
                 cs = services.start_from_file(cluster, text, user=user, reason=reason, expect_version=o["expect_version"])
-                op = plan_and_save(cs, user=user)
+                op = plan_and_save(cs, actor=Actor.command(user))
                 plan = Plan.from_json(op.plan)
         except services.NothingToDo as exc:
             self.say(o, {"outcome": "nothing to do", "version": exc.version.number}, str(exc))
@@ -94,7 +95,7 @@ class Command(BaseCommand):
                 self.say(o, {"outcome": "not confirmed"}, "not confirmed: nothing was done")
                 sys.exit(REFUSED)
         try:
-            operations.confirm(op, user=user, override_reason=o["override_reason"], enqueue=False)
+            operations.confirm(op, actor=Actor.command(user), override_reason=o["override_reason"], enqueue=False)
         except operations.NotAllowed as exc:
             self.say(o, {"outcome": "refused", "reason": str(exc)}, f"refused: {exc}")
             sys.exit(REFUSED)
