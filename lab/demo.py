@@ -122,8 +122,16 @@ def configure_doubles():
     """Seed each double once (an empty runtime means a fresh double), then start its lab traffic."""
     for port in DOUBLE_PORTS:
         if admin_sql(port, "SELECT COUNT(*) FROM runtime_mysql_servers")[0][0] == "0":
-            admin_sql(port, *seed_statements(peers=DOUBLE_PORTS))
+            admin_sql(port, *seed_statements(peers=DOUBLE_PORTS), *DEMO_USERS)
         start_traffic(port)
+
+
+# The application's user, as any ProxySQL in front of an application has it (the lab traffic's sessions log in as
+# "app"): the node and cluster pages show its connections against its max_connections.
+DEMO_USERS = [
+    "INSERT INTO mysql_users (username,password,default_hostgroup,max_connections) VALUES ('app','app-demo-pw',100,200)",
+    "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK",
+]
 
 
 # Lab-only statements of the double (never sent by the product): a steady sysbench-like load, with the

@@ -221,6 +221,7 @@ def _fleet_overview(page, only_attention, now, tag=None):
         rows = intended.get(c["id"], ())
         c["hostgroups"] = hgs | {r[0] for r in rows}
         c["intended_fp"] = frozenset(rows)
+        c["writers"] = {f"{r[1]}:{r[2]}" for r in rows if r[0] == c["writer_hostgroup"]}  # as the chips name them
         c["runtime"] = {}  # node name -> (fingerprint, rows) of its answering nodes
     attention = []
     totals = {"nodes": len(nodes), "nodes_ok": 0, "servers": len(servers), "servers_ok": 0, "questions_ps": 0.0}
@@ -338,7 +339,7 @@ def _cluster_view(c, node_url, server_url):
     backends = []
     for pk, name, state, age, doc, problems in c["be"]:
         wsrep = msgspec.structs.asdict(doc.state) if doc and doc.state else {}
-        backends.append({"name": name, "url": server_url(pk), "state": state, "age": age,
+        backends.append({"name": name, "url": server_url(pk), "state": state, "age": age, "writer": name in c["writers"],
                          "colour": status.backend_colour(state, problems),
                          "label": status.wsrep_label({"state": wsrep}), "recv_queue": wsrep.get("local_recv_queue")})
     return {"name": c["name"], "url": c["url"], "attention": c["attention"], "nodes": nodes, "servers": backends,

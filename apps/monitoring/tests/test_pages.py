@@ -35,7 +35,10 @@ def test_overview_shows_the_lab_with_live_figures_and_their_age(adopted_lab, liv
     poll()
     page = html(viewer_client, reverse("fleet:overview"))
     assert "galera-lab" in page and "proxysql-1" in page and "proxysql-2" in page
-    assert "127.0.0.1:3311 · Synced" in page and page.count('data-state="ok"') == 5
+    assert page.count('data-state="ok"') == 5
+    # the writer (hostgroup 100 in the inventory) is named on its chip, and only there
+    assert '127.0.0.1:3311 · <b class="writer">writer</b> · Synced' in page and page.count('class="writer"') == 1
+    assert "127.0.0.1:3312 · Synced" in page and "127.0.0.1:3313 · Synced" in page
     assert "q/s" in page and 'class="age"' in page
     assert 'data-attention="none"' in page and "2/2 ProxySQL nodes answering" in page
     assert 'hx-get="/monitoring/overview/live/?page=1"' in page and 'hx-trigger="every 2s"' in page

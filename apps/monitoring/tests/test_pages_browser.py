@@ -85,3 +85,18 @@ def test_a_long_cluster_name_keeps_the_cluster_table_on_screen(page, live_server
         assert 0 <= box["x"] and box["x"] + box["width"] <= viewport, (chips.nth(i).inner_text(), box)
     name = page.locator(f"table.clusters a[href='{cluster.get_absolute_url()}']")
     assert name.inner_text().replace("\n", "") == cluster.name  # the whole name, wrapped
+
+
+def test_the_header_is_one_row_with_every_label_whole(page, live_server, browser_login, admin_user_role, tmp_path):
+    """An admin has the most links; on a 1280 px screen each header label stays on one line and the header on
+    one row (the labels used to break in two: "Adopt a / ProxySQL node")."""
+    browser_login(admin_user_role)
+    page.screenshot(path=str(tmp_path / "header.png"))  # kept: the layout is the point
+    links = page.locator("header.topbar nav a, header.topbar .who a, header.topbar .who span")
+    assert links.count() >= 9
+    heights = {links.nth(i).inner_text(): links.nth(i).bounding_box()["height"] for i in range(links.count())}
+    line = min(heights.values())
+    assert all(h < 1.5 * line for h in heights.values()), heights  # no label on two lines
+    header = page.locator("header.topbar").bounding_box()
+    assert header["height"] < 3 * line, header  # one row: the padding and one line of text
+    assert page.locator("header.topbar input[type=search]").get_attribute("aria-label").startswith("Search clusters")
