@@ -135,7 +135,7 @@ def run_one(ports, rows, backends):
     base = services.latest(cluster)
 
     def forward():
-        cs = services.start_change_set(cluster, user=user, reason=f"{rows} rows")
+        cs = services.start_change_set(cluster, actor=Actor.command(user), reason=f"{rows} rows")
         edits = []
         for k in range(rows):
             if k % 2:
@@ -147,11 +147,11 @@ def run_one(ports, rows, backends):
                               "row": {"hostgroup_id": 9101, "hostname": "127.0.0.1", "port": backends[0] + 10 + k,
                                       "status": "OFFLINE_SOFT", "comment": f"spare {k}"}})
         for edit in edits:
-            services.add_edit(cs, edit, user=user)
+            services.add_edit(cs, edit, actor=Actor.command(user))
         return cs
 
     change(forward, "change")
-    change(lambda: services.revert_to(cluster, base, user=user, reason="revert"), "revert")
+    change(lambda: services.revert_to(cluster, base, actor=Actor.command(user), reason="revert"), "revert")
 
 
 if __name__ == "__main__":

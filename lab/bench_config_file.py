@@ -100,7 +100,8 @@ def run_one(cluster, user, rules, *, profile=False):
     times["diff"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    cs = services.start_change_set(cluster, user=user, reason=reason, source="file", edits=edits, base=current)
+    cs = services.start_change_set(cluster,
+                                   actor=Actor.command(user), reason=reason, source="file", edits=edits, base=current)
     times["change set"] = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -111,7 +112,7 @@ def run_one(cluster, user, rules, *, profile=False):
     started = time.perf_counter()
     if profiler:
         profiler.enable()
-    cs = services.start_from_file(cluster, text, user=user, reason=reason)
+    cs = services.start_from_file(cluster, text, actor=Actor.command(user), reason=reason)
     op = change_set.plan_and_save(cs, actor=Actor.command(user))
     if profiler:
         profiler.disable()

@@ -184,11 +184,11 @@ class FaultMatrix:
         from apps.operations.change_set import plan_change_set
 
         user, _ = get_user_model().objects.get_or_create(username="bench-faults")
-        cs = config.start_change_set(self.cluster, user=user, reason="fault matrix: one weight")
+        cs = config.start_change_set(self.cluster, actor=Actor.command(user), reason="fault matrix: one weight")
         row = next(r for r in cs.base.content["mysql_servers"]
                    if (r["hostgroup_id"], r["hostname"], r["port"]) == self.weight_row)
         config.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": list(self.weight_row),
-                             "row": {**row, "weight": NEW_WEIGHT}}, user=user)
+                             "row": {**row, "weight": NEW_WEIGHT}}, actor=Actor.command(user))
         plan, collector = plan_change_set(cs)
         collector.save()
         self._change_set = (cs.pk, ChangeSet)

@@ -30,22 +30,22 @@ class NotPermitted(Refused):
     forbidden = True
 
 
-def check_editor(cs, user, *, request=None):
+def check_editor(cs, actor):
     """Only the author of a draft, or an admin, edits it (two operators never share one unknowingly)."""
-    if cs.author_id == user.pk or has_role(user, ADMIN):
+    if cs.author_id == actor.user.pk or has_role(actor.user, ADMIN):
         return
-    record("change set edit refused", request=request, user=None if request else user, cluster=cs.cluster,
+    record("change set edit refused", actor=actor, cluster=cs.cluster,
            target=str(cs), outcome="refused", details={"change_set": cs.pk, "author": cs.author_name})
     raise NotPermitted(f"Change set #{cs.pk} is {cs.author_name}'s draft: only its author or an admin may edit it. "
                        "Start your own change set.")
 
 
-def check_host_edits(cluster, edits, user, *, request=None):
+def check_host_edits(cluster, edits, actor):
     """Scheduler rows and admin-* variables run commands on the ProxySQL host or expose it: admins only."""
     host = [C.describe(e) for e in edits if C.on_the_host(e)]
-    if not host or has_role(user, ADMIN):
+    if not host or has_role(actor.user, ADMIN):
         return
-    record("change set refused", request=request, user=None if request else user, cluster=cluster,
+    record("change set refused", actor=actor, cluster=cluster,
            outcome="refused", details={"needed_role": ADMIN, "edits": host[:20]})
     raise NotPermitted(f"Only an admin may change scheduler rows and admin-* variables (they run commands on the "
                        f"ProxySQL host or expose it): {', '.join(host[:5])}{' ...' if len(host) > 5 else ''}.")
@@ -270,32 +270,33 @@ def known_secrets(cluster):
 
 
 # -- change sets -----------------------------------------------------------------------------------
-def start_change_set(cluster, *, user, reason="", source="change", edits=(), base=None):
+def start_change_set(cluster, *, actor, reason="", source="change", edits=(), base=None):
+    """A draft for `actor` (a person: apps/audit/actor.py) to edit, on `base` (by default the current version)."""
     base = base or latest(cluster)
     if base is None:
         raise Refused(f"{cluster} has no configuration version yet: adopt a node first (or record one from its runtime)")
-    check_host_edits(cluster, edits, user)
+    check_host_edits(cluster, edits, actor)
     if edits:
         _applies(base.content, list(edits))  # refuse a file or revert that cannot apply, now
-    cs = ChangeSet.objects.create(cluster=cluster, base=base, author=user, author_name=user.get_username(),
+    cs = ChangeSet.objects.create(cluster=cluster, base=base, author=actor.user, author_name=actor.who,
                                   reason=reason, source=source, edits=list(edits))
     return cs
 
 
-def add_edit(cs, edit, *, user, request=None):
+def add_edit(cs, edit, *, actor):
     """Append one edit (a plain dict, built by edits.py's helpers or given as is) to a draft by its author or an
     admin, refused if it cannot apply; a new password in it is stored encrypted and named by reference. Audited."""
     if cs.state != ChangeSet.State.DRAFT:
         raise Refused("This change set is no longer a draft.")
-    check_editor(cs, user, request=request)
+    check_editor(cs, actor)
     built = _build(edit, known_secrets(cs.cluster), lambda: target_of(cs), n=len(cs.edits) + 1)
-    check_host_edits(cs.cluster, [built.edit], user, request=request)
+    check_host_edits(cs.cluster, [built.edit], actor)
     _applies(cs.base.content, cs.edits + [built.edit])
     with transaction.atomic():
         edit = _store_secret(cs.cluster, built)
         cs.edits = cs.edits + [edit]
         cs.save(update_fields=["edits", "updated_at"])
-        _edited(cs, "edit added", edit, user=user, request=request)
+        _edited(cs, "edit added", edit, actor=actor)
     return cs
 
 
@@ -315,9 +316,9 @@ def _store_secret(cluster, built):
     return E.pointed_at(built.edit, ref)
 
 
-def _edited(cs, action, edit, *, user, request):
+def _edited(cs, action, edit, *, actor):
     """Who changed which table and row of a draft, and how: the change set page lists its editors from these."""
-    record("change set edited", request=request, user=None if request else user, cluster=cs.cluster, target=str(cs),
+    record("change set edited", actor=actor, cluster=cs.cluster, target=str(cs),
            details={"change_set": cs.pk, "action": action, "table": edit.get("table", "hostgroup roles"),
                     "row": edit.get("key") or edit.get("name") or C.describe(edit), "edit": C.describe(edit)})
 
@@ -332,19 +333,19 @@ def editors(cs):
     return sorted(set(names))
 
 
-def create_change_set(cluster, *, user, reason, edits=None, file=None, expect_version=None, request=None):
+def create_change_set(cluster, *, actor, reason, edits=None, file=None, expect_version=None):
     """A draft change set (the API's): from JSON edits, each as the editor makes it and checked as a whole,
     or from a configuration file (start_from_file: NothingToDo when it equals the current intent). A password
     in clear text (a mysql_users row's, a password variable's) is stored encrypted and named by reference, as
     the editor's password fields do. All or nothing; audited."""
     with transaction.atomic():
         if file is not None:
-            cs = start_from_file(cluster, file, user=user, reason=reason, expect_version=expect_version)
+            cs = start_from_file(cluster, file, actor=actor, reason=reason, expect_version=expect_version)
         else:
             known = known_secrets(cluster)
             stored = [_store_secret(cluster, _build(edit, known, None, n=n)) for n, edit in enumerate(edits or [], start=1)]
-            cs = start_change_set(cluster, user=user, reason=reason, edits=stored)
-        record("change set created", request=request, user=None if request else user, cluster=cluster,
+            cs = start_change_set(cluster, actor=actor, reason=reason, edits=stored)
+        record("change set created", actor=actor, cluster=cluster,
                target=str(cs), details={"change_set": cs.pk, "source": cs.source,
                                         "edits": [C.describe(e) for e in cs.edits][:100]})
     return cs
@@ -357,10 +358,10 @@ def _applies(content, edits):
         raise Refused(str(exc)) from None
 
 
-def remove_edit(cs, index, *, user, request=None):
+def remove_edit(cs, index, *, actor):
     if cs.state != ChangeSet.State.DRAFT:
         raise Refused("This change set is no longer a draft.")
-    check_editor(cs, user, request=request)
+    check_editor(cs, actor)
     edits = list(cs.edits)
     if not 0 <= index < len(edits):
         raise Refused("No such edit.")
@@ -369,17 +370,17 @@ def remove_edit(cs, index, *, user, request=None):
     with transaction.atomic():
         cs.edits = edits
         cs.save(update_fields=["edits", "updated_at"])
-        _edited(cs, "edit removed", removed, user=user, request=request)
+        _edited(cs, "edit removed", removed, actor=actor)
 
 
-def set_reason(cs, reason, *, user, request=None):
+def set_reason(cs, reason, *, actor):
     """A draft's reason, changed by its author or an admin (planning asks for it); audited."""
     if reason == cs.reason or cs.state != ChangeSet.State.DRAFT:
         return
-    check_editor(cs, user, request=request)
+    check_editor(cs, actor)
     with transaction.atomic():
         if ChangeSet.objects.filter(pk=cs.pk, state=ChangeSet.State.DRAFT).update(reason=reason):
-            record("change set edited", request=request, user=None if request else user, cluster=cs.cluster,
+            record("change set edited", actor=actor, cluster=cs.cluster,
                    target=str(cs), details={"change_set": cs.pk, "action": "reason changed", "before": cs.reason,
                                             "after": reason})
     cs.refresh_from_db()
@@ -459,17 +460,17 @@ def preview_from_file(cluster, text, *, reason="", expect_version=None):
                      edits=edits)
 
 
-def start_from_file(cluster, text, *, user, reason="", expect_version=None):
+def start_from_file(cluster, text, *, actor, reason="", expect_version=None):
     """The change set of a configuration file (preview_from_file, which checked that its edits apply), saved as a
     draft."""
     cs = preview_from_file(cluster, text, reason=reason, expect_version=expect_version)
-    check_host_edits(cluster, cs.edits, user)
-    cs.author, cs.author_name = user, user.get_username()
+    check_host_edits(cluster, cs.edits, actor)
+    cs.author, cs.author_name = actor.user, actor.who
     cs.save()
     return cs
 
 
-def revert_to(cluster, version, *, user, reason):
+def revert_to(cluster, version, *, actor, reason):
     """A change set back to `version`, keeping what operations own: the current writer and every server's
     current status (a revert is no switchover and no drain); the reason says what was kept."""
     current = latest(cluster)
@@ -482,7 +483,7 @@ def revert_to(cluster, version, *, user, reason):
                           f"own, which a revert keeps: nothing to revert. {kept}")
         raise Refused(f"Version {current.number} already equals version {version.number}.")
     reason = reason or f"revert to version {version.number}"
-    return start_change_set(cluster, user=user, reason=f"{reason}. {kept}" if kept else reason,
+    return start_change_set(cluster, actor=actor, reason=f"{reason}. {kept}" if kept else reason,
                             source="revert", edits=edits, base=current)
 
 
@@ -539,7 +540,7 @@ def _moved_in(current, old):
     return f"moved since version {old.number} by {by}, last in version {last.number}: {last.reason}"
 
 
-def take_runtime(cluster, node, *, user, reason):
+def take_runtime(cluster, node, *, actor, reason):
     """A change set that makes the node's runtime (changed outside the console) the next version; planned and
     applied like any other, so every node of the cluster ends with it."""
     current = latest(cluster)
@@ -554,7 +555,7 @@ def take_runtime(cluster, node, *, user, reason):
     edits = C.edits_between(current.content, content)
     if not edits:
         raise Refused(f"{node.name}'s runtime already equals version {current.number}.")
-    return start_change_set(cluster, user=user, reason=reason or f"take {node.name}'s runtime", source="runtime",
+    return start_change_set(cluster, actor=actor, reason=reason or f"take {node.name}'s runtime", source="runtime",
                             edits=edits, base=current)
 
 
@@ -574,23 +575,23 @@ def _same_refs(current, content, cluster):
     return content
 
 
-def write_back(cluster, *, user, nodes=(), reason=""):
+def write_back(cluster, *, actor, nodes=(), reason=""):
     """A change set with no edit that writes the current version back to nodes changed outside the console
     (all of them, or `nodes`); applied like any other, it records no new version."""
     current = latest(cluster)
     if current is None:
         raise Refused(f"{cluster} has no configuration version yet.")
     names = ", ".join(n.name for n in nodes) or "every node that differs"
-    cs = ChangeSet.objects.create(cluster=cluster, base=current, author=user, author_name=user.get_username(),
+    cs = ChangeSet.objects.create(cluster=cluster, base=current, author=actor.user, author_name=actor.who,
                                   reason=reason or f"write version {current.number} back to {names}",
                                   source="write_back", nodes=[n.pk for n in nodes])
     return cs
 
 
-def discard(cs, *, request):
-    check_editor(cs, request.user, request=request)
+def discard(cs, *, actor):
+    check_editor(cs, actor)
     updated = ChangeSet.objects.filter(pk=cs.pk, state=ChangeSet.State.DRAFT).update(state=ChangeSet.State.DISCARDED)
-    record("change set discarded", request=request, cluster=cs.cluster, target=str(cs),
+    record("change set discarded", actor=actor, cluster=cs.cluster, target=str(cs),
            outcome="success" if updated else "refused", details={"change_set": cs.pk})
     if not updated:
         raise Refused("Only a draft can be discarded.")

@@ -102,7 +102,7 @@ def version_export(request, pk):
 def change_set_new(request, cluster_pk):
     cluster = get_object_or_404(Cluster, pk=cluster_pk)
     try:
-        cs = services.start_change_set(cluster, user=request.user)
+        cs = services.start_change_set(cluster, actor=Actor.of_request(request))
     except services.Refused as exc:
         messages.error(request, str(exc))
         return redirect("configuration:cluster", cluster.pk)
@@ -162,7 +162,7 @@ def row_form(request, pk, table_name):
             edit = edits.upsert(table, form.cleaned_data["row"], password=form.cleaned_data.get("password"),
                                 key=table.key_of(existing) if existing else None)
             try:
-                services.add_edit(_draft(pk), edit, user=request.user, request=request)
+                services.add_edit(_draft(pk), edit, actor=Actor.of_request(request))
             except services.NotPermitted as exc:
                 raise PermissionDenied(str(exc)) from None
             except services.Refused as exc:
@@ -200,7 +200,7 @@ def delete_row(request, pk, table_name):
         messages.error(request, "No such row.")
         return redirect(cs)
     _try(request, lambda: services.add_edit(_draft(pk), edits.delete(table, table.key_of(row)),
-                                            user=request.user, request=request))
+                                            actor=Actor.of_request(request)))
     return redirect(cs)
 
 
@@ -218,7 +218,7 @@ def set_variable(request, pk):
         messages.error(request, "; ".join(e for errors in form.errors.values() for e in errors))
         return redirect(cs)
     edit = edits.set_variable(form.cleaned_data["name"], form.cleaned_data["value"])
-    _try(request, lambda: services.add_edit(_draft(pk), edit, user=request.user, request=request))
+    _try(request, lambda: services.add_edit(_draft(pk), edit, actor=Actor.of_request(request)))
     if request.htmx:
         response = HttpResponse(status=204)
         response["HX-Redirect"] = cs.get_absolute_url()
@@ -235,7 +235,7 @@ def set_roles(request, pk):
         messages.error(request, "Hostgroup roles: " + "; ".join(e for errors in form.errors.values() for e in errors))
         return redirect(cs)
     _try(request, lambda: services.add_edit(_draft(pk), edits.roles(form.cleaned_data),
-                                            user=request.user, request=request))
+                                            actor=Actor.of_request(request)))
     return redirect(cs)
 
 
@@ -243,7 +243,7 @@ def set_roles(request, pk):
 @require_POST
 def remove_edit(request, pk, index):
     cs = get_object_or_404(ChangeSet, pk=pk)
-    _try(request, lambda: services.remove_edit(_draft(pk), index, user=request.user, request=request))
+    _try(request, lambda: services.remove_edit(_draft(pk), index, actor=Actor.of_request(request)))
     return redirect(cs)
 
 
@@ -251,7 +251,7 @@ def remove_edit(request, pk, index):
 @require_POST
 def discard(request, pk):
     cs = get_object_or_404(ChangeSet.objects.select_related("cluster"), pk=pk)
-    if _try(request, lambda: services.discard(cs, request=request)):
+    if _try(request, lambda: services.discard(cs, actor=Actor.of_request(request))):
         return redirect("configuration:cluster", cs.cluster_id)
     return redirect(cs)
 
@@ -264,8 +264,7 @@ def plan(request, pk):
     if not form.is_valid():
         messages.error(request, "A change set needs a reason: what it is for, for the people after you.")
         return redirect(cs)
-    if not _try(request, lambda: services.set_reason(cs, form.cleaned_data["reason"], user=request.user,
-                                                     request=request)):
+    if not _try(request, lambda: services.set_reason(cs, form.cleaned_data["reason"], actor=Actor.of_request(request))):
         return redirect(cs)
     op = _try(request, lambda: plan_and_save(cs, actor=Actor.of_request(request)))
     return redirect(op) if op else redirect(cs)
@@ -277,7 +276,8 @@ def revert(request, pk):
     version = get_object_or_404(ConfigVersion.objects.select_related("cluster"), pk=pk)
     form = ReasonForm(request.POST)
     reason = form.cleaned_data["reason"] if form.is_valid() else ""
-    cs = _try(request, lambda: services.revert_to(version.cluster, version, user=request.user, reason=reason))
+    cs = _try(request, lambda: services.revert_to(version.cluster, version,
+                                                  actor=Actor.of_request(request), reason=reason))
     if cs is None:
         return redirect(version)
     op = _try(request, lambda: plan_and_save(cs, actor=Actor.of_request(request)))
@@ -288,7 +288,7 @@ def revert(request, pk):
 @require_POST
 def take_runtime(request, node_pk):
     node = get_object_or_404(ProxySQLNode.objects.select_related("cluster"), pk=node_pk)
-    cs = _try(request, lambda: services.take_runtime(node.cluster, node, user=request.user,
+    cs = _try(request, lambda: services.take_runtime(node.cluster, node, actor=Actor.of_request(request),
                                                      reason=f"take {node.name}'s runtime into a new version"))
     if cs is None:
         return redirect("configuration:cluster", node.cluster_id)
@@ -303,7 +303,7 @@ def write_back(request, cluster_pk):
     cluster = get_object_or_404(Cluster, pk=cluster_pk)
     node = parse_id(request.POST.get("node"))
     chosen = list(cluster.proxysql_nodes.filter(pk=node)) if node is not None else []
-    cs = _try(request, lambda: services.write_back(cluster, user=request.user, nodes=chosen))
+    cs = _try(request, lambda: services.write_back(cluster, actor=Actor.of_request(request), nodes=chosen))
     if cs is None:
         return redirect("configuration:cluster", cluster.pk)
     op = _try(request, lambda: plan_and_save(cs, actor=Actor.of_request(request)))
@@ -316,7 +316,8 @@ def upload(request, cluster_pk):
     form = UploadForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         try:
-            cs = _try(request, lambda: services.start_from_file(cluster, form.cleaned_data["file"], user=request.user,
+            cs = _try(request, lambda: services.start_from_file(cluster, form.cleaned_data["file"],
+                                                                actor=Actor.of_request(request),
                                                                 reason=form.cleaned_data["reason"],
                                                                 expect_version=form.cleaned_data["expect_version"]))
         except services.NothingToDo as exc:

@@ -67,7 +67,7 @@ def rule_for(content, digest, action, *, by="text", ttl=None, mirror_hostgroup=N
     return typed_row(MYSQL_QUERY_RULES, row, strict=False)
 
 
-def propose(cluster, digest, action, *, user, request=None, **values):
+def propose(cluster, digest, action, *, actor, **values):
     """A draft change set on the cluster's current version holding the new rule (audited); RuleRefused."""
     version = services.latest(cluster)
     if version is None:
@@ -75,7 +75,7 @@ def propose(cluster, digest, action, *, user, request=None, **values):
     row = rule_for(version.content, digest, action, **values)
     reason = f"{ACTIONS[action]} digest {digest.digest}: {digest.digest_text[:80]}"
     try:
-        return services.create_change_set(cluster, user=user, reason=reason, request=request,
+        return services.create_change_set(cluster, actor=actor, reason=reason,
                                           edits=[{"op": "upsert", "table": MYSQL_QUERY_RULES.name, "row": row}])
     except (services.Refused, C.EditError) as exc:
         raise RuleRefused(str(exc)) from None

@@ -10,6 +10,7 @@ from django.template.response import TemplateResponse
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.roles import OPERATOR, VIEWER, require_role
+from apps.audit.actor import Actor
 from apps.fleet.models import Cluster
 
 from . import forms, rules, selectors
@@ -110,7 +111,7 @@ def digest_rule(request, pk):
         return redirect("digests:detail", digest.pk)
     values = form.cleaned_data
     try:
-        cs = rules.propose(values["cluster"], digest, values["action"], user=request.user, request=request,
+        cs = rules.propose(values["cluster"], digest, values["action"], actor=Actor.of_request(request),
                            by=values["by"], ttl=values["ttl"], mirror_hostgroup=values["mirror_hostgroup"],
                            error_msg=values["error_msg"])
     except rules.RuleRefused as exc:

@@ -85,7 +85,7 @@ class VersionRevert(ApiView):
     def post(self, request, pk):
         version = get_object_or_404(ConfigVersion.objects.select_related("cluster"), pk=pk)
         data = body(s.ReasonInput, request)
-        cs = services.revert_to(version.cluster, version, user=request.user, reason=data["reason"])
+        cs = services.revert_to(version.cluster, version, actor=Actor.of_request(request), reason=data["reason"])
         return planned(cs, plan_and_save(cs, actor=Actor.of_request(request)))
 
 
@@ -108,9 +108,9 @@ class ChangeSetList(ApiView):
         cluster = get_object_or_404(Cluster, pk=pk)
         data = _with_upload(request) if _uploaded(request) else body(s.ChangeSetInput, request)
         try:
-            cs = services.create_change_set(cluster, user=request.user, reason=data["reason"], edits=data.get("edits"),
-                                            file=data.get("file"), expect_version=data.get("expect_version"),
-                                            request=request)
+            cs = services.create_change_set(cluster, actor=Actor.of_request(request), reason=data["reason"],
+                                            edits=data.get("edits"), file=data.get("file"),
+                                            expect_version=data.get("expect_version"))
         except services.NothingToDo as exc:
             return Response({"outcome": "nothing to do", "version": exc.version.number, "message": str(exc)})
         cs = ChangeSet.objects.select_related("base", "result").get(pk=cs.pk)
@@ -153,7 +153,7 @@ class ChangeSetPlan(ApiView):
         cs = get_object_or_404(ChangeSet.objects.select_related("cluster", "base"), pk=pk)
         data = body(s.ReasonInput, request)
         if data["reason"]:  # a draft's new reason: its author's or an admin's (403 otherwise)
-            services.set_reason(cs, data["reason"], user=request.user, request=request)
+            services.set_reason(cs, data["reason"], actor=Actor.of_request(request))
         if not cs.reason:
             raise exceptions.ValidationError({"reason": ["A change set needs a reason: what it is for."]})
         return planned(cs, plan_and_save(cs, actor=Actor.of_request(request)))
@@ -186,6 +186,6 @@ class WriteBack(ApiView):
             chosen = list(cluster.proxysql_nodes.filter(pk=data["node"]))
             if not chosen:
                 raise exceptions.ValidationError({"node": [f"No ProxySQL node #{data['node']} in cluster {cluster.name}."]})
-        cs = services.write_back(cluster, user=request.user, nodes=chosen, reason=data["reason"])
+        cs = services.write_back(cluster, actor=Actor.of_request(request), nodes=chosen, reason=data["reason"])
         return planned(cs, plan_and_save(cs, actor=Actor.of_request(request)))
 

@@ -7,6 +7,7 @@ import json
 import pytest
 import yaml
 
+from apps.audit.actor import Actor
 from apps.configuration import content as C
 from apps.configuration import edits, files, services
 from apps.configuration.models import ConfigVersion
@@ -57,10 +58,10 @@ def server(version, hostgroup, port):
 
 def weight_and_rule(cs, v1):
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3312],
-                           "row": {**server(v1, 101, 3312), "weight": 20000}}, user=cs.author)
+                           "row": {**server(v1, 101, 3312), "weight": 20000}}, actor=Actor.command(cs.author))
     services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
                            "row": {"rule_id": 30, "active": 1, "match_digest": "^DELETE", "destination_hostgroup": 100,
-                                   "apply": 1}}, user=cs.author)
+                                   "apply": 1}}, actor=Actor.command(cs.author))
 
 
 def test_a_weight_and_a_rule_send_no_user_statement_and_passwords_stay_clear_text(users_lab, operator_user):
@@ -71,7 +72,7 @@ def test_a_weight_and_a_rule_send_no_user_statement_and_passwords_stay_clear_tex
         sql(d, "LOAD MYSQL USERS TO RUNTIME")
         sql(d, "SAVE MYSQL USERS TO DISK")
         d.clear_statements()
-    cs = services.start_change_set(cluster, user=operator_user, reason="one weight, one rule")
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="one weight, one rule")
     weight_and_rule(cs, v1)
     op, plan = run(cs, operator_user)
     assert op.state == "done", op.error
@@ -96,10 +97,10 @@ def test_rows_outside_the_diff_stay_as_the_node_has_them_and_a_write_back_still_
     sql(second, "SET mysql-max_connections=1999")
     sql(second, "LOAD MYSQL SERVERS TO RUNTIME")
     sql(second, "LOAD MYSQL VARIABLES TO RUNTIME")
-    cs = services.start_change_set(cluster, user=operator_user, reason="one weight, one rule")
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="one weight, one rule")
     weight_and_rule(cs, v1)
     services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-mirror_max_concurrency",
-                           "value": "100"}, user=operator_user)
+                           "value": "100"}, actor=Actor.command(operator_user))
     op, plan = run(cs, operator_user)
     assert op.state == "done", op.error  # the verify reads back the change set's rows, not the drift beside them
     node = plan.steps[0].nodes[str(cluster.proxysql_nodes.get(name="proxysql-2").pk)]
@@ -110,7 +111,7 @@ def test_rows_outside_the_diff_stay_as_the_node_has_them_and_a_write_back_still_
     assert sql(second, "SELECT variable_value FROM runtime_global_variables "
                        "WHERE variable_name='mysql-mirror_max_concurrency'") == (("100",),)
 
-    back = services.write_back(cluster, user=operator_user)
+    back = services.write_back(cluster, actor=Actor.command(operator_user))
     op, plan = run(back, operator_user)
     assert op.state == "done", op.error
     node = plan.steps[0].nodes[str(cluster.proxysql_nodes.get(name="proxysql-2").pk)]
@@ -124,7 +125,9 @@ def test_a_write_back_keeps_the_form_of_a_password_that_is_the_versions_and_sets
     sql(second, "UPDATE mysql_users SET max_connections=500 WHERE username='app'")
     sql(second, "UPDATE mysql_users SET password='by-hand' WHERE username='rep'")
     sql(second, "LOAD MYSQL USERS TO RUNTIME")
-    back = services.write_back(cluster, user=operator_user, nodes=[cluster.proxysql_nodes.get(name="proxysql-2")])
+    back = services.write_back(cluster,
+                               actor=Actor.command(operator_user),
+                               nodes=[cluster.proxysql_nodes.get(name="proxysql-2")])
     op, plan = run(back, operator_user)
     assert op.state == "done", op.error
     assert plan.facts["passwords"] == {"proxysql-2": {"app": "password kept as the node has it (clear text)",
@@ -141,10 +144,13 @@ def test_a_user_in_the_diff_keeps_its_password_form_unless_the_change_set_sets_i
     sql(doubles[1], "LOAD MYSQL USERS TO RUNTIME")
     users = {u["username"]: u for u in v1.content["mysql_users"]}
     new_hash = C.mysql_native_hash("new-secret")
-    cs = services.start_change_set(cluster, user=operator_user, reason="app: more connections; rep: new password")
+    cs = services.start_change_set(cluster,
+                                   actor=Actor.command(operator_user),
+                                   reason="app: more connections; rep: new password")
     services.add_edit(cs, {"op": "upsert", "table": "mysql_users", "key": ["app"],
-                           "row": {**users["app"], "max_connections": 2000}}, user=operator_user)
-    services.add_edit(cs, edits.upsert(MYSQL_USERS, users["rep"], key=["rep"], password=new_hash), user=operator_user)
+                           "row": {**users["app"], "max_connections": 2000}}, actor=Actor.command(operator_user))
+    services.add_edit(cs, edits.upsert(MYSQL_USERS, users["rep"], key=["rep"], password=new_hash),
+                      actor=Actor.command(operator_user))
     op, plan = run(cs, operator_user)
     assert op.state == "done", op.error
 
@@ -186,7 +192,7 @@ def test_a_plan_never_shows_a_password_read_from_a_node(users_lab, operator_user
     cluster, (first, second), v1 = users_lab
     sql(second, "UPDATE mysql_users SET password='changed-by-hand' WHERE username='rep'")
     sql(second, "LOAD MYSQL USERS TO RUNTIME")
-    cs = services.start_change_set(cluster, user=operator_user, reason="one weight, one rule")
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="one weight, one rule")
     weight_and_rule(cs, v1)
     plan, _ = plan_change_set(cs)
     line = next(x for x in plan.facts["node_diffs"]["proxysql-2"] if x["table"] == "mysql_users")

@@ -65,18 +65,19 @@ def test_version_one_holds_what_the_node_runs_without_its_passwords(versioned_la
 
 def test_change_applied_to_both_nodes_verified_and_recorded_then_reverted(versioned_lab, operator_user):
     cluster, doubles, v1 = versioned_lab
-    cs = services.start_change_set(cluster, user=operator_user, reason="more weight, a mirror, a new backend")
+    cs = services.start_change_set(cluster,
+                                   actor=Actor.command(operator_user), reason="more weight, a mirror, a new backend")
     row = next(r for r in v1.content["mysql_servers"] if r["hostgroup_id"] == 101 and r["port"] == 3312)
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3312],
-                           "row": {**row, "weight": 20000}}, user=operator_user)
+                           "row": {**row, "weight": 20000}}, actor=Actor.command(operator_user))
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers",
                            "row": {"hostgroup_id": 200, "hostname": "127.0.0.1", "port": 3313, "comment": "mirror target"}},
-                      user=operator_user)
+                      actor=Actor.command(operator_user))
     services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
                            "row": {"rule_id": 5, "active": 1, "match_digest": "^INSERT", "mirror_hostgroup": 200,
-                                   "apply": 0}}, user=operator_user)
+                                   "apply": 0}}, actor=Actor.command(operator_user))
     services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-mirror_max_concurrency",
-                           "value": "100"}, user=operator_user)
+                           "value": "100"}, actor=Actor.command(operator_user))
     op, plan = run(cs, operator_user)
     assert op.state == "done", op.error
     for d in doubles:
@@ -92,7 +93,7 @@ def test_change_applied_to_both_nodes_verified_and_recorded_then_reverted(versio
     statements = plan.steps[0].nodes
     assert len(statements) == 2 and all("LOAD MYSQL QUERY RULES TO RUNTIME" in n["sql"] for n in statements.values())
 
-    revert = services.revert_to(cluster, v1, user=operator_user, reason="back")
+    revert = services.revert_to(cluster, v1, actor=Actor.command(operator_user), reason="back")
     op, _ = run(revert, operator_user)
     assert op.state == "done", op.error
     for d in doubles:
@@ -106,12 +107,12 @@ def test_change_applied_to_both_nodes_verified_and_recorded_then_reverted(versio
 
 def test_a_stale_change_set_is_refused_with_what_changed_since(versioned_lab, operator_user):
     cluster, doubles, v1 = versioned_lab
-    first = services.start_change_set(cluster, user=operator_user, reason="one")
-    second = services.start_change_set(cluster, user=operator_user, reason="two")
+    first = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="one")
+    second = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="two")
     services.add_edit(first, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"},
-                      user=operator_user)
+                      actor=Actor.command(operator_user))
     services.add_edit(second, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "2048"},
-                      user=operator_user)
+                      actor=Actor.command(operator_user))
     op, _ = run(first, operator_user)
     assert op.state == "done", op.error
     with pytest.raises(services.Refused) as refused:
@@ -124,13 +125,13 @@ def test_a_node_refusing_a_statement_mid_apply_leaves_both_as_before(versioned_l
     # The second node refuses the new rule, as a ProxySQL of another version would refuse a column it lacks.
     sql(second, 'LAB FAIL_STATEMENTS {"text": "REPLACE INTO mysql_query_rules", '
                 '"message": "table mysql_query_rules has no column named gtid_from_hostgroup"}')
-    cs = services.start_change_set(cluster, user=operator_user, reason="weight and a rule")
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="weight and a rule")
     row = next(r for r in v1.content["mysql_servers"] if r["hostgroup_id"] == 101 and r["port"] == 3313)
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313],
-                           "row": {**row, "weight": 5}}, user=operator_user)
+                           "row": {**row, "weight": 5}}, actor=Actor.command(operator_user))
     services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
                            "row": {"rule_id": 30, "active": 1, "match_digest": "^DELETE", "destination_hostgroup": 100,
-                                   "apply": 1}}, user=operator_user)
+                                   "apply": 1}}, actor=Actor.command(operator_user))
     tables = ("runtime_mysql_servers", "mysql_servers", "runtime_mysql_query_rules", "mysql_query_rules")
     before = {d.port: [sql(d, f"SELECT * FROM {t} ORDER BY 1, 2") for t in tables] for d in (first, second)}
     op, _ = run(cs, operator_user)
@@ -153,13 +154,13 @@ def test_a_node_paused_mid_apply_is_put_back_when_it_answers(versioned_lab, oper
     cluster, (first, second), v1 = versioned_lab
     tables = ("runtime_mysql_servers", "mysql_servers", "runtime_mysql_query_rules", "mysql_query_rules")
     before = {d.port: [sql(d, f"SELECT * FROM {t} ORDER BY 1, 2") for t in tables] for d in (first, second)}
-    cs = services.start_change_set(cluster, user=operator_user, reason="weight and a rule")
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="weight and a rule")
     row = next(r for r in v1.content["mysql_servers"] if r["hostgroup_id"] == 101 and r["port"] == 3313)
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313],
-                           "row": {**row, "weight": 5}}, user=operator_user)
+                           "row": {**row, "weight": 5}}, actor=Actor.command(operator_user))
     services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
                            "row": {"rule_id": 30, "active": 1, "match_digest": "^DELETE", "destination_hostgroup": 100,
-                                   "apply": 1}}, user=operator_user)
+                                   "apply": 1}}, actor=Actor.command(operator_user))
     # The second node applies the first statement of the change, then stops answering (a paused ProxySQL).
     sql(second, 'LAB FAIL_STATEMENTS {"text": "REPLACE INTO mysql_servers", "pause": true}')
     op, _ = run(cs, operator_user)
@@ -181,9 +182,9 @@ def test_only_admins_confirm_where_the_cluster_says_so(versioned_lab, operator_u
 
     cluster, doubles, v1 = versioned_lab
     Cluster.objects.filter(pk=cluster.pk).update(config_confirm_role="admin")
-    cs = services.start_change_set(cluster, user=operator_user, reason="connections")
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="connections")
     services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"},
-                      user=operator_user)
+                      actor=Actor.command(operator_user))
     op = change_set.plan_and_save(cs, actor=Actor.command(operator_user))
     with pytest.raises(operations.NotAllowed, match="only an admin confirms"):
         operations.confirm(op, actor=Actor.command(operator_user), enqueue=False)
@@ -216,7 +217,7 @@ def test_the_row_form_is_a_whole_page_without_htmx(versioned_lab, operator_user,
     """A click on "edit" before htmx has loaded (or with JavaScript off) follows the link: it must land on a page
     that works (the layout and its scripts), not on a bare fragment whose inline validation never fires."""
     cluster, doubles, version = versioned_lab
-    cs = services.start_change_set(cluster, user=operator_user)
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user))
     client.force_login(operator_user)
     url = reverse("configuration:row_form", args=[cs.pk, "mysql_servers"]) + "?key=101&key=127.0.0.1&key=3312"
     page = client.get(url).content.decode()
@@ -231,9 +232,9 @@ def test_the_inline_check_refuses_a_regex_proxysql_cannot_compile(versioned_lab,
     """Issue 23: the inline check said "Valid" for a match_digest no engine compiles (ProxySQL would load it
     silently and never match). Checked with the cluster's engine: mysql-query_processor_regex 1 PCRE, 2 RE2."""
     cluster, doubles, version = versioned_lab
-    cs = services.start_change_set(cluster, user=operator_user)
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user))
     services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-query_processor_regex", "value": engine},
-                      user=operator_user)
+                      actor=Actor.command(operator_user))
     client.force_login(operator_user)
     url = reverse("configuration:row_form", args=[cs.pk, "mysql_query_rules"])
 

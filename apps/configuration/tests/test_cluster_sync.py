@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from apps.audit.actor import Actor
 from apps.configuration import services
 from apps.operations.choices import OperationState
 from apps.operations.tests.test_cluster_sync import PULLS_DUE_S, assert_cooperated, retried, sql, sync_settings
@@ -18,11 +19,11 @@ def change_set(cluster, user):
     """A reader's weight and a new query rule: two synced modules."""
     reader = next(r for r in services.latest(cluster).content["mysql_servers"]
                   if r["hostgroup_id"] == 101 and r["port"] == 3313)
-    cs = services.start_change_set(cluster, user=user, reason="a reader's weight and a rule")
+    cs = services.start_change_set(cluster, actor=Actor.command(user), reason="a reader's weight and a rule")
     for edit in ({"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313], "row": {**reader, "weight": 5}},
                  {"op": "upsert", "table": "mysql_query_rules", "row": {"rule_id": 30, "active": 1, "apply": 1,
                                                                        "match_digest": "^DELETE", "destination_hostgroup": 100}}):
-        services.add_edit(cs, edit, user=user)
+        services.add_edit(cs, edit, actor=Actor.command(user))
     return cs
 
 

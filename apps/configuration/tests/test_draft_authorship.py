@@ -8,6 +8,7 @@ from django.test import Client
 from django.urls import reverse
 
 from apps.api.tests.conftest import token_client
+from apps.audit.actor import Actor
 from apps.audit.models import AuditEvent
 from apps.configuration import services
 from apps.configuration.models import ChangeSet
@@ -37,7 +38,7 @@ def edits_audited(cs):
 def test_only_the_author_or_an_admin_edits_a_draft_on_the_page(versioned_lab, operator_user, second_operator,
                                                                admin_user_role):
     cluster, doubles, v1 = versioned_lab
-    cs = services.start_change_set(cluster, user=operator_user, reason="more connections")
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="more connections")
     author, other, admin = logged_in(operator_user), logged_in(second_operator), logged_in(admin_user_role)
     variable = reverse("configuration:set_variable", args=[cs.pk])
     key = {"key": ["101", "127.0.0.1", "3312"]}

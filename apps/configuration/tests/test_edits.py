@@ -5,6 +5,7 @@ a `set` is on global_variables."""
 import pytest
 from django.urls import reverse
 
+from apps.audit.actor import Actor
 from apps.configuration import content as C
 from apps.configuration import edits, services
 from apps.configuration.forms import RowForm
@@ -35,14 +36,14 @@ def post_user(client, cs, **fields):
 def test_the_form_and_the_api_store_a_password_the_same_way(versioned_lab, operator_user, client):
     cluster, _, _ = versioned_lab
     client.force_login(operator_user)
-    by_form = services.start_change_set(cluster, user=operator_user)
+    by_form = services.start_change_set(cluster, actor=Actor.command(operator_user))
     assert post_user(client, by_form, password=HASH.lower()).status_code == 302
-    by_api = services.create_change_set(cluster, user=operator_user, reason="same user", edits=[
+    by_api = services.create_change_set(cluster, actor=Actor.command(operator_user), reason="same user", edits=[
         {"op": "upsert", "table": "mysql_users", "key": ["app"],
          "row": {"username": "app", "default_hostgroup": 100, "password": HASH.lower()}}])
     # A hash (copied from mysql.user) is kept as that hash by both doors; clear text becomes its hash.
     assert stored_password(by_form, "app") == stored_password(by_api, "app") == HASH
-    clear = services.start_change_set(cluster, user=operator_user)
+    clear = services.start_change_set(cluster, actor=Actor.command(operator_user))
     assert post_user(client, clear, password="new-secret").status_code == 302
     assert stored_password(clear, "app") == C.mysql_native_hash("new-secret")
 
@@ -51,11 +52,11 @@ def test_an_empty_password_keeps_the_current_one_whichever_door(versioned_lab, o
     cluster, _, version = versioned_lab
     current = next(r for r in version.content["mysql_users"] if r["username"] == "app")["password"]
     client.force_login(operator_user)
-    by_form = services.start_change_set(cluster, user=operator_user)
+    by_form = services.start_change_set(cluster, actor=Actor.command(operator_user))
     assert post_user(client, by_form, password="", max_connections="2000").status_code == 302
-    cs = services.start_change_set(cluster, user=operator_user)
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user))
     services.add_edit(cs, edits.upsert(MYSQL_USERS, {"username": "app", "default_hostgroup": 100}, key=["app"]),
-                      user=operator_user)
+                      actor=Actor.command(operator_user))
     for each in (by_form, cs):
         each.refresh_from_db()
         row = next(r for r in services.target_of(each)["mysql_users"] if r["username"] == "app")
@@ -64,20 +65,22 @@ def test_an_empty_password_keeps_the_current_one_whichever_door(versioned_lab, o
 
 def test_a_service_caller_gets_the_apis_checks_and_never_stores_a_clear_password(versioned_lab, operator_user):
     cluster, _, _ = versioned_lab
-    cs = services.start_change_set(cluster, user=operator_user)
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user))
     # The API's shape: a set names no table (it is always global_variables).
-    services.add_edit(cs, {"op": "set", "name": "mysql-max_connections", "value": "4096"}, user=operator_user)
+    services.add_edit(cs, {"op": "set", "name": "mysql-max_connections", "value": "4096"},
+                      actor=Actor.command(operator_user))
     assert services.target_of(cs)["global_variables"]["mysql-max_connections"] == "4096"
     services.add_edit(cs, {"op": "upsert", "table": "mysql_users", "key": ["app"],
                            "row": {"username": "app", "default_hostgroup": 100, "password": "clear-text"}},
-                      user=operator_user)
+                      actor=Actor.command(operator_user))
     assert "clear-text" not in str(cs.edits)
     assert stored_password(cs, "app") == C.mysql_native_hash("clear-text")
     with pytest.raises(services.Refused, match=r"edit 3: table: one of .*mysql_servers"):
-        services.add_edit(cs, {"op": "upsert", "table": "nope", "row": {}}, user=operator_user)
+        services.add_edit(cs, {"op": "upsert", "table": "nope", "row": {}}, actor=Actor.command(operator_user))
     with pytest.raises(services.Refused, match=r"edit 3: .*holds no secret 'mysql_users/x#0'"):
         services.add_edit(cs, {"op": "upsert", "table": "mysql_users", "row": {
-            "username": "x", "default_hostgroup": 100, "password": {"secret": "mysql_users/x#0"}}}, user=operator_user)
+            "username": "x", "default_hostgroup": 100, "password": {"secret": "mysql_users/x#0"}}},
+            actor=Actor.command(operator_user))
 
 
 def test_the_shape_check_names_every_missing_field():
@@ -96,7 +99,7 @@ def test_every_row_of_every_table_opens_in_the_editor_and_saves_unchanged(versio
 
     cluster, _, version = versioned_lab
     client.force_login(operator_user)
-    cs = services.start_change_set(cluster, user=operator_user)
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user))
     opened = 0
     for table in TABLES:
         for row in version.content.get(table.name) or []:
@@ -112,4 +115,5 @@ def test_every_row_of_every_table_opens_in_the_editor_and_saves_unchanged(versio
             assert saved.status_code == 302, (table.name, key, saved.content.decode()[:2000])
     assert opened >= 5  # servers, the user, the two rules at least
     cs.refresh_from_db()
-    assert services.target_of(cs) == services.target_of(services.start_change_set(cluster, user=operator_user))
+    assert services.target_of(cs) == services.target_of(services.start_change_set(cluster,
+                                                                                  actor=Actor.command(operator_user)))

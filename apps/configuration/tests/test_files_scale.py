@@ -31,7 +31,7 @@ def counted_import(cluster, text, user):
     profile = cProfile.Profile()
     with CaptureQueriesContext(connection) as queries:
         profile.enable()
-        cs = services.start_from_file(cluster, text, user=user, reason="scale")
+        cs = services.start_from_file(cluster, text, actor=Actor.command(user), reason="scale")
         change_set.plan_and_save(cs, actor=Actor.command(user))
         profile.disable()
     return pstats.Stats(profile).total_calls, len(queries)

@@ -2,6 +2,7 @@
 doubles through the planner (a regex ProxySQL cannot compile, edits never loaded, an invalid variable)."""
 import pytest
 
+from apps.audit.actor import Actor
 from apps.configuration import content as C
 from apps.configuration import services
 from apps.configuration.findings import effect_findings, shadowed_rules
@@ -243,14 +244,14 @@ def test_planner_finds_a_bad_regex_and_a_nodes_unloaded_edit(adopted_lab, operat
     cluster, (first, second) = adopted_lab
     demo.admin_sql(second.port, "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3313",
                    user=second.user, password=second.password)  # edited by hand, never loaded
-    cs = services.start_change_set(cluster, user=operator_user, reason="rules")
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="rules")
     services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
                            "row": {"rule_id": 1, "active": 1, "match_digest": "^SELECT (", "destination_hostgroup": 101}},
-                      user=operator_user)
+                      actor=Actor.command(operator_user))
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3312],
                            "row": {**next(r for r in cs.base.content["mysql_servers"]
                                           if (r["hostgroup_id"], r["port"]) == (101, 3312)), "weight": 9000}},
-                      user=operator_user)
+                      actor=Actor.command(operator_user))
     plan, _ = plan_change_set(cs)
     failed = {g.key: g for g in plan.failed_guards}
     assert failed["regex_invalid"].overridable is False and "missing closing parenthesis" in failed["regex_invalid"].value

@@ -4,6 +4,7 @@ import time
 
 import pytest
 
+from apps.audit.actor import Actor
 from apps.configuration.findings import effect_findings
 from apps.configuration.tests.test_findings import BASE, BASE_SERVERS, config, node, rule
 from apps.digests.selectors import cluster_traffic
@@ -82,10 +83,10 @@ def test_the_change_set_plan_carries_the_captured_share_over_the_stored_digests(
         src = source(node, hostgroup=100, username="utest", schemaname="sbtest")
         stat(src, digest(ORDERS), now - 3000, 900, 9_000_000)
         stat(src, digest(INVOICES), now - 3000, 100, 1_000_000)
-    cs = services.start_change_set(cluster, user=operator_user, reason="orders to the readers")
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="orders to the readers")
     services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
                            "row": {"rule_id": 5, "active": 1, "match_digest": "FROM orders", "destination_hostgroup": 101,
-                                   "apply": 1}}, user=operator_user)
+                                   "apply": 1}}, actor=Actor.command(operator_user))
     plan, _ = plan_change_set(cs)
     share = [w for w in plan.facts["warnings"] if w["key"] == "rule_traffic_share"]
     assert share and share[0]["label"].startswith("Rule 5 would capture 90.0% of the last ")

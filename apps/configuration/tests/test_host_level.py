@@ -11,6 +11,7 @@ from django.test import Client
 from django.urls import reverse
 
 from apps.api.tests.conftest import token_client
+from apps.audit.actor import Actor
 from apps.configuration import files, services
 from apps.configuration.models import ChangeSet
 from apps.operations.change_set import plan_change_set
@@ -44,7 +45,7 @@ def test_the_page_refuses_an_operator_and_lets_an_admin_with_the_effect_check_na
         versioned_lab, operator_user, admin_user_role):
     cluster, doubles, v1 = versioned_lab
     operator = logged_in(operator_user)
-    mine = services.start_change_set(cluster, user=operator_user, reason="a job")
+    mine = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="a job")
     form = operator.get(reverse("configuration:row_form", args=[mine.pk, "scheduler"])).content.decode()
     assert "only an admin may add or change scheduler rows" in form
     assert "only an admin may change them" in operator.get(mine.get_absolute_url()).content.decode()
@@ -52,7 +53,7 @@ def test_the_page_refuses_an_operator_and_lets_an_admin_with_the_effect_check_na
         assert response.status_code == 403 and REFUSAL in html.unescape(response.content.decode())
     assert ChangeSet.objects.get(pk=mine.pk).edits == []
 
-    cs = services.start_change_set(cluster, user=admin_user_role, reason="a job and the REST API")
+    cs = services.start_change_set(cluster, actor=Actor.command(admin_user_role), reason="a job and the REST API")
     for response in page_edits(logged_in(admin_user_role), cs):
         assert response.status_code == 302, response.content[:300]
     cs.refresh_from_db()

@@ -84,12 +84,12 @@ def test_mixed_pair_is_changed_by_a_change_set(adopted_mixed_lab, operator_user)
     cluster, (old, new) = adopted_mixed_lab
     v1 = ConfigVersion.objects.filter(cluster=cluster).latest("number")
     assert "mysql-default_tx_isolation" in v1.content["global_variables"]
-    cs = services.start_change_set(cluster, user=operator_user, reason="more weight")
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="more weight")
     row = next(r for r in v1.content["mysql_servers"] if r["hostgroup_id"] == 101 and r["port"] == 3312)
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3312],
-                           "row": {**row, "weight": 20000}}, user=operator_user)
+                           "row": {**row, "weight": 20000}}, actor=Actor.command(operator_user))
     services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-mirror_max_concurrency",
-                           "value": "100"}, user=operator_user)
+                           "value": "100"}, actor=Actor.command(operator_user))
     op, plan = run(cs, operator_user)
     assert op.state == "done", (op.error, plan.failed_guards)
     for d in (old, new):
@@ -100,9 +100,9 @@ def test_mixed_pair_is_changed_by_a_change_set(adopted_mixed_lab, operator_user)
 
 def test_a_variable_that_2_5_lacks_is_refused_for_that_node_with_why(adopted_mixed_lab, operator_user):
     cluster, (old, new) = adopted_mixed_lab
-    cs = services.start_change_set(cluster, user=operator_user, reason="warnings")
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="warnings")
     services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-handle_warnings",
-                           "value": "0"}, user=operator_user)
+                           "value": "0"}, actor=Actor.command(operator_user))
     plan, _ = plan_change_set(cs)
     refused = {g.key: g for g in plan.guards if not g.passed}
     guard = refused["variable_not_in_version"]
@@ -122,7 +122,7 @@ def test_a_variable_only_the_other_version_has_is_no_drift_and_no_write_back(ado
     assert [d.key for d in drift["proxysql-old"].layers if d.table == "global_variables"] == []
     sql(new, "SET mysql-mirror_max_concurrency=42")   # real drift on the 2.7 node, written back
     sql(new, "LOAD MYSQL VARIABLES TO RUNTIME")
-    cs = services.write_back(cluster, user=operator_user, reason="back to version 1")
+    cs = services.write_back(cluster, actor=Actor.command(operator_user), reason="back to version 1")
     op, plan = run(cs, operator_user)
     assert op.state == "done", (op.error, plan.failed_guards)
     apply = next(s for s in plan.steps if s.key == "apply")

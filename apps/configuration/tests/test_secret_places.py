@@ -32,7 +32,7 @@ def test_a_marker_typed_anywhere_reaches_the_node_as_text_and_a_real_password_as
     values = {ConfigSecret.objects.get(cluster=cluster, ref=ref).value for ref in (monitor, app)}
 
     # The page: a server's comment.
-    cs = services.start_change_set(cluster, user=operator_user, reason="a marker in a server comment")
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="a marker in a server comment")
     client.force_login(operator_user)
     row = next(r for r in v1.content["mysql_servers"] if r["hostgroup_id"] == 101 and r["port"] == 3312)
     response = client.post(reverse("configuration:row_form", args=[cs.pk, "mysql_servers"]),
@@ -60,7 +60,8 @@ def test_a_marker_typed_anywhere_reaches_the_node_as_text_and_a_real_password_as
     # A file: the application user's comment, in the very statement that writes its real password.
     doc = yaml.safe_load(files.export(services.latest(cluster)))
     doc["mysql_users"][0]["comment"] = secret_marker(app)
-    cs = services.start_from_file(cluster, yaml.safe_dump(doc), user=operator_user, reason="a marker in a user")
+    cs = services.start_from_file(cluster, yaml.safe_dump(doc),
+                                  actor=Actor.command(operator_user), reason="a marker in a user")
     op, _ = run(cs, operator_user)
     assert op.state == "done", op.error
 
@@ -80,8 +81,8 @@ def test_a_marker_typed_anywhere_reaches_the_node_as_text_and_a_real_password_as
 
 def new_monitor_password(cluster, user, value):
     """A change set that sets mysql-monitor_password, planned: an operation whose statements hold markers."""
-    cs = services.start_change_set(cluster, user=user, reason="a new monitor password")
-    services.add_edit(cs, edits.set_variable("mysql-monitor_password", value), user=user)
+    cs = services.start_change_set(cluster, actor=Actor.command(user), reason="a new monitor password")
+    services.add_edit(cs, edits.set_variable("mysql-monitor_password", value), actor=Actor.command(user))
     return change_set.plan_and_save(cs, actor=Actor.command(user))
 
 

@@ -25,9 +25,9 @@ def test_a_change_to_one_clusters_servers_leaves_the_other_clusters_rows_alone(a
     before = [lab_rows(d) for d in doubles]
     v1 = services.latest(dc1)
     row = next(r for r in v1.content["mysql_servers"] if r["hostgroup_id"] == 201 and r["port"] == 3332)
-    cs = services.start_change_set(dc1, user=operator_user, reason="more weight")
+    cs = services.start_change_set(dc1, actor=Actor.command(operator_user), reason="more weight")
     services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [201, "127.0.0.1", 3332],
-                           "row": {**row, "weight": 20000}}, user=operator_user)
+                           "row": {**row, "weight": 20000}}, actor=Actor.command(operator_user))
     plan, collector = plan_change_set(cs)
     guard = next(g for g in plan.guards if g.key == GUARD_KEY)
     assert guard.passed and "galera-lab's 6 row(s) untouched" in guard.value
@@ -47,9 +47,9 @@ def test_a_change_to_one_clusters_servers_leaves_the_other_clusters_rows_alone(a
 
 def test_node_wide_tables_on_a_shared_proxysql_are_refused_with_the_reason(adopted_shared, operator_user):
     lab, dc1, doubles = adopted_shared
-    cs = services.start_change_set(dc1, user=operator_user, reason="a variable")
+    cs = services.start_change_set(dc1, actor=Actor.command(operator_user), reason="a variable")
     services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"},
-                      user=operator_user)
+                      actor=Actor.command(operator_user))
     plan, _ = plan_change_set(cs)
     guard = next(g for g in plan.guards if g.key == "shared_node_wide_tables")
     assert not guard.passed and not guard.overridable

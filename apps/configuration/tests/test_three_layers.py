@@ -34,11 +34,11 @@ def test_a_change_set_rolled_back_past_its_save_leaves_every_layer_as_intended(v
         for table in TABLES:
             assert intended[double.port][f"disk {table}"] == intended[double.port][f"memory {table}"]
     reader = next(r for r in v1.content["mysql_servers"] if r["hostgroup_id"] == 101 and r["port"] == 3313)
-    cs = services.start_change_set(cluster, user=operator_user, reason="a reader's weight and a rule")
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="a reader's weight and a rule")
     for edit in ({"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313], "row": {**reader, "weight": 5}},
                  {"op": "upsert", "table": "mysql_query_rules", "row": {"rule_id": 30, "active": 1, "apply": 1,
                                                                        "match_digest": "^DELETE", "destination_hostgroup": 100}}):
-        services.add_edit(cs, edit, user=operator_user)
+        services.add_edit(cs, edit, actor=Actor.command(operator_user))
     # The second node takes its SAVE of the servers, then stops answering (paused with the SAVE in flight).
     sql(second, 'LAB FAIL_STATEMENTS {"text": "SAVE MYSQL SERVERS TO DISK", "pause": true}')
     op, plan = run(cs, operator_user)

@@ -5,6 +5,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
+from apps.audit.actor import Actor
 from apps.configuration import content as C
 from apps.configuration import services
 from apps.configuration.tables import MYSQL_USERS, typed_row
@@ -77,9 +78,10 @@ def test_viewer_tests_a_digest_against_the_rules_and_a_draft(page, live_server, 
     content["mysql_users"] = [typed_row(MYSQL_USERS, {"username": "app", "default_hostgroup": 100}, strict=False)]
     content["mysql_query_rules"] = [rule(10, match_digest="^SELECT", destination_hostgroup=101, apply=1)]
     services.record_version(cluster, content, author="test", reason="rules", source="change")
-    cs = services.start_change_set(cluster, user=operator_user, reason="block the report")
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="block the report")
     blocked = rule(5, match_digest="FROM report", error_msg="not here", apply=1)
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules", "row": blocked}, user=operator_user)
+    services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules", "row": blocked},
+                      actor=Actor.command(operator_user))
     d = digest("SELECT * FROM report WHERE day = ?", h="0x00000000000C0001")
     DigestStat.objects.create(resolution=RAW, ts=now - 300, source=source(node), digest=d, count_star=5, sum_time=50)
     polls(node, now - 3600, now)

@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from apps.audit.actor import Actor
 from apps.audit.models import AuditEvent
 from apps.configuration import content as C
 from apps.configuration import rule_tester, services
@@ -90,7 +91,7 @@ def test_missing_values_are_refused(shop, action, values, message):
 
 def test_propose_makes_an_audited_draft_that_routes_the_digest(shop, operator_user):
     cluster, version, d = shop
-    cs = rules.propose(cluster, d, "cache", user=operator_user, ttl=3000)
+    cs = rules.propose(cluster, d, "cache", actor=Actor.command(operator_user), ttl=3000)
     assert cs.state == ChangeSet.State.DRAFT and cs.base == version and len(cs.edits) == 1
     assert cs.reason.startswith("cache digest 0x00000000000000D1: SELECT c FROM sbtest1")
     out = walk(services.target_of(cs), d)
@@ -102,7 +103,7 @@ def test_propose_makes_an_audited_draft_that_routes_the_digest(shop, operator_us
 def test_no_version_is_refused(operator_user):
     cluster, _ = fleet(1, "bare")
     with pytest.raises(rules.RuleRefused, match="no configuration version"):
-        rules.propose(cluster, digest("SELECT 1"), "readers", user=operator_user)
+        rules.propose(cluster, digest("SELECT 1"), "readers", actor=Actor.command(operator_user))
 
 
 def test_the_page_makes_the_draft(client, operator_user, viewer_user, shop):

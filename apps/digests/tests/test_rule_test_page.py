@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from apps.audit.actor import Actor
 from apps.configuration import content as C
 from apps.configuration import services
 from apps.configuration.tables import MYSQL_QUERY_RULES, MYSQL_USERS, typed_row
@@ -28,9 +29,10 @@ def shop(operator_user):
                                     rule(2, flagIN=5, match_digest="FOR UPDATE", destination_hostgroup=100, apply=1),
                                     rule(3, flagIN=5, destination_hostgroup=101, apply=1)]
     version = services.record_version(cluster, content, author="test", reason="rules", source="change")
-    cs = services.start_change_set(cluster, user=operator_user, reason="cache the orders lookup")
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="cache the orders lookup")
     cached = rule(2, flagIN=5, match_digest="FROM orders", cache_ttl=5000, destination_hostgroup=101, apply=1)
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules", "row": cached}, user=operator_user)
+    services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules", "row": cached},
+                      actor=Actor.command(operator_user))
     d = digest("SELECT * FROM orders WHERE id = ?", h="0x00000000000000B1")
     stat(source(n1, 101, "app", "shop"), d, int(time.time()) - 600, 10, 1000)
     return {"cluster": cluster, "version": version, "cs": cs, "digest": d}

@@ -94,9 +94,9 @@ def test_a_stale_change_set_confirmed_is_refused_as_the_configuration_moved_on(a
     cluster, (first, _) = adopted_lab
     ops = []
     for value in ("4096", "2048"):
-        cs = config.start_change_set(cluster, user=operator_user, reason=f"max connections {value}")
+        cs = config.start_change_set(cluster, actor=Actor.command(operator_user), reason=f"max connections {value}")
         config.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": value},
-                        user=operator_user)
+                        actor=Actor.command(operator_user))
         ops.append(change_set.plan_and_save(cs, actor=Actor.command(operator_user)))
     assert finish(confirmed_op(ops[0], operator_user)).state == OperationState.DONE
     stale = finish(confirmed_op(ops[1], operator_user))

@@ -113,8 +113,9 @@ def test_the_latest_configuration_version_says_what_the_variable_should_be(adopt
     from apps.operations import executor, services
 
     cluster, (_, second) = adopted_lab
-    cs = config.start_change_set(cluster, user=operator_user, reason="no delay")
-    config.add_edit(cs, {"op": "set", "table": "global_variables", "name": AUTOINC, "value": "2"}, user=operator_user)
+    cs = config.start_change_set(cluster, actor=Actor.command(operator_user), reason="no delay")
+    config.add_edit(cs, {"op": "set", "table": "global_variables", "name": AUTOINC, "value": "2"},
+                    actor=Actor.command(operator_user))
     op = change_set.plan_and_save(cs, actor=Actor.command(operator_user))
     services.confirm(op, actor=Actor.command(operator_user), enqueue=False)
     executor.run(op.pk)

@@ -76,7 +76,9 @@ class Command(BaseCommand):
                 plan, _ = plan_change_set(services.preview_from_file(cluster, text, reason=reason,
                                                                      expect_version=o["expect_version"]))
             else:
-                cs = services.start_from_file(cluster, text, user=user, reason=reason, expect_version=o["expect_version"])
+                cs = services.start_from_file(cluster, text,
+                                              actor=Actor.command(user), reason=reason,
+                                              expect_version=o["expect_version"])
                 op = plan_and_save(cs, actor=Actor.command(user))
                 plan = Plan.from_json(op.plan)
         except services.NothingToDo as exc:
