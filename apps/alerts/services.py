@@ -18,49 +18,49 @@ class Refused(Exception):
     pass
 
 
-def acknowledge(alert, note, *, request=None, user=None):
-    who = (user or request.user).get_username()
+def acknowledge(alert, note, *, actor):
+    who = actor.who
     with transaction.atomic():
         Alert.objects.filter(pk=alert.pk).update(acked_at=timezone.now(), acked_by=who, ack_note=note)
-        record("acknowledge alert", request=request, user=user, cluster=alert.cluster, target=alert.subject_label,
+        record("acknowledge alert", actor=actor, cluster=alert.cluster, target=alert.subject_label,
                details={"alert": alert.pk, "rule": alert.rule, "state": alert.state, "note": note})
     alert.refresh_from_db()
     return alert
 
 
-def silence(*, cluster, rule, subject, subject_label, minutes, reason, request=None, user=None, from_alert=None):
+def silence(*, cluster, rule, subject, subject_label, minutes, reason, actor, from_alert=None):
     """Silence notifications of matching alerts for `minutes` (from now)."""
     if not reason.strip():
         raise Refused("A silence needs a reason.")
     if rule and rule not in BY_KEY:
         raise Refused(f"No rule named {rule!r}.")
-    who = (user or request.user).get_username()
+    who = actor.who
     now = timezone.now()
     with transaction.atomic():
         s = Silence.objects.create(cluster=cluster, rule=rule or "", subject=subject or "",
                                    subject_label=(subject_label or "")[:300], reason=reason, starts_at=now,
                                    ends_at=now + timedelta(minutes=minutes), created_by=who, from_alert=from_alert)
-        record("silence alerts", request=request, user=user, cluster=cluster, target=s.describe()[:300],
+        record("silence alerts", actor=actor, cluster=cluster, target=s.describe()[:300],
                details={"silence": s.pk, "rule": s.rule, "subject": s.subject, "until": s.ends_at.isoformat(),
                         "minutes": minutes, "reason": reason, "from_alert": from_alert.pk if from_alert else None})
     return s
 
 
-def end_silence(s, *, request=None, user=None):
+def end_silence(s, *, actor):
     """End a silence now; its alerts still firing are sent at once."""
     if s.expired_at or s.ends_at <= timezone.now():
         raise Refused("This silence is already over.")
-    who = (user or request.user).get_username()
+    who = actor.who
     with transaction.atomic():
         Silence.objects.filter(pk=s.pk).update(expired_at=timezone.now(), expired_by=who)
-        record("end silence", request=request, user=user, cluster=s.cluster, target=s.describe()[:300],
+        record("end silence", actor=actor, cluster=s.cluster, target=s.describe()[:300],
                details={"silence": s.pk, "was_until": s.ends_at.isoformat()})
         notify.silence_over(s, time.time())
     s.refresh_from_db()
     return s
 
 
-def save_rule_setting(cluster, rule, *, enabled, severity, for_s, params, request=None, user=None):
+def save_rule_setting(cluster, rule, *, enabled, severity, for_s, params, actor):
     """Override a rule's defaults for the fleet (cluster None) or one cluster. Empty values inherit."""
     spec = BY_KEY.get(rule)
     if spec is None:
@@ -79,7 +79,7 @@ def save_rule_setting(cluster, rule, *, enabled, severity, for_s, params, reques
         else:
             row.save()
             after = _setting_dict(row)
-        record("change alert rule", request=request, user=user, cluster=cluster,
+        record("change alert rule", actor=actor, cluster=cluster,
                target=f"{rule} ({'cluster ' + cluster.name if cluster else 'fleet-wide'})",
                details={"rule": rule, "scope": cluster.name if cluster else "fleet", "before": before, "after": after})
     rulesettings.forget()
@@ -102,7 +102,7 @@ def _channel_dict(ch):
     return out
 
 
-def save_channel(form, *, request=None, user=None):
+def save_channel(form, *, actor):
     """Create or change a channel from a validated ChannelForm (an empty secret keeps the stored one)."""
     ch = form.instance
     before = _channel_dict(Channel.objects.get(pk=ch.pk)) if ch.pk else None
@@ -116,15 +116,15 @@ def save_channel(form, *, request=None, user=None):
         except IntegrityError:  # another admin saved a channel of that name since this form was checked
             form.add_error("name", "A channel with this name already exists (it was just added by someone else).")
             return None
-        record("change alert channel" if before else "add alert channel", request=request, user=user, target=ch.name,
+        record("change alert channel" if before else "add alert channel", actor=actor, target=ch.name,
                details={"channel": ch.pk, "before": before, "after": _channel_dict(ch)})
     return ch
 
 
-def delete_channel(ch, *, request=None, user=None):
+def delete_channel(ch, *, actor):
     before = _channel_dict(ch)
     with transaction.atomic():
-        record("delete alert channel", request=request, user=user, target=ch.name, details={"before": before})
+        record("delete alert channel", actor=actor, target=ch.name, details={"before": before})
         ch.delete()
 
 
@@ -145,16 +145,16 @@ class _Sample:
         return "/alerts/"
 
 
-def send_test(ch, *, request=None, user=None):
+def send_test(ch, *, actor):
     """Queue a test message to a channel (delivered like any other, with retries and a log)."""
     from .channels import build
 
-    who = (user or request.user).get_username()
+    who = actor.who
     payload = build(ch, "(test)", "firing", [_Sample(who)], time.time(), f"{ch.pk}:test")
     with transaction.atomic():
         n = Notification.objects.create(channel=ch, reason="test", status="firing", alert_ids=[], payload=payload,
                                         requested_by=who)
-        record("send test notification", request=request, user=user, target=ch.name,
+        record("send test notification", actor=actor, target=ch.name,
                details={"channel": ch.pk, "notification": n.pk})
         transaction.on_commit(lambda: notify.enqueue_delivery(n.pk))
     return n

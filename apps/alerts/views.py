@@ -8,6 +8,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.roles import ADMIN, OPERATOR, VIEWER, require_role
+from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.fleet.models import Cluster
 from controlplane.converters import parse_id
@@ -73,7 +74,7 @@ def acknowledge(request, pk):
                details={"alert": alert.pk, "errors": form.errors.get_json_data()})
         messages.error(request, "The note is not valid: " + "; ".join(e for errs in form.errors.values() for e in errs))
         return redirect(alert)
-    services.acknowledge(alert, form.cleaned_data["note"], request=request)
+    services.acknowledge(alert, form.cleaned_data["note"], actor=Actor.of_request(request))
     messages.success(request, f"Alert #{alert.pk} acknowledged.")
     return redirect(request.POST.get("next") if request.POST.get("next") == "/alerts/" else alert.get_absolute_url())
 
@@ -102,7 +103,8 @@ def silence_create(request):
     d = form.cleaned_data
     try:
         s = services.silence(cluster=d["cluster"], rule=d["rule"], subject=d["subject"], subject_label=d["subject_label"],
-                             minutes=d["minutes"], reason=d["reason"], request=request, from_alert=from_alert)
+                             minutes=d["minutes"], reason=d["reason"], actor=Actor.of_request(request),
+                             from_alert=from_alert)
     except services.Refused as exc:
         form.add_error(None, str(exc))
         return TemplateResponse(request, "alerts/silences.html", {**selectors.silences(), "form": form}, status=400)
@@ -115,7 +117,7 @@ def silence_create(request):
 def silence_end(request, pk):
     s = get_object_or_404(Silence, pk=pk)
     try:
-        services.end_silence(s, request=request)
+        services.end_silence(s, actor=Actor.of_request(request))
         messages.success(request, f"Silence #{s.pk} ended.")
     except services.Refused as exc:
         messages.error(request, str(exc))
@@ -172,7 +174,7 @@ def _edit_rule(request, cluster, rule, template_back):
         return redirect(template_back)
     d = form.cleaned_data
     services.save_rule_setting(cluster, rule, enabled=d["enabled"], severity=d["severity"], for_s=d["for_s"],
-                               params=form.params(), request=request)
+                               params=form.params(), actor=Actor.of_request(request))
     messages.success(request, f"{BY_KEY[rule].title}: saved for {cluster.name if cluster else 'the whole fleet'}.")
     return redirect(template_back)
 
@@ -205,7 +207,7 @@ def channel_create(request):
         record("add alert channel", request=request, outcome="invalid", details={"errors": form.errors.get_json_data()})
         return TemplateResponse(request, "alerts/channels.html", {"channels": selectors.channels(), "form": form},
                                 status=400)
-    ch = services.save_channel(form, request=request)
+    ch = services.save_channel(form, actor=Actor.of_request(request))
     if ch is None:  # refused at save: the form says why
         return TemplateResponse(request, "alerts/channels.html", {"channels": selectors.channels(), "form": form},
                                 status=400)
@@ -229,7 +231,7 @@ def channel_edit(request, pk):
         record("change alert channel", request=request, outcome="invalid", target=ch.name,
                details={"errors": form.errors.get_json_data()})
         return TemplateResponse(request, "alerts/channel.html", _channel_context(ch, form), status=400)
-    if services.save_channel(form, request=request) is None:
+    if services.save_channel(form, actor=Actor.of_request(request)) is None:
         return TemplateResponse(request, "alerts/channel.html", _channel_context(ch, form), status=400)
     messages.success(request, "Channel saved.")
     return redirect(ch)
@@ -244,7 +246,7 @@ def _channel_context(ch, form):
 @require_POST
 def channel_delete(request, pk):
     ch = get_object_or_404(Channel, pk=pk)
-    services.delete_channel(ch, request=request)
+    services.delete_channel(ch, actor=Actor.of_request(request))
     messages.success(request, f"Channel {ch.name} deleted.")
     return redirect("alerts:channels")
 
@@ -253,7 +255,7 @@ def channel_delete(request, pk):
 @require_POST
 def channel_test(request, pk):
     ch = get_object_or_404(Channel, pk=pk)
-    n = services.send_test(ch, request=request)
+    n = services.send_test(ch, actor=Actor.of_request(request))
     messages.success(request, f"Test notification #{n.pk} queued: its delivery shows below within seconds.")
     return redirect(ch)
 

@@ -65,9 +65,9 @@ def _collect(pairs):
     return tags
 
 
-def refused(cluster, error, *, request):
+def refused(cluster, error, *, actor):
     """Tags that could not be used: audited as invalid (nothing changed)."""
-    record("cluster tags changed", request=request, cluster=cluster, outcome="invalid", details={"error": error})
+    record("cluster tags changed", actor=actor, cluster=cluster, outcome="invalid", details={"error": error})
 
 
 def parse_filter(text):
@@ -119,7 +119,7 @@ def as_text(tags):
     return ", ".join(f"{k}={v}" for k, v in sorted(tags.items()))
 
 
-def set_tags(cluster, tags, *, request):
+def set_tags(cluster, tags, *, actor):
     """Replace the cluster's tags by `tags` ({key: value}, checked by parse()); audited with before and after.
     Returns whether anything changed."""
     before = of(cluster)
@@ -129,6 +129,6 @@ def set_tags(cluster, tags, *, request):
         Cluster.objects.select_for_update().filter(pk=cluster.pk).first()  # two editors: one after the other
         cluster.tags.all().delete()
         ClusterTag.objects.bulk_create([ClusterTag(cluster=cluster, key=k, value=v) for k, v in tags.items()])
-        record("cluster tags changed", request=request, cluster=cluster, target=cluster.name,
+        record("cluster tags changed", actor=actor, cluster=cluster, target=cluster.name,
                details={"before": before, "after": tags})
     return True

@@ -6,6 +6,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.accounts.roles import OPERATOR, VIEWER, require_role
+from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.alerts import selectors as alert_selectors  # the alert section of the cluster page
 from apps.clients.backend import BackendClient
@@ -69,10 +70,10 @@ def cluster_tags(request, pk):
     form = TagsForm(request.POST)
     if not form.is_valid():
         error = " ".join(form.errors["tags"]) if "tags" in form.errors else "Tags not understood."
-        tags.refused(cluster, error, request=request)
+        tags.refused(cluster, error, actor=Actor.of_request(request))
         messages.error(request, f"Tags not saved: {error}")
         return redirect(reverse("fleet:cluster", args=[cluster.pk]) + "#tags")
-    changed = tags.set_tags(cluster, form.cleaned_data["tags"], request=request)
+    changed = tags.set_tags(cluster, form.cleaned_data["tags"], actor=Actor.of_request(request))
     messages.success(request, "Tags saved." if changed else "Tags unchanged.")
     return redirect(reverse("fleet:cluster", args=[cluster.pk]) + "#tags")
 

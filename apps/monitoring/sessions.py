@@ -43,7 +43,7 @@ def fingerprint(row):
     return {"user": row["user"] or "", "cli_host": row["cli_host"] or "", "cli_port": str(row["cli_port"] or "")}
 
 
-def kill_session(node, session_id, expected, *, request):
+def kill_session(node, session_id, expected, *, actor):
     """Close one client session of `node`. `expected`: the fingerprint() the operator confirmed. Returns the
     row killed and whether it was gone after; raises KillRefused (audited) when it is not the confirmed one."""
     target = f"ProxySQL {node.name} session {session_id}"
@@ -51,7 +51,7 @@ def kill_session(node, session_id, expected, *, request):
     if row is None or fingerprint(row) != expected:
         why = ("it is not open any more" if row is None
                else f"the id now belongs to another client ({describe(row)})")
-        record("proxysql.kill_session", outcome="refused", request=request, cluster=node.cluster, target=target,
+        record("proxysql.kill_session", outcome="refused", actor=actor, cluster=node.cluster, target=target,
                details={"node": node.name, "session_id": session_id, "confirmed": expected, "reason": why})
         raise KillRefused(f"Session {session_id} was not killed: {why}.")
     try:
@@ -59,10 +59,10 @@ def kill_session(node, session_id, expected, *, request):
             admin.kill_connection(session_id)
             gone = not admin.processlist(session_id)
     except ClientError as exc:
-        record("proxysql.kill_session", outcome="failure", request=request, cluster=node.cluster, target=target,
+        record("proxysql.kill_session", outcome="failure", actor=actor, cluster=node.cluster, target=target,
                details={"node": node.name, "session_id": session_id, "error": str(exc)})
         raise KillRefused(f"Session {session_id}: the node did not take the kill: {exc}") from None
-    record("proxysql.kill_session", request=request, cluster=node.cluster, target=target,
+    record("proxysql.kill_session", actor=actor, cluster=node.cluster, target=target,
            details={"node": node.name, "session_id": session_id, "statement": f"KILL CONNECTION {int(session_id)}",
                     "user": row["user"], "client": f"{row['cli_host']}:{row['cli_port']}", "db": row.get("db"),
                     "hostgroup": row.get("hostgroup"), "command": row["command"], "time_ms": row["time_ms"],

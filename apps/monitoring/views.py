@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from apps.accounts.roles import OPERATOR, VIEWER, require_role
+from apps.audit.actor import Actor
 from apps.clients.wire import ClientError
 from apps.fleet.models import Cluster, ProxySQLNode, Server
 
@@ -93,7 +94,7 @@ def proxysql_kill_session(request, pk, session_id):
                                      "describe": row and sessions.describe(row),
                                      "refusal": "Tick the confirmation to kill the session."}, status=400)
         try:
-            killed, gone = sessions.kill_session(node, session_id, expected, request=request)
+            killed, gone = sessions.kill_session(node, session_id, expected, actor=Actor.of_request(request))
         except sessions.KillRefused as exc:
             messages.error(request, str(exc))
             return redirect(back)

@@ -34,20 +34,20 @@ def editable(user):
     return OPERATOR_FIELDS if has_role(user, OPERATOR) else ()
 
 
-def change(cluster, values, *, request):
+def change(cluster, values, *, actor):
     """Save the changed settings ({field: value}), each within the user's role; audited with before and after.
     A field outside the role refuses the whole change (audited). Returns {field: [before, after]}."""
     changes = {f: [getattr(cluster, f), v] for f, v in values.items() if getattr(cluster, f) != v}
-    beyond = sorted(set(changes) - set(editable(request.user)))
+    beyond = sorted(set(changes) - set(editable(actor.user)))
     if beyond:
-        record("rule settings refused", request=request, cluster=cluster, outcome="refused",
+        record("rule settings refused", actor=actor, cluster=cluster, outcome="refused",
                details={"needed_role": ADMIN, "fields": beyond})
         raise NotAllowed(f"Only an admin changes {', '.join(beyond)}.")
     if changes:
         for f, (_, after) in changes.items():
             setattr(cluster, f, after)
         cluster.save(update_fields=[*changes, "updated_at"])
-        record("rule settings changed", request=request, cluster=cluster, target=cluster.name,
+        record("rule settings changed", actor=actor, cluster=cluster, target=cluster.name,
                details={"changes": changes})
     return changes
 

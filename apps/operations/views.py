@@ -225,7 +225,8 @@ def cluster_rules_save(request, cluster_pk):
                details={"errors": form.errors.get_json_data()})
         return cluster_rules(request, cluster.pk, form=form, status=400)
     try:
-        changes = rule_settings.change(cluster, {f: form.cleaned_data[f] for f in rule_settings.FIELDS}, request=request)
+        changes = rule_settings.change(cluster, {f: form.cleaned_data[f] for f in rule_settings.FIELDS},
+                                       actor=Actor.of_request(request))
         messages.success(request, f"Saved: {', '.join(changes)}." if changes else "Nothing changed.")
     except rule_settings.NotAllowed as exc:
         messages.error(request, str(exc))

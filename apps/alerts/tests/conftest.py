@@ -9,6 +9,7 @@ import pytest
 
 from apps.alerts import context, evaluate, services
 from apps.alerts.models import Alert, AlertState
+from apps.audit.actor import Actor
 from apps.fleet.models import ProxySQLNode, Server
 from apps.monitoring import live, pollers
 
@@ -74,7 +75,7 @@ def set_rule(rule, cluster=None, **kw):
     """A rule override (as the rules page saves it), e.g. set_rule("writer_none", for_s=0)."""
     params = {k[2:]: v for k, v in kw.items() if k.startswith("p_")}
     services.save_rule_setting(cluster, rule, enabled=kw.get("enabled"), severity=kw.get("severity", ""),
-                               for_s=kw.get("for_s"), params=params, user=_system_user())
+                               for_s=kw.get("for_s"), params=params, actor=Actor.command(_system_user()))
 
 
 def _system_user():

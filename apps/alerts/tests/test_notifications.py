@@ -8,6 +8,7 @@ import pytest
 
 from apps.alerts import notify, services
 from apps.alerts.models import Channel, DeliveryAttempt, Notification
+from apps.audit.actor import Actor
 from apps.audit.models import AuditEvent
 
 from .conftest import firing, open_alerts, set_rule, tick, until
@@ -167,19 +168,19 @@ def test_repeat_until_acknowledged_and_silences(both_hung, receiver, settings, o
     [repeat] = deliver_due(later=70)
     assert repeat.reason == "repeat" and len(receiver.got) == 2
     for a in firing("proxysql_unreachable"):
-        services.acknowledge(a, "looking at it", user=operator_user)
+        services.acknowledge(a, "looking at it", actor=Actor.command(operator_user))
     assert deliver_due(later=140) == []  # acknowledged: no more repeats
     assert AuditEvent.objects.filter(action="acknowledge alert", details__note="looking at it").count() == 2
 
     heal(doubles)
     deliver_due()  # resolved
     s = services.silence(cluster=cluster, rule="proxysql_unreachable", subject="", subject_label="", minutes=60,
-                         reason="planned ProxySQL upgrade", user=operator_user)
+                         reason="planned ProxySQL upgrade", actor=Actor.command(operator_user))
     got = len(receiver.got)
     hang(doubles)
     assert deliver_due() == [] and len(receiver.got) == got  # silenced: nothing sent, still on the page
     assert len(firing("proxysql_unreachable")) == 2
-    services.end_silence(s, user=operator_user)
+    services.end_silence(s, actor=Actor.command(operator_user))
     [n] = deliver_due()
     assert n.status == "firing" and len(n.alert_ids) == 2
     assert {e.action for e in AuditEvent.objects.filter(action__in=["silence alerts", "end silence"])} == \

@@ -10,6 +10,7 @@ from apps.accounts.roles import ADMIN, OPERATOR, VIEWER
 from apps.alerts import selectors, services
 from apps.alerts.forms import ChannelForm
 from apps.alerts.models import Alert, Channel, Silence
+from apps.audit.actor import Actor
 
 from .. import serializers as s
 from ..base import ApiView, body, form_errors, list_schema, page_form, paged, query
@@ -48,7 +49,8 @@ class AlertAcknowledge(ApiView):
     def post(self, request, pk):
         alert = get_object_or_404(Alert.objects.select_related("cluster"), pk=pk)
         data = body(s.AcknowledgeInput, request)
-        return Response(s.AlertDetailSerializer(services.acknowledge(alert, data["note"], request=request)).data)
+        return Response(s.AlertDetailSerializer(services.acknowledge(alert, data["note"],
+                                                                     actor=Actor.of_request(request))).data)
 
 
 class SilenceList(ApiView):
@@ -69,7 +71,7 @@ class SilenceList(ApiView):
         d = body(s.SilenceInput, request)
         silence = services.silence(cluster=d.get("cluster"), rule=d.get("rule", ""), subject=d.get("subject", ""),
                                    subject_label=d.get("subject", ""), minutes=d["minutes"], reason=d["reason"],
-                                   request=request)
+                                   actor=Actor.of_request(request))
         return Response(s.SilenceSerializer(silence).data, status=status.HTTP_201_CREATED)
 
 
@@ -80,7 +82,7 @@ class SilenceEnd(ApiView):
                    summary="End a silence now (its alerts still firing are sent at once)")
     def post(self, request, pk):
         silence = get_object_or_404(Silence.objects.select_related("cluster"), pk=pk)
-        return Response(s.SilenceSerializer(services.end_silence(silence, request=request)).data)
+        return Response(s.SilenceSerializer(services.end_silence(silence, actor=Actor.of_request(request))).data)
 
 
 
@@ -94,7 +96,7 @@ def _channel_form(request, instance=None):
 
 
 def _saved_channel(form, request):
-    channel = services.save_channel(form, request=request)
+    channel = services.save_channel(form, actor=Actor.of_request(request))
     if channel is None:  # refused at save (a name taken meanwhile): the form says why
         raise form_errors(form)
     return channel
@@ -133,5 +135,5 @@ class AlertChannelDetail(ApiView):
 
     @extend_schema(responses={204: None}, tags=["alerts"], summary="Delete an alert channel (audited)")
     def delete(self, request, pk):
-        services.delete_channel(get_object_or_404(Channel, pk=pk), request=request)
+        services.delete_channel(get_object_or_404(Channel, pk=pk), actor=Actor.of_request(request))
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -11,6 +11,7 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 
 from apps.accounts.roles import OPERATOR, VIEWER
+from apps.audit.actor import Actor
 from apps.configuration import drift
 from apps.digests import selectors as digest_selectors
 from apps.fleet import tags as fleet_tags
@@ -66,9 +67,9 @@ class ClusterTags(ApiView):
         try:
             tags = fleet_tags.checked(body(s.TagsInput, request)["tags"])
         except fleet_tags.BadTag as exc:
-            fleet_tags.refused(cluster, str(exc), request=request)
+            fleet_tags.refused(cluster, str(exc), actor=Actor.of_request(request))
             raise exceptions.ValidationError({"tags": [str(exc)]}) from None
-        fleet_tags.set_tags(cluster, tags, request=request)
+        fleet_tags.set_tags(cluster, tags, actor=Actor.of_request(request))
         return Response(s.ClusterSerializer(Cluster.objects.get(pk=pk)).data)
 
 

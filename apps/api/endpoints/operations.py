@@ -194,7 +194,7 @@ class RuleSettings(ApiView):
                          cluster=cluster, action="rule settings changed", editable=rule_settings.FIELDS)
         try:
             rule_settings.change(Cluster.objects.get(pk=cluster.pk),
-                                 {f: form.cleaned_data[f] for f in rule_settings.FIELDS}, request=request)
+                                 {f: form.cleaned_data[f] for f in rule_settings.FIELDS}, actor=Actor.of_request(request))
         except rule_settings.NotAllowed as exc:
             raise exceptions.PermissionDenied(str(exc)) from None
         return Response(s.RuleSettingsSerializer(Cluster.objects.get(pk=cluster.pk)).data)

@@ -8,6 +8,7 @@ import pytest
 from django.test import RequestFactory
 from django.urls import reverse
 
+from apps.audit.actor import Actor
 from apps.audit.models import AuditEvent
 from apps.fleet.models import Cluster, HostgroupMembership, Server
 from apps.operations import rule_settings, rules
@@ -47,7 +48,7 @@ def test_viewers_read_operators_tune_thresholds_admins_turn_the_rules_on(adopted
     request = RequestFactory().post(save)
     request.user = operator_user
     with pytest.raises(rule_settings.NotAllowed, match="Only an admin changes auto_failover_enabled"):
-        rule_settings.change(cluster, {"auto_failover_enabled": True}, request=request)
+        rule_settings.change(cluster, {"auto_failover_enabled": True}, actor=Actor.of_request(request))
     refused = AuditEvent.objects.get(action="rule settings refused")
     assert refused.outcome == "refused" and refused.details["fields"] == ["auto_failover_enabled"]
 
