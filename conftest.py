@@ -114,6 +114,7 @@ def live_redis(redis_server, settings):
 
 def adopt_double(double, cluster_name, node_name, kind=None, roles=None):
     """Adopt one ProxySQL double through the product's own adopt service (read, plan, apply)."""
+    from apps.audit.actor import Actor
     from apps.clients.proxysql import ProxySQLAdmin
     from apps.configuration import adoption as adopt
 
@@ -125,7 +126,7 @@ def adopt_double(double, cluster_name, node_name, kind=None, roles=None):
     assert plan.ok, plan.errors
     # Version 1 of a new cluster is recorded with the rows, as the adopt form and command do.
     return adopt.apply_adoption(plan, admin_user=double.user, admin_password=double.password, monitor=monitor,
-                                author="test adoption")
+                                actor=Actor.command(label="test adoption"))
 
 
 def shun_backend(double, galera, n, hostgroups=(101,), restart=True, timeout=10):

@@ -108,7 +108,7 @@ def run_one(ports, rows, backends):
             snapshot = adopt.read_snapshot(admin)
         plan = adopt.plan_adoption(snapshot, cluster_name=name, node_name=f"p{i}", admin_host="127.0.0.1", admin_port=port)
         assert plan.ok, plan.errors
-        adopt.apply_adoption(plan, admin_user="admin", admin_password="admin", author="bench")
+        adopt.apply_adoption(plan, admin_user="admin", admin_password="admin", actor=Actor.rule("bench"))
     cluster = Cluster.objects.get(name=name)
     user, _ = get_user_model().objects.get_or_create(username="bench")
     user.is_superuser = True

@@ -48,6 +48,7 @@ def main(argv=None):
 def adopt(ports):
     from django.contrib.auth import get_user_model
 
+    from apps.audit.actor import Actor
     from apps.clients.proxysql import ProxySQLAdmin
     from apps.configuration import adoption
     from lab import demo
@@ -61,7 +62,8 @@ def adopt(ports):
         plan = adoption.plan_adoption(snapshot, cluster_name="bench-file", node_name=f"p{i}", admin_host="127.0.0.1",
                                       admin_port=port)
         assert plan.ok, plan.errors
-        cluster, _ = adoption.apply_adoption(plan, admin_user="admin", admin_password="admin", author="bench")
+        cluster, _ = adoption.apply_adoption(plan, admin_user="admin", admin_password="admin",
+                                             actor=Actor.rule("bench"))
     user, _ = get_user_model().objects.get_or_create(username="bench")
     user.is_superuser = True
     user.save()

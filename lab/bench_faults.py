@@ -126,7 +126,8 @@ class FaultMatrix:
                                        admin_port=d.port)
             if not plan.ok:
                 raise RuntimeError(f"adoption refused: {plan.errors}")
-            adopt.apply_adoption(plan, admin_user="admin", admin_password="admin", monitor=monitor, author=RULE)
+            adopt.apply_adoption(plan, admin_user="admin", admin_password="admin", monitor=monitor,
+                                 actor=Actor.rule(RULE))
         self.cluster = Cluster.objects.get(name=name)
         self.second.set_mode("normal", latency_ms=self.latency_ms)
         return self.cluster
@@ -172,7 +173,7 @@ class FaultMatrix:
 
             config.record_version(cluster, lambda parent: config.with_servers(parent.content, {
                 self.weight_row: {**config.servers_of(parent.content)[self.weight_row], "weight": NEW_WEIGHT}}),
-                author=RULE, reason="a weight moved for the repair row", source="admin")
+                actor=Actor.rule(RULE), reason="a weight moved for the repair row", source="admin")
             return repair.plan_repair(cluster)
         raise ValueError(kind)
 

@@ -4,6 +4,7 @@ says which (AuditEvent.actor_kind is the door; actor names the person, token, ru
 
     Actor.of_request(request)   a page (or the API, when the request came through it: DRF's Request)
     Actor.command(user)         manage.py, on --user NAME's word
+    Actor.of_operation(op)      an operation's planner, for what its worker records in its name
     Actor.schedule("report schedule #3"), Actor.rule("failover"), Actor.system()
 """
 from dataclasses import dataclass
@@ -29,8 +30,16 @@ class Actor:
         return cls(kind, user=user, token=token, address=request.META.get("REMOTE_ADDR") or None)
 
     @classmethod
-    def command(cls, user):
-        return cls(ActorKind.COMMAND, user=user)
+    def command(cls, user=None, label=""):
+        """manage.py: on --user NAME's word, or a command that names no console user (`label`, e.g. adopt_proxysql
+        with the ProxySQL admin account it read with)."""
+        return cls(ActorKind.COMMAND, user=user, label=label)
+
+    @classmethod
+    def of_operation(cls, op):
+        """An operation's planner, in whose name its worker records what follows from it (its configuration version,
+        a finish): the person, or the rule that planned it (or the name as written when the account is gone)."""
+        return cls(ActorKind.USER, user=op.requested_by) if op.requested_by_id else cls.rule(op.actor)
 
     @classmethod
     def schedule(cls, label):

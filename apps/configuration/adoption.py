@@ -25,6 +25,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import CLUSTER_VARIABLES, SERVER_FIELDS, ProxySQLAdmin, configured, configured_status
@@ -503,7 +504,7 @@ def read_members(plan, admin_user, admin_password):
     return snapshots, None
 
 
-def apply_cluster_adoption(plan, snapshots, *, admin_user, admin_password, monitor=("", ""), request=None, author=None):
+def apply_cluster_adoption(plan, snapshots, *, admin_user, admin_password, monitor=("", ""), actor=None):
     """apply_adoption() of the plan and of every member of its ProxySQL Cluster (`snapshots`: read_members()), into
     the same cluster and its hostgroups, in one transaction: all of them or none. Returns (cluster, [nodes])."""
     from .services import needs_first_version, read_for_adoption
@@ -512,7 +513,7 @@ def apply_cluster_adoption(plan, snapshots, *, admin_user, admin_password, monit
                if needs_first_version(plan.cluster_name) else None)  # read before the transaction
     with transaction.atomic():
         cluster, node = apply_adoption(plan, admin_user=admin_user, admin_password=admin_password, monitor=monitor,
-                                       request=request, runtime=runtime, author=author)
+                                       actor=actor, runtime=runtime)
         nodes = [node]
         for m in plan.members:
             snapshot = snapshots.get((m["hostname"], m["port"]))
@@ -522,8 +523,8 @@ def apply_cluster_adoption(plan, snapshots, *, admin_user, admin_password, monit
                                    admin_host=m["hostname"], admin_port=m["port"], hostgroups=plan.hostgroups or None)
             if not member.ok:
                 raise AdoptionError(f"{m['name']} ({m['hostname']}:{m['port']}): " + "; ".join(member.errors))
-            nodes.append(apply_adoption(member, admin_user=admin_user, admin_password=admin_password, request=request,
-                                        runtime=runtime, author=author)[1])  # the first node's read: no network in the transaction
+            nodes.append(apply_adoption(member, admin_user=admin_user, admin_password=admin_password, actor=actor,
+                                        runtime=runtime)[1])  # the first node's read: no network in the transaction
     return cluster, nodes
 
 
@@ -554,7 +555,7 @@ def read_monitor_credentials(admin: ProxySQLAdmin):
     return values.get("mysql-monitor_username") or "", values.get("mysql-monitor_password") or ""
 
 
-def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), request=None, runtime=None, author=None):
+def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), actor=None, runtime=None):
     """Write the plan to the inventory in one transaction, with its audit event. All or nothing.
 
     `monitor` (user, password) becomes a new cluster's backend credentials; an existing cluster keeps its own.
@@ -562,6 +563,7 @@ def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), reques
     the node's runtime (`runtime`, read here before the transaction unless given), and the inventory follows it,
     in the same transaction (configuration.services.record_adoption).
     """
+    actor = actor or Actor.system()
     from . import services as configuration
 
     if not plan.ok:
@@ -608,7 +610,7 @@ def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), reques
                            mirror_flag_out=r["mirror_flagOUT"])
                 for r in plan.mirror_rules
             ])
-            record("adopt proxysql node", request=request, cluster=cluster, target=str(node),
+            record("adopt proxysql node", actor=actor, cluster=cluster, target=str(node),
                    details={"cluster_created": created, "node_existed": plan.node_exists, "version": plan.version,
                             "servers_created": plan.servers_new, "rows": plan.counts(),
                             "changes": [asdict(r) for r in plan.rows if r.action in ("create", "update")],
@@ -616,7 +618,7 @@ def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), reques
                             "warnings": plan.warnings, "snapshot_fingerprint": plan.fingerprint,
                             "kind": plan.kind, "roles": plan.roles, "writer_is_also_reader": plan.writer_is_also_reader,
                             "reasons": plan.reasons})
-            configuration.record_adoption(cluster, plan.node_name, changes, runtime, request=request, author=author)
+            configuration.record_adoption(cluster, plan.node_name, changes, runtime, actor=actor)
     except IntegrityError as exc:
         raise AdoptionError(f"The inventory changed while adopting ({exc}); preview again.") from None
     return cluster, node
@@ -652,33 +654,33 @@ def recent_attempts(user):
 
 
 def preview(*, admin_host, admin_port, admin_user, admin_password, cluster_name, node_name, kind=None, roles=None,
-            writer_is_also_reader=None, overwrite=False, hostgroups=None, request=None):
+            writer_is_also_reader=None, overwrite=False, hostgroups=None, actor=None):
     """Read the node and plan its adoption; nothing is saved. Returns (plan, monitor credentials).
-    With a request (a person at the page or the API) the attempt is audited and bounded to
+    With an actor (a person at the page or the API) the attempt is audited and bounded to
     ADOPT_ATTEMPTS_PER_MINUTE a minute, so the door is no port scanner or password oracle: AdoptionRefused.
     Raises AdoptionError when the node cannot be read."""
     target = f"{admin_host}:{admin_port}"
-    if request is not None and recent_attempts(request.user) >= settings.ADOPT_ATTEMPTS_PER_MINUTE:
-        record(ADOPT_ACTION, request=request, outcome="refused", target=target,
+    if actor is not None and recent_attempts(actor.user) >= settings.ADOPT_ATTEMPTS_PER_MINUTE:
+        record(ADOPT_ACTION, actor=actor, outcome="refused", target=target,
                details={"reason": f"more than {settings.ADOPT_ATTEMPTS_PER_MINUTE} attempts in a minute"})
         raise AdoptionRefused(f"Too many adoption attempts: at most {settings.ADOPT_ATTEMPTS_PER_MINUTE} a minute. "
                               "Wait a minute before trying again.")
     try:
         snapshot, monitor = read_node(admin_host, admin_port, admin_user, admin_password)
     except AdoptionError as exc:
-        if request is not None:
-            record(ADOPT_ACTION, request=request, outcome="failure", target=target, details={"error": str(exc)})
+        if actor is not None:
+            record(ADOPT_ACTION, actor=actor, outcome="failure", target=target, details={"error": str(exc)})
         raise
     plan = plan_adoption(snapshot, cluster_name=cluster_name, node_name=node_name, admin_host=admin_host,
                          admin_port=admin_port, kind=kind, roles=roles, writer_is_also_reader=writer_is_also_reader,
                          overwrite=overwrite, hostgroups=hostgroups)
-    if request is not None:
-        record(ADOPT_ACTION, request=request, outcome="dry_run", target=target,
+    if actor is not None:
+        record(ADOPT_ACTION, actor=actor, outcome="dry_run", target=target,
                details={"preview": "read", "admin_user": admin_user})
     return plan, monitor
 
 
-def confirm(plan, monitor, *, admin_user, admin_password, request=None, author=None):
+def confirm(plan, monitor, *, admin_user, admin_password, actor=None):
     """Adopt what the plan says with every other node of its ProxySQL Cluster: read them, write all of it in one
     transaction (audited) with the cluster's configuration version (apply_cluster_adoption: version 1 of a new
     cluster, from the node's runtime read just before). Returns (cluster, nodes, versions): the version each node's
@@ -688,9 +690,9 @@ def confirm(plan, monitor, *, admin_user, admin_password, request=None, author=N
         if error:
             raise AdoptionError(error)
         cluster, nodes = apply_cluster_adoption(plan, snapshots, admin_user=admin_user, admin_password=admin_password,
-                                                monitor=monitor, request=request, author=author)
+                                                monitor=monitor, actor=actor)
     except AdoptionError as exc:
-        record(ADOPT_ACTION, request=request, outcome="failure", target=f"{plan.admin_host}:{plan.admin_port}",
+        record(ADOPT_ACTION, actor=actor, outcome="failure", target=f"{plan.admin_host}:{plan.admin_port}",
                details={"error": str(exc)})
         raise
     from .models import ConfigVersion

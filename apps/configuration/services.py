@@ -6,6 +6,7 @@ from types import SimpleNamespace
 from django.db import transaction
 
 from apps.accounts.roles import ADMIN, has_role
+from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.clients.proxysql import SERVER_FIELDS
 from apps.fleet.drift import MANAGED_VARIABLES
@@ -131,11 +132,11 @@ def with_roles(content, roles):
     return C.sort(out)
 
 
-def record_version(cluster, content, *, author, reason, source, operation=None, request=None, user=None,
-                   may_be_first=True):
+def record_version(cluster, content, *, actor, reason, source, operation=None, may_be_first=True):
     """The next version of the cluster's configuration; the inventory follows it. One transaction with the
     audit row: the only code that writes inventory rows (roles on Cluster, HostgroupMembership), so that
-    the latest version is the one record of intent (apps/tests/test_boundaries.py holds it).
+    the latest version is the one record of intent (apps/tests/test_boundaries.py holds it). `actor` (apps/audit/
+    actor.py) is its author.
 
     `content` is the new configuration, or a function of the latest version (None) returning it, read under
     the cluster's lock (an operation's change on top of whatever is latest). Returns the version; None when
@@ -152,17 +153,16 @@ def record_version(cluster, content, *, author, reason, source, operation=None, 
         content = C.sort(content)
         if parent is None and not may_be_first:
             _sync_inventory(cluster, content)
-            record("inventory changed without a configuration version", request=request, user=user,
-                   rule=None if (request or user) else author, cluster=cluster, target=str(cluster),
+            record("inventory changed without a configuration version", actor=actor, cluster=cluster,
+                   target=str(cluster),
                    details={"source": source, "reason": reason, "operation": operation.pk if operation else None})
             return None
         version = ConfigVersion.objects.create(
-            cluster=cluster, number=(parent.number + 1) if parent else 1, parent=parent, author=author[:150],
+            cluster=cluster, number=(parent.number + 1) if parent else 1, parent=parent, author=actor.who[:150],
             reason=reason, content=content, operation=operation, source=source)
         _sync_inventory(cluster, content)
         changes = C.diff(parent.content, content).count() if parent else None
-        record("configuration version recorded", request=request, user=user,
-               rule=None if (request or user) else author, cluster=cluster, target=f"{cluster} v{version.number}",
+        record("configuration version recorded", actor=actor, cluster=cluster, target=f"{cluster} v{version.number}",
                details={"version": version.number, "parent": parent.number if parent else None, "source": source,
                         "reason": reason, "operation": operation.pk if operation else None, "changes": changes})
     return version
@@ -182,16 +182,16 @@ def record_operation(op, change):
     def content(parent):
         base = intent_of(cluster, parent)
         return with_servers(base, change(servers_of(base)))
-    return record_version(cluster, content, author=op.actor, reason=op.title, source="operation", operation=op,
-                          user=op.requested_by, may_be_first=False)
+    return record_version(cluster, content, actor=Actor.of_operation(op), reason=op.title, source="operation",
+                          operation=op, may_be_first=False)
 
 
-def record_admin_edit(cluster, change, *, request):
+def record_admin_edit(cluster, change, *, actor):
     """An admin's edit of the inventory in /admin/ is intent: the next version (source "admin") holds it and
     the inventory follows. `change(content)` -> the new content, from the latest version's."""
     return record_version(cluster, lambda parent: change(intent_of(cluster, parent)),
-                          author=request.user.get_username(), request=request, source="admin",
-                          reason=f"inventory edited in the admin by {request.user}", may_be_first=False)
+                          actor=actor, source="admin", reason=f"inventory edited in the admin by {actor.who}",
+                          may_be_first=False)
 
 
 def needs_first_version(cluster_name):
@@ -207,13 +207,12 @@ def read_for_adoption(name, admin_host, admin_port, admin_user, admin_password):
     return N.read_node(node, layers=("runtime",))
 
 
-def record_adoption(cluster, node_name, changes, runtime, *, request=None, author=None):
+def record_adoption(cluster, node_name, changes, runtime, *, actor):
     """An adoption's rows as intent, inside the adoption's transaction. `changes`: the rows it creates or
     overwrites {(hostgroup, host, port): fields}. A cluster with a version gets the next one with them; a cluster
     without one gets version 1 made of the node's runtime (`runtime`: read_for_adoption(), before the
     transaction) with those rows; the inventory follows either way. A node that could not be read: the inventory
     takes the rows alone and the audit says that no version was recorded (as before: "record one from its runtime")."""
-    author = author or (request.user.get_username() if request else "adopt")
     readable = runtime is not None and not runtime.error
 
     def content(parent):
@@ -226,23 +225,25 @@ def record_adoption(cluster, node_name, changes, runtime, *, request=None, autho
         return with_servers(_name_secrets(first, S.store(cluster, values)), changes)
 
     with transaction.atomic():
-        version = record_version(cluster, content, author=author, reason=f"adopted from {node_name}", source="adopt",
-                                 request=request, may_be_first=readable)
+        version = record_version(cluster, content, actor=actor, reason=f"adopted from {node_name}", source="adopt",
+                                 may_be_first=readable)
         if version is None and runtime is not None and runtime.error and latest(cluster) is None:
-            record("configuration version not recorded", request=request, cluster=cluster, target=node_name,
+            record("configuration version not recorded", actor=actor, cluster=cluster, target=node_name,
                    outcome="failure", details={"error": runtime.error})
     return version
 
 
-def record_adopted(cluster, node, *, request=None, author=None):
+def record_adopted(cluster, node, *, actor=None):
     """Version 1 from what an adopted node runs (no-op when the cluster already has a version: adoption records
     it): a cluster adopted while its node could not be read, or whose versions were set aside. Reads the node
-    first, then writes. Returns the version, or None when the node could not be read (said in the audit)."""
+    first, then writes. Returns the version, or None when the node could not be read (said in the audit).
+    `actor`: by default the system."""
+    actor = actor or Actor.system()
     if latest(cluster) is not None:
         return None
     nc = N.read_node(node, layers=("runtime",))
     if nc.error:
-        record("configuration version not recorded", request=request, cluster=cluster, target=str(node),
+        record("configuration version not recorded", actor=actor, cluster=cluster, target=str(node),
                outcome="failure", details={"error": nc.error})
         return None
     roles = inventory_content(cluster)["roles"]
@@ -251,8 +252,7 @@ def record_adopted(cluster, node, *, request=None, author=None):
     with transaction.atomic():
         refs = S.store(cluster, values)
         content = _name_secrets(content, refs)
-        return record_version(cluster, content, author=author or (request.user.get_username() if request else "adopt"),
-                              reason=f"adopted from {node.name}", source="adopt", request=request)
+        return record_version(cluster, content, actor=actor, reason=f"adopted from {node.name}", source="adopt")
 
 
 def _name_secrets(content, refs):

@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.db import transaction
 from django.forms.models import model_to_dict
 
+from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.clients.proxysql import SERVER_FIELDS
 
@@ -26,7 +27,7 @@ def _record_edit(request, cluster, change):
     nodes' drift is shown against it and it can be written back to them."""
     from apps.configuration.services import record_admin_edit
 
-    record_admin_edit(cluster, change, request=request)
+    record_admin_edit(cluster, change, actor=Actor.of_request(request))
 
 
 def _record_servers(request, cluster, edits):

@@ -172,9 +172,10 @@ def adopt_node(request):
 
 
 def _preview(pending, request=None):
-    """adopt.preview() of what the session keeps (its password encrypted)."""
+    """adopt.preview() of what the session keeps (its password encrypted); with the request, audited and bounded."""
     return adopt.preview(**{**{k: v for k, v in pending.items() if k != "fingerprint"},
-                            "admin_password": decrypt(pending["admin_password"])}, request=request)
+                            "admin_password": decrypt(pending["admin_password"])},
+                         actor=Actor.of_request(request) if request is not None else None)
 
 
 def _adopt_confirm(request):
@@ -194,7 +195,8 @@ def _adopt_confirm(request):
         return TemplateResponse(request, "fleet/adopt_preview.html", {"plan": plan}, status=409)
     try:
         cluster, nodes, _ = adopt.confirm(plan, monitor, admin_user=pending["admin_user"],
-                                          admin_password=decrypt(pending["admin_password"]), request=request)
+                                          admin_password=decrypt(pending["admin_password"]),
+                                          actor=Actor.of_request(request))
     except adopt.AdoptionError as exc:
         messages.error(request, str(exc))
         return TemplateResponse(request, "fleet/adopt_preview.html", {"plan": plan}, status=400)

@@ -2,6 +2,7 @@
 version once the nodes run it."""
 from django.db import transaction
 
+from apps.audit.actor import Actor
 from apps.audit.services import record as record_event
 from apps.clients import proxysql_versions as versions
 from apps.configuration import content as C
@@ -68,13 +69,13 @@ def record(run, step, row, executed, detail):
         cs = ChangeSet.objects.select_for_update().select_related("base").get(pk=step.params["change_set"])
         if cs.source == "write_back":  # the nodes run the base version again: no new version
             ChangeSet.objects.filter(pk=cs.pk).update(state=ChangeSet.State.APPLIED, result=cs.base)
-            record_event("configuration written back", rule=op.actor if not op.requested_by else None,
-                         user=op.requested_by, cluster=op.cluster, target=f"{op.cluster} v{cs.base.number}",
+            record_event("configuration written back", actor=Actor.of_operation(op), cluster=op.cluster,
+                         target=f"{op.cluster} v{cs.base.number}",
                          details={"version": cs.base.number, "operation": op.pk, "nodes": cs.nodes})
             detail["version"] = cs.base.number
             return
         target = C.apply_edits(cs.base.content, cs.edits)
-        version = record_version(op.cluster, target, author=op.actor, reason=cs.reason or op.title,
-                                 source=cs.source, operation=op, user=op.requested_by)
+        version = record_version(op.cluster, target, actor=Actor.of_operation(op), reason=cs.reason or op.title,
+                                 source=cs.source, operation=op)
         ChangeSet.objects.filter(pk=cs.pk).update(state=ChangeSet.State.APPLIED, result=version)
     detail["version"] = version.number

@@ -14,6 +14,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import ProxySQLAdmin, configured
@@ -649,7 +650,7 @@ def _finish(op, runner, rows, error, started):
         Operation.objects.filter(pk=op.pk).update(state=state, error=error or "", finished_at=timezone.now(),
                                                   timings=timings)
         rollbacks.keep(op, pending)
-        record(f"{op.kind} {state}", user=op.requested_by, rule=None if op.requested_by else op.actor,
+        record(f"{op.kind} {state}", actor=Actor.of_operation(op),
                cluster=op.cluster, target=op.title, outcome="success" if state == OperationState.DONE else "failure",
                duration_ms=timings["total_ms"],
                details={"operation": op.pk, "state": state, "error": error, "timings": timings,

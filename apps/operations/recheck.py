@@ -19,6 +19,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.clients.proxysql import reusing
 
@@ -150,7 +151,7 @@ def refuse(op, refusal, recheck_ms):
         Operation.objects.filter(pk=op.pk).update(state=refusal.state, error=refusal.message,
                                                   finished_at=timezone.now(), timings={"recheck_ms": recheck_ms})
         OperationStep.objects.filter(operation=op).update(state=StepState.SKIPPED)
-        record(f"{op.kind} {refusal.state}", user=op.requested_by, rule=None if op.requested_by else op.actor,
+        record(f"{op.kind} {refusal.state}", actor=Actor.of_operation(op),
                cluster=op.cluster, target=op.title, outcome="refused",
                details={"operation": op.pk, "state": refusal.state, "reason": refusal.message, **refusal.details})
     locks.release(op)

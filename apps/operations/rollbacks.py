@@ -265,8 +265,8 @@ def resolve_by_repair(repair_op, node_ids):
             if PendingRollback.objects.filter(pk=row.pk, state__in=PendingState.open()).update(
                     state=PendingState.REPAIRED, resolved_at=now,
                     resolution=f"repaired from the inventory by operation #{repair_op.pk}"):
-                record(f"{row.operation.finish_or_rollback} resolved by repair", user=repair_op.requested_by,
-                       rule=None if repair_op.requested_by else repair_op.actor, cluster=repair_op.cluster,
+                record(f"{row.operation.finish_or_rollback} resolved by repair", actor=Actor.of_operation(repair_op),
+                       cluster=repair_op.cluster,
                        target=f"#{row.operation_id} on {row.node.name}",
                        details={"operation": row.operation_id, "node": row.node.name, "repair": repair_op.pk,
                                 "statements_not_replayed": row.statements})
@@ -289,8 +289,8 @@ def finish_if_resolved(op):
         if not Operation.objects.filter(pk=op.pk, state=pending).update(
                 state=state, finished_at=timezone.now(), error=f"{op.error}; {ended} ({resolution})"):
             return
-        record(f"{op.kind} {state}", user=op.requested_by, rule=None if op.requested_by else op.actor,
-               cluster=op.cluster, target=op.title, outcome="success" if forward else "failure",
+        record(f"{op.kind} {state}", actor=Actor.of_operation(op), cluster=op.cluster, target=op.title,
+               outcome="success" if forward else "failure",
                details={"operation": op.pk, "state": state, "resolution": resolution})
 
 

@@ -7,6 +7,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 
 from apps.accounts.roles import OPERATOR
+from apps.audit.actor import Actor
 from apps.configuration import adoption as adopt
 from apps.fleet.forms import AdoptForm
 
@@ -34,7 +35,7 @@ def _ask(data):
 def _preview(request, ask):
     """adopt.preview() for a person: rate limited and audited as the page's. 400 when the node cannot be read."""
     try:
-        return adopt.preview(**ask, request=request)
+        return adopt.preview(**ask, actor=Actor.of_request(request))
     except adopt.AdoptionRefused as exc:
         raise exceptions.Throttled(wait=60, detail=str(exc)) from None
     except adopt.AdoptionError as exc:
@@ -75,7 +76,8 @@ class AdoptConfirm(ApiView):
                           f"(fingerprint now {plan.fingerprint}).")
         try:
             cluster, nodes, versions = adopt.confirm(plan, monitor, admin_user=ask["admin_user"],
-                                                     admin_password=ask["admin_password"], request=request)
+                                                     admin_password=ask["admin_password"],
+                                                     actor=Actor.of_request(request))
         except adopt.AdoptionError as exc:
             raise Refused(str(exc)) from None
         return Response({"cluster": cluster.pk, "nodes": [n.pk for n in nodes],

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from apps.accounts import tokens
 from apps.accounts.tests.hostile import hostile_text
 from apps.api.tests.conftest import ApiClient
+from apps.audit.actor import Actor
 from apps.configuration import content as C
 from apps.configuration import files, services
 from apps.configuration.models import ChangeSet
@@ -78,7 +79,7 @@ def versioned(db):
                                                                      "port": 3306, "comment": "w"}, strict=False)],
                "mysql_query_rules": [typed_row(BY_NAME["mysql_query_rules"], {"rule_id": 1, "active": 1,
                                                                              "match_digest": "^SELECT"}, strict=False)]}
-    version = services.record_version(cluster, content, author="fuzz", reason="fuzz", source="adopt")
+    version = services.record_version(cluster, content, actor=Actor.system(), reason="fuzz", source="adopt")
     return cluster, files.export(version)
 
 

@@ -77,7 +77,7 @@ def test_viewer_tests_a_digest_against_the_rules_and_a_draft(page, live_server, 
     content["roles"] = {"writer": 100, "reader": 101}
     content["mysql_users"] = [typed_row(MYSQL_USERS, {"username": "app", "default_hostgroup": 100}, strict=False)]
     content["mysql_query_rules"] = [rule(10, match_digest="^SELECT", destination_hostgroup=101, apply=1)]
-    services.record_version(cluster, content, author="test", reason="rules", source="change")
+    services.record_version(cluster, content, actor=Actor.system(), reason="rules", source="change")
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="block the report")
     blocked = rule(5, match_digest="FROM report", error_msg="not here", apply=1)
     services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules", "row": blocked},

@@ -33,7 +33,8 @@ def content(*query_rules):
 def shop():
     cluster, (node,) = fleet(1, "shop")
     version = services.record_version(cluster, content(rule(10, match_digest="^SELECT", destination_hostgroup=101,
-                                                            apply=1)), author="test", reason="rules", source="change")
+                                                            apply=1)), actor=Actor.system(), reason="rules",
+                                      source="change")
     d = digest(TEXT, h="0x00000000000000D1")
     stat(source(node), d, int(time.time()) - 60, 3, 30)
     return cluster, version, d

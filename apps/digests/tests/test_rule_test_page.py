@@ -28,7 +28,7 @@ def shop(operator_user):
     content["mysql_query_rules"] = [rule(1, match_digest="^SELECT", flagOUT=5),
                                     rule(2, flagIN=5, match_digest="FOR UPDATE", destination_hostgroup=100, apply=1),
                                     rule(3, flagIN=5, destination_hostgroup=101, apply=1)]
-    version = services.record_version(cluster, content, author="test", reason="rules", source="change")
+    version = services.record_version(cluster, content, actor=Actor.system(), reason="rules", source="change")
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="cache the orders lookup")
     cached = rule(2, flagIN=5, match_digest="FROM orders", cache_ttl=5000, destination_hostgroup=101, apply=1)
     services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules", "row": cached},

@@ -12,6 +12,7 @@ import os
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from apps.audit.actor import Actor
 from apps.configuration import adoption as adopt
 from apps.fleet.choices import ClusterKind, WriterIsAlsoReader
 from apps.fleet.forms import RolesForm, parse_hostgroups
@@ -90,9 +91,10 @@ class Command(BaseCommand):
         if not o["yes"]:
             self.stdout.write("preview only: run again with --yes to apply")
             return
+        actor = Actor.command(label=f"adopt_proxysql ({o['user']}@{o['host']})")  # no console user: the account read
         try:
             cluster, nodes, versions = adopt.confirm(plan, monitor, admin_user=o["user"], admin_password=password,
-                                                     author=f"adopt_proxysql ({o['user']}@{o['host']})")
+                                                     actor=actor)
         except adopt.AdoptionError as exc:
             raise CommandError(str(exc)) from None
         for node, version in zip(nodes, versions):
