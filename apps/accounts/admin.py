@@ -6,6 +6,7 @@ from django.contrib.auth.admin import UserAdmin
 from django.db import transaction
 
 from . import services
+from apps.audit.actor import Actor
 
 User = get_user_model()
 
@@ -18,7 +19,8 @@ class AuditedUserAdmin(UserAdmin):
 
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)  # groups and permissions are saved here
-        services.record_user_saved(form.instance, getattr(form.instance, "_audit_before", None), request=request)
+        services.record_user_saved(form.instance, getattr(form.instance, "_audit_before", None),
+                                   actor=Actor.of_request(request))
 
     def user_change_password(self, request, id, form_url=""):
         with transaction.atomic():  # the new password and its audit event together
@@ -26,13 +28,13 @@ class AuditedUserAdmin(UserAdmin):
             response = super().user_change_password(request, id, form_url)
             user = User.objects.filter(pk=id).first()
             if user is not None and user.password != before:
-                services.record_credentials_reset(user, request=request)
+                services.record_credentials_reset(user, actor=Actor.of_request(request))
         return response
 
     def delete_model(self, request, obj):
         user_id, state = obj.pk, services.user_state(obj)
         super().delete_model(request, obj)
-        services.record_user_deleted(user_id, state, request=request)
+        services.record_user_deleted(user_id, state, actor=Actor.of_request(request))
 
     def delete_queryset(self, request, queryset):
         for user in queryset:

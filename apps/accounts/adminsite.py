@@ -14,6 +14,7 @@ from django.views.decorators.cache import never_cache
 
 from . import services
 from .views import ThrottledLoginView
+from apps.audit.actor import Actor
 
 
 class ConsoleAdminSite(admin.AdminSite):
@@ -37,5 +38,5 @@ class ConsoleAdminSite(admin.AdminSite):
             before = request.user.password
             response = super().password_change(request, extra_context)
             if request.user.password != before:
-                services.record_own_password_changed(request.user, request=request)
+                services.record_own_password_changed(request.user, actor=Actor.of_request(request))
         return response

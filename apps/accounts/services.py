@@ -22,34 +22,34 @@ def target_of(user):
     return f"user {user.get_username()} (#{user.pk})"
 
 
-def record_user_saved(user, before, *, request=None):
+def record_user_saved(user, before, *, actor):
     """An "add user" event (before is None) or a "change user" event with each changed item as
     [before, after]; nothing when nothing changed."""
     after = user_state(user)
     if before is None:
-        return record("add user", request=request, target=target_of(user), details={"user_id": user.pk, **after})
+        return record("add user", actor=actor, target=target_of(user), details={"user_id": user.pk, **after})
     changed = {key: [before[key], after[key]] for key in after if before.get(key) != after[key]}
     if changed:
-        return record("change user", request=request, target=target_of(user),
+        return record("change user", actor=actor, target=target_of(user),
                       details={"user_id": user.pk, "username": after["username"], "changed": changed})
     return None
 
 
-def record_credentials_reset(user, *, request=None):
+def record_credentials_reset(user, *, actor):
     """Its password was set or password-based login disabled (the event says which, not the value)."""
     how = "a new password was set" if user.has_usable_password() else "password-based login was disabled"
-    return record("reset user password", request=request, target=target_of(user),
+    return record("reset user password", actor=actor, target=target_of(user),
                   details={"user_id": user.pk, "username": user.get_username(), "credentials": how})
 
 
-def record_own_password_changed(user, *, request):
+def record_own_password_changed(user, *, actor):
     """A user changed its own password (the admin's password change page): who and from where, not the value."""
-    return record("change own password", request=request, target=target_of(user),
+    return record("change own password", actor=actor, target=target_of(user),
                   details={"user_id": user.pk, "username": user.get_username()})
 
 
-def record_user_deleted(user_id, state, *, request=None):
-    return record("delete user", request=request, target=f"user {state['username']} (#{user_id})",
+def record_user_deleted(user_id, state, *, actor):
+    return record("delete user", actor=actor, target=f"user {state['username']} (#{user_id})",
                   details={"user_id": user_id, "before": state})
 
 

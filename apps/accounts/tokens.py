@@ -14,6 +14,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from apps.audit.actor import Actor
 from apps.audit.services import record
 
 from .models import ApiToken
@@ -32,9 +33,10 @@ def digest(raw):
     return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def create(user, name, *, expires_at=None, request=None):
+def create(user, name, *, actor=None, expires_at=None):
     """(token, the secret to show once). Refused when the user already has an active token of that name
-    (the audit log tells tokens apart by name)."""
+    (the audit log tells tokens apart by name). `actor`: who makes it (by default the user, at the command line)."""
+    actor = actor or Actor.command(user)
     name = name.strip()
     now = timezone.now()
     if not name:
@@ -49,16 +51,16 @@ def create(user, name, *, expires_at=None, request=None):
             raise Refused(f"You already have an active token named {name!r}: revoke it first, or choose another name.")
         token = ApiToken.objects.create(user=user, name=name, prefix=raw[:VISIBLE], key_hash=digest(raw),
                                         expires_at=expires_at)
-        record("api token created", request=request, user=None if request else user, target=f"token {token}",
+        record("api token created", actor=actor, target=f"token {token}",
                details={"token": token.pk, "name": name, "prefix": token.prefix,
                         "expires_at": expires_at.isoformat() if expires_at else None})
     return token, raw
 
 
-def revoke(token, *, request=None, user=None):
+def revoke(token, *, actor):
     with transaction.atomic():
         updated = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
-        record("api token revoked", request=request, user=user, target=f"token {token}",
+        record("api token revoked", actor=actor, target=f"token {token}",
                outcome="success" if updated else "refused",
                details={"token": token.pk, "name": token.name, "prefix": token.prefix, "owner": token.user.get_username()})
     if not updated:

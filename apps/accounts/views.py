@@ -13,6 +13,7 @@ from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
+from apps.audit.actor import Actor
 from apps.audit.services import record
 
 from . import tokens
@@ -95,7 +96,7 @@ def token_list(request):
     if request.method == "POST" and form.is_valid():
         days = form.cleaned_data["expires_in_days"]
         try:
-            token, secret = tokens.create(request.user, form.cleaned_data["name"], request=request,
+            token, secret = tokens.create(request.user, form.cleaned_data["name"], actor=Actor.of_request(request),
                                           expires_at=timezone.now() + timedelta(days=days) if days else None)
         except tokens.Refused as exc:
             form.add_error("name", str(exc))
@@ -119,7 +120,7 @@ def token_list(request):
 def token_revoke(request, pk):
     token = get_object_or_404(ApiToken.objects.select_related("user"), pk=pk, user=request.user)  # only one's own
     try:
-        tokens.revoke(token, request=request)
+        tokens.revoke(token, actor=Actor.of_request(request))
         messages.success(request, f"Revoked {token}: requests with it are refused from now on.")
     except tokens.Refused as exc:
         messages.info(request, str(exc))

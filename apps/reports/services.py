@@ -265,9 +265,9 @@ def save_schedule(form, *, actor):
     return schedule
 
 
-def delete_schedule(schedule, *, request):
+def delete_schedule(schedule, *, actor):
     with transaction.atomic():
-        record("report schedule deleted", request=request, cluster=schedule.cluster, target=str(schedule),
+        record("report schedule deleted", actor=actor, cluster=schedule.cluster, target=str(schedule),
                details={"schedule": schedule.pk, "recipients": schedule.recipient_list})
         schedule.delete()
 

@@ -116,7 +116,7 @@ def schedule_edit(request, pk=None):
 @require_POST
 def schedule_delete(request, pk):
     schedule = get_object_or_404(ReportSchedule, pk=pk)
-    services.delete_schedule(schedule, request=request)
+    services.delete_schedule(schedule, actor=Actor.of_request(request))
     messages.success(request, f"Deleted: {schedule}.")
     return redirect("reports:schedules")
 

@@ -103,7 +103,7 @@ def test_deleting_users_is_audited_and_the_chain_still_verifies(admin_client, dj
 def test_ensure_user_is_audited(db):
     call_command("ensure_user", "olga", "--role", "operator", "--password", NEW_PASSWORD)
     created = AuditEvent.objects.get(action="add user")
-    assert created.actor == "system" and created.details["role"] == "operator"
+    assert (created.actor, created.actor_kind) == ("ensure_user", "command") and created.details["role"] == "operator"
     call_command("ensure_user", "olga", "--role", "operator", "--password", NEW_PASSWORD)
     assert AuditEvent.objects.count() == 1  # nothing changed, nothing to say
     call_command("ensure_user", "olga", "--role", "admin", "--password", NEW_PASSWORD + "!")

@@ -76,5 +76,5 @@ class ReportScheduleDetail(ApiView):
 
     @extend_schema(responses={204: None}, tags=["reports"], summary="Delete a report schedule (audited)")
     def delete(self, request, pk):
-        services.delete_schedule(get_object_or_404(ReportSchedule, pk=pk), request=request)
+        services.delete_schedule(get_object_or_404(ReportSchedule, pk=pk), actor=Actor.of_request(request))
         return Response(status=status.HTTP_204_NO_CONTENT)

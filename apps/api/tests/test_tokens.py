@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from apps.accounts import tokens
 from apps.accounts.models import ApiToken
+from apps.audit.actor import Actor
 from apps.audit.models import AuditEvent
 
 from .conftest import ApiClient
@@ -59,7 +60,7 @@ def test_refused_tokens_are_401_in_the_error_shape_and_audited(viewer_user, case
     if case == "expired":
         ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
     elif case == "revoked":
-        tokens.revoke(token, user=viewer_user)
+        tokens.revoke(token, actor=Actor.command(viewer_user))
     elif case == "unknown":
         header = f"Bearer {raw[:-4]}abcd"
     elif case == "inactive user":

@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
 from apps.alerts.models import Alert
+from apps.audit.actor import Actor
 from apps.audit.models import AuditEvent
 from apps.fleet.models import Cluster, MirrorRule, ProxySQLNode, Server
 from apps.monitoring import exporter, live, pollers
@@ -509,7 +510,7 @@ def test_a_viewer_api_token_reads_metrics_and_a_user_without_a_role_does_not(cli
     response = client.get("/metrics", REMOTE_ADDR=OUTSIDE, HTTP_AUTHORIZATION=f"Bearer {tokens.create(nobody, 't')[1]}")
     assert response.status_code == 403 and b"no role" in response.content
     token = tokens.create(viewer_user, "revoked")
-    tokens.revoke(token[0], user=viewer_user)
+    tokens.revoke(token[0], actor=Actor.command(viewer_user))
     response = client.get("/metrics", REMOTE_ADDR=OUTSIDE, HTTP_AUTHORIZATION=f"Bearer {token[1]}")
     assert response.status_code == 401 and b"revoked" in response.content
     assert AuditEvent.objects.filter(action="api token refused").count() == 1

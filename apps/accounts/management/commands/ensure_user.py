@@ -5,6 +5,9 @@ from django.db import transaction
 
 from apps.accounts import services
 from apps.accounts.roles import ROLES
+from apps.audit.actor import Actor
+
+ACTOR = Actor.command(label="ensure_user")
 
 
 class Command(BaseCommand):
@@ -28,7 +31,7 @@ class Command(BaseCommand):
             user.is_staff = user.is_superuser = role == "admin"
             user.save()
             user.groups.set([Group.objects.get(name=role)])
-            services.record_user_saved(user, before)  # audited as the system: no one is logged in here
+            services.record_user_saved(user, before, actor=ACTOR)  # no one is logged in here: the command
             if not created and password_changed:
-                services.record_credentials_reset(user)
+                services.record_credentials_reset(user, actor=ACTOR)
         self.stdout.write(f"{'created' if created else 'updated'} {username} with role {role}")
