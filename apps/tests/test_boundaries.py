@@ -197,3 +197,40 @@ def test_the_apps_import_each_other_in_one_order():
     upward, doors = upward_imports()
     assert doors == {}, "a door imports another app's views or urls (build the context in apps/pages): " + repr(doors)
     assert upward == {}, f"imports against the order {ORDER} (move the code to the app that may hold it): {upward!r}"
+
+
+# Functions outside the doors that take Django's request: the request's own machinery (login, middleware, the role
+# decorator, the scrape check, the Actor's builder, record()'s keywords for the doors' refusal rows), never a service.
+# A service takes an Actor (apps/audit/actor.py), so that every door calls it the same way (issue 25).
+REQUEST_HANDLERS = {
+    "apps/accounts/adminsite.py": {"login", "password_change"},   # the admin site's own views
+    "apps/accounts/context_processors.py": {"roles"},
+    "apps/accounts/middleware.py": {"__call__"},
+    "apps/accounts/roles.py": {"wrapped"},                        # require_role()
+    "apps/accounts/services.py": {"audit_logout"},                # Django's user_logged_out signal
+    "apps/accounts/tokens.py": {"authenticate"},                  # a bearer token's check, by address
+    "apps/audit/actor.py": {"of_request"},
+    "apps/audit/services.py": {"record", "_actor_of"},
+    "apps/monitoring/scrape_access.py": {"_bearer", "refusal", "_api_token_refusal", "_refuse"},
+}
+
+
+def functions_taking_a_request():
+    found = {}
+    for rel in product_modules():
+        if rel.parts[0] != "apps" or "tests" in rel.parts or "migrations" in rel.parts or is_door(rel):
+            continue
+        for node in ast.walk(ast.parse((ROOT / rel).read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+                if any(a.arg == "request" for a in args):
+                    found.setdefault(str(rel), set()).add(node.name)
+    return found
+
+
+def test_services_take_an_actor_not_a_request():
+    found = functions_taking_a_request()
+    new = {m: names - REQUEST_HANDLERS.get(m, set()) for m, names in found.items()
+           if names - REQUEST_HANDLERS.get(m, set())}
+    assert new == {}, f"these take Django's request; take `actor` (apps/audit/actor.py) instead: {new!r}"
+    assert "apps/audit/actor.py" in found  # the walk reads the modules it should
