@@ -1,6 +1,10 @@
+import time
+
 from django import forms
 
 from apps.fleet.models import Cluster
+from apps.monitoring import live, status
+from apps.monitoring import selectors as monitoring_selectors
 
 from .choices import OnDrainTimeout
 from .rule_settings import FIELDS
@@ -29,7 +33,27 @@ class SwitchoverForm(forms.Form):
         if exclude_server is not None:
             servers = servers.exclude(pk=exclude_server.pk)
         self.fields["new_writer"].queryset = servers
+        self.fields["new_writer"].label_from_instance = candidate_label(cluster, servers)
         self.fields["drain_timeout_ms"].initial = cluster.drain_timeout_ms
+
+
+def candidate_label(cluster, servers):
+    """Each candidate as its last backend poll saw it ("127.0.0.1:3312 · Synced · recv queue 0"), so the operator
+    picks with the state in view; the plan's guards still check it at planning and again at start. One MGET."""
+    now = time.time()
+    docs = monitoring_selectors.latest(live.BACKEND, [s.pk for s in servers]).docs  # empty when Redis is down
+
+    def label(server):
+        doc = docs.get(server.pk)
+        state, _ = status.freshness(doc, cluster.backend_poll_interval_s, now)
+        if state != status.OK:
+            return f"{server} · {'no recent poll' if state in (status.NODATA, status.STALE) else state}"
+        words = [str(server), status.wsrep_label(doc) or "answering"]
+        queue = ((doc or {}).get("state") or {}).get("local_recv_queue")
+        if queue is not None:
+            words.append(f"recv queue {queue}")
+        return " · ".join(words)
+    return label
 
 
 class ConfirmForm(forms.Form):

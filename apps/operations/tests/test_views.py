@@ -188,3 +188,17 @@ def test_a_planned_operation_nobody_confirmed_in_time_expires_and_offers_only_di
     assert services.expire_plans() == [old.pk]
     assert Operation.objects.get(pk=old.pk).state == "expired" and Operation.objects.get(pk=fresh.pk).state == "planned"
     assert AuditEvent.objects.get(action="switchover expired", actor="plan expiry").details["operation"] == old.pk
+
+
+def test_the_new_writer_list_shows_each_candidates_last_polled_state(operator_client, adopted_lab, live_redis):
+    """The operator picks the new writer with each candidate's state in view (the plan still checks it)."""
+    from apps.monitoring import pollers
+
+    cluster, _ = adopted_lab
+    url = reverse("operations:switchover", args=[cluster.pk])
+    before = operator_client.get(url).content.decode()
+    assert "127.0.0.1:3312 · no recent poll" in before and "127.0.0.1:3311" not in before.split("new_writer")[1]
+    pollers.backend_round(list(Server.objects.select_related("cluster").filter(cluster=cluster)))
+    page = operator_client.get(url).content.decode()
+    options = re.findall(r"<option value=\"\d+\"[^>]*>([^<]*)</option>", page)
+    assert "127.0.0.1:3312 · Synced · recv queue 0" in options and "127.0.0.1:3313 · Synced · recv queue 0" in options
