@@ -610,8 +610,8 @@ class Bench:
         return r
 
     def _publish_delays(self, delays, hung_pk):
-        shards = int(self.env["MONITOR_SHARDS"])
-        hung_shard = hung_pk % shards if hung_pk is not None else None
+        shard_of = self._shard_of()
+        hung_shard = shard_of.get(hung_pk) if hung_pk is not None else None
         groups = {"all": [], "same shard as the hung node": [], "other shards": [], "hung node": []}
         for key, delay in delays:
             pk = int(key.rsplit(":", 1)[1])
@@ -620,9 +620,15 @@ class Bench:
                 continue
             groups["all"].append(delay)
             if hung_shard is not None:
-                groups["same shard as the hung node" if pk % shards == hung_shard else "other shards"].append(delay)
+                groups["same shard as the hung node" if shard_of.get(pk) == hung_shard else "other shards"].append(delay)
         return {name: {"p50_s": pct(v, 0.5), "p95_s": pct(v, 0.95), "max_s": max(v) if v else None, "n": len(v)}
                 for name, v in groups.items() if v}
+
+    def _shard_of(self):
+        """{node pk: shard} as the product deals them (ProxySQLs round the shards), not pk % shards."""
+        from apps.monitoring.pollers import proxysql_shards
+
+        return {pk: shard for pk, (shard, _) in proxysql_shards(int(self.env["MONITOR_SHARDS"])).items()}
 
     def _skipped(self):
         out = {}
@@ -659,8 +665,8 @@ class Bench:
             "late_share": (late / len(gaps)) if gaps else None, "targets_polled": len(per)}
 
     def _ages(self, samples, hung_pk):
-        shards = int(self.env["MONITOR_SHARDS"])
-        hung_shard = hung_pk % shards if hung_pk is not None else None
+        shard_of = self._shard_of()
+        hung_shard = shard_of.get(hung_pk) if hung_pk is not None else None
         groups = {"all": [], "same shard as the hung node": [], "other shards": [], "hung node": []}
         spreads = []
         for t, tss in samples:
@@ -676,7 +682,7 @@ class Bench:
                     continue
                 groups["all"].append(age)
                 if hung_shard is not None:
-                    groups["same shard as the hung node" if pk % shards == hung_shard else "other shards"].append(age)
+                    groups["same shard as the hung node" if shard_of.get(pk) == hung_shard else "other shards"].append(age)
         out = {name: {"p50_s": pct(v, 0.5), "p95_s": pct(v, 0.95), "max_s": max(v) if v else None, "n": len(v)}
                for name, v in groups.items() if v}
         out["spread_s"] = {"p50_s": pct(spreads, 0.5), "max_s": max(spreads) if spreads else None}

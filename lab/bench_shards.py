@@ -52,7 +52,13 @@ class Run:
 
         self.args, self.lab, self.env = args, lab, env
         self.redis = redis.Redis.from_url(redis_url)
+        from apps.monitoring.pollers import proxysql_shards
+
         self.pks = list(ProxySQLNode.objects.order_by("pk").values_list("pk", flat=True))
+        # the product's own assignment (ProxySQLs dealt round the shards), not pk % shards: counting slots on
+        # another shard's phase puts every round start on a slot boundary, and a few ms of jitter then reads
+        # as a node polled twice in one slot and none in the next
+        self.shard_of = {pk: shard for pk, (shard, _) in proxysql_shards(args.shards).items()}
         self.kill = None
 
     def start_celery(self):
@@ -127,20 +133,21 @@ def poll_starts(t0, t1):
     return {pk: sorted(v) for pk, v in out.items()}
 
 
-def slots(starts, pks, t0, t1, interval, shards):
-    """{polls in the slot: count of (node, slot)} over the slots wholly inside [t0, t1)."""
+def slots(starts, pks, t0, t1, interval, shard_of):
+    """{polls in the slot: count of (node, slot)} over the slots wholly inside [t0, t1). shard_of: {pk: shard}."""
     from apps.monitoring import rounds, stagger
 
+    shards = len(set(shard_of.values()))
     out = {}
     for pk in pks:
-        phase = stagger.phase_of(pk % shards, shards, interval)
+        phase = stagger.phase_of(shard_of[pk], shards, interval)
         first = int((t0 - phase) // interval) + 1
-        last = int((t1 - phase) // interval) - 1  # slot `last` ends before t1
+        last = int((t1 - phase) // interval) - 1  # slot `last` ends at or before t1: counted
         per = {}
         for ts in starts.get(pk, []):
             s = int((ts + rounds.TICK_TOLERANCE_S - phase) // interval)
             per[s] = per.get(s, 0) + 1
-        for s in range(first, last):
+        for s in range(first, last + 1):
             n = per.get(s, 0)
             out[n] = out.get(n, 0) + 1
     return out
@@ -151,15 +158,16 @@ def spacing(starts):
     return {"p50": pct(gaps, 0.5), "p95": pct(gaps, 0.95), "max": max(gaps) if gaps else None, "n": len(gaps)}
 
 
-def stagger_of(starts, interval, shards):
+def stagger_of(starts, interval, shard_of):
     """Per shard: (expected phase, median and p95 of |start - phase| folded into the interval)."""
     from apps.monitoring import stagger
 
+    shards = len(set(shard_of.values()))
     out = []
     for shard in range(shards):
         phase = stagger.phase_of(shard, shards, interval)
         off = [((ts - phase + interval / 2) % interval) - interval / 2
-               for pk, tss in starts.items() if pk % shards == shard for ts in set(tss)]
+               for pk, tss in starts.items() if shard_of[pk] == shard for ts in set(tss)]
         out.append((phase, statistics.median(off) if off else None, pct([abs(x) for x in off], 0.95)))
     return out
 
@@ -270,19 +278,20 @@ def run(args, lab, url, command):
     starts = poll_starts(t0, t1)
     before = {pk: [t for t in tss if t < cut] for pk, tss in starts.items()}
     after = {pk: [t for t in tss if t >= cut] for pk, tss in starts.items()}
-    r["slots_before"] = slots(before, bench.pks, t0, cut, args.interval, args.shards)
-    r["slots_after"] = slots(after, bench.pks, cut, t1, args.interval, args.shards)
+    shard_of = bench.shard_of
+    r["slots_before"] = slots(before, bench.pks, t0, cut, args.interval, shard_of)
+    r["slots_after"] = slots(after, bench.pks, cut, t1, args.interval, shard_of)
     r["spacing_before"], r["spacing_after"] = spacing(before), spacing(starts)
     r["polls_s_before"] = sum(len(v) for v in before.values()) / (cut - t0)
     r["polls_s_after"] = sum(len(v) for v in after.values()) / max(t1 - cut, 1e-9)
-    r["stagger"] = stagger_of(before, args.interval, args.shards)
-    r["stagger_after"] = stagger_of(after, args.interval, args.shards)
+    r["stagger"] = stagger_of(before, args.interval, shard_of)
+    r["stagger_after"] = stagger_of(after, args.interval, shard_of)
     r["cpu_cores"] = cpu_delta(cpu0, k["cpu"] if k else bench.workers_cpu()) / (cut - t0)
     r["cores_per_1000"] = r["cpu_cores"] / r["polls_s_before"] * 1000 if r["polls_s_before"] else None
     r["per_worker"] = polls_per_worker(lab)
     r["skipped"] = sum(int(v) for v in bench.redis.hgetall("poll-skipped:proxysql").values())
     if k:
-        shard_nodes = [pk for pk in bench.pks if pk % args.shards == k["shard"]]
+        shard_nodes = [pk for pk in bench.pks if shard_of[pk] == k["shard"]]
         waits = []
         for pk in shard_nodes:
             last_before = max(before.get(pk) or [t0])
@@ -292,7 +301,7 @@ def run(args, lab, url, command):
         r["shard_slots_after"] = ", ".join(
             f"{n} polls in {c} (node, interval) pairs" for n, c in sorted(
                 slots({pk: after.get(pk, []) for pk in shard_nodes}, shard_nodes, cut, t1, args.interval,
-                      args.shards).items()))
+                      shard_of).items()))
     block = report(args, info, r, command)
     print()
     print(block, flush=True)
