@@ -9,5 +9,8 @@ same mode. A test that wants production passes DJANGO_DEBUG=0 and its own keys t
 import os
 
 os.environ.setdefault("DJANGO_DEBUG", "1")
+# A latest-state document that does not match its schema (apps/monitoring/live_doc.py) fails the test (or the
+# worker it started) that wrote it.
+os.environ.setdefault("LIVE_DOC_STRICT", "1")
 
 from .settings import *  # noqa: E402,F401,F403

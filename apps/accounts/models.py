@@ -32,11 +32,6 @@ class ApiToken(models.Model):
     def __str__(self):
         return f"{self.name} ({self.prefix}…)"
 
-    @property
-    def audit_suffix(self):
-        """What the audit log adds to the user's name for a request made with this token."""
-        return f" (token {self.name})"
-
     def state(self, now):
         if self.revoked_at:
             return "revoked"

@@ -6,7 +6,6 @@ from typing import Any
 
 import msgspec
 import msgspec.structs
-import redis
 
 from apps.monitoring import live
 
@@ -33,23 +32,10 @@ class BackendDoc(msgspec.Struct):
     lag_seconds: Any = None
 
 
-_decoders = {live.PROXYSQL: msgspec.json.Decoder(ProxySQLDoc), live.BACKEND: msgspec.json.Decoder(BackendDoc)}
+STRUCTS = {live.PROXYSQL: ProxySQLDoc, live.BACKEND: BackendDoc}
 
 
 def read_many(kind, pks):
     """{pk: dict or None} like live.read_many, with only the fields above; one MGET."""
-    pks = list(pks)
-    if not pks:
-        return {}
-    try:
-        values = live.client().mget([live.key(kind, pk) for pk in pks])
-    except redis.RedisError as exc:
-        raise live.LiveUnavailable(str(exc)) from None
-    decode = _decoders[kind].decode
-    out = {}
-    for pk, raw in zip(pks, values):
-        try:
-            out[pk] = msgspec.structs.asdict(decode(raw)) if raw else None
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            out[pk] = None  # unreadable: judged as not polled (the overview says why)
-    return out
+    return {pk: msgspec.structs.asdict(doc) if doc else None
+            for pk, doc in live.read_typed(kind, pks, STRUCTS[kind]).items()}

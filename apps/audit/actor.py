@@ -24,7 +24,7 @@ class Actor:
     def of_request(cls, request):
         user = request.user if request.user.is_authenticated else None
         auth = getattr(request, "auth", None)  # DRF's: an accounts.ApiToken when a bearer token signed the request in
-        token = auth.name if hasattr(auth, "audit_suffix") else ""
+        token = auth.name if auth is not None else ""  # (None for a session; Django's own request has none)
         # DRF's Request wraps Django's (._request): the API door, whether a token or the session signed it in.
         kind = ActorKind.API if (token or hasattr(request, "_request")) else ActorKind.USER
         return cls(kind, user=user, token=token, address=request.META.get("REMOTE_ADDR") or None)

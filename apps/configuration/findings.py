@@ -262,14 +262,13 @@ def rules_findings(d, target, engine, servers_in):
     return out, changed
 
 
-def mirror_findings(target, changed_rules, live_docs):
+def mirror_findings(target, changed_rules, node_figures):
     out = []
     mirrors = [r for r in target.get(MYSQL_QUERY_RULES.name) or []
                if r["active"] and (r["mirror_hostgroup"] is not None or r["mirror_flagOUT"] is not None)
                and (r["rule_id"],) in changed_rules]
     variables = target.get(VARIABLES) or {}
-    for name, doc in live_docs.items():
-        figures = (doc or {}).get("figures") or {}
+    for name, figures in node_figures.items():
         questions, prepared = figures.get("questions_ps"), figures.get("prepared_ps")
         if mirrors and questions and prepared is not None and prepared / questions >= 0.9:
             out.append(Finding("mirror_prepared", f"The new mirror rule(s) would mirror almost nothing on {name}",
@@ -296,7 +295,7 @@ def _share(part, whole):
     return f"{part / whole:.1%}" if whole else "0%"
 
 
-def traffic_findings(target, changed_rules, traffic, live_docs):
+def traffic_findings(target, changed_rules, traffic, node_figures):
     """What each new or changed active rule would capture of the cluster's stored traffic (the digests of the last
     hour, `traffic`: digests.selectors.Traffic), by the rule tester's walk on the target's rules; for a mirror
     rule, the mirror load it predicts against mysql-mirror_max_concurrency."""
@@ -327,11 +326,11 @@ def traffic_findings(target, changed_rules, traffic, live_docs):
                            + (" (the busiest digests only: more were stored)" if traffic.truncated else ""), False))
         rule = rules[rule_id]
         if rows and (rule["mirror_hostgroup"] is not None or rule["mirror_flagOUT"] is not None):
-            out += _mirror_load(rule_id, rows, traffic.seconds, target, live_docs)
+            out += _mirror_load(rule_id, rows, traffic.seconds, target, node_figures)
     return out
 
 
-def _mirror_load(rule_id, rows, seconds, target, live_docs):
+def _mirror_load(rule_id, rows, seconds, target, node_figures):
     """Little's law: copies per second x how long each runs = mirror sessions busy at once."""
     if not seconds:
         return []
@@ -339,8 +338,7 @@ def _mirror_load(rule_id, rows, seconds, target, live_docs):
     busy = sum(max(r.sum_time_us / 1e6, r.count * MIRROR_COPY_FLOOR_S) for r in rows) / seconds
     limit = (target.get(VARIABLES) or {}).get("mysql-mirror_max_concurrency")
     if not (isinstance(limit, str) and limit.isdigit()):
-        known = [int(d["figures"]["mirror_max_concurrency"]) for d in live_docs.values()
-                 if ((d or {}).get("figures") or {}).get("mirror_max_concurrency")]
+        known = [int(f["mirror_max_concurrency"]) for f in node_figures.values() if f.get("mirror_max_concurrency")]
         limit = min(known) if known else MIRROR_DEFAULT_CONCURRENCY
     limit = int(limit)
     words = (f"{rate:,.0f} copies/s over the cluster's nodes, each running at least {MIRROR_COPY_FLOOR_S * 1000:g} ms "
@@ -428,9 +426,9 @@ def node_findings(target, nodes, tables_touched, changed_variables=()):
     return out
 
 
-def effect_findings(cluster, base, target, nodes, live_docs, *, write_back=False, traffic=None):
-    """Every finding for changing `base` into `target` on these nodes ({pk: NodeConfig}); `live_docs` the
-    nodes' latest-state documents by node name (for mirror figures); `write_back`: a repair to `base`;
+def effect_findings(cluster, base, target, nodes, node_figures, *, write_back=False, traffic=None):
+    """Every finding for changing `base` into `target` on these nodes ({pk: NodeConfig}); `node_figures`
+    the nodes' polled figures by node name (their latest-state documents' "figures": the mirror's); `write_back`: a repair to `base`;
     `traffic`: the cluster's stored digests of the last hour (what new or changed rules would capture)."""
     layers = [nc.layers["runtime"] for nc in nodes.values() if not nc.error]
     servers_in = _servers_anywhere(target, layers)
@@ -440,8 +438,8 @@ def effect_findings(cluster, base, target, nodes, live_docs, *, write_back=False
     out += servers_findings(cluster, base, target)
     rule_findings, changed_rules = rules_findings(d, target, engine, servers_in)
     out += rule_findings
-    out += mirror_findings(target, changed_rules, live_docs)
-    out += traffic_findings(target, changed_rules, traffic, live_docs)
+    out += mirror_findings(target, changed_rules, node_figures)
+    out += traffic_findings(target, changed_rules, traffic, node_figures)
     out += users_findings(target, servers_in)
     out += host_findings(d)
     touched = {c.table for c in d.rows}

@@ -1,8 +1,11 @@
 """The latest-state documents in Redis (live.py), typed once: every field each writer puts in a document of its kind.
 
-Writers: pollers.py (kinds proxysql and backend, every poll), configuration/drift.py (kind drift, the watcher).
+Writers: pollers.py (kinds proxysql and backend, every poll), configuration/drift.py (kind drift, the watcher),
+dr/polling.py (kind channel). live.write_many() checks every document against its schema here before it writes it
+(live.check: a mismatch raises in the tests, settings.LIVE_DOC_STRICT, and is logged in production).
 Readers decode the JSON with msgspec into the struct that names only what they read (alerts/lean.py, overview.py,
-exporter.py: decoding fewer fields is what keeps /metrics and the alert evaluation fast at fleet scale); every such
+exporter.py: decoding fewer fields is what keeps /metrics and the alert evaluation fast at fleet scale; live.read_typed
+for operations' rollbacks.py and change_set.py); every such
 reader struct is checked against these full schemas by apps/monitoring/tests/test_live_doc.py (each field it reads
 exists here), and a document written by the real writers decodes here with no unknown field: a writer that adds,
 renames or drops a field changes this module, and a reader that reads a field nobody writes fails its test.
@@ -79,7 +82,24 @@ class DriftNodeDoc(_Full):
     digest: str = ""
 
 
-FULL = {"proxysql": ProxySQLNodeDoc, "backend": BackendNodeDoc, "drift": DriftNodeDoc}
+class ChannelDoc(_Full):
+    """dr.polling.poll_channel(): one replication channel's ends as its last poll read them."""
+
+    ts: float
+    ok: bool
+    state: str                                      # channel_state(): running, connecting, stopped, error, ...
+    ends: list[int]                                 # [source server pk, replica server pk] when polled
+    source: dict                                    # dr.polling._read_source (or _guarded's failure)
+    replica: dict                                   # dr.polling._read_replica (or _guarded's failure)
+    domain: int | None = None
+    applied_seq: int | None = None
+    behind_trx: int | None = None
+    lag_seconds: int | None = None
+    lag_high: bool = False
+    failing_polls: dict[str, int] = {}
+
+
+FULL = {"proxysql": ProxySQLNodeDoc, "backend": BackendNodeDoc, "drift": DriftNodeDoc, "channel": ChannelDoc}
 
 
 def decode_strictly(kind, raw):

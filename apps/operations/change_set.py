@@ -5,6 +5,7 @@ node's runtime, and per node the exact admin statements with their undo. Reads t
 Steps: apply (edits + LOAD, every node in parallel) -> verify (read back every node's runtime) -> save
 (SAVE ... TO DISK) -> record the next version (the inventory follows it).
 """
+import msgspec
 from django.db import transaction
 
 from apps.configuration import content as C
@@ -25,6 +26,13 @@ from .locks import current_holder
 from .plans import PROXYSQL, Guard, Plan, Sql, Step
 
 CONFIG_VERIFY, CONFIG_RECORD = "config_verify", "config_record"
+
+
+class NodeFigures(msgspec.Struct):
+    """What the effect check reads of a ProxySQL node's latest-state document (live_doc.ProxySQLNodeDoc): its
+    rates and gauges (the share of prepared statements, the mirror's concurrency and limit)."""
+
+    figures: dict[str, float | int | None] = {}
 
 
 def diff_lines(d, limit=None):
@@ -68,10 +76,11 @@ def plan_change_set(cs):
     chosen = cluster.proxysql_nodes.filter(pk__in=cs.nodes) if cs.nodes else None
     nodes = N.read_cluster(cluster, build=build, nodes=chosen)
     try:
-        docs = live.read_many(live.PROXYSQL, list(nodes))
+        docs = live.read_typed(live.PROXYSQL, list(nodes), NodeFigures)
     except live.LiveUnavailable:
         docs = {}
-    findings = effect_findings(cluster, base, target, nodes, {nodes[pk].name: doc for pk, doc in docs.items()},
+    figures = {nodes[pk].name: doc.figures for pk, doc in docs.items() if doc}
+    findings = effect_findings(cluster, base, target, nodes, figures,
                                write_back=write_back, traffic=None if write_back else _traffic(cluster))
     holder = current_holder(cluster)
     statements = sum(nc.plan.changes for nc in nodes.values() if not nc.error)

@@ -20,6 +20,7 @@ node is repaired from the inventory, which holds the later change, as soon as it
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 
+import msgspec
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -80,14 +81,20 @@ def due(now=None):
             or (r.node_id in answering and (r.last_try_at is None or answering[r.node_id] > r.last_try_at))]
 
 
+class PollOutcome(msgspec.Struct):
+    """What a retry reads of a ProxySQL node's latest-state document (live_doc.ProxySQLNodeDoc)."""
+
+    ts: float
+    ok: bool = True
+
+
 def _answering_since(node_ids):
     """{node_id: time of its last successful poll} from the latest-state documents (no connection opened)."""
     try:
-        docs = live.read_many(live.PROXYSQL, set(node_ids))
+        docs = live.read_typed(live.PROXYSQL, set(node_ids), PollOutcome)
     except live.LiveUnavailable:
         return {}
-    return {pk: datetime.fromtimestamp(doc["ts"], tz=dt_timezone.utc) for pk, doc in docs.items()
-            if doc and doc.get("ok") and doc.get("ts")}
+    return {pk: datetime.fromtimestamp(doc.ts, tz=dt_timezone.utc) for pk, doc in docs.items() if doc and doc.ok}
 
 
 def retry_due():

@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.renderers import TemplateHTMLRenderer
 from rest_framework.response import Response
 
+from apps.accounts.models import ApiToken
 from apps.accounts.roles import VIEWER, role_of
 
 from .. import serializers as s
@@ -16,7 +17,7 @@ class Me(ApiView):
 
     @extend_schema(responses=s.MeSerializer, tags=["meta"], summary="Who the request acts as, with which role")
     def get(self, request):
-        token = request.auth if getattr(request.auth, "audit_suffix", None) else None
+        token = request.auth if isinstance(request.auth, ApiToken) else None
         return Response({"username": request.user.get_username(), "role": role_of(request.user),
                          "authenticated_by": "token" if token else "session",
                          "token": {"name": token.name, "prefix": token.prefix, "expires_at": token.expires_at,

@@ -128,7 +128,7 @@ def test_rule_to_a_hostgroup_with_no_server(cluster):
 
 def test_mirror_rule_on_a_prepared_statement_load_and_limit_below_use(cluster):
     rules = BASE["mysql_query_rules"] + [rule(50, match_digest="^INSERT", mirror_hostgroup=102)]
-    docs = {"p1": {"figures": {"questions_ps": 1000.0, "prepared_ps": 960.0, "mirror_concurrency": 40}}}
+    docs = {"p1": {"questions_ps": 1000.0, "prepared_ps": 960.0, "mirror_concurrency": 40}}  # p1's polled figures
     target = config(BASE_SERVERS, rules, BASE["mysql_users"], {"mysql-mirror_max_concurrency": "20"})
     found = {f.key: f for f in findings(cluster, target, docs=docs)}
     assert "96%" in found["mirror_prepared"].value and not found["mirror_prepared"].blocking

@@ -1,6 +1,7 @@
 """Issue 25 section 2: the latest-state documents typed once (apps/monitoring/live_doc.py). Documents written by the
 real writers (the pollers against the lab, the drift watcher) decode into the full schemas with no unknown field,
-and every reader's struct (alerts/lean.py, overview.py, exporter.py) reads only fields a writer writes."""
+and every reader's struct (alerts/lean.py, overview.py, exporter.py, operations' rollbacks.py and change_set.py) reads
+only fields a writer writes; the writer checks each document against its schema (live.write_many)."""
 import time
 
 import msgspec
@@ -11,6 +12,7 @@ from apps.clients.backend import NodeState
 from apps.configuration import drift
 from apps.fleet.models import ProxySQLNode, Server
 from apps.monitoring import exporter, live, live_doc, overview, pollers
+from apps.operations import change_set, rollbacks
 
 pytestmark = pytest.mark.django_db
 
@@ -18,7 +20,8 @@ pytestmark = pytest.mark.django_db
 READERS = [(lean.ProxySQLDoc, live_doc.ProxySQLNodeDoc), (lean.BackendDoc, live_doc.BackendNodeDoc),
            (overview.ProxySQLDoc, live_doc.ProxySQLNodeDoc), (overview.BackendDoc, live_doc.BackendNodeDoc),
            (overview.DriftDoc, live_doc.DriftNodeDoc), (exporter.ProxySQLDoc, live_doc.ProxySQLNodeDoc),
-           (exporter.PoolDoc, live_doc.ProxySQLNodeDoc)]
+           (exporter.PoolDoc, live_doc.ProxySQLNodeDoc), (rollbacks.PollOutcome, live_doc.ProxySQLNodeDoc),
+           (change_set.NodeFigures, live_doc.ProxySQLNodeDoc)]
 
 
 def fields(struct):
@@ -71,3 +74,23 @@ def test_the_writers_documents_decode_into_the_full_schemas(adopted_lab, live_re
 def test_a_field_no_schema_declares_is_refused():
     with pytest.raises(msgspec.ValidationError, match="unknown field"):
         live_doc.decode_strictly("drift", b'{"ts": 1.0, "surprise": 1}')
+
+
+def test_the_writer_checks_each_document_against_its_schema(live_redis, settings, caplog, monkeypatch):
+    """live.write_many(): a document with a field its schema does not declare, or a value of another type, is a
+    writer's bug: refused in the tests (LIVE_DOC_STRICT), logged once and written all the same in production."""
+    good = {"ts": 1.0, "ok": True, "state": {"local_state": 4}, "synced_primary": True}
+    live.write_many(live.BACKEND, {901: good})
+    assert live.read_one(live.BACKEND, 901) == good
+    for bad in ({**good, "surprise": 1}, {**good, "synced_primary": "yes"}):
+        with pytest.raises(msgspec.ValidationError):
+            live.write_many(live.BACKEND, {902: bad})
+        assert live.read_one(live.BACKEND, 902) is None  # nothing written
+    settings.LIVE_DOC_STRICT = False
+    monkeypatch.setattr(live, "_refused", set())  # what this process has logged already
+    with caplog.at_level("ERROR", logger="apps.monitoring.live"):
+        live.write_many(live.BACKEND, {902: {**good, "surprise": 2}})
+        live.write_many(live.BACKEND, {903: {**good, "surprise": 3}})
+    assert live.read_one(live.BACKEND, 902)["surprise"] == 2 and live.read_one(live.BACKEND, 903)["surprise"] == 3
+    refused = [r for r in caplog.records if "does not match live_doc's schema" in r.getMessage()]
+    assert len(refused) == 1 and "surprise" in refused[0].getMessage()  # once per kind and message
