@@ -1,11 +1,12 @@
 """The operation kinds of this app, registered with the executor's re-check (plans.REPLANNERS): how each is
 planned again at start from the options its planner stored in Plan.options, and the change set's own steps
 (plans.STEP_HANDLERS). Other apps register theirs in their own AppConfig.ready() (dr: channel moves)."""
+from apps.accounts.roles import ADMIN
 from apps.fleet.models import Server
 
 from . import change_set, config_steps, drain, repair, rules, switchover
 from .choices import OperationKind
-from .plans import REPLANNERS, STEP_HANDLERS
+from .plans import CONFIRM_POLICIES, REPLANNERS, STEP_HANDLERS
 
 
 def _switchover(cluster, o):
@@ -37,9 +38,17 @@ def _repair(cluster, o):
     return repair.plan_repair(cluster, o.get("nodes"))
 
 
+def _config_confirm(op):
+    """A cluster may ask that only an admin confirm its configuration changes (Cluster.config_confirm_role)."""
+    if op.cluster.config_confirm_role == ADMIN:
+        return ADMIN, "On this cluster only an admin confirms configuration changes."
+    return None
+
+
 def register():
     REPLANNERS.update({OperationKind.SWITCHOVER: _switchover, OperationKind.DRAIN: _drain,
                        OperationKind.RESTORE: _restore, OperationKind.READ_POOL: _read_pool,
                        OperationKind.FAILOVER: _failover, OperationKind.REPAIR: _repair,
                        OperationKind.CONFIG: change_set.replan})
     STEP_HANDLERS.update({change_set.CONFIG_VERIFY: config_steps.verify, change_set.CONFIG_RECORD: config_steps.record})
+    CONFIRM_POLICIES.update({OperationKind.CONFIG: _config_confirm})

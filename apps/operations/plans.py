@@ -144,6 +144,9 @@ STEP_STATEMENTS = {}
 # Operation kinds: each app registers, in AppConfig.ready(), how its kind is planned again from the options
 # stored with the plan (kind -> replan(cluster, options) -> Plan); the re-check at start looks it up.
 REPLANNERS = {}
+# Who must confirm an operation of a kind, beyond the operator role every confirmation needs (kind -> function(op)
+# -> (role, why) or None): a cluster that asks an admin to confirm its configuration changes, say.
+CONFIRM_POLICIES = {}
 
 
 SERVER_COLUMNS = ("hostgroup_id", "hostname", "port", "gtid_port", "status", "weight", "compression",

@@ -9,8 +9,9 @@ from apps.fleet.models import Cluster
 from controlplane import tasks
 
 from . import locks
-from .choices import OperationKind, OperationState
+from .choices import OperationState
 from .models import Operation, OperationStep
+from .plans import CONFIRM_POLICIES
 
 
 class NotAllowed(Exception):
@@ -81,9 +82,10 @@ def confirm(op, *, actor, override_reason="", enqueue=True):
                               **details)
             raise refused("Guards failed: " + "; ".join(f"{g.label} ({g.value})" for g in failed)
                           + ". Only an admin can override them, with a reason.", **details)
-    if (op.kind == OperationKind.CONFIG and not rule and op.cluster.config_confirm_role == ADMIN
-            and not (actor_user and has_role(actor_user, ADMIN))):
-        raise refused("On this cluster only an admin confirms configuration changes.", needed_role=ADMIN)
+    policy = CONFIRM_POLICIES.get(op.kind)  # registered by the kind's app (kinds.py)
+    needed = policy(op) if policy and not rule else None
+    if needed and not (actor_user and has_role(actor_user, needed[0])):
+        raise refused(needed[1], needed_role=needed[0])
     if not rule and op.cluster.two_person_rule and is_planner(op, actor_user):
         raise refused(f"This cluster requires two people: {op.actor} planned this operation, so someone else must "
                       "confirm it.", two_person_rule=True, planned_by=op.actor)
