@@ -27,7 +27,7 @@ from django.conf import settings
 from django.db import transaction
 
 from apps.configuration import drift as layers_drift
-from apps.monitoring import live
+from apps.monitoring import live, status
 from controlplane import tasks
 
 from . import conditions, context, holds, lean, notify, rulesettings
@@ -277,7 +277,7 @@ def _sweep(inv, shard, shards, situation, now, swept):
     out = set()
     nodes, servers = iter(started[live.PROXYSQL]), iter(started[live.BACKEND])
     for c in mine:
-        limit_n, limit_s = 3 * c.interval, 3 * c.backend_interval
+        limit_n, limit_s = status.stale_after(c.interval), status.stale_after(c.backend_interval)
         if (any(ts is None or now - float(ts) > limit_n for ts in (next(nodes) for _ in c.nodes))
                 | any(ts is None or now - float(ts) > limit_s for ts in (next(servers) for _ in c.servers))):
             out.add(c.pk)

@@ -17,6 +17,7 @@ from apps.configuration import rule_tester, services as config_services
 from apps.configuration.models import ChangeSet
 from apps.fleet.models import Cluster, MirrorRule, ProxySQLNode
 from apps.monitoring import models as monitoring_models
+from apps.monitoring import status
 
 from . import search as search_index
 from .models import (DAY, FIVE_MINUTES, HOUR, LEVELS, RAW, SPAN_S, Digest, DigestNodeState, DigestPoll, DigestSource,
@@ -648,7 +649,8 @@ def poll_summary(filters, now=None):
 
 
 def stale_after_s():
-    return 3 * settings.MONITOR_DIGEST_INTERVAL_S
+    """A node's digest poll older than this is stale (the same rule as every other poll: status.stale_after)."""
+    return status.stale_after(settings.MONITOR_DIGEST_INTERVAL_S)
 
 
 # -- the rule tester -----------------------------------------------------------------------------------

@@ -68,7 +68,8 @@ def test_no_product_package_holds_benchmark_code():
 # Issue 25: one function for a cluster's poll intervals and one for staleness (apps/monitoring/status.py). Each
 # copy of the rule elsewhere had drifted (a hard-coded 2.0 s, a 3x + 2 s, a missing default).
 INTERVAL_RULES = re.compile(r"STALE_FACTOR\s*\*|\*\s*STALE_FACTOR|MONITOR_DEFAULT_INTERVAL_S|"
-                            r"poll_interval_s\s+or\b|\b\d+(\.\d+)?\s*\*\s*[\w.\[\]\"']*poll_interval_s")
+                            r"poll_interval_s\s+or\b|\b\d+(\.\d+)?\s*\*\s*[\w.\[\]\"']*poll_interval_s|"
+                            r"\b3(\.0)?\s*\*\s*[\w.\[\]\"']*(interval|INTERVAL_S)\b")  # STALE_FACTOR's 3, written out
 INTERVAL_HOME = {"apps/monitoring/status.py"}
 
 
@@ -76,8 +77,10 @@ def test_the_check_finds_each_copy_of_the_interval_rules():
     assert [bool(INTERVAL_RULES.search(line)) for line in (
         "x = STALE_FACTOR * interval", "age > status.STALE_FACTOR * c.interval", "poll_s = cluster.poll_interval_s or 2.0",
         "cap = 3 * channel.replica_cluster.backend_poll_interval_s", "settings.MONITOR_DEFAULT_INTERVAL_S",
-        "status.stale_after(status.backend_interval(cluster))", "GAP_FACTOR_RAW = status.STALE_FACTOR")] == [
-        True, True, True, True, True, False, False]
+        "status.stale_after(status.backend_interval(cluster))", "GAP_FACTOR_RAW = status.STALE_FACTOR",
+        "limit_n, limit_s = 3 * c.interval, 3 * c.backend_interval", "return 3 * settings.MONITOR_DIGEST_INTERVAL_S",
+        "since = now - 2 * settings.MONITOR_DIGEST_INTERVAL_S - 5")] == [
+        True, True, True, True, True, False, False, True, True, False]
 
 
 def test_poll_intervals_and_staleness_are_computed_in_one_place():
