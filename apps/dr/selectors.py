@@ -14,7 +14,7 @@ def _from_history(channel):
     sample = ChannelSample.objects.filter(channel=channel).order_by("-ts").first()
     if sample is None:
         return None
-    return {"ts": sample.ts.timestamp(), "from_history": True, "ok": sample.reachable,
+    return {"ts": sample.ts.timestamp(), "ok": sample.reachable,
             "state": ("running" if sample.io_running and sample.sql_running else "stopped") if sample.reachable
             else "unreachable", "lag_seconds": sample.lag_seconds,
             "behind_trx": (sample.source_seq - sample.applied_seq)
@@ -22,7 +22,8 @@ def _from_history(channel):
 
 
 def rows(channels):
-    """[{channel, doc, age, stale, unavailable}] for these channels."""
+    """[{channel, doc, age, stale, unavailable, from_history}] for these channels (from_history: Redis is down and
+    doc is the last stored poll's stand-in)."""
     channels = list(channels)
     unavailable = None
     try:
@@ -32,9 +33,12 @@ def rows(channels):
     now = time.time()
     out = []
     for channel in channels:
-        doc = docs.get(channel.pk) or (_from_history(channel) if unavailable else None)
+        doc, from_history = docs.get(channel.pk), False
+        if doc is None and unavailable:
+            doc = _from_history(channel)
+            from_history = doc is not None
         age = None if not doc else max(0.0, now - doc["ts"])
-        out.append({"channel": channel, "doc": doc, "age": age, "unavailable": unavailable,
+        out.append({"channel": channel, "doc": doc, "age": age, "unavailable": unavailable, "from_history": from_history,
                     "stale": age is not None and age > status.stale_after(status.backend_interval(channel.replica_cluster)),
                     "problem": bool(doc) and (doc.get("state") != "running" or doc.get("lag_high"))})
     return out
@@ -58,7 +62,7 @@ def latest(row):
     doc = row["doc"] or {}
     replica, source = doc.get("replica") or {}, doc.get("source") or {}
     return {"state": doc.get("state"), "age_s": row["age"], "stale": row["stale"],
-            "from_history": bool(doc.get("from_history")), "lag_seconds": doc.get("lag_seconds"),
+            "from_history": row["from_history"], "lag_seconds": doc.get("lag_seconds"),
             "lag_high": doc.get("lag_high"), "behind_trx": doc.get("behind_trx"),
             "io_running": replica.get("io_running"), "sql_running": replica.get("sql_running"),
             "last_io_error": replica.get("last_io_error"), "last_sql_error": replica.get("last_sql_error"),

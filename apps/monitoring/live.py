@@ -82,7 +82,36 @@ def _mget(kind, pks):
 
 def read_many(kind, pks):
     """{pk: doc or None}. One round trip."""
+    if settings.LIVE_DOC_STRICT and kind in live_doc.FULL:
+        return {pk: (CheckedDoc(kind, json.loads(v)) if v else None) for pk, v in _mget(kind, pks)}
     return {pk: (json.loads(v) if v else None) for pk, v in _mget(kind, pks)}
+
+
+class CheckedDoc(dict):
+    """A document as read in the tests (LIVE_DOC_STRICT): reading a field its kind's schema does not declare fails,
+    so a module that reads a document as a plain dict cannot read a field no writer writes (a typo, a renamed or
+    dropped field) without its tests failing. Production reads plain dicts."""
+
+    def __init__(self, kind, doc):
+        super().__init__(doc)
+        self.kind = kind
+
+    def _declared(self, name):
+        if name not in live_doc.FULL[self.kind].__struct_fields__:
+            raise AssertionError(f"a {self.kind} latest-state document has no field {name!r}: "
+                                 f"live_doc.{live_doc.FULL[self.kind].__name__} does not declare it")
+
+    def __getitem__(self, name):
+        self._declared(name)
+        return super().__getitem__(name)
+
+    def get(self, name, default=None):
+        self._declared(name)
+        return super().get(name, default)
+
+    def __contains__(self, name):
+        self._declared(name)
+        return super().__contains__(name)
 
 
 def read_typed(kind, pks, struct):

@@ -94,3 +94,14 @@ def test_the_writer_checks_each_document_against_its_schema(live_redis, settings
     assert live.read_one(live.BACKEND, 902)["surprise"] == 2 and live.read_one(live.BACKEND, 903)["surprise"] == 3
     refused = [r for r in caplog.records if "does not match live_doc's schema" in r.getMessage()]
     assert len(refused) == 1 and "surprise" in refused[0].getMessage()  # once per kind and message
+
+
+def test_a_reader_cannot_read_a_field_no_writer_writes(live_redis):
+    """In the tests, a document read as a plain dict (live.read_many) refuses a field its schema does not declare:
+    the modules that read documents as dicts (pages, rules, drift, DR) are held to the schema by their own tests."""
+    live.write_many(live.BACKEND, {904: {"ts": 1.0, "ok": True, "synced_primary": True}})
+    doc = live.read_one(live.BACKEND, 904)
+    assert doc["synced_primary"] is True and doc.get("lag_seconds") is None and "state" not in doc  # declared
+    for read in (lambda: doc["synced"], lambda: doc.get("synced"), lambda: "synced" in doc):
+        with pytest.raises(AssertionError, match="no field 'synced'"):
+            read()
