@@ -60,6 +60,7 @@ def proxysql_live(node, now=None):
     got = latest(live.PROXYSQL, [node.pk])
     doc = got.docs.get(node.pk)
     state, age = status.freshness(doc, cluster.poll_interval_s, now)
+    age = status.figures_age(doc, age, now)
     out = {"node": node, "unavailable": got.unavailable, "doc": doc, "state": state, "colour": status.COLOURS[state],
            "age": age, "error": None, "error_kind": None, "error_since": None, "last_ok": None,
            "figures": {}, "pool": [], "from_history": None, "variables_age": None,
@@ -107,6 +108,7 @@ def backend_live(server, now=None):
     got = latest(live.BACKEND, [server.pk])
     doc = got.docs.get(server.pk)
     state, age = status.freshness(doc, cluster.backend_poll_interval_s, now)
+    age = status.figures_age(doc, age, now)
     problems = status.backend_problems(doc, cluster.max_replication_lag) if state == status.OK else []
     out = {"server": server, "unavailable": got.unavailable, "doc": doc, "state": state, "age": age,
            "colour": status.backend_colour(state, problems), "problems": problems, "label": status.wsrep_label(doc),
@@ -153,7 +155,7 @@ def cluster_live(cluster, now=None):
                            "error": (doc or {}).get("error"), "version": polled_version(n, doc)})
         pool = {tuple(r["key"]): r for r in (doc or {}).get("pool") or []}
         runtime = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in (doc or {}).get("runtime_servers") or []}
-        per_node[n.pk] = (state, age, pool, runtime)
+        per_node[n.pk] = (state, status.figures_age(doc, age, now), pool, runtime)  # the rows: last good poll's
         for k in list(pool) + list(runtime):
             if k[0] in roles or any(k[0] == key[0] for key in keys):
                 keys.setdefault(k, None)

@@ -50,6 +50,14 @@ def freshness(doc, interval, now):
     return freshness_of(doc["ts"], doc.get("ok", True), interval, now)
 
 
+def figures_age(doc, age, now):
+    """Seconds since the poll whose figures the document holds: a failed poll keeps the last good poll's figures
+    beside its error, so they are as old as last_ok, not as the failed poll (`age`, which stands in when no poll
+    ever succeeded)."""
+    last_ok = (doc or {}).get("last_ok")
+    return age if not last_ok else max(0.0, now - last_ok)
+
+
 def freshness_of(ts, ok, interval, now):
     age = now - ts
     if age < 0:

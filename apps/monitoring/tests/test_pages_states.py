@@ -74,6 +74,28 @@ def test_stale_and_unreachable_nodes(small, live_redis, viewer_client):
     assert 'data-state="unreachable"' in server_page and "Failing since" in server_page
 
 
+def test_a_failing_poll_shows_the_age_of_the_figures_it_keeps_not_its_own(small, live_redis, viewer_client):
+    """A ProxySQL paused 40 s ago: each poll fails at once and keeps the last good poll's figures; the pages said
+    "figures 0.5 s old" beside "last good poll 40 s ago — the figures below are from it"."""
+    cluster, node, servers = small
+    now = time.time()
+    doc = synthetic.proxysql_doc(runtime(servers), now - 0.5, ok=False)
+    doc["last_ok"] = now - 40
+    backend = synthetic.backend_doc(now - 0.5, ok=False)
+    backend["last_ok"] = now - 40
+    live.write_many(live.PROXYSQL, {node.pk: doc})
+    live.write_many(live.BACKEND, {servers[0].pk: backend, servers[1].pk: synthetic.backend_doc(now)})
+    node_page = page(viewer_client, node.get_absolute_url())
+    assert 'data-state="unreachable"' in node_page
+    assert re.search(r'figures <span class="age">4\d s</span> old', node_page)
+    server_page = page(viewer_client, servers[0].get_absolute_url())
+    assert re.search(r'figures <span class="age">4\d s</span> old', server_page)
+    cluster_live = page(viewer_client, reverse("monitoring:cluster_live", args=[cluster.pk]))
+    hostgroup_rows = cluster_live[cluster_live.index('class="live-hg"'):cluster_live.index("Backends, live")]
+    ages = re.findall(r'<td class="num age">([^<]*)</td>', hostgroup_rows)
+    assert ages and all(re.fullmatch(r"4\d s", a) for a in ages), ages
+
+
 def test_not_synced_and_recv_queue_over_threshold(small, live_redis, viewer_client):
     cluster, node, servers = small
     now = time.time()
