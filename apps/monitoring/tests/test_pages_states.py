@@ -188,6 +188,16 @@ def test_redis_down_pages_render_history_and_say_live_data_is_unavailable(small,
     assert "Live data unavailable" in cluster_page and cluster_page.count("<rect") == 1  # sparkline from history
 
 
+def test_redis_down_the_overview_does_not_count_every_node_as_down(small, settings, viewer_client):
+    """Redis not answering: the totals said "0/1 ProxySQL nodes answering · 0/2 backends Synced", which reads as an
+    outage of the whole fleet at 3 a.m.; they are unknown, not down."""
+    settings.REDIS_URL = f"redis://127.0.0.1:{closed_port()}/0"
+    overview_page = page(viewer_client, reverse("fleet:overview"))
+    assert "0/1 ProxySQL nodes answering" not in overview_page and "0/2 backends" not in overview_page
+    assert 'data-totals="unknown"' in overview_page
+    assert "1 ProxySQL nodes · 2 backends: whether they answer is unknown while live data is unavailable" in overview_page
+
+
 def test_overview_query_count_does_not_grow_with_the_fleet(live_redis, viewer_client, django_assert_max_num_queries):
     """Session + user + roles, then clusters, nodes, servers, memberships, pending rollbacks and the firing alerts
     by severity (the alert banner): the same at 4 and 40 clusters."""
