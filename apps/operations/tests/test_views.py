@@ -24,6 +24,26 @@ def test_viewer_cannot_plan_confirm_or_cancel(viewer_client, adopted_lab, operat
     assert viewer_client.get(op.get_absolute_url()).status_code == 200  # reading is fine
 
 
+def test_an_operator_is_not_offered_a_confirm_that_only_an_admin_may_give(client, operator_user, admin_user_role,
+                                                                           adopted_lab):
+    """A switchover planned onto a Donor/Desynced node: the operator saw "Confirm and run", clicked, and was refused
+    with "only an admin can override them"; the page now says so instead of offering the button."""
+    from apps.operations.plans import Guard
+
+    cluster, _ = adopted_lab
+    plan = Plan("switchover", cluster.pk, "t", steps=[],
+                guards=[Guard("new_writer_synced", "127.0.0.1:3313 is Synced", False, "2 Donor/Desynced")])
+    op = Operation.objects.create(cluster=cluster, kind="switchover", title="t", actor="x", plan=plan.to_json())
+    client.force_login(operator_user)
+    page = client.get(op.get_absolute_url()).content.decode()
+    assert "Confirm and run" not in page and 'name="confirm"' not in page
+    assert "data-admin-override" in page and "only an admin can confirm this plan, with a reason" in page
+    assert "127.0.0.1:3313 is Synced" in page and "Discard this plan" in page
+    client.force_login(admin_user_role)
+    page = client.get(op.get_absolute_url()).content.decode()
+    assert "Confirm and run" in page and 'name="override_reason"' in page and "data-admin-override" not in page
+
+
 def test_operator_plans_previews_confirms_and_watches(operator_client, adopted_lab):
     cluster, (first, second) = adopted_lab
     for double in (first, second):
