@@ -44,6 +44,24 @@ def test_an_operator_is_not_offered_a_confirm_that_only_an_admin_may_give(client
     assert "Confirm and run" in page and 'name="override_reason"' in page and "data-admin-override" not in page
 
 
+def test_a_drain_whose_guard_cannot_be_overridden_offers_no_confirm_to_anyone(client, operator_user, admin_user_role,
+                                                                              adopted_lab):
+    """A drain planned while a ProxySQL node was paused said "Guards failed: only an admin can override them" and
+    offered "Confirm and run"; no one may override "Every ProxySQL node of the cluster answers"."""
+    from apps.operations.plans import Guard
+
+    cluster, _ = adopted_lab
+    plan = Plan("drain", cluster.pk, "t", steps=[], guards=[
+        Guard("proxysql_reachable", "Every ProxySQL node of the cluster answers", False,
+              "proxysql-2: no handshake within 0.5s", False)])
+    op = Operation.objects.create(cluster=cluster, kind="drain", title="t", actor="x", plan=plan.to_json())
+    for user in (operator_user, admin_user_role):
+        client.force_login(user)
+        page = client.get(op.get_absolute_url()).content.decode()
+        assert "Confirm and run" not in page and "only an admin" not in page
+        assert "data-hard-failed" in page and "(Every ProxySQL node of the cluster answers): this plan" in page
+
+
 def test_operator_plans_previews_confirms_and_watches(operator_client, adopted_lab):
     cluster, (first, second) = adopted_lab
     for double in (first, second):
