@@ -96,6 +96,21 @@ def test_a_failing_poll_shows_the_age_of_the_figures_it_keeps_not_its_own(small,
     assert ages and all(re.fullmatch(r"4\d s", a) for a in ages), ages
 
 
+def test_a_backend_in_maintenance_that_is_down_is_planned_work_not_a_red_unreachable(small, live_redis, viewer_client):
+    """A backend drained for maintenance, then stopped: the fleet page listed it red "unreachable" at the top of
+    "Needs attention", like an outage; its alert was held. It is listed, grey, as planned maintenance."""
+    cluster, node, servers = small
+    Server.objects.filter(pk=servers[1].pk).update(maintenance=True)
+    now = time.time()
+    live.write_many(live.PROXYSQL, {node.pk: synthetic.proxysql_doc(runtime(servers), now)})
+    live.write_many(live.BACKEND, {servers[0].pk: synthetic.backend_doc(now),
+                                   servers[1].pk: synthetic.backend_doc(now, ok=False)})
+    attention = attention_of(page(viewer_client, reverse("fleet:overview")))
+    assert 'data-kind="unreachable"' not in attention and 'class="att-red"' not in attention
+    assert 'data-kind="in maintenance"' in attention
+    assert "planned maintenance; unreachable: refused: backend db: connect refused" in attention
+
+
 def test_not_synced_and_recv_queue_over_threshold(small, live_redis, viewer_client):
     cluster, node, servers = small
     now = time.time()
