@@ -94,6 +94,8 @@ def test_a_failing_poll_shows_the_age_of_the_figures_it_keeps_not_its_own(small,
     hostgroup_rows = cluster_live[cluster_live.index('class="live-hg"'):cluster_live.index("Backends, live")]
     ages = re.findall(r'<td class="num age">([^<]*)</td>', hostgroup_rows)
     assert ages and all(re.fullmatch(r"4\d s", a) for a in ages), ages
+    # The API's age_s stays the age of the latest poll (its last_ok says when the figures were read).
+    assert viewer_client.get(reverse("api:node_state", args=[node.pk])).json()["age_s"] < 5
 
 
 def test_a_backend_in_maintenance_that_is_down_is_planned_work_not_a_red_unreachable(small, live_redis, viewer_client):
