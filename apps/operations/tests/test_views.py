@@ -60,6 +60,9 @@ def test_a_drain_whose_guard_cannot_be_overridden_offers_no_confirm_to_anyone(cl
         page = client.get(op.get_absolute_url()).content.decode()
         assert "Confirm and run" not in page and "only an admin" not in page
         assert "data-hard-failed" in page and "(Every ProxySQL node of the cluster answers): this plan" in page
+        # Said first, above the guards and the SQL (a switchover's plan is some 2,500 px long), not only at the end.
+        assert page.index("data-verdict") < page.index("<h2>Guards</h2>")
+        assert "This plan cannot run: Every ProxySQL node of the cluster answers failed" in page
 
 
 def test_operator_plans_previews_confirms_and_watches(operator_client, adopted_lab):
