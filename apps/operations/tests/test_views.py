@@ -62,7 +62,8 @@ def test_a_drain_whose_guard_cannot_be_overridden_offers_no_confirm_to_anyone(cl
         assert "data-hard-failed" in page and "(Every ProxySQL node of the cluster answers): this plan" in page
         # Said first, above the guards and the SQL (a switchover's plan is some 2,500 px long), not only at the end.
         assert page.index("data-verdict") < page.index("<h2>Guards</h2>")
-        assert "This plan cannot run: Every ProxySQL node of the cluster answers failed" in page
+        assert ("This plan cannot run, and no one can override why:\n<strong>Every ProxySQL node of the cluster "
+                "answers</strong> failed (proxysql-2: no handshake within 0.5s). Nothing was sent to any node.") in page
 
 
 def test_operator_plans_previews_confirms_and_watches(operator_client, adopted_lab):
