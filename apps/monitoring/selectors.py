@@ -67,6 +67,7 @@ def proxysql_live(node, now=None):
            "shared_with": [n.cluster.name for n in node.shares_with()], "version": polled_version(node, doc)}
     if doc:
         out.update(error=doc.get("error"), error_kind=doc.get("error_kind"), error_since=_ts(doc.get("error_since")),
+                   advice=status.advice("proxysql", doc.get("error_kind")) if doc.get("error") else "",
                    last_ok=_ts(doc.get("last_ok")), figures=doc.get("figures") or {},
                    variables_age=(now - doc["variables_ts"]) if doc.get("variables_ts") else None)
         roles = cluster.hostgroup_roles()
@@ -115,6 +116,7 @@ def backend_live(server, now=None):
            "wsrep": (doc or {}).get("state") or {}, "lag_seconds": (doc or {}).get("lag_seconds"),
            "error": (doc or {}).get("error"), "error_kind": (doc or {}).get("error_kind"),
            "error_since": _ts((doc or {}).get("error_since")), "last_ok": _ts((doc or {}).get("last_ok")),
+           "advice": status.advice("backend", (doc or {}).get("error_kind")) if (doc or {}).get("error") else "",
            "from_history": None}
     if not doc and got.unavailable:
         found = last_reachable_raw(server.pk, BackendSample)

@@ -98,6 +98,23 @@ def test_a_failing_poll_shows_the_age_of_the_figures_it_keeps_not_its_own(small,
     assert viewer_client.get(reverse("api:node_state", args=[node.pk])).json()["age_s"] < 5
 
 
+def test_a_failing_poll_says_what_it_means_and_what_to_do(small, live_redis, viewer_client):
+    """At 3 a.m. the node page said "Last poll failed (timeout): ... no handshake within 0.5s" and no more: the on-call
+    DBA had to know that a timeout there is a hung ProxySQL and a refusal a stopped one, and what that blocks."""
+    cluster, node, servers = small
+    now = time.time()
+    backend = synthetic.backend_doc(now, ok=False)
+    backend["error_kind"] = "unreachable"
+    live.write_many(live.PROXYSQL, {node.pk: synthetic.proxysql_doc(runtime(servers), now, ok=False)})
+    live.write_many(live.BACKEND, {servers[0].pk: backend, servers[1].pk: synthetic.backend_doc(now)})
+    node_page = page(viewer_client, node.get_absolute_url())
+    assert "data-advice" in node_page and "the process is hung, stopped or overloaded" in node_page
+    assert "A switchover, drain or restore on this cluster is refused until every ProxySQL node answers." in node_page
+    server_page = page(viewer_client, servers[0].get_absolute_url())
+    assert "the database is stopped or crashed" in server_page and "drain it for maintenance" in server_page
+    assert "data-advice" not in page(viewer_client, servers[1].get_absolute_url())  # answering: nothing to advise
+
+
 def test_a_backend_in_maintenance_that_is_down_is_planned_work_not_a_red_unreachable(small, live_redis, viewer_client):
     """A backend drained for maintenance, then stopped: the fleet page listed it red "unreachable" at the top of
     "Needs attention", like an outage; its alert was held. It is listed, grey, as planned maintenance."""
