@@ -201,7 +201,10 @@ def _fleet_overview(page, only_attention, now, tag=None):
         "backup_writer_hostgroup", "offline_hostgroup"))
     by_id = {c["id"]: c for c in clusters}
     nodes = list(nodes.order_by("name").values_list("id", "cluster_id", "name"))
-    servers = list(servers.order_by("hostname", "port").values_list("id", "cluster_id", "hostname", "port"))
+    servers = list(servers.order_by("hostname", "port").values_list("id", "cluster_id", "hostname", "port",
+                                                                    "maintenance"))
+    in_maintenance = {s[0] for s in servers if s[4]}  # a drained backend's trouble is planned: said so, not red
+    servers = [s[:4] for s in servers]
     intended = _intended(servers)
 
     unavailable = ""
@@ -226,7 +229,9 @@ def _fleet_overview(page, only_attention, now, tag=None):
     attention = []
     totals = {"nodes": len(nodes), "nodes_ok": 0, "servers": len(servers), "servers_ok": 0, "questions_ps": 0.0}
 
-    def attend(colour, what, c, name, url, detail, since=None):
+    def attend(colour, what, c, name, url, detail, since=None, maintenance=False):
+        if maintenance:
+            colour, what, detail = "grey", "in maintenance", f"planned maintenance; {what}: {detail}"
         c["attention"] += 1
         attention.append((colour, what, c, name, url, detail, since))
 
@@ -294,6 +299,7 @@ def _fleet_overview(page, only_attention, now, tag=None):
         c = by_id[cluster_id]
         doc = be_docs.get(pk)
         name = f"{hostname}:{port}"
+        maint = pk in in_maintenance
         if isinstance(doc, Unreadable):
             attend("grey", "no data", c, name, server_url(pk), f"latest state unreadable: {doc.error}")
             doc = None
@@ -306,12 +312,13 @@ def _fleet_overview(page, only_attention, now, tag=None):
         if state == status.NODATA and not unavailable and pk not in be_docs:
             attend("grey", "no data", c, name, server_url(pk), "never polled: are the Celery worker and beat running?")
         elif state == status.UNREACHABLE:
-            attend("red", "unreachable", c, name, server_url(pk), f"{doc.error_kind}: {doc.error}", _ts(doc.error_since))
+            attend("red", "unreachable", c, name, server_url(pk), f"{doc.error_kind}: {doc.error}", _ts(doc.error_since),
+                   maintenance=maint)
         elif state == status.STALE:
             attend("grey", "stale", c, name, server_url(pk), f"no poll for {age_text(age)}", _ts(doc.ts))
         elif state == status.OK:
             for colour, what, text in problems:
-                attend(colour, what, c, name, server_url(pk), text)
+                attend(colour, what, c, name, server_url(pk), text, maintenance=maint)
             if not problems:
                 totals["servers_ok"] += 1
 

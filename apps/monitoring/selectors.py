@@ -61,12 +61,13 @@ def proxysql_live(node, now=None):
     doc = got.docs.get(node.pk)
     state, age = status.freshness(doc, cluster.poll_interval_s, now)
     out = {"node": node, "unavailable": got.unavailable, "doc": doc, "state": state, "colour": status.COLOURS[state],
-           "age": age, "error": None, "error_kind": None, "error_since": None, "last_ok": None,
+           "age": age, "figures_age": status.figures_age(doc, age, now), "error": None, "error_kind": None, "error_since": None, "last_ok": None,
            "figures": {}, "pool": [], "from_history": None, "variables_age": None,
            # A ProxySQL serving several clusters: its global figures and mirror are every one's (node-wide).
            "shared_with": [n.cluster.name for n in node.shares_with()], "version": polled_version(node, doc)}
     if doc:
         out.update(error=doc.get("error"), error_kind=doc.get("error_kind"), error_since=_ts(doc.get("error_since")),
+                   advice=status.advice("proxysql", doc.get("error_kind")) if doc.get("error") else "",
                    last_ok=_ts(doc.get("last_ok")), figures=doc.get("figures") or {},
                    variables_age=(now - doc["variables_ts"]) if doc.get("variables_ts") else None)
         roles = cluster.hostgroup_roles()
@@ -97,7 +98,8 @@ def _pool_from_history(node, now):
     pool_rows = [{"hostgroup": hg, "role": roles.get(hg, "other"), "host": host, "port": port, **dict(zip(fields, values))}
                  for (hg, host, port), values in rows]
     figures = {k: v for k, v in figures.items() if not k.endswith(("_min", "_max"))}
-    return {"figures": figures, "pool": pool_rows, "from_history": ts, "age": now - ts.timestamp()}
+    return {"figures": figures, "pool": pool_rows, "from_history": ts, "age": now - ts.timestamp(),
+            "figures_age": now - ts.timestamp()}
 
 
 # -- one backend -----------------------------------------------------------------------------------
@@ -109,16 +111,18 @@ def backend_live(server, now=None):
     state, age = status.freshness(doc, cluster.backend_poll_interval_s, now)
     problems = status.backend_problems(doc, cluster.max_replication_lag) if state == status.OK else []
     out = {"server": server, "unavailable": got.unavailable, "doc": doc, "state": state, "age": age,
+           "figures_age": status.figures_age(doc, age, now),
            "colour": status.backend_colour(state, problems), "problems": problems, "label": status.wsrep_label(doc),
            "wsrep": (doc or {}).get("state") or {}, "lag_seconds": (doc or {}).get("lag_seconds"),
            "error": (doc or {}).get("error"), "error_kind": (doc or {}).get("error_kind"),
            "error_since": _ts((doc or {}).get("error_since")), "last_ok": _ts((doc or {}).get("last_ok")),
+           "advice": status.advice("backend", (doc or {}).get("error_kind")) if (doc or {}).get("error") else "",
            "from_history": None}
     if not doc and got.unavailable:
         found = last_reachable_raw(server.pk, BackendSample)
         if found:
             ts, last = found
-            out.update(from_history=ts, age=now - ts.timestamp(), label=status.WSREP_STATES.get(
+            out.update(from_history=ts, age=now - ts.timestamp(), figures_age=now - ts.timestamp(), label=status.WSREP_STATES.get(
                 last["local_state"], "" if last["local_state"] is None else str(last["local_state"])),
                 wsrep={"wsrep_on": last["local_state"] is not None, "local_state": last["local_state"],
                        "cluster_status": (None if last["primary"] is None
@@ -153,7 +157,7 @@ def cluster_live(cluster, now=None):
                            "error": (doc or {}).get("error"), "version": polled_version(n, doc)})
         pool = {tuple(r["key"]): r for r in (doc or {}).get("pool") or []}
         runtime = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in (doc or {}).get("runtime_servers") or []}
-        per_node[n.pk] = (state, age, pool, runtime)
+        per_node[n.pk] = (state, age, status.figures_age(doc, age, now), pool, runtime)
         for k in list(pool) + list(runtime):
             if k[0] in roles or any(k[0] == key[0] for key in keys):
                 keys.setdefault(k, None)
@@ -165,9 +169,9 @@ def cluster_live(cluster, now=None):
         group = hostgroups.setdefault(hg, {"id": hg, "role": roles.get(hg, "other"), "servers": []})
         rows = []
         for n in nodes:
-            state, age, pool, runtime = per_node[n.pk]
+            state, age, figures_age, pool, runtime = per_node[n.pk]
             p, r = pool.get(key), runtime.get(key)
-            rows.append({"node": n, "state": state, "age": age, "present": bool(p or r),
+            rows.append({"node": n, "state": state, "age": age, "figures_age": figures_age, "present": bool(p or r),
                          "status": (p or {}).get("status") or (r or {}).get("status"),
                          "weight": (r or {}).get("weight"), "conn_used": (p or {}).get("conn_used"),
                          "conn_free": (p or {}).get("conn_free"), "queries_ps": (p or {}).get("queries_ps"),

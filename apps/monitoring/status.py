@@ -50,6 +50,40 @@ def freshness(doc, interval, now):
     return freshness_of(doc["ts"], doc.get("ok", True), interval, now)
 
 
+def figures_age(doc, age, now):
+    """Seconds since the poll whose figures the document holds: a failed poll keeps the last good poll's figures
+    beside its error, so they are as old as last_ok, not as the failed poll (`age`, which stands in when no poll
+    ever succeeded)."""
+    last_ok = (doc or {}).get("last_ok")
+    return age if not last_ok else max(0.0, now - last_ok)
+
+
+# What a failing poll means to whoever is on call, and what to do, by the client's error kind (apps/clients/wire.py).
+_GUARDED = " A switchover, drain or restore on this cluster is refused until every ProxySQL node answers."
+PROXYSQL_ADVICE = {
+    "timeout": "The admin port takes the connection but ProxySQL does not answer in time: the process is hung, stopped "
+               "or overloaded, and its clients are likely stalled too. Check the proxysql process on its host." + _GUARDED,
+    "unreachable": "Nothing answers on the admin port: ProxySQL is down (or the host or address is wrong), so no client "
+                   "gets through it. Start it, or send its clients to the other ProxySQL nodes." + _GUARDED,
+    "auth": "ProxySQL answers but refuses the admin credentials the console uses: correct them in the inventory or "
+            "in admin-admin_credentials on the node.",
+}
+BACKEND_ADVICE = {
+    "timeout": "The server takes the connection but does not answer in time: it is hung, overloaded or stalled "
+               "(a Galera flow-control pause stalls the whole cluster).",
+    "unreachable": "The server does not accept connections: the database is stopped or crashed (or the host is "
+                   "unreachable). ProxySQL shuns it and sends its queries to the other servers. Start it again, or "
+                   "drain it for maintenance: its alerts are then held.",
+    "auth": "The server refuses the monitor user: correct its password in the inventory, or its grants.",
+}
+
+
+def advice(kind, error_kind):
+    """What to do about a node (kind "proxysql") or backend whose latest poll failed with `error_kind`; "" if nothing
+    more is known than the error itself."""
+    return (PROXYSQL_ADVICE if kind == "proxysql" else BACKEND_ADVICE).get(error_kind, "")
+
+
 def freshness_of(ts, ok, interval, now):
     age = now - ts
     if age < 0:

@@ -175,7 +175,8 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
 
     # -- backends: B healthy, enough nodes left, and what A has committed ------------------------------
     states = {}
-    for server in cluster.servers.all():
+    servers = list(cluster.servers.order_by("hostname", "port"))
+    for server in servers:
         try:
             with BackendClient.for_server(server) as client:
                 states[server.pk] = client.state()
@@ -185,9 +186,18 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
     if cluster.kind == ClusterKind.ASYNC:
         guards.append(Guard("replication_credentials", "The cluster has replication credentials to re-point replicas",
                             bool(cluster.replication_user), cluster.replication_user or "not set", False))
-    available = sum(1 for s in states.values() if not isinstance(s, ClientError) and (s.synced_primary or not s.wsrep_on))
+    # Counted besides B, by name: B may itself be unavailable, and the operator sees which nodes are (not) counted.
+    available, unavailable = [], []
+    for server in (server for server in servers if server.pk != B.pk):
+        s = states[server.pk]
+        if not isinstance(s, ClientError) and (s.synced_primary or not s.wsrep_on):
+            available.append(str(server))
+        else:
+            unavailable.append(f"{server} ({'does not answer' if isinstance(s, ClientError) else 'not Synced/Primary'})")
     guards.append(Guard("min_available", f"At least {cluster.min_available_readers} available node(s) besides the new writer",
-                        available - 1 >= cluster.min_available_readers, f"{available} available"))
+                        len(available) >= cluster.min_available_readers,
+                        f"{len(available)} available: {', '.join(available) or 'none'}"
+                        + (f"; not counted: {', '.join(unavailable)}" if unavailable else "")))
     holder = current_holder(cluster)
     guards.append(Guard("no_other_operation", "No other operation runs on this cluster", holder is None,
                         holder or "none", False))

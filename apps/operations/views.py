@@ -123,7 +123,7 @@ def operation_detail(request, pk):
         "op": op, "plan": plan, "steps": op.steps.all(), "confirm_form": ConfirmForm(),
         "plan_expired": services.plan_expired(op),
         "notes": switchover.notes(plan),
-        "hard_failed": [g.label for g in plan.failed_guards if not g.overridable] if op.kind == "switchover" else [],
+        "hard_failed": [g.label for g in plan.failed_guards if not g.overridable],  # services.confirm refuses them
         "pending": op.pending_rollbacks.select_related("node", "operation", "superseded_by"),
         "second_person_needed": (op.cluster.two_person_rule and request.user.is_authenticated
                                  and services.is_planner(op, request.user)),

@@ -111,7 +111,8 @@ class ClusterState(ApiView):
 
 def _per_node(row):
     """One server's row on one ProxySQL node (pool and runtime), with the node as its id."""
-    return {**{k: v for k, v in row.items() if k not in ("node", "age")}, "node": row["node"].pk, "age_s": row["age"]}
+    return {**{k: v for k, v in row.items() if k not in ("node", "age", "figures_age")}, "node": row["node"].pk,
+            "age_s": row["age"]}
 
 
 def _backend_row(b):

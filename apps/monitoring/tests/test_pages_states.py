@@ -74,6 +74,62 @@ def test_stale_and_unreachable_nodes(small, live_redis, viewer_client):
     assert 'data-state="unreachable"' in server_page and "Failing since" in server_page
 
 
+def test_a_failing_poll_shows_the_age_of_the_figures_it_keeps_not_its_own(small, live_redis, viewer_client):
+    """A ProxySQL paused 40 s ago: each poll fails at once and keeps the last good poll's figures; the pages said
+    "figures 0.5 s old" beside "last good poll 40 s ago — the figures below are from it"."""
+    cluster, node, servers = small
+    now = time.time()
+    doc = synthetic.proxysql_doc(runtime(servers), now - 0.5, ok=False)
+    doc["last_ok"] = now - 40
+    backend = synthetic.backend_doc(now - 0.5, ok=False)
+    backend["last_ok"] = now - 40
+    live.write_many(live.PROXYSQL, {node.pk: doc})
+    live.write_many(live.BACKEND, {servers[0].pk: backend, servers[1].pk: synthetic.backend_doc(now)})
+    node_page = page(viewer_client, node.get_absolute_url())
+    assert 'data-state="unreachable"' in node_page
+    assert re.search(r'figures <span class="age">4\d s</span> old', node_page)
+    server_page = page(viewer_client, servers[0].get_absolute_url())
+    assert re.search(r'figures <span class="age">4\d s</span> old', server_page)
+    cluster_live = page(viewer_client, reverse("monitoring:cluster_live", args=[cluster.pk]))
+    hostgroup_rows = cluster_live[cluster_live.index('class="live-hg"'):cluster_live.index("Backends, live")]
+    ages = re.findall(r'<td class="num age">([^<]*)</td>', hostgroup_rows)
+    assert ages and all(re.fullmatch(r"4\d s", a) for a in ages), ages
+    # The API's age_s stays the age of the latest poll (its last_ok says when the figures were read).
+    assert viewer_client.get(reverse("api:node_state", args=[node.pk])).json()["age_s"] < 5
+
+
+def test_a_failing_poll_says_what_it_means_and_what_to_do(small, live_redis, viewer_client):
+    """At 3 a.m. the node page said "Last poll failed (timeout): ... no handshake within 0.5s" and no more: the on-call
+    DBA had to know that a timeout there is a hung ProxySQL and a refusal a stopped one, and what that blocks."""
+    cluster, node, servers = small
+    now = time.time()
+    backend = synthetic.backend_doc(now, ok=False)
+    backend["error_kind"] = "unreachable"
+    live.write_many(live.PROXYSQL, {node.pk: synthetic.proxysql_doc(runtime(servers), now, ok=False)})
+    live.write_many(live.BACKEND, {servers[0].pk: backend, servers[1].pk: synthetic.backend_doc(now)})
+    node_page = page(viewer_client, node.get_absolute_url())
+    assert "data-advice" in node_page and "the process is hung, stopped or overloaded" in node_page
+    assert "A switchover, drain or restore on this cluster is refused until every ProxySQL node answers." in node_page
+    server_page = page(viewer_client, servers[0].get_absolute_url())
+    assert "the database is stopped or crashed" in server_page and "drain it for maintenance" in server_page
+    assert "data-advice" not in page(viewer_client, servers[1].get_absolute_url())  # answering: nothing to advise
+
+
+def test_a_backend_in_maintenance_that_is_down_is_planned_work_not_a_red_unreachable(small, live_redis, viewer_client):
+    """A backend drained for maintenance, then stopped: the fleet page listed it red "unreachable" at the top of
+    "Needs attention", like an outage; its alert was held. It is listed, grey, as planned maintenance."""
+    cluster, node, servers = small
+    Server.objects.filter(pk=servers[1].pk).update(maintenance=True)
+    now = time.time()
+    live.write_many(live.PROXYSQL, {node.pk: synthetic.proxysql_doc(runtime(servers), now)})
+    live.write_many(live.BACKEND, {servers[0].pk: synthetic.backend_doc(now),
+                                   servers[1].pk: synthetic.backend_doc(now, ok=False)})
+    attention = attention_of(page(viewer_client, reverse("fleet:overview")))
+    assert 'data-kind="unreachable"' not in attention and 'class="att-red"' not in attention
+    assert 'data-kind="in maintenance"' in attention
+    assert "planned maintenance; unreachable: refused: backend db: connect refused" in attention
+
+
 def test_not_synced_and_recv_queue_over_threshold(small, live_redis, viewer_client):
     cluster, node, servers = small
     now = time.time()
@@ -164,6 +220,16 @@ def test_redis_down_pages_render_history_and_say_live_data_is_unavailable(small,
     assert "Live data unavailable" in server_page and "Synced" in server_page
     cluster_page = page(viewer_client, cluster.get_absolute_url())
     assert "Live data unavailable" in cluster_page and cluster_page.count("<rect") == 1  # sparkline from history
+
+
+def test_redis_down_the_overview_does_not_count_every_node_as_down(small, settings, viewer_client):
+    """Redis not answering: the totals said "0/1 ProxySQL nodes answering · 0/2 backends Synced", which reads as an
+    outage of the whole fleet at 3 a.m.; they are unknown, not down."""
+    settings.REDIS_URL = f"redis://127.0.0.1:{closed_port()}/0"
+    overview_page = page(viewer_client, reverse("fleet:overview"))
+    assert "0/1 ProxySQL nodes answering" not in overview_page and "0/2 backends" not in overview_page
+    assert 'data-totals="unknown"' in overview_page
+    assert "1 ProxySQL nodes · 2 backends: whether they answer is unknown while live data is unavailable" in overview_page
 
 
 def test_overview_query_count_does_not_grow_with_the_fleet(live_redis, viewer_client, django_assert_max_num_queries):

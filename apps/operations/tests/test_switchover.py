@@ -134,6 +134,20 @@ def test_failed_guard_needs_an_admin_and_a_reason(adopted_lab, operator_user, ad
     assert confirmed.details["overridden_guards"] == ["new_writer_synced"]
 
 
+def test_the_available_nodes_guard_counts_and_names_the_nodes_besides_the_new_writer(adopted_lab, galera_healthy):
+    """A backend stopped at 3 a.m.: the row "At least 1 available node(s) besides the new writer" said "2 available",
+    counting the new writer itself (and, when the new writer was the one down, subtracting it all the same)."""
+    cluster, _ = adopted_lab
+    galera_healthy.stop(3)
+    guard = next(g for g in switchover.plan_switchover(cluster, server(3312)).guards if g.key == "min_available")
+    assert guard.passed and guard.value == "1 available: 127.0.0.1:3311; not counted: 127.0.0.1:3313 (does not answer)"
+    galera_healthy.set_desync(2, True)  # the new writer itself not Synced: the others are counted all the same
+    plan = switchover.plan_switchover(cluster, server(3312))
+    guard = next(g for g in plan.guards if g.key == "min_available")
+    assert guard.value == "1 available: 127.0.0.1:3311; not counted: 127.0.0.1:3313 (does not answer)"
+    assert "new_writer_synced" in [g.key for g in plan.failed_guards]
+
+
 # -- roles: a switchover swaps every role row of the two servers ----------------------------------------
 def test_a_switchover_gives_the_mirror_image_of_the_roles(adopted_lab, operator_user):
     """Seed pair: writer 3311 (1000000), also a reader at 100 "writer, reads elsewhere first"; readers at

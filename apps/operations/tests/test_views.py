@@ -24,6 +24,48 @@ def test_viewer_cannot_plan_confirm_or_cancel(viewer_client, adopted_lab, operat
     assert viewer_client.get(op.get_absolute_url()).status_code == 200  # reading is fine
 
 
+def test_an_operator_is_not_offered_a_confirm_that_only_an_admin_may_give(client, operator_user, admin_user_role,
+                                                                           adopted_lab):
+    """A switchover planned onto a Donor/Desynced node: the operator saw "Confirm and run", clicked, and was refused
+    with "only an admin can override them"; the page now says so instead of offering the button."""
+    from apps.operations.plans import Guard
+
+    cluster, _ = adopted_lab
+    plan = Plan("switchover", cluster.pk, "t", steps=[],
+                guards=[Guard("new_writer_synced", "127.0.0.1:3313 is Synced", False, "2 Donor/Desynced")])
+    op = Operation.objects.create(cluster=cluster, kind="switchover", title="t", actor="x", plan=plan.to_json())
+    client.force_login(operator_user)
+    page = client.get(op.get_absolute_url()).content.decode()
+    assert "Confirm and run" not in page and 'name="confirm"' not in page
+    assert "data-admin-override" in page and "only an admin can confirm this plan, with a reason" in page
+    assert "127.0.0.1:3313 is Synced" in page and "Discard this plan" in page
+    client.force_login(admin_user_role)
+    page = client.get(op.get_absolute_url()).content.decode()
+    assert "Confirm and run" in page and 'name="override_reason"' in page and "data-admin-override" not in page
+
+
+def test_a_drain_whose_guard_cannot_be_overridden_offers_no_confirm_to_anyone(client, operator_user, admin_user_role,
+                                                                              adopted_lab):
+    """A drain planned while a ProxySQL node was paused said "Guards failed: only an admin can override them" and
+    offered "Confirm and run"; no one may override "Every ProxySQL node of the cluster answers"."""
+    from apps.operations.plans import Guard
+
+    cluster, _ = adopted_lab
+    plan = Plan("drain", cluster.pk, "t", steps=[], guards=[
+        Guard("proxysql_reachable", "Every ProxySQL node of the cluster answers", False,
+              "proxysql-2: no handshake within 0.5s", False)])
+    op = Operation.objects.create(cluster=cluster, kind="drain", title="t", actor="x", plan=plan.to_json())
+    for user in (operator_user, admin_user_role):
+        client.force_login(user)
+        page = client.get(op.get_absolute_url()).content.decode()
+        assert "Confirm and run" not in page and "only an admin" not in page
+        assert "data-hard-failed" in page and "(Every ProxySQL node of the cluster answers): this plan" in page
+        # Said first, above the guards and the SQL (a switchover's plan is some 2,500 px long), not only at the end.
+        assert page.index("data-verdict") < page.index("<h2>Guards</h2>")
+        assert ("This plan cannot run, and no one can override why:\n<strong>Every ProxySQL node of the cluster "
+                "answers</strong> failed (proxysql-2: no handshake within 0.5s). Nothing was sent to any node.") in page
+
+
 def test_operator_plans_previews_confirms_and_watches(operator_client, adopted_lab):
     cluster, (first, second) = adopted_lab
     for double in (first, second):
