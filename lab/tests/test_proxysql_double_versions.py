@@ -15,6 +15,9 @@ from conftest import missing
 FACTS = Path(__file__).resolve().parents[1] / "reference" / "versions"
 SCHEMA = Path(__file__).resolve().parents[1] / "proxysql_double" / "schema"
 CAPTURED_2_5 = FACTS / "proxysql-2.5.5-captured.json"
+# one node's own values (its version string, its listeners, the admin credentials it was started with), not the
+# version's defaults
+NODE_VALUES = {"admin-version", "admin-mysql_ifaces", "mysql-interfaces", "admin-admin_credentials"}
 
 
 def facts(version):
@@ -158,6 +161,23 @@ def test_double_2_5_shows_the_tables_checksums_and_statements_a_real_2_5_5_showe
     # column (SQLite's error), SET of the 2.5-only mysql-default_tx_isolation: the real 2.5.5's answers, exactly
     probes = [p for p in cap["probes"] if p["sql"] not in NOT_MODELLED_PROBES]
     assert _answers(proxysql_double, [p["sql"] for p in probes]) == probes
+
+
+@pytest.mark.parametrize("proxysql_double", ["2.5"], indirect=True)
+def test_double_2_5_has_the_variable_defaults_and_handshake_a_real_2_5_5_showed(proxysql_double):
+    """Every variable's default as a fresh real 2.5.5 showed it (2.5.5's own, where 2.6.0 changed them:
+    mysql-server_version 5.5.30, have_ssl false, monitor_history 600000, set_parser_algorithm 1,
+    use_tcp_keepalive false, tcp_keepalive_time 0, query_digests_groups_grouping_limit 0, server_capabilities),
+    and the admin's handshake version (mysql-server_version)."""
+    cap = captured_2_5()
+    variables = dict(rows(proxysql_double, "SELECT variable_name, variable_value FROM global_variables")[0])
+    assert {k: v for k, v in variables.items() if k not in NODE_VALUES} == {
+        k: v for k, v in cap["global_variables"].items() if k not in NODE_VALUES}
+    conn = MySQLdb.connect(**proxysql_double.connect_kwargs())
+    try:
+        assert conn.get_server_info().split(" ")[0] == cap["server_info"]
+    finally:
+        conn.close()
 
 
 def _capture_module():
