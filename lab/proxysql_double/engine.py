@@ -200,6 +200,18 @@ FROM y
 """
 
 
+def _runtime_password(password, hashing):
+    """The password runtime_mysql_users holds for a configured one, as ProxySQL's LOAD MYSQL USERS TO RUNTIME puts
+    it there: NULL becomes ''; with admin-hash_passwords=true (2.5) a cleartext one becomes '*' + the upper-case hex
+    of SHA1(SHA1(password)) and one starting with '*' is kept (v2.5.5 lib/ProxySQL_Admin.cpp; both measured on real
+    2.5.5 and 2.7.1 nodes: lab/reference/versions/proxysql-2.5.5-captured.json, "hash_passwords")."""
+    if not password:
+        return ""
+    if not hashing or password.startswith("*"):
+        return password
+    return "*" + hashlib.sha1(hashlib.sha1(password.encode()).digest()).hexdigest().upper()
+
+
 class AdminEngine:
     """One ProxySQL admin endpoint: state, SQL, traffic model. Thread-safe via GLOBAL_LOCK."""
 
@@ -664,8 +676,10 @@ class AdminEngine:
         # does; an inactive user is not at runtime at all (config-statements.jsonl)
         self.db.execute("DELETE FROM main.runtime_mysql_users")
         cols = [r[1] for r in self.db.execute("PRAGMA main.table_info(mysql_users)")]
+        hashing = self.runtime_vars.get("admin-hash_passwords") == "true"   # 2.5 only, true by default
         for row in self.db.execute("SELECT * FROM main.mysql_users WHERE active<>0").fetchall():
             d = dict(zip(cols, row))
+            d["password"] = _runtime_password(d["password"], hashing)
             for be, fe in ((1, 0), (0, 1)):
                 if (be and d["backend"]) or (fe and d["frontend"]):
                     d2 = dict(d, backend=be, frontend=fe)
@@ -822,7 +836,9 @@ class AdminEngine:
         live = self.traffic.global_values()
         live["mysql_listener_paused"] = "true" if self.listener_paused else "false"
         overrides = self.traffic.global_overrides
-        return [(name, str(overrides.get(name, live.get(name, value)))) for name, value in SCHEMA.stats_global]
+        names = self.profile.status_names
+        return [(name, str(overrides.get(name, live.get(name, value)))) for name, value in SCHEMA.stats_global
+                if names is None or name in names]
 
     def _users_rows(self):
         counts = collections.Counter()

@@ -4,6 +4,9 @@
 at their tags (lab/reference/versions/proxysql-<v>.json, read from source, not from a running binary):
 admin tables they lack or add, tables whose columns differ, variables they lack or add, the checksum rows
 of runtime_checksums_values. Only the admin (main) schema and the variables differ here; stats tables stay 2.7.1's.
+2.5 was also checked on a real 2.5.5 (proxysql-2.5.5-captured.json): the variables' defaults and the
+stats_mysql_global names come from that capture, and admin-hash_passwords (2.5 only) hashes passwords at LOAD
+MYSQL USERS TO RUNTIME (engine.py).
 """
 import json
 from pathlib import Path
@@ -21,6 +24,11 @@ EXTRA_DEFAULTS = {
 # mysql-* variables ProxySQL adds outside mysql_thread_variables_names (MySQL_Variables), seen in the 2.7.1
 # capture; assumed in every version.
 TRACKED = ("mysql-default_charset", "mysql-default_collation_connection")
+# What a real binary of the version showed (capture.py), where one was built: its variables' defaults and its
+# stats_mysql_global names are taken from there.
+CAPTURED = {"2.5": "proxysql-2.5.5-captured.json"}
+# one node's own values (its version string, listeners, the admin credentials it was started with): the double's own
+NODE_VALUES = ("admin-version", "admin-mysql_ifaces", "mysql-interfaces", "admin-admin_credentials")
 _FACTS = {}
 
 
@@ -44,6 +52,7 @@ class Profile:
         self.main_tables = list(schema.tables["main"])
         # runtime_checksums_values has a mysql_servers_v2 row from 2.6 on (v2.6.6 lib/ProxySQL_Admin.cpp; none in v2.5.5)
         self.has_mysql_servers_v2 = self.version != "2.5"
+        self.status_names = None   # stats_mysql_global's names, when they are not 2.7.1's
         if self.version == DEFAULT:
             return
         mine, base = facts(self.version), facts(DEFAULT)
@@ -63,3 +72,9 @@ class Profile:
         self.variables = {n: v for n, v in self.variables.items() if n in names}
         for name in sorted(names - set(self.variables)):
             self.variables[name] = EXTRA_DEFAULTS.get(name, "")
+        if self.version in CAPTURED:
+            real = json.loads((FACTS_DIR / CAPTURED[self.version]).read_text())
+            # 2.5.5's own defaults (mysql-server_version 5.5.30, have_ssl false... changed in 2.6.0)
+            self.variables.update({n: v for n, v in real["global_variables"].items()
+                                   if n in self.variables and n not in NODE_VALUES})
+            self.status_names = set(real["stats_mysql_global"])   # 2.5.5 has no mysql_listener_paused
