@@ -25,6 +25,22 @@ VARIABLE_VERSIONS = {
     "admin-cluster_mysql_servers_sync_algorithm": SINCE_2_6,
     "admin-pgsql_ifaces": ("3.0",),
 }
+# The variables whose default differs between versions -> each version's default, measured on fresh real nodes
+# started with the same configuration (lab/reference/versions/proxysql-2.5.5-captured.json and
+# proxysql-2.7.1-captured.json; 2.6.6 is 2.7.1's commit; no 3.0 binary was built, so 3.0 is not listed). A cluster
+# adopted from a 2.5 node records 2.5's defaults: on its 2.7 node those are the versions' difference, not drift,
+# and writing them would change that node (mysql-server_version 5.5.30 to its clients).
+_V25_V27 = {  # name: (2.5, 2.6 and 2.7)
+    "mysql-have_ssl": ("false", "true"),
+    "mysql-monitor_history": ("600000", "7200000"),
+    "mysql-query_digests_groups_grouping_limit": ("0", "10"),
+    "mysql-server_capabilities": ("569899", "569867"),
+    "mysql-server_version": ("5.5.30", "8.0.11"),
+    "mysql-set_parser_algorithm": ("1", "2"),
+    "mysql-tcp_keepalive_time": ("0", "120"),
+    "mysql-use_tcp_keepalive": ("false", "true"),
+}
+DEFAULTS = {name: {"2.5": old, "2.6": new, "2.7": new} for name, (old, new) in _V25_V27.items()}
 VERSION_RE = re.compile(r"^\s*(\d+)\.(\d+)")
 
 
@@ -47,6 +63,19 @@ def one_side_lacks(name, intended, node_value):
     node (a ProxySQL lists every variable it has) does not hold: the versions differ, which is not drift and
     nothing to write."""
     return name in VARIABLE_VERSIONS and (node_value is None or name not in (intended.get("global_variables") or {}))
+
+
+def versions_differ(name, intended, node_value, node_version):
+    """Is the difference between intent and this node's value the versions' own, not drift and nothing to write?
+    Either one side lacks a variable some versions lack (one_side_lacks), or the node holds its own version's default
+    of a variable whose default differs between versions while intent holds another version's default (intent
+    recorded from a node of that version). A node that holds anything else than its own default is judged as usual."""
+    if one_side_lacks(name, intended, node_value):
+        return True
+    defaults = DEFAULTS.get(name) or {}
+    mine = defaults.get(series(node_version))
+    want = (intended.get("global_variables") or {}).get(name)
+    return mine is not None and node_value == mine and want != mine and want in defaults.values()
 
 
 def versions_with(name):

@@ -200,8 +200,9 @@ def compare_node(node_name, intended, layers, hostgroups, same, label="the versi
         d = C.diff(C.runtime_view(intended) if layer == "runtime" else intended, data, same_secret=same)
         for c in d.rows:
             changes.setdefault((c.table, c.key), {})[layer] = c
+        node_version = (layers[layer].get(VARIABLES) or {}).get("admin-version")  # (scoped() keeps managed ones)
         for name, _, value in d.variables:
-            if not versions.one_side_lacks(name, intended, value):
+            if not versions.versions_differ(name, intended, value, node_version):
                 changes.setdefault((VARIABLES, name), {})[layer] = value
     words = Words(node_name, label, seen)
     diffs = []

@@ -122,8 +122,9 @@ def node_plan(sql, target, memory, *, hostgroups, secrets, node_key="node", inte
                 plain = secrets.value(value["secret"]) if is_secret(value) else value
                 if name in current and same_variable(name, current[name], plain):
                     continue
-                if versions.one_side_lacks(name, target, current.get(name)):
-                    continue   # this node's version lacks it: SET would apply nothing (a change set's is refused)
+                if versions.versions_differ(name, target, current.get(name), current.get("admin-version")):
+                    continue   # this node's version lacks it (SET would apply nothing; a change set's is refused),
+                    # or holds its own version's default where intent has another version's
                 fwd.append(sql.set_variable(name, secrets.marker_for_ref(value["secret"]) if is_secret(value) else value))
                 if name in current:
                     old = current[name]

@@ -44,12 +44,13 @@ def verify(run, step, row, executed, detail):
         layers = N.read_layers(run.admin(node_id), ("runtime",), tables=tables)
         nc = N.NodeConfig(int(node_id), str(node_id), layers)
         d = node_diff(nc, target, hostgroups, same_secret)
+        version = (layers["runtime"].get("global_variables") or {}).get("admin-version")
         return [f"{c.table} {list(c.key)} {c.change}" + (f" ({', '.join(found)})" if found else "")
                 for c in d.rows for found in [fields(c)] if found is not None] + \
                [(f"{name}: differs" if C.is_secret(after) else f"{name}: runtime {before!r}, expected {after!r}")
                 for name, before, after in d.variables
                 if "global_variables" in tables and (write_back or name in variables)
-                and not versions.one_side_lacks(name, target, before)]
+                and not versions.versions_differ(name, target, before, version)]
 
     node_ids = [n for n in run.plan_nodes()]
     problems = {}

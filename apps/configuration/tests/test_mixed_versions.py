@@ -120,14 +120,25 @@ def test_a_variable_only_the_other_version_has_is_no_drift_and_no_write_back(ado
     drift = {n.node_name: n for n in cluster_drift(cluster).nodes}
     assert [d.key for d in drift["proxysql-new"].layers if d.table == "global_variables"] == []
     assert [d.key for d in drift["proxysql-old"].layers if d.table == "global_variables"] == []
+    # version 1 holds 2.5.5's own defaults where they differ from 2.7's (mysql-server_version 5.5.30 ...): the 2.7
+    # node's defaults are the versions' difference, no drift, nothing written to it
+    assert services.latest(cluster).content["global_variables"]["mysql-server_version"] == "5.5.30"
+    assert sql(new, "SELECT variable_value FROM global_variables WHERE variable_name='mysql-server_version'") == (
+        ("8.0.11",),)
     sql(new, "SET mysql-mirror_max_concurrency=42")   # real drift on the 2.7 node, written back
+    sql(new, "SET mysql-tcp_keepalive_time=300")      # a version-dependent default changed by hand: drift too
     sql(new, "LOAD MYSQL VARIABLES TO RUNTIME")
+    drift = {n.node_name: n for n in cluster_drift(cluster).nodes}
+    assert sorted({d.key for d in drift["proxysql-new"].layers if d.table == "global_variables"}) == [
+        "mysql-mirror_max_concurrency", "mysql-tcp_keepalive_time"]
     cs = services.write_back(cluster, actor=Actor.command(operator_user), reason="back to version 1")
     op, plan = run(cs, operator_user)
     assert op.state == "done", (op.error, plan.failed_guards)
     apply = next(s for s in plan.steps if s.key == "apply")
     statements = [s for spec in apply.nodes.values() for s in spec["sql"]]
-    assert not any("default_tx_isolation" in s for s in statements), statements
+    assert not any("default_tx_isolation" in s or "server_version" in s or "have_ssl" in s for s in statements), \
+        statements
+    assert any("mysql-mirror_max_concurrency" in s for s in statements), statements
 
 
 def test_mixed_pair_drains_restores_and_is_repaired(adopted_mixed_lab, operator_user):

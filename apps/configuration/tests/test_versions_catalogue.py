@@ -43,3 +43,27 @@ def test_a_variable_of_another_version_than_2_7_passes_the_variable_check():
     assert variables.check("mysql-default_tx_isolation", "READ-COMMITTED") == ("READ-COMMITTED", None)
     value, why = variables.check("mysql-no_such_thing", "1")
     assert value is None and "nor a 2.5, 2.6 or 3.0 one" in why
+
+
+def captured(version):
+    return json.loads((FACTS / f"proxysql-{version}-captured.json").read_text())["global_variables"]
+
+
+def test_the_defaults_that_differ_between_versions_are_what_real_nodes_showed():
+    """A fresh real 2.5.5 and 2.7.1 started with the same configuration (lab/reference/versions, capture.py)."""
+    old, new = captured("2.5.5"), captured("2.7.1")
+    differing = {n: {"2.5": old[n], "2.6": new[n], "2.7": new[n]} for n in set(old) & set(new)
+                 if old[n] != new[n] and n != "admin-version"}
+    assert differing == versions.DEFAULTS
+
+
+def test_a_nodes_own_version_default_against_another_versions_is_no_drift():
+    intended = {"global_variables": {"mysql-server_version": "5.5.30", "mysql-max_connections": "2048"}}  # from a 2.5
+    assert versions.versions_differ("mysql-server_version", intended, "8.0.11", "2.7.1-0-g2726c27")
+    assert not versions.versions_differ("mysql-server_version", intended, "5.7.40", "2.7.1")  # set by hand: drift
+    assert not versions.versions_differ("mysql-server_version", intended, "8.0.11", "2.5.5")  # not 2.5's default
+    assert not versions.versions_differ("mysql-server_version", intended, "8.0.11", "")  # version unknown
+    assert not versions.versions_differ("mysql-max_connections", intended, "1000", "2.7.1")  # same default everywhere
+    by_hand = {"global_variables": {"mysql-server_version": "5.7.40"}}  # intent is no version's default
+    assert not versions.versions_differ("mysql-server_version", by_hand, "8.0.11", "2.7.1")
+    assert versions.versions_differ("mysql-handle_warnings", intended, None, "2.5.5")  # one side lacks it, as before
