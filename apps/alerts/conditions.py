@@ -25,6 +25,17 @@ SERVER_RULES = ("backend_unreachable", "galera_non_primary", "galera_not_ready",
 CLUSTER_RULES = ("writer_none", "writer_many", "writer_disagree", "readers_low", "galera_cluster_size",
                  "proxysql_cluster_diverged", "operation_failed", "rollback_pending", "finish_pending")
 CHANNEL_RULES = ("channel_stopped", "channel_lag")
+# What a pass judges of a ProxySQL node it cannot read (its last poll failed, or is stale): whether it answers. Its
+# other alerts (a backend SHUNNED on it, drift, a disk a restart would load) stand as they were until it answers
+# again: its silence tells nothing of them, and resolving them would tell the on-call they are over.
+NODE_REACH_RULES = ("proxysql_unreachable", "proxysql_auth")
+
+
+def node_rules(c, doc, now):
+    """The rules a pass over this node's document judges: what it does not observe of them is resolved."""
+    if doc is not None and (_stale(doc, c, now) or not doc.get("ok", True)):
+        return NODE_REACH_RULES
+    return NODE_RULES
 
 
 @dataclass

@@ -106,7 +106,7 @@ def after_poll_round(kind, docs, shard=0, shards=1, now=None):
             covered.add(f"{'n' if kind == live.PROXYSQL else 's'}{pk}")
             continue  # judged on the same failure at its last poll: what that opened stands
         if kind == live.PROXYSQL:
-            passes.append(Pass(c.pk, {f"n{pk}"}, conditions.NODE_RULES,
+            passes.append(Pass(c.pk, {f"n{pk}"}, conditions.node_rules(c, doc, now),
                                conditions.node_observations(c, c.nodes[pk], holds.without_own_changes(
                                    with_layers(doc, engine.get(pk), situation.own_changes.get(c.pk)), c,
                                    situation.own_changes.get(c.pk)), now, rules)))
@@ -195,7 +195,7 @@ def judge_clusters(clusters, situation, now, skip=(), full=False):
         for pk, n in c.nodes.items():
             doc = mine_n[pk]
             if f"n{pk}" not in skip and (full or doc is None or conditions.is_stale(doc, c, now)):
-                out.append(Pass(c.pk, {f"n{pk}"}, conditions.NODE_RULES,
+                out.append(Pass(c.pk, {f"n{pk}"}, conditions.node_rules(c, doc, now),
                                 conditions.node_observations(c, n, holds.without_own_changes(
                                     with_layers(doc, engine.get(pk), situation.own_changes.get(c.pk)), c,
                                     situation.own_changes.get(c.pk)), now, rules)))

@@ -147,6 +147,33 @@ def test_a_shunned_backend_and_a_flapping_one(adopted_lab, live_redis):
     assert until(lambda: not open_alerts("backend_flapping"), 20, step=1, kinds=["proxysql"])  # the 12-s window passed
 
 
+def test_a_node_that_stops_answering_resolves_none_of_its_alerts(adopted_lab, live_redis):
+    """Issue 23 (the walk-through on a bad night): proxysql-2 sees 3313 SHUNNED, then stops answering. Its SHUNNED
+    alert is not resolved by its silence (nothing is known of it; resolving would tell the on-call the backend is
+    back); it is judged again, and resolved or kept, once the node answers."""
+    cluster, (first, second) = adopted_lab
+    set_rule("backend_shunned", for_s=0)
+    set_rule("proxysql_unreachable", for_s=0)
+    tick(["proxysql"])
+    admin_sql(second, "UPDATE mysql_servers SET status='SHUNNED' WHERE hostgroup_id=101 AND port=3313",
+              "LOAD MYSQL SERVERS TO RUNTIME")
+    assert until(lambda: firing("backend_shunned"), 8, kinds=["proxysql"])
+    second.set_mode("hang")
+    try:
+        assert until(lambda: firing("proxysql_unreachable"), 10, kinds=["proxysql"])
+        for _ in range(2):
+            tick(["proxysql"])
+        [shunned] = firing("backend_shunned")
+        assert shunned.node == node_of(second)
+    finally:
+        second.set_mode("normal")
+    assert until(lambda: not open_alerts("proxysql_unreachable"), 10, kinds=["proxysql"])
+    assert firing("backend_shunned")  # still SHUNNED on proxysql-2 once it answers: still firing
+    admin_sql(second, "UPDATE mysql_servers SET status='ONLINE' WHERE hostgroup_id=101 AND port=3313",
+              "LOAD MYSQL SERVERS TO RUNTIME")
+    assert until(lambda: not open_alerts("backend_shunned"), 8, kinds=["proxysql"])
+
+
 def test_connection_errors_per_second(adopted_lab, live_redis):
     cluster, (first, second) = adopted_lab
     set_rule("conn_errors", for_s=0, p_per_second=5)
