@@ -283,11 +283,17 @@ def runtime_users(rows):
 
 
 def expected_runtime(content, table):
-    """The rows this table's runtime_ layer shows when `content` is loaded: inactive users are absent."""
+    """The rows this table's runtime_ layer shows when `content` is loaded: inactive users are absent, and a NULL
+    password reads '' (real 2.5.5 and 2.7.1: lab/reference/versions/proxysql-*-captured.json, "sequences")."""
     rows = content.get(table.name) or []
     if table is MYSQL_USERS:
-        return [r for r in rows if r["active"]]
+        return [loaded_user(r) for r in rows if r["active"]]
     return rows
+
+
+def loaded_user(row):
+    """A mysql_users row as runtime shows it once loaded: a NULL password reads ''."""
+    return {**row, "password": ""} if row["password"] is None else row
 
 
 def runtime_view(content):

@@ -15,7 +15,8 @@ import re2
 from apps.clients import proxysql_versions as versions
 from apps.fleet.choices import ClusterKind
 
-from .content import claimed_hostgroups, diff, endpoint, endpoints, index, operational_changes, runtime_users, writers
+from .content import (claimed_hostgroups, diff, endpoint, endpoints, index, loaded_user, operational_changes,
+                      runtime_users, writers)
 from .tables import MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, SCHEDULER, TABLES, VARIABLES
 
 
@@ -398,8 +399,8 @@ def node_findings(target, nodes, tables_touched, changed_variables=()):
             mem_rows = runtime_users(memory[table.name]) if table is MYSQL_USERS else memory[table.name]
             mem = {table.key_of(r): r for r in mem_rows if not (table is MYSQL_USERS and not r["active"])}
             run = index({table.name: runtime[table.name]}, table)
-            if table is MYSQL_USERS:
-                mem = {k: {**v, "backend": 0, "frontend": 0} for k, v in mem.items()}
+            if table is MYSQL_USERS:  # (and a NULL password in memory is '' in runtime: not an edit)
+                mem = {k: {**loaded_user(v), "backend": 0, "frontend": 0} for k, v in mem.items()}
                 run = {k: {**v, "backend": 0, "frontend": 0} for k, v in run.items()}
             if mem != run:
                 keys = sorted(str(list(k)) for k in mem.keys() ^ run.keys() | {k for k in mem.keys() & run.keys()
