@@ -1,5 +1,7 @@
 import time
+from datetime import datetime, timezone
 
+import msgspec
 from django import forms
 
 from apps.fleet.models import Cluster
@@ -54,6 +56,40 @@ def candidate_label(cluster, servers):
             words.append(f"recv queue {queue}")
         return " · ".join(words)
     return label
+
+
+class NodePoll(msgspec.Struct):
+    """What a form reads of a ProxySQL node's latest-state document (live_doc.ProxySQLNodeDoc)."""
+
+    ts: float
+    ok: bool = True
+    error_kind: str | None = None
+    error_since: float | None = None
+    last_ok: float | None = None
+
+
+def silent_nodes(cluster, now=None):
+    """The cluster's ProxySQL nodes whose last poll failed or is stale, in words, for the forms of operations that
+    change every node: the operator learns before planning that the plan will be refused until they answer.
+    One MGET; nothing when Redis is down (the plan still checks every node)."""
+    now = now or time.time()
+    nodes = list(cluster.proxysql_nodes.order_by("name"))
+    try:
+        docs = live.read_typed(live.PROXYSQL, [n.pk for n in nodes], NodePoll)
+    except live.LiveUnavailable:
+        return []
+    out = []
+    for node in nodes:
+        doc = docs.get(node.pk)
+        state, _ = status.freshness_of(doc.ts, doc.ok, cluster.poll_interval_s, now) if doc else (status.NODATA, None)
+        if state in (status.OK, status.NODATA):
+            continue
+        since = doc.error_since if state == status.UNREACHABLE else (doc.last_ok or doc.ts)
+        when = datetime.fromtimestamp(since or doc.ts, tz=timezone.utc).strftime("%H:%M:%S")
+        how = f"has not answered since {when} UTC ({doc.error_kind or 'error'})" if state == status.UNREACHABLE \
+            else f"has not been polled since {when} UTC"
+        out.append(f"{node.name} ({node.admin_host}:{node.admin_port}) {how}")
+    return out
 
 
 class ConfirmForm(forms.Form):

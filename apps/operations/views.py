@@ -13,7 +13,7 @@ from apps.clients.wire import ClientError
 from apps.fleet.models import Cluster, Server
 
 from . import drain, repair, rollbacks, rule_settings, services, switchover
-from .forms import ConfirmForm, DrainForm, RuleSettingsForm, SwitchoverForm
+from .forms import ConfirmForm, DrainForm, RuleSettingsForm, SwitchoverForm, silent_nodes
 from .choices import OperationState
 from .models import Operation
 from .plans import Plan
@@ -42,7 +42,8 @@ def switchover_new(request, cluster_pk):
         record("switchover planned", request=request, cluster=cluster, outcome="invalid",
                details={"errors": form.errors.get_json_data()})
     return TemplateResponse(request, "operations/switchover_form.html",
-                            {"cluster": cluster, "writer": writer, "form": form}, status=400 if form.errors else 200)
+                            {"cluster": cluster, "writer": writer, "form": form, "silent_nodes": silent_nodes(cluster)},
+                            status=400 if form.errors else 200)
 
 
 @require_role(OPERATOR)
@@ -58,7 +59,8 @@ def drain_new(request, server_pk):
     if request.method == "POST":
         record("drain planned", request=request, cluster=server.cluster, target=str(server), outcome="invalid",
                details={"errors": form.errors.get_json_data()})
-    return TemplateResponse(request, "operations/drain_form.html", {"server": server, "form": form},
+    return TemplateResponse(request, "operations/drain_form.html",
+                            {"server": server, "form": form, "silent_nodes": silent_nodes(server.cluster)},
                             status=400 if form.errors else 200)
 
 

@@ -5,7 +5,7 @@ import pytest
 from django.urls import reverse
 
 from apps.audit.actor import Actor
-from apps.fleet.models import Server
+from apps.fleet.models import ProxySQLNode, Server
 from apps.fleet.tests.conftest import admin_sql
 from apps.operations import executor
 from apps.operations.models import Operation
@@ -244,3 +244,29 @@ def test_the_new_writer_list_shows_each_candidates_last_polled_state(operator_cl
     page = operator_client.get(url).content.decode()
     options = re.findall(r"<option value=\"\d+\"[^>]*>([^<]*)</option>", page)
     assert "127.0.0.1:3312 · Synced · recv queue 0" in options and "127.0.0.1:3313 · Synced · recv queue 0" in options
+
+
+def test_the_switchover_and_drain_forms_say_which_proxysql_node_does_not_answer(operator_client, adopted_lab, live_redis):
+    """Found in the walk-through: with a ProxySQL paused, the forms said nothing; only the plan page told the
+    operator it would be refused. The forms name the node and since when, from its last poll (one MGET)."""
+    from apps.monitoring import pollers
+
+    cluster, (first, second) = adopted_lab
+    nodes = list(ProxySQLNode.objects.select_related("cluster").filter(cluster=cluster))
+    pollers.proxysql_round(nodes)
+    switchover_url = reverse("operations:switchover", args=[cluster.pk])
+    drain_url = reverse("operations:drain", args=[Server.objects.get(cluster=cluster, port=3313).pk])
+    assert "data-silent-nodes" not in operator_client.get(switchover_url).content.decode()
+    second.set_mode("hang")
+    try:
+        pollers.proxysql_round(nodes)
+    finally:
+        second.set_mode("normal")
+    silent = ProxySQLNode.objects.get(admin_port=second.port)
+    for url, what in ((switchover_url, "A switchover"), (drain_url, "A drain")):
+        page = operator_client.get(url).content.decode()
+        assert "data-silent-nodes" in page, url
+        warning = page.split("data-silent-nodes>")[1].split("</p>")[0]
+        assert f"{silent.name} (127.0.0.1:{second.port}) has not answered since" in warning, warning
+        assert f"{what} changes every ProxySQL node of the cluster, so its plan will be refused until it answers" \
+            in " ".join(warning.split())
