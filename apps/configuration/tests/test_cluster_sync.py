@@ -8,7 +8,8 @@ import pytest
 from apps.audit.actor import Actor
 from apps.configuration import services
 from apps.operations.choices import OperationState
-from apps.operations.tests.test_cluster_sync import PULLS_DUE_S, assert_cooperated, retried, sql, sync_settings
+from apps.operations.tests.test_cluster_sync import (EACH_NODE, PULLS_DUE_S, assert_cooperated, retried, sql,
+                                                     sync_settings)
 
 from .test_change_sets import run
 
@@ -42,14 +43,19 @@ def test_a_change_set_holds_the_sync_of_its_modules_and_restores_it(adopted_clus
     assert sql(doubles[1], "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3313") == [("5",)]
 
 
+@EACH_NODE
 def test_a_change_set_paused_at_its_save_rolls_back_and_the_retry_restores_the_sync(
-        adopted_cluster_lab, operator_user, live_redis):
+        adopted_cluster_lab, operator_user, live_redis, paused_index):
+    """Issue 24, done-when: each node paused once mid-change (at its SAVE, with its LOAD taken): both nodes end equal
+    in every layer on the version before, the sync restored, and no peer pulled the half-applied state."""
     cluster, (first, second) = adopted_cluster_lab
+    paused = (first, second)[paused_index]
     before = {d.port: sync_settings(d) for d in (first, second)}
     started = time.time()
-    sql(second, 'LAB FAIL_STATEMENTS {"text": "SAVE MYSQL SERVERS TO DISK", "pause": true}')
+    sql(paused, 'LAB FAIL_STATEMENTS {"text": "SAVE MYSQL SERVERS TO DISK", "pause": true}')
     op, _ = run(change_set(cluster, operator_user), operator_user)
     assert op.state == OperationState.ROLLBACK_PENDING, op.error
-    retried(op, second, OperationState.ROLLED_BACK)
+    retried(op, paused, OperationState.ROLLED_BACK)
     assert_cooperated((first, second), started, before)
-    assert sql(second, "SELECT weight FROM disk.mysql_servers WHERE hostgroup_id=101 AND port=3313") != [("5",)]
+    for d in (first, second):
+        assert sql(d, "SELECT weight FROM disk.mysql_servers WHERE hostgroup_id=101 AND port=3313") != [("5",)]
