@@ -169,9 +169,10 @@ def documents(now):
 def publish(px, be, now):
     from apps.monitoring import live
 
-    for docs in (px, be):
-        for doc in docs.values():
-            doc["ts"] = doc["last_ok"] = doc["counters_ts"] = doc["variables_ts"] = now
+    for doc in px.values():
+        doc["ts"] = doc["last_ok"] = doc["counters_ts"] = doc["variables_ts"] = now
+    for doc in be.values():  # a backend's document has no counters or variables of its own (live_doc)
+        doc["ts"] = doc["last_ok"] = now
     live.write_many(live.PROXYSQL, px)
     live.write_many(live.BACKEND, be)
 
