@@ -910,15 +910,30 @@ class AdminEngine:
                 diffs = 0
             if diffs <= 0:
                 continue
-            own_ver, own_epoch, own_csum = self.checksums[name]
             best = None
             for (host, port), peer in reached.items():
-                ver, epoch, csum, _ch, _up, diff = self.peer_checksums[(host, port, name)]
+                key = self._sync_key(name, host, port)
+                own_ver, own_epoch, own_csum = self.checksums[key]
+                ver, epoch, csum, _ch, _up, diff = self.peer_checksums[(host, port, key)]
                 if (ver > 1 and diff >= diffs and csum != own_csum and (own_ver == 1 or epoch > own_epoch)
                         and (best is None or epoch > best[0])):
                     best = (epoch, host, port, peer)
             if best:
                 self._pull(best[3], name, module, t, best[1], best[2])
+
+    def _sync_key(self, name, host, port):
+        """The checksum that decides the pull of module `name` from a peer. 2.6+ (sysown/proxysql #4169): the
+        mysql_servers module is pulled on mysql_servers_v2 (the loaded mysql_servers and every hostgroup table:
+        replication, group replication, galera, aurora, attributes, ssl params), whatever
+        admin-cluster_mysql_servers_sync_algorithm says; the pull fetches all of them. A galera or replication
+        hostgroup row alone moves mysql_servers_v2 and not mysql_servers, and the peer pulls it 2-3 s later
+        (lab/reference/cluster-2146.jsonl). The runtime-only pull of algorithm 1 (Monitor's changes to
+        runtime_mysql_servers) is not modelled: here runtime_mysql_servers changes only with a LOAD, which moves
+        mysql_servers_v2 too."""
+        if (name == "mysql_servers" and "mysql_servers_v2" in self.checksums
+                and (host, port, "mysql_servers_v2") in self.peer_checksums):
+            return "mysql_servers_v2"
+        return name
 
     def _pull(self, peer, name, module, t, host, port):
         """This node takes the peer's runtime of one module into memory and runtime, with the peer's epoch

@@ -5,8 +5,12 @@ test_cluster_sync_like_the_sample runs the sample's steps on a pair at the defau
 both nodes every 100 ms as the capture did (runtime and disk mysql_servers, runtime_checksums_values,
 stats_proxysql_servers_checksums); the shorter tests take admin-cluster_check_interval_ms=200 for the traps.
 """
+import json
 import time
+from pathlib import Path
 
+from lab.capture_cluster_2146 import SERVERS as SERVERS_2146, TABLES as TABLES_2146, galera_row
+from lab.capture_cluster_sync import LAYERS
 from lab.fixtures_proxysql import join_cluster
 
 SERVERS = "SELECT hostgroup_id, port, status, weight FROM {} ORDER BY hostgroup_id, port"
@@ -244,3 +248,117 @@ def test_every_module_syncs(proxysql_double_factory):
         (f"127.0.0.1:{b.port}",)]
     assert rows(b, "SELECT variable_value FROM disk.global_variables WHERE variable_name='mysql-max_connections'") == [
         ("1234",)]
+
+
+# sysown/proxysql #2146 on two real 2.7.1 nodes (lab/reference/cluster-2146.jsonl, its summary; README section
+# "sysown/proxysql #2146 on two real 2.7.1 nodes"): the default algorithm's (1) steps, the same rows and reads.
+CAPTURE_2146 = json.loads((Path(__file__).resolve().parents[1] / "reference" / "cluster-2146-summary.json")
+                          .read_text())["algorithms"]["1"]
+
+
+def layers_2146(d):
+    """mysql_servers (without the runtime status: the capture's backends were down, SHUNNED) and the galera and
+    replication hostgroup tables in runtime, memory and disk, as the capture read them."""
+    out = {layer: {t: [list(r) for r in rows(d, sql.format(prefix))] for t, sql in TABLES_2146.items()}
+           for layer, prefix in LAYERS.items()}
+    out["runtime"]["servers"] = [r[:2] + r[3:] for r in out["runtime"]["servers"]]
+    return out
+
+
+def captured_layers(step, node):
+    got = json.loads(json.dumps(CAPTURE_2146[step]["layers"][node]))
+    got["runtime"]["servers"] = [r[:2] + r[3:] for r in got["runtime"]["servers"]]
+    return got
+
+
+def pulled_2146(a, b, timeout=4.5):
+    """Seconds until b's own mysql_servers_v2 checksum equals a's, and the highest diff_check b saw for a (per
+    name) on the way; mysql_servers' own checksums compared at every read."""
+    t0 = time.monotonic()
+    target = checksum(a, "mysql_servers_v2")[2]
+    most = {"mysql_servers": 0, "mysql_servers_v2": 0}
+    servers_equal = True
+    while time.monotonic() - t0 < timeout:
+        for name in most:
+            most[name] = max(most[name], seen(b, a, name)[3])
+        servers_equal &= checksum(a)[2] == checksum(b)[2]
+        if checksum(b, "mysql_servers_v2")[2] == target:
+            return time.monotonic() - t0, most, servers_equal
+        time.sleep(0.02)
+    return None, most, servers_equal
+
+
+def test_a_hostgroup_table_alone_is_pulled_like_the_2146_capture(proxysql_double_factory):
+    """A galera (or replication) hostgroup row alone, LOADed on a, moves a's mysql_servers_v2 and not its
+    mysql_servers; b pulls it on mysql_servers_v2's diff_check 3 (measured 2.13-2.26 s galera, 2.52-2.53 s
+    replication, every algorithm) into runtime, memory and disk: diff_check does not climb on 2.7.1."""
+    a, b = join_cluster(proxysql_double_factory(2), sync=True)
+    time.sleep(1.2)
+    load(a, layout(SERVERS_2146))
+    assert pulled_2146(a, b)[0] is not None
+    steps = (("2_galera_on_a", [galera_row("from a")]),
+             ("4_replication_on_a", ["DELETE FROM mysql_galera_hostgroups",
+                                     "INSERT INTO mysql_replication_hostgroups (writer_hostgroup, reader_hostgroup, "
+                                     "comment) VALUES (300, 301, 'from a')"]))
+    for step, statements in steps:
+        captured = CAPTURE_2146[step]
+        time.sleep(1.2)
+        if step == "4_replication_on_a":   # the capture emptied the galera table in a step of its own
+            load(a, statements[:1])
+            assert pulled_2146(a, b)[0] is not None
+            time.sleep(1.2)
+            statements = statements[1:]
+        csum = checksum(a)[2]
+        load(a, statements)
+        assert checksum(a)[2] == csum                           # mysql_servers: the same checksum...
+        assert checksum(a)[0] > 1 and checksum(a, "mysql_servers_v2")[2] != checksum(b, "mysql_servers_v2")[2]
+        took, most, servers_equal = pulled_2146(a, b)
+        assert captured["equal_from_s"]["mysql_servers"] == 0.0 and servers_equal, step
+        assert took is not None and 1.9 <= took <= 3.6, (step, took, captured["equal_from_s"])
+        assert most == captured["max_diff_check"]["b"] == {"mysql_servers": 0, "mysql_servers_v2": 3}, step
+        time.sleep(0.3)
+        for name, d in (("a", a), ("b", b)):
+            assert layers_2146(d) == captured_layers(step, name), (step, name)
+        # the pulling check leaves 3 shown; the next one (~1 s later) reads equal checksums: 0, as on the real pair
+        assert wait_for(lambda: seen(b, a, "mysql_servers_v2")[3] == 0 == seen(a, b, "mysql_servers_v2")[3], 1.5)
+
+
+def test_a_pull_discards_unloaded_rows_and_a_same_second_conflict_holds_until_a_newer_load(proxysql_double_factory):
+    """Steps 5 and 6 of the 2146 capture: a pull writes every hostgroup table to memory (b's unloaded galera row is
+    gone); two different galera tables LOADed in one second share an epoch and diff_check on mysql_servers_v2
+    climbs on both (15 in 15 s) while mysql_servers stays equal; a later LOAD on a (a weight only) clears it."""
+    a, b = join_cluster(proxysql_double_factory(2), sync=True, variables=FAST)
+    time.sleep(1.2)
+    load(a, layout(SERVERS_2146))
+    assert pulled_2146(a, b)[0] is not None
+    time.sleep(1.2)
+    b.query(galera_row("b memory only", writer=210))
+    load(a, ["UPDATE mysql_servers SET weight=1005 WHERE port=3312"])
+    assert pulled_2146(a, b)[0] is not None
+    time.sleep(0.1)
+    assert layers_2146(b) == captured_layers("5_weight_b_memory_differs", "b")
+
+    captured = CAPTURE_2146["6_same_second_galera"]
+    assert captured["equal_from_s"]["mysql_servers_v2"] is None and captured["max_diff_check"]["a"] == {
+        "mysql_servers": 0, "mysql_servers_v2": 15}
+    time.sleep(1.0)
+    while time.time() % 1 > 0.3:
+        time.sleep(0.01)
+    load(a, ["DELETE FROM mysql_galera_hostgroups", galera_row("a same second")])
+    load(b, ["DELETE FROM mysql_galera_hostgroups", galera_row("b same second", writer=220)])
+    assert checksum(a, "mysql_servers_v2")[1] == checksum(b, "mysql_servers_v2")[1]
+    climbing = []
+    for _ in range(15):
+        time.sleep(0.2)
+        climbing.append(seen(b, a, "mysql_servers_v2")[3])
+        assert seen(b, a)[3] == 0 and seen(a, b)[3] == 0 and checksum(a)[2] == checksum(b)[2]
+    assert sorted(climbing) == climbing and climbing[-1] >= 10
+    assert layers_2146(b)["runtime"]["galera"] == [["220", "221", "222", "223", "b same second"]]
+    time.sleep(1.0)
+    load(a, ["UPDATE mysql_servers SET weight=1006 WHERE port=3312"])
+    assert pulled_2146(a, b)[0] is not None
+    time.sleep(0.1)
+    assert layers_2146(b) == captured_layers("6_then_weight_on_a", "b")   # a's galera row, saved to b's disk
+    a_now, a_then = layers_2146(a), captured_layers("6_then_weight_on_a", "a")
+    # (a's disk there kept a pull from b: the capture's first try of the same-second LOADs straddled a second)
+    assert (a_now["runtime"], a_now["memory"]) == (a_then["runtime"], a_then["memory"])
