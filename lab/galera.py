@@ -313,6 +313,13 @@ class GaleraLab(MariaDBLab):
                 g.safe_to_bootstrap = value == "1"
         return g
 
+    def _write_grastate_position(self, node: GaleraNode, position: str) -> None:
+        uuid, _, seqno = position.rpartition(":")
+        text = node.grastate.read_text()
+        text = re.sub(r"(?m)^uuid:.*$", f"uuid:    {uuid}", text)
+        text = re.sub(r"(?m)^seqno:.*$", f"seqno:   {seqno}", text)
+        node.grastate.write_text(text)
+
     def _set_safe_to_bootstrap(self, node: GaleraNode) -> None:
         text = node.grastate.read_text()
         text = re.sub(r"(?m)^safe_to_bootstrap:.*$", "safe_to_bootstrap: 1", text)
@@ -413,6 +420,10 @@ class GaleraLab(MariaDBLab):
             position = self._recovered[n] if n in self._recovered else self.recover_position(n)
             if position:
                 extra.append(f"--wsrep_start_position={position}")
+                if g is not None and g.uuid is not None and not g.uuid.strip("0-"):
+                    # killed soon after an SST join, its grastate.dat still says 00000000-...:-1 and Galera takes
+                    # that as its state (a full SST again): write the recovered position there, as an operator does
+                    self._write_grastate_position(node, position)
         self._spawn(n, extra)
         try:
             self.wait_synced(n, timeout)
