@@ -7,6 +7,9 @@ collected by pytest: no test_ prefix; run by path, prints its figures):
   it loads for the operation, sync_hold.py) against the same switchovers with sync OFF (adopted_lab): the writer hold
   per ProxySQL node (drain LOAD -> move LOAD, from the doubles' statement logs), the whole operation, the hold and
   restore steps, and the pulls the doubles made meanwhile (there must be none);
+- change sets of one module (a reader's weight) on nodes with sync ON at the defaults, in each of the cluster's two
+  ways (Cluster.cluster_sync_mode): "hold" (every node written, the sync held) and "propagate" (one node written,
+  the peers' pull waited for): the whole operation and the steps each way adds;
 - propagation per module with sync on at the defaults (check interval 1 s, diffs_before_sync 3): from a LOAD on one
   double to the peer's checksum equal (read every 20 ms).
 """
@@ -74,6 +77,36 @@ def test_switchovers_sync_on(adopted_cluster_lab, operator_user):
 def test_switchovers_sync_off(adopted_lab, operator_user):
     cluster, doubles = adopted_lab
     report(f"{SWITCHOVERS} switchovers, ProxySQL Cluster sync OFF", switchovers(cluster, doubles, operator_user))
+
+
+CHANGE_SETS = int(os.environ.get("CHANGE_SETS", "5"))
+
+
+@pytest.mark.parametrize("mode", ["hold", "propagate"])
+def test_change_sets_each_way(adopted_cluster_lab, operator_user, mode):
+    from apps.configuration import services as config
+    from apps.configuration.tests.test_change_sets import run
+    from apps.fleet.models import Cluster
+
+    cluster, doubles = adopted_cluster_lab
+    Cluster.objects.filter(pk=cluster.pk).update(cluster_sync_mode=mode)
+    cluster.refresh_from_db()
+    time.sleep(1.1)  # past the seed LOADs' epoch second
+    totals, added = [], []
+    for i in range(CHANGE_SETS):
+        reader = next(r for r in config.latest(cluster).content["mysql_servers"]
+                      if r["hostgroup_id"] == 101 and r["port"] == 3313)
+        cs = config.start_change_set(cluster, actor=Actor.command(operator_user), reason="bench")
+        config.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313],
+                             "row": {**reader, "weight": 10 + i}}, actor=Actor.command(operator_user))
+        op, _ = run(cs, operator_user)
+        assert op.state == "done", op.error
+        totals.append(op.timings["total_ms"])
+        added.append(sum(op.timings.get(k, 0) for k in ("sync_hold", "sync_restore", "sync_wait")))
+        time.sleep(1.1)  # the next LOAD in another second
+    report(f"{CHANGE_SETS} change sets of one module, sync ON at the defaults, the cluster's way: {mode}",
+           {"operation total": summary(totals),
+            "its sync steps (hold + restore, or the wait for the peer's pull)": summary(added)})
 
 
 CHANGES = {

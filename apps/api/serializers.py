@@ -59,7 +59,7 @@ class ClusterSerializer(Answer):
                   "drain_timeout_ms", "poll_interval_s", "backend_poll_interval_s", "read_pool_rules_enabled",
                   "rules_dry_run", "auto_failover_enabled", "failover_after_polls", "failback_enabled",
                   "failback_after_s", "preferred_writer", "plan_validity_s", "two_person_rule", "config_confirm_role",
-                  "native_hostgroups", "created_at", "updated_at", "tags"]
+                  "cluster_sync_mode", "native_hostgroups", "created_at", "updated_at", "tags"]
 
 
 class MembershipSerializer(Answer):

@@ -37,3 +37,10 @@ class HostgroupRole(models.TextChoices):
     BACKUP_WRITER = "backup_writer", "backup writer"
     OFFLINE = "offline", "offline"
     OTHER = "other", "other"
+
+
+class ClusterSyncMode(models.TextChoices):
+    """How a plan writes nodes that run ProxySQL Cluster sync of what it loads (operations/sync_hold.py)."""
+
+    HOLD = "hold", "every node as one unit, the sync held off for the operation (default)"
+    PROPAGATE = "propagate", "write one node, wait until every peer has pulled it"

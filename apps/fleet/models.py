@@ -5,7 +5,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.urls import reverse
 
-from .choices import ClusterKind, HostgroupRole, ServerStatus, WriterIsAlsoReader
+from .choices import ClusterKind, ClusterSyncMode, HostgroupRole, ServerStatus, WriterIsAlsoReader
 from .secrets import EncryptedTextField
 from .validators import validate_hostname, validate_name, validate_no_nul
 
@@ -70,6 +70,13 @@ class Cluster(models.Model):
     config_confirm_role = models.CharField(
         max_length=10, choices=[("operator", "operators"), ("admin", "admins only")], default="operator",
         help_text="who may confirm a configuration change set on this cluster")
+    # ProxySQL Cluster (native sync) on the nodes: see operations/sync_hold.py. The hold is the default: measured,
+    # it costs two 2-3 ms steps; propagating costs a 2-3 s wait (docs/benchmarks.md, "The default, and why").
+    cluster_sync_mode = models.CharField(
+        max_length=10, choices=ClusterSyncMode.choices, default=ClusterSyncMode.HOLD,
+        help_text="nodes that sync a module a plan loads: hold the sync and write every node (a switchover, a "
+                  "failover, the read-pool rules and a repair always do), or write one node and wait for its peers "
+                  "to pull (change sets of one module, maintenance drains and restores)")
 
     # What ProxySQL's own galera/replication/group-replication hostgroups say, as last read at adopt.
     native_hostgroups = models.JSONField(default=list, blank=True)

@@ -26,7 +26,7 @@ from . import locks, recheck, rollbacks, shared
 from .choices import OnDrainTimeout, OperationState, StepState
 from .models import Operation, OperationStep
 from .plans import (BACKEND, INVENTORY, PROXYSQL, ROLLBACK_HANDLERS, STEP_HANDLERS, VERIFY, WAIT_CATCHUP, WAIT_DRAIN,
-                    Plan, Step)
+                    WAIT_SYNC, Plan, Step)
 
 log = logging.getLogger(__name__)
 LOCK_TTL_S = 120
@@ -215,6 +215,51 @@ class Run:
                              f"on {where}; rolling back as chosen (no session was cut)")
         detail["offline_hard"] = {"sessions_cut": still}
         self.run_proxysql(step, executed, part=p["offline_hard"])
+        if p.get("then_sync"):  # written on one node only (sync_hold.propagate): its peers pull it
+            self.wait_sync(p["then_sync"], detail.setdefault("sync", {}))
+
+    def wait_sync(self, params, detail):
+        """ProxySQL Cluster carries the change (sync_hold.propagate): until every peer's checksum of each module the
+        plan loaded equals the origin's (runtime_checksums_values; 2.6+ also mysql_servers_v2, on which a peer
+        decides to pull mysql_servers). Both read every 100 ms; a peer that does not answer is not there yet."""
+        names = set(params["modules"]) | ({"mysql_servers_v2"} if "mysql_servers" in params["modules"] else set())
+        origin, peers = params["origin"], params["peers"]
+        for node_id in [origin, *peers]:
+            self.admin(node_id)  # built here: node threads never touch the database
+        start = time.monotonic()
+        deadline = start + params["timeout_ms"] / 1000
+
+        def read(node_id):
+            return {c.name: (int(c.epoch or 0), c.checksum) for c in self.admin(node_id).checksums() if c.name in names}
+
+        rounds = 0
+        while True:
+            want = read(origin)  # the origin not answering fails the step: nothing to wait for
+            behind, never = {}, []
+            for node_id, (got, error) in zip(peers, self.pool.map(_capture(read), peers)):
+                name = params["names"].get(node_id, node_id)
+                if error is not None:
+                    behind[name] = f"does not answer ({error.message if isinstance(error, ClientError) else error})"
+                    continue
+                differ = sorted(n for n in want.keys() & got.keys() if want[n][1] != got[n][1])
+                if differ:
+                    behind[name] = "not pulled yet: " + ", ".join(differ)
+                # ProxySQL pulls only a newer epoch: a peer that loaded in the same second or later never pulls
+                never += [f"{name} {n} (epoch {got[n][0]}, {params['names'][origin]}'s {want[n][0]})"
+                          for n in differ if got[n][0] >= want[n][0]]
+            rounds += 1
+            if never:
+                detail.update(rounds=rounds, behind=behind, waited_ms=_ms(start))
+                raise StepFailed("ProxySQL Cluster will not carry the change: a peer loaded the same module in the "
+                                 "same second or later, and ProxySQL pulls only a newer epoch: " + "; ".join(never))
+            detail.update(rounds=rounds, behind=behind, waited_ms=_ms(start))
+            if not behind:
+                return
+            if time.monotonic() >= deadline:
+                raise StepFailed(f"ProxySQL Cluster did not carry the change from {params['names'][origin]} within "
+                                 f"{params['timeout_ms']} ms: " + "; ".join(f"{n}: {w}" for n, w in behind.items()))
+            self.beat()
+            time.sleep(0.1)
 
     def plan_nodes(self):
         nodes = set()
@@ -412,6 +457,8 @@ class Run:
                 self.run_proxysql(step, executed)
             elif step.kind == WAIT_DRAIN:
                 self.wait_drain(step, executed, detail)
+            elif step.kind == WAIT_SYNC:
+                self.wait_sync(step.params, detail)
             elif step.kind == WAIT_CATCHUP:
                 self.wait_catchup(step, detail)
             elif step.kind == BACKEND:
@@ -472,14 +519,38 @@ class Run:
                 elif step.kind in ROLLBACK_HANDLERS:
                     undone += ROLLBACK_HANDLERS[step.kind](self, step, row)
             except ClientError as exc:
-                problems.append(f"step {step.key}: {exc}")
+                problems.append(f"step {step.key} (backends): {exc}")
                 continue
             left = [pending[n]["name"] for n in part if n in pending]
             OperationStep.objects.filter(pk=row.pk).update(
                 state=StepState.ROLLED_BACK if not left else row.state,
                 detail={**row.detail, "rollback": undone, **({"rollback_pending_on": left} if left else {})})
         self.save_again(rows, pending)
+        problems += self.sync_again(rows, pending)
         return problems, pending
+
+    def sync_again(self, rows, pending):
+        """A plan carried by ProxySQL Cluster (sync_hold.propagate) is undone on its origin only: its peers pull the
+        undone state the same way, waited for here (after every undo); a peer that has not is said, never hidden.
+        While the origin's own undo is pending, the peers pull it once the retry has run it."""
+        waits = [(r, s) for r, s in ((r, next(s for s in self.plan.steps if s.key == r.key)) for r in rows)
+                 if s.kind == WAIT_SYNC or (s.kind == WAIT_DRAIN and s.params.get("then_sync"))]
+        started = [r.index for r in rows if r.state in (StepState.DONE, StepState.RUNNING, StepState.FAILED)]
+        if not waits or not started:
+            return []
+        row, step = waits[0]
+        params = step.params if step.kind == WAIT_SYNC else step.params["then_sync"]
+        if params["origin"] in pending:
+            return []
+        detail = {}
+        try:
+            self.wait_sync(params, detail)
+            problems = []
+        except (StepFailed, ClientError) as exc:
+            problems = [f"ProxySQL Cluster: {exc}"]
+        current = OperationStep.objects.get(pk=row.pk).detail
+        OperationStep.objects.filter(pk=row.pk).update(detail={**current, "rollback_sync": detail})
+        return problems
 
     def save_again(self, rows, pending):
         """A rollback past a SAVE saves again: the disk a started step saved (done, or in flight: a paused node
@@ -616,7 +687,7 @@ def _ms(start):
 def _finish(op, runner, rows, error, started):
     rows = list(op.steps.order_by("index"))
     timings = {r.key: r.duration_ms for r in rows if r.duration_ms is not None}
-    waited = sum(timings.get(k, 0) for k in ("wait_drain", "catch_up"))
+    waited = sum(timings.get(k, 0) for k in ("wait_drain", "catch_up", "sync_wait"))
     timings.update(total_ms=_ms(started), waiting_ms=round(waited, 2), overhead_ms=round(_ms(started) - waited, 2),
                    recheck_ms=getattr(runner, "recheck_ms", None))
     pending = dict(getattr(runner, "unfinished", None) or {})  # nodes that missed steps past the point of no return
@@ -644,7 +715,7 @@ def _finish(op, runner, rows, error, started):
                 f"{p['name']} ({len(p['statements'])} statement(s) not taken: {p['error']})" for p in pending.values())
         if problems:
             state = state if pending else OperationState.FAILED
-            error += "; ROLLBACK INCOMPLETE on the backends: " + "; ".join(problems)
+            error += "; ROLLBACK INCOMPLETE: " + "; ".join(problems)
     # The end state, what is left to retry and the audit row commit together: never an ending the log lacks.
     with transaction.atomic():
         Operation.objects.filter(pk=op.pk).update(state=state, error=error or "", finished_at=timezone.now(),

@@ -240,6 +240,10 @@ class AdminEngine:
         self.mode_listeners = []      # callbacks(engine) when mode changes (set by the server)
         self.next_check = None        # when this node's cluster thread checks its peers next
         self.sync_history = collections.deque(maxlen=1000)   # (time, checksum name, peer host, peer port)
+        # Every runtime_mysql_servers this node served, from a LOAD or a pull (not ProxySQL's own SHUNNED):
+        # (time, [(hostgroup_id, hostname, port, status, weight), ...]) - what tests read to tell that no peer
+        # ever served a half-applied state of an operation.
+        self.servers_history = collections.deque(maxlen=1000)
         self._open()
 
     # ------------------------------------------------------------------ setup
@@ -664,6 +668,10 @@ class AdminEngine:
                 self._copy(f"main.{table}", f"disk.{table}")
             elif direction == "disk2mem":
                 self._copy(f"disk.{table}", f"main.{table}")
+        if direction == "mem2run" and module == "MYSQL SERVERS":
+            self.servers_history.append((time.time(), [tuple(r) for r in self.db.execute(
+                "SELECT hostgroup_id, hostname, port, status, weight FROM main.runtime_mysql_servers "
+                "ORDER BY hostgroup_id, hostname, port")]))
         if direction == "mem2run":
             self._after_load(module, bump)
 

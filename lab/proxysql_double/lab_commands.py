@@ -137,5 +137,7 @@ def status(engine):
                              "statements_logged": engine.log_seq},
                 "double": engine.profile.banner,
                 # ProxySQL Cluster: whether its cluster thread runs, and its last pulls (time, module, peer host, port)
-                "cluster": {"syncing": engine in engine_mod.SYNCING, "pulls": list(engine.sync_history)[-20:]}})
+                "cluster": {"syncing": engine in engine_mod.SYNCING, "pulls": list(engine.sync_history)[-20:]},
+                # runtime_mysql_servers as each LOAD or pull left it: (time, rows), the last 50
+                "servers_history": list(engine.servers_history)[-50:]})
     return doc
