@@ -129,7 +129,7 @@ def test_a_change_its_peer_has_not_pulled_yet_is_not_a_difference(adopted_cluste
     sql(first, "UPDATE mysql_servers SET weight=8 WHERE hostgroup_id=101 AND port=3313", "LOAD MYSQL SERVERS TO RUNTIME")
     nodes, docs = poll()
     view = proxysql_cluster.cluster_view(nodes, docs)
-    assert not view["disagree"] and [m["name"] for m in view["not_synced_yet"]] == ["mysql_servers"]
+    assert not view["disagree"] and [m["name"] for m in view["not_synced_yet"]] == ["mysql_servers", "mysql_servers_v2"]
     page = viewer_client.get(cluster.get_absolute_url()).content.decode()
     panel = page[page.index('id="proxysql-cluster"'):page.index("Hostgroups at runtime")]
     assert 'data-cluster="disagree"' not in panel and "nodes disagree" not in panel
