@@ -168,8 +168,10 @@ RULES = [
              held_by=_LAYER_WORK),
     RuleSpec("proxysql_cluster_diff_growing", "ProxySQL Cluster diff_check only grows", "config", "node", WARNING, 10,
              "This node has seen a peer's different checksum for more checks than admin-cluster_<module>_"
-             "diffs_before_sync (+3) without any pull: diff_check only grows (sysown/proxysql #1173, #3269, #2146). "
-             "The summary says which trap it is and the action that clears it.", held_by=_LAYER_WORK),
+             "diffs_before_sync (+3) without any pull: diff_check only grows (sysown/proxysql #1173, #3269; before "
+             "2.6 #2146). On 2.6+ mysql_servers_v2, on which the mysql_servers pull is decided, is watched too: it "
+             "climbs when two nodes LOAD different hostgroup tables in the same second. The summary says which trap "
+             "it is and the action that clears it.", held_by=_LAYER_WORK),
     RuleSpec("operation_failed", "An operation failed", "operations", "operation", CRITICAL, 0,
              "An operation ended failed (past its point of no return, or its rollback did not complete): the "
              "nodes may not be as planned. It stays for the window unless a later operation of the cluster succeeds.",

@@ -215,7 +215,8 @@ def node_observations(c, n, doc, now, settings):
         grows = proxysql_cluster.growing(part, n.admin_host, n.admin_port)
         if grows:
             peer, module, diff, version, epoch = max(grows, key=lambda g: g[2])
-            what, action = proxysql_cluster.why_growing(part, module, version, epoch)
+            what, action = proxysql_cluster.why_growing(part, module, version, epoch,
+                                                        status.polled_version(n, doc))
             more = f" (and {len(grows) - 1} more)" if len(grows) > 1 else ""
             obs("proxysql_cluster_diff_growing", f"{n.name}: diff_check {diff} for {module} of peer {peer}{more}: {what}. "
                 f"To clear it: {action}", value=diff,

@@ -116,7 +116,8 @@ def read_cluster(admin: ProxySQLAdmin):
     part.update(proxysql_cluster.checks_part(admin.checksums(), admin.peer_checksums()))
     me = proxysql_cluster.self_row(part, *admin.endpoint)
     return {"user": True, "sync_on": [m for m in proxysql_cluster.MODULES   # of the modules this ProxySQL has
-                                      if proxysql_cluster.sync_on(part, m) and m in part["checksums"]],
+                                      if proxysql_cluster.sync_on(part, m) and m in part["checksums"]
+                                      and m not in proxysql_cluster.SETTINGS_OF],   # (mysql_servers_v2: mysql_servers')
             "self": list(me) if me else None}
 
 

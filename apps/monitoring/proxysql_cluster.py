@@ -7,11 +7,24 @@ admin-cluster_check_interval_ms; it pulls a module from a peer once it has seen 
 admin-cluster_<module>_diffs_before_sync checks in a row (0: never), if that peer's version is above 1 and its epoch
 newer than its own (or its own version is 1). Versions are each node's own counter (not comparable across nodes);
 checksums and epochs are. The traps (sysown/proxysql #1173, #3269, #2146, #4169) are named here with what clears them.
+
+The mysql_servers module on 2.6+ (#4169; lab/reference/README.md, "sysown/proxysql #2146 on two real 2.7.1 nodes"):
+the pull is decided on the mysql_servers_v2 checksum (the loaded mysql_servers plus the replication, group-replication,
+galera and aurora hostgroup tables, hostgroup attributes and servers ssl params) and fetches every one of those tables
+under every admin-cluster_mysql_servers_sync_algorithm; the mysql_servers checksum is runtime_mysql_servers alone.
+Before 2.6 (no mysql_servers_v2 row in runtime_checksums_values) the older pull of #2146 is assumed.
 """
-# The modules the sync carries, in the order the page lists them, and their LOAD/SAVE names.
-MODULES = {"mysql_servers": "MYSQL SERVERS", "mysql_users": "MYSQL USERS", "mysql_query_rules": "MYSQL QUERY RULES",
-           "mysql_variables": "MYSQL VARIABLES", "admin_variables": "ADMIN VARIABLES",
-           "proxysql_servers": "PROXYSQL SERVERS", "ldap_variables": "LDAP VARIABLES"}
+from apps.clients.proxysql_versions import series
+
+from . import status
+
+# The checksums the sync carries, in the order the page lists them, and their modules' LOAD/SAVE names.
+# mysql_servers_v2 (2.6+) is part of the mysql_servers module: LOAD MYSQL SERVERS TO RUNTIME moves it.
+MODULES = {"mysql_servers": "MYSQL SERVERS", "mysql_servers_v2": "MYSQL SERVERS", "mysql_users": "MYSQL USERS",
+           "mysql_query_rules": "MYSQL QUERY RULES", "mysql_variables": "MYSQL VARIABLES",
+           "admin_variables": "ADMIN VARIABLES", "proxysql_servers": "PROXYSQL SERVERS", "ldap_variables": "LDAP VARIABLES"}
+# A checksum with no admin-cluster_<name>_* settings of its own -> the module whose settings govern its pull.
+SETTINGS_OF = {"mysql_servers_v2": "mysql_servers"}
 # A peer's diff_check this far past diffs_before_sync means no pull happened when one was due: it only grows.
 GROWTH_MARGIN = 3
 
@@ -20,7 +33,7 @@ def settings_part(settings, peers):
     """The document's "proxysql_cluster" settings from one read with the variables: `settings` {variable: value}
     (admin-cluster_*, never the password) and `peers` [(host, port)] (runtime_proxysql_servers)."""
     modules = {}
-    for name in MODULES:
+    for name in MODULES.keys() - SETTINGS_OF.keys():
         diffs = settings.get(f"admin-cluster_{name}_diffs_before_sync")
         if diffs is not None:
             modules[name] = [_int(diffs), settings.get(f"admin-cluster_{name}_save_to_disk") == "true"]
@@ -43,9 +56,23 @@ def configured(part):
     return bool(part and part.get("user") and part.get("peers"))
 
 
+def diffs_before_sync(part, module):
+    """The node's admin-cluster_<module>_diffs_before_sync for this checksum (mysql_servers_v2: mysql_servers'), else 0."""
+    return (part["modules"].get(SETTINGS_OF.get(module, module)) or [0])[0] or 0
+
+
 def sync_on(part, module):
     """Native sync of this module is on for this node: in a cluster, and diffs_before_sync > 0."""
-    return configured(part) and (part["modules"].get(module) or [0])[0] > 0
+    return configured(part) and diffs_before_sync(part, module) > 0
+
+
+def pulls_on_v2(part, version=None):
+    """Does this node (ProxySQL 2.6+) decide the mysql_servers pull on mysql_servers_v2, fetching every hostgroup
+    table? By its polled version (admin-version) when read, else by a mysql_servers_v2 row among its checksums."""
+    s = series(version)
+    if s:
+        return tuple(int(x) for x in s.split(".")) >= (2, 6)
+    return "mysql_servers_v2" in (part.get("checksums") or {})
 
 
 def _int(value):
@@ -101,30 +128,47 @@ def growing(part, host, port):
     me = self_row(part, host, port)
     out = []
     for h, p, name, ver, epoch, _csum, _ch, _up, diff in part.get("seen") or []:
-        if (h, p) != me and sync_on(part, name) and diff > part["modules"][name][0] + GROWTH_MARGIN:
+        if (h, p) != me and sync_on(part, name) and diff > diffs_before_sync(part, name) + GROWTH_MARGIN:
             out.append((f"{h}:{p}", name, diff, ver, epoch))
     return out
 
 
-def why_growing(part, module, peer_version, peer_epoch):
-    """(what it is, the action that clears it) for a diff_check that only grows on a node (`part`) for a peer."""
+def why_growing(part, module, peer_version, peer_epoch, version=None):
+    """(what it is, the action that clears it) for a diff_check that only grows on a node (`part`, its ProxySQL
+    `version` as polled: admin-version) for a peer."""
     load = f"LOAD {MODULES[module]} TO RUNTIME"
     own = (part.get("checksums") or {}).get(module) or [0, 0, ""]
+    servers = MODULES[module] == "MYSQL SERVERS"
+    v2 = servers and pulls_on_v2(part, version)
     if peer_version == 1 and own[0] == 1:
         return ("both nodes hold it at version 1 (started from disk, no LOAD since): a module at version 1 is never a "
                 "sync source (sysown/proxysql #1173, #3269)",
                 f"{load} on the node whose {module} is right: no node can be a sync source until a LOAD ... TO RUNTIME "
                 f"on one node")
+    if v2 and peer_epoch == own[1]:
+        return ("both nodes loaded different mysql_servers or hostgroup tables (galera, replication, group "
+                "replication, aurora, attributes, ssl params) within the same second: the same epoch with different "
+                "mysql_servers_v2 checksums, so neither pulls and they never converge (2.6+ decides the pull on "
+                "mysql_servers_v2 and fetches every one of those tables, whatever the sync algorithm)",
+                f"{load} on one node only, the one whose servers and hostgroup tables are intended, in a later second: "
+                "its newer epoch makes it the source and the other nodes pull all of it within about 3 s (a LOAD on "
+                "every node starts the same-second conflict again)")
     if peer_epoch == own[1]:
         return ("both nodes loaded different configurations within the same second: the same epoch, so neither pulls "
                 "and they never converge",
                 f"{load} again on the node whose {module} is right: its newer epoch makes it the source")
-    if module == "mysql_servers":
+    if module == "mysql_servers" and not v2:
         return ("the mysql_servers checksum covers the galera, replication, group-replication and aurora hostgroup "
-                "tables, which older sync algorithms do not pull: the difference stays and diff_check climbs "
-                "(sysown/proxysql #2146; 2.7: admin-cluster_mysql_servers_sync_algorithm, #4169)",
+                "tables, which the sync before 2.6 does not all pull: the difference stays and diff_check climbs "
+                "(sysown/proxysql #2146; 2.6+ pulls every hostgroup table on mysql_servers_v2, #4169)",
                 "make mysql_galera/replication/group_replication_hostgroups the same on every node (write them and "
-                f"{load} on each), or on 2.7 set admin-cluster_mysql_servers_sync_algorithm")
+                f"{load} on each, a second or more apart), or upgrade to 2.6+")
+    if module == "mysql_servers" and part.get("algorithm") in (2, 3):
+        return (f"runtime_mysql_servers differs (Monitor's moves of a node's own runtime) while mysql_servers_v2 does "
+                f"not: admin-cluster_mysql_servers_sync_algorithm={part['algorithm']} never pulls a runtime-only "
+                "difference (3: unless ProxySQL runs with -M; ProxySQL 2.7.1's source, not measured)",
+                "nothing to LOAD: each node's Monitor keeps its own runtime; admin-cluster_mysql_servers_sync_algorithm=1 "
+                "on every node syncs runtime_mysql_servers too")
     return ("the peer with the older state does not pull it (its sync of this module is off, or its cluster "
             "credentials do not open this node's admin)",
             f"check admin-cluster_{module}_diffs_before_sync and admin-cluster_username/password on every node, "
@@ -142,7 +186,7 @@ def not_synced_yet(module, read, parts, now):
         part = parts[r["node"].pk]
         if not r["sync"] or not newest["epoch"]:
             return False
-        window = (part["modules"][module][0] + 1) * (part.get("interval_ms") or 1000) / 1000
+        window = (diffs_before_sync(part, module) + 1) * (part.get("interval_ms") or 1000) / 1000
         if now - newest["epoch"] >= window:
             return False
     return True
@@ -185,9 +229,10 @@ def cluster_view(nodes, docs):
         if any(len(sums) > 1 for sums in epochs.values()):
             traps.append(("nodes loaded different configurations within the same second (the same epoch, different "
                           "checksums): they never converge",
-                          f"LOAD {load} TO RUNTIME again on the node whose configuration is right"))
+                          f"LOAD {load} TO RUNTIME again on the node whose configuration is right, on that node only "
+                          "(a LOAD on every node starts the conflict again)"))
         pulling = len(groups) > 1 and not traps and not_synced_yet(module, read, parts, polled_at)
-        modules.append({"name": module, "rows": rows, "sync_on": [r["node"].name for r in rows if r["sync"]],
+        modules.append({"name": module, "part_of": SETTINGS_OF.get(module), "rows": rows, "sync_on": [r["node"].name for r in rows if r["sync"]],
                         "sync_off": [r["node"].name for r in rows if not r["sync"]],
                         "converged": len(groups) <= 1, "not_synced_yet": pulling, "groups": groups, "traps": traps})
     grows = []
@@ -196,7 +241,7 @@ def cluster_view(nodes, docs):
         if not configured(part):
             continue
         for peer, module, diff, ver, epoch in growing(part, n.admin_host, n.admin_port):
-            what, action = why_growing(part, module, ver, epoch)
+            what, action = why_growing(part, module, ver, epoch, status.polled_version(n, docs.get(n.pk)))
             grows.append({"node": n, "peer": peer, "module": module, "diff_check": diff, "what": what,
                           "action": action})
     return {"modules": modules, "disagree": [m for m in modules if not m["converged"] and not m["not_synced_yet"]],

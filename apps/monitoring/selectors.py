@@ -46,11 +46,6 @@ def _ts(epoch):
     return datetime.fromtimestamp(epoch, tz=timezone.utc) if epoch else None
 
 
-def polled_version(node, doc):
-    """The node's ProxySQL version as its last poll read it (admin-version), else as adopted."""
-    return ((doc or {}).get("variables") or {}).get("admin-version") or node.version
-
-
 # -- one ProxySQL node -----------------------------------------------------------------------------
 def proxysql_live(node, now=None):
     """The node's latest state for its page: freshness, figures, the mirror verdict, the pool rows.
@@ -64,7 +59,7 @@ def proxysql_live(node, now=None):
            "age": age, "figures_age": status.figures_age(doc, age, now), "error": None, "error_kind": None, "error_since": None, "last_ok": None,
            "figures": {}, "pool": [], "from_history": None, "variables_age": None,
            # A ProxySQL serving several clusters: its global figures and mirror are every one's (node-wide).
-           "shared_with": [n.cluster.name for n in node.shares_with()], "version": polled_version(node, doc)}
+           "shared_with": [n.cluster.name for n in node.shares_with()], "version": status.polled_version(node, doc)}
     if doc:
         out.update(error=doc.get("error"), error_kind=doc.get("error_kind"), error_since=_ts(doc.get("error_since")),
                    advice=status.advice("proxysql", doc.get("error_kind")) if doc.get("error") else "",
@@ -154,7 +149,7 @@ def cluster_live(cluster, now=None):
         doc = px.docs.get(n.pk)
         state, age = status.freshness(doc, cluster.poll_interval_s, now)
         node_views.append({"node": n, "state": state, "colour": status.COLOURS[state], "age": age,
-                           "error": (doc or {}).get("error"), "version": polled_version(n, doc)})
+                           "error": (doc or {}).get("error"), "version": status.polled_version(n, doc)})
         pool = {tuple(r["key"]): r for r in (doc or {}).get("pool") or []}
         runtime = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in (doc or {}).get("runtime_servers") or []}
         per_node[n.pk] = (state, age, status.figures_age(doc, age, now), pool, runtime)

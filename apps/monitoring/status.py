@@ -23,6 +23,12 @@ WSREP_STATES = {1: "Joining", 2: "Donor/Desynced", 3: "Joined", 4: "Synced"}
 
 # The one place that says how often a cluster's nodes are polled and when a document is stale: every page,
 # rule, report and export reads these (apps/tests/test_boundaries.py keeps it so).
+def polled_version(node, doc):
+    """The node's ProxySQL version as its last poll read it (admin-version), else as adopted (the inventory's, when
+    `node` carries one)."""
+    return ((doc or {}).get("variables") or {}).get("admin-version") or getattr(node, "version", None)
+
+
 def interval_of(cluster_interval):
     """A poll interval as configured, or the default when there is none."""
     return cluster_interval or settings.MONITOR_DEFAULT_INTERVAL_S
