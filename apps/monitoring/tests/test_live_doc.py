@@ -12,7 +12,7 @@ from apps.clients.backend import NodeState
 from apps.configuration import drift
 from apps.fleet.models import ProxySQLNode, Server
 from apps.monitoring import exporter, live, live_doc, overview, pollers
-from apps.operations import change_set, rollbacks
+from apps.operations import change_set, rollbacks, rules
 from apps.operations import forms as operation_forms
 
 pytestmark = pytest.mark.django_db
@@ -22,7 +22,8 @@ READERS = [(lean.ProxySQLDoc, live_doc.ProxySQLNodeDoc), (lean.BackendDoc, live_
            (overview.ProxySQLDoc, live_doc.ProxySQLNodeDoc), (overview.BackendDoc, live_doc.BackendNodeDoc),
            (overview.DriftDoc, live_doc.DriftNodeDoc), (exporter.ProxySQLDoc, live_doc.ProxySQLNodeDoc),
            (exporter.PoolDoc, live_doc.ProxySQLNodeDoc), (rollbacks.PollOutcome, live_doc.ProxySQLNodeDoc),
-           (change_set.NodeFigures, live_doc.ProxySQLNodeDoc), (operation_forms.NodePoll, live_doc.ProxySQLNodeDoc)]
+           (change_set.NodeFigures, live_doc.ProxySQLNodeDoc), (operation_forms.NodePoll, live_doc.ProxySQLNodeDoc),
+           (rules.BackendPoll, live_doc.BackendNodeDoc)]
 
 
 def fields(struct):
