@@ -212,10 +212,10 @@ def judge_clusters(clusters, situation, now, skip=(), full=False):
 
 def with_layers(doc, stored, own=None):
     """A node's document with the drift watcher's last result (the configuration's engine over every table and
-    variable of the version, all three layers: apps/configuration/drift.watch) under "layers_drift". A result
-    read before one of the cluster's own operations ended (own: context.OwnChanges) is left out: it may show the
-    operation half done; the next run of the watcher (30 s) judges what it left."""
-    if not doc or not stored or any(w.end is None or stored.get("ts", 0) < w.end for w in own or ()):
+    variable of the version, all three layers: apps/configuration/drift.watch; a drift.StoredResult) under
+    "layers_drift". A result read before one of the cluster's own operations ended (own: context.OwnChanges) is
+    left out: it may show the operation half done; the next run of the watcher (30 s) judges what it left."""
+    if not doc or not stored or any(w.end is None or stored.ts < w.end for w in own or ()):
         return doc
     return {**doc, "layers_drift": stored}
 
