@@ -135,7 +135,8 @@ def after_poll_round(kind, docs, shard=0, shards=1, now=None):
 
 
 def after_channel_poll(docs, now=None):
-    """Called after the DR channels' polls (apps/dr/polling.py): docs {channel pk: (previous, new document)}.
+    """Called after the DR channels' polls (apps/dr/polling.py): docs {channel pk: (previous, new document)}
+    (previous: what the poll carried over, a polling.LastPoll, not read here).
     Each channel is judged on its own document, on its replica cluster."""
     if not settings.ALERTS_ENABLED or not docs:
         return {}

@@ -10,6 +10,7 @@ import pytest
 from apps.alerts import lean
 from apps.clients.backend import NodeState
 from apps.configuration import drift
+from apps.dr import polling as dr_polling
 from apps.dr import selectors as dr_selectors
 from apps.fleet.models import ProxySQLNode, Server
 from apps.monitoring import exporter, live, live_doc, overview, pollers
@@ -25,7 +26,7 @@ READERS = [(lean.ProxySQLDoc, live_doc.ProxySQLNodeDoc), (lean.BackendDoc, live_
            (exporter.PoolDoc, live_doc.ProxySQLNodeDoc), (rollbacks.PollOutcome, live_doc.ProxySQLNodeDoc),
            (change_set.NodeFigures, live_doc.ProxySQLNodeDoc), (operation_forms.NodePoll, live_doc.ProxySQLNodeDoc),
            (rules.BackendPoll, live_doc.BackendNodeDoc), (drift.StoredResult, live_doc.DriftNodeDoc),
-           (dr_selectors.ChannelView, live_doc.ChannelDoc)]
+           (dr_selectors.ChannelView, live_doc.ChannelDoc), (dr_polling.LastPoll, live_doc.ChannelDoc)]
 
 
 def fields(struct):
