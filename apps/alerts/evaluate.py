@@ -163,7 +163,7 @@ def _channel_passes(clusters, now, full):
     if not pks:
         return []
     try:
-        docs = live.read_many(CHANNEL_KIND, pks)
+        docs = lean.read_many(CHANNEL_KIND, pks)
     except live.LiveUnavailable:
         return []
     out = []
