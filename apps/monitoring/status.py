@@ -188,7 +188,12 @@ def backend_colour(state, problems):
 
 
 def wsrep_label(doc):
-    state = (doc or {}).get("state") or {}
+    return wsrep_label_of((doc or {}).get("state"))
+
+
+def wsrep_label_of(state):
+    """A backend's wsrep state in a word or two (state: a document's `state`, NodeState's fields, or None)."""
+    state = state or {}
     if not state:
         return ""
     if not state.get("wsrep_on"):

@@ -25,6 +25,7 @@ READERS = [(lean.ProxySQLDoc, live_doc.ProxySQLNodeDoc), (lean.BackendDoc, live_
            (overview.DriftDoc, live_doc.DriftNodeDoc), (exporter.ProxySQLDoc, live_doc.ProxySQLNodeDoc),
            (exporter.PoolDoc, live_doc.ProxySQLNodeDoc), (rollbacks.PollOutcome, live_doc.ProxySQLNodeDoc),
            (change_set.NodeFigures, live_doc.ProxySQLNodeDoc), (operation_forms.NodePoll, live_doc.ProxySQLNodeDoc),
+           (operation_forms.CandidatePoll, live_doc.BackendNodeDoc),
            (rules.BackendPoll, live_doc.BackendNodeDoc), (drift.StoredResult, live_doc.DriftNodeDoc),
            (dr_selectors.ChannelView, live_doc.ChannelDoc), (dr_polling.LastPoll, live_doc.ChannelDoc),
            (lean.ChannelDoc, live_doc.ChannelDoc)]
