@@ -20,9 +20,9 @@ class _Full(msgspec.Struct, forbid_unknown_fields=True):
     pass
 
 
-class _Polled(_Full):
+class Polled(msgspec.Struct):
     """What every poll writes: when, whether it answered, and since when it has not (pollers._failure: the last good
-    document with the error on top)."""
+    document with the error on top). A reader's struct may start from it (it refuses no field: selectors.py)."""
 
     ts: float
     ok: bool = True
@@ -30,6 +30,10 @@ class _Polled(_Full):
     error_kind: str | None = None
     error_since: float | None = None
     last_ok: float | None = None
+
+
+class _Polled(Polled, forbid_unknown_fields=True):
+    pass
 
 
 class ProxySQLNodeDoc(_Polled):

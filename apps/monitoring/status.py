@@ -44,17 +44,18 @@ def stale_after(interval):
 
 
 def freshness(doc, interval, now):
-    """(state, age in seconds or None) of one latest-state document."""
-    if not doc or "ts" not in doc:
+    """(state, age in seconds or None) of one latest-state document, as a reader's struct with ts and ok
+    (selectors.NodeDoc, BackendDoc), or None."""
+    if doc is None:
         return NODATA, None
-    return freshness_of(doc["ts"], doc.get("ok", True), interval, now)
+    return freshness_of(doc.ts, doc.ok, interval, now)
 
 
 def figures_age(doc, age, now):
-    """Seconds since the poll whose figures the document holds: a failed poll keeps the last good poll's figures
-    beside its error, so they are as old as last_ok, not as the failed poll (`age`, which stands in when no poll
-    ever succeeded)."""
-    last_ok = (doc or {}).get("last_ok")
+    """Seconds since the poll whose figures the document holds (a reader's struct with last_ok, or None): a failed
+    poll keeps the last good poll's figures beside its error, so they are as old as last_ok, not as the failed poll
+    (`age`, which stands in when no poll ever succeeded)."""
+    last_ok = doc.last_ok if doc is not None else None
     return age if not last_ok else max(0.0, now - last_ok)
 
 
@@ -155,8 +156,14 @@ def mirror(figures):
 
 # -- backends --------------------------------------------------------------------------------------
 def backend_problems(doc, max_replication_lag):
-    """[(colour, what, text)] of a reachable backend's state (empty when it is Synced, Primary and in bounds)."""
-    state = (doc or {}).get("state") or {}
+    """[(colour, what, text)] of a reachable backend's state (empty when it is Synced, Primary and in bounds), from
+    a document's shape as a dict (the overview's BackendDoc.as_dict())."""
+    return backend_problems_of((doc or {}).get("state"), (doc or {}).get("lag_seconds"), max_replication_lag)
+
+
+def backend_problems_of(state, lag, max_replication_lag):
+    """backend_problems() from a document's state (NodeState's fields as a dict, or None) and lag_seconds."""
+    state = state or {}
     out = []
     if state.get("wsrep_on"):
         local = state.get("local_state")
@@ -170,7 +177,6 @@ def backend_problems(doc, max_replication_lag):
         queue = state.get("local_recv_queue")
         if queue is not None and queue > max_replication_lag:
             out.append(("amber", "recv queue", f"recv queue {queue} over the cluster's max_replication_lag {max_replication_lag}"))
-    lag = (doc or {}).get("lag_seconds")
     if lag is not None and lag > max_replication_lag:
         out.append(("amber", "replica lag", f"replica lag {lag} s over the cluster's max_replication_lag {max_replication_lag}"))
     maint = state.get("pxc_maint_mode")
@@ -185,10 +191,6 @@ def backend_colour(state, problems):
     if any(p[0] == "red" for p in problems):
         return "red"
     return "amber" if problems else "green"
-
-
-def wsrep_label(doc):
-    return wsrep_label_of((doc or {}).get("state"))
 
 
 def wsrep_label_of(state):

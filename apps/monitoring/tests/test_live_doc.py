@@ -13,7 +13,7 @@ from apps.configuration import drift
 from apps.dr import polling as dr_polling
 from apps.dr import selectors as dr_selectors
 from apps.fleet.models import ProxySQLNode, Server
-from apps.monitoring import exporter, live, live_doc, overview, pollers
+from apps.monitoring import exporter, live, live_doc, overview, pollers, selectors
 from apps.operations import change_set, rollbacks, rules
 from apps.operations import forms as operation_forms
 
@@ -28,7 +28,8 @@ READERS = [(lean.ProxySQLDoc, live_doc.ProxySQLNodeDoc), (lean.BackendDoc, live_
            (operation_forms.CandidatePoll, live_doc.BackendNodeDoc),
            (rules.BackendPoll, live_doc.BackendNodeDoc), (drift.StoredResult, live_doc.DriftNodeDoc),
            (dr_selectors.ChannelView, live_doc.ChannelDoc), (dr_polling.LastPoll, live_doc.ChannelDoc),
-           (lean.ChannelDoc, live_doc.ChannelDoc)]
+           (lean.ChannelDoc, live_doc.ChannelDoc), (selectors.NodeDoc, live_doc.ProxySQLNodeDoc),
+           (selectors.BackendDoc, live_doc.BackendNodeDoc), (selectors.QueryStatsDoc, live_doc.ProxySQLNodeDoc)]
 
 
 def fields(struct):
