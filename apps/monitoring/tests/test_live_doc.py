@@ -1,7 +1,8 @@
 """Issue 25 section 2: the latest-state documents typed once (apps/monitoring/live_doc.py). Documents written by the
 real writers (the pollers against the lab, the drift watcher) decode into the full schemas with no unknown field,
-and every reader's struct (alerts/lean.py, overview.py, exporter.py, operations' rollbacks.py and change_set.py) reads
-only fields a writer writes; the writer checks each document against its schema (live.write_many)."""
+and every reader's struct (READERS: alerts, monitoring's overview, exporter and pages, operations, configuration's
+drift watcher, DR) reads only fields a writer writes; the writer checks each document against its schema
+(live.write_many)."""
 import time
 
 import msgspec
@@ -106,7 +107,8 @@ def test_the_writer_checks_each_document_against_its_schema(live_redis, settings
 
 def test_a_reader_cannot_read_a_field_no_writer_writes(live_redis):
     """In the tests, a document read as a plain dict (live.read_many) refuses a field its schema does not declare:
-    the modules that read documents as dicts (pages, rules, drift, DR) are held to the schema by their own tests."""
+    the callers that read whole documents as dicts (the pollers' merge, the alert rules' full judgements) are held
+    to the schema by their own tests."""
     live.write_many(live.BACKEND, {904: {"ts": 1.0, "ok": True, "synced_primary": True}})
     doc = live.read_one(live.BACKEND, 904)
     assert doc["synced_primary"] is True and doc.get("lag_seconds") is None and "state" not in doc  # declared
