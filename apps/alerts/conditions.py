@@ -78,11 +78,12 @@ ENGINE_FRESH_S = 120  # the drift watcher runs every 30 s: an older result is no
 
 
 def _engine_result(doc, now):
-    """The drift watcher's last result for this node (evaluate.with_layers attaches it), {} when there is none,
-    it is too old, or the watcher could not read the node (unreachable is its own rule)."""
-    result = doc.get("layers_drift") or {}
-    if result.get("error") or now - result.get("ts", 0) > ENGINE_FRESH_S:
-        return {}
+    """The drift watcher's last result for this node (a configuration.drift.StoredResult: evaluate.with_layers
+    attaches it), None when there is none, it is too old, or the watcher could not read the node (unreachable is
+    its own rule)."""
+    result = doc.get("layers_drift")
+    if result is None or result.error or now - result.ts > ENGINE_FRESH_S:
+        return None
     return result
 
 
@@ -165,7 +166,7 @@ def node_observations(c, n, doc, now, settings):
             diffs, _ = layers_drift.compare_polled(n.name, c.intended, {"runtime": mine}, c.hostgroups,
                                                    c.writer_hostgroup)
             said = [_runtime_words(layers_drift.runtime_difference(d), "the inventory") for d in diffs]
-        said += [_runtime_words(d, f"version {engine['version']}") for d in engine.get("runtime", [])
+        said += [_runtime_words(d, f"version {engine.version}") for d in (engine.runtime if engine else [])
                  if d["table"] != "mysql_servers"]
         if said:
             more = f" and {len(said) - 1} more" if len(said) > 1 else ""
@@ -178,13 +179,13 @@ def node_observations(c, n, doc, now, settings):
             _, polled = layers_drift.compare_polled(n.name, c.intended, {"disk": disk}, c.hostgroups,
                                                     c.writer_hostgroup)
             findings = [f.words for f in polled]  # the writer first: where a restart would send writes
-        findings += [f["words"] for f in engine.get("findings", [])
+        findings += [f["words"] for f in (engine.findings if engine else [])
                      if f["layer"] == "disk" and f["table"] != "mysql_servers"]
         if findings:
             more = f" and {len(findings) - 1} more" if len(findings) > 1 else ""
             obs("restart_drift", f"{findings[0]}{more}", value=len(findings),
                 details={"findings": findings[:20], "disk_read_at": doc.get("layers_ts"),
-                         "all_tables_read_at": engine.get("ts")})
+                         "all_tables_read_at": engine.ts if engine else None})
     if _on(settings, "backend_shunned"):
         shunned = {}
         for r in mine:

@@ -135,7 +135,8 @@ def after_poll_round(kind, docs, shard=0, shards=1, now=None):
 
 
 def after_channel_poll(docs, now=None):
-    """Called after the DR channels' polls (apps/dr/polling.py): docs {channel pk: (previous, new document)}.
+    """Called after the DR channels' polls (apps/dr/polling.py): docs {channel pk: (previous, new document)}
+    (previous: what the poll carried over, a polling.LastPoll, not read here).
     Each channel is judged on its own document, on its replica cluster."""
     if not settings.ALERTS_ENABLED or not docs:
         return {}
@@ -162,7 +163,7 @@ def _channel_passes(clusters, now, full):
     if not pks:
         return []
     try:
-        docs = live.read_many(CHANNEL_KIND, pks)
+        docs = lean.read_many(CHANNEL_KIND, pks)
     except live.LiveUnavailable:
         return []
     out = []
@@ -212,10 +213,10 @@ def judge_clusters(clusters, situation, now, skip=(), full=False):
 
 def with_layers(doc, stored, own=None):
     """A node's document with the drift watcher's last result (the configuration's engine over every table and
-    variable of the version, all three layers: apps/configuration/drift.watch) under "layers_drift". A result
-    read before one of the cluster's own operations ended (own: context.OwnChanges) is left out: it may show the
-    operation half done; the next run of the watcher (30 s) judges what it left."""
-    if not doc or not stored or any(w.end is None or stored.get("ts", 0) < w.end for w in own or ()):
+    variable of the version, all three layers: apps/configuration/drift.watch; a drift.StoredResult) under
+    "layers_drift". A result read before one of the cluster's own operations ended (own: context.OwnChanges) is
+    left out: it may show the operation half done; the next run of the watcher (30 s) judges what it left."""
+    if not doc or not stored or any(w.end is None or stored.ts < w.end for w in own or ()):
         return doc
     return {**doc, "layers_drift": stored}
 

@@ -1,7 +1,9 @@
 """The part of the latest-state documents that the whole-cluster rules and the staleness checks read,
 decoded with msgspec: a ProxySQL node's pool rows, counters and variables (most of its document) are
 skipped by the decoder rather than parsed into dicts. A cluster judged as a whole from these; its nodes'
-and backends' own rules read their whole documents, in the round that polled them."""
+and backends' own rules read their whole documents, in the round that polled them. A DR channel's document as
+its rules read it at a sweep (conditions.channel_observations): they judge the documents a channel poll hands
+over (dicts) the same way, so these are handed over as dicts too."""
 from typing import Any
 
 import msgspec
@@ -32,7 +34,15 @@ class BackendDoc(msgspec.Struct):
     lag_seconds: Any = None
 
 
-STRUCTS = {live.PROXYSQL: ProxySQLDoc, live.BACKEND: BackendDoc}
+class ChannelDoc(msgspec.Struct):
+    ts: float
+    state: str
+    replica: dict
+    lag_seconds: int | None = None
+    behind_trx: int | None = None
+
+
+STRUCTS = {live.PROXYSQL: ProxySQLDoc, live.BACKEND: BackendDoc, "channel": ChannelDoc}  # (dr/polling.py's kind)
 
 
 def read_many(kind, pks):

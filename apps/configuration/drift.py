@@ -22,8 +22,11 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+import msgspec
+
 from apps.clients import proxysql_versions as versions
 from apps.clients.proxysql import configured_status
+from apps.monitoring.live_doc import DriftNodeDoc
 from apps.fleet.drift import (LayerDifference, LayerFinding, NodeDrift, VariableDrift, between_nodes, runtime_states,
                               writer_finding)
 
@@ -134,13 +137,14 @@ def watch(budget_s=WATCH_BUDGET_S):
         nodes = {n.pk: n for n in cluster_nodes}
         docs = {}
         for node in result.nodes:
-            before = last.get(node.node_id) or {}
-            if node.error:
-                docs[node.node_id] = {**before, "ts": time.time(), "error": node.error, "error_kind": node.error_kind}
+            before = last.get(node.node_id)
+            if node.error:  # the last result kept, the error on top
+                docs[node.node_id] = {**(msgspec.to_builtins(before) if before else {}), "ts": time.time(),
+                                      "error": node.error, "error_kind": node.error_kind}
                 continue
             doc = as_stored(result.version, node)
             docs[node.node_id] = doc
-            if doc["digest"] == before.get("digest", ""):
+            if doc["digest"] == (before.digest if before else ""):
                 continue
             target = str(nodes[node.node_id])  # as the audit names a node elsewhere: "proxysql-2 (host:port)"
             if doc["findings"]:
@@ -164,7 +168,7 @@ def watch(budget_s=WATCH_BUDGET_S):
 
 def oldest_first(clusters, last):
     """(cluster, version, nodes) tuples ordered by the oldest stored result of their nodes (never checked: first)."""
-    return sorted(clusters, key=lambda c: min(((last.get(n.pk) or {}).get("ts", 0) for n in c[2]), default=0))
+    return sorted(clusters, key=lambda c: min(((r.ts if (r := last.get(n.pk)) else 0) for n in c[2]), default=0))
 
 
 def as_stored(version, node):
@@ -178,12 +182,19 @@ def as_stored(version, node):
             "digest": hashlib.sha256(json.dumps(words).encode()).hexdigest() if words else ""}
 
 
+class StoredResult(DriftNodeDoc, forbid_unknown_fields=False):
+    """A node's last result as stored() reads it: every field of the full schema (live_doc.DriftNodeDoc), since the
+    watcher writes the last result back with an error on top, and the alert rules read findings, runtime, version,
+    error and ts. A field some newer writer adds is skipped rather than refused (the full schema refuses it)."""
+
+
 def stored(node_pks):
-    """{node pk: the watcher's last result or None}, one MGET; {} when Redis does not answer."""
+    """{node pk: the watcher's last result (a StoredResult) or None}, one MGET; {} when Redis does not answer. A
+    document that does not decode is None, as if never checked."""
     from apps.monitoring import live
 
     try:
-        return live.read_many(live.DRIFT, node_pks)
+        return live.read_typed(live.DRIFT, list(node_pks), StoredResult)
     except live.LiveUnavailable:  # nothing known, nothing judged
         return {}
 

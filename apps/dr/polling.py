@@ -11,6 +11,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 
+import msgspec
 from django.db.models import F
 
 from apps.clients.backend import BackendClient
@@ -24,6 +25,24 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "channel"  # the latest-state kind
 TICK_TOLERANCE_S = 0.25
+
+
+class LastPoll(msgspec.Struct):
+    """What a poll carries over from the channel's previous document (live_doc.ChannelDoc): when it was polled, its
+    ends, the source's GTID domain and the failing-poll counts."""
+
+    ts: float
+    ends: list[int]
+    domain: int | None = None
+    failing_polls: dict[str, int] = {}
+
+
+def last_polls(channels):
+    """{channel pk: LastPoll or None}, one MGET; {} when Redis does not answer."""
+    try:
+        return live.read_typed(CHANNEL, [c.pk for c in channels], LastPoll)
+    except live.LiveUnavailable:
+        return {}
 
 
 def gtid_seq(position, domain):
@@ -93,16 +112,16 @@ def replica_failing(replica):
 
 
 def poll_channel(channel, prev, ts):
-    """Returns (latest-state document, ChannelSample)."""
+    """Returns (latest-state document, ChannelSample). prev: the channel's LastPoll or None."""
     with ThreadPoolExecutor(max_workers=2) as pool:
         source_f = pool.submit(_guarded, _read_source, channel.source_server)
         replica_f = pool.submit(_guarded, _read_replica, channel.replica_server)
         source, replica = source_f.result(), replica_f.result()
-    domain = source.get("domain") if source["ok"] else (prev or {}).get("domain")
+    domain = source.get("domain") if source["ok"] else (prev.domain if prev else None)
     applied = gtid_seq(replica.get("gtid_slave_pos"), domain) if replica["ok"] and domain is not None else None
     behind = (source["seq"] - applied) if source.get("seq") is not None and applied is not None else None
-    counts = (prev or {}).get("failing_polls") or {}
-    same_ends = (prev or {}).get("ends") == [channel.source_server_id, channel.replica_server_id]
+    counts = prev.failing_polls if prev else {}
+    same_ends = prev is not None and prev.ends == [channel.source_server_id, channel.replica_server_id]
     failing = {"source": (counts.get("source", 0) + 1 if same_ends else 1) if source_failing(source, replica) else 0,
                "replica": (counts.get("replica", 0) + 1 if same_ends else 1) if replica_failing(replica) else 0}
     state = channel_state(source, replica, channel)
@@ -119,12 +138,9 @@ def poll_channel(channel, prev, ts):
 
 
 def poll(channels, now=None):
-    """Poll these channels now: latest state and history. Returns {pk: (previous doc, new doc)}."""
+    """Poll these channels now: latest state and history. Returns {pk: (previous LastPoll or None, new doc)}."""
     ts = now or time.time()
-    try:
-        prevs = live.read_many(CHANNEL, [c.pk for c in channels])
-    except live.LiveUnavailable:
-        prevs = {}
+    prevs = last_polls(channels)
     docs, samples = {}, []
     for channel in channels:
         try:
@@ -150,12 +166,9 @@ def due_channels(shard, shards, now=None):
         .annotate(shard_index=F("pk") % shards).filter(shard_index=shard))
     if not channels:
         return []
-    try:
-        prevs = live.read_many(CHANNEL, [c.pk for c in channels])
-    except live.LiveUnavailable:
-        prevs = {}
+    prevs = last_polls(channels)
     return [c for c in channels if not prevs.get(c.pk)
-            or now - prevs[c.pk]["ts"] >= c.replica_cluster.backend_poll_interval_s - TICK_TOLERANCE_S]
+            or now - prevs[c.pk].ts >= c.replica_cluster.backend_poll_interval_s - TICK_TOLERANCE_S]
 
 
 def run_shard(shard, shards, now=None):

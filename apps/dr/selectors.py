@@ -1,6 +1,7 @@
 """What the pages show of the channels: the latest state (Redis), else the last stored poll."""
 import time
 
+import msgspec
 from django.db.models import Q
 
 from apps.monitoring import live, status
@@ -9,25 +10,42 @@ from .models import ChannelSample, ReplicationChannel
 from .polling import CHANNEL
 
 
+class ChannelView(msgspec.Struct):
+    """What the channel pages and the API show of a channel's latest-state document (live_doc.ChannelDoc). The
+    last stored poll stands in for it when Redis is down (_from_history): no ends, lag_high or failing_polls known
+    then (None, as the API says)."""
+
+    ts: float
+    ok: bool
+    state: str
+    source: dict
+    replica: dict
+    behind_trx: int | None = None
+    lag_seconds: int | None = None
+    lag_high: bool | None = False
+    failing_polls: dict[str, int] | None = {}
+
 
 def _from_history(channel):
     sample = ChannelSample.objects.filter(channel=channel).order_by("-ts").first()
     if sample is None:
         return None
-    return {"ts": sample.ts.timestamp(), "ok": sample.reachable,
-            "state": ("running" if sample.io_running and sample.sql_running else "stopped") if sample.reachable
-            else "unreachable", "lag_seconds": sample.lag_seconds,
-            "behind_trx": (sample.source_seq - sample.applied_seq)
-            if sample.source_seq is not None and sample.applied_seq is not None else None}
+    return ChannelView(
+        ts=sample.ts.timestamp(), ok=sample.reachable,
+        state=("running" if sample.io_running and sample.sql_running else "stopped") if sample.reachable
+        else "unreachable", source={}, replica={}, lag_seconds=sample.lag_seconds,
+        behind_trx=(sample.source_seq - sample.applied_seq)
+        if sample.source_seq is not None and sample.applied_seq is not None else None,
+        lag_high=None, failing_polls=None)
 
 
 def rows(channels):
-    """[{channel, doc, age, stale, unavailable, from_history}] for these channels (from_history: Redis is down and
-    doc is the last stored poll's stand-in)."""
+    """[{channel, doc, age, stale, unavailable, from_history}] for these channels (doc: a ChannelView or None;
+    from_history: Redis is down and doc is the last stored poll's stand-in)."""
     channels = list(channels)
     unavailable = None
     try:
-        docs = live.read_many(CHANNEL, [c.pk for c in channels])
+        docs = live.read_typed(CHANNEL, [c.pk for c in channels], ChannelView)
     except live.LiveUnavailable as exc:
         docs, unavailable = {}, str(exc)
     now = time.time()
@@ -37,10 +55,10 @@ def rows(channels):
         if doc is None and unavailable:
             doc = _from_history(channel)
             from_history = doc is not None
-        age = None if not doc else max(0.0, now - doc["ts"])
+        age = None if not doc else max(0.0, now - doc.ts)
         out.append({"channel": channel, "doc": doc, "age": age, "unavailable": unavailable, "from_history": from_history,
                     "stale": age is not None and age > status.stale_after(status.backend_interval(channel.replica_cluster)),
-                    "problem": bool(doc) and (doc.get("state") != "running" or doc.get("lag_high"))})
+                    "problem": bool(doc) and (doc.state != "running" or doc.lag_high)})
     return out
 
 
@@ -59,12 +77,12 @@ def moves(channel, limit=20):
 
 def latest(row):
     """A rows() entry's latest state as the API shows it."""
-    doc = row["doc"] or {}
-    replica, source = doc.get("replica") or {}, doc.get("source") or {}
-    return {"state": doc.get("state"), "age_s": row["age"], "stale": row["stale"],
-            "from_history": row["from_history"], "lag_seconds": doc.get("lag_seconds"),
-            "lag_high": doc.get("lag_high"), "behind_trx": doc.get("behind_trx"),
+    doc = row["doc"]
+    replica, source = (doc.replica, doc.source) if doc else ({}, {})
+    return {"state": doc and doc.state, "age_s": row["age"], "stale": row["stale"],
+            "from_history": row["from_history"], "lag_seconds": doc and doc.lag_seconds,
+            "lag_high": doc and doc.lag_high, "behind_trx": doc and doc.behind_trx,
             "io_running": replica.get("io_running"), "sql_running": replica.get("sql_running"),
             "last_io_error": replica.get("last_io_error"), "last_sql_error": replica.get("last_sql_error"),
             "gtid_slave_pos": replica.get("gtid_slave_pos"), "source_binlog_pos": source.get("binlog_pos"),
-            "failing_polls": doc.get("failing_polls")}
+            "failing_polls": doc and doc.failing_polls}

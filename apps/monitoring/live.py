@@ -1,7 +1,13 @@
 """Latest state per node in Redis: one JSON document per node, with its timestamp and last error.
 
-Pages read it; pollers write it. When Redis is down, read_many() raises LiveUnavailable so a page can
-say "live data unavailable" and fall back to history from the database.
+The pollers (and the drift watcher, the DR channel polls) write it, each document checked against its schema
+(live_doc.py). Every reader decodes it with read_typed() into a struct of its own naming the fields it reads
+(the pages, /metrics, the overview, the alert rules, operations, DR, the drift watcher's stored results).
+read_many() returns plain dicts; its production callers are the two that need whole documents as dicts: the
+pollers, which merge a poll with their own last documents (pollers._read_prev), and the alert rules' full
+judgements (evaluate.judge_clusters with full), which judge whole stored documents with the same functions that
+judge the documents a poll round hands over. When Redis is down, both raise LiveUnavailable so a page can say
+"live data unavailable" and fall back to history from the database.
 """
 import json
 import logging
@@ -81,7 +87,8 @@ def _mget(kind, pks):
 
 
 def read_many(kind, pks):
-    """{pk: doc or None}. One round trip."""
+    """{pk: doc (a dict) or None}. One round trip. The whole documents, untyped: for the pollers' merge and the alert
+    rules' full judgements; other readers use read_typed()."""
     if settings.LIVE_DOC_STRICT and kind in live_doc.FULL:
         return {pk: (CheckedDoc(kind, json.loads(v)) if v else None) for pk, v in _mget(kind, pks)}
     return {pk: (json.loads(v) if v else None) for pk, v in _mget(kind, pks)}

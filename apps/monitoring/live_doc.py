@@ -4,11 +4,15 @@ Writers: pollers.py (kinds proxysql and backend, every poll), configuration/drif
 dr/polling.py (kind channel). live.write_many() checks every document against its schema here before it writes it
 (live.check: a mismatch raises in the tests, settings.LIVE_DOC_STRICT, and is logged in production).
 Readers decode the JSON with msgspec into the struct that names only what they read (alerts/lean.py, overview.py,
-exporter.py: decoding fewer fields is what keeps /metrics and the alert evaluation fast at fleet scale; live.read_typed
-for operations' rollbacks.py and change_set.py); every such
-reader struct is checked against these full schemas by apps/monitoring/tests/test_live_doc.py (each field it reads
-exists here), and a document written by the real writers decodes here with no unknown field: a writer that adds,
-renames or drops a field changes this module, and a reader that reads a field nobody writes fails its test.
+exporter.py: decoding fewer fields is what keeps /metrics and the alert evaluation fast at fleet scale; through
+live.read_typed: the node, backend and cluster pages (selectors.py), operations' rules.py and rule_settings.py,
+rollbacks.py, change_set.py and forms.py, configuration/drift.py's stored results, DR's selectors.py and polling.py,
+the alert rules' channel reads). Every such reader struct is listed in apps/monitoring/tests/test_live_doc.py
+READERS and checked against these full schemas there (each field it reads exists here), and a document written by
+the real writers decodes here with no unknown field: a writer that adds, renames or drops a field changes this
+module, and a reader that reads a field nobody writes fails its test. Two callers still read whole documents as
+dicts (live.read_many, CheckedDoc in the tests): the pollers merging a poll with their own last documents, and the
+alert rules' full judgements (they judge stored documents with the functions that judge a round's own dicts).
 
 Nested parts that no reader struct types are kept loose (dict, list) with their writer named."""
 from typing import Any
@@ -20,9 +24,9 @@ class _Full(msgspec.Struct, forbid_unknown_fields=True):
     pass
 
 
-class _Polled(_Full):
+class Polled(msgspec.Struct):
     """What every poll writes: when, whether it answered, and since when it has not (pollers._failure: the last good
-    document with the error on top)."""
+    document with the error on top). A reader's struct may start from it (it refuses no field: selectors.py)."""
 
     ts: float
     ok: bool = True
@@ -30,6 +34,10 @@ class _Polled(_Full):
     error_kind: str | None = None
     error_since: float | None = None
     last_ok: float | None = None
+
+
+class _Polled(Polled, forbid_unknown_fields=True):
+    pass
 
 
 class ProxySQLNodeDoc(_Polled):

@@ -348,6 +348,6 @@ def _cluster_view(c, node_url, server_url):
         wsrep = msgspec.structs.asdict(doc.state) if doc and doc.state else {}
         backends.append({"name": name, "url": server_url(pk), "state": state, "age": age, "writer": name in c["writers"],
                          "colour": status.backend_colour(state, problems),
-                         "label": status.wsrep_label({"state": wsrep}), "recv_queue": wsrep.get("local_recv_queue")})
+                         "label": status.wsrep_label_of(wsrep), "recv_queue": wsrep.get("local_recv_queue")})
     return {"name": c["name"], "url": c["url"], "attention": c["attention"], "nodes": nodes, "servers": backends,
             "tags": tags.from_text(c["tags_text"])}

@@ -194,11 +194,12 @@ def not_synced_yet(module, read, parts, now):
 
 def cluster_view(nodes, docs):
     """The cluster page's "ProxySQL Cluster" panel from the nodes' latest documents: None when no node takes part in
-    a ProxySQL Cluster. `nodes`: ProxySQLNode rows (name, admin_host, admin_port, pk); `docs`: {pk: document}."""
-    parts = {n.pk: (docs.get(n.pk) or {}).get("proxysql_cluster") for n in nodes}
+    a ProxySQL Cluster. `nodes`: ProxySQLNode rows (name, admin_host, admin_port, pk); `docs`: {pk: document or None},
+    a reader's struct with ts and proxysql_cluster (selectors.NodeDoc)."""
+    parts = {n.pk: d.proxysql_cluster if (d := docs.get(n.pk)) else None for n in nodes}
     if not any(configured(p) for p in parts.values()):
         return None
-    polled_at = max(((docs.get(n.pk) or {}).get("ts") or 0) for n in nodes)
+    polled_at = max((d.ts if (d := docs.get(n.pk)) else 0) for n in nodes)
     modules = []
     for module, load in MODULES.items():
         rows = []

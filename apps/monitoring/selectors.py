@@ -2,36 +2,70 @@
 the last known figures from the database when Redis is down. The fleet overview has its own module
 (overview.py), built for fleet scale.
 
-Everything here returns plain dicts and lists ready for a template; status.py says what they mean.
+Everything here returns plain dicts and lists ready for a template; status.py says what they mean. The documents
+are decoded into the structs below (live.read_typed), which name what these pages read.
 """
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Any
 
+import msgspec
 from django.conf import settings
 from django.urls import reverse
 
 from apps.clients import proxysql_versions as versions
 from apps.fleet.models import HostgroupMembership
 
-from . import live, proxysql_cluster, status
+from . import live, live_doc, proxysql_cluster, status
 from .chunks import last_reachable_raw
 from .chunks import samples as chunked_samples
 from .models import RAW, BackendSample
 from .pool import read as read_pool
 
 
+class NodeDoc(live_doc.Polled):
+    """What the node and cluster pages read of a ProxySQL node's latest-state document (live_doc.ProxySQLNodeDoc)."""
+
+    figures: dict[str, float | int | None] = {}
+    pool: list[dict] = []
+    runtime_servers: list[dict] = []
+    variables: dict[str, Any] = {}
+    variables_ts: float | None = None
+    proxysql_cluster: dict | None = None
+    query_stats: dict | None = None
+
+
+class BackendDoc(live_doc.Polled):
+    """What the backend and cluster pages read of a backend's latest-state document (live_doc.BackendNodeDoc)."""
+
+    state: dict | None = None  # clients.backend.NodeState's fields
+    lag_seconds: int | None = None
+
+
+class QueryStatsDoc(msgspec.Struct):
+    """What the query tools' panels read of a ProxySQL node's document: only its query_stats."""
+
+    ts: float
+    query_stats: dict | None = None
+
+
+STRUCTS = {live.PROXYSQL: NodeDoc, live.BACKEND: BackendDoc}
+NO_BACKEND_DOC = BackendDoc(ts=0.0)  # what backend_live shows of a backend with no document: every field's default
+
+
 @dataclass
 class Latest:
-    """Latest-state documents of one kind, or why there are none."""
+    """Latest-state documents of one kind ({pk: struct or None}), or why there are none."""
 
     docs: dict = field(default_factory=dict)
     unavailable: str = ""  # "" when Redis answered
 
 
-def latest(kind, pks):
+def latest(kind, pks, struct=None):
+    """The documents decoded into `struct` (by default NodeDoc or BackendDoc for the kind); one MGET."""
     try:
-        return Latest(docs=live.read_many(kind, pks))
+        return Latest(docs=live.read_typed(kind, pks, struct or STRUCTS[kind]))
     except live.LiveUnavailable as exc:
         return Latest(unavailable=str(exc) or "Redis unavailable")
 
@@ -61,22 +95,22 @@ def proxysql_live(node, now=None):
            # A ProxySQL serving several clusters: its global figures and mirror are every one's (node-wide).
            "shared_with": [n.cluster.name for n in node.shares_with()], "version": status.polled_version(node, doc)}
     if doc:
-        out.update(error=doc.get("error"), error_kind=doc.get("error_kind"), error_since=_ts(doc.get("error_since")),
-                   advice=status.advice("proxysql", doc.get("error_kind")) if doc.get("error") else "",
-                   last_ok=_ts(doc.get("last_ok")), figures=doc.get("figures") or {},
-                   variables_age=(now - doc["variables_ts"]) if doc.get("variables_ts") else None)
+        out.update(error=doc.error, error_kind=doc.error_kind, error_since=_ts(doc.error_since),
+                   advice=status.advice("proxysql", doc.error_kind) if doc.error else "",
+                   last_ok=_ts(doc.last_ok), figures=doc.figures or {},
+                   variables_age=(now - doc.variables_ts) if doc.variables_ts else None)
         roles = cluster.hostgroup_roles()
         out["pool"] = sorted(({"hostgroup": r["key"][0], "role": roles.get(r["key"][0], "other"),
                                "host": r["key"][1], "port": r["key"][2], "status": r.get("status"),
                                "conn_used": r.get("conn_used"), "conn_free": r.get("conn_free"),
                                "queries_ps": r.get("queries_ps"), "latency_us": r.get("latency_us"),
                                "conn_err_ps": r.get("conn_err_ps"), "bytes_sent_ps": r.get("bytes_sent_ps"),
-                               "bytes_recv_ps": r.get("bytes_recv_ps")} for r in doc.get("pool") or []),
+                               "bytes_recv_ps": r.get("bytes_recv_ps")} for r in doc.pool or []),
                              key=lambda r: (r["hostgroup"], r["host"], r["port"]))
     elif got.unavailable:
         out.update(_pool_from_history(node, now))
     out["mirror"] = status.mirror(out["figures"])
-    out["qs"] = _query_stats_view((doc or {}).get("query_stats"), now)
+    out["qs"] = _query_stats_view(doc.query_stats if doc else None, now)
     return out
 
 
@@ -104,15 +138,15 @@ def backend_live(server, now=None):
     got = latest(live.BACKEND, [server.pk])
     doc = got.docs.get(server.pk)
     state, age = status.freshness(doc, cluster.backend_poll_interval_s, now)
-    problems = status.backend_problems(doc, cluster.max_replication_lag) if state == status.OK else []
+    d = doc or NO_BACKEND_DOC
+    problems = status.backend_problems_of(d.state, d.lag_seconds, cluster.max_replication_lag) \
+        if state == status.OK else []
     out = {"server": server, "unavailable": got.unavailable, "doc": doc, "state": state, "age": age,
            "figures_age": status.figures_age(doc, age, now),
-           "colour": status.backend_colour(state, problems), "problems": problems, "label": status.wsrep_label(doc),
-           "wsrep": (doc or {}).get("state") or {}, "lag_seconds": (doc or {}).get("lag_seconds"),
-           "error": (doc or {}).get("error"), "error_kind": (doc or {}).get("error_kind"),
-           "error_since": _ts((doc or {}).get("error_since")), "last_ok": _ts((doc or {}).get("last_ok")),
-           "advice": status.advice("backend", (doc or {}).get("error_kind")) if (doc or {}).get("error") else "",
-           "from_history": None}
+           "colour": status.backend_colour(state, problems), "problems": problems,
+           "label": status.wsrep_label_of(d.state), "wsrep": d.state or {}, "lag_seconds": d.lag_seconds,
+           "error": d.error, "error_kind": d.error_kind, "error_since": _ts(d.error_since), "last_ok": _ts(d.last_ok),
+           "advice": status.advice("backend", d.error_kind) if d.error else "", "from_history": None}
     if not doc and got.unavailable:
         found = last_reachable_raw(server.pk, BackendSample)
         if found:
@@ -149,9 +183,10 @@ def cluster_live(cluster, now=None):
         doc = px.docs.get(n.pk)
         state, age = status.freshness(doc, cluster.poll_interval_s, now)
         node_views.append({"node": n, "state": state, "colour": status.COLOURS[state], "age": age,
-                           "error": (doc or {}).get("error"), "version": status.polled_version(n, doc)})
-        pool = {tuple(r["key"]): r for r in (doc or {}).get("pool") or []}
-        runtime = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in (doc or {}).get("runtime_servers") or []}
+                           "error": doc.error if doc else None, "version": status.polled_version(n, doc)})
+        pool = {tuple(r["key"]): r for r in (doc.pool if doc else None) or []}
+        runtime = {(r["hostgroup_id"], r["hostname"], r["port"]): r
+                   for r in (doc.runtime_servers if doc else None) or []}
         per_node[n.pk] = (state, age, status.figures_age(doc, age, now), pool, runtime)
         for k in list(pool) + list(runtime):
             if k[0] in roles or any(k[0] == key[0] for key in keys):
@@ -180,11 +215,12 @@ def cluster_live(cluster, now=None):
     for s in servers:
         doc = be.docs.get(s.pk)
         state, age = status.freshness(doc, cluster.backend_poll_interval_s, now)
-        problems = status.backend_problems(doc, cluster.max_replication_lag) if state == status.OK else []
+        d = doc or NO_BACKEND_DOC
+        problems = status.backend_problems_of(d.state, d.lag_seconds, cluster.max_replication_lag) \
+            if state == status.OK else []
         backends.append({"server": s, "state": state, "age": age, "colour": status.backend_colour(state, problems),
-                         "label": status.wsrep_label(doc), "wsrep": (doc or {}).get("state") or {},
-                         "problems": problems, "error": (doc or {}).get("error"),
-                         "error_since": _ts((doc or {}).get("error_since")), "lag_seconds": (doc or {}).get("lag_seconds")})
+                         "label": status.wsrep_label_of(d.state), "wsrep": d.state or {}, "problems": problems,
+                         "error": d.error, "error_since": _ts(d.error_since), "lag_seconds": d.lag_seconds})
     series = sorted({s for s in (versions.series(v["version"]) for v in node_views) if s})
     return {"cluster": cluster, "unavailable": px.unavailable or be.unavailable, "node_views": node_views,
             "mixed_versions": series if len(series) > 1 else [],
@@ -254,9 +290,9 @@ def _query_stats_view(stats, now):
 
 def proxysql_query_stats(node, now=None):
     now = now or time.time()
-    got = latest(live.PROXYSQL, [node.pk])
-    doc = got.docs.get(node.pk) or {}
-    return {"node": node, "unavailable": got.unavailable, "qs": _query_stats_view(doc.get("query_stats"), now),
+    got = latest(live.PROXYSQL, [node.pk], QueryStatsDoc)
+    doc = got.docs.get(node.pk)
+    return {"node": node, "unavailable": got.unavailable, "qs": _query_stats_view(doc and doc.query_stats, now),
             "shared_with": [n.cluster.name for n in node.shares_with()]}
 
 
@@ -265,10 +301,11 @@ def cluster_query_stats(cluster, now=None):
     connections summed, against its limit on each node)."""
     now = now or time.time()
     nodes = list(cluster.proxysql_nodes.order_by("name"))
-    got = latest(live.PROXYSQL, [n.pk for n in nodes])
+    got = latest(live.PROXYSQL, [n.pk for n in nodes], QueryStatsDoc)
     rows, users = [], {}
     for n in nodes:
-        view = _query_stats_view((got.docs.get(n.pk) or {}).get("query_stats"), now)
+        doc = got.docs.get(n.pk)
+        view = _query_stats_view(doc and doc.query_stats, now)
         rows.append({"node": n, "qs": view})
         for u in (view or {}).get("users") or []:
             total = users.setdefault(u["username"], {"username": u["username"], "connections": 0, "limits": set(),

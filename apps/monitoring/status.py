@@ -25,8 +25,9 @@ WSREP_STATES = {1: "Joining", 2: "Donor/Desynced", 3: "Joined", 4: "Synced"}
 # rule, report and export reads these (apps/tests/test_boundaries.py keeps it so).
 def polled_version(node, doc):
     """The node's ProxySQL version as its last poll read it (admin-version), else as adopted (the inventory's, when
-    `node` carries one)."""
-    return ((doc or {}).get("variables") or {}).get("admin-version") or getattr(node, "version", None)
+    `node` carries one). doc: a page's typed document (selectors.NodeDoc) or a whole one (the alert rules' dict)."""
+    variables = (doc.get("variables") if isinstance(doc, dict) else getattr(doc, "variables", None)) or {}
+    return variables.get("admin-version") or getattr(node, "version", None)
 
 
 def interval_of(cluster_interval):
@@ -50,17 +51,18 @@ def stale_after(interval):
 
 
 def freshness(doc, interval, now):
-    """(state, age in seconds or None) of one latest-state document."""
-    if not doc or "ts" not in doc:
+    """(state, age in seconds or None) of one latest-state document, as a reader's struct with ts and ok
+    (selectors.NodeDoc, BackendDoc), or None."""
+    if doc is None:
         return NODATA, None
-    return freshness_of(doc["ts"], doc.get("ok", True), interval, now)
+    return freshness_of(doc.ts, doc.ok, interval, now)
 
 
 def figures_age(doc, age, now):
-    """Seconds since the poll whose figures the document holds: a failed poll keeps the last good poll's figures
-    beside its error, so they are as old as last_ok, not as the failed poll (`age`, which stands in when no poll
-    ever succeeded)."""
-    last_ok = (doc or {}).get("last_ok")
+    """Seconds since the poll whose figures the document holds (a reader's struct with last_ok, or None): a failed
+    poll keeps the last good poll's figures beside its error, so they are as old as last_ok, not as the failed poll
+    (`age`, which stands in when no poll ever succeeded)."""
+    last_ok = doc.last_ok if doc is not None else None
     return age if not last_ok else max(0.0, now - last_ok)
 
 
@@ -161,8 +163,14 @@ def mirror(figures):
 
 # -- backends --------------------------------------------------------------------------------------
 def backend_problems(doc, max_replication_lag):
-    """[(colour, what, text)] of a reachable backend's state (empty when it is Synced, Primary and in bounds)."""
-    state = (doc or {}).get("state") or {}
+    """[(colour, what, text)] of a reachable backend's state (empty when it is Synced, Primary and in bounds), from
+    a document's shape as a dict (the overview's BackendDoc.as_dict())."""
+    return backend_problems_of((doc or {}).get("state"), (doc or {}).get("lag_seconds"), max_replication_lag)
+
+
+def backend_problems_of(state, lag, max_replication_lag):
+    """backend_problems() from a document's state (NodeState's fields as a dict, or None) and lag_seconds."""
+    state = state or {}
     out = []
     if state.get("wsrep_on"):
         local = state.get("local_state")
@@ -176,7 +184,6 @@ def backend_problems(doc, max_replication_lag):
         queue = state.get("local_recv_queue")
         if queue is not None and queue > max_replication_lag:
             out.append(("amber", "recv queue", f"recv queue {queue} over the cluster's max_replication_lag {max_replication_lag}"))
-    lag = (doc or {}).get("lag_seconds")
     if lag is not None and lag > max_replication_lag:
         out.append(("amber", "replica lag", f"replica lag {lag} s over the cluster's max_replication_lag {max_replication_lag}"))
     maint = state.get("pxc_maint_mode")
@@ -193,8 +200,9 @@ def backend_colour(state, problems):
     return "amber" if problems else "green"
 
 
-def wsrep_label(doc):
-    state = (doc or {}).get("state") or {}
+def wsrep_label_of(state):
+    """A backend's wsrep state in a word or two (state: a document's `state`, NodeState's fields, or None)."""
+    state = state or {}
     if not state:
         return ""
     if not state.get("wsrep_on"):

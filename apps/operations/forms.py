@@ -6,7 +6,6 @@ from django import forms
 
 from apps.fleet.models import Cluster
 from apps.monitoring import live, status
-from apps.monitoring import selectors as monitoring_selectors
 
 from .choices import OnDrainTimeout
 from .rule_settings import FIELDS
@@ -39,19 +38,31 @@ class SwitchoverForm(forms.Form):
         self.fields["drain_timeout_ms"].initial = cluster.drain_timeout_ms
 
 
+class CandidatePoll(msgspec.Struct):
+    """What the switchover form reads of a candidate backend's latest-state document (live_doc.BackendNodeDoc)."""
+
+    ts: float
+    ok: bool = True
+    state: dict | None = None  # clients.backend.NodeState's fields
+
+
 def candidate_label(cluster, servers):
     """Each candidate as its last backend poll saw it ("127.0.0.1:3312 · Synced · recv queue 0"), so the operator
     picks with the state in view; the plan's guards still check it at planning and again at start. One MGET."""
     now = time.time()
-    docs = monitoring_selectors.latest(live.BACKEND, [s.pk for s in servers]).docs  # empty when Redis is down
+    try:
+        docs = live.read_typed(live.BACKEND, [s.pk for s in servers], CandidatePoll)
+    except live.LiveUnavailable:
+        docs = {}
 
     def label(server):
         doc = docs.get(server.pk)
-        state, _ = status.freshness(doc, cluster.backend_poll_interval_s, now)
+        state, _ = status.freshness_of(doc.ts, doc.ok, cluster.backend_poll_interval_s, now) if doc \
+            else (status.NODATA, None)
         if state != status.OK:
             return f"{server} · {'no recent poll' if state in (status.NODATA, status.STALE) else state}"
-        words = [str(server), status.wsrep_label(doc) or "answering"]
-        queue = ((doc or {}).get("state") or {}).get("local_recv_queue")
+        words = [str(server), status.wsrep_label_of(doc.state) or "answering"]
+        queue = (doc.state or {}).get("local_recv_queue")
         if queue is not None:
             words.append(f"recv queue {queue}")
         return " · ".join(words)

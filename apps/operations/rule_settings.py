@@ -99,7 +99,7 @@ def would_do_now(cluster):
     "figures", "alerts", "failover": line, "failback": line} or {"unavailable": why}."""
     servers = {s.pk: s for s in cluster.servers.all()}
     try:
-        docs = live.read_many(live.BACKEND, list(servers))
+        docs = rules.read_polls(servers)
         changes, figures, alerts = rules.decide(cluster, docs, r=_Peek(live.client()))
     except live.LiveUnavailable as exc:
         return {"unavailable": str(exc) or "the latest state (Redis) does not answer"}
@@ -120,7 +120,7 @@ def _failover_now(cluster, docs, servers):
     if not rules.writer_down(doc):
         return f"the writer {writer.server} answers as a writer: nothing to do"
     new = servers.get(rules.elect(cluster, docs, exclude=writer.server_id))
-    why = "no poll of it in the latest state" if doc is None else doc.get("error") or "not in the Primary component"
+    why = "no poll of it in the latest state" if doc is None else doc.error or "not in the Primary component"
     return (f"the writer {writer.server} counts as down in the latest poll ({why}): after "
             f"{cluster.failover_after_polls} such poll(s) in a row and a re-probe that confirms it, "
             + (f"would fail over to {new}" if new else "would refuse: no Synced Primary node to elect"))

@@ -25,6 +25,7 @@ import json
 import logging
 import time
 
+import msgspec
 
 from apps.audit.actor import Actor
 from apps.audit.services import record
@@ -50,13 +51,29 @@ FAILOVER_RULE = "automatic failover"
 HEALTHY, DESYNCED, BROKEN, UNREACHABLE = 0, 1, 2, 3  # how bad, for "keep the least bad"
 
 
+class BackendPoll(msgspec.Struct):
+    """What the rules read of a backend's latest-state document (live_doc.BackendNodeDoc), live.read_typed: the poll's
+    time and outcome, the wsrep state (NodeState's fields, a dict) and whether it is Synced and Primary."""
+
+    ts: float
+    ok: bool = True
+    error: str | None = None
+    state: dict | None = None
+    synced_primary: bool | None = None
+
+
+def read_polls(server_pks):
+    """{server_pk: BackendPoll or None}, one MGET (raises live.LiveUnavailable)."""
+    return live.read_typed(live.BACKEND, list(server_pks), BackendPoll)
+
+
 def classify(doc, stale_after_s):
-    """(badness, reason, recv_queue) from a backend's latest-state document."""
-    if not doc or time.time() - doc.get("ts", 0) > stale_after_s:
+    """(badness, reason, recv_queue) from a backend's latest-state document (a BackendPoll)."""
+    if not doc or time.time() - doc.ts > stale_after_s:
         return UNREACHABLE, "no recent poll", None
-    if not doc.get("ok"):
-        return UNREACHABLE, f"unreachable: {doc.get('error')}", None
-    st = doc["state"]
+    if not doc.ok:
+        return UNREACHABLE, f"unreachable: {doc.error}", None
+    st = doc.state
     if not st.get("wsrep_on"):
         return HEALTHY, "not a Galera node", st.get("local_recv_queue")
     queue = st.get("local_recv_queue") or 0
@@ -258,15 +275,15 @@ def _execute(cluster, plan, rule):
 # -- automatic failover ----------------------------------------------------------------------------
 def writer_down(writer_doc):
     """The writer's latest poll saw it unreachable or outside the Primary component (or there is none)."""
-    return bool(not writer_doc or not writer_doc.get("ok") or (
-        writer_doc["state"].get("wsrep_on") and writer_doc["state"].get("cluster_status") != "Primary"))
+    return bool(not writer_doc or not writer_doc.ok or (
+        writer_doc.state.get("wsrep_on") and writer_doc.state.get("cluster_status") != "Primary"))
 
 
 def writer_down_polls(cluster, writer_doc):
     """Consecutive polls (distinct poll timestamps) in which the writer was unreachable or non-Primary."""
     r = live.client()
     key = f"failover:{cluster.pk}"
-    ts = (writer_doc or {}).get("ts")
+    ts = writer_doc.ts if writer_doc else None
     if not writer_down(writer_doc):
         r.delete(key, f"{key}:ts")
         return 0
@@ -284,9 +301,13 @@ def elect(cluster, docs, exclude):
             continue
         for m in HostgroupMembership.objects.filter(server__cluster=cluster, hostgroup_id=hg, server__maintenance=False):
             weights.setdefault(m.server_id, (1 if hg == cluster.backup_writer_hostgroup else 0, m.weight))
-    ranked = sorted((pk for pk in weights if pk != exclude and (docs.get(pk) or {}).get("synced_primary")),
+    ranked = sorted((pk for pk in weights if pk != exclude and _synced_primary(docs.get(pk))),
                     key=lambda pk: weights[pk], reverse=True)
     return ranked[0] if ranked else None
+
+
+def _synced_primary(doc):
+    return bool(doc and doc.synced_primary)
 
 
 def plan_manual_failover(cluster, new):
@@ -411,7 +432,7 @@ def apply_failover(cluster, docs):
             record("failover refused", rule=FAILOVER_RULE, cluster=cluster, outcome="refused",
                    details={"reason": "no Synced Primary node to elect", "down_polls": down})
         return None
-    evidence = {"down_polls": down, "poll_error": (writer_doc or {}).get("error") or "not Primary",
+    evidence = {"down_polls": down, "poll_error": (writer_doc.error if writer_doc else None) or "not Primary",
                 "reprobe": f"{verdict}: {detail}"}
     plan = plan_failover(cluster, writer.server, new_pk, evidence)
     op = _execute(cluster, plan, FAILOVER_RULE)
@@ -434,7 +455,7 @@ def apply_failback(cluster, docs, now=None):
     preferred = cluster.preferred_writer
     if writer is None or writer.server_id == preferred.pk or preferred.maintenance:
         return None
-    healthy = bool((docs.get(preferred.pk) or {}).get("synced_primary"))
+    healthy = _synced_primary(docs.get(preferred.pk))
     synced_for = _since(live.client(), f"failback:{cluster.pk}:since", healthy, now or time.time())
     if not healthy or synced_for < cluster.failback_after_s:
         return None
@@ -451,7 +472,7 @@ def after_backend_poll(cluster_ids):
         if not (cluster.auto_failover_enabled or cluster.read_pool_rules_enabled):
             continue
         try:
-            docs = live.read_many(live.BACKEND, list(cluster.servers.values_list("pk", flat=True)))
+            docs = read_polls(cluster.servers.values_list("pk", flat=True))
         except live.LiveUnavailable:
             continue
         try:

@@ -2,6 +2,7 @@
 configuration's engine (all three layers of every table and variable) and stores each node's result; `drift` and
 `restart_drift` read it beside the polled mysql_servers, never opening a connection themselves. Before, only
 mysql_servers were judged: a query rule or a user changed by hand went unnoticed."""
+import msgspec
 import pytest
 
 from apps.audit.models import AuditEvent
@@ -47,7 +48,7 @@ def test_equal_layers_give_nothing(rules_lab):
     set_rule("restart_drift", for_s=0)
     assert judged() == 0
     results = stored(ProxySQLNode.objects.values_list("pk", flat=True))
-    assert len(results) == 2 and all(r["findings"] == [] and r["runtime"] == [] for r in results.values())
+    assert len(results) == 2 and all(r.findings == [] and r.runtime == [] for r in results.values())
     assert not open_alerts("drift") and not open_alerts("restart_drift")
     assert not AuditEvent.objects.filter(action__startswith="drift").exists()
 
@@ -93,9 +94,11 @@ def test_a_result_read_before_an_operation_of_the_cluster_ended_is_not_judged():
     leave behind."""
     from apps.alerts.context import OwnChanges
     from apps.alerts.evaluate import with_layers
+    from apps.configuration.drift import StoredResult
 
-    doc, result = {"ts": 100.0}, {"ts": 100.0, "findings": [{"words": "a restart would..."}]}
+    doc, result = {"ts": 100.0}, StoredResult(ts=100.0, findings=[{"words": "a restart would..."}])
     assert with_layers(doc, result, [])["layers_drift"] == result
     assert "layers_drift" not in with_layers(doc, result, [OwnChanges("switchover", 1, 90.0, None, set())])
     assert "layers_drift" not in with_layers(doc, result, [OwnChanges("switchover", 1, 90.0, 105.0, set())])
-    assert with_layers(doc, {**result, "ts": 106.0}, [OwnChanges("switchover", 1, 90.0, 105.0, set())])["layers_drift"]
+    assert with_layers(doc, msgspec.structs.replace(result, ts=106.0),
+                       [OwnChanges("switchover", 1, 90.0, 105.0, set())])["layers_drift"]

@@ -67,6 +67,28 @@ def test_a_stopped_channel_fires_and_resolves_when_it_runs_again(channel_alerts)
     assert alert.state == AlertState.RESOLVED
 
 
+def test_a_sweep_judges_the_channels_stored_document(channel_alerts):
+    """Between polls a sweep reads each channel's last document itself (evaluate._channel_passes through
+    alerts/lean.py): a stale one is said to be stale, a stopped one is judged on its threads."""
+    from apps.alerts import context, evaluate
+
+    channel, _, dc2, lab = channel_alerts
+    assert _tick()["state"] == "running"
+    c = context.inventory(changed_after=time.time()).clusters[channel.replica_cluster_id]
+    [judged] = evaluate._channel_passes([c], time.time(), full=True)
+    assert judged.targets == {f"ch{channel.pk}"} and judged.observations == []
+    assert evaluate._channel_passes([c], time.time(), full=False) == []  # fresh: its own poll judges it
+    [stale] = evaluate._channel_passes([c], time.time() + 600, full=False)
+    assert [o.rule for o in stale.observations] == ["channel_stopped"] and "is stale" in stale.observations[0].summary
+    _replica_sql(lab, channel, dc2, "STOP SLAVE")
+    try:
+        assert _tick()["state"] == "stopped"
+        [judged] = evaluate._channel_passes([c], time.time(), full=True)
+        assert "IO thread No, SQL thread No" in judged.observations[0].summary
+    finally:
+        _replica_sql(lab, channel, dc2, "START SLAVE")
+
+
 def test_a_lagging_channel_fires_above_the_rules_threshold_and_resolves(channel_alerts):
     """MASTER_DELAY holds the replica three seconds behind dc1, which keeps writing."""
     channel, _, dc2, lab = channel_alerts

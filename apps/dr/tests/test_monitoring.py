@@ -83,6 +83,24 @@ def test_the_channel_shows_on_both_clusters_pages(dr_inventory, live_redis, view
     assert 'data-state="running"' in detail and "gtid_slave_pos" in detail
 
 
+def test_redis_down_the_last_stored_poll_stands_in(dr_inventory, live_redis, viewer_client, settings):
+    """The pages and the API show the last ChannelSample when Redis does not answer: its state and lag, and what a
+    sample does not keep (lag_high, failing_polls) as unknown."""
+    from apps.dr import selectors
+
+    channel, _, _ = dr_inventory
+    _poll(channel)
+    assert selectors.rows([channel])[0]["from_history"] is False
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+    [row] = selectors.rows([channel])
+    assert row["from_history"] and row["unavailable"] and row["doc"].state == "running" and not row["problem"]
+    latest = selectors.latest(row)
+    assert latest["state"] == "running" and latest["lag_seconds"] is not None and latest["from_history"]
+    assert latest["lag_high"] is None and latest["failing_polls"] is None and latest["io_running"] is None
+    detail = viewer_client.get(f"/dr/channels/{channel.pk}/").content.decode()
+    assert 'data-state="running"' in detail and "Live data unavailable" in detail
+
+
 def test_the_lag_and_state_charts_hold_the_polls(dr_inventory, live_redis, viewer_client):
     channel, _, _ = dr_inventory
     now = time.time()

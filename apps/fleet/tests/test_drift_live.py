@@ -131,14 +131,14 @@ def test_drift_found_and_fixed_are_audited_by_the_watcher(adopted_pair, live_red
     cluster, first, second = adopted_pair
     node = ProxySQLNode.objects.get(name="proxysql-2")
     assert watch() == 0  # in sync: nothing to say
-    assert stored([node.pk])[node.pk]["findings"] == []
+    assert stored([node.pk])[node.pk].findings == []
     admin_sql(second, "UPDATE mysql_servers SET weight=3 WHERE hostgroup_id=101 AND port=3312", "LOAD MYSQL SERVERS TO RUNTIME")
     assert watch() == 1 and watch() == 0  # said once, not on every run
     found = AuditEvent.objects.get(action="drift found")
     assert found.actor == "drift monitor" and found.details["differences"] == [
         "loaded, not saved: proxysql-2 runs hg 101 127.0.0.1:3312 weight 3 instead of 10000; a restart of proxysql-2 "
         "would load version 1's from disk"]
-    assert stored([node.pk])[node.pk]["runtime"] == [{"table": "mysql_servers", "where": "hg 101 127.0.0.1:3312",
+    assert stored([node.pk])[node.pk].runtime == [{"table": "mysql_servers", "where": "hg 101 127.0.0.1:3312",
                                                       "field": "weight", "intended": 10000, "runtime": 3}]
     admin_sql(second, "UPDATE mysql_servers SET weight=10000 WHERE hostgroup_id=101 AND port=3312", "LOAD MYSQL SERVERS TO RUNTIME")
     assert watch() == 1 and AuditEvent.objects.filter(action="drift fixed").count() == 1
@@ -173,7 +173,7 @@ def test_an_unreachable_node_is_not_drift_nor_its_end(adopted_pair, live_redis):
     assert watch() == 0 and not AuditEvent.objects.filter(action="drift fixed").exists()
     doc = stored([ProxySQLNode.objects.get(name="proxysql-2").pk])
     [result] = doc.values()
-    assert result["error_kind"] == "unreachable"
+    assert result.error_kind == "unreachable"
 
 
 @pytest.mark.django_db
@@ -228,9 +228,9 @@ def test_a_node_slower_than_the_watchers_budget_leaves_its_cluster_to_the_next_r
 def test_the_clusters_checked_longest_ago_go_first():
     from types import SimpleNamespace as N
 
-    from apps.configuration.drift import oldest_first
+    from apps.configuration.drift import StoredResult, oldest_first
 
     a, b, c, d = (N(pk=i) for i in range(1, 5))
     clusters = [("x", None, [a, b]), ("y", None, [c]), ("z", None, [d]), ("empty", None, [])]
-    last = {1: {"ts": 50.0}, 2: {"ts": 10.0}, 3: {"ts": 30.0}, 4: None}
+    last = {1: StoredResult(ts=50.0), 2: StoredResult(ts=10.0), 3: StoredResult(ts=30.0), 4: None}
     assert [name for name, _, _ in oldest_first(clusters, last)] == ["z", "empty", "x", "y"]

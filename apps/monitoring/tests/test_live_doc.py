@@ -1,7 +1,8 @@
 """Issue 25 section 2: the latest-state documents typed once (apps/monitoring/live_doc.py). Documents written by the
 real writers (the pollers against the lab, the drift watcher) decode into the full schemas with no unknown field,
-and every reader's struct (alerts/lean.py, overview.py, exporter.py, operations' rollbacks.py and change_set.py) reads
-only fields a writer writes; the writer checks each document against its schema (live.write_many)."""
+and every reader's struct (READERS: alerts, monitoring's overview, exporter and pages, operations, configuration's
+drift watcher, DR) reads only fields a writer writes; the writer checks each document against its schema
+(live.write_many)."""
 import time
 
 import msgspec
@@ -10,9 +11,11 @@ import pytest
 from apps.alerts import lean
 from apps.clients.backend import NodeState
 from apps.configuration import drift
+from apps.dr import polling as dr_polling
+from apps.dr import selectors as dr_selectors
 from apps.fleet.models import ProxySQLNode, Server
-from apps.monitoring import exporter, live, live_doc, overview, pollers
-from apps.operations import change_set, rollbacks
+from apps.monitoring import exporter, live, live_doc, overview, pollers, selectors
+from apps.operations import change_set, rollbacks, rules
 from apps.operations import forms as operation_forms
 
 pytestmark = pytest.mark.django_db
@@ -22,7 +25,12 @@ READERS = [(lean.ProxySQLDoc, live_doc.ProxySQLNodeDoc), (lean.BackendDoc, live_
            (overview.ProxySQLDoc, live_doc.ProxySQLNodeDoc), (overview.BackendDoc, live_doc.BackendNodeDoc),
            (overview.DriftDoc, live_doc.DriftNodeDoc), (exporter.ProxySQLDoc, live_doc.ProxySQLNodeDoc),
            (exporter.PoolDoc, live_doc.ProxySQLNodeDoc), (rollbacks.PollOutcome, live_doc.ProxySQLNodeDoc),
-           (change_set.NodeFigures, live_doc.ProxySQLNodeDoc), (operation_forms.NodePoll, live_doc.ProxySQLNodeDoc)]
+           (change_set.NodeFigures, live_doc.ProxySQLNodeDoc), (operation_forms.NodePoll, live_doc.ProxySQLNodeDoc),
+           (operation_forms.CandidatePoll, live_doc.BackendNodeDoc),
+           (rules.BackendPoll, live_doc.BackendNodeDoc), (drift.StoredResult, live_doc.DriftNodeDoc),
+           (dr_selectors.ChannelView, live_doc.ChannelDoc), (dr_polling.LastPoll, live_doc.ChannelDoc),
+           (lean.ChannelDoc, live_doc.ChannelDoc), (selectors.NodeDoc, live_doc.ProxySQLNodeDoc),
+           (selectors.BackendDoc, live_doc.BackendNodeDoc), (selectors.QueryStatsDoc, live_doc.ProxySQLNodeDoc)]
 
 
 def fields(struct):
@@ -99,7 +107,8 @@ def test_the_writer_checks_each_document_against_its_schema(live_redis, settings
 
 def test_a_reader_cannot_read_a_field_no_writer_writes(live_redis):
     """In the tests, a document read as a plain dict (live.read_many) refuses a field its schema does not declare:
-    the modules that read documents as dicts (pages, rules, drift, DR) are held to the schema by their own tests."""
+    the callers that read whole documents as dicts (the pollers' merge, the alert rules' full judgements) are held
+    to the schema by their own tests."""
     live.write_many(live.BACKEND, {904: {"ts": 1.0, "ok": True, "synced_primary": True}})
     doc = live.read_one(live.BACKEND, 904)
     assert doc["synced_primary"] is True and doc.get("lag_seconds") is None and "state" not in doc  # declared

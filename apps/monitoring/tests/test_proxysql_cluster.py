@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from apps.fleet.models import ProxySQLNode
-from apps.monitoring import live, pollers, proxysql_cluster
+from apps.monitoring import live, pollers, proxysql_cluster, selectors
 from lab import demo
 from lab.capture_cluster_2146 import galera_row
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 def poll():
     nodes = list(ProxySQLNode.objects.select_related("cluster").order_by("pk"))
     pollers.proxysql_round(nodes)
-    return nodes, {n.pk: live.read_one(live.PROXYSQL, n.pk) for n in nodes}
+    return nodes, live.read_typed(live.PROXYSQL, [n.pk for n in nodes], selectors.NodeDoc)  # as the cluster page
 
 
 def sql(double, *statements):
@@ -34,10 +34,10 @@ def wait_until(predicate, timeout=6.0):
 def test_poll_reads_each_nodes_sync_and_the_peer_it_synced_from(adopted_cluster_lab, live_redis):
     cluster, (first, second) = adopted_cluster_lab
     nodes, docs = poll()
-    part = docs[nodes[0].pk]["proxysql_cluster"]
+    part = docs[nodes[0].pk].proxysql_cluster
     assert part["user"] and sorted(p for _, p in part["peers"]) == sorted([first.port, second.port])
     assert part["modules"]["mysql_servers"] == [3, True] and proxysql_cluster.sync_on(part, "mysql_servers")
-    assert "admin-cluster_username" not in docs[nodes[0].pk]["variables"]   # cluster settings kept apart
+    assert "admin-cluster_username" not in docs[nodes[0].pk].variables   # cluster settings kept apart
     time.sleep(1.0)   # a new second: the LOAD below gets an epoch of its own
     sql(first, "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3313", "LOAD MYSQL SERVERS TO RUNTIME")
     loaded_at = time.time()
@@ -45,7 +45,7 @@ def test_poll_reads_each_nodes_sync_and_the_peer_it_synced_from(adopted_cluster_
                == [("7",)])
     time.sleep(1.1)   # the puller's own row in its stats shows the change at its next check
     nodes, docs = poll()
-    a, b = (docs[n.pk]["proxysql_cluster"] for n in nodes)
+    a, b = (docs[n.pk].proxysql_cluster for n in nodes)
     assert a["checksums"]["mysql_servers"][1:] == b["checksums"]["mysql_servers"][1:]
     assert b["checksums"]["mysql_servers"][1] == int(loaded_at) or b["checksums"]["mysql_servers"][1] == int(loaded_at) - 1
     source, when = proxysql_cluster.synced_from(b, nodes[1].admin_host, nodes[1].admin_port, "mysql_servers")

@@ -3,6 +3,7 @@ import os
 import signal
 import time
 
+import msgspec
 import pytest
 
 from apps.audit.models import AuditEvent
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.django_db
 def poll(cluster):
     servers = list(Server.objects.filter(cluster=cluster).select_related("cluster").order_by("port"))
     pollers.backend_round(servers)
-    return live.read_many(live.BACKEND, [s.pk for s in servers])
+    return rules.read_polls([s.pk for s in servers])
 
 
 def enable_rules(cluster, **policy):
@@ -29,10 +30,11 @@ def enable_rules(cluster, **policy):
 
 def doc(local_state=4, queue=0, status="Primary", ready=True, ok=True, reject="NONE"):
     if not ok:
-        return {"ts": time.time(), "ok": False, "error": "refused"}
-    return {"ts": time.time(), "ok": True, "synced_primary": local_state == 4 and status == "Primary" and ready,
-            "state": {"wsrep_on": True, "local_state": local_state, "local_state_comment": "x", "cluster_status": status,
-                      "ready": ready, "local_recv_queue": queue, "reject_queries": reject}}
+        return rules.BackendPoll(ts=time.time(), ok=False, error="refused")
+    return rules.BackendPoll(
+        ts=time.time(), ok=True, synced_primary=local_state == 4 and status == "Primary" and ready,
+        state={"wsrep_on": True, "local_state": local_state, "local_state_comment": "x", "cluster_status": status,
+               "ready": ready, "local_recv_queue": queue, "reject_queries": reject})
 
 
 def by_port(cluster, **docs_by_port):
@@ -87,7 +89,7 @@ def test_desynced_node_leaves_and_rejoins_the_read_pool_with_hysteresis(adopted_
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             docs = poll(cluster)
-            queue = docs[Server.objects.get(port=3312).pk]["state"]["local_recv_queue"]
+            queue = docs[Server.objects.get(port=3312).pk].state["local_recv_queue"]
             if queue > 20:
                 break
             time.sleep(0.2)
@@ -187,8 +189,8 @@ def test_writer_that_answers_the_reprobe_is_not_failed_over(adopted_lab, live_re
     writer = Server.objects.get(port=3311)
     for _ in range(3):  # three polls in a row could not read the writer (the monitoring path failed, not it)
         docs = poll(cluster)
-        docs[writer.pk] = {**docs[writer.pk], "ok": False, "error_kind": "timeout",
-                           "error": "backend 127.0.0.1:3311: read wsrep status: no answer within 0.8s"}
+        docs[writer.pk] = msgspec.structs.replace(  # error_kind "timeout": the rules do not read it
+            docs[writer.pk], ok=False, error="backend 127.0.0.1:3311: read wsrep status: no answer within 0.8s")
         assert rules.apply_failover(cluster, docs) is None
     assert not Operation.objects.exists()
     for double in (first, second):
@@ -205,7 +207,7 @@ def test_a_silent_writer_needs_one_poll_more(adopted_lab, live_redis, galera_hea
     os.kill(pid, signal.SIGSTOP)
     try:
         docs = poll(cluster)
-        assert docs[writer.pk]["error_kind"] == "timeout"
+        assert not docs[writer.pk].ok and live.read_one(live.BACKEND, writer.pk)["error_kind"] == "timeout"
         assert rules.apply_failover(cluster, docs) is None
         os.kill(pid, signal.SIGCONT)  # a stall of about a poll: it answers again
         assert rules.apply_failover(cluster, poll(cluster)) is None

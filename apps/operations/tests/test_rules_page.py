@@ -83,7 +83,7 @@ def test_a_desynced_reader_behind_shows_would_take_out_and_nothing_is_done(adopt
     with applier_stopped(galera_healthy, 2):  # node 2 falls behind: its recv queue grows
         deadline, queue = time.monotonic() + 15, 0
         while time.monotonic() < deadline and queue <= 20:
-            queue = poll(cluster)[Server.objects.get(port=3312).pk]["state"]["local_recv_queue"]
+            queue = poll(cluster)[Server.objects.get(port=3312).pk].state["local_recv_queue"]
             time.sleep(0.2)
         assert queue > 20, f"recv queue only reached {queue}"
         client.force_login(viewer_user)

@@ -7,7 +7,7 @@ import pytest
 from apps.audit.actor import Actor
 from apps.configuration import drift
 from apps.fleet.models import Cluster, Server
-from apps.monitoring import live, pollers
+from apps.monitoring import pollers
 from apps.operations import drain, executor, rules, services, switchover
 from apps.operations.choices import OperationState
 from apps.operations.plans import Plan
@@ -125,7 +125,7 @@ def test_drain_rollback_read_pool_rule_and_every_plan_write_configured_rows(adop
     cluster = Cluster.objects.get(pk=cluster.pk)
     servers = list(Server.objects.filter(cluster=cluster).select_related("cluster"))
     pollers.backend_round(servers)
-    op_pk = rules.apply_read_pool(cluster, live.read_many(live.BACKEND, [s.pk for s in servers]))
+    op_pk = rules.apply_read_pool(cluster, rules.read_polls([s.pk for s in servers]))
     op = cluster.operations.get(pk=op_pk)
     assert op.state == OperationState.DONE, op.error
     assert op.steps.get(key="verify").detail["problems"] == []

@@ -269,8 +269,8 @@ class Command(BaseCommand):
             while time.monotonic() < deadline and reacted_at is None:
                 tick = time.monotonic()
                 pollers.backend_round(servers)
-                docs = live.read_many(live.BACKEND, [s.pk for s in servers])
-                queue = docs[target.pk]["ok"] and docs[target.pk]["state"]["local_recv_queue"]
+                docs = rules.read_polls([s.pk for s in servers])
+                queue = docs[target.pk].ok and docs[target.pk].state["local_recv_queue"]
                 if crossed_at is None and queue and queue > cluster.max_replication_lag:
                     crossed_at = tick  # the poll that saw it started here
                 rules.apply_read_pool(cluster, docs)
