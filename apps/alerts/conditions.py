@@ -14,6 +14,7 @@ Three levels, by what a check needs:
 from dataclasses import dataclass, field
 
 from apps.configuration import drift as layers_drift
+from apps.dr.choices import ChannelState
 from apps.monitoring import proxysql_cluster, status
 
 from .catalogue import BY_KEY
@@ -447,7 +448,7 @@ def channel_observations(c, ch, doc, now, settings):
         return out
     replica = doc.get("replica") or {}
     state = doc.get("state")
-    if state != "running" and _on(settings, "channel_stopped"):
+    if state != ChannelState.RUNNING and _on(settings, "channel_stopped"):
         if not replica.get("ok", True):
             why = f"the replica node does not answer: {replica.get('error')}"
         else:

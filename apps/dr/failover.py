@@ -20,6 +20,7 @@ from apps.audit.services import record
 from apps.monitoring import live
 from apps.operations import rules
 
+from .choices import ChannelState
 from .models import REPLICA, SOURCE, ReplicationChannel
 from .moves import best_candidate, plan_move, probe_synced
 
@@ -102,7 +103,7 @@ def failback(channel, doc, now=None):
     preferred = channel.preferred_source
     if not (channel.failback_enabled and preferred) or preferred.pk == channel.source_server_id:
         return None
-    healthy = doc.get("state") == "running" and probe_synced(preferred)
+    healthy = doc.get("state") == ChannelState.RUNNING and probe_synced(preferred)
     synced_for = rules._since(live.client(), f"dr-failback:{channel.pk}:since", healthy, now or time.time())
     if not healthy or synced_for < channel.failback_after_s:
         return None

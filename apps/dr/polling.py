@@ -19,6 +19,7 @@ from apps.clients.wire import ClientError
 from apps.monitoring import live
 
 from . import native
+from .choices import ChannelState
 from .models import ChannelSample, ReplicationChannel
 
 log = logging.getLogger(__name__)
@@ -85,19 +86,19 @@ def _guarded(read, server):
 def channel_state(source, replica, channel):
     """One word for the operator: running, connecting, stopped, error, unreachable, misdirected."""
     if not replica["ok"]:
-        return "unreachable"
+        return ChannelState.UNREACHABLE
     if not replica.get("source_host"):
-        return "stopped"
+        return ChannelState.STOPPED
     if (replica.get("source_port") != channel.source_server.port
             or replica.get("source_host") != channel.source_server.hostname):
-        return "misdirected"  # the node replicates from somewhere the inventory does not say
+        return ChannelState.MISDIRECTED  # the node replicates from somewhere the inventory does not say
     if replica.get("last_sql_error") or (replica.get("last_io_error") and replica.get("io_running") != "Yes"):
-        return "error"
+        return ChannelState.ERROR
     if replica.get("io_running") == "Yes" and replica.get("sql_running") == "Yes":
-        return "running"
+        return ChannelState.RUNNING
     if replica.get("io_running") == "Connecting":
-        return "connecting"
-    return "stopped"
+        return ChannelState.CONNECTING
+    return ChannelState.STOPPED
 
 
 def source_failing(source, replica):

@@ -6,6 +6,7 @@ from django.db.models import Q
 
 from apps.monitoring import live, status
 
+from .choices import ChannelState
 from .models import ChannelSample, ReplicationChannel
 from .polling import CHANNEL
 
@@ -32,7 +33,7 @@ def _from_history(channel):
         return None
     return ChannelView(
         ts=sample.ts.timestamp(), ok=sample.reachable,
-        state=("running" if sample.io_running and sample.sql_running else "stopped") if sample.reachable
+        state=(ChannelState.RUNNING if sample.io_running and sample.sql_running else ChannelState.STOPPED) if sample.reachable
         else "unreachable", source={}, replica={}, lag_seconds=sample.lag_seconds,
         behind_trx=(sample.source_seq - sample.applied_seq)
         if sample.source_seq is not None and sample.applied_seq is not None else None,
@@ -58,7 +59,7 @@ def rows(channels):
         age = None if not doc else max(0.0, now - doc.ts)
         out.append({"channel": channel, "doc": doc, "age": age, "unavailable": unavailable, "from_history": from_history,
                     "stale": age is not None and age > status.stale_after(status.backend_interval(channel.replica_cluster)),
-                    "problem": bool(doc) and (doc.state != "running" or doc.lag_high)})
+                    "problem": bool(doc) and (doc.state != ChannelState.RUNNING or doc.lag_high)})
     return out
 
 

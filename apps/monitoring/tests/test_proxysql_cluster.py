@@ -164,7 +164,7 @@ def test_hostgroup_tables_loaded_in_one_second_on_2_7_are_shown_growing_on_mysql
     sql(second, galera_row("second", writer=210), "LOAD MYSQL SERVERS TO RUNTIME")
     time.sleep(8.0)   # diff_check past 3 + 3 on both nodes
     nodes, docs = poll()
-    a, b = (docs[n.pk]["proxysql_cluster"] for n in nodes)
+    a, b = (docs[n.pk].proxysql_cluster for n in nodes)
     assert a["checksums"]["mysql_servers"][1:] == b["checksums"]["mysql_servers"][1:]
     assert a["checksums"]["mysql_servers_v2"][1] == b["checksums"]["mysql_servers_v2"][1]
     assert a["checksums"]["mysql_servers_v2"][2] != b["checksums"]["mysql_servers_v2"][2]
