@@ -72,3 +72,13 @@ def test_a_nodes_own_version_default_against_another_versions_is_no_drift():
     assert not versions.versions_differ("mysql-server_version", by_hand, "8.0.11", "2.7.1")
     assert versions.versions_differ("mysql-handle_warnings", intended, None, "2.5.5")  # one side lacks it, as before
 
+
+def test_a_3_0_nodes_postgresql_listener_is_its_own_not_the_clusters():
+    """admin-pgsql_ifaces (3.0) is the node's PostgreSQL admin listener, as admin-mysql_ifaces is its MySQL one: a
+    real 3.0 lists the one it was started with (proxysql-3.0-captured.json), so a configuration adopted from one
+    node must not carry it to the others; pgsql- variables are not managed at all."""
+    listener = json.loads((FACTS / "proxysql-3.0-captured.json").read_text())["global_variables"]["admin-pgsql_ifaces"]
+    assert listener == "127.0.0.1:16134"   # what the node was started with, not 3.0's default 0.0.0.0:6132
+    assert not variables.managed("admin-pgsql_ifaces") and not variables.managed("admin-mysql_ifaces")
+    assert variables.check("admin-pgsql_ifaces", "127.0.0.1:6132")[0] is None
+    assert not variables.managed("pgsql-interfaces")
