@@ -27,10 +27,11 @@ VARIABLE_VERSIONS = {
 }
 # The variables whose default differs between versions -> each version's default, measured on fresh real nodes
 # started with the same configuration (lab/reference/versions/proxysql-2.5.5-captured.json and
-# proxysql-2.7.1-captured.json; 2.6.6 is 2.7.1's commit; no 3.0 binary was built, so 3.0 is not listed). A cluster
-# adopted from a 2.5 node records 2.5's defaults: on its 2.7 node those are the versions' difference, not drift,
-# and writing them would change that node (mysql-server_version 5.5.30 to its clients).
-_V25_V27 = {  # name: (2.5, 2.6 and 2.7)
+# proxysql-2.7.1-captured.json; 2.6.6 is 2.7.1's commit; proxysql-3.0-captured.json, a 3.0 built from the v3.0 branch
+# head: its mysql- and admin- defaults are 2.7.1's). A cluster adopted from a 2.5 node records 2.5's defaults: on its
+# 2.7 or 3.0 node those are the versions' difference, not drift, and writing them would change that node
+# (mysql-server_version 5.5.30 to its clients).
+_V25_V27 = {  # name: (2.5, 2.6 to 3.0)
     "mysql-have_ssl": ("false", "true"),
     "mysql-monitor_history": ("600000", "7200000"),
     "mysql-query_digests_groups_grouping_limit": ("0", "10"),
@@ -40,7 +41,7 @@ _V25_V27 = {  # name: (2.5, 2.6 and 2.7)
     "mysql-tcp_keepalive_time": ("0", "120"),
     "mysql-use_tcp_keepalive": ("false", "true"),
 }
-DEFAULTS = {name: {"2.5": old, "2.6": new, "2.7": new} for name, (old, new) in _V25_V27.items()}
+DEFAULTS = {name: {"2.5": old, "2.6": new, "2.7": new, "3.0": new} for name, (old, new) in _V25_V27.items()}
 VERSION_RE = re.compile(r"^\s*(\d+)\.(\d+)")
 
 

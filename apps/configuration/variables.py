@@ -15,7 +15,8 @@ from apps.clients import proxysql_versions as versions
 # Never part of a cluster's configuration: one node's identity (its listeners, its version), and the
 # admin credentials the console itself logs in with (a change set must not lock the console out).
 PER_NODE = frozenset({"admin-mysql_ifaces", "admin-version", "mysql-interfaces", "admin-admin_credentials",
-                      "admin-stats_credentials", "admin-restapi_port", "admin-web_port"})
+                      "admin-stats_credentials", "admin-restapi_port", "admin-web_port",
+                      "admin-pgsql_ifaces"})   # 3.0: the PostgreSQL admin listener
 # Passwords: kept as named secrets (encrypted), never in a version's content or an export.
 SECRETS = frozenset({"mysql-monitor_password", "admin-cluster_password"})
 # Read by ProxySQL only when it starts: a LOAD leaves the runtime value as it is.

@@ -264,6 +264,7 @@ class AdminEngine:
             for (schema, table), ddl in SCHEMA.ddl.items():
                 if schema == "stats" and table not in DIGEST_VIEWS:
                     db.execute(_qualify(ddl, "stats"))
+            self._create_other_tables("stats")
             db.execute("CREATE TABLE stats._lab_dg (hostgroup INT, role VARCHAR, n INT, globals INT, per_table INT,"
                        " q REAL, wsum REAL, first_seen INT, last_seen INT, lat REAL, username VARCHAR,"
                        " schemaname VARCHAR, mq REAL, mmask INT, mwsum REAL)")
@@ -302,12 +303,15 @@ class AdminEngine:
             # start: every module from memory to runtime; variables take effect even if read-only
             self._load_variables("mysql-", startup=True)
             self._load_variables("admin-", startup=True)
+            self._load_variables("pgsql-", startup=True)   # 3.0 (none in other versions)
             for module in MODULES:
                 if module not in ("MYSQL VARIABLES", "ADMIN VARIABLES"):
                     self._apply(module, "mem2run", bump=False)
             if fresh_disk:  # (a restart without a datadir puts the previous disk back over it)
                 for module in MODULES:
                     self._apply(module, "mem2disk")
+                self.db.execute("INSERT OR REPLACE INTO disk.global_variables SELECT * FROM main.global_variables"
+                                " WHERE variable_name LIKE 'pgsql-%'")   # 3.0: the disk has them too
             for name in self.checksum_names:
                 self.checksums[name][2] = self._checksum(name)
             self.peer_checksums = {}      # (host, port, name) -> [version, epoch, checksum, changed_at, updated_at, diff_check]
@@ -338,7 +342,16 @@ class AdminEngine:
         for (schema, table), ddl in SCHEMA.ddl.items():
             if schema == "monitor":
                 self.db.execute(_qualify(ddl, "monitor"))
+        self._create_other_tables("monitor")
         self.has_monitor = True
+
+    def _create_other_tables(self, schema):
+        """The stats or monitor tables of this version that 2.7.1 lacks (3.0's pgsql ones): their columns as a real
+        node showed them, empty."""
+        for (s, table), columns in self.profile.other_tables.items():
+            if s == schema:
+                cols = ", ".join('"' + c + '"' for c in columns)
+                self.db.execute(f"CREATE TABLE {schema}.{table} ({cols})")
 
     def close(self):
         with self.lock:
@@ -365,6 +378,7 @@ class AdminEngine:
                     self._apply(module, "disk2mem")
                 self._load_variables("mysql-", startup=True)
                 self._load_variables("admin-", startup=True)
+                self._load_variables("pgsql-", startup=True)
                 for module in MODULES:
                     if module not in ("MYSQL VARIABLES", "ADMIN VARIABLES"):
                         self._apply(module, "mem2run", bump=False)
@@ -545,7 +559,7 @@ class AdminEngine:
             if schema == "main":
                 names = self.profile.main_tables
             elif schema in ("stats", "monitor"):
-                names = SCHEMA.tables[schema]
+                names = sorted(SCHEMA.tables[schema] + [t for s, t in self.profile.other_tables if s == schema])
             elif schema == "disk":
                 self._ensure_disk()
                 names = [r[0] for r in self.db.execute(
@@ -657,6 +671,9 @@ class AdminEngine:
                 self._copy(f"main.{table}", f"main.runtime_{table}")
                 if table == "mysql_servers":
                     self.db.execute("UPDATE main.runtime_mysql_servers SET status=UPPER(status)")
+                if table == "mysql_query_rules" and self.profile.swaps_mirror_columns:   # 3.0 (versions.py)
+                    self.db.execute("UPDATE main.runtime_mysql_query_rules"
+                                    " SET mirror_flagOUT=mirror_hostgroup, mirror_hostgroup=mirror_flagOUT")
             elif direction == "run2mem":
                 if table == "mysql_users":
                     self._save_users()
@@ -830,8 +847,9 @@ class AdminEngine:
                 ("stack_memory_mysql_threads", str(8388608 * max(1, t._var_int("mysql-threads", 4)))),
                 ("stack_memory_admin_threads", "16777216"), ("stack_memory_cluster_threads", "0")])
         if "runtime_checksums_values" in names:
+            other = [(n, v, int(self.started_wall) if v else 0, c) for n, v, c in self.profile.other_checksums]
             self._fill("runtime_checksums_values",
-                       [(n, c[0], c[1], c[2]) for n, c in sorted(self.checksums.items())], schema="main")
+                       sorted([(n, c[0], c[1], c[2]) for n, c in self.checksums.items()] + other), schema="main")
 
     def _runtime_server_statuses(self):
         """runtime_mysql_servers shows each server's status as ProxySQL has it now: SHUNNED after
@@ -845,8 +863,11 @@ class AdminEngine:
         live["mysql_listener_paused"] = "true" if self.listener_paused else "false"
         overrides = self.traffic.global_overrides
         names = self.profile.status_names
-        return [(name, str(overrides.get(name, live.get(name, value)))) for name, value in SCHEMA.stats_global
+        rows = [(name, str(overrides.get(name, live.get(name, value)))) for name, value in SCHEMA.stats_global
                 if names is None or name in names]
+        known = {name for name, _ in SCHEMA.stats_global}
+        return rows + [(name, str(overrides.get(name, live.get(name, "0")))) for name in sorted(names or ())
+                       if name not in known]   # 3.0's new counters: 0 on a node without clients
 
     def _users_rows(self):
         counts = collections.Counter()

@@ -2,7 +2,8 @@
 each tag (lab/reference/versions/proxysql-<v>.json, not from running binaries), and the 2.7 facts held to the
 schema captured on a real 2.7.1 (lab/proxysql_double/schema/): the extraction itself is checked once. The double's
 2.5 is also held to what a real 2.5.5 showed (lab/reference/versions/proxysql-2.5.5-captured.json, captured by
-capture.py from a binary built from v2.5.5; the tests read the file, never the binary)."""
+capture.py from a binary built from v2.5.5; the tests read the file, never the binary), and its 3.0 to what a real 3.0
+built from the v3.0 branch head showed (proxysql-3.0-captured.json, the same way)."""
 import json
 from pathlib import Path
 
@@ -15,9 +16,11 @@ from conftest import missing
 FACTS = Path(__file__).resolve().parents[1] / "reference" / "versions"
 SCHEMA = Path(__file__).resolve().parents[1] / "proxysql_double" / "schema"
 CAPTURED_2_5 = FACTS / "proxysql-2.5.5-captured.json"
+CAPTURED_3_0 = FACTS / "proxysql-3.0-captured.json"
 # one node's own values (its version string, its listeners, the admin credentials it was started with), not the
 # version's defaults
-NODE_VALUES = {"admin-version", "admin-mysql_ifaces", "mysql-interfaces", "admin-admin_credentials"}
+NODE_VALUES = {"admin-version", "admin-mysql_ifaces", "mysql-interfaces", "admin-admin_credentials",
+               "admin-pgsql_ifaces", "pgsql-interfaces"}
 
 
 def facts(version):
@@ -26,6 +29,10 @@ def facts(version):
 
 def captured_2_5():
     return json.loads(CAPTURED_2_5.read_text())
+
+
+def captured_3_0():
+    return json.loads(CAPTURED_3_0.read_text())
 
 
 def rows(double, sql):
@@ -64,7 +71,8 @@ def test_double_answers_as_its_version(proxysql_double):
         assert [d[0] for d in description] == f["tables"]["admin"][table], table
     names = {r[0] for r in rows(proxysql_double, "SELECT variable_name FROM global_variables")[0]}
     expected = {f"mysql-{n}" for n in f["variables"]["mysql"]} | {f"admin-{n}" for n in f["variables"]["admin"]}
-    assert names == expected | set(versions.TRACKED)
+    # (3.0's pgsql- variables are not in the source facts: they are held to the real 3.0's below)
+    assert {n for n in names if not n.startswith("pgsql-")} == expected | set(versions.TRACKED)
     checksums = {r[0] for r in rows(proxysql_double, "SELECT name FROM runtime_checksums_values")[0]}
     assert ("mysql_servers_v2" in checksums) == (version != "2.5")
 
@@ -106,12 +114,10 @@ def test_a_variable_the_version_lacks_is_refused_as_proxysql_does(proxysql_doubl
 
 
 # Replaying the 2.7.1 transcripts on another version, only the steps that meet what that version differs in fail.
-# (2.5: what a real 2.5.5 did, test_the_2_7_1_transcripts_differ_on_2_5_where_a_real_2_5_5_did)
+# (2.5 and 3.0: what a real 2.5.5 and a real 3.0 did, test_the_2_7_1_transcripts_differ_on_<v>_where_a_real_<v>_did)
 EXPECTED_DIFFERENCES = {
     ("2.6", "admin-statements.jsonl"): {},
     ("2.6", "config-statements.jsonl"): {},
-    ("3.0", "admin-statements.jsonl"): {3: "SHOW TABLES: the pgsql_* tables"},
-    ("3.0", "config-statements.jsonl"): {76: "SAVE ADMIN VARIABLES TO DISK writes 50 rows (admin-pgsql_ifaces)"},
 }
 
 
@@ -139,28 +145,33 @@ def test_double_2_5_shows_the_tables_checksums_and_statements_a_real_2_5_5_showe
     """Tables and columns of main, stats and monitor, the CREATE TABLE of each main table, the variable names,
     runtime_checksums_values' rows, the stats_mysql_global names (no mysql_listener_paused) and the answers to a
     few statements, as the real 2.5.5 showed them."""
-    cap = captured_2_5()
-    for schema in ("main", "stats", "monitor"):
-        tables = [r[0] for r in rows(proxysql_double, f"SHOW TABLES FROM {schema}")[0]]
-        assert sorted(tables) == sorted(cap["tables"][schema]), schema
-        for table in tables:
-            _, description = rows(proxysql_double, f"SELECT * FROM {schema}.{table} LIMIT 0")
-            assert [d[0] for d in description] == cap["tables"][schema][table], (schema, table)
-    assert [r[0] for r in rows(proxysql_double, "SHOW TABLES")[0]] == cap["show_tables"]
-    capture = _capture_module()
-    for table, digest in cap["create_sha1"].items():
-        (row,), _ = rows(proxysql_double, f"SHOW CREATE TABLE {table}")
-        assert capture.create_digest(row[1]) == digest, table
-    names = {r[0] for r in rows(proxysql_double, "SELECT variable_name FROM global_variables")[0]}
-    assert names == set(cap["global_variables"])
-    checksums = rows(proxysql_double, "SELECT name, version FROM runtime_checksums_values ORDER BY name")[0]
-    assert checksums == [tuple(r[:2]) for r in cap["runtime_checksums_values"]["rows"]]
-    status = sorted(r[0] for r in rows(proxysql_double, "SELECT Variable_Name FROM stats_mysql_global")[0])
-    assert status == cap["stats_mysql_global"]
     # SET of a 2.6+ variable (an OK carrying "ERROR: Unknown global variable", nothing written), a 2.6+ table or
     # column (SQLite's error), SET of the 2.5-only mysql-default_tx_isolation: the real 2.5.5's answers, exactly
+    _shows_what_the_real_one_showed(proxysql_double, captured_2_5())
+
+
+def _shows_what_the_real_one_showed(double, cap):
+    """The double's tables and columns of main, stats and monitor, CREATE TABLE of each main table, variable names,
+    runtime_checksums_values rows, stats_mysql_global names and answers to capture.py's probes, against a capture."""
+    for schema in ("main", "stats", "monitor"):
+        tables = [r[0] for r in rows(double, f"SHOW TABLES FROM {schema}")[0]]
+        assert sorted(tables) == sorted(cap["tables"][schema]), schema
+        for table in tables:
+            _, description = rows(double, f"SELECT * FROM {schema}.{table} LIMIT 0")
+            assert [d[0] for d in description] == cap["tables"][schema][table], (schema, table)
+    assert [r[0] for r in rows(double, "SHOW TABLES")[0]] == cap["show_tables"]
+    capture = _capture_module()
+    for table, digest in cap["create_sha1"].items():
+        (row,), _ = rows(double, f"SHOW CREATE TABLE {table}")
+        assert capture.create_digest(row[1]) == digest, table
+    names = {r[0] for r in rows(double, "SELECT variable_name FROM global_variables")[0]}
+    assert names == set(cap["global_variables"])
+    checksums = rows(double, "SELECT name, version FROM runtime_checksums_values ORDER BY name")[0]
+    assert checksums == [tuple(r[:2]) for r in cap["runtime_checksums_values"]["rows"]]
+    status = sorted(r[0] for r in rows(double, "SELECT Variable_Name FROM stats_mysql_global")[0])
+    assert status == cap["stats_mysql_global"]
     probes = [p for p in cap["probes"] if p["sql"] not in NOT_MODELLED_PROBES]
-    assert _answers(proxysql_double, [p["sql"] for p in probes]) == probes
+    assert _answers(double, [p["sql"] for p in probes]) == probes
 
 
 @pytest.mark.parametrize("proxysql_double", ["2.5"], indirect=True)
@@ -169,15 +180,21 @@ def test_double_2_5_has_the_variable_defaults_and_handshake_a_real_2_5_5_showed(
     mysql-server_version 5.5.30, have_ssl false, monitor_history 600000, set_parser_algorithm 1,
     use_tcp_keepalive false, tcp_keepalive_time 0, query_digests_groups_grouping_limit 0, server_capabilities),
     and the admin's handshake version (mysql-server_version)."""
-    cap = captured_2_5()
-    variables = dict(rows(proxysql_double, "SELECT variable_name, variable_value FROM global_variables")[0])
+    _has_the_defaults_and_handshake(proxysql_double, captured_2_5())
+
+
+def _has_the_defaults_and_handshake(double, cap):
+    """Every variable's value but a node's own, and the admin's handshake version, as in a capture; the variables
+    as the double holds them."""
+    variables = dict(rows(double, "SELECT variable_name, variable_value FROM global_variables")[0])
     assert {k: v for k, v in variables.items() if k not in NODE_VALUES} == {
         k: v for k, v in cap["global_variables"].items() if k not in NODE_VALUES}
-    conn = MySQLdb.connect(**proxysql_double.connect_kwargs())
+    conn = MySQLdb.connect(**double.connect_kwargs())
     try:
         assert conn.get_server_info().split(" ")[0] == cap["server_info"]
     finally:
         conn.close()
+    return variables
 
 
 def _capture_module():
@@ -221,20 +238,18 @@ def test_double_2_7_puts_users_at_runtime_as_a_real_2_7_1(proxysql_double):
     assert _answers(proxysql_double, [s["sql"] for s in sequence]) == sequence
 
 
-def test_the_2_7_1_transcripts_differ_on_2_5_where_a_real_2_5_5_did():
-    """Replayed on the double's 2.5, the 2.7.1 transcripts fail at the steps they failed at on a real 2.5.5 and
-    nowhere else (SHOW TABLES; admin-hash_passwords listed; hashed passwords in runtime, memory after SAVE ... TO
-    MEMORY, and disk; 158 mysql variables saved; no hostgroup_settings; no mysql_servers_v2 checksum), with the
-    real 2.5.5's answer at each of those steps."""
+def _replay_like_the_real_one(version, captured):
+    """Replayed on the double's `version`, each 2.7.1 transcript fails at the steps it failed at on the real binary
+    (`captured`: its capture.py --transcript results), with the real binary's answer at each of those steps."""
     from lab.proxysql_double import ProxySQLDouble
     from lab.tests.test_proxysql_double import REFERENCE
 
     capture = _capture_module()
-    for transcript, real in sorted(captured_2_5()["replay"].items()):
+    for transcript, real in sorted(captured["replay"].items()):
         path = REFERENCE / "transcripts" / transcript
         if not path.exists():
             missing(f"reference folder not found at {REFERENCE}")
-        with ProxySQLDouble(version="2.5") as double:
+        with ProxySQLDouble(version=version) as double:
             conn = MySQLdb.connect(**double.connect_kwargs())
             try:
                 mine = capture.replay_transcript(conn, path, REFERENCE / "replay.py")
@@ -245,3 +260,53 @@ def test_the_2_7_1_transcripts_differ_on_2_5_where_a_real_2_5_5_did():
         for step, answer in real["failed"].items():
             assert {k: mine["failed"][step][k] for k in ("columns", "rows", "rowcount", "error")} == {
                 k: answer[k] for k in ("columns", "rows", "rowcount", "error")}, (transcript, step)
+
+
+def test_the_2_7_1_transcripts_differ_on_2_5_where_a_real_2_5_5_did():
+    """Replayed on the double's 2.5, the 2.7.1 transcripts fail at the steps they failed at on a real 2.5.5 and
+    nowhere else (SHOW TABLES; admin-hash_passwords listed; hashed passwords in runtime, memory after SAVE ... TO
+    MEMORY, and disk; 158 mysql variables saved; no hostgroup_settings; no mysql_servers_v2 checksum), with the
+    real 2.5.5's answer at each of those steps."""
+    _replay_like_the_real_one("2.5", captured_2_5())
+
+
+# ------------------------------------------------------------------------------------------- checked on a real 3.0
+@pytest.mark.parametrize("proxysql_double", ["3.0"], indirect=True)
+def test_double_3_0_shows_the_tables_checksums_and_statements_a_real_3_0_showed(proxysql_double):
+    """Tables and columns of main, stats and monitor (the pgsql ones too), the CREATE TABLE of each main table, the
+    variable names (the 133 pgsql- ones too), runtime_checksums_values' rows (pgsql_query_rules, pgsql_servers and
+    pgsql_users at version 1, pgsql_variables at version 0), the stats_mysql_global names (Client_Connections_*_pass,
+    Client_Connections_sha2cached, mysql_whitelisted_sqli_fingerprint for whitelisted_sqli_fingerprint) and the
+    answers to a few statements, as the real 3.0 showed them."""
+    _shows_what_the_real_one_showed(proxysql_double, captured_3_0())
+    (pgsql_variables,), _ = rows(proxysql_double, "SELECT epoch, checksum FROM runtime_checksums_values"
+                                                  " WHERE name='pgsql_variables'")
+    assert pgsql_variables == ("0", "")
+
+
+@pytest.mark.parametrize("proxysql_double", ["3.0"], indirect=True)
+def test_double_3_0_has_the_variable_defaults_and_handshake_a_real_3_0_showed(proxysql_double):
+    """Every variable's default as a fresh real 3.0 showed it: the mysql- and admin- ones are 2.7.1's, the pgsql- ones
+    (pgsql-server_version 16.1, pgsql-threads 4, pgsql-monitor_username monitor...) 3.0's own; and the admin's
+    handshake version."""
+    variables = _has_the_defaults_and_handshake(proxysql_double, captured_3_0())
+    runtime = dict(rows(proxysql_double, "SELECT variable_name, variable_value FROM runtime_global_variables"
+                                         " WHERE variable_name LIKE 'pgsql-%'")[0])
+    assert runtime == {k: v for k, v in variables.items() if k.startswith("pgsql-")}
+
+
+@pytest.mark.parametrize("proxysql_double", ["3.0"], indirect=True)
+def test_double_3_0_puts_users_at_runtime_as_a_real_3_0(proxysql_double):
+    """capture.py's users sequence, every answer as the real 3.0 gave it (the same as 2.7.1: no hashing, a NULL
+    password is '' at runtime)."""
+    sequence = captured_3_0()["sequences"]["hash_passwords"]
+    assert _answers(proxysql_double, [s["sql"] for s in sequence]) == sequence
+
+
+def test_the_2_7_1_transcripts_differ_on_3_0_where_a_real_3_0_did():
+    """Replayed on the double's 3.0, the 2.7.1 transcripts fail at the steps they failed at on the real 3.0 and
+    nowhere else, with its answer there: SHOW TABLES of main, stats and monitor (the pgsql tables); the mirror rules
+    at runtime (mirror_hostgroup shown, and used, as mirror_flagOUT and the other way round: sysown/proxysql#4867 in
+    that build); SAVE ADMIN VARIABLES TO DISK writes 50 rows (admin-pgsql_ifaces); runtime_checksums_values lists
+    the pgsql_* modules."""
+    _replay_like_the_real_one("3.0", captured_3_0())

@@ -50,16 +50,20 @@ def captured(version):
 
 
 def test_the_defaults_that_differ_between_versions_are_what_real_nodes_showed():
-    """A fresh real 2.5.5 and 2.7.1 started with the same configuration (lab/reference/versions, capture.py)."""
-    old, new = captured("2.5.5"), captured("2.7.1")
-    differing = {n: {"2.5": old[n], "2.6": new[n], "2.7": new[n]} for n in set(old) & set(new)
+    """A fresh real 2.5.5, 2.7.1 and 3.0 started with the same configuration (lab/reference/versions, capture.py);
+    3.0's mysql- and admin- defaults are 2.7.1's (listeners and version aside)."""
+    old, new, v3 = captured("2.5.5"), captured("2.7.1"), captured("3.0")
+    differing = {n: {"2.5": old[n], "2.6": new[n], "2.7": new[n], "3.0": v3[n]} for n in set(old) & set(new)
                  if old[n] != new[n] and n != "admin-version"}
     assert differing == versions.DEFAULTS
+    own = {"admin-version", "admin-mysql_ifaces", "mysql-interfaces"}
+    assert {n for n in set(new) & set(v3) if new[n] != v3[n]} == own
 
 
 def test_a_nodes_own_version_default_against_another_versions_is_no_drift():
     intended = {"global_variables": {"mysql-server_version": "5.5.30", "mysql-max_connections": "2048"}}  # from a 2.5
     assert versions.versions_differ("mysql-server_version", intended, "8.0.11", "2.7.1-0-g2726c27")
+    assert versions.versions_differ("mysql-server_version", intended, "8.0.11", "3.0.1-39-g596d5ba")  # 3.0's: 2.7's
     assert not versions.versions_differ("mysql-server_version", intended, "5.7.40", "2.7.1")  # set by hand: drift
     assert not versions.versions_differ("mysql-server_version", intended, "8.0.11", "2.5.5")  # not 2.5's default
     assert not versions.versions_differ("mysql-server_version", intended, "8.0.11", "")  # version unknown
@@ -67,3 +71,14 @@ def test_a_nodes_own_version_default_against_another_versions_is_no_drift():
     by_hand = {"global_variables": {"mysql-server_version": "5.7.40"}}  # intent is no version's default
     assert not versions.versions_differ("mysql-server_version", by_hand, "8.0.11", "2.7.1")
     assert versions.versions_differ("mysql-handle_warnings", intended, None, "2.5.5")  # one side lacks it, as before
+
+
+def test_a_3_0_nodes_postgresql_listener_is_its_own_not_the_clusters():
+    """admin-pgsql_ifaces (3.0) is the node's PostgreSQL admin listener, as admin-mysql_ifaces is its MySQL one: a
+    real 3.0 lists the one it was started with (proxysql-3.0-captured.json), so a configuration adopted from one
+    node must not carry it to the others; pgsql- variables are not managed at all."""
+    listener = json.loads((FACTS / "proxysql-3.0-captured.json").read_text())["global_variables"]["admin-pgsql_ifaces"]
+    assert listener == "127.0.0.1:16134"   # what the node was started with, not 3.0's default 0.0.0.0:6132
+    assert not variables.managed("admin-pgsql_ifaces") and not variables.managed("admin-mysql_ifaces")
+    assert variables.check("admin-pgsql_ifaces", "127.0.0.1:6132")[0] is None
+    assert not variables.managed("pgsql-interfaces")
