@@ -81,3 +81,20 @@ def versions_differ(name, intended, node_value, node_version):
 
 def versions_with(name):
     return ", ".join(VARIABLE_VERSIONS.get(name, KNOWN))
+
+
+# A defect some 3.0 builds have (captured on a real 3.0.1-39-g596d5ba, lab/reference/versions/README.md "Checked
+# against a real 3.0"): LOAD MYSQL QUERY RULES TO RUNTIME exchanges a rule's mirror_hostgroup and mirror_flagOUT, and
+# the rule routes by the exchanged values (sysown/proxysql#4867, fixed by #4872 in 2025-03). Told by its shape, not by
+# version: which released builds have it is not known here.
+MIRROR_COLUMNS = ("mirror_hostgroup", "mirror_flagOUT")
+MIRROR_SWAP_WORDS = ("ProxySQL 3.0 builds before the fix of sysown/proxysql#4867 exchange these two at LOAD MYSQL QUERY "
+                     "RULES TO RUNTIME and route by the exchanged values; no LOAD repairs it: upgrade the node")
+
+
+def mirror_swapped(want, got):
+    """Does the query rule `got` (a node's runtime row) hold `want`'s mirror_hostgroup and mirror_flagOUT exchanged,
+    and the two differ? (Other columns are judged as usual.)"""
+    a, b = MIRROR_COLUMNS
+    return (bool(want) and bool(got) and want.get(a) != want.get(b)
+            and got.get(a) == want.get(b) and got.get(b) == want.get(a))

@@ -235,12 +235,20 @@ def compare_node(node_name, intended, layers, hostgroups, same, label="the versi
             words.row(table, key, want, values, per_layer)
             continue
         columns = {f for c in per_layer.values() for f in c.fields}
+        # A 3.0 build that exchanges the mirror columns at LOAD (proxysql_versions.mirror_swapped): runtime holds
+        # memory's two values exchanged, whichever of them intent holds. Said once, as what it is.
+        row_in = {layer: per_layer[layer].after if layer in per_layer else want for layer in seen}
+        swapped = (table == "mysql_query_rules" and {"memory", "runtime"} <= seen.keys()
+                   and versions.mirror_swapped(row_in["memory"], row_in["runtime"]))
         for f in (c for c in BY_NAME[table].column_names if c in columns):
             values = {layer: per_layer[layer].after[f] if layer in per_layer else want[f] for layer in seen}
             differing = {layer: v for layer, v in per_layer.items() if f in v.fields}
             diffs.append(_difference(table, key, f, want[f], values, differing,
                                      secret=table == MYSQL_USERS.name and f == "password"))
-            words.value(table, key, want[f], values, differing, f)
+            if not (swapped and f in versions.MIRROR_COLUMNS):
+                words.value(table, key, want[f], values, differing, f)
+        if swapped:
+            words.mirror_swapped(table, key, row_in["memory"], row_in["runtime"])
     return diffs, words.findings(intended)
 
 
@@ -319,6 +327,13 @@ class Words:
         if self._unloaded(per_layer, values) and not (restart_only and "memory" not in per_layer):
             later = "read only at a restart" if restart_only else "a LOAD would apply it"
             self._memory(table, f"{what('memory')} (runtime {C.shown(values['runtime'], secret)}; {later}")
+
+    def mirror_swapped(self, table, key, memory, runtime):
+        a, b = versions.MIRROR_COLUMNS
+        self.said.append((LayerFinding("runtime", table, (
+            f"{self.node} runs {_where(table, key)} with {a} and {b} exchanged against its memory (memory {a} "
+            f"{memory.get(a)} and {b} {memory.get(b)}, runtime {runtime.get(a)} and {runtime.get(b)}): "
+            f"{versions.MIRROR_SWAP_WORDS}")), False))
 
     def _say(self, layer, table, what, instead, per_layer, writer_row, restart_only=False):
         if layer == "disk":

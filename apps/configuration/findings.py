@@ -402,6 +402,8 @@ def node_findings(target, nodes, tables_touched, changed_variables=()):
             if table is MYSQL_USERS:  # (and a NULL password in memory is '' in runtime: not an edit)
                 mem = {k: {**loaded_user(v), "backend": 0, "frontend": 0} for k, v in mem.items()}
                 run = {k: {**v, "backend": 0, "frontend": 0} for k, v in run.items()}
+            elif table.name == "mysql_query_rules":  # a 3.0 build's exchanged mirror columns are its LOAD, not an edit
+                mem = {k: run[k] if versions.mirror_swapped(v, run.get(k)) else v for k, v in mem.items()}
             if mem != run:
                 keys = sorted(str(list(k)) for k in mem.keys() ^ run.keys() | {k for k in mem.keys() & run.keys()
                                                                                if mem[k] != run[k]})

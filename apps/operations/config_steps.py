@@ -46,6 +46,8 @@ def verify(run, step, row, executed, detail):
         d = node_diff(nc, target, hostgroups, same_secret)
         version = (layers["runtime"].get("global_variables") or {}).get("admin-version")
         return [f"{c.table} {list(c.key)} {c.change}" + (f" ({', '.join(found)})" if found else "")
+                + (f": {'/'.join(versions.MIRROR_COLUMNS)} exchanged; {versions.MIRROR_SWAP_WORDS}"
+                   if c.table == "mysql_query_rules" and versions.mirror_swapped(c.before, c.after) else "")
                 for c in d.rows for found in [fields(c)] if found is not None] + \
                [(f"{name}: differs" if C.is_secret(after) else f"{name}: runtime {before!r}, expected {after!r}")
                 for name, before, after in d.variables
