@@ -237,6 +237,9 @@ def read_proxysql(node, want_variables, prevs=(), ts=None):
     admin = _proxysql_admin(node)
     pool, stats, runtime = admin.connection_pool(), admin.stats_global(), admin.servers("runtime")
     fp = runtime_fingerprint(runtime)
+    # A restart may be an upgrade: the version (admin-version) and the variables are read again at the first poll
+    # after it, not up to MONITOR_VARIABLES_INTERVAL_S later; between restarts a version cannot change.
+    want_variables = want_variables or any(_restarted(prev, stats) for prev in prevs)
     layers = want_variables or any(_wants_layers(prev, fp, ts) for prev in prevs)
     variables = cluster_settings = peers = None
     if want_variables:
@@ -262,6 +265,12 @@ def runtime_fingerprint(rows):
     for r in rows:
         digest.update(repr((r.hostgroup_id, r.hostname, r.port, *configured(r).values())).encode())
     return digest.hexdigest()
+
+
+def _restarted(prev, stats):
+    """Has the node restarted since the previous document (its uptime went down)?"""
+    uptime, before = _int(stats.get("ProxySQL_Uptime")), (prev or {}).get("uptime")
+    return uptime is not None and before is not None and uptime < before
 
 
 def _wants_variables(prev, ts):
@@ -299,7 +308,7 @@ def proxysql_result(node, prev, ts, reading, scope=None):
     dt = ts - prev_ok["counters_ts"] if prev_ok else 0
     counters = {name: _int(stats.get(name)) for name in GLOBAL_COUNTERS}
     uptime = _int(stats.get("ProxySQL_Uptime"))
-    restarted = prev_ok is not None and uptime is not None and prev_ok.get("uptime") is not None and uptime < prev_ok["uptime"]
+    restarted = prev_ok is not None and _restarted(prev_ok, stats)
     rates = {field: (None if restarted or not prev_ok else _rate(counters[name], prev_ok["counters"].get(name), dt))
              for name, field in GLOBAL_COUNTERS.items()}
     gauges = {field: _int(stats.get(name)) for name, field in GLOBAL_GAUGES.items()}

@@ -180,3 +180,24 @@ def test_shards_split_the_nodes(adopted_lab, live_redis):
 def test_redis_down_skips_the_round_without_crashing(adopted_lab, settings):
     settings.REDIS_URL = "redis://127.0.0.1:1/0"
     assert rounds.run_shard(live.PROXYSQL, 0, 1)["skipped"]
+
+
+def test_a_restarted_proxysql_has_its_version_and_variables_read_at_the_next_poll(adopted_lab, live_redis):
+    """A restart may be an upgrade: the first poll after it reads the variables (admin-version among them) again,
+    not MONITOR_VARIABLES_INTERVAL_S (60 s) later. Shown here with a variable changed on disk only, which only a
+    restart brings to runtime."""
+    cluster, (first, second) = adopted_lab
+    pollers.proxysql_round(nodes())
+    node = ProxySQLNode.objects.get(admin_port=first.port)
+    before = live.read_one(live.PROXYSQL, node.pk)
+    assert before["variables"]["admin-version"] and before["variables"]["mysql-mirror_max_concurrency"] != "17"
+    demo.admin_sql(first.port, "SET mysql-mirror_max_concurrency=17", "SAVE MYSQL VARIABLES TO DISK",
+                   user=first.user, password=first.password)
+    time.sleep(1.2)   # the uptime (whole seconds) past 0, so that the restart reads as one
+    pollers.proxysql_round(nodes())
+    assert live.read_one(live.PROXYSQL, node.pk)["variables_ts"] == before["variables_ts"]  # not read again yet
+    first.restart()
+    pollers.proxysql_round(nodes())
+    after = live.read_one(live.PROXYSQL, node.pk)
+    assert after["variables_ts"] > before["variables_ts"] and after["variables"]["mysql-mirror_max_concurrency"] == "17"
+    assert after["variables"]["admin-version"] == before["variables"]["admin-version"]
