@@ -191,6 +191,7 @@ def test_a_change_set_whose_peer_never_pulls_is_rolled_back_and_says_so(propagat
     assert op.state == OperationState.FAILED, op.error
     assert "ProxySQL Cluster did not carry the change from proxysql-1 within 6000 ms: proxysql-2: does not answer" \
         in op.error and "ROLLBACK INCOMPLETE: ProxySQL Cluster:" in op.error, op.error
+    assert op.timings["rollback_ms"] >= 6000  # the rollback waited its own bound for the peer: said, not hidden
     resume_later(second)
     for double in (first, second):
         assert weights(double) == weights(double, "disk.") == weight_before
