@@ -133,6 +133,13 @@ class BackendClient:
         except ValueError:
             raise UnexpectedResult(self.name, "read wsrep_last_committed", f"unreadable value {value!r}") from None
 
+    def view_addresses(self):
+        """The client addresses (host:port) of the members of this Galera node's current view
+        (wsrep_incoming_addresses); [] on a node that is not a Galera node."""
+        value = self._pairs("SHOW GLOBAL STATUS", ("wsrep_incoming_addresses",), "read the view's members").get(
+            "wsrep_incoming_addresses") or ""
+        return [address.strip() for address in str(value).split(",") if address.strip()]
+
     def read_only(self):
         return _on(self.wire.execute("SELECT @@global.read_only", action="read read_only").rows[0][0])
 

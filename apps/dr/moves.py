@@ -11,6 +11,7 @@ replica cluster replicates what its replica node applied, with the source's GTID
   replica reads what its cluster has committed in the source's domain (a causal read, after every write-set
   ordered before it) and starts from there: SET GLOBAL gtid_slave_pos to that, CHANGE MASTER, START SLAVE.
   Nothing is applied twice (the position is what dc2 has) nor skipped (the source serves from there on).
+  When the old replica died, the new one starts only after its Galera cluster evicted it (step "evicted").
 
 The plan is data like every other: guards read now, and per backend the statements with their rollback
 (the password as a secret marker, placed by position and filled in only when sent). The replica move's
@@ -31,9 +32,10 @@ from . import native
 from .models import REPLICA, SOURCE, ReplicationChannel
 from .polling import gtid_seq
 
-CHANNEL_SQL, CHANNEL_POSITION, CHANNEL_VERIFY, CHANNEL_RECORD = (
-    "channel_sql", "channel_position", "channel_verify", "channel_record")
+CHANNEL_SQL, CHANNEL_POSITION, CHANNEL_VERIFY, CHANNEL_RECORD, CHANNEL_EVICTED = (
+    "channel_sql", "channel_position", "channel_verify", "channel_record", "channel_evicted")
 VERIFY_TIMEOUT_S = 15
+EVICTION_WAIT_S = 20  # Galera evicts a dead member after evs.suspect_timeout (PT5S), at the latest inactive_timeout
 SOURCE_CATCH_UP_S = 2  # how long a new source may take to reach what the replica applied (its apply queue)
 
 
@@ -44,11 +46,11 @@ def secret_ref(channel):
 def _probe(server):
     """What the planner needs of one node, read now: None fields when it does not answer."""
     out = {"server": server, "ok": False, "error": None, "synced_primary": False, "channel": None,
-           "domain": None, "binlog_pos": "", "version": "", "native": False}
+           "domain": None, "binlog_pos": "", "version": "", "native": False, "galera": False}
     try:
         with BackendClient.for_server(server) as client:
             state = client.state()
-            out["synced_primary"] = state.synced_primary
+            out["synced_primary"], out["galera"] = state.synced_primary, state.wsrep_on
             out["version"], out["native"] = state.version, native.has_native_failover(state.version)
             if out["native"]:  # MySQL: GTID sets, auto-positioning; its own source list
                 out["binlog_pos"] = client.channel(mysql=True).gtid_binlog_pos
@@ -156,6 +158,13 @@ def plan_move(channel, *, new_source=None, new_replica=None, reason="planned", e
             else:
                 facts["old_replica"] = (f"{old_replica} does not answer ({old_rep['error']}): its channel configuration "
                                         "stays; with skip_slave_start it will not start by itself when it returns")
+                if rep["galera"] and old_replica.cluster_id == replica.cluster_id:
+                    steps.append(Step(
+                        key="evicted", title=f"{replica}'s Galera view no longer counts {old_replica}, which does not "
+                        f"answer (waited for, up to {EVICTION_WAIT_S} s): its cluster commits again",
+                        kind=CHANNEL_EVICTED, params={"server": replica.pk, "name": str(replica),
+                                                      "dead": f"{old_replica.hostname}:{old_replica.port}",
+                                                      "timeout_s": EVICTION_WAIT_S}))
             if rep["ok"] and not rep["native"]:  # (MySQL auto-positions from its GTID set)
                 steps.append(Step(key="position", title=f"{replica} starts from what {replica.cluster} has applied in "
                                   f"domain {domain}", kind=CHANNEL_POSITION,
@@ -185,9 +194,11 @@ def plan_move(channel, *, new_source=None, new_replica=None, reason="planned", e
     finally:
         for c in client_for.values():
             c.close()
-    steps.append(Step(key="verify", title="both replication threads run on the new ends", kind=CHANNEL_VERIFY,
+    steps.append(Step(key="verify", title=f"both replication threads run on the new ends and, when {source} has "
+                      f"transactions {replica} has not applied, {replica} commits one of them, within "
+                      f"{VERIFY_TIMEOUT_S} s", kind=CHANNEL_VERIFY,
                       params={"server": replica.pk, "source": [source.hostname, source.port],
-                              "timeout_s": VERIFY_TIMEOUT_S}))
+                              "source_server": source.pk, "domain": domain, "timeout_s": VERIFY_TIMEOUT_S}))
     steps.append(Step(key="record", title="the inventory records the channel's new ends", kind=CHANNEL_RECORD,
                       params={"channel": channel.pk, "source": source.pk, "replica": replica.pk,
                               "old_source": old_source.pk, "old_replica": old_replica.pk}))
@@ -263,6 +274,30 @@ def set_position(run, step, row, executed, detail):
     detail.update(position=seq_pos[0], gtid_slave_pos_before=before)
 
 
+def wait_evicted(run, step, row, executed, detail):
+    """Until the new replica's Galera view no longer lists the dead old replica (wsrep_incoming_addresses). Until
+    Galera evicts a member that died (evs.suspect_timeout) its cluster commits nothing, and the view change that
+    evicts it may stop a replica's SQL thread that is committing just then, without an error (seen on the DR lab:
+    the new replica started 5 s before the eviction, its SQL thread gone at the view change). So the channel starts
+    after that view change. A view that does not list the address at all (members known by other addresses than
+    the inventory's) is taken as it is; the verify step still waits for the new replica's first commit."""
+    from apps.operations.executor import StepFailed
+
+    p = step.params
+    client = run.backend(p["server"])
+    start = time.monotonic()
+    while True:
+        members = client.view_addresses()
+        detail.update(view=members, waited_s=round(time.monotonic() - start, 2))
+        if p["dead"] not in members:
+            return
+        if time.monotonic() - start > p["timeout_s"]:
+            raise StepFailed(f"{p['name']}'s Galera view still counts {p['dead']}, which does not answer, after "
+                             f"{p['timeout_s']} s: the channel is not started on a cluster that commits nothing")
+        run.beat()
+        time.sleep(0.1)
+
+
 def undo_position(run, step, row):
     before = (row.detail or {}).get("gtid_slave_pos_before")
     if before is None:
@@ -275,22 +310,61 @@ def undo_position(run, step, row):
     return undone
 
 
+def _source_seq(run, p):
+    """The new source's last transaction in the channel's domain, read now; None when it does not answer."""
+    try:
+        return gtid_seq(run.backend(p["source_server"]).gtid_binlog_pos(), p["domain"])
+    except ClientError:
+        return None
+
+
 def verify(run, step, row, executed, detail):
-    """Both threads running on the replica, reading from the new source, without an error, within the timeout."""
+    """Both threads running on the replica, reading from the new source, without an error, within the timeout;
+    and when the source has transactions the replica has not applied (read as the step starts), the replica
+    commits one of them with its threads still running. Threads that run just after START SLAVE may still stop
+    before their first commit: a Galera replica cluster evicting a dead member (a replica failover starts the
+    new replica within a poll or two of the death, well inside evs.suspect_timeout) commits nothing until its
+    view changes, and MariaDB may stop a replica's SQL thread on a Galera error then with no Last_SQL_Error
+    (codership/mysql-wsrep #181; seen on the DR lab when the channel started before the eviction, which the
+    "evicted" step now waits for). Such a move fails here and is rolled back, rather than recorded done with a
+    stopped channel. (Plans saved before this check carry no domain: threads running is enough for them.)"""
     from apps.operations.executor import StepFailed
 
     p = step.params
     client = run.backend(p["server"])
     deadline = time.monotonic() + p["timeout_s"]
+    domain = p.get("domain")
+    start = None
+    to_commit = False  # the source has transactions the replica had not applied when the step started
+    sql_ran = False
     while True:
         read = client.channel()
+        applied = gtid_seq(read.gtid_slave_pos, domain) if domain is not None else None
+        if domain is not None and p.get("source_server") and start is None:
+            start = applied or 0
+            source_has = _source_seq(run, p)
+            to_commit = source_has is None or source_has > start
+            detail.update(applied_at_start=start, source_at_start=source_has)
+        committed = not to_commit or (applied or 0) > start
+        sql_ran = sql_ran or read.sql_running == "Yes"
         detail.update(io=read.io_running, sql=read.sql_running, gtid_slave_pos=read.gtid_slave_pos,
-                      gtid_io_pos=read.gtid_io_pos, io_error=read.last_io_error, sql_error=read.last_sql_error)
-        if read.running and [read.source_host, read.source_port] == p["source"] and not read.last_sql_error:
+                      gtid_io_pos=read.gtid_io_pos, io_error=read.last_io_error, sql_error=read.last_sql_error,
+                      committed_since_start=committed if to_commit else None)
+        if (read.running and [read.source_host, read.source_port] == p["source"] and not read.last_sql_error
+                and committed):
             return
-        if read.last_sql_error or time.monotonic() > deadline:
+        stopped = sql_ran and read.sql_running == "No"  # it ran, and a stopped SQL thread does not restart itself
+        if read.last_sql_error or stopped or time.monotonic() > deadline:
+            why = read.last_io_error or read.last_sql_error
+            if not why and stopped:
+                why = (f"(its SQL thread stopped, without an error, after START SLAVE, at "
+                       f"{read.gtid_slave_pos or 'no position'})")
+            elif not why and read.running and not committed:
+                why = (f"(no transaction from the new source committed within {p['timeout_s']} s: still at "
+                       f"{read.gtid_slave_pos or 'no position'})")
             raise StepFailed(f"the channel does not run on {p['source'][0]}:{p['source'][1]}: IO {read.io_running}, "
-                             f"SQL {read.sql_running} {read.last_io_error or read.last_sql_error}")
+                             f"SQL {read.sql_running} {why}")
+        run.beat()  # a wait through a replica cluster's eviction lasts seconds: the reaper must not take it as lost
         time.sleep(0.02)
 
 
@@ -319,7 +393,7 @@ def register():
     from apps.operations.plans import REPLANNERS, ROLLBACK_HANDLERS, STEP_HANDLERS, STEP_STATEMENTS
 
     STEP_HANDLERS.update({CHANNEL_SQL: run_sql, CHANNEL_POSITION: set_position, CHANNEL_VERIFY: verify,
-                          CHANNEL_RECORD: record_ends})
+                          CHANNEL_RECORD: record_ends, CHANNEL_EVICTED: wait_evicted})
     ROLLBACK_HANDLERS.update({CHANNEL_SQL: undo_sql, CHANNEL_POSITION: undo_position, CHANNEL_RECORD: undo_record})
     STEP_STATEMENTS.update({CHANNEL_SQL: statements, CHANNEL_POSITION: statements})
     REPLANNERS[OperationKind.CHANNEL_MOVE] = lambda cluster, options: replan_move(options)
