@@ -140,6 +140,13 @@ class BackendClient:
             "wsrep_incoming_addresses") or ""
         return [address.strip() for address in str(value).split(",") if address.strip()]
 
+    def can_reset_replica(self):
+        """Does this connection's user hold what RESET SLAVE ALL needs (RELOAD, or every privilege on *.*)? A move's
+        rollback removes a new replica's channel with it."""
+        grants = [str(r[0]).upper() for r in self.wire.execute("SHOW GRANTS", action="read its grants").rows]
+        return any(g.startswith("GRANT ") and " ON *.* " in g and ("RELOAD" in g or "ALL PRIVILEGES" in g)
+                   for g in grants)
+
     def read_only(self):
         return _on(self.wire.execute("SELECT @@global.read_only", action="read read_only").rows[0][0])
 

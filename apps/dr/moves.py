@@ -92,6 +92,15 @@ def _sql_step(key, title, server, sql, rollback):
                 params={"server": server.pk, "name": str(server), "sql": sql, "rollback": rollback})
 
 
+def _can_reset(server):
+    """True, False, or why it could not be read."""
+    try:
+        with BackendClient.for_server(server) as client:
+            return client.can_reset_replica()
+    except ClientError as exc:
+        return f"could not read its grants: {exc.message}"
+
+
 def plan_move(channel, *, new_source=None, new_replica=None, reason="planned", evidence=None):
     """Plan moving the channel's source to `new_source` and/or its replica to `new_replica` (Servers)."""
     old_source, old_replica = channel.source_server, channel.replica_server
@@ -139,6 +148,7 @@ def plan_move(channel, *, new_source=None, new_replica=None, reason="planned", e
                   overridable=False),
         ]
 
+
     steps = []
     client_for = {}
     placed = {}  # where the statements hold the replication password (Plan.secrets)
@@ -150,6 +160,13 @@ def plan_move(channel, *, new_source=None, new_replica=None, reason="planned", e
 
     facts = {"reason": reason, "evidence": evidence or {}, "domain": domain, "applied_at_plan": applied_pos,
              "source_binlog_pos": src["binlog_pos"]}
+    if moving_replica and rep["ok"] and not rep["native"]:
+        # Said, not a guard: the move itself needs no RELOAD, and a failover must not wait for a grant.
+        can_undo = _can_reset(replica)
+        if can_undo is not True:
+            facts["replica_undo"] = (f"a rollback could not remove the channel from {replica} again: RESET SLAVE ALL "
+                                     f"needs RELOAD, and the console's user there "
+                                     f"{'lacks it (GRANT RELOAD ON *.*)' if can_undo is False else can_undo}")
     try:
         if moving_replica:
             if old_rep["ok"]:

@@ -300,6 +300,10 @@ def notes(plan):
     facts, options, out = plan.facts, plan.options, []
     if facts.get("cluster_sync_held"):  # sync_hold.py: the nodes run ProxySQL Cluster sync of what the plan loads
         out.append({"level": "info", "text": facts["cluster_sync_held"]["said"] + "."})
+    if facts.get("cluster_sync_propagated"):  # sync_hold.propagate: the cluster asks its sync to carry the change
+        out.append({"level": "info", "text": facts["cluster_sync_propagated"]["said"] + "."})
+    if facts.get("replica_undo"):  # dr/moves.py: the new replica's user cannot RESET SLAVE ALL
+        out.append({"level": "warning", "text": facts["replica_undo"][0].upper() + facts["replica_undo"][1:] + "."})
     if facts.get("pinned_total"):
         reasons = ", ".join(f"{r} × {n}" for r, n in facts.get("pinned_reasons", {}).items())
         out.append({"level": "info", "text": f"Sessions holding the server to drain: {facts['pinned_total']} when planned"

@@ -136,6 +136,60 @@ def test_a_move_that_does_not_verify_is_rolled_back(auto_channel, dr_healthy, mo
     assert result.identical, result.line()
 
 
+def test_a_replica_move_that_does_not_verify_is_rolled_back_on_the_new_replica_too(auto_channel, dr_healthy,
+                                                                                    monkeypatch):
+    """The new replica cannot reach the source (its password refused): the move is rolled back, the new replica's
+    channel configuration removed again (STOP SLAVE, RESET SLAVE ALL: the backend user needs the privilege for it),
+    the old replica still replicating."""
+    channel, dc1, dc2 = auto_channel
+    monkeypatch.setattr(moves, "VERIFY_TIMEOUT_S", 3)
+    old_replica, source = channel.replica_server, channel.source_server
+    target = next(s for s in dc2 if s.pk != old_replica.pk)
+    from apps.operations import executor, services
+
+    _local_repl_password(dr_healthy, _site_index(dc1, source), "other")  # connected replicas stay connected
+    try:
+        op = services.save_plan(moves.plan_move(channel, new_replica=target), actor=Actor.rule("test"))
+        services.confirm(op, actor=Actor.rule("test"), enqueue=False)
+        executor.run(op.pk)
+    finally:
+        _local_repl_password(dr_healthy, _site_index(dc1, source), REPL_PASSWORD)
+    op.refresh_from_db()
+    assert op.state == "rolled_back", op.error
+    assert _fresh(channel).replica_server == old_replica
+    assert dr_healthy.replica_status(_site_index(dc2, target)) is None  # no channel left configured there
+    # The old replica started again; its IO thread reconnects (retry every 1 s) now the password is back.
+    deadline = time.monotonic() + 10
+    while not (status := dr_healthy.replica_status(_site_index(dc2, old_replica))).running and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert status.running and status.source_port == source.port, status
+    result = compare(dr_healthy)
+    assert result.identical, result.line()
+
+
+def test_a_replica_move_says_when_its_rollback_could_not_remove_the_channel(auto_channel, dr_healthy):
+    """Without RELOAD the console's user cannot RESET SLAVE ALL on the new replica: the plan says so (a warning, not a
+    guard: the move itself needs no RELOAD, and a failover must not wait for a grant)."""
+    from contextlib import closing
+
+    from apps.operations.switchover import notes
+
+    channel, _, dc2 = auto_channel
+    target = next(s for s in dc2 if s.pk != channel.replica_server.pk)
+    assert "replica_undo" not in moves.plan_move(channel, new_replica=target).facts  # the lab grants it
+    with closing(dr_healthy.dc2.root_connection(_site_index(dc2, target))) as conn:
+        conn.cursor().execute("REVOKE RELOAD ON *.* FROM 'monitor'@'%'")
+    try:
+        plan = moves.plan_move(channel, new_replica=target)
+    finally:
+        with closing(dr_healthy.dc2.root_connection(_site_index(dc2, target))) as conn:
+            conn.cursor().execute("GRANT RELOAD ON *.* TO 'monitor'@'%'")
+    said = (f"A rollback could not remove the channel from {target} again: RESET SLAVE ALL needs RELOAD, and the "
+            "console's user there lacks it (GRANT RELOAD ON *.*).")
+    assert {"level": "warning", "text": said} in notes(plan)
+    assert not plan.failed_guards
+
+
 def test_a_planned_move_of_both_ends_from_the_ui_under_load(dr_inventory, dr_healthy, live_redis, operator_client):
     channel, dc1, dc2 = dr_inventory
     new_source = next(s for s in dc1 if s.pk != channel.source_server_id)
