@@ -112,21 +112,28 @@ def _local_repl_password(lab, n, password):
             cur.execute(sql)
 
 
+def _run_refused(lab, source_index, plan):
+    """Run the move `plan()` builds while dc1 node `source_index` refuses the replication account's password."""
+    from apps.operations import executor, services
+
+    _local_repl_password(lab, source_index, "other")
+    try:
+        op = services.save_plan(plan(), actor=Actor.rule("test"))
+        services.confirm(op, actor=Actor.rule("test"), enqueue=False)
+        executor.run(op.pk)
+    finally:
+        _local_repl_password(lab, source_index, REPL_PASSWORD)
+    op.refresh_from_db()
+    return op
+
+
 def test_a_move_that_does_not_verify_is_rolled_back(auto_channel, dr_healthy, monkeypatch):
     channel, dc1, _ = auto_channel
     monkeypatch.setattr(moves, "VERIFY_TIMEOUT_S", 3)
     old_source = channel.source_server
     target = next(s for s in dc1 if s.pk != old_source.pk)
-    from apps.operations import executor, services
-
-    _local_repl_password(dr_healthy, _site_index(dc1, target), "other")  # the new source refuses the channel
-    try:
-        op = services.save_plan(moves.plan_move(channel, new_source=target), actor=Actor.rule("test"))
-        services.confirm(op, actor=Actor.rule("test"), enqueue=False)
-        executor.run(op.pk)
-    finally:
-        _local_repl_password(dr_healthy, _site_index(dc1, target), REPL_PASSWORD)
-    op.refresh_from_db()
+    # the new source refuses the channel
+    op = _run_refused(dr_healthy, _site_index(dc1, target), lambda: moves.plan_move(channel, new_source=target))
     assert op.state == "rolled_back", op.error
     assert "does not run" in op.error and "Access denied" in op.error
     assert _fresh(channel).source_server == old_source
@@ -145,16 +152,8 @@ def test_a_replica_move_that_does_not_verify_is_rolled_back_on_the_new_replica_t
     monkeypatch.setattr(moves, "VERIFY_TIMEOUT_S", 3)
     old_replica, source = channel.replica_server, channel.source_server
     target = next(s for s in dc2 if s.pk != old_replica.pk)
-    from apps.operations import executor, services
-
-    _local_repl_password(dr_healthy, _site_index(dc1, source), "other")  # connected replicas stay connected
-    try:
-        op = services.save_plan(moves.plan_move(channel, new_replica=target), actor=Actor.rule("test"))
-        services.confirm(op, actor=Actor.rule("test"), enqueue=False)
-        executor.run(op.pk)
-    finally:
-        _local_repl_password(dr_healthy, _site_index(dc1, source), REPL_PASSWORD)
-    op.refresh_from_db()
+    # the source refuses the new replica (connected replicas stay connected)
+    op = _run_refused(dr_healthy, _site_index(dc1, source), lambda: moves.plan_move(channel, new_replica=target))
     assert op.state == "rolled_back", op.error
     assert _fresh(channel).replica_server == old_replica
     assert dr_healthy.replica_status(_site_index(dc2, target)) is None  # no channel left configured there
