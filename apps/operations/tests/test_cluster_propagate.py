@@ -19,6 +19,7 @@ from apps.fleet.models import Cluster, Server
 from apps.operations import drain, repair, switchover
 from apps.operations.choices import OperationState
 
+from . import test_cluster_sync as cluster_sync
 from .conftest import run_plan
 from .test_cluster_sync import EACH_NODE, PULLS_DUE_S, layers, pulls_since, resume_later, retried, sql, sync_settings
 from .test_three_layers import pause_at
@@ -280,3 +281,15 @@ def test_the_cluster_page_says_which_way_plans_take(propagating, live_redis, vie
     panel = page[page.index('id="proxysql-cluster"'):page.index("Hostgroups at runtime")]
     assert ('data-sync-mode="propagate">This console\'s plans on these nodes: write one node, wait until every peer '
             'has pulled it') in panel
+
+
+@EACH_NODE
+@pytest.mark.parametrize("scenario", [
+    cluster_sync.test_a_switchover_paused_at_its_save_rolls_back_and_the_pending_retry_restores_the_sync,
+    cluster_sync.test_a_repair_paused_mid_way_finishes_and_restores_the_sync,
+], ids=["switchover", "repair"])
+def test_plans_that_hold_do_so_on_a_propagating_cluster_each_node_paused(propagating, operator_user, live_redis,
+                                                                         paused_index, scenario):
+    """Issue 24, done-when, for the cluster set to propagate: a switchover and a repair hold the sync as by default
+    (above), so the default's own tests of them, each node paused once, hold on such a cluster too."""
+    scenario(propagating, operator_user, live_redis, paused_index)
