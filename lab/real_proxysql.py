@@ -4,7 +4,14 @@ never by the test suite: its own datadir, config file and process group, stopped
 `peers`: the admin ports of a ProxySQL Cluster it belongs to (itself included). The config then lists them in
 proxysql_servers and sets admin-cluster_username/password (a second admin credential, as ProxySQL requires for
 the peers' sync connections); every other cluster setting is ProxySQL's default (diffs_before_sync 3, save_to_disk
-true, check interval 1 s)."""
+true, check interval 1 s).
+
+3.0 also opens two PostgreSQL listeners, by default on 0.0.0.0:6132 (admin-pgsql_ifaces) and 0.0.0.0:6133
+(pgsql-interfaces): two nodes on one host would contend for them (and for whatever else holds those ports). A node
+of 3.0 or later (its `proxysql --version`) therefore has its own on 127.0.0.1, its admin port + 2 and + 3 (16134 and
+16135 for admin 16132). Older versions get no such setting: a variable they do not know would be inserted into
+global_variables from the file, then deleted with a warning at the first LOAD ADMIN VARIABLES."""
+import re
 import shutil
 import subprocess
 import time
@@ -20,7 +27,7 @@ CONFIG = """datadir="{datadir}"
 admin_variables=
 {{
     admin_credentials="admin:admin{cluster_credential}"
-    mysql_ifaces="127.0.0.1:{admin_port}"{cluster_variables}
+    mysql_ifaces="127.0.0.1:{admin_port}"{pgsql_admin}{cluster_variables}
 }}
 mysql_variables=
 {{
@@ -30,18 +37,29 @@ mysql_variables=
     monitor_password="monitor"
     server_version="10.11.0"
 }}
-{proxysql_servers}"""
+{pgsql_variables}{proxysql_servers}"""
 
 
-def config_text(datadir, admin_port, client_port, peers=None):
-    """The config file of one node; with `peers` ({comment: admin port}) a ProxySQL Cluster member."""
+def binary_version(binary):
+    """(major, minor) of a ProxySQL binary from `proxysql --version` ("ProxySQL version 3.0.1-39-g596d5ba, ..."),
+    None when it says no version."""
+    done = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
+    m = re.search(r"ProxySQL version (\d+)\.(\d+)", done.stdout + done.stderr)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def config_text(datadir, admin_port, client_port, peers=None, version=None):
+    """The config file of one node; with `peers` ({comment: admin port}) a ProxySQL Cluster member; with `version`
+    (major, minor) 3.0 or later, its PostgreSQL listeners on 127.0.0.1, admin port + 2 (admin) and + 3 (clients)."""
+    pgsql = version is not None and version >= (3, 0)
+    parts = {"datadir": datadir, "admin_port": admin_port, "client_port": client_port,
+             "pgsql_admin": f'\n    pgsql_ifaces="127.0.0.1:{admin_port + 2}"' if pgsql else "",
+             "pgsql_variables": f'pgsql_variables=\n{{\n    interfaces="127.0.0.1:{admin_port + 3}"\n}}\n' if pgsql else ""}
     if not peers:
-        return CONFIG.format(datadir=datadir, admin_port=admin_port, client_port=client_port, cluster_credential="",
-                             cluster_variables="", proxysql_servers="")
+        return CONFIG.format(**parts, cluster_credential="", cluster_variables="", proxysql_servers="")
     rows = ",\n".join(f'    {{ hostname="127.0.0.1", port={port}, weight=0, comment="{name}" }}'
                       for name, port in peers.items())
-    return CONFIG.format(datadir=datadir, admin_port=admin_port, client_port=client_port,
-                         cluster_credential=f";{CLUSTER_USER}:{CLUSTER_USER}",
+    return CONFIG.format(**parts, cluster_credential=f";{CLUSTER_USER}:{CLUSTER_USER}",
                          cluster_variables=f'\n    cluster_username="{CLUSTER_USER}"\n    cluster_password="{CLUSTER_USER}"',
                          proxysql_servers=f"proxysql_servers=\n(\n{rows}\n)\n")
 
@@ -74,7 +92,8 @@ class RealProxySQL:
         if fresh:
             shutil.rmtree(self.datadir, ignore_errors=True)
             self.datadir.mkdir(parents=True)
-            cnf.write_text(config_text(self.datadir, self.admin_port, self.client_port, self.peers))
+            cnf.write_text(config_text(self.datadir, self.admin_port, self.client_port, self.peers,
+                                       binary_version(self.binary)))
         log = open(self.datadir / "stdout.log", "wb" if fresh else "ab")
         self.proc = subprocess.Popen([self.binary, "-f", "--no-version-check", "-c", str(cnf), "-D", str(self.datadir)],
                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

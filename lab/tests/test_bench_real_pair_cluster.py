@@ -18,6 +18,16 @@ def test_the_config_makes_a_cluster_member_only_when_peers_are_given(tmp_path):
     assert "proxysql_servers" not in alone and "cluster" not in alone and 'admin_credentials="admin:admin"' in alone
 
 
+def test_the_config_gives_a_3_0_node_its_own_postgresql_listeners_and_an_older_one_none(tmp_path):
+    # 3.0 listens for PostgreSQL on 0.0.0.0:6132 and 6133 by default: two nodes on one host would contend for them
+    for peers in (None, {"proxysql-1": 16132, "proxysql-2": 26132}):
+        new = config_text(tmp_path, 26132, 26133, peers, version=(3, 0))
+        assert 'pgsql_ifaces="127.0.0.1:26134"' in new
+        assert re.search(r'^pgsql_variables=\n\{\n    interfaces="127.0.0.1:26135"\n\}$', new, re.M)
+        for old in ((2, 5), (2, 7), None):
+            assert "pgsql" not in config_text(tmp_path, 26132, 26133, peers, version=old)
+
+
 def bench_over(doubles, tmp_path):
     command = Command(stdout=io.StringIO())
     command.o = {"cluster": True}
