@@ -101,7 +101,8 @@ def _can_reset(server):
         return f"could not read its grants: {exc.message}"
 
 
-def plan_move(channel, *, new_source=None, new_replica=None, reason="planned", evidence=None):
+def plan_move(channel, *, new_source=None, new_replica=None, reason="planned", evidence=None,
+              verify_timeout_s=VERIFY_TIMEOUT_S):
     """Plan moving the channel's source to `new_source` and/or its replica to `new_replica` (Servers)."""
     old_source, old_replica = channel.source_server, channel.replica_server
     source = new_source or old_source
@@ -213,9 +214,9 @@ def plan_move(channel, *, new_source=None, new_replica=None, reason="planned", e
             c.close()
     steps.append(Step(key="verify", title=f"both replication threads run on the new ends and, when {source} has "
                       f"transactions {replica} has not applied, {replica} commits one of them, within "
-                      f"{VERIFY_TIMEOUT_S} s", kind=CHANNEL_VERIFY,
+                      f"{verify_timeout_s} s", kind=CHANNEL_VERIFY,
                       params={"server": replica.pk, "source": [source.hostname, source.port],
-                              "source_server": source.pk, "domain": domain, "timeout_s": VERIFY_TIMEOUT_S}))
+                              "source_server": source.pk, "domain": domain, "timeout_s": verify_timeout_s}))
     steps.append(Step(key="record", title="the inventory records the channel's new ends", kind=CHANNEL_RECORD,
                       params={"channel": channel.pk, "source": source.pk, "replica": replica.pk,
                               "old_source": old_source.pk, "old_replica": old_replica.pk}))
@@ -228,7 +229,7 @@ def plan_move(channel, *, new_source=None, new_replica=None, reason="planned", e
     return Plan(kind=OperationKind.CHANNEL_MOVE, cluster_id=channel.replica_cluster_id, title=title, guards=guards,
                 steps=steps, facts=facts, secrets=placed,
                 options={"channel": channel.pk, "new_source": source.pk, "new_replica": replica.pk, "reason": reason,
-                         "evidence": evidence or {}})
+                         "evidence": evidence or {}, "verify_timeout_s": verify_timeout_s})
 
 
 def replan_move(options):
@@ -236,7 +237,8 @@ def replan_move(options):
         pk=options["channel"])
     return plan_move(channel, new_source=Server.objects.select_related("cluster").get(pk=options["new_source"]),
                      new_replica=Server.objects.select_related("cluster").get(pk=options["new_replica"]),
-                     reason=options["reason"], evidence=options.get("evidence"))
+                     reason=options["reason"], evidence=options.get("evidence"),
+                     verify_timeout_s=options.get("verify_timeout_s", VERIFY_TIMEOUT_S))
 
 
 # -- the executor's handlers for these steps --------------------------------------------------------

@@ -127,13 +127,13 @@ def _run_refused(lab, source_index, plan):
     return op
 
 
-def test_a_move_that_does_not_verify_is_rolled_back(auto_channel, dr_healthy, monkeypatch):
+def test_a_move_that_does_not_verify_is_rolled_back(auto_channel, dr_healthy):
     channel, dc1, _ = auto_channel
-    monkeypatch.setattr(moves, "VERIFY_TIMEOUT_S", 3)
     old_source = channel.source_server
     target = next(s for s in dc1 if s.pk != old_source.pk)
     # the new source refuses the channel
-    op = _run_refused(dr_healthy, _site_index(dc1, target), lambda: moves.plan_move(channel, new_source=target))
+    op = _run_refused(dr_healthy, _site_index(dc1, target),
+                      lambda: moves.plan_move(channel, new_source=target, verify_timeout_s=3))
     assert op.state == "rolled_back", op.error
     assert "does not run" in op.error and "Access denied" in op.error
     assert _fresh(channel).source_server == old_source
@@ -143,17 +143,16 @@ def test_a_move_that_does_not_verify_is_rolled_back(auto_channel, dr_healthy, mo
     assert result.identical, result.line()
 
 
-def test_a_replica_move_that_does_not_verify_is_rolled_back_on_the_new_replica_too(auto_channel, dr_healthy,
-                                                                                    monkeypatch):
+def test_a_replica_move_that_does_not_verify_is_rolled_back_on_the_new_replica_too(auto_channel, dr_healthy):
     """The new replica cannot reach the source (its password refused): the move is rolled back, the new replica's
     channel configuration removed again (STOP SLAVE, RESET SLAVE ALL: the backend user needs the privilege for it),
     the old replica still replicating."""
     channel, dc1, dc2 = auto_channel
-    monkeypatch.setattr(moves, "VERIFY_TIMEOUT_S", 3)
     old_replica, source = channel.replica_server, channel.source_server
     target = next(s for s in dc2 if s.pk != old_replica.pk)
     # the source refuses the new replica (connected replicas stay connected)
-    op = _run_refused(dr_healthy, _site_index(dc1, source), lambda: moves.plan_move(channel, new_replica=target))
+    op = _run_refused(dr_healthy, _site_index(dc1, source),
+                      lambda: moves.plan_move(channel, new_replica=target, verify_timeout_s=3))
     assert op.state == "rolled_back", op.error
     assert _fresh(channel).replica_server == old_replica
     assert dr_healthy.replica_status(_site_index(dc2, target)) is None  # no channel left configured there
