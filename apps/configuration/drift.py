@@ -55,6 +55,16 @@ class ClusterDrift:
     def in_sync(self):
         return self.version is not None and all(n.in_sync for n in self.nodes) and not self.between_nodes
 
+    @property
+    def unreachable(self):
+        """The nodes that could not be read: a repair of every node would be refused while one of them is here."""
+        return [n for n in self.nodes if n.error]
+
+    @property
+    def differing(self):
+        """The nodes that answered and differ from intent: what a repair of the nodes that answer would touch."""
+        return [n for n in self.nodes if not n.in_sync and not n.error]
+
 
 def same_secret(known):
     """Secrets compare by value: a node's password (clear text or hash) against the version's hash. `known`:

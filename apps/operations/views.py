@@ -74,17 +74,19 @@ def restore_new(request, server_pk):
 @require_role(OPERATOR)
 @require_POST
 def repair_new(request, cluster_pk):
-    """Repair one ProxySQL node (POST node=<id>) or every node of the cluster from the inventory: the plan."""
+    """Repair these ProxySQL nodes (POST node=<id>, once per node) or every node of the cluster from the inventory:
+    the plan."""
     cluster = get_object_or_404(Cluster, pk=cluster_pk)
     node_ids = None
-    if request.POST.get("node"):
-        node = cluster.proxysql_nodes.filter(pk=_int(request.POST["node"])).first()
-        if node is None:
+    asked = request.POST.getlist("node")[:1000]
+    if asked:
+        wanted = {_int(v) for v in asked}
+        node_ids = sorted(cluster.proxysql_nodes.filter(pk__in=wanted - {None}).values_list("pk", flat=True))
+        if len(node_ids) != len(wanted):
             record("repair planned", request=request, cluster=cluster, outcome="invalid",
-                   details={"node": request.POST["node"][:100], "error": "not a ProxySQL node of this cluster"})
+                   details={"node": ", ".join(asked)[:100], "error": "not a ProxySQL node of this cluster"})
             messages.error(request, "That is not a ProxySQL node of this cluster.")
             return redirect(cluster)
-        node_ids = [node.pk]
     return redirect(services.save_plan(repair.plan_repair(cluster, node_ids), actor=Actor.of_request(request)))
 
 

@@ -141,6 +141,30 @@ def test_the_drift_view_offers_repair_per_node_and_for_all(adopted_lab, operator
     assert AuditEvent.objects.filter(action="repair planned", outcome="invalid").exists()
 
 
+def test_with_a_node_down_the_drift_view_offers_the_nodes_that_answer_not_every_node(adopted_lab, operator_client):
+    """A plan for every node is refused while one does not answer: the drift view says so and offers a repair of
+    the nodes that answer and differ, one plan for them, whose guards pass."""
+    cluster, (first, second) = adopted_lab
+    hand_edit(first)
+    second.set_mode("refuse")
+    html = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
+    assert 'data-drift="unreachable"' in html and "Repair every node from the inventory" not in html
+    assert 'data-drift="repair-waits"' in html and "proxysql-2\n  does not answer" in html
+    assert "Repair proxysql-1 (the node that answers and differs) from the inventory" in html
+    node = cluster.proxysql_nodes.get(name="proxysql-1")
+    response = operator_client.post(reverse("operations:repair", args=[cluster.pk]), {"node": [node.pk]})
+    op = Operation.objects.get(kind="repair")
+    assert response["Location"] == op.get_absolute_url() and op.plan["options"] == {"nodes": [node.pk]}
+    assert op.state != OperationState.REFUSED and all(g["passed"] for g in op.plan["guards"]), op.plan["guards"]
+    second.set_mode("normal")
+    both = list(cluster.proxysql_nodes.order_by("pk").values_list("pk", flat=True))
+    operator_client.post(reverse("operations:repair", args=[cluster.pk]), {"node": both})
+    assert Operation.objects.filter(kind="repair").latest("pk").plan["options"] == {"nodes": both}
+    operator_client.post(reverse("operations:repair", args=[cluster.pk]), {"node": [node.pk, 99999]})
+    assert Operation.objects.filter(kind="repair").count() == 2  # one unknown node: nothing planned
+    assert AuditEvent.objects.filter(action="repair planned", outcome="invalid").exists()
+
+
 # -- issue 21: three layers ---------------------------------------------------------------------------------
 def layers(double):
     """The cluster's mysql_servers rows and the auto-increment delay, in each layer."""
