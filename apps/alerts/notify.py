@@ -230,9 +230,11 @@ def give_up(notification_pk, error):
     if n is None or n.state == DeliveryState.SENT:
         return
     error = f"{error}; last answer: {n.last_error}" if n.last_error else error
-    Notification.objects.filter(pk=n.pk).update(state=DeliveryState.FAILED, last_error=error[:2000])
-    record("alert notification not delivered", rule="alert notifications", cluster=n.cluster, target=str(n.channel),
-           outcome="failure", details={"notification": n.pk, "attempts": n.attempts, "error": error[:500]})
+    with transaction.atomic():  # the failed state and its audit row together: no reader sees one without the other
+        Notification.objects.filter(pk=n.pk).update(state=DeliveryState.FAILED, last_error=error[:2000])
+        record("alert notification not delivered", rule="alert notifications", cluster=n.cluster,
+               target=str(n.channel), outcome="failure",
+               details={"notification": n.pk, "attempts": n.attempts, "error": error[:500]})
 
 
 def retry_delay(retries):

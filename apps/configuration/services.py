@@ -590,8 +590,10 @@ def write_back(cluster, *, actor, nodes=(), reason=""):
 
 def discard(cs, *, actor):
     check_editor(cs, actor)
-    updated = ChangeSet.objects.filter(pk=cs.pk, state=ChangeSet.State.DRAFT).update(state=ChangeSet.State.DISCARDED)
-    record("change set discarded", actor=actor, cluster=cs.cluster, target=str(cs),
-           outcome="success" if updated else "refused", details={"change_set": cs.pk})
+    with transaction.atomic():  # the state and its audit row together
+        updated = ChangeSet.objects.filter(pk=cs.pk, state=ChangeSet.State.DRAFT).update(
+            state=ChangeSet.State.DISCARDED)
+        record("change set discarded", actor=actor, cluster=cs.cluster, target=str(cs),
+               outcome="success" if updated else "refused", details={"change_set": cs.pk})
     if not updated:
         raise Refused("Only a draft can be discarded.")

@@ -6,6 +6,8 @@ latest-state documents: nothing is planned, run or remembered).
 Roles: viewers read; operators tune the read-pool thresholds (when a reader leaves and comes back); admins
 decide whether the product acts on its own: the rules on or off, dry run off, automatic failover and failback.
 """
+from django.db import transaction
+
 from apps.accounts.roles import ADMIN, OPERATOR, has_role
 from apps.audit.models import ActorKind, AuditEvent
 from apps.audit.services import record
@@ -46,9 +48,10 @@ def change(cluster, values, *, actor):
     if changes:
         for f, (_, after) in changes.items():
             setattr(cluster, f, after)
-        cluster.save(update_fields=[*changes, "updated_at"])
-        record("rule settings changed", actor=actor, cluster=cluster, target=cluster.name,
-               details={"changes": changes})
+        with transaction.atomic():  # the settings and their audit row together
+            cluster.save(update_fields=[*changes, "updated_at"])
+            record("rule settings changed", actor=actor, cluster=cluster, target=cluster.name,
+                   details={"changes": changes})
     return changes
 
 

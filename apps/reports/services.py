@@ -175,11 +175,13 @@ def send_report(report, recipients, *, actor=None, schedule=None):
         error = f"{type(exc).__name__}: {exc}"[:1000]
         log.warning("report %s not mailed: %s", report.pk, error)
     ms = round((time.monotonic() - started) * 1000, 1)
-    Report.objects.filter(pk=report.pk).update(
-        emailed_to=", ".join(recipients)[:5000], email_error=error,
-        **({"emailed_at": timezone.now()} if not error else {}))
-    record("report e-mailed", actor=actor, cluster=report.cluster, target=report.title, outcome="failure" if error else "success",
-           details={"report": report.pk, "recipients": recipients, "error": error}, duration_ms=ms)
+    with transaction.atomic():  # what the report says of its mail and the audit row together
+        Report.objects.filter(pk=report.pk).update(
+            emailed_to=", ".join(recipients)[:5000], email_error=error,
+            **({"emailed_at": timezone.now()} if not error else {}))
+        record("report e-mailed", actor=actor, cluster=report.cluster, target=report.title,
+               outcome="failure" if error else "success",
+               details={"report": report.pk, "recipients": recipients, "error": error}, duration_ms=ms)
     return not error, error
 
 
@@ -216,9 +218,10 @@ def run_schedule(schedule, span):
         # The period stays claimed (no rebuild every minute of a report that fails the same way): the error
         # shows on the schedules page, and "build now" there retries.
         log.exception("report schedule %s failed", schedule.pk)
-        ReportSchedule.objects.filter(pk=schedule.pk).update(last_error=f"{type(exc).__name__}: {exc}"[:2000])
-        record("report built", actor=_schedule_actor(schedule), cluster=schedule.cluster, outcome="failure",
-               target=str(schedule), details={"error": str(exc)[:1000]})
+        with transaction.atomic():
+            ReportSchedule.objects.filter(pk=schedule.pk).update(last_error=f"{type(exc).__name__}: {exc}"[:2000])
+            record("report built", actor=_schedule_actor(schedule), cluster=schedule.cluster, outcome="failure",
+                   target=str(schedule), details={"error": str(exc)[:1000]})
         return None
     if schedule.recipient_list:
         ok, error = send_report(report, schedule.recipient_list, schedule=schedule)
