@@ -47,16 +47,22 @@ def touched_modules(plan):
     return out
 
 
+def loads(step):
+    """Whether this step LOADs something to runtime on a node (where a peer could pull from)."""
+    return step.kind == PROXYSQL and any(LOAD.match(q.strip()) for spec in step.nodes.values()
+                                         for q in spec.get("sql", []))
+
+
 def saves_admin_variables(plan):
     return any(SAVE_ADMIN in spec.get("sql", []) for s in plan.steps for spec in s.nodes.values())
 
 
 def synced(admin, modules):
-    """{module: diffs_before_sync} for the modules this node pulls from its peers (cluster credentials set,
-    peers listed, diffs_before_sync > 0)."""
-    values = admin.global_variables(["admin-cluster_username", *(variable(m) for m in modules)])
+    """({module: diffs_before_sync} for the modules this node pulls from its peers (cluster credentials set, peers
+    listed, diffs_before_sync > 0), admin-cluster_check_interval_ms), in one read of the variables."""
+    values = admin.global_variables(["admin-cluster_username", CHECK_INTERVAL, *(variable(m) for m in modules)])
     if not values.get("admin-cluster_username") or not admin.proxysql_servers():
-        return {}
+        return {}, None
     out = {}
     for module in sorted(modules):
         try:
@@ -64,7 +70,7 @@ def synced(admin, modules):
                 out[module] = values[variable(module)]
         except ValueError:
             continue
-    return out
+    return out, values.get(CHECK_INTERVAL)
 
 
 def annotate(plan, cluster):
@@ -81,8 +87,7 @@ def annotate(plan, cluster):
         modules = touched[str(node.pk)]
         # the hold is itself written in admin variables, a synced module: held too, or a peer that is restored
         # first would hand its settings (and its sync) to one still mid-operation
-        values = synced(admin, modules | {"admin_variables"})
-        interval = admin.global_variables([CHECK_INTERVAL]).get(CHECK_INTERVAL) if values else None
+        values, interval = synced(admin, modules | {"admin_variables"})
         sql = Sql(admin)  # rendered here, with this node's driver escaping
         return (values, interval, [sql.set_variable(variable(m), 0) for m in values] + [LOAD_ADMIN],
                 [sql.set_variable(variable(m), v) for m, v in values.items()] + [LOAD_ADMIN])
@@ -166,8 +171,7 @@ def propagate_refused(plan, touched, readings, unread):
         missing = sorted(modules - set(values))
         if missing:
             return f"{node.name} does not pull {', '.join(missing)} from its peers (diffs_before_sync 0 or no peers)"
-    loading = [s.key for s in plan.steps if s.kind == PROXYSQL
-               and any(LOAD.match(q.strip()) for spec in s.nodes.values() for q in spec.get("sql", []))]
+    loading = [s.key for s in plan.steps if loads(s)]
     if len(loading) != 1:
         return f"it loads in {len(loading)} steps ({', '.join(loading)}), and a peer could pull a state in between"
     if len(modules) > 1:  # one LOAD is whole; two are not, and a peer pulls each module on its own
@@ -202,7 +206,7 @@ def propagate(plan, touched, readings):
             "names": {str(n.pk): n.name for n in readings}, "modules": modules,
             "timeout_ms": pull_bound_ms(readings, modules)}
     for index, step in enumerate(list(plan.steps)):
-        if step.kind == PROXYSQL and any(LOAD.match(q.strip()) for spec in step.nodes.values() for q in spec["sql"]):
+        if loads(step):
             step.nodes = {origin_id: step.nodes[origin_id]}
             step.title += f" (on {origin.name} only: its peers pull it)"
             plan.steps.insert(index + 1, Step(
