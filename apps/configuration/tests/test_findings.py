@@ -81,6 +81,32 @@ def test_second_writer(cluster):
     assert found and "10.0.0.1:1" in found[0].value and "10.0.0.1:2" in found[0].value
 
 
+def test_several_writer_rows_under_a_native_manager_are_told_not_refused(cluster):
+    """The usual native Galera setup lists every node in the writer hostgroup and lets ProxySQL keep max_writers of
+    them writing: a change set there (even one of query rules only) is not refused for "two writers"; the plan
+    says what ProxySQL does with the rows. An inactive manager, or one on other hostgroups, changes nothing."""
+    every_node = config(BASE_SERVERS + [server(100, 2), server(100, 3)], BASE["mysql_query_rules"], BASE["mysql_users"])
+    rules_only = C.apply_edits(every_node, [{"op": "upsert", "table": "mysql_query_rules", "key": [11],
+                                             "row": rule(11, match_digest="^UPDATE", destination_hostgroup=100)}])
+    galera = {"kind": "galera", "writer_hostgroup": 100, "backup_writer_hostgroup": 102, "reader_hostgroup": 101,
+              "offline_hostgroup": 9101, "max_writers": 1, "active": True}
+    for native in ([], [{**galera, "active": False}], [{**galera, "writer_hostgroup": 200}]):
+        cluster.native_hostgroups = native
+        assert "two_writers" in keys(effect_findings(cluster, every_node, rules_only, {1: node()}, {})), native
+    cluster.native_hostgroups = [galera]
+    found = effect_findings(cluster, every_node, rules_only, {1: node()}, {})
+    assert "two_writers" not in keys(found) and not any(f.blocking for f in found), found
+    told = next(f for f in found if f.key == "native_writers")
+    assert told.label == "Writer hostgroup 100 lists 3 ONLINE servers, under ProxySQL's native galera manager"
+    assert told.value == ("10.0.0.1:1, 10.0.0.1:2, 10.0.0.1:3: ProxySQL keeps max_writers=1 of them writing and "
+                          "moves the others to backup writer hostgroup 102")
+    cluster.native_hostgroups = [{"kind": "replication", "writer_hostgroup": 100, "reader_hostgroup": 101,
+                                  "active": True}]
+    told = next(f for f in effect_findings(cluster, every_node, rules_only, {1: node()}, {}) if f.key == "native_writers")
+    assert told.value.endswith("ProxySQL keeps writing only those whose read_only is OFF and moves the others to "
+                               "reader hostgroup 101")
+
+
 def test_reader_pool_below_the_minimum(cluster):
     servers = [s if not (s["hostgroup_id"] == 101 and s["port"] in (2, 3)) else {**s, "status": "OFFLINE_SOFT"}
                for s in BASE_SERVERS]
