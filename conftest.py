@@ -118,7 +118,10 @@ def adopt_double(double, cluster_name, node_name, kind=None, roles=None):
     from apps.clients.proxysql import ProxySQLAdmin
     from apps.configuration import adoption as adopt
 
-    with ProxySQLAdmin("127.0.0.1", double.port, double.user, double.password) as admin:
+    # Setup, not a test of the timeouts: the product's 0.5 s connect timeout is for a real ProxySQL, and the double
+    # answers from this process's threads, which a loaded 2-core machine can stall longer than that (seen once in CI).
+    with ProxySQLAdmin("127.0.0.1", double.port, double.user, double.password, connect_timeout=5,
+                       read_timeout=10) as admin:
         snapshot = adopt.read_snapshot(admin)
         monitor = adopt.read_monitor_credentials(admin)
     plan = adopt.plan_adoption(snapshot, cluster_name=cluster_name, node_name=node_name, admin_host="127.0.0.1",
