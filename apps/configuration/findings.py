@@ -65,20 +65,22 @@ def servers_findings(cluster, base, target):
                                "mysql-connect_timeout_server_max, then fails it", True))
     writer = roles.get("writer")
     writers = _online(target, writer) if writer is not None else []
-    manager = next((n for n in cluster.active_native_hostgroups() if n.get("writer_hostgroup") == writer), None)
-    listed = ", ".join(f"{r['hostname']}:{r['port']}" for r in writers)
-    if cluster.kind != ClusterKind.GROUP_REPLICATION and len(writers) > 1 and manager is None:
-        out.append(Finding("two_writers", f"Writer hostgroup {writer} has {len(writers)} ONLINE writers",
-                           listed + ": writes would go to several nodes at once", True))
-    elif cluster.kind != ClusterKind.GROUP_REPLICATION and len(writers) > 1:
-        # ProxySQL's own manager decides at runtime which of these rows write: the usual native setup lists every
-        # node in the writer hostgroup, so this is told, not refused.
-        how = (f"ProxySQL keeps max_writers={manager.get('max_writers', 1)} of them writing and moves the others to "
-               f"backup writer hostgroup {manager.get('backup_writer_hostgroup')}" if manager.get("kind") == "galera"
-               else "ProxySQL keeps writing only those whose read_only is OFF and moves the others to reader "
-                    f"hostgroup {manager.get('reader_hostgroup')}")
-        out.append(Finding("native_writers", f"Writer hostgroup {writer} lists {len(writers)} ONLINE servers, under "
-                           f"ProxySQL's native {manager.get('kind')} manager", f"{listed}: {how}", False))
+    if cluster.kind != ClusterKind.GROUP_REPLICATION and len(writers) > 1:
+        listed = ", ".join(f"{r['hostname']}:{r['port']}" for r in writers)
+        manager = next((n for n in cluster.active_native_hostgroups() if n.get("writer_hostgroup") == writer), None)
+        if manager is None:
+            out.append(Finding("two_writers", f"Writer hostgroup {writer} has {len(writers)} ONLINE writers",
+                               listed + ": writes would go to several nodes at once", True))
+        else:
+            # ProxySQL's own manager decides at runtime which of these rows write: the usual native setup lists
+            # every node in the writer hostgroup, so this is told, not refused.
+            how = (f"ProxySQL keeps max_writers={manager.get('max_writers', 1)} of them writing and moves the others "
+                   f"to backup writer hostgroup {manager.get('backup_writer_hostgroup')}"
+                   if manager.get("kind") == "galera"
+                   else "ProxySQL keeps writing only those whose read_only is OFF and moves the others to reader "
+                        f"hostgroup {manager.get('reader_hostgroup')}")
+            out.append(Finding("native_writers", f"Writer hostgroup {writer} lists {len(writers)} ONLINE servers, "
+                               f"under ProxySQL's native {manager.get('kind')} manager", f"{listed}: {how}", False))
     reader = roles.get("reader")
     if reader is not None:
         before, after = len(_online(base, reader)), len(_online(target, reader))
