@@ -481,7 +481,9 @@ def test_mirror_hits_count_every_match_and_digests_only_the_copies_that_ran(gale
         g = dict(a.q("SELECT Variable_Name, Variable_Value FROM stats_mysql_global WHERE Variable_Name IN "
                      "('Questions','Com_frontend_stmt_execute')"))
         client = sum(original.values())
-        assert int(g["Questions"]) == pytest.approx(client + sum(copies.values()), abs=12)
+        # Each digest counts whole queries that add up to its group's count, as Questions does: at most one apart
+        # per group (hostgroups 100 and 102).
+        assert int(g["Questions"]) == pytest.approx(client + sum(copies.values()), abs=2)
         assert int(g["Com_frontend_stmt_execute"]) == pytest.approx(0.25 * client, rel=0.02)
         a.q("LOAD MYSQL QUERY RULES TO RUNTIME")                  # new rules: counters start at 0
         assert a.one("SELECT hits FROM stats_mysql_query_rules WHERE rule_id=10") == "0"
