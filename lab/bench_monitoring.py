@@ -1092,7 +1092,6 @@ def run(args, lab, url, command):
     log(f"scratch database ready in {time.monotonic() - t:.1f}s ({url})")
 
     import celery
-    import psutil
     import redis as redis_mod
 
     r = redis_mod.Redis.from_url(redis_url)

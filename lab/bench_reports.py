@@ -45,7 +45,7 @@ def fill(clusters, resolution, minute_clusters, span, out):
 
     from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
     from apps.monitoring import pool as packed_pool
-    from apps.monitoring.models import HOUR, BackendSample, PoolSnapshot, ProxySQLSample
+    from apps.monitoring.models import BackendSample, PoolSnapshot, ProxySQLSample
     from apps.monitoring.tests import synthetic
 
     if Cluster.objects.filter(name__startswith="fleet-").exists():

@@ -220,7 +220,7 @@ def report(args, info, r, command):
                         for i, (p, m, q) in enumerate(r[key])))
     add(f"- worker CPU before the kill: {r['cpu_cores']:.2f} cores for {r['polls_s_before']:.1f} polls/s = "
         f"**{fmt(r['cores_per_1000'])} cores per 1,000 polls/s** (three workers' process trees, user+sys)")
-    add(f"- polls per worker over the run (rounds' log lines): "
+    add("- polls per worker over the run (rounds' log lines): "
         + ", ".join(f"bench@{h} {n:,}" for h, n in r["per_worker"].items()))
     add(f"- ticks skipped (a shard's previous round still held its lease): {r['skipped']}")
     return "\n".join(lines)

@@ -103,7 +103,7 @@ def records(model, node_id):
 def fill_retention(models, source_node, nodes, end, interval):
     """Copies of the source node's records for every node: raw over the raw retention, minute and hour
     rollups over theirs. Returns {resolution: records per node}."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timezone
 
     from django.conf import settings
     from django.db import transaction

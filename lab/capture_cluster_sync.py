@@ -238,8 +238,8 @@ def run(binary, workdir, out_dir, loads):
             sampler.event("4. a: mysql_servers change 60, LOAD (b holds)")
             held = wait_converged(nodes, a, "mysql_servers", t_load, timeout=8.0)
             sampler.event("4. after 8 s", seconds=held)
-            peers_b = b.sql(f"SELECT port, diff_check FROM stats_proxysql_servers_checksums "
-                            f"WHERE name='mysql_servers' ORDER BY port")
+            peers_b = b.sql("SELECT port, diff_check FROM stats_proxysql_servers_checksums "
+                            "WHERE name='mysql_servers' ORDER BY port")
             b.sql("SET admin-cluster_mysql_servers_diffs_before_sync=3", "LOAD ADMIN VARIABLES TO RUNTIME")
             t_restore = time.monotonic()
             sampler.event("4. b: diffs_before_sync back to 3, LOAD ADMIN VARIABLES")

@@ -182,19 +182,19 @@ def plan_changes(cluster, changes, figures, alerts, kind=OperationKind.READ_POOL
     """An audited plan that sets the changed statuses on every ProxySQL node (read in parallel)."""
     memberships = {(m.server_id, m.hostgroup_id): m for m in
                    HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server")}
-    targets = [(memberships[k].server, k[1], status) for k, (status, _) in sorted(changes.items())]
+    targets = [(memberships[k].server, k[1], new_status) for k, (new_status, _) in sorted(changes.items())]
 
     def read(node, admin):
         sql = Sql(admin)
         runtime = {(r.hostgroup_id, r.hostname, r.port): r for r in admin.servers("runtime")}
         forward, undo, expect = [], [], []
-        for s, hg, status in targets:
+        for s, hg, new_status in targets:
             row = runtime.get((hg, s.hostname, s.port))
             if row is None:
                 continue
-            forward.append(sql.set_status(hg, s.hostname, s.port, status))
+            forward.append(sql.set_status(hg, s.hostname, s.port, new_status))
             undo.append(sql.replace_server(_row(row)))
-            expect.append([hg, s.hostname, s.port, status])
+            expect.append([hg, s.hostname, s.port, new_status])
         return {"name": node.name, "sql": forward + [sql.LOAD_SERVERS, sql.SAVE_SERVERS],
                 "rollback": undo + [sql.LOAD_SERVERS, sql.SAVE_SERVERS], "expect": expect}
 

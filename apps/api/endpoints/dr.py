@@ -6,7 +6,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions
 from rest_framework.response import Response
 
-from apps.accounts.roles import OPERATOR, VIEWER
+from apps.accounts.roles import VIEWER
 from apps.dr import moves, selectors
 from apps.dr.models import ChannelSample, ReplicationChannel
 from apps.fleet.models import Server

@@ -79,8 +79,8 @@ def test_the_change_set_plan_carries_the_captured_share_over_the_stored_digests(
 
     cluster, _ = adopted_lab
     now = int(time.time())
-    for node in ProxySQLNode.objects.filter(cluster=cluster):
-        src = source(node, hostgroup=100, username="utest", schemaname="sbtest")
+    for proxysql in ProxySQLNode.objects.filter(cluster=cluster):
+        src = source(proxysql, hostgroup=100, username="utest", schemaname="sbtest")
         stat(src, digest(ORDERS), now - 3000, 900, 9_000_000)
         stat(src, digest(INVOICES), now - 3000, 100, 1_000_000)
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="orders to the readers")

@@ -6,7 +6,6 @@ from apps.clients.proxysql import ProxySQLAdmin
 from apps.configuration import adoption as adopt
 from apps.configuration.drift import cluster_drift
 from apps.fleet.models import HostgroupMembership, ProxySQLNode
-from conftest import adopt_double
 
 from .conftest import admin_sql
 

@@ -137,7 +137,6 @@ def test_a_node_that_stops_answering_at_a_verify_past_the_point_of_no_return_is_
     """Past the point of no return a verify that cannot read a node fails nothing: the node joins those whose
     statements wait for it (the save after it included), so the operation ends finish pending, not failed with
     its disk left behind (bench-faults row repair/verify). Before that point the same error rolls back."""
-    from apps.operations.plans import Plan
 
     cluster, (first, second) = adopted_lab
     hand_edit_weight = "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3312"
