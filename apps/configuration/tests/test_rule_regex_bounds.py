@@ -2,12 +2,17 @@
 reaches PCRE's match limit is told (a step's reason, a blocking finding), never an exception, never a stall."""
 import time
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
+from apps.audit.actor import Actor
+from apps.configuration import services
 from apps.configuration.findings import regex_error, traffic_findings
 from apps.configuration.rule_tester import PCRE, RE2, evaluate
 from apps.configuration.tests.test_findings import BASE, BASE_SERVERS, config, rule
 from apps.digests.selectors import Traffic, TrafficRow
+from apps.digests.tests.factories import digest, source, stat
+from apps.fleet.models import ProxySQLNode
 from apps.monitoring.tests.test_rule_regex import AT_THE_LIMIT, DIGEST_TEXTS, PATHOLOGICAL, STALLING, within
 
 
@@ -62,3 +67,25 @@ def test_fuzz_pathological_patterns_in_the_rule_tester_and_the_effect_check(patt
             assert out.steps and out.hostgroup is not None
         found = traffic_findings(target, {(5,)}, traffic(), {})
     assert all(f.key in ("regex_match_limit", "rule_traffic_share", "mirror_load", "mirror_overload") for f in found)
+
+
+@pytest.mark.django_db
+def test_the_plan_of_a_draft_rule_at_the_match_limit_answers_with_the_finding(client, adopted_lab, operator_user):
+    """Issue 34: the plan of such a draft answered 500 (LibraryError in the effect check's walk over the traffic)."""
+    cluster, _ = adopted_lab
+    now = int(time.time())
+    for n in ProxySQLNode.objects.filter(cluster=cluster):
+        src = source(n, hostgroup=100, username="utest", schemaname="sbtest")
+        for i, text in enumerate(DIGEST_TEXTS[:60]):
+            stat(src, digest(text, h=f"0x{i + 1:016X}"), now - 600, 10, 1000)
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="a backtracking rule")
+    services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
+                           "row": {"rule_id": 5, "active": 1, "match_digest": AT_THE_LIMIT, "destination_hostgroup": 101,
+                                   "apply": 1}}, actor=Actor.command(operator_user))
+    client.force_login(operator_user)
+    start = time.monotonic()
+    response = client.post(f"/configuration/change-sets/{cs.pk}/plan/", {"reason": "a backtracking rule"}, follow=True)
+    assert response.status_code == 200 and time.monotonic() - start < 30
+    html = response.content.decode()
+    assert "Rule 5&#x27;s pattern reaches PCRE&#x27;s match limit on the stored traffic" in html
+    assert "this pattern reaches the match limit on" in html
