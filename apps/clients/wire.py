@@ -5,18 +5,33 @@ runs on a short-lived thread we stop waiting for at the deadline, and a query is
 answer is awaited with poll() on the socket (not select(): a worker polling a fleet holds more than
 FD_SETSIZE = 1024 sockets, and select() refuses a descriptor numbered above that). A timed-out
 connection is closed (its stream is out of step), and the next call reconnects.
+
+Stored passwords go only to a server that proves it knows them: the client library (MariaDB Connector/C) would
+run any authentication plugin the server asks for, mysql_clear_password included (the password in clear, to any
+host an operator pointed a poller at). Every connection reads restricted_auth.cnf, which limits it to
+ALLOWED_AUTH_PLUGINS (Connector/C's restricted-auth option, which mysqlclient does not expose otherwise); a server
+asking for another plugin gets nothing and the call fails with AuthFailed saying so.
 """
 import math
 import select
 import socket
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import MySQLdb
 
 # mysqlclient error codes that mean "we could not talk to it" rather than "it refused the statement".
 _UNREACHABLE_CODES = {2002, 2003, 2005, 2006, 2013, 2055}
 _AUTH_CODES = {1044, 1045, 1698}
+_PLUGIN_NOT_ALLOWED = 5010  # Connector/C: the plugin the server asked for is not in restricted-auth
+ALLOWED_AUTH_PLUGINS = ("mysql_native_password", "client_ed25519")
+AUTH_OPTIONS = {"read_default_file": str(Path(__file__).with_name("restricted_auth.cnf")),
+                "read_default_group": "controlplane"}
+PLUGIN_REFUSED = ("the server asked for an authentication plugin that is not allowed without verified TLS: refused, "
+                  f"the password was not sent (allowed: {', '.join(ALLOWED_AUTH_PLUGINS)}; mysql_clear_password "
+                  "would send it in clear, dialog, sha256_password and caching_sha2_password's full authentication "
+                  "hand it to the server)")
 
 
 class ClientError(Exception):
@@ -105,11 +120,18 @@ class TimedConnection:
                     connect_timeout=max(1, math.ceil(self.connect_timeout)),
                     read_timeout=max(1, math.ceil(self.read_timeout)),
                     write_timeout=max(1, math.ceil(self.read_timeout)),
-                    charset="utf8mb4", autocommit=True,
+                    charset="utf8mb4", autocommit=True, **AUTH_OPTIONS,
                 )
                 if self.database:
                     kwargs["db"] = self.database
                 outcome["conn"] = MySQLdb.connect(**kwargs)
+            except MySQLdb.OperationalError as exc:
+                if exc.args and exc.args[0] == _PLUGIN_NOT_ALLOWED:
+                    # Only the code is read: after an AuthSwitchRequest Connector/C's message is not text, and
+                    # mysqlclient then leaves a NULL in args that crashes the process when it is read.
+                    outcome["error"] = AuthFailed(self.node, "connect", PLUGIN_REFUSED, code=_PLUGIN_NOT_ALLOWED)
+                else:
+                    outcome["error"] = exc
             except BaseException as exc:  # handed to the caller's thread below
                 outcome["error"] = exc
 
@@ -120,6 +142,8 @@ class TimedConnection:
             # The thread ends by itself within mysqlclient's whole-second backstop; close what it made.
             threading.Thread(target=self._close_late, args=(worker, outcome), daemon=True).start()
             raise Timeout(self.node, "connect", f"no handshake within {self.connect_timeout:g}s", retryable=True)
+        if isinstance(outcome.get("error"), ClientError):
+            raise outcome["error"]
         if "error" in outcome:
             raise self._translate(outcome["error"], "connect")
         self._conn = outcome["conn"]
@@ -201,4 +225,5 @@ class TimedConnection:
             return Unreachable(self.node, action, message, retryable=True, code=code)
         if code in _AUTH_CODES and action == "connect":
             return AuthFailed(self.node, action, message, code=code)
+
         return Rejected(self.node, action, message, code=code)
