@@ -1,17 +1,21 @@
 """A fake MySQL server on 127.0.0.1 that asks every client for the auth plugin of its choosing (AuthSwitchRequest)
 and records every byte the clients send it: a hostile host the pollers were pointed at."""
 import socket
-import struct
+import ssl
 import threading
 
 from lab.proxysql_double import protocol as p
 
 
+CLIENT_SSL = 0x0800
+
+
 class FakeMySQL:
     """`with FakeMySQL(b"mysql_clear_password") as fake:` listens on fake.port; fake.received() is what came in."""
 
-    def __init__(self, plugin=b"mysql_clear_password", plugin_data=None, *, in_handshake=False):
+    def __init__(self, plugin=b"mysql_clear_password", plugin_data=None, *, in_handshake=False, tls=None):
         self.plugin = plugin
+        self.tls = tls  # an ssl.SSLContext (server side): TLS offered, and taken when the client asks
         self.in_handshake = in_handshake  # name the plugin in the first packet, not in an AuthSwitchRequest
         self.plugin_data = plugin_data
         self._sock = socket.create_server(("127.0.0.1", 0))
@@ -68,9 +72,16 @@ class FakeMySQL:
             hello = p.handshake_v10(1, scramble, "8.0.36-fake")
             if self.in_handshake:
                 hello = hello[:-len(p.NATIVE_PLUGIN) - 1] + self.plugin + b"\x00"
+            if self.tls is not None:  # CLIENT_SSL in the capability flags' lower half
+                at = hello.index(b"\x00") + 1 + 4 + 8 + 1
+                caps = int.from_bytes(hello[at:at + 2], "little") | CLIENT_SSL
+                hello = hello[:at] + caps.to_bytes(2, "little") + hello[at + 2:]
             w.packet(hello)
             conn.sendall(w.take())
-            seq, _ = self._read_packet(conn)
+            seq, answer = self._read_packet(conn)
+            if self.tls is not None and len(answer) == 32:  # an SSLRequest: the rest goes over TLS
+                conn = self.tls.wrap_socket(conn, server_side=True)
+                seq, _ = self._read_packet(conn)
             if not self.in_handshake:
                 # Whatever the client answered, ask for this plugin: a cleartext one gets the password as it is.
                 data = scramble + b"\x00" if self.plugin_data is None else self.plugin_data
@@ -88,7 +99,7 @@ class FakeMySQL:
                 w = p.PacketWriter(seq + 1)
                 w.ok()
                 conn.sendall(w.take())
-        except (OSError, ConnectionError):
+        except (OSError, ConnectionError, ssl.SSLError):
             pass
         finally:
             conn.close()

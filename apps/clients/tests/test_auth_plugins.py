@@ -1,12 +1,16 @@
 """Issue 34: stored passwords never leave in clear. A fake MySQL server on 127.0.0.1 asks for the authentication
 plugin of its choosing; neither client (ProxySQL admin, backend monitor) sends it the password, and the refusal
 says what happened."""
+import ssl
+
 import pytest
+import trustme
 from hypothesis import given, settings, strategies as st
 
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import ProxySQLAdmin
-from apps.clients.wire import ALLOWED_AUTH_PLUGINS, AUTH_OPTIONS, AuthFailed, ClientError
+from apps.clients.wire import (ALLOWED_AUTH_PLUGINS, AUTH_OPTIONS, TLS_AUTH_OPTIONS, TLS_AUTH_PLUGINS, AuthFailed,
+                               ClientError, TLSFailed)
 
 from .fake_mysql import FakeMySQL
 
@@ -40,7 +44,8 @@ def test_no_client_sends_the_password_to_a_server_asking_for_cleartext(kind, in_
 def test_the_option_file_allows_what_the_code_says():
     with open(AUTH_OPTIONS["read_default_file"]) as f:
         lines = [line.strip() for line in f if line.strip() and not line.startswith("#")]
-    assert lines == [f"[{AUTH_OPTIONS['read_default_group']}]", "restricted-auth=" + ",".join(ALLOWED_AUTH_PLUGINS)]
+    assert lines == [f"[{AUTH_OPTIONS['read_default_group']}]", "restricted-auth=" + ",".join(ALLOWED_AUTH_PLUGINS),
+                     f"[{TLS_AUTH_OPTIONS['read_default_group']}]", "restricted-auth=" + ",".join(TLS_AUTH_PLUGINS)]
 
 
 PLUGINS = st.one_of(
@@ -60,3 +65,38 @@ def test_fuzz_whatever_plugin_the_server_asks_for_the_password_stays_here(plugin
         except ClientError:
             pass  # refused or failed: both fine, as long as the password stayed here
     assert PASSWORD.encode() not in fake.received()
+
+
+# -- with the cluster's CA: TLS, verified, or nothing sent ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tls():
+    """A CA and a server certificate for 127.0.0.1 it signed; another CA that signed nothing here."""
+    ca, stranger = trustme.CA(), trustme.CA()
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server)
+    return {"ca": ca.cert_pem.bytes().decode(), "stranger": stranger.cert_pem.bytes().decode(), "server": server}
+
+
+@pytest.mark.parametrize("kind", CLIENTS)
+def test_over_tls_verified_with_the_clusters_ca_the_cleartext_plugin_is_allowed(kind, tls):
+    with FakeMySQL(b"mysql_clear_password", tls=tls["server"]) as fake:
+        make, call = CLIENTS[kind]
+        client = make("127.0.0.1", fake.port, "monitor", PASSWORD, connect_timeout=3, read_timeout=3, tls_ca=tls["ca"])
+        try:
+            call(client)
+        finally:
+            client.close()
+    assert PASSWORD.encode() in fake.received()  # over TLS, to the server whose certificate the CA signed
+
+
+@pytest.mark.parametrize("kind", CLIENTS)
+@pytest.mark.parametrize("server", ["another CA's certificate", "no TLS"])
+def test_with_a_ca_a_server_that_cannot_prove_itself_gets_nothing(kind, server, tls):
+    with FakeMySQL(b"mysql_clear_password", tls=tls["server"] if server != "no TLS" else None) as fake:
+        make, call = CLIENTS[kind]
+        client = make("127.0.0.1", fake.port, "monitor", PASSWORD, connect_timeout=3, read_timeout=3,
+                      tls_ca=tls["stranger"] if server != "no TLS" else tls["ca"])
+        with pytest.raises(TLSFailed) as refused:
+            call(client)
+    assert PASSWORD.encode() not in fake.received()
+    assert refused.value.message.startswith("TLS with the cluster's CA failed, nothing was sent: ")
