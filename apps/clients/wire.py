@@ -32,7 +32,19 @@ _AUTH_CODES = {1044, 1045, 1698}
 _PLUGIN_NOT_ALLOWED = 5010  # Connector/C: the plugin the server asked for is not in restricted-auth
 ALLOWED_AUTH_PLUGINS = ("mysql_native_password", "client_ed25519")
 TLS_AUTH_PLUGINS = ALLOWED_AUTH_PLUGINS + ("mysql_clear_password", "caching_sha2_password", "sha256_password")
-AUTH_OPTIONS = {"read_default_file": str(Path(__file__).with_name("restricted_auth.cnf")),
+
+
+def checked_option_file(path):
+    """`path` if it restricts both groups as ALLOWED_AUTH_PLUGINS and TLS_AUTH_PLUGINS say. Connector/C ignores a
+    missing or unreadable option file, and the restriction with it, without a word: so this raises instead."""
+    text = Path(path).read_text()
+    for group, plugins in (("controlplane", ALLOWED_AUTH_PLUGINS), ("controlplane-verified-tls", TLS_AUTH_PLUGINS)):
+        if f"[{group}]\nrestricted-auth={','.join(plugins)}\n" not in text:
+            raise RuntimeError(f"{path}: group [{group}] must restrict the auth plugins to {', '.join(plugins)}")
+    return str(path)
+
+
+AUTH_OPTIONS = {"read_default_file": checked_option_file(Path(__file__).with_name("restricted_auth.cnf")),
                 "read_default_group": "controlplane"}
 TLS_AUTH_OPTIONS = {**AUTH_OPTIONS, "read_default_group": "controlplane-verified-tls"}
 _TLS_CODES = {2026}  # CR_SSL_CONNECTION_ERROR: no TLS offered, or a certificate that does not verify

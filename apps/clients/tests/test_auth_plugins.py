@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import (ALLOWED_AUTH_PLUGINS, AUTH_OPTIONS, TLS_AUTH_OPTIONS, TLS_AUTH_PLUGINS, AuthFailed,
-                               ClientError, TLSFailed)
+                               ClientError, TLSFailed, checked_option_file)
 
 from .fake_mysql import FakeMySQL
 
@@ -39,6 +39,16 @@ def test_no_client_sends_the_password_to_a_server_asking_for_cleartext(kind, in_
     assert "the server asked for an authentication plugin that is not allowed without verified TLS: refused, the " \
            "password was not sent" in refused.value.message
     assert "mysql_clear_password would send it in clear" in refused.value.message and not refused.value.retryable
+
+
+def test_a_missing_or_loosened_option_file_stops_the_product_not_the_restriction(tmp_path):
+    """Connector/C ignores a missing option file: the clients would then answer any plugin (seen by experiment)."""
+    with pytest.raises(FileNotFoundError):
+        checked_option_file(tmp_path / "missing.cnf")
+    loosened = tmp_path / "loose.cnf"
+    loosened.write_text("[controlplane]\nrestricted-auth=mysql_native_password,mysql_clear_password\n")
+    with pytest.raises(RuntimeError, match=r"group \[controlplane\] must restrict the auth plugins to "):
+        checked_option_file(loosened)
 
 
 def test_the_option_file_allows_what_the_code_says():
