@@ -65,7 +65,7 @@ class BackendClient:
             node=self.name, host=host, port=port, user=user, password=password,
             connect_timeout=connect_timeout or settings.BACKEND_CONNECT_TIMEOUT,
             read_timeout=read_timeout or settings.BACKEND_READ_TIMEOUT,
-            tls_ca=tls_ca,  # the cluster's CA (PEM): TLS, verified, or no connection
+            tls_ca=tls_ca,  # a CA (PEM): TLS, verified against it, or no connection
         )
 
     @classmethod

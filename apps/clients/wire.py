@@ -61,12 +61,14 @@ def ca_file(pem):
     path = _ca_folder() / f"{hashlib.sha256(pem.encode()).hexdigest()}.pem"
     path.write_text(pem)
     return str(path)
+
+
 PLUGIN_REFUSED = ("the server asked for an authentication plugin that is not allowed without verified TLS: refused, "
                   f"the password was not sent (allowed: {', '.join(ALLOWED_AUTH_PLUGINS)}; mysql_clear_password "
                   "would send it in clear, dialog, sha256_password and caching_sha2_password's full authentication "
                   "hand it to the server)")
-PLUGIN_REFUSED_TLS = ("the server asked for an authentication plugin that is not allowed: refused, the password was not "
-                      f"sent (allowed over verified TLS: {', '.join(TLS_AUTH_PLUGINS)})")
+PLUGIN_REFUSED_TLS = ("the server asked for an authentication plugin that is not allowed: refused, the password was "
+                      f"not sent (allowed over verified TLS: {', '.join(TLS_AUTH_PLUGINS)})")
 
 
 class ClientError(Exception):
@@ -106,8 +108,8 @@ class Rejected(ClientError):
 
 
 class TLSFailed(ClientError):
-    """TLS was required (the cluster has a CA) and could not be set up: no TLS offered, or a certificate that does
-    not verify. Nothing was sent."""
+    """TLS was required (a CA was given) and could not be set up: no TLS offered, or a certificate that does not
+    verify against the CA. Nothing was sent."""
 
     kind = "tls"
 
@@ -272,9 +274,8 @@ class TimedConnection:
         if code in _UNREACHABLE_CODES:
             return Unreachable(self.node, action, message, retryable=True, code=code)
         if code in _TLS_CODES:
-            return TLSFailed(self.node, action, f"TLS with the cluster's CA failed, nothing was sent: {message}",
+            return TLSFailed(self.node, action, f"TLS verified against the CA failed, nothing was sent: {message}",
                              code=code)
         if code in _AUTH_CODES and action == "connect":
             return AuthFailed(self.node, action, message, code=code)
-
         return Rejected(self.node, action, message, code=code)

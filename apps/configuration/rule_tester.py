@@ -13,7 +13,8 @@ the user's default_hostgroup.
 The regexes run in ProxySQL's engine (mysql-query_processor_regex: 1 PCRE, 2 RE2) through the same
 libraries the rule forms compile them with (pcre2, google-re2); a pattern that does not compile never
 matches, as in ProxySQL. Every search is bounded (monitoring.rule_regex): a pattern that reaches PCRE's match
-limit on a text does not match it (so does ProxySQL's PCRE at its own, higher limit) and the step says so. For a typed query the digest text is an approximation of ProxySQL's
+limit on a text does not match it (so does ProxySQL's PCRE at its own, higher limit) and the step says so.
+For a typed query the digest text is an approximation of ProxySQL's
 normaliser (normalise()); a digest picked from the poll has ProxySQL's own text and hash.
 Not modelled: proxy_addr/proxy_port (the address the client connected to), mysql_query_rules_fast_routing,
 mirror sessions' own walk, next_query_flagIN (it applies to the session's next query).

@@ -77,7 +77,7 @@ def test_fuzz_whatever_plugin_the_server_asks_for_the_password_stays_here(plugin
     assert PASSWORD.encode() not in fake.received()
 
 
-# -- with the cluster's CA: TLS, verified, or nothing sent ------------------------------------------------------------
+# -- with a CA: TLS, verified, or nothing sent ----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tls():
     """A CA and a server certificate for 127.0.0.1 it signed; another CA that signed nothing here."""
@@ -109,4 +109,4 @@ def test_with_a_ca_a_server_that_cannot_prove_itself_gets_nothing(kind, server, 
         with pytest.raises(TLSFailed) as refused:
             call(client)
     assert PASSWORD.encode() not in fake.received()
-    assert refused.value.message.startswith("TLS with the cluster's CA failed, nothing was sent: ")
+    assert refused.value.message.startswith("TLS verified against the CA failed, nothing was sent: ")

@@ -80,8 +80,8 @@ def test_the_plan_of_a_draft_rule_at_the_match_limit_answers_with_the_finding(cl
             stat(src, digest(text, h=f"0x{i + 1:016X}"), now - 600, 10, 1000)
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="a backtracking rule")
     services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
-                           "row": {"rule_id": 5, "active": 1, "match_digest": AT_THE_LIMIT, "destination_hostgroup": 101,
-                                   "apply": 1}}, actor=Actor.command(operator_user))
+                           "row": {"rule_id": 5, "active": 1, "match_digest": AT_THE_LIMIT,
+                                   "destination_hostgroup": 101, "apply": 1}}, actor=Actor.command(operator_user))
     client.force_login(operator_user)
     start = time.monotonic()
     response = client.post(f"/configuration/change-sets/{cs.pk}/plan/", {"reason": "a backtracking rule"}, follow=True)
