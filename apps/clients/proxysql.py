@@ -298,12 +298,14 @@ class CommandCounter:
 class ProxySQLAdmin:
     """An admin connection to one ProxySQL node. Use as a context manager, or call close()."""
 
-    def __init__(self, host, port, user, password, *, name=None, connect_timeout=None, read_timeout=None):
+    def __init__(self, host, port, user, password, *, name=None, connect_timeout=None, read_timeout=None,
+                 tls_ca=None):
         self.name = name or f"proxysql {host}:{port}"
         self.wire = TimedConnection(
             node=self.name, host=host, port=port, user=user, password=password,
             connect_timeout=connect_timeout or settings.PROXYSQL_CONNECT_TIMEOUT,
             read_timeout=read_timeout or settings.PROXYSQL_READ_TIMEOUT,
+            tls_ca=tls_ca,  # a CA (PEM): TLS, verified against it, or no connection
         )
 
     @classmethod

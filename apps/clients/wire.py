@@ -5,18 +5,70 @@ runs on a short-lived thread we stop waiting for at the deadline, and a query is
 answer is awaited with poll() on the socket (not select(): a worker polling a fleet holds more than
 FD_SETSIZE = 1024 sockets, and select() refuses a descriptor numbered above that). A timed-out
 connection is closed (its stream is out of step), and the next call reconnects.
+
+Stored passwords go only to a server that proves it knows them: the client library (MariaDB Connector/C) would
+run any authentication plugin the server asks for, mysql_clear_password included (the password in clear, to any
+host an operator pointed a poller at). Every connection reads restricted_auth.cnf, which limits it to
+ALLOWED_AUTH_PLUGINS (Connector/C's restricted-auth option, which mysqlclient does not expose otherwise); a server
+asking for another plugin gets nothing and the call fails with AuthFailed saying so. With a CA (`tls_ca`, PEM) the
+connection is TLS, the server's certificate and host name verified against it, or none; there, and only there, the
+plugins that hand the password to the server are allowed too (TLS_AUTH_PLUGINS): it is the server we verified.
 """
+import functools
+import hashlib
 import math
 import select
 import socket
+import tempfile
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import MySQLdb
 
 # mysqlclient error codes that mean "we could not talk to it" rather than "it refused the statement".
 _UNREACHABLE_CODES = {2002, 2003, 2005, 2006, 2013, 2055}
 _AUTH_CODES = {1044, 1045, 1698}
+_PLUGIN_NOT_ALLOWED = 5010  # Connector/C: the plugin the server asked for is not in restricted-auth
+ALLOWED_AUTH_PLUGINS = ("mysql_native_password", "client_ed25519")
+TLS_AUTH_PLUGINS = ALLOWED_AUTH_PLUGINS + ("mysql_clear_password", "caching_sha2_password", "sha256_password")
+
+
+def checked_option_file(path):
+    """`path` if it restricts both groups as ALLOWED_AUTH_PLUGINS and TLS_AUTH_PLUGINS say. Connector/C ignores a
+    missing or unreadable option file, and the restriction with it, without a word: so this raises instead."""
+    text = Path(path).read_text()
+    for group, plugins in (("controlplane", ALLOWED_AUTH_PLUGINS), ("controlplane-verified-tls", TLS_AUTH_PLUGINS)):
+        if f"[{group}]\nrestricted-auth={','.join(plugins)}\n" not in text:
+            raise RuntimeError(f"{path}: group [{group}] must restrict the auth plugins to {', '.join(plugins)}")
+    return str(path)
+
+
+AUTH_OPTIONS = {"read_default_file": checked_option_file(Path(__file__).with_name("restricted_auth.cnf")),
+                "read_default_group": "controlplane"}
+TLS_AUTH_OPTIONS = {**AUTH_OPTIONS, "read_default_group": "controlplane-verified-tls"}
+_TLS_CODES = {2026}  # CR_SSL_CONNECTION_ERROR: no TLS offered, or a certificate that does not verify
+
+
+@functools.cache
+def _ca_folder():
+    return Path(tempfile.mkdtemp(prefix="controlplane-ca-"))  # private: mode 0700
+
+
+@functools.cache
+def ca_file(pem):
+    """A file holding this CA (Connector/C reads CAs from files): one per distinct CA."""
+    path = _ca_folder() / f"{hashlib.sha256(pem.encode()).hexdigest()}.pem"
+    path.write_text(pem)
+    return str(path)
+
+
+PLUGIN_REFUSED = ("the server asked for an authentication plugin that is not allowed without verified TLS: refused, "
+                  f"the password was not sent (allowed: {', '.join(ALLOWED_AUTH_PLUGINS)}; mysql_clear_password "
+                  "would send it in clear, dialog, sha256_password and caching_sha2_password's full authentication "
+                  "hand it to the server)")
+PLUGIN_REFUSED_TLS = ("the server asked for an authentication plugin that is not allowed: refused, the password was "
+                      f"not sent (allowed over verified TLS: {', '.join(TLS_AUTH_PLUGINS)})")
 
 
 class ClientError(Exception):
@@ -55,6 +107,13 @@ class Rejected(ClientError):
     kind = "rejected"
 
 
+class TLSFailed(ClientError):
+    """TLS was required (a CA was given) and could not be set up: no TLS offered, or a certificate that does not
+    verify against the CA. Nothing was sent."""
+
+    kind = "tls"
+
+
 class UnexpectedResult(ClientError):
     """The server answered, but not with the columns or values we know how to read."""
 
@@ -80,8 +139,9 @@ class Result:
 class TimedConnection:
     """One open connection to one server, reconnecting on demand, every call bounded."""
 
-    def __init__(self, *, node, host, port, user, password, connect_timeout, read_timeout, database=None):
+    def __init__(self, *, node, host, port, user, password, connect_timeout, read_timeout, database=None, tls_ca=None):
         self.node = node
+        self.tls_ca = tls_ca or None
         self.host = tcp_host(host)
         self.port = int(port)
         self.user = user
@@ -107,9 +167,21 @@ class TimedConnection:
                     write_timeout=max(1, math.ceil(self.read_timeout)),
                     charset="utf8mb4", autocommit=True,
                 )
+                if self.tls_ca:
+                    kwargs.update(TLS_AUTH_OPTIONS, ssl={"ca": ca_file(self.tls_ca)}, ssl_mode="VERIFY_IDENTITY")
+                else:
+                    kwargs.update(AUTH_OPTIONS)
                 if self.database:
                     kwargs["db"] = self.database
                 outcome["conn"] = MySQLdb.connect(**kwargs)
+            except MySQLdb.OperationalError as exc:
+                if exc.args and exc.args[0] == _PLUGIN_NOT_ALLOWED:
+                    # Only the code is read: after an AuthSwitchRequest Connector/C's message is not text, and
+                    # mysqlclient then leaves a NULL in args that crashes the process when it is read.
+                    outcome["error"] = AuthFailed(self.node, "connect", PLUGIN_REFUSED_TLS if self.tls_ca
+                                                  else PLUGIN_REFUSED, code=_PLUGIN_NOT_ALLOWED)
+                else:
+                    outcome["error"] = exc
             except BaseException as exc:  # handed to the caller's thread below
                 outcome["error"] = exc
 
@@ -120,6 +192,8 @@ class TimedConnection:
             # The thread ends by itself within mysqlclient's whole-second backstop; close what it made.
             threading.Thread(target=self._close_late, args=(worker, outcome), daemon=True).start()
             raise Timeout(self.node, "connect", f"no handshake within {self.connect_timeout:g}s", retryable=True)
+        if isinstance(outcome.get("error"), ClientError):
+            raise outcome["error"]
         if "error" in outcome:
             raise self._translate(outcome["error"], "connect")
         self._conn = outcome["conn"]
@@ -199,6 +273,9 @@ class TimedConnection:
         message = str(exc.args[1]) if len(exc.args) > 1 else str(exc)
         if code in _UNREACHABLE_CODES:
             return Unreachable(self.node, action, message, retryable=True, code=code)
+        if code in _TLS_CODES:
+            return TLSFailed(self.node, action, f"TLS verified against the CA failed, nothing was sent: {message}",
+                             code=code)
         if code in _AUTH_CODES and action == "connect":
             return AuthFailed(self.node, action, message, code=code)
         return Rejected(self.node, action, message, code=code)

@@ -9,11 +9,9 @@ import itertools
 import re
 from dataclasses import dataclass
 
-import pcre2
-import re2
-
 from apps.clients import proxysql_versions as versions
 from apps.fleet.choices import ClusterKind
+from apps.monitoring import rule_regex
 
 from .content import (claimed_hostgroups, diff, endpoint, endpoints, index, loaded_user, operational_changes,
                       runtime_users, writers)
@@ -130,13 +128,9 @@ def operational_findings(cluster, base, target, nodes, *, write_back=False):
 
 
 def compile_regex(pattern, caseless, engine):
-    """The pattern compiled as ProxySQL's engine would (1: PCRE, 2: RE2); raises that library's error."""
-    if engine == 2:
-        options = re2.Options()
-        options.case_sensitive = not caseless
-        options.log_errors = False
-        return re2.compile(pattern, options)
-    return pcre2.compile(pattern, pcre2.I if caseless else 0)
+    """The pattern compiled as ProxySQL's engine would (1: PCRE, 2: RE2), every search bounded
+    (monitoring.rule_regex); raises that library's error."""
+    return rule_regex.compile(pattern, caseless, engine)
 
 
 def regex_error(pattern, modifiers, engine):
@@ -319,15 +313,20 @@ def traffic_findings(target, changed_rules, traffic, node_figures):
     if not rules or traffic is None or not traffic.rows:
         return []
     captured = {rule_id: [] for rule_id in rules}
+    limits, reached = {}, {}  # a pattern that reaches the match limit is run once, then told
     for row in traffic.rows:
         walk = rule_tester.on_content(target, digest_text=row.digest_text, digest=row.digest, username=row.username,
-                                      schemaname=row.schemaname, client_addr=row.client_address)
+                                      schemaname=row.schemaname, client_addr=row.client_address, reached=reached)
         for step in walk.steps:
             if step.matched and step.rule_id in captured:
                 captured[step.rule_id].append(row)
+            if step.limit:
+                limits.setdefault(step.rule_id, step.limit)
     total_n, total_t = traffic.count, traffic.sum_time_us
     minutes = max(1, round(traffic.seconds / 60))
-    out = []
+    out = [Finding("regex_match_limit", f"Rule {rule_id}'s pattern reaches PCRE's match limit on the stored traffic",
+                   f"{said}: a backtracking pattern; ProxySQL spends up to its own limit on it for every query it "
+                   "tries it on, then counts no match", True) for rule_id, said in sorted(limits.items())]
     for rule_id, rows in captured.items():
         n, t = sum(r.count for r in rows), sum(r.sum_time_us for r in rows)
         busiest = max(rows, key=lambda r: r.count, default=None)

@@ -12,7 +12,9 @@ the user's default_hostgroup.
 
 The regexes run in ProxySQL's engine (mysql-query_processor_regex: 1 PCRE, 2 RE2) through the same
 libraries the rule forms compile them with (pcre2, google-re2); a pattern that does not compile never
-matches, as in ProxySQL. For a typed query the digest text is an approximation of ProxySQL's
+matches, as in ProxySQL. Every search is bounded (monitoring.rule_regex): a pattern that reaches PCRE's match
+limit on a text does not match it (so does ProxySQL's PCRE at its own, higher limit) and the step says so.
+For a typed query the digest text is an approximation of ProxySQL's
 normaliser (normalise()); a digest picked from the poll has ProxySQL's own text and hash.
 Not modelled: proxy_addr/proxy_port (the address the client connected to), mysql_query_rules_fast_routing,
 mirror sessions' own walk, next_query_flagIN (it applies to the session's next query).
@@ -20,6 +22,8 @@ mirror sessions' own walk, next_query_flagIN (it applies to the session's next q
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+
+from apps.monitoring.rule_regex import MatchLimit
 
 from .findings import compile_regex, regex_engine
 from .tables import MYSQL_QUERY_RULES, MYSQL_USERS, VARIABLES
@@ -36,6 +40,7 @@ class Step:
     reason: str
     sets: list = field(default_factory=list)
     comment: str = ""
+    limit: str = ""  # "<column> <pattern>: this pattern reaches the match limit on ..." when it did
 
 
 @dataclass
@@ -117,8 +122,9 @@ def _digest_value(text):
         return None
 
 
-def _check(rule, flag, query, digest_text, digest, user, schema, client, engine):
-    """(matched, reason) for one rule."""
+def _check_rule(rule, flag, query, digest_text, digest, user, schema, client, engine, reached):
+    """(matched, reason) for one rule, or _Limit; `reached`: {(pattern, caseless, engine): MatchLimit} of the patterns
+    that reached the match limit earlier in this batch (they are not run again: one limit's cost a pattern)."""
     if rule["flagIN"] != flag:
         return False, f"flagIN {rule['flagIN']} is not the current flag {flag}"
     if rule.get("username") and rule["username"] != user:
@@ -147,7 +153,14 @@ def _check(rule, flag, query, digest_text, digest, user, schema, client, engine)
         if regex is None:
             name = "RE2" if engine == RE2 else "PCRE"
             return False, f"{column} {pattern!r} does not compile in {name}: never matches"
-        found = regex.search(subject) is not None
+        limit = reached.get((pattern, caseless, engine))
+        if limit is None:
+            try:
+                found = regex.search(subject)
+            except MatchLimit as exc:
+                limit = reached[(pattern, caseless, engine)] = exc
+        if limit is not None:
+            raise _Limit(f"{column} {pattern!r}: {limit}")
         if found == negate:
             return False, (f"{column} {pattern!r} " + ("matches" if negate else "does not match")
                            + f" the {what}" + (" (negated)" if negate else ""))
@@ -156,16 +169,30 @@ def _check(rule, flag, query, digest_text, digest, user, schema, client, engine)
     return True, "; ".join(said) or "no condition on the query"
 
 
+class _Limit(Exception):
+    """A rule's pattern reached the match limit: the rule does not match, and the step says why."""
+
+
+def _check(*args):
+    """(matched, reason, limit) for one rule: _check_rule's answer, or no match when a pattern reached the limit."""
+    try:
+        return (*_check_rule(*args), "")
+    except _Limit as exc:
+        return False, f"{exc} (the search gave up: counted as no match, as ProxySQL does at its own limit)", str(exc)
+
+
 _SETS = (("destination_hostgroup", "destination hostgroup {}"), ("cache_ttl", "cache_ttl {} ms"),
          ("mirror_hostgroup", "mirror hostgroup {}"), ("mirror_flagOUT", "mirror_flagOUT {}"),
          ("error_msg", "error {!r}"), ("OK_msg", "OK message {!r}"), ("replace_pattern", "rewrite to {!r}"))
 
 
 def evaluate(rules, query="", *, digest_text=None, digest=None, username="", schemaname="", client_addr="",
-             engine=PCRE, iterations=0, users=()):
+             engine=PCRE, iterations=0, users=(), reached=None):
     """The walk of `rules` (mysql_query_rules rows) for one query. `digest_text` defaults to normalise(query);
     `digest` is the hash when it is known; `users`: mysql_users rows, for the default hostgroup;
-    `iterations`: mysql-query_processor_iterations."""
+    `iterations`: mysql-query_processor_iterations; `reached`: a dict shared by the walks of one batch, filled
+    with the patterns that reached the match limit (see _check_rule)."""
+    reached = {} if reached is None else reached
     notes = []
     if digest_text is None:
         digest_text = normalise(query)
@@ -185,8 +212,9 @@ def evaluate(rules, query="", *, digest_text=None, digest=None, username="", sch
             out.steps.append(Step(rule["rule_id"], flag, False, "inactive (not loaded to runtime)",
                                   comment=rule.get("comment") or ""))
             continue
-        matched, reason = _check(rule, flag, current, digest_text, digest, username, schemaname, client_addr, engine)
-        step = Step(rule["rule_id"], flag, matched, reason, comment=rule.get("comment") or "")
+        matched, reason, limit = _check(rule, flag, current, digest_text, digest, username, schemaname, client_addr,
+                                        engine, reached)
+        step = Step(rule["rule_id"], flag, matched, reason, comment=rule.get("comment") or "", limit=limit)
         out.steps.append(step)
         if not matched:
             continue
@@ -207,9 +235,14 @@ def evaluate(rules, query="", *, digest_text=None, digest=None, username="", sch
             out.ok_msg = rule["OK_msg"]
         if rule.get("replace_pattern") is not None and rule.get("match_pattern"):
             regex = compiled(rule["match_pattern"], "CASELESS" in _modifiers(rule), engine)
-            if regex is not None:
-                current = regex.sub(rule["replace_pattern"], current, count=0 if "GLOBAL" in _modifiers(rule) else 1)
-                out.rewritten = current
+            try:
+                if regex is not None:
+                    current = regex.sub(rule["replace_pattern"], current,
+                                        count=0 if "GLOBAL" in _modifiers(rule) else 1)
+                    out.rewritten = current
+            except MatchLimit as exc:
+                step.limit = f"match_pattern {rule['match_pattern']!r}: {exc}"
+                step.sets.append(f"no rewrite: {exc}")
         if rule.get("flagOUT") is not None:
             step.sets.append(f"flag {flag} → {rule['flagOUT']}")
             flag = rule["flagOUT"]

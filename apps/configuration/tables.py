@@ -6,6 +6,7 @@ a test holds this module to the lab double's copy of those definitions). Values 
 (int or str, None for NULL) although the admin interface sends every value as a string.
 """
 import functools
+import unicodedata
 from dataclasses import dataclass
 
 INT, TEXT = "int", "text"
@@ -195,6 +196,19 @@ def typed_row(table, raw, *, strict=True):
     return row
 
 
+def host_error(value):
+    """Why `value` cannot be a server's host name, or None. The pollers log in there with the cluster's monitor
+    credentials: a line break, a space or an invisible character would hide where they go."""
+    if not value.strip():
+        return "is empty"
+    bad = next((c for c in value if c.isspace() or unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Zs")), None)
+    if bad is not None:
+        name = unicodedata.name(bad, "a control character")
+        return (f"contains {name} (U+{ord(bad):04X}): a host name has no spaces, line breaks or invisible "
+                "characters")
+    return None
+
+
 def check_row(table, row):
     """Raise RowError for what ProxySQL's CHECK constraints (and NOT NULL) would refuse."""
     for col in table.columns:
@@ -214,6 +228,10 @@ def check_row(table, row):
                 raise RowError(col.name, f"must be at most {col.max}")
             if value > 2_147_483_647:
                 raise RowError(col.name, "is larger than ProxySQL's integers")
+    if table is MYSQL_SERVERS:
+        error = host_error(row["hostname"])
+        if error:
+            raise RowError("hostname", error)
     if table is MYSQL_SERVERS and row["gtid_port"] and row["gtid_port"] == row["port"]:
         raise RowError("gtid_port", "must differ from port (or be 0)")
     if table is MYSQL_QUERY_RULES and row.get("replace_pattern") is not None and row.get("match_pattern") is None:

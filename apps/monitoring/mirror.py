@@ -27,11 +27,14 @@ flagIN chain sends them); queries that reach the mirror hostgroup by other means
 user's default_hostgroup) and match the rule's pattern count as mirrored, so the loss is then a lower
 bound (flagged when a routing rule read with the mirror rules matches the same digests); match_pattern
 is tried against the digest text, not the query as sent; copies still in the mirror queue at the end of
-a window run in the next (in a steady state the two edges cancel out); Python's re stands in for
-ProxySQL's PCRE/RE2 for the patterns people write (an unreadable pattern is not measured).
+a window run in the next (in a steady state the two edges cancel out); patterns run in PCRE, ProxySQL's
+default engine, through rule_regex (a pattern PCRE does not compile is not measured; one that reaches the
+match limit on a digest text is not measured in that window, and is not tried on the window's other texts:
+a backtracking pattern costs one limit per poll, never a stalled worker).
 """
-import re
 from dataclasses import dataclass, field
+
+from . import rule_regex
 
 MIN_EXPECTED = 1.0  # fewer copies than this to make in a window: no loss figure, nothing to measure
 
@@ -66,21 +69,21 @@ class RuleWindow:
 @dataclass
 class Matcher:
     rule: dict
-    regex: re.Pattern | None = None
+    regex: rule_regex.Pattern | None = None
     error: str = ""
     negate: bool = False
 
     @classmethod
     def of(cls, rule):
         pattern = rule.get("match_digest") or rule.get("match_pattern")
-        flags = re.IGNORECASE if "CASELESS" in (rule.get("re_modifiers") or "").upper() else 0
+        caseless = "CASELESS" in (rule.get("re_modifiers") or "").upper()
         negate = str(rule.get("negate_match_pattern") or 0) == "1"
         if not pattern:
             return cls(rule, None, "", negate)
         try:
-            return cls(rule, re.compile(pattern, flags), "", negate)
-        except re.error as exc:
-            return cls(rule, None, f"pattern not readable here ({exc})", negate)
+            return cls(rule, rule_regex.compile(pattern, caseless), "", negate)
+        except Exception as exc:  # the library's own error class
+            return cls(rule, None, f"pattern not readable here: PCRE does not compile it ({exc})", negate)
 
     def matches(self, schemaname, username, text):
         r = self.rule
@@ -92,7 +95,11 @@ class Matcher:
             return False
         if self.regex is None:
             return True
-        return bool(self.regex.search(text or "")) != self.negate
+        try:
+            return self.regex.search(text or "") != self.negate
+        except rule_regex.MatchLimit as exc:
+            self.error = str(exc)  # told on the rule's window; the pattern is not run again this poll
+            return False
 
 
 def is_mirror(rule):

@@ -100,3 +100,17 @@ def test_a_cluster_without_a_version_says_so(client, viewer_user, db):
     cluster, _ = fleet(1, "bare")
     response = client.get("/digests/rules/", {"cluster": cluster.pk, "query": "SELECT 1"})
     assert "has no configuration version yet" in response.content.decode()
+
+
+def test_a_draft_rule_at_pcres_match_limit_is_told_on_the_page_not_a_500(client, viewer_user, operator_user, shop):
+    """Issue 34: a draft rule reaching PCRE2's match limit made the page answer 500 (LibraryError in the walk)."""
+    backtracking = rule(2, flagIN=5, match_digest=r"^(\w+\s?)*$", destination_hostgroup=101, apply=1)
+    services.add_edit(shop["cs"], {"op": "upsert", "table": "mysql_query_rules", "row": backtracking},
+                      actor=Actor.command(operator_user))
+    client.force_login(viewer_user)
+    response = client.get("/digests/rules/", {"cluster": shop["cluster"].pk, "user": "app", "change_set": shop["cs"].pk,
+                                              "query": "SELECT c FROM sbtest1 WHERE id BETWEEN 1 AND 5 ORDER BY c"})
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "this pattern reaches the match limit on" in html and "counted as no match" in html
+    assert hits(html, 1) == [1, 3] and "Sent to hostgroup 101 (rule 3)" in outcome(html, 1)

@@ -1,0 +1,91 @@
+"""The rule tester and the effect check run rule patterns bounded (apps/monitoring/rule_regex.py): a pattern that
+reaches PCRE's match limit is told (a step's reason, a blocking finding), never an exception, never a stall."""
+import time
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from apps.audit.actor import Actor
+from apps.configuration import services
+from apps.configuration.findings import regex_error, traffic_findings
+from apps.configuration.rule_tester import PCRE, RE2, evaluate
+from apps.configuration.tests.test_findings import BASE, BASE_SERVERS, config, rule
+from apps.digests.selectors import Traffic, TrafficRow
+from apps.digests.tests.factories import digest, source, stat
+from apps.fleet.models import ProxySQLNode
+from apps.monitoring.tests.test_rule_regex import AT_THE_LIMIT, DIGEST_TEXTS, PATHOLOGICAL, STALLING, within
+
+
+def traffic():
+    return Traffic(rows=[TrafficRow(f"0x{i:016X}", text, "app", "sbtest", "10.0.0.5", 100, 10_000)
+                         for i, text in enumerate(DIGEST_TEXTS)], seconds=3600)
+
+
+def test_a_pattern_at_the_match_limit_is_no_match_with_its_reason_not_an_error():
+    rules = [rule(5, match_digest=AT_THE_LIMIT, destination_hostgroup=101, apply=1),
+             rule(10, match_digest="^SELECT", destination_hostgroup=100, apply=1)]
+    with within(2):
+        out = evaluate(rules, digest_text="SELECT c FROM sbtest1 WHERE id BETWEEN ? AND ? ORDER BY c=?")
+    assert not out.steps[0].matched and out.hostgroup == 100
+    assert "reaches the match limit on 'SELECT c FROM sbtest1" in out.steps[0].reason
+    assert out.steps[0].limit.startswith(f"match_digest {AT_THE_LIMIT!r}: this pattern reaches the match limit")
+    # A global rewrite that matches once, then reaches the limit further on, leaves the query as it was.
+    rewrite = [rule(5, match_pattern="^SELECT", replace_pattern="SELECT /* x */"),
+               rule(6, match_pattern=r"^S|(\w+\s?)*;$", replace_pattern="z", re_modifiers="GLOBAL")]
+    with within(2):
+        out = evaluate(rewrite, "SELECT c FROM sbtest1 WHERE id BETWEEN a AND b ORDER BY c; x")
+    assert out.rewritten == "SELECT /* x */ c FROM sbtest1 WHERE id BETWEEN a AND b ORDER BY c; x"
+    assert out.steps[1].matched and "no rewrite: this pattern reaches the match limit" in out.steps[1].sets[-1]
+
+
+def test_the_effect_check_over_a_polls_digests_ends_in_time_with_a_blocking_finding():
+    target = config(BASE_SERVERS, BASE["mysql_query_rules"] + [
+        rule(5, match_digest=AT_THE_LIMIT, destination_hostgroup=101, apply=1),
+        rule(6, match_digest=STALLING, mirror_hostgroup=101)], BASE["mysql_users"])
+    start = time.monotonic()
+    with within(2):
+        found = traffic_findings(target, {(5,), (6,)}, traffic(), {})
+    assert time.monotonic() - start < 2
+    limits = [f for f in found if f.key == "regex_match_limit"]
+    assert [f.label for f in limits] == ["Rule 5's pattern reaches PCRE's match limit on the stored traffic"]
+    assert limits[0].blocking and "this pattern reaches the match limit on 'SELECT c FROM sbtest1" in limits[0].value
+
+
+@settings(max_examples=60, deadline=None)
+@given(pattern=PATHOLOGICAL, column=st.sampled_from(["match_digest", "match_pattern"]),
+       engine=st.sampled_from([PCRE, RE2]), negate=st.booleans(), caseless=st.booleans())
+def test_fuzz_pathological_patterns_in_the_rule_tester_and_the_effect_check(pattern, column, engine, negate, caseless):
+    modifiers = "CASELESS" if caseless else ""
+    rules = BASE["mysql_query_rules"] + [rule(5, **{column: pattern}, negate_match_pattern=int(negate),
+                                              re_modifiers=modifiers, replace_pattern="x" if column == "match_pattern"
+                                              else None, destination_hostgroup=101, apply=1)]
+    target = config(BASE_SERVERS, rules, BASE["mysql_users"], {"mysql-query_processor_regex": str(engine)})
+    with within(3):
+        assert regex_error(pattern, modifiers, engine) in (None, regex_error(pattern, modifiers, engine))
+        for text in DIGEST_TEXTS[::10]:
+            out = evaluate(rules, text + " =", engine=engine, username="app", users=BASE["mysql_users"])
+            assert out.steps and out.hostgroup is not None
+        found = traffic_findings(target, {(5,)}, traffic(), {})
+    assert all(f.key in ("regex_match_limit", "rule_traffic_share", "mirror_load", "mirror_overload") for f in found)
+
+
+@pytest.mark.django_db
+def test_the_plan_of_a_draft_rule_at_the_match_limit_answers_with_the_finding(client, adopted_lab, operator_user):
+    """Issue 34: the plan of such a draft answered 500 (LibraryError in the effect check's walk over the traffic)."""
+    cluster, _ = adopted_lab
+    now = int(time.time())
+    for n in ProxySQLNode.objects.filter(cluster=cluster):
+        src = source(n, hostgroup=100, username="utest", schemaname="sbtest")
+        for i, text in enumerate(DIGEST_TEXTS[:60]):
+            stat(src, digest(text, h=f"0x{i + 1:016X}"), now - 600, 10, 1000)
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="a backtracking rule")
+    services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
+                           "row": {"rule_id": 5, "active": 1, "match_digest": AT_THE_LIMIT,
+                                   "destination_hostgroup": 101, "apply": 1}}, actor=Actor.command(operator_user))
+    client.force_login(operator_user)
+    start = time.monotonic()
+    response = client.post(f"/configuration/change-sets/{cs.pk}/plan/", {"reason": "a backtracking rule"}, follow=True)
+    assert response.status_code == 200 and time.monotonic() - start < 30
+    html = response.content.decode()
+    assert "Rule 5&#x27;s pattern reaches PCRE&#x27;s match limit on the stored traffic" in html
+    assert "this pattern reaches the match limit on" in html

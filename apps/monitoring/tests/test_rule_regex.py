@@ -1,0 +1,105 @@
+"""Patterns from users and nodes run bounded (apps/monitoring/rule_regex.py): a backtracking mirror rule over a
+poll's digest texts ends in time, as a note on its window, never a stalled worker."""
+import signal
+import time
+from contextlib import contextmanager
+
+from hypothesis import given, settings, strategies as st
+
+from apps.monitoring import mirror, rule_regex
+
+STALLING = r"^(\w+\s?)*;$"      # the issue's pattern: Python's re never ends on an ordinary digest text
+AT_THE_LIMIT = r"^(\w+\s?)*$"   # PCRE2 reaches its match limit on most digest texts
+
+_SYSBENCH = ["SELECT c FROM sbtest{t} WHERE id=?", "SELECT c FROM sbtest{t} WHERE id BETWEEN ? AND ?",
+             "SELECT SUM(k) FROM sbtest{t} WHERE id BETWEEN ? AND ?",
+             "SELECT c FROM sbtest{t} WHERE id BETWEEN ? AND ? ORDER BY c",
+             "SELECT DISTINCT c FROM sbtest{t} WHERE id BETWEEN ? AND ? ORDER BY c",
+             "UPDATE sbtest{t} SET k=k+? WHERE id=?", "UPDATE sbtest{t} SET c=? WHERE id=?",
+             "DELETE FROM sbtest{t} WHERE id=?", "INSERT INTO sbtest{t} (id,k,c,pad) VALUES (?,?,?,?)"]
+_SHOP = ["INSERT INTO orders (customer_id,status,total,created_at) VALUES (?,?,?,?)",
+         "INSERT INTO order_items (order_id,product_id,qty,price) VALUES (?,?,?,?)",
+         "SELECT * FROM orders WHERE id=?", "SELECT * FROM orders WHERE customer_id=? ORDER BY created_at DESC LIMIT ?",
+         "SELECT o.id,o.total,c.name FROM orders o JOIN customers c ON c.id=o.customer_id "
+         "WHERE o.status IN (?,?,?,...)",
+         "UPDATE orders SET status=? WHERE id=?", "SELECT * FROM invoices WHERE customer_id=?",
+         "SELECT @@version_comment LIMIT ?", "SELECT COUNT(*) FROM products WHERE category_id=? AND price<?",
+         "BEGIN", "COMMIT", "SET autocommit=?"]
+# A poll's digest texts: sysbench's statements over 32 tables and a shop's, 300 in all.
+DIGEST_TEXTS = [q.format(t=t) for t in range(1, 33) for q in _SYSBENCH] + _SHOP
+
+
+@contextmanager
+def within(seconds):
+    """Fails the test, instead of hanging the suite, when the block runs longer (Python's re checks signals while it
+    matches; PCRE2 ends at its limit)."""
+    def stalled(*_):
+        raise TimeoutError(f"still running after {seconds} s")
+    previous = signal.signal(signal.SIGALRM, stalled)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def mirror_rule(rule_id, pattern, **over):
+    return {"rule_id": rule_id, "active": 1, "username": None, "schemaname": None, "match_digest": pattern,
+            "match_pattern": None, "negate_match_pattern": 0, "re_modifiers": "CASELESS", "flagIN": 0,
+            "destination_hostgroup": None, "mirror_hostgroup": 101, "mirror_flagOUT": None, **over}
+
+
+def poll_window(rules):
+    deltas = [(101, "sbtest", "app", text, 7) for text in DIGEST_TEXTS]
+    ids = [r["rule_id"] for r in rules]
+    return mirror.measure(rules, {i: 100 for i in ids}, {i: 50 for i in ids}, None, None, deltas, 30.0)
+
+
+def test_the_stalling_mirror_rule_over_every_digest_text_of_a_poll_ends_within_two_seconds():
+    rules = [mirror_rule(10, STALLING), mirror_rule(20, AT_THE_LIMIT), mirror_rule(30, "^SELECT", re_modifiers="")]
+    start = time.monotonic()
+    with within(2):
+        window = poll_window(rules)
+    assert time.monotonic() - start < 2
+    by = {w.rule_id: w for w in window.rules}
+    assert by[10].note == "" and by[10].mirrored == 0 and by[10].expected == 50  # measured: no text ends with ';'
+    assert by[20].loss is None
+    assert by[20].note.startswith("not measured: this pattern reaches the match limit on 'SELECT c")
+    # The others are still measured: rule 30 takes the SELECTs rule 20 gave up on.
+    assert by[30].digests == sum(t.startswith("SELECT") for t in DIGEST_TEXTS) and by[30].note == ""
+
+
+def test_the_service_keeps_proxysql_s_semantics_and_tells_the_limit():
+    assert rule_regex.compile("^select", caseless=True).search("SELECT 1")
+    assert not rule_regex.compile("^select").search("SELECT 1")
+    assert rule_regex.compile("^select", True, rule_regex.RE2).search("SELECT 1")
+    # A pattern cannot raise the limit with its own start-of-pattern item: ours come after it and win.
+    raised = rule_regex.compile(f"(*LIMIT_MATCH=10000000){AT_THE_LIMIT}")
+    start = time.monotonic()
+    for text in DIGEST_TEXTS[:50]:
+        try:
+            raised.search(text + " =")
+        except rule_regex.MatchLimit as exc:
+            assert str(exc).startswith("this pattern reaches the match limit on ")
+    assert time.monotonic() - start < 2
+
+
+_ATOM = st.sampled_from([r"\w", r"\w+", r"\s?", ".", "a", "[a-z]", r"\d*", "S", "(?:a|a)", r"\S+", "x?"])
+PATHOLOGICAL = st.recursive(
+    _ATOM, lambda inner: st.one_of(
+        st.tuples(inner, st.sampled_from(["*", "+", "{1,30}", "*?"])).map(lambda p: f"({p[0]}){p[1]}"),
+        st.tuples(inner, inner).map(lambda p: f"({p[0]}|{p[1]})+"),
+        st.tuples(inner, inner).map("".join)),
+    max_leaves=6).map(lambda body: f"^{body}" + "(;|=|$)")
+
+
+@settings(max_examples=60, deadline=None)
+@given(patterns=st.lists(PATHOLOGICAL, min_size=1, max_size=3), caseless=st.booleans())
+def test_fuzz_pathological_mirror_rules_never_raise_and_stay_bounded(patterns, caseless):
+    rules = [mirror_rule(i + 1, p, re_modifiers="CASELESS" if caseless else "") for i, p in enumerate(patterns)]
+    with within(2):
+        window = poll_window(rules)
+    assert [w.rule_id for w in window.rules] == [r["rule_id"] for r in rules]
+    for w in window.rules:
+        assert w.note == "" or w.note.startswith("not measured: ")
