@@ -816,6 +816,14 @@ def summarize(r):
 
 
 # -- the database, the environment -----------------------------------------------------------------
+def commit():
+    """{"commit": the checked-out commit, "dirty": what says the work tree had changes beyond it}."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    changed = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": git("rev-parse", "HEAD") or "unknown", "dirty": " (with uncommitted changes)" if changed else ""}
+
+
 def database_url(args):
     if not args.database_url:
         return f"sqlite:///{args.sqlite_path}"
@@ -892,9 +900,11 @@ def report(args, info, bench, pages, per_row, command):
     add = lines.append
     add(f"Command: `{command}`")
     add("")
+    # The commit the figures measure (lab/figures_age.py marks them when a later commit touches the polling path).
+    add(f"<!-- figures-commit: {info['commit']} -->")
     add(f"Machine: {info['nproc']} CPUs ({info['cpu']}), {info['ram_gib']:.1f} GiB RAM, Linux {info['kernel']}, "
         f"Python {info['python']}, Django {info['django']}, Celery {info['celery']}, {info['database']}, "
-        f"Redis {info['redis']}. Run {info['date']}.")
+        f"Redis {info['redis']}. Run {info['date']} at commit {info['commit'][:10]}{info['dirty']}.")
     add("")
     add(f"Layout: {args.nodes} ProxySQL nodes (lab doubles in {args.double_processes} processes, "
         f"{info['double_rss_mib']:.0f} MiB RSS in all) in {bench.layout.n_clusters} clusters of 2 nodes x 6 backends "
@@ -1097,7 +1107,7 @@ def run(args, lab, url, command):
     r = redis_mod.Redis.from_url(redis_url)
     info = machine()
     info.update(database=database_version(), redis=r.info("server")["redis_version"], celery=celery.__version__,
-                date=time.strftime("%Y-%m-%d %H:%M %Z"))
+                date=time.strftime("%Y-%m-%d %H:%M %Z"), **commit())
     info["double_rss_mib"] = sum(mib(p.memory_info().rss) for name, proc in lab.procs.items() if name.startswith("double")
                                  for p in process_tree(proc.pid))
     bench = Bench(args, lab, layout, redis_url, env)

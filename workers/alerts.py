@@ -32,8 +32,8 @@ def deliver(self, notification_pk):
 # Scheduled for when a pending alert's `for` ends; a lost one costs at most a poll round (the rounds
 # promote due alerts too).
 @shared_task(name="alerts.judge_cluster", ignore_result=True, soft_time_limit=20, time_limit=25)
-def judge_cluster(cluster_id):
-    return evaluate.judge_now(cluster_id)
+def judge_cluster(cluster_id, pending_due=False):
+    return evaluate.judge_now(cluster_id, pending_due=pending_due)
 
 
 @shared_task(name="alerts.flush_due", ignore_result=True, soft_time_limit=30, time_limit=40)

@@ -11,6 +11,7 @@ Three levels, by what a check needs:
   channel one DR channel's document (apps/dr/polling.py, kind "channel"), on its replica cluster
           (target "ch<channel>")
 """
+import json
 from dataclasses import dataclass, field
 
 from apps.configuration import drift as layers_drift
@@ -97,6 +98,24 @@ def _runtime_words(d, intent):
     return f"{d['where']} {d['field']} is {d['runtime']}, {intent} says {d['intended']}"
 
 
+# {(node pk, layer): (what was compared, its result)}: a node's polled rows and the inventory stay the same from one
+# poll to the next, so the drift engine runs when either changed, not at every poll (it was ~40 % of a poll's CPU in a
+# fleet with drift: docs/benchmarks.md, issue 40).
+_compared = {}
+
+
+def _compare_polled(c, n, layer, rows):
+    """layers_drift.compare_polled() of one node's polled layer, again only when its rows or the intent changed."""
+    key = (n.name, c.intended_fingerprint, tuple(sorted(c.hostgroups)), c.writer_hostgroup,
+           json.dumps(rows, sort_keys=True, default=str))
+    last = _compared.get((n.pk, layer))
+    if last is not None and last[0] == key:
+        return last[1]
+    result = layers_drift.compare_polled(n.name, c.intended, {layer: rows}, c.hostgroups, c.writer_hostgroup)
+    _compared[(n.pk, layer)] = (key, result)
+    return result
+
+
 def node_observations(c, n, doc, now, settings):
     """Rules on one ProxySQL node's latest-state document."""
     if doc is None:
@@ -164,8 +183,7 @@ def node_observations(c, n, doc, now, settings):
     if _on(settings, "drift"):
         said = []
         if frozenset(c.row_tuple(r) for r in mine) != c.intended_fingerprint:
-            diffs, _ = layers_drift.compare_polled(n.name, c.intended, {"runtime": mine}, c.hostgroups,
-                                                   c.writer_hostgroup)
+            diffs, _ = _compare_polled(c, n, "runtime", mine)
             said = [_runtime_words(layers_drift.runtime_difference(d), "the inventory") for d in diffs]
         said += [_runtime_words(d, f"version {engine.version}") for d in (engine.runtime if engine else [])
                  if d["table"] != "mysql_servers"]
@@ -177,8 +195,7 @@ def node_observations(c, n, doc, now, settings):
         findings = []
         if disk is not None and frozenset(
                 c.row_tuple(r) for r in disk if r["hostgroup_id"] in c.hostgroups) != c.intended_fingerprint:
-            _, polled = layers_drift.compare_polled(n.name, c.intended, {"disk": disk}, c.hostgroups,
-                                                    c.writer_hostgroup)
+            _, polled = _compare_polled(c, n, "disk", disk)
             findings = [f.words for f in polled]  # the writer first: where a restart would send writes
         findings += [f["words"] for f in (engine.findings if engine else [])
                      if f["layer"] == "disk" and f["table"] != "mysql_servers"]

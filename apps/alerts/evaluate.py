@@ -366,7 +366,7 @@ def apply(passes, situation, now):
     for cluster_id in {ch[0] for ch in told}:
         notify.changed(cluster_id, [ch for ch in told if ch[0] == cluster_id], now, channels)
     for cluster_id, fires_at in _earliest({(ch[0], ch[3]) for ch in changes if ch[1] == "pending"}).items():
-        transaction.on_commit(lambda c=cluster_id, t=fires_at: judge_at(c, t))
+        transaction.on_commit(lambda c=cluster_id, t=fires_at: judge_at(c, t, pending_due=True))
     return counts
 
 
@@ -396,20 +396,26 @@ def _earliest(pairs):
     return out
 
 
-def judge_at(cluster_id, when):
-    """Judge a cluster again at `when` (epoch): a pending alert when its `for` ends, held ones when the work
-    that held them is over; not at the next sweep after that."""
+def judge_at(cluster_id, when, pending_due=False):
+    """Judge a cluster again at `when` (epoch): a pending alert when its `for` ends (pending_due: judged then only if
+    one is still pending and due), held ones when the work that held them is over; not at the next sweep after that."""
     try:
-        tasks.enqueue("alerts.judge_cluster", (cluster_id,), eta=_dt(when + 0.02))
+        tasks.enqueue("alerts.judge_cluster", (cluster_id, True) if pending_due else (cluster_id,),
+                      eta=_dt(when + 0.02))
     except Exception as exc:  # no broker: the sweeps promote it
         log.debug("judge of cluster %s not scheduled: %s", cluster_id, exc)
 
 
-def judge_now(cluster_id, now=None):
-    """Every rule of one cluster, now (the task judge_at() scheduled)."""
+def judge_now(cluster_id, now=None, pending_due=False):
+    """Every rule of one cluster, now (the task judge_at() scheduled). pending_due: scheduled for a pending alert's end
+    of `for`; when none is pending and due any more (a blip dropped, or opened again later with its own timer: a
+    flapping figure schedules one at every poll) the cluster is not judged again: one query instead of every rule."""
     if not settings.ALERTS_ENABLED:
         return {}
     now = now or time.time()
+    if pending_due and not Alert.objects.filter(cluster_id=cluster_id, state=AlertState.PENDING, held=False,
+                                                fires_at__lte=_dt(now + 1.0)).exists():
+        return {}
     inv = context.inventory()
     c = inv.clusters.get(cluster_id)
     if c is None:
@@ -443,6 +449,9 @@ def _open(c, o, setting, hold, now, counts, writes):
     return [] if hold else [(c.pk, "pending", setting.severity, fires_at)]
 
 
+_summary_written = {}  # {alert pk: when this process last refreshed its summary}
+
+
 def _update(row, o, setting, hold, now, counts, writes):
     pk = row["id"]
     values = {}
@@ -466,7 +475,10 @@ def _update(row, o, setting, hold, now, counts, writes):
             return out + [(row["cluster_id"], "fired", row["severity"], pk)]
     if values:
         Alert.objects.filter(pk=pk).update(summary=o.summary, value=o.value, last_seen_at=_dt(now), **values)
-    elif o.summary != row["summary"]:  # new figures: written at most every SUMMARY_REFRESH_S
+    elif o.summary != row["summary"] and now - _summary_written.get(pk, 0) >= SUMMARY_REFRESH_S:
+        # New figures: written at most every SUMMARY_REFRESH_S (the WHERE holds it across processes; the memo spares
+        # an UPDATE that matches nothing at every poll of a node with a pending alert whose figures move).
+        _summary_written[pk] = now
         Alert.objects.filter(pk=pk, last_seen_at__lt=_dt(now - SUMMARY_REFRESH_S)).update(
             summary=o.summary, value=o.value, last_seen_at=_dt(now))
     return out
@@ -488,4 +500,5 @@ def forget_caches():
     context.forget()
     rulesettings.forget()
     _hold_ends_scheduled.clear()
+    _summary_written.clear()
 

@@ -1,0 +1,136 @@
+"""CPU time per ProxySQL poll, in one process: the worker task's whole path (the shard's round, the versions, the
+alert evaluation) run in-process over N lab doubles (served by another process) with a private Redis and a scratch
+SQLite database, so that CPU time (time.process_time, every thread) counts the polling work only.
+
+    .venv/bin/python -m lab.bench_poll_cost [--nodes 100] [--duration 30] [--interval 5] [--profile out.prof]
+
+Prints CPU ms per poll (the first round, which opens the connections and reads everything, is left out) and the
+history bytes per row. --profile writes a cProfile of the measured rounds (read with `python -m pstats`).
+lab/tests/test_budgets.py runs it against docs/budgets.json.
+"""
+import argparse
+import cProfile
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from lab import bench_monitoring as bm
+
+REPO = bm.REPO
+TICK_S = 1.0  # beat ticks each shard once a second (controlplane/celery.py): a tick that finds no node due costs too
+
+
+def setup(lab, nodes, interval, workdir):
+    """Doubles, Redis, a scratch database with the benchmark's inventory; Django set up in this process."""
+    redis_url = bm.start_redis(lab)
+    db = Path(workdir) / "poll-cost.sqlite3"
+    env = {**bm.BENCH_ENV, "DATABASE_URL": f"sqlite:///{db}", "REDIS_URL": redis_url, "MONITOR_SHARDS": "1",
+           "MONITOR_DEFAULT_INTERVAL_S": str(interval), "DJANGO_SETTINGS_MODULE": "controlplane.settings",
+           "LOG_LEVEL": "WARNING",
+           # The tasks a round queues (the alert rules' judge_at of a pending alert) run here, so that their CPU is
+           # counted as a worker spends it (earlier than their eta: the same work).
+           "CELERY_TASK_ALWAYS_EAGER": "1"}
+    os.environ.update(env)
+    node_ports = bm.pick_ports(17000 + (os.getpid() % 50) * 40, nodes, bm.port_free)
+    backend_ports = bm.pick_ports(24000, 6 * ((nodes + 1) // 2), bm.closed_port, avoid=set(node_ports))
+    layout = bm.Layout(nodes, interval, node_ports, backend_ports)
+    bm.start_doubles(lab, node_ports, 1)
+    layout.seed_doubles()
+    bm.reset_database(env["DATABASE_URL"])
+    import django
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    layout.create_inventory()
+    return layout
+
+
+def one_tick(cpu=None):
+    """What the worker's task monitoring.poll_proxysql_shard does for one beat tick (one shard). cpu: a dict that
+    gets the CPU seconds of the round (run_shard: the polls, their documents and history) and of the alert rules."""
+    from apps.monitoring import live, rounds
+    from workers import monitoring
+
+    started = time.process_time()
+    summary = rounds.run_shard(live.PROXYSQL, 0, 1)
+    monitoring._record_versions(summary)
+    between = time.process_time()
+    monitoring._evaluate_alerts(live.PROXYSQL, summary, 0, 1)
+    if cpu is not None:
+        part = "round" if summary.get("polled") else "idle tick"
+        cpu[part] = cpu.get(part, 0.0) + between - started
+        cpu["alerts"] = cpu.get("alerts", 0.0) + time.process_time() - between
+    return summary.get("polled", 0)
+
+
+def measure(nodes, duration, interval, profile=None):
+    """{"polls", "cpu_ms_per_poll", its parts, "history_bytes_per_row"} after a first round left out."""
+    while one_tick() < nodes:  # the first round: connections opened, variables and layers read
+        time.sleep(TICK_S)
+    profiler = cProfile.Profile(time.process_time) if profile else None  # CPU time, not waits
+    polls, cpu, parts = 0, 0.0, {}
+    deadline = time.monotonic() + duration
+    while time.monotonic() < deadline:
+        started = time.process_time()
+        if profiler:
+            profiler.enable()
+        polled = one_tick(parts)
+        if profiler:
+            profiler.disable()
+        cpu += time.process_time() - started
+        polls += polled
+        time.sleep(max(0.0, TICK_S - (time.process_time() - started)))
+    if profiler:
+        profiler.dump_stats(profile)
+    per_poll = {f"{part} ms/poll": round(1000 * seconds / max(polls, 1), 3) for part, seconds in parts.items()}
+    return {"polls": polls, "cpu_ms_per_poll": round(1000 * cpu / max(polls, 1), 3), **per_poll,
+            "history_bytes_per_row": history_bytes_per_row()}
+
+
+def history_bytes_per_row():
+    """Bytes per ProxySQL poll's history (its ProxySQLSample row and its PoolSnapshot row), indexes included."""
+    from django.db import connection
+
+    from apps.monitoring.models import PoolSnapshot, ProxySQLSample
+
+    total = 0
+    with connection.cursor() as cur:
+        for model in (ProxySQLSample, PoolSnapshot):
+            table = model._meta.db_table
+            cur.execute("SELECT SUM(pgsize) FROM dbstat WHERE name = %s OR name IN "
+                        "(SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = %s)", [table, table])
+            total += cur.fetchone()[0] or 0
+    rows = ProxySQLSample.objects.count()
+    return round(total / max(rows, 1), 1)
+
+
+def run(nodes, duration, interval, profile=None, workdir=None):
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="poll-cost-", dir=bm.BENCH_DIR if bm.BENCH_DIR.exists() else None))
+    lab = bm.Lab(workdir)
+    try:
+        setup(lab, nodes, interval, workdir)
+        return measure(nodes, duration, interval, profile)
+    finally:
+        lab.stop_all()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m lab.bench_poll_cost", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=100)
+    ap.add_argument("--duration", type=float, default=30)
+    ap.add_argument("--interval", type=float, default=5)
+    ap.add_argument("--profile", help="write a cProfile of the measured rounds here")
+    ap.add_argument("--workdir", help="where the scratch database and the processes' logs go (default: var/bench/poll-cost-*)")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(REPO))
+    print(json.dumps(run(args.nodes, args.duration, args.interval, args.profile, args.workdir)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

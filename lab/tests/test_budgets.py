@@ -1,0 +1,85 @@
+"""Budgets at landing (issue 40): a short form of the fleet benchmarks, in CPU time (it holds on a loaded machine
+where wall time does not), against docs/budgets.json. A figure more than TOLERANCE above its budget fails with the
+figure, the budget and the budget's reason. Raising a budget is a visible change to that file, with its reason.
+
+- polling: lab/bench_poll_cost.py in a subprocess (100 lab doubles in another process, 30 s at a 5 s interval, the
+  worker task's whole path in one process: the round, the versions, the alert rules and the judgements they queue):
+  CPU ms per poll, split, and the history bytes per poll (ProxySQLSample + PoolSnapshot rows, indexes included);
+- pages: the fleet overview's live refresh and /metrics over 1,000 ProxySQL nodes' and 3,000 backends' documents
+  (apps/monitoring/tests/synthetic.py): CPU ms per request.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.urls import reverse
+
+from apps.monitoring.tests import synthetic
+
+REPO = Path(__file__).resolve().parents[2]
+BUDGETS = REPO / "docs" / "budgets.json"
+
+
+def budgets():
+    return json.loads(BUDGETS.read_text())
+
+
+def over_budget(measured):
+    """The lines of the figures above their budget by more than the tolerance (every figure is printed)."""
+    spec = budgets()
+    tolerance = spec["tolerance"]
+    out = []
+    print(f"\nload average {os.getloadavg()[0]:.2f}")
+    for name, value in measured.items():
+        entry = spec["budgets"][name]
+        limit = entry["budget"] * (1 + tolerance)
+        verdict = "over" if value > limit else "ok"
+        print(f"{name}: {value} {entry['unit']} (budget {entry['budget']}, fails above {limit:.3f}): {verdict}")
+        if value > limit:
+            out.append(f"{name}: {value} {entry['unit']} against a budget of {entry['budget']} {entry['unit']} "
+                       f"(+{tolerance:.0%} = {limit:.3f}); the budget's reason: {entry['reason']}")
+    return out
+
+
+def test_polling_stays_within_its_cpu_and_history_budgets(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_"))}
+    env.update(LIVE_DOC_STRICT="0", PYTHONPATH=str(REPO))  # production's setting (the tests' is strict)
+    out = subprocess.run([sys.executable, "-m", "lab.bench_poll_cost", "--nodes", "100", "--duration", "30",
+                          "--workdir", str(tmp_path)], cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    assert figures["polls"] >= 500, figures  # 100 nodes polled every 5 s for 30 s
+    failed = over_budget({name: figures[key] for name, key in (
+        ("poll: CPU ms per ProxySQL poll, all", "cpu_ms_per_poll"),
+        ("poll: the round (reads, documents, history)", "round ms/poll"),
+        ("poll: the alert rules after the round", "alerts ms/poll"),
+        ("poll: history bytes per poll", "history_bytes_per_row"))})
+    assert not failed, "\n".join(failed)
+
+
+def cpu_ms_per_request(client, url, requests, before_each=None):
+    client.get(url)  # the first request fills the per-process caches
+    cpu = []
+    for _ in range(requests):
+        if before_each:
+            before_each()
+        started = time.process_time()
+        response = client.get(url)
+        cpu.append(time.process_time() - started)
+        assert response.status_code == 200
+    return round(statistics.median(cpu) * 1000, 1)
+
+
+def test_pages_stay_within_their_cpu_budgets(db, live_redis, viewer_client):
+    _, nodes, servers = synthetic.fleet(500, 2, 6)
+    synthetic.publish(nodes, servers, trouble_every=50)
+    overview = cpu_ms_per_request(viewer_client, reverse("monitoring:overview_live"), 7,
+                                  lambda: synthetic.publish(nodes, servers, trouble_every=50))
+    metrics = cpu_ms_per_request(viewer_client, "/metrics", 5)
+    failed = over_budget({"page: fleet overview, live refresh, 1,000 nodes": overview,
+                          "page: /metrics, 1,000 nodes and 3,000 backends": metrics})
+    assert not failed, "\n".join(failed)
