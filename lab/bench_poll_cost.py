@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from lab import bench_monitoring as bm
+from lab.cpu_calibration import calibration_ms
 
 REPO = bm.REPO
 TICK_S = 1.0  # beat ticks each shard once a second (controlplane/celery.py): a tick that finds no node due costs too
@@ -113,7 +114,8 @@ def run(nodes, duration, interval, profile=None, workdir=None):
     lab = bm.Lab(workdir)
     try:
         setup(lab, nodes, interval, workdir)
-        return measure(nodes, duration, interval, profile)
+        figures = measure(nodes, duration, interval, profile)
+        return {**figures, "calibration_ms": calibration_ms()}  # this core's speed, measured here (budgets scale by it)
     finally:
         lab.stop_all()
 
