@@ -671,6 +671,11 @@ class AdminEngine:
                 self._copy(f"main.{table}", f"main.runtime_{table}")
                 if table == "mysql_servers":
                     self.db.execute("UPDATE main.runtime_mysql_servers SET status=UPPER(status)")
+                if table == "mysql_query_rules":   # as real 2.5.5 and 2.7.1 show it (lab/conformance.py): only the
+                    # active rules are loaded, a NULL re_modifiers reads '' and is upper-cased, a '' digest reads NULL
+                    self.db.execute("DELETE FROM main.runtime_mysql_query_rules WHERE active=0")
+                    self.db.execute("UPDATE main.runtime_mysql_query_rules"
+                                    " SET re_modifiers=UPPER(IFNULL(re_modifiers,'')), digest=NULLIF(digest,'')")
                 if table == "mysql_query_rules" and self.profile.swaps_mirror_columns:   # 3.0 (versions.py)
                     self.db.execute("UPDATE main.runtime_mysql_query_rules"
                                     " SET mirror_flagOUT=mirror_hostgroup, mirror_hostgroup=mirror_flagOUT")
@@ -705,6 +710,7 @@ class AdminEngine:
         for row in self.db.execute("SELECT * FROM main.mysql_users WHERE active<>0").fetchall():
             d = dict(zip(cols, row))
             d["password"] = _runtime_password(d["password"], hashing)
+            d["default_schema"] = d["default_schema"] or ""   # NULL reads '' at runtime (real 2.5.5 and 2.7.1)
             for be, fe in ((1, 0), (0, 1)):
                 if (be and d["backend"]) or (fe and d["frontend"]):
                     d2 = dict(d, backend=be, frontend=fe)
@@ -1020,7 +1026,8 @@ class AdminEngine:
         interval = self._check_interval()
         checks, metrics, status = [], [], []
         for host, port, weight, comment in self._peers():
-            for name in self.checksum_names:
+            # mysql_servers_v2 last, as a real 2.7.1 lists them (lab/conformance.py)
+            for name in sorted(self.checksum_names, key=lambda n: n == "mysql_servers_v2"):
                 st = self.peer_checksums.get((host, int(port), name))
                 if st:
                     checks.append((host, port, name, st[0], st[1], st[2], st[3], st[4], st[5]))
