@@ -18,7 +18,8 @@ import time
 
 import pytest
 
-pytest_plugins = ["lab.fixtures_proxysql", "lab.fixtures_galera", "lab.fixtures_replication", "lab.fixtures_dr"]
+pytest_plugins = ["lab.fixtures_proxysql", "lab.fixtures_galera", "lab.fixtures_replication", "lab.fixtures_dr",
+                  "lab.fixtures_real_proxysql"]
 
 
 def missing(reason):
