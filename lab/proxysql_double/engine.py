@@ -454,6 +454,9 @@ class AdminEngine:
             if m and m.group(1) not in self.profile.variables:
                 # as ProxySQL: an OK (not an error) carrying this text, nothing written (admin_handler_command_set)
                 return Result(affected=0, info=f"ERROR: Unknown global variable: '{m.group(1)}'.")
+            if m and m.group(1) in NOT_SET_CONFIGURABLE:
+                return Result(error=(ERR_CODE, f"ProxySQL Admin Error: ERROR: Global variable '{m.group(1)}' is not "
+                                               "configurable using SET command. You must run UPDATE global_variables"))
             if m:
                 value = _unquote(m.group(2).strip())
                 cur = self.db.execute("UPDATE global_variables SET variable_value=? WHERE variable_name=?",
@@ -1096,10 +1099,19 @@ def _like_to_regex(pattern):
     return re.compile(f"^{out}$", re.I)
 
 
+# Measured on real 2.7.1 and 2.5.5 (lab/reference/conformance/variables-blank.sql): SET of these is refused with an
+# error (UPDATE global_variables is the way), and these refuse '' at LOAD (memory goes back to the runtime value).
+NOT_SET_CONFIGURABLE = {"mysql-init_connect"}
+EMPTY_REFUSED = {"mysql-default_schema", "mysql-keep_multiplexing_variables", "admin-stats_credentials",
+                 "mysql-default_session_track_gtids"}
+
+
 def _validate(name, value):
     """(accepted, normalised value) for a variable value, judged by the type of its default."""
     default = SCHEMA.defaults.get(name)
     v = "" if value is None else str(value)
+    if v == "" and name in EMPTY_REFUSED:
+        return False, v
     if default in ("true", "false"):
         lv = v.strip().lower()
         if lv in ("true", "1"):

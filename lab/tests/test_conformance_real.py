@@ -15,7 +15,7 @@ def test_every_script_is_there():
     if not (conformance.REFERENCE / "transcripts").is_dir():
         pytest.fail(f"reference transcripts not found at {conformance.REFERENCE} (CI has ../shared beside the "
                     "checkout)", pytrace=False)
-    assert {"admin-statements.jsonl", "config-statements.jsonl", "null-defaults.sql"} <= found.keys()
+    assert {"admin-statements.jsonl", "config-statements.jsonl", "null-defaults.sql", "variables-blank.sql"} <= found.keys()
 
 
 @pytest.mark.parametrize("version", REAL_VERSIONS)

@@ -1,0 +1,64 @@
+"""Real tier (issue 33): the fault matrix (lab/bench_faults.py) on a pair of REAL ProxySQL nodes in front of the real
+Galera lab, adopted through the product: a switchover with the second node paused (SIGSTOP) at its move step and with
+it SIGKILLed at its move step, a change set with the second node paused at its apply step, and a repair of real
+nodes; then both nodes restarted (they load their disk) and every layer of both read: memory, runtime and disk equal
+to the inventory, and the nodes agreed on one writer.
+
+Steps chosen for the budget (each row starts fresh real nodes, runs the operation, the product's retries and two
+restarts): move (switchover: the writer rows change there; a pause lands in the LOAD or in verify) and apply (change
+set). bin/bench-real-pair and bin/bench-faults cover every step by hand."""
+import pytest
+
+from lab import bench_faults
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def matrix_of(real_proxysql_factory, version, fault):
+    return bench_faults.RealFaultMatrix(lambda name: real_proxysql_factory(version, name=name), fault=fault,
+                                        pause_s=2.0, retry_s=30, out=lambda line: None)
+
+
+@pytest.fixture
+def paused(real_proxysql_factory, galera_lab, live_redis):
+    m = matrix_of(real_proxysql_factory, "2.7.1", "pause")
+    yield m
+    m.close()
+
+
+@pytest.fixture
+def killed(real_proxysql_factory, galera_lab, live_redis):
+    m = matrix_of(real_proxysql_factory, "2.7.1", "kill")
+    yield m
+    m.close()
+
+
+def restarted_as_intended(row):
+    """After the retries and both restarts: every layer equal to the inventory, one writer agreed, no SQL by hand."""
+    assert row.pending_left == 0, row
+    assert (row.layers, row.hand_sql) == ("equal", "none"), (row, row.notes)
+    assert row.writer.startswith("agreed (") and "inventory says" not in row.writer, (row, row.notes)
+
+
+def test_switchover_with_a_real_node_paused_at_move(paused):
+    row = paused.row("switchover", "move")
+    assert row.landed.endswith("p2 stopped") and row.after_retries in ("done", "rolled_back"), row
+    restarted_as_intended(row)
+
+
+def test_switchover_with_a_real_node_killed_at_move(killed):
+    row = killed.row("switchover", "move")
+    assert row.landed.endswith("p2 killed") and row.after_retries in ("done", "rolled_back"), row
+    restarted_as_intended(row)
+
+
+def test_change_set_with_a_real_node_paused_at_apply(paused):
+    row = paused.row("config", "apply")
+    assert row.landed.endswith("p2 stopped") and row.after_retries in ("done", "rolled_back"), row
+    restarted_as_intended(row)
+
+
+def test_repair_of_real_nodes(paused):
+    row = paused.row("repair", bench_faults.NO_FAULT)
+    assert (row.state, row.after_retries) == ("done", "done"), (row, row.notes)
+    restarted_as_intended(row)
