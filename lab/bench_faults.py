@@ -50,6 +50,7 @@ from apps.operations import drain, executor, repair, rollbacks, services, switch
 from apps.operations.choices import OperationState
 from apps.operations.models import Operation, OperationStep
 from lab import demo
+from lab.bench_config import free_ports
 from lab.proxysql_double import DoubleServer, ProxySQLDouble
 
 KINDS = ("switchover", "drain", "restore", "config", "repair")
@@ -397,12 +398,19 @@ class RealFaultMatrix(FaultMatrix):
     pause_s later: it answers what was in flight then) or "kill" (SIGKILL, started again pause_s later from its
     datadir without --initial: it loads its disk, as after a crash). Restarts are real ones (SIGTERM, start)."""
 
-    def __init__(self, make_node, fault="pause", **kwargs):
+    def __init__(self, make_node, fault="pause", proxysql_cluster=False, **kwargs):
+        """make_node(name, peers=None, ports=None) -> a started RealProxySQL; proxysql_cluster: the two nodes form a
+        ProxySQL Cluster at ProxySQL's default sync settings (lab.real_proxysql: each lists both in proxysql_servers)."""
         super().__init__(**kwargs)
-        self.make_node, self.fault = make_node, fault
+        self.make_node, self.fault, self.proxysql_cluster = make_node, fault, proxysql_cluster
 
     def start_nodes(self):
-        return [self.make_node(f"p{i}") for i in (1, 2)]
+        if not self.proxysql_cluster:
+            return [self.make_node(f"p{i}") for i in (1, 2)]
+        ports = free_ports(4)
+        pairs = [(ports[0], ports[1]), (ports[2], ports[3])]
+        peers = {f"p{i}": admin for i, (admin, _) in enumerate(pairs, 1)}
+        return [self.make_node(f"p{i}", peers=peers, ports=pair) for i, pair in enumerate(pairs, 1)]
 
     def pause_at(self, op, step, worker):
         missed = self.wait_started(op, step, worker)

@@ -35,8 +35,10 @@ def real_proxysql_factory():
     root = LAB_VAR / "real-proxysql"
     started = []
 
-    def make(version, name=None, peers=None):
-        admin_port, client_port = free_ports(2)
+    def make(version, name=None, peers=None, ports=None):
+        """ports: (admin, client) chosen by the caller (a ProxySQL Cluster's members name each other's admin ports
+        in their config: bench_faults.RealFaultMatrix picks them first)."""
+        admin_port, client_port = ports or free_ports(2)
         node = RealProxySQL(real_binary(version), root / f"{name or version}-{admin_port}", admin_port, client_port,
                             peers=peers, name=name)
         node.start()
