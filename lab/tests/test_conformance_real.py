@@ -59,3 +59,11 @@ def test_the_null_script_reads_null_as_a_real_node_does_at_runtime():
     assert runtime_rules["2"]["re_modifiers"] == "" and runtime_rules["3"]["digest"] is None
     assert runtime_rules["4"]["re_modifiers"] == "CASELESS,GLOBAL"
     assert "1" not in memory_rules  # SAVE MYSQL QUERY RULES FROM RUNTIME brought runtime back over memory
+
+
+def test_a_missing_binary_fails_the_test_never_skips_it():
+    from lab.fixtures_real_proxysql import real_binary
+
+    with pytest.raises(pytest.fail.Exception, match=r"real ProxySQL 9\.9\.9 not found at .*shared/proxysql/9\.9\.9"):
+        real_binary("9.9.9")
+    assert all(real_binary(v).is_file() for v in REAL_VERSIONS)
