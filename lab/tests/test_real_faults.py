@@ -1,13 +1,13 @@
 """Real tier (issue 33): the fault matrix (lab/bench_faults.py) on a pair of REAL ProxySQL nodes in front of the real
 Galera lab, adopted through the product: a switchover with the second node paused (SIGSTOP) at its move step (2.7.1
-and 2.5.5) and with it SIGKILLed at its move step, a change set with the second node paused at its apply step, a repair
-of real nodes, and a ProxySQL Cluster pair (sync at ProxySQL's defaults) through a switchover and a change set with a
-peer paused; then both nodes restarted (they load their disk) and every layer of both read: memory, runtime and disk equal
-to the inventory, and the nodes agreed on one writer.
+and 2.5.5) and with it SIGKILLed at its move, save and autoinc_restore steps, a change set with the second node
+paused at its apply step, a repair of real nodes, and a ProxySQL Cluster pair (sync at ProxySQL's defaults) through a
+switchover and a change set with a peer paused; then both nodes restarted (they load their disk) and every layer of
+both read: memory, runtime and disk equal to the inventory, and the nodes agreed on one writer.
 
 Steps chosen for the budget (each row starts fresh real nodes, runs the operation, the product's retries and two
-restarts): move (switchover: the writer rows change there; a pause lands in the LOAD or in verify) and apply (change
-set). bin/bench-real-pair and bin/bench-faults cover every step by hand."""
+restarts): move (switchover: the writer rows change there; a pause lands in the LOAD or in verify), save and
+autoinc_restore for a kill, and apply (change set). bin/bench-real-pair and bin/bench-faults cover every step by hand."""
 import pytest
 
 from apps.operations.models import OperationStep
@@ -64,9 +64,13 @@ def test_switchover_with_a_real_2_5_5_node_paused_at_move(paused_2_5):
     restarted_as_intended(row)
 
 
-def test_switchover_with_a_real_node_killed_at_move(killed):
-    row = killed.row("switchover", "move")
-    assert row.landed.endswith("p2 killed") and row.after_retries in ("done", "rolled_back"), row
+@pytest.mark.parametrize("step,ends", [("move", ("done", "rolled_back")), ("save", ("rolled_back",)),
+                                       ("autoinc_restore", ("done",))])
+def test_switchover_with_a_real_node_killed_at_a_step(killed, step, ends):
+    """Killed at move (the writer rows change), at save (runtime changed, disk not yet: the restart loads the old
+    disk; the retry rolls back) and at autoinc_restore (past the point of no return: the retry finishes there)."""
+    row = killed.row("switchover", step)
+    assert row.landed.endswith("p2 killed") and row.after_retries in ends, row
     restarted_as_intended(row)
 
 
