@@ -40,6 +40,13 @@ mysql_variables=
 {pgsql_variables}{proxysql_servers}"""
 
 
+def config_variables(client_port):
+    """The mysql- variables CONFIG sets, as global_variables names them (a double started with them answers like
+    this node: lab/conformance.py)."""
+    return {"mysql-threads": "2", "mysql-interfaces": f"127.0.0.1:{client_port}", "mysql-monitor_username": "monitor",
+            "mysql-monitor_password": "monitor", "mysql-server_version": "10.11.0"}
+
+
 def binary_version(binary):
     """(major, minor) of a ProxySQL binary from `proxysql --version` ("ProxySQL version 3.0.1-39-g596d5ba, ..."),
     None when it says no version."""

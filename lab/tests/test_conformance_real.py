@@ -8,6 +8,7 @@ import pytest
 from lab import conformance
 from lab.fixtures_real_proxysql import REAL_VERSIONS
 from lab.proxysql_double import ProxySQLDouble
+from lab.real_proxysql import config_variables
 
 
 def test_every_script_is_there():
@@ -28,7 +29,9 @@ def test_the_double_answers_every_script_as_a_real_proxysql(version, real_proxys
             real = conformance.replay(node.port, statements)
         finally:
             node.stop()
-        with ProxySQLDouble(version=conformance.DOUBLE_VERSION[version]) as double:
+        # the double started with the real node's config file's variables, as the real node was
+        with ProxySQLDouble(version=conformance.DOUBLE_VERSION[version],
+                            variables=config_variables(node.client_port)) as double:
             doubled = conformance.replay(double.port, statements)
         assert len(real) == len(doubled) == len(statements)
         unexplained += conformance.unexplained(version, script,
