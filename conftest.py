@@ -19,7 +19,7 @@ import time
 import pytest
 
 pytest_plugins = ["lab.fixtures_proxysql", "lab.fixtures_galera", "lab.fixtures_replication", "lab.fixtures_dr",
-                  "lab.pytest_shards"]
+                  "lab.fixtures_real_proxysql", "lab.pytest_shards"]
 
 
 def missing(reason):

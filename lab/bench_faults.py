@@ -32,6 +32,7 @@ A row with no fault ("none") per operation is the control. Prints the machine an
 """
 import os
 import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -49,6 +50,7 @@ from apps.operations import drain, executor, repair, rollbacks, services, switch
 from apps.operations.choices import OperationState
 from apps.operations.models import Operation, OperationStep
 from lab import demo
+from lab.bench_config import free_ports
 from lab.proxysql_double import DoubleServer, ProxySQLDouble
 
 KINDS = ("switchover", "drain", "restore", "config", "repair")
@@ -101,21 +103,21 @@ class FaultMatrix:
         self.ports = [n.port for n in lab.nodes] if lab is not None else list(demo.GALERA_PORTS)
         self.drained_port = self.ports[2]  # the reader the drain and restore rows take out and back
         self.weight_row = (101, "127.0.0.1", self.ports[1])  # the row whose weight the change set and the repair move
-        self.server = DoubleServer().start_background()
+        self.server = None  # the doubles' server, started with the first row
         self.doubles, self.dirs, self.cluster = [], [], None
         self.serial = 0
         self._change_set = None  # (pk, ChangeSet) of the change set whose plan is being confirmed
 
     def close(self):
         self.teardown()
-        self.server.stop()
+        if self.server is not None:
+            self.server.stop()
 
     # -- a known state: fresh doubles, adopted ------------------------------------------------------------
     def setup(self):
         self.teardown()
         self.serial += 1
-        self.dirs = [tempfile.mkdtemp(prefix=f"bench-faults-{i}-") for i in (1, 2)]
-        self.doubles = [ProxySQLDouble(port=0, server=self.server, datadir=d).start() for d in self.dirs]
+        self.doubles = self.start_nodes()
         for d in self.doubles:
             demo.admin_sql(d.port, *demo.seed_statements(backend_ports=self.ports))  # LOADed and SAVEd: the three layers agree
         name = f"faults-{os.getpid()}-{self.serial}"
@@ -129,8 +131,16 @@ class FaultMatrix:
             adopt.apply_adoption(plan, admin_user="admin", admin_password="admin", monitor=monitor,
                                  actor=Actor.rule(RULE))
         self.cluster = Cluster.objects.get(name=name)
-        self.second.set_mode("normal", latency_ms=self.latency_ms)
         return self.cluster
+
+    def start_nodes(self):
+        """The row's two fresh ProxySQL nodes: doubles with a datadir each, the second answering latency_ms late."""
+        if self.server is None:
+            self.server = DoubleServer().start_background()
+        self.dirs = [tempfile.mkdtemp(prefix=f"bench-faults-{i}-") for i in (1, 2)]
+        doubles = [ProxySQLDouble(port=0, server=self.server, datadir=d).start() for d in self.dirs]
+        doubles[1].set_mode("normal", latency_ms=self.latency_ms)
+        return doubles
 
     @property
     def second(self):
@@ -267,24 +277,35 @@ class FaultMatrix:
         if time.monotonic() - start > 0.5:
             row.notes.append(f"waited {time.monotonic() - start:.0f} s for the Galera lab to be healthy first")
 
-    def pause_at(self, op, step, worker):
-        """Hang the second double as soon as `step` has started; resume it pause_s later. Returns where it landed."""
+    @staticmethod
+    def wait_started(op, step, worker):
+        """Until `step` of the operation has started: None, or why it never did."""
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             states = dict(OperationStep.objects.filter(operation=op).values_list("key", "state"))
             if states.get(step, "pending") != "pending":
-                break
+                return None
             if not worker.is_alive():
                 return f"not reached (operation {Operation.objects.get(pk=op.pk).state})"
             time.sleep(0.001)
-        else:
-            return "not reached within 60 s"
+        return "not reached within 60 s"
+
+    @staticmethod
+    def running(op):
+        """The steps running now, or where the operation is."""
+        keys = list(OperationStep.objects.filter(operation=op, state="running").values_list("key", flat=True))
+        return ", ".join(keys) or f"after the steps (operation {Operation.objects.get(pk=op.pk).state})"
+
+    def pause_at(self, op, step, worker):
+        """Hang the second double as soon as `step` has started; resume it pause_s later. Returns where it landed."""
+        missed = self.wait_started(op, step, worker)
+        if missed:
+            return missed
         engine = self.second.engine
         self.second.set_mode("hang")
         mark = engine.log_seq
         try:
-            running = list(OperationStep.objects.filter(operation=op, state="running").values_list("key", flat=True))
-            landed = ", ".join(running) or f"after the steps (operation {Operation.objects.get(pk=op.pk).state})"
+            landed = self.running(op)
             time.sleep(self.pause_s)
         finally:
             self.second.set_mode("normal")
@@ -369,6 +390,47 @@ class FaultMatrix:
         self.judge(again)
         row.notes.append(f"after a repair and a restart: layers {again.layers}, writer {again.writer}")
         return "none (repair)" if again.equal and again.agreed else "needed"
+
+
+class RealFaultMatrix(FaultMatrix):
+    """The matrix on REAL ProxySQL nodes (the test suite's real tier): `make_node(name)` starts a fresh real node
+    (lab.real_proxysql.RealProxySQL); the fault at a step is `fault`: "pause" (SIGSTOP of its process group, SIGCONT
+    pause_s later: it answers what was in flight then) or "kill" (SIGKILL, started again pause_s later from its
+    datadir without --initial: it loads its disk, as after a crash). Restarts are real ones (SIGTERM, start)."""
+
+    def __init__(self, make_node, fault="pause", proxysql_cluster=False, **kwargs):
+        """make_node(name, peers=None, ports=None) -> a started RealProxySQL; proxysql_cluster: the two nodes form a
+        ProxySQL Cluster at ProxySQL's default sync settings (lab.real_proxysql: each lists both in proxysql_servers)."""
+        super().__init__(**kwargs)
+        self.make_node, self.fault, self.proxysql_cluster = make_node, fault, proxysql_cluster
+
+    def start_nodes(self):
+        if not self.proxysql_cluster:
+            return [self.make_node(f"p{i}") for i in (1, 2)]
+        ports = free_ports(4)
+        pairs = [(ports[0], ports[1]), (ports[2], ports[3])]
+        peers = {f"p{i}": admin for i, (admin, _) in enumerate(pairs, 1)}
+        return [self.make_node(f"p{i}", peers=peers, ports=pair) for i, pair in enumerate(pairs, 1)]
+
+    def pause_at(self, op, step, worker):
+        missed = self.wait_started(op, step, worker)
+        if missed:
+            return missed
+        node = self.second
+        if self.fault == "kill":
+            os.killpg(node.proc.pid, signal.SIGKILL)
+            node.proc.wait()
+            landed = self.running(op) + "; p2 killed"
+            time.sleep(self.pause_s)
+            node.start(fresh=False)
+            return landed
+        os.killpg(node.proc.pid, signal.SIGSTOP)
+        try:
+            landed = self.running(op) + "; p2 stopped"
+            time.sleep(self.pause_s)
+        finally:
+            os.killpg(node.proc.pid, signal.SIGCONT)
+        return landed
 
 
 def _short(sql):

@@ -1,5 +1,5 @@
-"""A REAL ProxySQL process started by the lab's hand-run tools (bin/bench-real-pair, lab/capture_cluster_sync.py),
-never by the test suite: its own datadir, config file and process group, stopped at the end.
+"""A REAL ProxySQL process started by the lab's hand-run tools (bin/bench-real-pair, lab/capture_cluster_sync.py)
+and by the test suite's real tier (lab/fixtures_real_proxysql.py): its own datadir, config file and process group, stopped at the end.
 
 `peers`: the admin ports of a ProxySQL Cluster it belongs to (itself included). The config then lists them in
 proxysql_servers and sets admin-cluster_username/password (a second admin credential, as ProxySQL requires for
@@ -38,6 +38,13 @@ mysql_variables=
     server_version="10.11.0"
 }}
 {pgsql_variables}{proxysql_servers}"""
+
+
+def config_variables(client_port):
+    """The mysql- variables CONFIG sets, as global_variables names them (a double started with them answers like
+    this node: lab/conformance.py)."""
+    return {"mysql-threads": "2", "mysql-interfaces": f"127.0.0.1:{client_port}", "mysql-monitor_username": "monitor",
+            "mysql-monitor_password": "monitor", "mysql-server_version": "10.11.0"}
 
 
 def binary_version(binary):
@@ -83,6 +90,13 @@ class RealProxySQL:
         self.datadir, self.peers, self.name = Path(datadir), peers, name or str(admin_port)
         self.proc = None
         self.conn = None  # a connection kept by sql(); admin() opens one per call
+
+    # As the doubles name them (conftest.adopt_double, demo.admin_sql callers): the admin endpoint and credentials.
+    user = password = "admin"
+
+    @property
+    def port(self):
+        return self.admin_port
 
     def start(self, fresh=True):
         """fresh: an empty datadir and a new config file (ProxySQL, finding no proxysql.db, reads the file). Otherwise

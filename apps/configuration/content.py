@@ -12,7 +12,8 @@ user's, or a password variable) is {"secret": ref}: the value lives in ConfigSec
 import hashlib
 from dataclasses import dataclass, field
 
-from .tables import BY_NAME, MYSQL_SERVERS, MYSQL_USERS, SCHEDULER, TABLES, VARIABLES, RowError, check_row, typed_row
+from .tables import (BY_NAME, MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, SCHEDULER, TABLES, VARIABLES, RowError,
+                     check_row, typed_row)
 from .variables import check as check_variable
 from .variables import managed
 from .variables import same as same_variable
@@ -235,7 +236,8 @@ def diff(a, b, *, same_secret=None):
             elif y is None:
                 rows.append(RowChange(table.name, key, "removed", x, None))
             else:
-                fields = [c for c in table.column_names if not _equal(x.get(c), y.get(c), same_secret)]
+                fields = [c for c in table.column_names if not _equal(x.get(c), y.get(c), same_secret)
+                          and not table.same_value(c, x.get(c), y.get(c))]
                 if fields:
                     rows.append(RowChange(table.name, key, "changed", x, y, fields))
     va, vb = a.get(VARIABLES) or {}, b.get(VARIABLES) or {}
@@ -283,11 +285,14 @@ def runtime_users(rows):
 
 
 def expected_runtime(content, table):
-    """The rows this table's runtime_ layer shows when `content` is loaded: inactive users are absent, and a NULL
-    password reads '' (real 2.5.5 and 2.7.1: lab/reference/versions/proxysql-*-captured.json, "sequences")."""
+    """The rows this table's runtime_ layer shows when `content` is loaded: inactive users and inactive query rules
+    are absent, and a NULL password reads '' (real 2.5.5 and 2.7.1: lab/reference/versions/proxysql-*-captured.json,
+    "sequences"; lab/reference/conformance/null-defaults.sql)."""
     rows = content.get(table.name) or []
     if table is MYSQL_USERS:
         return [loaded_user(r) for r in rows if r["active"]]
+    if table is MYSQL_QUERY_RULES:
+        return [r for r in rows if r["active"]]
     return rows
 
 
@@ -297,8 +302,9 @@ def loaded_user(row):
 
 
 def runtime_view(content):
-    """The configuration as a node's runtime layer shows it once loaded (inactive users absent)."""
-    return {**content, MYSQL_USERS.name: expected_runtime(content, MYSQL_USERS)}
+    """The configuration as a node's runtime layer shows it once loaded (inactive users and query rules absent)."""
+    return {**content, MYSQL_USERS.name: expected_runtime(content, MYSQL_USERS),
+            MYSQL_QUERY_RULES.name: expected_runtime(content, MYSQL_QUERY_RULES)}
 
 
 def managed_variables(values):

@@ -334,7 +334,8 @@ class Words:
         for layer in ("disk", "runtime"):
             if layer in per_layer:
                 self._say(layer, table, what(layer), C.shown(want, secret), per_layer, writer_row, restart_only)
-        if self._unloaded(per_layer, values) and not (restart_only and "memory" not in per_layer):
+        if (self._unloaded(per_layer, values) and not (restart_only and "memory" not in per_layer)
+                and not (table in BY_NAME and BY_NAME[table].same_value(name, values["memory"], values["runtime"]))):
             later = "read only at a restart" if restart_only else "a LOAD would apply it"
             self._memory(table, f"{what('memory')} (runtime {C.shown(values['runtime'], secret)}; {later}")
 

@@ -14,7 +14,7 @@ from apps.fleet.choices import ClusterKind
 from apps.monitoring import rule_regex
 
 from .content import (claimed_hostgroups, diff, endpoint, endpoints, index, loaded_user, operational_changes,
-                      runtime_users, writers)
+                      password_hash, runtime_users, writers)
 from .tables import MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, SCHEDULER, TABLES, VARIABLES
 
 
@@ -408,13 +408,19 @@ def node_findings(target, nodes, tables_touched, changed_variables=()):
             if table.name not in tables_touched:
                 continue
             mem_rows = runtime_users(memory[table.name]) if table is MYSQL_USERS else memory[table.name]
-            mem = {table.key_of(r): r for r in mem_rows if not (table is MYSQL_USERS and not r["active"])}
+            mem = {table.key_of(r): r for r in mem_rows  # inactive users and rules are not loaded
+                   if not (table in (MYSQL_USERS, MYSQL_QUERY_RULES) and not r["active"])}
             run = index({table.name: runtime[table.name]}, table)
-            if table is MYSQL_USERS:  # (and a NULL password in memory is '' in runtime: not an edit)
-                mem = {k: {**loaded_user(v), "backend": 0, "frontend": 0} for k, v in mem.items()}
-                run = {k: {**v, "backend": 0, "frontend": 0} for k, v in run.items()}
+            if table is MYSQL_USERS:  # (a NULL password in memory is '' in runtime, and 2.5's runtime holds the
+                # hash of a cleartext one (admin-hash_passwords): neither is an edit)
+                mem = {k: {**loaded_user(v), "backend": 0, "frontend": 0, "password": password_hash(v["password"])}
+                       for k, v in mem.items()}
+                run = {k: {**v, "backend": 0, "frontend": 0, "password": password_hash(v["password"])}
+                       for k, v in run.items()}
             elif table.name == "mysql_query_rules":  # a 3.0 build's exchanged mirror columns are its LOAD, not an edit
                 mem = {k: run[k] if versions.mirror_swapped(v, run.get(k)) else v for k, v in mem.items()}
+            mem = {k: table.canonical(v) for k, v in mem.items()}  # NULL and '' where ProxySQL holds them as one
+            run = {k: table.canonical(v) for k, v in run.items()}
             if mem != run:
                 keys = sorted(str(list(k)) for k in mem.keys() ^ run.keys() | {k for k in mem.keys() & run.keys()
                                                                                if mem[k] != run[k]})

@@ -12,7 +12,7 @@ from apps.clients.proxysql import ProxySQLAdmin, configured_status
 from apps.clients.wire import ClientError
 
 from .content import ROLE_KEYS, claimed_hostgroups, in_scope, managed_variables, password_hash, runtime_users, sort
-from .tables import MYSQL_SERVERS, MYSQL_USERS, TABLES, VARIABLES, RowError, typed_row
+from .tables import MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, TABLES, VARIABLES, RowError, typed_row
 from .secrets import safe
 from .variables import SECRETS
 
@@ -111,11 +111,19 @@ def scoped(layer, hostgroups):
     return out
 
 
-def as_content(layer, roles, hostgroups):
+def as_content(layer, roles, hostgroups, memory=None):
     """A node layer as a configuration (version 1 at adoption, or 'take this node's runtime'), plus the
     secret values it names: (content, {secret name: value}). Passwords become named secrets: a user's as
-    the hash ProxySQL accepts, a password variable as written."""
+    the hash ProxySQL accepts, a password variable as written. `memory`: the node's memory layer, whose inactive
+    users and query rules are taken too (ProxySQL loads only the active ones: runtime never shows the others)."""
     content = scoped(layer, hostgroups)
+    if memory is not None:
+        for table in (MYSQL_USERS, MYSQL_QUERY_RULES):
+            present = {table.key_of(r) for r in content[table.name]}
+            for row in memory[table.name]:
+                if not row["active"] and table.key_of(row) not in present:
+                    present.add(table.key_of(row))
+                    content[table.name].append(dict(row))
     secrets = {}
     for row in content[MYSQL_USERS.name]:
         if row["password"] not in (None, ""):

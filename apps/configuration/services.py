@@ -204,7 +204,7 @@ def read_for_adoption(name, admin_host, admin_port, admin_user, admin_password):
     is made of it, in that transaction: record_adoption). A NodeConfig; its `error` says why it could not be read."""
     node = ProxySQLNode(name=name, admin_host=admin_host, admin_port=admin_port, admin_user=admin_user,
                         admin_password=admin_password)
-    return N.read_node(node, layers=("runtime",))
+    return N.read_node(node, layers=("runtime", "memory"))
 
 
 def record_adoption(cluster, node_name, changes, runtime, *, actor):
@@ -221,7 +221,8 @@ def record_adoption(cluster, node_name, changes, runtime, *, actor):
         inventory = with_servers(inventory_content(cluster, base=C.empty()), changes)
         if not readable:
             return inventory
-        first, values = N.as_content(runtime.layers["runtime"], inventory["roles"], C.claimed_hostgroups(inventory))
+        first, values = N.as_content(runtime.layers["runtime"], inventory["roles"], C.claimed_hostgroups(inventory),
+                                     runtime.layers.get("memory"))
         return with_servers(_name_secrets(first, S.store(cluster, values)), changes)
 
     with transaction.atomic():
@@ -241,14 +242,14 @@ def record_adopted(cluster, node, *, actor=None):
     actor = actor or Actor.system()
     if latest(cluster) is not None:
         return None
-    nc = N.read_node(node, layers=("runtime",))
+    nc = N.read_node(node, layers=("runtime", "memory"))
     if nc.error:
         record("configuration version not recorded", actor=actor, cluster=cluster, target=str(node),
                outcome="failure", details={"error": nc.error})
         return None
     roles = inventory_content(cluster)["roles"]
     hostgroups = C.claimed_hostgroups(inventory_content(cluster))
-    content, values = N.as_content(nc.layers["runtime"], roles, hostgroups)
+    content, values = N.as_content(nc.layers["runtime"], roles, hostgroups, nc.layers["memory"])
     with transaction.atomic():
         refs = S.store(cluster, values)
         content = _name_secrets(content, refs)
@@ -544,11 +545,11 @@ def take_runtime(cluster, node, *, actor, reason):
     """A change set that makes the node's runtime (changed outside the console) the next version; planned and
     applied like any other, so every node of the cluster ends with it."""
     current = latest(cluster)
-    nc = N.read_node(node, layers=("runtime",))
+    nc = N.read_node(node, layers=("runtime", "memory"))
     if nc.error:
         raise Refused(f"{node.name} could not be read: {nc.error}")
     content, values = N.as_content(nc.layers["runtime"], current.content.get("roles") or {},
-                                   C.claimed_hostgroups(current.content))
+                                   C.claimed_hostgroups(current.content), nc.layers["memory"])
     refs = S.store(cluster, values)
     content = _name_secrets(content, refs)
     content = _same_refs(current.content, content, cluster)

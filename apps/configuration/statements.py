@@ -35,7 +35,8 @@ class NodePlan:
 
 
 def _user_equal(a, b):
-    return {**a, "password": password_hash(a["password"])} == {**b, "password": password_hash(b["password"])}
+    return (MYSQL_USERS.canonical({**a, "password": password_hash(a["password"])})
+            == MYSQL_USERS.canonical({**b, "password": password_hash(b["password"])}))
 
 
 def diff_scope(intended):
@@ -86,7 +87,8 @@ def node_plan(sql, target, memory, *, hostgroups, secrets, node_key="node", inte
             want = index(target, table)
             raw = [r for r in memory[table.name] if in_scope(table, r, hostgroups)]
             have = {table.key_of(r): r for r in (runtime_users(raw) if table is MYSQL_USERS else raw)}
-            equal = _user_equal if table is MYSQL_USERS else (lambda a, b: a == b)
+            equal = _user_equal if table is MYSQL_USERS else (  # as ProxySQL holds them (NULL and '', case)
+                lambda a, b, table=table: table.canonical(a) == table.canonical(b))
             def restore(key, table=table, raw=raw):
                 """Exactly the memory rows this key had (a user may have two: frontend and backend)."""
                 head = [sql.delete_row(table.name, dict(zip(table.key, key)))] if table is MYSQL_USERS else []

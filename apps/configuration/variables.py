@@ -21,6 +21,10 @@ PER_NODE = frozenset({"admin-mysql_ifaces", "admin-version", "mysql-interfaces",
 SECRETS = frozenset({"mysql-monitor_password", "admin-cluster_password"})
 # Read by ProxySQL only when it starts: a LOAD leaves the runtime value as it is.
 RESTART_ONLY = frozenset({"mysql-threads", "mysql-stacksize"})
+# Text variables a real 2.7.1 and 2.5.5 refuse to set to '' at LOAD: memory goes back to the runtime value
+# (lab/reference/conformance/variables-blank.sql).
+EMPTY_REFUSED = frozenset({"mysql-default_schema", "mysql-keep_multiplexing_variables", "admin-stats_credentials",
+                           "mysql-default_session_track_gtids"})
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,8 @@ def check(name, value, known=None):
         return str(number), None
     if "\x00" in text:
         return None, "contains a NUL character"
+    if text == "" and name in EMPTY_REFUSED:
+        return None, "cannot be empty: ProxySQL keeps '' in memory and silently does not apply it"
     return str(value), None
 
 

@@ -469,6 +469,9 @@ class AdminEngine:
             if m and m.group(1) not in self.profile.variables:
                 # as ProxySQL: an OK (not an error) carrying this text, nothing written (admin_handler_command_set)
                 return Result(affected=0, info=f"ERROR: Unknown global variable: '{m.group(1)}'.")
+            if m and m.group(1) in NOT_SET_CONFIGURABLE:
+                return Result(error=(ERR_CODE, f"ProxySQL Admin Error: ERROR: Global variable '{m.group(1)}' is not "
+                                               "configurable using SET command. You must run UPDATE global_variables"))
             if m:
                 value = _unquote(m.group(2).strip())
                 cur = self.db.execute("UPDATE global_variables SET variable_value=? WHERE variable_name=?",
@@ -686,6 +689,11 @@ class AdminEngine:
                 self._copy(f"main.{table}", f"main.runtime_{table}")
                 if table == "mysql_servers":
                     self.db.execute("UPDATE main.runtime_mysql_servers SET status=UPPER(status)")
+                if table == "mysql_query_rules":   # as real 2.5.5 and 2.7.1 show it (lab/conformance.py): only the
+                    # active rules are loaded, a NULL re_modifiers reads '' and is upper-cased, a '' digest reads NULL
+                    self.db.execute("DELETE FROM main.runtime_mysql_query_rules WHERE active=0")
+                    self.db.execute("UPDATE main.runtime_mysql_query_rules"
+                                    " SET re_modifiers=UPPER(IFNULL(re_modifiers,'')), digest=NULLIF(digest,'')")
                 if table == "mysql_query_rules" and self.profile.swaps_mirror_columns:   # 3.0 (versions.py)
                     self.db.execute("UPDATE main.runtime_mysql_query_rules"
                                     " SET mirror_flagOUT=mirror_hostgroup, mirror_hostgroup=mirror_flagOUT")
@@ -720,6 +728,7 @@ class AdminEngine:
         for row in self.db.execute("SELECT * FROM main.mysql_users WHERE active<>0").fetchall():
             d = dict(zip(cols, row))
             d["password"] = _runtime_password(d["password"], hashing)
+            d["default_schema"] = d["default_schema"] or ""   # NULL reads '' at runtime (real 2.5.5 and 2.7.1)
             for be, fe in ((1, 0), (0, 1)):
                 if (be and d["backend"]) or (fe and d["frontend"]):
                     d2 = dict(d, backend=be, frontend=fe)
@@ -1035,7 +1044,8 @@ class AdminEngine:
         interval = self._check_interval()
         checks, metrics, status = [], [], []
         for host, port, weight, comment in self._peers():
-            for name in self.checksum_names:
+            # mysql_servers_v2 last, as a real 2.7.1 lists them (lab/conformance.py)
+            for name in sorted(self.checksum_names, key=lambda n: n == "mysql_servers_v2"):
                 st = self.peer_checksums.get((host, int(port), name))
                 if st:
                     checks.append((host, port, name, st[0], st[1], st[2], st[3], st[4], st[5]))
@@ -1104,10 +1114,19 @@ def _like_to_regex(pattern):
     return re.compile(f"^{out}$", re.I)
 
 
+# Measured on real 2.7.1 and 2.5.5 (lab/reference/conformance/variables-blank.sql): SET of these is refused with an
+# error (UPDATE global_variables is the way), and these refuse '' at LOAD (memory goes back to the runtime value).
+NOT_SET_CONFIGURABLE = {"mysql-init_connect"}
+EMPTY_REFUSED = {"mysql-default_schema", "mysql-keep_multiplexing_variables", "admin-stats_credentials",
+                 "mysql-default_session_track_gtids"}
+
+
 def _validate(name, value):
     """(accepted, normalised value) for a variable value, judged by the type of its default."""
     default = SCHEMA.defaults.get(name)
     v = "" if value is None else str(value)
+    if v == "" and name in EMPTY_REFUSED:
+        return False, v
     if default in ("true", "false"):
         lv = v.strip().lower()
         if lv in ("true", "1"):

@@ -250,7 +250,7 @@ class TrafficModel:
         self.global_overrides = {}
         self.counters = {"sessions_created": 0, "sessions_closed": 0, "sessions_cut": 0,
                          "client_errors": 0, "held_timeouts": 0, "moved_sessions": 0, "sessions_killed": 0}
-        self.servers_table_version = 1
+        self.servers_table_version = 0  # the start's own load makes it 1, as on a real node (lab/conformance.py)
         self._rule_fracs = {}      # hg -> [(rule_id, share of its queries the rule matches)]
         self._mirror_routes = {}   # hg -> [(rule_id, share, mirror hg, template mask)]
         self._shares_key = None    # the digest table's shape the shares above were computed for

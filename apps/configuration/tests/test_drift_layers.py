@@ -132,3 +132,31 @@ def test_a_password_changed_on_disk_is_said_without_its_value(saved_lab, viewer_
     assert node(api, "proxysql-2")["in_sync"]
     assert "n3w-pass" not in page and "n3w-pass" not in str(api) and "app-secret" not in page
     assert escape(words) in page
+
+
+def test_null_and_defaults_as_proxysql_loads_them_are_no_drift(adopted_lab, viewer_client, viewer_user):
+    """Issue 33: users and query rules configured the ordinary way (no default_schema, no password, re_modifiers NULL
+    or in lower case, a '' digest, an inactive rule and user), which the double now loads as a real 2.5.5/2.7.1 does
+    (NULL reads '' at runtime, '' digest NULL, re_modifiers upper-cased, inactive rows not loaded): the page and the
+    API say in sync, on a version recorded from a node's runtime."""
+    from apps.configuration import services
+    from apps.configuration.models import ConfigVersion
+
+    cluster, doubles = adopted_lab
+    for double in doubles:
+        sql(double, "INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','pw',100),"
+                    "('nopass',NULL,100)")
+        sql(double, "INSERT INTO mysql_users (username,password,default_hostgroup,active) VALUES ('retired','x',100,0)")
+        sql(double, "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,apply,"
+                    "re_modifiers) VALUES (20,1,'^SELECT',101,1,NULL),(30,1,'^SHOW',101,1,'caseless'),"
+                    "(40,0,'^DELETE',100,1,'CASELESS')")
+        sql(double, "INSERT INTO mysql_query_rules (rule_id,active,digest,match_pattern,apply) VALUES (50,1,'','^x',1)")
+        for statement in ("LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK",
+                          "LOAD MYSQL QUERY RULES TO RUNTIME", "SAVE MYSQL QUERY RULES TO DISK"):
+            sql(double, statement)
+    assert sql(doubles[0], "SELECT default_schema FROM runtime_mysql_users WHERE username='app'") == (("",), ("",))
+    ConfigVersion.objects.filter(cluster=cluster).delete()
+    services.record_adopted(cluster, cluster.proxysql_nodes.order_by("pk").first())
+    page, api = read(cluster, viewer_client, viewer_user)
+    assert api["in_sync"], [n["findings"] for n in api["nodes"]]
+    assert page.count('data-config-drift="none"') == 2 and "data-layer=" not in page

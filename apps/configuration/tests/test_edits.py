@@ -117,3 +117,15 @@ def test_every_row_of_every_table_opens_in_the_editor_and_saves_unchanged(versio
     cs.refresh_from_db()
     assert services.target_of(cs) == services.target_of(services.start_change_set(cluster,
                                                                                   actor=Actor.command(operator_user)))
+
+
+def test_an_empty_value_proxysql_refuses_at_load_is_refused_with_its_reason(versioned_lab, operator_user):
+    """Issue 33: a real 2.7.1/2.5.5 keeps mysql-default_schema='' in memory and silently does not apply it at LOAD
+    (lab/reference/conformance/variables-blank.sql): the edit is refused before it reaches a node."""
+    cluster, _, _ = versioned_lab
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user))
+    with pytest.raises(services.Refused, match="mysql-default_schema.*cannot be empty: ProxySQL keeps '' in memory"):
+        services.add_edit(cs, {"op": "set", "name": "mysql-default_schema", "value": ""},
+                          actor=Actor.command(operator_user))
+    services.add_edit(cs, {"op": "set", "name": "mysql-init_connect", "value": ""}, actor=Actor.command(operator_user))
+    assert services.target_of(cs)["global_variables"]["mysql-init_connect"] == ""
