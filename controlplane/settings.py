@@ -254,6 +254,9 @@ ALERTS_DIGEST_EVERY_S = envfloat("ALERTS_DIGEST_EVERY_S", 300.0)  # the query-di
 # Where alert channels (webhook, Slack, PagerDuty, Alertmanager) may post: host names (*.example.net), addresses or
 # CIDRs, each optionally with :port, comma-separated (apps/alerts/destinations.py); empty: anywhere.
 ALERT_CHANNEL_DESTINATIONS = envlist("ALERT_CHANNEL_DESTINATIONS", "")
+# Loopback, link-local and private addresses are refused unless a CIDR entry above names them, or this is on (the
+# test suite's receivers listen on 127.0.0.1).
+ALERT_CHANNEL_PRIVATE_ADDRESSES = envbool("ALERT_CHANNEL_PRIVATE_ADDRESSES", False)
 
 # Audit retention: events older than this many days are archived to gzip JSONL files, then removed.
 AUDIT_RETENTION_DAYS = envint("AUDIT_RETENTION_DAYS", 400)
