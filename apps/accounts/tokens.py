@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from apps.audit.actor import Actor
 from apps.audit.services import record
+from controlplane.client_address import client_address
 
 from .models import ApiToken
 
@@ -92,7 +93,7 @@ def authenticate(raw, *, request=None):
                         "user": token.user.get_username() if token else None})
         raise Refused(reason)
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_EVERY:
-        address = request.META.get("REMOTE_ADDR") if request is not None else None
+        address = client_address(request) if request is not None else None
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now, last_used_from=address or None)
         token.last_used_at, token.last_used_from = now, address
     return token.user, token
