@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from apps.audit.actor import Actor
 from apps.audit.services import record
+from apps.fleet.validators import has_invisible
 from controlplane.client_address import client_address
 
 from .models import ApiToken
@@ -42,6 +43,8 @@ def create(user, name, *, actor=None, expires_at=None):
     now = timezone.now()
     if not name:
         raise Refused("A token needs a name (what it is for).")
+    if has_invisible(name):
+        raise Refused("A token's name cannot hold line breaks, tabs or invisible characters.")
     if expires_at is not None and expires_at <= now:
         raise Refused("The expiry must be in the future.")
     raw = PREFIX + secrets.token_urlsafe(32)
