@@ -93,19 +93,25 @@ def headline(status, cluster_name, alerts):
     return f"[RESOLVED] {cluster_name}: {what}" + (f" and {len(alerts) - 1} more" if len(alerts) > 1 else "")
 
 
+def slack_text(text):
+    """Text as Slack's message format reads it literally: &, < and > escaped, as Slack documents, so that a digest
+    text from client SQL cannot mention `<!channel>` or draw a `<http://x|link>`."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def slack_payload(channel, cluster_name, status, alerts):
     attachments = []
     for a in alerts:
         done = a.state == AlertState.RESOLVED
         attachments.append({
             "color": "#1d7f45" if done else COLOURS.get(a.severity, "#5a6475"),
-            "title": f"{'RESOLVED' if done else a.severity.upper()}: {annotations(a)['title']}",
+            "title": slack_text(f"{'RESOLVED' if done else a.severity.upper()}: {annotations(a)['title']}"),
             "title_link": f"{base_url()}{a.get_absolute_url()}",
-            "text": a.summary,
-            "fields": [{"title": "Subject", "value": a.subject_label, "short": True},
+            "text": slack_text(a.summary),
+            "fields": [{"title": "Subject", "value": slack_text(a.subject_label), "short": True},
                        {"title": "Since", "value": _iso(a.since), "short": True}],
             "footer": "ProxySQL fleet", "ts": int((a.resolved_at or a.fired_at or a.since).timestamp())})
-    return {"text": headline(status, cluster_name, alerts), "attachments": attachments}
+    return {"text": slack_text(headline(status, cluster_name, alerts)), "attachments": attachments}
 
 
 def pagerduty_payload(channel, cluster_name, alerts):

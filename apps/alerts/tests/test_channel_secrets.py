@@ -119,3 +119,22 @@ def test_rotation_covers_the_channel_url_and_secret(settings):
     channel = Channel.objects.get(pk=channel.pk)
     assert stored_url(channel) != before
     assert channel.url == "https://events.example.net/v2/enqueue" and channel.secret == "routing-key"
+
+
+def test_digest_text_reaches_slack_escaped():
+    from types import SimpleNamespace
+
+    from django.utils import timezone
+
+    from apps.alerts.channels import slack_payload
+
+    sql = "SELECT '<!channel>' , '<http://evil.example|your bank>' & 1 > 0"
+    now = timezone.now()
+    alert = SimpleNamespace(pk=1, rule="digest_new_top", severity="warning", state="firing", summary=f"new top: {sql}",
+                            subject_label=f"digest {sql}", since=now, fired_at=now, resolved_at=None,
+                            cluster=SimpleNamespace(name="<!here>"), details={},
+                            get_absolute_url=lambda: "/alerts/1/")
+    payload = json.dumps(slack_payload(None, "<!here>", "firing", [alert]))
+    for raw in ("<!channel>", "<http://evil", "<!here>", "|your bank>"):
+        assert raw not in payload, raw
+    assert "&lt;!channel&gt;" in payload and "&amp; 1 &gt; 0" in payload
