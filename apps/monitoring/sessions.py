@@ -26,10 +26,13 @@ def live_sessions(node):
 
 
 def read_session(node, session_id):
-    """The session's processlist row, or None when it is not open (any more)."""
+    """The session's processlist row, or None when it is not open (any more). Session ids start at 1: no other
+    id is read (the client reads every session for id 0, whose first row is another session)."""
+    if int(session_id) < 1:
+        return None
     with ProxySQLAdmin.for_node(node) as admin:
         rows = admin.processlist(session_id)
-    return rows[0] if rows else None
+    return next((row for row in rows if row["SessionID"] == int(session_id)), None)
 
 
 def describe(row):
