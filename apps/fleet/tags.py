@@ -27,8 +27,8 @@ def check(key, value):
     if not KEY.fullmatch(key):
         raise BadTag(f"Tag key {key[:40]!r}: 1 to 40 letters, digits, '.', '_' or '-', starting with a letter or digit.")
     if not value or len(value) > VALUE_MAX or BAD_VALUE.search(value) or has_invisible(value) or value.isspace():
-        raise BadTag(f"Tag {key}: a value of 1 to {VALUE_MAX} characters, without control or invisible characters, "
-                     "',' or '='.")
+        raise BadTag(f"Tag {key}: a value of 1 to {VALUE_MAX} characters, without control characters, invisible "
+                     "characters, ',' or '='.")
     return key, value
 
 
