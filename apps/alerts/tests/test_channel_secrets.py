@@ -138,3 +138,24 @@ def test_digest_text_reaches_slack_escaped():
     for raw in ("<!channel>", "<http://evil", "<!here>", "|your bank>"):
         assert raw not in payload, raw
     assert "&lt;!channel&gt;" in payload and "&amp; 1 &gt; 0" in payload
+
+
+@pytest.mark.django_db
+def test_the_migration_encrypts_stored_urls_and_cleans_the_delivery_log():
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("apps.alerts.migrations.0003_channel_url_encrypted")
+    url = f"https://hooks.example.net/services/{SECRET}"
+    channel = Channel.objects.create(name="old", kind="slack", url="x")
+    with connection.cursor() as cur:  # as 0002 left it: the URL in clear
+        cur.execute(f"UPDATE {Channel._meta.db_table} SET url=%s WHERE id=%s", [url, channel.pk])
+    n = Notification.objects.create(channel=channel, reason="test", status="firing", payload={},
+                                    last_error=f"ConnectionError: ... Max retries exceeded with url: /services/{SECRET}")
+    DeliveryAttempt.objects.create(notification=n, at=n.created_at, ok=False, http_status=500, duration_ms=1,
+                                   error='HTTP 500: {"internal": "SECRET answer"}')
+    migration.encrypt_and_clean(apps, None)
+    assert stored_url(channel).startswith(PREFIX) and Channel.objects.get(pk=channel.pk).url == url
+    assert "SECRET" not in Notification.objects.get(pk=n.pk).last_error
+    assert DeliveryAttempt.objects.get(notification=n).error == "HTTP 500"
