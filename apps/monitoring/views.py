@@ -107,7 +107,8 @@ def proxysql_kill_session(request, pk, session_id):
                                      "describe": row and sessions.describe(row),
                                      "refusal": "Tick the confirmation to kill the session."}, status=400)
         try:
-            killed, gone = sessions.kill_session(node, session_id, expected, actor=Actor.of_request(request))
+            killed, gone = sessions.kill_session(node, session_id, expected, actor=Actor.of_request(request),
+                                                 as_digest=digest_form)
         except sessions.KillRefused as exc:
             messages.error(request, str(exc))
             return redirect(back)

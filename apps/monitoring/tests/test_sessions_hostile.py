@@ -55,3 +55,18 @@ def test_the_kill_page_for_session_id_0_describes_no_session(adopted_lab, operat
                            {"user": "app", "cli_host": "127.0.0.1", "cli_port": "1", "confirm": "yes"}, follow=True)
     assert b"was not killed: it is not open any more" in killed.content
     assert not any(s.startswith("KILL CONNECTION") for s in first.statements())
+
+
+def test_a_kill_is_audited_with_the_sessions_sql_as_its_digest(adopted_lab, operator_user):
+    from apps.audit.models import AuditEvent
+
+    cluster, (first, _) = adopted_lab
+    node = ProxySQLNode.objects.get(admin_port=first.port)
+    first.traffic.set_sessions(hostgroup=101, count=8, kind="read", busy=1.0, prepared_fraction=0.0, reconnect=False)
+    victim = next(r for r in first.traffic.processlist_rows(0) if r[6] == 101)
+    operator = Client()
+    operator.force_login(operator_user)
+    form = {"user": victim[2], "cli_host": "127.0.0.1", "cli_port": str(victim[5]), "confirm": "yes"}
+    operator.post(reverse("monitoring:proxysql_kill_session", args=[node.pk, victim[1]]), form)
+    event = AuditEvent.objects.get(action="proxysql.kill_session", outcome="success")
+    assert event.details["info"] and not LITERAL.search(event.details["info"]), event.details["info"]
