@@ -254,6 +254,9 @@ ALERTS_DIGEST_EVERY_S = envfloat("ALERTS_DIGEST_EVERY_S", 300.0)  # the query-di
 # Where alert channels (webhook, Slack, PagerDuty, Alertmanager) may post: host names (*.example.net), addresses or
 # CIDRs, each optionally with :port, comma-separated (apps/alerts/destinations.py); empty: anywhere.
 ALERT_CHANNEL_DESTINATIONS = envlist("ALERT_CHANNEL_DESTINATIONS", "")
+# Loopback, link-local and private addresses are refused unless a CIDR entry above names them, or this is on (the
+# test suite's receivers listen on 127.0.0.1).
+ALERT_CHANNEL_PRIVATE_ADDRESSES = envbool("ALERT_CHANNEL_PRIVATE_ADDRESSES", False)
 
 # Audit retention: events older than this many days are archived to gzip JSONL files, then removed.
 AUDIT_RETENTION_DAYS = envint("AUDIT_RETENTION_DAYS", 400)
@@ -384,8 +387,12 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not D
 SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", not DEBUG)
 if envbool("SECURE_PROXY_SSL_HEADER", False):  # behind a proxy that sets X-Forwarded-Proto
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-# Login throttling: this many failures per user name or source address within the window.
+# Login throttling: this many failures per user name and source address together within the window (one
+# address guessing many names locks none of them for anyone else).
 LOGIN_MAX_FAILURES = envint("LOGIN_MAX_FAILURES", 5)
+# Reverse proxies (addresses or CIDRs, comma-separated) whose X-Forwarded-For names the client (login throttling,
+# the audit log's source address); empty: the peer address is the client (controlplane/client_address.py).
+TRUSTED_PROXY_ADDRESSES = envlist("TRUSTED_PROXY_ADDRESSES", "")
 LOGIN_FAILURE_WINDOW_S = envint("LOGIN_FAILURE_WINDOW_S", 900)
 # Adoption reads the admin port it is given with the credentials it is given: at most this many previews a
 # minute per user, so the form is no port scanner or password oracle (every attempt is audited).

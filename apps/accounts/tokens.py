@@ -16,6 +16,8 @@ from django.utils import timezone
 
 from apps.audit.actor import Actor
 from apps.audit.services import record
+from apps.fleet.validators import has_invisible
+from controlplane.client_address import client_address
 
 from .models import ApiToken
 
@@ -41,6 +43,8 @@ def create(user, name, *, actor=None, expires_at=None):
     now = timezone.now()
     if not name:
         raise Refused("A token needs a name (what it is for).")
+    if has_invisible(name):
+        raise Refused("A token's name cannot hold line breaks, tabs or invisible characters.")
     if expires_at is not None and expires_at <= now:
         raise Refused("The expiry must be in the future.")
     raw = PREFIX + secrets.token_urlsafe(32)
@@ -92,7 +96,7 @@ def authenticate(raw, *, request=None):
                         "user": token.user.get_username() if token else None})
         raise Refused(reason)
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_EVERY:
-        address = request.META.get("REMOTE_ADDR") if request is not None else None
+        address = client_address(request) if request is not None else None
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now, last_used_from=address or None)
         token.last_used_at, token.last_used_from = now, address
     return token.user, token

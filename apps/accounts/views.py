@@ -5,16 +5,17 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import UsernameField
-from django.db.models import Q
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
 from apps.audit.actor import Actor
 from apps.audit.services import record
+from controlplane.client_address import client_address
 
 from . import tokens
 from .forms import TokenForm
@@ -22,36 +23,43 @@ from .models import ApiToken, LoginFailure
 from .roles import VIEWER, require_role
 
 
-def throttle_name(raw):
+def throttle_name(raw):  # -> (name, whether a user has it)
     """The user name failures are counted under: the one Django authenticates. The login form strips
     spaces and NFKC-normalises (UsernameField), and the user is then looked up in the database, whose
     collation may match other spellings (MariaDB's ignores case): so " alice", "alice\t" and, on
     MariaDB, "ALICE" all count against alice, as they would all log in as alice."""
     name = UsernameField().to_python(raw or "")
     if len(name) > 150:  # no user has such a name: count it as typed (cut to the column)
-        return name[:150]
+        return name[:150], False
     users = get_user_model()._default_manager
     try:
-        return users.get_by_natural_key(name).get_username()
+        return users.get_by_natural_key(name).get_username(), True
     except get_user_model().DoesNotExist:
-        return name
+        return name, False
 
 
-def claim_attempt(request, username):
+def audited_name(name, known):
+    """A user name as the audit log (which viewers read) keeps it: a user's name, or for a name no user has (often
+    a mistyped password) a keyed fingerprint that tells repeated guesses apart without showing them."""
+    return name if known else f"(no such user, fingerprint {salted_hmac('accounts.login.name', name).hexdigest()[:12]})"
+
+
+def claim_attempt(request, username, known=True):
     """Counts a login attempt before its password is checked: its row first, then every recent row for the
-    user name or the source address, its own included. Of attempts arriving together, each sees at least
-    those that came before it, so no more than LOGIN_MAX_FAILURES get past, whatever the timing. Returns the
-    attempt's row (it stays as a failure unless the login succeeds), or None when refused (with the
+    user name and the client address together, its own included (as django-axes locks: an address guessing
+    many names, or a reverse proxy's one address, locks no one else out). Of attempts arriving together, each
+    sees at least those that came before it, so no more than LOGIN_MAX_FAILURES get past, whatever the timing.
+    Returns the attempt's row (it stays as a failure unless the login succeeds), or None when refused (with the
     refusal audited; a refused attempt does not count)."""
-    address = request.META.get("REMOTE_ADDR")
+    address = client_address(request)
     attempt = LoginFailure.objects.create(username=username, source_address=address)
     since = timezone.now() - timedelta(seconds=settings.LOGIN_FAILURE_WINDOW_S)
-    recent = LoginFailure.objects.filter(Q(username=username) | Q(source_address=address), at__gte=since).count()
+    recent = LoginFailure.objects.filter(username=username, source_address=address, at__gte=since).count()
     if recent <= settings.LOGIN_MAX_FAILURES:
         return attempt
     attempt.delete()
     record("login refused", request=request, outcome="refused",
-           details={"username": username, "recent_failures": recent - 1})
+           details={"username": audited_name(username, known), "recent_failures": recent - 1})
     return None
 
 
@@ -64,8 +72,8 @@ class ThrottledLoginView(auth_views.LoginView):
     template_name = "accounts/login.html"
 
     def post(self, request, *args, **kwargs):
-        self.throttled_as = throttle_name(request.POST.get("username"))
-        if claim_attempt(request, self.throttled_as) is None:
+        self.throttled_as, self.known_name = throttle_name(request.POST.get("username"))
+        if claim_attempt(request, self.throttled_as, self.known_name) is None:
             # The form without the password: a refused attempt's password is not even checked.
             form = self.get_form_class()(request, data={"username": request.POST.get("username", "")})
             form.errors.clear()
@@ -74,7 +82,7 @@ class ThrottledLoginView(auth_views.LoginView):
         return super().post(request, *args, **kwargs)
 
     def form_invalid(self, form):  # the attempt's row stays: one more failure
-        record("login failed", request=self.request, outcome="refused", details={"username": self.throttled_as})
+        record("login failed", request=self.request, outcome="refused", details={"username": audited_name(self.throttled_as, self.known_name)})
         return super().form_invalid(form)
 
     def form_valid(self, form):

@@ -93,19 +93,25 @@ def headline(status, cluster_name, alerts):
     return f"[RESOLVED] {cluster_name}: {what}" + (f" and {len(alerts) - 1} more" if len(alerts) > 1 else "")
 
 
+def slack_text(text):
+    """Text as Slack's message format reads it literally: &, < and > escaped, as Slack documents, so that a digest
+    text from client SQL cannot mention `<!channel>` or draw a `<http://x|link>`."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def slack_payload(channel, cluster_name, status, alerts):
     attachments = []
     for a in alerts:
         done = a.state == AlertState.RESOLVED
         attachments.append({
             "color": "#1d7f45" if done else COLOURS.get(a.severity, "#5a6475"),
-            "title": f"{'RESOLVED' if done else a.severity.upper()}: {annotations(a)['title']}",
+            "title": slack_text(f"{'RESOLVED' if done else a.severity.upper()}: {annotations(a)['title']}"),
             "title_link": f"{base_url()}{a.get_absolute_url()}",
-            "text": a.summary,
-            "fields": [{"title": "Subject", "value": a.subject_label, "short": True},
+            "text": slack_text(a.summary),
+            "fields": [{"title": "Subject", "value": slack_text(a.subject_label), "short": True},
                        {"title": "Since", "value": _iso(a.since), "short": True}],
             "footer": "ProxySQL fleet", "ts": int((a.resolved_at or a.fired_at or a.since).timestamp())})
-    return {"text": headline(status, cluster_name, alerts), "attachments": attachments}
+    return {"text": slack_text(headline(status, cluster_name, alerts)), "attachments": attachments}
 
 
 def pagerduty_payload(channel, cluster_name, alerts):
@@ -173,18 +179,42 @@ def _post(url, body, channel):
     refused = destinations.refusal(url)  # the allow-list may have changed since the channel was saved
     if refused:
         return Result(False, None, f"not sent: {refused}"[:500], retry=False)
+    found = destinations.target(url)
     headers = {}
     if channel.secret and channel.kind in (ChannelKind.WEBHOOK, ChannelKind.ALERTMANAGER):
         headers["Authorization"] = f"Bearer {channel.secret}"
+    # The request goes to the URL the check judged: prepared here, sent as it is.
+    prepared = session().prepare_request(requests.Request("POST", found.url, json=body, headers=headers))
+    where = destinations.public_part(url)
     try:
-        r = session().post(url, json=body, headers=headers, timeout=settings.ALERTS_HTTP_TIMEOUT_S,
-                           allow_redirects=False)
+        sent = session().send(prepared, timeout=settings.ALERTS_HTTP_TIMEOUT_S, allow_redirects=False,
+                              **session().merge_environment_settings(prepared.url, {}, None, None, None))
     except requests.RequestException as exc:
-        return Result(False, None, f"{type(exc).__name__}: {exc}"[:500])
-    if 200 <= r.status_code < 300:
-        return Result(True, r.status_code)
-    retry = r.status_code >= 500 or r.status_code in RETRY_STATUSES
-    return Result(False, r.status_code, f"HTTP {r.status_code}: {r.text[:300]}", retry=retry)
+        return Result(False, None, f"{type(exc).__name__} posting to {where}: {_reason(exc, url)}"[:500])
+    if 200 <= sent.status_code < 300:
+        return Result(True, sent.status_code)
+    retry = sent.status_code >= 500 or sent.status_code in RETRY_STATUSES
+    # What the receiver answered stays out of the log: viewers read it, and an internal URL's answer is no
+    # business of theirs. Its status says enough to act.
+    return Result(False, sent.status_code, f"HTTP {sent.status_code} from {where}", retry=retry)
+
+
+def _reason(exc, url):
+    """Why a request failed, without its URL: requests' and urllib3's texts quote the URL's path (a Slack-style
+    URL's secret), so only the innermost cause's kind and its OS error are kept."""
+    cause = exc
+    while True:
+        inner = getattr(cause, "reason", None) or cause.__cause__ or cause.__context__
+        if inner is None or inner is cause or not isinstance(inner, BaseException):
+            break
+        cause = inner
+    errno = getattr(cause, "errno", None)
+    strerror = getattr(cause, "strerror", None)
+    if strerror:
+        return f"{type(cause).__name__} [Errno {errno}] {strerror}"
+    if isinstance(cause, TimeoutError) or "timed out" in str(cause).lower():
+        return f"{type(cause).__name__}: timed out"
+    return type(cause).__name__
 
 
 def send(channel, payload):

@@ -6,23 +6,68 @@ port (the scheme's default port when it names none); it is allowed when an entry
 matches a CIDR entry only when every address it resolves to lies in it (read when the form is checked and
 again at each send, so a name later pointed at another address is refused then). Checked by the channel form
 and again before every request (channels.send).
+
+A URL is judged as it is sent: prepared by requests and split by urllib3's parse_url, the parser the request's
+connection is opened from (Python's urlsplit reads `http://127.0.0.1:9\\@hooks.slack.com/` as hooks.slack.com,
+urllib3 as 127.0.0.1:9). A URL with userinfo, a backslash, white space or a control character is refused.
+Loopback, link-local, private and other non-public addresses are refused unless a CIDR entry names them or
+ALERT_CHANNEL_PRIVATE_ADDRESSES allows them (an internal URL's answer is no business of a channel).
 """
 import fnmatch
 import ipaddress
 import socket
-from urllib.parse import urlsplit
+import string
 
+import requests
 from django.conf import settings
+from urllib3.exceptions import LocationParseError
+from urllib3.util import parse_url
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+_ODD = set(string.whitespace) | {"\\"} | {chr(c) for c in range(32)} | {chr(127)}
+
+
+class Target:
+    """A URL as it is sent: the prepared URL (what the request opens), its scheme, host and port."""
+
+    def __init__(self, url, scheme, host, port):
+        self.url, self.scheme, self.host, self.port = url, scheme, host, port
+
+
+def target(url):
+    """The Target a URL is sent to, or a str saying why it cannot be sent."""
+    url = url or ""
+    if any(c in _ODD for c in url):
+        return "the URL holds a backslash, white space or a control character"
+    try:
+        prepared = requests.Request("POST", url).prepare().url
+        parts = parse_url(prepared)
+    except (requests.RequestException, LocationParseError, ValueError, UnicodeError):
+        return "the URL cannot be read"
+    if parts.scheme not in DEFAULT_PORTS:
+        return "the URL's scheme is not http or https"
+    if parts.auth is not None or "@" in (parts.netloc or ""):
+        return "the URL holds a user name or password before its host (put a secret in the Secret field)"
+    if not parts.host:
+        return "the URL names no host and port"
+    host = parts.host.strip("[]").lower()
+    return Target(prepared, parts.scheme, host, parts.port or DEFAULT_PORTS[parts.scheme])
 
 
 def destination(url):
-    """(host, port) a URL posts to; (None, None) when it names no host or its port is no number."""
-    try:
-        parts = urlsplit(url or "")
-        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    except ValueError:
-        return None, None
-    return (parts.hostname, port) if parts.hostname else (None, None)
+    """(host, port) a URL posts to; (None, None) when it cannot be sent."""
+    found = target(url)
+    return (found.host, found.port) if isinstance(found, Target) else (None, None)
+
+
+def public_part(url):
+    """"scheme://host[:port]" of a URL: all of it a page shows (the path of a Slack-style URL is the credential)."""
+    found = target(url)
+    if not isinstance(found, Target):
+        return ""
+    host = f"[{found.host}]" if ":" in found.host else found.host
+    port = "" if found.port == DEFAULT_PORTS[found.scheme] else f":{found.port}"
+    return f"{found.scheme}://{host}{port}"
 
 
 def shown(url):
@@ -35,16 +80,23 @@ def shown(url):
 
 def refusal(url):
     """None when a channel may post to this URL, else why not (in the admin's terms)."""
+    found = target(url)
+    if not isinstance(found, Target):
+        return found
+    host, port = found.host, found.port
     entries = settings.ALERT_CHANNEL_DESTINATIONS
-    if not entries:
-        return None
-    host, port = destination(url)
-    if host is None:
-        return "the URL names no host and port"
-    if any(_matches(entry, host, port) for entry in entries):
-        return None
-    return (f"{shown(url)} is not among the destinations alert channels may post to "
-            f"(ALERT_CHANNEL_DESTINATIONS: {', '.join(entries)})")
+    matched = [split_entry(entry)[0] for entry in entries if _matches(entry, host, port)]
+    if entries and not matched:
+        return (f"{shown(url)} is not among the destinations alert channels may post to "
+                f"(ALERT_CHANNEL_DESTINATIONS: {', '.join(entries)})")
+    named_by_network = any(not isinstance(pattern, str) for pattern in matched)
+    if not named_by_network and not settings.ALERT_CHANNEL_PRIVATE_ADDRESSES:
+        inner = [a for a in _addresses(host) if not a.is_global]
+        if inner:
+            return (f"{shown(url)} is a loopback, link-local or private address ({inner[0]}): alert channels post "
+                    "there only when ALERT_CHANNEL_DESTINATIONS names its network or ALERT_CHANNEL_PRIVATE_ADDRESSES "
+                    "is on")
+    return None
 
 
 def split_entry(entry):

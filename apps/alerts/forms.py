@@ -59,7 +59,8 @@ class RuleSettingForm(forms.Form):
 
 class ChannelForm(forms.ModelForm):
     url = forms.URLField(max_length=500, required=False, assume_scheme="https",
-                         help_text="webhook URL; PagerDuty: the Events API v2 enqueue URL; Alertmanager: its base URL")
+                         help_text="webhook URL; PagerDuty: the Events API v2 enqueue URL; Alertmanager: its base URL. "
+                                   "Never shown again (it is a secret): empty keeps the stored one")
     new_secret = forms.CharField(required=False, max_length=500, label="Secret",
                                  widget=forms.PasswordInput(render_value=False),
                                  help_text="PagerDuty: the integration's routing key (required); webhook or "
@@ -77,10 +78,14 @@ class ChannelForm(forms.ModelForm):
         self.fields["name"].validators.append(validate_no_nul)
         self.fields["recipients"].validators.append(validate_no_nul)
         url = self.fields["url"]
+        self.initial.pop("url", None)  # never rendered back: re-entered or kept
         if self.instance.url:
             url.help_text = f"Posts to {self.instance.destination}. {url.help_text}"
         if settings.ALERT_CHANNEL_DESTINATIONS:
             url.help_text += f". Allowed destinations: {', '.join(settings.ALERT_CHANNEL_DESTINATIONS)}"
+
+    def clean_url(self):
+        return self.cleaned_data.get("url") or self.instance.url or ""
 
     def clean(self):
         data = super().clean()

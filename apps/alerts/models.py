@@ -146,8 +146,9 @@ class ChannelKind(models.TextChoices):
 class Channel(models.Model):
     name = models.CharField(max_length=100, unique=True)
     kind = models.CharField(max_length=20, choices=ChannelKind.choices)
-    url = models.URLField(max_length=500, blank=True,
-                          help_text="webhook URL; PagerDuty: the Events API v2 enqueue URL; Alertmanager: its base URL")
+    # Encrypted like the credentials (a Slack-style URL is one); pages show its scheme and host only.
+    url = EncryptedTextField(blank=True,
+                             help_text="webhook URL; PagerDuty: the Events API v2 enqueue URL; Alertmanager: its base URL")
     recipients = models.TextField(blank=True, help_text="e-mail: comma-separated addresses")
     secret = EncryptedTextField(blank=True, help_text="PagerDuty: the routing key; webhook/Alertmanager: a bearer token (optional)")
     min_severity = models.CharField(max_length=10, choices=SEVERITY_CHOICES, default="warning")
@@ -169,6 +170,20 @@ class Channel(models.Model):
         from .destinations import shown
 
         return shown(self.url)
+
+    @property
+    def url_shown(self):
+        """"scheme://host[:port]": all of the URL a page shows."""
+        from .destinations import public_part
+
+        return public_part(self.url)
+
+    @property
+    def url_fingerprint(self):
+        """A short keyed hash of the URL: says in the audit log whether it changed, never what it is."""
+        from django.utils.crypto import salted_hmac
+
+        return salted_hmac("alerts.channel.url", self.url).hexdigest()[:12] if self.url else ""
 
     def get_absolute_url(self):
         return reverse("alerts:channel", args=[self.pk])

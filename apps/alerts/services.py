@@ -92,11 +92,13 @@ def _setting_dict(row):
     return {"enabled": row.enabled, "severity": row.severity, "for_s": row.for_s, "params": row.params}
 
 
-_CHANNEL_FIELDS = ("name", "kind", "url", "recipients", "min_severity", "send_resolved", "enabled")
+_CHANNEL_FIELDS = ("name", "kind", "recipients", "min_severity", "send_resolved", "enabled")
 
 
 def _channel_dict(ch):
+    """A channel as the audit log keeps it: its URL as scheme and host and a fingerprint (the URL is a secret)."""
     out = {f: getattr(ch, f) for f in _CHANNEL_FIELDS}
+    out["url"] = f"{ch.url_shown} (fingerprint {ch.url_fingerprint})" if ch.url else ""
     out["secret"] = "(set)" if ch.secret else ""
     out["clusters"] = sorted(c.name for c in ch.clusters.all()) if ch.pk else []
     return out
@@ -116,8 +118,10 @@ def save_channel(form, *, actor):
         except IntegrityError:  # another admin saved a channel of that name since this form was checked
             form.add_error("name", "A channel with this name already exists (it was just added by someone else).")
             return None
+        after = _channel_dict(ch)
+        changed = sorted(k for k in after if before is None or before.get(k) != after[k])
         record("change alert channel" if before else "add alert channel", actor=actor, target=ch.name,
-               details={"channel": ch.pk, "before": before, "after": _channel_dict(ch)})
+               details={"channel": ch.pk, "changed": changed, "before": before, "after": after})
     return ch
 
 

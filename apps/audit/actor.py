@@ -9,6 +9,8 @@ says which (AuditEvent.actor_kind is the door; actor names the person, token, ru
 """
 from dataclasses import dataclass
 
+from controlplane.client_address import client_address
+
 from .models import ActorKind
 
 
@@ -17,7 +19,7 @@ class Actor:
     kind: str                  # ActorKind: the door
     user: object = None        # the Django user, when a person acts
     token: str = ""            # the API token's name, when the request carried one
-    address: str | None = None  # the request's REMOTE_ADDR
+    address: str | None = None  # the client's address (controlplane/client_address.py)
     label: str = ""            # a rule's or a schedule's name
 
     @classmethod
@@ -27,7 +29,7 @@ class Actor:
         token = auth.name if auth is not None else ""  # (None for a session; Django's own request has none)
         # DRF's Request wraps Django's (._request): the API door, whether a token or the session signed it in.
         kind = ActorKind.API if (token or hasattr(request, "_request")) else ActorKind.USER
-        return cls(kind, user=user, token=token, address=request.META.get("REMOTE_ADDR") or None)
+        return cls(kind, user=user, token=token, address=client_address(request))
 
     @classmethod
     def command(cls, user=None, label=""):

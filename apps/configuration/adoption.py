@@ -14,6 +14,7 @@ confirm()    read the ProxySQL Cluster's other nodes, apply all in one transacti
 """
 import hashlib
 import json
+import logging
 import math
 import threading
 import time
@@ -627,6 +628,10 @@ def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), actor=
 
 # The adoption service: the page, the command line and the API are doors over these three functions.
 
+log = logging.getLogger(__name__)
+# A failed preview answers this many connect timeouts after it began (the slowest failure, a silent port, ends at
+# one), so how long it took tells nothing either.
+ANSWER_AFTER_CONNECT_TIMEOUTS = 1.5
 ADOPT_ACTION = "adopt proxysql node"
 
 
@@ -666,12 +671,21 @@ def preview(*, admin_host, admin_port, admin_user, admin_password, cluster_name,
                details={"reason": f"more than {settings.ADOPT_ATTEMPTS_PER_MINUTE} attempts in a minute"})
         raise AdoptionRefused(f"Too many adoption attempts: at most {settings.ADOPT_ATTEMPTS_PER_MINUTE} a minute. "
                               "Wait a minute before trying again.")
+    started = time.monotonic()
     try:
         snapshot, monitor = read_node(admin_host, admin_port, admin_user, admin_password)
     except AdoptionError as exc:
-        if actor is not None:
-            record(ADOPT_ACTION, actor=actor, outcome="failure", target=target, details={"error": str(exc)})
-        raise
+        if actor is None:  # the command line: its operator reads the node's own words
+            raise
+        # A person is told one thing, after one delay, whether the port is closed, answers something else than
+        # ProxySQL, or refuses the credentials: the door is no port scanner (the cause goes to the server's log).
+        log.info("adoption preview of %s failed: %s", target, exc)
+        time.sleep(max(0.0, started + ANSWER_AFTER_CONNECT_TIMEOUTS * settings.PROXYSQL_CONNECT_TIMEOUT
+                       - time.monotonic()))
+        told = (f"Could not read a ProxySQL admin interface at {target} with these credentials: the port is closed, "
+                "is not a ProxySQL admin port, or refused them.")
+        record(ADOPT_ACTION, actor=actor, outcome="failure", target=target, details={"error": told})
+        raise AdoptionError(told) from None
     plan = plan_adoption(snapshot, cluster_name=cluster_name, node_name=node_name, admin_host=admin_host,
                          admin_port=admin_port, kind=kind, roles=roles, writer_is_also_reader=writer_is_also_reader,
                          overwrite=overwrite, hostgroups=hostgroups)

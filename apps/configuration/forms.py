@@ -5,6 +5,7 @@ from django import forms
 from apps.fleet.validators import validate_no_nul
 
 from . import content as C
+from . import files
 from . import variables as V
 from .findings import regex_error
 from .tables import INT, MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, SCHEDULER, RowError, check_row
@@ -149,7 +150,7 @@ class UploadForm(forms.Form):
 
     def clean_file(self):
         f = self.cleaned_data["file"]
-        if f.size > 5 * 1024 * 1024:
+        if f.size > files.MAX_FILE_CHARS:  # refused on its size before it is read
             raise forms.ValidationError("The file is larger than 5 MB.")
         try:
             return f.read().decode("utf-8")

@@ -9,6 +9,8 @@ import functools
 import unicodedata
 from dataclasses import dataclass
 
+from apps.fleet.validators import has_invisible
+
 INT, TEXT = "int", "text"
 
 
@@ -250,6 +252,8 @@ def check_row(table, row):
             continue
         if col.type == TEXT and "\x00" in value:
             raise RowError(col.name, "contains a NUL character")
+        if col.name == "hostname" and has_invisible(value):
+            raise RowError(col.name, "contains a line break, tab or invisible character")
         if col.choices and value not in col.choices and not (col.type == TEXT and str(value).upper() in col.choices):
             raise RowError(col.name, f"must be one of {', '.join(map(str, col.choices))}")
         if col.type == INT:

@@ -10,6 +10,7 @@ from django.db.models.functions import Concat
 from apps.audit.services import record
 
 from .models import Cluster, ClusterTag
+from .validators import has_invisible
 
 KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
 BAD_VALUE = re.compile(r"[\x00-\x1f\x7f-\x9f,=\u2028\u2029]")
@@ -25,8 +26,9 @@ def check(key, value):
     key, value = key.strip(), value.strip()
     if not KEY.fullmatch(key):
         raise BadTag(f"Tag key {key[:40]!r}: 1 to 40 letters, digits, '.', '_' or '-', starting with a letter or digit.")
-    if not value or len(value) > VALUE_MAX or BAD_VALUE.search(value) or value.isspace():
-        raise BadTag(f"Tag {key}: a value of 1 to {VALUE_MAX} characters, without control characters, ',' or '='.")
+    if not value or len(value) > VALUE_MAX or BAD_VALUE.search(value) or has_invisible(value) or value.isspace():
+        raise BadTag(f"Tag {key}: a value of 1 to {VALUE_MAX} characters, without control characters, invisible "
+                     "characters, ',' or '='.")
     return key, value
 
 

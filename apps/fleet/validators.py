@@ -13,11 +13,17 @@ def validate_no_nul(value):
         raise ValidationError("NUL characters are not allowed.")
 
 
+def has_invisible(value):
+    """Whether a text holds a control character (line breaks, tabs), a format character (zero-width spaces,
+    direction overrides, BOM) or a line/paragraph separator: what makes a value read as something it is not."""
+    return bool(value) and any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in value)
+
+
 def validate_name(value):
     """A name shown in pages, file names and headers: no control or format characters (a CR/LF in a cluster's
     name broke the export's header and its file's comment line)."""
     validate_no_nul(value)
-    if value and any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in value):
+    if has_invisible(value):
         raise ValidationError("Control characters (line breaks, tabs...) are not allowed in a name.")
 
 

@@ -183,11 +183,12 @@ def _adopt_confirm(request):
     if not pending:
         messages.error(request, "Nothing to confirm: the preview expired. Fill in the form again.")
         return redirect("fleet:adopt")
-    try:
-        plan, monitor = _preview(pending)  # read again: confirm only what was previewed
+    try:  # read again, bounded and audited as a preview (the API's confirm too): confirm only what was previewed
+        plan, monitor = _preview(pending, request=request)
     except adopt.AdoptionError as exc:
         messages.error(request, str(exc))
-        return TemplateResponse(request, "fleet/adopt.html", {"form": AdoptForm()}, status=400)
+        status = 429 if isinstance(exc, adopt.AdoptionRefused) else 400
+        return TemplateResponse(request, "fleet/adopt.html", {"form": AdoptForm()}, status=status)
     if plan.fingerprint != pending["fingerprint"]:
         pending["fingerprint"] = plan.fingerprint
         request.session[ADOPT_SESSION_KEY] = pending

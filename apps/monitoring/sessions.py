@@ -26,10 +26,13 @@ def live_sessions(node):
 
 
 def read_session(node, session_id):
-    """The session's processlist row, or None when it is not open (any more)."""
+    """The session's processlist row, or None when it is not open (any more). Session ids start at 1: no other
+    id is read (the client reads every session for id 0, whose first row is another session)."""
+    if int(session_id) < 1:
+        return None
     with ProxySQLAdmin.for_node(node) as admin:
         rows = admin.processlist(session_id)
-    return rows[0] if rows else None
+    return next((row for row in rows if row["SessionID"] == int(session_id)), None)
 
 
 def describe(row):
@@ -43,9 +46,10 @@ def fingerprint(row):
     return {"user": row["user"] or "", "cli_host": row["cli_host"] or "", "cli_port": str(row["cli_port"] or "")}
 
 
-def kill_session(node, session_id, expected, *, actor):
+def kill_session(node, session_id, expected, *, actor, as_digest):
     """Close one client session of `node`. `expected`: the fingerprint() the operator confirmed. Returns the
-    row killed and whether it was gone after; raises KillRefused (audited) when it is not the confirmed one."""
+    row killed and whether it was gone after; raises KillRefused (audited) when it is not the confirmed one.
+    `as_digest`: the session's SQL as the audit log keeps it (viewers read it: its digest, no literal)."""
     target = f"ProxySQL {node.name} session {session_id}"
     row = read_session(node, session_id)
     if row is None or fingerprint(row) != expected:
@@ -66,5 +70,5 @@ def kill_session(node, session_id, expected, *, actor):
            details={"node": node.name, "session_id": session_id, "statement": f"KILL CONNECTION {int(session_id)}",
                     "user": row["user"], "client": f"{row['cli_host']}:{row['cli_port']}", "db": row.get("db"),
                     "hostgroup": row.get("hostgroup"), "command": row["command"], "time_ms": row["time_ms"],
-                    "info": (row.get("info") or "")[:500], "gone_after": gone})
+                    "info": (as_digest(row.get("info")) or "")[:500], "gone_after": gone})
     return row, gone

@@ -16,9 +16,10 @@ from django.template.response import TemplateResponse
 from django.views.decorators.http import require_GET, require_http_methods
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
-from apps.accounts.roles import OPERATOR, VIEWER, require_role
+from apps.accounts.roles import OPERATOR, VIEWER, has_role, require_role
 from apps.audit.actor import Actor
 from apps.clients.wire import ClientError
+from apps.configuration.rule_tester import normalise
 from apps.fleet.models import Cluster, ProxySQLNode, Server
 
 from apps.pages import fleet as fleet_pages
@@ -72,7 +73,19 @@ def cluster_query_stats(request, pk):
 def proxysql_sessions(request, pk):
     """Fragment: the node's client sessions (stats_mysql_processlist), read from it now, on demand."""
     node = _node(pk)
-    return TemplateResponse(request, "monitoring/proxysql.html#sessions", {"node": node, **sessions.live_sessions(node)})
+    found = sessions.live_sessions(node)
+    if not has_role(request.user, OPERATOR):  # a query's literals (values, sometimes secrets) are for operators
+        found["rows"] = [{**row, "info": digest_form(row.get("info"))} for row in found["rows"]]
+    return TemplateResponse(request, "monitoring/proxysql.html#sessions", {"node": node, **found})
+
+
+def digest_form(sql):
+    """A client's SQL as its digest (literals as ?); a string left open (a query cut short) is cut where it opens."""
+    if not sql:
+        return sql
+    text = normalise(sql)
+    quotes = [i for i in (text.find("'"), text.find('"')) if i >= 0]
+    return text[:min(quotes)] + "?…" if quotes else text
 
 
 @require_role(OPERATOR)
@@ -94,7 +107,8 @@ def proxysql_kill_session(request, pk, session_id):
                                      "describe": row and sessions.describe(row),
                                      "refusal": "Tick the confirmation to kill the session."}, status=400)
         try:
-            killed, gone = sessions.kill_session(node, session_id, expected, actor=Actor.of_request(request))
+            killed, gone = sessions.kill_session(node, session_id, expected, actor=Actor.of_request(request),
+                                                 as_digest=digest_form)
         except sessions.KillRefused as exc:
             messages.error(request, str(exc))
             return redirect(back)

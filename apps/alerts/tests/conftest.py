@@ -92,6 +92,7 @@ class Receiver:
 
     def __init__(self):
         self.got, self.status, self.lock = [], 200, threading.Lock()
+        self.answer = b"{}"
         self.server = None
         self.port = None
         self.up()
@@ -107,7 +108,7 @@ class Receiver:
                                          "json": json.loads(body or b"null")})
                 self.send_response(receiver.status)
                 self.end_headers()
-                self.wfile.write(b"{}")
+                self.wfile.write(receiver.answer)
 
             def log_message(self, *args):
                 pass

@@ -56,7 +56,7 @@ def test_bad_input_is_a_400_naming_the_field(operator_user, lab_pair):
     assert "kind" in error_of(api.post(PREVIEW, ask(first, kind="oracle")), 400)["fields"]
     assert "admin_host" in error_of(api.post(PREVIEW, ask(first, admin_host="a b;c")), 400)["fields"]
     closed = error_of(api.post(PREVIEW, ask(first, admin_port=1)), 400)
-    assert closed["message"].startswith("Could not read the ProxySQL node")
+    assert closed["message"].startswith("Could not read a ProxySQL admin interface")
     assert "fingerprint" in error_of(api.post(CONFIRM, ask(first)), 400)["fields"]
     assert list(AuditEvent.objects.filter(action="adopt proxysql node").values_list("outcome", "target")) == [
         ("failure", "127.0.0.1:1")]

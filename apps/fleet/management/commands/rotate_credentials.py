@@ -1,12 +1,19 @@
 """Re-encrypt every stored credential with the first key of CREDENTIALS_KEYS (see fleet/secrets.py)."""
+from django.apps import apps
 from django.core.management.base import BaseCommand
 from django.db import connection
 
 from apps.audit.services import record
-from apps.fleet.models import Cluster, ProxySQLNode
-from apps.fleet.secrets import rotate
+from apps.fleet.secrets import EncryptedTextField, rotate
 
-SECRETS = [(Cluster, "monitor_password"), (Cluster, "replication_password"), (ProxySQLNode, "admin_password")]
+
+def encrypted_fields():
+    """(model, field name) of every encrypted column of every app: fleet's credentials, configuration's secrets,
+    DR's replication passwords, alert channels' URLs and secrets (fleet cannot import the apps above it, so they
+    are found by their field)."""
+    found = [(model, field.name) for model in apps.get_models() for field in model._meta.concrete_fields
+             if isinstance(field, EncryptedTextField)]
+    return sorted(found, key=lambda pair: (pair[0]._meta.label, pair[1]))
 
 
 def stored_tokens(model, field):
@@ -22,7 +29,7 @@ class Command(BaseCommand):
 
     def handle(self, **options):
         total = 0
-        for model, field in SECRETS:
+        for model, field in encrypted_fields():
             for pk, stored in stored_tokens(model, field):
                 if stored:
                     model.objects.filter(pk=pk).update(**{field: rotate(stored)})
