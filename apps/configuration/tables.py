@@ -234,7 +234,7 @@ def host_error(value):
     credentials: a line break, a space or an invisible character would hide where they go."""
     if not value.strip():
         return "is empty"
-    bad = next((c for c in value if c.isspace() or unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Zs")), None)
+    bad = next((c for c in value if c.isspace() or has_invisible(c)), None)
     if bad is not None:
         name = unicodedata.name(bad, "a control character")
         return (f"contains {name} (U+{ord(bad):04X}): a host name has no spaces, line breaks or invisible "
@@ -252,8 +252,8 @@ def check_row(table, row):
             continue
         if col.type == TEXT and "\x00" in value:
             raise RowError(col.name, "contains a NUL character")
-        if col.name == "hostname" and has_invisible(value):
-            raise RowError(col.name, "contains a line break, tab or invisible character")
+        if col.name == "hostname" and (error := host_error(value)):  # mysql_servers and proxysql_servers
+            raise RowError(col.name, error)
         if col.choices and value not in col.choices and not (col.type == TEXT and str(value).upper() in col.choices):
             raise RowError(col.name, f"must be one of {', '.join(map(str, col.choices))}")
         if col.type == INT:
@@ -263,10 +263,6 @@ def check_row(table, row):
                 raise RowError(col.name, f"must be at most {col.max}")
             if value > 2_147_483_647:
                 raise RowError(col.name, "is larger than ProxySQL's integers")
-    if table is MYSQL_SERVERS:
-        error = host_error(row["hostname"])
-        if error:
-            raise RowError("hostname", error)
     if table is MYSQL_SERVERS and row["gtid_port"] and row["gtid_port"] == row["port"]:
         raise RowError("gtid_port", "must differ from port (or be 0)")
     if table is MYSQL_QUERY_RULES and row.get("replace_pattern") is not None and row.get("match_pattern") is None:
