@@ -82,6 +82,11 @@ class RowForm(forms.Form):
         for col in self.table.columns:
             if col.type != INT and row.get(col.name) is None and not col.null:
                 row[col.name] = col.default if col.default is not None else ""
+        # A value ProxySQL holds as the one the row had (NULL and '' where it mixes them, re_modifiers' case) stays as
+        # the version wrote it: saving a row as shown changes nothing.
+        for name, value in row.items():
+            if name in self.initial and self.table.same_value(name, value, self.initial[name]):
+                row[name] = self.initial[name]
         try:
             check_row(self.table, row)
         except RowError as exc:
