@@ -69,7 +69,10 @@ def verify(run, step, row, executed, detail):
 def record(run, step, row, executed, detail):
     op = run.op
     with transaction.atomic():
-        cs = ChangeSet.objects.select_for_update().select_related("base").get(pk=step.params["change_set"])
+        cs = ChangeSet.objects.select_for_update().select_related("base", "result").get(pk=step.params["change_set"])
+        if cs.state == ChangeSet.State.APPLIED:  # its worker died after the record committed (executor._resume)
+            detail["version"] = cs.result.number if cs.result else None
+            return
         if cs.source == "write_back":  # the nodes run the base version again: no new version
             ChangeSet.objects.filter(pk=cs.pk).update(state=ChangeSet.State.APPLIED, result=cs.base)
             record_event("configuration written back", actor=Actor.of_operation(op), cluster=op.cluster,
