@@ -12,7 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from apps.audit.actor import Actor
@@ -637,18 +637,25 @@ def run(operation_id):
             runner.close()
         return op.pk
     rows = list(op.steps.order_by("index"))
-    error = None
+    error, for_the_reaper = None, False
     try:
         runner.connect_all()
         runner.others_before = shared.snapshot(runner.admin, runner.plan)
         _run_steps(op, runner, list(zip(runner.plan.steps, rows)))
     except (StepFailed, Cancelled, ClientError) as exc:
         error = str(exc)
+    except DatabaseError as exc:
+        log.exception("operation %s: the console's database failed", op.pk)
+        # Past the point of no return the nodes hold the change: it is not ended failed with its record missing.
+        # Left running (no heartbeat), the reaper finishes it once the database answers (_resume).
+        for_the_reaper = op.point_of_no_return
+        error = f"internal error: {exc!r}"
     except Exception as exc:  # a bug must still end in a consistent state
         log.exception("operation %s failed", op.pk)
         error = f"internal error: {exc!r}"
     finally:
-        _finish(op, runner, rows, error, started)
+        if not for_the_reaper:
+            _finish(op, runner, rows, error, started)
         runner.close()
     return op.pk
 

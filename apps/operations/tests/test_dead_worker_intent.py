@@ -18,6 +18,8 @@ from apps.operations.choices import OperationState, StepState
 from apps.operations.models import Operation
 from lab import demo
 
+from apps.audit.tests.faults import audit_outage  # noqa: F401 (a fixture)
+
 from .conftest import confirmed, inventory_layout, runtime
 
 pytestmark = pytest.mark.django_db
@@ -127,3 +129,26 @@ def test_a_worker_killed_in_a_repairs_last_step_is_finished_by_the_reaper(adopte
     assert op.state == OperationState.DONE, op.error
     assert inventory_layout(cluster) == intent
     assert all(node_writers(d) == [("127.0.0.1", 3311, "ONLINE")] for d in (first, second))
+
+
+def test_the_database_failing_in_the_record_step_leaves_the_operation_to_the_reaper(adopted_lab, operator_user,
+                                                                                    live_redis, audit_outage):
+    """The console's database lost while a switchover records its new writer (past its save): the run does not end
+    it failed with the record missing; the reaper finishes it once the database answers."""
+    from apps.audit.tests.faults import answer
+
+    cluster, doubles = adopted_lab
+    for double in doubles:
+        double.traffic.clear_sessions()
+    op = confirmed(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
+    audit_outage("configuration version recorded")
+    executor.run(op.pk)
+    op.refresh_from_db()
+    assert op.state == OperationState.RUNNING and op.point_of_no_return
+    assert C.writers(configuration.latest(cluster).content) == [("127.0.0.1", 3311)]
+    answer()
+    assert executor.reap_stale(stale_after_s=0) == [op.pk]
+    op.refresh_from_db()
+    assert op.state == OperationState.DONE, op.error
+    assert C.writers(configuration.latest(cluster).content) == [("127.0.0.1", 3312)]
+    assert all(node_writers(d) == [("127.0.0.1", 3312, "ONLINE")] for d in doubles)
