@@ -64,6 +64,12 @@ def test_a_repair_of_nodes_that_agree_on_another_writer_is_refused_and_offers_th
     assert switchover.current_writer(cluster).server.port == 3312
     event = AuditEvent.objects.get(action="nodes recorded as intent", outcome="success")
     assert event.details["reason"] == "the switchover's worker died" and event.details["changes"]
+    # The command says the same (nothing left to record: exit 2).
+    from django.core.management import call_command
+
+    with pytest.raises(SystemExit) as exit_code:
+        call_command("record_nodes", cluster.name, "--user", admin_user_role.username, "--reason", "again", "--yes")
+    assert exit_code.value.code == 2
     # Now the repair has nothing to move, and nothing to record is left.
     plan = repair.plan_repair(cluster)
     assert plan.guards_passed and not writer_statements(plan)
@@ -89,3 +95,15 @@ def test_a_repair_does_not_restore_a_server_every_node_has_drained(adopted_lab, 
     plan = repair.plan_repair(cluster)
     guard = next(g for g in plan.guards if g.key == "moves_no_writer")
     assert not guard.passed and "every node has 127.0.0.1:3313 drained, the inventory has it in service" in guard.value
+
+
+def test_the_record_nodes_command_records_what_every_node_runs(adopted_lab, admin_user_role, live_redis, capsys):
+    from django.core.management import call_command
+
+    cluster, doubles = adopted_lab
+    for double in doubles:
+        move_writer_by_hand(double)
+    call_command("record_nodes", cluster.name, "--user", admin_user_role.username, "--reason", "worker died", "--yes")
+    out = capsys.readouterr().out
+    assert "mysql_servers [100, '127.0.0.1', 3312] added" in out and "records what the nodes run" in out
+    assert C.writers(configuration.latest(cluster).content) == [("127.0.0.1", 3312)]
