@@ -20,7 +20,7 @@ from lab import demo
 
 from apps.audit.tests.faults import audit_outage  # noqa: F401 (a fixture)
 
-from .conftest import confirmed, inventory_layout, runtime
+from .conftest import confirmed, inventory_layout, runtime, wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -150,5 +150,20 @@ def test_the_database_failing_in_the_record_step_leaves_the_operation_to_the_rea
     assert executor.reap_stale(stale_after_s=0) == [op.pk]
     op.refresh_from_db()
     assert op.state == OperationState.DONE, op.error
+    assert C.writers(configuration.latest(cluster).content) == [("127.0.0.1", 3312)]
+    assert all(node_writers(d) == [("127.0.0.1", 3312, "ONLINE")] for d in doubles)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_beats_reaper_finishes_a_switchover_whose_worker_died_in_its_record_step(
+        adopted_lab, operator_user, redis_server, live_redis, celery_broker, celery_factory):
+    """The same, through Celery as in production: beat's reaper task (every 5 s) finds the stale heartbeat."""
+    cluster, doubles = adopted_lab
+    op = confirmed(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
+    die_in(op, doubles, "inventory")
+    celery_factory("worker", redis_server, OPERATIONS_STALE_AFTER_S=3)
+    celery_factory("beat", redis_server, MONITOR_SHARDS=1)
+    assert wait_for(lambda: Operation.objects.get(pk=op.pk).state == OperationState.DONE, 40), \
+        Operation.objects.get(pk=op.pk).error
     assert C.writers(configuration.latest(cluster).content) == [("127.0.0.1", 3312)]
     assert all(node_writers(d) == [("127.0.0.1", 3312, "ONLINE")] for d in doubles)
