@@ -167,3 +167,19 @@ def test_beats_reaper_finishes_a_switchover_whose_worker_died_in_its_record_step
         Operation.objects.get(pk=op.pk).error
     assert C.writers(configuration.latest(cluster).content) == [("127.0.0.1", 3312)]
     assert all(node_writers(d) == [("127.0.0.1", 3312, "ONLINE")] for d in doubles)
+
+
+def test_a_worker_killed_in_a_drains_record_step_is_finished_by_the_reaper(adopted_lab, operator_user, live_redis):
+    from apps.operations import drain
+
+    cluster, doubles = adopted_lab
+    server = Server.objects.get(port=3313)
+    op = confirmed(drain.plan_drain(server, drain_timeout_ms=2000, on_timeout="rollback", note="disk swap"),
+                   operator_user)
+    die_in(op, doubles, "inventory")
+    assert executor.reap_stale() == [op.pk]
+    op.refresh_from_db()
+    assert op.state == OperationState.DONE, op.error
+    assert Server.objects.get(pk=server.pk).maintenance
+    statuses = {r["status"] for r in configuration.latest(cluster).content["mysql_servers"] if r["port"] == 3313}
+    assert statuses == {"OFFLINE_SOFT"}
