@@ -58,7 +58,8 @@ def verify(run, step, row, executed, detail):
     problems = {}
     for node_id, (found, error) in zip(node_ids, run.pool.map(_capture(one), node_ids)):
         if error is not None:
-            raise error
+            run.defer(node_id, error)  # past the point of no return (a dead run finished): kept for later
+            continue
         if found:
             problems[node_id] = found
     detail["problems"] = [f"node {n}: {p}" for n, found in problems.items() for p in found]

@@ -388,11 +388,16 @@ class Run:
         try:
             return read(self.admin(node_id))
         except ClientError as exc:
-            if not (self.op.point_of_no_return and exc.retryable):
-                raise
-            name = next((s.nodes[node_id].get("name", node_id) for s in self.plan.steps if node_id in s.nodes), node_id)
-            self.unfinished[node_id] = {"name": name, "error": str(exc), "statements": []}
+            self.defer(node_id, exc)
             return None
+
+    def defer(self, node_id, exc):
+        """A check's node that does not answer past the point of no return joins the nodes whose statements are kept
+        for later (finish pending); any other error, or before that point, is raised."""
+        if not (self.op.point_of_no_return and isinstance(exc, ClientError) and exc.retryable):
+            raise exc
+        name = next((s.nodes[node_id].get("name", node_id) for s in self.plan.steps if node_id in s.nodes), node_id)
+        self.unfinished.setdefault(node_id, {"name": name, "error": str(exc), "statements": []})
 
     def verify_rows(self, params):
         """Whole rows and variables (a repair): each node's runtime (or the layer given: disk) in the given

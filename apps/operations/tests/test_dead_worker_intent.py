@@ -85,21 +85,48 @@ def test_a_reaper_does_not_record_what_the_nodes_do_not_hold(adopted_lab, operat
     assert C.writers(configuration.latest(cluster).content) == [("127.0.0.1", 3311)]
 
 
-def test_a_worker_killed_in_a_change_sets_record_step_is_finished_by_the_reaper(adopted_lab, operator_user,
-                                                                               live_redis):
+def weight_change(cluster, user):
+    """A change set (a reader's weight to 5) planned and confirmed: (operation, change set, version it is based on)."""
     from apps.configuration.models import ChangeSet
     from apps.operations.change_set import plan_change_set
 
-    cluster, doubles = adopted_lab
     v1 = configuration.latest(cluster)
     row = next(r for r in v1.content["mysql_servers"] if (r["hostgroup_id"], r["port"]) == (101, 3313))
-    cs = configuration.start_change_set(cluster, actor=Actor.command(operator_user), reason="lighter reader")
+    cs = configuration.start_change_set(cluster, actor=Actor.command(user), reason="lighter reader")
     configuration.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313],
-                                "row": {**row, "weight": 5}}, actor=Actor.command(operator_user))
+                                "row": {**row, "weight": 5}}, actor=Actor.command(user))
     plan, collector = plan_change_set(cs)
     collector.save()
-    op = confirmed(plan, operator_user)
+    op = confirmed(plan, user)
     ChangeSet.objects.filter(pk=cs.pk).update(state=ChangeSet.State.PLANNED, operation=op)
+    return op, cs, v1
+
+
+def test_a_change_set_finished_by_the_reaper_with_a_node_that_does_not_answer(adopted_lab, operator_user, live_redis):
+    """The reaper's check of a node that does not answer keeps that node for later (finish pending) and records."""
+    from .test_three_layers import retry_now
+
+    cluster, (first, second) = adopted_lab
+    op, cs, v1 = weight_change(cluster, operator_user)
+    die_in(op, (first, second), "record")
+    second.set_mode("hang")
+    try:
+        assert executor.reap_stale() == [op.pk]
+        op.refresh_from_db()
+        assert op.state == OperationState.FINISH_PENDING and "proxysql-2" in op.error, op.error
+        assert configuration.latest(cluster).number == v1.number + 1
+    finally:
+        second.set_mode("normal")
+    retry_now()
+    assert Operation.objects.get(pk=op.pk).state == OperationState.DONE
+
+
+def test_a_worker_killed_in_a_change_sets_record_step_is_finished_by_the_reaper(adopted_lab, operator_user,
+                                                                               live_redis):
+    from apps.configuration.models import ChangeSet
+
+    cluster, doubles = adopted_lab
+    op, cs, v1 = weight_change(cluster, operator_user)
     die_in(op, doubles, "record")
     weights = "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3313"
     assert [demo.admin_sql(d.port, weights, user=d.user, password=d.password) for d in doubles] == [(("5",),)] * 2, \
