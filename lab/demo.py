@@ -3,6 +3,7 @@ hostgroup 100, readers 101, backup writers 102, offline 9101), with lab traffic 
 (Redis, the Celery worker and beat, the console under gunicorn) in front of them.
 
     python -m lab.demo run       what bin/demo runs: lab, database, demo user, adoption, the product;
+                                 a process that dies is restarted (backoff 1 s .. 30 s, wait());
                                  Ctrl-C stops every process it started (the Galera lab stays up)
     python -m lab.demo product   the product part alone (Redis if none answers, worker, beat, web), until Ctrl-C
     python -m lab.demo up        start what is not running of the lab, configure the doubles if empty
@@ -216,14 +217,35 @@ def run(port=PORT, redis_port=REDIS_PORT):
         return wait(processes)
 
 
-def wait(processes):
-    """Until a signal stops the demo (KeyboardInterrupt) or one of its processes exits by itself."""
+# A child that dies is started again (issue 39: a Redis killed mid-operation stopped the whole demo, console
+# included): after 1, 2, 4 ... at most 30 s while it keeps dying within a minute of its start; the demo stops
+# only when one died that way RESTART_GIVE_UP times in a row (it cannot start: its log says why).
+RESTART_FIRST_S, RESTART_CAP_S, RESTART_HEALTHY_S, RESTART_GIVE_UP = 1.0, 30.0, 60.0, 8
+
+
+def wait(processes, say=lambda line: print(line, flush=True)):
+    """Until a signal stops the demo (KeyboardInterrupt); a process that exits by itself is restarted with a
+    bounded backoff, and the others (the console among them) stay up."""
+    due, quick = {}, {}  # name: when to restart it; name: deaths in a row within RESTART_HEALTHY_S of a start
     while True:
-        gone = processes.exited()
-        if gone:
-            print(f"{gone[0]} exited (code {gone[1]}): stopping the demo; see its log", flush=True)
-            return 1
-        time.sleep(0.5)
+        now = time.monotonic()
+        for name, code, ran_s in processes.exited_all():
+            if name in due:
+                continue
+            quick[name] = quick.get(name, 0) + 1 if ran_s < RESTART_HEALTHY_S else 1
+            if quick[name] > RESTART_GIVE_UP:
+                say(f"{name} exited (code {code}) {quick[name]} times in a row within {RESTART_HEALTHY_S:.0f} s of "
+                    f"its start: stopping the demo; see its log")
+                return 1
+            delay = min(RESTART_CAP_S, RESTART_FIRST_S * 2 ** (quick[name] - 1))
+            due[name] = now + delay
+            say(f"{name} exited (code {code}) after {ran_s:.1f} s: restarting it in {delay:.0f} s "
+                f"(restart {quick[name]} in a row); the other processes stay up")
+        for name, at in sorted(due.items(), key=lambda item: item[1]):
+            if at <= now:
+                del due[name]
+                say(f"{name} restarted (pid {processes.restart(name).pid})")
+        time.sleep(0.2)
 
 
 class stopped_on_exit:

@@ -33,6 +33,8 @@ class Processes:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.started = []  # (name, Popen)
+        self.how = {}  # name: how it was started (restart() starts it the same way)
+        self.since = {}  # name: time.monotonic() when it was last started
 
     def start(self, name, args, *, log_path, env=None, cwd=REPO):
         log = open(log_path, "ab")
@@ -41,11 +43,30 @@ class Processes:
         log.close()  # the child has its own copy
         write_pid_file(self.run_dir / f"{name}.pid", proc.pid)
         self.started.append((name, proc))
+        self.how[name] = {"args": args, "log_path": log_path, "env": env, "cwd": cwd}
+        self.since[name] = time.monotonic()
         return proc
 
     def exited(self):
         """(name, returncode) of the first started process that has exited, or None."""
         return next(((name, proc.returncode) for name, proc in self.started if proc.poll() is not None), None)
+
+    def exited_all(self):
+        """[(name, returncode, seconds it ran)] of every started process that has exited."""
+        now = time.monotonic()
+        return [(name, proc.returncode, now - self.since[name]) for name, proc in self.started
+                if proc.poll() is not None]
+
+    def restart(self, name):
+        """Start an exited process again, as it was started, in its place in the stop order. Whatever its group
+        left behind (a Celery pool child of a killed worker) is stopped first."""
+        at, proc = next((i, p) for i, (n, p) in enumerate(self.started) if n == name)
+        proc.wait()
+        stop_group(proc.pid, grace_s=2)
+        del self.started[at]
+        new = self.start(name, **self.how[name])
+        self.started.insert(at, self.started.pop())
+        return new
 
     def stop_all(self, grace_s=GRACE_S, say=print):
         """Stop every group at once (a slow one must not hold up the others' grace period), then reap."""

@@ -89,12 +89,14 @@ def servers_findings(cluster, base, target):
     return out
 
 
-def operational_findings(cluster, base, target, nodes, *, write_back=False):
+def operational_findings(cluster, base, target, nodes, *, write_back=False, every_node=False):
     """The writer and drains belong to operations (switchover, failover, drain, restore: guarded, with a drain
     and a catch-up). A change that moves them is refused, not overridable, with the operation to use: against
     the latest version, and against each node's runtime where this change loads mysql_servers (a LOAD on a node
     that runs another writer moves it). A write-back (a repair to the current version) is only told. Changes to
-    the live writer's own row are named."""
+    the live writer's own row are named. A write-back that would move the writer (no node runs the version's writer)
+    or restore/drain a server every node agrees on is refused as a repair is, when it writes every node (`every_node`;
+    issue 39): the version is behind them. A write-back of chosen nodes puts right nodes that lag: told."""
     out, said = [], set()
     for change in operational_changes(base, target):
         said.add(change.text)
@@ -103,16 +105,30 @@ def operational_findings(cluster, base, target, nodes, *, write_back=False):
                            "configuration", not write_back, overridable=False))
     # ProxySQL's native manager picks the writer at runtime itself: there a runtime that differs is told, not refused.
     native = bool(cluster.active_native_hostgroups())
+    lives = {nc.name: {"roles": base.get("roles"), MYSQL_SERVERS.name: nc.layers["runtime"][MYSQL_SERVERS.name]}
+             for nc in nodes.values() if not nc.error}
+    runs_target = writers(target) in [writers(live) for live in lives.values()]
+    on_every_node = set.intersection(*[{c.text for c in operational_changes(live, target)} for live in lives.values()]
+                                     ) if lives else set()
+
+    def lags(change, live):  # a write-back puts right a node that lags behind the others, never the whole cluster
+        if not every_node:
+            return True
+        if change.kind == "writer":
+            return runs_target or not writers(live)
+        return change.text not in on_every_node
+
     for nc in nodes.values():
         if nc.error or (nc.plan is not None and "MYSQL SERVERS" not in nc.plan.modules):
             continue
-        live = {"roles": base.get("roles"), MYSQL_SERVERS.name: nc.layers["runtime"][MYSQL_SERVERS.name]}
+        live = lives[nc.name]
         for change in operational_changes(live, target):
             if change.text in said:
                 continue
             out.append(Finding(f"operational_{change.kind}", f"On {nc.name}, this change {change.text}: {change.way}",
                                f"{nc.name}'s runtime has the writer {endpoints(writers(live))} and this "
-                               "change loads its mysql_servers", not (write_back or native), overridable=False))
+                               "change loads its mysql_servers", not (native or (write_back and lags(change, live))),
+                               overridable=False))
     roles = base.get("roles") or {}
     kept = set(writers(base)) & set(writers(target))
     after = index(target, MYSQL_SERVERS)
@@ -446,7 +462,7 @@ def node_findings(target, nodes, tables_touched, changed_variables=()):
     return out
 
 
-def effect_findings(cluster, base, target, nodes, node_figures, *, write_back=False, traffic=None):
+def effect_findings(cluster, base, target, nodes, node_figures, *, write_back=False, traffic=None, every_node=False):
     """Every finding for changing `base` into `target` on these nodes ({pk: NodeConfig}); `node_figures`
     the nodes' polled figures by node name (their latest-state documents' "figures": the mirror's); `write_back`: a repair to `base`;
     `traffic`: the cluster's stored digests of the last hour (what new or changed rules would capture)."""
@@ -454,7 +470,7 @@ def effect_findings(cluster, base, target, nodes, node_figures, *, write_back=Fa
     servers_in = _servers_anywhere(target, layers)
     engine = regex_engine(target, layers)
     d = diff(base, target)
-    out = operational_findings(cluster, base, target, nodes, write_back=write_back)
+    out = operational_findings(cluster, base, target, nodes, write_back=write_back, every_node=every_node)
     out += servers_findings(cluster, base, target)
     rule_findings, changed_rules = rules_findings(d, target, engine, servers_in)
     out += rule_findings

@@ -81,7 +81,8 @@ def plan_change_set(cs):
         docs = {}
     figures = {nodes[pk].name: doc.figures for pk, doc in docs.items() if doc}
     findings = effect_findings(cluster, base, target, nodes, figures,
-                               write_back=write_back, traffic=None if write_back else _traffic(cluster))
+                               write_back=write_back, traffic=None if write_back else _traffic(cluster),
+                               every_node=not cs.nodes)
     holder = current_holder(cluster)
     statements = sum(nc.plan.changes for nc in nodes.values() if not nc.error)
     changes = statements if write_back else intended.count()

@@ -58,7 +58,8 @@ def verify(run, step, row, executed, detail):
     problems = {}
     for node_id, (found, error) in zip(node_ids, run.pool.map(_capture(one), node_ids)):
         if error is not None:
-            raise error
+            run.defer(node_id, error)  # past the point of no return (a dead run finished): kept for later
+            continue
         if found:
             problems[node_id] = found
     detail["problems"] = [f"node {n}: {p}" for n, found in problems.items() for p in found]
@@ -69,7 +70,10 @@ def verify(run, step, row, executed, detail):
 def record(run, step, row, executed, detail):
     op = run.op
     with transaction.atomic():
-        cs = ChangeSet.objects.select_for_update().select_related("base").get(pk=step.params["change_set"])
+        cs = ChangeSet.objects.select_for_update().select_related("base", "result").get(pk=step.params["change_set"])
+        if cs.state == ChangeSet.State.APPLIED:  # its worker died after the record committed (executor._resume)
+            detail["version"] = cs.result.number if cs.result else None
+            return
         if cs.source == "write_back":  # the nodes run the base version again: no new version
             ChangeSet.objects.filter(pk=cs.pk).update(state=ChangeSet.State.APPLIED, result=cs.base)
             record_event("configuration written back", actor=Actor.of_operation(op), cluster=op.cluster,

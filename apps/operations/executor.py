@@ -3,7 +3,8 @@
 A step is marked running before it touches anything and done after; rollback statements are idempotent,
 so a step interrupted half-way (or a worker killed mid-step) is undone by running its rollbacks on every
 node. Past the point of no return a failure leaves the operation FAILED with its message (moving the
-writer back is a new switchover, not an automatic undo).
+writer back is a new switchover, not an automatic undo); a worker that dies there is replaced by the reaper,
+which finishes the operation from its stored plan (_resume): the version it records never falls behind the nodes.
 """
 import logging
 import re
@@ -11,7 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from apps.audit.actor import Actor
@@ -387,11 +388,16 @@ class Run:
         try:
             return read(self.admin(node_id))
         except ClientError as exc:
-            if not (self.op.point_of_no_return and exc.retryable):
-                raise
-            name = next((s.nodes[node_id].get("name", node_id) for s in self.plan.steps if node_id in s.nodes), node_id)
-            self.unfinished[node_id] = {"name": name, "error": str(exc), "statements": []}
+            self.defer(node_id, exc)
             return None
+
+    def defer(self, node_id, exc):
+        """A check's node that does not answer past the point of no return joins the nodes whose statements are kept
+        for later (finish pending); any other error, or before that point, is raised."""
+        if not (self.op.point_of_no_return and isinstance(exc, ClientError) and exc.retryable):
+            raise exc
+        name = next((s.nodes[node_id].get("name", node_id) for s in self.plan.steps if node_id in s.nodes), node_id)
+        self.unfinished.setdefault(node_id, {"name": name, "error": str(exc), "statements": []})
 
     def verify_rows(self, params):
         """Whole rows and variables (a repair): each node's runtime (or the layer given: disk) in the given
@@ -425,9 +431,15 @@ class Run:
         into / out of maintenance; or statuses change."""
         from apps.configuration.services import record_operation
 
+        from apps.configuration.models import ConfigVersion
+
         p = step.params
         if p.get("action") == "resolve_pending_rollbacks":
             rollbacks.resolve_by_repair(self.op, p["nodes"])
+            return
+        recorded = ConfigVersion.objects.filter(operation=self.op).order_by("-number").first()
+        if recorded is not None:  # its worker died after the record committed: the reaper finishes (_resume)
+            detail["version"] = recorded.number
             return
         elif p.get("action") == "statuses":
             servers = {s.pk: s for s in Server.objects.filter(pk__in=[c[0] for c in p["changes"]])}
@@ -630,41 +642,81 @@ def run(operation_id):
             runner.close()
         return op.pk
     rows = list(op.steps.order_by("index"))
-    error = None
+    error, for_the_reaper = None, False
     try:
         runner.connect_all()
         runner.others_before = shared.snapshot(runner.admin, runner.plan)
-        for step, row in zip(runner.plan.steps, rows):
-            runner.beat()
-            if step.forward_only and not op.point_of_no_return:
-                op.point_of_no_return = True
-                Operation.objects.filter(pk=op.pk).update(point_of_no_return=True)
-            step_start = time.monotonic()
-            OperationStep.objects.filter(pk=row.pk).update(state=StepState.RUNNING, started_at=timezone.now())
-            row.state = StepState.RUNNING
-            try:
-                runner.execute_step(step, row)
-            except Exception:
-                row.state = StepState.FAILED
-                OperationStep.objects.filter(pk=row.pk).update(state=StepState.FAILED, executed=row.executed,
-                                                               detail=row.detail, finished_at=timezone.now(),
-                                                               duration_ms=_ms(step_start))
-                raise
-            row.state = StepState.DONE
-            OperationStep.objects.filter(pk=row.pk).update(state=StepState.DONE, executed=row.executed, detail=row.detail,
-                                                           finished_at=timezone.now(), duration_ms=_ms(step_start))
-            if step.point_of_no_return:
-                op.point_of_no_return = True
-                Operation.objects.filter(pk=op.pk).update(point_of_no_return=True)
+        _run_steps(op, runner, list(zip(runner.plan.steps, rows)))
     except (StepFailed, Cancelled, ClientError) as exc:
         error = str(exc)
+    except DatabaseError as exc:
+        log.exception("operation %s: the console's database failed", op.pk)
+        # Past the point of no return the nodes hold the change: it is not ended failed with its record missing.
+        # Left running (no heartbeat), the reaper finishes it once the database answers (_resume).
+        for_the_reaper = op.point_of_no_return
+        error = f"internal error: {exc!r}"
     except Exception as exc:  # a bug must still end in a consistent state
         log.exception("operation %s failed", op.pk)
         error = f"internal error: {exc!r}"
     finally:
-        _finish(op, runner, rows, error, started)
+        if not for_the_reaper:
+            _finish(op, runner, rows, error, started)
         runner.close()
     return op.pk
+
+
+def _run_steps(op, runner, pairs):
+    """Run these (step, row) pairs in order, each row marked running before and done or failed after."""
+    for step, row in pairs:
+        runner.beat()
+        if step.forward_only and not op.point_of_no_return:
+            op.point_of_no_return = True
+            Operation.objects.filter(pk=op.pk).update(point_of_no_return=True)
+        step_start = time.monotonic()
+        OperationStep.objects.filter(pk=row.pk).update(state=StepState.RUNNING, started_at=timezone.now())
+        row.state = StepState.RUNNING
+        try:
+            runner.execute_step(step, row)
+        except Exception:
+            row.state = StepState.FAILED
+            OperationStep.objects.filter(pk=row.pk).update(state=StepState.FAILED, executed=row.executed,
+                                                           detail=row.detail, finished_at=timezone.now(),
+                                                           duration_ms=_ms(step_start))
+            raise
+        row.state = StepState.DONE
+        OperationStep.objects.filter(pk=row.pk).update(state=StepState.DONE, executed=row.executed, detail=row.detail,
+                                                       finished_at=timezone.now(), duration_ms=_ms(step_start))
+        if step.point_of_no_return:
+            op.point_of_no_return = True
+            Operation.objects.filter(pk=op.pk).update(point_of_no_return=True)
+
+
+def _is_check(step):
+    """A step that only reads the nodes (a verify): run again before a dead operation is finished."""
+    return step.kind == VERIFY or step.kind.endswith("_verify")
+
+
+def _resume(op, runner, rows, why):
+    """A dead worker's operation past its point of no return is finished, not left failed: its plan is the record
+    of what it will record. First the checks it passed are read again (the nodes still hold what it did: a node
+    that does not answer keeps its part for later, as in a run), then the steps it had not finished run in order
+    (statements past the point of no return, its record step: each idempotent). Returns the error, None when done.
+    No outcome leaves the configuration version behind what the nodes run."""
+    pairs = list(zip(runner.plan.steps, sorted(rows, key=lambda r: r.index)))
+    at = next((i for i, (_, row) in enumerate(pairs) if row.state != StepState.DONE), len(pairs))
+    try:
+        runner.connect_all(strict=False)
+        runner.others_before = shared.snapshot(runner.admin, runner.plan)
+        for step, row in pairs[:at]:
+            if _is_check(step):
+                runner.execute_step(step, row)  # read-only; its row keeps what the worker recorded
+        _run_steps(op, runner, pairs[at:])
+    except (StepFailed, ClientError) as exc:
+        return f"{why}; finishing it failed: {exc}"
+    except Exception as exc:  # a bug must still end in a consistent state
+        log.exception("operation %s: finishing it failed", op.pk)
+        return f"{why}; finishing it failed: internal error: {exc!r}"
+    return None
 
 
 def _fields_text(fields):
@@ -688,7 +740,7 @@ def _ms(start):
     return round((time.monotonic() - start) * 1000, 2)
 
 
-def _finish(op, runner, rows, error, started):
+def _finish(op, runner, rows, error, started, finished_by=None):
     rows = list(op.steps.order_by("index"))
     timings = {r.key: r.duration_ms for r in rows if r.duration_ms is not None}
     waited = sum(timings.get(k, 0) for k in ("wait_drain", "catch_up", "sync_wait"))
@@ -731,6 +783,7 @@ def _finish(op, runner, rows, error, started):
                cluster=op.cluster, target=op.title, outcome="success" if state == OperationState.DONE else "failure",
                duration_ms=timings["total_ms"],
                details={"operation": op.pk, "state": state, "error": error, "timings": timings,
+                        **({"finished_by": f"{finished_by}, after its worker stopped"} if finished_by else {}),
                         "finish_pending" if state == OperationState.FINISH_PENDING else "rollback_pending": pending,
                         "steps": [{"key": r.key, "state": r.state, "ms": r.duration_ms, "executed": r.executed,
                                    "detail": r.detail} for r in op.steps.order_by("index")]})
@@ -739,8 +792,8 @@ def _finish(op, runner, rows, error, started):
 
 
 def reap_stale(stale_after_s=15):
-    """Operations whose worker stopped beating (killed, lost): roll back what they started, or mark
-    them failed past the point of no return. Called by beat every few seconds."""
+    """Operations whose worker stopped beating (killed, lost): roll back what they started, or past the point of
+    no return finish them (_resume). Called by beat every few seconds."""
     cutoff = timezone.now() - timedelta(seconds=stale_after_s)
     reaped = []
     for op in Operation.objects.filter(state=OperationState.RUNNING, heartbeat_at__lt=cutoff).select_related("cluster"):
@@ -749,9 +802,13 @@ def reap_stale(stale_after_s=15):
         if not taken:
             continue
         runner = Run(op)
+        why = f"the worker running it stopped (no heartbeat for {stale_after_s} s)"
+        started = time.monotonic()
         try:
-            _finish(op, runner, list(op.steps.all()), f"the worker running it stopped (no heartbeat for {stale_after_s} s)",
-                    time.monotonic())
+            rows = list(op.steps.order_by("index"))
+            # Before the point of no return: rolled back. Past it: finished (the record written with the nodes).
+            error = _resume(op, runner, rows, why) if op.point_of_no_return else why
+            _finish(op, runner, rows, error, started, finished_by="the reaper" if error is None else None)
         finally:
             runner.close()
         reaped.append(op.pk)

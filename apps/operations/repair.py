@@ -9,8 +9,14 @@ back the drift (the rollback statements, what the node ran before, are kept for 
 rollbacks of the repaired nodes are resolved (they would undo the repair).
 
 Compared as configuration: a SHUNNED runtime row is ProxySQL's verdict on that node, not a difference.
+
+A repair never moves the writer and never drains (operations own them, issue 39): when the nodes send writes to
+another server than the inventory names (and no node runs the inventory's writer: then the repaired one only lags
+behind the others), or every node agrees that a server is drained (or in service) where the inventory says otherwise,
+the repair is refused and says what fits instead (operational_differences).
 """
 from apps.clients.proxysql import SERVER_FIELDS, configured, on_each_node
+from apps.configuration import content as C
 from apps.configuration.services import versioned_variables
 from apps.fleet.drift import MANAGED_VARIABLES, intended_rows, intended_variables
 
@@ -117,6 +123,54 @@ def node_statements(sql, intended, hostgroups, read, writer_hostgroup):
             "edits_elsewhere": [f"hg {k[0]} {k[1]}:{k[2]}" for k in elsewhere]}
 
 
+OFFLINE = ("OFFLINE_SOFT", "OFFLINE_HARD")
+
+
+def _writers(rows, writer_hostgroup):
+    return sorted((k[1], k[2]) for k, fields in rows.items() if k[0] == writer_hostgroup and fields["status"] == "ONLINE")
+
+
+def _drained(rows):
+    """{(host, port): True when every row of that server is OFFLINE_SOFT/HARD (drained as a drain leaves it)}."""
+    out = {}
+    for (_, host, port), fields in rows.items():
+        out[(host, port)] = out.get((host, port), True) and fields["status"] in OFFLINE
+    return out
+
+
+def operational_differences(intended, runtimes, selected, writer_hostgroup):
+    """What a repair of the `selected` node names would change that operations own: [sentence]. `runtimes`: every
+    answering node's runtime rows in the cluster's hostgroups ({name: {key: fields}}). Pure."""
+    problems = []
+    want = _writers(intended, writer_hostgroup)
+    running = {name: _writers(rows, writer_hostgroup) for name, rows in runtimes.items()}
+    if want not in running.values():  # no node writes where the inventory says: the repair would move writes
+        for name in selected:
+            if running.get(name) and running[name] != want:
+                problems.append(f"{name} sends writes to {C.endpoints(running[name])}, the inventory names "
+                                f"{C.endpoints(want)}: the repair would move the writer without a drain")
+    intended_drained = _drained(intended)
+    drained = [_drained(rows) for rows in runtimes.values()]
+    for server, is_drained in sorted(intended_drained.items()):
+        on_nodes = {d.get(server) for d in drained}
+        if len(on_nodes) == 1 and None not in on_nodes and on_nodes != {is_drained} and selected:
+            now, there = ("drained", "in service") if not is_drained else ("in service", "drained")
+            problems.append(f"every node has {server[0]}:{server[1]} {now}, the inventory has it {there}: the repair "
+                            f"would {'restore' if now == 'drained' else 'drain'} it")
+    return problems
+
+
+def instead(runtimes, every_node_answered):
+    """What fits instead of a refused repair, in the operator's words."""
+    rows = list(runtimes.values())
+    agree = every_node_answered and bool(rows) and all(r == rows[0] for r in rows)
+    offers = ["a planned switchover, drain or restore (guarded, drained) to move writes or change who is drained"]
+    if agree:
+        offers.insert(0, "every node runs the same rows: an admin can record what the nodes run as the next version "
+                         "(with a reason, the difference shown, audited)")
+    return offers
+
+
 def plan_repair(cluster, node_ids=None):
     """The repair plan for these ProxySQL nodes of the cluster (all when None). Network reads only."""
     nodes = list(cluster.proxysql_nodes.order_by("pk"))
@@ -142,6 +196,9 @@ def plan_repair(cluster, node_ids=None):
             unreachable.append(f"{node.name}: {error.message}")
         else:
             per_node[str(node.pk)] = {"name": node.name, **result}
+    runtimes, others_silent = _runtimes(cluster, hostgroups)
+    operational = operational_differences(intended, runtimes, [v["name"] for v in per_node.values()],
+                                          cluster.writer_hostgroup)
     W = cluster.writer_hostgroup
     writers = [k for k, v in intended.items() if k[0] == W and v["status"] == "ONLINE"]
     unknown = sorted({f"{v['name']}: {name}" for v in per_node.values() for name in v["unknown"]})
@@ -159,6 +216,8 @@ def plan_repair(cluster, node_ids=None):
         Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
         Guard("no_native_hostgroups", "ProxySQL's native hostgroup manager is not active on these hostgroups",
               not native, ", ".join(f"{n['kind']} writer {n['writer_hostgroup']}" for n in native) or "inactive", False),
+        Guard("moves_no_writer", "The repair moves no writer and drains or restores no server (operations own them)",
+              not operational, "; ".join(operational) or "none", False),
         Guard("intended_variables_known", "The intended value of every variable operations change is known",
               not unknown, "; ".join(unknown) or "yes"),
         Guard("no_edits_elsewhere", "No unloaded mysql_servers edits outside this cluster's hostgroups (the LOAD "
@@ -188,6 +247,19 @@ def plan_repair(cluster, node_ids=None):
                        for k, v in per_node.items()},
              "pending_rollbacks": [f"#{p.operation_id} on {p.node.name} ({p.operation.finish_or_rollback} pending)"
                                    for p in pending.select_related("node", "operation")]}
+    if operational:
+        facts["instead"] = instead(runtimes, not unreachable and not others_silent)
     return shared.annotate(Plan(OperationKind.REPAIR, cluster.pk, f"Repair {scope} of {cluster.name} from the inventory",
                                 guards, steps, facts, options={"nodes": [n.pk for n in nodes] if node_ids else None}),
                            cluster)
+
+
+def _runtimes(cluster, hostgroups):
+    """Every node's runtime rows in the cluster's hostgroups ({name: {key: configured fields}}), the nodes that answer;
+    and whether one did not."""
+    def read(node, admin):
+        return {r.key: configured(r) for r in admin.servers("runtime") if r.hostgroup_id in hostgroups}
+
+    results = on_each_node(cluster.proxysql_nodes.order_by("pk"), read)
+    return ({node.name: rows for node, rows, error in results if error is None},
+            any(error is not None for _, _, error in results))

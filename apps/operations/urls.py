@@ -13,6 +13,7 @@ urlpatterns = [
     path("<id:pk>/rollback-now/", views.operation_rollback_now, name="rollback_now"),
     path("pending-rollbacks/", views.pending_rollbacks, name="pending_rollbacks"),
     path("repair/<id:cluster_pk>/", views.repair_new, name="repair"),
+    path("record-nodes/<id:cluster_pk>/", views.record_nodes, name="record_nodes"),
     path("switchover/<id:cluster_pk>/", views.switchover_new, name="switchover"),
     path("rules/<id:cluster_pk>/", views.cluster_rules, name="cluster_rules"),
     path("rules/<id:cluster_pk>/save/", views.cluster_rules_save, name="cluster_rules_save"),

@@ -5,14 +5,14 @@ from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseStopPolling
 
-from apps.accounts.roles import OPERATOR, VIEWER, require_role
+from apps.accounts.roles import ADMIN, OPERATOR, VIEWER, require_role
 from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
 from apps.fleet.models import Cluster, Server
 
-from . import drain, repair, rollbacks, rule_settings, services, switchover
+from . import drain, record_nodes as nodes_as_intent, repair, rollbacks, rule_settings, services, switchover
 from .forms import ConfirmForm, DrainForm, RuleSettingsForm, SwitchoverForm, silent_nodes
 from .choices import OperationState
 from .models import Operation
@@ -88,6 +88,28 @@ def repair_new(request, cluster_pk):
             messages.error(request, "That is not a ProxySQL node of this cluster.")
             return redirect(cluster)
     return redirect(services.save_plan(repair.plan_repair(cluster, node_ids), actor=Actor.of_request(request)))
+
+
+@require_role(ADMIN)
+def record_nodes(request, cluster_pk):
+    """Record what the nodes run as the next version: the difference, then (POST) a reason and the version seen."""
+    from apps.configuration.services import Refused
+
+    cluster = get_object_or_404(Cluster, pk=cluster_pk)
+    error, status = "", 200
+    if request.method == "POST":
+        try:
+            version = nodes_as_intent.record_nodes(cluster, actor=Actor.of_request(request),
+                                                   reason=request.POST.get("reason", "")[:2000],
+                                                   expect_version=_int(request.POST.get("version")))
+        except Refused as exc:
+            error, status = str(exc), 403 if getattr(exc, "forbidden", False) else 400
+        else:
+            messages.success(request, f"Version {version.number} records what the nodes run.")
+            return redirect(cluster)
+    return TemplateResponse(request, "operations/record_nodes.html",
+                            {"cluster": cluster, "reading": nodes_as_intent.read(cluster), "error": error,
+                             "reason": request.POST.get("reason", "")}, status=status)
 
 
 def _int(value):

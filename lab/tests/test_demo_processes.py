@@ -128,3 +128,31 @@ def test_down_stops_what_a_killed_supervisor_left_by_pid_file_and_by_port(produc
     assert f"the listener on port {port}" in result.stdout and "worker" in result.stdout
     assert not wait_gone(pids)
     assert port_is_free(port) and port_is_free(redis_port) and not list(run_dir.glob("*.pid"))
+
+
+def test_a_child_that_dies_is_restarted_and_the_console_stays_up(product, tmp_path):
+    """Issue 39: Redis SIGKILLed mid-operation stopped the whole demo ("redis exited (code -9): stopping the demo").
+    Now the supervisor restarts it (and a worker or beat likewise), says so, and the console keeps answering."""
+    supervisor, port, redis_port, run_dir = product()
+    groups = everything_started(supervisor, run_dir)
+    redis_pid = groups["redis"][0]
+    os.killpg(redis_pid, signal.SIGKILL)
+    worker_pid = json.loads((run_dir / "worker.pid").read_text())["pid"]
+    os.killpg(worker_pid, signal.SIGKILL)  # a worker killed with its pool
+    log = tmp_path / "supervisor.log"
+    deadline = time.monotonic() + 30
+    while not ("redis restarted" in log.read_text() and "worker restarted" in log.read_text()):
+        assert supervisor.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.2)
+    text = log.read_text()
+    assert "redis exited (code -9) after" in text and "restarting it in 1 s (restart 1 in a row)" in text
+    assert "stopping the demo" not in text
+    deadline = time.monotonic() + 15
+    while port_is_free(redis_port):  # Redis answers again on its port
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert json.loads((run_dir / "redis.pid").read_text())["pid"] != redis_pid
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=10) as response:
+        assert response.status == 200  # the console never went down
+    assert supervisor.poll() is None
+    assert wait_gone([worker_pid]) == []

@@ -210,3 +210,17 @@ def test_taking_in_a_runtime_with_another_writer_is_refused(versioned_lab, opera
     plan, _ = plan_change_set(cs)
     assert [(g.key, g.label.split(": ")[0]) for g in plan.failed_guards if g.key.startswith("operational")] == [
         ("operational_writer", "Moves the writer from 127.0.0.1:3311 to 127.0.0.1:3312")]  # proxysql-1's too: said once
+
+
+def test_a_write_back_to_nodes_that_all_run_another_writer_is_refused(versioned_lab, operator_user):
+    """Issue 39: every node writes to 3312 (a switchover whose record was lost), the version names 3311: writing the
+    version back would move the writer of the whole cluster without a drain, as a repair would. Refused; the nodes'
+    rows are recorded instead (operations/record_nodes.py) or a switchover is planned."""
+    cluster, doubles, v1 = versioned_lab
+    for double in doubles:
+        sql(double, "UPDATE mysql_servers SET port=3312 WHERE hostgroup_id=100")
+        sql(double, "LOAD MYSQL SERVERS TO RUNTIME")
+    back = services.write_back(cluster, actor=Actor.command(operator_user))
+    plan, _ = plan_change_set(back)
+    failed = [g for g in plan.failed_guards if g.key == "operational_writer"]
+    assert failed and not failed[0].overridable and "moves the writer from 127.0.0.1:3312 to 127.0.0.1:3311" in failed[0].label

@@ -55,8 +55,9 @@ def test_worker_killed_mid_drain_is_rolled_back_by_the_reaper(adopted_lab, opera
     assert "no heartbeat" in Operation.objects.get(pk=op.pk).error
 
 
+@pytest.mark.parametrize("stop", ["terminate", "kill"])  # SIGTERM, and SIGKILL as in issue 39
 def test_redis_restarted_mid_operation_changes_nothing(adopted_lab, operator_user, celery_factory, celery_broker,
-                                                      settings):
+                                                      settings, stop):
     cluster, (first, second) = adopted_lab
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -72,7 +73,7 @@ def test_redis_restarted_mid_operation_changes_nothing(adopted_lab, operator_use
         celery_factory("worker", url)
         op = confirm(cluster, operator_user, drain_timeout_ms=20_000, lower_autoinc=False)  # pinned: the drain waits
         assert wait_for(lambda: Operation.objects.get(pk=op.pk).steps.filter(key="wait_drain", state="running").exists(), 20)
-        redis.terminate()
+        getattr(redis, stop)()
         redis.wait()
         redis = subprocess.Popen(args, stdout=subprocess.DEVNULL)
         for double in (first, second):  # the pinned sessions finish: now the drain can complete
