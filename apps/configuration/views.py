@@ -248,9 +248,12 @@ def remove_edit(request, pk, index):
 
 
 @require_role(OPERATOR)
-@require_POST
 def discard(request, pk):
+    """Asks first (a page, so it works without JS): only a POST with confirm=yes discards."""
     cs = get_object_or_404(ChangeSet.objects.select_related("cluster"), pk=pk)
+    if request.method != "POST" or request.POST.get("confirm") != "yes":
+        _try(request, lambda: services.check_editor(cs, Actor.of_request(request)))
+        return TemplateResponse(request, "configuration/discard.html", {"cs": cs})
     if _try(request, lambda: services.discard(cs, actor=Actor.of_request(request))):
         return redirect("configuration:cluster", cs.cluster_id)
     return redirect(cs)
