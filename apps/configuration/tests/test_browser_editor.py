@@ -48,3 +48,25 @@ def test_a_post_without_the_confirmation_discards_nothing(operator_client, draft
     draft.refresh_from_db()
     assert response.status_code == 200 and b"data-discard-confirm" in response.content
     assert draft.state == ChangeSet.State.DRAFT
+
+
+@pytest.mark.parametrize("width", [1366, 1920])
+def test_the_query_rules_table_fits_the_screen_with_the_rest_folded(page, live_server, browser_login, operator_user,
+                                                                     draft, width):
+    page.set_viewport_size({"width": width, "height": 1000})
+    browser_login(operator_user)
+    page.goto(f"{live_server.url}{draft.get_absolute_url()}")
+    section = page.locator("section[data-table=mysql_query_rules]")
+    for column in ("destination_hostgroup", "apply", "mirror_hostgroup", "comment"):
+        box = section.locator(f"th:text-is('{column}')").bounding_box()
+        assert box and box["x"] + box["width"] <= width, (column, box)
+    scroller = section.locator(".scroll")
+    assert scroller.evaluate("e => e.scrollWidth <= e.clientWidth"), "the rules table scrolls sideways"
+    # The rest of a row is one click away, only what is set; its NULLs are counted, not listed.
+    more = section.locator("tbody tr >> nth=0").locator("[data-more-columns]")
+    assert not more.locator("dl").is_visible()
+    more.locator("summary").click()
+    assert "flagIN" in more.locator("dl").inner_text() and "NULL" not in more.locator("dl").inner_text()
+    assert "NULL" in more.locator("summary").inner_text()
+    if width == 1920:  # full width on a wide screen, not capped near 1,230 px
+        assert page.locator("main").bounding_box()["width"] >= 1800
