@@ -302,6 +302,7 @@ def _fleet_overview(page, only_attention, now, tag=None):
         doc = be_docs.get(pk)
         name = f"{hostname}:{port}"
         maint = pk in in_maintenance
+        said = len(attention)
         if isinstance(doc, Unreadable):
             attend("grey", "no data", c, name, server_url(pk), f"latest state unreadable: {doc.error}")
             doc = None
@@ -323,7 +324,7 @@ def _fleet_overview(page, only_attention, now, tag=None):
                 attend(colour, what, c, name, server_url(pk), text, maintenance=maint)
             if not problems:
                 totals["servers_ok"] += 1
-        if maint and not problems and state == status.OK:
+        if maint and not any(a[1] == "in maintenance" for a in attention[said:]):  # whatever the poll says
             note = in_maintenance[pk]
             attend("grey", "in maintenance", c, name, server_url(pk),
                    "drained for planned maintenance: no traffic, automatic rules leave it alone"
