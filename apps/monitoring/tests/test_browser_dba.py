@@ -80,3 +80,40 @@ def test_saving_tags_shows_its_outcome(page, live_server, browser_login, operato
     page.click("[data-form=tags] button")
     page.wait_for_selector(".flash-success:has-text('Tags saved')")
     assert in_view(page, ".flash-success")
+
+
+CHARTS_JS = """() => [...document.querySelectorAll('canvas[data-url]')].filter(c => Chart.getChart(c)).map(c => {
+    const chart = Chart.getChart(c), x = chart.scales.x;
+    const colours = chart.data.datasets.filter(d => !['#b42318', '#a86a00'].includes(d.borderColor)).map(d => d.borderColor);
+    return {id: c.id, series: chart.data.datasets.length, width: c.getBoundingClientRect().width,
+            shown: chart.data.datasets.filter((d, i) => chart.isDatasetVisible(i)).length,
+            colours: colours.length, distinct: new Set(colours).size,
+            ticks: x.ticks.map(t => t.value), labels: x.ticks.map(t => t.label)};
+})"""
+ROUND_STEPS_MIN = {1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440, 2880, 10080}
+
+
+def test_history_charts_read_at_a_glance(page, live_server, browser_login, viewer_user, adopted_lab, live_redis):
+    nodes = poll(rounds=3)
+    page.set_viewport_size({"width": 1920, "height": 1080})
+    browser_login(viewer_user)
+    page.goto(f"{live_server.url}{nodes[0].get_absolute_url()}")
+    page.wait_for_selector("#chart-connections[data-loaded='1']")
+    page.wait_for_function("() => [...document.querySelectorAll('canvas[data-url]')].every(c => c.dataset.loaded)")
+    charts = page.evaluate(CHARTS_JS)
+    assert charts and any(c["series"] > 5 for c in charts), charts  # the latency chart: one series per server
+    for c in charts:
+        assert c["shown"] <= 5, c
+        assert c["distinct"] == c["colours"], c  # no colour twice in one legend
+        assert c["width"] >= 800, c  # half of a 1920 px screen, not 590 px
+        steps = {(b - a) // 60000 for a, b in zip(c["ticks"], c["ticks"][1:])}
+        assert all(t % 60000 == 0 for t in c["ticks"]) and len(steps) == 1 and steps <= ROUND_STEPS_MIN, c
+    crowded = next(c for c in charts if c["series"] > 5)
+    figure = page.locator(f"figure:has(#{crowded['id']})")
+    figure.locator("button[data-all-series]").click()
+    chart = f"Chart.getChart(document.getElementById('{crowded['id']}'))"
+    page.wait_for_function(f"() => {{ const c = {chart}; "
+                           f"return c && c.getSortedVisibleDatasetMetas().length === {crowded['series']}; }}")
+    figure.locator("button[data-range='24h']").click()
+    page.wait_for_function(f"() => {{ const c = {chart}; "  # a date on a range of a day
+                           f"return c && c.scales.x.ticks.some(t => /^\\d\\d-\\d\\d /.test(t.label)); }}")
