@@ -117,3 +117,21 @@ def test_history_charts_read_at_a_glance(page, live_server, browser_login, viewe
     figure.locator("button[data-range='24h']").click()
     page.wait_for_function(f"() => {{ const c = {chart}; "  # a date on a range of a day
                            f"return c && c.scales.x.ticks.some(t => /^\\d\\d-\\d\\d /.test(t.label)); }}")
+
+
+def test_times_are_24_hour_utc_and_the_incident_view_fills_its_window(page, live_server, browser_login,
+                                                                     operator_user, adopted_lab):
+    import re
+
+    cluster, _ = adopted_lab
+    node = cluster.proxysql_nodes.order_by("pk").first()
+    browser_login(operator_user)
+    page.goto(f"{live_server.url}{node.get_absolute_url()}")
+    assert re.search(r"adopted \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", page.inner_text("main"))
+    page.goto(f"{live_server.url}/audit/incident/?cluster={cluster.pk}")
+    for name in ("start", "end"):
+        field = page.locator(f"input[name={name}]")
+        assert field.get_attribute("type") == "text"  # not datetime-local: a browser draws that 12-hour in en-US
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", field.input_value()), field.input_value()
+    page.goto(f"{live_server.url}/digests/")
+    assert page.locator("input[name=from]").get_attribute("type") == "text"
