@@ -18,10 +18,18 @@ class AckForm(forms.Form):
                            widget=forms.TextInput(attrs={"placeholder": "what you are doing about it"}))
 
 
+EVERY = "every"  # chosen on purpose: a new silence starts on "choose...", never on every cluster and every rule
+
+
+def _clusters():
+    return [("", "choose a cluster…"), (EVERY, "every cluster")] + [
+        (str(pk), name) for pk, name in Cluster.objects.order_by("name").values_list("pk", "name")]
+
+
 class SilenceForm(forms.Form):
-    cluster = forms.ModelChoiceField(queryset=Cluster.objects.order_by("name"), required=False,
-                                     empty_label="every cluster")
-    rule = forms.ChoiceField(required=False, choices=[("", "every rule")] + [(r.key, r.title) for r in RULES])
+    cluster = forms.ChoiceField(required=False, choices=_clusters)
+    rule = forms.ChoiceField(required=False, choices=[("", "choose a rule…"), (EVERY, "every rule")]
+                             + [(r.key, r.title) for r in RULES])
     subject = forms.CharField(max_length=200, required=False, validators=[validate_no_nul],
                               help_text="one subject only (set when silencing from an alert); empty: every subject")
     subject_label = forms.CharField(max_length=300, required=False, widget=forms.HiddenInput)
@@ -29,11 +37,22 @@ class SilenceForm(forms.Form):
     reason = forms.CharField(max_length=2000, validators=[validate_no_nul],
                              widget=forms.Textarea(attrs={"rows": 2, "placeholder": "why (shown with the silence, audited)"}))
 
+    def clean_cluster(self):
+        value = self.cleaned_data["cluster"]
+        if value in ("", EVERY):
+            return value
+        return Cluster.objects.filter(pk=value).first()  # a choice, so it exists (bar a race: then none chosen)
+
     def clean(self):
         data = super().clean()
-        if not data.get("cluster") and not data.get("rule") and not data.get("subject"):
+        cluster, rule = data.get("cluster"), data.get("rule")
+        if cluster in ("", EVERY, None) and rule in ("", EVERY, None) and not data.get("subject"):
             raise forms.ValidationError("Choose at least a cluster, a rule or a subject: a silence of everything "
                                         "everywhere is not allowed.")
+        if cluster == "" or rule == "":
+            raise forms.ValidationError("Choose a cluster (or every cluster) and a rule (or every rule).")
+        data["cluster"] = None if cluster == EVERY else cluster
+        data["rule"] = "" if rule == EVERY else rule
         return data
 
 

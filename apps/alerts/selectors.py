@@ -108,9 +108,13 @@ def open_for_cluster(cluster):
     for a in alerts:
         a.spec = BY_KEY.get(a.rule)
     alerts.sort(key=lambda a: (a.state != AlertState.FIRING, a.held, -SEVERITY_RANK.get(a.severity, 0)))
-    recent = list(Alert.objects.filter(cluster=cluster, state=AlertState.RESOLVED,
-                                       resolved_at__gte=timezone.now() - timedelta(hours=24)).order_by("-resolved_at")[:10])
-    return {"cluster_alerts": alerts, "cluster_recent_alerts": recent}
+    resolved = Alert.objects.filter(cluster=cluster, state=AlertState.RESOLVED,
+                                    resolved_at__gte=timezone.now() - timedelta(hours=24)).order_by("-resolved_at")
+    # Held during planned work and cleared before it ended: never notified, expected; folded on the page (each
+    # operation leaves a few), apart from those that fired.
+    held_cleared = Q(was_held=True, fired_at__isnull=True)
+    return {"cluster_alerts": alerts, "cluster_recent_alerts": list(resolved.exclude(held_cleared)[:10]),
+            "cluster_held_cleared": list(resolved.filter(held_cleared)[:20])}
 
 
 def firing_summary():

@@ -13,7 +13,7 @@ from apps.audit.services import record
 from apps.fleet.models import Cluster
 from controlplane.converters import parse_id
 
-from . import rulesettings, selectors, services
+from . import notify, rulesettings, selectors, services
 from .catalogue import BY_KEY, RULES
 from .forms import AckForm, ChannelForm, RuleSettingForm, SilenceForm
 from .models import Alert, Channel, RuleSetting, Silence
@@ -42,8 +42,11 @@ def _list_context(request):
 
 
 def _alert(pk):
-    return get_object_or_404(Alert.objects.select_related("cluster", "node", "server", "operation", "hold_operation"),
-                             pk=pk)
+    alert = get_object_or_404(Alert.objects.select_related("cluster", "node", "server", "operation", "hold_operation"),
+                              pk=pk)
+    # "Notified: no" says why when no enabled channel takes this alert (its cluster, its severity)
+    alert.routed_channels = sum(1 for ch in notify.channels_now() if notify.routed(ch, alert))
+    return alert
 
 
 @require_role(VIEWER)
@@ -85,7 +88,7 @@ def silence_list(request):
     initial = {}
     cluster = request.GET.get("cluster", "")
     if parse_id(cluster) is not None:
-        initial["cluster"] = Cluster.objects.filter(pk=parse_id(cluster)).first()
+        initial["cluster"] = str(parse_id(cluster))
     return TemplateResponse(request, "alerts/silences.html", {**selectors.silences(), "form": SilenceForm(initial=initial)})
 
 

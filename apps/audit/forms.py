@@ -23,7 +23,10 @@ LATEST = datetime(9999, 1, 1, tzinfo=dt_timezone.utc)
 class UTCDateTimeField(forms.DateTimeField):
     """A wall-clock time read as UTC whatever TIME_ZONE says, between EARLIEST and LATEST."""
 
-    widget = forms.DateTimeInput(attrs={"type": "datetime-local", "step": "1"}, format="%Y-%m-%dT%H:%M:%S")
+    # A text field, not datetime-local: a browser draws that in its locale (12-hour in en-US) under a "UTC" label.
+    widget = forms.DateTimeInput(attrs={"placeholder": "YYYY-MM-DD HH:MM:SS", "size": "19", "maxlength": "19",
+                                        "pattern": r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?",
+                                        "title": "24-hour UTC: YYYY-MM-DD HH:MM:SS"}, format="%Y-%m-%d %H:%M:%S")
 
     def __init__(self, **kwargs):
         super().__init__(input_formats=TIME_FORMATS, required=False, **kwargs)

@@ -168,6 +168,7 @@ def incident(request):
         context["timeline"] = incident_selectors.build(form.cleaned_data["cluster"], *form.window(),
                                                        highlight=form.cleaned_data.get("event"))
         context["shift"] = form.shift_links()
+    context["form"] = form.showing_window()  # From/To say the window shown, never left empty
     return TemplateResponse(request, "audit/incident.html", context)
 
 

@@ -17,7 +17,7 @@ from apps.operations.change_set import diff_lines, plan_and_save
 from controlplane.converters import parse_id
 
 from . import content as C
-from . import drift, edits, files, findings, services
+from . import display, drift, edits, files, findings, services
 from .forms import ReasonForm, RolesForm, RowForm, UploadForm, VariableForm
 from .models import ChangeSet, ConfigVersion
 from .tables import BY_NAME, TABLES, VARIABLES
@@ -42,9 +42,9 @@ def _tables(content):
     """The content as (table, columns, rows) for display; secrets shown as such."""
     out = []
     for table in TABLES:
-        rows = [[("(secret)" if C.is_secret(r[c]) else r[c]) for c in table.column_names] for r in content.get(table.name) or []]
-        out.append({"name": table.name, "title": table.title, "columns": table.column_names, "rows": rows})
-    variables = [(k, "(secret)" if C.is_secret(v) else v) for k, v in (content.get(VARIABLES) or {}).items()]
+        out.append({"name": table.name, "title": table.title, "columns": display.first_columns(table),
+                    "rows": display.compact_rows(table, content.get(table.name) or [])})
+    variables = [{"cells": (k, "(secret)" if C.is_secret(v) else v)} for k, v in (content.get(VARIABLES) or {}).items()]
     out.append({"name": VARIABLES, "title": "Global variables", "columns": ("variable_name", "variable_value"),
                 "rows": variables})
     return out
@@ -119,8 +119,8 @@ def change_set(request, pk):
         target, error = cs.base.content, str(exc)
     tables = []
     for table in TABLES:
-        tables.append({"table": table, "rows": [{"key": list(table.key_of(r)), "cells": [
-            "(secret)" if C.is_secret(r[c]) else r[c] for c in table.column_names]} for r in target.get(table.name) or []]})
+        tables.append({"table": table, "columns": display.first_columns(table),
+                       "rows": display.compact_rows(table, target.get(table.name) or [])})
     return TemplateResponse(request, "configuration/change_set.html", {
         "cs": cs, "cluster": cs.cluster, "tables": tables, "error": error,
         "editors": services.editors(cs), "edits": [C.describe(e) for e in cs.edits],
@@ -248,9 +248,12 @@ def remove_edit(request, pk, index):
 
 
 @require_role(OPERATOR)
-@require_POST
 def discard(request, pk):
+    """Asks first (a page, so it works without JS): only a POST with confirm=yes discards."""
     cs = get_object_or_404(ChangeSet.objects.select_related("cluster"), pk=pk)
+    if request.method != "POST" or request.POST.get("confirm") != "yes":
+        _try(request, lambda: services.check_editor(cs, Actor.of_request(request)))
+        return TemplateResponse(request, "configuration/discard.html", {"cs": cs})
     if _try(request, lambda: services.discard(cs, actor=Actor.of_request(request))):
         return redirect("configuration:cluster", cs.cluster_id)
     return redirect(cs)

@@ -96,7 +96,7 @@ def _parse_time(raw):
 
 
 def _fmt(ts):
-    return datetime.fromtimestamp(ts, tz=dt_timezone.utc).strftime("%Y-%m-%dT%H:%M")
+    return datetime.fromtimestamp(ts, tz=dt_timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
 def parse(get, now=None):

@@ -72,10 +72,10 @@ def cluster_tags(request, pk):
         error = " ".join(form.errors["tags"]) if "tags" in form.errors else "Tags not understood."
         tags.refused(cluster, error, actor=Actor.of_request(request))
         messages.error(request, f"Tags not saved: {error}")
-        return redirect(reverse("fleet:cluster", args=[cluster.pk]) + "#tags")
+        return redirect(reverse("fleet:cluster", args=[cluster.pk]) + "#messages")
     changed = tags.set_tags(cluster, form.cleaned_data["tags"], actor=Actor.of_request(request))
     messages.success(request, "Tags saved." if changed else "Tags unchanged.")
-    return redirect(reverse("fleet:cluster", args=[cluster.pk]) + "#tags")
+    return redirect(reverse("fleet:cluster", args=[cluster.pk]) + "#messages")
 
 
 @require_role(VIEWER)

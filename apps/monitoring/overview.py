@@ -202,8 +202,9 @@ def _fleet_overview(page, only_attention, now, tag=None):
     by_id = {c["id"]: c for c in clusters}
     nodes = list(nodes.order_by("name").values_list("id", "cluster_id", "name"))
     servers = list(servers.order_by("hostname", "port").values_list("id", "cluster_id", "hostname", "port",
-                                                                    "maintenance"))
-    in_maintenance = {s[0] for s in servers if s[4]}  # a drained backend's trouble is planned: said so, not red
+                                                                    "maintenance", "maintenance_note"))
+    # a drained backend's trouble is planned: said so, not red; and its being drained is said, never hidden
+    in_maintenance = {s[0]: s[5] for s in servers if s[4]}
     servers = [s[:4] for s in servers]
     intended = _intended(servers)
 
@@ -227,7 +228,8 @@ def _fleet_overview(page, only_attention, now, tag=None):
         c["writers"] = {f"{r[1]}:{r[2]}" for r in rows if r[0] == c["writer_hostgroup"]}  # as the chips name them
         c["runtime"] = {}  # node name -> (fingerprint, rows) of its answering nodes
     attention = []
-    totals = {"nodes": len(nodes), "nodes_ok": 0, "servers": len(servers), "servers_ok": 0, "questions_ps": 0.0}
+    totals = {"nodes": len(nodes), "nodes_ok": 0, "servers": len(servers), "servers_ok": 0, "questions_ps": 0.0,
+              "in_maintenance": len(in_maintenance)}
 
     def attend(colour, what, c, name, url, detail, since=None, maintenance=False):
         if maintenance:
@@ -300,6 +302,7 @@ def _fleet_overview(page, only_attention, now, tag=None):
         doc = be_docs.get(pk)
         name = f"{hostname}:{port}"
         maint = pk in in_maintenance
+        said = len(attention)
         if isinstance(doc, Unreadable):
             attend("grey", "no data", c, name, server_url(pk), f"latest state unreadable: {doc.error}")
             doc = None
@@ -308,7 +311,7 @@ def _fleet_overview(page, only_attention, now, tag=None):
             problems = ()
         else:
             problems = status.backend_problems(doc.as_dict(), c["max_replication_lag"])
-        c["be"].append((pk, name, state, age, doc, problems))
+        c["be"].append((pk, name, state, age, doc, problems, maint))
         if state == status.NODATA and not unavailable and pk not in be_docs:
             attend("grey", "no data", c, name, server_url(pk), "never polled: are the Celery worker and beat running?")
         elif state == status.UNREACHABLE:
@@ -321,6 +324,11 @@ def _fleet_overview(page, only_attention, now, tag=None):
                 attend(colour, what, c, name, server_url(pk), text, maintenance=maint)
             if not problems:
                 totals["servers_ok"] += 1
+        if maint and not any(a[1] == "in maintenance" for a in attention[said:]):  # whatever the poll says
+            note = in_maintenance[pk]
+            attend("grey", "in maintenance", c, name, server_url(pk),
+                   "drained for planned maintenance: no traffic, automatic rules leave it alone"
+                   + (f" ({note})" if note else ""))
 
     order = {"red": 0, "amber": 1, "grey": 2}
     attention.sort(key=lambda a: (order[a[0]], a[2]["name"], a[3]))
@@ -344,10 +352,11 @@ def _cluster_view(c, node_url, server_url):
         nodes.append({"name": name, "url": node_url(pk), "state": state, "colour": c["px_colour"][pk],
                       "age": age, "questions_ps": doc.figures.get("questions_ps") if doc else None})
     backends = []
-    for pk, name, state, age, doc, problems in c["be"]:
+    for pk, name, state, age, doc, problems, maint in c["be"]:
         wsrep = msgspec.structs.asdict(doc.state) if doc and doc.state else {}
+        colour = status.backend_colour(state, problems)
         backends.append({"name": name, "url": server_url(pk), "state": state, "age": age, "writer": name in c["writers"],
-                         "colour": status.backend_colour(state, problems),
+                         "colour": "grey" if maint and colour == "green" else colour, "maintenance": maint,
                          "label": status.wsrep_label_of(wsrep), "recv_queue": wsrep.get("local_recv_queue")})
     return {"name": c["name"], "url": c["url"], "attention": c["attention"], "nodes": nodes, "servers": backends,
             "tags": tags.from_text(c["tags_text"])}

@@ -14,15 +14,37 @@ class KillRefused(Exception):
     pass
 
 
-def live_sessions(node):
-    """{"rows": the SHOWN longest-running sessions, "total", "error"}: read from the node now."""
+# The processlist's orders a DBA asks for: its value -> (label, key). Time: the longest running first.
+SORTS = {
+    "time": ("time, longest first", lambda r: (-(r["time_ms"] or 0), r["SessionID"])),
+    "user": ("user", lambda r: (r["user"] or "", -(r["time_ms"] or 0))),
+    "hostgroup": ("hostgroup", lambda r: (r["hostgroup"] is None, r["hostgroup"] or 0, -(r["time_ms"] or 0))),
+    "command": ("command", lambda r: (r["command"] or "", -(r["time_ms"] or 0))),
+    "client": ("client", lambda r: (r["cli_host"] or "", r["cli_port"] or 0)),
+}
+FILTERED = ("user", "cli_host", "db", "command", "info", "srv_host")
+
+
+def live_sessions(node, sort="time", text="", hide_sleep=False, query_text=None):
+    """{"rows": the SHOWN first sessions in `sort` order, "total", "matching", "error"}: read from the node now;
+    `text` keeps the sessions whose user, client, schema, command, query or backend contains it (any case);
+    `hide_sleep` leaves out the idle (Sleep) ones; `query_text`: how a query is shown (a viewer's digest form),
+    applied before the filter, so that a filter never matches what is not shown."""
     try:
         with ProxySQLAdmin.for_node(node) as admin:
             rows = admin.processlist()
     except ClientError as exc:
-        return {"rows": [], "total": 0, "error": str(exc)}
-    rows.sort(key=lambda r: (-(r["time_ms"] or 0), r["SessionID"]))
-    return {"rows": rows[:SHOWN], "total": len(rows), "error": None}
+        return {"rows": [], "total": 0, "matching": 0, "error": str(exc)}
+    if query_text is not None:
+        rows = [{**r, "info": query_text(r.get("info"))} for r in rows]
+    total = len(rows)
+    if hide_sleep:
+        rows = [r for r in rows if r["command"] != "Sleep"]
+    if text:
+        needle = text.lower()
+        rows = [r for r in rows if any(needle in str(r.get(f) or "").lower() for f in FILTERED)]
+    rows.sort(key=SORTS.get(sort, SORTS["time"])[1])
+    return {"rows": rows[:SHOWN], "total": total, "matching": len(rows), "error": None}
 
 
 def read_session(node, session_id):

@@ -73,10 +73,14 @@ def cluster_query_stats(request, pk):
 def proxysql_sessions(request, pk):
     """Fragment: the node's client sessions (stats_mysql_processlist), read from it now, on demand."""
     node = _node(pk)
-    found = sessions.live_sessions(node)
-    if not has_role(request.user, OPERATOR):  # a query's literals (values, sometimes secrets) are for operators
-        found["rows"] = [{**row, "info": digest_form(row.get("info"))} for row in found["rows"]]
-    return TemplateResponse(request, "monitoring/proxysql.html#sessions", {"node": node, **found})
+    sort, text = request.GET.get("sort", "time"), request.GET.get("q", "")[:200]
+    hide_sleep = request.GET.get("hide_sleep") == "1"
+    # A query's literals (values, sometimes secrets) are for operators: viewers read, and filter on, its digest.
+    shown = None if has_role(request.user, OPERATOR) else digest_form
+    found = sessions.live_sessions(node, sort=sort, text=text, hide_sleep=hide_sleep, query_text=shown)
+    return TemplateResponse(request, "monitoring/proxysql.html#sessions", {
+        "node": node, **found, "sort": sort if sort in sessions.SORTS else "time", "q": text, "hide_sleep": hide_sleep,
+        "sorts": [(value, label) for value, (label, _) in sessions.SORTS.items()]})
 
 
 def digest_form(sql):
@@ -93,7 +97,7 @@ def digest_form(sql):
 def proxysql_kill_session(request, pk, session_id):
     """GET: the confirmation, naming the session as the node shows it now. POST (confirmed): KILL CONNECTION."""
     node = _node(pk)
-    back = node.get_absolute_url() + "#sessions"
+    back = node.get_absolute_url() + "#messages"  # the outcome first: the flash sits at the top of the page
     try:
         row = sessions.read_session(node, session_id)
     except ClientError as exc:

@@ -108,9 +108,14 @@ class ConfirmForm(forms.Form):
                                       label="Reason to override the failed guards (admin only, audited)")
 
 
+# A drained backend is not a writer: its choices say what is cut in its words, not the switchover's.
+DRAIN_ON_TIMEOUT = [(OnDrainTimeout.ROLLBACK, "roll back (nothing is cut)"),
+                    (OnDrainTimeout.OFFLINE_HARD, "proceed with OFFLINE_HARD (cuts the sessions still on this backend)")]
+
+
 class DrainForm(forms.Form):
     drain_timeout_ms = forms.IntegerField(label="Drain timeout (ms)", min_value=DRAIN_TIMEOUT_MIN_MS, max_value=DRAIN_TIMEOUT_MAX_MS)
-    on_timeout = forms.ChoiceField(label="If the drain does not finish in time", choices=OnDrainTimeout.choices,
+    on_timeout = forms.ChoiceField(label="If the drain does not finish in time", choices=DRAIN_ON_TIMEOUT,
                                    initial=OnDrainTimeout.ROLLBACK, widget=forms.RadioSelect)
     note = forms.CharField(label="Why (shown on the server page and in the audit log)", max_length=2000, required=False,
                            strip=False)

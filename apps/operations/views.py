@@ -1,6 +1,7 @@
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect
+from urllib.parse import urlencode
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseStopPolling
@@ -11,18 +12,32 @@ from apps.audit.services import record
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
 from apps.fleet.models import Cluster, Server
+from controlplane.converters import parse_id
 
 from . import drain, record_nodes as nodes_as_intent, repair, rollbacks, rule_settings, services, switchover
 from .forms import ConfirmForm, DrainForm, RuleSettingsForm, SwitchoverForm, silent_nodes
-from .choices import OperationState
+from .choices import OperationKind, OperationState
 from .models import Operation
 from .plans import Plan
 
 
 @require_role(VIEWER)
 def operation_list(request):
-    page = Paginator(Operation.objects.select_related("cluster"), 50).get_page(request.GET.get("page"))
-    return TemplateResponse(request, "operations/list.html", {"page": page})
+    """Every operation, newest first; filtered by cluster, kind and state (a filter not understood is ignored)."""
+    ops = Operation.objects.select_related("cluster")
+    chosen = {"cluster": parse_id(request.GET.get("cluster", "")), "kind": request.GET.get("kind", ""),
+              "state": request.GET.get("state", "")}
+    if chosen["cluster"] is not None:
+        ops = ops.filter(cluster_id=chosen["cluster"])
+    if chosen["kind"] in OperationKind.values:
+        ops = ops.filter(kind=chosen["kind"])
+    if chosen["state"] in OperationState.values:
+        ops = ops.filter(state=chosen["state"])
+    page = Paginator(ops, 50).get_page(request.GET.get("page"))
+    kept = urlencode({k: v for k, v in chosen.items() if v not in (None, "")})
+    return TemplateResponse(request, "operations/list.html", {
+        "page": page, "chosen": chosen, "kept": kept, "clusters": Cluster.objects.order_by("name"),
+        "kinds": OperationKind.choices, "states": OperationState.choices})
 
 
 @require_role(OPERATOR)

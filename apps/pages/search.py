@@ -41,6 +41,10 @@ def search(q):
         at |= Q(hostname__iexact=host, port=port)
     except ValueError:
         pass
+    if q.isdigit() and int(q) <= 65535:  # a port alone ("3312"): the backends and nodes listening on it
+        at |= Q(port=int(q))
+        nodes = (ProxySQLNode.objects.filter(Q(name__icontains=q) | Q(admin_host__icontains=q) | Q(admin_port=int(q)))
+                 .select_related("cluster").order_by("name", "pk")[:SHOWN + 1])
     servers = Server.objects.filter(at).select_related("cluster").order_by("hostname", "port", "pk")[:SHOWN + 1]
     digests, more_digests = search_digests(q, SHOWN)
 

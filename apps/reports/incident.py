@@ -45,6 +45,11 @@ STATE_CLASS = {"Synced": "ok", "reachable": "ok", "Donor/Desynced": "warn", "Joi
 FMT = "%Y-%m-%dT%H:%M:%S"
 
 
+def default_window(now=None):
+    end = ((now or timezone.now()) + timedelta(seconds=1)).replace(microsecond=0)  # this second included
+    return end - DEFAULT_WINDOW, end
+
+
 class IncidentForm(forms.Form):
     cluster = forms.ModelChoiceField(required=False, queryset=Cluster.objects.order_by("name"),
                                      empty_label="choose a cluster")
@@ -62,6 +67,17 @@ class IncidentForm(forms.Form):
                 self.add_error("end", f"the window is at most {MAX_WINDOW.days} days")
         return data
 
+    def showing_window(self):
+        """This form with From/To filled with the window it shows (the default one when none was typed)."""
+        if self.is_bound and not self.is_valid():
+            return self
+        start, end = self.window() if self.is_bound else default_window()
+        data = self.data.copy() if self.is_bound else {}
+        data["start"], data["end"] = start.strftime("%Y-%m-%d %H:%M:%S"), end.strftime("%Y-%m-%d %H:%M:%S")
+        filled = IncidentForm(data)
+        filled.is_valid()
+        return filled
+
     def window(self, now=None):
         data = self.cleaned_data
         start, end = data.get("start"), data.get("end")
@@ -70,8 +86,7 @@ class IncidentForm(forms.Form):
         elif end and not start:
             start = end - DEFAULT_WINDOW
         elif not start:
-            end = ((now or timezone.now()) + timedelta(seconds=1)).replace(microsecond=0)  # this second included
-            start = end - DEFAULT_WINDOW
+            start, end = default_window(now)
         return start, end
 
     def shift_links(self):

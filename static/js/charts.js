@@ -4,8 +4,15 @@
    Each chart has its own range picker; the 1 h range refreshes every 10 s. */
 (function () {
   "use strict";
-  const PALETTE = ["#1f5fbf", "#1d7f45", "#a86a00", "#7a3fb0", "#0f7c8c", "#b42318", "#5a6475", "#c2570c",
-                   "#3b7d23", "#8c1f62"];
+  // 16 distinct colours (no two series of one legend share one), none the limit's red or the warning's amber.
+  const PALETTE = ["#1f5fbf", "#1d7f45", "#7a3fb0", "#0f7c8c", "#c2570c", "#5a6475", "#8c1f62", "#2f4b7c",
+                   "#d45087", "#00876c", "#9c6b30", "#665191", "#4e79a7", "#59a14f", "#e15759", "#17becf"];
+  // At most this many series drawn at first (limits and warnings always); the rest behind the legend and a toggle.
+  const SHOWN = 5;
+  const STYLE_RANK = { main: 0, stepped: 1, line: 2, dashed: 3, dotted: 4 };
+  // Tick steps on round UTC times: 1 min ... 7 days.
+  const MINUTE = 60000, DAY = 86400000;
+  const STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440, 2880, 10080].map(function (m) { return m * MINUTE; });
   const STYLES = {
     main: { borderWidth: 2 },
     line: { borderWidth: 1.5 },
@@ -19,13 +26,27 @@
 
   function pad(n) { return String(n).padStart(2, "0"); }
 
+  function tickStep(spanMs) {
+    return STEPS.find(function (step) { return spanMs / step <= 8; }) || STEPS[STEPS.length - 1];
+  }
+
+  // Ticks at multiples of a round step (epoch multiples of a day are UTC midnights).
+  function roundTicks(start, end) {
+    const step = tickStep(end - start);
+    const ticks = [];
+    for (let v = Math.ceil(start / step) * step; v <= end; v += step) ticks.push({ value: v });
+    return ticks;
+  }
+
+  // Times of day on ranges up to a day; over that (24 h included) the date as well, alone once a tick is a day.
   function tickFormatter(spanMs) {
+    const step = tickStep(spanMs);
     return function (value) {
       const d = new Date(value);
       const hm = pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes());
-      if (spanMs <= 2 * 3600 * 1000) return hm;
-      if (spanMs <= 2 * 86400 * 1000) return hm;
-      return pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate()) + (spanMs <= 8 * 86400 * 1000 ? " " + hm : "");
+      const date = pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate());
+      if (spanMs < DAY) return hm;
+      return step >= DAY ? date : date + " " + hm;
     };
   }
 
@@ -43,13 +64,27 @@
     return before === null && after === null ? 2.5 : 0;
   }
 
-  function datasets(data) {
+  function peak(values) {
+    return values.reduce(function (m, v) { return v !== null && v > m ? v : m; }, -Infinity);
+  }
+
+  // The series drawn at first: limits and warnings, then by style (main first) and by peak, SHOWN in all.
+  function shownByDefault(series) {
+    const fixed = series.filter(function (s) { return s.style === "limit" || s.style === "warn"; });
+    const ranked = series.filter(function (s) { return fixed.indexOf(s) < 0; }).sort(function (a, b) {
+      const r = (STYLE_RANK[a.style] ?? 2) - (STYLE_RANK[b.style] ?? 2);
+      return r || peak(b.values) - peak(a.values);
+    });
+    return new Set(fixed.concat(ranked.slice(0, Math.max(0, SHOWN - fixed.length))).map(function (s) { return s.label; }));
+  }
+
+  function datasets(data, visible) {
     let colourIndex = 0;
     return data.series.map(function (s) {
       const style = STYLES[s.style] || STYLES.line;
       const colour = style.color || PALETTE[colourIndex++ % PALETTE.length];
       return {
-        label: s.label,
+        label: s.label, hidden: !visible(s.label),
         data: data.t.map(function (x, i) { return { x: x, y: s.values[i] }; }),
         borderColor: colour, backgroundColor: colour,
         borderWidth: style.borderWidth, borderDash: style.borderDash || [], stepped: style.stepped || false,
@@ -81,18 +116,52 @@
                   : "No data in this range.";
   }
 
+  // Which series show: the reader's choice (legend clicks) kept across refreshes, else the default few.
+  function visibility(canvas, existing, data) {
+    if (canvas.dataset.allSeries === "1") return function () { return true; };
+    const chosen = {};
+    if (existing) existing.data.datasets.forEach(function (d, i) { chosen[d.label] = existing.isDatasetVisible(i); });
+    const byDefault = shownByDefault(data.series);
+    return function (label) { return label in chosen ? chosen[label] : byDefault.has(label); };
+  }
+
+  // "Show all N series" / "Show the main ones" under a chart that has more than SHOWN.
+  function seriesToggle(canvas, data) {
+    const figure = canvas.closest("[data-chart]");
+    if (!figure) return;
+    let button = figure.querySelector("button[data-all-series]");
+    if (data.series.length <= SHOWN) { if (button) button.remove(); return; }
+    if (!button) {
+      button = document.createElement("button");
+      button.type = "button";
+      button.className = "range";
+      button.dataset.allSeries = "";
+      button.addEventListener("click", function () {
+        canvas.dataset.allSeries = canvas.dataset.allSeries === "1" ? "" : "1";
+        const chart = Chart.getChart(canvas);
+        if (chart) chart.destroy();  // the defaults again, or every series
+        load(canvas);
+      });
+      figure.appendChild(button);
+    }
+    button.textContent = canvas.dataset.allSeries === "1" ? "Show the main " + SHOWN + " series"
+                                                          : "Show all " + data.series.length + " series";
+  }
+
   function draw(canvas, data) {
     const existing = Chart.getChart(canvas);
     const span = data.end - data.start;
     const config = {
       type: "line",
-      data: { datasets: datasets(data) },
+      data: { datasets: datasets(data, visibility(canvas, existing, data)) },
       options: {
         animation: false, parsing: false, normalized: true, responsive: true, maintainAspectRatio: false,
         interaction: { mode: "nearest", axis: "x", intersect: false },
         scales: {
           x: { type: "linear", min: data.start, max: data.end,
-               ticks: { callback: tickFormatter(span), maxTicksLimit: 8 }, title: { display: true, text: "UTC" } },
+               afterBuildTicks: function (axis) { axis.ticks = roundTicks(data.start, data.end); },
+               ticks: { callback: tickFormatter(span), autoSkip: false, maxRotation: 0 },
+               title: { display: true, text: "UTC" } },
           y: yScale(data),
         },
         plugins: {
@@ -112,6 +181,7 @@
     const p = figure && figure.querySelector(".chart-note");
     if (p) p.textContent = note(data);
     canvas.dataset.points = String(data.t.length);
+    seriesToggle(canvas, data);
   }
 
   function load(canvas) {

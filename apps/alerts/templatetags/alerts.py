@@ -19,3 +19,11 @@ def get_item(mapping, key):
 @register.filter
 def split_commas(value):
     return value.split(",")
+
+
+@register.simple_tag
+def firing_summary():
+    """The header's alert count on every page: firing alerts by severity (one small query)."""
+    from apps.alerts.selectors import firing_summary as summary
+
+    return summary()

@@ -1,0 +1,137 @@
+"""The monitoring pages as a DBA reads them in a real browser: maintenance said where it is, not hidden behind a
+green chip."""
+import pytest
+
+from apps.fleet.models import ProxySQLNode, Server
+
+from .test_pages_browser import poll
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_the_fleet_page_says_a_drained_backend_is_in_maintenance(page, live_server, browser_login, viewer_user,
+                                                                  adopted_lab, live_redis):
+    drained = Server.objects.order_by("pk").last()
+    Server.objects.filter(pk=drained.pk).update(maintenance=True, maintenance_note="disk swap")
+    poll(rounds=2)
+    browser_login(viewer_user)
+    name = f"{drained.hostname}:{drained.port}"
+    chip = page.wait_for_selector(f"a.chip[data-maintenance]:has-text('{name}')")
+    assert "maintenance" in chip.inner_text() and "st-green" not in chip.get_attribute("class")
+    assert page.locator("[data-attention=none]").count() == 0
+    # (read through waits: the live refresh swaps the list every 2 s)
+    row = page.wait_for_selector("#attention tr[data-kind='in maintenance']").inner_text()
+    assert name in row and "disk swap" in row
+    page.wait_for_selector("[data-in-maintenance='1']")
+
+
+def in_view(page, selector):
+    """Whether the element is on the screen as the page is scrolled now."""
+    return page.locator(selector).first.evaluate(
+        "e => { const r = e.getBoundingClientRect(); return r.top >= 0 && r.bottom <= window.innerHeight; }")
+
+
+def test_the_processlist_sorts_filters_hides_sleep_and_a_kill_shows_its_outcome(page, live_server, browser_login,
+                                                                               operator_user, adopted_lab):
+    cluster, (first, _) = adopted_lab
+    first.traffic.set_sessions(hostgroup=101, count=8, kind="read", reconnect=False)
+    node = ProxySQLNode.objects.get(admin_port=first.port)
+    browser_login(operator_user)
+    page.goto(f"{live_server.url}{node.get_absolute_url()}")
+    page.wait_for_selector("#sessions-live table.sessions")
+    rows = page.locator("#sessions-live tr[data-session]")
+    commands = rows.locator("td:nth-child(7)").all_inner_texts()
+    assert "Sleep" in commands and len(commands) == 12
+    kill = rows.first.locator("a:has-text('Kill')")
+    assert kill.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(180, 35, 24)"  # the danger red
+    assert kill.bounding_box()["height"] < 26  # small beside each row, not a large primary button
+
+    page.check("[data-sessions-filter] input[name=hide_sleep]")
+    page.click("[data-sessions-filter] button[name=read]")
+    page.wait_for_selector("[data-sessions-filter] input[name=hide_sleep]:checked")
+    shown = page.locator("#sessions-live tr[data-session] td:nth-child(7)").all_inner_texts()
+    assert shown and "Sleep" not in shown  # (the double's sessions move between reads: no exact count)
+    page.uncheck("[data-sessions-filter] input[name=hide_sleep]")
+    page.fill("[data-sessions-filter] input[name=q]", "app")
+    page.select_option("[data-sessions-filter] select[name=sort]", "user")
+    page.click("[data-sessions-filter] button[name=read]")
+    page.wait_for_selector("[data-sessions-filter] select[name=sort] option[value=user][selected]", state="attached")
+    users = page.locator("#sessions-live tr[data-session] td:nth-child(2)").all_inner_texts()
+    assert users and set(users) == {"app"}
+    page.fill("[data-sessions-filter] input[name=q]", "nobody-here")
+    page.click("[data-sessions-filter] button[name=read]")
+    page.wait_for_selector("[data-sessions-count]:has-text('0 matching')")
+    assert page.locator("#sessions-live tr[data-session]").count() == 0
+
+    page.goto(f"{live_server.url}{node.get_absolute_url()}")
+    page.wait_for_selector("#sessions-live table.sessions")
+    page.locator("#sessions-live tr[data-session] a:has-text('Kill')").first.click()
+    page.check("input[name=confirm]")
+    page.click("button:has-text('Kill session')")
+    page.wait_for_selector(".flash-success")
+    assert in_view(page, ".flash-success"), "the redirect scrolled past the outcome"
+
+
+def test_saving_tags_shows_its_outcome(page, live_server, browser_login, operator_user, adopted_lab):
+    cluster, _ = adopted_lab
+    browser_login(operator_user)
+    page.goto(f"{live_server.url}{cluster.get_absolute_url()}")
+    page.fill("[data-form=tags] input[name=tags]", "env=prod")
+    page.click("[data-form=tags] button")
+    page.wait_for_selector(".flash-success:has-text('Tags saved')")
+    assert in_view(page, ".flash-success")
+
+
+CHARTS_JS = """() => [...document.querySelectorAll('canvas[data-url]')].filter(c => Chart.getChart(c)).map(c => {
+    const chart = Chart.getChart(c), x = chart.scales.x;
+    const colours = chart.data.datasets.filter(d => !['#b42318', '#a86a00'].includes(d.borderColor)).map(d => d.borderColor);
+    return {id: c.id, series: chart.data.datasets.length, width: c.getBoundingClientRect().width,
+            shown: chart.data.datasets.filter((d, i) => chart.isDatasetVisible(i)).length,
+            colours: colours.length, distinct: new Set(colours).size,
+            ticks: x.ticks.map(t => t.value), labels: x.ticks.map(t => t.label)};
+})"""
+ROUND_STEPS_MIN = {1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440, 2880, 10080}
+
+
+def test_history_charts_read_at_a_glance(page, live_server, browser_login, viewer_user, adopted_lab, live_redis):
+    nodes = poll(rounds=3)
+    page.set_viewport_size({"width": 1920, "height": 1080})
+    browser_login(viewer_user)
+    page.goto(f"{live_server.url}{nodes[0].get_absolute_url()}")
+    page.wait_for_selector("#chart-connections[data-loaded='1']")
+    page.wait_for_function("() => [...document.querySelectorAll('canvas[data-url]')].every(c => c.dataset.loaded)")
+    charts = page.evaluate(CHARTS_JS)
+    assert charts and any(c["series"] > 5 for c in charts), charts  # the latency chart: one series per server
+    for c in charts:
+        assert c["shown"] <= 5, c
+        assert c["distinct"] == c["colours"], c  # no colour twice in one legend
+        assert c["width"] >= 800, c  # half of a 1920 px screen, not 590 px
+        steps = {(b - a) // 60000 for a, b in zip(c["ticks"], c["ticks"][1:])}
+        assert all(t % 60000 == 0 for t in c["ticks"]) and len(steps) == 1 and steps <= ROUND_STEPS_MIN, c
+    crowded = next(c for c in charts if c["series"] > 5)
+    figure = page.locator(f"figure:has(#{crowded['id']})")
+    figure.locator("button[data-all-series]").click()
+    chart = f"Chart.getChart(document.getElementById('{crowded['id']}'))"
+    page.wait_for_function(f"() => {{ const c = {chart}; "
+                           f"return c && c.getSortedVisibleDatasetMetas().length === {crowded['series']}; }}")
+    figure.locator("button[data-range='24h']").click()
+    page.wait_for_function(f"() => {{ const c = {chart}; "  # a date on a range of a day
+                           f"return c && c.scales.x.ticks.some(t => /^\\d\\d-\\d\\d /.test(t.label)); }}")
+
+
+def test_times_are_24_hour_utc_and_the_incident_view_fills_its_window(page, live_server, browser_login,
+                                                                     operator_user, adopted_lab):
+    import re
+
+    cluster, _ = adopted_lab
+    node = cluster.proxysql_nodes.order_by("pk").first()
+    browser_login(operator_user)
+    page.goto(f"{live_server.url}{node.get_absolute_url()}")
+    assert re.search(r"adopted \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", page.inner_text("main"))
+    page.goto(f"{live_server.url}/audit/incident/?cluster={cluster.pk}")
+    for name in ("start", "end"):
+        field = page.locator(f"input[name={name}]")
+        assert field.get_attribute("type") == "text"  # not datetime-local: a browser draws that 12-hour in en-US
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", field.input_value()), field.input_value()
+    page.goto(f"{live_server.url}/digests/")
+    assert page.locator("input[name=from]").get_attribute("type") == "text"
