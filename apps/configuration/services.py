@@ -55,10 +55,12 @@ def check_host_edits(cluster, edits, actor):
 
 def check_credential_hosts(cluster, edits, first=1):
     """A mysql_servers row on a host the cluster's credential hosts do not allow is refused: the pollers would log
-    in there every second with the monitor credentials (apps/fleet/credential_hosts.py)."""
+    in there every second with the monitor credentials (apps/clients/credential_hosts.py). proxysql_servers rows too,
+    once that table is managed: the nodes send their cluster credentials to their peers."""
     for n, edit in enumerate(edits, start=first):
         row = edit.get("row") or {}
-        if edit.get("op") != "upsert" or edit.get("table") != MYSQL_SERVERS.name or not isinstance(row.get("hostname"), str):
+        if (edit.get("op") != "upsert" or edit.get("table") not in (MYSQL_SERVERS.name, "proxysql_servers")
+                or not isinstance(row.get("hostname"), str)):
             continue
         allowed, reason = credentials_allowed(cluster, row["hostname"], row.get("port"))
         if not allowed:
