@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from .wire import Rejected, TimedConnection, UnexpectedResult
+from .credential_hosts import credentials_allowed
+from .wire import NotAllowed, Rejected, TimedConnection, UnexpectedResult
 
 _STATUS_NAMES = ("wsrep_local_state", "wsrep_local_state_comment", "wsrep_cluster_status", "wsrep_cluster_size",
                  "wsrep_ready", "wsrep_local_recv_queue", "wsrep_flow_control_paused", "wsrep_last_committed",
@@ -70,8 +71,14 @@ class BackendClient:
 
     @classmethod
     def for_server(cls, server, **timeouts):
-        """Client for a fleet.Server with its cluster's monitor credentials."""
+        """Client for a fleet.Server with its cluster's monitor credentials; NotAllowed, before any connection, for
+        a host outside the cluster's credential hosts (an empty setting allows the cluster's own backends, which
+        every fleet.Server of it is: no query then)."""
         cluster = server.cluster
+        if cluster.credential_hosts:
+            allowed, reason = credentials_allowed(cluster, server.hostname, server.port)
+            if not allowed:
+                raise NotAllowed(f"backend {server.hostname}:{server.port}", "connect", reason)
         return cls(server.hostname, server.port, cluster.monitor_user, cluster.monitor_password,
                    name=f"backend {server.hostname}:{server.port}", **timeouts)
 

@@ -114,6 +114,13 @@ class TLSFailed(ClientError):
     kind = "tls"
 
 
+class NotAllowed(ClientError):
+    """The host is outside the cluster's credential hosts (credential_hosts.py): no connection was opened and no
+    credential sent."""
+
+    kind = "not_allowed"
+
+
 class UnexpectedResult(ClientError):
     """The server answered, but not with the columns or values we know how to read."""
 

@@ -29,6 +29,7 @@ from django.utils import timezone
 from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.clients.backend import BackendClient
+from apps.clients.credential_hosts import credentials_allowed
 from apps.clients.proxysql import CLUSTER_VARIABLES, SERVER_FIELDS, ProxySQLAdmin, configured, configured_status
 from apps.clients.wire import ClientError, Rejected, tcp_host
 from apps.monitoring import proxysql_cluster
@@ -87,8 +88,28 @@ class BackendFacts:
     error: str | None = None  # why it could not be read: the evidence is weaker, the preview goes on
 
 
-def read_snapshot(admin: ProxySQLAdmin) -> Snapshot:
+def may_receive(cluster, confirmed=()):
+    """(host, port) -> (allowed, reason): where adoption may send credentials (the node's monitor user's to its
+    backends, the typed admin user's to its ProxySQL Cluster peers). An existing cluster: its credential hosts only;
+    a new one: loopback and the (host, port) the person confirmed."""
+    confirmed = {endpoint_key(h, p) for h, p in confirmed}
+
+    def allowed(host, port):
+        if cluster is None and endpoint_key(host, port) in confirmed:
+            return True, f"{host}:{port} confirmed"
+        return credentials_allowed(cluster, host, port)
+    return allowed
+
+
+def read_snapshot(admin: ProxySQLAdmin, allowed=None) -> Snapshot:
+    """`allowed` (may_receive()): the backends read with the node's monitor credentials; the others are listed, not
+    read (their facts say why). By default loopback only."""
+    allowed = allowed or may_receive(None)
     runtime = admin.servers("runtime")
+    endpoints = sorted({(r.hostname, r.port) for r in runtime})
+    verdicts = {ep: allowed(*ep) for ep in endpoints}
+    read = {(f.hostname, f.port): f for f in read_backends([ep for ep in endpoints if verdicts[ep][0]],
+                                                           *read_monitor_credentials(admin))}
     return Snapshot(
         version=admin.version(),
         runtime_servers=[asdict(r) for r in runtime],
@@ -101,8 +122,7 @@ def read_snapshot(admin: ProxySQLAdmin) -> Snapshot:
         variables=admin.global_variables(MANAGED_VARIABLES),
         users=[asdict(r) for r in admin.users()],
         query_rules=[asdict(r) for r in admin.query_rules()],
-        backends=[asdict(f) for f in read_backends(sorted({(r.hostname, r.port) for r in runtime}),
-                                                   *read_monitor_credentials(admin))],
+        backends=[asdict(read.get(ep) or BackendFacts(*ep, error=verdicts[ep][1])) for ep in endpoints],
         cluster=read_cluster(admin),
     )
 
@@ -430,6 +450,9 @@ def plan_adoption(snapshot, *, cluster_name, node_name, admin_host, admin_port, 
             errors.append(f"Backend {key[1]}:{key[2]} already belongs to cluster {owner.cluster.name}.")
         elif not owner and f"{key[1]}:{key[2]}" not in servers_new:
             servers_new.append(f"{key[1]}:{key[2]}")
+            allowed, reason = credentials_allowed(cluster, *endpoint) if cluster else (True, "")
+            if not allowed:  # the pollers would log in there with the cluster's monitor credentials
+                errors.append(f"Backend {reason}. An admin can add the host to the setting.")
         values = _fields(row)
         if values["status"] == ServerStatus.SHUNNED:
             values["status"] = ServerStatus.ONLINE  # ProxySQL's verdict, not an intent
@@ -490,17 +513,29 @@ def _members(snapshot, cluster, node_name):
     return out
 
 
-def read_members(plan, admin_user, admin_password):
+def listed_peers(plan):
+    """The members a preview listed, as confirm()'s `peers`: a door passes them once the person confirmed that preview
+    (its fingerprint unchanged)."""
+    return [(m["hostname"], m["port"]) for m in plan.members]
+
+
+def read_members(plan, admin_user, admin_password, allowed=None):
     """Network: the snapshot of every member of the plan's ProxySQL Cluster not yet in the cluster, read with the
-    same admin credentials. Returns ({(host, port): Snapshot}, None) or (None, a message)."""
+    same admin credentials, only where `allowed` (may_receive()) says so: a member it refuses refuses the whole
+    adoption, before any connection. Returns ({(host, port): Snapshot}, None) or (None, a message)."""
+    allowed = allowed or may_receive(None)
+    todo = [m for m in plan.members if not m["adopted_as"]]
+    for m in todo:
+        ok, reason = allowed(m["hostname"], m["port"])
+        if not ok:
+            return None, (f"{m['name']}, a node of this ProxySQL Cluster, was not confirmed: the admin credentials are "
+                          f"not sent there ({reason}).")
     snapshots = {}
-    for m in plan.members:
-        if m["adopted_as"]:
-            continue
+    for m in todo:
         try:
             with ProxySQLAdmin(m["hostname"], m["port"], admin_user, admin_password,
                                name=f"ProxySQL {m['hostname']}:{m['port']}") as admin:
-                snapshots[(m["hostname"], m["port"])] = read_snapshot(admin)
+                snapshots[(m["hostname"], m["port"])] = read_snapshot(admin, allowed)
         except ClientError as exc:
             return None, f"Could not read {m['name']} ({m['hostname']}:{m['port']}), a node of this ProxySQL Cluster: {exc}"
     return snapshots, None
@@ -639,13 +674,14 @@ class AdoptionRefused(AdoptionError):
     """Too many previews by this person in the last minute: the node was not read."""
 
 
-def read_node(admin_host, admin_port, admin_user, admin_password):
-    """Network, the one read of a node to adopt: (Snapshot, ProxySQL's monitor credentials). Raises AdoptionError."""
+def read_node(admin_host, admin_port, admin_user, admin_password, allowed=None):
+    """Network, the one read of a node to adopt: (Snapshot, ProxySQL's monitor credentials). Raises AdoptionError.
+    `allowed` (may_receive()): the backends its monitor credentials may be sent to."""
     admin = ProxySQLAdmin(admin_host, admin_port, admin_user, admin_password,
                           name=f"ProxySQL {admin_host}:{admin_port}")
     try:
         with admin:
-            return read_snapshot(admin), read_monitor_credentials(admin)
+            return read_snapshot(admin, allowed), read_monitor_credentials(admin)
     except ClientError as exc:
         raise AdoptionError(f"Could not read the ProxySQL node: {exc}") from None
 
@@ -660,11 +696,13 @@ def recent_attempts(user):
 
 
 def preview(*, admin_host, admin_port, admin_user, admin_password, cluster_name, node_name, kind=None, roles=None,
-            writer_is_also_reader=None, overwrite=False, hostgroups=None, actor=None):
+            writer_is_also_reader=None, overwrite=False, hostgroups=None, actor=None, backend_hosts=()):
     """Read the node and plan its adoption; nothing is saved. Returns (plan, monitor credentials).
     With an actor (a person at the page or the API) the attempt is audited and bounded to
     ADOPT_ATTEMPTS_PER_MINUTE a minute, so the door is no port scanner or password oracle: AdoptionRefused.
-    Raises AdoptionError when the node cannot be read."""
+    Raises AdoptionError when the node cannot be read. The node's backends are read with its monitor credentials
+    only where may_receive() allows: an existing cluster's credential hosts, or for a new cluster loopback and
+    `backend_hosts` ((host, port) the person confirmed); the others are listed, unread."""
     target = f"{admin_host}:{admin_port}"
     if actor is not None and recent_attempts(actor.user) >= settings.ADOPT_ATTEMPTS_PER_MINUTE:
         record(ADOPT_ACTION, actor=actor, outcome="refused", target=target,
@@ -673,7 +711,8 @@ def preview(*, admin_host, admin_port, admin_user, admin_password, cluster_name,
                               "Wait a minute before trying again.")
     started = time.monotonic()
     try:
-        snapshot, monitor = read_node(admin_host, admin_port, admin_user, admin_password)
+        snapshot, monitor = read_node(admin_host, admin_port, admin_user, admin_password,
+                                      may_receive(Cluster.objects.filter(name=cluster_name).first(), backend_hosts))
     except AdoptionError as exc:
         if actor is None:  # the command line: its operator reads the node's own words
             raise
@@ -695,13 +734,16 @@ def preview(*, admin_host, admin_port, admin_user, admin_password, cluster_name,
     return plan, monitor
 
 
-def confirm(plan, monitor, *, admin_user, admin_password, actor=None):
+def confirm(plan, monitor, *, admin_user, admin_password, actor=None, peers=()):
     """Adopt what the plan says with every other node of its ProxySQL Cluster: read them, write all of it in one
     transaction (audited) with the cluster's configuration version (apply_cluster_adoption: version 1 of a new
     cluster, from the node's runtime read just before). Returns (cluster, nodes, versions): the version each node's
-    adoption recorded, or None. Raises AdoptionError, audited as a failure."""
+    adoption recorded, or None. Raises AdoptionError, audited as a failure. The typed admin credentials go only to
+    the members may_receive() allows: an existing cluster's credential hosts, or for a new one loopback and `peers`
+    ((host, port) the person confirmed: the doors pass the members their preview listed, bound by its fingerprint)."""
     try:
-        snapshots, error = read_members(plan, admin_user, admin_password)
+        allowed = may_receive(Cluster.objects.filter(name=plan.cluster_name).first(), peers)
+        snapshots, error = read_members(plan, admin_user, admin_password, allowed)
         if error:
             raise AdoptionError(error)
         cluster, nodes = apply_cluster_adoption(plan, snapshots, admin_user=admin_user, admin_password=admin_password,

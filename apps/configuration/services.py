@@ -8,6 +8,7 @@ from django.db import transaction
 from apps.accounts.roles import ADMIN, has_role
 from apps.audit.actor import Actor
 from apps.audit.services import record
+from apps.clients.credential_hosts import credentials_allowed
 from apps.clients.proxysql import SERVER_FIELDS
 from apps.fleet.drift import MANAGED_VARIABLES
 from apps.fleet.layout import swapped_roles
@@ -50,6 +51,20 @@ def check_host_edits(cluster, edits, actor):
            outcome="refused", details={"needed_role": ADMIN, "edits": host[:20]})
     raise NotPermitted(f"Only an admin may change scheduler rows and admin-* variables (they run commands on the "
                        f"ProxySQL host or expose it): {', '.join(host[:5])}{' ...' if len(host) > 5 else ''}.")
+
+
+def check_credential_hosts(cluster, edits, first=1):
+    """A mysql_servers row on a host the cluster's credential hosts do not allow is refused: the pollers would log
+    in there every second with the monitor credentials (apps/clients/credential_hosts.py). proxysql_servers rows too,
+    once that table is managed: the nodes send their cluster credentials to their peers."""
+    for n, edit in enumerate(edits, start=first):
+        row = edit.get("row") or {}
+        if (edit.get("op") != "upsert" or edit.get("table") not in (MYSQL_SERVERS.name, "proxysql_servers")
+                or not isinstance(row.get("hostname"), str)):
+            continue
+        allowed, reason = credentials_allowed(cluster, row["hostname"], row.get("port"))
+        if not allowed:
+            raise Refused(f"edit {n} ({C.describe(edit)}): {reason}. An admin can add the host to the setting.")
 
 
 def latest(cluster):
@@ -279,6 +294,7 @@ def start_change_set(cluster, *, actor, reason="", source="change", edits=(), ba
     check_host_edits(cluster, edits, actor)
     if edits:
         _applies(base.content, list(edits))  # refuse a file or revert that cannot apply, now
+        check_credential_hosts(cluster, edits)
     cs = ChangeSet.objects.create(cluster=cluster, base=base, author=actor.user, author_name=actor.who,
                                   reason=reason, source=source, edits=list(edits))
     return cs
@@ -293,6 +309,7 @@ def add_edit(cs, edit, *, actor):
     built = _build(edit, known_secrets(cs.cluster), lambda: target_of(cs), n=len(cs.edits) + 1)
     check_host_edits(cs.cluster, [built.edit], actor)
     _applies(cs.base.content, cs.edits + [built.edit])
+    check_credential_hosts(cs.cluster, [built.edit], first=len(cs.edits) + 1)
     with transaction.atomic():
         edit = _store_secret(cs.cluster, built)
         cs.edits = cs.edits + [edit]
@@ -457,6 +474,7 @@ def preview_from_file(cluster, text, *, reason="", expect_version=None):
     if not edits:
         raise NothingToDo(current)
     _applies(current.content, edits)
+    check_credential_hosts(cluster, edits)
     return ChangeSet(cluster=cluster, base=current, reason=reason or "from a configuration file", source="file",
                      edits=edits)
 

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from .choices import ClusterKind, ClusterSyncMode, HostgroupRole, ServerStatus, WriterIsAlsoReader
 from .secrets import EncryptedTextField
-from .validators import validate_hostname, validate_name, validate_no_nul
+from .validators import validate_credential_hosts, validate_hostname, validate_name, validate_no_nul
 
 HOSTGROUP_MAX = 2_147_483_647
 hostgroup_validators = [MinValueValidator(0), MaxValueValidator(HOSTGROUP_MAX)]
@@ -77,6 +77,14 @@ class Cluster(models.Model):
         help_text="nodes that sync a module a plan loads: hold the sync and write every node (a switchover, a "
                   "failover, the read-pool rules and a repair always do), or write one node and wait for its peers "
                   "to pull (change sets of one module, maintenance drains and restores)")
+
+    # Where stored credentials may go (credential_hosts.py): admins only (the Django admin, audited).
+    credential_hosts = models.TextField(
+        blank=True, validators=[validate_no_nul, validate_credential_hosts],
+        help_text="hosts that may receive this cluster's stored credentials (monitor, admin): addresses, networks "
+                  "(10.0.0.0/8) and name patterns (db-*.example.net), separated by spaces, commas or lines. Empty: "
+                  "the cluster's current backends and nodes and loopback only. Change sets adding a server "
+                  "elsewhere are refused and the pollers do not log in there.")
 
     # What ProxySQL's own galera/replication/group-replication hostgroups say, as last read at adopt.
     native_hostgroups = models.JSONField(default=list, blank=True)

@@ -53,3 +53,13 @@ def parse_endpoint(text):
     if not 1 <= int(port) <= 65535:
         raise ValueError(f"port {port} is out of range (1-65535)")
     return host, int(port)
+
+
+def validate_credential_hosts(value):
+    """Cluster.credential_hosts: every entry an address, a network or a host name pattern (credential_hosts.py)."""
+    from apps.clients.credential_hosts import EntryError, parse
+
+    try:
+        parse(value)
+    except EntryError as exc:
+        raise ValidationError(str(exc)) from None

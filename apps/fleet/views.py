@@ -197,7 +197,7 @@ def _adopt_confirm(request):
     try:
         cluster, nodes, _ = adopt.confirm(plan, monitor, admin_user=pending["admin_user"],
                                           admin_password=decrypt(pending["admin_password"]),
-                                          actor=Actor.of_request(request))
+                                          actor=Actor.of_request(request), peers=adopt.listed_peers(plan))
     except adopt.AdoptionError as exc:
         messages.error(request, str(exc))
         return TemplateResponse(request, "fleet/adopt_preview.html", {"plan": plan}, status=400)

@@ -105,8 +105,10 @@ def _backend_client(server):
     def connect(s):
         _decrypt_deferred(cluster, "monitor_password", token)
         return BackendClient.for_server(s)
+    # The credential hosts too: a host an admin no longer allows loses its open connection at the next poll.
     return _cached(live.BACKEND, server, connect, (server.hostname, server.port, cluster.monitor_user,
-                                                   cluster.monitor_password if token is None else token))
+                                                   cluster.monitor_password if token is None else token,
+                                                   cluster.credential_hosts))
 
 
 def _rate(current, previous, dt):
@@ -685,6 +687,7 @@ def servers_for_shard(shard, shards):
     """The shard's backends, as proxysql_nodes_for_shard: the monitor password stays encrypted
     (monitor_password_stored) until a connection is opened."""
     return list(Server.objects.select_related("cluster")
-                .only("hostname", "port", "cluster__backend_poll_interval_s", "cluster__monitor_user")
+                .only("hostname", "port", "cluster__backend_poll_interval_s", "cluster__monitor_user",
+                      "cluster__credential_hosts")
                 .annotate(shard_index=F("pk") % shards, monitor_password_stored=_stored("cluster__monitor_password"))
                 .filter(shard_index=shard).order_by("pk"))

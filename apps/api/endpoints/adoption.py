@@ -77,7 +77,7 @@ class AdoptConfirm(ApiView):
         try:
             cluster, nodes, versions = adopt.confirm(plan, monitor, admin_user=ask["admin_user"],
                                                      admin_password=ask["admin_password"],
-                                                     actor=Actor.of_request(request))
+                                                     actor=Actor.of_request(request), peers=adopt.listed_peers(plan))
         except adopt.AdoptionError as exc:
             raise Refused(str(exc)) from None
         return Response({"cluster": cluster.pk, "nodes": [n.pk for n in nodes],

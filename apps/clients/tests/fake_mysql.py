@@ -13,12 +13,14 @@ CLIENT_SSL = 0x0800
 class FakeMySQL:
     """`with FakeMySQL(b"mysql_clear_password") as fake:` listens on fake.port; fake.received() is what came in."""
 
-    def __init__(self, plugin=b"mysql_clear_password", plugin_data=None, *, in_handshake=False, tls=None):
+    def __init__(self, plugin=b"mysql_clear_password", plugin_data=None, *, in_handshake=False, tls=None,
+                 host="127.0.0.1"):
         self.plugin = plugin
         self.tls = tls  # an ssl.SSLContext (server side): TLS offered, and taken when the client asks
         self.in_handshake = in_handshake  # name the plugin in the first packet, not in an AuthSwitchRequest
         self.plugin_data = plugin_data
-        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.host = host  # another loopback address (127.0.0.2) stands for a host outside an allowed list
+        self._sock = socket.create_server((host, 0))
         self.port = self._sock.getsockname()[1]
         self._chunks = []
         self._lock = threading.Lock()

@@ -42,6 +42,8 @@ def test_fuzz_hidden_characters_anywhere_in_a_host_name_are_refused(before, hidd
 @pytest.mark.django_db
 def test_a_draft_refuses_the_row_and_keeps_what_it_had(operator_user):
     cluster, _ = fleet(2, "shop")
+    cluster.credential_hosts = "*.example.com"  # the hosts this draft may add (credential_hosts.py)
+    cluster.save()
     content = C.empty()
     content["roles"] = {"writer": 100, "reader": 101}
     services.record_version(cluster, content, actor=Actor.system(), reason="start", source="change")

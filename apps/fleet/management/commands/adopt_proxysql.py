@@ -94,7 +94,7 @@ class Command(BaseCommand):
         actor = Actor.command(label=f"adopt_proxysql ({o['user']}@{o['host']})")  # no console user: the account read
         try:
             cluster, nodes, versions = adopt.confirm(plan, monitor, admin_user=o["user"], admin_password=password,
-                                                     actor=actor)
+                                                     actor=actor, peers=adopt.listed_peers(plan))
         except adopt.AdoptionError as exc:
             raise CommandError(str(exc)) from None
         for node, version in zip(nodes, versions):
