@@ -31,6 +31,24 @@ def test_viewers_read_client_sql_as_digests_and_operators_with_its_values(adopte
     assert any("?" in q for q in shown) and not any(LITERAL.search(q) for q in shown), shown
 
 
+def test_a_viewers_filter_matches_the_digest_not_the_literals(adopted_lab, viewer_user, operator_user):
+    """The session filter (?q=) runs on what the caller is shown: a viewer cannot find a session by a literal value
+    it may not read (whether a row stays would tell the value)."""
+    cluster, (first, _) = adopted_lab
+    node = ProxySQLNode.objects.get(admin_port=first.port)
+    first.traffic.set_sessions(hostgroup=101, count=8, kind="read", busy=1.0, prepared_fraction=0.0, reconnect=False)
+    url = reverse("monitoring:proxysql_sessions", args=[node.pk])
+    viewer, operator = Client(), Client()
+    viewer.force_login(viewer_user)
+    operator.force_login(operator_user)
+    literal = next(m.group(0) for q in queries(html(operator, url)) for m in [LITERAL.search(q)] if m)
+    assert not [q for q in queries(html(viewer, url + "?q=" + literal)) if q]  # no session found by a value
+    # The filter runs on the text shown: a viewer's digests hold "?", an operator's SQL its values.
+    found = [q for q in queries(html(viewer, url + "?q=%3F")) if q]
+    assert found and all("?" in q for q in found), found
+    assert not [q for q in queries(html(operator, url + "?q=%3F")) if q]
+
+
 @pytest.mark.parametrize("sql, digest", [
     ("SELECT * FROM users WHERE password='hunter2' AND id=42", "SELECT * FROM users WHERE password=? AND id=?"),
     ("UPDATE t SET token=\"s3cr3t\" WHERE id IN (1,2,3,4,5)", "UPDATE t SET token=? WHERE id IN (?,?,?,...)"),
