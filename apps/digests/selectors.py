@@ -506,8 +506,8 @@ def _attach_where(rows, window, filters):
         users = sorted({f"{s.username}@{s.schemaname}" for s in found})
         r.where = {"hostgroups": sorted({s.hostgroup for s in found}),
                    "users": users if len(users) <= 3 else users[:3] + [f"+{len(users) - 3} more"],
-                   "user_count": len(users),
                    "nodes": len({s.node_id for s in found})}
+        r.user_count = len(users)  # the page's "first user +N" (not part of `where`, which the API returns as is)
 
 
 # -- one digest ----------------------------------------------------------------------------------------
