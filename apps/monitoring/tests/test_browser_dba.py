@@ -48,7 +48,8 @@ def test_the_processlist_sorts_filters_hides_sleep_and_a_kill_shows_its_outcome(
 
     page.check("[data-sessions-filter] input[name=hide_sleep]")
     page.click("[data-sessions-filter] button[name=read]")
-    page.wait_for_selector("[data-sessions-filter] input[name=hide_sleep]:checked")
+    # [checked] is the attribute the server's fragment renders (page.check sets the property only): the swap is in.
+    page.wait_for_selector("[data-sessions-filter] input[name=hide_sleep][checked]", state="attached")
     shown = page.locator("#sessions-live tr[data-session] td:nth-child(7)").all_inner_texts()
     assert shown and "Sleep" not in shown  # (the double's sessions move between reads: no exact count)
     page.uncheck("[data-sessions-filter] input[name=hide_sleep]")
