@@ -10,6 +10,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
+import redis
 from django.conf import settings
 from django.db import connection
 
@@ -17,12 +18,12 @@ from apps.configuration import rule_tester, services as config_services
 from apps.configuration.models import ChangeSet
 from apps.fleet.models import Cluster, MirrorRule, ProxySQLNode
 from apps.monitoring import models as monitoring_models
-from apps.monitoring import status
+from apps.monitoring import live, mirror, status
 
 from . import search as search_index
 from .models import (DAY, FIVE_MINUTES, HOUR, LEVELS, RAW, SPAN_S, Digest, DigestNodeState, DigestPoll, DigestSource,
                      DigestSpan, DigestStat)
-from .services import retention_s, rolled_until
+from .services import baseline_key, retention_s, rolled_until
 
 PER_PAGE = 50
 # sort key -> (SQL expression over the grouped rows, label). Ties break on the digest id.
@@ -464,7 +465,9 @@ def top_digests(window, filters, sort=DEFAULT_SORT, descending=True, page=1, per
     out = [TopRow(digest_id=r[0], count=int(r[1]), total_us=int(r[2]), max_us=_int(r[3]), min_us=_int(r[4]))
            for r in rows]
     _attach_texts(out)
-    _attach_where(out, window, filters)
+    sources = _attach_where(out, window, filters)
+    _split_mirrored(out, window, filters, sources)
+    _attach_proxysql_extremes(out, sources)
     return TopPage(rows=out, total=total, number=page, pages=max(1, math.ceil(total / per_page)), per_page=per_page,
                    more=more)
 
@@ -485,9 +488,10 @@ def _attach_texts(rows):
 
 
 def _attach_where(rows, window, filters):
-    """Where each listed digest ran in the window: hostgroups, user@schema, number of nodes."""
+    """Where each listed digest ran in the window: hostgroups, user@schema, number of nodes. Returns
+    {digest id: [DigestSource]}."""
     if not rows:
-        return
+        return {}
     table = DigestStat._meta.db_table
     where, params = _where(window, Filters(**{**filters.__dict__, "search": ""}))
     ids = [r.digest_id for r in rows]
@@ -508,6 +512,85 @@ def _attach_where(rows, window, filters):
                    "users": users if len(users) <= 3 else users[:3] + [f"+{len(users) - 3} more"],
                    "nodes": len({s.node_id for s in found})}
         r.user_count = len(users)  # the page's "first user +N" (not part of `where`, which the API returns as is)
+    return by_digest
+
+
+def _mirror_matchers(node_ids):
+    """{(node id, mirror hostgroup): [Matcher]} of the nodes' active mirror rules (as the digest poll last read them)."""
+    found = {}
+    for rule in MirrorRule.objects.filter(proxysql_node_id__in=node_ids, active=True, mirror_hostgroup__isnull=False):
+        found.setdefault((rule.proxysql_node_id, rule.mirror_hostgroup), []).append(
+            mirror.Matcher.of({"match_digest": rule.match_digest, "match_pattern": rule.match_pattern}))
+    return found
+
+
+def _split_mirrored(rows, window, filters, sources):
+    """Executions of mirrored copies are not the application's queries: ProxySQL counts a copy under the original's
+    digest in the mirror hostgroup. A (source, digest) whose hostgroup a mirror rule of its node sends copies to, and
+    whose text that rule matches, is taken out of the row's count and total (r.mirrored_count / r.mirrored_us say
+    them apart)."""
+    for r in rows:
+        r.mirrored_count, r.mirrored_us = 0, 0
+    node_ids = {s.node_id for found in sources.values() for s in found}
+    matchers = _mirror_matchers(node_ids) if node_ids else {}
+    if not matchers:
+        return
+    pairs = [(r.digest_id, s.pk) for r in rows for s in sources.get(r.digest_id, [])
+             if any(m.matches(s.schemaname, s.username, r.text) for m in matchers.get((s.node_id, s.hostgroup), []))]
+    if not pairs:
+        return
+    table = DigestStat._meta.db_table
+    where, params = _where(window, Filters(**{**filters.__dict__, "search": ""}))
+    ids, src = sorted({d for d, _ in pairs}), sorted({s for _, s in pairs})
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT digest_id, source_id, SUM(count_star), SUM(sum_time) FROM {table} WHERE {where}"
+                    f" AND digest_id IN ({','.join(['%s'] * len(ids))}) AND source_id IN ({','.join(['%s'] * len(src))})"
+                    f" GROUP BY digest_id, source_id", params + ids + src)
+        found = cur.fetchall()
+    wanted = set(pairs)
+    by_id = {r.digest_id: r for r in rows}
+    for digest_id, source_id, count, total in found:
+        if (digest_id, source_id) in wanted:
+            r = by_id[digest_id]
+            r.mirrored_count += int(count)
+            r.mirrored_us += int(total)
+            r.count, r.total_us = r.count - int(count), r.total_us - int(total)
+
+
+def _baseline_extremes(sources, digest_hash):
+    """ProxySQL's own min_time / max_time of a digest over these sources, since it first saw it (or its last reset),
+    as the latest digest poll read them (the baseline it keeps in Redis). (None, None) when none is kept."""
+    by_node = {}
+    for s in sources:
+        field = f"{s.hostgroup}\t{s.schemaname}\t{s.username}\t{s.client_address}\t{digest_hash}".encode()
+        by_node.setdefault(s.node_id, []).append(field)
+    least = most = None
+    try:
+        r = live.client()
+        for node_id, fields in by_node.items():
+            for value in r.hmget(baseline_key(node_id), fields):
+                try:
+                    _, _, low, high, *_ = (int(x) for x in (value or b"").split())
+                except ValueError:
+                    continue
+                least = low if least is None else min(least, low)
+                most = high if most is None else max(most, high)
+    except redis.RedisError:
+        return None, None
+    return least, most
+
+
+def _attach_proxysql_extremes(rows, sources):
+    """Where the window's max (min) is not derivable from cumulative counters (ProxySQL's max did not rise in any
+    interval of the window: the usual case once a digest has run a while), ProxySQL's own max since it first saw
+    the digest bounds it: r.max_bound_us (r.min_bound_us), shown as "≤ max" (">= min"), equal to what the admin
+    port's stats_mysql_query_digest says."""
+    for r in rows:
+        r.max_bound_us = r.min_bound_us = None
+        if r.max_us is None or r.min_us is None:
+            least, most = _baseline_extremes(sources.get(r.digest_id, []), r.digest)
+            r.max_bound_us = most if r.max_us is None else None
+            r.min_bound_us = least if r.min_us is None else None
 
 
 # -- one digest ----------------------------------------------------------------------------------------
@@ -524,7 +607,16 @@ def digest_breakdown(digest, window, filters):
     sources = {s.pk: s for s in DigestSource.objects.filter(pk__in=[r[0] for r in rows]).select_related("node__cluster")}
     return [{"source": sources.get(r[0]), "count": int(r[1]), "total_us": int(r[2]), "max_us": _int(r[3]),
              "min_us": _int(r[4]), "avg_us": int(r[2]) / int(r[1]) if r[1] else None,
-             "rows_sent": _int(r[5]), "rows_affected": _int(r[6]), "rows_count": int(r[7] or 0)} for r in rows]
+             "rows_sent": _int(r[5]), "rows_affected": _int(r[6]), "rows_count": int(r[7] or 0),
+             **_bounds(sources.get(r[0]), digest, _int(r[3]), _int(r[4]))} for r in rows]
+
+
+def _bounds(source, digest, most, least):
+    """A breakdown row's ProxySQL bounds where its window's extremes are not known (_attach_proxysql_extremes)."""
+    if source is None or (most is not None and least is not None):
+        return {"max_bound_us": None, "min_bound_us": None}
+    low, high = _baseline_extremes([source], digest.digest)
+    return {"max_bound_us": high if most is None else None, "min_bound_us": low if least is None else None}
 
 
 def chart_bucket(seconds):
