@@ -3,6 +3,7 @@
 Reads wsrep status and variables, read_only and replica status; the few writes an operation needs
 (read_only, wsrep_desync). Galera-only figures are None on a node that is not a Galera node.
 """
+import re
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -263,6 +264,37 @@ class BackendClient:
     def run(self, sql, *, action):
         """One statement of a stored plan, as rendered by render()."""
         return self.wire.execute(sql, action=action)
+
+    # Privileges that let a user only read (and see what runs): anything else and the EXPLAIN user is not read-only.
+    READ_ONLY_PRIVILEGES = frozenset({"SELECT", "SHOW VIEW", "USAGE", "PROCESS", "SHOW DATABASES", "REPLICATION CLIENT",
+                                      "BINLOG MONITOR", "SLAVE MONITOR", "REPLICA MONITOR"})
+
+    def write_privileges(self):
+        """The privileges of the connected user beyond reading (SHOW GRANTS), e.g. ["INSERT ON `shop`.*"]; a grant
+        this cannot read (a role, PROXY) counts as one."""
+        found = []
+        for (line,) in self.wire.execute("SHOW GRANTS", action="read grants").rows:
+            line = line.decode() if isinstance(line, bytes) else str(line)
+            match = re.match(r"GRANT (.+?) ON (\S+) TO ", line)
+            if match is None:
+                found.append(line.split(" TO ")[0])
+                continue
+            found += [f"{p.strip()} ON {match.group(2)}" for p in match.group(1).split(",")
+                      if p.strip().upper() not in self.READ_ONLY_PRIVILEGES]
+        return found
+
+    def explain(self, sql, schema, limit_s):
+        """EXPLAIN one SELECT in `schema` (its caller checked it is one statement, a SELECT), in a read-only transaction,
+        cut by the server after `limit_s` seconds (MariaDB's max_statement_time) and by this client's read deadline
+        one second later: (columns, rows)."""
+        if schema:
+            self.wire.execute("USE `" + schema.replace("`", "``") + "`", action="use schema")
+        self.wire.execute("START TRANSACTION READ ONLY", action="read only")  # ended by ROLLBACK or the close
+        result = self.wire.execute(f"SET STATEMENT max_statement_time={float(limit_s):g} FOR EXPLAIN {sql}",
+                                   action="explain", timeout=float(limit_s) + 1)
+        self.wire.execute("ROLLBACK", action="read only")
+        return result.columns, [tuple(v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in row)
+                                for row in result.rows]
 
 
 @dataclass(frozen=True)

@@ -544,6 +544,19 @@ class ProxySQLAdmin:
             rows.append(row)
         return rows
 
+    def running_queries(self, limit):
+        """[(hostgroup, user, db, srv_host, srv_port, time_ms, info)] of the sessions running a query now (the longest
+        running first, at most `limit`): ProxySQL's only example of a digest's real text (info, literals included)."""
+        result = self.wire.execute("SELECT hostgroup, user, db, srv_host, srv_port, time_ms, info FROM"
+                                   " stats_mysql_processlist WHERE info IS NOT NULL AND command IN ('Query', 'Execute')"
+                                   " ORDER BY time_ms DESC LIMIT %s", (int(limit),), action="read stats_mysql_processlist")
+        try:
+            return [(int(hg), user or "", db or "", host or "", int(port) if port not in (None, "") else None,
+                     int(ms or 0), info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info))
+                    for hg, user, db, host, port, ms, info in result.rows]
+        except (TypeError, ValueError):
+            raise UnexpectedResult(self.name, "read stats_mysql_processlist", f"{result.rows[:3]!r}") from None
+
     def user_connections(self):
         return self._select("SELECT username, frontend_connections, frontend_max_connections FROM stats_mysql_users"
                             " ORDER BY username", UserConnections, "stats_mysql_users")

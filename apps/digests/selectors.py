@@ -557,7 +557,7 @@ def _split_mirrored(rows, window, filters, sources):
             r.count, r.total_us = r.count - int(count), r.total_us - int(total)
 
 
-def _baseline_extremes(sources, digest_hash):
+def proxysql_extremes(sources, digest_hash):
     """ProxySQL's own min_time / max_time of a digest over these sources, since it first saw it (or its last reset),
     as the latest digest poll read them (the baseline it keeps in Redis). (None, None) when none is kept."""
     by_node = {}
@@ -588,7 +588,7 @@ def _attach_proxysql_extremes(rows, sources):
     for r in rows:
         r.max_bound_us = r.min_bound_us = None
         if r.max_us is None or r.min_us is None:
-            least, most = _baseline_extremes(sources.get(r.digest_id, []), r.digest)
+            least, most = proxysql_extremes(sources.get(r.digest_id, []), r.digest)
             r.max_bound_us = most if r.max_us is None else None
             r.min_bound_us = least if r.min_us is None else None
 
@@ -615,7 +615,7 @@ def _bounds(source, digest, most, least):
     """A breakdown row's ProxySQL bounds where its window's extremes are not known (_attach_proxysql_extremes)."""
     if source is None or (most is not None and least is not None):
         return {"max_bound_us": None, "min_bound_us": None}
-    low, high = _baseline_extremes([source], digest.digest)
+    low, high = proxysql_extremes([source], digest.digest)
     return {"max_bound_us": high if most is None else None, "min_bound_us": low if least is None else None}
 
 

@@ -36,7 +36,7 @@ from apps.monitoring import leases, live, pollers
 from apps.monitoring.models import RollupMark
 
 from . import deltas as deltas_mod
-from . import mirroring, search
+from . import examples, mirroring, search
 from .models import (DAY, FIVE_MINUTES, HOUR, LEVELS, RAW, SPAN_S, Digest, DigestNodeState, DigestPoll, DigestSource,
                      DigestSpan, DigestStat)
 
@@ -93,6 +93,7 @@ class NodeResult:
     uptime: int = -1
     mirror: dict | None = None         # this poll's mirror read (rules, hits, counters)
     mirror_before: dict | None = None  # the previous poll's, when the baseline is trusted
+    running: list = field(default_factory=list)  # queries running at the poll: examples.py
 
 
 # -- one node ----------------------------------------------------------------------------------------
@@ -170,6 +171,9 @@ def poll_endpoint(rows):
                                              timeout=settings.MONITOR_DIGEST_READ_TIMEOUT)
             for result in results:
                 result.texts = texts
+        running = _running_queries(admin)
+        for result in results:
+            result.running = running
     except (ClientError, redis.RedisError) as exc:
         for result in results:
             result.error = exc
@@ -180,6 +184,15 @@ def poll_endpoint(rows):
     for result in results:
         result.seconds = time.monotonic() - started
     return results
+
+
+def _running_queries(admin):
+    """The queries running now (examples.py); a node that refuses the read loses its examples, not its poll."""
+    try:
+        return admin.running_queries(examples.READ_LIMIT)
+    except ClientError as exc:
+        log.info("running queries of %s not read: %s", admin.name, exc)
+        return []
 
 
 # -- storage -----------------------------------------------------------------------------------------
@@ -339,6 +352,11 @@ def poll_round(nodes, *, now=None, threads=None):
         except redis.RedisError as exc:
             # The next poll sees Redis and the database disagree and starts from a fresh baseline.
             log.warning("digest baseline of node %s not written: %s", result.node.pk, exc)
+        try:
+            scope = scopes.get(result.node.pk)
+            examples.record(r, result.node, result.running, result.ts, scope.keeps if scope else None)
+        except redis.RedisError as exc:
+            log.warning("example queries of node %s not kept: %s", result.node.pk, exc)
     return {"polled": len(nodes), "failed": failed, "rows": written,
             "seconds": round(time.monotonic() - started, 3)}
 

@@ -9,11 +9,11 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_GET, require_POST
 
-from apps.accounts.roles import OPERATOR, VIEWER, require_role
+from apps.accounts.roles import OPERATOR, VIEWER, has_role, require_role
 from apps.audit.actor import Actor
 from apps.fleet.models import Cluster
 
-from . import forms, rules, selectors
+from . import analysis, explain, forms, rules, selectors
 from .models import Digest
 
 
@@ -64,13 +64,41 @@ def digest_list(request):
 def digest_detail(request, pk):
     digest = get_object_or_404(Digest, pk=pk)
     query, notes = forms.parse(request.GET)
+    return TemplateResponse(request, "digests/digest_detail.html", _detail_context(request, digest, query, notes))
+
+
+def _detail_context(request, digest, query, notes):
     window = _window(query)
     breakdown = selectors.digest_breakdown(digest, window, query.filters) if window.pieces else []
-    return TemplateResponse(request, "digests/digest_detail.html", {
+    # An example's literals (values, sometimes secrets) are for operators; viewers read its digest form.
+    literals = has_role(request.user, OPERATOR)
+    found = analysis.examples(digest, query.filters.cluster, literals=literals)
+    return {
         "digest": digest, "query": query, "window": window, "notes": notes, "windows": forms.WINDOWS,
         "breakdown": breakdown, "summary": selectors.digest_summary(digest, window, query.filters, breakdown),
         "back": query.querystring(), "rule_form": forms.DigestRuleForm(initial={"cluster": query.filters.cluster}),
-    })
+        "latency": analysis.latency_windows(digest, window, query.filters) if window.pieces else [],
+        "examples": found,
+        "routes": analysis.routes(digest, breakdown, found[0]["text"] if literals and found else ""),
+    }
+
+
+@require_role(OPERATOR)
+@require_POST
+def digest_explain(request, pk):
+    """EXPLAIN an example query of this digest on a backend it is routed to (read only, time limited, audited);
+    the digest page again, the plan or the reason it was not run at the top."""
+    digest = get_object_or_404(Digest, pk=pk)
+    query, notes = forms.parse(request.GET)
+    try:
+        index = int(request.POST.get("example", ""))
+    except ValueError:
+        index = -1
+    cluster = request.POST.get("cluster", "")
+    outcome = explain.explain(digest, index, cluster_id=int(cluster) if cluster.isdigit() else None,
+                              actor=Actor.of_request(request))
+    context = {**_detail_context(request, digest, query, notes), "explain": outcome}
+    return TemplateResponse(request, "digests/digest_detail.html", context, status=200)
 
 
 @require_role(VIEWER)

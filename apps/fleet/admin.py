@@ -10,7 +10,7 @@ from apps.clients.proxysql import SERVER_FIELDS
 
 from .models import Cluster, HostgroupMembership, MirrorRule, ProxySQLNode, Server
 
-_HIDDEN = {"admin_password", "monitor_password", "replication_password"}
+_HIDDEN = {"admin_password", "monitor_password", "replication_password", "explain_password"}
 
 
 def _snapshot(obj):
@@ -116,7 +116,11 @@ class ClusterForm(forms.ModelForm):
     class Meta:
         model = Cluster
         exclude = ["native_hostgroups"]
-        widgets = {"monitor_password": SecretInput(), "replication_password": SecretInput()}
+        widgets = {"monitor_password": SecretInput(), "replication_password": SecretInput(),
+                   "explain_password": SecretInput()}
+
+    def clean_explain_password(self):
+        return _keep_blank_secret(self, "explain_password")
 
     def clean_monitor_password(self):
         return _keep_blank_secret(self, "monitor_password")

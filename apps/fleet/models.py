@@ -29,6 +29,11 @@ class Cluster(models.Model):
     # Async replication only: what replicas use to connect to a new primary after a switchover.
     replication_user = models.CharField(max_length=80, blank=True, validators=[validate_no_nul])
     replication_password = EncryptedTextField(blank=True)
+    # The digest page's EXPLAIN: a user of its own with SELECT only (checked before each EXPLAIN), never the
+    # application's nor the monitor user (which ProxySQL and the operations use, with write privileges).
+    explain_user = models.CharField(max_length=80, blank=True, validators=[validate_no_nul],
+                                    help_text="a dedicated read-only backend user for EXPLAIN (SELECT only); empty: no EXPLAIN")
+    explain_password = EncryptedTextField(blank=True)
 
     # Policy the rules and operations read (see DOMAIN.md).
     max_replication_lag = models.PositiveIntegerField(

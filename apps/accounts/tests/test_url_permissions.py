@@ -102,7 +102,7 @@ def kwargs_for(name, pattern, objects):
              "fleet:server": "server", "fleet:server_state": "server", "monitoring:server_live": "server",
              "monitoring:server_chart": "server", "operations:drain": "server", "operations:restore": "server",
              "audit:detail": "event", "digests:detail": "digest", "digests:chart": "digest",
-             "digests:rule": "digest",
+             "digests:rule": "digest", "digests:explain": "digest",
              "reports:detail": "report", "reports:pdf": "report", "reports:send": "report", "reports:chart": "report",
              "reports:schedule_edit": "schedule", "reports:schedule_delete": "schedule", "reports:schedule_run": "schedule",
              "configuration:version": "version", "configuration:export": "version", "configuration:revert": "version",

@@ -1,0 +1,121 @@
+"""Query analysis of one digest (its page): latency per poll window and hostgroup from the stored history, the query
+rules that route it on each cluster it ran on, and its example queries (examples.py).
+
+Reads only; bounded: at most WINDOWS_SHOWN windows, ROUTES_SHOWN (cluster, user, schema) walks, examples.KEEP examples.
+"""
+from dataclasses import dataclass, field
+
+import redis
+from django.db import connection
+
+from apps.configuration import rule_tester, services as config_services
+from apps.fleet.models import Cluster
+from apps.monitoring import live
+
+from . import examples as examples_mod
+from .models import DigestSource, DigestStat
+from .selectors import Filters, proxysql_extremes, _where
+
+WINDOWS_SHOWN = 60
+ROUTES_SHOWN = 6
+
+
+@dataclass
+class WindowRow:
+    ts: int              # the poll's time (raw) or the bucket's start (rollups)
+    resolution: int      # 0: one poll window; else the bucket's width in seconds
+    hostgroup: int
+    count: int
+    total_us: int
+    min_us: int | None
+    max_us: int | None
+    max_bound_us: int | None = None  # ProxySQL's max since it first saw the digest, where the window's is not known
+    min_bound_us: int | None = None
+
+    @property
+    def avg_us(self):
+        return self.total_us / self.count if self.count else None
+
+
+def latency_windows(digest, window, filters):
+    """The digest's count, sum, min and max per stored window and hostgroup, newest first (WINDOWS_SHOWN windows)."""
+    table = DigestStat._meta.db_table
+    where, params = _where(window, Filters(**{**filters.__dict__, "search": ""}))
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT DISTINCT ts FROM {table} WHERE {where} AND digest_id = %s ORDER BY ts DESC LIMIT %s",
+                    params + [digest.pk, WINDOWS_SHOWN])
+        stamps = [row[0] for row in cur.fetchall()]
+        if not stamps:
+            return []
+        cur.execute(f"SELECT resolution, ts, source_id, count_star, sum_time, min_time, max_time FROM {table}"
+                    f" WHERE {where} AND digest_id = %s AND ts >= %s", params + [digest.pk, min(stamps)])
+        rows = cur.fetchall()
+    sources = {s.pk: s for s in DigestSource.objects.filter(pk__in={r[2] for r in rows})}
+    grouped = {}
+    for resolution, ts, source_id, count, total, least, most in rows:
+        s = sources.get(source_id)
+        if s is None:
+            continue
+        w = grouped.setdefault((ts, s.hostgroup), WindowRow(ts, resolution, s.hostgroup, 0, 0, None, None))
+        w.count += count
+        w.total_us += total
+        w.min_us = least if w.min_us is None or (least is not None and least < w.min_us) else w.min_us
+        w.max_us = most if w.max_us is None or (most is not None and most > w.max_us) else w.max_us
+    bounds = {}  # ProxySQL's cumulative max never falls until a reset: a bound of every window since
+    for hostgroup in {hg for _, hg in grouped}:
+        bounds[hostgroup] = proxysql_extremes([s for s in sources.values() if s.hostgroup == hostgroup], digest.digest)
+    out = sorted(grouped.values(), key=lambda w: (-w.ts, w.hostgroup))
+    for w in out:
+        least, most = bounds.get(w.hostgroup, (None, None))
+        w.max_bound_us = most if w.max_us is None else None
+        w.min_bound_us = least if w.min_us is None else None
+    return out
+
+
+def examples(digest, cluster_id=None, *, literals):
+    """The digest's example queries, newest first; `literals` False (a viewer): each text as its digest form."""
+    try:
+        found = examples_mod.of_digest(live.client(), digest.digest_text, cluster_id)
+    except redis.RedisError:
+        return []
+    for i, e in enumerate(found):
+        e["index"] = i
+        if not literals:
+            e["text"] = rule_tester.normalise(e["text"])
+    return found
+
+
+@dataclass
+class Route:
+    cluster: Cluster
+    username: str
+    schemaname: str
+    version: int | None
+    outcome: object = None                       # rule_tester.Outcome, None without a configuration version
+    matched: list = field(default_factory=list)  # the rules that matched, in walk order
+
+
+def routes(digest, breakdown, example_text=""):
+    """Per (cluster, user, schema) the digest ran as in the window (the breakdown's sources, busiest first): the walk
+    of the cluster's current query rules (digest, match_digest and match_pattern, each search bounded by
+    monitoring.rule_regex through the rule tester). match_pattern is tried on an example's text when there is one."""
+    seen, out = set(), []
+    for b in breakdown:
+        s = b["source"]
+        if s is None:
+            continue
+        key = (s.node.cluster_id, s.username, s.schemaname)
+        if key in seen:
+            continue
+        seen.add(key)
+        cluster = s.node.cluster
+        version = config_services.latest(cluster)
+        route = Route(cluster, s.username, s.schemaname, version.number if version else None)
+        if version is not None:
+            route.outcome = rule_tester.on_content(version.content, example_text, digest_text=digest.digest_text,
+                                                   digest=digest.digest, username=s.username, schemaname=s.schemaname)
+            route.matched = route.outcome.matched
+        out.append(route)
+        if len(out) >= ROUTES_SHOWN:
+            break
+    return out
