@@ -61,9 +61,9 @@ def latency_windows(digest, window, filters):
         w.total_us += total
         w.min_us = least if w.min_us is None or (least is not None and least < w.min_us) else w.min_us
         w.max_us = most if w.max_us is None or (most is not None and most > w.max_us) else w.max_us
-    bounds = {}  # ProxySQL's cumulative max never falls until a reset: a bound of every window since
-    for hostgroup in {hg for _, hg in grouped}:
-        bounds[hostgroup] = proxysql_extremes([s for s in sources.values() if s.hostgroup == hostgroup], digest.digest)
+    # ProxySQL's cumulative max never falls until a reset: a bound of every window since
+    bounds = proxysql_extremes({hg: ([s for s in sources.values() if s.hostgroup == hg], digest.digest)
+                                for hg in {hg for _, hg in grouped}})
     out = sorted(grouped.values(), key=lambda w: (-w.ts, w.hostgroup))
     for w in out:
         least, most = bounds.get(w.hostgroup, (None, None))

@@ -557,27 +557,33 @@ def _split_mirrored(rows, window, filters, sources):
             r.count, r.total_us = r.count - int(count), r.total_us - int(total)
 
 
-def proxysql_extremes(sources, digest_hash):
-    """ProxySQL's own min_time / max_time of a digest over these sources, since it first saw it (or its last reset),
-    as the latest digest poll read them (the baseline it keeps in Redis). (None, None) when none is kept."""
-    by_node = {}
-    for s in sources:
-        field = f"{s.hostgroup}\t{s.schemaname}\t{s.username}\t{s.client_address}\t{digest_hash}".encode()
-        by_node.setdefault(s.node_id, []).append(field)
-    least = most = None
+def proxysql_extremes(wanted):
+    """ProxySQL's own min_time / max_time of digests since it first saw them (or its last reset), as the latest digest
+    poll read them (the baseline it keeps in Redis). wanted: {key: (DigestSource list, digest hash)} -> {key: (min,
+    max)}, (None, None) where none is kept. One Redis round trip for the whole page."""
+    asks = []
+    for key, (sources, digest_hash) in wanted.items():
+        for s in sources:
+            field = f"{s.hostgroup}\t{s.schemaname}\t{s.username}\t{s.client_address}\t{digest_hash}".encode()
+            asks.append((key, s.node_id, field))
+    out = {key: (None, None) for key in wanted}
+    if not asks:
+        return out
     try:
-        r = live.client()
-        for node_id, fields in by_node.items():
-            for value in r.hmget(baseline_key(node_id), fields):
-                try:
-                    _, _, low, high, *_ = (int(x) for x in (value or b"").split())
-                except ValueError:
-                    continue
-                least = low if least is None else min(least, low)
-                most = high if most is None else max(most, high)
+        pipe = live.client().pipeline(transaction=False)
+        for _, node_id, field in asks:
+            pipe.hget(baseline_key(node_id), field)
+        values = pipe.execute()
     except redis.RedisError:
-        return None, None
-    return least, most
+        return out
+    for (key, _, _), value in zip(asks, values):
+        try:
+            _, _, low, high, *_ = (int(x) for x in (value or b"").split())
+        except ValueError:
+            continue
+        least, most = out[key]
+        out[key] = (low if least is None else min(least, low), high if most is None else max(most, high))
+    return out
 
 
 def _attach_proxysql_extremes(rows, sources):
@@ -585,12 +591,12 @@ def _attach_proxysql_extremes(rows, sources):
     interval of the window: the usual case once a digest has run a while), ProxySQL's own max since it first saw
     the digest bounds it: r.max_bound_us (r.min_bound_us), shown as "≤ max" (">= min"), equal to what the admin
     port's stats_mysql_query_digest says."""
+    found = proxysql_extremes({r.digest_id: (sources.get(r.digest_id, []), r.digest) for r in rows
+                               if r.max_us is None or r.min_us is None})
     for r in rows:
-        r.max_bound_us = r.min_bound_us = None
-        if r.max_us is None or r.min_us is None:
-            least, most = proxysql_extremes(sources.get(r.digest_id, []), r.digest)
-            r.max_bound_us = most if r.max_us is None else None
-            r.min_bound_us = least if r.min_us is None else None
+        least, most = found.get(r.digest_id, (None, None))
+        r.max_bound_us = most if r.max_us is None else None
+        r.min_bound_us = least if r.min_us is None else None
 
 
 # -- one digest ----------------------------------------------------------------------------------------
@@ -605,17 +611,17 @@ def digest_breakdown(digest, window, filters):
                     params + [digest.pk])
         rows = cur.fetchall()
     sources = {s.pk: s for s in DigestSource.objects.filter(pk__in=[r[0] for r in rows]).select_related("node__cluster")}
+    bounds = proxysql_extremes({r[0]: ([sources[r[0]]], digest.digest) for r in rows
+                                if r[0] in sources and (r[3] is None or r[4] is None)})
     return [{"source": sources.get(r[0]), "count": int(r[1]), "total_us": int(r[2]), "max_us": _int(r[3]),
              "min_us": _int(r[4]), "avg_us": int(r[2]) / int(r[1]) if r[1] else None,
              "rows_sent": _int(r[5]), "rows_affected": _int(r[6]), "rows_count": int(r[7] or 0),
-             **_bounds(sources.get(r[0]), digest, _int(r[3]), _int(r[4]))} for r in rows]
+             **_bounds(bounds.get(r[0]), _int(r[3]), _int(r[4]))} for r in rows]
 
 
-def _bounds(source, digest, most, least):
+def _bounds(found, most, least):
     """A breakdown row's ProxySQL bounds where its window's extremes are not known (_attach_proxysql_extremes)."""
-    if source is None or (most is not None and least is not None):
-        return {"max_bound_us": None, "min_bound_us": None}
-    low, high = proxysql_extremes([source], digest.digest)
+    low, high = found or (None, None)
     return {"max_bound_us": high if most is None else None, "min_bound_us": low if least is None else None}
 
 
