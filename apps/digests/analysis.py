@@ -9,7 +9,7 @@ import redis
 from django.db import connection
 
 from apps.configuration import rule_tester, services as config_services
-from apps.fleet.models import Cluster
+from apps.fleet.models import Cluster, ProxySQLNode
 from apps.monitoring import live
 
 from . import examples as examples_mod
@@ -78,8 +78,10 @@ def examples(digest, cluster_id=None, *, literals):
         found = examples_mod.of_digest(live.client(), digest.digest_text, cluster_id)
     except redis.RedisError:
         return []
+    names = dict(ProxySQLNode.objects.filter(pk__in={e.get("node") for e in found}).values_list("pk", "name"))
     for i, e in enumerate(found):
         e["index"] = i
+        e["node_name"] = names.get(e.get("node"), "(node removed)")
         if not literals:
             e["text"] = rule_tester.normalise(e["text"])
     return found

@@ -21,6 +21,7 @@ def test_an_operator_reads_an_example_its_explain_and_min_max_per_window(digest_
     example = page.locator("[data-example-text]").first
     assert example.inner_text().startswith("SELECT c FROM sbtest1 WHERE id=")
     assert example.inner_text() != digest.digest_text  # its literal, shown to an operator
+    assert page.locator("tr[data-example]").first.locator("td").nth(1).inner_text() == "proxysql-1"
     window = page.locator("#latency tbody tr[data-hostgroup='101']").first
     for column in ("min", "max"):
         assert any(ch.isdigit() for ch in window.locator(f"td[data-col={column}]").inner_text())
