@@ -542,8 +542,10 @@ class ConsoleProcesses:
     its own (killed whole: SIGKILL of every child). `database`: "sqlite" (the analogue of an unavailable database:
     the write lock held; a writer waits up to the busy timeout) or a lab.mariadb_standalone lab (stopped, started)."""
 
-    def __init__(self, workdir, stale_after_s, database_lab=None):
+    def __init__(self, workdir, stale_after_s, database_lab=None, database_url=None):
+        """database_url: the console's database for the worker and beat (default: $DATABASE_URL, bin/bench-faults')."""
         self.workdir, self.stale_after_s, self.database_lab = workdir, stale_after_s, database_lab
+        self.database_url = database_url or os.environ.get("DATABASE_URL", "")
         self.port = free_ports(1)[0]
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.redis = self.worker = self.beat = None
@@ -558,7 +560,7 @@ class ConsoleProcesses:
 
         return {**os.environ, "REDIS_URL": self.url, "CELERY_BROKER_URL": self.url,
                 "DJANGO_SETTINGS_MODULE": "controlplane.settings", "OPERATIONS_STALE_AFTER_S": str(self.stale_after_s),
-                "MONITOR_SHARDS": "1", "DATABASE_URL": os.environ.get("DATABASE_URL", ""),
+                "MONITOR_SHARDS": "1", "DATABASE_URL": self.database_url,
                 "PROXYSQL_READ_TIMEOUT": str(settings.PROXYSQL_READ_TIMEOUT)}
 
     def start_redis(self):
@@ -696,9 +698,9 @@ class ConsoleProcesses:
             return
         import sqlite3
 
-        from django.conf import settings
+        from django.db import connection
 
-        path = settings.DATABASES["default"]["NAME"]
+        path = connection.settings_dict["NAME"]
         holder = sqlite3.connect(str(path), timeout=30, isolation_level=None)
         try:
             holder.execute("BEGIN EXCLUSIVE")  # in WAL mode: every writer waits; readers read the last commit
