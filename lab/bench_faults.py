@@ -29,6 +29,15 @@ Then:
    SQL typed at the node would.
 
 A row with no fault ("none") per operation is the control. Prints the machine and the table.
+
+    bin/bench-faults --console [--operations switchover,drain,config,repair] [--faults worker,redis,database,beat]
+                     [--steps KEY,...|none] [--stale-seconds 3] [--bound-seconds 60]     (DB=mariadb: on MariaDB)
+
+The console's own faults instead (issue 39, ConsoleFaultMatrix): the operation queued through Redis to a real Celery
+worker, beat running the reaper and the retries, and at the step (a) the worker SIGKILLed with every child and started
+again, (b) Redis SIGKILLed and started again empty, (c) the console's database unavailable 10 s, (d) beat stopped 30 s.
+A supervisor restarts any process that exits, as systemd's Restart= does. Read after: the layers equal, intent (the
+latest version) equal to the nodes, the writer agreed, and the time from the console back to the operation resolved.
 """
 import os
 import shutil
@@ -86,8 +95,8 @@ HEADER = ["operation", "paused at", "pause landed in", "operation state", "after
           "layers equal before restart", "layers equal after restart", "writer after restart", "hand SQL"]
 
 
-def table(rows):
-    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+def table(rows, header=HEADER):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row.cells()) + " |" for row in rows]
     return "\n".join(lines)
 
@@ -95,6 +104,8 @@ def table(rows):
 class FaultMatrix:
     """Runs rows of the matrix. Needs the Galera lab up, a database, and settings.REDIS_URL reachable (the retry
     reads the latest-state documents)."""
+
+    enqueue = False  # run in-process by the executor in a thread (the console matrix: queued to a real worker)
 
     def __init__(self, pause_s=3.0, latency_ms=50, retry_s=40, out=print, lab=None):
         """`lab`: the GaleraLab the doubles front (the default lab when None); each row waits until it is healthy."""
@@ -213,7 +224,7 @@ class FaultMatrix:
             pk, ChangeSet = self._change_set
             ChangeSet.objects.filter(pk=pk).update(state=ChangeSet.State.PLANNED, operation=op)
             self._change_set = None
-        return services.confirm(op, actor=Actor.rule(RULE), enqueue=False)
+        return services.confirm(op, actor=Actor.rule(RULE), enqueue=self.enqueue)
 
     def step_keys(self, kind):
         """The plan's step keys for this kind (planned on a fresh cluster, not run)."""
@@ -474,6 +485,397 @@ def run(kinds=KINDS, steps=None, pause_s=3.0, latency_ms=50, retry_s=40, out=pri
             chosen = keys if not steps else [k for k in keys if k in steps]
             out(f"-- {kind}: steps {', '.join(keys[1:])}; rows {', '.join(chosen) or 'none chosen'}")
             rows += [matrix.row(kind, key) for key in chosen]
+    finally:
+        matrix.close()
+    return rows
+
+
+# -- the console's own faults (issue 39 item 3) -----------------------------------------------------------
+CONSOLE_KINDS = ("switchover", "drain", "config", "repair")
+CONSOLE_FAULTS = ("worker", "redis", "database", "beat")
+REAP_TICK_S = 5  # beat's schedule of operations.reap_stale (controlplane/celery.py)
+ENDED = {OperationState.DONE, OperationState.ROLLED_BACK, OperationState.FAILED, OperationState.CANCELLED,
+         OperationState.EXPIRED, OperationState.REFUSED}
+
+
+@dataclass
+class ConsoleRow:
+    kind: str
+    step: str
+    fault: str
+    landed: str = ""
+    state: str = ""
+    layers: str = ""        # every node's memory, runtime and disk equal to each other
+    intent: str = ""        # the latest configuration version (the inventory) equal to what the nodes run
+    writer: str = ""
+    hand_sql: str = ""
+    resolved_s: float | None = None
+    fault_s: float | None = None  # from the fault to the console back (worker ready, Redis, database, beat)
+    notes: list = field(default_factory=list)
+
+    def cells(self):
+        took = "not within the bound" if self.resolved_s is None else \
+            "during the fault" if self.resolved_s == 0 else f"{self.resolved_s:.1f} s"
+        back = "-" if self.fault_s is None else f"{self.fault_s:.1f} s"
+        return [self.kind, self.step, self.fault, self.landed or "-", back, self.state, self.layers, self.intent,
+                self.writer, self.hand_sql, took]
+
+    def as_targeted(self, within_s):
+        """Ended (done, or rolled back before the point of no return), every layer equal, intent equal to the nodes,
+        one writer agreed, no hand SQL, resolved within `within_s` (the heartbeat window plus one reaper tick)."""
+        return self.state in (OperationState.DONE, OperationState.ROLLED_BACK) and \
+            (self.layers, self.intent, self.hand_sql) == ("equal", "equal", "none") and \
+            self.writer.startswith("agreed (") and self.resolved_s is not None and self.resolved_s <= within_s
+
+
+CONSOLE_HEADER = ["operation", "fault at step", "fault", "landed in", "console back after", "end state", "layers equal",
+                  "intent = nodes", "writer", "hand SQL", "resolved after"]
+
+
+def console_table(rows):
+    return table(rows, CONSOLE_HEADER)
+
+
+class ConsoleProcesses:
+    """The console's own processes, real and separate from the benchmark: a redis-server (the broker and the
+    latest state; no persistence, as the demo runs it), a Celery worker and Celery beat, each a process group of
+    its own (killed whole: SIGKILL of every child). `database`: "sqlite" (the analogue of an unavailable database:
+    the write lock held; a writer waits up to the busy timeout) or a lab.mariadb_standalone lab (stopped, started)."""
+
+    def __init__(self, workdir, stale_after_s, database_lab=None, database_url=None):
+        """database_url: the console's database for the worker and beat (default: $DATABASE_URL, bin/bench-faults')."""
+        self.workdir, self.stale_after_s, self.database_lab = workdir, stale_after_s, database_lab
+        self.database_url = database_url or os.environ.get("DATABASE_URL", "")
+        self.port = free_ports(1)[0]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.redis = self.worker = self.beat = None
+        self.started = 0
+        self.held = set()       # processes the fault keeps down (beat for 30 s): the supervisor leaves them
+        self.restarts = []      # what the supervisor restarted, as notes for the row running then
+        self.lock = threading.Lock()
+        self.supervising = None
+
+    def env(self):
+        from django.conf import settings
+
+        return {**os.environ, "REDIS_URL": self.url, "CELERY_BROKER_URL": self.url,
+                "DJANGO_SETTINGS_MODULE": "controlplane.settings", "OPERATIONS_STALE_AFTER_S": str(self.stale_after_s),
+                "MONITOR_SHARDS": "1", "DATABASE_URL": self.database_url,
+                "PROXYSQL_READ_TIMEOUT": str(settings.PROXYSQL_READ_TIMEOUT)}
+
+    def start_redis(self):
+        import subprocess
+
+        self.redis = subprocess.Popen([shutil.which("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1",
+                                       "--save", "", "--appendonly", "no", "--dir", self.workdir],
+                                      stdout=subprocess.DEVNULL, start_new_session=True)
+        _wait_port(self.port)
+
+    def start(self, kind):
+        import subprocess
+        import sys
+
+        self.started += 1
+        log = open(os.path.join(self.workdir, f"{kind}-{self.started}.log"), "w+")
+        args = [sys.executable, "-m", "celery", "-A", "controlplane", kind, "--loglevel", "INFO"]
+        if kind == "worker":
+            args += ["--concurrency", "2", "--without-gossip", "--without-mingle", "-n", f"faults{self.started}@%h"]
+        else:
+            args += ["--schedule", os.path.join(self.workdir, f"beat-schedule-{self.started}")]
+        proc = subprocess.Popen(args, env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc.log = log
+        setattr(self, kind, proc)
+        return proc
+
+    def worker_ready(self, timeout=90):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.worker.log.seek(0)
+            if " ready." in self.worker.log.read():
+                return True
+            if self.worker.poll() is not None:
+                raise RuntimeError(f"the celery worker exited; see {self.worker.log.name}")
+            time.sleep(0.1)
+        raise RuntimeError(f"the celery worker was not ready within {timeout} s; see {self.worker.log.name}")
+
+    def worker_back(self, worker, mark, timeout=60):
+        """After Redis came back: until the worker consumes again, reconnected, or (exited: kombu's 'Unrecoverable
+        error' closing a channel that holds an unacknowledged message) restarted by the supervisor and ready."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            worker.log.seek(mark)
+            if "Connected to redis" in worker.log.read():
+                return
+            if worker.poll() is not None:
+                while self.worker is worker and time.monotonic() < deadline:
+                    time.sleep(0.2)  # the supervisor's restart
+                self.worker_ready()
+                return
+            time.sleep(0.1)
+
+    def up(self):
+        self.start_redis()
+        self.start("worker")
+        self.start("beat")
+        self.worker_ready()
+        self.supervising = threading.Event()
+        threading.Thread(target=self.supervise, args=(self.supervising,), daemon=True).start()
+
+    def supervise(self, running):
+        """What systemd's Restart=always (README) does: a process that exited is started again, and it is said."""
+        while running.is_set() is False:
+            time.sleep(0.5)
+            with self.lock:
+                for kind in ("redis", "worker", "beat"):
+                    proc = getattr(self, kind)
+                    if kind in self.held or proc is None or proc.poll() is None:
+                        continue
+                    self.restarts.append(f"{kind} exited (code {proc.returncode}): restarted by the supervisor")
+                    self.start_redis() if kind == "redis" else self.start(kind)
+
+    @staticmethod
+    def kill(proc):
+        """SIGKILL of the process and every child (its own process group)."""
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def down(self):
+        if self.supervising is not None:
+            self.supervising.set()
+        with self.lock:
+            self.held.update(("redis", "worker", "beat"))
+        for proc in (self.beat, self.worker, self.redis):
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in (self.beat, self.worker, self.redis):
+            if proc is not None:
+                try:
+                    proc.wait(timeout=20)
+                except Exception:
+                    self.kill(proc)
+
+    def healthy(self):
+        """Every process up (a row starts on a whole console: a worker restarted by the previous row is ready)."""
+        for proc in (self.redis, self.worker, self.beat):
+            if proc is None or proc.poll() is not None:
+                return False
+        return True
+
+    # -- the faults: each returns when the fault is over and the process is back (as a supervisor restarts it)
+    def fault(self, name):
+        if name == "worker":
+            with self.lock:
+                self.kill(self.worker)
+                self.start("worker")  # the supervisor's restart (systemd Restart=, the demo's)
+            self.worker_ready()  # the fault is over when the new worker consumes
+        elif name == "redis":
+            with self.lock:
+                worker = self.worker
+                worker.log.seek(0, os.SEEK_END)
+                mark = worker.log.tell()
+                self.kill(self.redis)
+                self.start_redis()
+            self.worker_back(worker, mark)
+        elif name == "beat":
+            with self.lock:
+                self.held.add("beat")
+                self.kill(self.beat)
+            time.sleep(30)
+            with self.lock:
+                self.start("beat")
+                self.held.discard("beat")
+        elif name == "database":
+            self.database_outage(10)
+        else:
+            raise ValueError(name)
+
+    def database_outage(self, seconds):
+        if self.database_lab is not None:
+            self.database_lab.stop(1)
+            time.sleep(seconds)
+            self.database_lab.up()  # until it accepts the console's user again
+            return
+        import sqlite3
+
+        from django.db import connection
+
+        path = connection.settings_dict["NAME"]
+        holder = sqlite3.connect(str(path), timeout=30, isolation_level=None)
+        try:
+            holder.execute("BEGIN EXCLUSIVE")  # in WAL mode: every writer waits; readers read the last commit
+            time.sleep(seconds)
+            holder.execute("COMMIT")
+        finally:
+            holder.close()
+
+
+def _wait_port(port, timeout=10):
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port} after {timeout} s")
+
+
+class ConsoleFaultMatrix(FaultMatrix):
+    """The console's own faults at each step of an operation run by a real Celery worker (confirmed as the page does:
+    queued through Redis), with beat running the reaper and the retries: (a) the worker SIGKILLed with every child
+    and started again, (b) Redis SIGKILLed and started again (empty), (c) the console's database unavailable 10 s,
+    (d) beat stopped 30 s. The nodes are the doubles over the wire (the second one answering latency_ms late so that
+    a fault lands inside a step). Each row waits until the operation has ended and nothing is pending (bounded by
+    `bound_s`), then reads every node's three layers: equal to each other, equal to the latest configuration version
+    (the inventory), one writer agreed. Time to resolution: from the fault to that end."""
+
+    enqueue = True  # confirmed as the page does: queued through Redis, the real worker runs it
+
+    def __init__(self, processes, bound_s=90, **kwargs):
+        super().__init__(**kwargs)
+        self.processes, self.bound_s = processes, bound_s
+
+    def teardown(self):
+        """The cluster forgotten: again when a poll (beat runs them) wrote a sample of its servers meanwhile."""
+        from django.db import IntegrityError
+
+        for _ in range(10):
+            try:
+                return super().teardown()
+            except IntegrityError:
+                time.sleep(0.5)
+        return super().teardown()
+
+    def point_broker(self):
+        from django.conf import settings
+
+        from controlplane.celery import app
+
+        settings.REDIS_URL = settings.CELERY_BROKER_URL = self.processes.url
+        app.conf.broker_url = self.processes.url
+        app._pool = None
+        app.amqp._producer_pool = None
+
+    def console_row(self, kind, step, fault):
+        row = ConsoleRow(kind, step, fault)
+        self.wait_for_lab(row)
+        deadline = time.monotonic() + 30
+        while not self.processes.healthy() and time.monotonic() < deadline:
+            time.sleep(0.5)  # the supervisor restarts it
+        self.processes.worker_ready()
+        self.setup()
+        try:
+            self._change_set = None
+            try:
+                op = self.confirm(self.plan(kind))
+            except Refused as exc:
+                row.state = f"refused: {exc}"
+                return row
+            fault_over, faulting = [time.monotonic()], None
+            if step != NO_FAULT:
+                missed = self.wait_step(op, step)
+                if missed:
+                    row.landed = missed
+                else:
+                    row.landed = self.running(op)
+                    fault_over[0] = None  # until the process is back (or the database answers again)
+                    fault_at = time.monotonic()
+
+                    def inflict(name=fault):
+                        try:
+                            self.processes.fault(name)
+                        finally:
+                            fault_over[0] = time.monotonic()
+                            row.fault_s = fault_over[0] - fault_at
+
+                    faulting = threading.Thread(target=inflict, daemon=True)
+                    faulting.start()
+            resolved = self.wait_resolved(op, fault_over)
+            if faulting is not None:
+                faulting.join(60)  # the fault is over (beat back after its 30 s) before the next row
+            row.resolved_s = resolved
+            with self.processes.lock:
+                row.notes += self.processes.restarts
+                self.processes.restarts.clear()
+            op.refresh_from_db()
+            row.state = op.state
+            if op.error:
+                row.notes.append(f"error: {op.error[:300]}")
+            self.judge_console(row)
+            row.hand_sql = "none" if (row.layers, row.intent) == ("equal", "equal") and \
+                row.writer.startswith("agreed (") and "inventory says" not in row.writer else "needed"
+            return row
+        finally:
+            self.out(f"   {kind} / {fault} at {step}: " + "; ".join(str(c) for c in row.cells()[3:])
+                     + "".join(f"\n      {n}" for n in row.notes))
+
+    def wait_step(self, op, step, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            states = dict(OperationStep.objects.filter(operation=op).values_list("key", "state"))
+            if states.get(step, "pending") != "pending":
+                return None
+            state = Operation.objects.get(pk=op.pk).state
+            if state in ENDED or state in (OperationState.ROLLBACK_PENDING, OperationState.FINISH_PENDING):
+                return f"not reached (operation {state})"
+            time.sleep(0.01)
+        return f"not reached within {timeout} s"
+
+    def wait_resolved(self, op, fault_over):
+        """Seconds from the end of the fault (fault_over[0], set when the process is back or the database answers)
+        until the operation has ended and nothing is pending on the cluster: 0 when it ended during the fault; None
+        past bound_s. Reads only (a read may wait while the database is locked)."""
+        deadline = time.monotonic() + self.bound_s
+        while time.monotonic() < deadline:
+            try:
+                state = Operation.objects.get(pk=op.pk).state
+                if state in ENDED and not rollbacks.open_rows(self.cluster).exists():
+                    over = fault_over[0]
+                    return 0.0 if over is None else max(0.0, time.monotonic() - over)
+            except Exception:  # the database down (MariaDB stopped): read again
+                close_old_connections()
+            time.sleep(0.2)
+        return None
+
+    def judge_console(self, row):
+        """Reads only: the three layers of every node equal to each other, and to the inventory; who writes."""
+        cluster = self.cluster
+        cluster.refresh_from_db()
+        hostgroups = set(cluster.hostgroup_ids())
+        seen = {}
+        for node in cluster.proxysql_nodes.order_by("pk"):
+            with ProxySQLAdmin.for_node(node) as admin:
+                for layer in ("memory", "runtime", "disk"):
+                    seen[(node.name, layer)] = {r.key: configured(r) for r in admin.servers(layer)
+                                                if r.hostgroup_id in hostgroups}
+        first = next(iter(seen.values()))
+        differ = [f"{n} {layer}" for (n, layer), rows in seen.items() if rows != first]
+        row.layers = "equal" if not differ else "no: " + ", ".join(differ) + " differ from the first node's memory"
+        judged = Row(row.kind, row.step)
+        self.judge(judged)  # every layer against the inventory (the latest version), and the writer
+        row.intent = "equal" if judged.equal else "no: " + judged.layers[4:]
+        row.writer = judged.writer
+        row.notes += judged.notes
+
+
+def run_console(processes, kinds=CONSOLE_KINDS, steps=None, faults=CONSOLE_FAULTS, latency_ms=50, bound_s=90,
+                out=print, lab=None):
+    """Every requested (operation, step, fault) row; a control row (no fault) per operation first."""
+    matrix = ConsoleFaultMatrix(processes, bound_s=bound_s, latency_ms=latency_ms, out=out, lab=lab)
+    matrix.point_broker()
+    rows = []
+    try:
+        for kind in kinds:
+            keys = matrix.step_keys(kind)
+            chosen = keys if not steps else [k for k in keys if k in steps]
+            out(f"-- {kind}: steps {', '.join(keys)}; faults at {', '.join(chosen) or 'none chosen'}")
+            if not steps or NO_FAULT in steps:
+                rows.append(matrix.console_row(kind, NO_FAULT, NO_FAULT))
+            for key in chosen:
+                rows += [matrix.console_row(kind, key, fault) for fault in faults]
     finally:
         matrix.close()
     return rows

@@ -644,6 +644,23 @@ class ReasonInput(serializers.Serializer):
     reason = text(2000, required=False, allow_blank=True, default="")
 
 
+class RecordNodesReadingSerializer(serializers.Serializer):
+    version = serializers.IntegerField(allow_null=True, help_text="the latest version the difference is read against")
+    refusal = serializers.CharField(help_text="why the nodes' rows cannot be recorded now; empty when they can")
+    lines = DiffLineSerializer(many=True, help_text="the latest version -> what every node runs")
+
+
+class RecordNodesInput(serializers.Serializer):
+    reason = text(2000, allow_blank=False, help_text="why the nodes' rows become intent (kept with the version)")
+    version = serializers.IntegerField(min_value=1, max_value=2**31 - 1,
+                                       help_text="the latest version the difference was read against (GET)")
+
+
+class RecordNodesAnswer(serializers.Serializer):
+    version = VersionSerializer()
+    lines = DiffLineSerializer(many=True, help_text="what the new version changed")
+
+
 class WriteBackInput(ReasonInput):
     node = IdField(required=False, allow_null=True, default=None, help_text="one ProxySQL node (id); default: every "
                                                                             "node that differs")

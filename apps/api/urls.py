@@ -42,6 +42,7 @@ v1 = [
     path("clusters/<id:pk>/switchover/", operations.SwitchoverPlan.as_view(), name="switchover"),
     path("clusters/<id:pk>/failover/", operations.FailoverPlan.as_view(), name="failover"),
     path("clusters/<id:pk>/repair/", operations.RepairPlan.as_view(), name="repair"),
+    path("clusters/<id:pk>/record-nodes/", operations.RecordNodes.as_view(), name="record_nodes"),
     path("clusters/<id:pk>/rule-settings/", operations.RuleSettings.as_view(), name="rule_settings"),
     path("servers/<id:pk>/drain/", operations.DrainPlan.as_view(), name="drain"),
     path("servers/<id:pk>/restore/", operations.RestorePlan.as_view(), name="restore"),

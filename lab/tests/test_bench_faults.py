@@ -52,3 +52,37 @@ def test_the_judge_reads_every_layer_of_every_node(matrix):
     assert row.writer == "not agreed: p1 3312, p2 3311"
     assert "p2 disk differs from the inventory: hg 101 3312" in row.notes
     assert "p1 runtime differs from the inventory: hg 100 3311, hg 100 3312" in row.notes
+
+
+def test_the_console_matrix_kills_the_real_worker_in_a_switchovers_last_step_and_reads_the_reapers_end(
+        galera_lab, tmp_path, settings):
+    """bin/bench-faults --console at its smallest: the control row and the issue's case (the worker SIGKILLed while
+    the switchover records the new writer), a real Celery worker and beat on a redis-server of the row's own."""
+    from conftest import database_url_for_subprocesses
+    from controlplane.celery import app
+
+    processes = bench_faults.ConsoleProcesses(str(tmp_path), stale_after_s=3,
+                                              database_url=database_url_for_subprocesses())
+    processes.up()
+    try:
+        settings.REDIS_URL = settings.CELERY_BROKER_URL = processes.url  # put back after the test by the fixture
+        matrix = bench_faults.ConsoleFaultMatrix(processes, bound_s=60, out=lambda line: None)
+        matrix.point_broker()
+        try:
+            control = matrix.console_row("switchover", bench_faults.NO_FAULT, bench_faults.NO_FAULT)
+            killed = matrix.console_row("switchover", "inventory", "worker")
+        finally:
+            matrix.close()
+    finally:
+        processes.down()
+        app.conf.broker_url = None
+        app._pool = None
+        app.amqp._producer_pool = None
+    target = 3 + bench_faults.REAP_TICK_S
+    assert control.cells()[5:10] == ["done", "equal", "equal", "agreed (3312)", "none"], control
+    assert control.as_targeted(target)
+    assert killed.landed.startswith("inventory") and killed.fault_s is not None, killed
+    assert killed.cells()[5:10] == ["done", "equal", "equal", "agreed (3312)", "none"], killed
+    assert killed.resolved_s is not None and killed.resolved_s <= target, killed
+    line = bench_faults.console_table([killed]).splitlines()[-1]
+    assert line.startswith("| switchover | inventory | worker | inventory | ")

@@ -11,10 +11,12 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
-from apps.accounts.roles import OPERATOR, VIEWER
+from apps.accounts.roles import ADMIN, OPERATOR, VIEWER
 from apps.audit.actor import Actor
 from apps.fleet.models import Cluster, Server
-from apps.operations import drain, repair, rollbacks, rule_settings, rules, services, switchover
+from apps.configuration import content as C
+from apps.operations import drain, record_nodes, repair, rollbacks, rule_settings, rules, services, switchover
+from apps.operations.change_set import diff_lines
 from apps.operations.choices import OperationState
 from apps.operations.forms import RuleSettingsForm
 from apps.operations.models import Operation
@@ -173,6 +175,30 @@ class RestorePlan(_Plan):
     def post(self, request, pk):
         server = get_object_or_404(Server.objects.select_related("cluster"), pk=pk)
         return self.saved(request, drain.plan_restore(server))
+
+
+class RecordNodes(ApiView):
+    roles = {"get": ADMIN, "post": ADMIN}
+
+    @extend_schema(responses=s.RecordNodesReadingSerializer, tags=["operations"],
+                   summary="What every ProxySQL node runs (mysql_servers) against the latest version: the difference "
+                           "to record, or why it cannot be recorded (the nodes differ, one does not answer...)")
+    def get(self, request, pk):
+        reading = record_nodes.read(get_object_or_404(Cluster, pk=pk))
+        return Response(s.RecordNodesReadingSerializer(
+            {"version": reading.version, "refusal": reading.refusal, "lines": reading.lines}).data)
+
+    @extend_schema(request=s.RecordNodesInput, responses={201: s.RecordNodesAnswer}, tags=["operations"],
+                   summary="Record what the nodes run as the next version, as the page does: admin, a reason, the "
+                           "version the difference was read against (409 when it moved or the nodes differ); "
+                           "nothing is written to the nodes; audited with the difference")
+    def post(self, request, pk):
+        cluster = get_object_or_404(Cluster, pk=pk)
+        data = body(s.RecordNodesInput, request)
+        version = record_nodes.record_nodes(cluster, actor=Actor.of_request(request), reason=data["reason"],
+                                            expect_version=data["version"])
+        lines = diff_lines(C.diff(version.parent.content, version.content))
+        return Response(s.RecordNodesAnswer({"version": version, "lines": lines}).data, status=status.HTTP_201_CREATED)
 
 
 class RuleSettings(ApiView):

@@ -72,7 +72,7 @@ def view_class(pattern):
 # URL name -> which object of the `objects` fixture its <pk> is; the chart name for history URLs.
 OWNER = {
     "cluster": "cluster", "cluster_hostgroups": "cluster", "cluster_state": "cluster", "cluster_drift": "cluster",
-    "switchover": "cluster", "failover": "cluster", "repair": "cluster", "config_versions": "cluster",
+    "switchover": "cluster", "failover": "cluster", "repair": "cluster", "record_nodes": "cluster", "config_versions": "cluster",
     "config_diff": "cluster", "change_sets": "cluster", "config_write_back": "cluster",
     "server": "server", "server_state": "server", "server_history": "server", "drain": "server", "restore": "server",
     "node": "node", "node_state": "node", "node_history": "node",

@@ -11,6 +11,8 @@ machine and the table (fault point x outcome).
 """
 import contextlib
 import logging
+import os
+import tempfile
 import time
 
 from django.conf import settings
@@ -44,8 +46,21 @@ class Command(BaseCommand):
         parser.add_argument("--keep-lab", action="store_true", help="leave the named lab running at the end")
         parser.add_argument("--retry-seconds", type=float, default=40.0,
                             help="at most this long of the product's retries (every 2 s) per row (default 40)")
+        parser.add_argument("--console", action="store_true",
+                            help="the console's own faults instead (issue 39): the worker, Redis, the database, beat "
+                                 "at each step of a switchover, drain, change set and repair run by a real Celery worker")
+        parser.add_argument("--faults", default=",".join(bench_faults.CONSOLE_FAULTS),
+                            help=f"--console: comma-separated, of {', '.join(bench_faults.CONSOLE_FAULTS)} (default: all)")
+        parser.add_argument("--stale-seconds", type=float, default=3.0,
+                            help="--console: the heartbeat window (OPERATIONS_STALE_AFTER_S of the worker and beat; "
+                                 "default 3)")
+        parser.add_argument("--bound-seconds", type=float, default=60.0,
+                            help="--console: a row waits at most this long for its operation to end (default 60)")
 
-    def handle(self, operations, steps, pause_seconds, latency_ms, retry_seconds, lab_name, keep_lab, **options):
+    def handle(self, operations, steps, pause_seconds, latency_ms, retry_seconds, lab_name, keep_lab, console, faults,
+               stale_seconds, bound_seconds, **options):
+        if console:
+            return self.console(operations, steps, faults, latency_ms, lab_name, keep_lab, stale_seconds, bound_seconds)
         kinds = _list(operations)
         unknown = [k for k in kinds if k not in bench_faults.KINDS]
         if unknown:
@@ -69,6 +84,57 @@ class Command(BaseCommand):
         out("")
         out(f"{len(rows)} rows in {took / 60:.1f} min; 'equal, agreed, none' (every layer equal before and after the "
             f"restart): {good} of {len(rows)}")
+
+    def console(self, operations, steps, faults, latency_ms, lab_name, keep_lab, stale_s, bound_s):
+        kinds = _list(operations) if operations != ",".join(bench_faults.KINDS) else list(bench_faults.CONSOLE_KINDS)
+        unknown = [k for k in kinds if k not in bench_faults.CONSOLE_KINDS]
+        unknown += [f for f in _list(faults) if f not in bench_faults.CONSOLE_FAULTS]
+        if unknown:
+            raise SystemExit(f"unknown: {', '.join(unknown)}; operations {', '.join(bench_faults.CONSOLE_KINDS)}, "
+                             f"faults {', '.join(bench_faults.CONSOLE_FAULTS)}")
+        for noisy in ("apps.operations", "apps.clients", "lab.proxysql_double"):
+            logging.getLogger(noisy).setLevel(logging.CRITICAL)
+        out = self.stdout.write
+        target = stale_s + bench_faults.REAP_TICK_S
+        vendor = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+        out(f"machine: {machine()}")
+        out(f"console: a real Celery worker (concurrency 2) and beat, a redis-server of the benchmark's own, the {vendor} "
+            f"database; heartbeat window (OPERATIONS_STALE_AFTER_S) {stale_s:g} s, reaper every "
+            f"{bench_faults.REAP_TICK_S} s: target resolution within {target:g} s; the second double answers "
+            f"{latency_ms:g} ms late")
+        database_lab = None
+        if vendor == "mysql":
+            if os.environ.get("BENCH_DATABASE_LAB") != "mariadb_standalone":
+                raise SystemExit("--console on MariaDB stops the server: run it as DB=mariadb bin/bench-faults --console "
+                                 "(the lab's own MariaDB), not on a DATABASE_URL of yours")
+            from lab.mariadb_standalone import MariaDBStandalone
+
+            database_lab = MariaDBStandalone()
+            out(f"database fault: the console's MariaDB (lab, port {database_lab.port}) stopped (SIGTERM, clean) and "
+                f"started again 10 s later")
+        if vendor == "sqlite3":
+            out("database fault on SQLite: its write lock held 10 s by another process (writers wait, up to the busy "
+                "timeout; readers read the last commit): the analogue of a database that does not answer")
+        started = time.monotonic()
+        workdir = tempfile.mkdtemp(prefix="console-", dir="var/bench")
+        out(f"the processes' logs: {workdir}")
+        with self.galera(lab_name, keep_lab) as lab:
+            processes = bench_faults.ConsoleProcesses(workdir, stale_s, database_lab=database_lab)
+            processes.up()
+            try:
+                out(f"Galera lab: {lab.name or 'the default lab'} on ports {', '.join(str(n.port) for n in lab.nodes)}")
+                rows = bench_faults.run_console(processes, kinds, _list(steps), _list(faults), latency_ms=latency_ms,
+                                                bound_s=bound_s, out=out, lab=lab)
+            finally:
+                processes.down()
+        took = time.monotonic() - started
+        out("")
+        out(f"machine at the end: {machine()}")
+        out(bench_faults.console_table(rows))
+        good = sum(1 for r in rows if r.as_targeted(target))
+        out("")
+        out(f"{len(rows)} rows in {took / 60:.1f} min; as targeted (ended, layers equal, intent equal, writer agreed, "
+            f"no hand SQL, resolved within {target:g} s): {good} of {len(rows)}")
 
     @contextlib.contextmanager
     def galera(self, name, keep):
