@@ -1,0 +1,113 @@
+"""A natively managed Galera cluster (issue 33 §4): ProxySQL's mysql_galera_hostgroups with Monitor active, over the
+real Galera lab, on the double (lab/proxysql_double/galera_monitor.py) and on real ProxySQL 2.7.1. Monitor moves
+the servers between the writer, backup writer, reader and offline hostgroups at runtime (lab/reference/native-galera/);
+memory and disk keep the rows as configured. Adopted through the product, such a node is said natively managed, and
+no consumer of the drift engine (the engine the pages and API read, the watcher's stored results, the alert rules
+drift and restart_drift) reads Monitor's placement as drift, also after Monitor moved the writer; a real drift (a
+weight edited in memory only, then loaded) is still reported. The product's own switchover, which would fight
+Monitor, is refused in words."""
+import time
+from contextlib import closing
+
+import pytest
+
+from apps.configuration.drift import cluster_drift, stored, watch
+from apps.fleet.models import ProxySQLNode, Server
+from apps.operations.switchover import plan_switchover
+from lab import demo
+
+from conftest import adopt_double
+from .conftest import open_alerts, set_rule, tick
+
+pytestmark = pytest.mark.django_db
+
+# All three backends in the writer hostgroup, Monitor deciding: one writer, the others backup writers, everyone a
+# reader (writer_is_also_reader 1). As an operator following ProxySQL's documentation writes it.
+NATIVE = ["DELETE FROM mysql_servers", "DELETE FROM mysql_galera_hostgroups",
+          *[f"INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight,max_connections) "
+            f"VALUES (100,'127.0.0.1',{port},{weight},2000)" for port, weight in ((3311, 1000), (3312, 900), (3313, 800))],
+          "INSERT INTO mysql_galera_hostgroups (writer_hostgroup,backup_writer_hostgroup,reader_hostgroup,"
+          "offline_hostgroup,active,max_writers,writer_is_also_reader,max_transactions_behind) "
+          "VALUES (100,102,101,9101,1,1,1,100)",
+          "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK"]
+
+
+def admin(node, *statements):
+    return demo.admin_sql(node.port, *statements, user=node.user, password=node.password)
+
+
+def wait_placed(node, writer_port, seconds=20):
+    """Until Monitor has placed the servers with writer_port the one ONLINE writer (its healthcheck: every 5 s on
+    a real node). Returns the runtime rows."""
+    deadline = time.monotonic() + seconds
+    while True:
+        rows = admin(node, "SELECT hostgroup_id, port, status FROM runtime_mysql_servers ORDER BY hostgroup_id, port")
+        rows = [(int(hg), int(port), status) for hg, port, status in rows]
+        if [r for r in rows if r[0] == 100 and r[2] == "ONLINE"] == [(100, writer_port, "ONLINE")] and any(
+                r[0] == 102 for r in rows):
+            return rows
+        assert time.monotonic() < deadline, f"Monitor did not place the servers within {seconds} s: {rows}"
+        time.sleep(0.2)
+
+
+def findings(cluster):
+    return [f.words for n in cluster_drift(cluster).nodes for f in n.findings]
+
+
+def no_drift_anywhere(cluster):
+    """Every consumer of the drift engine says in sync: the engine, the watcher's stored results, the alert rules."""
+    assert findings(cluster) == [] and cluster_drift(cluster).in_sync
+    watch()
+    tick(["proxysql"])
+    results = stored(ProxySQLNode.objects.filter(cluster=cluster).values_list("pk", flat=True))
+    assert results and all(r.findings == [] and r.runtime == [] for r in results.values()), results
+    assert not open_alerts("drift") and not open_alerts("restart_drift")
+
+
+def check_natively_managed(node, galera):
+    admin(node, *demo.plain_layout_statements(), *NATIVE)
+    placed = wait_placed(node, 3311)
+    assert (101, 3311, "ONLINE") in placed and (100, 3312, "SHUNNED") in placed  # Monitor's, not the operator's
+    adopt_double(node, "native-lab", "n1")
+    cluster = ProxySQLNode.objects.get(admin_port=node.port).cluster
+    assert cluster.native_manager == "galera"
+    set_rule("drift", for_s=0)
+    set_rule("restart_drift", for_s=0)
+    no_drift_anywhere(cluster)
+
+    # this product's switchover would fight Monitor: refused, in words, with no override
+    plan = plan_switchover(cluster, Server.objects.get(port=3312))
+    assert [(g.key, g.passed, g.overridable) for g in plan.guards] == [("native_manager", False, False)]
+    assert "natively managed" in plan.guards[0].label and "refused" in plan.guards[0].label and not plan.steps
+
+    # Monitor moves the writer (node 1 read_only): still Monitor's placement, not drift
+    with closing(galera.root_connection(1)) as conn:
+        conn.cursor().execute("SET GLOBAL read_only=ON")
+    try:
+        wait_placed(node, 3312)
+        no_drift_anywhere(cluster)
+    finally:
+        with closing(galera.root_connection(1)) as conn:
+            conn.cursor().execute("SET GLOBAL read_only=OFF")
+    wait_placed(node, 3311)
+
+    # a real drift: a weight edited in memory only, then loaded
+    admin(node, "UPDATE mysql_servers SET weight=5 WHERE hostgroup_id=100 AND port=3312")
+    said = findings(cluster)
+    assert any("unloaded edit" in w and "3312 weight 5" in w for w in said), said
+    admin(node, "LOAD MYSQL SERVERS TO RUNTIME")
+    wait_placed(node, 3311)
+    said = findings(cluster)
+    assert any("runs hg 100 127.0.0.1:3312 weight 5 instead of 900" in w for w in said), said
+    tick(["proxysql"])
+    assert open_alerts("drift")
+
+
+def test_a_natively_managed_double_reports_no_drift_after_monitor_moved_servers(proxysql_double, galera_healthy,
+                                                                                 live_redis):
+    check_natively_managed(proxysql_double, galera_healthy)
+
+
+def test_a_natively_managed_real_node_reports_no_drift_after_monitor_moved_servers(real_proxysql_factory,
+                                                                                    galera_healthy, live_redis):
+    check_natively_managed(real_proxysql_factory("2.7.1", name="native-1"), galera_healthy)
