@@ -3,7 +3,7 @@ real Galera lab, on the double (lab/proxysql_double/galera_monitor.py) and on re
 the servers between the writer, backup writer, reader and offline hostgroups at runtime (lab/reference/native-galera/);
 memory and disk keep the rows as configured. Adopted through the product, such a node is said natively managed, and
 no consumer of the drift engine (the engine the pages and API read, the watcher's stored results, the alert rules
-drift and restart_drift) reads Monitor's placement as drift, also after Monitor moved the writer; a real drift (a
+drift and restart_drift, a change set's unloaded-edits check) reads Monitor's placement as drift, also after Monitor moved the writer; a real drift (a
 weight edited in memory only, then loaded) is still reported. The product's own switchover, which would fight
 Monitor, is refused in words."""
 import time
@@ -11,7 +11,10 @@ from contextlib import closing
 
 import pytest
 
+from apps.configuration import nodes as N
 from apps.configuration.drift import cluster_drift, stored, watch
+from apps.configuration.findings import node_findings
+from apps.configuration.services import latest
 from apps.fleet.models import ProxySQLNode, Server
 from apps.operations.switchover import plan_switchover
 from lab import demo
@@ -54,9 +57,18 @@ def findings(cluster):
     return [f.words for n in cluster_drift(cluster).nodes for f in n.findings]
 
 
+def unloaded_edits(cluster):
+    """What a change set of mysql_servers finds of unloaded edits on the nodes (its effect check)."""
+    reads = N.read_cluster(cluster, layers=("memory", "runtime"))
+    return [f.value for f in node_findings(latest(cluster).content, reads, {"mysql_servers"})
+            if f.key == "unloaded_edits"]
+
+
 def no_drift_anywhere(cluster):
-    """Every consumer of the drift engine says in sync: the engine, the watcher's stored results, the alert rules."""
+    """Every consumer of the drift engine says in sync: the engine, the watcher's stored results, the alert rules;
+    and a change set finds no unloaded edits."""
     assert findings(cluster) == [] and cluster_drift(cluster).in_sync
+    assert unloaded_edits(cluster) == []
     watch()
     tick(["proxysql"])
     results = stored(ProxySQLNode.objects.filter(cluster=cluster).values_list("pk", flat=True))
@@ -95,6 +107,7 @@ def check_natively_managed(node, galera):
     admin(node, "UPDATE mysql_servers SET weight=5 WHERE hostgroup_id=100 AND port=3312")
     said = findings(cluster)
     assert any("unloaded edit" in w and "3312 weight 5" in w for w in said), said
+    assert unloaded_edits(cluster) and "127.0.0.1', 3312" in unloaded_edits(cluster)[0]
     admin(node, "LOAD MYSQL SERVERS TO RUNTIME")
     wait_placed(node, 3311)
     said = findings(cluster)

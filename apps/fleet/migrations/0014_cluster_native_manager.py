@@ -10,7 +10,7 @@ def natively_managed(apps, schema_editor):
     """A cluster adopted before the field: natively managed when an active native row (as read at adoption) names
     one of its role hostgroups, as Cluster.active_native_hostgroups() says it."""
     Cluster = apps.get_model("fleet", "Cluster")
-    for c in Cluster.objects.exclude(native_hostgroups=[]):
+    for c in Cluster.objects.all():
         mine = {getattr(c, k) for k in NATIVE_COLUMNS} - {None}
         active = [n for n in c.native_hostgroups or () if n.get("active") and mine & {n.get(k) for k in NATIVE_COLUMNS}]
         if active and active[0].get("kind"):
