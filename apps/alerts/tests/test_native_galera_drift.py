@@ -3,7 +3,7 @@ real Galera lab, on the double (lab/proxysql_double/galera_monitor.py) and on re
 the servers between the writer, backup writer, reader and offline hostgroups at runtime (lab/reference/native-galera/);
 memory and disk keep the rows as configured. Adopted through the product, such a node is said natively managed, and
 no consumer of the drift engine (the engine the pages and API read, the watcher's stored results, the alert rules
-drift and restart_drift, a change set's unloaded-edits check) reads Monitor's placement as drift, also after Monitor moved the writer; a real drift (a
+drift and restart_drift, a change set's unloaded-edits check, repair) reads Monitor's placement as drift, also after Monitor moved the writer; a real drift (a
 weight edited in memory only, then loaded) is still reported. The product's own switchover, which would fight
 Monitor, is refused in words."""
 import time
@@ -16,6 +16,7 @@ from apps.configuration.drift import cluster_drift, stored, watch
 from apps.configuration.findings import node_findings
 from apps.configuration.services import latest
 from apps.fleet.models import ProxySQLNode, Server
+from apps.operations.repair import plan_repair
 from apps.operations.switchover import plan_switchover
 from lab import demo
 
@@ -66,9 +67,11 @@ def unloaded_edits(cluster):
 
 def no_drift_anywhere(cluster):
     """Every consumer of the drift engine says in sync: the engine, the watcher's stored results, the alert rules;
-    and a change set finds no unloaded edits."""
+    a change set finds no unloaded edits and repair nothing to do."""
     assert findings(cluster) == [] and cluster_drift(cluster).in_sync
     assert unloaded_edits(cluster) == []
+    facts = plan_repair(cluster).facts["nodes"]
+    assert facts and all(n["nothing_to_do"] and n["changes"] == [] for n in facts.values()), facts
     watch()
     tick(["proxysql"])
     results = stored(ProxySQLNode.objects.filter(cluster=cluster).values_list("pk", flat=True))
