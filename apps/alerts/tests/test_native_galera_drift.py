@@ -3,7 +3,7 @@ real Galera lab, on the double (lab/proxysql_double/galera_monitor.py) and on re
 the servers between the writer, backup writer, reader and offline hostgroups at runtime (lab/reference/native-galera/);
 memory and disk keep the rows as configured. Adopted through the product, such a node is said natively managed, and
 no consumer of the drift engine (the engine the pages and API read, the watcher's stored results, the alert rules
-drift and restart_drift, a change set's unloaded-edits check, repair) reads Monitor's placement as drift, also after Monitor moved the writer; a real drift (a
+drift and restart_drift, the overview, a change set's unloaded-edits check, repair) reads Monitor's placement as drift, also after Monitor moved the writer; a real drift (a
 weight edited in memory only, then loaded) is still reported. The product's own switchover, which would fight
 Monitor, is refused in words."""
 import time
@@ -16,6 +16,7 @@ from apps.configuration.drift import cluster_drift, stored, watch
 from apps.configuration.findings import node_findings
 from apps.configuration.services import latest
 from apps.fleet.models import ProxySQLNode, Server
+from apps.monitoring.overview import fleet_overview
 from apps.operations.repair import plan_repair
 from apps.operations.switchover import plan_switchover
 from lab import demo
@@ -66,7 +67,8 @@ def unloaded_edits(cluster):
 
 
 def no_drift_anywhere(cluster):
-    """Every consumer of the drift engine says in sync: the engine, the watcher's stored results, the alert rules;
+    """Every consumer of the drift engine says in sync: the engine, the watcher's stored results, the alert rules,
+    the overview;
     a change set finds no unloaded edits and repair nothing to do."""
     assert findings(cluster) == [] and cluster_drift(cluster).in_sync
     assert unloaded_edits(cluster) == []
@@ -77,6 +79,7 @@ def no_drift_anywhere(cluster):
     results = stored(ProxySQLNode.objects.filter(cluster=cluster).values_list("pk", flat=True))
     assert results and all(r.findings == [] and r.runtime == [] for r in results.values()), results
     assert not open_alerts("drift") and not open_alerts("restart_drift")
+    assert [a for a in fleet_overview()["attention"] if a["what"] == "drift"] == []
 
 
 def check_natively_managed(node, galera):
@@ -117,6 +120,8 @@ def check_natively_managed(node, galera):
     assert any("runs hg 100 127.0.0.1:3312 weight 5 instead of 900" in w for w in said), said
     tick(["proxysql"])
     assert open_alerts("drift")
+    assert [a["detail"] for a in fleet_overview()["attention"] if a["what"] == "drift"] == [
+        "hg 100 127.0.0.1:3312 weight: intended 900, runtime 5"]
 
 
 def test_a_natively_managed_double_reports_no_drift_after_monitor_moved_servers(proxysql_double, galera_healthy,
