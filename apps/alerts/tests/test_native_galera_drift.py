@@ -82,13 +82,16 @@ def no_drift_anywhere(cluster):
     assert [a for a in fleet_overview()["attention"] if a["what"] == "drift"] == []
 
 
-def check_natively_managed(node, galera):
-    admin(node, *demo.plain_layout_statements(), *NATIVE)
-    placed = wait_placed(node, 3311)
-    assert (101, 3311, "ONLINE") in placed and (100, 3312, "SHUNNED") in placed  # Monitor's, not the operator's
-    adopt_double(node, "native-lab", "n1")
-    cluster = ProxySQLNode.objects.get(admin_port=node.port).cluster
-    assert cluster.native_manager == "galera"
+def check_natively_managed(nodes, galera):
+    """Two ProxySQL nodes, each with its own Monitor (their healthchecks are not in step), over one Galera cluster."""
+    for node in nodes:
+        admin(node, *demo.plain_layout_statements(), *NATIVE)
+    for n, node in enumerate(nodes, 1):
+        placed = wait_placed(node, 3311)
+        assert (101, 3311, "ONLINE") in placed and (100, 3312, "SHUNNED") in placed  # Monitor's, not the operator's
+        adopt_double(node, "native-lab", f"n{n}")
+    cluster = ProxySQLNode.objects.get(admin_port=nodes[0].port).cluster
+    assert cluster.native_manager == "galera" and cluster.proxysql_nodes.count() == 2
     set_rule("drift", for_s=0)
     set_rule("restart_drift", for_s=0)
     no_drift_anywhere(cluster)
@@ -102,14 +105,17 @@ def check_natively_managed(node, galera):
     with closing(galera.root_connection(1)) as conn:
         conn.cursor().execute("SET GLOBAL read_only=ON")
     try:
-        wait_placed(node, 3312)
+        for node in nodes:
+            wait_placed(node, 3312)
         no_drift_anywhere(cluster)
     finally:
         with closing(galera.root_connection(1)) as conn:
             conn.cursor().execute("SET GLOBAL read_only=OFF")
-    wait_placed(node, 3311)
+    for node in nodes:
+        wait_placed(node, 3311)
 
-    # a real drift: a weight edited in memory only, then loaded
+    # a real drift on the first node: a weight edited in memory only, then loaded
+    node = nodes[0]
     admin(node, "UPDATE mysql_servers SET weight=5 WHERE hostgroup_id=100 AND port=3312")
     said = findings(cluster)
     assert any("unloaded edit" in w and "3312 weight 5" in w for w in said), said
@@ -117,18 +123,21 @@ def check_natively_managed(node, galera):
     admin(node, "LOAD MYSQL SERVERS TO RUNTIME")
     wait_placed(node, 3311)
     said = findings(cluster)
-    assert any("runs hg 100 127.0.0.1:3312 weight 5 instead of 900" in w for w in said), said
+    assert any("n1 runs hg 100 127.0.0.1:3312 weight 5 instead of 900" in w for w in said), said
+    assert [(d["key"], d["field"]) for d in cluster_drift(cluster).between_nodes] == [
+        ((100, "127.0.0.1", 3312), "weight")]
     tick(["proxysql"])
     assert open_alerts("drift")
-    assert [a["detail"] for a in fleet_overview()["attention"] if a["what"] == "drift"] == [
-        "hg 100 127.0.0.1:3312 weight: intended 900, runtime 5"]
+    drift = [a["detail"] for a in fleet_overview()["attention"] if a["what"] == "drift"]
+    assert sorted(drift) == ["hg 100 127.0.0.1:3312 weight (n1: 5, n2: 900)",
+                             "hg 100 127.0.0.1:3312 weight: intended 900, runtime 5"], drift
 
 
-def test_a_natively_managed_double_reports_no_drift_after_monitor_moved_servers(proxysql_double, galera_healthy,
-                                                                                 live_redis):
-    check_natively_managed(proxysql_double, galera_healthy)
+def test_a_natively_managed_double_pair_reports_no_drift_after_monitor_moved_servers(proxysql_double_factory,
+                                                                                      galera_healthy, live_redis):
+    check_natively_managed(proxysql_double_factory(2), galera_healthy)
 
 
-def test_a_natively_managed_real_node_reports_no_drift_after_monitor_moved_servers(real_proxysql_factory,
+def test_a_natively_managed_real_pair_reports_no_drift_after_monitor_moved_servers(real_proxysql_factory,
                                                                                     galera_healthy, live_redis):
-    check_natively_managed(real_proxysql_factory("2.7.1", name="native-1"), galera_healthy)
+    check_natively_managed([real_proxysql_factory("2.7.1", name=f"native-{n}") for n in (1, 2)], galera_healthy)
