@@ -25,6 +25,29 @@ def managed_hostgroups(rows):
             if r.get(c) is not None}
 
 
+def placed_hostgroups(galera_rows, servers):
+    """The hostgroups an active mysql_galera_hostgroups row fills with the configured servers while every backend is
+    healthy and writable (lab/reference/native-galera/): the writer; the backup writer when there are more backends
+    than max_writers; the reader with writer_is_also_reader 1, or 2 and more backends than max_writers (0: only
+    read_only backends are readers, none while all are writable)."""
+    out = set()
+    for g in galera_rows:
+        if not int(g.get("active", 1) or 0):
+            continue
+        mine = {(r["hostname"], int(r["port"])) for r in servers
+                if int(r["hostgroup_id"]) in {g.get(c) for c in HOSTGROUP_COLUMNS}}
+        if not mine:
+            continue
+        more = len(mine) > int(g.get("max_writers") or 1)
+        wiar = int(g.get("writer_is_also_reader") or 0)
+        out.add(g["writer_hostgroup"])
+        if more:
+            out.add(g["backup_writer_hostgroup"])
+        if wiar == 1 or (wiar == 2 and more):
+            out.add(g["reader_hostgroup"])
+    return out
+
+
 def fold(runtime_rows, intended_rows, managed, columns=None):
     """runtime_mysql_servers as the drift engine compares it: rows outside `managed` as they are; in `managed`, each
     backend the runtime places there stands for intent's rows of that backend (as intended, placement and status

@@ -14,7 +14,14 @@ import pytest
 from apps.configuration import nodes as N
 from apps.configuration.drift import cluster_drift, stored, watch
 from apps.configuration.findings import node_findings
+from apps.configuration import services
+from apps.configuration.models import ChangeSet
 from apps.configuration.services import latest
+from apps.audit.actor import Actor
+from apps.operations import executor
+from apps.operations import services as operations
+from apps.operations.change_set import plan_change_set
+from apps.operations.models import Operation
 from apps.fleet.models import ProxySQLNode, Server
 from apps.monitoring.overview import fleet_overview
 from apps.operations.repair import plan_repair
@@ -82,7 +89,7 @@ def no_drift_anywhere(cluster):
     assert [a for a in fleet_overview()["attention"] if a["what"] == "drift"] == []
 
 
-def check_natively_managed(nodes, galera):
+def check_natively_managed(nodes, galera, user):
     """Two ProxySQL nodes, each with its own Monitor (their healthchecks are not in step), over one Galera cluster."""
     for node in nodes:
         admin(node, *demo.plain_layout_statements(), *NATIVE)
@@ -114,6 +121,24 @@ def check_natively_managed(nodes, galera):
     for node in nodes:
         wait_placed(node, 3311)
 
+    # a change set on the manager's hostgroup (a weight), applied to both nodes, verified, recorded: no drift after
+    cs = services.start_change_set(cluster, actor=Actor.command(user), reason="less weight for node 3")
+    row = next(r for r in latest(cluster).content["mysql_servers"] if r["hostgroup_id"] == 100 and r["port"] == 3313)
+    services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [100, "127.0.0.1", 3313],
+                           "row": {**row, "weight": 700}}, actor=Actor.command(user))
+    plan, collector = plan_change_set(cs)
+    collector.save()
+    op = operations.save_plan(plan, actor=Actor.command(user))
+    ChangeSet.objects.filter(pk=cs.pk).update(state=ChangeSet.State.PLANNED, operation=op)
+    operations.confirm(op, actor=Actor.command(user), enqueue=False)
+    executor.run(op.pk)
+    op = Operation.objects.get(pk=op.pk)
+    assert op.state == "done", op.error
+    for node in nodes:
+        wait_placed(node, 3311)
+        assert admin(node, "SELECT DISTINCT weight FROM runtime_mysql_servers WHERE port=3313") == (("700",),)
+    no_drift_anywhere(cluster)
+
     # a real drift on the first node: a weight edited in memory only, then loaded
     node = nodes[0]
     admin(node, "UPDATE mysql_servers SET weight=5 WHERE hostgroup_id=100 AND port=3312")
@@ -134,10 +159,13 @@ def check_natively_managed(nodes, galera):
 
 
 def test_a_natively_managed_double_pair_reports_no_drift_after_monitor_moved_servers(proxysql_double_factory,
-                                                                                      galera_healthy, live_redis):
-    check_natively_managed(proxysql_double_factory(2), galera_healthy)
+                                                                                      galera_healthy, live_redis,
+                                                                                      operator_user):
+    check_natively_managed(proxysql_double_factory(2), galera_healthy, operator_user)
 
 
 def test_a_natively_managed_real_pair_reports_no_drift_after_monitor_moved_servers(real_proxysql_factory,
-                                                                                    galera_healthy, live_redis):
-    check_natively_managed([real_proxysql_factory("2.7.1", name=f"native-{n}") for n in (1, 2)], galera_healthy)
+                                                                                    galera_healthy, live_redis,
+                                                                                    operator_user):
+    check_natively_managed([real_proxysql_factory("2.7.1", name=f"native-{n}") for n in (1, 2)], galera_healthy,
+                           operator_user)
