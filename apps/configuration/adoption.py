@@ -68,9 +68,13 @@ class Snapshot:
 
     def fingerprint(self):
         """The node's configuration: a row ProxySQL shuns or recovers by itself between preview and
-        confirm changes nothing that is adopted."""
+        confirm changes nothing that is adopted, nor does Monitor moving the servers of an active native manager's
+        hostgroups (their memory rows are adopted)."""
         data = asdict(self)
-        data["runtime_servers"] = [{**r, "status": configured_status(r["status"])} for r in self.runtime_servers]
+        managed = managed_hostgroups(self.galera_hostgroups + self.replication_hostgroups
+                                     + self.group_replication_hostgroups)
+        data["runtime_servers"] = [{**r, "status": configured_status(r["status"])} for r in self.runtime_servers
+                                   if r["hostgroup_id"] not in managed]
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
