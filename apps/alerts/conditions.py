@@ -106,12 +106,13 @@ _compared = {}
 
 def _compare_polled(c, n, layer, rows):
     """layers_drift.compare_polled() of one node's polled layer, again only when its rows or the intent changed."""
-    key = (n.name, c.intended_fingerprint, tuple(sorted(c.hostgroups)), c.writer_hostgroup,
+    key = (n.name, c.intended_fingerprint, tuple(sorted(c.hostgroups)), c.writer_hostgroup, tuple(sorted(c.managed)),
            json.dumps(rows, sort_keys=True, default=str))
     last = _compared.get((n.pk, layer))
     if last is not None and last[0] == key:
         return last[1]
-    result = layers_drift.compare_polled(n.name, c.intended, {layer: rows}, c.hostgroups, c.writer_hostgroup)
+    result = layers_drift.compare_polled(n.name, c.intended, {layer: rows}, c.hostgroups, c.writer_hostgroup,
+                                         managed=c.managed)
     _compared[(n.pk, layer)] = (key, result)
     return result
 

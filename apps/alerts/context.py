@@ -83,6 +83,7 @@ class ClusterCtx:
     by_endpoint: dict = field(default_factory=dict)
     intended: dict = field(default_factory=dict)  # drift.compare() input: {(hg, host, port): {field: value}}
     intended_fingerprint: frozenset = frozenset()
+    managed: set = field(default_factory=set)  # natively managed: the hostgroups ProxySQL's Monitor places
 
     def server_at(self, host, port):
         return self.by_endpoint.get((host, port))
@@ -123,7 +124,8 @@ def inventory(changed_after=None):
     clusters = {}
     for c in Cluster.objects.values("id", "name", "kind", "writer_hostgroup", "reader_hostgroup",
                                     "backup_writer_hostgroup", "offline_hostgroup", "poll_interval_s",
-                                    "backend_poll_interval_s", "max_replication_lag", "min_available_readers"):
+                                    "backend_poll_interval_s", "max_replication_lag", "min_available_readers",
+                                    "native_manager"):
         ctx = ClusterCtx(pk=c["id"], name=c["name"], kind=c["kind"], writer_hostgroup=c["writer_hostgroup"],
                          reader_hostgroup=c["reader_hostgroup"], interval=status.interval_of(c["poll_interval_s"]),
                          backend_interval=status.interval_of(c["backend_poll_interval_s"]),
@@ -131,6 +133,7 @@ def inventory(changed_after=None):
                          poll_interval_s=c["poll_interval_s"])
         ctx.hostgroups = {c[k] for k in ("writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup",
                                          "offline_hostgroup") if c[k] is not None}
+        ctx.managed = set(ctx.hostgroups) if c["native_manager"] else set()
         clusters[ctx.pk] = ctx
     node_cluster, server_cluster = {}, {}
     for pk, cluster_id, name, host, port in ProxySQLNode.objects.values_list("id", "cluster_id", "name", "admin_host",

@@ -34,10 +34,11 @@ from apps.clients.proxysql import CLUSTER_VARIABLES, SERVER_FIELDS, ProxySQLAdmi
 from apps.clients.wire import ClientError, Rejected, tcp_host
 from apps.monitoring import proxysql_cluster
 
-from apps.fleet.choices import ClusterKind, ServerStatus, WriterIsAlsoReader
+from apps.fleet.choices import ClusterKind, NativeManager, ServerStatus, WriterIsAlsoReader
 from apps.fleet.drift import MANAGED_VARIABLES
 from apps.fleet.inference import LABELS, Reason, conflicts_as_warnings, infer_roles, reasons_as_dicts
 from apps.fleet.models import Cluster, HostgroupMembership, MirrorRule, ProxySQLNode, Server, endpoint_key
+from apps.fleet.native import managed_hostgroups
 
 
 class AdoptionError(Exception):
@@ -67,9 +68,13 @@ class Snapshot:
 
     def fingerprint(self):
         """The node's configuration: a row ProxySQL shuns or recovers by itself between preview and
-        confirm changes nothing that is adopted."""
+        confirm changes nothing that is adopted, nor does Monitor moving the servers of an active native manager's
+        hostgroups (their memory rows are adopted)."""
         data = asdict(self)
-        data["runtime_servers"] = [{**r, "status": configured_status(r["status"])} for r in self.runtime_servers]
+        managed = managed_hostgroups(self.galera_hostgroups + self.replication_hostgroups
+                                     + self.group_replication_hostgroups)
+        data["runtime_servers"] = [{**r, "status": configured_status(r["status"])} for r in self.runtime_servers
+                                   if r["hostgroup_id"] not in managed]
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
@@ -425,9 +430,14 @@ def plan_adoption(snapshot, *, cluster_name, node_name, admin_host, admin_port, 
     if not node and cluster and cluster.proxysql_nodes.filter(name=node_name).exists():
         errors.append(f"Cluster {cluster_name} already has a ProxySQL node named {node_name!r}.")
 
-    # The runtime is what the proxy does: adopt it. Unloaded edits in memory are worth a warning.
-    runtime = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in snapshot.runtime_servers}
+    # The runtime is what the proxy does: adopt it. Unloaded edits in memory are worth a warning. In the hostgroups
+    # of an active native manager the runtime is Monitor's placement: the rows configured (memory) are adopted there.
+    native = native_managers(snapshot)
+    managed = managed_hostgroups([n for n in native if mine & {n.get(c) for c in NATIVE_COLUMNS}])
     memory = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in snapshot.memory_servers}
+    runtime = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in snapshot.runtime_servers
+               if r["hostgroup_id"] not in managed}
+    runtime.update({k: r for k, r in memory.items() if k[0] in managed})
     if {k: configured(v) for k, v in runtime.items()} != {k: configured(v) for k, v in memory.items()}:
         warnings.append("This node's mysql_servers (memory) differs from its runtime: someone edited it without "
                         "LOAD MYSQL SERVERS TO RUNTIME. The runtime is adopted.")
@@ -478,12 +488,12 @@ def plan_adoption(snapshot, *, cluster_name, node_name, admin_host, admin_port, 
         warnings.append(f"This node is in a ProxySQL Cluster (native sync of {', '.join(full.cluster['sync_on'])}): "
                         f"the {len(members)} other node(s) of its proxysql_servers are adopted with it, read with the "
                         "same admin credentials.")
-    native = native_managers(snapshot)
     for n in native:
         if n["active"] and mine & {n.get("writer_hostgroup"), n.get("reader_hostgroup")}:
             warnings.append(f"ProxySQL's native {n['kind']} hostgroups are ACTIVE for writer {n['writer_hostgroup']} / "
                             f"reader {n['reader_hostgroup']}: ProxySQL moves these servers itself, so this product "
-                            "will not apply its own rules there.")
+                            "will not apply its own rules there. Their configured rows (memory) are adopted; where "
+                            "Monitor places them at runtime is not drift.")
 
     return AdoptionPlan(
         cluster_name=cluster_name, cluster_exists=bool(cluster), kind=kind, roles=chosen, node_name=node_name,
@@ -620,7 +630,9 @@ def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), actor=
                           "monitor_user": monitor[0], "monitor_password": monitor[1]},
             )
             cluster.native_hostgroups = plan.native
-            cluster.save(update_fields=["native_hostgroups", "updated_at"])
+            active = cluster.active_native_hostgroups()  # natively managed: Monitor places the servers
+            cluster.native_manager = active[0]["kind"] if active else NativeManager.NONE
+            cluster.save(update_fields=["native_hostgroups", "native_manager", "updated_at"])
             node, _ = ProxySQLNode.objects.update_or_create(
                 cluster=cluster, admin_host=plan.admin_host, admin_port=plan.admin_port,
                 defaults={"name": plan.node_name, "admin_user": admin_user,
@@ -653,7 +665,7 @@ def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), actor=
                             "changes": [asdict(r) for r in plan.rows if r.action in ("create", "update")],
                             "kept_differences": [asdict(r) for r in plan.rows if r.action == "keep"],
                             "warnings": plan.warnings, "snapshot_fingerprint": plan.fingerprint,
-                            "kind": plan.kind, "roles": plan.roles, "writer_is_also_reader": plan.writer_is_also_reader,
+                            "kind": plan.kind, "native_manager": cluster.native_manager, "roles": plan.roles, "writer_is_also_reader": plan.writer_is_also_reader,
                             "reasons": plan.reasons})
             configuration.record_adoption(cluster, plan.node_name, changes, runtime, actor=actor)
     except IntegrityError as exc:

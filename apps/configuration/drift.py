@@ -27,6 +27,7 @@ import msgspec
 from apps.clients import proxysql_versions as versions
 from apps.clients.proxysql import configured_status
 from apps.monitoring.live_doc import DriftNodeDoc
+from apps.fleet import native
 from apps.fleet.drift import (LayerDifference, LayerFinding, NodeDrift, VariableDrift, between_nodes, runtime_states,
                               writer_finding)
 
@@ -93,7 +94,8 @@ def cluster_drift(cluster, reads=None, version=None):
             continue
         layers, findings = compare_node(nc.name, version.content, nc.layers, hostgroups, same,
                                         f"version {version.number}")
-        runtimes[nc.name] = [r for r in nc.layers["runtime"][MYSQL_SERVERS.name] if r["hostgroup_id"] in hostgroups]
+        runtimes[nc.name] = [r for r in managers_view(version.content, nc.layers["runtime"][MYSQL_SERVERS.name])
+                             if r["hostgroup_id"] in hostgroups]
         out.append(NodeDrift(nc.node_id, nc.name, layers=layers, findings=findings, runtime_rows=runtimes[nc.name],
                              differences=[runtime_difference(d) for d in layers
                                           if "runtime" in d.differs and d.table != VARIABLES],
@@ -216,6 +218,8 @@ def compare_node(node_name, intended, layers, hostgroups, same, label="the versi
     is named ("version 3"). Runtime is judged against what a LOAD of intent shows (inactive users absent)."""
     seen = {layer: {**N.scoped(layers[layer], hostgroups), "roles": intended.get("roles")}
             for layer in LAYERS if layers.get(layer) is not None}
+    if "runtime" in seen:  # ProxySQL's own manager places the servers of its hostgroups at runtime: not drift
+        seen["runtime"][MYSQL_SERVERS.name] = managers_view(intended, seen["runtime"][MYSQL_SERVERS.name])
     changes = {}  # (table, key) -> {layer: RowChange}; (VARIABLES, name) -> {layer: value in that layer}
     for layer, data in seen.items():
         d = C.diff(C.runtime_view(intended) if layer == "runtime" else intended, data, same_secret=same)
@@ -262,11 +266,19 @@ def compare_node(node_name, intended, layers, hostgroups, same, label="the versi
     return diffs, words.findings(intended)
 
 
-def compare_polled(node_name, intended_rows, polled, hostgroups, writer_hostgroup, label="the inventory"):
+def managers_view(intended, runtime_rows):
+    """A runtime's mysql_servers as intent is compared with it: in the hostgroups of intent's active native managers
+    (mysql_galera_hostgroups...), Monitor's placement folded back to the configured rows (fleet/native.py)."""
+    managed = native.managed_hostgroups([r for t in native.MANAGER_TABLES.values() for r in intended.get(t) or ()])
+    return native.fold(runtime_rows, intended.get(MYSQL_SERVERS.name) or (), managed)
+
+
+def compare_polled(node_name, intended_rows, polled, hostgroups, writer_hostgroup, label="the inventory", managed=()):
     """compare_node() over the mysql_servers a poll read (apps/monitoring/pollers.py: runtime at every poll, memory
     and disk at the variables' cadence), for the alert rules between two runs of the watcher. intended_rows:
     {(hg, host, port): {field: value}} (the inventory, equal to the version's rows); polled: {layer: row dicts}.
-    ProxySQL's own SHUNNED is its configured ONLINE: not drift."""
+    ProxySQL's own SHUNNED is its configured ONLINE: not drift. `managed`: the hostgroups ProxySQL's own manager places
+    (a natively managed cluster): the runtime's placement there folded back (fleet/native.py)."""
     def only_servers(rows):
         return {**{t.name: [] for t in TABLES}, MYSQL_SERVERS.name: rows, VARIABLES: {}}
 
@@ -275,6 +287,9 @@ def compare_polled(node_name, intended_rows, polled, hostgroups, writer_hostgrou
                 "roles": {"writer": writer_hostgroup}}
     layers = {layer: only_servers([{**r, "status": configured_status(r["status"])} for r in rows])
               for layer, rows in polled.items()}
+    if managed and "runtime" in layers:
+        layers["runtime"][MYSQL_SERVERS.name] = native.fold(layers["runtime"][MYSQL_SERVERS.name],
+                                                            intended[MYSQL_SERVERS.name], set(managed))
     return compare_node(node_name, intended, layers, hostgroups, lambda a, b: a == b, label)
 
 

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from apps.clients import proxysql_versions as versions
+from apps.fleet import native
 from apps.fleet.choices import ClusterKind
 from apps.monitoring import rule_regex
 
@@ -37,7 +38,8 @@ def _servers_anywhere(target, node_layers):
     hostgroups = {r["hostgroup_id"] for r in target.get(MYSQL_SERVERS.name) or []}
     for layer in node_layers:
         hostgroups |= {r["hostgroup_id"] for r in layer[MYSQL_SERVERS.name] if r["hostgroup_id"] not in mine}
-    return hostgroups
+    return hostgroups | native.placed_hostgroups(target.get(native.MANAGER_TABLES["galera"]) or (),
+                                                 target.get(MYSQL_SERVERS.name) or ())
 
 
 def used_hostgroups(content):
@@ -426,7 +428,11 @@ def node_findings(target, nodes, tables_touched, changed_variables=()):
             mem_rows = runtime_users(memory[table.name]) if table is MYSQL_USERS else memory[table.name]
             mem = {table.key_of(r): r for r in mem_rows  # inactive users and rules are not loaded
                    if not (table in (MYSQL_USERS, MYSQL_QUERY_RULES) and not r["active"])}
-            run = index({table.name: runtime[table.name]}, table)
+            run_rows = runtime[table.name]
+            if table is MYSQL_SERVERS:  # where ProxySQL's own manager placed the servers is not an edit (fleet/native.py)
+                managed = native.managed_hostgroups([r for t in native.MANAGER_TABLES.values() for r in runtime.get(t) or ()])
+                run_rows = native.fold(run_rows, memory[table.name], managed)
+            run = index({table.name: run_rows}, table)
             if table is MYSQL_USERS:  # (a NULL password in memory is '' in runtime, and 2.5's runtime holds the
                 # hash of a cleartext one (admin-hash_passwords): neither is an edit)
                 mem = {k: {**loaded_user(v), "backend": 0, "frontend": 0, "password": password_hash(v["password"])}

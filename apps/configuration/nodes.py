@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from apps.clients.proxysql import ProxySQLAdmin, configured_status
 from apps.clients.wire import ClientError
+from apps.fleet import native
 
 from .content import ROLE_KEYS, claimed_hostgroups, in_scope, managed_variables, password_hash, runtime_users, sort
 from .tables import MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, TABLES, VARIABLES, RowError, typed_row
@@ -117,6 +118,12 @@ def as_content(layer, roles, hostgroups, memory=None):
     the hash ProxySQL accepts, a password variable as written. `memory`: the node's memory layer, whose inactive
     users and query rules are taken too (ProxySQL loads only the active ones: runtime never shows the others)."""
     content = scoped(layer, hostgroups)
+    managed = native.managed_hostgroups([r for t in native.MANAGER_TABLES.values() for r in content.get(t) or ()])
+    if memory is not None and managed:  # Monitor's placement at runtime: the rows configured are the intent
+        content[MYSQL_SERVERS.name] = sorted(
+            [r for r in content[MYSQL_SERVERS.name] if r["hostgroup_id"] not in managed]
+            + [dict(r) for r in memory[MYSQL_SERVERS.name] if r["hostgroup_id"] in managed],
+            key=lambda r: (r["hostgroup_id"], r["hostname"], r["port"]))
     if memory is not None:
         for table in (MYSQL_USERS, MYSQL_QUERY_RULES):
             present = {table.key_of(r) for r in content[table.name]}

@@ -7,6 +7,14 @@ class ClusterKind(models.TextChoices):
     GROUP_REPLICATION = "group_replication", "Group Replication"
 
 
+class NativeManager(models.TextChoices):
+    """Which of ProxySQL's own hostgroup managers (Monitor with an active row) places this cluster's servers."""
+    NONE = "", "none: this product places the servers"
+    GALERA = "galera", "ProxySQL's mysql_galera_hostgroups"
+    REPLICATION = "replication", "ProxySQL's mysql_replication_hostgroups"
+    GROUP_REPLICATION = "group_replication", "ProxySQL's mysql_group_replication_hostgroups"
+
+
 class ServerStatus(models.TextChoices):
     """mysql_servers.status. SHUNNED is ProxySQL's own verdict: we show it, never write it."""
 

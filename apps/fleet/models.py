@@ -5,7 +5,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.urls import reverse
 
-from .choices import ClusterKind, ClusterSyncMode, HostgroupRole, ServerStatus, WriterIsAlsoReader
+from .choices import ClusterKind, ClusterSyncMode, HostgroupRole, NativeManager, ServerStatus, WriterIsAlsoReader
+from .native import managed_hostgroups
 from .secrets import EncryptedTextField
 from .validators import validate_credential_hosts, validate_hostname, validate_name, validate_no_nul
 
@@ -93,6 +94,10 @@ class Cluster(models.Model):
 
     # What ProxySQL's own galera/replication/group-replication hostgroups say, as last read at adopt.
     native_hostgroups = models.JSONField(default=list, blank=True)
+    # Natively managed: ProxySQL's Monitor moves the servers of these hostgroups at runtime (set at adoption from
+    # the active manager row on the cluster's hostgroups). Drift folds its placement back (fleet/native.py).
+    native_manager = models.CharField(max_length=20, choices=NativeManager.choices, default=NativeManager.NONE,
+                                      blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -136,6 +141,10 @@ class Cluster(models.Model):
         ids = set(self.hostgroup_roles())
         ids |= set(HostgroupMembership.objects.filter(server__cluster=self).values_list("hostgroup_id", flat=True))
         return ids
+
+    def managed_hostgroups(self):
+        """The hostgroups ProxySQL's own active manager places (empty when the cluster is not natively managed)."""
+        return managed_hostgroups(self.active_native_hostgroups()) if self.native_manager else set()
 
     def active_native_hostgroups(self):
         """Native ProxySQL hostgroup managers that are active on these hostgroups (we must not fight them)."""

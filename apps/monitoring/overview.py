@@ -24,7 +24,7 @@ import msgspec.structs
 import redis
 
 from apps.clients.proxysql import SERVER_FIELDS
-from apps.fleet import drift, tags
+from apps.fleet import drift, native, tags
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 
 from . import live, status
@@ -198,7 +198,7 @@ def _fleet_overview(page, only_attention, now, tag=None):
         nodes, servers = nodes.filter(cluster__in=chosen), servers.filter(cluster__in=chosen)
     clusters = list(tags.with_tags(chosen).order_by("name").values(
         "id", "name", "tags_text", "poll_interval_s", "backend_poll_interval_s", "max_replication_lag", "writer_hostgroup", "reader_hostgroup",
-        "backup_writer_hostgroup", "offline_hostgroup"))
+        "backup_writer_hostgroup", "offline_hostgroup", "native_manager"))
     by_id = {c["id"]: c for c in clusters}
     nodes = list(nodes.order_by("name").values_list("id", "cluster_id", "name"))
     servers = list(servers.order_by("hostname", "port").values_list("id", "cluster_id", "hostname", "port",
@@ -225,6 +225,8 @@ def _fleet_overview(page, only_attention, now, tag=None):
         rows = intended.get(c["id"], ())
         c["hostgroups"] = hgs | {r[0] for r in rows}
         c["intended_fp"] = frozenset(rows)
+        # natively managed: Monitor places the servers of the role hostgroups, folded back before comparing
+        c["managed"] = hgs if c["native_manager"] else set()
         c["writers"] = {f"{r[1]}:{r[2]}" for r in rows if r[0] == c["writer_hostgroup"]}  # as the chips name them
         c["runtime"] = {}  # node name -> (fingerprint, rows) of its answering nodes
     attention = []
@@ -267,6 +269,10 @@ def _fleet_overview(page, only_attention, now, tag=None):
                 except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError):
                     rows = fp = None  # a document of another shape: say so rather than guess
                     attend("amber", "drift", c, name, node_url(pk), "runtime_mysql_servers in an unexpected shape")
+                if fp is not None and c["managed"]:
+                    rows = native.fold(rows, [{"hostgroup_id": r[0], "hostname": r[1], "port": r[2],
+                                               **dict(zip(SERVER_FIELDS, r[3:]))} for r in intended.get(cluster_id, ())],
+                                       c["managed"], columns=SERVER_FIELDS)
                 if fp is not None:
                     c["runtime"][name] = (fp, rows)
                 if fp is not None and fp != c["intended_fp"]:

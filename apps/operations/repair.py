@@ -18,6 +18,7 @@ the repair is refused and says what fits instead (operational_differences).
 from apps.clients.proxysql import SERVER_FIELDS, configured, on_each_node
 from apps.configuration import content as C
 from apps.configuration.services import versioned_variables
+from apps.fleet import native
 from apps.fleet.drift import MANAGED_VARIABLES, intended_rows, intended_variables
 
 from . import rollbacks, shared
@@ -66,11 +67,23 @@ def _after_restart(key, have, want, writer_hostgroup):
     return f": a restart would {'send' if online(have) else 'not send'} writes to {key[1]}:{key[2]}"
 
 
-def node_statements(sql, intended, hostgroups, read, writer_hostgroup):
+def managers_view(rows, intended, managed):
+    """{key: configured fields} of a runtime with ProxySQL's own manager's placement in `managed` folded back to the
+    inventory's rows (fleet/native.py): where Monitor put the servers is no change for a repair to make."""
+    if not managed:
+        return rows
+    folded = native.fold([{"hostgroup_id": k[0], "hostname": k[1], "port": k[2], **v} for k, v in rows.items()],
+                         [{"hostgroup_id": k[0], "hostname": k[1], "port": k[2], **v} for k, v in intended.items()],
+                         managed, columns=SERVER_FIELDS)
+    return {(r["hostgroup_id"], r["hostname"], r["port"]): {f: r[f] for f in SERVER_FIELDS} for r in folded}
+
+
+def node_statements(sql, intended, hostgroups, read, writer_hostgroup, managed=()):
     """Statements that bring one node's memory, runtime and disk to the inventory's intent, from what it holds
-    now (`read`); `changes` says, per row or variable, which layers differ and how."""
+    now (`read`); `changes` says, per row or variable, which layers differ and how. `managed`: the hostgroups
+    ProxySQL's own manager places (Cluster.managed_hostgroups())."""
     runtime = {r.key: r for r in read["runtime"] if r.hostgroup_id in hostgroups}
-    layers = {"runtime": {k: configured(r) for k, r in runtime.items()},
+    layers = {"runtime": managers_view({k: configured(r) for k, r in runtime.items()}, intended, managed),
               "memory": {r.key: configured(r) for r in read["memory"] if r.hostgroup_id in hostgroups},
               "disk": {r.key: configured(r) for r in read["disk"] if r.hostgroup_id in hostgroups}}
     rows, rows_undo, changes, save = [], [], [], []
@@ -178,7 +191,7 @@ def plan_repair(cluster, node_ids=None):
         nodes = [n for n in nodes if n.pk in set(node_ids)]
     intended = intended_rows(cluster)
     hostgroups = cluster.hostgroup_ids()
-
+    managed = cluster.managed_hostgroups()
     versioned = versioned_variables(cluster)
 
     def read(node, admin):
@@ -187,7 +200,7 @@ def plan_repair(cluster, node_ids=None):
                  "memory_variables": admin.global_variables(MANAGED_VARIABLES, layer="memory"),
                  "disk_variables": admin.global_variables(MANAGED_VARIABLES, layer="disk"),
                  "intended_variables": intended_variables(node, admin, versioned)}
-        return {**node_statements(Sql(admin), intended, hostgroups, state, cluster.writer_hostgroup),
+        return {**node_statements(Sql(admin), intended, hostgroups, state, cluster.writer_hostgroup, managed),
                 "expect_variables": {k: v for k, (v, _) in state["intended_variables"].items() if v is not None}}
 
     per_node, unreachable = {}, []
@@ -197,6 +210,7 @@ def plan_repair(cluster, node_ids=None):
         else:
             per_node[str(node.pk)] = {"name": node.name, **result}
     runtimes, others_silent = _runtimes(cluster, hostgroups)
+    runtimes = {name: managers_view(rows, intended, managed) for name, rows in runtimes.items()}
     operational = operational_differences(intended, runtimes, [v["name"] for v in per_node.values()],
                                           cluster.writer_hostgroup)
     W = cluster.writer_hostgroup

@@ -103,6 +103,12 @@ def pinned_sessions(rows, hostgroup, hostname, port):
     return out
 
 
+NATIVE_REFUSAL = ("The cluster is not natively managed (here {manager} and ProxySQL's Monitor choose the writer and "
+                  "move the servers themselves: this product's switchover moves the rows and would fight them, so it "
+                  "is refused. Move the writer through the manager: the old writer's weight or OFFLINE_SOFT, Monitor "
+                  "promoting the next; a switchover that does that for you is not built yet)")
+
+
 def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLBACK,
                     lower_autoinc=None, old_writer_to="reader", catchup_timeout_ms=2000):
     """Build the switchover plan from what the nodes say now. Network reads only; writes nothing.
@@ -112,8 +118,12 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
     longer_timeout = drain_timeout_ms is not None and drain_timeout_ms > cluster.drain_timeout_ms
     drain_timeout_ms = drain_timeout_ms if drain_timeout_ms is not None else cluster.drain_timeout_ms
     W, R = cluster.writer_hostgroup, cluster.reader_hostgroup
-    old = current_writer(cluster)
     guards, facts = [], {"nodes": {}}
+    if cluster.native_manager:  # Monitor chooses the writer: moving rows here would fight it (fleet/native.py)
+        guards.append(Guard("native_manager", NATIVE_REFUSAL.format(manager=cluster.get_native_manager_display()),
+                            False, cluster.native_manager, False))
+        return Plan(OperationKind.SWITCHOVER, cluster.pk, f"Switchover {cluster.name}", guards, [], facts)
+    old = current_writer(cluster)
     if old is None:
         guards.append(Guard("writer", "The cluster has a writer in its writer hostgroup", False, "none", False))
         return Plan(OperationKind.SWITCHOVER, cluster.pk, "Switchover", guards, [], facts)

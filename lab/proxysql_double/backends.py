@@ -40,7 +40,8 @@ class Probe:
 class Prober:
     """Process-wide probe results per (host, port), refreshed on demand by daemon threads."""
 
-    def __init__(self, workers=WORKERS):
+    def __init__(self, workers=WORKERS, probe_fn=None):
+        self.probe_fn = probe_fn or probe
         self.lock = threading.Lock()
         self.results = {}       # (host, port) -> Probe
         self.pending = set()
@@ -73,7 +74,7 @@ class Prober:
         while True:
             key, user, password = self.queue.get()
             try:
-                res = probe(key[0], key[1], user, password)
+                res = self.probe_fn(key[0], key[1], user, password)
             except Exception as e:  # a bug here must not stop the worker
                 res = Probe(False, time.monotonic(), f"probe error {e!r}")
             with self.lock:
@@ -97,4 +98,34 @@ def probe(host, port, user, password):
     return Probe(True, time.monotonic())
 
 
+def galera_probe(host, port, user, password):
+    """What Monitor's galera healthcheck reads of a backend (galera_monitor.BackendState), as the Probe's `ok`
+    field; a connection or query that fails: an unreachable backend."""
+    import MySQLdb
+
+    from .galera_monitor import BackendState
+
+    try:
+        conn = MySQLdb.connect(host=host, port=int(port), user=user, passwd=password,
+                               connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S)
+        try:
+            cur = conn.cursor()
+            cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'wsrep_desync', "
+                        "'wsrep_reject_queries')")
+            v = dict(cur.fetchall())
+            cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_local_state', 'wsrep_cluster_status')")
+            s = dict(cur.fetchall())
+        finally:
+            conn.close()
+    except MySQLdb.MySQLError as e:
+        return Probe(BackendState(reachable=False), time.monotonic(), str(e))
+    state = BackendState(read_only=v.get("read_only") == "ON", desync=v.get("wsrep_desync") == "ON",
+                         reject_queries=v.get("wsrep_reject_queries", "NONE") != "NONE",
+                         local_state=int(s.get("wsrep_local_state") or 0),
+                         primary=s.get("wsrep_cluster_status") == "Primary")
+    return Probe(state, time.monotonic())
+
+
 PROBER = Prober()
+# The galera healthcheck's reads (engine.AdminEngine._galera_monitor): Probe.ok holds the BackendState.
+GALERA_PROBER = Prober(probe_fn=galera_probe)

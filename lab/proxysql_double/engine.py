@@ -20,7 +20,9 @@ import threading
 import time
 from pathlib import Path
 
+from . import galera_monitor
 from . import traffic as traffic_mod
+from .backends import GALERA_PROBER
 from . import versions as versions_mod
 
 SCHEMA_DIR = Path(__file__).with_name("schema")
@@ -259,6 +261,8 @@ class AdminEngine:
         # (time, [(hostgroup_id, hostname, port, status, weight), ...]) - what tests read to tell that no peer
         # ever served a half-applied state of an operation.
         self.servers_history = collections.deque(maxlen=1000)
+        self.loaded_servers = None    # runtime_mysql_servers as last LOADed, before Monitor's galera placement
+        self.galera_placed = None
         self._open()
 
     # ------------------------------------------------------------------ setup
@@ -689,6 +693,8 @@ class AdminEngine:
                 self._copy(f"main.{table}", f"main.runtime_{table}")
                 if table == "mysql_servers":
                     self.db.execute("UPDATE main.runtime_mysql_servers SET status=UPPER(status)")
+                    self.loaded_servers = self._rows("SELECT * FROM main.runtime_mysql_servers")
+                    self.galera_placed = None   # Monitor places the loaded rows again (_galera_monitor)
                 if table == "mysql_query_rules":   # as real 2.5.5 and 2.7.1 show it (lab/conformance.py): only the
                     # active rules are loaded, a NULL re_modifiers reads '' and is upper-cased, a '' digest reads NULL
                     self.db.execute("DELETE FROM main.runtime_mysql_query_rules WHERE active=0")
@@ -827,6 +833,9 @@ class AdminEngine:
 
     def _refresh(self, names):
         t = self.traffic
+        if "runtime_mysql_servers" in names or names & {"stats_mysql_connection_pool",
+                                                         "stats_mysql_connection_pool_reset"}:
+            self._galera_monitor()
         if "runtime_mysql_servers" in names:
             self._runtime_server_statuses()
         if names & {"stats_mysql_connection_pool", "stats_mysql_connection_pool_reset"}:
@@ -874,6 +883,38 @@ class AdminEngine:
             other = [(n, v, int(self.started_wall) if v else 0, c) for n, v, c in self.profile.other_checksums]
             self._fill("runtime_checksums_values",
                        sorted([(n, c[0], c[1], c[2]) for n, c in self.checksums.items()] + other), schema="main")
+
+    def _rows(self, sql):
+        cur = self.db.execute(sql)
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+    def _galera_monitor(self):
+        """ProxySQL's Galera manager (galera_monitor.py): with an active mysql_galera_hostgroups row at runtime,
+        runtime_mysql_servers is the loaded rows placed by each backend's state (GALERA_PROBER reads them on its
+        threads, never here). Until every backend of a row has been read once, its loaded rows stay."""
+        rows = self._rows("SELECT * FROM main.runtime_mysql_galera_hostgroups WHERE active=1")
+        if not rows or not self.loaded_servers:
+            return
+        groups = [galera_monitor.GaleraRow.of(r) for r in rows]
+        managed = {hg for g in groups for hg in g.hostgroups}
+        user = self.runtime_vars.get("mysql-monitor_username", "monitor")
+        password = self.runtime_vars.get("mysql-monitor_password", "monitor")
+        states = {}
+        for r in self.loaded_servers:
+            if int(r["hostgroup_id"]) in managed:
+                res = GALERA_PROBER.latest(r["hostname"], r["port"], user, password)
+                if res is not None:
+                    states[(r["hostname"], int(r["port"]))] = res.ok
+        placed = galera_monitor.place(self.loaded_servers, groups, states)
+        if placed == self.galera_placed:
+            return
+        self.galera_placed = placed
+        cols = list(placed[0]) if placed else []
+        self.db.execute("DELETE FROM main.runtime_mysql_servers")
+        self.db.executemany(f"INSERT INTO main.runtime_mysql_servers ({','.join(cols)}) "
+                            f"VALUES ({','.join('?' * len(cols))})", [[r[c] for c in cols] for r in placed])
+        self.traffic.set_runtime_servers(placed)
 
     def _runtime_server_statuses(self):
         """runtime_mysql_servers shows each server's status as ProxySQL has it now: SHUNNED after

@@ -78,8 +78,10 @@ def test_native_galera_hostgroups_are_detected_and_shown(operator_client, proxys
     assert "native galera hostgroups are ACTIVE" in preview.content.decode()
     cluster = Cluster.objects.get()
     assert cluster.offline_hostgroup == 9101 and cluster.active_native_hostgroups()
+    assert cluster.native_manager == "galera"  # natively managed: Monitor places its servers (drift folds it)
     page = operator_client.get(cluster.get_absolute_url()).content.decode()
     assert "native galera hostgroups are <strong>active</strong>" in page
+    assert 'data-native-manager="galera"' in page and "natively managed" in page
 
 
 @pytest.mark.django_db
