@@ -20,7 +20,7 @@ def natively_managed(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('fleet', '0013_cluster_credential_hosts'),
+        ('fleet', '0014_cluster_explain_user'),
     ]
 
     operations = [
