@@ -408,11 +408,14 @@ def statements(step):
 
 
 def register():
-    from apps.operations.choices import OperationKind
-    from apps.operations.plans import REPLANNERS, ROLLBACK_HANDLERS, STEP_HANDLERS, STEP_STATEMENTS
+    from apps.operations.plans import ROLLBACK_HANDLERS, STEP_HANDLERS, STEP_STATEMENTS
+    from apps.operations.registry import CLUSTER, OperationSpec, register_kind
 
     STEP_HANDLERS.update({CHANNEL_SQL: run_sql, CHANNEL_POSITION: set_position, CHANNEL_VERIFY: verify,
                           CHANNEL_RECORD: record_ends, CHANNEL_EVICTED: wait_evicted})
     ROLLBACK_HANDLERS.update({CHANNEL_SQL: undo_sql, CHANNEL_POSITION: undo_position, CHANNEL_RECORD: undo_record})
     STEP_STATEMENTS.update({CHANNEL_SQL: statements, CHANNEL_POSITION: statements})
-    REPLANNERS[OperationKind.CHANNEL_MOVE] = lambda cluster, options: replan_move(options)
+    register_kind(OperationSpec(
+        OperationKind.CHANNEL_MOVE, "DR channel move", plan_move, lambda cluster, options: replan_move(options),
+        records_words="the channel's ends (its channel_record step)",
+        holds={"channel_stopped": CLUSTER, "channel_lag": CLUSTER}))

@@ -20,7 +20,6 @@ from apps.audit.services import record
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import ProxySQLAdmin, configured
 from apps.clients.wire import ClientError
-from apps.fleet.layout import swapped_roles
 from apps.fleet.models import ProxySQLNode, Server
 
 from . import locks, recheck, rollbacks, shared
@@ -28,6 +27,7 @@ from .choices import OnDrainTimeout, OperationState, StepState
 from .models import Operation, OperationStep
 from .plans import (BACKEND, INVENTORY, PROXYSQL, ROLLBACK_HANDLERS, STEP_HANDLERS, VERIFY, WAIT_CATCHUP, WAIT_DRAIN,
                     WAIT_SYNC, Plan, Step)
+from .registry import kind_spec
 
 log = logging.getLogger(__name__)
 LOCK_TTL_S = 120
@@ -425,44 +425,9 @@ class Run:
         return problems
 
     def inventory(self, step, detail):
-        """The operation's change becomes the cluster's next configuration version, and the inventory follows
-        it in the same transaction (configuration.services.record_operation): a switchover or failover swaps
-        the two servers' role rows as the plan did on the nodes (fleet/layout.py swapped_roles); or a server goes
-        into / out of maintenance; or statuses change."""
-        from apps.configuration.services import record_operation
-
-        from apps.configuration.models import ConfigVersion
-
-        p = step.params
-        if p.get("action") == "resolve_pending_rollbacks":
-            rollbacks.resolve_by_repair(self.op, p["nodes"])
-            return
-        recorded = ConfigVersion.objects.filter(operation=self.op).order_by("-number").first()
-        if recorded is not None:  # its worker died after the record committed: the reaper finishes (_resume)
-            detail["version"] = recorded.number
-            return
-        elif p.get("action") == "statuses":
-            servers = {s.pk: s for s in Server.objects.filter(pk__in=[c[0] for c in p["changes"]])}
-            version = record_operation(self.op, lambda rows: {
-                key: {**rows[key], "status": status} for key, status in
-                (((hg, servers[pk].hostname, servers[pk].port), status) for pk, hg, status in p["changes"])
-                if key in rows})
-        elif p.get("action") in ("maintenance_on", "maintenance_off"):
-            on = p["action"] == "maintenance_on"
-            server = Server.objects.get(pk=p["server"])
-            statuses = {(int(hg), server.hostname, server.port): "OFFLINE_SOFT" if on else status
-                        for hg, status in p["statuses"].items()}
-            with transaction.atomic():  # the flag with the version that holds its statuses
-                Server.objects.filter(pk=server.pk).update(maintenance=on, maintenance_note=p.get("note", "") if on else "")
-                version = record_operation(self.op, lambda rows: {
-                    key: {**rows[key], "status": status} for key, status in statuses.items() if key in rows})
-        else:
-            cluster = self.op.cluster
-            servers = Server.objects.in_bulk([p["old"], p["new"]])
-            old, new = servers[p["old"]], servers[p["new"]]
-            version = record_operation(self.op, lambda rows: swapped_roles(
-                cluster, rows, (old.hostname, old.port), (new.hostname, new.port), p["old_writer_to"]))
-        detail["version"] = version.number if version else None  # the configuration version it recorded
+        """The operation's change becomes the cluster's next configuration version, and the inventory follows it:
+        what that is, the operation kind's spec says (OperationSpec.records: inventory.py)."""
+        kind_spec(self.op.kind).records(self, step.params, detail)
 
     def execute_step(self, step, row):
         executed, detail = [], {}

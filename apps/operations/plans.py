@@ -143,12 +143,7 @@ STEP_HANDLERS = {}
 ROLLBACK_HANDLERS = {}
 # Their statements, for the re-check at start to compare (kind -> function(step) -> {label: statements}).
 STEP_STATEMENTS = {}
-# Operation kinds: each app registers, in AppConfig.ready(), how its kind is planned again from the options
-# stored with the plan (kind -> replan(cluster, options) -> Plan); the re-check at start looks it up.
-REPLANNERS = {}
-# Who must confirm an operation of a kind, beyond the operator role every confirmation needs (kind -> function(op)
-# -> (role, why) or None): a cluster that asks an admin to confirm its configuration changes, say.
-CONFIRM_POLICIES = {}
+# Operation kinds are registered as specs (registry.py: replanner, confirm policy, sync policy...).
 
 
 SERVER_COLUMNS = ("hostgroup_id", "hostname", "port", "gtid_port", "status", "weight", "compression",

@@ -26,7 +26,8 @@ from apps.clients.proxysql import reusing
 from . import locks
 from .choices import OperationState, StepState
 from .models import Operation, OperationStep
-from .plans import OLD_SHAPE, REPLANNERS, STEP_STATEMENTS, WAIT_DRAIN, Plan
+from .plans import OLD_SHAPE, STEP_STATEMENTS, WAIT_DRAIN, Plan
+from .registry import KINDS
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +41,10 @@ class Refusal:
 
 def replan(op):
     """The same operation planned again now, from its stored options, by its kind's registered planner."""
-    planner = REPLANNERS.get(op.kind)
-    if planner is None:
+    spec = KINDS.get(op.kind)
+    if spec is None:
         raise ValueError(f"no planner registered for {op.kind!r}")
-    return planner(op.cluster, op.plan.get("options") or {})
+    return spec.replan(op.cluster, op.plan.get("options") or {})
 
 
 def statements(plan):

@@ -18,8 +18,8 @@ from apps.clients.proxysql import on_each_node
 from apps.fleet.choices import ClusterSyncMode
 from apps.fleet.models import ProxySQLNode
 
-from .choices import OperationKind
 from .plans import PROXYSQL, WAIT_DRAIN, WAIT_SYNC, Sql, Step
+from .registry import PROPAGATE, kind_spec
 
 # LOAD <module> TO RUNTIME -> the module's name in admin-cluster_<name>_diffs_before_sync
 SYNCED = {"MYSQL SERVERS": "mysql_servers", "MYSQL USERS": "mysql_users", "MYSQL QUERY RULES": "mysql_query_rules",
@@ -145,23 +145,17 @@ def hold(plan, touched, readings, refused=""):
 # change or nothing, and never a state in between (a node paused after its LOAD runs it when it resumes: whole).
 # A switchover drains its writer on each node before it moves it (a peer pulling in between would have no
 # writer); a failover and the read-pool rules must reach every node at once, not a pull 2-3 s later; a repair
-# writes each node what that node lacks. Those hold the sync whatever the cluster's mode.
-PROPAGATES = {OperationKind.CONFIG, OperationKind.DRAIN, OperationKind.RESTORE}
-WHY_HELD = {
-    OperationKind.SWITCHOVER: "a switchover drains its writer on every node before it moves it, and a peer pulling "
-                              "in between would have no writer",
-    OperationKind.FAILOVER: "a failover must reach every node at once, not when a peer pulls it 2-3 s later",
-    OperationKind.READ_POOL: "a read-pool rule must reach every node at once, not when a peer pulls it 2-3 s later",
-    OperationKind.REPAIR: "a repair writes each node what that node lacks",
-}
+# writes each node what that node lacks. Those hold the sync whatever the cluster's mode: each kind's spec says
+# which it does and why (registry.OperationSpec.cluster_sync, why_held).
 WAIT_SYNC_KEY = "sync_wait"
 CHECK_INTERVAL = "admin-cluster_check_interval_ms"
 
 
 def propagate_refused(plan, touched, readings, unread):
     """Why this plan cannot be propagated from one node ("" when it can)."""
-    if plan.kind not in PROPAGATES:
-        return WHY_HELD.get(plan.kind, f"a {plan.kind} is written on every node")
+    spec = kind_spec(plan.kind)
+    if spec.cluster_sync != PROPAGATE:
+        return spec.why_held or f"a {plan.kind} is written on every node"
     if unread:
         return "a node could not be read: " + "; ".join(unread)
     if len(readings) < 2:
