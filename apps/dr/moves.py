@@ -408,13 +408,14 @@ def statements(step):
 
 
 def register():
-    from apps.operations.plans import ROLLBACK_HANDLERS, STEP_HANDLERS, STEP_STATEMENTS
-    from apps.operations.registry import CLUSTER, OperationSpec, register_kind
+    from apps.operations.registry import CLUSTER, OperationSpec, StepHandler, register_kind, register_step
 
-    STEP_HANDLERS.update({CHANNEL_SQL: run_sql, CHANNEL_POSITION: set_position, CHANNEL_VERIFY: verify,
-                          CHANNEL_RECORD: record_ends, CHANNEL_EVICTED: wait_evicted})
-    ROLLBACK_HANDLERS.update({CHANNEL_SQL: undo_sql, CHANNEL_POSITION: undo_position, CHANNEL_RECORD: undo_record})
-    STEP_STATEMENTS.update({CHANNEL_SQL: statements, CHANNEL_POSITION: statements})
+    for handler in (StepHandler(CHANNEL_SQL, run_sql, undo=undo_sql, statements=statements),
+                    StepHandler(CHANNEL_POSITION, set_position, undo=undo_position, statements=statements),
+                    StepHandler(CHANNEL_VERIFY, verify, check=True),
+                    StepHandler(CHANNEL_RECORD, record_ends, undo=undo_record),
+                    StepHandler(CHANNEL_EVICTED, wait_evicted)):
+        register_step(handler)
     register_kind(OperationSpec(
         OperationKind.CHANNEL_MOVE, "DR channel move", plan_move, lambda cluster, options: replan_move(options),
         records_words="the channel's ends (its channel_record step)",

@@ -25,9 +25,8 @@ from apps.fleet.models import ProxySQLNode, Server
 from . import locks, recheck, rollbacks, shared
 from .choices import OnDrainTimeout, OperationState, StepState
 from .models import Operation, OperationStep
-from .plans import (BACKEND, INVENTORY, PROXYSQL, ROLLBACK_HANDLERS, STEP_HANDLERS, VERIFY, WAIT_CATCHUP, WAIT_DRAIN,
-                    WAIT_SYNC, Plan, Step)
-from .registry import kind_spec
+from .plans import PROXYSQL, Plan, Step
+from .registry import kind_spec, step_handler
 
 log = logging.getLogger(__name__)
 LOCK_TTL_S = 120
@@ -276,10 +275,8 @@ class Run:
         """The backends the plan's catch-up and promotion talk to."""
         servers = set()
         for step in self.plan.steps:
-            if step.kind == WAIT_CATCHUP:
-                servers.update((step.params["old"], step.params["new"]))
-            elif step.kind == BACKEND:
-                servers.update(action["server"] for action in step.params["actions"])
+            talks_to = step_handler(step.kind).backends
+            servers.update(talks_to(step) if talks_to else ())
         return sorted(servers)
 
     def wait_catchup(self, step, detail):
@@ -431,25 +428,8 @@ class Run:
 
     def execute_step(self, step, row):
         executed, detail = [], {}
-        try:
-            if step.kind == PROXYSQL and (self.op.point_of_no_return or step.forward_only):
-                self.run_past_no_return(step, executed, detail)
-            elif step.kind == PROXYSQL:
-                self.run_proxysql(step, executed)
-            elif step.kind == WAIT_DRAIN:
-                self.wait_drain(step, executed, detail)
-            elif step.kind == WAIT_SYNC:
-                self.wait_sync(step.params, detail)
-            elif step.kind == WAIT_CATCHUP:
-                self.wait_catchup(step, detail)
-            elif step.kind == BACKEND:
-                self.backend_actions(step, executed)
-            elif step.kind == VERIFY:
-                self.verify(step, detail)
-            elif step.kind == INVENTORY:
-                self.inventory(step, detail)
-            else:  # a kind another app registered (configuration change sets)
-                STEP_HANDLERS[step.kind](self, step, row, executed, detail)
+        try:  # its kind's handler, registered by the app that owns it (steps.py: this app's)
+            step_handler(step.kind).execute(self, step, row, executed, detail)
         finally:
             row.executed, row.detail = executed, detail
 
@@ -486,19 +466,12 @@ class Run:
             if row.state not in (StepState.DONE, StepState.RUNNING, StepState.FAILED):
                 continue
             step = steps[row.key]
-            part = step.params["offline_hard"] if step.kind == WAIT_DRAIN and row.detail.get("offline_hard") else step.nodes
+            handler = step_handler(step.kind)
+            part = handler.ran_on(step, row) if handler.ran_on else step.nodes
             undone = self.undo_on_nodes(step, part, pending)
             try:
-                if step.kind == BACKEND:
-                    for action in reversed(row.executed):
-                        if action.get("action") == "read_only" and action["from"] != action["to"]:
-                            self.backend(action["server"]).set_read_only(action["from"])
-                            undone.append(action)
-                        elif action.get("action") == "promote_replica":
-                            self.demote_back(action)
-                            undone.append(action)
-                elif step.kind in ROLLBACK_HANDLERS:
-                    undone += ROLLBACK_HANDLERS[step.kind](self, step, row)
+                if handler.undo:  # what it changed besides its ProxySQL statements (backends, a DR channel)
+                    undone += handler.undo(self, step, row)
             except ClientError as exc:
                 problems.append(f"step {step.key} (backends): {exc}")
                 continue
@@ -515,12 +488,12 @@ class Run:
         undone state the same way, waited for here (after every undo); a peer that has not is said, never hidden.
         While the origin's own undo is pending, the peers pull it once the retry has run it."""
         waits = [(r, s) for r, s in ((r, next(s for s in self.plan.steps if s.key == r.key)) for r in rows)
-                 if s.kind == WAIT_SYNC or (s.kind == WAIT_DRAIN and s.params.get("then_sync"))]
+                 if _sync_wait(s)]
         started = [r.index for r in rows if r.state in (StepState.DONE, StepState.RUNNING, StepState.FAILED)]
         if not waits or not started:
             return []
         row, step = waits[0]
-        params = step.params if step.kind == WAIT_SYNC else step.params["then_sync"]
+        params = _sync_wait(step)
         if params["origin"] in pending:
             return []
         detail = {}
@@ -658,7 +631,13 @@ def _run_steps(op, runner, pairs):
 
 def _is_check(step):
     """A step that only reads the nodes (a verify): run again before a dead operation is finished."""
-    return step.kind == VERIFY or step.kind.endswith("_verify")
+    return step_handler(step.kind).check
+
+
+def _sync_wait(step):
+    """The ProxySQL Cluster wait a step does (a wait_sync step, a drain's OFFLINE_HARD written on one node), or None."""
+    waits = step_handler(step.kind).sync_wait
+    return waits(step) if waits else None
 
 
 def _resume(op, runner, rows, why):

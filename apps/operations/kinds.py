@@ -5,9 +5,8 @@ what its inventory step records, the alerts it holds. Other apps register theirs
 from apps.accounts.roles import ADMIN
 from apps.fleet.models import Server
 
-from . import change_set, config_steps, drain, inventory, repair, rules, switchover
+from . import change_set, drain, inventory, repair, rules, switchover
 from .choices import OperationKind
-from .plans import STEP_HANDLERS
 from .registry import CLUSTER, INVOLVED, PROPAGATE, OperationSpec, register_kind
 
 
@@ -105,4 +104,4 @@ SPECS = [
 def register():
     for spec in SPECS:
         register_kind(spec)
-    STEP_HANDLERS.update({change_set.CONFIG_VERIFY: config_steps.verify, change_set.CONFIG_RECORD: config_steps.record})
+

@@ -137,13 +137,7 @@ def fill(statement, spans, values, render):
     return statement
 
 
-# Step kinds other apps add (kind -> handler(run, step, row, executed, detail)), registered in AppConfig.ready().
-STEP_HANDLERS = {}
-# Their undo, when they change something outside ProxySQL (kind -> handler(run, step, row) -> what was undone).
-ROLLBACK_HANDLERS = {}
-# Their statements, for the re-check at start to compare (kind -> function(step) -> {label: statements}).
-STEP_STATEMENTS = {}
-# Operation kinds are registered as specs (registry.py: replanner, confirm policy, sync policy...).
+# Operation kinds and step kinds are registered, one spec and one handler each (registry.py).
 
 
 SERVER_COLUMNS = ("hostgroup_id", "hostname", "port", "gtid_port", "status", "weight", "compression",

@@ -26,8 +26,8 @@ from apps.clients.proxysql import reusing
 from . import locks
 from .choices import OperationState, StepState
 from .models import Operation, OperationStep
-from .plans import OLD_SHAPE, STEP_STATEMENTS, WAIT_DRAIN, Plan
-from .registry import KINDS
+from .plans import OLD_SHAPE, Plan
+from .registry import KINDS, step_handler
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +51,12 @@ def statements(plan):
     """What runs on each node, comparable between two plans: {"step on node": {"sql", "rollback"}}."""
     out = {"(steps)": [s.key for s in plan.steps]}
     for step in plan.steps:
-        if step.kind in STEP_STATEMENTS:  # statements to backends, kept in the step's params
-            out.update(STEP_STATEMENTS[step.kind](step))
+        handler = step_handler(step.kind)
+        if handler.statements:  # statements to backends, kept in the step's params
+            out.update(handler.statements(step))
         parts = [("", step.nodes)]
-        if step.kind == WAIT_DRAIN:
-            parts.append((" (OFFLINE_HARD on timeout)", step.params.get("offline_hard") or {}))
+        if handler.on_timeout:
+            parts.append((" (OFFLINE_HARD on timeout)", handler.on_timeout(step)))
         for suffix, nodes in parts:
             for node_id, spec in nodes.items():
                 out[f"{step.key}{suffix} on {spec.get('name', node_id)}"] = {"sql": spec["sql"], "rollback": spec["rollback"]}

@@ -38,17 +38,23 @@ class StepHandler:
     # (run, step, row, executed, detail): does the step's work, appending what it ran to `executed`
     execute: Callable
     # (run, step, row) -> [what was undone]: the undo of what it changed outside its ProxySQL statements (those
-    # are undone by the executor from step.nodes); None: nothing besides them
+    # are undone by the executor from the nodes it ran on); None: nothing besides them
     undo: Callable | None = None
     # (step) -> {label: {"sql", "rollback"}}: what it sends besides step.nodes, for the re-check at start to compare
     statements: Callable | None = None
     check: bool = False  # only reads: run again before a dead worker's operation is finished (executor._resume)
+    sends_nodes: bool = False  # step.nodes are statements it sends to each ProxySQL node (sync_hold: what loads)
     # (step) -> [server id]: the backends it talks to, connected up front (executor.connect_all)
     backends: Callable | None = None
-    # (step, row) -> {node_id: {"rollback": [...]}}: the nodes whose statements it ran, to undo (default: step.nodes)
+    # (step) -> {node_id: {"name", "sql", "rollback"}} or None: the statements it sends only when it times out
+    on_timeout: Callable | None = None
+    # (step, row) -> {node_id: {"rollback": [...]}, ...}: the nodes whose statements it ran (default: step.nodes)
     ran_on: Callable | None = None
     # (step) -> the ProxySQL Cluster wait it does ({"origin", "peers", ...}) or None: a rollback waits the same way
     sync_wait: Callable | None = None
+    # it checks each node's mysql_servers rows (params "expect", "rows"): a plan's VERIFY, where shared.py adds the
+    # other clusters' rows on shared nodes ("others")
+    row_verify: bool = False
 
 
 KINDS: dict[str, OperationSpec] = {}

@@ -19,6 +19,7 @@ from .forms import ConfirmForm, DrainForm, RuleSettingsForm, SwitchoverForm, sil
 from .choices import OperationKind, OperationState
 from .models import Operation
 from .plans import Plan
+from .registry import kind_spec, step_handler
 
 
 @require_role(VIEWER)
@@ -189,7 +190,7 @@ def _sessions_holding(op):
     """Live: the server being drained (a switchover's old writer, a drained backend), and the sessions that
     hold it on each node and why (stats_mysql_processlist)."""
     plan = Plan.from_json(op.plan)
-    wait = next((s for s in plan.steps if s.kind == "wait_drain"), None)
+    wait = next((s for s in plan.steps if step_handler(s.kind).on_timeout), None)  # the step waiting for the drain
     if wait is None:
         return None
     out = []
@@ -203,7 +204,7 @@ def _sessions_holding(op):
         except ClientError as exc:
             out.append({"node": node.name, "error": str(exc)})
     server = ", ".join(sorted({f"{host}:{port}" for _, host, port in wait.params["targets"]}))
-    return {"server": server, "old_writer": op.kind == "switchover", "nodes": out}
+    return {"server": server, "old_writer": kind_spec(op.kind).moves_writer, "nodes": out}
 
 
 @require_role(OPERATOR)
