@@ -16,10 +16,10 @@ from controlplane.converters import parse_id
 
 from . import drain, record_nodes as nodes_as_intent, repair, rollbacks, rule_settings, services, switchover
 from .forms import ConfirmForm, DrainForm, RuleSettingsForm, SwitchoverForm, silent_nodes
-from .choices import OperationKind, OperationState
+from .choices import OperationState
 from .models import Operation
 from .plans import Plan
-from .registry import kind_spec, step_handler
+from .registry import KINDS, choices, kind_spec, step_handler
 
 
 @require_role(VIEWER)
@@ -30,7 +30,7 @@ def operation_list(request):
               "state": request.GET.get("state", "")}
     if chosen["cluster"] is not None:
         ops = ops.filter(cluster_id=chosen["cluster"])
-    if chosen["kind"] in OperationKind.values:
+    if chosen["kind"] in KINDS:
         ops = ops.filter(kind=chosen["kind"])
     if chosen["state"] in OperationState.values:
         ops = ops.filter(state=chosen["state"])
@@ -38,7 +38,7 @@ def operation_list(request):
     kept = urlencode({k: v for k, v in chosen.items() if v not in (None, "")})
     return TemplateResponse(request, "operations/list.html", {
         "page": page, "chosen": chosen, "kept": kept, "clusters": Cluster.objects.order_by("name"),
-        "kinds": OperationKind.choices, "states": OperationState.choices})
+        "kinds": choices(), "states": OperationState.choices})
 
 
 @require_role(OPERATOR)
