@@ -418,5 +418,4 @@ def register():
         register_step(handler)
     register_kind(OperationSpec(
         CHANNEL_MOVE, "DR channel move", plan_move, lambda cluster, options: replan_move(options),
-        records_words="the channel's ends (its channel_record step)",
         holds={"channel_stopped": CLUSTER, "channel_lag": CLUSTER}))

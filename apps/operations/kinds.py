@@ -70,34 +70,31 @@ SPECS = [
         OperationKind.SWITCHOVER, "planned switchover", switchover.plan_switchover, _switchover,
         why_held="a switchover drains its writer on every node before it moves it, and a peer pulling in between "
                  "would have no writer",
-        records=inventory.writer_swap, records_words="the new writer: the two servers' role rows swapped",
+        records=inventory.writer_swap,
         holds={**_WRITER, **_ITS_BACKENDS, **_holding(CLUSTER, "galera_cluster_size"), **_LAYERS},
         moves_writer=True, report_noun="planned switchover"),
     OperationSpec(
         OperationKind.DRAIN, "maintenance drain", drain.plan_drain, _drain, cluster_sync=PROPAGATE,
-        records=inventory.maintenance, records_words="the server in maintenance, OFFLINE_SOFT",
-        holds=_MAINTENANCE_WORK),
+        records=inventory.maintenance, holds=_MAINTENANCE_WORK),
     OperationSpec(
         OperationKind.RESTORE, "restore from maintenance", drain.plan_restore, _restore, cluster_sync=PROPAGATE,
-        records=inventory.maintenance, records_words="the server out of maintenance, back to its statuses",
-        holds=_MAINTENANCE_WORK),
+        records=inventory.maintenance, holds=_MAINTENANCE_WORK),
     OperationSpec(
         OperationKind.READ_POOL, "read-pool rule", rules.plan_changes, _read_pool,
-        why_held=f"a read-pool rule {_AT_ONCE}", records=inventory.statuses, records_words="the servers' statuses",
+        why_held=f"a read-pool rule {_AT_ONCE}", records=inventory.statuses,
         holds={**_holding(CLUSTER, "backend_flapping"), **_LAYERS}, run_by_rule=True),
     OperationSpec(
         OperationKind.FAILOVER, "automatic failover", rules.plan_failover, _failover, why_held=f"a failover {_AT_ONCE}",
-        records=inventory.writer_swap, records_words="the new writer: the two servers' role rows swapped",
+        records=inventory.writer_swap,
         holds={**_holding(CLUSTER, "writer_disagree", "backend_flapping"), **_LAYERS},
         run_by_rule=True, moves_writer=True, report_noun="automatic failover"),
     OperationSpec(
         OperationKind.CONFIG, "configuration change", change_set.plan_change_set, change_set.replan,
-        cluster_sync=PROPAGATE, confirm=_config_confirm, holds=_RULES_OF_THE_NODES,
-        records_words="the change set's version (its own config_record step)"),
+        cluster_sync=PROPAGATE, confirm=_config_confirm, holds=_RULES_OF_THE_NODES),
     OperationSpec(
         OperationKind.REPAIR, "repair from the inventory", repair.plan_repair, _repair,
         why_held="a repair writes each node what that node lacks", records=inventory.resolve_pending_rollbacks,
-        records_words="nothing: what was pending on the repaired nodes is resolved", holds=_RULES_OF_THE_NODES),
+        holds=_RULES_OF_THE_NODES),
 ]
 
 

@@ -21,10 +21,9 @@ class OperationSpec:
     replan: Callable  # (cluster, options) -> Plan: planned again at start from Plan.options (recheck.replan)
     cluster_sync: str = HOLD
     why_held: str = ""  # why it holds the sync whatever the cluster's mode (said on the plan)
-    # Its INVENTORY step: (run, params, detail) -> None, recording its change as the next configuration version
-    # (configuration.services.record_operation). records_words says what it records, in the recipe's words.
+    # What its INVENTORY step records: (run, params, detail) -> None, its change as the next configuration version
+    # (configuration.services.record_operation; inventory.py). None: it records in steps of its own, or nothing.
     records: Callable | None = None
-    records_words: str = ""
     holds: dict = field(default_factory=dict)  # {alert rule key: CLUSTER or INVOLVED} (alerts/holds.py)
     confirm: Callable | None = None  # (op) -> (role, why) or None: a role beyond the operator's to confirm it
     run_by_rule: bool = False  # reports call an operation of it without a requester "automatic"
