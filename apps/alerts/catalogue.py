@@ -17,14 +17,12 @@ Subjects (one alert per rule and subject, deduplicated):
 """
 from dataclasses import dataclass, field
 
+from apps.operations import registry
+
 CRITICAL, WARNING, INFO = "critical", "warning", "info"
 SEVERITIES = (CRITICAL, WARNING, INFO)
 SEVERITY_RANK = {INFO: 0, WARNING: 1, CRITICAL: 2}
 
-# Operation kinds (apps.operations.choices.OperationKind values) whose run is planned work.
-SWITCHOVER, DRAIN, RESTORE, CONFIG, REPAIR, FAILOVER, READ_POOL = (
-    "switchover", "drain", "restore", "config", "repair", "failover", "read_pool")
-CHANNEL_MOVE = "channel_move"
 MAINTENANCE = "maintenance"  # a backend in maintenance (drained, not yet restored)
 
 
@@ -53,79 +51,75 @@ class RuleSpec:
     for_s: float
     why: str
     params: dict = field(default_factory=dict)
-    # Planned work that is expected to cause this alert: {operation kind or MAINTENANCE: "cluster" (the
-    # whole cluster) or "involved" (only the backends the operation or maintenance is about)}.
-    held_by: dict = field(default_factory=dict)
+    # A backend in maintenance is expected to cause this alert about itself. Which operations are, each operation
+    # kind's spec says (apps/operations/registry.py OperationSpec.holds): see held_by.
+    held_in_maintenance: bool = False
     # Where it is evaluated: "poll" (after the ProxySQL/backend poll rounds), "digest" (after the digest
     # poll rounds: mirror loss and query digests).
     after: str = "poll"
 
+    @property
+    def held_by(self):
+        """Planned work that is expected to cause this alert: {operation kind or MAINTENANCE: "cluster" (the whole
+        cluster) or "involved" (only the backends the operation or maintenance is about)}."""
+        return {**registry.held_by(self.key), **({MAINTENANCE: "involved"} if self.held_in_maintenance else {})}
 
-_BACKEND_WORK = {SWITCHOVER: "involved", DRAIN: "involved", RESTORE: "involved", MAINTENANCE: "involved"}
-_WRITER_WORK = {SWITCHOVER: "cluster", CONFIG: "cluster", REPAIR: "cluster"}
-# Every operation changes a node's layers for a while (memory, LOAD to runtime, SAVE to disk).
-_LAYER_WORK = {SWITCHOVER: "cluster", DRAIN: "cluster", RESTORE: "cluster", CONFIG: "cluster", REPAIR: "cluster",
-               FAILOVER: "cluster", READ_POOL: "cluster"}
 
 RULES = [
     # -- writer and read pool, as each ProxySQL node routes -------------------------------------------
     RuleSpec("writer_none", "Writer hostgroup without a usable ONLINE server", "writer", "node_hg", CRITICAL, 2,
              "No ONLINE row in the writer hostgroup of this ProxySQL node points at a backend that answers and is "
-             "Primary and ready: writes through this node fail.", held_by=_WRITER_WORK),
+             "Primary and ready: writes through this node fail."),
     RuleSpec("writer_many", "More than one ONLINE writer", "writer", "node_hg", WARNING, 5,
              "Two or more ONLINE servers in the writer hostgroup of one node: writes are spread over several "
-             "Galera nodes (certification conflicts) or over an async primary and a replica.", held_by=_WRITER_WORK),
+             "Galera nodes (certification conflicts) or over an async primary and a replica."),
     RuleSpec("writer_disagree", "ProxySQL nodes disagree on the writer", "writer", "cluster_hg", WARNING, 5,
-             "The cluster's ProxySQL nodes send writes to different backends.",
-             held_by={**_WRITER_WORK, FAILOVER: "cluster", DRAIN: "cluster", RESTORE: "cluster"}),
+             "The cluster's ProxySQL nodes send writes to different backends."),
     RuleSpec("readers_low", "Reader pool below the cluster's minimum", "pool", "node_hg", WARNING, 5,
              "Fewer usable ONLINE readers on this node than the cluster's minimum of available readers.",
-             params={"minimum": Param(None, "readers", "minimum usable readers", 0, 1000, "min_available_readers")},
-             held_by={**_WRITER_WORK, DRAIN: "cluster", RESTORE: "cluster"}),
+             params={"minimum": Param(None, "readers", "minimum usable readers", 0, 1000, "min_available_readers")}),
     RuleSpec("backend_shunned", "Backend SHUNNED on a ProxySQL node", "pool", "node_server", WARNING, 30,
              "ProxySQL shunned the backend after connection errors and sends it nothing until it recovers.",
-             held_by={**_BACKEND_WORK, CONFIG: "cluster", REPAIR: "cluster"}),
+             held_in_maintenance=True),
     RuleSpec("backend_flapping", "Backend flapping", "pool", "node_server", WARNING, 0,
              "The backend's status on this node changed many times in a few minutes (ONLINE, SHUNNED, "
              "OFFLINE...): clients see errors and retries.",
              params={"changes": Param(4, "status changes", "changes", 2, 1000),
                      "minutes": Param(10, "min", "within", 0.1, 30)},
-             held_by={**_BACKEND_WORK, CONFIG: "cluster", REPAIR: "cluster", FAILOVER: "cluster",
-                      READ_POOL: "cluster"}),
+             held_in_maintenance=True),
     # -- backends ---------------------------------------------------------------------------------------
     RuleSpec("backend_unreachable", "Backend unreachable or its state stale", "backend", "server", WARNING, 10,
              "The monitor user's poll of this backend fails, or no poll happened for three intervals.",
-             held_by=_BACKEND_WORK),
+             held_in_maintenance=True),
     RuleSpec("galera_non_primary", "Galera node not in the Primary component", "galera", "server", CRITICAL, 5,
              "wsrep_cluster_status is not Primary: the node refuses queries (split brain or quorum loss).",
-             held_by=_BACKEND_WORK),
+             held_in_maintenance=True),
     RuleSpec("galera_not_ready", "Galera node not ready", "galera", "server", WARNING, 5,
-             "wsrep_ready is OFF: the node accepts no queries.", held_by=_BACKEND_WORK),
+             "wsrep_ready is OFF: the node accepts no queries.", held_in_maintenance=True),
     RuleSpec("galera_desynced", "Galera node Donor/Desynced for long", "galera", "server", WARNING, 300,
              "wsrep_local_state 2 for longer than the `for` duration (an SST/backup donor, or wsrep_desync left "
-             "ON): it lags and takes no part in flow control.", held_by=_BACKEND_WORK),
+             "ON): it lags and takes no part in flow control.", held_in_maintenance=True),
     RuleSpec("galera_recv_queue", "Galera receive queue above its threshold", "galera", "server", WARNING, 10,
              "wsrep_local_recv_queue is above the threshold: the node applies write-sets later than the others.",
              params={"threshold": Param(None, "write-sets", "threshold", 0, 1e9, "max_replication_lag")},
-             held_by=_BACKEND_WORK),
+             held_in_maintenance=True),
     RuleSpec("galera_flow_control", "Galera flow control paused the cluster", "galera", "server", WARNING, 0,
              "Replication was paused by flow control for more than the given share of the window "
              "(wsrep_flow_control_paused_ns): every write of the cluster waits for the slowest node.",
              params={"percent": Param(10, "%", "paused above", 0, 100),
                      "window_s": Param(60, "s", "over a window of", 10, 600)},
-             held_by=_BACKEND_WORK),
+             held_in_maintenance=True),
     RuleSpec("galera_cluster_size", "Galera cluster smaller than expected", "galera", "cluster", WARNING, 10,
              "The largest wsrep_cluster_size any backend reports is below the expected count (the cluster's "
              "Galera backends in the inventory, less those in maintenance).",
-             params={"expected": Param(0, "nodes", "expected (0: the inventory's count)", 0, 1000)},
-             held_by={SWITCHOVER: "cluster", DRAIN: "cluster", RESTORE: "cluster"}),
+             params={"expected": Param(0, "nodes", "expected (0: the inventory's count)", 0, 1000)}),
     RuleSpec("replica_lag", "Replica lag above its threshold", "async", "server", WARNING, 30,
              "Seconds_Behind_Master above the threshold on an async replica.",
              params={"seconds": Param(None, "s", "threshold", 0, 1e9, "max_replication_lag")},
-             held_by=_BACKEND_WORK),
+             held_in_maintenance=True),
     RuleSpec("replication_stopped", "Replication stopped", "async", "server", CRITICAL, 10,
              "An async replica's IO or SQL thread is not running: it falls behind for good.",
-             held_by=_BACKEND_WORK),
+             held_in_maintenance=True),
     # -- ProxySQL nodes -----------------------------------------------------------------------------------
     RuleSpec("proxysql_unreachable", "ProxySQL node unreachable or its state stale", "proxysql", "node", CRITICAL, 10,
              "The admin interface does not answer (or answers too slowly), or no poll happened for three intervals: "
@@ -152,26 +146,24 @@ RULES = [
     RuleSpec("drift", "Configuration drift", "config", "node", WARNING, 600,
              "The node's runtime differs from intent for longer than the `for` duration: mysql_servers against the "
              "inventory at every poll (status ignored where ProxySQL set it itself), every other table and the "
-             "global variables against the configuration version at each run of the drift watcher (30 s).",
-             held_by=_LAYER_WORK),
+             "global variables against the configuration version at each run of the drift watcher (30 s)."),
     RuleSpec("restart_drift", "A restart would change this node's configuration", "config", "node", WARNING, 300,
              "The node's disk layer (disk.mysql_servers: what ProxySQL loads when it restarts) differs from the "
              "inventory, e.g. it holds another writer: a restart would route as the disk says; or the disk of any "
              "other table (users, query rules, scheduler...) or a variable differs from the configuration version. "
              "mysql_servers' memory and disk are polled with the variables and after each change of the runtime; "
-             "the other tables are read by the drift watcher every 30 s.", held_by=_LAYER_WORK),
+             "the other tables are read by the drift watcher every 30 s."),
     RuleSpec("proxysql_cluster_diverged", "ProxySQL Cluster nodes have not converged", "config", "cluster", WARNING, 30,
              "A module whose native sync (ProxySQL Cluster) is on holds different checksums on the cluster's nodes for "
              "longer than the `for` duration, the bound: at ProxySQL's defaults a peer pulls a change 2-3 s after its "
              "LOAD, so nodes that still differ are not syncing (same-second LOADs, every node at version 1, a peer "
-             "that cannot pull). The cluster page's ProxySQL Cluster panel says which and what clears it.",
-             held_by=_LAYER_WORK),
+             "that cannot pull). The cluster page's ProxySQL Cluster panel says which and what clears it."),
     RuleSpec("proxysql_cluster_diff_growing", "ProxySQL Cluster diff_check only grows", "config", "node", WARNING, 10,
              "This node has seen a peer's different checksum for more checks than admin-cluster_<module>_"
              "diffs_before_sync (+3) without any pull: diff_check only grows (sysown/proxysql #1173, #3269; before "
              "2.6 #2146). On 2.6+ mysql_servers_v2, on which the mysql_servers pull is decided, is watched too: it "
              "climbs when two nodes LOAD different hostgroup tables in the same second. The summary says which trap "
-             "it is and the action that clears it.", held_by=_LAYER_WORK),
+             "it is and the action that clears it."),
     RuleSpec("operation_failed", "An operation failed", "operations", "operation", CRITICAL, 0,
              "An operation ended failed (past its point of no return, or its rollback did not complete): the "
              "nodes may not be as planned. It stays for the window unless a later operation of the cluster succeeds.",
@@ -186,13 +178,11 @@ RULES = [
     # -- DR channels (apps/dr), judged after each channel poll, on the replica cluster -----------------------
     RuleSpec("channel_stopped", "DR channel stopped", "dr", "channel", CRITICAL, 10,
              "The channel's IO or SQL thread is not running on its replica node (stopped, an error, still "
-             "connecting, replicating from elsewhere, or the node does not answer): the replica site falls behind.",
-             held_by={CHANNEL_MOVE: "cluster"}),
+             "connecting, replicating from elsewhere, or the node does not answer): the replica site falls behind."),
     RuleSpec("channel_lag", "DR channel lag above its threshold", "dr", "channel", WARNING, 30,
              "Seconds_Behind_Master of the channel's replica above the threshold: a failover to the replica site "
              "would lose or wait for that much.",
-             params={"seconds": Param(0, "s", "threshold (0: the channel's own max lag)", 0, 1e9)},
-             held_by={CHANNEL_MOVE: "cluster"}),
+             params={"seconds": Param(0, "s", "threshold (0: the channel's own max lag)", 0, 1e9)}),
     # -- query digests -----------------------------------------------------------------------------------
     RuleSpec("digest_new_top", "New query among the top by total time", "digests", "digest", INFO, 0,
              "A digest first seen recently is among the cluster's top digests by total time in the window.",

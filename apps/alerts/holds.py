@@ -6,9 +6,12 @@ operation makes itself are not only held: they are taken out of the documents th
 (without_own_changes), so that they do not count toward flapping once the hold is over either."""
 from .catalogue import BY_KEY, MAINTENANCE
 
-# The operations that change backends' status on the ProxySQL nodes, and whose: {operation kind: "cluster" (any
-# backend of the cluster) or "involved" (the backends it is about)} -- the planned work that holds flapping.
-CHANGES_STATUS = {kind: scope for kind, scope in BY_KEY["backend_flapping"].held_by.items() if kind != MAINTENANCE}
+
+
+def changes_status():
+    """The operations that change backends' status on the ProxySQL nodes, and whose: {operation kind: "cluster" (any
+    backend of the cluster) or "involved" (the backends it is about)} -- the planned work that holds flapping."""
+    return {kind: scope for kind, scope in BY_KEY["backend_flapping"].held_by.items() if kind != MAINTENANCE}
 
 
 def hold_for(observation, works, now):
@@ -30,12 +33,12 @@ def without_own_changes(doc, c, own):
     hold or after it; what ProxySQL changes on its own, outside them, still does."""
     if not own or not doc or not doc.get("status_changes"):
         return doc
-    kept = {}
+    kept, changes = {}, changes_status()
     for key, stamps in doc["status_changes"].items():
         _hg, host, port = key.split(":", 2)
         server = c.server_at(host, int(port))
-        works = [w for w in own if CHANGES_STATUS.get(w.kind) == "cluster"
-                 or (CHANGES_STATUS.get(w.kind) == "involved" and server in w.involved)]
+        works = [w for w in own if changes.get(w.kind) == "cluster"
+                 or (changes.get(w.kind) == "involved" and server in w.involved)]
         left = [t for t in stamps if not any(w.start <= t and (w.end is None or t <= w.end) for w in works)]
         if left:
             kept[key] = left

@@ -14,7 +14,8 @@ from apps.fleet import tags as fleet_tags
 from apps.fleet.choices import ClusterKind
 from apps.fleet.models import HOSTGROUP_MAX, Cluster, HostgroupMembership, ProxySQLNode, Server, clusters_served_by
 from apps.monitoring import charts
-from apps.operations.choices import OnDrainTimeout, OperationKind, OperationState
+from apps.operations import registry
+from apps.operations.choices import OnDrainTimeout, OperationState
 from apps.operations.forms import DRAIN_TIMEOUT_MAX_MS, DRAIN_TIMEOUT_MIN_MS
 from apps.operations.models import Operation, OperationStep
 from apps.operations.rule_settings import FIELDS as RULE_FIELDS
@@ -321,6 +322,7 @@ class PlanSerializer(serializers.Serializer):
 
 
 class OperationSerializer(Answer):
+    kind = serializers.ChoiceField(choices=registry.choices(), read_only=True)  # Operation.kind: a registered kind (no model choices)
     planned_by = serializers.CharField(source="actor")
     confirmed_by = serializers.CharField(source="confirmer")
     finished = serializers.BooleanField()
@@ -354,7 +356,7 @@ class OperationDetailSerializer(OperationSerializer):
 class OperationFilter(serializers.Serializer):
     cluster = IdField(required=False)
     state = serializers.ChoiceField(choices=OperationState.choices, required=False)
-    kind = serializers.ChoiceField(choices=OperationKind.choices, required=False)
+    kind = serializers.ChoiceField(choices=registry.choices(), required=False)  # the kinds registered at start
 
 
 class SwitchoverInput(serializers.Serializer):

@@ -25,13 +25,13 @@ from django.db import transaction
 from apps.clients.backend import BackendClient
 from apps.clients.wire import ClientError
 from apps.fleet.models import Server
-from apps.operations.choices import OperationKind
 from apps.operations.plans import Guard, Plan, Secret, Step, place
 
 from . import native
 from .models import REPLICA, SOURCE, ReplicationChannel
 from .polling import gtid_seq
 
+CHANNEL_MOVE = "channel_move"  # this app's operation kind (registered in register())
 CHANNEL_SQL, CHANNEL_POSITION, CHANNEL_VERIFY, CHANNEL_RECORD, CHANNEL_EVICTED = (
     "channel_sql", "channel_position", "channel_verify", "channel_record", "channel_evicted")
 VERIFY_TIMEOUT_S = 15
@@ -226,7 +226,7 @@ def plan_move(channel, *, new_source=None, new_replica=None, reason="planned", e
     if moving_replica:
         what.append(f"replica {old_replica} -> {replica}")
     title = f"channel {channel.name}: {', '.join(what) or 'restart in place'} ({reason})"
-    return Plan(kind=OperationKind.CHANNEL_MOVE, cluster_id=channel.replica_cluster_id, title=title, guards=guards,
+    return Plan(kind=CHANNEL_MOVE, cluster_id=channel.replica_cluster_id, title=title, guards=guards,
                 steps=steps, facts=facts, secrets=placed,
                 options={"channel": channel.pk, "new_source": source.pk, "new_replica": replica.pk, "reason": reason,
                          "evidence": evidence or {}, "verify_timeout_s": verify_timeout_s})
@@ -408,11 +408,14 @@ def statements(step):
 
 
 def register():
-    from apps.operations.choices import OperationKind
-    from apps.operations.plans import REPLANNERS, ROLLBACK_HANDLERS, STEP_HANDLERS, STEP_STATEMENTS
+    from apps.operations.registry import CLUSTER, OperationSpec, StepHandler, register_kind, register_step
 
-    STEP_HANDLERS.update({CHANNEL_SQL: run_sql, CHANNEL_POSITION: set_position, CHANNEL_VERIFY: verify,
-                          CHANNEL_RECORD: record_ends, CHANNEL_EVICTED: wait_evicted})
-    ROLLBACK_HANDLERS.update({CHANNEL_SQL: undo_sql, CHANNEL_POSITION: undo_position, CHANNEL_RECORD: undo_record})
-    STEP_STATEMENTS.update({CHANNEL_SQL: statements, CHANNEL_POSITION: statements})
-    REPLANNERS[OperationKind.CHANNEL_MOVE] = lambda cluster, options: replan_move(options)
+    for handler in (StepHandler(CHANNEL_SQL, run_sql, undo=undo_sql, statements=statements),
+                    StepHandler(CHANNEL_POSITION, set_position, undo=undo_position, statements=statements),
+                    StepHandler(CHANNEL_VERIFY, verify, check=True),
+                    StepHandler(CHANNEL_RECORD, record_ends, undo=undo_record),
+                    StepHandler(CHANNEL_EVICTED, wait_evicted)):
+        register_step(handler)
+    register_kind(OperationSpec(
+        CHANNEL_MOVE, "DR channel move", plan_move, lambda cluster, options: replan_move(options),
+        holds={"channel_stopped": CLUSTER, "channel_lag": CLUSTER}))

@@ -5,6 +5,7 @@ class OperationsConfig(AppConfig):
     name = "apps.operations"
 
     def ready(self):
-        from . import kinds
+        from . import kinds, steps
 
-        kinds.register()  # how each operation kind is planned again at start (recheck.replan), change sets' steps
+        kinds.register()  # this app's operation kinds, one spec each (registry.py)
+        steps.register()  # this app's step kinds, one handler each: the executor looks them up

@@ -1,15 +1,16 @@
 from django.db import models
 
 
-class OperationKind(models.TextChoices):
-    SWITCHOVER = "switchover", "planned switchover"
-    DRAIN = "drain", "maintenance drain"
-    RESTORE = "restore", "restore from maintenance"
-    READ_POOL = "read_pool", "read-pool rule"
-    FAILOVER = "failover", "automatic failover"
-    CONFIG = "config", "configuration change"
-    REPAIR = "repair", "repair from the inventory"
-    CHANNEL_MOVE = "channel_move", "DR channel move"
+class OperationKind:
+    """This app's operation kinds as stored in Operation.kind; each is registered with its label and the rest in
+    kinds.py (registry.OperationSpec). Another app names its own kinds (dr: CHANNEL_MOVE)."""
+    SWITCHOVER = "switchover"
+    DRAIN = "drain"
+    RESTORE = "restore"
+    READ_POOL = "read_pool"
+    FAILOVER = "failover"
+    CONFIG = "config"
+    REPAIR = "repair"
 
 
 class OperationState(models.TextChoices):

@@ -35,7 +35,7 @@ from apps.fleet.validators import parse_endpoint
 
 from . import executor, services, switchover
 from .choices import OperationState, StepState
-from .plans import PROXYSQL, WAIT_DRAIN
+from .registry import step_handler
 
 DONE, REFUSED, ROLLED_BACK, FAILED = 0, 2, 3, 4
 EXIT_CODES = {OperationState.DONE: DONE, OperationState.ROLLED_BACK: ROLLED_BACK,
@@ -195,9 +195,10 @@ class OperationCommand(BaseCommand):
             w(f"  {note['level'].upper()}: {note['text']}")
         for step in plan.steps:
             w(f"-- {step.key}: {step.title}" + (" (point of no return)" if step.point_of_no_return else ""))
-            if step.kind == WAIT_DRAIN:
+            handler = step_handler(step.kind)
+            if handler.on_timeout:  # a drain: how long it waits, then what
                 w(f"   timeout {step.params.get('timeout_ms')} ms, then {step.params.get('on_timeout')}")
-            if step.kind == PROXYSQL:
+            if handler.sends_nodes:
                 for spec in step.nodes.values():
                     w(f"   on {spec.get('name')}:")
                     for sql in spec.get("sql", []):

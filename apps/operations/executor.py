@@ -20,14 +20,13 @@ from apps.audit.services import record
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import ProxySQLAdmin, configured
 from apps.clients.wire import ClientError
-from apps.fleet.layout import swapped_roles
 from apps.fleet.models import ProxySQLNode, Server
 
 from . import locks, recheck, rollbacks, shared
 from .choices import OnDrainTimeout, OperationState, StepState
 from .models import Operation, OperationStep
-from .plans import (BACKEND, INVENTORY, PROXYSQL, ROLLBACK_HANDLERS, STEP_HANDLERS, VERIFY, WAIT_CATCHUP, WAIT_DRAIN,
-                    WAIT_SYNC, Plan, Step)
+from .plans import PROXYSQL, Plan, Step
+from .registry import kind_spec, step_handler
 
 log = logging.getLogger(__name__)
 LOCK_TTL_S = 120
@@ -276,10 +275,8 @@ class Run:
         """The backends the plan's catch-up and promotion talk to."""
         servers = set()
         for step in self.plan.steps:
-            if step.kind == WAIT_CATCHUP:
-                servers.update((step.params["old"], step.params["new"]))
-            elif step.kind == BACKEND:
-                servers.update(action["server"] for action in step.params["actions"])
+            talks_to = step_handler(step.kind).backends
+            servers.update(talks_to(step) if talks_to else ())
         return sorted(servers)
 
     def wait_catchup(self, step, detail):
@@ -425,66 +422,14 @@ class Run:
         return problems
 
     def inventory(self, step, detail):
-        """The operation's change becomes the cluster's next configuration version, and the inventory follows
-        it in the same transaction (configuration.services.record_operation): a switchover or failover swaps
-        the two servers' role rows as the plan did on the nodes (fleet/layout.py swapped_roles); or a server goes
-        into / out of maintenance; or statuses change."""
-        from apps.configuration.services import record_operation
-
-        from apps.configuration.models import ConfigVersion
-
-        p = step.params
-        if p.get("action") == "resolve_pending_rollbacks":
-            rollbacks.resolve_by_repair(self.op, p["nodes"])
-            return
-        recorded = ConfigVersion.objects.filter(operation=self.op).order_by("-number").first()
-        if recorded is not None:  # its worker died after the record committed: the reaper finishes (_resume)
-            detail["version"] = recorded.number
-            return
-        elif p.get("action") == "statuses":
-            servers = {s.pk: s for s in Server.objects.filter(pk__in=[c[0] for c in p["changes"]])}
-            version = record_operation(self.op, lambda rows: {
-                key: {**rows[key], "status": status} for key, status in
-                (((hg, servers[pk].hostname, servers[pk].port), status) for pk, hg, status in p["changes"])
-                if key in rows})
-        elif p.get("action") in ("maintenance_on", "maintenance_off"):
-            on = p["action"] == "maintenance_on"
-            server = Server.objects.get(pk=p["server"])
-            statuses = {(int(hg), server.hostname, server.port): "OFFLINE_SOFT" if on else status
-                        for hg, status in p["statuses"].items()}
-            with transaction.atomic():  # the flag with the version that holds its statuses
-                Server.objects.filter(pk=server.pk).update(maintenance=on, maintenance_note=p.get("note", "") if on else "")
-                version = record_operation(self.op, lambda rows: {
-                    key: {**rows[key], "status": status} for key, status in statuses.items() if key in rows})
-        else:
-            cluster = self.op.cluster
-            servers = Server.objects.in_bulk([p["old"], p["new"]])
-            old, new = servers[p["old"]], servers[p["new"]]
-            version = record_operation(self.op, lambda rows: swapped_roles(
-                cluster, rows, (old.hostname, old.port), (new.hostname, new.port), p["old_writer_to"]))
-        detail["version"] = version.number if version else None  # the configuration version it recorded
+        """The operation's change becomes the cluster's next configuration version, and the inventory follows it:
+        what that is, the operation kind's spec says (OperationSpec.records: inventory.py)."""
+        kind_spec(self.op.kind).records(self, step.params, detail)
 
     def execute_step(self, step, row):
         executed, detail = [], {}
-        try:
-            if step.kind == PROXYSQL and (self.op.point_of_no_return or step.forward_only):
-                self.run_past_no_return(step, executed, detail)
-            elif step.kind == PROXYSQL:
-                self.run_proxysql(step, executed)
-            elif step.kind == WAIT_DRAIN:
-                self.wait_drain(step, executed, detail)
-            elif step.kind == WAIT_SYNC:
-                self.wait_sync(step.params, detail)
-            elif step.kind == WAIT_CATCHUP:
-                self.wait_catchup(step, detail)
-            elif step.kind == BACKEND:
-                self.backend_actions(step, executed)
-            elif step.kind == VERIFY:
-                self.verify(step, detail)
-            elif step.kind == INVENTORY:
-                self.inventory(step, detail)
-            else:  # a kind another app registered (configuration change sets)
-                STEP_HANDLERS[step.kind](self, step, row, executed, detail)
+        try:  # its kind's handler, registered by the app that owns it (steps.py: this app's)
+            step_handler(step.kind).execute(self, step, row, executed, detail)
         finally:
             row.executed, row.detail = executed, detail
 
@@ -521,19 +466,12 @@ class Run:
             if row.state not in (StepState.DONE, StepState.RUNNING, StepState.FAILED):
                 continue
             step = steps[row.key]
-            part = step.params["offline_hard"] if step.kind == WAIT_DRAIN and row.detail.get("offline_hard") else step.nodes
+            handler = step_handler(step.kind)
+            part = handler.ran_on(step, row) if handler.ran_on else step.nodes
             undone = self.undo_on_nodes(step, part, pending)
             try:
-                if step.kind == BACKEND:
-                    for action in reversed(row.executed):
-                        if action.get("action") == "read_only" and action["from"] != action["to"]:
-                            self.backend(action["server"]).set_read_only(action["from"])
-                            undone.append(action)
-                        elif action.get("action") == "promote_replica":
-                            self.demote_back(action)
-                            undone.append(action)
-                elif step.kind in ROLLBACK_HANDLERS:
-                    undone += ROLLBACK_HANDLERS[step.kind](self, step, row)
+                if handler.undo:  # what it changed besides its ProxySQL statements (backends, a DR channel)
+                    undone += handler.undo(self, step, row)
             except ClientError as exc:
                 problems.append(f"step {step.key} (backends): {exc}")
                 continue
@@ -550,12 +488,12 @@ class Run:
         undone state the same way, waited for here (after every undo); a peer that has not is said, never hidden.
         While the origin's own undo is pending, the peers pull it once the retry has run it."""
         waits = [(r, s) for r, s in ((r, next(s for s in self.plan.steps if s.key == r.key)) for r in rows)
-                 if s.kind == WAIT_SYNC or (s.kind == WAIT_DRAIN and s.params.get("then_sync"))]
+                 if _sync_wait(s)]
         started = [r.index for r in rows if r.state in (StepState.DONE, StepState.RUNNING, StepState.FAILED)]
         if not waits or not started:
             return []
         row, step = waits[0]
-        params = step.params if step.kind == WAIT_SYNC else step.params["then_sync"]
+        params = _sync_wait(step)
         if params["origin"] in pending:
             return []
         detail = {}
@@ -693,7 +631,13 @@ def _run_steps(op, runner, pairs):
 
 def _is_check(step):
     """A step that only reads the nodes (a verify): run again before a dead operation is finished."""
-    return step.kind == VERIFY or step.kind.endswith("_verify")
+    return step_handler(step.kind).check
+
+
+def _sync_wait(step):
+    """The ProxySQL Cluster wait a step does (a wait_sync step, a drain's OFFLINE_HARD written on one node), or None."""
+    waits = step_handler(step.kind).sync_wait
+    return waits(step) if waits else None
 
 
 def _resume(op, runner, rows, why):

@@ -137,18 +137,7 @@ def fill(statement, spans, values, render):
     return statement
 
 
-# Step kinds other apps add (kind -> handler(run, step, row, executed, detail)), registered in AppConfig.ready().
-STEP_HANDLERS = {}
-# Their undo, when they change something outside ProxySQL (kind -> handler(run, step, row) -> what was undone).
-ROLLBACK_HANDLERS = {}
-# Their statements, for the re-check at start to compare (kind -> function(step) -> {label: statements}).
-STEP_STATEMENTS = {}
-# Operation kinds: each app registers, in AppConfig.ready(), how its kind is planned again from the options
-# stored with the plan (kind -> replan(cluster, options) -> Plan); the re-check at start looks it up.
-REPLANNERS = {}
-# Who must confirm an operation of a kind, beyond the operator role every confirmation needs (kind -> function(op)
-# -> (role, why) or None): a cluster that asks an admin to confirm its configuration changes, say.
-CONFIRM_POLICIES = {}
+# Operation kinds and step kinds are registered, one spec and one handler each (registry.py).
 
 
 SERVER_COLUMNS = ("hostgroup_id", "hostname", "port", "gtid_port", "status", "weight", "compression",

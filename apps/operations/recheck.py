@@ -26,7 +26,8 @@ from apps.clients.proxysql import reusing
 from . import locks
 from .choices import OperationState, StepState
 from .models import Operation, OperationStep
-from .plans import OLD_SHAPE, REPLANNERS, STEP_STATEMENTS, WAIT_DRAIN, Plan
+from .plans import OLD_SHAPE, Plan
+from .registry import KINDS, step_handler
 
 log = logging.getLogger(__name__)
 
@@ -40,21 +41,22 @@ class Refusal:
 
 def replan(op):
     """The same operation planned again now, from its stored options, by its kind's registered planner."""
-    planner = REPLANNERS.get(op.kind)
-    if planner is None:
+    spec = KINDS.get(op.kind)
+    if spec is None:
         raise ValueError(f"no planner registered for {op.kind!r}")
-    return planner(op.cluster, op.plan.get("options") or {})
+    return spec.replan(op.cluster, op.plan.get("options") or {})
 
 
 def statements(plan):
     """What runs on each node, comparable between two plans: {"step on node": {"sql", "rollback"}}."""
     out = {"(steps)": [s.key for s in plan.steps]}
     for step in plan.steps:
-        if step.kind in STEP_STATEMENTS:  # statements to backends, kept in the step's params
-            out.update(STEP_STATEMENTS[step.kind](step))
+        handler = step_handler(step.kind)
+        if handler.statements:  # statements to backends, kept in the step's params
+            out.update(handler.statements(step))
         parts = [("", step.nodes)]
-        if step.kind == WAIT_DRAIN:
-            parts.append((" (OFFLINE_HARD on timeout)", step.params.get("offline_hard") or {}))
+        if handler.on_timeout:
+            parts.append((" (OFFLINE_HARD on timeout)", handler.on_timeout(step)))
         for suffix, nodes in parts:
             for node_id, spec in nodes.items():
                 out[f"{step.key}{suffix} on {spec.get('name', node_id)}"] = {"sql": spec["sql"], "rollback": spec["rollback"]}

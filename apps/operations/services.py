@@ -11,7 +11,7 @@ from controlplane import tasks
 from . import locks
 from .choices import OperationState
 from .models import Operation, OperationStep
-from .plans import CONFIRM_POLICIES
+from .registry import kind_spec
 
 
 class NotAllowed(Exception):
@@ -82,7 +82,7 @@ def confirm(op, *, actor, override_reason="", enqueue=True):
                               **details)
             raise refused("Guards failed: " + "; ".join(f"{g.label} ({g.value})" for g in failed)
                           + ". Only an admin can override them, with a reason.", **details)
-    policy = CONFIRM_POLICIES.get(op.kind)  # registered by the kind's app (kinds.py)
+    policy = kind_spec(op.kind).confirm  # registered by the kind's app (kinds.py)
     needed = policy(op) if policy and not rule else None
     if needed and not (actor_user and has_role(actor_user, needed[0])):
         raise refused(needed[1], needed_role=needed[0])

@@ -12,6 +12,7 @@ from apps.fleet.models import ProxySQLNode
 
 from . import sync_hold
 from .plans import VERIFY, Guard, Step
+from .registry import step_handler
 
 GUARD_KEY = "other_clusters_untouched"
 
@@ -34,7 +35,7 @@ def planned_keys(plan, node_id):
     """The (hostgroup, host, port) rows the plan writes or expects on one node, from its verify steps."""
     keys = set()
     for step in plan.steps:
-        if step.kind != VERIFY:
+        if not step_handler(step.kind).row_verify:
             continue
         for hg, host, port, *_ in step.params.get("expect", {}).get(node_id, []):
             keys.add((hg, host, port))
@@ -75,7 +76,7 @@ def annotate_shared(plan, cluster):
     plan.guards.append(Guard(GUARD_KEY, "The plan leaves the other clusters' rows on shared ProxySQL nodes alone "
                              "(checked again at verify)", not trespass, "; ".join(trespass) or summary, False))
     plan.facts["shared_nodes"] = facts
-    verify = [s for s in plan.steps if s.kind == VERIFY]
+    verify = [s for s in plan.steps if step_handler(s.kind).row_verify]
     if not verify:  # a plan without a verify of its own gets one, before it saves
         step = Step("verify_others", "Verify the other clusters' rows on shared ProxySQL nodes are untouched", VERIFY)
         at = next((i for i, s in enumerate(plan.steps) if s.point_of_no_return), len(plan.steps))
@@ -90,7 +91,7 @@ def snapshot(admins, plan):
     """{node_id: rows} of the other clusters' rows on each shared node, read as the run starts."""
     out = {}
     for step in plan.steps:
-        for node_id, spec in (step.params.get("others") or {}).items() if step.kind == VERIFY else ():
+        for node_id, spec in (step.params.get("others") or {}).items() if step_handler(step.kind).row_verify else ():
             if node_id not in out:
                 out[node_id] = rows_in(admins(node_id).servers("runtime"), set(spec["hostgroups"]))
     return out

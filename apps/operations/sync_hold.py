@@ -18,8 +18,8 @@ from apps.clients.proxysql import on_each_node
 from apps.fleet.choices import ClusterSyncMode
 from apps.fleet.models import ProxySQLNode
 
-from .choices import OperationKind
-from .plans import PROXYSQL, WAIT_DRAIN, WAIT_SYNC, Sql, Step
+from .plans import PROXYSQL, WAIT_SYNC, Sql, Step
+from .registry import PROPAGATE, kind_spec, step_handler
 
 # LOAD <module> TO RUNTIME -> the module's name in admin-cluster_<name>_diffs_before_sync
 SYNCED = {"MYSQL SERVERS": "mysql_servers", "MYSQL USERS": "mysql_users", "MYSQL QUERY RULES": "mysql_query_rules",
@@ -38,8 +38,7 @@ def touched_modules(plan):
     """The synced modules the plan loads on each node: {node_id: {module, ...}}."""
     out = {}
     for step in plan.steps:
-        part = {PROXYSQL: step.nodes, WAIT_DRAIN: step.params.get("offline_hard") or {}}.get(step.kind, {})
-        for node_id, spec in part.items():
+        for node_id, spec in _sends(step).items():
             for sql in [*spec.get("sql", []), *spec.get("rollback", [])]:
                 match = LOAD.match(sql.strip())
                 if match and match.group(1).upper() in SYNCED:
@@ -47,10 +46,17 @@ def touched_modules(plan):
     return out
 
 
+def _sends(step):
+    """The statements a step sends to the ProxySQL nodes: its own (a PROXYSQL step), or those it sends on a timeout
+    (a drain's OFFLINE_HARD), as its kind's handler says."""
+    handler = step_handler(step.kind)
+    return step.nodes if handler.sends_nodes else handler.on_timeout(step) if handler.on_timeout else {}
+
+
 def loads(step):
     """Whether this step LOADs something to runtime on a node (where a peer could pull from)."""
-    return step.kind == PROXYSQL and any(LOAD.match(q.strip()) for spec in step.nodes.values()
-                                         for q in spec.get("sql", []))
+    return step_handler(step.kind).sends_nodes and any(LOAD.match(q.strip()) for spec in step.nodes.values()
+                                                       for q in spec.get("sql", []))
 
 
 def saves_admin_variables(plan):
@@ -145,23 +151,17 @@ def hold(plan, touched, readings, refused=""):
 # change or nothing, and never a state in between (a node paused after its LOAD runs it when it resumes: whole).
 # A switchover drains its writer on each node before it moves it (a peer pulling in between would have no
 # writer); a failover and the read-pool rules must reach every node at once, not a pull 2-3 s later; a repair
-# writes each node what that node lacks. Those hold the sync whatever the cluster's mode.
-PROPAGATES = {OperationKind.CONFIG, OperationKind.DRAIN, OperationKind.RESTORE}
-WHY_HELD = {
-    OperationKind.SWITCHOVER: "a switchover drains its writer on every node before it moves it, and a peer pulling "
-                              "in between would have no writer",
-    OperationKind.FAILOVER: "a failover must reach every node at once, not when a peer pulls it 2-3 s later",
-    OperationKind.READ_POOL: "a read-pool rule must reach every node at once, not when a peer pulls it 2-3 s later",
-    OperationKind.REPAIR: "a repair writes each node what that node lacks",
-}
+# writes each node what that node lacks. Those hold the sync whatever the cluster's mode: each kind's spec says
+# which it does and why (registry.OperationSpec.cluster_sync, why_held).
 WAIT_SYNC_KEY = "sync_wait"
 CHECK_INTERVAL = "admin-cluster_check_interval_ms"
 
 
 def propagate_refused(plan, touched, readings, unread):
     """Why this plan cannot be propagated from one node ("" when it can)."""
-    if plan.kind not in PROPAGATES:
-        return WHY_HELD.get(plan.kind, f"a {plan.kind} is written on every node")
+    spec = kind_spec(plan.kind)
+    if spec.cluster_sync != PROPAGATE:
+        return spec.why_held or f"a {plan.kind} is written on every node"
     if unread:
         return "a node could not be read: " + "; ".join(unread)
     if len(readings) < 2:
@@ -213,7 +213,7 @@ def propagate(plan, touched, readings):
                 WAIT_SYNC_KEY, f"Wait until {', '.join(n.name for n in peers)} pulled it from {origin.name} "
                                f"(ProxySQL Cluster: every peer's checksum of {', '.join(modules)} equals "
                                f"{origin.name}'s, at most {wait['timeout_ms']} ms)", WAIT_SYNC, params=wait))
-        elif step.kind == WAIT_DRAIN and step.params.get("offline_hard"):
+        elif step_handler(step.kind).on_timeout and step.params.get("offline_hard"):
             step.params["offline_hard"] = {origin_id: step.params["offline_hard"][origin_id]}
             step.params["then_sync"] = wait
     plan.facts["cluster_sync_propagated"] = {

@@ -16,9 +16,10 @@ from controlplane.converters import parse_id
 
 from . import drain, record_nodes as nodes_as_intent, repair, rollbacks, rule_settings, services, switchover
 from .forms import ConfirmForm, DrainForm, RuleSettingsForm, SwitchoverForm, silent_nodes
-from .choices import OperationKind, OperationState
+from .choices import OperationState
 from .models import Operation
 from .plans import Plan
+from .registry import KINDS, choices, kind_spec, step_handler
 
 
 @require_role(VIEWER)
@@ -29,7 +30,7 @@ def operation_list(request):
               "state": request.GET.get("state", "")}
     if chosen["cluster"] is not None:
         ops = ops.filter(cluster_id=chosen["cluster"])
-    if chosen["kind"] in OperationKind.values:
+    if chosen["kind"] in KINDS:
         ops = ops.filter(kind=chosen["kind"])
     if chosen["state"] in OperationState.values:
         ops = ops.filter(state=chosen["state"])
@@ -37,7 +38,7 @@ def operation_list(request):
     kept = urlencode({k: v for k, v in chosen.items() if v not in (None, "")})
     return TemplateResponse(request, "operations/list.html", {
         "page": page, "chosen": chosen, "kept": kept, "clusters": Cluster.objects.order_by("name"),
-        "kinds": OperationKind.choices, "states": OperationState.choices})
+        "kinds": choices(), "states": OperationState.choices})
 
 
 @require_role(OPERATOR)
@@ -189,7 +190,7 @@ def _sessions_holding(op):
     """Live: the server being drained (a switchover's old writer, a drained backend), and the sessions that
     hold it on each node and why (stats_mysql_processlist)."""
     plan = Plan.from_json(op.plan)
-    wait = next((s for s in plan.steps if s.kind == "wait_drain"), None)
+    wait = next((s for s in plan.steps if step_handler(s.kind).on_timeout), None)  # the step waiting for the drain
     if wait is None:
         return None
     out = []
@@ -203,7 +204,7 @@ def _sessions_holding(op):
         except ClientError as exc:
             out.append({"node": node.name, "error": str(exc)})
     server = ", ".join(sorted({f"{host}:{port}" for _, host, port in wait.params["targets"]}))
-    return {"server": server, "old_writer": op.kind == "switchover", "nodes": out}
+    return {"server": server, "old_writer": kind_spec(op.kind).moves_writer, "nodes": out}
 
 
 @require_role(OPERATOR)

@@ -6,9 +6,9 @@ import time
 import pytest
 
 from apps.alerts import holds
-from apps.alerts.catalogue import CONFIG, SWITCHOVER
 from apps.alerts.conditions import Observation
 from apps.alerts.context import Work
+from apps.operations.choices import OperationKind
 from lab import demo
 from lab.capture_cluster_2146 import galera_row
 
@@ -64,7 +64,7 @@ def test_without_sync_nodes_that_differ_are_no_proxysql_cluster_alert(adopted_la
 @pytest.mark.parametrize("rule", ["proxysql_cluster_diverged", "proxysql_cluster_diff_growing"])
 def test_planned_operations_hold_them(rule):
     observation = Observation(rule, "c1", "c1", "ProxySQL Cluster of c", "differ")
-    for kind in (SWITCHOVER, CONFIG):
+    for kind in (OperationKind.SWITCHOVER, OperationKind.CONFIG):
         work = Work(kind=kind, cluster_id=1, operation_id=7, involved=set(), until=None, reason="an operation")
         assert holds.hold_for(observation, [work], time.time()) is work
 

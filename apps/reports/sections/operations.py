@@ -2,11 +2,17 @@
 caused, and the read-pool rules' actions, dry runs and refusals."""
 from apps.audit.models import AuditEvent
 from apps.audit.services import count_with_repeats
+from apps.operations import registry
 from apps.operations.choices import OperationKind, OperationState
 
 from .. import fmt, history, measured
 from ..history import as_dt
 from .common import NONE, OUT, UNREACHABLE, backend_state
+
+
+def _spec(op):
+    """Its kind's spec; a kind no longer registered (an old row) is neither automatic nor a writer change."""
+    return registry.KINDS.get(op.kind) or registry.OperationSpec(op.kind, op.kind, None, None)
 
 
 class Operations:
@@ -15,7 +21,7 @@ class Operations:
     def _operation(self, op):
         return {"id": op.pk, "url": op.get_absolute_url(), "kind": op.kind, "kind_label": op.get_kind_display(),
                 "state": op.state, "state_label": op.get_state_display(), "title": op.title, "actor": op.actor,
-                "automatic": op.requested_by_id is None and op.kind in (OperationKind.READ_POOL, OperationKind.FAILOVER),
+                "automatic": op.requested_by_id is None and _spec(op).run_by_rule,
                 "start": op.started_at.timestamp(),
                 "end": op.finished_at.timestamp() if op.finished_at else None,
                 "total_ms": (op.timings or {}).get("total_ms", op.duration_ms), "error": op.error[:300]}
@@ -24,7 +30,7 @@ class Operations:
         writer_tl = hostgroups_tl.get(self.cluster.writer_hostgroup, [])
         out = []
         for op in ops:
-            if op.kind not in (OperationKind.SWITCHOVER, OperationKind.FAILOVER):
+            if not _spec(op).moves_writer:
                 continue
             row = self._operation(op)
             steps = {s.key: s for s in op.steps.all()}

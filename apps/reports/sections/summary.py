@@ -1,7 +1,7 @@
 """The headline and the points a manager reads first, for one cluster (the fleet's: fleet.py)."""
 from apps.alerts import report as alerts_report
 from apps.dr import report as dr_report
-from apps.operations.choices import OperationKind
+from apps.operations import registry
 
 from .. import fmt
 from .common import DESYNCED, OUT, UNREACHABLE, _join
@@ -11,11 +11,11 @@ def writer_change_phrase(changes):
     done = [w for w in changes if w["changed"]]
     if not done:
         return ""
-    planned = [w for w in done if w["kind"] == OperationKind.SWITCHOVER]
-    failovers = [w for w in done if w["kind"] == OperationKind.FAILOVER]
     parts = []
-    for group, noun in ((planned, "planned switchover"), (failovers, "automatic failover")):
-        if not group:
+    for spec in registry.KINDS.values():  # each kind that moves the writer, named as its spec says
+        group = [w for w in done if w["kind"] == spec.kind]
+        noun = spec.report_noun
+        if not group or not noun:
             continue
         times = [fmt.duration(w["interruption_ms"] / 1000) for w in group if w["interruption_ms"] is not None]
         what = fmt.count_word(len(group), noun)

@@ -1,0 +1,101 @@
+"""Operation kinds and step kinds are registered, not switched on. Each operation kind is one OperationSpec (its
+label, planner and re-planner, who confirms it, how it meets ProxySQL Cluster sync, what its inventory step
+records, the alerts it holds), each step kind one StepHandler (execute, undo, statements for the re-check). The
+app that owns a kind registers it in its AppConfig.ready() (operations: kinds.py and steps.py; dr: moves.py);
+the executor, the re-check, confirm, sync_hold and the alert holds read them here. Pure data: no Django import."""
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+# ProxySQL Cluster sync (sync_hold.py): HOLD keeps the peers from pulling while the plan runs; PROPAGATE lets the
+# plan write one node and its peers pull it, where the cluster's mode asks for it and the plan allows it.
+HOLD, PROPAGATE = "hold", "propagate"
+# An alert an operation holds: for the whole cluster, or only for the backends the operation is about.
+CLUSTER, INVOLVED = "cluster", "involved"
+
+
+@dataclass(frozen=True)
+class OperationSpec:
+    kind: str  # stored in Operation.kind (at most 20 characters)
+    label: str  # what the pages and reports call it
+    planner: Callable  # the doors' planner (arguments of its own) -> Plan
+    replan: Callable  # (cluster, options) -> Plan: planned again at start from Plan.options (recheck.replan)
+    cluster_sync: str = HOLD
+    why_held: str = ""  # why it holds the sync whatever the cluster's mode (said on the plan)
+    # What its INVENTORY step records: (run, params, detail) -> None, its change as the next configuration version
+    # (configuration.services.record_operation; inventory.py). None: it records in steps of its own, or nothing.
+    records: Callable | None = None
+    holds: dict = field(default_factory=dict)  # {alert rule key: CLUSTER or INVOLVED} (alerts/holds.py)
+    confirm: Callable | None = None  # (op) -> (role, why) or None: a role beyond the operator's to confirm it
+    run_by_rule: bool = False  # reports call an operation of it without a requester "automatic"
+    moves_writer: bool = False  # reports list it among the writer changes
+    report_noun: str = ""  # how a report's summary names a writer change of this kind
+
+
+@dataclass(frozen=True)
+class StepHandler:
+    kind: str  # Step.kind
+    # (run, step, row, executed, detail): does the step's work, appending what it ran to `executed`
+    execute: Callable
+    # (run, step, row) -> [what was undone]: the undo of what it changed outside its ProxySQL statements (those
+    # are undone by the executor from the nodes it ran on); None: nothing besides them
+    undo: Callable | None = None
+    # (step) -> {label: {"sql", "rollback"}}: what it sends besides step.nodes, for the re-check at start to compare
+    statements: Callable | None = None
+    check: bool = False  # only reads: run again before a dead worker's operation is finished (executor._resume)
+    sends_nodes: bool = False  # step.nodes are statements it sends to each ProxySQL node (sync_hold: what loads)
+    # (step) -> [server id]: the backends it talks to, connected up front (executor.connect_all)
+    backends: Callable | None = None
+    # (step) -> {node_id: {"name", "sql", "rollback"}} or None: the statements it sends only when it times out
+    on_timeout: Callable | None = None
+    # (step, row) -> {node_id: {"rollback": [...]}, ...}: the nodes whose statements it ran (default: step.nodes)
+    ran_on: Callable | None = None
+    # (step) -> the ProxySQL Cluster wait it does ({"origin", "peers", ...}) or None: a rollback waits the same way
+    sync_wait: Callable | None = None
+    # it checks each node's mysql_servers rows (params "expect", "rows"): a plan's VERIFY, where shared.py adds the
+    # other clusters' rows on shared nodes ("others")
+    row_verify: bool = False
+
+
+KINDS: dict[str, OperationSpec] = {}
+STEPS: dict[str, StepHandler] = {}
+
+
+def register_kind(spec):
+    if len(spec.kind) > 20:
+        raise ValueError(f"operation kind {spec.kind!r} is longer than 20 characters (Operation.kind)")
+    KINDS[spec.kind] = spec
+
+
+def register_step(handler):
+    STEPS[handler.kind] = handler
+
+
+def kind_spec(kind):
+    """The registered spec of an operation kind; a kind nobody registered is refused by name."""
+    try:
+        return KINDS[kind]
+    except KeyError:
+        raise ValueError(f"no operation kind {kind!r} is registered") from None
+
+
+def step_handler(kind):
+    try:
+        return STEPS[kind]
+    except KeyError:
+        raise ValueError(f"no step kind {kind!r} is registered") from None
+
+
+def label(kind):
+    """A kind's label; a kind no longer registered (an old row) shows as it is stored."""
+    spec = KINDS.get(kind)
+    return spec.label if spec else kind
+
+
+def choices():
+    """(kind, label) of every registered kind, in the order registered, for the pages' and the API's filters."""
+    return [(s.kind, s.label) for s in KINDS.values()]
+
+
+def held_by(rule):
+    """{operation kind: CLUSTER or INVOLVED}: the kinds whose run holds this alert rule."""
+    return {s.kind: s.holds[rule] for s in KINDS.values() if rule in s.holds}
