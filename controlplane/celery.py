@@ -57,4 +57,4 @@ def _beat_schedule():
 app.conf.beat_schedule = _beat_schedule()
 # Task modules, imported by workers and beat at start (not at Django start: apps are not ready then).
 app.conf.imports = ["workers.fleet", "workers.monitoring", "workers.operations", "workers.digests", "workers.reports", "workers.audit",
-                    "workers.alerts"]
+                    "workers.alerts", "workers.rollouts"]

@@ -1,0 +1,198 @@
+"""Fleet rollouts on the lab: clusters of two ProxySQL doubles each (one DoubleServer thread serves them all; each
+cluster its own backends on closed ports, as lab/bench_drift_watch.py builds them), adopted through the product,
+polled by a thread as the poll tasks do (the gate reads the stored polls), and the change reaching every node
+through the change set machinery."""
+import threading
+import time
+
+import pytest
+
+from apps.audit.actor import Actor
+from apps.audit.models import AuditEvent
+from apps.configuration import services as config
+from apps.configuration.models import ChangeSet
+from apps.fleet import tags
+from apps.fleet.models import Cluster, ProxySQLNode
+from apps.monitoring import pollers
+from apps.rollouts import services
+from apps.rollouts.models import ClusterState, Rollout, RolloutState
+from conftest import adopt_double
+from lab import demo
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+RULE = {"op": "upsert", "table": "mysql_query_rules",
+        "row": {"rule_id": 77, "active": 1, "match_digest": "^SELECT rollout_probe", "destination_hostgroup": 101,
+                "apply": 1}}
+LAYERS = {"memory": "mysql_query_rules", "runtime": "runtime_mysql_query_rules", "disk": "disk.mysql_query_rules"}
+
+
+def build_fleet(factory, count, prefix="fleet", env="prod", first_port=41000):
+    doubles = factory(2 * count)
+    clusters = []
+    for i in range(count):
+        backends = tuple(first_port + 3 * i + k for k in range(3))  # closed ports: each cluster its own backends
+        for n, double in enumerate(doubles[2 * i: 2 * i + 2], 1):
+            demo.admin_sql(double.port, *demo.seed_statements(backend_ports=backends), user=double.user,
+                           password=double.password)
+            adopt_double(double, f"{prefix}-{i}", f"{prefix}-{i}-proxysql-{n}", kind="galera",
+                         roles={"writer": 100, "reader": 101, "backup_writer": 102})
+        cluster = Cluster.objects.get(name=f"{prefix}-{i}")
+        tags.set_tags(cluster, {"env": env}, actor=Actor.command(label="test"))
+        clusters.append(cluster)
+    return clusters, doubles
+
+
+def rule_ids(double):
+    return {layer: sorted(int(r[0]) for r in demo.admin_sql(double.port, f"SELECT rule_id FROM {table}",
+                                                             user=double.user, password=double.password))
+            for layer, table in LAYERS.items()}
+
+
+class Poller:
+    """The poll tasks' part the gate reads: a ProxySQL poll round of every node every `interval` seconds."""
+
+    def __init__(self, interval=0.5):
+        self.interval, self.stop, self.thread = interval, threading.Event(), None
+
+    def __enter__(self):
+        def loop():
+            from django.db import connection
+
+            try:
+                while not self.stop.is_set():
+                    pollers.proxysql_round(list(ProxySQLNode.objects.select_related("cluster")), threads=4)
+                    self.stop.wait(self.interval)
+            finally:
+                connection.close()
+        self.thread = threading.Thread(target=loop, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(30)
+
+
+@pytest.fixture
+def people(operator_user, django_user_model):
+    from django.contrib.auth.models import Group
+
+    other = django_user_model.objects.create_user(username="second-operator", password="pw-second")
+    other.groups.add(Group.objects.get_or_create(name="operator")[0])
+    return operator_user, other
+
+
+def test_waves_are_counts_then_shares_of_the_fleet_and_the_last_takes_the_rest():
+    assert services.parse_waves("1,1,25%,100%", 20) == [1, 1, 3, 15]
+    assert services.parse_waves("1,2,100%", 6) == [1, 2, 3]
+    assert services.parse_waves("1,1", 6) == [1, 5]
+    assert services.parse_waves("1,50%,100%", 2) == [1, 1]
+    for bad in ("", "0", "x", "150%", "-1"):
+        with pytest.raises(services.Refused):
+            services.parse_waves(bad, 6)
+
+
+def test_a_harmless_rule_reaches_six_clusters_in_three_waves_every_layer_of_every_node(
+        proxysql_double_factory, live_redis, people):
+    planner, starter = people
+    clusters, doubles = build_fleet(proxysql_double_factory, 6)
+    others, other_doubles = build_fleet(proxysql_double_factory, 1, prefix="dev", env="dev", first_port=42000)
+    rollout = services.plan({"edits": [RULE]}, services.parse_selector(["env=prod"]), "1,2,100%",
+                            actor=Actor.command(planner), reason="route the probe", bake_canary_s=1, bake_s=0.5)
+    plan = services.describe(rollout)
+    assert [[c["name"] for c in w["clusters"]] for w in plan["waves"]] == [
+        ["fleet-0"], ["fleet-1", "fleet-2"], ["fleet-3", "fleet-4", "fleet-5"]]
+    assert plan["waves"][0]["canary"] and all(c["state"] == "pending" for w in plan["waves"] for c in w["clusters"])
+    before = {c.pk: config.latest(c).number for c in clusters}
+
+    with Poller():
+        services.start(rollout, actor=Actor.command(starter), enqueue=False)
+        assert services.run(rollout.pk) == RolloutState.DONE
+
+    rollout.refresh_from_db()
+    assert [w["state"] for w in rollout.waves] == ["passed"] * 3
+    assert all(w["gate"]["ok"] and w["gate"]["nodes"] for w in rollout.waves)
+    assert set(rollout.clusters.values_list("state", flat=True)) == {ClusterState.APPLIED}
+    for cluster in clusters:
+        assert config.latest(cluster).number == before[cluster.pk] + 1
+        assert 77 in [r["rule_id"] for r in config.latest(cluster).content["mysql_query_rules"]]
+    for double in doubles:
+        assert rule_ids(double) == {layer: [77] for layer in LAYERS}
+    assert rule_ids(other_doubles[0]) == {layer: [] for layer in LAYERS}  # not selected: untouched
+    actions = list(AuditEvent.objects.filter(target=str(rollout)).order_by("pk").values_list("action", flat=True))
+    assert actions[:2] == ["rollout planned", "rollout started"] and actions[-1] == "rollout done"
+    assert ChangeSet.objects.filter(reason__startswith=f"{rollout} wave").count() == 6
+
+
+def test_errors_at_the_canary_halt_it_and_its_rollback_leaves_every_layer_as_before(
+        proxysql_double_factory, live_redis, people):
+    planner, starter = people
+    clusters, doubles = build_fleet(proxysql_double_factory, 3)
+    before_version = config.latest(clusters[0])
+    before_layers = [rule_ids(d) for d in doubles]
+    rollout = services.plan({"edits": [RULE]}, {"tags": [["env", "prod"]]}, "1,100%", actor=Actor.command(planner),
+                            reason="a rule that hurts", bake_canary_s=6, bake_s=0.5)
+    canary = doubles[:2]
+
+    def hurt_once_baking():
+        # The change's harm as the nodes report it: the canary's nodes count aborted client connections (the
+        # double's rules do not route its modelled traffic, so the errors are made here; the gate reads the polls).
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if Rollout.objects.get(pk=rollout.pk).waves[0]["state"] == "baking":
+                for n, double in enumerate(canary):
+                    double.traffic.set_global("Client_Connections_aborted", 100000 * (n + 1))
+                return
+            time.sleep(0.1)
+
+    with Poller(interval=0.3):
+        hurt = threading.Thread(target=hurt_once_baking, daemon=True)
+        hurt.start()
+        services.start(rollout, actor=Actor.command(starter), enqueue=False)
+        started = time.monotonic()
+        assert services.run(rollout.pk) == RolloutState.HALTED
+        halted_in = time.monotonic() - started
+        hurt.join(5)
+
+    rollout.refresh_from_db()
+    assert "wave 0 failed its health gate" in rollout.halt_reason and "errors/s since the change" in rollout.halt_reason
+    assert halted_in < 6, halted_in  # the gate failed before the end of the 6 s bake
+    assert [w["state"] for w in rollout.waves] == ["rolled_back", "pending"]
+    states = dict(rollout.clusters.values_list("cluster__name", "state"))
+    assert states == {"fleet-0": ClusterState.ROLLED_BACK, "fleet-1": ClusterState.PENDING,
+                      "fleet-2": ClusterState.PENDING}
+    assert config.latest(clusters[0]).content == before_version.content  # a new version, equal to the one before
+    assert config.latest(clusters[0]).number == before_version.number + 2
+    assert [rule_ids(d) for d in doubles] == before_layers
+    assert AuditEvent.objects.filter(target=str(rollout), action="rollout halted").exists()
+
+
+def test_abort_after_wave_one_rolls_back_waves_newest_first(proxysql_double_factory, live_redis, people):
+    planner, starter = people
+    clusters, doubles = build_fleet(proxysql_double_factory, 4)
+    rollout = services.plan({"edits": [RULE]}, {"names": [c.name for c in clusters]}, "1,1,100%",
+                            actor=Actor.command(planner), reason="then changed our mind", bake_canary_s=0.2,
+                            bake_s=30)
+
+    def abort_once_wave_one_bakes():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if Rollout.objects.get(pk=rollout.pk).waves[1]["state"] == "baking":
+                services.abort(Rollout.objects.get(pk=rollout.pk), actor=Actor.command(starter))
+                return
+            time.sleep(0.1)
+
+    with Poller():
+        aborter = threading.Thread(target=abort_once_wave_one_bakes, daemon=True)
+        aborter.start()
+        services.start(rollout, actor=Actor.command(starter), enqueue=False)
+        assert services.run(rollout.pk) == RolloutState.ROLLED_BACK
+        aborter.join(5)
+
+    rollout.refresh_from_db()
+    assert [w["state"] for w in rollout.waves] == ["rolled_back", "rolled_back", "pending"]
+    reverts = list(ChangeSet.objects.filter(source="revert").order_by("pk").values_list("cluster__name", flat=True))
+    assert reverts == ["fleet-1", "fleet-0"]  # newest wave first
+    for double in doubles:
+        assert rule_ids(double) == {layer: [] for layer in LAYERS}
