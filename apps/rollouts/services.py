@@ -9,15 +9,19 @@ import math
 import time
 from datetime import datetime, timedelta
 
+import yaml
 from django.db import transaction
 from django.db.models import Avg
 from django.utils import timezone
 
+from apps.accounts.roles import OPERATOR, has_role
 from apps.alerts.models import Alert, AlertState
 from apps.audit.actor import Actor
 from apps.audit.models import ActorKind
 from apps.audit.services import record
+from apps.configuration import files
 from apps.configuration import services as config
+from apps.configuration.tables import TABLES
 from apps.configuration.models import ChangeSet
 from apps.fleet import tags as fleet_tags
 from apps.fleet.models import Cluster
@@ -109,11 +113,36 @@ def _check_change(change):
     raise Refused('change: give {"edits": [...]} (a change set\'s edits) or {"file": "<YAML>"} (a fragment)')
 
 
+def fragment_file(cluster, fragment):
+    """The configuration file (files.py) that a YAML fragment makes of the cluster's current version: the tables
+    the fragment names replaced by its rows (a named table is desired state, whole), the variables it names set;
+    everything else as the cluster has it. So the one file service (start_from_file) makes every change set."""
+    try:
+        doc = files.load(fragment)
+    except files.FileError as exc:
+        raise Refused(f"the fragment cannot be used: {exc}") from None
+    tables = {t.name for t in TABLES}
+    if not isinstance(doc, dict) or not doc or set(doc) - tables - {files.VARIABLES}:
+        extra = sorted(set(doc) - tables - {files.VARIABLES}) if isinstance(doc, dict) else []
+        raise Refused("the fragment names tables and global_variables only" + (f" (not {', '.join(extra)})" if extra else ""))
+    current = config.latest(cluster)
+    if current is None:
+        raise Refused(f"{cluster} has no configuration version yet")
+    whole = yaml.safe_load(files.export(current))
+    whole.pop("version", None)
+    variables = doc.pop(files.VARIABLES, None) or {}
+    if not isinstance(variables, dict):
+        raise Refused("the fragment's global_variables must be a mapping")
+    whole.update(doc)
+    whole[files.VARIABLES] = {**(whole.get(files.VARIABLES) or {}), **variables}
+    return yaml.safe_dump(whole, sort_keys=False)
+
+
 def _check_applies(cluster, change):
     """Refuse now a change that cannot apply to a selected cluster (the same checks as a change set's)."""
     if "file" in change:
         try:
-            config.preview_from_file(cluster, change["file"])
+            config.preview_from_file(cluster, fragment_file(cluster, change["file"]))
         except config.NothingToDo:
             pass
     else:
@@ -127,8 +156,14 @@ def _check_applies(cluster, change):
                 transaction.set_rollback(True)
 
 
+def _check_operator(actor):
+    if actor.user is None or not has_role(actor.user, OPERATOR):
+        raise Refused("rollouts are planned, started and aborted by an operator (or an admin)")
+
+
 def plan(change, selector, waves_text, *, actor, reason, bake_canary_s=60, bake_s=30, max_error_rate=1.0):
     """A planned rollout: the exact clusters per wave, each checked that the change applies. Audited."""
+    _check_operator(actor)
     if not reason.strip():
         raise Refused("reason: say why (kept with the rollout, each change set and the audit log)")
     _check_change(change)
@@ -174,12 +209,11 @@ def describe(rollout):
 def start(rollout, *, actor, enqueue=True):
     """planned -> running (audited); the worker's task (workers/rollouts.py) runs it. The two-person rule of any
     selected cluster applies to the whole rollout: its starter must not be its planner."""
+    _check_operator(actor)
     strict = [rc.cluster.name for rc in rollout.clusters.select_related("cluster") if rc.cluster.two_person_rule]
     if strict and actor.user is not None and actor.user.pk == rollout.planned_by_id:
         raise Refused(f"{', '.join(strict)} require(s) two people: {rollout.planner} planned this rollout, so "
                       "someone else must start it.")
-    if actor.user is None:
-        raise Refused("a rollout is started by a person (its change sets are confirmed in their name)")
     with transaction.atomic():
         if not Rollout.objects.filter(pk=rollout.pk, state=RolloutState.PLANNED).update(
                 state=RolloutState.RUNNING, started_by=actor.user, heartbeat_at=timezone.now()):
@@ -196,6 +230,7 @@ def start(rollout, *, actor, enqueue=True):
 def abort(rollout, *, actor):
     """A planned rollout ends aborted; a running, paused or halted one rolls back every wave it applied, newest
     first (run() does it: now when nothing runs it, else at its next check)."""
+    _check_operator(actor)
     with transaction.atomic():
         rollout = Rollout.objects.select_for_update().get(pk=rollout.pk)
         if rollout.state in ENDED and rollout.state != RolloutState.HALTED:
@@ -286,7 +321,8 @@ def _apply_cluster(rollout, rc):
         try:
             with transaction.atomic():
                 if "file" in rollout.change:
-                    cs = config.create_change_set(cluster, actor=planner, reason=reason, file=rollout.change["file"])
+                    cs = config.create_change_set(cluster, actor=planner, reason=reason,
+                                                  file=fragment_file(cluster, rollout.change["file"]))
                 else:
                     cs = config.create_change_set(cluster, actor=planner, reason=reason, edits=rollout.change["edits"])
                 rc.change_set, rc.version_before, rc.state = cs, cs.base, ClusterState.APPLYING
@@ -294,7 +330,7 @@ def _apply_cluster(rollout, rc):
         except config.NothingToDo:
             _cluster_state(rc, ClusterState.UNCHANGED)
             return None
-        except config.Refused as exc:
+        except (config.Refused, Refused) as exc:
             return _cluster_failed(rc, str(exc))
     error = _run_change_set(rc.change_set, planner, confirmer)
     if error:

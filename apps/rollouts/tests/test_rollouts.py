@@ -74,15 +74,6 @@ class Poller:
         self.thread.join(30)
 
 
-@pytest.fixture
-def people(operator_user, django_user_model):
-    from django.contrib.auth.models import Group
-
-    other = django_user_model.objects.create_user(username="second-operator", password="pw-second")
-    other.groups.add(Group.objects.get_or_create(name="operator")[0])
-    return operator_user, other
-
-
 def test_waves_are_counts_then_shares_of_the_fleet_and_the_last_takes_the_rest():
     assert services.parse_waves("1,1,25%,100%", 20) == [1, 1, 3, 15]
     assert services.parse_waves("1,2,100%", 6) == [1, 2, 3]
