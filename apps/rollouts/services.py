@@ -34,6 +34,7 @@ from apps.operations.models import Operation
 
 from .models import ENDED, ClusterState, Rollout, RolloutCluster, RolloutState
 
+STALE_AFTER_S = 60  # a running rollout whose worker has not beaten for this long is taken up again
 GATE_STEP_S = 0.5  # how often a bake reads the polls and alerts again (a bad canary halts within about this)
 
 
@@ -283,6 +284,25 @@ def run(rollout_id):
     return rollout.state
 
 
+def resume_stale(stale_after_s=STALE_AFTER_S):
+    """Running rollouts whose worker stopped beating (it died): each claimed once (its heartbeat moved to now, a
+    compare-and-set, so two resumers never both take it) and queued again; run() goes on from the stored state.
+    A change set its worker left running is ended by the executor's own reaper, and run() waits for it."""
+    from controlplane import tasks
+
+    cutoff = timezone.now() - timedelta(seconds=stale_after_s)
+    resumed = []
+    for pk, beat in Rollout.objects.filter(state=RolloutState.RUNNING, heartbeat_at__lt=cutoff).values_list(
+            "pk", "heartbeat_at"):
+        with transaction.atomic():
+            if Rollout.objects.filter(pk=pk, heartbeat_at=beat).update(heartbeat_at=timezone.now()):
+                record("rollout resumed", actor=Actor.system(), target=f"rollout #{pk}",
+                       details={"rollout": pk, "last_heartbeat": beat.isoformat()})
+                transaction.on_commit(lambda pk=pk: tasks.enqueue("rollouts.run", (pk,)))
+                resumed.append(pk)
+    return resumed
+
+
 def _aborting(rollout):
     rollout.refresh_from_db(fields=["abort_requested"])
     return rollout.abort_requested
@@ -332,14 +352,14 @@ def _apply_cluster(rollout, rc):
             return None
         except (config.Refused, Refused) as exc:
             return _cluster_failed(rc, str(exc))
-    error = _run_change_set(rc.change_set, planner, confirmer)
+    error = _run_change_set(rollout.pk, rc.change_set, planner, confirmer)
     if error:
         return _cluster_failed(rc, error)
     _cluster_state(rc, ClusterState.APPLIED)
     return None
 
 
-def _run_change_set(cs, planner, confirmer):
+def _run_change_set(rollout_id, cs, planner, confirmer):
     """Plan, confirm and execute a change set here (the rollout's worker), or wait for the operation a dead worker
     left (the executor's reaper ends it). None when it ended done, else why not."""
     cs.refresh_from_db()
@@ -361,12 +381,14 @@ def _run_change_set(cs, planner, confirmer):
             return None
         if state not in (OperationState.PENDING, OperationState.RUNNING, OperationState.ROLLING_BACK):
             return f"operation #{op.pk} ended {state}" + (f": {error}" if error else "")
+        Rollout.objects.filter(pk=rollout_id).update(heartbeat_at=timezone.now())
         time.sleep(0.5)
 
 
 def _cluster_state(rc, state, error=""):
     rc.state, rc.error = state, error
     rc.save(update_fields=["state", "error"])
+    Rollout.objects.filter(pk=rc.rollout_id).update(heartbeat_at=timezone.now())
 
 
 def _cluster_failed(rc, error):
@@ -491,7 +513,7 @@ def _revert_cluster(rollout, rc, planner, confirmer):
         except config.Refused as exc:
             _cluster_state(rc, ClusterState.ROLLBACK_FAILED, str(exc))
             return str(exc)
-    error = _run_change_set(rc.revert, planner, confirmer)
+    error = _run_change_set(rollout.pk, rc.revert, planner, confirmer)
     if error:
         _cluster_state(rc, ClusterState.ROLLBACK_FAILED, error)
         return error
