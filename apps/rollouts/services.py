@@ -228,23 +228,26 @@ def start(rollout, *, actor, enqueue=True):
     return rollout
 
 
-def abort(rollout, *, actor):
-    """A planned rollout ends aborted; a running, paused or halted one rolls back every wave it applied, newest
-    first (run() does it: now when nothing runs it, else at its next check)."""
+def abort(rollout, *, actor, enqueue=True):
+    """A planned rollout ends aborted; a running or halted one rolls back every wave it applied, newest first:
+    run() does it, at its next check when a worker runs it, else queued now (or run here, without `enqueue`)."""
     _check_operator(actor)
     with transaction.atomic():
         rollout = Rollout.objects.select_for_update().get(pk=rollout.pk)
         if rollout.state in ENDED and rollout.state != RolloutState.HALTED:
             raise Refused(f"{rollout} already ended ({rollout.state})")
-        if rollout.state == RolloutState.PLANNED:
+        was = rollout.state
+        if was == RolloutState.PLANNED:
             rollout.state = RolloutState.ABORTED
-            rollout.save(update_fields=["state", "updated_at"])
         else:
-            rollout.abort_requested = True
-            rollout.save(update_fields=["abort_requested", "updated_at"])
-        record("rollout abort requested", actor=actor, target=str(rollout), details={"rollout": rollout.pk})
-    if rollout.state == RolloutState.HALTED:
-        Rollout.objects.filter(pk=rollout.pk).update(state=RolloutState.RUNNING)
+            rollout.abort_requested, rollout.state = True, RolloutState.RUNNING
+        rollout.save(update_fields=["state", "abort_requested", "updated_at"])
+        record("rollout abort requested", actor=actor, target=str(rollout), details={"rollout": rollout.pk, "was": was})
+        if was == RolloutState.HALTED and enqueue:
+            from controlplane import tasks
+
+            transaction.on_commit(lambda: tasks.enqueue("rollouts.run", (rollout.pk,)))
+    if was == RolloutState.HALTED and not enqueue:
         run(rollout.pk)
     rollout.refresh_from_db()
     return rollout

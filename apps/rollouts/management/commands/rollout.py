@@ -52,7 +52,7 @@ class Command(BaseCommand):
             if o["action"] in ("status", "abort"):
                 rollout = self.rollout(o["target"])
                 if o["action"] == "abort":
-                    rollout = services.abort(rollout, actor=Actor.command(self.user(o["user"])))
+                    rollout = services.abort(rollout, actor=Actor.command(self.user(o["user"])), enqueue=False)
                 self.show(o, rollout)
                 sys.exit(EXIT.get(rollout.state, NOT_ENDED))
             actor = Actor.command(self.user(o["user"]))
