@@ -38,6 +38,8 @@ v1 = [
     path("rollouts/<id:pk>/", rollouts.RolloutDetail.as_view(), name="rollout"),
     path("rollouts/<id:pk>/start/", rollouts.RolloutStart.as_view(), name="rollout_start"),
     path("rollouts/<id:pk>/abort/", rollouts.RolloutAbort.as_view(), name="rollout_abort"),
+    path("rollouts/<id:pk>/pause/", rollouts.RolloutPause.as_view(), name="rollout_pause"),
+    path("rollouts/<id:pk>/resume/", rollouts.RolloutResume.as_view(), name="rollout_resume"),
     # operations: plan, confirm, follow, cancel
     path("operations/", operations.OperationList.as_view(), name="operations"),
     path("operations/<id:pk>/", operations.OperationDetail.as_view(), name="operation"),

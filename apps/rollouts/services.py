@@ -243,11 +243,12 @@ def abort(rollout, *, actor, enqueue=True):
             rollout.abort_requested, rollout.state = True, RolloutState.RUNNING
         rollout.save(update_fields=["state", "abort_requested", "updated_at"])
         record("rollout abort requested", actor=actor, target=str(rollout), details={"rollout": rollout.pk, "was": was})
-        if was == RolloutState.HALTED and enqueue:
+        idle = was in (RolloutState.HALTED, RolloutState.PAUSED)  # no worker runs it: queue it to roll back
+        if idle and enqueue:
             from controlplane import tasks
 
             transaction.on_commit(lambda: tasks.enqueue("rollouts.run", (rollout.pk,)))
-    if was == RolloutState.HALTED and not enqueue:
+    if idle and not enqueue:
         run(rollout.pk)
     rollout.refresh_from_db()
     return rollout
@@ -264,6 +265,8 @@ def run(rollout_id):
             continue
         if _aborting(rollout):
             break
+        if rollout.waves[n]["state"] == "pending" and _paused(rollout):
+            return RolloutState.PAUSED
         if rollout.waves[n]["state"] == "pending":
             _wave(rollout, n, state="applying", started_at=timezone.now().isoformat())
         if rollout.waves[n]["state"] == "applying":
@@ -299,11 +302,45 @@ def resume_stale(stale_after_s=STALE_AFTER_S):
             "pk", "heartbeat_at"):
         with transaction.atomic():
             if Rollout.objects.filter(pk=pk, heartbeat_at=beat).update(heartbeat_at=timezone.now()):
-                record("rollout resumed", actor=Actor.system(), target=f"rollout #{pk}",
+                record("rollout taken up again", actor=Actor.system(), target=f"rollout #{pk}",
                        details={"rollout": pk, "last_heartbeat": beat.isoformat()})
                 transaction.on_commit(lambda pk=pk: tasks.enqueue("rollouts.run", (pk,)))
                 resumed.append(pk)
     return resumed
+
+
+def _paused(rollout):
+    """A pause takes effect between waves: the wave under way ends its apply and its bake first."""
+    return Rollout.objects.filter(pk=rollout.pk, state=RolloutState.PAUSED).exists()
+
+
+def pause(rollout, *, actor):
+    _check_operator(actor)
+    with transaction.atomic():
+        if not Rollout.objects.filter(pk=rollout.pk, state=RolloutState.RUNNING, abort_requested=False).update(
+                state=RolloutState.PAUSED):
+            raise Refused(f"{rollout} is not running (it is {Rollout.objects.get(pk=rollout.pk).state})")
+        record("rollout paused", actor=actor, target=str(rollout), details={"rollout": rollout.pk})
+    rollout.refresh_from_db()
+    return rollout
+
+
+def resume(rollout, *, actor, enqueue=True):
+    """paused -> running, queued again (or run here, without `enqueue`): it goes on with its next wave."""
+    _check_operator(actor)
+    with transaction.atomic():
+        if not Rollout.objects.filter(pk=rollout.pk, state=RolloutState.PAUSED).update(
+                state=RolloutState.RUNNING, heartbeat_at=timezone.now()):
+            raise Refused(f"{rollout} is not paused (it is {Rollout.objects.get(pk=rollout.pk).state})")
+        record("rollout resumed", actor=actor, target=str(rollout), details={"rollout": rollout.pk})
+        if enqueue:
+            from controlplane import tasks
+
+            transaction.on_commit(lambda: tasks.enqueue("rollouts.run", (rollout.pk,)))
+    if not enqueue:
+        run(rollout.pk)
+    rollout.refresh_from_db()
+    return rollout
 
 
 def _aborting(rollout):

@@ -1,5 +1,5 @@
 """Fleet rollouts: plan one (the exact clusters per wave, saved planned), start it (a worker runs it), follow it,
-abort it (its waves rolled back newest first). Operators plan, start and abort; the service audits each and
+pause and resume it, abort it (its waves rolled back newest first). Operators plan, start and abort; the service audits each and
 refuses (409) what it must (the two-person rule, a change that does not apply, a bad selector or waves)."""
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
@@ -68,3 +68,21 @@ class RolloutAbort(ApiView):
                    summary="Abort: a planned rollout ends; a running or halted one rolls back its waves, newest first")
     def post(self, request, pk):
         return shown(services.abort(get_object_or_404(Rollout, pk=pk), actor=Actor.of_request(request)))
+
+
+class RolloutPause(ApiView):
+    roles = {"post": OPERATOR}
+
+    @extend_schema(request=None, responses={200: s.RolloutSerializer}, tags=["rollouts"],
+                   summary="Pause a running rollout: the wave under way ends its apply and bake, the next waits")
+    def post(self, request, pk):
+        return shown(services.pause(get_object_or_404(Rollout, pk=pk), actor=Actor.of_request(request)))
+
+
+class RolloutResume(ApiView):
+    roles = {"post": OPERATOR}
+
+    @extend_schema(request=None, responses={200: s.RolloutSerializer}, tags=["rollouts"],
+                   summary="Resume a paused rollout (a worker goes on with its next wave)")
+    def post(self, request, pk):
+        return shown(services.resume(get_object_or_404(Rollout, pk=pk), actor=Actor.of_request(request)))

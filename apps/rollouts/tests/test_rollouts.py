@@ -125,6 +125,7 @@ def test_errors_at_the_canary_halt_it_and_its_rollback_leaves_every_layer_as_bef
     rollout = services.plan({"edits": [RULE]}, {"tags": [["env", "prod"]]}, "1,100%", actor=Actor.command(planner),
                             reason="a rule that hurts", bake_canary_s=6, bake_s=0.5)
     canary = doubles[:2]
+    hurt_at = []
 
     def hurt_once_baking():
         # The change's harm as the nodes report it: the canary's nodes count aborted client connections (the
@@ -134,6 +135,7 @@ def test_errors_at_the_canary_halt_it_and_its_rollback_leaves_every_layer_as_bef
             if Rollout.objects.get(pk=rollout.pk).waves[0]["state"] == "baking":
                 for n, double in enumerate(canary):
                     double.traffic.set_global("Client_Connections_aborted", 100000 * (n + 1))
+                hurt_at.append(time.monotonic())
                 return
             time.sleep(0.1)
 
@@ -143,8 +145,12 @@ def test_errors_at_the_canary_halt_it_and_its_rollback_leaves_every_layer_as_bef
         services.start(rollout, actor=Actor.command(starter), enqueue=False)
         started = time.monotonic()
         assert services.run(rollout.pk) == RolloutState.HALTED
-        halted_in = time.monotonic() - started
+        rolled_back_at = time.monotonic()
+        halted_in = rolled_back_at - started
         hurt.join(5)
+    # From the canary's first errors to its rollback done (polls every 0.3 s here, the gate read every 0.5 s).
+    print(f"first errors to rollback done: {rolled_back_at - hurt_at[0]:.2f} s")
+    assert rolled_back_at - hurt_at[0] < 5
 
     rollout.refresh_from_db()
     assert "wave 0 failed its health gate" in rollout.halt_reason and "errors/s since the change" in rollout.halt_reason
@@ -187,3 +193,34 @@ def test_abort_after_wave_one_rolls_back_waves_newest_first(proxysql_double_fact
     assert reverts == ["fleet-1", "fleet-0"]  # newest wave first
     for double in doubles:
         assert rule_ids(double) == {layer: [] for layer in LAYERS}
+
+
+def test_a_pause_waits_for_the_wave_under_way_and_a_resume_goes_on(proxysql_double_factory, live_redis, people):
+    planner, starter = people
+    clusters, doubles = build_fleet(proxysql_double_factory, 3, first_port=47000)
+    rollout = services.plan({"edits": [RULE]}, {"tags": [["env", "prod"]]}, "1,100%", actor=Actor.command(planner),
+                            reason="paused midway", bake_canary_s=1.5, bake_s=0.2)
+
+    def pause_once_baking():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if Rollout.objects.get(pk=rollout.pk).waves[0]["state"] == "baking":
+                services.pause(Rollout.objects.get(pk=rollout.pk), actor=Actor.command(starter))
+                return
+            time.sleep(0.1)
+
+    with Poller():
+        pauser = threading.Thread(target=pause_once_baking, daemon=True)
+        pauser.start()
+        services.start(rollout, actor=Actor.command(starter), enqueue=False)
+        assert services.run(rollout.pk) == RolloutState.PAUSED
+        pauser.join(5)
+        rollout.refresh_from_db()
+        assert [w["state"] for w in rollout.waves] == ["passed", "pending"]
+        assert [rule_ids(d)["runtime"] for d in doubles] == [[77], [77], [], [], [], []]
+        assert services.resume_stale(stale_after_s=0) == []  # a paused rollout is not a dead worker's
+        services.resume(rollout, actor=Actor.command(starter), enqueue=False)
+    rollout.refresh_from_db()
+    assert rollout.state == RolloutState.DONE
+    for double in doubles:
+        assert rule_ids(double) == {layer: [77] for layer in LAYERS}

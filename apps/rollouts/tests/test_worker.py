@@ -55,4 +55,4 @@ def test_a_worker_killed_while_a_wave_bakes_and_the_rollout_resumed_ends_as_with
         assert config.latest(cluster).number == before[cluster.pk] + 1  # changed once, not twice
     for double in doubles:
         assert rule_ids(double) == {layer: [77] for layer in LAYERS}
-    assert AuditEvent.objects.filter(action="rollout resumed", target=str(rollout)).count() == 1
+    assert AuditEvent.objects.filter(action="rollout taken up again", target=str(rollout)).count() == 1

@@ -5,6 +5,7 @@
     manage.py rollout start --id N --user NAME         (a rollout planned before, e.g. by someone else)
     manage.py rollout status N
     manage.py rollout abort N --user NAME
+    manage.py rollout pause N --user NAME               (between waves; resume N --user NAME goes on, here)
 
 FILE is the change: a YAML fragment (the tables and variables it names, as `config apply` reads a file, without
 `cluster:`) or a JSON file {"edits": [...]} (a change set's edits, as the API takes them). `--select` is
@@ -34,8 +35,8 @@ class Command(BaseCommand):
     help = "Plan, start, follow or abort a fleet rollout (one change to many clusters in waves, gated)."
 
     def add_arguments(self, parser):
-        parser.add_argument("action", choices=["plan", "start", "status", "abort"])
-        parser.add_argument("target", nargs="?", help="plan/start: the change FILE; status/abort: the rollout's id")
+        parser.add_argument("action", choices=["plan", "start", "status", "abort", "pause", "resume"])
+        parser.add_argument("target", nargs="?", help="plan/start: the change FILE; the others: the rollout's id")
         parser.add_argument("--id", type=int, help="start: a rollout planned before")
         parser.add_argument("--select", action="append", default=[], help="env=prod (a tag) or name=CLUSTER")
         parser.add_argument("--waves", default="1,1,25%,100%")
@@ -49,10 +50,14 @@ class Command(BaseCommand):
 
     def handle(self, **o):
         try:
-            if o["action"] in ("status", "abort"):
+            if o["action"] in ("status", "abort", "pause", "resume"):
                 rollout = self.rollout(o["target"])
                 if o["action"] == "abort":
                     rollout = services.abort(rollout, actor=Actor.command(self.user(o["user"])), enqueue=False)
+                elif o["action"] == "pause":
+                    rollout = services.pause(rollout, actor=Actor.command(self.user(o["user"])))
+                elif o["action"] == "resume":
+                    rollout = services.resume(rollout, actor=Actor.command(self.user(o["user"])), enqueue=False)
                 self.show(o, rollout)
                 sys.exit(EXIT.get(rollout.state, NOT_ENDED))
             actor = Actor.command(self.user(o["user"]))
