@@ -74,6 +74,19 @@ class Poller:
         self.thread.join(30)
 
 
+def once_baking(rollout, wave, action):
+    """A thread that calls action() once the rollout's `wave` bakes (as an operator or a fault would, meanwhile)."""
+    def wait():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if Rollout.objects.get(pk=rollout.pk).waves[wave]["state"] == "baking":
+                return action()
+            time.sleep(0.1)
+    thread = threading.Thread(target=wait, daemon=True)
+    thread.start()
+    return thread
+
+
 def test_waves_are_counts_then_shares_of_the_fleet_and_the_last_takes_the_rest():
     assert services.parse_waves("1,1,25%,100%", 20) == [1, 1, 3, 15]
     assert services.parse_waves("1,2,100%", 6) == [1, 2, 3]
@@ -127,27 +140,21 @@ def test_errors_at_the_canary_halt_it_and_its_rollback_leaves_every_layer_as_bef
     canary = doubles[:2]
     hurt_at = []
 
-    def hurt_once_baking():
+    def hurt():
         # The change's harm as the nodes report it: the canary's nodes count aborted client connections (the
         # double's rules do not route its modelled traffic, so the errors are made here; the gate reads the polls).
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if Rollout.objects.get(pk=rollout.pk).waves[0]["state"] == "baking":
-                for n, double in enumerate(canary):
-                    double.traffic.set_global("Client_Connections_aborted", 100000 * (n + 1))
-                hurt_at.append(time.monotonic())
-                return
-            time.sleep(0.1)
+        for n, double in enumerate(canary):
+            double.traffic.set_global("Client_Connections_aborted", 100000 * (n + 1))
+        hurt_at.append(time.monotonic())
 
     with Poller(interval=0.3):
-        hurt = threading.Thread(target=hurt_once_baking, daemon=True)
-        hurt.start()
+        hurting = once_baking(rollout, 0, hurt)
         services.start(rollout, actor=Actor.command(starter), enqueue=False)
         started = time.monotonic()
         assert services.run(rollout.pk) == RolloutState.HALTED
         rolled_back_at = time.monotonic()
         halted_in = rolled_back_at - started
-        hurt.join(5)
+        hurting.join(5)
     # From the canary's first errors to its rollback done (polls every 0.3 s here, the gate read every 0.5 s).
     print(f"first errors to rollback done: {rolled_back_at - hurt_at[0]:.2f} s")
     assert rolled_back_at - hurt_at[0] < 5
@@ -172,17 +179,9 @@ def test_abort_after_wave_one_rolls_back_waves_newest_first(proxysql_double_fact
                             actor=Actor.command(planner), reason="then changed our mind", bake_canary_s=0.2,
                             bake_s=30)
 
-    def abort_once_wave_one_bakes():
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if Rollout.objects.get(pk=rollout.pk).waves[1]["state"] == "baking":
-                services.abort(Rollout.objects.get(pk=rollout.pk), actor=Actor.command(starter))
-                return
-            time.sleep(0.1)
-
     with Poller():
-        aborter = threading.Thread(target=abort_once_wave_one_bakes, daemon=True)
-        aborter.start()
+        aborter = once_baking(rollout, 1, lambda: services.abort(Rollout.objects.get(pk=rollout.pk),
+                                                                 actor=Actor.command(starter)))
         services.start(rollout, actor=Actor.command(starter), enqueue=False)
         assert services.run(rollout.pk) == RolloutState.ROLLED_BACK
         aborter.join(5)
@@ -201,17 +200,9 @@ def test_a_pause_waits_for_the_wave_under_way_and_a_resume_goes_on(proxysql_doub
     rollout = services.plan({"edits": [RULE]}, {"tags": [["env", "prod"]]}, "1,100%", actor=Actor.command(planner),
                             reason="paused midway", bake_canary_s=1.5, bake_s=0.2)
 
-    def pause_once_baking():
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if Rollout.objects.get(pk=rollout.pk).waves[0]["state"] == "baking":
-                services.pause(Rollout.objects.get(pk=rollout.pk), actor=Actor.command(starter))
-                return
-            time.sleep(0.1)
-
     with Poller():
-        pauser = threading.Thread(target=pause_once_baking, daemon=True)
-        pauser.start()
+        pauser = once_baking(rollout, 0, lambda: services.pause(Rollout.objects.get(pk=rollout.pk),
+                                                                actor=Actor.command(starter)))
         services.start(rollout, actor=Actor.command(starter), enqueue=False)
         assert services.run(rollout.pk) == RolloutState.PAUSED
         pauser.join(5)
@@ -224,3 +215,32 @@ def test_a_pause_waits_for_the_wave_under_way_and_a_resume_goes_on(proxysql_doub
     assert rollout.state == RolloutState.DONE
     for double in doubles:
         assert rule_ids(double) == {layer: [77] for layer in LAYERS}
+
+
+def test_an_alert_of_the_canary_fired_during_its_bake_halts_it(proxysql_double_factory, live_redis, people):
+    from django.utils import timezone
+
+    from apps.alerts.models import Alert
+
+    planner, starter = people
+    clusters, doubles = build_fleet(proxysql_double_factory, 2, first_port=48000)
+    rollout = services.plan({"edits": [RULE]}, {"tags": [["env", "prod"]]}, "1,100%", actor=Actor.command(planner),
+                            reason="alerts gate", bake_canary_s=8, bake_s=0.5)
+    node = clusters[0].proxysql_nodes.first()
+
+    def fire():  # the row the alert evaluation writes when a rule fires (apps/alerts/evaluate.py)
+        now = timezone.now()
+        Alert.objects.create(rule="writer_none", cluster=clusters[0], target=f"c{clusters[0].pk}",
+                             subject=f"n{node.pk}:hg100", subject_label="writer hostgroup 100", node=node,
+                             severity="critical", state="firing", summary="no usable ONLINE writer", since=now,
+                             fires_at=now, fired_at=now, last_seen_at=now, active_key=f"writer_none|n{node.pk}:hg100")
+
+    with Poller():
+        firing = once_baking(rollout, 0, fire)
+        services.start(rollout, actor=Actor.command(starter), enqueue=False)
+        assert services.run(rollout.pk) == RolloutState.HALTED
+        firing.join(5)
+    rollout.refresh_from_db()
+    assert "alert writer_none firing on fleet-0: no usable ONLINE writer" in rollout.halt_reason
+    assert rollout.waves[0]["gate"]["alerts"] == ["writer_none"]
+    assert [rule_ids(d) for d in doubles] == [{layer: [] for layer in LAYERS}] * 4
