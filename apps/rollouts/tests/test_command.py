@@ -5,10 +5,12 @@ import json
 import pytest
 from django.core.management import call_command
 
+from apps.audit.actor import Actor
 from apps.configuration import services as config
 from apps.fleet.models import Cluster
 from apps.rollouts.models import Rollout
-from apps.rollouts.tests.test_rollouts import LAYERS, Poller, build_fleet, rule_ids
+from apps.rollouts import services
+from apps.rollouts.tests.test_rollouts import LAYERS, RULE, Poller, build_fleet, once_baking, rule_ids
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -67,3 +69,29 @@ def test_refusals_exit_2_and_plan_nothing(proxysql_double_factory, people, tmp_p
         code, out = rollout_command(capsys, *args, "--user", planner.username, "--reason", "r")
         assert (code, said in out) == (2, True), out
     assert not Rollout.objects.exists()
+
+
+def test_a_halt_at_wave_one_keeps_wave_zero_until_abort_rolls_it_back(proxysql_double_factory, live_redis, people,
+                                                                       capsys):
+    planner, starter = people
+    clusters, doubles = build_fleet(proxysql_double_factory, 2, first_port=49000)
+    rollout = services.plan({"edits": [RULE]}, {"tags": [["env", "prod"]]}, "1,1", actor=Actor.command(planner),
+                            reason="wave 1 hurts", bake_canary_s=0.3, bake_s=6)
+
+    def hurt():
+        for n, double in enumerate(doubles[2:]):
+            double.traffic.set_global("Client_Connections_aborted", 100000 * (n + 1))
+
+    with Poller(interval=0.3):
+        hurting = once_baking(rollout, 1, hurt)
+        code, out = rollout_command(capsys, "start", "--id", str(rollout.pk), "--user", starter.username)
+        hurting.join(5)
+    assert code == 3 and "halted: wave 1 failed its health gate" in out, out
+    assert "wave 0 (canary) passed: fleet-0 [applied]" in out and "wave 1 rolled_back: fleet-1 [rolled_back]" in out
+    assert [rule_ids(d)["disk"] for d in doubles] == [[77], [77], [], []]
+
+    code, out = rollout_command(capsys, "abort", str(rollout.pk), "--user", starter.username)
+    assert code == 3 and "wave 0 (canary) rolled_back: fleet-0 [rolled_back]" in out, out
+    for double in doubles:
+        assert rule_ids(double) == {layer: [] for layer in LAYERS}
+    assert rollout_command(capsys, "status", str(rollout.pk))[0] == 3
