@@ -241,7 +241,8 @@ def abort(rollout, *, actor, enqueue=True):
             rollout.state = RolloutState.ABORTED
         else:
             rollout.abort_requested, rollout.state = True, RolloutState.RUNNING
-        rollout.save(update_fields=["state", "abort_requested", "updated_at"])
+        rollout.heartbeat_at = timezone.now()  # queued now: not a dead worker's for resume_stale
+        rollout.save(update_fields=["state", "abort_requested", "heartbeat_at", "updated_at"])
         record("rollout abort requested", actor=actor, target=str(rollout), details={"rollout": rollout.pk, "was": was})
         idle = was in (RolloutState.HALTED, RolloutState.PAUSED)  # no worker runs it: queue it to roll back
         if idle and enqueue:
