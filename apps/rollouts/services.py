@@ -195,6 +195,32 @@ def plan(change, selector, waves_text, *, actor, reason, bake_canary_s=60, bake_
     return rollout
 
 
+def first_cluster_plan(rollout):
+    """The plan the first cluster's change set would get now (guards, then SQL per node), read from its nodes: what
+    `rollout plan` prints. Nothing is saved: the edits are built in a transaction rolled back, the plan made after."""
+    from apps.operations.change_set import plan_change_set
+
+    first = rollout.clusters.select_related("cluster").order_by("position").first()
+    cluster = first.cluster
+    try:
+        if "file" in rollout.change:
+            cs = config.preview_from_file(cluster, fragment_file(cluster, rollout.change["file"]))
+        else:
+            with transaction.atomic():
+                built = config.create_change_set(cluster, actor=Actor.system(), reason="preview",
+                                                 edits=rollout.change["edits"])
+                transaction.set_rollback(True)
+            cs = ChangeSet(cluster=cluster, base=built.base, reason=rollout.reason, edits=built.edits)
+    except config.NothingToDo:
+        return {"cluster": cluster.name, "lines": ["nothing to do: it already runs the change"]}
+    plan_, _ = plan_change_set(cs)
+    lines = [f"[{'pass' if g.passed else 'BLOCKS'}] {g.label}: {g.value}" for g in plan_.guards]
+    for step in plan_.steps:
+        for spec in step.nodes.values():
+            lines += [f"-- {step.key} on {spec['name']}"] + [f"{sql};" for sql in spec["sql"]] if spec["sql"] else []
+    return {"cluster": cluster.name, "lines": lines}
+
+
 def describe(rollout):
     """The rollout as data: its waves with their clusters' names and states (the doors print this)."""
     rows = {rc.cluster_id: rc for rc in rollout.clusters.select_related("cluster")}

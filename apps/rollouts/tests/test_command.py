@@ -40,6 +40,10 @@ def test_plan_then_start_by_a_second_operator_then_status(proxysql_double_factor
     doc = json.loads(out)
     assert [[c["name"] for c in w["clusters"]] for w in doc["waves"]] == [["fleet-0"], ["fleet-1", "fleet-2"]]
     rollout = Rollout.objects.get(pk=doc["rollout"])
+    code, out = rollout_command(capsys, "plan", str(change), "--select", "name=fleet-2", "--waves", "1",
+                                "--user", planner.username, "--reason", "the SQL")
+    assert code == 0 and "the change set of fleet-2 (the first cluster), planned now:" in out, out
+    assert "REPLACE INTO mysql_query_rules" in out and "LOAD MYSQL QUERY RULES TO RUNTIME;" in out, out
 
     code, out = rollout_command(capsys, "start", "--id", str(rollout.pk), "--user", planner.username)
     assert code == 2 and "require(s) two people" in out  # fleet-1 has the two-person rule

@@ -109,6 +109,9 @@ def test_a_harmless_rule_reaches_six_clusters_in_three_waves_every_layer_of_ever
         ["fleet-0"], ["fleet-1", "fleet-2"], ["fleet-3", "fleet-4", "fleet-5"]]
     assert plan["waves"][0]["canary"] and all(c["state"] == "pending" for w in plan["waves"] for c in w["clusters"])
     before = {c.pk: config.latest(c).number for c in clusters}
+    first = services.first_cluster_plan(rollout)  # read from fleet-0's nodes, nothing saved
+    assert first["cluster"] == "fleet-0" and sum("REPLACE INTO mysql_query_rules" in line for line in first["lines"]) == 2
+    assert not ChangeSet.objects.exists()
 
     with Poller():
         services.start(rollout, actor=Actor.command(starter), enqueue=False)

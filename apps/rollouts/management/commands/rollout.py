@@ -70,6 +70,11 @@ class Command(BaseCommand):
                                         max_error_rate=o["max_error_rate"])
             if o["action"] == "plan":
                 self.show(o, rollout)
+                first = services.first_cluster_plan(rollout)
+                if not o["json"]:
+                    self.stdout.write(f"the change set of {first['cluster']} (the first cluster), planned now:")
+                    for line in first["lines"]:
+                        self.stdout.write(f"  {line}")
                 sys.exit(DONE)
             services.start(rollout, actor=actor, enqueue=False)
             services.run(rollout.pk)
