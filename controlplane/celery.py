@@ -45,6 +45,8 @@ def _beat_schedule():
         "task": "operations.reap_stale", "schedule": 5.0, "options": {"expires": 4}}
     schedule["retry rollbacks a ProxySQL node did not take"] = {
         "task": "operations.retry_pending_rollbacks", "schedule": 2.0, "options": {"expires": 1.8}}
+    schedule["go on with rollouts whose worker died"] = {
+        "task": "rollouts.resume_stale", "schedule": 10.0, "options": {"expires": 9}}
     schedule["write the summaries of repeated refusals"] = {
         "task": "audit.flush_refusal_bursts", "schedule": 15.0, "options": {"expires": 14}}
     schedule["send alert notifications that are due (repeats, lost tasks)"] = {
@@ -57,4 +59,4 @@ def _beat_schedule():
 app.conf.beat_schedule = _beat_schedule()
 # Task modules, imported by workers and beat at start (not at Django start: apps are not ready then).
 app.conf.imports = ["workers.fleet", "workers.monitoring", "workers.operations", "workers.digests", "workers.reports", "workers.audit",
-                    "workers.alerts"]
+                    "workers.alerts", "workers.rollouts"]

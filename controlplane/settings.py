@@ -124,6 +124,7 @@ INSTALLED_APPS = [
     "apps.alerts",
     "apps.api",
     "apps.dr",
+    "apps.rollouts",
 ]
 # The lab's management commands (manage.py bench_operations, lab_report_history) in development mode
 # only, when the checkout has lab/: the product imports nothing from it, production never loads it.

@@ -42,8 +42,9 @@ def service_refusals():
     from apps.alerts.services import Refused as AlertRefused
     from apps.configuration.services import Refused as ConfigRefused
     from apps.operations.services import NotAllowed
+    from apps.rollouts.services import Refused as RolloutRefused
 
-    return NotAllowed, ConfigRefused, TokenRefused, AlertRefused
+    return NotAllowed, ConfigRefused, TokenRefused, AlertRefused, RolloutRefused
 
 
 def error_response(status_code, message, *, code=None, fields=None, headers=None):

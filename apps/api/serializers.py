@@ -868,3 +868,57 @@ class RuleSettingsInput(serializers.Serializer):
     failover_after_polls = serializers.IntegerField(required=False)
     failback_enabled = serializers.BooleanField(required=False)
     failback_after_s = serializers.IntegerField(required=False)
+
+
+# -- fleet rollouts (apps/rollouts) ------------------------------------------------------------------------
+class RolloutSelectorInput(serializers.Serializer):
+    tags = serializers.DictField(child=serializers.CharField(max_length=200), required=False, default=dict,
+                                 help_text='tags every selected cluster has, e.g. {"env": "prod"}')
+    names = serializers.ListField(child=serializers.CharField(max_length=200), required=False, default=list,
+                                  max_length=5000, help_text="only these clusters (all must exist and match the tags)")
+
+
+class RolloutInput(serializers.Serializer):
+    reason = text(2000, help_text="why: kept with the rollout, each cluster's change set and the audit log")
+    edits = EditSerializer(many=True, required=False, max_length=5000, help_text="a change set's edits")
+    file = serializers.CharField(required=False, max_length=5 * 1024 * 1024, trim_whitespace=False,
+                                 help_text="instead of edits: a YAML fragment (the tables it names, whole, and the "
+                                           "global_variables it names; no cluster:)")
+    select = RolloutSelectorInput()
+    waves = serializers.RegexField(r"^[0-9%, .]{1,200}$", default="1,1,25%,100%",
+                                   help_text="N more clusters, or up to P% of the selection; wave 0 is the canary")
+    bake_canary_s = serializers.FloatField(default=60, min_value=0, max_value=86400)
+    bake_s = serializers.FloatField(default=30, min_value=0, max_value=86400)
+    max_error_rate = serializers.FloatField(default=1.0, min_value=0, max_value=1e9,
+                                            help_text="errors/s per node above the window before the wave")
+
+    def validate(self, data):
+        if bool(data.get("edits")) == bool(data.get("file")):
+            raise serializers.ValidationError({"non_field_errors": ["Give either edits or a file (one of the two)."]})
+        return data
+
+
+class RolloutClusterSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    state = serializers.CharField()
+    error = serializers.CharField()
+
+
+class RolloutWaveSerializer(serializers.Serializer):
+    wave = serializers.IntegerField()
+    canary = serializers.BooleanField(help_text="wave 0: one cluster")
+    state = serializers.CharField(help_text="pending, applying, baking, passed, rolled_back")
+    gate = serializers.JSONField(allow_null=True, help_text="the health gate's last figures: per node errors/s "
+                                                           "before and since the change, alerts fired")
+    clusters = RolloutClusterSerializer(many=True)
+
+
+class RolloutSerializer(serializers.Serializer):
+    rollout = serializers.IntegerField()
+    state = serializers.CharField(help_text="planned, running, paused, halted, rolled_back, done, aborted")
+    reason = serializers.CharField()
+    waves_text = serializers.CharField()
+    halt_reason = serializers.CharField()
+    bake_canary_s = serializers.FloatField()
+    bake_s = serializers.FloatField()
+    waves = RolloutWaveSerializer(many=True)

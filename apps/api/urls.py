@@ -4,7 +4,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 # <id:...> (controlplane/converters.py) is registered by the root URLconf before this module is read.
 from . import errors
-from .endpoints import adoption, alerts, audit, configuration, digests, dr, fleet, meta, operations, reports
+from .endpoints import adoption, alerts, audit, configuration, digests, dr, fleet, meta, operations, reports, rollouts
 
 
 app_name = "api"
@@ -33,6 +33,13 @@ v1 = [
     path("digests/", digests.DigestList.as_view(), name="digests"),
     path("digests/<id:pk>/", digests.DigestDetail.as_view(), name="digest"),
     path("digests/<id:pk>/history/", digests.DigestHistory.as_view(), name="digest_history"),
+    # fleet rollouts: plan, start, follow, abort
+    path("rollouts/", rollouts.RolloutList.as_view(), name="rollouts"),
+    path("rollouts/<id:pk>/", rollouts.RolloutDetail.as_view(), name="rollout"),
+    path("rollouts/<id:pk>/start/", rollouts.RolloutStart.as_view(), name="rollout_start"),
+    path("rollouts/<id:pk>/abort/", rollouts.RolloutAbort.as_view(), name="rollout_abort"),
+    path("rollouts/<id:pk>/pause/", rollouts.RolloutPause.as_view(), name="rollout_pause"),
+    path("rollouts/<id:pk>/resume/", rollouts.RolloutResume.as_view(), name="rollout_resume"),
     # operations: plan, confirm, follow, cancel
     path("operations/", operations.OperationList.as_view(), name="operations"),
     path("operations/<id:pk>/", operations.OperationDetail.as_view(), name="operation"),

@@ -141,6 +141,7 @@ ORDER = [
     "operations",     # plans, the executor, switchover, drain, repair, rules
     "dr",             # replication channels between clusters and their moves
     "alerts",         # rules over everything above, notifications
+    "rollouts",       # one change to many clusters in waves, through change sets, gated by polls and alerts
     "reports",        # health reports and the incident timeline, over everything above
 ]
 DOOR_NAMES = {"views.py", "urls.py", "forms.py", "admin.py"}

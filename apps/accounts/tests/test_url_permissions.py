@@ -72,6 +72,9 @@ def objects(db):
     out["silence"] = Silence.objects.create(cluster=cluster, reason="r", starts_at=now, ends_at=now + timedelta(hours=1),
                                             created_by="x").pk
     out["channel"] = Channel.objects.create(name="c", kind="webhook", url="http://127.0.0.1:9/hook").pk
+    from apps.rollouts.models import Rollout
+
+    out["rollout"] = Rollout.objects.create(reason="r", change={"edits": []}, waves_text="1", planner="x").pk
     from django.contrib.auth import get_user_model
 
     from apps.accounts import tokens

@@ -85,6 +85,8 @@ OWNER = {
     "alert": "alert", "alert_acknowledge": "alert", "silence_end": "silence",
     "channel": "dr_channel", "channel_move": "dr_channel",
     "alert_channel": "channel", "report_schedule": "schedule", "rule_settings": "cluster", "cluster_tags": "cluster",
+    "rollout": "rollout", "rollout_start": "rollout", "rollout_abort": "rollout",
+    "rollout_pause": "rollout", "rollout_resume": "rollout",
 }
 CHART = {"node_history": "queries", "server_history": "wsrep_state"}
 

@@ -222,6 +222,10 @@ def lab_objects(adopted_lab, live_redis, operator_user):
     silence = expect(operator.post("/api/v1/silences/", {"cluster": cluster.pk, "minutes": 60, "reason": "setup"}), 201)
     from apps.dr.models import ReplicationChannel
 
+    rollout = expect(operator.post("/api/v1/rollouts/", {
+        "reason": "setup", "select": {"names": [cluster.name]}, "waves": "1", "edits": [
+            {"op": "upsert", "table": "mysql_query_rules", "row": {"rule_id": 99, "active": 1, "match_digest": "^x",
+                                                                  "destination_hostgroup": 101, "apply": 1}}]}), 201)
     server = Server.objects.get(port=3312)
     channel = ReplicationChannel.objects.create(name="lab", source_cluster=cluster, replica_cluster=cluster,
                                                 source_server=server, replica_server=server, replication_user="r")
@@ -232,7 +236,7 @@ def lab_objects(adopted_lab, live_redis, operator_user):
             "schedule": ReportSchedule.objects.create(cluster=cluster).pk, "dr_channel": channel.pk, "cluster": cluster.pk, "server": Server.objects.get(port=3312).pk, "node": node.pk,
             "operation": op["id"], "change_set": cs["id"], "version": ConfigVersion.objects.get().pk,
             "report": report.pk, "digest": digest("SELECT 1").pk, "event": AuditEvent.objects.last().pk,
-            "alert": alert.pk, "silence": silence["id"]}
+            "alert": alert.pk, "silence": silence["id"], "rollout": rollout["rollout"]}
 
 
 def state_of_everything(doubles):

@@ -1,0 +1,597 @@
+"""Fleet rollouts (issue 38): one change to many clusters, wave by wave, each cluster through the existing change
+set machinery (create -> plan_and_save -> confirm -> the executor: guards, effect check, SQL per node with undo,
+versions, three layers, audit), a health gate after each wave, and a rollback of a wave through revert change sets.
+
+Wave 0 is the canary: ONE CLUSTER (not one node of it: a change set always reaches every node of its cluster).
+The state is in the database (Rollout.waves, RolloutCluster.state): run() may be called again after a worker's
+death and goes on from what is stored; a change set left mid-run is waited for (the executor's reaper ends it)."""
+import math
+import time
+from datetime import datetime, timedelta
+
+import yaml
+from django.db import transaction
+from django.db.models import Avg
+from django.utils import timezone
+
+from apps.accounts.roles import OPERATOR, has_role
+from apps.alerts.models import Alert, AlertState
+from apps.audit.actor import Actor
+from apps.audit.models import ActorKind
+from apps.audit.services import record
+from apps.configuration import files
+from apps.configuration import services as config
+from apps.configuration.tables import TABLES
+from apps.configuration.models import ChangeSet
+from apps.fleet import tags as fleet_tags
+from apps.fleet.models import Cluster
+from apps.monitoring.models import RAW, ProxySQLSample
+from apps.operations import executor
+from apps.operations import services as operations
+from apps.operations.change_set import plan_and_save
+from apps.operations.choices import OperationState
+from apps.operations.models import Operation
+
+from .models import ENDED, ClusterState, Rollout, RolloutCluster, RolloutState
+
+STALE_AFTER_S = 60  # a running rollout whose worker has not beaten for this long is taken up again
+GATE_STEP_S = 0.5  # how often a bake reads the polls and alerts again (a bad canary halts within about this)
+
+
+class Refused(Exception):
+    pass
+
+
+# -- the plan ---------------------------------------------------------------------------------------------------
+def parse_waves(text, fleet_size):
+    """Wave sizes from "1,1,25%,100%": N is N more clusters, P% is up to P% of the selected fleet in total
+    (rounded up); a wave that adds nothing is dropped, and the last wave takes every cluster left."""
+    items = [t.strip() for t in str(text).split(",") if t.strip()]
+    if not items:
+        raise Refused("waves: give at least one, e.g. 1,1,25%,100%")
+    sizes, total = [], 0
+    for item in items:
+        try:
+            if item.endswith("%"):
+                percent = float(item[:-1])
+                if not 0 < percent <= 100:
+                    raise ValueError
+                size = math.ceil(fleet_size * percent / 100) - total
+            else:
+                size = int(item)
+                if size < 1:
+                    raise ValueError
+        except ValueError:
+            raise Refused(f"waves: {item!r} is neither a count (1, 2...) nor a share of the fleet (25%)") from None
+        size = min(size, fleet_size - total)
+        if size > 0:
+            sizes.append(size)
+            total += size
+    if total < fleet_size:
+        sizes[-1] += fleet_size - total
+    return sizes
+
+
+def parse_selector(items):
+    """{"tags": [[key, value]], "names": [...]} from command-line words: env=prod (a tag), name=alpha (a cluster)."""
+    selector = {"tags": [], "names": []}
+    for item in items or ():
+        key, sep, value = str(item).partition("=")
+        if not sep or not value:
+            raise Refused(f"select: {item!r} is not key=value (env=prod, or name=CLUSTER)")
+        if key == "name":
+            selector["names"].append(value)
+        else:
+            try:
+                selector["tags"].append(list(fleet_tags.check(key, value)))
+            except fleet_tags.BadTag as exc:
+                raise Refused(f"select: {exc}") from None
+    return selector
+
+
+def select(selector):
+    """The selected clusters in a deterministic order (by name): every tag must match; names, when given, too."""
+    clusters = Cluster.objects.all()
+    for key, value in selector.get("tags") or ():
+        clusters = fleet_tags.tagged(clusters, key, value)
+    names = selector.get("names") or []
+    if names:
+        clusters = clusters.filter(name__in=names)
+        missing = sorted(set(names) - set(clusters.values_list("name", flat=True)))
+        if missing:
+            raise Refused(f"select: no such cluster (or not matching the tags): {', '.join(missing)}")
+    clusters = list(clusters.order_by("name"))
+    if not clusters:
+        raise Refused("select: no cluster matches")
+    return clusters
+
+
+def _check_change(change):
+    if set(change) == {"edits"} and isinstance(change["edits"], list) and change["edits"]:
+        return
+    if set(change) == {"file"} and isinstance(change["file"], str) and change["file"].strip():
+        return
+    raise Refused('change: give {"edits": [...]} (a change set\'s edits) or {"file": "<YAML>"} (a fragment)')
+
+
+def fragment_file(cluster, fragment):
+    """The configuration file (files.py) that a YAML fragment makes of the cluster's current version: the tables
+    the fragment names replaced by its rows (a named table is desired state, whole), the variables it names set;
+    everything else as the cluster has it. So the one file service (start_from_file) makes every change set."""
+    try:
+        doc = files.load(fragment)
+    except files.FileError as exc:
+        raise Refused(f"the fragment cannot be used: {exc}") from None
+    tables = {t.name for t in TABLES}
+    if not isinstance(doc, dict) or not doc or set(doc) - tables - {files.VARIABLES}:
+        extra = sorted(set(doc) - tables - {files.VARIABLES}) if isinstance(doc, dict) else []
+        raise Refused("the fragment names tables and global_variables only" + (f" (not {', '.join(extra)})" if extra else ""))
+    current = config.latest(cluster)
+    if current is None:
+        raise Refused(f"{cluster} has no configuration version yet")
+    whole = yaml.safe_load(files.export(current))
+    whole.pop("version", None)
+    variables = doc.pop(files.VARIABLES, None) or {}
+    if not isinstance(variables, dict):
+        raise Refused("the fragment's global_variables must be a mapping")
+    whole.update(doc)
+    whole[files.VARIABLES] = {**(whole.get(files.VARIABLES) or {}), **variables}
+    return yaml.safe_dump(whole, sort_keys=False)
+
+
+def _check_applies(cluster, change):
+    """Refuse now a change that cannot apply to a selected cluster (the same checks as a change set's)."""
+    if "file" in change:
+        try:
+            config.preview_from_file(cluster, fragment_file(cluster, change["file"]))
+        except config.NothingToDo:
+            pass
+    else:
+        current = config.latest(cluster)
+        if current is None:
+            raise Refused(f"{cluster} has no configuration version yet")
+        with transaction.atomic():  # built as create_change_set builds them, then dropped: nothing stays
+            try:
+                config.create_change_set(cluster, actor=Actor.system(), reason="rollout check", edits=change["edits"])
+            finally:
+                transaction.set_rollback(True)
+
+
+def _check_operator(actor):
+    if actor.user is None or not has_role(actor.user, OPERATOR):
+        raise Refused("rollouts are planned, started and aborted by an operator (or an admin)")
+
+
+def plan(change, selector, waves_text, *, actor, reason, bake_canary_s=60, bake_s=30, max_error_rate=1.0):
+    """A planned rollout: the exact clusters per wave, each checked that the change applies. Audited."""
+    _check_operator(actor)
+    if not reason.strip():
+        raise Refused("reason: say why (kept with the rollout, each change set and the audit log)")
+    _check_change(change)
+    if bake_canary_s < 0 or bake_s < 0 or max_error_rate < 0:
+        raise Refused("bake times and the error threshold cannot be negative")
+    clusters = select(selector)
+    sizes = parse_waves(waves_text, len(clusters))
+    for cluster in clusters:
+        try:
+            _check_applies(cluster, change)
+        except (config.Refused, Refused) as exc:
+            raise Refused(f"{cluster}: {exc}") from None
+    waves, at = [], 0
+    for size in sizes:
+        waves.append({"clusters": [c.pk for c in clusters[at:at + size]], "state": "pending"})
+        at += size
+    with transaction.atomic():
+        rollout = Rollout.objects.create(
+            reason=reason, change=change, selector=selector, waves_text=waves_text, waves=waves,
+            bake_canary_s=bake_canary_s, bake_s=bake_s, max_error_rate=max_error_rate,
+            planned_by=actor.user, planner=actor.who)
+        position = 0
+        for n, wave in enumerate(waves):
+            for pk in wave["clusters"]:
+                RolloutCluster.objects.create(rollout=rollout, cluster_id=pk, wave=n, position=position)
+                position += 1
+        record("rollout planned", actor=actor, target=str(rollout), details=describe(rollout))
+    return rollout
+
+
+def first_cluster_plan(rollout):
+    """The plan the first cluster's change set would get now (guards, then SQL per node), read from its nodes: what
+    `rollout plan` prints. Nothing is saved: the edits are built in a transaction rolled back, the plan made after."""
+    from apps.operations.change_set import plan_change_set
+
+    first = rollout.clusters.select_related("cluster").order_by("position").first()
+    cluster = first.cluster
+    try:
+        if "file" in rollout.change:
+            cs = config.preview_from_file(cluster, fragment_file(cluster, rollout.change["file"]))
+        else:
+            with transaction.atomic():
+                built = config.create_change_set(cluster, actor=Actor.system(), reason="preview",
+                                                 edits=rollout.change["edits"])
+                transaction.set_rollback(True)
+            cs = ChangeSet(cluster=cluster, base=built.base, reason=rollout.reason, edits=built.edits)
+    except config.NothingToDo:
+        return {"cluster": cluster.name, "lines": ["nothing to do: it already runs the change"]}
+    plan_, _ = plan_change_set(cs)
+    lines = [f"[{'pass' if g.passed else 'BLOCKS'}] {g.label}: {g.value}" for g in plan_.guards]
+    for step in plan_.steps:
+        for spec in step.nodes.values():
+            lines += [f"-- {step.key} on {spec['name']}"] + [f"{sql};" for sql in spec["sql"]] if spec["sql"] else []
+    return {"cluster": cluster.name, "lines": lines}
+
+
+def describe(rollout):
+    """The rollout as data: its waves with their clusters' names and states (the doors print this)."""
+    rows = {rc.cluster_id: rc for rc in rollout.clusters.select_related("cluster")}
+    return {"rollout": rollout.pk, "state": rollout.state, "reason": rollout.reason, "waves_text": rollout.waves_text,
+            "halt_reason": rollout.halt_reason, "bake_canary_s": rollout.bake_canary_s, "bake_s": rollout.bake_s,
+            "waves": [{"wave": n, "canary": n == 0, "state": w["state"], "gate": w.get("gate"),
+                       "clusters": [{"name": rows[pk].cluster.name, "state": rows[pk].state, "error": rows[pk].error}
+                                    for pk in w["clusters"]]}
+                      for n, w in enumerate(rollout.waves)]}
+
+
+# -- start, abort -----------------------------------------------------------------------------------------------
+def start(rollout, *, actor, enqueue=True):
+    """planned -> running (audited); the worker's task (workers/rollouts.py) runs it. The two-person rule of any
+    selected cluster applies to the whole rollout: its starter must not be its planner."""
+    _check_operator(actor)
+    strict = [rc.cluster.name for rc in rollout.clusters.select_related("cluster") if rc.cluster.two_person_rule]
+    if strict and actor.user is not None and actor.user.pk == rollout.planned_by_id:
+        raise Refused(f"{', '.join(strict)} require(s) two people: {rollout.planner} planned this rollout, so "
+                      "someone else must start it.")
+    with transaction.atomic():
+        if not Rollout.objects.filter(pk=rollout.pk, state=RolloutState.PLANNED).update(
+                state=RolloutState.RUNNING, started_by=actor.user, heartbeat_at=timezone.now()):
+            raise Refused(f"{rollout} is not planned any more (it is {Rollout.objects.get(pk=rollout.pk).state})")
+        record("rollout started", actor=actor, target=str(rollout), details={"rollout": rollout.pk})
+        if enqueue:
+            from controlplane import tasks
+
+            transaction.on_commit(lambda: tasks.enqueue("rollouts.run", (rollout.pk,)))
+    rollout.refresh_from_db()
+    return rollout
+
+
+def abort(rollout, *, actor, enqueue=True):
+    """A planned rollout ends aborted; a running or halted one rolls back every wave it applied, newest first:
+    run() does it, at its next check when a worker runs it, else queued now (or run here, without `enqueue`)."""
+    _check_operator(actor)
+    with transaction.atomic():
+        rollout = Rollout.objects.select_for_update().get(pk=rollout.pk)
+        if rollout.state in ENDED and rollout.state != RolloutState.HALTED:
+            raise Refused(f"{rollout} already ended ({rollout.state})")
+        was = rollout.state
+        if was == RolloutState.PLANNED:
+            rollout.state = RolloutState.ABORTED
+        else:
+            rollout.abort_requested, rollout.state = True, RolloutState.RUNNING
+        rollout.heartbeat_at = timezone.now()  # queued now: not a dead worker's for resume_stale
+        rollout.save(update_fields=["state", "abort_requested", "heartbeat_at", "updated_at"])
+        record("rollout abort requested", actor=actor, target=str(rollout), details={"rollout": rollout.pk, "was": was})
+        idle = was in (RolloutState.HALTED, RolloutState.PAUSED)  # no worker runs it: queue it to roll back
+        if idle and enqueue:
+            from controlplane import tasks
+
+            transaction.on_commit(lambda: tasks.enqueue("rollouts.run", (rollout.pk,)))
+    if idle and not enqueue:
+        run(rollout.pk)
+    rollout.refresh_from_db()
+    return rollout
+
+
+# -- the run ----------------------------------------------------------------------------------------------------
+def run(rollout_id):
+    """Run (or go on with) a rollout from its stored state until it ends; re-entrant."""
+    rollout = Rollout.objects.get(pk=rollout_id)
+    if rollout.state != RolloutState.RUNNING:
+        return rollout.state
+    for n in range(len(rollout.waves)):
+        if rollout.waves[n]["state"] == "passed":
+            continue
+        if _aborting(rollout):
+            break
+        if rollout.waves[n]["state"] == "pending" and _paused(rollout):
+            return RolloutState.PAUSED
+        if rollout.waves[n]["state"] == "pending":
+            _wave(rollout, n, state="applying", started_at=timezone.now().isoformat())
+        if rollout.waves[n]["state"] == "applying":
+            failed = _apply_wave(rollout, n)
+            if failed:
+                return _halt(rollout, n, f"wave {n}: {failed}")
+            if _aborting(rollout):
+                break
+            _wave(rollout, n, state="baking", applied_at=timezone.now().isoformat())
+        if rollout.waves[n]["state"] == "baking":
+            verdict = _bake(rollout, n)
+            if verdict is None:  # aborted while baking
+                break
+            _wave(rollout, n, gate=verdict)
+            if not verdict["ok"]:
+                return _halt(rollout, n, f"wave {n} failed its health gate: {verdict['why']}")
+            _wave(rollout, n, state="passed")
+    if _aborting(rollout):
+        return _roll_back_all(rollout)
+    _end(rollout, RolloutState.DONE, "rollout done")
+    return rollout.state
+
+
+def resume_stale(stale_after_s=STALE_AFTER_S):
+    """Running rollouts whose worker stopped beating (it died): each claimed once (its heartbeat moved to now, a
+    compare-and-set, so two resumers never both take it) and queued again; run() goes on from the stored state.
+    A change set its worker left running is ended by the executor's own reaper, and run() waits for it."""
+    from controlplane import tasks
+
+    cutoff = timezone.now() - timedelta(seconds=stale_after_s)
+    resumed = []
+    for pk, beat in Rollout.objects.filter(state=RolloutState.RUNNING, heartbeat_at__lt=cutoff).values_list(
+            "pk", "heartbeat_at"):
+        with transaction.atomic():
+            if Rollout.objects.filter(pk=pk, heartbeat_at=beat).update(heartbeat_at=timezone.now()):
+                record("rollout taken up again", actor=Actor.system(), target=f"rollout #{pk}",
+                       details={"rollout": pk, "last_heartbeat": beat.isoformat()})
+                transaction.on_commit(lambda pk=pk: tasks.enqueue("rollouts.run", (pk,)))
+                resumed.append(pk)
+    return resumed
+
+
+def _paused(rollout):
+    """A pause takes effect between waves: the wave under way ends its apply and its bake first."""
+    return Rollout.objects.filter(pk=rollout.pk, state=RolloutState.PAUSED).exists()
+
+
+def pause(rollout, *, actor):
+    _check_operator(actor)
+    with transaction.atomic():
+        if not Rollout.objects.filter(pk=rollout.pk, state=RolloutState.RUNNING, abort_requested=False).update(
+                state=RolloutState.PAUSED):
+            raise Refused(f"{rollout} is not running (it is {Rollout.objects.get(pk=rollout.pk).state})")
+        record("rollout paused", actor=actor, target=str(rollout), details={"rollout": rollout.pk})
+    rollout.refresh_from_db()
+    return rollout
+
+
+def resume(rollout, *, actor, enqueue=True):
+    """paused -> running, queued again (or run here, without `enqueue`): it goes on with its next wave."""
+    _check_operator(actor)
+    with transaction.atomic():
+        if not Rollout.objects.filter(pk=rollout.pk, state=RolloutState.PAUSED).update(
+                state=RolloutState.RUNNING, heartbeat_at=timezone.now()):
+            raise Refused(f"{rollout} is not paused (it is {Rollout.objects.get(pk=rollout.pk).state})")
+        record("rollout resumed", actor=actor, target=str(rollout), details={"rollout": rollout.pk})
+        if enqueue:
+            from controlplane import tasks
+
+            transaction.on_commit(lambda: tasks.enqueue("rollouts.run", (rollout.pk,)))
+    if not enqueue:
+        run(rollout.pk)
+    rollout.refresh_from_db()
+    return rollout
+
+
+def _aborting(rollout):
+    rollout.refresh_from_db(fields=["abort_requested"])
+    return rollout.abort_requested
+
+
+def _wave(rollout, n, **fields):
+    rollout.refresh_from_db(fields=["waves"])
+    rollout.waves[n].update(fields)
+    Rollout.objects.filter(pk=rollout.pk).update(waves=rollout.waves, heartbeat_at=timezone.now())
+
+
+def _people(rollout):
+    """(planner, confirmer): each cluster's change set is planned in the rollout planner's name and confirmed in
+    its starter's, so a cluster's two-person rule holds as it does for one change set."""
+    return Actor(ActorKind.USER, user=rollout.planned_by), Actor(ActorKind.USER, user=rollout.started_by)
+
+
+def _apply_wave(rollout, n):
+    """Each cluster of the wave through its own change set, in plan order. The first failure: its text."""
+    for rc in rollout.clusters.filter(wave=n).select_related("cluster"):
+        if rc.state in (ClusterState.APPLIED, ClusterState.UNCHANGED):
+            continue
+        if rc.state == ClusterState.FAILED:
+            return f"{rc.cluster}: {rc.error}"
+        error = _apply_cluster(rollout, rc)
+        if error:
+            return f"{rc.cluster}: {error}"
+    return None
+
+
+def _apply_cluster(rollout, rc):
+    planner, confirmer = _people(rollout)
+    cluster = rc.cluster
+    if rc.change_set_id is None:
+        reason = f"{rollout} wave {rc.wave}: {rollout.reason}"
+        try:
+            with transaction.atomic():
+                if "file" in rollout.change:
+                    cs = config.create_change_set(cluster, actor=planner, reason=reason,
+                                                  file=fragment_file(cluster, rollout.change["file"]))
+                else:
+                    cs = config.create_change_set(cluster, actor=planner, reason=reason, edits=rollout.change["edits"])
+                rc.change_set, rc.version_before, rc.state = cs, cs.base, ClusterState.APPLYING
+                rc.save(update_fields=["change_set", "version_before", "state"])
+        except config.NothingToDo:
+            _cluster_state(rc, ClusterState.UNCHANGED)
+            return None
+        except (config.Refused, Refused) as exc:
+            return _cluster_failed(rc, str(exc))
+    error = _run_change_set(rollout.pk, rc.change_set, planner, confirmer)
+    if error:
+        return _cluster_failed(rc, error)
+    _cluster_state(rc, ClusterState.APPLIED)
+    return None
+
+
+def _run_change_set(rollout_id, cs, planner, confirmer):
+    """Plan, confirm and execute a change set here (the rollout's worker), or wait for the operation a dead worker
+    left (the executor's reaper ends it). None when it ended done, else why not."""
+    cs.refresh_from_db()
+    try:
+        if cs.state == ChangeSet.State.DRAFT:
+            op = plan_and_save(cs, actor=planner)
+        else:
+            op = cs.operation
+        if op.state == OperationState.PLANNED:
+            operations.confirm(op, actor=confirmer, enqueue=False)
+            executor.run(op.pk)
+        elif op.state == OperationState.PENDING:
+            executor.run(op.pk)
+    except (config.Refused, operations.NotAllowed) as exc:
+        return str(exc)
+    while True:
+        state, error = Operation.objects.filter(pk=op.pk).values_list("state", "error").get()
+        if state == OperationState.DONE:
+            return None
+        if state not in (OperationState.PENDING, OperationState.RUNNING, OperationState.ROLLING_BACK):
+            return f"operation #{op.pk} ended {state}" + (f": {error}" if error else "")
+        Rollout.objects.filter(pk=rollout_id).update(heartbeat_at=timezone.now())
+        time.sleep(0.5)
+
+
+def _cluster_state(rc, state, error=""):
+    rc.state, rc.error = state, error
+    rc.save(update_fields=["state", "error"])
+    Rollout.objects.filter(pk=rc.rollout_id).update(heartbeat_at=timezone.now())
+
+
+def _cluster_failed(rc, error):
+    _cluster_state(rc, ClusterState.FAILED, error)
+    return error
+
+
+# -- the health gate --------------------------------------------------------------------------------------------
+def _bake(rollout, n):
+    """Wait out the wave's bake time reading the gate every GATE_STEP_S; fail at the first bad reading. None when
+    the rollout is aborted meanwhile."""
+    wave = rollout.waves[n]
+    bake = rollout.bake_canary_s if n == 0 else rollout.bake_s
+    started, applied = datetime.fromisoformat(wave["started_at"]), datetime.fromisoformat(wave["applied_at"])
+    ends = applied + timedelta(seconds=bake)
+    while True:
+        verdict = gate(rollout, n, started, applied)
+        if not verdict["ok"]:
+            return verdict
+        if timezone.now() >= ends:
+            return verdict
+        if _aborting(rollout):
+            return None
+        Rollout.objects.filter(pk=rollout.pk).update(heartbeat_at=timezone.now())
+        time.sleep(min(GATE_STEP_S, max(0.0, (ends - timezone.now()).total_seconds())))
+
+
+def gate(rollout, n, started, applied):
+    """The wave's health from the polls and the alerts: per node of its clusters, client connections aborted +
+    backend connection errors per second since the change, against the same length of window before the wave;
+    and any alert of those clusters that fired since the wave started."""
+    clusters = rollout.waves[n]["clusters"]
+    bake = rollout.bake_canary_s if n == 0 else rollout.bake_s
+    window = timedelta(seconds=max(bake, 10))
+    figures, bad = {}, []
+    samples = ProxySQLSample.objects.filter(node__cluster_id__in=clusters, resolution=RAW)
+    for node_id, name in _nodes(clusters):
+        before = _errors(samples.filter(node_id=node_id, ts__gte=started - window, ts__lt=started))
+        after = _errors(samples.filter(node_id=node_id, ts__gte=applied))
+        figures[name] = {"errors_per_s_before": before, "errors_per_s_after": after}
+        if after is not None and after > (before or 0.0) + rollout.max_error_rate:
+            bad.append(f"{name}: {after:.1f} errors/s since the change, {before or 0.0:.1f} before "
+                       f"(threshold +{rollout.max_error_rate:g})")
+    fired = Alert.objects.filter(cluster_id__in=clusters, state=AlertState.FIRING, fired_at__gte=started)
+    for alert in fired.select_related("cluster").order_by("fired_at")[:10]:
+        bad.append(f"alert {alert.rule} firing on {alert.cluster}: {alert.summary}")
+    return {"ok": not bad, "why": "; ".join(bad), "nodes": figures,
+            "alerts": [a.rule for a in fired[:10]], "at": timezone.now().isoformat()}
+
+
+def _nodes(cluster_ids):
+    from apps.fleet.models import ProxySQLNode
+
+    return ProxySQLNode.objects.filter(cluster_id__in=cluster_ids).order_by("pk").values_list("pk", "name")
+
+
+def _errors(samples):
+    row = samples.aggregate(aborted=Avg("client_connections_aborted_ps"), conn_err=Avg("conn_err_ps"))
+    if row["aborted"] is None and row["conn_err"] is None:
+        return None
+    return (row["aborted"] or 0.0) + (row["conn_err"] or 0.0)
+
+
+# -- halt and roll back -----------------------------------------------------------------------------------------
+def _halt(rollout, n, why):
+    """The failing wave rolled back; the waves before it stay (abort rolls them back too)."""
+    rollout.halt_reason = why
+    Rollout.objects.filter(pk=rollout.pk).update(halt_reason=why)
+    _roll_back_wave(rollout, n)
+    _wave(rollout, n, state="rolled_back")
+    _end(rollout, RolloutState.HALTED, "rollout halted", why=why)
+    return rollout.state
+
+
+def _roll_back_all(rollout):
+    """Abort: every wave that changed something, newest first."""
+    errors = []
+    for n in reversed(range(len(rollout.waves))):
+        if rollout.waves[n]["state"] == "pending":
+            continue
+        errors += _roll_back_wave(rollout, n)
+        _wave(rollout, n, state="rolled_back")
+    _end(rollout, RolloutState.ROLLED_BACK, "rollout rolled back", errors=errors)
+    return rollout.state
+
+
+def _roll_back_wave(rollout, n):
+    """Each changed cluster of the wave back to its version before the rollout, newest first, through a revert
+    change set (it keeps what operations own: the writer, the servers' statuses). Returns the errors."""
+    errors = []
+    planner, confirmer = _people(rollout)
+    for rc in rollout.clusters.filter(wave=n).select_related("cluster", "version_before").order_by("-position"):
+        if rc.state not in (ClusterState.APPLIED, ClusterState.APPLYING, ClusterState.ROLLING_BACK):
+            continue
+        if rc.state == ClusterState.APPLYING:  # a change set that ended rolled back changed nothing
+            cs = ChangeSet.objects.filter(pk=rc.change_set_id).first()
+            if cs is None or cs.result_id is None:
+                _cluster_state(rc, ClusterState.FAILED, rc.error)
+                continue
+        error = _revert_cluster(rollout, rc, planner, confirmer)
+        if error:
+            errors.append(f"{rc.cluster}: {error}")
+    return errors
+
+
+def _revert_cluster(rollout, rc, planner, confirmer):
+    if rc.revert_id is None:
+        current = config.latest(rc.cluster)
+        made = ChangeSet.objects.get(pk=rc.change_set_id).result_id
+        if current.pk != made:  # someone recorded a version since: never revert over their change
+            error = f"version {current.number} was recorded since the rollout's change: not rolled back"
+            _cluster_state(rc, ClusterState.ROLLBACK_FAILED, error)
+            return error
+        try:
+            with transaction.atomic():
+                revert = config.revert_to(rc.cluster, rc.version_before, actor=planner,
+                                          reason=f"{rollout} rolled back: {rollout.halt_reason or 'aborted'}")
+                rc.revert, rc.state = revert, ClusterState.ROLLING_BACK
+                rc.save(update_fields=["revert", "state"])
+                record("change set created", actor=planner, cluster=rc.cluster, target=str(revert),
+                       details={"change_set": revert.pk, "source": revert.source, "rollout": rollout.pk})
+        except config.Refused as exc:
+            _cluster_state(rc, ClusterState.ROLLBACK_FAILED, str(exc))
+            return str(exc)
+    error = _run_change_set(rollout.pk, rc.revert, planner, confirmer)
+    if error:
+        _cluster_state(rc, ClusterState.ROLLBACK_FAILED, error)
+        return error
+    _cluster_state(rc, ClusterState.ROLLED_BACK)
+    return None
+
+
+def _end(rollout, state, action, **details):
+    with transaction.atomic():
+        Rollout.objects.filter(pk=rollout.pk).update(state=state, heartbeat_at=timezone.now())
+        rollout.refresh_from_db()
+        record(action, actor=Actor.system(), target=str(rollout),
+               outcome="success" if state == RolloutState.DONE else "failure",
+               details={**describe(rollout), **details})
