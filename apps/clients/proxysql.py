@@ -10,6 +10,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, fields
 
 from django.conf import settings
+from django.db.models import prefetch_related_objects
 
 from .wire import ClientError, Rejected, TimedConnection, UnexpectedResult
 
@@ -310,20 +311,23 @@ class ProxySQLAdmin:
     """An admin connection to one ProxySQL node. Use as a context manager, or call close()."""
 
     def __init__(self, host, port, user, password, *, name=None, connect_timeout=None, read_timeout=None,
-                 tls_ca=None):
+                 tls_ca=None, tls_verify=True):
         self.name = name or f"proxysql {host}:{port}"
         self.wire = TimedConnection(
             node=self.name, host=host, port=port, user=user, password=password,
             connect_timeout=connect_timeout or settings.PROXYSQL_CONNECT_TIMEOUT,
             read_timeout=read_timeout or settings.PROXYSQL_READ_TIMEOUT,
             tls_ca=tls_ca,  # a CA (PEM): TLS, verified against it, or no connection
+            tls_verify=tls_verify,  # with the CA: False takes TLS with any certificate
         )
 
     @classmethod
     def for_node(cls, node, **timeouts):
-        """Client for a fleet.ProxySQLNode (decrypts its password only here)."""
+        """Client for a fleet.ProxySQLNode (decrypts its password only here), with its cluster's TLS setting (none for
+        a node of no cluster yet: an adoption's unsaved node)."""
+        tls = node.cluster.client_tls() if node.cluster_id is not None else {}
         return cls(node.admin_host, node.admin_port, node.admin_user, node.admin_password,
-                   name=f"ProxySQL {node.name} ({node.admin_host}:{node.admin_port})", **timeouts)
+                   name=f"ProxySQL {node.name} ({node.admin_host}:{node.admin_port})", **tls, **timeouts)
 
     @property
     def endpoint(self):
@@ -611,11 +615,19 @@ def reusing(connections):
         _open_connections.reset(token)
 
 
+def with_clusters(nodes):
+    """The nodes (a list), each with its cluster loaded, in one query for those without: for_node reads the cluster's
+    TLS setting, and the threads that open the connections must not touch the database."""
+    nodes = list(nodes)
+    prefetch_related_objects([n for n in nodes if n.cluster_id is not None], "cluster")
+    return nodes
+
+
 def on_each_node(nodes, read):
     """read(node, admin) on every ProxySQL node at once, each on its own admin connection: a list of
     (node, result, None) or (node, None, ClientError), in the nodes' order. One node that does not
     answer costs one timeout, not one per node. `read` runs on another thread: no database in it."""
-    nodes = list(nodes)
+    nodes = with_clusters(nodes)
     connections = _open_connections.get()
 
     def one(node):
