@@ -98,3 +98,18 @@ class TagsForm(forms.Form):
             return tags.parse(self.cleaned_data["tags"])
         except tags.BadTag as exc:
             raise forms.ValidationError(str(exc)) from None
+
+
+class ConnectionsForm(forms.ModelForm):
+    """A cluster's connection settings (connections.py): the model's own validators judge each field."""
+
+    class Meta:
+        model = Cluster
+        fields = ["credential_hosts", "tls_ca", "tls_verify"]
+        widgets = {"credential_hosts": forms.Textarea(attrs={"rows": 3, "cols": 60}),
+                   "tls_ca": forms.Textarea(attrs={"rows": 6, "cols": 66, "placeholder": "-----BEGIN CERTIFICATE-----"})}
+        labels = {"credential_hosts": "Credential hosts", "tls_ca": "TLS CA (PEM)",
+                  "tls_verify": "Verify each server's certificate and host name against the CA"}
+
+    def clean_tls_ca(self):
+        return self.cleaned_data["tls_ca"].strip().replace("\r\n", "\n")

@@ -5,7 +5,7 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from apps.accounts.roles import OPERATOR, VIEWER, require_role
+from apps.accounts.roles import ADMIN, OPERATOR, VIEWER, require_role
 from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.alerts import selectors as alert_selectors  # the alert section of the cluster page
@@ -21,8 +21,8 @@ from apps.operations import rollbacks  # the rollback-pending banner
 
 from apps.configuration import adoption as adopt
 
-from . import tags
-from .forms import AdoptForm, TagsForm
+from . import connections, tags
+from .forms import AdoptForm, ConnectionsForm, TagsForm
 from .models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from .secrets import decrypt, encrypt
 
@@ -59,7 +59,30 @@ def cluster_detail(request, pk):
         **alert_selectors.open_for_cluster(cluster),
         **dr_selectors.for_cluster(cluster),
         "tags": tags.of(cluster),
+        "connections_form": ConnectionsForm(instance=cluster), "tls_ca_described": connections.describe_ca(cluster.tls_ca),
     })
+
+
+@require_role(ADMIN)
+@require_POST
+def cluster_connections(request, pk):
+    """An admin sets where the cluster's credentials may go and its TLS; audited. Bad input changes nothing and
+    says why, the typed values kept in the form."""
+    cluster = get_object_or_404(Cluster, pk=pk)
+    form = ConnectionsForm(request.POST)
+    if not form.is_valid():
+        connections.refused(cluster, form.errors.get_json_data(), actor=Actor.of_request(request))
+        messages.error(request, "Connection settings not saved: " + " ".join(
+            f"{form.fields[f].label if f in form.fields else ''}: {' '.join(e)}".lstrip(": ")
+            for f, e in form.errors.items()))
+        response = cluster_detail(request, pk)
+        response.context_data["connections_form"] = form
+        response.status_code = 400
+        return response
+    changed = connections.save(cluster, form.cleaned_data, actor=Actor.of_request(request))
+    messages.success(request, f"Connection settings saved ({', '.join(changed)})." if changed
+                     else "Connection settings unchanged.")
+    return redirect(reverse("fleet:cluster", args=[cluster.pk]) + "#connections")
 
 
 @require_role(OPERATOR)

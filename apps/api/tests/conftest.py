@@ -85,6 +85,7 @@ OWNER = {
     "alert": "alert", "alert_acknowledge": "alert", "silence_end": "silence",
     "channel": "dr_channel", "channel_move": "dr_channel",
     "alert_channel": "channel", "report_schedule": "schedule", "rule_settings": "cluster", "cluster_tags": "cluster",
+    "cluster_connections": "cluster",
 }
 CHART = {"node_history": "queries", "server_history": "wsrep_state"}
 
