@@ -758,6 +758,11 @@ class AdoptInput(serializers.Serializer):
     hostgroups = serializers.ListField(child=serializers.IntegerField(), required=False, default=list, max_length=1000,
                                        help_text="for a ProxySQL fronting several clusters: this cluster's hostgroups")
     overwrite = serializers.BooleanField(required=False, default=False)
+    backend_hosts = serializers.ListField(
+        child=serializers.CharField(max_length=300), required=False, default=list, max_length=1000,
+        help_text="a new cluster: the node's backends (\"host:port\") that may receive its monitor credentials. The "
+                  "preview reads only these and loopback; after the confirm the others are not polled (the cluster's "
+                  "credential hosts leave them out) until an admin adds them. Give the confirm the same list")
 
 
 class AdoptConfirmInput(AdoptInput):
@@ -767,6 +772,10 @@ class AdoptConfirmInput(AdoptInput):
 
 class AdoptionPlanSerializer(serializers.Serializer):
     ok = serializers.BooleanField(help_text="false: `errors` say why it cannot be confirmed")
+    unconfirmed_backends = serializers.ListField(
+        child=serializers.CharField(), help_text="a new cluster's backends (\"host:port\") neither confirmed "
+                                                 "(backend_hosts) nor loopback: not read, and not polled after the "
+                                                 "confirm")
     fingerprint = serializers.CharField()
     cluster_name = serializers.CharField()
     cluster_exists = serializers.BooleanField()

@@ -519,6 +519,24 @@ def listed_peers(plan):
     return [(m["hostname"], m["port"]) for m in plan.members]
 
 
+def unconfirmed_backends(plan, backend_hosts):
+    """The (host, port) a new cluster's plan adopts that may not receive its monitor credentials: neither loopback nor
+    confirmed by the person (`backend_hosts`). Its preview did not read them; after the adoption they are not polled
+    (new_cluster_credential_hosts)."""
+    allowed = may_receive(None, backend_hosts)
+    return sorted({(r.hostname, r.port) for r in plan.rows if not allowed(r.hostname, r.port)[0]})
+
+
+def new_cluster_credential_hosts(plan, backend_hosts):
+    """A new cluster's credential hosts: empty (its own hosts, the usual) when every backend it adopts is confirmed or
+    loopback; else the confirmed backends, its ProxySQL nodes and loopback, so that the pollers send the monitor
+    credentials to no backend the person did not confirm (an admin adds them on the cluster page)."""
+    if not unconfirmed_backends(plan, backend_hosts):
+        return ""
+    hosts = [h for h, _ in backend_hosts] + [plan.admin_host] + [m["hostname"] for m in plan.members]
+    return " ".join(dict.fromkeys([*hosts, "127.0.0.0/8", "::1", "localhost"]))
+
+
 def read_members(plan, admin_user, admin_password, allowed=None):
     """Network: the snapshot of every member of the plan's ProxySQL Cluster not yet in the cluster, read with the
     same admin credentials, only where `allowed` (may_receive()) says so: a member it refuses refuses the whole
@@ -541,16 +559,26 @@ def read_members(plan, admin_user, admin_password, allowed=None):
     return snapshots, None
 
 
-def apply_cluster_adoption(plan, snapshots, *, admin_user, admin_password, monitor=("", ""), actor=None):
+def apply_cluster_adoption(plan, snapshots, *, admin_user, admin_password, monitor=("", ""), actor=None,
+                           credential_hosts=""):
     """apply_adoption() of the plan and of every member of its ProxySQL Cluster (`snapshots`: read_members()), into
-    the same cluster and its hostgroups, in one transaction: all of them or none. Returns (cluster, [nodes])."""
+    the same cluster and its hostgroups, in one transaction: all of them or none. Returns (cluster, [nodes]).
+    `credential_hosts`: a new cluster's (new_cluster_credential_hosts()), set and audited in that transaction."""
     from .services import needs_first_version, read_for_adoption
 
     runtime = (read_for_adoption(plan.node_name, plan.admin_host, plan.admin_port, admin_user, admin_password)
                if needs_first_version(plan.cluster_name) else None)  # read before the transaction
     with transaction.atomic():
+        new = not Cluster.objects.filter(name=plan.cluster_name).exists()
         cluster, node = apply_adoption(plan, admin_user=admin_user, admin_password=admin_password, monitor=monitor,
                                        actor=actor, runtime=runtime)
+        if new and credential_hosts:
+            Cluster.objects.filter(pk=cluster.pk).update(credential_hosts=credential_hosts)
+            cluster.credential_hosts = credential_hosts
+            record("cluster connections changed", actor=actor or Actor.system(), cluster=cluster, target=cluster.name,
+                   details={"changed": ["credential_hosts"], "before": {"credential_hosts": ""},
+                            "after": {"credential_hosts": credential_hosts},
+                            "why": "adopted with backends nobody confirmed: their monitor credentials stay here"})
         nodes = [node]
         for m in plan.members:
             snapshot = snapshots.get((m["hostname"], m["port"]))
@@ -734,20 +762,24 @@ def preview(*, admin_host, admin_port, admin_user, admin_password, cluster_name,
     return plan, monitor
 
 
-def confirm(plan, monitor, *, admin_user, admin_password, actor=None, peers=()):
+def confirm(plan, monitor, *, admin_user, admin_password, actor=None, peers=(), backend_hosts=()):
     """Adopt what the plan says with every other node of its ProxySQL Cluster: read them, write all of it in one
     transaction (audited) with the cluster's configuration version (apply_cluster_adoption: version 1 of a new
     cluster, from the node's runtime read just before). Returns (cluster, nodes, versions): the version each node's
     adoption recorded, or None. Raises AdoptionError, audited as a failure. The typed admin credentials go only to
     the members may_receive() allows: an existing cluster's credential hosts, or for a new one loopback and `peers`
-    ((host, port) the person confirmed: the doors pass the members their preview listed, bound by its fingerprint)."""
+    ((host, port) the person confirmed: the doors pass the members their preview listed, bound by its fingerprint).
+    A new cluster with backends outside `backend_hosts` (those its preview confirmed) and loopback gets credential
+    hosts that leave them out (new_cluster_credential_hosts)."""
     try:
-        allowed = may_receive(Cluster.objects.filter(name=plan.cluster_name).first(), peers)
+        existing = Cluster.objects.filter(name=plan.cluster_name).first()
+        allowed = may_receive(existing, peers)
         snapshots, error = read_members(plan, admin_user, admin_password, allowed)
         if error:
             raise AdoptionError(error)
-        cluster, nodes = apply_cluster_adoption(plan, snapshots, admin_user=admin_user, admin_password=admin_password,
-                                                monitor=monitor, actor=actor)
+        cluster, nodes = apply_cluster_adoption(
+            plan, snapshots, admin_user=admin_user, admin_password=admin_password, monitor=monitor, actor=actor,
+            credential_hosts="" if existing else new_cluster_credential_hosts(plan, backend_hosts))
     except AdoptionError as exc:
         record(ADOPT_ACTION, actor=actor, outcome="failure", target=f"{plan.admin_host}:{plan.admin_port}",
                details={"error": str(exc)})

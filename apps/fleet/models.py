@@ -79,7 +79,7 @@ class Cluster(models.Model):
                   "failover, the read-pool rules and a repair always do), or write one node and wait for its peers "
                   "to pull (change sets of one module, maintenance drains and restores)")
 
-    # Where stored credentials may go (credential_hosts.py): admins only (the Django admin, audited).
+    # Where stored credentials may go (credential_hosts.py): admins only (cluster page, API, Django admin; audited).
     credential_hosts = models.TextField(
         blank=True, validators=[validate_no_nul, validate_credential_hosts],
         help_text="hosts that may receive this cluster's stored credentials (monitor, admin): addresses, networks "
