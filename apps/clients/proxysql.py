@@ -348,7 +348,10 @@ class ProxySQLAdmin:
         self.wire.execute("SELECT 1", action="ping")
 
     def version(self):
-        return self.wire.execute("SELECT @@version", action="read version").rows[0][0]
+        rows = self.wire.execute("SELECT @@version", action="read version").rows
+        if not rows or not rows[0]:  # a server that answers OK without a row is no ProxySQL admin
+            raise UnexpectedResult(self.name, "read version", "no version in the answer to SELECT @@version")
+        return rows[0][0]
 
     def run(self, sql, params=(), *, action=None):
         """Run one admin statement (already vetted by the caller's plan). Returns the wire Result."""

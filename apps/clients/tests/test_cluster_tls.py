@@ -91,3 +91,20 @@ def test_the_pollers_take_a_changed_ca_at_their_next_round(live_redis, tls):
         pollers.backend_round(pollers.servers_for_shard(0, 1))
         assert fake.tls_sessions == 1
         assert live.read_one(live.BACKEND, server.pk).get("error_kind") != "tls"
+
+
+def test_adopting_into_an_existing_cluster_reads_the_node_with_its_tls(tls):
+    from apps.configuration import adoption
+
+    Cluster.objects.create(name="shop", writer_hostgroup=100, reader_hostgroup=101, tls_ca=tls["stranger"])
+    with FakeMySQL(b"mysql_native_password", tls=tls["server"], demand_tls=True) as fake:
+        preview = dict(admin_host="127.0.0.1", admin_port=fake.port, admin_user="admin", admin_password=PASSWORD,
+                       cluster_name="shop", node_name="p1")
+        with pytest.raises(adoption.AdoptionError, match="TLS verified against the CA failed, nothing was sent"):
+            adoption.preview(**preview)
+        Cluster.objects.filter(name="shop").update(tls_ca=tls["ca"])
+        with pytest.raises(adoption.AdoptionError) as unreadable:  # over TLS; the fake is no ProxySQL
+            adoption.preview(**preview)
+        assert "TLS" not in str(unreadable.value) and fake.tls_sessions == 1
+        with pytest.raises(adoption.AdoptionError, match="the server demands TLS and this cluster has no CA set"):
+            adoption.preview(**{**preview, "cluster_name": "new one"})
