@@ -536,9 +536,9 @@ class ProxySQLAdmin:
     def processlist(self, session_id=None):
         """stats_mysql_processlist (one session's row with `session_id`) as dicts; `extended_info` parsed from JSON when ProxySQL fills it
         (mysql-show_processlist_extended=1 or 2), else None."""
-        result = self.wire.execute("SELECT * FROM stats_mysql_processlist" + (" WHERE SessionID=%s" if session_id
-                                                                                else ""),
-                                   (int(session_id),) if session_id else (), action="read stats_mysql_processlist")
+        one = session_id is not None  # `if session_id` read every session for id 0 (its first row described session 1)
+        result = self.wire.execute("SELECT * FROM stats_mysql_processlist" + (" WHERE SessionID=%s" if one else ""),
+                                   (int(session_id),) if one else (), action="read stats_mysql_processlist")
         rows = []
         for row in result.dicts():
             info = row.get("extended_info")
