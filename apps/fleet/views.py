@@ -73,9 +73,7 @@ def cluster_connections(request, pk):
     form = ConnectionsForm(request.POST)
     if not form.is_valid():
         connections.refused(cluster, form.errors.get_json_data(), actor=Actor.of_request(request))
-        messages.error(request, "Connection settings not saved: " + " ".join(
-            f"{form.fields[f].label if f in form.fields else ''}: {' '.join(e)}".lstrip(": ")
-            for f, e in form.errors.items()))
+        messages.error(request, "Connection settings not saved: the Connections form says why.")
         response = cluster_detail(request, pk)
         response.context_data["connections_form"] = form
         response.status_code = 400
