@@ -617,6 +617,27 @@ class TagsInput(serializers.Serializer):
                                  help_text="every tag the cluster keeps, {key: value} (e.g. env: prod); {} removes all")
 
 
+class ConnectionsInput(serializers.Serializer):
+    """Types only; the rules are the cluster page's form's (fleet.forms.ConnectionsForm). Name only what you set."""
+
+    credential_hosts = serializers.CharField(
+        required=False, allow_blank=True, trim_whitespace=False, max_length=20000,
+        help_text="hosts that may receive the cluster's stored credentials: addresses, networks (10.0.0.0/8), name "
+                  "patterns (db-*.example.net), separated by spaces, commas or lines; empty: the cluster's own "
+                  "backends and nodes, and loopback")
+    tls_ca = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False, max_length=70000,
+                                   help_text="the CA (PEM) of the backends' and admin ports' certificates; empty: no TLS")
+    tls_verify = serializers.BooleanField(required=False, help_text="with a CA: verify certificates and host names "
+                                                                    "against it (the default)")
+
+
+class ConnectionsSerializer(serializers.Serializer):
+    credential_hosts = serializers.CharField()
+    tls_ca = serializers.CharField()
+    tls_verify = serializers.BooleanField()
+    tls_ca_described = serializers.CharField(help_text="the CA's certificates: subject and SHA-256 fingerprint")
+
+
 class ChangeSetInput(serializers.Serializer):
     reason = text(2000, help_text="what it is for, for the people after you")
     edits = EditSerializer(many=True, required=False, max_length=5000)
@@ -756,6 +777,11 @@ class AdoptInput(serializers.Serializer):
     hostgroups = serializers.ListField(child=serializers.IntegerField(), required=False, default=list, max_length=1000,
                                        help_text="for a ProxySQL fronting several clusters: this cluster's hostgroups")
     overwrite = serializers.BooleanField(required=False, default=False)
+    backend_hosts = serializers.ListField(
+        child=serializers.CharField(max_length=300), required=False, default=list, max_length=1000,
+        help_text="a new cluster: the node's backends (\"host:port\") that may receive its monitor credentials. The "
+                  "preview reads only these and loopback; after the confirm the others are not polled (the cluster's "
+                  "credential hosts leave them out) until an admin adds them. Give the confirm the same list")
 
 
 class AdoptConfirmInput(AdoptInput):
@@ -765,6 +791,10 @@ class AdoptConfirmInput(AdoptInput):
 
 class AdoptionPlanSerializer(serializers.Serializer):
     ok = serializers.BooleanField(help_text="false: `errors` say why it cannot be confirmed")
+    unconfirmed_backends = serializers.ListField(
+        child=serializers.CharField(), help_text="a new cluster's backends (\"host:port\") neither confirmed "
+                                                 "(backend_hosts) nor loopback: not read, and not polled after the "
+                                                 "confirm")
     fingerprint = serializers.CharField()
     cluster_name = serializers.CharField()
     cluster_exists = serializers.BooleanField()

@@ -145,7 +145,7 @@ def export_json(request):
 
 @require_role(VIEWER)
 def event_detail(request, pk):
-    event = get_object_or_404(AuditEvent, pk=pk)
+    event = selectors.shown(get_object_or_404(AuditEvent, pk=pk))
     details_json = json.dumps(event.details, indent=2, sort_keys=True, ensure_ascii=False, cls=DjangoJSONEncoder)
     incident_url = None
     if event.cluster_id:

@@ -61,13 +61,14 @@ class BackendClient:
     """A monitor connection to one backend node. Use as a context manager, or call close()."""
 
     def __init__(self, host, port, user, password, *, name=None, connect_timeout=None, read_timeout=None,
-                 tls_ca=None):
+                 tls_ca=None, tls_verify=True):
         self.name = name or f"backend {host}:{port}"
         self.wire = TimedConnection(
             node=self.name, host=host, port=port, user=user, password=password,
             connect_timeout=connect_timeout or settings.BACKEND_CONNECT_TIMEOUT,
             read_timeout=read_timeout or settings.BACKEND_READ_TIMEOUT,
             tls_ca=tls_ca,  # a CA (PEM): TLS, verified against it, or no connection
+            tls_verify=tls_verify,  # with the CA: False takes TLS with any certificate
         )
 
     @classmethod
@@ -81,7 +82,7 @@ class BackendClient:
             if not allowed:
                 raise NotAllowed(f"backend {server.hostname}:{server.port}", "connect", reason)
         return cls(server.hostname, server.port, cluster.monitor_user, cluster.monitor_password,
-                   name=f"backend {server.hostname}:{server.port}", **timeouts)
+                   name=f"backend {server.hostname}:{server.port}", **cluster.client_tls(), **timeouts)
 
     def __enter__(self):
         return self

@@ -10,6 +10,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, fields
 
 from django.conf import settings
+from django.db.models import prefetch_related_objects
 
 from .wire import ClientError, Rejected, TimedConnection, UnexpectedResult
 
@@ -310,20 +311,23 @@ class ProxySQLAdmin:
     """An admin connection to one ProxySQL node. Use as a context manager, or call close()."""
 
     def __init__(self, host, port, user, password, *, name=None, connect_timeout=None, read_timeout=None,
-                 tls_ca=None):
+                 tls_ca=None, tls_verify=True):
         self.name = name or f"proxysql {host}:{port}"
         self.wire = TimedConnection(
             node=self.name, host=host, port=port, user=user, password=password,
             connect_timeout=connect_timeout or settings.PROXYSQL_CONNECT_TIMEOUT,
             read_timeout=read_timeout or settings.PROXYSQL_READ_TIMEOUT,
             tls_ca=tls_ca,  # a CA (PEM): TLS, verified against it, or no connection
+            tls_verify=tls_verify,  # with the CA: False takes TLS with any certificate
         )
 
     @classmethod
     def for_node(cls, node, **timeouts):
-        """Client for a fleet.ProxySQLNode (decrypts its password only here)."""
+        """Client for a fleet.ProxySQLNode (decrypts its password only here), with its cluster's TLS setting (none for
+        a node of no cluster yet: an adoption's unsaved node)."""
+        tls = node.cluster.client_tls() if node.cluster_id is not None else {}
         return cls(node.admin_host, node.admin_port, node.admin_user, node.admin_password,
-                   name=f"ProxySQL {node.name} ({node.admin_host}:{node.admin_port})", **timeouts)
+                   name=f"ProxySQL {node.name} ({node.admin_host}:{node.admin_port})", **tls, **timeouts)
 
     @property
     def endpoint(self):
@@ -344,7 +348,10 @@ class ProxySQLAdmin:
         self.wire.execute("SELECT 1", action="ping")
 
     def version(self):
-        return self.wire.execute("SELECT @@version", action="read version").rows[0][0]
+        rows = self.wire.execute("SELECT @@version", action="read version").rows
+        if not rows or not rows[0]:  # a server that answers OK without a row is no ProxySQL admin
+            raise UnexpectedResult(self.name, "read version", "no version in the answer to SELECT @@version")
+        return rows[0][0]
 
     def run(self, sql, params=(), *, action=None):
         """Run one admin statement (already vetted by the caller's plan). Returns the wire Result."""
@@ -529,9 +536,9 @@ class ProxySQLAdmin:
     def processlist(self, session_id=None):
         """stats_mysql_processlist (one session's row with `session_id`) as dicts; `extended_info` parsed from JSON when ProxySQL fills it
         (mysql-show_processlist_extended=1 or 2), else None."""
-        result = self.wire.execute("SELECT * FROM stats_mysql_processlist" + (" WHERE SessionID=%s" if session_id
-                                                                                else ""),
-                                   (int(session_id),) if session_id else (), action="read stats_mysql_processlist")
+        one = session_id is not None  # `if session_id` read every session for id 0 (its first row described session 1)
+        result = self.wire.execute("SELECT * FROM stats_mysql_processlist" + (" WHERE SessionID=%s" if one else ""),
+                                   (int(session_id),) if one else (), action="read stats_mysql_processlist")
         rows = []
         for row in result.dicts():
             info = row.get("extended_info")
@@ -624,11 +631,19 @@ def reusing(connections):
         _open_connections.reset(token)
 
 
+def with_clusters(nodes):
+    """The nodes (a list), each with its cluster loaded, in one query for those without: for_node reads the cluster's
+    TLS setting, and the threads that open the connections must not touch the database."""
+    nodes = list(nodes)
+    prefetch_related_objects([n for n in nodes if n.cluster_id is not None], "cluster")
+    return nodes
+
+
 def on_each_node(nodes, read):
     """read(node, admin) on every ProxySQL node at once, each on its own admin connection: a list of
     (node, result, None) or (node, None, ClientError), in the nodes' order. One node that does not
     answer costs one timeout, not one per node. `read` runs on another thread: no database in it."""
-    nodes = list(nodes)
+    nodes = with_clusters(nodes)
     connections = _open_connections.get()
 
     def one(node):

@@ -13,6 +13,8 @@ ALLOWED_AUTH_PLUGINS (Connector/C's restricted-auth option, which mysqlclient do
 asking for another plugin gets nothing and the call fails with AuthFailed saying so. With a CA (`tls_ca`, PEM) the
 connection is TLS, the server's certificate and host name verified against it, or none; there, and only there, the
 plugins that hand the password to the server are allowed too (TLS_AUTH_PLUGINS): it is the server we verified.
+With the CA and `tls_verify=False` (a cluster's choice) the connection is TLS or none, but any certificate is taken:
+encrypted, not proved, so only ALLOWED_AUTH_PLUGINS.
 """
 import functools
 import hashlib
@@ -48,6 +50,8 @@ AUTH_OPTIONS = {"read_default_file": checked_option_file(Path(__file__).with_nam
                 "read_default_group": "controlplane"}
 TLS_AUTH_OPTIONS = {**AUTH_OPTIONS, "read_default_group": "controlplane-verified-tls"}
 _TLS_CODES = {2026}  # CR_SSL_CONNECTION_ERROR: no TLS offered, or a certificate that does not verify
+# The server demands TLS and we came without (MySQL's require_secure_transport: 3159; MariaDB's: 1941).
+_TLS_DEMANDED_CODES = {3159, 1941}
 
 
 @functools.cache
@@ -146,9 +150,11 @@ class Result:
 class TimedConnection:
     """One open connection to one server, reconnecting on demand, every call bounded."""
 
-    def __init__(self, *, node, host, port, user, password, connect_timeout, read_timeout, database=None, tls_ca=None):
+    def __init__(self, *, node, host, port, user, password, connect_timeout, read_timeout, database=None, tls_ca=None,
+                 tls_verify=True):
         self.node = node
         self.tls_ca = tls_ca or None
+        self.tls_verify = bool(tls_verify)  # with a CA: False takes TLS with any certificate (encrypted, not proved)
         self.host = tcp_host(host)
         self.port = int(port)
         self.user = user
@@ -174,8 +180,11 @@ class TimedConnection:
                     write_timeout=max(1, math.ceil(self.read_timeout)),
                     charset="utf8mb4", autocommit=True,
                 )
-                if self.tls_ca:
+                if self.tls_ca and self.tls_verify:
                     kwargs.update(TLS_AUTH_OPTIONS, ssl={"ca": ca_file(self.tls_ca)}, ssl_mode="VERIFY_IDENTITY")
+                elif self.tls_ca:  # TLS or nothing, the certificate not checked: the plugins of a plain connection
+                    # (no CA handed over: Connector/C checks the chain against any CA it is given)
+                    kwargs.update(AUTH_OPTIONS, ssl_mode="REQUIRED")
                 else:
                     kwargs.update(AUTH_OPTIONS)
                 if self.database:
@@ -185,8 +194,9 @@ class TimedConnection:
                 if exc.args and exc.args[0] == _PLUGIN_NOT_ALLOWED:
                     # Only the code is read: after an AuthSwitchRequest Connector/C's message is not text, and
                     # mysqlclient then leaves a NULL in args that crashes the process when it is read.
-                    outcome["error"] = AuthFailed(self.node, "connect", PLUGIN_REFUSED_TLS if self.tls_ca
-                                                  else PLUGIN_REFUSED, code=_PLUGIN_NOT_ALLOWED)
+                    outcome["error"] = AuthFailed(self.node, "connect", PLUGIN_REFUSED_TLS
+                                                  if self.tls_ca and self.tls_verify else PLUGIN_REFUSED,
+                                                  code=_PLUGIN_NOT_ALLOWED)
                 else:
                     outcome["error"] = exc
             except BaseException as exc:  # handed to the caller's thread below
@@ -281,8 +291,11 @@ class TimedConnection:
         if code in _UNREACHABLE_CODES:
             return Unreachable(self.node, action, message, retryable=True, code=code)
         if code in _TLS_CODES:
-            return TLSFailed(self.node, action, f"TLS verified against the CA failed, nothing was sent: {message}",
-                             code=code)
+            checked = "verified against the CA" if self.tls_verify else "(certificate not verified)"
+            return TLSFailed(self.node, action, f"TLS {checked} failed, nothing was sent: {message}", code=code)
+        if code in _TLS_DEMANDED_CODES:
+            return TLSFailed(self.node, action, "the server demands TLS and this cluster has no CA set: set the "
+                             f"cluster's TLS CA (cluster page, Connections): {message}", code=code)
         if code in _AUTH_CODES and action == "connect":
             return AuthFailed(self.node, action, message, code=code)
         return Rejected(self.node, action, message, code=code)

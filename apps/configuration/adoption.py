@@ -113,8 +113,9 @@ def read_snapshot(admin: ProxySQLAdmin, allowed=None) -> Snapshot:
     runtime = admin.servers("runtime")
     endpoints = sorted({(r.hostname, r.port) for r in runtime})
     verdicts = {ep: allowed(*ep) for ep in endpoints}
+    tls = {"tls_ca": admin.wire.tls_ca, "tls_verify": admin.wire.tls_verify}  # the cluster's, as the node's read
     read = {(f.hostname, f.port): f for f in read_backends([ep for ep in endpoints if verdicts[ep][0]],
-                                                           *read_monitor_credentials(admin))}
+                                                           *read_monitor_credentials(admin), tls=tls)}
     return Snapshot(
         version=admin.version(),
         runtime_servers=[asdict(r) for r in runtime],
@@ -158,13 +159,13 @@ def cluster_peers(snapshot):
     return [(p["hostname"], p["port"], p["comment"]) for p in snapshot.peers if (p["hostname"], p["port"]) != me]
 
 
-def read_backend(hostname, port, user, password):
+def read_backend(hostname, port, user, password, tls=None):
     facts = BackendFacts(hostname, port)
     if not user:
         facts.error = "ProxySQL has no monitor user (mysql-monitor_username) to read it with"
         return facts
     try:
-        with BackendClient(hostname, port, user, password) as client:
+        with BackendClient(hostname, port, user, password, **(tls or {})) as client:
             state = client.state()
             facts.read_only, facts.wsrep_on = state.read_only, state.wsrep_on
             facts.cluster_size, facts.cluster_uuid = state.cluster_size, state.cluster_state_uuid
@@ -180,7 +181,7 @@ def read_backend(hostname, port, user, password):
     return facts
 
 
-def read_backends(endpoints, user, password, workers=16):
+def read_backends(endpoints, user, password, workers=16, tls=None):
     """BackendFacts per (hostname, port), read concurrently. Each read is bounded by the backend client's
     timeouts; a name lookup is not, so the whole read is bounded too: what has not answered by then is
     reported as such and left behind (daemon threads)."""
@@ -194,7 +195,7 @@ def read_backends(endpoints, user, password, workers=16):
                 hostname, port = todo.pop()
             except IndexError:
                 return
-            results[(hostname, port)] = read_backend(hostname, port, user, password)
+            results[(hostname, port)] = read_backend(hostname, port, user, password, tls)
 
     threads = [threading.Thread(target=work, name="adopt: read backends", daemon=True)
                for _ in range(min(workers, len(endpoints)))]
@@ -529,7 +530,25 @@ def listed_peers(plan):
     return [(m["hostname"], m["port"]) for m in plan.members]
 
 
-def read_members(plan, admin_user, admin_password, allowed=None):
+def unconfirmed_backends(plan, backend_hosts):
+    """The (host, port) a new cluster's plan adopts that may not receive its monitor credentials: neither loopback nor
+    confirmed by the person (`backend_hosts`). Its preview did not read them; after the adoption they are not polled
+    (new_cluster_credential_hosts)."""
+    allowed = may_receive(None, backend_hosts)
+    return sorted({(r.hostname, r.port) for r in plan.rows if not allowed(r.hostname, r.port)[0]})
+
+
+def new_cluster_credential_hosts(plan, backend_hosts):
+    """A new cluster's credential hosts: empty (its own hosts, the usual) when every backend it adopts is confirmed or
+    loopback; else the confirmed backends, its ProxySQL nodes and loopback, so that the pollers send the monitor
+    credentials to no backend the person did not confirm (an admin adds them on the cluster page)."""
+    if not unconfirmed_backends(plan, backend_hosts):
+        return ""
+    hosts = [h for h, _ in backend_hosts] + [plan.admin_host] + [m["hostname"] for m in plan.members]
+    return " ".join(dict.fromkeys([*hosts, "127.0.0.0/8", "::1", "localhost"]))
+
+
+def read_members(plan, admin_user, admin_password, allowed=None, tls=None):
     """Network: the snapshot of every member of the plan's ProxySQL Cluster not yet in the cluster, read with the
     same admin credentials, only where `allowed` (may_receive()) says so: a member it refuses refuses the whole
     adoption, before any connection. Returns ({(host, port): Snapshot}, None) or (None, a message)."""
@@ -544,23 +563,34 @@ def read_members(plan, admin_user, admin_password, allowed=None):
     for m in todo:
         try:
             with ProxySQLAdmin(m["hostname"], m["port"], admin_user, admin_password,
-                               name=f"ProxySQL {m['hostname']}:{m['port']}") as admin:
+                               name=f"ProxySQL {m['hostname']}:{m['port']}", **(tls or {})) as admin:
                 snapshots[(m["hostname"], m["port"])] = read_snapshot(admin, allowed)
         except ClientError as exc:
             return None, f"Could not read {m['name']} ({m['hostname']}:{m['port']}), a node of this ProxySQL Cluster: {exc}"
     return snapshots, None
 
 
-def apply_cluster_adoption(plan, snapshots, *, admin_user, admin_password, monitor=("", ""), actor=None):
+def apply_cluster_adoption(plan, snapshots, *, admin_user, admin_password, monitor=("", ""), actor=None,
+                           credential_hosts=""):
     """apply_adoption() of the plan and of every member of its ProxySQL Cluster (`snapshots`: read_members()), into
-    the same cluster and its hostgroups, in one transaction: all of them or none. Returns (cluster, [nodes])."""
+    the same cluster and its hostgroups, in one transaction: all of them or none. Returns (cluster, [nodes]).
+    `credential_hosts`: a new cluster's (new_cluster_credential_hosts()), set and audited in that transaction."""
     from .services import needs_first_version, read_for_adoption
 
-    runtime = (read_for_adoption(plan.node_name, plan.admin_host, plan.admin_port, admin_user, admin_password)
+    runtime = (read_for_adoption(plan.node_name, plan.admin_host, plan.admin_port, admin_user, admin_password,
+                                 cluster=Cluster.objects.filter(name=plan.cluster_name).first())
                if needs_first_version(plan.cluster_name) else None)  # read before the transaction
     with transaction.atomic():
+        new = not Cluster.objects.filter(name=plan.cluster_name).exists()
         cluster, node = apply_adoption(plan, admin_user=admin_user, admin_password=admin_password, monitor=monitor,
                                        actor=actor, runtime=runtime)
+        if new and credential_hosts:
+            Cluster.objects.filter(pk=cluster.pk).update(credential_hosts=credential_hosts)
+            cluster.credential_hosts = credential_hosts
+            record("cluster connections changed", actor=actor or Actor.system(), cluster=cluster, target=cluster.name,
+                   details={"changed": ["credential_hosts"], "before": {"credential_hosts": ""},
+                            "after": {"credential_hosts": credential_hosts},
+                            "why": "adopted with backends nobody confirmed: their monitor credentials stay here"})
         nodes = [node]
         for m in plan.members:
             snapshot = snapshots.get((m["hostname"], m["port"]))
@@ -617,7 +647,8 @@ def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), actor=
         raise AdoptionError("; ".join(plan.errors))
     if runtime is None and configuration.needs_first_version(plan.cluster_name):
         runtime = configuration.read_for_adoption(plan.node_name, plan.admin_host, plan.admin_port, admin_user,
-                                                  admin_password)
+                                                  admin_password,
+                                                  cluster=Cluster.objects.filter(name=plan.cluster_name).first())
     try:
         with transaction.atomic():
             cluster, created = Cluster.objects.get_or_create(
@@ -686,11 +717,11 @@ class AdoptionRefused(AdoptionError):
     """Too many previews by this person in the last minute: the node was not read."""
 
 
-def read_node(admin_host, admin_port, admin_user, admin_password, allowed=None):
+def read_node(admin_host, admin_port, admin_user, admin_password, allowed=None, tls=None):
     """Network, the one read of a node to adopt: (Snapshot, ProxySQL's monitor credentials). Raises AdoptionError.
     `allowed` (may_receive()): the backends its monitor credentials may be sent to."""
     admin = ProxySQLAdmin(admin_host, admin_port, admin_user, admin_password,
-                          name=f"ProxySQL {admin_host}:{admin_port}")
+                          name=f"ProxySQL {admin_host}:{admin_port}", **(tls or {}))  # an existing cluster's TLS
     try:
         with admin:
             return read_snapshot(admin, allowed), read_monitor_credentials(admin)
@@ -723,8 +754,9 @@ def preview(*, admin_host, admin_port, admin_user, admin_password, cluster_name,
                               "Wait a minute before trying again.")
     started = time.monotonic()
     try:
+        existing = Cluster.objects.filter(name=cluster_name).first()
         snapshot, monitor = read_node(admin_host, admin_port, admin_user, admin_password,
-                                      may_receive(Cluster.objects.filter(name=cluster_name).first(), backend_hosts))
+                                      may_receive(existing, backend_hosts), existing.client_tls() if existing else None)
     except AdoptionError as exc:
         if actor is None:  # the command line: its operator reads the node's own words
             raise
@@ -746,20 +778,25 @@ def preview(*, admin_host, admin_port, admin_user, admin_password, cluster_name,
     return plan, monitor
 
 
-def confirm(plan, monitor, *, admin_user, admin_password, actor=None, peers=()):
+def confirm(plan, monitor, *, admin_user, admin_password, actor=None, peers=(), backend_hosts=()):
     """Adopt what the plan says with every other node of its ProxySQL Cluster: read them, write all of it in one
     transaction (audited) with the cluster's configuration version (apply_cluster_adoption: version 1 of a new
     cluster, from the node's runtime read just before). Returns (cluster, nodes, versions): the version each node's
     adoption recorded, or None. Raises AdoptionError, audited as a failure. The typed admin credentials go only to
     the members may_receive() allows: an existing cluster's credential hosts, or for a new one loopback and `peers`
-    ((host, port) the person confirmed: the doors pass the members their preview listed, bound by its fingerprint)."""
+    ((host, port) the person confirmed: the doors pass the members their preview listed, bound by its fingerprint).
+    A new cluster with backends outside `backend_hosts` (those its preview confirmed) and loopback gets credential
+    hosts that leave them out (new_cluster_credential_hosts)."""
     try:
-        allowed = may_receive(Cluster.objects.filter(name=plan.cluster_name).first(), peers)
-        snapshots, error = read_members(plan, admin_user, admin_password, allowed)
+        existing = Cluster.objects.filter(name=plan.cluster_name).first()
+        allowed = may_receive(existing, peers)
+        snapshots, error = read_members(plan, admin_user, admin_password, allowed,
+                                        existing.client_tls() if existing else None)
         if error:
             raise AdoptionError(error)
-        cluster, nodes = apply_cluster_adoption(plan, snapshots, admin_user=admin_user, admin_password=admin_password,
-                                                monitor=monitor, actor=actor)
+        cluster, nodes = apply_cluster_adoption(
+            plan, snapshots, admin_user=admin_user, admin_password=admin_password, monitor=monitor, actor=actor,
+            credential_hosts="" if existing else new_cluster_credential_hosts(plan, backend_hosts))
     except AdoptionError as exc:
         record(ADOPT_ACTION, actor=actor, outcome="failure", target=f"{plan.admin_host}:{plan.admin_port}",
                details={"error": str(exc)})

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 
-from apps.clients.proxysql import ProxySQLAdmin, configured_status
+from apps.clients.proxysql import ProxySQLAdmin, configured_status, with_clusters
 from apps.clients.wire import ClientError
 from apps.fleet import native
 
@@ -80,7 +80,7 @@ def read_nodes(nodes, layers, *, deadline, workers=32):
     """{node_pk: NodeConfig} of the nodes (any clusters') read concurrently, those read by `deadline` (a
     time.monotonic() instant) only: a node still being read then is left out (its read ends by the client's own
     timeouts, unawaited). The drift watcher's: a fleet of silent nodes must not make it run past its beat."""
-    nodes = list(nodes)
+    nodes = with_clusters(nodes)  # their TLS setting read here, not on the threads
     if not nodes:
         return {}
     pool = ThreadPoolExecutor(max_workers=min(workers, len(nodes)), thread_name_prefix="drift-read")
@@ -98,7 +98,7 @@ def read_nodes(nodes, layers, *, deadline, workers=32):
 
 def read_cluster(cluster, layers=("memory", "runtime"), nodes=None, build=None):
     """{node_pk: NodeConfig} for the cluster's ProxySQL nodes (or the given ones), read concurrently."""
-    nodes = list(nodes if nodes is not None else cluster.proxysql_nodes.order_by("pk"))
+    nodes = with_clusters(nodes if nodes is not None else cluster.proxysql_nodes.order_by("pk"))
     if not nodes:
         return {}
     with ThreadPoolExecutor(max_workers=min(16, len(nodes)), thread_name_prefix="config-read") as pool:

@@ -214,11 +214,12 @@ def needs_first_version(cluster_name):
     return not ConfigVersion.objects.filter(cluster__name=cluster_name).exists()
 
 
-def read_for_adoption(name, admin_host, admin_port, admin_user, admin_password):
+def read_for_adoption(name, admin_host, admin_port, admin_user, admin_password, cluster=None):
     """The runtime of a node about to be adopted, read before the adoption's transaction (a new cluster's version 1
-    is made of it, in that transaction: record_adoption). A NodeConfig; its `error` says why it could not be read."""
+    is made of it, in that transaction: record_adoption). A NodeConfig; its `error` says why it could not be read.
+    `cluster`: an existing cluster (its TLS setting), or None."""
     node = ProxySQLNode(name=name, admin_host=admin_host, admin_port=admin_port, admin_user=admin_user,
-                        admin_password=admin_password)
+                        admin_password=admin_password, cluster=cluster)
     return N.read_node(node, layers=("runtime", "memory"))
 
 

@@ -29,7 +29,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.db.models.constants import OnConflict
 
-from apps.clients.proxysql import ProxySQLAdmin
+from apps.clients.proxysql import ProxySQLAdmin, with_clusters
 from apps.clients.wire import ClientError
 from apps.fleet.models import ProxySQLNode
 from apps.monitoring import leases, live, pollers
@@ -70,7 +70,8 @@ def baseline_key(node_pk):
 
 
 def _admin(node):
-    fingerprint = (node.admin_host, node.admin_port, node.admin_user, node.admin_password)
+    fingerprint = (node.admin_host, node.admin_port, node.admin_user, node.admin_password, node.cluster.tls_ca,
+                   node.cluster.tls_verify)
     entry = _connections.get(node.pk)
     if entry and entry[0] == fingerprint:
         return entry[1]
@@ -305,6 +306,7 @@ def poll_round(nodes, *, now=None, threads=None):
     """Poll these nodes' digests concurrently and store them. Returns a summary."""
     started = time.monotonic()
     now = now or time.time()
+    nodes = with_clusters(nodes)  # their TLS setting read here, not on the threads
     states = {s.node_id: s for s in DigestNodeState.objects.filter(node_id__in=[n.pk for n in nodes])}
 
     def ts_for(node):

@@ -1,11 +1,33 @@
+import re
+
 from django import forms
 
 from . import tags
 from .choices import ClusterKind, WriterIsAlsoReader
 from .models import HOSTGROUP_MAX, Cluster
-from .validators import validate_hostname, validate_name, validate_no_nul
+from .validators import parse_endpoint, validate_hostname, validate_name, validate_no_nul
 
 _hostgroup = dict(required=False, min_value=0, max_value=HOSTGROUP_MAX)
+BACKEND_HOSTS_MAX = 1000
+
+
+def parse_backend_hosts(text):
+    """[(host, port)] from "db1:3306, 10.0.0.5:3306" (spaces, commas or lines between), or ValidationError naming the
+    entry: the backends a person confirms may receive a new cluster's monitor credentials at adoption."""
+    out = []
+    for entry in (e for e in re.split(r"[\s,]+", text or "") if e):
+        try:
+            host, port = parse_endpoint(entry)
+            validate_hostname(host)
+        except ValueError as exc:
+            raise forms.ValidationError(f"Backend {entry[:80]!r}: {exc}; write each as HOST:PORT.") from None
+        except forms.ValidationError as exc:
+            raise forms.ValidationError(f"Backend {entry[:80]!r}: {' '.join(exc.messages)}") from None
+        if (host, port) not in out:
+            out.append((host, port))
+    if len(out) > BACKEND_HOSTS_MAX:
+        raise forms.ValidationError(f"At most {BACKEND_HOSTS_MAX} backends.")
+    return out
 ROLE_FIELDS = {"writer": "writer_hostgroup", "reader": "reader_hostgroup", "backup_writer": "backup_writer_hostgroup",
                "offline": "offline_hostgroup"}
 
@@ -66,6 +88,12 @@ class AdoptForm(RolesForm):
         help_text="For a ProxySQL that fronts several clusters: the hostgroup ids (comma-separated) that are this "
                   "cluster's. Empty: the preview proposes them (hostgroups linked by shared servers, native hostgroup "
                   "rows, one Galera cluster or replication tree, one user's routing).")
+    backend_hosts = forms.CharField(
+        label="Backends to confirm (a new cluster)", max_length=60000, required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 60, "placeholder": "db1.example.net:3306, 10.0.0.5:3306"}),
+        help_text="HOST:PORT of the node's backends that may receive its monitor credentials: the preview reads only "
+                  "these (and loopback), and after the adoption the others are not polled until an admin adds them to "
+                  "the cluster's credential hosts. An existing cluster's credential hosts decide for it.")
     overwrite = forms.BooleanField(
         label="Overwrite intended values that differ", required=False,
         help_text="For an existing cluster: take this node's values where they differ from the inventory. "
@@ -77,7 +105,13 @@ class AdoptForm(RolesForm):
             self.add_error("new_cluster_name", "Choose an existing cluster or name a new one.")
         if data.get("cluster") and data.get("new_cluster_name"):
             self.add_error("new_cluster_name", "Either an existing cluster or a new name, not both.")
+        if data.get("cluster") and data.get("backend_hosts"):
+            self.add_error("backend_hosts", f"{data['cluster']}'s credential hosts decide where its credentials go "
+                                            "(its page, Connections): confirm backends only for a new cluster.")
         return data
+
+    def clean_backend_hosts(self):
+        return parse_backend_hosts(self.cleaned_data.get("backend_hosts"))
 
     def clean_hostgroups(self):
         return parse_hostgroups(self.cleaned_data.get("hostgroups") or "")
@@ -98,3 +132,18 @@ class TagsForm(forms.Form):
             return tags.parse(self.cleaned_data["tags"])
         except tags.BadTag as exc:
             raise forms.ValidationError(str(exc)) from None
+
+
+class ConnectionsForm(forms.ModelForm):
+    """A cluster's connection settings (connections.py): the model's own validators judge each field."""
+
+    class Meta:
+        model = Cluster
+        fields = ["credential_hosts", "tls_ca", "tls_verify"]
+        widgets = {"credential_hosts": forms.Textarea(attrs={"rows": 3, "cols": 60}),
+                   "tls_ca": forms.Textarea(attrs={"rows": 6, "cols": 66, "placeholder": "-----BEGIN CERTIFICATE-----"})}
+        labels = {"credential_hosts": "Credential hosts", "tls_ca": "TLS CA (PEM)",
+                  "tls_verify": "Verify each server's certificate and host name against the CA"}
+
+    def clean_tls_ca(self):
+        return self.cleaned_data["tls_ca"].strip().replace("\r\n", "\n")

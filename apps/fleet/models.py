@@ -8,7 +8,8 @@ from django.urls import reverse
 from .choices import ClusterKind, ClusterSyncMode, HostgroupRole, NativeManager, ServerStatus, WriterIsAlsoReader
 from .native import managed_hostgroups
 from .secrets import EncryptedTextField
-from .validators import validate_credential_hosts, validate_hostname, validate_name, validate_no_nul
+from .validators import (validate_credential_hosts, validate_hostname, validate_name, validate_no_nul,
+                         validate_tls_ca)
 
 HOSTGROUP_MAX = 2_147_483_647
 hostgroup_validators = [MinValueValidator(0), MaxValueValidator(HOSTGROUP_MAX)]
@@ -84,13 +85,23 @@ class Cluster(models.Model):
                   "failover, the read-pool rules and a repair always do), or write one node and wait for its peers "
                   "to pull (change sets of one module, maintenance drains and restores)")
 
-    # Where stored credentials may go (credential_hosts.py): admins only (the Django admin, audited).
+    # Where stored credentials may go (credential_hosts.py): admins only (cluster page, API, Django admin; audited).
     credential_hosts = models.TextField(
         blank=True, validators=[validate_no_nul, validate_credential_hosts],
         help_text="hosts that may receive this cluster's stored credentials (monitor, admin): addresses, networks "
                   "(10.0.0.0/8) and name patterns (db-*.example.net), separated by spaces, commas or lines. Empty: "
                   "the cluster's current backends and nodes and loopback only. Change sets adding a server "
                   "elsewhere are refused and the pollers do not log in there.")
+
+    # TLS for every connection to this cluster's backends and ProxySQL admin ports (apps/clients/wire.py): admins only.
+    tls_ca = models.TextField(
+        blank=True, validators=[validate_tls_ca],
+        help_text="the CA (PEM) that signed the backends' and ProxySQL admin ports' certificates: every connection is "
+                  "then TLS, or none is made. Empty: no TLS.")
+    tls_verify = models.BooleanField(
+        default=True, help_text="with a CA: check each server's certificate and host name against it (off: TLS with "
+                                "any certificate, encrypted but not proved; the password-revealing plugins stay "
+                                "refused)")
 
     # What ProxySQL's own galera/replication/group-replication hostgroups say, as last read at adopt.
     native_hostgroups = models.JSONField(default=list, blank=True)
@@ -121,6 +132,10 @@ class Cluster(models.Model):
             if hg in seen:
                 raise ValidationError(f"The {role} hostgroup ({hg}) is the same as the {seen[hg]} hostgroup.")
             seen[hg] = role
+
+    def client_tls(self):
+        """The TLS keywords of the network clients (BackendClient, ProxySQLAdmin) for this cluster's servers."""
+        return {"tls_ca": self.tls_ca or None, "tls_verify": self.tls_verify}
 
     def hostgroup_roles(self):
         """{hostgroup_id: role} for this cluster's hostgroups."""

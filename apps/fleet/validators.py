@@ -63,3 +63,25 @@ def validate_credential_hosts(value):
         parse(value)
     except EntryError as exc:
         raise ValidationError(str(exc)) from None
+
+
+TLS_CA_MAX = 64 * 1024
+
+
+def tls_ca_certificates(value):
+    """The certificates of a CA text (PEM, one or more), or ValidationError saying what is wrong with it."""
+    from cryptography import x509
+
+    if len(value) > TLS_CA_MAX:
+        raise ValidationError(f"The CA is {len(value):,} characters: at most {TLS_CA_MAX:,} (PEM certificates).")
+    try:
+        certificates = x509.load_pem_x509_certificates(value.encode("ascii"))
+    except (UnicodeEncodeError, ValueError) as exc:
+        raise ValidationError(f"The CA must be PEM certificates (-----BEGIN CERTIFICATE-----...): {exc}") from None
+    return certificates
+
+
+def validate_tls_ca(value):
+    """Cluster.tls_ca: empty (no TLS) or PEM CA certificates."""
+    if value:
+        tls_ca_certificates(value)

@@ -1,11 +1,12 @@
 from django.contrib import messages
+from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.views.decorators.debug import sensitive_post_parameters
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from apps.accounts.roles import OPERATOR, VIEWER, require_role
+from apps.accounts.roles import ADMIN, OPERATOR, VIEWER, require_role
 from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.alerts import selectors as alert_selectors  # the alert section of the cluster page
@@ -21,8 +22,8 @@ from apps.operations import rollbacks  # the rollback-pending banner
 
 from apps.configuration import adoption as adopt
 
-from . import tags
-from .forms import AdoptForm, TagsForm
+from . import connections, tags
+from .forms import AdoptForm, ConnectionsForm, TagsForm, parse_backend_hosts
 from .models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from .secrets import decrypt, encrypt
 
@@ -59,7 +60,28 @@ def cluster_detail(request, pk):
         **alert_selectors.open_for_cluster(cluster),
         **dr_selectors.for_cluster(cluster),
         "tags": tags.of(cluster),
+        "connections_form": ConnectionsForm(instance=cluster), "tls_ca_described": connections.describe_ca(cluster.tls_ca),
     })
+
+
+@require_role(ADMIN)
+@require_POST
+def cluster_connections(request, pk):
+    """An admin sets where the cluster's credentials may go and its TLS; audited. Bad input changes nothing and
+    says why, the typed values kept in the form."""
+    cluster = get_object_or_404(Cluster, pk=pk)
+    form = ConnectionsForm(request.POST)
+    if not form.is_valid():
+        connections.refused(cluster, form.errors.get_json_data(), actor=Actor.of_request(request))
+        messages.error(request, "Connection settings not saved: the Connections form says why.")
+        response = cluster_detail(request, pk)
+        response.context_data["connections_form"] = form
+        response.status_code = 400
+        return response
+    changed = connections.save(cluster, form.cleaned_data, actor=Actor.of_request(request))
+    messages.success(request, f"Connection settings saved ({', '.join(changed)})." if changed
+                     else "Connection settings unchanged.")
+    return redirect(reverse("fleet:cluster", args=[cluster.pk]) + "#connections")
 
 
 @require_role(OPERATOR)
@@ -145,6 +167,8 @@ def adopt_node(request):
     """Adopt a ProxySQL node: form -> preview (read from the node, nothing saved) -> confirm (all or nothing)."""
     if request.method == "POST" and "confirm" in request.POST:
         return _adopt_confirm(request)
+    if request.method == "POST" and "confirm_backends" in request.POST:
+        return _adopt_confirm_backends(request)
     form = AdoptForm(request.POST or None, initial={"cluster": request.GET.get("cluster")})
     if request.method == "GET":
         return TemplateResponse(request, "fleet/adopt.html", {"form": form})
@@ -158,7 +182,7 @@ def adopt_node(request):
         "admin_password": encrypt(data["admin_password"]) or "", "node_name": data["node_name"],
         "cluster_name": form.cluster_name, "kind": data.get("kind") or None, "roles": form.roles,
         "writer_is_also_reader": data.get("writer_is_also_reader"), "overwrite": data.get("overwrite", False),
-        "hostgroups": data.get("hostgroups") or None,
+        "hostgroups": data.get("hostgroups") or None, "backend_hosts": data.get("backend_hosts") or [],
     }
     try:
         plan, _ = _preview(pending, request=request)
@@ -168,7 +192,38 @@ def adopt_node(request):
         return TemplateResponse(request, "fleet/adopt.html", {"form": form}, status=status)
     pending["fingerprint"] = plan.fingerprint
     request.session[ADOPT_SESSION_KEY] = pending
-    return TemplateResponse(request, "fleet/adopt_preview.html", {"plan": plan})
+    return _preview_page(request, plan, pending)
+
+
+def _preview_page(request, plan, pending, status=200):
+    """The preview, with a new cluster's backends nobody confirmed (not read; not polled after the confirm)."""
+    unconfirmed = [] if plan.cluster_exists else adopt.unconfirmed_backends(plan, pending.get("backend_hosts") or [])
+    return TemplateResponse(request, "fleet/adopt_preview.html", {
+        "plan": plan, "unconfirmed": [f"{h}:{p}" for h, p in unconfirmed]}, status=status)
+
+
+def _adopt_confirm_backends(request):
+    """The person confirms some of the backends the preview left unread: preview again with them."""
+    pending = request.session.get(ADOPT_SESSION_KEY)
+    if not pending:
+        messages.error(request, "Nothing to confirm: the preview expired. Fill in the form again.")
+        return redirect("fleet:adopt")
+    try:
+        chosen = parse_backend_hosts(" ".join(request.POST.getlist("backend")))
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return redirect("fleet:adopt")
+    pending["backend_hosts"] = [list(b) for b in dict.fromkeys(
+        [tuple(b) for b in pending.get("backend_hosts") or []] + chosen)]
+    try:
+        plan, _ = _preview(pending, request=request)
+    except adopt.AdoptionError as exc:
+        messages.error(request, str(exc))
+        status = 429 if isinstance(exc, adopt.AdoptionRefused) else 400
+        return TemplateResponse(request, "fleet/adopt.html", {"form": AdoptForm()}, status=status)
+    pending["fingerprint"] = plan.fingerprint
+    request.session[ADOPT_SESSION_KEY] = pending
+    return _preview_page(request, plan, pending)
 
 
 def _preview(pending, request=None):
@@ -193,14 +248,15 @@ def _adopt_confirm(request):
         pending["fingerprint"] = plan.fingerprint
         request.session[ADOPT_SESSION_KEY] = pending
         messages.warning(request, "The node's configuration changed since the preview. Review this new preview.")
-        return TemplateResponse(request, "fleet/adopt_preview.html", {"plan": plan}, status=409)
+        return _preview_page(request, plan, pending, status=409)
     try:
         cluster, nodes, _ = adopt.confirm(plan, monitor, admin_user=pending["admin_user"],
                                           admin_password=decrypt(pending["admin_password"]),
-                                          actor=Actor.of_request(request), peers=adopt.listed_peers(plan))
+                                          actor=Actor.of_request(request), peers=adopt.listed_peers(plan),
+                                          backend_hosts=[tuple(b) for b in pending.get("backend_hosts") or []])
     except adopt.AdoptionError as exc:
         messages.error(request, str(exc))
-        return TemplateResponse(request, "fleet/adopt_preview.html", {"plan": plan}, status=400)
+        return _preview_page(request, plan, pending, status=400)
     del request.session[ADOPT_SESSION_KEY]
     messages.success(request, f"Adopted {', '.join(map(str, nodes))} into cluster {cluster}.")
     return redirect(cluster)

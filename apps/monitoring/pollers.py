@@ -94,8 +94,10 @@ def _proxysql_admin(node):
     def connect(n):
         _decrypt_deferred(n, "admin_password", token)
         return ProxySQLAdmin.for_node(n)
+    # The cluster's TLS setting too: a changed CA or verify opens a new connection at the next poll.
     return _cached(live.PROXYSQL, node, connect, (node.admin_host, node.admin_port, node.admin_user,
-                                                  node.admin_password if token is None else token))
+                                                  node.admin_password if token is None else token,
+                                                  node.cluster.tls_ca, node.cluster.tls_verify))
 
 
 def _backend_client(server):
@@ -108,7 +110,7 @@ def _backend_client(server):
     # The credential hosts too: a host an admin no longer allows loses its open connection at the next poll.
     return _cached(live.BACKEND, server, connect, (server.hostname, server.port, cluster.monitor_user,
                                                    cluster.monitor_password if token is None else token,
-                                                   cluster.credential_hosts))
+                                                   cluster.credential_hosts, cluster.tls_ca, cluster.tls_verify))
 
 
 def _rate(current, previous, dt):
@@ -675,7 +677,8 @@ def proxysql_nodes_for_shard(shard, shards):
     endpoint_rows says how many rows it has."""
     rows_of = {pk: rows for pk, (of, rows) in proxysql_shards(shards).items() if of == shard}
     nodes = list(ProxySQLNode.objects.select_related("cluster")
-                 .only("name", "admin_host", "admin_port", "admin_user", "cluster__poll_interval_s")
+                 .only("name", "admin_host", "admin_port", "admin_user", "cluster__poll_interval_s",
+                       "cluster__tls_ca", "cluster__tls_verify")
                  .annotate(admin_password_stored=_stored("admin_password"))
                  .filter(pk__in=rows_of).order_by("pk"))
     for node in nodes:
@@ -688,6 +691,6 @@ def servers_for_shard(shard, shards):
     (monitor_password_stored) until a connection is opened."""
     return list(Server.objects.select_related("cluster")
                 .only("hostname", "port", "cluster__backend_poll_interval_s", "cluster__monitor_user",
-                      "cluster__credential_hosts")
+                      "cluster__credential_hosts", "cluster__tls_ca", "cluster__tls_verify")
                 .annotate(shard_index=F("pk") % shards, monitor_password_stored=_stored("cluster__monitor_password"))
                 .filter(shard_index=shard).order_by("pk"))

@@ -96,6 +96,7 @@ def kwargs_for(name, pattern, objects):
     if not converters:
         return {}
     owner = {"fleet:cluster": "cluster", "fleet:cluster_drift": "cluster", "fleet:cluster_tags": "cluster", "monitoring:cluster_live": "cluster",
+             "fleet:cluster_connections": "cluster",
              "monitoring:cluster_sparklines": "cluster", "operations:switchover": "cluster", "operations:repair": "cluster",
              "operations:cluster_rules": "cluster", "operations:cluster_rules_save": "cluster",
              "fleet:proxysql_node": "node", "fleet:proxysql_node_runtime": "node", "monitoring:proxysql_pool": "node",

@@ -19,7 +19,8 @@ from ..errors import Refused
 def _ask(data):
     """The body (its types checked) checked by the adopt form: the keyword arguments of adopt.preview()."""
     form = AdoptForm({**data, "cluster": data["cluster"] or "", "kind": data["kind"],
-                      "hostgroups": ",".join(map(str, data["hostgroups"])),
+                      "hostgroups": ",".join(map(str, data["hostgroups"])), "backend_hosts": " ".join(
+                          data["backend_hosts"]),
                       **{name: "" if data[name] is None else data[name] for name in (
                           "writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup", "offline_hostgroup",
                           "writer_is_also_reader")}})
@@ -29,7 +30,7 @@ def _ask(data):
     return {"admin_host": d["admin_host"], "admin_port": d["admin_port"], "admin_user": d["admin_user"],
             "admin_password": d["admin_password"], "node_name": d["node_name"], "cluster_name": form.cluster_name,
             "kind": d["kind"] or None, "roles": form.roles, "writer_is_also_reader": d["writer_is_also_reader"],
-            "overwrite": d["overwrite"], "hostgroups": d["hostgroups"] or None}
+            "overwrite": d["overwrite"], "hostgroups": d["hostgroups"] or None, "backend_hosts": d["backend_hosts"]}
 
 
 def _preview(request, ask):
@@ -42,8 +43,10 @@ def _preview(request, ask):
         raise exceptions.ValidationError({"non_field_errors": [str(exc)]}) from None
 
 
-def _plan(plan):
-    return s.AdoptionPlanSerializer({**asdict(plan), "ok": plan.ok, "counts": plan.counts()}).data
+def _plan(plan, backend_hosts):
+    unconfirmed = [] if plan.cluster_exists else adopt.unconfirmed_backends(plan, backend_hosts)
+    return s.AdoptionPlanSerializer({**asdict(plan), "ok": plan.ok, "counts": plan.counts(),
+                                     "unconfirmed_backends": [f"{h}:{p}" for h, p in unconfirmed]}).data
 
 
 class AdoptPreview(ApiView):
@@ -54,8 +57,9 @@ class AdoptPreview(ApiView):
                            "at most ADOPT_ATTEMPTS_PER_MINUTE a minute per user): the inferred kind and roles with "
                            "how each was decided, the rows, the other nodes of its ProxySQL Cluster")
     def post(self, request):
-        plan, _ = _preview(request, _ask(body(s.AdoptInput, request)))
-        return Response(_plan(plan))
+        ask = _ask(body(s.AdoptInput, request))
+        plan, _ = _preview(request, ask)
+        return Response(_plan(plan, ask["backend_hosts"]))
 
 
 class AdoptConfirm(ApiView):
@@ -77,7 +81,8 @@ class AdoptConfirm(ApiView):
         try:
             cluster, nodes, versions = adopt.confirm(plan, monitor, admin_user=ask["admin_user"],
                                                      admin_password=ask["admin_password"],
-                                                     actor=Actor.of_request(request), peers=adopt.listed_peers(plan))
+                                                     actor=Actor.of_request(request), peers=adopt.listed_peers(plan),
+                                                     backend_hosts=ask["backend_hosts"])
         except adopt.AdoptionError as exc:
             raise Refused(str(exc)) from None
         return Response({"cluster": cluster.pk, "nodes": [n.pk for n in nodes],

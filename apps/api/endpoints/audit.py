@@ -41,4 +41,5 @@ class AuditEventDetail(ApiView):
 
     @extend_schema(responses=s.AuditEventSerializer, tags=["audit"], summary="One audit event")
     def get(self, request, pk):
-        return Response(s.AuditEventSerializer(get_object_or_404(AuditEvent.objects.defer("search_text"), pk=pk)).data)
+        event = selectors.shown(get_object_or_404(AuditEvent.objects.defer("search_text"), pk=pk))
+        return Response(s.AuditEventSerializer(event).data)

@@ -10,16 +10,18 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions
 from rest_framework.response import Response
 
-from apps.accounts.roles import OPERATOR, VIEWER
+from apps.accounts.roles import ADMIN, OPERATOR, VIEWER
 from apps.audit.actor import Actor
 from apps.configuration import drift
 from apps.digests import selectors as digest_selectors
+from apps.fleet import connections
 from apps.fleet import tags as fleet_tags
+from apps.fleet.forms import ConnectionsForm
 from apps.fleet.models import Cluster, ClusterTag, HostgroupMembership, ProxySQLNode, Server
 from apps.monitoring import charts, selectors
 
 from .. import serializers as s
-from ..base import ApiView, body, list_schema, paged, query
+from ..base import ApiView, body, list_schema, page_form, paged, query
 
 
 # -- clusters ---------------------------------------------------------------------------------------------
@@ -71,6 +73,32 @@ class ClusterTags(ApiView):
             raise exceptions.ValidationError({"tags": [str(exc)]}) from None
         fleet_tags.set_tags(cluster, tags, actor=Actor.of_request(request))
         return Response(s.ClusterSerializer(Cluster.objects.get(pk=pk)).data)
+
+
+def _connections(cluster):
+    return s.ConnectionsSerializer({**connections.current(cluster),
+                                    "tls_ca_described": connections.describe_ca(cluster.tls_ca)}).data
+
+
+class ClusterConnections(ApiView):
+    roles = {"get": VIEWER, "patch": ADMIN}
+
+    @extend_schema(responses=s.ConnectionsSerializer, tags=["inventory"],
+                   summary="A cluster's connection settings: credential hosts and TLS")
+    def get(self, request, pk):
+        return Response(_connections(get_object_or_404(Cluster, pk=pk)))
+
+    @extend_schema(request=s.ConnectionsInput, responses=s.ConnectionsSerializer, tags=["inventory"],
+                   summary="Change the fields named, as on the cluster page (admins): where the cluster's stored "
+                           "credentials may go, the CA and verification of every connection to its backends and "
+                           "ProxySQL admin ports; audited with what changed (the CA by its fingerprints)")
+    def patch(self, request, pk):
+        cluster = get_object_or_404(Cluster, pk=pk)
+        # The form takes a copy: a valid form writes its values onto its instance, and save() compares with `cluster`.
+        form = page_form(ConnectionsForm, body(s.ConnectionsInput, request), request=request,
+                         instance=Cluster.objects.get(pk=pk), cluster=cluster, action=connections.ACTION)
+        connections.save(cluster, form.cleaned_data, actor=Actor.of_request(request))
+        return Response(_connections(Cluster.objects.get(pk=pk)))
 
 
 class ClusterHostgroups(ApiView):

@@ -14,9 +14,12 @@ class FakeMySQL:
     """`with FakeMySQL(b"mysql_clear_password") as fake:` listens on fake.port; fake.received() is what came in."""
 
     def __init__(self, plugin=b"mysql_clear_password", plugin_data=None, *, in_handshake=False, tls=None,
-                 host="127.0.0.1"):
+                 host="127.0.0.1", demand_tls=False):
         self.plugin = plugin
         self.tls = tls  # an ssl.SSLContext (server side): TLS offered, and taken when the client asks
+        # A client that does not ask for TLS is refused as require_secure_transport=ON refuses it (MySQL's 3159).
+        self.demand_tls = demand_tls
+        self.tls_sessions = 0  # connections that went over TLS
         self.in_handshake = in_handshake  # name the plugin in the first packet, not in an AuthSwitchRequest
         self.plugin_data = plugin_data
         self.host = host  # another loopback address (127.0.0.2) stands for a host outside an allowed list
@@ -83,7 +86,14 @@ class FakeMySQL:
             seq, answer = self._read_packet(conn)
             if self.tls is not None and len(answer) == 32:  # an SSLRequest: the rest goes over TLS
                 conn = self.tls.wrap_socket(conn, server_side=True)
+                with self._lock:
+                    self.tls_sessions += 1
                 seq, _ = self._read_packet(conn)
+            elif self.demand_tls:
+                w = p.PacketWriter(seq + 1)
+                w.err(3159, "Connections using insecure transport are prohibited while --require_secure_transport=ON.")
+                conn.sendall(w.take())
+                return
             if not self.in_handshake:
                 # Whatever the client answered, ask for this plugin: a cleartext one gets the password as it is.
                 data = scramble + b"\x00" if self.plugin_data is None else self.plugin_data

@@ -1,10 +1,7 @@
 """Issue 34: stored passwords never leave in clear. A fake MySQL server on 127.0.0.1 asks for the authentication
 plugin of its choosing; neither client (ProxySQL admin, backend monitor) sends it the password, and the refusal
 says what happened."""
-import ssl
-
 import pytest
-import trustme
 from hypothesis import given, settings, strategies as st
 
 from apps.clients.backend import BackendClient
@@ -78,15 +75,6 @@ def test_fuzz_whatever_plugin_the_server_asks_for_the_password_stays_here(plugin
 
 
 # -- with a CA: TLS, verified, or nothing sent ----------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def tls():
-    """A CA and a server certificate for 127.0.0.1 it signed; another CA that signed nothing here."""
-    ca, stranger = trustme.CA(), trustme.CA()
-    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(server)
-    return {"ca": ca.cert_pem.bytes().decode(), "stranger": stranger.cert_pem.bytes().decode(), "server": server}
-
-
 @pytest.mark.parametrize("kind", CLIENTS)
 def test_over_tls_verified_with_the_clusters_ca_the_cleartext_plugin_is_allowed(kind, tls):
     with FakeMySQL(b"mysql_clear_password", tls=tls["server"]) as fake:

@@ -20,6 +20,9 @@ class Cluster(SimpleNamespace):
     def __str__(self):
         return "shop"
 
+    def client_tls(self):  # as fleet.Cluster's without a CA
+        return {"tls_ca": None, "tls_verify": True}
+
 
 def cluster(hosts):
     return Cluster(credential_hosts=hosts, monitor_user="monitor", monitor_password="St0red-M0nitor-Pw", pk=None)

@@ -117,3 +117,17 @@ def test_garbage_values_are_unexpected_results():
     del missing["status"]
     with pytest.raises(UnexpectedResult, match="status"):
         _typed(ServerRow, missing, "p1", "t")
+
+
+def test_processlist_of_session_0_is_no_session_not_every_session(proxysql_double):
+    """Session ids start at 1: the client read every session for id 0 (`if session_id`), and the kill page then
+    described the first of them (issue 34)."""
+    admin_sql(proxysql_double, "INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (101,'127.0.0.1',3306)",
+              "LOAD MYSQL SERVERS TO RUNTIME")
+    proxysql_double.traffic.set_sessions(hostgroup=101, count=3, kind="read", busy=1.0, reconnect=False)
+    with client_for(proxysql_double) as admin:
+        every = admin.processlist()
+        assert len(every) >= 3
+        assert admin.processlist(0) == []
+        first = every[0]["SessionID"]
+        assert [row["SessionID"] for row in admin.processlist(first)] == [first]

@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 from apps.audit.actor import Actor
 from apps.configuration import adoption as adopt
 from apps.fleet.choices import ClusterKind, WriterIsAlsoReader
-from apps.fleet.forms import RolesForm, parse_hostgroups
+from apps.fleet.forms import RolesForm, parse_backend_hosts, parse_hostgroups
 from apps.fleet.models import ProxySQLNode
 
 ROLE_OPTIONS = ("kind", "writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup", "offline_hostgroup",
@@ -40,6 +40,9 @@ class Command(BaseCommand):
                             help="; ".join(str(label) for label in WriterIsAlsoReader.labels))
         parser.add_argument("--hostgroups", default="", help="for a ProxySQL that fronts several clusters: this "
                             "cluster's hostgroup ids, comma-separated (default: the proposed group)")
+        parser.add_argument("--backend-hosts", default="", help="a new cluster: the node's backends (host:port, "
+                            "comma-separated) that may receive its monitor credentials; the others are not read, and "
+                            "not polled after the adoption until an admin adds them to its credential hosts")
         parser.add_argument("--overwrite", action="store_true")
         parser.add_argument("--yes", action="store_true", help="apply the plan (without it: preview only)")
         parser.add_argument("--if-new", action="store_true", help="do nothing when this endpoint is already adopted")
@@ -58,6 +61,10 @@ class Command(BaseCommand):
             hostgroups = parse_hostgroups(o["hostgroups"])
         except ValidationError as exc:
             raise CommandError(f"--hostgroups: {' '.join(exc.messages)}") from None
+        try:
+            backend_hosts = parse_backend_hosts(o["backend_hosts"])
+        except ValidationError as exc:
+            raise CommandError(f"--backend-hosts: {' '.join(exc.messages)}") from None
         password = os.environ.get(o["password_env"], "")
         data = choices.cleaned_data
         try:
@@ -65,7 +72,7 @@ class Command(BaseCommand):
                                           admin_password=password, cluster_name=o["cluster"], node_name=o["node_name"],
                                           kind=data["kind"] or None, roles=choices.roles,
                                           writer_is_also_reader=data["writer_is_also_reader"], overwrite=o["overwrite"],
-                                          hostgroups=hostgroups or None)
+                                          hostgroups=hostgroups or None, backend_hosts=backend_hosts)
         except adopt.AdoptionError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"cluster {plan.cluster_name} ({'existing' if plan.cluster_exists else 'new'}), "
@@ -94,7 +101,8 @@ class Command(BaseCommand):
         actor = Actor.command(label=f"adopt_proxysql ({o['user']}@{o['host']})")  # no console user: the account read
         try:
             cluster, nodes, versions = adopt.confirm(plan, monitor, admin_user=o["user"], admin_password=password,
-                                                     actor=actor, peers=adopt.listed_peers(plan))
+                                                     actor=actor, peers=adopt.listed_peers(plan),
+                                                     backend_hosts=backend_hosts)
         except adopt.AdoptionError as exc:
             raise CommandError(str(exc)) from None
         for node, version in zip(nodes, versions):
