@@ -36,6 +36,8 @@ class DoubleServer:
         self.loop = None
         self.thread = None
         self.endpoints = {}         # port -> Endpoint
+        self.pending = []           # (what, future) of mode changes scheduled on the loop, for settle()
+        self._pending_lock = threading.Lock()   # engines call in from their own threads
         self._ready = threading.Event()
 
     # ------------------------------------------------------------------ lifecycle
@@ -118,8 +120,34 @@ class DoubleServer:
             await self.remove(ep.engine)
 
     def _on_engine_event(self, eng, what):
-        # called under the engine lock, from any thread: hop onto the loop
-        self.loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._apply_event(eng, what)))
+        # called under the engine lock, from any thread: hop onto the loop; settle() waits for it (a mode set from a
+        # test must have closed or opened the listening socket before the test's next connect, even under load)
+        if threading.current_thread() is self.thread:
+            fut = asyncio.ensure_future(self._apply_event(eng, what))
+        else:
+            fut = asyncio.run_coroutine_threadsafe(self._apply_event(eng, what), self.loop)
+        with self._pending_lock:
+            self.pending = [(w, f) for w, f in self.pending if not f.done()] + [(what, fut)]
+
+    def settle(self, timeout=10):
+        """Wait until every mode change so far is applied to its endpoint (from any thread but the loop's)."""
+        if threading.current_thread() is self.thread:
+            return
+        with self._pending_lock:
+            waiting, self.pending = self.pending, []
+        for _, fut in waiting:
+            if isinstance(fut, asyncio.Future):   # scheduled from the loop thread itself (a LAB command on the wire)
+                self.call(asyncio.wait_for(asyncio.shield(fut), timeout), timeout)
+            else:
+                fut.result(timeout)
+
+    async def settled(self):
+        """On the loop: wait until every mode change so far is applied (a LAB SET_MODE answers after it took effect;
+        a LAB DROP_CONNECTIONS still answers before its own connection is closed)."""
+        with self._pending_lock:
+            waiting = [f for what, f in self.pending if what == "mode" and not f.done()]
+        for fut in waiting:
+            await (asyncio.shield(fut) if isinstance(fut, asyncio.Future) else asyncio.wrap_future(fut))
 
     async def _apply_event(self, eng, what):
         ep = self.endpoints.get(eng.port)
@@ -202,6 +230,8 @@ class DoubleServer:
                     if eng.latency_ms:
                         await asyncio.sleep(eng.latency_ms / 1000.0)
                 res = eng.execute(sql, conn_id)
+                if is_lab:
+                    await self.settled()
                 while not is_lab and eng.mode == "hang" and not ep.closed:
                     await asyncio.sleep(0.05)         # paused after applying it: the answer waits
                 if res.error:
@@ -322,11 +352,15 @@ class ProxySQLDouble:
         args = {"mode": mode}
         if latency_ms is not None:
             args["latency_ms"] = latency_ms
-        return lab_commands.dispatch(self.engine, "set_mode", args)
+        result = lab_commands.dispatch(self.engine, "set_mode", args)
+        self._server.settle()
+        return result
 
     def drop_connections(self):
         from . import lab_commands
-        return lab_commands.dispatch(self.engine, "drop_connections", {})
+        result = lab_commands.dispatch(self.engine, "drop_connections", {})
+        self._server.settle()
+        return result
 
     def restart(self):
         self.engine.restart()

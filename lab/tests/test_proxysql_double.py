@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -561,6 +562,35 @@ def test_hanging_endpoint_times_out_a_client(proxysql_double):
     proxysql_double.set_mode("normal")
     time.sleep(0.1)
     assert Admin(proxysql_double).q("SELECT 1") == (("1",),)
+
+
+def port_answers(port):
+    """Whether a TCP connect to the port is accepted (False: refused)."""
+    with socket.socket() as s:
+        s.settimeout(2)
+        try:
+            s.connect(("127.0.0.1", port))
+            return True
+        except ConnectionRefusedError:
+            return False
+
+
+def test_a_mode_set_has_taken_effect_when_set_mode_or_its_lab_statement_returns(proxysql_double):
+    """set_mode used to return before the loop closed (or reopened) the listening socket: a test's next connect could
+    reach a 'refused' node, or be refused by a 'normal' one (a digest poll read 'timeout' for 'unreachable')."""
+    wrong = []
+    for i in range(150):
+        proxysql_double.set_mode("refuse")
+        wrong += ["refuse accepted"] if port_answers(proxysql_double.port) else []
+        proxysql_double.set_mode("normal")
+        wrong += [] if port_answers(proxysql_double.port) else ["normal refused"]
+    assert wrong == []
+    with connect(proxysql_double) as admin:   # over the wire: LAB SET_MODE answers once the socket is closed
+        for i in range(50):
+            admin.cursor().execute('LAB SET_MODE {"mode": "refuse"}')
+            wrong += ["refuse accepted (wire)"] if port_answers(proxysql_double.port) else []
+            proxysql_double.set_mode("normal")
+    assert wrong == []
 
 
 def test_cli_serves_several_endpoints_and_obeys_lab_statements(tmp_path, galera_lab):
