@@ -32,6 +32,7 @@ default engine, through rule_regex (a pattern PCRE does not compile is not measu
 match limit on a digest text is not measured in that window, and is not tried on the window's other texts:
 a backtracking pattern costs one limit per poll, never a stalled worker).
 """
+import time
 from dataclasses import dataclass, field
 
 from . import rule_regex
@@ -66,12 +67,16 @@ class RuleWindow:
         return None if value is None or not self.interval_s else value / self.interval_s
 
 
+RULE_BUDGET_S = 0.2   # a mirror rule's searches over one poll's digest texts; ordinary patterns take about 1 ms
+
+
 @dataclass
 class Matcher:
     rule: dict
     regex: rule_regex.Pattern | None = None
     error: str = ""
     negate: bool = False
+    spent_s: float = 0.0     # CPU time its searches took this poll, against RULE_BUDGET_S
 
     @classmethod
     def of(cls, rule):
@@ -95,11 +100,19 @@ class Matcher:
             return False
         if self.regex is None:
             return True
+        started = time.thread_time()
         try:
             return self.regex.search(text or "") != self.negate
         except rule_regex.MatchLimit as exc:
             self.error = str(exc)  # told on the rule's window; the pattern is not run again this poll
             return False
+        finally:
+            # Each search stays under PCRE's match limit, yet one just below it on each of a poll's few hundred
+            # digest texts costs seconds: a rule gets a time budget per poll, then is not run again this poll.
+            self.spent_s += time.thread_time() - started
+            if self.spent_s > RULE_BUDGET_S and not self.error:
+                self.error = (f"this pattern took more than {RULE_BUDGET_S * 1000:.0f} ms over this poll's digest "
+                              f"texts (near PCRE's match limit on each)")
 
 
 def is_mirror(rule):
