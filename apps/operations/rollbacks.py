@@ -209,6 +209,27 @@ def restarted_during(op, admin):
     return int(uptime) + 1 < (timezone.now() - op.started_at).total_seconds()
 
 
+def restarted_nodes(op, runner, pending):
+    """The nodes that took their undo in the run (not in `pending`) but restarted during the operation, before the
+    rollback reached them: kept open with no statement left, so that the retry checks them against the inventory
+    (_recheck) before the operation counts as rolled back. One that stops answering now is kept open too (it may be
+    restarting). {node_id: what rollback() keeps for a node}."""
+    out = {}
+    for node_id in runner.plan_nodes():
+        if node_id in pending:
+            continue
+        name = next(s.nodes[node_id].get("name", node_id) for s in runner.plan.steps if node_id in s.nodes)
+        try:
+            if restarted_during(op, runner.admin(node_id)):
+                out[node_id] = {"name": name, "statements": [], "error": "it restarted during the operation: its "
+                                "layers are checked against the inventory before the rollback counts as complete"}
+        except ClientError as exc:
+            if exc.retryable:
+                out[node_id] = {"name": name, "statements": [], "error": f"it stopped answering after its undo ({exc}): "
+                                "its layers are checked against the inventory when it answers"}
+    return out
+
+
 def _recheck(row, ran, *, actor):
     """Every statement ran on a node that restarted during the operation: its memory, runtime and disk are read against
     the inventory (what a rollback returns to, what a finish recorded). Equal: the try ends as usual. Otherwise the

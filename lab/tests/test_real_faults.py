@@ -94,6 +94,23 @@ def test_switchover_with_a_real_node_killed_between_its_saves_delete_and_insert(
     assert "repaired from the inventory" in op.error, op.error
 
 
+@pytest.fixture
+def back_before_undo(real_proxysql_factory, galera_lab, live_redis):
+    m = matrix_of(real_proxysql_factory, "2.7.1", bench_faults.BACK_BEFORE_UNDO)
+    yield m
+    m.close()
+
+
+def test_switchover_with_a_real_node_killed_in_its_save_and_back_before_the_rollback(back_before_undo):
+    """The other order: p2, killed inside its SAVE's write, answers again (with no mysql_servers row) before the
+    executor's rollback reaches it, so it takes its undo in the run and nothing is left to retry. The run checks every
+    node that restarted during the operation before the rollback counts as complete: rolled back, every layer equal."""
+    row = back_before_undo.row("switchover", "save")
+    assert row.landed.startswith("save; p2 killed") and row.state == "rollback_pending", row
+    assert row.after_retries == "rolled_back", row
+    restarted_as_intended(row)
+
+
 def test_change_set_with_a_real_node_paused_at_apply(paused):
     row = paused.row("config", "apply")
     assert row.landed.endswith("p2 stopped") and row.after_retries in ("done", "rolled_back"), row
