@@ -32,7 +32,7 @@ from apps.clients.wire import ClientError
 from apps.monitoring import live
 
 from . import locks
-from .choices import OperationKind, OperationState, PendingState
+from .choices import OperationKind, OperationState, PendingState, StepState
 from .models import Operation, PendingRollback
 from .plans import SECRET_MARK, Guard, Plan, fill
 
@@ -204,21 +204,25 @@ def restarted_during(op, admin):
     its disk, which a SAVE killed in its write leaves without rows (per table a DELETE then an INSERT ... SELECT, not
     one transaction: measured on real 2.7.1)."""
     uptime = admin.stats_global().get("ProxySQL_Uptime")
-    if uptime is None or op.started_at is None:
+    if uptime is None:
         return True
-    return int(uptime) + 1 < (timezone.now() - op.started_at).total_seconds()
+    return int(uptime) + 1 < (timezone.now() - (op.started_at or op.created_at)).total_seconds()
 
 
-def restarted_nodes(op, runner, pending):
-    """The nodes that took their undo in the run (not in `pending`) but restarted during the operation, before the
-    rollback reached them: kept open with no statement left, so that the retry checks them against the inventory
-    (_recheck) before the operation counts as rolled back. One that stops answering now is kept open too (it may be
-    restarting). {node_id: what rollback() keeps for a node}."""
+def restarted_nodes(op, runner, rows, pending):
+    """The nodes of the steps that started (`rows`: the operation's steps as they ended) that took their undo in the
+    run (not in `pending`) but restarted during the operation, before the rollback reached them: kept open with no
+    statement left, so that the retry checks them against the inventory (_recheck) before the operation counts as
+    rolled back. One that stops answering now is kept open too (it may be restarting). {node_id: as rollback() keeps}."""
+    steps = {s.key: s for s in runner.plan.steps}
+    names = {}
+    for row in rows:
+        if row.state in (StepState.DONE, StepState.RUNNING, StepState.FAILED):
+            names.update({n: spec.get("name", n) for n, spec in steps[row.key].nodes.items()})
     out = {}
-    for node_id in runner.plan_nodes():
+    for node_id, name in names.items():
         if node_id in pending:
             continue
-        name = next(s.nodes[node_id].get("name", node_id) for s in runner.plan.steps if node_id in s.nodes)
         try:
             if restarted_during(op, runner.admin(node_id)):
                 out[node_id] = {"name": name, "statements": [], "error": "it restarted during the operation: its "
