@@ -1,6 +1,7 @@
 """Real tier (issue 33): the fault matrix (lab/bench_faults.py) on a pair of REAL ProxySQL nodes in front of the real
 Galera lab, adopted through the product: a switchover with the second node paused (SIGSTOP) at its move step (2.7.1
-and 2.5.5) and with it SIGKILLed at its move, save and autoinc_restore steps, a change set with the second node
+and 2.5.5) and with it SIGKILLed at its move, save and autoinc_restore steps (and inside its SAVE's write, restarted
+after the rollback reached it or before: bench_faults.HALF_SAVED, BACK_BEFORE_UNDO), a change set with the second node
 paused at its apply step, a repair of real nodes, and a ProxySQL Cluster pair (sync at ProxySQL's defaults) through a
 switchover and a change set with a peer paused; then both nodes restarted (they load their disk) and every layer of
 both read: memory, runtime and disk equal to the inventory, and the nodes agreed on one writer.
