@@ -200,14 +200,17 @@ def _replay(row, *, actor):
 
 def restarted_during(op, admin):
     """Whether the node started after the operation did (ProxySQL_Uptime, whole seconds, rounded down: never a restart
-    missed, at most one said of a node started less than a second before the operation; unknown: assumed). Its
+    missed, at most one said of a node started less than a second before the operation; unknown: assumed; an operation
+    no worker started ran nothing on it). Its
     statements, kept as a diff, then do not bring it back: the restart dropped what it held in memory only and loaded
     its disk, which a SAVE killed in its write leaves without rows (per table a DELETE then an INSERT ... SELECT, not
     one transaction: measured on real 2.7.1)."""
+    if op.started_at is None:
+        return False
     uptime = admin.stats_global().get("ProxySQL_Uptime")
     if uptime is None:
         return True
-    return int(uptime) < (timezone.now() - (op.started_at or op.created_at)).total_seconds()
+    return int(uptime) < (timezone.now() - op.started_at).total_seconds()
 
 
 def restarted_nodes(op, runner, rows, pending):
@@ -225,14 +228,23 @@ def restarted_nodes(op, runner, rows, pending):
         if node_id in pending:
             continue
         try:
-            if restarted_during(op, runner.admin(node_id)):
-                out[node_id] = {"name": name, "statements": [], "error": "it restarted during the operation: its "
-                                "layers are checked against the inventory before the rollback counts as complete"}
+            if restarted_during(op, runner.admin(node_id)) and _differs(op.cluster, node_id):
+                out[node_id] = {"name": name, "statements": [], "error": "it restarted during the operation and its "
+                                "layers differ from the inventory: repaired from it before the rollback counts as "
+                                "complete"}
         except ClientError as exc:
             if exc.retryable:
                 out[node_id] = {"name": name, "statements": [], "error": f"it stopped answering after its undo ({exc}): "
                                 "its layers are checked against the inventory when it answers"}
     return out
+
+
+def _differs(cluster, node_id):
+    """Reads only: whether the node's memory, runtime or disk differ from the inventory (what a repair would write)."""
+    from . import repair
+
+    node = repair.plan_repair(cluster, [int(node_id)]).facts["nodes"].get(str(node_id))
+    return node is None or not node["nothing_to_do"]
 
 
 def _recheck(row, ran, *, actor):
