@@ -709,6 +709,7 @@ def _finish(op, runner, rows, error, started, finished_by=None):
         Operation.objects.filter(pk=op.pk).update(state=OperationState.ROLLING_BACK, error=error)
         rollback_start = time.monotonic()
         problems, pending = runner.rollback(rows)
+        pending.update(rollbacks.restarted_nodes(op, runner, rows, pending))  # their undo is checked before it counts
         timings["rollback_ms"] = _ms(rollback_start)  # after total_ms (the run to its failure): the lock was held on
         state = OperationState.CANCELLED if error.startswith("cancelled") else OperationState.ROLLED_BACK
         if pending:  # retried until the node answers (rollbacks.py); the operation ends rolled_back then

@@ -140,6 +140,9 @@ class PendingRollback(models.Model):
     def what_is_pending(self):
         """In the operator's words, e.g. "finish pending on proxysql-2: 2 statement(s) past the point of no return
         not taken yet"."""
+        if not self.statements:  # rollbacks._recheck: a node that restarted during the operation
+            return (f"{self.operation.finish_or_rollback} pending on {self.node.name}: it restarted during the operation; "
+                    "its layers are checked against the inventory (and repaired from it if they differ)")
         if self.operation.finish_or_rollback == "finish":
             return (f"finish pending on {self.node.name}: {len(self.statements)} statement(s) past the point of no "
                     "return not taken yet")

@@ -1,6 +1,7 @@
 """Real tier (issue 33): the fault matrix (lab/bench_faults.py) on a pair of REAL ProxySQL nodes in front of the real
 Galera lab, adopted through the product: a switchover with the second node paused (SIGSTOP) at its move step (2.7.1
-and 2.5.5) and with it SIGKILLed at its move, save and autoinc_restore steps, a change set with the second node
+and 2.5.5) and with it SIGKILLed at its move, save and autoinc_restore steps (and inside its SAVE's write, restarted
+after the rollback reached it or before: bench_faults.HALF_SAVED, BACK_BEFORE_UNDO), a change set with the second node
 paused at its apply step, a repair of real nodes, and a ProxySQL Cluster pair (sync at ProxySQL's defaults) through a
 switchover and a change set with a peer paused; then both nodes restarted (they load their disk) and every layer of
 both read: memory, runtime and disk equal to the inventory, and the nodes agreed on one writer.
@@ -10,7 +11,7 @@ restarts): move (switchover: the writer rows change there; a pause lands in the 
 autoinc_restore for a kill, and apply (change set). bin/bench-real-pair and bin/bench-faults cover every step by hand."""
 import pytest
 
-from apps.operations.models import OperationStep
+from apps.operations.models import Operation, OperationStep
 from apps.operations.sync_hold import HOLD_KEY
 from lab import bench_faults
 
@@ -64,16 +65,50 @@ def test_switchover_with_a_real_2_5_5_node_paused_at_move(paused_2_5):
     restarted_as_intended(row)
 
 
-# Not landed: ("save", ("rolled_back",)). Killed at save, it ended rolled back with p2's role rows of the new writer
-# (hg 101 and 102) in all three layers in 1 of 4 full-suite passes (MariaDB pass, 2026-12-04 22:40 UTC; a repair then
-# made every layer equal): an open defect of the rollback of a real node killed in the SAVE (the issue 33 note),
-# to be found and fixed with this case back, not hidden by a retry.
-@pytest.mark.parametrize("step,ends", [("move", ("done", "rolled_back")), ("autoinc_restore", ("done",))])
+@pytest.mark.parametrize("step,ends", [("move", ("done", "rolled_back")), ("save", ("rolled_back",)),
+                                       ("autoinc_restore", ("done",))])
 def test_switchover_with_a_real_node_killed_at_a_step(killed, step, ends):
-    """Killed at move (the writer rows change) and at autoinc_restore (past the point of no return: the retry
+    """Killed at move (the writer rows change), at save (before the point of no return: rolled back, whatever its
+    disk kept of the SAVE; the retry re-checks the node) and at autoinc_restore (past the point of no return: the retry
     finishes there)."""
     row = killed.row("switchover", step)
     assert row.landed.endswith("p2 killed") and row.after_retries in ends, row
+    restarted_as_intended(row)
+
+
+@pytest.fixture
+def killed_in_save_write(real_proxysql_factory, galera_lab, live_redis):
+    m = matrix_of(real_proxysql_factory, "2.7.1", bench_faults.HALF_SAVED)
+    yield m
+    m.close()
+
+
+def test_switchover_with_a_real_node_killed_between_its_saves_delete_and_insert(killed_in_save_write):
+    """The save row's 1 pass in 4, made certain: p2 killed inside its SAVE's write restarts with no mysql_servers row;
+    the rollback's statements bring back only the rows the switchover moved (the other backend's reader and backup
+    writer rows stayed missing, in every layer, and the operation said rolled back). The retry checks the node's
+    three layers against the inventory once its statements ran, and repairs it: rolled back, every layer equal, said."""
+    row = killed_in_save_write.row("switchover", "save")
+    assert row.landed.startswith("save; p2 killed") and row.after_retries == "rolled_back", row
+    restarted_as_intended(row)
+    op = Operation.objects.get(cluster=killed_in_save_write.cluster, kind="switchover")
+    assert "repaired from the inventory" in op.error, op.error
+
+
+@pytest.fixture
+def back_before_undo(real_proxysql_factory, galera_lab, live_redis):
+    m = matrix_of(real_proxysql_factory, "2.7.1", bench_faults.BACK_BEFORE_UNDO)
+    yield m
+    m.close()
+
+
+def test_switchover_with_a_real_node_killed_in_its_save_and_back_before_the_rollback(back_before_undo):
+    """The other order: p2, killed inside its SAVE's write, answers again (with no mysql_servers row) before the
+    executor's rollback reaches it, so it takes its undo in the run and nothing is left to retry. The run checks every
+    node that restarted during the operation before the rollback counts as complete: rolled back, every layer equal."""
+    row = back_before_undo.row("switchover", "save")
+    assert row.landed.startswith("save; p2 killed") and row.state == "rollback_pending", row
+    assert row.after_retries == "rolled_back", row
     restarted_as_intended(row)
 
 
