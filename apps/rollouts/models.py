@@ -25,6 +25,15 @@ class ClusterState(models.TextChoices):
     ROLLBACK_FAILED = "rollback_failed", "rollback failed"
 
 
+class WaveState(models.TextChoices):
+    """A wave's state, kept in Rollout.waves (JSON): compared through these, never as bare strings."""
+    PENDING = "pending", "pending"
+    APPLYING = "applying", "applying"
+    BAKING = "baking", "baking (its gate is read)"
+    PASSED = "passed", "passed its gate"
+    ROLLED_BACK = "rolled_back", "rolled back"
+
+
 ENDED = (RolloutState.HALTED, RolloutState.ROLLED_BACK, RolloutState.DONE, RolloutState.ABORTED)
 
 

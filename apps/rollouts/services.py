@@ -32,7 +32,7 @@ from apps.operations.change_set import plan_and_save
 from apps.operations.choices import OperationState
 from apps.operations.models import Operation
 
-from .models import ENDED, ClusterState, Rollout, RolloutCluster, RolloutState
+from .models import ENDED, ClusterState, Rollout, RolloutCluster, RolloutState, WaveState
 
 STALE_AFTER_S = 60  # a running rollout whose worker has not beaten for this long is taken up again
 GATE_STEP_S = 0.5  # how often a bake reads the polls and alerts again (a bad canary halts within about this)
@@ -179,7 +179,7 @@ def plan(change, selector, waves_text, *, actor, reason, bake_canary_s=60, bake_
             raise Refused(f"{cluster}: {exc}") from None
     waves, at = [], 0
     for size in sizes:
-        waves.append({"clusters": [c.pk for c in clusters[at:at + size]], "state": "pending"})
+        waves.append({"clusters": [c.pk for c in clusters[at:at + size]], "state": WaveState.PENDING})
         at += size
     with transaction.atomic():
         rollout = Rollout.objects.create(
@@ -288,29 +288,29 @@ def run(rollout_id):
     if rollout.state != RolloutState.RUNNING:
         return rollout.state
     for n in range(len(rollout.waves)):
-        if rollout.waves[n]["state"] == "passed":
+        if rollout.waves[n]["state"] == WaveState.PASSED:
             continue
         if _aborting(rollout):
             break
-        if rollout.waves[n]["state"] == "pending" and _paused(rollout):
+        if rollout.waves[n]["state"] == WaveState.PENDING and _paused(rollout):
             return RolloutState.PAUSED
-        if rollout.waves[n]["state"] == "pending":
-            _wave(rollout, n, state="applying", started_at=timezone.now().isoformat())
-        if rollout.waves[n]["state"] == "applying":
+        if rollout.waves[n]["state"] == WaveState.PENDING:
+            _wave(rollout, n, state=WaveState.APPLYING, started_at=timezone.now().isoformat())
+        if rollout.waves[n]["state"] == WaveState.APPLYING:
             failed = _apply_wave(rollout, n)
             if failed:
                 return _halt(rollout, n, f"wave {n}: {failed}")
             if _aborting(rollout):
                 break
-            _wave(rollout, n, state="baking", applied_at=timezone.now().isoformat())
-        if rollout.waves[n]["state"] == "baking":
+            _wave(rollout, n, state=WaveState.BAKING, applied_at=timezone.now().isoformat())
+        if rollout.waves[n]["state"] == WaveState.BAKING:
             verdict = _bake(rollout, n)
             if verdict is None:  # aborted while baking
                 break
             _wave(rollout, n, gate=verdict)
             if not verdict["ok"]:
                 return _halt(rollout, n, f"wave {n} failed its health gate: {verdict['why']}")
-            _wave(rollout, n, state="passed")
+            _wave(rollout, n, state=WaveState.PASSED)
     if _aborting(rollout):
         return _roll_back_all(rollout)
     _end(rollout, RolloutState.DONE, "rollout done")
@@ -525,7 +525,7 @@ def _halt(rollout, n, why):
     rollout.halt_reason = why
     Rollout.objects.filter(pk=rollout.pk).update(halt_reason=why)
     _roll_back_wave(rollout, n)
-    _wave(rollout, n, state="rolled_back")
+    _wave(rollout, n, state=WaveState.ROLLED_BACK)
     _end(rollout, RolloutState.HALTED, "rollout halted", why=why)
     return rollout.state
 
@@ -534,10 +534,10 @@ def _roll_back_all(rollout):
     """Abort: every wave that changed something, newest first."""
     errors = []
     for n in reversed(range(len(rollout.waves))):
-        if rollout.waves[n]["state"] == "pending":
+        if rollout.waves[n]["state"] == WaveState.PENDING:
             continue
         errors += _roll_back_wave(rollout, n)
-        _wave(rollout, n, state="rolled_back")
+        _wave(rollout, n, state=WaveState.ROLLED_BACK)
     _end(rollout, RolloutState.ROLLED_BACK, "rollout rolled back", errors=errors)
     return rollout.state
 

@@ -6,10 +6,11 @@ import ast
 from apps.alerts.models import AlertState, DeliveryState
 from apps.configuration.models import ChangeSet
 from apps.operations.choices import OperationState, PendingState, StepState
+from apps.rollouts.models import ClusterState, RolloutState, WaveState
 from apps.tests.test_boundaries import ROOT, product_modules
 
 STATE_VALUES = {str(v) for choices in (OperationState, PendingState, StepState, AlertState, DeliveryState,
-                                       ChangeSet.State) for v in choices.values}
+                                       ChangeSet.State, RolloutState, ClusterState, WaveState) for v in choices.values}
 
 
 def _literals(node):
