@@ -178,7 +178,7 @@ class RestorePlan(_Plan):
 
 
 class RecordNodes(ApiView):
-    roles = {"get": ADMIN, "post": ADMIN}
+    roles = {"get": VIEWER, "post": ADMIN}  # every API GET is a viewer's read (apps/api/tests/test_writes.py)
 
     @extend_schema(responses=s.RecordNodesReadingSerializer, tags=["operations"],
                    summary="What every ProxySQL node runs (mysql_servers) against the latest version: the difference "
