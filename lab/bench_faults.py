@@ -275,6 +275,9 @@ class FaultMatrix:
                 row.hand_sql = self.repaired(row)
             return row
         finally:
+            row.notes += [f"{getattr(d, 'name', d)} crashed in ProxySQL's own start-up {n} time(s) so far and was "
+                          f"started again (sysown/proxysql#3233)" for d in self.doubles
+                          if (n := getattr(d, "init_crashes", 0))]
             self.out(f"   {row.kind} paused at {row.step}: " + "; ".join(str(c) for c in row.cells()[2:])
                      + "".join(f"\n      {n}" for n in row.notes))
 
