@@ -688,7 +688,8 @@ class TrafficModel:
                 self._mirror_executed(key, executed)
             self.mirror_dropped += dropped
         self.mirror_queue_by_route = {k: v for k, v in routes.items() if v > 1e-9}
-        self.mirror_queue = sum(self.mirror_queue_by_route.values())
+        # A full queue holds exactly its cap: the routes' kept shares can sum to 99.99999999999999 (read as 99).
+        self.mirror_queue = float(qmax) if kept < 1.0 else sum(self.mirror_queue_by_route.values())
         self.mirror_executed += served
         # A mirror session runs the COM_QUERY path like a client's: it counts in Questions.
         self.questions += served
@@ -980,9 +981,9 @@ class TrafficModel:
             conc = cap
             # the queue is sampled while threads pop and push: it jitters a little under the cap
             q = self.mirror_queue
-            if self.rng.random() < 0.35:
+            if self.rng.random() < 0.25:  # samples/mirror.jsonl: 7 of 29 readings under the cap
                 q -= self.rng.choice((1, 1, 1, 3, 9, 11)) * q / 100.0
-            queue = int(q)
+            queue = int(q + 1e-6)  # whole queries: a float a hair under n is n
         else:
             conc = min(cap, int(round(lam * self.mirror_latency_ms / 1000.0)))
             queue = 0

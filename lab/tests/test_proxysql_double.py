@@ -422,7 +422,10 @@ def test_mirror_saturation_matches_sample(galera_lab):
         a.lab("SET_SESSIONS", hostgroup=100, count=4, pinned_reason="auto_increment")
         time.sleep(0.5)
         seen = []
-        for _ in range(6):
+        # A reading is under the cap one time in four (the sample: 7 of 29). Six readings, with the model's old 35 %
+        # and a full queue read as 99, were all under it about once in 300 runs (CI at 62cd6da); twelve at 25 % are
+        # all under it once in 17 million.
+        for _ in range(12):
             seen.append(dict(a.q("SELECT Variable_Name, Variable_Value FROM stats_mysql_global "
                                  "WHERE Variable_Name IN ('Mirror_concurrency','Mirror_queue_length')")))
             time.sleep(0.05)
