@@ -395,6 +395,10 @@ LOGIN_MAX_FAILURES = envint("LOGIN_MAX_FAILURES", 5)
 # the audit log's source address); empty: the peer address is the client (controlplane/client_address.py).
 TRUSTED_PROXY_ADDRESSES = envlist("TRUSTED_PROXY_ADDRESSES", "")
 LOGIN_FAILURE_WINDOW_S = envint("LOGIN_FAILURE_WINDOW_S", 900)
+# Guesses at one user name spread over many addresses: above this many failures in the window (every address
+# together), that name is refused except from addresses it logged in from within LOGIN_KNOWN_ADDRESS_DAYS.
+LOGIN_MAX_FAILURES_PER_USER = envint("LOGIN_MAX_FAILURES_PER_USER", 30)
+LOGIN_KNOWN_ADDRESS_DAYS = envint("LOGIN_KNOWN_ADDRESS_DAYS", 30)
 # Adoption reads the admin port it is given with the credentials it is given: at most this many previews a
 # minute per user, so the form is no port scanner or password oracle (every attempt is audited).
 ADOPT_ATTEMPTS_PER_MINUTE = envint("ADOPT_ATTEMPTS_PER_MINUTE", 10)

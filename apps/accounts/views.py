@@ -14,6 +14,7 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
 from apps.audit.actor import Actor
+from apps.audit.models import AuditEvent, Outcome
 from apps.audit.services import record
 from controlplane.client_address import client_address
 
@@ -55,12 +56,31 @@ def claim_attempt(request, username, known=True):
     attempt = LoginFailure.objects.create(username=username, source_address=address)
     since = timezone.now() - timedelta(seconds=settings.LOGIN_FAILURE_WINDOW_S)
     recent = LoginFailure.objects.filter(username=username, source_address=address, at__gte=since).count()
-    if recent <= settings.LOGIN_MAX_FAILURES:
+    refused = None
+    if recent > settings.LOGIN_MAX_FAILURES:
+        refused = {"recent_failures": recent - 1}
+    elif known:
+        # Guesses spread over many addresses: over the user-wide limit, only an address this user logged in from
+        # lately is let through, so a botnet guessing one name neither keeps guessing nor locks its owner out.
+        everywhere = LoginFailure.objects.filter(username=username, at__gte=since).count()
+        if everywhere > settings.LOGIN_MAX_FAILURES_PER_USER and not logged_in_from(username, address):
+            refused = {"recent_failures_every_address": everywhere - 1,
+                       "why": "too many failures for this user name from every address; this address has not "
+                              "logged in as this user lately"}
+    if refused is None:
         return attempt
     attempt.delete()
     record("login refused", request=request, outcome="refused",
-           details={"username": audited_name(username, known), "recent_failures": recent - 1})
+           details={"username": audited_name(username, known), **refused})
     return None
+
+
+def logged_in_from(username, address):
+    """Whether the audit log has a login of this user from this address within LOGIN_KNOWN_ADDRESS_DAYS."""
+    since = timezone.now() - timedelta(days=settings.LOGIN_KNOWN_ADDRESS_DAYS)
+    user = get_user_model()._default_manager.get_by_natural_key(username)
+    return AuditEvent.objects.filter(action="login", outcome=Outcome.SUCCESS, actor_user_id=user.pk,
+                                     source_address=address, created_at__gte=since).exists()
 
 
 @method_decorator(sensitive_post_parameters("password"), name="dispatch")

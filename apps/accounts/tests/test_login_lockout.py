@@ -64,3 +64,33 @@ def test_a_typed_name_no_user_has_is_not_in_the_audit_log(client, viewer_user):
         response = client.get(url)
         body = b"".join(response.streaming_content) if response.streaming else response.content
         assert b"Hunter2" not in body, url
+
+
+@pytest.mark.django_db
+def test_guesses_at_one_name_from_many_addresses_stop_at_the_user_wide_limit(client, settings, admin_user_role):
+    """A botnet guessing one user's password, a few guesses an address (under the per-address lock), is refused
+    once the name's failures from every address pass LOGIN_MAX_FAILURES_PER_USER; the owner still logs in from
+    an address they logged in from before, and nowhere else until the window passes."""
+    settings.LOGIN_MAX_FAILURES_PER_USER = 12
+    assert login(client, "ada-admin", "pw-ada-admin", "10.9.0.1").status_code == 302  # the owner's usual address
+    client.logout()
+    for i in range(settings.LOGIN_MAX_FAILURES_PER_USER):
+        assert login(client, "ada-admin", "wrong", f"198.18.{i}.1").status_code == 200
+    # Each new address has used none of its own five tries, yet the name is refused there now.
+    response = login(client, "ada-admin", "pw-ada-admin", "198.18.200.1")
+    assert response.status_code == 429
+    assert "_auth_user_id" not in client.session
+    refusal = AuditEvent.objects.filter(action="login refused").first()
+    assert refusal.details["recent_failures_every_address"] == settings.LOGIN_MAX_FAILURES_PER_USER
+    # The owner, from where they logged in before, gets in (and that clears the failures).
+    assert login(client, "ada-admin", "pw-ada-admin", "10.9.0.1").status_code == 302
+    client.logout()
+    assert login(client, "ada-admin", "pw-ada-admin", "198.18.200.1").status_code == 302
+
+
+@pytest.mark.django_db
+def test_made_up_names_from_many_addresses_do_not_reach_the_user_wide_limit(client, settings, admin_user_role):
+    settings.LOGIN_MAX_FAILURES_PER_USER = 3
+    for i in range(10):
+        assert login(client, "nobody-at-all", "wrong", f"198.19.{i}.1").status_code == 200
+    assert not AuditEvent.objects.filter(action="login refused").exists()  # no user has the name: only the per-address lock counts it
