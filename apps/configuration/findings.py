@@ -331,7 +331,7 @@ def traffic_findings(target, changed_rules, traffic, node_figures):
     if not rules or traffic is None or not traffic.rows:
         return []
     captured = {rule_id: [] for rule_id in rules}
-    limits, reached = {}, {}  # a pattern that reaches the match limit is run once, then told
+    limits, reached = {}, rule_tester.Batch()  # a pattern that reaches the match limit or its budget gives up
     for row in traffic.rows:
         walk = rule_tester.on_content(target, digest_text=row.digest_text, digest=row.digest, username=row.username,
                                       schemaname=row.schemaname, client_addr=row.client_address, reached=reached)
@@ -344,7 +344,10 @@ def traffic_findings(target, changed_rules, traffic, node_figures):
     minutes = max(1, round(traffic.seconds / 60))
     out = [Finding("regex_match_limit", f"Rule {rule_id}'s pattern reaches PCRE's match limit on the stored traffic",
                    f"{said}: a backtracking pattern; ProxySQL spends up to its own limit on it for every query it "
-                   "tries it on, then counts no match", True) for rule_id, said in sorted(limits.items())]
+                   "tries it on, then counts no match", True) if rule_tester.OVER_BUDGET not in said else
+           Finding("regex_match_limit", f"Rule {rule_id}'s pattern is too costly to measure on the stored traffic",
+                   f"{said}: a backtracking pattern just under the match limit; ProxySQL runs it on every query it "
+                   "tries it on, at this cost each time", True) for rule_id, said in sorted(limits.items())]
     for rule_id, rows in captured.items():
         n, t = sum(r.count for r in rows), sum(r.sum_time_us for r in rows)
         busiest = max(rows, key=lambda r: r.count, default=None)

@@ -8,12 +8,12 @@ from hypothesis import given, settings, strategies as st
 from apps.audit.actor import Actor
 from apps.configuration import services
 from apps.configuration.findings import regex_error, traffic_findings
-from apps.configuration.rule_tester import PCRE, RE2, evaluate
+from apps.configuration.rule_tester import BATCH_BUDGET_S, PCRE, RE2, Batch, evaluate
 from apps.configuration.tests.test_findings import BASE, BASE_SERVERS, config, rule
 from apps.digests.selectors import Traffic, TrafficRow
 from apps.digests.tests.factories import digest, source, stat
 from apps.fleet.models import ProxySQLNode
-from apps.monitoring.tests.test_rule_regex import AT_THE_LIMIT, DIGEST_TEXTS, PATHOLOGICAL, STALLING, within
+from apps.monitoring.tests.test_rule_regex import AT_THE_LIMIT, BELOW_THE_LIMIT, DIGEST_TEXTS, PATHOLOGICAL, STALLING, within
 
 
 def traffic():
@@ -89,3 +89,24 @@ def test_the_plan_of_a_draft_rule_at_the_match_limit_answers_with_the_finding(cl
     html = response.content.decode()
     assert "Rule 5&#x27;s pattern reaches PCRE&#x27;s match limit on the stored traffic" in html
     assert "this pattern reaches the match limit on" in html
+
+
+def test_a_pattern_just_under_the_match_limit_stops_at_its_budget_over_the_stored_traffic():
+    """Hostile input, third round: BELOW_THE_LIMIT reaches no match limit but takes about 2.5 ms a search; over a
+    few hundred stored digests the effect check spent seconds of a request on it. Now its searches stop after
+    BATCH_BUDGET_S of CPU over the batch and the plan says so (blocking)."""
+    rows = [TrafficRow(f"0x{i:016X}", f"{text} /* {i} */", "app", "sbtest", "10.0.0.5", 100, 10_000)
+            for i, text in enumerate(DIGEST_TEXTS * 20)]
+    target = config(BASE_SERVERS, BASE["mysql_query_rules"] + [
+        rule(5, match_digest=BELOW_THE_LIMIT, destination_hostgroup=101, apply=1)], BASE["mysql_users"])
+    cpu = time.thread_time()
+    found = traffic_findings(target, {(5,)}, Traffic(rows=rows, seconds=3600), {})
+    assert time.thread_time() - cpu < BATCH_BUDGET_S + 0.3
+    costly = [f for f in found if f.key == "regex_match_limit"]
+    assert [f.label for f in costly] == ["Rule 5's pattern is too costly to measure on the stored traffic"]
+    assert costly[0].blocking and "this pattern took more than 200 ms of searches" in costly[0].value
+    # One walk on its own tells the same in its step, never an exception.
+    batch = Batch()
+    for row in rows:
+        out = evaluate(target["mysql_query_rules"], digest_text=row.digest_text, reached=batch)
+    assert "not run: counted as no match here" in out.steps[[s.rule_id for s in out.steps].index(5)].reason
