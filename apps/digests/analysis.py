@@ -102,6 +102,7 @@ def routes(digest, breakdown, example_text=""):
     of the cluster's current query rules (digest, match_digest and match_pattern, each search bounded by
     monitoring.rule_regex through the rule tester). match_pattern is tried on an example's text when there is one."""
     seen, out = set(), []
+    batch = rule_tester.Batch()  # the page's walks share one budget per pattern
     for b in breakdown:
         s = b["source"]
         if s is None:
@@ -115,7 +116,8 @@ def routes(digest, breakdown, example_text=""):
         route = Route(cluster, s.username, s.schemaname, version.number if version else None)
         if version is not None:
             route.outcome = rule_tester.on_content(version.content, example_text, digest_text=digest.digest_text,
-                                                   digest=digest.digest, username=s.username, schemaname=s.schemaname)
+                                                   digest=digest.digest, username=s.username, schemaname=s.schemaname,
+                                                   reached=batch)
             route.matched = route.outcome.matched
         out.append(route)
         if len(out) >= ROUTES_SHOWN:

@@ -761,7 +761,8 @@ def rule_chains(sample):
     version = config_services.latest(sample.cluster)
     if version is None:
         return []
-    kwargs = {"username": sample.username, "schemaname": sample.schemaname, "client_addr": sample.client_addr}
+    kwargs = {"username": sample.username, "schemaname": sample.schemaname, "client_addr": sample.client_addr,
+              "reached": rule_tester.Batch()}  # both columns share one budget per pattern
     if sample.digest is not None:
         kwargs.update(digest_text=sample.digest.digest_text, digest=sample.digest.digest)
     columns = [{"title": f"Current rules (version {version.number})", "url": version.get_absolute_url(),
