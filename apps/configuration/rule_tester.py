@@ -133,9 +133,9 @@ OVER_BUDGET = "this pattern took more than"
 class OverBudget(Exception):
     """A pattern's searches took more than BATCH_BUDGET_S of CPU over a batch: the rest are not run."""
 
-    def __init__(self, spent_s):
-        super().__init__(f"{OVER_BUDGET} {BATCH_BUDGET_S * 1000:.0f} ms of searches "
-                         f"({spent_s * 1000:.0f} ms) over this batch: not run on the rest")
+    def __init__(self, spent_s, searches):
+        super().__init__(f"{OVER_BUDGET} {BATCH_BUDGET_S * 1000:.0f} ms of searches over this batch "
+                         f"({searches} searches, {spent_s / searches * 1e6:.0f} us each): not run on the rest")
 
 
 class Batch(dict):
@@ -144,7 +144,8 @@ class Batch(dict):
 
     def __init__(self):
         super().__init__()
-        self.spent = {}
+        self.spent = {}     # (pattern, caseless, engine) -> CPU seconds of its searches
+        self.searches = {}  # (pattern, caseless, engine) -> how many searches
 
 
 def _search(regex, subject, key, reached):
@@ -159,8 +160,9 @@ def _search(regex, subject, key, reached):
         spent = getattr(reached, "spent", None)
         if spent is not None:
             spent[key] = spent.get(key, 0.0) + time.thread_time() - started
+            reached.searches[key] = reached.searches.get(key, 0) + 1
             if spent[key] > BATCH_BUDGET_S and key not in reached:
-                reached[key] = OverBudget(spent[key])
+                reached[key] = OverBudget(spent[key], reached.searches[key])
 
 
 def _check_rule(rule, flag, query, digest_text, digest, user, schema, client, engine, reached):
