@@ -60,7 +60,7 @@ class ClusterSerializer(Answer):
                   "drain_timeout_ms", "poll_interval_s", "backend_poll_interval_s", "read_pool_rules_enabled",
                   "rules_dry_run", "auto_failover_enabled", "failover_after_polls", "failback_enabled",
                   "failback_after_s", "preferred_writer", "plan_validity_s", "two_person_rule", "config_confirm_role",
-                  "cluster_sync_mode", "native_hostgroups", "created_at", "updated_at", "tags"]
+                  "cluster_sync_mode", "native_hostgroups", "native_manager", "created_at", "updated_at", "tags"]
 
 
 class MembershipSerializer(Answer):
@@ -615,6 +615,13 @@ class EditSerializer(serializers.Serializer):
 class TagsInput(serializers.Serializer):
     tags = serializers.DictField(child=serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=1000),
                                  help_text="every tag the cluster keeps, {key: value} (e.g. env: prod); {} removes all")
+
+
+class NativeManagerInput(serializers.Serializer):
+    native_manager = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=40,
+                                           help_text="'' (this product places the servers), 'galera', 'replication' or "
+                                                     "'group_replication' (ProxySQL's Monitor places them)")
+    reason = serializers.CharField(allow_blank=True, max_length=1000, help_text="why (audited); required")
 
 
 class ConnectionsInput(serializers.Serializer):

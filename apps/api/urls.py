@@ -17,6 +17,7 @@ v1 = [
     path("clusters/<id:pk>/", fleet.ClusterDetail.as_view(), name="cluster"),
     path("clusters/<id:pk>/tags/", fleet.ClusterTags.as_view(), name="cluster_tags"),
     path("clusters/<id:pk>/connections/", fleet.ClusterConnections.as_view(), name="cluster_connections"),
+    path("clusters/<id:pk>/native-manager/", fleet.ClusterNativeManager.as_view(), name="cluster_native_manager"),
     path("clusters/<id:pk>/hostgroups/", fleet.ClusterHostgroups.as_view(), name="cluster_hostgroups"),
     path("clusters/<id:pk>/state/", fleet.ClusterState.as_view(), name="cluster_state"),
     path("clusters/<id:pk>/drift/", fleet.ClusterDrift.as_view(), name="cluster_drift"),

@@ -39,7 +39,8 @@ def _servers_anywhere(target, node_layers):
     for layer in node_layers:
         hostgroups |= {r["hostgroup_id"] for r in layer[MYSQL_SERVERS.name] if r["hostgroup_id"] not in mine}
     return hostgroups | native.placed_hostgroups(target.get(native.MANAGER_TABLES["galera"]) or (),
-                                                 target.get(MYSQL_SERVERS.name) or ())
+                                                 target.get(MYSQL_SERVERS.name) or (),
+                                                 target.get(native.MANAGER_TABLES["replication"]) or ())
 
 
 def used_hostgroups(content):

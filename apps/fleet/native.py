@@ -5,7 +5,10 @@ What real 2.7.1 does (lab/reference/native-galera/README.md): Monitor moves ever
 row's hostgroups between the writer, backup writer, reader and offline hostgroups by the backend's state (extra rows
 in the backup writer and reader hostgroups, SHUNNED rows in the writer hostgroup, a desynced node alone in the
 offline one), in runtime only: memory and disk keep the rows as configured. It copies a backend's configured row
-(weight, max_connections...) into each hostgroup it places it in.
+(weight, max_connections...) into each hostgroup it places it in. With mysql_replication_hostgroups
+(lab/reference/native-replication/README.md) Monitor moves the servers between the writer and reader hostgroups by
+each backend's read_only, from where it left them (after a promotion and back the old writer stays a reader too):
+the same fold holds.
 
 So in a managed hostgroup the runtime is compared per backend, not per row: a backend configured there must be
 placed somewhere in the manager's hostgroups, with the columns of one of its configured rows; which hostgroups and
@@ -25,11 +28,12 @@ def managed_hostgroups(rows):
             if r.get(c) is not None}
 
 
-def placed_hostgroups(galera_rows, servers):
+def placed_hostgroups(galera_rows, servers, replication_rows=()):
     """The hostgroups an active mysql_galera_hostgroups row fills with the configured servers while every backend is
     healthy and writable (lab/reference/native-galera/): the writer; the backup writer when there are more backends
     than max_writers; the reader with writer_is_also_reader 1, or 2 and more backends than max_writers (0: only
-    read_only backends are readers, none while all are writable)."""
+    read_only backends are readers, none while all are writable). With mysql_replication_hostgroups rows: both their
+    hostgroups once they hold more than one backend (a primary and its replicas)."""
     out = set()
     for g in galera_rows:
         if not int(g.get("active", 1) or 0):
@@ -45,6 +49,13 @@ def placed_hostgroups(galera_rows, servers):
             out.add(g["backup_writer_hostgroup"])
         if wiar == 1 or (wiar == 2 and more):
             out.add(g["reader_hostgroup"])
+    for g in replication_rows:
+        # mysql_replication_hostgroups (lab/reference/native-replication/): Monitor moves the writable backends into
+        # the writer hostgroup and the read_only ones into the reader hostgroup; a primary and replicas fill both
+        mine = {(r["hostname"], int(r["port"])) for r in servers
+                if int(r["hostgroup_id"]) in (g["writer_hostgroup"], g["reader_hostgroup"])}
+        if len(mine) > 1:
+            out |= {g["writer_hostgroup"], g["reader_hostgroup"]}
     return out
 
 

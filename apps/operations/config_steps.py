@@ -7,6 +7,7 @@ from apps.audit.services import record as record_event
 from apps.clients import proxysql_versions as versions
 from apps.configuration import content as C
 from apps.configuration import nodes as N
+from apps.configuration.drift import managers_view
 from apps.configuration.models import ChangeSet
 from apps.configuration.services import known_secrets, record_version
 from apps.configuration.statements import diff_scope
@@ -17,7 +18,8 @@ from .executor import StepFailed, _capture
 
 def verify(run, step, row, executed, detail):
     """Every node's runtime equals the new configuration in the rows this change set wrote (a write-back: every
-    row of the tables it touched); a password the change set kept is the node's own, whatever it is."""
+    row of the tables it touched), Monitor's placement in a native manager's hostgroups folded back; a password the
+    change set kept is the node's own, whatever it is."""
     cs = ChangeSet.objects.select_related("base").get(pk=step.params["change_set"])
     target = C.apply_edits(cs.base.content, cs.edits)
     hostgroups = C.claimed_hostgroups(cs.base.content) | C.claimed_hostgroups(target)
@@ -42,6 +44,9 @@ def verify(run, step, row, executed, detail):
 
     def one(node_id):  # in a pool thread: network only
         layers = N.read_layers(run.admin(node_id), ("runtime",), tables=tables)
+        servers = layers["runtime"].get("mysql_servers")
+        if servers is not None:  # where ProxySQL's own manager moved them is not a difference (fleet/native.py)
+            layers["runtime"]["mysql_servers"] = managers_view(target, servers)
         nc = N.NodeConfig(int(node_id), str(node_id), layers)
         d = node_diff(nc, target, hostgroups, same_secret)
         version = (layers["runtime"].get("global_variables") or {}).get("admin-version")

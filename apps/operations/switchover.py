@@ -105,8 +105,12 @@ def pinned_sessions(rows, hostgroup, hostname, port):
 
 NATIVE_REFUSAL = ("The cluster is not natively managed (here {manager} and ProxySQL's Monitor choose the writer and "
                   "move the servers themselves: this product's switchover moves the rows and would fight them, so it "
-                  "is refused. Move the writer through the manager: the old writer's weight or OFFLINE_SOFT, Monitor "
-                  "promoting the next; a switchover that does that for you is not built yet)")
+                  "is refused. Move the writer through the manager: {how}; a switchover that does that for you is not "
+                  "built yet)")
+# How each manager is made to move the writer (lab/reference/native-galera/, native-replication/).
+NATIVE_HOW = {"galera": "the old writer's weight or OFFLINE_SOFT, Monitor promoting the next",
+              "replication": "promote the new primary on the backends (read_only ON on the old one, the replicas "
+                             "re-pointed, read_only OFF on the new one): Monitor follows read_only within one check"}
 
 
 def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLBACK,
@@ -120,8 +124,9 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
     W, R = cluster.writer_hostgroup, cluster.reader_hostgroup
     guards, facts = [], {"nodes": {}}
     if cluster.native_manager:  # Monitor chooses the writer: moving rows here would fight it (fleet/native.py)
-        guards.append(Guard("native_manager", NATIVE_REFUSAL.format(manager=cluster.get_native_manager_display()),
-                            False, cluster.native_manager, False))
+        refusal = NATIVE_REFUSAL.format(manager=cluster.get_native_manager_display(),
+                                        how=NATIVE_HOW.get(cluster.native_manager, "as its documentation says"))
+        guards.append(Guard("native_manager", refusal, False, cluster.native_manager, False))
         return Plan(OperationKind.SWITCHOVER, cluster.pk, f"Switchover {cluster.name}", guards, [], facts)
     old = current_writer(cluster)
     if old is None:

@@ -126,6 +126,31 @@ def galera_probe(host, port, user, password):
     return Probe(state, time.monotonic())
 
 
+def read_only_probe(host, port, user, password):
+    """What Monitor's read_only check reads of a backend (replication_monitor.ReadOnlyState), as the Probe's `ok`
+    field; a variable the server lacks (MariaDB: super_read_only) is None; a failure: an unreachable backend."""
+    import MySQLdb
+
+    from .replication_monitor import ReadOnlyState
+
+    try:
+        conn = MySQLdb.connect(host=host, port=int(port), user=user, passwd=password,
+                               connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S)
+        try:
+            cur = conn.cursor()
+            cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'innodb_read_only', "
+                        "'super_read_only')")
+            v = {name: value == "ON" for name, value in cur.fetchall()}
+        finally:
+            conn.close()
+    except MySQLdb.MySQLError as e:
+        return Probe(ReadOnlyState(reachable=False), time.monotonic(), str(e))
+    return Probe(ReadOnlyState(read_only=v.get("read_only", False), innodb_read_only=v.get("innodb_read_only"),
+                               super_read_only=v.get("super_read_only")), time.monotonic())
+
+
 PROBER = Prober()
 # The galera healthcheck's reads (engine.AdminEngine._galera_monitor): Probe.ok holds the BackendState.
 GALERA_PROBER = Prober(probe_fn=galera_probe)
+# The read_only check's reads (engine.AdminEngine._replication_monitor): Probe.ok holds the ReadOnlyState.
+READ_ONLY_PROBER = Prober(probe_fn=read_only_probe)

@@ -20,9 +20,9 @@ import threading
 import time
 from pathlib import Path
 
-from . import galera_monitor
+from . import galera_monitor, replication_monitor
 from . import traffic as traffic_mod
-from .backends import GALERA_PROBER
+from .backends import GALERA_PROBER, READ_ONLY_PROBER
 from . import versions as versions_mod
 
 SCHEMA_DIR = Path(__file__).with_name("schema")
@@ -263,6 +263,7 @@ class AdminEngine:
         self.servers_history = collections.deque(maxlen=1000)
         self.loaded_servers = None    # runtime_mysql_servers as last LOADed, before Monitor's galera placement
         self.galera_placed = None
+        self.replication_placed = None  # runtime_mysql_servers as the replication manager last left it
         self._open()
 
     # ------------------------------------------------------------------ setup
@@ -695,6 +696,7 @@ class AdminEngine:
                     self.db.execute("UPDATE main.runtime_mysql_servers SET status=UPPER(status)")
                     self.loaded_servers = self._rows("SELECT * FROM main.runtime_mysql_servers")
                     self.galera_placed = None   # Monitor places the loaded rows again (_galera_monitor)
+                    self.replication_placed = None   # and moves them from there (_replication_monitor)
                 if table == "mysql_query_rules":   # as real 2.5.5 and 2.7.1 show it (lab/conformance.py): only the
                     # active rules are loaded, a NULL re_modifiers reads '' and is upper-cased, a '' digest reads NULL
                     self.db.execute("DELETE FROM main.runtime_mysql_query_rules WHERE active=0")
@@ -836,6 +838,7 @@ class AdminEngine:
         if "runtime_mysql_servers" in names or names & {"stats_mysql_connection_pool",
                                                          "stats_mysql_connection_pool_reset"}:
             self._galera_monitor()
+            self._replication_monitor()
         if "runtime_mysql_servers" in names:
             self._runtime_server_statuses()
         if names & {"stats_mysql_connection_pool", "stats_mysql_connection_pool_reset"}:
@@ -910,6 +913,34 @@ class AdminEngine:
         if placed == self.galera_placed:
             return
         self.galera_placed = placed
+        self._set_runtime_servers(placed)
+
+    def _replication_monitor(self):
+        """ProxySQL's replication manager (replication_monitor.py): with a mysql_replication_hostgroups row at runtime,
+        the servers move between its writer and reader hostgroups by each backend's read_only (READ_ONLY_PROBER reads
+        them on its threads, never here), from where the last check left them (after a LOAD: the loaded rows)."""
+        rows = self._rows("SELECT * FROM main.runtime_mysql_replication_hostgroups")
+        if not rows or not self.loaded_servers:
+            return
+        groups = [replication_monitor.ReplicationRow.of(r) for r in rows]
+        managed = {hg for g in groups for hg in (g.writer, g.reader)}
+        user = self.runtime_vars.get("mysql-monitor_username", "monitor")
+        password = self.runtime_vars.get("mysql-monitor_password", "monitor")
+        current = self.replication_placed or self.loaded_servers
+        states = {}
+        for r in current:
+            if int(r["hostgroup_id"]) in managed:
+                res = READ_ONLY_PROBER.latest(r["hostname"], r["port"], user, password)
+                if res is not None:
+                    states[(r["hostname"], int(r["port"]))] = res.ok
+        also_reader = self.runtime_vars.get("mysql-monitor_writer_is_also_reader", "true").lower() in ("true", "1")
+        placed = replication_monitor.place(current, groups, states, also_reader)
+        if placed == self.replication_placed:
+            return
+        self.replication_placed = placed
+        self._set_runtime_servers(placed)
+
+    def _set_runtime_servers(self, placed):
         cols = list(placed[0]) if placed else []
         self.db.execute("DELETE FROM main.runtime_mysql_servers")
         self.db.executemany(f"INSERT INTO main.runtime_mysql_servers ({','.join(cols)}) "

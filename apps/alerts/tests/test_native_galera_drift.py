@@ -89,6 +89,23 @@ def no_drift_anywhere(cluster):
     assert [a for a in fleet_overview()["attention"] if a["what"] == "drift"] == []
 
 
+def apply_weight(cluster, user, hostgroup, port, weight):
+    """A change set of one server's weight, planned, confirmed and run to the end through the executor."""
+    cs = services.start_change_set(cluster, actor=Actor.command(user), reason=f"weight {weight} for {port}")
+    row = next(r for r in latest(cluster).content["mysql_servers"]
+               if r["hostgroup_id"] == hostgroup and r["port"] == port)
+    services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [hostgroup, "127.0.0.1", port],
+                           "row": {**row, "weight": weight}}, actor=Actor.command(user))
+    plan, collector = plan_change_set(cs)
+    collector.save()
+    op = operations.save_plan(plan, actor=Actor.command(user))
+    ChangeSet.objects.filter(pk=cs.pk).update(state=ChangeSet.State.PLANNED, operation=op)
+    operations.confirm(op, actor=Actor.command(user), enqueue=False)
+    executor.run(op.pk)
+    op = Operation.objects.get(pk=op.pk)
+    assert op.state == "done", op.error
+
+
 def check_natively_managed(nodes, galera, user):
     """Two ProxySQL nodes, each with its own Monitor (their healthchecks are not in step), over one Galera cluster."""
     for node in nodes:
@@ -122,18 +139,7 @@ def check_natively_managed(nodes, galera, user):
         wait_placed(node, 3311)
 
     # a change set on the manager's hostgroup (a weight), applied to both nodes, verified, recorded: no drift after
-    cs = services.start_change_set(cluster, actor=Actor.command(user), reason="less weight for node 3")
-    row = next(r for r in latest(cluster).content["mysql_servers"] if r["hostgroup_id"] == 100 and r["port"] == 3313)
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [100, "127.0.0.1", 3313],
-                           "row": {**row, "weight": 700}}, actor=Actor.command(user))
-    plan, collector = plan_change_set(cs)
-    collector.save()
-    op = operations.save_plan(plan, actor=Actor.command(user))
-    ChangeSet.objects.filter(pk=cs.pk).update(state=ChangeSet.State.PLANNED, operation=op)
-    operations.confirm(op, actor=Actor.command(user), enqueue=False)
-    executor.run(op.pk)
-    op = Operation.objects.get(pk=op.pk)
-    assert op.state == "done", op.error
+    apply_weight(cluster, user, 100, 3313, 700)
     for node in nodes:
         wait_placed(node, 3311)
         assert admin(node, "SELECT DISTINCT weight FROM runtime_mysql_servers WHERE port=3313") == (("700",),)

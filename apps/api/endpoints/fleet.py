@@ -14,7 +14,7 @@ from apps.accounts.roles import ADMIN, OPERATOR, VIEWER
 from apps.audit.actor import Actor
 from apps.configuration import drift
 from apps.digests import selectors as digest_selectors
-from apps.fleet import connections
+from apps.fleet import connections, native_setting
 from apps.fleet import tags as fleet_tags
 from apps.fleet.forms import ConnectionsForm
 from apps.fleet.models import Cluster, ClusterTag, HostgroupMembership, ProxySQLNode, Server
@@ -72,6 +72,25 @@ class ClusterTags(ApiView):
             fleet_tags.refused(cluster, str(exc), actor=Actor.of_request(request))
             raise exceptions.ValidationError({"tags": [str(exc)]}) from None
         fleet_tags.set_tags(cluster, tags, actor=Actor.of_request(request))
+        return Response(s.ClusterSerializer(Cluster.objects.get(pk=pk)).data)
+
+
+class ClusterNativeManager(ApiView):
+    roles = {"put": ADMIN}
+
+    @extend_schema(request=s.NativeManagerInput, responses=s.ClusterSerializer, tags=["inventory"],
+                   summary="Set which of ProxySQL's own hostgroup managers places the cluster's servers (admins; set "
+                           "at adoption): drift reads Monitor's placement by it, the switchover refuses a natively "
+                           "managed cluster; audited with before, after and the reason, a bad value changes nothing")
+    def put(self, request, pk):
+        cluster = get_object_or_404(Cluster, pk=pk)
+        data = body(s.NativeManagerInput, request)
+        try:
+            value = native_setting.checked(data["native_manager"], data["reason"])
+        except native_setting.BadNativeManager as exc:
+            native_setting.refused(cluster, str(exc), actor=Actor.of_request(request))
+            raise exceptions.ValidationError({"native_manager": [str(exc)]}) from None
+        native_setting.set_native_manager(cluster, value, data["reason"], actor=Actor.of_request(request))
         return Response(s.ClusterSerializer(Cluster.objects.get(pk=pk)).data)
 
 
