@@ -19,12 +19,14 @@ log = logging.getLogger(__name__)
 TICK_TOLERANCE_S = 0.25  # beat ticks jitter; a node due in 0.2 s is polled now rather than a tick late
 
 # kind: (its shard's schedule: [(pk, the cluster's interval as stored, extra)] from plain rows; the due ones loaded
-# whole from their (pk, extra) pairs and the shard; the round)
+# whole from their (pk, extra) pairs, the shard, and whether every target of the shard is due; the round)
 KINDS = {
-    live.PROXYSQL: (pollers.proxysql_schedule, lambda due, shard, shards: pollers.proxysql_nodes(dict(due)),
+    live.PROXYSQL: (pollers.proxysql_schedule, lambda due, shard, shards, every: pollers.proxysql_nodes(dict(due)),
                     pollers.proxysql_round),
+    # A backend's interval is 1 s: every tick polls all of them, loaded without a list of pks in the query.
     live.BACKEND: (pollers.backend_schedule,
-                   lambda due, shard, shards: pollers.servers_for_shard(shard, shards, [pk for pk, _ in due]),
+                   lambda due, shard, shards, every: pollers.servers_for_shard(
+                       shard, shards, None if every else [pk for pk, _ in due]),
                    pollers.backend_round),
 }
 
@@ -63,7 +65,8 @@ def run_shard(kind, shard, shards=None, now=None, holder=None):
                if started is None or float(started) < before[pk]]
         if not due:
             return {"polled": 0}
-        due = load(due, shard, shards)  # a target deleted meanwhile is left out
+        # A target deleted meanwhile is left out; one added meanwhile waits for the next tick (it has no `before`).
+        due = [t for t in load(due, shard, shards, len(due) == len(planned)) if t.pk in before]
 
         def claim(target):
             try:
