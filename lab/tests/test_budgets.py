@@ -65,6 +65,7 @@ def test_polling_stays_within_its_cpu_and_history_budgets(tmp_path):
         ("poll: CPU ms per ProxySQL poll, all", "cpu_ms_per_poll"),
         ("poll: the round (reads, documents, history)", "round ms/poll"),
         ("poll: the alert rules after the round", "alerts ms/poll"),
+        ("poll: beat ticks that find no node due", "idle tick ms/poll"),
         ("poll: history bytes per poll", "history_bytes_per_row"))}, figures["calibration_ms"])
     assert not failed, "\n".join(failed)
 
