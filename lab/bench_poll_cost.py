@@ -3,6 +3,11 @@ alert evaluation) run in-process over N lab doubles (served by another process) 
 SQLite database, so that CPU time (time.process_time, every thread) counts the polling work only.
 
     .venv/bin/python -m lab.bench_poll_cost [--nodes 100] [--duration 30] [--interval 5] [--profile out.prof]
+                                            [--kind proxysql|backend]
+
+--kind backend measures the backend task's path instead (monitoring.poll_backend_shard: the round over the
+benchmark's 3 backends a node, closed loopback ports as in bin/bench-monitoring's phase C, the read-pool and failover
+rules, the channels, the alert rules); its "polls" are backend polls.
 
 Prints CPU ms per poll (the first round, which opens the connections and reads everything, is left out) and the
 history bytes per row. --profile writes a cProfile of the measured rounds (read with `python -m pstats`).
@@ -50,13 +55,32 @@ def setup(lab, nodes, interval, workdir):
     return layout
 
 
-def one_tick(cpu=None):
-    """What the worker's task monitoring.poll_proxysql_shard does for one beat tick (one shard). cpu: a dict that
-    gets the CPU seconds of the round (run_shard: the polls, their documents and history) and of the alert rules."""
+def one_tick(cpu=None, kind="proxysql"):
+    """What the worker's task monitoring.poll_proxysql_shard (or poll_backend_shard) does for one beat tick (one
+    shard). cpu: a dict that gets the CPU seconds of the round (run_shard: the polls, their documents and history),
+    of the backend task's rules and channels, and of the alert rules."""
     from apps.monitoring import live, rounds
     from workers import monitoring
 
     started = time.process_time()
+    if kind == live.BACKEND:
+        summary = rounds.run_shard(live.BACKEND, 0, 1)
+        if cpu is not None:
+            cpu["round"] = cpu.get("round", 0.0) + time.process_time() - started
+        rules_started = time.process_time()
+        if summary.get("polled"):
+            from apps.operations import rules
+
+            rules.after_backend_poll(rules.clusters_of_shard(0, 1))
+        if not summary.get("skipped"):
+            monitoring._poll_channels(0, 1)
+        if cpu is not None:
+            cpu["rules and channels"] = cpu.get("rules and channels", 0.0) + time.process_time() - rules_started
+        between = time.process_time()
+        monitoring._evaluate_alerts(live.BACKEND, summary, 0, 1)
+        if cpu is not None:
+            cpu["alerts"] = cpu.get("alerts", 0.0) + time.process_time() - between
+        return summary.get("polled", 0)
     summary = rounds.run_shard(live.PROXYSQL, 0, 1)
     monitoring._record_versions(summary)
     between = time.process_time()
@@ -68,9 +92,9 @@ def one_tick(cpu=None):
     return summary.get("polled", 0)
 
 
-def measure(nodes, duration, interval, profile=None):
+def measure(nodes, duration, interval, profile=None, kind="proxysql", targets=None):
     """{"polls", "cpu_ms_per_poll", its parts, "history_bytes_per_row"} after a first round left out."""
-    while one_tick() < nodes:  # the first round: connections opened, variables and layers read
+    while one_tick(kind=kind) < (targets or nodes):  # the first round: connections opened, variables and layers read
         time.sleep(TICK_S)
     profiler = cProfile.Profile(time.process_time) if profile else None  # CPU time, not waits
     polls, cpu, parts = 0, 0.0, {}
@@ -79,7 +103,7 @@ def measure(nodes, duration, interval, profile=None):
         started = time.process_time()
         if profiler:
             profiler.enable()
-        polled = one_tick(parts)
+        polled = one_tick(parts, kind)
         if profiler:
             profiler.disable()
         cpu += time.process_time() - started
@@ -88,8 +112,10 @@ def measure(nodes, duration, interval, profile=None):
     if profiler:
         profiler.dump_stats(profile)
     per_poll = {f"{part} ms/poll": round(1000 * seconds / max(polls, 1), 3) for part, seconds in parts.items()}
-    return {"polls": polls, "cpu_ms_per_poll": round(1000 * cpu / max(polls, 1), 3), **per_poll,
-            "history_bytes_per_row": history_bytes_per_row()}
+    figures = {"kind": kind, "polls": polls, "cpu_ms_per_poll": round(1000 * cpu / max(polls, 1), 3), **per_poll}
+    if kind == "proxysql":
+        figures["history_bytes_per_row"] = history_bytes_per_row()
+    return figures
 
 
 def history_bytes_per_row():
@@ -109,12 +135,13 @@ def history_bytes_per_row():
     return round(total / max(rows, 1), 1)
 
 
-def run(nodes, duration, interval, profile=None, workdir=None):
+def run(nodes, duration, interval, profile=None, workdir=None, kind="proxysql"):
     workdir = Path(workdir or tempfile.mkdtemp(prefix="poll-cost-", dir=bm.BENCH_DIR if bm.BENCH_DIR.exists() else None))
     lab = bm.Lab(workdir)
     try:
-        setup(lab, nodes, interval, workdir)
-        figures = measure(nodes, duration, interval, profile)
+        layout = setup(lab, nodes, interval, workdir)
+        backends = sum(len(ports) for ports in layout.backends)
+        figures = measure(nodes, duration, interval, profile, kind, backends if kind == "backend" else nodes)
         return {**figures, "calibration_ms": calibration_ms()}  # this core's speed, measured here (budgets scale by it)
     finally:
         lab.stop_all()
@@ -127,10 +154,12 @@ def main(argv=None):
     ap.add_argument("--duration", type=float, default=30)
     ap.add_argument("--interval", type=float, default=5)
     ap.add_argument("--profile", help="write a cProfile of the measured rounds here")
+    ap.add_argument("--kind", choices=("proxysql", "backend"), default="proxysql",
+                    help="which poll task's path to measure (backend: its polls are backend polls)")
     ap.add_argument("--workdir", help="where the scratch database and the processes' logs go (default: var/bench/poll-cost-*)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(REPO))
-    print(json.dumps(run(args.nodes, args.duration, args.interval, args.profile, args.workdir)))
+    print(json.dumps(run(args.nodes, args.duration, args.interval, args.profile, args.workdir, args.kind)))
     return 0
 
 

@@ -665,17 +665,42 @@ def proxysql_shards(shards):
     the shards stay even. Not a row's pk modulo shards: a pair adopted for two clusters gets first pks 1, 2, 5, 6,
     9... and half of four shards would idle. Deleting a ProxySQL moves the ones after it to the next shard: for
     one round some may be polled twice or skipped once."""
+    return _endpoint_shards(ProxySQLNode.objects.order_by("pk").values_list("pk", "admin_host", "admin_port"), shards)
+
+
+def _endpoint_shards(rows, shards):
+    """proxysql_shards() of rows (pk, admin host, admin port) in pk order."""
     endpoints = {}
-    for pk, host, port in ProxySQLNode.objects.order_by("pk").values_list("pk", "admin_host", "admin_port"):
+    for pk, host, port in rows:
         endpoints.setdefault(endpoint_key(host, port), []).append(pk)
     return {pk: (i % shards, len(pks)) for i, pks in enumerate(endpoints.values()) for pk in pks}
+
+
+# A beat tick first reads which of its shard's targets are due from plain rows (one query, no model instances): most
+# ticks find none (a node is due once per interval, the shard ticks every second); the due ones are loaded whole after.
+def proxysql_schedule(shard, shards):
+    """[(pk, its cluster's poll_interval_s, how many rows its ProxySQL has)] of the shard's nodes, in pk order."""
+    rows = list(ProxySQLNode.objects.order_by("pk").values_list("pk", "admin_host", "admin_port",
+                                                                "cluster__poll_interval_s"))
+    of = _endpoint_shards((row[:3] for row in rows), shards)
+    return [(pk, interval, of[pk][1]) for pk, _, _, interval in rows if of[pk][0] == shard]
+
+
+def backend_schedule(shard, shards):
+    """[(pk, its cluster's backend_poll_interval_s, None)] of the shard's backends, in pk order."""
+    return [(pk, interval, None) for pk, interval in Server.objects.annotate(shard_index=F("pk") % shards)
+            .filter(shard_index=shard).order_by("pk").values_list("pk", "cluster__backend_poll_interval_s")]
 
 
 def proxysql_nodes_for_shard(shard, shards):
     """The shard's nodes (proxysql_shards), with only what a poll reads; the admin password stays encrypted
     (admin_password_stored) until a connection is opened. A ProxySQL is read once per round (proxysql_round);
     endpoint_rows says how many rows it has."""
-    rows_of = {pk: rows for pk, (of, rows) in proxysql_shards(shards).items() if of == shard}
+    return proxysql_nodes({pk: rows for pk, (of, rows) in proxysql_shards(shards).items() if of == shard})
+
+
+def proxysql_nodes(rows_of):
+    """The nodes of rows_of {pk: how many rows its ProxySQL has}, loaded as proxysql_nodes_for_shard says."""
     nodes = list(ProxySQLNode.objects.select_related("cluster")
                  .only("name", "admin_host", "admin_port", "admin_user", "cluster__poll_interval_s",
                        "cluster__tls_ca", "cluster__tls_verify")
@@ -686,11 +711,12 @@ def proxysql_nodes_for_shard(shard, shards):
     return nodes
 
 
-def servers_for_shard(shard, shards):
-    """The shard's backends, as proxysql_nodes_for_shard: the monitor password stays encrypted
-    (monitor_password_stored) until a connection is opened."""
-    return list(Server.objects.select_related("cluster")
-                .only("hostname", "port", "cluster__backend_poll_interval_s", "cluster__monitor_user",
-                      "cluster__credential_hosts", "cluster__tls_ca", "cluster__tls_verify")
-                .annotate(shard_index=F("pk") % shards, monitor_password_stored=_stored("cluster__monitor_password"))
-                .filter(shard_index=shard).order_by("pk"))
+def servers_for_shard(shard, shards, pks=None):
+    """The shard's backends (of them, those in pks when given), as proxysql_nodes_for_shard: the monitor password
+    stays encrypted (monitor_password_stored) until a connection is opened."""
+    servers = (Server.objects.select_related("cluster")
+               .only("hostname", "port", "cluster__backend_poll_interval_s", "cluster__monitor_user",
+                     "cluster__credential_hosts", "cluster__tls_ca", "cluster__tls_verify")
+               .annotate(shard_index=F("pk") % shards, monitor_password_stored=_stored("cluster__monitor_password"))
+               .filter(shard_index=shard).order_by("pk"))
+    return list(servers if pks is None else servers.filter(pk__in=pks))

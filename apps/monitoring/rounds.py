@@ -18,21 +18,24 @@ from . import leases, live, pollers, stagger, status
 log = logging.getLogger(__name__)
 TICK_TOLERANCE_S = 0.25  # beat ticks jitter; a node due in 0.2 s is polled now rather than a tick late
 
+# kind: (its shard's schedule: [(pk, the cluster's interval as stored, extra)] from plain rows; the due ones loaded
+# whole from their (pk, extra) pairs, the shard, and whether every target of the shard is due; the round)
 KINDS = {
-    live.PROXYSQL: (pollers.proxysql_nodes_for_shard, pollers.proxysql_round),
-    live.BACKEND: (pollers.servers_for_shard, pollers.backend_round),
+    live.PROXYSQL: (pollers.proxysql_schedule, lambda due, shard, shards, every: pollers.proxysql_nodes(dict(due)),
+                    pollers.proxysql_round),
+    # A backend's interval is 1 s: every tick polls all of them, loaded without a list of pks in the query.
+    live.BACKEND: (pollers.backend_schedule,
+                   lambda due, shard, shards, every: pollers.servers_for_shard(
+                       shard, shards, None if every else [pk for pk, _ in due]),
+                   pollers.backend_round),
 }
 
 
-def interval_of(kind, target):
-    return (status.backend_interval if kind == live.BACKEND else status.proxysql_interval)(target.cluster)
-
-
-def due_unless_started_after(kind, target, shard, shards, now):
+def due_unless_started_after(cluster_interval, shard, shards, now):
     """A node is due when its last poll started before this: before the start of its current slot, and
     more than half an interval ago (a poll made late, or off the grid, is followed by the next slot's, not
-    by one a moment later)."""
-    interval = interval_of(kind, target)
+    by one a moment later). cluster_interval: the cluster's interval for that kind, as stored."""
+    interval = status.interval_of(cluster_interval)
     slot = stagger.slot_start(now, interval, shard, shards, TICK_TOLERANCE_S)
     return min(slot - TICK_TOLERANCE_S, now - interval / 2 + TICK_TOLERANCE_S)
 
@@ -42,7 +45,7 @@ def run_shard(kind, shard, shards=None, now=None, holder=None):
     also holds "docs": {pk: (previous, new latest-state document)} of the nodes polled, for the alert
     evaluation (not logged). `holder` names the worker in the lease (default: host and pid)."""
     shards = shards or settings.MONITOR_SHARDS
-    targets_for, round_fn = KINDS[kind]
+    schedule, load, round_fn = KINDS[kind]
     r = live.client()
     now = now or time.time()
     lease = leases.ShardLease(r, kind, shard, holder)
@@ -55,12 +58,15 @@ def run_shard(kind, shard, shards=None, now=None, holder=None):
         log.warning("%s shard %s: Redis unavailable, round skipped: %s", kind, shard, exc)
         return {"skipped": True, "error": str(exc)}
     try:
-        targets = targets_for(shard, shards)
-        last = r.hmget(f"poll-started:{kind}", [t.pk for t in targets]) if targets else []
-        before = {t.pk: due_unless_started_after(kind, t, shard, shards, now) for t in targets}
-        due = [t for t, started in zip(targets, last) if started is None or float(started) < before[t.pk]]
+        planned = schedule(shard, shards)
+        last = r.hmget(f"poll-started:{kind}", [pk for pk, _, _ in planned]) if planned else []
+        before = {pk: due_unless_started_after(interval, shard, shards, now) for pk, interval, _ in planned}
+        due = [(pk, extra) for (pk, _, extra), started in zip(planned, last)
+               if started is None or float(started) < before[pk]]
         if not due:
             return {"polled": 0}
+        # A target deleted meanwhile is left out; one added meanwhile waits for the next tick (it has no `before`).
+        due = [t for t in load(due, shard, shards, len(due) == len(planned)) if t.pk in before]
 
         def claim(target):
             try:

@@ -5,6 +5,8 @@ figure, the budget and the budget's reason. Raising a budget is a visible change
 - polling: lab/bench_poll_cost.py in a subprocess (100 lab doubles in another process, 30 s at a 5 s interval, the
   worker task's whole path in one process: the round, the versions, the alert rules and the judgements they queue):
   CPU ms per poll, split, and the history bytes per poll (ProxySQLSample + PoolSnapshot rows, indexes included);
+- a plan: lab/bench_plan_cost.py in a subprocess (50 lab doubles in another process, one cluster, a change set of
+  four edits planned: every node read, its SQL and undo, the effect check): CPU ms per plan;
 - pages: the fleet overview's live refresh and /metrics over 1,000 ProxySQL nodes' and 3,000 backends' documents
   (apps/monitoring/tests/synthetic.py): CPU ms per request.
 """
@@ -63,7 +65,20 @@ def test_polling_stays_within_its_cpu_and_history_budgets(tmp_path):
         ("poll: CPU ms per ProxySQL poll, all", "cpu_ms_per_poll"),
         ("poll: the round (reads, documents, history)", "round ms/poll"),
         ("poll: the alert rules after the round", "alerts ms/poll"),
+        ("poll: beat ticks that find no node due", "idle tick ms/poll"),
         ("poll: history bytes per poll", "history_bytes_per_row"))}, figures["calibration_ms"])
+    assert not failed, "\n".join(failed)
+
+
+def test_a_change_set_planned_for_50_nodes_stays_within_its_cpu_budget(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_"))}
+    env.update(PYTHONPATH=str(REPO))
+    out = subprocess.run([sys.executable, "-m", "lab.bench_plan_cost", "--nodes", "50", "--plans", "5",
+                          "--workdir", str(tmp_path)], cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    assert figures["nodes planned"] == 50, figures  # every node read and given its statements
+    failed = over_budget({"plan: a change set for 50 nodes": figures["cpu_ms_per_plan"]}, figures["calibration_ms"])
     assert not failed, "\n".join(failed)
 
 

@@ -172,6 +172,29 @@ def test_shard_round_skips_a_tick_while_the_previous_round_runs(adopted_lab, liv
     assert rounds.run_shard(live.PROXYSQL, 0, 1, now=now + 2.0)["polled"] == 2
 
 
+@pytest.mark.parametrize("kind", [live.PROXYSQL, live.BACKEND])
+def test_a_tick_that_finds_nothing_due_reads_plain_rows_only(adopted_lab, live_redis, proxysql_double, kind):
+    """Issue 40: a shard ticks every second and its nodes are due once per interval, so most ticks find none due.
+    Such a tick reads the schedule in one query of plain rows: no node is loaded whole (no credential read, no
+    model instance), and a node added since is due at the next tick all the same."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    now = time.time()
+    assert rounds.run_shard(kind, 0, 1, now=now)["polled"] == (2 if kind == live.PROXYSQL else 3)
+    with CaptureQueriesContext(connection) as idle:
+        assert rounds.run_shard(kind, 0, 1, now=now + 0.1) == {"polled": 0}  # (a backend's interval is 1 s)
+    assert len(idle.captured_queries) == 1, [q["sql"] for q in idle.captured_queries]
+    assert "password" not in idle.captured_queries[0]["sql"]
+    if kind == live.PROXYSQL:
+        cluster, _ = adopted_lab
+        added = ProxySQLNode.objects.create(cluster=cluster, name="proxysql-3", admin_host="127.0.0.1",
+                                            admin_port=proxysql_double.port, admin_user=proxysql_double.user,
+                                            admin_password=proxysql_double.password)
+        summary = rounds.run_shard(kind, 0, 1, now=now + 0.2)
+        assert summary["polled"] == 1 and added.pk in summary["docs"]
+
+
 def test_shards_split_the_nodes(adopted_lab, live_redis):
     polled = [rounds.run_shard(live.PROXYSQL, shard, 2).get("polled", 0) for shard in (0, 1)]
     assert sorted(polled) == [1, 1]

@@ -39,7 +39,7 @@ def test_a_paused_owner_that_lost_its_lease_polls_nothing_more(fleet, live_redis
     now = time.time()
     paused = leases.ShardLease(live_redis, live.PROXYSQL, 0, holder="paused worker")
     assert paused.acquire(now)
-    before = {t.pk: rounds.due_unless_started_after(live.PROXYSQL, t, 0, 1, now) for t in targets}
+    before = {t.pk: rounds.due_unless_started_after(t.cluster.poll_interval_s, 0, 1, now) for t in targets}
     assert paused.claim(targets[0].pk, now, before[targets[0].pk])  # it starts one poll, then stalls
     live_redis.pexpire(paused.key, 1)  # ...past its lease: its renewals stopped with it
     time.sleep(0.01)
