@@ -101,3 +101,15 @@ def test_planning_a_draft_asks_for_its_reason_with_the_same_message(adopted_lab,
     assert response.status_code == 400 and response.json()["error"]["fields"] == {"reason": [services.NEEDS_REASON]}
     cs.refresh_from_db()
     assert cs.state == ChangeSet.State.DRAFT and cs.operation is None
+
+
+def test_a_file_validated_only_leaves_nothing_behind(adopted_lab, operator_user):
+    cluster, _ = adopted_lab
+    from apps.audit.actor import Actor
+
+    text = a_file(cluster, 705)
+    cs = services.validate_file(cluster, text, reason="check", actor=Actor.command(operator_user))
+    assert cs.pk is None and cs.source == "file" and len(cs.edits) == 1
+    with pytest.raises(services.NoReason, match=services.NEEDS_REASON):
+        services.validate_file(cluster, text, reason=" ")
+    assert not ChangeSet.objects.filter(cluster=cluster).exists() and created(cluster) == []
