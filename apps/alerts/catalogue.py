@@ -52,7 +52,7 @@ class RuleSpec:
     why: str
     params: dict = field(default_factory=dict)
     # A backend in maintenance is expected to cause this alert about itself. Which operations are, each operation
-    # kind's spec says (apps/operations/registry.py OperationSpec.holds): see held_by.
+    # kind's spec says (apps/plans/registry.py OperationSpec.holds): see held_by.
     held_in_maintenance: bool = False
     # Where it is evaluated: "poll" (after the ProxySQL/backend poll rounds), "digest" (after the digest
     # poll rounds: mirror loss and query digests).

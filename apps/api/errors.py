@@ -85,6 +85,8 @@ def exception_handler(exc, context):
                        "configuration file goes as a multipart upload (its file field is not counted).")
     elif isinstance(exc, SuspiciousOperation):
         exc = exceptions.ParseError(str(exc))
+    elif isinstance(exc, service_refusals()) and getattr(exc, "field", None):  # a field missing (a change set's reason)
+        exc = exceptions.ValidationError({exc.field: [str(exc)]})
     elif isinstance(exc, service_refusals()):  # 409, or 403 for what this user may not do (NotPermitted)
         exc = exceptions.PermissionDenied(str(exc)) if getattr(exc, "forbidden", False) else Refused(str(exc))
     if not isinstance(exc, exceptions.APIException):

@@ -580,7 +580,7 @@ class ChangeSetDetailSerializer(ChangeSetSerializer):
 
     def get_diff(self, cs) -> list[dict]:
         from apps.configuration import content as C
-        from apps.operations.change_set import diff_lines
+        from apps.configuration.change_set import diff_lines
         from apps.configuration.services import target_of
 
         try:
@@ -646,7 +646,8 @@ class ConnectionsSerializer(serializers.Serializer):
 
 
 class ChangeSetInput(serializers.Serializer):
-    reason = text(2000, help_text="what it is for, for the people after you")
+    # required by the service (a blank one: 400 on this field, the page's and the command line's message)
+    reason = text(2000, required=False, allow_blank=True, default="", help_text="what it is for, for the people after you")
     edits = EditSerializer(many=True, required=False, max_length=5000)
     file = serializers.CharField(required=False, max_length=5 * 1024 * 1024, trim_whitespace=False,
                                  help_text="instead of edits: a YAML file as exported (manage.py config export), "

@@ -1,5 +1,5 @@
 """A secret in a statement's parameters, by reference: Secret(ref). A plan renders it as a marker and the executor
-fills in the value from the console's encrypted store (apps/operations/plans.py place/fill); the configuration names
+fills in the value from the console's encrypted store (apps/plans/vocabulary.py place/fill); the configuration names
 its secrets with such references (apps/configuration/secrets.py). SECRET_REF: what a reference may hold."""
 import re
 from dataclasses import dataclass

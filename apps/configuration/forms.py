@@ -148,7 +148,7 @@ class ReasonForm(forms.Form):
 class UploadForm(forms.Form):
     file = forms.FileField(help_text="a YAML file exported from this cluster's configuration page, edited: the "
                                      "configuration you want, whatever version it was exported from")
-    reason = forms.CharField(max_length=2000, validators=[validate_no_nul])
+    reason = forms.CharField(max_length=2000, required=False, validators=[validate_no_nul])  # the rule: the service's
     expect_version = forms.IntegerField(required=False, min_value=1, max_value=2_147_483_647,
                                         label="expect version",
                                         help_text="optional: refuse unless the cluster is still at this version")

@@ -32,6 +32,21 @@ class NotPermitted(Refused):
     forbidden = True
 
 
+class NoReason(Refused):
+    """A change set without a reason: a bad request (the API's 400 on its `reason` field), not a conflict."""
+
+    field = "reason"
+
+
+NEEDS_REASON = "A change set needs a reason: what it is for, for the people after you."
+
+
+def require_reason(reason):
+    """The reason rule of every door that makes or plans a change set (page, API, command line)."""
+    if not (reason or "").strip():
+        raise NoReason(NEEDS_REASON)
+
+
 def check_editor(cs, actor):
     """Only the author of a draft, or an admin, edits it (two operators never share one unknowingly)."""
     if cs.author_id == actor.user.pk or has_role(actor.user, ADMIN):
@@ -356,7 +371,9 @@ def create_change_set(cluster, *, actor, reason, edits=None, file=None, expect_v
     """A draft change set (the API's): from JSON edits, each as the editor makes it and checked as a whole,
     or from a configuration file (start_from_file: NothingToDo when it equals the current intent). A password
     in clear text (a mysql_users row's, a password variable's) is stored encrypted and named by reference, as
-    the editor's password fields do. All or nothing; audited."""
+    the editor's password fields do. All or nothing; audited. The doors that make a change set from a file (the
+    page's upload, `manage.py config apply`) come here through change_set.plan_from_file."""
+    require_reason(reason)
     with transaction.atomic():
         if file is not None:
             cs = start_from_file(cluster, file, actor=actor, reason=reason, expect_version=expect_version)
@@ -478,6 +495,17 @@ def preview_from_file(cluster, text, *, reason="", expect_version=None):
     check_credential_hosts(cluster, edits)
     return ChangeSet(cluster=cluster, base=current, reason=reason or "from a configuration file", source="file",
                      edits=edits)
+
+
+def validate_file(cluster, text, *, reason, expect_version=None, actor=None):
+    """Validate only: the change set a configuration file would make (unsaved; nothing written, nothing audited), or
+    the refusal create_change_set would give it (the reason rule; the file's own checks; with `actor`, the host-level
+    edits only an admin makes); NothingToDo when it equals the current intent."""
+    require_reason(reason)
+    cs = preview_from_file(cluster, text, reason=reason, expect_version=expect_version)
+    if actor is not None:
+        check_host_edits(cluster, cs.edits, actor)
+    return cs
 
 
 def start_from_file(cluster, text, *, actor, reason="", expect_version=None):

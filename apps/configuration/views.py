@@ -13,11 +13,11 @@ from apps.accounts.roles import OPERATOR, VIEWER, require_role
 from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.fleet.models import Cluster, ProxySQLNode
-from apps.operations.change_set import diff_lines, plan_and_save
 from controlplane.converters import parse_id
 
 from . import content as C
 from . import display, drift, edits, files, findings, services
+from .change_set import NotPlanned, diff_lines, plan_and_save, plan_draft, plan_from_file
 from .forms import ReasonForm, RolesForm, RowForm, UploadForm, VariableForm
 from .models import ChangeSet, ConfigVersion
 from .tables import BY_NAME, TABLES, VARIABLES
@@ -264,12 +264,11 @@ def discard(request, pk):
 def plan(request, pk):
     cs = get_object_or_404(ChangeSet.objects.select_related("cluster", "base"), pk=pk)
     form = ReasonForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, "A change set needs a reason: what it is for, for the people after you.")
+    if not form.is_valid() and request.POST.get("reason", "").strip():  # a reason that is no text (NUL, too long)
+        messages.error(request, f"The reason: {' '.join(form.errors['reason'])}")
         return redirect(cs)
-    if not _try(request, lambda: services.set_reason(cs, form.cleaned_data["reason"], actor=Actor.of_request(request))):
-        return redirect(cs)
-    op = _try(request, lambda: plan_and_save(cs, actor=Actor.of_request(request)))
+    reason = form.cleaned_data["reason"] if form.is_valid() else ""
+    op = _try(request, lambda: plan_draft(cs, actor=Actor.of_request(request), reason=reason))
     return redirect(op) if op else redirect(cs)
 
 
@@ -319,16 +318,21 @@ def upload(request, cluster_pk):
     form = UploadForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         try:
-            cs = _try(request, lambda: services.start_from_file(cluster, form.cleaned_data["file"],
-                                                                actor=Actor.of_request(request),
-                                                                reason=form.cleaned_data["reason"],
-                                                                expect_version=form.cleaned_data["expect_version"]))
+            op = plan_from_file(cluster, form.cleaned_data["file"], actor=Actor.of_request(request),
+                                reason=form.cleaned_data["reason"], expect_version=form.cleaned_data["expect_version"])
+            return redirect(op)
         except services.NothingToDo as exc:
             messages.success(request, f"Nothing to do: {cluster} already runs this file (version {exc.version.number}).")
             return redirect("configuration:cluster", cluster.pk)
-        if cs is not None:
-            op = _try(request, lambda: plan_and_save(cs, actor=Actor.of_request(request)))
-            return redirect(op) if op else redirect(cs)
+        except NotPlanned as exc:  # the draft is kept: its page says what to do
+            messages.error(request, str(exc))
+            return redirect(exc.change_set)
+        except services.NoReason as exc:
+            form.add_error("reason", str(exc))
+        except services.NotPermitted as exc:
+            raise PermissionDenied(str(exc)) from None
+        except services.Refused as exc:
+            messages.error(request, str(exc))
     elif request.method == "POST":
         record("configuration file refused", request=request, cluster=cluster, outcome="invalid",
                details={"errors": form.errors.get_json_data()})

@@ -25,7 +25,7 @@ from django.db import transaction
 from apps.clients.backend import BackendClient
 from apps.clients.wire import ClientError
 from apps.fleet.models import Server
-from apps.operations.plans import Guard, Plan, Secret, Step, place
+from apps.plans.vocabulary import Guard, Plan, Secret, Step, place
 
 from . import native
 from .models import REPLICA, SOURCE, ReplicationChannel
@@ -272,7 +272,7 @@ def undo_sql(run, step, row):
 def set_position(run, step, row, executed, detail):
     """The replica cluster's committed position in the source's domain, read causally on the new replica
     (after the old replica's last transaction when it was stopped just before), becomes its gtid_slave_pos."""
-    from apps.operations.executor import StepFailed
+    from apps.plans.registry import StepFailed
 
     p = step.params
     client = run.backend(p["server"])
@@ -300,7 +300,7 @@ def wait_evicted(run, step, row, executed, detail):
     the new replica started 5 s before the eviction, its SQL thread gone at the view change). So the channel starts
     after that view change. A view that does not list the address at all (members known by other addresses than
     the inventory's) is taken as it is; the verify step still waits for the new replica's first commit."""
-    from apps.operations.executor import StepFailed
+    from apps.plans.registry import StepFailed
 
     p = step.params
     client = run.backend(p["server"])
@@ -347,7 +347,7 @@ def verify(run, step, row, executed, detail):
     (codership/mysql-wsrep #181; seen on the DR lab when the channel started before the eviction, which the
     "evicted" step now waits for). Such a move fails here and is rolled back, rather than recorded done with a
     stopped channel. (Plans saved before this check carry no domain: threads running is enough for them.)"""
-    from apps.operations.executor import StepFailed
+    from apps.plans.registry import StepFailed
 
     p = step.params
     client = run.backend(p["server"])
@@ -408,7 +408,7 @@ def statements(step):
 
 
 def register():
-    from apps.operations.registry import CLUSTER, OperationSpec, StepHandler, register_kind, register_step
+    from apps.plans.registry import CLUSTER, OperationSpec, StepHandler, register_kind, register_step
 
     for handler in (StepHandler(CHANNEL_SQL, run_sql, undo=undo_sql, statements=statements),
                     StepHandler(CHANNEL_POSITION, set_position, undo=undo_position, statements=statements),

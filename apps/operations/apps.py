@@ -5,7 +5,14 @@ class OperationsConfig(AppConfig):
     name = "apps.operations"
 
     def ready(self):
-        from . import kinds, steps
+        from apps.digests.selectors import cluster_traffic
+        from apps.plans import registry
+
+        from . import kinds, locks, rollbacks, services, shared, steps
 
         kinds.register()  # this app's operation kinds, one spec each (registry.py)
         steps.register()  # this app's step kinds, one handler each: the executor looks them up
+        # what planners below this app ask of it and of digests (configuration's change sets: PlanningServices)
+        registry.serve(registry.PlanningServices(holder=locks.current_holder, pending_guard=rollbacks.guard,
+                                                 annotate=shared.annotate, save_plan=services.save_plan,
+                                                 traffic=cluster_traffic))

@@ -32,10 +32,10 @@ from apps.accounts.roles import OPERATOR, has_role
 from apps.audit.actor import Actor
 from apps.fleet.models import Cluster, Server
 from apps.fleet.validators import parse_endpoint
+from apps.plans.registry import step_handler
 
 from . import executor, services, switchover
 from .choices import OperationState, StepState
-from .registry import step_handler
 
 DONE, REFUSED, ROLLED_BACK, FAILED = 0, 2, 3, 4
 EXIT_CODES = {OperationState.DONE: DONE, OperationState.ROLLED_BACK: ROLLED_BACK,

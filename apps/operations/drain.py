@@ -10,11 +10,11 @@ from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
 from apps.fleet.choices import ClusterKind
 from apps.fleet.models import HostgroupMembership
+from apps.plans.vocabulary import DRAIN_POLL_MS, INVENTORY, PROXYSQL, VERIFY, WAIT_DRAIN, Guard, Plan, Sql, Step
 
 from . import rollbacks, shared
 from .choices import OnDrainTimeout, OperationKind, OperationState
 from .locks import current_holder
-from .plans import DRAIN_POLL_MS, INVENTORY, PROXYSQL, VERIFY, WAIT_DRAIN, Guard, Plan, Sql, Step
 from .switchover import _row, backend_guards, current_writer, pinned_sessions
 
 

@@ -21,12 +21,12 @@ from apps.clients.backend import BackendClient
 from apps.clients.proxysql import ProxySQLAdmin, configured
 from apps.clients.wire import ClientError
 from apps.fleet.models import ProxySQLNode, Server
+from apps.plans.vocabulary import PROXYSQL, Plan, Step
+from apps.plans.registry import StepFailed, capture, kind_spec, step_handler
 
 from . import locks, recheck, rollbacks, shared
 from .choices import OnDrainTimeout, OperationState, StepState
 from .models import Operation, OperationStep
-from .plans import PROXYSQL, Plan, Step
-from .registry import kind_spec, step_handler
 
 log = logging.getLogger(__name__)
 LOCK_TTL_S = 120
@@ -34,24 +34,8 @@ HEARTBEAT_EVERY_S = 1.0
 SAVE_TO_DISK = re.compile(r"SAVE (.+) TO DISK", re.IGNORECASE)  # a plan's SAVE <MODULE> TO DISK
 
 
-class StepFailed(Exception):
-    pass
-
-
 class Cancelled(Exception):
     pass
-
-
-def _capture(fn):
-    """fn(x) -> (result, None) or ([], exception): lets every parallel node finish and report."""
-
-    def wrapped(item):
-        try:
-            return fn(item), None
-        except Exception as exc:  # handed back to the caller, which raises the first one
-            return [], exc
-
-    return wrapped
 
 
 class Run:
@@ -130,7 +114,7 @@ class Run:
                              "ms": round((time.monotonic() - start) * 1000, 2)})
             return done
 
-        results = list(self.pool.map(_capture(on_node), nodes.items()))
+        results = list(self.pool.map(capture(on_node), nodes.items()))
         for done, error in results:
             executed.extend(done)
         for done, error in results:
@@ -179,7 +163,7 @@ class Run:
         does not answer is left for the caller to find."""
         clients = [self.admin(node_id) for node_id in self.plan_nodes()]
         clients += [self.backend(server_id) for server_id in self.plan_backends()]
-        for _, error in self.pool.map(_capture(lambda client: client.ping()), clients):
+        for _, error in self.pool.map(capture(lambda client: client.ping()), clients):
             if error is not None and strict:
                 raise error
 
@@ -195,7 +179,7 @@ class Run:
             return sum(self.admin(node_id).conn_used(hg, host, port) for hg, host, port in p["targets"])
 
         while True:
-            results = list(self.pool.map(_capture(probe), nodes))
+            results = list(self.pool.map(capture(probe), nodes))
             for _, error in results:
                 if error is not None:
                     raise error
@@ -236,7 +220,7 @@ class Run:
         while True:
             want = read(origin)  # the origin not answering fails the step: nothing to wait for
             behind, never = {}, []
-            for node_id, (got, error) in zip(peers, self.pool.map(_capture(read), peers)):
+            for node_id, (got, error) in zip(peers, self.pool.map(capture(read), peers)):
                 name = params["names"].get(node_id, node_id)
                 if error is not None:
                     behind[name] = f"does not answer ({error.message if isinstance(error, ClientError) else error})"
@@ -284,7 +268,7 @@ class Run:
         at once, then the new one again until it has."""
         p = step.params
         old, new = self.backend(p["old"]), self.backend(p["new"])
-        (target, error), (applied, new_error) = self.pool.map(_capture(_last_committed), (old, new))
+        (target, error), (applied, new_error) = self.pool.map(capture(_last_committed), (old, new))
         if error or new_error:
             raise error or new_error
         deadline = time.monotonic() + p["timeout_ms"] / 1000

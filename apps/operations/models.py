@@ -13,7 +13,7 @@ from .choices import OperationState, PendingState, StepState
 
 class Operation(models.Model):
     cluster = models.ForeignKey("fleet.Cluster", on_delete=models.PROTECT, related_name="operations")
-    # One of the registered kinds (registry.py), checked at save: a new kind needs no migration here.
+    # One of the registered kinds (apps/plans/registry.py), checked at save: a new kind needs no migration here.
     kind = models.CharField(max_length=20)
     state = models.CharField(max_length=20, choices=OperationState.choices, default=OperationState.PLANNED,
                              db_index=True)

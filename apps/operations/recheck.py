@@ -22,12 +22,12 @@ from django.utils import timezone
 from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.clients.proxysql import reusing
+from apps.plans.vocabulary import OLD_SHAPE, Plan
+from apps.plans.registry import KINDS, step_handler
 
 from . import locks
 from .choices import OperationState, StepState
 from .models import Operation, OperationStep
-from .plans import OLD_SHAPE, Plan
-from .registry import KINDS, step_handler
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ from apps.accounts.roles import ADMIN, has_role
 from apps.audit.services import record
 from apps.clients.proxysql import configured, on_each_node
 from apps.configuration import content as C
+from apps.configuration.change_set import diff_lines
 from apps.configuration.services import NotPermitted, Refused, latest, record_version
 from apps.configuration.tables import MYSQL_SERVERS
 
-from .change_set import diff_lines
 from .locks import current_holder
 
 SOURCE = "nodes"

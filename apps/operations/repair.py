@@ -20,11 +20,11 @@ from apps.configuration import content as C
 from apps.configuration.services import versioned_variables
 from apps.fleet import native
 from apps.fleet.drift import MANAGED_VARIABLES, intended_rows, intended_variables
+from apps.plans.vocabulary import INVENTORY, PROXYSQL, VERIFY, Guard, Plan, Sql, Step
 
 from . import rollbacks, shared
 from .choices import OperationKind
 from .locks import current_holder
-from .plans import INVENTORY, PROXYSQL, VERIFY, Guard, Plan, Sql, Step
 from .switchover import _row, unloaded_edits
 
 

@@ -30,11 +30,11 @@ from apps.audit.services import record
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
 from apps.monitoring import live
+from apps.plans.vocabulary import SECRET_MARK, Guard, Plan, fill
 
 from . import locks
 from .choices import OperationKind, OperationState, PendingState, StepState
 from .models import Operation, PendingRollback
-from .plans import SECRET_MARK, Guard, Plan, fill
 
 RETRY_RULE = "pending rollback retry"
 FIRST_RETRY_S = 1

@@ -36,11 +36,11 @@ from apps.fleet.choices import ClusterKind, WriterIsAlsoReader
 from apps.fleet.layout import swapped_roles
 from apps.fleet.models import Cluster, HostgroupMembership
 from apps.monitoring import live, status
+from apps.plans.vocabulary import INVENTORY, PROXYSQL, VERIFY, Guard, Plan, Sql, Step
 
 from . import executor, rollbacks, services, shared
 from .choices import OperationKind
 from .locks import current_holder
-from .plans import INVENTORY, PROXYSQL, VERIFY, Guard, Plan, Sql, Step
 from .switchover import _row, current_writer, role_statements
 
 log = logging.getLogger(__name__)

@@ -6,12 +6,12 @@ from django.utils import timezone
 from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.fleet.models import Cluster
+from apps.plans.registry import kind_spec
 from controlplane import tasks
 
 from . import locks
 from .choices import OperationState
 from .models import Operation, OperationStep
-from .registry import kind_spec
 
 
 class NotAllowed(Exception):
@@ -56,7 +56,7 @@ def confirm(op, *, actor, override_reason="", enqueue=True):
     the cluster's two-person rule, the confirmer must not be the planner. Who confirmed is recorded."""
     from apps.accounts.roles import ADMIN, has_role
 
-    from .plans import Plan
+    from apps.plans.vocabulary import Plan
 
     plan = Plan.from_json(op.plan)
     failed = plan.failed_guards

@@ -9,10 +9,10 @@ Plans on nodes that serve one cluster are left exactly as they were.
 from apps.clients.proxysql import ProxySQLAdmin, configured
 from apps.clients.wire import ClientError
 from apps.fleet.models import ProxySQLNode
+from apps.plans.vocabulary import VERIFY, Guard, Step
+from apps.plans.registry import step_handler
 
 from . import sync_hold
-from .plans import VERIFY, Guard, Step
-from .registry import step_handler
 
 GUARD_KEY = "other_clusters_untouched"
 

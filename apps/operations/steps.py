@@ -1,10 +1,9 @@
 """This app's step kinds, one StepHandler each (registry.py), registered exactly as other apps register theirs (dr:
 moves.py): what each does (the executor's Run methods), what it undoes besides its ProxySQL statements, what the
-re-check compares. The executor looks each step's handler up; it switches on no kind."""
-from . import config_steps
-from .change_set import CONFIG_RECORD, CONFIG_VERIFY
-from .plans import BACKEND, INVENTORY, PROXYSQL, VERIFY, WAIT_CATCHUP, WAIT_DRAIN, WAIT_SYNC
-from .registry import StepHandler, register_step
+re-check compares. The executor looks each step's handler up; it switches on no kind. A change set's steps are
+configuration's (apps/configuration/change_set_kind.py)."""
+from apps.plans.vocabulary import BACKEND, INVENTORY, PROXYSQL, VERIFY, WAIT_CATCHUP, WAIT_DRAIN, WAIT_SYNC
+from apps.plans.registry import StepHandler, register_step
 
 
 def run_proxysql(run, step, row, executed, detail):
@@ -68,9 +67,6 @@ HANDLERS = [
                 backends=lambda step: [action["server"] for action in step.params["actions"]]),
     StepHandler(VERIFY, verify, check=True, row_verify=True),
     StepHandler(INVENTORY, inventory),
-    # a change set's own steps (change_set.py)
-    StepHandler(CONFIG_VERIFY, config_steps.verify, check=True),
-    StepHandler(CONFIG_RECORD, config_steps.record),
 ]
 
 

@@ -17,12 +17,12 @@ from apps.fleet.choices import ClusterKind
 from apps.fleet.drift import AUTOINC
 from apps.fleet.layout import swapped_roles
 from apps.fleet.models import HostgroupMembership
+from apps.plans.vocabulary import (BACKEND, DRAIN_POLL_MS, INVENTORY, PROXYSQL, SERVER_COLUMNS, VERIFY, WAIT_CATCHUP,
+                                   WAIT_DRAIN, Guard, Plan, Sql, Step)
 
 from . import rollbacks, shared
 from .choices import OnDrainTimeout, OperationKind
 from .locks import current_holder
-from .plans import (BACKEND, DRAIN_POLL_MS, INVENTORY, PROXYSQL, SERVER_COLUMNS, VERIFY, WAIT_CATCHUP, WAIT_DRAIN,
-                    Guard, Plan, Sql, Step)
 
 EXTENDED = "mysql-show_processlist_extended"
 AUTOINC_TOKEN = "auto_increment_delay_token"

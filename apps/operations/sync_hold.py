@@ -17,9 +17,9 @@ import re
 from apps.clients.proxysql import on_each_node
 from apps.fleet.choices import ClusterSyncMode
 from apps.fleet.models import ProxySQLNode
+from apps.plans.vocabulary import PROXYSQL, WAIT_SYNC, Sql, Step
+from apps.plans.registry import PROPAGATE, kind_spec, step_handler
 
-from .plans import PROXYSQL, WAIT_SYNC, Sql, Step
-from .registry import PROPAGATE, kind_spec, step_handler
 
 # LOAD <module> TO RUNTIME -> the module's name in admin-cluster_<name>_diffs_before_sync
 SYNCED = {"MYSQL SERVERS": "mysql_servers", "MYSQL USERS": "mysql_users", "MYSQL QUERY RULES": "mysql_query_rules",

@@ -14,12 +14,13 @@ from apps.clients.wire import ClientError
 from apps.fleet.models import Cluster, Server
 from controlplane.converters import parse_id
 
+from apps.plans.vocabulary import Plan
+from apps.plans.registry import KINDS, choices, kind_spec, step_handler
+
 from . import drain, record_nodes as nodes_as_intent, repair, rollbacks, rule_settings, services, switchover
 from .forms import ConfirmForm, DrainForm, RuleSettingsForm, SwitchoverForm, silent_nodes
 from .choices import OperationState
 from .models import Operation
-from .plans import Plan
-from .registry import KINDS, choices, kind_spec, step_handler
 
 
 @require_role(VIEWER)

@@ -132,6 +132,7 @@ def test_every_task_queued_by_name_exists():
 # workers/) may import any core, but never another app's views or urls.
 ORDER = [
     "clients",        # the network clients: ProxySQL admin, backend MySQL
+    "plans",          # the plan vocabulary (Plan, Step, Guard, Sql) and the registries of kinds: pure data
     "audit",          # the hash-chained log every app records into
     "fleet",          # the inventory: clusters, nodes, backends; the inference of roles
     "accounts",       # roles and tokens (audited; token scopes name clusters)
@@ -238,3 +239,30 @@ def test_services_take_an_actor_not_a_request():
            if names - REQUEST_HANDLERS.get(m, set())}
     assert new == {}, f"these take Django's request; take `actor` (apps/audit/actor.py) instead: {new!r}"
     assert "apps/audit/actor.py" in found  # the walk reads the modules it should
+
+
+# Issue 35: the plan vocabulary (Plan, Step, Guard, Sql) and the registries of operation and step kinds are pure data
+# below every app that plans (apps/plans, low in ORDER), so that configuration plans its change sets and registers
+# their kind itself; what a planner below operations needs of the apps above comes through registry.planning().
+OLD_PATHS = ("apps/operations/plans/__init__.py", "apps/operations/registry/__init__.py",
+             "apps/operations/change_set/__init__.py")  # moved modules' old import paths: re-exports only
+
+
+def test_the_plan_vocabulary_is_pure_data():
+    modules = sorted((ROOT / "apps" / "plans").glob("*.py"))
+    assert {m.name for m in modules} >= {"vocabulary.py", "registry.py"}
+    found = {str(m.relative_to(ROOT)): sorted(imports_of(m.read_text(), "django") + [
+        name for _, name in app_imports(m.read_text()) if not name.startswith("apps.clients.secret_refs")])
+        for m in modules}
+    assert {m: names for m, names in found.items() if names} == {}, "apps/plans imports no Django and no app"
+
+
+def test_configuration_registers_its_change_sets_and_the_old_paths_only_hand_names_on():
+    from apps.plans.registry import KINDS, STEPS
+
+    assert KINDS["config"].planner.__module__ == "apps.configuration.change_set"
+    assert {STEPS[k].execute.__module__ for k in ("config_verify", "config_record")} == {
+        "apps.configuration.change_set_steps"}
+    for old in OLD_PATHS:
+        body = ast.parse((ROOT / old).read_text()).body  # a docstring and imports: nothing defined there
+        assert all(isinstance(n, (ast.Expr, ast.ImportFrom)) for n in body), old

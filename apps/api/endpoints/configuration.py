@@ -14,8 +14,8 @@ from apps.accounts.roles import OPERATOR, VIEWER
 from apps.audit.actor import Actor
 from apps.configuration import content as C
 from apps.configuration import files, services
+from apps.configuration.change_set import diff_lines, plan_and_save, plan_draft
 from apps.configuration.models import ChangeSet, ConfigVersion
-from apps.operations.change_set import diff_lines, plan_and_save
 from apps.fleet.models import Cluster
 from apps.operations import services as operations
 
@@ -151,12 +151,8 @@ class ChangeSetPlan(ApiView):
                    summary="Plan a draft change set: findings, diffs, SQL per node with undo, as an operation")
     def post(self, request, pk):
         cs = get_object_or_404(ChangeSet.objects.select_related("cluster", "base"), pk=pk)
-        data = body(s.ReasonInput, request)
-        if data["reason"]:  # a draft's new reason: its author's or an admin's (403 otherwise)
-            services.set_reason(cs, data["reason"], actor=Actor.of_request(request))
-        if not cs.reason:
-            raise exceptions.ValidationError({"reason": ["A change set needs a reason: what it is for."]})
-        return planned(cs, plan_and_save(cs, actor=Actor.of_request(request)))
+        data = body(s.ReasonInput, request)  # a draft's new reason: its author's or an admin's (403 otherwise)
+        return planned(cs, plan_draft(cs, actor=Actor.of_request(request), reason=data["reason"]))
 
 
 class ChangeSetConfirm(ApiView):

@@ -16,7 +16,7 @@ from apps.audit.actor import Actor
 from apps.fleet.models import Cluster, Server
 from apps.configuration import content as C
 from apps.operations import drain, record_nodes, repair, rollbacks, rule_settings, rules, services, switchover
-from apps.operations.change_set import diff_lines
+from apps.configuration.change_set import diff_lines
 from apps.operations.choices import OperationState
 from apps.operations.forms import RuleSettingsForm
 from apps.operations.models import Operation

@@ -27,11 +27,11 @@ from apps.audit.actor import Actor
 from apps.configuration import content as C
 from apps.configuration import files, services
 from apps.configuration.models import ChangeSet, ConfigVersion
-from apps.operations.change_set import diff_lines, plan_and_save, plan_change_set
+from apps.configuration.change_set import diff_lines, plan_change_set, plan_from_file
 from apps.fleet.models import Cluster
 from apps.operations import executor
 from apps.operations import services as operations
-from apps.operations.plans import Plan
+from apps.plans.vocabulary import Plan
 
 DONE, REFUSED, ROLLED_BACK, FAILED = 0, 2, 3, 4
 SAME, ERROR, CHANGES = 0, 1, 2  # config diff
@@ -49,7 +49,8 @@ class Command(BaseCommand):
         parser.add_argument("--expect-version", type=int, dest="expect_version",
                             help="diff/plan/apply: refuse unless the cluster's current version is this one")
         parser.add_argument("--user", help="apply (plan: optional): who plans and confirms (a user with the operator role)")
-        parser.add_argument("--reason", default="", help="apply: why (kept with the version and in the audit log)")
+        parser.add_argument("--reason", help="apply: why (kept with the version and in the audit log; default: "
+                                             "\"from FILE\"; a blank one is refused)")
         parser.add_argument("--yes", action="store_true", help="apply: do not ask")
         parser.add_argument("--override-reason", default="", help="apply: an admin's reason to override blocking findings")
         parser.add_argument("--json", action="store_true", help="diff/plan/apply: print the diff, plan and outcome as JSON")
@@ -70,21 +71,19 @@ class Command(BaseCommand):
         except files.FileError as exc:
             self.say(o, {"outcome": "refused", "reason": str(exc)}, f"refused: The file cannot be used: {exc}")
             sys.exit(REFUSED)
-        reason = o["reason"] or f"from {path}"
+        reason = f"from {path}" if o["reason"] is None else o["reason"]
         try:
             if o["action"] == "plan":  # a preview: no change set, no operation left behind
-                plan, _ = plan_change_set(services.preview_from_file(cluster, text, reason=reason,
-                                                                     expect_version=o["expect_version"]))
+                plan, _ = plan_change_set(services.validate_file(cluster, text, reason=reason,
+                                                                 expect_version=o["expect_version"]))
             else:
-                cs = services.start_from_file(cluster, text,
-                                              actor=Actor.command(user), reason=reason,
-                                              expect_version=o["expect_version"])
-                op = plan_and_save(cs, actor=Actor.command(user))
+                op = plan_from_file(cluster, text, actor=Actor.command(user), reason=reason,
+                                    expect_version=o["expect_version"])
                 plan = Plan.from_json(op.plan)
         except services.NothingToDo as exc:
             self.say(o, {"outcome": "nothing to do", "version": exc.version.number}, str(exc))
             sys.exit(DONE)
-        except services.Refused as exc:
+        except services.Refused as exc:  # NotPlanned too: the change set is kept as a draft
             self.say(o, {"outcome": "refused", "reason": str(exc)}, f"refused: {exc}")
             sys.exit(REFUSED)
         if o["action"] == "plan":
@@ -103,7 +102,7 @@ class Command(BaseCommand):
             sys.exit(REFUSED)
         executor.run(op.pk)
         op.refresh_from_db()
-        version = ChangeSet.objects.get(pk=cs.pk).result
+        version = ChangeSet.objects.get(operation=op).result
         self.say(o, {"outcome": op.state, "operation": op.pk, "error": op.error, "version": version.number if version else None,
                      "timings": op.timings},
                  f"{op.state}: operation #{op.pk}" + (f", version {version.number}" if version else "") +

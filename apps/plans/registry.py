@@ -2,7 +2,9 @@
 label, planner and re-planner, who confirms it, how it meets ProxySQL Cluster sync, what its inventory step
 records, the alerts it holds), each step kind one StepHandler (execute, undo, statements for the re-check). The
 app that owns a kind registers it in its AppConfig.ready() (operations: kinds.py and steps.py; dr: moves.py);
-the executor, the re-check, confirm, sync_hold and the alert holds read them here. Pure data: no Django import."""
+the executor, the re-check, confirm, sync_hold and the alert holds read them here. Pure data: no Django import.
+It sits below every app that plans (apps/tests/test_boundaries.py ORDER), so that configuration registers its change
+sets here as operations and dr register theirs."""
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -11,6 +13,19 @@ from dataclasses import dataclass, field
 HOLD, PROPAGATE = "hold", "propagate"
 # An alert an operation holds: for the whole cluster, or only for the backends the operation is about.
 CLUSTER, INVOLVED = "cluster", "involved"
+
+
+def holding(scope, *rules):
+    return dict.fromkeys(rules, scope)
+
+
+# The alerts planned work is expected to cause (alerts/holds.py; the rule keys are alerts/catalogue.py's).
+# Every operation changes a node's layers for a while (memory, LOAD to runtime, SAVE to disk).
+LAYERS = holding(CLUSTER, "drift", "restart_drift", "proxysql_cluster_diverged", "proxysql_cluster_diff_growing")
+# Those that write the writer hostgroup, on the whole cluster.
+WRITER = holding(CLUSTER, "writer_none", "writer_many", "writer_disagree", "readers_low")
+# Those that write the nodes' rows and rules as a whole (a change set, a repair).
+RULES_OF_THE_NODES = {**WRITER, **holding(CLUSTER, "backend_shunned", "backend_flapping"), **LAYERS}
 
 
 @dataclass(frozen=True)
@@ -54,6 +69,49 @@ class StepHandler:
     # it checks each node's mysql_servers rows (params "expect", "rows"): a plan's VERIFY, where shared.py adds the
     # other clusters' rows on shared nodes ("others")
     row_verify: bool = False
+
+
+class StepFailed(Exception):
+    """A step handler's refusal to go on: the executor rolls the operation back (or keeps it for later past the point
+    of no return)."""
+
+
+def capture(fn):
+    """fn(x) -> (result, None) or ([], exception): lets every parallel node finish and report."""
+
+    def wrapped(item):
+        try:
+            return fn(item), None
+        except Exception as exc:  # handed back to the caller, which raises the first one
+            return [], exc
+
+    return wrapped
+
+
+@dataclass(frozen=True)
+class PlanningServices:
+    """What a planner in an app below operations (configuration's change sets) asks of the apps above it, served by
+    the operations app in its AppConfig.ready() (serve()): the plan is made where its data lives; the Operation is
+    kept, locked and run where every operation is."""
+    holder: Callable  # (cluster) -> who holds the cluster or one of its ProxySQL nodes (locks.current_holder), or None
+    pending_guard: Callable  # (cluster) -> Guard: no rollback or finish pending on the cluster (rollbacks.guard)
+    annotate: Callable  # (plan, cluster) -> plan: what every planner ends with (shared.annotate)
+    save_plan: Callable  # (plan, *, actor) -> Operation, stored as planned and audited (services.save_plan)
+    traffic: Callable  # (cluster_id) -> the cluster's stored digests of the last hour (digests.selectors.cluster_traffic)
+
+
+_SERVED: list[PlanningServices] = []
+
+
+def serve(services):
+    _SERVED[:] = [services]
+
+
+def planning():
+    """The services planners below operations ask for (PlanningServices); none before the apps are ready."""
+    if not _SERVED:
+        raise RuntimeError("the operations app has not served the planning services yet (apps not ready)")
+    return _SERVED[0]
 
 
 KINDS: dict[str, OperationSpec] = {}

@@ -1,6 +1,9 @@
-"""Applying a change set is an operation (kind config): its plan, and plan_and_save() that stores it for the
-operator to confirm. The plan: the effect check, the diff against the intended configuration and against each
-node's runtime, and per node the exact admin statements with their undo. Reads the nodes, writes nothing.
+"""Applying a change set is an operation (kind config), planned here where its data lives and registered by this app
+(change_set_kind.py): its plan, and plan_and_save() that stores it for the operator to confirm. The plan: the effect
+check, the diff against the intended configuration and against each node's runtime, and per node the exact admin
+statements with their undo. Reads the nodes, writes nothing. What only the apps above know (the cluster's lock,
+pending rollbacks, shared nodes and ProxySQL Cluster sync, storing the Operation: operations'; the last hour's
+traffic: digests') is asked through the registry (registry.planning(), served at start), never imported.
 
 Steps: apply (edits + LOAD, every node in parallel) -> verify (read back every node's runtime) -> save
 (SAVE ... TO DISK) -> record the next version (the inventory follows it).
@@ -8,23 +11,21 @@ Steps: apply (edits + LOAD, every node in parallel) -> verify (read back every n
 import msgspec
 from django.db import transaction
 
-from apps.configuration import content as C
-from apps.configuration import nodes as N
-from apps.configuration.findings import effect_findings
-from apps.configuration.models import ChangeSet
-from apps.configuration.secrets import Collector
-from apps.configuration.services import Refused, check_base, known_secrets, latest
-from apps.configuration.statements import node_plan
-from apps.configuration.variables import SECRETS as SECRET_VARIABLES
-from apps.digests.selectors import cluster_traffic
+from apps.fleet.models import Server
 from apps.monitoring import live
+from apps.plans.registry import planning
+from apps.plans.vocabulary import PROXYSQL, Guard, Plan, Sql, Step
 
-from . import services as operations
-from . import shared
-from .choices import OperationKind
-from .locks import current_holder
-from .plans import PROXYSQL, Guard, Plan, Sql, Step
+from . import content as C
+from . import nodes as N
+from .findings import effect_findings
+from .models import ChangeSet
+from .secrets import Collector
+from .services import Refused, check_base, create_change_set, known_secrets, latest, require_reason, set_reason
+from .statements import node_plan
+from .variables import SECRETS as SECRET_VARIABLES
 
+CONFIG = "config"  # the operation kind (operations.choices.OperationKind.CONFIG names the same)
 CONFIG_VERIFY, CONFIG_RECORD = "config_verify", "config_record"
 
 
@@ -83,7 +84,7 @@ def plan_change_set(cs):
     findings = effect_findings(cluster, base, target, nodes, figures,
                                write_back=write_back, traffic=None if write_back else _traffic(cluster),
                                every_node=not cs.nodes)
-    holder = current_holder(cluster)
+    holder = planning().holder(cluster)
     statements = sum(nc.plan.changes for nc in nodes.values() if not nc.error)
     changes = statements if write_back else intended.count()
     current = latest(cluster)  # planned again at start (the re-check): another change may have been recorded since
@@ -94,8 +95,6 @@ def plan_change_set(cs):
               f"{changes} change(s)" if changes else "nothing to change", False),
         Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
     ]
-    from apps.fleet.models import Server
-
     endpoints = {(r["hostname"], r["port"]) for r in target["mysql_servers"]}
     taken = sorted(f"{s} ({s.cluster})" for s in Server.objects.exclude(cluster=cluster).select_related("cluster")
                    .filter(hostname__in={h for h, _ in endpoints}, port__in={p for _, p in endpoints})
@@ -113,9 +112,7 @@ def plan_change_set(cs):
                             f"{', '.join(node_wide)} on {', '.join(shared_nodes)}: change them on the node itself",
                             False))
     if not write_back:  # a write-back is a repair: it runs while a rollback is pending, like repair
-        from . import rollbacks
-
-        guards.append(rollbacks.guard(cluster))
+        guards.append(planning().pending_guard(cluster))
     guards += [Guard(f.key, f.label, False, f.value, f.overridable) for f in findings if f.blocking]
     if not any(f.blocking for f in findings):
         guards.append(Guard("effect_check", "Effect check: nothing blocking found", True,
@@ -150,9 +147,9 @@ def plan_change_set(cs):
     }
     title = (f"Configuration of {cluster.name}: version {cs.base.number} → {number}" if not write_back else
              f"Configuration of {cluster.name}: write version {number} back") + (f" ({cs.reason})" if cs.reason else "")
-    plan = Plan(OperationKind.CONFIG, cluster.pk, title[:300], guards, steps, facts, options={"change_set": cs.pk},
+    plan = Plan(CONFIG, cluster.pk, title[:300], guards, steps, facts, options={"change_set": cs.pk},
                 secrets=placed)
-    return shared.annotate(plan, cluster), collector
+    return planning().annotate(plan, cluster), collector
 
 
 def replan(cluster, options):
@@ -179,7 +176,7 @@ def _same_secret(collector):
 def _traffic(cluster):
     """The cluster's stored digests of the last hour, for what new or changed rules would capture."""
 
-    return cluster_traffic(cluster.pk)
+    return planning().traffic(cluster.pk)
 
 
 def plan_and_save(cs, *, actor):
@@ -190,8 +187,37 @@ def plan_and_save(cs, *, actor):
     plan_, collector = plan_change_set(cs)
     with transaction.atomic():
         collector.save()
-        op = operations.save_plan(plan_, actor=actor)
+        op = planning().save_plan(plan_, actor=actor)
         if not ChangeSet.objects.filter(pk=cs.pk, state=ChangeSet.State.DRAFT).update(
                 state=ChangeSet.State.PLANNED, operation=op):
             raise Refused("This change set was planned by someone else meanwhile.")
     return op
+
+
+class NotPlanned(Refused):
+    """The change set was created (and audited) but could not be planned: the doors show it, as the draft it is."""
+
+    def __init__(self, message, change_set):
+        super().__init__(message)
+        self.change_set = change_set
+
+
+def plan_from_file(cluster, text, *, actor, reason, expect_version=None):
+    """A change set from a configuration file, planned: the one service of the page's upload and `manage.py config
+    apply` (the API makes the same draft with services.create_change_set, and plans it with plan_draft). The reason
+    rule and the "change set created" audit row are create_change_set's; NothingToDo when the file equals the current
+    intent; NotPlanned (the draft kept) when the plan is refused."""
+    cs = create_change_set(cluster, actor=actor, reason=reason, file=text, expect_version=expect_version)
+    try:
+        return plan_and_save(cs, actor=actor)
+    except Refused as exc:
+        raise NotPlanned(str(exc), cs) from None
+
+
+def plan_draft(cs, *, actor, reason=""):
+    """Plan a draft (the page's and the API's "plan"): a new reason first (its author's or an admin's), then the
+    reason rule over what the draft holds."""
+    if reason.strip():
+        set_reason(cs, reason, actor=actor)
+    require_reason(cs.reason)
+    return plan_and_save(cs, actor=actor)

@@ -1,19 +1,19 @@
-"""The executor's steps for change sets (registered in kinds.py): read back every node's runtime, and record the
-version once the nodes run it."""
+"""The executor's steps for change sets (registered in change_set_kind.py): read back every node's runtime, and
+record the version once the nodes run it."""
 from django.db import transaction
 
 from apps.audit.actor import Actor
 from apps.audit.services import record as record_event
 from apps.clients import proxysql_versions as versions
-from apps.configuration import content as C
-from apps.configuration import nodes as N
-from apps.configuration.drift import managers_view
-from apps.configuration.models import ChangeSet
-from apps.configuration.services import known_secrets, record_version
-from apps.configuration.statements import diff_scope
+from apps.plans.registry import StepFailed, capture
 
+from . import content as C
+from . import nodes as N
 from .change_set import node_diff
-from .executor import StepFailed, _capture
+from .drift import managers_view
+from .models import ChangeSet
+from .services import known_secrets, record_version
+from .statements import diff_scope
 
 
 def verify(run, step, row, executed, detail):
@@ -61,7 +61,7 @@ def verify(run, step, row, executed, detail):
 
     node_ids = [n for n in run.plan_nodes()]
     problems = {}
-    for node_id, (found, error) in zip(node_ids, run.pool.map(_capture(one), node_ids)):
+    for node_id, (found, error) in zip(node_ids, run.pool.map(capture(one), node_ids)):
         if error is not None:
             run.defer(node_id, error)  # past the point of no return (a dead run finished): kept for later
             continue
