@@ -7,9 +7,10 @@ import time
 
 import pytest
 
+from apps.audit.actor import Actor
 from apps.audit.tests.faults import answer, audit_outage  # noqa: F401 (a fixture)
 from apps.fleet.models import Server
-from apps.operations import drain, executor, repair, switchover
+from apps.operations import drain, executor, repair, rollbacks, switchover
 from apps.operations.choices import OperationState
 from apps.operations.models import PendingRollback
 from lab import demo
@@ -163,6 +164,9 @@ def test_a_rollback_keeps_the_sync_held_on_every_node_until_a_paused_one_took_it
     assert held.what_is_pending == ("rollback pending on proxysql-1: its ProxySQL Cluster sync is held until the "
                                     "other nodes took theirs (restored then)")
     assert "proxysql-1 (3 statement(s) not taken: its ProxySQL Cluster sync stays held until proxysql-2" in op.error
+    # the operator's button keeps the order too (proxysql-2, paused, still does not answer)
+    assert rollbacks.run_now(op, actor=Actor.rule("test"))[1] == (
+        "proxysql-1: not tried, its ProxySQL Cluster sync stays held until proxysql-2 took the undo")
     resume_later(second)  # its drain's LOAD runs now
     assert servers(first) == intent  # nothing pulled, nothing saved to its disk (a statement runs the checks due)
     assert pulls_since((first, second), started) == {first.port: [], second.port: []}
