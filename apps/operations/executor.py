@@ -27,6 +27,7 @@ from apps.plans.registry import StepFailed, capture, kind_spec, step_handler
 from . import locks, recheck, rollbacks, shared
 from .choices import OnDrainTimeout, OperationState, StepState
 from .models import Operation, OperationStep
+from .sync_hold import HOLD_KEY, SAVE_ADMIN, saves_admin_variables
 
 log = logging.getLogger(__name__)
 LOCK_TTL_S = 120
@@ -421,7 +422,7 @@ class Run:
         """A failure past the point of no return skips the plan's last steps, the ProxySQL Cluster sync restore among
         them (sync_hold.py): left so, the nodes would never pull from each other again. The restore runs now when the
         hold was taken; a node that does not answer keeps it for the retry (self.unfinished), as a finish does."""
-        from .sync_hold import HOLD_KEY, RESTORE_KEY
+        from .sync_hold import RESTORE_KEY
 
         by_key = {r.key: r for r in rows}
         step = next((s for s in self.plan.steps if s.key == RESTORE_KEY), None)
@@ -444,7 +445,7 @@ class Run:
         """Undo every step that started, newest first; on each node its statements in order, the nodes in
         parallel. A node that stops answering keeps the rest of its statements, in order, for later:
         returns (backend problems, {node_id: {"name", "statements": [{"step", "sql"}], "error"}})."""
-        problems, pending = [], {}
+        problems, pending, still_held = [], {}, {}
         steps = {s.key: s for s in self.plan.steps}
         for row in sorted(rows, key=lambda r: -r.index):
             if row.state not in (StepState.DONE, StepState.RUNNING, StepState.FAILED):
@@ -452,6 +453,9 @@ class Run:
             step = steps[row.key]
             handler = step_handler(step.kind)
             part = handler.ran_on(step, row) if handler.ran_on else step.nodes
+            if step.key == HOLD_KEY and pending:
+                still_held = {n: spec for n, spec in part.items() if n not in pending}
+                part = {n: spec for n, spec in part.items() if n in pending}
             undone = self.undo_on_nodes(step, part, pending)
             try:
                 if handler.undo:  # what it changed besides its ProxySQL statements (backends, a DR channel)
@@ -460,12 +464,29 @@ class Run:
                 problems.append(f"step {step.key} (backends): {exc}")
                 continue
             left = [pending[n]["name"] for n in part if n in pending]
+            left += [spec.get("name", n) for n, spec in still_held.items() if step.key == HOLD_KEY]
             OperationStep.objects.filter(pk=row.pk).update(
                 state=StepState.ROLLED_BACK if not left else row.state,
                 detail={**row.detail, "rollback": undone, **({"rollback_pending_on": left} if left else {})})
         self.save_again(rows, pending)
+        self.keep_held(still_held, pending)
         problems += self.sync_again(rows, pending)
         return problems, pending
+
+    def keep_held(self, still_held, pending):
+        """While a node has not taken its undo (paused, say), the nodes that did keep their ProxySQL Cluster sync hold:
+        a paused ProxySQL runs its in-flight LOAD when it resumes, the newest change of the pair, and a peer whose sync
+        was restored would pull it (and save it to its disk) before that node's undo runs. Their restore is kept as a
+        pending row of its own, run by the retry only once every other node's undo ran (rollbacks.waits_for)."""
+        if not still_held:
+            return
+        waiting_for = ", ".join(p["name"] for p in pending.values())
+        save_admin = [SAVE_ADMIN] if saves_admin_variables(self.plan) else []  # as the restore step would
+        for node_id, spec in still_held.items():
+            pending[node_id] = {"name": spec.get("name", node_id),
+                                "statements": [{"step": HOLD_KEY, "sql": sql} for sql in spec["rollback"] + save_admin],
+                                "error": f"its ProxySQL Cluster sync stays held until {waiting_for} took the undo "
+                                         "(restored by the retry then)"}
 
     def sync_again(self, rows, pending):
         """A plan carried by ProxySQL Cluster (sync_hold.propagate) is undone on its origin only: its peers pull the

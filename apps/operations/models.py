@@ -143,6 +143,11 @@ class PendingRollback(models.Model):
         if not self.statements:  # rollbacks._recheck: a node that restarted during the operation
             return (f"{self.operation.finish_or_rollback} pending on {self.node.name}: it restarted during the operation; "
                     "its layers are checked against the inventory (and repaired from it if they differ)")
+        from .sync_hold import HOLD_KEY
+
+        if all(s["step"] == HOLD_KEY for s in self.statements):  # executor.keep_held
+            return (f"{self.operation.finish_or_rollback} pending on {self.node.name}: its ProxySQL Cluster sync is "
+                    "held until the other nodes took theirs (restored then)")
         if self.operation.finish_or_rollback == "finish":
             return (f"finish pending on {self.node.name}: {len(self.statements)} statement(s) past the point of no "
                     "return not taken yet")

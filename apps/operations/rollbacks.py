@@ -12,6 +12,12 @@ its last poll says it answers again, otherwise with backoff (1, 2, 4 ... 30 s); 
 button. Every try is audited, success or failure with the node's error. While either is pending, manual
 operations on the cluster are refused (guard()); automatic failover and repair still run.
 
+The ProxySQL Cluster sync hold (sync_hold.py): while a node has not taken its undo, the nodes that did keep their
+hold, each as a row that only restores it (executor.keep_held), run only once every other row of the operation ran
+(waits_for): a paused node runs its in-flight LOAD when it resumes, and a peer whose sync was back on would pull it
+and save it to its disk. Such a row is never superseded (restoring the sync undoes no later change; a repair would
+leave the sync held).
+
 Superseded: if another operation changed the cluster after the statements became pending (say automatic
 failover moved the writer while the node was paused), replaying the old statements on that node would
 undo the later change there only. They are never replayed: the row is marked superseded (audited) and the
@@ -72,13 +78,32 @@ def keep(op, pending):
 
 # -- retries -----------------------------------------------------------------------------------------
 def due(now=None):
-    """Open rows to try now: their backoff has passed, or their node's poll saw it answer since the last try."""
+    """Open rows to try now: their backoff has passed, or their node's poll saw it answer since the last try; a row
+    that only restores a ProxySQL Cluster sync hold once its operation's other rows ran is not due before (waits_for)."""
     now = now or timezone.now()
     rows = list(open_rows().filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
                 .select_related("node", "operation__cluster"))
     answering = _answering_since([r.node_id for r in rows])
-    return [r for r in rows if r.next_try_at <= now
-            or (r.node_id in answering and (r.last_try_at is None or answering[r.node_id] > r.last_try_at))]
+    return [r for r in rows if (r.next_try_at <= now
+            or (r.node_id in answering and (r.last_try_at is None or answering[r.node_id] > r.last_try_at)))
+            and not waits_for(r)]
+
+
+def holds_only(row):
+    """The row only restores its node's ProxySQL Cluster sync hold (executor.keep_held; or what is left of a row once
+    its undo ran)."""
+    from .sync_hold import HOLD_KEY
+
+    return bool(row.statements) and all(s["step"] == HOLD_KEY for s in row.statements)
+
+
+def waits_for(row):
+    """The operation's other open rows whose node has not taken its undo yet, when this row only restores a sync
+    hold: restored before, the node would pull what a paused peer runs as it resumes (its in-flight LOAD)."""
+    if not holds_only(row):
+        return []
+    return [r for r in open_rows().filter(operation_id=row.operation_id).exclude(pk=row.pk).select_related("node")
+            if not holds_only(r)]
 
 
 class PollOutcome(msgspec.Struct):
@@ -98,8 +123,12 @@ def _answering_since(node_ids):
 
 
 def retry_due():
-    """Beat: one try for every row that is due. Returns the outcomes."""
-    return [attempt(row, actor=Actor.rule(RETRY_RULE)) for row in due()]
+    """Beat: one try for every row that is due, then for the sync restores those tries released (waits_for). Returns
+    the outcomes."""
+    tried = due()
+    outcomes = [attempt(row, actor=Actor.rule(RETRY_RULE)) for row in tried]
+    released = [row for row in due() if row.pk not in {r.pk for r in tried}]
+    return outcomes + [attempt(row, actor=Actor.rule(RETRY_RULE)) for row in released]
 
 
 def run_now(op, *, actor):
@@ -120,7 +149,10 @@ def attempt(row, *, actor):
         return f"{row.node.name}: another try is running, or it is no longer pending"
     try:
         row.refresh_from_db()
-        if row.state == PendingState.PENDING and (later := superseding(row)):
+        if waiting := waits_for(row):  # the operator's button too: the order is what keeps the pair from pulling
+            return (f"{row.node.name}: not tried, its ProxySQL Cluster sync stays held until "
+                    f"{', '.join(r.node.name for r in waiting)} took the undo")
+        if row.state == PendingState.PENDING and not holds_only(row) and (later := superseding(row)):
             _supersede(row, later, actor=actor)
         if row.state == PendingState.SUPERSEDED:
             return _repair_instead(row, actor=actor)
@@ -171,7 +203,7 @@ def _replay(row, *, actor):
         return f"{row.node.name}: not tried, the cluster is busy ({exc.holder})"
     ran = []
     try:
-        if later := superseding(row):  # finished while we waited for the node: do not replay
+        if not holds_only(row) and (later := superseding(row)):  # finished while we waited for the node: do not replay
             _supersede(row, later, actor=actor)
             return f"{row.node.name}: superseded by operation #{later.pk}; it is repaired from the inventory next"
         plan = Plan.from_json(op.plan)

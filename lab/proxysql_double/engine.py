@@ -29,6 +29,7 @@ SCHEMA_DIR = Path(__file__).with_name("schema")
 DOUBLE_VERSION = "2.7.1-lab-double"
 ERR_CODE = 1045
 ERR_STATE = "28000"
+ON_RESUME = "on_resume"  # LAB FAIL_STATEMENTS {"pause": "on_resume"}: the statement runs when the endpoint resumes
 # No prepared-statement cache: 128 cached statements per connection doubled the memory of an
 # endpoint (1.2 MB -> 0.6 MB without), and re-preparing an admin query costs microseconds.
 CACHED = 0
@@ -429,6 +430,20 @@ class AdminEngine:
     def statements(self, since=0):
         with self.lock:
             return [e["sql"] for e in self.log if e["seq"] > since]
+
+    def holds_until_resumed(self, sql):
+        """LAB FAIL_STATEMENTS {"pause": "on_resume"}: the first statement containing its text is not run yet; the
+        endpoint stops answering now and the server runs it once it is set back to normal, as a ProxySQL stopped
+        (SIGSTOP) with the statement in flight runs it on SIGCONT: its change is then the newest of its cluster."""
+        with self.lock:
+            if not any(pausing == ON_RESUME and needle.lower() in sql.lower() for needle, _, pausing in self.failing):
+                return False
+            advance_cluster()
+            self.failing = [f for f in self.failing if not f[2]]
+            self.mode = "hang"
+            for cb in self.mode_listeners:
+                cb(self, "mode")
+            return True
 
     def execute(self, sql, conn_id=0):
         """Run one statement as ProxySQL's admin would; returns a Result (never raises)."""

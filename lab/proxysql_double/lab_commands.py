@@ -21,7 +21,10 @@ Commands (the JSON keys are the keyword arguments of the Python API of the same 
                                     message, as a node of another version or schema would refuse them;
                                     with "pause": true the first such statement is applied and then the
                                     endpoint stops answering (hang mode, its answer held), as a ProxySQL
-                                    paused mid-change; {} clears every injected refusal
+                                    paused mid-change; "pause": "on_resume" stops answering before it
+                                    runs it and runs it when set back to normal, as a ProxySQL stopped
+                                    (SIGSTOP) with it in flight (its change then the cluster's newest);
+                                    {} clears every injected refusal
     LAB DROP_CONNECTIONS            close every client connection of the endpoint now
     LAB RESTART                     like restarting ProxySQL: config back from disk
     LAB ENDPOINTS                   ports served by this process
@@ -44,6 +47,7 @@ Commands (the JSON keys are the keyword arguments of the Python API of the same 
 import json
 
 from . import engine as engine_mod
+from .engine import ON_RESUME
 
 MODEL_COMMANDS = ("set_sessions", "clear_sessions", "cut_sessions", "set_server", "set_mirror",
                   "set_digests", "set_global", "take_holds", "shun_state")
@@ -113,8 +117,9 @@ def dispatch(engine, name, args):
             if not args:
                 engine.failing = []
             else:
+                pause = args.get("pause")
                 engine.failing.append((str(args["text"]), str(args.get("message") or "near \"?\": syntax error"),
-                                       bool(args.get("pause"))))
+                                       ON_RESUME if pause == ON_RESUME else bool(pause)))
             return [list(f) for f in engine.failing]
         if name == "drop_connections":
             for cb in engine.mode_listeners:

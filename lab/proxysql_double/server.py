@@ -225,6 +225,7 @@ class DoubleServer:
                 sql = payload[1:].decode("utf-8", "replace")
                 is_lab = engine_mod.LAB_RE.match(sql) is not None
                 if not is_lab:
+                    eng.holds_until_resumed(sql)
                     while eng.mode == "hang" and not ep.closed:
                         await asyncio.sleep(0.05)     # a stuck ProxySQL: no answer, no error
                     if eng.latency_ms:

@@ -367,3 +367,31 @@ def test_a_pull_discards_unloaded_rows_and_a_same_second_conflict_holds_until_a_
     a_now, a_then = layers_2146(a), captured_layers("6_then_weight_on_a", "a")
     # (a's disk there kept a pull from b: the capture's first try of the same-second LOADs straddled a second)
     assert (a_now["runtime"], a_now["memory"]) == (a_then["runtime"], a_then["memory"])
+
+
+def test_a_load_in_flight_on_a_stopped_node_runs_when_it_answers_again(proxysql_double_factory):
+    """LAB FAIL_STATEMENTS {"pause": "on_resume"}: as a real ProxySQL stopped (SIGSTOP) with a LOAD in flight, the node
+    stops answering before it runs it and runs it once it answers again, after a peer's LOAD made meanwhile: its epoch
+    is then the newer, and a peer whose sync is on pulls it (the real pair's order, lab/tests/test_real_faults.py)."""
+    import threading
+
+    import MySQLdb
+
+    a, b = join_cluster(proxysql_double_factory(2), sync=True, variables=FAST)
+    b.query('LAB FAIL_STATEMENTS {"text": "LOAD MYSQL SERVERS TO RUNTIME", "pause": "on_resume"}')
+    b.query(layout(LAYOUT)[1])
+    before = b.engine.checksums["mysql_servers"]
+    conn = MySQLdb.connect(**b.connect_kwargs())
+    sent = threading.Thread(target=lambda: conn.cursor().execute("LOAD MYSQL SERVERS TO RUNTIME"), daemon=True)
+    sent.start()
+    assert wait_for(lambda: b.engine.mode == "hang")
+    load(a, layout(LAYOUT[2:]))
+    time.sleep(1.1)  # resumed a second later: epochs are whole seconds
+    assert b.engine.checksums["mysql_servers"] == before  # not run while it is stopped
+    b.set_mode("normal")
+    sent.join(5)
+    assert not sent.is_alive()
+    assert rows(b, SERVERS.format("runtime_mysql_servers")) == as_strings(LAYOUT[:1])
+    assert checksum(b)[1] > checksum(a)[1]  # run after the resume, the newest
+    assert wait_for(lambda: rows(a, SERVERS.format("disk.mysql_servers")) == as_strings(LAYOUT[:1]))  # pulled, saved
+    conn.close()

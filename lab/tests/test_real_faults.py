@@ -3,8 +3,8 @@ Galera lab, adopted through the product: a switchover with the second node pause
 and 2.5.5) and with it SIGKILLed at its move, save and autoinc_restore steps (and inside its SAVE's write, restarted
 after the rollback reached it or before: bench_faults.HALF_SAVED, BACK_BEFORE_UNDO), a change set with the second node
 paused at its apply step, a repair of real nodes, and a ProxySQL Cluster pair (sync at ProxySQL's defaults) through a
-switchover and a change set with a peer paused; then both nodes restarted (they load their disk) and every layer of
-both read: memory, runtime and disk equal to the inventory, and the nodes agreed on one writer.
+switchover and a change set with a peer paused (and resumed only after the rollback, the retry late); then both
+nodes restarted (they load their disk) and every layer of both read: memory, runtime and disk equal to the inventory, and the nodes agreed on one writer.
 
 Steps chosen for the budget (each row starts fresh real nodes, runs the operation, the product's retries and two
 restarts): move (switchover: the writer rows change there; a pause lands in the LOAD or in verify), save and
@@ -148,4 +148,24 @@ def test_proxysql_cluster_pair_change_set_with_a_peer_paused_at_apply(paused_clu
     row = paused_cluster.row("config", "apply")
     assert row.landed.endswith("p2 stopped") and row.after_retries in ("done", "rolled_back"), row
     assert ran_step(paused_cluster, HOLD_KEY)  # the default mode (Cluster.cluster_sync_mode "hold")
+    restarted_as_intended(row)
+
+
+@pytest.fixture
+def resumed_after_rollback(real_proxysql_factory, galera_lab, live_redis):
+    m = matrix_of(real_proxysql_factory, "2.7.1", bench_faults.RESUMED_AFTER_ROLLBACK, proxysql_cluster=True)
+    yield m
+    m.close()
+
+
+def test_proxysql_cluster_pair_change_set_with_a_peer_resumed_only_after_the_rollback(resumed_after_rollback):
+    """The order the paused row met 2 times in 5 under load, made certain: p2, stopped with its apply's LOAD in flight,
+    resumes only after p1's rollback and runs that LOAD then (the pair's newest change), and the retry comes more than
+    3 s later. p1 keeps its sync held until p2 took its undo (before, p1 restored it in the rollback, pulled p2's
+    change and saved it to disk: after the restarts p1 had the new weight)."""
+    row = resumed_after_rollback.row("config", "apply")
+    assert row.landed.endswith("p2 stopped, resumed after the rollback") and row.state == "rollback_pending", row
+    assert not [n for n in row.notes if n.startswith("before the retry: p1")], row.notes  # it pulled nothing
+    assert row.after_retries == "rolled_back", row
+    assert "retry: p1: 3 statement(s) ran; its rollback is complete" in row.notes, row.notes  # after p2's
     restarted_as_intended(row)

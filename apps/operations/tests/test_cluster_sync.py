@@ -7,10 +7,12 @@ import time
 
 import pytest
 
+from apps.audit.actor import Actor
 from apps.audit.tests.faults import answer, audit_outage  # noqa: F401 (a fixture)
 from apps.fleet.models import Server
-from apps.operations import drain, executor, repair, switchover
+from apps.operations import drain, executor, repair, rollbacks, switchover
 from apps.operations.choices import OperationState
+from apps.operations.models import PendingRollback
 from lab import demo
 
 from .conftest import run_plan
@@ -113,11 +115,14 @@ def test_a_switchover_paused_at_its_save_rolls_back_and_the_pending_retry_restor
     pause_at(paused, "SAVE MYSQL SERVERS TO DISK")
     op = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
     assert op.state == OperationState.ROLLBACK_PENDING, op.error
-    assert set(sync_settings(other)["runtime"].values()) == {"3"}  # restored where the rollback ran
+    # held where the rollback ran too, until the paused node took its undo (executor.keep_held)
+    assert sync_settings(other)["runtime"]["admin-cluster_mysql_servers_diffs_before_sync"] == "0"
     resume_later(paused)
-    assert sync_settings(paused)["runtime"]["admin-cluster_mysql_servers_diffs_before_sync"] == "0"  # still held
-    assert retry_now() == [f"proxysql-{paused_index + 1}: {len(retry_statements(op))} statement(s) ran; its "
-                           "rollback is complete"]
+    for double in doubles:
+        assert sync_settings(double)["runtime"]["admin-cluster_mysql_servers_diffs_before_sync"] == "0"  # still held
+    assert retry_now() == [f"proxysql-{paused_index + 1}: {len(retry_statements(op, paused_index))} statement(s) "
+                           "ran; its rollback is complete",
+                           f"proxysql-{2 - paused_index}: 4 statement(s) ran; its rollback is complete"]
     op.refresh_from_db()
     assert op.state == OperationState.ROLLED_BACK, op.error
     time.sleep(PULLS_DUE_S)
@@ -126,10 +131,52 @@ def test_a_switchover_paused_at_its_save_rolls_back_and_the_pending_retry_restor
         assert sql(d, "SELECT port FROM runtime_mysql_servers WHERE hostgroup_id=100") == [("3311",)]
 
 
-def retry_statements(op):
-    from apps.operations.models import PendingRollback
+def retry_statements(op, index):
+    return [s for r in PendingRollback.objects.filter(operation=op, node__name=f"proxysql-{index + 1}") for s in r.ran]
 
-    return [s for r in PendingRollback.objects.filter(operation=op) for s in r.ran]
+
+def pause_at_resume(double, text):
+    """The double stops answering as the first statement containing `text` arrives, and runs it when it answers
+    again: a ProxySQL stopped (SIGSTOP) with that statement in flight runs it on SIGCONT, its change then the
+    newest of the pair."""
+    demo.admin_sql(double.port, 'LAB FAIL_STATEMENTS {"text": "%s", "pause": "on_resume"}' % text,
+                   user=double.user, password=double.password)
+
+
+def servers(double):
+    return {k: v for k, v in layers(double).items() if k.endswith(" mysql_servers")}
+
+
+def test_a_rollback_keeps_the_sync_held_on_every_node_until_a_paused_one_took_its_undo(
+        adopted_cluster_lab, operator_user, live_redis):
+    """Issues 33/39: a node stopped with its drain's LOAD in flight runs it when it resumes, after the other node
+    rolled back: the pair's newest change. The node rolled back keeps its sync held (a pending row of its own, said)
+    until the paused one took its undo, then the retry restores it. Before, it restored its sync at once, pulled the
+    paused node's change about 3 s later and saved it to its disk (the real pair's test saw it after the restarts)."""
+    cluster, (first, second) = adopted_cluster_lab
+    before = {d.port: sync_settings(d) for d in (first, second)}
+    intent = servers(first)
+    started = time.time()
+    pause_at_resume(second, "LOAD MYSQL SERVERS TO RUNTIME")
+    op = run_plan(drain.plan_drain(Server.objects.get(port=3313)), operator_user)
+    assert op.state == OperationState.ROLLBACK_PENDING, op.error
+    held = PendingRollback.objects.get(operation=op, node__name="proxysql-1")
+    assert held.what_is_pending == ("rollback pending on proxysql-1: its ProxySQL Cluster sync is held until the "
+                                    "other nodes took theirs (restored then)")
+    assert "proxysql-1 (3 statement(s) not taken: its ProxySQL Cluster sync stays held until proxysql-2" in op.error
+    # the operator's button keeps the order too (proxysql-2, paused, still does not answer)
+    assert rollbacks.run_now(op, actor=Actor.rule("test"))[1] == (
+        "proxysql-1: not tried, its ProxySQL Cluster sync stays held until proxysql-2 took the undo")
+    resume_later(second)  # its drain's LOAD runs now
+    assert servers(first) == intent  # nothing pulled, nothing saved to its disk (a statement runs the checks due)
+    assert pulls_since((first, second), started) == {first.port: [], second.port: []}
+    assert retry_now() == ["proxysql-2: 6 statement(s) ran; its rollback is complete",
+                           "proxysql-1: 3 statement(s) ran; its rollback is complete"]
+    op.refresh_from_db()
+    assert op.state == OperationState.ROLLED_BACK, op.error
+    time.sleep(PULLS_DUE_S)
+    assert_cooperated((first, second), started, before)
+    assert servers(second) == intent
 
 
 def test_a_switchover_rolled_back_restores_the_sync_on_every_node(adopted_cluster_lab, operator_user):
