@@ -647,6 +647,16 @@ class ConsoleProcesses:
             time.sleep(0.1)
         raise RuntimeError(f"the celery worker was not ready within {timeout} s; see {self.worker.log.name}")
 
+    @staticmethod
+    def beat_ready(beat, timeout=60):
+        """Until beat has started its scheduler (it boots Django first: ~10 s at load 10)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and beat.poll() is None:
+            beat.log.seek(0)
+            if "beat: Starting..." in beat.log.read():
+                return
+            time.sleep(0.1)
+
     def worker_back(self, worker, mark, timeout=60):
         """After Redis came back: until the worker consumes again, reconnected, or (exited: before
         controlplane/broker.py, kombu's 'Unrecoverable error' closing a channel that held an unacknowledged message;
@@ -741,8 +751,9 @@ class ConsoleProcesses:
                 self.kill(self.beat)
             time.sleep(30)
             with self.lock:
-                self.start("beat")
+                beat = self.start("beat")
                 self.held.discard("beat")
+            self.beat_ready(beat)  # back when it schedules again, as the worker is when it consumes
         elif name == "database":
             self.database_outage(10)
         else:
