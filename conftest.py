@@ -267,22 +267,22 @@ def celery_broker(redis_server, settings):
 
 @pytest.fixture
 def celery_factory(tmp_path):
-    """start(kind, redis_url, concurrency=2, name=None, **env) runs a real `celery worker` or `celery beat`
-    subprocess against the test database (a worker named `name`, e.g. w1@hostA, when given); all are
-    stopped after the test. Returns the Popen (its log: tmp_path/<kind>-N.log)."""
+    """start(kind, redis_url, concurrency=2, name=None, args=(), **env) runs a real `celery worker` or `celery beat`
+    subprocess against the test database (a worker named `name`, e.g. w1@hostA, when given; `args` added to its
+    command line); all are stopped after the test. Returns the Popen (its log: tmp_path/<kind>-N.log)."""
     procs = []
 
-    def start(kind, redis_url, concurrency=2, name=None, **extra_env):
+    def start(kind, redis_url, concurrency=2, name=None, args=(), **extra_env):
         env = {**os.environ, "REDIS_URL": redis_url, "DATABASE_URL": database_url_for_subprocesses(),
                "DJANGO_SETTINGS_MODULE": "controlplane.settings", **{k: str(v) for k, v in extra_env.items()}}
-        args = [sys.executable, "-m", "celery", "-A", "controlplane", kind, "--loglevel", "INFO"]
+        command = [sys.executable, "-m", "celery", "-A", "controlplane", kind, "--loglevel", "INFO", *args]
         if kind == "worker":
-            args += ["--concurrency", str(concurrency), "--without-gossip", "--without-mingle"]
-            args += ["-n", name] if name else []
+            command += ["--concurrency", str(concurrency), "--without-gossip", "--without-mingle"]
+            command += ["-n", name] if name else []
         else:
-            args += ["--schedule", str(tmp_path / f"beat-schedule-{len(procs)}")]
+            command += ["--schedule", str(tmp_path / f"beat-schedule-{len(procs)}")]
         log = open(tmp_path / f"{kind}-{len(procs)}.log", "w+")
-        proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         proc.log = log
         procs.append(proc)
         if kind == "worker":

@@ -3,8 +3,11 @@ import os
 
 from celery import Celery
 
+from controlplane import broker
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
+broker.use()  # kombu's Redis transport, fixed for a worker whose Redis was lost (see broker.py)
 app = Celery("controlplane")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.update(

@@ -547,6 +547,17 @@ def run(kinds=KINDS, steps=None, pause_s=3.0, latency_ms=50, retry_s=40, out=pri
 # -- the console's own faults (issue 39 item 3) -----------------------------------------------------------
 CONSOLE_KINDS = ("switchover", "drain", "config", "repair")
 CONSOLE_FAULTS = ("worker", "redis", "database", "beat")
+TWO_FAULTS = ("worker+redis", "worker+database", "redis+beat", "worker+beat")  # --faults two: both in the same step
+
+
+def console_faults(names):
+    """The faults asked for: each of CONSOLE_FAULTS, or two of them joined by '+'; 'two' stands for TWO_FAULTS.
+    Raises ValueError naming an unknown one."""
+    faults = [f for name in names for f in (TWO_FAULTS if name == "two" else (name,))]
+    unknown = [f for f in faults if not f or any(part not in CONSOLE_FAULTS for part in f.split("+"))]
+    if unknown:
+        raise ValueError(", ".join(unknown))
+    return faults
 REAP_TICK_S = 5  # beat's schedule of operations.reap_stale (controlplane/celery.py)
 ENDED = {OperationState.DONE, OperationState.ROLLED_BACK, OperationState.FAILED, OperationState.CANCELLED,
          OperationState.EXPIRED, OperationState.REFUSED}
@@ -652,9 +663,20 @@ class ConsoleProcesses:
             time.sleep(0.1)
         raise RuntimeError(f"the celery worker was not ready within {timeout} s; see {self.worker.log.name}")
 
+    @staticmethod
+    def beat_ready(beat, timeout=60):
+        """Until beat has started its scheduler (it boots Django first: ~10 s at load 10)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and beat.poll() is None:
+            beat.log.seek(0)
+            if "beat: Starting..." in beat.log.read():
+                return
+            time.sleep(0.1)
+
     def worker_back(self, worker, mark, timeout=60):
-        """After Redis came back: until the worker consumes again, reconnected, or (exited: kombu's 'Unrecoverable
-        error' closing a channel that holds an unacknowledged message) restarted by the supervisor and ready."""
+        """After Redis came back: until the worker consumes again, reconnected, or (exited: before
+        controlplane/broker.py, kombu's 'Unrecoverable error' closing a channel that held an unacknowledged message;
+        or killed by the same step's other fault) restarted and ready."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             worker.log.seek(mark)
@@ -718,6 +740,14 @@ class ConsoleProcesses:
 
     # -- the faults: each returns when the fault is over and the process is back (as a supervisor restarts it)
     def fault(self, name):
+        """One fault, or two at once ("worker+redis": each begun in the same instant, over when both are)."""
+        if "+" in name:
+            both = [threading.Thread(target=self.fault, args=(part,), daemon=True) for part in name.split("+")]
+            for thread in both:
+                thread.start()
+            for thread in both:
+                thread.join()
+            return
         if name == "worker":
             with self.lock:
                 self.kill(self.worker)
@@ -737,8 +767,9 @@ class ConsoleProcesses:
                 self.kill(self.beat)
             time.sleep(30)
             with self.lock:
-                self.start("beat")
+                beat = self.start("beat")
                 self.held.discard("beat")
+            self.beat_ready(beat)  # back when it schedules again, as the worker is when it consumes
         elif name == "database":
             self.database_outage(10)
         else:

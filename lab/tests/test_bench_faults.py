@@ -86,3 +86,43 @@ def test_the_console_matrix_kills_the_real_worker_in_a_switchovers_last_step_and
     assert killed.resolved_s is not None and killed.resolved_s <= target, killed
     line = bench_faults.console_table([killed]).splitlines()[-1]
     assert line.startswith("| switchover | inventory | worker | inventory | ")
+
+
+def test_the_console_faults_named_two_at_once():
+    assert bench_faults.console_faults(["redis", "worker+redis"]) == ["redis", "worker+redis"]
+    assert bench_faults.console_faults(["two"]) == list(bench_faults.TWO_FAULTS)
+    with pytest.raises(ValueError, match="worker\\+disk"):
+        bench_faults.console_faults(["worker+disk"])
+
+
+def test_the_console_matrix_kills_the_worker_and_redis_in_the_same_step(galera_lab, tmp_path, settings):
+    """Two faults at once (issue 39): the worker and Redis SIGKILLed in the switchover's last step; the new worker
+    comes up on the new, empty Redis and the reaper finishes the operation from its plan."""
+    from conftest import database_url_for_subprocesses
+    from controlplane.celery import app
+
+    processes = bench_faults.ConsoleProcesses(str(tmp_path), stale_after_s=3,
+                                              database_url=database_url_for_subprocesses())
+    processes.up()
+    try:
+        settings.REDIS_URL = settings.CELERY_BROKER_URL = processes.url  # put back after the test by the fixture
+        matrix = bench_faults.ConsoleFaultMatrix(processes, bound_s=60, out=lambda line: None)
+        matrix.point_broker()
+        try:
+            before = (processes.worker.pid, processes.redis.pid)
+            row = matrix.console_row("switchover", "inventory", "worker+redis")
+            after = (processes.worker.pid, processes.redis.pid)
+        finally:
+            matrix.close()
+    finally:
+        processes.down()
+        app.conf.broker_url = None
+        app._pool = None
+        app.amqp._producer_pool = None
+    assert row.landed.startswith("inventory") and row.fault_s is not None, row
+    assert before[0] != after[0] and before[1] != after[1], (before, after)  # both were killed and started again
+    assert row.cells()[5:10] == ["done", "equal", "equal", "agreed (3312)", "none"], row
+    assert row.as_targeted(3 + bench_faults.REAP_TICK_S), row
+    assert not [n for n in row.notes if "exited" in n], row.notes  # nothing the supervisor had to restart
+    line = bench_faults.console_table([row]).splitlines()[-1]
+    assert line.startswith("| switchover | inventory | worker+redis | inventory | ")

@@ -50,7 +50,9 @@ class Command(BaseCommand):
                             help="the console's own faults instead (issue 39): the worker, Redis, the database, beat "
                                  "at each step of a switchover, drain, change set and repair run by a real Celery worker")
         parser.add_argument("--faults", default=",".join(bench_faults.CONSOLE_FAULTS),
-                            help=f"--console: comma-separated, of {', '.join(bench_faults.CONSOLE_FAULTS)} (default: all)")
+                            help=f"--console: comma-separated, of {', '.join(bench_faults.CONSOLE_FAULTS)} (default: all), "
+                                 "two at once joined by '+' (worker+redis), or 'two' for "
+                                 f"{', '.join(bench_faults.TWO_FAULTS)}")
         parser.add_argument("--stale-seconds", type=float, default=3.0,
                             help="--console: the heartbeat window (OPERATIONS_STALE_AFTER_S of the worker and beat; "
                                  "default 3)")
@@ -88,7 +90,10 @@ class Command(BaseCommand):
     def console(self, operations, steps, faults, latency_ms, lab_name, keep_lab, stale_s, bound_s):
         kinds = _list(operations) if operations != ",".join(bench_faults.KINDS) else list(bench_faults.CONSOLE_KINDS)
         unknown = [k for k in kinds if k not in bench_faults.CONSOLE_KINDS]
-        unknown += [f for f in _list(faults) if f not in bench_faults.CONSOLE_FAULTS]
+        try:
+            faults = ",".join(bench_faults.console_faults(_list(faults)))
+        except ValueError as exc:
+            unknown.append(str(exc))
         if unknown:
             raise SystemExit(f"unknown: {', '.join(unknown)}; operations {', '.join(bench_faults.CONSOLE_KINDS)}, "
                              f"faults {', '.join(bench_faults.CONSOLE_FAULTS)}")
