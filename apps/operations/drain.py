@@ -91,7 +91,7 @@ def plan_drain(server, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLB
     pinned_total = sum(len(v) for v in pinned.values())
     return shared.annotate(Plan(
         OperationKind.DRAIN, cluster.pk, f"Maintenance drain of {server} ({cluster.name})", guards, steps,
-        facts={"pinned": pinned, "pinned_total": pinned_total, "sessions_cut_if_timeout": pinned_total},
+        facts={"pinned": pinned, "pinned_total": pinned_total, "sessions_cut_if_timeout": pinned_total, "server": str(server)},
         options={"server": server.pk, "drain_timeout_ms": timeout, "on_timeout": on_timeout, "note": note}), cluster)
 
 
