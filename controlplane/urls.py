@@ -26,3 +26,5 @@ urlpatterns = [
     path("metrics/pool", pool_metrics, name="pool_metrics"),
     path("metrics/targets", metrics_targets, name="metrics_targets"),
 ]
+
+handler403 = "apps.accounts.views.permission_denied"  # the refusal with a way back

@@ -153,3 +153,16 @@ def token_revoke(request, pk):
     except tokens.Refused as exc:
         messages.info(request, str(exc))
     return redirect("accounts:tokens")
+
+
+def permission_denied(request, exception):
+    """The 403 page (handler403): the refusal, and a way back: the page the user came from when it is one of the
+    console's own (the Referer, checked against this host), else the fleet overview."""
+    from django.utils.http import url_has_allowed_host_and_scheme
+
+    referer = request.META.get("HTTP_REFERER", "")
+    came_from = referer if referer and url_has_allowed_host_and_scheme(
+        referer, allowed_hosts={request.get_host()}, require_https=request.is_secure()) else ""
+    response = TemplateResponse(request, "403.html", {"exception": str(exception) or "", "came_from": came_from},
+                                status=403)
+    return response.render()

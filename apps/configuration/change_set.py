@@ -115,8 +115,9 @@ def plan_change_set(cs):
         guards.append(planning().pending_guard(cluster))
     guards += [Guard(f.key, f.label, False, f.value, f.overridable) for f in findings if f.blocking]
     if not any(f.blocking for f in findings):
+        warnings, infos = (sum(1 for f in findings if not f.blocking and f.info is info) for info in (False, True))
         guards.append(Guard("effect_check", "Effect check: nothing blocking found", True,
-                            f"{sum(1 for f in findings if not f.blocking)} warning(s)"))
+                            f"{warnings} warning(s)" + (f", {infos} for information" if infos else "")))
 
     readable = {pk: nc for pk, nc in nodes.items() if not nc.error}
     apply_nodes = {str(pk): {"name": nc.name, "sql": nc.plan.sql, "rollback": nc.plan.rollback}
@@ -145,11 +146,24 @@ def plan_change_set(cs):
         # per node, each user written: its password kept as the node has it or set (the form, never the value)
         "passwords": {nc.name: nc.plan.passwords for nc in readable.values() if nc.plan.passwords},
     }
-    title = (f"Configuration of {cluster.name}: version {cs.base.number} → {number}" if not write_back else
-             f"Configuration of {cluster.name}: write version {number} back") + (f" ({cs.reason})" if cs.reason else "")
+    # What the change set does, not its first edit's reason (that stays on the change set and in facts["reason"]).
+    title = (f"Change set #{cs.pk} on {cluster.name}: {what_changes(intended)} (version {cs.base.number} → {number})"
+             if not write_back else f"Configuration of {cluster.name}: write version {number} back")
     plan = Plan(CONFIG, cluster.pk, title[:300], guards, steps, facts, options={"change_set": cs.pk},
                 secrets=placed)
     return planning().annotate(plan, cluster), collector
+
+
+CHANGED_NOUNS = {"mysql_servers": "server row", "mysql_query_rules": "query rule", "mysql_users": "user",
+                 "scheduler": "scheduler row", "mysql_galera_hostgroups": "Galera hostgroup row",
+                 "mysql_replication_hostgroups": "replication hostgroup row"}
+
+
+def what_changes(intended):
+    """'3 query rules, 1 user, 2 variables': the rows a change set adds, changes or removes, per table."""
+    counts = [(CHANGED_NOUNS.get(table, table), len(rows)) for table, rows in intended.by_table().items()]
+    counts += [("variable", len(intended.variables)), ("hostgroup role", len(intended.roles))]
+    return ", ".join(f"{n} {noun}{'s' if n != 1 else ''}" for noun, n in counts if n) or "no change"
 
 
 def replan(cluster, options):

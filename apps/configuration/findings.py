@@ -26,6 +26,7 @@ class Finding:
     value: str
     blocking: bool
     overridable: bool = True
+    info: bool = False  # a figure to read, no risk (a rule's traffic share, a mirror load within its limit)
 
 
 def _online(content, hostgroup):
@@ -357,7 +358,8 @@ def traffic_findings(target, changed_rules, traffic, node_figures):
                            f"{n:,} of {total_n:,} queries, {t / 1e6:.1f} s of {total_t / 1e6:.1f} s, over "
                            f"{len({r.digest for r in rows})} digest(s)"
                            + (f"; the busiest: {busiest.digest_text[:120]!r}" if busiest else "")
-                           + (" (the busiest digests only: more were stored)" if traffic.truncated else ""), False))
+                           + (" (the busiest digests only: more were stored)" if traffic.truncated else ""), False,
+                           info=True))
         rule = rules[rule_id]
         if rows and (rule["mirror_hostgroup"] is not None or rule["mirror_flagOUT"] is not None):
             out += _mirror_load(rule_id, rows, traffic.seconds, target, node_figures)
@@ -379,7 +381,8 @@ def _mirror_load(rule_id, rows, seconds, target, node_figures):
              f"(or its digest's average): about {busy:,.1f} mirror sessions busy at once, against "
              f"mysql-mirror_max_concurrency {limit}")
     if busy <= limit:
-        return [Finding("mirror_load", f"Mirror rule {rule_id}: predicted mirror load within its limit", words, False)]
+        return [Finding("mirror_load", f"Mirror rule {rule_id}: predicted mirror load within its limit", words, False,
+                         info=True)]
     return [Finding("mirror_overload", f"Mirror rule {rule_id} would exceed mysql-mirror_max_concurrency",
                     words + f": the rest queue until mysql-mirror_max_queue_length, then about "
                     f"{1 - limit / busy:.0%} of the copies would be dropped silently. Raise the limit or mirror less.",

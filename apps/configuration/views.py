@@ -5,6 +5,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
@@ -13,6 +14,7 @@ from apps.accounts.roles import OPERATOR, VIEWER, require_role
 from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.fleet.models import Cluster, ProxySQLNode
+from apps.pages.fragments import fragment_response
 from controlplane.converters import parse_id
 
 from . import content as C
@@ -54,8 +56,11 @@ def _tables(content):
 def cluster_drift(request, cluster_pk):
     """htmx partial: each node's memory, runtime and disk against the current version (drift.py), table by table."""
     cluster = get_object_or_404(Cluster, pk=cluster_pk)
-    return TemplateResponse(request, "configuration/cluster.html#drift", {"cluster": cluster,
-                                                                          "drift": drift.cluster_drift(cluster)})
+    return fragment_response(request, "configuration/cluster.html#drift",
+                             {"cluster": cluster, "drift": drift.cluster_drift(cluster)},
+                             title=f"Drift of {cluster.name}: each node against the current version",
+                             back_url=reverse("configuration:cluster", args=[cluster.pk]),
+                             back_label=f"Configuration of {cluster.name}")
 
 
 @require_role(VIEWER)

@@ -33,10 +33,11 @@ def check(key, value):
 
 
 def parse(text):
-    """{key: value} from "env=prod, region=eu-west" (empty: no tags), or BadTag."""
+    """{key: value} from "env=prod, region=eu-west" (empty: no tags), or BadTag. "env:prod", the way the filter and
+    the search were once written, is taken too (a key holds no ':'); tags are always shown as key=value."""
     pairs = []
     for part in (p for p in text.split(",") if p.strip()):
-        key, sep, value = part.partition("=")
+        key, sep, value = part.partition("=") if "=" in part else part.partition(":")
         if not sep:
             raise BadTag(f"{part.strip()[:40]!r}: write each tag as key=value.")
         pairs.append((key, value))
@@ -73,10 +74,10 @@ def refused(cluster, error, *, actor):
 
 
 def parse_filter(text):
-    """(key, value) from a filter "env:prod" (or "env=prod"), or BadTag."""
-    key, sep, value = text.replace("=", ":", 1).partition(":")
+    """(key, value) from a filter "env=prod" (or "env:prod"), or BadTag."""
+    key, sep, value = text.partition("=") if "=" in text else text.partition(":")
     if not sep:
-        raise BadTag(f"{text[:40]!r}: filter by tag as key:value, e.g. env:prod.")
+        raise BadTag(f"{text[:40]!r}: filter by tag as key=value, e.g. env=prod.")
     return check(key, value)
 
 

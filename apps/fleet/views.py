@@ -16,6 +16,7 @@ from apps.clients.wire import ClientError
 from apps.dr import selectors as dr_selectors  # the DR channels panel of the cluster page
 from apps.monitoring import selectors as monitoring_selectors  # the monitoring sections of these pages
 from apps.pages import fleet as fleet_pages
+from apps.pages.fragments import fragment_response
 from apps.pages import node as node_pages
 from apps.operations.choices import OperationState
 from apps.operations import rollbacks  # the rollback-pending banner
@@ -107,8 +108,10 @@ def cluster_drift(request, pk):
     from apps.configuration import drift as engine
 
     cluster = get_object_or_404(Cluster, pk=pk)
-    return TemplateResponse(request, "fleet/cluster_detail.html#drift",
-                            {"cluster": cluster, "drift": engine.cluster_drift(cluster)})
+    return fragment_response(request, "fleet/cluster_detail.html#drift",
+                             {"cluster": cluster, "drift": engine.cluster_drift(cluster)},
+                             title=f"Drift of {cluster.name}", back_url=cluster.get_absolute_url() + "#drift-section",
+                             back_label=f"Cluster {cluster.name}")
 
 
 @require_role(VIEWER)

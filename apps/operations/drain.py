@@ -63,14 +63,17 @@ def plan_drain(server, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLB
     guards = [
         Guard("proxysql_reachable", "Every ProxySQL node of the cluster answers", not unreachable,
               "; ".join(unreachable) or "yes", False),
-        Guard("not_the_writer", "The server is not the cluster's only writer (use a switchover first)", not only_writer,
-              "it is the only writer" if only_writer else "no", False),
+        # Said positively, with what was seen ("not ... only writer: no" read as a double negative).
+        Guard("not_the_writer", "Another writer stays for the cluster (if the server is its only writer: a switchover "
+              "first)", not only_writer, "no: it is the only writer" if only_writer else
+              ("yes: it is one of the writers" if server.pk in {m.server_id for m in writers} else "yes: not a writer"),
+              False),
         Guard("min_readers", f"At least {cluster.min_available_readers} reader(s) stay ONLINE",
               readers_left >= cluster.min_available_readers, f"{readers_left} left"),
         Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
         rollbacks.guard(cluster),
-        Guard("not_in_maintenance", "The server is not already in maintenance", not server.maintenance,
-              "in maintenance" if server.maintenance else "no", False),
+        Guard("not_in_maintenance", "The server is in service (a drained one is restored, not drained again)",
+              not server.maintenance, "in maintenance" if server.maintenance else "yes", False),
         Guard("drain_timeout", "A drain timeout is set", timeout > 0, f"{timeout} ms", False),
     ]
     nodes = lambda part: {str(pk): {"name": v["name"], **v[part]} for pk, v in per_node.items()}  # noqa: E731
@@ -91,7 +94,7 @@ def plan_drain(server, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLB
     pinned_total = sum(len(v) for v in pinned.values())
     return shared.annotate(Plan(
         OperationKind.DRAIN, cluster.pk, f"Maintenance drain of {server} ({cluster.name})", guards, steps,
-        facts={"pinned": pinned, "pinned_total": pinned_total, "sessions_cut_if_timeout": pinned_total},
+        facts={"pinned": pinned, "pinned_total": pinned_total, "sessions_cut_if_timeout": pinned_total, "server": str(server)},
         options={"server": server.pk, "drain_timeout_ms": timeout, "on_timeout": on_timeout, "note": note}), cluster)
 
 

@@ -291,20 +291,23 @@ def _held_guard(held, on_timeout, longer_timeout, drain_timeout_ms):
 
 
 def _autoinc_way(lower_autoinc, pinned, inferred):
-    """(lower_autoinc resolved, the facts saying who chose it and why)."""
+    """(lower_autoinc resolved, the facts saying who chose it and why). inferred: the extended processlist is off,
+    so the connections' reason is not read, only that the variable is not 0 where they are."""
     chosen_by = "planner" if lower_autoinc is None else "operator"
     if lower_autoinc is None:
         lower_autoinc = pinned > 0
     why = (f"{pinned} session(s) pinned by {AUTOINC}" if not inferred else
-           f"{pinned} session(s) pinned, by {AUTOINC} as far as can be told (the extended processlist is off on "
-           f"a node where it is not 0)")
+           f"{pinned} connection(s) in use on the old writer, on nodes where {AUTOINC} is not 0 (it keeps a "
+           f"connection to the writer for the next statements after an INSERT, so under continuous writes it may "
+           f"never be returned)")
     reason = ""
     if lower_autoinc and chosen_by == "planner":
-        reason = f"{why}: lowering it to 0 for the drain, restored after"
+        reason = f"{why}: lowering it to 0 for the drain, restored after" + (" (a precaution)" if inferred else "")
     elif lower_autoinc:
         reason = f"chosen by the operator: lowering {AUTOINC} to 0 for the drain, restored after"
     elif pinned and chosen_by == "operator":
-        reason = f"{why}, and the operator chose not to lower it: under continuous writes this drain will not finish"
+        reason = (f"{why}, and the operator chose not to lower it: under continuous writes this drain "
+                  f"{'may' if inferred else 'will'} not finish")
     return lower_autoinc, {"taken": lower_autoinc, "chosen_by": chosen_by, "pinned": pinned, "inferred": inferred,
                            "reason": reason}
 
@@ -319,30 +322,68 @@ def notes(plan):
         out.append({"level": "info", "text": facts["cluster_sync_propagated"]["said"] + "."})
     if facts.get("replica_undo"):  # dr/moves.py: the new replica's user cannot RESET SLAVE ALL
         out.append({"level": "warning", "text": facts["replica_undo"][0].upper() + facts["replica_undo"][1:] + "."})
+    server = _drained(plan)
     if facts.get("pinned_total"):
-        reasons = ", ".join(f"{r} × {n}" for r, n in facts.get("pinned_reasons", {}).items())
-        out.append({"level": "info", "text": f"Sessions holding the server to drain: {facts['pinned_total']} when planned"
-                                             + (f" (reasons: {reasons})." if reasons else ".")})
-        for n in facts.get("nodes", {}).values():
-            if n.get("processlist_extended") == "0":
-                out.append({"level": "info", "text": f"{n['name']}: the extended processlist is off, so ProxySQL does "
-                            "not say why a session is pinned (SET mysql-show_processlist_extended=1; LOAD MYSQL "
-                            "VARIABLES TO RUNTIME turns it on)."})
+        out += _in_use_notes(plan, server)
     way = facts.get("autoinc_way") or {"pinned": facts.get("pinned_total", 0) if _autoinc_likely(facts) else 0}
     if way.get("taken") and way.get("reason"):
         out.append({"level": "info", "text": f"The auto-increment way: {way['reason']}."})
     elif way.get("pinned") and not options.get("lower_autoinc"):
         values = ", ".join(f"{n['name']}: {n.get('autoinc') or '?'}" for n in facts.get("nodes", {}).values())
-        out.append({"level": "warning", "text": f"These sessions are pinned by auto-increment tokens ({AUTOINC} is "
-                    f"{values}). Under continuous writes they never release the old writer, so this drain will not "
-                    f"finish. Safe ways through: plan again lowering {AUTOINC} to 0 during the drain (the default), or "
-                    f"a longer drain timeout. OFFLINE_HARD would cut {facts['pinned_total']} session(s)."})
+        if way.get("inferred"):  # the extended processlist is off: likely, not read
+            said = (f"These connections may be held by auto-increment tokens ({AUTOINC} is {values}): under "
+                    f"continuous writes such a connection is never returned, so this drain may not finish.")
+        else:
+            said = (f"These sessions are pinned by auto-increment tokens ({AUTOINC} is {values}). Under continuous "
+                    f"writes they never release the old writer, so this drain will not finish.")
+        out.append({"level": "warning", "text": f"{said} Safe ways through: plan again lowering {AUTOINC} to 0 during "
+                    f"the drain (the default), or a longer drain timeout. OFFLINE_HARD would cut "
+                    f"{facts['pinned_total']} session(s)."})
     if facts.get("held"):
         out.append({"level": "error" if not plan.guards_passed else "warning",
                     "text": f"Pinned for a reason the drain cannot undo: {'; '.join(facts['held'])}."})
     if options.get("on_timeout") == OnDrainTimeout.OFFLINE_HARD:
-        out.append({"level": "error", "text": "If the drain times out, OFFLINE_HARD will cut the sessions still on the "
-                                              f"old writer: {facts.get('sessions_cut_if_timeout', 0)} now."})
+        out.append({"level": "error", "text": f"If the drain times out, OFFLINE_HARD will cut the sessions still on "
+                                              f"{server}: {facts.get('sessions_cut_if_timeout', 0)} now."})
+    return out
+
+
+def _drained(plan):
+    """The server the plan drains, as the notes name it: a switchover's old writer, a drain's backend."""
+    if plan.kind == OperationKind.SWITCHOVER:
+        return f"the old writer {plan.facts['old_writer']}" if plan.facts.get("old_writer") else "the old writer"
+    return plan.facts.get("server") or "the server to drain"
+
+
+def _in_use_notes(plan, server):
+    """The connections in use on the server to drain when planned, per node; why, where the extended processlist
+    says it (off: said plainly that it cannot be read, and how to turn it on); what the drain does with them."""
+    facts = plan.facts
+    if "nodes" in facts:  # a switchover: per node id
+        by_node = {n["name"]: (n.get("pinned") or [], n.get("processlist_extended")) for n in facts["nodes"].values()}
+    else:  # a drain: per node name
+        by_node = {name: (sessions, None) for name, sessions in (facts.get("pinned") or {}).items()}
+    unread = [name for name, (sessions, extended) in by_node.items()
+              if any(s["reasons"][0].startswith("unknown") for s in sessions) or (sessions and extended == "0")]
+    reasons = Counter(r for sessions, _ in by_node.values() for s in sessions for r in s["reasons"]
+                      if not r.startswith("unknown"))
+    counts = ", ".join(f"{name}: {len(sessions)}" for name, (sessions, _) in by_node.items() if sessions)
+    text = f"{facts['pinned_total']} connection(s) in use on {server} when planned ({counts})."
+    if reasons:
+        text += " Read from the extended processlist: " + ", ".join(f"{r} × {n}" for r, n in sorted(reasons.items())) + "."
+    if unread:
+        text += (f" Why {'the others are' if reasons else 'they are'} in use cannot be read: {EXTENDED} is 0 on "
+                 f"{', '.join(unread)} (SET {EXTENDED}=1; LOAD MYSQL VARIABLES TO RUNTIME there, and plan again, "
+                 f"names the reason per connection).")
+    out = [{"level": "info", "text": text}]
+    wait = next((s for s in plan.steps if s.kind == WAIT_DRAIN), None)
+    if wait is not None:
+        then = ("cuts those still in use (OFFLINE_HARD)" if wait.params.get("on_timeout") == OnDrainTimeout.OFFLINE_HARD
+                else "rolls back: the server ONLINE again as before, no connection cut")
+        out.append({"level": "info", "text": f"The drain sets {server} OFFLINE_SOFT: no new statement goes to it, and "
+                    f"each connection is returned to the pool when its statement or transaction ends. It waits up to "
+                    f"{wait.params['timeout_ms']} ms (probing every {wait.params['poll_ms']} ms) for ConnUsed 0 on "
+                    f"every node; if some are still in use then, it {then}."})
     return out
 
 

@@ -28,5 +28,7 @@ def overview_context(request):
             tags.parse_filter(tag_text)
         except tags.BadTag as exc:
             tag_error = str(exc)
+    if "tag" in args:  # shown one way, key=value, however it was typed
+        tag_text = "=".join(args["tag"])
     return {**overview.fleet_overview(**args), "pending_rollbacks": rollbacks.banner(), **firing_summary(),
             "tag": tag_text, "tag_error": tag_error}

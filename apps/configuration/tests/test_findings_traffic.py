@@ -91,3 +91,44 @@ def test_the_change_set_plan_carries_the_captured_share_over_the_stored_digests(
     share = [w for w in plan.facts["warnings"] if w["key"] == "rule_traffic_share"]
     assert share and share[0]["label"].startswith("Rule 5 would capture 90.0% of the last ")
     assert "1,800 of 2,000 queries" in share[0]["value"]
+
+
+def test_the_config_plan_page_tells_information_from_risk_names_the_change_and_shows_its_sql_compactly(
+        adopted_lab, operator_user, operator_client):
+    """Issue 36 item 11: a rule's traffic share and a real risk had the same "warning" badge; each query rule was a
+    35-column REPLACE with ~30 NULLs, repeated for every node; the operation's title was the first edit's reason."""
+    import re
+
+    from apps.configuration import services
+    from apps.fleet.models import ProxySQLNode
+    from apps.operations.change_set import plan_and_save
+
+    cluster, _ = adopted_lab
+    now = int(time.time())
+    for proxysql in ProxySQLNode.objects.filter(cluster=cluster):
+        stat(source(proxysql, hostgroup=100, username="utest", schemaname="sbtest"), digest(ORDERS), now - 3000, 900,
+             9_000_000)
+    actor = Actor.command(operator_user)
+    cs = services.start_change_set(cluster, actor=actor, reason="orders to the readers")
+    for rule_id, row in ((4, {"destination_hostgroup": 100}), (5, {"match_digest": "FROM orders",
+                                                                   "destination_hostgroup": 101})):
+        services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
+                               "row": {"rule_id": rule_id, "active": 1, "apply": 1, **row}}, actor=actor)
+    op = plan_and_save(cs, actor=actor)
+    assert op.title == f"Change set #{cs.pk} on galera-lab: 2 query rules (version {cs.base.number} → {cs.base.number + 1})"
+    page = operator_client.get(op.get_absolute_url()).content.decode()
+    assert f"<h1>{op.title}</h1>" in page and "orders to the readers" in page  # the reason stays, beside it
+    # The share is information; rule 4 (a catch-all before rule 5) is a risk: the warning style is kept for it.
+    levels = dict(re.findall(r'data-finding="(\w+)"><td>.*?data-level="(\w+)"', page))
+    assert levels["rule_traffic_share"] == "info" and levels["rule_never_matches"] == "warning"
+    # Each REPLACE shown without its NULL columns, saying how many; every column exactly as sent, folded below.
+    sent = [s for s in op.plan["steps"][0]["nodes"].values()][0]["sql"]
+    [full] = [s for s in sent if s.startswith("REPLACE INTO mysql_query_rules") and "'FROM orders'" in s]
+    assert full.count("NULL") > 25
+    shown = re.search(r"REPLACE INTO mysql_query_rules \(([\w,]+)\) VALUES \(([^)]*&#x27;FROM orders&#x27;[^)]*)\);"
+                      r" <span class=\"muted\" data-nulls-left-out>-- and (\d+) columns NULL</span>", page)
+    assert shown and "NULL" not in shown.group(2) and "match_digest" in shown.group(1)
+    assert len(shown.group(1).split(",")) + int(shown.group(3)) == full.split(") VALUES")[0].count(",") + 1
+    assert page.count(full.replace("'", "&#x27;")) == 1  # once, under "exactly as sent", for the first node only
+    # The second node runs the same statements: said, not repeated.
+    assert 'data-same-as="proxysql-1">proxysql-2: the same ' in page

@@ -71,8 +71,9 @@ def test_a_revert_across_a_switchover_keeps_the_writer_and_says_so(versioned_lab
     assert revert.reason.endswith("version 1's writer was 127.0.0.1:3311.")
     op, plan = run(revert, operator_user)
     assert op.state == "done", op.error
-    assert plan.title.startswith("Configuration of galera-lab: version 3 → 4 (revert to version 1. The revert keeps "
-                                 "the writer 127.0.0.1:3312")
+    # The title says what the change set does (issue 36 item 11); its reason is kept beside it.
+    assert plan.title == f"Change set #{revert.pk} on galera-lab: 1 server row (version 3 → 4)"
+    assert plan.facts["reason"].startswith("revert to version 1. The revert keeps the writer 127.0.0.1:3312")
     assert [line["key"] for line in plan.facts["intended_diff"]] == [[101, "127.0.0.1", 3313]]
     statements = [s for n in plan.steps[0].nodes.values() for s in n["sql"] + n["rollback"]]
     assert any("3313" in s for s in statements) and not [s for s in statements if WRITER_ROW.search(s)]

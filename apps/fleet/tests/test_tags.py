@@ -59,7 +59,7 @@ def test_the_fleet_page_and_the_api_filter_by_tag(client, viewer_user):
     make("test-a", env="test")
     client.force_login(viewer_user)
     page = client.get("/", {"tag": "env:prod"}).content.decode()
-    assert "prod-a" in page and "prod-b" in page and "test-a" not in page and "tagged env:prod" in page
+    assert "prod-a" in page and "prod-b" in page and "test-a" not in page and "tagged env=prod" in page
     page = client.get("/", {"tag": "team:payments"}).content.decode()
     assert "prod-a" in page and "prod-b" not in page
     none = client.get("/", {"tag": "env:staging"})
@@ -71,7 +71,7 @@ def test_the_fleet_page_and_the_api_filter_by_tag(client, viewer_user):
     listed = api.get("/api/v1/clusters/", {"tag": "env:prod"}).json()["results"]
     assert [(c["name"], c["tags"]) for c in listed] == [("prod-a", {"env": "prod", "team": "payments"}),
                                                         ("prod-b", {"env": "prod"})]
-    assert "key:value" in error_of(api.get("/api/v1/clusters/", {"tag": "prod"}), 400)["fields"]["tag"][0]
+    assert "key=value" in error_of(api.get("/api/v1/clusters/", {"tag": "prod"}), 400)["fields"]["tag"][0]
     one = api.get(f"/api/v1/clusters/{Cluster.objects.get(name='test-a').pk}/").json()
     assert one["tags"] == {"env": "test"}
 
@@ -139,3 +139,19 @@ def test_a_tag_list_cut_by_the_database_ends_with_an_ellipsis():
     cut = ",".join(f"k{i:02d}={'v' * 90}" for i in range(11))[:tags.GROUP_CONCAT_CUT]
     shown = tags.from_text(cut)
     assert shown[-1] == "…" and len(shown) == 11 and all(len(t) == 94 for t in shown[:-1])
+
+
+def test_the_editor_takes_both_ways_of_writing_a_tag_and_every_page_shows_one(client, operator_user):
+    """Issue 36 item 12: the filter and the search said env:prod, the editor env=prod (and refused env:prod)."""
+    assert tags.parse("env:prod, region=eu-west, url=http://x:1") == {"env": "prod", "region": "eu-west",
+                                                                      "url": "http://x:1"}
+    cluster = make("c1")
+    client.force_login(operator_user)
+    done = client.post(reverse("fleet:cluster_tags", args=[cluster.pk]), {"tags": "env:prod, team=payments"},
+                       follow=True).content.decode()
+    assert "Tags saved." in done and tags.of(cluster) == {"env": "prod", "team": "payments"}
+    assert 'data-tag="env=prod"' in done and f'href="{reverse("fleet:overview")}?tag=env=prod"' in done
+    overview = client.get("/", {"tag": "env:prod"}).content.decode()
+    assert "tagged env=prod" in overview and 'placeholder="env=prod"' in overview
+    assert 'value="env=prod"' in overview and "env:prod" not in overview
+    assert "tag (env=prod)" in client.get(reverse("search"), {"q": "x"}).content.decode()

@@ -19,12 +19,12 @@ def test_tag_a_cluster_filter_the_fleet_by_it_and_search_from_the_header(page, l
     page.click("form[data-form=tags] button")
     page.wait_for_selector("[data-tag='env=prod']")
     page.click("[data-tag='env=prod']")  # a tag links to the fleet page filtered by it
-    page.wait_for_selector("text=tagged env:prod")
+    page.wait_for_selector("text=tagged env=prod")
     clusters = page.inner_text("table.clusters")
     assert "payments-eu" in clusters and "reporting" not in clusters
     page.fill("form[data-form=tag-filter] input[name=tag]", "team:nobody")
     page.click("form[data-form=tag-filter] button")
-    page.wait_for_selector("text=tagged team:nobody")
+    page.wait_for_selector("text=tagged team=nobody")  # typed team:nobody, shown one way (issue 36)
     assert "payments-eu" not in page.inner_text("table.clusters")
     page.screenshot(path=str(tmp_path / "fleet-filtered-by-tag.png"), full_page=True)
 

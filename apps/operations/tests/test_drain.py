@@ -100,3 +100,17 @@ def test_a_stopped_replica_is_not_restored(async_lab, operator_user):
     plan = drain.plan_restore(replica)
     assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
     assert run_plan(plan, operator_user).state == OperationState.DONE
+
+
+def test_a_drains_guards_are_said_positively(adopted_lab):
+    """Issue 36 item 12: "The server is not the cluster's only writer: no" and "not already in maintenance: no"
+    read as double negatives; each guard now says what holds, and its value what was seen."""
+    plan = drain.plan_drain(Server.objects.get(port=3313))
+    guards = {g.key: g for g in plan.guards}
+    assert (guards["not_the_writer"].label, guards["not_the_writer"].value, guards["not_the_writer"].passed) == (
+        "Another writer stays for the cluster (if the server is its only writer: a switchover first)", "yes: not a writer",
+        True)
+    assert (guards["not_in_maintenance"].label, guards["not_in_maintenance"].value) == (
+        "The server is in service (a drained one is restored, not drained again)", "yes")
+    only = {g.key: g for g in drain.plan_drain(Server.objects.get(port=3311)).guards}["not_the_writer"]
+    assert not only.passed and only.value == "no: it is the only writer"

@@ -35,7 +35,8 @@ def test_a_drain_planned_twice_and_confirmed_twice_is_refused_the_second_time(ad
                      actor=Actor.command(operator_user), enqueue=False)  # its guards were computed before the first ran
     two = finish(two)
     assert two.state == OperationState.REFUSED
-    assert "these guards fail now: The server is not already in maintenance (now: in maintenance)" in two.error
+    assert ("these guards fail now: The server is in service (a drained one is restored, not drained again) (now: in "
+            "maintenance)") in two.error
     event = AuditEvent.objects.get(action="drain refused", details__operation=two.pk)
     assert event.outcome == "refused"
     assert [g["key"] for g in event.details["failed_guards"]] == ["not_in_maintenance"]

@@ -182,7 +182,7 @@ class Command(BaseCommand):
         for g in plan.guards:
             w(f"  [{'pass' if g.passed else 'BLOCKS'}] {g.label}: {g.value}")
         for f in facts["warnings"]:
-            w(f"  [warning] {f['label']}: {f['value']}")
+            w(f"  [{'info' if f.get('info') else 'warning'}] {f['label']}: {f['value']}")
         w(f"changes against version {facts['base_version']}:")
         self.print_lines(facts["intended_diff"])
         for name, users in facts.get("passwords", {}).items():
