@@ -350,8 +350,8 @@ def notes(plan):
 
 def _drained(plan):
     """The server the plan drains, as the notes name it: a switchover's old writer, a drain's backend."""
-    if plan.kind == OperationKind.SWITCHOVER:
-        return f"the old writer {plan.facts['old_writer']}" if plan.facts.get("old_writer") else "the old writer"
+    if plan.facts.get("old_writer"):  # a switchover's facts name the old writer, a drain's its server
+        return f"the old writer {plan.facts['old_writer']}"
     return plan.facts.get("server") or "the server to drain"
 
 
@@ -376,7 +376,7 @@ def _in_use_notes(plan, server):
                  f"{', '.join(unread)} (SET {EXTENDED}=1; LOAD MYSQL VARIABLES TO RUNTIME there, and plan again, "
                  f"names the reason per connection).")
     out = [{"level": "info", "text": text}]
-    wait = next((s for s in plan.steps if s.kind == WAIT_DRAIN), None)
+    wait = next((s for s in plan.steps if s.name == "wait_drain"), None)  # both planners name their drain's wait so
     if wait is not None:
         then = ("cuts those still in use (OFFLINE_HARD)" if wait.params.get("on_timeout") == OnDrainTimeout.OFFLINE_HARD
                 else "rolls back: the server ONLINE again as before, no connection cut")
