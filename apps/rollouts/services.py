@@ -139,22 +139,21 @@ def fragment_file(cluster, fragment):
     return yaml.safe_dump(whole, sort_keys=False)
 
 
-def _check_applies(cluster, change):
-    """Refuse now a change that cannot apply to a selected cluster (the same checks as a change set's)."""
+def _validate(cluster, change, actor, reason):
+    """The change set the change makes on `cluster`, checked as creating it would check it, nothing written
+    (configuration's validate_change_set). NothingToDo when the cluster already runs it."""
     if "file" in change:
-        try:
-            config.preview_from_file(cluster, fragment_file(cluster, change["file"]))
-        except config.NothingToDo:
-            pass
-    else:
-        current = config.latest(cluster)
-        if current is None:
-            raise Refused(f"{cluster} has no configuration version yet")
-        with transaction.atomic():  # built as create_change_set builds them, then dropped: nothing stays
-            try:
-                config.create_change_set(cluster, actor=Actor.system(), reason="rollout check", edits=change["edits"])
-            finally:
-                transaction.set_rollback(True)
+        return config.validate_change_set(cluster, actor=actor, reason=reason,
+                                          file=fragment_file(cluster, change["file"]))
+    return config.validate_change_set(cluster, actor=actor, reason=reason, edits=change["edits"])
+
+
+def _check_applies(cluster, change, actor):
+    """Refuse now a change that cannot apply to a selected cluster, or that the planner may not make there."""
+    try:
+        _validate(cluster, change, actor, "rollout check")
+    except config.NothingToDo:
+        pass
 
 
 def _check_operator(actor):
@@ -174,7 +173,7 @@ def plan(change, selector, waves_text, *, actor, reason, bake_canary_s=60, bake_
     sizes = parse_waves(waves_text, len(clusters))
     for cluster in clusters:
         try:
-            _check_applies(cluster, change)
+            _check_applies(cluster, change, actor)
         except (config.Refused, Refused) as exc:
             raise Refused(f"{cluster}: {exc}") from None
     waves, at = [], 0
@@ -197,20 +196,13 @@ def plan(change, selector, waves_text, *, actor, reason, bake_canary_s=60, bake_
 
 def first_cluster_plan(rollout):
     """The plan the first cluster's change set would get now (guards, then SQL per node), read from its nodes: what
-    `rollout plan` prints. Nothing is saved: the edits are built in a transaction rolled back, the plan made after."""
+    `rollout plan` prints. Nothing is saved (validate_change_set writes no row; the plan only reads)."""
     from apps.operations.change_set import plan_change_set
 
     first = rollout.clusters.select_related("cluster").order_by("position").first()
     cluster = first.cluster
     try:
-        if "file" in rollout.change:
-            cs = config.preview_from_file(cluster, fragment_file(cluster, rollout.change["file"]))
-        else:
-            with transaction.atomic():
-                built = config.create_change_set(cluster, actor=Actor.system(), reason="preview",
-                                                 edits=rollout.change["edits"])
-                transaction.set_rollback(True)
-            cs = ChangeSet(cluster=cluster, base=built.base, reason=rollout.reason, edits=built.edits)
+        cs = _validate(cluster, rollout.change, Actor(ActorKind.USER, user=rollout.planned_by), rollout.reason)
     except config.NothingToDo:
         return {"cluster": cluster.name, "lines": ["nothing to do: it already runs the change"]}
     plan_, _ = plan_change_set(cs)

@@ -247,3 +247,28 @@ def test_an_alert_of_the_canary_fired_during_its_bake_halts_it(proxysql_double_f
     assert "alert writer_none firing on fleet-0: no usable ONLINE writer" in rollout.halt_reason
     assert rollout.waves[0]["gate"]["alerts"] == ["writer_none"]
     assert [rule_ids(d) for d in doubles] == [{layer: [] for layer in LAYERS}] * 4
+
+
+def test_the_plan_checks_the_change_as_the_planner_would_create_it_and_writes_no_change_set(
+        proxysql_double_factory, operator_user, admin_user_role):
+    """Each selected cluster's change is validated (configuration's validate_change_set) in the planner's name:
+    an admin may roll out a scheduler row, an operator is refused as a change set refuses them; nothing written."""
+    from apps.configuration.models import ConfigSecret
+
+    build_fleet(proxysql_double_factory, 2, first_port=49000)
+    scheduler = {"op": "upsert", "table": "scheduler",
+                 "row": {"id": 1, "active": 1, "interval_ms": 10000, "filename": "/bin/true", "arg1": None,
+                         "arg2": None, "arg3": None, "arg4": None, "arg5": None, "comment": ""}}
+    user = {"op": "upsert", "table": "mysql_users",
+            "row": {"username": "probe", "password": "probe-secret", "default_hostgroup": 100}}
+    audited_last = AuditEvent.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    with pytest.raises(services.Refused, match="fleet-0: Only an admin may change scheduler rows"):
+        services.plan({"edits": [scheduler]}, {"tags": [["env", "prod"]]}, "1,100%",
+                      actor=Actor.command(operator_user), reason="a job on the host")
+    refusals = AuditEvent.objects.filter(pk__gt=audited_last).values_list("action", flat=True)
+    assert list(refusals) == ["change set refused"]  # audited as a change set's refusal is, and nothing else
+    rollout = services.plan({"edits": [scheduler, user]}, {"tags": [["env", "prod"]]}, "1,100%",
+                            actor=Actor.command(admin_user_role), reason="a job on the host")
+    assert AuditEvent.objects.order_by("-pk").values_list("action", "target").first() == ("rollout planned",
+                                                                                            str(rollout))
+    assert not ChangeSet.objects.exists() and not ConfigSecret.objects.filter(ref__startswith="mysql_users/probe").exists()
