@@ -936,7 +936,10 @@ class RolloutClusterSerializer(serializers.Serializer):
 
 class RolloutWaveSerializer(serializers.Serializer):
     wave = serializers.IntegerField()
-    canary = serializers.BooleanField(help_text="wave 0: one cluster")
+    canary = serializers.BooleanField(help_text="wave 0: one ProxySQL node of the first cluster (or that cluster, "
+                                                "when it has one node)")
+    node = serializers.CharField(allow_null=True, help_text="the canary's ProxySQL node (wave 0), else null")
+    rest_of_canary = serializers.BooleanField(help_text="wave 1 holds the rest of the canary's cluster")
     state = serializers.CharField(help_text="pending, applying, baking, passed, rolled_back")
     gate = serializers.JSONField(allow_null=True, help_text="the health gate's last figures: per node errors/s "
                                                            "before and since the change, alerts fired")

@@ -2,7 +2,10 @@
 set machinery (create -> plan_and_save -> confirm -> the executor: guards, effect check, SQL per node with undo,
 versions, three layers, audit), a health gate after each wave, and a rollback of a wave through revert change sets.
 
-Wave 0 is the canary: ONE CLUSTER (not one node of it: a change set always reaches every node of its cluster).
+Wave 0 is the canary: ONE ProxySQL node of the first cluster, wave 1 the rest of that cluster (with the other
+clusters of the first wave size): that cluster's change set runs as one "rollout_canary" operation (canary.py) that
+writes the canary node, bakes it under the held ProxySQL Cluster sync, then writes the rest. A one-node cluster is
+its own canary (wave 0 then is the first wave size's clusters).
 The state is in the database (Rollout.waves, RolloutCluster.state): run() may be called again after a worker's
 death and goes on from what is stored; a change set left mid-run is waited for (the executor's reaper ends it)."""
 import math
@@ -28,10 +31,11 @@ from apps.fleet.models import Cluster
 from apps.monitoring.models import RAW, ProxySQLSample
 from apps.operations import executor
 from apps.operations import services as operations
-from apps.operations.change_set import plan_and_save
+from apps.operations.change_set import plan_and_save, plan_change_set
 from apps.operations.choices import OperationState
 from apps.operations.models import Operation
 
+from .canary import plan_canary
 from .models import ENDED, ClusterState, Rollout, RolloutCluster, RolloutState, WaveState
 
 STALE_AFTER_S = 60  # a running rollout whose worker has not beaten for this long is taken up again
@@ -156,6 +160,12 @@ def _check_applies(cluster, change, actor):
         pass
 
 
+def _canary_node(cluster):
+    """The first cluster's canary: its first ProxySQL node, when it has others (a one-node cluster is its own)."""
+    nodes = list(cluster.proxysql_nodes.order_by("pk")[:2])
+    return nodes[0] if len(nodes) == 2 else None
+
+
 def _check_operator(actor):
     if actor.user is None or not has_role(actor.user, OPERATOR):
         raise Refused("rollouts are planned, started and aborted by an operator (or an admin)")
@@ -177,6 +187,9 @@ def plan(change, selector, waves_text, *, actor, reason, bake_canary_s=60, bake_
         except (config.Refused, Refused) as exc:
             raise Refused(f"{cluster}: {exc}") from None
     waves, at = [], 0
+    canary = _canary_node(clusters[0])
+    if canary is not None:  # wave 0: one node of the first cluster; the first wave then holds the rest of it
+        waves.append({"clusters": [clusters[0].pk], "node": canary.pk, "state": WaveState.PENDING})
     for size in sizes:
         waves.append({"clusters": [c.pk for c in clusters[at:at + size]], "state": WaveState.PENDING})
         at += size
@@ -188,8 +201,9 @@ def plan(change, selector, waves_text, *, actor, reason, bake_canary_s=60, bake_
         position = 0
         for n, wave in enumerate(waves):
             for pk in wave["clusters"]:
-                RolloutCluster.objects.create(rollout=rollout, cluster_id=pk, wave=n, position=position)
-                position += 1
+                if not RolloutCluster.objects.filter(rollout=rollout, cluster_id=pk).exists():  # the canary's: once
+                    RolloutCluster.objects.create(rollout=rollout, cluster_id=pk, wave=n, position=position)
+                    position += 1
         record("rollout planned", actor=actor, target=str(rollout), details=describe(rollout))
     return rollout
 
@@ -197,8 +211,6 @@ def plan(change, selector, waves_text, *, actor, reason, bake_canary_s=60, bake_
 def first_cluster_plan(rollout):
     """The plan the first cluster's change set would get now (guards, then SQL per node), read from its nodes: what
     `rollout plan` prints. Nothing is saved (validate_change_set writes no row; the plan only reads)."""
-    from apps.operations.change_set import plan_change_set
-
     first = rollout.clusters.select_related("cluster").order_by("position").first()
     cluster = first.cluster
     try:
@@ -215,10 +227,15 @@ def first_cluster_plan(rollout):
 
 def describe(rollout):
     """The rollout as data: its waves with their clusters' names and states (the doors print this)."""
+    from apps.fleet.models import ProxySQLNode
+
     rows = {rc.cluster_id: rc for rc in rollout.clusters.select_related("cluster")}
+    canary = rollout.waves[0].get("node") if rollout.waves else None
+    node = ProxySQLNode.objects.filter(pk=canary).values_list("name", flat=True).first() if canary else None
     return {"rollout": rollout.pk, "state": rollout.state, "reason": rollout.reason, "waves_text": rollout.waves_text,
             "halt_reason": rollout.halt_reason, "bake_canary_s": rollout.bake_canary_s, "bake_s": rollout.bake_s,
-            "waves": [{"wave": n, "canary": n == 0, "state": w["state"], "gate": w.get("gate"),
+            "waves": [{"wave": n, "canary": n == 0, "node": node if n == 0 else None,
+                       "rest_of_canary": n == 1 and canary is not None, "state": w["state"], "gate": w.get("gate"),
                        "clusters": [{"name": rows[pk].cluster.name, "state": rows[pk].state, "error": rows[pk].error}
                                     for pk in w["clusters"]]}
                       for n, w in enumerate(rollout.waves)]}
@@ -290,10 +307,18 @@ def run(rollout_id):
             _wave(rollout, n, state=WaveState.APPLYING, started_at=timezone.now().isoformat())
         if rollout.waves[n]["state"] == WaveState.APPLYING:
             failed = _apply_wave(rollout, n)
+            rollout.refresh_from_db(fields=["waves"])
+            if failed and _aborting(rollout):  # an abort during the canary's bake: its operation rolled it back
+                break
+            gate_ = rollout.waves[n].get("gate") or {}
+            if failed and gate_ and not gate_.get("ok"):  # the canary's gate failed in its operation
+                return _halt(rollout, n, f"wave {n} failed its health gate: {gate_['why']}")
             if failed:
                 return _halt(rollout, n, f"wave {n}: {failed}")
             if _aborting(rollout):
                 break
+            if rollout.waves[n]["state"] == WaveState.PASSED:  # the canary baked in its operation (canary.py)
+                continue
             _wave(rollout, n, state=WaveState.BAKING, applied_at=timezone.now().isoformat())
         if rollout.waves[n]["state"] == WaveState.BAKING:
             verdict = _bake(rollout, n)
@@ -381,18 +406,30 @@ def _people(rollout):
 
 def _apply_wave(rollout, n):
     """Each cluster of the wave through its own change set, in plan order. The first failure: its text."""
-    for rc in rollout.clusters.filter(wave=n).select_related("cluster"):
+    for rc in _wave_clusters(rollout, n):
         if rc.state in (ClusterState.APPLIED, ClusterState.UNCHANGED):
             continue
-        if rc.state == ClusterState.FAILED:
+        if rc.state in (ClusterState.FAILED, ClusterState.ROLLED_BACK):
             return f"{rc.cluster}: {rc.error}"
-        error = _apply_cluster(rollout, rc)
+        error = _apply_cluster(rollout, rc, n)
         if error:
             return f"{rc.cluster}: {error}"
     return None
 
 
-def _apply_cluster(rollout, rc):
+def _wave_clusters(rollout, n):
+    """The wave's clusters (the canary's cluster is in waves 0 and 1), in plan order."""
+    rollout.refresh_from_db(fields=["waves"])
+    return rollout.clusters.filter(cluster_id__in=rollout.waves[n]["clusters"]).select_related("cluster")
+
+
+def _canary_options(rollout, n):
+    """The canary operation's options (canary.py) when wave n is the canary, else None."""
+    node = rollout.waves[n].get("node") if n == 0 else None
+    return None if node is None else {"rollout": rollout.pk, "wave": n, "node": node, "bake_s": rollout.bake_canary_s}
+
+
+def _apply_cluster(rollout, rc, n):
     planner, confirmer = _people(rollout)
     cluster = rc.cluster
     if rc.change_set_id is None:
@@ -411,20 +448,29 @@ def _apply_cluster(rollout, rc):
             return None
         except (config.Refused, Refused) as exc:
             return _cluster_failed(rc, str(exc))
-    error = _run_change_set(rollout.pk, rc.change_set, planner, confirmer)
+    canary = _canary_options(rollout, n)
+    error = _run_change_set(rollout.pk, rc.change_set, planner, confirmer,
+                            plan=(lambda cs: plan_canary(cs, canary)) if canary else plan_change_set)
+    if error and canary and _operation_state(rc.change_set) == OperationState.ROLLED_BACK:
+        _cluster_state(rc, ClusterState.ROLLED_BACK, error)  # the executor's rollback undid the canary
+        return error
     if error:
         return _cluster_failed(rc, error)
     _cluster_state(rc, ClusterState.APPLIED)
     return None
 
 
-def _run_change_set(rollout_id, cs, planner, confirmer):
+def _operation_state(cs):
+    return ChangeSet.objects.filter(pk=cs.pk).values_list("operation__state", flat=True).first()
+
+
+def _run_change_set(rollout_id, cs, planner, confirmer, plan=None):
     """Plan, confirm and execute a change set here (the rollout's worker), or wait for the operation a dead worker
     left (the executor's reaper ends it). None when it ended done, else why not."""
     cs.refresh_from_db()
     try:
         if cs.state == ChangeSet.State.DRAFT:
-            op = plan_and_save(cs, actor=planner)
+            op = plan_and_save(cs, actor=planner, planner=plan or plan_change_set)
         else:
             op = cs.operation
         if op.state == OperationState.PLANNED:
@@ -475,7 +521,7 @@ def _bake(rollout, n):
         time.sleep(min(GATE_STEP_S, max(0.0, (ends - timezone.now()).total_seconds())))
 
 
-def gate(rollout, n, started, applied):
+def gate(rollout, n, started, applied, nodes=None):
     """The wave's health from the polls and the alerts: per node of its clusters, client connections aborted +
     backend connection errors per second since the change, against the same length of window before the wave;
     and any alert of those clusters that fired since the wave started."""
@@ -484,7 +530,7 @@ def gate(rollout, n, started, applied):
     window = timedelta(seconds=max(bake, 10))
     figures, bad = {}, []
     samples = ProxySQLSample.objects.filter(node__cluster_id__in=clusters, resolution=RAW)
-    for node_id, name in _nodes(clusters):
+    for node_id, name in _nodes(clusters, nodes):
         before = _errors(samples.filter(node_id=node_id, ts__gte=started - window, ts__lt=started))
         after = _errors(samples.filter(node_id=node_id, ts__gte=applied))
         figures[name] = {"errors_per_s_before": before, "errors_per_s_after": after}
@@ -498,10 +544,13 @@ def gate(rollout, n, started, applied):
             "alerts": [a.rule for a in fired[:10]], "at": timezone.now().isoformat()}
 
 
-def _nodes(cluster_ids):
+def _nodes(cluster_ids, only=None):
     from apps.fleet.models import ProxySQLNode
 
-    return ProxySQLNode.objects.filter(cluster_id__in=cluster_ids).order_by("pk").values_list("pk", "name")
+    nodes = ProxySQLNode.objects.filter(cluster_id__in=cluster_ids)
+    if only is not None:  # the canary: its one node
+        nodes = nodes.filter(pk__in=only)
+    return nodes.order_by("pk").values_list("pk", "name")
 
 
 def _errors(samples):
@@ -518,6 +567,8 @@ def _halt(rollout, n, why):
     Rollout.objects.filter(pk=rollout.pk).update(halt_reason=why)
     _roll_back_wave(rollout, n)
     _wave(rollout, n, state=WaveState.ROLLED_BACK)
+    if n == 1 and rollout.waves[0].get("node"):  # the rest of the canary's cluster: the canary went back with it
+        _wave(rollout, 0, state=WaveState.ROLLED_BACK)
     _end(rollout, RolloutState.HALTED, "rollout halted", why=why)
     return rollout.state
 
@@ -539,7 +590,7 @@ def _roll_back_wave(rollout, n):
     change set (it keeps what operations own: the writer, the servers' statuses). Returns the errors."""
     errors = []
     planner, confirmer = _people(rollout)
-    for rc in rollout.clusters.filter(wave=n).select_related("cluster", "version_before").order_by("-position"):
+    for rc in _wave_clusters(rollout, n).select_related("version_before").order_by("-position"):
         if rc.state not in (ClusterState.APPLIED, ClusterState.APPLYING, ClusterState.ROLLING_BACK):
             continue
         if rc.state == ClusterState.APPLYING:  # a change set that ended rolled back changed nothing

@@ -124,7 +124,9 @@ class Command(BaseCommand):
         self.stdout.write(f"{rollout}: {doc['state']} ({doc['reason']})")
         for wave in doc["waves"]:
             names = ", ".join(f"{c['name']} [{c['state']}]" for c in wave["clusters"])
-            self.stdout.write(f"  wave {wave['wave']}{' (canary)' if wave['canary'] else ''} {wave['state']}: {names}")
+            where = (f" (node {wave['node']} only)" if wave["node"] else
+                     " (the rest of the canary's cluster)" if wave["rest_of_canary"] else "")
+            self.stdout.write(f"  wave {wave['wave']}{' (canary)' if wave['canary'] else ''} {wave['state']}: {names}{where}")
         if doc["halt_reason"]:
             self.stdout.write(f"  halted: {doc['halt_reason']}")
 
