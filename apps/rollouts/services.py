@@ -18,6 +18,7 @@ from django.db.models import Avg
 from django.utils import timezone
 
 from apps.accounts.roles import OPERATOR, has_role
+from apps.alerts import events
 from apps.alerts.models import Alert, AlertState
 from apps.audit.actor import Actor
 from apps.audit.models import ActorKind
@@ -39,6 +40,7 @@ from .canary import plan_canary
 from .models import ENDED, ClusterState, Rollout, RolloutCluster, RolloutState, WaveState
 
 STALE_AFTER_S = 60  # a running rollout whose worker has not beaten for this long is taken up again
+HALTED_RULE = "rollout_halted"  # the alert a halt raises (apps/alerts/catalogue.py)
 GATE_STEP_S = 0.5  # how often a bake reads the polls and alerts again (a bad canary halts within about this)
 
 
@@ -528,19 +530,23 @@ def gate(rollout, n, started, applied, nodes=None):
     clusters = rollout.waves[n]["clusters"]
     bake = rollout.bake_canary_s if n == 0 else rollout.bake_s
     window = timedelta(seconds=max(bake, 10))
-    figures, bad = {}, []
+    figures, bad, failed = {}, [], []
     samples = ProxySQLSample.objects.filter(node__cluster_id__in=clusters, resolution=RAW)
     for node_id, name in _nodes(clusters, nodes):
         before = _errors(samples.filter(node_id=node_id, ts__gte=started - window, ts__lt=started))
         after = _errors(samples.filter(node_id=node_id, ts__gte=applied))
         figures[name] = {"errors_per_s_before": before, "errors_per_s_after": after}
         if after is not None and after > (before or 0.0) + rollout.max_error_rate:
-            bad.append(f"{name}: {after:.1f} errors/s since the change, {before or 0.0:.1f} before "
+            bad.append(f"the errors gate on {name}: {after:.1f} errors/s since the change, {before or 0.0:.1f} before "
                        f"(threshold +{rollout.max_error_rate:g})")
-    fired = Alert.objects.filter(cluster_id__in=clusters, state=AlertState.FIRING, fired_at__gte=started)
+            failed.append({"gate": "errors", "node": name, "before": before, "after": after,
+                           "threshold": rollout.max_error_rate})
+    fired = Alert.objects.filter(cluster_id__in=clusters, state=AlertState.FIRING, fired_at__gte=started).exclude(
+        rule=HALTED_RULE)  # another rollout's halt is not this wave's health
     for alert in fired.select_related("cluster").order_by("fired_at")[:10]:
-        bad.append(f"alert {alert.rule} firing on {alert.cluster}: {alert.summary}")
-    return {"ok": not bad, "why": "; ".join(bad), "nodes": figures,
+        bad.append(f"the alerts gate: alert {alert.rule} firing on {alert.cluster}: {alert.summary}")
+        failed.append({"gate": "alerts", "rule": alert.rule, "cluster": alert.cluster.name, "summary": alert.summary})
+    return {"ok": not bad, "why": "; ".join(bad), "nodes": figures, "failed": failed,
             "alerts": [a.rule for a in fired[:10]], "at": timezone.now().isoformat()}
 
 
@@ -562,7 +568,8 @@ def _errors(samples):
 
 # -- halt and roll back -----------------------------------------------------------------------------------------
 def _halt(rollout, n, why):
-    """The failing wave rolled back; the waves before it stay (abort rolls them back too)."""
+    """The failing wave rolled back; the waves before it stay (abort rolls them back too). An alert says why (the
+    gate and its figures), delivered as any alert; it resolves when the rollout is aborted."""
     rollout.halt_reason = why
     Rollout.objects.filter(pk=rollout.pk).update(halt_reason=why)
     _roll_back_wave(rollout, n)
@@ -570,7 +577,15 @@ def _halt(rollout, n, why):
     if n == 1 and rollout.waves[0].get("node"):  # the rest of the canary's cluster: the canary went back with it
         _wave(rollout, 0, state=WaveState.ROLLED_BACK)
     _end(rollout, RolloutState.HALTED, "rollout halted", why=why)
+    gate_ = rollout.waves[n].get("gate") or {}
+    events.raise_event(HALTED_RULE, rollout.waves[n]["clusters"][0], _subject(rollout), f"{rollout}: {rollout.reason}",
+                       f"{rollout} halted: {why}", details={"rollout": rollout.pk, "wave": n, "why": why,
+                                                            "gates": gate_.get("failed") or [], "gate": gate_})
     return rollout.state
+
+
+def _subject(rollout):
+    return f"ro{rollout.pk}"
 
 
 def _roll_back_all(rollout):
@@ -582,6 +597,7 @@ def _roll_back_all(rollout):
         errors += _roll_back_wave(rollout, n)
         _wave(rollout, n, state=WaveState.ROLLED_BACK)
     _end(rollout, RolloutState.ROLLED_BACK, "rollout rolled back", errors=errors)
+    events.resolve_event(HALTED_RULE, _subject(rollout))
     return rollout.state
 
 

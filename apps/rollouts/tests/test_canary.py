@@ -104,7 +104,7 @@ def test_a_canary_failing_its_gate_is_rolled_back_and_its_peer_never_pulled_it(
     # the peer never had it; the canary had it for the whole wait (then its rollback, while wave 0 still reads baking)
     assert {str(p) for _, p in seen} == {"[]"} and sum(c == [77] for c, _ in seen) >= 10, seen
     rollout.refresh_from_db()
-    assert rollout.halt_reason.startswith("wave 0 failed its health gate: proxysql-1: "), rollout.halt_reason
+    assert rollout.halt_reason.startswith("wave 0 failed its health gate: the errors gate on proxysql-1: "), rollout.halt_reason
     assert [w["state"] for w in rollout.waves] == ["rolled_back", "pending"]
     assert rollout.clusters.get().state == ClusterState.ROLLED_BACK
     assert Operation.objects.get(kind="rollout_canary").state == "rolled_back"
