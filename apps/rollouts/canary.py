@@ -72,6 +72,8 @@ def bake(run, step, row, executed, detail):
     while True:
         verdict = services.gate(rollout, wave, started, applied, nodes=[p["node"]])
         detail["gate"] = verdict
+        if verdict["ok"] and services.halt_requested(rollout):  # an operator's halt: as a failed gate
+            verdict = services.operator_halt(verdict, services.halt_requested(rollout))
         if not verdict["ok"]:
             services._wave(rollout, wave, gate=verdict)
             raise StepFailed(f"wave {wave} failed its health gate: {verdict['why']}")

@@ -235,6 +235,7 @@ def describe(rollout):
     canary = rollout.waves[0].get("node") if rollout.waves else None
     node = ProxySQLNode.objects.filter(pk=canary).values_list("name", flat=True).first() if canary else None
     return {"rollout": rollout.pk, "state": rollout.state, "reason": rollout.reason, "waves_text": rollout.waves_text,
+            "clusters": len(rows),
             "halt_reason": rollout.halt_reason, "bake_canary_s": rollout.bake_canary_s, "bake_s": rollout.bake_s,
             "waves": [{"wave": n, "canary": n == 0, "node": node if n == 0 else None,
                        "rest_of_canary": n == 1 and canary is not None, "state": w["state"], "gate": w.get("gate"),
@@ -305,6 +306,11 @@ def run(rollout_id):
             break
         if rollout.waves[n]["state"] == WaveState.PENDING and _paused(rollout):
             return RolloutState.PAUSED
+        if rollout.waves[n]["state"] == WaveState.PENDING and halt_requested(rollout):  # between waves: stop here
+            why = halt_requested(rollout)
+            _end(rollout, RolloutState.HALTED, "rollout halted", why=why)
+            _alert_halt(rollout, n - 1 if n else 0, why)
+            return rollout.state
         if rollout.waves[n]["state"] == WaveState.PENDING:
             _wave(rollout, n, state=WaveState.APPLYING, started_at=timezone.now().isoformat())
         if rollout.waves[n]["state"] == WaveState.APPLYING:
@@ -314,7 +320,7 @@ def run(rollout_id):
                 break
             gate_ = rollout.waves[n].get("gate") or {}
             if failed and gate_ and not gate_.get("ok"):  # the canary's gate failed in its operation
-                return _halt(rollout, n, f"wave {n} failed its health gate: {gate_['why']}")
+                return _halt(rollout, n, _failed_words(n, gate_))
             if failed:
                 return _halt(rollout, n, f"wave {n}: {failed}")
             if _aborting(rollout):
@@ -328,12 +334,18 @@ def run(rollout_id):
                 break
             _wave(rollout, n, gate=verdict)
             if not verdict["ok"]:
-                return _halt(rollout, n, f"wave {n} failed its health gate: {verdict['why']}")
+                return _halt(rollout, n, _failed_words(n, verdict))
             _wave(rollout, n, state=WaveState.PASSED)
     if _aborting(rollout):
         return _roll_back_all(rollout)
     _end(rollout, RolloutState.DONE, "rollout done")
     return rollout.state
+
+
+def _failed_words(n, verdict):
+    if any(f.get("gate") == "operator" for f in verdict.get("failed") or []):
+        return f"wave {n}: {verdict['why']}"
+    return f"wave {n} failed its health gate: {verdict['why']}"
 
 
 def resume_stale(stale_after_s=STALE_AFTER_S):
@@ -392,6 +404,28 @@ def resume(rollout, *, actor, enqueue=True):
 def _aborting(rollout):
     rollout.refresh_from_db(fields=["abort_requested"])
     return rollout.abort_requested
+
+
+def halt(rollout, *, actor, reason):
+    """An operator's halt of a running rollout: the wave baking now fails its gate with the operator's words (and is
+    rolled back, as a gate's halt is); between waves, it stops before the next. Audited; run() acts on it."""
+    _check_operator(actor)
+    if not reason.strip():
+        raise Refused("reason: say why you halt it (the page and the alert say it)")
+    why = f"halted by {actor.who}: {reason.strip()}"
+    with transaction.atomic():
+        if not Rollout.objects.filter(pk=rollout.pk, state=RolloutState.RUNNING, abort_requested=False,
+                                      halt_reason="").update(halt_reason=why):
+            raise Refused(f"{rollout} is not running (it is {Rollout.objects.get(pk=rollout.pk).state})")
+        record("rollout halt requested", actor=actor, target=str(rollout), details={"rollout": rollout.pk, "why": why})
+    rollout.refresh_from_db()
+    return rollout
+
+
+def halt_requested(rollout):
+    """The operator's halt (halt()) of a running rollout, or ""."""
+    return Rollout.objects.filter(pk=rollout.pk, state=RolloutState.RUNNING).values_list(
+        "halt_reason", flat=True).first() or ""
 
 
 def _wave(rollout, n, **fields):
@@ -515,6 +549,8 @@ def _bake(rollout, n):
         verdict = gate(rollout, n, started, applied)
         if not verdict["ok"]:
             return verdict
+        if halt_requested(rollout):
+            return operator_halt(verdict, halt_requested(rollout))
         if timezone.now() >= ends:
             return verdict
         if _aborting(rollout):
@@ -550,6 +586,11 @@ def gate(rollout, n, started, applied, nodes=None):
             "alerts": [a.rule for a in fired[:10]], "at": timezone.now().isoformat()}
 
 
+def operator_halt(verdict, why):
+    """The gate's last reading, failed by the operator's halt."""
+    return {**verdict, "ok": False, "why": why, "failed": [{"gate": "operator", "why": why}]}
+
+
 def _nodes(cluster_ids, only=None):
     from apps.fleet.models import ProxySQLNode
 
@@ -577,11 +618,15 @@ def _halt(rollout, n, why):
     if n == 1 and rollout.waves[0].get("node"):  # the rest of the canary's cluster: the canary went back with it
         _wave(rollout, 0, state=WaveState.ROLLED_BACK)
     _end(rollout, RolloutState.HALTED, "rollout halted", why=why)
+    _alert_halt(rollout, n, why)
+    return rollout.state
+
+
+def _alert_halt(rollout, n, why):
     gate_ = rollout.waves[n].get("gate") or {}
     events.raise_event(HALTED_RULE, rollout.waves[n]["clusters"][0], _subject(rollout), f"{rollout}: {rollout.reason}",
                        f"{rollout} halted: {why}", details={"rollout": rollout.pk, "wave": n, "why": why,
                                                             "gates": gate_.get("failed") or [], "gate": gate_})
-    return rollout.state
 
 
 def _subject(rollout):
