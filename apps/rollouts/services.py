@@ -34,10 +34,11 @@ from apps.operations import executor
 from apps.operations import services as operations
 from apps.operations.change_set import plan_and_save, plan_change_set
 from apps.operations.choices import OperationState
+from apps.operations.locks import current_holder
 from apps.operations.models import Operation
 
 from .canary import plan_canary
-from .models import ENDED, ClusterState, Rollout, RolloutCluster, RolloutState, WaveState
+from .models import ENDED, ClusterState, Rollout, RolloutCluster, RolloutState, WaveState, WhenBusy
 
 STALE_AFTER_S = 60  # a running rollout whose worker has not beaten for this long is taken up again
 HALTED_RULE = "rollout_halted"  # the alert a halt raises (apps/alerts/catalogue.py)
@@ -79,14 +80,17 @@ def parse_waves(text, fleet_size):
 
 
 def parse_selector(items):
-    """{"tags": [[key, value]], "names": [...]} from command-line words: env=prod (a tag), name=alpha (a cluster)."""
-    selector = {"tags": [], "names": []}
+    """{"tags": [[key, value]], "names": [...], "versions": [...]} from command-line words: env=prod (a tag),
+    name=alpha (a cluster), version=2.7 (clusters whose every ProxySQL node runs 2.7.x)."""
+    selector = {"tags": [], "names": [], "versions": []}
     for item in items or ():
         key, sep, value = str(item).partition("=")
         if not sep or not value:
             raise Refused(f"select: {item!r} is not key=value (env=prod, or name=CLUSTER)")
         if key == "name":
             selector["names"].append(value)
+        elif key == "version":
+            selector["versions"].append(value)
         else:
             try:
                 selector["tags"].append(list(fleet_tags.check(key, value)))
@@ -107,9 +111,19 @@ def select(selector):
         if missing:
             raise Refused(f"select: no such cluster (or not matching the tags): {', '.join(missing)}")
     clusters = list(clusters.order_by("name"))
+    versions = selector.get("versions") or []
+    if versions:
+        clusters = [c for c in clusters if _runs(c, versions)]
     if not clusters:
         raise Refused("select: no cluster matches")
     return clusters
+
+
+def _runs(cluster, versions):
+    """Every ProxySQL node of the cluster runs one of these versions (2.7 is 2.7.x; a node's version as the polls
+    read it, fleet/node_versions.py; a node not read yet matches none)."""
+    found = list(cluster.proxysql_nodes.values_list("version", flat=True))
+    return bool(found) and all(any(v == p or v.startswith((p + ".", p + "-")) for p in versions) for v in found)
 
 
 def _check_change(change):
@@ -173,14 +187,17 @@ def _check_operator(actor):
         raise Refused("rollouts are planned, started and aborted by an operator (or an admin)")
 
 
-def plan(change, selector, waves_text, *, actor, reason, bake_canary_s=60, bake_s=30, max_error_rate=1.0):
+def plan(change, selector, waves_text, *, actor, reason, bake_canary_s=60, bake_s=30, max_error_rate=1.0,
+         when_busy=WhenBusy.WAIT, busy_wait_s=300):
     """A planned rollout: the exact clusters per wave, each checked that the change applies. Audited."""
     _check_operator(actor)
     if not reason.strip():
         raise Refused("reason: say why (kept with the rollout, each change set and the audit log)")
     _check_change(change)
-    if bake_canary_s < 0 or bake_s < 0 or max_error_rate < 0:
-        raise Refused("bake times and the error threshold cannot be negative")
+    if bake_canary_s < 0 or bake_s < 0 or max_error_rate < 0 or busy_wait_s < 0:
+        raise Refused("bake times, the error threshold and the wait for a busy cluster cannot be negative")
+    if when_busy not in WhenBusy.values:
+        raise Refused(f"when busy: {when_busy!r} is neither wait nor skip")
     clusters = select(selector)
     sizes = parse_waves(waves_text, len(clusters))
     for cluster in clusters:
@@ -198,8 +215,8 @@ def plan(change, selector, waves_text, *, actor, reason, bake_canary_s=60, bake_
     with transaction.atomic():
         rollout = Rollout.objects.create(
             reason=reason, change=change, selector=selector, waves_text=waves_text, waves=waves,
-            bake_canary_s=bake_canary_s, bake_s=bake_s, max_error_rate=max_error_rate,
-            planned_by=actor.user, planner=actor.who)
+            bake_canary_s=bake_canary_s, bake_s=bake_s, max_error_rate=max_error_rate, when_busy=when_busy,
+            busy_wait_s=busy_wait_s, planned_by=actor.user, planner=actor.who)
         position = 0
         for n, wave in enumerate(waves):
             for pk in wave["clusters"]:
@@ -443,7 +460,7 @@ def _people(rollout):
 def _apply_wave(rollout, n):
     """Each cluster of the wave through its own change set, in plan order. The first failure: its text."""
     for rc in _wave_clusters(rollout, n):
-        if rc.state in (ClusterState.APPLIED, ClusterState.UNCHANGED):
+        if rc.state in (ClusterState.APPLIED, ClusterState.UNCHANGED, ClusterState.SKIPPED):
             continue
         if rc.state in (ClusterState.FAILED, ClusterState.ROLLED_BACK):
             return f"{rc.cluster}: {rc.error}"
@@ -469,6 +486,12 @@ def _apply_cluster(rollout, rc, n):
     planner, confirmer = _people(rollout)
     cluster = rc.cluster
     if rc.change_set_id is None:
+        busy = _wait_while_busy(rollout, cluster)
+        if busy and rollout.when_busy == WhenBusy.SKIP:
+            _cluster_state(rc, ClusterState.SKIPPED, f"skipped: {busy}")
+            return None
+        if busy:
+            return _cluster_failed(rc, f"still busy after {rollout.busy_wait_s:g} s: {busy}")
         reason = f"{rollout} wave {rc.wave}: {rollout.reason}"
         try:
             with transaction.atomic():
@@ -494,6 +517,18 @@ def _apply_cluster(rollout, rc, n):
         return _cluster_failed(rc, error)
     _cluster_state(rc, ClusterState.APPLIED)
     return None
+
+
+def _wait_while_busy(rollout, cluster):
+    """None once no other operation holds the cluster; else who holds it: at once when busy clusters are skipped,
+    after busy_wait_s when they are waited for (the rollout's heartbeat kept meanwhile)."""
+    ends = time.monotonic() + (rollout.busy_wait_s if rollout.when_busy == WhenBusy.WAIT else 0)
+    while True:
+        holder = current_holder(cluster)
+        if holder is None or time.monotonic() >= ends or _aborting(rollout):
+            return holder
+        Rollout.objects.filter(pk=rollout.pk).update(heartbeat_at=timezone.now())
+        time.sleep(min(1.0, max(0.0, ends - time.monotonic())))
 
 
 def _operation_state(cs):
@@ -563,7 +598,8 @@ def gate(rollout, n, started, applied, nodes=None):
     """The wave's health from the polls and the alerts: per node of its clusters, client connections aborted +
     backend connection errors per second since the change, against the same length of window before the wave;
     and any alert of those clusters that fired since the wave started."""
-    clusters = rollout.waves[n]["clusters"]
+    skipped = set(rollout.clusters.filter(state=ClusterState.SKIPPED).values_list("cluster_id", flat=True))
+    clusters = [pk for pk in rollout.waves[n]["clusters"] if pk not in skipped]
     bake = rollout.bake_canary_s if n == 0 else rollout.bake_s
     window = timedelta(seconds=max(bake, 10))
     figures, bad, failed = {}, [], []
