@@ -43,7 +43,7 @@ def plan(cluster, user, bake_canary_s):
 
 
 def test_the_canary_is_one_node_its_peer_does_not_pull_it_while_it_bakes_then_the_rest_gets_it(
-        adopted_cluster_lab, live_redis, people):
+        adopted_cluster_lab, live_redis, people, client):
     planner, starter = people
     cluster, (canary, peer) = adopted_cluster_lab
     before = {d.port: sync_settings(d) for d in (canary, peer)}
@@ -66,6 +66,10 @@ def test_the_canary_is_one_node_its_peer_does_not_pull_it_while_it_bakes_then_th
     op = Operation.objects.get(kind="rollout_canary")
     assert [s.key for s in op.steps.order_by("index")][:4] == ["sync_hold", "apply_canary", "canary_bake", "apply"]
     assert op.steps.order_by("index").last().key == "sync_restore"
+    client.force_login(planner)  # the operation's page shows it as any other: the bake among its steps
+    shown = client.get(op.get_absolute_url())
+    assert shown.status_code == 200 and "Bake the canary" in shown.content.decode()
+    assert "rollout canary" in shown.content.decode()
     assert config.latest(cluster).number == version + 1  # one version, once every node runs it
     for double in (canary, peer):
         assert rule_ids(double) == {layer: [77] for layer in LAYERS}
