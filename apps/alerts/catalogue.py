@@ -14,6 +14,7 @@ Subjects (one alert per rule and subject, deduplicated):
   operation   an operation                             "o<operation>"
   digest      a query digest within the cluster        "c<cluster>:d<digest>"
   channel     a DR channel (its replica cluster's)     "ch<channel>"
+  rollout     a fleet rollout (its failing wave's first cluster's)  "ro<rollout>"
 """
 from dataclasses import dataclass, field
 
@@ -55,7 +56,7 @@ class RuleSpec:
     # kind's spec says (apps/plans/registry.py OperationSpec.holds): see held_by.
     held_in_maintenance: bool = False
     # Where it is evaluated: "poll" (after the ProxySQL/backend poll rounds), "digest" (after the digest
-    # poll rounds: mirror loss and query digests).
+    # poll rounds: mirror loss and query digests); "event": raised by the work it is about (events.py).
     after: str = "poll"
 
     @property
@@ -175,6 +176,11 @@ RULES = [
              "An operation passed its point of no return and is done on the other nodes and in the inventory (nothing "
              "was rolled back), but a node stopped answering before it took the last statements: that node does not "
              "do what the others do until a retry goes through (they are retried until it answers)."),
+    # -- fleet rollouts (apps/rollouts): raised by the rollout when it halts (events.py), not judged from the polls
+    RuleSpec("rollout_halted", "A fleet rollout halted", "rollouts", "rollout", CRITICAL, 0,
+             "A wave of a fleet rollout failed its health gate (or its apply) and was rolled back; the rollout waits "
+             "for an operator (abort rolls back the waves before it). The summary names the gate and its figures. "
+             "It resolves when the rollout is aborted and rolled back.", after="event"),
     # -- DR channels (apps/dr), judged after each channel poll, on the replica cluster -----------------------
     RuleSpec("channel_stopped", "DR channel stopped", "dr", "channel", CRITICAL, 10,
              "The channel's IO or SQL thread is not running on its replica node (stopped, an error, still "
@@ -198,4 +204,4 @@ RULES = [
 BY_KEY = {r.key: r for r in RULES}
 FAMILIES = {"writer": "Writer", "pool": "Read pool", "backend": "Backends", "galera": "Galera", "async": "Async replication",
             "proxysql": "ProxySQL nodes", "mirror": "Mirroring", "config": "Configuration", "operations": "Operations",
-            "digests": "Query digests", "dr": "DR channels"}
+            "digests": "Query digests", "dr": "DR channels", "rollouts": "Fleet rollouts"}

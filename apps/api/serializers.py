@@ -914,6 +914,9 @@ class RolloutSelectorInput(serializers.Serializer):
                                  help_text='tags every selected cluster has, e.g. {"env": "prod"}')
     names = serializers.ListField(child=serializers.CharField(max_length=200), required=False, default=list,
                                   max_length=5000, help_text="only these clusters (all must exist and match the tags)")
+    versions = serializers.ListField(child=serializers.CharField(max_length=50), required=False, default=list,
+                                     max_length=20, help_text='only clusters whose every ProxySQL node runs one of '
+                                                              'these versions, e.g. ["2.7"] (2.7.x)')
 
 
 class RolloutInput(serializers.Serializer):
@@ -929,6 +932,10 @@ class RolloutInput(serializers.Serializer):
     bake_s = serializers.FloatField(default=30, min_value=0, max_value=86400)
     max_error_rate = serializers.FloatField(default=1.0, min_value=0, max_value=1e9,
                                             help_text="errors/s per node above the window before the wave")
+    when_busy = serializers.ChoiceField(["wait", "skip"], default="wait",
+                                        help_text="a cluster another operation holds: wait for it (up to "
+                                                  "busy_wait_s, then the rollout halts) or skip it")
+    busy_wait_s = serializers.FloatField(default=300, min_value=0, max_value=86400)
 
     def validate(self, data):
         if bool(data.get("edits")) == bool(data.get("file")):
@@ -944,7 +951,10 @@ class RolloutClusterSerializer(serializers.Serializer):
 
 class RolloutWaveSerializer(serializers.Serializer):
     wave = serializers.IntegerField()
-    canary = serializers.BooleanField(help_text="wave 0: one cluster")
+    canary = serializers.BooleanField(help_text="wave 0: one ProxySQL node of the first cluster (or that cluster, "
+                                                "when it has one node)")
+    node = serializers.CharField(allow_null=True, help_text="the canary's ProxySQL node (wave 0), else null")
+    rest_of_canary = serializers.BooleanField(help_text="wave 1 holds the rest of the canary's cluster")
     state = serializers.CharField(help_text="pending, applying, baking, passed, rolled_back")
     gate = serializers.JSONField(allow_null=True, help_text="the health gate's last figures: per node errors/s "
                                                            "before and since the change, alerts fired")

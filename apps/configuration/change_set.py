@@ -60,7 +60,9 @@ def diff_lines(d, limit=None):
 PER_CLUSTER_TABLES = {"mysql_servers", "mysql_galera_hostgroups", "mysql_replication_hostgroups"}
 
 
-def plan_change_set(cs):
+def plan_change_set(cs, kind=CONFIG):
+    """The change set's plan, as an operation of `kind` (a kind that applies a change set its own way, e.g. a
+    rollout's canary, plans it here first: its spec then says how the plan meets ProxySQL Cluster sync)."""
     cluster = cs.cluster
     base = cs.base.content
     target = C.apply_edits(base, cs.edits)
@@ -149,7 +151,7 @@ def plan_change_set(cs):
     # What the change set does, not its first edit's reason (that stays on the change set and in facts["reason"]).
     title = (f"Change set #{cs.pk} on {cluster.name}: {what_changes(intended)} (version {cs.base.number} → {number})"
              if not write_back else f"Configuration of {cluster.name}: write version {number} back")
-    plan = Plan(CONFIG, cluster.pk, title[:300], guards, steps, facts, options={"change_set": cs.pk},
+    plan = Plan(kind, cluster.pk, title[:300], guards, steps, facts, options={"change_set": cs.pk},
                 secrets=placed)
     return planning().annotate(plan, cluster), collector
 
@@ -193,12 +195,13 @@ def _traffic(cluster):
     return planning().traffic(cluster.pk)
 
 
-def plan_and_save(cs, *, actor):
-    """Plan a draft change set and store the plan as an Operation (what `actor` confirms)."""
+def plan_and_save(cs, *, actor, planner=plan_change_set):
+    """Plan a draft change set and store the plan as an Operation (what `actor` confirms). `planner`: (cs) ->
+    (Plan, Collector), plan_change_set or a kind's own way built on it."""
     check_base(cs)
     if cs.state != ChangeSet.State.DRAFT:
         raise Refused("This change set was already planned.")
-    plan_, collector = plan_change_set(cs)
+    plan_, collector = planner(cs)
     with transaction.atomic():
         collector.save()
         op = planning().save_plan(plan_, actor=actor)

@@ -304,16 +304,27 @@ def known_secrets(cluster):
 # -- change sets -----------------------------------------------------------------------------------
 def start_change_set(cluster, *, actor, reason="", source="change", edits=(), base=None):
     """A draft for `actor` (a person: apps/audit/actor.py) to edit, on `base` (by default the current version)."""
-    base = base or latest(cluster)
-    if base is None:
-        raise Refused(f"{cluster} has no configuration version yet: adopt a node first (or record one from its runtime)")
-    check_host_edits(cluster, edits, actor)
-    if edits:
-        _applies(base.content, list(edits))  # refuse a file or revert that cannot apply, now
-        check_credential_hosts(cluster, edits)
+    base = base or _current_base(cluster)
+    check_edits(cluster, base, edits, actor)
     cs = ChangeSet.objects.create(cluster=cluster, base=base, author=actor.user, author_name=actor.who,
                                   reason=reason, source=source, edits=list(edits))
     return cs
+
+
+def _current_base(cluster):
+    base = latest(cluster)
+    if base is None:
+        raise Refused(f"{cluster} has no configuration version yet: adopt a node first (or record one from its runtime)")
+    return base
+
+
+def check_edits(cluster, base, edits, actor):
+    """The checks a change set's edits pass before it is saved (start_change_set, validate_change_set): who may
+    make them, that they apply to `base` (refuse a file or revert that cannot apply, now), where credentials go."""
+    check_host_edits(cluster, edits, actor)
+    if edits:
+        _applies(base.content, list(edits))
+        check_credential_hosts(cluster, edits)
 
 
 def add_edit(cs, edit, *, actor):
@@ -378,12 +389,33 @@ def create_change_set(cluster, *, actor, reason, edits=None, file=None, expect_v
         if file is not None:
             cs = start_from_file(cluster, file, actor=actor, reason=reason, expect_version=expect_version)
         else:
-            known = known_secrets(cluster)
-            stored = [_store_secret(cluster, _build(edit, known, None, n=n)) for n, edit in enumerate(edits or [], start=1)]
+            stored = [_store_secret(cluster, built) for built in _built_edits(cluster, edits)]
             cs = start_change_set(cluster, actor=actor, reason=reason, edits=stored)
         record("change set created", actor=actor, cluster=cluster,
                target=str(cs), details={"change_set": cs.pk, "source": cs.source,
                                         "edits": [C.describe(e) for e in cs.edits][:100]})
+    return cs
+
+
+def _built_edits(cluster, edits):
+    known = known_secrets(cluster)
+    return [_build(edit, known, None, n=n) for n, edit in enumerate(edits or [], start=1)]
+
+
+def validate_change_set(cluster, *, actor, reason="", edits=None, file=None, expect_version=None):
+    """The change set create_change_set would make, checked the same way (check_edits; a file as start_from_file
+    checks it), and not saved: no row is written (a new password is pointed at a reference that is not stored).
+    Refused as create_change_set refuses; NothingToDo for a file equal to the current intent."""
+    if file is not None:
+        cs = preview_from_file(cluster, file, reason=reason, expect_version=expect_version)
+        check_host_edits(cluster, cs.edits, actor)
+    else:
+        base = _current_base(cluster)
+        unstored = [E.pointed_at(b.edit, S.new_ref(b.secret[0])) if b.secret else b.edit
+                    for b in _built_edits(cluster, edits)]
+        check_edits(cluster, base, unstored, actor)
+        cs = ChangeSet(cluster=cluster, base=base, reason=reason, source="change", edits=unstored)
+    cs.author, cs.author_name = actor.user, actor.who
     return cs
 
 
@@ -499,21 +531,19 @@ def preview_from_file(cluster, text, *, reason="", expect_version=None):
 
 def validate_file(cluster, text, *, reason, expect_version=None, actor=None):
     """Validate only: the change set a configuration file would make (unsaved; nothing written, nothing audited), or
-    the refusal create_change_set would give it (the reason rule; the file's own checks; with `actor`, the host-level
-    edits only an admin makes); NothingToDo when it equals the current intent."""
+    the refusal create_change_set would give it (the reason rule; the file's own checks; with `actor`, the checks of
+    validate_change_set, e.g. the host-level edits only an admin makes); NothingToDo when it equals the current
+    intent."""
     require_reason(reason)
-    cs = preview_from_file(cluster, text, reason=reason, expect_version=expect_version)
-    if actor is not None:
-        check_host_edits(cluster, cs.edits, actor)
-    return cs
+    if actor is None:  # a preview that names no one (`config plan` without --user): the file's own checks
+        return preview_from_file(cluster, text, reason=reason, expect_version=expect_version)
+    return validate_change_set(cluster, actor=actor, reason=reason, file=text, expect_version=expect_version)
 
 
 def start_from_file(cluster, text, *, actor, reason="", expect_version=None):
     """The change set of a configuration file (preview_from_file, which checked that its edits apply), saved as a
     draft."""
-    cs = preview_from_file(cluster, text, reason=reason, expect_version=expect_version)
-    check_host_edits(cluster, cs.edits, actor)
-    cs.author, cs.author_name = actor.user, actor.who
+    cs = validate_change_set(cluster, actor=actor, reason=reason, file=text, expect_version=expect_version)
     cs.save()
     return cs
 

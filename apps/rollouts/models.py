@@ -23,6 +23,13 @@ class ClusterState(models.TextChoices):
     ROLLING_BACK = "rolling_back", "rolling back"
     ROLLED_BACK = "rolled_back", "rolled back"
     ROLLBACK_FAILED = "rollback_failed", "rollback failed"
+    SKIPPED = "skipped", "skipped: busy with another operation (Rollout.when_busy)"
+
+
+class WhenBusy(models.TextChoices):
+    """A selected cluster that another operation holds when its turn comes."""
+    WAIT = "wait", "wait for it (up to busy_wait_s, then the rollout halts)"
+    SKIP = "skip", "skip it (said with the reason; the rollout goes on)"
 
 
 class WaveState(models.TextChoices):
@@ -50,6 +57,8 @@ class Rollout(models.Model):
     bake_canary_s = models.FloatField(default=60)
     bake_s = models.FloatField(default=30)
     max_error_rate = models.FloatField(default=1.0, help_text="errors per second per node above the window before")
+    when_busy = models.CharField(max_length=4, choices=WhenBusy.choices, default=WhenBusy.WAIT)
+    busy_wait_s = models.FloatField(default=300, help_text="how long a busy cluster is waited for (when_busy wait)")
     state = models.CharField(max_length=12, choices=RolloutState.choices, default=RolloutState.PLANNED)
     abort_requested = models.BooleanField(default=False)
     halt_reason = models.TextField(blank=True)

@@ -2,7 +2,10 @@
 set machinery (create -> plan_and_save -> confirm -> the executor: guards, effect check, SQL per node with undo,
 versions, three layers, audit), a health gate after each wave, and a rollback of a wave through revert change sets.
 
-Wave 0 is the canary: ONE CLUSTER (not one node of it: a change set always reaches every node of its cluster).
+Wave 0 is the canary: ONE ProxySQL node of the first cluster, wave 1 the rest of that cluster (with the other
+clusters of the first wave size): that cluster's change set runs as one "rollout_canary" operation (canary.py) that
+writes the canary node, bakes it under the held ProxySQL Cluster sync, then writes the rest. A one-node cluster is
+its own canary (wave 0 then is the first wave size's clusters).
 The state is in the database (Rollout.waves, RolloutCluster.state): run() may be called again after a worker's
 death and goes on from what is stored; a change set left mid-run is waited for (the executor's reaper ends it)."""
 import math
@@ -15,6 +18,7 @@ from django.db.models import Avg
 from django.utils import timezone
 
 from apps.accounts.roles import OPERATOR, has_role
+from apps.alerts import events
 from apps.alerts.models import Alert, AlertState
 from apps.audit.actor import Actor
 from apps.audit.models import ActorKind
@@ -28,13 +32,16 @@ from apps.fleet.models import Cluster
 from apps.monitoring.models import RAW, ProxySQLSample
 from apps.operations import executor
 from apps.operations import services as operations
-from apps.operations.change_set import plan_and_save
+from apps.operations.change_set import plan_and_save, plan_change_set
 from apps.operations.choices import OperationState
+from apps.operations.locks import current_holder
 from apps.operations.models import Operation
 
-from .models import ENDED, ClusterState, Rollout, RolloutCluster, RolloutState, WaveState
+from .canary import plan_canary
+from .models import ENDED, ClusterState, Rollout, RolloutCluster, RolloutState, WaveState, WhenBusy
 
 STALE_AFTER_S = 60  # a running rollout whose worker has not beaten for this long is taken up again
+HALTED_RULE = "rollout_halted"  # the alert a halt raises (apps/alerts/catalogue.py)
 GATE_STEP_S = 0.5  # how often a bake reads the polls and alerts again (a bad canary halts within about this)
 
 
@@ -73,14 +80,17 @@ def parse_waves(text, fleet_size):
 
 
 def parse_selector(items):
-    """{"tags": [[key, value]], "names": [...]} from command-line words: env=prod (a tag), name=alpha (a cluster)."""
-    selector = {"tags": [], "names": []}
+    """{"tags": [[key, value]], "names": [...], "versions": [...]} from command-line words: env=prod (a tag),
+    name=alpha (a cluster), version=2.7 (clusters whose every ProxySQL node runs 2.7.x)."""
+    selector = {"tags": [], "names": [], "versions": []}
     for item in items or ():
         key, sep, value = str(item).partition("=")
         if not sep or not value:
             raise Refused(f"select: {item!r} is not key=value (env=prod, or name=CLUSTER)")
         if key == "name":
             selector["names"].append(value)
+        elif key == "version":
+            selector["versions"].append(value)
         else:
             try:
                 selector["tags"].append(list(fleet_tags.check(key, value)))
@@ -101,9 +111,19 @@ def select(selector):
         if missing:
             raise Refused(f"select: no such cluster (or not matching the tags): {', '.join(missing)}")
     clusters = list(clusters.order_by("name"))
+    versions = selector.get("versions") or []
+    if versions:
+        clusters = [c for c in clusters if _runs(c, versions)]
     if not clusters:
         raise Refused("select: no cluster matches")
     return clusters
+
+
+def _runs(cluster, versions):
+    """Every ProxySQL node of the cluster runs one of these versions (2.7 is 2.7.x; a node's version as the polls
+    read it, fleet/node_versions.py; a node not read yet matches none)."""
+    found = list(cluster.proxysql_nodes.values_list("version", flat=True))
+    return bool(found) and all(any(v == p or v.startswith((p + ".", p + "-")) for p in versions) for v in found)
 
 
 def _check_change(change):
@@ -139,22 +159,27 @@ def fragment_file(cluster, fragment):
     return yaml.safe_dump(whole, sort_keys=False)
 
 
-def _check_applies(cluster, change):
-    """Refuse now a change that cannot apply to a selected cluster (the same checks as a change set's)."""
+def _validate(cluster, change, actor, reason):
+    """The change set the change makes on `cluster`, checked as creating it would check it, nothing written
+    (configuration's validate_change_set). NothingToDo when the cluster already runs it."""
     if "file" in change:
-        try:
-            config.preview_from_file(cluster, fragment_file(cluster, change["file"]))
-        except config.NothingToDo:
-            pass
-    else:
-        current = config.latest(cluster)
-        if current is None:
-            raise Refused(f"{cluster} has no configuration version yet")
-        with transaction.atomic():  # built as create_change_set builds them, then dropped: nothing stays
-            try:
-                config.create_change_set(cluster, actor=Actor.system(), reason="rollout check", edits=change["edits"])
-            finally:
-                transaction.set_rollback(True)
+        return config.validate_change_set(cluster, actor=actor, reason=reason,
+                                          file=fragment_file(cluster, change["file"]))
+    return config.validate_change_set(cluster, actor=actor, reason=reason, edits=change["edits"])
+
+
+def _check_applies(cluster, change, actor):
+    """Refuse now a change that cannot apply to a selected cluster, or that the planner may not make there."""
+    try:
+        _validate(cluster, change, actor, "rollout check")
+    except config.NothingToDo:
+        pass
+
+
+def _canary_node(cluster):
+    """The first cluster's canary: its first ProxySQL node, when it has others (a one-node cluster is its own)."""
+    nodes = list(cluster.proxysql_nodes.order_by("pk")[:2])
+    return nodes[0] if len(nodes) == 2 else None
 
 
 def _check_operator(actor):
@@ -162,55 +187,53 @@ def _check_operator(actor):
         raise Refused("rollouts are planned, started and aborted by an operator (or an admin)")
 
 
-def plan(change, selector, waves_text, *, actor, reason, bake_canary_s=60, bake_s=30, max_error_rate=1.0):
+def plan(change, selector, waves_text, *, actor, reason, bake_canary_s=60, bake_s=30, max_error_rate=1.0,
+         when_busy=WhenBusy.WAIT, busy_wait_s=300):
     """A planned rollout: the exact clusters per wave, each checked that the change applies. Audited."""
     _check_operator(actor)
     if not reason.strip():
         raise Refused("reason: say why (kept with the rollout, each change set and the audit log)")
     _check_change(change)
-    if bake_canary_s < 0 or bake_s < 0 or max_error_rate < 0:
-        raise Refused("bake times and the error threshold cannot be negative")
+    if bake_canary_s < 0 or bake_s < 0 or max_error_rate < 0 or busy_wait_s < 0:
+        raise Refused("bake times, the error threshold and the wait for a busy cluster cannot be negative")
+    if when_busy not in WhenBusy.values:
+        raise Refused(f"when busy: {when_busy!r} is neither wait nor skip")
     clusters = select(selector)
     sizes = parse_waves(waves_text, len(clusters))
     for cluster in clusters:
         try:
-            _check_applies(cluster, change)
+            _check_applies(cluster, change, actor)
         except (config.Refused, Refused) as exc:
             raise Refused(f"{cluster}: {exc}") from None
     waves, at = [], 0
+    canary = _canary_node(clusters[0])
+    if canary is not None:  # wave 0: one node of the first cluster; the first wave then holds the rest of it
+        waves.append({"clusters": [clusters[0].pk], "node": canary.pk, "state": WaveState.PENDING})
     for size in sizes:
         waves.append({"clusters": [c.pk for c in clusters[at:at + size]], "state": WaveState.PENDING})
         at += size
     with transaction.atomic():
         rollout = Rollout.objects.create(
             reason=reason, change=change, selector=selector, waves_text=waves_text, waves=waves,
-            bake_canary_s=bake_canary_s, bake_s=bake_s, max_error_rate=max_error_rate,
-            planned_by=actor.user, planner=actor.who)
+            bake_canary_s=bake_canary_s, bake_s=bake_s, max_error_rate=max_error_rate, when_busy=when_busy,
+            busy_wait_s=busy_wait_s, planned_by=actor.user, planner=actor.who)
         position = 0
         for n, wave in enumerate(waves):
             for pk in wave["clusters"]:
-                RolloutCluster.objects.create(rollout=rollout, cluster_id=pk, wave=n, position=position)
-                position += 1
+                if not RolloutCluster.objects.filter(rollout=rollout, cluster_id=pk).exists():  # the canary's: once
+                    RolloutCluster.objects.create(rollout=rollout, cluster_id=pk, wave=n, position=position)
+                    position += 1
         record("rollout planned", actor=actor, target=str(rollout), details=describe(rollout))
     return rollout
 
 
 def first_cluster_plan(rollout):
     """The plan the first cluster's change set would get now (guards, then SQL per node), read from its nodes: what
-    `rollout plan` prints. Nothing is saved: the edits are built in a transaction rolled back, the plan made after."""
-    from apps.operations.change_set import plan_change_set
-
+    `rollout plan` prints. Nothing is saved (validate_change_set writes no row; the plan only reads)."""
     first = rollout.clusters.select_related("cluster").order_by("position").first()
     cluster = first.cluster
     try:
-        if "file" in rollout.change:
-            cs = config.preview_from_file(cluster, fragment_file(cluster, rollout.change["file"]))
-        else:
-            with transaction.atomic():
-                built = config.create_change_set(cluster, actor=Actor.system(), reason="preview",
-                                                 edits=rollout.change["edits"])
-                transaction.set_rollback(True)
-            cs = ChangeSet(cluster=cluster, base=built.base, reason=rollout.reason, edits=built.edits)
+        cs = _validate(cluster, rollout.change, Actor(ActorKind.USER, user=rollout.planned_by), rollout.reason)
     except config.NothingToDo:
         return {"cluster": cluster.name, "lines": ["nothing to do: it already runs the change"]}
     plan_, _ = plan_change_set(cs)
@@ -223,10 +246,16 @@ def first_cluster_plan(rollout):
 
 def describe(rollout):
     """The rollout as data: its waves with their clusters' names and states (the doors print this)."""
+    from apps.fleet.models import ProxySQLNode
+
     rows = {rc.cluster_id: rc for rc in rollout.clusters.select_related("cluster")}
+    canary = rollout.waves[0].get("node") if rollout.waves else None
+    node = ProxySQLNode.objects.filter(pk=canary).values_list("name", flat=True).first() if canary else None
     return {"rollout": rollout.pk, "state": rollout.state, "reason": rollout.reason, "waves_text": rollout.waves_text,
+            "clusters": len(rows),
             "halt_reason": rollout.halt_reason, "bake_canary_s": rollout.bake_canary_s, "bake_s": rollout.bake_s,
-            "waves": [{"wave": n, "canary": n == 0, "state": w["state"], "gate": w.get("gate"),
+            "waves": [{"wave": n, "canary": n == 0, "node": node if n == 0 else None,
+                       "rest_of_canary": n == 1 and canary is not None, "state": w["state"], "gate": w.get("gate"),
                        "clusters": [{"name": rows[pk].cluster.name, "state": rows[pk].state, "error": rows[pk].error}
                                     for pk in w["clusters"]]}
                       for n, w in enumerate(rollout.waves)]}
@@ -294,14 +323,27 @@ def run(rollout_id):
             break
         if rollout.waves[n]["state"] == WaveState.PENDING and _paused(rollout):
             return RolloutState.PAUSED
+        if rollout.waves[n]["state"] == WaveState.PENDING and halt_requested(rollout):  # between waves: stop here
+            why = halt_requested(rollout)
+            _end(rollout, RolloutState.HALTED, "rollout halted", why=why)
+            _alert_halt(rollout, n - 1 if n else 0, why)
+            return rollout.state
         if rollout.waves[n]["state"] == WaveState.PENDING:
             _wave(rollout, n, state=WaveState.APPLYING, started_at=timezone.now().isoformat())
         if rollout.waves[n]["state"] == WaveState.APPLYING:
             failed = _apply_wave(rollout, n)
+            rollout.refresh_from_db(fields=["waves"])
+            if failed and _aborting(rollout):  # an abort during the canary's bake: its operation rolled it back
+                break
+            gate_ = rollout.waves[n].get("gate") or {}
+            if failed and gate_ and not gate_.get("ok"):  # the canary's gate failed in its operation
+                return _halt(rollout, n, _failed_words(n, gate_))
             if failed:
                 return _halt(rollout, n, f"wave {n}: {failed}")
             if _aborting(rollout):
                 break
+            if rollout.waves[n]["state"] == WaveState.PASSED:  # the canary baked in its operation (canary.py)
+                continue
             _wave(rollout, n, state=WaveState.BAKING, applied_at=timezone.now().isoformat())
         if rollout.waves[n]["state"] == WaveState.BAKING:
             verdict = _bake(rollout, n)
@@ -309,12 +351,18 @@ def run(rollout_id):
                 break
             _wave(rollout, n, gate=verdict)
             if not verdict["ok"]:
-                return _halt(rollout, n, f"wave {n} failed its health gate: {verdict['why']}")
+                return _halt(rollout, n, _failed_words(n, verdict))
             _wave(rollout, n, state=WaveState.PASSED)
     if _aborting(rollout):
         return _roll_back_all(rollout)
     _end(rollout, RolloutState.DONE, "rollout done")
     return rollout.state
+
+
+def _failed_words(n, verdict):
+    if any(f.get("gate") == "operator" for f in verdict.get("failed") or []):
+        return f"wave {n}: {verdict['why']}"
+    return f"wave {n} failed its health gate: {verdict['why']}"
 
 
 def resume_stale(stale_after_s=STALE_AFTER_S):
@@ -375,6 +423,28 @@ def _aborting(rollout):
     return rollout.abort_requested
 
 
+def halt(rollout, *, actor, reason):
+    """An operator's halt of a running rollout: the wave baking now fails its gate with the operator's words (and is
+    rolled back, as a gate's halt is); between waves, it stops before the next. Audited; run() acts on it."""
+    _check_operator(actor)
+    if not reason.strip():
+        raise Refused("reason: say why you halt it (the page and the alert say it)")
+    why = f"halted by {actor.who}: {reason.strip()}"
+    with transaction.atomic():
+        if not Rollout.objects.filter(pk=rollout.pk, state=RolloutState.RUNNING, abort_requested=False,
+                                      halt_reason="").update(halt_reason=why):
+            raise Refused(f"{rollout} is not running (it is {Rollout.objects.get(pk=rollout.pk).state})")
+        record("rollout halt requested", actor=actor, target=str(rollout), details={"rollout": rollout.pk, "why": why})
+    rollout.refresh_from_db()
+    return rollout
+
+
+def halt_requested(rollout):
+    """The operator's halt (halt()) of a running rollout, or ""."""
+    return Rollout.objects.filter(pk=rollout.pk, state=RolloutState.RUNNING).values_list(
+        "halt_reason", flat=True).first() or ""
+
+
 def _wave(rollout, n, **fields):
     rollout.refresh_from_db(fields=["waves"])
     rollout.waves[n].update(fields)
@@ -389,21 +459,39 @@ def _people(rollout):
 
 def _apply_wave(rollout, n):
     """Each cluster of the wave through its own change set, in plan order. The first failure: its text."""
-    for rc in rollout.clusters.filter(wave=n).select_related("cluster"):
-        if rc.state in (ClusterState.APPLIED, ClusterState.UNCHANGED):
+    for rc in _wave_clusters(rollout, n):
+        if rc.state in (ClusterState.APPLIED, ClusterState.UNCHANGED, ClusterState.SKIPPED):
             continue
-        if rc.state == ClusterState.FAILED:
+        if rc.state in (ClusterState.FAILED, ClusterState.ROLLED_BACK):
             return f"{rc.cluster}: {rc.error}"
-        error = _apply_cluster(rollout, rc)
+        error = _apply_cluster(rollout, rc, n)
         if error:
             return f"{rc.cluster}: {error}"
     return None
 
 
-def _apply_cluster(rollout, rc):
+def _wave_clusters(rollout, n):
+    """The wave's clusters (the canary's cluster is in waves 0 and 1), in plan order."""
+    rollout.refresh_from_db(fields=["waves"])
+    return rollout.clusters.filter(cluster_id__in=rollout.waves[n]["clusters"]).select_related("cluster")
+
+
+def _canary_options(rollout, n):
+    """The canary operation's options (canary.py) when wave n is the canary, else None."""
+    node = rollout.waves[n].get("node") if n == 0 else None
+    return None if node is None else {"rollout": rollout.pk, "wave": n, "node": node, "bake_s": rollout.bake_canary_s}
+
+
+def _apply_cluster(rollout, rc, n):
     planner, confirmer = _people(rollout)
     cluster = rc.cluster
     if rc.change_set_id is None:
+        busy = _wait_while_busy(rollout, cluster)
+        if busy and rollout.when_busy == WhenBusy.SKIP:
+            _cluster_state(rc, ClusterState.SKIPPED, f"skipped: {busy}")
+            return None
+        if busy:
+            return _cluster_failed(rc, f"still busy after {rollout.busy_wait_s:g} s: {busy}")
         reason = f"{rollout} wave {rc.wave}: {rollout.reason}"
         try:
             with transaction.atomic():
@@ -419,20 +507,41 @@ def _apply_cluster(rollout, rc):
             return None
         except (config.Refused, Refused) as exc:
             return _cluster_failed(rc, str(exc))
-    error = _run_change_set(rollout.pk, rc.change_set, planner, confirmer)
+    canary = _canary_options(rollout, n)
+    error = _run_change_set(rollout.pk, rc.change_set, planner, confirmer,
+                            plan=(lambda cs: plan_canary(cs, canary)) if canary else plan_change_set)
+    if error and canary and _operation_state(rc.change_set) == OperationState.ROLLED_BACK:
+        _cluster_state(rc, ClusterState.ROLLED_BACK, error)  # the executor's rollback undid the canary
+        return error
     if error:
         return _cluster_failed(rc, error)
     _cluster_state(rc, ClusterState.APPLIED)
     return None
 
 
-def _run_change_set(rollout_id, cs, planner, confirmer):
+def _wait_while_busy(rollout, cluster):
+    """None once no other operation holds the cluster; else who holds it: at once when busy clusters are skipped,
+    after busy_wait_s when they are waited for (the rollout's heartbeat kept meanwhile)."""
+    ends = time.monotonic() + (rollout.busy_wait_s if rollout.when_busy == WhenBusy.WAIT else 0)
+    while True:
+        holder = current_holder(cluster)
+        if holder is None or time.monotonic() >= ends or _aborting(rollout):
+            return holder
+        Rollout.objects.filter(pk=rollout.pk).update(heartbeat_at=timezone.now())
+        time.sleep(min(1.0, max(0.0, ends - time.monotonic())))
+
+
+def _operation_state(cs):
+    return ChangeSet.objects.filter(pk=cs.pk).values_list("operation__state", flat=True).first()
+
+
+def _run_change_set(rollout_id, cs, planner, confirmer, plan=None):
     """Plan, confirm and execute a change set here (the rollout's worker), or wait for the operation a dead worker
     left (the executor's reaper ends it). None when it ended done, else why not."""
     cs.refresh_from_db()
     try:
         if cs.state == ChangeSet.State.DRAFT:
-            op = plan_and_save(cs, actor=planner)
+            op = plan_and_save(cs, actor=planner, planner=plan or plan_change_set)
         else:
             op = cs.operation
         if op.state == OperationState.PLANNED:
@@ -475,6 +584,8 @@ def _bake(rollout, n):
         verdict = gate(rollout, n, started, applied)
         if not verdict["ok"]:
             return verdict
+        if halt_requested(rollout):
+            return operator_halt(verdict, halt_requested(rollout))
         if timezone.now() >= ends:
             return verdict
         if _aborting(rollout):
@@ -483,33 +594,46 @@ def _bake(rollout, n):
         time.sleep(min(GATE_STEP_S, max(0.0, (ends - timezone.now()).total_seconds())))
 
 
-def gate(rollout, n, started, applied):
+def gate(rollout, n, started, applied, nodes=None):
     """The wave's health from the polls and the alerts: per node of its clusters, client connections aborted +
     backend connection errors per second since the change, against the same length of window before the wave;
     and any alert of those clusters that fired since the wave started."""
-    clusters = rollout.waves[n]["clusters"]
+    skipped = set(rollout.clusters.filter(state=ClusterState.SKIPPED).values_list("cluster_id", flat=True))
+    clusters = [pk for pk in rollout.waves[n]["clusters"] if pk not in skipped]
     bake = rollout.bake_canary_s if n == 0 else rollout.bake_s
     window = timedelta(seconds=max(bake, 10))
-    figures, bad = {}, []
+    figures, bad, failed = {}, [], []
     samples = ProxySQLSample.objects.filter(node__cluster_id__in=clusters, resolution=RAW)
-    for node_id, name in _nodes(clusters):
+    for node_id, name in _nodes(clusters, nodes):
         before = _errors(samples.filter(node_id=node_id, ts__gte=started - window, ts__lt=started))
         after = _errors(samples.filter(node_id=node_id, ts__gte=applied))
         figures[name] = {"errors_per_s_before": before, "errors_per_s_after": after}
         if after is not None and after > (before or 0.0) + rollout.max_error_rate:
-            bad.append(f"{name}: {after:.1f} errors/s since the change, {before or 0.0:.1f} before "
+            bad.append(f"the errors gate on {name}: {after:.1f} errors/s since the change, {before or 0.0:.1f} before "
                        f"(threshold +{rollout.max_error_rate:g})")
-    fired = Alert.objects.filter(cluster_id__in=clusters, state=AlertState.FIRING, fired_at__gte=started)
+            failed.append({"gate": "errors", "node": name, "before": before, "after": after,
+                           "threshold": rollout.max_error_rate})
+    fired = Alert.objects.filter(cluster_id__in=clusters, state=AlertState.FIRING, fired_at__gte=started).exclude(
+        rule=HALTED_RULE)  # another rollout's halt is not this wave's health
     for alert in fired.select_related("cluster").order_by("fired_at")[:10]:
-        bad.append(f"alert {alert.rule} firing on {alert.cluster}: {alert.summary}")
-    return {"ok": not bad, "why": "; ".join(bad), "nodes": figures,
+        bad.append(f"the alerts gate: alert {alert.rule} firing on {alert.cluster}: {alert.summary}")
+        failed.append({"gate": "alerts", "rule": alert.rule, "cluster": alert.cluster.name, "summary": alert.summary})
+    return {"ok": not bad, "why": "; ".join(bad), "nodes": figures, "failed": failed,
             "alerts": [a.rule for a in fired[:10]], "at": timezone.now().isoformat()}
 
 
-def _nodes(cluster_ids):
+def operator_halt(verdict, why):
+    """The gate's last reading, failed by the operator's halt."""
+    return {**verdict, "ok": False, "why": why, "failed": [{"gate": "operator", "why": why}]}
+
+
+def _nodes(cluster_ids, only=None):
     from apps.fleet.models import ProxySQLNode
 
-    return ProxySQLNode.objects.filter(cluster_id__in=cluster_ids).order_by("pk").values_list("pk", "name")
+    nodes = ProxySQLNode.objects.filter(cluster_id__in=cluster_ids)
+    if only is not None:  # the canary: its one node
+        nodes = nodes.filter(pk__in=only)
+    return nodes.order_by("pk").values_list("pk", "name")
 
 
 def _errors(samples):
@@ -521,13 +645,28 @@ def _errors(samples):
 
 # -- halt and roll back -----------------------------------------------------------------------------------------
 def _halt(rollout, n, why):
-    """The failing wave rolled back; the waves before it stay (abort rolls them back too)."""
+    """The failing wave rolled back; the waves before it stay (abort rolls them back too). An alert says why (the
+    gate and its figures), delivered as any alert; it resolves when the rollout is aborted."""
     rollout.halt_reason = why
     Rollout.objects.filter(pk=rollout.pk).update(halt_reason=why)
     _roll_back_wave(rollout, n)
     _wave(rollout, n, state=WaveState.ROLLED_BACK)
+    if n == 1 and rollout.waves[0].get("node"):  # the rest of the canary's cluster: the canary went back with it
+        _wave(rollout, 0, state=WaveState.ROLLED_BACK)
     _end(rollout, RolloutState.HALTED, "rollout halted", why=why)
+    _alert_halt(rollout, n, why)
     return rollout.state
+
+
+def _alert_halt(rollout, n, why):
+    gate_ = rollout.waves[n].get("gate") or {}
+    events.raise_event(HALTED_RULE, rollout.waves[n]["clusters"][0], _subject(rollout), f"{rollout}: {rollout.reason}",
+                       f"{rollout} halted: {why}", details={"rollout": rollout.pk, "wave": n, "why": why,
+                                                            "gates": gate_.get("failed") or [], "gate": gate_})
+
+
+def _subject(rollout):
+    return f"ro{rollout.pk}"
 
 
 def _roll_back_all(rollout):
@@ -539,6 +678,7 @@ def _roll_back_all(rollout):
         errors += _roll_back_wave(rollout, n)
         _wave(rollout, n, state=WaveState.ROLLED_BACK)
     _end(rollout, RolloutState.ROLLED_BACK, "rollout rolled back", errors=errors)
+    events.resolve_event(HALTED_RULE, _subject(rollout))
     return rollout.state
 
 
@@ -547,7 +687,7 @@ def _roll_back_wave(rollout, n):
     change set (it keeps what operations own: the writer, the servers' statuses). Returns the errors."""
     errors = []
     planner, confirmer = _people(rollout)
-    for rc in rollout.clusters.filter(wave=n).select_related("cluster", "version_before").order_by("-position"):
+    for rc in _wave_clusters(rollout, n).select_related("version_before").order_by("-position"):
         if rc.state not in (ClusterState.APPLIED, ClusterState.APPLYING, ClusterState.ROLLING_BACK):
             continue
         if rc.state == ClusterState.APPLYING:  # a change set that ended rolled back changed nothing

@@ -18,6 +18,11 @@ def console_pages(cluster, operator):
     draft = config.start_change_set(cluster, actor=Actor.command(operator), reason="accessibility walk")
     config.add_edit(draft, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"},
                     actor=Actor.command(operator))
+    from apps.rollouts import services as rollouts
+
+    rollout = rollouts.plan({"edits": [{"op": "set", "table": "global_variables", "name": "mysql-max_connections",
+                                        "value": "4096"}]}, {"names": [cluster.name]}, "1",
+                            actor=Actor.command(operator), reason="accessibility walk")
     return {
         "fleet": reverse("fleet:overview"),
         "cluster": cluster.get_absolute_url(),
@@ -29,6 +34,8 @@ def console_pages(cluster, operator):
         "drain": reverse("operations:drain", args=[server.pk]),
         "digests": reverse("digests:list"),
         "operations": reverse("operations:list"),
+        "rollouts": reverse("rollouts:list"),
+        "rollout": reverse("rollouts:detail", args=[rollout.pk]),
         "alerts": reverse("alerts:list"),
         "alert rules": reverse("alerts:rules"),
         "cluster alert rules": reverse("alerts:cluster_rules", args=[cluster.pk]),

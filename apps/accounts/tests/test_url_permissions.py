@@ -118,7 +118,7 @@ def kwargs_for(name, pattern, objects):
              "accounts:token_revoke": "token",
              "dr:channel": "dr_channel", "dr:channel_live": "dr_channel", "dr:channel_move": "dr_channel", "dr:channel_chart": "dr_channel"}
     prefix = name.split(":")[0]
-    key = owner.get(name) or {"operations": "operation", "configuration": "change_set"}.get(prefix)
+    key = owner.get(name) or {"operations": "operation", "configuration": "change_set", "rollouts": "rollout"}.get(prefix)
     if prefix == "configuration" and "cluster_pk" in converters:
         key = "cluster"
     if name == "alerts:rule_edit":

@@ -36,10 +36,11 @@ class RolloutList(ApiView):
         data = body(s.RolloutInput, request)
         change = {"file": data["file"]} if data.get("file") else {"edits": data["edits"]}
         selector = {"tags": [[k, v] for k, v in sorted(data["select"]["tags"].items())],
-                    "names": data["select"]["names"]}
+                    "names": data["select"]["names"], "versions": data["select"]["versions"]}
         rollout = services.plan(change, selector, data["waves"], actor=Actor.of_request(request),
                                 reason=data["reason"], bake_canary_s=data["bake_canary_s"], bake_s=data["bake_s"],
-                                max_error_rate=data["max_error_rate"])
+                                max_error_rate=data["max_error_rate"], when_busy=data["when_busy"],
+                                busy_wait_s=data["busy_wait_s"])
         return shown(rollout, status.HTTP_201_CREATED)
 
 

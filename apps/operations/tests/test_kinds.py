@@ -8,11 +8,12 @@ from apps.operations import recheck
 from apps.operations.choices import OperationKind
 from apps.operations.models import Operation
 from apps.operations.registry import CLUSTER, HOLD, INVOLVED, KINDS, PROPAGATE
+from apps.rollouts.canary import KIND as ROLLOUT_CANARY
 
 
 def test_every_operation_kind_has_a_registered_spec_with_its_planners():
     built_in = {value for name, value in vars(OperationKind).items() if name.isupper()}
-    assert set(KINDS) == built_in | {CHANNEL_MOVE}
+    assert set(KINDS) == built_in | {CHANNEL_MOVE, ROLLOUT_CANARY}
     assert all(spec.kind == kind for kind, spec in KINDS.items())
     assert all(callable(spec.replan) and callable(spec.planner) and spec.label for spec in KINDS.values())
 

@@ -38,7 +38,8 @@ def test_plan_then_start_by_a_second_operator_then_status(proxysql_double_factor
                                 "--bake", "0.5", "--json")
     assert code == 0
     doc = json.loads(out)
-    assert [[c["name"] for c in w["clusters"]] for w in doc["waves"]] == [["fleet-0"], ["fleet-1", "fleet-2"]]
+    assert [[c["name"] for c in w["clusters"]] for w in doc["waves"]] == [["fleet-0"], ["fleet-0"],
+                                                                          ["fleet-1", "fleet-2"]]
     rollout = Rollout.objects.get(pk=doc["rollout"])
     code, out = rollout_command(capsys, "plan", str(change), "--select", "name=fleet-2", "--waves", "1",
                                 "--user", planner.username, "--reason", "the SQL")
@@ -51,7 +52,8 @@ def test_plan_then_start_by_a_second_operator_then_status(proxysql_double_factor
     with Poller():
         code, out = rollout_command(capsys, "start", "--id", str(rollout.pk), "--user", starter.username)
     assert code == 0, out
-    assert "wave 1 passed: fleet-1 [applied], fleet-2 [applied]" in out
+    assert "wave 0 (canary) passed: fleet-0 [applied] (node fleet-0-proxysql-1 only)" in out, out
+    assert "wave 2 passed: fleet-1 [applied], fleet-2 [applied]" in out
     for double in doubles:
         assert rule_ids(double) == {layer: [88] for layer in LAYERS}
     for cluster in clusters:  # the fragment named the rules only: the servers and users are as they were
@@ -75,23 +77,23 @@ def test_refusals_exit_2_and_plan_nothing(proxysql_double_factory, people, tmp_p
     assert not Rollout.objects.exists()
 
 
-def test_a_halt_at_wave_one_keeps_wave_zero_until_abort_rolls_it_back(proxysql_double_factory, live_redis, people,
+def test_a_halt_at_the_second_cluster_keeps_the_canary_s_until_abort_rolls_it_back(proxysql_double_factory, live_redis, people,
                                                                        capsys):
     planner, starter = people
     clusters, doubles = build_fleet(proxysql_double_factory, 2, first_port=49000)
     rollout = services.plan({"edits": [RULE]}, {"tags": [["env", "prod"]]}, "1,1", actor=Actor.command(planner),
-                            reason="wave 1 hurts", bake_canary_s=0.3, bake_s=6)
+                            reason="wave 2 hurts", bake_canary_s=0.3, bake_s=6)
 
     def hurt():
         for n, double in enumerate(doubles[2:]):
             double.traffic.set_global("Client_Connections_aborted", 100000 * (n + 1))
 
     with Poller(interval=0.3):
-        hurting = once_baking(rollout, 1, hurt)
+        hurting = once_baking(rollout, 2, hurt)
         code, out = rollout_command(capsys, "start", "--id", str(rollout.pk), "--user", starter.username)
         hurting.join(5)
-    assert code == 3 and "halted: wave 1 failed its health gate" in out, out
-    assert "wave 0 (canary) passed: fleet-0 [applied]" in out and "wave 1 rolled_back: fleet-1 [rolled_back]" in out
+    assert code == 3 and "halted: wave 2 failed its health gate" in out, out
+    assert "wave 0 (canary) passed: fleet-0 [applied]" in out and "wave 2 rolled_back: fleet-1 [rolled_back]" in out
     assert [rule_ids(d)["disk"] for d in doubles] == [[77], [77], [], []]
 
     code, out = rollout_command(capsys, "abort", str(rollout.pk), "--user", starter.username)

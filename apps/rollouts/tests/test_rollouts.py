@@ -105,8 +105,9 @@ def test_a_harmless_rule_reaches_six_clusters_in_three_waves_every_layer_of_ever
     rollout = services.plan({"edits": [RULE]}, services.parse_selector(["env=prod"]), "1,2,100%",
                             actor=Actor.command(planner), reason="route the probe", bake_canary_s=1, bake_s=0.5)
     plan = services.describe(rollout)
-    assert [[c["name"] for c in w["clusters"]] for w in plan["waves"]] == [
-        ["fleet-0"], ["fleet-1", "fleet-2"], ["fleet-3", "fleet-4", "fleet-5"]]
+    assert [[c["name"] for c in w["clusters"]] for w in plan["waves"]] == [  # a node of fleet-0, then the rest of it
+        ["fleet-0"], ["fleet-0"], ["fleet-1", "fleet-2"], ["fleet-3", "fleet-4", "fleet-5"]]
+    assert plan["waves"][0]["node"] == "fleet-0-proxysql-1" and plan["waves"][1]["rest_of_canary"]
     assert plan["waves"][0]["canary"] and all(c["state"] == "pending" for w in plan["waves"] for c in w["clusters"])
     before = {c.pk: config.latest(c).number for c in clusters}
     first = services.first_cluster_plan(rollout)  # read from fleet-0's nodes, nothing saved
@@ -118,7 +119,7 @@ def test_a_harmless_rule_reaches_six_clusters_in_three_waves_every_layer_of_ever
         assert services.run(rollout.pk) == RolloutState.DONE
 
     rollout.refresh_from_db()
-    assert [w["state"] for w in rollout.waves] == ["passed"] * 3
+    assert [w["state"] for w in rollout.waves] == ["passed"] * 4
     assert all(w["gate"]["ok"] and w["gate"]["nodes"] for w in rollout.waves)
     assert set(rollout.clusters.values_list("state", flat=True)) == {ClusterState.APPLIED}
     for cluster in clusters:
@@ -165,32 +166,33 @@ def test_errors_at_the_canary_halt_it_and_its_rollback_leaves_every_layer_as_bef
     rollout.refresh_from_db()
     assert "wave 0 failed its health gate" in rollout.halt_reason and "errors/s since the change" in rollout.halt_reason
     assert halted_in < 6, halted_in  # the gate failed before the end of the 6 s bake
-    assert [w["state"] for w in rollout.waves] == ["rolled_back", "pending"]
+    assert [w["state"] for w in rollout.waves] == ["rolled_back", "pending", "pending"]
     states = dict(rollout.clusters.values_list("cluster__name", "state"))
     assert states == {"fleet-0": ClusterState.ROLLED_BACK, "fleet-1": ClusterState.PENDING,
                       "fleet-2": ClusterState.PENDING}
-    assert config.latest(clusters[0]).content == before_version.content  # a new version, equal to the one before
-    assert config.latest(clusters[0]).number == before_version.number + 2
+    # the canary (one node) rolled back by its own operation: no version was recorded, none to revert
+    assert config.latest(clusters[0]) == before_version
     assert [rule_ids(d) for d in doubles] == before_layers
     assert AuditEvent.objects.filter(target=str(rollout), action="rollout halted").exists()
 
 
-def test_abort_after_wave_one_rolls_back_waves_newest_first(proxysql_double_factory, live_redis, people):
+def test_abort_after_wave_two_rolls_back_waves_two_one_zero(proxysql_double_factory, live_redis, people):
     planner, starter = people
     clusters, doubles = build_fleet(proxysql_double_factory, 4)
     rollout = services.plan({"edits": [RULE]}, {"names": [c.name for c in clusters]}, "1,1,100%",
                             actor=Actor.command(planner), reason="then changed our mind", bake_canary_s=0.2,
-                            bake_s=30)
+                            bake_s=3)
 
     with Poller():
-        aborter = once_baking(rollout, 1, lambda: services.abort(Rollout.objects.get(pk=rollout.pk),
+        aborter = once_baking(rollout, 2, lambda: services.abort(Rollout.objects.get(pk=rollout.pk),
                                                                  actor=Actor.command(starter)))
         services.start(rollout, actor=Actor.command(starter), enqueue=False)
         assert services.run(rollout.pk) == RolloutState.ROLLED_BACK
         aborter.join(5)
 
     rollout.refresh_from_db()
-    assert [w["state"] for w in rollout.waves] == ["rolled_back", "rolled_back", "pending"]
+    # waves: a node of fleet-0, the rest of fleet-0, fleet-1, then fleet-2 and fleet-3
+    assert [w["state"] for w in rollout.waves] == ["rolled_back", "rolled_back", "rolled_back", "pending"]
     reverts = list(ChangeSet.objects.filter(source="revert").order_by("pk").values_list("cluster__name", flat=True))
     assert reverts == ["fleet-1", "fleet-0"]  # newest wave first
     for double in doubles:
@@ -210,7 +212,8 @@ def test_a_pause_waits_for_the_wave_under_way_and_a_resume_goes_on(proxysql_doub
         assert services.run(rollout.pk) == RolloutState.PAUSED
         pauser.join(5)
         rollout.refresh_from_db()
-        assert [w["state"] for w in rollout.waves] == ["passed", "pending"]
+        # the canary's bake is inside its cluster's operation: the rest of fleet-0 (wave 1) ends before the pause
+        assert [w["state"] for w in rollout.waves] == ["passed", "passed", "pending"]
         assert [rule_ids(d)["runtime"] for d in doubles] == [[77], [77], [], [], [], []]
         assert services.resume_stale(stale_after_s=0) == []  # a paused rollout is not a dead worker's
         services.resume(rollout, actor=Actor.command(starter), enqueue=False)
@@ -247,3 +250,28 @@ def test_an_alert_of_the_canary_fired_during_its_bake_halts_it(proxysql_double_f
     assert "alert writer_none firing on fleet-0: no usable ONLINE writer" in rollout.halt_reason
     assert rollout.waves[0]["gate"]["alerts"] == ["writer_none"]
     assert [rule_ids(d) for d in doubles] == [{layer: [] for layer in LAYERS}] * 4
+
+
+def test_the_plan_checks_the_change_as_the_planner_would_create_it_and_writes_no_change_set(
+        proxysql_double_factory, operator_user, admin_user_role):
+    """Each selected cluster's change is validated (configuration's validate_change_set) in the planner's name:
+    an admin may roll out a scheduler row, an operator is refused as a change set refuses them; nothing written."""
+    from apps.configuration.models import ConfigSecret
+
+    build_fleet(proxysql_double_factory, 2, first_port=49000)
+    scheduler = {"op": "upsert", "table": "scheduler",
+                 "row": {"id": 1, "active": 1, "interval_ms": 10000, "filename": "/bin/true", "arg1": None,
+                         "arg2": None, "arg3": None, "arg4": None, "arg5": None, "comment": ""}}
+    user = {"op": "upsert", "table": "mysql_users",
+            "row": {"username": "probe", "password": "probe-secret", "default_hostgroup": 100}}
+    audited_last = AuditEvent.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    with pytest.raises(services.Refused, match="fleet-0: Only an admin may change scheduler rows"):
+        services.plan({"edits": [scheduler]}, {"tags": [["env", "prod"]]}, "1,100%",
+                      actor=Actor.command(operator_user), reason="a job on the host")
+    refusals = AuditEvent.objects.filter(pk__gt=audited_last).values_list("action", flat=True)
+    assert list(refusals) == ["change set refused"]  # audited as a change set's refusal is, and nothing else
+    rollout = services.plan({"edits": [scheduler, user]}, {"tags": [["env", "prod"]]}, "1,100%",
+                            actor=Actor.command(admin_user_role), reason="a job on the host")
+    assert AuditEvent.objects.order_by("-pk").values_list("action", "target").first() == ("rollout planned",
+                                                                                            str(rollout))
+    assert not ChangeSet.objects.exists() and not ConfigSecret.objects.filter(ref__startswith="mysql_users/probe").exists()

@@ -38,7 +38,7 @@ class Command(BaseCommand):
         parser.add_argument("action", choices=["plan", "start", "status", "abort", "pause", "resume"])
         parser.add_argument("target", nargs="?", help="plan/start: the change FILE; the others: the rollout's id")
         parser.add_argument("--id", type=int, help="start: a rollout planned before")
-        parser.add_argument("--select", action="append", default=[], help="env=prod (a tag) or name=CLUSTER")
+        parser.add_argument("--select", action="append", default=[], help="env=prod (a tag), name=CLUSTER, or version=2.7 (every node runs 2.7.x)")
         parser.add_argument("--waves", default="1,1,25%,100%")
         parser.add_argument("--user", help="who plans, starts or aborts (an operator)")
         parser.add_argument("--reason", default="")
@@ -46,6 +46,9 @@ class Command(BaseCommand):
         parser.add_argument("--bake", type=float, default=30.0, help="seconds each other wave bakes")
         parser.add_argument("--max-error-rate", type=float, default=1.0,
                             help="errors per second per node above the window before the wave that halt it")
+        parser.add_argument("--when-busy", choices=["wait", "skip"], default="wait",
+                            help="a cluster another operation holds: wait for it (up to --busy-wait) or skip it")
+        parser.add_argument("--busy-wait", type=float, default=300.0, help="seconds a busy cluster is waited for")
         parser.add_argument("--json", action="store_true")
 
     def handle(self, **o):
@@ -67,7 +70,8 @@ class Command(BaseCommand):
                 rollout = services.plan(self.change(o["target"]), services.parse_selector(o["select"]), o["waves"],
                                         actor=actor, reason=o["reason"] or f"from {o['target']}",
                                         bake_canary_s=o["bake_canary"], bake_s=o["bake"],
-                                        max_error_rate=o["max_error_rate"])
+                                        max_error_rate=o["max_error_rate"], when_busy=o["when_busy"],
+                                        busy_wait_s=o["busy_wait"])
             if o["action"] == "plan":
                 self.show(o, rollout)
                 first = services.first_cluster_plan(rollout)
@@ -124,7 +128,9 @@ class Command(BaseCommand):
         self.stdout.write(f"{rollout}: {doc['state']} ({doc['reason']})")
         for wave in doc["waves"]:
             names = ", ".join(f"{c['name']} [{c['state']}]" for c in wave["clusters"])
-            self.stdout.write(f"  wave {wave['wave']}{' (canary)' if wave['canary'] else ''} {wave['state']}: {names}")
+            where = (f" (node {wave['node']} only)" if wave["node"] else
+                     " (the rest of the canary's cluster)" if wave["rest_of_canary"] else "")
+            self.stdout.write(f"  wave {wave['wave']}{' (canary)' if wave['canary'] else ''} {wave['state']}: {names}{where}")
         if doc["halt_reason"]:
             self.stdout.write(f"  halted: {doc['halt_reason']}")
 
