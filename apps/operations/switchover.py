@@ -376,7 +376,7 @@ def _in_use_notes(plan, server):
                  f"{', '.join(unread)} (SET {EXTENDED}=1; LOAD MYSQL VARIABLES TO RUNTIME there, and plan again, "
                  f"names the reason per connection).")
     out = [{"level": "info", "text": text}]
-    wait = next((s for s in plan.steps if s.name == "wait_drain"), None)  # both planners name their drain's wait so
+    wait = next((s for s in plan.steps if s.key == "wait_drain"), None)  # both planners key their drain's wait so
     if wait is not None:
         then = ("cuts those still in use (OFFLINE_HARD)" if wait.params.get("on_timeout") == OnDrainTimeout.OFFLINE_HARD
                 else "rolls back: the server ONLINE again as before, no connection cut")
