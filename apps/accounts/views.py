@@ -78,8 +78,9 @@ def claim_attempt(request, username, known=True):
 def logged_in_from(username, address):
     """Whether the audit log has a login of this user from this address within LOGIN_KNOWN_ADDRESS_DAYS."""
     since = timezone.now() - timedelta(days=settings.LOGIN_KNOWN_ADDRESS_DAYS)
-    user = get_user_model()._default_manager.get_by_natural_key(username)
-    return AuditEvent.objects.filter(action="login", outcome=Outcome.SUCCESS, actor_user_id=user.pk,
+    users = get_user_model()._default_manager  # a user removed since the name was looked up has no known address
+    pks = users.filter(**{get_user_model().USERNAME_FIELD: username}).values("pk")
+    return AuditEvent.objects.filter(action="login", outcome=Outcome.SUCCESS, actor_user_id__in=pks,
                                      source_address=address, created_at__gte=since).exists()
 
 
