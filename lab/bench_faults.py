@@ -39,6 +39,7 @@ again, (b) Redis SIGKILLed and started again empty, (c) the console's database u
 A supervisor restarts any process that exits, as systemd's Restart= does. Read after: the layers equal, intent (the
 latest version) equal to the nodes, the writer agreed, and the time from the console back to the operation resolved.
 """
+import contextlib
 import os
 import shutil
 import signal
@@ -49,7 +50,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections
 
 from apps.audit.actor import Actor
 from apps.clients.proxysql import ProxySQLAdmin, configured, configured_status
@@ -60,6 +61,7 @@ from apps.fleet.models import Cluster, ProxySQLNode, Server
 from apps.operations import drain, executor, repair, rollbacks, services, switchover
 from apps.operations.choices import OperationState
 from apps.operations.models import Operation, OperationStep
+from apps.plans.vocabulary import Sql
 from lab import demo
 from lab.bench_config import free_ports
 from lab.proxysql_double import DoubleServer, ProxySQLDouble
@@ -250,11 +252,12 @@ class FaultMatrix:
                 row.state = f"refused: {exc}"
                 return row
             worker = threading.Thread(target=_execute, args=(op.pk,), daemon=True)
-            worker.start()
-            if step != NO_FAULT:
-                row.landed = self.pause_at(op, step, worker)
-                row.notes += self.__dict__.pop("seen_at_resume", [])
-            worker.join(120)
+            with self.armed(op, step):
+                worker.start()
+                if step != NO_FAULT:
+                    row.landed = self.pause_at(op, step, worker)
+                    row.notes += self.__dict__.pop("seen_at_resume", [])
+                worker.join(120)
             if worker.is_alive():
                 row.notes.append("the executor was still running 120 s after the resume")
             op.refresh_from_db()
@@ -293,6 +296,11 @@ class FaultMatrix:
             time.sleep(1)
         if time.monotonic() - start > 0.5:
             row.notes.append(f"waited {time.monotonic() - start:.0f} s for the Galera lab to be healthy first")
+
+    @contextlib.contextmanager
+    def armed(self, op, step):
+        """A fault that must land inside one statement is armed here, before the worker starts (RealFaultMatrix)."""
+        yield
 
     @staticmethod
     def wait_started(op, step, worker):
@@ -455,27 +463,58 @@ class RealFaultMatrix(FaultMatrix):
         peers = {f"p{i}": admin for i, (admin, _) in enumerate(pairs, 1)}
         return [self.make_node(f"p{i}", peers=peers, ports=pair) for i, pair in enumerate(pairs, 1)]
 
+    @contextlib.contextmanager
+    def armed(self, op, step):
+        """HALF_SAVED and BACK_BEFORE_UNDO kill p2 as the executor sends it the step's SAVE, in the executor's thread
+        (its admin client's run(), the one way a statement reaches a node): the kill lands inside the SAVE every
+        time. Polling the step's state from here landed after the step had ended when the machine was busy (the
+        SAVE of a few rows takes milliseconds): CI's MariaDB pass once saw the step done, the point of no return
+        passed, and the operation finish_pending. BACK_BEFORE_UNDO starts p2 again before the executor sees the
+        statement fail, so its rollback finds p2 answering (a fast restart, a slow console)."""
+        if self.fault not in (HALF_SAVED, BACK_BEFORE_UNDO):
+            yield
+            return
+        node, send = self.second, ProxySQLAdmin.run
+        self.killed_in_save = threading.Event()
+
+        def run(client, sql, params=(), *, action=None):
+            if (not self.killed_in_save.is_set() and client.endpoint[1] == node.admin_port
+                    and sql.lstrip().upper().startswith(Sql.SAVE_SERVERS)):
+                os.killpg(node.proc.pid, signal.SIGKILL)
+                node.proc.wait()
+                self.landed_in_save = self.running(op) + "; p2 killed " + half_saved(node.datadir)
+                if self.fault == BACK_BEFORE_UNDO:
+                    node.start(fresh=False)
+                self.killed_in_save.set()
+            return send(client, sql, params, action=action)  # on the dead connection: the step fails
+
+        ProxySQLAdmin.run = run
+        try:
+            yield
+        finally:
+            ProxySQLAdmin.run = send
+
     def pause_at(self, op, step, worker):
+        node = self.second
+        if self.fault in (HALF_SAVED, BACK_BEFORE_UNDO):
+            if step != "save":
+                raise ValueError(f"{self.fault} lands in a save step, not {step}")
+            deadline = time.monotonic() + 60
+            while not self.killed_in_save.wait(0.05):
+                if not worker.is_alive() or time.monotonic() > deadline:
+                    return f"not reached (operation {Operation.objects.get(pk=op.pk).state})"
+            if self.fault == BACK_BEFORE_UNDO:
+                return self.landed_in_save + ", and back before the undo"
+            time.sleep(self.pause_s)
+            node.start(fresh=False)
+            return self.landed_in_save
         missed = self.wait_started(op, step, worker)
         if missed:
             return missed
-        node = self.second
-        if self.fault == BACK_BEFORE_UNDO:
-            # The console's database held meanwhile (a write on the step's row): the executor cannot record the step's
-            # failure, so its rollback starts only once p2 answers again.
-            with transaction.atomic():
-                OperationStep.objects.filter(operation=op, key=step).update(state="running")
-                os.killpg(node.proc.pid, signal.SIGKILL)
-                node.proc.wait()
-                landed = self.running(op) + "; p2 killed " + half_saved(node.datadir)
-                node.start(fresh=False)
-            return landed + ", and back before the undo"
-        if self.fault in ("kill", HALF_SAVED):
+        if self.fault == "kill":
             os.killpg(node.proc.pid, signal.SIGKILL)
             node.proc.wait()
             landed = self.running(op) + "; p2 killed"
-            if self.fault == HALF_SAVED:
-                landed += " " + half_saved(node.datadir)
             time.sleep(self.pause_s)
             node.start(fresh=False)
             return landed
