@@ -61,7 +61,6 @@ from apps.fleet.models import Cluster, ProxySQLNode, Server
 from apps.operations import drain, executor, repair, rollbacks, services, switchover
 from apps.operations.choices import OperationState
 from apps.operations.models import Operation, OperationStep
-from apps.plans.vocabulary import Sql
 from lab import demo
 from lab.bench_config import free_ports
 from lab.proxysql_double import DoubleServer, ProxySQLDouble
@@ -420,12 +419,14 @@ class FaultMatrix:
 # A real ProxySQL's SAVE MYSQL SERVERS TO DISK is, per table, a DELETE FROM disk.<table> then an INSERT INTO
 # disk.<table> SELECT * FROM main.<table>, not one transaction: SIGKILLed between the two, its disk keeps no row
 # (measured on real 2.7.1: killed 10 ms into a 16 ms SAVE of 20,000 rows, the disk held 0 and the restart loaded 0).
-# The kill lands there by chance (about 1 pass in 4 of the save row); HALF_SAVED puts it there every time.
+# A kill in the field lands there by chance (polled, about 1 pass in 4 of the save row did); the matrix's "kill" lands
+# before p2 runs the step's first statement (its disk as before the SAVE), HALF_SAVED in the write, every time.
 HALF_SAVED = "kill in the SAVE's write"
 BACK_BEFORE_UNDO = "kill in the SAVE's write, restarted before the rollback reaches it"  # (a fast restart, a slow console)
 # A pause that ends only after the executor's rollback, a second later (epochs are whole seconds), and the retry more
 # than ProxySQL Cluster's 3 checks after that (a late beat): what the pair met 2 times in 5 under load, made certain.
 RESUMED_AFTER_ROLLBACK = "pause, resumed after the rollback"
+KILLS = ("kill", HALF_SAVED, BACK_BEFORE_UNDO)
 SYNC_DUE_S = 4.0  # past 3 checks of 1 s: a peer whose sync is on has pulled a difference by then
 
 
@@ -465,27 +466,33 @@ class RealFaultMatrix(FaultMatrix):
 
     @contextlib.contextmanager
     def armed(self, op, step):
-        """HALF_SAVED and BACK_BEFORE_UNDO kill p2 as the executor sends it the step's SAVE, in the executor's thread
-        (its admin client's run(), the one way a statement reaches a node): the kill lands inside the SAVE every
-        time. Polling the step's state from here landed after the step had ended when the machine was busy (the
-        SAVE of a few rows takes milliseconds): CI's MariaDB pass once saw the step done, the point of no return
-        passed, and the operation finish_pending. BACK_BEFORE_UNDO starts p2 again before the executor sees the
-        statement fail, so its rollback finds p2 answering (a fast restart, a slow console)."""
-        if self.fault not in (HALF_SAVED, BACK_BEFORE_UNDO):
+        """A kill (KILLS) lands as the executor sends p2 its first statement of `step`, in the executor's thread (its
+        admin client's run(), the one way a statement reaches a node): every time inside the step, before p2 ran its
+        part (HALF_SAVED then leaves p2's disk as a SAVE killed in its write does). Polling the step's state from here
+        landed after the step had ended when the machine was busy (a SAVE of a few rows takes milliseconds): CI's
+        MariaDB pass once killed p2 past the point of no return, and the operation ended finish_pending.
+        BACK_BEFORE_UNDO starts p2 again before the executor sees the statement fail, so its rollback finds p2
+        answering (a fast restart, a slow console)."""
+        if self.fault not in KILLS or step == NO_FAULT:
             yield
             return
+        if self.fault != "kill" and step != "save":
+            raise ValueError(f"{self.fault} lands in a save step, not {step}")
         node, send = self.second, ProxySQLAdmin.run
-        self.killed_in_save = threading.Event()
+        self.killed = threading.Event()
 
         def run(client, sql, params=(), *, action=None):
-            if (not self.killed_in_save.is_set() and client.endpoint[1] == node.admin_port
-                    and sql.lstrip().upper().startswith(Sql.SAVE_SERVERS)):
-                os.killpg(node.proc.pid, signal.SIGKILL)
-                node.proc.wait()
-                self.landed_in_save = self.running(op) + "; p2 killed " + half_saved(node.datadir)
-                if self.fault == BACK_BEFORE_UNDO:
-                    node.start(fresh=False)
-                self.killed_in_save.set()
+            if not self.killed.is_set() and client.endpoint[1] == node.admin_port:
+                running = self.running(op)
+                if step in running.split(", "):
+                    os.killpg(node.proc.pid, signal.SIGKILL)
+                    node.proc.wait()
+                    self.landed = running + "; p2 killed"
+                    if self.fault != "kill":
+                        self.landed += " " + half_saved(node.datadir)
+                    if self.fault == BACK_BEFORE_UNDO:
+                        node.start(fresh=False)
+                    self.killed.set()
             return send(client, sql, params, action=action)  # on the dead connection: the step fails
 
         ProxySQLAdmin.run = run
@@ -496,28 +503,19 @@ class RealFaultMatrix(FaultMatrix):
 
     def pause_at(self, op, step, worker):
         node = self.second
-        if self.fault in (HALF_SAVED, BACK_BEFORE_UNDO):
-            if step != "save":
-                raise ValueError(f"{self.fault} lands in a save step, not {step}")
+        if self.fault in KILLS:
             deadline = time.monotonic() + 60
-            while not self.killed_in_save.wait(0.05):
+            while not self.killed.wait(0.05):
                 if not worker.is_alive() or time.monotonic() > deadline:
                     return f"not reached (operation {Operation.objects.get(pk=op.pk).state})"
             if self.fault == BACK_BEFORE_UNDO:
-                return self.landed_in_save + ", and back before the undo"
+                return self.landed + ", and back before the undo"
             time.sleep(self.pause_s)
             node.start(fresh=False)
-            return self.landed_in_save
+            return self.landed
         missed = self.wait_started(op, step, worker)
         if missed:
             return missed
-        if self.fault == "kill":
-            os.killpg(node.proc.pid, signal.SIGKILL)
-            node.proc.wait()
-            landed = self.running(op) + "; p2 killed"
-            time.sleep(self.pause_s)
-            node.start(fresh=False)
-            return landed
         os.killpg(node.proc.pid, signal.SIGSTOP)
         try:
             landed = self.running(op) + "; p2 stopped"
