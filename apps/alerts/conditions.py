@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from apps.configuration import drift as layers_drift
 from apps.dr.choices import ChannelState
 from apps.monitoring import proxysql_cluster, status
+from apps.monitoring.formatting import duration
 
 from .catalogue import BY_KEY
 
@@ -139,7 +140,7 @@ def node_observations(c, n, doc, now, settings):
 
     if _stale(doc, c, now):
         if _on(settings, "proxysql_unreachable"):
-            node_wide("proxysql_unreachable", f"no poll of {n.name} for {_age(doc, now):.0f} s (polled every "
+            node_wide("proxysql_unreachable", f"no poll of {n.name} for {duration(_age(doc, now), parts=1)} (polled every "
                 f"{c.interval:g} s): its state is stale", value=_age(doc, now), started=doc["ts"],
                 details={"last_poll": doc["ts"], "last_error": doc.get("error")})
         return out
@@ -259,7 +260,7 @@ def backend_observations(c, srv, doc, now, settings):
     if stale or not doc.get("ok", True):
         if _on(settings, "backend_unreachable"):
             if stale:
-                obs("backend_unreachable", f"no poll of {srv} for {_age(doc, now):.0f} s: its state is stale",
+                obs("backend_unreachable", f"no poll of {srv} for {duration(_age(doc, now), parts=1)}: its state is stale",
                     value=_age(doc, now), started=doc["ts"])
             else:
                 obs("backend_unreachable", f"{srv} does not answer the monitor user ({doc.get('error_kind')}): "
@@ -461,7 +462,7 @@ def channel_observations(c, ch, doc, now, settings):
 
     if _stale(doc, c, now, backend=True):
         if _on(settings, "channel_stopped"):
-            obs("channel_stopped", f"no poll of channel {ch.name} for {_age(doc, now):.0f} s: its state is stale",
+            obs("channel_stopped", f"no poll of channel {ch.name} for {duration(_age(doc, now), parts=1)}: its state is stale",
                 value=_age(doc, now), started=doc["ts"], details={"last_poll": doc["ts"]})
         return out
     replica = doc.get("replica") or {}

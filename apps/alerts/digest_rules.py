@@ -11,6 +11,7 @@ from django.conf import settings
 
 from apps.digests.models import Digest, DigestPoll
 from apps.monitoring import live
+from apps.monitoring.formatting import microseconds
 from apps.monitoring.models import RAW, MirrorRuleSample
 
 from . import context, evaluate, rulesettings
@@ -111,7 +112,7 @@ def digest_passes(inv, cluster_pks, now):
                     p.observations.append(Observation(
                         "digest_new_top", f"g{pk}:d{r.digest}", f"g{pk}", f"query {r.digest} on {c.name}",
                         f"a new query is number {rank} by total time over the last {new_top.params['window_min']:g} min "
-                        f"({r.total_us / 1e6:.1f} s in {r.count:,} executions): {r.short or r.text[:120]}",
+                        f"({microseconds(r.total_us)} in {r.count:,} executions): {r.short or r.text[:120]}",
                         value=rank, details={"digest": r.digest, "digest_id": r.digest_id, "text": r.text[:500]}))
         if slower.enabled:
             window = slower.params["window_min"] * 60
@@ -129,8 +130,8 @@ def digest_passes(inv, cluster_pks, now):
                 if factor >= slower.params["factor"]:
                     p.observations.append(Observation(
                         "digest_slower", f"g{pk}:d{r.digest}", f"g{pk}", f"query {r.digest} on {c.name}",
-                        f"average {r.avg_us / 1000:.2f} ms over the last {slower.params['window_min']:g} min, "
-                        f"{factor:.1f}× its 7-day average of {base.avg_us / 1000:.2f} ms: {r.short or r.text[:120]}",
+                        f"average {microseconds(r.avg_us)} over the last {slower.params['window_min']:g} min, "
+                        f"{factor:.1f}× its 7-day average of {microseconds(base.avg_us)}: {r.short or r.text[:120]}",
                         value=factor, details={"digest": r.digest, "digest_id": r.digest_id, "avg_ms": r.avg_us / 1000,
                                                "baseline_ms": base.avg_us / 1000, "count": r.count}))
     return passes

@@ -142,7 +142,7 @@ def plan_change_set(cs, kind=CONFIG):
         "warnings": [f.__dict__ for f in findings if not f.blocking],
         "findings": [f.__dict__ for f in findings],
         "intended_diff": diff_lines(intended),
-        "node_diffs": {nc.name: diff_lines(node_diff(nc, target, hostgroups, _same_secret(collector)))
+        "node_diffs": {nc.name: diff_lines(node_diff(nc, target, hostgroups, C.same_secret(collector.value)))
                        for nc in readable.values()},
         "unreachable": {nc.name: nc.error for nc in nodes.values() if nc.error},
         # per node, each user written: its password kept as the node has it or set (the form, never the value)
@@ -177,16 +177,6 @@ def node_diff(nc, target, hostgroups, same_secret):
     """What differs between a node's runtime and a configuration (hostgroup roles are the console's own)."""
     runtime = {**N.scoped(nc.layers["runtime"], hostgroups), "roles": target.get("roles")}
     return C.diff(runtime, C.runtime_view(target), same_secret=same_secret)
-
-
-def _same_secret(collector):
-    """Secrets compare by value: a node's password (cleartext or hash) against the version's hash."""
-    def same(a, b):
-        def value(v):
-            return collector.value(v["secret"]) if C.is_secret(v) else v
-        va, vb = value(a), value(b)
-        return va == vb or (C.password_hash(va) == C.password_hash(vb) if va and vb else False)
-    return same
 
 
 def _traffic(cluster):

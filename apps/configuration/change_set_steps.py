@@ -35,12 +35,7 @@ def verify(run, step, row, executed, detail):
         found = [f for f in c.fields if not (f == "password" and c.key not in new_passwords)]
         return found if found or c.change != "changed" else None
 
-    values = known_secrets(cs.cluster)
-
-    def same_secret(a, b):
-        va = values.get(a["secret"]) if C.is_secret(a) else a
-        vb = values.get(b["secret"]) if C.is_secret(b) else b
-        return va == vb or (bool(va) and bool(vb) and C.password_hash(va) == C.password_hash(vb))
+    same_secret = C.same_secret(known_secrets(cs.cluster).get)
 
     def one(node_id):  # in a pool thread: network only
         layers = N.read_layers(run.admin(node_id), ("runtime",), tables=tables)

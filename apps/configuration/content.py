@@ -10,6 +10,7 @@ Rows are dicts of every column of the table, typed (int / str / None), sorted by
 user's, or a password variable) is {"secret": ref}: the value lives in ConfigSecret, encrypted.
 """
 import hashlib
+import hmac
 from dataclasses import dataclass, field
 
 from .tables import (BY_NAME, MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, SCHEDULER, TABLES, VARIABLES, RowError,
@@ -41,6 +42,33 @@ def password_hash(value):
     if is_hashed(value):
         return value.upper()
     return mysql_native_hash(value)
+
+
+def same_secret(resolve):
+    """The one "same secret" check, as diff(same_secret=) takes it: two values, each a secret reference or a value
+    read from a node, hold the same password. `resolve`: a reference -> its stored value (None when unknown), e.g.
+    a plan's collector.value or the cluster's known secrets' .get."""
+    def value(v):
+        return resolve(v["secret"]) if is_secret(v) else v
+
+    def same(a, b):
+        return secrets_match(value(a), value(b))
+    return same
+
+
+def secrets_match(a, b):
+    """Two passwords are the same when equal, or when their mysql_native_password hashes are (a node keeps what
+    was written: clear text or hash). In constant time (hmac.compare_digest): how long the check takes says
+    nothing of how much of a password matched. Nothing (None, "") matches only nothing of the same kind."""
+    if not a or not b:
+        return a == b  # no password on one side: nothing of a password to time
+    as_written = _constant_time_equal(a, b)
+    as_hashed = _constant_time_equal(password_hash(a), password_hash(b))  # both, whichever matched
+    return as_written or as_hashed
+
+
+def _constant_time_equal(a, b):
+    return hmac.compare_digest(str(a).encode("utf-8"), str(b).encode("utf-8"))
 
 
 def shown(value, secret=False):

@@ -67,16 +67,6 @@ class ClusterDrift:
         return [n for n in self.nodes if not n.in_sync and not n.error]
 
 
-def same_secret(known):
-    """Secrets compare by value: a node's password (clear text or hash) against the version's hash. `known`:
-    {secret name: value} (services.known_secrets)."""
-    def same(a, b):
-        va = known.get(a["secret"]) if C.is_secret(a) else a
-        vb = known.get(b["secret"]) if C.is_secret(b) else b
-        return va == vb or (bool(va) and bool(vb) and C.password_hash(va) == C.password_hash(vb))
-    return same
-
-
 def cluster_drift(cluster, reads=None, version=None):
     """Every ProxySQL node of the cluster, its three layers against the current configuration version. `reads`:
     the nodes' layers already read ({node pk: NodeConfig}, the watcher's), else read now; `version`: the latest."""
@@ -85,7 +75,7 @@ def cluster_drift(cluster, reads=None, version=None):
     version = version or latest(cluster)
     if version is None:
         return ClusterDrift(None, [])
-    same = same_secret(known_secrets(cluster))
+    same = C.same_secret(known_secrets(cluster).get)
     hostgroups = C.claimed_hostgroups(version.content)
     out, runtimes = [], {}
     for nc in (reads if reads is not None else N.read_cluster(cluster, layers=LAYERS)).values():
@@ -214,7 +204,7 @@ def stored(node_pks):
 def compare_node(node_name, intended, layers, hostgroups, same, label="the version"):
     """(LayerDifference list, LayerFinding list) of one node. intended: a configuration (content.py); layers:
     {"memory"|"runtime"|"disk": a layer as nodes.read_layers reads it}, a layer left out is not judged;
-    hostgroups: the cluster's (a shared ProxySQL's other rows stay out); same: same_secret(); label: how intent
+    hostgroups: the cluster's (a shared ProxySQL's other rows stay out); same: content.same_secret(); label: how intent
     is named ("version 3"). Runtime is judged against what a LOAD of intent shows (inactive users absent)."""
     seen = {layer: {**N.scoped(layers[layer], hostgroups), "roles": intended.get("roles")}
             for layer in LAYERS if layers.get(layer) is not None}

@@ -1,9 +1,12 @@
 """What the pages show of the channels: the latest state (Redis), else the last stored poll."""
 import time
+from collections.abc import Iterable
+from typing import Any
 
 import msgspec
 from django.db.models import Q
 
+from apps.fleet.models import Cluster
 from apps.monitoring import live, status
 
 from .choices import ChannelState
@@ -27,20 +30,21 @@ class ChannelView(msgspec.Struct):
     failing_polls: dict[str, int] | None = {}
 
 
-def _from_history(channel):
+def _from_history(channel: ReplicationChannel) -> ChannelView | None:
     sample = ChannelSample.objects.filter(channel=channel).order_by("-ts").first()
     if sample is None:
         return None
     return ChannelView(
         ts=sample.ts.timestamp(), ok=sample.reachable,
         state=(ChannelState.RUNNING if sample.io_running and sample.sql_running else ChannelState.STOPPED) if sample.reachable
-        else "unreachable", source={}, replica={}, lag_seconds=sample.lag_seconds,
+        else "unreachable", source={}, replica={},
+        lag_seconds=None if sample.lag_seconds is None else round(sample.lag_seconds),  # stored as a float column
         behind_trx=(sample.source_seq - sample.applied_seq)
         if sample.source_seq is not None and sample.applied_seq is not None else None,
         lag_high=None, failing_polls=None)
 
 
-def rows(channels):
+def rows(channels: Iterable[ReplicationChannel]) -> list[dict[str, Any]]:
     """[{channel, doc, age, stale, unavailable, from_history}] for these channels (doc: a ChannelView or None;
     from_history: Redis is down and doc is the last stored poll's stand-in)."""
     channels = list(channels)
@@ -50,7 +54,7 @@ def rows(channels):
     except live.LiveUnavailable as exc:
         docs, unavailable = {}, str(exc)
     now = time.time()
-    out = []
+    out: list[dict[str, Any]] = []
     for channel in channels:
         doc, from_history = docs.get(channel.pk), False
         if doc is None and unavailable:
@@ -63,20 +67,20 @@ def rows(channels):
     return out
 
 
-def for_cluster(cluster):
+def for_cluster(cluster: Cluster) -> dict[str, list[dict[str, Any]]]:
     """The channels that leave or enter this cluster, for its page."""
     channels = (ReplicationChannel.objects.filter(Q(source_cluster=cluster) | Q(replica_cluster=cluster))
                 .select_related("source_cluster", "replica_cluster", "source_server", "replica_server"))
     return {"dr_channels": rows(channels)}
 
 
-def moves(channel, limit=20):
+def moves(channel: ReplicationChannel, limit: int = 20) -> list[Any]:
     """The channel's move operations, newest first."""
     ops = channel.replica_cluster.operations.filter(kind="channel_move", title__startswith=f"channel {channel.name}:")
     return [op for op in ops.order_by("-id")[:limit * 2] if (op.plan.get("options") or {}).get("channel") == channel.pk][:limit]
 
 
-def latest(row):
+def latest(row: dict[str, Any]) -> dict[str, Any]:
     """A rows() entry's latest state as the API shows it."""
     doc = row["doc"]
     replica, source = (doc.replica, doc.source) if doc else ({}, {})

@@ -28,8 +28,8 @@ from apps.fleet import drift, native, tags
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 
 from . import live, status
+from .formatting import duration
 from .selectors import _ts, _url_maker
-from .templatetags.monitoring import age as age_text
 
 PAGE_SIZE = 25
 ATTENTION_SHOWN = 200
@@ -254,7 +254,7 @@ def _fleet_overview(page, only_attention, now, tag=None):
             attend("red", "unreachable", c, name, node_url(pk), f"{doc.error_kind}: {doc.error}", _ts(doc.error_since))
         elif state == status.STALE:
             last = f"; last poll failed: {doc.error}" if not doc.ok else ""
-            attend("grey", "stale", c, name, node_url(pk), f"no poll for {age_text(age)}{last}", _ts(doc.ts))
+            attend("grey", "stale", c, name, node_url(pk), f"no poll for {duration(age, parts=1)}{last}", _ts(doc.ts))
         elif state == status.OK:
             totals["nodes_ok"] += 1
             totals["questions_ps"] += doc.figures.get("questions_ps") or 0
@@ -324,7 +324,7 @@ def _fleet_overview(page, only_attention, now, tag=None):
             attend("red", "unreachable", c, name, server_url(pk), f"{doc.error_kind}: {doc.error}", _ts(doc.error_since),
                    maintenance=maint)
         elif state == status.STALE:
-            attend("grey", "stale", c, name, server_url(pk), f"no poll for {age_text(age)}", _ts(doc.ts))
+            attend("grey", "stale", c, name, server_url(pk), f"no poll for {duration(age, parts=1)}", _ts(doc.ts))
         elif state == status.OK:
             for colour, what, text in problems:
                 attend(colour, what, c, name, server_url(pk), text, maintenance=maint)

@@ -32,6 +32,7 @@ from apps.accounts.roles import OPERATOR, has_role
 from apps.audit.actor import Actor
 from apps.fleet.models import Cluster, Server
 from apps.fleet.validators import parse_endpoint
+from apps.monitoring.formatting import milliseconds
 from apps.plans.registry import step_handler
 
 from . import executor, services, switchover
@@ -129,7 +130,7 @@ class OperationCommand(BaseCommand):
             self.finish(REFUSED, op, f"refused: {exc} (operation #{op.pk} stays planned)")
         op = self.follow(op, user)
         self.finish(exit_code(op.state), op, f"{op.get_state_display()}: {op}" +
-                    (f" in {op.duration_ms:.0f} ms" if op.duration_ms is not None else "") +
+                    (f" in {milliseconds(op.duration_ms)}" if op.duration_ms is not None else "") +
                     (f" — {op.error}" if op.error else ""))
 
     def follow(self, op, user):
@@ -172,7 +173,7 @@ class OperationCommand(BaseCommand):
             shown[step.index] = step.state
             self.say({"event": "step", "operation": op.pk, "index": step.index, "key": step.key, "state": step.state,
                       "duration_ms": step.duration_ms, "executed": step.executed},
-                     f"  [{step.state}] {step.title}" + (f" ({step.duration_ms:.1f} ms)" if step.duration_ms else ""))
+                     f"  [{step.state}] {step.title}" + (f" ({milliseconds(step.duration_ms)})" if step.duration_ms else ""))
 
     # -- output ------------------------------------------------------------------------------------------
     def show_plan(self, op, plan):

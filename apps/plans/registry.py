@@ -7,6 +7,9 @@ It sits below every app that plans (apps/tests/test_boundaries.py ORDER), so tha
 sets here as operations and dr register theirs."""
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+Item = TypeVar("Item")
 
 # ProxySQL Cluster sync (sync_hold.py): HOLD keeps the peers from pulling while the plan runs; PROPAGATE lets the
 # plan write one node and its peers pull it, where the cluster's mode asks for it and the plan allows it.
@@ -15,7 +18,7 @@ HOLD, PROPAGATE = "hold", "propagate"
 CLUSTER, INVOLVED = "cluster", "involved"
 
 
-def holding(scope, *rules):
+def holding(scope: str, *rules: str) -> dict[str, str]:
     return dict.fromkeys(rules, scope)
 
 
@@ -76,10 +79,10 @@ class StepFailed(Exception):
     of no return)."""
 
 
-def capture(fn):
+def capture(fn: Callable[[Item], Any]) -> Callable[[Item], tuple[Any, Exception | None]]:
     """fn(x) -> (result, None) or ([], exception): lets every parallel node finish and report."""
 
-    def wrapped(item):
+    def wrapped(item: Item) -> tuple[Any, Exception | None]:
         try:
             return fn(item), None
         except Exception as exc:  # handed back to the caller, which raises the first one
@@ -103,11 +106,11 @@ class PlanningServices:
 _SERVED: list[PlanningServices] = []
 
 
-def serve(services):
+def serve(services: PlanningServices) -> None:
     _SERVED[:] = [services]
 
 
-def planning():
+def planning() -> PlanningServices:
     """The services planners below operations ask for (PlanningServices); none before the apps are ready."""
     if not _SERVED:
         raise RuntimeError("the operations app has not served the planning services yet (apps not ready)")
@@ -118,17 +121,17 @@ KINDS: dict[str, OperationSpec] = {}
 STEPS: dict[str, StepHandler] = {}
 
 
-def register_kind(spec):
+def register_kind(spec: OperationSpec) -> None:
     if len(spec.kind) > 20:
         raise ValueError(f"operation kind {spec.kind!r} is longer than 20 characters (Operation.kind)")
     KINDS[spec.kind] = spec
 
 
-def register_step(handler):
+def register_step(handler: StepHandler) -> None:
     STEPS[handler.kind] = handler
 
 
-def kind_spec(kind):
+def kind_spec(kind: str) -> OperationSpec:
     """The registered spec of an operation kind; a kind nobody registered is refused by name."""
     try:
         return KINDS[kind]
@@ -136,24 +139,24 @@ def kind_spec(kind):
         raise ValueError(f"no operation kind {kind!r} is registered") from None
 
 
-def step_handler(kind):
+def step_handler(kind: str) -> StepHandler:
     try:
         return STEPS[kind]
     except KeyError:
         raise ValueError(f"no step kind {kind!r} is registered") from None
 
 
-def label(kind):
+def label(kind: str) -> str:
     """A kind's label; a kind no longer registered (an old row) shows as it is stored."""
     spec = KINDS.get(kind)
     return spec.label if spec else kind
 
 
-def choices():
+def choices() -> list[tuple[str, str]]:
     """(kind, label) of every registered kind, in the order registered, for the pages' and the API's filters."""
     return [(s.kind, s.label) for s in KINDS.values()]
 
 
-def held_by(rule):
+def held_by(rule: str) -> dict[str, str]:
     """{operation kind: CLUSTER or INVOLVED}: the kinds whose run holds this alert rule."""
     return {s.kind: s.holds[rule] for s in KINDS.values() if rule in s.holds}

@@ -5,7 +5,9 @@ stored with the Operation and executed as stored: preview equals execution by co
 Rollback statements are idempotent (REPLACE INTO the original row, UPDATE back to the original
 status, LOAD again), so a step interrupted half-way on a node is undone by running them all.
 """
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
 
 from apps.clients.secret_refs import SECRET_REF, Secret
 
@@ -16,6 +18,9 @@ WAIT_SYNC = "wait_sync"
 # The drain probe's period: ConnUsed on every node at once, on open connections. Sessions leave a drained
 # writer about 24 ms after the LOAD (reference drain.jsonl): a 5 ms period sees it within 5 ms.
 DRAIN_POLL_MS = 5
+
+Render = Callable[[str, tuple], str]  # a node driver's escaping: (template with %s, params) -> the statement
+Spans = list[list[Any]]  # [[offset, ref], ...]: where secrets sit in one statement
 
 
 @dataclass
@@ -55,31 +60,31 @@ class Plan:
     secrets: dict | None = field(default_factory=dict)
 
     @property
-    def guards_passed(self):
+    def guards_passed(self) -> bool:
         return all(g.passed for g in self.guards)
 
     @property
-    def failed_guards(self):
+    def failed_guards(self) -> list[Guard]:
         return [g for g in self.guards if not g.passed]
 
-    def to_json(self):
+    def to_json(self) -> dict[str, Any]:
         """The plan as the Operation stores it: guards and steps as dicts, the rest as it is (shared, not copied:
         asdict's deep copy of a plan of 10,000 rows took seconds)."""
         return {**vars(self), "guards": [asdict(g) for g in self.guards], "steps": [dict(vars(s)) for s in self.steps]}
 
     @classmethod
-    def from_json(cls, data):
+    def from_json(cls, data: Mapping[str, Any]) -> "Plan":
         data = dict(data)
         data["guards"] = [Guard(**g) for g in data["guards"]]
         data["steps"] = [Step(**s) for s in data["steps"]]
         data.setdefault("secrets", None)
         return cls(**data)
 
-    def placed(self, statement):
+    def placed(self, statement: str) -> Spans:
         """[[offset, ref], ...]: where the planner put secrets in this statement (none: sent as it is)."""
         return (self.secrets or {}).get(statement, [])
 
-    def to_send(self, statement, values, render):
+    def to_send(self, statement: str, values: Mapping[str, str], render: Render) -> str:
         """The statement as sent: the secrets placed in it filled in from `values` ({ref: value}); a marker
         elsewhere is text, except in a plan stored before places were recorded, which is not run on a guess."""
         if self.placed(statement):
@@ -88,7 +93,7 @@ class Plan:
             raise ValueError(OLD_SHAPE)
         return statement
 
-    def unplaced_markers(self):
+    def unplaced_markers(self) -> bool:
         """A plan stored before secrets were placed (OLD_SHAPE) whose statements hold a marker."""
         return self.secrets is None and SECRET_MARK in str([(s.nodes, s.params) for s in self.steps])
 
@@ -102,20 +107,21 @@ OLD_SHAPE = ("this plan was stored before secrets were placed by position (issue
              "it is not run on a guess. Plan it again.")
 
 
-def secret_marker(ref):
+def secret_marker(ref: str) -> str:
     if not SECRET_REF.fullmatch(ref):
         raise ValueError(f"bad secret reference {ref!r}")
     return f"{SECRET_MARK}{ref}{SECRET_MARK}"
 
 
-def place(render, template, params, placed):
+def place(render: Render, template: str, params: tuple, placed: dict[str, Spans]) -> str:
     """render(template, params), each Secret shown as its marker; where each one went is recorded in
     `placed` ({statement: [[offset, ref], ...]}), the only places the executor ever fills in."""
     shown = tuple(secret_marker(p.ref) if isinstance(p, Secret) else p for p in params)
     text = render(template, shown)
     if not any(isinstance(p, Secret) for p in params):
         return text
-    pieces, built, spans = template.split("%s"), "", []
+    pieces, built = template.split("%s"), ""
+    spans: Spans = []
     for piece, param, value in zip(pieces, params, shown):
         built += piece
         if isinstance(param, Secret):
@@ -127,7 +133,7 @@ def place(render, template, params, placed):
     return text
 
 
-def fill(statement, spans, values, render):
+def fill(statement: str, spans: Spans, values: Mapping[str, str], render: Render) -> str:
     """The statement to send: each placed marker replaced by its value, escaped by the node's driver."""
     for offset, ref in sorted(spans, reverse=True):  # from the end: earlier offsets stay right
         literal = render("%s", (secret_marker(ref),))
@@ -144,53 +150,58 @@ SERVER_COLUMNS = ("hostgroup_id", "hostname", "port", "gtid_port", "status", "we
                   "max_connections", "max_replication_lag", "use_ssl", "max_latency_ms", "comment")
 
 
+class Renders(Protocol):
+    """What Sql needs of a ProxySQL admin client (clients.proxysql.ProxySQLAdmin): its driver's escaping."""
+    def render(self, template: str, params: tuple) -> str: ...
+
+
 class Sql:
     """Admin statements for one ProxySQL node, rendered with that node's driver escaping (so the
     preview shows the exact text that will be sent)."""
 
-    def __init__(self, admin, placed=None):
+    def __init__(self, admin: Renders, placed: dict[str, Spans] | None = None) -> None:
         self.admin = admin
         self.placed = {} if placed is None else placed  # where Secret values went (see place())
 
-    def render(self, template, params):
+    def render(self, template: str, params: tuple) -> str:
         return place(self.admin.render, template, params, self.placed)
 
-    def set_status(self, hostgroup, hostname, port, status):
+    def set_status(self, hostgroup: int, hostname: str, port: int, status: str) -> str:
         return self.render("UPDATE mysql_servers SET status=%s WHERE hostgroup_id=%s AND hostname=%s AND port=%s",
                                  (status, int(hostgroup), hostname, int(port)))
 
-    def delete_server(self, hostgroup, hostname, port):
+    def delete_server(self, hostgroup: int, hostname: str, port: int) -> str:
         return self.render("DELETE FROM mysql_servers WHERE hostgroup_id=%s AND hostname=%s AND port=%s",
                                  (int(hostgroup), hostname, int(port)))
 
-    def replace_server(self, row):
+    def replace_server(self, row: Mapping[str, Any]) -> str:
         """Put a whole mysql_servers row back (or in) exactly: `row` is a dict of SERVER_COLUMNS."""
         placeholders = ",".join(["%s"] * len(SERVER_COLUMNS))
         return self.render(f"REPLACE INTO mysql_servers ({','.join(SERVER_COLUMNS)}) VALUES ({placeholders})",
                                  tuple(row[c] for c in SERVER_COLUMNS))
 
-    def set_variable(self, name, value):
+    def set_variable(self, name: str, value: object) -> str:
         # Variable names come from our own constants, never from input; the value is escaped.
         return self.render("UPDATE global_variables SET variable_value=%s WHERE variable_name=%s",
                                  (value if isinstance(value, Secret) else str(value), name))
 
-    def replace_row(self, table, row):
+    def replace_row(self, table: str, row: Mapping[str, Any]) -> str:
         """REPLACE INTO one configuration table (name and columns from our own table specs), values escaped."""
         columns = list(row)
         return self.render(f"REPLACE INTO {table} ({','.join(columns)}) VALUES ({','.join(['%s'] * len(columns))})",
                                  tuple(row[c] for c in columns))
 
-    def delete_row(self, table, key):
+    def delete_row(self, table: str, key: Mapping[str, Any]) -> str:
         """DELETE one row by its key ({column: value}; key columns are NOT NULL)."""
         where = " AND ".join(f"{c}=%s" for c in key)
         return self.render(f"DELETE FROM {table} WHERE {where}", tuple(key.values()))
 
     @staticmethod
-    def load(module):
+    def load(module: str) -> str:
         return f"LOAD {module} TO RUNTIME"
 
     @staticmethod
-    def save(module):
+    def save(module: str) -> str:
         return f"SAVE {module} TO DISK"
 
     LOAD_SERVERS = "LOAD MYSQL SERVERS TO RUNTIME"

@@ -1,46 +1,12 @@
 """How a report says numbers: durations a person reads at a glance, percentages that never round a
-loss away (99.9996 % is not "100 %"), counts in words when small."""
+loss away (99.9996 % is not "100 %"), counts in words when small. Durations, percentages and figures are
+apps/monitoring/formatting.py's, as on every page."""
 from datetime import datetime, timedelta, timezone as dt_timezone
 
 from django.utils import timezone
 
-
-def duration(seconds):
-    """82 ms, 1.04 s, 12 s, 3 min 10 s, 2 h 05 min, 3 d 4 h."""
-    if seconds is None:
-        return "—"
-    s = float(seconds)
-    if s < 0:
-        s = 0.0
-    if s < 1:
-        return f"{s * 1000:.0f} ms"
-    if s < 10:
-        return f"{s:.2f} s".replace(".00 s", " s")
-    if s < 60:
-        return f"{s:.0f} s"
-    if s < 3600:
-        m, sec = divmod(int(round(s)), 60)
-        return f"{m} min {sec:02d} s" if sec else f"{m} min"
-    if s < 2 * 86400:
-        h, rest = divmod(int(round(s)), 3600)
-        m = rest // 60
-        return f"{h} h {m:02d} min" if m else f"{h} h"
-    d, rest = divmod(int(round(s)), 86400)
-    h = rest // 3600
-    return f"{d} d {h} h" if h else f"{d} d"
-
-
-def percent(value, digits=2):
-    """99.31 %; 100 % only when it is exactly 100; more digits rather than rounding up to 100."""
-    if value is None:
-        return "—"
-    if value >= 100:
-        return "100 %"
-    for d in range(digits, 6):
-        text = f"{value:.{d}f}"
-        if float(text) < 100:
-            return f"{text} %"
-    return f"{value:.6f} %"
+# Durations, percentages and numbers are said as on every page (one module; `fmt.duration(...)` reads on here).
+from apps.monitoring.formatting import MISSING, duration, milliseconds as ms, number, percent  # noqa: F401
 
 
 def change(now, before):
@@ -70,21 +36,6 @@ def count_word(n, singular, plural=None):
     return f"{word} {singular if n == 1 else (plural or singular + 's')}"
 
 
-def number(value):
-    if value is None:
-        return "—"
-    v = float(value)
-    if abs(v) >= 1e9:
-        return f"{v / 1e9:.1f} G"
-    if abs(v) >= 1e6:
-        return f"{v / 1e6:.1f} M"
-    if abs(v) >= 1e4:
-        return f"{v / 1e3:.0f} k"
-    if v == int(v):
-        return f"{int(v):,}"
-    return f"{v:,.1f}"
-
-
 def local(ts):
     """Epoch seconds -> aware local datetime (settings.TIME_ZONE)."""
     if ts is None:
@@ -95,7 +46,7 @@ def local(ts):
 def clock(ts, with_day=False):
     t = local(ts)
     if t is None:
-        return "—"
+        return MISSING
     return t.strftime("%a %d %b %H:%M:%S" if with_day else "%H:%M:%S")
 
 
@@ -107,20 +58,6 @@ def period_label(start, end, period, rolling=False):
     if period == "daily":
         return f"{a:%A %d %B %Y}".replace(" 0", " ")
     return f"{a:%a %d %b} – {last:%a %d %b %Y}".replace(" 0", " ")
-
-
-def ms(value):
-    """Milliseconds with three significant figures: 0.628 ms, 2.91 ms, 960 ms, 1,250 ms."""
-    if value is None:
-        return "—"
-    v = float(value)
-    if v >= 100:
-        return f"{v:,.0f} ms"
-    if v >= 10:
-        return f"{v:.1f} ms"
-    if v >= 1:
-        return f"{v:.2f} ms"
-    return f"{v:.3f} ms"
 
 
 def before_words(period, rolling=False):

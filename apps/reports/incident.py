@@ -21,6 +21,7 @@ from django.utils import timezone
 from apps.fleet.models import Cluster, ProxySQLNode, Server
 from apps.monitoring import status
 from apps.monitoring.chunks import samples as chunked_samples
+from apps.monitoring.formatting import milliseconds
 from apps.monitoring.models import HOUR, MINUTE, RAW, BackendSample, ProxySQLSample
 from apps.operations.choices import OperationState, StepState
 from apps.operations.models import Operation
@@ -325,7 +326,7 @@ def build(cluster, start, end, *, highlight=None):
         finish = op.finished_at.timestamp() if op.finished_at else min(now_ts, axis.end)
         lane.rects.append({"x": axis.x(begin), "w": max(axis.x(finish) - axis.x(begin), 1.5), "cls": f"op-{op.state}",
                            "title": f"#{op.pk} {op.title}: {op.get_state_display()} {_hms(begin)}–{_hms(finish)}"
-                                    f"{f' ({op.duration_ms:.0f} ms)' if op.duration_ms is not None else ''}",
+                                    f"{f' ({milliseconds(op.duration_ms)})' if op.duration_ms is not None else ''}",
                            "href": op.get_absolute_url()})
         story.append({"ts": (op.started_at or op.created_at).timestamp(), "kind": "operation", "who": op.actor,
                       "what": f"#{op.pk} {op.title} started", "cls": "info", "href": op.get_absolute_url()})
@@ -336,7 +337,7 @@ def build(cluster, start, end, *, highlight=None):
             s1 = step.finished_at.timestamp() if step.finished_at else finish
             lane.rects.append({"x": axis.x(s0), "w": max(axis.x(s1) - axis.x(s0), 0.8), "cls": f"step step-{step.state}",
                                "title": f"step {step.index + 1} {step.title}: {step.get_state_display()}"
-                                        f"{f', {step.duration_ms:.1f} ms' if step.duration_ms is not None else ''}"})
+                                        f"{f', {milliseconds(step.duration_ms)}' if step.duration_ms is not None else ''}"})
             story.append({"ts": s0, "kind": "step", "who": f"#{op.pk}",
                           "what": f"step {step.index + 1} {step.title}: {step.get_state_display()}",
                           "duration_ms": step.duration_ms, "cls": "failure" if step.state == StepState.FAILED else "info",
@@ -393,6 +394,7 @@ def build(cluster, start, end, *, highlight=None):
     story_truncated = len(story) > MAX_LIST
     for row in story[:MAX_LIST]:
         row["time"] = datetime.fromtimestamp(row["ts"], dt_timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        row["duration"] = "" if row.get("duration_ms") is None else milliseconds(row["duration_ms"])
     guides = [{"x": axis.x(e.created_at.timestamp())} for e in events] if len(events) <= 80 else []
     marker = next((m for s in sections[:1] for lane in s.lanes for m in lane.marks if m["highlight"]), None)
     return {

@@ -96,6 +96,7 @@ def test_redis_down_the_last_stored_poll_stands_in(dr_inventory, live_redis, vie
     assert row["from_history"] and row["unavailable"] and row["doc"].state == "running" and not row["problem"]
     latest = selectors.latest(row)
     assert latest["state"] == "running" and latest["lag_seconds"] is not None and latest["from_history"]
+    assert type(latest["lag_seconds"]) is int  # whole seconds, as the live document's (the column is a float)
     assert latest["lag_high"] is None and latest["failing_polls"] is None and latest["io_running"] is None
     detail = viewer_client.get(f"/dr/channels/{channel.pk}/").content.decode()
     assert 'data-state="running"' in detail and "Live data unavailable" in detail

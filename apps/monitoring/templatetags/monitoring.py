@@ -2,40 +2,21 @@
 
 Every figure on a monitoring page is shown with how old it is: `{{ age|age }}` gives "3 s", "4 min"...
 """
-import math
 from datetime import datetime, timezone
 
 from django import template
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
+from apps.monitoring import formatting
+
 register = template.Library()
 
 
 @register.filter
 def age(seconds):
-    """Seconds -> "0.4 s", "12 s", "3 min", "5 h", "2 d"; "" for None."""
-    if seconds is None:
-        return ""
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 172800:
-        return f"{seconds / 3600:.0f} h"
-    return f"{seconds / 86400:.0f} d"
-
-
-def _number(value):
-    """A figure of a latest-state document as a finite float, or None when it is missing: None, an empty string
-    or anything else that is no number (a node whose polls stopped left an empty figure: a 500 before)."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
+    """Seconds -> "400 ms", "12 s", "3 min", "5 h", "2 d" (the largest unit: formatting.duration); "" for None."""
+    return "" if seconds is None else formatting.duration(seconds, parts=1)
 
 
 @register.filter
@@ -48,35 +29,21 @@ def epoch_utc(value):
 
 @register.filter
 def num(value):
-    """Compact figure: 3353.47 -> "3,353", 241361.7 -> "241k", 21151075.5 -> "21.2M", 0.25 -> "0.25"; "–" when
-    missing (_number)."""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    v = _number(value)
-    if v is None:
-        return "–"
-    a = abs(v)
-    if a >= 1_000_000_000:
-        return f"{v / 1_000_000_000:.3g}G"
-    if a >= 1_000_000:
-        return f"{v / 1_000_000:.3g}M"
-    if a >= 100_000:
-        return f"{v / 1000:.0f}k"
-    if a >= 100 or v == int(v):
-        return f"{v:,.0f}"
-    return f"{v:.2f}"
+    """A figure at a glance (formatting.number): "3,353", "241 k", "21.2 M", "0.25"; "–" when missing."""
+    return formatting.number(value)
 
 
 @register.filter
 def us_to_ms(value):
-    v = _number(value)
-    return "–" if v is None else f"{v / 1000:.2f}"
+    """Microseconds as milliseconds, the unit in the column's heading: "0.63", "12.3", "1,250"."""
+    v = formatting.finite(value)
+    return formatting.MISSING if v is None else formatting.three_figures(v / 1000)
 
 
 @register.filter
 def pct(value):
-    v = _number(value)
-    return "–" if v is None else f"{v * 100:.0f}%"
+    """A fraction as a whole percentage (formatting.share): "42 %", "<1 %", "99.6 %" (never rounded up to 100)."""
+    return formatting.share(value, digits=0)
 
 
 @register.filter

@@ -42,7 +42,7 @@ def test_node_and_cluster_pages_show_users_sessions_errors_and_command_counters(
 
     page = html(viewer_client, node.get_absolute_url())
     section = page[page.index('id="query-stats"'):page.index('id="sessions"')]
-    assert '<tr data-user="app" class="warn" data-near-limit>' in section and "100%" in section
+    assert '<tr data-user="app" class="warn" data-near-limit>' in section and "100 %" in section
     assert 'data-sessions-total>12<' in section
     assert "Lost connection to MySQL server during query" in section and ">2013<" in section
     assert 'data-command="SELECT"' in section and 'data-command="INSERT"' in section

@@ -11,7 +11,7 @@ def at(ts, style="time"):
     """Epoch seconds -> local time: "time" 14:05:02, "day" Tue 14 May 14:05, "full" 2026-05-14 14:05:02."""
     t = fmt.local(ts)
     if t is None:
-        return "—"
+        return fmt.MISSING
     if style == "day":
         return t.strftime("%a %d %b %H:%M")
     if style == "full":
@@ -28,7 +28,7 @@ def dur(seconds):
 
 @register.filter
 def dur_ms(ms):
-    return "—" if ms is None else fmt.duration(ms / 1000)
+    return fmt.ms(ms)
 
 
 @register.filter
@@ -44,7 +44,7 @@ def num(value):
 @register.filter
 def signed_pct(value):
     if value is None:
-        return "—"
+        return fmt.MISSING
     if abs(value) < 0.5:
         return "±0 %"
     return f"{value:+.0f} %"
@@ -58,7 +58,7 @@ def ms(value):
 @register.filter
 def dur0(seconds):
     """A duration, or a dash for nothing."""
-    return "—" if not seconds or seconds < 0.0005 else fmt.duration(seconds)
+    return fmt.MISSING if not seconds or seconds < 0.0005 else fmt.duration(seconds)
 
 
 @register.filter
@@ -74,9 +74,4 @@ def share(part, whole):
     """part / whole as a percentage of time, '' when nothing was observed."""
     if not whole:
         return ""
-    value = 100.0 * (part or 0) / whole
-    if value == 0:
-        return "0 %"
-    if value < 0.01:
-        return "<0.01 %"
-    return fmt.percent(value)
+    return fmt.percent(100.0 * (part or 0) / whole)
