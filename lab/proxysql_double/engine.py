@@ -161,14 +161,16 @@ DIGEST_VIEWS = ("stats_mysql_query_digest", "stats_mysql_query_digest_reset")
 
 # The digest tables are views computing up to 100,000 rows inside SQLite from two small tables:
 # _lab_dg (one row per hostgroup/role/user/schema with its query count since reset) and _lab_dt (templates).
-# Digest i of a role: slot = template, k = table number; digest i appears once i < queries. A row's
+# Digest i of a role: slot = template, k = table number; digest i appears once i < m, the row's whole queries (m
+# from traffic.digest_params, the same number its weights wsum / mwsum are summed over: a view that compared i with
+# the float count showed one digest more than the weights held, and read NULL where they summed to 0). A row's
 # mirrored copies (mq queries of the templates in mmask) add to the same digests, as ProxySQL counts
 # a mirrored query in the mirror hostgroup under the original's digest.
 DIGEST_VIEW_SQL = """
 CREATE VIEW stats.{name} AS
 WITH RECURSIVE seq(i) AS (
-  SELECT 0 WHERE (SELECT max(min(n, max(q, mq))) FROM _lab_dg) >= 1
-  UNION ALL SELECT i + 1 FROM seq WHERE i + 1 < (SELECT max(min(n, max(q, mq))) FROM _lab_dg)
+  SELECT 0 WHERE (SELECT max(m) FROM _lab_dg) >= 1
+  UNION ALL SELECT i + 1 FROM seq WHERE i + 1 < (SELECT max(m) FROM _lab_dg)
 ),
 x AS (
   SELECT g.hostgroup AS hostgroup, g.role AS role, g.q AS q, g.wsum AS wsum, g.first_seen AS first_seen,
@@ -177,7 +179,7 @@ x AS (
          seq.i AS i,
          CASE WHEN seq.i < g.globals THEN seq.i ELSE g.globals + (seq.i - g.globals) % g.per_table END AS slot,
          CASE WHEN seq.i < g.globals THEN 0 ELSE (seq.i - g.globals) / g.per_table END AS k
-  FROM _lab_dg g JOIN seq ON seq.i < min(g.n, max(g.q, g.mq))
+  FROM _lab_dg g JOIN seq ON seq.i < g.m
 ),
 y AS (
   SELECT x.*, t.text AS text, t.avg_us AS avg_us, t.min_us AS min_us, t.max_us AS max_us,
@@ -286,7 +288,7 @@ class AdminEngine:
                 if schema == "stats" and table not in DIGEST_VIEWS:
                     db.execute(_qualify(ddl, "stats"))
             self._create_other_tables("stats")
-            db.execute("CREATE TABLE stats._lab_dg (hostgroup INT, role VARCHAR, n INT, globals INT, per_table INT,"
+            db.execute("CREATE TABLE stats._lab_dg (hostgroup INT, role VARCHAR, m INT, globals INT, per_table INT,"
                        " q REAL, wsum REAL, first_seen INT, last_seen INT, lat REAL, username VARCHAR,"
                        " schemaname VARCHAR, mq REAL, mmask INT, mwsum REAL)")
             db.execute("CREATE TABLE stats._lab_dt (role VARCHAR, slot INT, text VARCHAR, w REAL, avg_us INT,"

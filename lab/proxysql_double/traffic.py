@@ -1219,7 +1219,8 @@ class TrafficModel:
                 m = int(min(n, max(q, mq)))
                 if m <= 0:
                     continue
-                out.append((hg, role, n, len(ROLES[role][0]), len(ROLES[role][1]), q, digest_weight_sum(role, m),
+                # m, not n: the view lists the digests of whole queries, those the weights are summed over
+                out.append((hg, role, m, len(ROLES[role][0]), len(ROLES[role][1]), q, digest_weight_sum(role, m),
                             first, now_wall, 1.0, user, schema, mq, mmask,
                             digest_weight_sum(role, m, mmask) if mq else 0.0))
             return out

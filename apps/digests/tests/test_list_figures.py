@@ -9,7 +9,7 @@ import pytest
 from django.db.models import Sum
 
 from apps.digests import services
-from apps.digests.models import Digest, DigestStat
+from apps.digests.models import Digest, DigestNodeState, DigestStat
 from apps.digests.templatetags.digest_format import duration_us
 
 from .conftest import add_queries, read_digest_table
@@ -25,6 +25,12 @@ def rows_of(html):
         cells = dict(re.findall(r'<td class="num" data-col="(\w+)">(.*?)</td>', body, re.S))
         out[digest] = {k: re.sub(r"<[^>]+>", "", v).strip() for k, v in cells.items()}
     return out
+
+
+def polled(summary):
+    """Every node's digest poll of this round went through (else the stored errors say why: a failed poll leaves the
+    next one a baseline only, and the window nothing to show)."""
+    assert not summary["failed"], list(DigestNodeState.objects.exclude(error="").values_list("node_id", "error"))
 
 
 def test_max_time_unknown_in_the_window_is_proxysqls_max_as_a_bound(digest_lab, viewer_client):
@@ -56,14 +62,14 @@ def test_mirrored_executions_are_not_counted_but_shown_apart(digest_lab, viewer_
     cluster, nodes, (first, _) = digest_lab
     mirror_inserts(first, saturated=False)
     write_load(first)
-    services.poll_round(nodes, now=time.time() - 10)
+    polled(services.poll_round(nodes, now=time.time() - 10))
     time.sleep(1.5)
-    services.poll_round(nodes, now=time.time() - 2)  # the window ends now: the poll's row is inside it
+    polled(services.poll_round(nodes, now=time.time() - 2))  # the window ends now: the poll's row is inside it
     first.traffic.set_sessions(hostgroup=100, count=0)
     html = viewer_client.get(f"/digests/?cluster={cluster.pk}").content.decode()
     rows = rows_of(html)
     inserts = Digest.objects.filter(digest_text__startswith="INSERT", digest__in=list(rows))
-    assert inserts
+    assert inserts, rows
     for d in inserts:
         stored = DigestStat.objects.filter(digest=d)
         own = stored.filter(source__hostgroup=100).aggregate(n=Sum("count_star"))["n"]
