@@ -239,6 +239,10 @@ OPERATIONS_STALE_AFTER_S = envfloat("OPERATIONS_STALE_AFTER_S", 15)
 # A planned operation nobody confirmed within this many seconds of its planning expires (its guards are stale):
 # its page offers only Discard, confirm refuses it, the reaper marks it expired.
 OPERATIONS_PLAN_CONFIRM_S = envfloat("OPERATIONS_PLAN_CONFIRM_S", 900)
+# CPU seconds one request or task may spend walking query rules over digests (a plan's effect check over the stored
+# traffic, the rule tester, a digest page's routes; configuration/rule_tester.Batch): past it, the rules not yet
+# tested are reported as not measured. 5,000 stored rows x 50 ordinary rules take about 1.5 s (lab/bench_rule_patterns.py).
+RULE_WALK_BUDGET_S = envfloat("RULE_WALK_BUDGET_S", 5.0)
 
 # Alerts (apps/alerts): rules evaluated after every poll round; notifications grouped per channel and cluster.
 ALERTS_ENABLED = envbool("ALERTS_ENABLED", True)

@@ -334,13 +334,20 @@ def traffic_findings(target, changed_rules, traffic, node_figures):
         return []
     captured = {rule_id: [] for rule_id in rules}
     limits, reached = {}, rule_tester.Batch()  # a pattern that reaches the match limit or its budget gives up
+    walked, cut = 0, False  # cut: the batch's budget ran out, the rest of the rows is not walked
     for row in traffic.rows:
+        if reached.spent_out:
+            cut = True
+            break
         walk = rule_tester.on_content(target, digest_text=row.digest_text, digest=row.digest, username=row.username,
                                       schemaname=row.schemaname, client_addr=row.client_address, reached=reached)
+        walked += 1
         for step in walk.steps:
             if step.matched and step.rule_id in captured:
                 captured[step.rule_id].append(row)
-            if step.limit:
+            if rule_tester.NOT_MEASURED in step.limit:
+                cut = True
+            elif step.limit:
                 limits.setdefault(step.rule_id, step.limit)
     total_n, total_t = traffic.count, traffic.sum_time_us
     minutes = max(1, round(traffic.seconds / 60))
@@ -350,7 +357,9 @@ def traffic_findings(target, changed_rules, traffic, node_figures):
            Finding("regex_match_limit", f"Rule {rule_id}'s pattern is too costly to measure on the stored traffic",
                    f"{said}: a backtracking pattern just under the match limit; ProxySQL runs it on every query it "
                    "tries it on, at this cost each time", True) for rule_id, said in sorted(limits.items())]
-    for rule_id, rows in captured.items():
+    if cut:  # a share of the rows walked would read as the rule's share: each is said as not measured instead
+        out.append(_not_measured(sorted(rules), rules, reached, walked, len(traffic.rows)))
+    for rule_id, rows in ({} if cut else captured).items():
         n, t = sum(r.count for r in rows), sum(r.sum_time_us for r in rows)
         busiest = max(rows, key=lambda r: r.count, default=None)
         out.append(Finding("rule_traffic_share", f"Rule {rule_id} would capture {_share(n, total_n)} of the last "
@@ -364,6 +373,25 @@ def traffic_findings(target, changed_rules, traffic, node_figures):
         if rows and (rule["mirror_hostgroup"] is not None or rule["mirror_flagOUT"] is not None):
             out += _mirror_load(rule_id, rows, traffic.seconds, target, node_figures)
     return out
+
+
+def _not_measured(rule_ids, rules, reached, walked, total):
+    """One blocking finding for the rules whose share the batch's budget left unmeasured, with the costliest
+    patterns so far: the operator sees which rules made the check give up."""
+    costliest = sorted(reached.spent.items(), key=lambda kv: -kv[1])[:3]
+    named = []
+    for key, spent_s in costliest:
+        pattern = key[0]
+        owners = [r for r, row in sorted(rules.items()) if pattern in (row.get("match_digest"), row.get("match_pattern"))]
+        shown = pattern if len(pattern) <= 60 else pattern[:57] + "..."
+        named.append(f"{shown!r}" + (f" (rule {owners[0]})" if owners else "")
+                     + f" {spent_s * 1000:.0f} ms over {reached.searches[key]:,} searches")
+    ids = ", ".join(map(str, rule_ids[:20])) + (", ..." if len(rule_ids) > 20 else "")
+    return Finding("rules_not_measured", f"{len(rule_ids)} new or changed rule(s) not measured on the stored traffic",
+                   f"the rule walks over the stored traffic passed their budget of {reached.budget_s:g} s of CPU "
+                   f"(RULE_WALK_BUDGET_S) after {walked:,} of {total:,} stored digest rows, so what rules {ids} would "
+                   "capture is not known (they are not reported as capturing nothing); the costliest patterns: "
+                   + "; ".join(named) + ". Fewer or cheaper patterns can be measured.", True)
 
 
 def _mirror_load(rule_id, rows, seconds, target, node_figures):

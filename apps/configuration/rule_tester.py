@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from django.conf import settings
+
 from apps.monitoring.rule_regex import MatchLimit
 
 from .findings import compile_regex, regex_engine
@@ -125,9 +127,13 @@ def _digest_value(text):
 
 # A pattern's searches over one batch of walks (the effect check over the stored traffic, one page's walks): each
 # search is bounded by the match limit, but a pattern just under it (about 2.5 ms a search) over 500 digest texts
-# took 1.25 s of a request. Ordinary patterns take microseconds.
+# took 1.25 s of a request. Ordinary patterns take about 1-3 us a search: a pattern is too costly once its searches
+# took BATCH_BUDGET_S and more than SEARCH_BUDGET_S each on average (so an ordinary pattern that many rules share,
+# searched 100,000 times in a batch, is not cut short).
 BATCH_BUDGET_S = 0.2
+SEARCH_BUDGET_S = 40e-6
 OVER_BUDGET = "this pattern took more than"
+NOT_MEASURED = "not run: this request's rule walks passed their budget of"
 
 
 class OverBudget(Exception):
@@ -138,18 +144,33 @@ class OverBudget(Exception):
                          f"({searches} searches, {spent_s / searches * 1e6:.0f} us each): not run on the rest")
 
 
-class Batch(dict):
-    """The walks of one batch share it: {(pattern, caseless, engine): MatchLimit or OverBudget} of the patterns that
-    gave up (not run again), and the CPU each pattern's searches took so far (`spent`)."""
+class NotMeasured(Exception):
+    """The batch's walks together took more than their budget (settings.RULE_WALK_BUDGET_S) of CPU: the patterns
+    met after that are not run, whatever their own cost (a draft of a thousand costly rules is bounded as a whole)."""
 
-    def __init__(self):
+    def __init__(self, budget_s):
+        super().__init__(f"{NOT_MEASURED} {budget_s:g} s of CPU (RULE_WALK_BUDGET_S) before this pattern's turn")
+
+
+class Batch(dict):
+    """The walks of one batch (one request or task) share it: {(pattern, caseless, engine): MatchLimit, OverBudget or
+    NotMeasured} of the patterns that gave up (not run again), the CPU each pattern's searches took so far (`spent`),
+    and the CPU of all its walks (`total_s`), held to `budget_s` (settings.RULE_WALK_BUDGET_S)."""
+
+    def __init__(self, budget_s=None):
         super().__init__()
         self.spent = {}     # (pattern, caseless, engine) -> CPU seconds of its searches
         self.searches = {}  # (pattern, caseless, engine) -> how many searches
+        self.budget_s = settings.RULE_WALK_BUDGET_S if budget_s is None else budget_s
+        self.total_s = 0.0  # CPU of the batch's walks so far (searches, compiles and the walks themselves)
+
+    @property
+    def spent_out(self):
+        return self.total_s > self.budget_s
 
 
 def _search(regex, subject, key, reached):
-    """One bounded search; its CPU counted against the pattern's budget over the batch."""
+    """One bounded search; its CPU counted against the pattern's budget and the batch's."""
     started = time.thread_time()
     try:
         return regex.search(subject)
@@ -157,12 +178,12 @@ def _search(regex, subject, key, reached):
         reached[key] = exc
         raise
     finally:
-        spent = getattr(reached, "spent", None)
-        if spent is not None:
-            spent[key] = spent.get(key, 0.0) + time.thread_time() - started
-            reached.searches[key] = reached.searches.get(key, 0) + 1
-            if spent[key] > BATCH_BUDGET_S and key not in reached:
-                reached[key] = OverBudget(spent[key], reached.searches[key])
+        took = time.thread_time() - started
+        reached.total_s += took
+        spent = reached.spent[key] = reached.spent.get(key, 0.0) + took
+        searches = reached.searches[key] = reached.searches.get(key, 0) + 1
+        if spent > BATCH_BUDGET_S and spent > searches * SEARCH_BUDGET_S and key not in reached:
+            reached[key] = OverBudget(spent, searches)
 
 
 def _check_rule(rule, flag, query, digest_text, digest, user, schema, client, engine, reached):
@@ -192,19 +213,21 @@ def _check_rule(rule, flag, query, digest_text, digest, user, schema, client, en
         pattern = rule.get(column)
         if not pattern:
             continue
-        regex = compiled(pattern, caseless, engine)
-        if regex is None:
-            name = "RE2" if engine == RE2 else "PCRE"
-            return False, f"{column} {pattern!r} does not compile in {name}: never matches"
         key = (pattern, caseless, engine)
         limit = reached.get(key)
+        if limit is None and reached.spent_out:  # not even compiled: a thousand patterns compile in about 15 ms
+            limit = reached[key] = NotMeasured(reached.budget_s)
         if limit is None:
+            regex = compiled(pattern, caseless, engine)
+            if regex is None:
+                name = "RE2" if engine == RE2 else "PCRE"
+                return False, f"{column} {pattern!r} does not compile in {name}: never matches"
             try:
                 found = _search(regex, subject, key, reached)
             except MatchLimit as exc:
                 limit = exc
         if limit is not None:
-            raise _Limit(f"{column} {pattern!r}: {limit}", isinstance(limit, OverBudget))
+            raise _Limit(f"{column} {pattern!r}: {limit}", limit)
         if found == negate:
             return False, (f"{column} {pattern!r} " + ("matches" if negate else "does not match")
                            + f" the {what}" + (" (negated)" if negate else ""))
@@ -216,9 +239,14 @@ def _check_rule(rule, flag, query, digest_text, digest, user, schema, client, en
 class _Limit(Exception):
     """A rule's pattern reached the match limit or its budget: the rule does not match, and the step says why."""
 
-    def __init__(self, said, over_budget):
+    def __init__(self, said, cause):
         super().__init__(said)
-        self.over_budget = over_budget
+        self.cause = cause
+
+
+_WHY = {MatchLimit: "the search gave up: counted as no match, as ProxySQL does at its own limit",
+        OverBudget: "not run: counted as no match here; ProxySQL runs it, at this cost on every query it tries",
+        NotMeasured: "counted as no match here, so the rules after it may not be walked as ProxySQL would"}
 
 
 def _check(*args):
@@ -226,9 +254,7 @@ def _check(*args):
     try:
         return (*_check_rule(*args), "")
     except _Limit as exc:
-        why = ("not run: counted as no match here; ProxySQL runs it, at this cost on every query it tries"
-               if exc.over_budget else "the search gave up: counted as no match, as ProxySQL does at its own limit")
-        return False, f"{exc} ({why})", str(exc)
+        return False, f"{exc} ({_WHY[type(exc.cause)]})", str(exc)
 
 
 _SETS = (("destination_hostgroup", "destination hostgroup {}"), ("cache_ttl", "cache_ttl {} ms"),
@@ -240,9 +266,25 @@ def evaluate(rules, query="", *, digest_text=None, digest=None, username="", sch
              engine=PCRE, iterations=0, users=(), reached=None):
     """The walk of `rules` (mysql_query_rules rows) for one query. `digest_text` defaults to normalise(query);
     `digest` is the hash when it is known; `users`: mysql_users rows, for the default hostgroup;
-    `iterations`: mysql-query_processor_iterations; `reached`: a dict shared by the walks of one batch, filled
-    with the patterns that reached the match limit (see _check_rule)."""
+    `iterations`: mysql-query_processor_iterations; `reached`: the Batch shared by the walks of one request, which
+    holds the patterns that gave up and the CPU the walks took against its budget (see _check_rule)."""
     reached = Batch() if reached is None else reached
+    started, counted = time.thread_time(), reached.total_s
+    try:
+        out = _walk(rules, query, digest_text, digest, username, schemaname, client_addr, engine, iterations, users,
+                    reached)
+    finally:  # the whole walk (compiles, the steps' own work), not only its searches
+        reached.total_s = counted + time.thread_time() - started
+    skipped = [s.rule_id for s in out.steps if NOT_MEASURED in s.limit]
+    if skipped:
+        out.notes.append(f"{len(skipped)} rule(s) were not tested ({', '.join(map(str, skipped[:10]))}"
+                         f"{', ...' if len(skipped) > 10 else ''}): this request's rule walks passed their budget of "
+                         f"{reached.budget_s:g} s of CPU (RULE_WALK_BUDGET_S), so their patterns were not run; they "
+                         "are shown as not matching, and the walk after them may differ from ProxySQL's.")
+    return out
+
+
+def _walk(rules, query, digest_text, digest, username, schemaname, client_addr, engine, iterations, users, reached):
     notes = []
     if digest_text is None:
         digest_text = normalise(query)

@@ -102,7 +102,7 @@ def routes(digest, breakdown, example_text=""):
     of the cluster's current query rules (digest, match_digest and match_pattern, each search bounded by
     monitoring.rule_regex through the rule tester). match_pattern is tried on an example's text when there is one."""
     seen, out = set(), []
-    batch = rule_tester.Batch()  # the page's walks share one budget per pattern
+    batch = rule_tester.Batch()  # the page's walks share one budget (RULE_WALK_BUDGET_S)
     for b in breakdown:
         s = b["source"]
         if s is None:

@@ -209,6 +209,7 @@ class TopPage:
     pages: int
     per_page: int = PER_PAGE
     more: bool = False  # total is a lower bound: more than `total` digests (a broad search, counted up to a cap)
+    mirror_note: str = ""  # the mirror rules' searches gave up on this page (their budget): said above the table
 
     @property
     def has_previous(self):
@@ -466,10 +467,10 @@ def top_digests(window, filters, sort=DEFAULT_SORT, descending=True, page=1, per
            for r in rows]
     _attach_texts(out)
     sources = _attach_where(out, window, filters)
-    _split_mirrored(out, window, filters, sources)
+    mirror_note = _split_mirrored(out, window, filters, sources)
     _attach_proxysql_extremes(out, sources)
     return TopPage(rows=out, total=total, number=page, pages=max(1, math.ceil(total / per_page)), per_page=per_page,
-                   more=more)
+                   more=more, mirror_note=mirror_note)
 
 
 def _int(v):
@@ -515,12 +516,13 @@ def _attach_where(rows, window, filters):
     return by_digest
 
 
-def _mirror_matchers(node_ids):
-    """{(node id, mirror hostgroup): [Matcher]} of the nodes' active mirror rules (as the digest poll last read them)."""
+def _mirror_matchers(node_ids, spent):
+    """{(node id, mirror hostgroup): [Matcher]} of the nodes' active mirror rules (as the digest poll last read them);
+    `spent` (mirror.Spent): their searches on this page together, held to mirror.POLL_BUDGET_S as a poll's are."""
     found = {}
     for rule in MirrorRule.objects.filter(proxysql_node_id__in=node_ids, active=True, mirror_hostgroup__isnull=False):
         found.setdefault((rule.proxysql_node_id, rule.mirror_hostgroup), []).append(
-            mirror.Matcher.of({"match_digest": rule.match_digest, "match_pattern": rule.match_pattern}))
+            mirror.Matcher.of({"match_digest": rule.match_digest, "match_pattern": rule.match_pattern}, spent))
     return found
 
 
@@ -528,17 +530,23 @@ def _split_mirrored(rows, window, filters, sources):
     """Executions of mirrored copies are not the application's queries: ProxySQL counts a copy under the original's
     digest in the mirror hostgroup. A (source, digest) whose hostgroup a mirror rule of its node sends copies to, and
     whose text that rule matches, is taken out of the row's count and total (r.mirrored_count / r.mirrored_us say
-    them apart)."""
+    them apart). Returns the page's note when the rules' searches passed their budget ("" when not)."""
     for r in rows:
         r.mirrored_count, r.mirrored_us = 0, 0
     node_ids = {s.node_id for found in sources.values() for s in found}
-    matchers = _mirror_matchers(node_ids) if node_ids else {}
+    spent = mirror.Spent()
+    matchers = _mirror_matchers(node_ids, spent) if node_ids else {}
     if not matchers:
-        return
+        return ""
     pairs = [(r.digest_id, s.pk) for r in rows for s in sources.get(r.digest_id, [])
              if any(m.matches(s.schemaname, s.username, r.text) for m in matchers.get((s.node_id, s.hostgroup), []))]
+    note = ""
+    if spent.out:
+        note = (f"Mirrored copies are not told apart in full on this page: the nodes' {sum(map(len, matchers.values()))} "
+                f"mirror rules' searches passed their budget of {mirror.POLL_BUDGET_S:g} s of CPU, so some counts may "
+                "include copies made in a mirror hostgroup.")
     if not pairs:
-        return
+        return note
     table = DigestStat._meta.db_table
     where, params = _where(window, Filters(**{**filters.__dict__, "search": ""}))
     ids, src = sorted({d for d, _ in pairs}), sorted({s for _, s in pairs})
@@ -555,6 +563,7 @@ def _split_mirrored(rows, window, filters, sources):
             r.mirrored_count += int(count)
             r.mirrored_us += int(total)
             r.count, r.total_us = r.count - int(count), r.total_us - int(total)
+    return note
 
 
 def proxysql_extremes(wanted):
@@ -762,7 +771,7 @@ def rule_chains(sample):
     if version is None:
         return []
     kwargs = {"username": sample.username, "schemaname": sample.schemaname, "client_addr": sample.client_addr,
-              "reached": rule_tester.Batch()}  # both columns share one budget per pattern
+              "reached": rule_tester.Batch()}  # both columns share one budget (RULE_WALK_BUDGET_S)
     if sample.digest is not None:
         kwargs.update(digest_text=sample.digest.digest_text, digest=sample.digest.digest)
     columns = [{"title": f"Current rules (version {version.number})", "url": version.get_absolute_url(),

@@ -1,5 +1,6 @@
 """The rule tester and the effect check run rule patterns bounded (apps/monitoring/rule_regex.py): a pattern that
 reaches PCRE's match limit is told (a step's reason, a blocking finding), never an exception, never a stall."""
+import re
 import time
 
 import pytest
@@ -110,3 +111,73 @@ def test_a_pattern_just_under_the_match_limit_stops_at_its_budget_over_the_store
     for row in rows:
         out = evaluate(target["mysql_query_rules"], digest_text=row.digest_text, reached=batch)
     assert "not run: counted as no match here" in out.steps[[s.rule_id for s in out.steps].index(5)].reason
+
+
+# -- the budget of one request's walks (issue 34: the per-pattern budget left a request's cost at the number of costly
+# patterns times 200 ms: a draft of a thousand such rules took minutes to plan) --------------------------------------
+def stored_rows(n=5000):
+    texts = [f"{text} /* {i} */" for i, text in enumerate(DIGEST_TEXTS * (n // len(DIGEST_TEXTS) + 1))]
+    return [TrafficRow(f"0x{i:016X}", texts[i], "app", "sbtest", "10.0.0.5", 100, 10_000) for i in range(n)]
+
+
+def test_a_draft_of_many_costly_patterns_is_planned_within_the_request_budget_and_says_what_was_not_measured(settings):
+    """300 distinct patterns just under the match limit (2.4 ms a search each): 0.7 s a stored row, so the old code
+    spent its 200 ms per pattern on each, a minute of CPU. Now the walks stop at the request's budget and every rule
+    is said as not measured (never a share of 0 %)."""
+    settings.RULE_WALK_BUDGET_S = 1.0
+    costly = [rule(100 + i, match_digest=BELOW_THE_LIMIT.replace("(;|=|$)", f"(;|=|$|{i}z)"), apply=0,
+                   destination_hostgroup=101) for i in range(300)]
+    ordinary = [rule(1, match_digest="^UPDATE", destination_hostgroup=100), rule(2, match_digest="^SELECT")]
+    target = config(BASE_SERVERS, ordinary + costly, BASE["mysql_users"])
+    changed = {(r["rule_id"],) for r in ordinary + costly}
+    cpu = time.thread_time()
+    with within(2.5):
+        found = traffic_findings(target, changed, Traffic(rows=stored_rows(), seconds=3600), {})
+    assert time.thread_time() - cpu < 1.0 + 0.5
+    assert not [f for f in found if f.key == "rule_traffic_share"]
+    [missing] = [f for f in found if f.key == "rules_not_measured"]
+    assert missing.blocking and missing.label == "302 new or changed rule(s) not measured on the stored traffic"
+    assert "passed their budget of 1 s of CPU (RULE_WALK_BUDGET_S) after " in missing.value
+    assert " of 5,000 stored digest rows, so what rules 1, 2, 100, 101, " in missing.value
+    assert "not reported as capturing nothing" in missing.value and "(rule 1" in missing.value.split("costliest")[1]
+
+
+def test_one_walk_through_a_thousand_costly_rules_stops_at_the_budget_and_tells_which_were_not_tested(settings):
+    """The rule tester and the digest page walk a few queries through every rule: a thousand costly patterns took
+    2.4 s a walk (each under its own budget); the page's columns share one Batch and so one budget."""
+    settings.RULE_WALK_BUDGET_S = 0.5
+    rules = [rule(100 + i, match_digest=BELOW_THE_LIMIT.replace("(;|=|$)", f"(;|=|$|{i}z)"), destination_hostgroup=101)
+             for i in range(1000)] + [rule(5000, match_digest="^SELECT", destination_hostgroup=100)]
+    batch = Batch()
+    text = "SELECT c FROM sbtest1 WHERE id BETWEEN ? AND ? ORDER BY c"
+    with within(1.5):
+        first = evaluate(rules, digest_text=text, reached=batch)
+        second = evaluate(rules, digest_text=text, reached=batch)  # the tester's second column: nothing left to run
+    skipped = [s for s in first.steps if "not run: this request's rule walks passed their budget of 0.5 s" in s.reason]
+    assert 0 < len(skipped) < 1000 and all(not s.matched and s.limit for s in skipped)
+    assert f"{len(skipped)} rule(s) were not tested (" in " ".join(first.notes)
+    assert first.steps[-1].rule_id == 5000 and not first.steps[-1].matched  # not run: not said as "does not match"
+    assert "so the rules after it may not be walked as ProxySQL would" in first.steps[-1].reason
+    assert "1001 rule(s) were not tested (100, 101, " in " ".join(second.notes)
+
+
+def test_an_ordinary_big_rule_set_over_the_stored_traffic_is_measured_in_full():
+    """5,000 stored rows x 50 ordinary rules (1-3 us a search; 1.5 s of CPU for the whole check on a quiet 2-core
+    machine) stay under the default budget. Half the rules share the read/write split's `^SELECT` (as a generated
+    rule set does, each with its own cache or comment): 125,000 cheap searches of one pattern, which the old
+    per-pattern budget cut as "too costly" (its 200 ms were spent, at 2 us a search)."""
+    from django.conf import settings
+    assert settings.RULE_WALK_BUDGET_S == 5.0
+    shared = [rule(10 + i, match_digest="^SELECT", cache_ttl=1000 + i) for i in range(25)]
+    tables = [rule(100 + t, match_digest=rf"\bsbtest{t}\b", destination_hostgroup=101) for t in range(1, 26)]
+    rows = stored_rows()
+    target = config(BASE_SERVERS, shared + tables, BASE["mysql_users"])
+    with within(5):
+        found = traffic_findings(target, {(r["rule_id"],) for r in shared + tables}, Traffic(rows, 3600), {})
+    assert not [f for f in found if f.blocking], [f.label for f in found if f.blocking][:3]
+    shares = {f.label.split()[1]: f for f in found if f.key == "rule_traffic_share"}
+    assert len(shares) == 50
+    selects = sum(r.digest_text.startswith("SELECT") for r in rows)
+    assert shares["10"].value.startswith(f"{selects * 100:,} of {len(rows) * 100:,} queries")
+    sbtest1 = sum(bool(re.search(r"\bsbtest1\b", r.digest_text)) for r in rows)
+    assert shares["101"].value.startswith(f"{sbtest1 * 100:,} of ")

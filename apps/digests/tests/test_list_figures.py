@@ -11,6 +11,9 @@ from django.db.models import Sum
 from apps.digests import services
 from apps.digests.models import Digest, DigestNodeState, DigestStat
 from apps.digests.templatetags.digest_format import duration_us
+from apps.fleet.models import MirrorRule
+from apps.monitoring import mirror
+from apps.monitoring.tests.test_rule_regex import BELOW_THE_LIMIT, within
 
 from .conftest import add_queries, read_digest_table
 from .test_mirror_loss import mirror_inserts, write_load
@@ -78,3 +81,25 @@ def test_mirrored_executions_are_not_counted_but_shown_apart(digest_lab, viewer_
         count = rows[d.digest]["count"]
         assert count.split()[0].replace(",", "") == str(own), count
         assert f"+{copies:,} mirrored" in count
+
+
+def test_many_costly_mirror_rules_leave_the_list_in_time_and_say_the_copies_are_not_told_apart(digest_lab,
+                                                                                              viewer_client):
+    """Issue 34: the list page tells mirrored copies apart with each node's mirror rules, each rule with its own
+    200 ms budget, so a node's admin holding 300 rules just under PCRE's match limit (2.4 ms a search) cost a
+    viewer's page view 300 x the rule's searches. Now the page's searches share one budget (mirror.POLL_BUDGET_S)
+    and the page says the copies were not told apart in full."""
+    cluster, nodes, (first, _) = digest_lab
+    write_load(first)
+    services.poll_round(nodes, now=time.time() - 10)
+    time.sleep(1.5)
+    services.poll_round(nodes, now=time.time() - 2)
+    MirrorRule.objects.bulk_create([MirrorRule(proxysql_node=nodes[0], rule_id=5000 + i, match_digest=BELOW_THE_LIMIT,
+                                               mirror_hostgroup=100) for i in range(300)])
+    cpu = time.thread_time()
+    with within(mirror.POLL_BUDGET_S + 1.5):
+        html = viewer_client.get(f"/digests/?cluster={cluster.pk}").content.decode()
+    assert time.thread_time() - cpu < mirror.POLL_BUDGET_S + 1.0
+    assert rows_of(html)
+    assert ("Mirrored copies are not told apart in full on this page: the nodes&#x27; 300 mirror rules&#x27; "
+            f"searches passed their budget of {mirror.POLL_BUDGET_S:g} s of CPU") in html
