@@ -943,6 +943,10 @@ class RolloutInput(serializers.Serializer):
         return data
 
 
+class RolloutHaltInput(serializers.Serializer):
+    reason = text(2000, allow_blank=False, help_text="why you halt it (the page, the alert and the audit log say it)")
+
+
 class RolloutClusterSerializer(serializers.Serializer):
     name = serializers.CharField()
     state = serializers.CharField()

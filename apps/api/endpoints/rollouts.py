@@ -1,5 +1,6 @@
 """Fleet rollouts: plan one (the exact clusters per wave, saved planned), start it (a worker runs it), follow it,
-pause and resume it, abort it (its waves rolled back newest first). Operators plan, start and abort; the service audits each and
+pause and resume it, halt it (the wave baking fails its gate with the operator's reason and is rolled back), abort it
+(its waves rolled back newest first). Operators plan, start and abort; the service audits each and
 refuses (409) what it must (the two-person rule, a change that does not apply, a bad selector or waves)."""
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
@@ -69,6 +70,18 @@ class RolloutAbort(ApiView):
                    summary="Abort: a planned rollout ends; a running or halted one rolls back its waves, newest first")
     def post(self, request, pk):
         return shown(services.abort(get_object_or_404(Rollout, pk=pk), actor=Actor.of_request(request)))
+
+
+class RolloutHalt(ApiView):
+    roles = {"post": OPERATOR}
+
+    @extend_schema(request=s.RolloutHaltInput, responses={200: s.RolloutSerializer}, tags=["rollouts"],
+                   summary="Halt a running rollout, saying why: the wave baking now fails its gate with that reason "
+                           "and is rolled back (as a gate's halt); between waves it stops before the next")
+    def post(self, request, pk):
+        data = body(s.RolloutHaltInput, request)
+        return shown(services.halt(get_object_or_404(Rollout, pk=pk), actor=Actor.of_request(request),
+                                   reason=data["reason"]))
 
 
 class RolloutPause(ApiView):

@@ -6,13 +6,16 @@
     manage.py rollout status N
     manage.py rollout abort N --user NAME
     manage.py rollout pause N --user NAME               (between waves; resume N --user NAME goes on, here)
+    manage.py rollout halt N --user NAME --reason "..." (the wave baking fails its gate with the reason and is
+                                                         rolled back; the worker running it acts on it)
 
 FILE is the change: a YAML fragment (the tables and variables it names, as `config apply` reads a file, without
 `cluster:`) or a JSON file {"edits": [...]} (a change set's edits, as the API takes them). `--select` is
 key=value for a tag, name=CLUSTER for a cluster (repeatable; all must match). `plan` saves the rollout planned and
 prints its waves (the exact clusters); `start` plans (or takes --id) and runs it here, wave by wave.
 
-Exit codes: 0 done (plan: planned; status: done; abort: rolled back or aborted), 1 status: not ended yet,
+Exit codes: 0 done (plan: planned; status: done; abort: rolled back or aborted), 1 status: not ended yet (halt:
+the halt is asked, its worker has not acted yet),
 2 refused (bad file, selector, waves, the change does not apply, two-person rule), 3 halted or rolled back.
 """
 import json
@@ -32,10 +35,10 @@ EXIT = {RolloutState.DONE: DONE, RolloutState.ABORTED: DONE, RolloutState.HALTED
 
 
 class Command(BaseCommand):
-    help = "Plan, start, follow or abort a fleet rollout (one change to many clusters in waves, gated)."
+    help = "Plan, start, follow, halt or abort a fleet rollout (one change to many clusters in waves, gated)."
 
     def add_arguments(self, parser):
-        parser.add_argument("action", choices=["plan", "start", "status", "abort", "pause", "resume"])
+        parser.add_argument("action", choices=["plan", "start", "status", "abort", "pause", "resume", "halt"])
         parser.add_argument("target", nargs="?", help="plan/start: the change FILE; the others: the rollout's id")
         parser.add_argument("--id", type=int, help="start: a rollout planned before")
         parser.add_argument("--select", action="append", default=[], help="env=prod (a tag), name=CLUSTER, or version=2.7 (every node runs 2.7.x)")
@@ -53,12 +56,14 @@ class Command(BaseCommand):
 
     def handle(self, **o):
         try:
-            if o["action"] in ("status", "abort", "pause", "resume"):
+            if o["action"] in ("status", "abort", "pause", "resume", "halt"):
                 rollout = self.rollout(o["target"])
                 if o["action"] == "abort":
                     rollout = services.abort(rollout, actor=Actor.command(self.user(o["user"])), enqueue=False)
                 elif o["action"] == "pause":
                     rollout = services.pause(rollout, actor=Actor.command(self.user(o["user"])))
+                elif o["action"] == "halt":
+                    rollout = services.halt(rollout, actor=Actor.command(self.user(o["user"])), reason=o["reason"])
                 elif o["action"] == "resume":
                     rollout = services.resume(rollout, actor=Actor.command(self.user(o["user"])), enqueue=False)
                 self.show(o, rollout)
