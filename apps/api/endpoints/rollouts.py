@@ -41,7 +41,9 @@ class RolloutList(ApiView):
         rollout = services.plan(change, selector, data["waves"], actor=Actor.of_request(request),
                                 reason=data["reason"], bake_canary_s=data["bake_canary_s"], bake_s=data["bake_s"],
                                 max_error_rate=data["max_error_rate"], when_busy=data["when_busy"],
-                                busy_wait_s=data["busy_wait_s"])
+                                busy_wait_s=data["busy_wait_s"], max_latency_ratio=data["max_latency_ratio"],
+                                max_mirror_queue_share=data["max_mirror_queue_share"],
+                                roll_back_before=data["roll_back_before"])
         return shown(rollout, status.HTTP_201_CREATED)
 
 

@@ -52,6 +52,12 @@ class Command(BaseCommand):
         parser.add_argument("--when-busy", choices=["wait", "skip"], default="wait",
                             help="a cluster another operation holds: wait for it (up to --busy-wait) or skip it")
         parser.add_argument("--busy-wait", type=float, default=300.0, help="seconds a busy cluster is waited for")
+        parser.add_argument("--max-latency-ratio", type=float, default=2.0,
+                            help="a cluster's digest latency since the change against before that halts it")
+        parser.add_argument("--max-mirror-queue", type=float, default=0.8,
+                            help="a node's mirror queue against its limit (a share, 0.8: 80 %%) that halts it")
+        parser.add_argument("--roll-back-before", action="store_true",
+                            help="on a halt, roll back every wave before the failing one too")
         parser.add_argument("--json", action="store_true")
 
     def handle(self, **o):
@@ -76,7 +82,9 @@ class Command(BaseCommand):
                                         actor=actor, reason=o["reason"] or f"from {o['target']}",
                                         bake_canary_s=o["bake_canary"], bake_s=o["bake"],
                                         max_error_rate=o["max_error_rate"], when_busy=o["when_busy"],
-                                        busy_wait_s=o["busy_wait"])
+                                        busy_wait_s=o["busy_wait"], max_latency_ratio=o["max_latency_ratio"],
+                                        max_mirror_queue_share=o["max_mirror_queue"],
+                                        roll_back_before=o["roll_back_before"])
             if o["action"] == "plan":
                 self.show(o, rollout)
                 first = services.first_cluster_plan(rollout)
