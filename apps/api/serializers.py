@@ -958,6 +958,9 @@ class RolloutClusterSerializer(serializers.Serializer):
     name = serializers.CharField()
     state = serializers.CharField()
     error = serializers.CharField()
+    change_set = serializers.IntegerField(allow_null=True, help_text="the cluster's change set of the rollout")
+    revert = serializers.IntegerField(allow_null=True, help_text="the change set that rolled it back (to its "
+                                                                 "version before), when it was rolled back")
 
 
 class RolloutWaveSerializer(serializers.Serializer):

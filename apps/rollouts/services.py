@@ -267,7 +267,8 @@ def describe(rollout):
             "roll_back_before": rollout.roll_back_before,
             "waves": [{"wave": n, "canary": n == 0, "node": node if n == 0 else None,
                        "rest_of_canary": n == 1 and canary is not None, "state": w["state"], "gate": w.get("gate"),
-                       "clusters": [{"name": rows[pk].cluster.name, "state": rows[pk].state, "error": rows[pk].error}
+                       "clusters": [{"name": rows[pk].cluster.name, "state": rows[pk].state, "error": rows[pk].error,
+                                     "change_set": rows[pk].change_set_id, "revert": rows[pk].revert_id}
                                     for pk in w["clusters"]]}
                       for n, w in enumerate(rollout.waves)]}
 
@@ -336,7 +337,8 @@ def run(rollout_id):
             return RolloutState.PAUSED
         if rollout.waves[n]["state"] == WaveState.PENDING and halt_requested(rollout):  # between waves: stop here
             why = halt_requested(rollout)
-            _end(rollout, RolloutState.HALTED, "rollout halted", why=why)
+            errors = _roll_back_before(rollout, n)
+            _end(rollout, RolloutState.HALTED, "rollout halted", why=why, errors=errors)
             _alert_halt(rollout, n - 1 if n else 0, why)
             return rollout.state
         if rollout.waves[n]["state"] == WaveState.PENDING:
@@ -663,13 +665,28 @@ def _halt(rollout, n, why):
     gate and its figures), delivered as any alert; it resolves when the rollout is aborted."""
     rollout.halt_reason = why
     Rollout.objects.filter(pk=rollout.pk).update(halt_reason=why)
-    _roll_back_wave(rollout, n)
+    errors = _roll_back_wave(rollout, n)
     _wave(rollout, n, state=WaveState.ROLLED_BACK)
     if n == 1 and rollout.waves[0].get("node"):  # the rest of the canary's cluster: the canary went back with it
         _wave(rollout, 0, state=WaveState.ROLLED_BACK)
-    _end(rollout, RolloutState.HALTED, "rollout halted", why=why)
+    errors += _roll_back_before(rollout, n)
+    _end(rollout, RolloutState.HALTED, "rollout halted", why=why, errors=errors)
     _alert_halt(rollout, n, why)
     return rollout.state
+
+
+def _roll_back_before(rollout, n):
+    """When the rollout says so (roll_back_before), every wave before wave n that changed something, newest first,
+    each cluster back to its version before through a revert change set, as abort does. Returns the errors."""
+    if not rollout.roll_back_before:
+        return []
+    errors = []
+    for m in reversed(range(n)):
+        if rollout.waves[m]["state"] in (WaveState.PENDING, WaveState.ROLLED_BACK):
+            continue
+        errors += _roll_back_wave(rollout, m)
+        _wave(rollout, m, state=WaveState.ROLLED_BACK)
+    return errors
 
 
 def _alert_halt(rollout, n, why):
