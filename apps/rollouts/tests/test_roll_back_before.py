@@ -1,8 +1,11 @@
 """A rollout planned (through the API) to roll back every wave before on a halt: its last wave fails the errors gate,
 and the failing wave, then each wave before it, newest first, go back through revert change sets (the product's
 normal path: a change set back to each cluster's version before), each cluster's revert said per cluster in the
-API and on the page; every layer of every node ends as before the rollout."""
+API, on the page and by `rollout status`; every layer of every node ends as before the rollout."""
+import io
+
 import pytest
+from django.core.management import call_command
 from django.test import Client
 
 from apps.api.tests.test_writes import client_of, expect
@@ -58,3 +61,10 @@ def test_a_halt_rolls_back_every_wave_before_when_the_rollout_says_so(proxysql_d
     for name, c in by_name.items():
         assert f'data-revert="{name}">rolled back by change set #{c["revert"]}</a>' in html
     assert "a halt rolls back every wave before too" in html
+
+    out = io.StringIO()
+    with pytest.raises(SystemExit) as ended:
+        call_command("rollout", "status", str(rollout.pk), stdout=out)
+    assert ended.value.code == 3  # halted
+    assert "wave 2 rolled_back: fleet-1 [rolled_back]\n" \
+           f"    fleet-1 rolled back by change set #{by_name['fleet-1']['revert']}\n" in out.getvalue(), out.getvalue()

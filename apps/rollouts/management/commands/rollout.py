@@ -144,6 +144,9 @@ class Command(BaseCommand):
             where = (f" (node {wave['node']} only)" if wave["node"] else
                      " (the rest of the canary's cluster)" if wave["rest_of_canary"] else "")
             self.stdout.write(f"  wave {wave['wave']}{' (canary)' if wave['canary'] else ''} {wave['state']}: {names}{where}")
+            for c in wave["clusters"]:
+                if c["revert"]:
+                    self.stdout.write(f"    {c['name']} rolled back by change set #{c['revert']}")
         if doc["halt_reason"]:
             self.stdout.write(f"  halted: {doc['halt_reason']}")
 
