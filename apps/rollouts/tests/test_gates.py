@@ -25,13 +25,15 @@ class DigestPoller(Poller):
         digests.poll_round(nodes, threads=4)
 
 
-def halt_of(rollout, starter, doubles, gate_name, bake_canary_s=20):
-    """Run the rollout (the caller's thread hurts the canary meanwhile); it halts at the canary, before its bake
-    ends, rolled back on every node. The failed gate's entry."""
+def halt_of(rollout, starter, doubles, gate_name, hurt_at, bake_canary_s=20):
+    """Run the rollout (the caller's thread hurts the canary meanwhile, saying when in hurt_at); it halts at the
+    canary, before its bake ends, rolled back on every node. The failed gate's entry."""
     started = time.monotonic()
     services.start(rollout, actor=Actor.command(starter), enqueue=False)
     assert services.run(rollout.pk) == RolloutState.HALTED
-    assert time.monotonic() - started < bake_canary_s
+    done = time.monotonic()
+    assert done - started < bake_canary_s
+    print(f"the {gate_name} gate: hurt to rollback done {done - hurt_at[0]:.2f} s")
     rollout.refresh_from_db()
     assert rollout.halt_reason.startswith("wave 0 failed its health gate: "), rollout.halt_reason
     assert [w["state"] for w in rollout.waves] == ["rolled_back", "pending", "pending"]
@@ -51,12 +53,15 @@ def test_a_backend_the_canary_node_shuns_since_the_change_halts_it(proxysql_doub
     clusters, doubles = build_fleet(proxysql_double_factory, 2, first_port=57000)
     rollout = planned(planner, "backends gate")
 
+    hurt_at = []
+
     def hurt():  # the canary's clients now use hostgroup 101, whose backends do not answer: ProxySQL shuns them
         doubles[0].traffic.set_sessions(hostgroup=101, count=4, rate=50)
+        hurt_at.append(time.monotonic())
 
     with Poller(interval=0.3):
         hurting = once_baking(rollout, 0, hurt)
-        rollout, failed = halt_of(rollout, starter, doubles, "backends")
+        rollout, failed = halt_of(rollout, starter, doubles, "backends", hurt_at)
         hurting.join(5)
     assert failed["node"] == "fleet-0-proxysql-1"
     backends = {b["backend"]: b for b in failed["backends"]}
@@ -73,12 +78,15 @@ def test_the_canary_mirror_queue_at_its_limit_halts_it(proxysql_double_factory, 
     clusters, doubles = build_fleet(proxysql_double_factory, 2, first_port=58000)
     rollout = planned(planner, "mirror gate", max_mirror_queue_share=0.5)
 
+    hurt_at = []
+
     def hurt():  # mirrored queries arrive far faster than the mirror sessions serve them: the queue fills
         doubles[0].traffic.set_mirror(latency_ms=1000, extra_rate=400000)
+        hurt_at.append(time.monotonic())
 
     with Poller(interval=0.3):
         hurting = once_baking(rollout, 0, hurt)
-        rollout, failed = halt_of(rollout, starter, doubles, "mirror")
+        rollout, failed = halt_of(rollout, starter, doubles, "mirror", hurt_at)
         hurting.join(5)
         doubles[0].traffic.set_mirror(extra_rate=0)
     assert failed["node"] == "fleet-0-proxysql-1" and failed["threshold"] == 0.5
@@ -97,13 +105,16 @@ def test_slower_queries_on_the_canary_since_the_change_halt_it(proxysql_double_f
     for double in doubles[:2]:  # traffic before the change: the window before has digest figures
         double.traffic.set_sessions(hostgroup=101, count=4, rate=200)
 
+    hurt_at = []
+
     def hurt():  # the change made the canary's queries five times slower
         doubles[0].traffic.set_digests(latency=5)
+        hurt_at.append(time.monotonic())
 
     with DigestPoller(interval=0.3):
         time.sleep(4)
         hurting = once_baking(rollout, 0, hurt)
-        rollout, failed = halt_of(rollout, starter, doubles, "latency")
+        rollout, failed = halt_of(rollout, starter, doubles, "latency", hurt_at)
         hurting.join(5)
     for double in doubles[:2]:
         double.traffic.clear_sessions()
