@@ -936,6 +936,13 @@ class RolloutInput(serializers.Serializer):
                                         help_text="a cluster another operation holds: wait for it (up to "
                                                   "busy_wait_s, then the rollout halts) or skip it")
     busy_wait_s = serializers.FloatField(default=300, min_value=0, max_value=86400)
+    max_latency_ratio = serializers.FloatField(default=2.0, min_value=1, max_value=1e6,
+                                               help_text="a cluster's digest latency since the change against the "
+                                                         "window before (2: halts when twice as slow)")
+    max_mirror_queue_share = serializers.FloatField(default=0.8, min_value=0.01, max_value=1,
+                                                    help_text="a node's mirror queue against its limit that halts")
+    roll_back_before = serializers.BooleanField(default=False, help_text="on a halt, roll back every wave before "
+                                                                         "the failing one too, newest first")
 
     def validate(self, data):
         if bool(data.get("edits")) == bool(data.get("file")):
@@ -943,10 +950,17 @@ class RolloutInput(serializers.Serializer):
         return data
 
 
+class RolloutHaltInput(serializers.Serializer):
+    reason = text(2000, allow_blank=False, help_text="why you halt it (the page, the alert and the audit log say it)")
+
+
 class RolloutClusterSerializer(serializers.Serializer):
     name = serializers.CharField()
     state = serializers.CharField()
     error = serializers.CharField()
+    change_set = serializers.IntegerField(allow_null=True, help_text="the cluster's change set of the rollout")
+    revert = serializers.IntegerField(allow_null=True, help_text="the change set that rolled it back (to its "
+                                                                 "version before), when it was rolled back")
 
 
 class RolloutWaveSerializer(serializers.Serializer):
@@ -956,8 +970,9 @@ class RolloutWaveSerializer(serializers.Serializer):
     node = serializers.CharField(allow_null=True, help_text="the canary's ProxySQL node (wave 0), else null")
     rest_of_canary = serializers.BooleanField(help_text="wave 1 holds the rest of the canary's cluster")
     state = serializers.CharField(help_text="pending, applying, baking, passed, rolled_back")
-    gate = serializers.JSONField(allow_null=True, help_text="the health gate's last figures: per node errors/s "
-                                                           "before and since the change, alerts fired")
+    gate = serializers.JSONField(allow_null=True, help_text="the health gate's last figures: per node errors/s, "
+                                                           "backends down, mirror queue before and since the "
+                                                           "change; per cluster digest latency; alerts fired")
     clusters = RolloutClusterSerializer(many=True)
 
 
@@ -969,4 +984,7 @@ class RolloutSerializer(serializers.Serializer):
     halt_reason = serializers.CharField()
     bake_canary_s = serializers.FloatField()
     bake_s = serializers.FloatField()
+    thresholds = serializers.DictField(child=serializers.FloatField(), help_text="the gates' thresholds: "
+                                       "max_error_rate, max_latency_ratio, max_mirror_queue_share")
+    roll_back_before = serializers.BooleanField(help_text="a halt rolls back every wave before the failing one too")
     waves = RolloutWaveSerializer(many=True)

@@ -35,11 +35,12 @@ v1 = [
     path("digests/", digests.DigestList.as_view(), name="digests"),
     path("digests/<id:pk>/", digests.DigestDetail.as_view(), name="digest"),
     path("digests/<id:pk>/history/", digests.DigestHistory.as_view(), name="digest_history"),
-    # fleet rollouts: plan, start, follow, abort
+    # fleet rollouts: plan, start, follow, halt, pause, resume, abort
     path("rollouts/", rollouts.RolloutList.as_view(), name="rollouts"),
     path("rollouts/<id:pk>/", rollouts.RolloutDetail.as_view(), name="rollout"),
     path("rollouts/<id:pk>/start/", rollouts.RolloutStart.as_view(), name="rollout_start"),
     path("rollouts/<id:pk>/abort/", rollouts.RolloutAbort.as_view(), name="rollout_abort"),
+    path("rollouts/<id:pk>/halt/", rollouts.RolloutHalt.as_view(), name="rollout_halt"),
     path("rollouts/<id:pk>/pause/", rollouts.RolloutPause.as_view(), name="rollout_pause"),
     path("rollouts/<id:pk>/resume/", rollouts.RolloutResume.as_view(), name="rollout_resume"),
     # operations: plan, confirm, follow, cancel

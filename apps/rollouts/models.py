@@ -57,6 +57,12 @@ class Rollout(models.Model):
     bake_canary_s = models.FloatField(default=60)
     bake_s = models.FloatField(default=30)
     max_error_rate = models.FloatField(default=1.0, help_text="errors per second per node above the window before")
+    max_latency_ratio = models.FloatField(default=2.0, help_text="a cluster's digest latency since the change may be "
+                                                                 "at most this many times the window before's")
+    max_mirror_queue_share = models.FloatField(default=0.8, help_text="a node's mirror queue against its limit "
+                                                                      "(mysql-mirror_max_queue_length x mysql-threads)")
+    roll_back_before = models.BooleanField(default=False, help_text="on a halt, every wave before the failing one "
+                                                                    "is rolled back too (newest first)")
     when_busy = models.CharField(max_length=4, choices=WhenBusy.choices, default=WhenBusy.WAIT)
     busy_wait_s = models.FloatField(default=300, help_text="how long a busy cluster is waited for (when_busy wait)")
     state = models.CharField(max_length=12, choices=RolloutState.choices, default=RolloutState.PLANNED)

@@ -37,6 +37,7 @@ from apps.operations.choices import OperationState
 from apps.operations.locks import current_holder
 from apps.operations.models import Operation
 
+from . import gates
 from .canary import plan_canary
 from .models import ENDED, ClusterState, Rollout, RolloutCluster, RolloutState, WaveState, WhenBusy
 
@@ -188,7 +189,8 @@ def _check_operator(actor):
 
 
 def plan(change, selector, waves_text, *, actor, reason, bake_canary_s=60, bake_s=30, max_error_rate=1.0,
-         when_busy=WhenBusy.WAIT, busy_wait_s=300):
+         when_busy=WhenBusy.WAIT, busy_wait_s=300, max_latency_ratio=2.0, max_mirror_queue_share=0.8,
+         roll_back_before=False):
     """A planned rollout: the exact clusters per wave, each checked that the change applies. Audited."""
     _check_operator(actor)
     if not reason.strip():
@@ -196,6 +198,10 @@ def plan(change, selector, waves_text, *, actor, reason, bake_canary_s=60, bake_
     _check_change(change)
     if bake_canary_s < 0 or bake_s < 0 or max_error_rate < 0 or busy_wait_s < 0:
         raise Refused("bake times, the error threshold and the wait for a busy cluster cannot be negative")
+    if max_latency_ratio < 1:
+        raise Refused("the latency threshold is a ratio to the latency before: 1 or more (2: twice as slow)")
+    if not 0 < max_mirror_queue_share <= 1:
+        raise Refused("the mirror threshold is a share of the queue's limit: above 0, at most 1 (0.8: 80 %)")
     if when_busy not in WhenBusy.values:
         raise Refused(f"when busy: {when_busy!r} is neither wait nor skip")
     clusters = select(selector)
@@ -216,7 +222,9 @@ def plan(change, selector, waves_text, *, actor, reason, bake_canary_s=60, bake_
         rollout = Rollout.objects.create(
             reason=reason, change=change, selector=selector, waves_text=waves_text, waves=waves,
             bake_canary_s=bake_canary_s, bake_s=bake_s, max_error_rate=max_error_rate, when_busy=when_busy,
-            busy_wait_s=busy_wait_s, planned_by=actor.user, planner=actor.who)
+            busy_wait_s=busy_wait_s, max_latency_ratio=max_latency_ratio,
+            max_mirror_queue_share=max_mirror_queue_share, roll_back_before=roll_back_before,
+            planned_by=actor.user, planner=actor.who)
         position = 0
         for n, wave in enumerate(waves):
             for pk in wave["clusters"]:
@@ -254,9 +262,13 @@ def describe(rollout):
     return {"rollout": rollout.pk, "state": rollout.state, "reason": rollout.reason, "waves_text": rollout.waves_text,
             "clusters": len(rows),
             "halt_reason": rollout.halt_reason, "bake_canary_s": rollout.bake_canary_s, "bake_s": rollout.bake_s,
+            "thresholds": {"max_error_rate": rollout.max_error_rate, "max_latency_ratio": rollout.max_latency_ratio,
+                           "max_mirror_queue_share": rollout.max_mirror_queue_share},
+            "roll_back_before": rollout.roll_back_before,
             "waves": [{"wave": n, "canary": n == 0, "node": node if n == 0 else None,
                        "rest_of_canary": n == 1 and canary is not None, "state": w["state"], "gate": w.get("gate"),
-                       "clusters": [{"name": rows[pk].cluster.name, "state": rows[pk].state, "error": rows[pk].error}
+                       "clusters": [{"name": rows[pk].cluster.name, "state": rows[pk].state, "error": rows[pk].error,
+                                     "change_set": rows[pk].change_set_id, "revert": rows[pk].revert_id}
                                     for pk in w["clusters"]]}
                       for n, w in enumerate(rollout.waves)]}
 
@@ -325,7 +337,8 @@ def run(rollout_id):
             return RolloutState.PAUSED
         if rollout.waves[n]["state"] == WaveState.PENDING and halt_requested(rollout):  # between waves: stop here
             why = halt_requested(rollout)
-            _end(rollout, RolloutState.HALTED, "rollout halted", why=why)
+            errors = _roll_back_before(rollout, n)
+            _end(rollout, RolloutState.HALTED, "rollout halted", why=why, errors=errors)
             _alert_halt(rollout, n - 1 if n else 0, why)
             return rollout.state
         if rollout.waves[n]["state"] == WaveState.PENDING:
@@ -597,29 +610,32 @@ def _bake(rollout, n):
 def gate(rollout, n, started, applied, nodes=None):
     """The wave's health from the polls and the alerts: per node of its clusters, client connections aborted +
     backend connection errors per second since the change, against the same length of window before the wave;
+    backends newly SHUNNED or OFFLINE, the mirror queue against its limit and the digests' latency (gates.py);
     and any alert of those clusters that fired since the wave started."""
     skipped = set(rollout.clusters.filter(state=ClusterState.SKIPPED).values_list("cluster_id", flat=True))
     clusters = [pk for pk in rollout.waves[n]["clusters"] if pk not in skipped]
     bake = rollout.bake_canary_s if n == 0 else rollout.bake_s
     window = timedelta(seconds=max(bake, 10))
-    figures, bad, failed = {}, [], []
+    reading = gates.Reading(rollout, list(_nodes(clusters, nodes)), started, applied, window)
     samples = ProxySQLSample.objects.filter(node__cluster_id__in=clusters, resolution=RAW)
-    for node_id, name in _nodes(clusters, nodes):
+    for node_id, name, _ in reading.nodes:
         before = _errors(samples.filter(node_id=node_id, ts__gte=started - window, ts__lt=started))
         after = _errors(samples.filter(node_id=node_id, ts__gte=applied))
-        figures[name] = {"errors_per_s_before": before, "errors_per_s_after": after}
+        reading.figures[name] = {"errors_per_s_before": before, "errors_per_s_after": after}
         if after is not None and after > (before or 0.0) + rollout.max_error_rate:
-            bad.append(f"the errors gate on {name}: {after:.1f} errors/s since the change, {before or 0.0:.1f} before "
-                       f"(threshold +{rollout.max_error_rate:g})")
-            failed.append({"gate": "errors", "node": name, "before": before, "after": after,
-                           "threshold": rollout.max_error_rate})
+            reading.fail(f"the errors gate on {name}: {after:.1f} errors/s since the change, {before or 0.0:.1f} "
+                         f"before (threshold +{rollout.max_error_rate:g})",
+                         gate="errors", node=name, before=before, after=after, threshold=rollout.max_error_rate)
+    for check in gates.CHECKS:
+        check(reading)
     fired = Alert.objects.filter(cluster_id__in=clusters, state=AlertState.FIRING, fired_at__gte=started).exclude(
         rule=HALTED_RULE)  # another rollout's halt is not this wave's health
     for alert in fired.select_related("cluster").order_by("fired_at")[:10]:
-        bad.append(f"the alerts gate: alert {alert.rule} firing on {alert.cluster}: {alert.summary}")
-        failed.append({"gate": "alerts", "rule": alert.rule, "cluster": alert.cluster.name, "summary": alert.summary})
-    return {"ok": not bad, "why": "; ".join(bad), "nodes": figures, "failed": failed,
-            "alerts": [a.rule for a in fired[:10]], "at": timezone.now().isoformat()}
+        reading.fail(f"the alerts gate: alert {alert.rule} firing on {alert.cluster}: {alert.summary}",
+                     gate="alerts", rule=alert.rule, cluster=alert.cluster.name, summary=alert.summary)
+    return {"ok": not reading.bad, "why": "; ".join(reading.bad), "nodes": reading.figures,
+            "clusters": reading.clusters, "failed": reading.failed, "alerts": [a.rule for a in fired[:10]],
+            "at": timezone.now().isoformat()}
 
 
 def operator_halt(verdict, why):
@@ -633,7 +649,7 @@ def _nodes(cluster_ids, only=None):
     nodes = ProxySQLNode.objects.filter(cluster_id__in=cluster_ids)
     if only is not None:  # the canary: its one node
         nodes = nodes.filter(pk__in=only)
-    return nodes.order_by("pk").values_list("pk", "name")
+    return nodes.order_by("pk").values_list("pk", "name", "cluster__name")
 
 
 def _errors(samples):
@@ -649,13 +665,28 @@ def _halt(rollout, n, why):
     gate and its figures), delivered as any alert; it resolves when the rollout is aborted."""
     rollout.halt_reason = why
     Rollout.objects.filter(pk=rollout.pk).update(halt_reason=why)
-    _roll_back_wave(rollout, n)
+    errors = _roll_back_wave(rollout, n)
     _wave(rollout, n, state=WaveState.ROLLED_BACK)
     if n == 1 and rollout.waves[0].get("node"):  # the rest of the canary's cluster: the canary went back with it
         _wave(rollout, 0, state=WaveState.ROLLED_BACK)
-    _end(rollout, RolloutState.HALTED, "rollout halted", why=why)
+    errors += _roll_back_before(rollout, n)
+    _end(rollout, RolloutState.HALTED, "rollout halted", why=why, errors=errors)
     _alert_halt(rollout, n, why)
     return rollout.state
+
+
+def _roll_back_before(rollout, n):
+    """When the rollout says so (roll_back_before), every wave before wave n that changed something, newest first,
+    each cluster back to its version before through a revert change set, as abort does. Returns the errors."""
+    if not rollout.roll_back_before:
+        return []
+    errors = []
+    for m in reversed(range(n)):
+        if rollout.waves[m]["state"] in (WaveState.PENDING, WaveState.ROLLED_BACK):
+            continue
+        errors += _roll_back_wave(rollout, m)
+        _wave(rollout, m, state=WaveState.ROLLED_BACK)
+    return errors
 
 
 def _alert_halt(rollout, n, why):

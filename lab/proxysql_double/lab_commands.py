@@ -35,7 +35,8 @@ Commands (the JSON keys are the keyword arguments of the Python API of the same 
     LAB CUT_SESSIONS {"hostgroup": 100, "hostname": "127.0.0.1", "port": 3311}
     LAB SET_SERVER {"hostgroup": 100, "hostname": "127.0.0.1", "port": 3311, "conn_used": 7}
     LAB SET_MIRROR {"latency_ms": 5, "extra_rate": 0}
-    LAB SET_DIGESTS {"count": 100000, "queries": 1000000}
+    LAB SET_DIGESTS {"count": 100000, "queries": 1000000, "latency": 3.0}   latency: a factor on every
+                                    digest's time per query from now
     LAB SET_GLOBAL {"name": "Slow_queries", "value": 42}
     LAB TAKE_HOLDS {"hostgroup": 100}   ms each held query waited, since the last TAKE_HOLDS
     LAB SHUN_STATE                  per runtime server: configured_status (memory's) and status (shown,

@@ -228,6 +228,10 @@ class TrafficModel:
         self.digest_first = {}     # (hg, role) -> wall time of first query since reset
         self.digest_count = 20
         self.digest_reset_at = time.time()
+        # A factor on the time every query of a digest takes from now (a slower plan or backend): its rows' sum_time
+        # grows by it, and a group's time since the reset is kept (digest_time), so a change shows in the deltas.
+        self.digest_latency = 1.0
+        self.digest_time = {}      # (hg, role) -> queries x their latency factor since the last digest reset
         self.rule_hits = {}        # rule_id -> hits
         self.mirror_latency_ms = MIRROR_LATENCY_MS
         self.mirror_extra_rate = 0.0
@@ -448,18 +452,22 @@ class TrafficModel:
                 self.mirror_extra_rate = max(0.0, float(extra_rate))
             return self._mirror_status()
 
-    def set_digests(self, count=None, queries=None):
+    def set_digests(self, count=None, queries=None, latency=None):
         """Number of distinct digests per endpoint (spread over the active hostgroups), and extra
         queries added to every active hostgroup's digest counters (history, e.g. to show all of
-        100,000 digests at once)."""
+        100,000 digests at once); `latency`: a factor on every digest's time per query from now (1.0
+        as modelled, 3.0 three times slower)."""
         with self.lock:
             self._advance(time.monotonic())
+            if latency is not None:
+                self.digest_latency = max(0.01, float(latency))
             if count is not None:
                 self.digest_count = max(0, int(count))
             if queries is not None:
                 groups = self._digest_groups() or [(hg, wl.kind) for hg, wl in self.workloads.items()]
                 for g in groups:
                     self.digest_q[g] = self.digest_q.get(g, 0.0) + float(queries)
+                    self.digest_time[g] = self.digest_time.get(g, 0.0) + float(queries) * self.digest_latency
                     self.digest_first.setdefault(g, time.time())
             return {"count": self.digest_count, "groups": len(self._digest_groups())}
 
@@ -874,6 +882,7 @@ class TrafficModel:
         if key not in self.digest_q or self.digest_q[key] == 0:
             self.digest_first[key] = time.time()
         self.digest_q[key] = self.digest_q.get(key, 0.0) + q
+        self.digest_time[key] = self.digest_time.get(key, 0.0) + q * self.digest_latency
         tpl = role_templates(wl.kind)
         wsum = sum(t[1] for t in tpl)
         for t in tpl:
@@ -1205,29 +1214,31 @@ class TrafficModel:
             for g in groups:
                 wl = self.workloads.get(g[0])
                 key = (g[0], g[1], wl.user if wl else "app", wl.schema if wl else "sbtest")
-                rows[key] = [sizes[g[1]], self.digest_q[g], int(self.digest_first.get(g, now_wall)), 0.0, 0]
+                rows[key] = [sizes[g[1]], self.digest_q[g], int(self.digest_first.get(g, now_wall)), 0.0, 0,
+                             self.digest_time.get(g, self.digest_q[g]) / self.digest_q[g]]
             for (hg, role, user, schema), q in self.mirror_digest_q.items():
                 if q <= 0:
                     continue
                 key = (hg, role, user, schema)
                 n = sizes.get(role) or self._digest_sizes({(hg, role)})[role]
-                row = rows.setdefault(key, [n, 0.0, int(self.mirror_digest_first.get(key, now_wall)), 0.0, 0])
+                row = rows.setdefault(key, [n, 0.0, int(self.mirror_digest_first.get(key, now_wall)), 0.0, 0, 1.0])
                 row[3] += q
                 row[4] |= self.mirror_digest_mask.get(key, 0)
             out = []
-            for (hg, role, user, schema), (n, q, first, mq, mmask) in sorted(rows.items()):
+            for (hg, role, user, schema), (n, q, first, mq, mmask, lat) in sorted(rows.items()):
                 m = int(min(n, max(q, mq)))
                 if m <= 0:
                     continue
                 # m, not n: the view lists the digests of whole queries, those the weights are summed over
                 out.append((hg, role, m, len(ROLES[role][0]), len(ROLES[role][1]), q, digest_weight_sum(role, m),
-                            first, now_wall, 1.0, user, schema, mq, mmask,
+                            first, now_wall, lat, user, schema, mq, mmask,
                             digest_weight_sum(role, m, mmask) if mq else 0.0))
             return out
 
     def digest_reset(self):
         with self.lock:
             self.digest_q = {}
+            self.digest_time = {}
             self.digest_first = {}
             self.mirror_digest_q = {}
             self.mirror_digest_first = {}

@@ -1,5 +1,6 @@
 """Fleet rollouts: plan one (the exact clusters per wave, saved planned), start it (a worker runs it), follow it,
-pause and resume it, abort it (its waves rolled back newest first). Operators plan, start and abort; the service audits each and
+pause and resume it, halt it (the wave baking fails its gate with the operator's reason and is rolled back), abort it
+(its waves rolled back newest first). Operators plan, start and abort; the service audits each and
 refuses (409) what it must (the two-person rule, a change that does not apply, a bad selector or waves)."""
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
@@ -40,7 +41,9 @@ class RolloutList(ApiView):
         rollout = services.plan(change, selector, data["waves"], actor=Actor.of_request(request),
                                 reason=data["reason"], bake_canary_s=data["bake_canary_s"], bake_s=data["bake_s"],
                                 max_error_rate=data["max_error_rate"], when_busy=data["when_busy"],
-                                busy_wait_s=data["busy_wait_s"])
+                                busy_wait_s=data["busy_wait_s"], max_latency_ratio=data["max_latency_ratio"],
+                                max_mirror_queue_share=data["max_mirror_queue_share"],
+                                roll_back_before=data["roll_back_before"])
         return shown(rollout, status.HTTP_201_CREATED)
 
 
@@ -69,6 +72,18 @@ class RolloutAbort(ApiView):
                    summary="Abort: a planned rollout ends; a running or halted one rolls back its waves, newest first")
     def post(self, request, pk):
         return shown(services.abort(get_object_or_404(Rollout, pk=pk), actor=Actor.of_request(request)))
+
+
+class RolloutHalt(ApiView):
+    roles = {"post": OPERATOR}
+
+    @extend_schema(request=s.RolloutHaltInput, responses={200: s.RolloutSerializer}, tags=["rollouts"],
+                   summary="Halt a running rollout, saying why: the wave baking now fails its gate with that reason "
+                           "and is rolled back (as a gate's halt); between waves it stops before the next")
+    def post(self, request, pk):
+        data = body(s.RolloutHaltInput, request)
+        return shown(services.halt(get_object_or_404(Rollout, pk=pk), actor=Actor.of_request(request),
+                                   reason=data["reason"]))
 
 
 class RolloutPause(ApiView):

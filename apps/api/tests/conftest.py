@@ -86,7 +86,7 @@ OWNER = {
     "channel": "dr_channel", "channel_move": "dr_channel",
     "alert_channel": "channel", "report_schedule": "schedule", "rule_settings": "cluster", "cluster_tags": "cluster",
     "rollout": "rollout", "rollout_start": "rollout", "rollout_abort": "rollout",
-    "rollout_pause": "rollout", "rollout_resume": "rollout",
+    "rollout_pause": "rollout", "rollout_resume": "rollout", "rollout_halt": "rollout",
     "cluster_connections": "cluster", "cluster_native_manager": "cluster",
 }
 CHART = {"node_history": "queries", "server_history": "wsrep_state"}

@@ -55,13 +55,16 @@ class Poller:
     def __init__(self, interval=0.5):
         self.interval, self.stop, self.thread = interval, threading.Event(), None
 
+    def round(self):
+        pollers.proxysql_round(list(ProxySQLNode.objects.select_related("cluster")), threads=4)
+
     def __enter__(self):
         def loop():
             from django.db import connection
 
             try:
                 while not self.stop.is_set():
-                    pollers.proxysql_round(list(ProxySQLNode.objects.select_related("cluster")), threads=4)
+                    self.round()
                     self.stop.wait(self.interval)
             finally:
                 connection.close()

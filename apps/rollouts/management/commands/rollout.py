@@ -6,13 +6,16 @@
     manage.py rollout status N
     manage.py rollout abort N --user NAME
     manage.py rollout pause N --user NAME               (between waves; resume N --user NAME goes on, here)
+    manage.py rollout halt N --user NAME --reason "..." (the wave baking fails its gate with the reason and is
+                                                         rolled back; the worker running it acts on it)
 
 FILE is the change: a YAML fragment (the tables and variables it names, as `config apply` reads a file, without
 `cluster:`) or a JSON file {"edits": [...]} (a change set's edits, as the API takes them). `--select` is
 key=value for a tag, name=CLUSTER for a cluster (repeatable; all must match). `plan` saves the rollout planned and
 prints its waves (the exact clusters); `start` plans (or takes --id) and runs it here, wave by wave.
 
-Exit codes: 0 done (plan: planned; status: done; abort: rolled back or aborted), 1 status: not ended yet,
+Exit codes: 0 done (plan: planned; status: done; abort: rolled back or aborted), 1 status: not ended yet (halt:
+the halt is asked, its worker has not acted yet),
 2 refused (bad file, selector, waves, the change does not apply, two-person rule), 3 halted or rolled back.
 """
 import json
@@ -32,10 +35,10 @@ EXIT = {RolloutState.DONE: DONE, RolloutState.ABORTED: DONE, RolloutState.HALTED
 
 
 class Command(BaseCommand):
-    help = "Plan, start, follow or abort a fleet rollout (one change to many clusters in waves, gated)."
+    help = "Plan, start, follow, halt or abort a fleet rollout (one change to many clusters in waves, gated)."
 
     def add_arguments(self, parser):
-        parser.add_argument("action", choices=["plan", "start", "status", "abort", "pause", "resume"])
+        parser.add_argument("action", choices=["plan", "start", "status", "abort", "pause", "resume", "halt"])
         parser.add_argument("target", nargs="?", help="plan/start: the change FILE; the others: the rollout's id")
         parser.add_argument("--id", type=int, help="start: a rollout planned before")
         parser.add_argument("--select", action="append", default=[], help="env=prod (a tag), name=CLUSTER, or version=2.7 (every node runs 2.7.x)")
@@ -49,16 +52,24 @@ class Command(BaseCommand):
         parser.add_argument("--when-busy", choices=["wait", "skip"], default="wait",
                             help="a cluster another operation holds: wait for it (up to --busy-wait) or skip it")
         parser.add_argument("--busy-wait", type=float, default=300.0, help="seconds a busy cluster is waited for")
+        parser.add_argument("--max-latency-ratio", type=float, default=2.0,
+                            help="a cluster's digest latency since the change against before that halts it")
+        parser.add_argument("--max-mirror-queue", type=float, default=0.8,
+                            help="a node's mirror queue against its limit (a share, 0.8: 80 %%) that halts it")
+        parser.add_argument("--roll-back-before", action="store_true",
+                            help="on a halt, roll back every wave before the failing one too")
         parser.add_argument("--json", action="store_true")
 
     def handle(self, **o):
         try:
-            if o["action"] in ("status", "abort", "pause", "resume"):
+            if o["action"] in ("status", "abort", "pause", "resume", "halt"):
                 rollout = self.rollout(o["target"])
                 if o["action"] == "abort":
                     rollout = services.abort(rollout, actor=Actor.command(self.user(o["user"])), enqueue=False)
                 elif o["action"] == "pause":
                     rollout = services.pause(rollout, actor=Actor.command(self.user(o["user"])))
+                elif o["action"] == "halt":
+                    rollout = services.halt(rollout, actor=Actor.command(self.user(o["user"])), reason=o["reason"])
                 elif o["action"] == "resume":
                     rollout = services.resume(rollout, actor=Actor.command(self.user(o["user"])), enqueue=False)
                 self.show(o, rollout)
@@ -71,7 +82,9 @@ class Command(BaseCommand):
                                         actor=actor, reason=o["reason"] or f"from {o['target']}",
                                         bake_canary_s=o["bake_canary"], bake_s=o["bake"],
                                         max_error_rate=o["max_error_rate"], when_busy=o["when_busy"],
-                                        busy_wait_s=o["busy_wait"])
+                                        busy_wait_s=o["busy_wait"], max_latency_ratio=o["max_latency_ratio"],
+                                        max_mirror_queue_share=o["max_mirror_queue"],
+                                        roll_back_before=o["roll_back_before"])
             if o["action"] == "plan":
                 self.show(o, rollout)
                 first = services.first_cluster_plan(rollout)
@@ -131,6 +144,9 @@ class Command(BaseCommand):
             where = (f" (node {wave['node']} only)" if wave["node"] else
                      " (the rest of the canary's cluster)" if wave["rest_of_canary"] else "")
             self.stdout.write(f"  wave {wave['wave']}{' (canary)' if wave['canary'] else ''} {wave['state']}: {names}{where}")
+            for c in wave["clusters"]:
+                if c["revert"]:
+                    self.stdout.write(f"    {c['name']} rolled back by change set #{c['revert']}")
         if doc["halt_reason"]:
             self.stdout.write(f"  halted: {doc['halt_reason']}")
 
