@@ -6,6 +6,7 @@ lab/reference/native-replication/; and real 2.7.1). The plan drains the old writ
 writes no row that moves a server, leaves memory and disk as configured, and rolls back with read_only as it was when
 Monitor does not place the writer in time. Before, such a switchover was refused."""
 import pytest
+from django.urls import reverse
 
 from apps.alerts.tests import test_native_replication_drift as native
 from apps.audit.models import AuditEvent
@@ -44,13 +45,30 @@ def natively_managed(nodes, layout=native.NATIVE):
     for node in nodes:
         native.admin(node, *demo.plain_layout_statements(PORTS, writer=10, reader=20), *layout)
     for n, node in enumerate(nodes, 1):
-        native.wait_placed(node, 3321, (3322, 3323))
+        placed_as_configured(node)
         adopt_double(node, "native-async", f"n{n}", kind="async")
     Cluster.objects.filter(name="native-async").update(replication_user="repl", replication_password="repl",
                                                        max_replication_lag=10)
     cluster = ProxySQLNode.objects.get(admin_port=nodes[0].port).cluster
     assert cluster.native_manager == "replication"
     return cluster
+
+
+def placed_as_configured(node, tries=3):
+    """Until Monitor has placed 3321 alone writing and the replicas reading. A LOAD starts Monitor again from the
+    loaded rows: one right after the lab was healed (read_only flipped back) may have moved 3321 on a stale read_only,
+    which Monitor never undoes (writer_is_also_reader), so it is loaded again."""
+    expected = [(10, 3321, "ONLINE"), (20, 3322, "ONLINE"), (20, 3323, "ONLINE")]
+
+    def placement():
+        return [(int(hg), int(port), status) for hg, port, status in native.admin(
+            node, "SELECT hostgroup_id, port, status FROM runtime_mysql_servers ORDER BY hostgroup_id, port")]
+
+    for _ in range(tries):
+        if wait_for(lambda: placement() == expected, 5):
+            return
+        native.admin(node, "LOAD MYSQL SERVERS TO RUNTIME")
+    assert placement() == expected
 
 
 def read_only(lab, n):
@@ -64,7 +82,7 @@ def source_port(lab, n):
     return row["Master_Port"], row["Slave_IO_Running"], row["Slave_SQL_Running"]
 
 
-def check_switchover_through_monitor(nodes, lab, user):
+def check_switchover_through_monitor(nodes, lab, user, client):
     cluster = natively_managed(nodes)
     before = [layers(node) for node in nodes]
 
@@ -91,10 +109,14 @@ def check_switchover_through_monitor(nodes, lab, user):
     assert [layers(node) for node in nodes] == before   # memory and disk as configured
     assert (read_only(lab, 1), read_only(lab, 2)) == (1, 0)
     for n in (1, 3):
-        assert source_port(lab, n) == (3322, "Yes", "Yes")
+        assert wait_for(lambda: source_port(lab, n) == (3322, "Yes", "Yes"), 10), source_port(lab, n)
     assert AuditEvent.objects.filter(action="writer placed by ProxySQL's replication manager",
                                      target="127.0.0.1:3322").exists()
     native.no_drift_anywhere(cluster)   # Monitor's placement after the move is no drift
+    # the page offers the old writer (the inventory's configured rows do not say who Monitor made the writer)
+    page = client.get(reverse("operations:switchover", args=[cluster.pk]))
+    assert page.status_code == 200 and "placed by ProxySQL's own manager" in page.content.decode()
+    assert {s.port for s in page.context["form"].fields["new_writer"].queryset} == set(PORTS)
 
     # and back, from a placement that is no longer the configured rows (3322 writer, 3321 reading)
     op = run_plan(plan_switchover(cluster, Server.objects.get(port=3321)), user)
@@ -106,14 +128,14 @@ def check_switchover_through_monitor(nodes, lab, user):
 
 
 def test_a_switchover_through_the_replication_manager_on_a_double_pair(proxysql_double_factory, replication_healthy,
-                                                                       live_redis, operator_user):
-    check_switchover_through_monitor(proxysql_double_factory(2), replication_healthy, operator_user)
+                                                                       live_redis, operator_user, operator_client):
+    check_switchover_through_monitor(proxysql_double_factory(2), replication_healthy, operator_user, operator_client)
 
 
 def test_a_switchover_through_the_replication_manager_on_a_real_pair(real_proxysql_factory, replication_healthy,
-                                                                     live_redis, operator_user):
+                                                                     live_redis, operator_user, operator_client):
     check_switchover_through_monitor([real_proxysql_factory("2.7.1", name=f"native-switch-{n}") for n in (1, 2)],
-                                     replication_healthy, operator_user)
+                                     replication_healthy, operator_user, operator_client)
 
 
 def test_monitor_not_placing_the_writer_in_time_rolls_back_with_read_only_as_it_was(
@@ -124,7 +146,7 @@ def test_monitor_not_placing_the_writer_in_time_rolls_back_with_read_only_as_it_
     # real 2.7.1), its placement stays as configured: 3321 writing, the replicas reading
     native.admin(nodes[1], "UPDATE mysql_replication_hostgroups SET check_type='super_read_only'",
                  "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK")
-    native.wait_placed(nodes[1], 3321, (3322, 3323))
+    placed_as_configured(nodes[1])
     before = [layers(node) for node in nodes]
 
     plan = plan_switchover(cluster, Server.objects.get(port=3322), monitor_timeout_ms=1500)
@@ -136,8 +158,8 @@ def test_monitor_not_placing_the_writer_in_time_rolls_back_with_read_only_as_it_
     assert "within 1500 ms" in op.error and "read_only as it was" in op.error
     # read_only and replication as they were, the placement and both layers as before the drain
     assert (read_only(lab, 1), read_only(lab, 2), read_only(lab, 3)) == (0, 1, 1)
-    for n in (2, 3):
-        assert source_port(lab, n) == (3321, "Yes", "Yes")
+    for n in (2, 3):   # re-pointed back at 3321 (its IO thread connecting first)
+        assert wait_for(lambda: source_port(lab, n) == (3321, "Yes", "Yes"), 10), source_port(lab, n)
     for node in nodes:
         assert wait_for(lambda: writers(node) == [(3321, "ONLINE")], 10), writers(node)
     assert [layers(node) for node in nodes] == before
