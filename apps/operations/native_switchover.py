@@ -32,6 +32,9 @@ from .switchover import (AUTOINC, EXTENDED, SessionTally, _fields_row, _promote_
 
 READ_ONLY_INTERVAL = "mysql-monitor_read_only_interval"
 MONITOR_ENABLED = "mysql-monitor_enabled"
+# How long ProxySQL holds a query sent to a hostgroup without a usable server: the writes held from the drain until
+# Monitor places the new writer wait this long, then fail.
+HOLD_MAX = "mysql-connect_timeout_server_max"
 # The wait's bound when the operator gives none: this many of Monitor's read_only checks (real 2.7.1 placed within
 # one check of a flip of read_only: lab/reference/native-replication/), at least MIN_WAIT_MS.
 MONITOR_CHECKS, MIN_WAIT_MS = 5, 3000
@@ -48,14 +51,14 @@ def plan_native_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_tim
     B, A = new_writer, None
     guards, facts = [], {"nodes": {}}
     nodes = list(cluster.proxysql_nodes.order_by("pk"))
-    statements, writers, intervals = {}, {}, []
+    statements, writers, intervals, holds = {}, {}, [], {}
     unreachable, pending_edits, unmanaged = [], [], []
     tally, autoinc_values = SessionTally(), {}
     for node in nodes:
         try:
             with ProxySQLAdmin.for_node(node) as admin:
                 runtime, memory = admin.servers("runtime"), admin.servers("memory")
-                variables = admin.global_variables([AUTOINC, EXTENDED, READ_ONLY_INTERVAL, MONITOR_ENABLED])
+                variables = admin.global_variables([AUTOINC, EXTENDED, READ_ONLY_INTERVAL, MONITOR_ENABLED, HOLD_MAX])
                 rows = admin.replication_hostgroups()
                 writers[node.name] = sorted(f"{r.hostname}:{r.port}" for r in runtime
                                             if r.hostgroup_id == W and configured_status(r.status) == "ONLINE")
@@ -72,6 +75,7 @@ def plan_native_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_tim
                 or str(variables.get(MONITOR_ENABLED)).lower() not in ("true", "1"):
             unmanaged.append(node.name)
         intervals.append(int(variables.get(READ_ONLY_INTERVAL) or 1000))
+        holds[node.name] = int(variables.get(HOLD_MAX) or 10000)
         edits = _unloaded_edits(runtime, memory, managed)
         if edits:
             pending_edits.append(f"{node.name} (" + ", ".join(f"hg {k[0]} {k[1]}:{k[2]}" for k in sorted(edits)) + ")")
@@ -106,6 +110,10 @@ def plan_native_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_tim
     guards += more
     if monitor_timeout_ms is None:
         monitor_timeout_ms = max(MIN_WAIT_MS, MONITOR_CHECKS * max(intervals or [1000]))
+    short = {name: ms for name, ms in holds.items() if ms <= monitor_timeout_ms}
+    guards.append(Guard("hold_budget", f"Writes held while Monitor moves the writer wait, not fail: the wait's bound "
+                        f"({monitor_timeout_ms} ms) is below {HOLD_MAX} on every node", not short,
+                        "; ".join(f"{name}: {ms} ms" for name, ms in short.items()) or "yes"))
     facts["monitor_moves"] = (
         f"ProxySQL's replication manager moves the servers on each node: this plan writes no row for the move. It "
         f"drains {A} as a switchover does, makes {B} the primary on the backends (read_only), and waits up to "

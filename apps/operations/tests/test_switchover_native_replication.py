@@ -149,6 +149,9 @@ def test_monitor_not_placing_the_writer_in_time_rolls_back_with_read_only_as_it_
     placed_as_configured(nodes[1])
     before = [layers(node) for node in nodes]
 
+    # a wait longer than ProxySQL holds a query without a writer (mysql-connect_timeout_server_max) is refused
+    held = plan_switchover(cluster, Server.objects.get(port=3322), monitor_timeout_ms=10000)
+    assert [(g.key, g.value) for g in held.failed_guards] == [("hold_budget", "n1: 10000 ms; n2: 10000 ms")]
     plan = plan_switchover(cluster, Server.objects.get(port=3322), monitor_timeout_ms=1500)
     assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
     op = run_plan(plan, operator_user)
