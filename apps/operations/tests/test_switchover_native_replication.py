@@ -5,6 +5,10 @@ lab/reference/native-replication/; and real 2.7.1). The plan drains the old writ
 (the GTID promotion of the product's async switchover) and waits for Monitor to place the new writer on every node; it
 writes no row that moves a server, leaves memory and disk as configured, and rolls back with read_only as it was when
 Monitor does not place the writer in time. Before, such a switchover was refused."""
+import threading
+import time
+
+import MySQLdb
 import pytest
 from django.urls import reverse
 
@@ -136,6 +140,68 @@ def test_a_switchover_through_the_replication_manager_on_a_real_pair(real_proxys
                                                                      live_redis, operator_user, operator_client):
     check_switchover_through_monitor([real_proxysql_factory("2.7.1", name=f"native-switch-{n}") for n in (1, 2)],
                                      replication_healthy, operator_user, operator_client)
+
+
+class Writer(threading.Thread):
+    """A client writing through one ProxySQL node's client port as the application does (autocommit INSERTs, each
+    taking an auto-increment id): counts its rows, its errors and its slowest statement."""
+
+    def __init__(self, port, tag):
+        super().__init__(daemon=True)
+        self.port, self.tag, self.stop, self.rows, self.errors, self.slowest_ms = port, tag, threading.Event(), 0, [], 0.0
+
+    def run(self):
+        conn = None
+        while not self.stop.is_set():
+            try:
+                if conn is None:
+                    conn = MySQLdb.connect(host="127.0.0.1", port=self.port, user="app", passwd="app", db="app",
+                                           autocommit=True)
+                start = time.monotonic()
+                conn.cursor().execute("INSERT INTO app.native_load (tag) VALUES (%s)", (self.tag,))
+                self.slowest_ms = max(self.slowest_ms, (time.monotonic() - start) * 1000)
+                self.rows += 1
+            except MySQLdb.MySQLError as exc:
+                self.errors.append(str(exc))
+                conn = None
+        if conn is not None:
+            conn.close()
+
+
+def test_a_switchover_through_the_replication_manager_under_writes_on_a_real_pair(
+        real_proxysql_factory, replication_healthy, operator_user):
+    """Writes through both real 2.7.1 nodes all along: none fails, none is lost; they wait while the writer is held
+    (the drain to Monitor's placement), as ProxySQL holds a query sent to a hostgroup without a usable server."""
+    lab, nodes = replication_healthy, [real_proxysql_factory("2.7.1", name=f"native-load-{n}") for n in (1, 2)]
+    users = ["INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','app',10)",
+             "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK"]
+    cluster = natively_managed(nodes, [*native.NATIVE, *users])
+    query(lab, 1, "DROP TABLE IF EXISTS app.native_load")
+    query(lab, 1, "CREATE TABLE app.native_load (id INT AUTO_INCREMENT PRIMARY KEY, tag VARCHAR(20))")
+    writers_ = [Writer(node.client_port, f"p{n}") for n, node in enumerate(nodes, 1)]
+    for w in writers_:
+        w.start()
+    try:
+        assert wait_for(lambda: all(w.rows > 50 for w in writers_), 10), [(w.rows, w.errors[:3]) for w in writers_]
+        plan = plan_switchover(cluster, Server.objects.get(port=3322))
+        assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
+        assert plan.facts["autoinc_way"]["taken"]   # the writers' connections pinned by their insert ids
+        op = run_plan(plan, operator_user)
+        assert op.state == "done", op.error
+        before = [w.rows for w in writers_]
+        assert wait_for(lambda: all(w.rows > b + 50 for w, b in zip(writers_, before)), 10)   # writing to 3322 now
+    finally:
+        for w in writers_:
+            w.stop.set()
+        for w in writers_:
+            w.join(10)
+    assert [w.errors for w in writers_] == [[], []]
+    timings = {r.key: r.duration_ms for r in op.steps.order_by("index")}
+    held = sum(timings[k] for k in ("drain", "wait_drain", "promote", "wait_monitor"))
+    assert max(w.slowest_ms for w in writers_) < held + 1000, ([w.slowest_ms for w in writers_], timings)
+    assert (read_only(lab, 1), read_only(lab, 2)) == (1, 0)
+    written = sum(w.rows for w in writers_)
+    assert query(lab, 2, "SELECT COUNT(*) FROM app.native_load")[0][0] == written   # none lost
 
 
 def test_monitor_not_placing_the_writer_in_time_rolls_back_with_read_only_as_it_was(
