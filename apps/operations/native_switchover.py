@@ -60,11 +60,11 @@ def plan_native_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_tim
                 runtime, memory = admin.servers("runtime"), admin.servers("memory")
                 variables = admin.global_variables([AUTOINC, EXTENDED, READ_ONLY_INTERVAL, MONITOR_ENABLED, HOLD_MAX])
                 rows = admin.replication_hostgroups()
-                writers[node.name] = sorted(f"{r.hostname}:{r.port}" for r in runtime
-                                            if r.hostgroup_id == W and configured_status(r.status) == "ONLINE")
-                if A is None and len(writers[node.name]) == 1:  # Monitor's writer, as the first node places it
-                    A = cluster.servers.filter(hostname=writers[node.name][0].rsplit(":", 1)[0],
-                                               port=int(writers[node.name][0].rsplit(":", 1)[1])).first()
+                placed = sorted((r.hostname, r.port) for r in runtime
+                                if r.hostgroup_id == W and configured_status(r.status) == "ONLINE")
+                writers[node.name] = [f"{host}:{port}" for host, port in placed]
+                if A is None and len(placed) == 1:  # Monitor's writer, as the first node places it
+                    A = cluster.servers.filter(hostname=placed[0][0], port=placed[0][1]).first()
                 sessions = pinned_sessions(admin.processlist(), W, A.hostname, A.port) if A else []
                 if A is not None:
                     statements[node.pk] = _node_statements(Sql(admin), managed, W, R, A, runtime, memory, variables)
