@@ -206,7 +206,16 @@ def test_a_switchover_through_the_replication_manager_under_writes_on_a_real_pai
 
 def test_monitor_not_placing_the_writer_in_time_rolls_back_with_read_only_as_it_was(
         proxysql_double_factory, replication_healthy, operator_user):
-    lab, nodes = replication_healthy, proxysql_double_factory(2)
+    check_rollback(proxysql_double_factory(2), replication_healthy, operator_user)
+
+
+def test_monitor_not_placing_the_writer_in_time_rolls_back_on_a_real_pair(real_proxysql_factory, replication_healthy,
+                                                                          operator_user):
+    check_rollback([real_proxysql_factory("2.7.1", name=f"native-back-{n}") for n in (1, 2)], replication_healthy,
+                   operator_user)
+
+
+def check_rollback(nodes, lab, operator_user):
     cluster = natively_managed(nodes, SPLIT)
     # node 2's Monitor checks super_read_only, which MariaDB lacks: every check fails and nothing moves (as captured on
     # real 2.7.1), its placement stays as configured: 3321 writing, the replicas reading
