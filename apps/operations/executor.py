@@ -692,7 +692,7 @@ def _ms(start):
 def _finish(op, runner, rows, error, started, finished_by=None):
     rows = list(op.steps.order_by("index"))
     timings = {r.key: r.duration_ms for r in rows if r.duration_ms is not None}
-    waited = sum(timings.get(k, 0) for k in ("wait_drain", "catch_up", "sync_wait"))
+    waited = sum(timings.get(k, 0) for k in ("wait_drain", "catch_up", "sync_wait", "wait_monitor"))
     timings.update(total_ms=_ms(started), waiting_ms=round(waited, 2), overhead_ms=round(_ms(started) - waited, 2),
                    recheck_ms=getattr(runner, "recheck_ms", None))
     pending = dict(getattr(runner, "unfinished", None) or {})  # nodes that missed steps past the point of no return

@@ -13,7 +13,8 @@ from .choices import OperationKind
 def _switchover(cluster, o):
     return switchover.plan_switchover(cluster, Server.objects.get(pk=o["new_writer"]),
                                       drain_timeout_ms=o["drain_timeout_ms"], on_timeout=o["on_timeout"],
-                                      lower_autoinc=o["lower_autoinc"], old_writer_to=o["old_writer_to"])
+                                      lower_autoinc=o["lower_autoinc"], old_writer_to=o["old_writer_to"],
+                                      monitor_timeout_ms=o.get("monitor_timeout_ms"))
 
 
 def _drain(cluster, o):

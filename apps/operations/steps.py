@@ -2,8 +2,11 @@
 moves.py): what each does (the executor's Run methods), what it undoes besides its ProxySQL statements, what the
 re-check compares. The executor looks each step's handler up; it switches on no kind. A change set's steps are
 configuration's (apps/configuration/change_set_kind.py)."""
-from apps.plans.vocabulary import BACKEND, INVENTORY, PROXYSQL, VERIFY, WAIT_CATCHUP, WAIT_DRAIN, WAIT_SYNC
+from apps.plans.vocabulary import (BACKEND, INVENTORY, MONITOR_WRITER, PROXYSQL, VERIFY, WAIT_CATCHUP, WAIT_DRAIN,
+                                   WAIT_MONITOR, WAIT_SYNC)
 from apps.plans.registry import StepHandler, register_step
+
+from . import native_switchover
 
 
 def run_proxysql(run, step, row, executed, detail):
@@ -67,6 +70,9 @@ HANDLERS = [
                 backends=lambda step: [action["server"] for action in step.params["actions"]]),
     StepHandler(VERIFY, verify, check=True, row_verify=True),
     StepHandler(INVENTORY, inventory),
+    # a switchover through ProxySQL's replication manager (native_switchover.py)
+    StepHandler(WAIT_MONITOR, native_switchover.wait_monitor, check=True),
+    StepHandler(MONITOR_WRITER, native_switchover.monitor_writer),
 ]
 
 

@@ -111,18 +111,26 @@ NATIVE_REFUSAL = ("The cluster is not natively managed (here {manager} and Proxy
 NATIVE_HOW = {"galera": "the old writer's weight or OFFLINE_SOFT, Monitor promoting the next",
               "replication": "promote the new primary on the backends (read_only ON on the old one, the replicas "
                              "re-pointed, read_only OFF on the new one): Monitor follows read_only within one check"}
+# The managers whose switchover this product plans through them (native_switchover.py): the others are refused.
+NATIVE_WAYS = ("replication",)
 
 
 def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLBACK,
-                    lower_autoinc=None, old_writer_to="reader", catchup_timeout_ms=2000):
+                    lower_autoinc=None, old_writer_to="reader", catchup_timeout_ms=2000, monitor_timeout_ms=None):
     """Build the switchover plan from what the nodes say now. Network reads only; writes nothing.
 
     lower_autoinc None: the planner chooses, the auto-increment way when sessions are pinned by
-    auto_increment_delay_multiplex (the stored options keep the choice it made); True or False: the operator's."""
+    auto_increment_delay_multiplex (the stored options keep the choice it made); True or False: the operator's.
+    A cluster whose writer ProxySQL's own manager moves (NATIVE_WAYS) is planned through it; monitor_timeout_ms is
+    that plan's bound on Monitor's placement (None: the planner's)."""
     longer_timeout = drain_timeout_ms is not None and drain_timeout_ms > cluster.drain_timeout_ms
     drain_timeout_ms = drain_timeout_ms if drain_timeout_ms is not None else cluster.drain_timeout_ms
     W, R = cluster.writer_hostgroup, cluster.reader_hostgroup
     guards, facts = [], {"nodes": {}}
+    if cluster.native_manager in NATIVE_WAYS:  # Monitor moves the writer; the plan makes it (native_switchover.py)
+        from .native_switchover import plan_native_switchover  # it builds on this module's helpers
+        return plan_native_switchover(cluster, new_writer, drain_timeout_ms=drain_timeout_ms, on_timeout=on_timeout,
+                                      lower_autoinc=lower_autoinc, monitor_timeout_ms=monitor_timeout_ms)
     if cluster.native_manager:  # Monitor chooses the writer: moving rows here would fight it (fleet/native.py)
         refusal = NATIVE_REFUSAL.format(manager=cluster.get_native_manager_display(),
                                         how=NATIVE_HOW.get(cluster.native_manager, "as its documentation says"))
@@ -141,8 +149,7 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
     nodes = list(cluster.proxysql_nodes.order_by("pk"))
     steps_sql, runtime_rows = {}, {}
     unreachable, not_writer, pending_edits = [], [], []
-    pinned_total, reasons = 0, Counter()
-    autoinc_pinned, autoinc_inferred, held = 0, False, []
+    tally = SessionTally()
     autoinc_values = {}
     for node in nodes:
         try:
@@ -166,16 +173,7 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
         if edits:
             pending_edits.append(f"{node.name} (" + ", ".join(f"hg {k[0]} {k[1]}:{k[2]}" for k in sorted(edits)) + ")")
         autoinc_values[node.pk] = variables.get(AUTOINC)
-        pinned_total += len(sessions)
-        for s in sessions:
-            reasons.update(s["reasons"])
-            if AUTOINC_TOKEN in s["reasons"]:
-                autoinc_pinned += 1
-            elif s["reasons"][0].startswith("unknown") and str(variables.get(AUTOINC)) not in ("0", "None"):
-                autoinc_pinned, autoinc_inferred = autoinc_pinned + 1, True  # ProxySQL 2.7's default 5: likely
-            holding = [r for r in s["reasons"] if r in HOLDING]
-            if holding:
-                held.append(f"{node.name} session {s['session']} ({s['user']}): {', '.join(holding)}")
+        tally.add(node, sessions, variables)
         facts["nodes"][str(node.pk)] = {"name": node.name, "pinned": sessions, "autoinc": variables.get(AUTOINC),
                                         "processlist_extended": variables.get(EXTENDED), "shunned": shunned}
     guards.append(Guard("proxysql_reachable", "Every ProxySQL node of the cluster answers", not unreachable and bool(nodes),
@@ -186,46 +184,12 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
                         not pending_edits, "; ".join(pending_edits) or "none"))
     # Shown, not a guard: ProxySQL's own verdict, reset on that node by the drain's LOAD.
     facts["shunned"] = {n["name"]: n["shunned"] for n in facts["nodes"].values() if n["shunned"]}
-    facts.update(pinned_total=pinned_total, pinned_reasons=dict(reasons), old_writer=str(A), new_writer=str(B))
-
-    # -- backends: B healthy, enough nodes left, and what A has committed ------------------------------
-    states = {}
-    servers = list(cluster.servers.order_by("hostname", "port"))
-    for server in servers:
-        try:
-            with BackendClient.for_server(server) as client:
-                states[server.pk] = client.state()
-        except ClientError as exc:
-            states[server.pk] = exc
-    guards += backend_guards(cluster, B, states.get(B.pk), "new_writer", source=A)
-    if cluster.kind == ClusterKind.ASYNC:
-        guards.append(Guard("replication_credentials", "The cluster has replication credentials to re-point replicas",
-                            bool(cluster.replication_user), cluster.replication_user or "not set", False))
-    # Counted besides B, by name: B may itself be unavailable, and the operator sees which nodes are (not) counted.
-    available, unavailable = [], []
-    for server in (server for server in servers if server.pk != B.pk):
-        s = states[server.pk]
-        if not isinstance(s, ClientError) and (s.synced_primary or not s.wsrep_on):
-            available.append(str(server))
-        else:
-            unavailable.append(f"{server} ({'does not answer' if isinstance(s, ClientError) else 'not Synced/Primary'})")
-    guards.append(Guard("min_available", f"At least {cluster.min_available_readers} available node(s) besides the new writer",
-                        len(available) >= cluster.min_available_readers,
-                        f"{len(available)} available: {', '.join(available) or 'none'}"
-                        + (f"; not counted: {', '.join(unavailable)}" if unavailable else "")))
-    holder = current_holder(cluster)
-    guards.append(Guard("no_other_operation", "No other operation runs on this cluster", holder is None,
-                        holder or "none", False))
-    guards.append(rollbacks.guard(cluster))
     native = cluster.active_native_hostgroups()
-    guards.append(Guard("no_native_hostgroups", "ProxySQL's native hostgroup manager is not active on these hostgroups",
-                        not native, ", ".join(f"{n['kind']} writer {n['writer_hostgroup']}" for n in native) or "inactive"))
-    guards.append(Guard("drain_timeout", "A drain timeout is set", drain_timeout_ms > 0, f"{drain_timeout_ms} ms", False))
-    if on_timeout == OnDrainTimeout.OFFLINE_HARD:
-        facts["sessions_cut_if_timeout"] = pinned_total
-    guards.append(_held_guard(held, on_timeout, longer_timeout, drain_timeout_ms))
-    facts["held"] = held
-    lower_autoinc, facts["autoinc_way"] = _autoinc_way(lower_autoinc, autoinc_pinned, autoinc_inferred)
+    manager_guard = Guard("no_native_hostgroups", "ProxySQL's native hostgroup manager is not active on these hostgroups",
+                          not native, ", ".join(f"{n['kind']} writer {n['writer_hostgroup']}" for n in native) or "inactive")
+    more, lower_autoinc = shared_guards(cluster, A, B, tally, facts, manager_guard, drain_timeout_ms=drain_timeout_ms,
+                                        on_timeout=on_timeout, longer_timeout=longer_timeout, lower_autoinc=lower_autoinc)
+    guards += more
 
     # -- steps ---------------------------------------------------------------------------------------
     def per_node(part):
@@ -268,6 +232,68 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
                "old_writer_to": old_writer_to, "new_writer": B.pk, "old_writer": A.pk,
                "autoinc_values": {str(k): v for k, v in autoinc_values.items()}}
     return shared.annotate(Plan(OperationKind.SWITCHOVER, cluster.pk, title, guards, steps, facts, options), cluster)
+
+
+class SessionTally:
+    """The sessions holding the old writer on every node, counted as the guards and the auto-increment way read them."""
+
+    def __init__(self):
+        self.total, self.reasons, self.autoinc, self.inferred, self.held = 0, Counter(), 0, False, []
+
+    def add(self, node, sessions, variables):
+        self.total += len(sessions)
+        for s in sessions:
+            self.reasons.update(s["reasons"])
+            if AUTOINC_TOKEN in s["reasons"]:
+                self.autoinc += 1
+            elif s["reasons"][0].startswith("unknown") and str(variables.get(AUTOINC)) not in ("0", "None"):
+                self.autoinc, self.inferred = self.autoinc + 1, True  # ProxySQL 2.7's default 5: likely
+            holding = [r for r in s["reasons"] if r in HOLDING]
+            if holding:
+                self.held.append(f"{node.name} session {s['session']} ({s['user']}): {', '.join(holding)}")
+
+
+def shared_guards(cluster, A, B, tally, facts, manager_guard, *, drain_timeout_ms, on_timeout, longer_timeout,
+                  lower_autoinc):
+    """The guards every switchover has besides its nodes' (B healthy, enough nodes left, no other work, the drain's
+    way through its sessions), `manager_guard` in its place; fills `facts`. Returns (guards, lower_autoinc resolved)."""
+    facts.update(pinned_total=tally.total, pinned_reasons=dict(tally.reasons), old_writer=str(A), new_writer=str(B))
+    states = {}
+    servers = list(cluster.servers.order_by("hostname", "port"))
+    for server in servers:
+        try:
+            with BackendClient.for_server(server) as client:
+                states[server.pk] = client.state()
+        except ClientError as exc:
+            states[server.pk] = exc
+    guards = backend_guards(cluster, B, states.get(B.pk), "new_writer", source=A)
+    if cluster.kind == ClusterKind.ASYNC:
+        guards.append(Guard("replication_credentials", "The cluster has replication credentials to re-point replicas",
+                            bool(cluster.replication_user), cluster.replication_user or "not set", False))
+    # Counted besides B, by name: B may itself be unavailable, and the operator sees which nodes are (not) counted.
+    available, unavailable = [], []
+    for server in (server for server in servers if server.pk != B.pk):
+        s = states[server.pk]
+        if not isinstance(s, ClientError) and (s.synced_primary or not s.wsrep_on):
+            available.append(str(server))
+        else:
+            unavailable.append(f"{server} ({'does not answer' if isinstance(s, ClientError) else 'not Synced/Primary'})")
+    guards.append(Guard("min_available", f"At least {cluster.min_available_readers} available node(s) besides the new writer",
+                        len(available) >= cluster.min_available_readers,
+                        f"{len(available)} available: {', '.join(available) or 'none'}"
+                        + (f"; not counted: {', '.join(unavailable)}" if unavailable else "")))
+    holder = current_holder(cluster)
+    guards.append(Guard("no_other_operation", "No other operation runs on this cluster", holder is None,
+                        holder or "none", False))
+    guards.append(rollbacks.guard(cluster))
+    guards.append(manager_guard)
+    guards.append(Guard("drain_timeout", "A drain timeout is set", drain_timeout_ms > 0, f"{drain_timeout_ms} ms", False))
+    if on_timeout == OnDrainTimeout.OFFLINE_HARD:
+        facts["sessions_cut_if_timeout"] = tally.total
+    guards.append(_held_guard(tally.held, on_timeout, longer_timeout, drain_timeout_ms))
+    facts["held"] = tally.held
+    lower_autoinc, facts["autoinc_way"] = _autoinc_way(lower_autoinc, tally.autoinc, tally.inferred)
+    return guards, lower_autoinc
 
 
 def _held_guard(held, on_timeout, longer_timeout, drain_timeout_ms):
@@ -322,6 +348,8 @@ def notes(plan):
         out.append({"level": "info", "text": facts["cluster_sync_propagated"]["said"] + "."})
     if facts.get("replica_undo"):  # dr/moves.py: the new replica's user cannot RESET SLAVE ALL
         out.append({"level": "warning", "text": facts["replica_undo"][0].upper() + facts["replica_undo"][1:] + "."})
+    if facts.get("monitor_moves"):  # native_switchover.py: how ProxySQL's own manager is made to move the writer
+        out.append({"level": "info", "text": facts["monitor_moves"]})
     server = _drained(plan)
     if facts.get("pinned_total"):
         out += _in_use_notes(plan, server)
@@ -433,18 +461,20 @@ def _fields_row(key, fields):
     return {c: data[c] for c in SERVER_COLUMNS}
 
 
+def autoinc_parts(sql, variables):
+    """The auto-increment way's statements on one node: lowered to 0 for the drain, then its value put back."""
+    autoinc = variables.get(AUTOINC) or "5"
+    return {"autoinc_off": {"sql": [sql.set_variable(AUTOINC, 0), sql.LOAD_VARIABLES],
+                            "rollback": [sql.set_variable(AUTOINC, autoinc), sql.LOAD_VARIABLES]},
+            "autoinc_restore": {"sql": [sql.set_variable(AUTOINC, autoinc), sql.LOAD_VARIABLES], "rollback": []}}
+
+
 def _node_statements(sql, cluster, A, B, runtime, variables, old_writer_to):
     """Every statement this node needs, per part of the plan, from its own runtime rows."""
     W = cluster.writer_hostgroup
     rows = {r.key: configured(r) for r in runtime}
     a_w = next((r for r in runtime if r.key == (W, A.hostname, A.port)), None)
-    autoinc = variables.get(AUTOINC) or "5"
-    parts = {
-        "autoinc_off": {"sql": [sql.set_variable(AUTOINC, 0), sql.LOAD_VARIABLES],
-                        "rollback": [sql.set_variable(AUTOINC, autoinc), sql.LOAD_VARIABLES]},
-        "autoinc_restore": {"sql": [sql.set_variable(AUTOINC, autoinc), sql.LOAD_VARIABLES], "rollback": []},
-        "save": {"sql": [sql.SAVE_SERVERS], "rollback": []},
-    }
+    parts = {**autoinc_parts(sql, variables), "save": {"sql": [sql.SAVE_SERVERS], "rollback": []}}
     if a_w is None:
         return {**parts, "drain": {"sql": [], "rollback": []}, "offline_hard": {"sql": [], "rollback": []},
                 "move": {"sql": [], "rollback": []}, "expect": []}

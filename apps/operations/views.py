@@ -46,7 +46,9 @@ def operation_list(request):
 def switchover_new(request, cluster_pk):
     """The switchover form; POST builds the plan from the nodes' current state and shows it."""
     cluster = get_object_or_404(Cluster, pk=cluster_pk)
-    writer = switchover.current_writer(cluster)
+    # Where ProxySQL's manager places the writer, the inventory's rows do not say who it is: the plan reads it from the
+    # nodes, and every backend is offered (choosing the writer itself is refused by the plan's target guard).
+    writer = None if cluster.native_manager in switchover.NATIVE_WAYS else switchover.current_writer(cluster)
     form = SwitchoverForm(request.POST or None, cluster=cluster, exclude_server=writer.server if writer else None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data

@@ -15,6 +15,9 @@ PROXYSQL, WAIT_DRAIN, WAIT_CATCHUP, BACKEND, VERIFY, INVENTORY = (
     "proxysql", "wait_drain", "wait_catchup", "backend", "verify", "inventory")
 # ProxySQL Cluster, the "propagate" way (sync_hold.propagate): until every peer has pulled what one node loaded.
 WAIT_SYNC = "wait_sync"
+# ProxySQL's own manager moves the writer (operations/native_switchover.py): until Monitor has placed it on every node,
+# then the writer it placed recorded.
+WAIT_MONITOR, MONITOR_WRITER = "wait_monitor", "monitor_writer"
 # The drain probe's period: ConnUsed on every node at once, on open connections. Sessions leave a drained
 # writer about 24 ms after the LOAD (reference drain.jsonl): a 5 ms period sees it within 5 ms.
 DRAIN_POLL_MS = 5

@@ -5,7 +5,7 @@ Monitor moves the servers between the writer and reader hostgroups by each backe
 a node is said natively managed (replication), and no consumer of the drift engine (the engine, the watcher's stored
 results, the alert rules drift and restart_drift, the overview, a change set's unloaded-edits check, repair) reads
 Monitor's placement as drift, also after a promotion moved the writer and back; a real drift is still reported. The
-product's switchover is refused in words that say how the manager moves the writer (read_only)."""
+product's switchover is planned through the manager (read_only), not by moving rows."""
 import time
 
 import pytest
@@ -58,12 +58,11 @@ def check_natively_managed(nodes, lab, user):
     set_rule("restart_drift", for_s=0)
     no_drift_anywhere(cluster)
 
-    # this product's switchover would fight Monitor: refused, in words saying how the manager moves the writer
+    # the product's switchover goes through the manager (read_only on the backends, Monitor placing the writer: run in
+    # apps/operations/tests/test_switchover_native_replication.py), never moving the rows itself
     plan = plan_switchover(cluster, Server.objects.get(port=3322))
-    assert [(g.key, g.passed, g.overridable) for g in plan.guards] == [("native_manager", False, False)]
-    label = plan.guards[0].label
-    assert "mysql_replication_hostgroups" in label and "refused" in label and not plan.steps
-    assert "read_only" in label and "OFFLINE_SOFT" not in label, label
+    assert "native_manager" not in [g.key for g in plan.failed_guards], plan.failed_guards
+    assert "wait_monitor" in [s.key for s in plan.steps] and "move" not in [s.key for s in plan.steps]
 
     # a promotion of node 2 (GTID switchover, read_only flipped): Monitor's placement, not drift; then node 1 back,
     # which leaves node 1 in the reader hostgroup too (Monitor moves, never puts back)

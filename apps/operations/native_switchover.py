@@ -1,0 +1,254 @@
+"""Planned switchover on a cluster whose writer ProxySQL's replication manager places (Cluster.native_manager
+"replication": mysql_replication_hostgroups with Monitor; fleet/native.py, lab/reference/native-replication/).
+Monitor moves the servers between the writer and reader hostgroups at runtime from each backend's read_only, on every
+ProxySQL node by itself, so this plan writes no row for the move: it makes the backends say who the writer is.
+
+Steps: [lower auto_increment_delay_multiplex] -> drain A (OFFLINE_SOFT; the LOAD carries Monitor's placement as it is,
+A also reading in the reader hostgroup, so that it moves no server) -> wait for ConnUsed 0 on every node -> promote B
+as the async switchover does (read_only ON on A, B at A's GTID position and no longer replicating, the others
+following B, read_only OFF on B) -> wait until Monitor on every node has placed B in the writer hostgroup and A out
+of it (bounded) -> memory back to the configured rows (no LOAD: the runtime is Monitor's; disk never written) ->
+verify memory -> [restore the variable] -> record the writer Monitor placed.
+
+A rollback (the wait timed out, a node failed) puts read_only back as it was and the replicas back on A, then loads
+the placement as it was before the drain and puts memory back: the servers where Monitor had them, A writable.
+"""
+import time
+
+from apps.audit.actor import Actor
+from apps.audit.services import record
+from apps.clients.proxysql import ProxySQLAdmin, configured, configured_status
+from apps.clients.wire import ClientError
+from apps.fleet.choices import ClusterKind
+from apps.plans.registry import StepFailed, capture
+from apps.plans.vocabulary import (BACKEND, DRAIN_POLL_MS, MONITOR_WRITER, PROXYSQL, VERIFY, WAIT_DRAIN, WAIT_MONITOR,
+                                   Guard, Plan, Sql, Step)
+
+from . import shared
+from .choices import OnDrainTimeout, OperationKind
+from .repair import managers_view
+from .switchover import (AUTOINC, EXTENDED, SessionTally, _fields_row, _promote_actions, autoinc_parts,
+                         pinned_sessions, role_statements, shared_guards, unloaded_edits)
+
+READ_ONLY_INTERVAL = "mysql-monitor_read_only_interval"
+MONITOR_ENABLED = "mysql-monitor_enabled"
+# How long ProxySQL holds a query sent to a hostgroup without a usable server: the writes held from the drain until
+# Monitor places the new writer wait this long, then fail.
+HOLD_MAX = "mysql-connect_timeout_server_max"
+# The wait's bound when the operator gives none: this many of Monitor's read_only checks (real 2.7.1 placed within
+# one check of a flip of read_only: lab/reference/native-replication/), at least MIN_WAIT_MS.
+MONITOR_CHECKS, MIN_WAIT_MS = 5, 3000
+PLACEMENT_POLL_MS = 50
+
+
+def plan_native_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLBACK,
+                           lower_autoinc=None, monitor_timeout_ms=None):
+    """The switchover through ProxySQL's replication manager, from what the nodes and backends say now. Network
+    reads only; writes nothing. The old writer is the one Monitor placed."""
+    longer_timeout = drain_timeout_ms is not None and drain_timeout_ms > cluster.drain_timeout_ms
+    drain_timeout_ms = drain_timeout_ms if drain_timeout_ms is not None else cluster.drain_timeout_ms
+    W, R, managed = cluster.writer_hostgroup, cluster.reader_hostgroup, cluster.managed_hostgroups()
+    B, A = new_writer, None
+    guards, facts = [], {"nodes": {}}
+    nodes = list(cluster.proxysql_nodes.order_by("pk"))
+    statements, writers, intervals, holds = {}, {}, [], {}
+    unreachable, pending_edits, unmanaged = [], [], []
+    tally, autoinc_values = SessionTally(), {}
+    for node in nodes:
+        try:
+            with ProxySQLAdmin.for_node(node) as admin:
+                runtime, memory = admin.servers("runtime"), admin.servers("memory")
+                variables = admin.global_variables([AUTOINC, EXTENDED, READ_ONLY_INTERVAL, MONITOR_ENABLED, HOLD_MAX])
+                rows = admin.replication_hostgroups()
+                placed = sorted((r.hostname, r.port) for r in runtime
+                                if r.hostgroup_id == W and configured_status(r.status) == "ONLINE")
+                writers[node.name] = [f"{host}:{port}" for host, port in placed]
+                if A is None and len(placed) == 1:  # Monitor's writer, as the first node places it
+                    A = cluster.servers.filter(hostname=placed[0][0], port=placed[0][1]).first()
+                sessions = pinned_sessions(admin.processlist(), W, A.hostname, A.port) if A else []
+                if A is not None:
+                    statements[node.pk] = _node_statements(Sql(admin), managed, W, R, A, runtime, memory, variables)
+        except ClientError as exc:
+            unreachable.append(f"{node.name}: {exc.message}")
+            continue
+        if not any((r.writer_hostgroup, r.reader_hostgroup) == (W, R) for r in rows) \
+                or str(variables.get(MONITOR_ENABLED)).lower() not in ("true", "1"):
+            unmanaged.append(node.name)
+        intervals.append(int(variables.get(READ_ONLY_INTERVAL) or 1000))
+        holds[node.name] = int(variables.get(HOLD_MAX) or 10000)
+        edits = _unloaded_edits(runtime, memory, managed)
+        if edits:
+            pending_edits.append(f"{node.name} (" + ", ".join(f"hg {k[0]} {k[1]}:{k[2]}" for k in sorted(edits)) + ")")
+        autoinc_values[node.pk] = variables.get(AUTOINC)
+        tally.add(node, sessions, variables)
+        facts["nodes"][str(node.pk)] = {"name": node.name, "pinned": sessions, "autoinc": variables.get(AUTOINC),
+                                        "processlist_extended": variables.get(EXTENDED), "shunned": [],
+                                        "writers": writers[node.name]}
+    if A is None:
+        guards.append(Guard("writer", f"Monitor has placed one writer in writer hostgroup {W}", False,
+                            "; ".join(f"{n}: {', '.join(w) or 'none'}" for n, w in writers.items()) or "no node read",
+                            False))
+        return Plan(OperationKind.SWITCHOVER, cluster.pk, f"Switchover {cluster.name}", guards, [], facts)
+    title = f"Switchover {cluster.name}: writer {A} → {B} (through ProxySQL's replication manager)"
+    guards.append(Guard("target", "The new writer is another backend of this cluster",
+                        B.pk != A.pk and B.cluster_id == cluster.pk, f"{A} → {B}", False))
+    guards.append(Guard("proxysql_reachable", "Every ProxySQL node of the cluster answers", not unreachable and bool(nodes),
+                        "; ".join(unreachable) or f"{len(nodes)} of {len(nodes)}", False))
+    # Re-checked at start like every guard (recheck.py): a writer Monitor moved since the plan refuses it.
+    other = {n: w for n, w in writers.items() if w != [f"{A.hostname}:{A.port}"]}
+    guards.append(Guard("monitor_writer", f"Monitor has placed {A} as the only writer in hostgroup {W} on every node",
+                        not other, "; ".join(f"{n}: {', '.join(w) or 'none'}" for n, w in other.items()) or "yes", False))
+    guards.append(Guard("async_topology", f"The cluster is async replication ({B} is promoted by GTID)",
+                        cluster.kind == ClusterKind.ASYNC, cluster.kind, False))
+    guards.append(Guard("no_pending_edits", "No unloaded mysql_servers edits on any node (they would be loaded too)",
+                        not pending_edits, "; ".join(pending_edits) or "none"))
+    manager = Guard("native_manager", f"Every node runs mysql_replication_hostgroups writer {W} / reader {R} with "
+                    f"Monitor enabled (it moves the servers)", not unmanaged,
+                    f"not on {', '.join(unmanaged)}" if unmanaged else "yes", False)
+    more, lower_autoinc = shared_guards(cluster, A, B, tally, facts, manager, drain_timeout_ms=drain_timeout_ms,
+                                        on_timeout=on_timeout, longer_timeout=longer_timeout, lower_autoinc=lower_autoinc)
+    guards += more
+    if monitor_timeout_ms is None:
+        monitor_timeout_ms = max(MIN_WAIT_MS, MONITOR_CHECKS * max(intervals or [1000]))
+    short = {name: ms for name, ms in holds.items() if ms <= monitor_timeout_ms}
+    guards.append(Guard("hold_budget", f"Writes held while Monitor moves the writer wait, not fail: the wait's bound "
+                        f"({monitor_timeout_ms} ms) is below {HOLD_MAX} on every node", not short,
+                        "; ".join(f"{name}: {ms} ms" for name, ms in short.items()) or "yes"))
+    facts["monitor_moves"] = (
+        f"ProxySQL's replication manager moves the servers on each node: this plan writes no row for the move. It "
+        f"drains {A} as a switchover does, makes {B} the primary on the backends (read_only), and waits up to "
+        f"{monitor_timeout_ms} ms for Monitor to place {B} in writer hostgroup {W} and {A} out of it on every node "
+        f"(it checks read_only every {max(intervals or [1000])} ms); otherwise it rolls back, read_only as it was. "
+        f"Memory ends as configured and disk is not written.")
+
+    def per_node(part):
+        return {str(n.pk): {"name": n.name, **statements[n.pk][part]} for n in nodes if n.pk in statements}
+
+    steps = []
+    if lower_autoinc:
+        steps.append(Step("autoinc_off", f"Lower {AUTOINC} to 0 for the drain (sessions release the old writer)",
+                          PROXYSQL, per_node("autoinc_off")))
+    steps.append(Step("drain", f"{A} to OFFLINE_SOFT in writer hostgroup {W}, loaded with Monitor's placement as it is "
+                               f"({A} also reading in {R}): the LOAD moves no server", PROXYSQL, per_node("drain")))
+    steps.append(Step("wait_drain", f"Wait until {A}'s ConnUsed in hostgroup {W} is 0 on every node", WAIT_DRAIN,
+                      params={"targets": [[W, A.hostname, A.port]], "timeout_ms": drain_timeout_ms,
+                              "poll_ms": DRAIN_POLL_MS, "on_timeout": on_timeout,
+                              "offline_hard": per_node("offline_hard")}))
+    steps.append(Step("promote", f"Promote {B}: read_only ON on {A}, {B} at {A}'s GTID position stops replicating, "
+                                 f"the others follow it, read_only OFF on {B}", BACKEND,
+                      params={"actions": _promote_actions(cluster, A, B)}))
+    steps.append(Step("wait_monitor", f"Wait until Monitor has placed {B} in writer hostgroup {W} and {A} out of it on "
+                                      f"every node (up to {monitor_timeout_ms} ms)", WAIT_MONITOR,
+                      params={"writer_hostgroup": W, "new": [B.hostname, B.port], "old": [A.hostname, A.port],
+                              "names": {str(n.pk): n.name for n in nodes}, "timeout_ms": monitor_timeout_ms,
+                              "poll_ms": PLACEMENT_POLL_MS}))
+    steps.append(Step("memory_back", "Memory back to the configured rows on every node (no LOAD: the runtime is "
+                                     "Monitor's; disk was never written)", PROXYSQL, per_node("memory_back"),
+                      point_of_no_return=True))
+    steps.append(Step("verify_memory", "Verify every node's memory holds the configured rows", VERIFY,
+                      params={"rows": {str(pk): sql["configured"] for pk, sql in statements.items()},
+                              "hostgroups": sorted(managed), "variables": {}, "layer": "memory"}))
+    if lower_autoinc:
+        steps.append(Step("autoinc_restore", f"Restore {AUTOINC}", PROXYSQL, per_node("autoinc_restore")))
+    steps.append(Step("record_writer", f"Record {B} as the writer Monitor placed", MONITOR_WRITER,
+                      params={"old": A.pk, "new": B.pk, "old_name": str(A), "new_name": str(B)}))
+    options = {"drain_timeout_ms": drain_timeout_ms, "on_timeout": on_timeout, "lower_autoinc": lower_autoinc,
+               "old_writer_to": "reader", "new_writer": B.pk, "old_writer": A.pk,
+               "monitor_timeout_ms": monitor_timeout_ms,
+               "autoinc_values": {str(k): v for k, v in autoinc_values.items()}}
+    return shared.annotate(Plan(OperationKind.SWITCHOVER, cluster.pk, title, guards, steps, facts, options), cluster)
+
+
+def _unloaded_edits(runtime, memory, managed):
+    """unloaded_edits() with Monitor's placement in the managed hostgroups folded back to memory's rows (fleet/native.py):
+    where Monitor put a server is no edit."""
+    run = {r.key: configured(r) for r in runtime}
+    mem = {r.key: configured(r) for r in memory}
+    outside = unloaded_edits([r for r in runtime if r.hostgroup_id not in managed],
+                             [r for r in memory if r.hostgroup_id not in managed])
+    folded = managers_view({k: v for k, v in run.items() if k[0] in managed},
+                           {k: v for k, v in mem.items() if k[0] in managed}, managed)
+    inside = {k for k in folded.keys() | mem.keys() if k[0] in managed and folded.get(k) != mem.get(k)}
+    return {**outside, **dict.fromkeys(inside)}
+
+
+def _node_statements(sql, managed, W, R, A, runtime, memory, variables):
+    """One node's statements. Memory takes Monitor's placement (runtime) with A OFFLINE_SOFT in the writer hostgroup
+    and reading in the reader one, so the drain's LOAD moves no server (a LOAD starts Monitor again from the loaded
+    rows); once Monitor has moved the writer, memory goes back to the configured rows without a LOAD."""
+    def mine(rows):
+        return {r.key: configured(r) for r in rows if r.hostgroup_id in managed}
+
+    placed, configured_rows = mine(runtime), mine(memory)
+    a_key = (W, A.hostname, A.port)
+    drained = dict(placed)
+    if a_key in placed:
+        drained[a_key] = {**placed[a_key], "status": "OFFLINE_SOFT"}
+        drained.setdefault((R, A.hostname, A.port), {**placed[a_key], "status": "ONLINE"})
+    every = sorted(placed.keys() | configured_rows.keys() | drained.keys())
+    # The way back whatever a node ran of it: every row written, the placement loaded, then memory as configured.
+    back = _every_row(sql, every, placed) + [sql.LOAD_SERVERS] + _every_row(sql, every, configured_rows)
+    hard = {**drained, a_key: {**drained[a_key], "status": "OFFLINE_HARD"}} if a_key in drained else drained
+    return {**autoinc_parts(sql, variables),
+            "drain": {"sql": _changes(sql, configured_rows, drained) + [sql.LOAD_SERVERS], "rollback": back},
+            "offline_hard": {"sql": _changes(sql, drained, hard) + [sql.LOAD_SERVERS], "rollback": back},
+            "memory_back": {"sql": _changes(sql, drained, configured_rows), "rollback": []},
+            "configured": [[*k, configured_rows[k]] for k in sorted(configured_rows)]}
+
+
+def _changes(sql, have, want):
+    """The statements that turn rows `have` into `want` (only the rows that differ), in key order."""
+    return role_statements(sql, have, {k: want.get(k) for k in sorted(have.keys() | want.keys())})[0]
+
+
+def _every_row(sql, keys, want):
+    """Every row of `keys` written as `want` has it (REPLACE) or removed (DELETE): right from any state."""
+    return [sql.replace_server(_fields_row(k, want[k])) if k in want else sql.delete_server(*k) for k in keys]
+
+
+# -- the step kinds of this way (registered in steps.py) -------------------------------------------------------------
+def wait_monitor(run, step, row, executed, detail):
+    """Read runtime_mysql_servers on every node at once, every poll_ms, until each has the new writer ONLINE in the
+    writer hostgroup and the old one out of it; past timeout_ms the step fails (the operation rolls back)."""
+    p = step.params
+    W, new, old = p["writer_hostgroup"], tuple(p["new"]), tuple(p["old"])
+    nodes = list(p["names"])
+    for node_id in nodes:
+        run.admin(node_id)  # built here: node threads never touch the database
+    start = time.monotonic()
+    deadline = start + p["timeout_ms"] / 1000
+
+    def writer_rows(node_id):
+        return sorted((r.hostname, r.port, r.status) for r in run.admin(node_id).servers("runtime")
+                      if r.hostgroup_id == W)
+
+    rounds = 0
+    while True:
+        results = list(run.pool.map(capture(writer_rows), nodes))
+        for _, error in results:
+            if error is not None:
+                raise error
+        rounds += 1
+        behind = {p["names"][n]: rows for n, (rows, _) in zip(nodes, results)
+                  if (*new, "ONLINE") not in rows or any((h, port) == old for h, port, _ in rows)}
+        detail.update(rounds=rounds, waited_ms=round((time.monotonic() - start) * 1000, 2),
+                      behind={name: [f"{h}:{port} {status}" for h, port, status in rows] for name, rows in behind.items()})
+        if not behind:
+            return
+        if time.monotonic() >= deadline:
+            said = "; ".join(f"{name}: hostgroup {W} holds {', '.join(f'{h}:{port} {s}' for h, port, s in rows) or 'nothing'}"
+                             for name, rows in behind.items())
+            raise StepFailed(f"Monitor did not place {new[0]}:{new[1]} in writer hostgroup {W} with {old[0]}:{old[1]} "
+                             f"out of it within {p['timeout_ms']} ms ({said}); rolling back: read_only as it was on "
+                             f"the backends, the drain undone")
+        run.beat()
+        time.sleep(p["poll_ms"] / 1000)
+
+
+def monitor_writer(run, step, row, executed, detail):
+    """The writer Monitor placed, recorded: its audit row (no inventory row moves: the configured rows are the
+    intent and Monitor's placement is folded back to them, fleet/native.py)."""
+    p = step.params
+    record("writer placed by ProxySQL's replication manager", actor=Actor.of_operation(run.op), cluster=run.op.cluster,
+           target=p["new_name"], details={"operation": run.op.pk, "old_writer": p["old_name"], "new_writer": p["new_name"]})
+    detail["writer"] = p["new_name"]

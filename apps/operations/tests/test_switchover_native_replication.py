@@ -1,0 +1,265 @@
+"""A planned switchover on a cluster whose writer ProxySQL's replication manager places (issue 33 §4:
+mysql_replication_hostgroups with Monitor), over the real async replication lab, through two ProxySQL nodes that each
+run their own Monitor (the double's model of it, lab/proxysql_double/replication_monitor.py, held to
+lab/reference/native-replication/; and real 2.7.1). The plan drains the old writer, flips read_only on the backends
+(the GTID promotion of the product's async switchover) and waits for Monitor to place the new writer on every node; it
+writes no row that moves a server, leaves memory and disk as configured, and rolls back with read_only as it was when
+Monitor does not place the writer in time. Before, such a switchover was refused."""
+import threading
+import time
+
+import MySQLdb
+import pytest
+from django.urls import reverse
+
+from apps.alerts.tests import test_native_replication_drift as native
+from apps.audit.models import AuditEvent
+from apps.fleet.models import Cluster, ProxySQLNode, Server
+from apps.operations.switchover import notes, plan_switchover
+from conftest import adopt_double
+from lab import demo
+
+from .conftest import confirmed, finish, query, run_plan, wait_for
+
+pytestmark = pytest.mark.django_db
+
+PORTS = native.PORTS
+
+
+def layers(node):
+    """Memory and disk mysql_servers of one node, whole."""
+    return [native.admin(node, f"SELECT * FROM {table} ORDER BY hostgroup_id, hostname, port")
+            for table in ("mysql_servers", "disk.mysql_servers")]
+
+
+def writers(node):
+    return [(int(port), status) for port, status in
+            native.admin(node, "SELECT port, status FROM runtime_mysql_servers WHERE hostgroup_id=10 ORDER BY port")]
+
+
+# The seed's layout (3321 in the writer hostgroup 10, the replicas in 20) with Monitor on it: placed as configured.
+SPLIT = ["DELETE FROM mysql_replication_hostgroups",
+         "INSERT INTO mysql_replication_hostgroups (writer_hostgroup,reader_hostgroup,check_type) VALUES (10,20,'read_only')",
+         "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK"]
+
+
+def natively_managed(nodes, layout=native.NATIVE):
+    """The nodes laid out as the drift test does (by default every backend configured in the writer hostgroup 10,
+    Monitor moving the read_only replicas to 20), adopted as one async cluster with replication credentials."""
+    for node in nodes:
+        native.admin(node, *demo.plain_layout_statements(PORTS, writer=10, reader=20), *layout)
+    for n, node in enumerate(nodes, 1):
+        placed_as_configured(node)
+        adopt_double(node, "native-async", f"n{n}", kind="async")
+    Cluster.objects.filter(name="native-async").update(replication_user="repl", replication_password="repl",
+                                                       max_replication_lag=10)
+    cluster = ProxySQLNode.objects.get(admin_port=nodes[0].port).cluster
+    assert cluster.native_manager == "replication"
+    return cluster
+
+
+def placed_as_configured(node, tries=3):
+    """Until Monitor has placed 3321 alone writing and the replicas reading. A LOAD starts Monitor again from the
+    loaded rows: one right after the lab was healed (read_only flipped back) may have moved 3321 on a stale read_only,
+    which Monitor never undoes (writer_is_also_reader), so it is loaded again."""
+    expected = [(10, 3321, "ONLINE"), (20, 3322, "ONLINE"), (20, 3323, "ONLINE")]
+
+    def placement():
+        return [(int(hg), int(port), status) for hg, port, status in native.admin(
+            node, "SELECT hostgroup_id, port, status FROM runtime_mysql_servers ORDER BY hostgroup_id, port")]
+
+    for _ in range(tries):
+        if wait_for(lambda: placement() == expected, 5):
+            return
+        native.admin(node, "LOAD MYSQL SERVERS TO RUNTIME")
+    assert placement() == expected
+
+
+def read_only(lab, n):
+    return query(lab, n, "SELECT @@read_only")[0][0]
+
+
+def source_port(lab, n):
+    cur = lab.monitor_connection(n).cursor()
+    cur.execute("SHOW SLAVE STATUS")
+    row = dict(zip([d[0] for d in cur.description], cur.fetchone()))
+    return row["Master_Port"], row["Slave_IO_Running"], row["Slave_SQL_Running"]
+
+
+def check_switchover_through_monitor(nodes, lab, user, client):
+    cluster = natively_managed(nodes)
+    before = [layers(node) for node in nodes]
+
+    plan = plan_switchover(cluster, Server.objects.get(port=3322))
+    assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
+    assert [s.key for s in plan.steps] == ["drain", "wait_drain", "promote", "wait_monitor", "memory_back",
+                                           "verify_memory", "record_writer"]
+    steps = {s.key: s for s in plan.steps}
+    sent = [sql for s in plan.steps for spec in s.nodes.values() for sql in spec["sql"] + spec["rollback"]]
+    # Monitor owns placement: what the drain loads is Monitor's placement (the new writer not in the writer hostgroup);
+    # memory goes back to the configured rows without a LOAD; nothing is saved to disk
+    loaded = [sql for spec in steps["drain"].nodes.values() for sql in spec["sql"]]
+    assert loaded[-1] == "LOAD MYSQL SERVERS TO RUNTIME" and not [sql for sql in loaded if "(10,'127.0.0.1',3322" in sql]
+    assert not [sql for spec in steps["memory_back"].nodes.values() for sql in spec["sql"] if "LOAD" in sql]
+    assert not [sql for sql in sent if "SAVE" in sql.upper()], sent
+    assert any("writes no row for the move" in n["text"] for n in notes(plan))
+
+    op = run_plan(plan, user)
+    assert op.state == "done", op.error
+    for node in nodes:
+        assert writers(node) == [(3322, "ONLINE")]   # placed by Monitor on every node, the old writer out of it
+        assert (20, 3321) in [(int(hg), int(p)) for hg, p in native.admin(node, "SELECT hostgroup_id, port FROM "
+                                                                                 "runtime_mysql_servers")]
+    assert [layers(node) for node in nodes] == before   # memory and disk as configured
+    assert (read_only(lab, 1), read_only(lab, 2)) == (1, 0)
+    for n in (1, 3):
+        assert wait_for(lambda: source_port(lab, n) == (3322, "Yes", "Yes"), 10), source_port(lab, n)
+    assert AuditEvent.objects.filter(action="writer placed by ProxySQL's replication manager",
+                                     target="127.0.0.1:3322").exists()
+    native.no_drift_anywhere(cluster)   # Monitor's placement after the move is no drift
+    # the page offers the old writer (the inventory's configured rows do not say who Monitor made the writer)
+    page = client.get(reverse("operations:switchover", args=[cluster.pk]))
+    assert page.status_code == 200 and "placed by ProxySQL's own manager" in page.content.decode()
+    assert {s.port for s in page.context["form"].fields["new_writer"].queryset} == set(PORTS)
+
+    # and back, from a placement that is no longer the configured rows (3322 writer, 3321 reading)
+    op = run_plan(plan_switchover(cluster, Server.objects.get(port=3321)), user)
+    assert op.state == "done", op.error
+    for node in nodes:
+        assert writers(node) == [(3321, "ONLINE")]
+    assert [layers(node) for node in nodes] == before
+    assert (read_only(lab, 1), read_only(lab, 2)) == (0, 1)
+
+
+def test_a_switchover_through_the_replication_manager_on_a_double_pair(proxysql_double_factory, replication_healthy,
+                                                                       live_redis, operator_user, operator_client):
+    check_switchover_through_monitor(proxysql_double_factory(2), replication_healthy, operator_user, operator_client)
+
+
+def test_a_switchover_through_the_replication_manager_on_a_real_pair(real_proxysql_factory, replication_healthy,
+                                                                     live_redis, operator_user, operator_client):
+    check_switchover_through_monitor([real_proxysql_factory("2.7.1", name=f"native-switch-{n}") for n in (1, 2)],
+                                     replication_healthy, operator_user, operator_client)
+
+
+class Writer(threading.Thread):
+    """A client writing through one ProxySQL node's client port as the application does (autocommit INSERTs, each
+    taking an auto-increment id): counts its rows, its errors and its slowest statement."""
+
+    def __init__(self, port, tag):
+        super().__init__(daemon=True)
+        self.port, self.tag, self.stop, self.rows, self.errors, self.slowest_ms = port, tag, threading.Event(), 0, [], 0.0
+
+    def run(self):
+        conn = None
+        while not self.stop.is_set():
+            try:
+                if conn is None:
+                    conn = MySQLdb.connect(host="127.0.0.1", port=self.port, user="app", passwd="app", db="app",
+                                           autocommit=True)
+                start = time.monotonic()
+                conn.cursor().execute("INSERT INTO app.native_load (tag) VALUES (%s)", (self.tag,))
+                self.slowest_ms = max(self.slowest_ms, (time.monotonic() - start) * 1000)
+                self.rows += 1
+            except MySQLdb.MySQLError as exc:
+                self.errors.append(str(exc))
+                conn = None
+        if conn is not None:
+            conn.close()
+
+
+def test_a_switchover_through_the_replication_manager_under_writes_on_a_real_pair(
+        real_proxysql_factory, replication_healthy, operator_user):
+    """Writes through both real 2.7.1 nodes all along: none fails, none is lost; they wait while the writer is held
+    (the drain to Monitor's placement), as ProxySQL holds a query sent to a hostgroup without a usable server."""
+    lab, nodes = replication_healthy, [real_proxysql_factory("2.7.1", name=f"native-load-{n}") for n in (1, 2)]
+    users = ["INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','app',10)",
+             "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK"]
+    cluster = natively_managed(nodes, [*native.NATIVE, *users])
+    query(lab, 1, "DROP TABLE IF EXISTS app.native_load")
+    query(lab, 1, "CREATE TABLE app.native_load (id INT AUTO_INCREMENT PRIMARY KEY, tag VARCHAR(20))")
+    writers_ = [Writer(node.client_port, f"p{n}") for n, node in enumerate(nodes, 1)]
+    for w in writers_:
+        w.start()
+    try:
+        assert wait_for(lambda: all(w.rows > 50 for w in writers_), 10), [(w.rows, w.errors[:3]) for w in writers_]
+        plan = plan_switchover(cluster, Server.objects.get(port=3322))
+        assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
+        assert plan.facts["autoinc_way"]["taken"]   # the writers' connections pinned by their insert ids
+        op = run_plan(plan, operator_user)
+        assert op.state == "done", op.error
+        before = [w.rows for w in writers_]
+        assert wait_for(lambda: all(w.rows > b + 50 for w, b in zip(writers_, before)), 10)   # writing to 3322 now
+    finally:
+        for w in writers_:
+            w.stop.set()
+        for w in writers_:
+            w.join(10)
+    assert [w.errors for w in writers_] == [[], []]
+    timings = {r.key: r.duration_ms for r in op.steps.order_by("index")}
+    held = sum(timings[k] for k in ("drain", "wait_drain", "promote", "wait_monitor"))
+    assert max(w.slowest_ms for w in writers_) < held + 1000, ([w.slowest_ms for w in writers_], timings)
+    assert (read_only(lab, 1), read_only(lab, 2)) == (1, 0)
+    written = sum(w.rows for w in writers_)
+    assert query(lab, 2, "SELECT COUNT(*) FROM app.native_load")[0][0] == written   # none lost
+
+
+def test_monitor_not_placing_the_writer_in_time_rolls_back_with_read_only_as_it_was(
+        proxysql_double_factory, replication_healthy, operator_user):
+    check_rollback(proxysql_double_factory(2), replication_healthy, operator_user)
+
+
+def test_monitor_not_placing_the_writer_in_time_rolls_back_on_a_real_pair(real_proxysql_factory, replication_healthy,
+                                                                          operator_user):
+    check_rollback([real_proxysql_factory("2.7.1", name=f"native-back-{n}") for n in (1, 2)], replication_healthy,
+                   operator_user)
+
+
+def check_rollback(nodes, lab, operator_user):
+    cluster = natively_managed(nodes, SPLIT)
+    # node 2's Monitor checks super_read_only, which MariaDB lacks: every check fails and nothing moves (as captured on
+    # real 2.7.1), its placement stays as configured: 3321 writing, the replicas reading
+    native.admin(nodes[1], "UPDATE mysql_replication_hostgroups SET check_type='super_read_only'",
+                 "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK")
+    placed_as_configured(nodes[1])
+    before = [layers(node) for node in nodes]
+
+    # a wait longer than ProxySQL holds a query without a writer (mysql-connect_timeout_server_max) is refused
+    held = plan_switchover(cluster, Server.objects.get(port=3322), monitor_timeout_ms=10000)
+    assert [(g.key, g.value) for g in held.failed_guards] == [("hold_budget", "n1: 10000 ms; n2: 10000 ms")]
+    plan = plan_switchover(cluster, Server.objects.get(port=3322), monitor_timeout_ms=1500)
+    assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
+    op = run_plan(plan, operator_user)
+    assert op.state == "rolled_back", (op.state, op.error)
+    assert "Monitor did not place 127.0.0.1:3322 in writer hostgroup 10" in op.error, op.error
+    assert "n2: hostgroup 10 holds 127.0.0.1:3321" in op.error, op.error
+    assert "within 1500 ms" in op.error and "read_only as it was" in op.error
+    # read_only and replication as they were, the placement and both layers as before the drain
+    assert (read_only(lab, 1), read_only(lab, 2), read_only(lab, 3)) == (0, 1, 1)
+    for n in (2, 3):   # re-pointed back at 3321 (its IO thread connecting first)
+        assert wait_for(lambda: source_port(lab, n) == (3321, "Yes", "Yes"), 10), source_port(lab, n)
+    for node in nodes:
+        assert wait_for(lambda: writers(node) == [(3321, "ONLINE")], 10), writers(node)
+    assert [layers(node) for node in nodes] == before
+    assert not AuditEvent.objects.filter(action="writer placed by ProxySQL's replication manager").exists()
+
+
+def test_a_writer_monitor_moved_after_the_plan_refuses_it_at_start(proxysql_double_factory, replication_healthy,
+                                                                   operator_user):
+    lab, nodes = replication_healthy, proxysql_double_factory(2)
+    cluster = natively_managed(nodes)
+    plan = plan_switchover(cluster, Server.objects.get(port=3322))
+    assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
+    op = confirmed(plan, operator_user)
+    try:
+        query(lab, 3, "SET GLOBAL read_only=OFF")   # 3323 writable: Monitor makes it a second writer
+        for node in nodes:
+            assert wait_for(lambda: writers(node) == [(3321, "ONLINE"), (3323, "ONLINE")], 10), writers(node)
+        op = finish(op)
+    finally:
+        query(lab, 3, "SET GLOBAL read_only=ON")
+    assert op.state == "refused", (op.state, op.error)
+    assert op.error.startswith("refused at start, nothing was changed"), op.error
+    assert ("Monitor has placed one writer in writer hostgroup 10 (now: n1: 127.0.0.1:3321, 127.0.0.1:3323; "
+            "n2: 127.0.0.1:3321, 127.0.0.1:3323)") in op.error, op.error
+    assert (read_only(lab, 1), read_only(lab, 2)) == (0, 1)   # nothing ran
