@@ -190,6 +190,8 @@ class TopRow:
     total_us: int
     max_us: int | None
     min_us: int | None
+    mirrored_count: int = 0  # executions of mirrored copies (not in count nor total_us)
+    mirrored_us: int = 0
     digest: str = ""
     text: str = ""
     short: str = ""
@@ -270,13 +272,15 @@ def _order(sort, descending):
     return f"({expr}) IS NULL, {expr} {direction}, digest_id {direction}"
 
 
-def _arms(pieces, conds="", arm_params=()):
+def _arms(pieces, conds="", arm_params=(), mirrored=""):
     """The rows of the window's pieces (a derived table's SELECT). SQLite: one arm per piece glued with
     UNION ALL (its OR over one index deduplicates rows). MariaDB: one SELECT over the pieces' ranges of the
     primary key, which it merges into the GROUP BY (UNION ALL makes it copy every row into a temporary
-    table first: 10 % slower over a 2.5-day window)."""
+    table first: 10 % slower over a 2.5-day window). mirrored: an SQL condition over digest_id and source_id
+    (_mirrored_sql), read into a column `mirrored` (1: the row counts mirrored copies)."""
     table = DigestStat._meta.db_table
-    columns = f"SELECT digest_id, count_star, sum_time, max_time, min_time FROM {table}"
+    flag = f", CASE WHEN {mirrored} THEN 1 ELSE 0 END AS mirrored" if mirrored else ""
+    columns = f"SELECT digest_id, count_star, sum_time, max_time, min_time{flag} FROM {table}"
     if connection.vendor != "sqlite":
         where, params = _pieces_sql(pieces)
         return f"{columns} WHERE {where}{conds}", params + list(arm_params)
@@ -285,6 +289,22 @@ def _arms(pieces, conds="", arm_params=()):
         arms.append(f"{columns} WHERE resolution = %s AND ts >= %s AND ts < %s{conds}")
         params += [resolution, a, b] + list(arm_params)
     return " UNION ALL ".join(arms), params
+
+
+def _grouped(arms, mirrored):
+    """Per digest: count, total, max, min of its own executions, then count and total of its mirrored copies."""
+    if not mirrored:
+        return (f"SELECT digest_id, SUM(count_star) AS cnt, SUM(sum_time) AS tot, MAX(max_time) AS mx,"
+                f" MIN(min_time) AS mn, 0 AS mcnt, 0 AS mtot FROM ({arms}) AS arms GROUP BY digest_id")
+    if connection.vendor == "sqlite":
+        # LIMIT -1 (no limit) keeps SQLite from flattening the arms into the grouping, which would evaluate the
+        # mirrored condition at every mention of its column (a fifth of the query's CPU time).
+        arms += " LIMIT -1"
+    own = "CASE WHEN mirrored = 1 THEN {} ELSE {} END"
+    return (f"SELECT digest_id, cnt, tot, mx, mn, all_cnt - cnt AS mcnt, all_tot - tot AS mtot FROM"
+            f" (SELECT digest_id, SUM({own.format(0, 'count_star')}) AS cnt, SUM({own.format(0, 'sum_time')}) AS tot,"
+            f" MAX({own.format('NULL', 'max_time')}) AS mx, MIN({own.format('NULL', 'min_time')}) AS mn,"
+            f" SUM(count_star) AS all_cnt, SUM(sum_time) AS all_tot FROM ({arms}) AS arms GROUP BY digest_id) AS own")
 
 
 def usable_span(window, filters):
@@ -363,7 +383,7 @@ def _ranked_sql_spanned(window, end, sort, descending, limit, offset, search="",
     # The edge's digests not in the span are counted from the rows at hand (`fresh`): MariaDB computes the edge
     # again at each mention of it (a count of its own took a third of the query).
     total = f"{counted}, SUM(fresh) OVER ()"
-    sql = (f"WITH {hits}edge AS ({edge}) SELECT digest_id, cnt, tot, mx, mn, {total}"
+    sql = (f"WITH {hits}edge AS ({edge}) SELECT digest_id, cnt, tot, mx, mn, {total}, 0, 0"
            f" FROM ({' UNION ALL '.join(best + [combined])}) AS u ORDER BY {_order(sort, descending)}"
            f" LIMIT %s OFFSET %s")
     head = hit_params if hits else []
@@ -371,7 +391,7 @@ def _ranked_sql_spanned(window, end, sort, descending, limit, offset, search="",
                  + [limit, offset])
 
 
-def _ranked_sql(window, filters, sort, descending):
+def _ranked_sql(window, filters, sort, descending, mirrored=""):
     """(SQL, params) ranking the window's digests, each row with the number of digests in the window.
 
     One arm per piece of the window, glued with UNION ALL (SQLite's OR over one index deduplicates rows
@@ -381,6 +401,7 @@ def _ranked_sql(window, filters, sort, descending):
     digests). The count of digests comes from the same groups: a second read of a CTE on SQLite (which
     materialises it once), FOUND_ROWS() after the query elsewhere (MariaDB would compute a CTE twice, and
     COUNT(*) OVER () copies every group into one more temporary table: a fifth of a 2.5-day window's time).
+    mirrored: the rows of mirrored copies (_mirrored_sql), ranked without them and summed apart.
     """
     digests = Digest._meta.db_table
     conds, arm_params = "", []
@@ -388,21 +409,22 @@ def _ranked_sql(window, filters, sort, descending):
         sql, ids, _ = _ids_or_subquery(_source_qs(filters))
         conds += f" AND source_id IN ({sql})"
         arm_params += ids
-    arms, params = _arms(window.pieces, conds, arm_params)
-    grouped = (f"SELECT digest_id, SUM(count_star) AS cnt, SUM(sum_time) AS tot, MAX(max_time) AS mx,"
-               f" MIN(min_time) AS mn FROM ({arms}) AS arms GROUP BY digest_id")
+    arms, params = _arms(window.pieces, conds, arm_params, mirrored)
+    grouped = _grouped(arms, mirrored)
     join, search_params = "", []
     if filters.search:
         condition, search_params = _search_condition(filters.search, "d")
         join = f" JOIN {digests} d ON d.id = g.digest_id WHERE {condition}"
     order = _order(sort, descending)
-    columns = "g.digest_id AS digest_id, g.cnt AS cnt, g.tot AS tot, g.mx AS mx, g.mn AS mn"
+    columns = ("g.digest_id AS digest_id, g.cnt AS cnt, g.tot AS tot, g.mx AS mx, g.mn AS mn, g.mcnt AS mcnt,"
+               " g.mtot AS mtot")
     if connection.vendor == "sqlite":
         sql = (f"WITH grouped AS ({grouped}), shown AS (SELECT {columns} FROM grouped g{join})"
-               f" SELECT digest_id, cnt, tot, mx, mn, (SELECT COUNT(*) FROM shown), 0 FROM shown"
+               f" SELECT digest_id, cnt, tot, mx, mn, (SELECT COUNT(*) FROM shown), 0, mcnt, mtot FROM shown"
                f" ORDER BY {order} LIMIT %s OFFSET %s")
     else:
-        sql = (f"SELECT SQL_CALC_FOUND_ROWS {columns}, NULL, 0 FROM ({grouped}) AS g{join}"
+        sql = (f"SELECT SQL_CALC_FOUND_ROWS g.digest_id, g.cnt, g.tot, g.mx, g.mn, NULL, 0, g.mcnt, g.mtot"
+               f" FROM ({grouped}) AS g{join}"
                f" ORDER BY {order} LIMIT %s OFFSET %s")
     return sql, params + search_params
 
@@ -418,10 +440,13 @@ def top_digests(window, filters, sort=DEFAULT_SORT, descending=True, page=1, per
     matches up to the page's end or COUNT_CAP, whichever is further, and says "more" past that."""
     if not window.pieces:
         return TopPage(rows=[], total=0, number=1, pages=1, per_page=per_page)
-    end = usable_span(window, filters) if use_span else None
+    mirrored = mirrored_pairs(window, filters)
+    condition = _mirrored_sql(mirrored)
+    # The span sums every source of a digest: with mirrored copies in the window, the rows are summed instead.
+    end = usable_span(window, filters) if use_span and not condition else None
     hit_ids = None
     if end is None:
-        sql, params = _ranked_sql(window, filters, sort, descending)
+        sql, params = _ranked_sql(window, filters, sort, descending, condition)
     elif filters.search and connection.vendor != "sqlite":
         hit_ids = search_hit_ids(filters.search)
         if hit_ids == []:
@@ -462,12 +487,12 @@ def top_digests(window, filters, sort=DEFAULT_SORT, descending=True, page=1, per
     if not rows and page > 1:  # past the last page: show the last one
         page = max(1, math.ceil(total / per_page))
         rows = run(page)[0] if total else []
-    out = [TopRow(digest_id=r[0], count=int(r[1]), total_us=int(r[2]), max_us=_int(r[3]), min_us=_int(r[4]))
-           for r in rows]
+    out = [TopRow(digest_id=r[0], count=int(r[1]), total_us=int(r[2]), max_us=_int(r[3]), min_us=_int(r[4]),
+                  mirrored_count=int(r[7] or 0), mirrored_us=int(r[8] or 0)) for r in rows]
     _attach_texts(out)
     sources = _attach_where(out, window, filters)
-    _split_mirrored(out, window, filters, sources)
-    _attach_proxysql_extremes(out, sources)
+    own_sources = {d: [s for s in found if d not in mirrored.get(s.pk, ((), ()))[0]] for d, found in sources.items()}
+    _attach_proxysql_extremes(out, own_sources)
     return TopPage(rows=out, total=total, number=page, pages=max(1, math.ceil(total / per_page)), per_page=per_page,
                    more=more)
 
@@ -515,46 +540,64 @@ def _attach_where(rows, window, filters):
     return by_digest
 
 
-def _mirror_matchers(node_ids):
-    """{(node id, mirror hostgroup): [Matcher]} of the nodes' active mirror rules (as the digest poll last read them)."""
-    found = {}
-    for rule in MirrorRule.objects.filter(proxysql_node_id__in=node_ids, active=True, mirror_hostgroup__isnull=False):
-        found.setdefault((rule.proxysql_node_id, rule.mirror_hostgroup), []).append(
-            mirror.Matcher.of({"match_digest": rule.match_digest, "match_pattern": rule.match_pattern}))
-    return found
-
-
-def _split_mirrored(rows, window, filters, sources):
+def mirrored_pairs(window, filters):
     """Executions of mirrored copies are not the application's queries: ProxySQL counts a copy under the original's
-    digest in the mirror hostgroup. A (source, digest) whose hostgroup a mirror rule of its node sends copies to, and
-    whose text that rule matches, is taken out of the row's count and total (r.mirrored_count / r.mirrored_us say
-    them apart)."""
-    for r in rows:
-        r.mirrored_count, r.mirrored_us = 0, 0
-    node_ids = {s.node_id for found in sources.values() for s in found}
-    matchers = _mirror_matchers(node_ids) if node_ids else {}
+    digest in the mirror hostgroup. A (source, digest) of the window whose hostgroup an active mirror rule of its node
+    sends copies to, and whose text that rule matches, counts copies. {source id: (mirrored digest ids, the source's
+    other digest ids in the window)}, for the sources of mirror hostgroups only (few: one read of their rows)."""
+    rules = MirrorRule.objects.filter(active=True, mirror_hostgroup__isnull=False)
+    if filters.node is not None:
+        rules = rules.filter(proxysql_node_id=filters.node)
+    elif filters.cluster is not None:
+        rules = rules.filter(proxysql_node__cluster_id=filters.cluster)
+    matchers = {}
+    for rule in rules:
+        matchers.setdefault((rule.proxysql_node_id, rule.mirror_hostgroup), []).append(
+            mirror.Matcher.of({"match_digest": rule.match_digest, "match_pattern": rule.match_pattern}))
     if not matchers:
-        return
-    pairs = [(r.digest_id, s.pk) for r in rows for s in sources.get(r.digest_id, [])
-             if any(m.matches(s.schemaname, s.username, r.text) for m in matchers.get((s.node_id, s.hostgroup), []))]
-    if not pairs:
-        return
-    table = DigestStat._meta.db_table
-    where, params = _where(window, Filters(**{**filters.__dict__, "search": ""}))
-    ids, src = sorted({d for d, _ in pairs}), sorted({s for _, s in pairs})
+        return {}
+    from django.db.models import Q
+
+    targets = Q(pk__in=[])
+    for node_id, hostgroup in matchers:
+        targets |= Q(node_id=node_id, hostgroup=hostgroup)
+    sources = {s.pk: s for s in _source_qs(filters).filter(targets)}
+    if not sources:
+        return {}
+    table, digests = DigestStat._meta.db_table, Digest._meta.db_table
+    where, params = _pieces_sql(window.pieces, "st")
+    ids = ",".join(str(int(pk)) for pk in sources)
     with connection.cursor() as cur:
-        cur.execute(f"SELECT digest_id, source_id, SUM(count_star), SUM(sum_time) FROM {table} WHERE {where}"
-                    f" AND digest_id IN ({','.join(['%s'] * len(ids))}) AND source_id IN ({','.join(['%s'] * len(src))})"
-                    f" GROUP BY digest_id, source_id", params + ids + src)
+        cur.execute(f"SELECT p.source_id, p.digest_id, d.digest_text FROM (SELECT DISTINCT st.source_id, st.digest_id"
+                    f" FROM {table} st WHERE {where} AND st.source_id IN ({ids})) AS p"
+                    f" JOIN {digests} d ON d.id = p.digest_id", params)
         found = cur.fetchall()
-    wanted = set(pairs)
-    by_id = {r.digest_id: r for r in rows}
-    for digest_id, source_id, count, total in found:
-        if (digest_id, source_id) in wanted:
-            r = by_id[digest_id]
-            r.mirrored_count += int(count)
-            r.mirrored_us += int(total)
-            r.count, r.total_us = r.count - int(count), r.total_us - int(total)
+    out = {}
+    for source_id, digest_id, text in found:
+        s = sources[source_id]
+        mirrored, kept = out.setdefault(source_id, (set(), set()))
+        copies = any(m.matches(s.schemaname, s.username, text) for m in matchers[(s.node_id, s.hostgroup)])
+        (mirrored if copies else kept).add(digest_id)
+    return {pk: pair for pk, pair in out.items() if pair[0]}
+
+
+def _mirrored_sql(pairs):
+    """An SQL condition over digest_id and source_id: the row counts mirrored copies ("" when none). Per source the
+    shorter list: its mirrored digests, or the others (a mirror hostgroup that runs only copies: the source alone)."""
+    def listed(ids):
+        return ",".join(str(int(i)) for i in sorted(ids))
+
+    whole, parts = [], []
+    for source_id, (mirrored, kept) in sorted(pairs.items()):
+        if not kept:
+            whole.append(source_id)
+        elif len(mirrored) <= len(kept):
+            parts.append(f"(source_id = {int(source_id)} AND digest_id IN ({listed(mirrored)}))")
+        else:
+            parts.append(f"(source_id = {int(source_id)} AND digest_id NOT IN ({listed(kept)}))")
+    if whole:
+        parts.insert(0, f"source_id IN ({listed(whole)})")
+    return f"({' OR '.join(parts)})" if parts else ""
 
 
 def proxysql_extremes(wanted):

@@ -1,0 +1,83 @@
+"""The digest list ranks on the application's own executions: the copies a mirror rule sends (which ProxySQL counts
+under the original's digest in the mirror hostgroup) are left out of Count, Total and Max before the ranking, over
+every digest of the window, not only those of the page shown. Through the page and the API."""
+import re
+import time
+
+import pytest
+
+from apps.digests.models import RAW, DigestStat
+from apps.fleet.models import MirrorRule
+
+from .factories import digest, fleet, polls, source
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def mirrored_shop():
+    """Hostgroup 100 is the writer, a mirror rule copies its INSERTs to hostgroup 101, where a SELECT also runs on its
+    own. With the copies, the INSERT leads by count, total and max; without them it is last."""
+    now = int(time.time())
+    cluster, (node,) = fleet(1, "shop")
+    MirrorRule.objects.create(proxysql_node=node, rule_id=10, match_digest="^INSERT", destination_hostgroup=100,
+                              mirror_hostgroup=101)
+    writer, mirror = source(node, hostgroup=100), source(node, hostgroup=101)
+    insert = digest("INSERT INTO orders (customer, total) VALUES (?,?)", h="0x000000000000000A")
+    update = digest("UPDATE orders SET status = ? WHERE id = ?", h="0x000000000000000B")
+    select = digest("SELECT * FROM orders WHERE customer = ?", h="0x000000000000000C")
+
+    def row(src, d, count, total, most):
+        return DigestStat(resolution=RAW, ts=now - 600, source=src, digest=d, count_star=count, sum_time=total,
+                          max_time=most)
+
+    DigestStat.objects.bulk_create([
+        row(writer, insert, 100, 100_000, 10_000),
+        row(mirror, insert, 500, 1_000_000, 900_000),   # the mirrored copies
+        row(writer, update, 300, 200_000, 50_000),
+        row(mirror, select, 200, 150_000, 40_000),      # hostgroup 101's own query: counted
+    ])
+    polls(node, now - 3600, now, every=30)
+    return cluster, {"insert": insert.digest, "update": update.digest, "select": select.digest}
+
+
+def shown(response):
+    return re.findall(r'<tr data-digest="(0x[0-9A-F]+)"', response.content.decode())
+
+
+@pytest.mark.parametrize("scope", ["fleet", "cluster"])
+@pytest.mark.parametrize("sort, order", [("count", ["update", "select", "insert"]),
+                                         ("total", ["update", "select", "insert"]),
+                                         ("max", ["update", "select", "insert"])])
+def test_page_ranks_without_mirrored_copies(mirrored_shop, viewer_client, scope, sort, order):
+    cluster, hashes = mirrored_shop
+    query = {"window": "1h", "sort": sort, "dir": "desc"}
+    if scope == "cluster":
+        query["cluster"] = cluster.pk
+    response = viewer_client.get("/digests/", query)
+    assert response.status_code == 200
+    assert shown(response) == [hashes[name] for name in order]
+    page = response.content.decode()
+    insert_row = re.search(rf'<tr data-digest="{hashes["insert"]}">(.*?)</tr>', page, re.S).group(1)
+    count = re.sub(r"<[^>]+>", "", re.search(r'data-col="count">(.*?)</td>', insert_row, re.S).group(1)).split()
+    assert count == ["100", "+500", "mirrored"]
+
+
+def test_pages_of_one_row_follow_the_ranking_without_copies(mirrored_shop, viewer_client):
+    """Page by page (the API's page_size=1), the order is the whole window's, not one page's rows set right."""
+    _, hashes = mirrored_shop
+    pages = [viewer_client.get("/api/v1/digests/", {"window": "1h", "sort": "count", "page_size": 1, "page": n}).json()
+             for n in (1, 2, 3)]
+    assert [p["results"][0]["digest"] for p in pages] == [hashes["update"], hashes["select"], hashes["insert"]]
+    ascending = viewer_client.get("/digests/", {"window": "1h", "sort": "count", "dir": "asc"})
+    assert shown(ascending) == [hashes["insert"], hashes["select"], hashes["update"]]
+
+
+def test_api_list_ranks_without_mirrored_copies(mirrored_shop, viewer_client):
+    cluster, hashes = mirrored_shop
+    for sort in ("count", "total", "max"):
+        body = viewer_client.get("/api/v1/digests/", {"window": "1h", "sort": sort, "cluster": cluster.pk}).json()
+        assert [r["digest"] for r in body["results"]] == [hashes["update"], hashes["select"], hashes["insert"]], sort
+        insert = body["results"][2]
+        assert (insert["count"], insert["total_us"], insert["max_us"]) == (100, 100_000, 10_000)
+        assert insert["mirrored_count"] == 500
