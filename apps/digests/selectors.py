@@ -550,10 +550,7 @@ def mirrored_pairs(window, filters):
         rules = rules.filter(proxysql_node_id=filters.node)
     elif filters.cluster is not None:
         rules = rules.filter(proxysql_node__cluster_id=filters.cluster)
-    matchers = {}
-    for rule in rules:
-        matchers.setdefault((rule.proxysql_node_id, rule.mirror_hostgroup), []).append(
-            mirror.Matcher.of({"match_digest": rule.match_digest, "match_pattern": rule.match_pattern}))
+    matchers = _mirror_matchers(rules)
     if not matchers:
         return {}
     from django.db.models import Q
@@ -576,9 +573,33 @@ def mirrored_pairs(window, filters):
     for source_id, digest_id, text in found:
         s = sources[source_id]
         mirrored, kept = out.setdefault(source_id, (set(), set()))
-        copies = any(m.matches(s.schemaname, s.username, text) for m in matchers[(s.node_id, s.hostgroup)])
-        (mirrored if copies else kept).add(digest_id)
+        (mirrored if _copies(s, text, matchers) else kept).add(digest_id)
     return {pk: pair for pk, pair in out.items() if pair[0]}
+
+
+def _mirror_matchers(rules):
+    """{(node id, mirror hostgroup): [Matcher]} of mirror rules (MirrorRule rows: as the digest poll last read them)."""
+    found = {}
+    for rule in rules:
+        found.setdefault((rule.proxysql_node_id, rule.mirror_hostgroup), []).append(
+            mirror.Matcher.of({"match_digest": rule.match_digest, "match_pattern": rule.match_pattern}))
+    return found
+
+
+def _copies(source, text, matchers):
+    """Whether the executions of the digest `text` from `source` are a mirror rule's copies."""
+    return any(m.matches(source.schemaname, source.username, text)
+               for m in matchers.get((source.node_id, source.hostgroup), []))
+
+
+def mirrored_sources(digest, sources):
+    """The ids of `sources` (DigestSource) where the executions of `digest` are mirrored copies."""
+    node_ids = {s.node_id for s in sources}
+    if not node_ids:
+        return set()
+    matchers = _mirror_matchers(MirrorRule.objects.filter(active=True, mirror_hostgroup__isnull=False,
+                                                          proxysql_node_id__in=node_ids))
+    return {s.pk for s in sources if _copies(s, digest.digest_text, matchers)} if matchers else set()
 
 
 def _mirrored_sql(pairs):
@@ -656,7 +677,8 @@ def digest_breakdown(digest, window, filters):
     sources = {s.pk: s for s in DigestSource.objects.filter(pk__in=[r[0] for r in rows]).select_related("node__cluster")}
     bounds = proxysql_extremes({r[0]: ([sources[r[0]]], digest.digest) for r in rows
                                 if r[0] in sources and (r[3] is None or r[4] is None)})
-    return [{"source": sources.get(r[0]), "count": int(r[1]), "total_us": int(r[2]), "max_us": _int(r[3]),
+    copies = mirrored_sources(digest, sources.values())
+    return [{"source": sources.get(r[0]), "mirrored": r[0] in copies, "count": int(r[1]), "total_us": int(r[2]), "max_us": _int(r[3]),
              "min_us": _int(r[4]), "avg_us": int(r[2]) / int(r[1]) if r[1] else None,
              "rows_sent": _int(r[5]), "rows_affected": _int(r[6]), "rows_count": int(r[7] or 0),
              **_bounds(bounds.get(r[0]), _int(r[3]), _int(r[4]))} for r in rows]
@@ -699,7 +721,10 @@ def chart_series(digest, window, filters):
         cur.execute(f"SELECT ts, source_id, count_star, sum_time, max_time FROM {table}"
                     f" WHERE {sql} AND digest_id = %s{src_filter}", params + [digest.pk] + src_params)
         stats = cur.fetchall()
-    node_of = dict(DigestSource.objects.filter(pk__in={r[1] for r in stats}).values_list("pk", "node_id"))
+    ran_from = list(DigestSource.objects.filter(pk__in={r[1] for r in stats}))
+    node_of = {s.pk: s.node_id for s in ran_from}
+    copies = mirrored_sources(digest, ran_from)  # a mirror rule's copies: not the application's executions
+    stats = [r for r in stats if r[1] not in copies]
     polls = DigestPoll.objects.filter(_pieces_q(pieces), polls_ok__gt=0)  # the same pieces over the polls
     if node_of:
         polls = polls.filter(node_id__in=set(node_of.values()))
@@ -840,22 +865,25 @@ def digest_summary(digest, window, filters, breakdown):
         where, params = _where(window, Filters(**{**filters.__dict__, "search": ""}))
         cur.execute(f"SELECT SUM(sum_time), SUM(count_star) FROM {table} WHERE {where}", params)
         all_time, all_count = (int(v or 0) for v in cur.fetchone())
+        copies_everywhere = _mirrored_sql(mirrored_pairs(window, filters)) if window.pieces else ""
+        if copies_everywhere:  # the shares are of the application's executions, as the list counts them
+            cur.execute(f"SELECT SUM(sum_time), SUM(count_star) FROM {table} WHERE {where} AND {copies_everywhere}",
+                        params)
+            copies_time, copies_count = (int(v or 0) for v in cur.fetchone())
+            all_time, all_count = all_time - copies_time, all_count - copies_count
     raw = [r for r in seen if r[0] == RAW]
-    total_us = sum(b["total_us"] for b in breakdown)
-    count = sum(b["count"] for b in breakdown)
-    hostgroups = {}
-    for b in breakdown:
-        if b["source"] is None:
-            continue
-        number = b["source"].hostgroup
-        hg = hostgroups.setdefault(number, {"hostgroup": number, "count": 0, "total_us": 0})
-        hg["count"] += b["count"]
-        hg["total_us"] += b["total_us"]
-    split = sorted(hostgroups.values(), key=lambda h: -h["total_us"])
+    own = [b for b in breakdown if not b.get("mirrored")]
+    copies = [b for b in breakdown if b.get("mirrored")]
+    total_us = sum(b["total_us"] for b in own)
+    count = sum(b["count"] for b in own)
+    split = _by_hostgroup(own)
+    mirrored = _by_hostgroup(copies)
     for h in split:
         h["time_share"] = h["total_us"] / total_us if total_us else None
         h["avg_us"] = h["total_us"] / h["count"] if h["count"] else None
-    with_rows = [b for b in breakdown if b["rows_sent"] is not None]
+    for h in mirrored:
+        h["avg_us"] = h["total_us"] / h["count"] if h["count"] else None
+    with_rows = [b for b in own if b["rows_sent"] is not None]
     rows_count = sum(b["rows_count"] for b in with_rows)
     rows = None
     if with_rows:
@@ -865,10 +893,24 @@ def digest_summary(digest, window, filters, breakdown):
                 "affected_each": affected / rows_count if rows_count else None}
     return {"rows": rows, "first_seen": digest.first_polled_at or min((r[1] for r in seen), default=None),
             "last_seen": raw[0][2] if raw else max((r[2] for r in seen), default=None),
-            "total_us": total_us, "count": count,
+            "total_us": total_us, "count": count, "mirrored": mirrored,
+            "mirrored_count": sum(h["count"] for h in mirrored), "mirrored_us": sum(h["total_us"] for h in mirrored),
             "time_share": total_us / all_time if all_time else None,
             "count_share": count / all_count if all_count else None,
             "hostgroups": split}
+
+
+def _by_hostgroup(breakdown):
+    """Breakdown rows summed per hostgroup, the most total time first."""
+    hostgroups = {}
+    for b in breakdown:
+        if b["source"] is None:
+            continue
+        number = b["source"].hostgroup
+        hg = hostgroups.setdefault(number, {"hostgroup": number, "count": 0, "total_us": 0})
+        hg["count"] += b["count"]
+        hg["total_us"] += b["total_us"]
+    return sorted(hostgroups.values(), key=lambda h: -h["total_us"])
 
 
 # -- the effect check's traffic ------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from apps.digests.models import RAW, DigestStat
+from apps.digests.templatetags.digest_format import duration_us, share
 from apps.fleet.models import MirrorRule
 
 from .factories import digest, fleet, polls, source
@@ -81,3 +82,28 @@ def test_api_list_ranks_without_mirrored_copies(mirrored_shop, viewer_client):
         insert = body["results"][2]
         assert (insert["count"], insert["total_us"], insert["max_us"]) == (100, 100_000, 10_000)
         assert insert["mirrored_count"] == 500
+
+
+def test_digest_page_counts_the_copies_apart(mirrored_shop, viewer_client):
+    """The digest's own page says what the list says: 100 executions (+500 mirrored copies), its share of the
+    application's executions (100 of 600), hostgroup 101 as mirrored copies, and a chart of its own executions."""
+    cluster, hashes = mirrored_shop
+    from apps.digests.models import Digest
+
+    insert = Digest.objects.get(digest=hashes["insert"])
+    page = viewer_client.get(f"/digests/{insert.pk}/", {"window": "1h"}).content.decode()
+
+    def fact(name):
+        return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", re.search(rf'data-fact="{name}">(.*?)</dd>', page, re.S)
+                                          .group(1))).strip()
+
+    assert fact("count") == f"100 +500 mirrored copies ({duration_us(1_000_000)})"
+    assert fact("total") == duration_us(100_000)
+    assert fact("count-share") == share(100 / 600)  # of the own executions (update 300, select 200)
+    hostgroups = dict(re.findall(r'<tr data-hostgroup="(\d+)"( data-mirrored)?>', page))
+    assert hostgroups == {"100": "", "101": " data-mirrored"}
+    assert re.search(r'<tr data-hostgroup="101" data-mirrored>.*?mirrored copies.*?500', page, re.S)
+    chart = viewer_client.get(f"/digests/{insert.pk}/chart.json", {"window": "1h"}).json()
+    executions = sum(p["rate"] * chart["bucket_s"] for p in chart["points"] if p["rate"])
+    assert executions == pytest.approx(100, rel=0.01)  # rates are rounded; with the copies: 600
+    assert max(p["max_ms"] or 0 for p in chart["points"]) == 10.0
