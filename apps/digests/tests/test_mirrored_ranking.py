@@ -17,6 +17,10 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def mirrored_shop():
+    return shop_with_copies(ago=600)
+
+
+def shop_with_copies(ago):
     """Hostgroup 100 is the writer, a mirror rule copies its INSERTs to hostgroup 101, where a SELECT also runs on its
     own. With the copies, the INSERT leads by count, total and max; without them it is last."""
     now = int(time.time())
@@ -29,7 +33,7 @@ def mirrored_shop():
     select = digest("SELECT * FROM orders WHERE customer = ?", h="0x000000000000000C")
 
     def row(src, d, count, total, most):
-        return DigestStat(resolution=RAW, ts=now - 600, source=src, digest=d, count_star=count, sum_time=total,
+        return DigestStat(resolution=RAW, ts=now - ago, source=src, digest=d, count_star=count, sum_time=total,
                           max_time=most)
 
     DigestStat.objects.bulk_create([
@@ -38,7 +42,7 @@ def mirrored_shop():
         row(writer, update, 300, 200_000, 50_000),
         row(mirror, select, 200, 150_000, 40_000),      # hostgroup 101's own query: counted
     ])
-    polls(node, now - 3600, now, every=30)
+    polls(node, now - max(3600, ago + 600), now, every=60)
     return cluster, {"insert": insert.digest, "update": update.digest, "select": select.digest}
 
 
@@ -107,3 +111,20 @@ def test_digest_page_counts_the_copies_apart(mirrored_shop, viewer_client):
     executions = sum(p["rate"] * chart["bucket_s"] for p in chart["points"] if p["rate"])
     assert executions == pytest.approx(100, rel=0.01)  # rates are rounded; with the copies: 600
     assert max(p["max_ms"] or 0 for p in chart["points"]) == 10.0
+
+
+def test_the_24h_list_sums_the_rows_when_copies_ran_in_its_span(viewer_client, settings):
+    """The unfiltered 24 h list reads an hourly span of every source's sums: with copies in the window it sums the
+    rows instead (a span would put the INSERT first)."""
+    from apps.digests import selectors, services
+
+    settings.MONITOR_RETENTION_RAW_H = 1000
+    _, hashes = shop_with_copies(ago=40_000)
+    now = int(time.time())
+    services.rollup_and_prune(now=now)
+    services.rollup_and_prune(now=now)
+    assert services.refresh_span(now) is not None
+    window = selectors.window_for(now - 86400, now)
+    assert selectors.usable_span(window, selectors.Filters()) is not None  # the span would answer without copies
+    response = viewer_client.get("/digests/", {"window": "24h", "sort": "count"})
+    assert shown(response) == [hashes["update"], hashes["select"], hashes["insert"]]
