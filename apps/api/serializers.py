@@ -254,6 +254,8 @@ class DigestRowSerializer(serializers.Serializer):
     avg_us = serializers.FloatField(allow_null=True)
     max_us = serializers.IntegerField(allow_null=True)
     min_us = serializers.IntegerField(allow_null=True)
+    mirrored_count = serializers.IntegerField(help_text="executions of mirrored copies in a mirror hostgroup:"
+                                              " not in count, total_us nor max_us")
     where = serializers.DictField(help_text="hostgroups, user@schema and the number of nodes it ran on")
 
 

@@ -190,6 +190,8 @@ class TopRow:
     total_us: int
     max_us: int | None
     min_us: int | None
+    mirrored_count: int = 0  # executions of mirrored copies (not in count nor total_us)
+    mirrored_us: int = 0
     digest: str = ""
     text: str = ""
     short: str = ""
@@ -271,13 +273,15 @@ def _order(sort, descending):
     return f"({expr}) IS NULL, {expr} {direction}, digest_id {direction}"
 
 
-def _arms(pieces, conds="", arm_params=()):
+def _arms(pieces, conds="", arm_params=(), mirrored=""):
     """The rows of the window's pieces (a derived table's SELECT). SQLite: one arm per piece glued with
     UNION ALL (its OR over one index deduplicates rows). MariaDB: one SELECT over the pieces' ranges of the
     primary key, which it merges into the GROUP BY (UNION ALL makes it copy every row into a temporary
-    table first: 10 % slower over a 2.5-day window)."""
+    table first: 10 % slower over a 2.5-day window). mirrored: an SQL condition over digest_id and source_id
+    (_mirrored_sql), read into a column `mirrored` (1: the row counts mirrored copies)."""
     table = DigestStat._meta.db_table
-    columns = f"SELECT digest_id, count_star, sum_time, max_time, min_time FROM {table}"
+    flag = f", CASE WHEN {mirrored} THEN 1 ELSE 0 END AS mirrored" if mirrored else ""
+    columns = f"SELECT digest_id, count_star, sum_time, max_time, min_time{flag} FROM {table}"
     if connection.vendor != "sqlite":
         where, params = _pieces_sql(pieces)
         return f"{columns} WHERE {where}{conds}", params + list(arm_params)
@@ -286,6 +290,22 @@ def _arms(pieces, conds="", arm_params=()):
         arms.append(f"{columns} WHERE resolution = %s AND ts >= %s AND ts < %s{conds}")
         params += [resolution, a, b] + list(arm_params)
     return " UNION ALL ".join(arms), params
+
+
+def _grouped(arms, mirrored):
+    """Per digest: count, total, max, min of its own executions, then count and total of its mirrored copies."""
+    if not mirrored:
+        return (f"SELECT digest_id, SUM(count_star) AS cnt, SUM(sum_time) AS tot, MAX(max_time) AS mx,"
+                f" MIN(min_time) AS mn, 0 AS mcnt, 0 AS mtot FROM ({arms}) AS arms GROUP BY digest_id")
+    if connection.vendor == "sqlite":
+        # LIMIT -1 (no limit) keeps SQLite from flattening the arms into the grouping, which would evaluate the
+        # mirrored condition at every mention of its column (a fifth of the query's CPU time).
+        arms += " LIMIT -1"
+    own = "CASE WHEN mirrored = 1 THEN {} ELSE {} END"
+    return (f"SELECT digest_id, cnt, tot, mx, mn, all_cnt - cnt AS mcnt, all_tot - tot AS mtot FROM"
+            f" (SELECT digest_id, SUM({own.format(0, 'count_star')}) AS cnt, SUM({own.format(0, 'sum_time')}) AS tot,"
+            f" MAX({own.format('NULL', 'max_time')}) AS mx, MIN({own.format('NULL', 'min_time')}) AS mn,"
+            f" SUM(count_star) AS all_cnt, SUM(sum_time) AS all_tot FROM ({arms}) AS arms GROUP BY digest_id) AS own")
 
 
 def usable_span(window, filters):
@@ -364,7 +384,7 @@ def _ranked_sql_spanned(window, end, sort, descending, limit, offset, search="",
     # The edge's digests not in the span are counted from the rows at hand (`fresh`): MariaDB computes the edge
     # again at each mention of it (a count of its own took a third of the query).
     total = f"{counted}, SUM(fresh) OVER ()"
-    sql = (f"WITH {hits}edge AS ({edge}) SELECT digest_id, cnt, tot, mx, mn, {total}"
+    sql = (f"WITH {hits}edge AS ({edge}) SELECT digest_id, cnt, tot, mx, mn, {total}, 0, 0"
            f" FROM ({' UNION ALL '.join(best + [combined])}) AS u ORDER BY {_order(sort, descending)}"
            f" LIMIT %s OFFSET %s")
     head = hit_params if hits else []
@@ -372,7 +392,7 @@ def _ranked_sql_spanned(window, end, sort, descending, limit, offset, search="",
                  + [limit, offset])
 
 
-def _ranked_sql(window, filters, sort, descending):
+def _ranked_sql(window, filters, sort, descending, mirrored=""):
     """(SQL, params) ranking the window's digests, each row with the number of digests in the window.
 
     One arm per piece of the window, glued with UNION ALL (SQLite's OR over one index deduplicates rows
@@ -382,6 +402,7 @@ def _ranked_sql(window, filters, sort, descending):
     digests). The count of digests comes from the same groups: a second read of a CTE on SQLite (which
     materialises it once), FOUND_ROWS() after the query elsewhere (MariaDB would compute a CTE twice, and
     COUNT(*) OVER () copies every group into one more temporary table: a fifth of a 2.5-day window's time).
+    mirrored: the rows of mirrored copies (_mirrored_sql), ranked without them and summed apart.
     """
     digests = Digest._meta.db_table
     conds, arm_params = "", []
@@ -389,21 +410,22 @@ def _ranked_sql(window, filters, sort, descending):
         sql, ids, _ = _ids_or_subquery(_source_qs(filters))
         conds += f" AND source_id IN ({sql})"
         arm_params += ids
-    arms, params = _arms(window.pieces, conds, arm_params)
-    grouped = (f"SELECT digest_id, SUM(count_star) AS cnt, SUM(sum_time) AS tot, MAX(max_time) AS mx,"
-               f" MIN(min_time) AS mn FROM ({arms}) AS arms GROUP BY digest_id")
+    arms, params = _arms(window.pieces, conds, arm_params, mirrored)
+    grouped = _grouped(arms, mirrored)
     join, search_params = "", []
     if filters.search:
         condition, search_params = _search_condition(filters.search, "d")
         join = f" JOIN {digests} d ON d.id = g.digest_id WHERE {condition}"
     order = _order(sort, descending)
-    columns = "g.digest_id AS digest_id, g.cnt AS cnt, g.tot AS tot, g.mx AS mx, g.mn AS mn"
+    columns = ("g.digest_id AS digest_id, g.cnt AS cnt, g.tot AS tot, g.mx AS mx, g.mn AS mn, g.mcnt AS mcnt,"
+               " g.mtot AS mtot")
     if connection.vendor == "sqlite":
         sql = (f"WITH grouped AS ({grouped}), shown AS (SELECT {columns} FROM grouped g{join})"
-               f" SELECT digest_id, cnt, tot, mx, mn, (SELECT COUNT(*) FROM shown), 0 FROM shown"
+               f" SELECT digest_id, cnt, tot, mx, mn, (SELECT COUNT(*) FROM shown), 0, mcnt, mtot FROM shown"
                f" ORDER BY {order} LIMIT %s OFFSET %s")
     else:
-        sql = (f"SELECT SQL_CALC_FOUND_ROWS {columns}, NULL, 0 FROM ({grouped}) AS g{join}"
+        sql = (f"SELECT SQL_CALC_FOUND_ROWS g.digest_id, g.cnt, g.tot, g.mx, g.mn, NULL, 0, g.mcnt, g.mtot"
+               f" FROM ({grouped}) AS g{join}"
                f" ORDER BY {order} LIMIT %s OFFSET %s")
     return sql, params + search_params
 
@@ -419,10 +441,14 @@ def top_digests(window, filters, sort=DEFAULT_SORT, descending=True, page=1, per
     matches up to the page's end or COUNT_CAP, whichever is further, and says "more" past that."""
     if not window.pieces:
         return TopPage(rows=[], total=0, number=1, pages=1, per_page=per_page)
-    end = usable_span(window, filters) if use_span else None
+    spent = mirror.Spent()  # the mirror rules' searches of this page together, held to mirror.POLL_BUDGET_S
+    mirrored = mirrored_pairs(window, filters, spent)
+    condition = _mirrored_sql(mirrored)
+    # The span sums every source of a digest: with mirrored copies in the window, the rows are summed instead.
+    end = usable_span(window, filters) if use_span and not condition else None
     hit_ids = None
     if end is None:
-        sql, params = _ranked_sql(window, filters, sort, descending)
+        sql, params = _ranked_sql(window, filters, sort, descending, condition)
     elif filters.search and connection.vendor != "sqlite":
         hit_ids = search_hit_ids(filters.search)
         if hit_ids == []:
@@ -463,14 +489,14 @@ def top_digests(window, filters, sort=DEFAULT_SORT, descending=True, page=1, per
     if not rows and page > 1:  # past the last page: show the last one
         page = max(1, math.ceil(total / per_page))
         rows = run(page)[0] if total else []
-    out = [TopRow(digest_id=r[0], count=int(r[1]), total_us=int(r[2]), max_us=_int(r[3]), min_us=_int(r[4]))
-           for r in rows]
+    out = [TopRow(digest_id=r[0], count=int(r[1]), total_us=int(r[2]), max_us=_int(r[3]), min_us=_int(r[4]),
+                  mirrored_count=int(r[7] or 0), mirrored_us=int(r[8] or 0)) for r in rows]
     _attach_texts(out)
     sources = _attach_where(out, window, filters)
-    mirror_note = _split_mirrored(out, window, filters, sources)
-    _attach_proxysql_extremes(out, sources)
+    own_sources = {d: [s for s in found if d not in mirrored.get(s.pk, ((), ()))[0]] for d, found in sources.items()}
+    _attach_proxysql_extremes(out, own_sources)
     return TopPage(rows=out, total=total, number=page, pages=max(1, math.ceil(total / per_page)), per_page=per_page,
-                   more=more, mirror_note=mirror_note)
+                   more=more, mirror_note=_mirror_note(spent))
 
 
 def _int(v):
@@ -516,54 +542,98 @@ def _attach_where(rows, window, filters):
     return by_digest
 
 
-def _mirror_matchers(node_ids, spent):
-    """{(node id, mirror hostgroup): [Matcher]} of the nodes' active mirror rules (as the digest poll last read them);
-    `spent` (mirror.Spent): their searches on this page together, held to mirror.POLL_BUDGET_S as a poll's are."""
+def mirrored_pairs(window, filters, spent=None):
+    """Executions of mirrored copies are not the application's queries: ProxySQL counts a copy under the original's
+    digest in the mirror hostgroup. A (source, digest) of the window whose hostgroup an active mirror rule of its node
+    sends copies to, and whose text that rule matches, counts copies. {source id: (mirrored digest ids, the source's
+    other digest ids in the window)}, for the sources of mirror hostgroups only (few: one read of their rows).
+    spent (mirror.Spent): the rules' searches together, held to mirror.POLL_BUDGET_S as a poll's are."""
+    rules = MirrorRule.objects.filter(active=True, mirror_hostgroup__isnull=False)
+    if filters.node is not None:
+        rules = rules.filter(proxysql_node_id=filters.node)
+    elif filters.cluster is not None:
+        rules = rules.filter(proxysql_node__cluster_id=filters.cluster)
+    matchers = _mirror_matchers(rules, spent)
+    if not matchers:
+        return {}
+    from django.db.models import Q
+
+    targets = Q(pk__in=[])
+    for node_id, hostgroup in matchers:
+        targets |= Q(node_id=node_id, hostgroup=hostgroup)
+    sources = {s.pk: s for s in _source_qs(filters).filter(targets)}
+    if not sources:
+        return {}
+    table, digests = DigestStat._meta.db_table, Digest._meta.db_table
+    where, params = _pieces_sql(window.pieces, "st")
+    ids = ",".join(str(int(pk)) for pk in sources)
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT p.source_id, p.digest_id, d.digest_text FROM (SELECT DISTINCT st.source_id, st.digest_id"
+                    f" FROM {table} st WHERE {where} AND st.source_id IN ({ids})) AS p"
+                    f" JOIN {digests} d ON d.id = p.digest_id", params)
+        found = cur.fetchall()
+    out = {}
+    for source_id, digest_id, text in found:
+        s = sources[source_id]
+        mirrored, kept = out.setdefault(source_id, (set(), set()))
+        (mirrored if _copies(s, text, matchers) else kept).add(digest_id)
+    return {pk: pair for pk, pair in out.items() if pair[0]}
+
+
+def _mirror_matchers(rules, spent=None):
+    """{(node id, mirror hostgroup): [Matcher]} of mirror rules (MirrorRule rows: as the digest poll last read them),
+    their searches counted together in `spent` (mirror.Spent)."""
+    spent = mirror.Spent() if spent is None else spent
     found = {}
-    for rule in MirrorRule.objects.filter(proxysql_node_id__in=node_ids, active=True, mirror_hostgroup__isnull=False):
+    for rule in rules:
         found.setdefault((rule.proxysql_node_id, rule.mirror_hostgroup), []).append(
             mirror.Matcher.of({"match_digest": rule.match_digest, "match_pattern": rule.match_pattern}, spent))
+    spent.rules += sum(map(len, found.values()))
     return found
 
 
-def _split_mirrored(rows, window, filters, sources):
-    """Executions of mirrored copies are not the application's queries: ProxySQL counts a copy under the original's
-    digest in the mirror hostgroup. A (source, digest) whose hostgroup a mirror rule of its node sends copies to, and
-    whose text that rule matches, is taken out of the row's count and total (r.mirrored_count / r.mirrored_us say
-    them apart). Returns the page's note when the rules' searches passed their budget ("" when not)."""
-    for r in rows:
-        r.mirrored_count, r.mirrored_us = 0, 0
-    node_ids = {s.node_id for found in sources.values() for s in found}
-    spent = mirror.Spent()
-    matchers = _mirror_matchers(node_ids, spent) if node_ids else {}
-    if not matchers:
+def _mirror_note(spent):
+    """The page's note when the mirror rules' searches passed their budget ("" when not)."""
+    if not spent.out:
         return ""
-    pairs = [(r.digest_id, s.pk) for r in rows for s in sources.get(r.digest_id, [])
-             if any(m.matches(s.schemaname, s.username, r.text) for m in matchers.get((s.node_id, s.hostgroup), []))]
-    note = ""
-    if spent.out:
-        note = (f"Mirrored copies are not told apart in full on this page: the nodes' {sum(map(len, matchers.values()))} "
-                f"mirror rules' searches passed their budget of {mirror.POLL_BUDGET_S:g} s of CPU, so some counts may "
-                "include copies made in a mirror hostgroup.")
-    if not pairs:
-        return note
-    table = DigestStat._meta.db_table
-    where, params = _where(window, Filters(**{**filters.__dict__, "search": ""}))
-    ids, src = sorted({d for d, _ in pairs}), sorted({s for _, s in pairs})
-    with connection.cursor() as cur:
-        cur.execute(f"SELECT digest_id, source_id, SUM(count_star), SUM(sum_time) FROM {table} WHERE {where}"
-                    f" AND digest_id IN ({','.join(['%s'] * len(ids))}) AND source_id IN ({','.join(['%s'] * len(src))})"
-                    f" GROUP BY digest_id, source_id", params + ids + src)
-        found = cur.fetchall()
-    wanted = set(pairs)
-    by_id = {r.digest_id: r for r in rows}
-    for digest_id, source_id, count, total in found:
-        if (digest_id, source_id) in wanted:
-            r = by_id[digest_id]
-            r.mirrored_count += int(count)
-            r.mirrored_us += int(total)
-            r.count, r.total_us = r.count - int(count), r.total_us - int(total)
-    return note
+    return (f"Mirrored copies are not told apart in full on this page: the nodes' {spent.rules} mirror rules' "
+            f"searches passed their budget of {mirror.POLL_BUDGET_S:g} s of CPU, so some counts may include copies "
+            "made in a mirror hostgroup.")
+
+
+def _copies(source, text, matchers):
+    """Whether the executions of the digest `text` from `source` are a mirror rule's copies."""
+    return any(m.matches(source.schemaname, source.username, text)
+               for m in matchers.get((source.node_id, source.hostgroup), []))
+
+
+def mirrored_sources(digest, sources):
+    """The ids of `sources` (DigestSource) where the executions of `digest` are mirrored copies."""
+    node_ids = {s.node_id for s in sources}
+    if not node_ids:
+        return set()
+    matchers = _mirror_matchers(MirrorRule.objects.filter(active=True, mirror_hostgroup__isnull=False,
+                                                          proxysql_node_id__in=node_ids))
+    return {s.pk for s in sources if _copies(s, digest.digest_text, matchers)} if matchers else set()
+
+
+def _mirrored_sql(pairs):
+    """An SQL condition over digest_id and source_id: the row counts mirrored copies ("" when none). Per source the
+    shorter list: its mirrored digests, or the others (a mirror hostgroup that runs only copies: the source alone)."""
+    def listed(ids):
+        return ",".join(str(int(i)) for i in sorted(ids))
+
+    whole, parts = [], []
+    for source_id, (mirrored, kept) in sorted(pairs.items()):
+        if not kept:
+            whole.append(source_id)
+        elif len(mirrored) <= len(kept):
+            parts.append(f"(source_id = {int(source_id)} AND digest_id IN ({listed(mirrored)}))")
+        else:
+            parts.append(f"(source_id = {int(source_id)} AND digest_id NOT IN ({listed(kept)}))")
+    if whole:
+        parts.insert(0, f"source_id IN ({listed(whole)})")
+    return f"({' OR '.join(parts)})" if parts else ""
 
 
 def proxysql_extremes(wanted):
@@ -622,7 +692,8 @@ def digest_breakdown(digest, window, filters):
     sources = {s.pk: s for s in DigestSource.objects.filter(pk__in=[r[0] for r in rows]).select_related("node__cluster")}
     bounds = proxysql_extremes({r[0]: ([sources[r[0]]], digest.digest) for r in rows
                                 if r[0] in sources and (r[3] is None or r[4] is None)})
-    return [{"source": sources.get(r[0]), "count": int(r[1]), "total_us": int(r[2]), "max_us": _int(r[3]),
+    copies = mirrored_sources(digest, sources.values())
+    return [{"source": sources.get(r[0]), "mirrored": r[0] in copies, "count": int(r[1]), "total_us": int(r[2]), "max_us": _int(r[3]),
              "min_us": _int(r[4]), "avg_us": int(r[2]) / int(r[1]) if r[1] else None,
              "rows_sent": _int(r[5]), "rows_affected": _int(r[6]), "rows_count": int(r[7] or 0),
              **_bounds(bounds.get(r[0]), _int(r[3]), _int(r[4]))} for r in rows]
@@ -665,7 +736,10 @@ def chart_series(digest, window, filters):
         cur.execute(f"SELECT ts, source_id, count_star, sum_time, max_time FROM {table}"
                     f" WHERE {sql} AND digest_id = %s{src_filter}", params + [digest.pk] + src_params)
         stats = cur.fetchall()
-    node_of = dict(DigestSource.objects.filter(pk__in={r[1] for r in stats}).values_list("pk", "node_id"))
+    ran_from = list(DigestSource.objects.filter(pk__in={r[1] for r in stats}))
+    node_of = {s.pk: s.node_id for s in ran_from}
+    copies = mirrored_sources(digest, ran_from)  # a mirror rule's copies: not the application's executions
+    stats = [r for r in stats if r[1] not in copies]
     polls = DigestPoll.objects.filter(_pieces_q(pieces), polls_ok__gt=0)  # the same pieces over the polls
     if node_of:
         polls = polls.filter(node_id__in=set(node_of.values()))
@@ -806,22 +880,25 @@ def digest_summary(digest, window, filters, breakdown):
         where, params = _where(window, Filters(**{**filters.__dict__, "search": ""}))
         cur.execute(f"SELECT SUM(sum_time), SUM(count_star) FROM {table} WHERE {where}", params)
         all_time, all_count = (int(v or 0) for v in cur.fetchone())
+        copies_everywhere = _mirrored_sql(mirrored_pairs(window, filters)) if window.pieces else ""
+        if copies_everywhere:  # the shares are of the application's executions, as the list counts them
+            cur.execute(f"SELECT SUM(sum_time), SUM(count_star) FROM {table} WHERE {where} AND {copies_everywhere}",
+                        params)
+            copies_time, copies_count = (int(v or 0) for v in cur.fetchone())
+            all_time, all_count = all_time - copies_time, all_count - copies_count
     raw = [r for r in seen if r[0] == RAW]
-    total_us = sum(b["total_us"] for b in breakdown)
-    count = sum(b["count"] for b in breakdown)
-    hostgroups = {}
-    for b in breakdown:
-        if b["source"] is None:
-            continue
-        number = b["source"].hostgroup
-        hg = hostgroups.setdefault(number, {"hostgroup": number, "count": 0, "total_us": 0})
-        hg["count"] += b["count"]
-        hg["total_us"] += b["total_us"]
-    split = sorted(hostgroups.values(), key=lambda h: -h["total_us"])
+    own = [b for b in breakdown if not b.get("mirrored")]
+    copies = [b for b in breakdown if b.get("mirrored")]
+    total_us = sum(b["total_us"] for b in own)
+    count = sum(b["count"] for b in own)
+    split = _by_hostgroup(own)
+    mirrored = _by_hostgroup(copies)
     for h in split:
         h["time_share"] = h["total_us"] / total_us if total_us else None
         h["avg_us"] = h["total_us"] / h["count"] if h["count"] else None
-    with_rows = [b for b in breakdown if b["rows_sent"] is not None]
+    for h in mirrored:
+        h["avg_us"] = h["total_us"] / h["count"] if h["count"] else None
+    with_rows = [b for b in own if b["rows_sent"] is not None]
     rows_count = sum(b["rows_count"] for b in with_rows)
     rows = None
     if with_rows:
@@ -831,10 +908,24 @@ def digest_summary(digest, window, filters, breakdown):
                 "affected_each": affected / rows_count if rows_count else None}
     return {"rows": rows, "first_seen": digest.first_polled_at or min((r[1] for r in seen), default=None),
             "last_seen": raw[0][2] if raw else max((r[2] for r in seen), default=None),
-            "total_us": total_us, "count": count,
+            "total_us": total_us, "count": count, "mirrored": mirrored,
+            "mirrored_count": sum(h["count"] for h in mirrored), "mirrored_us": sum(h["total_us"] for h in mirrored),
             "time_share": total_us / all_time if all_time else None,
             "count_share": count / all_count if all_count else None,
             "hostgroups": split}
+
+
+def _by_hostgroup(breakdown):
+    """Breakdown rows summed per hostgroup, the most total time first."""
+    hostgroups = {}
+    for b in breakdown:
+        if b["source"] is None:
+            continue
+        number = b["source"].hostgroup
+        hg = hostgroups.setdefault(number, {"hostgroup": number, "count": 0, "total_us": 0})
+        hg["count"] += b["count"]
+        hg["total_us"] += b["total_us"]
+    return sorted(hostgroups.values(), key=lambda h: -h["total_us"])
 
 
 # -- the effect check's traffic ------------------------------------------------------------------------
