@@ -631,6 +631,19 @@ def reusing(connections):
         _open_connections.reset(token)
 
 
+@contextmanager
+def node_admin(node):
+    """An admin connection to this node: the open one reusing() gave for it (left open: its owner closes it, and
+    an earlier connect that failed is tried again on it), else a new one closed at the end. A planner reads through
+    this, so an executor's re-check at start makes no second handshake per node."""
+    connections = _open_connections.get()
+    if node.pk in connections:
+        yield connections[node.pk]
+        return
+    with ProxySQLAdmin.for_node(node) as admin:
+        yield admin
+
+
 def with_clusters(nodes):
     """The nodes (a list), each with its cluster loaded, in one query for those without: for_node reads the cluster's
     TLS setting, and the threads that open the connections must not touch the database."""
@@ -647,13 +660,14 @@ def on_each_node(nodes, read):
     connections = _open_connections.get()
 
     def one(node):
+        token = _open_connections.set(connections)  # a pool thread starts without this thread's context
         try:
-            if node.pk in connections:
-                return node, read(node, connections[node.pk]), None
-            with ProxySQLAdmin.for_node(node) as admin:
+            with node_admin(node) as admin:
                 return node, read(node, admin), None
         except ClientError as exc:
             return node, None, exc
+        finally:
+            _open_connections.reset(token)
 
     if not nodes:
         return []
