@@ -6,7 +6,7 @@ UnexpectedResult when a column is missing or a value is not what ProxySQL would 
 import json
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, copy_context
 from dataclasses import dataclass, fields
 
 from django.conf import settings
@@ -631,6 +631,26 @@ def reusing(connections):
         _open_connections.reset(token)
 
 
+@contextmanager
+def node_admin(node):
+    """An admin connection to this node: the open one reusing() gave for it (left open: its owner closes it, and
+    an earlier connect that failed is tried again on it), else a new one closed at the end. A planner reads through
+    this, so an executor's re-check at start makes no second handshake per node."""
+    connections = _open_connections.get()
+    if node.pk in connections:
+        yield connections[node.pk]
+        return
+    with ProxySQLAdmin.for_node(node) as admin:
+        yield admin
+
+
+def in_this_context(fn):
+    """fn to run on a pool thread as if on this one: with the open connections reusing() gave here (a pool thread
+    starts with a context of its own)."""
+    context = copy_context()
+    return lambda *args: context.copy().run(fn, *args)  # a copy per call: calls may run at once
+
+
 def with_clusters(nodes):
     """The nodes (a list), each with its cluster loaded, in one query for those without: for_node reads the cluster's
     TLS setting, and the threads that open the connections must not touch the database."""
@@ -644,13 +664,11 @@ def on_each_node(nodes, read):
     (node, result, None) or (node, None, ClientError), in the nodes' order. One node that does not
     answer costs one timeout, not one per node. `read` runs on another thread: no database in it."""
     nodes = with_clusters(nodes)
-    connections = _open_connections.get()
 
+    @in_this_context
     def one(node):
         try:
-            if node.pk in connections:
-                return node, read(node, connections[node.pk]), None
-            with ProxySQLAdmin.for_node(node) as admin:
+            with node_admin(node) as admin:
                 return node, read(node, admin), None
         except ClientError as exc:
             return node, None, exc

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 
-from apps.clients.proxysql import ProxySQLAdmin, configured_status, with_clusters
+from apps.clients.proxysql import configured_status, in_this_context, node_admin, with_clusters
 from apps.clients.wire import ClientError
 from apps.fleet import native
 
@@ -67,7 +67,7 @@ def read_node(node, layers=("memory", "runtime"), build=None):
     """One node's layers; `build(admin, layers, node)`, if given, runs with the connection still open (plans
     render their statements with the node's own escaping)."""
     try:
-        with ProxySQLAdmin.for_node(node) as admin:
+        with node_admin(node) as admin:  # at an operation's start, the executor's open connection
             shunned = []
             data = read_layers(admin, layers, shunned=shunned)
             return NodeConfig(node.pk, node.name, data, plan=build(admin, data, node) if build else None,
@@ -102,7 +102,7 @@ def read_cluster(cluster, layers=("memory", "runtime"), nodes=None, build=None):
     if not nodes:
         return {}
     with ThreadPoolExecutor(max_workers=min(16, len(nodes)), thread_name_prefix="config-read") as pool:
-        return {nc.node_id: nc for nc in pool.map(lambda n: read_node(n, layers, build), nodes)}
+        return {nc.node_id: nc for nc in pool.map(in_this_context(lambda n: read_node(n, layers, build)), nodes)}
 
 
 def scoped(layer, hostgroups):

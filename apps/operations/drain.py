@@ -6,7 +6,7 @@ maintenance in the inventory. Restore puts back the statuses the inventory held 
 switchover's backend guards: Galera Synced, Primary, ready, receive queue; async replication running, lag).
 """
 from apps.clients.backend import BackendClient
-from apps.clients.proxysql import ProxySQLAdmin
+from apps.clients.proxysql import node_admin
 from apps.clients.wire import ClientError
 from apps.fleet.choices import ClusterKind
 from apps.fleet.models import HostgroupMembership
@@ -25,7 +25,7 @@ def _read_nodes(cluster, server, build):
     others = {node.pk: shared.other_hostgroups(node) for node in nodes}  # a shared ProxySQL's other clusters
     for node in nodes:
         try:
-            with ProxySQLAdmin.for_node(node) as admin:
+            with node_admin(node) as admin:
                 rows = [r for r in admin.servers("runtime") if (r.hostname, r.port) == (server.hostname, server.port)
                         and r.hostgroup_id not in others[node.pk]]
                 processlist = admin.processlist()

@@ -6,7 +6,7 @@ no row it writes or expects is in their hostgroups), and its verify checks that 
 by field, as when the run started (the executor reads them once it holds the node's lock: locks.py).
 Plans on nodes that serve one cluster are left exactly as they were.
 """
-from apps.clients.proxysql import ProxySQLAdmin, configured
+from apps.clients.proxysql import configured, node_admin
 from apps.clients.wire import ClientError
 from apps.fleet.models import ProxySQLNode
 from apps.plans.vocabulary import VERIFY, Guard, Step
@@ -62,7 +62,7 @@ def annotate_shared(plan, cluster):
         hostgroups = other_hostgroups(node)
         clusters = sorted(set(hostgroups.values()))
         try:
-            with ProxySQLAdmin.for_node(node) as admin:
+            with node_admin(node) as admin:
                 count = len(rows_in(admin.servers("runtime"), hostgroups))
         except ClientError as exc:
             unread.append(f"{node.name}: {exc.message}")

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import asdict
 
 from apps.clients.backend import BackendClient
-from apps.clients.proxysql import ProxySQLAdmin, configured, configured_status
+from apps.clients.proxysql import configured, configured_status, node_admin
 from apps.clients.wire import ClientError
 from apps.fleet.choices import ClusterKind
 from apps.fleet.drift import AUTOINC
@@ -153,7 +153,7 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
     autoinc_values = {}
     for node in nodes:
         try:
-            with ProxySQLAdmin.for_node(node) as admin:
+            with node_admin(node) as admin:
                 runtime = admin.servers("runtime")
                 memory = admin.servers("memory")
                 variables = admin.global_variables([AUTOINC, EXTENDED])

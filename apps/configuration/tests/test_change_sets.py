@@ -253,3 +253,24 @@ def test_the_inline_check_refuses_a_regex_proxysql_cannot_compile(versioned_lab,
     assert 'data-check="invalid"' in check(match_pattern="[a-", match_digest="")
     if engine == "2":  # PCRE's look-behind is not RE2's
         assert 'data-check="invalid"' in check(match_digest="(?<=x)SELECT")
+
+
+def test_the_start_recheck_reads_through_the_connections_the_steps_use(versioned_lab, operator_user):
+    """At start a change set is planned again through the connections its steps then use: one handshake per node. A
+    second, fresh one for the re-check's reads was one more 0.5 s connect deadline a starved machine could miss,
+    refusing the start (CI, issue 37)."""
+    cluster, doubles, v1 = versioned_lab
+    cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="connections")
+    services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"},
+                      actor=Actor.command(operator_user))
+    op = change_set.plan_and_save(cs, actor=Actor.command(operator_user))
+    operations.confirm(op, actor=Actor.command(operator_user), enqueue=False)
+    for double in doubles:
+        double.clear_statements()
+    executor.run(op.pk)
+    assert Operation.objects.get(pk=op.pk).state == "done"
+    for double in doubles:
+        log = list(double.engine.log)
+        first_step = next(e for e in log if "4096" in e["sql"])
+        rechecked = [e for e in log if e["seq"] < first_step["seq"] and "runtime_" in e["sql"]]
+        assert rechecked and {e["conn"] for e in rechecked} == {first_step["conn"]}, log[:12]

@@ -245,6 +245,26 @@ def test_the_drain_probes_every_node_in_each_round_at_once(adopted_lab, operator
         assert abs(first - second) < 0.1, answered
 
 
+def test_the_start_recheck_reads_through_the_connections_the_steps_use(adopted_lab, operator_user):
+    """At start the executor opens each node's connection, plans again through it and runs the steps on it: one
+    handshake per node. A second, fresh one for the re-check's reads was one more 0.5 s connect deadline that a
+    starved machine could miss, refusing the start (CI, issue 37)."""
+    cluster, doubles = adopted_lab
+    plan = switchover.plan_switchover(cluster, server(3312), lower_autoinc=True, drain_timeout_ms=2000)
+    op = services.save_plan(plan, actor=Actor.command(operator_user))
+    services.confirm(op, actor=Actor.command(operator_user), enqueue=False)
+    for double in doubles:
+        double.clear_statements()
+    executor.run(op.pk)
+    op.refresh_from_db()
+    assert op.state == OperationState.DONE, op.error
+    for double in doubles:
+        log = list(double.engine.log)
+        first_step = next(e for e in log if "auto_increment_delay_multiplex" in e["sql"] and e["sql"].startswith("UPDATE"))
+        rechecked = [e for e in log if e["seq"] < first_step["seq"] and "runtime_mysql_servers" in e["sql"]]
+        assert rechecked and {e["conn"] for e in rechecked} == {first_step["conn"]}, log[:12]
+
+
 # -- issue 23: the default way through pinned sessions ------------------------------------------------------
 AUTOINC_REASON = ("8 session(s) pinned by mysql-auto_increment_delay_multiplex: lowering it to 0 for the drain, "
                   "restored after")
