@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from apps.digests import services
 from apps.fleet.models import MirrorRule
-from apps.monitoring import charts
+from apps.monitoring import charts, formatting
 from apps.monitoring.models import RAW, MirrorRuleSample
 from lab import demo
 
@@ -133,7 +133,7 @@ def test_node_page_mirror_panel_shows_the_measured_loss_and_its_figures(digest_l
     panel = viewer_client.get(reverse("monitoring:proxysql_mirror", args=[nodes[0].pk])).content.decode()
     assert 'data-mirror-rules' in panel and 'data-rule="10"' in panel
     assert f'data-loss="{sample.loss:.3f}"' in panel
-    assert f"{sample.loss * 100:.0f}%" in panel
+    assert f"lost {formatting.share(sample.loss, digits=0)} of its copies" in panel  # "70 %": the one format
     assert "Measured: rule 10 lost" in panel or "Mirrored queries were lost" in panel
     assert "<code>^INSERT</code>" in panel and "100 → 101" in panel
     page = viewer_client.get(nodes[0].get_absolute_url()).content.decode()
