@@ -368,7 +368,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_SETTINGS": {"validatorUrl": None, "deepLinking": True, "persistAuthorization": False},
     "ENUM_NAME_OVERRIDES": {
         "OperationStateEnum": "apps.operations.choices.OperationState", "StepStateEnum": "apps.operations.choices.StepState",
-        "OperationKindEnum": "apps.operations.registry.choices", "ClusterKindEnum": "apps.fleet.choices.ClusterKind",
+        "OperationKindEnum": "apps.plans.registry.choices", "ClusterKindEnum": "apps.fleet.choices.ClusterKind",
         "ChangeSetStateEnum": "apps.configuration.models.ChangeSet.State",
         "AlertStateEnum": "apps.alerts.models.AlertState", "SeverityEnum": "apps.alerts.models.SEVERITY_CHOICES",
         "BinaryFlagEnum": [(0, "0"), (1, "1")],

@@ -95,7 +95,8 @@ def run_one(ports, rows, backends):
     from apps.configuration import adoption as adopt
     from apps.configuration import services
     from apps.fleet.models import Cluster
-    from apps.operations import change_set, executor
+    from apps.configuration import change_set
+    from apps.operations import executor
     from apps.operations import services as operations
     from lab import demo
 

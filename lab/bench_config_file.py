@@ -86,7 +86,7 @@ def run_one(cluster, user, rules, *, profile=False):
     from apps.configuration import content as C
     from apps.configuration import files, services
     from apps.configuration.models import ChangeSet
-    from apps.operations import change_set
+    from apps.configuration import change_set
     from apps.operations.models import Operation
 
     text = file_text(cluster, rules)

@@ -206,7 +206,7 @@ class FaultMatrix:
 
         from apps.configuration import services as config
         from apps.configuration.models import ChangeSet
-        from apps.operations.change_set import plan_change_set
+        from apps.configuration.change_set import plan_change_set
 
         user, _ = get_user_model().objects.get_or_create(username="bench-faults")
         cs = config.start_change_set(self.cluster, actor=Actor.command(user), reason="fault matrix: one weight")

@@ -2,7 +2,7 @@
 nodes"), in one process: lab doubles served by another process (so their CPU is not counted), a private Redis, a
 scratch SQLite database; the cluster adopted from its first node through the product's adopt service, the other
 nodes added as rows of the inventory; a change set of four edits (a server's weight, a new server, a mirror rule, a
-variable) planned with operations.change_set.plan_change_set: every node read, its SQL and undo, the effect check,
+variable) planned with configuration.change_set.plan_change_set: every node read, its SQL and undo, the effect check,
 the per-node diffs.
 
     .venv/bin/python -m lab.bench_plan_cost [--nodes 50] [--plans 5]
@@ -78,7 +78,7 @@ def setup(lab, nodes, workdir):
 
 def measure(cs, plans):
     """CPU ms of one plan_change_set (median of `plans`, the first plan left out), with the plan's node count."""
-    from apps.operations.change_set import plan_change_set
+    from apps.configuration.change_set import plan_change_set
 
     plan, _ = plan_change_set(cs)
     planned_nodes = len(plan.steps[0].nodes)

@@ -18,7 +18,7 @@ Subjects (one alert per rule and subject, deduplicated):
 """
 from dataclasses import dataclass, field
 
-from apps.operations import registry
+from apps.plans import registry
 
 CRITICAL, WARNING, INFO = "critical", "warning", "info"
 SEVERITIES = (CRITICAL, WARNING, INFO)

@@ -14,7 +14,7 @@ from apps.fleet import tags as fleet_tags
 from apps.fleet.choices import ClusterKind
 from apps.fleet.models import HOSTGROUP_MAX, Cluster, HostgroupMembership, ProxySQLNode, Server, clusters_served_by
 from apps.monitoring import charts
-from apps.operations import registry
+from apps.plans import registry
 from apps.operations.choices import OnDrainTimeout, OperationState
 from apps.operations.forms import DRAIN_TIMEOUT_MAX_MS, DRAIN_TIMEOUT_MIN_MS
 from apps.operations.models import Operation, OperationStep

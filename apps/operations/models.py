@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from . import registry
+from apps.plans import registry
 from .choices import OperationState, PendingState, StepState
 
 

@@ -15,11 +15,11 @@ from django.utils import timezone
 
 from apps.configuration.models import ChangeSet
 from apps.configuration.services import Refused
-from apps.operations.change_set import plan_change_set
+from apps.configuration.change_set import plan_change_set
 from apps.operations.executor import StepFailed
 from apps.operations.choices import OperationKind
-from apps.operations.plans import Step
-from apps.operations.registry import HOLD, OperationSpec, StepHandler, kind_spec, register_kind, register_step
+from apps.plans.vocabulary import Step
+from apps.plans.registry import HOLD, OperationSpec, StepHandler, kind_spec, register_kind, register_step
 
 KIND = "rollout_canary"
 BAKE = "rollout_bake"

@@ -32,7 +32,7 @@ from apps.fleet.models import Cluster
 from apps.monitoring.models import RAW, ProxySQLSample
 from apps.operations import executor
 from apps.operations import services as operations
-from apps.operations.change_set import plan_and_save, plan_change_set
+from apps.configuration.change_set import plan_and_save, plan_change_set
 from apps.operations.choices import OperationState
 from apps.operations.locks import current_holder
 from apps.operations.models import Operation

@@ -188,9 +188,9 @@ def upward_imports():
 
 
 def test_the_order_check_finds_upward_and_door_to_door_imports():
-    assert app_imports("from apps.operations.plans import Plan\ndef f():\n    import apps.alerts.evaluate\n"
+    assert app_imports("from apps.operations.locks import Lock\ndef f():\n    import apps.alerts.evaluate\n"
                        "from apps.monitoring import views as v\n") == {
-        ("operations", "apps.operations.plans"), ("operations", "apps.operations.plans.Plan"),
+        ("operations", "apps.operations.locks"), ("operations", "apps.operations.locks.Lock"),
         ("alerts", "apps.alerts.evaluate"), ("monitoring", "apps.monitoring"), ("monitoring", "apps.monitoring.views")}
     assert is_door(Path("apps/fleet/views.py")) and is_door(Path("apps/pages/fleet.py"))
     assert not is_door(Path("apps/fleet/inference.py"))
@@ -244,8 +244,9 @@ def test_services_take_an_actor_not_a_request():
 # Issue 35: the plan vocabulary (Plan, Step, Guard, Sql) and the registries of operation and step kinds are pure data
 # below every app that plans (apps/plans, low in ORDER), so that configuration plans its change sets and registers
 # their kind itself; what a planner below operations needs of the apps above comes through registry.planning().
-OLD_PATHS = ("apps/operations/plans/__init__.py", "apps/operations/registry/__init__.py",
-             "apps/operations/change_set/__init__.py")  # moved modules' old import paths: re-exports only
+# Their old import paths (re-export packages under apps/operations) are gone, and nothing names them again.
+OLD_MODULES = ("apps.operations.plans", "apps.operations.registry", "apps.operations.change_set")
+OLD_NAMED = re.compile(r"\bapps\.operations\.(plans|registry|change_set)\b")  # in an import, a string, a comment
 
 
 def test_the_plan_vocabulary_is_pure_data():
@@ -257,12 +258,47 @@ def test_the_plan_vocabulary_is_pure_data():
     assert {m: names for m, names in found.items() if names} == {}, "apps/plans imports no Django and no app"
 
 
-def test_configuration_registers_its_change_sets_and_the_old_paths_only_hand_names_on():
+def old_path_references(rel: Path, source: str) -> list[str]:
+    """Every import of an old path in the module at rel (absolute, `from apps.operations import plans`, relative
+    inside apps/operations) and every dotted old name in its text (mock targets, settings, task names)."""
+    package = list(rel.parent.parts)
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names = []
+        if isinstance(node, ast.ImportFrom):
+            base = ".".join(package[:len(package) - node.level + 1] if node.level else [])
+            module = ".".join(p for p in (base, node.module or "") if p)
+            names = [module] + [f"{module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        found += [n for n in names if any(n == old or n.startswith(old + ".") for old in OLD_MODULES)]
+    return found + [m.group(0) for m in OLD_NAMED.finditer(source)]
+
+
+def test_the_check_finds_each_way_of_naming_an_old_path():
+    source = ("from apps.operations import registry, executor\nfrom . import change_set\nfrom .plans import Plan\n"
+              "def f():\n    import apps.operations.locks\n    return 'apps.operations.registry.choices'\n")
+    assert sorted(old_path_references(Path("apps/operations/models.py"), source)) == [
+        "apps.operations.change_set", "apps.operations.plans", "apps.operations.plans.Plan",
+        "apps.operations.registry", "apps.operations.registry"]
+    assert old_path_references(Path("apps/fleet/models.py"), "from . import registry\n") == []
+
+
+def test_configuration_registers_its_change_sets_and_the_old_paths_are_gone():
     from apps.plans.registry import KINDS, STEPS
 
     assert KINDS["config"].planner.__module__ == "apps.configuration.change_set"
     assert {STEPS[k].execute.__module__ for k in ("config_verify", "config_record")} == {
         "apps.configuration.change_set_steps"}
-    for old in OLD_PATHS:
-        body = ast.parse((ROOT / old).read_text()).body  # a docstring and imports: nothing defined there
-        assert all(isinstance(n, (ast.Expr, ast.ImportFrom)) for n in body), old
+    for old in OLD_MODULES:
+        place = ROOT.joinpath(*old.split("."))
+        assert not place.with_suffix(".py").exists() and not list(place.glob("**/*.py")), old
+    modules = [p.relative_to(ROOT) for package in (*PRODUCT_PACKAGES, "lab")
+               for p in sorted((ROOT / package).rglob("*.py"))]
+    modules += [Path("conftest.py"), Path("manage.py")]
+    assert {Path("apps/operations/tests/test_new_kind.py"), Path("lab/bench_config.py")} <= set(modules)  # tests, lab
+    this = Path(__file__).resolve().relative_to(ROOT)
+    offenders = {str(m): found for m in modules
+                 if m != this and (found := old_path_references(m, (ROOT / m).read_text()))}
+    assert offenders == {}, ("name apps.plans.vocabulary, apps.plans.registry or apps.configuration.change_set "
+                             "instead: " + repr(offenders))

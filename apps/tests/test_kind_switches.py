@@ -1,5 +1,5 @@
 """Operation kinds and step kinds are registered, not switched on (issue 35): apps/operations reads a kind's spec or a
-step's handler (apps/operations/registry.py) and never compares a kind, so a new kind is a planner module, one
+step's handler (apps/plans/registry.py) and never compares a kind, so a new kind is a planner module, one
 registration and its doors. A cluster's topology kind (ClusterKind: Galera, async...) is not an operation's kind."""
 import ast
 from pathlib import Path
@@ -58,4 +58,4 @@ def test_operations_switch_on_no_kind():
     assert any(p.name == "executor.py" for p in modules)  # the walk really reads the app
     offenders = {str(p.relative_to(ROOT)): found for p in modules if (found := kind_switches(p.read_text()))}
     assert offenders == {}, ("apps/operations decides on a kind: register it instead (a field of its OperationSpec or "
-                             "StepHandler, apps/operations/registry.py): " + repr(offenders))
+                             "StepHandler, apps/plans/registry.py): " + repr(offenders))

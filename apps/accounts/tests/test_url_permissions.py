@@ -13,7 +13,7 @@ from apps.accounts.roles import ADMIN, OPERATOR, VIEWER, _RANK
 from apps.audit.services import record
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from apps.operations.models import Operation
-from apps.operations.plans import Plan
+from apps.plans.vocabulary import Plan
 from controlplane.converters import IdConverter
 
 NOT_ROLE_CHECKED = {"accounts:login", "accounts:logout"}  # the login page itself, and leaving

@@ -20,7 +20,7 @@ from apps.configuration.services import latest
 from apps.audit.actor import Actor
 from apps.operations import executor
 from apps.operations import services as operations
-from apps.operations.change_set import plan_change_set
+from apps.configuration.change_set import plan_change_set
 from apps.operations.models import Operation
 from apps.fleet.models import ProxySQLNode, Server
 from apps.monitoring.overview import fleet_overview

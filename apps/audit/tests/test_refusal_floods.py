@@ -12,7 +12,7 @@ from django.utils import timezone
 from apps.audit.models import AuditEvent, RefusalBurst
 from apps.audit.services import count_with_repeats, flush_refusal_bursts, record, verify_chain
 from apps.operations.models import Operation
-from apps.operations.plans import Guard, Plan
+from apps.plans.vocabulary import Guard, Plan
 from workers import audit as audit_tasks
 
 pytestmark = pytest.mark.django_db

@@ -12,7 +12,7 @@ from apps.configuration import content as C
 from apps.configuration import edits, files, services
 from apps.configuration.models import ConfigVersion
 from apps.configuration.tables import MYSQL_USERS
-from apps.operations.change_set import plan_change_set
+from apps.configuration.change_set import plan_change_set
 from apps.configuration.tests.test_change_sets import run
 from apps.operations.models import Operation
 from lab import demo

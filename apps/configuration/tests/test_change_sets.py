@@ -7,9 +7,9 @@ from apps.audit.actor import Actor
 from apps.configuration import services
 from apps.configuration.forms import RowForm
 from apps.configuration.models import ChangeSet, ConfigSecret, ConfigVersion
-from apps.operations.change_set import plan_change_set
+from apps.configuration.change_set import plan_change_set
 from apps.configuration.tables import MYSQL_QUERY_RULES
-from apps.operations import change_set
+from apps.configuration import change_set
 from apps.operations import executor
 from apps.operations import services as operations
 from apps.operations.models import Operation

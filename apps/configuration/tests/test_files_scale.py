@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from apps.audit.actor import Actor
 from apps.configuration import files, services
-from apps.operations import change_set
+from apps.configuration import change_set
 
 from .test_files import edited
 

@@ -7,7 +7,7 @@ from apps.configuration import content as C
 from apps.configuration import services
 from apps.configuration.findings import effect_findings, shadowed_rules
 from apps.configuration.nodes import NodeConfig
-from apps.operations.change_set import plan_change_set
+from apps.configuration.change_set import plan_change_set
 from apps.configuration.tables import MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, typed_row
 from apps.fleet.models import Cluster
 from lab import demo

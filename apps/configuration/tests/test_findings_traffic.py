@@ -74,7 +74,7 @@ def test_a_mirror_rule_over_a_hot_digest_warns_it_would_exceed_the_mirror_concur
 
 def test_the_change_set_plan_carries_the_captured_share_over_the_stored_digests(adopted_lab, operator_user):
     from apps.configuration import services
-    from apps.operations.change_set import plan_change_set
+    from apps.configuration.change_set import plan_change_set
     from apps.fleet.models import ProxySQLNode
 
     cluster, _ = adopted_lab
@@ -101,7 +101,7 @@ def test_the_config_plan_page_tells_information_from_risk_names_the_change_and_s
 
     from apps.configuration import services
     from apps.fleet.models import ProxySQLNode
-    from apps.operations.change_set import plan_and_save
+    from apps.configuration.change_set import plan_and_save
 
     cluster, _ = adopted_lab
     now = int(time.time())

@@ -14,7 +14,7 @@ from apps.api.tests.conftest import token_client
 from apps.audit.actor import Actor
 from apps.configuration import files, services
 from apps.configuration.models import ChangeSet
-from apps.operations.change_set import plan_change_set
+from apps.configuration.change_set import plan_change_set
 from apps.configuration.tests.test_change_sets import run, sql, versioned_lab  # noqa: F401 (a fixture)
 from apps.configuration.tests.test_files import command
 from apps.configuration.tests.test_secret_places import form_data

@@ -7,7 +7,7 @@ from django.urls import reverse
 from apps.audit.actor import Actor
 from apps.configuration import services
 from apps.configuration.models import ChangeSet, ConfigVersion
-from apps.operations.change_set import plan_change_set
+from apps.configuration.change_set import plan_change_set
 from apps.audit.models import AuditEvent
 from apps.fleet import node_versions
 from apps.fleet.models import HostgroupMembership, ProxySQLNode, Server

@@ -8,9 +8,9 @@ from django.urls import reverse
 
 from apps.audit.actor import Actor
 from apps.configuration import files, services
-from apps.operations.change_set import plan_change_set
+from apps.configuration.change_set import plan_change_set
 from apps.fleet.models import Server
-from apps.operations import change_set
+from apps.configuration import change_set
 from apps.operations import drain, executor, switchover
 from apps.operations import services as operations
 from apps.operations.models import Operation

@@ -11,11 +11,11 @@ from apps.audit.actor import Actor
 from apps.configuration import edits, files, services
 from apps.configuration.models import ChangeSet, ConfigSecret
 from apps.configuration.tests.test_change_sets import run, sql, versioned_lab  # noqa: F401 (a fixture)
-from apps.operations import change_set
+from apps.configuration import change_set
 from apps.operations import executor
 from apps.operations import services as operations
 from apps.operations.models import Operation
-from apps.operations.plans import secret_marker
+from apps.plans.vocabulary import secret_marker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -5,7 +5,7 @@ import pytest
 from apps.audit.actor import Actor
 from apps.configuration import services
 from apps.configuration.models import ChangeSet
-from apps.operations.change_set import plan_change_set
+from apps.configuration.change_set import plan_change_set
 from apps.operations import executor
 from apps.operations import services as operations
 from apps.operations.models import Operation

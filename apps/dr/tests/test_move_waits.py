@@ -10,7 +10,7 @@ from apps.clients.backend import ChannelRead
 from apps.clients.wire import Unreachable
 from apps.dr import moves
 from apps.operations.executor import StepFailed
-from apps.operations.plans import Step
+from apps.plans.vocabulary import Step
 
 REPLICA, SOURCE = 1, 2
 

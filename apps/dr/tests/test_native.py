@@ -147,7 +147,7 @@ def test_a_native_replica_fails_its_source_over_itself_the_product_plans_nothing
 def test_only_the_password_the_planner_placed_is_filled_in_a_user_named_like_its_marker_stays_text():
     """Issue 22: the replication user's name equal to the channel's secret marker is sent as that name; the
     password goes where the plan placed it, and only there."""
-    from apps.operations.plans import Plan, Secret, place, secret_marker
+    from apps.plans.vocabulary import Plan, Secret, place, secret_marker
 
     placed = {}
     sql, rollback = native.configure(lambda s, p=(): place(render, s, p, placed), "8.0.36", source=("db-1", 3306),

@@ -15,7 +15,8 @@ from apps.dr import polling as dr_polling
 from apps.dr import selectors as dr_selectors
 from apps.fleet.models import ProxySQLNode, Server
 from apps.monitoring import exporter, live, live_doc, overview, pollers, selectors
-from apps.operations import change_set, rollbacks, rules
+from apps.configuration import change_set
+from apps.operations import rollbacks, rules
 from apps.operations import forms as operation_forms
 
 pytestmark = pytest.mark.django_db

@@ -88,7 +88,7 @@ def test_a_reaper_does_not_record_what_the_nodes_do_not_hold(adopted_lab, operat
 def weight_change(cluster, user):
     """A change set (a reader's weight to 5) planned and confirmed: (operation, change set, version it is based on)."""
     from apps.configuration.models import ChangeSet
-    from apps.operations.change_set import plan_change_set
+    from apps.configuration.change_set import plan_change_set
 
     v1 = configuration.latest(cluster)
     row = next(r for r in v1.content["mysql_servers"] if (r["hostgroup_id"], r["port"]) == (101, 3313))

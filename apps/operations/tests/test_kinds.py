@@ -7,7 +7,7 @@ from apps.dr.moves import CHANNEL_MOVE
 from apps.operations import recheck
 from apps.operations.choices import OperationKind
 from apps.operations.models import Operation
-from apps.operations.registry import CLUSTER, HOLD, INVOLVED, KINDS, PROPAGATE
+from apps.plans.registry import CLUSTER, HOLD, INVOLVED, KINDS, PROPAGATE
 from apps.rollouts.canary import KIND as ROLLOUT_CANARY
 
 

@@ -7,8 +7,8 @@ from apps.audit.models import AuditEvent
 from apps.fleet.models import ProxySQLNode
 from apps.operations import shared
 from apps.operations.choices import OperationState, StepState
-from apps.operations.plans import Guard, Plan, Step
-from apps.operations.registry import KINDS, STEPS, OperationSpec, StepHandler, register_kind, register_step
+from apps.plans.vocabulary import Guard, Plan, Step
+from apps.plans.registry import KINDS, STEPS, OperationSpec, StepHandler, register_kind, register_step
 
 from .conftest import run_plan
 

@@ -12,7 +12,7 @@ from apps.audit.actor import Actor
 from apps.audit.models import AuditEvent
 from apps.fleet.models import Cluster, Server
 from apps.fleet.tests.conftest import admin_sql
-from apps.operations import change_set
+from apps.configuration import change_set
 from apps.operations import drain, executor, recheck, services, switchover
 from apps.operations.choices import OperationState
 from apps.operations.models import ClusterLock, Operation

@@ -10,7 +10,7 @@ from apps.configuration.drift import cluster_drift
 from apps.fleet.drift import AUTOINC
 from apps.fleet.models import HostgroupMembership, ProxySQLNode
 from apps.fleet.tests.conftest import admin_sql
-from apps.operations import change_set
+from apps.configuration import change_set
 from apps.operations import repair, services
 from apps.operations.choices import OperationState
 from apps.operations.models import Operation

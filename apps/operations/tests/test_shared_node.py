@@ -9,7 +9,7 @@ from apps.fleet.models import Server
 from apps.operations import drain, locks, services, shared, switchover
 from apps.operations.choices import OperationState
 from apps.operations.models import EndpointLock
-from apps.operations.plans import VERIFY
+from apps.plans.vocabulary import VERIFY
 
 from .conftest import confirmed, finish, runtime, servers
 

@@ -10,7 +10,7 @@ from apps.fleet.models import Cluster, Server
 from apps.monitoring import pollers
 from apps.operations import drain, executor, rules, services, switchover
 from apps.operations.choices import OperationState
-from apps.operations.plans import Plan
+from apps.plans.vocabulary import Plan
 from conftest import shun_backend
 from lab import demo
 

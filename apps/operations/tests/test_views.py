@@ -9,7 +9,7 @@ from apps.fleet.models import ProxySQLNode, Server
 from apps.fleet.tests.conftest import admin_sql
 from apps.operations import executor
 from apps.operations.models import Operation
-from apps.operations.plans import Plan
+from apps.plans.vocabulary import Plan
 
 pytestmark = pytest.mark.django_db
 
@@ -28,7 +28,7 @@ def test_an_operator_is_not_offered_a_confirm_that_only_an_admin_may_give(client
                                                                            adopted_lab):
     """A switchover planned onto a Donor/Desynced node: the operator saw "Confirm and run", clicked, and was refused
     with "only an admin can override them"; the page now says so instead of offering the button."""
-    from apps.operations.plans import Guard
+    from apps.plans.vocabulary import Guard
 
     cluster, _ = adopted_lab
     plan = Plan("switchover", cluster.pk, "t", steps=[],
@@ -48,7 +48,7 @@ def test_a_drain_whose_guard_cannot_be_overridden_offers_no_confirm_to_anyone(cl
                                                                               adopted_lab):
     """A drain planned while a ProxySQL node was paused said "Guards failed: only an admin can override them" and
     offered "Confirm and run"; no one may override "Every ProxySQL node of the cluster answers"."""
-    from apps.operations.plans import Guard
+    from apps.plans.vocabulary import Guard
 
     cluster, _ = adopted_lab
     plan = Plan("drain", cluster.pk, "t", steps=[], guards=[

@@ -2,7 +2,7 @@
 caused, and the read-pool rules' actions, dry runs and refusals."""
 from apps.audit.models import AuditEvent
 from apps.audit.services import count_with_repeats
-from apps.operations import registry
+from apps.plans import registry
 from apps.operations.choices import OperationKind, OperationState
 
 from .. import fmt, history, measured

@@ -1,7 +1,7 @@
 """The headline and the points a manager reads first, for one cluster (the fleet's: fleet.py)."""
 from apps.alerts import report as alerts_report
 from apps.dr import report as dr_report
-from apps.operations import registry
+from apps.plans import registry
 
 from .. import fmt
 from .common import DESYNCED, OUT, UNREACHABLE, _join

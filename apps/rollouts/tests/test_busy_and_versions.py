@@ -12,7 +12,7 @@ from apps.monitoring import pollers
 from apps.operations import locks
 from apps.operations.choices import OperationState
 from apps.operations.models import Operation
-from apps.operations.plans import Plan
+from apps.plans.vocabulary import Plan
 from apps.rollouts import services
 from apps.rollouts.models import ClusterState, RolloutState
 
