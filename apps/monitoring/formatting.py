@@ -24,17 +24,20 @@ def finite(value: object) -> float | None:
 
 def duration(seconds: object, parts: int = 2) -> str:
     """850 µs, 82 ms, 12.3 ms, 1.04 s, 12 s, 3 min 10 s, 2 h 05 min, 3 d 4 h; `parts=1` keeps the largest unit only
-    (an age: 3 min, 5 h, 2 d). A negative duration (clocks apart) is said as 0 s."""
+    (an age: 0.4 s, 12 s, 3 min, 5 h, 2 d). A negative duration (clocks apart) is said as 0 s."""
     s = finite(seconds)
     if s is None:
         return MISSING
     if s <= 0:
         return "0 s"
-    if s < 0.000_999_5:
+    if parts < 2:  # an age: to a tenth of a second under 10 s ("0.4 s ago"), not a latency ("400 ms")
+        if s < 9.95:
+            return f"{s:.1f} s"
+    elif s < 0.000_999_5:
         return f"{s * 1_000_000:.0f} µs"
-    if s < 0.999_5:
+    elif s < 0.999_5:
         return f"{three_figures(s * 1000)} ms"
-    if s < 9.995:
+    elif s < 9.995:
         return f"{three_figures(s)} s"
     whole = int(round(s))
     if whole < 60:

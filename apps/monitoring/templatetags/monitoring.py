@@ -15,7 +15,7 @@ register = template.Library()
 
 @register.filter
 def age(seconds):
-    """Seconds -> "400 ms", "12 s", "3 min", "5 h", "2 d" (the largest unit: formatting.duration); "" for None."""
+    """Seconds -> "0.4 s", "12 s", "3 min", "5 h", "2 d" (the largest unit: formatting.duration); "" for None."""
     return "" if seconds is None else formatting.duration(seconds, parts=1)
 
 

@@ -14,6 +14,8 @@ def test_durations_from_microseconds_to_days():
                     0.9996: "1 s", 1.04: "1.04 s", 1.1: "1.1 s", 12.3: "12 s", 59.6: "1 min", 190: "3 min 10 s",
                     7500: "2 h 05 min", 3 * 86400 + 4 * 3600: "3 d 4 h"}
     assert [formatting.duration(v, parts=1) for v in (190, 7500, 3 * 86400 + 4 * 3600)] == ["3 min", "2 h", "3 d"]
+    # An age under 10 s in seconds to a tenth (the overview's chips: "0.4 s", as before the one module), not "400 ms"
+    assert [formatting.duration(v, parts=1) for v in (0.4, 3.3, 9.96, 12.4)] == ["0.4 s", "3.3 s", "10 s", "12 s"]
     assert formatting.milliseconds(41200.0) == "41 s" and formatting.microseconds(12_300) == "12.3 ms"
     assert formatting.ago(None) == "never" and formatting.ago(4000) == "1 h ago"
 
