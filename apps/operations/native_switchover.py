@@ -17,7 +17,7 @@ import time
 
 from apps.audit.actor import Actor
 from apps.audit.services import record
-from apps.clients.proxysql import ProxySQLAdmin, configured, configured_status
+from apps.clients.proxysql import configured, configured_status, node_admin
 from apps.clients.wire import ClientError
 from apps.fleet.choices import ClusterKind
 from apps.plans.registry import StepFailed, capture
@@ -56,7 +56,7 @@ def plan_native_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_tim
     tally, autoinc_values = SessionTally(), {}
     for node in nodes:
         try:
-            with ProxySQLAdmin.for_node(node) as admin:
+            with node_admin(node) as admin:  # at the start re-check, the executor's open connection
                 runtime, memory = admin.servers("runtime"), admin.servers("memory")
                 variables = admin.global_variables([AUTOINC, EXTENDED, READ_ONLY_INTERVAL, MONITOR_ENABLED, HOLD_MAX])
                 rows = admin.replication_hostgroups()
