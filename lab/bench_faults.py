@@ -983,10 +983,33 @@ class ConsoleFaultMatrix(FaultMatrix):
         row.notes += judged.notes
 
 
+class RealConsoleFaultMatrix(ConsoleFaultMatrix, RealFaultMatrix):
+    """The console's own faults in front of REAL ProxySQL nodes (the issue's own trial was on a real 2.7.1 pair):
+    `make_node(name)` starts a fresh real node (lab.real_proxysql.RealProxySQL) for each row, as RealFaultMatrix does.
+    A real node answers at once (no latency_ms): a step may end before its fault lands, and "landed in" says where."""
+
+
+def real_node_maker(binary, root):
+    """make_node(name, peers=None, ports=None) for RealConsoleFaultMatrix: a fresh real node on free ports, its datadir
+    under `root`."""
+    from lab.real_proxysql import RealProxySQL
+
+    def make(name, peers=None, ports=None):
+        admin_port, client_port = ports or free_ports(2)
+        node = RealProxySQL(binary, Path(root) / f"{name}-{admin_port}", admin_port, client_port, peers=peers, name=name)
+        node.start()
+        return node
+    return make
+
+
 def run_console(processes, kinds=CONSOLE_KINDS, steps=None, faults=CONSOLE_FAULTS, latency_ms=50, bound_s=90,
-                out=print, lab=None):
-    """Every requested (operation, step, fault) row; a control row (no fault) per operation first."""
-    matrix = ConsoleFaultMatrix(processes, bound_s=bound_s, latency_ms=latency_ms, out=out, lab=lab)
+                out=print, lab=None, make_node=None):
+    """Every requested (operation, step, fault) row; a control row (no fault) per operation first. `make_node`: real
+    ProxySQL nodes (real_node_maker) instead of the doubles."""
+    if make_node is None:
+        matrix = ConsoleFaultMatrix(processes, bound_s=bound_s, latency_ms=latency_ms, out=out, lab=lab)
+    else:
+        matrix = RealConsoleFaultMatrix(processes, bound_s=bound_s, make_node=make_node, out=out, lab=lab)
     matrix.point_broker()
     rows = []
     try:

@@ -14,6 +14,7 @@ import logging
 import os
 import tempfile
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
@@ -58,11 +59,17 @@ class Command(BaseCommand):
                                  "default 3)")
         parser.add_argument("--bound-seconds", type=float, default=60.0,
                             help="--console: a row waits at most this long for its operation to end (default 60)")
+        parser.add_argument("--real-proxysql", default="", metavar="VERSION",
+                            help="--console: real ProxySQL nodes (../shared/proxysql/VERSION/proxysql, e.g. 2.7.1) "
+                                 "instead of the doubles")
 
     def handle(self, operations, steps, pause_seconds, latency_ms, retry_seconds, lab_name, keep_lab, console, faults,
-               stale_seconds, bound_seconds, **options):
+               stale_seconds, bound_seconds, real_proxysql, **options):
+        if real_proxysql and not console:
+            raise SystemExit("--real-proxysql is an option of --console")
         if console:
-            return self.console(operations, steps, faults, latency_ms, lab_name, keep_lab, stale_seconds, bound_seconds)
+            return self.console(operations, steps, faults, latency_ms, lab_name, keep_lab, stale_seconds, bound_seconds,
+                                real_proxysql)
         kinds = _list(operations)
         unknown = [k for k in kinds if k not in bench_faults.KINDS]
         if unknown:
@@ -87,7 +94,7 @@ class Command(BaseCommand):
         out(f"{len(rows)} rows in {took / 60:.1f} min; 'equal, agreed, none' (every layer equal before and after the "
             f"restart): {good} of {len(rows)}")
 
-    def console(self, operations, steps, faults, latency_ms, lab_name, keep_lab, stale_s, bound_s):
+    def console(self, operations, steps, faults, latency_ms, lab_name, keep_lab, stale_s, bound_s, real_version=""):
         kinds = _list(operations) if operations != ",".join(bench_faults.KINDS) else list(bench_faults.CONSOLE_KINDS)
         unknown = [k for k in kinds if k not in bench_faults.CONSOLE_KINDS]
         try:
@@ -107,6 +114,13 @@ class Command(BaseCommand):
             f"database; heartbeat window (OPERATIONS_STALE_AFTER_S) {stale_s:g} s, reaper every "
             f"{bench_faults.REAP_TICK_S} s: target resolution within {target:g} s; the second double answers "
             f"{latency_ms:g} ms late")
+        make_node = None
+        if real_version:
+            binary = Path(settings.BASE_DIR).parent / "shared" / "proxysql" / real_version / "proxysql"
+            if not binary.is_file():
+                raise SystemExit(f"no real ProxySQL {real_version} at {binary}")
+            out(f"nodes: two REAL ProxySQL {real_version} processes per row ({binary}), answering at once: a fault "
+                f"lands where the step was seen running")
         database_lab = None
         if vendor == "mysql":
             if os.environ.get("BENCH_DATABASE_LAB") != "mariadb_standalone":
@@ -123,13 +137,15 @@ class Command(BaseCommand):
         started = time.monotonic()
         workdir = tempfile.mkdtemp(prefix="console-", dir="var/bench")
         out(f"the processes' logs: {workdir}")
+        if real_version:
+            make_node = bench_faults.real_node_maker(binary, os.path.join(workdir, "real-proxysql"))
         with self.galera(lab_name, keep_lab) as lab:
             processes = bench_faults.ConsoleProcesses(workdir, stale_s, database_lab=database_lab)
             processes.up()
             try:
                 out(f"Galera lab: {lab.name or 'the default lab'} on ports {', '.join(str(n.port) for n in lab.nodes)}")
                 rows = bench_faults.run_console(processes, kinds, _list(steps), _list(faults), latency_ms=latency_ms,
-                                                bound_s=bound_s, out=out, lab=lab)
+                                                bound_s=bound_s, out=out, lab=lab, make_node=make_node)
             finally:
                 processes.down()
         took = time.monotonic() - started
