@@ -32,6 +32,7 @@ A row with no fault ("none") per operation is the control. Prints the machine an
 
     bin/bench-faults --console [--operations switchover,drain,config,repair] [--faults worker,redis,database,beat]
                      [--steps KEY,...|none] [--stale-seconds 3] [--bound-seconds 60]     (DB=mariadb: on MariaDB)
+                     [--real-proxysql 2.7.1]     (real ProxySQL nodes instead of the doubles: RealConsoleFaultMatrix)
 
 The console's own faults instead (issue 39, ConsoleFaultMatrix): the operation queued through Redis to a real Celery
 worker, beat running the reaper and the retries, and at the step (a) the worker SIGKILLed with every child and started

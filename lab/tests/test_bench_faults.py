@@ -54,10 +54,10 @@ def test_the_judge_reads_every_layer_of_every_node(matrix):
     assert "p1 runtime differs from the inventory: hg 100 3311, hg 100 3312" in row.notes
 
 
-def test_the_console_matrix_kills_the_real_worker_in_a_switchovers_last_step_and_reads_the_reapers_end(
-        galera_lab, tmp_path, settings):
-    """bin/bench-faults --console at its smallest: the control row and the issue's case (the worker SIGKILLed while
-    the switchover records the new writer), a real Celery worker and beat on a redis-server of the row's own."""
+@pytest.fixture
+def console_processes(galera_lab, tmp_path, settings):
+    """The console's own processes for ConsoleFaultMatrix: a redis-server, a real Celery worker and beat on the test's
+    database; the test process's broker pointed back at the end."""
     from conftest import database_url_for_subprocesses
     from controlplane.celery import app
 
@@ -66,18 +66,25 @@ def test_the_console_matrix_kills_the_real_worker_in_a_switchovers_last_step_and
     processes.up()
     try:
         settings.REDIS_URL = settings.CELERY_BROKER_URL = processes.url  # put back after the test by the fixture
-        matrix = bench_faults.ConsoleFaultMatrix(processes, bound_s=60, out=lambda line: None)
-        matrix.point_broker()
-        try:
-            control = matrix.console_row("switchover", bench_faults.NO_FAULT, bench_faults.NO_FAULT)
-            killed = matrix.console_row("switchover", "inventory", "worker")
-        finally:
-            matrix.close()
+        yield processes
     finally:
         processes.down()
         app.conf.broker_url = None
         app._pool = None
         app.amqp._producer_pool = None
+
+
+def test_the_console_matrix_kills_the_real_worker_in_a_switchovers_last_step_and_reads_the_reapers_end(
+        console_processes):
+    """bin/bench-faults --console at its smallest: the control row and the issue's case (the worker SIGKILLed while
+    the switchover records the new writer), a real Celery worker and beat on a redis-server of the row's own."""
+    matrix = bench_faults.ConsoleFaultMatrix(console_processes, bound_s=60, out=lambda line: None)
+    matrix.point_broker()
+    try:
+        control = matrix.console_row("switchover", bench_faults.NO_FAULT, bench_faults.NO_FAULT)
+        killed = matrix.console_row("switchover", "inventory", "worker")
+    finally:
+        matrix.close()
     target = 3 + bench_faults.REAP_TICK_S
     assert control.cells()[5:10] == ["done", "equal", "equal", "agreed (3312)", "none"], control
     assert control.as_targeted(target)
@@ -95,30 +102,18 @@ def test_the_console_faults_named_two_at_once():
         bench_faults.console_faults(["worker+disk"])
 
 
-def test_the_console_matrix_kills_the_worker_and_redis_in_the_same_step(galera_lab, tmp_path, settings):
+def test_the_console_matrix_kills_the_worker_and_redis_in_the_same_step(console_processes):
     """Two faults at once (issue 39): the worker and Redis SIGKILLed in the switchover's last step; the new worker
     comes up on the new, empty Redis and the reaper finishes the operation from its plan."""
-    from conftest import database_url_for_subprocesses
-    from controlplane.celery import app
-
-    processes = bench_faults.ConsoleProcesses(str(tmp_path), stale_after_s=3,
-                                              database_url=database_url_for_subprocesses())
-    processes.up()
+    processes = console_processes
+    matrix = bench_faults.ConsoleFaultMatrix(processes, bound_s=60, out=lambda line: None)
+    matrix.point_broker()
     try:
-        settings.REDIS_URL = settings.CELERY_BROKER_URL = processes.url  # put back after the test by the fixture
-        matrix = bench_faults.ConsoleFaultMatrix(processes, bound_s=60, out=lambda line: None)
-        matrix.point_broker()
-        try:
-            before = (processes.worker.pid, processes.redis.pid)
-            row = matrix.console_row("switchover", "inventory", "worker+redis")
-            after = (processes.worker.pid, processes.redis.pid)
-        finally:
-            matrix.close()
+        before = (processes.worker.pid, processes.redis.pid)
+        row = matrix.console_row("switchover", "inventory", "worker+redis")
+        after = (processes.worker.pid, processes.redis.pid)
     finally:
-        processes.down()
-        app.conf.broker_url = None
-        app._pool = None
-        app.amqp._producer_pool = None
+        matrix.close()
     assert row.landed.startswith("inventory") and row.fault_s is not None, row
     assert before[0] != after[0] and before[1] != after[1], (before, after)  # both were killed and started again
     assert row.cells()[5:10] == ["done", "equal", "equal", "agreed (3312)", "none"], row
@@ -126,3 +121,23 @@ def test_the_console_matrix_kills_the_worker_and_redis_in_the_same_step(galera_l
     assert not [n for n in row.notes if "exited" in n], row.notes  # nothing the supervisor had to restart
     line = bench_faults.console_table([row]).splitlines()[-1]
     assert line.startswith("| switchover | inventory | worker+redis | inventory | ")
+
+
+def test_the_console_matrix_on_a_real_2_7_1_pair_kills_the_worker_in_the_switchovers_last_step(
+        console_processes, real_proxysql_factory):
+    """bin/bench-faults --console --real-proxysql 2.7.1 at its smallest: the issue's own trial (the worker SIGKILLed
+    while the switchover records the new writer, on a real 2.7.1 pair) ends done, the version equal to the nodes."""
+    def make(name, peers=None, ports=None):
+        return real_proxysql_factory("2.7.1", name=name, peers=peers, ports=ports)
+
+    matrix = bench_faults.RealConsoleFaultMatrix(console_processes, bound_s=60, make_node=make, out=lambda line: None)
+    matrix.point_broker()
+    try:
+        row = matrix.console_row("switchover", "inventory", "worker")
+        versions = {d.admin("SELECT @@version")[0][0][:5] for d in matrix.doubles}
+    finally:
+        matrix.close()
+    assert versions == {"2.7.1"}, versions  # real nodes, not the doubles
+    assert row.landed.startswith("inventory") and row.fault_s is not None, row
+    assert row.cells()[5:10] == ["done", "equal", "equal", "agreed (3312)", "none"], (row, row.notes)
+    assert row.as_targeted(3 + bench_faults.REAP_TICK_S), row
