@@ -52,7 +52,9 @@ def write_many(kind, docs):
     try:
         pipe = client().pipeline(transaction=False)
         for pk, doc in docs.items():
-            pipe.set(key(kind, pk), json.dumps(doc, separators=(",", ":")))
+            # msgspec, not json.dumps: a tenth of the CPU for a ~7 kB document, at every poll. A NaN is written
+            # as null (json wrote NaN, which no typed reader decodes).
+            pipe.set(key(kind, pk), msgspec.json.encode(doc))
         pipe.execute()
     except redis.RedisError as exc:
         raise LiveUnavailable(str(exc)) from None
@@ -86,12 +88,21 @@ def _mget(kind, pks):
         raise LiveUnavailable(str(exc)) from None
 
 
+def _decode(raw):
+    """A whole document as plain dicts: msgspec (a quarter of json's CPU; the pollers read their previous documents
+    at every round); json for a document written with a NaN before the writers used msgspec."""
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return json.loads(raw)
+
+
 def read_many(kind, pks):
     """{pk: doc (a dict) or None}. One round trip. The whole documents, untyped: for the pollers' merge and the alert
     rules' full judgements; other readers use read_typed()."""
     if settings.LIVE_DOC_STRICT and kind in live_doc.FULL:
-        return {pk: (CheckedDoc(kind, json.loads(v)) if v else None) for pk, v in _mget(kind, pks)}
-    return {pk: (json.loads(v) if v else None) for pk, v in _mget(kind, pks)}
+        return {pk: (CheckedDoc(kind, _decode(v)) if v else None) for pk, v in _mget(kind, pks)}
+    return {pk: (_decode(v) if v else None) for pk, v in _mget(kind, pks)}
 
 
 class CheckedDoc(dict):
