@@ -24,6 +24,14 @@ class DigestPoller(Poller):
         super().round()
         digests.poll_round(nodes, threads=4)
 
+    def __enter__(self):
+        digests.forget_caches()  # ids of digests a test before stored (its rows are gone: the database was emptied)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        super().__exit__(*exc)
+        digests.forget_caches()
+
 
 def halt_of(rollout, starter, doubles, gate_name, hurt_at, bake_canary_s=20):
     """Run the rollout (the caller's thread hurts the canary meanwhile, saying when in hurt_at); it halts at the
