@@ -22,6 +22,7 @@ from apps.alerts import report as alerts_report
 from apps.audit.models import AuditEvent
 from apps.dr import report as dr_report
 from apps.operations.models import Operation, OperationStep
+from apps.rollouts import report as rollouts_report
 
 from . import history, measured
 from . import timeline as tl
@@ -111,6 +112,7 @@ class ClusterSection(Timelines, Availability, Operations, Traffic, Mirror, Drift
         section["digests"] = digest_section(self.start, self.end, self.prev_start, self.prev_end, cluster_id=c.pk)
         section["alerts"] = alerts_report.section(c.pk, self.start, self.end)
         section["dr_channels"] = dr_report.section(c.pk, self.start, self.end)
+        section["rollouts"] = rollouts_report.section(c.pk, self.start, self.end)
         section["lab_data"] = _lab_marked(c.pk, self.start, self.end)
         section["summary"] = cluster_summary(section, before=self.before_words)
         return section

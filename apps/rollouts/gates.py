@@ -5,8 +5,11 @@ what the polls stored, each naming its figures when it fails:
   that node just before the wave (ProxySQL shuns a backend itself, per node: each node's pool history is read);
 - mirror: a node's mirror queue since the change against its limit (mysql-mirror_max_queue_length x mysql-threads,
   as monitoring/status.mirror reads it): at or above the rollout's share of it, and above the share before;
-- latency: a cluster's query latency (its digests' time per query, from the stored digest deltas) since the change
-  against the same window before the wave, above the rollout's ratio.
+- latency: a cluster's query latency (the time per query of the digests the change touches, from the stored digest
+  deltas) since the change against the same window before the wave, above the rollout's ratio. The digests a change
+  touches (touched()): those its query rules (each edited rule as it was and as it becomes) would match (digest,
+  match_digest, match_pattern on the digest text, username, schemaname) and those served by the hostgroups the
+  rules route to; a change that edits no query rule (a variable, a user, a server) reads every digest of the nodes.
 
 Each check takes the gate's reading (Reading) and adds its figures per node (or per cluster) and, when it fails,
 a sentence and a dict naming the gate."""
@@ -16,8 +19,12 @@ from dataclasses import dataclass, field
 from django.db.models import Max, Sum
 
 from apps.digests.models import RAW as DIGEST_RAW
-from apps.digests.models import DigestStat
+from apps.configuration import rule_tester
+from apps.configuration.findings import regex_engine
+from apps.configuration.tables import MYSQL_QUERY_RULES
+from apps.digests.models import Digest, DigestStat
 from apps.monitoring import pool, status
+from apps.monitoring.rule_regex import MatchLimit
 from apps.monitoring.models import RAW, ProxySQLSample
 
 DOWN = ("SHUNNED", "OFFLINE_SOFT", "OFFLINE_HARD", "SHUNNED_REPLICATION_LAG")
@@ -101,8 +108,8 @@ def _queue_share(samples):
 
 
 def latency(reading):
-    """Per cluster of the wave (its gated nodes only: the canary's node alone): the digests' time per query since
-    the change against the window before."""
+    """Per cluster of the wave (its gated nodes only: the canary's node alone): the time per query of the digests
+    the change touches (touched()) since the change against the window before."""
     ratio = reading.rollout.max_latency_ratio
     by_cluster = {}
     for pk, _, cluster in reading.nodes:
@@ -110,25 +117,107 @@ def latency(reading):
     start, since = _epoch(reading.started - reading.window), _epoch(reading.started)
     applied = math.ceil(reading.applied.timestamp())  # a digest poll's rows: the interval that ends at their ts
     for cluster, ids in by_cluster.items():
+        scope = touched(reading.rollout, cluster)
         stats = DigestStat.objects.filter(resolution=DIGEST_RAW, source__node_id__in=ids)
-        before = _per_query_ms(stats.filter(ts__gte=start, ts__lt=since))
-        after = _per_query_ms(stats.filter(ts__gt=applied))
+        before = _per_query_ms(stats.filter(ts__gte=start, ts__lt=since), scope)
+        after = _per_query_ms(stats.filter(ts__gt=applied), scope)
         reading.clusters[cluster] = {"latency_ms_before": before and before[0], "latency_ms_after": after and after[0],
-                                     "queries_after": after[1] if after else 0}
+                                     "queries_after": after[1] if after else 0, "latency_digests": scope.words}
         if before is None or after is None or after[1] < MIN_QUERIES or after[0] <= before[0] * ratio:
             continue
         where = cluster if len(ids) > 1 else f"{cluster} ({next(n for p, n, _ in reading.nodes if p == ids[0])})"
         reading.fail(f"the latency gate on {where}: {after[0]:.2f} ms per query since the change ({after[1]} "
-                     f"queries), {before[0]:.2f} ms before (threshold x{ratio:g})",
+                     f"queries of {scope.words}), {before[0]:.2f} ms before (threshold x{ratio:g})",
                      gate="latency", cluster=cluster, before=before[0], after=after[0], queries=after[1],
-                     threshold=ratio)
+                     threshold=ratio, digests=scope.words)
 
 
-def _per_query_ms(stats):
-    row = stats.aggregate(count=Sum("count_star"), time=Sum("sum_time"))
-    if not row["count"]:
+@dataclass
+class Scope:
+    """The digests a cluster's change touches: `rules` (each edited query rule, as it was and as it becomes) and
+    the `hostgroups` they route to; everything when the change edits no query rule (`rules` is None)."""
+    rules: list | None
+    hostgroups: set
+    engine: int
+    words: str
+    _hits: dict = field(default_factory=dict)
+
+    def covers(self, digest, text, hostgroup, username, schemaname):
+        if self.rules is None or hostgroup in self.hostgroups:
+            return True
+        key = (digest, username, schemaname)
+        if key not in self._hits:
+            self._hits[key] = any(self._matches(rule, digest, text, username, schemaname) for rule in self.rules)
+        return self._hits[key]
+
+    def _matches(self, rule, digest, text, username, schemaname):
+        """The rule's own match on a digest (its flagIN chain aside): each criterion it sets must hold."""
+        if rule.get("username") and rule["username"] != username:
+            return False
+        if rule.get("schemaname") and rule["schemaname"] != schemaname:
+            return False
+        if rule.get("digest") and str(rule["digest"]).lower() != digest.lower():
+            return False
+        caseless = "CASELESS" in {m.strip().upper() for m in (rule.get("re_modifiers") or "").split(",")}
+        patterns = [rule.get("match_digest")] + ([] if rule.get("negate_match_pattern") else [rule.get("match_pattern")])
+        for pattern in filter(None, patterns):
+            compiled = rule_tester.compiled(pattern, caseless, self.engine)
+            try:
+                if compiled is not None and not compiled.search(text):
+                    return False
+            except MatchLimit:
+                pass  # cannot tell: counted as touched
+        return True
+
+
+def touched(rollout, cluster_name):
+    """The Scope of the rollout's change on one cluster, from its change set's edits of mysql_query_rules and the
+    rows they replace or delete in the version before."""
+    from .models import RolloutCluster  # models import nothing of this module; read when called
+
+    rc = (RolloutCluster.objects.filter(rollout=rollout, cluster__name=cluster_name)
+          .select_related("change_set__base").first())
+    cs = rc and rc.change_set
+    if cs is None:
+        return Scope(None, set(), 1, "every digest (no change set yet)")
+    content = cs.base.content
+    current = {str(r["rule_id"]): r for r in content.get(MYSQL_QUERY_RULES.name) or []}  # its key: rule_id
+    rules = []
+    for edit in cs.edits:
+        if edit.get("table") != MYSQL_QUERY_RULES.name:
+            continue
+        if edit.get("row"):
+            rules.append(edit["row"])
+        key = str(edit["key"][0]) if edit.get("key") else str((edit.get("row") or {}).get("rule_id"))
+        if key in current:
+            rules.append(current[key])
+    if not rules:
+        return Scope(None, set(), 1, "every digest (the change edits no query rule)")
+    hostgroups = {int(r["destination_hostgroup"]) for r in rules if r.get("destination_hostgroup") is not None}
+    ids = sorted({str(r.get("rule_id")) for r in rules})
+    words = f"the digests of query rule{'s' if len(ids) > 1 else ''} {', '.join(ids)}" + (
+        f" and of hostgroup{'s' if len(hostgroups) > 1 else ''} {', '.join(map(str, sorted(hostgroups)))}"
+        if hostgroups else "")
+    return Scope(rules, hostgroups, regex_engine(content), words)
+
+
+def _per_query_ms(stats, scope):
+    """(ms per query, queries) of the scope's digests among `stats`, or None without queries."""
+    rows = list(stats.values("digest_id", "source__hostgroup", "source__username", "source__schemaname")
+                .annotate(count=Sum("count_star"), time=Sum("sum_time")))
+    texts = {}
+    if scope.rules is not None:
+        texts = {pk: (digest, text) for pk, digest, text in Digest.objects.filter(
+            pk__in={r["digest_id"] for r in rows}).values_list("pk", "digest", "digest_text")}
+    count = time = 0
+    for r in rows:
+        digest, text = texts.get(r["digest_id"], ("", ""))
+        if scope.covers(digest, text, r["source__hostgroup"], r["source__username"], r["source__schemaname"]):
+            count += r["count"] or 0
+            time += r["time"] or 0
+    if not count:
         return None
-    return row["time"] / row["count"] / 1000.0, row["count"]
+    return time / count / 1000.0, count
 
 
 def _epoch(dt):

@@ -1,6 +1,7 @@
 """The fleet's section over the clusters' sections: the table, the tail, the fleet's summary."""
 from apps.alerts import report as alerts_report
 from apps.dr import report as dr_report
+from apps.rollouts import report as rollouts_report
 
 from .. import fmt
 from .common import _join
@@ -88,7 +89,7 @@ def section(sections, start, end, prev_start, prev_end, before="the period befor
     return {"availability": availability, "clusters": ranked, "detailed": len(detailed),
             "listed": min(len(ranked), table_rows), "tail": _tail(ranked[table_rows:], hourly),
             "summary": {"headline": headline, "points": points, "availability": availability},
-            "dr_channels": channels,
+            "dr_channels": channels, "rollouts": rollouts_report.section(None, start, end),
             "digests": digest_section(start, end, prev_start, prev_end, cluster_id=None) if digests else None}
 
 

@@ -24,6 +24,14 @@ class DigestPoller(Poller):
         super().round()
         digests.poll_round(nodes, threads=4)
 
+    def __enter__(self):
+        digests.forget_caches()  # ids of digests a test before stored (its rows are gone: the database was emptied)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        super().__exit__(*exc)
+        digests.forget_caches()
+
 
 def halt_of(rollout, starter, doubles, gate_name, hurt_at, bake_canary_s=20):
     """Run the rollout (the caller's thread hurts the canary meanwhile, saying when in hurt_at); it halts at the
@@ -134,3 +142,53 @@ def test_the_thresholds_are_checked_when_planned(proxysql_double_factory, people
             services.plan({"edits": [RULE]}, {"tags": [["env", "prod"]]}, "1", actor=Actor.command(planner),
                           reason="bad thresholds", **bad)
     assert not Rollout.objects.exists()
+
+
+def test_slower_queries_the_change_does_not_touch_leave_the_latency_gate_passing(
+        proxysql_double_factory, galera_lab, live_redis, people):
+    """The rule routes `^SELECT rollout_probe` to hostgroup 101: the latency gate reads those digests only. The
+    canary's other queries (hostgroup 100, no probe) five times slower since the change are not the change's doing
+    (they failed the gate when it read every digest of the node)."""
+    planner, starter = people
+    clusters, doubles = build_fleet(proxysql_double_factory, 2, first_port=3311)  # fleet-0's backends: the lab's
+    rollout = services.plan({"edits": [RULE]}, {"tags": [["env", "prod"]]}, "1,100%", actor=Actor.command(planner),
+                            reason="latency of untouched digests", bake_canary_s=4, bake_s=0.5, max_latency_ratio=2)
+    for double in doubles[:2]:  # traffic before the change, on the writer hostgroup only
+        double.traffic.set_sessions(hostgroup=100, count=4, rate=200)
+
+    with DigestPoller(interval=0.3):
+        time.sleep(4)
+        slowing = once_baking(rollout, 0, lambda: doubles[0].traffic.set_digests(latency=5))
+        services.start(rollout, actor=Actor.command(starter), enqueue=False)
+        assert services.run(rollout.pk) == RolloutState.DONE, Rollout.objects.get(pk=rollout.pk).halt_reason
+        slowing.join(5)
+    for double in doubles[:2]:
+        double.traffic.clear_sessions()
+    rollout.refresh_from_db()
+    canary = rollout.waves[0]["gate"]["clusters"]["fleet-0"]
+    assert canary["latency_digests"] == "the digests of query rule 77 and of hostgroup 101"
+    assert canary["queries_after"] == 0 and canary["latency_ms_before"] is None  # none of them ran
+    for double in doubles:
+        assert rule_ids(double) == {layer: [77] for layer in LAYERS}
+
+
+def test_the_digests_a_change_touches_are_those_its_rules_match_or_route_to():
+    from apps.rollouts.gates import Scope
+
+    probe = {"rule_id": 77, "match_digest": "^SELECT rollout_probe", "destination_hostgroup": 101}
+    scope = Scope([probe], {101}, 1, "rule 77")
+    assert scope.covers("0xA1", "SELECT rollout_probe FROM t WHERE id=?", 100, "app", "shop")  # its pattern
+    assert not scope.covers("0xB2", "SELECT c FROM sbtest1 WHERE id=?", 100, "app", "shop")
+    assert scope.covers("0xB2", "SELECT c FROM sbtest1 WHERE id=?", 101, "app", "shop")  # routed where it routes
+    assert not scope.covers("0xC3", "select ROLLOUT_PROBE from t", 100, "app", "shop")
+    caseless = Scope([{**probe, "re_modifiers": "CASELESS"}], set(), 1, "rule 77")
+    assert caseless.covers("0xC3", "select ROLLOUT_PROBE from t", 100, "app", "shop")
+    by_user = Scope([{"rule_id": 5, "username": "report", "destination_hostgroup": None}], set(), 1, "rule 5")
+    assert by_user.covers("0xD4", "SELECT 1", 100, "report", "") and not by_user.covers("0xD4", "SELECT 1", 100, "app", "")
+    by_digest = Scope([{"rule_id": 6, "digest": "0xABCDEF"}], set(), 2, "rule 6")
+    assert by_digest.covers("0xabcdef", "SELECT 1", 100, "app", "") and not by_digest.covers("0x1", "SELECT 1", 100,
+                                                                                               "app", "")
+    negated = Scope([{"rule_id": 8, "match_pattern": "^SELECT", "negate_match_pattern": 1}], set(), 1, "rule 8")
+    assert negated.covers("0xE5", "UPDATE t SET a=?", 100, "app", "")  # a negated pattern narrows nothing here
+    everything = Scope(None, set(), 1, "every digest (the change edits no query rule)")
+    assert everything.covers("0xF6", "SELECT anything", 7, "any", "")

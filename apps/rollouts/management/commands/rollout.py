@@ -53,7 +53,8 @@ class Command(BaseCommand):
                             help="a cluster another operation holds: wait for it (up to --busy-wait) or skip it")
         parser.add_argument("--busy-wait", type=float, default=300.0, help="seconds a busy cluster is waited for")
         parser.add_argument("--max-latency-ratio", type=float, default=2.0,
-                            help="a cluster's digest latency since the change against before that halts it")
+                            help="the latency of the digests the change touches (its rules' matches and hostgroups; every "
+                                 "digest when it edits no rule) since the change against before that halts it")
         parser.add_argument("--max-mirror-queue", type=float, default=0.8,
                             help="a node's mirror queue against its limit (a share, 0.8: 80 %%) that halts it")
         parser.add_argument("--roll-back-before", action="store_true",
