@@ -26,6 +26,10 @@ hostgroup's connection pool read every 20 ms; raw data in --workdir/timed-N/trac
 is split (the wait for the next poll, the poll round, the plan, the move's LOAD, its SAVE) and the clients'
 side measured: when a write through each node is answered again after the kill.
 Prints the machine, the load average at each phase and ProxySQL's version.
+Issue 37: the write probe keeps every query (start, end, backend, error, retry); each node's LOAD is placed beside the
+steps; each run's worst sysbench transaction and probe query are attributed (attribute()), and each round prints
+switch minus control for worst and p99; --cpu-burners busy loops run through the rounds (an extra CPU load of its
+own); each kill prints its timeline (kill_timeline()).
 """
 import json
 import logging
