@@ -5,7 +5,7 @@ stored with the Operation and executed as stored: preview equals execution by co
 Rollback statements are idempotent (REPLACE INTO the original row, UPDATE back to the original
 status, LOAD again), so a step interrupted half-way on a node is undone by running them all.
 """
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -182,6 +182,18 @@ class Sql:
         placeholders = ",".join(["%s"] * len(SERVER_COLUMNS))
         return self.render(f"REPLACE INTO mysql_servers ({','.join(SERVER_COLUMNS)}) VALUES ({placeholders})",
                                  tuple(row[c] for c in SERVER_COLUMNS))
+
+    def replace_servers(self, rows: Sequence[Mapping[str, Any]]) -> str:
+        """Several whole mysql_servers rows in one statement (one admin round trip, as one REPLACE of each)."""
+        one = "(" + ",".join(["%s"] * len(SERVER_COLUMNS)) + ")"
+        return self.render(f"REPLACE INTO mysql_servers ({','.join(SERVER_COLUMNS)}) VALUES {','.join([one] * len(rows))}",
+                           tuple(row[c] for row in rows for c in SERVER_COLUMNS))
+
+    def delete_servers(self, keys: Sequence[tuple[int, str, int]]) -> str:
+        """Several mysql_servers rows, by (hostgroup, hostname, port), deleted in one statement."""
+        one = "(hostgroup_id=%s AND hostname=%s AND port=%s)"
+        return self.render(f"DELETE FROM mysql_servers WHERE {' OR '.join([one] * len(keys))}",
+                           tuple(v for hg, host, port in keys for v in (int(hg), host, int(port))))
 
     def set_variable(self, name: str, value: object) -> str:
         # Variable names come from our own constants, never from input; the value is escaped.

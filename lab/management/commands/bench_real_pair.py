@@ -26,6 +26,10 @@ hostgroup's connection pool read every 20 ms; raw data in --workdir/timed-N/trac
 is split (the wait for the next poll, the poll round, the plan, the move's LOAD, its SAVE) and the clients'
 side measured: when a write through each node is answered again after the kill.
 Prints the machine, the load average at each phase and ProxySQL's version.
+Issue 37: the write probe keeps every query (start, end, backend, error, retry); each node's LOAD is placed beside the
+steps; each run's worst sysbench transaction and probe query are attributed (attribute()), and each round prints
+switch minus control for worst and p99; --cpu-burners busy loops run through the rounds (an extra CPU load of its
+own); each kill prints its timeline (kill_timeline()).
 """
 import json
 import logging
@@ -120,6 +124,24 @@ def failover_parts(killed, ticks, op, seen):
     return {k: v * 1000 for k, v in parts.items()}
 
 
+def kill_timeline(killed, ticks, op, seen):
+    """One failover's events in ms from the kill: the last poll round that ended before it (the last good poll),
+    each poll round after it (start..end), the decision (the operation saved), its first step, each node's LOAD in
+    the move, and the new writer seen ONLINE on both nodes."""
+    ms = lambda x: f"{(x - killed) * 1000:+.0f}"  # noqa: E731
+    before = [end for start, end in ticks if end <= killed]
+    after = [(start, end) for start, end in ticks if start >= killed - 0.001][:3]
+    first = min((s.started_at.timestamp() for s in op.steps.all() if s.started_at), default=None)
+    parts = [f"last good poll ended {ms(before[-1])}" if before else "no poll before",
+             "polls " + ", ".join(f"{ms(a)}..{ms(b)}" for a, b in after),
+             f"decision {ms(op.created_at.timestamp())}"]
+    if first is not None:
+        parts.append(f"first step {ms(first)}")
+    parts += [f"LOAD {node} {ms(a)}..{ms(b)}" for node, key, a, b in load_windows(op) if key == "move"]
+    parts.append(f"ONLINE seen on both {ms(seen)}" if seen else "ONLINE never seen")
+    return "; ".join(parts)
+
+
 def phase_of(t, ms, switches, margin=0.5):
     """Where a transaction [t, t + ms] spent most of its time: a phase of a command's timeline, "near" (within
     `margin` s of a command), or "away"."""
@@ -134,6 +156,87 @@ def phase_of(t, ms, switches, margin=0.5):
         if best == "away" and spawned - margin <= end and t <= exited + margin:
             best = "near"
     return best
+
+
+def autoinc_offsets(ports):
+    """{auto_increment_offset: backend port} of the Galera nodes (wsrep_auto_increment_control sets them)."""
+    out = {}
+    for port in ports:
+        conn = MySQLdb.connect(host="127.0.0.1", port=port, user=APP_USER, passwd=APP_PASSWORD, connect_timeout=2)
+        cur = conn.cursor()
+        cur.execute("SELECT @@auto_increment_offset, @@auto_increment_increment")
+        offset, increment = cur.fetchone()
+        conn.close()
+        out[int(offset)] = port
+    return out if len(out) == increment else {}
+
+
+def load_windows(op):
+    """Each node's LOAD MYSQL SERVERS TO RUNTIME in the operation's steps, wall clock: [(node, step, start, end)...].
+    A node's statements run one after another from its step's start (the nodes in parallel), so each LOAD starts at
+    the step's start plus that node's statements before it."""
+    out = []
+    for step in op.steps.order_by("index"):
+        if step.started_at is None:
+            continue
+        elapsed = {}
+        for e in step.executed or []:
+            if not (isinstance(e, dict) and "node" in e and "ms" in e):
+                continue
+            start = step.started_at.timestamp() + elapsed.get(e["node"], 0.0)
+            elapsed[e["node"]] = elapsed.get(e["node"], 0.0) + e["ms"] / 1000
+            if e.get("sql") == "LOAD MYSQL SERVERS TO RUNTIME":
+                out.append((str(e["node"]), step.key, start, start + e["ms"] / 1000))
+    return out
+
+
+STEP_CAUSES = {"wait_drain": "waiting for the drain", "catch_up": "Galera catch-up", "drain": "the drain step",
+               "move": "the move step"}
+
+
+def attribute(t, end, switches, pool_rows=(), admin_port=None, retry=0, error=None):
+    """What a client query [t, end] (wall clock s) waited for: an error, the client's own retry, a node's LOAD (when
+    the LOAD is at least half of the step the query overlaps most), a step of the hold, a new backend connection to
+    the new writer (its ConnOK in the writer hostgroup rose on the query's ProxySQL node while it waited), the new
+    writer's first writes (the query began within 1 s after the move), else the command's phase (phase_of)."""
+    if error:
+        return "error"
+    if retry:
+        return "the client's retry"
+    where = phase_of(t, (end - t) * 1000, switches)
+    for s in switches:
+        step = next(((a, b) for name, a, b in s["timeline"] if name == where), None)
+        if step is None:
+            continue
+        in_step = min(end, step[1]) - max(t, step[0])
+        loads = [(node, min(end, b) - max(t, a)) for node, key, a, b in s.get("loads", []) if key == where]
+        node, most = max(loads, key=lambda x: x[1], default=(None, 0.0))
+        if node is not None and most > 0 and most >= in_step / 2:
+            return f"LOAD ({where}) on {node}"
+    move = [(s, b) for s in switches for name, a, b in s["timeline"] if name == "move"]
+    for s, moved in move:
+        if admin_port is not None and moved - 0.05 <= end and t <= moved + 1.0:
+            rows = [r for r in pool_rows if r[1] == admin_port and r[2] == WRITER_HG and r[3] == s["to"]]
+            before = [r[7] for r in rows if r[0] <= max(t, moved - 0.05)]
+            during = [r[7] for r in rows if r[0] <= end + 0.02]
+            if before and during and during[-1] > before[-1]:
+                return "connecting to the new writer"
+        if moved <= t <= moved + 1.0:
+            return "the new writer's first writes (certification)"
+    return STEP_CAUSES.get(where, where)
+
+
+def around(t, end, switches):
+    """The nearest switch's steps and each node's LOAD, in ms from its drain step's start, beside a query [t, end]."""
+    s = min(switches, key=lambda s: abs(s["timeline"][0][1] - t), default=None)
+    if s is None or not s.get("loads"):
+        return ""
+    zero = next((a for name, a, b in s["timeline"] if name == "drain"), s["timeline"][0][1])
+    ms = lambda x: f"{(x - zero) * 1000:+.0f}"  # noqa: E731
+    steps = " ".join(f"{name} {ms(a)}..{ms(b)}" for name, a, b in s["timeline"]
+                     if name in ("drain", "wait_drain", "catch_up", "move", "verify", "save"))
+    loads = " ".join(f"LOAD({key}) {node} {ms(a)}..{ms(b)}" for node, key, a, b in s["loads"])
+    return f" [query {ms(t)}..{ms(end)}; {steps}; {loads}]"
 
 
 class WriterWatch:
@@ -262,18 +365,23 @@ class PoolSampler:
 
 
 class WriteProbe:
-    """One autocommit INSERT after another through each ProxySQL node, every query's start and latency kept:
-    the longest write a client waited for, and when."""
+    """One autocommit INSERT after another through each ProxySQL node, every query kept: (start, end, backend port,
+    error, retry) in `queries[port]`, retry 1 for the first query after an error (the client's own retry). `samples`
+    keeps (start, ms) of the good ones. The backend is told by the new row's id: Galera gives each node its own
+    auto_increment_offset (`offsets`: offset -> backend port). Not by `@@port` in the statement: ProxySQL stops
+    multiplexing a session whose query names a session variable, and the pinned probe would hold every drain."""
 
-    def __init__(self, ports):
+    def __init__(self, ports, offsets=None):
+        self.offsets = offsets or {}
         self.stop = threading.Event()
         self.samples = {p: [] for p in ports}
         self.errors = {p: [] for p in ports}
         self.reconnects = {p: [] for p in ports}
+        self.queries = {p: [] for p in ports}
         self.threads = [threading.Thread(target=self.run, args=(p,), daemon=True) for p in ports]
 
     def run(self, port):
-        conn = None
+        conn, retry = None, 0
         while not self.stop.is_set():
             start = time.time()
             try:
@@ -286,13 +394,20 @@ class WriteProbe:
                     # (start, connect ms, first statement ms): a client's reconnection after an error
                     self.reconnects[port].append((start, (connected - start) * 1000, (time.time() - connected) * 1000))
                     continue
-                conn.cursor().execute("INSERT INTO bench_probe (t) VALUES (%s)", (start,))
+                cur = conn.cursor()
+                cur.execute("INSERT INTO bench_probe (t) VALUES (%s)", (start,))
+                step = len(self.offsets) or 1
+                backend = self.offsets.get((cur.lastrowid - 1) % step + 1)
             except MySQLdb.Error as exc:
                 self.errors[port].append((start, str(exc)))
-                conn = None
+                self.queries[port].append((start, time.time(), None, str(exc)[:80], retry))
+                conn, retry = None, 1
                 time.sleep(0.01)
                 continue
-            self.samples[port].append((start, (time.time() - start) * 1000))
+            end = time.time()
+            self.samples[port].append((start, (end - start) * 1000))
+            self.queries[port].append((start, end, backend, None, retry))
+            retry = 0
         if conn is not None:
             conn.close()
 
@@ -333,6 +448,8 @@ class Command(BaseCommand):
         parser.add_argument("--seconds", type=int, default=60, help="each load run, without and with switchovers")
         parser.add_argument("--threads", type=int, default=2, help="sysbench threads per ProxySQL node")
         parser.add_argument("--rounds", type=int, default=2, help="control run, then switchover run, this many times")
+        parser.add_argument("--cpu-burners", type=int, default=1,
+                            help="busy-loop processes the benchmark runs through the switchover rounds (extra CPU load)")
         parser.add_argument("--kills", type=int, default=10, help="writer kills for the failover timing")
         parser.add_argument("--switchovers-after-failover", type=int, default=2,
                             help="switchovers once the killed backends are back (their rows may be SHUNNED)")
@@ -401,6 +518,7 @@ class Command(BaseCommand):
                 run_pauses(self, self.adopt(nodes), nodes)
                 return
             Sysbench.prepare(lab.ports[0])
+            self.offsets = autoinc_offsets(lab.ports)
             cluster = self.adopt(nodes)
             if o["cluster"]:
                 self.sync_before = {n.name: self.sync_settings(n) for n in nodes}
@@ -490,7 +608,7 @@ class Command(BaseCommand):
         bench = Sysbench(CLIENT_PORTS, seconds, self.o["threads"], timed_dir)
         switches = []
         pools = PoolSampler(self.nodes).__enter__()
-        probe = WriteProbe(CLIENT_PORTS).__enter__()
+        probe = WriteProbe(CLIENT_PORTS, self.offsets).__enter__()
         if switch:
             cluster = self.cluster
             gap = (seconds - 6) / switch
@@ -508,14 +626,14 @@ class Command(BaseCommand):
         results = bench.results()
         probe.__exit__()
         pools.__exit__()
-        self.place_worst(label, bench.transactions(), switches, pools.rows, probe, timed_dir)
+        placed = self.place_worst(label, bench.transactions(), switches, pools.rows, probe, timed_dir)
         values = probe.all_ms()
         errors = sum(len(e) for e in probe.errors.values())
         self.stdout.write(f"  write probe (one autocommit INSERT after another through each node): {len(values)} "
                           f"queries, {errors} errors, max {max(values, default=0):.1f} ms, p99 {pct(values, 99):.1f} ms"
                           + (f"; first errors: {[e for errs in probe.errors.values() for e in errs][:3]}" if errors else ""))
         results.append({"probe_max_ms": max(values, default=0.0), "probe_p99_ms": pct(values, 99),
-                        "probe_errors": errors})
+                        "probe_errors": errors, **placed})
         self.stdout.write(f"  load average {loadavg()} at the end")
         for port, r in zip(CLIENT_PORTS, results[:2]):
             self.stdout.write(f"  sysbench through :{port}: {r['transactions']:.0f} transactions, max {r['max_ms']} ms, "
@@ -529,16 +647,36 @@ class Command(BaseCommand):
         counted per phase, the new writer's backend connections around the move; raw data kept as JSON."""
         if not transactions:
             self.stdout.write("  (no timed transactions)")
-            return
+            return {}
+        admin_of = dict(zip(CLIENT_PORTS, ADMIN_PORTS))
         ms_sorted = sorted(ms for _, ms, _ in transactions)
         self.stdout.write(f"  timed transactions: {len(transactions)}, max {ms_sorted[-1]:.1f} ms, p99 "
                           f"{pct(ms_sorted, 99):.1f}, p99.9 {pct(ms_sorted, 99.9):.1f} ms")
         for t, ms, port in sorted(transactions, key=lambda x: -x[1])[:top]:
-            where = phase_of(t, ms, switches)
+            where = attribute(t, t + ms / 1000, switches, pool_rows, admin_of[port])
             near = min(switches, key=lambda s: abs(s["timeline"][0][1] - t), default=None)
             offset = f", {(t - near['timeline'][0][1]) * 1000:+.0f} ms from the nearest command's spawn" if near else ""
             self.stdout.write(f"    {ms:7.1f} ms through :{port} at {time.strftime('%H:%M:%S', time.gmtime(t))}"
-                              f"{f'{t % 1:.3f}'[1:]}: {where}{offset}; load {os.getloadavg()[0]:.1f}")
+                              f"{f'{t % 1:.3f}'[1:]}: {where}{offset}{around(t, t + ms / 1000, switches)}")
+        worst_t, worst_ms, worst_port = max(transactions, key=lambda x: x[1])
+        placed = {"worst_ms": worst_ms, "p99_ms": pct(ms_sorted, 99),
+                  "worst_where": attribute(worst_t, worst_t + worst_ms / 1000, switches, pool_rows, admin_of[worst_port])}
+        queries = [(port, *q) for port, qs in probe.queries.items() for q in qs]
+        if queries:
+            q_ms = [(end - start) * 1000 for _, start, end, *_ in queries]
+            port, start, end, backend, error, retry = max(queries, key=lambda q: q[2] - q[1])
+            where = attribute(start, end, switches, pool_rows, admin_of[port], retry, error)
+            placed.update(probe_worst_ms=max(q_ms), probe_p99_ms=pct(q_ms, 99), probe_worst_where=where)
+            self.stdout.write(f"    probe's worst query: {(end - start) * 1000:.1f} ms through :{port} to backend "
+                              f"{backend}{f', error {error}' if error else ''}{', a retry' if retry else ''}: {where}"
+                              f"{around(start, end, switches)}")
+            counts = {}
+            for port, start, end, backend, error, retry in queries:
+                if (end - start) * 1000 > 50 or error:
+                    cause = attribute(start, end, switches, pool_rows, admin_of[port], retry, error)
+                    counts[cause] = counts.get(cause, 0) + 1
+            self.stdout.write("    probe queries over 50 ms or failed, by cause: "
+                              + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"))
         if switches:
             self.stdout.write(f"    the command's CPU (user+sys) {summary([s['cpu_ms'] for s in switches])}, wall clock "
                               f"{summary([s['wall_ms'] for s in switches])}")
@@ -575,7 +713,9 @@ class Command(BaseCommand):
             "label": label, "switches": [{k: v for k, v in s.items()} for s in switches],
             "slow": [x for x in transactions if x[1] > 20], "slow_by_phase": slow,
             "probe": {str(p): v for p, v in probe.samples.items()},
+            "probe_queries": {str(p): v for p, v in probe.queries.items()},
             "pool": [r for r in pool_rows if r[2] == WRITER_HG]}, default=str))
+        return placed
 
     def command_env(self):
         """The command's environment. With --no-bytecode-cache as this process has it (PYTHONDONTWRITEBYTECODE set:
@@ -616,6 +756,7 @@ class Command(BaseCommand):
                   "timings": outcome.get("timings") or {}, "hold_ms": hold, "to": target.port,
                   "between_steps_ms": None if hold is None else hold - inside, "load_ms": loads or [],
                   "window": window, "timeline": timeline(op, spawned, exited), "plan_only": plan_only,
+                  "loads": load_windows(op) if op is not None and not plan_only else [],
                   "cpu_ms": cpu_ms, "wall_ms": (exited - spawned) * 1000}
         if done.returncode:
             self.stdout.write(f"  switchover to {target.port}: exit {done.returncode}, {result['state']}: "
@@ -688,14 +829,23 @@ class Command(BaseCommand):
         self.cluster = cluster
         n, seconds = self.o["switchovers"], self.o["seconds"]
         quiet, busy, switches, controls = [], [], [], []
-        for r in range(self.o["rounds"]):  # control and switch runs alternate: the machine's load drifts
-            results, runs = self.load_run(f"round {r + 1}, control: the command {n} times with --plan-only ({seconds} s)",
-                                          switch=n, plan_only=True)
-            quiet.append(results)
-            controls += runs
-            results, runs = self.load_run(f"round {r + 1}: {n} switchovers ({seconds} s)", switch=n)
-            busy.append(results)
-            switches += runs
+        # an extra CPU load of the benchmark's own (busy loops at the default priority) through every run, so that the
+        # figures are those of a busy machine whatever else runs on it
+        burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.o["cpu_burners"])]
+        self.stdout.write(f"extra CPU load: {len(burners)} busy loop(s) through the load runs")
+        try:
+            for r in range(self.o["rounds"]):  # control and switch runs alternate: the machine's load drifts
+                results, runs = self.load_run(f"round {r + 1}, control: the command {n} times with --plan-only "
+                                              f"({seconds} s)", switch=n, plan_only=True)
+                quiet.append(results)
+                controls += runs
+                results, runs = self.load_run(f"round {r + 1}: {n} switchovers ({seconds} s)", switch=n)
+                busy.append(results)
+                switches += runs
+        finally:
+            for proc in burners:
+                proc.kill()
+                proc.wait()
         done = [s for s in switches if s["state"] == "done"]
         self.stdout.write(f"switchovers: {len(done)} of {len(switches)} done "
                           f"({', '.join(sorted({str(s['state']) for s in switches}))})")
@@ -729,6 +879,19 @@ class Command(BaseCommand):
                               f"errors {b[2]['probe_errors']} / {q[2]['probe_errors']}; sysbench ignored errors "
                               f"{sum(x['ignored_errors'] or 0 for x in b[:2])} / {sum(x['ignored_errors'] or 0 for x in q[:2])}, "
                               f"reconnects {sum(x['reconnects'] or 0 for x in b[:2])} / {sum(x['reconnects'] or 0 for x in q[:2])}")
+        self.stdout.write("per round, switch - control (timed sysbench transactions and the probe's every query):")
+        for r, (q, b) in enumerate(zip(quiet, busy), 1):
+            sq, sb = q[2], b[2]
+            if "worst_ms" not in sq or "worst_ms" not in sb:
+                continue
+            self.stdout.write(
+                f"  round {r}: sysbench worst {sb['worst_ms']:.1f} / {sq['worst_ms']:.1f} ms "
+                f"({sb['worst_ms'] - sq['worst_ms']:+.1f}), p99 {sb['p99_ms']:.1f} / {sq['p99_ms']:.1f} "
+                f"({sb['p99_ms'] - sq['p99_ms']:+.1f}); worst in: {sb['worst_where']} / {sq['worst_where']}"
+                + (f"; probe worst {sb['probe_worst_ms']:.1f} / {sq['probe_worst_ms']:.1f} "
+                   f"({sb['probe_worst_ms'] - sq['probe_worst_ms']:+.1f}), p99 {sb['probe_p99_ms']:.1f} / "
+                   f"{sq['probe_p99_ms']:.1f} ({sb['probe_p99_ms'] - sq['probe_p99_ms']:+.1f}); probe worst in: "
+                   f"{sb['probe_worst_where']} / {sq['probe_worst_where']}" if "probe_worst_ms" in sb else ""))
 
     # -- 2. failover ------------------------------------------------------------------------------------
     def at_default_policy(self, cluster):
@@ -764,6 +927,8 @@ class Command(BaseCommand):
                     after.append(watch.not_online())
                 op = (Operation.objects.filter(kind=OperationKind.FAILOVER).exclude(pk__in=before)
                       .order_by("pk").first())
+                if op is not None:
+                    self.stdout.write(f"  kill of {writer.port}: {kill_timeline(killed, beat.ticks, op, seen)}")
                 if seen is not None and op is not None:
                     parts.append(failover_parts(killed, beat.ticks, op, seen))
                     parts[-1]["killed"] = killed  # the clients' side is read at the end (a held write ends later)
