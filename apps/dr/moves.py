@@ -28,8 +28,8 @@ from apps.fleet.models import Server
 from apps.plans.vocabulary import Guard, Plan, Secret, Step, place
 
 from . import native
+from .gtid import gtid_seq
 from .models import REPLICA, SOURCE, ReplicationChannel
-from .polling import gtid_seq
 
 CHANNEL_MOVE = "channel_move"  # this app's operation kind (registered in register())
 CHANNEL_SQL, CHANNEL_POSITION, CHANNEL_VERIFY, CHANNEL_RECORD, CHANNEL_EVICTED = (

@@ -19,7 +19,7 @@ from apps.pages import fleet as fleet_pages
 from apps.pages.fragments import fragment_response
 from apps.pages import node as node_pages
 from apps.operations.choices import OperationState
-from apps.operations import rollbacks  # the rollback-pending banner
+from apps.operations import pending_rows  # the rollback-pending banner
 
 from apps.configuration import adoption as adopt
 
@@ -57,7 +57,7 @@ def cluster_detail(request, pk):
         **monitoring_selectors.cluster_live(cluster), **monitoring_selectors.sparkline_context(cluster),
         **monitoring_selectors.cluster_query_stats(cluster),
         "recent_operations": cluster.operations.exclude(state=OperationState.PLANNED)[:8],
-        "pending_rollbacks": rollbacks.banner(cluster),
+        "pending_rollbacks": pending_rows.banner(cluster),
         **alert_selectors.open_for_cluster(cluster),
         **dr_selectors.for_cluster(cluster),
         "tags": tags.of(cluster),

@@ -24,7 +24,7 @@ from apps.fleet.models import ProxySQLNode, Server
 from apps.plans.vocabulary import PROXYSQL, Plan, Step
 from apps.plans.registry import StepFailed, capture, kind_spec, step_handler
 
-from . import locks, recheck, rollbacks, shared
+from . import locks, pending_rows, recheck, restarts, shared
 from .choices import OnDrainTimeout, OperationState, StepState
 from .models import Operation, OperationStep
 from .sync_hold import HOLD_KEY, SAVE_ADMIN, saves_admin_variables
@@ -477,7 +477,7 @@ class Run:
         """While a node has not taken its undo (paused, say), the nodes that did keep their ProxySQL Cluster sync hold:
         a paused ProxySQL runs its in-flight LOAD when it resumes, the newest change of the pair, and a peer whose sync
         was restored would pull it (and save it to its disk) before that node's undo runs. Their restore is kept as a
-        pending row of its own, run by the retry only once every other node's undo ran (rollbacks.waits_for)."""
+        pending row of its own, run by the retry only once every other node's undo ran (pending_rows.waits_for)."""
         if not still_held:
             return
         waiting_for = ", ".join(p["name"] for p in pending.values())
@@ -714,7 +714,7 @@ def _finish(op, runner, rows, error, started, finished_by=None):
         Operation.objects.filter(pk=op.pk).update(state=OperationState.ROLLING_BACK, error=error)
         rollback_start = time.monotonic()
         problems, pending = runner.rollback(rows)
-        pending.update(rollbacks.restarted_nodes(op, runner, rows, pending))  # their undo is checked before it counts
+        pending.update(restarts.restarted_nodes(op, runner, rows, pending))  # their undo is checked before it counts
         timings["rollback_ms"] = _ms(rollback_start)  # after total_ms (the run to its failure): the lock was held on
         state = OperationState.CANCELLED if error.startswith("cancelled") else OperationState.ROLLED_BACK
         if pending:  # retried until the node answers (rollbacks.py); the operation ends rolled_back then
@@ -728,7 +728,7 @@ def _finish(op, runner, rows, error, started, finished_by=None):
     with transaction.atomic():
         Operation.objects.filter(pk=op.pk).update(state=state, error=error or "", finished_at=timezone.now(),
                                                   timings=timings)
-        rollbacks.keep(op, pending)
+        pending_rows.keep(op, pending)
         record(f"{op.kind} {state}", actor=Actor.of_operation(op),
                cluster=op.cluster, target=op.title, outcome="success" if state == OperationState.DONE else "failure",
                duration_ms=timings["total_ms"],

@@ -38,7 +38,7 @@ from apps.fleet.models import Cluster, HostgroupMembership
 from apps.monitoring import live, status
 from apps.plans.vocabulary import INVENTORY, PROXYSQL, VERIFY, Guard, Plan, Sql, Step
 
-from . import executor, rollbacks, services, shared
+from . import executor, pending_rows, services, shared
 from .choices import OperationKind
 from .locks import current_holder
 from .switchover import _row, current_writer, role_statements
@@ -206,7 +206,7 @@ def plan_changes(cluster, changes, figures, alerts, kind=OperationKind.READ_POOL
               Guard("no_native_hostgroups", "ProxySQL's native hostgroup manager is not active here",
                     not cluster.active_native_hostgroups(), "active" if cluster.active_native_hostgroups() else "inactive", False),
               # The rules wait for a pending rollback: applying them would supersede it (see rollbacks.py).
-              rollbacks.guard(cluster)]
+              pending_rows.guard(cluster)]
     description = "; ".join(f"{memberships[k].server} hg {k[1]} → {v[0]} ({v[1]})" for k, v in sorted(changes.items()))
     steps = [Step("apply", "Set the statuses on every node, load and save", PROXYSQL,
                   {k: {"name": v["name"], "sql": v["sql"], "rollback": v["rollback"]} for k, v in per_node.items()}),

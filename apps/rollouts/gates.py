@@ -17,7 +17,7 @@ from django.db.models import Max, Sum
 
 from apps.digests.models import RAW as DIGEST_RAW
 from apps.digests.models import DigestStat
-from apps.monitoring import pool, status
+from apps.monitoring import chunks, status
 from apps.monitoring.models import RAW, ProxySQLSample
 
 DOWN = ("SHUNNED", "OFFLINE_SOFT", "OFFLINE_HARD", "SHUNNED_REPLICATION_LAG")
@@ -47,7 +47,7 @@ def backends(reading):
     the wave (a backend already down before is not this wave's doing)."""
     ids = {pk: name for pk, name, _ in reading.nodes}
     before, since = {}, {}
-    rows = pool.read({"node_id__in": list(ids), "resolution": RAW, "ts__gte": reading.started - reading.window},
+    rows = chunks.read_pool({"node_id__in": list(ids), "resolution": RAW, "ts__gte": reading.started - reading.window},
                      ["status"])
     for node_id, ts, _, key, (state,) in rows:
         if ts < reading.started:
