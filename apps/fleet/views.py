@@ -22,6 +22,7 @@ from apps.operations.choices import OperationState
 from apps.operations import pending_rows  # the rollback-pending banner
 
 from apps.configuration import adoption as adopt
+from apps.configuration import drift as engine
 
 from . import connections, tags
 from .forms import AdoptForm, ConnectionsForm, TagsForm, parse_backend_hosts
@@ -105,8 +106,6 @@ def cluster_tags(request, pk):
 def cluster_drift(request, pk):
     """htmx partial: drift read live from every ProxySQL node of the cluster (the configuration's engine: every
     table and variable of the current version; configuration sits above fleet, so it is imported here)."""
-    from apps.configuration import drift as engine
-
     cluster = get_object_or_404(Cluster, pk=pk)
     return fragment_response(request, "fleet/cluster_detail.html#drift",
                              {"cluster": cluster, "drift": engine.cluster_drift(cluster)},

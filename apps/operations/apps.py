@@ -1,12 +1,14 @@
 from django.apps import AppConfig
 
+from apps.plans import registry
+
 
 class OperationsConfig(AppConfig):
     name = "apps.operations"
 
     def ready(self):
+        # why: models load only once the app registry is ready, which ready() is for
         from apps.digests.selectors import cluster_traffic
-        from apps.plans import registry
 
         from . import kinds, locks, native_switchover, pending_rows, services, shared, steps, switchover
 

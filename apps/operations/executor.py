@@ -23,11 +23,12 @@ from apps.clients.wire import ClientError
 from apps.fleet.models import ProxySQLNode, Server
 from apps.plans.vocabulary import PROXYSQL, Plan, Step
 from apps.plans.registry import StepFailed, capture, kind_spec, step_handler
+from apps.configuration.secrets import values_for
 
 from . import locks, pending_rows, recheck, restarts, shared
 from .choices import OnDrainTimeout, OperationState, StepState
 from .models import Operation, OperationStep
-from .sync_hold import HOLD_KEY, SAVE_ADMIN, saves_admin_variables
+from .sync_hold import HOLD_KEY, RESTORE_KEY, SAVE_ADMIN, saves_admin_variables
 
 log = logging.getLogger(__name__)
 LOCK_TTL_S = 120
@@ -61,7 +62,6 @@ class Run:
                 for sql in [*spec.get("sql", []), *spec.get("rollback", [])] for _, ref in self.plan.placed(sql)}
         if not refs:
             return {}
-        from apps.configuration.secrets import values_for
 
         return values_for(self.op.cluster_id, refs)
 
@@ -422,8 +422,6 @@ class Run:
         """A failure past the point of no return skips the plan's last steps, the ProxySQL Cluster sync restore among
         them (sync_hold.py): left so, the nodes would never pull from each other again. The restore runs now when the
         hold was taken; a node that does not answer keeps it for the retry (self.unfinished), as a finish does."""
-        from .sync_hold import RESTORE_KEY
-
         by_key = {r.key: r for r in rows}
         step = next((s for s in self.plan.steps if s.key == RESTORE_KEY), None)
         hold, row = by_key.get(HOLD_KEY), by_key.get(RESTORE_KEY)

@@ -37,6 +37,7 @@ from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
 from apps.monitoring import live
 from apps.plans.vocabulary import SECRET_MARK, Plan, fill
+from apps.configuration.secrets import values_for
 
 from . import executor, locks, repair, services
 from .choices import OperationKind, OperationState, PendingState
@@ -210,7 +211,6 @@ def _secrets(op, plan, statements):
     refs = {ref for statement in statements for _, ref in plan.placed(statement["sql"])}
     if not refs:
         return {}
-    from apps.configuration.secrets import values_for
 
     return values_for(op.cluster_id, refs)
 

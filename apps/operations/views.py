@@ -16,6 +16,7 @@ from controlplane.converters import parse_id
 
 from apps.plans.vocabulary import Plan
 from apps.plans.registry import KINDS, choices, kind_spec, step_handler
+from apps.configuration.services import Refused
 
 from . import drain, pending_rows, record_nodes as nodes_as_intent, repair, rollbacks, rule_settings, services, switchover
 from .forms import ConfirmForm, DrainForm, RuleSettingsForm, SwitchoverForm, silent_nodes
@@ -112,8 +113,6 @@ def repair_new(request, cluster_pk):
 @require_role(ADMIN)
 def record_nodes(request, cluster_pk):
     """Record what the nodes run as the next version: the difference, then (POST) a reason and the version seen."""
-    from apps.configuration.services import Refused
-
     cluster = get_object_or_404(Cluster, pk=cluster_pk)
     error, status = "", 200
     if request.method == "POST":

@@ -392,3 +392,49 @@ def test_no_import_circle_inside_an_app():
                                              f"above it): {sorted(circles - CIRCLES_LEFT)}")
     assert CIRCLES_LEFT - circles == set(), f"broken since: remove from CIRCLES_LEFT {sorted(CIRCLES_LEFT - circles)}"
 
+
+# Issue 35: an import inside a function says why it is not at the top of its module, in a `# why:` comment on the
+# import's lines, or on or above the first of its run of imports (Django's app registry not ready yet, an import circle left, an optional
+# or heavy library): otherwise it belongs at the top, where the module's dependencies are read.
+WHY = "# why:"
+
+
+def imports_inside_functions_without_why(source: str) -> list[int]:
+    """The line numbers of imports inside a function (or a method) said by no `# why:` comment: on the import's own
+    lines, or on the first import of the run of imports it belongs to (statements one after another), or above it."""
+    lines = source.splitlines()
+    found = set()
+    for function in ast.walk(ast.parse(source)):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(function):
+            for block in (getattr(node, name, None) for name in ("body", "orelse", "finalbody")):
+                if not isinstance(block, list):
+                    continue
+                run_start = None
+                for statement in block:
+                    if not isinstance(statement, (ast.Import, ast.ImportFrom)):
+                        run_start = None
+                        continue
+                    run_start = run_start or statement
+                    said = (lines[statement.lineno - 1:statement.end_lineno]
+                            + lines[run_start.lineno - 2:run_start.end_lineno])  # the run's first says it for all
+                    if not any(WHY in line for line in said):
+                        found.add(statement.lineno)
+    return sorted(found)
+
+
+def test_the_check_finds_imports_inside_functions_without_a_reason():
+    source = ("import json\n\n\ndef f():\n    from . import a  # why: a imports this module\n"
+              "    # why: the app registry is not ready at import\n    from .models import M\n\n    from .x import y\n"
+              "    import re\n    if a:\n        import os\n\n\nclass C:\n    def m(self):\n        from x import (y,\n"
+              "                       z)\n")
+    assert imports_inside_functions_without_why(source) == [12, 17]
+
+
+def test_every_import_inside_a_function_says_why():
+    modules = app_module_paths().values()
+    offenders = {str(rel): lines for rel in modules
+                 if (lines := imports_inside_functions_without_why((ROOT / rel).read_text()))}
+    assert offenders == {}, ("move these imports to the top of their module, or say why they stay inside the function "
+                             f"({WHY} ...): {offenders}")
