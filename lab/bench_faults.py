@@ -59,7 +59,7 @@ from apps.configuration import adoption as adopt
 from apps.configuration.services import versioned_variables
 from apps.fleet.drift import MANAGED_VARIABLES, intended_rows, intended_variables
 from apps.fleet.models import Cluster, ProxySQLNode, Server
-from apps.operations import drain, executor, repair, rollbacks, services, switchover
+from apps.operations import drain, executor, pending_rows, repair, rollbacks, services, switchover
 from apps.operations.choices import OperationState
 from apps.operations.models import Operation, OperationStep
 from lab import demo
@@ -265,7 +265,7 @@ class FaultMatrix:
             self.retry(row, op)
             op.refresh_from_db()
             row.after_retries = op.state
-            row.pending_left = rollbacks.open_rows(self.cluster).count()
+            row.pending_left = pending_rows.open_rows(self.cluster).count()
             before = Row(kind, step)
             self.judge(before)
             row.before = before.layers
@@ -351,7 +351,7 @@ class FaultMatrix:
     def retry(self, row, op):
         """The product's retry, as beat runs it every 2 s, until nothing is pending on the cluster (bounded)."""
         deadline = time.monotonic() + self.retry_s
-        while rollbacks.open_rows(self.cluster).exists() and time.monotonic() < deadline:
+        while pending_rows.open_rows(self.cluster).exists() and time.monotonic() < deadline:
             for outcome in rollbacks.retry_due():
                 row.notes.append(f"retry: {outcome}")
             time.sleep(RETRY_EVERY_S)
@@ -955,7 +955,7 @@ class ConsoleFaultMatrix(FaultMatrix):
         while time.monotonic() < deadline:
             try:
                 state = Operation.objects.get(pk=op.pk).state
-                if state in ENDED and not rollbacks.open_rows(self.cluster).exists():
+                if state in ENDED and not pending_rows.open_rows(self.cluster).exists():
                     over = fault_over[0]
                     return 0.0 if over is None else max(0.0, time.monotonic() - over)
             except Exception:  # the database down (MariaDB stopped): read again

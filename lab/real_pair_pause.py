@@ -37,7 +37,7 @@ from apps.configuration.drift import cluster_drift
 from apps.configuration.services import versioned_variables
 from apps.fleet.drift import AUTOINC, MANAGED_VARIABLES, intended_rows, intended_variables
 from apps.fleet.models import Server
-from apps.operations import rollbacks, switchover
+from apps.operations import pending_rows, rollbacks, switchover
 from apps.operations.models import Operation, OperationStep, PendingRollback
 from lab import demo
 from lab.galera import APP_PASSWORD, APP_USER
@@ -243,7 +243,7 @@ class PauseRun:
         self.report_nodes("right after the SIGCONT")
         # the product's own retry, as beat runs it every 2 s, until nothing is pending or 60 s have passed
         deadline = time.time() + 60
-        while rollbacks.open_rows(self.cluster).exists() and time.time() < deadline:
+        while pending_rows.open_rows(self.cluster).exists() and time.time() < deadline:
             for r in rollbacks.retry_due():
                 out(f"   retry (beat) at +{time.time() - resumed_at:.1f} s after the SIGCONT: {r}")
             time.sleep(RETRY_EVERY_S)
@@ -267,7 +267,7 @@ class PauseRun:
             out(f"   its failed guards: {[(g['label'], g['value']) for g in later.plan.get('guards', []) if not g['passed']]}")
         self.report_nodes("after the further switchover")
         consistent = self.report_drift() and consistent
-        pending = rollbacks.open_rows(self.cluster).count()
+        pending = pending_rows.open_rows(self.cluster).count()
         return {"pause_at": self.pause_at, "landed": landed, "met": met_at(outcome.get("error")),
                 "state": outcome.get("state") or "?",
                 "after_retry": op.state + (f" ({pending} still pending)" if pending else ""),

@@ -1,13 +1,13 @@
 from django.apps import AppConfig
 from django.contrib.admin import apps as admin_apps
+from django.contrib.auth.signals import user_logged_out
 
 
 class AccountsConfig(AppConfig):
     name = "apps.accounts"
 
     def ready(self):
-        from django.contrib.auth.signals import user_logged_out
-
+        # why: models load only once the app registry is ready, which ready() is for
         from .services import audit_logout
 
         user_logged_out.connect(audit_logout, dispatch_uid="apps.accounts.audit_logout")

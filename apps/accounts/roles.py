@@ -8,6 +8,8 @@ from functools import wraps
 
 from django.core.exceptions import PermissionDenied
 
+from apps.audit.services import record
+
 VIEWER, OPERATOR, ADMIN = "viewer", "operator", "admin"
 ROLES = (VIEWER, OPERATOR, ADMIN)
 _RANK = {None: 0, VIEWER: 1, OPERATOR: 2, ADMIN: 3}
@@ -44,8 +46,6 @@ def require_role(role):
         @wraps(view)
         def wrapped(request, *args, **kwargs):
             if not has_role(request.user, role):
-                from apps.audit.services import record  # audit imports accounts; keep the cycle lazy
-
                 record(f"refused {view.__name__}", request=request, outcome="refused",
                        details={"needed_role": role, "path": request.path, "method": request.method})
                 raise PermissionDenied(f"This needs the {role} role.")

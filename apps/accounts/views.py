@@ -12,6 +12,7 @@ from django.utils.crypto import salted_hmac
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from apps.audit.actor import Actor
 from apps.audit.models import AuditEvent, Outcome
@@ -159,8 +160,6 @@ def token_revoke(request, pk):
 def permission_denied(request, exception):
     """The 403 page (handler403): the refusal, and a way back: the page the user came from when it is one of the
     console's own (the Referer, checked against this host), else the fleet overview."""
-    from django.utils.http import url_has_allowed_host_and_scheme
-
     referer = request.META.get("HTTP_REFERER", "")
     came_from = referer if referer and url_has_allowed_host_and_scheme(
         referer, allowed_hosts={request.get_host()}, require_https=request.is_secure()) else ""

@@ -18,6 +18,7 @@ from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from apps.operations.choices import OperationState
 from apps.monitoring import status
 from apps.monitoring.pollers import STATUS_CHANGES_KEEP_S
+from apps.operations.models import Operation
 
 INVENTORY_CACHE_S = 60.0
 SITUATION_CACHE_S = 1.0
@@ -292,6 +293,4 @@ def read_situation(inv, now):
 
 
 def _operations():
-    from apps.operations.models import Operation
-
     return Operation.objects.all()

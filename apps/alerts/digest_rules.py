@@ -13,6 +13,7 @@ from apps.digests.models import Digest, DigestPoll
 from apps.monitoring import live
 from apps.monitoring.formatting import microseconds
 from apps.monitoring.models import RAW, MirrorRuleSample
+from apps.digests import selectors as ds
 
 from . import context, evaluate, rulesettings
 from .conditions import Observation
@@ -89,8 +90,6 @@ def _window(ds, a, b):
 
 
 def digest_passes(inv, cluster_pks, now):
-    from apps.digests import selectors as ds
-
     passes = []
     for pk in cluster_pks:
         c = inv.clusters[pk]

@@ -11,10 +11,12 @@ DeliveryAttempt.
 """
 from django.db import models
 from django.urls import reverse
+from django.utils.crypto import salted_hmac
 
 from apps.fleet.secrets import EncryptedTextField
 
 from .catalogue import SEVERITIES
+from .destinations import public_part, shown
 
 SEVERITY_CHOICES = [(s, s) for s in SEVERITIES]
 
@@ -167,22 +169,16 @@ class Channel(models.Model):
     @property
     def destination(self):
         """"host:port" this channel posts to ("" for e-mail)."""
-        from .destinations import shown
-
         return shown(self.url)
 
     @property
     def url_shown(self):
         """"scheme://host[:port]": all of the URL a page shows."""
-        from .destinations import public_part
-
         return public_part(self.url)
 
     @property
     def url_fingerprint(self):
         """A short keyed hash of the URL: says in the audit log whether it changed, never what it is."""
-        from django.utils.crypto import salted_hmac
-
         return salted_hmac("alerts.channel.url", self.url).hexdigest()[:12] if self.url else ""
 
     def get_absolute_url(self):

@@ -32,7 +32,7 @@ from apps.audit.services import record
 from controlplane import tasks
 
 from .catalogue import CRITICAL, SEVERITY_RANK
-from .channels import build
+from .channels import build, send
 from .models import (Alert, AlertState, Channel, ChannelKind, DeliveryAttempt, DeliveryState, Notification,
                      NotificationGroup, Silence)
 
@@ -207,8 +207,6 @@ def enqueue_delivery(notification_pk):
 # -- delivery ------------------------------------------------------------------------------------------
 def attempt(notification_pk):
     """One try at delivering a notification, logged. Returns (delivered, retry_may_help)."""
-    from .channels import send
-
     n = Notification.objects.select_related("channel").filter(pk=notification_pk).first()
     if n is None or n.state in (DeliveryState.SENT, DeliveryState.FAILED):
         return True, False

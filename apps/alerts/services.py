@@ -12,6 +12,7 @@ from apps.audit.services import record
 from . import notify, rulesettings
 from .catalogue import BY_KEY
 from .models import Alert, Channel, Notification, RuleSetting, Silence
+from .channels import build
 
 
 class Refused(Exception):
@@ -151,8 +152,6 @@ class _Sample:
 
 def send_test(ch, *, actor):
     """Queue a test message to a channel (delivered like any other, with retries and a log)."""
-    from .channels import build
-
     who = actor.who
     payload = build(ch, "(test)", "firing", [_Sample(who)], time.time(), f"{ch.pk}:test")
     with transaction.atomic():

@@ -17,6 +17,12 @@ from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.views import set_rollback
 
+from apps.accounts.tokens import Refused as TokenRefused
+from apps.alerts.services import Refused as AlertRefused
+from apps.configuration.services import Refused as ConfigRefused
+from apps.operations.services import NotAllowed
+from apps.rollouts.services import Refused as RolloutRefused
+
 log = logging.getLogger(__name__)
 
 CODES = {400: "invalid", 401: "not_authenticated", 403: "permission_denied", 404: "not_found",
@@ -38,12 +44,6 @@ class TooLarge(exceptions.APIException):
 
 def service_refusals():
     """The exceptions by which services refuse a request: they answer 409 with the service's message."""
-    from apps.accounts.tokens import Refused as TokenRefused
-    from apps.alerts.services import Refused as AlertRefused
-    from apps.configuration.services import Refused as ConfigRefused
-    from apps.operations.services import NotAllowed
-    from apps.rollouts.services import Refused as RolloutRefused
-
     return NotAllowed, ConfigRefused, TokenRefused, AlertRefused, RolloutRefused
 
 

@@ -21,6 +21,10 @@ from apps.operations.models import Operation, OperationStep
 from apps.operations.rule_settings import FIELDS as RULE_FIELDS
 from apps.reports.choices import Period
 from apps.reports.models import Report, ReportSchedule
+from apps.configuration import content as C
+from apps.configuration.change_set import diff_lines
+from apps.configuration.services import target_of
+from apps.configuration import edits
 
 from .base import IdField, ServerRefField
 
@@ -576,15 +580,9 @@ class ChangeSetDetailSerializer(ChangeSetSerializer):
         fields = [*ChangeSetSerializer.Meta.fields, "edits", "diff"]
 
     def get_edits(self, cs) -> list[dict]:
-        from apps.configuration import content as C
-
         return [{"describe": C.describe(e), "edit": e} for e in cs.edits]  # passwords are refs: {"secret": ...}
 
     def get_diff(self, cs) -> list[dict]:
-        from apps.configuration import content as C
-        from apps.configuration.change_set import diff_lines
-        from apps.configuration.services import target_of
-
         try:
             return diff_lines(C.diff(cs.base.content, target_of(cs)))
         except C.EditError as exc:
@@ -606,8 +604,6 @@ class EditSerializer(serializers.Serializer):
                                   required=False)
 
     def validate(self, data):
-        from apps.configuration import edits
-
         try:
             return edits.shape(data)  # the one edit builder's checks (apps/configuration/edits.py)
         except edits.EditRefused as exc:

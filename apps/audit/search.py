@@ -22,6 +22,7 @@ import re
 from django.core.serializers.json import DjangoJSONEncoder
 
 from .redaction import shown_details
+from .models import AuditSearchToken
 
 MIN_TOKEN = 2
 MAX_TOKEN = 48
@@ -83,8 +84,6 @@ def prefix_range(word):
 
 
 def _matching_tokens(word):
-    from .models import AuditSearchToken
-
     low, high = prefix_range(word)
     return AuditSearchToken.objects.filter(token__gte=low, token__lt=high)
 

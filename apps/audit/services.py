@@ -21,7 +21,7 @@ from django.utils.ipv6 import clean_ipv6_address
 
 from . import search
 from .actor import Actor
-from .models import (CURRENT_SCHEME, HASHED_FIELDS, LEGACY_SCHEME, REANCHOR_ACTION, SCHEMES, ActorKind,
+from .models import (CURRENT_SCHEME, HASHED_FIELDS, LEGACY_SCHEME, REANCHOR_ACTION, SCHEMES, ActorKind, AuditArchive,
                      AuditChainHead, AuditEvent, AuditSearchToken, Outcome, RefusalBurst, hash_content,
                      hashed_content)
 
@@ -306,8 +306,6 @@ def is_reanchor(content):
 def chain_start():
     """(after_id, prev_hash) where the chain in the table begins: after the newest archive's head,
     or at the genesis hash."""
-    from .models import AuditArchive
-
     archive = AuditArchive.objects.order_by("-last_id").first()
     return (archive.last_id, archive.head_hash) if archive else (0, GENESIS)
 
@@ -406,8 +404,6 @@ def archive_old_events(days=None, *, now=None, user=None, delete_chunk=20000):
     AuditArchive and audited; only then are they deleted, in chunks, by raw SQL that deliberately
     goes around the append-only QuerySet. Returns the AuditArchive, or None when nothing is due.
     A broken chain in the range is never archived: ArchiveRefused, and the refusal is audited."""
-    from .models import AuditArchive
-
     _finish_removals()
     days = settings.AUDIT_RETENTION_DAYS if days is None else days
     now = now or timezone.now()
@@ -469,8 +465,6 @@ def _finish_removals(chunk=20000):
     """Delete the events (and their search tokens) that an archive holds but the table still has:
     right after archiving, or after a run that died half-way. Raw SQL on purpose: the append-only
     QuerySet refuses deletes, and this is the one path allowed to do them."""
-    from .models import AuditArchive, AuditSearchToken
-
     events, tokens = AuditEvent._meta.db_table, AuditSearchToken._meta.db_table
     for archive in AuditArchive.objects.filter(removed=False).order_by("last_id"):
         low = archive.first_id - 1

@@ -39,6 +39,11 @@ from apps.fleet.drift import MANAGED_VARIABLES
 from apps.fleet.inference import LABELS, Reason, conflicts_as_warnings, infer_roles, reasons_as_dicts
 from apps.fleet.models import Cluster, HostgroupMembership, MirrorRule, ProxySQLNode, Server, endpoint_key
 from apps.fleet.native import managed_hostgroups
+from apps.audit.models import AuditEvent
+
+from .services import needs_first_version, read_for_adoption
+from . import services as configuration
+from .models import ConfigVersion
 
 
 class AdoptionError(Exception):
@@ -575,8 +580,6 @@ def apply_cluster_adoption(plan, snapshots, *, admin_user, admin_password, monit
     """apply_adoption() of the plan and of every member of its ProxySQL Cluster (`snapshots`: read_members()), into
     the same cluster and its hostgroups, in one transaction: all of them or none. Returns (cluster, [nodes]).
     `credential_hosts`: a new cluster's (new_cluster_credential_hosts()), set and audited in that transaction."""
-    from .services import needs_first_version, read_for_adoption
-
     runtime = (read_for_adoption(plan.node_name, plan.admin_host, plan.admin_port, admin_user, admin_password,
                                  cluster=Cluster.objects.filter(name=plan.cluster_name).first())
                if needs_first_version(plan.cluster_name) else None)  # read before the transaction
@@ -641,7 +644,6 @@ def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), actor=
     in the same transaction (configuration.services.record_adoption).
     """
     actor = actor or Actor.system()
-    from . import services as configuration
 
     if not plan.ok:
         raise AdoptionError("; ".join(plan.errors))
@@ -731,8 +733,6 @@ def read_node(admin_host, admin_port, admin_user, admin_password, allowed=None, 
 
 def recent_attempts(user):
     """This user's adoption previews (read or failed) in the last minute, from the audit log (page and API)."""
-    from apps.audit.models import AuditEvent
-
     since = timezone.now() - timedelta(minutes=1)
     return AuditEvent.objects.filter(action=ADOPT_ACTION, actor_user_id=user.pk, created_at__gte=since,
                                      outcome__in=("dry_run", "failure")).count()
@@ -801,7 +801,6 @@ def confirm(plan, monitor, *, admin_user, admin_password, actor=None, peers=(), 
         record(ADOPT_ACTION, actor=actor, outcome="failure", target=f"{plan.admin_host}:{plan.admin_port}",
                details={"error": str(exc)})
         raise
-    from .models import ConfigVersion
 
     versions = [ConfigVersion.objects.filter(cluster=cluster, reason=f"adopted from {node.name}").order_by("-number")
                 .first() for node in nodes]

@@ -30,11 +30,15 @@ from apps.monitoring.live_doc import DriftNodeDoc
 from apps.fleet import native
 from apps.fleet.drift import (LayerDifference, LayerFinding, NodeDrift, VariableDrift, between_nodes, runtime_states,
                               writer_finding)
+from apps.audit.services import record
+from apps.fleet.models import Cluster
+from apps.monitoring import live
 
 from . import content as C
 from . import nodes as N
 from .tables import BY_NAME, MYSQL_SERVERS, MYSQL_USERS, TABLES, VARIABLES
 from .variables import RESTART_ONLY, SECRETS
+from .services import known_secrets, latest
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +74,6 @@ class ClusterDrift:
 def cluster_drift(cluster, reads=None, version=None):
     """Every ProxySQL node of the cluster, its three layers against the current configuration version. `reads`:
     the nodes' layers already read ({node pk: NodeConfig}, the watcher's), else read now; `version`: the latest."""
-    from .services import known_secrets, latest  # services imports models: read when called, not at import
-
     version = version or latest(cluster)
     if version is None:
         return ClusterDrift(None, [])
@@ -117,12 +119,6 @@ def watch(budget_s=WATCH_BUDGET_S):
     not all read by then is not judged this round (its stored results keep their age, and the alert rules stop
     judging a result older than ENGINE_FRESH_S), and the clusters checked longest ago go first, so a round cut
     short is followed by one that starts where it stopped, never by the same head of the fleet again."""
-    from apps.audit.services import record
-    from apps.fleet.models import Cluster
-    from apps.monitoring import live
-
-    from .services import latest
-
     deadline = time.monotonic() + budget_s
     clusters = [(c, v, list(c.proxysql_nodes.all())) for c in Cluster.objects.prefetch_related("proxysql_nodes")
                 .order_by("pk") if (v := latest(c)) is not None]
@@ -193,8 +189,6 @@ class StoredResult(DriftNodeDoc, forbid_unknown_fields=False):
 def stored(node_pks):
     """{node pk: the watcher's last result (a StoredResult) or None}, one MGET; {} when Redis does not answer. A
     document that does not decode is None, as if never checked."""
-    from apps.monitoring import live
-
     try:
         return live.read_typed(live.DRIFT, list(node_pks), StoredResult)
     except live.LiveUnavailable:  # nothing known, nothing judged

@@ -14,6 +14,7 @@ from apps.fleet import native
 from apps.fleet.choices import ClusterKind
 from apps.monitoring import rule_regex
 
+from . import rule_tester
 from .content import (claimed_hostgroups, diff, endpoint, endpoints, index, loaded_user, operational_changes,
                       password_hash, runtime_users, writers)
 from .tables import MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, SCHEDULER, TABLES, VARIABLES
@@ -326,8 +327,6 @@ def traffic_findings(target, changed_rules, traffic, node_figures):
     """What each new or changed active rule would capture of the cluster's stored traffic (the digests of the last
     hour, `traffic`: digests.selectors.Traffic), by the rule tester's walk on the target's rules; for a mirror
     rule, the mirror load it predicts against mysql-mirror_max_concurrency."""
-    from . import rule_tester  # rule_tester imports this module's regex helpers
-
     rules = {r["rule_id"]: r for r in target.get(MYSQL_QUERY_RULES.name) or []
              if r["active"] and (r["rule_id"],) in changed_rules}
     if not rules or traffic is None or not traffic.rows:
@@ -509,7 +508,7 @@ def effect_findings(cluster, base, target, nodes, node_figures, *, write_back=Fa
     `traffic`: the cluster's stored digests of the last hour (what new or changed rules would capture)."""
     layers = [nc.layers["runtime"] for nc in nodes.values() if not nc.error]
     servers_in = _servers_anywhere(target, layers)
-    engine = regex_engine(target, layers)
+    engine = rule_tester.regex_engine(target, layers)
     d = diff(base, target)
     out = operational_findings(cluster, base, target, nodes, write_back=write_back, every_node=every_node)
     out += servers_findings(cluster, base, target)
@@ -529,11 +528,3 @@ def effect_findings(cluster, base, target, nodes, node_figures, *, write_back=Fa
                            ", ".join(f"{n['kind']} writer {n['writer_hostgroup']}" for n in native)
                            + ": it moves servers by read_only itself and may undo this change", False))
     return out
-
-
-def regex_engine(target, layers=()):
-    """ProxySQL's regex engine for these rules: mysql-query_processor_regex (1 PCRE, the default; 2 RE2)."""
-    value = (target.get(VARIABLES) or {}).get("mysql-query_processor_regex")
-    if value is None and layers:
-        value = layers[0][VARIABLES].get("mysql-query_processor_regex")
-    return 2 if str(value) == "2" else 1

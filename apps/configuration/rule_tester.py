@@ -26,9 +26,9 @@ from functools import lru_cache
 
 from django.conf import settings
 
+from apps.monitoring import rule_regex
 from apps.monitoring.rule_regex import MatchLimit
 
-from .findings import compile_regex, regex_engine
 from .tables import MYSQL_QUERY_RULES, MYSQL_USERS, VARIABLES
 
 PCRE, RE2 = 1, 2
@@ -87,7 +87,7 @@ class Outcome:
 def compiled(pattern, caseless, engine):
     """The pattern compiled in ProxySQL's engine, or None when that engine refuses it."""
     try:
-        return compile_regex(pattern, caseless, engine)
+        return rule_regex.compile(pattern, caseless, engine)
     except Exception:  # each library has its own error class
         return None
 
@@ -367,3 +367,11 @@ def on_content(content, query="", **sample):
         iterations = 0
     return evaluate(content.get(MYSQL_QUERY_RULES.name) or [], query, engine=regex_engine(content),
                     iterations=iterations, users=content.get(MYSQL_USERS.name) or [], **sample)
+
+
+def regex_engine(target, layers=()):
+    """ProxySQL's regex engine for these rules: mysql-query_processor_regex (1 PCRE, the default; 2 RE2)."""
+    value = (target.get(VARIABLES) or {}).get("mysql-query_processor_regex")
+    if value is None and layers:
+        value = layers[0][VARIABLES].get("mysql-query_processor_regex")
+    return 2 if str(value) == "2" else 1

@@ -13,6 +13,7 @@ from apps.clients.proxysql import SERVER_FIELDS
 from apps.fleet.drift import MANAGED_VARIABLES
 from apps.fleet.layout import swapped_roles
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
+from apps.audit.models import AuditEvent
 
 from . import content as C
 from . import edits as E
@@ -20,6 +21,7 @@ from . import nodes as N
 from . import secrets as S
 from .models import ChangeSet, ConfigSecret, ConfigVersion
 from .tables import MYSQL_SERVERS
+from . import files
 
 
 class Refused(Exception):
@@ -370,8 +372,6 @@ def _edited(cs, action, edit, *, actor):
 
 def editors(cs):
     """The names of those who edited a draft after its author started it (from the audit log)."""
-    from apps.audit.models import AuditEvent
-
     # (cluster_id, created_at) is indexed: only the cluster's events since the draft began are read
     names = AuditEvent.objects.filter(cluster_id=cs.cluster_id, created_at__gte=cs.created_at,
                                       action="change set edited", target=str(cs)).values_list("actor", flat=True)
@@ -493,8 +493,6 @@ def file_edits(cluster, text, *, expect_version=None):
     `version:` is informational), and wins for every row it lists. `expect_version` keeps an optimistic lock:
     refused unless the current version is that one, with what changed since. Reads only; no edits when the
     file equals the current intent. Refused when the file cannot be read or names a secret the console lacks."""
-    from . import files
-
     try:
         _, file_content = files.read(text, cluster)
     except files.FileError as exc:

@@ -8,6 +8,7 @@ a test holds this module to the lab double's copy of those definitions). Values 
 import functools
 import unicodedata
 from dataclasses import dataclass
+import json
 
 from apps.fleet.validators import has_invisible
 
@@ -274,8 +275,6 @@ def check_row(table, row):
     if table is MYSQL_REPLICATION_HOSTGROUPS and row["reader_hostgroup"] == row["writer_hostgroup"]:
         raise RowError("reader_hostgroup", "must differ from the writer hostgroup")
     if table.column_names.count("attributes") and row.get("attributes"):
-        import json
-
         try:
             json.loads(row["attributes"])
         except ValueError:

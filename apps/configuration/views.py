@@ -18,7 +18,7 @@ from apps.pages.fragments import fragment_response
 from controlplane.converters import parse_id
 
 from . import content as C
-from . import display, drift, edits, files, findings, services
+from . import display, drift, edits, files, rule_tester, services
 from .change_set import NotPlanned, diff_lines, plan_and_save, plan_draft, plan_from_file
 from .forms import ReasonForm, RolesForm, RowForm, UploadForm, VariableForm
 from .models import ChangeSet, ConfigVersion
@@ -159,7 +159,7 @@ def row_form(request, pk, table_name):
             return HttpResponse("no such row", status=404)
     prefix = f"row-{table.name}"
     form = RowForm(request.POST or None, table=table, initial=existing, prefix=prefix,
-                   regex_engine=findings.regex_engine(target))
+                   regex_engine=rule_tester.regex_engine(target))
     context = {"cs": cs, "table": table, "form": form, "key": key}
     if request.method == "POST":
         valid = form.is_valid()

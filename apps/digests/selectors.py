@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import redis
 from django.conf import settings
 from django.db import connection
+from django.db.models import Q, Min, Sum
 
 from apps.configuration import rule_tester, services as config_services
 from apps.configuration.models import ChangeSet
@@ -136,8 +137,6 @@ def _pieces_sql(pieces, alias=""):
 
 
 def _pieces_q(pieces):
-    from django.db.models import Q
-
     q = Q(resolution=-1)  # matches nothing: an empty window
     for resolution, a, b in pieces:
         q |= Q(resolution=resolution, ts__gte=a, ts__lt=b)
@@ -160,8 +159,6 @@ def _source_qs(filters):
 
 
 def _digest_search_qs(search):
-    from django.db.models import Q
-
     q = Q(digest_text__icontains=search)
     if search.lower().startswith("0x") and len(search) <= 18:
         q |= Q(digest__iexact=search)
@@ -556,7 +553,6 @@ def mirrored_pairs(window, filters, spent=None):
     matchers = _mirror_matchers(rules, spent)
     if not matchers:
         return {}
-    from django.db.models import Q
 
     targets = Q(pk__in=[])
     for node_id, hostgroup in matchers:
@@ -963,8 +959,6 @@ class Traffic:
 def cluster_traffic(cluster_id, seconds=TRAFFIC_WINDOW_S, now=None):
     """The last `seconds` of the cluster's digests, summed per digest and source (user, schema, client) over its
     nodes; `seconds` is what the stored rows cover (less when the digest polls started later)."""
-    from django.db.models import Min, Sum
-
     now = int(now or time.time())
     window = window_for(now - seconds, now, now)
     sources = {s.pk: s for s in DigestSource.objects.filter(node__cluster_id=cluster_id)}

@@ -6,6 +6,7 @@ class DrConfig(AppConfig):
     verbose_name = "Disaster-recovery channels"
 
     def ready(self):
+        # why: models load only once the app registry is ready, which ready() is for
         from apps.monitoring import rollups
 
         from . import moves

@@ -26,10 +26,11 @@ from apps.clients.backend import BackendClient
 from apps.clients.wire import ClientError
 from apps.fleet.models import Server
 from apps.plans.vocabulary import Guard, Plan, Secret, Step, place
+from apps.plans.registry import CLUSTER, OperationSpec, StepFailed, StepHandler, register_kind, register_step
 
 from . import native
+from .gtid import gtid_seq
 from .models import REPLICA, SOURCE, ReplicationChannel
-from .polling import gtid_seq
 
 CHANNEL_MOVE = "channel_move"  # this app's operation kind (registered in register())
 CHANNEL_SQL, CHANNEL_POSITION, CHANNEL_VERIFY, CHANNEL_RECORD, CHANNEL_EVICTED = (
@@ -272,8 +273,6 @@ def undo_sql(run, step, row):
 def set_position(run, step, row, executed, detail):
     """The replica cluster's committed position in the source's domain, read causally on the new replica
     (after the old replica's last transaction when it was stopped just before), becomes its gtid_slave_pos."""
-    from apps.plans.registry import StepFailed
-
     p = step.params
     client = run.backend(p["server"])
     if p.get("after"):
@@ -300,8 +299,6 @@ def wait_evicted(run, step, row, executed, detail):
     the new replica started 5 s before the eviction, its SQL thread gone at the view change). So the channel starts
     after that view change. A view that does not list the address at all (members known by other addresses than
     the inventory's) is taken as it is; the verify step still waits for the new replica's first commit."""
-    from apps.plans.registry import StepFailed
-
     p = step.params
     client = run.backend(p["server"])
     start = time.monotonic()
@@ -347,8 +344,6 @@ def verify(run, step, row, executed, detail):
     (codership/mysql-wsrep #181; seen on the DR lab when the channel started before the eviction, which the
     "evicted" step now waits for). Such a move fails here and is rolled back, rather than recorded done with a
     stopped channel. (Plans saved before this check carry no domain: threads running is enough for them.)"""
-    from apps.plans.registry import StepFailed
-
     p = step.params
     client = run.backend(p["server"])
     deadline = time.monotonic() + p["timeout_s"]
@@ -408,8 +403,6 @@ def statements(step):
 
 
 def register():
-    from apps.plans.registry import CLUSTER, OperationSpec, StepHandler, register_kind, register_step
-
     for handler in (StepHandler(CHANNEL_SQL, run_sql, undo=undo_sql, statements=statements),
                     StepHandler(CHANNEL_POSITION, set_position, undo=undo_position, statements=statements),
                     StepHandler(CHANNEL_VERIFY, verify, check=True),

@@ -18,8 +18,9 @@ from apps.clients.backend import BackendClient
 from apps.clients.wire import ClientError
 from apps.monitoring import live
 
-from . import native
+from . import failover, native
 from .choices import ChannelState
+from .gtid import gtid_seq
 from .models import ChannelSample, ReplicationChannel
 
 log = logging.getLogger(__name__)
@@ -44,14 +45,6 @@ def last_polls(channels):
         return live.read_typed(CHANNEL, [c.pk for c in channels], LastPoll)
     except live.LiveUnavailable:
         return {}
-
-
-def gtid_seq(position, domain):
-    """The sequence number of `domain` in a GTID position ('1-11-5,2-21-3'), or None."""
-    for part in (position or "").replace(" ", "").split(","):
-        if part.count("-") == 2 and part.split("-")[0] == str(domain):
-            return int(part.split("-")[2])
-    return None
 
 
 def _read_source(server):
@@ -179,8 +172,6 @@ def run_shard(shard, shards, now=None):
     if not channels:
         return {}
     results = poll(channels, now)
-    from . import failover
-
     for channel in channels:
         if channel.pk not in results:
             continue

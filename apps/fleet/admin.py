@@ -7,6 +7,7 @@ from django.forms.models import model_to_dict
 from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.clients.proxysql import SERVER_FIELDS
+from apps.configuration.services import record_admin_edit, with_roles, with_servers
 
 from .models import Cluster, HostgroupMembership, MirrorRule, ProxySQLNode, Server
 
@@ -25,14 +26,10 @@ def _record_edit(request, cluster, change):
     """An edit of the inventory (roles, hostgroup memberships) is intent: the cluster's next configuration version
     holds it and the inventory follows, in one transaction (configuration.services.record_version), so the
     nodes' drift is shown against it and it can be written back to them."""
-    from apps.configuration.services import record_admin_edit
-
     record_admin_edit(cluster, change, actor=Actor.of_request(request))
 
 
 def _record_servers(request, cluster, edits):
-    from apps.configuration.services import with_servers
-
     _record_edit(request, cluster, lambda content: with_servers(content, edits))
 
 
@@ -158,7 +155,6 @@ class ClusterAdmin(AuditedAdmin):
             return obj.save()
         roles = {f: getattr(obj, f) for f in ROLE_FIELDS}
         obj.save(update_fields=[f.name for f in obj._meta.concrete_fields if not f.primary_key and f.name not in ROLE_FIELDS])
-        from apps.configuration.services import with_roles
 
         _record_edit(request, obj, lambda content: with_roles(content, {ROLE_FIELDS[f]: v for f, v in roles.items()}))
 

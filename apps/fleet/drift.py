@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 from apps.clients.proxysql import RUNTIME_ONLY_STATUSES, SERVER_FIELDS, configured
 
+from .models import HostgroupMembership
+
 AUTOINC = "mysql-auto_increment_delay_multiplex"
 # Global variables that operations change for a while (a switchover's drain lowers AUTOINC to 0): their
 # intended values are recorded at adoption (ProxySQLNode.intended_variables), drift compares them, a
@@ -92,8 +94,6 @@ def writer_finding(node_name, on_disk, intended, writer_hostgroup):
 
 def intended_rows(cluster):
     """{(hg, host, port): {field: value}} from the inventory."""
-    from .models import HostgroupMembership
-
     rows = {}
     for m in HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server"):
         rows[m.key] = {f: getattr(m, f) for f in SERVER_FIELDS}

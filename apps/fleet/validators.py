@@ -3,6 +3,9 @@ import re
 import unicodedata
 
 from django.core.exceptions import ValidationError
+from cryptography import x509
+
+from apps.clients.credential_hosts import EntryError, parse
 
 _HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9_-]{1,63}(?<!-)$")
 
@@ -57,8 +60,6 @@ def parse_endpoint(text):
 
 def validate_credential_hosts(value):
     """Cluster.credential_hosts: every entry an address, a network or a host name pattern (credential_hosts.py)."""
-    from apps.clients.credential_hosts import EntryError, parse
-
     try:
         parse(value)
     except EntryError as exc:
@@ -70,8 +71,6 @@ TLS_CA_MAX = 64 * 1024
 
 def tls_ca_certificates(value):
     """The certificates of a CA text (PEM, one or more), or ValidationError saying what is wrong with it."""
-    from cryptography import x509
-
     if len(value) > TLS_CA_MAX:
         raise ValidationError(f"The CA is {len(value):,} characters: at most {TLS_CA_MAX:,} (PEM certificates).")
     try:

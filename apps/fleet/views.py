@@ -19,9 +19,10 @@ from apps.pages import fleet as fleet_pages
 from apps.pages.fragments import fragment_response
 from apps.pages import node as node_pages
 from apps.operations.choices import OperationState
-from apps.operations import rollbacks  # the rollback-pending banner
+from apps.operations import pending_rows  # the rollback-pending banner
 
 from apps.configuration import adoption as adopt
+from apps.configuration import drift as engine
 
 from . import connections, tags
 from .forms import AdoptForm, ConnectionsForm, TagsForm, parse_backend_hosts
@@ -57,7 +58,7 @@ def cluster_detail(request, pk):
         **monitoring_selectors.cluster_live(cluster), **monitoring_selectors.sparkline_context(cluster),
         **monitoring_selectors.cluster_query_stats(cluster),
         "recent_operations": cluster.operations.exclude(state=OperationState.PLANNED)[:8],
-        "pending_rollbacks": rollbacks.banner(cluster),
+        "pending_rollbacks": pending_rows.banner(cluster),
         **alert_selectors.open_for_cluster(cluster),
         **dr_selectors.for_cluster(cluster),
         "tags": tags.of(cluster),
@@ -105,8 +106,6 @@ def cluster_tags(request, pk):
 def cluster_drift(request, pk):
     """htmx partial: drift read live from every ProxySQL node of the cluster (the configuration's engine: every
     table and variable of the current version; configuration sits above fleet, so it is imported here)."""
-    from apps.configuration import drift as engine
-
     cluster = get_object_or_404(Cluster, pk=pk)
     return fragment_response(request, "fleet/cluster_detail.html#drift",
                              {"cluster": cluster, "drift": engine.cluster_drift(cluster)},

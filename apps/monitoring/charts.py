@@ -24,7 +24,7 @@ from . import status
 from .models import HOUR, MINUTE, RAW, BackendSample, MirrorRuleSample, PoolSnapshot, ProxySQLSample, worst_status
 from .chunks import FAMILIES as CHUNKED
 from .chunks import samples as chunked_samples
-from .pool import read as read_pool
+from .chunks import read_pool
 
 RANGES = {"1h": 3600, "6h": 6 * 3600, "24h": 24 * 3600, "7d": 7 * 86400, "30d": 30 * 86400}
 DEFAULT_RANGE = "1h"

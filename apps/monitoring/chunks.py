@@ -9,7 +9,7 @@ repeats from one record to the next (idle servers, limits, extremes equal to the
 the rollups are unchanged: they write and read rows. compact() (after the rollups, rollups.run_all) turns
 the rows of every span the rollups have read into chunks and deletes them, so rows remain only for the
 newest hour or so. Readers go through samples() (figures of either family) and snapshots() (pool servers,
-what pool.read decodes): both read rows and chunks alike, so a reader never knows which one it got.
+what read_pool decodes): both read rows and chunks alike, so a reader never knows which one it got.
 
 Format (V1): one version byte, then deflated: varint record count; per record: varint microseconds since
 the previous record (the first: since the span's start), a flags byte (1: figures, 2: pool, 4: reachable),
@@ -25,8 +25,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from . import pool
-from .models import (HOUR, MINUTE, RAW, BackendChunk, BackendSample, HistoryChunk, PoolSnapshot, ProxySQLSample,
-                     RollupMark)
+from .models import (HOUR, MINUTE, RAW, BackendChunk, BackendSample, HistoryChunk, PoolServer, PoolSnapshot,
+                     ProxySQLSample, RollupMark)
 
 V1 = 1
 # Seconds of history per chunk, per resolution. Half an hour of minute buckets is 3-5 kB for a node of 9
@@ -214,13 +214,31 @@ def samples(filters, fields, model=ProxySQLSample):
 
 def snapshots(filters):
     """[(node id, ts, resolution, servers)] of the pool snapshots matching filters, rows and chunks alike,
-    in time order; pool.read decodes them."""
+    in time order; read_pool decodes them."""
     out = [(node_id, ts, resolution, servers)
            for node_id, ts, resolution, _, servers in _records(PROXYSQL, filters) if servers is not None]
     out += PoolSnapshot.objects.filter(**filters).order_by("ts", "resolution", "node_id").values_list(
         "node_id", "ts", "resolution", "servers")
     out.sort(key=_order)
     return out
+
+
+def read_pool(filters, fields):
+    """Yield (node id, ts, resolution, (hostgroup, host, port), [values of `fields`]) per server of each pool
+    snapshot matching `filters` (a dict: snapshots()), stored as a row or in a history chunk, in time
+    order. Fields: FIELDS, their _min/_max, "status"."""
+    keys = {}
+    positions = {}
+    for node_id, ts, resolution, data in snapshots(filters):
+        rollup, entries = pool._decode(data)
+        where = positions.get(rollup) or positions.setdefault(rollup, pool._positions(fields, rollup))
+        for server_id, status, values in entries:
+            key = keys.get(server_id)
+            if key is None:
+                keys.update({pk: tuple(k) for pk, *k in PoolServer.objects.filter(node_id=node_id).values_list(
+                    "pk", "hostgroup", "srv_host", "srv_port")})
+                key = keys.get(server_id, (None, None, None))
+            yield node_id, ts, resolution, key, [status if p is None else values[p] for p in where]
 
 
 def last_reachable_raw(owner_id, model=ProxySQLSample):

@@ -211,23 +211,3 @@ def snapshot(node_id, ts, rows, resolution=RAW):
     ids = server_ids(node_id, [(r["hostgroup"], r["srv_host"], r["srv_port"]) for r in rows])
     entries = [(ids[(r["hostgroup"], r["srv_host"], r["srv_port"])], r.get("status", "ONLINE"), r) for r in rows]
     return PoolSnapshot(node_id=node_id, ts=ts, resolution=resolution, servers=pack(entries, resolution != RAW))
-
-
-def read(filters, fields):
-    """Yield (node id, ts, resolution, (hostgroup, host, port), [values of `fields`]) per server of each pool
-    snapshot matching `filters` (a dict: chunks.snapshots), stored as a row or in a history chunk, in time
-    order. Fields: FIELDS, their _min/_max, "status"."""
-    from .chunks import snapshots
-
-    keys = {}
-    positions = {}
-    for node_id, ts, resolution, data in snapshots(filters):
-        rollup, entries = _decode(data)
-        where = positions.get(rollup) or positions.setdefault(rollup, _positions(fields, rollup))
-        for server_id, status, values in entries:
-            key = keys.get(server_id)
-            if key is None:
-                keys.update({pk: tuple(k) for pk, *k in PoolServer.objects.filter(node_id=node_id).values_list(
-                    "pk", "hostgroup", "srv_host", "srv_port")})
-                key = keys.get(server_id, (None, None, None))
-            yield node_id, ts, resolution, key, [status if p is None else values[p] for p in where]

@@ -15,6 +15,7 @@ from django.http import HttpResponse
 
 from apps.accounts import tokens as api_tokens
 from apps.accounts.roles import VIEWER, has_role
+from apps.audit.services import record
 
 REALM = 'Bearer realm="proxysql-fleet metrics"'
 
@@ -94,8 +95,6 @@ def _api_token_refusal(request, raw):
 
 
 def _refuse(request, status, reason, audited=False):
-    from apps.audit.services import record  # audit imports the apps it records; keep the import lazy
-
     if not audited:
         record("refused metrics scrape", request=request, outcome="refused", target=request.path,
                details={"reason": reason, "status": status})

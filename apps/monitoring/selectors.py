@@ -21,7 +21,7 @@ from . import live, live_doc, proxysql_cluster, status
 from .chunks import last_reachable_raw
 from .chunks import samples as chunked_samples
 from .models import RAW, BackendSample
-from .pool import read as read_pool
+from .chunks import read_pool
 
 
 class NodeDoc(live_doc.Polled):

@@ -12,7 +12,7 @@ from apps.fleet.choices import ClusterKind
 from apps.fleet.models import HostgroupMembership
 from apps.plans.vocabulary import DRAIN_POLL_MS, INVENTORY, PROXYSQL, VERIFY, WAIT_DRAIN, Guard, Plan, Sql, Step
 
-from . import rollbacks, shared
+from . import pending_rows, shared
 from .choices import OnDrainTimeout, OperationKind, OperationState
 from .locks import current_holder
 from .switchover import _row, backend_guards, current_writer, pinned_sessions
@@ -71,7 +71,7 @@ def plan_drain(server, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLB
         Guard("min_readers", f"At least {cluster.min_available_readers} reader(s) stay ONLINE",
               readers_left >= cluster.min_available_readers, f"{readers_left} left"),
         Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
-        rollbacks.guard(cluster),
+        pending_rows.guard(cluster),
         Guard("not_in_maintenance", "The server is in service (a drained one is restored, not drained again)",
               not server.maintenance, "in maintenance" if server.maintenance else "yes", False),
         Guard("drain_timeout", "A drain timeout is set", timeout > 0, f"{timeout} ms", False),
@@ -127,7 +127,7 @@ def plan_restore(server):
         Guard("in_maintenance", "The server is in maintenance", server.maintenance,
               "yes" if server.maintenance else "no", False),
         Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
-        rollbacks.guard(cluster),
+        pending_rows.guard(cluster),
         *_backend_guards(cluster, server, intended),
     ]
     nodes = lambda part: {str(pk): {"name": v["name"], **v[part]} for pk, v in per_node.items()}  # noqa: E731

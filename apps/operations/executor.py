@@ -23,11 +23,12 @@ from apps.clients.wire import ClientError
 from apps.fleet.models import ProxySQLNode, Server
 from apps.plans.vocabulary import PROXYSQL, Plan, Step
 from apps.plans.registry import StepFailed, capture, kind_spec, step_handler
+from apps.configuration.secrets import values_for
 
-from . import locks, recheck, rollbacks, shared
+from . import locks, pending_rows, recheck, restarts, shared
 from .choices import OnDrainTimeout, OperationState, StepState
 from .models import Operation, OperationStep
-from .sync_hold import HOLD_KEY, SAVE_ADMIN, saves_admin_variables
+from .sync_hold import HOLD_KEY, RESTORE_KEY, SAVE_ADMIN, saves_admin_variables
 
 log = logging.getLogger(__name__)
 LOCK_TTL_S = 120
@@ -61,7 +62,6 @@ class Run:
                 for sql in [*spec.get("sql", []), *spec.get("rollback", [])] for _, ref in self.plan.placed(sql)}
         if not refs:
             return {}
-        from apps.configuration.secrets import values_for
 
         return values_for(self.op.cluster_id, refs)
 
@@ -422,8 +422,6 @@ class Run:
         """A failure past the point of no return skips the plan's last steps, the ProxySQL Cluster sync restore among
         them (sync_hold.py): left so, the nodes would never pull from each other again. The restore runs now when the
         hold was taken; a node that does not answer keeps it for the retry (self.unfinished), as a finish does."""
-        from .sync_hold import RESTORE_KEY
-
         by_key = {r.key: r for r in rows}
         step = next((s for s in self.plan.steps if s.key == RESTORE_KEY), None)
         hold, row = by_key.get(HOLD_KEY), by_key.get(RESTORE_KEY)
@@ -477,7 +475,7 @@ class Run:
         """While a node has not taken its undo (paused, say), the nodes that did keep their ProxySQL Cluster sync hold:
         a paused ProxySQL runs its in-flight LOAD when it resumes, the newest change of the pair, and a peer whose sync
         was restored would pull it (and save it to its disk) before that node's undo runs. Their restore is kept as a
-        pending row of its own, run by the retry only once every other node's undo ran (rollbacks.waits_for)."""
+        pending row of its own, run by the retry only once every other node's undo ran (pending_rows.waits_for)."""
         if not still_held:
             return
         waiting_for = ", ".join(p["name"] for p in pending.values())
@@ -714,7 +712,7 @@ def _finish(op, runner, rows, error, started, finished_by=None):
         Operation.objects.filter(pk=op.pk).update(state=OperationState.ROLLING_BACK, error=error)
         rollback_start = time.monotonic()
         problems, pending = runner.rollback(rows)
-        pending.update(rollbacks.restarted_nodes(op, runner, rows, pending))  # their undo is checked before it counts
+        pending.update(restarts.restarted_nodes(op, runner, rows, pending))  # their undo is checked before it counts
         timings["rollback_ms"] = _ms(rollback_start)  # after total_ms (the run to its failure): the lock was held on
         state = OperationState.CANCELLED if error.startswith("cancelled") else OperationState.ROLLED_BACK
         if pending:  # retried until the node answers (rollbacks.py); the operation ends rolled_back then
@@ -728,7 +726,7 @@ def _finish(op, runner, rows, error, started, finished_by=None):
     with transaction.atomic():
         Operation.objects.filter(pk=op.pk).update(state=state, error=error or "", finished_at=timezone.now(),
                                                   timings=timings)
-        rollbacks.keep(op, pending)
+        pending_rows.keep(op, pending)
         record(f"{op.kind} {state}", actor=Actor.of_operation(op),
                cluster=op.cluster, target=op.title, outcome="success" if state == OperationState.DONE else "failure",
                duration_ms=timings["total_ms"],

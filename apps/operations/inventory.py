@@ -10,12 +10,12 @@ from apps.configuration.services import record_operation
 from apps.fleet.layout import swapped_roles
 from apps.fleet.models import Server
 
-from . import rollbacks
+from . import pending_rows
 
 
 def resolve_pending_rollbacks(run, p, detail):
     """A repair: what was pending (rollback or finish) on the repaired nodes is resolved by it."""
-    rollbacks.resolve_by_repair(run.op, p["nodes"])
+    pending_rows.resolve_by_repair(run.op, p["nodes"])
 
 
 def statuses(run, p, detail):

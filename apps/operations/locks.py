@@ -11,6 +11,8 @@ from datetime import timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from apps.fleet.models import ProxySQLNode, endpoint_key
+
 from .models import ClusterLock, EndpointLock
 
 
@@ -36,8 +38,6 @@ def rechecking(operation):
 
 def endpoints(cluster_id):
     """The admin endpoints (host:port) of the cluster's ProxySQL nodes."""
-    from apps.fleet.models import ProxySQLNode, endpoint_key
-
     return sorted({endpoint_key(h, p) for h, p in
                    ProxySQLNode.objects.filter(cluster_id=cluster_id).values_list("admin_host", "admin_port")})
 

@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from apps.plans import registry
 from .choices import OperationState, PendingState, StepState
+from .sync_hold import HOLD_KEY
 
 
 class Operation(models.Model):
@@ -143,7 +144,6 @@ class PendingRollback(models.Model):
         if not self.statements:  # rollbacks._recheck: a node that restarted during the operation
             return (f"{self.operation.finish_or_rollback} pending on {self.node.name}: it restarted during the operation; "
                     "its layers are checked against the inventory (and repaired from it if they differ)")
-        from .sync_hold import HOLD_KEY
 
         if all(s["step"] == HOLD_KEY for s in self.statements):  # executor.keep_held
             return (f"{self.operation.finish_or_rollback} pending on {self.node.name}: its ProxySQL Cluster sync is "

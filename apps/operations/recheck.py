@@ -24,10 +24,13 @@ from apps.audit.services import record
 from apps.clients.proxysql import reusing
 from apps.plans.vocabulary import OLD_SHAPE, Plan
 from apps.plans.registry import KINDS, step_handler
+from apps.configuration.services import latest
+from apps.fleet.models import HostgroupMembership
 
 from . import locks
 from .choices import OperationState, StepState
 from .models import Operation, OperationStep
+from .switchover import current_writer
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +69,6 @@ def statements(plan):
 def based_on(cluster):
     """What a plan is based on in the console: the configuration's current version, the inventory's writer and
     its rows (status per backend and hostgroup). Stamped on the plan when it is saved (services.save_plan)."""
-    from apps.configuration.services import latest
-    from apps.fleet.models import HostgroupMembership
-
-    from .switchover import current_writer
-
     version, writer = latest(cluster), current_writer(cluster)
     return {"version": version.number if version else None, "writer": str(writer.server) if writer else None,
             "inventory": {f"{m.server} hostgroup {m.hostgroup_id}": m.status

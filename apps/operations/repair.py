@@ -22,7 +22,7 @@ from apps.fleet import native
 from apps.fleet.drift import MANAGED_VARIABLES, intended_rows, intended_variables
 from apps.plans.vocabulary import INVENTORY, PROXYSQL, VERIFY, Guard, Plan, Sql, Step
 
-from . import rollbacks, shared
+from . import pending_rows, shared
 from .choices import OperationKind
 from .locks import current_holder
 from .switchover import _row, unloaded_edits
@@ -237,7 +237,7 @@ def plan_repair(cluster, node_ids=None):
         Guard("no_edits_elsewhere", "No unloaded mysql_servers edits outside this cluster's hostgroups (the LOAD "
               "would apply them too)", not elsewhere, "; ".join(elsewhere) or "none"),
     ]
-    pending = rollbacks.open_rows(cluster).filter(node_id__in=[n.pk for n in nodes])
+    pending = pending_rows.open_rows(cluster).filter(node_id__in=[n.pk for n in nodes])
     scope = nodes[0].name if len(nodes) == 1 else "every node"
     expect = {"expect": {}, "hostgroups": sorted(hostgroups),
               "rows": {k: [[*key, fields] for key, fields in sorted(intended.items())] for k in per_node},

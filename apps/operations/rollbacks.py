@@ -36,44 +36,19 @@ from apps.audit.services import record
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
 from apps.monitoring import live
-from apps.plans.vocabulary import SECRET_MARK, Guard, Plan, fill
+from apps.plans.vocabulary import SECRET_MARK, Plan, fill
+from apps.configuration.secrets import values_for
 
-from . import locks
-from .choices import OperationKind, OperationState, PendingState, StepState
+from . import executor, locks, repair, services
+from .choices import OperationKind, OperationState, PendingState
 from .models import Operation, PendingRollback
+from .pending_rows import finish_if_resolved, holds_only, open_rows, waits_for
+from .restarts import restarted_during
 
 RETRY_RULE = "pending rollback retry"
-FIRST_RETRY_S = 1
 BACKOFF_CAP_S = 30
 LEASE_S = 60
 KEEP_TRIES = 20
-
-
-def open_rows(cluster=None):
-    rows = PendingRollback.objects.filter(state__in=PendingState.open())
-    return rows if cluster is None else rows.filter(operation__cluster=cluster)
-
-
-def describe(row):
-    return (f"operation #{row.operation_id} ({row.operation.title}): {row.what_is_pending}"
-            + (" (superseded)" if row.state == PendingState.SUPERSEDED else ""))
-
-
-def guard(cluster):
-    """The hard guard of manual operations: none while a rollback or a finish is pending on the cluster."""
-    rows = list(open_rows(cluster).select_related("node", "operation"))
-    pending = " or ".join(sorted({r.operation.finish_or_rollback for r in rows})) or "rollback or finish"
-    return Guard("no_pending_rollback", f"No {pending} is pending on this cluster (it completes when the node answers, "
-                 "or repair the node from the inventory)", not rows, "; ".join(describe(r) for r in rows) or "none", False)
-
-
-def keep(op, pending):
-    """Store, per node, the statements it did not take (the executor calls this in its transaction).
-    `pending`: {node_id: {"statements": [{"step", "sql"}], "error": ...}}."""
-    first = timezone.now() + timedelta(seconds=FIRST_RETRY_S)
-    PendingRollback.objects.bulk_create([
-        PendingRollback(operation=op, node_id=int(node_id), statements=p["statements"], last_error=p["error"],
-                        next_try_at=first) for node_id, p in pending.items()])
 
 
 # -- retries -----------------------------------------------------------------------------------------
@@ -87,23 +62,6 @@ def due(now=None):
     return [r for r in rows if (r.next_try_at <= now
             or (r.node_id in answering and (r.last_try_at is None or answering[r.node_id] > r.last_try_at)))
             and not waits_for(r)]
-
-
-def holds_only(row):
-    """The row only restores its node's ProxySQL Cluster sync hold (executor.keep_held; or what is left of a row once
-    its undo ran)."""
-    from .sync_hold import HOLD_KEY
-
-    return bool(row.statements) and all(s["step"] == HOLD_KEY for s in row.statements)
-
-
-def waits_for(row):
-    """The operation's other open rows whose node has not taken its undo yet, when this row only restores a sync
-    hold: restored before, the node would pull what a paused peer runs as it resumes (its in-flight LOAD)."""
-    if not holds_only(row):
-        return []
-    return [r for r in open_rows().filter(operation_id=row.operation_id).exclude(pk=row.pk).select_related("node")
-            if not holds_only(r)]
 
 
 class PollOutcome(msgspec.Struct):
@@ -230,62 +188,11 @@ def _replay(row, *, actor):
     return _tried(row, ran, "", actor=actor)
 
 
-def restarted_during(op, admin):
-    """Whether the node started after the operation did (ProxySQL_Uptime, whole seconds, rounded down: never a restart
-    missed, at most one said of a node started less than a second before the operation; unknown: assumed; an operation
-    no worker started ran nothing on it). Its
-    statements, kept as a diff, then do not bring it back: the restart dropped what it held in memory only and loaded
-    its disk, which a SAVE killed in its write leaves without rows (per table a DELETE then an INSERT ... SELECT, not
-    one transaction: measured on real 2.7.1)."""
-    if op.started_at is None:
-        return False
-    uptime = admin.stats_global().get("ProxySQL_Uptime")
-    if uptime is None:
-        return True
-    return int(uptime) < (timezone.now() - op.started_at).total_seconds()
-
-
-def restarted_nodes(op, runner, rows, pending):
-    """The nodes of the steps that started (`rows`: the operation's steps as they ended) that took their undo in the
-    run (not in `pending`) but restarted during the operation, before the rollback reached them: kept open with no
-    statement left, so that the retry checks them against the inventory (_recheck) before the operation counts as
-    rolled back. One that stops answering now is kept open too (it may be restarting). {node_id: as rollback() keeps}."""
-    steps = {s.key: s for s in runner.plan.steps}
-    names = {}
-    for row in rows:
-        if row.state in (StepState.DONE, StepState.RUNNING, StepState.FAILED):
-            names.update({n: spec.get("name", n) for n, spec in steps[row.key].nodes.items()})
-    out = {}
-    for node_id, name in names.items():
-        if node_id in pending:
-            continue
-        try:
-            if restarted_during(op, runner.admin(node_id)) and _differs(op.cluster, node_id):
-                out[node_id] = {"name": name, "statements": [], "error": "it restarted during the operation and its "
-                                "layers differ from the inventory: repaired from it before the rollback counts as "
-                                "complete"}
-        except ClientError as exc:
-            if exc.retryable:
-                out[node_id] = {"name": name, "statements": [], "error": f"it stopped answering after its undo ({exc}): "
-                                "its layers are checked against the inventory when it answers"}
-    return out
-
-
-def _differs(cluster, node_id):
-    """Reads only: whether the node's memory, runtime or disk differ from the inventory (what a repair would write)."""
-    from . import repair
-
-    node = repair.plan_repair(cluster, [int(node_id)]).facts["nodes"].get(str(node_id))
-    return node is None or not node["nothing_to_do"]
-
-
 def _recheck(row, ran, *, actor):
     """Every statement ran on a node that restarted during the operation: its memory, runtime and disk are read against
     the inventory (what a rollback returns to, what a finish recorded). Equal: the try ends as usual. Otherwise the
     node is repaired from the inventory (a repair operation, as for a superseded row), and while that is refused or
     fails the row stays open, said: never "rolled back" or "done" while a layer holds something else."""
-    from . import repair
-
     plan = repair.plan_repair(row.operation.cluster, [row.node_id])
     node = plan.facts["nodes"].get(str(row.node_id))
     if node is None:
@@ -304,7 +211,6 @@ def _secrets(op, plan, statements):
     refs = {ref for statement in statements for _, ref in plan.placed(statement["sql"])}
     if not refs:
         return {}
-    from apps.configuration.secrets import values_for
 
     return values_for(op.cluster_id, refs)
 
@@ -312,8 +218,6 @@ def _secrets(op, plan, statements):
 def _repair_instead(row, *, actor, why="superseded", ran=(), plan=None):
     """A superseded row (or, `why`, a node found unlike the inventory by _recheck, `plan` its repair): repair its node
     from the inventory (a repair operation of its own, run here) once the node answers. The repair resolves the row."""
-    from . import executor, repair, services
-
     ran = list(ran)
     if plan is None:
         try:
@@ -370,47 +274,7 @@ def _tried(row, ran, error, *, actor, repair=None, checked=None):
     return f"{row.node.name}: {len(ran)} statement(s) ran; its rollback is complete"
 
 
-def resolve_by_repair(repair_op, node_ids):
-    """A repair wrote the inventory's intent to these nodes: what was pending there (rollback or finish) is over
-    (replaying it would undo the repair). Called by the repair's last step."""
-    rows = list(open_rows(repair_op.cluster).filter(node_id__in=node_ids).select_related("node", "operation"))
-    now = timezone.now()
-    for row in rows:
-        with transaction.atomic():
-            if PendingRollback.objects.filter(pk=row.pk, state__in=PendingState.open()).update(
-                    state=PendingState.REPAIRED, resolved_at=now,
-                    resolution=f"repaired from the inventory by operation #{repair_op.pk}"):
-                record(f"{row.operation.finish_or_rollback} resolved by repair", actor=Actor.of_operation(repair_op),
-                       cluster=repair_op.cluster,
-                       target=f"#{row.operation_id} on {row.node.name}",
-                       details={"operation": row.operation_id, "node": row.node.name, "repair": repair_op.pk,
-                                "statements_not_replayed": row.statements})
-    for op in {row.operation for row in rows}:
-        finish_if_resolved(op)
 
 
-def finish_if_resolved(op):
-    """Once none of its nodes has anything pending, a finish-pending operation ends done, a rollback-pending one
-    rolled_back."""
-    if open_rows().filter(operation=op).exists():
-        return
-    resolution = "; ".join(f"{r.node.name}: {r.resolution}" for r in op.pending_rollbacks.select_related("node"))
-    op.refresh_from_db()
-    forward = op.finish_or_rollback == "finish"
-    pending, state = ((OperationState.FINISH_PENDING, OperationState.DONE) if forward
-                      else (OperationState.ROLLBACK_PENDING, OperationState.ROLLED_BACK))
-    ended = "finished on every node" if forward else "rollback completed"
-    with transaction.atomic():
-        if not Operation.objects.filter(pk=op.pk, state=pending).update(
-                state=state, finished_at=timezone.now(), error=f"{op.error}; {ended} ({resolution})"):
-            return
-        record(f"{op.kind} {state}", actor=Actor.of_operation(op), cluster=op.cluster, target=op.title,
-               outcome="success" if forward else "failure",
-               details={"operation": op.pk, "state": state, "resolution": resolution})
 
 
-def banner(cluster=None):
-    """The open rows, for the banners of the fleet and cluster pages: the finishes pending, then the rollbacks
-    pending, each oldest first."""
-    rows = open_rows(cluster).select_related("node", "operation__cluster", "superseded_by").order_by("created_at", "pk")
-    return sorted(rows, key=lambda r: r.operation.finish_or_rollback)

@@ -26,6 +26,7 @@ import logging
 import time
 
 import msgspec
+from django.db.models import Q
 
 from apps.audit.actor import Actor
 from apps.audit.services import record
@@ -34,14 +35,14 @@ from apps.clients.proxysql import SERVER_FIELDS, configured, on_each_node
 from apps.clients.wire import ClientError, Timeout, Unreachable
 from apps.fleet.choices import ClusterKind, WriterIsAlsoReader
 from apps.fleet.layout import swapped_roles
-from apps.fleet.models import Cluster, HostgroupMembership
+from apps.fleet.models import Cluster, HostgroupMembership, Server
 from apps.monitoring import live, status
 from apps.plans.vocabulary import INVENTORY, PROXYSQL, VERIFY, Guard, Plan, Sql, Step
 
-from . import executor, rollbacks, services, shared
+from . import executor, pending_rows, services, shared
 from .choices import OperationKind
 from .locks import current_holder
-from .switchover import _row, current_writer, role_statements
+from .switchover import _row, current_writer, plan_switchover, role_statements
 
 log = logging.getLogger(__name__)
 RULE = "read-pool rules"
@@ -206,7 +207,7 @@ def plan_changes(cluster, changes, figures, alerts, kind=OperationKind.READ_POOL
               Guard("no_native_hostgroups", "ProxySQL's native hostgroup manager is not active here",
                     not cluster.active_native_hostgroups(), "active" if cluster.active_native_hostgroups() else "inactive", False),
               # The rules wait for a pending rollback: applying them would supersede it (see rollbacks.py).
-              rollbacks.guard(cluster)]
+              pending_rows.guard(cluster)]
     description = "; ".join(f"{memberships[k].server} hg {k[1]} → {v[0]} ({v[1]})" for k, v in sorted(changes.items()))
     steps = [Step("apply", "Set the statuses on every node, load and save", PROXYSQL,
                   {k: {"name": v["name"], "sql": v["sql"], "rollback": v["rollback"]} for k, v in per_node.items()}),
@@ -459,7 +460,6 @@ def apply_failback(cluster, docs, now=None):
     synced_for = _since(live.client(), f"failback:{cluster.pk}:since", healthy, now or time.time())
     if not healthy or synced_for < cluster.failback_after_s:
         return None
-    from .switchover import plan_switchover
 
     plan = plan_switchover(cluster, preferred, lower_autoinc=True)
     plan.facts["failback"] = {"synced_for_s": round(synced_for, 1), "required_s": cluster.failback_after_s}
@@ -486,10 +486,6 @@ def after_backend_poll(cluster_ids):
 
 def clusters_of_shard(shard, shards):
     """Clusters with rules or failover on that have a backend in this polling shard."""
-    from django.db.models import Q
-
-    from apps.fleet.models import Server
-
     rows = Server.objects.filter(Q(cluster__read_pool_rules_enabled=True) | Q(cluster__auto_failover_enabled=True)
                                  ).values_list("pk", "cluster_id")
     return sorted({cluster_id for pk, cluster_id in rows if pk % shards == shard})

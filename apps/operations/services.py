@@ -2,16 +2,21 @@
 Every one audits, in the same short transaction."""
 from django.db import transaction
 from django.utils import timezone
+from django.conf import settings
+from datetime import timedelta
 
 from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.fleet.models import Cluster
 from apps.plans.registry import kind_spec
 from controlplane import tasks
+from apps.accounts.roles import ADMIN, has_role
+from apps.plans.vocabulary import Plan
 
 from . import locks
 from .choices import OperationState
 from .models import Operation, OperationStep
+from .recheck import based_on
 
 
 class NotAllowed(Exception):
@@ -21,8 +26,6 @@ class NotAllowed(Exception):
 def save_plan(plan, *, actor):
     """The previewed plan, stored as PLANNED for `actor` (apps/audit/actor.py): what the operator saw is what will
     run."""
-    from .recheck import based_on
-
     stored = plan.to_json()
     # what the plan was based on, for the re-check at start to say what moved (a new dict: to_json shares the facts)
     stored["facts"] = {**stored["facts"], "based_on": based_on(Cluster.objects.get(pk=plan.cluster_id))}
@@ -54,10 +57,6 @@ def _bounded(value, op):
 def confirm(op, *, actor, override_reason="", enqueue=True):
     """Lock the cluster and hand the operation to a worker. Failed guards need an admin's typed reason; with
     the cluster's two-person rule, the confirmer must not be the planner. Who confirmed is recorded."""
-    from apps.accounts.roles import ADMIN, has_role
-
-    from apps.plans.vocabulary import Plan
-
     plan = Plan.from_json(op.plan)
     failed = plan.failed_guards
     actor_user, rule = actor.user, actor.is_rule
@@ -131,8 +130,6 @@ def is_planner(op, user):
 def plan_expired(op, now=None):
     """Why a planned operation can no longer be confirmed (nobody confirmed it within OPERATIONS_PLAN_CONFIRM_S of
     its planning: its guards are stale), or None."""
-    from django.conf import settings
-
     window = settings.OPERATIONS_PLAN_CONFIRM_S
     age = ((now or timezone.now()) - op.created_at).total_seconds()
     if op.state != OperationState.PLANNED or age <= window:
@@ -143,10 +140,6 @@ def plan_expired(op, now=None):
 
 def expire_plans(now=None):
     """Planned operations past their window (plan_expired): expired, audited. The beat's reaper calls it."""
-    from datetime import timedelta
-
-    from django.conf import settings
-
     now = now or timezone.now()
     done = []
     late = Operation.objects.filter(state=OperationState.PLANNED,

@@ -20,7 +20,7 @@ from apps.fleet.models import HostgroupMembership
 from apps.plans.vocabulary import (BACKEND, DRAIN_POLL_MS, INVENTORY, PROXYSQL, SERVER_COLUMNS, VERIFY, WAIT_CATCHUP,
                                    WAIT_DRAIN, Guard, Plan, Sql, Step)
 
-from . import rollbacks, shared
+from . import pending_rows, shared
 from .choices import OnDrainTimeout, OperationKind
 from .locks import current_holder
 
@@ -113,6 +113,9 @@ NATIVE_HOW = {"galera": "the old writer's weight or OFFLINE_SOFT, Monitor promot
                              "re-pointed, read_only OFF on the new one): Monitor follows read_only within one check"}
 # The managers whose switchover this product plans through them (native_switchover.py): the others are refused.
 NATIVE_WAYS = ("replication",)
+# Their planners, put here by this app's AppConfig.ready(): native_switchover.py builds on this module's helpers, so
+# this module never imports it (no import circle).
+NATIVE_PLANNERS = {}
 
 
 def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLBACK,
@@ -128,9 +131,9 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
     W, R = cluster.writer_hostgroup, cluster.reader_hostgroup
     guards, facts = [], {"nodes": {}}
     if cluster.native_manager in NATIVE_WAYS:  # Monitor moves the writer; the plan makes it (native_switchover.py)
-        from .native_switchover import plan_native_switchover  # it builds on this module's helpers
-        return plan_native_switchover(cluster, new_writer, drain_timeout_ms=drain_timeout_ms, on_timeout=on_timeout,
-                                      lower_autoinc=lower_autoinc, monitor_timeout_ms=monitor_timeout_ms)
+        return NATIVE_PLANNERS[cluster.native_manager](
+            cluster, new_writer, drain_timeout_ms=drain_timeout_ms, on_timeout=on_timeout, lower_autoinc=lower_autoinc,
+            monitor_timeout_ms=monitor_timeout_ms)
     if cluster.native_manager:  # Monitor chooses the writer: moving rows here would fight it (fleet/native.py)
         refusal = NATIVE_REFUSAL.format(manager=cluster.get_native_manager_display(),
                                         how=NATIVE_HOW.get(cluster.native_manager, "as its documentation says"))
@@ -285,7 +288,7 @@ def shared_guards(cluster, A, B, tally, facts, manager_guard, *, drain_timeout_m
     holder = current_holder(cluster)
     guards.append(Guard("no_other_operation", "No other operation runs on this cluster", holder is None,
                         holder or "none", False))
-    guards.append(rollbacks.guard(cluster))
+    guards.append(pending_rows.guard(cluster))
     guards.append(manager_guard)
     guards.append(Guard("drain_timeout", "A drain timeout is set", drain_timeout_ms > 0, f"{drain_timeout_ms} ms", False))
     if on_timeout == OnDrainTimeout.OFFLINE_HARD:

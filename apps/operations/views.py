@@ -16,8 +16,9 @@ from controlplane.converters import parse_id
 
 from apps.plans.vocabulary import Plan
 from apps.plans.registry import KINDS, choices, kind_spec, step_handler
+from apps.configuration.services import Refused
 
-from . import drain, record_nodes as nodes_as_intent, repair, rollbacks, rule_settings, services, switchover
+from . import drain, pending_rows, record_nodes as nodes_as_intent, repair, rollbacks, rule_settings, services, switchover
 from .forms import ConfirmForm, DrainForm, RuleSettingsForm, SwitchoverForm, silent_nodes
 from .choices import OperationState
 from .models import Operation
@@ -112,8 +113,6 @@ def repair_new(request, cluster_pk):
 @require_role(ADMIN)
 def record_nodes(request, cluster_pk):
     """Record what the nodes run as the next version: the difference, then (POST) a reason and the version seen."""
-    from apps.configuration.services import Refused
-
     cluster = get_object_or_404(Cluster, pk=cluster_pk)
     error, status = "", 200
     if request.method == "POST":
@@ -143,7 +142,7 @@ def pending_rollbacks(request):
     """htmx partial: the banner of the finishes and rollbacks pending, for one cluster (?cluster=<id>) or the fleet."""
     cluster = get_object_or_404(Cluster, pk=_int(request.GET["cluster"])) if request.GET.get("cluster") else None
     return TemplateResponse(request, "operations/pending_rollbacks.html",
-                            {"pending_rollbacks": rollbacks.banner(cluster)})
+                            {"pending_rollbacks": pending_rows.banner(cluster)})
 
 
 @require_role(OPERATOR)

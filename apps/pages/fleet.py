@@ -2,7 +2,7 @@
 from apps.alerts.selectors import firing_summary  # the banner: alerts firing in the fleet
 from apps.fleet import tags
 from apps.monitoring import overview
-from apps.operations import rollbacks  # the rollback-pending banner
+from apps.operations import pending_rows  # the rollback-pending banner
 
 
 def _page_args(request):
@@ -30,5 +30,5 @@ def overview_context(request):
             tag_error = str(exc)
     if "tag" in args:  # shown one way, key=value, however it was typed
         tag_text = "=".join(args["tag"])
-    return {**overview.fleet_overview(**args), "pending_rollbacks": rollbacks.banner(), **firing_summary(),
+    return {**overview.fleet_overview(**args), "pending_rollbacks": pending_rows.banner(), **firing_summary(),
             "tag": tag_text, "tag_error": tag_error}

@@ -97,7 +97,7 @@ class PlanningServices:
     the operations app in its AppConfig.ready() (serve()): the plan is made where its data lives; the Operation is
     kept, locked and run where every operation is."""
     holder: Callable  # (cluster) -> who holds the cluster or one of its ProxySQL nodes (locks.current_holder), or None
-    pending_guard: Callable  # (cluster) -> Guard: no rollback or finish pending on the cluster (rollbacks.guard)
+    pending_guard: Callable  # (cluster) -> Guard: no rollback or finish pending on the cluster (pending_rows.guard)
     annotate: Callable  # (plan, cluster) -> plan: what every planner ends with (shared.annotate)
     save_plan: Callable  # (plan, *, actor) -> Operation, stored as planned and audited (services.save_plan)
     traffic: Callable  # (cluster_id) -> the cluster's stored digests of the last hour (digests.selectors.cluster_traffic)

@@ -27,17 +27,11 @@ from apps.rollouts import report as rollouts_report
 from . import history, measured
 from . import timeline as tl
 from .history import as_dt
-from .sections import fleet
-from .sections.availability import Availability, windows
-from .sections.common import (BACKEND_CATS, DOWN, UP, _avail, _down, _held, _json_timeline, _none, _stretch_list,
-                              _top_stretches)
+from .sections import availability, drift, fleet, mirror, operations, timelines, traffic
+from .sections.common import (BACKEND_CATS, DOWN, UP, SectionContext, _avail, _down, _held, _json_timeline, _none,
+                              _stretch_list, _top_stretches)
 from .sections.digests import digest_section
-from .sections.drift import Drift
-from .sections.mirror import Mirror
-from .sections.operations import Operations
 from .sections.summary import cluster_summary
-from .sections.timelines import Timelines
-from .sections.traffic import Traffic
 
 __all__ = ["BACKEND_CATS", "FLEET_TABLE_ROWS", "LAB_MARK", "ClusterSection", "fleet_section"]
 
@@ -48,73 +42,74 @@ LAB_MARK = "lab history generated"  # audit action written by manage.py lab_repo
 FLEET_TABLE_ROWS = fleet.FLEET_DETAILED
 
 
-class ClusterSection(Timelines, Availability, Operations, Traffic, Mirror, Drift):
-    """Builds the section of one cluster for [start, end) (epoch seconds), with `prev` the period before."""
+class ClusterSection:
+    """Builds the section of one cluster for [start, end) (epoch seconds), with `prev` the period before: reads what
+    every section needs once (SectionContext) and calls each section's functions with it."""
 
     def __init__(self, cluster, start, end, prev_start, prev_end, bucket_s, before_words="the period before",
                  hourly_only=False):
-        self.before_words = before_words
-        self.cluster, self.start, self.end = cluster, start, end
-        self.prev_start, self.prev_end, self.bucket_s = prev_start, prev_end, bucket_s
-        self.hourly_only = hourly_only  # a fleet report's first pass (history.load)
-        self.h = history.load(cluster, start, end, hourly_only)
-        self.servers = {s.pk: s for s in cluster.servers.all()}
-        self.by_endpoint = {(s.hostname, s.port): s.pk for s in self.servers.values()}
-        self.nodes = {n.pk: n for n in cluster.proxysql_nodes.all()}
+        servers = {s.pk: s for s in cluster.servers.all()}
+        nodes = {n.pk: n for n in cluster.proxysql_nodes.all()}
         # A ProxySQL that serves other clusters too: its queries and mirror figures are node-wide (the pool's
         # connection errors are this cluster's hostgroups only: the poller scopes them).
-        self.also_serves = {pk: [o.cluster.name for o in n.shares_with()] for pk, n in self.nodes.items()}
-        self.shared_with = sorted({name for names in self.also_serves.values() for name in names})
-        self.roles = cluster.hostgroup_roles()
+        also_serves = {pk: [o.cluster.name for o in n.shares_with()] for pk, n in nodes.items()}
+        self.ctx = SectionContext(
+            cluster=cluster, start=start, end=end, prev_start=prev_start, prev_end=prev_end, bucket_s=bucket_s,
+            before_words=before_words, hourly_only=hourly_only, h=history.load(cluster, start, end, hourly_only),
+            servers=servers, by_endpoint={(s.hostname, s.port): s.pk for s in servers.values()}, nodes=nodes,
+            also_serves=also_serves, shared_with=sorted({name for names in also_serves.values() for name in names}),
+            roles=cluster.hostgroup_roles())
 
     # -- the section ----------------------------------------------------------------------------------
     def build(self):
-        c = self.cluster
-        period_s = self.end - self.start
-        self.found = self.measured_windows()
-        backends_tl = self.backend_timelines()
-        sampled_hostgroups_tl = self.hostgroup_timelines()
-        hostgroups_tl = {hg: self._measured(t, _none) for hg, t in sampled_hostgroups_tl.items()}
-        proxysql_tl = self.proxysql_timelines()
-        service_tl = self._measured(self.service_timeline(sampled_hostgroups_tl, proxysql_tl), _held)
+        ctx = self.ctx
+        c = ctx.cluster
+        period_s = ctx.end - ctx.start
+        ctx.found = timelines.measured_windows(ctx)
+        backends_tl = timelines.backend_timelines(ctx)
+        sampled_hostgroups_tl = timelines.hostgroup_timelines(ctx)
+        hostgroups_tl = {hg: timelines.measured_only(ctx, t, _none) for hg, t in sampled_hostgroups_tl.items()}
+        proxysql_tl = timelines.proxysql_timelines(ctx)
+        service_tl = timelines.measured_only(
+            ctx, timelines.service_timeline(ctx, sampled_hostgroups_tl, proxysql_tl), _held)
         observed = tl.covered(service_tl)
         sd = tl.durations(service_tl, key=lambda v: v[0])
-        down_stretches, more = _top_stretches(self._sourced(_stretch_list(service_tl, _down, lambda v: v[1]),
-                                                            service_tl, _down))
+        down_stretches, more = _top_stretches(timelines.sourced(
+            ctx, _stretch_list(service_tl, _down, lambda v: v[1]), service_tl, _down))
         measured_s, sampled_s, measured_ops = measured.split([seg for seg in service_tl if _down(seg[2])],
-                                                             self.start, self.end)
+                                                             ctx.start, ctx.end)
         section = {
             "id": c.pk, "name": c.name, "kind": c.get_kind_display(), "url": c.get_absolute_url(),
             "writer_hostgroup": c.writer_hostgroup, "reader_hostgroup": c.reader_hostgroup,
-            "coverage": {"period_s": period_s, "observed_s": round(observed, 3), "hourly_only": self.hourly_only,
+            "coverage": {"period_s": period_s, "observed_s": round(observed, 3), "hourly_only": ctx.hourly_only,
                          "resolutions": {history.RESOLUTION_NAMES[r]: round(s, 1) for r, s in sorted(
-                             history.resolutions_used(self.h.backend_pieces).items())},
-                         "interval_s": self.h.interval},
+                             history.resolutions_used(ctx.h.backend_pieces).items())},
+                         "interval_s": ctx.h.interval},
             "service": {"availability": _avail(sd, [UP], observed), "down_s": round(sd.get(DOWN, 0.0), 3),
                         "measured_s": round(measured_s, 3), "sampled_s": round(sampled_s, 3),
-                        "measured_ops": len(measured_ops), "interval_s": self.h.interval,
+                        "measured_ops": len(measured_ops), "interval_s": ctx.h.interval,
                         "stretches": down_stretches, "more_stretches": more,
                         "timeline": _json_timeline(service_tl, key=lambda v: v[0])},
         }
-        ops = list(Operation.objects.filter(cluster=c, started_at__gte=as_dt(self.start), started_at__lt=as_dt(self.end))
+        ops = list(Operation.objects.filter(cluster=c, started_at__gte=as_dt(ctx.start), started_at__lt=as_dt(ctx.end))
                    .prefetch_related(Prefetch("steps", queryset=OperationStep.objects.order_by("index")))
                    .order_by("started_at"))
-        self.windows = windows(ops, self.start, self.end)
-        section["backends"] = self._backends(backends_tl)
-        section["hostgroups"] = self._hostgroups(hostgroups_tl)
-        section["proxysql"] = self._proxysql(proxysql_tl)
-        section["operations"] = [self._operation(op) for op in ops]
-        section["writer_changes"] = self._writer_changes(ops, backends_tl, sampled_hostgroups_tl)
-        section["read_pool"] = self._read_pool(ops)
-        section["conn_err"], section["traffic"] = self._conn_err_and_traffic()
-        section["mirror"] = self._mirror()
-        section["drift"] = self._drift()
-        section["digests"] = digest_section(self.start, self.end, self.prev_start, self.prev_end, cluster_id=c.pk)
-        section["alerts"] = alerts_report.section(c.pk, self.start, self.end)
-        section["dr_channels"] = dr_report.section(c.pk, self.start, self.end)
-        section["rollouts"] = rollouts_report.section(c.pk, self.start, self.end)
-        section["lab_data"] = _lab_marked(c.pk, self.start, self.end)
-        section["summary"] = cluster_summary(section, before=self.before_words)
+        ctx.windows = availability.windows(ops, ctx.start, ctx.end)
+        section["backends"] = availability.backends(ctx, backends_tl)
+        section["hostgroups"] = availability.hostgroups(ctx, hostgroups_tl)
+        section["proxysql"] = availability.proxysql(ctx, proxysql_tl)
+        section["operations"] = [operations.operation(ctx, op) for op in ops]
+        section["writer_changes"] = operations.writer_changes(ctx, ops, backends_tl, sampled_hostgroups_tl)
+        section["read_pool"] = operations.read_pool(ctx, ops)
+        section["conn_err"], section["traffic"] = traffic.conn_err_and_traffic(ctx)
+        section["mirror"] = mirror.mirror(ctx)
+        section["drift"] = drift.drift(ctx)
+        section["digests"] = digest_section(ctx.start, ctx.end, ctx.prev_start, ctx.prev_end, cluster_id=c.pk)
+        section["alerts"] = alerts_report.section(c.pk, ctx.start, ctx.end)
+        section["dr_channels"] = dr_report.section(c.pk, ctx.start, ctx.end)
+        section["rollouts"] = rollouts_report.section(c.pk, ctx.start, ctx.end)
+        section["lab_data"] = _lab_marked(c.pk, ctx.start, ctx.end)
+        section["summary"] = cluster_summary(section, before=ctx.before_words)
         return section
 
 

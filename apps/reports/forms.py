@@ -3,7 +3,7 @@ from django import forms
 from apps.fleet.models import Cluster
 
 from .choices import Period
-from .models import ReportSchedule, validate_recipients
+from .models import ReportSchedule, split_recipients, validate_recipients
 
 
 class BuildForm(forms.Form):
@@ -21,8 +21,6 @@ class SendForm(forms.Form):
                                  help_text="comma-separated e-mail addresses")
 
     def clean_recipients(self):
-        from .models import split_recipients
-
         value = split_recipients(self.cleaned_data["recipients"])
         if not value:
             raise forms.ValidationError("Give at least one address.")

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from apps.monitoring import status
 from apps.monitoring.chunks import samples as chunked_samples
 from apps.monitoring.models import HOUR, MINUTE, RAW, BackendSample, PoolSnapshot, ProxySQLSample
-from apps.monitoring.pool import read as read_pool
+from apps.monitoring.chunks import read_pool
 
 from . import timeline as tl
 

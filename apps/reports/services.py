@@ -188,6 +188,7 @@ def send_report(report, recipients, *, actor=None, schedule=None):
 def report_pdf(report):
     """The archived report as PDF bytes: the e-mailed HTML, its cid: charts fed from the archive. Nothing
     else is fetched (no network, no file)."""
+    # why: WeasyPrint (Pango, fonts) loads only when a PDF is rendered
     from weasyprint import HTML
     from weasyprint.urls import URLFetcher, URLFetcherResponse
 

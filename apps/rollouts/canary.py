@@ -21,6 +21,8 @@ from apps.operations.choices import OperationKind
 from apps.plans.vocabulary import Step
 from apps.plans.registry import HOLD, OperationSpec, StepHandler, kind_spec, register_kind, register_step
 
+from .models import Rollout, WaveState
+
 KIND = "rollout_canary"
 BAKE = "rollout_bake"
 APPLY, APPLY_CANARY, BAKE_KEY = "apply", "apply_canary", "canary_bake"
@@ -59,8 +61,8 @@ def bake(run, step, row, executed, detail):
     """The canary's bake inside its operation: the rollout's gate on the canary node every GATE_STEP_S until the
     bake time is over; the first bad reading (or an abort of the rollout) fails the step, and the executor rolls the
     canary back. The rollout's wave 0 says what happens (baking, its gate, passed) and wave 1 starts applying."""
+    # why: services imports this module: the circle left in test_boundaries.CIRCLES_LEFT
     from . import services
-    from .models import Rollout, WaveState
 
     p = step.params
     rollout = Rollout.objects.get(pk=p["rollout"])

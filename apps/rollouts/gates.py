@@ -20,12 +20,14 @@ from django.db.models import Max, Sum
 
 from apps.digests.models import RAW as DIGEST_RAW
 from apps.configuration import rule_tester
-from apps.configuration.findings import regex_engine
+from apps.configuration.rule_tester import regex_engine
 from apps.configuration.tables import MYSQL_QUERY_RULES
 from apps.digests.models import Digest, DigestStat
-from apps.monitoring import pool, status
+from apps.monitoring import chunks, status
 from apps.monitoring.rule_regex import MatchLimit
 from apps.monitoring.models import RAW, ProxySQLSample
+
+from .models import RolloutCluster
 
 DOWN = ("SHUNNED", "OFFLINE_SOFT", "OFFLINE_HARD", "SHUNNED_REPLICATION_LAG")
 MIN_QUERIES = 20  # fewer queries since the change than this: no latency verdict yet (noise, not a trend)
@@ -54,7 +56,7 @@ def backends(reading):
     the wave (a backend already down before is not this wave's doing)."""
     ids = {pk: name for pk, name, _ in reading.nodes}
     before, since = {}, {}
-    rows = pool.read({"node_id__in": list(ids), "resolution": RAW, "ts__gte": reading.started - reading.window},
+    rows = chunks.read_pool({"node_id__in": list(ids), "resolution": RAW, "ts__gte": reading.started - reading.window},
                      ["status"])
     for node_id, ts, _, key, (state,) in rows:
         if ts < reading.started:
@@ -173,8 +175,6 @@ class Scope:
 def touched(rollout, cluster_name):
     """The Scope of the rollout's change on one cluster, from its change set's edits of mysql_query_rules and the
     rows they replace or delete in the version before."""
-    from .models import RolloutCluster  # models import nothing of this module; read when called
-
     rc = (RolloutCluster.objects.filter(rollout=rollout, cluster__name=cluster_name)
           .select_related("change_set__base").first())
     cs = rc and rc.change_set

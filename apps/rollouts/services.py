@@ -28,7 +28,7 @@ from apps.configuration import services as config
 from apps.configuration.tables import TABLES
 from apps.configuration.models import ChangeSet
 from apps.fleet import tags as fleet_tags
-from apps.fleet.models import Cluster
+from apps.fleet.models import Cluster, ProxySQLNode
 from apps.monitoring.models import RAW, ProxySQLSample
 from apps.operations import executor
 from apps.operations import services as operations
@@ -36,6 +36,7 @@ from apps.configuration.change_set import plan_and_save, plan_change_set
 from apps.operations.choices import OperationState
 from apps.operations.locks import current_holder
 from apps.operations.models import Operation
+from controlplane import tasks
 
 from . import gates
 from .canary import plan_canary
@@ -254,8 +255,6 @@ def first_cluster_plan(rollout):
 
 def describe(rollout):
     """The rollout as data: its waves with their clusters' names and states (the doors print this)."""
-    from apps.fleet.models import ProxySQLNode
-
     rows = {rc.cluster_id: rc for rc in rollout.clusters.select_related("cluster")}
     canary = rollout.waves[0].get("node") if rollout.waves else None
     node = ProxySQLNode.objects.filter(pk=canary).values_list("name", flat=True).first() if canary else None
@@ -288,8 +287,6 @@ def start(rollout, *, actor, enqueue=True):
             raise Refused(f"{rollout} is not planned any more (it is {Rollout.objects.get(pk=rollout.pk).state})")
         record("rollout started", actor=actor, target=str(rollout), details={"rollout": rollout.pk})
         if enqueue:
-            from controlplane import tasks
-
             transaction.on_commit(lambda: tasks.enqueue("rollouts.run", (rollout.pk,)))
     rollout.refresh_from_db()
     return rollout
@@ -313,8 +310,6 @@ def abort(rollout, *, actor, enqueue=True):
         record("rollout abort requested", actor=actor, target=str(rollout), details={"rollout": rollout.pk, "was": was})
         idle = was in (RolloutState.HALTED, RolloutState.PAUSED)  # no worker runs it: queue it to roll back
         if idle and enqueue:
-            from controlplane import tasks
-
             transaction.on_commit(lambda: tasks.enqueue("rollouts.run", (rollout.pk,)))
     if idle and not enqueue:
         run(rollout.pk)
@@ -382,8 +377,6 @@ def resume_stale(stale_after_s=STALE_AFTER_S):
     """Running rollouts whose worker stopped beating (it died): each claimed once (its heartbeat moved to now, a
     compare-and-set, so two resumers never both take it) and queued again; run() goes on from the stored state.
     A change set its worker left running is ended by the executor's own reaper, and run() waits for it."""
-    from controlplane import tasks
-
     cutoff = timezone.now() - timedelta(seconds=stale_after_s)
     resumed = []
     for pk, beat in Rollout.objects.filter(state=RolloutState.RUNNING, heartbeat_at__lt=cutoff).values_list(
@@ -422,8 +415,6 @@ def resume(rollout, *, actor, enqueue=True):
             raise Refused(f"{rollout} is not paused (it is {Rollout.objects.get(pk=rollout.pk).state})")
         record("rollout resumed", actor=actor, target=str(rollout), details={"rollout": rollout.pk})
         if enqueue:
-            from controlplane import tasks
-
             transaction.on_commit(lambda: tasks.enqueue("rollouts.run", (rollout.pk,)))
     if not enqueue:
         run(rollout.pk)
@@ -644,8 +635,6 @@ def operator_halt(verdict, why):
 
 
 def _nodes(cluster_ids, only=None):
-    from apps.fleet.models import ProxySQLNode
-
     nodes = ProxySQLNode.objects.filter(cluster_id__in=cluster_ids)
     if only is not None:  # the canary: its one node
         nodes = nodes.filter(pk__in=only)

@@ -1,6 +1,7 @@
 from django import template
 
 from apps.alerts.catalogue import BY_KEY
+from apps.alerts.selectors import firing_summary as summary
 
 register = template.Library()
 
@@ -24,6 +25,4 @@ def split_commas(value):
 @register.simple_tag
 def firing_summary():
     """The header's alert count on every page: firing alerts by severity (one small query)."""
-    from apps.alerts.selectors import firing_summary as summary
-
     return summary()

@@ -31,6 +31,7 @@ def tune_token_table(apps, schema_editor):
 
 def index_existing_events(apps, schema_editor):
     """Fill search_text and the tokens for the events written before this migration, in chunks."""
+    # why: the app's code loads when this step runs, not each time migrate reads the migration graph
     from apps.audit import search
 
     event_model = apps.get_model("audit", "AuditEvent")

@@ -7,6 +7,7 @@ from django.db import migrations, models
 
 
 def reanchor(apps, schema_editor):
+    # why: the app's code loads when this step runs, not each time migrate reads the migration graph
     from apps.audit import reanchor as chain
 
     chain.run(apps, schema_editor.connection)

@@ -7,6 +7,7 @@ from django.db import migrations, models
 
 
 def _families(apps):
+    # why: the app's code loads when this step runs, not each time migrate reads the migration graph
     from apps.monitoring import chunks
 
     get = apps.get_model
@@ -17,6 +18,7 @@ def _families(apps):
 
 
 def chunks_to_rows(apps, schema_editor):
+    # why: the app's code loads when this step runs, not each time migrate reads the migration graph
     from apps.monitoring.chunks import decode
 
     for family in _families(apps):

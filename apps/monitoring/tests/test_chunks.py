@@ -83,7 +83,7 @@ def everything(node, now):
     where = {"node_id": node.pk, "ts__gte": now - timedelta(days=40), "ts__lt": now}
     fields = ["reachable", "questions_ps", "questions_ps_min", "questions_ps_max", "conn_used", "mysql_threads"]
     out = {"samples": chunks.samples(where, fields),
-           "pool": list(pool.read(where, ["status", "conn_used", "conn_used_max", "queries_ps", "latency_us"]))}
+           "pool": list(chunks.read_pool(where, ["status", "conn_used", "conn_used_max", "queries_ps", "latency_us"]))}
     node = ProxySQLNode.objects.select_related("cluster").get(pk=node.pk)
     for name in ("queries", "connections", "latency", "errors", "mirror_queue"):
         for range_key in charts.RANGES:
@@ -155,9 +155,9 @@ def test_the_rollup_task_compacts_what_it_has_rolled_up(node):
     assert result["written"]["proxysqlsample:60"] == 60 and result["compacted"] == 720 + 60
     # Raw polls and minute buckets are chunks now; the hour bucket stays a row until its day is complete.
     assert HistoryChunk.objects.count() == 1 + 2 and ProxySQLSample.objects.get().resolution == HOUR
-    (hour,) = [v for *_, key, v in pool.read({"node_id": node.pk, "resolution": HOUR}, ["status"]) if key[1] == "db2"]
+    (hour,) = [v for *_, key, v in chunks.read_pool({"node_id": node.pk, "resolution": HOUR}, ["status"]) if key[1] == "db2"]
     assert hour == ["SHUNNED"]
-    minutes = [v for *_, key, v in pool.read({"node_id": node.pk, "resolution": MINUTE}, ["status"]) if key[1] == "db2"]
+    minutes = [v for *_, key, v in chunks.read_pool({"node_id": node.pk, "resolution": MINUTE}, ["status"]) if key[1] == "db2"]
     assert minutes.count(["SHUNNED"]) == 1 and len(minutes) == 60
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from apps.monitoring.status import polled_layer
 from apps.fleet.models import ProxySQLNode, Server
-from apps.monitoring import live, pollers, pool, rounds
+from apps.monitoring import chunks, live, pollers, rounds
 from apps.monitoring.models import BackendSample, PoolSnapshot, ProxySQLSample
 from lab import demo
 
@@ -36,7 +36,7 @@ def test_proxysql_round_stores_latest_state_and_rates(adopted_lab, live_redis):
     samples = ProxySQLSample.objects.filter(resolution=0).order_by("ts")
     assert samples.count() == 4 and samples.first().questions_ps is None  # no rate from a first poll
     assert samples.last().questions_ps > 0
-    assert PoolSnapshot.objects.count() == 4 and len(list(pool.read({}, ["status"]))) == 24  # 6 servers x 4 polls
+    assert PoolSnapshot.objects.count() == 4 and len(list(chunks.read_pool({}, ["status"]))) == 24  # 6 servers x 4 polls
 
 
 def test_memory_and_disk_are_read_with_the_variables_and_after_a_runtime_change(adopted_lab, live_redis, settings):
@@ -133,7 +133,7 @@ def test_restarted_proxysql_gives_no_negative_rates(adopted_lab, live_redis):
     pollers.proxysql_round(nodes())
     last = ProxySQLSample.objects.filter(node__admin_port=first.port).order_by("-ts").first()
     assert last.reachable and last.questions_ps is None  # a gap, not a negative or doubled figure
-    rates = [values[0] for *_, values in pool.read({}, ["queries_ps"]) if values[0] is not None]
+    rates = [values[0] for *_, values in chunks.read_pool({}, ["queries_ps"]) if values[0] is not None]
     assert rates and all(r >= 0 for r in rates)
 
 

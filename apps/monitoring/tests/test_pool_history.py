@@ -7,7 +7,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from apps.fleet.models import Cluster, ProxySQLNode
-from apps.monitoring import pool
+from apps.monitoring import chunks, pool
 from apps.monitoring.models import HOUR, MINUTE, RAW, PoolSnapshot
 
 TS = datetime(2027, 1, 15, 10, 0, tzinfo=timezone.utc)
@@ -86,7 +86,7 @@ def test_migration_0004_packs_every_pool_row_into_its_nodes_snapshot():
         executor.migrate(executor.loader.graph.leaf_nodes())
 
     assert PoolSnapshot.objects.filter(node_id=node.pk).count() == 3
-    rows = {(ts, resolution, key): values for _, ts, resolution, key, values in pool.read(
+    rows = {(ts, resolution, key): values for _, ts, resolution, key, values in chunks.read_pool(
         {"node_id": node.pk}, ["status", "conn_used", "queries_ps", "latency_us", "conn_used_max"])}
     assert rows == {
         (TS, RAW, (100, "db1", 3306)): ["ONLINE", 4, 10.5, 300, 4],

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pytest
 
 from apps.fleet.models import ProxySQLNode
-from apps.monitoring import charts, pollers, pool, rollups
+from apps.monitoring import charts, chunks, pollers, rollups
 from apps.monitoring.models import HOUR, MINUTE, RAW, PoolSnapshot
 from conftest import shun_backend
 
@@ -29,7 +29,7 @@ FIELDS = ["status", "conn_used", "conn_used_min", "conn_used_max"]
 
 def pool_rows(key, resolution):
     """[(ts, {field: value})] of one server in the pool snapshots at this resolution."""
-    return [(ts, dict(zip(FIELDS, values))) for _, ts, _, server, values in pool.read({"resolution": resolution}, FIELDS)
+    return [(ts, dict(zip(FIELDS, values))) for _, ts, _, server, values in chunks.read_pool({"resolution": resolution}, FIELDS)
             if server == key]
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from apps.monitoring.status import polled_layer
 from apps.fleet.models import ProxySQLNode
-from apps.monitoring import live, pollers, pool
+from apps.monitoring import chunks, live, pollers
 from apps.monitoring.models import PoolSnapshot, ProxySQLSample
 
 pytestmark = pytest.mark.django_db
@@ -63,7 +63,7 @@ def test_a_shared_proxysql_is_polled_once_per_round_and_each_cluster_gets_its_ho
     # History: one sample row per cluster's node row and poll; each pool server stored once, not per cluster.
     assert ProxySQLSample.objects.count() == 8
     assert PoolSnapshot.objects.count() == 8
-    stored = list(pool.read({}, ["status"]))
+    stored = list(chunks.read_pool({}, ["status"]))
     pool_rows = len(first.query(POOL_READ)[1]) + len(second.query(POOL_READ)[1])
     assert len(stored) == 2 * pool_rows
 

@@ -1,5 +1,6 @@
 """The report's sections, one module each; apps/reports/content.py assembles them (ClusterSection.build(),
-fleet_section()). Every section reads only the database and returns JSON-ready data.
+fleet_section()). Every section reads only the database and returns JSON-ready data. A cluster's sections are
+plain functions over one explicit SectionContext (common.py: the period, the history read once, the inventory).
 
 common.py       the categories (synced/desynced/out/unreachable, all/reduced/none, up/down) and the helpers
                 every section shares: stretches, availability, rounding

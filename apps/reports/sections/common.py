@@ -1,4 +1,7 @@
 """The categories a report's timelines hold and the helpers every section shares (definitions: content.py)."""
+from dataclasses import dataclass, field
+from typing import Any
+
 from apps.monitoring import status
 
 from .. import timeline as tl
@@ -13,6 +16,31 @@ REACHABLE = "reachable"
 ROLE_LABELS = {"writer": "writer", "reader": "reader", "backup_writer": "backup writer", "offline": "offline"}
 SERVING_ROLES = ("writer", "reader")
 MAX_STRETCHES = 30
+
+
+@dataclass
+class SectionContext:
+    """What the functions of one cluster's section read (content.ClusterSection builds it, each section module's
+    functions take it): the period [start, end) and the one before (epoch seconds), the history read once
+    (history.load), the inventory, and what the build found on its way (found, windows, backend_states)."""
+    cluster: Any
+    start: float
+    end: float
+    prev_start: float
+    prev_end: float
+    bucket_s: int
+    before_words: str
+    hourly_only: bool  # a fleet report's first pass (history.load)
+    h: Any  # history.load(): the backends', pool's and ProxySQL nodes' history
+    servers: dict  # {server id: Server}
+    by_endpoint: dict  # {(host, port): server id}
+    nodes: dict  # {node id: ProxySQLNode}
+    also_serves: dict  # {node id: the other clusters' names} for a ProxySQL serving several
+    shared_with: list
+    roles: dict  # {hostgroup: role}
+    found: list = field(default_factory=list)  # the operations' measured windows (timelines.measured_windows)
+    windows: dict = field(default_factory=dict)  # the period's operations per server (availability.windows)
+    backend_states: dict = field(default_factory=dict)  # timelines.backend_timelines' states, for hostgroup_timelines
 
 
 def _down(v):

@@ -12,6 +12,7 @@ def digest_section(start, end, prev_start, prev_end, cluster_id=None):
     """Top digests by total time and their change against the period before, from apps.digests' selectors.
     The digests app is optional here: without it the section says so instead of failing the report."""
     try:
+        # why: the digests app is optional here (ImportError below)
         from apps.digests import selectors as ds
     except ImportError:  # the digest history is not installed in this deployment
         return {"available": False, "note": "Query digest history is not available.", "rows": [], "regressions": []}
