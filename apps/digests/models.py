@@ -113,7 +113,7 @@ class DigestPoll(models.Model):
     polls_failed = models.IntegerField(default=0)
     stat_rows = models.IntegerField(default=0, help_text="DigestStat rows written")
     interval_s = models.FloatField(default=0, help_text="seconds of traffic the deltas cover (poll to poll)")
-    copy_rows = models.IntegerField(db_default=0, help_text="of stat_rows, those of mirrored copies: a window without"
+    copy_rows = models.IntegerField(db_default=0, help_text="of stat_rows, those that are or may be mirrored copies: a window without"
                                     " any keeps the list's span (selectors.top_digests)")
 
 

@@ -281,7 +281,7 @@ def store(result, state, scope=None):
                                 f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", objs[i:i + CHUNK])
         DigestPoll.objects.create(resolution=RAW, ts=ts, node_id=node.pk, polls_ok=0 if outcome.full else 1,
                                   stat_rows=len(objs), interval_s=0 if outcome.full else ts - state_baseline,
-                                  copy_rows=sum(1 for row in objs if row[-1]))
+                                  copy_rows=sum(1 for row in objs if row[-1] is not False))  # copies, or not known
         mirroring.store_samples(mirror_rows)
         mirroring.sync_rules(node.pk, result.mirror["rules"])
         state.save()

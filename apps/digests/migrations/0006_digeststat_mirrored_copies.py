@@ -55,7 +55,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='digestpoll',
             name='copy_rows',
-            field=models.IntegerField(db_default=0, help_text="of stat_rows, those of mirrored copies: a window without any keeps the list's span (selectors.top_digests)"),
+            field=models.IntegerField(db_default=0, help_text="of stat_rows, those that are or may be mirrored copies: a window without any keeps the list's span (selectors.top_digests)"),
         ),
         migrations.RunPython(mark_kept_rows, migrations.RunPython.noop),
     ]
