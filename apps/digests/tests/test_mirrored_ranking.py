@@ -166,3 +166,22 @@ def test_the_poll_marks_copies_only_where_a_rule_sends_them_and_says_when_it_can
               delta(102, texts[2])]
     assert mark_copies(rules, deltas, {t: t for t in texts}) == [True, False, False, False, None]
     assert mark_copies([], deltas, {}) == [False] * 5
+
+
+def test_the_migration_marks_the_copies_kept_before_it(viewer_client):
+    """Migration digests 0006: the rows stored before the poll marked copies are marked from the mirror rules the polls
+    last read (fleet.MirrorRule), so the list of a window from before the upgrade still ranks without its copies."""
+    import importlib
+
+    from django.apps import apps as registry
+
+    from apps.digests.models import DigestPoll
+
+    _, hashes = shop_with_copies(ago=600)
+    DigestStat.objects.update(mirrored=False)  # as the rows were before the migration
+    DigestPoll.objects.update(copy_rows=0)
+    importlib.import_module("apps.digests.migrations.0006_digeststat_mirrored_copies").mark_kept_rows(registry, None)
+    assert list(DigestStat.objects.filter(mirrored=True).values_list("source__hostgroup", "digest__digest")) == [
+        (101, hashes["insert"])]
+    response = viewer_client.get("/digests/", {"window": "1h", "sort": "count"})
+    assert shown(response) == [hashes["update"], hashes["select"], hashes["insert"]]
