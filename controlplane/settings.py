@@ -243,6 +243,10 @@ OPERATIONS_PLAN_CONFIRM_S = envfloat("OPERATIONS_PLAN_CONFIRM_S", 900)
 # traffic, the rule tester, a digest page's routes; configuration/rule_tester.Batch): past it, the rules not yet
 # tested are reported as not measured. 5,000 stored rows x 50 ordinary rules take about 1.5 s (lab/bench_rule_patterns.py).
 RULE_WALK_BUDGET_S = envfloat("RULE_WALK_BUDGET_S", 5.0)
+# CPU seconds of one digest poll of a node for its mirror rules' searches together (apps/monitoring/mirror.py: the
+# mirror loss, and the copies marked in the stored rows): 300 digest texts x 50 ordinary rules take about 4 ms; past it
+# the poll's rules are not measured (said on each rule's window, and on the digest list as "not measured").
+MIRROR_POLL_BUDGET_S = envfloat("MIRROR_POLL_BUDGET_S", 1.0)
 
 # Alerts (apps/alerts): rules evaluated after every poll round; notifications grouped per channel and cluster.
 ALERTS_ENABLED = envbool("ALERTS_ENABLED", True)

@@ -6,7 +6,8 @@ mirrored copies out over the whole window). Not collected by pytest (no test_ pr
 
 Shape: one cluster of 2 ProxySQL nodes, DIGESTS distinct digests in the last hour, each in a raw row every 5 minutes
 on both nodes (hostgroup 100); a mirror rule on each node copies the INSERTs (a third of the digests) to hostgroup
-101, where a tenth of the digests also run on their own. 12 x (2 x DIGESTS x 1.43) rows: 480,000 at 14,000 digests.
+101, where a tenth of the digests also run on their own. The copies' rows are marked as the poll marks them
+(DigestStat.mirrored), with the rule rows the poll's marks come from. 12 x (2 x DIGESTS x 1.43) rows: 480,000 at 14,000 digests.
 """
 import os
 import random
@@ -15,7 +16,7 @@ import time
 
 import pytest
 
-from apps.digests.models import RAW, Digest, DigestSource, DigestStat
+from apps.digests.models import RAW, Digest, DigestPoll, DigestSource, DigestStat
 from apps.digests.tests.factories import fleet, polls
 from apps.fleet.models import MirrorRule
 
@@ -45,7 +46,7 @@ def fill(nodes, now, mirror_rules=True):
                                        sum_time=count * 900, max_time=2000))
                 if i % 3 == 0:  # the copies: slower, more of them than the executions (two mirror rules' worth)
                     rows.append(DigestStat(resolution=RAW, ts=ts, source=mirror, digest=d, count_star=count * 4,
-                                           sum_time=count * 40_000, max_time=90_000))
+                                           sum_time=count * 40_000, max_time=90_000, mirrored=mirror_rules))
                 elif i % 10 == 1:
                     rows.append(DigestStat(resolution=RAW, ts=ts, source=mirror, digest=d, count_star=count,
                                            sum_time=count * 700, max_time=1500))
@@ -53,6 +54,8 @@ def fill(nodes, now, mirror_rules=True):
                 DigestStat.objects.bulk_create(rows, batch_size=5000)
                 rows = []
         polls(node, now - 3600, now, every=30)
+        if mirror_rules:  # as the poll marks them (DigestStat.mirrored, DigestPoll.copy_rows)
+            DigestPoll.objects.filter(node=node, ts__in=range(now - 3600, now, 300)).update(copy_rows=DIGESTS // 3)
     DigestStat.objects.bulk_create(rows, batch_size=5000)
 
 

@@ -31,6 +31,7 @@ class WindowRow:
     max_us: int | None
     max_bound_us: int | None = None  # ProxySQL's max since it first saw the digest, where the window's is not known
     min_bound_us: int | None = None
+    mirrored: bool = False  # a mirror rule's copies in its mirror hostgroup (DigestStat.mirrored), not the application's
 
     @property
     def avg_us(self):
@@ -38,7 +39,8 @@ class WindowRow:
 
 
 def latency_windows(digest, window, filters):
-    """The digest's count, sum, min and max per stored window and hostgroup, newest first (WINDOWS_SHOWN windows)."""
+    """The digest's count, sum, min and max per stored window and hostgroup, newest first (WINDOWS_SHOWN windows); a
+    hostgroup's mirrored copies are a row of their own, labelled."""
     table = DigestStat._meta.db_table
     where, params = _where(window, Filters(**{**filters.__dict__, "search": ""}))
     with connection.cursor() as cur:
@@ -47,24 +49,26 @@ def latency_windows(digest, window, filters):
         stamps = [row[0] for row in cur.fetchall()]
         if not stamps:
             return []
-        cur.execute(f"SELECT resolution, ts, source_id, count_star, sum_time, min_time, max_time FROM {table}"
+        cur.execute(f"SELECT resolution, ts, source_id, count_star, sum_time, min_time, max_time, mirrored FROM {table}"
                     f" WHERE {where} AND digest_id = %s AND ts >= %s", params + [digest.pk, min(stamps)])
         rows = cur.fetchall()
     sources = {s.pk: s for s in DigestSource.objects.filter(pk__in={r[2] for r in rows})}
     grouped = {}
-    for resolution, ts, source_id, count, total, least, most in rows:
+    for resolution, ts, source_id, count, total, least, most, mirrored in rows:
         s = sources.get(source_id)
         if s is None:
             continue
-        w = grouped.setdefault((ts, s.hostgroup), WindowRow(ts, resolution, s.hostgroup, 0, 0, None, None))
+        copies = bool(mirrored)
+        w = grouped.setdefault((ts, s.hostgroup, copies),
+                               WindowRow(ts, resolution, s.hostgroup, 0, 0, None, None, mirrored=copies))
         w.count += count
         w.total_us += total
         w.min_us = least if w.min_us is None or (least is not None and least < w.min_us) else w.min_us
         w.max_us = most if w.max_us is None or (most is not None and most > w.max_us) else w.max_us
     # ProxySQL's cumulative max never falls until a reset: a bound of every window since
     bounds = proxysql_extremes({hg: ([s for s in sources.values() if s.hostgroup == hg], digest.digest)
-                                for hg in {hg for _, hg in grouped}})
-    out = sorted(grouped.values(), key=lambda w: (-w.ts, w.hostgroup))
+                                for hg in {hg for _, hg, _ in grouped}})
+    out = sorted(grouped.values(), key=lambda w: (-w.ts, w.hostgroup, w.mirrored))
     for w in out:
         least, most = bounds.get(w.hostgroup, (None, None))
         w.max_bound_us = most if w.max_us is None else None

@@ -62,6 +62,39 @@ def _texts(hashes, fresh):
     return texts
 
 
+def mark_copies(rules, deltas, fresh_texts):
+    """Per delta of this poll, in order: True when its executions are a mirror rule's copies (ProxySQL counts a copy
+    under the original's digest in the rule's mirror hostgroup: an active rule of the node sends copies to the
+    delta's hostgroup and matches its text, user and schema), False when not, None when not known (a pattern that
+    reaches PCRE's match limit on the text, or the poll's searches past MIRROR_POLL_BUDGET_S). Stored with the rows
+    (DigestStat.mirrored), so the pages rank from a column instead of matching the rules at each request."""
+    spent = mirror.Spent()
+    by_hostgroup = {}
+    for r in sorted(rules, key=lambda r: r["rule_id"]):
+        if r.get("active") and r.get("mirror_hostgroup") is not None:
+            matcher = mirror.Matcher.of(r, spent)
+            if not matcher.error:  # a pattern PCRE does not compile: ProxySQL's rule never matches either
+                by_hostgroup.setdefault(r["mirror_hostgroup"], []).append(matcher)
+    if not by_hostgroup:
+        return [False] * len(deltas)
+    spent.rules = sum(map(len, by_hostgroup.values()))
+    texts = _texts(sorted({d.digest for d in deltas if d.hostgroup in by_hostgroup}), fresh_texts)
+    spent.texts = len(texts)
+    return [_copies(by_hostgroup.get(d.hostgroup, ()), d, texts.get(d.digest, "")) for d in deltas]
+
+
+def _copies(matchers, delta, text):
+    unknown = False
+    for m in matchers:
+        if any(m.rule.get(k) and m.rule[k] != v for k, v in (("username", delta.username),
+                                                             ("schemaname", delta.schemaname))):
+            continue
+        if not m.error and m.matches(delta.schemaname, delta.username, text):
+            return True
+        unknown = unknown or bool(m.error)  # match limit or budget: this rule's verdict is not known
+    return None if unknown else False
+
+
 def sample_rows(node_pk, ts, interval_s, now_state, before_state, deltas, fresh_texts):
     """Measure the window and return (mirror.Window, [MirrorRuleSample]) (database reads only)."""
     hostgroups = {r["mirror_hostgroup"] for r in now_state["rules"] if r.get("mirror_hostgroup") is not None}

@@ -92,6 +92,10 @@ class DigestStat(models.Model):
     max_time = models.BigIntegerField(null=True)
     rows_sent = models.BigIntegerField(null=True, help_text="sum_rows_sent's delta; NULL: not read then")
     rows_affected = models.BigIntegerField(null=True, help_text="sum_rows_affected's delta; NULL: not read then")
+    mirrored = models.BooleanField(null=True, db_default=False,
+                                   help_text="a mirror rule's copies (ProxySQL counts them under the original's digest"
+                                   " in the mirror hostgroup), as the poll's mirror rules said (mirroring.mark_copies);"
+                                   " NULL: not known (a pattern at PCRE's match limit, the poll's search budget)")
 
     class Meta:
         indexes = [models.Index(fields=["digest", "resolution", "ts"], name="digeststat_digest_res_ts")]
@@ -109,6 +113,8 @@ class DigestPoll(models.Model):
     polls_failed = models.IntegerField(default=0)
     stat_rows = models.IntegerField(default=0, help_text="DigestStat rows written")
     interval_s = models.FloatField(default=0, help_text="seconds of traffic the deltas cover (poll to poll)")
+    copy_rows = models.IntegerField(db_default=0, help_text="of stat_rows, those that are or may be mirrored copies: a window without"
+                                    " any keeps the list's span (selectors.top_digests)")
 
 
 class DigestNodeState(models.Model):

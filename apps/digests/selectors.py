@@ -189,6 +189,7 @@ class TopRow:
     min_us: int | None
     mirrored_count: int = 0  # executions of mirrored copies (not in count nor total_us)
     mirrored_us: int = 0
+    unmeasured_count: int = 0  # of count: executions in a mirror hostgroup whose copies' verdict is not known
     digest: str = ""
     text: str = ""
     short: str = ""
@@ -208,7 +209,7 @@ class TopPage:
     pages: int
     per_page: int = PER_PAGE
     more: bool = False  # total is a lower bound: more than `total` digests (a broad search, counted up to a cap)
-    mirror_note: str = ""  # the mirror rules' searches gave up on this page (their budget): said above the table
+    mirror_note: str = ""  # the polls could not tell copies apart on some rows (match limit, budget): said above it
 
     @property
     def has_previous(self):
@@ -270,14 +271,14 @@ def _order(sort, descending):
     return f"({expr}) IS NULL, {expr} {direction}, digest_id {direction}"
 
 
-def _arms(pieces, conds="", arm_params=(), mirrored=""):
+def _arms(pieces, conds="", arm_params=(), mirrored=False):
     """The rows of the window's pieces (a derived table's SELECT). SQLite: one arm per piece glued with
     UNION ALL (its OR over one index deduplicates rows). MariaDB: one SELECT over the pieces' ranges of the
     primary key, which it merges into the GROUP BY (UNION ALL makes it copy every row into a temporary
-    table first: 10 % slower over a 2.5-day window). mirrored: an SQL condition over digest_id and source_id
-    (_mirrored_sql), read into a column `mirrored` (1: the row counts mirrored copies)."""
+    table first: 10 % slower over a 2.5-day window). mirrored: each row's `mirrored` column too (1: the row counts
+    mirrored copies, NULL: not known; DigestStat.mirrored, set by the poll)."""
     table = DigestStat._meta.db_table
-    flag = f", CASE WHEN {mirrored} THEN 1 ELSE 0 END AS mirrored" if mirrored else ""
+    flag = ", mirrored" if mirrored else ""
     columns = f"SELECT digest_id, count_star, sum_time, max_time, min_time{flag} FROM {table}"
     if connection.vendor != "sqlite":
         where, params = _pieces_sql(pieces)
@@ -293,16 +294,14 @@ def _grouped(arms, mirrored):
     """Per digest: count, total, max, min of its own executions, then count and total of its mirrored copies."""
     if not mirrored:
         return (f"SELECT digest_id, SUM(count_star) AS cnt, SUM(sum_time) AS tot, MAX(max_time) AS mx,"
-                f" MIN(min_time) AS mn, 0 AS mcnt, 0 AS mtot FROM ({arms}) AS arms GROUP BY digest_id")
-    if connection.vendor == "sqlite":
-        # LIMIT -1 (no limit) keeps SQLite from flattening the arms into the grouping, which would evaluate the
-        # mirrored condition at every mention of its column (a fifth of the query's CPU time).
-        arms += " LIMIT -1"
-    own = "CASE WHEN mirrored = 1 THEN {} ELSE {} END"
-    return (f"SELECT digest_id, cnt, tot, mx, mn, all_cnt - cnt AS mcnt, all_tot - tot AS mtot FROM"
+                f" MIN(min_time) AS mn, 0 AS mcnt, 0 AS mtot, 0 AS ucnt FROM ({arms}) AS arms GROUP BY digest_id")
+    own = "CASE WHEN mirrored = 1 THEN {} ELSE {} END"  # NULL (not known): counted as the application's
+    return (f"SELECT digest_id, cnt, tot, mx, mn, all_cnt - cnt AS mcnt, all_tot - tot AS mtot, ucnt FROM"
             f" (SELECT digest_id, SUM({own.format(0, 'count_star')}) AS cnt, SUM({own.format(0, 'sum_time')}) AS tot,"
             f" MAX({own.format('NULL', 'max_time')}) AS mx, MIN({own.format('NULL', 'min_time')}) AS mn,"
-            f" SUM(count_star) AS all_cnt, SUM(sum_time) AS all_tot FROM ({arms}) AS arms GROUP BY digest_id) AS own")
+            f" SUM(count_star) AS all_cnt, SUM(sum_time) AS all_tot,"
+            f" SUM(CASE WHEN mirrored IS NULL THEN count_star ELSE 0 END) AS ucnt"
+            f" FROM ({arms}) AS arms GROUP BY digest_id) AS own")
 
 
 def usable_span(window, filters):
@@ -381,7 +380,7 @@ def _ranked_sql_spanned(window, end, sort, descending, limit, offset, search="",
     # The edge's digests not in the span are counted from the rows at hand (`fresh`): MariaDB computes the edge
     # again at each mention of it (a count of its own took a third of the query).
     total = f"{counted}, SUM(fresh) OVER ()"
-    sql = (f"WITH {hits}edge AS ({edge}) SELECT digest_id, cnt, tot, mx, mn, {total}, 0, 0"
+    sql = (f"WITH {hits}edge AS ({edge}) SELECT digest_id, cnt, tot, mx, mn, {total}, 0, 0, 0"
            f" FROM ({' UNION ALL '.join(best + [combined])}) AS u ORDER BY {_order(sort, descending)}"
            f" LIMIT %s OFFSET %s")
     head = hit_params if hits else []
@@ -389,7 +388,7 @@ def _ranked_sql_spanned(window, end, sort, descending, limit, offset, search="",
                  + [limit, offset])
 
 
-def _ranked_sql(window, filters, sort, descending, mirrored=""):
+def _ranked_sql(window, filters, sort, descending, mirrored=False):
     """(SQL, params) ranking the window's digests, each row with the number of digests in the window.
 
     One arm per piece of the window, glued with UNION ALL (SQLite's OR over one index deduplicates rows
@@ -399,7 +398,7 @@ def _ranked_sql(window, filters, sort, descending, mirrored=""):
     digests). The count of digests comes from the same groups: a second read of a CTE on SQLite (which
     materialises it once), FOUND_ROWS() after the query elsewhere (MariaDB would compute a CTE twice, and
     COUNT(*) OVER () copies every group into one more temporary table: a fifth of a 2.5-day window's time).
-    mirrored: the rows of mirrored copies (_mirrored_sql), ranked without them and summed apart.
+    mirrored: the window holds rows of mirrored copies (DigestStat.mirrored): ranked without them, summed apart.
     """
     digests = Digest._meta.db_table
     conds, arm_params = "", []
@@ -415,13 +414,13 @@ def _ranked_sql(window, filters, sort, descending, mirrored=""):
         join = f" JOIN {digests} d ON d.id = g.digest_id WHERE {condition}"
     order = _order(sort, descending)
     columns = ("g.digest_id AS digest_id, g.cnt AS cnt, g.tot AS tot, g.mx AS mx, g.mn AS mn, g.mcnt AS mcnt,"
-               " g.mtot AS mtot")
+               " g.mtot AS mtot, g.ucnt AS ucnt")
     if connection.vendor == "sqlite":
         sql = (f"WITH grouped AS ({grouped}), shown AS (SELECT {columns} FROM grouped g{join})"
-               f" SELECT digest_id, cnt, tot, mx, mn, (SELECT COUNT(*) FROM shown), 0, mcnt, mtot FROM shown"
+               f" SELECT digest_id, cnt, tot, mx, mn, (SELECT COUNT(*) FROM shown), 0, mcnt, mtot, ucnt FROM shown"
                f" ORDER BY {order} LIMIT %s OFFSET %s")
     else:
-        sql = (f"SELECT SQL_CALC_FOUND_ROWS g.digest_id, g.cnt, g.tot, g.mx, g.mn, NULL, 0, g.mcnt, g.mtot"
+        sql = (f"SELECT SQL_CALC_FOUND_ROWS g.digest_id, g.cnt, g.tot, g.mx, g.mn, NULL, 0, g.mcnt, g.mtot, g.ucnt"
                f" FROM ({grouped}) AS g{join}"
                f" ORDER BY {order} LIMIT %s OFFSET %s")
     return sql, params + search_params
@@ -438,14 +437,12 @@ def top_digests(window, filters, sort=DEFAULT_SORT, descending=True, page=1, per
     matches up to the page's end or COUNT_CAP, whichever is further, and says "more" past that."""
     if not window.pieces:
         return TopPage(rows=[], total=0, number=1, pages=1, per_page=per_page)
-    spent = mirror.Spent()  # the mirror rules' searches of this page together, held to mirror.POLL_BUDGET_S
-    mirrored = mirrored_pairs(window, filters, spent)
-    condition = _mirrored_sql(mirrored)
+    mirrored = copies_in(window, filters)
     # The span sums every source of a digest: with mirrored copies in the window, the rows are summed instead.
-    end = usable_span(window, filters) if use_span and not condition else None
+    end = usable_span(window, filters) if use_span and not mirrored else None
     hit_ids = None
     if end is None:
-        sql, params = _ranked_sql(window, filters, sort, descending, condition)
+        sql, params = _ranked_sql(window, filters, sort, descending, mirrored)
     elif filters.search and connection.vendor != "sqlite":
         hit_ids = search_hit_ids(filters.search)
         if hit_ids == []:
@@ -487,13 +484,13 @@ def top_digests(window, filters, sort=DEFAULT_SORT, descending=True, page=1, per
         page = max(1, math.ceil(total / per_page))
         rows = run(page)[0] if total else []
     out = [TopRow(digest_id=r[0], count=int(r[1]), total_us=int(r[2]), max_us=_int(r[3]), min_us=_int(r[4]),
-                  mirrored_count=int(r[7] or 0), mirrored_us=int(r[8] or 0)) for r in rows]
+                  mirrored_count=int(r[7] or 0), mirrored_us=int(r[8] or 0), unmeasured_count=int(r[9] or 0))
+           for r in rows]
     _attach_texts(out)
     sources = _attach_where(out, window, filters)
-    own_sources = {d: [s for s in found if d not in mirrored.get(s.pk, ((), ()))[0]] for d, found in sources.items()}
-    _attach_proxysql_extremes(out, own_sources)
+    _attach_proxysql_extremes(out, {d: [s for s, copies in found if not copies] for d, found in sources.items()})
     return TopPage(rows=out, total=total, number=page, pages=max(1, math.ceil(total / per_page)), per_page=per_page,
-                   more=more, mirror_note=_mirror_note(spent))
+                   more=more, mirror_note=_mirror_note(out))
 
 
 def _int(v):
@@ -513,24 +510,25 @@ def _attach_texts(rows):
 
 def _attach_where(rows, window, filters):
     """Where each listed digest ran in the window: hostgroups, user@schema, number of nodes. Returns
-    {digest id: [DigestSource]}."""
+    {digest id: [(DigestSource, whether its rows there are all mirrored copies)]}."""
     if not rows:
         return {}
     table = DigestStat._meta.db_table
     where, params = _where(window, Filters(**{**filters.__dict__, "search": ""}))
     ids = [r.digest_id for r in rows]
     with connection.cursor() as cur:
-        cur.execute(f"SELECT DISTINCT digest_id, source_id FROM {table} WHERE {where}"
-                    f" AND digest_id IN ({','.join(['%s'] * len(ids))})", params + ids)
+        cur.execute(f"SELECT digest_id, source_id, MIN(CASE WHEN mirrored = 1 THEN 1 ELSE 0 END) FROM {table}"
+                    f" WHERE {where} AND digest_id IN ({','.join(['%s'] * len(ids))}) GROUP BY digest_id, source_id",
+                    params + ids)
         pairs = cur.fetchall()
     sources = {s.pk: s for s in DigestSource.objects.filter(pk__in={p[1] for p in pairs})}
     by_digest = {}
-    for digest_id, source_id in pairs:
+    for digest_id, source_id, copies in pairs:
         s = sources.get(source_id)
         if s:
-            by_digest.setdefault(digest_id, []).append(s)
+            by_digest.setdefault(digest_id, []).append((s, bool(copies)))
     for r in rows:
-        found = by_digest.get(r.digest_id, [])
+        found = [s for s, _ in by_digest.get(r.digest_id, [])]
         users = sorted({f"{s.username}@{s.schemaname}" for s in found})
         r.where = {"hostgroups": sorted({s.hostgroup for s in found}),
                    "users": users if len(users) <= 3 else users[:3] + [f"+{len(users) - 3} more"],
@@ -539,97 +537,28 @@ def _attach_where(rows, window, filters):
     return by_digest
 
 
-def mirrored_pairs(window, filters, spent=None):
-    """Executions of mirrored copies are not the application's queries: ProxySQL counts a copy under the original's
-    digest in the mirror hostgroup. A (source, digest) of the window whose hostgroup an active mirror rule of its node
-    sends copies to, and whose text that rule matches, counts copies. {source id: (mirrored digest ids, the source's
-    other digest ids in the window)}, for the sources of mirror hostgroups only (few: one read of their rows).
-    spent (mirror.Spent): the rules' searches together, held to mirror.POLL_BUDGET_S as a poll's are."""
-    rules = MirrorRule.objects.filter(active=True, mirror_hostgroup__isnull=False)
+def copies_in(window, filters):
+    """Whether the window holds rows that are, or may be, mirrored copies (the polls' DigestPoll.copy_rows) on the
+    nodes in scope: one read of the small poll table. Without any, the ranking needs no per-row flag."""
+    if not window.pieces:
+        return False
+    polls = DigestPoll.objects.filter(_pieces_q(window.pieces), copy_rows__gt=0)
     if filters.node is not None:
-        rules = rules.filter(proxysql_node_id=filters.node)
+        polls = polls.filter(node_id=filters.node)
     elif filters.cluster is not None:
-        rules = rules.filter(proxysql_node__cluster_id=filters.cluster)
-    matchers = _mirror_matchers(rules, spent)
-    if not matchers:
-        return {}
-
-    targets = Q(pk__in=[])
-    for node_id, hostgroup in matchers:
-        targets |= Q(node_id=node_id, hostgroup=hostgroup)
-    sources = {s.pk: s for s in _source_qs(filters).filter(targets)}
-    if not sources:
-        return {}
-    table, digests = DigestStat._meta.db_table, Digest._meta.db_table
-    where, params = _pieces_sql(window.pieces, "st")
-    ids = ",".join(str(int(pk)) for pk in sources)
-    with connection.cursor() as cur:
-        cur.execute(f"SELECT p.source_id, p.digest_id, d.digest_text FROM (SELECT DISTINCT st.source_id, st.digest_id"
-                    f" FROM {table} st WHERE {where} AND st.source_id IN ({ids})) AS p"
-                    f" JOIN {digests} d ON d.id = p.digest_id", params)
-        found = cur.fetchall()
-    out = {}
-    for source_id, digest_id, text in found:
-        s = sources[source_id]
-        mirrored, kept = out.setdefault(source_id, (set(), set()))
-        (mirrored if _copies(s, text, matchers) else kept).add(digest_id)
-    return {pk: pair for pk, pair in out.items() if pair[0]}
+        polls = polls.filter(node__cluster_id=filters.cluster)
+    return polls.exists()
 
 
-def _mirror_matchers(rules, spent=None):
-    """{(node id, mirror hostgroup): [Matcher]} of mirror rules (MirrorRule rows: as the digest poll last read them),
-    their searches counted together in `spent` (mirror.Spent)."""
-    spent = mirror.Spent() if spent is None else spent
-    found = {}
-    for rule in rules:
-        found.setdefault((rule.proxysql_node_id, rule.mirror_hostgroup), []).append(
-            mirror.Matcher.of({"match_digest": rule.match_digest, "match_pattern": rule.match_pattern}, spent))
-    spent.rules += sum(map(len, found.values()))
-    return found
-
-
-def _mirror_note(spent):
-    """The page's note when the mirror rules' searches passed their budget ("" when not)."""
-    if not spent.out:
+def _mirror_note(rows):
+    """The page's note when the polls could not tell copies apart on some of its rows ("" when not)."""
+    unmeasured = sum(1 for r in rows if r.unmeasured_count)
+    if not unmeasured:
         return ""
-    return (f"Mirrored copies are not told apart in full on this page: the nodes' {spent.rules} mirror rules' "
-            f"searches passed their budget of {mirror.POLL_BUDGET_S:g} s of CPU, so some counts may include copies "
-            "made in a mirror hostgroup.")
-
-
-def _copies(source, text, matchers):
-    """Whether the executions of the digest `text` from `source` are a mirror rule's copies."""
-    return any(m.matches(source.schemaname, source.username, text)
-               for m in matchers.get((source.node_id, source.hostgroup), []))
-
-
-def mirrored_sources(digest, sources):
-    """The ids of `sources` (DigestSource) where the executions of `digest` are mirrored copies."""
-    node_ids = {s.node_id for s in sources}
-    if not node_ids:
-        return set()
-    matchers = _mirror_matchers(MirrorRule.objects.filter(active=True, mirror_hostgroup__isnull=False,
-                                                          proxysql_node_id__in=node_ids))
-    return {s.pk for s in sources if _copies(s, digest.digest_text, matchers)} if matchers else set()
-
-
-def _mirrored_sql(pairs):
-    """An SQL condition over digest_id and source_id: the row counts mirrored copies ("" when none). Per source the
-    shorter list: its mirrored digests, or the others (a mirror hostgroup that runs only copies: the source alone)."""
-    def listed(ids):
-        return ",".join(str(int(i)) for i in sorted(ids))
-
-    whole, parts = [], []
-    for source_id, (mirrored, kept) in sorted(pairs.items()):
-        if not kept:
-            whole.append(source_id)
-        elif len(mirrored) <= len(kept):
-            parts.append(f"(source_id = {int(source_id)} AND digest_id IN ({listed(mirrored)}))")
-        else:
-            parts.append(f"(source_id = {int(source_id)} AND digest_id NOT IN ({listed(kept)}))")
-    if whole:
-        parts.insert(0, f"source_id IN ({listed(whole)})")
-    return f"({' OR '.join(parts)})" if parts else ""
+    return (f"Mirrored copies are not told apart in full on this page: on {unmeasured} digest"
+            f"{'s' if unmeasured != 1 else ''} the polls could not run a mirror rule's pattern (PCRE's match limit, or "
+            f"the poll's search budget of {mirror.poll_budget_s():g} s of CPU), so whether their executions in a mirror "
+            "hostgroup are copies is not measured: they are counted, marked \"not measured\".")
 
 
 def proxysql_extremes(wanted):
@@ -676,23 +605,27 @@ def _attach_proxysql_extremes(rows, sources):
 
 # -- one digest ----------------------------------------------------------------------------------------
 def digest_breakdown(digest, window, filters):
-    """Per source, the digest's figures over the window (biggest total first)."""
+    """Per source, the digest's figures over the window (biggest total first); a source's mirrored copies
+    (DigestStat.mirrored) and its rows whose copies were not measured each make a row of their own."""
     table = DigestStat._meta.db_table
     where, params = _where(window, Filters(**{**filters.__dict__, "search": ""}))
+    kind = f"CASE WHEN mirrored = 1 THEN {COPIES} WHEN mirrored IS NULL THEN {UNMEASURED} ELSE 0 END"
     with connection.cursor() as cur:
         cur.execute(f"SELECT source_id, SUM(count_star), SUM(sum_time), MAX(max_time), MIN(min_time), SUM(rows_sent),"
-                    f" SUM(rows_affected), SUM(CASE WHEN rows_sent IS NULL THEN 0 ELSE count_star END) FROM {table}"
-                    f" WHERE {where} AND digest_id = %s GROUP BY source_id ORDER BY SUM(sum_time) DESC",
-                    params + [digest.pk])
+                    f" SUM(rows_affected), SUM(CASE WHEN rows_sent IS NULL THEN 0 ELSE count_star END), {kind} AS kind"
+                    f" FROM {table} WHERE {where} AND digest_id = %s GROUP BY source_id, {kind}"
+                    f" ORDER BY SUM(sum_time) DESC", params + [digest.pk])
         rows = cur.fetchall()
     sources = {s.pk: s for s in DigestSource.objects.filter(pk__in=[r[0] for r in rows]).select_related("node__cluster")}
     bounds = proxysql_extremes({r[0]: ([sources[r[0]]], digest.digest) for r in rows
                                 if r[0] in sources and (r[3] is None or r[4] is None)})
-    copies = mirrored_sources(digest, sources.values())
-    return [{"source": sources.get(r[0]), "mirrored": r[0] in copies, "count": int(r[1]), "total_us": int(r[2]), "max_us": _int(r[3]),
+    return [{"source": sources.get(r[0]), "mirrored": r[8] == COPIES, "unmeasured": r[8] == UNMEASURED, "count": int(r[1]), "total_us": int(r[2]), "max_us": _int(r[3]),
              "min_us": _int(r[4]), "avg_us": int(r[2]) / int(r[1]) if r[1] else None,
              "rows_sent": _int(r[5]), "rows_affected": _int(r[6]), "rows_count": int(r[7] or 0),
              **_bounds(bounds.get(r[0]), _int(r[3]), _int(r[4]))} for r in rows]
+
+
+COPIES, UNMEASURED = 1, 2  # digest_breakdown's kinds of rows besides the application's own
 
 
 def _bounds(found, most, least):
@@ -729,13 +662,13 @@ def chart_series(digest, window, filters):
         sub, sub_params = _source_qs(Filters(**{**filters.__dict__, "search": ""})).values("pk").query.sql_with_params()
         src_filter, src_params = f" AND source_id IN ({sub})", list(sub_params)
     with connection.cursor() as cur:
-        cur.execute(f"SELECT ts, source_id, count_star, sum_time, max_time FROM {table}"
+        cur.execute(f"SELECT ts, source_id, count_star, sum_time, max_time, mirrored FROM {table}"
                     f" WHERE {sql} AND digest_id = %s{src_filter}", params + [digest.pk] + src_params)
         stats = cur.fetchall()
     ran_from = list(DigestSource.objects.filter(pk__in={r[1] for r in stats}))
     node_of = {s.pk: s.node_id for s in ran_from}
-    copies = mirrored_sources(digest, ran_from)  # a mirror rule's copies: not the application's executions
-    stats = [r for r in stats if r[1] not in copies]
+    # a mirror rule's copies: not the application's executions
+    stats = [r[:5] for r in stats if r[5] is None or not r[5]]
     polls = DigestPoll.objects.filter(_pieces_q(pieces), polls_ok__gt=0)  # the same pieces over the polls
     if node_of:
         polls = polls.filter(node_id__in=set(node_of.values()))
@@ -876,10 +809,8 @@ def digest_summary(digest, window, filters, breakdown):
         where, params = _where(window, Filters(**{**filters.__dict__, "search": ""}))
         cur.execute(f"SELECT SUM(sum_time), SUM(count_star) FROM {table} WHERE {where}", params)
         all_time, all_count = (int(v or 0) for v in cur.fetchone())
-        copies_everywhere = _mirrored_sql(mirrored_pairs(window, filters)) if window.pieces else ""
-        if copies_everywhere:  # the shares are of the application's executions, as the list counts them
-            cur.execute(f"SELECT SUM(sum_time), SUM(count_star) FROM {table} WHERE {where} AND {copies_everywhere}",
-                        params)
+        if copies_in(window, filters):  # the shares are of the application's executions, as the list counts them
+            cur.execute(f"SELECT SUM(sum_time), SUM(count_star) FROM {table} WHERE {where} AND mirrored = 1", params)
             copies_time, copies_count = (int(v or 0) for v in cur.fetchone())
             all_time, all_count = all_time - copies_time, all_count - copies_count
     raw = [r for r in seen if r[0] == RAW]

@@ -259,8 +259,10 @@ def store(result, state, scope=None):
         # Texts and sources are committed on their own (idempotent), so the cached ids always exist.
         digest_ids = _digest_id_map({d.digest for d in deltas}, result.texts, ts)
         source_ids = _source_id_map(node.pk, {_source_key(d) for d in deltas})
+        copies = mirroring.mark_copies(result.mirror["rules"], deltas, result.texts)
         objs = [(RAW, ts, source_ids[(node.pk, *_source_key(d))], digest_ids[d.digest], d.count_star, d.sum_time,
-                 d.min_time, d.max_time, d.rows_sent, d.rows_affected) for d in deltas]
+                 d.min_time, d.max_time, d.rows_sent, d.rows_affected, copy)
+                for d, copy in zip(deltas, copies)]
     state_baseline = state.baseline_ts or ts
     mirror_rows = []
     if result.mirror_before is not None and not outcome.full:
@@ -275,10 +277,11 @@ def store(result, state, scope=None):
         with connection.cursor() as cur:
             for i in range(0, len(objs), CHUNK):
                 cur.executemany(f"INSERT INTO {DigestStat._meta.db_table} (resolution, ts, source_id, digest_id,"
-                                f" count_star, sum_time, min_time, max_time, rows_sent, rows_affected)"
-                                f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", objs[i:i + CHUNK])
+                                f" count_star, sum_time, min_time, max_time, rows_sent, rows_affected, mirrored)"
+                                f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", objs[i:i + CHUNK])
         DigestPoll.objects.create(resolution=RAW, ts=ts, node_id=node.pk, polls_ok=0 if outcome.full else 1,
-                                  stat_rows=len(objs), interval_s=0 if outcome.full else ts - state_baseline)
+                                  stat_rows=len(objs), interval_s=0 if outcome.full else ts - state_baseline,
+                                  copy_rows=sum(1 for row in objs if row[-1] is not False))  # copies, or not known
         mirroring.store_samples(mirror_rows)
         mirroring.sync_rules(node.pk, result.mirror["rules"])
         state.save()
@@ -428,20 +431,25 @@ def rollup_margin_s():
     return int(settings.MONITOR_DIGEST_READ_TIMEOUT + 60)
 
 
+# A bucket's row of a (source, digest) is copies when any of its rows was (a mirror rule's copies do not turn into the
+# application's queries within a bucket; a rule changed mid-bucket is rare), not known when one was not known.
+BUCKET_MIRRORED = ("CASE WHEN MAX(mirrored) = 1 THEN 1 WHEN COUNT(mirrored) < COUNT(*) THEN NULL ELSE 0 END")
+
+
 def _roll_bucket(level, source, start, stop):
     stat, poll = DigestStat._meta.db_table, DigestPoll._meta.db_table
     with connection.cursor() as cur:
         cur.execute(
             f"INSERT INTO {stat} (resolution, ts, source_id, digest_id, count_star, sum_time, min_time, max_time,"
-            f" rows_sent, rows_affected) SELECT %s, %s, source_id, digest_id, SUM(count_star), SUM(sum_time),"
-            f" MIN(min_time), MAX(max_time), SUM(rows_sent), SUM(rows_affected)"
+            f" rows_sent, rows_affected, mirrored) SELECT %s, %s, source_id, digest_id, SUM(count_star), SUM(sum_time),"
+            f" MIN(min_time), MAX(max_time), SUM(rows_sent), SUM(rows_affected), {BUCKET_MIRRORED}"
             f" FROM {stat} WHERE resolution = %s AND ts >= %s AND ts < %s GROUP BY source_id, digest_id",
             [level, start, source, start, stop])
         rows = cur.rowcount
         cur.execute(
-            f"INSERT INTO {poll} (resolution, ts, node_id, polls_ok, polls_failed, stat_rows, interval_s)"
-            f" SELECT %s, %s, node_id, SUM(polls_ok), SUM(polls_failed), SUM(stat_rows), SUM(interval_s)"
-            f" FROM {poll} WHERE resolution = %s AND ts >= %s AND ts < %s GROUP BY node_id",
+            f"INSERT INTO {poll} (resolution, ts, node_id, polls_ok, polls_failed, stat_rows, interval_s, copy_rows)"
+            f" SELECT %s, %s, node_id, SUM(polls_ok), SUM(polls_failed), SUM(stat_rows), SUM(interval_s),"
+            f" SUM(copy_rows) FROM {poll} WHERE resolution = %s AND ts >= %s AND ts < %s GROUP BY node_id",
             [level, start, source, start, stop])
     return max(rows, 0)
 

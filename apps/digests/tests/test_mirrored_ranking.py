@@ -10,7 +10,7 @@ from apps.digests.models import RAW, DigestStat
 from apps.digests.templatetags.digest_format import duration_us, share
 from apps.fleet.models import MirrorRule
 
-from .factories import digest, fleet, polls, source
+from .factories import digest, fleet, mark_copies, polls, source
 
 pytestmark = pytest.mark.django_db
 
@@ -43,6 +43,7 @@ def shop_with_copies(ago):
         row(mirror, select, 200, 150_000, 40_000),      # hostgroup 101's own query: counted
     ])
     polls(node, now - max(3600, ago + 600), now, every=60)
+    mark_copies()  # as the poll marks the rows it stores, from the rules it read
     return cluster, {"insert": insert.digest, "update": update.digest, "select": select.digest}
 
 
@@ -127,4 +128,60 @@ def test_the_24h_list_sums_the_rows_when_copies_ran_in_its_span(viewer_client, s
     window = selectors.window_for(now - 86400, now)
     assert selectors.usable_span(window, selectors.Filters()) is not None  # the span would answer without copies
     response = viewer_client.get("/digests/", {"window": "24h", "sort": "count"})
+    assert shown(response) == [hashes["update"], hashes["select"], hashes["insert"]]
+
+
+def test_the_latency_per_window_table_labels_the_mirror_hostgroups_copies(mirrored_shop, viewer_client):
+    """Issue 36: the digest page's latency per poll window showed hostgroup 101's 500 mirrored copies as a hostgroup
+    like any other, beside the application's 100 executions."""
+    _, hashes = mirrored_shop
+    from apps.digests.models import Digest
+
+    insert = Digest.objects.get(digest=hashes["insert"])
+    page = viewer_client.get(f"/digests/{insert.pk}/", {"window": "1h"}).content.decode()
+    table = re.search(r'<table class="digest-latency">(.*?)</table>', page, re.S).group(1)
+    rows = {hostgroup: (bool(mirrored), re.sub(r"<[^>]+>", "", body))
+            for hostgroup, mirrored, body in re.findall(
+                r'<tr data-window="\d+" data-hostgroup="(\d+)"( data-mirrored)?>(.*?)</tr>', table, re.S)}
+    assert rows["101"][0] and "mirrored copies" in rows["101"][1] and "500" in rows["101"][1]
+    assert not rows["100"][0] and "mirrored" not in rows["100"][1]
+
+
+def test_the_poll_marks_copies_only_where_a_rule_sends_them_and_says_when_it_cannot_tell():
+    """mirroring.mark_copies, what the poll stores with each row: copies in the mirror hostgroup of an active rule whose
+    pattern, user and schema match; not copies elsewhere; not known where PCRE reaches its match limit."""
+    from types import SimpleNamespace
+
+    from apps.digests.mirroring import mark_copies
+    from apps.monitoring.tests.test_rule_regex import AT_THE_LIMIT
+
+    def delta(hostgroup, text, username="app"):
+        return SimpleNamespace(hostgroup=hostgroup, schemaname="shop", username=username, digest=text)
+
+    rules = [{"rule_id": 10, "active": 1, "match_digest": "^INSERT", "mirror_hostgroup": 101, "username": "app"},
+             {"rule_id": 11, "active": 0, "match_digest": "^UPDATE", "mirror_hostgroup": 101},
+             {"rule_id": 20, "active": 1, "match_digest": AT_THE_LIMIT, "mirror_hostgroup": 102}]
+    texts = ["INSERT INTO t (a) VALUES (?)", "UPDATE t SET a = ?", "SELECT c FROM sbtest1 WHERE id=?"]
+    deltas = [delta(101, texts[0]), delta(100, texts[0]), delta(101, texts[1]), delta(101, texts[0], "batch"),
+              delta(102, texts[2])]
+    assert mark_copies(rules, deltas, {t: t for t in texts}) == [True, False, False, False, None]
+    assert mark_copies([], deltas, {}) == [False] * 5
+
+
+def test_the_migration_marks_the_copies_kept_before_it(viewer_client):
+    """Migration digests 0006: the rows stored before the poll marked copies are marked from the mirror rules the polls
+    last read (fleet.MirrorRule), so the list of a window from before the upgrade still ranks without its copies."""
+    import importlib
+
+    from django.apps import apps as registry
+
+    from apps.digests.models import DigestPoll
+
+    _, hashes = shop_with_copies(ago=600)
+    DigestStat.objects.update(mirrored=False)  # as the rows were before the migration
+    DigestPoll.objects.update(copy_rows=0)
+    importlib.import_module("apps.digests.migrations.0006_digeststat_mirrored_copies").mark_kept_rows(registry, None)
+    assert list(DigestStat.objects.filter(mirrored=True).values_list("source__hostgroup", "digest__digest")) == [
+        (101, hashes["insert"])]
+    response = viewer_client.get("/digests/", {"window": "1h", "sort": "count"})
     assert shown(response) == [hashes["update"], hashes["select"], hashes["insert"]]
