@@ -112,7 +112,7 @@ NATIVE_HOW = {"galera": "the old writer's weight or OFFLINE_SOFT, Monitor promot
               "replication": "promote the new primary on the backends (read_only ON on the old one, the replicas "
                              "re-pointed, read_only OFF on the new one): Monitor follows read_only within one check"}
 # The managers whose switchover this product plans through them (native_switchover.py): the others are refused.
-NATIVE_WAYS = ("replication",)
+NATIVE_WAYS = ("replication", "galera")
 
 
 def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLBACK,
@@ -128,7 +128,12 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
     W, R = cluster.writer_hostgroup, cluster.reader_hostgroup
     guards, facts = [], {"nodes": {}}
     if cluster.native_manager in NATIVE_WAYS:  # Monitor moves the writer; the plan makes it (native_switchover.py)
-        from .native_switchover import plan_native_switchover  # it builds on this module's helpers
+        from .native_galera_switchover import plan_galera_switchover  # they build on this module's helpers
+        from .native_switchover import plan_native_switchover
+        if cluster.native_manager == "galera":
+            return plan_galera_switchover(cluster, new_writer, drain_timeout_ms=drain_timeout_ms, on_timeout=on_timeout,
+                                          lower_autoinc=lower_autoinc, monitor_timeout_ms=monitor_timeout_ms,
+                                          catchup_timeout_ms=catchup_timeout_ms)
         return plan_native_switchover(cluster, new_writer, drain_timeout_ms=drain_timeout_ms, on_timeout=on_timeout,
                                       lower_autoinc=lower_autoinc, monitor_timeout_ms=monitor_timeout_ms)
     if cluster.native_manager:  # Monitor chooses the writer: moving rows here would fight it (fleet/native.py)
