@@ -108,10 +108,10 @@ NATIVE_REFUSAL = ("The cluster is not natively managed (here {manager} and Proxy
                   "is refused. Move the writer through the manager: {how}; a switchover that does that for you is not "
                   "built yet)")
 # How each manager is made to move the writer (lab/reference/native-galera/, native-replication/).
-NATIVE_HOW = {"galera": "the old writer's weight or OFFLINE_SOFT, Monitor promoting the next",
-              "replication": "promote the new primary on the backends (read_only ON on the old one, the replicas "
+NATIVE_HOW = {"replication": "promote the new primary on the backends (read_only ON on the old one, the replicas "
                              "re-pointed, read_only OFF on the new one): Monitor follows read_only within one check"}
-# The managers whose switchover this product plans through them (native_switchover.py): the others are refused.
+# The managers whose switchover this product plans through them (native_switchover.py, native_galera_switchover.py:
+# the Galera manager by the weights, OFFLINE_SOFT alone does not move it): the others are refused.
 NATIVE_WAYS = ("replication", "galera")
 
 
