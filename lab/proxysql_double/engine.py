@@ -914,7 +914,8 @@ class AdminEngine:
     def _galera_monitor(self):
         """ProxySQL's Galera manager (galera_monitor.py): with an active mysql_galera_hostgroups row at runtime,
         runtime_mysql_servers is the loaded rows placed by each backend's state (GALERA_PROBER reads them on its
-        threads, never here). Until every backend of a row has been read once, its loaded rows stay."""
+        threads, never here). Until every backend of a row has been read once since the LOAD, its loaded rows stay
+        (real 2.7.1 places them at its next healthcheck; the double within about FRESH_S)."""
         rows = self._rows("SELECT * FROM main.runtime_mysql_galera_hostgroups WHERE active=1")
         if not rows or not self.loaded_servers:
             return
@@ -926,8 +927,8 @@ class AdminEngine:
         for r in self.loaded_servers:
             if int(r["hostgroup_id"]) in managed:
                 res = GALERA_PROBER.latest(r["hostname"], r["port"], user, password)
-                if res is not None:
-                    states[(r["hostname"], int(r["port"]))] = res.ok
+                if res is not None and res.started >= self.loaded_at:   # a check made after the LOAD: until then
+                    states[(r["hostname"], int(r["port"]))] = res.ok      # runtime holds the loaded rows, as real
         placed = galera_monitor.place(self.loaded_servers, groups, states)
         if placed == self.galera_placed:
             return

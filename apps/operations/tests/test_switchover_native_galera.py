@@ -140,11 +140,20 @@ def test_a_switchover_through_the_galera_manager_under_writes_on_a_real_pair(rea
     assert query(lab, 2, "SELECT COUNT(*) FROM app.native_load")[0][0] == sum(w.rows for w in writers)   # none lost
 
 
+def test_monitor_not_agreeing_in_time_rolls_back_the_weights_on_a_double_pair(proxysql_double_factory, galera_healthy,
+                                                                              operator_user):
+    check_rollback(proxysql_double_factory(2), operator_user)
+
+
 def test_monitor_not_agreeing_in_time_rolls_back_the_weights_on_a_real_pair(real_proxysql_factory, galera_healthy,
                                                                             operator_user):
-    """Monitor's healthcheck (every 5 s) cannot mark the old writer within 1 ms of the move: the operation rolls back,
-    the placement loaded as it was (3311 writing), memory and disk with the weights as configured."""
-    nodes = [real_proxysql_factory("2.7.1", name=f"galera-back-{n}") for n in (1, 2)]
+    check_rollback([real_proxysql_factory("2.7.1", name=f"galera-back-{n}") for n in (1, 2)], operator_user)
+
+
+def check_rollback(nodes, operator_user):
+    """Monitor's check (every 5 s on a real node; the double's after its next read of the backends) cannot mark the
+    old writer within 1 ms of the move: the operation rolls back, the placement loaded as it was (3311 writing),
+    memory and disk with the weights as configured."""
     cluster = natively_managed(nodes)
     before = [layers(node) for node in nodes]
     plan = plan_switchover(cluster, Server.objects.get(port=3312), monitor_timeout_ms=1)
