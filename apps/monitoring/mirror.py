@@ -35,6 +35,8 @@ a backtracking pattern costs one limit per poll, never a stalled worker).
 import time
 from dataclasses import dataclass, field
 
+from django.conf import settings
+
 from . import rule_regex
 
 MIN_EXPECTED = 1.0  # fewer copies than this to make in a window: no loss figure, nothing to measure
@@ -73,8 +75,6 @@ RULE_BUDGET_S = 0.2   # a mirror rule's searches over one poll's digest texts; o
 def poll_budget_s():
     """Every rule's searches together over one poll of a node (settings.MIRROR_POLL_BUDGET_S): a node's rules are
     whatever was typed into its admin, and 300 rules each under RULE_BUDGET_S took a minute of every 30 s poll."""
-    from django.conf import settings
-
     return settings.MIRROR_POLL_BUDGET_S
 
 

@@ -19,6 +19,7 @@ from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.clients.proxysql import configured, configured_status, node_admin
 from apps.clients.wire import ClientError
+from apps.configuration.services import record_operation
 from apps.fleet.choices import ClusterKind
 from apps.plans.registry import StepFailed, capture
 from apps.plans.vocabulary import (BACKEND, DRAIN_POLL_MS, MONITOR_WRITER, PROXYSQL, VERIFY, WAIT_DRAIN, WAIT_MONITOR,
@@ -26,6 +27,7 @@ from apps.plans.vocabulary import (BACKEND, DRAIN_POLL_MS, MONITOR_WRITER, PROXY
 
 from . import shared
 from .choices import OnDrainTimeout, OperationKind
+from .inventory import _once
 from .repair import managers_view
 from .switchover import (AUTOINC, EXTENDED, SessionTally, _fields_row, _promote_actions, autoinc_parts,
                          pinned_sessions, role_statements, shared_guards, unloaded_edits)
@@ -42,9 +44,10 @@ PLACEMENT_POLL_MS = 50
 
 
 def plan_native_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLBACK,
-                           lower_autoinc=None, monitor_timeout_ms=None):
+                           lower_autoinc=None, monitor_timeout_ms=None, catchup_timeout_ms=None):
     """The switchover through ProxySQL's replication manager, from what the nodes and backends say now. Network
-    reads only; writes nothing. The old writer is the one Monitor placed."""
+    reads only; writes nothing. The old writer is the one Monitor placed. catchup_timeout_ms is the Galera
+    manager's (the planners share one signature): here the promotion waits for the GTID position itself (MASTER_GTID_WAIT, its own bound)."""
     longer_timeout = drain_timeout_ms is not None and drain_timeout_ms > cluster.drain_timeout_ms
     drain_timeout_ms = drain_timeout_ms if drain_timeout_ms is not None else cluster.drain_timeout_ms
     W, R, managed = cluster.writer_hostgroup, cluster.reader_hostgroup, cluster.managed_hostgroups()
@@ -222,6 +225,16 @@ def wait_monitor(run, step, row, executed, detail):
         return sorted((r.hostname, r.port, r.status) for r in run.admin(node_id).servers("runtime")
                       if r.hostgroup_id == W)
 
+    def placed(rows):
+        """The new writer ONLINE; the old one out of the writer hostgroup, or (old_marked: the Galera manager) the only
+        other writer there, with Monitor's mark of a backup writer: a row no plan writes, so its check ran."""
+        if (*new, "ONLINE") not in rows:
+            return False
+        if marked is None:
+            return not any((h, port) == old for h, port, _ in rows)
+        return (*old, marked) in rows and [(h, port) for h, port, s in rows if s == "ONLINE"] == [new]
+
+    marked = p.get("old_marked")
     rounds = 0
     while True:
         results = list(run.pool.map(capture(writer_rows), nodes))
@@ -229,8 +242,7 @@ def wait_monitor(run, step, row, executed, detail):
             if error is not None:
                 raise error
         rounds += 1
-        behind = {p["names"][n]: rows for n, (rows, _) in zip(nodes, results)
-                  if (*new, "ONLINE") not in rows or any((h, port) == old for h, port, _ in rows)}
+        behind = {p["names"][n]: rows for n, (rows, _) in zip(nodes, results) if not placed(rows)}
         detail.update(rounds=rounds, waited_ms=round((time.monotonic() - start) * 1000, 2),
                       behind={name: [f"{h}:{port} {status}" for h, port, status in rows] for name, rows in behind.items()})
         if not behind:
@@ -238,9 +250,10 @@ def wait_monitor(run, step, row, executed, detail):
         if time.monotonic() >= deadline:
             said = "; ".join(f"{name}: hostgroup {W} holds {', '.join(f'{h}:{port} {s}' for h, port, s in rows) or 'nothing'}"
                              for name, rows in behind.items())
+            where = f"marked {marked} in it" if marked else "out of it"
+            undone = "the weights and the placement as they were" if marked else "read_only as it was on the backends"
             raise StepFailed(f"Monitor did not place {new[0]}:{new[1]} in writer hostgroup {W} with {old[0]}:{old[1]} "
-                             f"out of it within {p['timeout_ms']} ms ({said}); rolling back: read_only as it was on "
-                             f"the backends, the drain undone")
+                             f"{where} within {p['timeout_ms']} ms ({said}); rolling back: {undone}, the drain undone")
         run.beat()
         time.sleep(p["poll_ms"] / 1000)
 
@@ -249,6 +262,12 @@ def monitor_writer(run, step, row, executed, detail):
     """The writer Monitor placed, recorded: its audit row (no inventory row moves: the configured rows are the
     intent and Monitor's placement is folded back to them, fleet/native.py)."""
     p = step.params
-    record("writer placed by ProxySQL's replication manager", actor=Actor.of_operation(run.op), cluster=run.op.cluster,
-           target=p["new_name"], details={"operation": run.op.pk, "old_writer": p["old_name"], "new_writer": p["new_name"]})
+    if p.get("weights"):  # the Galera manager: the swapped weights are the intent now, the next configuration version
+        def swapped(rows):
+            return {key: {**rows[key], "weight": weight} for key, weight in
+                    (((hg, host, port), weight) for hg, host, port, weight in p["weights"]) if key in rows}
+        _once(run, detail, lambda: record_operation(run.op, swapped))
+    record(f"writer placed by ProxySQL's {p.get('manager', 'replication')} manager", actor=Actor.of_operation(run.op),
+           cluster=run.op.cluster, target=p["new_name"],
+           details={"operation": run.op.pk, "old_writer": p["old_name"], "new_writer": p["new_name"]})
     detail["writer"] = p["new_name"]

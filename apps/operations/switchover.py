@@ -108,13 +108,13 @@ NATIVE_REFUSAL = ("The cluster is not natively managed (here {manager} and Proxy
                   "is refused. Move the writer through the manager: {how}; a switchover that does that for you is not "
                   "built yet)")
 # How each manager is made to move the writer (lab/reference/native-galera/, native-replication/).
-NATIVE_HOW = {"galera": "the old writer's weight or OFFLINE_SOFT, Monitor promoting the next",
-              "replication": "promote the new primary on the backends (read_only ON on the old one, the replicas "
+NATIVE_HOW = {"replication": "promote the new primary on the backends (read_only ON on the old one, the replicas "
                              "re-pointed, read_only OFF on the new one): Monitor follows read_only within one check"}
-# The managers whose switchover this product plans through them (native_switchover.py): the others are refused.
-NATIVE_WAYS = ("replication",)
-# Their planners, put here by this app's AppConfig.ready(): native_switchover.py builds on this module's helpers, so
-# this module never imports it (no import circle).
+# The managers whose switchover this product plans through them (native_switchover.py, native_galera_switchover.py:
+# the Galera manager by the weights, OFFLINE_SOFT alone does not move it): the others are refused.
+NATIVE_WAYS = ("replication", "galera")
+# Their planners, put here by this app's AppConfig.ready(): they build on this module's helpers, so this module
+# never imports them (no import circle).
 NATIVE_PLANNERS = {}
 
 
@@ -133,7 +133,7 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
     if cluster.native_manager in NATIVE_WAYS:  # Monitor moves the writer; the plan makes it (native_switchover.py)
         return NATIVE_PLANNERS[cluster.native_manager](
             cluster, new_writer, drain_timeout_ms=drain_timeout_ms, on_timeout=on_timeout, lower_autoinc=lower_autoinc,
-            monitor_timeout_ms=monitor_timeout_ms)
+            monitor_timeout_ms=monitor_timeout_ms, catchup_timeout_ms=catchup_timeout_ms)
     if cluster.native_manager:  # Monitor chooses the writer: moving rows here would fight it (fleet/native.py)
         refusal = NATIVE_REFUSAL.format(manager=cluster.get_native_manager_display(),
                                         how=NATIVE_HOW.get(cluster.native_manager, "as its documentation says"))

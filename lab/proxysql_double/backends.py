@@ -26,12 +26,13 @@ NOT_SHUNNING = {1044, 1045, 1120, 1203, 1226, 3118}
 
 
 class Probe:
-    __slots__ = ("ok", "at", "error")
+    __slots__ = ("ok", "at", "error", "started")
 
     def __init__(self, ok, at, error=""):
         self.ok = ok            # True: the backend answers; False: a connection to it fails
         self.at = at            # time.monotonic() when the probe finished
         self.error = error
+        self.started = at       # when it was asked of the backend (Prober._work sets it): what it read is from then on
 
     def as_dict(self, now):
         return {"ok": self.ok, "age_s": round(now - self.at, 3), "error": self.error}
@@ -50,14 +51,14 @@ class Prober:
         self.threads = []
         self.probes_done = 0
 
-    def latest(self, host, port, user="monitor", password="monitor", now=None):
+    def latest(self, host, port, user="monitor", password="monitor", now=None, fresh_s=FRESH_S):
         """The newest result for a backend (None before the first one), asking for a new probe when it
-        is older than FRESH_S. Never blocks on the network."""
+        is older than fresh_s (a Monitor check's interval). Never blocks on the network."""
         key = (host, int(port))
         now = time.monotonic() if now is None else now
         with self.lock:
             res = self.results.get(key)
-            if (res is None or now - res.at >= FRESH_S) and key not in self.pending:
+            if (res is None or now - res.at >= fresh_s) and key not in self.pending:
                 self.pending.add(key)
                 self.queue.put((key, user, password))
                 if len(self.threads) < self.workers:
@@ -73,10 +74,12 @@ class Prober:
     def _work(self):
         while True:
             key, user, password = self.queue.get()
+            started = time.monotonic()
             try:
                 res = self.probe_fn(key[0], key[1], user, password)
             except Exception as e:  # a bug here must not stop the worker
                 res = Probe(False, time.monotonic(), f"probe error {e!r}")
+            res.started = started
             with self.lock:
                 self.results[key] = res
                 self.pending.discard(key)

@@ -265,6 +265,7 @@ class AdminEngine:
         # ever served a half-applied state of an operation.
         self.servers_history = collections.deque(maxlen=1000)
         self.loaded_servers = None    # runtime_mysql_servers as last LOADed, before Monitor's galera placement
+        self.loaded_at = 0.0          # when (time.monotonic()): the replication manager places it on checks made after
         self.galera_placed = None
         self.replication_placed = None  # runtime_mysql_servers as the replication manager last left it
         self._open()
@@ -712,6 +713,7 @@ class AdminEngine:
                 if table == "mysql_servers":
                     self.db.execute("UPDATE main.runtime_mysql_servers SET status=UPPER(status)")
                     self.loaded_servers = self._rows("SELECT * FROM main.runtime_mysql_servers")
+                    self.loaded_at = time.monotonic()
                     self.galera_placed = None   # Monitor places the loaded rows again (_galera_monitor)
                     self.replication_placed = None   # and moves them from there (_replication_monitor)
                 if table == "mysql_query_rules":   # as real 2.5.5 and 2.7.1 show it (lab/conformance.py): only the
@@ -912,7 +914,8 @@ class AdminEngine:
     def _galera_monitor(self):
         """ProxySQL's Galera manager (galera_monitor.py): with an active mysql_galera_hostgroups row at runtime,
         runtime_mysql_servers is the loaded rows placed by each backend's state (GALERA_PROBER reads them on its
-        threads, never here). Until every backend of a row has been read once, its loaded rows stay."""
+        threads, never here). Until every backend of a row has been read once since the LOAD, its loaded rows stay
+        (real 2.7.1 places them at its next healthcheck; the double within about FRESH_S)."""
         rows = self._rows("SELECT * FROM main.runtime_mysql_galera_hostgroups WHERE active=1")
         if not rows or not self.loaded_servers:
             return
@@ -924,8 +927,8 @@ class AdminEngine:
         for r in self.loaded_servers:
             if int(r["hostgroup_id"]) in managed:
                 res = GALERA_PROBER.latest(r["hostname"], r["port"], user, password)
-                if res is not None:
-                    states[(r["hostname"], int(r["port"]))] = res.ok
+                if res is not None and res.started >= self.loaded_at:   # a check made after the LOAD: until then
+                    states[(r["hostname"], int(r["port"]))] = res.ok      # runtime holds the loaded rows, as real
         placed = galera_monitor.place(self.loaded_servers, groups, states)
         if placed == self.galera_placed:
             return
@@ -944,11 +947,17 @@ class AdminEngine:
         user = self.runtime_vars.get("mysql-monitor_username", "monitor")
         password = self.runtime_vars.get("mysql-monitor_password", "monitor")
         current = self.replication_placed or self.loaded_servers
+        # Monitor's read_only check every mysql-monitor_read_only_interval: the loaded rows move on checks made after
+        # the LOAD only (a read from before it, e.g. before read_only was flipped back, would move them for good)
+        try:
+            interval_s = int(self.runtime_vars.get("mysql-monitor_read_only_interval", "1000")) / 1000
+        except ValueError:
+            interval_s = 1.0
         states = {}
         for r in current:
             if int(r["hostgroup_id"]) in managed:
-                res = READ_ONLY_PROBER.latest(r["hostname"], r["port"], user, password)
-                if res is not None:
+                res = READ_ONLY_PROBER.latest(r["hostname"], r["port"], user, password, fresh_s=interval_s)
+                if res is not None and res.started >= self.loaded_at:
                     states[(r["hostname"], int(r["port"]))] = res.ok
         also_reader = self.runtime_vars.get("mysql-monitor_writer_is_also_reader", "true").lower() in ("true", "1")
         placed = replication_monitor.place(current, groups, states, also_reader)

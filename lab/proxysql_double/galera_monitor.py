@@ -15,7 +15,8 @@ runtime_mysql_servers as Monitor leaves it. What the capture showed, per galera 
   hostgroup and nowhere else.
 The real Monitor acts at its healthcheck (mysql-monitor_galera_healthcheck_interval, 5 s by default: the capture's
 placements came 3.9-4.8 s after a LOAD or a change of a backend); the double places as soon as it has read the
-backends (engine.AdminEngine._galera_monitor, through backends.GALERA_PROBER), well within that.
+backends after the LOAD (engine.AdminEngine._galera_monitor, through backends.GALERA_PROBER), well within that; until
+then runtime holds the loaded rows, as on the real one.
 """
 from dataclasses import dataclass
 

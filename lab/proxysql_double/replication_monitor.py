@@ -16,8 +16,8 @@ whose read_only check answered:
 - a check the server answers with an error (a variable it lacks: MariaDB's super_read_only): nothing moves.
 Several writable backends are all writers. The real Monitor checks every mysql-monitor_read_only_interval (2.7.1's
 default: 1000 ms); the capture's moves came within 0.1-0.9 s of a LOAD or a flip of read_only, 3.2 s after a writer
-was killed. The double places as soon as it has read the backends (engine.AdminEngine._replication_monitor, through
-backends.READ_ONLY_PROBER).
+was killed. The double checks each backend at most every mysql-monitor_read_only_interval too and places a LOAD's rows
+on checks made after it only (engine.AdminEngine._replication_monitor, through backends.READ_ONLY_PROBER).
 """
 from dataclasses import dataclass
 

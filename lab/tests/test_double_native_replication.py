@@ -3,6 +3,7 @@ Monitor did over the replication lab (lab/reference/native-replication/capture.j
 every captured case placed the same from its configured servers and the backends' read_only, and over the wire on the
 real replication lab (a promotion of node 2, then node 1 back)."""
 import json
+import time
 from contextlib import closing
 from pathlib import Path
 
@@ -85,3 +86,35 @@ def test_the_double_over_the_real_replication_lab_follows_a_promotion(proxysql_d
     lab.promote(1)   # back: node 1 moves to the writer hostgroup and stays a reader (writer_is_also_reader)
     back = [["10", "3321", "ONLINE", "1000"], *[["20", str(p), "ONLINE", "1000"] for p in PORTS]]
     assert wait_for(proxysql_double, back) == back
+
+
+def test_a_load_right_after_read_only_flipped_back_is_placed_on_a_fresh_check(proxysql_double, replication_healthy):
+    """Monitor checks read_only every mysql-monitor_read_only_interval: what a LOAD's rows become depends on a check
+    made after the LOAD, never on one made before. Node 1 read_only ON (the double moves 3321 out of the writer
+    hostgroup), then OFF and a LOAD of the configured rows at once: placed as configured (3321 writing, not also
+    reading), without a second LOAD. Before, the double placed the LOAD by its last read (read_only ON), and the move
+    it made then was never undone (writer_is_also_reader)."""
+    lab = replication_healthy
+    split = [["10", "3321", "ONLINE", "1000"], ["20", "3322", "ONLINE", "1000"], ["20", "3323", "ONLINE", "1000"]]
+    statements = ["DELETE FROM mysql_servers", "DELETE FROM mysql_replication_hostgroups",
+                  "INSERT INTO mysql_replication_hostgroups (writer_hostgroup, reader_hostgroup, check_type) "
+                  "VALUES (10, 20, 'read_only')"]
+    statements += [f"INSERT INTO mysql_servers (hostgroup_id, hostname, port, weight) VALUES ({hg}, '127.0.0.1', "
+                   f"{port}, {weight})" for hg, port, _status, weight in split]
+    with closing(MySQLdb.connect(**proxysql_double.connect_kwargs())) as conn:
+        for s in statements + ["LOAD MYSQL SERVERS TO RUNTIME"]:
+            conn.cursor().execute(s)
+    assert wait_for(proxysql_double, split) == split
+    node1 = lab.root_connection(1)
+    try:
+        node1.cursor().execute("SET GLOBAL read_only=ON")
+        moved = [["20", "3321", "ONLINE", "1000"], *split[1:]]
+        assert wait_for(proxysql_double, moved) == moved
+        node1.cursor().execute("SET GLOBAL read_only=OFF")
+        with closing(MySQLdb.connect(**proxysql_double.connect_kwargs())) as conn:
+            conn.cursor().execute("LOAD MYSQL SERVERS TO RUNTIME")
+        time.sleep(2.5)   # over two of Monitor's checks (1000 ms)
+        assert wait_for(proxysql_double, split, seconds=0) == split
+    finally:
+        node1.cursor().execute("SET GLOBAL read_only=OFF")
+        node1.close()

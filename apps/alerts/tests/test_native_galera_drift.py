@@ -4,8 +4,8 @@ the servers between the writer, backup writer, reader and offline hostgroups at 
 memory and disk keep the rows as configured. Adopted through the product, such a node is said natively managed, and
 no consumer of the drift engine (the engine the pages and API read, the watcher's stored results, the alert rules
 drift and restart_drift, the overview, a change set's unloaded-edits check, repair) reads Monitor's placement as drift, also after Monitor moved the writer; a real drift (a
-weight edited in memory only, then loaded) is still reported. The product's own switchover, which would fight
-Monitor, is refused in words."""
+weight edited in memory only, then loaded) is still reported. The product's switchover goes through Monitor
+(apps/operations/tests/test_switchover_native_galera.py)."""
 import time
 from contextlib import closing
 
@@ -120,10 +120,9 @@ def check_natively_managed(nodes, galera, user):
     set_rule("restart_drift", for_s=0)
     no_drift_anywhere(cluster)
 
-    # this product's switchover would fight Monitor: refused, in words, with no override
+    # this product's switchover goes through Monitor (by the weights: operations/native_galera_switchover.py)
     plan = plan_switchover(cluster, Server.objects.get(port=3312))
-    assert [(g.key, g.passed, g.overridable) for g in plan.guards] == [("native_manager", False, False)]
-    assert "natively managed" in plan.guards[0].label and "refused" in plan.guards[0].label and not plan.steps
+    assert plan.guards_passed and "through ProxySQL's Galera manager" in plan.title, plan.failed_guards
 
     # Monitor moves the writer (node 1 read_only): still Monitor's placement, not drift
     with closing(galera.root_connection(1)) as conn:

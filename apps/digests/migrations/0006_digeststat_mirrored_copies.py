@@ -7,6 +7,7 @@ CHUNK = 500
 
 
 def mark_kept_rows(apps, schema_editor):
+    # why: the app's code loads when this step runs, not each time migrate reads the migration graph
     from apps.monitoring import mirror
 
     MirrorRule = apps.get_model("fleet", "MirrorRule")

@@ -1,0 +1,169 @@
+"""A planned switchover on a cluster whose writer ProxySQL's Galera manager places (issue 33 §4: mysql_galera_hostgroups
+with Monitor), over the real Galera lab, through two ProxySQL nodes that each run their own Monitor (the double's model
+of it, lab/proxysql_double/galera_monitor.py, and real 2.7.1). Monitor picks the writer by weight and puts back a
+status it finds (lab/reference/native-galera/switch.jsonl): the plan swaps the two writers' weights, drains the old one
+in the placement it loads, moves as Monitor would and waits for Monitor to agree; memory and disk end as configured with
+the weights swapped, recorded as the next configuration version. Before, such a switchover was refused."""
+import pytest
+
+from apps.alerts.tests import test_native_galera_drift as native
+from apps.audit.models import AuditEvent
+from apps.configuration.services import latest
+from apps.fleet.models import ProxySQLNode, Server
+from apps.operations.switchover import notes, plan_switchover
+from conftest import adopt_double
+from lab import demo
+
+from .conftest import query, run_plan, wait_for
+from .test_switchover_native_replication import Writer
+
+pytestmark = pytest.mark.django_db
+
+APP_USER = ["DELETE FROM mysql_users",
+            "INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','app',100)",
+            "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK"]
+
+
+def layers(node):
+    """Memory and disk mysql_servers of one node: (hostgroup, port, status, weight)."""
+    return [[tuple(r) for r in native.admin(node, f"SELECT hostgroup_id, port, status, weight FROM {table} "
+                                                  "ORDER BY hostgroup_id, port")]
+            for table in ("mysql_servers", "disk.mysql_servers")]
+
+
+def configured(weights):
+    rows = [("100", str(port), "ONLINE", str(weight)) for port, weight in weights]
+    return [rows, rows]
+
+
+def natively_managed(nodes, extra=()):
+    """The drift test's layout (all three in writer hostgroup 100, weights 1000/900/800, writer_is_also_reader 1),
+    placed by Monitor on each node (3311 writing), adopted as one Galera cluster."""
+    for node in nodes:
+        native.admin(node, *demo.plain_layout_statements(), *native.NATIVE, *extra)
+    for n, node in enumerate(nodes, 1):
+        native.wait_placed(node, 3311)
+        adopt_double(node, "native-galera", f"n{n}")
+    cluster = ProxySQLNode.objects.get(admin_port=nodes[0].port).cluster
+    assert cluster.native_manager == "galera"
+    return cluster
+
+
+def version_weights(cluster):
+    return sorted((r["port"], r["weight"]) for r in latest(cluster).content["mysql_servers"] if r["hostgroup_id"] == 100)
+
+
+def check_switchover_through_monitor(nodes, user):
+    cluster = natively_managed(nodes)
+    assert [layers(node) for node in nodes] == [configured([(3311, 1000), (3312, 900), (3313, 800)])] * 2
+
+    plan = plan_switchover(cluster, Server.objects.get(port=3312))
+    assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
+    assert [s.key for s in plan.steps] == ["drain", "wait_drain", "catch_up", "move", "wait_monitor", "memory_back",
+                                           "verify_memory", "record_writer"]
+    steps = {s.key: s for s in plan.steps}
+    drained = [sql for spec in steps["drain"].nodes.values() for sql in spec["sql"]]
+    # the drain loads Monitor's placement with 3311 alone in the writer hostgroup, OFFLINE_SOFT, and no SHUNNED mark
+    # loaded ONLINE (it would write); memory goes back to the configured rows without a LOAD, saved to disk
+    assert drained[-1] == "LOAD MYSQL SERVERS TO RUNTIME"
+    assert not [sql for sql in drained if "(100,'127.0.0.1',3312" in sql or "(100,'127.0.0.1',3313" in sql], drained
+    back = [sql for spec in steps["memory_back"].nodes.values() for sql in spec["sql"]]
+    assert not [sql for sql in back if "LOAD" in sql] and back[-1] == "SAVE MYSQL SERVERS TO DISK"
+    assert any("swaps the weights" in n["text"] for n in notes(plan))
+
+    op = run_plan(plan, user)
+    assert op.state == "done", op.error
+    for node in nodes:
+        placed = native.wait_placed(node, 3312)   # Monitor keeps it: 3311 a backup writer
+        assert (102, 3311, "ONLINE") in placed and (100, 3311, "SHUNNED") in placed, placed
+    # memory and disk as configured, the weights of 3311 and 3312 swapped: a restart keeps 3312 the writer
+    assert [layers(node) for node in nodes] == [configured([(3311, 900), (3312, 1000), (3313, 800)])] * 2
+    assert version_weights(cluster) == [(3311, 900), (3312, 1000), (3313, 800)]
+    assert AuditEvent.objects.filter(action="writer placed by ProxySQL's Galera manager",
+                                     target="127.0.0.1:3312").exists()
+    native.no_drift_anywhere(cluster)
+
+    # and back
+    op = run_plan(plan_switchover(cluster, Server.objects.get(port=3311)), user)
+    assert op.state == "done", op.error
+    for node in nodes:
+        native.wait_placed(node, 3311)
+    assert [layers(node) for node in nodes] == [configured([(3311, 1000), (3312, 900), (3313, 800)])] * 2
+    assert version_weights(cluster) == [(3311, 1000), (3312, 900), (3313, 800)]
+    native.no_drift_anywhere(cluster)
+
+
+def test_a_switchover_through_the_galera_manager_on_a_double_pair(proxysql_double_factory, galera_healthy, live_redis,
+                                                                  operator_user):
+    check_switchover_through_monitor(proxysql_double_factory(2), operator_user)
+
+
+def test_a_switchover_through_the_galera_manager_on_a_real_pair(real_proxysql_factory, galera_healthy, live_redis,
+                                                                operator_user):
+    check_switchover_through_monitor([real_proxysql_factory("2.7.1", name=f"galera-switch-{n}") for n in (1, 2)],
+                                     operator_user)
+
+
+def test_a_switchover_through_the_galera_manager_under_writes_on_a_real_pair(real_proxysql_factory, galera_healthy,
+                                                                             operator_user):
+    """Writes through both real 2.7.1 nodes all along (autocommit INSERTs, each pinning its connection by its insert
+    id): none fails, none is lost, and they reach the new writer after the move."""
+    lab, nodes = galera_healthy, [real_proxysql_factory("2.7.1", name=f"galera-load-{n}") for n in (1, 2)]
+    cluster = natively_managed(nodes, APP_USER)
+    query(lab, 1, "DROP TABLE IF EXISTS app.native_load")
+    query(lab, 1, "CREATE TABLE app.native_load (id INT AUTO_INCREMENT PRIMARY KEY, tag VARCHAR(20))")
+    writers = [Writer(node.client_port, f"p{n}") for n, node in enumerate(nodes, 1)]
+    for w in writers:
+        w.start()
+    try:
+        assert wait_for(lambda: all(w.rows > 50 for w in writers), 10), [(w.rows, w.errors[:3]) for w in writers]
+        plan = plan_switchover(cluster, Server.objects.get(port=3312))
+        assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
+        assert plan.facts["autoinc_way"]["taken"]   # the writers' connections pinned by their insert ids
+        op = run_plan(plan, operator_user)
+        assert op.state == "done", op.error
+        before = [w.rows for w in writers]
+        assert wait_for(lambda: all(w.rows > b + 50 for w, b in zip(writers, before)), 10)
+        on_new_writer = query(lab, 2, "SELECT COUNT(*) FROM information_schema.processlist WHERE user='app'")[0][0]
+    finally:
+        for w in writers:
+            w.stop.set()
+        for w in writers:
+            w.join(10)
+    assert [w.errors for w in writers] == [[], []]
+    assert on_new_writer >= 1   # the clients' connections are on 3312 now
+    timings = {r.key: r.duration_ms for r in op.steps.order_by("index")}
+    print(f"\nnative Galera switchover under writes: steps {timings}; slowest insert "
+          f"{[round(w.slowest_ms, 1) for w in writers]} ms; {sum(w.rows for w in writers)} rows")
+    held = sum(timings[k] for k in ("drain", "wait_drain", "catch_up", "move"))
+    assert max(w.slowest_ms for w in writers) < held + 1000, ([w.slowest_ms for w in writers], timings)
+    assert query(lab, 2, "SELECT COUNT(*) FROM app.native_load")[0][0] == sum(w.rows for w in writers)   # none lost
+
+
+def test_monitor_not_agreeing_in_time_rolls_back_the_weights_on_a_double_pair(proxysql_double_factory, galera_healthy,
+                                                                              operator_user):
+    check_rollback(proxysql_double_factory(2), operator_user)
+
+
+def test_monitor_not_agreeing_in_time_rolls_back_the_weights_on_a_real_pair(real_proxysql_factory, galera_healthy,
+                                                                            operator_user):
+    check_rollback([real_proxysql_factory("2.7.1", name=f"galera-back-{n}") for n in (1, 2)], operator_user)
+
+
+def check_rollback(nodes, operator_user):
+    """Monitor's check (every 5 s on a real node; the double's after its next read of the backends) cannot mark the
+    old writer within 1 ms of the move: the operation rolls back, the placement loaded as it was (3311 writing),
+    memory and disk with the weights as configured."""
+    cluster = natively_managed(nodes)
+    before = [layers(node) for node in nodes]
+    plan = plan_switchover(cluster, Server.objects.get(port=3312), monitor_timeout_ms=1)
+    assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
+    op = run_plan(plan, operator_user)
+    assert op.state == "rolled_back", (op.state, op.error)
+    assert "Monitor did not place 127.0.0.1:3312 in writer hostgroup 100 with 127.0.0.1:3311 marked SHUNNED" in op.error
+    assert "the weights and the placement as they were" in op.error, op.error
+    for node in nodes:
+        native.wait_placed(node, 3311)
+    assert [layers(node) for node in nodes] == before
+    assert version_weights(cluster) == [(3311, 1000), (3312, 900), (3313, 800)]
+    assert not AuditEvent.objects.filter(action="writer placed by ProxySQL's Galera manager").exists()
