@@ -935,7 +935,9 @@ class RolloutInput(serializers.Serializer):
                                                   "busy_wait_s, then the rollout halts) or skip it")
     busy_wait_s = serializers.FloatField(default=300, min_value=0, max_value=86400)
     max_latency_ratio = serializers.FloatField(default=2.0, min_value=1, max_value=1e6,
-                                               help_text="a cluster's digest latency since the change against the "
+                                               help_text="the latency of the digests the change touches (its "
+                                                         "rules' matches and hostgroups; every digest when it "
+                                                         "edits no query rule) since the change against the "
                                                          "window before (2: halts when twice as slow)")
     max_mirror_queue_share = serializers.FloatField(default=0.8, min_value=0.01, max_value=1,
                                                     help_text="a node's mirror queue against its limit that halts")
