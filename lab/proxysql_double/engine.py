@@ -165,7 +165,8 @@ DIGEST_VIEWS = ("stats_mysql_query_digest", "stats_mysql_query_digest_reset")
 # from traffic.digest_params, the same number its weights wsum / mwsum are summed over: a view that compared i with
 # the float count showed one digest more than the weights held, and read NULL where they summed to 0). A row's
 # mirrored copies (mq queries of the templates in mmask) add to the same digests, as ProxySQL counts
-# a mirrored query in the mirror hostgroup under the original's digest.
+# a mirrored query in the mirror hostgroup under the original's digest. A mirror-only row (q = 0) lists a digest
+# once a whole copy of it ran (count_star 1 from the first copy); a row with queries of its own shows each of its m.
 DIGEST_VIEW_SQL = """
 CREATE VIEW stats.{name} AS
 WITH RECURSIVE seq(i) AS (
@@ -198,12 +199,13 @@ z AS (
   SELECT y.*,
          row_number() OVER (PARTITION BY hostgroup, role, username, schemaname
                             ORDER BY share - CAST(share AS INTEGER) DESC, i) AS rank_by_fraction,
-         CAST(sum(share) OVER grp AS INTEGER) - sum(CAST(share AS INTEGER)) OVER grp AS left_over
+         CAST(sum(share) OVER grp + 1e-6 AS INTEGER) - sum(CAST(share AS INTEGER)) OVER grp AS left_over
   FROM y
   WINDOW grp AS (PARTITION BY hostgroup, role, username, schemaname)
 ),
 counted AS (
-  SELECT z.*, max(1, CAST(share AS INTEGER) + (rank_by_fraction <= left_over)) AS cnt FROM z
+  SELECT z.*, CASE WHEN q > 0 THEN max(1, CAST(share AS INTEGER) + (rank_by_fraction <= left_over))
+                   ELSE CAST(share AS INTEGER) + (rank_by_fraction <= left_over) END AS cnt FROM z
 )
 SELECT hostgroup AS hostgroup, schemaname AS schemaname, username AS username, '' AS client_address,
        printf('0x%08X%08X', (h1 + k * 2654435761) % 4294967296, (h2 + k * 40503 + k * k * 97) % 4294967296) AS digest,
@@ -216,7 +218,7 @@ SELECT hostgroup AS hostgroup, schemaname AS schemaname, username AS username, '
        max_us + (k * 37) % 400 AS max_time,
        cnt * aff AS sum_rows_affected,
        cnt * sent AS sum_rows_sent
-FROM counted
+FROM counted WHERE cnt > 0
 """
 
 

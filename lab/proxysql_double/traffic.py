@@ -1226,8 +1226,11 @@ class TrafficModel:
                 row[4] |= self.mirror_digest_mask.get(key, 0)
             out = []
             for (hg, role, user, schema), (n, q, first, mq, mmask, lat) in sorted(rows.items()):
-                m = int(min(n, max(q, mq)))
-                if m <= 0:
+                # A mirror-only row spans every digest of its role (the view keeps its rule's, and shows one once a
+                # whole copy of it ran): its first int(mq) digests of the role were BEGIN, COMMIT... and an INSERT
+                # rule's copies showed only after 6 of them had run.
+                m = n if q <= 0 else int(min(n, max(q, mq)))
+                if m <= 0 or (q <= 0 and mq < 1 - 1e-6):
                     continue
                 # m, not n: the view lists the digests of whole queries, those the weights are summed over
                 out.append((hg, role, m, len(ROLES[role][0]), len(ROLES[role][1]), q, digest_weight_sum(role, m),
