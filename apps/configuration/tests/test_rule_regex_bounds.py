@@ -181,3 +181,74 @@ def test_an_ordinary_big_rule_set_over_the_stored_traffic_is_measured_in_full():
     assert shares["10"].value.startswith(f"{selects * 100:,} of {len(rows) * 100:,} queries")
     sbtest1 = sum(bool(re.search(r"\bsbtest1\b", r.digest_text)) for r in rows)
     assert shares["101"].value.startswith(f"{sbtest1 * 100:,} of ")
+
+
+# -- the walk's own cost (issue 34, follow-up: the walk's Python took about 6 us a rule and row, so more than about 150
+# ordinary rules over 5,000 stored rows were reported as not measured) ----------------------------------------------
+ORDINARY = [r"^SELECT.*FOR UPDATE$", r"^SELECT", r"^(UPDATE|DELETE|INSERT)", r"sbtest{i}\b", r"FROM orders{i} ",
+            r"^SELECT c FROM sbtest{i} WHERE id=\?$", r"(?i)^select .* from customers", r"JOIN customers c ON",
+            r"^SELECT SUM\(k\) FROM sbtest{i}", r"WHERE id BETWEEN \? AND \? ORDER BY c$"]
+
+
+def test_two_hundred_ordinary_rules_over_5000_stored_rows_are_measured_in_full_within_the_default_budget():
+    """200 ordinary routing rules (lab/bench_rule_patterns.py's mix: anchored verbs, table names, a few shared
+    patterns) over 5,000 stored rows: about 5.2 s of CPU before, past the 5 s budget, so all 200 were said as not
+    measured. Now rules that share a pattern search it once a row, and the walk's own work is read once a batch."""
+    from django.conf import settings
+    assert settings.RULE_WALK_BUDGET_S == 5.0
+    patterns = [ORDINARY[i % len(ORDINARY)].format(i=i) for i in range(200)]
+    rules = [rule(1000 + i, match_digest=p, destination_hostgroup=101) for i, p in enumerate(patterns)]
+    rows = stored_rows()
+    target = config(BASE_SERVERS, rules, BASE["mysql_users"])
+    with within(8):
+        found = traffic_findings(target, {(r["rule_id"],) for r in rules}, Traffic(rows, 3600), {})
+    assert not [f for f in found if f.blocking], [f.label for f in found if f.blocking][:3]
+    shares = {int(f.label.split()[1]): f for f in found if f.key == "rule_traffic_share"}
+    assert len(shares) == 200
+    for i in (1, 3, 6, 7):  # a shared pattern, a table's, a caseless one, a join: the same counts as Python's re
+        hits = sum(bool(re.search(patterns[i], r.digest_text)) for r in rows)
+        assert shares[1000 + i].value.startswith(f"{hits * 100:,} of {len(rows) * 100:,} queries"), i
+
+
+def test_rules_that_share_a_pattern_search_it_once_a_row():
+    rules = [rule(10 + i, match_digest="^SELECT", cache_ttl=1000 + i) for i in range(25)]
+    batch = Batch()
+    for text in DIGEST_TEXTS:
+        out = evaluate(rules, digest_text=text, reached=batch)
+        assert len(out.matched) == (25 if text.startswith("SELECT") else 0)
+    assert batch.searches == {("^SELECT", True, PCRE): len(DIGEST_TEXTS)}  # re_modifiers: CASELESS by default
+
+
+def _said(out, lean):
+    """What an outcome decides, and its steps (all of them, or only those that matched or gave up)."""
+    steps = [(s.rule_id, s.flag, s.matched, s.limit) for s in out.steps
+             if not lean or s.matched or s.limit]
+    return (out.hostgroup, out.hostgroup_from, out.cache_ttl, out.mirror_hostgroup, out.mirror_flag_out,
+            out.error_msg, out.ok_msg, out.rewritten, out.flag, out.stopped_by, steps)
+
+
+def test_the_effect_checks_lean_walk_decides_as_the_rule_testers_walk():
+    """explain=False (the effect check) builds no reasons nor steps that did not match: every decision is the same."""
+    users = BASE["mysql_users"]
+    rules = [rule(1, match_digest="^SELECT", flagOUT=7, cache_ttl=100),
+             rule(2, flagIN=7, username="app", match_pattern=r"sbtest(\d+)", replace_pattern=r"sbt\1"),
+             rule(3, flagIN=7, match_pattern="^SELECT c FROM sbt1 ", destination_hostgroup=101, apply=1),
+             rule(4, match_digest="^SELECT", negate_match_pattern=1, destination_hostgroup=102, mirror_hostgroup=5),
+             rule(5, active=0, match_digest="^UPDATE", destination_hostgroup=103),
+             rule(6, schemaname="shop", match_digest="(?i)^select", re_modifiers="CASELESS", error_msg="no"),
+             rule(7, digest="0x0000000000000003", OK_msg="ok"),
+             rule(8, match_digest=AT_THE_LIMIT, destination_hostgroup=104),
+             rule(9, flagIN=7, match_digest="^SELECT", flagOUT=8, apply=0),
+             rule(10, flagIN=8, match_digest="^SELECT", client_addr="10.0.%", destination_hostgroup=105)]
+    seen = set()
+    for iterations in (0, 1):
+        batch, lean_batch = Batch(), Batch()
+        for i, text in enumerate(DIGEST_TEXTS[::7]):
+            sample = {"digest_text": text, "digest": f"0x{i:016X}", "username": "app", "schemaname": "sbtest",
+                      "client_addr": "10.0.0.5", "iterations": iterations, "users": users}
+            full = evaluate(rules, text + " /* q */", reached=batch, **sample)
+            lean = evaluate(rules, text + " /* q */", reached=lean_batch, explain=False, **sample)
+            assert _said(lean, True) == _said(full, True) and lean.notes == full.notes
+            assert all(s.reason for s in full.steps)
+            seen |= {full.hostgroup, full.rewritten is not None, full.stopped_by} | {bool(s.limit) for s in full.steps}
+    assert {101, 102, True, 3} <= seen  # routed, negated, rewritten, stopped, limited: each path was walked
