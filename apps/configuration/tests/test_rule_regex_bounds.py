@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from apps.audit.actor import Actor
 from apps.configuration import services
 from apps.configuration.findings import regex_error, traffic_findings
-from apps.configuration.rule_tester import BATCH_BUDGET_S, PCRE, RE2, Batch, evaluate
+from apps.configuration.rule_tester import BATCH_BUDGET_S, CHEAP_S, PCRE, RE2, Batch, OverBudget, evaluate
 from apps.configuration.tests.test_findings import BASE, BASE_SERVERS, config, rule
 from apps.digests.selectors import Traffic, TrafficRow
 from apps.digests.tests.factories import digest, source, stat
@@ -252,3 +252,28 @@ def test_the_effect_checks_lean_walk_decides_as_the_rule_testers_walk():
             assert all(s.reason for s in full.steps)
             seen |= {full.hostgroup, full.rewritten is not None, full.stopped_by} | {bool(s.limit) for s in full.steps}
     assert {101, 102, True, 3} <= seen  # routed, negated, rewritten, stopped, limited: each path was walked
+
+
+def test_a_pattern_timed_as_cheap_that_turns_costly_is_cut_on_its_cpu_as_before():
+    """A pattern cheap on its first subjects is timed by the wall clock (rule_tester.CHEAP_S); once it meets subjects
+    where it backtracks it is timed on the CPU clock again and cut after BATCH_BUDGET_S of CPU, as any costly one."""
+    pattern = "^x |" + BELOW_THE_LIMIT
+    rules = [rule(5, match_digest=pattern, destination_hostgroup=101)]
+    key = (pattern, True, PCRE)
+    batch = Batch()
+    for i in range(200):
+        assert evaluate(rules, digest_text=f"x cheap {i}", reached=batch, explain=False).hostgroup == 101
+    assert key in batch.cheap and batch.spent[key] < 200 * CHEAP_S
+    costly = [f"{text} /* {i} */" for i, text in enumerate(DIGEST_TEXTS * 3)]
+    with within(3):
+        for text in costly:
+            out = evaluate(rules, digest_text=text, reached=batch, explain=False)
+            if key in batch:
+                break
+    assert isinstance(batch[key], OverBudget) and key not in batch.cheap
+    assert BATCH_BUDGET_S < batch.spent[key] < BATCH_BUDGET_S + 0.05
+    assert batch.searches[key] - 200 < 0.3 / 1e-3  # cut after about 0.2 s / 2.4 ms searches, not later
+    out = evaluate(rules, digest_text=costly[-1], reached=batch, explain=False)  # the next walk does not run it
+    assert out.steps[0].limit.endswith("this pattern took more than 200 ms of searches over this batch "
+                                       f"({batch.searches[key]} searches, "
+                                       f"{batch.spent[key] / batch.searches[key] * 1e6:.0f} us each): not run on the rest")
