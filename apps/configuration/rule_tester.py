@@ -173,6 +173,7 @@ class Batch(dict):
         self.total_s = 0.0  # CPU of the batch's walks so far (searches, compiles and the walks themselves)
         self.prepared = {}  # engine -> (the rules list, its _Rule rows): see _prepared
         self.cheap = set()  # (pattern, caseless, engine) timed by the wall clock: see CHEAP_S
+        self.regexes = {}   # (pattern, caseless, engine) -> compiled(), None when it does not compile
 
     @property
     def spent_out(self):
@@ -288,7 +289,9 @@ def _check_rule(rule, flag, query, digest_text, digest, digest_value, user, sche
         if limit is None:
             found = searched.get((key, subject))
             if found is None:
-                regex = compiled(*key)
+                regex = reached.regexes.get(key, False)
+                if regex is False:  # kept by the batch: compiled()'s cache holds 512, a big draft has more
+                    regex = reached.regexes[key] = compiled(*key)
                 if regex is None:
                     name = "RE2" if key[2] == RE2 else "PCRE"
                     return False, f"{column} {pattern!r} does not compile in {name}: never matches"

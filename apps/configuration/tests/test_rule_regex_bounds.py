@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from apps.audit.actor import Actor
 from apps.configuration import services
 from apps.configuration.findings import regex_error, traffic_findings
-from apps.configuration.rule_tester import BATCH_BUDGET_S, CHEAP_S, PCRE, RE2, Batch, OverBudget, evaluate
+from apps.configuration.rule_tester import BATCH_BUDGET_S, CHEAP_S, PCRE, RE2, Batch, OverBudget, compiled, evaluate
 from apps.configuration.tests.test_findings import BASE, BASE_SERVERS, config, rule
 from apps.digests.selectors import Traffic, TrafficRow
 from apps.digests.tests.factories import digest, source, stat
@@ -277,3 +277,13 @@ def test_a_pattern_timed_as_cheap_that_turns_costly_is_cut_on_its_cpu_as_before(
     assert out.steps[0].limit.endswith("this pattern took more than 200 ms of searches over this batch "
                                        f"({batch.searches[key]} searches, "
                                        f"{batch.spent[key] / batch.searches[key] * 1e6:.0f} us each): not run on the rest")
+
+
+def test_a_draft_of_more_patterns_than_the_compile_cache_holds_compiles_each_once_a_batch():
+    """compiled() keeps 512 patterns: a draft of 600 distinct ones compiled every pattern again on every row."""
+    rules = [rule(100 + i, match_digest=rf"\bsbtest{i}\b") for i in range(600)]
+    compiled.cache_clear()
+    batch = Batch()
+    for text in DIGEST_TEXTS[:20]:
+        evaluate(rules, digest_text=text, reached=batch, explain=False)
+    assert compiled.cache_info().misses == 600
