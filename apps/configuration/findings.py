@@ -339,7 +339,8 @@ def traffic_findings(target, changed_rules, traffic, node_figures):
             cut = True
             break
         walk = rule_tester.on_content(target, digest_text=row.digest_text, digest=row.digest, username=row.username,
-                                      schemaname=row.schemaname, client_addr=row.client_address, reached=reached)
+                                      schemaname=row.schemaname, client_addr=row.client_address, reached=reached,
+                                      explain=False)  # only which rules matched or gave up
         walked += 1
         for step in walk.steps:
             if step.matched and step.rule_id in captured:

@@ -133,6 +133,14 @@ def _digest_value(text):
 BATCH_BUDGET_S = 0.2
 SEARCH_BUDGET_S = 40e-6
 OVER_BUDGET = "this pattern took more than"
+# The CPU clock (time.thread_time) costs about 1.6 us a read here, more than an ordinary search: a pattern whose first
+# CHEAP_AFTER searches took less than CHEAP_S each on average is timed by the wall clock (about 0.1 us a read; a
+# search's CPU is never more than its wall time). A search of it that takes longer than CHEAP_S of wall time (a costly
+# subject, a garbage collection, the thread preempted) is run again on the CPU clock, its CPU is what counts, and the
+# pattern is timed on the CPU clock again until its average says cheap at its next CHEAP_AFTER searches: no search is
+# counted above its CPU by more than CHEAP_S, so the cut above fires on the same patterns (one search run twice).
+CHEAP_AFTER = 100
+CHEAP_S = 10e-6
 NOT_MEASURED = "not run: this request's rule walks passed their budget of"
 
 
@@ -163,6 +171,9 @@ class Batch(dict):
         self.searches = {}  # (pattern, caseless, engine) -> how many searches
         self.budget_s = settings.RULE_WALK_BUDGET_S if budget_s is None else budget_s
         self.total_s = 0.0  # CPU of the batch's walks so far (searches, compiles and the walks themselves)
+        self.prepared = {}  # engine -> (the rules list, its _Rule rows): see _prepared
+        self.cheap = set()  # (pattern, caseless, engine) timed by the wall clock: see CHEAP_S
+        self.regexes = {}   # (pattern, caseless, engine) -> compiled(), None when it does not compile
 
     @property
     def spent_out(self):
@@ -171,6 +182,19 @@ class Batch(dict):
 
 def _search(regex, subject, key, reached):
     """One bounded search; its CPU counted against the pattern's budget and the batch's."""
+    if key in reached.cheap:
+        started = time.perf_counter()
+        try:
+            found = regex.search(subject)
+        except MatchLimit as exc:
+            reached[key] = exc
+            _count(key, reached, time.perf_counter() - started)  # at most its wall time: it is not run again
+            raise
+        took = time.perf_counter() - started
+        if took <= CHEAP_S:
+            _count(key, reached, took)
+            return found
+        reached.cheap.discard(key)  # its CPU, as before: the search again on the CPU clock
     started = time.thread_time()
     try:
         return regex.search(subject)
@@ -178,62 +202,112 @@ def _search(regex, subject, key, reached):
         reached[key] = exc
         raise
     finally:
-        took = time.thread_time() - started
-        reached.total_s += took
-        spent = reached.spent[key] = reached.spent.get(key, 0.0) + took
-        searches = reached.searches[key] = reached.searches.get(key, 0) + 1
-        if spent > BATCH_BUDGET_S and spent > searches * SEARCH_BUDGET_S and key not in reached:
-            reached[key] = OverBudget(spent, searches)
+        _count(key, reached, time.thread_time() - started)
 
 
-def _check_rule(rule, flag, query, digest_text, digest, user, schema, client, engine, reached):
-    """(matched, reason) for one rule, or _Limit; `reached` (a Batch): the patterns that reached the match limit or
-    their CPU budget earlier in this batch (they are not run again: one limit's cost a pattern)."""
-    if rule["flagIN"] != flag:
-        return False, f"flagIN {rule['flagIN']} is not the current flag {flag}"
-    if rule.get("username") and rule["username"] != user:
-        return False, f"for user {rule['username']!r}" + (f", not {user!r}" if user else " (no user given)")
-    if rule.get("schemaname") and rule["schemaname"] != schema:
-        return False, f"for schema {rule['schemaname']!r}" + (f", not {schema!r}" if schema else " (no schema given)")
-    if rule.get("client_addr"):
+def _count(key, reached, took):
+    reached.total_s += took
+    spent = reached.spent[key] = reached.spent.get(key, 0.0) + took
+    searches = reached.searches[key] = reached.searches.get(key, 0) + 1
+    if spent > BATCH_BUDGET_S and spent > searches * SEARCH_BUDGET_S and key not in reached:
+        reached[key] = OverBudget(spent, searches)
+    elif searches % CHEAP_AFTER == 0 and spent < searches * CHEAP_S:
+        reached.cheap.add(key)
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """One rule's conditions read once per batch (not once per walk and row): its modifiers parsed, its digest as a
+    number, its patterns with their Batch keys."""
+    row: dict
+    rule_id: int
+    active: bool
+    flag_in: int
+    username: str
+    schemaname: str
+    client_addr: str
+    digest: object      # as written, for the reason
+    digest_value: object
+    negate: bool
+    globally: bool      # re_modifiers GLOBAL: replace_pattern rewrites every match
+    patterns: tuple     # ((column, pattern, (pattern, caseless, engine), what it is tried on), ...)
+    comment: str
+
+
+def _prepared(rules, engine, reached):
+    """The rules in rule_id order as _Rule, kept by the batch for as long as the same list is walked again (the effect
+    check walks one rule list over thousands of rows)."""
+    kept = reached.prepared.get(engine)
+    if kept is not None and kept[0] is rules:
+        return kept[1]
+    out = []
+    for rule in sorted(rules, key=lambda r: r["rule_id"]):
+        modifiers = _modifiers(rule)
+        caseless = "CASELESS" in modifiers
+        patterns = tuple((column, rule[column], (rule[column], caseless, engine), what)
+                         for column, what in (("match_digest", "digest text"), ("match_pattern", "query"))
+                         if rule.get(column))
+        out.append(_Rule(rule, rule["rule_id"], bool(rule.get("active")), rule.get("flagIN"), rule.get("username") or "",
+                         rule.get("schemaname") or "", rule.get("client_addr") or "", rule.get("digest"),
+                         _digest_value(rule["digest"]) if rule.get("digest") else None,
+                         bool(rule.get("negate_match_pattern")), "GLOBAL" in modifiers, patterns,
+                         rule.get("comment") or ""))
+    reached.prepared[engine] = (rules, out)
+    return out
+
+
+def _check_rule(rule, flag, query, digest_text, digest, digest_value, user, schema, client, reached, searched, explain):
+    """(matched, reason) for one rule (a _Rule), or _Limit; `reached` (a Batch): the patterns that reached the match
+    limit or their CPU budget earlier in this batch (they are not run again: one limit's cost a pattern); `searched`:
+    this walk's answers by (pattern key, subject), so rules that share a pattern search it once; `explain`: False
+    when only whether it matched is wanted (the reason is then "")."""
+    if rule.flag_in != flag:
+        return False, f"flagIN {rule.flag_in} is not the current flag {flag}" if explain else ""
+    if rule.username and rule.username != user:
+        return False, (f"for user {rule.username!r}" + (f", not {user!r}" if user else " (no user given)")) if explain else ""
+    if rule.schemaname and rule.schemaname != schema:
+        return False, (f"for schema {rule.schemaname!r}"
+                       + (f", not {schema!r}" if schema else " (no schema given)")) if explain else ""
+    if rule.client_addr:
         if not client:
-            return False, f"for client address {rule['client_addr']!r} (no address given)"
-        if not _client_matches(rule["client_addr"], client):
-            return False, f"for client address {rule['client_addr']!r}, not {client!r}"
-    if rule.get("digest"):
+            return False, f"for client address {rule.client_addr!r} (no address given)" if explain else ""
+        if not _client_matches(rule.client_addr, client):
+            return False, f"for client address {rule.client_addr!r}, not {client!r}" if explain else ""
+    if rule.digest:
         if digest is None:
-            return False, f"for digest {rule['digest']}: a typed query's hash is not known (pick the digest)"
-        if _digest_value(rule["digest"]) != _digest_value(digest):
-            return False, f"for digest {rule['digest']}, not {digest}"
-    caseless = "CASELESS" in _modifiers(rule)
-    negate = bool(rule.get("negate_match_pattern"))
+            return False, (f"for digest {rule.digest}: a typed query's hash is not known (pick the digest)"
+                          if explain else "")
+        if rule.digest_value != digest_value:
+            return False, f"for digest {rule.digest}, not {digest}" if explain else ""
+    negate = rule.negate
     said = []
-    for column, subject, what in (("match_digest", digest_text, "digest text"),
-                                  ("match_pattern", query, "query")):
-        pattern = rule.get(column)
-        if not pattern:
-            continue
-        key = (pattern, caseless, engine)
+    for column, pattern, key, what in rule.patterns:
+        subject = digest_text if column == "match_digest" else query
         limit = reached.get(key)
         if limit is None and reached.spent_out:  # not even compiled: a thousand patterns compile in about 15 ms
             limit = reached[key] = NotMeasured(reached.budget_s)
         if limit is None:
-            regex = compiled(pattern, caseless, engine)
-            if regex is None:
-                name = "RE2" if engine == RE2 else "PCRE"
-                return False, f"{column} {pattern!r} does not compile in {name}: never matches"
-            try:
-                found = _search(regex, subject, key, reached)
-            except MatchLimit as exc:
-                limit = exc
+            found = searched.get((key, subject))
+            if found is None:
+                regex = reached.regexes.get(key, False)
+                if regex is False:  # kept by the batch: compiled()'s cache holds 512, a big draft has more
+                    regex = reached.regexes[key] = compiled(*key)
+                if regex is None:
+                    name = "RE2" if key[2] == RE2 else "PCRE"
+                    return False, f"{column} {pattern!r} does not compile in {name}: never matches"
+                try:
+                    found = searched[key, subject] = _search(regex, subject, key, reached)
+                except MatchLimit as exc:
+                    limit = exc
         if limit is not None:
             raise _Limit(f"{column} {pattern!r}: {limit}", limit)
         if found == negate:
             return False, (f"{column} {pattern!r} " + ("matches" if negate else "does not match")
-                           + f" the {what}" + (" (negated)" if negate else ""))
-        said.append(f"{column} {pattern!r} " + ("does not match" if negate else "matches")
-                    + f" the {what}" + (" (negated)" if negate else ""))
-    return True, "; ".join(said) or "no condition on the query"
+                           + f" the {what}" + (" (negated)" if negate else "")) if explain else ""
+        if explain:
+            said.append(f"{column} {pattern!r} " + ("does not match" if negate else "matches")
+                        + f" the {what}" + (" (negated)" if negate else ""))
+    return True, "; ".join(said) or ("no condition on the query" if explain else "")
 
 
 class _Limit(Exception):
@@ -249,30 +323,24 @@ _WHY = {MatchLimit: "the search gave up: counted as no match, as ProxySQL does a
         NotMeasured: "counted as no match here, so the rules after it may not be walked as ProxySQL would"}
 
 
-def _check(*args):
-    """(matched, reason, limit) for one rule: _check_rule's answer, or no match when a pattern reached the limit."""
-    try:
-        return (*_check_rule(*args), "")
-    except _Limit as exc:
-        return False, f"{exc} ({_WHY[type(exc.cause)]})", str(exc)
-
-
 _SETS = (("destination_hostgroup", "destination hostgroup {}"), ("cache_ttl", "cache_ttl {} ms"),
          ("mirror_hostgroup", "mirror hostgroup {}"), ("mirror_flagOUT", "mirror_flagOUT {}"),
          ("error_msg", "error {!r}"), ("OK_msg", "OK message {!r}"), ("replace_pattern", "rewrite to {!r}"))
 
 
 def evaluate(rules, query="", *, digest_text=None, digest=None, username="", schemaname="", client_addr="",
-             engine=PCRE, iterations=0, users=(), reached=None):
+             engine=PCRE, iterations=0, users=(), reached=None, explain=True):
     """The walk of `rules` (mysql_query_rules rows) for one query. `digest_text` defaults to normalise(query);
     `digest` is the hash when it is known; `users`: mysql_users rows, for the default hostgroup;
     `iterations`: mysql-query_processor_iterations; `reached`: the Batch shared by the walks of one request, which
-    holds the patterns that gave up and the CPU the walks took against its budget (see _check_rule)."""
+    holds the patterns that gave up and the CPU the walks took against its budget (see _check_rule);
+    `explain=False` (the effect check's walk of every stored row): only the steps that matched or reached a limit,
+    without reasons nor what they set; the outcome is the same."""
     reached = Batch() if reached is None else reached
     started, counted = time.thread_time(), reached.total_s
     try:
         out = _walk(rules, query, digest_text, digest, username, schemaname, client_addr, engine, iterations, users,
-                    reached)
+                    reached, explain)
     finally:  # the whole walk (compiles, the steps' own work), not only its searches
         reached.total_s = counted + time.thread_time() - started
     skipped = [s.rule_id for s in out.steps if NOT_MEASURED in s.limit]
@@ -284,7 +352,8 @@ def evaluate(rules, query="", *, digest_text=None, digest=None, username="", sch
     return out
 
 
-def _walk(rules, query, digest_text, digest, username, schemaname, client_addr, engine, iterations, users, reached):
+def _walk(rules, query, digest_text, digest, username, schemaname, client_addr, engine, iterations, users, reached,
+          explain):
     notes = []
     if digest_text is None:
         digest_text = normalise(query)
@@ -294,27 +363,38 @@ def _walk(rules, query, digest_text, digest, username, schemaname, client_addr, 
         query = digest_text
         notes.append("No query text: match_pattern was tested on the digest text, where literals are '?'.")
     out = Outcome(steps=[], hostgroup=None, hostgroup_from="", notes=notes)
-    ordered = sorted(rules, key=lambda r: r["rule_id"])
+    ordered = _prepared(rules, engine, reached)
+    digest_value = _digest_value(digest) if digest is not None else None
+    searched = {}  # (pattern key, subject) -> found: each distinct pattern searched once a subject in this walk
     flag, passes, current = 0, 0, query
     i = 0
     while i < len(ordered):
-        rule = ordered[i]
+        prepared = ordered[i]
         i += 1
-        if not rule.get("active"):
-            out.steps.append(Step(rule["rule_id"], flag, False, "inactive (not loaded to runtime)",
-                                  comment=rule.get("comment") or ""))
+        if not prepared.active:
+            if explain:
+                out.steps.append(Step(prepared.rule_id, flag, False, "inactive (not loaded to runtime)",
+                                      comment=prepared.comment))
             continue
-        matched, reason, limit = _check(rule, flag, current, digest_text, digest, username, schemaname, client_addr,
-                                        engine, reached)
-        step = Step(rule["rule_id"], flag, matched, reason, comment=rule.get("comment") or "", limit=limit)
-        out.steps.append(step)
+        try:
+            matched, reason = _check_rule(prepared, flag, current, digest_text, digest, digest_value, username,
+                                          schemaname, client_addr, reached, searched, explain)
+            limit = ""
+        except _Limit as exc:
+            matched, reason, limit = False, f"{exc} ({_WHY[type(exc.cause)]})", str(exc)
         if not matched:
+            if explain or limit:
+                out.steps.append(Step(prepared.rule_id, flag, False, reason, comment=prepared.comment, limit=limit))
             continue
-        for column, words in _SETS:
-            if rule.get(column) is not None:
-                step.sets.append(words.format(rule[column]))
+        rule = prepared.row
+        step = Step(prepared.rule_id, flag, True, reason, comment=prepared.comment)
+        out.steps.append(step)
+        if explain:
+            for column, words in _SETS:
+                if rule.get(column) is not None:
+                    step.sets.append(words.format(rule[column]))
         if rule.get("destination_hostgroup") is not None:
-            out.hostgroup, out.hostgroup_from = rule["destination_hostgroup"], f"rule {rule['rule_id']}"
+            out.hostgroup, out.hostgroup_from = rule["destination_hostgroup"], f"rule {prepared.rule_id}"
         if rule.get("cache_ttl") is not None:
             out.cache_ttl = rule["cache_ttl"]
         if rule.get("mirror_hostgroup") is not None:
@@ -329,20 +409,21 @@ def _walk(rules, query, digest_text, digest, username, schemaname, client_addr, 
             regex = compiled(rule["match_pattern"], "CASELESS" in _modifiers(rule), engine)
             try:
                 if regex is not None:
-                    current = regex.sub(rule["replace_pattern"], current,
-                                        count=0 if "GLOBAL" in _modifiers(rule) else 1)
+                    current = regex.sub(rule["replace_pattern"], current, count=0 if prepared.globally else 1)
                     out.rewritten = current
             except MatchLimit as exc:
                 step.limit = f"match_pattern {rule['match_pattern']!r}: {exc}"
                 step.sets.append(f"no rewrite: {exc}")
         if rule.get("flagOUT") is not None:
-            step.sets.append(f"flag {flag} → {rule['flagOUT']}")
+            if explain:
+                step.sets.append(f"flag {flag} → {rule['flagOUT']}")
             flag = rule["flagOUT"]
         if rule.get("apply"):
-            step.sets.append("apply: the walk stops here")
-            out.stopped_by = rule["rule_id"]
-            out.steps += [Step(r["rule_id"], flag, False, f"not reached: rule {rule['rule_id']} stopped the walk",
-                               comment=r.get("comment") or "") for r in ordered[i:]]
+            out.stopped_by = prepared.rule_id
+            if explain:
+                step.sets.append("apply: the walk stops here")
+                out.steps += [Step(r.rule_id, flag, False, f"not reached: rule {prepared.rule_id} stopped the walk",
+                                   comment=r.comment) for r in ordered[i:]]
             break
         if rule.get("flagOUT") is not None and passes < iterations:
             passes += 1

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from apps.audit.actor import Actor
 from apps.configuration import services
 from apps.configuration.findings import regex_error, traffic_findings
-from apps.configuration.rule_tester import BATCH_BUDGET_S, PCRE, RE2, Batch, evaluate
+from apps.configuration.rule_tester import BATCH_BUDGET_S, CHEAP_S, PCRE, RE2, Batch, OverBudget, compiled, evaluate
 from apps.configuration.tests.test_findings import BASE, BASE_SERVERS, config, rule
 from apps.digests.selectors import Traffic, TrafficRow
 from apps.digests.tests.factories import digest, source, stat
@@ -181,3 +181,109 @@ def test_an_ordinary_big_rule_set_over_the_stored_traffic_is_measured_in_full():
     assert shares["10"].value.startswith(f"{selects * 100:,} of {len(rows) * 100:,} queries")
     sbtest1 = sum(bool(re.search(r"\bsbtest1\b", r.digest_text)) for r in rows)
     assert shares["101"].value.startswith(f"{sbtest1 * 100:,} of ")
+
+
+# -- the walk's own cost (issue 34, follow-up: the walk's Python took about 6 us a rule and row, so more than about 150
+# ordinary rules over 5,000 stored rows were reported as not measured) ----------------------------------------------
+ORDINARY = [r"^SELECT.*FOR UPDATE$", r"^SELECT", r"^(UPDATE|DELETE|INSERT)", r"sbtest{i}\b", r"FROM orders{i} ",
+            r"^SELECT c FROM sbtest{i} WHERE id=\?$", r"(?i)^select .* from customers", r"JOIN customers c ON",
+            r"^SELECT SUM\(k\) FROM sbtest{i}", r"WHERE id BETWEEN \? AND \? ORDER BY c$"]
+
+
+def test_two_hundred_ordinary_rules_over_5000_stored_rows_are_measured_in_full_within_the_default_budget():
+    """200 ordinary routing rules (lab/bench_rule_patterns.py's mix: anchored verbs, table names, a few shared
+    patterns) over 5,000 stored rows: about 5.2 s of CPU before, past the 5 s budget, so all 200 were said as not
+    measured. Now rules that share a pattern search it once a row, and the walk's own work is read once a batch."""
+    from django.conf import settings
+    assert settings.RULE_WALK_BUDGET_S == 5.0
+    patterns = [ORDINARY[i % len(ORDINARY)].format(i=i) for i in range(200)]
+    rules = [rule(1000 + i, match_digest=p, destination_hostgroup=101) for i, p in enumerate(patterns)]
+    rows = stored_rows()
+    target = config(BASE_SERVERS, rules, BASE["mysql_users"])
+    with within(8):
+        found = traffic_findings(target, {(r["rule_id"],) for r in rules}, Traffic(rows, 3600), {})
+    assert not [f for f in found if f.blocking], [f.label for f in found if f.blocking][:3]
+    shares = {int(f.label.split()[1]): f for f in found if f.key == "rule_traffic_share"}
+    assert len(shares) == 200
+    for i in (1, 3, 6, 7):  # a shared pattern, a table's, a caseless one, a join: the same counts as Python's re
+        hits = sum(bool(re.search(patterns[i], r.digest_text)) for r in rows)
+        assert shares[1000 + i].value.startswith(f"{hits * 100:,} of {len(rows) * 100:,} queries"), i
+
+
+def test_rules_that_share_a_pattern_search_it_once_a_row():
+    rules = [rule(10 + i, match_digest="^SELECT", cache_ttl=1000 + i) for i in range(25)]
+    batch = Batch()
+    for text in DIGEST_TEXTS:
+        out = evaluate(rules, digest_text=text, reached=batch)
+        assert len(out.matched) == (25 if text.startswith("SELECT") else 0)
+    assert batch.searches == {("^SELECT", True, PCRE): len(DIGEST_TEXTS)}  # re_modifiers: CASELESS by default
+
+
+def _said(out, lean):
+    """What an outcome decides, and its steps (all of them, or only those that matched or gave up)."""
+    steps = [(s.rule_id, s.flag, s.matched, s.limit) for s in out.steps
+             if not lean or s.matched or s.limit]
+    return (out.hostgroup, out.hostgroup_from, out.cache_ttl, out.mirror_hostgroup, out.mirror_flag_out,
+            out.error_msg, out.ok_msg, out.rewritten, out.flag, out.stopped_by, steps)
+
+
+def test_the_effect_checks_lean_walk_decides_as_the_rule_testers_walk():
+    """explain=False (the effect check) builds no reasons nor steps that did not match: every decision is the same."""
+    users = BASE["mysql_users"]
+    rules = [rule(1, match_digest="^SELECT", flagOUT=7, cache_ttl=100),
+             rule(2, flagIN=7, username="app", match_pattern=r"sbtest(\d+)", replace_pattern=r"sbt\1"),
+             rule(3, flagIN=7, match_pattern="^SELECT c FROM sbt1 ", destination_hostgroup=101, apply=1),
+             rule(4, match_digest="^SELECT", negate_match_pattern=1, destination_hostgroup=102, mirror_hostgroup=5),
+             rule(5, active=0, match_digest="^UPDATE", destination_hostgroup=103),
+             rule(6, schemaname="shop", match_digest="(?i)^select", re_modifiers="CASELESS", error_msg="no"),
+             rule(7, digest="0x0000000000000003", OK_msg="ok"),
+             rule(8, match_digest=AT_THE_LIMIT, destination_hostgroup=104),
+             rule(9, flagIN=7, match_digest="^SELECT", flagOUT=8, apply=0),
+             rule(10, flagIN=8, match_digest="^SELECT", client_addr="10.0.%", destination_hostgroup=105)]
+    seen = set()
+    for iterations in (0, 1):
+        batch, lean_batch = Batch(), Batch()
+        for i, text in enumerate(DIGEST_TEXTS[::7]):
+            sample = {"digest_text": text, "digest": f"0x{i:016X}", "username": "app", "schemaname": "sbtest",
+                      "client_addr": "10.0.0.5", "iterations": iterations, "users": users}
+            full = evaluate(rules, text + " /* q */", reached=batch, **sample)
+            lean = evaluate(rules, text + " /* q */", reached=lean_batch, explain=False, **sample)
+            assert _said(lean, True) == _said(full, True) and lean.notes == full.notes
+            assert all(s.reason for s in full.steps)
+            seen |= {full.hostgroup, full.rewritten is not None, full.stopped_by} | {bool(s.limit) for s in full.steps}
+    assert {101, 102, True, 3} <= seen  # routed, negated, rewritten, stopped, limited: each path was walked
+
+
+def test_a_pattern_timed_as_cheap_that_turns_costly_is_cut_on_its_cpu_as_before():
+    """A pattern cheap on its first subjects is timed by the wall clock (rule_tester.CHEAP_S); once it meets subjects
+    where it backtracks it is timed on the CPU clock again and cut after BATCH_BUDGET_S of CPU, as any costly one."""
+    pattern = "^x |" + BELOW_THE_LIMIT
+    rules = [rule(5, match_digest=pattern, destination_hostgroup=101)]
+    key = (pattern, True, PCRE)
+    batch = Batch()
+    for i in range(200):
+        assert evaluate(rules, digest_text=f"x cheap {i}", reached=batch, explain=False).hostgroup == 101
+    assert key in batch.cheap and batch.spent[key] < 200 * CHEAP_S
+    costly = [f"{text} /* {i} */" for i, text in enumerate(DIGEST_TEXTS * 3)]
+    with within(3):
+        for text in costly:
+            out = evaluate(rules, digest_text=text, reached=batch, explain=False)
+            if key in batch:
+                break
+    assert isinstance(batch[key], OverBudget) and key not in batch.cheap
+    assert BATCH_BUDGET_S < batch.spent[key] < BATCH_BUDGET_S + 0.05
+    assert batch.searches[key] - 200 < 0.3 / 1e-3  # cut after about 0.2 s / 2.4 ms searches, not later
+    out = evaluate(rules, digest_text=costly[-1], reached=batch, explain=False)  # the next walk does not run it
+    assert out.steps[0].limit.endswith("this pattern took more than 200 ms of searches over this batch "
+                                       f"({batch.searches[key]} searches, "
+                                       f"{batch.spent[key] / batch.searches[key] * 1e6:.0f} us each): not run on the rest")
+
+
+def test_a_draft_of_more_patterns_than_the_compile_cache_holds_compiles_each_once_a_batch():
+    """compiled() keeps 512 patterns: a draft of 600 distinct ones compiled every pattern again on every row."""
+    rules = [rule(100 + i, match_digest=rf"\bsbtest{i}\b") for i in range(600)]
+    compiled.cache_clear()
+    batch = Batch()
+    for text in DIGEST_TEXTS[:20]:
+        evaluate(rules, digest_text=text, reached=batch, explain=False)
+    assert compiled.cache_info().misses == 600
