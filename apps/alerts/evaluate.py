@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Case, F, When
 
 from apps.configuration import drift as layers_drift
 from apps.monitoring import live, status
@@ -37,7 +38,7 @@ log = logging.getLogger(__name__)
 CHANNEL_KIND = "channel"  # apps/dr/polling.py's latest-state kind
 SUMMARY_REFRESH_S = 30.0
 FULL_SWEEP_EVERY = 6  # one sweep in six judges every owned cluster whole (a minute at the default ALERTS_SWEEP_S)  # an open alert's figures are rewritten at most this often (not at every poll)
-# What the transitions read of every open alert; a pending one's hold and time come apart (PENDING_FIELDS).
+# What the transitions read of every open alert, and of a pending one only (NULL on the others: see _open_alerts).
 ACTIVE_FIELDS = ("id", "rule", "subject", "target", "cluster_id", "state", "summary", "severity")
 PENDING_FIELDS = ("held", "was_held", "fires_at")
 
@@ -390,25 +391,16 @@ def apply(passes, situation, now):
 
 def _open_alerts(targets):
     """The open alerts of these targets: {(rule, subject): OpenAlert} and {target: [OpenAlert]}. One query per 500
-    targets, as plain tuples; a pending alert's hold and fires_at in a second one, only when there is a pending
-    alert (the many firing ones are read without their times and flags: parsing thousands of datetimes and
-    booleans per round costs more than judging them)."""
-    active, by_target, pending = {}, {}, {}
+    targets, as plain tuples. The many firing alerts are read without their hold and times (NULL in the query):
+    parsing a thousand datetimes and flags per round costs more than judging them; a pending one's come with it."""
+    pending_only = [Case(When(state=AlertState.PENDING, then=F(name))) for name in PENDING_FIELDS]
+    active, by_target = {}, {}
     for i in range(0, len(targets), 500):
         for values in Alert.objects.filter(active_key__isnull=False, target__in=targets[i:i + 500]).values_list(
-                *ACTIVE_FIELDS):
+                *ACTIVE_FIELDS, *pending_only):
             row = OpenAlert(*values)
             active[(row.rule, row.subject)] = row
             by_target.setdefault(row.target, []).append(row)
-            if row.state == AlertState.PENDING:
-                pending[row.id] = row
-    if pending:
-        for pk, held, was_held, fires_at in Alert.objects.filter(pk__in=list(pending)).values_list(
-                "pk", *PENDING_FIELDS):
-            pending[pk].held, pending[pk].was_held, pending[pk].fires_at = held, was_held, fires_at
-        for row in pending.values():
-            if row.fires_at is None:  # resolved by another process between the two reads: its writes match no row
-                row.held, row.was_held, row.fires_at = False, False, _dt(0)
     return active, by_target
 
 
