@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Case, F, When
 
 from apps.configuration import drift as layers_drift
 from apps.monitoring import live, status
@@ -37,9 +38,27 @@ log = logging.getLogger(__name__)
 CHANNEL_KIND = "channel"  # apps/dr/polling.py's latest-state kind
 SUMMARY_REFRESH_S = 30.0
 FULL_SWEEP_EVERY = 6  # one sweep in six judges every owned cluster whole (a minute at the default ALERTS_SWEEP_S)  # an open alert's figures are rewritten at most this often (not at every poll)
-# What the transitions read of an open alert (a pending one's fires_at comes apart: see _open_alerts).
-ACTIVE_FIELDS = ("id", "rule", "subject", "target", "cluster_id", "state", "held", "summary", "severity", "notified",
-                 "was_held")
+# What the transitions read of every open alert, and of a pending one only (NULL on the others: see _open_alerts).
+ACTIVE_FIELDS = ("id", "rule", "subject", "target", "cluster_id", "state", "summary", "severity")
+PENDING_FIELDS = ("held", "was_held", "fires_at")
+
+
+@dataclass(slots=True)
+class OpenAlert:
+    """An open alert as the transitions read it. held, was_held and fires_at are read only while it is pending
+    (None on a firing one: no transition of a firing alert reads them)."""
+
+    id: int
+    rule: str
+    subject: str
+    target: str
+    cluster_id: int
+    state: str
+    summary: str
+    severity: str
+    held: bool | None = None
+    was_held: bool | None = None
+    fires_at: datetime | None = None
 
 
 @dataclass
@@ -358,7 +377,7 @@ def apply(passes, situation, now):
                 changes += _update(row, o, setting, hold, now, counts, writes)
         for target in p.targets:
             for row in by_target.get(target, ()):
-                if (row["rule"], row["subject"]) not in seen and row["rule"] in p.rules:
+                if (row.rule, row.subject) not in seen and row.rule in p.rules:
                     changes += _resolve(row, counts, writes)
     writes.flush(now)
     told = [ch for ch in changes if ch[1] != "pending"]
@@ -371,21 +390,17 @@ def apply(passes, situation, now):
 
 
 def _open_alerts(targets):
-    """The open alerts of these targets: {(rule, subject): row} and {target: [rows]}. One query per 500
-    targets; a pending alert's fires_at in a second one, only when there is a pending alert (the many
-    firing ones are read without their times: parsing thousands of datetimes per round costs more than
-    judging them)."""
-    active, by_target, pending = {}, {}, []
+    """The open alerts of these targets: {(rule, subject): OpenAlert} and {target: [OpenAlert]}. One query per 500
+    targets, as plain tuples. The many firing alerts are read without their hold and times (NULL in the query):
+    parsing a thousand datetimes and flags per round costs more than judging them; a pending one's come with it."""
+    pending_only = [Case(When(state=AlertState.PENDING, then=F(name))) for name in PENDING_FIELDS]
+    active, by_target = {}, {}
     for i in range(0, len(targets), 500):
-        for row in Alert.objects.filter(active_key__isnull=False, target__in=targets[i:i + 500]).values(*ACTIVE_FIELDS):
-            active[(row["rule"], row["subject"])] = row
-            by_target.setdefault(row["target"], []).append(row)
-            if row["state"] == AlertState.PENDING:
-                pending.append(row)
-    if pending:
-        fires = dict(Alert.objects.filter(pk__in=[r["id"] for r in pending]).values_list("pk", "fires_at"))
-        for row in pending:
-            row["fires_at"] = fires.get(row["id"]) or _dt(0)
+        for values in Alert.objects.filter(active_key__isnull=False, target__in=targets[i:i + 500]).values_list(
+                *ACTIVE_FIELDS, *pending_only):
+            row = OpenAlert(*values)
+            active[(row.rule, row.subject)] = row
+            by_target.setdefault(row.target, []).append(row)
     return active, by_target
 
 
@@ -453,29 +468,29 @@ _summary_written = {}  # {alert pk: when this process last refreshed its summary
 
 
 def _update(row, o, setting, hold, now, counts, writes):
-    pk = row["id"]
+    pk = row.id
     values = {}
     out = []
-    if row["state"] == AlertState.PENDING:
-        if hold is not None and not row["held"]:
+    if row.state == AlertState.PENDING:
+        if hold is not None and not row.held:
             values.update(held=True, was_held=True, hold_reason=hold.reason, hold_operation_id=hold.operation_id)
             counts["held"] += 1
-        elif hold is None and row["held"]:
-            values.update(held=False, fires_at=max(row["fires_at"], _dt(now)))
+        elif hold is None and row.held:
+            values.update(held=False, fires_at=max(row.fires_at, _dt(now)))
             counts["released"] += 1
             if values["fires_at"].timestamp() > now:
-                out.append((row["cluster_id"], "pending", row["severity"], values["fires_at"].timestamp()))
-        held = values.get("held", row["held"])
-        fires_at = values.get("fires_at", row["fires_at"])
+                out.append((row.cluster_id, "pending", row.severity, values["fires_at"].timestamp()))
+        held = values.get("held", row.held)
+        fires_at = values.get("fires_at", row.fires_at)
         if not held and now >= fires_at.timestamp():
             if values:
                 Alert.objects.filter(pk=pk).update(**values)
             writes.fires.append(pk)
             counts["fired"] += 1
-            return out + [(row["cluster_id"], "fired", row["severity"], pk)]
+            return out + [(row.cluster_id, "fired", row.severity, pk)]
     if values:
         Alert.objects.filter(pk=pk).update(summary=o.summary, value=o.value, last_seen_at=_dt(now), **values)
-    elif o.summary != row["summary"] and now - _summary_written.get(pk, 0) >= SUMMARY_REFRESH_S:
+    elif o.summary != row.summary and now - _summary_written.get(pk, 0) >= SUMMARY_REFRESH_S:
         # New figures: written at most every SUMMARY_REFRESH_S (the WHERE holds it across processes; the memo spares
         # an UPDATE that matches nothing at every poll of a node with a pending alert whose figures move).
         _summary_written[pk] = now
@@ -485,13 +500,13 @@ def _update(row, o, setting, hold, now, counts, writes):
 
 
 def _resolve(row, counts, writes):
-    if row["state"] == AlertState.PENDING and not row["was_held"]:
-        writes.drops.append(row["id"])
+    if row.state == AlertState.PENDING and not row.was_held:
+        writes.drops.append(row.id)
         return []
-    writes.resolves.append(row["id"])
+    writes.resolves.append(row.id)
     counts["resolved"] += 1
-    if row["state"] == AlertState.FIRING:
-        return [(row["cluster_id"], "resolved", row["severity"], row["id"])]
+    if row.state == AlertState.FIRING:
+        return [(row.cluster_id, "resolved", row.severity, row.id)]
     return []
 
 
