@@ -141,3 +141,24 @@ def test_the_console_matrix_on_a_real_2_7_1_pair_kills_the_worker_in_the_switcho
     assert row.landed.startswith("inventory") and row.fault_s is not None, row
     assert row.cells()[5:10] == ["done", "equal", "equal", "agreed (3312)", "none"], (row, row.notes)
     assert row.as_targeted(3 + bench_faults.REAP_TICK_S), row
+
+
+@pytest.mark.parametrize("kind, last_step, writer", [("config", "record", 3311), ("repair", "inventory", 3311)])
+def test_the_console_matrix_kills_the_real_worker_in_a_change_sets_and_a_repairs_last_step(
+        console_processes, kind, last_step, writer):
+    """Issue 39's "Done when": a real Celery worker SIGKILLed (with its pool) in the last step of a change set (its
+    record) and of a repair (its inventory): the reaper finishes the operation from its plan, and the latest version
+    equals what every node runs, in every layer."""
+    matrix = bench_faults.ConsoleFaultMatrix(console_processes, bound_s=60, out=lambda line: None)
+    matrix.point_broker()
+    try:
+        before = console_processes.worker.pid
+        row = matrix.console_row(kind, last_step, "worker")
+        after = console_processes.worker.pid
+    finally:
+        matrix.close()
+    assert before != after, "the worker was not killed and started again"
+    # past the point of no return: the kill landed in the last step, or after it while the operation still ran
+    assert row.landed.startswith((last_step, "after the steps (operation running)")) and row.fault_s is not None, row
+    assert row.cells()[5:10] == ["done", "equal", "equal", f"agreed ({writer})", "none"], (row, row.notes)
+    assert row.as_targeted(3 + bench_faults.REAP_TICK_S), row
