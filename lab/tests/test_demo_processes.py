@@ -23,14 +23,15 @@ START_TIMEOUT_S = 90
 
 @pytest.fixture
 def product(tmp_path):
-    """start() -> (supervisor Popen, port, redis_port, run_dir); anything still running is killed after."""
+    """start(database_url=None) -> (supervisor Popen, port, redis_port, run_dir), on a scratch SQLite database unless
+    `database_url` (the test's, for a cluster the test adopted); anything still running is killed after."""
     started = []
 
-    def start():
+    def start(database_url=None):
         port, redis_port = free_port(), free_port()
         run_dir, log_dir = tmp_path / "run", tmp_path / "log"
         env = {**os.environ, "DJANGO_DEBUG": "1", "DJANGO_SETTINGS_MODULE": "controlplane.settings",
-               "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}"}
+               "DATABASE_URL": database_url or f"sqlite:///{tmp_path / 'demo.sqlite3'}"}
         log = open(tmp_path / "supervisor.log", "w+")
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "lab.demo", "product", "--port", str(port), "--redis-port", str(redis_port),
@@ -156,3 +157,51 @@ def test_a_child_that_dies_is_restarted_and_the_console_stays_up(product, tmp_pa
         assert response.status == 200  # the console never went down
     assert supervisor.poll() is None
     assert wait_gone([worker_pid]) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_redis_killed_mid_switchover_leaves_the_console_up_and_the_switchover_done(
+        product, tmp_path, adopted_lab, operator_user, celery_broker, settings):
+    """Issue 39's "Done when", in one run of the demo's processes on the test's database: a switchover confirmed as
+    the page does (queued through the demo's Redis to its worker) waits in its drain (pinned writer sessions); Redis
+    is SIGKILLed; the supervisor starts it again, the console keeps answering, and the switchover ends done with
+    every node writing to the new writer."""
+    from conftest import database_url_for_subprocesses
+    from apps.audit.actor import Actor
+    from apps.fleet.models import Server
+    from apps.operations import services, switchover
+    from apps.operations.models import Operation, OperationStep
+    from lab import demo
+
+    cluster, doubles = adopted_lab
+    supervisor, port, redis_port, run_dir = product(database_url=database_url_for_subprocesses())
+    everything_started(supervisor, run_dir)  # the worker's pool forked: it consumes
+    settings.REDIS_URL = f"redis://127.0.0.1:{redis_port}/0"
+    celery_broker(settings.REDIS_URL)
+    plan = switchover.plan_switchover(cluster, Server.objects.get(port=3312), drain_timeout_ms=30_000,
+                                      lower_autoinc=False)
+    op = services.save_plan(plan, actor=Actor.command(operator_user))
+    services.confirm(op, actor=Actor.command(operator_user))  # enqueued on commit, to the demo's worker
+
+    def until(check, timeout, what):
+        deadline = time.monotonic() + timeout
+        while not check():
+            assert supervisor.poll() is None and time.monotonic() < deadline, \
+                (what, Operation.objects.get(pk=op.pk).state, (tmp_path / "supervisor.log").read_text())
+            time.sleep(0.2)
+
+    until(lambda: OperationStep.objects.filter(operation=op, key="wait_drain", state="running").exists(), 60,
+          "the switchover's drain never started")
+    redis_pid = json.loads((run_dir / "redis.pid").read_text())["pid"]
+    os.killpg(redis_pid, signal.SIGKILL)  # mid-operation: the writer hostgroup drained, its sessions pinned
+    until(lambda: "redis restarted" in (tmp_path / "supervisor.log").read_text(), 30, "redis not restarted")
+    for double in doubles:  # the pinned sessions finish: now the drain can complete
+        double.traffic.clear_sessions(hostgroup=100)
+    until(lambda: Operation.objects.get(pk=op.pk).state == "done", 60, "the switchover did not end done")
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=10) as response:
+        assert response.status == 200  # the console never went down
+    assert "stopping the demo" not in (tmp_path / "supervisor.log").read_text()
+    writers = "SELECT hostname, port, status FROM runtime_mysql_servers WHERE hostgroup_id=100"
+    for double in doubles:
+        assert demo.admin_sql(double.port, writers, user=double.user, password=double.password) == \
+            (("127.0.0.1", "3312", "ONLINE"),)
