@@ -25,7 +25,8 @@ import redis
 
 from apps.clients.proxysql import SERVER_FIELDS
 from apps.fleet import drift, native, tags
-from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
+from apps.fleet import selectors as fleet_selectors
+from apps.fleet.models import HostgroupMembership, ProxySQLNode, Server
 
 from . import live, status
 from .formatting import duration
@@ -191,10 +192,9 @@ def fleet_overview(*, page=1, only_attention=False, now=None, tag=None):
 
 
 def _fleet_overview(page, only_attention, now, tag=None):
-    chosen = Cluster.objects.all()
+    chosen = fleet_selectors.clusters(tag=tag)  # the API's cluster list narrows the same way
     nodes, servers = ProxySQLNode.objects.all(), Server.objects.all()
     if tag:  # the same number of queries: the tag narrows each of them
-        chosen = tags.tagged(chosen, *tag)
         nodes, servers = nodes.filter(cluster__in=chosen), servers.filter(cluster__in=chosen)
     clusters = list(tags.with_tags(chosen).order_by("name").values(
         "id", "name", "tags_text", "poll_interval_s", "backend_poll_interval_s", "max_replication_lag", "writer_hostgroup", "reader_hostgroup",

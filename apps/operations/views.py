@@ -18,7 +18,7 @@ from apps.plans.vocabulary import Plan
 from apps.plans.registry import KINDS, choices, kind_spec, step_handler
 from apps.configuration.services import Refused
 
-from . import drain, pending_rows, record_nodes as nodes_as_intent, repair, rollbacks, rule_settings, services, switchover
+from . import drain, pending_rows, record_nodes as nodes_as_intent, repair, rollbacks, rule_settings, selectors, services, switchover
 from .forms import ConfirmForm, DrainForm, RuleSettingsForm, SwitchoverForm, silent_nodes
 from .choices import OperationState
 from .models import Operation
@@ -27,16 +27,11 @@ from .models import Operation
 @require_role(VIEWER)
 def operation_list(request):
     """Every operation, newest first; filtered by cluster, kind and state (a filter not understood is ignored)."""
-    ops = Operation.objects.select_related("cluster")
     chosen = {"cluster": parse_id(request.GET.get("cluster", "")), "kind": request.GET.get("kind", ""),
               "state": request.GET.get("state", "")}
-    if chosen["cluster"] is not None:
-        ops = ops.filter(cluster_id=chosen["cluster"])
-    if chosen["kind"] in KINDS:
-        ops = ops.filter(kind=chosen["kind"])
-    if chosen["state"] in OperationState.values:
-        ops = ops.filter(state=chosen["state"])
-    page = Paginator(ops, 50).get_page(request.GET.get("page"))
+    ops = selectors.operations(cluster=chosen["cluster"], kind=chosen["kind"] if chosen["kind"] in KINDS else "",
+                               state=chosen["state"] if chosen["state"] in OperationState.values else "")
+    page = Paginator(ops.select_related("cluster"), 50).get_page(request.GET.get("page"))
     kept = urlencode({k: v for k, v in chosen.items() if v not in (None, "")})
     return TemplateResponse(request, "operations/list.html", {
         "page": page, "chosen": chosen, "kept": kept, "clusters": Cluster.objects.order_by("name"),

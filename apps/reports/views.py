@@ -6,22 +6,31 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.utils.text import slugify
 from django.views.decorators.http import require_POST
+from urllib.parse import urlencode
 
 from apps.accounts.roles import ADMIN, OPERATOR, VIEWER, has_role, require_role
 from apps.audit.actor import Actor
 from apps.audit.services import record
+from apps.fleet.models import Cluster
+from controlplane.converters import parse_id
 
-from . import periods, services
+from . import periods, selectors, services
+from .choices import Period
 from .forms import BuildForm, ScheduleForm, SendForm
 from .models import Report, ReportChart, ReportSchedule
 
 
 @require_role(VIEWER)
 def report_list(request, build_form=None, status=200):
-    reports = Report.objects.select_related("cluster").defer("data", "html")
-    page = Paginator(reports, 50).get_page(request.GET.get("page"))
+    # the API's filter (GET /api/v1/reports/): a value the page does not understand is ignored
+    chosen = {"cluster": parse_id(request.GET.get("cluster", "")), "period": request.GET.get("period", "")}
+    reports = selectors.reports(cluster=chosen["cluster"],
+                                period=chosen["period"] if chosen["period"] in Period.values else "")
+    page = Paginator(reports.select_related("cluster"), 50).get_page(request.GET.get("page"))
+    kept = urlencode({k: v for k, v in chosen.items() if v not in (None, "")})
     return TemplateResponse(request, "reports/list.html", {
-        "page": page, "build_form": build_form or BuildForm(),
+        "page": page, "chosen": chosen, "kept": kept, "clusters": Cluster.objects.order_by("name"),
+        "periods": Period.choices, "build_form": build_form or BuildForm(),
         "schedules": ReportSchedule.objects.select_related("cluster").filter(enabled=True)[:20],
     }, status=status)
 

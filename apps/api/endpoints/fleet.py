@@ -15,6 +15,7 @@ from apps.audit.actor import Actor
 from apps.configuration import drift
 from apps.digests import selectors as digest_selectors
 from apps.fleet import connections, native_setting
+from apps.fleet import selectors as fleet_selectors
 from apps.fleet import tags as fleet_tags
 from apps.fleet.forms import ConnectionsForm
 from apps.fleet.models import Cluster, ClusterTag, HostgroupMembership, ProxySQLNode, Server
@@ -32,13 +33,7 @@ class ClusterList(ApiView):
                    summary="Clusters")
     def get(self, request):
         f = query(s.ClusterFilter, request)
-        clusters = Cluster.objects.order_by("name", "pk")
-        if f.get("kind"):
-            clusters = clusters.filter(kind=f["kind"])
-        if f.get("name"):
-            clusters = clusters.filter(name=f["name"])
-        if f.get("tag"):
-            clusters = fleet_tags.tagged(clusters, *f["tag"])
+        clusters = fleet_selectors.clusters(kind=f.get("kind") or "", name=f.get("name") or "", tag=f.get("tag"))
 
         def rows(page):  # the page's rows as plain values, and their tags in one query
             by_cluster = defaultdict(dict)

@@ -15,7 +15,7 @@ from apps.accounts.roles import ADMIN, OPERATOR, VIEWER
 from apps.audit.actor import Actor
 from apps.fleet.models import Cluster, Server
 from apps.configuration import content as C
-from apps.operations import drain, record_nodes, repair, rollbacks, rule_settings, rules, services, switchover
+from apps.operations import drain, record_nodes, repair, rollbacks, rule_settings, rules, selectors, services, switchover
 from apps.configuration.change_set import diff_lines
 from apps.operations.choices import OperationState
 from apps.operations.forms import RuleSettingsForm
@@ -48,10 +48,7 @@ class OperationList(ApiView):
                    summary="Operations, newest first")
     def get(self, request):
         f = query(s.OperationFilter, request)
-        ops = Operation.objects.order_by("-id")
-        for name in ("cluster", "state", "kind"):
-            if f.get(name) is not None:
-                ops = ops.filter(**{name: f[name]})
+        ops = selectors.operations(cluster=f.get("cluster"), kind=f.get("kind") or "", state=f.get("state") or "")
         fields = s.values_of(s.OperationSerializer, ["planned_by", "confirmed_by", "finished", "duration_ms"])
         return paged(self, request, ops.values(*fields, "actor", "confirmer"), rows=operation_rows)
 

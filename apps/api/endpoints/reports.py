@@ -7,7 +7,7 @@ from rest_framework.response import Response
 
 from apps.accounts.roles import ADMIN, VIEWER
 from apps.audit.actor import Actor
-from apps.reports import services
+from apps.reports import selectors, services
 from apps.reports.forms import ScheduleForm
 from apps.reports.models import Report, ReportSchedule
 
@@ -23,11 +23,8 @@ class ReportList(ApiView):
     def get(self, request):
         f = query(s.ReportFilter, request)
         # The list leaves the data out (it can be large): the title is read from it in the query.
-        reports = (Report.objects.defer("html", "data").annotate(data_title=KeyTextTransform("title", "data"))
-                   .order_by("-end", "-pk"))
-        for name in ("cluster", "period"):
-            if f.get(name) is not None:
-                reports = reports.filter(**{name: f[name]})
+        reports = selectors.reports(cluster=f.get("cluster"), period=f.get("period") or "").annotate(
+            data_title=KeyTextTransform("title", "data"))
         return paged(self, request, reports, s.ReportSerializer)
 
 
