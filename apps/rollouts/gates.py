@@ -14,7 +14,10 @@ what the polls stored, each naming its figures when it fails:
 Each check takes the gate's reading (Reading) and adds its figures per node (or per cluster) and, when it fails,
 a sentence and a dict naming the gate."""
 import math
+import time
 from dataclasses import dataclass, field
+
+import msgspec
 
 from django.db.models import Max, Sum
 
@@ -23,13 +26,14 @@ from apps.configuration import rule_tester
 from apps.configuration.rule_tester import regex_engine
 from apps.configuration.tables import MYSQL_QUERY_RULES
 from apps.digests.models import Digest, DigestStat
-from apps.monitoring import chunks, status
+from apps.monitoring import chunks, live, status
 from apps.monitoring.rule_regex import MatchLimit
 from apps.monitoring.models import RAW, ProxySQLSample
 
 from .models import RolloutCluster
 
 DOWN = ("SHUNNED", "OFFLINE_SOFT", "OFFLINE_HARD", "SHUNNED_REPLICATION_LAG")
+LATEST_STEP_S = 0.1  # how often a canary's bake looks for its node's next poll (one small Redis read)
 MIN_QUERIES = 20  # fewer queries since the change than this: no latency verdict yet (noise, not a trend)
 
 
@@ -225,3 +229,33 @@ def _epoch(dt):
 
 
 CHECKS = (backends, mirror, latency)
+
+
+class LatestPoll(msgspec.Struct):
+    """What a gate reads of a node's latest-state document (live_doc.ProxySQLNodeDoc): when it was polled, and
+    its rates. A round publishes each node's document as soon as that node is polled; its history rows are stored
+    only when the whole round is over (100 nodes: 1.6 s, up to 6 s under load), so a gate reading the history
+    alone saw a bad canary's errors that much later."""
+    ts: float = 0.0
+    ok: bool = False
+    figures: dict[str, float | int | None] = {}
+
+
+def latest_polls(node_ids):
+    """{node id: LatestPoll or None}; {} when Redis cannot be read (the gate then reads the history only)."""
+    try:
+        return live.read_typed(live.PROXYSQL, list(node_ids), LatestPoll)
+    except live.LiveUnavailable:
+        return {}
+
+
+def wait_for_poll(node_ids, seconds, seen_ts):
+    """Sleep up to `seconds`, returning as soon as one of these nodes has a poll newer than `seen_ts`: the bake
+    then judges that poll at once instead of at its next timed read. Returns the newest poll time seen."""
+    ends = time.monotonic() + seconds
+    while True:
+        newest = max((p.ts for p in latest_polls(node_ids).values() if p), default=seen_ts)
+        left = ends - time.monotonic()
+        if newest > seen_ts or left <= 0:
+            return max(newest, seen_ts)
+        time.sleep(min(LATEST_STEP_S, left))
