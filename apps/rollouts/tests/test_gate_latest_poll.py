@@ -63,5 +63,5 @@ def test_the_canary_gate_reads_the_canarys_poll_before_the_round_is_stored(proxy
     # once stored, the same poll is counted once: the gate says the same from the history
     assert ProxySQLSample.objects.filter(node=canary, ts__gte=applied).count() == 1
     again = services.gate(rollout, 0, started, applied, nodes=[canary.pk])
-    assert again["nodes"]["fleet-0-proxysql-1"]["errors_per_s_after"] == verdict["nodes"]["fleet-0-proxysql-1"][
-        "errors_per_s_after"]
+    assert again["nodes"]["fleet-0-proxysql-1"]["errors_per_s_after"] == pytest.approx(  # stored as a float32
+        verdict["nodes"]["fleet-0-proxysql-1"]["errors_per_s_after"], rel=1e-6)

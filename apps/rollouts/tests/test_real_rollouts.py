@@ -152,6 +152,14 @@ def test_the_canary_on_a_real_proxysql_cluster_pair_is_not_pulled_by_its_peer_wh
     time.sleep(PULLS_DUE_S)  # the sync on again: whatever it would pull, it has by now
     assert layers(canary) == layers(peer)
     assert cluster_drift(cluster).in_sync
+    # the sync really pulls (so the bake above was long enough to see a pull): an active rule (a real node's runtime
+    # and its checksum hold only active ones) loaded on the canary by hand
+    canary.admin("INSERT INTO mysql_query_rules (rule_id,active,match_digest,apply) VALUES (99,1,'^SELECT sync_probe',0)",
+                 "LOAD MYSQL QUERY RULES TO RUNTIME")
+    deadline = time.monotonic() + 3 * PULLS_DUE_S
+    while 99 not in rule_ids(peer)["runtime"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert 99 in rule_ids(peer)["runtime"], "the peer never pulled: the pair does not sync"
 
 
 def test_a_rollout_on_a_mixed_2_5_5_and_2_7_1_cluster(real_proxysql_factory, galera_lab, live_redis, people):
