@@ -13,7 +13,8 @@ task does (services.run). Two figures:
    wall time beyond the bakes (plan excluded, measured apart), in all and per cluster.
 2. a bad canary: a second rule, the canary baked at the default 60 s; once it bakes, its node counts aborted client
    connections (as a rule that breaks queries makes it); the time from those first errors to run() back with the
-   canary rolled back (the gate reads every GATE_STEP_S, the errors are rates between two polls).
+   canary rolled back (the canary's gate reads at its node's next poll, at the latest every GATE_STEP_S; the errors
+   are rates between two polls).
 Bounded: one pass of each, then the fleet is stopped (the machine is shared).
 """
 import os

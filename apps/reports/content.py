@@ -44,10 +44,12 @@ FLEET_TABLE_ROWS = fleet.FLEET_DETAILED
 
 class ClusterSection:
     """Builds the section of one cluster for [start, end) (epoch seconds), with `prev` the period before: reads what
-    every section needs once (SectionContext) and calls each section's functions with it."""
+    every section needs once (SectionContext) and calls each section's functions with it. `rollouts`: the
+    rollouts' sections of every cluster of the report, read at once (rollouts/report.py sections()); else read here."""
 
     def __init__(self, cluster, start, end, prev_start, prev_end, bucket_s, before_words="the period before",
-                 hourly_only=False):
+                 hourly_only=False, rollouts=None):
+        self.rollouts = rollouts
         servers = {s.pk: s for s in cluster.servers.all()}
         nodes = {n.pk: n for n in cluster.proxysql_nodes.all()}
         # A ProxySQL that serves other clusters too: its queries and mirror figures are node-wide (the pool's
@@ -107,7 +109,8 @@ class ClusterSection:
         section["digests"] = digest_section(ctx.start, ctx.end, ctx.prev_start, ctx.prev_end, cluster_id=c.pk)
         section["alerts"] = alerts_report.section(c.pk, ctx.start, ctx.end)
         section["dr_channels"] = dr_report.section(c.pk, ctx.start, ctx.end)
-        section["rollouts"] = rollouts_report.section(c.pk, ctx.start, ctx.end)
+        section["rollouts"] = (self.rollouts if self.rollouts is not None
+                               else rollouts_report.sections([c.pk], ctx.start, ctx.end))[c.pk]
         section["lab_data"] = _lab_marked(c.pk, ctx.start, ctx.end)
         section["summary"] = cluster_summary(section, before=ctx.before_words)
         return section

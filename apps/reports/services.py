@@ -22,6 +22,7 @@ from django.utils import timezone
 from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.fleet.models import Cluster
+from apps.rollouts import report as rollouts_report
 from controlplane.converters import parse_id
 
 from . import charts, content, fmt, periods
@@ -45,9 +46,11 @@ def build_data(cluster, period, span, rolling=False):
     bucket = bucket_for(end - start)
     clusters = [cluster] if cluster is not None else list(Cluster.objects.order_by("name"))
     before = fmt.before_words(period, rolling)
+    rollouts = rollouts_report.sections([c.pk for c in clusters], start, end)  # every cluster's at once
+
     def section(c, hourly_only=False):
         return content.ClusterSection(c, start, end, prev.start.timestamp(), prev.end.timestamp(), bucket,
-                                      before_words=before, hourly_only=hourly_only).build()
+                                      before_words=before, hourly_only=hourly_only, rollouts=rollouts).build()
 
     if cluster is None and len(clusters) > content.FLEET_TABLE_ROWS:
         # A big fleet: every cluster from its hourly rollups first (they can only make it look worse), then

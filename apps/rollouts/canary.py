@@ -8,7 +8,6 @@ cluster_sync HOLD, why_held): the hold's first step covers every node the plan w
 change while it bakes, and the last step restores it once the whole cluster runs the change. A gate that fails ends
 the step failed: the executor rolls the canary back (its undo, then the hold's restore) as any operation's rollback,
 and no version is recorded. The version is recorded once, when every node runs the change."""
-import time
 from datetime import datetime, timedelta
 
 from django.utils import timezone
@@ -21,6 +20,7 @@ from apps.operations.choices import OperationKind
 from apps.plans.vocabulary import Step
 from apps.plans.registry import HOLD, OperationSpec, StepHandler, kind_spec, register_kind, register_step
 
+from . import gates
 from .models import Rollout, WaveState
 
 KIND = "rollout_canary"
@@ -71,6 +71,7 @@ def bake(run, step, row, executed, detail):
     services._wave(rollout, wave, state=WaveState.BAKING, applied_at=applied.isoformat())
     started = datetime.fromisoformat(rollout.waves[wave]["started_at"])
     ends = applied + timedelta(seconds=p["bake_s"])
+    seen = 0.0  # the newest poll of the canary judged so far
     while True:
         verdict = services.gate(rollout, wave, started, applied, nodes=[p["node"]])
         detail["gate"] = verdict
@@ -85,7 +86,9 @@ def bake(run, step, row, executed, detail):
             raise StepFailed("the rollout was aborted during the canary's bake")
         run.beat()  # the operation's heartbeat and lock
         Rollout.objects.filter(pk=rollout.pk).update(heartbeat_at=timezone.now())
-        time.sleep(min(services.GATE_STEP_S, max(0.0, (ends - timezone.now()).total_seconds())))
+        # judged again at the canary's next poll (as soon as it lands), at the latest after GATE_STEP_S
+        seen = gates.wait_for_poll([p["node"]], min(services.GATE_STEP_S, max(0.0, (ends - timezone.now()).total_seconds())),
+                                   seen)
     services._wave(rollout, wave, gate=verdict, state=WaveState.PASSED)
     services._wave(rollout, wave + 1, state=WaveState.APPLYING, started_at=timezone.now().isoformat())
 

@@ -9,27 +9,37 @@ what the polls stored, each naming its figures when it fails:
   deltas) since the change against the same window before the wave, above the rollout's ratio. The digests a change
   touches (touched()): those its query rules (each edited rule as it was and as it becomes) would match (digest,
   match_digest, match_pattern on the digest text, username, schemaname) and those served by the hostgroups the
-  rules route to; a change that edits no query rule (a variable, a user, a server) reads every digest of the nodes.
+  rules route to; a change that edits no query rule (a variable, a user, a server) reads every digest of the nodes;
+- refused: the queries the change's own error_msg rules answer with an error (read from the nodes' rule hits: no
+  counter the polls read sees them), as errors per second against the rollout's error threshold.
 
 Each check takes the gate's reading (Reading) and adds its figures per node (or per cluster) and, when it fails,
 a sentence and a dict naming the gate."""
 import math
+import time
 from dataclasses import dataclass, field
 
-from django.db.models import Max, Sum
+import msgspec
 
+from django.db.models import Max, Sum
+from django.utils import timezone
+
+from apps.clients.proxysql import ProxySQLAdmin
+from apps.clients.wire import ClientError
 from apps.digests.models import RAW as DIGEST_RAW
 from apps.configuration import rule_tester
 from apps.configuration.rule_tester import regex_engine
 from apps.configuration.tables import MYSQL_QUERY_RULES
 from apps.digests.models import Digest, DigestStat
-from apps.monitoring import chunks, status
+from apps.fleet.models import ProxySQLNode
+from apps.monitoring import chunks, live, status
 from apps.monitoring.rule_regex import MatchLimit
 from apps.monitoring.models import RAW, ProxySQLSample
 
 from .models import RolloutCluster
 
 DOWN = ("SHUNNED", "OFFLINE_SOFT", "OFFLINE_HARD", "SHUNNED_REPLICATION_LAG")
+LATEST_STEP_S = 0.1  # how often a canary's bake looks for its node's next poll (one small Redis read)
 MIN_QUERIES = 20  # fewer queries since the change than this: no latency verdict yet (noise, not a trend)
 
 
@@ -224,4 +234,75 @@ def _epoch(dt):
     return int(dt.timestamp())
 
 
-CHECKS = (backends, mirror, latency)
+def refused(reading):
+    """Per node: the queries the change's own rules refuse (query rules it adds or edits with an error_msg: ProxySQL
+    answers each matching query with that error itself, and counts it in no error counter the polls read -- not
+    Client_Connections_aborted, not ConnERR, not stats_mysql_errors, measured on real 2.7.1 -- only in the rule's
+    stats_mysql_query_rules.hits, which its LOAD at the change set started at 0). Read from the nodes, as they
+    are not polled; counted as errors per second since the change against the rollout's error threshold."""
+    rules = {cluster: ids for cluster, ids in _refusing_rules(reading.rollout).items() if ids}
+    if not rules:
+        return
+    seconds = max(1.0, (timezone.now() - reading.applied).total_seconds())
+    nodes = ProxySQLNode.objects.select_related("cluster").in_bulk(
+        [pk for pk, _, cluster in reading.nodes if cluster in rules])
+    for pk, name, cluster in reading.nodes:
+        if pk not in nodes:
+            continue
+        try:
+            with ProxySQLAdmin.for_node(nodes[pk]) as admin:
+                hits = admin.query_rule_hits(rules[cluster])
+        except ClientError:
+            continue  # unreachable: the polls and the other gates say so
+        rate = sum(hits.values()) / seconds
+        reading.figures.setdefault(name, {})["refused_per_s"] = rate
+        if rate > reading.rollout.max_error_rate:
+            named = ", ".join(str(r) for r in sorted(hits) if hits[r])
+            reading.fail(f"the errors gate on {name}: {rate:.1f} queries/s refused by the change's query rule "
+                         f"{named} (error_msg) since the change, {sum(hits.values())} in all "
+                         f"(threshold {reading.rollout.max_error_rate:g})",
+                         gate="errors", node=name, refused_per_s=rate, rules=sorted(hits),
+                         threshold=reading.rollout.max_error_rate)
+
+
+def _refusing_rules(rollout):
+    """{cluster name: [rule_id]} of the query rules each cluster's change set adds or edits with an error_msg."""
+    out = {}
+    for name, edits in RolloutCluster.objects.filter(rollout=rollout, change_set__isnull=False).values_list(
+            "cluster__name", "change_set__edits"):
+        out[name] = sorted({int(e["row"]["rule_id"]) for e in edits or []
+                            if e.get("table") == MYSQL_QUERY_RULES.name and (e.get("row") or {}).get("error_msg")})
+    return out
+
+
+CHECKS = (backends, mirror, latency, refused)
+
+
+class LatestPoll(msgspec.Struct):
+    """What a gate reads of a node's latest-state document (live_doc.ProxySQLNodeDoc): when it was polled, and
+    its rates. A round publishes each node's document as soon as that node is polled; its history rows are stored
+    only when the whole round is over (100 nodes: 1.6 s, up to 6 s under load), so a gate reading the history
+    alone saw a bad canary's errors that much later."""
+    ts: float = 0.0
+    ok: bool = False
+    figures: dict[str, float | int | None] = {}
+
+
+def latest_polls(node_ids):
+    """{node id: LatestPoll or None}; {} when Redis cannot be read (the gate then reads the history only)."""
+    try:
+        return live.read_typed(live.PROXYSQL, list(node_ids), LatestPoll)
+    except live.LiveUnavailable:
+        return {}
+
+
+def wait_for_poll(node_ids, seconds, seen_ts):
+    """Sleep up to `seconds`, returning as soon as one of these nodes has a poll newer than `seen_ts`: the bake
+    then judges that poll at once instead of at its next timed read. Returns the newest poll time seen."""
+    ends = time.monotonic() + seconds
+    while True:
+        newest = max((p.ts for p in latest_polls(node_ids).values() if p), default=seen_ts)
+        left = ends - time.monotonic()
+        if newest > seen_ts or left <= 0:
+            return max(newest, seen_ts)
+        time.sleep(min(LATEST_STEP_S, left))

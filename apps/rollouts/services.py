@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 import yaml
 from django.db import transaction
-from django.db.models import Avg
+from django.db.models import Avg, Count, Max
 from django.utils import timezone
 
 from apps.accounts.roles import OPERATOR, has_role
@@ -609,9 +609,10 @@ def gate(rollout, n, started, applied, nodes=None):
     window = timedelta(seconds=max(bake, 10))
     reading = gates.Reading(rollout, list(_nodes(clusters, nodes)), started, applied, window)
     samples = ProxySQLSample.objects.filter(node__cluster_id__in=clusters, resolution=RAW)
+    latest = gates.latest_polls([pk for pk, _, _ in reading.nodes])
     for node_id, name, _ in reading.nodes:
         before = _errors(samples.filter(node_id=node_id, ts__gte=started - window, ts__lt=started))
-        after = _errors(samples.filter(node_id=node_id, ts__gte=applied))
+        after = _errors_since(samples.filter(node_id=node_id, ts__gte=applied), latest.get(node_id), applied)
         reading.figures[name] = {"errors_per_s_before": before, "errors_per_s_after": after}
         if after is not None and after > (before or 0.0) + rollout.max_error_rate:
             reading.fail(f"the errors gate on {name}: {after:.1f} errors/s since the change, {before or 0.0:.1f} "
@@ -646,6 +647,23 @@ def _errors(samples):
     if row["aborted"] is None and row["conn_err"] is None:
         return None
     return (row["aborted"] or 0.0) + (row["conn_err"] or 0.0)
+
+
+def _errors_since(samples, poll, applied):
+    """Errors per second since the change: the stored polls' average, with the node's latest poll (gates.LatestPoll)
+    counted as one more when it came after the change and is not stored yet (its round still running)."""
+    row = samples.aggregate(aborted=Avg("client_connections_aborted_ps"), conn_err=Avg("conn_err_ps"),
+                            n=Count("client_connections_aborted_ps"), last=Max("ts"))
+    stored = None if row["aborted"] is None and row["conn_err"] is None else (row["aborted"] or 0.0) + (row["conn_err"] or 0.0)
+    if poll is None or not poll.ok or poll.ts < applied.timestamp():
+        return stored
+    if row["last"] is not None and poll.ts <= row["last"].timestamp() + 0.001:
+        return stored  # already in the history
+    aborted, conn_err = poll.figures.get("client_connections_aborted_ps"), poll.figures.get("conn_err_ps")
+    if aborted is None and conn_err is None:
+        return stored  # the node's first poll: no rate yet
+    fresh = (aborted or 0.0) + (conn_err or 0.0)
+    return fresh if stored is None else (stored * row["n"] + fresh) / (row["n"] + 1)
 
 
 # -- halt and roll back -----------------------------------------------------------------------------------------

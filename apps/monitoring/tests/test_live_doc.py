@@ -18,6 +18,7 @@ from apps.fleet.models import ProxySQLNode, Server
 from apps.monitoring import exporter, live, live_doc, overview, pollers, selectors
 from apps.configuration import change_set
 from apps.operations import rollbacks, rules
+from apps.rollouts import gates as rollout_gates
 from apps.operations import forms as operation_forms
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +33,8 @@ READERS = [(lean.ProxySQLDoc, live_doc.ProxySQLNodeDoc), (lean.BackendDoc, live_
            (rules.BackendPoll, live_doc.BackendNodeDoc), (drift.StoredResult, live_doc.DriftNodeDoc),
            (dr_selectors.ChannelView, live_doc.ChannelDoc), (dr_polling.LastPoll, live_doc.ChannelDoc),
            (lean.ChannelDoc, live_doc.ChannelDoc), (selectors.NodeDoc, live_doc.ProxySQLNodeDoc),
-           (selectors.BackendDoc, live_doc.BackendNodeDoc), (selectors.QueryStatsDoc, live_doc.ProxySQLNodeDoc)]
+           (selectors.BackendDoc, live_doc.BackendNodeDoc), (selectors.QueryStatsDoc, live_doc.ProxySQLNodeDoc),
+           (rollout_gates.LatestPoll, live_doc.ProxySQLNodeDoc)]
 
 
 def fields(struct):

@@ -54,3 +54,33 @@ def test_the_weekly_report_lists_the_rollouts_of_its_week_with_their_waves_and_h
     # a cluster's weekly report: the rollouts that selected it only
     by_cluster = reports.build_data(c, "weekly", week)["clusters"][0]["rollouts"]
     assert [r["id"] for r in by_cluster["rollouts"]] == [done.pk] and by_cluster["halted"] == 0
+
+
+def rollout_queries(week):
+    """The queries a fleet report's build makes to the rollouts' tables, for these clusters."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as seen:
+        data = reports.build_data(None, "weekly", week)
+    assert all(s["rollouts"]["rollouts"] for s in data["clusters"])  # each cluster lists its rollout
+    return [q["sql"] for q in seen.captured_queries if "rollouts_rollout" in q["sql"]]
+
+
+def test_a_fleet_report_reads_the_rollouts_of_all_its_clusters_in_a_constant_number_of_queries(db):
+    week = periods.last_complete("weekly", timezone.now())
+    passed = {"state": "passed", "gate": {"ok": True, "failed": []}}
+
+    def fleet(names):
+        clusters = [Cluster.objects.create(name=name, writer_hostgroup=100, reader_hostgroup=101) for name in names]
+        for c in clusters:
+            a_rollout([c], week.start + timedelta(days=1), RolloutState.DONE, [{"clusters": [c.pk], **passed}])
+        return clusters
+
+    fleet(["a", "b"])
+    few = rollout_queries(week)
+    fleet([f"more-{n}" for n in range(8)])
+    many = rollout_queries(week)
+    assert len(many) == len(few), (len(few), len(many))  # before: one more query per cluster
+    by_cluster = reports.build_data(Cluster.objects.get(name="more-3"), "weekly", week)["clusters"][0]["rollouts"]
+    assert [r["reason"] for r in by_cluster["rollouts"]] == ["done one"] and by_cluster["more"] == 0
