@@ -16,7 +16,7 @@ from django.utils import timezone
 from apps.alerts.models import Alert
 from apps.audit.models import AuditEvent
 from apps.fleet.models import Cluster, ProxySQLNode
-from apps.operations import rules
+from apps.operations import rule_settings, rules
 from apps.operations.models import Operation
 from apps.operations.tests.test_switchover_native_replication import natively_managed
 from apps.reports import periods, services as reports
@@ -48,6 +48,7 @@ def polled_until(cluster, action, seconds=45):
 
 def product_stayed_out(cluster):
     assert not Operation.objects.filter(cluster=cluster, kind="failover").exists()
+    assert rule_settings.would_do_now(cluster)["failover"].startswith("nothing: ProxySQL's mysql_")
     refused = AuditEvent.objects.filter(cluster_id=cluster.pk, action__contains="failover refused")
     assert not refused.exists(), list(refused.values_list("details", flat=True))
 
