@@ -151,3 +151,9 @@ def check_replication_writer_left(nodes, lab):
 def test_the_replication_manager_leaving_no_writer_is_said_on_a_double_pair(proxysql_double_factory,
                                                                              replication_healthy, live_redis):
     check_replication_writer_left(proxysql_double_factory(2), replication_healthy)
+
+
+def test_the_replication_manager_leaving_no_writer_is_said_on_a_real_pair(real_proxysql_factory, replication_healthy,
+                                                                          live_redis):
+    check_replication_writer_left([real_proxysql_factory("2.7.1", name=f"native-left-{n}") for n in (1, 2)],
+                                  replication_healthy)
