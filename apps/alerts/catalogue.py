@@ -181,6 +181,12 @@ RULES = [
              "A wave of a fleet rollout failed its health gate (or its apply) and was rolled back; the rollout waits "
              "for an operator (abort rolls back the waves before it). The summary names the gate and its figures. "
              "It resolves when the rollout is aborted and rolled back.", after="event"),
+    # -- ProxySQL's own manager (Cluster.native_manager): its failover seen by native_failover.py, not judged by rules
+    RuleSpec("native_failover", "ProxySQL's manager is failing over the writer", "writer", "cluster", CRITICAL, 0,
+             "On a natively managed cluster the writer Monitor placed left the writer hostgroup or stopped answering: "
+             "ProxySQL's Galera manager places another at its next healthcheck; the replication manager promotes "
+             "nobody (a new primary is the DBA's or their tooling's). It resolves when one writer is ONLINE on every "
+             "node, with the time from the writer's death to then (also in the audit log).", after="event"),
     # -- DR channels (apps/dr), judged after each channel poll, on the replica cluster -----------------------
     RuleSpec("channel_stopped", "DR channel stopped", "dr", "channel", CRITICAL, 10,
              "The channel's IO or SQL thread is not running on its replica node (stopped, an error, still "

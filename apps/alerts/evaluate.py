@@ -31,7 +31,7 @@ from apps.configuration import drift as layers_drift
 from apps.monitoring import live, status
 from controlplane import tasks
 
-from . import conditions, context, holds, lean, notify, rulesettings
+from . import conditions, context, holds, lean, native_failover, notify, rulesettings
 from .models import Alert, AlertState
 
 log = logging.getLogger(__name__)
@@ -101,10 +101,15 @@ def _health_signature(doc):
 
 def after_poll_round(kind, docs, shard=0, shards=1, now=None):
     """Called by the poll task after run_shard(): docs {pk: (previous, new document)} of the polled targets."""
+    now = now or time.time()
+    if docs and kind in (live.PROXYSQL, live.BACKEND):
+        try:
+            native_failover.after_round(kind, docs, now)
+        except Exception:  # watching ProxySQL's manager must never stop the alert rules
+            log.exception("watching the native managers' failover after the %s round failed", kind)
     if not settings.ALERTS_ENABLED:
         return {}
     cpu = time.process_time()
-    now = now or time.time()
     swept = _sweep_due(shard, shards, now) if kind == live.PROXYSQL else 0
     if not docs and not swept:
         return {}  # a tick with nothing due: the pending alerts have their own timers (judge_cluster)

@@ -10,6 +10,7 @@ from apps.accounts.roles import ADMIN, OPERATOR, VIEWER, require_role
 from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.alerts import selectors as alert_selectors  # the alert section of the cluster page
+from apps.alerts import native_failover  # the writer moves of ProxySQL's own manager
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
@@ -58,6 +59,7 @@ def cluster_detail(request, pk):
         **monitoring_selectors.cluster_live(cluster), **monitoring_selectors.sparkline_context(cluster),
         **monitoring_selectors.cluster_query_stats(cluster),
         "recent_operations": cluster.operations.exclude(state=OperationState.PLANNED)[:8],
+        "manager_moves": native_failover.recent_moves(cluster.pk, limit=5) if cluster.native_manager else [],
         "pending_rollbacks": pending_rows.banner(cluster),
         **alert_selectors.open_for_cluster(cluster),
         **dr_selectors.for_cluster(cluster),

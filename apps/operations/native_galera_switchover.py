@@ -16,16 +16,15 @@ memory -> [restore the variable] -> record the swapped weights as the next confi
 A rollback loads the placement as it was before the drain (A writing) with the weights as they were, and puts memory
 back to the configured rows; disk is written only past the point of no return.
 """
-from apps.clients.proxysql import configured, node_admin
-from apps.clients.wire import ClientError
+from apps.clients.proxysql import configured
 from apps.fleet.choices import ClusterKind
-from apps.plans.vocabulary import (DRAIN_POLL_MS, MONITOR_WRITER, PROXYSQL, VERIFY, WAIT_CATCHUP, WAIT_DRAIN,
-                                   WAIT_MONITOR, Guard, Plan, Sql, Step)
+from apps.plans.vocabulary import (MONITOR_WRITER, PROXYSQL, VERIFY, WAIT_CATCHUP, WAIT_MONITOR, Guard, Plan, Sql, Step)
 
 from . import shared
 from .choices import OnDrainTimeout, OperationKind
-from .native_switchover import (MONITOR_ENABLED, PLACEMENT_POLL_MS, _changes, _every_row, _unloaded_edits)
-from .switchover import AUTOINC, EXTENDED, SessionTally, autoinc_parts, pinned_sessions, shared_guards
+from .native_switchover import (MONITOR_ENABLED, PLACEMENT_POLL_MS, _changes, _every_row, _pending, drain_steps,
+                                read_native_nodes, writer_guards)
+from .switchover import AUTOINC, autoinc_parts, shared_guards
 
 HEALTHCHECK = "mysql-monitor_galera_healthcheck_interval"
 # The wait for Monitor's agreement: this many healthchecks (real 2.7.1 placed within one: 3.7-4.8 s at 5000 ms).
@@ -38,60 +37,33 @@ def plan_galera_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_tim
     only; writes nothing. The old writer is the one Monitor placed."""
     longer_timeout = drain_timeout_ms is not None and drain_timeout_ms > cluster.drain_timeout_ms
     drain_timeout_ms = drain_timeout_ms if drain_timeout_ms is not None else cluster.drain_timeout_ms
-    W = cluster.writer_hostgroup
-    B, A = new_writer, None
-    guards, facts = [], {"nodes": {}}
-    nodes = list(cluster.proxysql_nodes.order_by("pk"))
-    statements, writers, backups, intervals, unmanaged = {}, {}, {}, [], []
-    unreachable, pending_edits, weights, managed = [], [], [], set()
-    tally, autoinc_values = SessionTally(), {}
-    for node in nodes:
-        try:
-            with node_admin(node) as admin:  # at the start re-check, the executor's open connection
-                runtime, memory = admin.servers("runtime"), admin.servers("memory")
-                variables = admin.global_variables([AUTOINC, EXTENDED, MONITOR_ENABLED, HEALTHCHECK])
-                row = next((g for g in admin.galera_hostgroups() if g.active and g.writer_hostgroup == W), None)
-                # ONLINE only: Monitor marks the backup writers SHUNNED in the writer hostgroup
-                placed = sorted((r.hostname, r.port) for r in runtime if r.hostgroup_id == W and r.status == "ONLINE")
-                writers[node.name] = [f"{host}:{port}" for host, port in placed]
-                if A is None and len(placed) == 1:  # Monitor's writer, as the first node places it
-                    A = cluster.servers.filter(hostname=placed[0][0], port=placed[0][1]).first()
-                backups[node.name] = row is not None and any(
-                    (r.hostgroup_id, r.hostname, r.port, r.status) == (row.backup_writer_hostgroup, B.hostname, B.port,
-                                                                       "ONLINE") for r in runtime)
-                sessions = pinned_sessions(admin.processlist(), W, A.hostname, A.port) if A else []
-                if row is not None:
-                    managed |= set(_hostgroups(row))
-                if A is not None and row is not None:
-                    statements[node.pk] = _node_statements(Sql(admin), row, A, B, runtime, memory, variables)
-                    weights.append(statements[node.pk]["weights"])
-        except ClientError as exc:
-            unreachable.append(f"{node.name}: {exc.message}")
-            continue
+    W, B = cluster.writer_hostgroup, new_writer
+    statements, backups, intervals, unmanaged, pending_edits, weights, managed = {}, {}, [], [], [], [], set()
+
+    def more(node, admin, runtime, memory, variables, A):
+        row = next((g for g in admin.galera_hostgroups() if g.active and g.writer_hostgroup == W), None)
+        backups[node.name] = row is not None and any(
+            (r.hostgroup_id, r.hostname, r.port, r.status) == (row.backup_writer_hostgroup, B.hostname, B.port,
+                                                               "ONLINE") for r in runtime)
+        if row is not None:
+            managed.update(_hostgroups(row))
+        if A is not None and row is not None:
+            statements[node.pk] = _node_statements(Sql(admin), row, A, B, runtime, memory, variables)
+            weights.append(statements[node.pk]["weights"])
+        return row
+
+    # ONLINE only: Monitor marks the backup writers SHUNNED in the writer hostgroup
+    read = read_native_nodes(cluster, B, [HEALTHCHECK], lambda status: status, more)
+    A, nodes, facts, tally, autoinc_values = read.A, read.nodes, read.facts, read.tally, read.autoinc_values
+    for node, runtime, memory, variables, row in read.answered:
         if row is None or row.max_writers != 1 or str(variables.get(MONITOR_ENABLED)).lower() not in ("true", "1"):
             unmanaged.append(node.name)
         intervals.append(int(variables.get(HEALTHCHECK) or 5000))
-        edits = _unloaded_edits(runtime, memory, cluster.managed_hostgroups() | managed)
-        if edits:
-            pending_edits.append(f"{node.name} (" + ", ".join(f"hg {k[0]} {k[1]}:{k[2]}" for k in sorted(edits)) + ")")
-        autoinc_values[node.pk] = variables.get(AUTOINC)
-        tally.add(node, sessions, variables)
-        facts["nodes"][str(node.pk)] = {"name": node.name, "pinned": sessions, "autoinc": variables.get(AUTOINC),
-                                        "processlist_extended": variables.get(EXTENDED), "shunned": [],
-                                        "writers": writers[node.name]}
+        pending_edits += _pending(node, runtime, memory, cluster.managed_hostgroups() | managed)
+    guards = writer_guards(cluster, read, B)
     if A is None:
-        guards.append(Guard("writer", f"Monitor has placed one writer in writer hostgroup {W}", False,
-                            "; ".join(f"{n}: {', '.join(w) or 'none'}" for n, w in writers.items()) or "no node read",
-                            False))
         return Plan(OperationKind.SWITCHOVER, cluster.pk, f"Switchover {cluster.name}", guards, [], facts)
     title = f"Switchover {cluster.name}: writer {A} → {B} (through ProxySQL's Galera manager)"
-    guards.append(Guard("target", "The new writer is another backend of this cluster",
-                        B.pk != A.pk and B.cluster_id == cluster.pk, f"{A} → {B}", False))
-    guards.append(Guard("proxysql_reachable", "Every ProxySQL node of the cluster answers", not unreachable and bool(nodes),
-                        "; ".join(unreachable) or f"{len(nodes)} of {len(nodes)}", False))
-    other = {n: w for n, w in writers.items() if w != [f"{A.hostname}:{A.port}"]}
-    guards.append(Guard("monitor_writer", f"Monitor has placed {A} as the only writer in hostgroup {W} on every node",
-                        not other, "; ".join(f"{n}: {', '.join(w) or 'none'}" for n, w in other.items()) or "yes", False))
     not_backup = [name for name, yes in backups.items() if not yes]
     guards.append(Guard("monitor_candidate", f"Monitor has placed {B} as a backup writer (Synced and writable: it may "
                         f"write) on every node", not not_backup, ", ".join(not_backup) or "yes", False))
@@ -124,16 +96,9 @@ def plan_galera_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_tim
     def per_node(part):
         return {str(n.pk): {"name": n.name, **statements[n.pk][part]} for n in nodes if n.pk in statements}
 
-    steps = []
-    if lower_autoinc:
-        steps.append(Step("autoinc_off", f"Lower {AUTOINC} to 0 for the drain (sessions release the old writer)",
-                          PROXYSQL, per_node("autoinc_off")))
-    steps.append(Step("drain", f"{A} to OFFLINE_SOFT alone in writer hostgroup {W}, the weights of {A} and {B} swapped, "
-                               f"loaded with Monitor's placement as it is: writes are held", PROXYSQL, per_node("drain")))
-    steps.append(Step("wait_drain", f"Wait until {A}'s ConnUsed in hostgroup {W} is 0 on every node", WAIT_DRAIN,
-                      params={"targets": [[W, A.hostname, A.port]], "timeout_ms": drain_timeout_ms,
-                              "poll_ms": DRAIN_POLL_MS, "on_timeout": on_timeout,
-                              "offline_hard": per_node("offline_hard")}))
+    steps = drain_steps(per_node, lower_autoinc, A, W, drain_timeout_ms, on_timeout,
+                        f"{A} to OFFLINE_SOFT alone in writer hostgroup {W}, the weights of {A} and {B} swapped, "
+                        f"loaded with Monitor's placement as it is: writes are held")
     steps.append(Step("catch_up", f"Wait until {B} has applied everything {A} committed (wsrep_last_committed)",
                       WAIT_CATCHUP, params={"old": A.pk, "new": B.pk, "timeout_ms": catchup_timeout_ms}))
     steps.append(Step("move", f"Load the placement Monitor makes of the swapped weights: {B} writing in {W}, {A} a "

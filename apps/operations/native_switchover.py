@@ -14,6 +14,7 @@ A rollback (the wait timed out, a node failed) puts read_only back as it was and
 the placement as it was before the drain and puts memory back: the servers where Monitor had them, A writable.
 """
 import time
+from dataclasses import dataclass, field
 
 from apps.audit.actor import Actor
 from apps.audit.services import record
@@ -51,56 +52,27 @@ def plan_native_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_tim
     longer_timeout = drain_timeout_ms is not None and drain_timeout_ms > cluster.drain_timeout_ms
     drain_timeout_ms = drain_timeout_ms if drain_timeout_ms is not None else cluster.drain_timeout_ms
     W, R, managed = cluster.writer_hostgroup, cluster.reader_hostgroup, cluster.managed_hostgroups()
-    B, A = new_writer, None
-    guards, facts = [], {"nodes": {}}
-    nodes = list(cluster.proxysql_nodes.order_by("pk"))
-    statements, writers, intervals, holds = {}, {}, [], {}
-    unreachable, pending_edits, unmanaged = [], [], []
-    tally, autoinc_values = SessionTally(), {}
-    for node in nodes:
-        try:
-            with node_admin(node) as admin:  # at the start re-check, the executor's open connection
-                runtime, memory = admin.servers("runtime"), admin.servers("memory")
-                variables = admin.global_variables([AUTOINC, EXTENDED, READ_ONLY_INTERVAL, MONITOR_ENABLED, HOLD_MAX])
-                rows = admin.replication_hostgroups()
-                placed = sorted((r.hostname, r.port) for r in runtime
-                                if r.hostgroup_id == W and configured_status(r.status) == "ONLINE")
-                writers[node.name] = [f"{host}:{port}" for host, port in placed]
-                if A is None and len(placed) == 1:  # Monitor's writer, as the first node places it
-                    A = cluster.servers.filter(hostname=placed[0][0], port=placed[0][1]).first()
-                sessions = pinned_sessions(admin.processlist(), W, A.hostname, A.port) if A else []
-                if A is not None:
-                    statements[node.pk] = _node_statements(Sql(admin), managed, W, R, A, runtime, memory, variables)
-        except ClientError as exc:
-            unreachable.append(f"{node.name}: {exc.message}")
-            continue
+    B = new_writer
+    statements, intervals, holds, pending_edits, unmanaged = {}, [], {}, [], []
+
+    def more(node, admin, runtime, memory, variables, A):
+        if A is not None:
+            statements[node.pk] = _node_statements(Sql(admin), managed, W, R, A, runtime, memory, variables)
+        return admin.replication_hostgroups()
+
+    read = read_native_nodes(cluster, B, [READ_ONLY_INTERVAL, HOLD_MAX], configured_status, more)
+    A, nodes, facts, tally, autoinc_values = read.A, read.nodes, read.facts, read.tally, read.autoinc_values
+    for node, runtime, memory, variables, rows in read.answered:
         if not any((r.writer_hostgroup, r.reader_hostgroup) == (W, R) for r in rows) \
                 or str(variables.get(MONITOR_ENABLED)).lower() not in ("true", "1"):
             unmanaged.append(node.name)
         intervals.append(int(variables.get(READ_ONLY_INTERVAL) or 1000))
         holds[node.name] = int(variables.get(HOLD_MAX) or 10000)
-        edits = _unloaded_edits(runtime, memory, managed)
-        if edits:
-            pending_edits.append(f"{node.name} (" + ", ".join(f"hg {k[0]} {k[1]}:{k[2]}" for k in sorted(edits)) + ")")
-        autoinc_values[node.pk] = variables.get(AUTOINC)
-        tally.add(node, sessions, variables)
-        facts["nodes"][str(node.pk)] = {"name": node.name, "pinned": sessions, "autoinc": variables.get(AUTOINC),
-                                        "processlist_extended": variables.get(EXTENDED), "shunned": [],
-                                        "writers": writers[node.name]}
+        pending_edits += _pending(node, runtime, memory, managed)
+    guards = writer_guards(cluster, read, B)
     if A is None:
-        guards.append(Guard("writer", f"Monitor has placed one writer in writer hostgroup {W}", False,
-                            "; ".join(f"{n}: {', '.join(w) or 'none'}" for n, w in writers.items()) or "no node read",
-                            False))
         return Plan(OperationKind.SWITCHOVER, cluster.pk, f"Switchover {cluster.name}", guards, [], facts)
     title = f"Switchover {cluster.name}: writer {A} → {B} (through ProxySQL's replication manager)"
-    guards.append(Guard("target", "The new writer is another backend of this cluster",
-                        B.pk != A.pk and B.cluster_id == cluster.pk, f"{A} → {B}", False))
-    guards.append(Guard("proxysql_reachable", "Every ProxySQL node of the cluster answers", not unreachable and bool(nodes),
-                        "; ".join(unreachable) or f"{len(nodes)} of {len(nodes)}", False))
-    # Re-checked at start like every guard (recheck.py): a writer Monitor moved since the plan refuses it.
-    other = {n: w for n, w in writers.items() if w != [f"{A.hostname}:{A.port}"]}
-    guards.append(Guard("monitor_writer", f"Monitor has placed {A} as the only writer in hostgroup {W} on every node",
-                        not other, "; ".join(f"{n}: {', '.join(w) or 'none'}" for n, w in other.items()) or "yes", False))
     guards.append(Guard("async_topology", f"The cluster is async replication ({B} is promoted by GTID)",
                         cluster.kind == ClusterKind.ASYNC, cluster.kind, False))
     guards.append(Guard("no_pending_edits", "No unloaded mysql_servers edits on any node (they would be loaded too)",
@@ -127,16 +99,9 @@ def plan_native_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_tim
     def per_node(part):
         return {str(n.pk): {"name": n.name, **statements[n.pk][part]} for n in nodes if n.pk in statements}
 
-    steps = []
-    if lower_autoinc:
-        steps.append(Step("autoinc_off", f"Lower {AUTOINC} to 0 for the drain (sessions release the old writer)",
-                          PROXYSQL, per_node("autoinc_off")))
-    steps.append(Step("drain", f"{A} to OFFLINE_SOFT in writer hostgroup {W}, loaded with Monitor's placement as it is "
-                               f"({A} also reading in {R}): the LOAD moves no server", PROXYSQL, per_node("drain")))
-    steps.append(Step("wait_drain", f"Wait until {A}'s ConnUsed in hostgroup {W} is 0 on every node", WAIT_DRAIN,
-                      params={"targets": [[W, A.hostname, A.port]], "timeout_ms": drain_timeout_ms,
-                              "poll_ms": DRAIN_POLL_MS, "on_timeout": on_timeout,
-                              "offline_hard": per_node("offline_hard")}))
+    steps = drain_steps(per_node, lower_autoinc, A, W, drain_timeout_ms, on_timeout,
+                        f"{A} to OFFLINE_SOFT in writer hostgroup {W}, loaded with Monitor's placement as it is "
+                        f"({A} also reading in {R}): the LOAD moves no server")
     steps.append(Step("promote", f"Promote {B}: read_only ON on {A}, {B} at {A}'s GTID position stops replicating, "
                                  f"the others follow it, read_only OFF on {B}", BACKEND,
                       params={"actions": _promote_actions(cluster, A, B)}))
@@ -160,6 +125,91 @@ def plan_native_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_tim
                "monitor_timeout_ms": monitor_timeout_ms,
                "autoinc_values": {str(k): v for k, v in autoinc_values.items()}}
     return shared.annotate(Plan(OperationKind.SWITCHOVER, cluster.pk, title, guards, steps, facts, options), cluster)
+
+
+@dataclass
+class NativeRead:
+    """What both native planners read of every ProxySQL node: Monitor's writer A (as the first node places it), each
+    node's writers, the pinned sessions, and per answering node (node, runtime, memory, variables, the planner's own
+    read)."""
+    nodes: list
+    A: object = None
+    writers: dict = field(default_factory=dict)
+    unreachable: list = field(default_factory=list)
+    answered: list = field(default_factory=list)
+    tally: SessionTally = field(default_factory=SessionTally)
+    autoinc_values: dict = field(default_factory=dict)
+    facts: dict = field(default_factory=lambda: {"nodes": {}})
+
+
+def read_native_nodes(cluster, B, variable_names, writer_status, more):
+    """Read every node once (at an operation's start, through the executor's open connection). writer_status(status)
+    says which status counts as a writer in the writer hostgroup; more(node, admin, runtime, memory, variables, A) is
+    the planner's own read on the same connection."""
+    W = cluster.writer_hostgroup
+    read = NativeRead(list(cluster.proxysql_nodes.order_by("pk")))
+    for node in read.nodes:
+        try:
+            with node_admin(node) as admin:
+                runtime, memory = admin.servers("runtime"), admin.servers("memory")
+                variables = admin.global_variables([AUTOINC, EXTENDED, MONITOR_ENABLED, *variable_names])
+                placed = sorted((r.hostname, r.port) for r in runtime
+                                if r.hostgroup_id == W and writer_status(r.status) == "ONLINE")
+                read.writers[node.name] = [f"{host}:{port}" for host, port in placed]
+                if read.A is None and len(placed) == 1:  # Monitor's writer, as the first node places it
+                    read.A = cluster.servers.filter(hostname=placed[0][0], port=placed[0][1]).first()
+                A = read.A
+                sessions = pinned_sessions(admin.processlist(), W, A.hostname, A.port) if A else []
+                own = more(node, admin, runtime, memory, variables, A)
+        except ClientError as exc:
+            read.unreachable.append(f"{node.name}: {exc.message}")
+            continue
+        read.answered.append((node, runtime, memory, variables, own))
+        read.autoinc_values[node.pk] = variables.get(AUTOINC)
+        read.tally.add(node, sessions, variables)
+        read.facts["nodes"][str(node.pk)] = {"name": node.name, "pinned": sessions, "autoinc": variables.get(AUTOINC),
+                                             "processlist_extended": variables.get(EXTENDED), "shunned": [],
+                                             "writers": read.writers[node.name]}
+    return read
+
+
+def writer_guards(cluster, read, B):
+    """The guards both native planners start with. Without one writer placed by Monitor: that guard alone (the plan
+    stops there). Re-checked at start like every guard (recheck.py): a writer Monitor moved since the plan refuses it."""
+    W, A = cluster.writer_hostgroup, read.A
+    if A is None:
+        return [Guard("writer", f"Monitor has placed one writer in writer hostgroup {W}", False,
+                      "; ".join(f"{n}: {', '.join(w) or 'none'}" for n, w in read.writers.items()) or "no node read",
+                      False)]
+    nodes = read.nodes
+    other = {n: w for n, w in read.writers.items() if w != [f"{A.hostname}:{A.port}"]}
+    return [Guard("target", "The new writer is another backend of this cluster",
+                  B.pk != A.pk and B.cluster_id == cluster.pk, f"{A} → {B}", False),
+            Guard("proxysql_reachable", "Every ProxySQL node of the cluster answers", not read.unreachable and bool(nodes),
+                  "; ".join(read.unreachable) or f"{len(nodes)} of {len(nodes)}", False),
+            Guard("monitor_writer", f"Monitor has placed {A} as the only writer in hostgroup {W} on every node",
+                  not other, "; ".join(f"{n}: {', '.join(w) or 'none'}" for n, w in other.items()) or "yes", False)]
+
+
+def drain_steps(per_node, lower_autoinc, A, W, drain_timeout_ms, on_timeout, drain_said):
+    """The steps both native switchovers open with: [lower the auto-increment delay] -> drain A -> wait for its
+    ConnUsed 0 in the writer hostgroup on every node."""
+    steps = []
+    if lower_autoinc:
+        steps.append(Step("autoinc_off", f"Lower {AUTOINC} to 0 for the drain (sessions release the old writer)",
+                          PROXYSQL, per_node("autoinc_off")))
+    steps.append(Step("drain", drain_said, PROXYSQL, per_node("drain")))
+    steps.append(Step("wait_drain", f"Wait until {A}'s ConnUsed in hostgroup {W} is 0 on every node", WAIT_DRAIN,
+                      params={"targets": [[W, A.hostname, A.port]], "timeout_ms": drain_timeout_ms,
+                              "poll_ms": DRAIN_POLL_MS, "on_timeout": on_timeout,
+                              "offline_hard": per_node("offline_hard")}))
+    return steps
+
+
+def _pending(node, runtime, memory, managed):
+    """The node's unloaded edits said for the no_pending_edits guard (empty: none)."""
+    edits = _unloaded_edits(runtime, memory, managed)
+    return [f"{node.name} (" + ", ".join(f"hg {k[0]} {k[1]}:{k[2]}" for k in sorted(edits)) + ")"] if edits else []
 
 
 def _unloaded_edits(runtime, memory, managed):

@@ -116,6 +116,9 @@ def would_do_now(cluster):
 
 
 def _failover_now(cluster, docs, servers):
+    if cluster.native_manager:
+        return (f"nothing: {cluster.get_native_manager_display()} with Monitor moves the writer here (this product "
+                f"stays out, and says on the cluster page what the manager did)")
     writer = current_writer(cluster)
     if writer is None:
         return "no writer in the inventory's writer hostgroup: nothing to fail over from"

@@ -411,7 +411,10 @@ def reprobe(server):
 def apply_failover(cluster, docs):
     """Fail over when failover_after_polls consecutive polls saw the writer down and a re-probe, at once,
     confirms it. A writer that only stops answering (timeouts: a stall, an overload, a hung host) needs
-    one poll more: silence alone is weaker evidence than a refused connection."""
+    one poll more: silence alone is weaker evidence than a refused connection. Never on a natively managed cluster:
+    there ProxySQL's manager moves the writer, and two actors would fight (alerts/native_failover.py measures it)."""
+    if cluster.native_manager:
+        return None
     writer = current_writer(cluster)
     if writer is None:
         return None
@@ -449,8 +452,9 @@ FAILBACK_RULE = "automatic failback"
 
 def apply_failback(cluster, docs, now=None):
     """Back to the preferred writer, gracefully (a planned switchover with the auto-increment way through),
-    once it has been Synced and Primary for failback_after_s. Off unless the cluster enables it."""
-    if not (cluster.failback_enabled and cluster.preferred_writer_id):
+    once it has been Synced and Primary for failback_after_s. Off unless the cluster enables it; never on a natively
+    managed cluster (the manager picks the writer)."""
+    if cluster.native_manager or not (cluster.failback_enabled and cluster.preferred_writer_id):
         return None
     writer = current_writer(cluster)
     preferred = cluster.preferred_writer

@@ -102,6 +102,7 @@ class ClusterSection:
         section["proxysql"] = availability.proxysql(ctx, proxysql_tl)
         section["operations"] = [operations.operation(ctx, op) for op in ops]
         section["writer_changes"] = operations.writer_changes(ctx, ops, backends_tl, sampled_hostgroups_tl)
+        section["manager_moves"] = operations.manager_moves(ctx)
         section["read_pool"] = operations.read_pool(ctx, ops)
         section["conn_err"], section["traffic"] = traffic.conn_err_and_traffic(ctx)
         section["mirror"] = mirror.mirror(ctx)

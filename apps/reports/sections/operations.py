@@ -1,5 +1,6 @@
 """Operations of the period, writer changes (switchover, failover) with the writer interruption each
 caused, and the read-pool rules' actions, dry runs and refusals."""
+from apps.alerts import native_failover
 from apps.audit.models import AuditEvent
 from apps.audit.services import count_with_repeats
 from apps.plans import registry
@@ -85,6 +86,16 @@ def _failover_interruption(ctx, op, steps, old_id, old_tl):
             f"from the first failed poll of the old writer ({fmt.clock(first_bad)}) to the new writer ONLINE "
             f"({fmt.clock(end)}); the failure itself came up to one poll interval "
             f"({fmt.duration(ctx.cluster.backend_poll_interval_s)}) before that poll")
+
+
+def manager_moves(ctx):
+    """The writer moves of ProxySQL's own manager on a natively managed cluster (alerts/native_failover.py records
+    them, measured from the writer's death to the new writer ONLINE on every node), oldest first."""
+    if not ctx.cluster.native_manager:
+        return []
+    moves = native_failover.recent_moves(ctx.cluster.pk, as_dt(ctx.start), as_dt(ctx.end), limit=100)
+    return [{"at": m["at"].timestamp(), "what": m["action"], "old": m.get("old_writer"), "new": m.get("new_writer"),
+             "failover_ms": m.get("failover_ms")} for m in reversed(moves)]
 
 
 def read_pool(ctx, ops):
