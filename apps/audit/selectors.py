@@ -28,7 +28,7 @@ EXPORT_FIELDS = ("id", "created_at", "actor", "actor_kind", "source_address", "c
 def filtered(form: FilterForm, now: datetime | None = None) -> QuerySet[AuditEvent]:
     """The events matching the form's valid filters (unordered)."""
     data = form.cleaned_data if form.is_bound and hasattr(form, "cleaned_data") else {}
-    events = AuditEvent.objects.all()
+    events: QuerySet[AuditEvent] = AuditEvent.objects.all()
     start, end = form.window(now)
     if start:
         events = events.filter(created_at__gte=start)
