@@ -5,21 +5,22 @@ skipped, and the first address no trusted proxy owns is the client."""
 import ipaddress
 
 from django.conf import settings
+from django.http import HttpRequest
 
 
-def _address(text):
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
         return ipaddress.ip_address(text.strip().strip("[]"))
     except ValueError:
         return None
 
 
-def _trusted(address):
+def _trusted(address: ipaddress.IPv4Address | ipaddress.IPv6Address | None) -> bool:
     return address is not None and any(address in ipaddress.ip_network(n, strict=False)
                                        for n in settings.TRUSTED_PROXY_ADDRESSES)
 
 
-def client_address(request):
+def client_address(request: HttpRequest) -> str | None:
     peer = request.META.get("REMOTE_ADDR") or None
     if not settings.TRUSTED_PROXY_ADDRESSES or not _trusted(_address(peer or "")):
         return peer

@@ -36,7 +36,7 @@ class Param:
     maximum: float = 1e9
     from_cluster: str = ""  # a Cluster field whose value is the default when `default` is None
 
-    def value_for(self, cluster):
+    def value_for(self, cluster: object) -> float | None:
         if self.default is None and self.from_cluster:
             return getattr(cluster, self.from_cluster)
         return self.default
@@ -51,7 +51,7 @@ class RuleSpec:
     severity: str
     for_s: float
     why: str
-    params: dict = field(default_factory=dict)
+    params: dict[str, Param] = field(default_factory=dict)
     # A backend in maintenance is expected to cause this alert about itself. Which operations are, each operation
     # kind's spec says (apps/plans/registry.py OperationSpec.holds): see held_by.
     held_in_maintenance: bool = False
@@ -60,7 +60,7 @@ class RuleSpec:
     after: str = "poll"
 
     @property
-    def held_by(self):
+    def held_by(self) -> dict[str, str]:
         """Planned work that is expected to cause this alert: {operation kind or MAINTENANCE: "cluster" (the whole
         cluster) or "involved" (only the backends the operation or maintenance is about)}."""
         return {**registry.held_by(self.key), **({MAINTENANCE: "involved"} if self.held_in_maintenance else {})}

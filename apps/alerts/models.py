@@ -15,7 +15,7 @@ from django.utils.crypto import salted_hmac
 
 from apps.fleet.secrets import EncryptedTextField
 
-from .catalogue import SEVERITIES
+from .catalogue import SEVERITIES, RuleSpec
 from .destinations import public_part, shown
 
 SEVERITY_CHOICES = [(s, s) for s in SEVERITIES]
@@ -44,6 +44,9 @@ class RuleSetting(models.Model):
 
 
 class Alert(models.Model):
+    # Not stored: set by the selectors for the pages (the rule's spec, the silence covering an open alert).
+    spec: RuleSpec | None
+    silenced: "Silence | None"
     rule = models.CharField(max_length=40)
     cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="alerts")
     target = models.CharField(max_length=24, help_text="what the evaluation reads: n<node>, s<server>, c<cluster>, o<op>")
@@ -146,6 +149,7 @@ class ChannelKind(models.TextChoices):
 
 
 class Channel(models.Model):
+    last: "Notification | None"  # not stored: the latest notification, set by selectors.channels() for its page
     name = models.CharField(max_length=100, unique=True)
     kind = models.CharField(max_length=20, choices=ChannelKind.choices)
     # Encrypted like the credentials (a Slack-style URL is one); pages show its scheme and host only.

@@ -1,14 +1,18 @@
 """Reads for the alert pages: the list (open alerts first, then history, filtered), one alert with its
 evidence, and the counts other pages show."""
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
+from typing import Any
 
-from django.db.models import Count, Q
+from django.db.models import Count, Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
-from .catalogue import BY_KEY, FAMILIES, RULES, SEVERITY_RANK
+from apps.fleet.models import Cluster
+
+from .catalogue import BY_KEY, FAMILIES, RULES, SEVERITY_RANK, RuleSpec
 from .models import Alert, AlertState, Channel, Notification, Silence
 
 HISTORY_PAGE = 50
@@ -24,9 +28,9 @@ class ListFilters:
     page: int = 1
 
 
-def parse_filters(params):
+def parse_filters(params: Mapping[str, str]) -> ListFilters:
     """Query-string filters, each checked; anything unknown is ignored, never an error."""
-    def as_int(name, default=None, lo=1, hi=10**9):
+    def as_int(name: str, default: int | None = None, lo: int = 1, hi: int = 10**9) -> int | None:
         try:
             value = int(params.get(name, ""))
         except (TypeError, ValueError):
@@ -38,15 +42,16 @@ def parse_filters(params):
     rule = params.get("rule", "")
     return ListFilters(cluster=as_int("cluster"), state=state if state in STATES else "all",
                        severity=severity if severity in SEVERITY_RANK else "", rule=rule if rule in BY_KEY else "",
-                       page=as_int("page", 1, 1, 10**6))
+                       page=as_int("page", 1, 1, 10**6) or 1)
 
 
-def _filtered(f):
+def _filtered(f: ListFilters) -> QuerySet[Alert]:
     return matching(cluster=f.cluster, severity=f.severity, rule=f.rule).select_related("cluster", "hold_operation",
                                                                                          "operation")
 
 
-def matching(*, cluster=None, severity="", rule="", state="all"):
+def matching(*, cluster: int | None = None, severity: str = "", rule: str = "",
+             state: str = "all") -> QuerySet[Alert]:
     """Alerts matching the list's filters, for every reader (the page, the API). One meaning per state: open =
     pending or firing; pending = waiting for its `for`, not held by planned work; held = held now, or resolved
     after being held; resolved = history."""
@@ -60,7 +65,7 @@ def matching(*, cluster=None, severity="", rule="", state="all"):
     return qs.filter(in_state(state))
 
 
-def in_state(state):
+def in_state(state: str) -> Q:
     """The condition of one state filter (STATES)."""
     active = Q(active_key__isnull=False)
     return {
@@ -73,7 +78,7 @@ def in_state(state):
     }[state]
 
 
-def alert_list(f, now=None):
+def alert_list(f: ListFilters, now: datetime | None = None) -> dict[str, Any]:
     """Open alerts (firing, then pending; the most severe first) and one page of history."""
     now = now or timezone.now()
     qs = _filtered(f)
@@ -103,7 +108,7 @@ def alert_list(f, now=None):
             "rules": RULES, "states": STATES, "now": now}
 
 
-def open_for_cluster(cluster):
+def open_for_cluster(cluster: Cluster) -> dict[str, list[Alert]]:
     alerts = list(Alert.objects.filter(cluster=cluster, active_key__isnull=False).select_related("hold_operation"))
     for a in alerts:
         a.spec = BY_KEY.get(a.rule)
@@ -117,7 +122,7 @@ def open_for_cluster(cluster):
             "cluster_held_cleared": list(resolved.filter(held_cleared)[:20])}
 
 
-def firing_summary():
+def firing_summary() -> dict[str, int]:
     """For the fleet overview's banner: firing alerts by severity (one small query)."""
     rows = dict(Alert.objects.filter(state=AlertState.FIRING).values_list("severity").annotate(n=Count("id")))
     return {"alerts_firing": sum(rows.values()), "alerts_critical": rows.get("critical", 0)}
@@ -140,10 +145,10 @@ CHARTS = {
 CHART_AFTER_S = 1800  # the chart's window ends this long after the start (or now), 1 h long
 
 
-def evidence(alert):
+def evidence(alert: Alert) -> dict[str, Any]:
     """Links and charts that show why the alert opened: the figure around its start, the operation or drift
     behind it, the audit events of the cluster in that window, the notifications sent for it."""
-    out = {"charts": [], "links": []}
+    out: dict[str, Any] = {"charts": [], "links": []}
     start = alert.since.timestamp()
     end = min(timezone.now().timestamp(), start + CHART_AFTER_S)
     if alert.resolved_at:
@@ -154,13 +159,13 @@ def evidence(alert):
         if kind == "backend" and alert.server_id:
             out["charts"].append({"title": f"{name.replace('_', ' ')} of {alert.server}", "id": f"alert-chart-{name}",
                                   "url": reverse("monitoring:server_chart", args=[alert.server_id, name]) + f"?end={int(end)}"})
-        elif kind == "proxysql" and alert.node_id:
+        elif kind == "proxysql" and alert.node is not None:
             out["charts"].append({"title": f"{name.replace('_', ' ')} of {alert.node.name}", "id": f"alert-chart-{name}",
                                   "url": reverse("monitoring:proxysql_chart", args=[alert.node_id, name]) + f"?end={int(end)}"})
-    if alert.hold_operation_id:
+    if alert.hold_operation is not None:
         out["links"].append(("The planned work that held it", alert.hold_operation.get_absolute_url(),
                              str(alert.hold_operation)))
-    if alert.operation_id:
+    if alert.operation is not None:
         out["links"].append(("The operation", alert.operation.get_absolute_url(), str(alert.operation)))
     if alert.rule == "drift":
         out["links"].append(("The drift, read from every node now", reverse("fleet:cluster", args=[alert.cluster_id])
@@ -182,11 +187,11 @@ def evidence(alert):
     return out
 
 
-def _utc(epoch):
+def _utc(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, tz=dt_timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def silences(now=None):
+def silences(now: datetime | None = None) -> dict[str, list[Silence]]:
     now = now or timezone.now()
     current = list(Silence.objects.filter(Q(ends_at__gt=now) & Q(expired_at__isnull=True)).select_related("cluster"))
     past = list(Silence.objects.filter(Q(ends_at__lte=now) | Q(expired_at__isnull=False)).select_related("cluster")
@@ -194,12 +199,12 @@ def silences(now=None):
     return {"current": current, "past": past}
 
 
-def channels():
+def channels() -> list[Channel]:
     out = list(Channel.objects.prefetch_related("clusters"))
     for ch in out:
         ch.last = ch.notifications.order_by("-id").first()
     return out
 
 
-def families():
+def families() -> list[tuple[str, list[RuleSpec]]]:
     return [(FAMILIES[f], [r for r in RULES if r.family == f]) for f in FAMILIES]

@@ -3,23 +3,27 @@ early), change a rule's settings for the fleet or one cluster, manage notificati
 Views and commands call these; nothing else writes these rows (the evaluation writes alerts)."""
 import time
 from datetime import timedelta
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from apps.audit.actor import Actor
 from apps.audit.services import record
+from apps.fleet.models import Cluster
 
 from . import notify, rulesettings
 from .catalogue import BY_KEY
 from .models import Alert, Channel, Notification, RuleSetting, Silence
 from .channels import build
+from .forms import ChannelForm
 
 
 class Refused(Exception):
     pass
 
 
-def acknowledge(alert, note, *, actor):
+def acknowledge(alert: Alert, note: str, *, actor: Actor) -> Alert:
     who = actor.who
     with transaction.atomic():
         Alert.objects.filter(pk=alert.pk).update(acked_at=timezone.now(), acked_by=who, ack_note=note)
@@ -29,7 +33,8 @@ def acknowledge(alert, note, *, actor):
     return alert
 
 
-def silence(*, cluster, rule, subject, subject_label, minutes, reason, actor, from_alert=None):
+def silence(*, cluster: Cluster | None, rule: str | None, subject: str | None, subject_label: str | None, minutes: float,
+            reason: str, actor: Actor, from_alert: Alert | None = None) -> Silence:
     """Silence notifications of matching alerts for `minutes` (from now)."""
     if not reason.strip():
         raise Refused("A silence needs a reason.")
@@ -47,7 +52,7 @@ def silence(*, cluster, rule, subject, subject_label, minutes, reason, actor, fr
     return s
 
 
-def end_silence(s, *, actor):
+def end_silence(s: Silence, *, actor: Actor) -> Silence:
     """End a silence now; its alerts still firing are sent at once."""
     if s.expired_at or s.ends_at <= timezone.now():
         raise Refused("This silence is already over.")
@@ -61,7 +66,8 @@ def end_silence(s, *, actor):
     return s
 
 
-def save_rule_setting(cluster, rule, *, enabled, severity, for_s, params, actor):
+def save_rule_setting(cluster: Cluster | None, rule: str, *, enabled: bool | None, severity: str | None,
+                      for_s: float | None, params: dict[str, Any] | None, actor: Actor) -> RuleSetting:
     """Override a rule's defaults for the fleet (cluster None) or one cluster. Empty values inherit."""
     spec = BY_KEY.get(rule)
     if spec is None:
@@ -87,7 +93,7 @@ def save_rule_setting(cluster, rule, *, enabled, severity, for_s, params, actor)
     return row
 
 
-def _setting_dict(row):
+def _setting_dict(row: RuleSetting | None) -> dict[str, Any] | None:
     if row is None or not row.pk:
         return None
     return {"enabled": row.enabled, "severity": row.severity, "for_s": row.for_s, "params": row.params}
@@ -96,7 +102,7 @@ def _setting_dict(row):
 _CHANNEL_FIELDS = ("name", "kind", "recipients", "min_severity", "send_resolved", "enabled")
 
 
-def _channel_dict(ch):
+def _channel_dict(ch: Channel) -> dict[str, Any]:
     """A channel as the audit log keeps it: its URL as scheme and host and a fingerprint (the URL is a secret)."""
     out = {f: getattr(ch, f) for f in _CHANNEL_FIELDS}
     out["url"] = f"{ch.url_shown} (fingerprint {ch.url_fingerprint})" if ch.url else ""
@@ -105,7 +111,7 @@ def _channel_dict(ch):
     return out
 
 
-def save_channel(form, *, actor):
+def save_channel(form: ChannelForm, *, actor: Actor) -> Channel | None:
     """Create or change a channel from a validated ChannelForm (an empty secret keeps the stored one)."""
     ch = form.instance
     before = _channel_dict(Channel.objects.get(pk=ch.pk)) if ch.pk else None
@@ -126,7 +132,7 @@ def save_channel(form, *, actor):
     return ch
 
 
-def delete_channel(ch, *, actor):
+def delete_channel(ch: Channel, *, actor: Actor) -> None:
     before = _channel_dict(ch)
     with transaction.atomic():
         record("delete alert channel", actor=actor, target=ch.name, details={"before": before})
@@ -138,19 +144,20 @@ class _Sample:
 
     rule, severity, state = "test", "info", "firing"
     subject, subject_label = "test", "a test notification"
-    details, resolved_at = {}, None
+    details: dict[str, Any] = {}
+    resolved_at = None
 
-    def __init__(self, who):
+    def __init__(self, who: str) -> None:
         self.pk = 0
         self.since = self.fired_at = timezone.now()
         self.summary = f"A test notification sent by {who} from the console: this channel works."
         self.cluster = type("C", (), {"name": "(test)"})()
 
-    def get_absolute_url(self):
+    def get_absolute_url(self) -> str:
         return "/alerts/"
 
 
-def send_test(ch, *, actor):
+def send_test(ch: Channel, *, actor: Actor) -> Notification:
     """Queue a test message to a channel (delivered like any other, with retries and a log)."""
     who = actor.who
     payload = build(ch, "(test)", "firing", [_Sample(who)], time.time(), f"{ch.pk}:test")

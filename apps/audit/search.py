@@ -18,11 +18,14 @@ checked by the LIKE alone.
 """
 import json
 import re
+from collections.abc import Iterable
+from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
+from django.db.models import QuerySet
 
 from .redaction import shown_details
-from .models import AuditSearchToken
+from .models import AuditEvent, AuditSearchToken
 
 MIN_TOKEN = 2
 MAX_TOKEN = 48
@@ -33,9 +36,9 @@ _PARTS = re.compile(r"[\W_]+")
 _EDGE = ".:-/@#+*&%!?~^$\\"
 
 
-def words_of(text):
+def words_of(text: str) -> set[str]:
     """The distinct indexable words of a (lowercased) text."""
-    out = set()
+    out: set[str] = set()
     for word in set(_WORDS.split(text)):  # a plan repeats its statements per node: split each word once
         word = word.strip(_EDGE)
         if len(word) < MIN_TOKEN:
@@ -47,7 +50,8 @@ def words_of(text):
     return out
 
 
-def search_text(*, action, actor, cluster_name, target, outcome, source_address, details):
+def search_text(*, action: str, actor: str, cluster_name: str, target: str, outcome: str, source_address: str | None,
+                details: Any) -> str:
     """What an event's search covers, lowercased. Derived from hashed fields only, the details as shown (redaction.py:
     a secret no reader sees is no search term either)."""
     details_json = json.dumps(shown_details(action, details), sort_keys=True, ensure_ascii=False, cls=DjangoJSONEncoder)
@@ -55,16 +59,16 @@ def search_text(*, action, actor, cluster_name, target, outcome, source_address,
     return "\n".join(str(p) for p in parts).lower()
 
 
-def tokens_for(text):
+def tokens_for(text: str) -> set[str]:
     words = words_of(text)
     if len(words) > MAX_TOKENS_PER_EVENT:
         words = set(sorted(words, key=lambda w: (-len(w), w))[:MAX_TOKENS_PER_EVENT])
     return words
 
 
-def terms(query):
+def terms(query: str | None) -> list[str]:
     """Split a query into lowercased terms; "double quotes" keep a phrase together."""
-    out = []
+    out: list[str] = []
     for phrase, bare in re.findall(r'"([^"]*)"|(\S+)', query or ""):
         term = (phrase or bare).strip().lower()
         if term and term not in out:
@@ -72,28 +76,28 @@ def terms(query):
     return out[:8]  # a query of more terms is a paste, not a search; the first eight narrow enough
 
 
-def key_word(term):
+def key_word(term: str) -> str | None:
     """The word of a term to look up in the index: its longest (the rarest, as a rule), or None."""
     words = words_of(term)
     return max(words, key=lambda w: (len(w), w)) if words else None
 
 
-def prefix_range(word):
+def prefix_range(word: str) -> tuple[str, str]:
     """(low, high) such that low <= token < high holds for exactly the tokens starting with word."""
     return word, word[:-1] + chr(ord(word[-1]) + 1)
 
 
-def _matching_tokens(word):
+def _matching_tokens(word: str) -> QuerySet[AuditSearchToken]:
     low, high = prefix_range(word)
     return AuditSearchToken.objects.filter(token__gte=low, token__lt=high)
 
 
-def driver(words):
+def driver(words: Iterable[str]) -> tuple[str, int] | None:
     """The word whose index entries narrow the events best, if looking it up pays: (word, capped
     count) for the word with the fewest entries when that is at most DRIVER_LIMIT, else None. Past
     that, a term is common: walking the newest events (already in order) finds a page of matches
     sooner than reading and sorting every match, so the LIKE alone does the work."""
-    best = None
+    best: tuple[str, int] | None = None
     for word in words:
         n = _matching_tokens(word)[:DRIVER_LIMIT + 1].count()
         if best is None or n < best[1]:
@@ -103,7 +107,7 @@ def driver(words):
     return best if best is not None and best[1] <= DRIVER_LIMIT else None
 
 
-def filter_by_terms(queryset, query):
+def filter_by_terms(queryset: QuerySet[AuditEvent], query: str) -> QuerySet[AuditEvent]:
     """Narrow an AuditEvent queryset to the events whose search_text contains every term of `query`."""
     found = terms(query)
     best = driver([k for k in map(key_word, found) if k])
@@ -114,7 +118,7 @@ def filter_by_terms(queryset, query):
     return queryset
 
 
-def filter_by_target(queryset, value):
+def filter_by_target(queryset: QuerySet[AuditEvent], value: str) -> QuerySet[AuditEvent]:
     """Events whose target contains `value` (any case), through the same index: the target's words
     are in search_text too."""
     value = value.strip()

@@ -5,11 +5,16 @@ model), so a page is one index walk that stops after PAGE_SIZE + 1 rows. Pages a
 ("older" = before the last event shown, "newer" = after the first): no OFFSET and no COUNT(*), whose
 cost grows with the table.
 """
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db.models import QuerySet
 
 from . import search
+from .forms import FilterForm
 from .models import AuditEvent
 from .redaction import shown_details
 from .services import _scrub
@@ -20,10 +25,10 @@ EXPORT_FIELDS = ("id", "created_at", "actor", "actor_kind", "source_address", "c
                  "action", "outcome", "duration_ms", "details", "prev_hash", "hash")
 
 
-def filtered(form, now=None):
+def filtered(form: FilterForm, now: datetime | None = None) -> QuerySet[AuditEvent]:
     """The events matching the form's valid filters (unordered)."""
     data = form.cleaned_data if form.is_bound and hasattr(form, "cleaned_data") else {}
-    events = AuditEvent.objects.all()
+    events: QuerySet[AuditEvent] = AuditEvent.objects.all()
     start, end = form.window(now)
     if start:
         events = events.filter(created_at__gte=start)
@@ -46,16 +51,16 @@ def filtered(form, now=None):
 
 @dataclass
 class Page:
-    events: list = field(default_factory=list)
+    events: list[AuditEvent] = field(default_factory=list)
     older: int | None = None  # pass as ?before= for the next older page
     newer: int | None = None  # pass as ?after= for the next newer page
 
 
-def _boundary(pk):
+def _boundary(pk: int) -> tuple[datetime, int] | None:
     return AuditEvent.objects.filter(pk=pk).values_list("created_at", "id").first()
 
 
-def _rows(events, order, size):
+def _rows(events: QuerySet[AuditEvent], order: Sequence[str], size: int) -> list[AuditEvent]:
     """The page's events in two steps: the ids in order (a narrow sort: MariaDB would otherwise put the
     wide rows, details and search_text, into an on-disk temporary table to sort them), then the rows."""
     ids = list(events.order_by(*order).values_list("id", flat=True)[:size])
@@ -63,13 +68,14 @@ def _rows(events, order, size):
     return [shown(found[pk]) for pk in ids if pk in found]
 
 
-def shown(event):
+def shown(event: AuditEvent) -> AuditEvent:
     """The event with its details as anyone may read them (redaction.py); nothing is saved."""
     event.details = shown_details(event.action, event.details)
     return event
 
 
-def page(events, *, before=None, after=None, size=PAGE_SIZE):
+def page(events: QuerySet[AuditEvent], *, before: int | None = None, after: int | None = None,
+         size: int = PAGE_SIZE) -> Page:
     """One keyset page of `events`, newest first."""
     if after is not None and (mark := _boundary(after)):
         created, pk = mark
@@ -91,7 +97,7 @@ def page(events, *, before=None, after=None, size=PAGE_SIZE):
                 newer=rows[0].pk if rows and not first_page else None)
 
 
-def suggestions(limit=2000):
+def suggestions(limit: int = 2000) -> dict[str, list[str]]:
     """Values for the filters' datalists: user names and the actors, actions and targets of the
     newest `limit` events (one primary-key range read; the log's full distinct sets would cost a scan)."""
     recent = list(AuditEvent.objects.order_by("-id").values_list("actor", "action", "target")[:limit])
@@ -103,11 +109,11 @@ def suggestions(limit=2000):
     }
 
 
-def export_rows(events):
+def export_rows(events: QuerySet[AuditEvent]) -> Iterator[dict[str, Any]]:
     """Dicts of EXPORT_FIELDS, newest first, read in keyset chunks: constant memory on any database
     (mysqlclient would buffer one big result set whole). Details are scrubbed once more on the way out."""
     events = events.order_by("-created_at", "-id")
-    mark = None
+    mark: tuple[datetime, int] | None = None
     while True:
         chunk = events
         if mark is not None:

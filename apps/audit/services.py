@@ -6,15 +6,19 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, connection, transaction
+from django.db.models import QuerySet
+from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.ipv6 import clean_ipv6_address
@@ -30,11 +34,11 @@ _SECRET_KEYS = ("password", "passwd", "secret", "token")
 
 
 @functools.lru_cache(maxsize=4096)
-def _secret_key(key):
+def _secret_key(key: str) -> bool:
     return any(s in key.lower() for s in _SECRET_KEYS)
 
 
-def _scrub(value):
+def _scrub(value: Any) -> Any:
     """Drop anything that looks like a credential from details before it is stored."""
     if isinstance(value, dict):
         return {k: ("(hidden)" if _secret_key(str(k)) else _scrub(v)) for k, v in value.items()}
@@ -43,7 +47,7 @@ def _scrub(value):
     return value
 
 
-def _actor_of(request, user, rule):
+def _actor_of(request: HttpRequest | None, user: Any, rule: str | None) -> Actor:
     """The Actor the older keywords name: a rule first; a user given outright acts at the page (with the request's
     address when there is one); else the request's own user and door; else the system."""
     if rule:
@@ -54,7 +58,7 @@ def _actor_of(request, user, rule):
     return Actor(ActorKind.USER, user=user, address=actor.address) if user is not None else actor
 
 
-def _as_stored(address):
+def _as_stored(address: str | None) -> str | None:
     """An address as the column stores it (an IPv6 address in its short form), so that the hash covers
     what the database hands back."""
     if address and ":" in address:
@@ -65,8 +69,9 @@ def _as_stored(address):
     return address
 
 
-def record(action, *, outcome="success", actor=None, request=None, user=None, rule=None, cluster=None, target="",
-           details=None, duration_ms=None):
+def record(action: str, *, outcome: str = "success", actor: Actor | None = None, request: HttpRequest | None = None,
+           user: Any = None, rule: str | None = None, cluster: Any = None, target: Any = "",
+           details: dict[str, Any] | None = None, duration_ms: float | None = None) -> AuditEvent | None:
     """Append one audit event. Who acted: `actor` (apps/audit/actor.py); the older keywords still say it the old
     way (a named automatic `rule`, `user`, the request's user) and become an Actor here.
 
@@ -84,7 +89,7 @@ def record(action, *, outcome="success", actor=None, request=None, user=None, ru
     return append_event(**fields)
 
 
-def append_event(*, created_at=None, **fields):
+def append_event(*, created_at: datetime | None = None, **fields: Any) -> AuditEvent:
     """The chain's one append, under the head's row lock: record() resolves the actor and calls this.
     `created_at` defaults to now; tests and imports of older logs pass their own."""
     _ensure_head()
@@ -92,13 +97,13 @@ def append_event(*, created_at=None, **fields):
         return _append(_locked_head(), created_at=created_at, **fields)
 
 
-def _locked_head():
+def _locked_head() -> AuditChainHead:
     """The chain head's row, locked until the transaction ends: every append waits for it in turn."""
     _ensure_head()
     return AuditChainHead.objects.select_for_update().get(id=1)
 
 
-def _ensure_head():
+def _ensure_head() -> None:
     """The head of an empty chain, made by a plain INSERT in a transaction of its own, before the append's
     (outside one, it commits at once): concurrent first appends then wait on an existing row. Locking the
     missing row (SELECT ... FOR UPDATE, then INSERT), or an INSERT inside the append's transaction, left InnoDB
@@ -112,8 +117,10 @@ def _ensure_head():
         pass  # created by another append at the same moment
 
 
-def _append(head, *, created_at=None, actor, actor_kind, actor_user_id=None, source_address=None, cluster_id=None,
-            cluster_name="", target="", action, outcome="success", details=None, duration_ms=None):
+def _append(head: AuditChainHead, *, created_at: datetime | None = None, actor: str, actor_kind: str,
+            actor_user_id: int | None = None, source_address: str | None = None, cluster_id: int | None = None,
+            cluster_name: str | None = "", target: Any = "", action: str, outcome: str = "success",
+            details: dict[str, Any] | None = None, duration_ms: float | None = None) -> AuditEvent:
     # Round-trip through JSON now so the hash is computed over exactly what the database will return.
     details = json.loads(json.dumps(_scrub(details or {}), cls=DjangoJSONEncoder))
     # In UTC, as the database hands it back: the hash covers its isoformat().
@@ -150,13 +157,13 @@ SAMPLE_SIZE = 10  # distinct (source address, details) kept per summary
 SAMPLE_CHARS = 1000  # details longer than this are kept as their first characters
 
 
-def _burst_key(fields):
+def _burst_key(fields: dict[str, Any]) -> str:
     parts = [fields["actor"][:150], fields["action"][:100], str(fields["target"])[:300], fields["cluster_id"],
              fields["outcome"]]
     return hashlib.sha256(json.dumps(parts).encode("utf-8")).hexdigest()
 
 
-def _record_refusal(fields):
+def _record_refusal(fields: dict[str, Any]) -> AuditEvent | None:
     window = timedelta(seconds=settings.AUDIT_REFUSAL_WINDOW_S)
     key = _burst_key(fields)
     _ensure_head()
@@ -189,7 +196,7 @@ def _record_refusal(fields):
     return event
 
 
-def _add_to_sample(burst, fields):
+def _add_to_sample(burst: RefusalBurst, fields: dict[str, Any]) -> None:
     details = json.loads(json.dumps(_scrub(fields["details"] or {}), cls=DjangoJSONEncoder))
     if len(json.dumps(details)) > SAMPLE_CHARS:
         details = json.dumps(details)[:SAMPLE_CHARS] + "…"
@@ -202,7 +209,7 @@ def _add_to_sample(burst, fields):
         burst.sample_complete = False
 
 
-def _close_window(head, burst, now):
+def _close_window(head: AuditChainHead, burst: RefusalBurst, now: datetime) -> None:
     """End the burst's window: the summary of what it counted (then no new allowance: the flood goes
     on), or a new allowance when it counted nothing."""
     if burst.folded:
@@ -219,7 +226,7 @@ def _close_window(head, burst, now):
     burst.window_start = now
 
 
-def flush_refusal_bursts(now=None):
+def flush_refusal_bursts(now: datetime | None = None) -> int:
     """Beat: write the summary of every window that has ended with refusals counted, and forget the
     keys that stayed quiet for a window. Returns the number of summaries written."""
     now = now or timezone.now()
@@ -234,24 +241,24 @@ def flush_refusal_bursts(now=None):
     return len(ended)
 
 
-def count_with_repeats(events):
+def count_with_repeats(events: QuerySet[AuditEvent]) -> int:
     """How many refusals `events` stands for: a summary of repeated refusals counts as its repeats."""
     summaries = [d.get("repeated") for d in events.filter(details__has_key="repeated").values_list("details", flat=True)]
     return events.count() - len(summaries) + sum(int(n or 0) for n in summaries)
 
 
-def search_text_of(event):
+def search_text_of(event: AuditEvent) -> str:
     return search.search_text(action=event.action, actor=event.actor, cluster_name=event.cluster_name,
                               target=event.target, outcome=event.outcome, source_address=event.source_address,
                               details=event.details)
 
 
 @contextmanager
-def timed():
+def timed() -> Iterator[Any]:
     """`with timed() as t: ...; t.ms` -- the duration to pass to record()."""
 
     class Timer:
-        ms = None
+        ms: float | None = None
 
     timer = Timer()
     start = time.monotonic()
@@ -269,11 +276,12 @@ class Progress:
     hashing scheme at `last_id` (scheme None: not known, at the start or after an archive); `broken` (an
     AuditEvent) and `reason` once a bad link is found; `done` at the end."""
 
-    def __init__(self, after_id, prev_hash, checked=0, scheme=None):
+    def __init__(self, after_id: int, prev_hash: str, checked: int = 0, scheme: int | None = None) -> None:
         self.last_id, self.last_hash, self.checked, self.last_scheme = after_id, prev_hash, checked, scheme
-        self.broken, self.reason, self.done = None, "", False
+        self.broken: AuditEvent | None = None
+        self.reason, self.done = "", False
 
-    def why_broken(self, stored_hash, content):
+    def why_broken(self, stored_hash: str, content: dict[str, Any]) -> str:
         """Why the next event does not continue the chain, or "" when it does: its link to the event
         before it, its hash under its own scheme, and the schemes' order (legacy, then the re-anchor
         event, then the current scheme only)."""
@@ -290,20 +298,20 @@ class Progress:
             return "the hashing scheme changes here without a re-anchor event"
         return ""
 
-    def advance(self, pk, stored_hash, content):
+    def advance(self, pk: int, stored_hash: str, content: dict[str, Any]) -> None:
         self.last_id, self.last_hash = pk, stored_hash
         self.last_scheme = content.get("scheme", LEGACY_SCHEME)
         self.checked += 1
 
 
-def is_reanchor(content):
+def is_reanchor(content: dict[str, Any]) -> bool:
     """The event that ends the legacy scheme: written by the system, naming the head it continues."""
     details = content["details"] if isinstance(content["details"], dict) else {}
     return (content["action"] == REANCHOR_ACTION and content["actor_kind"] == ActorKind.SYSTEM
             and details.get("old_head") == content["prev_hash"])
 
 
-def chain_start():
+def chain_start() -> tuple[int, str]:
     """(after_id, prev_hash) where the chain in the table begins: after the newest archive's head,
     or at the genesis hash."""
     archive = AuditArchive.objects.order_by("-last_id").first()
@@ -313,26 +321,31 @@ def chain_start():
 _SQLITE_DATETIME = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{6})?")
 
 
-def _isoformat(value):
+def _isoformat(value: str | datetime) -> str:
     """created_at as content() renders it, from the raw column value: SQLite gives Django's stored
     text (UTC, "YYYY-MM-DD HH:MM:SS[.ffffff]"), MariaDB a naive UTC datetime."""
     if isinstance(value, str):
         if _SQLITE_DATETIME.fullmatch(value):
             return value.replace(" ", "T", 1) + "+00:00"
-        value = parse_datetime(value)
+        parsed = parse_datetime(value)
+        if parsed is None:  # the column holds what Django wrote: no other text is expected
+            raise ValueError(f"created_at {value!r} is not a date and time")
+        value = parsed
     if value.tzinfo is None:
         value = value.replace(tzinfo=dt_timezone.utc)
     return value.isoformat()
 
 
-def _rows(after_id, upto_id=None, chunk=VERIFY_CHUNK):
+def _rows(after_id: int, upto_id: int | None = None,
+          chunk: int = VERIFY_CHUNK) -> Iterator[tuple[int, str, dict[str, Any]]]:
     """(id, hash, content) oldest first, read in keyset chunks: bounded memory on any database
     (mysqlclient buffers a whole result set, so one query over a million rows is not an option).
     Raw SQL with two conversions of our own (created_at, details): the ORM's per-row converters
     would double the time of a verification. The content is what the row's scheme hashes."""
     meta = AuditEvent._meta
     qn = connection.ops.quote_name
-    columns = ", ".join(qn(meta.get_field(f).column) for f in ("id", "hash", "scheme") + HASHED_FIELDS)
+    column_of = {f.name: f.column for f in meta.concrete_fields}
+    columns = ", ".join(qn(column_of[f]) for f in ("id", "hash", "scheme") + HASHED_FIELDS)
     upto = " AND id <= %s" if upto_id is not None else ""
     sql = f"SELECT {columns} FROM {qn(meta.db_table)} WHERE id > %s{upto} ORDER BY id LIMIT {int(chunk)}"
     while True:
@@ -350,7 +363,8 @@ def _rows(after_id, upto_id=None, chunk=VERIFY_CHUNK):
         after_id = rows[-1][0]
 
 
-def verify_some(progress, *, deadline=None, upto_id=None, on_row=None):
+def verify_some(progress: Progress, *, deadline: float | None = None, upto_id: int | None = None,
+                on_row: Callable[[int, str, dict[str, Any]], None] | None = None) -> Progress:
     """Advance `progress` over the events after progress.last_id (up to upto_id), stopping at the
     first broken link, at the end, or once time.monotonic() passes `deadline` (then done is False:
     call again to go on). `on_row(id, hash, content)` sees each verified event (retention writes it)."""
@@ -370,7 +384,7 @@ def verify_some(progress, *, deadline=None, upto_id=None, on_row=None):
     return progress
 
 
-def verify_chain():
+def verify_chain() -> tuple[int, AuditEvent | None, str]:
     """Walk the log oldest first, from the archived head if retention ran.
     Returns (checked_count, first_broken_event_or_None, reason)."""
     progress = verify_some(Progress(*chain_start()))
@@ -383,13 +397,13 @@ class ArchiveRefused(Exception):
     pass
 
 
-def _archive_dir():
+def _archive_dir() -> Path:
     path = Path(settings.AUDIT_ARCHIVE_DIR)
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
-def _sha256_of(path):
+def _sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -397,7 +411,8 @@ def _sha256_of(path):
     return digest.hexdigest()
 
 
-def archive_old_events(days=None, *, now=None, user=None, delete_chunk=20000):
+def archive_old_events(days: int | None = None, *, now: datetime | None = None, user: Any = None,
+                       delete_chunk: int = 20000) -> AuditArchive | None:
     """Retention, the only path that removes audit events. The events created more than `days`
     (AUDIT_RETENTION_DAYS) ago are verified, written to a gzip JSONL file under AUDIT_ARCHIVE_DIR
     (one event per line, then a line {"archive": {...}} with the chain head at the cut), recorded in
@@ -416,15 +431,15 @@ def archive_old_events(days=None, *, now=None, user=None, delete_chunk=20000):
     final = _archive_dir() / f"audit-{after_id + 1:012d}-{cut:012d}.jsonl.gz"
     tmp = final.with_suffix(".tmp")
     progress = Progress(after_id, prev_hash)
-    first = {}
+    first: dict[str, int] = {}
     with open(tmp, "xb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) as gz:
-        def write(pk, stored_hash, content):
+        def write(pk: int, stored_hash: str, content: dict[str, Any]) -> None:
             first.setdefault("id", pk)
             line = {"id": pk, **content, "hash": stored_hash}
             gz.write(json.dumps(line, sort_keys=True, cls=DjangoJSONEncoder, separators=(",", ":")).encode() + b"\n")
 
         verify_some(progress, upto_id=cut, on_row=write)
-        head = {"first_id": first.get("id"), "last_id": progress.last_id, "count": progress.checked,
+        head: dict[str, Any] = {"first_id": first.get("id"), "last_id": progress.last_id, "count": progress.checked,
                 "first_prev_hash": prev_hash, "head_hash": progress.last_hash, "cutoff": cutoff.isoformat(),
                 "created_at": now.isoformat()}
         gz.write(json.dumps({"archive": head}, sort_keys=True).encode() + b"\n")
@@ -461,7 +476,7 @@ def archive_old_events(days=None, *, now=None, user=None, delete_chunk=20000):
     return archive
 
 
-def _finish_removals(chunk=20000):
+def _finish_removals(chunk: int = 20000) -> None:
     """Delete the events (and their search tokens) that an archive holds but the table still has:
     right after archiving, or after a run that died half-way. Raw SQL on purpose: the append-only
     QuerySet refuses deletes, and this is the one path allowed to do them."""
@@ -477,14 +492,14 @@ def _finish_removals(chunk=20000):
         AuditArchive.objects.filter(pk=archive.pk).update(removed=True)
 
 
-def read_archive(path):
+def read_archive(path: Path | str) -> Iterator[dict[str, Any]]:
     """Yield the event dicts of an archive file, then its head dict as {"archive": {...}}."""
     with gzip.open(path, "rt", encoding="utf-8") as f:
         for line in f:
             yield json.loads(line)
 
 
-def verify_archive(archive):
+def verify_archive(archive: AuditArchive) -> tuple[bool, str]:
     """Check an archive file against its AuditArchive row: the file's sha256, every event's hash and
     link from first_prev_hash, the count and the head. Returns (ok, message)."""
     path = Path(archive.path)

@@ -17,10 +17,14 @@ fleet.Cluster, read by attribute.
 """
 import ipaddress
 import re
+from typing import Any
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
 LOOPBACK_NAMES = ("localhost",)
 SETTING = "credential hosts (Cluster.credential_hosts, set by an admin)"
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Entry = ipaddress.IPv4Network | ipaddress.IPv6Network | re.Pattern[str]  # what parse() reads of one entry
 
 _LABEL = re.compile(r"^[a-z0-9_*](?:[a-z0-9_*-]{0,61}[a-z0-9_*])?$")
 
@@ -29,11 +33,11 @@ class EntryError(ValueError):
     pass
 
 
-def _name(host):
+def _name(host: str) -> str:
     return host.strip().lower().rstrip(".")
 
 
-def address(host):
+def address(host: str) -> IPAddress | None:
     """The host as an IP address (brackets, zone and IPv4-mapped IPv6 handled), or None for a name."""
     text = host.strip()
     if text.startswith("[") and text.endswith("]"):
@@ -49,9 +53,9 @@ def address(host):
     return ip
 
 
-def parse(text):
+def parse(text: str | None) -> list[Entry]:
     """[network or compiled name pattern] from the setting's text. Raises EntryError naming the entry."""
-    entries = []
+    entries: list[Entry] = []
     for raw in re.split(r"[\s,]+", text or ""):
         if not raw:
             continue
@@ -69,7 +73,7 @@ def parse(text):
     return entries
 
 
-def host_allowed(entries, host):
+def host_allowed(entries: list[Entry], host: str) -> tuple[bool, str | None]:
     """(True, the entry it matched) or (False, None) for a host against parsed entries."""
     ip = address(host)
     for entry in entries:
@@ -81,12 +85,12 @@ def host_allowed(entries, host):
     return False, None
 
 
-def _loopback(host):
+def _loopback(host: str) -> bool:
     ip = address(host)
     return ip in LOOPBACK[0] or ip in LOOPBACK[1] if ip is not None else _name(host) in LOOPBACK_NAMES
 
 
-def _in_cluster(cluster, host):
+def _in_cluster(cluster: Any, host: str) -> bool:
     name = _name(host)
     ip = address(host)
     known = list(cluster.servers.values_list("hostname", flat=True))
@@ -94,7 +98,7 @@ def _in_cluster(cluster, host):
     return any(_name(k) == name or (ip is not None and address(k) == ip) for k in known)
 
 
-def credentials_allowed(cluster, host, port=None):
+def credentials_allowed(cluster: Any, host: str, port: int | None = None) -> tuple[bool, str]:
     """(allowed, reason): may `cluster`'s stored credentials be sent to host:port? `cluster` None: a cluster not
     made yet (loopback only). The reason names the host and the setting, for refusals shown to a person."""
     where = f"{host}:{port}" if port is not None else str(host)

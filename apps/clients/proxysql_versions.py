@@ -9,6 +9,8 @@ four. What a version lacks is a variable: ProxySQL answers `SET <unknown>=...` w
 node and nothing on another.
 """
 import re
+from collections.abc import Mapping
+from typing import Any
 
 KNOWN = ("2.5", "2.6", "2.7", "3.0")
 # The variables that some of these versions have and others not -> the versions that have them.
@@ -45,13 +47,13 @@ DEFAULTS = {name: {"2.5": old, "2.6": new, "2.7": new, "3.0": new} for name, (ol
 VERSION_RE = re.compile(r"^\s*(\d+)\.(\d+)")
 
 
-def series(version_text):
+def series(version_text: str | None) -> str | None:
     """'2.5.5-10-g195bd70' -> '2.5'; None when it does not read as a version."""
     m = VERSION_RE.match(version_text or "")
     return f"{int(m.group(1))}.{int(m.group(2))}" if m else None
 
 
-def lacks(version_text, name):
+def lacks(version_text: str | None, name: str) -> bool:
     """Does a node of this version lack this variable? False when the version is unknown or the variable is in
     every version."""
     have = VARIABLE_VERSIONS.get(name)
@@ -59,14 +61,15 @@ def lacks(version_text, name):
     return have is not None and s in KNOWN and s not in have
 
 
-def one_side_lacks(name, intended, node_value):
+def one_side_lacks(name: str, intended: Mapping[str, Any], node_value: str | None) -> bool:
     """A variable of some versions only that the configuration (recorded from a node of another version) or the
     node (a ProxySQL lists every variable it has) does not hold: the versions differ, which is not drift and
     nothing to write."""
     return name in VARIABLE_VERSIONS and (node_value is None or name not in (intended.get("global_variables") or {}))
 
 
-def versions_differ(name, intended, node_value, node_version):
+def versions_differ(name: str, intended: Mapping[str, Any], node_value: str | None,
+                    node_version: str | None) -> bool:
     """Is the difference between intent and this node's value the versions' own, not drift and nothing to write?
     Either one side lacks a variable some versions lack (one_side_lacks), or the node holds its own version's default
     of a variable whose default differs between versions while intent holds another version's default (intent
@@ -74,12 +77,13 @@ def versions_differ(name, intended, node_value, node_version):
     if one_side_lacks(name, intended, node_value):
         return True
     defaults = DEFAULTS.get(name) or {}
-    mine = defaults.get(series(node_version))
+    node_series = series(node_version)
+    mine = defaults.get(node_series) if node_series else None
     want = (intended.get("global_variables") or {}).get(name)
     return mine is not None and node_value == mine and want != mine and want in defaults.values()
 
 
-def versions_with(name):
+def versions_with(name: str) -> str:
     return ", ".join(VARIABLE_VERSIONS.get(name, KNOWN))
 
 
@@ -92,9 +96,10 @@ MIRROR_SWAP_WORDS = ("ProxySQL 3.0 builds before the fix of sysown/proxysql#4867
                      "RULES TO RUNTIME and route by the exchanged values; no LOAD repairs it: upgrade the node")
 
 
-def mirror_swapped(want, got):
+def mirror_swapped(want: Mapping[str, Any] | None, got: Mapping[str, Any] | None) -> bool:
     """Does the query rule `got` (a node's runtime row) hold `want`'s mirror_hostgroup and mirror_flagOUT exchanged,
     and the two differ? (Other columns are judged as usual.)"""
     a, b = MIRROR_COLUMNS
-    return (bool(want) and bool(got) and want.get(a) != want.get(b)
-            and got.get(a) == want.get(b) and got.get(b) == want.get(a))
+    if not want or not got:
+        return False
+    return want.get(a) != want.get(b) and got.get(a) == want.get(b) and got.get(b) == want.get(a)

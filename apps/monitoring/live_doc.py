@@ -110,6 +110,6 @@ class ChannelDoc(_Full):
 FULL = {"proxysql": ProxySQLNodeDoc, "backend": BackendNodeDoc, "drift": DriftNodeDoc, "channel": ChannelDoc}
 
 
-def decode_strictly(kind, raw):
+def decode_strictly(kind: str, raw: bytes | str) -> msgspec.Struct:
     """The document as its full schema: a field nobody declared here is an error (the writers' test)."""
     return msgspec.json.decode(raw, type=FULL[kind])

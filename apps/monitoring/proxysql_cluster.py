@@ -14,7 +14,12 @@ galera and aurora hostgroup tables, hostgroup attributes and servers ssl params)
 under every admin-cluster_mysql_servers_sync_algorithm; the mysql_servers checksum is runtime_mysql_servers alone.
 Before 2.6 (no mysql_servers_v2 row in runtime_checksums_values) the older pull of #2146 is assumed.
 """
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeGuard
+
+from apps.clients.proxysql import ModuleChecksum, PeerChecksum
 from apps.clients.proxysql_versions import series
+from apps.fleet.models import ProxySQLNode
 
 from . import status
 
@@ -28,11 +33,14 @@ SETTINGS_OF = {"mysql_servers_v2": "mysql_servers"}
 # A peer's diff_check this far past diffs_before_sync means no pull happened when one was due: it only grows.
 GROWTH_MARGIN = 3
 
+Part = dict[str, Any]  # a document's "proxysql_cluster" part: settings_part() and checks_part() together
+Row = dict[str, Any]  # one node's line of a module in cluster_view()
 
-def settings_part(settings, peers):
+
+def settings_part(settings: Mapping[str, str | None], peers: Iterable[tuple[str, int | str]]) -> Part:
     """The document's "proxysql_cluster" settings from one read with the variables: `settings` {variable: value}
     (admin-cluster_*, never the password) and `peers` [(host, port)] (runtime_proxysql_servers)."""
-    modules = {}
+    modules: dict[str, list[Any]] = {}
     for name in MODULES.keys() - SETTINGS_OF.keys():
         diffs = settings.get(f"admin-cluster_{name}_diffs_before_sync")
         if diffs is not None:
@@ -43,7 +51,7 @@ def settings_part(settings, peers):
             "peers": [[h, int(p)] for h, p in peers]}
 
 
-def checks_part(checksums, seen):
+def checks_part(checksums: Iterable[ModuleChecksum] | None, seen: Iterable[PeerChecksum] | None) -> Part:
     """The document's "proxysql_cluster" checksums from one poll: `checksums` [ModuleChecksum] (the node's own) and
     `seen` [PeerChecksum] (its peers' as it last read them); None when not read (the node is in no cluster)."""
     return {"checksums": None if checksums is None else {c.name: [c.version, c.epoch, c.checksum] for c in checksums},
@@ -51,22 +59,22 @@ def checks_part(checksums, seen):
                                                 s.updated_at, s.diff_check] for s in seen]}
 
 
-def configured(part):
+def configured(part: Part | None) -> TypeGuard[Part]:
     """Whether the node takes part in a ProxySQL Cluster at all: cluster credentials and peers."""
     return bool(part and part.get("user") and part.get("peers"))
 
 
-def diffs_before_sync(part, module):
+def diffs_before_sync(part: Part, module: str) -> int:
     """The node's admin-cluster_<module>_diffs_before_sync for this checksum (mysql_servers_v2: mysql_servers'), else 0."""
     return (part["modules"].get(SETTINGS_OF.get(module, module)) or [0])[0] or 0
 
 
-def sync_on(part, module):
+def sync_on(part: Part, module: str) -> bool:
     """Native sync of this module is on for this node: in a cluster, and diffs_before_sync > 0."""
     return configured(part) and diffs_before_sync(part, module) > 0
 
 
-def pulls_on_v2(part, version=None):
+def pulls_on_v2(part: Part, version: str | None = None) -> bool:
     """Does this node (ProxySQL 2.6+) decide the mysql_servers pull on mysql_servers_v2, fetching every hostgroup
     table? By its polled version (admin-version) when read, else by a mysql_servers_v2 row among its checksums."""
     s = series(version)
@@ -75,22 +83,22 @@ def pulls_on_v2(part, version=None):
     return "mysql_servers_v2" in (part.get("checksums") or {})
 
 
-def _int(value):
+def _int(value: object) -> int | None:
     try:
-        return int(value)
+        return int(value)  # type: ignore[call-overload]  # anything: what int() refuses is None
     except (TypeError, ValueError):
         return None
 
 
-def _same_host(a, b):
+def _same_host(a: str, b: str) -> bool:
     local = ("127.0.0.1", "localhost", "::1")
     return a == b or (a in local and b in local)
 
 
-def self_row(part, host, port):
+def self_row(part: Part, host: str, port: int) -> tuple[str, int] | None:
     """(host, port) of the node's own row in its proxysql_servers: its admin endpoint, else the row whose checksums
     are all its own (a node listed by another name)."""
-    rows = {}
+    rows: dict[tuple[str, int], dict[str, list[Any]]] = {}
     for h, p, name, ver, epoch, csum, *_ in part.get("seen") or []:
         rows.setdefault((h, p), {})[name] = [ver, epoch, csum]
     for h, p in rows:
@@ -103,7 +111,7 @@ def self_row(part, host, port):
     return None
 
 
-def synced_from(part, host, port, module):
+def synced_from(part: Part, host: str, port: int, module: str) -> tuple[str, float] | None:
     """(peer "host:port", when) this node last took `module` from, else None: the peer that already held the node's
     checksum and epoch when the node first saw it change (the node itself changed later), as its own
     stats_proxysql_servers_checksums says. Needs the node to list itself in proxysql_servers (the usual layout)."""
@@ -122,18 +130,19 @@ def synced_from(part, host, port, module):
     return f"{src[0]}:{src[1]}", mine[6]
 
 
-def growing(part, host, port):
+def growing(part: Part, host: str, port: int) -> list[tuple[str, str, int, int, int]]:
     """The peers whose diff_check on this node is past diffs_before_sync + GROWTH_MARGIN for a module whose sync is on:
     [(peer "host:port", module, diff_check, peer version, peer epoch)]."""
     me = self_row(part, host, port)
-    out = []
+    out: list[tuple[str, str, int, int, int]] = []
     for h, p, name, ver, epoch, _csum, _ch, _up, diff in part.get("seen") or []:
         if (h, p) != me and sync_on(part, name) and diff > diffs_before_sync(part, name) + GROWTH_MARGIN:
             out.append((f"{h}:{p}", name, diff, ver, epoch))
     return out
 
 
-def why_growing(part, module, peer_version, peer_epoch, version=None):
+def why_growing(part: Part, module: str, peer_version: int, peer_epoch: int,
+                version: str | None = None) -> tuple[str, str]:
     """(what it is, the action that clears it) for a diff_check that only grows on a node (`part`, its ProxySQL
     `version` as polled: admin-version) for a peer."""
     load = f"LOAD {MODULES[module]} TO RUNTIME"
@@ -175,7 +184,7 @@ def why_growing(part, module, peer_version, peer_epoch, version=None):
             f"or {load} on the node whose {module} is right")
 
 
-def not_synced_yet(module, read, parts, now):
+def not_synced_yet(module: str, read: Sequence[Row], parts: Mapping[int, Part | None], now: float) -> bool:
     """The nodes differ on `module` only because the newest LOAD is younger than the peers' pull takes: every node
     without the newest checksum syncs the module, and less than (diffs_before_sync + 1) checks have passed since that
     epoch (the first check comes up to one interval after the LOAD). "Peer has not synced yet", not a difference."""
@@ -184,7 +193,7 @@ def not_synced_yet(module, read, parts, now):
         if r["checksum"] == newest["checksum"]:
             continue
         part = parts[r["node"].pk]
-        if not r["sync"] or not newest["epoch"]:
+        if not part or not r["sync"] or not newest["epoch"]:  # (a node not read is not pulling)
             return False
         window = (diffs_before_sync(part, module) + 1) * (part.get("interval_ms") or 1000) / 1000
         if now - newest["epoch"] >= window:
@@ -192,7 +201,7 @@ def not_synced_yet(module, read, parts, now):
     return True
 
 
-def cluster_view(nodes, docs):
+def cluster_view(nodes: Sequence[ProxySQLNode], docs: Mapping[int, Any]) -> dict[str, Any] | None:
     """The cluster page's "ProxySQL Cluster" panel from the nodes' latest documents: None when no node takes part in
     a ProxySQL Cluster. `nodes`: ProxySQLNode rows (name, admin_host, admin_port, pk); `docs`: {pk: document or None},
     a reader's struct with ts and proxysql_cluster (selectors.NodeDoc)."""
@@ -200,9 +209,9 @@ def cluster_view(nodes, docs):
     if not any(configured(p) for p in parts.values()):
         return None
     polled_at = max((d.ts if (d := docs.get(n.pk)) else 0) for n in nodes)
-    modules = []
+    modules: list[dict[str, Any]] = []
     for module, load in MODULES.items():
-        rows = []
+        rows: list[Row] = []
         for n in nodes:
             part = parts[n.pk]
             if not part:
@@ -215,16 +224,16 @@ def cluster_view(nodes, docs):
         read = [r for r in rows if r["checksum"] is not None]
         if not read:
             continue      # a module no node has (ldap_variables without LDAP)
-        groups = {}
+        groups: dict[str, list[str]] = {}
         for r in read:
             groups.setdefault(r["checksum"], []).append(r["node"].name)
-        traps = []
+        traps: list[tuple[str, str]] = []
         if any(r["sync"] for r in rows) and len(read) > 1 and all(r["version"] == 1 for r in read):
             traps.append((f"every node holds {module} at version 1 (started from disk, no LOAD since): a module at "
                           "version 1 is never a sync source (sysown/proxysql #1173, #3269)",
                           f"no node can be a sync source until a LOAD ... TO RUNTIME on one node: LOAD {load} TO RUNTIME "
                           "on the node whose configuration is right"))
-        epochs = {}
+        epochs: dict[int, set[str]] = {}
         for r in read:
             epochs.setdefault(r["epoch"], set()).add(r["checksum"])
         if any(len(sums) > 1 for sums in epochs.values()):
@@ -236,7 +245,7 @@ def cluster_view(nodes, docs):
         modules.append({"name": module, "part_of": SETTINGS_OF.get(module), "rows": rows, "sync_on": [r["node"].name for r in rows if r["sync"]],
                         "sync_off": [r["node"].name for r in rows if not r["sync"]],
                         "converged": len(groups) <= 1, "not_synced_yet": pulling, "groups": groups, "traps": traps})
-    grows = []
+    grows: list[dict[str, Any]] = []
     for n in nodes:
         part = parts[n.pk]
         if not configured(part):

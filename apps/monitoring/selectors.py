@@ -6,6 +6,7 @@ Everything here returns plain dicts and lists ready for a template; status.py sa
 are decoded into the structs below (live.read_typed), which name what these pages read.
 """
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -15,7 +16,7 @@ from django.conf import settings
 from django.urls import reverse
 
 from apps.clients import proxysql_versions as versions
-from apps.fleet.models import HostgroupMembership
+from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 
 from . import live, live_doc, proxysql_cluster, status
 from .chunks import last_reachable_raw
@@ -58,11 +59,11 @@ NO_BACKEND_DOC = BackendDoc(ts=0.0)  # what backend_live shows of a backend with
 class Latest:
     """Latest-state documents of one kind ({pk: struct or None}), or why there are none."""
 
-    docs: dict = field(default_factory=dict)
+    docs: dict[int, Any] = field(default_factory=dict)
     unavailable: str = ""  # "" when Redis answered
 
 
-def latest(kind, pks, struct=None):
+def latest(kind: str, pks: list[int], struct: type[msgspec.Struct] | None = None) -> Latest:
     """The documents decoded into `struct` (by default NodeDoc or BackendDoc for the kind); one MGET."""
     try:
         return Latest(docs=live.read_typed(kind, pks, struct or STRUCTS[kind]))
@@ -70,18 +71,18 @@ def latest(kind, pks, struct=None):
         return Latest(unavailable=str(exc) or "Redis unavailable")
 
 
-def _url_maker(name):
+def _url_maker(name: str) -> Callable[..., str]:
     """reverse() once, then format: a thousand reverse() calls would cost more than the page."""
     pattern = reverse(name, args=[987654321]).replace("987654321", "{}")
     return pattern.format
 
 
-def _ts(epoch):
+def _ts(epoch: float | None) -> datetime | None:
     return datetime.fromtimestamp(epoch, tz=timezone.utc) if epoch else None
 
 
 # -- one ProxySQL node -----------------------------------------------------------------------------
-def proxysql_live(node, now=None):
+def proxysql_live(node: ProxySQLNode, now: float | None = None) -> dict[str, Any]:
     """The node's latest state for its page: freshness, figures, the mirror verdict, the pool rows.
     When Redis is down, the last pool poll stored in the database stands in (and says so)."""
     now = now or time.time()
@@ -89,7 +90,7 @@ def proxysql_live(node, now=None):
     got = latest(live.PROXYSQL, [node.pk])
     doc = got.docs.get(node.pk)
     state, age = status.freshness(doc, cluster.poll_interval_s, now)
-    out = {"node": node, "unavailable": got.unavailable, "doc": doc, "state": state, "colour": status.COLOURS[state],
+    out: dict[str, Any] = {"node": node, "unavailable": got.unavailable, "doc": doc, "state": state, "colour": status.COLOURS[state],
            "age": age, "figures_age": status.figures_age(doc, age, now), "error": None, "error_kind": None, "error_since": None, "last_ok": None,
            "figures": {}, "pool": [], "from_history": None, "variables_age": None,
            # A ProxySQL serving several clusters: its global figures and mirror are every one's (node-wide).
@@ -114,7 +115,7 @@ def proxysql_live(node, now=None):
     return out
 
 
-def _pool_from_history(node, now):
+def _pool_from_history(node: ProxySQLNode, now: float) -> dict[str, Any]:
     last = last_reachable_raw(node.pk)
     if not last:
         return {}
@@ -132,7 +133,7 @@ def _pool_from_history(node, now):
 
 
 # -- one backend -----------------------------------------------------------------------------------
-def backend_live(server, now=None):
+def backend_live(server: Server, now: float | None = None) -> dict[str, Any]:
     now = now or time.time()
     cluster = server.cluster
     got = latest(live.BACKEND, [server.pk])
@@ -141,7 +142,7 @@ def backend_live(server, now=None):
     d = doc or NO_BACKEND_DOC
     problems = status.backend_problems_of(d.state, d.lag_seconds, cluster.max_replication_lag) \
         if state == status.OK else []
-    out = {"server": server, "unavailable": got.unavailable, "doc": doc, "state": state, "age": age,
+    out: dict[str, Any] = {"server": server, "unavailable": got.unavailable, "doc": doc, "state": state, "age": age,
            "figures_age": status.figures_age(doc, age, now),
            "colour": status.backend_colour(state, problems), "problems": problems,
            "label": status.wsrep_label_of(d.state), "wsrep": d.state or {}, "lag_seconds": d.lag_seconds,
@@ -164,7 +165,7 @@ def backend_live(server, now=None):
 
 
 # -- one cluster -----------------------------------------------------------------------------------
-def cluster_live(cluster, now=None):
+def cluster_live(cluster: Cluster, now: float | None = None) -> dict[str, Any]:
     """Hostgroups by servers by ProxySQL node from the nodes' latest pool and runtime rows, and each
     backend's wsrep state. Three queries and two MGETs."""
     now = now or time.time()
@@ -176,8 +177,8 @@ def cluster_live(cluster, now=None):
     roles = cluster.hostgroup_roles()
     server_by_key = {(s.hostname, s.port): s for s in servers}
 
-    keys = {(m.hostgroup_id, m.server.hostname, m.server.port): m for m in memberships}
-    node_views = []
+    keys: dict[tuple[int, str, int], HostgroupMembership | None] = {(m.hostgroup_id, m.server.hostname, m.server.port): m for m in memberships}
+    node_views: list[dict[str, Any]] = []
     per_node = {}
     for n in nodes:
         doc = px.docs.get(n.pk)
@@ -192,7 +193,7 @@ def cluster_live(cluster, now=None):
             if k[0] in roles or any(k[0] == key[0] for key in keys):
                 keys.setdefault(k, None)
 
-    hostgroups = {}
+    hostgroups: dict[int, dict[str, Any]] = {}
     for key in sorted(keys):
         hg, host, port = key
         m = keys[key]
@@ -211,7 +212,7 @@ def cluster_live(cluster, now=None):
     for hg, role in roles.items():
         hostgroups.setdefault(hg, {"id": hg, "role": role, "servers": []})
 
-    backends = []
+    backends: list[dict[str, Any]] = []
     for s in servers:
         doc = be.docs.get(s.pk)
         state, age = status.freshness(doc, cluster.backend_poll_interval_s, now)
@@ -228,7 +229,8 @@ def cluster_live(cluster, now=None):
             "proxysql_cluster": proxysql_cluster.cluster_view(nodes, px.docs)}
 
 
-def sparklines(cluster, servers=None, now=None, minutes=60):
+def sparklines(cluster: Cluster, servers: Iterable[Server] | None = None, now: float | None = None,
+               minutes: int = 60) -> tuple[list[dict[str, Any]], datetime | None, datetime | None]:
     """Per backend of the cluster, one mark per minute of the last hour from the raw samples (one query):
     the worst wsrep_local_state and the highest recv queue of each minute, None where no poll reached
     the node. Returns (rows, start, end)."""
@@ -236,8 +238,8 @@ def sparklines(cluster, servers=None, now=None, minutes=60):
     end = int(now // 60 * 60) + 60
     start = end - minutes * 60
     servers = list(servers if servers is not None else cluster.servers.order_by("hostname", "port"))
-    states = {s.pk: [None] * minutes for s in servers}
-    queues = {s.pk: [None] * minutes for s in servers}
+    states: dict[int, list[int | None]] = {s.pk: [None] * minutes for s in servers}
+    queues: dict[int, list[int | None]] = {s.pk: [None] * minutes for s in servers}
     rows = chunked_samples({"server_id__in": list(states), "resolution": RAW, "ts__gte": _ts(start)},
                            ["reachable", "local_state", "recv_queue"], BackendSample)
     for server_id, ts, _, reachable, local_state, recv_queue in rows:
@@ -260,7 +262,7 @@ COMMANDS_SHOWN = 15
 NEAR_LIMIT = 0.9  # a user at 90 % of its max_connections is marked
 
 
-def _users(rows):
+def _users(rows: Iterable[tuple[str, int, int]]) -> list[dict[str, Any]]:
     out = []
     for name, connections, limit in rows:
         ratio = connections / limit if limit else None
@@ -269,7 +271,7 @@ def _users(rows):
     return sorted(out, key=lambda u: (-(u["ratio"] or 0), -u["connections"], u["username"]))
 
 
-def _query_stats_view(stats, now):
+def _query_stats_view(stats: dict[str, Any] | None, now: float) -> dict[str, Any] | None:
     """A document's `query_stats` for the pages: users by how near their limit, sessions by command, the most
     frequent backend errors, the busiest commands."""
     if not stats:
@@ -288,7 +290,7 @@ def _query_stats_view(stats, now):
             "interval_s": settings.MONITOR_QUERY_STATS_INTERVAL_S}
 
 
-def proxysql_query_stats(node, now=None):
+def proxysql_query_stats(node: ProxySQLNode, now: float | None = None) -> dict[str, Any]:
     now = now or time.time()
     got = latest(live.PROXYSQL, [node.pk], QueryStatsDoc)
     doc = got.docs.get(node.pk)
@@ -296,13 +298,14 @@ def proxysql_query_stats(node, now=None):
             "shared_with": [n.cluster.name for n in node.shares_with()]}
 
 
-def cluster_query_stats(cluster, now=None):
+def cluster_query_stats(cluster: Cluster, now: float | None = None) -> dict[str, Any]:
     """Per node: sessions, client connections of its users, backend errors; and every user over the nodes (its
     connections summed, against its limit on each node)."""
     now = now or time.time()
     nodes = list(cluster.proxysql_nodes.order_by("name"))
     got = latest(live.PROXYSQL, [n.pk for n in nodes], QueryStatsDoc)
-    rows, users = [], {}
+    rows: list[dict[str, Any]] = []
+    users: dict[str, dict[str, Any]] = {}
     for n in nodes:
         doc = got.docs.get(n.pk)
         view = _query_stats_view(doc and doc.query_stats, now)
@@ -323,10 +326,10 @@ def cluster_query_stats(cluster, now=None):
 
 # -- the contexts of the pages that show these sections (fleet/views.py and the partials here) ---------
 # (the ProxySQL node page's context mixes in digests' mirror rules: apps/pages/node.py)
-def server_context(server):
+def server_context(server: Server) -> dict[str, Any]:
     return {**backend_live(server), "stale_factor": status.STALE_FACTOR}
 
 
-def sparkline_context(cluster):
+def sparkline_context(cluster: Cluster) -> dict[str, Any]:
     rows, start, end = sparklines(cluster)
     return {"cluster": cluster, "spark_rows": rows, "spark_start": start, "spark_end": end}

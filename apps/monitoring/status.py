@@ -7,6 +7,7 @@ shown are then old, whatever they say. "unreachable" is a fresh document whose l
 keeps the last good figures beside the error, and error_since says since when it has been failing.
 """
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from django.conf import settings
 
@@ -18,39 +19,53 @@ OK, UNREACHABLE, STALE, NODATA = "ok", "unreachable", "stale", "nodata"
 # state -> status colour (css class .st-<colour>)
 COLOURS = {OK: "green", UNREACHABLE: "red", STALE: "grey", NODATA: "grey"}
 
-WSREP_STATES = {1: "Joining", 2: "Donor/Desynced", 3: "Joined", 4: "Synced"}
+# Looked up with a document's local_state, None when the server did not say.
+WSREP_STATES: dict[int | None, str] = {1: "Joining", 2: "Donor/Desynced", 3: "Joined", 4: "Synced"}
+
+Problem = tuple[str, str, str]  # (colour, what, text)
+
+
+class PolledDoc(Protocol):
+    """What freshness() and figures_age() read of a document: a reader's struct (live_doc.Polled and its kin)."""
+
+    @property
+    def ts(self) -> float: ...
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def last_ok(self) -> float | None: ...
 
 
 # The one place that says how often a cluster's nodes are polled and when a document is stale: every page,
 # rule, report and export reads these (apps/tests/test_boundaries.py keeps it so).
-def polled_version(node, doc):
+def polled_version(node: object, doc: object) -> str | None:
     """The node's ProxySQL version as its last poll read it (admin-version), else as adopted (the inventory's, when
     `node` carries one). doc: a page's typed document (selectors.NodeDoc) or a whole one (the alert rules' dict)."""
     variables = (doc.get("variables") if isinstance(doc, dict) else getattr(doc, "variables", None)) or {}
     return variables.get("admin-version") or getattr(node, "version", None)
 
 
-def interval_of(cluster_interval):
+def interval_of(cluster_interval: float | None) -> float:
     """A poll interval as configured, or the default when there is none."""
     return cluster_interval or settings.MONITOR_DEFAULT_INTERVAL_S
 
 
-def proxysql_interval(cluster):
+def proxysql_interval(cluster: Any) -> float:
     """Seconds between two polls of each ProxySQL node of this cluster."""
     return interval_of(cluster.poll_interval_s)
 
 
-def backend_interval(cluster):
+def backend_interval(cluster: Any) -> float:
     """Seconds between two polls of each backend of this cluster."""
     return interval_of(cluster.backend_poll_interval_s)
 
 
-def stale_after(interval):
+def stale_after(interval: float | None) -> float:
     """Seconds after which a document of a poll made every `interval` seconds is stale: its figures are old."""
     return STALE_FACTOR * interval_of(interval)
 
 
-def freshness(doc, interval, now):
+def freshness(doc: PolledDoc | None, interval: float | None, now: float) -> tuple[str, float | None]:
     """(state, age in seconds or None) of one latest-state document, as a reader's struct with ts and ok
     (selectors.NodeDoc, BackendDoc), or None."""
     if doc is None:
@@ -58,7 +73,7 @@ def freshness(doc, interval, now):
     return freshness_of(doc.ts, doc.ok, interval, now)
 
 
-def figures_age(doc, age, now):
+def figures_age(doc: PolledDoc | None, age: float | None, now: float) -> float | None:
     """Seconds since the poll whose figures the document holds (a reader's struct with last_ok, or None): a failed
     poll keeps the last good poll's figures beside its error, so they are as old as last_ok, not as the failed poll
     (`age`, which stands in when no poll ever succeeded)."""
@@ -86,13 +101,13 @@ BACKEND_ADVICE = {
 }
 
 
-def advice(kind, error_kind):
+def advice(kind: str, error_kind: str | None) -> str:
     """What to do about a node (kind "proxysql") or backend whose latest poll failed with `error_kind`; "" if nothing
     more is known than the error itself."""
-    return (PROXYSQL_ADVICE if kind == "proxysql" else BACKEND_ADVICE).get(error_kind, "")
+    return (PROXYSQL_ADVICE if kind == "proxysql" else BACKEND_ADVICE).get(error_kind or "", "")
 
 
-def freshness_of(ts, ok, interval, now):
+def freshness_of(ts: float, ok: bool, interval: float | None, now: float) -> tuple[str, float]:
     age = now - ts
     if age < 0:
         age = 0.0  # the page's clock behind the poller's by a little
@@ -113,30 +128,32 @@ class Mirror:
     prepared_share: float | None
 
     @property
-    def queue_ratio(self):
+    def queue_ratio(self) -> float | None:
         if self.queue is None or not self.queue_limit:
             return None
         return self.queue / self.queue_limit
 
     @property
-    def queue_near_limit(self):
+    def queue_near_limit(self) -> bool:
         ratio = self.queue_ratio
         return ratio is not None and ratio >= MIRROR_QUEUE_WARN
 
     @property
-    def concurrency_at_limit(self):
-        return (self.concurrency is not None and bool(self.concurrency_limit)
-                and self.concurrency >= self.concurrency_limit)
+    def concurrency_at_limit(self) -> bool:
+        limit = self.concurrency_limit
+        if self.concurrency is None or not limit:
+            return False
+        return self.concurrency >= limit
 
     @property
-    def saturated(self):
+    def saturated(self) -> bool:
         return self.queue_near_limit or self.concurrency_at_limit
 
     @property
-    def mostly_prepared(self):
+    def mostly_prepared(self) -> bool:
         return self.prepared_share is not None and self.prepared_share > PREPARED_SHARE_NOTE
 
-    def summary(self):
+    def summary(self) -> str:
         """One line for the attention list."""
         parts = []
         if self.queue_near_limit:
@@ -147,7 +164,7 @@ class Mirror:
         return "; ".join(parts) + ": mirrored queries are being dropped" if parts else ""
 
 
-def mirror(figures):
+def mirror(figures: dict[str, Any] | None) -> Mirror:
     """The mirror verdict from a ProxySQL document's (or sample's) figures."""
     f = figures or {}
     per_thread, threads = f.get("mirror_max_queue_length"), f.get("mysql_threads")
@@ -162,13 +179,14 @@ def mirror(figures):
 
 
 # -- backends --------------------------------------------------------------------------------------
-def backend_problems(doc, max_replication_lag):
+def backend_problems(doc: dict[str, Any] | None, max_replication_lag: float) -> list[Problem]:
     """[(colour, what, text)] of a reachable backend's state (empty when it is Synced, Primary and in bounds), from
     a document's shape as a dict (the overview's BackendDoc.as_dict())."""
     return backend_problems_of((doc or {}).get("state"), (doc or {}).get("lag_seconds"), max_replication_lag)
 
 
-def backend_problems_of(state, lag, max_replication_lag):
+def backend_problems_of(state: dict[str, Any] | None, lag: float | None,
+                        max_replication_lag: float) -> list[Problem]:
     """backend_problems() from a document's state (NodeState's fields as a dict, or None) and lag_seconds."""
     state = state or {}
     out = []
@@ -192,7 +210,7 @@ def backend_problems_of(state, lag, max_replication_lag):
     return out
 
 
-def backend_colour(state, problems):
+def backend_colour(state: str, problems: list[Problem]) -> str:
     if state != OK:
         return COLOURS[state]
     if any(p[0] == "red" for p in problems):
@@ -200,7 +218,7 @@ def backend_colour(state, problems):
     return "amber" if problems else "green"
 
 
-def wsrep_label_of(state):
+def wsrep_label_of(state: dict[str, Any] | None) -> str:
     """A backend's wsrep state in a word or two (state: a document's `state`, NodeState's fields, or None)."""
     state = state or {}
     if not state:
@@ -211,7 +229,7 @@ def wsrep_label_of(state):
     return state.get("local_state_comment") or WSREP_STATES.get(local, str(local))
 
 
-def polled_layer(doc, layer):
+def polled_layer(doc: dict[str, Any], layer: str) -> Any:
     """One layer's mysql_servers rows in a ProxySQL node's latest-state document (pollers.py), None when not polled
     yet. "runtime" in the document: the layer held the runtime's configuration when it was read."""
     if layer == "runtime":

@@ -6,8 +6,9 @@ from datetime import date, datetime, time, timedelta
 from django.utils import timezone
 
 from .choices import Period
+from .models import ReportSchedule
 
-DAYS = {Period.DAILY: 1, Period.WEEKLY: 7}
+DAYS: dict[str, int] = {Period.DAILY: 1, Period.WEEKLY: 7}
 
 
 @dataclass(frozen=True)
@@ -16,10 +17,10 @@ class Span:
     end: datetime
 
     @property
-    def seconds(self):
+    def seconds(self) -> float:
         return self.end.timestamp() - self.start.timestamp()  # not end - start: same-zone datetimes subtract wall clocks
 
-    def previous(self):
+    def previous(self) -> "Span":
         """The span of the same length (in local days when it is made of local days) just before."""
         local_start, local_end = timezone.localtime(self.start), timezone.localtime(self.end)
         if _is_midnight(local_start) and _is_midnight(local_end):
@@ -28,22 +29,22 @@ class Span:
         return Span(self.start - timedelta(seconds=self.seconds), self.start)
 
 
-def _is_midnight(local):
+def _is_midnight(local: datetime) -> bool:
     return local.time() == time(0)
 
 
-def midnight(day: date):
+def midnight(day: date) -> datetime:
     """Local midnight at the start of `day`, as an aware datetime."""
     return datetime.combine(day, time(0), tzinfo=timezone.get_current_timezone())
 
 
-def ending_on(period, end_day: date):
+def ending_on(period: str, end_day: date) -> Span:
     """The period that ends at local midnight starting `end_day` (a daily report 'ending on' the 15th is
     the 14th)."""
     return Span(midnight(end_day - timedelta(days=DAYS[period])), midnight(end_day))
 
 
-def last_complete(period, now=None):
+def last_complete(period: str, now: datetime | None = None) -> Span:
     """The last complete day (daily), or the last complete Monday-to-Sunday week (weekly)."""
     today = timezone.localtime(now or timezone.now()).date()
     if period == Period.WEEKLY:
@@ -51,13 +52,13 @@ def last_complete(period, now=None):
     return ending_on(period, today)
 
 
-def rolling(period, now=None):
+def rolling(period: str, now: datetime | None = None) -> Span:
     """The last 24 hours or 7 days up to now (on demand: today so far)."""
     now = now or timezone.now()
     return Span(now - timedelta(days=DAYS[period]), now)
 
 
-def due_slot(schedule, now=None):
+def due_slot(schedule: ReportSchedule, now: datetime | None = None) -> tuple[datetime, Span]:
     """(send time, span) of the schedule's most recent slot at or before now."""
     local = timezone.localtime(now or timezone.now())
     day = local.date()
@@ -69,7 +70,7 @@ def due_slot(schedule, now=None):
     return send, ending_on(schedule.period, day)
 
 
-def is_due(schedule, now=None):
+def is_due(schedule: ReportSchedule, now: datetime | None = None) -> Span | None:
     """The schedule's latest slot has come and its period has not been built yet."""
     if not schedule.enabled:
         return None

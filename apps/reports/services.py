@@ -9,7 +9,10 @@ No database transaction is held while mailing.
 """
 import logging
 import time
+from collections.abc import Iterable
+from datetime import datetime
 from email.mime.image import MIMEImage
+from typing import Any
 
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
@@ -27,7 +30,9 @@ from controlplane.converters import parse_id
 
 from . import charts, content, fmt, periods
 from .choices import Scope
+from .forms import ScheduleForm
 from .models import Report, ReportChart, ReportSchedule
+from .periods import Span
 
 log = logging.getLogger(__name__)
 for _noisy in ("weasyprint", "weasyprint.progress", "fontTools"):  # page-by-page progress at INFO: not ours to log
@@ -35,11 +40,11 @@ for _noisy in ("weasyprint", "weasyprint.progress", "fontTools"):  # page-by-pag
 CSS_PATH = settings.BASE_DIR / "apps" / "reports" / "static" / "reports" / "report.css"
 
 
-def bucket_for(seconds):
+def bucket_for(seconds: float) -> int:
     return 3600 if seconds <= 2 * 86400 else 6 * 3600
 
 
-def build_data(cluster, period, span, rolling=False):
+def build_data(cluster: Cluster | None, period: str, span: Span, rolling: bool = False) -> dict[str, Any]:
     """The report's content as JSON-ready data (no writes)."""
     prev = span.previous()
     start, end = span.start.timestamp(), span.end.timestamp()
@@ -48,7 +53,7 @@ def build_data(cluster, period, span, rolling=False):
     before = fmt.before_words(period, rolling)
     rollouts = rollouts_report.sections([c.pk for c in clusters], start, end)  # every cluster's at once
 
-    def section(c, hourly_only=False):
+    def section(c: Cluster, hourly_only: bool = False) -> dict[str, Any]:
         return content.ClusterSection(c, start, end, prev.start.timestamp(), prev.end.timestamp(), bucket,
                                       before_words=before, hourly_only=hourly_only, rollouts=rollouts).build()
 
@@ -64,7 +69,7 @@ def build_data(cluster, period, span, rolling=False):
         sections = [section(c) for c in clusters]
     label = fmt.period_label(span.start, span.end, period, rolling)
     scope_name = cluster.name if cluster is not None else "the fleet"
-    data = {"version": 1, "scope": Scope.CLUSTER if cluster is not None else Scope.FLEET, "scope_name": scope_name,
+    data: dict[str, Any] = {"version": 1, "scope": Scope.CLUSTER if cluster is not None else Scope.FLEET, "scope_name": scope_name,
             "period": period, "rolling": rolling, "period_label": label,
             "title": f"{'The fleet' if cluster is None else scope_name}: {period} health report, {label}",
             "start": start, "end": end, "previous": [prev.start.timestamp(), prev.end.timestamp()],
@@ -81,7 +86,7 @@ def build_data(cluster, period, span, rolling=False):
     return data
 
 
-def render_html(report, data, charts_meta, mode):
+def render_html(report: Report, data: dict[str, Any], charts_meta: list[dict[str, Any]], mode: str) -> str:
     """The report as a full HTML document: mode "email" (charts as cid:), "pdf" (cid: resolved by the PDF
     renderer) or "page" (charts from the console's URLs; the body only, inside the console's layout)."""
     base = "" if mode == "page" else settings.REPORTS_BASE_URL.rstrip("/")
@@ -90,7 +95,7 @@ def render_html(report, data, charts_meta, mode):
     else:
         src = {c["key"]: f"cid:{c['key']}" for c in charts_meta}
     by_key = {c["key"]: {**c, "src": src[c["key"]]} for c in charts_meta}
-    section_charts = {}
+    section_charts: dict[int, dict[str, dict[str, Any]]] = {}
     for key, chart in by_key.items():
         if key.startswith("c") and "-" in key and parse_id(key[1:key.index("-")]) is not None:
             section_charts.setdefault(int(key[1:key.index("-")]), {})[key[key.index("-") + 1:]] = chart
@@ -101,7 +106,8 @@ def render_html(report, data, charts_meta, mode):
     return render_to_string(template, ctx)
 
 
-def build_report(cluster, period, span, *, actor=None, rolling=False, schedule=None):
+def build_report(cluster: Cluster | None, period: str, span: Span, *, actor: Actor | None = None, rolling: bool = False,
+                 schedule: ReportSchedule | None = None) -> Report:
     """Build and archive one report for `actor` (apps/audit/actor.py; by default its schedule, else the system).
     Returns the Report."""
     actor = actor or _schedule_actor(schedule)
@@ -125,21 +131,21 @@ def build_report(cluster, period, span, *, actor=None, rolling=False, schedule=N
     return report
 
 
-def _schedule_actor(schedule):
+def _schedule_actor(schedule: ReportSchedule | None) -> Actor:
     return Actor.schedule(f"report schedule #{schedule.pk}") if schedule else Actor.system()
 
 
-def charts_meta(report):
+def charts_meta(report: Report) -> list[dict[str, Any]]:
     return [{"key": k, "title": t, "width": w, "height": h}
             for k, t, w, h in report.charts.values_list("key", "title", "width", "height")]
 
 
 # -- delivery ---------------------------------------------------------------------------------------------
-def subject_of(report):
+def subject_of(report: Report) -> str:
     return f"[ProxySQL fleet] {report.headline}"[:250]
 
 
-def text_of(report):
+def text_of(report: Report) -> str:
     data = report.data
     lines = [data.get("title", report.title), "", data["summary"]["headline"], ""]
     lines += [f"- {p['text']}" for p in data["summary"]["points"]]
@@ -150,7 +156,7 @@ def text_of(report):
     return "\n".join(lines)
 
 
-def email_message(report, recipients):
+def email_message(report: Report, recipients: list[str]) -> EmailMultiAlternatives:
     """A multipart/related message: text, the HTML report, and each chart as an inline PNG (Content-ID)."""
     msg = EmailMultiAlternatives(subject_of(report), text_of(report), settings.DEFAULT_FROM_EMAIL, recipients)
     msg.attach_alternative(report.html, "text/html")
@@ -163,7 +169,8 @@ def email_message(report, recipients):
     return msg
 
 
-def send_report(report, recipients, *, actor=None, schedule=None):
+def send_report(report: Report, recipients: Iterable[str], *, actor: Actor | None = None,
+                schedule: ReportSchedule | None = None) -> tuple[bool, str]:
     """Mail the report (a network call: no transaction is held) for `actor` (by default its schedule, else the
     system). Returns (ok, error)."""
     actor = actor or _schedule_actor(schedule)
@@ -188,7 +195,7 @@ def send_report(report, recipients, *, actor=None, schedule=None):
     return not error, error
 
 
-def report_pdf(report):
+def report_pdf(report: Report) -> bytes:
     """The archived report as PDF bytes: the e-mailed HTML, its cid: charts fed from the archive. Nothing
     else is fetched (no network, no file)."""
     # why: WeasyPrint (Pango, fonts) loads only when a PDF is rendered
@@ -198,7 +205,7 @@ def report_pdf(report):
     pngs = {k: bytes(v) for k, v in report.charts.values_list("key", "png")}
 
     class ArchiveFetcher(URLFetcher):
-        def fetch(self, url, headers=None):
+        def fetch(self, url: str, headers: Any = None) -> URLFetcherResponse:
             if url.startswith("cid:") and url[4:] in pngs:
                 return URLFetcherResponse(url, pngs[url[4:]], {"Content-Type": "image/png"})
             raise ValueError(f"the PDF fetches nothing but its own charts ({url[:80]})")
@@ -208,14 +215,14 @@ def report_pdf(report):
 
 
 # -- schedules --------------------------------------------------------------------------------------------
-def claim(schedule, span):
+def claim(schedule: ReportSchedule, span: Span) -> bool:
     """Take the schedule's period with a conditional UPDATE; False when another run got there first."""
     return bool(ReportSchedule.objects.filter(pk=schedule.pk).filter(
         Q(last_period_end__isnull=True) | Q(last_period_end__lt=span.end)).update(
         last_period_end=span.end, last_run_at=timezone.now(), last_error=""))
 
 
-def run_schedule(schedule, span):
+def run_schedule(schedule: ReportSchedule, span: Span) -> int | None:
     try:
         report = build_report(schedule.cluster, schedule.period, span, schedule=schedule)
     except Exception as exc:
@@ -234,10 +241,10 @@ def run_schedule(schedule, span):
     return report.pk
 
 
-def run_due(now=None, limit=20):
+def run_due(now: datetime | None = None, limit: int = 20) -> list[int]:
     """Build (and mail) every due schedule's report, at most `limit` per call. Returns the report ids."""
     now = now or timezone.now()
-    built = []
+    built: list[int] = []
     for schedule in ReportSchedule.objects.filter(enabled=True).select_related("cluster").order_by("pk"):
         if len(built) >= limit:
             break
@@ -250,7 +257,7 @@ def run_due(now=None, limit=20):
     return built
 
 
-def on_demand(cluster, period, when, *, actor):
+def on_demand(cluster: Cluster | None, period: str, when: str, *, actor: Actor) -> Report:
     """An operator's report: 'last' complete period, or 'rolling' (up to now)."""
     if when == "rolling":
         span = periods.rolling(period)
@@ -259,7 +266,7 @@ def on_demand(cluster, period, when, *, actor):
     return build_report(cluster, period, span, rolling=when == "rolling", actor=actor)
 
 
-def save_schedule(form, *, actor):
+def save_schedule(form: ScheduleForm, *, actor: Actor) -> ReportSchedule:
     """Create or change a schedule from a valid form; audited with the changed fields."""
     creating = form.instance.pk is None
     before = {} if creating else {f: form.initial.get(f) for f in form.changed_data}
@@ -272,7 +279,7 @@ def save_schedule(form, *, actor):
     return schedule
 
 
-def delete_schedule(schedule, *, actor):
+def delete_schedule(schedule: ReportSchedule, *, actor: Actor) -> None:
     with transaction.atomic():
         record("report schedule deleted", actor=actor, cluster=schedule.cluster, target=str(schedule),
                details={"schedule": schedule.pk, "recipients": schedule.recipient_list})

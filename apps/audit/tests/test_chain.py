@@ -5,7 +5,7 @@ from django.db import connection
 
 from apps.audit import reanchor
 from apps.audit.models import CURRENT_SCHEME, LEGACY_SCHEME, REANCHOR_ACTION, AuditEvent
-from apps.audit.services import GENESIS, record, verify_chain
+from apps.audit.services import GENESIS, _isoformat, record, verify_chain
 
 from .conftest import legacy_event, old_style_deletion, tamper
 
@@ -170,3 +170,12 @@ def test_an_ipv6_source_is_hashed_as_the_column_stores_it(rf, django_user_model)
     record("from v6", request=request)
     assert AuditEvent.objects.get(action="from v6").source_address == "::1"
     assert verify_chain() == (1, None, "")
+
+
+def test_a_created_at_that_is_no_date_is_named():
+    """Verification reads created_at raw: Django's text on SQLite, a datetime on MariaDB. Any other text is said to
+    be no date, not an AttributeError on None (found by mypy: parse_datetime returns None for it)."""
+    with pytest.raises(ValueError, match="'yesterday' is not a date and time"):
+        _isoformat("yesterday")
+    assert _isoformat("2026-12-05 14:25:41.123456") == "2026-12-05T14:25:41.123456+00:00"
+    assert _isoformat("2026-12-05T14:25:41+01:00") == "2026-12-05T14:25:41+01:00"
