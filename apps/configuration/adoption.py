@@ -700,7 +700,10 @@ def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), actor=
                             "warnings": plan.warnings, "snapshot_fingerprint": plan.fingerprint,
                             "kind": plan.kind, "native_manager": cluster.native_manager, "roles": plan.roles, "writer_is_also_reader": plan.writer_is_also_reader,
                             "reasons": plan.reasons})
-            configuration.record_adoption(cluster, plan.node_name, changes, runtime, actor=actor)
+            # The variables operations change for a while go into the version (a re-adoption keeps its values:
+            # the node may be read mid-operation).
+            configuration.record_adoption(cluster, plan.node_name, changes, runtime, actor=actor,
+                                          variables=plan.variables)
     except IntegrityError as exc:
         raise AdoptionError(f"The inventory changed while adopting ({exc}); preview again.") from None
     return cluster, node
