@@ -672,10 +672,6 @@ def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), actor=
                           "admin_password": admin_password, "version": plan.version, "peers": plan.peers,
                           "adopted_at": timezone.now()},
             )
-            # The intent of the variables operations change for a while; a re-adoption keeps what was
-            # recorded (the node may be read mid-operation), the admin edits it.
-            node.intended_variables = {**plan.variables, **(node.intended_variables or {})}
-            node.save(update_fields=["intended_variables"])
             changes = {}
             for row in plan.rows:
                 server, _ = Server.objects.get_or_create(hostname=row.hostname, port=row.port,

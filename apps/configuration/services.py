@@ -89,12 +89,14 @@ def latest(cluster):
 
 
 def versioned_variables(cluster):
-    """{name: (value, source)} for MANAGED_VARIABLES from the cluster's latest configuration version (read in the
-    caller's thread: the database is not for node threads)."""
+    """{name: (value, source)} for MANAGED_VARIABLES from the cluster's latest configuration version, the one record
+    of their intent (repair, drift); (None, why) for one the version does not hold (read in the caller's thread: the
+    database is not for node threads)."""
     version = latest(cluster)
     values = (version.content.get("global_variables") or {}) if version else {}
-    return {name: (values[name], f"configuration version {version.number}") for name in MANAGED_VARIABLES
-            if isinstance(values.get(name), str)}
+    where = f"configuration version {version.number}" if version else "no configuration version"
+    return {name: (values[name], where) if isinstance(values.get(name), str) else
+            (None, f"not in {where}: record what the nodes run as the next version") for name in MANAGED_VARIABLES}
 
 
 def inventory_content(cluster, base=None):
