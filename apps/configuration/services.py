@@ -116,8 +116,9 @@ def inventory_content(cluster, base=None):
     return C.sort(out)
 
 
-def _sync_inventory(cluster, content):
-    """The inventory follows a version: roles on the cluster, one membership per mysql_servers row."""
+def _write_inventory_read_model(cluster, content):
+    """The inventory, a read model of the latest version, follows it: roles on the cluster, one membership per
+    mysql_servers row. Written only here (record_version)."""
     roles = content.get("roles") or {}
     Cluster.objects.filter(pk=cluster.pk).update(
         writer_hostgroup=roles["writer"], reader_hostgroup=roles["reader"],
@@ -186,7 +187,7 @@ def record_version(cluster, content, *, actor, reason, source, operation=None):
         version = ConfigVersion.objects.create(
             cluster=cluster, number=(parent.number + 1) if parent else 1, parent=parent, author=actor.who[:150],
             reason=reason, content=content, operation=operation, source=source)
-        _sync_inventory(cluster, content)
+        _write_inventory_read_model(cluster, content)
         changes = C.diff(parent.content, content).count() if parent else None
         record("configuration version recorded", actor=actor, cluster=cluster, target=f"{cluster} v{version.number}",
                details={"version": version.number, "parent": parent.number if parent else None, "source": source,
