@@ -111,7 +111,7 @@ class ProxySQLNodeSerializer(Answer):
     class Meta:
         model = ProxySQLNode
         fields = ["id", "cluster", "name", "admin_host", "admin_port", "admin_user", "comment", "version", "peers",
-                  "intended_variables", "adopted_at", "clusters_served"]
+                  "adopted_at", "clusters_served"]
 
     @extend_schema_field(ServedClusterSerializer(many=True))
     def get_clusters_served(self, node):

@@ -672,10 +672,6 @@ def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), actor=
                           "admin_password": admin_password, "version": plan.version, "peers": plan.peers,
                           "adopted_at": timezone.now()},
             )
-            # The intent of the variables operations change for a while; a re-adoption keeps what was
-            # recorded (the node may be read mid-operation), the admin edits it.
-            node.intended_variables = {**plan.variables, **(node.intended_variables or {})}
-            node.save(update_fields=["intended_variables"])
             changes = {}
             for row in plan.rows:
                 server, _ = Server.objects.get_or_create(hostname=row.hostname, port=row.port,
@@ -700,7 +696,10 @@ def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), actor=
                             "warnings": plan.warnings, "snapshot_fingerprint": plan.fingerprint,
                             "kind": plan.kind, "native_manager": cluster.native_manager, "roles": plan.roles, "writer_is_also_reader": plan.writer_is_also_reader,
                             "reasons": plan.reasons})
-            configuration.record_adoption(cluster, plan.node_name, changes, runtime, actor=actor)
+            # The variables operations change for a while go into the version (a re-adoption keeps its values:
+            # the node may be read mid-operation).
+            configuration.record_adoption(cluster, plan.node_name, changes, runtime, actor=actor,
+                                          variables=plan.variables)
     except IntegrityError as exc:
         raise AdoptionError(f"The inventory changed while adopting ({exc}); preview again.") from None
     return cluster, node

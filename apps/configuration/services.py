@@ -89,12 +89,14 @@ def latest(cluster):
 
 
 def versioned_variables(cluster):
-    """{name: (value, source)} for MANAGED_VARIABLES from the cluster's latest configuration version (read in the
-    caller's thread: the database is not for node threads)."""
+    """{name: (value, source)} for MANAGED_VARIABLES from the cluster's latest configuration version, the one record
+    of their intent (repair, drift); (None, why) for one the version does not hold (read in the caller's thread: the
+    database is not for node threads)."""
     version = latest(cluster)
     values = (version.content.get("global_variables") or {}) if version else {}
-    return {name: (values[name], f"configuration version {version.number}") for name in MANAGED_VARIABLES
-            if isinstance(values.get(name), str)}
+    where = f"configuration version {version.number}" if version else "no configuration version"
+    return {name: (values[name], where) if isinstance(values.get(name), str) else
+            (None, f"not in {where}: record what the nodes run as the next version") for name in MANAGED_VARIABLES}
 
 
 def inventory_content(cluster, base=None):
@@ -114,8 +116,9 @@ def inventory_content(cluster, base=None):
     return C.sort(out)
 
 
-def _sync_inventory(cluster, content):
-    """The inventory follows a version: roles on the cluster, one membership per mysql_servers row."""
+def _write_inventory_read_model(cluster, content):
+    """The inventory, a read model of the latest version, follows it: roles on the cluster, one membership per
+    mysql_servers row. Written only here (record_version)."""
     roles = content.get("roles") or {}
     Cluster.objects.filter(pk=cluster.pk).update(
         writer_hostgroup=roles["writer"], reader_hostgroup=roles["reader"],
@@ -164,17 +167,15 @@ def with_roles(content, roles):
     return C.sort(out)
 
 
-def record_version(cluster, content, *, actor, reason, source, operation=None, may_be_first=True):
+def record_version(cluster, content, *, actor, reason, source, operation=None):
     """The next version of the cluster's configuration; the inventory follows it. One transaction with the
-    audit row: the only code that writes inventory rows (roles on Cluster, HostgroupMembership), so that
-    the latest version is the one record of intent (apps/tests/test_boundaries.py holds it). `actor` (apps/audit/
-    actor.py) is its author.
+    audit row: the only code that writes inventory rows (roles on Cluster, HostgroupMembership), a read model of
+    the latest version, the one record of intent (apps/tests/test_intent_boundary.py holds it). `actor`
+    (apps/audit/actor.py) is its author.
 
-    `content` is the new configuration, or a function of the latest version (None) returning it, read under
-    the cluster's lock (an operation's change on top of whatever is latest). Returns the version; None when
-    a change on top of the latest changes nothing, or when the cluster has no version yet and this cannot be
-    its first (not `may_be_first`: an operation, an admin edit or an adoption of a cluster whose node could not
-    be read for a whole configuration: then the inventory, its only intent, takes the change alone, audited)."""
+    `content` is the new configuration, or a function of the latest version (None only for a cluster's version 1:
+    record_first_version, adoption) returning it, read under the cluster's lock (an operation's change on top of
+    whatever is latest). Returns the version; None when a change on top of the latest changes nothing."""
     with transaction.atomic():
         Cluster.objects.select_for_update().filter(pk=cluster.pk).first()  # one version number at a time
         parent = latest(cluster)
@@ -183,16 +184,10 @@ def record_version(cluster, content, *, actor, reason, source, operation=None, m
             if parent is not None and C.diff(parent.content, C.sort(content)).empty:
                 return None
         content = C.sort(content)
-        if parent is None and not may_be_first:
-            _sync_inventory(cluster, content)
-            record("inventory changed without a configuration version", actor=actor, cluster=cluster,
-                   target=str(cluster),
-                   details={"source": source, "reason": reason, "operation": operation.pk if operation else None})
-            return None
         version = ConfigVersion.objects.create(
             cluster=cluster, number=(parent.number + 1) if parent else 1, parent=parent, author=actor.who[:150],
             reason=reason, content=content, operation=operation, source=source)
-        _sync_inventory(cluster, content)
+        _write_inventory_read_model(cluster, content)
         changes = C.diff(parent.content, content).count() if parent else None
         record("configuration version recorded", actor=actor, cluster=cluster, target=f"{cluster} v{version.number}",
                details={"version": version.number, "parent": parent.number if parent else None, "source": source,
@@ -200,30 +195,43 @@ def record_version(cluster, content, *, actor, reason, source, operation=None, m
     return version
 
 
-def intent_of(cluster, parent):
-    """What the cluster should run: the latest version's content, or (no version yet) what the inventory holds."""
-    return parent.content if parent is not None else inventory_content(cluster, base=C.empty())
+class NoVersion(Refused):
+    """A cluster without a configuration version: every way a cluster is made records its version 1."""
+
+
+def on_latest(cluster, change):
+    """`change(content)` over the latest version's content, for record_version; a cluster without a version is
+    refused (it has no intent to change)."""
+    def content(parent):
+        if parent is None:
+            raise NoVersion(f"{cluster} has no configuration version yet: adopt a node first (version 1 is "
+                            "recorded then).")
+        return change(parent.content)
+    return content
+
+
+def record_first_version(cluster, *, actor, reason, source, variables=None):
+    """Version 1 of a cluster made where it is made (the admin's new cluster, an adoption whose node could not be
+    read for a whole configuration): the inventory's roles and rows, and `variables` ({name: value}: the values
+    operations change for a while, as an adoption read them). In the caller's transaction."""
+    content = inventory_content(cluster, base=C.empty())
+    content["global_variables"] = {**content["global_variables"], **(variables or {})}
+    return record_version(cluster, content, actor=actor, reason=reason, source=source)
 
 
 def record_operation(op, change):
     """An operation's change to the servers' rows as the cluster's next version (source "operation", naming
     the operation): `change(rows)` -> {(hostgroup, host, port): fields or None} over the latest version's
     rows (servers_of). The writer moves in configuration only this way (issue 21 §2)."""
-    cluster = op.cluster
-
-    def content(parent):
-        base = intent_of(cluster, parent)
-        return with_servers(base, change(servers_of(base)))
-    return record_version(cluster, content, actor=Actor.of_operation(op), reason=op.title, source="operation",
-                          operation=op, may_be_first=False)
+    return record_version(op.cluster, on_latest(op.cluster, lambda base: with_servers(base, change(servers_of(base)))),
+                          actor=Actor.of_operation(op), reason=op.title, source="operation", operation=op)
 
 
 def record_admin_edit(cluster, change, *, actor):
     """An admin's edit of the inventory in /admin/ is intent: the next version (source "admin") holds it and
     the inventory follows. `change(content)` -> the new content, from the latest version's."""
-    return record_version(cluster, lambda parent: change(intent_of(cluster, parent)),
-                          actor=actor, source="admin", reason=f"inventory edited in the admin by {actor.who}",
-                          may_be_first=False)
+    return record_version(cluster, on_latest(cluster, change), actor=actor, source="admin",
+                          reason=f"inventory edited in the admin by {actor.who}")
 
 
 def needs_first_version(cluster_name):
@@ -240,36 +248,38 @@ def read_for_adoption(name, admin_host, admin_port, admin_user, admin_password, 
     return N.read_node(node, layers=("runtime", "memory"))
 
 
-def record_adoption(cluster, node_name, changes, runtime, *, actor):
+def record_adoption(cluster, node_name, changes, runtime, *, actor, variables=None):
     """An adoption's rows as intent, inside the adoption's transaction. `changes`: the rows it creates or
-    overwrites {(hostgroup, host, port): fields}. A cluster with a version gets the next one with them; a cluster
-    without one gets version 1 made of the node's runtime (`runtime`: read_for_adoption(), before the
-    transaction) with those rows; the inventory follows either way. A node that could not be read: the inventory
-    takes the rows alone and the audit says that no version was recorded (as before: "record one from its runtime")."""
+    overwrites {(hostgroup, host, port): fields}; `variables`: MANAGED_VARIABLES as the node runs them, kept
+    where the version holds none (a re-adoption may read a node mid-operation: the version's value stands). A
+    cluster with a version gets the next one with them; a cluster without one gets version 1 made of the node's
+    runtime (`runtime`: read_for_adoption(), before the transaction) with those rows, or, when the node could
+    not be read, of the adopted rows and variables alone (said in the reason); the inventory follows."""
     readable = runtime is not None and not runtime.error
+    variables = {k: str(v) for k, v in (variables or {}).items() if v is not None}
+
+    def with_variables(content):
+        return {**content, "global_variables": {**variables, **content["global_variables"]}}
 
     def content(parent):
         if parent is not None:
-            return with_servers(parent.content, changes)
+            return with_variables(with_servers(parent.content, changes))
         inventory = with_servers(inventory_content(cluster, base=C.empty()), changes)
         if not readable:
-            return inventory
+            return with_variables(inventory)
         first, values = N.as_content(runtime.layers["runtime"], inventory["roles"], C.claimed_hostgroups(inventory),
                                      runtime.layers.get("memory"))
-        return with_servers(_name_secrets(first, S.store(cluster, values)), changes)
+        return with_variables(with_servers(_name_secrets(first, S.store(cluster, values)), changes))
 
-    with transaction.atomic():
-        version = record_version(cluster, content, actor=actor, reason=f"adopted from {node_name}", source="adopt",
-                                 may_be_first=readable)
-        if version is None and runtime is not None and runtime.error and latest(cluster) is None:
-            record("configuration version not recorded", actor=actor, cluster=cluster, target=node_name,
-                   outcome="failure", details={"error": runtime.error})
-    return version
+    reason = f"adopted from {node_name}"
+    if not readable and latest(cluster) is None:
+        reason += " (its runtime could not be read: the adopted rows and variables only; record the nodes for the rest)"
+    return record_version(cluster, content, actor=actor, reason=reason, source="adopt")
 
 
 def record_adopted(cluster, node, *, actor=None):
     """Version 1 from what an adopted node runs (no-op when the cluster already has a version: adoption records
-    it): a cluster adopted while its node could not be read, or whose versions were set aside. Reads the node
+    it): a cluster whose versions were set aside. Reads the node
     first, then writes. Returns the version, or None when the node could not be read (said in the audit).
     `actor`: by default the system."""
     actor = actor or Actor.system()

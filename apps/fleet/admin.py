@@ -7,7 +7,7 @@ from django.forms.models import model_to_dict
 from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.clients.proxysql import SERVER_FIELDS
-from apps.configuration.services import record_admin_edit, with_roles, with_servers
+from apps.configuration.services import record_admin_edit, record_first_version, with_roles, with_servers
 
 from .models import Cluster, HostgroupMembership, MirrorRule, ProxySQLNode, Server
 
@@ -149,10 +149,13 @@ class ClusterAdmin(AuditedAdmin):
     search_fields = ("name",)
 
     def write(self, request, obj, change):
-        """A new cluster is created with its roles; a change writes its other fields, and its roles as the next
-        version (the inventory follows)."""
+        """A new cluster is created with its roles and its version 1 (every cluster has one from its creation); a
+        change writes its other fields, and its roles as the next version (the inventory follows)."""
         if not change:
-            return obj.save()
+            obj.save()
+            record_first_version(obj, actor=Actor.of_request(request), source="admin",
+                                 reason=f"cluster created in the admin by {request.user}")
+            return
         roles = {f: getattr(obj, f) for f in ROLE_FIELDS}
         obj.save(update_fields=[f.name for f in obj._meta.concrete_fields if not f.primary_key and f.name not in ROLE_FIELDS])
 

@@ -2,7 +2,7 @@
 version, three layers, in an operator's words): the layer model it fills (LayerDifference, LayerFinding,
 writer_finding, NodeDrift), the runtime's own states (runtime_states: SHUNNED is ProxySQL's verdict, not drift),
 nodes against each other (between_nodes), the runtime against the inventory on polled rows (compare: the overview,
-no connection), and the intended values of MANAGED_VARIABLES (repair, adoption).
+no connection), and MANAGED_VARIABLES (their intent: the configuration version).
 """
 from dataclasses import dataclass, field
 
@@ -12,8 +12,8 @@ from .models import HostgroupMembership
 
 AUTOINC = "mysql-auto_increment_delay_multiplex"
 # Global variables that operations change for a while (a switchover's drain lowers AUTOINC to 0): their
-# intended values are recorded at adoption (ProxySQLNode.intended_variables), drift compares them, a
-# repair writes them back.
+# intended values live in the cluster's configuration version like every other (adoption puts them there),
+# drift compares them, a repair writes them back (configuration.services.versioned_variables).
 MANAGED_VARIABLES = (AUTOINC,)
 
 @dataclass
@@ -93,7 +93,7 @@ def writer_finding(node_name, on_disk, intended, writer_hostgroup):
 
 
 def intended_rows(cluster):
-    """{(hg, host, port): {field: value}} from the inventory."""
+    """{(hg, host, port): {field: value}} from the inventory: the read model of the latest version's rows."""
     rows = {}
     for m in HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server"):
         rows[m.key] = {f: getattr(m, f) for f in SERVER_FIELDS}
@@ -147,26 +147,4 @@ def between_nodes(node_rows, hostgroups):
             values = {name: rows[key][f] for name, rows in per_node.items()}
             if len(set(values.values())) > 1:
                 out.append({"key": key, "field": f, "values": values})
-    return out
-
-
-def intended_variables(node, admin, versioned=None):
-    """{name: (value, source)} for MANAGED_VARIABLES on this node: the cluster's configuration version when it
-    holds one (`versioned`: configuration.services.versioned_variables()); else the value recorded at adoption; for a
-    node adopted before values were recorded, the node's own saved value (its disk layer: operations change these
-    variables at runtime only and never SAVE them); else (None, "unknown")."""
-    versioned = versioned or {}
-    recorded = node.intended_variables or {}
-    missing = [name for name in MANAGED_VARIABLES if recorded.get(name) is None and name not in versioned]
-    disk = admin.global_variables(missing, layer="disk") if missing else {}
-    out = {}
-    for name in MANAGED_VARIABLES:
-        if name in versioned:
-            out[name] = versioned[name]
-        elif recorded.get(name) is not None:
-            out[name] = (str(recorded[name]), "recorded at adoption")
-        elif disk.get(name) is not None:
-            out[name] = (disk[name], "the node's disk layer (not recorded at adoption)")
-        else:
-            out[name] = (None, "unknown")
     return out

@@ -21,6 +21,7 @@ class Cluster(models.Model):
     kind = models.CharField(max_length=20, choices=ClusterKind.choices, default=ClusterKind.GALERA)
     description = models.TextField(blank=True, validators=[validate_no_nul])
 
+    # The roles: a read model of the latest configuration version's "roles", written only with it.
     writer_hostgroup = models.PositiveIntegerField(validators=hostgroup_validators)
     reader_hostgroup = models.PositiveIntegerField(validators=hostgroup_validators)
     backup_writer_hostgroup = models.PositiveIntegerField(null=True, blank=True, validators=hostgroup_validators)
@@ -200,10 +201,6 @@ class ProxySQLNode(models.Model):
     comment = models.TextField(blank=True, validators=[validate_no_nul])
     version = models.CharField(max_length=100, blank=True)
     peers = models.JSONField(default=list, blank=True, help_text="runtime_proxysql_servers as last read")
-    # The values the product intends for the global variables operations change temporarily (a switchover's
-    # drain lowers mysql-auto_increment_delay_multiplex to 0), read at adoption; a repair writes them back.
-    intended_variables = models.JSONField(
-        default=dict, blank=True, help_text="variable -> value as read at adoption (operations never change this)")
     adopted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -282,7 +279,9 @@ class Server(models.Model):
 
 
 class HostgroupMembership(models.Model):
-    """One intended row of mysql_servers: a server in a hostgroup with its settings."""
+    """One intended row of mysql_servers: a server in a hostgroup with its settings. A read model of the cluster's
+    latest configuration version (the one record of intent), written only with it (configuration.services
+    .record_version); never edit it to change intent."""
 
     server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="memberships")
     hostgroup_id = models.PositiveIntegerField(validators=hostgroup_validators)

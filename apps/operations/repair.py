@@ -19,7 +19,7 @@ from apps.clients.proxysql import SERVER_FIELDS, configured, on_each_node
 from apps.configuration import content as C
 from apps.configuration.services import versioned_variables
 from apps.fleet import native
-from apps.fleet.drift import MANAGED_VARIABLES, intended_rows, intended_variables
+from apps.fleet.drift import MANAGED_VARIABLES, intended_rows
 from apps.plans.vocabulary import INVENTORY, PROXYSQL, VERIFY, Guard, Plan, Sql, Step
 
 from . import pending_rows, shared
@@ -199,7 +199,7 @@ def plan_repair(cluster, node_ids=None):
                  "variables": admin.global_variables(MANAGED_VARIABLES),
                  "memory_variables": admin.global_variables(MANAGED_VARIABLES, layer="memory"),
                  "disk_variables": admin.global_variables(MANAGED_VARIABLES, layer="disk"),
-                 "intended_variables": intended_variables(node, admin, versioned)}
+                 "intended_variables": versioned}
         return {**node_statements(Sql(admin), intended, hostgroups, state, cluster.writer_hostgroup, managed),
                 "expect_variables": {k: v for k, (v, _) in state["intended_variables"].items() if v is not None}}
 

@@ -1,6 +1,6 @@
 """Issue 21 §4: the configuration version is the only record of intent. The inventory rows (HostgroupMembership,
 the hostgroup roles on Cluster) are its materialised copy, written by one function only, with the version and its
-audit row in one transaction: apps/configuration/services.py::_sync_inventory (called by record_version). An
+audit row in one transaction: apps/configuration/services.py::_write_inventory_read_model (called by record_version). An
 operation, an admin edit or anything else computes the new content and calls record_version (or
 record_operation / record_admin_edit)."""
 import ast
@@ -10,7 +10,7 @@ from apps.tests.test_boundaries import ROOT, product_modules
 WRITES = {"create", "update", "update_or_create", "get_or_create", "bulk_create", "bulk_update", "delete"}
 ROLE_FIELDS = {"writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup", "offline_hostgroup",
                "writer_is_also_reader"}
-THE_ONE_WRITER = ("apps/configuration/services.py", "_sync_inventory")
+THE_ONE_WRITER = ("apps/configuration/services.py", "_write_inventory_read_model")
 # A new cluster is created with its roles (the row must exist before its first version can name it).
 CREATES_A_CLUSTER = {("apps/configuration/adoption.py", "apply_adoption")}
 
@@ -82,6 +82,6 @@ def test_only_the_version_writes_the_inventory():
             else:
                 offenders.append(f"{module}:{line} in {function}(): {what}")
     assert seen == {THE_ONE_WRITER}  # the check really sees the one writer
-    assert offenders == [], ("inventory rows written outside configuration.services._sync_inventory: compute the new "
+    assert offenders == [], ("inventory rows written outside configuration.services._write_inventory_read_model: compute the new "
                              "content and call record_version (record_operation, record_admin_edit):\n"
                              + "\n".join(offenders))

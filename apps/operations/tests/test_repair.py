@@ -8,14 +8,17 @@ from apps.audit.actor import Actor
 from apps.audit.models import AuditEvent
 from apps.configuration.drift import cluster_drift
 from apps.fleet.drift import AUTOINC
-from apps.fleet.models import HostgroupMembership, ProxySQLNode
+from apps.fleet.models import HostgroupMembership
 from apps.fleet.tests.conftest import admin_sql
 from apps.configuration import change_set
+from apps.configuration import services as config
 from apps.operations import repair, services
 from apps.operations.choices import OperationState
 from apps.operations.models import Operation
 
 from .conftest import finish, run_plan, servers, variable
+from conftest import adopt_double
+
 from .test_commands import command
 
 pytestmark = pytest.mark.django_db
@@ -32,10 +35,23 @@ def hand_edit(double):
               f"SET {AUTOINC}=0", "LOAD MYSQL SERVERS TO RUNTIME", "LOAD MYSQL VARIABLES TO RUNTIME")
 
 
-def test_adoption_records_the_intended_variables(adopted_lab):
-    cluster, _ = adopted_lab
-    assert {n.name: n.intended_variables for n in cluster.proxysql_nodes.all()} == {
-        "proxysql-1": {AUTOINC: "5"}, "proxysql-2": {AUTOINC: "5"}}
+def record_a_version_without_autoinc(cluster):
+    """A version made before the variable was put in versions (or a hand-written file without it)."""
+    latest = config.latest(cluster).content
+    return config.record_version(cluster, {**latest, "global_variables": {
+        k: v for k, v in latest["global_variables"].items() if k != AUTOINC}},
+        actor=Actor.system(), reason="a version without it", source="change")
+
+
+def test_adoption_records_the_intended_variables_in_the_version(adopted_lab):
+    """Issue 35 item 3: the variables operations change live in the configuration version, not on the nodes; a
+    re-adoption into a cluster whose version lacks one puts it there (a version made before the variable was)."""
+    cluster, (first, _) = adopted_lab
+    assert config.latest(cluster).content["global_variables"][AUTOINC] == "5"
+    record_a_version_without_autoinc(cluster)
+    assert config.versioned_variables(cluster)[AUTOINC][0] is None
+    adopt_double(first, cluster.name, "proxysql-1")
+    assert config.versioned_variables(cluster)[AUTOINC] == ("5", f"configuration version {config.latest(cluster).number}")
 
 
 def test_repair_of_a_hand_changed_node_brings_it_back_and_drift_shows_in_sync(adopted_lab, operator_user):
@@ -94,17 +110,19 @@ def test_an_inventory_without_writer_is_never_written_to_a_node(adopted_lab, adm
         services.confirm(op, actor=Actor.command(admin_user_role), override_reason="sure", enqueue=False)
 
 
-def test_a_node_adopted_before_variables_were_recorded_falls_back_to_its_disk_layer(adopted_lab):
-    from apps.configuration.models import ConfigVersion
-
+def test_a_version_without_the_variable_is_no_intent_and_the_disk_layer_is_not_read_as_one(adopted_lab):
+    """Issue 35 item 3: intent in one record. A version that does not hold the variable leaves its intent unknown:
+    the repair's guard says so and how to record it; the node's disk layer (the old fallback) is not intent."""
     cluster, (_, second) = adopted_lab
-    ProxySQLNode.objects.update(intended_variables={})
-    ConfigVersion.objects.filter(cluster=cluster).delete()  # a cluster from before configuration versions
+    version = record_a_version_without_autoinc(cluster)
     admin_sql(second, f"SET {AUTOINC}=0", "LOAD MYSQL VARIABLES TO RUNTIME")  # the disk layer still says 5
     plan = repair.plan_repair(cluster)
+    guard = next(g for g in plan.failed_guards if g.key == "intended_variables_known")
+    assert guard.value == f"proxysql-1: {AUTOINC}; proxysql-2: {AUTOINC}"
     node = cluster.proxysql_nodes.get(name="proxysql-2")
-    assert "the node's disk layer" in " ".join(plan.facts["nodes"][str(node.pk)]["changes"])
-    assert plan.steps[1].params["variables"][str(node.pk)] == {AUTOINC: "5"}
+    assert plan.steps[1].params["variables"][str(node.pk)] == {}
+    assert config.versioned_variables(cluster)[AUTOINC] == (
+        None, f"not in configuration version {version.number}: record what the nodes run as the next version")
 
 
 def test_the_latest_configuration_version_says_what_the_variable_should_be(adopted_lab, operator_user):
