@@ -103,6 +103,8 @@ def parse_selector(items):
 
 def select(selector):
     """The selected clusters in a deterministic order (by name): every tag must match; names, when given, too."""
+    if len(selector.get("tags") or ()) > fleet_tags.TAGS_MAX:  # each is a subquery: no cluster has more
+        raise Refused(f"select: at most {fleet_tags.TAGS_MAX} tags")
     clusters = Cluster.objects.all()
     for key, value in selector.get("tags") or ():
         clusters = fleet_tags.tagged(clusters, key, value)
