@@ -21,6 +21,7 @@ from apps.operations.choices import OperationKind
 from apps.plans.vocabulary import Step
 from apps.plans.registry import HOLD, OperationSpec, StepHandler, kind_spec, register_kind, register_step
 
+from . import gates
 from .models import Rollout, WaveState
 
 KIND = "rollout_canary"
@@ -71,8 +72,9 @@ def bake(run, step, row, executed, detail):
     services._wave(rollout, wave, state=WaveState.BAKING, applied_at=applied.isoformat())
     started = datetime.fromisoformat(rollout.waves[wave]["started_at"])
     ends = applied + timedelta(seconds=p["bake_s"])
+    kept = gates.Kept()
     while True:
-        verdict = services.gate(rollout, wave, started, applied, nodes=[p["node"]])
+        verdict = services.gate(rollout, wave, started, applied, nodes=[p["node"]], kept=kept)
         detail["gate"] = verdict
         if verdict["ok"] and services.halt_requested(rollout):  # an operator's halt: as a failed gate
             verdict = services.operator_halt(verdict, services.halt_requested(rollout))

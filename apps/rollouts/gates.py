@@ -34,6 +34,15 @@ MIN_QUERIES = 20  # fewer queries since the change than this: no latency verdict
 
 
 @dataclass
+class Kept:
+    """What a bake keeps from one gate reading to the next (every GATE_STEP_S): the digests each cluster's change
+    touches are judged once a bake, and its rules' searches share one budget over the bake (RULE_WALK_BUDGET_S),
+    not one a reading (costly patterns cost their budget at every reading, twice a second, for the whole bake)."""
+    batch: rule_tester.Batch = field(default_factory=rule_tester.Batch)
+    scopes: dict = field(default_factory=dict)  # cluster name -> Scope
+
+
+@dataclass
 class Reading:
     """One gate reading of a wave: its nodes [(pk, name, cluster name)], the windows, and what the checks found."""
     rollout: object
@@ -45,6 +54,7 @@ class Reading:
     clusters: dict = field(default_factory=dict)  # cluster name -> {figure: value}
     bad: list = field(default_factory=list)
     failed: list = field(default_factory=list)
+    kept: Kept = field(default_factory=Kept)
 
     def fail(self, sentence, **named):
         self.bad.append(sentence)
@@ -118,9 +128,11 @@ def latency(reading):
         by_cluster.setdefault(cluster, []).append(pk)
     start, since = _epoch(reading.started - reading.window), _epoch(reading.started)
     applied = math.ceil(reading.applied.timestamp())  # a digest poll's rows: the interval that ends at their ts
-    batch = rule_tester.Batch()  # the reading's pattern searches share one budget (RULE_WALK_BUDGET_S)
+    kept = reading.kept
     for cluster, ids in by_cluster.items():
-        scope = touched(reading.rollout, cluster, batch)
+        if cluster not in kept.scopes:
+            kept.scopes[cluster] = touched(reading.rollout, cluster, kept.batch)
+        scope = kept.scopes[cluster]
         stats = DigestStat.objects.filter(resolution=DIGEST_RAW, source__node_id__in=ids)
         before = _per_query_ms(stats.filter(ts__gte=start, ts__lt=since), scope)
         after = _per_query_ms(stats.filter(ts__gt=applied), scope)

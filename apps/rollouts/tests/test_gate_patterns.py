@@ -2,13 +2,20 @@
 operator's draft of costly patterns is bounded there as in the rule tester (one budget a gate read,
 RULE_WALK_BUDGET_S), and a digest it cannot tell about counts as touched (issue 34: every place a pattern runs)."""
 import time
+from datetime import datetime, timedelta, timezone
 
+import pytest
 from django.conf import settings as django_settings
 from hypothesis import given, settings as hypothesis_settings, strategies as st
 
-from apps.configuration import rule_tester
+from apps.audit.actor import Actor
+from apps.configuration import content as C, rule_tester, services as config
+from apps.configuration.models import ChangeSet
+from apps.digests.tests.factories import digest, fleet, source, stat
 from apps.monitoring.tests.test_rule_regex import BELOW_THE_LIMIT, DIGEST_TEXTS, PATHOLOGICAL, within
+from apps.rollouts import gates
 from apps.rollouts.gates import Scope
+from apps.rollouts.models import Rollout, RolloutCluster
 
 
 def rule(rule_id, pattern, column="match_digest"):
@@ -53,3 +60,34 @@ def test_fuzz_pathological_patterns_in_the_latency_gate_never_raise_and_stay_bou
     with within(django_settings.RULE_WALK_BUDGET_S + 2):
         answers = covered(scope)
     assert len(answers) == len(DIGEST_TEXTS)
+
+
+@pytest.mark.django_db
+def test_the_readings_of_one_bake_judge_the_digests_once(settings, operator_user):
+    """A bake reads the gate every GATE_STEP_S: before, each reading searched the costly patterns again, up to the
+    whole budget at every reading (twice a second for the whole bake). Now the bake keeps what it judged (gates.Kept)."""
+    settings.RULE_WALK_BUDGET_S = 0.5
+    cluster, (node, _) = fleet(2, "gated")
+    content = C.empty()
+    content["roles"] = {"writer": 100, "reader": 101}
+    version = config.record_version(cluster, content, actor=Actor.system(), reason="base", source="change")
+    cs = ChangeSet.objects.create(cluster=cluster, base=version, author_name="x", edits=[
+        {"op": "upsert", "table": "mysql_query_rules", "row": rule(i, f"{BELOW_THE_LIMIT}(?#{i})")} for i in range(1, 41)])
+    rollout = Rollout.objects.create(reason="r", change={"edits": cs.edits}, waves_text="1", planner="x")
+    RolloutCluster.objects.create(rollout=rollout, cluster=cluster, wave=0, position=0, change_set=cs)
+    now = int(time.time())
+    for i, text in enumerate(DIGEST_TEXTS):
+        stat(source(node, 100), digest(text, h=f"0x{i:016X}"), now - 5, 10, 1000)
+    started = datetime.now(timezone.utc) - timedelta(seconds=60)
+    kept = gates.Kept()
+    cpu = []
+    for _ in range(3):
+        reading = gates.Reading(rollout, [(node.pk, node.name, cluster.name)], started, started, timedelta(seconds=60),
+                                kept=kept)
+        took = time.thread_time()
+        with within(3):
+            gates.latency(reading)
+        cpu.append(time.thread_time() - took)
+        assert "patterns too costly to test" in reading.clusters[cluster.name]["latency_digests"]
+    assert cpu[0] < settings.RULE_WALK_BUDGET_S + 0.5
+    assert cpu[1] < 0.2 and cpu[2] < 0.2, cpu  # before: each reading spent the budget again
