@@ -916,6 +916,13 @@ class RolloutSelectorInput(serializers.Serializer):
                                      max_length=20, help_text='only clusters whose every ProxySQL node runs one of '
                                                               'these versions, e.g. ["2.7"] (2.7.x)')
 
+    def validate_tags(self, tags):
+        """Checked as a cluster's tags are (at most 20, each key and value): each tag is one more subquery."""
+        try:
+            return fleet_tags.checked(tags)
+        except fleet_tags.BadTag as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
 
 class RolloutInput(serializers.Serializer):
     reason = text(2000, help_text="why: kept with the rollout, each cluster's change set and the audit log")

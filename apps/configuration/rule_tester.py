@@ -180,8 +180,8 @@ class Batch(dict):
         return self.total_s > self.budget_s
 
 
-def _search(regex, subject, key, reached):
-    """One bounded search; its CPU counted against the pattern's budget and the batch's."""
+def timed_search(regex, subject, key, reached):
+    """One bounded search; its CPU counted against the pattern's budget and the batch's (`reached`, a Batch)."""
     if key in reached.cheap:
         started = time.perf_counter()
         try:
@@ -296,7 +296,7 @@ def _check_rule(rule, flag, query, digest_text, digest, digest_value, user, sche
                     name = "RE2" if key[2] == RE2 else "PCRE"
                     return False, f"{column} {pattern!r} does not compile in {name}: never matches"
                 try:
-                    found = searched[key, subject] = _search(regex, subject, key, reached)
+                    found = searched[key, subject] = timed_search(regex, subject, key, reached)
                 except MatchLimit as exc:
                     limit = exc
         if limit is not None:

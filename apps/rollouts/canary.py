@@ -72,8 +72,9 @@ def bake(run, step, row, executed, detail):
     started = datetime.fromisoformat(rollout.waves[wave]["started_at"])
     ends = applied + timedelta(seconds=p["bake_s"])
     seen = 0.0  # the newest poll of the canary judged so far
+    kept = gates.Kept()
     while True:
-        verdict = services.gate(rollout, wave, started, applied, nodes=[p["node"]])
+        verdict = services.gate(rollout, wave, started, applied, nodes=[p["node"]], kept=kept)
         detail["gate"] = verdict
         if verdict["ok"] and services.halt_requested(rollout):  # an operator's halt: as a failed gate
             verdict = services.operator_halt(verdict, services.halt_requested(rollout))

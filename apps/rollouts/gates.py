@@ -44,6 +44,15 @@ MIN_QUERIES = 20  # fewer queries since the change than this: no latency verdict
 
 
 @dataclass
+class Kept:
+    """What a bake keeps from one gate reading to the next (every GATE_STEP_S): the digests each cluster's change
+    touches are judged once a bake, and its rules' searches share one budget over the bake (RULE_WALK_BUDGET_S),
+    not one a reading (costly patterns cost their budget at every reading, twice a second, for the whole bake)."""
+    batch: rule_tester.Batch = field(default_factory=rule_tester.Batch)
+    scopes: dict = field(default_factory=dict)  # cluster name -> Scope
+
+
+@dataclass
 class Reading:
     """One gate reading of a wave: its nodes [(pk, name, cluster name)], the windows, and what the checks found."""
     rollout: object
@@ -55,6 +64,7 @@ class Reading:
     clusters: dict = field(default_factory=dict)  # cluster name -> {figure: value}
     bad: list = field(default_factory=list)
     failed: list = field(default_factory=list)
+    kept: Kept = field(default_factory=Kept)
 
     def fail(self, sentence, **named):
         self.bad.append(sentence)
@@ -128,31 +138,51 @@ def latency(reading):
         by_cluster.setdefault(cluster, []).append(pk)
     start, since = _epoch(reading.started - reading.window), _epoch(reading.started)
     applied = math.ceil(reading.applied.timestamp())  # a digest poll's rows: the interval that ends at their ts
+    kept = reading.kept
     for cluster, ids in by_cluster.items():
-        scope = touched(reading.rollout, cluster)
+        if cluster not in kept.scopes:
+            kept.scopes[cluster] = touched(reading.rollout, cluster, kept.batch)
+        scope = kept.scopes[cluster]
         stats = DigestStat.objects.filter(resolution=DIGEST_RAW, source__node_id__in=ids)
         before = _per_query_ms(stats.filter(ts__gte=start, ts__lt=since), scope)
         after = _per_query_ms(stats.filter(ts__gt=applied), scope)
         reading.clusters[cluster] = {"latency_ms_before": before and before[0], "latency_ms_after": after and after[0],
-                                     "queries_after": after[1] if after else 0, "latency_digests": scope.words}
+                                     "queries_after": after[1] if after else 0, "latency_digests": scope.said}
         if before is None or after is None or after[1] < MIN_QUERIES or after[0] <= before[0] * ratio:
             continue
         where = cluster if len(ids) > 1 else f"{cluster} ({next(n for p, n, _ in reading.nodes if p == ids[0])})"
         reading.fail(f"the latency gate on {where}: {after[0]:.2f} ms per query since the change ({after[1]} "
-                     f"queries of {scope.words}), {before[0]:.2f} ms before (threshold x{ratio:g})",
+                     f"queries of {scope.said}), {before[0]:.2f} ms before (threshold x{ratio:g})",
                      gate="latency", cluster=cluster, before=before[0], after=after[0], queries=after[1],
-                     threshold=ratio, digests=scope.words)
+                     threshold=ratio, digests=scope.said)
 
 
 @dataclass
 class Scope:
     """The digests a cluster's change touches: `rules` (each edited query rule, as it was and as it becomes) and
-    the `hostgroups` they route to; everything when the change edits no query rule (`rules` is None)."""
+    the `hostgroups` they route to; everything when the change edits no query rule (`rules` is None). The rules'
+    searches are bounded as the rule tester's (`batch`: the match limit, each pattern's budget and the batch's): a
+    digest a pattern cannot tell about counts as touched."""
     rules: list | None
     hostgroups: set
     engine: int
     words: str
+    batch: rule_tester.Batch = field(default_factory=rule_tester.Batch)
     _hits: dict = field(default_factory=dict)
+
+    @property
+    def not_measured(self):
+        """How many of the rules have a pattern that gave up (match limit or budget) in this scope's batch."""
+        return sum(any((pattern, _caseless(rule), self.engine) in self.batch for pattern in _patterns(rule))
+                   for rule in self.rules or ())
+
+    @property
+    def said(self):
+        """The words, and the rules whose patterns could not be tested (their digests counted as touched)."""
+        left = self.not_measured
+        whose = "rules'" if left > 1 else "rule's"
+        return self.words + (f" ({left} {whose} patterns too costly to test: every digest "
+                             "they might match counted)" if left else "")
 
     def covers(self, digest, text, hostgroup, username, schemaname):
         if self.rules is None or hostgroup in self.hostgroups:
@@ -170,21 +200,35 @@ class Scope:
             return False
         if rule.get("digest") and str(rule["digest"]).lower() != digest.lower():
             return False
-        caseless = "CASELESS" in {m.strip().upper() for m in (rule.get("re_modifiers") or "").split(",")}
-        patterns = [rule.get("match_digest")] + ([] if rule.get("negate_match_pattern") else [rule.get("match_pattern")])
-        for pattern in filter(None, patterns):
-            compiled = rule_tester.compiled(pattern, caseless, self.engine)
+        for pattern in _patterns(rule):
+            key = (pattern, _caseless(rule), self.engine)
+            if key not in self.batch and self.batch.spent_out:
+                self.batch[key] = rule_tester.NotMeasured(self.batch.budget_s)
+            if key in self.batch:
+                continue  # gave up (match limit, its budget, the batch's): cannot tell, counted as touched
+            compiled = self.batch.regexes.get(key, False)
+            if compiled is False:
+                compiled = self.batch.regexes[key] = rule_tester.compiled(*key)
             try:
-                if compiled is not None and not compiled.search(text):
+                if compiled is not None and not rule_tester.timed_search(compiled, text, key, self.batch):
                     return False
             except MatchLimit:
                 pass  # cannot tell: counted as touched
         return True
 
 
-def touched(rollout, cluster_name):
+def _caseless(rule):
+    return "CASELESS" in {m.strip().upper() for m in (rule.get("re_modifiers") or "").split(",")}
+
+
+def _patterns(rule):
+    patterns = [rule.get("match_digest")] + ([] if rule.get("negate_match_pattern") else [rule.get("match_pattern")])
+    return [p for p in patterns if p]
+
+
+def touched(rollout, cluster_name, batch=None):
     """The Scope of the rollout's change on one cluster, from its change set's edits of mysql_query_rules and the
-    rows they replace or delete in the version before."""
+    rows they replace or delete in the version before; `batch`: the rule_tester.Batch its searches count against."""
     rc = (RolloutCluster.objects.filter(rollout=rollout, cluster__name=cluster_name)
           .select_related("change_set__base").first())
     cs = rc and rc.change_set
@@ -208,7 +252,7 @@ def touched(rollout, cluster_name):
     words = f"the digests of query rule{'s' if len(ids) > 1 else ''} {', '.join(ids)}" + (
         f" and of hostgroup{'s' if len(hostgroups) > 1 else ''} {', '.join(map(str, sorted(hostgroups)))}"
         if hostgroups else "")
-    return Scope(rules, hostgroups, regex_engine(content), words)
+    return Scope(rules, hostgroups, regex_engine(content), words, batch if batch is not None else rule_tester.Batch())
 
 
 def _per_query_ms(stats, scope):

@@ -103,6 +103,8 @@ def parse_selector(items):
 
 def select(selector):
     """The selected clusters in a deterministic order (by name): every tag must match; names, when given, too."""
+    if len(selector.get("tags") or ()) > fleet_tags.TAGS_MAX:  # each is a subquery: no cluster has more
+        raise Refused(f"select: at most {fleet_tags.TAGS_MAX} tags")
     clusters = Cluster.objects.all()
     for key, value in selector.get("tags") or ():
         clusters = fleet_tags.tagged(clusters, key, value)
@@ -584,8 +586,9 @@ def _bake(rollout, n):
     bake = rollout.bake_canary_s if n == 0 else rollout.bake_s
     started, applied = datetime.fromisoformat(wave["started_at"]), datetime.fromisoformat(wave["applied_at"])
     ends = applied + timedelta(seconds=bake)
+    kept = gates.Kept()
     while True:
-        verdict = gate(rollout, n, started, applied)
+        verdict = gate(rollout, n, started, applied, kept=kept)
         if not verdict["ok"]:
             return verdict
         if halt_requested(rollout):
@@ -598,16 +601,17 @@ def _bake(rollout, n):
         time.sleep(min(GATE_STEP_S, max(0.0, (ends - timezone.now()).total_seconds())))
 
 
-def gate(rollout, n, started, applied, nodes=None):
+def gate(rollout, n, started, applied, nodes=None, kept=None):
     """The wave's health from the polls and the alerts: per node of its clusters, client connections aborted +
     backend connection errors per second since the change, against the same length of window before the wave;
     backends newly SHUNNED or OFFLINE, the mirror queue against its limit and the digests' latency (gates.py);
-    and any alert of those clusters that fired since the wave started."""
+    and any alert of those clusters that fired since the wave started. `kept`: the bake's gates.Kept."""
     skipped = set(rollout.clusters.filter(state=ClusterState.SKIPPED).values_list("cluster_id", flat=True))
     clusters = [pk for pk in rollout.waves[n]["clusters"] if pk not in skipped]
     bake = rollout.bake_canary_s if n == 0 else rollout.bake_s
     window = timedelta(seconds=max(bake, 10))
-    reading = gates.Reading(rollout, list(_nodes(clusters, nodes)), started, applied, window)
+    reading = gates.Reading(rollout, list(_nodes(clusters, nodes)), started, applied, window,
+                            kept=kept if kept is not None else gates.Kept())
     samples = ProxySQLSample.objects.filter(node__cluster_id__in=clusters, resolution=RAW)
     latest = gates.latest_polls([pk for pk, _, _ in reading.nodes])
     for node_id, name, _ in reading.nodes:

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings as hypothesis_settings, stra
 
 from apps.alerts import channels, destinations
 from apps.alerts.models import Channel
+from apps.api.tests.conftest import token_client
 
 from .conftest import Receiver
 
@@ -95,3 +96,38 @@ def test_the_form_refuses_a_loopback_url_by_default(settings, client, admin_user
                                                      "min_severity": "warning"})
     assert response.status_code == 400 and "loopback, link-local or private" in response.content.decode()
     assert not Channel.objects.exists()
+
+
+@pytest.mark.django_db
+def test_fuzz_every_door_that_takes_a_channel_url_stores_only_what_posts_to_an_allowed_host(settings, two_receivers,
+                                                                                           client, admin_user_role):
+    """The page's form and the API (the two doors that take a channel URL; no configuration file carries one): a URL
+    shape either is refused with a 400 and stores nothing, or is stored and its sends reach the allowed receiver only."""
+    allowed, forbidden = two_receivers
+    settings.ALERT_CHANNEL_DESTINATIONS = [f"127.0.0.1:{allowed.port}"]
+    settings.ALERTS_HTTP_TIMEOUT_S = 1.0
+    client.force_login(admin_user_role)
+    api = token_client(admin_user_role)
+    seen = {"stored": 0, "n": 0}
+
+    @hypothesis_settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(url_shapes(allowed.port, forbidden.port), st.booleans())
+    def check(url, through_api):
+        seen["n"] += 1
+        name = f"door-{seen['n']}"
+        fields = {"name": name, "kind": "webhook", "url": url, "min_severity": "warning"}
+        if through_api:
+            status = api.post("/api/v1/alert-channels/", fields).status_code
+        else:
+            status = client.post(reverse("alerts:channel_create"), fields).status_code
+        assert status in ((201, 400) if through_api else (302, 400)), (url, status)
+        channel = Channel.objects.filter(name=name).first()
+        assert (channel is None) == (status == 400), (url, status)
+        if channel is not None:
+            seen["stored"] += 1
+            assert destinations.refusal(channel.url) is None and destinations.destination(channel.url)[1] == allowed.port
+            channels._post(channel.url, {"alerts": []}, channel)
+        assert forbidden.got == [], (url, forbidden.got)
+
+    check()
+    assert seen["stored"] > 0  # the shapes reach the allowed receiver too, not only refusals
