@@ -22,6 +22,7 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import requests
+import urllib3
 from django.conf import settings
 from django.core.mail import EmailMessage
 
@@ -176,19 +177,24 @@ class Result:
 
 
 def _post(url, body, channel):
-    refused = destinations.refusal(url)  # the allow-list may have changed since the channel was saved
-    if refused:
-        return Result(False, None, f"not sent: {refused}"[:500], retry=False)
-    found = destinations.target(url)
+    found = destinations.checked(url)  # the allow-list may have changed since the channel was saved
+    if isinstance(found, str):
+        return Result(False, None, f"not sent: {found}"[:500], retry=False)
+    where = destinations.public_part(url)
+    if not found.addresses:
+        return Result(False, None, f"not sent: the host of {where} does not resolve")
     headers = {}
     if channel.secret and channel.kind in (ChannelKind.WEBHOOK, ChannelKind.ALERTMANAGER):
         headers["Authorization"] = f"Bearer {channel.secret}"
     # The request goes to the URL the check judged: prepared here, sent as it is.
     prepared = session().prepare_request(requests.Request("POST", found.url, json=body, headers=headers))
-    where = destinations.public_part(url)
+    environment = session().merge_environment_settings(prepared.url, {}, None, None, None)
     try:
-        sent = session().send(prepared, timeout=settings.ALERTS_HTTP_TIMEOUT_S, allow_redirects=False,
-                              **session().merge_environment_settings(prepared.url, {}, None, None, None))
+        if environment.get("proxies") and requests.utils.select_proxy(prepared.url, environment["proxies"]):
+            sent = session().send(prepared, timeout=settings.ALERTS_HTTP_TIMEOUT_S, allow_redirects=False,
+                                  **environment)  # the proxy resolves the name: ALERT_CHANNEL_DESTINATIONS judged it
+        else:
+            sent = _send_pinned(prepared, found, environment)
     except requests.RequestException as exc:
         return Result(False, None, f"{type(exc).__name__} posting to {where}: {_reason(exc, url)}"[:500])
     if 200 <= sent.status_code < 300:
@@ -197,6 +203,40 @@ def _post(url, body, channel):
     # What the receiver answered stays out of the log: viewers read it, and an internal URL's answer is no
     # business of theirs. Its status says enough to act.
     return Result(False, sent.status_code, f"HTTP {sent.status_code} from {where}", retry=retry)
+
+
+class _PinnedAdapter(requests.adapters.HTTPAdapter):
+    """Connects to one address while the request names the host: TLS still sends and verifies the host's name."""
+
+    def __init__(self, host):
+        self.host = host
+        super().__init__(max_retries=0)
+
+    def init_poolmanager(self, *args, **kwargs):
+        super().init_poolmanager(*args, **kwargs, server_hostname=self.host, assert_hostname=self.host)
+
+
+def _send_pinned(prepared, found, environment):
+    """Send to an address the destination check resolved (a DNS rebinding's second answer is never read), IPv4
+    first, the next one only when connecting failed (as a connection by name does). One session a send: its pool
+    belongs to that address and host alone."""
+    original = urllib3.util.parse_url(prepared.url)
+    named = f"[{found.host}]" if ":" in found.host else found.host
+    prepared.headers["Host"] = named if found.port == destinations.DEFAULT_PORTS[found.scheme] else f"{named}:{found.port}"
+    failed = None
+    for address in sorted(found.addresses, key=lambda a: a.version):
+        prepared.url = original._replace(host=f"[{address}]" if address.version == 6 else str(address)).url
+        with requests.Session() as pinned:
+            pinned.mount(f"{found.scheme}://", _PinnedAdapter(found.host))
+            try:
+                return pinned.send(prepared, timeout=settings.ALERTS_HTTP_TIMEOUT_S, allow_redirects=False,
+                                   verify=environment.get("verify", True), cert=environment.get("cert"))
+            except requests.ConnectionError as exc:
+                if not isinstance(getattr(exc.args[0] if exc.args else None, "reason", None),
+                                  urllib3.exceptions.NewConnectionError):
+                    raise  # it may have been sent: never twice
+                failed = exc
+    raise failed
 
 
 def _reason(exc, url):

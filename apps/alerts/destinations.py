@@ -5,7 +5,8 @@ Each entry is a host name (`hooks.slack.com`, `*.example.net` for its subdomains
 port (the scheme's default port when it names none); it is allowed when an entry matches both. A host name
 matches a CIDR entry only when every address it resolves to lies in it (read when the form is checked and
 again at each send, so a name later pointed at another address is refused then). Checked by the channel form
-and again before every request (channels.send).
+and again before every request (channels.send), which then connects to an address of that same answer: a DNS
+that answers a public address to the check and a private one to the connection (rebinding) gets nothing.
 
 A URL is judged as it is sent: prepared by requests and split by urllib3's parse_url, the parser the request's
 connection is opened from (Python's urlsplit reads `http://127.0.0.1:9\\@hooks.slack.com/` as hooks.slack.com,
@@ -32,6 +33,7 @@ class Target:
 
     def __init__(self, url, scheme, host, port):
         self.url, self.scheme, self.host, self.port = url, scheme, host, port
+        self.addresses = []  # filled by checked()
 
 
 def target(url):
@@ -80,23 +82,31 @@ def shown(url):
 
 def refusal(url):
     """None when a channel may post to this URL, else why not (in the admin's terms)."""
+    found = checked(url)
+    return found if isinstance(found, str) else None
+
+
+def checked(url):
+    """The Target a channel may post to, with `addresses`: what its host resolved to when it was judged (the send
+    connects to one of those, never to a second answer of the DNS); or a str saying why it may not."""
     found = target(url)
     if not isinstance(found, Target):
         return found
     host, port = found.host, found.port
+    found.addresses = _addresses(host)  # resolved once: judged and connected to alike
     entries = settings.ALERT_CHANNEL_DESTINATIONS
-    matched = [split_entry(entry)[0] for entry in entries if _matches(entry, host, port)]
+    matched = [split_entry(entry)[0] for entry in entries if _matches(entry, host, port, found.addresses)]
     if entries and not matched:
         return (f"{shown(url)} is not among the destinations alert channels may post to "
                 f"(ALERT_CHANNEL_DESTINATIONS: {', '.join(entries)})")
     named_by_network = any(not isinstance(pattern, str) for pattern in matched)
     if not named_by_network and not settings.ALERT_CHANNEL_PRIVATE_ADDRESSES:
-        inner = [a for a in _addresses(host) if not a.is_global]
+        inner = [a for a in found.addresses if not a.is_global]
         if inner:
             return (f"{shown(url)} is a loopback, link-local or private address ({inner[0]}): alert channels post "
                     "there only when ALERT_CHANNEL_DESTINATIONS names its network or ALERT_CHANNEL_PRIVATE_ADDRESSES "
                     "is on")
-    return None
+    return found
 
 
 def split_entry(entry):
@@ -131,13 +141,12 @@ def _network(text):
         return None
 
 
-def _matches(entry, host, port):
+def _matches(entry, host, port, addresses):
     pattern, wanted_port = split_entry(entry)
     if wanted_port is not None and wanted_port != port:
         return False
     if isinstance(pattern, str):
         return fnmatch.fnmatchcase(host.lower(), pattern)
-    addresses = _addresses(host)
     return bool(addresses) and all(address in pattern for address in addresses)
 
 

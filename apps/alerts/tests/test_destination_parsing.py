@@ -131,3 +131,31 @@ def test_fuzz_every_door_that_takes_a_channel_url_stores_only_what_posts_to_an_a
 
     check()
     assert seen["stored"] > 0  # the shapes reach the allowed receiver too, not only refusals
+
+
+@pytest.mark.django_db
+def test_a_dns_answer_that_changes_after_the_check_gets_no_post(settings, two_receivers, monkeypatch):
+    """DNS rebinding: the name answers a public address to the destination check, then a loopback one. The post goes
+    to the address that was judged (here unreachable: this machine has loopback only), never to the second answer,
+    so the forbidden receiver on 127.0.0.1 gets neither the alert nor the channel's bearer secret."""
+    import socket
+
+    _, forbidden = two_receivers
+    settings.ALERT_CHANNEL_DESTINATIONS = []
+    settings.ALERT_CHANNEL_PRIVATE_ADDRESSES = False
+    settings.ALERTS_HTTP_TIMEOUT_S = 0.5
+    real = socket.getaddrinfo
+    answers = {"n": 0}
+
+    def rebinding_dns(host, *args, **kwargs):  # the hostile name server: public first, loopback afterwards
+        if host != "hooks.rebind.example":
+            return real(host, *args, **kwargs)
+        answers["n"] += 1
+        return real("93.184.215.14" if answers["n"] == 1 else "127.0.0.1", *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding_dns)
+    channel = Channel.objects.create(name="rebind", kind="webhook", url="http://127.0.0.1/", secret="s3cret-token")
+    result = channels._post(f"http://hooks.rebind.example:{forbidden.port}/hook", {"alerts": []}, channel)
+    assert forbidden.got == []
+    assert not result.ok and "s3cret" not in result.error
+    assert answers["n"] == 1  # the name was resolved once, for the check, and connected to as judged
