@@ -91,11 +91,21 @@ def no_drift_anywhere(cluster):
 
 def apply_weight(cluster, user, hostgroup, port, weight):
     """A change set of one server's weight, planned, confirmed and run to the end through the executor."""
-    cs = services.start_change_set(cluster, actor=Actor.command(user), reason=f"weight {weight} for {port}")
+    return apply_edits(cluster, user, f"weight {weight} for {port}", [weight_edit(cluster, hostgroup, port, weight)])
+
+
+def weight_edit(cluster, hostgroup, port, weight):
     row = next(r for r in latest(cluster).content["mysql_servers"]
                if r["hostgroup_id"] == hostgroup and r["port"] == port)
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [hostgroup, "127.0.0.1", port],
-                           "row": {**row, "weight": weight}}, actor=Actor.command(user))
+    return {"op": "upsert", "table": "mysql_servers", "key": [hostgroup, "127.0.0.1", port],
+            "row": {**row, "weight": weight}}
+
+
+def apply_edits(cluster, user, reason, edits):
+    """A change set of these edits, planned, confirmed and run to the end through the executor."""
+    cs = services.start_change_set(cluster, actor=Actor.command(user), reason=reason)
+    for edit in edits:
+        services.add_edit(cs, edit, actor=Actor.command(user))
     plan, collector = plan_change_set(cs)
     collector.save()
     op = operations.save_plan(plan, actor=Actor.command(user))
@@ -104,6 +114,7 @@ def apply_weight(cluster, user, hostgroup, port, weight):
     executor.run(op.pk)
     op = Operation.objects.get(pk=op.pk)
     assert op.state == "done", op.error
+    return op
 
 
 def check_natively_managed(nodes, galera, user):

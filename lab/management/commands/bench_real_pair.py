@@ -304,11 +304,11 @@ class Sysbench:
                     out.append((float(t), float(ms), port))
         return out
 
-    @staticmethod
-    def prepare(port):
-        subprocess.run(["sysbench", "oltp_read_write", *Sysbench.COMMON, f"--mysql-port={port}", "cleanup"],
+    @classmethod
+    def prepare(cls, port):
+        subprocess.run(["sysbench", "oltp_read_write", *cls.COMMON, f"--mysql-port={port}", "cleanup"],
                        capture_output=True)
-        subprocess.run(["sysbench", "oltp_read_write", *Sysbench.COMMON, f"--mysql-port={port}", "prepare"],
+        subprocess.run(["sysbench", "oltp_read_write", *cls.COMMON, f"--mysql-port={port}", "prepare"],
                        check=True, capture_output=True)
 
     def results(self):
