@@ -57,7 +57,7 @@ from apps.audit.actor import Actor
 from apps.clients.proxysql import ProxySQLAdmin, configured, configured_status
 from apps.configuration import adoption as adopt
 from apps.configuration.services import versioned_variables
-from apps.fleet.drift import MANAGED_VARIABLES, intended_rows, intended_variables
+from apps.fleet.drift import MANAGED_VARIABLES, intended_rows
 from apps.fleet.models import Cluster, ProxySQLNode, Server
 from apps.operations import drain, executor, pending_rows, repair, rollbacks, services, switchover
 from apps.operations.choices import OperationState
@@ -366,7 +366,7 @@ class FaultMatrix:
         differ, writers = [], {}
         for node in cluster.proxysql_nodes.order_by("pk"):
             with ProxySQLAdmin.for_node(node) as admin:
-                want = {k: v for k, (v, _) in intended_variables(node, admin, versioned).items() if v is not None}
+                want = {k: v for k, (v, _) in versioned.items() if v is not None}  # the version: the one record of intent
                 for layer in ("memory", "runtime", "disk"):
                     rows = admin.servers(layer)
                     have = {r.key: configured(r) for r in rows if r.hostgroup_id in hostgroups}

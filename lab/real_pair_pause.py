@@ -35,7 +35,7 @@ import MySQLdb
 from apps.clients.proxysql import ProxySQLAdmin, configured
 from apps.configuration.drift import cluster_drift
 from apps.configuration.services import versioned_variables
-from apps.fleet.drift import AUTOINC, MANAGED_VARIABLES, intended_rows, intended_variables
+from apps.fleet.drift import AUTOINC, MANAGED_VARIABLES, intended_rows
 from apps.fleet.models import Server
 from apps.operations import pending_rows, rollbacks, switchover
 from apps.operations.models import Operation, OperationStep, PendingRollback
@@ -289,7 +289,7 @@ class PauseRun:
         for node in cluster.proxysql_nodes.order_by("pk"):
             try:
                 with ProxySQLAdmin.for_node(node) as admin:
-                    want = {k: v for k, (v, _) in intended_variables(node, admin, versioned).items() if v is not None}
+                    want = {k: v for k, (v, _) in versioned.items() if v is not None}  # the version: the one record of intent
                     for layer in ("memory", "runtime", "disk"):
                         rows = [r for r in admin.servers(layer) if r.hostgroup_id in self.hostgroups]
                         values = admin.global_variables(MANAGED_VARIABLES, layer=layer)
