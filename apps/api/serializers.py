@@ -23,6 +23,7 @@ from apps.reports.choices import Period
 from apps.reports.models import Report, ReportSchedule
 from apps.configuration import content as C
 from apps.configuration.change_set import diff_lines
+from apps.configuration import services as config_services
 from apps.configuration.services import target_of
 from apps.configuration import edits
 
@@ -646,7 +647,7 @@ class ConnectionsSerializer(serializers.Serializer):
 class ChangeSetInput(serializers.Serializer):
     # required by the service (a blank one: 400 on this field, the page's and the command line's message)
     reason = text(2000, required=False, allow_blank=True, default="", help_text="what it is for, for the people after you")
-    edits = EditSerializer(many=True, required=False, max_length=5000)
+    edits = EditSerializer(many=True, required=False, max_length=config_services.MAX_EDITS)
     file = serializers.CharField(required=False, max_length=5 * 1024 * 1024, trim_whitespace=False,
                                  help_text="instead of edits: a YAML file as exported (manage.py config export), "
                                            "applied as desired state against the current version")
@@ -926,7 +927,7 @@ class RolloutSelectorInput(serializers.Serializer):
 
 class RolloutInput(serializers.Serializer):
     reason = text(2000, help_text="why: kept with the rollout, each cluster's change set and the audit log")
-    edits = EditSerializer(many=True, required=False, max_length=5000, help_text="a change set's edits")
+    edits = EditSerializer(many=True, required=False, max_length=config_services.MAX_EDITS, help_text="a change set's edits")
     file = serializers.CharField(required=False, max_length=5 * 1024 * 1024, trim_whitespace=False,
                                  help_text="instead of edits: a YAML fragment (the tables it names, whole, and the "
                                            "global_variables it names; no cluster:)")

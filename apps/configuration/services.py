@@ -339,12 +339,20 @@ def check_edits(cluster, base, edits, actor):
         check_credential_hosts(cluster, edits)
 
 
+# Each edit added replays the ones before it (they must still apply), so a draft's size bounds what one more costs.
+# The API takes at most as many edits at once; a file is bounded by its rows (files.py).
+MAX_EDITS = 5000
+
+
 def add_edit(cs, edit, *, actor):
     """Append one edit (a plain dict, built by edits.py's helpers or given as is) to a draft by its author or an
     admin, refused if it cannot apply; a new password in it is stored encrypted and named by reference. Audited."""
     if cs.state != ChangeSet.State.DRAFT:
         raise Refused("This change set is no longer a draft.")
     check_editor(cs, actor)
+    if len(cs.edits) >= MAX_EDITS:
+        raise Refused(f"This change set holds {len(cs.edits):,} edits, the most one may hold: apply it, or put the "
+                      "rest in another change set (or a file).")
     built = _build(edit, known_secrets(cs.cluster), lambda: target_of(cs), n=len(cs.edits) + 1)
     check_host_edits(cs.cluster, [built.edit], actor)
     _applies(cs.base.content, cs.edits + [built.edit])
