@@ -261,6 +261,9 @@ class DigestRowSerializer(serializers.Serializer):
     min_us = serializers.IntegerField(allow_null=True)
     mirrored_count = serializers.IntegerField(help_text="executions of mirrored copies in a mirror hostgroup:"
                                               " not in count, total_us nor max_us")
+    unmeasured_count = serializers.IntegerField(help_text="of count: executions in a mirror hostgroup whose mirror"
+                                                " rule's pattern the poll could not run (PCRE's match limit, or its"
+                                                " search budget): whether they are copies is not measured")
     where = serializers.DictField(help_text="hostgroups, user@schema and the number of nodes it ran on")
 
 
@@ -275,6 +278,8 @@ class DigestPageSerializer(serializers.Serializer):
     page = serializers.IntegerField()
     pages = serializers.IntegerField()
     window = WindowSerializer()
+    mirror_note = serializers.CharField(help_text="why some rows' unmeasured_count is not 0, as the page says it;"
+                                        " empty when every copy was told apart")
     results = DigestRowSerializer(many=True)
 
 

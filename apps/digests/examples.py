@@ -2,7 +2,7 @@
 
 stats_mysql_query_digest keeps no example; the processlist's `info` is the text of a query while it runs. Each
 digest poll reads the sessions running a query now (at most READ_LIMIT, the longest running first: one bounded
-statement) and keeps, per digest text, the KEEP most recent distinct texts in Redis (a sorted set by time, EXAMPLE_TTL_S
+statement; a mirror rule's copies, sessions of their own, are not sampled) and keeps, per digest text, the KEEP most recent distinct texts in Redis (a sorted set by time, EXAMPLE_TTL_S
 after its last sample): bounded whatever the traffic. A text is filed under its digest by ProxySQL's normaliser
 (configuration.rule_tester.normalise, approximated): the digest page looks its own digest text up the same way.
 

@@ -76,7 +76,7 @@ def _detail_context(request, digest, query, notes):
     return {
         "digest": digest, "query": query, "window": window, "notes": notes, "windows": forms.WINDOWS,
         "breakdown": breakdown, "summary": selectors.digest_summary(digest, window, query.filters, breakdown),
-        "back": query.querystring(), "rule_form": forms.DigestRuleForm(initial={"cluster": query.filters.cluster}),
+        "back": query.querystring(), "rule_form": forms.DigestRuleForm(initial={"cluster": _rule_cluster(query, breakdown)}),
         "latency": analysis.latency_windows(digest, window, query.filters) if window.pieces else [],
         "examples": found,
         "routes": analysis.routes(digest, breakdown, found[0]["text"] if literals and found else ""),
@@ -125,6 +125,14 @@ def rule_test(request):
     return TemplateResponse(request, "digests/rule_test.html", {
         "sample": sample, "notes": notes, "columns": columns, "clusters": Cluster.objects.order_by("name"),
         "choices": selectors.rule_test_choices(sample.cluster)})
+
+
+def _rule_cluster(query, breakdown):
+    """The rule form's first cluster: the page's, else the one the digest took the most time on in the window."""
+    if query.filters.cluster is not None:
+        return query.filters.cluster
+    own = [row["source"] for row in breakdown if row["source"] is not None and not row["mirrored"]]
+    return own[0].node.cluster_id if own else None
 
 
 @require_role(OPERATOR)

@@ -48,7 +48,7 @@ class DigestList(ApiView):
         window, filters, f = _window_and_filters(request)
         page = selectors.top_digests(window, filters, f["sort"], f["dir"] == "desc", f["page"], per_page=f["page_size"])
         return Response({"count": page.total, "page": page.number, "pages": page.pages, "window": _window(window),
-                         "results": s.DigestRowSerializer(page.rows, many=True).data})
+                         "mirror_note": page.mirror_note, "results": s.DigestRowSerializer(page.rows, many=True).data})
 
 
 class DigestDetail(ApiView):

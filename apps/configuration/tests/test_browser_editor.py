@@ -70,3 +70,23 @@ def test_the_query_rules_table_fits_the_screen_with_the_rest_folded(page, live_s
     assert "NULL" in more.locator("summary").inner_text()
     if width == 1920:  # full width on a wide screen, not capped near 1,230 px
         assert page.locator("main").bounding_box()["width"] >= 1800
+
+
+@pytest.mark.parametrize("width", [1366, 1920])
+def test_the_users_table_fits_the_screen_with_the_rest_folded(page, live_server, browser_login, operator_user, draft,
+                                                              width):
+    """Issue 36 item 2, "users likewise": mysql_users shows the columns read first, the rest folded per row."""
+    page.set_viewport_size({"width": width, "height": 1000})
+    browser_login(operator_user)
+    page.goto(f"{live_server.url}{draft.get_absolute_url()}")
+    section = page.locator("section[data-table=mysql_users]")
+    assert section.locator("tbody tr").count(), "the lab's version holds users"
+    for column in ("username", "default_hostgroup", "transaction_persistent", "max_connections", "comment"):
+        box = section.locator(f"th:text-is('{column}')").bounding_box()
+        assert box and box["x"] + box["width"] <= width, (column, box)
+    assert section.locator("th:text-is('max_connections')").count() == 1  # the column read first, not folded
+    assert not section.locator("th:text-is('frontend')").count() and not section.locator("th:text-is('use_ssl')").count()
+    assert section.locator(".scroll").evaluate("e => e.scrollWidth <= e.clientWidth"), "the users table scrolls sideways"
+    more = section.locator("tbody tr >> nth=0").locator("[data-more-columns]")
+    more.locator("summary").click()
+    assert "NULL" not in more.locator("dl").inner_text()

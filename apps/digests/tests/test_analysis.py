@@ -175,3 +175,18 @@ def test_only_one_plain_select_with_values_is_explained(text, reason):
         explain.check_statement(text)
     assert explain.check_statement("SELECT c FROM sbtest1 WHERE id=42;") == "SELECT c FROM sbtest1 WHERE id=42"
     assert normalise("SELECT c FROM sbtest1 WHERE id=42") == "SELECT c FROM sbtest1 WHERE id=?"
+
+
+
+def test_an_explain_past_its_time_limit_is_cut_by_the_backend(lab_schema):
+    """MariaDB runs a constant subquery while it EXPLAINs (measured: this EXPLAIN takes the 3 s of its SLEEP): the
+    server's max_statement_time cuts it at the limit, and the operator is told why."""
+    from apps.clients.backend import BackendClient
+    from apps.clients.wire import ClientError
+
+    slow = "SELECT id FROM sbtest1 WHERE id = (SELECT 1 FROM DUAL WHERE SLEEP(3) = 0)"
+    with BackendClient("127.0.0.1", 3311, EXPLAIN_USER, EXPLAIN_PASSWORD, read_timeout=10) as client:
+        started = time.monotonic()
+        with pytest.raises(ClientError, match="max_statement_time"):
+            client.explain(slow, "sbtest", 0.5)
+        assert time.monotonic() - started < 2.0

@@ -68,3 +68,14 @@ def test_rows_sent_and_affected(viewer_client, shop):
     html = viewer_client.get(f"/digests/{d.pk}/").content.decode()
     assert fact(html, "rows") == "50 / 0" and fact(html, "rows-each") == "2.5 sent / 0.0 affected"
     assert "Rows are counted for 20 of the 60 executions" in html
+
+
+def test_the_rule_form_starts_on_the_cluster_the_digest_ran_on(operator_client, shop):
+    """Issue 36 (the walk at 1366/1920): "Make a query rule from this digest" offered the first cluster by name (one
+    where the digest never ran) unless the page was filtered by cluster."""
+    fleet(1, "another-cluster-first-by-name")
+    d = shop["digest"]
+    html = operator_client.get(f"/digests/{d.pk}/").content.decode()
+    chosen = re.search(r'<select name="cluster" id="id_rule_cluster"[^>]*>.*?<option value="\d+" selected>(.*?)</option>',
+                       html, re.S)
+    assert chosen and chosen.group(1) == "shop", chosen

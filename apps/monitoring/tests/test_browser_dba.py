@@ -136,3 +136,23 @@ def test_times_are_24_hour_utc_and_the_incident_view_fills_its_window(page, live
         assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", field.input_value()), field.input_value()
     page.goto(f"{live_server.url}/digests/")
     assert page.locator("input[name=from]").get_attribute("type") == "text"
+
+
+def test_node_names_on_the_cluster_page_never_break_at_1366(page, live_server, browser_login, viewer_user, adopted_lab,
+                                                             live_redis):
+    """Issue 36 (the walk at 1366 px): the ProxySQL Cluster table squeezed its Node column, 'proxysql-' on one line
+    and '1' on the next, on every row."""
+    cluster, _ = adopted_lab
+    names = sorted(ProxySQLNode.objects.filter(cluster=cluster).values_list("name", flat=True))
+    poll(rounds=2)
+    page.set_viewport_size({"width": 1366, "height": 900})
+    browser_login(viewer_user)
+    page.goto(f"{live_server.url}{cluster.get_absolute_url()}")
+    page.wait_for_selector("table.proxysql-cluster td")
+    lines = page.evaluate("""(names) => [...document.querySelectorAll('table.proxysql-cluster td')]
+        .filter(td => names.includes(td.textContent.trim()))
+        .map(td => { const r = document.createRange(); r.selectNodeContents(td);
+                     return [td.textContent.trim(), new Set([...r.getClientRects()].map(b => Math.round(b.top))).size]; })""",
+                          names)
+    assert lines and {name for name, _ in lines} == set(names), lines
+    assert all(n == 1 for _, n in lines), lines
