@@ -62,13 +62,14 @@ def _texts(hashes, fresh):
     return texts
 
 
-def mark_copies(rules, deltas, fresh_texts):
+def mark_copies(rules, deltas, fresh_texts, spent=None):
     """Per delta of this poll, in order: True when its executions are a mirror rule's copies (ProxySQL counts a copy
     under the original's digest in the rule's mirror hostgroup: an active rule of the node sends copies to the
     delta's hostgroup and matches its text, user and schema), False when not, None when not known (a pattern that
     reaches PCRE's match limit on the text, or the poll's searches past MIRROR_POLL_BUDGET_S). Stored with the rows
-    (DigestStat.mirrored), so the pages rank from a column instead of matching the rules at each request."""
-    spent = mirror.Spent()
+    (DigestStat.mirrored), so the pages rank from a column instead of matching the rules at each request. `spent`: the
+    poll's one budget, shared with sample_rows."""
+    spent = spent if spent is not None else mirror.Spent()
     by_hostgroup = {}
     for r in sorted(rules, key=lambda r: r["rule_id"]):
         if r.get("active") and r.get("mirror_hostgroup") is not None:
@@ -95,8 +96,9 @@ def _copies(matchers, delta, text):
     return None if unknown else False
 
 
-def sample_rows(node_pk, ts, interval_s, now_state, before_state, deltas, fresh_texts):
-    """Measure the window and return (mirror.Window, [MirrorRuleSample]) (database reads only)."""
+def sample_rows(node_pk, ts, interval_s, now_state, before_state, deltas, fresh_texts, spent=None):
+    """Measure the window and return (mirror.Window, [MirrorRuleSample]) (database reads only). `spent`: the poll's one
+    budget, shared with mark_copies (what the marks spent is not spent again here)."""
     hostgroups = {r["mirror_hostgroup"] for r in now_state["rules"] if r.get("mirror_hostgroup") is not None}
     if not hostgroups:
         return None, []
@@ -105,7 +107,7 @@ def sample_rows(node_pk, ts, interval_s, now_state, before_state, deltas, fresh_
     window = mirror.measure(now_state["rules"], now_state["hits"], before_state["hits"], now_state["counters"],
                             before_state["counters"],
                             [(d.hostgroup, d.schemaname, d.username, texts.get(d.digest, ""), d.count_star) for d in mine],
-                            interval_s)
+                            interval_s, poll=spent)
     when = datetime.fromtimestamp(ts, tz=timezone.utc)
     rows = [MirrorRuleSample(node_id=node_pk, rule_id=w.rule_id, ts=when, mirror_hostgroup=w.mirror_hostgroup,
                              interval_s=interval_s, hits_ps=w.per_second(w.hits), prepared_share=w.prepared_share,

@@ -32,7 +32,7 @@ from django.db.models.constants import OnConflict
 from apps.clients.proxysql import ProxySQLAdmin, with_clusters
 from apps.clients.wire import ClientError
 from apps.fleet.models import ProxySQLNode
-from apps.monitoring import leases, live, pollers
+from apps.monitoring import leases, live, mirror, pollers
 from apps.monitoring.models import RollupMark
 
 from . import deltas as deltas_mod
@@ -254,12 +254,13 @@ def store(result, state, scope=None):
 
     outcome = result.outcome
     deltas = [d for d in outcome.deltas if scope is None or scope.keeps(d.hostgroup)]
+    spent = mirror.Spent()  # one MIRROR_POLL_BUDGET_S for the poll's mirror rule searches: the marks and the loss
     objs = []
     if deltas:
         # Texts and sources are committed on their own (idempotent), so the cached ids always exist.
         digest_ids = _digest_id_map({d.digest for d in deltas}, result.texts, ts)
         source_ids = _source_id_map(node.pk, {_source_key(d) for d in deltas})
-        copies = mirroring.mark_copies(result.mirror["rules"], deltas, result.texts)
+        copies = mirroring.mark_copies(result.mirror["rules"], deltas, result.texts, spent)
         objs = [(RAW, ts, source_ids[(node.pk, *_source_key(d))], digest_ids[d.digest], d.count_star, d.sum_time,
                  d.min_time, d.max_time, d.rows_sent, d.rows_affected, copy)
                 for d, copy in zip(deltas, copies)]
@@ -267,7 +268,7 @@ def store(result, state, scope=None):
     mirror_rows = []
     if result.mirror_before is not None and not outcome.full:
         _, mirror_rows = mirroring.sample_rows(node.pk, ts, ts - state_baseline, result.mirror, result.mirror_before,
-                                               outcome.deltas, result.texts)
+                                               outcome.deltas, result.texts, spent)
     state.baseline_ts = ts
     state.last_ok_ts = ts
     state.digests, state.changed, state.resets = result.rows, len(objs), outcome.resets

@@ -168,14 +168,16 @@ class Window:
     mirrored_total: int = 0
 
 
-def measure(rules, hits_now, hits_before, counters_now, counters_before, deltas, interval_s):
+def measure(rules, hits_now, hits_before, counters_now, counters_before, deltas, interval_s, poll=None):
     """rules: dicts of QueryRule read at this poll; hits_*: {rule_id: hits}; counters_*: {"questions",
     "stmt_execute"} (stats_mysql_global); deltas: [(hostgroup, schemaname, username, digest_text, count)]
-    of this window. Returns a Window with one RuleWindow per mirror rule, in rule_id order."""
+    of this window; `poll`: the poll's Spent when other searches of the same poll share its budget. Returns a Window
+    with one RuleWindow per mirror rule, in rule_id order."""
     rules = sorted(rules, key=lambda r: r["rule_id"])
     mirrors = [r for r in rules if is_mirror(r)]
     routing = [r for r in rules if not is_mirror(r)]
-    poll = Spent(rules=len(rules), texts=len(deltas))
+    poll = Spent() if poll is None else poll
+    poll.rules, poll.texts = len(rules), len(deltas)
     matchers = {r["rule_id"]: Matcher.of(r, poll) for r in rules}
     by_hostgroup = {}
     for r in mirrors:

@@ -168,3 +168,20 @@ def test_a_mirror_rule_at_pcres_match_limit_leaves_its_copies_not_measured_not_c
     assert {d.digest for d in Digest.objects.filter(
         pk__in=in_mirror_hostgroup.filter(mirrored__isnull=True).values("digest_id"))} == said
     assert not DigestStat.objects.filter(source__hostgroup=100, mirrored__isnull=True).exists()
+
+
+def test_the_marks_and_the_loss_measurement_share_one_budget_a_poll(digest_lab, settings):
+    """Issue 34: the poll's copy marking and its loss measurement each had MIRROR_POLL_BUDGET_S, so a node's costly
+    mirror rules took twice the budget of every poll. One budget now, for both: what the marks spent is not spent
+    again, and the loss measurement says it was not counted."""
+    settings.MIRROR_POLL_BUDGET_S = 0.5
+    cluster, nodes, (first, _) = digest_lab
+    write_load(first)
+    polled(services.poll_round(nodes[:1], now=time.time() - 10, threads=1))
+    first.traffic.set_sessions(hostgroup=100, count=0)
+    node_mirror_rules(first, [(5000 + i, COSTLY, 100) for i in range(300)])
+    add_queries(first, 40)
+    cpu = time.thread_time()  # the poll's thread: reads, marks, measurement, writes (the double runs in its own)
+    with within(4):
+        polled(services.poll_round(nodes[:1], now=time.time() - 2, threads=1))
+    assert time.thread_time() - cpu < settings.MIRROR_POLL_BUDGET_S + 0.35
