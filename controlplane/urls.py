@@ -8,6 +8,7 @@ from apps.monitoring.views import metrics, metrics_targets, pool_metrics, search
 register_converter(IdConverter, "id")  # before the apps' URLs are read: they use <id:pk>
 
 urlpatterns = [
+    path("", include("apps.pages.urls")),  # the composite pages: overview, cluster, node, backend
     path("", include("apps.fleet.urls")),
     path("monitoring/", include("apps.monitoring.urls")),
     path("search/", search_page, name="search"),  # the header's search

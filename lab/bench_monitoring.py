@@ -69,13 +69,13 @@ LAB_TRAFFIC = [
     'LAB SET_DIGESTS {"count": 400}',
 ]
 # Pages timed when they exist: (label, candidate URL names, argument kind). The fleet overview is served at
-# fleet:overview by the monitoring app; the live refreshes are htmx partials.
+# pages:overview by the monitoring app; the live refreshes are htmx partials.
 PAGES = [
-    ("fleet overview", ["fleet:overview", "monitoring:overview"], None),
+    ("fleet overview", ["pages:overview", "monitoring:overview"], None),
     ("fleet overview, live refresh", ["monitoring:overview_live"], None),
-    ("cluster page", ["fleet:cluster", "monitoring:cluster"], "cluster"),
+    ("cluster page", ["pages:cluster", "monitoring:cluster"], "cluster"),
     ("cluster page, live refresh", ["monitoring:cluster_live"], "cluster"),
-    ("ProxySQL node page", ["fleet:proxysql_node", "monitoring:proxysql_node"], "node"),
+    ("ProxySQL node page", ["pages:proxysql_node", "monitoring:proxysql_node"], "node"),
     ("node pool table, live refresh", ["monitoring:proxysql_pool"], "node"),
 ]
 

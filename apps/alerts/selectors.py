@@ -168,16 +168,16 @@ def evidence(alert: Alert) -> dict[str, Any]:
     if alert.operation is not None:
         out["links"].append(("The operation", alert.operation.get_absolute_url(), str(alert.operation)))
     if alert.rule == "drift":
-        out["links"].append(("The drift, read from every node now", reverse("fleet:cluster", args=[alert.cluster_id])
+        out["links"].append(("The drift, read from every node now", reverse("pages:cluster", args=[alert.cluster_id])
                              + "#drift-section", "cluster page, drift"))
         out["links"].append(("The configuration and its versions", reverse("configuration:cluster", args=[alert.cluster_id]),
                              "configuration"))
     if alert.details.get("digest_id"):
         out["links"].append(("The query", reverse("digests:detail", args=[alert.details["digest_id"]]), alert.details.get("digest", "")))
     if alert.node_id:
-        out["links"].append(("The ProxySQL node", reverse("fleet:proxysql_node", args=[alert.node_id]), str(alert.node)))
+        out["links"].append(("The ProxySQL node", reverse("pages:proxysql_node", args=[alert.node_id]), str(alert.node)))
     if alert.server_id:
-        out["links"].append(("The backend", reverse("fleet:server", args=[alert.server_id]), str(alert.server)))
+        out["links"].append(("The backend", reverse("pages:server", args=[alert.server_id]), str(alert.server)))
     a, b = start - 600, (alert.resolved_at.timestamp() if alert.resolved_at else start) + 600
     out["incident_url"] = (reverse("audit:incident") + f"?cluster={alert.cluster_id}&start={_utc(a)}&end={_utc(b)}")
     out["audit_url"] = reverse("audit:list") + f"?cluster={alert.cluster_id}"

@@ -121,7 +121,7 @@ class Cluster(models.Model):
         return self.name
 
     def get_absolute_url(self):
-        return reverse("fleet:cluster", args=[self.pk])
+        return reverse("pages:cluster", args=[self.pk])
 
     def clean(self):
         ids = [("writer", self.writer_hostgroup), ("reader", self.reader_hostgroup),
@@ -216,7 +216,7 @@ class ProxySQLNode(models.Model):
         return f"{self.name} ({self.admin_host}:{self.admin_port})"
 
     def get_absolute_url(self):
-        return reverse("fleet:proxysql_node", args=[self.pk])
+        return reverse("pages:proxysql_node", args=[self.pk])
 
     @property
     def endpoint(self):
@@ -275,7 +275,7 @@ class Server(models.Model):
         return f"{self.hostname}:{self.port}"
 
     def get_absolute_url(self):
-        return reverse("fleet:server", args=[self.pk])
+        return reverse("pages:server", args=[self.pk])
 
 
 class HostgroupMembership(models.Model):

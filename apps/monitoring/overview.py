@@ -216,8 +216,8 @@ def _fleet_overview(page, only_attention, now, tag=None):
     except live.LiveUnavailable as exc:
         unavailable, px_docs, be_docs, layer_docs = str(exc) or "Redis unavailable", {}, {}, {}
 
-    node_url, server_url, cluster_url = (_url_maker("fleet:proxysql_node"), _url_maker("fleet:server"),
-                                         _url_maker("fleet:cluster"))
+    node_url, server_url, cluster_url = (_url_maker("pages:proxysql_node"), _url_maker("pages:server"),
+                                         _url_maker("pages:cluster"))
     for c in clusters:
         c.update(url=cluster_url(c["id"]), px=[], be=[], attention=0, px_colour={})
         hgs = {c["writer_hostgroup"], c["reader_hostgroup"]}

@@ -16,6 +16,9 @@ from django.conf import settings
 from django.urls import reverse
 
 from apps.clients import proxysql_versions as versions
+from apps.clients.backend import BackendClient
+from apps.clients.proxysql import ProxySQLAdmin
+from apps.clients.wire import ClientError
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 
 from . import live, live_doc, proxysql_cluster, status
@@ -324,7 +327,7 @@ def cluster_query_stats(cluster: Cluster, now: float | None = None) -> dict[str,
                                                                   u["username"]))}
 
 
-# -- the contexts of the pages that show these sections (fleet/views.py and the partials here) ---------
+# -- the contexts of the pages that show these sections (apps/pages/views.py and the partials here) ---------
 # (the ProxySQL node page's context mixes in digests' mirror rules: apps/pages/node.py)
 def server_context(server: Server) -> dict[str, Any]:
     return {**backend_live(server), "stale_factor": status.STALE_FACTOR}
@@ -333,3 +336,35 @@ def server_context(server: Server) -> dict[str, Any]:
 def sparkline_context(cluster: Cluster) -> dict[str, Any]:
     rows, start, end = sparklines(cluster)
     return {"cluster": cluster, "spark_rows": rows, "spark_start": start, "spark_end": end}
+
+
+# -- read now, for the pages' live fragments (a person asked: one node or backend, read at once) -------------------
+def runtime_servers_now(node: ProxySQLNode) -> dict[str, Any]:
+    """The node's runtime_mysql_servers read now: {"rows", "error", "shared_with", "hidden"}. A ProxySQL serving
+    several clusters: this cluster's rows only, the others' counted in `hidden` (they are on their own pages)."""
+    rows: list[Any] = []
+    error: ClientError | None = None
+    try:
+        with ProxySQLAdmin.for_node(node) as admin:
+            rows = admin.servers("runtime")
+    except ClientError as exc:
+        error = exc
+    others = [n.cluster.name for n in node.shares_with()]
+    hidden = 0
+    if others:
+        mine = node.cluster.hostgroup_ids()
+        hidden = sum(1 for r in rows if r.hostgroup_id not in mine)
+        rows = [r for r in rows if r.hostgroup_id in mine]
+    return {"rows": rows, "error": error, "shared_with": others, "hidden": hidden}
+
+
+def backend_state_now(server: Server) -> dict[str, Any]:
+    """What the backend says about itself now (wsrep, read_only): {"state", "error"}."""
+    if not server.cluster.monitor_user:
+        return {"state": None, "error": "No monitor credentials are set for this cluster (Django admin, cluster page)."}
+    try:
+        with BackendClient.for_server(server) as client:
+            return {"state": client.state(), "error": None}
+    except ClientError as exc:
+        return {"state": None, "error": exc}
+

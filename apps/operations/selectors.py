@@ -1,5 +1,11 @@
 """Reads of operations that the pages and the API share: one filter, two doors (the operations list page and
 GET /api/v1/operations/ answer the same rows for the same filter)."""
+from apps.clients.proxysql import ProxySQLAdmin
+from apps.clients.wire import ClientError
+from apps.plans.registry import kind_spec, step_handler
+from apps.plans.vocabulary import Plan
+
+from . import switchover
 from .models import Operation
 
 
@@ -14,3 +20,24 @@ def operations(*, cluster=None, kind="", state=""):
     if state:
         ops = ops.filter(state=state)
     return ops
+
+
+def sessions_holding(op):
+    """Live: the server being drained (a switchover's old writer, a drained backend), and the sessions that
+    hold it on each node and why (stats_mysql_processlist)."""
+    plan = Plan.from_json(op.plan)
+    wait = next((s for s in plan.steps if step_handler(s.kind).on_timeout), None)  # the step waiting for the drain
+    if wait is None:
+        return None
+    out = []
+    for node in op.cluster.proxysql_nodes.all():
+        try:
+            with ProxySQLAdmin.for_node(node) as admin:
+                processlist = admin.processlist()
+                rows = [s for hg, host, port in wait.params["targets"]
+                        for s in switchover.pinned_sessions(processlist, hg, host, port)]
+            out.append({"node": node.name, "sessions": rows})
+        except ClientError as exc:
+            out.append({"node": node.name, "error": str(exc)})
+    server = ", ".join(sorted({f"{host}:{port}" for _, host, port in wait.params["targets"]}))
+    return {"server": server, "old_writer": kind_spec(op.kind).moves_writer, "nodes": out}

@@ -9,13 +9,11 @@ from django_htmx.http import HttpResponseStopPolling
 from apps.accounts.roles import ADMIN, OPERATOR, VIEWER, require_role
 from apps.audit.actor import Actor
 from apps.audit.services import record
-from apps.clients.proxysql import ProxySQLAdmin
-from apps.clients.wire import ClientError
 from apps.fleet.models import Cluster, Server
 from controlplane.converters import parse_id
 
 from apps.plans.vocabulary import Plan
-from apps.plans.registry import KINDS, choices, kind_spec, step_handler
+from apps.plans.registry import KINDS, choices
 from apps.configuration.services import Refused
 
 from . import drain, pending_rows, record_nodes as nodes_as_intent, repair, rollbacks, rule_settings, selectors, services, switchover
@@ -173,7 +171,7 @@ def operation_detail(request, pk):
 def operation_progress(request, pk):
     """htmx partial polled while the operation runs; answers 286 (stop polling) once it has finished."""
     op = get_object_or_404(Operation.objects.select_related("cluster"), pk=pk)
-    context = {"op": op, "steps": op.steps.all(), "sessions": _sessions_holding(op) if op.state in (OperationState.PENDING, OperationState.RUNNING) else None,
+    context = {"op": op, "steps": op.steps.all(), "sessions": selectors.sessions_holding(op) if op.state in (OperationState.PENDING, OperationState.RUNNING) else None,
                "pending": op.pending_rollbacks.select_related("node", "operation", "superseded_by")}
     response = TemplateResponse(request, "operations/detail.html#progress", context)
     if op.finished and request.htmx:
@@ -181,27 +179,6 @@ def operation_progress(request, pk):
         stop = HttpResponseStopPolling(response.content)
         return stop
     return response
-
-
-def _sessions_holding(op):
-    """Live: the server being drained (a switchover's old writer, a drained backend), and the sessions that
-    hold it on each node and why (stats_mysql_processlist)."""
-    plan = Plan.from_json(op.plan)
-    wait = next((s for s in plan.steps if step_handler(s.kind).on_timeout), None)  # the step waiting for the drain
-    if wait is None:
-        return None
-    out = []
-    for node in op.cluster.proxysql_nodes.all():
-        try:
-            with ProxySQLAdmin.for_node(node) as admin:
-                processlist = admin.processlist()
-                rows = [s for hg, host, port in wait.params["targets"]
-                        for s in switchover.pinned_sessions(processlist, hg, host, port)]
-            out.append({"node": node.name, "sessions": rows})
-        except ClientError as exc:
-            out.append({"node": node.name, "error": str(exc)})
-    server = ", ".join(sorted({f"{host}:{port}" for _, host, port in wait.params["targets"]}))
-    return {"server": server, "old_writer": kind_spec(op.kind).moves_writer, "nodes": out}
 
 
 @require_role(OPERATOR)

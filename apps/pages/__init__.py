@@ -1,4 +1,4 @@
-"""Page contexts that bring several apps together (the pages layer): above every app's core, below the doors
-(views) that render them. An app's own page reads its app's selectors; a page that mixes apps (the fleet overview:
-monitoring's summary, alerts' banner, operations' pending rollbacks) builds its context here, so that no app's core
-and no app's views import another app's views (apps/tests/test_boundaries.py)."""
+"""The composite pages (issue 35 item 4): the fleet overview, a cluster, a ProxySQL node and a backend (views.py,
+urls.py, namespace "pages"), and the contexts of pages that mix apps (fleet.py, node.py, search.py, metrics.py). A
+door above every app's core: it reads their selectors and calls their services, and no app's core or views import
+it (apps/tests/test_boundaries.py). An app's own pages stay in that app's views."""

@@ -28,8 +28,8 @@ NOT_PAGES = {
     "monitoring:overview_live", "monitoring:cluster_live", "monitoring:cluster_sparklines", "monitoring:proxysql_pool",
     "monitoring:proxysql_mirror", "monitoring:proxysql_chart", "monitoring:cluster_query_stats",
     "monitoring:proxysql_query_stats", "monitoring:proxysql_sessions", "monitoring:server_live",
-    "monitoring:server_chart", "fleet:proxysql_node_runtime", "fleet:server_state", "fleet:cluster_tags",
-    "fleet:cluster_connections",
+    "monitoring:server_chart", "pages:proxysql_node_runtime", "pages:server_state", "pages:cluster_tags",
+    "pages:cluster_connections",
     "audit:export_csv", "audit:export_json",
     "digests:rule", "digests:explain", "digests:chart",
     "operations:progress", "operations:pending_rollbacks", "operations:confirm", "operations:cancel", "operations:discard", "operations:rollback_now",
@@ -115,11 +115,11 @@ def console_pages(cluster, operator):
     event = AuditEvent.objects.order_by("-pk").first()
     c, n = cluster.pk, nodes[0].pk
     return {
-        "fleet:overview": ("fleet", reverse("fleet:overview")),
-        "fleet:cluster": ("cluster", cluster.get_absolute_url()),
-        "fleet:cluster_drift": ("cluster drift opened", reverse("fleet:cluster_drift", args=[c])),
-        "fleet:proxysql_node": ("node", nodes[0].get_absolute_url()),
-        "fleet:server": ("server", server.get_absolute_url()),
+        "pages:overview": ("fleet", reverse("pages:overview")),
+        "pages:cluster": ("cluster", cluster.get_absolute_url()),
+        "pages:cluster_drift": ("cluster drift opened", reverse("pages:cluster_drift", args=[c])),
+        "pages:proxysql_node": ("node", nodes[0].get_absolute_url()),
+        "pages:server": ("server", server.get_absolute_url()),
         "fleet:adopt": ("adopt", reverse("fleet:adopt")),
         "monitoring:proxysql_kill_session": ("kill a session", reverse("monitoring:proxysql_kill_session",
                                                                        args=[n, 1])),

@@ -438,3 +438,25 @@ def test_every_import_inside_a_function_says_why():
                  if (lines := imports_inside_functions_without_why((ROOT / rel).read_text()))}
     assert offenders == {}, ("move these imports to the top of their module, or say why they stay inside the function "
                              f"({WHY} ...): {offenders}")
+
+
+# Issue 35 item 4: the composite pages (overview, cluster, ProxySQL node, backend) are apps/pages' views, and no door
+# reads a node live itself: the network clients are opened by selectors and services, where their timeouts and
+# errors are said once.
+LIVE_CLIENTS = ("ProxySQLAdmin", "BackendClient")
+
+
+def test_no_door_opens_a_network_client_itself():
+    doors = [p for p in ROOT.glob("apps/*/views.py")] + list(ROOT.glob("apps/pages/*.py")) + list(
+        ROOT.glob("apps/api/endpoints/*.py"))
+    opening = {str(p.relative_to(ROOT)): [n for n in LIVE_CLIENTS if n in p.read_text()] for p in doors}
+    assert {p: names for p, names in opening.items() if names} == {}
+
+
+def test_the_composite_pages_are_the_pages_apps_views():
+    from django.urls import resolve, reverse
+
+    for name in ("overview", "cluster", "cluster_drift", "proxysql_node", "proxysql_node_runtime", "server",
+                 "server_state"):
+        view = resolve(reverse(f"pages:{name}", args=[] if name == "overview" else [1])).func
+        assert view.__module__ == "apps.pages.views", (name, view.__module__)

@@ -97,7 +97,7 @@ def test_a_hostile_probe_finds_no_500_no_secret_and_sends_nothing_where_nobody_a
 
     # Hostile text in the forms and API writes an operator has.
     probe.post_hostile_forms(operator, [
-        (reverse("fleet:cluster_tags", kwargs={"pk": cluster.pk}), {"tags": None}),
+        (reverse("pages:cluster_tags", kwargs={"pk": cluster.pk}), {"tags": None}),
         (reverse("accounts:tokens"), {"name": None}),
         (reverse("alerts:silence_create"), {"reason": None, "cluster": cluster.pk, "rule": None, "hours": None}),
         (reverse("configuration:set_variable", kwargs={"pk": objects["change_set"]}),

@@ -37,7 +37,7 @@ def test_a_good_login_is_audited_and_clears_failures(client, viewer_user):
 
 
 def test_pages_carry_a_strict_content_security_policy(viewer_client):
-    response = viewer_client.get(reverse("fleet:overview"))
+    response = viewer_client.get(reverse("pages:overview"))
     csp = response.headers["Content-Security-Policy"]
     assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
     assert response.headers["X-Frame-Options"] == "DENY" and response.headers["Cache-Control"] == "private, no-store"

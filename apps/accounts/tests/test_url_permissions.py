@@ -95,15 +95,15 @@ def kwargs_for(name, pattern, objects):
     converters = pattern.pattern.converters
     if not converters:
         return {}
-    owner = {"fleet:cluster": "cluster", "fleet:cluster_drift": "cluster", "fleet:cluster_tags": "cluster", "monitoring:cluster_live": "cluster",
-             "fleet:cluster_connections": "cluster",
+    owner = {"pages:cluster": "cluster", "pages:cluster_drift": "cluster", "pages:cluster_tags": "cluster", "monitoring:cluster_live": "cluster",
+             "pages:cluster_connections": "cluster",
              "monitoring:cluster_sparklines": "cluster", "operations:switchover": "cluster", "operations:repair": "cluster",
              "operations:cluster_rules": "cluster", "operations:cluster_rules_save": "cluster",
-             "fleet:proxysql_node": "node", "fleet:proxysql_node_runtime": "node", "monitoring:proxysql_pool": "node",
+             "pages:proxysql_node": "node", "pages:proxysql_node_runtime": "node", "monitoring:proxysql_pool": "node",
              "monitoring:proxysql_mirror": "node", "monitoring:proxysql_chart": "node",
              "monitoring:cluster_query_stats": "cluster", "monitoring:proxysql_query_stats": "node",
              "monitoring:proxysql_sessions": "node", "monitoring:proxysql_kill_session": "node",
-             "fleet:server": "server", "fleet:server_state": "server", "monitoring:server_live": "server",
+             "pages:server": "server", "pages:server_state": "server", "monitoring:server_live": "server",
              "monitoring:server_chart": "server", "operations:drain": "server", "operations:restore": "server",
              "audit:detail": "event", "digests:detail": "digest", "digests:chart": "digest",
              "digests:rule": "digest", "digests:explain": "digest",

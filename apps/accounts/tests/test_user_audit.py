@@ -84,7 +84,7 @@ def test_resetting_a_password_is_audited_without_the_password(admin_client, djan
 def test_deleting_users_is_audited_and_the_chain_still_verifies(admin_client, django_user_model, client):
     vic = django_user_model.objects.create_user(username="vic", password="x")
     client.force_login(vic)
-    client.get(reverse("fleet:overview"))  # vic has no role: an audited refusal, written under vic's id
+    client.get(reverse("pages:overview"))  # vic has no role: an audited refusal, written under vic's id
     admin_client.force_login(User.objects.get(username="ada-admin"))
     response = admin_client.post(reverse("admin:auth_user_delete", args=[vic.pk]), {"post": "yes"})
     assert response.status_code == 302 and not User.objects.filter(username="vic").exists()

@@ -67,7 +67,7 @@ def galera_cluster(nodes):
 
 def said_on_the_page_and_in_the_report(cluster, client, old, new, ms):
     """The cluster page lists the manager's move with its measure; so does the report of the period."""
-    page = client.get(reverse("fleet:cluster", args=[cluster.pk])).content.decode()
+    page = client.get(reverse("pages:cluster", args=[cluster.pk])).content.decode()
     assert "automatic failover: ProxySQL's manager's (this product stays out" in page, page
     assert f"Writer moved by ProxySQL&#x27;s Galera manager: {old} → {new}</td><td class=\"num\">{ms} ms" in page
     now = timezone.now()

@@ -66,7 +66,7 @@ def test_a_dead_writer_that_proxysql_shunned_before_its_poll_keeps_its_evidence(
         assert "127.0.0.1:3311 SHUNNED" in alert.summary and alert.server_id == server.pk, (alert.summary, alert.server)
     detail = viewer_client.get(alert.get_absolute_url()).content.decode()
     assert reverse("monitoring:server_chart", args=[server.pk, "wsrep_state"]) + "?end=" in detail
-    assert reverse("fleet:server", args=[server.pk]) in detail
+    assert reverse("pages:server", args=[server.pk]) in detail
 
 
 def runtime_writer(double):
@@ -171,7 +171,7 @@ def test_cluster_page_and_overview_show_firing_alerts(a_firing_alert, viewer_cli
     page = viewer_client.get(cluster.get_absolute_url()).content.decode()
     assert 'id="cluster-alerts"' in page and page.count('data-rule="writer_none"') == 2
     assert reverse("alerts:cluster_rules", args=[cluster.pk]) in page
-    overview = viewer_client.get(reverse("fleet:overview")).content.decode()
+    overview = viewer_client.get(reverse("pages:overview")).content.decode()
     assert 'data-alerts-firing="2"' in overview and "2 critical" in overview
 
 

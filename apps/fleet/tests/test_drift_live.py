@@ -23,7 +23,7 @@ def adopted_pair(operator_client, lab_pair):
 def test_freshly_adopted_cluster_is_in_sync(operator_client, adopted_pair):
     cluster, _, _ = adopted_pair
     assert cluster_drift(cluster).in_sync
-    html = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
+    html = operator_client.get(reverse("pages:cluster_drift", args=[cluster.pk])).content.decode()
     assert 'data-drift="none"' in html
 
 
@@ -40,7 +40,7 @@ def test_runtime_changed_behind_the_products_back_shows_as_drift(operator_client
                           "intended": "ONLINE", "runtime": "OFFLINE_SOFT"}
     assert drift.between_nodes == [{"key": (100, "127.0.0.1", 3311), "field": "status",
                                     "values": {"proxysql-1": "ONLINE", "proxysql-2": "OFFLINE_SOFT"}}]
-    html = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
+    html = operator_client.get(reverse("pages:cluster_drift", args=[cluster.pk])).content.decode()
     assert 'data-drift="differences"' in html and 'data-drift="between-nodes"' in html and "OFFLINE_SOFT" in html
 
 
@@ -64,7 +64,7 @@ def test_a_disk_with_another_writer_says_where_a_restart_would_send_writes(opera
     assert [(d.key, d.memory, d.runtime, d.disk) for d in by_node["proxysql-2"].layers] == [
         ((100, "127.0.0.1", 3311), "present", "present", "missing"),
         ((100, "127.0.0.1", 3312), "missing", "missing", "present")]
-    html = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
+    html = operator_client.get(reverse("pages:cluster_drift", args=[cluster.pk])).content.decode()
     assert 'data-drift="none"' not in html and 'data-drift="layers"' in html and words in html
     admin_sql(second, "SAVE MYSQL SERVERS TO DISK")  # memory (the old writer) to disk again
     assert cluster_drift(cluster).in_sync
@@ -81,7 +81,7 @@ def test_an_unloaded_edit_in_memory_and_a_variable_saved_to_disk(operator_client
         "a restart of proxysql-1 would load mysql-auto_increment_delay_multiplex=0 (disk) instead of 5",
         "unloaded edit in memory: hg 101 127.0.0.1:3312 weight 3 (runtime 10000; a LOAD would apply it)",
         "unloaded edit in memory: mysql-auto_increment_delay_multiplex=0 (runtime 5; a LOAD would apply it)"]
-    html = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
+    html = operator_client.get(reverse("pages:cluster_drift", args=[cluster.pk])).content.decode()
     assert "unloaded edit in memory: hg 101 127.0.0.1:3312 weight 3" in html and 'data-layer="memory"' in html
 
 
@@ -95,7 +95,7 @@ def test_a_query_rule_only_on_disk_shows_on_the_cluster_page(operator_client, ad
     words = "a restart of proxysql-2 would load a row for query rule 20 (disk) instead of none"
     node = {n.node_name: n for n in cluster_drift(cluster).nodes}["proxysql-2"]
     assert [f.words for f in node.findings] == [words] and not node.differences
-    html = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
+    html = operator_client.get(reverse("pages:cluster_drift", args=[cluster.pk])).content.decode()
     assert words in html and 'data-drift="layers"' in html and "mysql_query_rules" in html
 
 
@@ -106,7 +106,7 @@ def test_no_version_yet_says_so(operator_client, adopted_pair, live_redis):
 
     cluster, first, second = adopted_pair
     ConfigVersion.objects.filter(cluster=cluster).delete()
-    html = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
+    html = operator_client.get(reverse("pages:cluster_drift", args=[cluster.pk])).content.decode()
     assert 'data-drift="no-version"' in html and 'data-drift="none"' not in html
     assert watch() == 0 and set(stored(cluster.proxysql_nodes.values_list("pk", flat=True)).values()) == {None}
 
@@ -118,7 +118,7 @@ def test_unreachable_node_is_shown_not_hidden(operator_client, adopted_pair):
     drift = cluster_drift(cluster)
     by_node = {n.node_name: n for n in drift.nodes}
     assert by_node["proxysql-2"].error_kind == "unreachable" and not drift.in_sync
-    html = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
+    html = operator_client.get(reverse("pages:cluster_drift", args=[cluster.pk])).content.decode()
     assert 'data-drift="unreachable"' in html
 
 

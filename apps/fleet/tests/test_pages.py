@@ -18,7 +18,7 @@ def inventory(db):
 
 def test_login_required_everywhere(client, inventory):
     cluster, node, server = inventory
-    for url in [reverse("fleet:overview"), cluster.get_absolute_url(), node.get_absolute_url(),
+    for url in [reverse("pages:overview"), cluster.get_absolute_url(), node.get_absolute_url(),
                 server.get_absolute_url(), reverse("fleet:adopt"), reverse("audit:list")]:
         response = client.get(url)
         assert response.status_code == 302 and response["Location"].startswith(reverse("accounts:login")), url
@@ -26,7 +26,7 @@ def test_login_required_everywhere(client, inventory):
 
 def test_pages_render_for_a_viewer_without_operator_links(viewer_client, inventory):
     cluster, node, server = inventory
-    overview = viewer_client.get(reverse("fleet:overview")).content.decode()
+    overview = viewer_client.get(reverse("pages:overview")).content.decode()
     assert "c1" in overview and "Adopt a ProxySQL node" not in overview
     page = viewer_client.get(cluster.get_absolute_url()).content.decode()
     assert "&lt;b&gt;bold&lt;/b&gt;" in page and "secret-admin-pw" not in page
@@ -35,12 +35,12 @@ def test_pages_render_for_a_viewer_without_operator_links(viewer_client, invento
 
 
 def test_operator_sees_the_adopt_link(operator_client, inventory):
-    assert "Adopt a ProxySQL node" in operator_client.get(reverse("fleet:overview")).content.decode()
+    assert "Adopt a ProxySQL node" in operator_client.get(reverse("pages:overview")).content.decode()
 
 
 def test_unreachable_node_runtime_partial_says_so(viewer_client, inventory):
     _, node, _ = inventory
-    html = viewer_client.get(reverse("fleet:proxysql_node_runtime", args=[node.pk])).content.decode()
+    html = viewer_client.get(reverse("pages:proxysql_node_runtime", args=[node.pk])).content.decode()
     assert "Unreachable" in html
 
 

@@ -42,7 +42,7 @@ def test_a_shunned_row_is_adopted_as_online_and_shown_as_a_runtime_state_not_dri
     assert HostgroupMembership.objects.get(hostgroup_id=101, server__port=3313).status == "ONLINE"
 
     # The drift section (htmx partial): in sync, no disagreement, the verdict listed as a runtime-only state
-    body = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
+    body = operator_client.get(reverse("pages:cluster_drift", args=[cluster.pk])).content.decode()
     assert 'data-drift="none"' in body
     assert 'data-drift="differences"' not in body and 'data-drift="between-nodes"' not in body
     assert body.count('data-drift="runtime-states"') == 1
@@ -53,7 +53,7 @@ def test_a_shunned_row_is_adopted_as_online_and_shown_as_a_runtime_state_not_dri
     # Polled: no drift item in the overview's attention list; the cluster page shows SHUNNED on proxysql-1
     pollers.proxysql_round(list(ProxySQLNode.objects.select_related("cluster").order_by("pk")))
     pollers.backend_round(list(Server.objects.select_related("cluster").order_by("pk")))
-    overview = operator_client.get(reverse("fleet:overview")).content.decode()
+    overview = operator_client.get(reverse("pages:overview")).content.decode()
     attention = overview[overview.index('id="attention"'):overview.index("<h2>Clusters")]
     assert 'data-kind="drift"' not in attention
     page = operator_client.get(cluster.get_absolute_url()).content.decode()

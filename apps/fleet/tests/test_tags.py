@@ -34,7 +34,7 @@ def test_tags_are_short_plain_key_value_pairs():
 
 def test_operators_edit_tags_on_the_cluster_page_viewers_only_read(client, viewer_user, operator_user):
     cluster = make("c1", env="test")
-    save = reverse("fleet:cluster_tags", args=[cluster.pk])
+    save = reverse("pages:cluster_tags", args=[cluster.pk])
     client.force_login(viewer_user)
     page = client.get(cluster.get_absolute_url()).content.decode()
     assert 'data-tag="env=test"' in page and 'data-form="tags"' not in page
@@ -125,12 +125,12 @@ def test_the_fleet_page_shows_each_clusters_tags_as_chips_that_filter(live_redis
     cluster = Cluster.objects.get(name="chip-0001")
     for key, value in (("team", "payments"), ("env", "prod")):
         ClusterTag.objects.create(cluster=cluster, key=key, value=value)
-    page = viewer_client.get(reverse("fleet:overview")).content.decode()
+    page = viewer_client.get(reverse("pages:overview")).content.decode()
     page = page[page.index("<h2>Clusters"):]  # (the attention list above names the clusters too)
     row = page[page.index(">chip-0001<"):page.index(">chip-0002<")]
     assert row.index('data-cluster-tag="env=prod"') < row.index('data-cluster-tag="team=payments"')
     assert 'href="?tag=env%3Dprod"' in row and "data-cluster-tag" not in page[page.index(">chip-0002<"):]
-    filtered = viewer_client.get(reverse("fleet:overview"), {"tag": "env=prod"}).content.decode()
+    filtered = viewer_client.get(reverse("pages:overview"), {"tag": "env=prod"}).content.decode()
     assert "chip-0001" in filtered and "chip-0002" not in filtered
 
 
@@ -147,10 +147,10 @@ def test_the_editor_takes_both_ways_of_writing_a_tag_and_every_page_shows_one(cl
                                                                       "url": "http://x:1"}
     cluster = make("c1")
     client.force_login(operator_user)
-    done = client.post(reverse("fleet:cluster_tags", args=[cluster.pk]), {"tags": "env:prod, team=payments"},
+    done = client.post(reverse("pages:cluster_tags", args=[cluster.pk]), {"tags": "env:prod, team=payments"},
                        follow=True).content.decode()
     assert "Tags saved." in done and tags.of(cluster) == {"env": "prod", "team": "payments"}
-    assert 'data-tag="env=prod"' in done and f'href="{reverse("fleet:overview")}?tag=env=prod"' in done
+    assert 'data-tag="env=prod"' in done and f'href="{reverse("pages:overview")}?tag=env=prod"' in done
     overview = client.get("/", {"tag": "env:prod"}).content.decode()
     assert "tagged env=prod" in overview and 'placeholder="env=prod"' in overview
     assert 'value="env=prod"' in overview and "env:prod" not in overview

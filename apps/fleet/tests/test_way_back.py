@@ -14,7 +14,7 @@ def test_a_viewers_refusal_links_back_to_the_page_they_came_from(viewer_client):
     page = refused.content.decode()
     assert refused.status_code == 403 and "This needs the operator role." in page
     assert f'<a href="{came_from}">← Back to the page you came from</a>' in page
-    assert f'<a href="{reverse("fleet:overview")}">The fleet overview</a>' in page
+    assert f'<a href="{reverse("pages:overview")}">The fleet overview</a>' in page
     # A Referer from elsewhere is not offered as the way back.
     page = viewer_client.get(reverse("operations:switchover", args=[cluster.pk]),
                              HTTP_REFERER="https://elsewhere.example/x").content.decode()
@@ -23,7 +23,7 @@ def test_a_viewers_refusal_links_back_to_the_page_they_came_from(viewer_client):
 
 def test_a_drift_fragment_opened_as_a_page_renders_in_the_layout_with_a_link_to_its_page(viewer_client):
     cluster = make("c1")
-    for url, back in ((reverse("fleet:cluster_drift", args=[cluster.pk]), cluster.get_absolute_url() + "#drift-section"),
+    for url, back in ((reverse("pages:cluster_drift", args=[cluster.pk]), cluster.get_absolute_url() + "#drift-section"),
                       (reverse("configuration:drift", args=[cluster.pk]),
                        reverse("configuration:cluster", args=[cluster.pk]))):
         page = viewer_client.get(url).content.decode()

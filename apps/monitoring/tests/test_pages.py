@@ -33,7 +33,7 @@ def html(client, url):
 
 def test_overview_shows_the_lab_with_live_figures_and_their_age(adopted_lab, live_redis, viewer_client):
     poll()
-    page = html(viewer_client, reverse("fleet:overview"))
+    page = html(viewer_client, reverse("pages:overview"))
     assert "galera-lab" in page and "proxysql-1" in page and "proxysql-2" in page
     assert page.count('data-state="ok"') == 5
     # the writer (hostgroup 100 in the inventory) is named on its chip, and only there
@@ -55,7 +55,7 @@ def test_unreachable_node_is_first_in_the_attention_list_with_its_error_and_sinc
     poll(rounds=2, pause=0.1)
     doc = live.read_one(live.PROXYSQL, node.pk)
     assert not doc["ok"] and doc["error_since"] < doc["ts"]
-    page = html(viewer_client, reverse("fleet:overview"))
+    page = html(viewer_client, reverse("pages:overview"))
     attention = page[page.index('id="attention"'):page.index("<h2>Clusters")]
     assert 'data-kind="unreachable"' in attention and node.name in attention
     assert doc["error_kind"] in attention and time.strftime("%H:%M:%S", time.gmtime(doc["error_since"])) in attention
@@ -71,7 +71,7 @@ def test_drift_in_a_polled_runtime_is_an_attention_item(adopted_lab, live_redis,
     demo.admin_sql(first.port, "UPDATE mysql_servers SET weight=5 WHERE hostgroup_id=101 AND port=3312",
                    "LOAD MYSQL SERVERS TO RUNTIME", user=first.user, password=first.password)
     poll(rounds=1)
-    page = html(viewer_client, reverse("fleet:overview"))
+    page = html(viewer_client, reverse("pages:overview"))
     attention = page[page.index('id="attention"'):page.index("<h2>Clusters")]
     assert attention.count('data-kind="drift"') == 2  # the node against the inventory, and the nodes between them
     assert "hg 101 127.0.0.1:3312 weight: intended 10000, runtime 5" in attention
@@ -132,7 +132,7 @@ def test_mirror_panel_warns_when_the_queue_is_at_its_limit_and_notes_prepared_tr
     assert 'data-mirror="saturated"' in panel and "Mirrored queries are being dropped" in panel
     assert "of 100" in panel  # limit shown: 50 per thread x 2 threads
     assert "Mirror_concurrency sits at its limit (1 of mysql-mirror_max_concurrency 1)" in panel
-    overview = html(viewer_client, reverse("fleet:overview"))
+    overview = html(viewer_client, reverse("pages:overview"))
     assert 'data-kind="mirror"' in overview and "mirrored queries are being dropped" in overview
 
     first.traffic.set_sessions(hostgroup=100, count=4, prepared_fraction=1.0)

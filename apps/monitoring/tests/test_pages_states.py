@@ -61,7 +61,7 @@ def test_stale_and_unreachable_nodes(small, live_redis, viewer_client):
     live.write_many(live.PROXYSQL, {node.pk: doc})
     live.write_many(live.BACKEND, {servers[0].pk: synthetic.backend_doc(now),
                                    servers[1].pk: synthetic.backend_doc(now, ok=False)})
-    body = page(viewer_client, reverse("fleet:overview"))
+    body = page(viewer_client, reverse("pages:overview"))
     attention = attention_of(body)
     assert 'data-kind="stale"' in attention and re.search(r"no poll for 2\d s; last poll failed: connect failed &lt;script&gt;",
                                                           attention)
@@ -124,7 +124,7 @@ def test_a_backend_in_maintenance_that_is_down_is_planned_work_not_a_red_unreach
     live.write_many(live.PROXYSQL, {node.pk: synthetic.proxysql_doc(runtime(servers), now)})
     live.write_many(live.BACKEND, {servers[0].pk: synthetic.backend_doc(now),
                                    servers[1].pk: synthetic.backend_doc(now, ok=False)})
-    attention = attention_of(page(viewer_client, reverse("fleet:overview")))
+    attention = attention_of(page(viewer_client, reverse("pages:overview")))
     assert 'data-kind="unreachable"' not in attention and 'class="att-red"' not in attention
     assert 'data-kind="in maintenance"' in attention
     assert "planned maintenance; unreachable: refused: backend db: connect refused" in attention
@@ -136,7 +136,7 @@ def test_not_synced_and_recv_queue_over_threshold(small, live_redis, viewer_clie
     live.write_many(live.PROXYSQL, {node.pk: synthetic.proxysql_doc(runtime(servers), now)})
     live.write_many(live.BACKEND, {servers[0].pk: synthetic.backend_doc(now, local_state=2, recv_queue=80),
                                    servers[1].pk: synthetic.backend_doc(now, recv_queue=51)})
-    attention = attention_of(page(viewer_client, reverse("fleet:overview")))
+    attention = attention_of(page(viewer_client, reverse("pages:overview")))
     assert "wsrep_local_state 2 Donor/Desynced" in attention
     assert attention.count('data-kind="recv queue"') == 2
     assert "recv queue 51 over the cluster&#x27;s max_replication_lag 50" in attention
@@ -146,12 +146,12 @@ def test_not_synced_and_recv_queue_over_threshold(small, live_redis, viewer_clie
 
 def test_never_polled_nodes_are_listed_and_a_clean_fleet_says_so(small, live_redis, viewer_client):
     cluster, node, servers = small
-    attention = attention_of(page(viewer_client, reverse("fleet:overview")))
+    attention = attention_of(page(viewer_client, reverse("pages:overview")))
     assert attention.count('data-kind="no data"') == 3 and "are the Celery worker and beat running?" in attention
     now = time.time()
     live.write_many(live.PROXYSQL, {node.pk: synthetic.proxysql_doc(runtime(servers), now)})
     live.write_many(live.BACKEND, {s.pk: synthetic.backend_doc(now) for s in servers})
-    assert 'data-attention="none"' in page(viewer_client, reverse("fleet:overview"))
+    assert 'data-attention="none"' in page(viewer_client, reverse("pages:overview"))
 
 
 def test_drift_from_the_documents_is_described_field_by_field(small, live_redis):
@@ -173,7 +173,7 @@ def test_a_shunned_row_in_the_documents_is_not_drift(small, live_redis):
 def test_an_unreadable_document_does_not_break_the_page(small, live_redis, viewer_client):
     cluster, node, servers = small
     live.client().set(live.key(live.PROXYSQL, node.pk), b'{"ts": "yesterday"')
-    attention = attention_of(page(viewer_client, reverse("fleet:overview")))
+    attention = attention_of(page(viewer_client, reverse("pages:overview")))
     assert "latest state unreadable" in attention
 
 
@@ -208,7 +208,7 @@ def test_redis_down_pages_render_history_and_say_live_data_is_unavailable(small,
                                  "conn_used": 4, "conn_free": 2, "queries_ps": 99.0, "latency_us": 250}]).save()
     BackendSample.objects.create(server=servers[0], ts=ts, local_state=4, primary=True, ready=True, recv_queue=3)
 
-    overview_page = page(viewer_client, reverse("fleet:overview"))
+    overview_page = page(viewer_client, reverse("pages:overview"))
     assert 'data-live="unavailable"' in overview_page and "Live data unavailable" in overview_page
     assert "Unknown while live data is unavailable" in overview_page and 'data-kind="no data"' not in overview_page
     node_page = page(viewer_client, node.get_absolute_url())
@@ -226,7 +226,7 @@ def test_redis_down_the_overview_does_not_count_every_node_as_down(small, settin
     """Redis not answering: the totals said "0/1 ProxySQL nodes answering · 0/2 backends Synced", which reads as an
     outage of the whole fleet at 3 a.m.; they are unknown, not down."""
     settings.REDIS_URL = f"redis://127.0.0.1:{closed_port()}/0"
-    overview_page = page(viewer_client, reverse("fleet:overview"))
+    overview_page = page(viewer_client, reverse("pages:overview"))
     assert "0/1 ProxySQL nodes answering" not in overview_page and "0/2 backends" not in overview_page
     assert 'data-totals="unknown"' in overview_page
     assert "1 ProxySQL nodes · 2 backends: whether they answer is unknown while live data is unavailable" in overview_page
@@ -251,10 +251,10 @@ def test_overview_query_count_does_not_grow_with_the_fleet(live_redis, viewer_cl
 def test_the_overview_pages_clusters_but_lists_every_attention_item(live_redis, viewer_client):
     _, nodes, servers = synthetic.fleet(60, 1, 2, prefix="pg")
     synthetic.publish(nodes, servers, trouble_every=20)  # nodes 0, 20, 40 unreachable
-    first = viewer_client.get(reverse("fleet:overview")).content.decode()
+    first = viewer_client.get(reverse("pages:overview")).content.decode()
     assert "page 1 of 3" in first and first.count('data-kind="unreachable"') == 3
     assert "pg-0040" in attention_of(first) and "pg-0040" not in first[first.index("<h2>Clusters"):]
-    only = viewer_client.get(reverse("fleet:overview") + "?attention=1").content.decode()
+    only = viewer_client.get(reverse("pages:overview") + "?attention=1").content.decode()
     troubled = {a["cluster"] for a in overview.fleet_overview()["attention"]}
     assert f"({len(troubled)} needing attention, of 60)" in only and "page 1 of" not in only
     assert only.count('class="needs-attention"') == len(troubled)

@@ -80,7 +80,7 @@ def test_the_pages_say_what_is_node_wide_and_scope_the_rest_to_the_cluster(adopt
     assert "127.0.0.1:3331" in pool_html and "127.0.0.1:3311" not in pool_html  # dc1's servers, not the lab's
     mirror_html = viewer_client.get(reverse("monitoring:proxysql_mirror", args=[node.pk])).content.decode()
     assert "Mirroring is node-wide" in mirror_html and "cluster galera-lab" in mirror_html
-    runtime_html = viewer_client.get(reverse("fleet:proxysql_node_runtime", args=[node.pk])).content.decode()
+    runtime_html = viewer_client.get(reverse("pages:proxysql_node_runtime", args=[node.pk])).content.decode()
     assert "127.0.0.1:3331" in runtime_html and "127.0.0.1:3311" not in runtime_html
     assert 'data-other-rows="6"' in runtime_html  # the lab's rows in 100-102, left to its own page
     chart = viewer_client.get(reverse("monitoring:proxysql_chart", args=[node.pk, "queries"])).json()

@@ -160,7 +160,7 @@ def test_run_now_button_and_banners(adopted_lab, operator_user, viewer_user, liv
     operator_client.force_login(operator_user)
     viewer_client.force_login(viewer_user)
     op = pending_switchover(cluster, (first, second), operator_user)
-    for url in (cluster.get_absolute_url(), reverse("fleet:overview"),
+    for url in (cluster.get_absolute_url(), reverse("pages:overview"),
                 reverse("operations:pending_rollbacks") + f"?cluster={cluster.pk}"):
         html = viewer_client.get(url).content.decode()
         assert 'id="pending-rollbacks"' in html and f"Operation #{op.pk}" in html and "proxysql-2" in html
@@ -222,7 +222,7 @@ def test_a_node_that_misses_the_steps_after_the_point_of_no_return_finishes_them
     client = Client()
     client.force_login(operator_user)
     said = "finish pending on proxysql-2: 2 statement(s) past the point of no return not taken yet"
-    for url in (cluster.get_absolute_url(), reverse("fleet:overview"),
+    for url in (cluster.get_absolute_url(), reverse("pages:overview"),
                 reverse("operations:pending_rollbacks") + f"?cluster={cluster.pk}"):
         html = client.get(url).content.decode()
         assert "Finish pending on 1 ProxySQL node" in html and said in html and f"Operation #{op.pk}" in html

@@ -147,7 +147,7 @@ def test_the_latest_configuration_version_says_what_the_variable_should_be(adopt
 def test_the_drift_view_offers_repair_per_node_and_for_all(adopted_lab, operator_client):
     cluster, (_, second) = adopted_lab
     hand_edit(second)
-    html = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
+    html = operator_client.get(reverse("pages:cluster_drift", args=[cluster.pk])).content.decode()
     assert 'data-drift="variables"' in html and "Repair proxysql-2 from the inventory" in html
     assert "Repair every node from the inventory" in html and "Repair proxysql-1" not in html
     node = cluster.proxysql_nodes.get(name="proxysql-2")
@@ -165,7 +165,7 @@ def test_with_a_node_down_the_drift_view_offers_the_nodes_that_answer_not_every_
     cluster, (first, second) = adopted_lab
     hand_edit(first)
     second.set_mode("refuse")
-    html = operator_client.get(reverse("fleet:cluster_drift", args=[cluster.pk])).content.decode()
+    html = operator_client.get(reverse("pages:cluster_drift", args=[cluster.pk])).content.decode()
     assert 'data-drift="unreachable"' in html and "Repair every node from the inventory" not in html
     assert 'data-drift="repair-waits"' in html and "proxysql-2\n  does not answer" in html
     assert "Repair proxysql-1 (the node that answers and differs) from the inventory" in html
