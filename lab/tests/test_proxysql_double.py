@@ -439,6 +439,29 @@ def test_mirror_saturation_matches_sample(galera_lab):
         assert a.global_var("Mirror_queue_length") == 0
 
 
+def test_a_running_mirror_copy_is_a_mirror_internal_session_of_its_own(galera_lab):
+    """As a real 2.7.1 lists it (lab/tests/test_real_mirror_processlist.py): each copy that runs is a session of its
+    own in the mirror hostgroup, client 'mirror_internal' with no port, the application's user, schema and query
+    text; as many as Mirror_concurrency says (one slot here, always busy)."""
+    with ProxySQLDouble(variables={"mysql-threads": "2"}) as d:
+        a = Admin(d)
+        galera_servers(a)
+        saturated_insert_mirror(a, 101)
+        a.lab("SET_SESSIONS", hostgroup=100, count=4, pinned_reason="auto_increment")
+        time.sleep(0.5)
+        rows = a.q("SELECT SessionID, user, db, cli_host, cli_port, hostgroup, srv_port, command, info"
+                   " FROM stats_mysql_processlist ORDER BY SessionID")
+        clients = [r for r in rows if r[3] != "mirror_internal"]
+        copies = [r for r in rows if r[3] == "mirror_internal"]
+        assert len(clients) == 4 and len(copies) == 1 == int(a.global_var("Mirror_concurrency")), rows
+        sid, user, db, _, port, hostgroup, srv_port, command, info = copies[0]
+        assert (user, db, port, hostgroup, command) == ("app", "sbtest", None, "101", "Query"), copies
+        assert info.startswith("INSERT") and srv_port in ("3311", "3312", "3313") and sid not in {r[0] for r in clients}
+        a.lab("SET_SESSIONS", hostgroup=100, count=4, prepared_fraction=1.0)
+        time.sleep(0.6)  # prepared statements are never mirrored: the queue drains and no copy runs
+        assert a.one("SELECT COUNT(*) FROM stats_mysql_processlist WHERE cli_host='mirror_internal'") == "0"
+
+
 def test_mirror_hits_count_every_match_and_digests_only_the_copies_that_ran(galera_lab):
     """A saturated mirror (seed 004, samples/mirror.jsonl): the rule's hits count every query it matches,
     prepared executions included; the mirror hostgroup's stats_mysql_query_digest rows count only the
