@@ -87,6 +87,10 @@ SERVER_FIELDS = ("status", "weight", "max_connections", "max_replication_lag", "
 # runtime row with one of them is configured ONLINE. It recovers lazily and per ProxySQL node, and a
 # LOAD that changes the row resets it (see ../shared/proxysql-reference/README.md).
 RUNTIME_ONLY_STATUSES = ("SHUNNED",)
+# A mirror rule's copy runs as a session of ProxySQL's own in stats_mysql_processlist, its client this name with no
+# port (measured on 2.7.1: lab/tests/test_real_mirror_processlist.py): no client's session, and not to be killed.
+MIRROR_CLIENT = "mirror_internal"
+NOT_MIRROR = f"(cli_host IS NULL OR cli_host <> '{MIRROR_CLIENT}')"
 
 
 def configured_status(status):
@@ -558,7 +562,7 @@ class ProxySQLAdmin:
         lab/tests/test_real_mirror_processlist.py): not the application's query, left out."""
         result = self.wire.execute("SELECT hostgroup, user, db, srv_host, srv_port, time_ms, info FROM"
                                    " stats_mysql_processlist WHERE info IS NOT NULL AND command IN ('Query', 'Execute')"
-                                   " AND (cli_host IS NULL OR cli_host <> 'mirror_internal')"
+                                   f" AND {NOT_MIRROR}"
                                    " ORDER BY time_ms DESC LIMIT %s", (int(limit),), action="read stats_mysql_processlist")
         try:
             return [(int(hg), user or "", db or "", host or "", int(port) if port not in (None, "") else None,
@@ -591,10 +595,11 @@ class ProxySQLAdmin:
                             " WHERE Total_cnt > 0 ORDER BY Command", CommandCounter, "stats_mysql_commands_counters")
 
     def session_counts(self):
-        """{command: (sessions, longest time_ms)} of stats_mysql_processlist, counted by ProxySQL: a poll reads a
-        few rows however many sessions there are."""
+        """{command: (sessions, longest time_ms)} of the client sessions in stats_mysql_processlist, counted by
+        ProxySQL: a poll reads a few rows however many sessions there are. Mirror copies (ProxySQL's own sessions,
+        MIRROR_CLIENT) are no client's: left out."""
         result = self.wire.execute("SELECT command, COUNT(*), MAX(time_ms) FROM stats_mysql_processlist"
-                                   " GROUP BY command", action="read stats_mysql_processlist")
+                                   f" WHERE {NOT_MIRROR} GROUP BY command", action="read stats_mysql_processlist")
         try:
             return {command or "": (int(n), int(longest or 0)) for command, n, longest in result.rows}
         except (TypeError, ValueError):

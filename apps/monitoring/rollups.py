@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Avg, F, Max, Min
+from django.db.models import Avg, F, FloatField, Max, Min
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -41,8 +41,9 @@ def _aggregates(model):
     out = {}
     for f in model.EXTREMES:
         out[f"agg_{f}"] = Avg(f)
-        out[f"agg_{f}_min"] = Min(Coalesce(F(f"{f}_min"), F(f)))
-        out[f"agg_{f}_max"] = Max(Coalesce(F(f"{f}_max"), F(f)))
+        # A whole-number figure (cluster_size) has float extremes: Django refuses to coalesce the two unnamed.
+        out[f"agg_{f}_min"] = Min(Coalesce(F(f"{f}_min"), F(f), output_field=FloatField()))
+        out[f"agg_{f}_max"] = Max(Coalesce(F(f"{f}_max"), F(f), output_field=FloatField()))
     out.update({f"agg_{f}": Max(f) for f in maxed})
     out.update({f"agg_{f}": Min(f) for f in minned})
     return out

@@ -4,10 +4,15 @@
 The kill is an operator's, after a confirmation that names the session; it is refused when the session id now
 belongs to another client (ids are reused after a restart) and audited with who killed what."""
 from apps.audit.services import record
-from apps.clients.proxysql import ProxySQLAdmin
+from apps.clients.proxysql import MIRROR_CLIENT, ProxySQLAdmin
 from apps.clients.wire import ClientError
 
 SHOWN = 200  # the longest-running sessions; a busy node has thousands
+
+
+# Why a mirror copy offers no kill: it is ProxySQL's, its client keeps running, and the next match copies again.
+MIRROR_REFUSAL = ("no client is behind it, and the rule copies the next matching query again; to stop the copies, "
+                  "change the rule's mirror_hostgroup")
 
 
 class KillRefused(Exception):
@@ -25,8 +30,23 @@ SORTS = {
 FILTERED = ("user", "cli_host", "db", "command", "info", "srv_host")
 
 
+def is_mirror_copy(row):
+    """A mirror rule's copy of a query, run by ProxySQL itself: no client's session, nothing to kill."""
+    return row.get("cli_host") == MIRROR_CLIENT
+
+
+def mark_mirror_copies(rows):
+    """Each mirror copy gets "mirror_of": the client session running the same text now (the copy starts beside its
+    original), else None."""
+    running = {r["info"]: r["SessionID"] for r in rows
+               if r.get("info") and not is_mirror_copy(r) and r["command"] in ("Query", "Execute")}
+    return [{**r, "mirror_copy": True, "mirror_of": running.get(r.get("info"))} if is_mirror_copy(r)
+            else {**r, "mirror_copy": False} for r in rows]
+
+
 def live_sessions(node, sort="time", text="", hide_sleep=False, query_text=None):
-    """{"rows": the SHOWN first sessions in `sort` order, "total", "matching", "error"}: read from the node now;
+    """{"rows": the SHOWN first sessions in `sort` order, "total" (client sessions), "mirror_copies", "matching",
+    "error"}: read from the node now; mirror copies are listed, marked (mark_mirror_copies), never counted as clients;
     `text` keeps the sessions whose user, client, schema, command, query or backend contains it (any case);
     `hide_sleep` leaves out the idle (Sleep) ones; `query_text`: how a query is shown (a viewer's digest form),
     applied before the filter, so that a filter never matches what is not shown."""
@@ -34,17 +54,19 @@ def live_sessions(node, sort="time", text="", hide_sleep=False, query_text=None)
         with ProxySQLAdmin.for_node(node) as admin:
             rows = admin.processlist()
     except ClientError as exc:
-        return {"rows": [], "total": 0, "matching": 0, "error": str(exc)}
+        return {"rows": [], "total": 0, "mirror_copies": 0, "matching": 0, "error": str(exc)}
+    rows = mark_mirror_copies(rows)
     if query_text is not None:
         rows = [{**r, "info": query_text(r.get("info"))} for r in rows]
-    total = len(rows)
+    copies = sum(1 for r in rows if r["mirror_copy"])
+    total = len(rows) - copies
     if hide_sleep:
         rows = [r for r in rows if r["command"] != "Sleep"]
     if text:
         needle = text.lower()
         rows = [r for r in rows if any(needle in str(r.get(f) or "").lower() for f in FILTERED)]
     rows.sort(key=SORTS.get(sort, SORTS["time"])[1])
-    return {"rows": rows[:SHOWN], "total": total, "matching": len(rows), "error": None}
+    return {"rows": rows[:SHOWN], "total": total, "mirror_copies": copies, "matching": len(rows), "error": None}
 
 
 def read_session(node, session_id):
@@ -74,9 +96,10 @@ def kill_session(node, session_id, expected, *, actor, as_digest):
     `as_digest`: the session's SQL as the audit log keeps it (viewers read it: its digest, no literal)."""
     target = f"ProxySQL {node.name} session {session_id}"
     row = read_session(node, session_id)
-    if row is None or fingerprint(row) != expected:
+    if row is None or is_mirror_copy(row) or fingerprint(row) != expected:
         why = ("it is not open any more" if row is None
-               else f"the id now belongs to another client ({describe(row)})")
+               else f"it is a mirror rule's copy of a query, run by ProxySQL itself: {MIRROR_REFUSAL}"
+               if is_mirror_copy(row) else f"the id now belongs to another client ({describe(row)})")
         record("proxysql.kill_session", outcome="refused", actor=actor, cluster=node.cluster, target=target,
                details={"node": node.name, "session_id": session_id, "confirmed": expected, "reason": why})
         raise KillRefused(f"Session {session_id} was not killed: {why}.")

@@ -121,6 +121,8 @@ def proxysql_kill_session(request, pk, session_id):
         return redirect(back)
     return TemplateResponse(request, "monitoring/kill_session.html",
                             {"node": node, "row": row, "session_id": session_id,
+                             "mirror_copy": row is not None and sessions.is_mirror_copy(row),
+                             "mirror_refusal": sessions.MIRROR_REFUSAL,
                              "expected": row and sessions.fingerprint(row), "describe": row and sessions.describe(row)})
 
 

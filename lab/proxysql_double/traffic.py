@@ -220,6 +220,7 @@ class TrafficModel:
         self.servers = {}          # (hg, host, port) -> Server, in runtime order
         self.workloads = {}        # hg -> Workload
         self.next_sid = 1
+        self._mirror_sids = []  # the SessionIDs of the mirror copies' sessions, one per slot (kept across reads)
         self.vars = {}             # runtime mysql-* variables (strings)
         self.rules = []            # runtime query rules (dicts)
         self.questions = 0.0
@@ -1091,7 +1092,41 @@ class TrafficModel:
                     if extended:
                         ext = self._extended_info(s, now, pinned, busy, extended)
                     rows.append(tuple(row) + (ext,))
-            return rows
+            return rows + self._mirror_session_rows(threads)
+
+    def _mirror_session_rows(self, threads):
+        """The mirror copies running now, as a real 2.7.1 lists them (lab/tests/test_real_mirror_processlist.py):
+        a session of its own per copy in the mirror hostgroup, with the application's user, schema and query text,
+        its client 'mirror_internal' with no port. As many as Mirror_concurrency says run (the copies of
+        set_mirror(extra_rate=) copy no known query: not listed), spread over the mirror routes by their rate."""
+        running, _queue = self.mirror_figures()
+        routes = []  # (rate, workload, mirror hostgroup, template mask)
+        for wl in self.workloads.values():
+            active = sum(1 for s in wl.sessions if s.server is not None)
+            for _rid, share, mirror_hg, mask in self._mirror_routes.get(wl.hostgroup, ()):
+                rate = active * wl.rate * share * (1 - wl.prepared_fraction)
+                if rate > 0:
+                    routes.append((rate, wl, mirror_hg, mask))
+        known = sum(r[0] for r in routes)
+        if not routes or running <= 0:
+            return []
+        count = int(round(running * known / (known + self.mirror_extra_rate)))
+        while len(self._mirror_sids) < count:
+            self._mirror_sids.append(self.next_sid)
+            self.next_sid += 1
+        rows = []
+        for sid in self._mirror_sids[:count]:
+            _rate, wl, mirror_hg, mask = self.rng.choices(routes, weights=[r[0] for r in routes])[0]
+            tpl = [t for i, t in enumerate(role_templates(wl.kind)) if mask >> i & 1]
+            t = self.rng.choices(tpl, weights=[t[1] for t in tpl])[0]
+            info = t[0].replace("{t}", str(1 + sid % 2)).replace("?", str(self.rng.randint(1, 10000)))
+            online = sorted(k for k, srv in self.servers.items() if k[0] == mirror_hg and srv.status == "ONLINE")
+            server = self.rng.choice(online) if online else None
+            rows.append((sid % threads, sid, wl.user, wl.schema, "mirror_internal", None, mirror_hg,
+                         "127.0.0.1" if server else None, 33000 + (sid * 104729) % 20000 if server else None,
+                         server[1] if server else None, server[2] if server else None, "Query",
+                         self.rng.randint(0, int(self.mirror_latency_ms)), info, 0, None))
+        return rows
 
     def _extended_info(self, s, now, pinned, busy, mode):
         """JSON shaped like samples/processlist.json extended_info (a subset of its keys)."""

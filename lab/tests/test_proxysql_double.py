@@ -5,6 +5,7 @@ The conformance tests replay the reference transcripts captured on a real ProxyS
 own replay.py rules. The other tests hold the traffic model to the measured behaviour in the
 reference's samples (drain.jsonl, mirror.jsonl) and check the lab-only controls.
 """
+import contextlib
 import importlib.util
 import json
 import os
@@ -411,16 +412,23 @@ def saturated_insert_mirror(a, mirror_hostgroup):
     a.q("LOAD MYSQL VARIABLES TO RUNTIME")
 
 
-def test_mirror_saturation_matches_sample(galera_lab):
-    """samples/mirror.jsonl: threads=2, mirror_max_concurrency=1, mirror_max_queue_length=50 ->
-    Mirror_concurrency 1 and Mirror_queue_length ~100 (total over threads). Prepared statements
-    are not mirrored."""
+@contextlib.contextmanager
+def saturated_writer_mirror():
+    """A double (2 threads) whose 4 writer sessions' INSERTs saturate rule 10's one mirror slot to hostgroup 101."""
     with ProxySQLDouble(variables={"mysql-threads": "2"}) as d:
         a = Admin(d)
         galera_servers(a)
         saturated_insert_mirror(a, 101)
         a.lab("SET_SESSIONS", hostgroup=100, count=4, pinned_reason="auto_increment")
         time.sleep(0.5)
+        yield a
+
+
+def test_mirror_saturation_matches_sample(galera_lab):
+    """samples/mirror.jsonl: threads=2, mirror_max_concurrency=1, mirror_max_queue_length=50 ->
+    Mirror_concurrency 1 and Mirror_queue_length ~100 (total over threads). Prepared statements
+    are not mirrored."""
+    with saturated_writer_mirror() as a:
         seen = []
         # A reading is under the cap one time in four (the sample: 7 of 29). Six readings, with the model's old 35 %
         # and a full queue read as 99, were all under it about once in 300 runs (CI at 62cd6da); twelve at 25 % are
@@ -437,6 +445,24 @@ def test_mirror_saturation_matches_sample(galera_lab):
         a.lab("SET_SESSIONS", hostgroup=100, count=4, prepared_fraction=1.0)
         time.sleep(0.6)     # the queue drains at 200/s and nothing new is mirrored
         assert a.global_var("Mirror_queue_length") == 0
+
+
+def test_a_running_mirror_copy_is_a_mirror_internal_session_of_its_own(galera_lab):
+    """As a real 2.7.1 lists it (lab/tests/test_real_mirror_processlist.py): each copy that runs is a session of its
+    own in the mirror hostgroup, client 'mirror_internal' with no port, the application's user, schema and query
+    text; as many as Mirror_concurrency says (one slot here, always busy)."""
+    with saturated_writer_mirror() as a:
+        rows = a.q("SELECT SessionID, user, db, cli_host, cli_port, hostgroup, srv_port, command, info"
+                   " FROM stats_mysql_processlist ORDER BY SessionID")
+        clients = [r for r in rows if r[3] != "mirror_internal"]
+        copies = [r for r in rows if r[3] == "mirror_internal"]
+        assert len(clients) == 4 and len(copies) == 1 == int(a.global_var("Mirror_concurrency")), rows
+        sid, user, db, _, port, hostgroup, srv_port, command, info = copies[0]
+        assert (user, db, port, hostgroup, command) == ("app", "sbtest", None, "101", "Query"), copies
+        assert info.startswith("INSERT") and srv_port in ("3311", "3312", "3313") and sid not in {r[0] for r in clients}
+        a.lab("SET_SESSIONS", hostgroup=100, count=4, prepared_fraction=1.0)
+        time.sleep(0.6)  # prepared statements are never mirrored: the queue drains and no copy runs
+        assert a.one("SELECT COUNT(*) FROM stats_mysql_processlist WHERE cli_host='mirror_internal'") == "0"
 
 
 def test_mirror_hits_count_every_match_and_digests_only_the_copies_that_ran(galera_lab):

@@ -8,6 +8,7 @@ import time
 import MySQLdb
 
 from apps.clients.proxysql import ProxySQLAdmin
+from apps.monitoring.sessions import mark_mirror_copies
 
 from .test_real_mirror_digest import MIRROR_RULE
 
@@ -33,9 +34,16 @@ def test_a_mirrored_copy_runs_as_a_mirror_internal_session_and_is_no_example(rea
             time.sleep(0.05)
         with ProxySQLAdmin("127.0.0.1", node.admin_port, "admin", "admin") as admin:
             running = admin.running_queries(100)
+            counts = admin.session_counts()
+            listed = mark_mirror_copies(admin.processlist())
     finally:
         client.join()
         conn.close()
     assert sorted(sessions) == [("100", "127.0.0.1", sorted(sessions)[0][2], "SELECT SLEEP(2) AS probe"),
                                 ("101", "mirror_internal", None, "SELECT SLEEP(2) AS probe")]
     assert [(hostgroup, info) for hostgroup, _, _, _, _, _, info in running] == [(100, "SELECT SLEEP(2) AS probe")]
+    # The node page: the copy is no client session (not counted) and is labelled a copy of the client's session.
+    assert set(counts) == {"Query"} and counts["Query"][0] == 1, counts
+    client = next(r for r in listed if r["hostgroup"] == 100)
+    copy = next(r for r in listed if r["hostgroup"] == 101)
+    assert (client["mirror_copy"], copy["mirror_copy"], copy["mirror_of"]) == (False, True, client["SessionID"])

@@ -26,28 +26,33 @@
 
   function pad(n) { return String(n).padStart(2, "0"); }
 
-  function tickStep(spanMs) {
-    return STEPS.find(function (step) { return spanMs / step <= 8; }) || STEPS[STEPS.length - 1];
+  // Room a tick label needs on the axis: its characters at the axis font and a gap. Ticks closer than that take the
+  // next round step (24 h on a 1366 px screen: 6 h between labels, not 3 h, whose labels ran into each other).
+  const PX_PER_CHAR = 7, LABEL_GAP = 16;
+
+  function labelChars(spanMs, step) { return spanMs < DAY || step >= DAY ? 5 : 11; }  // "17:30", "12-05", both
+
+  function tickStep(spanMs, axisPx) {
+    return STEPS.find(function (step) {
+      const n = spanMs / step;
+      return n <= 8 && (!axisPx || axisPx / n >= labelChars(spanMs, step) * PX_PER_CHAR + LABEL_GAP);
+    }) || STEPS[STEPS.length - 1];
   }
 
   // Ticks at multiples of a round step (epoch multiples of a day are UTC midnights).
-  function roundTicks(start, end) {
-    const step = tickStep(end - start);
+  function roundTicks(start, end, step) {
     const ticks = [];
     for (let v = Math.ceil(start / step) * step; v <= end; v += step) ticks.push({ value: v });
     return ticks;
   }
 
   // Times of day on ranges up to a day; over that (24 h included) the date as well, alone once a tick is a day.
-  function tickFormatter(spanMs) {
-    const step = tickStep(spanMs);
-    return function (value) {
-      const d = new Date(value);
-      const hm = pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes());
-      const date = pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate());
-      if (spanMs < DAY) return hm;
-      return step >= DAY ? date : date + " " + hm;
-    };
+  function tickLabel(value, spanMs, step) {
+    const d = new Date(value);
+    const hm = pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes());
+    const date = pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate());
+    if (spanMs < DAY) return hm;
+    return step >= DAY ? date : date + " " + hm;
   }
 
   function fullTime(ms) {
@@ -151,6 +156,7 @@
   function draw(canvas, data) {
     const existing = Chart.getChart(canvas);
     const span = data.end - data.start;
+    let step = tickStep(span);  // set again from the axis' width when its ticks are built
     const config = {
       type: "line",
       data: { datasets: datasets(data, visibility(canvas, existing, data)) },
@@ -159,8 +165,11 @@
         interaction: { mode: "nearest", axis: "x", intersect: false },
         scales: {
           x: { type: "linear", min: data.start, max: data.end,
-               afterBuildTicks: function (axis) { axis.ticks = roundTicks(data.start, data.end); },
-               ticks: { callback: tickFormatter(span), autoSkip: false, maxRotation: 0 },
+               afterBuildTicks: function (axis) {
+                 step = tickStep(span, axis.width);
+                 axis.ticks = roundTicks(data.start, data.end, step);
+               },
+               ticks: { callback: function (value) { return tickLabel(value, span, step); }, autoSkip: false, maxRotation: 0 },
                title: { display: true, text: "UTC" } },
           y: yScale(data),
         },

@@ -1,8 +1,12 @@
 """The monitoring pages as a DBA reads them in a real browser: maintenance said where it is, not hidden behind a
 green chip."""
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from apps.fleet.models import ProxySQLNode, Server
+from apps.monitoring import rollups
 
 from .test_pages_browser import poll
 
@@ -84,32 +88,59 @@ def test_saving_tags_shows_its_outcome(page, live_server, browser_login, operato
 
 
 CHARTS_JS = """() => [...document.querySelectorAll('canvas[data-url]')].filter(c => Chart.getChart(c)).map(c => {
-    const chart = Chart.getChart(c), x = chart.scales.x;
+    const chart = Chart.getChart(c), x = chart.scales.x, ctx = chart.ctx;
     const colours = chart.data.datasets.filter(d => !['#b42318', '#a86a00'].includes(d.borderColor)).map(d => d.borderColor);
-    return {id: c.id, series: chart.data.datasets.length, width: c.getBoundingClientRect().width,
-            shown: chart.data.datasets.filter((d, i) => chart.isDatasetVisible(i)).length,
-            colours: colours.length, distinct: new Set(colours).size,
+    // Each tick label's left and right edge as drawn (centred on its tick), to tell labels that overlap.
+    const boxes = x.getLabelItems().map(item => {
+        ctx.save(); ctx.font = item.font.string; const w = ctx.measureText(item.label).width; ctx.restore();
+        return [item.options.translation[0] - w / 2, item.options.translation[0] + w / 2]; });
+    return {id: c.id, series: chart.data.datasets.length, width: c.getBoundingClientRect().width, span: x.max - x.min,
+            canvas: chart.width, shown: chart.data.datasets.filter((d, i) => chart.isDatasetVisible(i)).length,
+            colours: colours.length, distinct: new Set(colours).size, boxes: boxes,
             ticks: x.ticks.map(t => t.value), labels: x.ticks.map(t => t.label)};
 })"""
 ROUND_STEPS_MIN = {1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440, 2880, 10080}
+RANGE_MS = {"1h": 3600000, "24h": 86400000, "30d": 30 * 86400000}
+LABEL_FORM = {"1h": r"^\d\d:\d\d$", "24h": r"^\d\d-\d\d \d\d:\d\d$", "30d": r"^\d\d-\d\d$"}
 
 
-def test_history_charts_read_at_a_glance(page, live_server, browser_login, viewer_user, adopted_lab, live_redis):
+@pytest.mark.parametrize("width, height", [(1366, 900), (1920, 1080)])
+def test_history_charts_read_at_a_glance(page, live_server, browser_login, viewer_user, adopted_lab, live_redis,
+                                         width, height):
+    """Issue 36: at most 5 series drawn by default, no colour twice in a legend, charts as wide as half the screen,
+    ticks on round UTC times that never overlap, with the date on ranges of a day and over: at both widths a DBA
+    uses, on the 1 h, 24 h and 30 d ranges."""
+    import re
+
     nodes = poll(rounds=3)
-    page.set_viewport_size({"width": 1920, "height": 1080})
+    # The minute rollups of these polls, as the scheduled task writes them: the 30 d range reads those.
+    rollups.run_all(now=timezone.now() + timedelta(minutes=1))
+    page.set_viewport_size({"width": width, "height": height})
     browser_login(viewer_user)
     page.goto(f"{live_server.url}{nodes[0].get_absolute_url()}")
     page.wait_for_selector("#chart-connections[data-loaded='1']")
     page.wait_for_function("() => [...document.querySelectorAll('canvas[data-url]')].every(c => c.dataset.loaded)")
-    charts = page.evaluate(CHARTS_JS)
-    assert charts and any(c["series"] > 5 for c in charts), charts  # the latency chart: one series per server
-    for c in charts:
-        assert c["shown"] <= 5, c
-        assert c["distinct"] == c["colours"], c  # no colour twice in one legend
-        assert c["width"] >= 800, c  # half of a 1920 px screen, not 590 px
-        steps = {(b - a) // 60000 for a, b in zip(c["ticks"], c["ticks"][1:])}
-        assert all(t % 60000 == 0 for t in c["ticks"]) and len(steps) == 1 and steps <= ROUND_STEPS_MIN, c
-    crowded = next(c for c in charts if c["series"] > 5)
+    for range_key in ("1h", "24h", "30d"):
+        page.evaluate(f"() => document.querySelectorAll(\"button[data-range='{range_key}']\").forEach(b => b.click())")
+        page.wait_for_function(f"() => [...document.querySelectorAll('canvas[data-url]')].every(c => {{"
+                               f" const chart = Chart.getChart(c); return chart && "
+                               f"chart.scales.x.max - chart.scales.x.min === {RANGE_MS[range_key]}; }})")
+        charts = page.evaluate(CHARTS_JS)
+        assert charts and any(c["series"] > 5 for c in charts), charts  # the latency chart: one series per server
+        for c in charts:
+            where = (width, range_key, c["id"], c["labels"])
+            assert c["shown"] <= 5, (where, c["shown"])
+            assert c["distinct"] == c["colours"], where  # no colour twice in one legend
+            assert c["width"] >= 0.42 * width, (where, c["width"])  # half the screen (was 590 px on a 1920 one)
+            steps = {(b - a) // 60000 for a, b in zip(c["ticks"], c["ticks"][1:])}
+            assert all(t % 60000 == 0 for t in c["ticks"]) and len(steps) == 1 and steps <= ROUND_STEPS_MIN, where
+            step_ms = steps.pop() * 60000
+            assert all(t % min(step_ms, 86400000) == 0 for t in c["ticks"]), where  # on the step's round times
+            assert len(c["ticks"]) >= 3 and all(re.match(LABEL_FORM[range_key], label) for label in c["labels"]), where
+            boxes = c["boxes"]
+            assert all(right + 4 <= left for (_, right), (left, _) in zip(boxes, boxes[1:])), (where, boxes)
+            assert boxes[0][0] >= 0 and boxes[-1][1] <= c["canvas"], (where, boxes)  # none cut at the edges
+    crowded = next(c for c in page.evaluate(CHARTS_JS) if c["series"] > 5)
     figure = page.locator(f"figure:has(#{crowded['id']})")
     figure.locator("button[data-all-series]").click()
     chart = f"Chart.getChart(document.getElementById('{crowded['id']}'))"

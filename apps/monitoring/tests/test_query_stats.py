@@ -137,3 +137,44 @@ def test_metrics_carry_sessions_users_commands_and_backend_errors_with_bounded_l
     assert users[exporter.OTHER] == sum(range(7 - exporter.USERS_EXPORTED)) and users["app6"] == 6
     commands = {s.labels["command"] for s in families["proxysql_command_queries"].samples}
     assert commands == set(exporter.COMMANDS_EXPORTED) | {exporter.OTHER}
+
+
+def test_a_mirrored_copy_is_labelled_offers_no_kill_and_is_no_client_session(adopted_lab, live_redis, viewer_client,
+                                                                            operator_user):
+    """Issue 36: a mirror rule's copy runs as ProxySQL's own session (client mirror_internal, no port, in the mirror
+    hostgroup: lab/tests/test_real_mirror_processlist.py). The page listed it as 'mirror_internal:None' with a Kill
+    button and counted it among the client sessions."""
+    cluster, (first, _) = adopted_lab
+    node = ProxySQLNode.objects.get(admin_port=first.port)
+    demo.admin_sql(first.port, "INSERT INTO mysql_query_rules (rule_id,active,match_digest,mirror_hostgroup,apply)"
+                   " VALUES (1,1,'^INSERT',101,0)", "LOAD MYSQL QUERY RULES TO RUNTIME",
+                   "SET mysql-mirror_max_concurrency=2", "LOAD MYSQL VARIABLES TO RUNTIME",
+                   user=first.user, password=first.password)
+    first.traffic.set_mirror(latency_ms=1000)  # each copy runs a second: both slots always busy
+    copies = [r for r in first.traffic.processlist_rows(0) if r[4] == "mirror_internal"]
+    assert len(copies) == 2, copies
+    copy_id = copies[0][1]
+
+    poll()
+    stats = live.read_one(live.PROXYSQL, node.pk)["query_stats"]
+    assert sum(n for n, _ in stats["sessions"].values()) == 12  # the lab's 12 client sessions, no copy
+
+    sessions = html(viewer_client, reverse("monitoring:proxysql_sessions", args=[node.pk]))
+    assert "12 client session(s) and 2 mirrored copies run by ProxySQL, read from the node now." in sessions
+    assert sessions.count("data-mirror-copy>") == 2 and sessions.count("mirrored copy of ") == 2
+    assert "mirror_internal:None" not in sessions
+
+    operator = Client()
+    operator.force_login(operator_user)
+    sessions = html(operator, reverse("monitoring:proxysql_sessions", args=[node.pk]))
+    rows = sessions.split("<tr data-session=")[1:]
+    assert len(rows) == 14 and all(("Kill…" in r) != ("data-mirror-copy" in r) for r in rows)
+
+    url = reverse("monitoring:proxysql_kill_session", args=[node.pk, copy_id])
+    confirmation = html(operator, url)
+    assert "data-mirror-copy" in confirmation and "Kill" not in confirmation and "KILL CONNECTION" not in confirmation
+    refused = operator.post(url, {"user": "app", "cli_host": "mirror_internal", "cli_port": "", "confirm": "yes"},
+                            follow=True)
+    assert b"was not killed: it is a mirror rule&#x27;s copy of a query" in refused.content
+    assert not any(f"KILL CONNECTION {copy_id}" in s for s in first.statements())
+    assert AuditEvent.objects.filter(action="proxysql.kill_session", outcome="refused").exists()

@@ -83,3 +83,22 @@ def test_a_shunned_blip_and_a_one_poll_spike_survive_every_rollup(adopted_lab, g
         assert data["status"][label(WRITER)][at] == "ONLINE"
         most_used = next(s for s in data["series"] if s["label"] == "most used by one server in a bucket · hg 100 (writer)")
         assert most_used["values"][at] == spike
+
+
+def test_backend_samples_roll_up_with_their_cluster_size_extremes(adopted_lab, live_redis):
+    """Issue 36 (found by the 30 d chart test): the minute rollup of the backends' samples raised FieldError
+    (cluster_size, a whole number, coalesced with its float extremes), so no backend history beyond raw."""
+    from datetime import timedelta
+
+    from django.utils import timezone as django_timezone
+
+    from apps.monitoring.models import BackendSample
+    from apps.monitoring.tests.test_pages import poll
+
+    poll(rounds=2)
+    raw = BackendSample.objects.filter(resolution=RAW, cluster_size__isnull=False)
+    assert raw.exists()
+    written = rollups.rollup(BackendSample, RAW, MINUTE, now=django_timezone.now() + timedelta(minutes=1))
+    rolled = BackendSample.objects.filter(resolution=MINUTE, cluster_size_min__isnull=False)
+    assert written >= raw.values("server").distinct().count() and rolled.exists()
+    assert {(r.cluster_size_min, r.cluster_size_max) for r in rolled} == {(3.0, 3.0)}
