@@ -12,6 +12,7 @@ import MySQLdb
 import pytest
 from django.urls import reverse
 
+from apps.alerts.tests import test_native_galera_drift as galera
 from apps.alerts.tests import test_native_replication_drift as native
 from apps.audit.models import AuditEvent
 from apps.fleet.models import Cluster, ProxySQLNode, Server
@@ -266,3 +267,50 @@ def test_a_writer_monitor_moved_after_the_plan_refuses_it_at_start(proxysql_doub
     assert ("Monitor has placed one writer in writer hostgroup 10 (now: n1: 127.0.0.1:3321, 127.0.0.1:3323; "
             "n2: 127.0.0.1:3321, 127.0.0.1:3323)") in op.error, op.error
     assert (read_only(lab, 1), read_only(lab, 2)) == (0, 1)   # nothing ran
+
+
+def check_change_set_after_switchover(nodes, lab, user):
+    """Issue 33: a change set of a weight right after a switchover. Its LOAD used to load the configured rows (every
+    backend in writer hostgroup 10): until Monitor's next read_only check the old writer, read_only now, was an ONLINE
+    writer on every node (real 2.7.1: 0.4-0.7 s of error 1290 for clients' writes). It loads Monitor's placement with
+    the weight instead: runtime, sampled all along, never holds another writer than the new one; memory and disk
+    end as configured with the weight."""
+    cluster = natively_managed(nodes)
+    op = run_plan(plan_switchover(cluster, Server.objects.get(port=3322)), user)
+    assert op.state == "done", op.error
+    stop, seen = threading.Event(), set()
+
+    def sample():
+        while not stop.is_set():
+            for n, node in enumerate(nodes):
+                seen.add((n, tuple(writers(node))))
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        galera.apply_edits(cluster, user, "a weight", [galera.weight_edit(cluster, 10, 3323, 500)])
+        time.sleep(0.5)   # and a while after
+    finally:
+        stop.set()
+        sampler.join()
+    assert seen == {(n, ((3322, "ONLINE"),)) for n in range(len(nodes))}, sorted(seen)
+    for node in nodes:
+        assert [str(w) for (w,) in native.admin(node, "SELECT DISTINCT weight FROM runtime_mysql_servers "
+                                                      "WHERE port=3323")] == ["500"]
+        for table in ("mysql_servers", "disk.mysql_servers"):   # the configured rows, the weight changed
+            rows = native.admin(node, f"SELECT hostgroup_id, port, weight FROM {table} ORDER BY hostgroup_id, port")
+            assert [tuple(int(v) for v in r) for r in rows] == [(10, 3321, 1000), (10, 3322, 1000),
+                                                                 (10, 3323, 500)], (table, rows)
+    native.no_drift_anywhere(cluster)
+
+
+def test_a_change_set_right_after_a_switchover_loads_monitors_placement_on_a_double_pair(
+        proxysql_double_factory, replication_healthy, live_redis, operator_user):
+    check_change_set_after_switchover(proxysql_double_factory(2), replication_healthy, operator_user)
+
+
+def test_a_change_set_right_after_a_switchover_loads_monitors_placement_on_a_real_pair(
+        real_proxysql_factory, replication_healthy, live_redis, operator_user):
+    check_change_set_after_switchover([real_proxysql_factory("2.7.1", name=f"native-cs-{n}") for n in (1, 2)],
+                                      replication_healthy, operator_user)
