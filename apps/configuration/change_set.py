@@ -138,7 +138,9 @@ def plan_change_set(cs, kind=CONFIG):
                   for pk, nc in readable.items()}
     number = cs.base.number if write_back else cs.base.number + 1
     steps = [
-        Step("apply", "Write the changes to memory and LOAD them to runtime, on every node", PROXYSQL, apply_nodes),
+        Step("apply", "Write the changes to memory and LOAD them to runtime, on every node" if not managed else
+             "Write the changes to memory and LOAD them to runtime with the servers where Monitor placed them (memory "
+             "then back to the configured rows with the changes, no LOAD), on every node", PROXYSQL, apply_nodes),
         Step("verify", "Read back every node's runtime: it must equal the new configuration" if write_back else
              "Read back every node's runtime: the rows and variables changed must equal the new configuration",
              CONFIG_VERIFY,
