@@ -12,6 +12,7 @@ import msgspec
 from django.db import transaction
 
 from apps.fleet.models import Server
+from apps.fleet.native import MANAGER_TABLES
 from apps.monitoring import live
 from apps.plans.registry import planning
 from apps.plans.vocabulary import PROXYSQL, Guard, Plan, Sql, Step
@@ -20,6 +21,7 @@ from . import content as C
 from . import nodes as N
 from .findings import effect_findings
 from .models import ChangeSet
+from .native_load import placement_load
 from .secrets import Collector
 from .services import Refused, check_base, create_change_set, known_secrets, latest, require_reason, set_reason
 from .statements import node_plan
@@ -71,10 +73,18 @@ def plan_change_set(cs, kind=CONFIG):
     collector = Collector(cluster, known_secrets(cluster))
     placed = {}  # where each node's statements hold a secret (Plan.secrets)
     write_back = cs.source == "write_back"
+    managed = native_placement(cluster, intended, write_back)
 
     def build(admin, layers, node):  # a write-back writes every difference, a change set only its diff's rows
-        return node_plan(Sql(admin, placed), target, layers["memory"], hostgroups=hostgroups, secrets=collector,
-                         node_key=f"node{node.pk}", intended=None if write_back else intended)
+        sql = Sql(admin, placed)
+        servers_load = None
+        if managed:  # Monitor's placement loaded with the edits, never the configured rows (native_load.py)
+            def servers_load(written):
+                return placement_load(sql, managed, layers["memory"]["mysql_servers"],
+                                      layers["runtime"]["mysql_servers"], written)
+        return node_plan(sql, target, layers["memory"], hostgroups=hostgroups, secrets=collector,
+                         node_key=f"node{node.pk}", intended=None if write_back else intended,
+                         servers_load=servers_load)
 
     chosen = cluster.proxysql_nodes.filter(pk__in=cs.nodes) if cs.nodes else None
     nodes = N.read_cluster(cluster, build=build, nodes=chosen)
@@ -128,7 +138,9 @@ def plan_change_set(cs, kind=CONFIG):
                   for pk, nc in readable.items()}
     number = cs.base.number if write_back else cs.base.number + 1
     steps = [
-        Step("apply", "Write the changes to memory and LOAD them to runtime, on every node", PROXYSQL, apply_nodes),
+        Step("apply", "Write the changes to memory and LOAD them to runtime, on every node" if not managed else
+             "Write the changes to memory and LOAD them to runtime with the servers where Monitor placed them (memory "
+             "then back to the configured rows with the changes, no LOAD), on every node", PROXYSQL, apply_nodes),
         Step("verify", "Read back every node's runtime: it must equal the new configuration" if write_back else
              "Read back every node's runtime: the rows and variables changed must equal the new configuration",
              CONFIG_VERIFY,
@@ -154,6 +166,15 @@ def plan_change_set(cs, kind=CONFIG):
     plan = Plan(kind, cluster.pk, title[:300], guards, steps, facts, options={"change_set": cs.pk},
                 secrets=placed)
     return planning().annotate(plan, cluster), collector
+
+
+def native_placement(cluster, intended, write_back):
+    """The hostgroups whose placement a change set's LOAD keeps as Monitor made it (native_load.py): ProxySQL's
+    replication manager's, unless the change set edits the manager's own rows (then its rows are loaded as they are,
+    Monitor placing them from there) or is a write-back (every row as the version has it)."""
+    if write_back or cluster.native_manager != "replication" or intended.tables() & set(MANAGER_TABLES.values()):
+        return set()
+    return cluster.managed_hostgroups()
 
 
 CHANGED_NOUNS = {"mysql_servers": "server row", "mysql_query_rules": "query rule", "mysql_users": "user",

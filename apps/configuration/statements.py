@@ -50,14 +50,18 @@ def _form(password):
     return "hashed" if is_hashed(password) else "clear text"
 
 
-def node_plan(sql, target, memory, *, hostgroups, secrets, node_key="node", intended=None):
+def node_plan(sql, target, memory, *, hostgroups, secrets, node_key="node", intended=None, servers_load=None):
     """Statements for one node. `memory` is the node's memory layer (nodes.read_layers), `hostgroups` every
     hostgroup the cluster held before or holds after (so released hostgroups are emptied), `secrets` a
     secrets.Collector: every password in a statement, new or old, is a Secret (a marker placed by position,
     filled in at execution).
     `intended` is the change set's diff (base -> target): only its rows and variables are written; None (a
-    write-back) writes every difference."""
+    write-back) writes every difference.
+    `servers_load`: (written) -> (forward, undo) put in place of LOAD MYSQL SERVERS after the module's statements
+    and their undo (native_load.placement_load on a natively managed cluster); written: {key: row or None (deleted)}
+    of the mysql_servers rows written."""
     plan = NodePlan()
+    written_servers = {}
     forward, undo = {}, {}
     if intended is not None:
         rows, variables, new_passwords = diff_scope(intended)
@@ -99,6 +103,8 @@ def node_plan(sql, target, memory, *, hostgroups, secrets, node_key="node", inte
                 have = {k: r for k, r in have.items() if (table.name, k) in rows}
             for key in sorted(have.keys() - want.keys(), key=str):
                 fwd.insert(0, sql.delete_row(table.name, dict(zip(table.key, key))))
+                if table is MYSQL_SERVERS:
+                    written_servers[key] = None
                 back.extend(restore(key))
                 plan.changes += 1
             for key in sorted(want.keys(), key=str):
@@ -111,6 +117,8 @@ def node_plan(sql, target, memory, *, hostgroups, secrets, node_key="node", inte
                 if key in have and table is MYSQL_USERS:  # its frontend and backend rows go, the one row comes
                     fwd.append(sql.delete_row(table.name, dict(zip(table.key, key))))
                 fwd.append(sql.replace_row(table.name, written(table, row if kept else want[key])))
+                if table is MYSQL_SERVERS:
+                    written_servers[key] = row
                 if table is MYSQL_USERS and row["password"] not in (None, ""):
                     plan.passwords[key[0]] = (f"password kept as the node has it ({_form(row['password'])})" if kept
                                               else f"password set ({_form(row['password'])})")
@@ -135,8 +143,11 @@ def node_plan(sql, target, memory, *, hostgroups, secrets, node_key="node", inte
                     back.append(sql.set_variable(name, old))
                 plan.changes += 1
         if fwd:
-            forward[module] = fwd + [sql.load(module)]
-            undo[module] = back + [sql.load(module)]
+            load, load_back = [sql.load(module)], [sql.load(module)]
+            if servers_load is not None and module == "MYSQL SERVERS":
+                load, load_back = servers_load(written_servers)
+            forward[module] = fwd + load
+            undo[module] = back + load_back
             plan.modules.append(module)
     for module, _ in MODULE_ORDER:
         plan.sql += forward.get(module, [])

@@ -75,10 +75,11 @@ def check_natively_managed(nodes, lab, user):
         wait_placed(node, 3321, PORTS)
     no_drift_anywhere(cluster)
 
-    # a change set on the manager's hostgroup (a weight), applied to both nodes, verified, recorded: no drift after
+    # a change set on the manager's hostgroup (a weight), applied to both nodes, verified, recorded: no drift after;
+    # its LOAD keeps Monitor's placement (node 1 reading too), not the configured rows (configuration/native_load.py)
     apply_weight(cluster, user, 10, 3323, 700)
     for node in nodes:
-        wait_placed(node, 3321, (3322, 3323))
+        wait_placed(node, 3321, PORTS)
         assert admin(node, "SELECT DISTINCT weight FROM runtime_mysql_servers WHERE port=3323") == (("700",),)
     no_drift_anywhere(cluster)
 

@@ -102,3 +102,19 @@ def test_a_natively_managed_async_pair_switches_under_sysbench_then_takes_a_chan
     assert figures["writes held ms"] < 10_000
 
 
+def test_a_change_set_right_after_a_switchover_on_a_natively_managed_async_pair_under_sysbench(
+        real_proxysql_factory, replication_healthy, live_redis, operator_user):
+    """The change set's LOAD of the configured rows (every backend in writer hostgroup 10) put the old writer, now
+    read_only, ONLINE in hostgroup 10 on both nodes for 0.4-0.7 s (until Monitor's next read_only check): sysbench
+    writes sent to it failed with 1290 (--read-only), 2 runs of 3 (branch h-soak-failing). The change set loads
+    Monitor's placement with its edits now (configuration/native_load.py)."""
+    nodes = [real_proxysql_factory("2.7.1", name=f"async-cs-{n}") for n in (1, 2)]
+    users = ["INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','app',10)",
+             "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK"]
+    cluster = replication_switch.natively_managed(nodes, [*replication.NATIVE, *users])
+    under_sysbench(nodes, lambda: (switchover(cluster, 3322, operator_user, ("drain", "wait_drain", "promote",
+                                                                              "wait_monitor")),
+                                   rule_and_weight(cluster, operator_user, 10, (10, 3323, 500))),
+                   "native async switchover then change set")
+    check_layers_have_the_change(nodes, 3323, 500)
+    replication.no_drift_anywhere(cluster)

@@ -12,8 +12,12 @@ import MySQLdb
 import pytest
 from django.urls import reverse
 
+from apps.alerts.tests import test_native_galera_drift as galera
 from apps.alerts.tests import test_native_replication_drift as native
+from apps.audit.actor import Actor
 from apps.audit.models import AuditEvent
+from apps.configuration.services import add_edit, start_change_set
+from apps.configuration.tests.test_change_sets import run as run_change_set
 from apps.fleet.models import Cluster, ProxySQLNode, Server
 from apps.operations.switchover import notes, plan_switchover
 from conftest import adopt_double
@@ -266,3 +270,87 @@ def test_a_writer_monitor_moved_after_the_plan_refuses_it_at_start(proxysql_doub
     assert ("Monitor has placed one writer in writer hostgroup 10 (now: n1: 127.0.0.1:3321, 127.0.0.1:3323; "
             "n2: 127.0.0.1:3321, 127.0.0.1:3323)") in op.error, op.error
     assert (read_only(lab, 1), read_only(lab, 2)) == (0, 1)   # nothing ran
+
+
+def writers_seen(nodes, action):
+    """action() run while every node's writer hostgroup is sampled every 10 ms (and 0.5 s after): {(node index,
+    writers)} seen."""
+    stop, seen = threading.Event(), set()
+
+    def sample():
+        while not stop.is_set():
+            for n, node in enumerate(nodes):
+                seen.add((n, tuple(writers(node))))
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        action()
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        sampler.join()
+    return seen
+
+
+def servers(node, table):
+    return [tuple(int(v) for v in r) for r in native.admin(
+        node, f"SELECT hostgroup_id, port, weight FROM {table} ORDER BY hostgroup_id, port")]
+
+
+def check_change_set_after_switchover(nodes, lab, user):
+    """Issue 33: a change set of a weight right after a switchover. Its LOAD used to load the configured rows (every
+    backend in writer hostgroup 10): until Monitor's next read_only check the old writer, read_only now, was an ONLINE
+    writer on every node (real 2.7.1: 0.4-0.7 s of error 1290 for clients' writes). It loads Monitor's placement with
+    the weight instead: runtime, sampled all along, never holds another writer than the new one; memory and disk
+    end as configured with the weight."""
+    cluster = natively_managed(nodes)
+    op = run_plan(plan_switchover(cluster, Server.objects.get(port=3322)), user)
+    assert op.state == "done", op.error
+    seen = writers_seen(nodes, lambda: galera.apply_edits(cluster, user, "a weight",
+                                                          [galera.weight_edit(cluster, 10, 3323, 500)]))
+    assert seen == {(n, ((3322, "ONLINE"),)) for n in range(len(nodes))}, sorted(seen)
+    for node in nodes:
+        assert [str(w) for (w,) in native.admin(node, "SELECT DISTINCT weight FROM runtime_mysql_servers "
+                                                      "WHERE port=3323")] == ["500"]
+        for table in ("mysql_servers", "disk.mysql_servers"):   # the configured rows, the weight changed
+            assert servers(node, table) == [(10, 3321, 1000), (10, 3322, 1000), (10, 3323, 500)], table
+    native.no_drift_anywhere(cluster)
+
+
+def test_a_change_set_rolled_back_after_a_switchover_loads_monitors_placement_back_on_a_double_pair(
+        proxysql_double_factory, replication_healthy, live_redis, operator_user):
+    """The same change set with a query rule the second node refuses: rolled back on both nodes, the undo loading the
+    placement as it was (never the configured rows), memory and disk as configured."""
+    nodes = proxysql_double_factory(2)
+    cluster = natively_managed(nodes)
+    user = operator_user
+    op = run_plan(plan_switchover(cluster, Server.objects.get(port=3322)), user)
+    assert op.state == "done", op.error
+    before = [[servers(node, t) for t in ("runtime_mysql_servers", "mysql_servers", "disk.mysql_servers")]
+              for node in nodes]
+    native.admin(nodes[1], 'LAB FAIL_STATEMENTS {"text": "REPLACE INTO mysql_query_rules", "message": "refused"}')
+    cs = start_change_set(cluster, actor=Actor.command(user), reason="a weight and a rule")
+    for edit in (galera.weight_edit(cluster, 10, 3323, 500),
+                 {"op": "upsert", "table": "mysql_query_rules",
+                  "row": {"rule_id": 70, "active": 1, "match_digest": "^DELETE", "destination_hostgroup": 10,
+                          "apply": 1}}):
+        add_edit(cs, edit, actor=Actor.command(user))
+    ran = []
+    seen = writers_seen(nodes, lambda: ran.append(run_change_set(cs, user)[0]))
+    assert ran[0].state == "rolled_back" and "refused" in ran[0].error, (ran[0].state, ran[0].error)
+    assert seen == {(n, ((3322, "ONLINE"),)) for n in range(len(nodes))}, sorted(seen)
+    assert [[servers(node, t) for t in ("runtime_mysql_servers", "mysql_servers", "disk.mysql_servers")]
+            for node in nodes] == before
+
+
+def test_a_change_set_right_after_a_switchover_loads_monitors_placement_on_a_double_pair(
+        proxysql_double_factory, replication_healthy, live_redis, operator_user):
+    check_change_set_after_switchover(proxysql_double_factory(2), replication_healthy, operator_user)
+
+
+def test_a_change_set_right_after_a_switchover_loads_monitors_placement_on_a_real_pair(
+        real_proxysql_factory, replication_healthy, live_redis, operator_user):
+    check_change_set_after_switchover([real_proxysql_factory("2.7.1", name=f"native-cs-{n}") for n in (1, 2)],
+                                      replication_healthy, operator_user)

@@ -1,0 +1,83 @@
+"""A change set's LOAD of mysql_servers on a cluster whose servers ProxySQL's replication manager places (Cluster.
+native_manager "replication"; fleet/native.py). Loading the configured rows as they are (every backend in the writer
+hostgroup, as the operator configured them) starts Monitor again from them: until its next read_only check the read
+only backends are ONLINE writers and clients' writes reach them (error 1290 on real 2.7.1, issue 33). So, as the
+native switchover's drain does (operations/native_switchover.py): memory takes Monitor's placement as the node runs it
+with the change set's edits, LOAD, then memory back to the configured rows with the edits (no LOAD). The runtime never
+shows the configured rows' placement; the SAVE step writes the configured rows to disk.
+
+Pure: the rows are the layers nodes.read_layers gave (runtime statuses read as configured: SHUNNED is ONLINE)."""
+from .tables import MYSQL_SERVERS
+
+
+def key(row):
+    """A mysql_servers row's key with its numbers as numbers."""
+    return int(row["hostgroup_id"]), row["hostname"], int(row["port"])
+
+
+def _backend(key):
+    return key[1], int(key[2])
+
+
+def placed_with_edits(placed, before, after):
+    """Monitor's placement (runtime rows {key: row} in the managed hostgroups) with the change set's edits: a backend
+    whose configured rows the change set did not touch stays where Monitor put it, as it is; a touched backend keeps
+    each hostgroup Monitor placed it in, with its configured row's columns after the edits (the same key's row, else
+    its first), the status Monitor left unless the edit changed the configured one; a backend placed nowhere yet
+    (new) goes in as configured (Monitor moves it from there); one the edits removed from every managed hostgroup
+    goes. before / after: the configured rows {key: row} in the managed hostgroups before and after the edits."""
+    touched = {_backend(k) for k in before.keys() | after.keys()
+               if MYSQL_SERVERS.canonical(before.get(k) or {}) != MYSQL_SERVERS.canonical(after.get(k) or {})}
+    want = {k: r for k, r in placed.items() if _backend(k) not in touched}
+    for backend in sorted(touched):
+        configured = {k: r for k, r in sorted(after.items()) if _backend(k) == backend}
+        where = {k: r for k, r in placed.items() if _backend(k) == backend}
+        if not configured:
+            continue
+        if not where:
+            want.update(configured)
+            continue
+        first = next(iter(configured.values()))
+        for key, row in where.items():
+            mine = configured.get(key, first)
+            was = before.get(key) or next((r for k, r in sorted(before.items()) if _backend(k) == backend), None)
+            status = mine["status"] if was is None or was["status"] != mine["status"] else row["status"]
+            want[key] = {**mine, "hostgroup_id": key[0], "status": status}
+    return want
+
+
+def rows_to(sql, have, want, every=()):
+    """Statements that turn rows `have` ({key: row}) into `want`: the rows that differ (and every key of `every`,
+    written as `want` has it: right from any state), deleted or REPLACEd whole, in key order."""
+    out = []
+    for key in sorted(have.keys() | want.keys() | set(every)):
+        if key in want and (key in every or MYSQL_SERVERS.canonical(have.get(key) or {})
+                            != MYSQL_SERVERS.canonical(want[key])):
+            out.append(sql.replace_row(MYSQL_SERVERS.name, want[key]))
+        elif key not in want and (key in have or key in every):
+            out.append(sql.delete_row(MYSQL_SERVERS.name, dict(zip(MYSQL_SERVERS.key, key))))
+    return out
+
+
+def placement_load(sql, managed, memory_rows, runtime_rows, written):
+    """(forward, undo) to put in place of a change set's LOAD MYSQL SERVERS on a natively managed node: forward runs
+    after the change set's own statements (memory then holds the configured rows with the edits), undo after theirs
+    (memory back to the configured rows before). written: {key: row or None} the change set's mysql_servers rows
+    (None: deleted)."""
+    def mine(rows):
+        return {key(r): dict(r) for r in rows if int(r["hostgroup_id"]) in managed}
+
+    placed, before = mine(runtime_rows), mine(memory_rows)
+    after = dict(before)
+    for (hostgroup, hostname, port), row in written.items():
+        if int(hostgroup) not in managed:
+            continue
+        if row is None:
+            after.pop((int(hostgroup), hostname, int(port)), None)
+        else:
+            after[key(row)] = dict(row)
+    want = placed_with_edits(placed, before, after)
+    every = sorted(placed.keys() | before.keys() | after.keys() | want.keys())
+    forward = rows_to(sql, after, want) + [sql.load("MYSQL SERVERS")] + rows_to(sql, want, after)
+    undo = rows_to(sql, {}, placed, every) + [sql.load("MYSQL SERVERS")] + rows_to(sql, {}, before, every)
+    return forward, undo
