@@ -108,7 +108,7 @@ def test_strict_sysbench_through_both_nodes_of_one_writer_gets_no_error(real_pro
                                                                         live_redis, operator_user):
     """The load alone, no switchover (issue 33): with the default seed (the current second) the two sysbench processes
     sent the same statements at once, the same DELETE then INSERT of one id from two clients of the one writer, and
-    InnoDB chose a deadlock victim (1213) within 1-4 s in 2 of 3 runs: the figure charged to the Galera switchover."""
+    InnoDB chose a deadlock victim (1213) within 1-4 s in 3 of 8 runs: the figure charged to the Galera switchover."""
     nodes = [real_proxysql_factory("2.7.1", name=f"galera-alone-{n}") for n in (1, 2)]
     galera_switch.natively_managed(nodes, galera_switch.APP_USER)
     StrictSysbench.prepare(nodes[0].client_port)
