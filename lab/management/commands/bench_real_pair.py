@@ -287,7 +287,9 @@ class Sysbench:
         """timed_dir: every transaction's start and latency written there (lab/sysbench/oltp_read_write_timed.lua)."""
         self.ports, self.timed_dir = ports, timed_dir
         script = str(TIMED_SCRIPT) if timed_dir else "oltp_read_write"
-        self.procs = [subprocess.Popen(["sysbench", script, *self.COMMON, f"--mysql-port={p}",
+        # a seed per process: by default each seeds with the current second, so processes started together send the
+        # same statements (the same DELETE then INSERT of one id at once: InnoDB deadlocks, 1213, on a single backend)
+        self.procs = [subprocess.Popen(["sysbench", script, *self.COMMON, f"--mysql-port={p}", f"--rand-seed={p}",
                                         f"--threads={threads}", f"--time={seconds}", "--report-interval=1",
                                         "--percentile=99", "run"],
                                        env={**os.environ, "TIMED_DIR": str(timed_dir or ""), "TIMED_NAME": str(p)},
