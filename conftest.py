@@ -7,6 +7,7 @@ Personas and their rights:
   operator_user  also adopts ProxySQL nodes and runs operations
   admin_user     also edits the inventory (Django admin), overrides guards
 """
+
 import os
 import shutil
 import signal
@@ -18,8 +19,14 @@ import time
 
 import pytest
 
-pytest_plugins = ["lab.fixtures_proxysql", "lab.fixtures_galera", "lab.fixtures_replication", "lab.fixtures_dr",
-                  "lab.fixtures_real_proxysql", "lab.pytest_shards"]
+pytest_plugins = [
+    "lab.fixtures_proxysql",
+    "lab.fixtures_galera",
+    "lab.fixtures_replication",
+    "lab.fixtures_dr",
+    "lab.fixtures_real_proxysql",
+    "lab.pytest_shards",
+]
 
 
 def missing(reason):
@@ -69,9 +76,11 @@ def second_cluster_statements(ports, writer=200):
     rows = [(writer, first, 1000000, "writer"), (writer + 1, first, 100, "writer, reads elsewhere first")]
     rows += [(writer + 1, port, 10000, "reader") for port in rest]
     rows += [(writer + 2, port, 1000 - 100 * i, f"backup writer {i + 1}") for i, port in enumerate(rest)]
-    return ([f"INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight,max_connections,comment) "
-             f"VALUES ({hg},'127.0.0.1',{port},{weight},2000,'{comment}')" for hg, port, weight, comment in rows]
-            + ["LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK"])
+    return [
+        f"INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight,max_connections,comment) "
+        f"VALUES ({hg},'127.0.0.1',{port},{weight},2000,'{comment}')"
+        for hg, port, weight, comment in rows
+    ] + ["LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK"]
 
 
 @pytest.fixture
@@ -121,16 +130,29 @@ def adopt_double(double, cluster_name, node_name, kind=None, roles=None):
 
     # Setup, not a test of the timeouts: the product's 0.5 s connect timeout is for a real ProxySQL, and the double
     # answers from this process's threads, which a loaded 2-core machine can stall longer than that (seen once in CI).
-    with ProxySQLAdmin("127.0.0.1", double.port, double.user, double.password, connect_timeout=5,
-                       read_timeout=10) as admin:
+    with ProxySQLAdmin(
+        "127.0.0.1", double.port, double.user, double.password, connect_timeout=5, read_timeout=10
+    ) as admin:
         snapshot = adopt.read_snapshot(admin)
         monitor = adopt.read_monitor_credentials(admin)
-    plan = adopt.plan_adoption(snapshot, cluster_name=cluster_name, node_name=node_name, admin_host="127.0.0.1",
-                               admin_port=double.port, kind=kind, roles=roles)
+    plan = adopt.plan_adoption(
+        snapshot,
+        cluster_name=cluster_name,
+        node_name=node_name,
+        admin_host="127.0.0.1",
+        admin_port=double.port,
+        kind=kind,
+        roles=roles,
+    )
     assert plan.ok, plan.errors
     # Version 1 of a new cluster is recorded with the rows, as the adopt form and command do.
-    return adopt.apply_adoption(plan, admin_user=double.user, admin_password=double.password, monitor=monitor,
-                                actor=Actor.command(label="test adoption"))
+    return adopt.apply_adoption(
+        plan,
+        admin_user=double.user,
+        admin_password=double.password,
+        monitor=monitor,
+        actor=Actor.command(label="test adoption"),
+    )
 
 
 def shun_backend(double, galera, n, hostgroups=(101,), restart=True, timeout=10):
@@ -148,8 +170,12 @@ def shun_backend(double, galera, n, hostgroups=(101,), restart=True, timeout=10)
     galera.kill(n)
     deadline = time.monotonic() + timeout
     while True:
-        rows = demo.admin_sql(double.port, "SELECT hostgroup_id, hostname, port FROM runtime_mysql_servers "
-                                           "WHERE status='SHUNNED'", user=double.user, password=double.password)
+        rows = demo.admin_sql(
+            double.port,
+            "SELECT hostgroup_id, hostname, port FROM runtime_mysql_servers WHERE status='SHUNNED'",
+            user=double.user,
+            password=double.password,
+        )
         if {(int(hg), host, int(port)) for hg, host, port in rows} >= want:
             break
         assert time.monotonic() < deadline, f"the double did not shun {want} within {timeout} s: {rows}"
@@ -220,8 +246,11 @@ def redis_server():
         pytest.fail("redis-server is not installed: run bin/setup")
     port = free_port()
     workdir = tempfile.mkdtemp(prefix="redis-test-")
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", workdir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", workdir],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
@@ -273,8 +302,13 @@ def celery_factory(tmp_path):
     procs = []
 
     def start(kind, redis_url, concurrency=2, name=None, args=(), **extra_env):
-        env = {**os.environ, "REDIS_URL": redis_url, "DATABASE_URL": database_url_for_subprocesses(),
-               "DJANGO_SETTINGS_MODULE": "controlplane.settings", **{k: str(v) for k, v in extra_env.items()}}
+        env = {
+            **os.environ,
+            "REDIS_URL": redis_url,
+            "DATABASE_URL": database_url_for_subprocesses(),
+            "DJANGO_SETTINGS_MODULE": "controlplane.settings",
+            **{k: str(v) for k, v in extra_env.items()},
+        }
         command = [sys.executable, "-m", "celery", "-A", "controlplane", kind, "--loglevel", "INFO", *args]
         if kind == "worker":
             command += ["--concurrency", str(concurrency), "--without-gossip", "--without-mingle"]
@@ -352,8 +386,15 @@ def viewer_client(client, viewer_user):
 
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--disable-quic", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+]
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ reconnecting. Here a channel whose transport has no client left raises the conne
 close path ignores: nothing can be restored through a connection that is gone (the messages stay in Redis's unacked
 set, which kombu restores after the visibility timeout, or were lost with an empty Redis: our tasks are beat's ticks,
 which the next tick replaces, and operations, which the reaper resolves from the database)."""
+
 from kombu.transport import TRANSPORT_ALIASES, redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 

@@ -2,6 +2,7 @@
 proxy named by the operator), the address that proxy put in X-Forwarded-For. A header a client writes itself is
 never believed: X-Forwarded-For is read from its right end (the nearest proxy's entry first), trusted proxies
 skipped, and the first address no trusted proxy owns is the client."""
+
 import ipaddress
 
 from django.conf import settings
@@ -16,8 +17,9 @@ def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
 
 
 def _trusted(address: ipaddress.IPv4Address | ipaddress.IPv6Address | None) -> bool:
-    return address is not None and any(address in ipaddress.ip_network(n, strict=False)
-                                       for n in settings.TRUSTED_PROXY_ADDRESSES)
+    return address is not None and any(
+        address in ipaddress.ip_network(n, strict=False) for n in settings.TRUSTED_PROXY_ADDRESSES
+    )
 
 
 def client_address(request: HttpRequest) -> str | None:

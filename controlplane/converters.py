@@ -3,6 +3,7 @@
 Django's `<int:...>` takes any run of digits, so a 20-digit id reached the database and SQLite raised
 OverflowError (a 500); `str.isdigit()` takes "²" and "٣", which int() then refuses (another 500). A value
 outside this shape is simply not an id: the URL does not match (404), the parameter is ignored."""
+
 import re
 from typing import Any
 
@@ -28,8 +29,9 @@ class IdsField(forms.ModelMultipleChoiceField):
     def _check_values(self, value: Any) -> Any:
         for pk in value if isinstance(value, (list, tuple)) else [value]:
             if parse_id(str(pk)) is None:
-                raise forms.ValidationError(self.error_messages["invalid_pk_value"], code="invalid_pk_value",
-                                            params={"pk": str(pk)[:20]})
+                raise forms.ValidationError(
+                    self.error_messages["invalid_pk_value"], code="invalid_pk_value", params={"pk": str(pk)[:20]}
+                )
         return super()._check_values(value)  # type: ignore[misc]  # Django's own method, missing from django-stubs
 
 

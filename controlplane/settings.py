@@ -5,6 +5,7 @@ enough, well-formed, and not the repository's development keys), cookies are Sec
 bin/demo and the tests ask for development mode explicitly with DJANGO_DEBUG=1: then the development
 keys below are used when none is set, SQLite under var/ and Redis on localhost remain the defaults.
 """
+
 import importlib.util
 import os
 from pathlib import Path
@@ -66,37 +67,48 @@ if not SECRET_KEY:
     raise ImproperlyConfigured(
         "SECRET_KEY must be set in production (a long random string, e.g. from "
         "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`); for development on your own "
-        "machine set DJANGO_DEBUG=1 instead")
+        "machine set DJANGO_DEBUG=1 instead"
+    )
 if not DEBUG and SECRET_KEY == _DEV_SECRET_KEY:
-    raise ImproperlyConfigured("SECRET_KEY is the repository's development key, which anyone with the code "
-                               "knows: set your own in production (or DJANGO_DEBUG=1 for development)")
+    raise ImproperlyConfigured(
+        "SECRET_KEY is the repository's development key, which anyone with the code "
+        "knows: set your own in production (or DJANGO_DEBUG=1 for development)"
+    )
 # What Django's deployment check calls weak (security.W009), refused at start (the value is never printed).
-if not DEBUG and (len(SECRET_KEY) < django_checks.SECRET_KEY_MIN_LENGTH
-                  or len(set(SECRET_KEY)) < django_checks.SECRET_KEY_MIN_UNIQUE_CHARACTERS
-                  or SECRET_KEY.startswith(django_checks.SECRET_KEY_INSECURE_PREFIX)):
+if not DEBUG and (
+    len(SECRET_KEY) < django_checks.SECRET_KEY_MIN_LENGTH
+    or len(set(SECRET_KEY)) < django_checks.SECRET_KEY_MIN_UNIQUE_CHARACTERS
+    or SECRET_KEY.startswith(django_checks.SECRET_KEY_INSECURE_PREFIX)
+):
     raise ImproperlyConfigured(
         f"SECRET_KEY is too weak: use at least {django_checks.SECRET_KEY_MIN_LENGTH} characters, "
         f"{django_checks.SECRET_KEY_MIN_UNIQUE_CHARACTERS} of them different, not starting with "
         f"{django_checks.SECRET_KEY_INSECURE_PREFIX!r} (e.g. from "
-        "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`)")
+        "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`)"
+    )
 
 # Fernet keys for ProxySQL and backend credentials at rest. The first encrypts; all of them decrypt,
 # so a new key can be put first while `manage.py rotate_credentials` re-encrypts every stored secret.
 CREDENTIALS_KEYS = envlist("CREDENTIALS_KEYS") or ([_DEV_CREDENTIALS_KEY] if DEBUG else [])
 if not CREDENTIALS_KEYS:
-    raise ImproperlyConfigured(f"CREDENTIALS_KEYS must be set in production (a Fernet key from `{_NEW_FERNET_KEY}`); "
-                               f"for development on your own machine set DJANGO_DEBUG=1 instead")
+    raise ImproperlyConfigured(
+        f"CREDENTIALS_KEYS must be set in production (a Fernet key from `{_NEW_FERNET_KEY}`); "
+        f"for development on your own machine set DJANGO_DEBUG=1 instead"
+    )
 for _number, _key in enumerate(CREDENTIALS_KEYS, 1):  # a malformed key is never usable, in development either
     try:
         Fernet(_key)
     except ValueError:
-        raise ImproperlyConfigured(f"CREDENTIALS_KEYS: key {_number} of {len(CREDENTIALS_KEYS)} is not a Fernet key "
-                                   f"(32 url-safe base64-encoded bytes; make one with `{_NEW_FERNET_KEY}`)") from None
+        raise ImproperlyConfigured(
+            f"CREDENTIALS_KEYS: key {_number} of {len(CREDENTIALS_KEYS)} is not a Fernet key "
+            f"(32 url-safe base64-encoded bytes; make one with `{_NEW_FERNET_KEY}`)"
+        ) from None
 if not DEBUG and _DEV_CREDENTIALS_KEY in CREDENTIALS_KEYS:
     raise ImproperlyConfigured(
         "CREDENTIALS_KEYS holds the repository's development key, which anyone with the code knows: put a new "
         f"key (`{_NEW_FERNET_KEY}`) in its place. To re-encrypt passwords stored under the development key, run "
-        "once `DJANGO_DEBUG=1 CREDENTIALS_KEYS=<new>,<development key> manage.py rotate_credentials`")
+        "once `DJANGO_DEBUG=1 CREDENTIALS_KEYS=<new>,<development key> manage.py rotate_credentials`"
+    )
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS")
@@ -181,13 +193,20 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test_controlplane_{os.getpid()}.sqlite3")}
     # WAL: pollers, workers and pages read while one writes; NORMAL sync is safe with WAL and makes
     # each short transaction (an operation's step bookkeeping) cost well under a millisecond.
-    DATABASES["default"].setdefault("OPTIONS", {}).update({
-        "timeout": 20, "transaction_mode": "IMMEDIATE",
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"})
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
 if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
     DATABASES["default"].setdefault("OPTIONS", {}).update({"charset": "utf8mb4"})
-    DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci",
-                                    "NAME": f"test_controlplane_{os.getpid()}"}
+    DATABASES["default"]["TEST"] = {
+        "CHARSET": "utf8mb4",
+        "COLLATION": "utf8mb4_unicode_ci",
+        "NAME": f"test_controlplane_{os.getpid()}",
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -295,17 +314,22 @@ def _check_metrics_settings():
         try:
             ipaddress.ip_network(cidr, strict=False)
         except ValueError:
-            raise ImproperlyConfigured(f"METRICS_ALLOWED_ADDRESSES: {cidr!r} is not an address or CIDR "
-                                       f"(e.g. 10.0.0.0/8, ::1/128)") from None
+            raise ImproperlyConfigured(
+                f"METRICS_ALLOWED_ADDRESSES: {cidr!r} is not an address or CIDR (e.g. 10.0.0.0/8, ::1/128)"
+            ) from None
     if METRICS_TARGET_URL and not re.fullmatch(r"https?://[^/?#@\s]+", METRICS_TARGET_URL):
-        raise ImproperlyConfigured(f"METRICS_TARGET_URL: {METRICS_TARGET_URL!r} is not scheme://host[:port] (e.g. "
-                                   "https://console.example.net), without a path")
+        raise ImproperlyConfigured(
+            f"METRICS_TARGET_URL: {METRICS_TARGET_URL!r} is not scheme://host[:port] (e.g. "
+            "https://console.example.net), without a path"
+        )
     if METRICS_TOKEN.startswith("sha256:"):
         if not re.fullmatch(r"[0-9a-fA-F]{64}", METRICS_TOKEN[7:]):
             raise ImproperlyConfigured("METRICS_TOKEN: after sha256: come the 64 hex digits of the token's SHA-256")
     elif METRICS_TOKEN and len(METRICS_TOKEN) < 16:
-        raise ImproperlyConfigured("METRICS_TOKEN is too short to be a secret: use at least 16 characters (e.g. from "
-                                   "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`)")
+        raise ImproperlyConfigured(
+            "METRICS_TOKEN is too short to be a secret: use at least 16 characters (e.g. from "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`)"
+        )
 
 
 _check_metrics_settings()
@@ -318,8 +342,10 @@ def _check_alert_destinations():
         try:
             split_entry(entry)
         except ValueError:
-            raise ImproperlyConfigured(f"ALERT_CHANNEL_DESTINATIONS: {entry!r} is not a host, address or CIDR with an "
-                                       "optional :port (e.g. hooks.slack.com, *.example.net:443, 10.0.0.0/8:9093)") from None
+            raise ImproperlyConfigured(
+                f"ALERT_CHANNEL_DESTINATIONS: {entry!r} is not a host, address or CIDR with an "
+                "optional :port (e.g. hooks.slack.com, *.example.net:443, 10.0.0.0/8:9093)"
+            ) from None
 
 
 _check_alert_destinations()
@@ -336,16 +362,25 @@ BACKEND_READ_TIMEOUT = envfloat("BACKEND_READ_TIMEOUT", 0.8)
 API_MAX_REQUEST_BYTES = envint("API_MAX_REQUEST_BYTES", 6 * 1024 * 1024)  # a 5 MB configuration file fits
 API_PAGE_SIZE = envint("API_PAGE_SIZE", 50)
 API_MAX_PAGE_SIZE = envint("API_MAX_PAGE_SIZE", 500)
-API_THROTTLE_RATES = {"read": os.environ.get("API_THROTTLE_READ", "1200/min"),
-                      "write": os.environ.get("API_THROTTLE_WRITE", "120/min")}
+API_THROTTLE_RATES = {
+    "read": os.environ.get("API_THROTTLE_READ", "1200/min"),
+    "write": os.environ.get("API_THROTTLE_WRITE", "120/min"),
+}
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-    "api-throttle": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
-                     "KEY_PREFIX": "api", "OPTIONS": {"socket_connect_timeout": 0.3, "socket_timeout": 0.5}},
+    "api-throttle": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "api",
+        "OPTIONS": {"socket_connect_timeout": 0.3, "socket_timeout": 0.5},
+    },
     "api-throttle-local": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "api-throttle"},
 }
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["apps.api.auth.BearerTokenAuthentication", "apps.api.auth.SessionAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "apps.api.auth.BearerTokenAuthentication",
+        "apps.api.auth.SessionAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["apps.api.permissions.RolePermission"],
     "DEFAULT_THROTTLE_CLASSES": ["apps.api.throttling.PerTokenThrottle"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
@@ -359,8 +394,8 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "ProxySQL fleet control plane API",
     "DESCRIPTION": "The console's JSON API. Authenticate with `Authorization: Bearer <token>` (make a token on the "
-                   "API tokens page) or the browser session. Every error is `{\"error\": {\"code\", \"message\", "
-                   "\"fields\"}}`. See README, \"API and command line\".",
+    'API tokens page) or the browser session. Every error is `{"error": {"code", "message", '
+    '"fields"}}`. See README, "API and command line".',
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": r"/api/v1",
@@ -371,10 +406,13 @@ SPECTACULAR_SETTINGS = {
     # No call to the public validator: the docs page works on an isolated network, under our CSP.
     "SWAGGER_UI_SETTINGS": {"validatorUrl": None, "deepLinking": True, "persistAuthorization": False},
     "ENUM_NAME_OVERRIDES": {
-        "OperationStateEnum": "apps.operations.choices.OperationState", "StepStateEnum": "apps.operations.choices.StepState",
-        "OperationKindEnum": "apps.plans.registry.choices", "ClusterKindEnum": "apps.fleet.choices.ClusterKind",
+        "OperationStateEnum": "apps.operations.choices.OperationState",
+        "StepStateEnum": "apps.operations.choices.StepState",
+        "OperationKindEnum": "apps.plans.registry.choices",
+        "ClusterKindEnum": "apps.fleet.choices.ClusterKind",
         "ChangeSetStateEnum": "apps.configuration.models.ChangeSet.State",
-        "AlertStateEnum": "apps.alerts.models.AlertState", "SeverityEnum": "apps.alerts.models.SEVERITY_CHOICES",
+        "AlertStateEnum": "apps.alerts.models.AlertState",
+        "SeverityEnum": "apps.alerts.models.SEVERITY_CHOICES",
         "BinaryFlagEnum": [(0, "0"), (1, "1")],
     },
 }
@@ -413,7 +451,8 @@ ADOPT_ATTEMPTS_PER_MINUTE = envint("ADOPT_ATTEMPTS_PER_MINUTE", 10)
 
 # Health reports by e-mail. In development (DEBUG) mail is printed on the console unless EMAIL_BACKEND is set.
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND") or (
-    "django.core.mail.backends.console.EmailBackend" if DEBUG else "django.core.mail.backends.smtp.EmailBackend")
+    "django.core.mail.backends.console.EmailBackend" if DEBUG else "django.core.mail.backends.smtp.EmailBackend"
+)
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
 EMAIL_PORT = envint("EMAIL_PORT", 25)
 EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")

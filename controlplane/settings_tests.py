@@ -6,6 +6,7 @@ same mode. A test that wants production passes DJANGO_DEBUG=0 and its own keys t
 (hence setdefault: an explicit choice in the environment wins).
 (pytest-django still runs each test with DEBUG off, as Django's test runner does.)
 """
+
 import os
 
 os.environ.setdefault("DJANGO_DEBUG", "1")

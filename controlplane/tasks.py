@@ -1,6 +1,7 @@
 """Queue a Celery task by its stable name (the `name=` of its @shared_task in workers/). The apps queue work
 through here and never import workers/: the tasks import the apps' services, so an app importing a task
 module closed an import circle (alerts, operations -> workers -> alerts, operations, dr, ...)."""
+
 from controlplane.celery import app
 
 

@@ -20,7 +20,9 @@ urlpatterns = [
     path("reports/", include("apps.reports.urls")),
     path("alerts/", include("apps.alerts.urls")),
     path("dr/", include("apps.dr.urls")),
-    path("rollouts/", include("apps.rollouts.urls")),  # fleet rollouts (apps/rollouts)  # disaster-recovery channels between clusters (apps/dr)
+    path(
+        "rollouts/", include("apps.rollouts.urls")
+    ),  # fleet rollouts (apps/rollouts)  # disaster-recovery channels between clusters (apps/dr)
     path("api/", include("apps.api.urls")),  # the JSON API, /api/v1/ (apps/api)
     path("admin/", admin.site.urls),
     # Prometheus: outside the login, see apps/monitoring/scrape_access.py; what each exports: apps/monitoring/exporter.py

@@ -113,8 +113,10 @@ def check_traversable(path: Path) -> None:
         if st.st_uid == pw.pw_uid:
             continue
         if not (st.st_mode & 0o001):
-            raise LabError(f"{parent} is not traversable by the {user} OS user (mode {oct(st.st_mode)}); "
-                           f"put the lab somewhere it can reach, e.g. chmod o+x {parent}")
+            raise LabError(
+                f"{parent} is not traversable by the {user} OS user (mode {oct(st.st_mode)}); "
+                f"put the lab somewhere it can reach, e.g. chmod o+x {parent}"
+            )
 
 
 def socket_path_for(preferred: Path, key: str) -> Path:
@@ -153,8 +155,17 @@ def spawn_server(argv: list[str], output: Path, cwd: Path) -> int:
         env["HOME"] = str(cwd)
         env["USER"] = env["LOGNAME"] = user
     with open(output, "ab") as out:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                cwd=str(cwd), env=env, start_new_session=True, close_fds=True, **kwargs)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=str(cwd),
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+            **kwargs,
+        )
     _CHILDREN[proc.pid] = proc
     return proc.pid
 
@@ -166,8 +177,9 @@ def run_as_server_user(argv: list[str], timeout: float, cwd: Path) -> subprocess
         pw = pwd.getpwnam(user)
         kwargs = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
     try:
-        return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=timeout, cwd=str(cwd), **kwargs)
+        return subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, cwd=str(cwd), **kwargs
+        )
     except subprocess.TimeoutExpired as exc:
         raise LabError(f"{' '.join(argv[:3])} ... did not finish within {timeout:.0f} s") from exc
 
@@ -273,15 +285,14 @@ def install_datadir(cnf: Path, datadir: Path, cwd: Path, timeout: float = 180) -
     our OS user, no test db), owned by the server OS user. Raises LabError with the output on failure."""
     datadir.mkdir(parents=True, exist_ok=True)
     chown_tree(cwd)
-    argv = [install_db_binary(), f"--defaults-file={cnf}", "--auth-root-authentication-method=socket",
-            "--skip-test-db"]
+    argv = [install_db_binary(), f"--defaults-file={cnf}", "--auth-root-authentication-method=socket", "--skip-test-db"]
     user = server_os_user()
     argv.append(f"--user={user}" if user else f"--auth-root-socket-user={socket_auth_user()}")
-    res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=str(cwd),
-                         stdin=subprocess.DEVNULL)
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=str(cwd), stdin=subprocess.DEVNULL)
     if res.returncode != 0 or not (datadir / "mysql").is_dir():
-        raise LabError(f"mariadb-install-db into {datadir} failed ({res.returncode}):\n{res.stdout[-2000:]}"
-                       f"\n{res.stderr[-2000:]}")
+        raise LabError(
+            f"mariadb-install-db into {datadir} failed ({res.returncode}):\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}"
+        )
     chown_tree(cwd)
 
 
@@ -349,12 +360,21 @@ def file_size(path: Path) -> int:
 # SQL
 
 
-def connect_tcp(host: str, port: int, user: str, password: str, timeout: int = 1, db: str | None = None,
-                autocommit: bool = True):
+def connect_tcp(
+    host: str, port: int, user: str, password: str, timeout: int = 1, db: str | None = None, autocommit: bool = True
+):
     import MySQLdb
 
-    kwargs = dict(host=host, port=port, user=user, password=password, connect_timeout=timeout,
-                  read_timeout=max(timeout, 1), write_timeout=max(timeout, 1), charset="utf8mb4")
+    kwargs = dict(
+        host=host,
+        port=port,
+        user=user,
+        password=password,
+        connect_timeout=timeout,
+        read_timeout=max(timeout, 1),
+        write_timeout=max(timeout, 1),
+        charset="utf8mb4",
+    )
     if db:
         kwargs["database"] = db
     conn = MySQLdb.connect(**kwargs)
@@ -367,8 +387,14 @@ def connect_socket(sock: Path, user: str | None = None, timeout: int = 2, read_t
     No option files are read (mysqlclient reads none unless told to)."""
     import MySQLdb
 
-    conn = MySQLdb.connect(unix_socket=str(sock), user=user or socket_auth_user(), connect_timeout=timeout,
-                           read_timeout=read_timeout, write_timeout=read_timeout, charset="utf8mb4")
+    conn = MySQLdb.connect(
+        unix_socket=str(sock),
+        user=user or socket_auth_user(),
+        connect_timeout=timeout,
+        read_timeout=read_timeout,
+        write_timeout=read_timeout,
+        charset="utf8mb4",
+    )
     conn.autocommit(True)
     return conn
 
@@ -470,4 +496,3 @@ def setup_cli_logging() -> None:
 
 def mib(n: int | None) -> str:
     return "-" if n is None else f"{n / 1048576:.0f}MiB"
-

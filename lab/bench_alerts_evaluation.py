@@ -9,6 +9,7 @@ to evaluate.after_poll_round() as the poll tasks hand them, 4 shards.
 Shape: 500 clusters x 2 ProxySQL nodes x 6 backends; `dead`: every backend but the first cluster's refused
 (as in the fleet benchmark, thousands of open alerts), `healthy`: every document fine.
 """
+
 import cProfile
 import os
 import pstats
@@ -67,16 +68,20 @@ def test_evaluation_cpu_per_round(db, live_redis, settings, monkeypatch, dead):
     started = time.process_time()
     px, be, _ = one_interval(t + 5, px, be)  # the first interval opens what is wrong
     opened = time.process_time() - started
-    print(f"\n{len(nodes)} nodes, {len(servers)} backends ({'refused' if dead else 'healthy'}): "
-          f"{Alert.objects.count()} alerts opened in {opened:.2f} s of CPU")
+    print(
+        f"\n{len(nodes)} nodes, {len(servers)} backends ({'refused' if dead else 'healthy'}): "
+        f"{Alert.objects.count()} alerts opened in {opened:.2f} s of CPU"
+    )
     totals = []
     profile = cProfile.Profile() if os.environ.get("PROFILE") else None
     for i in range(6):
         t += 5
         px, be, cpu = one_interval(t + 5, px, be, profile if i == int(os.environ.get("PROFILE_INTERVAL", 2)) else None)
         totals.append(cpu)
-        print(f"interval {i + 1}: ProxySQL rounds {cpu['proxysql'] * 1000:.0f} ms, backend rounds "
-              f"{cpu['backend'] * 1000:.0f} ms of CPU for the whole fleet (one 5-s interval)")
+        print(
+            f"interval {i + 1}: ProxySQL rounds {cpu['proxysql'] * 1000:.0f} ms, backend rounds "
+            f"{cpu['backend'] * 1000:.0f} ms of CPU for the whole fleet (one 5-s interval)"
+        )
     steady = totals[2:]  # the first intervals still fire what the first one opened (for 2 s, 5 s, 10 s)
     per_interval = sum(c["proxysql"] + c["backend"] for c in steady) / len(steady)
     print(f"steady state: {per_interval * 1000:.0f} ms of CPU per 5-s interval = {per_interval / 5:.3f} cores")

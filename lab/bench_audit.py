@@ -5,6 +5,7 @@ them (same actors, actions, targets and details shapes as record()'s callers), w
 continuing from the current head, their search_text and their search tokens. Rows go in by raw
 executemany in batches (the ORM's per-object cost would dominate at a million rows).
 """
+
 import json
 import random
 import time
@@ -14,12 +15,44 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 
 from apps.audit import search
-from apps.audit.models import (CURRENT_SCHEME, HASHED_FIELDS, AuditChainHead, AuditEvent, AuditSearchToken, hash_content,
-                     hashed_content)
+from apps.audit.models import (
+    CURRENT_SCHEME,
+    HASHED_FIELDS,
+    AuditChainHead,
+    AuditEvent,
+    AuditSearchToken,
+    hash_content,
+    hashed_content,
+)
 from apps.audit.services import GENESIS
 
-USERS = ["alice", "bruno", "chen", "dalia", "emeka", "farah", "goran", "hana", "ivo", "jun", "kofi", "lena",
-         "mateo", "nadia", "omar", "priya", "quinn", "rosa", "sven", "tariq", "uma", "viktor", "wen", "yara", "zoe"]
+USERS = [
+    "alice",
+    "bruno",
+    "chen",
+    "dalia",
+    "emeka",
+    "farah",
+    "goran",
+    "hana",
+    "ivo",
+    "jun",
+    "kofi",
+    "lena",
+    "mateo",
+    "nadia",
+    "omar",
+    "priya",
+    "quinn",
+    "rosa",
+    "sven",
+    "tariq",
+    "uma",
+    "viktor",
+    "wen",
+    "yara",
+    "zoe",
+]
 RULES = ["read-pool rules", "failover"]
 MARKER_EVERY = 50_000  # one event in this many carries a rare incident ticket (what a reviewer searches for)
 
@@ -42,13 +75,24 @@ def _event(rng, i, n_clusters):
     if roll < 0.22:
         actor, kind, source = RULES[0], "rule", None
         action, outcome = "read-pool rules (dry run)", "dry_run"
-        details = {"actions": [{"server": server, "from": "ONLINE", "to": "OFFLINE_SOFT", "hostgroup": 101,
-                                "why": f"wsrep_local_recv_queue {rng.randrange(120, 900)} > 100"}]}
+        details = {
+            "actions": [
+                {
+                    "server": server,
+                    "from": "ONLINE",
+                    "to": "OFFLINE_SOFT",
+                    "hostgroup": 101,
+                    "why": f"wsrep_local_recv_queue {rng.randrange(120, 900)} > 100",
+                }
+            ]
+        }
     elif roll < 0.30:
         actor, kind, source = RULES[0], "rule", None
         action, outcome = "read-pool alert", "failure"
-        details = {"alerts": [f"only {rng.randrange(0, 2)} reader(s) left in hostgroup 101, minimum 1"],
-                   "figures": {"readers_online": rng.randrange(0, 2), "recv_queue": rng.randrange(0, 2000)}}
+        details = {
+            "alerts": [f"only {rng.randrange(0, 2)} reader(s) left in hostgroup 101, minimum 1"],
+            "figures": {"readers_online": rng.randrange(0, 2), "recv_queue": rng.randrange(0, 2000)},
+        }
     elif roll < 0.45:
         action, details = "login", {}
     elif roll < 0.48:
@@ -59,12 +103,30 @@ def _event(rng, i, n_clusters):
         action = f"{kind_op} {step}"
         outcome = {"rolled back": "failure", "refused": "refused"}.get(step, "success")
         target = f"{kind_op.capitalize()} {cname}: {server}"
-        details = {"operation": op, "guards": [
-            {"key": "writer_reachable", "label": "the new writer is reachable and Synced", "ok": True, "value": "4 Synced"},
-            {"key": "readers_left", "label": "readers left after the move", "ok": step != "refused",
-             "value": str(rng.randrange(0, 4))}],
-            "statements": {node: [f"UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE hostname='{server.split(':')[0]}' "
-                                  "AND port=3306", "LOAD MYSQL SERVERS TO RUNTIME"]}}
+        details = {
+            "operation": op,
+            "guards": [
+                {
+                    "key": "writer_reachable",
+                    "label": "the new writer is reachable and Synced",
+                    "ok": True,
+                    "value": "4 Synced",
+                },
+                {
+                    "key": "readers_left",
+                    "label": "readers left after the move",
+                    "ok": step != "refused",
+                    "value": str(rng.randrange(0, 4)),
+                },
+            ],
+            "statements": {
+                node: [
+                    f"UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE hostname='{server.split(':')[0]}' "
+                    "AND port=3306",
+                    "LOAD MYSQL SERVERS TO RUNTIME",
+                ]
+            },
+        }
         if step == "done":
             duration = round(rng.uniform(40, 400), 1)
     elif roll < 0.75:
@@ -87,9 +149,19 @@ def _event(rng, i, n_clusters):
         details = {**details, "ticket": f"INC-{48000 + i // MARKER_EVERY}"}
     if kind == "rule":
         target = target or cname
-    return {"actor": actor, "actor_kind": kind, "actor_user_id": None, "source_address": source,
-            "cluster_id": cid, "cluster_name": cname, "target": target, "action": action, "outcome": outcome,
-            "details": details, "duration_ms": duration}
+    return {
+        "actor": actor,
+        "actor_kind": kind,
+        "actor_user_id": None,
+        "source_address": source,
+        "cluster_id": cid,
+        "cluster_name": cname,
+        "target": target,
+        "action": action,
+        "outcome": outcome,
+        "details": details,
+        "duration_ms": duration,
+    }
 
 
 def generate(n, *, days=400, clusters=40, seed=7, batch=5000, progress=None):
@@ -103,8 +175,7 @@ def generate(n, *, days=400, clusters=40, seed=7, batch=5000, progress=None):
     cols = ("id",) + HASHED_FIELDS + ("hash", "search_text", "scheme")
     ev_table, tok_table = AuditEvent._meta.db_table, AuditSearchToken._meta.db_table
     qn = connection.ops.quote_name
-    ev_sql = (f"INSERT INTO {ev_table} ({', '.join(qn(c) for c in cols)}) "
-              f"VALUES ({', '.join(['%s'] * len(cols))})")
+    ev_sql = f"INSERT INTO {ev_table} ({', '.join(qn(c) for c in cols)}) VALUES ({', '.join(['%s'] * len(cols))})"
     tok_sql = f"INSERT INTO {tok_table} (token, event_id) VALUES (%s, %s)"
     next_id = (AuditEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0) + 1
     tokens_written = 0
@@ -118,13 +189,36 @@ def generate(n, *, days=400, clusters=40, seed=7, batch=5000, progress=None):
             e["details"] = json.loads(json.dumps(e["details"], cls=DjangoJSONEncoder))
             content = hashed_content({"created_at": created.isoformat(), **e, "prev_hash": head}, CURRENT_SCHEME)
             digest = hash_content(content)
-            text = search.search_text(action=e["action"], actor=e["actor"], cluster_name=e["cluster_name"],
-                                      target=e["target"], outcome=e["outcome"], source_address=e["source_address"],
-                                      details=e["details"])
-            ev_rows.append([pk, connection.ops.adapt_datetimefield_value(created), e["actor"],
-                            e["actor_kind"], None, e["source_address"], e["cluster_id"], e["cluster_name"],
-                            e["target"], e["action"], e["outcome"], json.dumps(e["details"], cls=DjangoJSONEncoder),
-                            e["duration_ms"], head, digest, text, CURRENT_SCHEME])
+            text = search.search_text(
+                action=e["action"],
+                actor=e["actor"],
+                cluster_name=e["cluster_name"],
+                target=e["target"],
+                outcome=e["outcome"],
+                source_address=e["source_address"],
+                details=e["details"],
+            )
+            ev_rows.append(
+                [
+                    pk,
+                    connection.ops.adapt_datetimefield_value(created),
+                    e["actor"],
+                    e["actor_kind"],
+                    None,
+                    e["source_address"],
+                    e["cluster_id"],
+                    e["cluster_name"],
+                    e["target"],
+                    e["action"],
+                    e["outcome"],
+                    json.dumps(e["details"], cls=DjangoJSONEncoder),
+                    e["duration_ms"],
+                    head,
+                    digest,
+                    text,
+                    CURRENT_SCHEME,
+                ]
+            )
             tok_rows += [(t, pk) for t in search.tokens_for(text)]
             head = digest
         with transaction.atomic(), connection.cursor() as cur:

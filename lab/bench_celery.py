@@ -6,6 +6,7 @@ rollup task, so that a benchmark phase measures exactly the work it names.
 
 The worker runs the product's app as it is (`celery -A controlplane worker`).
 """
+
 import os
 
 from controlplane.celery import app
@@ -13,5 +14,4 @@ from controlplane.celery import app
 KINDS = [k.strip() for k in os.environ.get("BENCH_POLL_KINDS", "proxysql,backend").split(",") if k.strip()]
 KEPT_TASKS = {f"monitoring.poll_{kind}_shard" for kind in KINDS} | {"monitoring.rollup_and_prune"}
 
-app.conf.beat_schedule = {name: entry for name, entry in app.conf.beat_schedule.items()
-                          if entry["task"] in KEPT_TASKS}
+app.conf.beat_schedule = {name: entry for name, entry in app.conf.beat_schedule.items() if entry["task"] in KEPT_TASKS}

@@ -13,6 +13,7 @@ collected by pytest: no test_ prefix; run by path, prints its figures):
 - propagation per module with sync on at the defaults (check interval 1 s, diffs_before_sync 3): from a LOAD on one
   double to the peer's checksum equal (read every 20 ms).
 """
+
 import os
 import statistics
 import time
@@ -41,8 +42,9 @@ def switchovers(cluster, doubles, user):
     holds, totals, hold_steps, restore_steps = [], [], [], []
     for i in range(SWITCHOVERS):
         marks = [d.engine.log_seq for d in doubles]
-        plan = switchover.plan_switchover(cluster, Server.objects.get(cluster=cluster, port=(3312, 3311)[i % 2]),
-                                          drain_timeout_ms=3000)
+        plan = switchover.plan_switchover(
+            cluster, Server.objects.get(cluster=cluster, port=(3312, 3311)[i % 2]), drain_timeout_ms=3000
+        )
         op = services.save_plan(plan, actor=Actor.command(user))
         services.confirm(op, actor=Actor.command(user), enqueue=False)
         executor.run(op.pk)
@@ -53,13 +55,16 @@ def switchovers(cluster, doubles, user):
         restore_steps += [op.timings[k] for k in ("sync_restore",) if k in op.timings]
         for d, mark in zip(doubles, marks):
             loads = [e["t"] for e in list(d.engine.log) if e["seq"] > mark and e["sql"] == LOAD_SERVERS]
-            holds.append((loads[1] - loads[0]) * 1000)   # the drain's LOAD, then the move's
-    time.sleep(4.0)   # past 3 checks: a pull due would have happened
+            holds.append((loads[1] - loads[0]) * 1000)  # the drain's LOAD, then the move's
+    time.sleep(4.0)  # past 3 checks: a pull due would have happened
     pulls = sum(1 for d in doubles for p in d.status()["cluster"]["pulls"] if p[0] >= started)
-    return {"writer hold per node (drain LOAD -> move LOAD)": summary(holds), "switchover total": summary(totals),
-            "sync hold step": summary(hold_steps) if hold_steps else "none (no sync to hold)",
-            "sync restore step": summary(restore_steps) if restore_steps else "none",
-            "pulls by the doubles during the switchovers": pulls}
+    return {
+        "writer hold per node (drain LOAD -> move LOAD)": summary(holds),
+        "switchover total": summary(totals),
+        "sync hold step": summary(hold_steps) if hold_steps else "none (no sync to hold)",
+        "sync restore step": summary(restore_steps) if restore_steps else "none",
+        "pulls by the doubles during the switchovers": pulls,
+    }
 
 
 def report(title, figures):
@@ -70,8 +75,10 @@ def report(title, figures):
 
 def test_switchovers_sync_on(adopted_cluster_lab, operator_user):
     cluster, doubles = adopted_cluster_lab
-    report(f"{SWITCHOVERS} switchovers, ProxySQL Cluster sync ON at the defaults (held by the plan)",
-           switchovers(cluster, doubles, operator_user))
+    report(
+        f"{SWITCHOVERS} switchovers, ProxySQL Cluster sync ON at the defaults (held by the plan)",
+        switchovers(cluster, doubles, operator_user),
+    )
 
 
 def test_switchovers_sync_off(adopted_lab, operator_user):
@@ -94,28 +101,48 @@ def test_change_sets_each_way(adopted_cluster_lab, operator_user, mode):
     time.sleep(1.1)  # past the seed LOADs' epoch second
     totals, added = [], []
     for i in range(CHANGE_SETS):
-        reader = next(r for r in config.latest(cluster).content["mysql_servers"]
-                      if r["hostgroup_id"] == 101 and r["port"] == 3313)
+        reader = next(
+            r for r in config.latest(cluster).content["mysql_servers"] if r["hostgroup_id"] == 101 and r["port"] == 3313
+        )
         cs = config.start_change_set(cluster, actor=Actor.command(operator_user), reason="bench")
-        config.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313],
-                             "row": {**reader, "weight": 10 + i}}, actor=Actor.command(operator_user))
+        config.add_edit(
+            cs,
+            {
+                "op": "upsert",
+                "table": "mysql_servers",
+                "key": [101, "127.0.0.1", 3313],
+                "row": {**reader, "weight": 10 + i},
+            },
+            actor=Actor.command(operator_user),
+        )
         op, _ = run(cs, operator_user)
         assert op.state == "done", op.error
         totals.append(op.timings["total_ms"])
         added.append(sum(op.timings.get(k, 0) for k in ("sync_hold", "sync_restore", "sync_wait")))
         time.sleep(1.1)  # the next LOAD in another second
-    report(f"{CHANGE_SETS} change sets of one module, sync ON at the defaults, the cluster's way: {mode}",
-           {"operation total": summary(totals),
-            "its sync steps (hold + restore, or the wait for the peer's pull)": summary(added)})
+    report(
+        f"{CHANGE_SETS} change sets of one module, sync ON at the defaults, the cluster's way: {mode}",
+        {
+            "operation total": summary(totals),
+            "its sync steps (hold + restore, or the wait for the peer's pull)": summary(added),
+        },
+    )
 
 
 CHANGES = {
-    "mysql_servers": ["INSERT INTO mysql_servers (hostgroup_id, hostname, port) VALUES (100, '127.0.0.1', {n})",
-                      "LOAD MYSQL SERVERS TO RUNTIME"],
-    "mysql_users": ["INSERT INTO mysql_users (username, password, default_hostgroup) VALUES ('u{n}', 'p', 100)",
-                    "LOAD MYSQL USERS TO RUNTIME"],
-    "mysql_query_rules": ["INSERT INTO mysql_query_rules (rule_id, active, match_digest, destination_hostgroup, apply)"
-                          " VALUES ({n}, 1, '^SELECT', 101, 1)", "LOAD MYSQL QUERY RULES TO RUNTIME"],
+    "mysql_servers": [
+        "INSERT INTO mysql_servers (hostgroup_id, hostname, port) VALUES (100, '127.0.0.1', {n})",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+    ],
+    "mysql_users": [
+        "INSERT INTO mysql_users (username, password, default_hostgroup) VALUES ('u{n}', 'p', 100)",
+        "LOAD MYSQL USERS TO RUNTIME",
+    ],
+    "mysql_query_rules": [
+        "INSERT INTO mysql_query_rules (rule_id, active, match_digest, destination_hostgroup, apply)"
+        " VALUES ({n}, 1, '^SELECT', 101, 1)",
+        "LOAD MYSQL QUERY RULES TO RUNTIME",
+    ],
     "mysql_variables": ["SET mysql-max_connections={n}", "LOAD MYSQL VARIABLES TO RUNTIME"],
     "admin_variables": ["SET admin-cluster_check_status_frequency={n}", "LOAD ADMIN VARIABLES TO RUNTIME"],
 }
@@ -132,7 +159,7 @@ def test_propagation_per_module(proxysql_cluster_pair, rounds):
     for module, statements in CHANGES.items():
         took = []
         for i in range(rounds):
-            time.sleep(1.0)   # a LOAD in a second of its own: its epoch is newer than the last
+            time.sleep(1.0)  # a LOAD in a second of its own: its epoch is newer than the last
             for sql in statements:
                 a.query(sql.format(n=4000 + i))
             loaded, want = time.monotonic(), checksum(a, module)
@@ -141,5 +168,7 @@ def test_propagation_per_module(proxysql_cluster_pair, rounds):
                 time.sleep(0.02)
             took.append((time.monotonic() - loaded) * 1000)
         figures[module] = summary(took)
-    report(f"propagation per module, sync on at the defaults (check 1 s, diffs_before_sync 3), {rounds} LOADs each",
-           figures)
+    report(
+        f"propagation per module, sync on at the defaults (check 1 s, diffs_before_sync 3), {rounds} LOADs each",
+        figures,
+    )

@@ -7,6 +7,7 @@ Uses a scratch SQLite database under var/bench/. Prints the machine, and per N t
 effect check, statements rendered), confirm -> verified (apply + LOAD + read back on every node), and the whole
 run to the recorded version, for the change and for its revert.
 """
+
 import argparse
 import os
 import platform
@@ -47,8 +48,12 @@ def scratch_django(name):
     bench.mkdir(parents=True, exist_ok=True)
     db = bench / name
     db.unlink(missing_ok=True)
-    os.environ.update(DATABASE_URL=f"sqlite:///{db}", DJANGO_SETTINGS_MODULE="controlplane.settings",
-                      LOG_LEVEL="WARNING", DJANGO_DEBUG=os.environ.get("DJANGO_DEBUG", "1"))
+    os.environ.update(
+        DATABASE_URL=f"sqlite:///{db}",
+        DJANGO_SETTINGS_MODULE="controlplane.settings",
+        LOG_LEVEL="WARNING",
+        DJANGO_DEBUG=os.environ.get("DJANGO_DEBUG", "1"),
+    )
     sys.path.insert(0, str(REPO))
     import django
 
@@ -59,9 +64,23 @@ def scratch_django(name):
 
 
 def start_doubles(ports):
-    proc = subprocess.Popen([sys.executable, "-m", "lab.proxysql_double", "--ports", f"{ports[0]}-{ports[-1]}",
-                             "--user", "admin", "--password", "admin"], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lab.proxysql_double",
+            "--ports",
+            f"{ports[0]}-{ports[-1]}",
+            "--user",
+            "admin",
+            "--password",
+            "admin",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     for line in proc.stdout:
         if "endpoint(s) ready" in line:
             return proc
@@ -81,7 +100,7 @@ def main(argv=None):
     try:
         for i, n in enumerate(counts):
             first = sum(counts[:i])  # each cluster its own nodes
-            run_one(ports[first:first + n], args.rows, backends=(33011 + 100 * i, 33012 + 100 * i, 33013 + 100 * i))
+            run_one(ports[first : first + n], args.rows, backends=(33011 + 100 * i, 33012 + 100 * i, 33013 + 100 * i))
     finally:
         doubles.terminate()
         doubles.wait(timeout=10)
@@ -102,12 +121,18 @@ def run_one(ports, rows, backends):
 
     name = f"bench-{len(ports)}"
     for port in ports:
-        demo.admin_sql(port, "DELETE FROM mysql_query_rules", "LOAD MYSQL QUERY RULES TO RUNTIME",
-                       *demo.seed_statements(backend_ports=backends))  # backends of their own per cluster
+        demo.admin_sql(
+            port,
+            "DELETE FROM mysql_query_rules",
+            "LOAD MYSQL QUERY RULES TO RUNTIME",
+            *demo.seed_statements(backend_ports=backends),
+        )  # backends of their own per cluster
     for i, port in enumerate(ports):
         with ProxySQLAdmin("127.0.0.1", port, "admin", "admin") as admin:
             snapshot = adopt.read_snapshot(admin)
-        plan = adopt.plan_adoption(snapshot, cluster_name=name, node_name=f"p{i}", admin_host="127.0.0.1", admin_port=port)
+        plan = adopt.plan_adoption(
+            snapshot, cluster_name=name, node_name=f"p{i}", admin_host="127.0.0.1", admin_port=port
+        )
         assert plan.ok, plan.errors
         adopt.apply_adoption(plan, admin_user="admin", admin_password="admin", actor=Actor.rule("bench"))
     cluster = Cluster.objects.get(name=name)
@@ -128,10 +153,12 @@ def run_one(ports, rows, backends):
         assert op.state == "done", op.error
         steps = {s.key: s for s in op.steps.all()}
         verified_ms = sum(steps[k].duration_ms for k in ("apply", "verify"))
-        print(f"  {label:<7} {len(ports):>3} nodes: plan {1000 * (planned - started):7.0f} ms · confirm → verified "
-              f"{1000 * (confirmed - planned) + verified_ms:7.0f} ms (apply {steps['apply'].duration_ms:.0f}, "
-              f"verify {steps['verify'].duration_ms:.0f}) · confirm → version recorded {1000 * (done - planned):7.0f} ms "
-              f"· {sum(len(n['sql']) for n in op.plan['steps'][0]['nodes'].values())} statements")
+        print(
+            f"  {label:<7} {len(ports):>3} nodes: plan {1000 * (planned - started):7.0f} ms · confirm → verified "
+            f"{1000 * (confirmed - planned) + verified_ms:7.0f} ms (apply {steps['apply'].duration_ms:.0f}, "
+            f"verify {steps['verify'].duration_ms:.0f}) · confirm → version recorded {1000 * (done - planned):7.0f} ms "
+            f"· {sum(len(n['sql']) for n in op.plan['steps'][0]['nodes'].values())} statements"
+        )
 
     base = services.latest(cluster)
 
@@ -140,13 +167,33 @@ def run_one(ports, rows, backends):
         edits = []
         for k in range(rows):
             if k % 2:
-                edits.append({"op": "upsert", "table": "mysql_query_rules",
-                              "row": {"rule_id": 100 + k, "active": 1, "match_digest": f"^SELECT .* FROM t{k}\\b",
-                                      "destination_hostgroup": 101, "apply": 1}})
+                edits.append(
+                    {
+                        "op": "upsert",
+                        "table": "mysql_query_rules",
+                        "row": {
+                            "rule_id": 100 + k,
+                            "active": 1,
+                            "match_digest": f"^SELECT .* FROM t{k}\\b",
+                            "destination_hostgroup": 101,
+                            "apply": 1,
+                        },
+                    }
+                )
             else:
-                edits.append({"op": "upsert", "table": "mysql_servers",
-                              "row": {"hostgroup_id": 9101, "hostname": "127.0.0.1", "port": backends[0] + 10 + k,
-                                      "status": "OFFLINE_SOFT", "comment": f"spare {k}"}})
+                edits.append(
+                    {
+                        "op": "upsert",
+                        "table": "mysql_servers",
+                        "row": {
+                            "hostgroup_id": 9101,
+                            "hostname": "127.0.0.1",
+                            "port": backends[0] + 10 + k,
+                            "status": "OFFLINE_SOFT",
+                            "comment": f"spare {k}",
+                        },
+                    }
+                )
         for edit in edits:
             services.add_edit(cs, edit, actor=Actor.command(user))
         return cs

@@ -12,6 +12,7 @@ statements per node, operation saved and audited), and the whole path again as t
 (services.start_from_file + plan_and_save). --profile N prints the cProfile of the whole path at N rules.
 Target: 10,000 rules under 5 s for the whole path.
 """
+
 import argparse
 import cProfile
 import pstats
@@ -54,16 +55,22 @@ def adopt(ports):
     from lab import demo
 
     for port in ports:
-        demo.admin_sql(port, "DELETE FROM mysql_query_rules", "LOAD MYSQL QUERY RULES TO RUNTIME",
-                       *demo.seed_statements(backend_ports=(33011, 33012, 33013)))
+        demo.admin_sql(
+            port,
+            "DELETE FROM mysql_query_rules",
+            "LOAD MYSQL QUERY RULES TO RUNTIME",
+            *demo.seed_statements(backend_ports=(33011, 33012, 33013)),
+        )
     for i, port in enumerate(ports):
         with ProxySQLAdmin("127.0.0.1", port, "admin", "admin") as admin:
             snapshot = adoption.read_snapshot(admin)
-        plan = adoption.plan_adoption(snapshot, cluster_name="bench-file", node_name=f"p{i}", admin_host="127.0.0.1",
-                                      admin_port=port)
+        plan = adoption.plan_adoption(
+            snapshot, cluster_name="bench-file", node_name=f"p{i}", admin_host="127.0.0.1", admin_port=port
+        )
         assert plan.ok, plan.errors
-        cluster, _ = adoption.apply_adoption(plan, admin_user="admin", admin_password="admin",
-                                             actor=Actor.rule("bench"))
+        cluster, _ = adoption.apply_adoption(
+            plan, admin_user="admin", admin_password="admin", actor=Actor.rule("bench")
+        )
     user, _ = get_user_model().objects.get_or_create(username="bench")
     user.is_superuser = True
     user.save()
@@ -76,8 +83,17 @@ def file_text(cluster, rules):
 
     doc = yaml.safe_load(files.export(services.latest(cluster)))
     doc["mysql_query_rules"] = [
-        {"rule_id": k, "active": 1, "username": f"app{k % 50}", "match_digest": f"^SELECT .* FROM t{k}\\b",
-         "destination_hostgroup": 101, "apply": 1, "comment": f"rule {k}"} for k in range(1, rules + 1)]
+        {
+            "rule_id": k,
+            "active": 1,
+            "username": f"app{k % 50}",
+            "match_digest": f"^SELECT .* FROM t{k}\\b",
+            "destination_hostgroup": 101,
+            "apply": 1,
+            "comment": f"rule {k}",
+        }
+        for k in range(1, rules + 1)
+    ]
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=120)
 
 
@@ -102,8 +118,9 @@ def run_one(cluster, user, rules, *, profile=False):
     times["diff"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    cs = services.start_change_set(cluster,
-                                   actor=Actor.command(user), reason=reason, source="file", edits=edits, base=current)
+    cs = services.start_change_set(
+        cluster, actor=Actor.command(user), reason=reason, source="file", edits=edits, base=current
+    )
     times["change set"] = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -120,9 +137,11 @@ def run_one(cluster, user, rules, *, profile=False):
         profiler.disable()
     whole = time.perf_counter() - started
     statements = sum(len(n["sql"]) for n in op.plan["steps"][0]["nodes"].values())
-    print(f"  {rules:>6,} rules ({len(text) / 1024:6.0f} KiB, {len(edits):,} edits, {statements:,} statements): "
-          + " · ".join(f"{k} {v:6.2f} s" for k, v in times.items())
-          + f" · whole path {whole:6.2f} s{'' if rules < 10_000 else ' (target under %d s)' % TARGET_S}")
+    print(
+        f"  {rules:>6,} rules ({len(text) / 1024:6.0f} KiB, {len(edits):,} edits, {statements:,} statements): "
+        + " · ".join(f"{k} {v:6.2f} s" for k, v in times.items())
+        + f" · whole path {whole:6.2f} s{'' if rules < 10_000 else ' (target under %d s)' % TARGET_S}"
+    )
     if profiler:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
     # the next N starts from the same version: nothing planned here is confirmed

@@ -17,6 +17,7 @@ Then it times GET /digests/ through Django's test client (full middleware, login
 list of scenarios (windows, sorts, filters, search, paging, a digest's detail and chart), --requests
 times each, and prints p50/p95 per scenario and over all, with the machine it ran on.
 """
+
 import inspect
 import math
 import os
@@ -28,12 +29,41 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from apps.digests import search, services
-from apps.digests.models import (DAY, FIVE_MINUTES, HOUR, RAW, SPAN_HOURS, Digest, DigestNodeState, DigestPoll, DigestSource, DigestSpan,
-                     DigestStat, DigestWord, DigestWordUse)
+from apps.digests.models import (
+    DAY,
+    FIVE_MINUTES,
+    HOUR,
+    RAW,
+    SPAN_HOURS,
+    Digest,
+    DigestNodeState,
+    DigestPoll,
+    DigestSource,
+    DigestSpan,
+    DigestStat,
+    DigestWord,
+    DigestWordUse,
+)
 
 POLL_S = 30
-TABLES = ["orders", "order_items", "customers", "payments", "shipments", "invoices", "products", "stock",
-          "carts", "sessions", "audit_log", "coupons", "reviews", "addresses", "refunds", "events"]
+TABLES = [
+    "orders",
+    "order_items",
+    "customers",
+    "payments",
+    "shipments",
+    "invoices",
+    "products",
+    "stock",
+    "carts",
+    "sessions",
+    "audit_log",
+    "coupons",
+    "reviews",
+    "addresses",
+    "refunds",
+    "events",
+]
 COLUMNS = ["id", "status", "created_at", "customer_id", "total", "currency", "updated_at", "sku", "qty", "note"]
 
 
@@ -64,8 +94,10 @@ def machine():
             cur.execute("SELECT VERSION()")
             version = cur.fetchone()[0]
     load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
-    return (f"{os.cpu_count()} CPUs (nproc), {cpu}, {ram} RAM; Python {platform.python_version()}; "
-            f"database {connection.vendor} {version} ({db['ENGINE'].rsplit('.', 1)[-1]}); load average {load}")
+    return (
+        f"{os.cpu_count()} CPUs (nproc), {cpu}, {ram} RAM; Python {platform.python_version()}; "
+        f"database {connection.vendor} {version} ({db['ENGINE'].rsplit('.', 1)[-1]}); load average {load}"
+    )
 
 
 def digest_text(rng, i):
@@ -79,8 +111,10 @@ def digest_text(rng, i):
             text += f" ORDER BY {rng.choice(COLUMNS)} DESC LIMIT ?"
         if rng.random() < 0.2:
             other = rng.choice(TABLES)
-            text = (f"SELECT {cols} FROM {table} t JOIN {other} o ON o.{rng.choice(COLUMNS)} = t.id "
-                    f"WHERE t.{rng.choice(COLUMNS)} IN (?,?,?,...) AND o.status = ? GROUP BY t.id")
+            text = (
+                f"SELECT {cols} FROM {table} t JOIN {other} o ON o.{rng.choice(COLUMNS)} = t.id "
+                f"WHERE t.{rng.choice(COLUMNS)} IN (?,?,?,...) AND o.status = ? GROUP BY t.id"
+            )
     elif kind < 0.75:
         text = f"UPDATE {table} SET {rng.choice(COLUMNS)} = ?, updated_at = NOW() WHERE id = ?"
     elif kind < 0.9:
@@ -104,16 +138,38 @@ class Filler:
         t0 = time.monotonic()
         rng = self.rng
         cluster = Cluster.objects.create(name="bench", writer_hostgroup=100, reader_hostgroup=101)
-        nodes = [ProxySQLNode.objects.create(cluster=cluster, name=f"proxysql-{i + 1}", admin_host="127.0.0.1",
-                                             admin_port=36000 + i, admin_user="bench") for i in range(self.nodes_n)]
+        nodes = [
+            ProxySQLNode.objects.create(
+                cluster=cluster,
+                name=f"proxysql-{i + 1}",
+                admin_host="127.0.0.1",
+                admin_port=36000 + i,
+                admin_user="bench",
+            )
+            for i in range(self.nodes_n)
+        ]
         self.node_ids = [n.pk for n in nodes]
-        Digest.objects.bulk_create([Digest(digest=f"0x{rng.getrandbits(64):016X}", digest_text=digest_text(rng, i),
-                                           first_polled_at=int(now - self.days * 86400))
-                                    for i in range(self.n)], batch_size=5000)
+        Digest.objects.bulk_create(
+            [
+                Digest(
+                    digest=f"0x{rng.getrandbits(64):016X}",
+                    digest_text=digest_text(rng, i),
+                    first_polled_at=int(now - self.days * 86400),
+                )
+                for i in range(self.n)
+            ],
+            batch_size=5000,
+        )
         ids = list(Digest.objects.order_by("pk").values_list("pk", flat=True))
         # Where each digest runs: writes on the writer hostgroup, reads on the reader; users and schemas.
-        combos = [(100, "app", "shop"), (101, "app", "shop"), (101, "report", "shop"), (101, "report", "shop_archive"),
-                  (100, "batch", "shop"), (101, "app", "shop_archive")]
+        combos = [
+            (100, "app", "shop"),
+            (101, "app", "shop"),
+            (101, "report", "shop"),
+            (101, "report", "shop_archive"),
+            (100, "batch", "shop"),
+            (101, "app", "shop_archive"),
+        ]
         self.source = {}
         for node in self.node_ids:
             for c in combos:
@@ -124,8 +180,8 @@ class Filler:
         self.ids = ids
         # Rates (executions per second per node) and mean latency (us).
         core = self.core
-        z = sum(1 / (r ** 1.2) for r in range(1, core + 1))
-        self.rate = [6000.0 / (r ** 1.2) / z for r in range(1, core + 1)]
+        z = sum(1 / (r**1.2) for r in range(1, core + 1))
+        self.rate = [6000.0 / (r**1.2) / z for r in range(1, core + 1)]
         self.tail_daily = [math.exp(rng.uniform(math.log(0.02), math.log(5))) for _ in range(self.n - core)]
         self.latency = [math.exp(rng.gauss(math.log(400), 1.3)) for _ in ids]
 
@@ -138,7 +194,10 @@ class Filler:
             RollupMark.objects.filter(name=f"digests:{level}").delete()
         # The 5-minute level already holds the older days: it starts where raw rows start.
         from datetime import datetime, timezone
-        RollupMark.objects.create(name=f"digests:{FIVE_MINUTES}", rolled_until=datetime.fromtimestamp(start_raw, tz=timezone.utc))
+
+        RollupMark.objects.create(
+            name=f"digests:{FIVE_MINUTES}", rolled_until=datetime.fromtimestamp(start_raw, tz=timezone.utc)
+        )
         t1 = time.monotonic()
         written = {}
         for level in (FIVE_MINUTES, HOUR, DAY):
@@ -146,16 +205,21 @@ class Filler:
         self.out(f"  rollups wrote {written} in {time.monotonic() - t1:.0f} s")
         t2 = time.monotonic()
         end = services.refresh_span(now)
-        self.out(f"  the {SPAN_HOURS}-hour span ending {time.strftime('%H:%M', time.gmtime(end))} UTC:"
-                 f" {DigestSpan.objects.filter(end_ts=end).count():,} digests in {time.monotonic() - t2:.1f} s")
+        self.out(
+            f"  the {SPAN_HOURS}-hour span ending {time.strftime('%H:%M', time.gmtime(end))} UTC:"
+            f" {DigestSpan.objects.filter(end_ts=end).count():,} digests in {time.monotonic() - t2:.1f} s"
+        )
         t3, indexed = time.monotonic(), 0
         while batch := search.index_words():  # as the rollup task does, INDEX_BATCH digests a run
             indexed += batch
-        self.out(f"  the search's word index: {indexed:,} digests, {DigestWord.objects.count():,} words,"
-                 f" {DigestWordUse.objects.count():,} (word, digest) rows in {time.monotonic() - t3:.1f} s")
+        self.out(
+            f"  the search's word index: {indexed:,} digests, {DigestWord.objects.count():,} words,"
+            f" {DigestWordUse.objects.count():,} (word, digest) rows in {time.monotonic() - t3:.1f} s"
+        )
         for node in self.node_ids:
-            DigestNodeState.objects.create(node_id=node, baseline_ts=now, last_poll_ts=now, last_ok_ts=now,
-                                           digests=self.n, changed=self.core)
+            DigestNodeState.objects.create(
+                node_id=node, baseline_ts=now, last_poll_ts=now, last_ok_ts=now, digests=self.n, changed=self.core
+            )
         return time.monotonic() - t0
 
     # -- rows --------------------------------------------------------------------------------------
@@ -163,11 +227,17 @@ class Filler:
         stat, poll = DigestStat._meta.db_table, DigestPoll._meta.db_table
         with transaction.atomic(), connection.cursor() as cur:
             for i in range(0, len(stats), 20000):
-                cur.executemany(f"INSERT INTO {stat} (resolution, ts, source_id, digest_id, count_star, sum_time,"
-                                f" min_time, max_time) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)", stats[i:i + 20000])
+                cur.executemany(
+                    f"INSERT INTO {stat} (resolution, ts, source_id, digest_id, count_star, sum_time,"
+                    f" min_time, max_time) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                    stats[i : i + 20000],
+                )
             if polls:
-                cur.executemany(f"INSERT INTO {poll} (resolution, ts, node_id, polls_ok, polls_failed, stat_rows,"
-                                f" interval_s) VALUES (%s, %s, %s, %s, %s, %s, %s)", polls)
+                cur.executemany(
+                    f"INSERT INTO {poll} (resolution, ts, node_id, polls_ok, polls_failed, stat_rows,"
+                    f" interval_s) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    polls,
+                )
         self.rows += len(stats)
 
     def _row(self, resolution, ts, node, i, count):
@@ -214,7 +284,9 @@ class Filler:
             ts = start + b * FIVE_MINUTES
             for node in self.node_ids:
                 for i, rate in enumerate(self.rate):
-                    stats.append(self._row(FIVE_MINUTES, ts, node, i, max(1, int(rng.gauss(rate * 300, math.sqrt(rate * 300))))))
+                    stats.append(
+                        self._row(FIVE_MINUTES, ts, node, i, max(1, int(rng.gauss(rate * 300, math.sqrt(rate * 300)))))
+                    )
                 polls.append((FIVE_MINUTES, ts, node, 10, 0, 0, 300.0))
             merged = {}
             for i in by_bucket.get(b, []):
@@ -290,8 +362,11 @@ def scenarios(node_id, digest_pk):
         ("last 24 h, search with no match", "/digests/?window=24h&q=no+such+text"),
         ("last 24 h, page 200", "/digests/?window=24h&page=200"),
         ("custom 2.5 days, 3 days ago", f"/digests/?{custom_window()}"),
-        ("htmx partial, last 24 h by max", "/digests/?window=24h&sort=max", {"HTTP_HX_REQUEST": "true",
-                                                                               "HTTP_HX_TARGET": "digest-results"}),
+        (
+            "htmx partial, last 24 h by max",
+            "/digests/?window=24h&sort=max",
+            {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "digest-results"},
+        ),
         ("digest detail, last 24 h", f"/digests/{digest_pk}/?window=24h"),
         ("digest chart JSON, last 24 h", f"/digests/{digest_pk}/chart.json?window=24h"),
     ]
@@ -346,11 +421,15 @@ def time_pages(requests, out=print):
         everything += times
         everything_cpu += cpu
         results.append((name, _pct(times, 50), _pct(times, 95), _pct(cpu, 50), _pct(cpu, 95), len(response.content)))
-        out(f"  {name:<45} {results[-1][1]:6.1f} ms {results[-1][2]:6.1f} ms {results[-1][3]:6.1f} ms"
-            f" {results[-1][4]:6.1f} ms   {results[-1][5] // 1024} kB")
-    out(f"  {'all requests':<45} {_pct(everything, 50):6.1f} ms {_pct(everything, 95):6.1f} ms"
+        out(
+            f"  {name:<45} {results[-1][1]:6.1f} ms {results[-1][2]:6.1f} ms {results[-1][3]:6.1f} ms"
+            f" {results[-1][4]:6.1f} ms   {results[-1][5] // 1024} kB"
+        )
+    out(
+        f"  {'all requests':<45} {_pct(everything, 50):6.1f} ms {_pct(everything, 95):6.1f} ms"
         f" {_pct(everything_cpu, 50):6.1f} ms {_pct(everything_cpu, 95):6.1f} ms"
-        f"   (load average now {' / '.join(f'{x:.2f}' for x in os.getloadavg())})")
+        f"   (load average now {' / '.join(f'{x:.2f}' for x in os.getloadavg())})"
+    )
     return results, everything
 
 
@@ -378,7 +457,6 @@ def distinct_in(seconds):
     return top_digests(w, Filters(), per_page=1).total, w.pieces
 
 
-
 # -- before and after in turns -------------------------------------------------------------------------
 def code_at(revision, modules=("search", "selectors")):
     """The digest page's modules as they were at a git revision, loaded beside the current ones (each
@@ -390,8 +468,9 @@ def code_at(revision, modules=("search", "selectors")):
     root = settings.BASE_DIR
     loaded = {}
     for name in modules:
-        source = subprocess.run(["git", "show", f"{revision}:apps/digests/{name}.py"], cwd=root, check=True,
-                                capture_output=True, text=True).stdout
+        source = subprocess.run(
+            ["git", "show", f"{revision}:apps/digests/{name}.py"], cwd=root, check=True, capture_output=True, text=True
+        ).stdout
         module = types.ModuleType(f"apps.digests._at_{name}")
         module.__package__ = "apps.digests"
         sys.modules[module.__name__] = module
@@ -436,5 +515,7 @@ def time_in_turns(urls, revision, pairs, out=print):
                     views.selectors = current
                 assert response.status_code == 200, (url, response.status_code)
         b, n = times["before"][1:], times["now"][1:]
-        out(f"  {name:<45} {_pct(b, 50):9.0f} / {_pct(b, 95):4.0f} ms {_pct(n, 50):8.0f} / {_pct(n, 95):4.0f} ms"
-            f"   {' / '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        out(
+            f"  {name:<45} {_pct(b, 50):9.0f} / {_pct(b, 95):4.0f} ms {_pct(n, 50):8.0f} / {_pct(n, 95):4.0f} ms"
+            f"   {' / '.join(f'{x:.1f}' for x in os.getloadavg())}"
+        )

@@ -12,6 +12,7 @@ against an in-process ProxySQL admin double, as the tests use it, and what delay
 Prints the connect time's distribution (ms) and the double's loop lag (how late a 10 ms timer on its
 loop fires). Run several at once, and with the machine loaded, to see the suite's conditions.
 """
+
 import argparse
 import asyncio
 import json
@@ -36,9 +37,14 @@ def spin(stop):
 def percentiles(values):
     values = sorted(values)
     pick = lambda q: values[min(len(values) - 1, int(q * len(values)))]  # noqa: E731
-    return {"n": len(values), "median": round(statistics.median(values), 1), "p90": round(pick(0.9), 1),
-            "p99": round(pick(0.99), 1), "max": round(values[-1], 1),
-            "over_500": sum(v > 500 for v in values)}
+    return {
+        "n": len(values),
+        "median": round(statistics.median(values), 1),
+        "p90": round(pick(0.9), 1),
+        "p99": round(pick(0.99), 1),
+        "max": round(values[-1], 1),
+        "over_500": sum(v > 500 for v in values),
+    }
 
 
 async def lag_probe(lags, stop):
@@ -68,8 +74,9 @@ def main():
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        elsewhere = subprocess.Popen([sys.executable, "-m", "lab.proxysql_double", "--port", str(port)],
-                                     stdout=subprocess.PIPE, text=True)
+        elsewhere = subprocess.Popen(
+            [sys.executable, "-m", "lab.proxysql_double", "--port", str(port)], stdout=subprocess.PIPE, text=True
+        )
         while "ready, pid" not in elsewhere.stdout.readline():
             pass
     stop = threading.Event()
@@ -77,11 +84,13 @@ def main():
     probing = asyncio.run_coroutine_threadsafe(lag_probe(lags, stop), server.loop)
     helpers = [threading.Thread(target=spin, args=(stop,), daemon=True) for _ in range(args.busy_threads)]
     if args.reader:
+
         def read():
             with ProxySQLAdmin("127.0.0.1", b.port, "admin", "admin", connect_timeout=10, read_timeout=10) as admin:
                 while not stop.is_set():
                     admin.servers("runtime")
                     admin.processlist()
+
         helpers.append(threading.Thread(target=read, daemon=True))
     for t in helpers:
         t.start()
@@ -95,8 +104,14 @@ def main():
         time.sleep(0.01)
     stop.set()
     probing.result(5)
-    out = {"pid": os.getpid(), "busy_threads": args.busy_threads, "reader": args.reader, "own_process": args.own_process,
-           "connect_ms": percentiles(took), "loop_lag_ms": percentiles(lags) if lags else None}
+    out = {
+        "pid": os.getpid(),
+        "busy_threads": args.busy_threads,
+        "reader": args.reader,
+        "own_process": args.own_process,
+        "connect_ms": percentiles(took),
+        "loop_lag_ms": percentiles(lags) if lags else None,
+    }
     print(json.dumps(out) if args.json else out)
     if elsewhere is not None:
         elsewhere.terminate()

@@ -19,6 +19,7 @@ Galera itself stalls a cluster's commits for ~5 s after a member is SIGKILLed, u
 commits after a source kill, and dc2's applies after a replica kill, wait for that; "applying" includes it.
 After each run the data of both sides is compared (identical, or the run fails) and the dead node rejoins.
 """
+
 import argparse
 import os
 import sys
@@ -65,8 +66,11 @@ def one_run(lab, side, interval):
 
     channel = ReplicationChannel.objects.select_related("source_server", "replica_server").get()
     site = lab.site("dc1" if side == "source" else "dc2")
-    victim = next(n.n for n in site.nodes
-                  if n.port == (channel.source_server if side == "source" else channel.replica_server).port)
+    victim = next(
+        n.n
+        for n in site.nodes
+        if n.port == (channel.source_server if side == "source" else channel.replica_server).port
+    )
     writer = next(n.n for n in lab.dc1.nodes if n.port != channel.source_server.port)
     last_op = Operation.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
     stop = threading.Event()
@@ -101,8 +105,12 @@ def one_run(lab, side, interval):
                 caught_up = time.monotonic() - t0
             if applying is None and applied > before:
                 applying = time.monotonic() - t0
-            if moved is None and Operation.objects.filter(pk__gt=last_op, kind="channel_move").exclude(
-                    state__in=["planned", "pending", "running"]).exists():
+            if (
+                moved is None
+                and Operation.objects.filter(pk__gt=last_op, kind="channel_move")
+                .exclude(state__in=["planned", "pending", "running"])
+                .exists()
+            ):
                 moved = time.monotonic() - t0
             time.sleep(0.01)
         stop.set()
@@ -112,16 +120,25 @@ def one_run(lab, side, interval):
     if op is None or op.state != "done":
         raise SystemExit(f"{side} run: the channel did not move ({op and op.state}: {op and op.error})")
     if None in (moved, caught_up, applying, committing):
-        raise SystemExit(f"{side} run: not seen within 60 s: moved {moved}, caught up {caught_up}, applying {applying}, "
-                         f"dc1 committing {committing}")
+        raise SystemExit(
+            f"{side} run: not seen within 60 s: moved {moved}, caught up {caught_up}, applying {applying}, "
+            f"dc1 committing {committing}"
+        )
     result = compare(lab)
     if not result.identical:
         raise SystemExit(f"{side} run: the two sides differ: {result.line()}")
     lab.site("dc1" if side == "source" else "dc2").start(victim)
     # Where the time goes: the poll that saw the dead end planned the move at `detected`; the move itself took op_ms.
-    return {"rounds": [(round(a, 2), round(b, 2)) for a, b in rounds if a is not None and a > -interval],
-            "moved": moved, "caught_up": caught_up, "applying": applying, "committing": committing, "committed": load.committed,
-            "op_ms": op.timings.get("total_ms"), "detected": op.created_at.timestamp() - t0_wall}
+    return {
+        "rounds": [(round(a, 2), round(b, 2)) for a, b in rounds if a is not None and a > -interval],
+        "moved": moved,
+        "caught_up": caught_up,
+        "applying": applying,
+        "committing": committing,
+        "committed": load.committed,
+        "op_ms": op.timings.get("total_ms"),
+        "detected": op.created_at.timestamp() - t0_wall,
+    }
 
 
 def main(argv=None):
@@ -138,8 +155,13 @@ def main(argv=None):
     procs = bm.Lab(work)
     try:
         redis_url = bm.start_redis(procs)
-        os.environ.update(DATABASE_URL=f"sqlite:///{db}", DJANGO_SETTINGS_MODULE="controlplane.settings",
-                          LOG_LEVEL="WARNING", DJANGO_DEBUG=os.environ.get("DJANGO_DEBUG", "1"), REDIS_URL=redis_url)
+        os.environ.update(
+            DATABASE_URL=f"sqlite:///{db}",
+            DJANGO_SETTINGS_MODULE="controlplane.settings",
+            LOG_LEVEL="WARNING",
+            DJANGO_DEBUG=os.environ.get("DJANGO_DEBUG", "1"),
+            REDIS_URL=redis_url,
+        )
         sys.path.insert(0, str(REPO))
         import django
 
@@ -159,26 +181,32 @@ def main(argv=None):
         ReplicationChannel.objects.update(auto_failover_enabled=True, failover_after_polls=args.after_polls)
         m = bm.machine()
         print(f"Galera: {_galera_timeouts(lab)}")
-        print(f"machine: {m['nproc']} x {m['cpu']}, {m['ram_gib']:.0f} GiB, Python {m['python']}; DR lab: 2 x 3 "
-              f"MariaDB Galera nodes on this machine; poll every {args.interval:g} s, move after "
-              f"{args.after_polls} failing poll(s); Django DB SQLite (scratch), redis-server private")
+        print(
+            f"machine: {m['nproc']} x {m['cpu']}, {m['ram_gib']:.0f} GiB, Python {m['python']}; DR lab: 2 x 3 "
+            f"MariaDB Galera nodes on this machine; poll every {args.interval:g} s, move after "
+            f"{args.after_polls} failing poll(s); Django DB SQLite (scratch), redis-server private"
+        )
         for side in ("source", "replica"):
             runs = [one_run(lab, side, args.interval) for _ in range(args.runs)]
             for i, r in enumerate(runs, 1):
-                print(f"  {side:<7} run {i}: detected and planned {r['detected']:.2f} s after the kill, "
-                      f"moved {r['moved']:.2f} s after it (operation {r['op_ms']:.0f} ms), caught up {r['caught_up']:.2f} s, "
-                      f"applying again {r['applying']:.2f} s after it (dc1 committed again {r['committing']:.2f} s after it, "
-                      f"dc2 behind dc1 {r['applying'] - r['committing']:.2f} s); "
-                      f"{r['committed']} transactions written, "
-                      f"both sides identical; rounds (start after the kill, duration): {r['rounds']}")
+                print(
+                    f"  {side:<7} run {i}: detected and planned {r['detected']:.2f} s after the kill, "
+                    f"moved {r['moved']:.2f} s after it (operation {r['op_ms']:.0f} ms), caught up {r['caught_up']:.2f} s, "
+                    f"applying again {r['applying']:.2f} s after it (dc1 committed again {r['committing']:.2f} s after it, "
+                    f"dc2 behind dc1 {r['applying'] - r['committing']:.2f} s); "
+                    f"{r['committed']} transactions written, "
+                    f"both sides identical; rounds (start after the kill, duration): {r['rounds']}"
+                )
             moved = sorted(r["moved"] for r in runs)
             caught_up = sorted(r["caught_up"] for r in runs)
             applying = sorted(r["applying"] for r in runs)
             behind = sorted(r["applying"] - r["committing"] for r in runs)
-            print(f"{side} death: moved median {moved[len(moved) // 2]:.2f} s (max {moved[-1]:.2f}), caught up median "
-                  f"{caught_up[len(caught_up) // 2]:.2f} s (max {caught_up[-1]:.2f}), applying again "
-                  f"median {applying[len(applying) // 2]:.2f} s (max {applying[-1]:.2f}), dc2 behind dc1's first commit "
-                  f"after the kill max {behind[-1]:.2f} s")
+            print(
+                f"{side} death: moved median {moved[len(moved) // 2]:.2f} s (max {moved[-1]:.2f}), caught up median "
+                f"{caught_up[len(caught_up) // 2]:.2f} s (max {caught_up[-1]:.2f}), applying again "
+                f"median {applying[len(applying) // 2]:.2f} s (max {applying[-1]:.2f}), dc2 behind dc1's first commit "
+                f"after the kill max {behind[-1]:.2f} s"
+            )
     finally:
         procs.stop_all()
 

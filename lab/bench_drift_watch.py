@@ -9,6 +9,7 @@ SILENT of the clusters have their second node in hang mode (it accepts the conne
 stopped process does), read with the product's default timeouts (PROXYSQL_CONNECT_TIMEOUT 0.5 s, READ 0.8 s).
 Printed: the wall time of three watch() rounds, the clusters checked and left within the budget (20 s), the machine.
 """
+
 import os
 import platform
 import time
@@ -29,15 +30,23 @@ def test_bench_drift_watch(proxysql_double_factory, live_redis):
     started = time.monotonic()
     for i in range(CLUSTERS):
         backends = tuple(40000 + 3 * i + k for k in range(3))  # closed ports: each cluster its own backends
-        pair = doubles[2 * i: 2 * i + 2]
+        pair = doubles[2 * i : 2 * i + 2]
         for n, double in enumerate(pair, 1):
-            demo.admin_sql(double.port, *demo.seed_statements(backend_ports=backends), user=double.user,
-                           password=double.password)
-            adopt_double(double, f"fleet-{i:03d}", f"proxysql-{i:03d}-{n}", kind="galera",
-                         roles={"writer": 100, "reader": 101, "backup_writer": 102})
-    print(f"\n{CLUSTERS} clusters of 2 doubles adopted in {time.monotonic() - started:.1f} s; "
-          f"{SILENT} with a silent second node; machine {platform.node()}, {os.cpu_count()} CPUs, "
-          f"load average {os.getloadavg()[0]:.2f}")
+            demo.admin_sql(
+                double.port, *demo.seed_statements(backend_ports=backends), user=double.user, password=double.password
+            )
+            adopt_double(
+                double,
+                f"fleet-{i:03d}",
+                f"proxysql-{i:03d}-{n}",
+                kind="galera",
+                roles={"writer": 100, "reader": 101, "backup_writer": 102},
+            )
+    print(
+        f"\n{CLUSTERS} clusters of 2 doubles adopted in {time.monotonic() - started:.1f} s; "
+        f"{SILENT} with a silent second node; machine {platform.node()}, {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
     for i in range(SILENT):
         doubles[2 * i + 1].set_mode("hang")
     try:

@@ -40,6 +40,7 @@ again, (b) Redis SIGKILLed and started again empty, (c) the console's database u
 A supervisor restarts any process that exits, as systemd's Restart= does. Read after: the layers equal, intent (the
 latest version) equal to the nodes, the writer agreed, and the time from the console back to the operation resolved.
 """
+
 import contextlib
 import os
 import shutil
@@ -77,13 +78,13 @@ NEW_WEIGHT = 12345  # the weight the change set and the repair give one reader r
 class Row:
     kind: str
     step: str
-    landed: str = ""          # the step running when the node was paused, as read right after
-    state: str = ""           # the operation's end state (as the executor left it)
-    after_retries: str = ""   # its state once the product's retries are over
-    pending_left: int = 0     # PendingRollback rows still open after the retries
-    before: str = ""          # "equal" or what differs, after the retries, before the restarts
-    layers: str = ""          # "equal" or what differs, after the restarts
-    writer: str = ""          # "agreed (PORT)" or who routes where, after the restarts
+    landed: str = ""  # the step running when the node was paused, as read right after
+    state: str = ""  # the operation's end state (as the executor left it)
+    after_retries: str = ""  # its state once the product's retries are over
+    pending_left: int = 0  # PendingRollback rows still open after the retries
+    before: str = ""  # "equal" or what differs, after the retries, before the restarts
+    layers: str = ""  # "equal" or what differs, after the restarts
+    writer: str = ""  # "agreed (PORT)" or who routes where, after the restarts
     hand_sql: str = ""
     notes: list = field(default_factory=list)
     equal: bool = False
@@ -91,12 +92,30 @@ class Row:
 
     def cells(self):
         after = self.after_retries + (f" ({self.pending_left} still pending)" if self.pending_left else "")
-        return [self.kind, self.step, self.landed or "-", self.state, after, self.before, self.layers, self.writer,
-                self.hand_sql]
+        return [
+            self.kind,
+            self.step,
+            self.landed or "-",
+            self.state,
+            after,
+            self.before,
+            self.layers,
+            self.writer,
+            self.hand_sql,
+        ]
 
 
-HEADER = ["operation", "paused at", "pause landed in", "operation state", "after the retries",
-          "layers equal before restart", "layers equal after restart", "writer after restart", "hand SQL"]
+HEADER = [
+    "operation",
+    "paused at",
+    "pause landed in",
+    "operation state",
+    "after the retries",
+    "layers equal before restart",
+    "layers equal after restart",
+    "writer after restart",
+    "hand SQL",
+]
 
 
 def table(rows, header=HEADER):
@@ -134,17 +153,21 @@ class FaultMatrix:
         self.serial += 1
         self.doubles = self.start_nodes()
         for d in self.doubles:
-            demo.admin_sql(d.port, *demo.seed_statements(backend_ports=self.ports))  # LOADed and SAVEd: the three layers agree
+            demo.admin_sql(
+                d.port, *demo.seed_statements(backend_ports=self.ports)
+            )  # LOADed and SAVEd: the three layers agree
         name = f"faults-{os.getpid()}-{self.serial}"
         for i, d in enumerate(self.doubles, 1):
             with ProxySQLAdmin("127.0.0.1", d.port, "admin", "admin") as admin:
                 snapshot, monitor = adopt.read_snapshot(admin), adopt.read_monitor_credentials(admin)
-            plan = adopt.plan_adoption(snapshot, cluster_name=name, node_name=f"p{i}", admin_host="127.0.0.1",
-                                       admin_port=d.port)
+            plan = adopt.plan_adoption(
+                snapshot, cluster_name=name, node_name=f"p{i}", admin_host="127.0.0.1", admin_port=d.port
+            )
             if not plan.ok:
                 raise RuntimeError(f"adoption refused: {plan.errors}")
-            adopt.apply_adoption(plan, admin_user="admin", admin_password="admin", monitor=monitor,
-                                 actor=Actor.rule(RULE))
+            adopt.apply_adoption(
+                plan, admin_user="admin", admin_password="admin", monitor=monitor, actor=Actor.rule(RULE)
+            )
         self.cluster = Cluster.objects.get(name=name)
         return self.cluster
 
@@ -182,8 +205,9 @@ class FaultMatrix:
         if kind == "drain":
             return drain.plan_drain(Server.objects.get(cluster=cluster, port=self.drained_port), drain_timeout_ms=3000)
         if kind == "restore":
-            setup = self.confirm(drain.plan_drain(Server.objects.get(cluster=cluster, port=self.drained_port),
-                                                  drain_timeout_ms=3000))
+            setup = self.confirm(
+                drain.plan_drain(Server.objects.get(cluster=cluster, port=self.drained_port), drain_timeout_ms=3000)
+            )
             executor.run(setup.pk)
             setup.refresh_from_db()
             if setup.state != OperationState.DONE:
@@ -196,9 +220,16 @@ class FaultMatrix:
             # both nodes now differ from it, and the repair of every node writes it.
             from apps.configuration import services as config
 
-            config.record_version(cluster, lambda parent: config.with_servers(parent.content, {
-                self.weight_row: {**config.servers_of(parent.content)[self.weight_row], "weight": NEW_WEIGHT}}),
-                actor=Actor.rule(RULE), reason="a weight moved for the repair row", source="admin")
+            config.record_version(
+                cluster,
+                lambda parent: config.with_servers(
+                    parent.content,
+                    {self.weight_row: {**config.servers_of(parent.content)[self.weight_row], "weight": NEW_WEIGHT}},
+                ),
+                actor=Actor.rule(RULE),
+                reason="a weight moved for the repair row",
+                source="admin",
+            )
             return repair.plan_repair(cluster)
         raise ValueError(kind)
 
@@ -211,10 +242,21 @@ class FaultMatrix:
 
         user, _ = get_user_model().objects.get_or_create(username="bench-faults")
         cs = config.start_change_set(self.cluster, actor=Actor.command(user), reason="fault matrix: one weight")
-        row = next(r for r in cs.base.content["mysql_servers"]
-                   if (r["hostgroup_id"], r["hostname"], r["port"]) == self.weight_row)
-        config.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": list(self.weight_row),
-                             "row": {**row, "weight": NEW_WEIGHT}}, actor=Actor.command(user))
+        row = next(
+            r
+            for r in cs.base.content["mysql_servers"]
+            if (r["hostgroup_id"], r["hostname"], r["port"]) == self.weight_row
+        )
+        config.add_edit(
+            cs,
+            {
+                "op": "upsert",
+                "table": "mysql_servers",
+                "key": list(self.weight_row),
+                "row": {**row, "weight": NEW_WEIGHT},
+            },
+            actor=Actor.command(user),
+        )
         plan, collector = plan_change_set(cs)
         collector.save()
         self._change_set = (cs.pk, ChangeSet)
@@ -279,11 +321,17 @@ class FaultMatrix:
                 row.hand_sql = self.repaired(row)
             return row
         finally:
-            row.notes += [f"{getattr(d, 'name', d)} crashed in ProxySQL's own start-up {n} time(s) so far and was "
-                          f"started again (sysown/proxysql#3233)" for d in self.doubles
-                          if (n := getattr(d, "init_crashes", 0))]
-            self.out(f"   {row.kind} paused at {row.step}: " + "; ".join(str(c) for c in row.cells()[2:])
-                     + "".join(f"\n      {n}" for n in row.notes))
+            row.notes += [
+                f"{getattr(d, 'name', d)} crashed in ProxySQL's own start-up {n} time(s) so far and was "
+                f"started again (sysown/proxysql#3233)"
+                for d in self.doubles
+                if (n := getattr(d, "init_crashes", 0))
+            ]
+            self.out(
+                f"   {row.kind} paused at {row.step}: "
+                + "; ".join(str(c) for c in row.cells()[2:])
+                + "".join(f"\n      {n}" for n in row.notes)
+            )
 
     def wait_for_lab(self, row, timeout=180):
         """Reads only: the Galera lab healthy before a row starts (a row is not judged on a lab someone else disturbs)."""
@@ -366,36 +414,53 @@ class FaultMatrix:
         differ, writers = [], {}
         for node in cluster.proxysql_nodes.order_by("pk"):
             with ProxySQLAdmin.for_node(node) as admin:
-                want = {k: v for k, (v, _) in versioned.items() if v is not None}  # the version: the one record of intent
+                want = {
+                    k: v for k, (v, _) in versioned.items() if v is not None
+                }  # the version: the one record of intent
                 for layer in ("memory", "runtime", "disk"):
                     rows = admin.servers(layer)
                     have = {r.key: configured(r) for r in rows if r.hostgroup_id in hostgroups}
                     values = admin.global_variables(MANAGED_VARIABLES, layer=layer)
-                    wrong = [f"hg {k[0]} {k[2]}" for k in sorted(intended.keys() | have.keys())
-                             if intended.get(k) != have.get(k)]
-                    wrong += [f"{name} {values.get(name)} (want {value})" for name, value in want.items()
-                              if values.get(name) != value]
+                    wrong = [
+                        f"hg {k[0]} {k[2]}"
+                        for k in sorted(intended.keys() | have.keys())
+                        if intended.get(k) != have.get(k)
+                    ]
+                    wrong += [
+                        f"{name} {values.get(name)} (want {value})"
+                        for name, value in want.items()
+                        if values.get(name) != value
+                    ]
                     if wrong:
                         differ.append((node.name, layer))
                         row.notes.append(f"{node.name} {layer} differs from the inventory: {', '.join(wrong)}")
                     if layer == "runtime":
-                        writers[node.name] = sorted(r.port for r in rows if r.hostgroup_id == cluster.writer_hostgroup
-                                                    and configured_status(r.status) == "ONLINE")
+                        writers[node.name] = sorted(
+                            r.port
+                            for r in rows
+                            if r.hostgroup_id == cluster.writer_hostgroup and configured_status(r.status) == "ONLINE"
+                        )
         row.equal = not differ
         per_node = {}
         for name, layer in differ:
             per_node.setdefault(name, []).append(layer)
         row.layers = "equal" if row.equal else "no: " + "; ".join(f"{n} {'+'.join(ls)}" for n, ls in per_node.items())
-        inventory_writer = sorted(k[2] for k, v in intended.items()
-                                  if k[0] == cluster.writer_hostgroup and v["status"] == "ONLINE")
+        inventory_writer = sorted(
+            k[2] for k, v in intended.items() if k[0] == cluster.writer_hostgroup and v["status"] == "ONLINE"
+        )
         seen = {tuple(w) for w in writers.values()}
         row.agreed = len(seen) == 1 and len(next(iter(seen))) == 1
         if row.agreed:
             port = next(iter(seen))[0]
-            row.writer = f"agreed ({port})" + ("" if [port] == inventory_writer else
-                                               f", inventory says {'/'.join(map(str, inventory_writer)) or 'none'}")
+            row.writer = f"agreed ({port})" + (
+                ""
+                if [port] == inventory_writer
+                else f", inventory says {'/'.join(map(str, inventory_writer)) or 'none'}"
+            )
         else:
-            row.writer = "not agreed: " + ", ".join(f"{n} {'/'.join(map(str, w)) or 'none'}" for n, w in writers.items())
+            row.writer = "not agreed: " + ", ".join(
+                f"{n} {'/'.join(map(str, w)) or 'none'}" for n, w in writers.items()
+            )
 
     def repaired(self, row):
         """The product's repair of every node from the inventory, then restart and read again."""
@@ -423,7 +488,9 @@ class FaultMatrix:
 # A kill in the field lands there by chance (polled, about 1 pass in 4 of the save row did); the matrix's "kill" lands
 # before p2 runs the step's first statement (its disk as before the SAVE), HALF_SAVED in the write, every time.
 HALF_SAVED = "kill in the SAVE's write"
-BACK_BEFORE_UNDO = "kill in the SAVE's write, restarted before the rollback reaches it"  # (a fast restart, a slow console)
+BACK_BEFORE_UNDO = (
+    "kill in the SAVE's write, restarted before the rollback reaches it"  # (a fast restart, a slow console)
+)
 # A pause that ends only after the executor's rollback, a second later (epochs are whole seconds), and the retry more
 # than ProxySQL Cluster's 3 checks after that (a late beat): what the pair met 2 times in 5 under load, made certain.
 RESUMED_AFTER_ROLLBACK = "pause, resumed after the rollback"
@@ -596,9 +663,17 @@ def console_faults(names):
     if unknown:
         raise ValueError(", ".join(unknown))
     return faults
+
+
 REAP_TICK_S = 5  # beat's schedule of operations.reap_stale (controlplane/celery.py)
-ENDED = {OperationState.DONE, OperationState.ROLLED_BACK, OperationState.FAILED, OperationState.CANCELLED,
-         OperationState.EXPIRED, OperationState.REFUSED}
+ENDED = {
+    OperationState.DONE,
+    OperationState.ROLLED_BACK,
+    OperationState.FAILED,
+    OperationState.CANCELLED,
+    OperationState.EXPIRED,
+    OperationState.REFUSED,
+}
 
 
 @dataclass
@@ -608,8 +683,8 @@ class ConsoleRow:
     fault: str
     landed: str = ""
     state: str = ""
-    layers: str = ""        # every node's memory, runtime and disk equal to each other
-    intent: str = ""        # the latest configuration version (the inventory) equal to what the nodes run
+    layers: str = ""  # every node's memory, runtime and disk equal to each other
+    intent: str = ""  # the latest configuration version (the inventory) equal to what the nodes run
     writer: str = ""
     hand_sql: str = ""
     resolved_s: float | None = None
@@ -617,22 +692,53 @@ class ConsoleRow:
     notes: list = field(default_factory=list)
 
     def cells(self):
-        took = "not within the bound" if self.resolved_s is None else \
-            "during the fault" if self.resolved_s == 0 else f"{self.resolved_s:.1f} s"
+        took = (
+            "not within the bound"
+            if self.resolved_s is None
+            else "during the fault"
+            if self.resolved_s == 0
+            else f"{self.resolved_s:.1f} s"
+        )
         back = "-" if self.fault_s is None else f"{self.fault_s:.1f} s"
-        return [self.kind, self.step, self.fault, self.landed or "-", back, self.state, self.layers, self.intent,
-                self.writer, self.hand_sql, took]
+        return [
+            self.kind,
+            self.step,
+            self.fault,
+            self.landed or "-",
+            back,
+            self.state,
+            self.layers,
+            self.intent,
+            self.writer,
+            self.hand_sql,
+            took,
+        ]
 
     def as_targeted(self, within_s):
         """Ended (done, or rolled back before the point of no return), every layer equal, intent equal to the nodes,
         one writer agreed, no hand SQL, resolved within `within_s` (the heartbeat window plus one reaper tick)."""
-        return self.state in (OperationState.DONE, OperationState.ROLLED_BACK) and \
-            (self.layers, self.intent, self.hand_sql) == ("equal", "equal", "none") and \
-            self.writer.startswith("agreed (") and self.resolved_s is not None and self.resolved_s <= within_s
+        return (
+            self.state in (OperationState.DONE, OperationState.ROLLED_BACK)
+            and (self.layers, self.intent, self.hand_sql) == ("equal", "equal", "none")
+            and self.writer.startswith("agreed (")
+            and self.resolved_s is not None
+            and self.resolved_s <= within_s
+        )
 
 
-CONSOLE_HEADER = ["operation", "fault at step", "fault", "landed in", "console back after", "end state", "layers equal",
-                  "intent = nodes", "writer", "hand SQL", "resolved after"]
+CONSOLE_HEADER = [
+    "operation",
+    "fault at step",
+    "fault",
+    "landed in",
+    "console back after",
+    "end state",
+    "layers equal",
+    "intent = nodes",
+    "writer",
+    "hand SQL",
+    "resolved after",
+]
 
 
 def console_table(rows):
@@ -653,25 +759,45 @@ class ConsoleProcesses:
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.redis = self.worker = self.beat = None
         self.started = 0
-        self.held = set()       # processes the fault keeps down (beat for 30 s): the supervisor leaves them
-        self.restarts = []      # what the supervisor restarted, as notes for the row running then
+        self.held = set()  # processes the fault keeps down (beat for 30 s): the supervisor leaves them
+        self.restarts = []  # what the supervisor restarted, as notes for the row running then
         self.lock = threading.Lock()
         self.supervising = None
 
     def env(self):
         from django.conf import settings
 
-        return {**os.environ, "REDIS_URL": self.url, "CELERY_BROKER_URL": self.url,
-                "DJANGO_SETTINGS_MODULE": "controlplane.settings", "OPERATIONS_STALE_AFTER_S": str(self.stale_after_s),
-                "MONITOR_SHARDS": "1", "DATABASE_URL": self.database_url,
-                "PROXYSQL_READ_TIMEOUT": str(settings.PROXYSQL_READ_TIMEOUT)}
+        return {
+            **os.environ,
+            "REDIS_URL": self.url,
+            "CELERY_BROKER_URL": self.url,
+            "DJANGO_SETTINGS_MODULE": "controlplane.settings",
+            "OPERATIONS_STALE_AFTER_S": str(self.stale_after_s),
+            "MONITOR_SHARDS": "1",
+            "DATABASE_URL": self.database_url,
+            "PROXYSQL_READ_TIMEOUT": str(settings.PROXYSQL_READ_TIMEOUT),
+        }
 
     def start_redis(self):
         import subprocess
 
-        self.redis = subprocess.Popen([shutil.which("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1",
-                                       "--save", "", "--appendonly", "no", "--dir", self.workdir],
-                                      stdout=subprocess.DEVNULL, start_new_session=True)
+        self.redis = subprocess.Popen(
+            [
+                shutil.which("redis-server"),
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self.workdir,
+            ],
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         _wait_port(self.port)
 
     def start(self, kind):
@@ -928,12 +1054,20 @@ class ConsoleFaultMatrix(FaultMatrix):
             if op.error:
                 row.notes.append(f"error: {op.error[:300]}")
             self.judge_console(row)
-            row.hand_sql = "none" if (row.layers, row.intent) == ("equal", "equal") and \
-                row.writer.startswith("agreed (") and "inventory says" not in row.writer else "needed"
+            row.hand_sql = (
+                "none"
+                if (row.layers, row.intent) == ("equal", "equal")
+                and row.writer.startswith("agreed (")
+                and "inventory says" not in row.writer
+                else "needed"
+            )
             return row
         finally:
-            self.out(f"   {kind} / {fault} at {step}: " + "; ".join(str(c) for c in row.cells()[3:])
-                     + "".join(f"\n      {n}" for n in row.notes))
+            self.out(
+                f"   {kind} / {fault} at {step}: "
+                + "; ".join(str(c) for c in row.cells()[3:])
+                + "".join(f"\n      {n}" for n in row.notes)
+            )
 
     def wait_step(self, op, step, timeout=60):
         deadline = time.monotonic() + timeout
@@ -972,8 +1106,9 @@ class ConsoleFaultMatrix(FaultMatrix):
         for node in cluster.proxysql_nodes.order_by("pk"):
             with ProxySQLAdmin.for_node(node) as admin:
                 for layer in ("memory", "runtime", "disk"):
-                    seen[(node.name, layer)] = {r.key: configured(r) for r in admin.servers(layer)
-                                                if r.hostgroup_id in hostgroups}
+                    seen[(node.name, layer)] = {
+                        r.key: configured(r) for r in admin.servers(layer) if r.hostgroup_id in hostgroups
+                    }
         first = next(iter(seen.values()))
         differ = [f"{n} {layer}" for (n, layer), rows in seen.items() if rows != first]
         row.layers = "equal" if not differ else "no: " + ", ".join(differ) + " differ from the first node's memory"
@@ -997,14 +1132,26 @@ def real_node_maker(binary, root):
 
     def make(name, peers=None, ports=None):
         admin_port, client_port = ports or free_ports(2)
-        node = RealProxySQL(binary, Path(root) / f"{name}-{admin_port}", admin_port, client_port, peers=peers, name=name)
+        node = RealProxySQL(
+            binary, Path(root) / f"{name}-{admin_port}", admin_port, client_port, peers=peers, name=name
+        )
         node.start()
         return node
+
     return make
 
 
-def run_console(processes, kinds=CONSOLE_KINDS, steps=None, faults=CONSOLE_FAULTS, latency_ms=50, bound_s=90,
-                out=print, lab=None, make_node=None):
+def run_console(
+    processes,
+    kinds=CONSOLE_KINDS,
+    steps=None,
+    faults=CONSOLE_FAULTS,
+    latency_ms=50,
+    bound_s=90,
+    out=print,
+    lab=None,
+    make_node=None,
+):
     """Every requested (operation, step, fault) row; a control row (no fault) per operation first. `make_node`: real
     ProxySQL nodes (real_node_maker) instead of the doubles."""
     if make_node is None:

@@ -11,6 +11,7 @@ for /metrics and for the pool targets, head series, and the peak RSS of its proc
 windows were measured when it built the fleet: once older than the exporter's staleness limit they leave the
 exposition, 2 series per rule, so a long run's last scrapes hold fewer samples than its first.)
 """
+
 import json
 import shutil
 import threading
@@ -87,16 +88,35 @@ def scrape(lab, seconds, refresh):
     port = free_port()
     target = f"127.0.0.1:{server.server_port}"
     from django.conf import settings
+
     settings.METRICS_TARGET_URL = f"http://{target}"  # the TLS proxy of behind_tls() is pretended: scrape plain HTTP
     config = lab.workdir / "prometheus.yml"
-    config.write_text(json.dumps({  # YAML is a superset of JSON
-        "global": {"scrape_interval": f"{SCRAPE_INTERVAL_S}s", "scrape_timeout": "5s"},
-        "scrape_configs": [{"job_name": "proxysql-fleet", "body_size_limit": BODY_SIZE_LIMIT,
-                            "http_sd_configs": [{"url": f"http://{target}/metrics/targets"}]},
-                           {"job_name": "prometheus", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}]}))
-    proc = lab.spawn("prometheus", [binary, f"--config.file={config}", f"--storage.tsdb.path={lab.workdir / 'tsdb'}",
-                                    f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn",
-                                    "--enable-feature=extra-scrape-metrics"])
+    config.write_text(
+        json.dumps(
+            {  # YAML is a superset of JSON
+                "global": {"scrape_interval": f"{SCRAPE_INTERVAL_S}s", "scrape_timeout": "5s"},
+                "scrape_configs": [
+                    {
+                        "job_name": "proxysql-fleet",
+                        "body_size_limit": BODY_SIZE_LIMIT,
+                        "http_sd_configs": [{"url": f"http://{target}/metrics/targets"}],
+                    },
+                    {"job_name": "prometheus", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]},
+                ],
+            }
+        )
+    )
+    proc = lab.spawn(
+        "prometheus",
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={lab.workdir / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+            "--enable-feature=extra-scrape-metrics",
+        ],
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -115,13 +135,18 @@ def scrape(lab, seconds, refresh):
         deadline = time.monotonic() + 60  # the first scrapes: after target discovery, at an offset in the interval
         while _query(url, 'count(up{job="proxysql-fleet"})') != expected_targets:  # every target scraped once
             if time.monotonic() > deadline:
-                raise SystemExit(f"prometheus did not scrape the {expected_targets} targets within 60 s: see "
-                                 f"{lab.logs['prometheus']}")
+                raise SystemExit(
+                    f"prometheus did not scrape the {expected_targets} targets within 60 s: see "
+                    f"{lab.logs['prometheus']}"
+                )
             time.sleep(0.5)
         time.sleep(seconds)
         window = f"[{int(time.monotonic() - ready) + 2}s]"  # every scrape since it started
         return {
-            "seconds": seconds, "interval_s": SCRAPE_INTERVAL_S, "limit": BODY_SIZE_LIMIT, "targets": expected_targets,
+            "seconds": seconds,
+            "interval_s": SCRAPE_INTERVAL_S,
+            "limit": BODY_SIZE_LIMIT,
+            "targets": expected_targets,
             "scrapes": _query(url, f"count_over_time(up{fleet}{window})"),
             "up_min": _query(url, f"min_over_time(up{fleet}{window})"),
             "duration_avg_s": _query(url, f"avg_over_time(scrape_duration_seconds{fleet}{window})"),
@@ -162,4 +187,5 @@ def report_lines(p):
         f"as parsed up to {p['pool_body_bytes'] / 1e3:.1f} kB |",
         f"| the same Prometheus: in all | | scrapes over the body size limit {p['over_limit']:,.0f}; "
         f"{p['fleet_series']:,.0f} fleet series in its head ({p['head_series']:,.0f} in all); its peak RSS "
-        f"{p['peak_rss_mib']:.0f} MiB |"]
+        f"{p['peak_rss_mib']:.0f} MiB |",
+    ]

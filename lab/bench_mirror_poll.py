@@ -10,6 +10,7 @@ mirror the writer's INSERTs, saturated, under writer traffic), times those reads
 next to the stats_mysql_global read the poll already makes, times the computation of a window with
 100,000 digest deltas, and prints the machine.
 """
+
 import argparse
 import os
 import statistics
@@ -29,6 +30,7 @@ def main():
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
     os.environ.setdefault("DJANGO_DEBUG", "1")
     import django
+
     django.setup()
 
     from apps.clients.proxysql import ProxySQLAdmin
@@ -44,15 +46,21 @@ def main():
         for i, d in enumerate(doubles):
             statements = list(demo.seed_statements())
             if i % 2 == 0:
-                statements += ["INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,"
-                               "mirror_hostgroup,apply) VALUES (10,1,'^INSERT',100,101,1)",
-                               "LOAD MYSQL QUERY RULES TO RUNTIME", "SET mysql-mirror_max_concurrency=1",
-                               "LOAD MYSQL VARIABLES TO RUNTIME"]
+                statements += [
+                    "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,"
+                    "mirror_hostgroup,apply) VALUES (10,1,'^INSERT',100,101,1)",
+                    "LOAD MYSQL QUERY RULES TO RUNTIME",
+                    "SET mysql-mirror_max_concurrency=1",
+                    "LOAD MYSQL VARIABLES TO RUNTIME",
+                ]
             demo.admin_sql(d.port, *statements, user=d.user, password=d.password)
             d.traffic.set_sessions(hostgroup=100, count=4, kind="write", pinned_reason="auto_increment")
         admins = [ProxySQLAdmin("127.0.0.1", d.port, d.user, d.password) for d in doubles]
-        times = {"stats_mysql_global (already read)": [], "mirror reads, node with a mirror rule": [],
-                 "mirror reads, node without": []}
+        times = {
+            "stats_mysql_global (already read)": [],
+            "mirror reads, node with a mirror rule": [],
+            "mirror reads, node without": [],
+        }
         for _ in range(args.rounds):
             for i, admin in enumerate(admins):
                 t0 = time.perf_counter()
@@ -61,20 +69,44 @@ def main():
                 state = mirroring.read(admin, stats)
                 t2 = time.perf_counter()
                 times["stats_mysql_global (already read)"].append(t1 - t0)
-                times["mirror reads, node with a mirror rule" if state["hits"] else "mirror reads, node without"].append(t2 - t1)
+                times[
+                    "mirror reads, node with a mirror rule" if state["hits"] else "mirror reads, node without"
+                ].append(t2 - t1)
         for admin in admins:
             admin.close()
 
-        rules = [{"rule_id": 10 * k, "active": 1, "username": None, "schemaname": None, "flagIN": 0,
-                  "match_digest": f"^(INSERT|UPDATE) INTO t{k}", "match_pattern": None, "negate_match_pattern": 0,
-                  "re_modifiers": "CASELESS", "destination_hostgroup": 100, "mirror_hostgroup": 200 + k % 2,
-                  "mirror_flagOUT": None, "apply": 1} for k in range(1, 6)]
-        deltas = [(200 + i % 2 if i < 2000 else 100, "app", "app", f"INSERT INTO t{i % 7} VALUES (?)", 3)
-                  for i in range(100_000)]
+        rules = [
+            {
+                "rule_id": 10 * k,
+                "active": 1,
+                "username": None,
+                "schemaname": None,
+                "flagIN": 0,
+                "match_digest": f"^(INSERT|UPDATE) INTO t{k}",
+                "match_pattern": None,
+                "negate_match_pattern": 0,
+                "re_modifiers": "CASELESS",
+                "destination_hostgroup": 100,
+                "mirror_hostgroup": 200 + k % 2,
+                "mirror_flagOUT": None,
+                "apply": 1,
+            }
+            for k in range(1, 6)
+        ]
+        deltas = [
+            (200 + i % 2 if i < 2000 else 100, "app", "app", f"INSERT INTO t{i % 7} VALUES (?)", 3)
+            for i in range(100_000)
+        ]
         started = time.perf_counter()
-        window = mirror.measure(rules, {r["rule_id"]: 1000 for r in rules}, {}, {"questions": 10 ** 6,
-                                "stmt_execute": 0}, {"questions": 0, "stmt_execute": 0},
-                                [d for d in deltas if d[0] in (200, 201)], 30.0)
+        window = mirror.measure(
+            rules,
+            {r["rule_id"]: 1000 for r in rules},
+            {},
+            {"questions": 10**6, "stmt_execute": 0},
+            {"questions": 0, "stmt_execute": 0},
+            [d for d in deltas if d[0] in (200, 201)],
+            30.0,
+        )
         measure_ms = (time.perf_counter() - started) * 1000
     finally:
         for d in doubles:
@@ -82,14 +114,20 @@ def main():
         server.stop()
 
     m = machine()
-    print(f"Machine: {m['nproc']} CPUs ({m['cpu']}), {m['ram_gib']:.1f} GiB RAM, Linux {m['kernel']}, "
-          f"Python {m['python']}, Django {m['django']}; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"Machine: {m['nproc']} CPUs ({m['cpu']}), {m['ram_gib']:.1f} GiB RAM, Linux {m['kernel']}, "
+        f"Python {m['python']}, Django {m['django']}; load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"{args.nodes} ProxySQL admin doubles in one process, {args.rounds} rounds, one read after another:")
     for name, values in times.items():
-        print(f"  {name}: p50 {_p(values, 0.5):.2f} ms, p95 {_p(values, 0.95):.2f} ms, mean "
-              f"{statistics.mean(values) * 1000:.2f} ms ({len(values)} reads)")
-    print(f"  one window's figures from 2,000 mirror-hostgroup deltas (of 100,000) and 5 rules: {measure_ms:.1f} ms "
-          f"({sum(w.digests for w in window.rules)} digests attributed)")
+        print(
+            f"  {name}: p50 {_p(values, 0.5):.2f} ms, p95 {_p(values, 0.95):.2f} ms, mean "
+            f"{statistics.mean(values) * 1000:.2f} ms ({len(values)} reads)"
+        )
+    print(
+        f"  one window's figures from 2,000 mirror-hostgroup deltas (of 100,000) and 5 rules: {measure_ms:.1f} ms "
+        f"({sum(w.digests for w in window.rules)} digests attributed)"
+    )
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ product's tests (galera: apps/alerts/tests/test_native_galera_drift.NATIVE, writ
 along (autocommit). Each round: the writer is killed at a random moment, both admin ports are read every 20 ms, the
 figures printed as one JSON line; then the backend is started again and the first placement awaited.
 """
+
 import argparse
 import json
 import os
@@ -29,26 +30,38 @@ from lab.real_proxysql import RealProxySQL
 
 SERVER = "INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight,max_connections) VALUES ({hg},'127.0.0.1',{port},{weight},2000)"
 LAYOUTS = {
-    "galera": {"writer": 100, "promotes": True, "ports": (3311, 3312, 3313),
-               "rows": [(100, 3311, 1000), (100, 3312, 900), (100, 3313, 800)],
-               "manager": ("INSERT INTO mysql_galera_hostgroups (writer_hostgroup,backup_writer_hostgroup,reader_hostgroup,"
-                           "offline_hostgroup,active,max_writers,writer_is_also_reader,max_transactions_behind) "
-                           "VALUES (100,102,101,9101,1,1,{wiar},100)")},
-    "replication": {"writer": 10, "promotes": False, "ports": (3321, 3322, 3323),
-                    "rows": [(10, 3321, 1000), (20, 3322, 1000), (20, 3323, 1000)],
-                    "manager": "INSERT INTO mysql_replication_hostgroups (writer_hostgroup,reader_hostgroup,check_type) "
-                               "VALUES (10,20,'read_only')"},
+    "galera": {
+        "writer": 100,
+        "promotes": True,
+        "ports": (3311, 3312, 3313),
+        "rows": [(100, 3311, 1000), (100, 3312, 900), (100, 3313, 800)],
+        "manager": (
+            "INSERT INTO mysql_galera_hostgroups (writer_hostgroup,backup_writer_hostgroup,reader_hostgroup,"
+            "offline_hostgroup,active,max_writers,writer_is_also_reader,max_transactions_behind) "
+            "VALUES (100,102,101,9101,1,1,{wiar},100)"
+        ),
+    },
+    "replication": {
+        "writer": 10,
+        "promotes": False,
+        "ports": (3321, 3322, 3323),
+        "rows": [(10, 3321, 1000), (20, 3322, 1000), (20, 3323, 1000)],
+        "manager": "INSERT INTO mysql_replication_hostgroups (writer_hostgroup,reader_hostgroup,check_type) "
+        "VALUES (10,20,'read_only')",
+    },
 }
 
 
 def writers(proxy, W):
-    return sorted(int(port) for port, in proxy.sql(f"SELECT port FROM runtime_mysql_servers WHERE hostgroup_id={W} "
-                                                     "AND status='ONLINE'"))
+    return sorted(
+        int(port)
+        for (port,) in proxy.sql(f"SELECT port FROM runtime_mysql_servers WHERE hostgroup_id={W} AND status='ONLINE'")
+    )
 
 
 def anywhere(proxy, W):
     """Every row of the writer hostgroup, whatever its status (SHUNNED by the connection pool included)."""
-    return sorted(int(port) for port, in proxy.sql(f"SELECT port FROM runtime_mysql_servers WHERE hostgroup_id={W}"))
+    return sorted(int(port) for (port,) in proxy.sql(f"SELECT port FROM runtime_mysql_servers WHERE hostgroup_id={W}"))
 
 
 def wait_writer(proxies, W, port, limit=60):
@@ -81,11 +94,15 @@ def one_kill(lab, proxies, layout, how):
         if len(left) == len(proxies) and (len(placed) if promotes else len(removed)) == len(proxies):
             break
         time.sleep(0.02)
-    return {"how": how, "kill_call_ms": round(killed_in * 1000, 1),
-            "left_every_node_ms": max(left.values()) if len(left) == len(proxies) else None,
-            "removed_every_node_ms": max(removed.values()) if len(removed) == len(proxies) else None,
-            "new_writer_every_node_ms": max(t for _, t in placed.values()) if len(placed) == len(proxies) else None,
-            "new_writer": sorted({w for w, _ in placed.values()}), "load": round(os.getloadavg()[0], 1)}
+    return {
+        "how": how,
+        "kill_call_ms": round(killed_in * 1000, 1),
+        "left_every_node_ms": max(left.values()) if len(left) == len(proxies) else None,
+        "removed_every_node_ms": max(removed.values()) if len(removed) == len(proxies) else None,
+        "new_writer_every_node_ms": max(t for _, t in placed.values()) if len(placed) == len(proxies) else None,
+        "new_writer": sorted({w for w, _ in placed.values()}),
+        "load": round(os.getloadavg()[0], 1),
+    }
 
 
 def main():
@@ -104,20 +121,29 @@ def main():
         from lab.replication import ReplicationLab as Lab
     lab = Lab()
     with lab.root_connection(1) as conn:
-        conn.cursor().execute("CREATE TABLE IF NOT EXISTS app.switch_load (id INT AUTO_INCREMENT PRIMARY KEY, "
-                              "tag VARCHAR(20), port INT)")  # Writer's
-    proxies = [RealProxySQL(args.binary, Path(args.workdir) / f"n{n}", 16432 + 10 * n, 16433 + 10 * n,
-                            name=f"native-failover-{n}") for n in (0, 1)]
+        conn.cursor().execute(
+            "CREATE TABLE IF NOT EXISTS app.switch_load (id INT AUTO_INCREMENT PRIMARY KEY, tag VARCHAR(20), port INT)"
+        )  # Writer's
+    proxies = [
+        RealProxySQL(
+            args.binary, Path(args.workdir) / f"n{n}", 16432 + 10 * n, 16433 + 10 * n, name=f"native-failover-{n}"
+        )
+        for n in (0, 1)
+    ]
     clients, results = [], []
     try:
         for proxy in proxies:
             proxy.start(fresh=True)
-            proxy.sql("DELETE FROM mysql_servers", "DELETE FROM mysql_galera_hostgroups",
-                      "DELETE FROM mysql_replication_hostgroups",
-                      *[SERVER.format(hg=hg, port=port, weight=w) for hg, port, w in layout["rows"]],
-                      layout["manager"].format(wiar=args.wiar),
-                      f"INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','app',{layout['writer']})",
-                      "LOAD MYSQL USERS TO RUNTIME", "LOAD MYSQL SERVERS TO RUNTIME")
+            proxy.sql(
+                "DELETE FROM mysql_servers",
+                "DELETE FROM mysql_galera_hostgroups",
+                "DELETE FROM mysql_replication_hostgroups",
+                *[SERVER.format(hg=hg, port=port, weight=w) for hg, port, w in layout["rows"]],
+                layout["manager"].format(wiar=args.wiar),
+                f"INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','app',{layout['writer']})",
+                "LOAD MYSQL USERS TO RUNTIME",
+                "LOAD MYSQL SERVERS TO RUNTIME",
+            )
         wait_writer(proxies, layout["writer"], layout["ports"][0])
         clients = [Writer(p.client_port, f"failover-{n}") for n, p in enumerate(proxies)]
         for c in clients:
@@ -133,9 +159,20 @@ def main():
             time.sleep(2)
         key = "new_writer_every_node_ms" if args.manager == "galera" else "removed_every_node_ms"
         figures = [r[key] for r in results if r[key] is not None]
-        print(json.dumps({"manager": args.manager, "wiar": args.wiar, "measure": key, "rounds": len(results),
-                          "figures": figures, "median": statistics.median(figures) if figures else None,
-                          "rows": sum(c.rows for c in clients), "errors": sum(len(c.errors) for c in clients)}))
+        print(
+            json.dumps(
+                {
+                    "manager": args.manager,
+                    "wiar": args.wiar,
+                    "measure": key,
+                    "rounds": len(results),
+                    "figures": figures,
+                    "median": statistics.median(figures) if figures else None,
+                    "rows": sum(c.rows for c in clients),
+                    "errors": sum(len(c.errors) for c in clients),
+                }
+            )
+        )
     finally:
         for c in clients:
             c.stop.set()

@@ -9,6 +9,7 @@ Shapes: 500 clusters x 2 ProxySQL nodes x 6 backends, and 1,000 clusters x 1 nod
 50th node unreachable and every 50th backend desynced with a long recv queue (attention items). The
 documents are rewritten before each request so that none is stale.
 """
+
 import cProfile
 import os
 import pstats

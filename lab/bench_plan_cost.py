@@ -10,6 +10,7 @@ the per-node diffs.
 Prints the CPU ms of one plan (the median of --plans, after one plan left out: it opens the connections' modules
 and fills the per-process caches). lab/tests/test_budgets.py runs it against docs/budgets.json.
 """
+
 import argparse
 import json
 import os
@@ -30,8 +31,13 @@ def setup(lab, nodes, workdir):
     """The doubles seeded as the seeds' pair, Redis, the scratch database with the cluster; returns the change set."""
     redis_url = bm.start_redis(lab)
     db = Path(workdir) / "plan-cost.sqlite3"
-    env = {**bm.BENCH_ENV, "DATABASE_URL": f"sqlite:///{db}", "REDIS_URL": redis_url,
-           "DJANGO_SETTINGS_MODULE": "controlplane.settings", "LOG_LEVEL": "WARNING"}
+    env = {
+        **bm.BENCH_ENV,
+        "DATABASE_URL": f"sqlite:///{db}",
+        "REDIS_URL": redis_url,
+        "DJANGO_SETTINGS_MODULE": "controlplane.settings",
+        "LOG_LEVEL": "WARNING",
+    }
     os.environ.update(env)
     ports = bm.pick_ports(21000 + (os.getpid() % 50) * 60, nodes, bm.port_free)
     bm.start_doubles(lab, ports, 1)
@@ -39,6 +45,7 @@ def setup(lab, nodes, workdir):
         bm.admin_sql(port, *demo.seed_statements(), "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK")
     bm.reset_database(env["DATABASE_URL"])
     import django
+
     django.setup()
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
@@ -52,25 +59,44 @@ def setup(lab, nodes, workdir):
     with ProxySQLAdmin("127.0.0.1", ports[0], *bm.ADMIN, connect_timeout=5, read_timeout=10) as admin:
         snapshot = adoption.read_snapshot(admin)
         monitor = adoption.read_monitor_credentials(admin)
-    plan = adoption.plan_adoption(snapshot, cluster_name="plan-bench", node_name="proxysql-1", admin_host="127.0.0.1",
-                                  admin_port=ports[0])
+    plan = adoption.plan_adoption(
+        snapshot, cluster_name="plan-bench", node_name="proxysql-1", admin_host="127.0.0.1", admin_port=ports[0]
+    )
     assert plan.ok, plan.errors
-    adoption.apply_adoption(plan, admin_user=bm.ADMIN[0], admin_password=bm.ADMIN[1], monitor=monitor,
-                            actor=Actor.command(label="plan benchmark"))
+    adoption.apply_adoption(
+        plan,
+        admin_user=bm.ADMIN[0],
+        admin_password=bm.ADMIN[1],
+        monitor=monitor,
+        actor=Actor.command(label="plan benchmark"),
+    )
     first = ProxySQLNode.objects.select_related("cluster").get(admin_port=ports[0])
     cluster = first.cluster
     for i, port in enumerate(ports[1:], start=2):
-        ProxySQLNode.objects.create(cluster=cluster, name=f"proxysql-{i}", admin_host="127.0.0.1", admin_port=port,
-                                    admin_user=bm.ADMIN[0], admin_password=bm.ADMIN[1], version=first.version)
+        ProxySQLNode.objects.create(
+            cluster=cluster,
+            name=f"proxysql-{i}",
+            admin_host="127.0.0.1",
+            admin_port=port,
+            admin_user=bm.ADMIN[0],
+            admin_password=bm.ADMIN[1],
+            version=first.version,
+        )
     user = get_user_model().objects.create_user("plan-bench", is_superuser=True)
     v1 = services.latest(cluster)
     row = next(r for r in v1.content["mysql_servers"] if r["hostgroup_id"] == 101 and r["port"] == 3312)
     edits = [
         {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3312], "row": {**row, "weight": 20000}},
-        {"op": "upsert", "table": "mysql_servers",
-         "row": {"hostgroup_id": 200, "hostname": "127.0.0.1", "port": 3313, "comment": "mirror target"}},
-        {"op": "upsert", "table": "mysql_query_rules",
-         "row": {"rule_id": 5, "active": 1, "match_digest": "^INSERT", "mirror_hostgroup": 200, "apply": 0}},
+        {
+            "op": "upsert",
+            "table": "mysql_servers",
+            "row": {"hostgroup_id": 200, "hostname": "127.0.0.1", "port": 3313, "comment": "mirror target"},
+        },
+        {
+            "op": "upsert",
+            "table": "mysql_query_rules",
+            "row": {"rule_id": 5, "active": 1, "match_digest": "^INSERT", "mirror_hostgroup": 200, "apply": 0},
+        },
         {"op": "set", "table": "global_variables", "name": "mysql-mirror_max_concurrency", "value": "100"},
     ]
     return services.start_change_set(cluster, actor=Actor.command(user), reason="plan benchmark", edits=edits)
@@ -91,7 +117,9 @@ def measure(cs, plans):
 
 
 def run(nodes, plans, workdir=None):
-    workdir = Path(workdir or tempfile.mkdtemp(prefix="plan-cost-", dir=bm.BENCH_DIR if bm.BENCH_DIR.exists() else None))
+    workdir = Path(
+        workdir or tempfile.mkdtemp(prefix="plan-cost-", dir=bm.BENCH_DIR if bm.BENCH_DIR.exists() else None)
+    )
     lab = bm.Lab(workdir)
     try:
         cs = setup(lab, nodes, workdir)
@@ -101,11 +129,14 @@ def run(nodes, plans, workdir=None):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m lab.bench_plan_cost", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m lab.bench_plan_cost", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--nodes", type=int, default=50)
     ap.add_argument("--plans", type=int, default=5)
-    ap.add_argument("--workdir", help="where the scratch database and the processes' logs go (default: var/bench/plan-cost-*)")
+    ap.add_argument(
+        "--workdir", help="where the scratch database and the processes' logs go (default: var/bench/plan-cost-*)"
+    )
     args = ap.parse_args(argv)
     sys.path.insert(0, str(REPO))
     print(json.dumps(run(args.nodes, args.plans, args.workdir)))

@@ -13,6 +13,7 @@ Prints CPU ms per poll (the first round, which opens the connections and reads e
 history bytes per row. --profile writes a cProfile of the measured rounds (read with `python -m pstats`).
 lab/tests/test_budgets.py runs it against docs/budgets.json.
 """
+
 import argparse
 import cProfile
 import heapq
@@ -35,9 +36,15 @@ def setup(lab, nodes, interval, workdir):
     """Doubles, Redis, a scratch database with the benchmark's inventory; Django set up in this process."""
     redis_url = bm.start_redis(lab)
     db = Path(workdir) / "poll-cost.sqlite3"
-    env = {**bm.BENCH_ENV, "DATABASE_URL": f"sqlite:///{db}", "REDIS_URL": redis_url, "MONITOR_SHARDS": "1",
-           "MONITOR_DEFAULT_INTERVAL_S": str(interval), "DJANGO_SETTINGS_MODULE": "controlplane.settings",
-           "LOG_LEVEL": "WARNING"}
+    env = {
+        **bm.BENCH_ENV,
+        "DATABASE_URL": f"sqlite:///{db}",
+        "REDIS_URL": redis_url,
+        "MONITOR_SHARDS": "1",
+        "MONITOR_DEFAULT_INTERVAL_S": str(interval),
+        "DJANGO_SETTINGS_MODULE": "controlplane.settings",
+        "LOG_LEVEL": "WARNING",
+    }
     os.environ.update(env)
     node_ports = bm.pick_ports(17000 + (os.getpid() % 50) * 40, nodes, bm.port_free)
     backend_ports = bm.pick_ports(24000, 6 * ((nodes + 1) // 2), bm.closed_port, avoid=set(node_ports))
@@ -46,6 +53,7 @@ def setup(lab, nodes, interval, workdir):
     layout.seed_doubles()
     bm.reset_database(env["DATABASE_URL"])
     import django
+
     django.setup()
     from django.core.management import call_command
 
@@ -161,15 +169,20 @@ def history_bytes_per_row():
     with connection.cursor() as cur:
         for model in (ProxySQLSample, PoolSnapshot):
             table = model._meta.db_table
-            cur.execute("SELECT SUM(pgsize) FROM dbstat WHERE name = %s OR name IN "
-                        "(SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = %s)", [table, table])
+            cur.execute(
+                "SELECT SUM(pgsize) FROM dbstat WHERE name = %s OR name IN "
+                "(SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = %s)",
+                [table, table],
+            )
             total += cur.fetchone()[0] or 0
     rows = ProxySQLSample.objects.count()
     return round(total / max(rows, 1), 1)
 
 
 def run(nodes, duration, interval, profile=None, workdir=None, kind="proxysql"):
-    workdir = Path(workdir or tempfile.mkdtemp(prefix="poll-cost-", dir=bm.BENCH_DIR if bm.BENCH_DIR.exists() else None))
+    workdir = Path(
+        workdir or tempfile.mkdtemp(prefix="poll-cost-", dir=bm.BENCH_DIR if bm.BENCH_DIR.exists() else None)
+    )
     lab = bm.Lab(workdir)
     try:
         layout = setup(lab, nodes, interval, workdir)
@@ -181,15 +194,22 @@ def run(nodes, duration, interval, profile=None, workdir=None, kind="proxysql"):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m lab.bench_poll_cost", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m lab.bench_poll_cost", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--nodes", type=int, default=100)
     ap.add_argument("--duration", type=float, default=30)
     ap.add_argument("--interval", type=float, default=5)
     ap.add_argument("--profile", help="write a cProfile of the measured rounds here")
-    ap.add_argument("--kind", choices=("proxysql", "backend"), default="proxysql",
-                    help="which poll task's path to measure (backend: its polls are backend polls)")
-    ap.add_argument("--workdir", help="where the scratch database and the processes' logs go (default: var/bench/poll-cost-*)")
+    ap.add_argument(
+        "--kind",
+        choices=("proxysql", "backend"),
+        default="proxysql",
+        help="which poll task's path to measure (backend: its polls are backend polls)",
+    )
+    ap.add_argument(
+        "--workdir", help="where the scratch database and the processes' logs go (default: var/bench/poll-cost-*)"
+    )
     args = ap.parse_args(argv)
     sys.path.insert(0, str(REPO))
     print(json.dumps(run(args.nodes, args.duration, args.interval, args.profile, args.workdir, args.kind)))

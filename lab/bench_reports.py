@@ -16,6 +16,7 @@ Then the product builds the weekly fleet report (apps.reports.services.build_rep
 HTML, archived) and renders its PDF (report_pdf, WeasyPrint); the build time, the PDF's size and pages,
 and the report's own sizes are printed with the machine. Targets: under 60 s and under 5 MB.
 """
+
 import argparse
 import os
 import random
@@ -49,8 +50,10 @@ def fill(clusters, resolution, minute_clusters, span, out):
     from apps.monitoring.tests import synthetic
 
     if Cluster.objects.filter(name__startswith="fleet-").exists():
-        out(f"reusing the history already there ({ProxySQLNode.objects.count():,} ProxySQL nodes, "
-            f"{Server.objects.count():,} backends): delete {os.environ.get('DATABASE_URL', 'the database')} to refill")
+        out(
+            f"reusing the history already there ({ProxySQLNode.objects.count():,} ProxySQL nodes, "
+            f"{Server.objects.count():,} backends): delete {os.environ.get('DATABASE_URL', 'the database')} to refill"
+        )
         return
     t0 = time.monotonic()
     cluster_ids, node_ids, server_ids = synthetic.fleet(clusters, prefix="fleet")
@@ -60,11 +63,14 @@ def fill(clusters, resolution, minute_clusters, span, out):
     nodes_of, servers_of = {}, {}
     for pk, cid in ProxySQLNode.objects.filter(pk__in=node_ids).values_list("pk", "cluster_id"):
         nodes_of.setdefault(cid, []).append(pk)
-    for pk, cid, host, port in Server.objects.filter(pk__in=server_ids).values_list("pk", "cluster_id", "hostname", "port"):
+    for pk, cid, host, port in Server.objects.filter(pk__in=server_ids).values_list(
+        "pk", "cluster_id", "hostname", "port"
+    ):
         servers_of.setdefault(cid, []).append((pk, host, port))
     members = {}
     for cid, hg, host, port in HostgroupMembership.objects.filter(server_id__in=server_ids).values_list(
-            "server__cluster_id", "hostgroup_id", "server__hostname", "server__port"):
+        "server__cluster_id", "hostgroup_id", "server__hostname", "server__port"
+    ):
         members.setdefault(cid, []).append((hg, host, port))
     rows, report_start = 0, int(span.start.timestamp())
     for i, cid in enumerate(cluster_ids):
@@ -89,36 +95,58 @@ def fill(clusters, resolution, minute_clusters, span, out):
                 rows_of_pool = []
                 for hg, host, port in members[cid]:
                     shunned = endpoint_of[(host, port)] in down_servers
-                    rows_of_pool.append({"hostgroup": hg, "srv_host": host, "srv_port": port,
-                                         "status": "SHUNNED" if shunned else "ONLINE", "conn_used": 2, "conn_free": 8,
-                                         "conn_err_ps": 2.5 if shunned else 0.0, "queries_ps": 300.0})
+                    rows_of_pool.append(
+                        {
+                            "hostgroup": hg,
+                            "srv_host": host,
+                            "srv_port": port,
+                            "status": "SHUNNED" if shunned else "ONLINE",
+                            "conn_used": 2,
+                            "conn_free": 8,
+                            "conn_err_ps": 2.5 if shunned else 0.0,
+                            "queries_ps": 300.0,
+                        }
+                    )
                 pool.append(packed_pool.snapshot(node, _dt(ts), rows_of_pool, res))
             if ts >= report_start:
                 for pk, _, _ in servers_of[cid]:
-                    be.append((pk, dt, res, False, None, None, None, 5, None) if pk in down_servers else
-                              (pk, dt, res, True, 4, True, True, 6, 0))
+                    be.append(
+                        (pk, dt, res, False, None, None, None, 5, None)
+                        if pk in down_servers
+                        else (pk, dt, res, True, 4, True, True, 6, 0)
+                    )
         with transaction.atomic(), connection.cursor() as cur:
             for model, columns, values in (
-                    (ProxySQLSample, "node_id, ts, resolution, reachable, questions_ps, conn_err_ps, prepared_ps,"
-                     " mysql_threads, mirror_concurrency, mirror_queue_length, mirror_max_concurrency,"
-                     " mirror_max_queue_length, conn_used, conn_free", px),
-                    (BackendSample, "server_id, ts, resolution, reachable, local_state, \"primary\", ready,"
-                     " cluster_size, recv_queue", be)):
+                (
+                    ProxySQLSample,
+                    "node_id, ts, resolution, reachable, questions_ps, conn_err_ps, prepared_ps,"
+                    " mysql_threads, mirror_concurrency, mirror_queue_length, mirror_max_concurrency,"
+                    " mirror_max_queue_length, conn_used, conn_free",
+                    px,
+                ),
+                (
+                    BackendSample,
+                    'server_id, ts, resolution, reachable, local_state, "primary", ready, cluster_size, recv_queue',
+                    be,
+                ),
+            ):
                 if values:
                     marks = ", ".join(["%s"] * len(values[0]))
                     sql = f"INSERT INTO {model._meta.db_table} ({columns}) VALUES ({marks})"
                     if connection.vendor != "sqlite":
-                        sql = sql.replace('\"primary\"', "`primary`")
+                        sql = sql.replace('"primary"', "`primary`")
                     for j in range(0, len(values), 5000):
-                        cur.executemany(sql, values[j:j + 5000])
+                        cur.executemany(sql, values[j : j + 5000])
             PoolSnapshot.objects.bulk_create(pool, batch_size=2000)
         rows += len(px) + len(be) + len(pool)
         if (i + 1) % 50 == 0:
             out(f"  {i + 1} clusters, {rows:,} rows, {time.monotonic() - t0:.0f} s")
     Cluster.objects.filter(pk__in=cluster_ids).update(poll_interval_s=5)
-    out(f"filled {clusters} clusters ({len(node_ids):,} ProxySQL nodes, {len(server_ids):,} backends): {rows:,} rows "
+    out(
+        f"filled {clusters} clusters ({len(node_ids):,} ProxySQL nodes, {len(server_ids):,} backends): {rows:,} rows "
         f"(at {resolution} s; the first {minute_clusters} clusters also at 1 minute over the report's week) in "
-        f"{time.monotonic() - t0:.0f} s")
+        f"{time.monotonic() - t0:.0f} s"
+    )
 
 
 def _trouble(rng, i, start, end, servers, nodes):
@@ -144,8 +172,9 @@ def _trouble(rng, i, start, end, servers, nodes):
 
 def _in(spans, ts, res, thing):
     """Whether a row [ts, ts + res) overlaps one of the spans of `thing` (rollups keep the worst)."""
-    return any(a < ts + max(res, 1) and ts < b and (thing is None or what is None or what == thing)
-               for a, b, what in spans)
+    return any(
+        a < ts + max(res, 1) and ts < b and (thing is None or what is None or what == thing) for a, b, what in spans
+    )
 
 
 def _dt(ts):
@@ -170,9 +199,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--clusters", type=int, default=500, help="clusters of 2 ProxySQL nodes and 6 backends")
     parser.add_argument("--resolution", type=int, default=3600, choices=[60, 3600], help="seconds per history row")
-    parser.add_argument("--minute-clusters", type=int, default=0,
-                        help="clusters given 1-minute rows for the report's week (the others: --resolution)")
-    parser.add_argument("--pdf", default=str(REPO / "var" / "bench" / "fleet-report.pdf"), help="where to write the PDF")
+    parser.add_argument(
+        "--minute-clusters",
+        type=int,
+        default=0,
+        help="clusters given 1-minute rows for the report's week (the others: --resolution)",
+    )
+    parser.add_argument(
+        "--pdf", default=str(REPO / "var" / "bench" / "fleet-report.pdf"), help="where to write the PDF"
+    )
     args = parser.parse_args(argv)
     setup_django()
     from django.conf import settings
@@ -185,7 +220,9 @@ def main(argv=None):
 
     name = str(settings.DATABASES["default"]["NAME"])
     if "bench" not in name:
-        raise SystemExit(f"{name} does not look like a scratch database (its name has no 'bench'): run bin/bench-reports")
+        raise SystemExit(
+            f"{name} does not look like a scratch database (its name has no 'bench'): run bin/bench-reports"
+        )
     print(f"machine: {machine()}")
     print(f"database: {connection.vendor} {name}")
     span = periods.last_complete(Period.WEEKLY)
@@ -206,12 +243,18 @@ def main(argv=None):
 
     data_kb = len(json.dumps(report.data, default=str).encode()) / 1024
     print(f"weekly fleet report of {span.start:%Y-%m-%d} to {span.end:%Y-%m-%d}: {report.headline}")
-    print(f"  build (history, charts, HTML, archived): {build_s:.1f} s wall, {build_cpu:.1f} s CPU"
-          f" (target under {TARGET_S} s) -- {'met' if build_s < TARGET_S else 'NOT met'}")
-    print(f"  PDF: {len(pdf) / 1024 / 1024:.2f} MB, about {pages} pages, rendered in {pdf_s:.1f} s"
-          f" (target under {TARGET_MB} MB) -- {'met' if len(pdf) < TARGET_MB * 1024 * 1024 else 'NOT met'}")
-    print(f"  build + PDF: {build_s + pdf_s:.1f} s; e-mail HTML {html_kb:,.0f} kB, {charts} charts, archived data"
-          f" {data_kb:,.0f} kB; written to {args.pdf}")
+    print(
+        f"  build (history, charts, HTML, archived): {build_s:.1f} s wall, {build_cpu:.1f} s CPU"
+        f" (target under {TARGET_S} s) -- {'met' if build_s < TARGET_S else 'NOT met'}"
+    )
+    print(
+        f"  PDF: {len(pdf) / 1024 / 1024:.2f} MB, about {pages} pages, rendered in {pdf_s:.1f} s"
+        f" (target under {TARGET_MB} MB) -- {'met' if len(pdf) < TARGET_MB * 1024 * 1024 else 'NOT met'}"
+    )
+    print(
+        f"  build + PDF: {build_s + pdf_s:.1f} s; e-mail HTML {html_kb:,.0f} kB, {charts} charts, archived data"
+        f" {data_kb:,.0f} kB; written to {args.pdf}"
+    )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ task does (services.run). Two figures:
    are rates between two polls).
 Bounded: one pass of each, then the fleet is stopped (the machine is shared).
 """
+
 import os
 import platform
 import time
@@ -57,17 +58,25 @@ def test_bench_rollouts(proxysql_double_factory, live_redis, people):  # noqa: F
     began = time.monotonic()
     clusters, doubles = build_fleet(proxysql_double_factory, CLUSTERS, first_port=20000)
     interval = Cluster._meta.get_field("poll_interval_s").default
-    print(f"\n{CLUSTERS} clusters of 2 doubles adopted in {time.monotonic() - began:.1f} s; polled every "
-          f"{interval:g} s; gate read every {services.GATE_STEP_S:g} s; machine {platform.node()}, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"\n{CLUSTERS} clusters of 2 doubles adopted in {time.monotonic() - began:.1f} s; polled every "
+        f"{interval:g} s; gate read every {services.GATE_STEP_S:g} s; machine {platform.node()}, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}"
+    )
 
     with FixedRatePoller(interval) as poller:
         time.sleep(2 * interval)  # a window before the first wave
         # 1. the rollout's own overhead beyond its bakes
         began = time.monotonic()
-        rollout = services.plan({"edits": [RULE]}, {"tags": [["env", "prod"]]}, "1,1,25%,100%",
-                                actor=Actor.command(planner), reason="bench: a harmless rule",
-                                bake_canary_s=CANARY_BAKE, bake_s=BAKE)
+        rollout = services.plan(
+            {"edits": [RULE]},
+            {"tags": [["env", "prod"]]},
+            "1,1,25%,100%",
+            actor=Actor.command(planner),
+            reason="bench: a harmless rule",
+            bake_canary_s=CANARY_BAKE,
+            bake_s=BAKE,
+        )
         planned_s = time.monotonic() - began
         began = time.monotonic()
         services.start(rollout, actor=Actor.command(starter), enqueue=False)
@@ -77,19 +86,26 @@ def test_bench_rollouts(proxysql_double_factory, live_redis, people):  # noqa: F
         assert state == RolloutState.DONE, rollout.halt_reason
         assert all(rule_ids(d)["runtime"] == [77] for d in doubles)
         bakes = CANARY_BAKE + BAKE * (len(rollout.waves) - 1)
-        print(f"harmless rule, {len(rollout.waves)} waves of {[len(w['clusters']) for w in rollout.waves]} "
-              f"clusters: planned in {planned_s:.2f} s; run {wall:.1f} s, bakes {bakes:g} s, overhead "
-              f"{wall - bakes:.1f} s ({(wall - bakes) / CLUSTERS:.2f} s per cluster); load average "
-              f"{os.getloadavg()[0]:.2f}")
+        print(
+            f"harmless rule, {len(rollout.waves)} waves of {[len(w['clusters']) for w in rollout.waves]} "
+            f"clusters: planned in {planned_s:.2f} s; run {wall:.1f} s, bakes {bakes:g} s, overhead "
+            f"{wall - bakes:.1f} s ({(wall - bakes) / CLUSTERS:.2f} s per cluster); load average "
+            f"{os.getloadavg()[0]:.2f}"
+        )
 
         # 2. a bad canary: its first errors to its rollback done, at the default canary bake (60 s)
         bad = dict(RULE, row={**RULE["row"], "rule_id": 78, "match_digest": "^SELECT broken"})
-        rollout = services.plan({"edits": [bad]}, {"tags": [["env", "prod"]]}, "1,1,25%,100%",
-                                actor=Actor.command(planner), reason="bench: a rule that hurts")
+        rollout = services.plan(
+            {"edits": [bad]},
+            {"tags": [["env", "prod"]]},
+            "1,1,25%,100%",
+            actor=Actor.command(planner),
+            reason="bench: a rule that hurts",
+        )
         hurt_at = []
 
         def hurt():
-            doubles[0].traffic.set_global("Client_Connections_aborted", 10 ** 6)
+            doubles[0].traffic.set_global("Client_Connections_aborted", 10**6)
             hurt_at.append((time.monotonic(), time.time()))
 
         hurting = once_baking(rollout, 0, hurt)
@@ -101,10 +117,14 @@ def test_bench_rollouts(proxysql_double_factory, live_redis, people):  # noqa: F
         assert state == RolloutState.HALTED and "the errors gate" in rollout.halt_reason, rollout.halt_reason
         assert rule_ids(doubles[0])["runtime"] == [77]  # the canary rolled back
         failed_at = datetime.fromisoformat(rollout.waves[0]["gate"]["at"]).timestamp()  # the failing reading
-        print(f"bad canary (bake {rollout.bake_canary_s:g} s): first errors to rollback done "
-              f"{done - hurt_at[0][0]:.2f} s (the gate failed {failed_at - hurt_at[0][1]:.2f} s after the first "
-              f"errors, the rollback done {done - hurt_at[0][0] - (failed_at - hurt_at[0][1]):.2f} s after that); "
-              f"load average {os.getloadavg()[0]:.2f}")
-    print(f"poll rounds of {2 * CLUSTERS} nodes: {len(poller.rounds)}, median {sorted(poller.rounds)[len(poller.rounds) // 2]:.2f} s, "
-          f"longest {max(poller.rounds):.2f} s")
+        print(
+            f"bad canary (bake {rollout.bake_canary_s:g} s): first errors to rollback done "
+            f"{done - hurt_at[0][0]:.2f} s (the gate failed {failed_at - hurt_at[0][1]:.2f} s after the first "
+            f"errors, the rollback done {done - hurt_at[0][0] - (failed_at - hurt_at[0][1]):.2f} s after that); "
+            f"load average {os.getloadavg()[0]:.2f}"
+        )
+    print(
+        f"poll rounds of {2 * CLUSTERS} nodes: {len(poller.rounds)}, median {sorted(poller.rounds)[len(poller.rounds) // 2]:.2f} s, "
+        f"longest {max(poller.rounds):.2f} s"
+    )
     assert Rollout.objects.count() == 2

@@ -7,6 +7,7 @@ per-request budget of rule pattern searches, settings.RULE_WALK_BUDGET_S).
 Prints, per case, the CPU seconds of one effect check (the median of --repeat) and what it said: how many rules were
 measured and how many were reported as not measured.
 """
+
 import argparse
 import os
 import statistics
@@ -24,18 +25,31 @@ from apps.configuration.findings import traffic_findings  # noqa: E402
 from apps.configuration.tables import MYSQL_QUERY_RULES, MYSQL_USERS, typed_row  # noqa: E402
 from apps.digests.selectors import Traffic, TrafficRow  # noqa: E402
 
-_SYSBENCH = ["SELECT c FROM sbtest{t} WHERE id=?", "SELECT c FROM sbtest{t} WHERE id BETWEEN ? AND ?",
-             "SELECT SUM(k) FROM sbtest{t} WHERE id BETWEEN ? AND ?",
-             "SELECT c FROM sbtest{t} WHERE id BETWEEN ? AND ? ORDER BY c",
-             "SELECT DISTINCT c FROM sbtest{t} WHERE id BETWEEN ? AND ? ORDER BY c",
-             "UPDATE sbtest{t} SET k=k+? WHERE id=?", "UPDATE sbtest{t} SET c=? WHERE id=?",
-             "DELETE FROM sbtest{t} WHERE id=?", "INSERT INTO sbtest{t} (id,k,c,pad) VALUES (?,?,?,?)",
-             "SELECT o.id,o.total,c.name FROM orders{t} o JOIN customers c ON c.id=o.customer_id "
-             "WHERE o.status IN (?,?,?,...)"]
+_SYSBENCH = [
+    "SELECT c FROM sbtest{t} WHERE id=?",
+    "SELECT c FROM sbtest{t} WHERE id BETWEEN ? AND ?",
+    "SELECT SUM(k) FROM sbtest{t} WHERE id BETWEEN ? AND ?",
+    "SELECT c FROM sbtest{t} WHERE id BETWEEN ? AND ? ORDER BY c",
+    "SELECT DISTINCT c FROM sbtest{t} WHERE id BETWEEN ? AND ? ORDER BY c",
+    "UPDATE sbtest{t} SET k=k+? WHERE id=?",
+    "UPDATE sbtest{t} SET c=? WHERE id=?",
+    "DELETE FROM sbtest{t} WHERE id=?",
+    "INSERT INTO sbtest{t} (id,k,c,pad) VALUES (?,?,?,?)",
+    "SELECT o.id,o.total,c.name FROM orders{t} o JOIN customers c ON c.id=o.customer_id WHERE o.status IN (?,?,?,...)",
+]
 # Ordinary routing patterns, as operators write them: anchored verbs, table names, FOR UPDATE, a few alternations.
-ORDINARY = [r"^SELECT.*FOR UPDATE$", r"^SELECT", r"^(UPDATE|DELETE|INSERT)", r"sbtest{i}\b", r"FROM orders{i} ",
-            r"^SELECT c FROM sbtest{i} WHERE id=\?$", r"(?i)^select .* from customers", r"JOIN customers c ON",
-            r"^SELECT SUM\(k\) FROM sbtest{i}", r"WHERE id BETWEEN \? AND \? ORDER BY c$"]
+ORDINARY = [
+    r"^SELECT.*FOR UPDATE$",
+    r"^SELECT",
+    r"^(UPDATE|DELETE|INSERT)",
+    r"sbtest{i}\b",
+    r"FROM orders{i} ",
+    r"^SELECT c FROM sbtest{i} WHERE id=\?$",
+    r"(?i)^select .* from customers",
+    r"JOIN customers c ON",
+    r"^SELECT SUM\(k\) FROM sbtest{i}",
+    r"WHERE id BETWEEN \? AND \? ORDER BY c$",
+]
 # Just under PCRE's match limit (about 2.4 ms a search): each copy is made distinct so that none shares another's
 # per-pattern budget.
 COSTLY = r"^(((\w)+|(\w)*)+|\w)+(;|=|$|{i}z)"
@@ -48,9 +62,14 @@ def rows(n):
 
 
 def target(patterns):
-    rules = [typed_row(MYSQL_QUERY_RULES, {"rule_id": 1000 + i, "active": 1, "match_digest": p, "apply": 0,
-                                           "destination_hostgroup": 101}, strict=False)
-             for i, p in enumerate(patterns)]
+    rules = [
+        typed_row(
+            MYSQL_QUERY_RULES,
+            {"rule_id": 1000 + i, "active": 1, "match_digest": p, "apply": 0, "destination_hostgroup": 101},
+            strict=False,
+        )
+        for i, p in enumerate(patterns)
+    ]
     out = C.empty()
     out["mysql_query_rules"] = rules
     out["mysql_users"] = [typed_row(MYSQL_USERS, {"username": "app", "default_hostgroup": 100}, strict=False)]
@@ -66,9 +85,10 @@ def run(name, patterns, traffic, repeat):
         times.append(time.thread_time() - started)
     shares = sum(f.key == "rule_traffic_share" for f in found)
     unmeasured = [f for f in found if f.key in ("regex_match_limit", "rules_not_measured")]
-    print(f"{name:<44} {statistics.median(times):7.3f} s CPU  {shares:5} share findings  "
-          f"{len(unmeasured):5} not-measured/limit findings"
-          + (f"  first: {unmeasured[0].label}" if unmeasured else ""))
+    print(
+        f"{name:<44} {statistics.median(times):7.3f} s CPU  {shares:5} share findings  "
+        f"{len(unmeasured):5} not-measured/limit findings" + (f"  first: {unmeasured[0].label}" if unmeasured else "")
+    )
 
 
 def main():
@@ -79,8 +99,12 @@ def main():
     traffic = Traffic(rows=rows(args.rows), seconds=3600)
     print(f"{args.rows} stored rows; load average {os.getloadavg()[0]:.1f}")
     for count in (50, 200, 500):
-        run(f"{count} ordinary rules", [ORDINARY[i % len(ORDINARY)].format(i=i) for i in range(count)], traffic,
-            args.repeat)
+        run(
+            f"{count} ordinary rules",
+            [ORDINARY[i % len(ORDINARY)].format(i=i) for i in range(count)],
+            traffic,
+            args.repeat,
+        )
     for count in (10, 100, 1000):
         run(f"{count} costly rules (just under the limit)", [COSTLY.format(i=i) for i in range(count)], traffic, 1)
     run("1000 rules at the match limit", [AT_THE_LIMIT.format(i=i) for i in range(1000)], traffic, 1)

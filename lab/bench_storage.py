@@ -13,6 +13,7 @@
 It uses only the product's poller, rollups and charts and the tables of the monitoring app, so the same
 file measures an older schema too (copy it into that checkout).
 """
+
 import argparse
 import os
 import shutil
@@ -22,9 +23,25 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from lab.bench_monitoring import (BENCH_DIR, BENCH_ENV, REPO, Lab, Layout, closed_port, database_url, database_version,
-                                  log, machine, mib, pct, pick_ports, port_free, reset_database, start_doubles,
-                                  start_redis)
+from lab.bench_monitoring import (
+    BENCH_DIR,
+    BENCH_ENV,
+    REPO,
+    Lab,
+    Layout,
+    closed_port,
+    database_url,
+    database_version,
+    log,
+    machine,
+    mib,
+    pct,
+    pick_ports,
+    port_free,
+    reset_database,
+    start_doubles,
+    start_redis,
+)
 
 DEFAULT_DB = BENCH_DIR / "storage.sqlite3"
 RANGES = ("1h", "6h", "24h", "7d", "30d")
@@ -32,20 +49,30 @@ CHARTS = ("queries", "connections", "latency")
 
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(prog="bin/bench-storage", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="bin/bench-storage", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--nodes", type=int, default=10, help="ProxySQL nodes polled (lab double endpoints)")
     ap.add_argument("--interval", type=float, default=5.0, help="poll interval on the pollers' clock (s)")
     ap.add_argument("--pace", type=float, default=0.2, help="real seconds between two rounds")
     ap.add_argument("--retention-nodes", type=int, default=2, help="nodes whose full retention is written")
     ap.add_argument("--chart-requests", type=int, default=20, help="timed requests per chart and range")
-    ap.add_argument("--retention-backends", type=int, default=2,
-                    help="backends whose full retention is written (synthetic Galera figures, noisy on purpose)")
+    ap.add_argument(
+        "--retention-backends",
+        type=int,
+        default=2,
+        help="backends whose full retention is written (synthetic Galera figures, noisy on purpose)",
+    )
     ap.add_argument("--backend-interval", type=float, default=1.0, help="backend poll interval (the default: 1 s)")
-    ap.add_argument("--no-chunks", action="store_true", help="leave every row a row (the storage before history chunks)")
+    ap.add_argument(
+        "--no-chunks", action="store_true", help="leave every row a row (the storage before history chunks)"
+    )
     ap.add_argument("--double-base-port", type=int, default=17000)
-    ap.add_argument("--database-url", help="a MariaDB database whose name contains 'bench' (dropped and recreated), "
-                                           "or sqlite:///path (default var/bench/storage.sqlite3)")
+    ap.add_argument(
+        "--database-url",
+        help="a MariaDB database whose name contains 'bench' (dropped and recreated), "
+        "or sqlite:///path (default var/bench/storage.sqlite3)",
+    )
     args = ap.parse_args(argv)
     args.sqlite_path = DEFAULT_DB
     return args
@@ -54,8 +81,11 @@ def parse_args(argv):
 def sample_models():
     from django.apps import apps
 
-    return [m for m in apps.get_app_config("monitoring").get_models()
-            if {"ts", "resolution"} <= {f.name for f in m._meta.fields} and m._meta.model_name != "historychunk"]
+    return [
+        m
+        for m in apps.get_app_config("monitoring").get_models()
+        if {"ts", "resolution"} <= {f.name for f in m._meta.fields} and m._meta.model_name != "historychunk"
+    ]
 
 
 def apps_models():
@@ -78,13 +108,19 @@ def table_bytes():
         for model in apps.get_app_config("monitoring").get_models():
             table = model._meta.db_table
             if connection.vendor == "sqlite":
-                cur.execute("SELECT COALESCE(SUM(pgsize), 0) FROM dbstat WHERE name IN"
-                            " (SELECT name FROM sqlite_master WHERE tbl_name = %s)", [table])
+                cur.execute(
+                    "SELECT COALESCE(SUM(pgsize), 0) FROM dbstat WHERE name IN"
+                    " (SELECT name FROM sqlite_master WHERE tbl_name = %s)",
+                    [table],
+                )
             else:
                 cur.execute(f"ANALYZE TABLE {table}")
                 cur.fetchall()
-                cur.execute("SELECT data_length + index_length FROM information_schema.TABLES"
-                            " WHERE table_schema = DATABASE() AND table_name = %s", [table])
+                cur.execute(
+                    "SELECT data_length + index_length FROM information_schema.TABLES"
+                    " WHERE table_schema = DATABASE() AND table_name = %s",
+                    [table],
+                )
             out[table] = int(cur.fetchone()[0])
     return out
 
@@ -110,9 +146,11 @@ def fill_retention(models, source_node, nodes, end, interval):
 
     from apps.monitoring import pollers
 
-    spans = {0: (settings.MONITOR_RETENTION_RAW_H * 3600, interval),
-             60: (settings.MONITOR_RETENTION_MINUTE_D * 86400, 60),
-             3600: (settings.MONITOR_RETENTION_HOUR_D * 86400, 3600)}
+    spans = {
+        0: (settings.MONITOR_RETENTION_RAW_H * 3600, interval),
+        60: (settings.MONITOR_RETENTION_MINUTE_D * 86400, 60),
+        3600: (settings.MONITOR_RETENTION_HOUR_D * 86400, 3600),
+    }
     counts = {}
     for model in models:
         got = records(model, source_node)
@@ -153,9 +191,11 @@ def fill_backends(server_ids, end, interval):
     from apps.monitoring.models import BackendSample
 
     table = pollers._table(BackendSample)
-    spans = {0: (settings.MONITOR_RETENTION_RAW_H * 3600, interval),
-             60: (settings.MONITOR_RETENTION_MINUTE_D * 86400, 60),
-             3600: (settings.MONITOR_RETENTION_HOUR_D * 86400, 3600)}
+    spans = {
+        0: (settings.MONITOR_RETENTION_RAW_H * 3600, interval),
+        60: (settings.MONITOR_RETENTION_MINUTE_D * 86400, 60),
+        3600: (settings.MONITOR_RETENTION_HOUR_D * 86400, 3600),
+    }
     counts = {}
     for resolution, (span, step) in spans.items():
         n = int(span // step)
@@ -165,13 +205,27 @@ def fill_backends(server_ids, end, interval):
             for k in range(n):
                 noise = (k * 2654435761 + server_id) % 1000
                 fc = noise / 1e6 if noise % 5 else 0.0
-                values = dict(server_id=server_id, ts=datetime.fromtimestamp(end - (n - k) * step, tz=timezone.utc),
-                              resolution=resolution, local_state=4, primary=True, ready=True, cluster_size=3,
-                              recv_queue=noise % 3, flow_control_paused=fc, desync=False, reject_queries=False,
-                              read_only=False)
+                values = dict(
+                    server_id=server_id,
+                    ts=datetime.fromtimestamp(end - (n - k) * step, tz=timezone.utc),
+                    resolution=resolution,
+                    local_state=4,
+                    primary=True,
+                    ready=True,
+                    cluster_size=3,
+                    recv_queue=noise % 3,
+                    flow_control_paused=fc,
+                    desync=False,
+                    reject_queries=False,
+                    read_only=False,
+                )
                 if resolution:
-                    values.update(cluster_size_min=3, cluster_size_max=3, flow_control_paused_min=0.0,
-                                  flow_control_paused_max=fc * 3)
+                    values.update(
+                        cluster_size_min=3,
+                        cluster_size_max=3,
+                        flow_control_paused_min=0.0,
+                        flow_control_paused_max=fc * 3,
+                    )
                 rows.append(table.row(**values))
                 if len(rows) >= 20000:
                     with transaction.atomic():
@@ -199,8 +253,15 @@ def main(argv=None):
 
 def run(args, lab, url, command):
     redis_url = start_redis(lab)
-    os.environ.update({**BENCH_ENV, "DATABASE_URL": url, "REDIS_URL": redis_url,
-                       "DJANGO_SETTINGS_MODULE": "controlplane.settings", "LOG_LEVEL": "WARNING"})
+    os.environ.update(
+        {
+            **BENCH_ENV,
+            "DATABASE_URL": url,
+            "REDIS_URL": redis_url,
+            "DJANGO_SETTINGS_MODULE": "controlplane.settings",
+            "LOG_LEVEL": "WARNING",
+        }
+    )
     sys.path.insert(0, str(REPO))
     node_ports = pick_ports(args.double_base_port, args.nodes, port_free)
     backend_ports = pick_ports(20000, 6 * ((args.nodes + 1) // 2), closed_port, avoid=set(node_ports))
@@ -209,6 +270,7 @@ def run(args, lab, url, command):
     layout.seed_doubles()
     reset_database(url)
     import django
+
     django.setup()
     from django.core.management import call_command
 
@@ -241,21 +303,23 @@ def run(args, lab, url, command):
         cpu[target] = (time.process_time() - c, time.monotonic() - w)
 
     end = start + 7200
-    keep = [n.pk for n in nodes[:args.retention_nodes]]
+    keep = [n.pk for n in nodes[: args.retention_nodes]]
     counts = fill_retention(models, nodes[0].pk, keep, end, args.interval)
     from apps.fleet.models import Server
     from apps.monitoring.models import RollupMark
 
-    backends = list(Server.objects.order_by("pk").values_list("pk", flat=True)[:args.retention_backends])
+    backends = list(Server.objects.order_by("pk").values_list("pk", flat=True)[: args.retention_backends])
     backend_counts = fill_backends(backends, end, args.backend_interval)
     for target, until in ((60, end - 3600), (3600, end)):  # as the rollups would have left them
-        RollupMark.objects.update_or_create(name=f"backendsample:{target}",
-                                            defaults={"rolled_until": datetime.fromtimestamp(until, tz=timezone.utc)})
+        RollupMark.objects.update_or_create(
+            name=f"backendsample:{target}", defaults={"rolled_until": datetime.fromtimestamp(until, tz=timezone.utc)}
+        )
     compacted = {}  # rows the rollups have read become history chunks (apps/monitoring/chunks.py)
     for family in () if args.no_chunks else ("PROXYSQL", "BACKEND"):
         c = time.process_time()
-        n = rollups.chunks.compact(datetime.fromtimestamp(end, tz=timezone.utc), max_spans=10 ** 6,
-                                   families=[getattr(rollups.chunks, family)])
+        n = rollups.chunks.compact(
+            datetime.fromtimestamp(end, tz=timezone.utc), max_spans=10**6, families=[getattr(rollups.chunks, family)]
+        )
         compacted[family] = (n, time.process_time() - c)
     from django.db import connection
 
@@ -286,41 +350,76 @@ def run(args, lab, url, command):
             timings[(range_key, name)] = times
 
     info = machine()
-    out = [f"Command: `{command}`", "",
-           f"Machine: {info['nproc']} CPUs ({info['cpu']}), Python {info['python']}, Django {info['django']}, "
-           f"{database_version()}. Run {time.strftime('%Y-%m-%d %H:%M %Z')}.", "",
-           f"Polled: {args.nodes} lab doubles (9 pool rows each, lab traffic), {rounds} rounds {args.interval:g} s "
-           f"apart on the pollers' clock; poll CPU {poll_cpu / rounds / args.nodes * 1000:.2f} ms per node poll "
-           f"(this process: poller and database client).", "",
-           "Raw polls, one hour: " + ", ".join(f"{t} {mib(b):.2f} MiB" for t, b in sorted(raw_bytes.items()) if b)
-           + f" = {mib(sum(raw_bytes.values()) / args.nodes * 24):.1f} MiB per node per day.", "",
-           f"Rollup CPU (this process; SQLite's work included, MariaDB's server not): raw -> 1 minute "
-           f"{cpu[60][0]:.2f} s CPU ({cpu[60][1]:.2f} s wall) for 60 buckets x {args.nodes} nodes = "
-           f"{cpu[60][0] / 60 / args.nodes * 1000:.1f} s per minute of history for 1,000 nodes "
-           f"({cpu[60][0] / 60 / args.nodes * 1000 / 60:.2f} core); 1 minute -> 1 hour {cpu[3600][0]:.2f} s CPU "
-           f"for {args.nodes} nodes = {cpu[3600][0] / args.nodes * 1000:.1f} s per hour for 1,000 nodes.", "",
-           ("History chunks: none (--no-chunks)" if args.no_chunks else "History chunks: " + "; ".join(
-               f"{family.lower()}: {n:,} records compacted in {cpu_s:.2f} s CPU = {cpu_s / max(n, 1) * 1e6:.0f} us "
-               f"per record" for family, (n, cpu_s) in compacted.items())
-           + f"; an hour of history (raw, 60 minute and 1 hour buckets) for 1,000 nodes: "
-             f"{compacted['PROXYSQL'][1] / max(compacted['PROXYSQL'][0], 1) * 1000 * (3600 / args.interval + 61):.1f} s CPU, "
-             f"for 3,000 backends: "
-             f"{compacted['BACKEND'][1] / max(compacted['BACKEND'][0], 1) * 3000 * (3600 / args.backend_interval + 61):.1f} s CPU."),
-           "",
-           f"Retention filled for {len(keep)} nodes: " + ", ".join(f"{k} s: {v:,} records" for k, v in sorted(counts.items()))
-           + " per node (copies of the polled hour's records).", "",
-           "| table | MiB for the retention, per node |", "|---|---|"]
+    out = [
+        f"Command: `{command}`",
+        "",
+        f"Machine: {info['nproc']} CPUs ({info['cpu']}), Python {info['python']}, Django {info['django']}, "
+        f"{database_version()}. Run {time.strftime('%Y-%m-%d %H:%M %Z')}.",
+        "",
+        f"Polled: {args.nodes} lab doubles (9 pool rows each, lab traffic), {rounds} rounds {args.interval:g} s "
+        f"apart on the pollers' clock; poll CPU {poll_cpu / rounds / args.nodes * 1000:.2f} ms per node poll "
+        f"(this process: poller and database client).",
+        "",
+        "Raw polls, one hour: "
+        + ", ".join(f"{t} {mib(b):.2f} MiB" for t, b in sorted(raw_bytes.items()) if b)
+        + f" = {mib(sum(raw_bytes.values()) / args.nodes * 24):.1f} MiB per node per day.",
+        "",
+        f"Rollup CPU (this process; SQLite's work included, MariaDB's server not): raw -> 1 minute "
+        f"{cpu[60][0]:.2f} s CPU ({cpu[60][1]:.2f} s wall) for 60 buckets x {args.nodes} nodes = "
+        f"{cpu[60][0] / 60 / args.nodes * 1000:.1f} s per minute of history for 1,000 nodes "
+        f"({cpu[60][0] / 60 / args.nodes * 1000 / 60:.2f} core); 1 minute -> 1 hour {cpu[3600][0]:.2f} s CPU "
+        f"for {args.nodes} nodes = {cpu[3600][0] / args.nodes * 1000:.1f} s per hour for 1,000 nodes.",
+        "",
+        (
+            "History chunks: none (--no-chunks)"
+            if args.no_chunks
+            else "History chunks: "
+            + "; ".join(
+                f"{family.lower()}: {n:,} records compacted in {cpu_s:.2f} s CPU = {cpu_s / max(n, 1) * 1e6:.0f} us "
+                f"per record"
+                for family, (n, cpu_s) in compacted.items()
+            )
+            + f"; an hour of history (raw, 60 minute and 1 hour buckets) for 1,000 nodes: "
+            f"{compacted['PROXYSQL'][1] / max(compacted['PROXYSQL'][0], 1) * 1000 * (3600 / args.interval + 61):.1f} s CPU, "
+            f"for 3,000 backends: "
+            f"{compacted['BACKEND'][1] / max(compacted['BACKEND'][0], 1) * 3000 * (3600 / args.backend_interval + 61):.1f} s CPU."
+        ),
+        "",
+        f"Retention filled for {len(keep)} nodes: "
+        + ", ".join(f"{k} s: {v:,} records" for k, v in sorted(counts.items()))
+        + " per node (copies of the polled hour's records).",
+        "",
+        "| table | MiB for the retention, per node |",
+        "|---|---|",
+    ]
     out += [f"| {t} | {mib(b / len(keep)):.2f} |" for t, b in sorted(sizes.items()) if b]
-    out += [f"| **all** | **{mib(per_node):.2f}** MiB per node = **{per_node * 1000 / (1 << 30):.1f} GiB for 1,000 nodes** |",
-            "", (f"Every monitoring table before OPTIMIZE (nodes and backends): {mib(left):.1f} MiB, after: "
-                 f"{mib(sum(sizes.values()) + per_backend * len(backends)):.1f} MiB." if left is not None else ""),
-            "", f"Backends: {len(backends)} filled for the retention at {args.backend_interval:g} s ("
-            + ", ".join(f"{k} s: {v:,} records" for k, v in sorted(backend_counts.items())) + " per backend): "
-            f"**{mib(per_backend):.2f} MiB per backend** = **{per_backend * 3000 / (1 << 30):.1f} GiB for 3,000 backends**.",
-            "", "| chart | " + " | ".join(RANGES) + " |", "|---|" + "---|" * len(RANGES)]
+    out += [
+        f"| **all** | **{mib(per_node):.2f}** MiB per node = **{per_node * 1000 / (1 << 30):.1f} GiB for 1,000 nodes** |",
+        "",
+        (
+            f"Every monitoring table before OPTIMIZE (nodes and backends): {mib(left):.1f} MiB, after: "
+            f"{mib(sum(sizes.values()) + per_backend * len(backends)):.1f} MiB."
+            if left is not None
+            else ""
+        ),
+        "",
+        f"Backends: {len(backends)} filled for the retention at {args.backend_interval:g} s ("
+        + ", ".join(f"{k} s: {v:,} records" for k, v in sorted(backend_counts.items()))
+        + " per backend): "
+        f"**{mib(per_backend):.2f} MiB per backend** = **{per_backend * 3000 / (1 << 30):.1f} GiB for 3,000 backends**.",
+        "",
+        "| chart | " + " | ".join(RANGES) + " |",
+        "|---|" + "---|" * len(RANGES),
+    ]
     for name in CHARTS:
-        out.append(f"| {name} (p50 / p95 ms) | " + " | ".join(
-            f"{pct(timings[(r, name)], 0.5) * 1000:.0f} / {pct(timings[(r, name)], 0.95) * 1000:.0f}" for r in RANGES) + " |")
+        out.append(
+            f"| {name} (p50 / p95 ms) | "
+            + " | ".join(
+                f"{pct(timings[(r, name)], 0.5) * 1000:.0f} / {pct(timings[(r, name)], 0.95) * 1000:.0f}"
+                for r in RANGES
+            )
+            + " |"
+        )
     print("\n".join(out))
     return 0
 

@@ -29,7 +29,8 @@ def contrast(locator):
 
 # Every visible control's (text, ratio) in one round trip (a page of a few hundred links measured one by one cost
 # seconds a page); visible as Playwright's :visible says it: a box of its own and not visibility:hidden.
-ALL_CONTROLS_JS = """(floor) => {
+ALL_CONTROLS_JS = (
+    """(floor) => {
   const ratio = %s;
   const out = [];
   for (const el of document.querySelectorAll("a[href], button, summary, input[type=submit]")) {
@@ -39,7 +40,9 @@ ALL_CONTROLS_JS = """(floor) => {
     if (r < floor) out.push([(el.innerText || el.getAttribute("name") || "").trim().slice(0, 40), Math.round(r * 100) / 100]);
   }
   return out;
-}""" % CONTRAST_JS
+}"""
+    % CONTRAST_JS
+)
 
 
 def low_contrast_controls(page, floor=4.5):
@@ -52,5 +55,8 @@ def serious_violations(page):
     from axe_playwright_python.sync_playwright import Axe
 
     results = Axe().run(page)
-    return [(v["id"], len(v["nodes"]), v["help"]) for v in results.response["violations"]
-            if v["impact"] in ("serious", "critical")]
+    return [
+        (v["id"], len(v["nodes"]), v["help"])
+        for v in results.response["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]

@@ -23,6 +23,7 @@ runtime, memory and disk; the error log's mysql_servers sync lines. Output (in -
 per node when what it shows changed, `log` lines, `event` lines) and cluster-2146-summary.json. Every process started
 here is stopped at the end, also on failure.
 """
+
 import argparse
 import json
 import os
@@ -43,20 +44,24 @@ NAMES = ("mysql_servers", "mysql_servers_v2")
 TABLES = {
     "servers": "SELECT hostgroup_id, port, status, weight FROM {}mysql_servers ORDER BY hostgroup_id, port",
     "galera": "SELECT writer_hostgroup, backup_writer_hostgroup, reader_hostgroup, offline_hostgroup, comment "
-              "FROM {}mysql_galera_hostgroups ORDER BY writer_hostgroup",
+    "FROM {}mysql_galera_hostgroups ORDER BY writer_hostgroup",
     "replication": "SELECT writer_hostgroup, reader_hostgroup, check_type, comment "
-                   "FROM {}mysql_replication_hostgroups ORDER BY writer_hostgroup",
+    "FROM {}mysql_replication_hostgroups ORDER BY writer_hostgroup",
 }
 # The error log lines of the mysql_servers sync (the rest: other modules, "Not syncing yet" of the start).
-LOG_LINE = re.compile(r"Cluster: (detected a peer .*mysql_servers|Fetch|Fetching|Computed|Writing|Saving|Loading"
-                      r"|detected a new checksum for mysql_servers)|diff_check is increasing|Sync conflict")
+LOG_LINE = re.compile(
+    r"Cluster: (detected a peer .*mysql_servers|Fetch|Fetching|Computed|Writing|Saving|Loading"
+    r"|detected a new checksum for mysql_servers)|diff_check is increasing|Sync conflict"
+)
 SERVERS = [(100, 3311, 1000), (101, 3312, 1000), (101, 3313, 1000)]
 
 
 def galera_row(comment, writer=200):
-    return (f"INSERT INTO mysql_galera_hostgroups (writer_hostgroup, backup_writer_hostgroup, reader_hostgroup, "
-            f"offline_hostgroup, active, max_writers, writer_is_also_reader, max_transactions_behind, comment) "
-            f"VALUES ({writer}, {writer + 1}, {writer + 2}, {writer + 3}, 1, 1, 0, 100, '{comment}')")
+    return (
+        f"INSERT INTO mysql_galera_hostgroups (writer_hostgroup, backup_writer_hostgroup, reader_hostgroup, "
+        f"offline_hostgroup, active, max_writers, writer_is_also_reader, max_transactions_behind, comment) "
+        f"VALUES ({writer}, {writer + 1}, {writer + 2}, {writer + 3}, 1, 1, 0, 100, '{comment}')"
+    )
 
 
 class Sampler2146(Sampler):
@@ -75,10 +80,16 @@ class Sampler2146(Sampler):
         line = {}
         for layer, prefix in LAYERS.items():
             line[layer] = {t: fetch(conn, sql.format(prefix)) for t, sql in TABLES.items()}
-        line["checksum"] = fetch(conn, f"SELECT name, version, epoch, checksum FROM runtime_checksums_values "
-                                       f"WHERE name IN ({names}) ORDER BY name")
-        line["peers"] = fetch(conn, f"SELECT port, name, version, epoch, checksum, diff_check "
-                                    f"FROM stats_proxysql_servers_checksums WHERE name IN ({names}) ORDER BY port, name")
+        line["checksum"] = fetch(
+            conn,
+            f"SELECT name, version, epoch, checksum FROM runtime_checksums_values "
+            f"WHERE name IN ({names}) ORDER BY name",
+        )
+        line["peers"] = fetch(
+            conn,
+            f"SELECT port, name, version, epoch, checksum, diff_check "
+            f"FROM stats_proxysql_servers_checksums WHERE name IN ({names}) ORDER BY port, name",
+        )
         self.read_log(name)
         return line
 
@@ -105,11 +116,17 @@ def state(nodes):
     """Each node's own checksums and what it sees of the other (diff_check)."""
     out = {}
     for k, n in nodes.items():
-        out[k] = {"own": n.sql("SELECT name, version, epoch, checksum FROM runtime_checksums_values "
-                               "WHERE name IN ('mysql_servers','mysql_servers_v2') ORDER BY name"),
-                  "seen": n.sql("SELECT port, name, version, epoch, checksum, diff_check FROM "
-                                "stats_proxysql_servers_checksums WHERE name IN ('mysql_servers','mysql_servers_v2') "
-                                "AND port<>%d ORDER BY name" % n.admin_port)}
+        out[k] = {
+            "own": n.sql(
+                "SELECT name, version, epoch, checksum FROM runtime_checksums_values "
+                "WHERE name IN ('mysql_servers','mysql_servers_v2') ORDER BY name"
+            ),
+            "seen": n.sql(
+                "SELECT port, name, version, epoch, checksum, diff_check FROM "
+                "stats_proxysql_servers_checksums WHERE name IN ('mysql_servers','mysql_servers_v2') "
+                "AND port<>%d ORDER BY name" % n.admin_port
+            ),
+        }
     return out
 
 
@@ -150,8 +167,10 @@ def same_second_loads(x, y, x_sql, y_sql):
 
 def run_pair(binary, workdir, algorithm, out, t0, summary):
     peers = {n: admin for n, (admin, _) in NODES.items()}
-    nodes = {n: RealProxySQL(binary, Path(workdir) / f"algo{algorithm}" / f"node-{n}", admin, client, peers=peers,
-                             name=n) for n, (admin, client) in NODES.items()}
+    nodes = {
+        n: RealProxySQL(binary, Path(workdir) / f"algo{algorithm}" / f"node-{n}", admin, client, peers=peers, name=n)
+        for n, (admin, client) in NODES.items()
+    }
     sampler = Sampler2146(nodes, out, t0)
     res = summary["algorithms"][str(algorithm)] = {}
     try:
@@ -165,9 +184,13 @@ def run_pair(binary, workdir, algorithm, out, t0, summary):
             a.sql(f"SET admin-cluster_mysql_servers_sync_algorithm={algorithm}", "LOAD ADMIN VARIABLES TO RUNTIME")
             sampler.event(f"0. a: admin-cluster_mysql_servers_sync_algorithm={algorithm}, LOAD ADMIN VARIABLES")
             time.sleep(6)
-        res["algorithm_runtime"] = {k: n.sql("SELECT variable_value FROM runtime_global_variables WHERE "
-                                             "variable_name='admin-cluster_mysql_servers_sync_algorithm'")[0][0]
-                                    for k, n in nodes.items()}
+        res["algorithm_runtime"] = {
+            k: n.sql(
+                "SELECT variable_value FROM runtime_global_variables WHERE "
+                "variable_name='admin-cluster_mysql_servers_sync_algorithm'"
+            )[0][0]
+            for k, n in nodes.items()
+        }
         sampler.event("0. algorithm in runtime", nodes=res["algorithm_runtime"])
 
         def step(key, text, statements, seconds=8, keep_layers=False, before=()):
@@ -181,30 +204,59 @@ def run_pair(binary, workdir, algorithm, out, t0, summary):
             if keep_layers:
                 res[key]["layers"] = {k: layers(n) for k, n in nodes.items()}
 
-        step("1_servers", "1. a: three servers", ["DELETE FROM mysql_servers"] + [
-            f"INSERT INTO mysql_servers (hostgroup_id, hostname, port, weight) VALUES ({hg}, '127.0.0.1', {p}, {w})"
-            for hg, p, w in SERVERS])
+        step(
+            "1_servers",
+            "1. a: three servers",
+            ["DELETE FROM mysql_servers"]
+            + [
+                f"INSERT INTO mysql_servers (hostgroup_id, hostname, port, weight) VALUES ({hg}, '127.0.0.1', {p}, {w})"
+                for hg, p, w in SERVERS
+            ],
+        )
         step("2_galera_on_a", "2. a: a mysql_galera_hostgroups row only", [galera_row("from a")], 15, True)
         step("3_galera_emptied", "3. a: mysql_galera_hostgroups emptied", ["DELETE FROM mysql_galera_hostgroups"])
-        step("4_replication_on_a", "4. a: a mysql_replication_hostgroups row only", [
-            "INSERT INTO mysql_replication_hostgroups (writer_hostgroup, reader_hostgroup, comment) "
-            "VALUES (300, 301, 'from a')"], 15, True)
-        step("4_replication_emptied", "4. a: mysql_replication_hostgroups emptied",
-             ["DELETE FROM mysql_replication_hostgroups"])
-        step("5_weight_b_memory_differs", "5. b: a galera row in memory (no LOAD); a: weight 1005",
-             ["UPDATE mysql_servers SET weight=1005 WHERE port=3312"], 8, True,
-             before=[galera_row("b memory only", writer=210)])
+        step(
+            "4_replication_on_a",
+            "4. a: a mysql_replication_hostgroups row only",
+            [
+                "INSERT INTO mysql_replication_hostgroups (writer_hostgroup, reader_hostgroup, comment) "
+                "VALUES (300, 301, 'from a')"
+            ],
+            15,
+            True,
+        )
+        step(
+            "4_replication_emptied",
+            "4. a: mysql_replication_hostgroups emptied",
+            ["DELETE FROM mysql_replication_hostgroups"],
+        )
+        step(
+            "5_weight_b_memory_differs",
+            "5. b: a galera row in memory (no LOAD); a: weight 1005",
+            ["UPDATE mysql_servers SET weight=1005 WHERE port=3312"],
+            8,
+            True,
+            before=[galera_row("b memory only", writer=210)],
+        )
 
-        for attempt in range(1, 4):   # on a busy machine the two LOADs can straddle a second: then b's is newer
+        for attempt in range(1, 4):  # on a busy machine the two LOADs can straddle a second: then b's is newer
             settle()
-            frac = same_second_loads(a, b, ["DELETE FROM mysql_galera_hostgroups", galera_row("a same second")],
-                                     ["DELETE FROM mysql_galera_hostgroups", galera_row("b same second", writer=220)])
+            frac = same_second_loads(
+                a,
+                b,
+                ["DELETE FROM mysql_galera_hostgroups", galera_row("a same second")],
+                ["DELETE FROM mysql_galera_hostgroups", galera_row("b same second", writer=220)],
+            )
             epochs = [n.checksum("mysql_servers_v2")[1] for n in (a, b)]
-            sampler.event("6. a and b: different galera rows, LOAD MYSQL SERVERS TO RUNTIME in one second",
-                          frac=frac, epochs=epochs, attempt=attempt)
+            sampler.event(
+                "6. a and b: different galera rows, LOAD MYSQL SERVERS TO RUNTIME in one second",
+                frac=frac,
+                epochs=epochs,
+                attempt=attempt,
+            )
             if epochs[0] == epochs[1]:
                 break
-            time.sleep(5)   # the newer one is pulled; then again
+            time.sleep(5)  # the newer one is pulled; then again
         res["6_attempts"] = attempt
         res["6_same_second_galera"] = watch(nodes, 15)
         res["6_same_second_galera"]["layers"] = {k: layers(n) for k, n in nodes.items()}
@@ -225,19 +277,27 @@ def run_pair(binary, workdir, algorithm, out, t0, summary):
                 pass
         for n in nodes.values():
             sampler.event(f"{n.name}: stopped", how=n.stop())
-    res["pull_log"] = {k: [ln.split("[INFO] ", 1)[-1] for ln in
-                           (n.datadir / "stdout.log").read_text(errors="replace").splitlines()
-                           if "Fetch mysql_servers_v2:" in ln or "Fetching 'MySQL Servers' from peer" in ln
-                           or "Fetching MySQL Servers v2 from peer" in ln]
-                       for k, n in nodes.items()}
+    res["pull_log"] = {
+        k: [
+            ln.split("[INFO] ", 1)[-1]
+            for ln in (n.datadir / "stdout.log").read_text(errors="replace").splitlines()
+            if "Fetch mysql_servers_v2:" in ln
+            or "Fetching 'MySQL Servers' from peer" in ln
+            or "Fetching MySQL Servers v2 from peer" in ln
+        ]
+        for k, n in nodes.items()
+    }
 
 
 def run(binary, workdir, out_dir, algorithms):
     busy = [p for ports in NODES.values() for p in ports if not port_is_free(p)]
     if busy:
         raise SystemExit(f"ports in use: {busy}")
-    summary = {"machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs, {platform.platform()}",
-               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "algorithms": {}}
+    summary = {
+        "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs, {platform.platform()}",
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "algorithms": {},
+    }
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / "cluster-2146.jsonl", "w") as out:
         t0 = time.monotonic()
@@ -245,8 +305,14 @@ def run(binary, workdir, out_dir, algorithms):
             run_pair(binary, workdir, algorithm, out, t0, summary)
     (out_dir / "cluster-2146-summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     for algorithm, res in summary["algorithms"].items():
-        print(algorithm, {k: (v.get("equal_from_s"), v.get("max_diff_check")) for k, v in res.items()
-                          if isinstance(v, dict) and "equal_from_s" in v})
+        print(
+            algorithm,
+            {
+                k: (v.get("equal_from_s"), v.get("max_diff_check"))
+                for k, v in res.items()
+                if isinstance(v, dict) and "equal_from_s" in v
+            },
+        )
 
 
 def main():

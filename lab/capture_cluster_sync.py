@@ -23,6 +23,7 @@ cluster-sync-3node.jsonl, one line per node whenever what it shows changed (`t` 
 lines for each step, and cluster-sync-3node-summary.json with the measured times. Every process started here is
 stopped at the end, also on failure.
 """
+
 import argparse
 import json
 import os
@@ -45,40 +46,60 @@ BACKENDS = (3311, 3312, 3313)
 # of the node it is made on, whose own proxysql_servers row it changes).
 MODULES = {
     "mysql_servers": {
-        "load": "LOAD MYSQL SERVERS TO RUNTIME", "names": ["mysql_servers", "mysql_servers_v2"],
+        "load": "LOAD MYSQL SERVERS TO RUNTIME",
+        "names": ["mysql_servers", "mysql_servers_v2"],
         "rows": "SELECT hostgroup_id, port, status, weight FROM {layer}mysql_servers ORDER BY hostgroup_id, port",
-        "change": lambda n, origin_port: ["DELETE FROM mysql_servers"] + [
-            f"INSERT INTO mysql_servers (hostgroup_id, hostname, port, weight) VALUES ({hg}, '127.0.0.1', {p}, {w})"
-            for hg, p, w in ((100, 3311, 1000), (101, 3312, 1000 + n), (101, 3313, 1000))]},
+        "change": lambda n, origin_port: (
+            ["DELETE FROM mysql_servers"]
+            + [
+                f"INSERT INTO mysql_servers (hostgroup_id, hostname, port, weight) VALUES ({hg}, '127.0.0.1', {p}, {w})"
+                for hg, p, w in ((100, 3311, 1000), (101, 3312, 1000 + n), (101, 3313, 1000))
+            ]
+        ),
+    },
     "mysql_users": {
-        "load": "LOAD MYSQL USERS TO RUNTIME", "names": ["mysql_users"],
+        "load": "LOAD MYSQL USERS TO RUNTIME",
+        "names": ["mysql_users"],
         "rows": "SELECT username, active, default_hostgroup, frontend, backend FROM {layer}mysql_users "
-                "ORDER BY username, frontend",
-        "change": lambda n, origin_port: ["DELETE FROM mysql_users",
-                             f"INSERT INTO mysql_users (username, password, default_hostgroup) "
-                             f"VALUES ('capture', 'capture', {100 + n % 2})"]},
+        "ORDER BY username, frontend",
+        "change": lambda n, origin_port: [
+            "DELETE FROM mysql_users",
+            f"INSERT INTO mysql_users (username, password, default_hostgroup) "
+            f"VALUES ('capture', 'capture', {100 + n % 2})",
+        ],
+    },
     "mysql_query_rules": {
-        "load": "LOAD MYSQL QUERY RULES TO RUNTIME", "names": ["mysql_query_rules"],
+        "load": "LOAD MYSQL QUERY RULES TO RUNTIME",
+        "names": ["mysql_query_rules"],
         "rows": "SELECT rule_id, active, match_digest, destination_hostgroup FROM {layer}mysql_query_rules "
-                "ORDER BY rule_id",
-        "change": lambda n, origin_port: ["DELETE FROM mysql_query_rules",
-                             f"INSERT INTO mysql_query_rules (rule_id, active, match_digest, destination_hostgroup,"
-                             f" apply) VALUES (10, 1, '^SELECT {n}', 101, 1)"]},
+        "ORDER BY rule_id",
+        "change": lambda n, origin_port: [
+            "DELETE FROM mysql_query_rules",
+            f"INSERT INTO mysql_query_rules (rule_id, active, match_digest, destination_hostgroup,"
+            f" apply) VALUES (10, 1, '^SELECT {n}', 101, 1)",
+        ],
+    },
     "mysql_variables": {
-        "load": "LOAD MYSQL VARIABLES TO RUNTIME", "names": ["mysql_variables"],
+        "load": "LOAD MYSQL VARIABLES TO RUNTIME",
+        "names": ["mysql_variables"],
         "rows": "SELECT variable_name, variable_value FROM {layer}global_variables "
-                "WHERE variable_name='mysql-max_connections'",
-        "change": lambda n, origin_port: [f"SET mysql-max_connections={2000 + n}"]},
+        "WHERE variable_name='mysql-max_connections'",
+        "change": lambda n, origin_port: [f"SET mysql-max_connections={2000 + n}"],
+    },
     "admin_variables": {
-        "load": "LOAD ADMIN VARIABLES TO RUNTIME", "names": ["admin_variables"],
+        "load": "LOAD ADMIN VARIABLES TO RUNTIME",
+        "names": ["admin_variables"],
         "rows": "SELECT variable_name, variable_value FROM {layer}global_variables "
-                "WHERE variable_name IN ('admin-refresh_interval', 'admin-cluster_mysql_servers_diffs_before_sync',"
-                " 'admin-cluster_mysql_servers_save_to_disk') ORDER BY variable_name",
-        "change": lambda n, origin_port: [f"SET admin-refresh_interval={2000 + n}"]},
+        "WHERE variable_name IN ('admin-refresh_interval', 'admin-cluster_mysql_servers_diffs_before_sync',"
+        " 'admin-cluster_mysql_servers_save_to_disk') ORDER BY variable_name",
+        "change": lambda n, origin_port: [f"SET admin-refresh_interval={2000 + n}"],
+    },
     "proxysql_servers": {
-        "load": "LOAD PROXYSQL SERVERS TO RUNTIME", "names": ["proxysql_servers"],
+        "load": "LOAD PROXYSQL SERVERS TO RUNTIME",
+        "names": ["proxysql_servers"],
         "rows": "SELECT hostname, port, weight, comment FROM {layer}proxysql_servers ORDER BY port",
-        "change": lambda n, origin_port: [f"UPDATE proxysql_servers SET weight={n} WHERE port={origin_port}"]},
+        "change": lambda n, origin_port: [f"UPDATE proxysql_servers SET weight={n} WHERE port={origin_port}"],
+    },
 }
 LAYERS = {"runtime": "runtime_", "memory": "main.", "disk": "disk."}
 
@@ -114,10 +135,16 @@ class Sampler(threading.Thread):
         line = {"module": self.module}
         for layer, prefix in LAYERS.items():
             line[layer] = fetch(conn, spec["rows"].format(layer=prefix))
-        line["checksum"] = fetch(conn, f"SELECT name, version, epoch, checksum FROM runtime_checksums_values "
-                                       f"WHERE name IN ({names}) ORDER BY name")
-        line["peers"] = fetch(conn, f"SELECT port, name, version, epoch, checksum, diff_check "
-                                    f"FROM stats_proxysql_servers_checksums WHERE name IN ({names}) ORDER BY port, name")
+        line["checksum"] = fetch(
+            conn,
+            f"SELECT name, version, epoch, checksum FROM runtime_checksums_values "
+            f"WHERE name IN ({names}) ORDER BY name",
+        )
+        line["peers"] = fetch(
+            conn,
+            f"SELECT port, name, version, epoch, checksum, diff_check "
+            f"FROM stats_proxysql_servers_checksums WHERE name IN ({names}) ORDER BY port, name",
+        )
         return line
 
     def run(self):
@@ -168,13 +195,18 @@ def settle(seconds=1.2):
 
 def run(binary, workdir, out_dir, loads):
     peers = {n: admin for n, (admin, _) in NODES.items()}
-    nodes = {n: RealProxySQL(binary, Path(workdir) / f"node-{n}", admin, client, peers=peers, name=n)
-             for n, (admin, client) in NODES.items()}
+    nodes = {
+        n: RealProxySQL(binary, Path(workdir) / f"node-{n}", admin, client, peers=peers, name=n)
+        for n, (admin, client) in NODES.items()
+    }
     busy = [p for ports in NODES.values() for p in ports if not port_is_free(p)]
     if busy:
         raise SystemExit(f"ports in use: {busy}")
-    summary = {"machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs, {platform.platform()}",
-               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "loads": loads}
+    summary = {
+        "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs, {platform.platform()}",
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "loads": loads,
+    }
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / "cluster-sync-3node.jsonl", "w") as out:
         t0 = time.monotonic()
@@ -184,8 +216,9 @@ def run(binary, workdir, out_dir, loads):
                 summary["version"] = n.start(fresh=True)
             sampler.event("three nodes started fresh", version=summary["version"])
             summary["checksum_names"] = [r[0] for r in nodes["a"].sql("SELECT name FROM runtime_checksums_values")]
-            summary["fresh_versions"] = {k: n.sql("SELECT name, version FROM runtime_checksums_values")
-                                         for k, n in nodes.items()}
+            summary["fresh_versions"] = {
+                k: n.sql("SELECT name, version FROM runtime_checksums_values") for k, n in nodes.items()
+            }
             sampler.start()
             time.sleep(2.5)
             a, b, c = nodes["a"], nodes["b"], nodes["c"]
@@ -202,9 +235,11 @@ def run(binary, workdir, out_dir, loads):
                     got = wait_converged(nodes, a, module, t_load)
                     sampler.event(f"1. {module} pulled", seconds=got)
                     times.append(got)
-                    time.sleep(0.3)   # the peers' save to disk follows their LOAD
+                    time.sleep(0.3)  # the peers' save to disk follows their LOAD
                 summary["propagation"][module] = {
-                    "seconds": times, "peer_layers_after": {k: layers(n, module) for k, n in nodes.items()}}
+                    "seconds": times,
+                    "peer_layers_after": {k: layers(n, module) for k, n in nodes.items()},
+                }
 
             # 2. save_to_disk=false on c
             sampler.module = "admin_variables"
@@ -212,9 +247,13 @@ def run(binary, workdir, out_dir, loads):
             c.sql("SET admin-cluster_mysql_servers_save_to_disk='false'", "LOAD ADMIN VARIABLES TO RUNTIME")
             sampler.event("2. c: admin-cluster_mysql_servers_save_to_disk=false, LOAD ADMIN VARIABLES")
             time.sleep(5)
-            summary["save_to_disk_travels"] = {k: n.sql(
-                "SELECT variable_value FROM runtime_global_variables "
-                "WHERE variable_name='admin-cluster_mysql_servers_save_to_disk'")[0][0] for k, n in nodes.items()}
+            summary["save_to_disk_travels"] = {
+                k: n.sql(
+                    "SELECT variable_value FROM runtime_global_variables "
+                    "WHERE variable_name='admin-cluster_mysql_servers_save_to_disk'"
+                )[0][0]
+                for k, n in nodes.items()
+            }
             sampler.module = "mysql_servers"
             settle()
             t_load = change(a, "mysql_servers", 50)
@@ -222,35 +261,49 @@ def run(binary, workdir, out_dir, loads):
             got = wait_converged(nodes, a, "mysql_servers", t_load)
             time.sleep(1.0)
             sampler.event("2. pulled", seconds=got)
-            summary["save_to_disk_false"] = {"seconds": got, "layers": {k: layers(n, "mysql_servers")
-                                                                        for k, n in nodes.items()}}
+            summary["save_to_disk_false"] = {
+                "seconds": got,
+                "layers": {k: layers(n, "mysql_servers") for k, n in nodes.items()},
+            }
 
             # 4. the hold: diffs_before_sync=0 on b for mysql_servers
             settle()
             b.sql("SET admin-cluster_mysql_servers_diffs_before_sync=0", "LOAD ADMIN VARIABLES TO RUNTIME")
             sampler.event("4. b: admin-cluster_mysql_servers_diffs_before_sync=0, LOAD ADMIN VARIABLES")
             time.sleep(5)
-            summary["diffs_0_travels"] = {k: n.sql(
-                "SELECT variable_value FROM runtime_global_variables "
-                "WHERE variable_name='admin-cluster_mysql_servers_diffs_before_sync'")[0][0] for k, n in nodes.items()}
+            summary["diffs_0_travels"] = {
+                k: n.sql(
+                    "SELECT variable_value FROM runtime_global_variables "
+                    "WHERE variable_name='admin-cluster_mysql_servers_diffs_before_sync'"
+                )[0][0]
+                for k, n in nodes.items()
+            }
             settle()
             t_load = change(a, "mysql_servers", 60)
             sampler.event("4. a: mysql_servers change 60, LOAD (b holds)")
             held = wait_converged(nodes, a, "mysql_servers", t_load, timeout=8.0)
             sampler.event("4. after 8 s", seconds=held)
-            peers_b = b.sql("SELECT port, diff_check FROM stats_proxysql_servers_checksums "
-                            "WHERE name='mysql_servers' ORDER BY port")
+            peers_b = b.sql(
+                "SELECT port, diff_check FROM stats_proxysql_servers_checksums WHERE name='mysql_servers' ORDER BY port"
+            )
             b.sql("SET admin-cluster_mysql_servers_diffs_before_sync=3", "LOAD ADMIN VARIABLES TO RUNTIME")
             t_restore = time.monotonic()
             sampler.event("4. b: diffs_before_sync back to 3, LOAD ADMIN VARIABLES")
             released = wait_converged({"a": a, "b": b}, a, "mysql_servers", t_restore, timeout=10.0)
             sampler.event("4. b pulled after the restore", seconds=released)
-            summary["hold"] = {"after_8s": held, "b_diff_check_while_held": peers_b,
-                               "b_pulled_after_restore_s": released["b"]}
-            time.sleep(5)   # the admin variables LOADs settle
-            summary["after_hold_diffs"] = {k: n.sql(
-                "SELECT variable_value FROM runtime_global_variables "
-                "WHERE variable_name='admin-cluster_mysql_servers_diffs_before_sync'")[0][0] for k, n in nodes.items()}
+            summary["hold"] = {
+                "after_8s": held,
+                "b_diff_check_while_held": peers_b,
+                "b_pulled_after_restore_s": released["b"],
+            }
+            time.sleep(5)  # the admin variables LOADs settle
+            summary["after_hold_diffs"] = {
+                k: n.sql(
+                    "SELECT variable_value FROM runtime_global_variables "
+                    "WHERE variable_name='admin-cluster_mysql_servers_diffs_before_sync'"
+                )[0][0]
+                for k, n in nodes.items()
+            }
 
             # 3a. restart of one peer (c) while a changes
             sampler.module = "mysql_servers"
@@ -267,8 +320,11 @@ def run(binary, workdir, out_dir, loads):
             versions = c.sql("SELECT name, version, checksum FROM runtime_checksums_values ORDER BY name")
             pulled = wait_converged({"a": a, "c": c}, a, "mysql_servers", up, timeout=10.0)
             sampler.event("3a. c pulled", seconds=pulled)
-            summary["restart_one"] = {"versions_at_start": versions, "pulled_after_admin_up_s": pulled["c"],
-                                      "versions_after": c.sql("SELECT name, version FROM runtime_checksums_values")}
+            summary["restart_one"] = {
+                "versions_at_start": versions,
+                "pulled_after_admin_up_s": pulled["c"],
+                "versions_after": c.sql("SELECT name, version FROM runtime_checksums_values"),
+            }
             time.sleep(1.0)
 
             # 3b. all three restarted: c's disk is stale (save_to_disk=false on c), versions 1 everywhere
@@ -279,15 +335,19 @@ def run(binary, workdir, out_dir, loads):
             t_up = time.monotonic()
             sampler.event("3b. all three started from their datadirs")
             summary["restart_all"] = {
-                "versions": {k: n.sql("SELECT name, version, checksum FROM runtime_checksums_values ORDER BY name")
-                             for k, n in nodes.items()},
-                "disk_servers": {k: layers(n, "mysql_servers")["disk"] for k, n in nodes.items()}}
+                "versions": {
+                    k: n.sql("SELECT name, version, checksum FROM runtime_checksums_values ORDER BY name")
+                    for k, n in nodes.items()
+                },
+                "disk_servers": {k: layers(n, "mysql_servers")["disk"] for k, n in nodes.items()},
+            }
             frozen = wait_converged(nodes, a, "mysql_servers", t_up, timeout=10.0)
             sampler.event("3b. 10 s after the restart", seconds=frozen)
             summary["restart_all"]["converged_within_10s"] = frozen
             summary["restart_all"]["diff_check_on_c"] = c.sql(
                 "SELECT port, version, diff_check FROM stats_proxysql_servers_checksums "
-                "WHERE name='mysql_servers' ORDER BY port")
+                "WHERE name='mysql_servers' ORDER BY port"
+            )
             # a LOAD on a candidate (a, same memory) lifts its version to 2: it becomes a source
             a.sql("LOAD MYSQL SERVERS TO RUNTIME")
             t_load = time.monotonic()
@@ -297,7 +357,8 @@ def run(binary, workdir, out_dir, loads):
             summary["restart_all"]["after_load_on_a"] = got
             summary["restart_all"]["versions_after"] = {
                 k: n.sql("SELECT version, epoch, checksum FROM runtime_checksums_values WHERE name='mysql_servers'")
-                for k, n in nodes.items()}
+                for k, n in nodes.items()
+            }
             time.sleep(1.0)
         finally:
             sampler.stopping.set()
@@ -309,9 +370,13 @@ def run(binary, workdir, out_dir, loads):
     for module, got in summary.get("propagation", {}).items():
         secs = [s for run_ in got["seconds"] for s in run_.values() if s is not None]
         missing = sum(s is None for run_ in got["seconds"] for s in run_.values())
-        prop[module] = {"median": round(statistics.median(secs), 3) if secs else None,
-                        "max": max(secs) if secs else None, "min": min(secs) if secs else None,
-                        "pulls": len(secs), "not_pulled_in_10s": missing}
+        prop[module] = {
+            "median": round(statistics.median(secs), 3) if secs else None,
+            "max": max(secs) if secs else None,
+            "min": min(secs) if secs else None,
+            "pulls": len(secs),
+            "not_pulled_in_10s": missing,
+        }
     summary["propagation_table"] = prop
     (out_dir / "cluster-sync-3node-summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps(prop, indent=1))

@@ -16,6 +16,7 @@ its galera row, the placement before the action and each change of it with its t
 Every node state changed here is restored (read_only, wsrep_desync OFF; a stopped node started again) and the
 ProxySQL process stopped, also on failure.
 """
+
 import argparse
 import json
 import time
@@ -28,14 +29,16 @@ from lab.real_proxysql import RealProxySQL
 REPO = Path(__file__).resolve().parents[1]
 WRITER, READER, BACKUP, OFFLINE = 100, 101, 102, 9101
 WEIGHTS = {3311: 1000, 3312: 900, 3313: 800}
-SERVERS_SQL = ("SELECT hostgroup_id, port, status, weight FROM {}mysql_servers ORDER BY hostgroup_id, port")
+SERVERS_SQL = "SELECT hostgroup_id, port, status, weight FROM {}mysql_servers ORDER BY hostgroup_id, port"
 
 
 def galera_row(max_writers=1, writer_is_also_reader=0):
-    return (f"INSERT INTO mysql_galera_hostgroups (writer_hostgroup, backup_writer_hostgroup, reader_hostgroup, "
-            f"offline_hostgroup, active, max_writers, writer_is_also_reader, max_transactions_behind, comment) "
-            f"VALUES ({WRITER}, {BACKUP}, {READER}, {OFFLINE}, 1, {max_writers}, {writer_is_also_reader}, 100, "
-            f"'capture')")
+    return (
+        f"INSERT INTO mysql_galera_hostgroups (writer_hostgroup, backup_writer_hostgroup, reader_hostgroup, "
+        f"offline_hostgroup, active, max_writers, writer_is_also_reader, max_transactions_behind, comment) "
+        f"VALUES ({WRITER}, {BACKUP}, {READER}, {OFFLINE}, 1, {max_writers}, {writer_is_also_reader}, 100, "
+        f"'capture')"
+    )
 
 
 # name: (galera row kwargs, servers [(hostgroup, port, weight)] or None for all three in the writer hostgroup,
@@ -45,8 +48,11 @@ CASES = {
     "wiar1": ({"writer_is_also_reader": 1}, None, None),
     "wiar2": ({"writer_is_also_reader": 2}, None, None),
     "max_writers2_wiar1": ({"max_writers": 2, "writer_is_also_reader": 1}, None, None),
-    "wiar1_servers_in_reader_hg": ({"writer_is_also_reader": 1},
-                                   [(WRITER, 3311, 1000), (READER, 3312, 1000), (READER, 3313, 1000)], None),
+    "wiar1_servers_in_reader_hg": (
+        {"writer_is_also_reader": 1},
+        [(WRITER, 3311, 1000), (READER, 3312, 1000), (READER, 3313, 1000)],
+        None,
+    ),
     "wiar1_read_only_node3": ({"writer_is_also_reader": 1}, None, (3, "read_only")),
     "wiar1_read_only_writer": ({"writer_is_also_reader": 1}, None, (1, "read_only")),
     "wiar1_desync_node2": ({"writer_is_also_reader": 1}, None, (2, "desync")),
@@ -55,9 +61,11 @@ CASES = {
     "wiar1_writer_stopped": ({"writer_is_also_reader": 1}, None, (1, "stop")),
     "wiar0_writer_stopped": ({"writer_is_also_reader": 0}, None, (1, "stop")),
 }
-ACTIONS = {"read_only": ("SET GLOBAL read_only=ON", "SET GLOBAL read_only=OFF"),
-           "desync": ("SET GLOBAL wsrep_desync=ON", "SET GLOBAL wsrep_desync=OFF"),
-           "reject_queries": ("SET GLOBAL wsrep_reject_queries=ALL", "SET GLOBAL wsrep_reject_queries=NONE")}
+ACTIONS = {
+    "read_only": ("SET GLOBAL read_only=ON", "SET GLOBAL read_only=OFF"),
+    "desync": ("SET GLOBAL wsrep_desync=ON", "SET GLOBAL wsrep_desync=OFF"),
+    "reject_queries": ("SET GLOBAL wsrep_reject_queries=ALL", "SET GLOBAL wsrep_reject_queries=NONE"),
+}
 
 
 def rows(node, prefix=""):
@@ -87,11 +95,17 @@ def backend_sql(lab, n, statement):
 def run_case(proxy, lab, name, row, servers, action, quiet):
     proxy.sql("DELETE FROM mysql_servers", "DELETE FROM mysql_galera_hostgroups", galera_row(**row))
     for hg, port, weight in servers or [(WRITER, p, w) for p, w in WEIGHTS.items()]:
-        proxy.sql(f"INSERT INTO mysql_servers (hostgroup_id, hostname, port, weight) "
-                  f"VALUES ({hg}, '127.0.0.1', {port}, {weight})")
+        proxy.sql(
+            f"INSERT INTO mysql_servers (hostgroup_id, hostname, port, weight) "
+            f"VALUES ({hg}, '127.0.0.1', {port}, {weight})"
+        )
     proxy.sql("LOAD MYSQL SERVERS TO RUNTIME")
-    out = {"case": name, "galera": proxy.sql("SELECT * FROM runtime_mysql_galera_hostgroups"),
-           "memory_configured": rows(proxy), "after_load": watch(proxy, quiet)}
+    out = {
+        "case": name,
+        "galera": proxy.sql("SELECT * FROM runtime_mysql_galera_hostgroups"),
+        "memory_configured": rows(proxy),
+        "after_load": watch(proxy, quiet),
+    }
     if action:
         n, what = action
         began = time.monotonic()
@@ -113,7 +127,8 @@ def run_case(proxy, lab, name, row, servers, action, quiet):
         "SELECT port, time_start_us, success_time_us, primary_partition, read_only, wsrep_local_recv_queue, "
         "wsrep_local_state, wsrep_desync, wsrep_reject_queries, wsrep_sst_donor_rejects_queries, pxc_maint_mode, "
         "error FROM monitor.mysql_server_galera_log WHERE (port, time_start_us) IN "
-        "(SELECT port, MAX(time_start_us) FROM monitor.mysql_server_galera_log GROUP BY port) ORDER BY port")
+        "(SELECT port, MAX(time_start_us) FROM monitor.mysql_server_galera_log GROUP BY port) ORDER BY port"
+    )
     return out
 
 
@@ -132,9 +147,19 @@ def main():
     try:
         version = proxy.start(fresh=True)
         with open(out_dir / "capture.jsonl", "w") as out:
-            out.write(json.dumps({"version": version, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                                  "monitor": proxy.sql("SELECT variable_name, variable_value FROM global_variables "
-                                                       "WHERE variable_name LIKE 'mysql-monitor_galera%'")}) + "\n")
+            out.write(
+                json.dumps(
+                    {
+                        "version": version,
+                        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                        "monitor": proxy.sql(
+                            "SELECT variable_name, variable_value FROM global_variables "
+                            "WHERE variable_name LIKE 'mysql-monitor_galera%'"
+                        ),
+                    }
+                )
+                + "\n"
+            )
             for name in args.cases:
                 try:
                     line = run_case(proxy, lab, name, *CASES[name], args.quiet)

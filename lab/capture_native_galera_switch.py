@@ -14,6 +14,7 @@ the client port all along, then loads the case's rows and samples runtime_mysql_
 seconds. Output: one JSON line per case on stdout and in --out: the placement's changes with their times, the clients'
 errors and slowest insert, and which backend took the writes.
 """
+
 import argparse
 import json
 import threading
@@ -26,12 +27,16 @@ from lab.galera import GaleraLab
 from lab.real_proxysql import RealProxySQL
 
 REPO = Path(__file__).resolve().parents[1]
-SERVER = "INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight,max_connections,status) " \
-         "VALUES ({hg},'127.0.0.1',{port},{weight},2000,'{status}')"
+SERVER = (
+    "INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight,max_connections,status) "
+    "VALUES ({hg},'127.0.0.1',{port},{weight},2000,'{status}')"
+)
 LAYOUT = [(100, 3311, 1000, "ONLINE"), (100, 3312, 900, "ONLINE"), (100, 3313, 800, "ONLINE")]
-GALERA = ("INSERT INTO mysql_galera_hostgroups (writer_hostgroup,backup_writer_hostgroup,reader_hostgroup,"
-          "offline_hostgroup,active,max_writers,writer_is_also_reader,max_transactions_behind) "
-          "VALUES (100,102,101,9101,1,1,1,100)")
+GALERA = (
+    "INSERT INTO mysql_galera_hostgroups (writer_hostgroup,backup_writer_hostgroup,reader_hostgroup,"
+    "offline_hostgroup,active,max_writers,writer_is_also_reader,max_transactions_behind) "
+    "VALUES (100,102,101,9101,1,1,1,100)"
+)
 # name: the rows loaded (hostgroup, port, weight, status)
 CASES = {
     # the old writer OFFLINE_SOFT in its configured row, nothing else
@@ -39,14 +44,32 @@ CASES = {
     # the new writer's weight above the old one's, nothing else
     "configured_weight": [(100, 3311, 1000, "ONLINE"), (100, 3312, 2000, "ONLINE"), (100, 3313, 800, "ONLINE")],
     # Monitor's placement as loaded rows (no SHUNNED row written), the old writer OFFLINE_SOFT in the writer hostgroup
-    "placed_soft": [(100, 3311, 1000, "OFFLINE_SOFT"), (101, 3311, 1000, "ONLINE"), (101, 3312, 900, "ONLINE"),
-                    (101, 3313, 800, "ONLINE"), (102, 3312, 900, "ONLINE"), (102, 3313, 800, "ONLINE")],
+    "placed_soft": [
+        (100, 3311, 1000, "OFFLINE_SOFT"),
+        (101, 3311, 1000, "ONLINE"),
+        (101, 3312, 900, "ONLINE"),
+        (101, 3313, 800, "ONLINE"),
+        (102, 3312, 900, "ONLINE"),
+        (102, 3313, 800, "ONLINE"),
+    ],
     # the same with the weights of 3311 and 3312 swapped
-    "placed_soft_swapped": [(100, 3311, 900, "OFFLINE_SOFT"), (101, 3311, 900, "ONLINE"), (101, 3312, 1000, "ONLINE"),
-                            (101, 3313, 800, "ONLINE"), (102, 3312, 1000, "ONLINE"), (102, 3313, 800, "ONLINE")],
+    "placed_soft_swapped": [
+        (100, 3311, 900, "OFFLINE_SOFT"),
+        (101, 3311, 900, "ONLINE"),
+        (101, 3312, 1000, "ONLINE"),
+        (101, 3313, 800, "ONLINE"),
+        (102, 3312, 1000, "ONLINE"),
+        (102, 3313, 800, "ONLINE"),
+    ],
     # the placement Monitor would make with the weights swapped: 3312 the writer, 3311 a backup writer
-    "placed_moved_swapped": [(100, 3312, 1000, "ONLINE"), (101, 3311, 900, "ONLINE"), (101, 3312, 1000, "ONLINE"),
-                             (101, 3313, 800, "ONLINE"), (102, 3311, 900, "ONLINE"), (102, 3313, 800, "ONLINE")],
+    "placed_moved_swapped": [
+        (100, 3312, 1000, "ONLINE"),
+        (101, 3311, 900, "ONLINE"),
+        (101, 3312, 1000, "ONLINE"),
+        (101, 3313, 800, "ONLINE"),
+        (102, 3311, 900, "ONLINE"),
+        (102, 3313, 800, "ONLINE"),
+    ],
     # the configured rows with the weights swapped (what a restart would load after such a switchover)
     "configured_swapped": [(100, 3311, 900, "ONLINE"), (100, 3312, 1000, "ONLINE"), (100, 3313, 800, "ONLINE")],
 }
@@ -63,8 +86,9 @@ class Writer(threading.Thread):
         while not self.stop.is_set():
             try:
                 if conn is None:
-                    conn = MySQLdb.connect(host="127.0.0.1", port=self.port, user="app", passwd="app", db="app",
-                                           autocommit=True)
+                    conn = MySQLdb.connect(
+                        host="127.0.0.1", port=self.port, user="app", passwd="app", db="app", autocommit=True
+                    )
                 start = time.monotonic()
                 cur = conn.cursor()
                 cur.execute("INSERT INTO app.switch_load (tag, port) VALUES (%s, @@port)", (self.tag,))
@@ -78,21 +102,29 @@ class Writer(threading.Thread):
 
 
 def placement(proxy):
-    return [list(r) for r in proxy.sql("SELECT hostgroup_id, port, status, weight FROM runtime_mysql_servers "
-                                       "ORDER BY hostgroup_id, port")]
+    return [
+        list(r)
+        for r in proxy.sql(
+            "SELECT hostgroup_id, port, status, weight FROM runtime_mysql_servers ORDER BY hostgroup_id, port"
+        )
+    ]
 
 
 def load(proxy, rows):
-    proxy.sql("DELETE FROM mysql_servers", *[SERVER.format(hg=hg, port=p, weight=w, status=s) for hg, p, w, s in rows],
-              "LOAD MYSQL SERVERS TO RUNTIME")
+    proxy.sql(
+        "DELETE FROM mysql_servers",
+        *[SERVER.format(hg=hg, port=p, weight=w, status=s) for hg, p, w, s in rows],
+        "LOAD MYSQL SERVERS TO RUNTIME",
+    )
 
 
 def settle(proxy, writer_port, limit=30):
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         now = placement(proxy)
-        if [r[1] for r in now if r[0] == "100" and r[2] == "ONLINE"] == [str(writer_port)] and \
-                any(r[0] == "102" for r in now):
+        if [r[1] for r in now if r[0] == "100" and r[2] == "ONLINE"] == [str(writer_port)] and any(
+            r[0] == "102" for r in now
+        ):
             return now
         time.sleep(0.2)
     raise RuntimeError(f"not placed: {placement(proxy)}")
@@ -128,11 +160,22 @@ def run_case(proxy, lab, name, rows, quiet):
         cur = conn.cursor()
         cur.execute("SELECT port, COUNT(*) FROM app.switch_load GROUP BY port")
         by_port = {str(p): n for p, n in cur.fetchall()}
-    return {"case": name, "loaded": rows, "changes": changes, "errors": [e for w in writers for e in w.errors][:20],
-            "error_count": sum(len(w.errors) for w in writers), "rows": sum(w.rows for w in writers),
-            "slowest_ms": round(max(w.slowest_ms for w in writers), 1), "rows_by_backend_port": by_port,
-            "memory": [list(r) for r in proxy.sql("SELECT hostgroup_id, port, status, weight FROM mysql_servers "
-                                                  "ORDER BY hostgroup_id, port")]}
+    return {
+        "case": name,
+        "loaded": rows,
+        "changes": changes,
+        "errors": [e for w in writers for e in w.errors][:20],
+        "error_count": sum(len(w.errors) for w in writers),
+        "rows": sum(w.rows for w in writers),
+        "slowest_ms": round(max(w.slowest_ms for w in writers), 1),
+        "rows_by_backend_port": by_port,
+        "memory": [
+            list(r)
+            for r in proxy.sql(
+                "SELECT hostgroup_id, port, status, weight FROM mysql_servers ORDER BY hostgroup_id, port"
+            )
+        ],
+    }
 
 
 def main():
@@ -146,16 +189,22 @@ def main():
     lab = GaleraLab()
     with lab.root_connection(1) as conn:
         cur = conn.cursor()
-        cur.execute("CREATE TABLE IF NOT EXISTS app.switch_load (id INT AUTO_INCREMENT PRIMARY KEY, tag VARCHAR(20), "
-                    "port INT)")
+        cur.execute(
+            "CREATE TABLE IF NOT EXISTS app.switch_load (id INT AUTO_INCREMENT PRIMARY KEY, tag VARCHAR(20), port INT)"
+        )
     proxy = RealProxySQL(args.binary, Path(args.workdir), 16432, 16433, name="native-switch")
     try:
         version = proxy.start(fresh=True)
-        proxy.sql("DELETE FROM mysql_galera_hostgroups", GALERA,
-                  "INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','app',100)",
-                  "LOAD MYSQL USERS TO RUNTIME")
+        proxy.sql(
+            "DELETE FROM mysql_galera_hostgroups",
+            GALERA,
+            "INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','app',100)",
+            "LOAD MYSQL USERS TO RUNTIME",
+        )
         with open(args.out, "w") as out:
-            out.write(json.dumps({"version": version, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}) + "\n")
+            out.write(
+                json.dumps({"version": version, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}) + "\n"
+            )
             for name in args.cases:
                 line = run_case(proxy, lab, name, CASES[name], args.quiet)
                 out.write(json.dumps(line) + "\n")

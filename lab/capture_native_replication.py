@@ -19,6 +19,7 @@ the final runtime, memory and disk rows, Monitor's mysql_server_read_only_log ro
 per backend), and the backends' read_only as the lab reads them at the end. Every lab state changed is undone
 (heal: node 1 primary again) and the ProxySQL process stopped, also on failure.
 """
+
 import argparse
 import json
 import threading
@@ -44,8 +45,12 @@ CASES = {
     "replica3_writable": ("read_only", None, {}, "read_only_off 3"),
     "writer_read_only": ("read_only", None, {}, "read_only_on 1"),
     "promote2": ("read_only", None, {}, "promote 2"),
-    "promote2_writer_is_also_reader_false": ("read_only", None, {"mysql-monitor_writer_is_also_reader": "false"},
-                                             "promote 2"),
+    "promote2_writer_is_also_reader_false": (
+        "read_only",
+        None,
+        {"mysql-monitor_writer_is_also_reader": "false"},
+        "promote 2",
+    ),
     "writer_killed": ("read_only", None, {}, "kill 1"),
     "check_innodb_read_only": ("innodb_read_only", None, {}, None),
     "check_super_read_only": ("super_read_only", None, {}, None),
@@ -99,44 +104,58 @@ def backend_sql(lab, n, statement):
 def act(lab, action):
     what, n = action.split()
     n = int(n)
-    return {"read_only_on": lambda: backend_sql(lab, n, "SET GLOBAL read_only=ON"),
-            "read_only_off": lambda: backend_sql(lab, n, "SET GLOBAL read_only=OFF"),
-            "promote": lambda: lab.promote(n),
-            "kill": lambda: lab.kill(n)}[what]
+    return {
+        "read_only_on": lambda: backend_sql(lab, n, "SET GLOBAL read_only=ON"),
+        "read_only_off": lambda: backend_sql(lab, n, "SET GLOBAL read_only=OFF"),
+        "promote": lambda: lab.promote(n),
+        "kill": lambda: lab.kill(n),
+    }[what]
 
 
 def run_case(proxy, lab, name, check_type, servers, variables, action, quiet):
     port = {n: lab.node(n).port for n in (1, 2, 3)}
-    proxy.sql("DELETE FROM mysql_servers", "DELETE FROM mysql_replication_hostgroups",
-              f"INSERT INTO mysql_replication_hostgroups (writer_hostgroup, reader_hostgroup, check_type, comment) "
-              f"VALUES ({WRITER}, {READER}, '{check_type}', 'capture')")
+    proxy.sql(
+        "DELETE FROM mysql_servers",
+        "DELETE FROM mysql_replication_hostgroups",
+        f"INSERT INTO mysql_replication_hostgroups (writer_hostgroup, reader_hostgroup, check_type, comment) "
+        f"VALUES ({WRITER}, {READER}, '{check_type}', 'capture')",
+    )
     for hg, n in servers or [(WRITER, 1), (READER, 2), (READER, 3)]:
-        proxy.sql(f"INSERT INTO mysql_servers (hostgroup_id, hostname, port, weight) "
-                  f"VALUES ({hg}, '127.0.0.1', {port[n]}, 1000)")
+        proxy.sql(
+            f"INSERT INTO mysql_servers (hostgroup_id, hostname, port, weight) "
+            f"VALUES ({hg}, '127.0.0.1', {port[n]}, 1000)"
+        )
     defaults = {}
     for var, value in variables.items():
         defaults[var] = proxy.sql(f"SELECT variable_value FROM global_variables WHERE variable_name='{var}'")[0][0]
         proxy.sql(f"UPDATE global_variables SET variable_value='{value}' WHERE variable_name='{var}'")
     if variables:
         proxy.sql("LOAD MYSQL VARIABLES TO RUNTIME")
-    out = {"case": name, "check_type": check_type, "variables": variables,
-           "memory_configured": rows(proxy.conn)}
+    out = {"case": name, "check_type": check_type, "variables": variables, "memory_configured": rows(proxy.conn)}
     out["after_load"] = watch(proxy.admin_port, quiet, lambda: proxy.sql("LOAD MYSQL SERVERS TO RUNTIME"))
-    out["replication"] = {layer: proxy.sql(REPLICATION_SQL.format(prefix))
-                          for layer, prefix in (("memory", ""), ("runtime", "runtime_"), ("disk", "disk."))}
+    out["replication"] = {
+        layer: proxy.sql(REPLICATION_SQL.format(prefix))
+        for layer, prefix in (("memory", ""), ("runtime", "runtime_"), ("disk", "disk."))
+    }
     began_us = int(time.time() * 1e6)
     if action:
         out["action"] = action
         t0 = time.monotonic()
         out["after_action"] = watch(proxy.admin_port, quiet, act(lab, action))
         out["action_took_s"] = round(time.monotonic() - t0, 2)
-    out["final"] = {"runtime": rows(proxy.conn, "runtime_"), "memory": rows(proxy.conn), "disk": rows(proxy.conn, "disk.")}
+    out["final"] = {
+        "runtime": rows(proxy.conn, "runtime_"),
+        "memory": rows(proxy.conn),
+        "disk": rows(proxy.conn, "disk."),
+    }
     out["read_only_log"] = proxy.sql(
         f"SELECT port, time_start_us, success_time_us, read_only, error FROM monitor.mysql_server_read_only_log "
-        f"WHERE time_start_us >= {began_us} ORDER BY time_start_us, port" if action else
-        "SELECT port, time_start_us, success_time_us, read_only, error FROM monitor.mysql_server_read_only_log "
+        f"WHERE time_start_us >= {began_us} ORDER BY time_start_us, port"
+        if action
+        else "SELECT port, time_start_us, success_time_us, read_only, error FROM monitor.mysql_server_read_only_log "
         "WHERE (port, time_start_us) IN (SELECT port, MAX(time_start_us) FROM monitor.mysql_server_read_only_log "
-        "GROUP BY port) ORDER BY port")
+        "GROUP BY port) ORDER BY port"
+    )
     out["backends_read_only"] = {}
     for n in (1, 2, 3):
         try:
@@ -168,12 +187,21 @@ def main():
     try:
         version = proxy.start(fresh=True)
         with open(out_dir / "capture.jsonl", "w") as out:
-            out.write(json.dumps({
-                "version": version, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                "ports": {n: lab.node(n).port for n in (1, 2, 3)},
-                "monitor": proxy.sql("SELECT variable_name, variable_value FROM global_variables WHERE variable_name "
-                                     "LIKE 'mysql-monitor_read_only%' OR variable_name IN "
-                                     "('mysql-monitor_writer_is_also_reader', 'mysql-monitor_enabled')")}) + "\n")
+            out.write(
+                json.dumps(
+                    {
+                        "version": version,
+                        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                        "ports": {n: lab.node(n).port for n in (1, 2, 3)},
+                        "monitor": proxy.sql(
+                            "SELECT variable_name, variable_value FROM global_variables WHERE variable_name "
+                            "LIKE 'mysql-monitor_read_only%' OR variable_name IN "
+                            "('mysql-monitor_writer_is_also_reader', 'mysql-monitor_enabled')"
+                        ),
+                    }
+                )
+                + "\n"
+            )
             for name in args.cases:
                 try:
                     line = run_case(proxy, lab, name, *CASES[name], args.quiet)

@@ -1,5 +1,6 @@
 """Tasks for tests of the Celery worker itself (the broker lost under it): a worker started by a test with
 `--include lab.celery_probe` runs them; product code never queues them."""
+
 import time
 from pathlib import Path
 

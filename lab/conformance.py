@@ -6,6 +6,7 @@ one of lab/reference/conformance/*.sql (one statement a line, `--` comments). Ev
 whatever the transcript's own `compare` rule says; a difference is allowed only when lab/reference/conformance/
 differences.json lists it, with its reason (what a double cannot be: timing, scale, a process's own figures).
 """
+
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +24,9 @@ DOUBLE_VERSION = {"2.7.1": "2.7", "2.5.5": "2.5"}
 @dataclass(frozen=True)
 class Answer:
     columns: tuple  # column names
-    rows: tuple     # each a tuple of str / None
+    rows: tuple  # each a tuple of str / None
     rowcount: int | None  # for a statement without a result set
-    error: str | None     # the error's text (its code is 1045 for every admin error: not told apart)
+    error: str | None  # the error's text (its code is 1045 for every admin error: not told apart)
 
     def shown(self):
         if self.error:
@@ -60,8 +61,10 @@ def replay(port, statements, user="admin", password="admin"):
             finally:
                 pass
             if cur.description:
-                rows = tuple(tuple(v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in r)
-                             for r in cur.fetchall())
+                rows = tuple(
+                    tuple(v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in r)
+                    for r in cur.fetchall()
+                )
                 out.append(Answer(tuple(d[0] for d in cur.description), rows, None, None))
             else:
                 out.append(Answer((), (), cur.rowcount, None))
@@ -73,8 +76,7 @@ def replay(port, statements, user="admin", password="admin"):
 
 def differences(script, statements, double_answers, real_answers):
     """[(step number from 1, sql, double's answer, real's answer)] where they differ."""
-    return [(n, sql, d, r) for n, (sql, d, r) in enumerate(zip(statements, double_answers, real_answers), 1)
-            if d != r]
+    return [(n, sql, d, r) for n, (sql, d, r) in enumerate(zip(statements, double_answers, real_answers), 1) if d != r]
 
 
 def allowed():
@@ -87,11 +89,15 @@ def unexplained(version, script, found):
     """The differences of one script on one version that differences.json does not list for that version, and the
     ones it lists that did not occur (the double answers as the real one there now: the entry must go)."""
     listed = allowed()
-    out = [f"{script} step {n} ({version}): {sql[:100]}\n    double: {d.shown()}\n    real:   {r.shown()}"
-           for n, sql, d, r in found
-           if version not in listed.get((script, n), {}).get("versions", ())]
+    out = [
+        f"{script} step {n} ({version}): {sql[:100]}\n    double: {d.shown()}\n    real:   {r.shown()}"
+        for n, sql, d, r in found
+        if version not in listed.get((script, n), {}).get("versions", ())
+    ]
     seen = {n for n, *_ in found}
-    out += [f"{script} step {n} ({version}) is listed in differences.json but did not differ: remove it"
-            for (name, n), entry in sorted(listed.items()) if name == script and version in entry["versions"]
-            and n not in seen]
+    out += [
+        f"{script} step {n} ({version}) is listed in differences.json but did not differ: remove it"
+        for (name, n), entry in sorted(listed.items())
+        if name == script and version in entry["versions"] and n not in seen
+    ]
     return out

@@ -6,14 +6,24 @@ of another machine may be twice as slow (CI machines were measured 2.2 times apa
 scaling it by budgets' calibration_ms over this machine's: the budget of a slower machine grows with it, and a
 regression of the code still shows as one.
 """
+
 import json
 import statistics
 import time
 
 
 def _work():
-    rows = [{"hostgroup": i % 7, "hostname": f"10.0.{i % 250}.{i % 13}", "port": 3306 + i % 3, "status": "ONLINE",
-             "ConnUsed": str(i % 17), "Queries": str(i * 31)} for i in range(3000)]
+    rows = [
+        {
+            "hostgroup": i % 7,
+            "hostname": f"10.0.{i % 250}.{i % 13}",
+            "port": 3306 + i % 3,
+            "status": "ONLINE",
+            "ConnUsed": str(i % 17),
+            "Queries": str(i * 31),
+        }
+        for i in range(3000)
+    ]
     text = json.dumps(rows)
     back = json.loads(text)
     total = 0

@@ -13,6 +13,7 @@ The doubles are configured through their admin port with plain admin SQL, exactl
 have configured a real ProxySQL before adopting it into the product. How the processes are started
 and stopped (one process group each, pid files): lab/demo_processes.py.
 """
+
 import argparse
 import os
 import signal
@@ -66,15 +67,24 @@ def seed_statements(backend_ports=GALERA_PORTS, peers=()):
     """Admin SQL that sets up one ProxySQL like the seeds' (servers, monitor user, cluster peers)."""
     statements = ["DELETE FROM mysql_servers"]
     for hg, port, weight, comment in SEED_ROWS:
-        statements.append("INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight,max_connections,comment)"
-                          f" VALUES ({hg},'127.0.0.1',{backend_ports[GALERA_PORTS.index(port)]},{weight},2000,'{comment}')")
-    statements += ["SET mysql-monitor_username='monitor'", "SET mysql-monitor_password='monitor'",
-                   "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK",
-                   "LOAD MYSQL VARIABLES TO RUNTIME", "SAVE MYSQL VARIABLES TO DISK"]
+        statements.append(
+            "INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight,max_connections,comment)"
+            f" VALUES ({hg},'127.0.0.1',{backend_ports[GALERA_PORTS.index(port)]},{weight},2000,'{comment}')"
+        )
+    statements += [
+        "SET mysql-monitor_username='monitor'",
+        "SET mysql-monitor_password='monitor'",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+        "SAVE MYSQL SERVERS TO DISK",
+        "LOAD MYSQL VARIABLES TO RUNTIME",
+        "SAVE MYSQL VARIABLES TO DISK",
+    ]
     if peers:
         statements.append("DELETE FROM proxysql_servers")
-        statements += [f"INSERT INTO proxysql_servers (hostname,port,weight,comment) VALUES ('127.0.0.1',{p},0,'peer')"
-                       for p in peers]
+        statements += [
+            f"INSERT INTO proxysql_servers (hostname,port,weight,comment) VALUES ('127.0.0.1',{p},0,'peer')"
+            for p in peers
+        ]
         statements += ["LOAD PROXYSQL SERVERS TO RUNTIME", "SAVE PROXYSQL SERVERS TO DISK"]
     return statements
 
@@ -86,15 +96,26 @@ def plain_layout_statements(backend_ports=GALERA_PORTS, writer=100, reader=101, 
     No native hostgroup table: the roles are only in this layout."""
     first, *rest = backend_ports
     row = "INSERT INTO mysql_servers (hostgroup_id,hostname,port,max_connections,comment) VALUES ({},'127.0.0.1',{},2000,'{}')"
-    return ["DELETE FROM mysql_servers", "DELETE FROM mysql_users", "DELETE FROM mysql_query_rules",
-            row.format(writer, first, "writer"), *[row.format(reader, port, "reader") for port in rest],
-            f"INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('{user}','p{user}',{writer})",
-            "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,apply) VALUES"
-            f" (10,1,'^SELECT.*FOR UPDATE$',{writer},1),(20,1,'^SELECT',{reader},1)",
-            "SET mysql-monitor_username='monitor'", "SET mysql-monitor_password='monitor'",
-            "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK", "LOAD MYSQL USERS TO RUNTIME",
-            "SAVE MYSQL USERS TO DISK", "LOAD MYSQL QUERY RULES TO RUNTIME", "SAVE MYSQL QUERY RULES TO DISK",
-            "LOAD MYSQL VARIABLES TO RUNTIME", "SAVE MYSQL VARIABLES TO DISK"]
+    return [
+        "DELETE FROM mysql_servers",
+        "DELETE FROM mysql_users",
+        "DELETE FROM mysql_query_rules",
+        row.format(writer, first, "writer"),
+        *[row.format(reader, port, "reader") for port in rest],
+        f"INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('{user}','p{user}',{writer})",
+        "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,apply) VALUES"
+        f" (10,1,'^SELECT.*FOR UPDATE$',{writer},1),(20,1,'^SELECT',{reader},1)",
+        "SET mysql-monitor_username='monitor'",
+        "SET mysql-monitor_password='monitor'",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+        "SAVE MYSQL SERVERS TO DISK",
+        "LOAD MYSQL USERS TO RUNTIME",
+        "SAVE MYSQL USERS TO DISK",
+        "LOAD MYSQL QUERY RULES TO RUNTIME",
+        "SAVE MYSQL QUERY RULES TO DISK",
+        "LOAD MYSQL VARIABLES TO RUNTIME",
+        "SAVE MYSQL VARIABLES TO DISK",
+    ]
 
 
 def start_doubles(processes):
@@ -102,8 +123,17 @@ def start_doubles(processes):
     if all(listening(p) for p in DOUBLE_PORTS):
         return False
     STATE_DIR.mkdir(parents=True, exist_ok=True)
-    args = [sys.executable, "-m", "lab.proxysql_double", "--user", ADMIN_USER, "--password", ADMIN_PASSWORD,
-            "--datadir", str(STATE_DIR)]
+    args = [
+        sys.executable,
+        "-m",
+        "lab.proxysql_double",
+        "--user",
+        ADMIN_USER,
+        "--password",
+        ADMIN_PASSWORD,
+        "--datadir",
+        str(STATE_DIR),
+    ]
     for port in DOUBLE_PORTS:
         args += ["--port", str(port)]
     proc = processes.start("doubles", args, log_path=STATE_DIR / "doubles.log")
@@ -131,7 +161,8 @@ def configure_doubles():
 # "app"): the node and cluster pages show its connections against its max_connections.
 DEMO_USERS = [
     "INSERT INTO mysql_users (username,password,default_hostgroup,max_connections) VALUES ('app','app-demo-pw',100,200)",
-    "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK",
+    "LOAD MYSQL USERS TO RUNTIME",
+    "SAVE MYSQL USERS TO DISK",
 ]
 
 
@@ -156,8 +187,10 @@ def up(processes=None):
     GaleraLab().up()
     start_doubles(processes or Processes(RUN_DIR))
     configure_doubles()
-    print(f"lab up: Galera on 127.0.0.1:{','.join(map(str, GALERA_PORTS))}; ProxySQL admin doubles on "
-          f"127.0.0.1:{','.join(map(str, DOUBLE_PORTS))} (user {ADMIN_USER}, password {ADMIN_PASSWORD})")
+    print(
+        f"lab up: Galera on 127.0.0.1:{','.join(map(str, GALERA_PORTS))}; ProxySQL admin doubles on "
+        f"127.0.0.1:{','.join(map(str, DOUBLE_PORTS))} (user {ADMIN_USER}, password {ADMIN_PASSWORD})"
+    )
 
 
 def product(processes, *, port=PORT, redis_port=REDIS_PORT, log_dir=LOG_DIR):
@@ -168,20 +201,58 @@ def product(processes, *, port=PORT, redis_port=REDIS_PORT, log_dir=LOG_DIR):
     if not listening(redis_port):
         redis_dir = processes.run_dir / "redis"
         redis_dir.mkdir(exist_ok=True)
-        proc = processes.start("redis", ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1",
-                                         "--dir", str(redis_dir), "--save", "", "--appendonly", "no"],
-                               log_path=log_dir / "redis.log")
+        proc = processes.start(
+            "redis",
+            [
+                "redis-server",
+                "--port",
+                str(redis_port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(redis_dir),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            log_path=log_dir / "redis.log",
+        )
         _wait_for([redis_port], proc, f"redis-server did not start; see {log_dir / 'redis.log'}")
     celery = [sys.executable, "-m", "celery", "-A", "controlplane"]
-    processes.start("worker", celery + ["worker", "--loglevel", "INFO", "--concurrency", "2"], env=env,
-                    log_path=log_dir / "worker.log")
-    processes.start("beat", celery + ["beat", "--loglevel", "INFO", "--schedule",
-                                      str(processes.run_dir / "celerybeat-schedule")],
-                    env=env, log_path=log_dir / "beat.log")
-    web = processes.start("web", [sys.executable, "-m", "gunicorn", "controlplane.wsgi:application",
-                                  "--bind", f"127.0.0.1:{port}", "--workers", "2", "--threads", "4",
-                                  "--graceful-timeout", "5", "--access-logfile", str(log_dir / "access.log")],
-                          env=env, log_path=log_dir / "web.log")
+    processes.start(
+        "worker",
+        celery + ["worker", "--loglevel", "INFO", "--concurrency", "2"],
+        env=env,
+        log_path=log_dir / "worker.log",
+    )
+    processes.start(
+        "beat",
+        celery + ["beat", "--loglevel", "INFO", "--schedule", str(processes.run_dir / "celerybeat-schedule")],
+        env=env,
+        log_path=log_dir / "beat.log",
+    )
+    web = processes.start(
+        "web",
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "controlplane.wsgi:application",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            "2",
+            "--threads",
+            "4",
+            "--graceful-timeout",
+            "5",
+            "--access-logfile",
+            str(log_dir / "access.log"),
+        ],
+        env=env,
+        log_path=log_dir / "web.log",
+    )
     _wait_for([port], web, f"the console did not start; see {log_dir / 'web.log'}", timeout=60)
 
 
@@ -206,14 +277,29 @@ def run(port=PORT, redis_port=REDIS_PORT):
         manage("ensure_user", "admin", "--role", "admin", "--password", password)
         print("--- adopting the lab's ProxySQL nodes (skipped when already adopted)")
         for n, double_port in enumerate(DOUBLE_PORTS, start=1):
-            manage("adopt_proxysql", "--host", "127.0.0.1", "--port", str(double_port), "--user", ADMIN_USER,
-                   "--cluster", "galera-lab", "--node-name", f"proxysql-{n}", "--yes", "--if-new",
-                   env={**os.environ, "PROXYSQL_ADMIN_PASSWORD": ADMIN_PASSWORD})
+            manage(
+                "adopt_proxysql",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(double_port),
+                "--user",
+                ADMIN_USER,
+                "--cluster",
+                "galera-lab",
+                "--node-name",
+                f"proxysql-{n}",
+                "--yes",
+                "--if-new",
+                env={**os.environ, "PROXYSQL_ADMIN_PASSWORD": ADMIN_PASSWORD},
+            )
         print(f"--- redis on 127.0.0.1:{redis_port}, Celery worker and beat, the console")
         product(processes, port=port, redis_port=redis_port)
-        print(f"\n  Console:   http://127.0.0.1:{port}/\n  Log in:    admin / {password}\n"
-              f"  Logs:      {LOG_DIR}/   Stop: Ctrl-C (then `bin/demo down` also stops the Galera lab)\n",
-              flush=True)
+        print(
+            f"\n  Console:   http://127.0.0.1:{port}/\n  Log in:    admin / {password}\n"
+            f"  Logs:      {LOG_DIR}/   Stop: Ctrl-C (then `bin/demo down` also stops the Galera lab)\n",
+            flush=True,
+        )
         return wait(processes)
 
 
@@ -234,13 +320,17 @@ def wait(processes, say=lambda line: print(line, flush=True)):
                 continue
             quick[name] = quick.get(name, 0) + 1 if ran_s < RESTART_HEALTHY_S else 1
             if quick[name] > RESTART_GIVE_UP:
-                say(f"{name} exited (code {code}) {quick[name]} times in a row within {RESTART_HEALTHY_S:.0f} s of "
-                    f"its start: stopping the demo; see its log")
+                say(
+                    f"{name} exited (code {code}) {quick[name]} times in a row within {RESTART_HEALTHY_S:.0f} s of "
+                    f"its start: stopping the demo; see its log"
+                )
                 return 1
             delay = min(RESTART_CAP_S, RESTART_FIRST_S * 2 ** (quick[name] - 1))
             due[name] = now + delay
-            say(f"{name} exited (code {code}) after {ran_s:.1f} s: restarting it in {delay:.0f} s "
-                f"(restart {quick[name]} in a row); the other processes stay up")
+            say(
+                f"{name} exited (code {code}) after {ran_s:.1f} s: restarting it in {delay:.0f} s "
+                f"(restart {quick[name]} in a row); the other processes stay up"
+            )
         for name, at in sorted(due.items(), key=lambda item: item[1]):
             if at <= now:
                 del due[name]

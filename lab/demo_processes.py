@@ -12,6 +12,7 @@ given to another process since is never taken for ours. `stop_leftovers()` stops
 name and then whatever still listens on the demo's ports from a working directory inside this
 checkout; anything else on those ports is named and left alone.
 """
+
 import json
 import os
 import signal
@@ -38,8 +39,15 @@ class Processes:
 
     def start(self, name, args, *, log_path, env=None, cwd=REPO):
         log = open(log_path, "ab")
-        proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            args,
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         log.close()  # the child has its own copy
         write_pid_file(self.run_dir / f"{name}.pid", proc.pid)
         self.started.append((name, proc))
@@ -54,8 +62,9 @@ class Processes:
     def exited_all(self):
         """[(name, returncode, seconds it ran)] of every started process that has exited."""
         now = time.monotonic()
-        return [(name, proc.returncode, now - self.since[name]) for name, proc in self.started
-                if proc.poll() is not None]
+        return [
+            (name, proc.returncode, now - self.since[name]) for name, proc in self.started if proc.poll() is not None
+        ]
 
     def restart(self, name):
         """Start an exited process again, as it was started, in its place in the stop order. Whatever its group
@@ -190,8 +199,10 @@ def stop_leftovers(run_dir, ports, *, pid_files=(), say=print):
         if proc is None:
             say(f"port {port} is held by a process this user cannot see: left alone")
         elif not started_here(proc):
-            say(f"port {port} is held by pid {pid} ({' '.join(proc.cmdline()[:3])}), not started from "
-                f"{REPO}: left alone")
+            say(
+                f"port {port} is held by pid {pid} ({' '.join(proc.cmdline()[:3])}), not started from "
+                f"{REPO}: left alone"
+            )
         else:
             _stop(proc)
             stopped.append(f"the listener on port {port} (pid {pid})")

@@ -67,26 +67,34 @@ def gtid_config(domain: int):
 
     def lines(node: GaleraNode) -> str:
         own = domain * 10 + node.n
-        return (f"\n# Added by lab/dr.py: binary logs and MariaDB GTID (a domain per cluster, one per node)\n"
-                f"server_id                      = {own}\n"
-                f"log_bin                        = mariadb-bin\n"
-                f"log_slave_updates              = ON\n"
-                f"wsrep_gtid_mode                = ON\n"
-                f"wsrep_gtid_domain_id           = {domain}\n"
-                f"gtid_domain_id                 = {own}\n"
-                f"slave_net_timeout              = 5\n"
-                # A node that restarts must not resume a channel by itself: after a move another node runs it
-                # (the product, or `up` for a fresh lab, starts channels).
-                f"skip_slave_start               = ON\n")
+        return (
+            f"\n# Added by lab/dr.py: binary logs and MariaDB GTID (a domain per cluster, one per node)\n"
+            f"server_id                      = {own}\n"
+            f"log_bin                        = mariadb-bin\n"
+            f"log_slave_updates              = ON\n"
+            f"wsrep_gtid_mode                = ON\n"
+            f"wsrep_gtid_domain_id           = {domain}\n"
+            f"gtid_domain_id                 = {own}\n"
+            f"slave_net_timeout              = 5\n"
+            # A node that restarts must not resume a channel by itself: after a move another node runs it
+            # (the product, or `up` for a fresh lab, starts channels).
+            f"skip_slave_start               = ON\n"
+        )
 
     return lines
 
 
 def site_lab(site: str, base_dir: Path) -> GaleraLab:
     _, gcomm, sst, domain = SITES[site]
-    return GaleraLab(base_dir=base_dir / site, ports=_ports(site), gcomm_base=gcomm, sst_base=sst,
-                     cluster_name=f"dr_{site}", extra_config=gtid_config(domain),
-                     provider_options=os.environ.get("LAB_DR_PROVIDER_OPTIONS", ""))
+    return GaleraLab(
+        base_dir=base_dir / site,
+        ports=_ports(site),
+        gcomm_base=gcomm,
+        sst_base=sst,
+        cluster_name=f"dr_{site}",
+        extra_config=gtid_config(domain),
+        provider_options=os.environ.get("LAB_DR_PROVIDER_OPTIONS", ""),
+    )
 
 
 @dataclass
@@ -107,10 +115,12 @@ class ChannelStatus:
         return self.io_running == "Yes" and self.sql_running == "Yes"
 
     def line(self) -> str:
-        return (f"channel: dc2 node{self.replica} <- 127.0.0.1:{self.source_port} io={self.io_running} "
-                f"sql={self.sql_running} behind={self.seconds_behind} gtid_slave_pos={self.gtid_slave_pos}"
-                + (f" io_error={self.last_io_error!r}" if self.last_io_error else "")
-                + (f" sql_error={self.last_sql_error!r}" if self.last_sql_error else ""))
+        return (
+            f"channel: dc2 node{self.replica} <- 127.0.0.1:{self.source_port} io={self.io_running} "
+            f"sql={self.sql_running} behind={self.seconds_behind} gtid_slave_pos={self.gtid_slave_pos}"
+            + (f" io_error={self.last_io_error!r}" if self.last_io_error else "")
+            + (f" sql_error={self.last_sql_error!r}" if self.last_sql_error else "")
+        )
 
 
 @dataclass
@@ -156,11 +166,16 @@ class DrLab:
         if not s.get("Master_Host"):
             return None
         behind = s.get("Seconds_Behind_Master")
-        return ChannelStatus(replica=n, source_port=int(s["Master_Port"]) if s.get("Master_Port") else None,
-                             io_running=s.get("Slave_IO_Running") or "", sql_running=s.get("Slave_SQL_Running") or "",
-                             seconds_behind=None if behind is None else int(behind),
-                             last_io_error=s.get("Last_IO_Error") or "", last_sql_error=s.get("Last_SQL_Error") or "",
-                             gtid_slave_pos=slave_pos)
+        return ChannelStatus(
+            replica=n,
+            source_port=int(s["Master_Port"]) if s.get("Master_Port") else None,
+            io_running=s.get("Slave_IO_Running") or "",
+            sql_running=s.get("Slave_SQL_Running") or "",
+            seconds_behind=None if behind is None else int(behind),
+            last_io_error=s.get("Last_IO_Error") or "",
+            last_sql_error=s.get("Last_SQL_Error") or "",
+            gtid_slave_pos=slave_pos,
+        )
 
     def channel(self) -> ChannelStatus | None:
         """The dc2 node whose replication threads run, else the one configured last (after a move an old
@@ -179,26 +194,33 @@ class DrLab:
     def _ensure_repl_user(self) -> None:
         n = next(node.n for node in self.dc1.nodes if self.dc1.is_running(node.n))
         with closing(self.dc1.root_connection(n)) as conn:
-            execute_all(conn, [
-                f"CREATE USER IF NOT EXISTS '{REPL_USER}'@'%' IDENTIFIED BY '{REPL_PASSWORD}'",
-                f"GRANT REPLICATION SLAVE, REPLICATION CLIENT, SLAVE MONITOR ON *.* TO '{REPL_USER}'@'%'",
-            ])
+            execute_all(
+                conn,
+                [
+                    f"CREATE USER IF NOT EXISTS '{REPL_USER}'@'%' IDENTIFIED BY '{REPL_PASSWORD}'",
+                    f"GRANT REPLICATION SLAVE, REPLICATION CLIENT, SLAVE MONITOR ON *.* TO '{REPL_USER}'@'%'",
+                ],
+            )
 
     def start_channel(self, replica: int = 1, source: int = 1, timeout: float = 60.0) -> ChannelStatus:
         """Point dc2 node `replica` at dc1 node `source` by GTID (slave_pos) and start it. The first time
         (empty gtid_slave_pos) dc2 replays dc1's whole binary log, so both sides start from the same data."""
         port = self.dc1.node(source).port
         with closing(self.dc2.root_connection(replica)) as conn:
-            execute_all(conn, [
-                "STOP SLAVE",
-                f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={port}, MASTER_USER='{REPL_USER}', "
-                f"MASTER_PASSWORD='{REPL_PASSWORD}', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1",
-                "START SLAVE",
-            ])
+            execute_all(
+                conn,
+                [
+                    "STOP SLAVE",
+                    f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={port}, MASTER_USER='{REPL_USER}', "
+                    f"MASTER_PASSWORD='{REPL_PASSWORD}', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1",
+                    "START SLAVE",
+                ],
+            )
         status = wait_until(lambda: (s := self.replica_status(replica)) and s.running and s, timeout, 0.2)
         if not status:
-            raise LabError(f"channel into dc2 node{replica} not running after {timeout:.0f} s: "
-                           f"{self.replica_status(replica)}")
+            raise LabError(
+                f"channel into dc2 node{replica} not running after {timeout:.0f} s: {self.replica_status(replica)}"
+            )
         log.info("channel dc1 node%d -> dc2 node%d running", source, replica)
         return status
 
@@ -216,6 +238,7 @@ class DrLab:
     def wait_caught_up(self, timeout: float = 60.0) -> ChannelStatus:
         """Until the running channel has applied everything dc1 has written (dc1's gtid_binlog_pos for
         domain 1 reached by dc2's gtid_slave_pos)."""
+
         def done():
             status = self.channel()
             if status is None or not status.running:
@@ -240,8 +263,12 @@ class DrLab:
         stopped (a node restarted) is started again where it was, a missing one on dc2 node1 from node1."""
         t0 = time.monotonic()
         with self._lock():
-            was_running = [f"{site}:{n.n}" for site in ("dc1", "dc2") for n in self.site(site).nodes
-                           if self.site(site).is_running(n.n)]
+            was_running = [
+                f"{site}:{n.n}"
+                for site in ("dc1", "dc2")
+                for n in self.site(site).nodes
+                if self.site(site).is_running(n.n)
+            ]
             r1 = self.dc1.up(timeout)
             r2 = self.dc2.up(timeout)
             self._ensure_repl_user()
@@ -355,8 +382,10 @@ class WriteLoad:
         deadline = time.monotonic() + timeout
         while self.committed < count:
             if time.monotonic() > deadline or not (self._thread and self._thread.is_alive()):
-                raise LabError(f"write load: {self.committed} of {count} commits after {timeout:g} s; "
-                               f"last errors: {self.errors[-3:]}")
+                raise LabError(
+                    f"write load: {self.committed} of {count} commits after {timeout:g} s; "
+                    f"last errors: {self.errors[-3:]}"
+                )
             time.sleep(0.02)
         return self.committed
 
@@ -383,8 +412,10 @@ class WriteLoad:
                     conn = self._connect()
                 cur = conn.cursor()
                 cur.execute(f"UPDATE `{LOAD_SCHEMA}`.dr_counter SET n = LAST_INSERT_ID(n + 1) WHERE id = 1")
-                cur.execute(f"INSERT INTO `{LOAD_SCHEMA}`.dr_checksum (n, payload, crc) "
-                            f"SELECT LAST_INSERT_ID(), MD5(LAST_INSERT_ID()), CRC32(MD5(LAST_INSERT_ID()))")
+                cur.execute(
+                    f"INSERT INTO `{LOAD_SCHEMA}`.dr_checksum (n, payload, crc) "
+                    f"SELECT LAST_INSERT_ID(), MD5(LAST_INSERT_ID()), CRC32(MD5(LAST_INSERT_ID()))"
+                )
             except MySQLdb.Error as exc:
                 self.errors.append(str(exc))
                 conn = self._drop(conn)
@@ -427,14 +458,18 @@ def read_side(site: GaleraLab) -> SideData:
         cur = conn.cursor()
         cur.execute("SELECT @@gtid_binlog_pos")
         pos = cur.fetchone()[0] or ""
-        cur.execute(f"SELECT COUNT(*) FROM information_schema.tables WHERE table_schema='{LOAD_SCHEMA}' "
-                    f"AND table_name IN ('dr_counter', 'dr_checksum')")
+        cur.execute(
+            f"SELECT COUNT(*) FROM information_schema.tables WHERE table_schema='{LOAD_SCHEMA}' "
+            f"AND table_name IN ('dr_counter', 'dr_checksum')"
+        )
         if cur.fetchone()[0] < 2:
             return SideData(None, 0, None, None, pos)
         cur.execute(f"SELECT n FROM `{LOAD_SCHEMA}`.dr_counter WHERE id = 1")
         row = cur.fetchone()
-        cur.execute(f"SELECT COUNT(*), MAX(n), SUM(crc), BIT_XOR(CRC32(CONCAT(n, ':', payload))) "
-                    f"FROM `{LOAD_SCHEMA}`.dr_checksum")
+        cur.execute(
+            f"SELECT COUNT(*), MAX(n), SUM(crc), BIT_XOR(CRC32(CONCAT(n, ':', payload))) "
+            f"FROM `{LOAD_SCHEMA}`.dr_checksum"
+        )
         rows, max_n, crc_sum, crc_xor = cur.fetchone()
         checksum = None if crc_sum is None else int(crc_sum) ^ int(crc_xor)
         return SideData(row[0] if row else None, int(rows), max_n, checksum, pos)
@@ -449,16 +484,21 @@ class Comparison:
     def identical(self) -> bool:
         """Same counter, rows, checksum on both sides, each side consistent, and dc2 applied exactly dc1's
         domain-1 GTIDs (no transaction lost, none applied twice)."""
-        return (self.dc1.consistent() and self.dc2.consistent()
-                and (self.dc1.counter, self.dc1.rows, self.dc1.checksum)
-                == (self.dc2.counter, self.dc2.rows, self.dc2.checksum)
-                and gtid_map(self.dc1.gtid_binlog_pos).get(1) == gtid_map(self.dc2.gtid_binlog_pos).get(1))
+        return (
+            self.dc1.consistent()
+            and self.dc2.consistent()
+            and (self.dc1.counter, self.dc1.rows, self.dc1.checksum)
+            == (self.dc2.counter, self.dc2.rows, self.dc2.checksum)
+            and gtid_map(self.dc1.gtid_binlog_pos).get(1) == gtid_map(self.dc2.gtid_binlog_pos).get(1)
+        )
 
     def line(self) -> str:
-        return (f"dc1 counter={self.dc1.counter} rows={self.dc1.rows} checksum={self.dc1.checksum} "
-                f"gtid={self.dc1.gtid_binlog_pos} | dc2 counter={self.dc2.counter} rows={self.dc2.rows} "
-                f"checksum={self.dc2.checksum} gtid={self.dc2.gtid_binlog_pos} | "
-                f"{'identical' if self.identical else 'DIFFERENT'}")
+        return (
+            f"dc1 counter={self.dc1.counter} rows={self.dc1.rows} checksum={self.dc1.checksum} "
+            f"gtid={self.dc1.gtid_binlog_pos} | dc2 counter={self.dc2.counter} rows={self.dc2.rows} "
+            f"checksum={self.dc2.checksum} gtid={self.dc2.gtid_binlog_pos} | "
+            f"{'identical' if self.identical else 'DIFFERENT'}"
+        )
 
 
 def compare(lab: DrLab, catch_up_timeout: float = 60.0) -> Comparison:
@@ -529,16 +569,28 @@ def register_in_inventory(lab: DrLab, *, channel_name: str = "dc1_to_dc2"):
 
     sites = {}
     for name, site, writer in (("dc1", lab.dc1, 100), ("dc2", lab.dc2, 200)):
-        cluster = Cluster.objects.create(name=name, writer_hostgroup=writer, reader_hostgroup=writer + 1,
-                                         monitor_user="monitor", monitor_password="monitor")
-        sites[name] = (cluster, [Server.objects.create(cluster=cluster, hostname="127.0.0.1", port=node.port)
-                                 for node in site.nodes])
+        cluster = Cluster.objects.create(
+            name=name,
+            writer_hostgroup=writer,
+            reader_hostgroup=writer + 1,
+            monitor_user="monitor",
+            monitor_password="monitor",
+        )
+        sites[name] = (
+            cluster,
+            [Server.objects.create(cluster=cluster, hostname="127.0.0.1", port=node.port) for node in site.nodes],
+        )
     (dc1, dc1_servers), (dc2, dc2_servers) = sites["dc1"], sites["dc2"]
     status = lab.channel()
     channel = ReplicationChannel.objects.create(
-        name=channel_name, source_cluster=dc1, replica_cluster=dc2,
+        name=channel_name,
+        source_cluster=dc1,
+        replica_cluster=dc2,
         source_server=next(s for s in dc1_servers if s.port == status.source_port),
-        replica_server=dc2_servers[status.replica - 1], replication_user=REPL_USER, replication_password=REPL_PASSWORD)
+        replica_server=dc2_servers[status.replica - 1],
+        replication_user=REPL_USER,
+        replication_password=REPL_PASSWORD,
+    )
     for side, servers in ((SOURCE, dc1_servers), (REPLICA, dc2_servers)):
         for i, server in enumerate(servers):
             ChannelCandidate.objects.create(channel=channel, side=side, server=server, weight=100 - 10 * i)

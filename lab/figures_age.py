@@ -7,6 +7,7 @@ fails when the document does not say what git says.
 
     .venv/bin/python -m lab.figures_age [--check | --mark]
 """
+
 import re
 import subprocess
 import sys
@@ -15,12 +16,26 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs" / "benchmarks.md"
 # What a ProxySQL poll runs (the worker task's whole path): a commit touching one of these may move the figures.
-POLLING_PATH = ("apps/monitoring/pollers.py", "apps/monitoring/rounds.py", "apps/monitoring/live.py",
-                "apps/monitoring/live_doc.py", "apps/monitoring/leases.py", "apps/monitoring/query_stats.py",
-                "apps/monitoring/pool.py", "apps/monitoring/proxysql_cluster.py", "apps/clients/wire.py",
-                "apps/clients/proxysql.py", "apps/clients/backend.py", "apps/fleet/node_versions.py",
-                "apps/alerts/evaluate.py", "apps/alerts/conditions.py", "apps/alerts/context.py",
-                "apps/configuration/drift.py", "workers/monitoring.py", "workers/alerts.py")
+POLLING_PATH = (
+    "apps/monitoring/pollers.py",
+    "apps/monitoring/rounds.py",
+    "apps/monitoring/live.py",
+    "apps/monitoring/live_doc.py",
+    "apps/monitoring/leases.py",
+    "apps/monitoring/query_stats.py",
+    "apps/monitoring/pool.py",
+    "apps/monitoring/proxysql_cluster.py",
+    "apps/clients/wire.py",
+    "apps/clients/proxysql.py",
+    "apps/clients/backend.py",
+    "apps/fleet/node_versions.py",
+    "apps/alerts/evaluate.py",
+    "apps/alerts/conditions.py",
+    "apps/alerts/context.py",
+    "apps/configuration/drift.py",
+    "workers/monitoring.py",
+    "workers/alerts.py",
+)
 MARK = re.compile(r"<!-- figures-commit: (?P<sha>[0-9a-f]{7,40}) -->\n(?P<age>> \*\*Older than the code\*\*[^\n]*\n)?")
 
 
@@ -30,8 +45,10 @@ def git(*args):
 
 def newer_commits(sha):
     """The commits after `sha` (on this branch) that touch the polling path, oldest first: ["abc1234 subject"]."""
-    return [line[:80] for line in git("log", "--reverse", "--format=%h %s", f"{sha}..HEAD", "--",
-                                      *POLLING_PATH).splitlines()]
+    return [
+        line[:80]
+        for line in git("log", "--reverse", "--format=%h %s", f"{sha}..HEAD", "--", *POLLING_PATH).splitlines()
+    ]
 
 
 def age_line(sha):
@@ -40,8 +57,10 @@ def age_line(sha):
     commits = newer_commits(sha)
     if not commits:
         return ""
-    return (f"> **Older than the code**: the polling path changed after these figures' commit {sha[:10]}, first in "
-            f"{commits[0].rstrip(',.;: ')}. Run `bin/bench-monitoring --update-docs` again.\n")
+    return (
+        f"> **Older than the code**: the polling path changed after these figures' commit {sha[:10]}, first in "
+        f"{commits[0].rstrip(',.;: ')}. Run `bin/bench-monitoring --update-docs` again.\n"
+    )
 
 
 def marked(text):
@@ -63,8 +82,11 @@ def main(argv=None):
     for m in MARK.finditer(text):
         print(f"figures of {m['sha'][:10]}: {len(newer_commits(m['sha']))} newer commit(s) on the polling path")
     if want != text:
-        print("docs/benchmarks.md does not say which figures are older than the code: run "
-              ".venv/bin/python -m lab.figures_age --mark", file=sys.stderr)
+        print(
+            "docs/benchmarks.md does not say which figures are older than the code: run "
+            ".venv/bin/python -m lab.figures_age --mark",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -1,5 +1,6 @@
 """Sharing a lab between pytest sessions (several runs, xdist workers): each session holds a lease file;
 the lab is stopped at the end only by the session that started it, once no other session holds it."""
+
 import os
 from contextlib import contextmanager
 

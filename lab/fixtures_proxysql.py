@@ -5,6 +5,7 @@ user/password admin/admin, and speaks the real MySQL wire protocol: connect with
 `double.connect_kwargs()`. Drive its traffic model with `double.traffic` (Python) or `LAB ...`
 statements over the wire; read what the product sent with `double.statements()`.
 """
+
 import pytest
 
 
@@ -59,8 +60,14 @@ def proxysql_double_factory():
         server.stop()
 
 
-SYNC_MODULES = ("mysql_servers", "mysql_users", "mysql_query_rules", "mysql_variables", "admin_variables",
-                "proxysql_servers")
+SYNC_MODULES = (
+    "mysql_servers",
+    "mysql_users",
+    "mysql_query_rules",
+    "mysql_variables",
+    "admin_variables",
+    "proxysql_servers",
+)
 
 
 def join_cluster(doubles, sync=True, variables=None):
@@ -71,8 +78,10 @@ def join_cluster(doubles, sync=True, variables=None):
     for d in doubles:
         d.query("DELETE FROM proxysql_servers")
         for peer in doubles:
-            d.query(f"INSERT INTO proxysql_servers (hostname, port, weight, comment) "
-                    f"VALUES ('127.0.0.1', {peer.port}, 0, 'node-{peer.port}')")
+            d.query(
+                f"INSERT INTO proxysql_servers (hostname, port, weight, comment) "
+                f"VALUES ('127.0.0.1', {peer.port}, 0, 'node-{peer.port}')"
+            )
         d.query("SET admin-cluster_username='admin'")
         d.query("SET admin-cluster_password='admin'")
         for module in SYNC_MODULES:

@@ -9,6 +9,7 @@ never runs would pass CI for ever.
 config file is read) and returns it; every node started is stopped at the end of the session. A node is cheap to
 start (well under a second), so a test that changes a node's configuration asks for its own fresh nodes.
 """
+
 from pathlib import Path
 
 import pytest
@@ -21,8 +22,11 @@ def real_binary(version):
     """The path of a real ProxySQL binary beside the checkout; fails the test when it is not there."""
     path = REPO_ROOT.parent / "shared" / "proxysql" / version / "proxysql"
     if not path.is_file():
-        pytest.fail(f"real ProxySQL {version} not found at {path}: the real tier needs ../shared/proxysql beside the "
-                    "checkout (shared/proxysql/README.md)", pytrace=False)
+        pytest.fail(
+            f"real ProxySQL {version} not found at {path}: the real tier needs ../shared/proxysql beside the "
+            "checkout (shared/proxysql/README.md)",
+            pytrace=False,
+        )
     return path
 
 
@@ -39,8 +43,14 @@ def real_proxysql_factory():
         """ports: (admin, client) chosen by the caller (a ProxySQL Cluster's members name each other's admin ports
         in their config: bench_faults.RealFaultMatrix picks them first)."""
         admin_port, client_port = ports or free_ports(2)
-        node = RealProxySQL(real_binary(version), root / f"{name or version}-{admin_port}", admin_port, client_port,
-                            peers=peers, name=name)
+        node = RealProxySQL(
+            real_binary(version),
+            root / f"{name or version}-{admin_port}",
+            admin_port,
+            client_port,
+            peers=peers,
+            name=name,
+        )
         node.start()
         started.append(node)
         return node

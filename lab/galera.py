@@ -64,8 +64,12 @@ from lab.mariadb_lab import SLOT_PORT_STEP, LabNode, LabNodeStatus, MariaDBLab, 
 
 log = logging.getLogger("lab.galera")
 
-GALERA_PROVIDER_CANDIDATES = ("/usr/lib/galera/libgalera_smm.so", "/usr/lib/libgalera_smm.so",
-                              "/usr/lib64/galera-4/libgalera_smm.so", "/usr/lib/galera-4/libgalera_smm.so")
+GALERA_PROVIDER_CANDIDATES = (
+    "/usr/lib/galera/libgalera_smm.so",
+    "/usr/lib/libgalera_smm.so",
+    "/usr/lib64/galera-4/libgalera_smm.so",
+    "/usr/lib/galera-4/libgalera_smm.so",
+)
 
 MONITOR_USER, MONITOR_PASSWORD = "monitor", "monitor"
 APP_USER, APP_PASSWORD, APP_SCHEMA = "app", "app", "app"
@@ -119,8 +123,7 @@ class GaleraNode(LabNode):
         return self.datadir / "grastate.dat"
 
     def ports(self) -> list[tuple[str, int]]:
-        return [("client", self.port), ("gcomm", self.gcomm_port), ("IST", self.ist_port),
-                ("SST", self.sst_port)]
+        return [("client", self.port), ("gcomm", self.gcomm_port), ("IST", self.ist_port), ("SST", self.sst_port)]
 
 
 @dataclass
@@ -143,17 +146,25 @@ class NodeStatus(LabNodeStatus):
 
     @property
     def healthy(self) -> bool:
-        return (self.synced and self.cluster_size == self.expected_size and self.ready == "ON" and self.desync == "OFF"
-                and self.read_only == "OFF" and self.reject_queries == "NONE")
+        return (
+            self.synced
+            and self.cluster_size == self.expected_size
+            and self.ready == "ON"
+            and self.desync == "OFF"
+            and self.read_only == "OFF"
+            and self.reject_queries == "NONE"
+        )
 
     def line(self) -> str:
         short = self.short_line()
         if short:
             return short
-        return (f"node{self.n} port={self.port} pid={self.pid} alive=yes state={self.state} "
-                f"{self.state_comment} cluster={self.cluster_status} size={self.cluster_size} "
-                f"ready={self.ready} recv_queue={self.recv_queue} desync={self.desync} "
-                f"read_only={self.read_only} reject_queries={self.reject_queries} rss={mib(self.rss)}")
+        return (
+            f"node{self.n} port={self.port} pid={self.pid} alive=yes state={self.state} "
+            f"{self.state_comment} cluster={self.cluster_status} size={self.cluster_size} "
+            f"ready={self.ready} recv_queue={self.recv_queue} desync={self.desync} "
+            f"read_only={self.read_only} reject_queries={self.reject_queries} rss={mib(self.rss)}"
+        )
 
 
 @dataclass
@@ -172,10 +183,18 @@ class GaleraLab(MariaDBLab):
     default_port_base = 3310
     not_the_server = ("--wsrep-recover", "--bootstrap")
 
-    def __init__(self, base_dir: Path | str | None = None, ports: list[int] | None = None,
-                 gcomm_base: int | None = None, sst_base: int | None = None, cluster_name: str | None = None,
-                 name: str | None = None, nodes: int | None = None,
-                 extra_config: Callable[[GaleraNode], str] | None = None, provider_options: str = ""):
+    def __init__(
+        self,
+        base_dir: Path | str | None = None,
+        ports: list[int] | None = None,
+        gcomm_base: int | None = None,
+        sst_base: int | None = None,
+        cluster_name: str | None = None,
+        name: str | None = None,
+        nodes: int | None = None,
+        extra_config: Callable[[GaleraNode], str] | None = None,
+        provider_options: str = "",
+    ):
         self._gcomm_base, self._sst_base = gcomm_base, sst_base
         # More wsrep_provider_options ("evs.suspect_timeout=PT2S;..."), appended to the lab's own (read at a start).
         self.provider_options = provider_options.strip().strip(";")
@@ -191,16 +210,29 @@ class GaleraLab(MariaDBLab):
         sst = (self._sst_base or env_int("LAB_GALERA_SST_BASE") or 4444) + shift
         node = super()._make_node(n, port)
         i = n - 1
-        return GaleraNode(n=n, port=port, dir=node.dir, socket=node.socket, gcomm_port=gcomm + 10 * i,
-                          ist_port=gcomm + 10 * i + 1, sst_port=sst + 10 * i)
+        return GaleraNode(
+            n=n,
+            port=port,
+            dir=node.dir,
+            socket=node.socket,
+            gcomm_port=gcomm + 10 * i,
+            ist_port=gcomm + 10 * i + 1,
+            sst_port=sst + 10 * i,
+        )
 
     def _cnf_extra(self, node: GaleraNode) -> str:
         members = ",".join(f"127.0.0.1:{m.gcomm_port}" for m in self.nodes)
         return GALERA_CNF.substitute(
-            n=node.n, port=node.port, provider=provider_path(), cluster_name=self.cluster_name, members=members,
-            gcomm_port=node.gcomm_port, ist_port=node.ist_port, sst_port=node.sst_port,
-            more_provider_options=f";{self.provider_options}" if self.provider_options else "") + (
-            self.extra_config(node) if self.extra_config else "")
+            n=node.n,
+            port=node.port,
+            provider=provider_path(),
+            cluster_name=self.cluster_name,
+            members=members,
+            gcomm_port=node.gcomm_port,
+            ist_port=node.ist_port,
+            sst_port=node.sst_port,
+            more_provider_options=f";{self.provider_options}" if self.provider_options else "",
+        ) + (self.extra_config(node) if self.extra_config else "")
 
     # ------------------------------------------------------------------ status
 
@@ -208,11 +240,15 @@ class GaleraLab(MariaDBLab):
         return NodeStatus(n=n, port=self.node(n).port, pid=pid, alive=alive, expected_size=len(self.nodes))
 
     def _read_status(self, conn, st: NodeStatus) -> NodeStatus:
-        s = show(conn, "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_local_state',"
-                       "'wsrep_local_state_comment','wsrep_cluster_status','wsrep_cluster_size',"
-                       "'wsrep_ready','wsrep_local_recv_queue','wsrep_last_committed')")
-        v = show(conn, "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('wsrep_desync','read_only',"
-                       "'wsrep_reject_queries')")
+        s = show(
+            conn,
+            "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_local_state',"
+            "'wsrep_local_state_comment','wsrep_cluster_status','wsrep_cluster_size',"
+            "'wsrep_ready','wsrep_local_recv_queue','wsrep_last_committed')",
+        )
+        v = show(
+            conn, "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('wsrep_desync','read_only','wsrep_reject_queries')"
+        )
         st.state = int(s.get("wsrep_local_state", -1))
         st.state_comment = s.get("wsrep_local_state_comment")
         st.cluster_status = s.get("wsrep_cluster_status")
@@ -238,9 +274,12 @@ class GaleraLab(MariaDBLab):
 
         try:
             with closing(self.root_connection(n, timeout=1, read_timeout=5)) as conn:
-                return show(conn, "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_local_state',"
-                                  "'wsrep_local_state_comment','wsrep_cluster_status','wsrep_cluster_size',"
-                                  "'wsrep_ready','wsrep_last_committed')")
+                return show(
+                    conn,
+                    "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_local_state',"
+                    "'wsrep_local_state_comment','wsrep_cluster_status','wsrep_cluster_size',"
+                    "'wsrep_ready','wsrep_last_committed')",
+                )
         except MySQLdb.Error:
             return None
 
@@ -259,25 +298,37 @@ class GaleraLab(MariaDBLab):
                 raise self._died(n, "waiting for it to reach Synced")
             try:
                 with closing(self.root_connection(n, timeout=1, read_timeout=5)) as conn:
-                    s = show(conn, "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_local_state',"
-                                   "'wsrep_local_state_comment','wsrep_cluster_status','wsrep_ready',"
-                                   "'wsrep_cluster_size','wsrep_local_recv_queue')")
-                    if (s.get("wsrep_local_state") == str(SYNCED) and s.get("wsrep_cluster_status") == "Primary"
-                            and s.get("wsrep_ready") == "ON"):
+                    s = show(
+                        conn,
+                        "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_local_state',"
+                        "'wsrep_local_state_comment','wsrep_cluster_status','wsrep_ready',"
+                        "'wsrep_cluster_size','wsrep_local_recv_queue')",
+                    )
+                    if (
+                        s.get("wsrep_local_state") == str(SYNCED)
+                        and s.get("wsrep_cluster_status") == "Primary"
+                        and s.get("wsrep_ready") == "ON"
+                    ):
                         return time.monotonic() - t0
-                    last = (f"state {s.get('wsrep_local_state')} {s.get('wsrep_local_state_comment')}, "
-                            f"{s.get('wsrep_cluster_status')}, size {s.get('wsrep_cluster_size')}, "
-                            f"ready {s.get('wsrep_ready')}, recv queue {s.get('wsrep_local_recv_queue')}")
+                    last = (
+                        f"state {s.get('wsrep_local_state')} {s.get('wsrep_local_state_comment')}, "
+                        f"{s.get('wsrep_cluster_status')}, size {s.get('wsrep_cluster_size')}, "
+                        f"ready {s.get('wsrep_ready')}, recv queue {s.get('wsrep_local_recv_queue')}"
+                    )
                     if s.get("wsrep_local_state") == "2":
                         v = show(conn, "SHOW GLOBAL VARIABLES LIKE 'wsrep_desync'")
                         if v.get("wsrep_desync") == "ON":
-                            raise LabError(f"{node.name} is desynced on purpose (wsrep_desync=ON); "
-                                           f"`python -m lab.galera desync {n} off` or GaleraLab.heal()")
+                            raise LabError(
+                                f"{node.name} is desynced on purpose (wsrep_desync=ON); "
+                                f"`python -m lab.galera desync {n} off` or GaleraLab.heal()"
+                            )
             except MySQLdb.Error as exc:
                 last = f"no connection on {node.socket} ({exc.args[-1] if exc.args else exc})"
             if time.monotonic() - t0 > timeout:
-                raise LabError(f"{node.name} (port {node.port}) not Synced after {timeout:.0f} s; last seen: "
-                               f"{last}; tail of {node.error_log}:\n{self._log_tail(n)}")
+                raise LabError(
+                    f"{node.name} (port {node.port}) not Synced after {timeout:.0f} s; last seen: "
+                    f"{last}; tail of {node.error_log}:\n{self._log_tail(n)}"
+                )
             time.sleep(0.2)
 
     def wait_cluster_size(self, n: int, size: int, timeout: float = 30.0) -> float:
@@ -290,8 +341,9 @@ class GaleraLab(MariaDBLab):
             if st.alive and st.cluster_size == size:
                 return time.monotonic() - t0
             if time.monotonic() - t0 > timeout:
-                raise LabError(f"node{n} cluster size still {last.cluster_size} (want {size}) after "
-                               f"{timeout:.0f} s: {last.line()}")
+                raise LabError(
+                    f"node{n} cluster size still {last.cluster_size} (want {size}) after {timeout:.0f} s: {last.line()}"
+                )
             time.sleep(0.1)
 
     # ------------------------------------------------------------------ files & processes
@@ -341,13 +393,20 @@ class GaleraLab(MariaDBLab):
         self._prepare(node)
         node.recover_log.unlink(missing_ok=True)
         t0 = time.monotonic()
-        run_as_server_user([server_binary(), f"--defaults-file={node.cnf}", "--wsrep-recover",
-                            f"--log-error={node.recover_log}"], timeout=120, cwd=node.dir)
+        run_as_server_user(
+            [server_binary(), f"--defaults-file={node.cnf}", "--wsrep-recover", f"--log-error={node.recover_log}"],
+            timeout=120,
+            cwd=node.dir,
+        )
         text = node.recover_log.read_text(errors="replace") if node.recover_log.exists() else ""
         m = re.findall(r"Recovered position:\s*([0-9a-f-]{36}):(-?\d+)", text)
         if not m:
-            log.warning("%s: --wsrep-recover found no position (%.1f s); tail:\n%s", node.name,
-                        time.monotonic() - t0, tail(node.recover_log, 10))
+            log.warning(
+                "%s: --wsrep-recover found no position (%.1f s); tail:\n%s",
+                node.name,
+                time.monotonic() - t0,
+                tail(node.recover_log, 10),
+            )
             return None
         uuid, seqno = m[-1]
         log.info("%s: recovered position %s:%s in %.1f s", node.name, uuid, seqno, time.monotonic() - t0)
@@ -396,8 +455,7 @@ class GaleraLab(MariaDBLab):
         node = self.node(best)
         if node.grastate.exists():
             self._set_safe_to_bootstrap(node)
-        log.info("node%d: most advanced after a crash (seqno %d), marked safe_to_bootstrap", best,
-                 positions[best][0])
+        log.info("node%d: most advanced after a crash (seqno %d), marked safe_to_bootstrap", best, positions[best][0])
         return best, positions[best][1]
 
     def _bootstrap(self, n: int, position: str | None, timeout: float) -> float:
@@ -430,8 +488,11 @@ class GaleraLab(MariaDBLab):
         except NodeDied:
             if not retry_with_sst:
                 raise
-            log.warning("%s died while joining; tail:\n%s\nwiping its datadir and retrying with a full SST",
-                        node.name, self._log_tail(n))
+            log.warning(
+                "%s died while joining; tail:\n%s\nwiping its datadir and retrying with a full SST",
+                node.name,
+                self._log_tail(n),
+            )
             self._wipe(node)
             return self._join(n, timeout, retry_with_sst=False)
         dt = time.monotonic() - t0
@@ -482,15 +543,18 @@ class GaleraLab(MariaDBLab):
 
     def _ensure_users(self, n: int) -> None:
         with closing(self.root_connection(n)) as conn:
-            execute_all(conn, [
-                "DROP USER IF EXISTS ''@'localhost'",
-                f"CREATE DATABASE IF NOT EXISTS `{APP_SCHEMA}` CHARACTER SET utf8mb4",
-                f"CREATE USER IF NOT EXISTS '{MONITOR_USER}'@'%' IDENTIFIED BY '{MONITOR_PASSWORD}'",
-                f"GRANT PROCESS, REPLICATION CLIENT, SLAVE MONITOR, SUPER, READ_ONLY ADMIN, CONNECTION ADMIN, RELOAD "
-                f"ON *.* TO '{MONITOR_USER}'@'%'",
-                f"CREATE USER IF NOT EXISTS '{APP_USER}'@'%' IDENTIFIED BY '{APP_PASSWORD}'",
-                f"GRANT ALL PRIVILEGES ON `{APP_SCHEMA}`.* TO '{APP_USER}'@'%'",
-            ])
+            execute_all(
+                conn,
+                [
+                    "DROP USER IF EXISTS ''@'localhost'",
+                    f"CREATE DATABASE IF NOT EXISTS `{APP_SCHEMA}` CHARACTER SET utf8mb4",
+                    f"CREATE USER IF NOT EXISTS '{MONITOR_USER}'@'%' IDENTIFIED BY '{MONITOR_PASSWORD}'",
+                    f"GRANT PROCESS, REPLICATION CLIENT, SLAVE MONITOR, SUPER, READ_ONLY ADMIN, CONNECTION ADMIN, RELOAD "
+                    f"ON *.* TO '{MONITOR_USER}'@'%'",
+                    f"CREATE USER IF NOT EXISTS '{APP_USER}'@'%' IDENTIFIED BY '{APP_PASSWORD}'",
+                    f"GRANT ALL PRIVILEGES ON `{APP_SCHEMA}`.* TO '{APP_USER}'@'%'",
+                ],
+            )
 
     # ------------------------------------------------------------------ public operations
 
@@ -504,8 +568,13 @@ class GaleraLab(MariaDBLab):
             if self.is_up():
                 dt = time.monotonic() - t0
                 log.info("all %d nodes already up and Synced; reusing (%.2f s)", len(self.nodes), dt)
-                return {"reused": True, "was_running": [n.n for n in self.nodes], "started": [],
-                        "timings": {}, "seconds": dt}
+                return {
+                    "reused": True,
+                    "was_running": [n.n for n in self.nodes],
+                    "started": [],
+                    "timings": {},
+                    "seconds": dt,
+                }
             self.base_dir.mkdir(parents=True, exist_ok=True)
             alive = [node.n for node in self.nodes if self.is_running(node.n)]
             started: list[int] = []
@@ -523,8 +592,10 @@ class GaleraLab(MariaDBLab):
                 except NodeDied as exc:
                     if fresh:
                         raise
-                    log.warning("bootstrap from stale datadir failed (%s); reinitialising the lab from scratch",
-                                str(exc).splitlines()[0])
+                    log.warning(
+                        "bootstrap from stale datadir failed (%s); reinitialising the lab from scratch",
+                        str(exc).splitlines()[0],
+                    )
                     timings["init node1"] = self._fresh_init()
                     boot = 1
                     timings["bootstrap node1"] = self._bootstrap(1, None, timeout)
@@ -589,8 +660,11 @@ class GaleraLab(MariaDBLab):
                     continue
                 try:
                     with closing(self.root_connection(s.n)) as conn:
-                        v = show(conn, "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('wsrep_desync',"
-                                       "'read_only','wsrep_reject_queries')")
+                        v = show(
+                            conn,
+                            "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('wsrep_desync',"
+                            "'read_only','wsrep_reject_queries')",
+                        )
                         fixes = []
                         if v.get("wsrep_reject_queries") != "NONE":
                             fixes.append("SET GLOBAL wsrep_reject_queries=NONE")
@@ -609,8 +683,14 @@ class GaleraLab(MariaDBLab):
                 for s in self.status():
                     if not s.healthy and s.alive:
                         with closing(self.root_connection(s.n)) as conn:
-                            execute_all(conn, ["SET GLOBAL wsrep_reject_queries=NONE",
-                                               "SET GLOBAL wsrep_desync=OFF", "SET GLOBAL read_only=OFF"])
+                            execute_all(
+                                conn,
+                                [
+                                    "SET GLOBAL wsrep_reject_queries=NONE",
+                                    "SET GLOBAL wsrep_desync=OFF",
+                                    "SET GLOBAL read_only=OFF",
+                                ],
+                            )
                         self.wait_synced(s.n, timeout)
             log.info("heal: healthy again in %.1f s", time.monotonic() - t0)
             return True
@@ -633,6 +713,7 @@ def main(argv: list[str] | None = None) -> int:
                 lab.set_desync(args.n, args.value == "on")
                 print(lab.node_status(args.n).line())
             return 0
+
         return run
 
     return cluster_cli(GaleraLab, __doc__, argv, "restart node N, rejoining by IST", desync_command)

@@ -82,12 +82,32 @@ innodb_flush_log_at_trx_commit = 2
 $extra""")
 
 
-def render_cnf(module: str, node_label: str, *, datadir, tmpdir, socket, pid_file, error_log, port,
-               collation: str = "utf8mb4_general_ci", extra: str = "") -> str:
+def render_cnf(
+    module: str,
+    node_label: str,
+    *,
+    datadir,
+    tmpdir,
+    socket,
+    pid_file,
+    error_log,
+    port,
+    collation: str = "utf8mb4_general_ci",
+    extra: str = "",
+) -> str:
     """A node's my.cnf: the lines every lab shares, then the lab's own (`extra`)."""
-    return CNF_TEMPLATE.substitute(module=module, node=node_label, datadir=datadir, tmpdir=tmpdir, socket=socket,
-                                   pid_file=pid_file, error_log=error_log, port=port, collation=collation,
-                                   extra=extra)
+    return CNF_TEMPLATE.substitute(
+        module=module,
+        node=node_label,
+        datadir=datadir,
+        tmpdir=tmpdir,
+        socket=socket,
+        pid_file=pid_file,
+        error_log=error_log,
+        port=port,
+        collation=collation,
+        extra=extra,
+    )
 
 
 def env_int(name: str) -> int | None:
@@ -182,10 +202,10 @@ class MariaDBLab:
     (`_cnf_extra`) and read a node's status (`_read_status`). All mutating operations hold an
     inter-process lock on the lab's dir."""
 
-    kind = "lab"                  # var/lab/<kind>[-<name>], the socket fallback key, LAB_<KIND>_* variables
-    module = "mariadb_lab"        # lab/<module>.py, named in the generated my.cnf and the CLI's prog
-    env_prefix = "LAB"            # <env_prefix>_DIR, <env_prefix>_PORTS / _PORT_BASE
-    default_port_base = 3300      # the unnamed lab's client ports are base + N
+    kind = "lab"  # var/lab/<kind>[-<name>], the socket fallback key, LAB_<KIND>_* variables
+    module = "mariadb_lab"  # lab/<module>.py, named in the generated my.cnf and the CLI's prog
+    env_prefix = "LAB"  # <env_prefix>_DIR, <env_prefix>_PORTS / _PORT_BASE
+    default_port_base = 3300  # the unnamed lab's client ports are base + N
     default_nodes = 3
     collation = "utf8mb4_general_ci"
     monitor_user = monitor_password = "monitor"
@@ -193,21 +213,31 @@ class MariaDBLab:
     # Command-line flags of short-lived runs of mariadbd on a node's my.cnf that are not the node itself.
     not_the_server = ("--bootstrap",)
 
-    def __init__(self, base_dir: Path | str | None = None, ports: list[int] | None = None, name: str | None = None,
-                 nodes: int | None = None):
+    def __init__(
+        self,
+        base_dir: Path | str | None = None,
+        ports: list[int] | None = None,
+        name: str | None = None,
+        nodes: int | None = None,
+    ):
         self.name = name or None
         if self.name is not None and not self.name.replace("-", "").replace("_", "").isalnum():
             raise LabError(f"a lab's name is letters, digits, - and _, got {self.name!r}")
         if base_dir is None:
-            base_dir = (LAB_VAR / f"{self.kind}-{self.name}" if self.name
-                        else os.environ.get(f"{self.env_prefix}_DIR") or LAB_VAR / self.kind)
+            base_dir = (
+                LAB_VAR / f"{self.kind}-{self.name}"
+                if self.name
+                else os.environ.get(f"{self.env_prefix}_DIR") or LAB_VAR / self.kind
+            )
         self.base_dir = Path(base_dir).resolve()
         self.slot = 0
         if ports is None:
             recorded = self._recorded().get("nodes")
             if nodes and recorded and nodes != recorded:
-                raise LabError(f"{self.kind} lab {self.name} has {recorded} nodes ({self.base_dir}/lab.json); "
-                               f"to change that, take it down and remove {self.base_dir}")
+                raise LabError(
+                    f"{self.kind} lab {self.name} has {recorded} nodes ({self.base_dir}/lab.json); "
+                    f"to change that, take it down and remove {self.base_dir}"
+                )
             count = nodes or recorded or self.default_nodes
             if not 1 <= count <= MAX_NODES:
                 raise LabError(f"a lab has 1 to {MAX_NODES} nodes, not {count}")
@@ -304,8 +334,11 @@ class MariaDBLab:
                 cmd = candidate.cmdline()
             except Exception:
                 continue
-            if marker in cmd and not any(flag in cmd for flag in self.not_the_server) \
-                    and os.path.basename(cmd[0]) in ("mariadbd", "mysqld"):
+            if (
+                marker in cmd
+                and not any(flag in cmd for flag in self.not_the_server)
+                and os.path.basename(cmd[0]) in ("mariadbd", "mysqld")
+            ):
                 node.lab_pid_file.write_text(f"{candidate.pid}\n")
                 return candidate
         return None
@@ -329,8 +362,15 @@ class MariaDBLab:
 
     def app_connection(self, n: int, timeout: int = 2, autocommit: bool = True):
         node = self.node(n)
-        return connect_tcp(node.host, node.port, self.app_user, self.app_password, timeout=timeout,
-                           db=self.app_schema, autocommit=autocommit)
+        return connect_tcp(
+            node.host,
+            node.port,
+            self.app_user,
+            self.app_password,
+            timeout=timeout,
+            db=self.app_schema,
+            autocommit=autocommit,
+        )
 
     def _sql(self, n: int, *statements: str) -> None:
         with closing(self.root_connection(n)) as conn:
@@ -367,14 +407,25 @@ class MariaDBLab:
 
     def _died(self, n: int, what: str) -> NodeDied:
         node = self.node(n)
-        return NodeDied(f"{node.name} (port {node.port}) exited while {what}; "
-                        f"tail of {node.error_log}:\n{self._log_tail(n)}")
+        return NodeDied(
+            f"{node.name} (port {node.port}) exited while {what}; tail of {node.error_log}:\n{self._log_tail(n)}"
+        )
 
     def _write_config(self, node: LabNode) -> None:
-        node.cnf.write_text(render_cnf(
-            self.module, node.name, datadir=node.datadir, tmpdir=node.tmpdir, socket=node.socket,
-            pid_file=node.pid_file, error_log=node.error_log, port=node.port, collation=self.collation,
-            extra=self._cnf_extra(node)))
+        node.cnf.write_text(
+            render_cnf(
+                self.module,
+                node.name,
+                datadir=node.datadir,
+                tmpdir=node.tmpdir,
+                socket=node.socket,
+                pid_file=node.pid_file,
+                error_log=node.error_log,
+                port=node.port,
+                collation=self.collation,
+                extra=self._cnf_extra(node),
+            )
+        )
 
     def _prepare(self, node: LabNode) -> None:
         for d in (node.datadir, node.tmpdir, node.socket.parent):
@@ -412,11 +463,13 @@ class MariaDBLab:
         self._prepare(node)
         check_ports_free(node.ports())
         self._log_offsets[n] = file_size(node.error_log)
-        pid = spawn_server([server_binary(), f"--defaults-file={node.cnf}", *extra], node.dir / "stdout.log",
-                           cwd=node.dir)
+        pid = spawn_server(
+            [server_binary(), f"--defaults-file={node.cnf}", *extra], node.dir / "stdout.log", cwd=node.dir
+        )
         node.lab_pid_file.write_text(f"{pid}\n")
-        self.log.info("%s: started mariadbd pid %d on port %d%s", node.name, pid, node.port,
-                      "".join(f" {arg}" for arg in extra))
+        self.log.info(
+            "%s: started mariadbd pid %d on port %d%s", node.name, pid, node.port, "".join(f" {arg}" for arg in extra)
+        )
         return pid
 
     def _wait_ready(self, n: int, timeout: float) -> float:
@@ -436,8 +489,10 @@ class MariaDBLab:
             except MySQLdb.Error as exc:
                 last = f"{exc.args[-1] if exc.args else exc}"
             if time.monotonic() - t0 > timeout:
-                raise LabError(f"{node.name} (port {node.port}) not accepting connections on {node.socket} after "
-                               f"{timeout:.0f} s (last: {last}); tail of {node.error_log}:\n{self._log_tail(n)}")
+                raise LabError(
+                    f"{node.name} (port {node.port}) not accepting connections on {node.socket} after "
+                    f"{timeout:.0f} s (last: {last}); tail of {node.error_log}:\n{self._log_tail(n)}"
+                )
             time.sleep(0.05)
 
     def _start_nodes(self, ns: list[int], timeout: float) -> None:
@@ -529,12 +584,15 @@ def cluster_cli(lab_class, doc: str, argv: list[str] | None, start_help: str, ex
     that runs them and `start` (whose result each lab words its own way)."""
     prog = f"python -m lab.{lab_class.module}"
     parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
-    parser.add_argument("--base-dir", help=f"lab directory (default var/lab/{lab_class.kind}[-NAME] or "
-                                           f"${lab_class.env_prefix}_DIR)")
-    parser.add_argument("--name", help="another cluster of this kind, on its own ports and datadirs "
-                                       f"(var/lab/{lab_class.kind}-NAME)")
-    parser.add_argument("--nodes", type=int, help=f"with --name: how many nodes, on first use (default "
-                                                  f"{lab_class.default_nodes})")
+    parser.add_argument(
+        "--base-dir", help=f"lab directory (default var/lab/{lab_class.kind}[-NAME] or ${lab_class.env_prefix}_DIR)"
+    )
+    parser.add_argument(
+        "--name", help=f"another cluster of this kind, on its own ports and datadirs (var/lab/{lab_class.kind}-NAME)"
+    )
+    parser.add_argument(
+        "--nodes", type=int, help=f"with --name: how many nodes, on first use (default {lab_class.default_nodes})"
+    )
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("up", help="start (or reuse) the cluster and wait until it is healthy")
     sub.add_parser("down", help="stop all nodes cleanly")

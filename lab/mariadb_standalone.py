@@ -64,7 +64,12 @@ class MariaDBStandalone(MariaDBLab):
         return property(lambda self: getattr(self.nodes[0], attr), doc=f"the server's {attr}")
 
     host, port, socket = _the_node("host"), _the_node("port"), _the_node("socket")
-    datadir, tmpdir, cnf, error_log = _the_node("datadir"), _the_node("tmpdir"), _the_node("cnf"), _the_node("error_log")
+    datadir, tmpdir, cnf, error_log = (
+        _the_node("datadir"),
+        _the_node("tmpdir"),
+        _the_node("cnf"),
+        _the_node("error_log"),
+    )
     pid_file, lab_pid_file = _the_node("pid_file"), _the_node("lab_pid_file")
     del _the_node
 
@@ -101,13 +106,16 @@ class MariaDBStandalone(MariaDBLab):
 
     def _ensure_database(self) -> None:
         with closing(self.root_connection()) as conn:
-            execute_all(conn, [
-                "DROP USER IF EXISTS ''@'localhost'",
-                f"CREATE DATABASE IF NOT EXISTS `{DB_NAME}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci",
-                f"CREATE USER IF NOT EXISTS '{DB_USER}'@'%' IDENTIFIED BY '{DB_PASSWORD}'",
-                f"GRANT ALL PRIVILEGES ON `{DB_NAME}`.* TO '{DB_USER}'@'%'",
-                f"GRANT ALL PRIVILEGES ON `test\\_{DB_NAME}%`.* TO '{DB_USER}'@'%'",
-            ])
+            execute_all(
+                conn,
+                [
+                    "DROP USER IF EXISTS ''@'localhost'",
+                    f"CREATE DATABASE IF NOT EXISTS `{DB_NAME}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci",
+                    f"CREATE USER IF NOT EXISTS '{DB_USER}'@'%' IDENTIFIED BY '{DB_PASSWORD}'",
+                    f"GRANT ALL PRIVILEGES ON `{DB_NAME}`.* TO '{DB_USER}'@'%'",
+                    f"GRANT ALL PRIVILEGES ON `test\\_{DB_NAME}%`.* TO '{DB_USER}'@'%'",
+                ],
+            )
 
     def up(self, timeout: float = 60.0) -> dict:
         """Start the server (initialising an empty or half-made datadir) unless it already runs; make
@@ -131,8 +139,7 @@ class MariaDBStandalone(MariaDBLab):
             self._ensure_database()
             dt = time.monotonic() - t0
             self.log.info("django-db: up in %.1f s at %s", dt, self.database_url)
-            return {"reused": False, "was_running": [1] if was_running else [], "seconds": dt,
-                    "url": self.database_url}
+            return {"reused": False, "was_running": [1] if was_running else [], "seconds": dt, "url": self.database_url}
 
     def status_line(self) -> str:
         proc = self._process(1)
@@ -143,13 +150,14 @@ class MariaDBStandalone(MariaDBLab):
         except Exception:
             rss = None
         ok = "yes" if self._accepts_app_user() else "no"
-        return (f"django-db port={self.port} pid={proc.pid} alive=yes accepts_controlplane={ok} rss={mib(rss)} "
-                f"url={self.database_url}")
+        return (
+            f"django-db port={self.port} pid={proc.pid} alive=yes accepts_controlplane={ok} rss={mib(rss)} "
+            f"url={self.database_url}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab.mariadb_standalone",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lab.mariadb_standalone", description=__doc__.split("\n\n")[0])
     parser.add_argument("--base-dir", help="directory (default var/lab/django-db or $LAB_DJANGO_DB_DIR)")
     parser.add_argument("--port", type=int, help="client port (default 3320 or $LAB_DJANGO_DB_PORT)")
     parser.add_argument("--name", help="another server, in var/lab/django-db-NAME on its own port")

@@ -11,6 +11,7 @@ shapes with userinfo and backslashes, hosts outside the credential hosts). It co
 Used by lab/tests/test_probe_hostile.py against a live test server; `Probe(base_url, secrets).run(...)` can be
 pointed at any console (sessions by user name and password, API tokens by value).
 """
+
 import re
 import time
 from dataclasses import dataclass, field
@@ -19,14 +20,34 @@ import requests
 
 # Text a hostile user types into every field: control characters, line breaks, invisible and direction-changing
 # characters, markup, template syntax, SQL, numbers past 64 bits, and long text.
-HOSTILE_TEXT = ["\x00", "a\r\nb", "\u200b\u202e\ufeff", "<script>alert(1)</script>", "{{ 7*7 }}", "' OR '1'='1",
-                "é中😀", "9" * 40, "-1", "\\", "%00", "x" * 20_000]
+HOSTILE_TEXT = [
+    "\x00",
+    "a\r\nb",
+    "\u200b\u202e\ufeff",
+    "<script>alert(1)</script>",
+    "{{ 7*7 }}",
+    "' OR '1'='1",
+    "é中😀",
+    "9" * 40,
+    "-1",
+    "\\",
+    "%00",
+    "x" * 20_000,
+]
 # Query strings every GET is also tried with.
 HOSTILE_QUERIES = [
     {"page": "9" * 30, "page_size": "9" * 12, "per_page": "1000000000"},
     {"page": "-1", "sort": "\x00'\"", "order": "-" * 200, "q": "\u202eSELECT\r\n%00" + "é" * 500},
-    {"cluster": "99999999999999999999", "from": "9999-12-31T23:59:59", "to": "0001-01-01", "window": "1e309",
-     "node": "abc", "digest": "0x" + "F" * 40, "before": "9" * 30, "after": "-9"},
+    {
+        "cluster": "99999999999999999999",
+        "from": "9999-12-31T23:59:59",
+        "to": "0001-01-01",
+        "window": "1e309",
+        "node": "abc",
+        "digest": "0x" + "F" * 40,
+        "before": "9" * 30,
+        "after": "-9",
+    },
 ]
 BAD_IDS = ["0", "9" * 18]
 
@@ -34,6 +55,7 @@ BAD_IDS = ["0", "9" * 18]
 @dataclass
 class Caller:
     """One caller of the probe: a browser session (cookies) and, when it has one, an API token."""
+
     name: str
     session: requests.Session
     token: str = ""
@@ -59,10 +81,13 @@ class Probe:
         if username:
             page = session.get(f"{self.base}/accounts/login/", timeout=self.timeout_s)
             csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
-            answer = session.post(f"{self.base}/accounts/login/", data={"username": username, "password": password,
-                                                               "csrfmiddlewaretoken": csrf},
-                                  headers={"Referer": f"{self.base}/accounts/login/"}, timeout=self.timeout_s,
-                                  allow_redirects=False)
+            answer = session.post(
+                f"{self.base}/accounts/login/",
+                data={"username": username, "password": password, "csrfmiddlewaretoken": csrf},
+                headers={"Referer": f"{self.base}/accounts/login/"},
+                timeout=self.timeout_s,
+                allow_redirects=False,
+            )
             assert answer.status_code == 302, f"login of {username}: {answer.status_code}"
         return Caller(name, session, token, viewer_readable)
 
@@ -85,8 +110,13 @@ class Probe:
 
     def get(self, caller, path, params=None, api=False):
         started = time.monotonic()
-        answer = caller.session.get(self.base + path, params=params, timeout=self.timeout_s, allow_redirects=False,
-                                    headers=caller.api_headers() if api else {})
+        answer = caller.session.get(
+            self.base + path,
+            params=params,
+            timeout=self.timeout_s,
+            allow_redirects=False,
+            headers=caller.api_headers() if api else {},
+        )
         self._record(caller, "GET", path + (f"?{params}" if params else ""), answer, time.monotonic() - started)
         return answer
 
@@ -95,8 +125,14 @@ class Probe:
         if content_type:
             headers["Content-Type"] = content_type
         started = time.monotonic()
-        answer = caller.session.post(self.base + path, data=raw if raw is not None else data, json=json,
-                                     headers=headers, timeout=self.timeout_s, allow_redirects=False)
+        answer = caller.session.post(
+            self.base + path,
+            data=raw if raw is not None else data,
+            json=json,
+            headers=headers,
+            timeout=self.timeout_s,
+            allow_redirects=False,
+        )
         self._record(caller, "POST", path, answer, time.monotonic() - started)
         return answer
 
@@ -128,8 +164,9 @@ class Probe:
         for path, body in writes:
             for text in HOSTILE_TEXT:
                 self.post(caller, path, json=_filled(body, text), api=True)
-            self.post(caller, path, raw=b'{"reason": "' + b"x" * 7_000_000 + b'"}', api=True,
-                      content_type="application/json")
+            self.post(
+                caller, path, raw=b'{"reason": "' + b"x" * 7_000_000 + b'"}', api=True, content_type="application/json"
+            )
             self.post(caller, path, raw=b"[" * 10_000 + b"]" * 10_000, api=True, content_type="application/json")
             self.post(caller, path, raw=b"\xff\xfe not json", api=True, content_type="application/json")
 
@@ -148,4 +185,4 @@ def _with_bad_ids(path):
     if not match:
         return []
     last = match[-1]
-    return [path[:last.start(1)] + bad + path[last.end(1):] for bad in BAD_IDS]
+    return [path[: last.start(1)] + bad + path[last.end(1) :] for bad in BAD_IDS]

@@ -11,6 +11,7 @@ TEST_DURATIONS_OUT=path: at the end of the run, write each module's measured sec
 its tests) there; bin/test merges the shards' files into var/test-logs/durations.json, which is what to copy over
 lab/test_durations.json when the suite has changed much.
 """
+
 import json
 import os
 import statistics
@@ -20,7 +21,7 @@ DURATIONS = Path(__file__).with_name("test_durations.json")
 
 
 def parse_shard(text):
-    """"i/N" -> (i, N) with 1 <= i <= N; None for empty."""
+    """ "i/N" -> (i, N) with 1 <= i <= N; None for empty."""
     if not text:
         return None
     index, _, count = text.partition("/")
@@ -84,4 +85,3 @@ def pytest_report_header(config):
     shard = os.environ.get("TEST_SHARD")
     if shard:
         return f"shard {shard} of the pass (lab/pytest_shards.py), dealt by {len(load_known())} known module durations"
-

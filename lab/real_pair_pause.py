@@ -21,6 +21,7 @@ datadir and config without --initial: it loads its disk), and the same read agai
 agreed" (both nodes route writes to the one backend the inventory names); then whether a further switchover is
 accepted and done. A table row per pause is printed at the end. No SQL is typed by hand at the nodes: only reads.
 """
+
 import json
 from collections import namedtuple
 import os
@@ -59,19 +60,29 @@ def pin(client_port):
 def state_of(node, hostgroups):
     """What a node holds at runtime: its cluster rows (hg, port, status, weight) and the managed variable."""
     try:
-        rows = demo.admin_sql(node.admin_port, "SELECT hostgroup_id, port, status, weight FROM runtime_mysql_servers "
-                                               "ORDER BY hostgroup_id, port")
-        autoinc = demo.admin_sql(node.admin_port, "SELECT variable_value FROM runtime_global_variables "
-                                                  f"WHERE variable_name='{AUTOINC}'")
+        rows = demo.admin_sql(
+            node.admin_port,
+            "SELECT hostgroup_id, port, status, weight FROM runtime_mysql_servers ORDER BY hostgroup_id, port",
+        )
+        autoinc = demo.admin_sql(
+            node.admin_port, f"SELECT variable_value FROM runtime_global_variables WHERE variable_name='{AUTOINC}'"
+        )
     except MySQLdb.Error as exc:
         return f"not readable: {exc}"
     rows = [f"{hg}:{port} {status} w{weight}" for hg, port, status, weight in rows if int(hg) in hostgroups]
     unloaded = demo.admin_sql(
-        node.admin_port, "SELECT COUNT(*) FROM (SELECT hostgroup_id, hostname, port, weight, comment FROM mysql_servers "
-        "EXCEPT SELECT hostgroup_id, hostname, port, weight, comment FROM runtime_mysql_servers)")[0][0]
-    memory = demo.admin_sql(node.admin_port, f"SELECT variable_value FROM global_variables WHERE variable_name='{AUTOINC}'")
-    return (f"{AUTOINC}={autoinc[0][0]} (memory {memory[0][0]}); " + ", ".join(rows)
-            + f"; memory rows not at runtime: {unloaded}")
+        node.admin_port,
+        "SELECT COUNT(*) FROM (SELECT hostgroup_id, hostname, port, weight, comment FROM mysql_servers "
+        "EXCEPT SELECT hostgroup_id, hostname, port, weight, comment FROM runtime_mysql_servers)",
+    )[0][0]
+    memory = demo.admin_sql(
+        node.admin_port, f"SELECT variable_value FROM global_variables WHERE variable_name='{AUTOINC}'"
+    )
+    return (
+        f"{AUTOINC}={autoinc[0][0]} (memory {memory[0][0]}); "
+        + ", ".join(rows)
+        + f"; memory rows not at runtime: {unloaded}"
+    )
 
 
 def _fields(values):
@@ -109,7 +120,9 @@ def landed_in(op):
 
 def met_at(error):
     """The step at which the product met the stopped node, from the operation's message ("...: save: no answer")."""
-    m = re.search(r"\): ([a-z_]+): no answer", error or "") or re.search(r"\): (read [A-Za-z_]+): no answer", error or "")
+    m = re.search(r"\): ([a-z_]+): no answer", error or "") or re.search(
+        r"\): (read [A-Za-z_]+): no answer", error or ""
+    )
     return m.group(1) if m else "-"
 
 
@@ -124,11 +137,24 @@ class PauseRun:
         self.hostgroups = set(cluster.hostgroup_ids())
 
     def command(self, target):
-        cmd = [sys.executable, "manage.py", "switchover", self.cluster.name, "--to", f"{target.hostname}:{target.port}",
-               "--user", self.o["user"], "--lower-autoinc", "--drain-timeout-ms", str(self.o["pause_drain_timeout_ms"]),
-               "--yes", "--json"]
-        return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=self.bench.command_env())
+        cmd = [
+            sys.executable,
+            "manage.py",
+            "switchover",
+            self.cluster.name,
+            "--to",
+            f"{target.hostname}:{target.port}",
+            "--user",
+            self.o["user"],
+            "--lower-autoinc",
+            "--drain-timeout-ms",
+            str(self.o["pause_drain_timeout_ms"]),
+            "--yes",
+            "--json",
+        ]
+        return subprocess.Popen(
+            cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.bench.command_env()
+        )
 
     def operation_after(self, last_pk):
         return Operation.objects.filter(cluster=self.cluster, pk__gt=last_pk).order_by("pk").first()
@@ -142,8 +168,12 @@ class PauseRun:
         while time.monotonic() < deadline:
             op = op or self.operation_after(last_pk)
             if op is not None:
-                steps = {key: StepState(key, index, state) for key, index, state in
-                         OperationStep.objects.filter(operation_id=op.pk).values_list("key", "index", "state")}
+                steps = {
+                    key: StepState(key, index, state)
+                    for key, index, state in OperationStep.objects.filter(operation_id=op.pk).values_list(
+                        "key", "index", "state"
+                    )
+                }
                 if test(steps):
                     return op
                 if Operation.objects.filter(pk=op.pk, state__in=ENDED).exists():
@@ -157,14 +187,23 @@ class PauseRun:
         out, node = self.out, self.paused
         writer = switchover.current_writer(self.cluster).server
         target = Server.objects.filter(cluster=self.cluster).exclude(pk=writer.pk).order_by("port").first()
-        out(f"-- pause at {self.pause_at}: switchover {writer.port} -> {target.port}, ProxySQL :{node.admin_port} "
+        out(
+            f"-- pause at {self.pause_at}: switchover {writer.port} -> {target.port}, ProxySQL :{node.admin_port} "
             f"(pid {node.proc.pid}) stopped for {self.o['pause_seconds']} s; load average "
-            f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        )
         pins = [pin(n.client_port) for n in self.nodes]
-        used = [demo.admin_sql(n.admin_port, "SELECT SUM(ConnUsed) FROM stats_mysql_connection_pool "
-                                             f"WHERE hostgroup={self.cluster.writer_hostgroup} AND srv_port={writer.port}")[0][0]
-                for n in self.nodes]
-        out(f"   pinned writer sessions: ConnUsed of {writer.port} in hg {self.cluster.writer_hostgroup} per node {used}")
+        used = [
+            demo.admin_sql(
+                n.admin_port,
+                "SELECT SUM(ConnUsed) FROM stats_mysql_connection_pool "
+                f"WHERE hostgroup={self.cluster.writer_hostgroup} AND srv_port={writer.port}",
+            )[0][0]
+            for n in self.nodes
+        ]
+        out(
+            f"   pinned writer sessions: ConnUsed of {writer.port} in hg {self.cluster.writer_hostgroup} per node {used}"
+        )
         last_pk = Operation.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
         started = time.time()
         proc = self.command(target)
@@ -200,15 +239,19 @@ class PauseRun:
                 os.kill(node.proc.pid, signal.SIGSTOP)
             stopped_at = time.time()
             landed, steps = landed_in(op)
-            out(f"   SIGSTOP at +{(stopped_at - started) * 1000:.0f} ms from the command's spawn, landed in {landed}; "
-                f"steps then: {steps}")
+            out(
+                f"   SIGSTOP at +{(stopped_at - started) * 1000:.0f} ms from the command's spawn, landed in {landed}; "
+                f"steps then: {steps}"
+            )
             tries = []
             stdout, stderr = None, None
             while time.time() < stopped_at + self.o["pause_seconds"]:
                 if stdout is None and proc.poll() is not None:
                     stdout, stderr = proc.communicate()
-                    out(f"   command exited {proc.returncode} at +{(time.time() - stopped_at) * 1000:.0f} ms after "
-                        f"the SIGSTOP, node still stopped")
+                    out(
+                        f"   command exited {proc.returncode} at +{(time.time() - stopped_at) * 1000:.0f} ms after "
+                        f"the SIGSTOP, node still stopped"
+                    )
                 if stdout is not None:  # the beat's retry runs meanwhile, as it would
                     tries += [(time.time() - stopped_at, r) for r in rollbacks.retry_due()]
                 time.sleep(RETRY_EVERY_S if stdout is not None else 0.05)
@@ -216,8 +259,10 @@ class PauseRun:
             resumed_at = time.time()
             if stdout is None:
                 stdout, stderr = proc.communicate(timeout=120)
-                out(f"   command exited {proc.returncode} {time.time() - stopped_at:.1f} s after the SIGSTOP "
-                    f"(node resumed)")
+                out(
+                    f"   command exited {proc.returncode} {time.time() - stopped_at:.1f} s after the SIGSTOP "
+                    f"(node resumed)"
+                )
             for at, r in tries:
                 out(f"   retry (beat) at +{at:.1f} s while stopped: {r}")
         finally:
@@ -255,24 +300,43 @@ class PauseRun:
         before = self.layers("after the retry, before the restarts")
         for n in self.nodes:  # each node in turn, as an operator's rolling restart: the other one keeps serving
             how, took = n.restart()
-            out(f"   restarted :{n.admin_port} ({how}); its admin answered {took:.1f} s after the start, "
-                f"without --initial: memory and runtime loaded from its disk")
+            out(
+                f"   restarted :{n.admin_port} ({how}); its admin answered {took:.1f} s after the start, "
+                f"without --initial: memory and runtime loaded from its disk"
+            )
         after = self.layers("after both restarts")
-        result = self.bench.switch(self.cluster, Server.objects.filter(cluster=self.cluster).exclude(
-            pk=switchover.current_writer(self.cluster).server.pk).order_by("port").first())
-        out(f"   a further switchover to {result['to']}: {result['state']}"
-            + (f" ({result['error']})" if result["error"] else "") + f", exit {result['exit']}")
+        result = self.bench.switch(
+            self.cluster,
+            Server.objects.filter(cluster=self.cluster)
+            .exclude(pk=switchover.current_writer(self.cluster).server.pk)
+            .order_by("port")
+            .first(),
+        )
+        out(
+            f"   a further switchover to {result['to']}: {result['state']}"
+            + (f" ({result['error']})" if result["error"] else "")
+            + f", exit {result['exit']}"
+        )
         if result["state"] != "done":  # refused: which guards failed, with their values
             later = Operation.objects.filter(cluster=self.cluster).order_by("-pk").first()
-            out(f"   its failed guards: {[(g['label'], g['value']) for g in later.plan.get('guards', []) if not g['passed']]}")
+            out(
+                f"   its failed guards: {[(g['label'], g['value']) for g in later.plan.get('guards', []) if not g['passed']]}"
+            )
         self.report_nodes("after the further switchover")
         consistent = self.report_drift() and consistent
         pending = pending_rows.open_rows(self.cluster).count()
-        return {"pause_at": self.pause_at, "landed": landed, "met": met_at(outcome.get("error")),
-                "state": outcome.get("state") or "?",
-                "after_retry": op.state + (f" ({pending} still pending)" if pending else ""),
-                "before": before["layers"], "after": after["layers"], "writer": after["writer"],
-                "consistent": consistent, "next": result["state"]}
+        return {
+            "pause_at": self.pause_at,
+            "landed": landed,
+            "met": met_at(outcome.get("error")),
+            "state": outcome.get("state") or "?",
+            "after_retry": op.state + (f" ({pending} still pending)" if pending else ""),
+            "before": before["layers"],
+            "after": after["layers"],
+            "writer": after["writer"],
+            "consistent": consistent,
+            "next": result["state"],
+        }
 
     def layers(self, when):
         """Reads only, through the product's admin client: per node the cluster's mysql_servers rows in memory
@@ -283,39 +347,57 @@ class PauseRun:
         cluster.refresh_from_db()
         intended = intended_rows(cluster)
         versioned = versioned_variables(cluster)
-        inventory_writer = sorted(k[2] for k, v in intended.items()
-                                  if k[0] == cluster.writer_hostgroup and v["status"] == "ONLINE")
+        inventory_writer = sorted(
+            k[2] for k, v in intended.items() if k[0] == cluster.writer_hostgroup and v["status"] == "ONLINE"
+        )
         differ, writers = {}, {}
         for node in cluster.proxysql_nodes.order_by("pk"):
             try:
                 with ProxySQLAdmin.for_node(node) as admin:
-                    want = {k: v for k, (v, _) in versioned.items() if v is not None}  # the version: the one record of intent
+                    want = {
+                        k: v for k, (v, _) in versioned.items() if v is not None
+                    }  # the version: the one record of intent
                     for layer in ("memory", "runtime", "disk"):
                         rows = [r for r in admin.servers(layer) if r.hostgroup_id in self.hostgroups]
                         values = admin.global_variables(MANAGED_VARIABLES, layer=layer)
                         have = {r.key: configured(r) for r in rows}
-                        wrong = [f"hg {k[0]} :{k[2]} {_fields(have.get(k))} (inventory {_fields(intended.get(k))})"
-                                 for k in sorted(intended.keys() | have.keys()) if intended.get(k) != have.get(k)]
-                        wrong += [f"{name} {values.get(name)} (intended {value})" for name, value in want.items()
-                                  if values.get(name) != value]
+                        wrong = [
+                            f"hg {k[0]} :{k[2]} {_fields(have.get(k))} (inventory {_fields(intended.get(k))})"
+                            for k in sorted(intended.keys() | have.keys())
+                            if intended.get(k) != have.get(k)
+                        ]
+                        wrong += [
+                            f"{name} {values.get(name)} (intended {value})"
+                            for name, value in want.items()
+                            if values.get(name) != value
+                        ]
                         if wrong:
                             differ.setdefault(node.name, []).append(f"{layer}: " + "; ".join(wrong))
-                        out(f"   {when}, {node.name} {layer:7}: "
+                        out(
+                            f"   {when}, {node.name} {layer:7}: "
                             + ", ".join(f"{r.hostgroup_id}:{r.port} {r.status} w{r.weight}" for r in rows)
-                            + "; " + ", ".join(f"{k}={v}" for k, v in values.items())
-                            + ("" if not wrong else f"  <- differs: {'; '.join(wrong)}"))
+                            + "; "
+                            + ", ".join(f"{k}={v}" for k, v in values.items())
+                            + ("" if not wrong else f"  <- differs: {'; '.join(wrong)}")
+                        )
                         if layer == "runtime":
-                            writers[node.name] = sorted(r.port for r in rows if r.hostgroup_id == cluster.writer_hostgroup
-                                                        and r.status == "ONLINE")
+                            writers[node.name] = sorted(
+                                r.port
+                                for r in rows
+                                if r.hostgroup_id == cluster.writer_hostgroup and r.status == "ONLINE"
+                            )
             except Exception as exc:  # a node that does not answer is a difference too, said as such
                 differ.setdefault(node.name, []).append(f"not readable: {exc}")
                 writers[node.name] = None
         seen = {tuple(w) for w in writers.values() if w is not None}
         agreed = None not in writers.values() and seen == {tuple(inventory_writer)} and len(inventory_writer) == 1
         layers = "yes" if not differ else "no (" + "; ".join(f"{n} {d}" for n, ds in differ.items() for d in ds) + ")"
-        writer = ("yes" if agreed else "no") + " (" + ", ".join(
-            f"{n} -> {'/'.join(map(str, w)) if w else 'none'}" for n, w in writers.items()) + \
-            f"; inventory {'/'.join(map(str, inventory_writer)) or 'none'})"
+        writer = (
+            ("yes" if agreed else "no")
+            + " ("
+            + ", ".join(f"{n} -> {'/'.join(map(str, w)) if w else 'none'}" for n, w in writers.items())
+            + f"; inventory {'/'.join(map(str, inventory_writer)) or 'none'})"
+        )
         out(f"   {when}: layers equal: {layers}")
         out(f"   {when}: writer agreed: {writer}")
         return {"layers": layers, "writer": writer, "equal": not differ, "agreed": agreed}
@@ -323,10 +405,12 @@ class PauseRun:
     def report_pending(self, op):
         for row in PendingRollback.objects.filter(operation=op).select_related("node").order_by("pk"):
             out = self.out
-            out(f"   PendingRollback #{row.pk} on {row.node.name}: {row.state}, {row.attempts} tries, "
+            out(
+                f"   PendingRollback #{row.pk} on {row.node.name}: {row.state}, {row.attempts} tries, "
                 f"{len(row.statements)} still to run, {len(row.ran)} ran"
                 + (f"; resolution: {row.resolution}" if row.resolution else "")
-                + (f"; last error: {row.last_error}" if row.last_error else ""))
+                + (f"; last error: {row.last_error}" if row.last_error else "")
+            )
             for s in row.statements:
                 out(f"      to run: [{s['step']}] {s['sql']}")
 
@@ -337,23 +421,60 @@ class PauseRun:
     def report_drift(self):
         drift = cluster_drift(self.cluster)
         for n in drift.nodes:
-            self.out(f"   drift {n.node_name}: " + (f"in sync with version {drift.version}" if n.in_sync else
-                     f"error {n.error!r}; " + "; ".join(f.words for f in n.findings)))
+            self.out(
+                f"   drift {n.node_name}: "
+                + (
+                    f"in sync with version {drift.version}"
+                    if n.in_sync
+                    else f"error {n.error!r}; " + "; ".join(f.words for f in n.findings)
+                )
+            )
         self.out(f"   between the nodes: {drift.between_nodes or 'no difference'}; consistent: {drift.in_sync}")
         return drift.in_sync
 
 
 def run_pauses(bench, cluster, nodes):
     results = [PauseRun(bench, cluster, nodes, at).run() for at in bench.o["pause_at"]]
-    bench.stdout.write("pause mid-switchover, summary: " + "; ".join(
-        f"at {r['pause_at']}: {r['state']}, nodes consistent {r['consistent']}, next switchover {r['next']}"
-        for r in results if r))
-    header = ["step paused", "stop landed in", "the product met the stopped node at", "operation state", "after retry", "layers equal before restart",
-              "layers equal after restart", "writer agreed after restart", "hand SQL", "next switchover"]
+    bench.stdout.write(
+        "pause mid-switchover, summary: "
+        + "; ".join(
+            f"at {r['pause_at']}: {r['state']}, nodes consistent {r['consistent']}, next switchover {r['next']}"
+            for r in results
+            if r
+        )
+    )
+    header = [
+        "step paused",
+        "stop landed in",
+        "the product met the stopped node at",
+        "operation state",
+        "after retry",
+        "layers equal before restart",
+        "layers equal after restart",
+        "writer agreed after restart",
+        "hand SQL",
+        "next switchover",
+    ]
     out = bench.stdout.write
     out("| " + " | ".join(header) + " |")
     out("|" + "---|" * len(header))
     for r in results:
         if r:
-            out("| " + " | ".join([r["pause_at"], r["landed"], r["met"], r["state"], r["after_retry"], r["before"], r["after"],
-                                   r["writer"], "none", r["next"]]) + " |")
+            out(
+                "| "
+                + " | ".join(
+                    [
+                        r["pause_at"],
+                        r["landed"],
+                        r["met"],
+                        r["state"],
+                        r["after_retry"],
+                        r["before"],
+                        r["after"],
+                        r["writer"],
+                        "none",
+                        r["next"],
+                    ]
+                )
+                + " |"
+            )

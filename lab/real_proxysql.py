@@ -11,6 +11,7 @@ true, check interval 1 s).
 of 3.0 or later (its `proxysql --version`) therefore has its own on 127.0.0.1, its admin port + 2 and + 3 (16134 and
 16135 for admin 16132). Older versions get no such setting: a variable they do not know would be inserted into
 global_variables from the file, then deleted with a warning at the first LOAD ADMIN VARIABLES."""
+
 import re
 import shutil
 import subprocess
@@ -43,8 +44,13 @@ mysql_variables=
 def config_variables(client_port):
     """The mysql- variables CONFIG sets, as global_variables names them (a double started with them answers like
     this node: lab/conformance.py)."""
-    return {"mysql-threads": "2", "mysql-interfaces": f"127.0.0.1:{client_port}", "mysql-monitor_username": "monitor",
-            "mysql-monitor_password": "monitor", "mysql-server_version": "10.11.0"}
+    return {
+        "mysql-threads": "2",
+        "mysql-interfaces": f"127.0.0.1:{client_port}",
+        "mysql-monitor_username": "monitor",
+        "mysql-monitor_password": "monitor",
+        "mysql-server_version": "10.11.0",
+    }
 
 
 def binary_version(binary):
@@ -59,21 +65,30 @@ def config_text(datadir, admin_port, client_port, peers=None, version=None):
     """The config file of one node; with `peers` ({comment: admin port}) a ProxySQL Cluster member; with `version`
     (major, minor) 3.0 or later, its PostgreSQL listeners on 127.0.0.1, admin port + 2 (admin) and + 3 (clients)."""
     pgsql = version is not None and version >= (3, 0)
-    parts = {"datadir": datadir, "admin_port": admin_port, "client_port": client_port,
-             "pgsql_admin": f'\n    pgsql_ifaces="127.0.0.1:{admin_port + 2}"' if pgsql else "",
-             "pgsql_variables": f'pgsql_variables=\n{{\n    interfaces="127.0.0.1:{admin_port + 3}"\n}}\n' if pgsql else ""}
+    parts = {
+        "datadir": datadir,
+        "admin_port": admin_port,
+        "client_port": client_port,
+        "pgsql_admin": f'\n    pgsql_ifaces="127.0.0.1:{admin_port + 2}"' if pgsql else "",
+        "pgsql_variables": f'pgsql_variables=\n{{\n    interfaces="127.0.0.1:{admin_port + 3}"\n}}\n' if pgsql else "",
+    }
     if not peers:
         return CONFIG.format(**parts, cluster_credential="", cluster_variables="", proxysql_servers="")
-    rows = ",\n".join(f'    {{ hostname="127.0.0.1", port={port}, weight=0, comment="{name}" }}'
-                      for name, port in peers.items())
-    return CONFIG.format(**parts, cluster_credential=f";{CLUSTER_USER}:{CLUSTER_USER}",
-                         cluster_variables=f'\n    cluster_username="{CLUSTER_USER}"\n    cluster_password="{CLUSTER_USER}"',
-                         proxysql_servers=f"proxysql_servers=\n(\n{rows}\n)\n")
+    rows = ",\n".join(
+        f'    {{ hostname="127.0.0.1", port={port}, weight=0, comment="{name}" }}' for name, port in peers.items()
+    )
+    return CONFIG.format(
+        **parts,
+        cluster_credential=f";{CLUSTER_USER}:{CLUSTER_USER}",
+        cluster_variables=f'\n    cluster_username="{CLUSTER_USER}"\n    cluster_password="{CLUSTER_USER}"',
+        proxysql_servers=f"proxysql_servers=\n(\n{rows}\n)\n",
+    )
 
 
 def connect(port, timeout=1):
-    return MySQLdb.connect(host="127.0.0.1", port=port, user="admin", passwd="admin", connect_timeout=timeout,
-                           read_timeout=5)
+    return MySQLdb.connect(
+        host="127.0.0.1", port=port, user="admin", passwd="admin", connect_timeout=timeout, read_timeout=5
+    )
 
 
 def fetch(conn, sql):
@@ -107,15 +122,19 @@ class RealProxySQL:
         if fresh:
             shutil.rmtree(self.datadir, ignore_errors=True)
             self.datadir.mkdir(parents=True)
-            cnf.write_text(config_text(self.datadir, self.admin_port, self.client_port, self.peers,
-                                       binary_version(self.binary)))
+            cnf.write_text(
+                config_text(self.datadir, self.admin_port, self.client_port, self.peers, binary_version(self.binary))
+            )
         log_path = self.datadir / "stdout.log"
         for attempt in (1, 2):
             log_from = log_path.stat().st_size if log_path.exists() and not (fresh and attempt == 1) else 0
             log = open(log_path, "wb" if fresh and attempt == 1 else "ab")
-            self.proc = subprocess.Popen([self.binary, "-f", "--no-version-check", "-c", str(cnf), "-D",
-                                          str(self.datadir)], stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                [self.binary, "-f", "--no-version-check", "-c", str(cnf), "-D", str(self.datadir)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
             deadline = time.monotonic() + 30
             while True:
                 try:
@@ -128,8 +147,9 @@ class RealProxySQL:
                         self.init_crashes += 1
                         break
                     if self.proc.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"ProxySQL {self.name} (admin port {self.admin_port}) did not start; see "
-                                           f"{log_path}") from None
+                        raise RuntimeError(
+                            f"ProxySQL {self.name} (admin port {self.admin_port}) did not start; see {log_path}"
+                        ) from None
                     time.sleep(0.05)
 
     @staticmethod

@@ -90,8 +90,10 @@ APP_USER, APP_PASSWORD, APP_SCHEMA = "app", "app", "app"
 #   REPLICATION MASTER ADMIN SHOW SLAVE HOSTS (which replicas a primary has)
 #   PROCESS, CONNECTION ADMIN  every session in SHOW PROCESSLIST, KILL them (as the Galera lab's monitor)
 # MASTER_GTID_WAIT() and @@gtid_* need none. No SUPER.
-MONITOR_PRIVILEGES = ("PROCESS, RELOAD, BINLOG MONITOR, SLAVE MONITOR, REPLICATION SLAVE ADMIN, "
-                      "REPLICATION MASTER ADMIN, READ_ONLY ADMIN, CONNECTION ADMIN")
+MONITOR_PRIVILEGES = (
+    "PROCESS, RELOAD, BINLOG MONITOR, SLAVE MONITOR, REPLICATION SLAVE ADMIN, "
+    "REPLICATION MASTER ADMIN, READ_ONLY ADMIN, CONNECTION ADMIN"
+)
 
 BINLOG_CNF = string.Template("""\
 server_id                      = $n
@@ -216,15 +218,19 @@ class NodeStatus(LabNodeStatus):
             return short
         text = f"node{self.n} port={self.port} pid={self.pid} alive=yes role={self.role}"
         if self.replicating:
-            text += (f" of={self.master_host}:{self.master_port} io={self.io_running} sql={self.sql_running} "
-                     f"lag={self.seconds_behind if self.seconds_behind is not None else 'NULL'} "
-                     f"using_gtid={self.using_gtid} caught_up={'yes' if self.caught_up else 'no'}")
+            text += (
+                f" of={self.master_host}:{self.master_port} io={self.io_running} sql={self.sql_running} "
+                f"lag={self.seconds_behind if self.seconds_behind is not None else 'NULL'} "
+                f"using_gtid={self.using_gtid} caught_up={'yes' if self.caught_up else 'no'}"
+            )
             if self.last_io_errno:
                 text += f" io_error={self.last_io_errno}"
             if self.last_sql_errno:
                 text += f" sql_error={self.last_sql_errno}"
-        return (f"{text} read_only={self.read_only} gtid_binlog_pos={self.gtid_binlog_pos or '-'} "
-                f"healthy={'yes' if self.healthy else 'no'} rss={mib(self.rss)}")
+        return (
+            f"{text} read_only={self.read_only} gtid_binlog_pos={self.gtid_binlog_pos or '-'} "
+            f"healthy={'yes' if self.healthy else 'no'} rss={mib(self.rss)}"
+        )
 
 
 def _slave_row(conn) -> dict[str, object] | None:
@@ -239,8 +245,10 @@ def _slave_row(conn) -> dict[str, object] | None:
 
 def _read_node(conn, st: NodeStatus) -> NodeStatus:
     with conn.cursor() as cur:
-        cur.execute("SELECT @@read_only, @@server_id, @@gtid_binlog_pos, @@gtid_binlog_state, @@gtid_slave_pos, "
-                    "@@gtid_current_pos, @@gtid_strict_mode")
+        cur.execute(
+            "SELECT @@read_only, @@server_id, @@gtid_binlog_pos, @@gtid_binlog_state, @@gtid_slave_pos, "
+            "@@gtid_current_pos, @@gtid_strict_mode"
+        )
         ro, sid, binlog, state, slave, current, strict = cur.fetchone()
     st.read_only = "ON" if int(ro) else "OFF"
     st.server_id = int(sid)
@@ -271,8 +279,13 @@ class ReplicationLab(MariaDBLab):
     env_prefix = "LAB_REPLICATION"
     default_port_base = 3320
 
-    def __init__(self, base_dir: Path | str | None = None, ports: list[int] | None = None, name: str | None = None,
-                 nodes: int | None = None):
+    def __init__(
+        self,
+        base_dir: Path | str | None = None,
+        ports: list[int] | None = None,
+        name: str | None = None,
+        nodes: int | None = None,
+    ):
         super().__init__(base_dir=base_dir, ports=ports, name=name, nodes=nodes)
         if len(self.ports) != 3 or len(set(self.ports)) != 3:
             raise LabError(f"the replication lab needs 3 distinct ports, got {self.ports}")
@@ -331,9 +344,9 @@ class ReplicationLab(MariaDBLab):
             src = by_n.get(self._by_port(st.master_port)) if st.replicating else None
             if src is not None and src.alive and not src.error and st.alive and not st.error:
                 mine, theirs = parse_gtid_state(st.gtid_binlog_state), parse_gtid_state(src.gtid_binlog_state)
-                st.caught_up = (all(mine.get(k, -1) >= q for k, q in theirs.items())
-                                and all(q <= theirs.get((d, s), -1) for (d, s), q in mine.items()
-                                        if s == st.server_id))
+                st.caught_up = all(mine.get(k, -1) >= q for k, q in theirs.items()) and all(
+                    q <= theirs.get((d, s), -1) for (d, s), q in mine.items() if s == st.server_id
+                )
         p = by_n[primary]
         p_ok = p.alive and not p.error
         p.healthy = p_ok and not p.replicating and p.read_only == "OFF" and p.gtid_strict_mode == "ON"
@@ -342,9 +355,17 @@ class ReplicationLab(MariaDBLab):
             if st.n == primary or not st.alive or st.error:
                 continue
             st.healthy = bool(
-                p_ok and st.replicating and st.master_host == target.host and st.master_port == target.port
-                and st.using_gtid == "Slave_Pos" and st.threads_ok and st.seconds_behind == 0 and st.caught_up
-                and st.read_only == "ON" and st.gtid_strict_mode == "ON")
+                p_ok
+                and st.replicating
+                and st.master_host == target.host
+                and st.master_port == target.port
+                and st.using_gtid == "Slave_Pos"
+                and st.threads_ok
+                and st.seconds_behind == 0
+                and st.caught_up
+                and st.read_only == "ON"
+                and st.gtid_strict_mode == "ON"
+            )
 
     def is_healthy(self) -> bool:
         """Node 1 primary (read_only OFF), nodes 2 and 3 replicating from it by GTID with both threads
@@ -397,13 +418,17 @@ class ReplicationLab(MariaDBLab):
                 if not st.replicating:
                     return "no replication channel configured"
                 if st.io_running == "No" or st.sql_running == "No":
-                    return (f"replication stopped: io={st.io_running} ({st.last_io_errno} {st.last_io_error}) "
-                            f"sql={st.sql_running} ({st.last_sql_errno} {st.last_sql_error})")
+                    return (
+                        f"replication stopped: io={st.io_running} ({st.last_io_errno} {st.last_io_error}) "
+                        f"sql={st.sql_running} ({st.last_sql_errno} {st.last_sql_error})"
+                    )
                 if gtid_reached(st.gtid_slave_pos, target_pos) and st.threads_ok:
                     return None
                 else:
-                    last = (f"gtid_slave_pos {st.gtid_slave_pos or '(empty)'} of {target_pos or '(empty)'}, "
-                            f"io={st.io_running} sql={st.sql_running} lag={st.seconds_behind}")
+                    last = (
+                        f"gtid_slave_pos {st.gtid_slave_pos or '(empty)'} of {target_pos or '(empty)'}, "
+                        f"io={st.io_running} sql={st.sql_running} lag={st.seconds_behind}"
+                    )
             if time.monotonic() - t0 > timeout:
                 return f"not caught up after {timeout:.0f} s ({last})"
             time.sleep(0.05)
@@ -464,10 +489,19 @@ class ReplicationLab(MariaDBLab):
         tmpl = self.template_dir
         (tmpl / "tmp").mkdir(parents=True, exist_ok=True)
         cnf = tmpl / "my.cnf"
-        cnf.write_text(render_cnf(
-            self.module, "the template", datadir=self.template_datadir, tmpdir=tmpl / "tmp",
-            socket=tmpl / "install.sock", pid_file=tmpl / "install.pid", error_log=tmpl / "error.log", port=0,
-            extra="skip-log-bin\n"))
+        cnf.write_text(
+            render_cnf(
+                self.module,
+                "the template",
+                datadir=self.template_datadir,
+                tmpdir=tmpl / "tmp",
+                socket=tmpl / "install.sock",
+                pid_file=tmpl / "install.pid",
+                error_log=tmpl / "error.log",
+                port=0,
+                extra="skip-log-bin\n",
+            )
+        )
         check_traversable(tmpl)
         install_datadir(cnf, self.template_datadir, tmpl)
         dt = time.monotonic() - t0
@@ -489,8 +523,10 @@ class ReplicationLab(MariaDBLab):
         import MySQLdb
 
         with closing(self.root_connection(n)) as conn, conn.cursor() as cur:
-            cur.execute("SELECT COUNT(*) FROM mysql.global_priv WHERE host = '%%' AND user IN (%s, %s, %s)",
-                        (MONITOR_USER, REPL_USER, APP_USER))
+            cur.execute(
+                "SELECT COUNT(*) FROM mysql.global_priv WHERE host = '%%' AND user IN (%s, %s, %s)",
+                (MONITOR_USER, REPL_USER, APP_USER),
+            )
             if cur.fetchone()[0] != 3:
                 return False
             try:
@@ -523,8 +559,10 @@ class ReplicationLab(MariaDBLab):
 
     def _change_master_sql(self, source: int) -> str:
         src = self.node(source)
-        return (f"CHANGE MASTER TO MASTER_HOST='{src.host}', MASTER_PORT={src.port}, MASTER_USER='{REPL_USER}', "
-                f"MASTER_PASSWORD='{REPL_PASSWORD}', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1")
+        return (
+            f"CHANGE MASTER TO MASTER_HOST='{src.host}', MASTER_PORT={src.port}, MASTER_USER='{REPL_USER}', "
+            f"MASTER_PASSWORD='{REPL_PASSWORD}', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1"
+        )
 
     def _point(self, n: int, source: int) -> None:
         """Make n replicate from source, starting at what n already has: gtid_slave_pos is set to n's
@@ -535,8 +573,12 @@ class ReplicationLab(MariaDBLab):
         statements = []
         if st.replicating:
             statements += ["STOP SLAVE", "RESET SLAVE ALL"]
-        statements += ["SET GLOBAL read_only = ON", "SET GLOBAL gtid_slave_pos = @@gtid_binlog_pos",
-                       self._change_master_sql(source), "START SLAVE"]
+        statements += [
+            "SET GLOBAL read_only = ON",
+            "SET GLOBAL gtid_slave_pos = @@gtid_binlog_pos",
+            self._change_master_sql(source),
+            "START SLAVE",
+        ]
         self._sql(n, *statements)
         log.info("node%d: replicating from node%d by GTID from %s", n, source, st.gtid_binlog_pos or "the beginning")
 
@@ -556,12 +598,21 @@ class ReplicationLab(MariaDBLab):
             self._sql(n, "STOP SLAVE", f"SET GLOBAL server_id = {n}", "START SLAVE")
             if why:
                 return why
-            log.info("node%d: replayed its own old transactions (%s) under server_id %d", n, ",".join(own),
-                     TEMP_SERVER_ID_BASE + n)
+            log.info(
+                "node%d: replayed its own old transactions (%s) under server_id %d",
+                n,
+                ",".join(own),
+                TEMP_SERVER_ID_BASE + n,
+            )
         else:
             st = self._root_read(n)
-            if not (st.replicating and st.master_port == src.port and st.master_host == src.host
-                    and st.using_gtid == "Slave_Pos" and st.threads_ok):
+            if not (
+                st.replicating
+                and st.master_port == src.port
+                and st.master_host == src.host
+                and st.using_gtid == "Slave_Pos"
+                and st.threads_ok
+            ):
                 self._point(n, source)
         why = self._wait_replica(n, self._binlog_pos(source), timeout)
         if why is None:
@@ -589,16 +640,20 @@ class ReplicationLab(MariaDBLab):
         node = self.node(n)
         t0 = time.monotonic()
         if not self._history_complete(source):
-            raise LabError(f"cannot re-clone {node.name}: node{source}'s binary logs no longer start at the "
-                           f"beginning of its history (purged or reset); `python -m lab.replication down`, "
-                           f"remove {self.base_dir} and `up` again")
+            raise LabError(
+                f"cannot re-clone {node.name}: node{source}'s binary logs no longer start at the "
+                f"beginning of its history (purged or reset); `python -m lab.replication down`, "
+                f"remove {self.base_dir} and `up` again"
+            )
         self._stop_proc(n, 60)
         self._clone_template(node)
         self._start_nodes([n], 60)
         why = self._follow(n, source, timeout)
         if why:
-            raise LabError(f"{node.name}: re-cloned from the template but still cannot follow node{source}: {why}; "
-                           f"tail of {node.error_log}:\n{self._log_tail(n)}")
+            raise LabError(
+                f"{node.name}: re-cloned from the template but still cannot follow node{source}: {why}; "
+                f"tail of {node.error_log}:\n{self._log_tail(n)}"
+            )
         dt = time.monotonic() - t0
         log.info("%s: re-cloned and caught up with node%d in %.1f s", node.name, source, dt)
         return dt
@@ -644,8 +699,9 @@ class ReplicationLab(MariaDBLab):
             if source is not None and source != target:
                 why = self._follow(target, source, timeout=min(timeout, 30))
                 if why:
-                    log.warning("node%d could not catch up with node%d (%s); node%d's data wins", target, source,
-                                why, target)
+                    log.warning(
+                        "node%d could not catch up with node%d (%s); node%d's data wins", target, source, why, target
+                    )
                     actions.append(f"node{target} kept its own data (could not catch up with node{source})")
                 else:
                     actions.append(f"node{target} caught up with node{source}")
@@ -653,9 +709,13 @@ class ReplicationLab(MariaDBLab):
             actions.append(f"node{target}: RESET SLAVE ALL")
         for r in others:
             s = self._root_read(r)
-            if points_at_target(s) and s.threads_ok and s.using_gtid == "Slave_Pos" \
-                    and gtid_reached(s.gtid_slave_pos, self._binlog_pos(target)) \
-                    and self._cannot_follow(r, target) == ("", []):
+            if (
+                points_at_target(s)
+                and s.threads_ok
+                and s.using_gtid == "Slave_Pos"
+                and gtid_reached(s.gtid_slave_pos, self._binlog_pos(target))
+                and self._cannot_follow(r, target) == ("", [])
+            ):
                 if s.read_only != "ON":
                     self._sql(r, "SET GLOBAL read_only = ON")
                 continue
@@ -693,8 +753,14 @@ class ReplicationLab(MariaDBLab):
             if self.is_healthy():
                 dt = time.monotonic() - t0
                 log.info("all %d nodes up, replicas caught up; reusing (%.2f s)", len(self.nodes), dt)
-                return {"reused": True, "was_running": [n.n for n in self.nodes], "started": [], "actions": [],
-                        "timings": {}, "seconds": dt}
+                return {
+                    "reused": True,
+                    "was_running": [n.n for n in self.nodes],
+                    "started": [],
+                    "actions": [],
+                    "timings": {},
+                    "seconds": dt,
+                }
             self.base_dir.mkdir(parents=True, exist_ok=True)
             timings: dict[str, float] = {}
             alive = [node.n for node in self.nodes if self.is_running(node.n)]
@@ -724,8 +790,11 @@ class ReplicationLab(MariaDBLab):
                 failed = [n for n in to_start if not self.is_running(n)]
                 if 1 in failed and fresh:
                     raise
-                log.warning("%s; starting %s from fresh datadirs", str(exc).splitlines()[0],
-                            ", ".join(f"node{n}" for n in failed))
+                log.warning(
+                    "%s; starting %s from fresh datadirs",
+                    str(exc).splitlines()[0],
+                    ", ".join(f"node{n}" for n in failed),
+                )
                 if 1 in failed:  # the primary's data is gone: everything starts afresh
                     for n in [m.n for m in self.nodes if self.is_running(m.n)]:
                         self._stop_proc(n, 60)
@@ -743,8 +812,14 @@ class ReplicationLab(MariaDBLab):
             timings["topology"] = time.monotonic() - t
             dt = time.monotonic() - t0
             log.info("up: node1 primary, node2 and node3 replicating, in %.1f s", dt)
-            return {"reused": False, "was_running": alive, "started": to_start, "actions": actions,
-                    "timings": timings, "seconds": dt}
+            return {
+                "reused": False,
+                "was_running": alive,
+                "started": to_start,
+                "actions": actions,
+                "timings": timings,
+                "seconds": dt,
+            }
 
     def start(self, n: int, timeout: float = 60.0) -> dict:
         """Restart a killed or stopped node. It comes up read_only=ON (its my.cnf); a replica resumes its
@@ -809,8 +884,11 @@ class ReplicationLab(MariaDBLab):
                 return False
             t0 = time.monotonic()
             result = self.up(timeout)
-            log.info("heal: healthy again in %.1f s (%s)", time.monotonic() - t0,
-                     "; ".join(result["actions"]) or "nodes restarted")
+            log.info(
+                "heal: healthy again in %.1f s (%s)",
+                time.monotonic() - t0,
+                "; ".join(result["actions"]) or "nodes restarted",
+            )
             return True
 
 
@@ -832,6 +910,7 @@ def main(argv: list[str] | None = None) -> int:
                 for s in lab.status():
                     print(s.line())
             return 0
+
         return run
 
     return cluster_cli(ReplicationLab, __doc__, argv, "restart node N", promote_command)

@@ -1,5 +1,6 @@
 """Alert notification tasks: flush a group when it is due, deliver a message with retries, and beat's sweep
 for repeats and lost tasks. Thin: each calls one function of apps/alerts/notify.py."""
+
 from celery import shared_task
 
 from apps.alerts import evaluate, notify
@@ -22,11 +23,15 @@ def deliver(self, notification_pk):
     if delivered:
         return
     if not retry or self.request.retries >= settings.ALERTS_DELIVERY_RETRIES:
-        notify.give_up(notification_pk, f"gave up after {self.request.retries + 2} tries"
-                                        + ("" if retry else ": the receiver refused the payload"))
+        notify.give_up(
+            notification_pk,
+            f"gave up after {self.request.retries + 2} tries" + ("" if retry else ": the receiver refused the payload"),
+        )
         return
     # The first try was made by the task that made the message, the first retry waited one base already.
-    raise self.retry(countdown=notify.retry_delay(self.request.retries + 1), max_retries=settings.ALERTS_DELIVERY_RETRIES)
+    raise self.retry(
+        countdown=notify.retry_delay(self.request.retries + 1), max_retries=settings.ALERTS_DELIVERY_RETRIES
+    )
 
 
 # Scheduled for when a pending alert's `for` ends; a lost one costs at most a poll round (the rounds

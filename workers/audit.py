@@ -1,4 +1,5 @@
 """Audit tasks. Thin: retention and the summaries of repeated refusals each call one service in apps/audit."""
+
 from celery import shared_task
 
 from apps.audit import services

@@ -1,4 +1,5 @@
 """Query digest tasks. Each is thin: it calls one service in apps/digests and returns its summary."""
+
 import logging
 
 from celery import shared_task

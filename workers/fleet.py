@@ -1,4 +1,5 @@
 """Inventory tasks."""
+
 from celery import shared_task
 
 from apps.configuration import drift

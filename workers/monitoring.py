@@ -1,4 +1,5 @@
 """Monitoring tasks. Each is thin: it calls one service in apps/monitoring and returns its summary."""
+
 import os
 import resource
 

@@ -1,4 +1,5 @@
 """Operation tasks. Not acks_late: re-running an operation is decided by the reaper, not redelivery."""
+
 from celery import shared_task
 
 from apps.operations import executor

@@ -1,5 +1,6 @@
 """Report tasks. run_due is idempotent (each schedule's period is claimed by a conditional UPDATE), so a
 lost or repeated tick neither skips nor doubles a report."""
+
 from celery import shared_task
 
 from apps.reports import services

@@ -1,4 +1,5 @@
 """Rollout tasks: thin; the service goes on from the rollout's stored state (re-entrant after a worker's death)."""
+
 from celery import shared_task
 
 from apps.rollouts import services

@@ -1,5 +1,6 @@
 """Users in Django's admin, audited (apps/accounts/services.py): adding a user, changing it (roles as
 groups, superuser, staff, active, permissions...), resetting its password and deleting it."""
+
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
@@ -19,8 +20,9 @@ class AuditedUserAdmin(UserAdmin):
 
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)  # groups and permissions are saved here
-        services.record_user_saved(form.instance, getattr(form.instance, "_audit_before", None),
-                                   actor=Actor.of_request(request))
+        services.record_user_saved(
+            form.instance, getattr(form.instance, "_audit_before", None), actor=Actor.of_request(request)
+        )
 
     def user_change_password(self, request, id, form_url=""):
         with transaction.atomic():  # the new password and its audit event together

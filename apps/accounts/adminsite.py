@@ -1,6 +1,7 @@
 """Django's admin site (apps.ConsoleAdminConfig names it: Django's hook for a site class of one's own) with the
 console's login: /admin/login/ is a second door to the same accounts, so it goes through the same throttle
 and audit (views.ThrottledLoginView); a password changed at /admin/password_change/ is audited."""
+
 from django.contrib import admin
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import REDIRECT_FIELD_NAME
@@ -24,14 +25,21 @@ class ConsoleAdminSite(admin.AdminSite):
         """AdminSite.login (its page, its staff-only form) with the console's login view in place of Django's."""
         if request.method == "GET" and self.has_permission(request):
             return redirect(reverse("admin:index", current_app=self.name))
-        context = {**self.each_context(request), "title": _("Log in"), "subtitle": None,
-                   "app_path": request.get_full_path(), "username": request.user.get_username()}
+        context = {
+            **self.each_context(request),
+            "title": _("Log in"),
+            "subtitle": None,
+            "app_path": request.get_full_path(),
+            "username": request.user.get_username(),
+        }
         if REDIRECT_FIELD_NAME not in request.GET and REDIRECT_FIELD_NAME not in request.POST:
             context[REDIRECT_FIELD_NAME] = reverse("admin:index", current_app=self.name)
         request.current_app = self.name
-        return ThrottledLoginView.as_view(extra_context={**context, **(extra_context or {})},
-                                          authentication_form=self.login_form or AdminAuthenticationForm,
-                                          template_name=self.login_template or "admin/login.html")(request)
+        return ThrottledLoginView.as_view(
+            extra_context={**context, **(extra_context or {})},
+            authentication_form=self.login_form or AdminAuthenticationForm,
+            template_name=self.login_template or "admin/login.html",
+        )(request)
 
     def password_change(self, request, extra_context=None):
         with transaction.atomic():  # the new password and its audit event together

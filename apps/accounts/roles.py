@@ -4,6 +4,7 @@ viewer   reads every page.
 operator also runs operations (switchover, drain) and adopts ProxySQL nodes.
 admin    also edits the inventory, overrides failed guards with a reason, manages users.
 """
+
 from functools import wraps
 
 from django.core.exceptions import PermissionDenied
@@ -46,8 +47,12 @@ def require_role(role):
         @wraps(view)
         def wrapped(request, *args, **kwargs):
             if not has_role(request.user, role):
-                record(f"refused {view.__name__}", request=request, outcome="refused",
-                       details={"needed_role": role, "path": request.path, "method": request.method})
+                record(
+                    f"refused {view.__name__}",
+                    request=request,
+                    outcome="refused",
+                    details={"needed_role": role, "path": request.path, "method": request.method},
+                )
                 raise PermissionDenied(f"This needs the {role} role.")
             return view(request, *args, **kwargs)
 

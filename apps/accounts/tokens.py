@@ -6,6 +6,7 @@ so the user can tell their tokens apart. A token may expire; a revoked or expire
 401. Its last use is written at most once a minute, so a busy script does not turn reads into writes.
 Making and revoking a token are audited; a refused token is audited as a refusal (folded when repeated).
 """
+
 import hashlib
 import hmac
 import secrets
@@ -49,24 +50,40 @@ def create(user, name, *, actor=None, expires_at=None):
         raise Refused("The expiry must be in the future.")
     raw = PREFIX + secrets.token_urlsafe(32)
     with transaction.atomic():
-        taken = [t for t in ApiToken.objects.select_for_update().filter(user=user, name=name, revoked_at__isnull=True)
-                 if t.state(now) == "active"]
+        taken = [
+            t
+            for t in ApiToken.objects.select_for_update().filter(user=user, name=name, revoked_at__isnull=True)
+            if t.state(now) == "active"
+        ]
         if taken:
             raise Refused(f"You already have an active token named {name!r}: revoke it first, or choose another name.")
-        token = ApiToken.objects.create(user=user, name=name, prefix=raw[:VISIBLE], key_hash=digest(raw),
-                                        expires_at=expires_at)
-        record("api token created", actor=actor, target=f"token {token}",
-               details={"token": token.pk, "name": name, "prefix": token.prefix,
-                        "expires_at": expires_at.isoformat() if expires_at else None})
+        token = ApiToken.objects.create(
+            user=user, name=name, prefix=raw[:VISIBLE], key_hash=digest(raw), expires_at=expires_at
+        )
+        record(
+            "api token created",
+            actor=actor,
+            target=f"token {token}",
+            details={
+                "token": token.pk,
+                "name": name,
+                "prefix": token.prefix,
+                "expires_at": expires_at.isoformat() if expires_at else None,
+            },
+        )
     return token, raw
 
 
 def revoke(token, *, actor):
     with transaction.atomic():
         updated = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
-        record("api token revoked", actor=actor, target=f"token {token}",
-               outcome="success" if updated else "refused",
-               details={"token": token.pk, "name": token.name, "prefix": token.prefix, "owner": token.user.get_username()})
+        record(
+            "api token revoked",
+            actor=actor,
+            target=f"token {token}",
+            outcome="success" if updated else "refused",
+            details={"token": token.pk, "name": token.name, "prefix": token.prefix, "owner": token.user.get_username()},
+        )
     if not updated:
         raise Refused("This token was already revoked.")
 
@@ -90,10 +107,17 @@ def authenticate(raw, *, request=None):
         else:
             reason = None
     if reason:
-        record("api token refused", request=request, outcome="refused",
-               target=f"token {token}" if token else "",
-               details={"reason": reason, "prefix": raw[:VISIBLE] if raw and raw.startswith(PREFIX) else "",
-                        "user": token.user.get_username() if token else None})
+        record(
+            "api token refused",
+            request=request,
+            outcome="refused",
+            target=f"token {token}" if token else "",
+            details={
+                "reason": reason,
+                "prefix": raw[:VISIBLE] if raw and raw.startswith(PREFIX) else "",
+                "user": token.user.get_username() if token else None,
+            },
+        )
         raise Refused(reason)
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_EVERY:
         address = client_address(request) if request is not None else None

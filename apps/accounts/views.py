@@ -65,14 +65,20 @@ def claim_attempt(request, username, known=True):
         # lately is let through, so a botnet guessing one name neither keeps guessing nor locks its owner out.
         everywhere = LoginFailure.objects.filter(username=username, at__gte=since).count()
         if everywhere > settings.LOGIN_MAX_FAILURES_PER_USER and not logged_in_from(username, address):
-            refused = {"recent_failures_every_address": everywhere - 1,
-                       "why": "too many failures for this user name from every address; this address has not "
-                              "logged in as this user lately"}
+            refused = {
+                "recent_failures_every_address": everywhere - 1,
+                "why": "too many failures for this user name from every address; this address has not "
+                "logged in as this user lately",
+            }
     if refused is None:
         return attempt
     attempt.delete()
-    record("login refused", request=request, outcome="refused",
-           details={"username": audited_name(username, known), **refused})
+    record(
+        "login refused",
+        request=request,
+        outcome="refused",
+        details={"username": audited_name(username, known), **refused},
+    )
     return None
 
 
@@ -81,8 +87,9 @@ def logged_in_from(username, address):
     since = timezone.now() - timedelta(days=settings.LOGIN_KNOWN_ADDRESS_DAYS)
     users = get_user_model()._default_manager  # a user removed since the name was looked up has no known address
     pks = users.filter(**{get_user_model().USERNAME_FIELD: username}).values("pk")
-    return AuditEvent.objects.filter(action="login", outcome=Outcome.SUCCESS, actor_user_id__in=pks,
-                                     source_address=address, created_at__gte=since).exists()
+    return AuditEvent.objects.filter(
+        action="login", outcome=Outcome.SUCCESS, actor_user_id__in=pks, source_address=address, created_at__gte=since
+    ).exists()
 
 
 @method_decorator(sensitive_post_parameters("password"), name="dispatch")
@@ -104,7 +111,12 @@ class ThrottledLoginView(auth_views.LoginView):
         return super().post(request, *args, **kwargs)
 
     def form_invalid(self, form):  # the attempt's row stays: one more failure
-        record("login failed", request=self.request, outcome="refused", details={"username": audited_name(self.throttled_as, self.known_name)})
+        record(
+            "login failed",
+            request=self.request,
+            outcome="refused",
+            details={"username": audited_name(self.throttled_as, self.known_name)},
+        )
         return super().form_invalid(form)
 
     def form_valid(self, form):
@@ -126,8 +138,12 @@ def token_list(request):
     if request.method == "POST" and form.is_valid():
         days = form.cleaned_data["expires_in_days"]
         try:
-            token, secret = tokens.create(request.user, form.cleaned_data["name"], actor=Actor.of_request(request),
-                                          expires_at=timezone.now() + timedelta(days=days) if days else None)
+            token, secret = tokens.create(
+                request.user,
+                form.cleaned_data["name"],
+                actor=Actor.of_request(request),
+                expires_at=timezone.now() + timedelta(days=days) if days else None,
+            )
         except tokens.Refused as exc:
             form.add_error("name", str(exc))
         else:
@@ -141,8 +157,9 @@ def token_list(request):
     mine = list(ApiToken.objects.filter(user=request.user).order_by("-created_at", "-pk"))
     for token in mine:
         token.current_state = token.state(now)
-    return TemplateResponse(request, "accounts/tokens.html", {"form": form, "created": created, "tokens": mine},
-                            status=status)
+    return TemplateResponse(
+        request, "accounts/tokens.html", {"form": form, "created": created, "tokens": mine}, status=status
+    )
 
 
 @require_role(VIEWER)
@@ -161,8 +178,15 @@ def permission_denied(request, exception):
     """The 403 page (handler403): the refusal, and a way back: the page the user came from when it is one of the
     console's own (the Referer, checked against this host), else the fleet overview."""
     referer = request.META.get("HTTP_REFERER", "")
-    came_from = referer if referer and url_has_allowed_host_and_scheme(
-        referer, allowed_hosts={request.get_host()}, require_https=request.is_secure()) else ""
-    response = TemplateResponse(request, "403.html", {"exception": str(exception) or "", "came_from": came_from},
-                                status=403)
+    came_from = (
+        referer
+        if referer
+        and url_has_allowed_host_and_scheme(
+            referer, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+        )
+        else ""
+    )
+    response = TemplateResponse(
+        request, "403.html", {"exception": str(exception) or "", "came_from": came_from}, status=403
+    )
     return response.render()

@@ -17,6 +17,7 @@ HTTP goes through `requests` (one session per process, ALERTS_HTTP_TIMEOUT_S per
 is delivered; a connection error, a timeout, 408, 429 or 5xx is retried by the delivery task; any other
 4xx means the receiver will never take this payload and is not retried.
 """
+
 import hashlib
 import time
 from datetime import datetime, timedelta, timezone
@@ -58,15 +59,24 @@ def base_url():
 
 
 def labels(alert):
-    return {"alertname": alert.rule, "severity": alert.severity, "cluster": alert.cluster.name,
-            "subject": alert.subject_label, "family": BY_KEY[alert.rule].family if alert.rule in BY_KEY else "test",
-            "source": "proxysql-fleet"}
+    return {
+        "alertname": alert.rule,
+        "severity": alert.severity,
+        "cluster": alert.cluster.name,
+        "subject": alert.subject_label,
+        "family": BY_KEY[alert.rule].family if alert.rule in BY_KEY else "test",
+        "source": "proxysql-fleet",
+    }
 
 
 def annotations(alert):
     spec = BY_KEY.get(alert.rule)
-    return {"summary": alert.summary, "title": spec.title if spec else alert.rule,
-            "description": spec.why if spec else "", "console_url": f"{base_url()}{alert.get_absolute_url()}"}
+    return {
+        "summary": alert.summary,
+        "title": spec.title if spec else alert.rule,
+        "description": spec.why if spec else "",
+        "console_url": f"{base_url()}{alert.get_absolute_url()}",
+    }
 
 
 def _status(alert):
@@ -74,15 +84,33 @@ def _status(alert):
 
 
 def webhook_payload(channel, cluster_name, status, alerts, group_key):
-    items = [{"status": _status(a), "labels": labels(a), "annotations": annotations(a), "startsAt": _iso(a.fired_at or a.since),
-              "endsAt": _iso(a.resolved_at) if a.resolved_at else "0001-01-01T00:00:00Z",
-              "generatorURL": f"{base_url()}{a.get_absolute_url()}", "fingerprint": fingerprint(a)} for a in alerts]
+    items = [
+        {
+            "status": _status(a),
+            "labels": labels(a),
+            "annotations": annotations(a),
+            "startsAt": _iso(a.fired_at or a.since),
+            "endsAt": _iso(a.resolved_at) if a.resolved_at else "0001-01-01T00:00:00Z",
+            "generatorURL": f"{base_url()}{a.get_absolute_url()}",
+            "fingerprint": fingerprint(a),
+        }
+        for a in alerts
+    ]
     common = dict(items[0]["labels"]) if items else {}
     for item in items[1:]:
         common = {k: v for k, v in common.items() if item["labels"].get(k) == v}
-    return {"version": "4", "groupKey": group_key, "truncatedAlerts": 0, "status": status, "receiver": channel.name,
-            "groupLabels": {"cluster": cluster_name}, "commonLabels": common, "commonAnnotations": {},
-            "externalURL": base_url(), "alerts": items}
+    return {
+        "version": "4",
+        "groupKey": group_key,
+        "truncatedAlerts": 0,
+        "status": status,
+        "receiver": channel.name,
+        "groupLabels": {"cluster": cluster_name},
+        "commonLabels": common,
+        "commonAnnotations": {},
+        "externalURL": base_url(),
+        "alerts": items,
+    }
 
 
 def headline(status, cluster_name, alerts):
@@ -104,14 +132,20 @@ def slack_payload(channel, cluster_name, status, alerts):
     attachments = []
     for a in alerts:
         done = a.state == AlertState.RESOLVED
-        attachments.append({
-            "color": "#1d7f45" if done else COLOURS.get(a.severity, "#5a6475"),
-            "title": slack_text(f"{'RESOLVED' if done else a.severity.upper()}: {annotations(a)['title']}"),
-            "title_link": f"{base_url()}{a.get_absolute_url()}",
-            "text": slack_text(a.summary),
-            "fields": [{"title": "Subject", "value": slack_text(a.subject_label), "short": True},
-                       {"title": "Since", "value": _iso(a.since), "short": True}],
-            "footer": "ProxySQL fleet", "ts": int((a.resolved_at or a.fired_at or a.since).timestamp())})
+        attachments.append(
+            {
+                "color": "#1d7f45" if done else COLOURS.get(a.severity, "#5a6475"),
+                "title": slack_text(f"{'RESOLVED' if done else a.severity.upper()}: {annotations(a)['title']}"),
+                "title_link": f"{base_url()}{a.get_absolute_url()}",
+                "text": slack_text(a.summary),
+                "fields": [
+                    {"title": "Subject", "value": slack_text(a.subject_label), "short": True},
+                    {"title": "Since", "value": _iso(a.since), "short": True},
+                ],
+                "footer": "ProxySQL fleet",
+                "ts": int((a.resolved_at or a.fired_at or a.since).timestamp()),
+            }
+        )
     return {"text": slack_text(headline(status, cluster_name, alerts)), "attachments": attachments}
 
 
@@ -122,36 +156,67 @@ def pagerduty_payload(channel, cluster_name, alerts):
             events.append({"routing_key": channel.secret, "event_action": "resolve", "dedup_key": fingerprint(a)})
             continue
         spec = BY_KEY.get(a.rule)
-        events.append({
-            "routing_key": channel.secret, "event_action": "trigger", "dedup_key": fingerprint(a),
-            "payload": {"summary": f"{cluster_name}: {a.summary}"[:1024], "source": a.subject_label,
-                        "severity": a.severity, "timestamp": _iso(a.fired_at or a.since), "component": a.rule,
-                        "group": cluster_name, "class": FAMILIES.get(spec.family, "") if spec else "test",
-                        "custom_details": {"rule": spec.title if spec else a.rule, "why": spec.why if spec else "",
-                                           "since": _iso(a.since), **{k: v for k, v in (a.details or {}).items()
-                                                                      if isinstance(v, (str, int, float))}}},
-            "links": [{"href": f"{base_url()}{a.get_absolute_url()}", "text": "The alert and its evidence"}],
-            "client": "ProxySQL fleet control plane", "client_url": base_url()})
+        events.append(
+            {
+                "routing_key": channel.secret,
+                "event_action": "trigger",
+                "dedup_key": fingerprint(a),
+                "payload": {
+                    "summary": f"{cluster_name}: {a.summary}"[:1024],
+                    "source": a.subject_label,
+                    "severity": a.severity,
+                    "timestamp": _iso(a.fired_at or a.since),
+                    "component": a.rule,
+                    "group": cluster_name,
+                    "class": FAMILIES.get(spec.family, "") if spec else "test",
+                    "custom_details": {
+                        "rule": spec.title if spec else a.rule,
+                        "why": spec.why if spec else "",
+                        "since": _iso(a.since),
+                        **{k: v for k, v in (a.details or {}).items() if isinstance(v, (str, int, float))},
+                    },
+                },
+                "links": [{"href": f"{base_url()}{a.get_absolute_url()}", "text": "The alert and its evidence"}],
+                "client": "ProxySQL fleet control plane",
+                "client_url": base_url(),
+            }
+        )
     return {"events": events}
 
 
 def alertmanager_payload(alerts, now):
     ends = datetime.fromtimestamp(now, tz=timezone.utc) + timedelta(seconds=3 * settings.ALERTS_ALERTMANAGER_RESEND_S)
-    return {"alerts": [{"labels": labels(a), "annotations": annotations(a), "startsAt": _iso(a.fired_at or a.since),
-                        "endsAt": _iso(a.resolved_at if a.state == AlertState.RESOLVED else ends),
-                        "generatorURL": f"{base_url()}{a.get_absolute_url()}"} for a in alerts]}
+    return {
+        "alerts": [
+            {
+                "labels": labels(a),
+                "annotations": annotations(a),
+                "startsAt": _iso(a.fired_at or a.since),
+                "endsAt": _iso(a.resolved_at if a.state == AlertState.RESOLVED else ends),
+                "generatorURL": f"{base_url()}{a.get_absolute_url()}",
+            }
+            for a in alerts
+        ]
+    }
 
 
 def email_payload(channel, cluster_name, status, alerts):
     lines = [headline(status, cluster_name, alerts), ""]
     for a in alerts:
-        lines += [f"{'RESOLVED' if a.state == AlertState.RESOLVED else a.severity.upper()}: {annotations(a)['title']}",
-                  f"  {a.summary}", f"  subject: {a.subject_label}", f"  since: {_iso(a.since)}"
-                  + (f", resolved {_iso(a.resolved_at)}" if a.resolved_at else ""),
-                  f"  {base_url()}{a.get_absolute_url()}", ""]
+        lines += [
+            f"{'RESOLVED' if a.state == AlertState.RESOLVED else a.severity.upper()}: {annotations(a)['title']}",
+            f"  {a.summary}",
+            f"  subject: {a.subject_label}",
+            f"  since: {_iso(a.since)}" + (f", resolved {_iso(a.resolved_at)}" if a.resolved_at else ""),
+            f"  {base_url()}{a.get_absolute_url()}",
+            "",
+        ]
     lines.append(f"Alerts: {base_url()}/alerts/")
-    return {"subject": f"[ProxySQL fleet] {headline(status, cluster_name, alerts)}"[:250], "body": "\n".join(lines),
-            "to": recipients(channel)}
+    return {
+        "subject": f"[ProxySQL fleet] {headline(status, cluster_name, alerts)}"[:250],
+        "body": "\n".join(lines),
+        "to": recipients(channel),
+    }
 
 
 def recipients(channel):
@@ -191,8 +256,9 @@ def _post(url, body, channel):
     environment = session().merge_environment_settings(prepared.url, {}, None, None, None)
     try:
         if environment.get("proxies") and requests.utils.select_proxy(prepared.url, environment["proxies"]):
-            sent = session().send(prepared, timeout=settings.ALERTS_HTTP_TIMEOUT_S, allow_redirects=False,
-                                  **environment)  # the proxy resolves the name: ALERT_CHANNEL_DESTINATIONS judged it
+            sent = session().send(
+                prepared, timeout=settings.ALERTS_HTTP_TIMEOUT_S, allow_redirects=False, **environment
+            )  # the proxy resolves the name: ALERT_CHANNEL_DESTINATIONS judged it
         else:
             sent = _send_pinned(prepared, found, environment)
     except requests.RequestException as exc:
@@ -222,18 +288,26 @@ def _send_pinned(prepared, found, environment):
     belongs to that address and host alone."""
     original = urllib3.util.parse_url(prepared.url)
     named = f"[{found.host}]" if ":" in found.host else found.host
-    prepared.headers["Host"] = named if found.port == destinations.DEFAULT_PORTS[found.scheme] else f"{named}:{found.port}"
+    prepared.headers["Host"] = (
+        named if found.port == destinations.DEFAULT_PORTS[found.scheme] else f"{named}:{found.port}"
+    )
     failed = None
     for address in sorted(found.addresses, key=lambda a: a.version):
         prepared.url = original._replace(host=f"[{address}]" if address.version == 6 else str(address)).url
         with requests.Session() as pinned:
             pinned.mount(f"{found.scheme}://", _PinnedAdapter(found.host))
             try:
-                return pinned.send(prepared, timeout=settings.ALERTS_HTTP_TIMEOUT_S, allow_redirects=False,
-                                   verify=environment.get("verify", True), cert=environment.get("cert"))
+                return pinned.send(
+                    prepared,
+                    timeout=settings.ALERTS_HTTP_TIMEOUT_S,
+                    allow_redirects=False,
+                    verify=environment.get("verify", True),
+                    cert=environment.get("cert"),
+                )
             except requests.ConnectionError as exc:
-                if not isinstance(getattr(exc.args[0] if exc.args else None, "reason", None),
-                                  urllib3.exceptions.NewConnectionError):
+                if not isinstance(
+                    getattr(exc.args[0] if exc.args else None, "reason", None), urllib3.exceptions.NewConnectionError
+                ):
                     raise  # it may have been sent: never twice
                 failed = exc
     raise failed
@@ -263,7 +337,8 @@ def send(channel, payload):
     if channel.kind == ChannelKind.EMAIL:
         try:
             EmailMessage(payload["subject"], payload["body"], settings.DEFAULT_FROM_EMAIL, payload["to"]).send(
-                fail_silently=False)
+                fail_silently=False
+            )
             result = Result(True)
         except Exception as exc:  # SMTP refused, connection failed...: the next try may work
             result = Result(False, None, f"{type(exc).__name__}: {exc}"[:500])

@@ -3,6 +3,7 @@ mysql_servers rows), kept per process for INVENTORY_CACHE_S because it changes r
 read it are slow ones (drift counts in minutes); and, read fresh at every round, which backends are in
 maintenance and which operations run or ended (holds, operation alerts).
 """
+
 import time
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -23,11 +24,17 @@ from apps.operations.models import Operation
 INVENTORY_CACHE_S = 60.0
 SITUATION_CACHE_S = 1.0
 _ROW = itemgetter("hostgroup_id", "hostname", "port", *SERVER_FIELDS)  # SERVER_FIELDS starts with status
-RUNNING = (OperationState.PENDING, OperationState.RUNNING, OperationState.ROLLING_BACK)  # planned work in progress (holds)
+RUNNING = (
+    OperationState.PENDING,
+    OperationState.RUNNING,
+    OperationState.ROLLING_BACK,
+)  # planned work in progress (holds)
 # An operation waiting for a node to take what it missed: its alert rule has the state's name; the summary's
 # fallback when the operation has no error text.
-PENDING = {OperationState.ROLLBACK_PENDING: "a node stopped answering during the rollback",
-           OperationState.FINISH_PENDING: "a node stopped answering after the point of no return"}
+PENDING = {
+    OperationState.ROLLBACK_PENDING: "a node stopped answering during the rollback",
+    OperationState.FINISH_PENDING: "a node stopped answering after the point of no return",
+}
 FAILED = OperationState.FAILED
 OPERATION_WINDOW_MAX_S = 7 * 86400
 OWN_CHANGES_S = STATUS_CHANGES_KEEP_S  # operations whose row changes the latest-state documents may still hold
@@ -72,7 +79,7 @@ class ClusterCtx:
     kind: str
     writer_hostgroup: int
     reader_hostgroup: int
-    interval: float          # ProxySQL nodes are polled this often...
+    interval: float  # ProxySQL nodes are polled this often...
     backend_interval: float  # ...and backends this often
     max_replication_lag: int
     min_available_readers: int
@@ -99,9 +106,9 @@ class ClusterCtx:
 @dataclass
 class Inventory:
     clusters: dict
-    node_cluster: dict    # node pk -> cluster pk
+    node_cluster: dict  # node pk -> cluster pk
     server_cluster: dict  # server pk -> cluster pk
-    loaded: float         # monotonic, for the cache's age
+    loaded: float  # monotonic, for the cache's age
     loaded_at: float = 0.0  # epoch, to compare with when operations ended
     channel_cluster: dict = field(default_factory=dict)  # DR channel pk -> its replica cluster's pk
 
@@ -119,26 +126,50 @@ def inventory(changed_after=None):
     """The fleet's inventory as plain objects, in four flat queries, reused for INVENTORY_CACHE_S, or read
     again when it was read before `changed_after` (epoch: an operation, which may change it, ended then)."""
     cached = _inventory["value"]
-    if (cached is not None and time.monotonic() - cached.loaded < INVENTORY_CACHE_S
-            and (changed_after is None or cached.loaded_at > changed_after)):
+    if (
+        cached is not None
+        and time.monotonic() - cached.loaded < INVENTORY_CACHE_S
+        and (changed_after is None or cached.loaded_at > changed_after)
+    ):
         return cached
     clusters = {}
-    for c in Cluster.objects.values("id", "name", "kind", "writer_hostgroup", "reader_hostgroup",
-                                    "backup_writer_hostgroup", "offline_hostgroup", "poll_interval_s",
-                                    "backend_poll_interval_s", "max_replication_lag", "min_available_readers",
-                                    "native_manager"):
-        ctx = ClusterCtx(pk=c["id"], name=c["name"], kind=c["kind"], writer_hostgroup=c["writer_hostgroup"],
-                         reader_hostgroup=c["reader_hostgroup"], interval=status.interval_of(c["poll_interval_s"]),
-                         backend_interval=status.interval_of(c["backend_poll_interval_s"]),
-                         max_replication_lag=c["max_replication_lag"], min_available_readers=c["min_available_readers"],
-                         poll_interval_s=c["poll_interval_s"])
-        ctx.hostgroups = {c[k] for k in ("writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup",
-                                         "offline_hostgroup") if c[k] is not None}
+    for c in Cluster.objects.values(
+        "id",
+        "name",
+        "kind",
+        "writer_hostgroup",
+        "reader_hostgroup",
+        "backup_writer_hostgroup",
+        "offline_hostgroup",
+        "poll_interval_s",
+        "backend_poll_interval_s",
+        "max_replication_lag",
+        "min_available_readers",
+        "native_manager",
+    ):
+        ctx = ClusterCtx(
+            pk=c["id"],
+            name=c["name"],
+            kind=c["kind"],
+            writer_hostgroup=c["writer_hostgroup"],
+            reader_hostgroup=c["reader_hostgroup"],
+            interval=status.interval_of(c["poll_interval_s"]),
+            backend_interval=status.interval_of(c["backend_poll_interval_s"]),
+            max_replication_lag=c["max_replication_lag"],
+            min_available_readers=c["min_available_readers"],
+            poll_interval_s=c["poll_interval_s"],
+        )
+        ctx.hostgroups = {
+            c[k]
+            for k in ("writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup", "offline_hostgroup")
+            if c[k] is not None
+        }
         ctx.managed = set(ctx.hostgroups) if c["native_manager"] else set()
         clusters[ctx.pk] = ctx
     node_cluster, server_cluster = {}, {}
-    for pk, cluster_id, name, host, port in ProxySQLNode.objects.values_list("id", "cluster_id", "name", "admin_host",
-                                                                              "admin_port"):
+    for pk, cluster_id, name, host, port in ProxySQLNode.objects.values_list(
+        "id", "cluster_id", "name", "admin_host", "admin_port"
+    ):
         clusters[cluster_id].nodes[pk] = NodeCtx(pk, name, host, port, cluster_id)
         node_cluster[pk] = cluster_id
     by_endpoint = {}
@@ -148,8 +179,9 @@ def inventory(changed_after=None):
     for rows in by_endpoint.values():
         for n in rows if len(rows) > 1 else ():
             n.also_serves = sorted(clusters[o.cluster_id].name for o in rows if o is not n)
-    for pk, cluster_id, host, port, maintenance in Server.objects.values_list("id", "cluster_id", "hostname", "port",
-                                                                              "maintenance"):
+    for pk, cluster_id, host, port, maintenance in Server.objects.values_list(
+        "id", "cluster_id", "hostname", "port", "maintenance"
+    ):
         clusters[cluster_id].servers[pk] = ServerCtx(pk, host, port, cluster_id, maintenance)
         clusters[cluster_id].by_endpoint[(host, port)] = pk
         server_cluster[pk] = cluster_id
@@ -160,7 +192,8 @@ def inventory(changed_after=None):
         c.hostgroups.add(hg)
     channel_cluster = {}
     for pk, cluster_id, name, max_lag_s, replica in ReplicationChannel.objects.values_list(
-            "id", "replica_cluster_id", "name", "max_lag_s", "replica_server_id"):
+        "id", "replica_cluster_id", "name", "max_lag_s", "replica_server_id"
+    ):
         clusters[cluster_id].channels[pk] = ChannelCtx(pk, name, max_lag_s, replica)
         channel_cluster[pk] = cluster_id
     for c in clusters.values():
@@ -211,10 +244,11 @@ class OperationAlert:
 
 @dataclass
 class Situation:
-    work: dict          # cluster pk -> [Work]
-    op_alerts: dict     # cluster pk -> [OperationAlert]
+    work: dict  # cluster pk -> [Work]
+    op_alerts: dict  # cluster pk -> [OperationAlert]
     last_ended: float | None = None  # epoch: the latest end of an operation in the last minute
     own_changes: dict = field(default_factory=dict)  # cluster pk -> [OwnChanges] of the last OWN_CHANGES_S
+
 
 def involved_servers(plan):
     """The backends an operation is about, from its stored plan."""
@@ -245,15 +279,25 @@ def read_situation(inv, now):
     settle_max = timedelta(seconds=2 * max([c.interval for c in inv.clusters.values()] or [2]) + 5)
     work, op_alerts = {}, {}
     own_since = timezone.now() - timedelta(seconds=OWN_CHANGES_S)
-    wanted = (Q(state__in=RUNNING) | Q(finished_at__gte=min(timezone.now() - settle_max, own_since))
-              | Q(state__in=PENDING)
-              | Q(state=FAILED, finished_at__gte=timezone.now() - timedelta(seconds=OPERATION_WINDOW_MAX_S)))
-    rows = list(_operations().filter(wanted).values("id", "cluster_id", "kind", "state", "title", "plan", "error",
-                                                    "started_at", "finished_at"))
+    wanted = (
+        Q(state__in=RUNNING)
+        | Q(finished_at__gte=min(timezone.now() - settle_max, own_since))
+        | Q(state__in=PENDING)
+        | Q(state=FAILED, finished_at__gte=timezone.now() - timedelta(seconds=OPERATION_WINDOW_MAX_S))
+    )
+    rows = list(
+        _operations()
+        .filter(wanted)
+        .values("id", "cluster_id", "kind", "state", "title", "plan", "error", "started_at", "finished_at")
+    )
     own_changes = {}
-    last_done = dict(_operations().filter(state=OperationState.DONE, finished_at__gte=timezone.now() - timedelta(
-        seconds=OPERATION_WINDOW_MAX_S)).values("cluster_id").annotate(last=Max("finished_at"))
-        .values_list("cluster_id", "last"))
+    last_done = dict(
+        _operations()
+        .filter(state=OperationState.DONE, finished_at__gte=timezone.now() - timedelta(seconds=OPERATION_WINDOW_MAX_S))
+        .values("cluster_id")
+        .annotate(last=Max("finished_at"))
+        .values_list("cluster_id", "last")
+    )
     for op in rows:
         c = inv.clusters.get(op["cluster_id"])
         if c is None:
@@ -263,31 +307,68 @@ def read_situation(inv, now):
         settle = settings.ALERTS_HOLD_SETTLE_POLLS * max(c.interval, c.backend_interval)
         running = op["state"] in RUNNING
         if started is not None and (running or (finished is not None and op["finished_at"] >= own_since)):
-            own_changes.setdefault(c.pk, []).append(OwnChanges(
-                op["kind"], op["id"], started - c.interval,
-                None if running else finished + max(settle, status.stale_after(c.interval)),
-                involved_servers(op["plan"] or {})))
-        if op["state"] in RUNNING or (finished is not None and now < finished + settle
-                                      and op["state"] not in PENDING):
-            work.setdefault(c.pk, []).append(Work(
-                op["kind"], c.pk, op["id"], involved_servers(op["plan"] or {}),
-                None if op["state"] in RUNNING else finished + settle,
-                f"operation #{op['id']} ({op['kind']}) " + ("running" if op["state"] in RUNNING else "just ended")))
-        if op["state"] in PENDING:  # "operation #5 left a finish pending: done on the other nodes; FINISH PENDING on ..."
-            op_alerts.setdefault(c.pk, []).append(OperationAlert(
-                op["id"], c.pk, op["state"], op["title"], f"operation #{op['id']} left a "
-                f"{op['state'].replace('_', ' ')}: {op['error'][:300] or PENDING[op['state']]}", finished or started,
-                op["error"][:1000]))
+            own_changes.setdefault(c.pk, []).append(
+                OwnChanges(
+                    op["kind"],
+                    op["id"],
+                    started - c.interval,
+                    None if running else finished + max(settle, status.stale_after(c.interval)),
+                    involved_servers(op["plan"] or {}),
+                )
+            )
+        if op["state"] in RUNNING or (finished is not None and now < finished + settle and op["state"] not in PENDING):
+            work.setdefault(c.pk, []).append(
+                Work(
+                    op["kind"],
+                    c.pk,
+                    op["id"],
+                    involved_servers(op["plan"] or {}),
+                    None if op["state"] in RUNNING else finished + settle,
+                    f"operation #{op['id']} ({op['kind']}) " + ("running" if op["state"] in RUNNING else "just ended"),
+                )
+            )
+        if (
+            op["state"] in PENDING
+        ):  # "operation #5 left a finish pending: done on the other nodes; FINISH PENDING on ..."
+            op_alerts.setdefault(c.pk, []).append(
+                OperationAlert(
+                    op["id"],
+                    c.pk,
+                    op["state"],
+                    op["title"],
+                    f"operation #{op['id']} left a "
+                    f"{op['state'].replace('_', ' ')}: {op['error'][:300] or PENDING[op['state']]}",
+                    finished or started,
+                    op["error"][:1000],
+                )
+            )
         elif op["state"] == FAILED and finished is not None:
             later = last_done.get(c.pk)
             if later is None or later.timestamp() < finished:
-                op_alerts.setdefault(c.pk, []).append(OperationAlert(
-                    op["id"], c.pk, "operation_failed", op["title"], f"operation #{op['id']} ({op['kind']}) failed: "
-                    f"{op['error'][:300]}", finished, op["error"][:1000], finished))
+                op_alerts.setdefault(c.pk, []).append(
+                    OperationAlert(
+                        op["id"],
+                        c.pk,
+                        "operation_failed",
+                        op["title"],
+                        f"operation #{op['id']} ({op['kind']}) failed: {op['error'][:300]}",
+                        finished,
+                        op["error"][:1000],
+                        finished,
+                    )
+                )
     for pk, cluster_id in Server.objects.filter(maintenance=True).values_list("id", "cluster_id"):
         if cluster_id in inv.clusters:
-            work.setdefault(cluster_id, []).append(Work("maintenance", cluster_id, None, {pk}, None,
-                                                        f"backend {inv.clusters[cluster_id].servers.get(pk, pk)} in maintenance"))
+            work.setdefault(cluster_id, []).append(
+                Work(
+                    "maintenance",
+                    cluster_id,
+                    None,
+                    {pk},
+                    None,
+                    f"backend {inv.clusters[cluster_id].servers.get(pk, pk)} in maintenance",
+                )
+            )
     ended = [op["finished_at"].timestamp() for op in rows if op["finished_at"]]
     return Situation(work, op_alerts, max(ended) if ended else None, own_changes)
 

@@ -14,6 +14,7 @@ urllib3 as 127.0.0.1:9). A URL with userinfo, a backslash, white space or a cont
 Loopback, link-local, private and other non-public addresses are refused unless a CIDR entry names them or
 ALERT_CHANNEL_PRIVATE_ADDRESSES allows them (an internal URL's answer is no business of a channel).
 """
+
 import fnmatch
 import ipaddress
 import socket
@@ -63,7 +64,7 @@ def destination(url):
 
 
 def public_part(url):
-    """"scheme://host[:port]" of a URL: all of it a page shows (the path of a Slack-style URL is the credential)."""
+    """ "scheme://host[:port]" of a URL: all of it a page shows (the path of a Slack-style URL is the credential)."""
     found = target(url)
     if not isinstance(found, Target):
         return ""
@@ -73,7 +74,7 @@ def public_part(url):
 
 
 def shown(url):
-    """"host:port" for the pages, "" when the URL names none."""
+    """ "host:port" for the pages, "" when the URL names none."""
     host, port = destination(url)
     if host is None:
         return ""
@@ -97,15 +98,19 @@ def checked(url):
     entries = settings.ALERT_CHANNEL_DESTINATIONS
     matched = [split_entry(entry)[0] for entry in entries if _matches(entry, host, port, found.addresses)]
     if entries and not matched:
-        return (f"{shown(url)} is not among the destinations alert channels may post to "
-                f"(ALERT_CHANNEL_DESTINATIONS: {', '.join(entries)})")
+        return (
+            f"{shown(url)} is not among the destinations alert channels may post to "
+            f"(ALERT_CHANNEL_DESTINATIONS: {', '.join(entries)})"
+        )
     named_by_network = any(not isinstance(pattern, str) for pattern in matched)
     if not named_by_network and not settings.ALERT_CHANNEL_PRIVATE_ADDRESSES:
         inner = [a for a in found.addresses if not a.is_global]
         if inner:
-            return (f"{shown(url)} is a loopback, link-local or private address ({inner[0]}): alert channels post "
-                    "there only when ALERT_CHANNEL_DESTINATIONS names its network or ALERT_CHANNEL_PRIVATE_ADDRESSES "
-                    "is on")
+            return (
+                f"{shown(url)} is a loopback, link-local or private address ({inner[0]}): alert channels post "
+                "there only when ALERT_CHANNEL_DESTINATIONS names its network or ALERT_CHANNEL_PRIVATE_ADDRESSES "
+                "is on"
+            )
     return found
 
 
@@ -115,7 +120,7 @@ def split_entry(entry):
     port = None
     if entry.startswith("["):  # [v6]/len:port or [v6]:port
         close = entry.index("]")
-        rest = entry[close + 1:]
+        rest = entry[close + 1 :]
         host = entry[1:close]
         if rest.startswith("/"):
             length, _, tail = rest[1:].partition(":")

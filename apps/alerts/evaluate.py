@@ -18,6 +18,7 @@ is released when its work ends, firing at once if the condition has lasted long 
 condition is gone is resolved. A pending alert that clears without ever firing or being held leaves no
 row. Writes are batched (Writes); changes that channels must hear of go to notify.changed().
 """
+
 import logging
 import time
 from dataclasses import dataclass
@@ -79,9 +80,15 @@ def _still_failing(prev, doc, since):
     """Both polls failed, the same way, and the previous one was judged with today's inventory and rule
     settings (read before it): judging it again would see what the last judgement saw. A fleet-wide outage
     (thousands of backends refused) costs the rounds little more than a healthy fleet."""
-    return (prev is not None and doc is not None and not prev.get("ok", True) and not doc.get("ok", True)
-            and prev.get("error_kind") == doc.get("error_kind") and prev.get("error") == doc.get("error")
-            and prev.get("ts", 0) > since)
+    return (
+        prev is not None
+        and doc is not None
+        and not prev.get("ok", True)
+        and not doc.get("ok", True)
+        and prev.get("error_kind") == doc.get("error_kind")
+        and prev.get("error") == doc.get("error")
+        and prev.get("ts", 0) > since
+    )
 
 
 def _routing_signature(doc):
@@ -95,8 +102,15 @@ def _health_signature(doc):
     if not doc:
         return None
     st = doc.get("state") or {}
-    return (doc.get("ok"), st.get("cluster_status"), st.get("ready"), st.get("local_state"), st.get("read_only"),
-            st.get("reject_queries"), st.get("cluster_size"))
+    return (
+        doc.get("ok"),
+        st.get("cluster_status"),
+        st.get("ready"),
+        st.get("local_state"),
+        st.get("read_only"),
+        st.get("reject_queries"),
+        st.get("cluster_size"),
+    )
 
 
 def after_poll_round(kind, docs, shard=0, shards=1, now=None):
@@ -130,16 +144,36 @@ def after_poll_round(kind, docs, shard=0, shards=1, now=None):
             covered.add(f"{'n' if kind == live.PROXYSQL else 's'}{pk}")
             continue  # judged on the same failure at its last poll: what that opened stands
         if kind == live.PROXYSQL:
-            passes.append(Pass(c.pk, {f"n{pk}"}, conditions.node_rules(c, doc, now),
-                               conditions.node_observations(c, c.nodes[pk], holds.without_own_changes(
-                                   with_layers(doc, engine.get(pk), situation.own_changes.get(c.pk)), c,
-                                   situation.own_changes.get(c.pk)), now, rules)))
+            passes.append(
+                Pass(
+                    c.pk,
+                    {f"n{pk}"},
+                    conditions.node_rules(c, doc, now),
+                    conditions.node_observations(
+                        c,
+                        c.nodes[pk],
+                        holds.without_own_changes(
+                            with_layers(doc, engine.get(pk), situation.own_changes.get(c.pk)),
+                            c,
+                            situation.own_changes.get(c.pk),
+                        ),
+                        now,
+                        rules,
+                    ),
+                )
+            )
             covered.add(f"n{pk}")
             if _routing_signature(prev) != _routing_signature(doc):
                 triggered.add(c.pk)
         else:
-            passes.append(Pass(c.pk, {f"s{pk}"}, conditions.SERVER_RULES,
-                               conditions.backend_observations(c, c.servers[pk], doc, now, rules)))
+            passes.append(
+                Pass(
+                    c.pk,
+                    {f"s{pk}"},
+                    conditions.SERVER_RULES,
+                    conditions.backend_observations(c, c.servers[pk], doc, now, rules),
+                )
+            )
             covered.add(f"s{pk}")
             if _health_signature(prev) != _health_signature(doc):
                 triggered.add(c.pk)
@@ -149,10 +183,12 @@ def after_poll_round(kind, docs, shard=0, shards=1, now=None):
     _judge_when_holds_end(situation)
     if swept:
         triggered |= _sweep(inv, shard, shards, situation, now, swept)
-    passes += judge_clusters([inv.clusters[pk] for pk in sorted(due) if pk in inv.clusters], situation, now,
-                             skip=covered, full=True)
-    passes += judge_clusters([inv.clusters[pk] for pk in sorted(triggered - due) if pk in inv.clusters], situation,
-                             now, skip=covered)
+    passes += judge_clusters(
+        [inv.clusters[pk] for pk in sorted(due) if pk in inv.clusters], situation, now, skip=covered, full=True
+    )
+    passes += judge_clusters(
+        [inv.clusters[pk] for pk in sorted(triggered - due) if pk in inv.clusters], situation, now, skip=covered
+    )
     counts = apply(passes, situation, now)
     counts.update(clusters=len(triggered | due), cpu_ms=round((time.process_time() - cpu) * 1000, 2))
     return counts
@@ -176,8 +212,14 @@ def after_channel_poll(docs, now=None):
         c = inv.clusters.get(inv.channel_cluster.get(pk))
         if c is None:
             continue
-        passes.append(Pass(c.pk, {f"ch{pk}"}, conditions.CHANNEL_RULES,
-                           conditions.channel_observations(c, c.channels[pk], doc, now, rulesettings.for_cluster(c))))
+        passes.append(
+            Pass(
+                c.pk,
+                {f"ch{pk}"},
+                conditions.CHANNEL_RULES,
+                conditions.channel_observations(c, c.channels[pk], doc, now, rulesettings.for_cluster(c)),
+            )
+        )
     return apply(passes, situation, now)
 
 
@@ -195,8 +237,14 @@ def _channel_passes(clusters, now, full):
         for pk, ch in c.channels.items():
             doc = docs.get(pk)
             if full or doc is None or conditions.is_stale(doc, c, now, backend=True):
-                out.append(Pass(c.pk, {f"ch{pk}"}, conditions.CHANNEL_RULES,
-                                conditions.channel_observations(c, ch, doc, now, rulesettings.for_cluster(c))))
+                out.append(
+                    Pass(
+                        c.pk,
+                        {f"ch{pk}"},
+                        conditions.CHANNEL_RULES,
+                        conditions.channel_observations(c, ch, doc, now, rulesettings.for_cluster(c)),
+                    )
+                )
     return out
 
 
@@ -220,18 +268,43 @@ def judge_clusters(clusters, situation, now, skip=(), full=False):
         for pk, n in c.nodes.items():
             doc = mine_n[pk]
             if f"n{pk}" not in skip and (full or doc is None or conditions.is_stale(doc, c, now)):
-                out.append(Pass(c.pk, {f"n{pk}"}, conditions.node_rules(c, doc, now),
-                                conditions.node_observations(c, n, holds.without_own_changes(
-                                    with_layers(doc, engine.get(pk), situation.own_changes.get(c.pk)), c,
-                                    situation.own_changes.get(c.pk)), now, rules)))
+                out.append(
+                    Pass(
+                        c.pk,
+                        {f"n{pk}"},
+                        conditions.node_rules(c, doc, now),
+                        conditions.node_observations(
+                            c,
+                            n,
+                            holds.without_own_changes(
+                                with_layers(doc, engine.get(pk), situation.own_changes.get(c.pk)),
+                                c,
+                                situation.own_changes.get(c.pk),
+                            ),
+                            now,
+                            rules,
+                        ),
+                    )
+                )
         for pk, s in c.servers.items():
             doc = mine_s[pk]
             if f"s{pk}" not in skip and (full or doc is None or conditions.is_stale(doc, c, now, backend=True)):
-                out.append(Pass(c.pk, {f"s{pk}"}, conditions.SERVER_RULES,
-                                conditions.backend_observations(c, s, doc, now, rules)))
-        out.append(Pass(c.pk, {f"c{c.pk}"}, conditions.CLUSTER_RULES,
-                        conditions.cluster_observations(c, mine_n, mine_s, now, rules,
-                                                        situation.op_alerts.get(c.pk, []))))
+                out.append(
+                    Pass(
+                        c.pk,
+                        {f"s{pk}"},
+                        conditions.SERVER_RULES,
+                        conditions.backend_observations(c, s, doc, now, rules),
+                    )
+                )
+        out.append(
+            Pass(
+                c.pk,
+                {f"c{c.pk}"},
+                conditions.CLUSTER_RULES,
+                conditions.cluster_observations(c, mine_n, mine_s, now, rules, situation.op_alerts.get(c.pk, [])),
+            )
+        )
     return out + _channel_passes(clusters, now, full)
 
 
@@ -268,7 +341,8 @@ def _due_clusters(situation, now):
     operation alert (failed, rollback or finish pending) not yet open."""
     due = set()
     rows = Alert.objects.filter(active_key__isnull=False, state=AlertState.PENDING).values_list(
-        "cluster_id", "held", "fires_at")
+        "cluster_id", "held", "fires_at"
+    )
     for cluster_id, held, fires_at in rows:
         if held:
             if not any(w.until is None or now < w.until for w in situation.work.get(cluster_id, [])):
@@ -276,8 +350,11 @@ def _due_clusters(situation, now):
         elif fires_at.timestamp() <= now:
             due.add(cluster_id)
     if situation.op_alerts:
-        open_ops = set(Alert.objects.filter(active_key__isnull=False, operation__isnull=False)
-                       .values_list("operation_id", flat=True))
+        open_ops = set(
+            Alert.objects.filter(active_key__isnull=False, operation__isnull=False).values_list(
+                "operation_id", flat=True
+            )
+        )
         due |= {cid for cid, ops in situation.op_alerts.items() if any(op.pk not in open_ops for op in ops)}
     return due
 
@@ -293,9 +370,13 @@ def _sweep(inv, shard, shards, situation, now, swept):
         return {c.pk for c in mine}  # now and then every one, whatever changed (and at a worker's start)
     r = live.client()
     try:
-        started = {kind: r.hmget(f"poll-started:{kind}", pks) if pks else []
-                   for kind, pks in ((live.PROXYSQL, [pk for c in mine for pk in c.nodes]),
-                                     (live.BACKEND, [pk for c in mine for pk in c.servers]))}
+        started = {
+            kind: r.hmget(f"poll-started:{kind}", pks) if pks else []
+            for kind, pks in (
+                (live.PROXYSQL, [pk for c in mine for pk in c.nodes]),
+                (live.BACKEND, [pk for c in mine for pk in c.servers]),
+            )
+        }
     except Exception as exc:
         log.debug("sweep: poll times unreadable: %s", exc)
         return {c.pk for c in mine}
@@ -303,11 +384,14 @@ def _sweep(inv, shard, shards, situation, now, swept):
     nodes, servers = iter(started[live.PROXYSQL]), iter(started[live.BACKEND])
     for c in mine:
         limit_n, limit_s = status.stale_after(c.interval), status.stale_after(c.backend_interval)
-        if (any(ts is None or now - float(ts) > limit_n for ts in (next(nodes) for _ in c.nodes))
-                | any(ts is None or now - float(ts) > limit_s for ts in (next(servers) for _ in c.servers))):
+        if any(ts is None or now - float(ts) > limit_n for ts in (next(nodes) for _ in c.nodes)) | any(
+            ts is None or now - float(ts) > limit_s for ts in (next(servers) for _ in c.servers)
+        ):
             out.add(c.pk)
     out |= set(situation.op_alerts)
-    out |= set(Alert.objects.filter(active_key__isnull=False, operation__isnull=False).values_list("cluster_id", flat=True))
+    out |= set(
+        Alert.objects.filter(active_key__isnull=False, operation__isnull=False).values_list("cluster_id", flat=True)
+    )
     return out & {c.pk for c in mine}
 
 
@@ -339,15 +423,17 @@ class Writes:
         with transaction.atomic():
             for i in range(0, len(self.opens), 500):
                 # Another round may have opened one of these a moment ago: its row stands (one per rule and subject).
-                Alert.objects.bulk_create(self.opens[i:i + 500], ignore_conflicts=True)
+                Alert.objects.bulk_create(self.opens[i : i + 500], ignore_conflicts=True)
             for i in range(0, len(self.fires), 500):
-                Alert.objects.filter(pk__in=self.fires[i:i + 500], state=AlertState.PENDING).update(
-                    state=AlertState.FIRING, fired_at=_dt(now), last_seen_at=_dt(now))
+                Alert.objects.filter(pk__in=self.fires[i : i + 500], state=AlertState.PENDING).update(
+                    state=AlertState.FIRING, fired_at=_dt(now), last_seen_at=_dt(now)
+                )
             for i in range(0, len(self.resolves), 500):
-                Alert.objects.filter(pk__in=self.resolves[i:i + 500], active_key__isnull=False).update(
-                    state=AlertState.RESOLVED, resolved_at=_dt(now), active_key=None, held=False)
+                Alert.objects.filter(pk__in=self.resolves[i : i + 500], active_key__isnull=False).update(
+                    state=AlertState.RESOLVED, resolved_at=_dt(now), active_key=None, held=False
+                )
             for i in range(0, len(self.drops), 500):  # pending, never held: a blip that never fired leaves no row
-                Alert.objects.filter(pk__in=self.drops[i:i + 500], state=AlertState.PENDING).delete()
+                Alert.objects.filter(pk__in=self.drops[i : i + 500], state=AlertState.PENDING).delete()
 
 
 def apply(passes, situation, now):
@@ -401,8 +487,9 @@ def _open_alerts(targets):
     pending_only = [Case(When(state=AlertState.PENDING, then=F(name))) for name in PENDING_FIELDS]
     active, by_target = {}, {}
     for i in range(0, len(targets), 500):
-        for values in Alert.objects.filter(active_key__isnull=False, target__in=targets[i:i + 500]).values_list(
-                *ACTIVE_FIELDS, *pending_only):
+        for values in Alert.objects.filter(active_key__isnull=False, target__in=targets[i : i + 500]).values_list(
+            *ACTIVE_FIELDS, *pending_only
+        ):
             row = OpenAlert(*values)
             active[(row.rule, row.subject)] = row
             by_target.setdefault(row.target, []).append(row)
@@ -420,8 +507,9 @@ def judge_at(cluster_id, when, pending_due=False):
     """Judge a cluster again at `when` (epoch): a pending alert when its `for` ends (pending_due: judged then only if
     one is still pending and due), held ones when the work that held them is over; not at the next sweep after that."""
     try:
-        tasks.enqueue("alerts.judge_cluster", (cluster_id, True) if pending_due else (cluster_id,),
-                      eta=_dt(when + 0.02))
+        tasks.enqueue(
+            "alerts.judge_cluster", (cluster_id, True) if pending_due else (cluster_id,), eta=_dt(when + 0.02)
+        )
     except Exception as exc:  # no broker: the sweeps promote it
         log.debug("judge of cluster %s not scheduled: %s", cluster_id, exc)
 
@@ -433,8 +521,12 @@ def judge_now(cluster_id, now=None, pending_due=False):
     if not settings.ALERTS_ENABLED:
         return {}
     now = now or time.time()
-    if pending_due and not Alert.objects.filter(cluster_id=cluster_id, state=AlertState.PENDING, held=False,
-                                                fires_at__lte=_dt(now + 1.0)).exists():
+    if (
+        pending_due
+        and not Alert.objects.filter(
+            cluster_id=cluster_id, state=AlertState.PENDING, held=False, fires_at__lte=_dt(now + 1.0)
+        ).exists()
+    ):
         return {}
     inv = context.inventory()
     c = inv.clusters.get(cluster_id)
@@ -451,15 +543,33 @@ def _open(c, o, setting, hold, now, counts, writes):
     since = o.started if o.started is not None and o.started <= now else now
     fires_at = since + setting.for_s
     firing = hold is None and now >= fires_at
-    writes.opens.append(Alert(
-        rule=o.rule, cluster_id=c.pk, target=o.target, subject=o.subject, subject_label=o.label[:300],
-        node_id=o.node, server_id=o.server, hostgroup=o.hostgroup, operation_id=o.operation,
-        severity=setting.severity, state=AlertState.FIRING if firing else AlertState.PENDING,
-        summary=o.summary, value=o.value, details={**o.details, "for_s": setting.for_s},
-        since=_dt(since), fires_at=_dt(max(fires_at, now) if hold else fires_at),
-        fired_at=_dt(now) if firing else None, last_seen_at=_dt(now),
-        held=hold is not None, was_held=hold is not None, hold_reason=hold.reason if hold else "",
-        hold_operation_id=hold.operation_id if hold else None, active_key=f"{o.rule}|{o.subject}"[:250]))
+    writes.opens.append(
+        Alert(
+            rule=o.rule,
+            cluster_id=c.pk,
+            target=o.target,
+            subject=o.subject,
+            subject_label=o.label[:300],
+            node_id=o.node,
+            server_id=o.server,
+            hostgroup=o.hostgroup,
+            operation_id=o.operation,
+            severity=setting.severity,
+            state=AlertState.FIRING if firing else AlertState.PENDING,
+            summary=o.summary,
+            value=o.value,
+            details={**o.details, "for_s": setting.for_s},
+            since=_dt(since),
+            fires_at=_dt(max(fires_at, now) if hold else fires_at),
+            fired_at=_dt(now) if firing else None,
+            last_seen_at=_dt(now),
+            held=hold is not None,
+            was_held=hold is not None,
+            hold_reason=hold.reason if hold else "",
+            hold_operation_id=hold.operation_id if hold else None,
+            active_key=f"{o.rule}|{o.subject}"[:250],
+        )
+    )
     counts["opened"] += 1
     if hold:
         counts["held"] += 1
@@ -500,7 +610,8 @@ def _update(row, o, setting, hold, now, counts, writes):
         # an UPDATE that matches nothing at every poll of a node with a pending alert whose figures move).
         _summary_written[pk] = now
         Alert.objects.filter(pk=pk, last_seen_at__lt=_dt(now - SUMMARY_REFRESH_S)).update(
-            summary=o.summary, value=o.value, last_seen_at=_dt(now))
+            summary=o.summary, value=o.value, last_seen_at=_dt(now)
+        )
     return out
 
 
@@ -521,4 +632,3 @@ def forget_caches():
     rulesettings.forget()
     _hold_ends_scheduled.clear()
     _summary_written.clear()
-

@@ -9,13 +9,25 @@ from . import destinations
 from .catalogue import BY_KEY, RULES, SEVERITIES
 from .models import Channel, ChannelKind
 
-SILENCE_DURATIONS = [(30, "30 minutes"), (60, "1 hour"), (120, "2 hours"), (240, "4 hours"), (480, "8 hours"),
-                     (1440, "1 day"), (4320, "3 days"), (10080, "1 week")]
+SILENCE_DURATIONS = [
+    (30, "30 minutes"),
+    (60, "1 hour"),
+    (120, "2 hours"),
+    (240, "4 hours"),
+    (480, "8 hours"),
+    (1440, "1 day"),
+    (4320, "3 days"),
+    (10080, "1 week"),
+]
 
 
 class AckForm(forms.Form):
-    note = forms.CharField(max_length=2000, required=False, validators=[validate_no_nul],
-                           widget=forms.TextInput(attrs={"placeholder": "what you are doing about it"}))
+    note = forms.CharField(
+        max_length=2000,
+        required=False,
+        validators=[validate_no_nul],
+        widget=forms.TextInput(attrs={"placeholder": "what you are doing about it"}),
+    )
 
 
 EVERY = "every"  # chosen on purpose: a new silence starts on "choose...", never on every cluster and every rule
@@ -23,19 +35,28 @@ EVERY = "every"  # chosen on purpose: a new silence starts on "choose...", never
 
 def _clusters():
     return [("", "choose a cluster…"), (EVERY, "every cluster")] + [
-        (str(pk), name) for pk, name in Cluster.objects.order_by("name").values_list("pk", "name")]
+        (str(pk), name) for pk, name in Cluster.objects.order_by("name").values_list("pk", "name")
+    ]
 
 
 class SilenceForm(forms.Form):
     cluster = forms.ChoiceField(required=False, choices=_clusters)
-    rule = forms.ChoiceField(required=False, choices=[("", "choose a rule…"), (EVERY, "every rule")]
-                             + [(r.key, r.title) for r in RULES])
-    subject = forms.CharField(max_length=200, required=False, validators=[validate_no_nul],
-                              help_text="one subject only (set when silencing from an alert); empty: every subject")
+    rule = forms.ChoiceField(
+        required=False, choices=[("", "choose a rule…"), (EVERY, "every rule")] + [(r.key, r.title) for r in RULES]
+    )
+    subject = forms.CharField(
+        max_length=200,
+        required=False,
+        validators=[validate_no_nul],
+        help_text="one subject only (set when silencing from an alert); empty: every subject",
+    )
     subject_label = forms.CharField(max_length=300, required=False, widget=forms.HiddenInput)
     minutes = forms.TypedChoiceField(choices=SILENCE_DURATIONS, coerce=int, initial=120, label="for")
-    reason = forms.CharField(max_length=2000, validators=[validate_no_nul],
-                             widget=forms.Textarea(attrs={"rows": 2, "placeholder": "why (shown with the silence, audited)"}))
+    reason = forms.CharField(
+        max_length=2000,
+        validators=[validate_no_nul],
+        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "why (shown with the silence, audited)"}),
+    )
 
     def clean_cluster(self):
         value = self.cleaned_data["cluster"]
@@ -47,8 +68,9 @@ class SilenceForm(forms.Form):
         data = super().clean()
         cluster, rule = data.get("cluster"), data.get("rule")
         if cluster in ("", EVERY, None) and rule in ("", EVERY, None) and not data.get("subject"):
-            raise forms.ValidationError("Choose at least a cluster, a rule or a subject: a silence of everything "
-                                        "everywhere is not allowed.")
+            raise forms.ValidationError(
+                "Choose at least a cluster, a rule or a subject: a silence of everything everywhere is not allowed."
+            )
         if cluster == "" or rule == "":
             raise forms.ValidationError("Choose a cluster (or every cluster) and a rule (or every rule).")
         data["cluster"] = None if cluster == EVERY else cluster
@@ -59,8 +81,12 @@ class SilenceForm(forms.Form):
 class RuleSettingForm(forms.Form):
     """One rule's override. Empty fields inherit (from the fleet-wide setting, then the built-in default)."""
 
-    enabled = forms.TypedChoiceField(required=False, coerce=lambda v: {"on": True, "off": False}.get(v),
-                                     empty_value=None, choices=[("", "inherit"), ("on", "on"), ("off", "off")])
+    enabled = forms.TypedChoiceField(
+        required=False,
+        coerce=lambda v: {"on": True, "off": False}.get(v),
+        empty_value=None,
+        choices=[("", "inherit"), ("on", "on"), ("off", "off")],
+    )
     severity = forms.ChoiceField(required=False, choices=[("", "inherit")] + [(s, s) for s in SEVERITIES])
     for_s = forms.FloatField(required=False, min_value=0, max_value=7 * 86400, label="for (s)")
 
@@ -68,22 +94,34 @@ class RuleSettingForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.spec = BY_KEY[rule]
         for name, p in self.spec.params.items():
-            self.fields[f"p_{name}"] = forms.FloatField(required=False, min_value=p.minimum, max_value=p.maximum,
-                                                        label=f"{p.label} ({p.unit})")
+            self.fields[f"p_{name}"] = forms.FloatField(
+                required=False, min_value=p.minimum, max_value=p.maximum, label=f"{p.label} ({p.unit})"
+            )
 
     def params(self):
-        return {name: self.cleaned_data.get(f"p_{name}") for name in self.spec.params
-                if self.cleaned_data.get(f"p_{name}") is not None}
+        return {
+            name: self.cleaned_data.get(f"p_{name}")
+            for name in self.spec.params
+            if self.cleaned_data.get(f"p_{name}") is not None
+        }
 
 
 class ChannelForm(forms.ModelForm):
-    url = forms.URLField(max_length=500, required=False, assume_scheme="https",
-                         help_text="webhook URL; PagerDuty: the Events API v2 enqueue URL; Alertmanager: its base URL. "
-                                   "Never shown again (it is a secret): empty keeps the stored one")
-    new_secret = forms.CharField(required=False, max_length=500, label="Secret",
-                                 widget=forms.PasswordInput(render_value=False),
-                                 help_text="PagerDuty: the integration's routing key (required); webhook or "
-                                           "Alertmanager: a bearer token, optional. Empty keeps the stored one.")
+    url = forms.URLField(
+        max_length=500,
+        required=False,
+        assume_scheme="https",
+        help_text="webhook URL; PagerDuty: the Events API v2 enqueue URL; Alertmanager: its base URL. "
+        "Never shown again (it is a secret): empty keeps the stored one",
+    )
+    new_secret = forms.CharField(
+        required=False,
+        max_length=500,
+        label="Secret",
+        widget=forms.PasswordInput(render_value=False),
+        help_text="PagerDuty: the integration's routing key (required); webhook or "
+        "Alertmanager: a bearer token, optional. Empty keeps the stored one.",
+    )
 
     class Meta:
         model = Channel

@@ -4,13 +4,13 @@ if their condition outlives the work (catalogue.RuleSpec.held_by says which rule
 and whether for the whole cluster or only for the backends the work is about). The status changes an
 operation makes itself are not only held: they are taken out of the documents the rules read
 (without_own_changes), so that they do not count toward flapping once the hold is over either."""
+
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .catalogue import BY_KEY, MAINTENANCE
 from .conditions import Observation
 from .context import ClusterCtx, OwnChanges, Work
-
 
 
 def changes_status() -> dict[str, str]:
@@ -31,8 +31,9 @@ def hold_for(observation: Observation, works: Iterable[Work], now: float) -> Wor
     return None
 
 
-def without_own_changes(doc: dict[str, Any] | None, c: ClusterCtx,
-                        own: Sequence[OwnChanges] | None) -> dict[str, Any] | None:
+def without_own_changes(
+    doc: dict[str, Any] | None, c: ClusterCtx, own: Sequence[OwnChanges] | None
+) -> dict[str, Any] | None:
     """A ProxySQL node's document without the status changes the product's own operations made (own:
     context.OwnChanges of the cluster): a row an operation changes, seen changed between the operation's start
     and the first poll after its end. Those never count toward flapping or any rule, during the operation's
@@ -44,8 +45,11 @@ def without_own_changes(doc: dict[str, Any] | None, c: ClusterCtx,
     for key, stamps in doc["status_changes"].items():
         _hg, host, port = key.split(":", 2)
         server = c.server_at(host, int(port))
-        works = [w for w in own if changes.get(w.kind) == "cluster"
-                 or (changes.get(w.kind) == "involved" and server in w.involved)]
+        works = [
+            w
+            for w in own
+            if changes.get(w.kind) == "cluster" or (changes.get(w.kind) == "involved" and server in w.involved)
+        ]
         left = [t for t in stamps if not any(w.start <= t and (w.end is None or t <= w.end) for w in works)]
         if left:
             kept[key] = left

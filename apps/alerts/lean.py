@@ -4,6 +4,7 @@ skipped by the decoder rather than parsed into dicts. A cluster judged as a whol
 and backends' own rules read their whole documents, in the round that polled them. A DR channel's document as
 its rules read it at a sweep (conditions.channel_observations): they judge the documents a channel poll hands
 over (dicts) the same way, so these are handed over as dicts too."""
+
 from typing import Any
 
 import msgspec
@@ -47,5 +48,7 @@ STRUCTS = {live.PROXYSQL: ProxySQLDoc, live.BACKEND: BackendDoc, "channel": Chan
 
 def read_many(kind, pks):
     """{pk: dict or None} like live.read_many, with only the fields above; one MGET."""
-    return {pk: msgspec.structs.asdict(doc) if doc else None
-            for pk, doc in live.read_typed(kind, pks, STRUCTS[kind]).items()}
+    return {
+        pk: msgspec.structs.asdict(doc) if doc else None
+        for pk, doc in live.read_typed(kind, pks, STRUCTS[kind]).items()
+    }

@@ -9,6 +9,7 @@ Notifications are grouped per channel and cluster (NotificationGroup remembers w
 last told); each message is a Notification, delivered by a Celery task with retries, every try a
 DeliveryAttempt.
 """
+
 from django.db import models
 from django.urls import reverse
 from django.utils.crypto import salted_hmac
@@ -49,14 +50,17 @@ class Alert(models.Model):
     silenced: "Silence | None"
     rule = models.CharField(max_length=40)
     cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="alerts")
-    target = models.CharField(max_length=24, help_text="what the evaluation reads: n<node>, s<server>, c<cluster>, o<op>")
+    target = models.CharField(
+        max_length=24, help_text="what the evaluation reads: n<node>, s<server>, c<cluster>, o<op>"
+    )
     subject = models.CharField(max_length=200)
     subject_label = models.CharField(max_length=300)
     node = models.ForeignKey("fleet.ProxySQLNode", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     server = models.ForeignKey("fleet.Server", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     hostgroup = models.PositiveIntegerField(null=True, blank=True)
-    operation = models.ForeignKey("operations.Operation", null=True, blank=True, on_delete=models.SET_NULL,
-                                  related_name="+")
+    operation = models.ForeignKey(
+        "operations.Operation", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     severity = models.CharField(max_length=10, choices=SEVERITY_CHOICES)
     state = models.CharField(max_length=10, choices=AlertState.choices, default=AlertState.PENDING)
     summary = models.TextField(help_text="what was seen, with its figures")
@@ -70,8 +74,9 @@ class Alert(models.Model):
     # Planned work: held while an operation (or a backend's maintenance) is expected to cause it.
     held = models.BooleanField(default=False)
     hold_reason = models.CharField(max_length=300, blank=True)
-    hold_operation = models.ForeignKey("operations.Operation", null=True, blank=True, on_delete=models.SET_NULL,
-                                       related_name="+")
+    hold_operation = models.ForeignKey(
+        "operations.Operation", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     was_held = models.BooleanField(default=False, help_text="held at some point (released or cleared while held)")
     notified = models.BooleanField(default=False, help_text="told to at least one channel as firing")
     acked_at = models.DateTimeField(null=True, blank=True)
@@ -81,11 +86,13 @@ class Alert(models.Model):
 
     class Meta:
         ordering = ["-since", "-id"]
-        indexes = [models.Index(fields=["target"], name="alert_target"),
-                   models.Index(fields=["state", "fires_at"], name="alert_state_fires"),
-                   models.Index(fields=["cluster", "since"], name="alert_cluster_since"),
-                   models.Index(fields=["since"], name="alert_since"),
-                   models.Index(fields=["state", "since"], name="alert_state_since")]  # the API's history pages
+        indexes = [
+            models.Index(fields=["target"], name="alert_target"),
+            models.Index(fields=["state", "fires_at"], name="alert_state_fires"),
+            models.Index(fields=["cluster", "since"], name="alert_cluster_since"),
+            models.Index(fields=["since"], name="alert_since"),
+            models.Index(fields=["state", "since"], name="alert_state_since"),
+        ]  # the API's history pages
 
     def __str__(self):
         return f"#{self.pk} {self.rule} {self.subject_label}"
@@ -129,14 +136,18 @@ class Silence(models.Model):
         return f"silence #{self.pk}"
 
     def matches(self, alert):
-        return ((self.cluster_id is None or self.cluster_id == alert.cluster_id)
-                and (not self.rule or self.rule == alert.rule)
-                and (not self.subject or self.subject == alert.subject))
+        return (
+            (self.cluster_id is None or self.cluster_id == alert.cluster_id)
+            and (not self.rule or self.rule == alert.rule)
+            and (not self.subject or self.subject == alert.subject)
+        )
 
     def describe(self):
-        parts = [f"cluster {self.cluster}" if self.cluster_id else "every cluster",
-                 f"rule {self.rule}" if self.rule else "every rule",
-                 self.subject_label or self.subject or "every subject"]
+        parts = [
+            f"cluster {self.cluster}" if self.cluster_id else "every cluster",
+            f"rule {self.rule}" if self.rule else "every rule",
+            self.subject_label or self.subject or "every subject",
+        ]
         return " · ".join(parts)
 
 
@@ -153,13 +164,17 @@ class Channel(models.Model):
     name = models.CharField(max_length=100, unique=True)
     kind = models.CharField(max_length=20, choices=ChannelKind.choices)
     # Encrypted like the credentials (a Slack-style URL is one); pages show its scheme and host only.
-    url = EncryptedTextField(blank=True,
-                             help_text="webhook URL; PagerDuty: the Events API v2 enqueue URL; Alertmanager: its base URL")
+    url = EncryptedTextField(
+        blank=True, help_text="webhook URL; PagerDuty: the Events API v2 enqueue URL; Alertmanager: its base URL"
+    )
     recipients = models.TextField(blank=True, help_text="e-mail: comma-separated addresses")
-    secret = EncryptedTextField(blank=True, help_text="PagerDuty: the routing key; webhook/Alertmanager: a bearer token (optional)")
+    secret = EncryptedTextField(
+        blank=True, help_text="PagerDuty: the routing key; webhook/Alertmanager: a bearer token (optional)"
+    )
     min_severity = models.CharField(max_length=10, choices=SEVERITY_CHOICES, default="warning")
-    clusters = models.ManyToManyField("fleet.Cluster", blank=True, related_name="+",
-                                      help_text="only these clusters (none chosen: every cluster)")
+    clusters = models.ManyToManyField(
+        "fleet.Cluster", blank=True, related_name="+", help_text="only these clusters (none chosen: every cluster)"
+    )
     send_resolved = models.BooleanField(default=True)
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -172,12 +187,12 @@ class Channel(models.Model):
 
     @property
     def destination(self):
-        """"host:port" this channel posts to ("" for e-mail)."""
+        """ "host:port" this channel posts to ("" for e-mail)."""
         return shown(self.url)
 
     @property
     def url_shown(self):
-        """"scheme://host[:port]": all of the URL a page shows."""
+        """ "scheme://host[:port]": all of the URL a page shows."""
         return public_part(self.url)
 
     @property

@@ -19,6 +19,7 @@ A message is a Notification row with its payload as sent; its first try is made 
 made it, then workers/alerts.deliver retries it (exponential backoff), each try a DeliveryAttempt row. flush() runs from a Celery task scheduled for the
 group's due time, and from beat every few seconds for anything whose task was lost.
 """
+
 import logging
 import time
 from datetime import datetime, timedelta, timezone
@@ -33,8 +34,17 @@ from controlplane import tasks
 
 from .catalogue import CRITICAL, SEVERITY_RANK
 from .channels import build, send
-from .models import (Alert, AlertState, Channel, ChannelKind, DeliveryAttempt, DeliveryState, Notification,
-                     NotificationGroup, Silence)
+from .models import (
+    Alert,
+    AlertState,
+    Channel,
+    ChannelKind,
+    DeliveryAttempt,
+    DeliveryState,
+    Notification,
+    NotificationGroup,
+    Silence,
+)
 
 log = logging.getLogger(__name__)
 BEAT_S = 5.0  # beat runs flush_due this often (controlplane/celery.py)
@@ -45,8 +55,11 @@ def _dt(epoch):
 
 
 def routed(channel, alert):
-    return (channel.enabled and SEVERITY_RANK.get(alert.severity, 0) >= SEVERITY_RANK.get(channel.min_severity, 0)
-            and (not channel.cluster_ids or alert.cluster_id in channel.cluster_ids))
+    return (
+        channel.enabled
+        and SEVERITY_RANK.get(alert.severity, 0) >= SEVERITY_RANK.get(channel.min_severity, 0)
+        and (not channel.cluster_ids or alert.cluster_id in channel.cluster_ids)
+    )
 
 
 def channels_now():
@@ -60,8 +73,11 @@ def changed(cluster_id, changes, now, channels=None):
     """Alerts of one cluster fired or resolved: make each routed channel's group due when it should be.
     changes: [(cluster_id, "fired" | "resolved", severity, alert id)]; channels: channels_now() when the caller
     has them already."""
-    channels = [ch for ch in (channels if channels is not None else channels_now())
-                if not ch.cluster_ids or cluster_id in ch.cluster_ids]
+    channels = [
+        ch
+        for ch in (channels if channels is not None else channels_now())
+        if not ch.cluster_ids or cluster_id in ch.cluster_ids
+    ]
     if not channels:
         return
     still_firing = Alert.objects.filter(cluster_id=cluster_id, state=AlertState.FIRING).exists()
@@ -106,17 +122,25 @@ def flush(group_pk, now=None):
     Returns the Notification or None."""
     now = now or time.time()
     with transaction.atomic():
-        group = NotificationGroup.objects.select_for_update().select_related("channel", "cluster").filter(pk=group_pk).first()
+        group = (
+            NotificationGroup.objects.select_for_update()
+            .select_related("channel", "cluster")
+            .filter(pk=group_pk)
+            .first()
+        )
         if group is None or group.next_flush_at is None or group.next_flush_at.timestamp() > now + 0.05:
             return None
         channel = group.channel
         channel.cluster_ids = set(channel.clusters.values_list("pk", flat=True))
         told = {int(k): v for k, v in (group.told or {}).items()}
         silences = active_silences(now)
-        candidates = Alert.objects.filter(Q(cluster_id=group.cluster_id, state=AlertState.FIRING) | Q(pk__in=list(told)))
+        candidates = Alert.objects.filter(
+            Q(cluster_id=group.cluster_id, state=AlertState.FIRING) | Q(pk__in=list(told))
+        )
         firing, resolved, still_silenced = [], [], []
-        ordered = sorted(candidates.select_related("cluster"),
-                         key=lambda a: (-SEVERITY_RANK.get(a.severity, 0), a.since, a.pk))
+        ordered = sorted(
+            candidates.select_related("cluster"), key=lambda a: (-SEVERITY_RANK.get(a.severity, 0), a.since, a.pk)
+        )
         for a in ordered:
             if not routed(channel, a) and a.pk not in told:
                 continue
@@ -131,10 +155,17 @@ def flush(group_pk, now=None):
                 resolved.append(a)
         new = [a for a in firing if told.get(a.pk) != "firing"]
         last = group.last_sent_at.timestamp() if group.last_sent_at else None
-        resend = settings.ALERTS_ALERTMANAGER_RESEND_S if channel.kind == ChannelKind.ALERTMANAGER \
+        resend = (
+            settings.ALERTS_ALERTMANAGER_RESEND_S
+            if channel.kind == ChannelKind.ALERTMANAGER
             else settings.ALERTS_REPEAT_INTERVAL_S
-        repeat = bool(firing) and last is not None and now - last >= resend - 0.5 and (
-            channel.kind == ChannelKind.ALERTMANAGER or any(a.acked_at is None for a in firing))
+        )
+        repeat = (
+            bool(firing)
+            and last is not None
+            and now - last >= resend - 0.5
+            and (channel.kind == ChannelKind.ALERTMANAGER or any(a.acked_at is None for a in firing))
+        )
         tell_resolved = resolved if channel.send_resolved else []
         notification = None
         if new or tell_resolved or (repeat and firing):
@@ -142,8 +173,13 @@ def flush(group_pk, now=None):
             status = "firing" if firing else "resolved"
             payload = build(channel, group.cluster.name, status, alerts, now, f"{channel.pk}:{group.cluster_id}")
             notification = Notification.objects.create(
-                channel=channel, cluster_id=group.cluster_id, reason="alerts" if (new or tell_resolved) else "repeat",
-                status=status, alert_ids=[a.pk for a in alerts], payload=payload)
+                channel=channel,
+                cluster_id=group.cluster_id,
+                reason="alerts" if (new or tell_resolved) else "repeat",
+                status=status,
+                alert_ids=[a.pk for a in alerts],
+                payload=payload,
+            )
             Alert.objects.filter(pk__in=[a.pk for a in new]).update(notified=True)
             group.last_sent_at = _dt(now)
         group.told = {str(a.pk): "firing" for a in firing + still_silenced}
@@ -158,8 +194,11 @@ def flush(group_pk, now=None):
 
 def silence_over(s, now):
     """A silence ended (early or on time): alerts it kept quiet that still fire are sent now."""
-    clusters = ([s.cluster_id] if s.cluster_id else
-                set(Alert.objects.filter(state=AlertState.FIRING).values_list("cluster_id", flat=True)))
+    clusters = (
+        [s.cluster_id]
+        if s.cluster_id
+        else set(Alert.objects.filter(state=AlertState.FIRING).values_list("cluster_id", flat=True))
+    )
     for ch in channels_now():
         for cluster_id in clusters:
             if not ch.cluster_ids or cluster_id in ch.cluster_ids:
@@ -212,14 +251,17 @@ def attempt(notification_pk):
         return True, False
     result = send(n.channel, n.payload)
     at = dj_timezone.now()
-    DeliveryAttempt.objects.create(notification=n, at=at, ok=result.ok, http_status=result.http_status,
-                                   error=result.error, duration_ms=result.ms)
+    DeliveryAttempt.objects.create(
+        notification=n, at=at, ok=result.ok, http_status=result.http_status, error=result.error, duration_ms=result.ms
+    )
     if result.ok:
-        Notification.objects.filter(pk=n.pk).update(state=DeliveryState.SENT, sent_at=at, attempts=n.attempts + 1,
-                                                    last_error="")
+        Notification.objects.filter(pk=n.pk).update(
+            state=DeliveryState.SENT, sent_at=at, attempts=n.attempts + 1, last_error=""
+        )
         return True, False
-    Notification.objects.filter(pk=n.pk).update(state=DeliveryState.RETRYING, attempts=n.attempts + 1,
-                                                last_error=result.error)
+    Notification.objects.filter(pk=n.pk).update(
+        state=DeliveryState.RETRYING, attempts=n.attempts + 1, last_error=result.error
+    )
     return False, result.retry
 
 
@@ -230,22 +272,30 @@ def give_up(notification_pk, error):
     error = f"{error}; last answer: {n.last_error}" if n.last_error else error
     with transaction.atomic():  # the failed state and its audit row together: no reader sees one without the other
         Notification.objects.filter(pk=n.pk).update(state=DeliveryState.FAILED, last_error=error[:2000])
-        record("alert notification not delivered", rule="alert notifications", cluster=n.cluster,
-               target=str(n.channel), outcome="failure",
-               details={"notification": n.pk, "attempts": n.attempts, "error": error[:500]})
+        record(
+            "alert notification not delivered",
+            rule="alert notifications",
+            cluster=n.cluster,
+            target=str(n.channel),
+            outcome="failure",
+            details={"notification": n.pk, "attempts": n.attempts, "error": error[:500]},
+        )
 
 
 def retry_delay(retries):
     """Seconds before try number retries + 2: ALERTS_RETRY_BASE_S doubled each time, at most 5 minutes."""
-    return min(300.0, settings.ALERTS_RETRY_BASE_S * (2 ** retries))
+    return min(300.0, settings.ALERTS_RETRY_BASE_S * (2**retries))
 
 
 def redeliver_stuck(now=None):
     """Notifications still pending long after they were made (their task was never enqueued or was lost)."""
     now = now or time.time()
-    stale = _dt(now) - timedelta(seconds=max(60.0, settings.ALERTS_RETRY_BASE_S * 2 ** settings.ALERTS_DELIVERY_RETRIES))
-    pks = list(Notification.objects.filter(state=DeliveryState.PENDING, attempts=0, created_at__lt=_dt(now - 30),
-                                           created_at__gte=stale).values_list("pk", flat=True)[:100])
+    stale = _dt(now) - timedelta(seconds=max(60.0, settings.ALERTS_RETRY_BASE_S * 2**settings.ALERTS_DELIVERY_RETRIES))
+    pks = list(
+        Notification.objects.filter(
+            state=DeliveryState.PENDING, attempts=0, created_at__lt=_dt(now - 30), created_at__gte=stale
+        ).values_list("pk", flat=True)[:100]
+    )
     for pk in pks:
         enqueue_delivery(pk)
     return len(pks)

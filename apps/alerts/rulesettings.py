@@ -4,6 +4,7 @@ The evaluation reads them after every poll round, so the overrides (a small tabl
 kept per process for a few seconds; saving an override (services.save_rule_setting) takes effect within
 that time everywhere, at once in the process that saved it.
 """
+
 import time
 from dataclasses import dataclass
 
@@ -38,8 +39,9 @@ def _rows():
         rows = {}
         for s in RuleSetting.objects.all():
             rows[(s.cluster_id, s.rule)] = s
-        stamp = sorted((k, s.updated_at) for k, s in rows.items() if k[0] is not None) + \
-            sorted((k[1], s.updated_at) for k, s in rows.items() if k[0] is None)
+        stamp = sorted((k, s.updated_at) for k, s in rows.items() if k[0] is not None) + sorted(
+            (k[1], s.updated_at) for k, s in rows.items() if k[0] is None
+        )
         if stamp != _cache.get("stamp"):  # the settings changed: what was worked out from them goes
             _cache.update(memo={}, stamp=stamp, changed_at=time.time())
         _cache.update(rows=rows, loaded=now)

@@ -1,6 +1,7 @@
 """What people do to alerts, each audited in the same transaction: acknowledge, silence (and end a silence
 early), change a rule's settings for the fleet or one cluster, manage notification channels, send a test.
 Views and commands call these; nothing else writes these rows (the evaluation writes alerts)."""
+
 import time
 from datetime import timedelta
 from typing import Any
@@ -27,14 +28,28 @@ def acknowledge(alert: Alert, note: str, *, actor: Actor) -> Alert:
     who = actor.who
     with transaction.atomic():
         Alert.objects.filter(pk=alert.pk).update(acked_at=timezone.now(), acked_by=who, ack_note=note)
-        record("acknowledge alert", actor=actor, cluster=alert.cluster, target=alert.subject_label,
-               details={"alert": alert.pk, "rule": alert.rule, "state": alert.state, "note": note})
+        record(
+            "acknowledge alert",
+            actor=actor,
+            cluster=alert.cluster,
+            target=alert.subject_label,
+            details={"alert": alert.pk, "rule": alert.rule, "state": alert.state, "note": note},
+        )
     alert.refresh_from_db()
     return alert
 
 
-def silence(*, cluster: Cluster | None, rule: str | None, subject: str | None, subject_label: str | None, minutes: float,
-            reason: str, actor: Actor, from_alert: Alert | None = None) -> Silence:
+def silence(
+    *,
+    cluster: Cluster | None,
+    rule: str | None,
+    subject: str | None,
+    subject_label: str | None,
+    minutes: float,
+    reason: str,
+    actor: Actor,
+    from_alert: Alert | None = None,
+) -> Silence:
     """Silence notifications of matching alerts for `minutes` (from now)."""
     if not reason.strip():
         raise Refused("A silence needs a reason.")
@@ -43,12 +58,32 @@ def silence(*, cluster: Cluster | None, rule: str | None, subject: str | None, s
     who = actor.who
     now = timezone.now()
     with transaction.atomic():
-        s = Silence.objects.create(cluster=cluster, rule=rule or "", subject=subject or "",
-                                   subject_label=(subject_label or "")[:300], reason=reason, starts_at=now,
-                                   ends_at=now + timedelta(minutes=minutes), created_by=who, from_alert=from_alert)
-        record("silence alerts", actor=actor, cluster=cluster, target=s.describe()[:300],
-               details={"silence": s.pk, "rule": s.rule, "subject": s.subject, "until": s.ends_at.isoformat(),
-                        "minutes": minutes, "reason": reason, "from_alert": from_alert.pk if from_alert else None})
+        s = Silence.objects.create(
+            cluster=cluster,
+            rule=rule or "",
+            subject=subject or "",
+            subject_label=(subject_label or "")[:300],
+            reason=reason,
+            starts_at=now,
+            ends_at=now + timedelta(minutes=minutes),
+            created_by=who,
+            from_alert=from_alert,
+        )
+        record(
+            "silence alerts",
+            actor=actor,
+            cluster=cluster,
+            target=s.describe()[:300],
+            details={
+                "silence": s.pk,
+                "rule": s.rule,
+                "subject": s.subject,
+                "until": s.ends_at.isoformat(),
+                "minutes": minutes,
+                "reason": reason,
+                "from_alert": from_alert.pk if from_alert else None,
+            },
+        )
     return s
 
 
@@ -59,15 +94,28 @@ def end_silence(s: Silence, *, actor: Actor) -> Silence:
     who = actor.who
     with transaction.atomic():
         Silence.objects.filter(pk=s.pk).update(expired_at=timezone.now(), expired_by=who)
-        record("end silence", actor=actor, cluster=s.cluster, target=s.describe()[:300],
-               details={"silence": s.pk, "was_until": s.ends_at.isoformat()})
+        record(
+            "end silence",
+            actor=actor,
+            cluster=s.cluster,
+            target=s.describe()[:300],
+            details={"silence": s.pk, "was_until": s.ends_at.isoformat()},
+        )
         notify.silence_over(s, time.time())
     s.refresh_from_db()
     return s
 
 
-def save_rule_setting(cluster: Cluster | None, rule: str, *, enabled: bool | None, severity: str | None,
-                      for_s: float | None, params: dict[str, Any] | None, actor: Actor) -> RuleSetting:
+def save_rule_setting(
+    cluster: Cluster | None,
+    rule: str,
+    *,
+    enabled: bool | None,
+    severity: str | None,
+    for_s: float | None,
+    params: dict[str, Any] | None,
+    actor: Actor,
+) -> RuleSetting:
     """Override a rule's defaults for the fleet (cluster None) or one cluster. Empty values inherit."""
     spec = BY_KEY.get(rule)
     if spec is None:
@@ -86,9 +134,13 @@ def save_rule_setting(cluster: Cluster | None, rule: str, *, enabled: bool | Non
         else:
             row.save()
             after = _setting_dict(row)
-        record("change alert rule", actor=actor, cluster=cluster,
-               target=f"{rule} ({'cluster ' + cluster.name if cluster else 'fleet-wide'})",
-               details={"rule": rule, "scope": cluster.name if cluster else "fleet", "before": before, "after": after})
+        record(
+            "change alert rule",
+            actor=actor,
+            cluster=cluster,
+            target=f"{rule} ({'cluster ' + cluster.name if cluster else 'fleet-wide'})",
+            details={"rule": rule, "scope": cluster.name if cluster else "fleet", "before": before, "after": after},
+        )
     rulesettings.forget()
     return row
 
@@ -127,8 +179,12 @@ def save_channel(form: ChannelForm, *, actor: Actor) -> Channel | None:
             return None
         after = _channel_dict(ch)
         changed = sorted(k for k in after if before is None or before.get(k) != after[k])
-        record("change alert channel" if before else "add alert channel", actor=actor, target=ch.name,
-               details={"channel": ch.pk, "changed": changed, "before": before, "after": after})
+        record(
+            "change alert channel" if before else "add alert channel",
+            actor=actor,
+            target=ch.name,
+            details={"channel": ch.pk, "changed": changed, "before": before, "after": after},
+        )
     return ch
 
 
@@ -162,9 +218,9 @@ def send_test(ch: Channel, *, actor: Actor) -> Notification:
     who = actor.who
     payload = build(ch, "(test)", "firing", [_Sample(who)], time.time(), f"{ch.pk}:test")
     with transaction.atomic():
-        n = Notification.objects.create(channel=ch, reason="test", status="firing", alert_ids=[], payload=payload,
-                                        requested_by=who)
-        record("send test notification", actor=actor, target=ch.name,
-               details={"channel": ch.pk, "notification": n.pk})
+        n = Notification.objects.create(
+            channel=ch, reason="test", status="firing", alert_ids=[], payload=payload, requested_by=who
+        )
+        record("send test notification", actor=actor, target=ch.name, details={"channel": ch.pk, "notification": n.pk})
         transaction.on_commit(lambda: notify.enqueue_delivery(n.pk))
     return n

@@ -1,6 +1,7 @@
 """Alert pages: the list (live), one alert with its evidence, silences, rules (fleet-wide and per cluster),
 channels with their delivery log and a "send a test" button. Viewers read; operators acknowledge, silence
 and tune a cluster's rules; admins set the fleet-wide rules and the channels (which hold secrets)."""
+
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
@@ -35,15 +36,24 @@ def _list_context(request):
     f = selectors.parse_filters(request.GET)
     context = selectors.alert_list(f)
     context["clusters"] = Cluster.objects.order_by("name").only("name")
-    query = {k: v for k, v in (("cluster", f.cluster), ("state", f.state if f.state != "all" else ""),
-                               ("severity", f.severity), ("rule", f.rule)) if v}
+    query = {
+        k: v
+        for k, v in (
+            ("cluster", f.cluster),
+            ("state", f.state if f.state != "all" else ""),
+            ("severity", f.severity),
+            ("rule", f.rule),
+        )
+        if v
+    }
     context["query"] = "&".join(f"{k}={v}" for k, v in query.items())
     return context
 
 
 def _alert(pk):
-    alert = get_object_or_404(Alert.objects.select_related("cluster", "node", "server", "operation", "hold_operation"),
-                              pk=pk)
+    alert = get_object_or_404(
+        Alert.objects.select_related("cluster", "node", "server", "operation", "hold_operation"), pk=pk
+    )
     # "Notified: no" says why when no enabled channel takes this alert (its cluster, its severity)
     alert.routed_channels = sum(1 for ch in notify.channels_now() if notify.routed(ch, alert))
     return alert
@@ -53,10 +63,24 @@ def _alert(pk):
 @require_GET
 def alert_detail(request, pk):
     alert = _alert(pk)
-    return TemplateResponse(request, "alerts/detail.html", {
-        "alert": alert, "spec": BY_KEY.get(alert.rule), "evidence": selectors.evidence(alert), "ack_form": AckForm(),
-        "silence_form": SilenceForm(initial={"cluster": alert.cluster_id, "rule": alert.rule, "subject": alert.subject,
-                                             "subject_label": alert.subject_label})})
+    return TemplateResponse(
+        request,
+        "alerts/detail.html",
+        {
+            "alert": alert,
+            "spec": BY_KEY.get(alert.rule),
+            "evidence": selectors.evidence(alert),
+            "ack_form": AckForm(),
+            "silence_form": SilenceForm(
+                initial={
+                    "cluster": alert.cluster_id,
+                    "rule": alert.rule,
+                    "subject": alert.subject,
+                    "subject_label": alert.subject_label,
+                }
+            ),
+        },
+    )
 
 
 @require_role(VIEWER)
@@ -73,8 +97,13 @@ def acknowledge(request, pk):
     alert = _alert(pk)
     form = AckForm(request.POST)
     if not form.is_valid():
-        record("acknowledge alert", request=request, outcome="invalid", cluster=alert.cluster,
-               details={"alert": alert.pk, "errors": form.errors.get_json_data()})
+        record(
+            "acknowledge alert",
+            request=request,
+            outcome="invalid",
+            cluster=alert.cluster,
+            details={"alert": alert.pk, "errors": form.errors.get_json_data()},
+        )
         messages.error(request, "The note is not valid: " + "; ".join(e for errs in form.errors.values() for e in errs))
         return redirect(alert)
     services.acknowledge(alert, form.cleaned_data["note"], actor=Actor.of_request(request))
@@ -89,7 +118,9 @@ def silence_list(request):
     cluster = request.GET.get("cluster", "")
     if parse_id(cluster) is not None:
         initial["cluster"] = str(parse_id(cluster))
-    return TemplateResponse(request, "alerts/silences.html", {**selectors.silences(), "form": SilenceForm(initial=initial)})
+    return TemplateResponse(
+        request, "alerts/silences.html", {**selectors.silences(), "form": SilenceForm(initial=initial)}
+    )
 
 
 @require_role(OPERATOR)
@@ -105,9 +136,16 @@ def silence_create(request):
         return TemplateResponse(request, "alerts/silences.html", {**selectors.silences(), "form": form}, status=400)
     d = form.cleaned_data
     try:
-        s = services.silence(cluster=d["cluster"], rule=d["rule"], subject=d["subject"], subject_label=d["subject_label"],
-                             minutes=d["minutes"], reason=d["reason"], actor=Actor.of_request(request),
-                             from_alert=from_alert)
+        s = services.silence(
+            cluster=d["cluster"],
+            rule=d["rule"],
+            subject=d["subject"],
+            subject_label=d["subject_label"],
+            minutes=d["minutes"],
+            reason=d["reason"],
+            actor=Actor.of_request(request),
+            from_alert=from_alert,
+        )
     except services.Refused as exc:
         form.add_error(None, str(exc))
         return TemplateResponse(request, "alerts/silences.html", {**selectors.silences(), "form": form}, status=400)
@@ -136,8 +174,14 @@ def _rule_rows(cluster):
             eff = rulesettings.effective(_Fleet(), spec.key)
         else:
             eff = rulesettings.effective(cluster, spec.key)
-        rows.append({"spec": spec, "effective": eff, "own": own.get(spec.key), "overridden": {f for level, f in eff.overridden
-                                                                    if level == ("cluster" if cluster else "fleet")}})
+        rows.append(
+            {
+                "spec": spec,
+                "effective": eff,
+                "own": own.get(spec.key),
+                "overridden": {f for level, f in eff.overridden if level == ("cluster" if cluster else "fleet")},
+            }
+        )
     return rows
 
 
@@ -153,8 +197,11 @@ class _Fleet:
 @require_role(VIEWER)
 @require_GET
 def rules(request):
-    return TemplateResponse(request, "alerts/rules.html", {"rows": _rule_rows(None), "cluster": None,
-                                                           "clusters": Cluster.objects.order_by("name").only("name")})
+    return TemplateResponse(
+        request,
+        "alerts/rules.html",
+        {"rows": _rule_rows(None), "cluster": None, "clusters": Cluster.objects.order_by("name").only("name")},
+    )
 
 
 @require_role(VIEWER)
@@ -170,14 +217,28 @@ def _edit_rule(request, cluster, rule, template_back):
         return redirect(template_back)
     form = RuleSettingForm(request.POST, rule=rule)
     if not form.is_valid():
-        record("change alert rule", request=request, cluster=cluster, outcome="invalid", target=rule,
-               details={"errors": form.errors.get_json_data()})
-        messages.error(request, f"{BY_KEY[rule].title}: " + "; ".join(
-            f"{k}: {e}" for k, errs in form.errors.items() for e in errs))
+        record(
+            "change alert rule",
+            request=request,
+            cluster=cluster,
+            outcome="invalid",
+            target=rule,
+            details={"errors": form.errors.get_json_data()},
+        )
+        messages.error(
+            request, f"{BY_KEY[rule].title}: " + "; ".join(f"{k}: {e}" for k, errs in form.errors.items() for e in errs)
+        )
         return redirect(template_back)
     d = form.cleaned_data
-    services.save_rule_setting(cluster, rule, enabled=d["enabled"], severity=d["severity"], for_s=d["for_s"],
-                               params=form.params(), actor=Actor.of_request(request))
+    services.save_rule_setting(
+        cluster,
+        rule,
+        enabled=d["enabled"],
+        severity=d["severity"],
+        for_s=d["for_s"],
+        params=form.params(),
+        actor=Actor.of_request(request),
+    )
     messages.success(request, f"{BY_KEY[rule].title}: saved for {cluster.name if cluster else 'the whole fleet'}.")
     return redirect(template_back)
 
@@ -208,12 +269,14 @@ def channel_create(request):
     form = ChannelForm(request.POST)
     if not form.is_valid():
         record("add alert channel", request=request, outcome="invalid", details={"errors": form.errors.get_json_data()})
-        return TemplateResponse(request, "alerts/channels.html", {"channels": selectors.channels(), "form": form},
-                                status=400)
+        return TemplateResponse(
+            request, "alerts/channels.html", {"channels": selectors.channels(), "form": form}, status=400
+        )
     ch = services.save_channel(form, actor=Actor.of_request(request))
     if ch is None:  # refused at save: the form says why
-        return TemplateResponse(request, "alerts/channels.html", {"channels": selectors.channels(), "form": form},
-                                status=400)
+        return TemplateResponse(
+            request, "alerts/channels.html", {"channels": selectors.channels(), "form": form}, status=400
+        )
     messages.success(request, f"Channel {ch.name} added.")
     return redirect(ch)
 
@@ -231,8 +294,13 @@ def channel_edit(request, pk):
     ch = get_object_or_404(Channel, pk=pk)
     form = ChannelForm(request.POST, instance=ch)
     if not form.is_valid():
-        record("change alert channel", request=request, outcome="invalid", target=ch.name,
-               details={"errors": form.errors.get_json_data()})
+        record(
+            "change alert channel",
+            request=request,
+            outcome="invalid",
+            target=ch.name,
+            details={"errors": form.errors.get_json_data()},
+        )
         return TemplateResponse(request, "alerts/channel.html", _channel_context(ch, form), status=400)
     if services.save_channel(form, actor=Actor.of_request(request)) is None:
         return TemplateResponse(request, "alerts/channel.html", _channel_context(ch, form), status=400)
@@ -276,4 +344,6 @@ def channel_log(request, pk):
 def cluster_alerts(request, pk):
     """Live fragment for the cluster page: its open alerts and the last day's resolved ones."""
     cluster = get_object_or_404(Cluster, pk=pk)
-    return TemplateResponse(request, "alerts/_cluster.html", {"cluster": cluster, **selectors.open_for_cluster(cluster)})
+    return TemplateResponse(
+        request, "alerts/_cluster.html", {"cluster": cluster, **selectors.open_for_cluster(cluster)}
+    )

@@ -1,4 +1,5 @@
 """Who is asking: an API token (Authorization: Bearer ...) or the browser's session (with CSRF for writes)."""
+
 from rest_framework import authentication, exceptions
 
 from apps.accounts import tokens

@@ -1,5 +1,6 @@
 """What every endpoint shares: the role table, JSON only, no caching, validated query strings and bodies,
 page-number pages with a bounded size."""
+
 from django.conf import settings
 from django.core.paginator import InvalidPage
 from django.forms.models import model_to_dict
@@ -56,8 +57,9 @@ def body(serializer_class, request, **context):
 
 def form_errors(form):
     """A Django form's errors as the API's 400 (its messages, by field)."""
-    return exceptions.ValidationError({name if name != "__all__" else "non_field_errors": errors
-                                       for name, errors in form.errors.items()})
+    return exceptions.ValidationError(
+        {name if name != "__all__" else "non_field_errors": errors for name, errors in form.errors.items()}
+    )
 
 
 def page_form(form_class, data, *, request, action, instance=None, cluster=None, **form_kwargs):
@@ -65,12 +67,23 @@ def page_form(form_class, data, *, request, action, instance=None, cluster=None,
     fields it sets. An invalid one is audited as the page audits it, and answers 400."""
     # What the body leaves out keeps its value, or the model's default for a new one (not a checkbox's "off").
     current = model_to_dict(instance or form_class._meta.model(), fields=form_class._meta.fields)
-    data = {**{k: [getattr(v, "pk", v) for v in value] if isinstance(value, list) else value
-               for k, value in current.items()}, **data}
+    data = {
+        **{
+            k: [getattr(v, "pk", v) for v in value] if isinstance(value, list) else value
+            for k, value in current.items()
+        },
+        **data,
+    }
     form = form_class({k: v for k, v in data.items() if v is not None}, instance=instance, **form_kwargs)
     if not form.is_valid():
-        record(action, request=request, outcome="invalid", cluster=cluster, target=str(instance or ""),
-               details={"errors": form.errors.get_json_data()})
+        record(
+            action,
+            request=request,
+            outcome="invalid",
+            cluster=cluster,
+            target=str(instance or ""),
+            details={"errors": form.errors.get_json_data()},
+        )
         raise form_errors(form)
     return form
 
@@ -113,11 +126,19 @@ def paged(view, request, queryset, serializer_class=None, *, rows=None):
 def list_schema(serializer_class, filters=None, **kwargs):
     """The schema of a paged list: its filters, page and page_size, and the envelope around the rows."""
     name = serializer_class.__name__.removesuffix("Serializer") + "Page"
-    envelope = inline_serializer(name, {
-        "count": serializers.IntegerField(), "next": serializers.URLField(allow_null=True),
-        "previous": serializers.URLField(allow_null=True), "results": serializer_class(many=True)})
-    paging = [OpenApiParameter("page", int, description="1, 2, ..."),
-              OpenApiParameter("page_size", int, description="rows per page (default 50, at most 500)")]
+    envelope = inline_serializer(
+        name,
+        {
+            "count": serializers.IntegerField(),
+            "next": serializers.URLField(allow_null=True),
+            "previous": serializers.URLField(allow_null=True),
+            "results": serializer_class(many=True),
+        },
+    )
+    paging = [
+        OpenApiParameter("page", int, description="1, 2, ..."),
+        OpenApiParameter("page_size", int, description="rows per page (default 50, at most 500)"),
+    ]
     return extend_schema(parameters=([filters] if filters else []) + paging, responses=envelope, **kwargs)
 
 

@@ -8,6 +8,7 @@ service refused: guards, two-person rule, a lock, a stale change set), 413, 415,
 and an unexpected exception (500, logged with its traceback, never shown) all answer JSON. (DRF adds the
 Allow header to every answer, a 405 included.)
 """
+
 import logging
 import math
 
@@ -25,9 +26,19 @@ from apps.rollouts.services import Refused as RolloutRefused
 
 log = logging.getLogger(__name__)
 
-CODES = {400: "invalid", 401: "not_authenticated", 403: "permission_denied", 404: "not_found",
-         405: "method_not_allowed", 406: "not_acceptable", 409: "refused", 413: "request_too_large",
-         415: "unsupported_media_type", 429: "throttled", 500: "internal_error"}
+CODES = {
+    400: "invalid",
+    401: "not_authenticated",
+    403: "permission_denied",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "refused",
+    413: "request_too_large",
+    415: "unsupported_media_type",
+    429: "throttled",
+    500: "internal_error",
+}
 
 
 class Refused(exceptions.APIException):
@@ -81,8 +92,10 @@ def exception_handler(exc, context):
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or None)
     elif isinstance(exc, RequestDataTooBig):  # Django's DATA_UPLOAD_MAX_MEMORY_SIZE, for the fields of a body
-        exc = TooLarge(f"The body's fields are larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes; a large "
-                       "configuration file goes as a multipart upload (its file field is not counted).")
+        exc = TooLarge(
+            f"The body's fields are larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes; a large "
+            "configuration file goes as a multipart upload (its file field is not counted)."
+        )
     elif isinstance(exc, SuspiciousOperation):
         exc = exceptions.ParseError(str(exc))
     elif isinstance(exc, service_refusals()) and getattr(exc, "field", None):  # a field missing (a change set's reason)
@@ -93,8 +106,11 @@ def exception_handler(exc, context):
         request = context.get("request")
         log.exception("API %s %s failed", getattr(request, "method", "?"), getattr(request, "path", "?"), exc_info=exc)
         set_rollback()
-        return error_response(500, "Internal error: the request failed on the server; the error is logged there. "
-                                   "The audit log says what was changed, if anything.")
+        return error_response(
+            500,
+            "Internal error: the request failed on the server; the error is logged there. "
+            "The audit log says what was changed, if anything.",
+        )
     headers = {}
     if getattr(exc, "auth_header", None):
         headers["WWW-Authenticate"] = exc.auth_header
@@ -103,8 +119,10 @@ def exception_handler(exc, context):
     set_rollback()
     if isinstance(exc, exceptions.ValidationError):
         fields = flatten(exc.detail)
-        message = "; ".join(f"{name}: {reasons[0]}" if name != "non_field_errors" else reasons[0]
-                            for name, reasons in list(fields.items())[:5])
+        message = "; ".join(
+            f"{name}: {reasons[0]}" if name != "non_field_errors" else reasons[0]
+            for name, reasons in list(fields.items())[:5]
+        )
         return error_response(400, message or "Invalid input.", fields=fields, headers=headers)
     detail = exc.detail
     message = detail if isinstance(detail, str) else "; ".join(str(v) for v in flatten(detail).values())

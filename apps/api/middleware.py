@@ -1,6 +1,7 @@
 """The API's request size limit, checked on Content-Length before anything reads the body (DRF's parsers
 read the stream themselves, past Django's DATA_UPLOAD_MAX_MEMORY_SIZE). A body without Content-Length
 reaches the views empty (Django reads no more than it announces)."""
+
 from django.conf import settings
 
 from .errors import error_response

@@ -3,6 +3,7 @@
 Python's json raises RecursionError on a body nested some thousand levels deep (a 500), and decodes "\\ud800"
 to a lone surrogate that a database stores and no page can render afterwards (a 500 on every page of that
 change set). Neither is JSON an operator sends: both are a ParseError here, as is nesting past MAX_DEPTH."""
+
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 

@@ -3,6 +3,7 @@
 A method the view handles but does not list is refused (fail closed); the API's permission test
 enumerates every URL and method, so an endpoint without a role fails it.
 """
+
 from rest_framework import exceptions, permissions
 
 from apps.accounts.roles import _RANK, has_role
@@ -26,7 +27,11 @@ class RolePermission(permissions.BasePermission):
         if needed is None or needed not in _RANK:
             raise exceptions.PermissionDenied(f"{request.method} on this endpoint declares no role.")
         if not has_role(request.user, needed):
-            record(f"refused api {type(view).__name__}", request=request, outcome="refused",
-                   details={"needed_role": needed, "path": request.path[:300], "method": request.method})
+            record(
+                f"refused api {type(view).__name__}",
+                request=request,
+                outcome="refused",
+                details={"needed_role": needed, "path": request.path[:300], "method": request.method},
+            )
             raise exceptions.PermissionDenied(f"This needs the {needed} role.")
         return True

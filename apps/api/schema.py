@@ -1,4 +1,5 @@
 """drf-spectacular extensions: how the schema describes our authentication."""
+
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 
@@ -7,8 +8,11 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
     name = "token"
 
     def get_security_definition(self, auto_schema):
-        return {"type": "http", "scheme": "bearer",
-                "description": "An API token made on the console's API tokens page (pfc_...)."}
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An API token made on the console's API tokens page (pfc_...).",
+        }
 
 
 class SessionScheme(OpenApiAuthenticationExtension):
@@ -16,5 +20,9 @@ class SessionScheme(OpenApiAuthenticationExtension):
     name = "session"
 
     def get_security_definition(self, auto_schema):
-        return {"type": "apiKey", "in": "cookie", "name": "sessionid",
-                "description": "The browser's login; writes also need the X-CSRFToken header."}
+        return {
+            "type": "apiKey",
+            "in": "cookie",
+            "name": "sessionid",
+            "description": "The browser's login; writes also need the X-CSRFToken header.",
+        }

@@ -1,6 +1,7 @@
 """What the API answers (output) and what it takes (input). Output serializers only pick fields: the
 figures come from the selectors the pages use. Input serializers check types and ranges and name the field
 on a 400; the rules (guards, roles, the two-person rule...) stay in the services."""
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -29,10 +30,12 @@ from apps.configuration import edits
 
 from .base import IdField, ServerRefField
 
+
 def text(max_length, **kwargs):
     """Free text: no NUL (the databases and ProxySQL refuse it), bounded."""
-    return serializers.RegexField(r"^[^\x00]*$", max_length=max_length, error_messages={
-        "invalid": "NUL characters are not allowed."}, **kwargs)
+    return serializers.RegexField(
+        r"^[^\x00]*$", max_length=max_length, error_messages={"invalid": "NUL characters are not allowed."}, **kwargs
+    )
 
 
 # -- the inventory ---------------------------------------------------------------------------------------
@@ -60,19 +63,55 @@ class ClusterSerializer(Answer):
 
     class Meta:
         model = Cluster
-        fields = ["id", "name", "kind", "description", "writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup",
-                  "offline_hostgroup", "writer_is_also_reader", "max_replication_lag", "min_available_readers",
-                  "drain_timeout_ms", "poll_interval_s", "backend_poll_interval_s", "read_pool_rules_enabled",
-                  "rules_dry_run", "auto_failover_enabled", "failover_after_polls", "failback_enabled",
-                  "failback_after_s", "preferred_writer", "plan_validity_s", "two_person_rule", "config_confirm_role",
-                  "cluster_sync_mode", "native_hostgroups", "native_manager", "created_at", "updated_at", "tags"]
+        fields = [
+            "id",
+            "name",
+            "kind",
+            "description",
+            "writer_hostgroup",
+            "reader_hostgroup",
+            "backup_writer_hostgroup",
+            "offline_hostgroup",
+            "writer_is_also_reader",
+            "max_replication_lag",
+            "min_available_readers",
+            "drain_timeout_ms",
+            "poll_interval_s",
+            "backend_poll_interval_s",
+            "read_pool_rules_enabled",
+            "rules_dry_run",
+            "auto_failover_enabled",
+            "failover_after_polls",
+            "failback_enabled",
+            "failback_after_s",
+            "preferred_writer",
+            "plan_validity_s",
+            "two_person_rule",
+            "config_confirm_role",
+            "cluster_sync_mode",
+            "native_hostgroups",
+            "native_manager",
+            "created_at",
+            "updated_at",
+            "tags",
+        ]
 
 
 class MembershipSerializer(Answer):
     class Meta:
         model = HostgroupMembership
-        fields = ["hostgroup_id", "status", "weight", "max_connections", "max_replication_lag", "compression",
-                  "use_ssl", "max_latency_ms", "gtid_port", "comment"]
+        fields = [
+            "hostgroup_id",
+            "status",
+            "weight",
+            "max_connections",
+            "max_replication_lag",
+            "compression",
+            "use_ssl",
+            "max_latency_ms",
+            "gtid_port",
+            "comment",
+        ]
 
 
 class MemberSerializer(MembershipSerializer):
@@ -107,17 +146,30 @@ class ServedClusterSerializer(serializers.Serializer):
 class ProxySQLNodeSerializer(Answer):
     clusters_served = serializers.SerializerMethodField(
         help_text="every cluster this ProxySQL serves, this node's first: more than one when the ProxySQL is shared "
-                  "(its global figures and mirror are then node-wide; each cluster has its own node row)")
+        "(its global figures and mirror are then node-wide; each cluster has its own node row)"
+    )
 
     class Meta:
         model = ProxySQLNode
-        fields = ["id", "cluster", "name", "admin_host", "admin_port", "admin_user", "comment", "version", "peers",
-                  "adopted_at", "clusters_served"]
+        fields = [
+            "id",
+            "cluster",
+            "name",
+            "admin_host",
+            "admin_port",
+            "admin_user",
+            "comment",
+            "version",
+            "peers",
+            "adopted_at",
+            "clusters_served",
+        ]
 
     @extend_schema_field(ServedClusterSerializer(many=True))
     def get_clusters_served(self, node):
-        return clusters_served_by([{"id": node.pk, "cluster": node.cluster_id, "admin_host": node.admin_host,
-                                    "admin_port": node.admin_port}])[node.pk]
+        return clusters_served_by(
+            [{"id": node.pk, "cluster": node.cluster_id, "admin_host": node.admin_host, "admin_port": node.admin_port}]
+        )[node.pk]
 
     @staticmethod
     def rows(page):
@@ -204,8 +256,11 @@ class ClusterStateSerializer(serializers.Serializer):
 
 class HistoryFilter(serializers.Serializer):
     range = serializers.ChoiceField(choices=list(charts.RANGES), default=charts.DEFAULT_RANGE)
-    resolution = serializers.ChoiceField(choices=list(charts.RESOLUTIONS), default="auto",
-                                         help_text="auto follows the range (raw up to 6 h, 1 min up to 7 d, 1 h beyond)")
+    resolution = serializers.ChoiceField(
+        choices=list(charts.RESOLUTIONS),
+        default="auto",
+        help_text="auto follows the range (raw up to 6 h, 1 min up to 7 d, 1 h beyond)",
+    )
 
 
 class SeriesSerializer(serializers.Serializer):
@@ -259,11 +314,14 @@ class DigestRowSerializer(serializers.Serializer):
     avg_us = serializers.FloatField(allow_null=True)
     max_us = serializers.IntegerField(allow_null=True)
     min_us = serializers.IntegerField(allow_null=True)
-    mirrored_count = serializers.IntegerField(help_text="executions of mirrored copies in a mirror hostgroup:"
-                                              " not in count, total_us nor max_us")
-    unmeasured_count = serializers.IntegerField(help_text="of count: executions in a mirror hostgroup whose mirror"
-                                                " rule's pattern the poll could not run (PCRE's match limit, or its"
-                                                " search budget): whether they are copies is not measured")
+    mirrored_count = serializers.IntegerField(
+        help_text="executions of mirrored copies in a mirror hostgroup: not in count, total_us nor max_us"
+    )
+    unmeasured_count = serializers.IntegerField(
+        help_text="of count: executions in a mirror hostgroup whose mirror"
+        " rule's pattern the poll could not run (PCRE's match limit, or its"
+        " search budget): whether they are copies is not measured"
+    )
     where = serializers.DictField(help_text="hostgroups, user@schema and the number of nodes it ran on")
 
 
@@ -278,8 +336,9 @@ class DigestPageSerializer(serializers.Serializer):
     page = serializers.IntegerField()
     pages = serializers.IntegerField()
     window = WindowSerializer()
-    mirror_note = serializers.CharField(help_text="why some rows' unmeasured_count is not 0, as the page says it;"
-                                        " empty when every copy was told apart")
+    mirror_note = serializers.CharField(
+        help_text="why some rows' unmeasured_count is not 0, as the page says it; empty when every copy was told apart"
+    )
     results = DigestRowSerializer(many=True)
 
 
@@ -334,7 +393,9 @@ class PlanSerializer(serializers.Serializer):
 
 
 class OperationSerializer(Answer):
-    kind = serializers.ChoiceField(choices=registry.choices(), read_only=True)  # Operation.kind: a registered kind (no model choices)
+    kind = serializers.ChoiceField(
+        choices=registry.choices(), read_only=True
+    )  # Operation.kind: a registered kind (no model choices)
     planned_by = serializers.CharField(source="actor")
     confirmed_by = serializers.CharField(source="confirmer")
     finished = serializers.BooleanField()
@@ -342,9 +403,26 @@ class OperationSerializer(Answer):
 
     class Meta:
         model = Operation
-        fields = ["id", "cluster", "kind", "state", "title", "planned_by", "created_at", "confirmed_by",
-                  "confirmed_at", "override_reason", "started_at", "finished_at", "finished", "duration_ms",
-                  "cancel_requested", "point_of_no_return", "error", "timings"]
+        fields = [
+            "id",
+            "cluster",
+            "kind",
+            "state",
+            "title",
+            "planned_by",
+            "created_at",
+            "confirmed_by",
+            "confirmed_at",
+            "override_reason",
+            "started_at",
+            "finished_at",
+            "finished",
+            "duration_ms",
+            "cancel_requested",
+            "point_of_no_return",
+            "error",
+            "timings",
+        ]
 
 
 class OperationDetailSerializer(OperationSerializer):
@@ -352,17 +430,28 @@ class OperationDetailSerializer(OperationSerializer):
     steps = StepSerializer(many=True, help_text="what ran, step by step (empty until confirmed)")
     pending_rollbacks = serializers.SerializerMethodField(
         help_text="per ProxySQL node, the statements it has not taken (or took on retry): finish_or_rollback says "
-                  "whether they are the operation's rollback (state rollback_pending) or its rest past the point of "
-                  "no return (state finish_pending: done on the other nodes)")
+        "whether they are the operation's rollback (state rollback_pending) or its rest past the point of "
+        "no return (state finish_pending: done on the other nodes)"
+    )
 
     class Meta(OperationSerializer.Meta):
         fields = [*OperationSerializer.Meta.fields, "plan", "steps", "pending_rollbacks"]
 
     def get_pending_rollbacks(self, op) -> list[dict]:
-        return [{"node": p.node_id, "node_name": p.node.name, "finish_or_rollback": op.finish_or_rollback,
-                 "state": p.state, "statements": p.statements, "attempts": p.attempts, "last_error": p.last_error,
-                 "next_try_at": p.next_try_at, "resolution": p.resolution}
-                for p in op.pending_rollbacks.select_related("node")]
+        return [
+            {
+                "node": p.node_id,
+                "node_name": p.node.name,
+                "finish_or_rollback": op.finish_or_rollback,
+                "state": p.state,
+                "statements": p.statements,
+                "attempts": p.attempts,
+                "last_error": p.last_error,
+                "next_try_at": p.next_try_at,
+                "resolution": p.resolution,
+            }
+            for p in op.pending_rollbacks.select_related("node")
+        ]
 
 
 class OperationFilter(serializers.Serializer):
@@ -373,25 +462,37 @@ class OperationFilter(serializers.Serializer):
 
 class SwitchoverInput(serializers.Serializer):
     new_writer = ServerRefField(help_text="the backend that becomes the writer: its id or HOST:PORT")
-    drain_timeout_ms = serializers.IntegerField(min_value=DRAIN_TIMEOUT_MIN_MS, max_value=DRAIN_TIMEOUT_MAX_MS,
-                                                required=False, help_text="default: the cluster's")
+    drain_timeout_ms = serializers.IntegerField(
+        min_value=DRAIN_TIMEOUT_MIN_MS,
+        max_value=DRAIN_TIMEOUT_MAX_MS,
+        required=False,
+        help_text="default: the cluster's",
+    )
     on_timeout = serializers.ChoiceField(choices=OnDrainTimeout.choices, default=OnDrainTimeout.ROLLBACK)
     lower_autoinc = serializers.BooleanField(
-        default=None, allow_null=True, help_text="lower mysql-auto_increment_delay_multiplex to 0 during the drain "
-        "(restored after); default (null): when sessions are pinned by auto-increment tokens, the plan says why")
+        default=None,
+        allow_null=True,
+        help_text="lower mysql-auto_increment_delay_multiplex to 0 during the drain "
+        "(restored after); default (null): when sessions are pinned by auto-increment tokens, the plan says why",
+    )
     old_writer_to = serializers.ChoiceField(choices=["reader", "offline"], default="reader")
 
 
 class DrainInput(serializers.Serializer):
-    drain_timeout_ms = serializers.IntegerField(min_value=DRAIN_TIMEOUT_MIN_MS, max_value=DRAIN_TIMEOUT_MAX_MS,
-                                                required=False, help_text="default: the cluster's")
+    drain_timeout_ms = serializers.IntegerField(
+        min_value=DRAIN_TIMEOUT_MIN_MS,
+        max_value=DRAIN_TIMEOUT_MAX_MS,
+        required=False,
+        help_text="default: the cluster's",
+    )
     on_timeout = serializers.ChoiceField(choices=OnDrainTimeout.choices, default=OnDrainTimeout.ROLLBACK)
     note = text(2000, required=False, allow_blank=True, default="")
 
 
 class FailoverInput(serializers.Serializer):
-    new_writer = ServerRefField(help_text="the backend that takes the writer's place at once (no drain): its id or "
-                                          "HOST:PORT")
+    new_writer = ServerRefField(
+        help_text="the backend that takes the writer's place at once (no drain): its id or HOST:PORT"
+    )
 
 
 class RepairInput(serializers.Serializer):
@@ -399,8 +500,13 @@ class RepairInput(serializers.Serializer):
 
 
 class ConfirmInput(serializers.Serializer):
-    override_reason = text(2000, required=False, allow_blank=True, default="",
-                           help_text="admins only: why failed (overridable) guards may be ignored")
+    override_reason = text(
+        2000,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="admins only: why failed (overridable) guards may be ignored",
+    )
 
 
 # -- DR channels -----------------------------------------------------------------------------------------
@@ -411,23 +517,28 @@ class ChannelCandidateSerializer(Answer):
 
 
 class ChannelStateSerializer(serializers.Serializer):
-    state = serializers.CharField(allow_null=True, help_text="running, connecting, stopped, error, unreachable, "
-                                                             "misdirected; null: never polled")
+    state = serializers.CharField(
+        allow_null=True, help_text="running, connecting, stopped, error, unreachable, misdirected; null: never polled"
+    )
     age_s = serializers.FloatField(allow_null=True, help_text="seconds since the poll")
     stale = serializers.BooleanField(help_text="no poll for three of the replica cluster's backend intervals")
     from_history = serializers.BooleanField(help_text="Redis is down: the last stored poll")
     lag_seconds = serializers.FloatField(allow_null=True, help_text="Seconds_Behind_Master")
     lag_high = serializers.BooleanField(allow_null=True, help_text="above the channel's max_lag_s")
-    behind_trx = serializers.IntegerField(allow_null=True, help_text="transactions of the source's GTID domain not "
-                                                                     "applied yet")
+    behind_trx = serializers.IntegerField(
+        allow_null=True, help_text="transactions of the source's GTID domain not applied yet"
+    )
     io_running = serializers.CharField(allow_null=True)
     sql_running = serializers.CharField(allow_null=True)
     last_io_error = serializers.CharField(allow_null=True)
     last_sql_error = serializers.CharField(allow_null=True)
     gtid_slave_pos = serializers.CharField(allow_null=True)
     source_binlog_pos = serializers.CharField(allow_null=True)
-    failing_polls = serializers.DictField(child=serializers.IntegerField(), allow_null=True,
-                                          help_text="consecutive polls with the source / replica end failing")
+    failing_polls = serializers.DictField(
+        child=serializers.IntegerField(),
+        allow_null=True,
+        help_text="consecutive polls with the source / replica end failing",
+    )
 
 
 class ChannelSerializer(Answer):
@@ -436,16 +547,41 @@ class ChannelSerializer(Answer):
 
     class Meta:
         model = ReplicationChannel
-        fields = ["id", "name", "source_cluster", "replica_cluster", "source_server", "replica_server",
-                  "replication_user", "max_lag_s", "auto_failover_enabled", "failover_after_polls", "failback_enabled",
-                  "failback_after_s", "preferred_source", "candidates", "latest", "updated_at"]
+        fields = [
+            "id",
+            "name",
+            "source_cluster",
+            "replica_cluster",
+            "source_server",
+            "replica_server",
+            "replication_user",
+            "max_lag_s",
+            "auto_failover_enabled",
+            "failover_after_polls",
+            "failback_enabled",
+            "failback_after_s",
+            "preferred_source",
+            "candidates",
+            "latest",
+            "updated_at",
+        ]
 
 
 class ChannelSampleSerializer(Answer):
     class Meta:
         model = ChannelSample
-        fields = ["ts", "resolution", "source_server", "replica_server", "reachable", "io_running", "sql_running",
-                  "lag_seconds", "source_seq", "applied_seq"]
+        fields = [
+            "ts",
+            "resolution",
+            "source_server",
+            "replica_server",
+            "reachable",
+            "io_running",
+            "sql_running",
+            "lag_seconds",
+            "source_seq",
+            "applied_seq",
+        ]
 
 
 class ChannelDetailSerializer(ChannelSerializer):
@@ -461,10 +597,18 @@ class ChannelFilter(serializers.Serializer):
 
 
 class ChannelMoveInput(serializers.Serializer):
-    new_source = IdField(required=False, allow_null=True, default=None,
-                         help_text="a server (id) of the source cluster the channel reads from next")
-    new_replica = IdField(required=False, allow_null=True, default=None,
-                          help_text="a server (id) of the replica cluster that runs the channel next")
+    new_source = IdField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="a server (id) of the source cluster the channel reads from next",
+    )
+    new_replica = IdField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="a server (id) of the replica cluster that runs the channel next",
+    )
 
     def validate(self, data):
         if data["new_source"] is None and data["new_replica"] is None:
@@ -476,8 +620,22 @@ class ChannelMoveInput(serializers.Serializer):
 class AuditEventSerializer(Answer):
     class Meta:
         model = AuditEvent
-        fields = ["id", "created_at", "actor", "actor_kind", "source_address", "cluster_id", "cluster_name", "target",
-                  "action", "outcome", "duration_ms", "details", "prev_hash", "hash"]
+        fields = [
+            "id",
+            "created_at",
+            "actor",
+            "actor_kind",
+            "source_address",
+            "cluster_id",
+            "cluster_name",
+            "target",
+            "action",
+            "outcome",
+            "duration_ms",
+            "details",
+            "prev_hash",
+            "hash",
+        ]
 
 
 class AuditCursor(serializers.Serializer):
@@ -517,8 +675,23 @@ class ReportSerializer(Answer):
 
     class Meta:
         model = Report
-        fields = ["id", "title", "scope", "cluster", "scope_name", "period", "start", "end", "built_at", "built_by",
-                  "build_ms", "headline", "emailed_to", "emailed_at", "email_error"]
+        fields = [
+            "id",
+            "title",
+            "scope",
+            "cluster",
+            "scope_name",
+            "period",
+            "start",
+            "end",
+            "built_at",
+            "built_by",
+            "build_ms",
+            "headline",
+            "emailed_to",
+            "emailed_at",
+            "email_error",
+        ]
 
 
 class ReportDetailSerializer(ReportSerializer):
@@ -574,8 +747,20 @@ class ChangeSetSerializer(Answer):
 
     class Meta:
         model = ChangeSet
-        fields = ["id", "cluster", "base", "author", "reason", "source", "state", "operation", "result", "nodes",
-                  "created_at", "updated_at"]
+        fields = [
+            "id",
+            "cluster",
+            "base",
+            "author",
+            "reason",
+            "source",
+            "state",
+            "operation",
+            "result",
+            "nodes",
+            "created_at",
+            "updated_at",
+        ]
 
 
 class ChangeSetDetailSerializer(ChangeSetSerializer):
@@ -600,14 +785,21 @@ class EditSerializer(serializers.Serializer):
 
     op = serializers.ChoiceField(choices=["upsert", "delete", "set", "roles"])
     table = serializers.CharField(required=False, max_length=100)
-    row = serializers.DictField(required=False, help_text="upsert: every column you set; mysql_users.password in "
-                                                          "clear text is stored encrypted, as its hash")
-    key = serializers.ListField(child=serializers.JSONField(), required=False, max_length=10,
-                                help_text="delete (or an upsert that moves a row): the row's key")
+    row = serializers.DictField(
+        required=False,
+        help_text="upsert: every column you set; mysql_users.password in clear text is stored encrypted, as its hash",
+    )
+    key = serializers.ListField(
+        child=serializers.JSONField(),
+        required=False,
+        max_length=10,
+        help_text="delete (or an upsert that moves a row): the row's key",
+    )
     name = text(200, required=False, help_text="set/delete on global_variables: the variable")
     value = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=10_000)
-    roles = serializers.DictField(child=serializers.IntegerField(min_value=0, max_value=HOSTGROUP_MAX, allow_null=True),
-                                  required=False)
+    roles = serializers.DictField(
+        child=serializers.IntegerField(min_value=0, max_value=HOSTGROUP_MAX, allow_null=True), required=False
+    )
 
     def validate(self, data):
         try:
@@ -617,14 +809,20 @@ class EditSerializer(serializers.Serializer):
 
 
 class TagsInput(serializers.Serializer):
-    tags = serializers.DictField(child=serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=1000),
-                                 help_text="every tag the cluster keeps, {key: value} (e.g. env: prod); {} removes all")
+    tags = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=1000),
+        help_text="every tag the cluster keeps, {key: value} (e.g. env: prod); {} removes all",
+    )
 
 
 class NativeManagerInput(serializers.Serializer):
-    native_manager = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=40,
-                                           help_text="'' (this product places the servers), 'galera', 'replication' or "
-                                                     "'group_replication' (ProxySQL's Monitor places them)")
+    native_manager = serializers.CharField(
+        allow_blank=True,
+        trim_whitespace=False,
+        max_length=40,
+        help_text="'' (this product places the servers), 'galera', 'replication' or "
+        "'group_replication' (ProxySQL's Monitor places them)",
+    )
     reason = serializers.CharField(allow_blank=True, max_length=1000, help_text="why (audited); required")
 
 
@@ -632,14 +830,24 @@ class ConnectionsInput(serializers.Serializer):
     """Types only; the rules are the cluster page's form's (fleet.forms.ConnectionsForm). Name only what you set."""
 
     credential_hosts = serializers.CharField(
-        required=False, allow_blank=True, trim_whitespace=False, max_length=20000,
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        max_length=20000,
         help_text="hosts that may receive the cluster's stored credentials: addresses, networks (10.0.0.0/8), name "
-                  "patterns (db-*.example.net), separated by spaces, commas or lines; empty: the cluster's own "
-                  "backends and nodes, and loopback")
-    tls_ca = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False, max_length=70000,
-                                   help_text="the CA (PEM) of the backends' and admin ports' certificates; empty: no TLS")
-    tls_verify = serializers.BooleanField(required=False, help_text="with a CA: verify certificates and host names "
-                                                                    "against it (the default)")
+        "patterns (db-*.example.net), separated by spaces, commas or lines; empty: the cluster's own "
+        "backends and nodes, and loopback",
+    )
+    tls_ca = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        max_length=70000,
+        help_text="the CA (PEM) of the backends' and admin ports' certificates; empty: no TLS",
+    )
+    tls_verify = serializers.BooleanField(
+        required=False, help_text="with a CA: verify certificates and host names against it (the default)"
+    )
 
 
 class ConnectionsSerializer(serializers.Serializer):
@@ -651,15 +859,25 @@ class ConnectionsSerializer(serializers.Serializer):
 
 class ChangeSetInput(serializers.Serializer):
     # required by the service (a blank one: 400 on this field, the page's and the command line's message)
-    reason = text(2000, required=False, allow_blank=True, default="", help_text="what it is for, for the people after you")
+    reason = text(
+        2000, required=False, allow_blank=True, default="", help_text="what it is for, for the people after you"
+    )
     edits = EditSerializer(many=True, required=False, max_length=config_services.MAX_EDITS)
-    file = serializers.CharField(required=False, max_length=5 * 1024 * 1024, trim_whitespace=False,
-                                 help_text="instead of edits: a YAML file as exported (manage.py config export), "
-                                           "applied as desired state against the current version")
-    expect_version = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1,
-                                              max_value=2**31 - 1,
-                                              help_text="with a file: refuse (409) unless the cluster's current "
-                                                        "version is this one, an optimistic lock")
+    file = serializers.CharField(
+        required=False,
+        max_length=5 * 1024 * 1024,
+        trim_whitespace=False,
+        help_text="instead of edits: a YAML file as exported (manage.py config export), "
+        "applied as desired state against the current version",
+    )
+    expect_version = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=1,
+        max_value=2**31 - 1,
+        help_text="with a file: refuse (409) unless the cluster's current version is this one, an optimistic lock",
+    )
 
     def validate(self, data):
         if bool(data.get("edits")) == bool(data.get("file")):
@@ -670,7 +888,7 @@ class ChangeSetInput(serializers.Serializer):
 
 
 class NothingToDoSerializer(serializers.Serializer):
-    outcome = serializers.CharField(help_text="\"nothing to do\"")
+    outcome = serializers.CharField(help_text='"nothing to do"')
     version = serializers.IntegerField(help_text="the current version, which the file equals")
     message = serializers.CharField()
 
@@ -687,8 +905,9 @@ class RecordNodesReadingSerializer(serializers.Serializer):
 
 class RecordNodesInput(serializers.Serializer):
     reason = text(2000, allow_blank=False, help_text="why the nodes' rows become intent (kept with the version)")
-    version = serializers.IntegerField(min_value=1, max_value=2**31 - 1,
-                                       help_text="the latest version the difference was read against (GET)")
+    version = serializers.IntegerField(
+        min_value=1, max_value=2**31 - 1, help_text="the latest version the difference was read against (GET)"
+    )
 
 
 class RecordNodesAnswer(serializers.Serializer):
@@ -697,8 +916,12 @@ class RecordNodesAnswer(serializers.Serializer):
 
 
 class WriteBackInput(ReasonInput):
-    node = IdField(required=False, allow_null=True, default=None, help_text="one ProxySQL node (id); default: every "
-                                                                            "node that differs")
+    node = IdField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="one ProxySQL node (id); default: every node that differs",
+    )
 
 
 class MeSerializer(serializers.Serializer):
@@ -714,10 +937,34 @@ class AlertSerializer(Answer):
 
     class Meta:
         model = Alert
-        fields = ["id", "rule", "cluster", "cluster_name", "subject", "subject_label", "node", "server", "hostgroup",
-                  "operation", "severity", "state", "summary", "value", "since", "fires_at", "fired_at",
-                  "resolved_at", "last_seen_at", "held", "hold_reason", "hold_operation", "was_held", "notified",
-                  "acked_at", "acked_by"]
+        fields = [
+            "id",
+            "rule",
+            "cluster",
+            "cluster_name",
+            "subject",
+            "subject_label",
+            "node",
+            "server",
+            "hostgroup",
+            "operation",
+            "severity",
+            "state",
+            "summary",
+            "value",
+            "since",
+            "fires_at",
+            "fired_at",
+            "resolved_at",
+            "last_seen_at",
+            "held",
+            "hold_reason",
+            "hold_operation",
+            "was_held",
+            "notified",
+            "acked_at",
+            "acked_by",
+        ]
 
 
 class AlertDetailSerializer(AlertSerializer):
@@ -727,9 +974,12 @@ class AlertDetailSerializer(AlertSerializer):
 
 class AlertFilter(serializers.Serializer):
     cluster = IdField(required=False)
-    state = serializers.ChoiceField(choices=["open", "held", "all", *AlertState.values], required=False,
-                                    help_text="open: pending or firing; pending: not held; held: held by planned work now, or "
-                                              "resolved after a hold (the alerts page's meanings)")
+    state = serializers.ChoiceField(
+        choices=["open", "held", "all", *AlertState.values],
+        required=False,
+        help_text="open: pending or firing; pending: not held; held: held by planned work now, or "
+        "resolved after a hold (the alerts page's meanings)",
+    )
     severity = serializers.ChoiceField(choices=list(SEVERITIES), required=False)
     rule = serializers.ChoiceField(choices=sorted(ALERT_RULES), required=False)
 
@@ -743,8 +993,22 @@ class SilenceSerializer(Answer):
 
     class Meta:
         model = Silence
-        fields = ["id", "cluster", "cluster_name", "rule", "subject", "subject_label", "reason", "starts_at", "ends_at",
-                  "created_by", "created_at", "from_alert", "expired_by", "expired_at"]
+        fields = [
+            "id",
+            "cluster",
+            "cluster_name",
+            "rule",
+            "subject",
+            "subject_label",
+            "reason",
+            "starts_at",
+            "ends_at",
+            "created_by",
+            "created_at",
+            "from_alert",
+            "expired_by",
+            "expired_at",
+        ]
 
 
 class SilenceFilter(serializers.Serializer):
@@ -752,18 +1016,21 @@ class SilenceFilter(serializers.Serializer):
 
 
 class SilenceInput(serializers.Serializer):
-    cluster = serializers.PrimaryKeyRelatedField(queryset=Cluster.objects.all(), required=False, allow_null=True,
-                                                 default=None, help_text="empty: every cluster")
-    rule = serializers.ChoiceField(choices=sorted(ALERT_RULES), required=False, allow_blank=True, default="",
-                                   help_text="empty: every rule")
+    cluster = serializers.PrimaryKeyRelatedField(
+        queryset=Cluster.objects.all(), required=False, allow_null=True, default=None, help_text="empty: every cluster"
+    )
+    rule = serializers.ChoiceField(
+        choices=sorted(ALERT_RULES), required=False, allow_blank=True, default="", help_text="empty: every rule"
+    )
     subject = text(200, required=False, allow_blank=True, default="", help_text="an alert's subject; empty: every one")
     minutes = serializers.IntegerField(min_value=1, max_value=10080, help_text="how long, from now (at most a week)")
     reason = text(2000, help_text="why (shown with the silence, audited)")
 
     def validate(self, data):
         if not data.get("cluster") and not data.get("rule") and not data.get("subject"):
-            raise serializers.ValidationError("Choose at least a cluster, a rule or a subject: a silence of everything "
-                                              "everywhere is not allowed.")
+            raise serializers.ValidationError(
+                "Choose at least a cluster, a rule or a subject: a silence of everything everywhere is not allowed."
+            )
         return data
 
 
@@ -773,40 +1040,64 @@ class AdoptInput(serializers.Serializer):
     admin_host = text(255, help_text="the ProxySQL admin endpoint's host")
     admin_port = serializers.IntegerField(default=6032)
     admin_user = text(80)
-    admin_password = text(200, required=False, allow_blank=True, default="", write_only=True,
-                          help_text="never answered back, never stored outside the inventory's encrypted field")
+    admin_password = text(
+        200,
+        required=False,
+        allow_blank=True,
+        default="",
+        write_only=True,
+        help_text="never answered back, never stored outside the inventory's encrypted field",
+    )
     node_name = text(200, help_text="the name of this ProxySQL node in the inventory")
     cluster = IdField(required=False, allow_null=True, default=None, help_text="an existing cluster (id), or:")
     new_cluster_name = text(200, required=False, allow_blank=True, default="", help_text="the name of a new cluster")
-    kind = serializers.CharField(max_length=40, required=False, allow_blank=True, default="",
-                                 help_text="a new cluster's kind; empty: inferred from the node")
+    kind = serializers.CharField(
+        max_length=40,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="a new cluster's kind; empty: inferred from the node",
+    )
     writer_hostgroup = serializers.IntegerField(required=False, allow_null=True, default=None)
     reader_hostgroup = serializers.IntegerField(required=False, allow_null=True, default=None)
     backup_writer_hostgroup = serializers.IntegerField(required=False, allow_null=True, default=None)
     offline_hostgroup = serializers.IntegerField(required=False, allow_null=True, default=None)
-    writer_is_also_reader = serializers.IntegerField(required=False, allow_null=True, default=None,
-                                                     help_text="0, 1 or 2; null: inferred from the layout")
-    hostgroups = serializers.ListField(child=serializers.IntegerField(), required=False, default=list, max_length=1000,
-                                       help_text="for a ProxySQL fronting several clusters: this cluster's hostgroups")
+    writer_is_also_reader = serializers.IntegerField(
+        required=False, allow_null=True, default=None, help_text="0, 1 or 2; null: inferred from the layout"
+    )
+    hostgroups = serializers.ListField(
+        child=serializers.IntegerField(),
+        required=False,
+        default=list,
+        max_length=1000,
+        help_text="for a ProxySQL fronting several clusters: this cluster's hostgroups",
+    )
     overwrite = serializers.BooleanField(required=False, default=False)
     backend_hosts = serializers.ListField(
-        child=serializers.CharField(max_length=300), required=False, default=list, max_length=1000,
-        help_text="a new cluster: the node's backends (\"host:port\") that may receive its monitor credentials. The "
-                  "preview reads only these and loopback; after the confirm the others are not polled (the cluster's "
-                  "credential hosts leave them out) until an admin adds them. Give the confirm the same list")
+        child=serializers.CharField(max_length=300),
+        required=False,
+        default=list,
+        max_length=1000,
+        help_text='a new cluster: the node\'s backends ("host:port") that may receive its monitor credentials. The '
+        "preview reads only these and loopback; after the confirm the others are not polled (the cluster's "
+        "credential hosts leave them out) until an admin adds them. Give the confirm the same list",
+    )
 
 
 class AdoptConfirmInput(AdoptInput):
-    fingerprint = serializers.RegexField(r"^[0-9a-f]{64}$", help_text="the preview's fingerprint: the node must not "
-                                         "have changed since")
+    fingerprint = serializers.RegexField(
+        r"^[0-9a-f]{64}$", help_text="the preview's fingerprint: the node must not have changed since"
+    )
 
 
 class AdoptionPlanSerializer(serializers.Serializer):
     ok = serializers.BooleanField(help_text="false: `errors` say why it cannot be confirmed")
     unconfirmed_backends = serializers.ListField(
-        child=serializers.CharField(), help_text="a new cluster's backends (\"host:port\") neither confirmed "
-                                                 "(backend_hosts) nor loopback: not read, and not polled after the "
-                                                 "confirm")
+        child=serializers.CharField(),
+        help_text='a new cluster\'s backends ("host:port") neither confirmed '
+        "(backend_hosts) nor loopback: not read, and not polled after the "
+        "confirm",
+    )
     fingerprint = serializers.CharField()
     cluster_name = serializers.CharField()
     cluster_exists = serializers.BooleanField()
@@ -827,8 +1118,9 @@ class AdoptionPlanSerializer(serializers.Serializer):
     hostgroups = serializers.ListField(child=serializers.IntegerField())
     shared_with = serializers.ListField(child=serializers.CharField())
     native_sync = serializers.ListField(child=serializers.CharField())
-    members = serializers.ListField(child=serializers.DictField(), help_text="the other nodes of its ProxySQL Cluster, "
-                                    "adopted with it")
+    members = serializers.ListField(
+        child=serializers.DictField(), help_text="the other nodes of its ProxySQL Cluster, adopted with it"
+    )
     warnings = serializers.ListField(child=serializers.CharField())
     errors = serializers.ListField(child=serializers.CharField())
 
@@ -836,16 +1128,20 @@ class AdoptionPlanSerializer(serializers.Serializer):
 class AdoptedSerializer(serializers.Serializer):
     cluster = serializers.IntegerField()
     nodes = serializers.ListField(child=serializers.IntegerField())
-    versions = serializers.ListField(child=serializers.IntegerField(allow_null=True),
-                                     help_text="the configuration version recorded from each node (null: none)")
+    versions = serializers.ListField(
+        child=serializers.IntegerField(allow_null=True),
+        help_text="the configuration version recorded from each node (null: none)",
+    )
 
 
 # -- alert channels, report schedules --------------------------------------------------------------------
 # Input: types only, every field optional (a change names what it changes); the rules and their messages are the
 # pages' forms (apps/alerts/forms.ChannelForm, apps/reports/forms.ScheduleForm), run by the endpoint.
 class AlertChannelSerializer(Answer):
-    destination = serializers.CharField(read_only=True, help_text="host:port it posts to (the URL itself is not "
-                                        "answered: a Slack-style URL is a credential)")
+    destination = serializers.CharField(
+        read_only=True,
+        help_text="host:port it posts to (the URL itself is not answered: a Slack-style URL is a credential)",
+    )
     secret_set = serializers.SerializerMethodField()
 
     def get_secret_set(self, channel) -> bool:
@@ -853,8 +1149,19 @@ class AlertChannelSerializer(Answer):
 
     class Meta:
         model = Channel
-        fields = ["id", "name", "kind", "destination", "recipients", "min_severity", "clusters", "send_resolved",
-                  "enabled", "secret_set", "created_at"]
+        fields = [
+            "id",
+            "name",
+            "kind",
+            "destination",
+            "recipients",
+            "min_severity",
+            "clusters",
+            "send_resolved",
+            "enabled",
+            "secret_set",
+            "created_at",
+        ]
 
 
 class AlertChannelInput(serializers.Serializer):
@@ -863,19 +1170,36 @@ class AlertChannelInput(serializers.Serializer):
     url = text(500, required=False, allow_blank=True)
     recipients = text(2000, required=False, allow_blank=True, help_text="e-mail: comma-separated addresses")
     min_severity = serializers.CharField(max_length=10, required=False)
-    clusters = serializers.ListField(child=IdField(), required=False, max_length=1000,
-                                     help_text="only these clusters (empty: every cluster)")
+    clusters = serializers.ListField(
+        child=IdField(), required=False, max_length=1000, help_text="only these clusters (empty: every cluster)"
+    )
     send_resolved = serializers.BooleanField(required=False)
     enabled = serializers.BooleanField(required=False)
-    secret = text(500, required=False, allow_blank=True, write_only=True,
-                  help_text="PagerDuty routing key or bearer token; never answered back; absent or empty keeps it")
+    secret = text(
+        500,
+        required=False,
+        allow_blank=True,
+        write_only=True,
+        help_text="PagerDuty routing key or bearer token; never answered back; absent or empty keeps it",
+    )
 
 
 class ReportScheduleSerializer(Answer):
     class Meta:
         model = ReportSchedule
-        fields = ["id", "cluster", "period", "hour", "weekday", "recipients", "enabled", "last_run_at", "last_error",
-                  "created_at", "updated_at"]
+        fields = [
+            "id",
+            "cluster",
+            "period",
+            "hour",
+            "weekday",
+            "recipients",
+            "enabled",
+            "last_run_at",
+            "last_error",
+            "created_at",
+            "updated_at",
+        ]
 
 
 class ReportScheduleInput(serializers.Serializer):
@@ -899,8 +1223,9 @@ class RuleSettingsInput(serializers.Serializer):
     operators the read-pool thresholds, admins the switches that let the product act on its own."""
 
     max_replication_lag = serializers.IntegerField(required=False)
-    reader_return_mark = serializers.IntegerField(required=False, allow_null=True,
-                                                  help_text="null: half of max_replication_lag")
+    reader_return_mark = serializers.IntegerField(
+        required=False, allow_null=True, help_text="null: half of max_replication_lag"
+    )
     reader_return_after_s = serializers.IntegerField(required=False)
     offline_hard_grace_s = serializers.IntegerField(required=False)
     min_available_readers = serializers.IntegerField(required=False)
@@ -914,13 +1239,26 @@ class RuleSettingsInput(serializers.Serializer):
 
 # -- fleet rollouts (apps/rollouts) ------------------------------------------------------------------------
 class RolloutSelectorInput(serializers.Serializer):
-    tags = serializers.DictField(child=serializers.CharField(max_length=200), required=False, default=dict,
-                                 help_text='tags every selected cluster has, e.g. {"env": "prod"}')
-    names = serializers.ListField(child=serializers.CharField(max_length=200), required=False, default=list,
-                                  max_length=5000, help_text="only these clusters (all must exist and match the tags)")
-    versions = serializers.ListField(child=serializers.CharField(max_length=50), required=False, default=list,
-                                     max_length=20, help_text='only clusters whose every ProxySQL node runs one of '
-                                                              'these versions, e.g. ["2.7"] (2.7.x)')
+    tags = serializers.DictField(
+        child=serializers.CharField(max_length=200),
+        required=False,
+        default=dict,
+        help_text='tags every selected cluster has, e.g. {"env": "prod"}',
+    )
+    names = serializers.ListField(
+        child=serializers.CharField(max_length=200),
+        required=False,
+        default=list,
+        max_length=5000,
+        help_text="only these clusters (all must exist and match the tags)",
+    )
+    versions = serializers.ListField(
+        child=serializers.CharField(max_length=50),
+        required=False,
+        default=list,
+        max_length=20,
+        help_text='only clusters whose every ProxySQL node runs one of these versions, e.g. ["2.7"] (2.7.x)',
+    )
 
     def validate_tags(self, tags):
         """Checked as a cluster's tags are (at most 20, each key and value): each tag is one more subquery."""
@@ -932,30 +1270,49 @@ class RolloutSelectorInput(serializers.Serializer):
 
 class RolloutInput(serializers.Serializer):
     reason = text(2000, help_text="why: kept with the rollout, each cluster's change set and the audit log")
-    edits = EditSerializer(many=True, required=False, max_length=config_services.MAX_EDITS, help_text="a change set's edits")
-    file = serializers.CharField(required=False, max_length=5 * 1024 * 1024, trim_whitespace=False,
-                                 help_text="instead of edits: a YAML fragment (the tables it names, whole, and the "
-                                           "global_variables it names; no cluster:)")
+    edits = EditSerializer(
+        many=True, required=False, max_length=config_services.MAX_EDITS, help_text="a change set's edits"
+    )
+    file = serializers.CharField(
+        required=False,
+        max_length=5 * 1024 * 1024,
+        trim_whitespace=False,
+        help_text="instead of edits: a YAML fragment (the tables it names, whole, and the "
+        "global_variables it names; no cluster:)",
+    )
     select = RolloutSelectorInput()
-    waves = serializers.RegexField(r"^[0-9%, .]{1,200}$", default="1,1,25%,100%",
-                                   help_text="N more clusters, or up to P% of the selection; wave 0 is the canary")
+    waves = serializers.RegexField(
+        r"^[0-9%, .]{1,200}$",
+        default="1,1,25%,100%",
+        help_text="N more clusters, or up to P% of the selection; wave 0 is the canary",
+    )
     bake_canary_s = serializers.FloatField(default=60, min_value=0, max_value=86400)
     bake_s = serializers.FloatField(default=30, min_value=0, max_value=86400)
-    max_error_rate = serializers.FloatField(default=1.0, min_value=0, max_value=1e9,
-                                            help_text="errors/s per node above the window before the wave")
-    when_busy = serializers.ChoiceField(["wait", "skip"], default="wait",
-                                        help_text="a cluster another operation holds: wait for it (up to "
-                                                  "busy_wait_s, then the rollout halts) or skip it")
+    max_error_rate = serializers.FloatField(
+        default=1.0, min_value=0, max_value=1e9, help_text="errors/s per node above the window before the wave"
+    )
+    when_busy = serializers.ChoiceField(
+        ["wait", "skip"],
+        default="wait",
+        help_text="a cluster another operation holds: wait for it (up to "
+        "busy_wait_s, then the rollout halts) or skip it",
+    )
     busy_wait_s = serializers.FloatField(default=300, min_value=0, max_value=86400)
-    max_latency_ratio = serializers.FloatField(default=2.0, min_value=1, max_value=1e6,
-                                               help_text="the latency of the digests the change touches (its "
-                                                         "rules' matches and hostgroups; every digest when it "
-                                                         "edits no query rule) since the change against the "
-                                                         "window before (2: halts when twice as slow)")
-    max_mirror_queue_share = serializers.FloatField(default=0.8, min_value=0.01, max_value=1,
-                                                    help_text="a node's mirror queue against its limit that halts")
-    roll_back_before = serializers.BooleanField(default=False, help_text="on a halt, roll back every wave before "
-                                                                         "the failing one too, newest first")
+    max_latency_ratio = serializers.FloatField(
+        default=2.0,
+        min_value=1,
+        max_value=1e6,
+        help_text="the latency of the digests the change touches (its "
+        "rules' matches and hostgroups; every digest when it "
+        "edits no query rule) since the change against the "
+        "window before (2: halts when twice as slow)",
+    )
+    max_mirror_queue_share = serializers.FloatField(
+        default=0.8, min_value=0.01, max_value=1, help_text="a node's mirror queue against its limit that halts"
+    )
+    roll_back_before = serializers.BooleanField(
+        default=False, help_text="on a halt, roll back every wave before the failing one too, newest first"
+    )
 
     def validate(self, data):
         if bool(data.get("edits")) == bool(data.get("file")):
@@ -972,20 +1329,25 @@ class RolloutClusterSerializer(serializers.Serializer):
     state = serializers.CharField()
     error = serializers.CharField()
     change_set = serializers.IntegerField(allow_null=True, help_text="the cluster's change set of the rollout")
-    revert = serializers.IntegerField(allow_null=True, help_text="the change set that rolled it back (to its "
-                                                                 "version before), when it was rolled back")
+    revert = serializers.IntegerField(
+        allow_null=True, help_text="the change set that rolled it back (to its version before), when it was rolled back"
+    )
 
 
 class RolloutWaveSerializer(serializers.Serializer):
     wave = serializers.IntegerField()
-    canary = serializers.BooleanField(help_text="wave 0: one ProxySQL node of the first cluster (or that cluster, "
-                                                "when it has one node)")
+    canary = serializers.BooleanField(
+        help_text="wave 0: one ProxySQL node of the first cluster (or that cluster, when it has one node)"
+    )
     node = serializers.CharField(allow_null=True, help_text="the canary's ProxySQL node (wave 0), else null")
     rest_of_canary = serializers.BooleanField(help_text="wave 1 holds the rest of the canary's cluster")
     state = serializers.CharField(help_text="pending, applying, baking, passed, rolled_back")
-    gate = serializers.JSONField(allow_null=True, help_text="the health gate's last figures: per node errors/s, "
-                                                           "backends down, mirror queue before and since the "
-                                                           "change; per cluster digest latency; alerts fired")
+    gate = serializers.JSONField(
+        allow_null=True,
+        help_text="the health gate's last figures: per node errors/s, "
+        "backends down, mirror queue before and since the "
+        "change; per cluster digest latency; alerts fired",
+    )
     clusters = RolloutClusterSerializer(many=True)
 
 
@@ -997,7 +1359,9 @@ class RolloutSerializer(serializers.Serializer):
     halt_reason = serializers.CharField()
     bake_canary_s = serializers.FloatField()
     bake_s = serializers.FloatField()
-    thresholds = serializers.DictField(child=serializers.FloatField(), help_text="the gates' thresholds: "
-                                       "max_error_rate, max_latency_ratio, max_mirror_queue_share")
+    thresholds = serializers.DictField(
+        child=serializers.FloatField(),
+        help_text="the gates' thresholds: max_error_rate, max_latency_ratio, max_mirror_queue_share",
+    )
     roll_back_before = serializers.BooleanField(help_text="a halt rolls back every wave before the failing one too")
     waves = RolloutWaveSerializer(many=True)

@@ -5,6 +5,7 @@ When Redis does not answer, the counts go to this process's memory ("api-throttl
 failing the request, and Redis is left alone for a few seconds before it is tried again (a dead Redis must
 not add a connect timeout to every request). A request over the limit gets 429 with Retry-After.
 """
+
 import logging
 import time
 
@@ -30,8 +31,11 @@ class FallbackCache:
                 return getattr(caches["api-throttle"], name)(*args)
             except redis.RedisError as exc:
                 self.down_until = time.monotonic() + RETRY_REDIS_AFTER_S
-                log.warning("API rate limits count in local memory for %s s: Redis does not answer (%s)",
-                            RETRY_REDIS_AFTER_S, exc)
+                log.warning(
+                    "API rate limits count in local memory for %s s: Redis does not answer (%s)",
+                    RETRY_REDIS_AFTER_S,
+                    exc,
+                )
         return getattr(caches["api-throttle-local"], name)(*args)
 
     def get(self, key, default=None):

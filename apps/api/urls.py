@@ -1,4 +1,5 @@
 """/api/v1/: every endpoint, and a catch-all that answers JSON 404 for any other path under /api/."""
+
 from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 

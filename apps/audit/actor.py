@@ -7,6 +7,7 @@ says which (AuditEvent.actor_kind is the door; actor names the person, token, ru
     Actor.of_operation(op)      an operation's planner, for what its worker records in its name
     Actor.schedule("report schedule #3"), Actor.rule("failover"), Actor.system()
 """
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,11 +20,11 @@ from .models import ActorKind
 
 @dataclass(frozen=True)
 class Actor:
-    kind: str                  # ActorKind: the door
-    user: Any = None           # the Django user, when a person acts
-    token: str = ""            # the API token's name, when the request carried one
+    kind: str  # ActorKind: the door
+    user: Any = None  # the Django user, when a person acts
+    token: str = ""  # the API token's name, when the request carried one
     address: str | None = None  # the client's address (controlplane/client_address.py)
-    label: str = ""            # a rule's or a schedule's name
+    label: str = ""  # a rule's or a schedule's name
 
     @classmethod
     def of_request(cls, request: HttpRequest) -> "Actor":

@@ -1,4 +1,5 @@
 """The review page's filters (GET). Times are UTC, as the pages show them."""
+
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 
@@ -9,8 +10,7 @@ from apps.fleet.models import Cluster
 
 from .models import Outcome
 
-QUICK_RANGES = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7),
-                "30d": timedelta(days=30)}
+QUICK_RANGES = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7), "30d": timedelta(days=30)}
 TIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d"]
 
 
@@ -24,9 +24,16 @@ class UTCDateTimeField(forms.DateTimeField):
     """A wall-clock time read as UTC whatever TIME_ZONE says, between EARLIEST and LATEST."""
 
     # A text field, not datetime-local: a browser draws that in its locale (12-hour in en-US) under a "UTC" label.
-    widget = forms.DateTimeInput(attrs={"placeholder": "YYYY-MM-DD HH:MM:SS", "size": "19", "maxlength": "19",
-                                        "pattern": r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?",
-                                        "title": "24-hour UTC: YYYY-MM-DD HH:MM:SS"}, format="%Y-%m-%d %H:%M:%S")
+    widget = forms.DateTimeInput(
+        attrs={
+            "placeholder": "YYYY-MM-DD HH:MM:SS",
+            "size": "19",
+            "maxlength": "19",
+            "pattern": r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?",
+            "title": "24-hour UTC: YYYY-MM-DD HH:MM:SS",
+        },
+        format="%Y-%m-%d %H:%M:%S",
+    )
 
     def __init__(self, **kwargs):
         super().__init__(input_formats=TIME_FORMATS, required=False, **kwargs)
@@ -37,8 +44,9 @@ class UTCDateTimeField(forms.DateTimeField):
             return None
         result = result.replace(tzinfo=dt_timezone.utc)
         if not EARLIEST <= result <= LATEST:
-            raise forms.ValidationError(f"must be between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d} (UTC)",
-                                        code="out_of_range")
+            raise forms.ValidationError(
+                f"must be between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d} (UTC)", code="out_of_range"
+            )
         return result
 
 
@@ -46,17 +54,32 @@ class FilterForm(forms.Form):
     range = forms.ChoiceField(required=False, choices=[("", "any time")] + [(k, f"last {k}") for k in QUICK_RANGES])
     start = UTCDateTimeField(label="From (UTC)")
     end = UTCDateTimeField(label="To (UTC)")
-    actor = forms.CharField(required=False, max_length=150,
-                            widget=forms.TextInput(attrs={"list": "audit-actors", "placeholder": "exact name"}))
-    cluster = forms.ModelChoiceField(required=False, queryset=Cluster.objects.order_by("name"),
-                                     empty_label="any cluster")
-    target = forms.CharField(required=False, max_length=300, label="Node / target",
-                             widget=forms.TextInput(attrs={"list": "audit-targets", "placeholder": "contains"}))
-    action = forms.CharField(required=False, max_length=100,
-                             widget=forms.TextInput(attrs={"list": "audit-actions", "placeholder": "exact name"}))
+    actor = forms.CharField(
+        required=False,
+        max_length=150,
+        widget=forms.TextInput(attrs={"list": "audit-actors", "placeholder": "exact name"}),
+    )
+    cluster = forms.ModelChoiceField(
+        required=False, queryset=Cluster.objects.order_by("name"), empty_label="any cluster"
+    )
+    target = forms.CharField(
+        required=False,
+        max_length=300,
+        label="Node / target",
+        widget=forms.TextInput(attrs={"list": "audit-targets", "placeholder": "contains"}),
+    )
+    action = forms.CharField(
+        required=False,
+        max_length=100,
+        widget=forms.TextInput(attrs={"list": "audit-actions", "placeholder": "exact name"}),
+    )
     outcome = forms.ChoiceField(required=False, choices=[("", "any outcome")] + list(Outcome.choices))
-    q = forms.CharField(required=False, max_length=200, label="Search",
-                        widget=forms.TextInput(attrs={"type": "search", "placeholder": "words in any field or the details"}))
+    q = forms.CharField(
+        required=False,
+        max_length=200,
+        label="Search",
+        widget=forms.TextInput(attrs={"type": "search", "placeholder": "words in any field or the details"}),
+    )
 
     FIELDS = ("range", "start", "end", "actor", "cluster", "target", "action", "outcome", "q")
 

@@ -25,6 +25,7 @@ cannot change what the event says, which the chain still proves.
 The only path that removes events is retention (services.archive_old_events): it writes them to a
 gzip JSONL file first, keeps the chain head at the cut in AuditArchive, and audits itself.
 """
+
 import hashlib
 import json
 
@@ -43,6 +44,7 @@ class Outcome(models.TextChoices):
 class ActorKind(models.TextChoices):
     """Who acted, and through which door (apps/audit/actor.py builds it). "user" is a person at the console's pages
     (the value predates the other doors; hashed rows keep it)."""
+
     USER = "user", "user (page)"
     API = "api", "API"
     COMMAND = "command", "command line"
@@ -60,8 +62,21 @@ class AppendOnlyQuerySet(models.QuerySet):
 
 
 # The hashed fields, in the order verify_chain() reads them (values_list), and how content() names them.
-HASHED_FIELDS = ("created_at", "actor", "actor_kind", "actor_user_id", "source_address", "cluster_id", "cluster_name",
-                 "target", "action", "outcome", "details", "duration_ms", "prev_hash")
+HASHED_FIELDS = (
+    "created_at",
+    "actor",
+    "actor_kind",
+    "actor_user_id",
+    "source_address",
+    "cluster_id",
+    "cluster_name",
+    "target",
+    "action",
+    "outcome",
+    "details",
+    "duration_ms",
+    "prev_hash",
+)
 LEGACY_SCHEME, CURRENT_SCHEME = 1, 2
 SCHEMES = (LEGACY_SCHEME, CURRENT_SCHEME)
 REANCHOR_ACTION = "re-anchor audit chain"
@@ -107,9 +122,12 @@ class AuditEvent(models.Model):
         ordering = ["-id"]
         # Every list filter has an index ending in created_at, so "newest first" under a filter walks
         # the index in order and stops after one page (indexes carry the primary key as a tie-break).
-        indexes = [models.Index(fields=["cluster_id", "created_at"]), models.Index(fields=["actor", "created_at"]),
-                   models.Index(fields=["action", "created_at"], name="audit_action_created"),
-                   models.Index(fields=["outcome", "created_at"], name="audit_outcome_created")]
+        indexes = [
+            models.Index(fields=["cluster_id", "created_at"]),
+            models.Index(fields=["actor", "created_at"]),
+            models.Index(fields=["action", "created_at"], name="audit_action_created"),
+            models.Index(fields=["outcome", "created_at"], name="audit_outcome_created"),
+        ]
 
     def __str__(self):
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action} {self.outcome}"
@@ -117,13 +135,24 @@ class AuditEvent(models.Model):
     def content(self):
         """What the hash covers: every field but the id, the hash itself and the derived search text
         (under scheme 2 also the scheme)."""
-        return hashed_content({
-            "created_at": self.created_at.isoformat(), "actor": self.actor, "actor_kind": self.actor_kind,
-            "actor_user_id": self.actor_user_id, "source_address": self.source_address,
-            "cluster_id": self.cluster_id, "cluster_name": self.cluster_name, "target": self.target,
-            "action": self.action, "outcome": self.outcome, "details": self.details,
-            "duration_ms": self.duration_ms, "prev_hash": self.prev_hash,
-        }, self.scheme)
+        return hashed_content(
+            {
+                "created_at": self.created_at.isoformat(),
+                "actor": self.actor,
+                "actor_kind": self.actor_kind,
+                "actor_user_id": self.actor_user_id,
+                "source_address": self.source_address,
+                "cluster_id": self.cluster_id,
+                "cluster_name": self.cluster_name,
+                "target": self.target,
+                "action": self.action,
+                "outcome": self.outcome,
+                "details": self.details,
+                "duration_ms": self.duration_ms,
+                "prev_hash": self.prev_hash,
+            },
+            self.scheme,
+        )
 
     def compute_hash(self):
         return hash_content(self.content())
@@ -195,8 +224,12 @@ class RefusalBurst(models.Model):
     written = models.PositiveIntegerField(default=0, help_text="written one by one since the allowance began")
     folded = models.PositiveBigIntegerField(default=0, help_text="counted in this window, not written yet")
     first_folded_at = models.DateTimeField(null=True, blank=True)
-    sample = models.JSONField(default=list, blank=True, encoder=DjangoJSONEncoder,
-                              help_text="distinct source addresses and details of the counted refusals")
+    sample = models.JSONField(
+        default=list,
+        blank=True,
+        encoder=DjangoJSONEncoder,
+        help_text="distinct source addresses and details of the counted refusals",
+    )
     sample_complete = models.BooleanField(default=True)
 
     class Meta:

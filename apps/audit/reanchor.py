@@ -16,6 +16,7 @@ scheme for as long as the event exists. In one transaction:
 A log that is still empty (a new installation) needs no anchor: it starts in the current scheme.
 Written against the historical models a migration is given (`apps`), so the tests run it as well.
 """
+
 import json
 from collections import defaultdict
 from datetime import timezone as dt_timezone
@@ -47,24 +48,52 @@ def run(apps, connection, *, now=None):
         if head is None or head.last_hash == GENESIS or events.objects.filter(scheme=CURRENT_SCHEME).exists():
             return None  # a new log, or one anchored already
         restored, unrestorable = restore_user_links(events, _user_id_ceiling(users, events, connection))
-        legacy = events.objects.filter(scheme=LEGACY_SCHEME).aggregate(count=Count("id"), first=Min("id"),
-                                                                        last=Max("id"))
-        details = json.loads(json.dumps({
-            "old_head": head.last_hash, "scheme": {"from": LEGACY_SCHEME, "to": CURRENT_SCHEME},
-            "why": "the legacy scheme hashed a link to the user that deleting the user nulled; the current one "
-                   "hashes the user name and id as written, which nothing changes",
-            "legacy_events": legacy["count"], "first_legacy_event": legacy["first"],
-            "last_legacy_event": legacy["last"], "restored_user_links": restored,
-            "unrestorable_events": unrestorable,
-        }, cls=DjangoJSONEncoder))
-        values = {"created_at": (now or timezone.now()).astimezone(dt_timezone.utc), "actor": "system",
-                  "actor_kind": "system", "actor_user_id": None, "source_address": None, "cluster_id": None,
-                  "cluster_name": "", "target": "", "action": REANCHOR_ACTION, "outcome": "success",
-                  "details": details, "duration_ms": None, "prev_hash": head.last_hash}
-        digest = hash_content(hashed_content({**values, "created_at": values["created_at"].isoformat()},
-                                             CURRENT_SCHEME))
-        text = search.search_text(action=REANCHOR_ACTION, actor="system", cluster_name="", target="",
-                                  outcome="success", source_address=None, details=details)
+        legacy = events.objects.filter(scheme=LEGACY_SCHEME).aggregate(
+            count=Count("id"), first=Min("id"), last=Max("id")
+        )
+        details = json.loads(
+            json.dumps(
+                {
+                    "old_head": head.last_hash,
+                    "scheme": {"from": LEGACY_SCHEME, "to": CURRENT_SCHEME},
+                    "why": "the legacy scheme hashed a link to the user that deleting the user nulled; the current one "
+                    "hashes the user name and id as written, which nothing changes",
+                    "legacy_events": legacy["count"],
+                    "first_legacy_event": legacy["first"],
+                    "last_legacy_event": legacy["last"],
+                    "restored_user_links": restored,
+                    "unrestorable_events": unrestorable,
+                },
+                cls=DjangoJSONEncoder,
+            )
+        )
+        values = {
+            "created_at": (now or timezone.now()).astimezone(dt_timezone.utc),
+            "actor": "system",
+            "actor_kind": "system",
+            "actor_user_id": None,
+            "source_address": None,
+            "cluster_id": None,
+            "cluster_name": "",
+            "target": "",
+            "action": REANCHOR_ACTION,
+            "outcome": "success",
+            "details": details,
+            "duration_ms": None,
+            "prev_hash": head.last_hash,
+        }
+        digest = hash_content(
+            hashed_content({**values, "created_at": values["created_at"].isoformat()}, CURRENT_SCHEME)
+        )
+        text = search.search_text(
+            action=REANCHOR_ACTION,
+            actor="system",
+            cluster_name="",
+            target="",
+            outcome="success",
+            source_address=None,
+            details=details,
+        )
         event = events.objects.create(**values, scheme=CURRENT_SCHEME, hash=digest, search_text=text)
         tokens.objects.bulk_create([tokens(token=t, event_id=event.pk) for t in search.tokens_for(text)])
         heads.objects.filter(id=1).update(last_hash=digest)
@@ -77,14 +106,18 @@ def restore_user_links(events, ceiling):
     found = defaultdict(list)  # (user name, id) -> event ids
     last_id_of = {}  # user name -> the id found for it last
     unrestorable, searched_in_vain = [], 0
-    suspects = (events.objects.filter(scheme=LEGACY_SCHEME, actor_kind="user", actor_user_id__isnull=True)
-                .order_by("id").values("id", "hash", *[f for f in HASHED_FIELDS if f != "actor_user_id"]))
+    suspects = (
+        events.objects.filter(scheme=LEGACY_SCHEME, actor_kind="user", actor_user_id__isnull=True)
+        .order_by("id")
+        .values("id", "hash", *[f for f in HASHED_FIELDS if f != "actor_user_id"])
+    )
     after = 0
     while True:
         rows = list(suspects.filter(id__gt=after)[:CHUNK])
         for row in rows:
-            content = hashed_content({**row, "created_at": row["created_at"].isoformat(), "actor_user_id": None},
-                                     LEGACY_SCHEME)
+            content = hashed_content(
+                {**row, "created_at": row["created_at"].isoformat(), "actor_user_id": None}, LEGACY_SCHEME
+            )
             if hash_content(content) == row["hash"]:
                 continue  # written without a user (anonymous): nothing was nulled
             user_id = None
@@ -102,9 +135,10 @@ def restore_user_links(events, ceiling):
     restored = []
     for (actor, user_id), ids in sorted(found.items(), key=lambda item: item[1][0]):
         for start in range(0, len(ids), CHUNK):
-            events._base_manager.filter(id__in=ids[start:start + CHUNK]).update(actor_user_id=user_id)
-        restored.append({"actor": actor, "actor_user_id": user_id, "events": len(ids), "first_event": ids[0],
-                         "last_event": ids[-1]})
+            events._base_manager.filter(id__in=ids[start : start + CHUNK]).update(actor_user_id=user_id)
+        restored.append(
+            {"actor": actor, "actor_user_id": user_id, "events": len(ids), "first_event": ids[0], "last_event": ids[-1]}
+        )
     return restored, {"count": len(unrestorable), "events": unrestorable[:LISTED]}
 
 
@@ -119,12 +153,18 @@ def _id_matching(content, stored_hash, likely, ceiling):
 def _user_id_ceiling(users, events, connection):
     """Above every user id ever given out, as far as the database tells: the user table's sequence (it
     counts deleted users too), the highest id in use, the highest in the log; plus a margin."""
-    highest = max(users._base_manager.aggregate(m=Max("id"))["m"] or 0,
-                  events._base_manager.aggregate(m=Max("actor_user_id"))["m"] or 0)
+    highest = max(
+        users._base_manager.aggregate(m=Max("id"))["m"] or 0,
+        events._base_manager.aggregate(m=Max("actor_user_id"))["m"] or 0,
+    )
     table = users._meta.db_table
-    sql = {"sqlite": ("SELECT seq FROM sqlite_sequence WHERE name = %s", [table]),
-           "mysql": ("SELECT AUTO_INCREMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
-                     "AND TABLE_NAME = %s", [table])}.get(connection.vendor)
+    sql = {
+        "sqlite": ("SELECT seq FROM sqlite_sequence WHERE name = %s", [table]),
+        "mysql": (
+            "SELECT AUTO_INCREMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s",
+            [table],
+        ),
+    }.get(connection.vendor)
     if sql:
         try:
             with transaction.atomic(using=connection.alias), connection.cursor() as cur:

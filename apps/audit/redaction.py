@@ -3,11 +3,13 @@ URL as scheme and host with a fingerprint, but events written before hold the fu
 and in a failed delivery's error text, which quoted the path), and the hash chain keeps every event as written. So
 these events are shown, exported and searched through shown_details(): a URL keeps its scheme and host, its user
 info, path and query become "…", and a quoted `url: /path` becomes `url: …`. The stored evidence is unchanged."""
+
 import re
 from typing import Any
 
-URL_ACTIONS = frozenset({"add alert channel", "change alert channel", "delete alert channel",
-                         "alert notification not delivered"})
+URL_ACTIONS = frozenset(
+    {"add alert channel", "change alert channel", "delete alert channel", "alert notification not delivered"}
+)
 _URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^\s\"'/?#\\@]*@)?([^\s\"'/?#\\@]*)([^\s\"']*)")
 _QUOTED_PATH = re.compile(r"(?i)(\burl: )[/\\]\S*")
 

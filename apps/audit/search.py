@@ -16,6 +16,7 @@ like most search boxes: "switch" finds "switchover", "witchover" does not (unles
 the same query lets the LIKE look at that event). A term with no indexable word (one character) is
 checked by the LIKE alone.
 """
+
 import json
 import re
 from collections.abc import Iterable
@@ -50,8 +51,9 @@ def words_of(text: str) -> set[str]:
     return out
 
 
-def search_text(*, action: str, actor: str, cluster_name: str, target: str, outcome: str, source_address: str | None,
-                details: Any) -> str:
+def search_text(
+    *, action: str, actor: str, cluster_name: str, target: str, outcome: str, source_address: str | None, details: Any
+) -> str:
     """What an event's search covers, lowercased. Derived from hashed fields only, the details as shown (redaction.py:
     a secret no reader sees is no search term either)."""
     details_json = json.dumps(shown_details(action, details), sort_keys=True, ensure_ascii=False, cls=DjangoJSONEncoder)
@@ -99,7 +101,7 @@ def driver(words: Iterable[str]) -> tuple[str, int] | None:
     sooner than reading and sorting every match, so the LIKE alone does the work."""
     best: tuple[str, int] | None = None
     for word in words:
-        n = _matching_tokens(word)[:DRIVER_LIMIT + 1].count()
+        n = _matching_tokens(word)[: DRIVER_LIMIT + 1].count()
         if best is None or n < best[1]:
             best = (word, n)
         if n == 0:

@@ -5,6 +5,7 @@ model), so a page is one index walk that stops after PAGE_SIZE + 1 rows. Pages a
 ("older" = before the last event shown, "newer" = after the first): no OFFSET and no COUNT(*), whose
 cost grows with the table.
 """
+
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,8 +22,22 @@ from .services import _scrub
 
 PAGE_SIZE = 50
 EXPORT_CHUNK = 2000
-EXPORT_FIELDS = ("id", "created_at", "actor", "actor_kind", "source_address", "cluster_id", "cluster_name", "target",
-                 "action", "outcome", "duration_ms", "details", "prev_hash", "hash")
+EXPORT_FIELDS = (
+    "id",
+    "created_at",
+    "actor",
+    "actor_kind",
+    "source_address",
+    "cluster_id",
+    "cluster_name",
+    "target",
+    "action",
+    "outcome",
+    "duration_ms",
+    "details",
+    "prev_hash",
+    "hash",
+)
 
 
 def filtered(form: FilterForm, now: datetime | None = None) -> QuerySet[AuditEvent]:
@@ -74,13 +89,17 @@ def shown(event: AuditEvent) -> AuditEvent:
     return event
 
 
-def page(events: QuerySet[AuditEvent], *, before: int | None = None, after: int | None = None,
-         size: int = PAGE_SIZE) -> Page:
+def page(
+    events: QuerySet[AuditEvent], *, before: int | None = None, after: int | None = None, size: int = PAGE_SIZE
+) -> Page:
     """One keyset page of `events`, newest first."""
     if after is not None and (mark := _boundary(after)):
         created, pk = mark
-        rows = _rows(events.filter(created_at__gte=created).exclude(created_at=created, id__lte=pk),
-                     ("created_at", "id"), size + 1)
+        rows = _rows(
+            events.filter(created_at__gte=created).exclude(created_at=created, id__lte=pk),
+            ("created_at", "id"),
+            size + 1,
+        )
         more_newer = len(rows) > size
         rows = rows[:size][::-1]
         return Page(rows, older=rows[-1].pk if rows else None, newer=rows[0].pk if rows and more_newer else None)
@@ -93,8 +112,9 @@ def page(events: QuerySet[AuditEvent], *, before: int | None = None, after: int 
     rows = _rows(events, ("-created_at", "-id"), size + 1)
     more_older = len(rows) > size
     rows = rows[:size]
-    return Page(rows, older=rows[-1].pk if rows and more_older else None,
-                newer=rows[0].pk if rows and not first_page else None)
+    return Page(
+        rows, older=rows[-1].pk if rows and more_older else None, newer=rows[0].pk if rows and not first_page else None
+    )
 
 
 def suggestions(limit: int = 2000) -> dict[str, list[str]]:

@@ -1,4 +1,5 @@
 """The one way to write the audit log: record(). Every mutation, refusal and automatic decision calls it."""
+
 import functools
 import gzip
 import hashlib
@@ -25,9 +26,22 @@ from django.utils.ipv6 import clean_ipv6_address
 
 from . import search
 from .actor import Actor
-from .models import (CURRENT_SCHEME, HASHED_FIELDS, LEGACY_SCHEME, REANCHOR_ACTION, SCHEMES, ActorKind, AuditArchive,
-                     AuditChainHead, AuditEvent, AuditSearchToken, Outcome, RefusalBurst, hash_content,
-                     hashed_content)
+from .models import (
+    CURRENT_SCHEME,
+    HASHED_FIELDS,
+    LEGACY_SCHEME,
+    REANCHOR_ACTION,
+    SCHEMES,
+    ActorKind,
+    AuditArchive,
+    AuditChainHead,
+    AuditEvent,
+    AuditSearchToken,
+    Outcome,
+    RefusalBurst,
+    hash_content,
+    hashed_content,
+)
 
 GENESIS = "0" * 64
 _SECRET_KEYS = ("password", "passwd", "secret", "token")
@@ -69,9 +83,19 @@ def _as_stored(address: str | None) -> str | None:
     return address
 
 
-def record(action: str, *, outcome: str = "success", actor: Actor | None = None, request: HttpRequest | None = None,
-           user: Any = None, rule: str | None = None, cluster: Any = None, target: Any = "",
-           details: dict[str, Any] | None = None, duration_ms: float | None = None) -> AuditEvent | None:
+def record(
+    action: str,
+    *,
+    outcome: str = "success",
+    actor: Actor | None = None,
+    request: HttpRequest | None = None,
+    user: Any = None,
+    rule: str | None = None,
+    cluster: Any = None,
+    target: Any = "",
+    details: dict[str, Any] | None = None,
+    duration_ms: float | None = None,
+) -> AuditEvent | None:
     """Append one audit event. Who acted: `actor` (apps/audit/actor.py); the older keywords still say it the old
     way (a named automatic `rule`, `user`, the request's user) and become an Actor here.
 
@@ -80,10 +104,19 @@ def record(action: str, *, outcome: str = "success", actor: Actor | None = None,
     instead of written (see "repeated refusals" below).
     """
     actor = actor or _actor_of(request, user, rule)
-    fields = {"actor": actor.name, "actor_kind": actor.kind, "actor_user_id": getattr(actor.user, "pk", None),
-              "source_address": actor.address, "cluster_id": getattr(cluster, "pk", None),
-              "cluster_name": getattr(cluster, "name", ""), "target": target, "action": action, "outcome": outcome,
-              "details": details, "duration_ms": duration_ms}
+    fields = {
+        "actor": actor.name,
+        "actor_kind": actor.kind,
+        "actor_user_id": getattr(actor.user, "pk", None),
+        "source_address": actor.address,
+        "cluster_id": getattr(cluster, "pk", None),
+        "cluster_name": getattr(cluster, "name", ""),
+        "target": target,
+        "action": action,
+        "outcome": outcome,
+        "details": details,
+        "duration_ms": duration_ms,
+    }
     if outcome in FOLDED_OUTCOMES:
         return _record_refusal(fields)
     return append_event(**fields)
@@ -117,25 +150,47 @@ def _ensure_head() -> None:
         pass  # created by another append at the same moment
 
 
-def _append(head: AuditChainHead, *, created_at: datetime | None = None, actor: str, actor_kind: str,
-            actor_user_id: int | None = None, source_address: str | None = None, cluster_id: int | None = None,
-            cluster_name: str | None = "", target: Any = "", action: str, outcome: str = "success",
-            details: dict[str, Any] | None = None, duration_ms: float | None = None) -> AuditEvent:
+def _append(
+    head: AuditChainHead,
+    *,
+    created_at: datetime | None = None,
+    actor: str,
+    actor_kind: str,
+    actor_user_id: int | None = None,
+    source_address: str | None = None,
+    cluster_id: int | None = None,
+    cluster_name: str | None = "",
+    target: Any = "",
+    action: str,
+    outcome: str = "success",
+    details: dict[str, Any] | None = None,
+    duration_ms: float | None = None,
+) -> AuditEvent:
     # Round-trip through JSON now so the hash is computed over exactly what the database will return.
     details = json.loads(json.dumps(_scrub(details or {}), cls=DjangoJSONEncoder))
     # In UTC, as the database hands it back: the hash covers its isoformat().
     created_at = created_at.astimezone(dt_timezone.utc) if created_at else timezone.now()
     event = AuditEvent(
-        created_at=created_at, actor=actor[:150], actor_kind=actor_kind, actor_user_id=actor_user_id,
-        source_address=_as_stored(source_address), cluster_id=cluster_id, cluster_name=(cluster_name or "")[:200],
-        target=str(target)[:300], action=action[:100], outcome=outcome, details=details,
-        duration_ms=duration_ms, prev_hash=head.last_hash,
+        created_at=created_at,
+        actor=actor[:150],
+        actor_kind=actor_kind,
+        actor_user_id=actor_user_id,
+        source_address=_as_stored(source_address),
+        cluster_id=cluster_id,
+        cluster_name=(cluster_name or "")[:200],
+        target=str(target)[:300],
+        action=action[:100],
+        outcome=outcome,
+        details=details,
+        duration_ms=duration_ms,
+        prev_hash=head.last_hash,
     )
     event.hash = event.compute_hash()
     event.search_text = search_text_of(event)
     event.save()
     AuditSearchToken.objects.bulk_create(
-        [AuditSearchToken(token=t, event_id=event.pk) for t in search.tokens_for(event.search_text)])
+        [AuditSearchToken(token=t, event_id=event.pk) for t in search.tokens_for(event.search_text)]
+    )
     AuditChainHead.objects.filter(id=1).update(last_hash=event.hash)
     head.last_hash = event.hash
     return event
@@ -158,8 +213,13 @@ SAMPLE_CHARS = 1000  # details longer than this are kept as their first characte
 
 
 def _burst_key(fields: dict[str, Any]) -> str:
-    parts = [fields["actor"][:150], fields["action"][:100], str(fields["target"])[:300], fields["cluster_id"],
-             fields["outcome"]]
+    parts = [
+        fields["actor"][:150],
+        fields["action"][:100],
+        str(fields["target"])[:300],
+        fields["cluster_id"],
+        fields["outcome"],
+    ]
     return hashlib.sha256(json.dumps(parts).encode("utf-8")).hexdigest()
 
 
@@ -172,11 +232,19 @@ def _record_refusal(fields: dict[str, Any]) -> AuditEvent | None:
         now = timezone.now()
         burst = RefusalBurst.objects.filter(key=key).first()
         if burst is None:
-            burst = RefusalBurst(key=key, window_start=now, last_at=now, actor=fields["actor"][:150],
-                                 actor_kind=fields["actor_kind"], actor_user_id=fields["actor_user_id"],
-                                 cluster_id=fields["cluster_id"], cluster_name=(fields["cluster_name"] or "")[:200],
-                                 target=str(fields["target"])[:300], action=fields["action"][:100],
-                                 outcome=fields["outcome"])
+            burst = RefusalBurst(
+                key=key,
+                window_start=now,
+                last_at=now,
+                actor=fields["actor"][:150],
+                actor_kind=fields["actor_kind"],
+                actor_user_id=fields["actor_user_id"],
+                cluster_id=fields["cluster_id"],
+                cluster_name=(fields["cluster_name"] or "")[:200],
+                target=str(fields["target"])[:300],
+                action=fields["action"][:100],
+                outcome=fields["outcome"],
+            )
         else:
             quiet = now - burst.last_at >= window
             if now - burst.window_start >= window:
@@ -213,13 +281,26 @@ def _close_window(head: AuditChainHead, burst: RefusalBurst, now: datetime) -> N
     """End the burst's window: the summary of what it counted (then no new allowance: the flood goes
     on), or a new allowance when it counted nothing."""
     if burst.folded:
-        _append(head, actor=burst.actor, actor_kind=burst.actor_kind, actor_user_id=burst.actor_user_id,
-                cluster_id=burst.cluster_id, cluster_name=burst.cluster_name, target=burst.target,
-                action=burst.action, outcome=burst.outcome, details={
-                    "repeated": burst.folded, "first_at": burst.first_folded_at, "last_at": burst.last_at,
-                    "note": f"identical to the {burst.written} written before them within "
-                            f"{settings.AUDIT_REFUSAL_WINDOW_S:g} s, so counted here instead of written one by one",
-                    "sample": burst.sample, "sample_complete": burst.sample_complete})
+        _append(
+            head,
+            actor=burst.actor,
+            actor_kind=burst.actor_kind,
+            actor_user_id=burst.actor_user_id,
+            cluster_id=burst.cluster_id,
+            cluster_name=burst.cluster_name,
+            target=burst.target,
+            action=burst.action,
+            outcome=burst.outcome,
+            details={
+                "repeated": burst.folded,
+                "first_at": burst.first_folded_at,
+                "last_at": burst.last_at,
+                "note": f"identical to the {burst.written} written before them within "
+                f"{settings.AUDIT_REFUSAL_WINDOW_S:g} s, so counted here instead of written one by one",
+                "sample": burst.sample,
+                "sample_complete": burst.sample_complete,
+            },
+        )
     else:
         burst.written = 0
     burst.folded, burst.first_folded_at, burst.sample, burst.sample_complete = 0, None, [], True
@@ -243,14 +324,22 @@ def flush_refusal_bursts(now: datetime | None = None) -> int:
 
 def count_with_repeats(events: QuerySet[AuditEvent]) -> int:
     """How many refusals `events` stands for: a summary of repeated refusals counts as its repeats."""
-    summaries = [d.get("repeated") for d in events.filter(details__has_key="repeated").values_list("details", flat=True)]
+    summaries = [
+        d.get("repeated") for d in events.filter(details__has_key="repeated").values_list("details", flat=True)
+    ]
     return events.count() - len(summaries) + sum(int(n or 0) for n in summaries)
 
 
 def search_text_of(event: AuditEvent) -> str:
-    return search.search_text(action=event.action, actor=event.actor, cluster_name=event.cluster_name,
-                              target=event.target, outcome=event.outcome, source_address=event.source_address,
-                              details=event.details)
+    return search.search_text(
+        action=event.action,
+        actor=event.actor,
+        cluster_name=event.cluster_name,
+        target=event.target,
+        outcome=event.outcome,
+        source_address=event.source_address,
+        details=event.details,
+    )
 
 
 @contextmanager
@@ -307,8 +396,11 @@ class Progress:
 def is_reanchor(content: dict[str, Any]) -> bool:
     """The event that ends the legacy scheme: written by the system, naming the head it continues."""
     details = content["details"] if isinstance(content["details"], dict) else {}
-    return (content["action"] == REANCHOR_ACTION and content["actor_kind"] == ActorKind.SYSTEM
-            and details.get("old_head") == content["prev_hash"])
+    return (
+        content["action"] == REANCHOR_ACTION
+        and content["actor_kind"] == ActorKind.SYSTEM
+        and details.get("old_head") == content["prev_hash"]
+    )
 
 
 def chain_start() -> tuple[int, str]:
@@ -336,8 +428,9 @@ def _isoformat(value: str | datetime) -> str:
     return value.isoformat()
 
 
-def _rows(after_id: int, upto_id: int | None = None,
-          chunk: int = VERIFY_CHUNK) -> Iterator[tuple[int, str, dict[str, Any]]]:
+def _rows(
+    after_id: int, upto_id: int | None = None, chunk: int = VERIFY_CHUNK
+) -> Iterator[tuple[int, str, dict[str, Any]]]:
     """(id, hash, content) oldest first, read in keyset chunks: bounded memory on any database
     (mysqlclient buffers a whole result set, so one query over a million rows is not an option).
     Raw SQL with two conversions of our own (created_at, details): the ORM's per-row converters
@@ -363,8 +456,13 @@ def _rows(after_id: int, upto_id: int | None = None,
         after_id = rows[-1][0]
 
 
-def verify_some(progress: Progress, *, deadline: float | None = None, upto_id: int | None = None,
-                on_row: Callable[[int, str, dict[str, Any]], None] | None = None) -> Progress:
+def verify_some(
+    progress: Progress,
+    *,
+    deadline: float | None = None,
+    upto_id: int | None = None,
+    on_row: Callable[[int, str, dict[str, Any]], None] | None = None,
+) -> Progress:
     """Advance `progress` over the events after progress.last_id (up to upto_id), stopping at the
     first broken link, at the end, or once time.monotonic() passes `deadline` (then done is False:
     call again to go on). `on_row(id, hash, content)` sees each verified event (retention writes it)."""
@@ -393,6 +491,7 @@ def verify_chain() -> tuple[int, AuditEvent | None, str]:
 
 # -- retention -------------------------------------------------------------------------------------
 
+
 class ArchiveRefused(Exception):
     pass
 
@@ -411,8 +510,9 @@ def _sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def archive_old_events(days: int | None = None, *, now: datetime | None = None, user: Any = None,
-                       delete_chunk: int = 20000) -> AuditArchive | None:
+def archive_old_events(
+    days: int | None = None, *, now: datetime | None = None, user: Any = None, delete_chunk: int = 20000
+) -> AuditArchive | None:
     """Retention, the only path that removes audit events. The events created more than `days`
     (AUDIT_RETENTION_DAYS) ago are verified, written to a gzip JSONL file under AUDIT_ARCHIVE_DIR
     (one event per line, then a line {"archive": {...}} with the chain head at the cut), recorded in
@@ -424,8 +524,12 @@ def archive_old_events(days: int | None = None, *, now: datetime | None = None, 
     now = now or timezone.now()
     cutoff = now - timedelta(days=days)
     after_id, prev_hash = chain_start()
-    cut = (AuditEvent.objects.filter(created_at__lt=cutoff, id__gt=after_id).order_by("-created_at", "-id")
-           .values_list("id", flat=True).first())
+    cut = (
+        AuditEvent.objects.filter(created_at__lt=cutoff, id__gt=after_id)
+        .order_by("-created_at", "-id")
+        .values_list("id", flat=True)
+        .first()
+    )
     if cut is None:
         return None
     final = _archive_dir() / f"audit-{after_id + 1:012d}-{cut:012d}.jsonl.gz"
@@ -433,15 +537,22 @@ def archive_old_events(days: int | None = None, *, now: datetime | None = None, 
     progress = Progress(after_id, prev_hash)
     first: dict[str, int] = {}
     with open(tmp, "xb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) as gz:
+
         def write(pk: int, stored_hash: str, content: dict[str, Any]) -> None:
             first.setdefault("id", pk)
             line = {"id": pk, **content, "hash": stored_hash}
             gz.write(json.dumps(line, sort_keys=True, cls=DjangoJSONEncoder, separators=(",", ":")).encode() + b"\n")
 
         verify_some(progress, upto_id=cut, on_row=write)
-        head: dict[str, Any] = {"first_id": first.get("id"), "last_id": progress.last_id, "count": progress.checked,
-                "first_prev_hash": prev_hash, "head_hash": progress.last_hash, "cutoff": cutoff.isoformat(),
-                "created_at": now.isoformat()}
+        head: dict[str, Any] = {
+            "first_id": first.get("id"),
+            "last_id": progress.last_id,
+            "count": progress.checked,
+            "first_prev_hash": prev_hash,
+            "head_hash": progress.last_hash,
+            "cutoff": cutoff.isoformat(),
+            "created_at": now.isoformat(),
+        }
         gz.write(json.dumps({"archive": head}, sort_keys=True).encode() + b"\n")
         gz.flush()
         raw.flush()
@@ -449,11 +560,19 @@ def archive_old_events(days: int | None = None, *, now: datetime | None = None, 
     if progress.broken is not None or not progress.checked:
         tmp.unlink()
         if progress.broken is not None:
-            record("archive audit events", user=user, outcome="refused",
-                   details={"reason": f"chain broken at event {progress.broken.pk}: {progress.reason}",
-                            "cutoff": cutoff, "retention_days": days})
-            raise ArchiveRefused(f"the chain is broken at event {progress.broken.pk} ({progress.reason}); "
-                                 f"nothing was archived")
+            record(
+                "archive audit events",
+                user=user,
+                outcome="refused",
+                details={
+                    "reason": f"chain broken at event {progress.broken.pk}: {progress.reason}",
+                    "cutoff": cutoff,
+                    "retention_days": days,
+                },
+            )
+            raise ArchiveRefused(
+                f"the chain is broken at event {progress.broken.pk} ({progress.reason}); nothing was archived"
+            )
         return None
     if final.exists():  # a concurrent run got here first with the same range
         tmp.unlink()
@@ -465,12 +584,31 @@ def archive_old_events(days: int | None = None, *, now: datetime | None = None, 
         if AuditArchive.objects.filter(last_id__gte=head["first_id"]).exists():
             raise ArchiveRefused("another retention run archived these events first")
         archive = AuditArchive.objects.create(
-            created_at=now, cutoff=cutoff, path=str(final), sha256=sha, first_id=head["first_id"],
-            last_id=head["last_id"], count=head["count"], first_prev_hash=prev_hash, head_hash=head["head_hash"])
-        record("archive audit events", user=user, details={
-            "archive": archive.pk, "path": str(final), "sha256": sha, "first_id": archive.first_id,
-            "last_id": archive.last_id, "count": archive.count, "head_hash": archive.head_hash,
-            "cutoff": cutoff, "retention_days": days})
+            created_at=now,
+            cutoff=cutoff,
+            path=str(final),
+            sha256=sha,
+            first_id=head["first_id"],
+            last_id=head["last_id"],
+            count=head["count"],
+            first_prev_hash=prev_hash,
+            head_hash=head["head_hash"],
+        )
+        record(
+            "archive audit events",
+            user=user,
+            details={
+                "archive": archive.pk,
+                "path": str(final),
+                "sha256": sha,
+                "first_id": archive.first_id,
+                "last_id": archive.last_id,
+                "count": archive.count,
+                "head_hash": archive.head_hash,
+                "cutoff": cutoff,
+                "retention_days": days,
+            },
+        )
     _finish_removals(delete_chunk)
     archive.refresh_from_db()
     return archive

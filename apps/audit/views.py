@@ -1,5 +1,6 @@
 """Audit pages: the review list with its filters and exports, an event, the incident view, and the
 chain verification (admin). Reads need the viewer role; verifying needs admin."""
+
 import csv
 import json
 import time
@@ -49,19 +50,27 @@ def event_list(request):
     """The review page: filters, free-text search, keyset paging, exports."""
     form = _form(request)
     applied = form.applied()
-    page = selectors.page(selectors.filtered(form), before=_int(request.GET.get("before")),
-                          after=_int(request.GET.get("after")))
+    page = selectors.page(
+        selectors.filtered(form), before=_int(request.GET.get("before")), after=_int(request.GET.get("after"))
+    )
     without_time = {k: v for k, v in applied.items() if k not in ("range", "start", "end")}
-    return TemplateResponse(request, "audit/event_list.html", {
-        "form": form, "page": page, "applied": applied,
-        "older_url": _qs(applied, before=page.older) if page.older else None,
-        "newer_url": _qs(applied, after=page.newer) if page.newer else None,
-        "quick_ranges": [(k, _qs(without_time, range=k), applied.get("range") == k) for k in QUICK_RANGES]
-                        + [("any time", _qs(without_time), not any(k in applied for k in ("range", "start", "end")))],
-        "export_csv": _qs(applied), "export_json": _qs(applied),
-        "suggestions": selectors.suggestions(),
-        "incident_url": _incident_link(form),
-    })
+    return TemplateResponse(
+        request,
+        "audit/event_list.html",
+        {
+            "form": form,
+            "page": page,
+            "applied": applied,
+            "older_url": _qs(applied, before=page.older) if page.older else None,
+            "newer_url": _qs(applied, after=page.newer) if page.newer else None,
+            "quick_ranges": [(k, _qs(without_time, range=k), applied.get("range") == k) for k in QUICK_RANGES]
+            + [("any time", _qs(without_time), not any(k in applied for k in ("range", "start", "end")))],
+            "export_csv": _qs(applied),
+            "export_json": _qs(applied),
+            "suggestions": selectors.suggestions(),
+            "incident_url": _incident_link(form),
+        },
+    )
 
 
 def _incident_link(form):
@@ -150,12 +159,17 @@ def event_detail(request, pk):
     incident_url = None
     if event.cluster_id:
         fmt = "%Y-%m-%dT%H:%M:%S"
-        incident_url = "?" + urlencode({"cluster": event.cluster_id,
-                                        "start": (event.created_at - timedelta(minutes=30)).strftime(fmt),
-                                        "end": (event.created_at + timedelta(minutes=30)).strftime(fmt),
-                                        "event": event.pk})
-    return TemplateResponse(request, "audit/event_detail.html",
-                            {"event": event, "details_json": details_json, "incident_url": incident_url})
+        incident_url = "?" + urlencode(
+            {
+                "cluster": event.cluster_id,
+                "start": (event.created_at - timedelta(minutes=30)).strftime(fmt),
+                "end": (event.created_at + timedelta(minutes=30)).strftime(fmt),
+                "event": event.pk,
+            }
+        )
+    return TemplateResponse(
+        request, "audit/event_detail.html", {"event": event, "details_json": details_json, "incident_url": incident_url}
+    )
 
 
 @require_role(VIEWER)
@@ -165,8 +179,9 @@ def incident(request):
     form = incident_selectors.IncidentForm(request.GET or None)
     context = {"form": form}
     if form.is_valid() and form.cleaned_data.get("cluster"):
-        context["timeline"] = incident_selectors.build(form.cleaned_data["cluster"], *form.window(),
-                                                       highlight=form.cleaned_data.get("event"))
+        context["timeline"] = incident_selectors.build(
+            form.cleaned_data["cluster"], *form.window(), highlight=form.cleaned_data.get("event")
+        )
         context["shift"] = form.shift_links()
     context["form"] = form.showing_window()  # From/To say the window shown, never left empty
     return TemplateResponse(request, "audit/incident.html", context)
@@ -188,26 +203,45 @@ def verify(request):
                 state = None
         if state is None:
             after_id, prev = chain_start()
-            state = {"after": after_id, "prev": prev, "checked": 0, "archives": bool(request.POST.get("archives")),
-                     "t0": time.time()}
+            state = {
+                "after": after_id,
+                "prev": prev,
+                "checked": 0,
+                "archives": bool(request.POST.get("archives")),
+                "t0": time.time(),
+            }
         progress = Progress(state["after"], state["prev"], state["checked"], state.get("scheme"))
         verify_some(progress, deadline=time.monotonic() + VERIFY_BUDGET_S)
         context["progress"] = progress
         if progress.done:
-            context["archive_results"] = ([(a, *verify_archive(a)) for a in AuditArchive.objects.order_by("last_id")]
-                                          if state["archives"] else [])
+            context["archive_results"] = (
+                [(a, *verify_archive(a)) for a in AuditArchive.objects.order_by("last_id")] if state["archives"] else []
+            )
             bad_archives = [a.pk for a, ok, _ in context["archive_results"] if not ok]
             context["elapsed_s"] = round(time.time() - state["t0"], 2)
-            record("verify audit chain", request=request,
-                   outcome="failure" if progress.broken is not None or bad_archives else "success",
-                   details={"checked": progress.checked, "broken_event": getattr(progress.broken, "pk", None),
-                            "reason": progress.reason, "archives_checked": len(context["archive_results"]),
-                            "bad_archives": bad_archives})
+            record(
+                "verify audit chain",
+                request=request,
+                outcome="failure" if progress.broken is not None or bad_archives else "success",
+                details={
+                    "checked": progress.checked,
+                    "broken_event": getattr(progress.broken, "pk", None),
+                    "reason": progress.reason,
+                    "archives_checked": len(context["archive_results"]),
+                    "bad_archives": bad_archives,
+                },
+            )
         else:
             context["continuation"] = signing.dumps(
-                {**state, "after": progress.last_id, "prev": progress.last_hash, "checked": progress.checked,
-                 "scheme": progress.last_scheme},
-                salt=VERIFY_SALT)
+                {
+                    **state,
+                    "after": progress.last_id,
+                    "prev": progress.last_hash,
+                    "checked": progress.checked,
+                    "scheme": progress.last_scheme,
+                },
+                salt=VERIFY_SALT,
+            )
         if request.htmx:
             return TemplateResponse(request, "audit/verify.html#result", context)
     return TemplateResponse(request, "audit/verify.html", context)

@@ -3,6 +3,7 @@
 Reads wsrep status and variables, read_only and replica status; the few writes an operation needs
 (read_only, wsrep_desync). Galera-only figures are None on a node that is not a Galera node.
 """
+
 import re
 from dataclasses import dataclass
 
@@ -11,12 +12,29 @@ from django.conf import settings
 from .credential_hosts import credentials_allowed
 from .wire import NotAllowed, Rejected, TimedConnection, UnexpectedResult
 
-_STATUS_NAMES = ("wsrep_local_state", "wsrep_local_state_comment", "wsrep_cluster_status", "wsrep_cluster_size",
-                 "wsrep_ready", "wsrep_local_recv_queue", "wsrep_flow_control_paused", "wsrep_last_committed",
-                 "wsrep_connected", "wsrep_cluster_state_uuid", "wsrep_flow_control_paused_ns",
-                 "wsrep_flow_control_sent")
-_VARIABLE_NAMES = ("wsrep_on", "wsrep_desync", "wsrep_sync_wait", "wsrep_reject_queries", "read_only",
-                   "pxc_maint_mode", "version")
+_STATUS_NAMES = (
+    "wsrep_local_state",
+    "wsrep_local_state_comment",
+    "wsrep_cluster_status",
+    "wsrep_cluster_size",
+    "wsrep_ready",
+    "wsrep_local_recv_queue",
+    "wsrep_flow_control_paused",
+    "wsrep_last_committed",
+    "wsrep_connected",
+    "wsrep_cluster_state_uuid",
+    "wsrep_flow_control_paused_ns",
+    "wsrep_flow_control_sent",
+)
+_VARIABLE_NAMES = (
+    "wsrep_on",
+    "wsrep_desync",
+    "wsrep_sync_wait",
+    "wsrep_reject_queries",
+    "read_only",
+    "pxc_maint_mode",
+    "version",
+)
 
 
 @dataclass(frozen=True)
@@ -60,11 +78,26 @@ def _on(value):
 class BackendClient:
     """A monitor connection to one backend node. Use as a context manager, or call close()."""
 
-    def __init__(self, host, port, user, password, *, name=None, connect_timeout=None, read_timeout=None,
-                 tls_ca=None, tls_verify=True):
+    def __init__(
+        self,
+        host,
+        port,
+        user,
+        password,
+        *,
+        name=None,
+        connect_timeout=None,
+        read_timeout=None,
+        tls_ca=None,
+        tls_verify=True,
+    ):
         self.name = name or f"backend {host}:{port}"
         self.wire = TimedConnection(
-            node=self.name, host=host, port=port, user=user, password=password,
+            node=self.name,
+            host=host,
+            port=port,
+            user=user,
+            password=password,
             connect_timeout=connect_timeout or settings.BACKEND_CONNECT_TIMEOUT,
             read_timeout=read_timeout or settings.BACKEND_READ_TIMEOUT,
             tls_ca=tls_ca,  # a CA (PEM): TLS, verified against it, or no connection
@@ -81,8 +114,15 @@ class BackendClient:
             allowed, reason = credentials_allowed(cluster, server.hostname, server.port)
             if not allowed:
                 raise NotAllowed(f"backend {server.hostname}:{server.port}", "connect", reason)
-        return cls(server.hostname, server.port, cluster.monitor_user, cluster.monitor_password,
-                   name=f"backend {server.hostname}:{server.port}", **cluster.client_tls(), **timeouts)
+        return cls(
+            server.hostname,
+            server.port,
+            cluster.monitor_user,
+            cluster.monitor_password,
+            name=f"backend {server.hostname}:{server.port}",
+            **cluster.client_tls(),
+            **timeouts,
+        )
 
     def __enter__(self):
         return self
@@ -112,7 +152,10 @@ class BackendClient:
             if not wsrep_on:
                 return state
             return NodeState(
-                version=state.version, read_only=state.read_only, wsrep_on=True, pxc_maint_mode=state.pxc_maint_mode,
+                version=state.version,
+                read_only=state.read_only,
+                wsrep_on=True,
+                pxc_maint_mode=state.pxc_maint_mode,
                 local_state=int(status["wsrep_local_state"]),
                 local_state_comment=status.get("wsrep_local_state_comment"),
                 cluster_status=status.get("wsrep_cluster_status"),
@@ -138,7 +181,8 @@ class BackendClient:
     def last_committed(self):
         """wsrep_last_committed alone (None when not a Galera node): the catch-up's probe, one light query."""
         value = self._pairs("SHOW GLOBAL STATUS", ("wsrep_last_committed",), "read wsrep_last_committed").get(
-            "wsrep_last_committed")
+            "wsrep_last_committed"
+        )
         try:
             return None if value is None else int(value)
         except ValueError:
@@ -147,16 +191,21 @@ class BackendClient:
     def view_addresses(self):
         """The client addresses (host:port) of the members of this Galera node's current view
         (wsrep_incoming_addresses); [] on a node that is not a Galera node."""
-        value = self._pairs("SHOW GLOBAL STATUS", ("wsrep_incoming_addresses",), "read the view's members").get(
-            "wsrep_incoming_addresses") or ""
+        value = (
+            self._pairs("SHOW GLOBAL STATUS", ("wsrep_incoming_addresses",), "read the view's members").get(
+                "wsrep_incoming_addresses"
+            )
+            or ""
+        )
         return [address.strip() for address in str(value).split(",") if address.strip()]
 
     def can_reset_replica(self):
         """Does this connection's user hold what RESET SLAVE ALL needs (RELOAD, or every privilege on *.*)? A move's
         rollback removes a new replica's channel with it."""
         grants = [str(r[0]).upper() for r in self.wire.execute("SHOW GRANTS", action="read its grants").rows]
-        return any(g.startswith("GRANT ") and " ON *.* " in g and ("RELOAD" in g or "ALL PRIVILEGES" in g)
-                   for g in grants)
+        return any(
+            g.startswith("GRANT ") and " ON *.* " in g and ("RELOAD" in g or "ALL PRIVILEGES" in g) for g in grants
+        )
 
     def read_only(self):
         return _on(self.wire.execute("SELECT @@global.read_only", action="read read_only").rows[0][0])
@@ -179,8 +228,12 @@ class BackendClient:
 
     def wait_for_gtid(self, position, timeout_s):
         """MASTER_GTID_WAIT: True when this replica applied `position` within the timeout."""
-        result = self.wire.execute("SELECT MASTER_GTID_WAIT(%s, %s)", (position, float(timeout_s)),
-                                   action="wait for GTID", timeout=float(timeout_s) + self.wire.read_timeout)
+        result = self.wire.execute(
+            "SELECT MASTER_GTID_WAIT(%s, %s)",
+            (position, float(timeout_s)),
+            action="wait for GTID",
+            timeout=float(timeout_s) + self.wire.read_timeout,
+        )
         return str(result.rows[0][0]) == "0"
 
     def stop_replication(self, reset=False):
@@ -193,7 +246,10 @@ class BackendClient:
         self.wire.execute("STOP SLAVE", action="stop replication")
         self.wire.execute(
             "CHANGE MASTER TO MASTER_HOST=%s, MASTER_PORT=%s, MASTER_USER=%s, MASTER_PASSWORD=%s, "
-            "MASTER_USE_GTID=slave_pos", (host, int(port), user, password), action="change primary")
+            "MASTER_USE_GTID=slave_pos",
+            (host, int(port), user, password),
+            action="change primary",
+        )
         self.wire.execute("START SLAVE", action="start replication")
 
     def take_own_binlog_as_replica_position(self):
@@ -206,8 +262,9 @@ class BackendClient:
 
     def group_replication_set_as_primary(self, member_uuid):
         """MySQL 8 Group Replication: make `member_uuid` the primary (single-primary mode)."""
-        self.wire.execute("SELECT group_replication_set_as_primary(%s)", (member_uuid,),
-                          action="group_replication_set_as_primary")
+        self.wire.execute(
+            "SELECT group_replication_set_as_primary(%s)", (member_uuid,), action="group_replication_set_as_primary"
+        )
 
     def set_wsrep_desync(self, on):
         self.wire.execute("SET GLOBAL wsrep_desync=%s", ("ON" if on else "OFF",), action="set wsrep_desync")
@@ -217,26 +274,42 @@ class BackendClient:
         """The default replication connection as this node sees it, with its GTID positions (on MySQL, which has
         no gtid_slave_pos, both are its gtid_executed)."""
         status = self.replica_status() or {}
-        read = "SELECT @@global.gtid_executed, @@global.gtid_executed" if mysql else \
-            "SELECT @@global.gtid_slave_pos, @@global.gtid_binlog_pos"
+        read = (
+            "SELECT @@global.gtid_executed, @@global.gtid_executed"
+            if mysql
+            else "SELECT @@global.gtid_slave_pos, @@global.gtid_binlog_pos"
+        )
         slave_pos, binlog_pos = self.wire.execute(read, action="read GTID positions").rows[0]
         behind = status.get("Seconds_Behind_Master")
         return ChannelRead(
-            source_host=status.get("Master_Host") or "", source_port=_int_or_none(status.get("Master_Port")),
-            io_running=status.get("Slave_IO_Running") or "", sql_running=status.get("Slave_SQL_Running") or "",
-            seconds_behind=_int_or_none(behind), last_io_errno=_int_or_none(status.get("Last_IO_Errno")) or 0,
-            last_io_error=status.get("Last_IO_Error") or "", last_sql_errno=_int_or_none(status.get("Last_SQL_Errno")) or 0,
-            last_sql_error=status.get("Last_SQL_Error") or "", gtid_io_pos=status.get("Gtid_IO_Pos") or "",
-            gtid_slave_pos=slave_pos or "", gtid_binlog_pos=binlog_pos or "")
+            source_host=status.get("Master_Host") or "",
+            source_port=_int_or_none(status.get("Master_Port")),
+            io_running=status.get("Slave_IO_Running") or "",
+            sql_running=status.get("Slave_SQL_Running") or "",
+            seconds_behind=_int_or_none(behind),
+            last_io_errno=_int_or_none(status.get("Last_IO_Errno")) or 0,
+            last_io_error=status.get("Last_IO_Error") or "",
+            last_sql_errno=_int_or_none(status.get("Last_SQL_Errno")) or 0,
+            last_sql_error=status.get("Last_SQL_Error") or "",
+            gtid_io_pos=status.get("Gtid_IO_Pos") or "",
+            gtid_slave_pos=slave_pos or "",
+            gtid_binlog_pos=binlog_pos or "",
+        )
 
     def native_sources(self, channel=""):
         """MySQL 8.0.22+: (SOURCE_CONNECTION_AUTO_FAILOVER on, [(host, port, weight)] of the channel's source list)."""
         rows = self.wire.execute(
             "SELECT HOST, PORT, WEIGHT FROM performance_schema.replication_asynchronous_connection_failover "
-            "WHERE CHANNEL_NAME = %s ORDER BY WEIGHT DESC, HOST, PORT", (channel,), action="read source list").rows
-        on = self.wire.execute("SELECT SOURCE_CONNECTION_AUTO_FAILOVER FROM performance_schema."
-                               "replication_connection_configuration WHERE CHANNEL_NAME = %s", (channel,),
-                               action="read source failover").rows
+            "WHERE CHANNEL_NAME = %s ORDER BY WEIGHT DESC, HOST, PORT",
+            (channel,),
+            action="read source list",
+        ).rows
+        on = self.wire.execute(
+            "SELECT SOURCE_CONNECTION_AUTO_FAILOVER FROM performance_schema."
+            "replication_connection_configuration WHERE CHANNEL_NAME = %s",
+            (channel,),
+            action="read source failover",
+        ).rows
         return bool(on and _on(str(on[0][0]))), [(h, int(p), int(w)) for h, p, w in rows]
 
     def gtid_origin(self):
@@ -244,7 +317,9 @@ class BackendClient:
         Galera node with wsrep_gtid_mode, else gtid_domain_id."""
         wsrep_on, gtid_mode, wsrep_domain, own_domain, binlog_pos = self.wire.execute(
             "SELECT @@global.wsrep_on, @@global.wsrep_gtid_mode, @@global.wsrep_gtid_domain_id, "
-            "@@global.gtid_domain_id, @@global.gtid_binlog_pos", action="read GTID domain").rows[0]
+            "@@global.gtid_domain_id, @@global.gtid_binlog_pos",
+            action="read GTID domain",
+        ).rows[0]
         domain = wsrep_domain if _on(wsrep_on) and _on(gtid_mode) else own_domain
         return int(domain), binlog_pos or ""
 
@@ -267,8 +342,19 @@ class BackendClient:
         return self.wire.execute(sql, action=action)
 
     # Privileges that let a user only read (and see what runs): anything else and the EXPLAIN user is not read-only.
-    READ_ONLY_PRIVILEGES = frozenset({"SELECT", "SHOW VIEW", "USAGE", "PROCESS", "SHOW DATABASES", "REPLICATION CLIENT",
-                                      "BINLOG MONITOR", "SLAVE MONITOR", "REPLICA MONITOR"})
+    READ_ONLY_PRIVILEGES = frozenset(
+        {
+            "SELECT",
+            "SHOW VIEW",
+            "USAGE",
+            "PROCESS",
+            "SHOW DATABASES",
+            "REPLICATION CLIENT",
+            "BINLOG MONITOR",
+            "SLAVE MONITOR",
+            "REPLICA MONITOR",
+        }
+    )
 
     def write_privileges(self):
         """The privileges of the connected user beyond reading (SHOW GRANTS), e.g. ["INSERT ON `shop`.*"]; a grant
@@ -280,8 +366,11 @@ class BackendClient:
             if match is None:
                 found.append(line.split(" TO ")[0])
                 continue
-            found += [f"{p.strip()} ON {match.group(2)}" for p in match.group(1).split(",")
-                      if p.strip().upper() not in self.READ_ONLY_PRIVILEGES]
+            found += [
+                f"{p.strip()} ON {match.group(2)}"
+                for p in match.group(1).split(",")
+                if p.strip().upper() not in self.READ_ONLY_PRIVILEGES
+            ]
         return found
 
     def explain(self, sql, schema, limit_s):
@@ -291,11 +380,15 @@ class BackendClient:
         if schema:
             self.wire.execute("USE `" + schema.replace("`", "``") + "`", action="use schema")
         self.wire.execute("START TRANSACTION READ ONLY", action="read only")  # ended by ROLLBACK or the close
-        result = self.wire.execute(f"SET STATEMENT max_statement_time={float(limit_s):g} FOR EXPLAIN {sql}",
-                                   action="explain", timeout=float(limit_s) + 1)
+        result = self.wire.execute(
+            f"SET STATEMENT max_statement_time={float(limit_s):g} FOR EXPLAIN {sql}",
+            action="explain",
+            timeout=float(limit_s) + 1,
+        )
         self.wire.execute("ROLLBACK", action="read only")
-        return result.columns, [tuple(v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in row)
-                                for row in result.rows]
+        return result.columns, [
+            tuple(v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in row) for row in result.rows
+        ]
 
 
 @dataclass(frozen=True)

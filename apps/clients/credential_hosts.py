@@ -15,6 +15,7 @@ preview and confirm, and BackendClient.for_server (the polls, operations, re-pro
 (NotAllowed). It lives here, in the lowest app, so that the client itself is the last line of defence; `cluster` is a
 fleet.Cluster, read by attribute.
 """
+
 import ipaddress
 import re
 from typing import Any
@@ -117,5 +118,7 @@ def credentials_allowed(cluster: Any, host: str, port: int | None = None) -> tup
     if cluster is not None and cluster.pk and _in_cluster(cluster, host):
         return True, f"{where} is already in {cluster}"
     whose = f"{cluster}'s" if cluster is not None else "a new cluster's"
-    return False, (f"{where} is not a host of {whose} (its {SETTING} is empty: only its current backends, nodes and "
-                   f"loopback are allowed): no stored credentials are sent there")
+    return False, (
+        f"{where} is not a host of {whose} (its {SETTING} is empty: only its current backends, nodes and "
+        f"loopback are allowed): no stored credentials are sent there"
+    )

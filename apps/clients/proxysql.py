@@ -3,6 +3,7 @@
 Every value ProxySQL's admin returns is a string; this module converts to typed rows and raises
 UnexpectedResult when a column is missing or a value is not what ProxySQL would send.
 """
+
 import json
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -15,8 +16,15 @@ from django.db.models import prefetch_related_objects
 from .wire import ClientError, Rejected, TimedConnection, UnexpectedResult
 
 # Modules of LOAD/SAVE statements. Only these strings are ever put into such a statement.
-MODULES = ("MYSQL SERVERS", "MYSQL USERS", "MYSQL QUERY RULES", "MYSQL VARIABLES", "ADMIN VARIABLES",
-           "SCHEDULER", "PROXYSQL SERVERS")
+MODULES = (
+    "MYSQL SERVERS",
+    "MYSQL USERS",
+    "MYSQL QUERY RULES",
+    "MYSQL VARIABLES",
+    "ADMIN VARIABLES",
+    "SCHEDULER",
+    "PROXYSQL SERVERS",
+)
 SERVER_STATUSES = ("ONLINE", "SHUNNED", "OFFLINE_SOFT", "OFFLINE_HARD")
 
 
@@ -50,8 +58,9 @@ def _columns(cls):
     """[(field name, "int" | "int?" | None)] of a row class, worked out once (dataclasses.fields() at every row of
     every poll was a tenth of a poll's CPU)."""
     if cls not in _column_kinds:
-        _column_kinds[cls] = [(f.name, "int" if f.type is int else "int?" if f.type == _OPTIONAL_INT else None)
-                              for f in fields(cls)]
+        _column_kinds[cls] = [
+            (f.name, "int" if f.type is int else "int?" if f.type == _OPTIONAL_INT else None) for f in fields(cls)
+        ]
     return _column_kinds[cls]
 
 
@@ -81,8 +90,17 @@ class ServerRow:
 
 
 # Fields compared for drift and written by operations (everything but the key).
-SERVER_FIELDS = ("status", "weight", "max_connections", "max_replication_lag", "compression", "use_ssl",
-                 "max_latency_ms", "gtid_port", "comment")
+SERVER_FIELDS = (
+    "status",
+    "weight",
+    "max_connections",
+    "max_replication_lag",
+    "compression",
+    "use_ssl",
+    "max_latency_ms",
+    "gtid_port",
+    "comment",
+)
 # Statuses ProxySQL sets by itself at runtime (after connection errors), never written by anyone: a
 # runtime row with one of them is configured ONLINE. It recovers lazily and per ProxySQL node, and a
 # LOAD that changes the row resets it (see ../shared/proxysql-reference/README.md).
@@ -143,11 +161,21 @@ class ProxySQLPeer:
 
 # ProxySQL Cluster: the modules its native sync carries (2.7 adds mysql_servers_v2, ldap_variables where built with
 # LDAP), and the admin variables that say whether and how each one syncs (never the cluster password).
-CLUSTER_MODULES = ("mysql_servers", "mysql_users", "mysql_query_rules", "mysql_variables", "admin_variables",
-                   "proxysql_servers", "ldap_variables")
-CLUSTER_VARIABLES = ("admin-cluster_username", "admin-cluster_check_interval_ms",
-                     "admin-cluster_mysql_servers_sync_algorithm",
-                     *(f"admin-cluster_{m}_{what}" for m in CLUSTER_MODULES for what in ("diffs_before_sync", "save_to_disk")))
+CLUSTER_MODULES = (
+    "mysql_servers",
+    "mysql_users",
+    "mysql_query_rules",
+    "mysql_variables",
+    "admin_variables",
+    "proxysql_servers",
+    "ldap_variables",
+)
+CLUSTER_VARIABLES = (
+    "admin-cluster_username",
+    "admin-cluster_check_interval_ms",
+    "admin-cluster_mysql_servers_sync_algorithm",
+    *(f"admin-cluster_{m}_{what}" for m in CLUSTER_MODULES for what in ("diffs_before_sync", "save_to_disk")),
+)
 
 
 @dataclass(frozen=True)
@@ -272,8 +300,21 @@ class DigestRow:
         return (self.hostgroup, self.schemaname, self.username, self.client_address, self.digest)
 
 
-DIGEST_COLUMNS = ("hostgroup", "schemaname", "username", "client_address", "digest", "count_star", "first_seen",
-                  "last_seen", "sum_time", "min_time", "max_time", "sum_rows_affected", "sum_rows_sent")
+DIGEST_COLUMNS = (
+    "hostgroup",
+    "schemaname",
+    "username",
+    "client_address",
+    "digest",
+    "count_star",
+    "first_seen",
+    "last_seen",
+    "sum_time",
+    "min_time",
+    "max_time",
+    "sum_rows_affected",
+    "sum_rows_sent",
+)
 
 
 @dataclass(frozen=True)
@@ -314,11 +355,26 @@ class CommandCounter:
 class ProxySQLAdmin:
     """An admin connection to one ProxySQL node. Use as a context manager, or call close()."""
 
-    def __init__(self, host, port, user, password, *, name=None, connect_timeout=None, read_timeout=None,
-                 tls_ca=None, tls_verify=True):
+    def __init__(
+        self,
+        host,
+        port,
+        user,
+        password,
+        *,
+        name=None,
+        connect_timeout=None,
+        read_timeout=None,
+        tls_ca=None,
+        tls_verify=True,
+    ):
         self.name = name or f"proxysql {host}:{port}"
         self.wire = TimedConnection(
-            node=self.name, host=host, port=port, user=user, password=password,
+            node=self.name,
+            host=host,
+            port=port,
+            user=user,
+            password=password,
             connect_timeout=connect_timeout or settings.PROXYSQL_CONNECT_TIMEOUT,
             read_timeout=read_timeout or settings.PROXYSQL_READ_TIMEOUT,
             tls_ca=tls_ca,  # a CA (PEM): TLS, verified against it, or no connection
@@ -330,8 +386,15 @@ class ProxySQLAdmin:
         """Client for a fleet.ProxySQLNode (decrypts its password only here), with its cluster's TLS setting (none for
         a node of no cluster yet: an adoption's unsaved node)."""
         tls = node.cluster.client_tls() if node.cluster_id is not None else {}
-        return cls(node.admin_host, node.admin_port, node.admin_user, node.admin_password,
-                   name=f"ProxySQL {node.name} ({node.admin_host}:{node.admin_port})", **tls, **timeouts)
+        return cls(
+            node.admin_host,
+            node.admin_port,
+            node.admin_user,
+            node.admin_password,
+            name=f"ProxySQL {node.name} ({node.admin_host}:{node.admin_port})",
+            **tls,
+            **timeouts,
+        )
 
     @property
     def endpoint(self):
@@ -396,26 +459,37 @@ class ProxySQLAdmin:
         return self._table_or_empty(f"SELECT * FROM {table}", GroupReplicationHostgroups, table)
 
     def proxysql_servers(self):
-        return self._select("SELECT hostname, port, weight, comment FROM runtime_proxysql_servers",
-                            ProxySQLPeer, "runtime_proxysql_servers")
+        return self._select(
+            "SELECT hostname, port, weight, comment FROM runtime_proxysql_servers",
+            ProxySQLPeer,
+            "runtime_proxysql_servers",
+        )
 
     def checksums(self):
         """runtime_checksums_values: this node's version, epoch and checksum per module."""
-        return self._select("SELECT name, version, epoch, checksum FROM runtime_checksums_values ORDER BY name",
-                            ModuleChecksum, "runtime_checksums_values")
+        return self._select(
+            "SELECT name, version, epoch, checksum FROM runtime_checksums_values ORDER BY name",
+            ModuleChecksum,
+            "runtime_checksums_values",
+        )
 
     def peer_checksums(self):
         """stats_proxysql_servers_checksums: each peer's checksums as this node's cluster thread last read them."""
-        return self._select("SELECT hostname, port, name, version, epoch, checksum, changed_at, updated_at, diff_check"
-                            " FROM stats_proxysql_servers_checksums ORDER BY hostname, port, name",
-                            PeerChecksum, "stats_proxysql_servers_checksums")
+        return self._select(
+            "SELECT hostname, port, name, version, epoch, checksum, changed_at, updated_at, diff_check"
+            " FROM stats_proxysql_servers_checksums ORDER BY hostname, port, name",
+            PeerChecksum,
+            "stats_proxysql_servers_checksums",
+        )
 
     def mirror_rules(self):
         return self._select(
             "SELECT rule_id, active, match_digest, match_pattern, destination_hostgroup, mirror_hostgroup,"
             " mirror_flagOUT FROM runtime_mysql_query_rules"
             " WHERE mirror_hostgroup IS NOT NULL OR mirror_flagOUT IS NOT NULL ORDER BY rule_id",
-            MirrorRule, "runtime_mysql_query_rules")
+            MirrorRule,
+            "runtime_mysql_query_rules",
+        )
 
     def mirroring_rules(self):
         """The runtime rules that mirror (mirror_hostgroup or mirror_flagOUT set), and the rules that send
@@ -425,7 +499,9 @@ class ProxySQLAdmin:
             f"SELECT {QUERY_RULE_COLUMNS} FROM {table}"
             f" WHERE mirror_hostgroup IS NOT NULL OR mirror_flagOUT IS NOT NULL OR destination_hostgroup IN"
             f" (SELECT mirror_hostgroup FROM {table} WHERE mirror_hostgroup IS NOT NULL) ORDER BY rule_id",
-            QueryRule, table)
+            QueryRule,
+            table,
+        )
 
     def query_rule_hits(self, rule_ids):
         """{rule_id: hits} from stats_mysql_query_rules for these rules (cumulative since the rules were
@@ -434,8 +510,11 @@ class ProxySQLAdmin:
         if not ids:
             return {}
         table = "stats_mysql_query_rules"
-        result = self.wire.execute(f"SELECT rule_id, hits FROM {table} WHERE rule_id IN ({','.join(['%s'] * len(ids))})",
-                                   tuple(ids), action=f"read {table}")
+        result = self.wire.execute(
+            f"SELECT rule_id, hits FROM {table} WHERE rule_id IN ({','.join(['%s'] * len(ids))})",
+            tuple(ids),
+            action=f"read {table}",
+        )
         try:
             return {int(rule_id): int(hits) for rule_id, hits in result.rows}
         except (TypeError, ValueError):
@@ -444,19 +523,25 @@ class ProxySQLAdmin:
     def users(self):
         return self._select(
             "SELECT username, active, default_hostgroup, transaction_persistent, fast_forward, comment"
-            " FROM runtime_mysql_users WHERE frontend=1 ORDER BY username", UserRow, "runtime_mysql_users")
+            " FROM runtime_mysql_users WHERE frontend=1 ORDER BY username",
+            UserRow,
+            "runtime_mysql_users",
+        )
 
     def query_rules(self):
         table = "runtime_mysql_query_rules"
         return self._select(f"SELECT {QUERY_RULE_COLUMNS} FROM {table} ORDER BY rule_id", QueryRule, table)
 
     def global_variables(self, names, layer="runtime"):
-        table = {"runtime": "runtime_global_variables", "memory": "global_variables",
-                 "disk": "disk.global_variables"}[layer]
+        table = {"runtime": "runtime_global_variables", "memory": "global_variables", "disk": "disk.global_variables"}[
+            layer
+        ]
         placeholders = ",".join(["%s"] * len(names))
         result = self.wire.execute(
             f"SELECT variable_name, variable_value FROM {table} WHERE variable_name IN ({placeholders})",
-            tuple(names), action=f"read {table}")
+            tuple(names),
+            action=f"read {table}",
+        )
         return {name: value for name, value in result.rows}
 
     def config_rows(self, table, columns, key, layer="runtime"):
@@ -464,16 +549,18 @@ class ProxySQLAdmin:
         dicts of the strings ProxySQL sends. `table`, `columns` and `key` come from the caller's constants
         (apps.configuration.tables), never from input; a table whose columns differ is UnexpectedResult."""
         name = {"runtime": f"runtime_{table}", "memory": table, "disk": f"disk.{table}"}[layer]
-        result = self.wire.execute(f"SELECT {', '.join(columns)} FROM {name} ORDER BY {', '.join(key)}",
-                                   action=f"read {name}")
+        result = self.wire.execute(
+            f"SELECT {', '.join(columns)} FROM {name} ORDER BY {', '.join(key)}", action=f"read {name}"
+        )
         if tuple(result.columns) != tuple(columns):
             raise UnexpectedResult(self.name, f"read {name}", f"columns {result.columns!r}")
         return result.dicts()
 
     def all_variables(self, layer="runtime"):
         """{variable_name: value} for every global variable of one layer (memory, runtime or disk)."""
-        table = {"runtime": "runtime_global_variables", "memory": "global_variables",
-                 "disk": "disk.global_variables"}[layer]
+        table = {"runtime": "runtime_global_variables", "memory": "global_variables", "disk": "disk.global_variables"}[
+            layer
+        ]
         result = self.wire.execute(f"SELECT variable_name, variable_value FROM {table}", action=f"read {table}")
         return {name: value for name, value in result.rows}
 
@@ -482,8 +569,9 @@ class ProxySQLAdmin:
         return self._select("SELECT * FROM stats_mysql_connection_pool", PoolRow, "stats_mysql_connection_pool")
 
     def stats_global(self):
-        result = self.wire.execute("SELECT Variable_Name, Variable_Value FROM stats_mysql_global",
-                                   action="read stats_mysql_global")
+        result = self.wire.execute(
+            "SELECT Variable_Name, Variable_Value FROM stats_mysql_global", action="read stats_mysql_global"
+        )
         return {name: value for name, value in result.rows}
 
     def query_digest(self, *, timeout=None):
@@ -494,8 +582,9 @@ class ProxySQLAdmin:
         the wait for the first byte instead of the client's default read timeout.
         """
         table = "stats_mysql_query_digest"
-        result = self.wire.execute(f"SELECT {', '.join(DIGEST_COLUMNS)} FROM {table}", action=f"read {table}",
-                                   timeout=timeout)
+        result = self.wire.execute(
+            f"SELECT {', '.join(DIGEST_COLUMNS)} FROM {table}", action=f"read {table}", timeout=timeout
+        )
         if tuple(result.columns) != DIGEST_COLUMNS:
             raise UnexpectedResult(self.name, f"read {table}", f"columns {result.columns!r}")
         rows = []
@@ -503,23 +592,42 @@ class ProxySQLAdmin:
             for hg, schema, user, client, digest, count, first, last, total, least, most, affected, sent in result.rows:
                 if not digest:
                     raise ValueError(digest)
-                rows.append(DigestRow(int(hg), schema or "", user or "", client or "", digest, int(count), int(first),
-                                      int(last), int(total), int(least), int(most), int(affected), int(sent)))
+                rows.append(
+                    DigestRow(
+                        int(hg),
+                        schema or "",
+                        user or "",
+                        client or "",
+                        digest,
+                        int(count),
+                        int(first),
+                        int(last),
+                        int(total),
+                        int(least),
+                        int(most),
+                        int(affected),
+                        int(sent),
+                    )
+                )
         except (TypeError, ValueError):
-            raise UnexpectedResult(self.name, f"read {table}", f"not a digest row: {result.rows[len(rows)]!r}") from None
+            raise UnexpectedResult(
+                self.name, f"read {table}", f"not a digest row: {result.rows[len(rows)]!r}"
+            ) from None
         return rows
 
     def query_digest_texts(self, digests=None, *, timeout=None):
         """{digest: digest_text} for these digest hashes (all when None), read in chunks."""
         table = "stats_mysql_query_digest"
         wanted = None if digests is None else sorted(set(digests))
-        chunks = [None] if wanted is None else [wanted[i:i + 500] for i in range(0, len(wanted), 500)]
+        chunks = [None] if wanted is None else [wanted[i : i + 500] for i in range(0, len(wanted), 500)]
         texts = {}
         for chunk in chunks:
-            where, params = ("", ()) if chunk is None else (f" WHERE digest IN ({','.join(['%s'] * len(chunk))})",
-                                                              tuple(chunk))
-            result = self.wire.execute(f"SELECT digest, digest_text FROM {table}{where}", params,
-                                       action=f"read {table} texts", timeout=timeout)
+            where, params = (
+                ("", ()) if chunk is None else (f" WHERE digest IN ({','.join(['%s'] * len(chunk))})", tuple(chunk))
+            )
+            result = self.wire.execute(
+                f"SELECT digest, digest_text FROM {table}{where}", params, action=f"read {table} texts", timeout=timeout
+            )
             for digest, text in result.rows:
                 if isinstance(text, bytes):
                     text = text.decode("utf-8", "replace")
@@ -531,7 +639,9 @@ class ProxySQLAdmin:
         result = self.wire.execute(
             "SELECT IFNULL(SUM(ConnUsed),0) FROM stats_mysql_connection_pool"
             " WHERE hostgroup=%s AND srv_host=%s AND srv_port=%s",
-            (int(hostgroup), hostname, int(port)), action="read ConnUsed")
+            (int(hostgroup), hostname, int(port)),
+            action="read ConnUsed",
+        )
         try:
             return int(result.rows[0][0])
         except (IndexError, TypeError, ValueError):
@@ -541,8 +651,11 @@ class ProxySQLAdmin:
         """stats_mysql_processlist (one session's row with `session_id`) as dicts; `extended_info` parsed from JSON when ProxySQL fills it
         (mysql-show_processlist_extended=1 or 2), else None."""
         one = session_id is not None  # `if session_id` read every session for id 0 (its first row described session 1)
-        result = self.wire.execute("SELECT * FROM stats_mysql_processlist" + (" WHERE SessionID=%s" if one else ""),
-                                   (int(session_id),) if one else (), action="read stats_mysql_processlist")
+        result = self.wire.execute(
+            "SELECT * FROM stats_mysql_processlist" + (" WHERE SessionID=%s" if one else ""),
+            (int(session_id),) if one else (),
+            action="read stats_mysql_processlist",
+        )
         rows = []
         for row in result.dicts():
             info = row.get("extended_info")
@@ -560,30 +673,53 @@ class ProxySQLAdmin:
         running first, at most `limit`): ProxySQL's only example of a digest's real text (info, literals included).
         A mirror rule's copy runs as a session of its own whose client is 'mirror_internal' (measured on 2.7.1,
         lab/tests/test_real_mirror_processlist.py): not the application's query, left out."""
-        result = self.wire.execute("SELECT hostgroup, user, db, srv_host, srv_port, time_ms, info FROM"
-                                   " stats_mysql_processlist WHERE info IS NOT NULL AND command IN ('Query', 'Execute')"
-                                   f" AND {NOT_MIRROR}"
-                                   " ORDER BY time_ms DESC LIMIT %s", (int(limit),), action="read stats_mysql_processlist")
+        result = self.wire.execute(
+            "SELECT hostgroup, user, db, srv_host, srv_port, time_ms, info FROM"
+            " stats_mysql_processlist WHERE info IS NOT NULL AND command IN ('Query', 'Execute')"
+            f" AND {NOT_MIRROR}"
+            " ORDER BY time_ms DESC LIMIT %s",
+            (int(limit),),
+            action="read stats_mysql_processlist",
+        )
         try:
-            return [(int(hg), user or "", db or "", host or "", int(port) if port not in (None, "") else None,
-                     int(ms or 0), info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info))
-                    for hg, user, db, host, port, ms, info in result.rows]
+            return [
+                (
+                    int(hg),
+                    user or "",
+                    db or "",
+                    host or "",
+                    int(port) if port not in (None, "") else None,
+                    int(ms or 0),
+                    info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info),
+                )
+                for hg, user, db, host, port, ms, info in result.rows
+            ]
         except (TypeError, ValueError):
             raise UnexpectedResult(self.name, "read stats_mysql_processlist", f"{result.rows[:3]!r}") from None
 
     def user_connections(self):
-        return self._select("SELECT username, frontend_connections, frontend_max_connections FROM stats_mysql_users"
-                            " ORDER BY username", UserConnections, "stats_mysql_users")
+        return self._select(
+            "SELECT username, frontend_connections, frontend_max_connections FROM stats_mysql_users ORDER BY username",
+            UserConnections,
+            "stats_mysql_users",
+        )
 
     def backend_errors(self, limit):
         """The `limit` most frequent rows of stats_mysql_errors (reading the table does not reset it)."""
-        return self._select("SELECT * FROM stats_mysql_errors ORDER BY count_star DESC, last_seen DESC LIMIT %s",
-                            ErrorRow, "stats_mysql_errors", (int(limit),))
+        return self._select(
+            "SELECT * FROM stats_mysql_errors ORDER BY count_star DESC, last_seen DESC LIMIT %s",
+            ErrorRow,
+            "stats_mysql_errors",
+            (int(limit),),
+        )
 
     def error_totals(self):
         """[(hostgroup, errno, count)]: every row of stats_mysql_errors summed by ProxySQL (a few rows)."""
-        result = self.wire.execute("SELECT hostgroup, errno, SUM(count_star) FROM stats_mysql_errors"
-                                   " GROUP BY hostgroup, errno ORDER BY hostgroup, errno", action="read stats_mysql_errors")
+        result = self.wire.execute(
+            "SELECT hostgroup, errno, SUM(count_star) FROM stats_mysql_errors"
+            " GROUP BY hostgroup, errno ORDER BY hostgroup, errno",
+            action="read stats_mysql_errors",
+        )
         try:
             return [(int(hg), int(errno), int(n)) for hg, errno, n in result.rows]
         except (TypeError, ValueError):
@@ -591,15 +727,21 @@ class ProxySQLAdmin:
 
     def command_counters(self):
         """The commands ProxySQL has seen at least once (most of its ~60 rows stay at 0)."""
-        return self._select("SELECT Command, Total_Time_us, Total_cnt FROM stats_mysql_commands_counters"
-                            " WHERE Total_cnt > 0 ORDER BY Command", CommandCounter, "stats_mysql_commands_counters")
+        return self._select(
+            "SELECT Command, Total_Time_us, Total_cnt FROM stats_mysql_commands_counters"
+            " WHERE Total_cnt > 0 ORDER BY Command",
+            CommandCounter,
+            "stats_mysql_commands_counters",
+        )
 
     def session_counts(self):
         """{command: (sessions, longest time_ms)} of the client sessions in stats_mysql_processlist, counted by
         ProxySQL: a poll reads a few rows however many sessions there are. Mirror copies (ProxySQL's own sessions,
         MIRROR_CLIENT) are no client's: left out."""
-        result = self.wire.execute("SELECT command, COUNT(*), MAX(time_ms) FROM stats_mysql_processlist"
-                                   f" WHERE {NOT_MIRROR} GROUP BY command", action="read stats_mysql_processlist")
+        result = self.wire.execute(
+            f"SELECT command, COUNT(*), MAX(time_ms) FROM stats_mysql_processlist WHERE {NOT_MIRROR} GROUP BY command",
+            action="read stats_mysql_processlist",
+        )
         try:
             return {command or "": (int(n), int(longest or 0)) for command, n, longest in result.rows}
         except (TypeError, ValueError):

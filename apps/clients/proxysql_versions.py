@@ -8,6 +8,7 @@ four. What a version lacks is a variable: ProxySQL answers `SET <unknown>=...` w
 "ERROR: Unknown global variable" and applies nothing, so a change of such a variable means something on one
 node and nothing on another.
 """
+
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -68,8 +69,7 @@ def one_side_lacks(name: str, intended: Mapping[str, Any], node_value: str | Non
     return name in VARIABLE_VERSIONS and (node_value is None or name not in (intended.get("global_variables") or {}))
 
 
-def versions_differ(name: str, intended: Mapping[str, Any], node_value: str | None,
-                    node_version: str | None) -> bool:
+def versions_differ(name: str, intended: Mapping[str, Any], node_value: str | None, node_version: str | None) -> bool:
     """Is the difference between intent and this node's value the versions' own, not drift and nothing to write?
     Either one side lacks a variable some versions lack (one_side_lacks), or the node holds its own version's default
     of a variable whose default differs between versions while intent holds another version's default (intent
@@ -92,8 +92,10 @@ def versions_with(name: str) -> str:
 # the rule routes by the exchanged values (sysown/proxysql#4867, fixed by #4872 in 2025-03). Told by its shape, not by
 # version: which released builds have it is not known here.
 MIRROR_COLUMNS = ("mirror_hostgroup", "mirror_flagOUT")
-MIRROR_SWAP_WORDS = ("ProxySQL 3.0 builds before the fix of sysown/proxysql#4867 exchange these two at LOAD MYSQL QUERY "
-                     "RULES TO RUNTIME and route by the exchanged values; no LOAD repairs it: upgrade the node")
+MIRROR_SWAP_WORDS = (
+    "ProxySQL 3.0 builds before the fix of sysown/proxysql#4867 exchange these two at LOAD MYSQL QUERY "
+    "RULES TO RUNTIME and route by the exchanged values; no LOAD repairs it: upgrade the node"
+)
 
 
 def mirror_swapped(want: Mapping[str, Any] | None, got: Mapping[str, Any] | None) -> bool:

@@ -16,6 +16,7 @@ plugins that hand the password to the server are allowed too (TLS_AUTH_PLUGINS):
 With the CA and `tls_verify=False` (a cluster's choice) the connection is TLS or none, but any certificate is taken:
 encrypted, not proved, so only ALLOWED_AUTH_PLUGINS.
 """
+
 import functools
 import hashlib
 import math
@@ -46,8 +47,10 @@ def checked_option_file(path):
     return str(path)
 
 
-AUTH_OPTIONS = {"read_default_file": checked_option_file(Path(__file__).with_name("restricted_auth.cnf")),
-                "read_default_group": "controlplane"}
+AUTH_OPTIONS = {
+    "read_default_file": checked_option_file(Path(__file__).with_name("restricted_auth.cnf")),
+    "read_default_group": "controlplane",
+}
 TLS_AUTH_OPTIONS = {**AUTH_OPTIONS, "read_default_group": "controlplane-verified-tls"}
 _TLS_CODES = {2026}  # CR_SSL_CONNECTION_ERROR: no TLS offered, or a certificate that does not verify
 # The server demands TLS and we came without (MySQL's require_secure_transport: 3159; MariaDB's: 1941).
@@ -67,12 +70,16 @@ def ca_file(pem):
     return str(path)
 
 
-PLUGIN_REFUSED = ("the server asked for an authentication plugin that is not allowed without verified TLS: refused, "
-                  f"the password was not sent (allowed: {', '.join(ALLOWED_AUTH_PLUGINS)}; mysql_clear_password "
-                  "would send it in clear, dialog, sha256_password and caching_sha2_password's full authentication "
-                  "hand it to the server)")
-PLUGIN_REFUSED_TLS = ("the server asked for an authentication plugin that is not allowed: refused, the password was "
-                      f"not sent (allowed over verified TLS: {', '.join(TLS_AUTH_PLUGINS)})")
+PLUGIN_REFUSED = (
+    "the server asked for an authentication plugin that is not allowed without verified TLS: refused, "
+    f"the password was not sent (allowed: {', '.join(ALLOWED_AUTH_PLUGINS)}; mysql_clear_password "
+    "would send it in clear, dialog, sha256_password and caching_sha2_password's full authentication "
+    "hand it to the server)"
+)
+PLUGIN_REFUSED_TLS = (
+    "the server asked for an authentication plugin that is not allowed: refused, the password was "
+    f"not sent (allowed over verified TLS: {', '.join(TLS_AUTH_PLUGINS)})"
+)
 
 
 class ClientError(Exception):
@@ -150,8 +157,20 @@ class Result:
 class TimedConnection:
     """One open connection to one server, reconnecting on demand, every call bounded."""
 
-    def __init__(self, *, node, host, port, user, password, connect_timeout, read_timeout, database=None, tls_ca=None,
-                 tls_verify=True):
+    def __init__(
+        self,
+        *,
+        node,
+        host,
+        port,
+        user,
+        password,
+        connect_timeout,
+        read_timeout,
+        database=None,
+        tls_ca=None,
+        tls_verify=True,
+    ):
         self.node = node
         self.tls_ca = tls_ca or None
         self.tls_verify = bool(tls_verify)  # with a CA: False takes TLS with any certificate (encrypted, not proved)
@@ -174,11 +193,15 @@ class TimedConnection:
         def attempt():
             try:
                 kwargs = dict(
-                    host=self.host, port=self.port, user=self.user, passwd=self.password or "",
+                    host=self.host,
+                    port=self.port,
+                    user=self.user,
+                    passwd=self.password or "",
                     connect_timeout=max(1, math.ceil(self.connect_timeout)),
                     read_timeout=max(1, math.ceil(self.read_timeout)),
                     write_timeout=max(1, math.ceil(self.read_timeout)),
-                    charset="utf8mb4", autocommit=True,
+                    charset="utf8mb4",
+                    autocommit=True,
                 )
                 if self.tls_ca and self.tls_verify:
                     kwargs.update(TLS_AUTH_OPTIONS, ssl={"ca": ca_file(self.tls_ca)}, ssl_mode="VERIFY_IDENTITY")
@@ -194,9 +217,12 @@ class TimedConnection:
                 if exc.args and exc.args[0] == _PLUGIN_NOT_ALLOWED:
                     # Only the code is read: after an AuthSwitchRequest Connector/C's message is not text, and
                     # mysqlclient then leaves a NULL in args that crashes the process when it is read.
-                    outcome["error"] = AuthFailed(self.node, "connect", PLUGIN_REFUSED_TLS
-                                                  if self.tls_ca and self.tls_verify else PLUGIN_REFUSED,
-                                                  code=_PLUGIN_NOT_ALLOWED)
+                    outcome["error"] = AuthFailed(
+                        self.node,
+                        "connect",
+                        PLUGIN_REFUSED_TLS if self.tls_ca and self.tls_verify else PLUGIN_REFUSED,
+                        code=_PLUGIN_NOT_ALLOWED,
+                    )
                 else:
                     outcome["error"] = exc
             except BaseException as exc:  # handed to the caller's thread below
@@ -222,11 +248,13 @@ class TimedConnection:
             with socket.create_connection((self.host, self.port), timeout=self.connect_timeout):
                 pass
         except socket.timeout:
-            raise Timeout(self.node, "connect", f"TCP connect timed out after {self.connect_timeout:g}s",
-                          retryable=True) from None
+            raise Timeout(
+                self.node, "connect", f"TCP connect timed out after {self.connect_timeout:g}s", retryable=True
+            ) from None
         except OSError as exc:
-            raise Unreachable(self.node, "connect", f"TCP connect failed: {exc.strerror or exc}",
-                              retryable=True) from None
+            raise Unreachable(
+                self.node, "connect", f"TCP connect failed: {exc.strerror or exc}", retryable=True
+            ) from None
 
     @staticmethod
     def _close_late(worker, outcome):
@@ -294,8 +322,13 @@ class TimedConnection:
             checked = "verified against the CA" if self.tls_verify else "(certificate not verified)"
             return TLSFailed(self.node, action, f"TLS {checked} failed, nothing was sent: {message}", code=code)
         if code in _TLS_DEMANDED_CODES:
-            return TLSFailed(self.node, action, "the server demands TLS and this cluster has no CA set: set the "
-                             f"cluster's TLS CA (cluster page, Connections): {message}", code=code)
+            return TLSFailed(
+                self.node,
+                action,
+                "the server demands TLS and this cluster has no CA set: set the "
+                f"cluster's TLS CA (cluster page, Connections): {message}",
+                code=code,
+            )
         if code in _AUTH_CODES and action == "connect":
             return AuthFailed(self.node, action, message, code=code)
         return Rejected(self.node, action, message, code=code)

@@ -12,6 +12,7 @@ read_node()  the one read of a node to adopt (network)
 preview()    read + plan, nothing saved; a person's preview is rate limited and audited
 confirm()    read the ProxySQL Cluster's other nodes, apply all in one transaction (audited), record version 1
 """
+
 import hashlib
 import json
 import logging
@@ -76,10 +77,14 @@ class Snapshot:
         confirm changes nothing that is adopted, nor does Monitor moving the servers of an active native manager's
         hostgroups (their memory rows are adopted)."""
         data = asdict(self)
-        managed = managed_hostgroups(self.galera_hostgroups + self.replication_hostgroups
-                                     + self.group_replication_hostgroups)
-        data["runtime_servers"] = [{**r, "status": configured_status(r["status"])} for r in self.runtime_servers
-                                   if r["hostgroup_id"] not in managed]
+        managed = managed_hostgroups(
+            self.galera_hostgroups + self.replication_hostgroups + self.group_replication_hostgroups
+        )
+        data["runtime_servers"] = [
+            {**r, "status": configured_status(r["status"])}
+            for r in self.runtime_servers
+            if r["hostgroup_id"] not in managed
+        ]
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
@@ -108,6 +113,7 @@ def may_receive(cluster, confirmed=()):
         if cluster is None and endpoint_key(host, port) in confirmed:
             return True, f"{host}:{port} confirmed"
         return credentials_allowed(cluster, host, port)
+
     return allowed
 
 
@@ -119,8 +125,10 @@ def read_snapshot(admin: ProxySQLAdmin, allowed=None) -> Snapshot:
     endpoints = sorted({(r.hostname, r.port) for r in runtime})
     verdicts = {ep: allowed(*ep) for ep in endpoints}
     tls = {"tls_ca": admin.wire.tls_ca, "tls_verify": admin.wire.tls_verify}  # the cluster's, as the node's read
-    read = {(f.hostname, f.port): f for f in read_backends([ep for ep in endpoints if verdicts[ep][0]],
-                                                           *read_monitor_credentials(admin), tls=tls)}
+    read = {
+        (f.hostname, f.port): f
+        for f in read_backends([ep for ep in endpoints if verdicts[ep][0]], *read_monitor_credentials(admin), tls=tls)
+    }
     return Snapshot(
         version=admin.version(),
         runtime_servers=[asdict(r) for r in runtime],
@@ -141,16 +149,22 @@ def read_snapshot(admin: ProxySQLAdmin, allowed=None) -> Snapshot:
 def read_cluster(admin: ProxySQLAdmin):
     """Whether this node is in a ProxySQL Cluster: its cluster credentials, the modules its native sync carries, and
     which proxysql_servers row is itself (the one whose checksums are its own, whatever name it is listed by)."""
-    part = proxysql_cluster.settings_part(admin.global_variables(CLUSTER_VARIABLES),
-                                          [(p.hostname, p.port) for p in admin.proxysql_servers()])
+    part = proxysql_cluster.settings_part(
+        admin.global_variables(CLUSTER_VARIABLES), [(p.hostname, p.port) for p in admin.proxysql_servers()]
+    )
     if not proxysql_cluster.configured(part):
         return {"user": part["user"], "sync_on": [], "self": None}
     part.update(proxysql_cluster.checks_part(admin.checksums(), admin.peer_checksums()))
     me = proxysql_cluster.self_row(part, *admin.endpoint)
-    return {"user": True, "sync_on": [m for m in proxysql_cluster.MODULES   # of the modules this ProxySQL has
-                                      if proxysql_cluster.sync_on(part, m) and m in part["checksums"]
-                                      and m not in proxysql_cluster.SETTINGS_OF],   # (mysql_servers_v2: mysql_servers')
-            "self": list(me) if me else None}
+    return {
+        "user": True,
+        "sync_on": [
+            m
+            for m in proxysql_cluster.MODULES  # of the modules this ProxySQL has
+            if proxysql_cluster.sync_on(part, m) and m in part["checksums"] and m not in proxysql_cluster.SETTINGS_OF
+        ],  # (mysql_servers_v2: mysql_servers')
+        "self": list(me) if me else None,
+    }
 
 
 def is_proxysql_cluster(snapshot):
@@ -202,17 +216,19 @@ def read_backends(endpoints, user, password, workers=16, tls=None):
                 return
             results[(hostname, port)] = read_backend(hostname, port, user, password, tls)
 
-    threads = [threading.Thread(target=work, name="adopt: read backends", daemon=True)
-               for _ in range(min(workers, len(endpoints)))]
+    threads = [
+        threading.Thread(target=work, name="adopt: read backends", daemon=True)
+        for _ in range(min(workers, len(endpoints)))
+    ]
     for t in threads:
         t.start()
     budget = (settings.BACKEND_CONNECT_TIMEOUT + 4 * settings.BACKEND_READ_TIMEOUT) * math.ceil(
-        len(endpoints) / len(threads))
+        len(endpoints) / len(threads)
+    )
     deadline = time.monotonic() + budget
     for t in threads:
         t.join(max(0.0, deadline - time.monotonic()))
-    return [results.get(ep) or BackendFacts(*ep, error=f"timeout: no answer within {budget:g}s")
-            for ep in endpoints]
+    return [results.get(ep) or BackendFacts(*ep, error=f"timeout: no answer within {budget:g}s") for ep in endpoints]
 
 
 NATIVE_COLUMNS = ("writer_hostgroup", "backup_writer_hostgroup", "reader_hostgroup", "offline_hostgroup")
@@ -288,21 +304,29 @@ def within(snapshot, hostgroups):
         return [r for r in table if hostgroups & {r.get(c) for c in NATIVE_COLUMNS}]
 
     return Snapshot(
-        version=snapshot.version, runtime_servers=rows,
+        version=snapshot.version,
+        runtime_servers=rows,
         memory_servers=[r for r in snapshot.memory_servers if r["hostgroup_id"] in hostgroups],
-        galera_hostgroups=native(snapshot.galera_hostgroups), replication_hostgroups=native(snapshot.replication_hostgroups),
-        group_replication_hostgroups=native(snapshot.group_replication_hostgroups), peers=snapshot.peers,
-        mirror_rules=snapshot.mirror_rules, variables=snapshot.variables,
+        galera_hostgroups=native(snapshot.galera_hostgroups),
+        replication_hostgroups=native(snapshot.replication_hostgroups),
+        group_replication_hostgroups=native(snapshot.group_replication_hostgroups),
+        peers=snapshot.peers,
+        mirror_rules=snapshot.mirror_rules,
+        variables=snapshot.variables,
         users=[u for u in snapshot.users if u["default_hostgroup"] in hostgroups],
         query_rules=[q for q in snapshot.query_rules if q.get("destination_hostgroup") in hostgroups],
-        backends=[b for b in snapshot.backends if (b["hostname"], b["port"]) in endpoints])
+        backends=[b for b in snapshot.backends if (b["hostname"], b["port"]) in endpoints],
+    )
 
 
 def native_managers(snapshot):
     """ProxySQL's own hostgroup managers configured on this node, with the kind of each."""
     out = []
-    for kind, rows in (("galera", snapshot.galera_hostgroups), ("replication", snapshot.replication_hostgroups),
-                       ("group_replication", snapshot.group_replication_hostgroups)):
+    for kind, rows in (
+        ("galera", snapshot.galera_hostgroups),
+        ("replication", snapshot.replication_hostgroups),
+        ("group_replication", snapshot.group_replication_hostgroups),
+    ):
         for row in rows:
             out.append({"kind": kind, "active": bool(row.get("active", 1)), **row})
     return out
@@ -365,8 +389,19 @@ class AdoptionPlan:
         return dict(counts)
 
 
-def plan_adoption(snapshot, *, cluster_name, node_name, admin_host, admin_port, kind=None, roles=None,
-                  writer_is_also_reader=None, overwrite=False, hostgroups=None):
+def plan_adoption(
+    snapshot,
+    *,
+    cluster_name,
+    node_name,
+    admin_host,
+    admin_port,
+    kind=None,
+    roles=None,
+    writer_is_also_reader=None,
+    overwrite=False,
+    hostgroups=None,
+):
     """Decide what adopting this snapshot would change. Reads the database, writes nothing.
 
     kind, roles (role -> hostgroup) and writer_is_also_reader are the operator's corrections for a new
@@ -381,27 +416,41 @@ def plan_adoption(snapshot, *, cluster_name, node_name, admin_host, admin_port, 
     if hostgroups:
         snapshot = within(snapshot, hostgroups)
     warnings, errors = [], []
-    entered = {"kind": kind or None, **{r: v for r, v in (roles or {}).items() if v is not None},
-               "writer_is_also_reader": writer_is_also_reader}
+    entered = {
+        "kind": kind or None,
+        **{r: v for r, v in (roles or {}).items() if v is not None},
+        "writer_is_also_reader": writer_is_also_reader,
+    }
     entered = {k: v for k, v in entered.items() if v is not None}
     if cluster:
-        chosen = {"writer": cluster.writer_hostgroup, "reader": cluster.reader_hostgroup,
-                  "backup_writer": cluster.backup_writer_hostgroup, "offline": cluster.offline_hostgroup}
+        chosen = {
+            "writer": cluster.writer_hostgroup,
+            "reader": cluster.reader_hostgroup,
+            "backup_writer": cluster.backup_writer_hostgroup,
+            "offline": cluster.offline_hostgroup,
+        }
         kind, policy = cluster.kind, cluster.writer_is_also_reader
         existing = {"kind": kind, **chosen, "writer_is_also_reader": policy}
-        reasons = [Reason(k, LABELS[k], v, evidence=[f"cluster {cluster.name} already has it"]) for k, v in existing.items()]
+        reasons = [
+            Reason(k, LABELS[k], v, evidence=[f"cluster {cluster.name} already has it"]) for k, v in existing.items()
+        ]
         differs = {k: v for k, v in entered.items() if existing[k] != v}
         if differs:
-            errors.append(f"Cluster {cluster.name} already exists with "
-                          + ", ".join(f"{LABELS[k].lower()} {existing[k]}" for k in differs)
-                          + "; adopting a node does not change them (entered: "
-                          + ", ".join(f"{LABELS[k].lower()} {v}" for k, v in differs.items())
-                          + "). Leave them empty, or change the cluster itself.")
+            errors.append(
+                f"Cluster {cluster.name} already exists with "
+                + ", ".join(f"{LABELS[k].lower()} {existing[k]}" for k in differs)
+                + "; adopting a node does not change them (entered: "
+                + ", ".join(f"{LABELS[k].lower()} {v}" for k, v in differs.items())
+                + "). Leave them empty, or change the cluster itself."
+            )
     else:
         inferred = infer_roles(snapshot, given=entered)
         if inferred is None:
-            inferred = {"kind": entered.get("kind", ClusterKind.GALERA), "reasons": [],
-                        "writer_is_also_reader": entered.get("writer_is_also_reader", WriterIsAlsoReader.YES)}
+            inferred = {
+                "kind": entered.get("kind", ClusterKind.GALERA),
+                "reasons": [],
+                "writer_is_also_reader": entered.get("writer_is_also_reader", WriterIsAlsoReader.YES),
+            }
         chosen = {r: inferred.get(r) for r in ("writer", "reader", "backup_writer", "offline")}
         kind, policy, reasons = inferred["kind"], inferred["writer_is_also_reader"], inferred["reasons"]
         warnings += conflicts_as_warnings(reasons)
@@ -412,8 +461,9 @@ def plan_adoption(snapshot, *, cluster_name, node_name, admin_host, admin_port, 
         errors.append(f"Each role needs its own hostgroup; got {chosen}.")
     mine = set(ids)
 
-    same_endpoint = list(ProxySQLNode.objects.filter(admin_host__iexact=admin_host, admin_port=admin_port)
-                         .select_related("cluster"))
+    same_endpoint = list(
+        ProxySQLNode.objects.filter(admin_host__iexact=admin_host, admin_port=admin_port).select_related("cluster")
+    )
     node = next((n for n in same_endpoint if n.cluster.name == cluster_name), None)
     shared_with = [n for n in same_endpoint if n.cluster.name != cluster_name]
     if same_endpoint:
@@ -423,16 +473,22 @@ def plan_adoption(snapshot, *, cluster_name, node_name, admin_host, admin_port, 
         # One ProxySQL may serve several clusters, each in hostgroups of its own.
         overlap = sorted(mine & other.cluster.hostgroup_ids())
         if overlap:
-            errors.append(f"{admin_host}:{admin_port} is already adopted as {other.name} in cluster "
-                          f"{other.cluster.name}, which owns hostgroup(s) {', '.join(map(str, overlap))} on it.")
+            errors.append(
+                f"{admin_host}:{admin_port} is already adopted as {other.name} in cluster "
+                f"{other.cluster.name}, which owns hostgroup(s) {', '.join(map(str, overlap))} on it."
+            )
     if proposed:
-        warnings.append(f"This ProxySQL seems to front {len(groups)} clusters (hostgroups "
-                        + " | ".join(", ".join(map(str, g)) for g in groups)
-                        + f"): this adoption takes hostgroups {', '.join(map(str, proposed))} as cluster {cluster_name}. "
-                        "Adopt the others as clusters of their own, or enter the hostgroups to take.")
+        warnings.append(
+            f"This ProxySQL seems to front {len(groups)} clusters (hostgroups "
+            + " | ".join(", ".join(map(str, g)) for g in groups)
+            + f"): this adoption takes hostgroups {', '.join(map(str, proposed))} as cluster {cluster_name}. "
+            "Adopt the others as clusters of their own, or enter the hostgroups to take."
+        )
     if shared_with and not errors:
-        warnings.append(f"This ProxySQL also serves cluster(s) {', '.join(n.cluster.name for n in shared_with)}: "
-                        "operations on either are serialised on it, and touch only their own hostgroups' rows.")
+        warnings.append(
+            f"This ProxySQL also serves cluster(s) {', '.join(n.cluster.name for n in shared_with)}: "
+            "operations on either are serialised on it, and touch only their own hostgroups' rows."
+        )
     if not node and cluster and cluster.proxysql_nodes.filter(name=node_name).exists():
         errors.append(f"Cluster {cluster_name} already has a ProxySQL node named {node_name!r}.")
 
@@ -441,19 +497,26 @@ def plan_adoption(snapshot, *, cluster_name, node_name, admin_host, admin_port, 
     native = native_managers(snapshot)
     managed = managed_hostgroups([n for n in native if mine & {n.get(c) for c in NATIVE_COLUMNS}])
     memory = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in snapshot.memory_servers}
-    runtime = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in snapshot.runtime_servers
-               if r["hostgroup_id"] not in managed}
+    runtime = {
+        (r["hostgroup_id"], r["hostname"], r["port"]): r
+        for r in snapshot.runtime_servers
+        if r["hostgroup_id"] not in managed
+    }
     runtime.update({k: r for k, r in memory.items() if k[0] in managed})
     if {k: configured(v) for k, v in runtime.items()} != {k: configured(v) for k, v in memory.items()}:
-        warnings.append("This node's mysql_servers (memory) differs from its runtime: someone edited it without "
-                        "LOAD MYSQL SERVERS TO RUNTIME. The runtime is adopted.")
+        warnings.append(
+            "This node's mysql_servers (memory) differs from its runtime: someone edited it without "
+            "LOAD MYSQL SERVERS TO RUNTIME. The runtime is adopted."
+        )
 
     existing = {}
     if cluster:
         for m in HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server"):
             existing[m.key] = m
-    known_servers = {(s.hostname, s.port): s for s in Server.objects.filter(
-        hostname__in={k[1] for k in runtime}).select_related("cluster")}
+    known_servers = {
+        (s.hostname, s.port): s
+        for s in Server.objects.filter(hostname__in={k[1] for k in runtime}).select_related("cluster")
+    }
 
     rows, ignored, servers_new = [], [], []
     for key, row in sorted(runtime.items()):
@@ -483,33 +546,57 @@ def plan_adoption(snapshot, *, cluster_name, node_name, admin_host, admin_port, 
     if cluster:
         seen = {(r.hostgroup_id, r.hostname, r.port) for r in rows}
         for key in existing.keys() - seen:
-            warnings.append(f"hg {key[0]} {key[1]}:{key[2]} is in the inventory but not on this node "
-                            "(it will show as drift).")
+            warnings.append(
+                f"hg {key[0]} {key[1]}:{key[2]} is in the inventory but not on this node (it will show as drift)."
+            )
     if not rows and not errors:
         errors.append(f"This node has no servers in hostgroups {sorted(mine)}.")
 
     members = []
     if is_proxysql_cluster(full):
         members = _members(full, cluster, node_name)
-        warnings.append(f"This node is in a ProxySQL Cluster (native sync of {', '.join(full.cluster['sync_on'])}): "
-                        f"the {len(members)} other node(s) of its proxysql_servers are adopted with it, read with the "
-                        "same admin credentials.")
+        warnings.append(
+            f"This node is in a ProxySQL Cluster (native sync of {', '.join(full.cluster['sync_on'])}): "
+            f"the {len(members)} other node(s) of its proxysql_servers are adopted with it, read with the "
+            "same admin credentials."
+        )
     for n in native:
         if n["active"] and mine & {n.get("writer_hostgroup"), n.get("reader_hostgroup")}:
-            warnings.append(f"ProxySQL's native {n['kind']} hostgroups are ACTIVE for writer {n['writer_hostgroup']} / "
-                            f"reader {n['reader_hostgroup']}: ProxySQL moves these servers itself, so this product "
-                            "will not apply its own rules there. Their configured rows (memory) are adopted; where "
-                            "Monitor places them at runtime is not drift.")
+            warnings.append(
+                f"ProxySQL's native {n['kind']} hostgroups are ACTIVE for writer {n['writer_hostgroup']} / "
+                f"reader {n['reader_hostgroup']}: ProxySQL moves these servers itself, so this product "
+                "will not apply its own rules there. Their configured rows (memory) are adopted; where "
+                "Monitor places them at runtime is not drift."
+            )
 
     return AdoptionPlan(
-        cluster_name=cluster_name, cluster_exists=bool(cluster), kind=kind, roles=chosen, node_name=node_name,
-        admin_host=admin_host, admin_port=admin_port, node_exists=bool(node), version=snapshot.version,
-        servers_new=servers_new, rows=rows, ignored_rows=ignored, peers=snapshot.peers,
-        mirror_rules=snapshot.mirror_rules, native=native, warnings=warnings, errors=errors,
-        fingerprint=full.fingerprint(), variables=snapshot.variables, writer_is_also_reader=policy,
-        reasons=reasons_as_dicts(reasons), backends=snapshot.backends, groups=groups, hostgroups=sorted(hostgroups or []),
+        cluster_name=cluster_name,
+        cluster_exists=bool(cluster),
+        kind=kind,
+        roles=chosen,
+        node_name=node_name,
+        admin_host=admin_host,
+        admin_port=admin_port,
+        node_exists=bool(node),
+        version=snapshot.version,
+        servers_new=servers_new,
+        rows=rows,
+        ignored_rows=ignored,
+        peers=snapshot.peers,
+        mirror_rules=snapshot.mirror_rules,
+        native=native,
+        warnings=warnings,
+        errors=errors,
+        fingerprint=full.fingerprint(),
+        variables=snapshot.variables,
+        writer_is_also_reader=policy,
+        reasons=reasons_as_dicts(reasons),
+        backends=snapshot.backends,
+        groups=groups,
+        hostgroups=sorted(hostgroups or []),
         shared_with=[n.cluster.name for n in shared_with],
-        native_sync=list(full.cluster.get("sync_on") or []), members=members,
+        native_sync=list(full.cluster.get("sync_on") or []),
+        members=members,
     )
 
 
@@ -562,49 +649,88 @@ def read_members(plan, admin_user, admin_password, allowed=None, tls=None):
     for m in todo:
         ok, reason = allowed(m["hostname"], m["port"])
         if not ok:
-            return None, (f"{m['name']}, a node of this ProxySQL Cluster, was not confirmed: the admin credentials are "
-                          f"not sent there ({reason}).")
+            return None, (
+                f"{m['name']}, a node of this ProxySQL Cluster, was not confirmed: the admin credentials are "
+                f"not sent there ({reason})."
+            )
     snapshots = {}
     for m in todo:
         try:
-            with ProxySQLAdmin(m["hostname"], m["port"], admin_user, admin_password,
-                               name=f"ProxySQL {m['hostname']}:{m['port']}", **(tls or {})) as admin:
+            with ProxySQLAdmin(
+                m["hostname"],
+                m["port"],
+                admin_user,
+                admin_password,
+                name=f"ProxySQL {m['hostname']}:{m['port']}",
+                **(tls or {}),
+            ) as admin:
                 snapshots[(m["hostname"], m["port"])] = read_snapshot(admin, allowed)
         except ClientError as exc:
-            return None, f"Could not read {m['name']} ({m['hostname']}:{m['port']}), a node of this ProxySQL Cluster: {exc}"
+            return (
+                None,
+                f"Could not read {m['name']} ({m['hostname']}:{m['port']}), a node of this ProxySQL Cluster: {exc}",
+            )
     return snapshots, None
 
 
-def apply_cluster_adoption(plan, snapshots, *, admin_user, admin_password, monitor=("", ""), actor=None,
-                           credential_hosts=""):
+def apply_cluster_adoption(
+    plan, snapshots, *, admin_user, admin_password, monitor=("", ""), actor=None, credential_hosts=""
+):
     """apply_adoption() of the plan and of every member of its ProxySQL Cluster (`snapshots`: read_members()), into
     the same cluster and its hostgroups, in one transaction: all of them or none. Returns (cluster, [nodes]).
     `credential_hosts`: a new cluster's (new_cluster_credential_hosts()), set and audited in that transaction."""
-    runtime = (read_for_adoption(plan.node_name, plan.admin_host, plan.admin_port, admin_user, admin_password,
-                                 cluster=Cluster.objects.filter(name=plan.cluster_name).first())
-               if needs_first_version(plan.cluster_name) else None)  # read before the transaction
+    runtime = (
+        read_for_adoption(
+            plan.node_name,
+            plan.admin_host,
+            plan.admin_port,
+            admin_user,
+            admin_password,
+            cluster=Cluster.objects.filter(name=plan.cluster_name).first(),
+        )
+        if needs_first_version(plan.cluster_name)
+        else None
+    )  # read before the transaction
     with transaction.atomic():
         new = not Cluster.objects.filter(name=plan.cluster_name).exists()
-        cluster, node = apply_adoption(plan, admin_user=admin_user, admin_password=admin_password, monitor=monitor,
-                                       actor=actor, runtime=runtime)
+        cluster, node = apply_adoption(
+            plan, admin_user=admin_user, admin_password=admin_password, monitor=monitor, actor=actor, runtime=runtime
+        )
         if new and credential_hosts:
             Cluster.objects.filter(pk=cluster.pk).update(credential_hosts=credential_hosts)
             cluster.credential_hosts = credential_hosts
-            record("cluster connections changed", actor=actor or Actor.system(), cluster=cluster, target=cluster.name,
-                   details={"changed": ["credential_hosts"], "before": {"credential_hosts": ""},
-                            "after": {"credential_hosts": credential_hosts},
-                            "why": "adopted with backends nobody confirmed: their monitor credentials stay here"})
+            record(
+                "cluster connections changed",
+                actor=actor or Actor.system(),
+                cluster=cluster,
+                target=cluster.name,
+                details={
+                    "changed": ["credential_hosts"],
+                    "before": {"credential_hosts": ""},
+                    "after": {"credential_hosts": credential_hosts},
+                    "why": "adopted with backends nobody confirmed: their monitor credentials stay here",
+                },
+            )
         nodes = [node]
         for m in plan.members:
             snapshot = snapshots.get((m["hostname"], m["port"]))
             if snapshot is None:
                 continue
-            member = plan_adoption(snapshot, cluster_name=plan.cluster_name, node_name=m["name"],
-                                   admin_host=m["hostname"], admin_port=m["port"], hostgroups=plan.hostgroups or None)
+            member = plan_adoption(
+                snapshot,
+                cluster_name=plan.cluster_name,
+                node_name=m["name"],
+                admin_host=m["hostname"],
+                admin_port=m["port"],
+                hostgroups=plan.hostgroups or None,
+            )
             if not member.ok:
                 raise AdoptionError(f"{m['name']} ({m['hostname']}:{m['port']}): " + "; ".join(member.errors))
-            nodes.append(apply_adoption(member, admin_user=admin_user, admin_password=admin_password, actor=actor,
-                                        runtime=runtime)[1])  # the first node's read: no network in the transaction
+            nodes.append(
+                apply_adoption(
+                    member, admin_user=admin_user, admin_password=admin_password, actor=actor, runtime=runtime
+                )[1]
+            )  # the first node's read: no network in the transaction
     return cluster, nodes
 
 
@@ -616,7 +742,9 @@ def _proposed_group(groups, roles, admin_host, admin_port):
     if chosen:
         return chosen
     owned = set()
-    for node in ProxySQLNode.objects.filter(admin_host__iexact=admin_host, admin_port=admin_port).select_related("cluster"):
+    for node in ProxySQLNode.objects.filter(admin_host__iexact=admin_host, admin_port=admin_port).select_related(
+        "cluster"
+    ):
         owned |= node.cluster.hostgroup_ids()
     return next((g for g in groups if not owned & set(g)), groups[0])
 
@@ -648,58 +776,98 @@ def apply_adoption(plan, *, admin_user, admin_password, monitor=("", ""), actor=
     if not plan.ok:
         raise AdoptionError("; ".join(plan.errors))
     if runtime is None and configuration.needs_first_version(plan.cluster_name):
-        runtime = configuration.read_for_adoption(plan.node_name, plan.admin_host, plan.admin_port, admin_user,
-                                                  admin_password,
-                                                  cluster=Cluster.objects.filter(name=plan.cluster_name).first())
+        runtime = configuration.read_for_adoption(
+            plan.node_name,
+            plan.admin_host,
+            plan.admin_port,
+            admin_user,
+            admin_password,
+            cluster=Cluster.objects.filter(name=plan.cluster_name).first(),
+        )
     try:
         with transaction.atomic():
             cluster, created = Cluster.objects.get_or_create(
                 name=plan.cluster_name,
-                defaults={"kind": plan.kind, "writer_hostgroup": plan.roles["writer"],
-                          "reader_hostgroup": plan.roles["reader"],
-                          "backup_writer_hostgroup": plan.roles["backup_writer"],
-                          "offline_hostgroup": plan.roles["offline"],
-                          "writer_is_also_reader": plan.writer_is_also_reader,
-                          "monitor_user": monitor[0], "monitor_password": monitor[1]},
+                defaults={
+                    "kind": plan.kind,
+                    "writer_hostgroup": plan.roles["writer"],
+                    "reader_hostgroup": plan.roles["reader"],
+                    "backup_writer_hostgroup": plan.roles["backup_writer"],
+                    "offline_hostgroup": plan.roles["offline"],
+                    "writer_is_also_reader": plan.writer_is_also_reader,
+                    "monitor_user": monitor[0],
+                    "monitor_password": monitor[1],
+                },
             )
             cluster.native_hostgroups = plan.native
             active = cluster.active_native_hostgroups()  # natively managed: Monitor places the servers
             cluster.native_manager = active[0]["kind"] if active else NativeManager.NONE
             cluster.save(update_fields=["native_hostgroups", "native_manager", "updated_at"])
             node, _ = ProxySQLNode.objects.update_or_create(
-                cluster=cluster, admin_host=plan.admin_host, admin_port=plan.admin_port,
-                defaults={"name": plan.node_name, "admin_user": admin_user,
-                          "admin_password": admin_password, "version": plan.version, "peers": plan.peers,
-                          "adopted_at": timezone.now()},
+                cluster=cluster,
+                admin_host=plan.admin_host,
+                admin_port=plan.admin_port,
+                defaults={
+                    "name": plan.node_name,
+                    "admin_user": admin_user,
+                    "admin_password": admin_password,
+                    "version": plan.version,
+                    "peers": plan.peers,
+                    "adopted_at": timezone.now(),
+                },
             )
             changes = {}
             for row in plan.rows:
-                server, _ = Server.objects.get_or_create(hostname=row.hostname, port=row.port,
-                                                         defaults={"cluster": cluster})
+                server, _ = Server.objects.get_or_create(
+                    hostname=row.hostname, port=row.port, defaults={"cluster": cluster}
+                )
                 if server.cluster_id != cluster.pk:
                     raise AdoptionError(f"Backend {server} belongs to another cluster.")
                 if row.action in ("create", "update"):
                     changes[(row.hostgroup_id, row.hostname, row.port)] = row.values
             node.mirror_rules.all().delete()
-            MirrorRule.objects.bulk_create([
-                MirrorRule(proxysql_node=node, rule_id=r["rule_id"], active=bool(r["active"]),
-                           match_digest=r["match_digest"] or "", match_pattern=r["match_pattern"] or "",
-                           destination_hostgroup=r["destination_hostgroup"], mirror_hostgroup=r["mirror_hostgroup"],
-                           mirror_flag_out=r["mirror_flagOUT"])
-                for r in plan.mirror_rules
-            ])
-            record("adopt proxysql node", actor=actor, cluster=cluster, target=str(node),
-                   details={"cluster_created": created, "node_existed": plan.node_exists, "version": plan.version,
-                            "servers_created": plan.servers_new, "rows": plan.counts(),
-                            "changes": [asdict(r) for r in plan.rows if r.action in ("create", "update")],
-                            "kept_differences": [asdict(r) for r in plan.rows if r.action == "keep"],
-                            "warnings": plan.warnings, "snapshot_fingerprint": plan.fingerprint,
-                            "kind": plan.kind, "native_manager": cluster.native_manager, "roles": plan.roles, "writer_is_also_reader": plan.writer_is_also_reader,
-                            "reasons": plan.reasons})
+            MirrorRule.objects.bulk_create(
+                [
+                    MirrorRule(
+                        proxysql_node=node,
+                        rule_id=r["rule_id"],
+                        active=bool(r["active"]),
+                        match_digest=r["match_digest"] or "",
+                        match_pattern=r["match_pattern"] or "",
+                        destination_hostgroup=r["destination_hostgroup"],
+                        mirror_hostgroup=r["mirror_hostgroup"],
+                        mirror_flag_out=r["mirror_flagOUT"],
+                    )
+                    for r in plan.mirror_rules
+                ]
+            )
+            record(
+                "adopt proxysql node",
+                actor=actor,
+                cluster=cluster,
+                target=str(node),
+                details={
+                    "cluster_created": created,
+                    "node_existed": plan.node_exists,
+                    "version": plan.version,
+                    "servers_created": plan.servers_new,
+                    "rows": plan.counts(),
+                    "changes": [asdict(r) for r in plan.rows if r.action in ("create", "update")],
+                    "kept_differences": [asdict(r) for r in plan.rows if r.action == "keep"],
+                    "warnings": plan.warnings,
+                    "snapshot_fingerprint": plan.fingerprint,
+                    "kind": plan.kind,
+                    "native_manager": cluster.native_manager,
+                    "roles": plan.roles,
+                    "writer_is_also_reader": plan.writer_is_also_reader,
+                    "reasons": plan.reasons,
+                },
+            )
             # The variables operations change for a while go into the version (a re-adoption keeps its values:
             # the node may be read mid-operation).
-            configuration.record_adoption(cluster, plan.node_name, changes, runtime, actor=actor,
-                                          variables=plan.variables)
+            configuration.record_adoption(
+                cluster, plan.node_name, changes, runtime, actor=actor, variables=plan.variables
+            )
     except IntegrityError as exc:
         raise AdoptionError(f"The inventory changed while adopting ({exc}); preview again.") from None
     return cluster, node
@@ -721,8 +889,9 @@ class AdoptionRefused(AdoptionError):
 def read_node(admin_host, admin_port, admin_user, admin_password, allowed=None, tls=None):
     """Network, the one read of a node to adopt: (Snapshot, ProxySQL's monitor credentials). Raises AdoptionError.
     `allowed` (may_receive()): the backends its monitor credentials may be sent to."""
-    admin = ProxySQLAdmin(admin_host, admin_port, admin_user, admin_password,
-                          name=f"ProxySQL {admin_host}:{admin_port}", **(tls or {}))  # an existing cluster's TLS
+    admin = ProxySQLAdmin(
+        admin_host, admin_port, admin_user, admin_password, name=f"ProxySQL {admin_host}:{admin_port}", **(tls or {})
+    )  # an existing cluster's TLS
     try:
         with admin:
             return read_snapshot(admin, allowed), read_monitor_credentials(admin)
@@ -733,12 +902,27 @@ def read_node(admin_host, admin_port, admin_user, admin_password, allowed=None, 
 def recent_attempts(user):
     """This user's adoption previews (read or failed) in the last minute, from the audit log (page and API)."""
     since = timezone.now() - timedelta(minutes=1)
-    return AuditEvent.objects.filter(action=ADOPT_ACTION, actor_user_id=user.pk, created_at__gte=since,
-                                     outcome__in=("dry_run", "failure")).count()
+    return AuditEvent.objects.filter(
+        action=ADOPT_ACTION, actor_user_id=user.pk, created_at__gte=since, outcome__in=("dry_run", "failure")
+    ).count()
 
 
-def preview(*, admin_host, admin_port, admin_user, admin_password, cluster_name, node_name, kind=None, roles=None,
-            writer_is_also_reader=None, overwrite=False, hostgroups=None, actor=None, backend_hosts=()):
+def preview(
+    *,
+    admin_host,
+    admin_port,
+    admin_user,
+    admin_password,
+    cluster_name,
+    node_name,
+    kind=None,
+    roles=None,
+    writer_is_also_reader=None,
+    overwrite=False,
+    hostgroups=None,
+    actor=None,
+    backend_hosts=(),
+):
     """Read the node and plan its adoption; nothing is saved. Returns (plan, monitor credentials).
     With an actor (a person at the page or the API) the attempt is audited and bounded to
     ADOPT_ATTEMPTS_PER_MINUTE a minute, so the door is no port scanner or password oracle: AdoptionRefused.
@@ -747,33 +931,63 @@ def preview(*, admin_host, admin_port, admin_user, admin_password, cluster_name,
     `backend_hosts` ((host, port) the person confirmed); the others are listed, unread."""
     target = f"{admin_host}:{admin_port}"
     if actor is not None and recent_attempts(actor.user) >= settings.ADOPT_ATTEMPTS_PER_MINUTE:
-        record(ADOPT_ACTION, actor=actor, outcome="refused", target=target,
-               details={"reason": f"more than {settings.ADOPT_ATTEMPTS_PER_MINUTE} attempts in a minute"})
-        raise AdoptionRefused(f"Too many adoption attempts: at most {settings.ADOPT_ATTEMPTS_PER_MINUTE} a minute. "
-                              "Wait a minute before trying again.")
+        record(
+            ADOPT_ACTION,
+            actor=actor,
+            outcome="refused",
+            target=target,
+            details={"reason": f"more than {settings.ADOPT_ATTEMPTS_PER_MINUTE} attempts in a minute"},
+        )
+        raise AdoptionRefused(
+            f"Too many adoption attempts: at most {settings.ADOPT_ATTEMPTS_PER_MINUTE} a minute. "
+            "Wait a minute before trying again."
+        )
     started = time.monotonic()
     try:
         existing = Cluster.objects.filter(name=cluster_name).first()
-        snapshot, monitor = read_node(admin_host, admin_port, admin_user, admin_password,
-                                      may_receive(existing, backend_hosts), existing.client_tls() if existing else None)
+        snapshot, monitor = read_node(
+            admin_host,
+            admin_port,
+            admin_user,
+            admin_password,
+            may_receive(existing, backend_hosts),
+            existing.client_tls() if existing else None,
+        )
     except AdoptionError as exc:
         if actor is None:  # the command line: its operator reads the node's own words
             raise
         # A person is told one thing, after one delay, whether the port is closed, answers something else than
         # ProxySQL, or refuses the credentials: the door is no port scanner (the cause goes to the server's log).
         log.info("adoption preview of %s failed: %s", target, exc)
-        time.sleep(max(0.0, started + ANSWER_AFTER_CONNECT_TIMEOUTS * settings.PROXYSQL_CONNECT_TIMEOUT
-                       - time.monotonic()))
-        told = (f"Could not read a ProxySQL admin interface at {target} with these credentials: the port is closed, "
-                "is not a ProxySQL admin port, or refused them.")
+        time.sleep(
+            max(0.0, started + ANSWER_AFTER_CONNECT_TIMEOUTS * settings.PROXYSQL_CONNECT_TIMEOUT - time.monotonic())
+        )
+        told = (
+            f"Could not read a ProxySQL admin interface at {target} with these credentials: the port is closed, "
+            "is not a ProxySQL admin port, or refused them."
+        )
         record(ADOPT_ACTION, actor=actor, outcome="failure", target=target, details={"error": told})
         raise AdoptionError(told) from None
-    plan = plan_adoption(snapshot, cluster_name=cluster_name, node_name=node_name, admin_host=admin_host,
-                         admin_port=admin_port, kind=kind, roles=roles, writer_is_also_reader=writer_is_also_reader,
-                         overwrite=overwrite, hostgroups=hostgroups)
+    plan = plan_adoption(
+        snapshot,
+        cluster_name=cluster_name,
+        node_name=node_name,
+        admin_host=admin_host,
+        admin_port=admin_port,
+        kind=kind,
+        roles=roles,
+        writer_is_also_reader=writer_is_also_reader,
+        overwrite=overwrite,
+        hostgroups=hostgroups,
+    )
     if actor is not None:
-        record(ADOPT_ACTION, actor=actor, outcome="dry_run", target=target,
-               details={"preview": "read", "admin_user": admin_user})
+        record(
+            ADOPT_ACTION,
+            actor=actor,
+            outcome="dry_run",
+            target=target,
+            details={"preview": "read", "admin_user": admin_user},
+        )
     return plan, monitor
 
 
@@ -789,18 +1003,32 @@ def confirm(plan, monitor, *, admin_user, admin_password, actor=None, peers=(), 
     try:
         existing = Cluster.objects.filter(name=plan.cluster_name).first()
         allowed = may_receive(existing, peers)
-        snapshots, error = read_members(plan, admin_user, admin_password, allowed,
-                                        existing.client_tls() if existing else None)
+        snapshots, error = read_members(
+            plan, admin_user, admin_password, allowed, existing.client_tls() if existing else None
+        )
         if error:
             raise AdoptionError(error)
         cluster, nodes = apply_cluster_adoption(
-            plan, snapshots, admin_user=admin_user, admin_password=admin_password, monitor=monitor, actor=actor,
-            credential_hosts="" if existing else new_cluster_credential_hosts(plan, backend_hosts))
+            plan,
+            snapshots,
+            admin_user=admin_user,
+            admin_password=admin_password,
+            monitor=monitor,
+            actor=actor,
+            credential_hosts="" if existing else new_cluster_credential_hosts(plan, backend_hosts),
+        )
     except AdoptionError as exc:
-        record(ADOPT_ACTION, actor=actor, outcome="failure", target=f"{plan.admin_host}:{plan.admin_port}",
-               details={"error": str(exc)})
+        record(
+            ADOPT_ACTION,
+            actor=actor,
+            outcome="failure",
+            target=f"{plan.admin_host}:{plan.admin_port}",
+            details={"error": str(exc)},
+        )
         raise
 
-    versions = [ConfigVersion.objects.filter(cluster=cluster, reason=f"adopted from {node.name}").order_by("-number")
-                .first() for node in nodes]
+    versions = [
+        ConfigVersion.objects.filter(cluster=cluster, reason=f"adopted from {node.name}").order_by("-number").first()
+        for node in nodes
+    ]
     return cluster, nodes, versions

@@ -8,6 +8,7 @@ traffic: digests') is asked through the registry (registry.planning(), served at
 Steps: apply (edits + LOAD, every node in parallel) -> verify (read back every node's runtime) -> save
 (SAVE ... TO DISK) -> record the next version (the inventory follows it).
 """
+
 import msgspec
 from django.db import transaction
 
@@ -43,18 +44,42 @@ def diff_lines(d, limit=None):
     out = []
     for c in d.rows:
         secret = {"password"} if c.table == "mysql_users" else set()
-        fields = [{"name": f, "before": C.shown(c.before.get(f), f in secret), "after": C.shown(c.after.get(f), f in secret)}
-                  for f in c.fields]
-        out.append({"table": c.table, "key": list(c.key), "change": c.change, "fields": fields,
-                    "row": {k: C.shown(v, k in secret) for k, v in (c.after or c.before).items()}})
+        fields = [
+            {"name": f, "before": C.shown(c.before.get(f), f in secret), "after": C.shown(c.after.get(f), f in secret)}
+            for f in c.fields
+        ]
+        out.append(
+            {
+                "table": c.table,
+                "key": list(c.key),
+                "change": c.change,
+                "fields": fields,
+                "row": {k: C.shown(v, k in secret) for k, v in (c.after or c.before).items()},
+            }
+        )
     for name, before, after in d.variables:
         secret = name in SECRET_VARIABLES
-        out.append({"table": "global_variables", "key": [name], "change": "changed" if before is not None else "added",
-                    "fields": [{"name": "variable_value", "before": C.shown(before, secret), "after": C.shown(after, secret)}],
-                    "row": {}})
+        out.append(
+            {
+                "table": "global_variables",
+                "key": [name],
+                "change": "changed" if before is not None else "added",
+                "fields": [
+                    {"name": "variable_value", "before": C.shown(before, secret), "after": C.shown(after, secret)}
+                ],
+                "row": {},
+            }
+        )
     for role, (before, after) in d.roles.items():
-        out.append({"table": "hostgroup roles", "key": [role], "change": "changed",
-                    "fields": [{"name": role, "before": before, "after": after}], "row": {}})
+        out.append(
+            {
+                "table": "hostgroup roles",
+                "key": [role],
+                "change": "changed",
+                "fields": [{"name": role, "before": before, "after": after}],
+                "row": {},
+            }
+        )
     return out[:limit] if limit else out
 
 
@@ -79,12 +104,22 @@ def plan_change_set(cs, kind=CONFIG):
         sql = Sql(admin, placed)
         servers_load = None
         if managed:  # Monitor's placement loaded with the edits, never the configured rows (native_load.py)
+
             def servers_load(written):
-                return placement_load(sql, managed, layers["memory"]["mysql_servers"],
-                                      layers["runtime"]["mysql_servers"], written)
-        return node_plan(sql, target, layers["memory"], hostgroups=hostgroups, secrets=collector,
-                         node_key=f"node{node.pk}", intended=None if write_back else intended,
-                         servers_load=servers_load)
+                return placement_load(
+                    sql, managed, layers["memory"]["mysql_servers"], layers["runtime"]["mysql_servers"], written
+                )
+
+        return node_plan(
+            sql,
+            target,
+            layers["memory"],
+            hostgroups=hostgroups,
+            secrets=collector,
+            node_key=f"node{node.pk}",
+            intended=None if write_back else intended,
+            servers_load=servers_load,
+        )
 
     chosen = cluster.proxysql_nodes.filter(pk__in=cs.nodes) if cs.nodes else None
     nodes = N.read_cluster(cluster, build=build, nodes=chosen)
@@ -93,78 +128,148 @@ def plan_change_set(cs, kind=CONFIG):
     except live.LiveUnavailable:
         docs = {}
     figures = {nodes[pk].name: doc.figures for pk, doc in docs.items() if doc}
-    findings = effect_findings(cluster, base, target, nodes, figures,
-                               write_back=write_back, traffic=None if write_back else _traffic(cluster),
-                               every_node=not cs.nodes)
+    findings = effect_findings(
+        cluster,
+        base,
+        target,
+        nodes,
+        figures,
+        write_back=write_back,
+        traffic=None if write_back else _traffic(cluster),
+        every_node=not cs.nodes,
+    )
     holder = planning().holder(cluster)
     statements = sum(nc.plan.changes for nc in nodes.values() if not nc.error)
     changes = statements if write_back else intended.count()
     current = latest(cluster)  # planned again at start (the re-check): another change may have been recorded since
     guards = [
-        Guard("based_on_current", f"Based on the current version ({cs.base.number})", current.pk == cs.base_id,
-              f"version {current.number} is current", False),
-        Guard("changes_something", "The change set changes something", changes > 0,
-              f"{changes} change(s)" if changes else "nothing to change", False),
+        Guard(
+            "based_on_current",
+            f"Based on the current version ({cs.base.number})",
+            current.pk == cs.base_id,
+            f"version {current.number} is current",
+            False,
+        ),
+        Guard(
+            "changes_something",
+            "The change set changes something",
+            changes > 0,
+            f"{changes} change(s)" if changes else "nothing to change",
+            False,
+        ),
         Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
     ]
     endpoints = {(r["hostname"], r["port"]) for r in target["mysql_servers"]}
-    taken = sorted(f"{s} ({s.cluster})" for s in Server.objects.exclude(cluster=cluster).select_related("cluster")
-                   .filter(hostname__in={h for h, _ in endpoints}, port__in={p for _, p in endpoints})
-                   if (s.hostname, s.port) in endpoints)
+    taken = sorted(
+        f"{s} ({s.cluster})"
+        for s in Server.objects.exclude(cluster=cluster)
+        .select_related("cluster")
+        .filter(hostname__in={h for h, _ in endpoints}, port__in={p for _, p in endpoints})
+        if (s.hostname, s.port) in endpoints
+    )
     if taken:
-        guards.append(Guard("backend_of_another_cluster", "Every backend belongs to this cluster", False,
-                            "already in another cluster: " + ", ".join(taken), False))
-    shared_nodes = sorted(n.name for n in (chosen if chosen is not None else cluster.proxysql_nodes.all())
-                          if n.shares_with().exists())
+        guards.append(
+            Guard(
+                "backend_of_another_cluster",
+                "Every backend belongs to this cluster",
+                False,
+                "already in another cluster: " + ", ".join(taken),
+                False,
+            )
+        )
+    shared_nodes = sorted(
+        n.name for n in (chosen if chosen is not None else cluster.proxysql_nodes.all()) if n.shares_with().exists()
+    )
     node_wide = sorted(intended.tables() - PER_CLUSTER_TABLES)
     if shared_nodes and node_wide:
         # One ProxySQL serves other clusters too: its users, rules, variables and scheduler are theirs as well.
-        guards.append(Guard("shared_node_wide_tables", "No node-wide table changes on a ProxySQL that other clusters "
-                            "share (users, query rules, variables and scheduler serve them too)", False,
-                            f"{', '.join(node_wide)} on {', '.join(shared_nodes)}: change them on the node itself",
-                            False))
+        guards.append(
+            Guard(
+                "shared_node_wide_tables",
+                "No node-wide table changes on a ProxySQL that other clusters "
+                "share (users, query rules, variables and scheduler serve them too)",
+                False,
+                f"{', '.join(node_wide)} on {', '.join(shared_nodes)}: change them on the node itself",
+                False,
+            )
+        )
     if not write_back:  # a write-back is a repair: it runs while a rollback is pending, like repair
         guards.append(planning().pending_guard(cluster))
     guards += [Guard(f.key, f.label, False, f.value, f.overridable) for f in findings if f.blocking]
     if not any(f.blocking for f in findings):
         warnings, infos = (sum(1 for f in findings if not f.blocking and f.info is info) for info in (False, True))
-        guards.append(Guard("effect_check", "Effect check: nothing blocking found", True,
-                            f"{warnings} warning(s)" + (f", {infos} for information" if infos else "")))
+        guards.append(
+            Guard(
+                "effect_check",
+                "Effect check: nothing blocking found",
+                True,
+                f"{warnings} warning(s)" + (f", {infos} for information" if infos else ""),
+            )
+        )
 
     readable = {pk: nc for pk, nc in nodes.items() if not nc.error}
-    apply_nodes = {str(pk): {"name": nc.name, "sql": nc.plan.sql, "rollback": nc.plan.rollback}
-                   for pk, nc in readable.items()}
-    save_nodes = {str(pk): {"name": nc.name, "sql": [Sql.save(m) for m in nc.plan.modules], "rollback": []}
-                  for pk, nc in readable.items()}
+    apply_nodes = {
+        str(pk): {"name": nc.name, "sql": nc.plan.sql, "rollback": nc.plan.rollback} for pk, nc in readable.items()
+    }
+    save_nodes = {
+        str(pk): {"name": nc.name, "sql": [Sql.save(m) for m in nc.plan.modules], "rollback": []}
+        for pk, nc in readable.items()
+    }
     number = cs.base.number if write_back else cs.base.number + 1
     steps = [
-        Step("apply", "Write the changes to memory and LOAD them to runtime, on every node" if not managed else
-             "Write the changes to memory and LOAD them to runtime with the servers where Monitor placed them (memory "
-             "then back to the configured rows with the changes, no LOAD), on every node", PROXYSQL, apply_nodes),
-        Step("verify", "Read back every node's runtime: it must equal the new configuration" if write_back else
-             "Read back every node's runtime: the rows and variables changed must equal the new configuration",
-             CONFIG_VERIFY,
-             params={"change_set": cs.pk, "tables": sorted(intended.tables() | ({"mysql_servers"} if intended.roles else set()))}),
+        Step(
+            "apply",
+            "Write the changes to memory and LOAD them to runtime, on every node"
+            if not managed
+            else "Write the changes to memory and LOAD them to runtime with the servers where Monitor placed them (memory "
+            "then back to the configured rows with the changes, no LOAD), on every node",
+            PROXYSQL,
+            apply_nodes,
+        ),
+        Step(
+            "verify",
+            "Read back every node's runtime: it must equal the new configuration"
+            if write_back
+            else "Read back every node's runtime: the rows and variables changed must equal the new configuration",
+            CONFIG_VERIFY,
+            params={
+                "change_set": cs.pk,
+                "tables": sorted(intended.tables() | ({"mysql_servers"} if intended.roles else set())),
+            },
+        ),
         Step("save", "SAVE the changed modules TO DISK on every node", PROXYSQL, save_nodes, point_of_no_return=True),
-        Step("record", f"Record version {number} (the inventory follows it)" if not write_back else
-             f"Record that the nodes run version {number} again", CONFIG_RECORD, params={"change_set": cs.pk}),
+        Step(
+            "record",
+            f"Record version {number} (the inventory follows it)"
+            if not write_back
+            else f"Record that the nodes run version {number} again",
+            CONFIG_RECORD,
+            params={"change_set": cs.pk},
+        ),
     ]
     facts = {
-        "change_set": cs.pk, "reason": cs.reason, "base_version": cs.base.number, "version": number,
+        "change_set": cs.pk,
+        "reason": cs.reason,
+        "base_version": cs.base.number,
+        "version": number,
         "warnings": [f.__dict__ for f in findings if not f.blocking],
         "findings": [f.__dict__ for f in findings],
         "intended_diff": diff_lines(intended),
-        "node_diffs": {nc.name: diff_lines(node_diff(nc, target, hostgroups, C.same_secret(collector.value)))
-                       for nc in readable.values()},
+        "node_diffs": {
+            nc.name: diff_lines(node_diff(nc, target, hostgroups, C.same_secret(collector.value)))
+            for nc in readable.values()
+        },
         "unreachable": {nc.name: nc.error for nc in nodes.values() if nc.error},
         # per node, each user written: its password kept as the node has it or set (the form, never the value)
         "passwords": {nc.name: nc.plan.passwords for nc in readable.values() if nc.plan.passwords},
     }
     # What the change set does, not its first edit's reason (that stays on the change set and in facts["reason"]).
-    title = (f"Change set #{cs.pk} on {cluster.name}: {what_changes(intended)} (version {cs.base.number} → {number})"
-             if not write_back else f"Configuration of {cluster.name}: write version {number} back")
-    plan = Plan(kind, cluster.pk, title[:300], guards, steps, facts, options={"change_set": cs.pk},
-                secrets=placed)
+    title = (
+        f"Change set #{cs.pk} on {cluster.name}: {what_changes(intended)} (version {cs.base.number} → {number})"
+        if not write_back
+        else f"Configuration of {cluster.name}: write version {number} back"
+    )
+    plan = Plan(kind, cluster.pk, title[:300], guards, steps, facts, options={"change_set": cs.pk}, secrets=placed)
     return planning().annotate(plan, cluster), collector
 
 
@@ -177,9 +282,14 @@ def native_placement(cluster, intended, write_back):
     return cluster.managed_hostgroups()
 
 
-CHANGED_NOUNS = {"mysql_servers": "server row", "mysql_query_rules": "query rule", "mysql_users": "user",
-                 "scheduler": "scheduler row", "mysql_galera_hostgroups": "Galera hostgroup row",
-                 "mysql_replication_hostgroups": "replication hostgroup row"}
+CHANGED_NOUNS = {
+    "mysql_servers": "server row",
+    "mysql_query_rules": "query rule",
+    "mysql_users": "user",
+    "scheduler": "scheduler row",
+    "mysql_galera_hostgroups": "Galera hostgroup row",
+    "mysql_replication_hostgroups": "replication hostgroup row",
+}
 
 
 def what_changes(intended):
@@ -217,7 +327,8 @@ def plan_and_save(cs, *, actor, planner=plan_change_set):
         collector.save()
         op = planning().save_plan(plan_, actor=actor)
         if not ChangeSet.objects.filter(pk=cs.pk, state=ChangeSet.State.DRAFT).update(
-                state=ChangeSet.State.PLANNED, operation=op):
+            state=ChangeSet.State.PLANNED, operation=op
+        ):
             raise Refused("This change set was planned by someone else meanwhile.")
     return op
 

@@ -1,6 +1,7 @@
 """This app's operation kind, a change set applied (registry.OperationSpec), and its two step kinds (StepHandler),
 registered in ConfigurationConfig.ready() as operations and dr register theirs: the executor runs them by
 registry lookup and never names them."""
+
 from apps.accounts.roles import ADMIN
 from apps.plans.registry import PROPAGATE, RULES_OF_THE_NODES, OperationSpec, StepHandler, register_kind, register_step
 
@@ -15,8 +16,15 @@ def confirm_role(op):
     return None
 
 
-SPEC = OperationSpec(CONFIG, "configuration change", change_set.plan_change_set, change_set.replan,
-                     cluster_sync=PROPAGATE, confirm=confirm_role, holds=RULES_OF_THE_NODES)
+SPEC = OperationSpec(
+    CONFIG,
+    "configuration change",
+    change_set.plan_change_set,
+    change_set.replan,
+    cluster_sync=PROPAGATE,
+    confirm=confirm_role,
+    holds=RULES_OF_THE_NODES,
+)
 HANDLERS = [
     StepHandler(CONFIG_VERIFY, change_set_steps.verify, check=True),
     StepHandler(CONFIG_RECORD, change_set_steps.record),

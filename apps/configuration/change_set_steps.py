@@ -1,5 +1,6 @@
 """The executor's steps for change sets (registered in change_set_kind.py): read back every node's runtime, and
 record the version once the nodes run it."""
+
 from django.db import transaction
 
 from apps.audit.actor import Actor
@@ -45,14 +46,24 @@ def verify(run, step, row, executed, detail):
         nc = N.NodeConfig(int(node_id), str(node_id), layers)
         d = node_diff(nc, target, hostgroups, same_secret)
         version = (layers["runtime"].get("global_variables") or {}).get("admin-version")
-        return [f"{c.table} {list(c.key)} {c.change}" + (f" ({', '.join(found)})" if found else "")
-                + (f": {'/'.join(versions.MIRROR_COLUMNS)} exchanged; {versions.MIRROR_SWAP_WORDS}"
-                   if c.table == "mysql_query_rules" and versions.mirror_swapped(c.before, c.after) else "")
-                for c in d.rows for found in [fields(c)] if found is not None] + \
-               [(f"{name}: differs" if C.is_secret(after) else f"{name}: runtime {before!r}, expected {after!r}")
-                for name, before, after in d.variables
-                if "global_variables" in tables and (write_back or name in variables)
-                and not versions.versions_differ(name, target, before, version)]
+        return [
+            f"{c.table} {list(c.key)} {c.change}"
+            + (f" ({', '.join(found)})" if found else "")
+            + (
+                f": {'/'.join(versions.MIRROR_COLUMNS)} exchanged; {versions.MIRROR_SWAP_WORDS}"
+                if c.table == "mysql_query_rules" and versions.mirror_swapped(c.before, c.after)
+                else ""
+            )
+            for c in d.rows
+            for found in [fields(c)]
+            if found is not None
+        ] + [
+            (f"{name}: differs" if C.is_secret(after) else f"{name}: runtime {before!r}, expected {after!r}")
+            for name, before, after in d.variables
+            if "global_variables" in tables
+            and (write_back or name in variables)
+            and not versions.versions_differ(name, target, before, version)
+        ]
 
     node_ids = [n for n in run.plan_nodes()]
     problems = {}
@@ -76,13 +87,23 @@ def record(run, step, row, executed, detail):
             return
         if cs.source == "write_back":  # the nodes run the base version again: no new version
             ChangeSet.objects.filter(pk=cs.pk).update(state=ChangeSet.State.APPLIED, result=cs.base)
-            record_event("configuration written back", actor=Actor.of_operation(op), cluster=op.cluster,
-                         target=f"{op.cluster} v{cs.base.number}",
-                         details={"version": cs.base.number, "operation": op.pk, "nodes": cs.nodes})
+            record_event(
+                "configuration written back",
+                actor=Actor.of_operation(op),
+                cluster=op.cluster,
+                target=f"{op.cluster} v{cs.base.number}",
+                details={"version": cs.base.number, "operation": op.pk, "nodes": cs.nodes},
+            )
             detail["version"] = cs.base.number
             return
         target = C.apply_edits(cs.base.content, cs.edits)
-        version = record_version(op.cluster, target, actor=Actor.of_operation(op), reason=cs.reason or op.title,
-                                 source=cs.source, operation=op)
+        version = record_version(
+            op.cluster,
+            target,
+            actor=Actor.of_operation(op),
+            reason=cs.reason or op.title,
+            source=cs.source,
+            operation=op,
+        )
         ChangeSet.objects.filter(pk=cs.pk).update(state=ChangeSet.State.APPLIED, result=version)
     detail["version"] = version.number

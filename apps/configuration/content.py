@@ -9,12 +9,23 @@
 Rows are dicts of every column of the table, typed (int / str / None), sorted by key. A password (a
 user's, or a password variable) is {"secret": ref}: the value lives in ConfigSecret, encrypted.
 """
+
 import hashlib
 import hmac
 from dataclasses import dataclass, field
 
-from .tables import (BY_NAME, MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, SCHEDULER, TABLES, VARIABLES, RowError,
-                     check_row, typed_row)
+from .tables import (
+    BY_NAME,
+    MYSQL_QUERY_RULES,
+    MYSQL_SERVERS,
+    MYSQL_USERS,
+    SCHEDULER,
+    TABLES,
+    VARIABLES,
+    RowError,
+    check_row,
+    typed_row,
+)
 from .variables import check as check_variable
 from .variables import managed
 from .variables import same as same_variable
@@ -48,11 +59,13 @@ def same_secret(resolve):
     """The one "same secret" check, as diff(same_secret=) takes it: two values, each a secret reference or a value
     read from a node, hold the same password. `resolve`: a reference -> its stored value (None when unknown), e.g.
     a plan's collector.value or the cluster's known secrets' .get."""
+
     def value(v):
         return resolve(v["secret"]) if is_secret(v) else v
 
     def same(a, b):
         return secrets_match(value(a), value(b))
+
     return same
 
 
@@ -110,10 +123,19 @@ def in_scope(table, row, hostgroups):
 def claimed_hostgroups(content):
     """The cluster's hostgroups: its roles, what it claims, and every hostgroup its servers are in."""
     roles = content.get("roles") or {}
-    native = {r[c] for t in ("mysql_galera_hostgroups", "mysql_replication_hostgroups") for r in content.get(t) or []
-              for c in ("writer_hostgroup", "backup_writer_hostgroup", "reader_hostgroup", "offline_hostgroup") if c in r}
-    return ({hg for k, hg in roles.items() if k in ROLE_KEYS and hg is not None} | set(content.get("hostgroups") or [])
-            | {r["hostgroup_id"] for r in content.get(MYSQL_SERVERS.name) or []} | native)
+    native = {
+        r[c]
+        for t in ("mysql_galera_hostgroups", "mysql_replication_hostgroups")
+        for r in content.get(t) or []
+        for c in ("writer_hostgroup", "backup_writer_hostgroup", "reader_hostgroup", "offline_hostgroup")
+        if c in r
+    }
+    return (
+        {hg for k, hg in roles.items() if k in ROLE_KEYS and hg is not None}
+        | set(content.get("hostgroups") or [])
+        | {r["hostgroup_id"] for r in content.get(MYSQL_SERVERS.name) or []}
+        | native
+    )
 
 
 # -- edits -----------------------------------------------------------------------------------------
@@ -166,8 +188,12 @@ def _apply(content, tables, edit):
     table = BY_NAME[edit["table"]]
     rows = tables[table.name]
     if op == "upsert":
-        row = check_row(table, typed_row(table, edit["row"], strict=False) if not _has_secret(edit["row"])
-                        else _typed_with_secret(table, edit["row"]))
+        row = check_row(
+            table,
+            typed_row(table, edit["row"], strict=False)
+            if not _has_secret(edit["row"])
+            else _typed_with_secret(table, edit["row"]),
+        )
         if table is MYSQL_SERVERS:
             row["status"] = row["status"].upper()
         old_key = tuple(edit["key"]) if edit.get("key") else None
@@ -200,7 +226,8 @@ def on_the_host(edit):
     `filename`, any executable, with its arguments) or an admin-* variable (the admin interface: its
     credentials, its REST API and web server). Only admins make these."""
     return edit.get("table") == SCHEDULER.name or (
-        edit.get("table") == VARIABLES and str(edit.get("name", "")).startswith("admin-"))
+        edit.get("table") == VARIABLES and str(edit.get("name", "")).startswith("admin-")
+    )
 
 
 def describe(edit):
@@ -210,7 +237,9 @@ def describe(edit):
         value = "(a secret)" if is_secret(edit.get("value")) else edit.get("value")
         return f"{edit['op']} {edit['name']}" + (f" = {value}" if edit["op"] == "set" else "")
     table = BY_NAME.get(edit.get("table"))
-    key = edit.get("key") or (table.key_of(edit["row"]) if table and all(k in edit.get("row", {}) for k in table.key) else "")
+    key = edit.get("key") or (
+        table.key_of(edit["row"]) if table and all(k in edit.get("row", {}) for k in table.key) else ""
+    )
     return f"{edit.get('op')} {edit.get('table')} {list(key) if key else ''}".strip()
 
 
@@ -219,7 +248,7 @@ def describe(edit):
 class RowChange:
     table: str
     key: tuple
-    change: str                  # added / removed / changed
+    change: str  # added / removed / changed
     before: dict | None
     after: dict | None
     fields: list = field(default_factory=list)
@@ -227,9 +256,9 @@ class RowChange:
 
 @dataclass
 class Diff:
-    rows: list                   # RowChange
-    variables: list              # (name, before, after)
-    roles: dict                  # role -> (before, after)
+    rows: list  # RowChange
+    variables: list  # (name, before, after)
+    roles: dict  # role -> (before, after)
 
     @property
     def empty(self):
@@ -264,13 +293,19 @@ def diff(a, b, *, same_secret=None):
             elif y is None:
                 rows.append(RowChange(table.name, key, "removed", x, None))
             else:
-                fields = [c for c in table.column_names if not _equal(x.get(c), y.get(c), same_secret)
-                          and not table.same_value(c, x.get(c), y.get(c))]
+                fields = [
+                    c
+                    for c in table.column_names
+                    if not _equal(x.get(c), y.get(c), same_secret) and not table.same_value(c, x.get(c), y.get(c))
+                ]
                 if fields:
                     rows.append(RowChange(table.name, key, "changed", x, y, fields))
     va, vb = a.get(VARIABLES) or {}, b.get(VARIABLES) or {}
-    variables = [(n, va.get(n), vb.get(n)) for n in sorted(va.keys() | vb.keys())
-                 if not (_equal(va.get(n), vb.get(n), same_secret) or same_variable(n, va.get(n), vb.get(n)))]
+    variables = [
+        (n, va.get(n), vb.get(n))
+        for n in sorted(va.keys() | vb.keys())
+        if not (_equal(va.get(n), vb.get(n), same_secret) or same_variable(n, va.get(n), vb.get(n)))
+    ]
     ra, rb = a.get("roles") or {}, b.get("roles") or {}
     roles = {k: (ra.get(k), rb.get(k)) for k in sorted(ra.keys() | rb.keys()) if ra.get(k) != rb.get(k)}
     return Diff(rows, variables, roles)
@@ -292,11 +327,20 @@ def edits_between(a, b):
         if change.change == "removed":
             edits.append({"op": "delete", "table": change.table, "key": list(change.key)})
         else:
-            edits.append({"op": "upsert", "table": change.table, "row": change.after,
-                          **({"key": list(change.key)} if change.change == "changed" else {})})
+            edits.append(
+                {
+                    "op": "upsert",
+                    "table": change.table,
+                    "row": change.after,
+                    **({"key": list(change.key)} if change.change == "changed" else {}),
+                }
+            )
     for name, _, after in d.variables:
-        edits.append({"op": "delete", "table": VARIABLES, "name": name} if after is None else
-                     {"op": "set", "table": VARIABLES, "name": name, "value": after})
+        edits.append(
+            {"op": "delete", "table": VARIABLES, "name": name}
+            if after is None
+            else {"op": "set", "table": VARIABLES, "name": name, "value": after}
+        )
     return edits
 
 
@@ -331,8 +375,11 @@ def loaded_user(row):
 
 def runtime_view(content):
     """The configuration as a node's runtime layer shows it once loaded (inactive users and query rules absent)."""
-    return {**content, MYSQL_USERS.name: expected_runtime(content, MYSQL_USERS),
-            MYSQL_QUERY_RULES.name: expected_runtime(content, MYSQL_QUERY_RULES)}
+    return {
+        **content,
+        MYSQL_USERS.name: expected_runtime(content, MYSQL_USERS),
+        MYSQL_QUERY_RULES.name: expected_runtime(content, MYSQL_QUERY_RULES),
+    }
 
 
 def managed_variables(values):
@@ -355,15 +402,18 @@ def endpoints(pairs):
 def writers(content):
     """The servers ONLINE in the writer hostgroup: [(host, port)], sorted."""
     writer = (content.get("roles") or {}).get("writer")
-    return sorted((r["hostname"], r["port"]) for r in content.get(MYSQL_SERVERS.name) or []
-                  if r["hostgroup_id"] == writer and r["status"] == "ONLINE")
+    return sorted(
+        (r["hostname"], r["port"])
+        for r in content.get(MYSQL_SERVERS.name) or []
+        if r["hostgroup_id"] == writer and r["status"] == "ONLINE"
+    )
 
 
 @dataclass
 class OperationalChange:
-    kind: str                    # writer / drain / restore
-    text: str                    # "moves the writer from A to B", "drains A in hostgroup 101 (ONLINE → OFFLINE_SOFT)"
-    way: str                     # the operation that does it, guarded
+    kind: str  # writer / drain / restore
+    text: str  # "moves the writer from A to B", "drains A in hostgroup 101 (ONLINE → OFFLINE_SOFT)"
+    way: str  # the operation that does it, guarded
 
 
 def operational_changes(current, target):
@@ -379,17 +429,33 @@ def operational_changes(current, target):
             text = f"takes the writer {endpoints(before)} out of the writer hostgroup"
         else:
             text = f"makes {endpoints(after)} the writer"
-        out.append(OperationalChange("writer", text, "use a switchover (the cluster's page → Planned switchover) instead"))
+        out.append(
+            OperationalChange("writer", text, "use a switchover (the cluster's page → Planned switchover) instead")
+        )
     rows = index(current, MYSQL_SERVERS)
     for key, row in index(target, MYSQL_SERVERS).items():
         old = rows.get(key)
-        if old is None or old["status"] == row["status"] or (old["status"] not in OFFLINE and row["status"] not in OFFLINE):
+        if (
+            old is None
+            or old["status"] == row["status"]
+            or (old["status"] not in OFFLINE and row["status"] not in OFFLINE)
+        ):
             continue
         server = f"{endpoint(row)} in hostgroup {row['hostgroup_id']}"
         if row["status"] == "ONLINE":
-            out.append(OperationalChange("restore", f"puts {server} back ONLINE ({old['status']} → ONLINE)",
-                                         "use restore (the server's page → restore from maintenance) instead"))
+            out.append(
+                OperationalChange(
+                    "restore",
+                    f"puts {server} back ONLINE ({old['status']} → ONLINE)",
+                    "use restore (the server's page → restore from maintenance) instead",
+                )
+            )
         else:
-            out.append(OperationalChange("drain", f"drains {server} ({old['status']} → {row['status']})",
-                                         "use a maintenance drain (the server's page → Maintenance drain) instead"))
+            out.append(
+                OperationalChange(
+                    "drain",
+                    f"drains {server} ({old['status']} → {row['status']})",
+                    "use a maintenance drain (the server's page → Maintenance drain) instead",
+                )
+            )
     return out

@@ -1,15 +1,43 @@
 """Configuration rows as a DBA reads them in a table: the columns read first, the rest of each row folded (only
 what is set; NULLs counted, never listed), secrets shown as such."""
+
 from . import content as C
 
 # The columns a DBA reads first in each table (what routes, where, whether it applies); the others fold per row.
 FIRST_COLUMNS = {
-    "mysql_servers": ("hostgroup_id", "hostname", "port", "status", "weight", "max_connections",
-                      "max_replication_lag", "comment"),
-    "mysql_query_rules": ("rule_id", "active", "username", "schemaname", "match_digest", "match_pattern",
-                          "destination_hostgroup", "apply", "mirror_hostgroup", "cache_ttl", "comment"),
-    "mysql_users": ("username", "active", "default_hostgroup", "default_schema", "transaction_persistent",
-                    "fast_forward", "max_connections", "comment"),
+    "mysql_servers": (
+        "hostgroup_id",
+        "hostname",
+        "port",
+        "status",
+        "weight",
+        "max_connections",
+        "max_replication_lag",
+        "comment",
+    ),
+    "mysql_query_rules": (
+        "rule_id",
+        "active",
+        "username",
+        "schemaname",
+        "match_digest",
+        "match_pattern",
+        "destination_hostgroup",
+        "apply",
+        "mirror_hostgroup",
+        "cache_ttl",
+        "comment",
+    ),
+    "mysql_users": (
+        "username",
+        "active",
+        "default_hostgroup",
+        "default_schema",
+        "transaction_persistent",
+        "fast_forward",
+        "max_connections",
+        "comment",
+    ),
 }
 
 
@@ -27,7 +55,12 @@ def compact_rows(table, rows):
     out = []
     for r in rows:
         rest = [c for c in table.column_names if c not in first]
-        out.append({"key": list(table.key_of(r)), "cells": [_shown(r[c]) for c in first],
-                    "more": [(c, _shown(r[c])) for c in rest if r[c] is not None],
-                    "nulls": sum(1 for c in rest if r[c] is None)})
+        out.append(
+            {
+                "key": list(table.key_of(r)),
+                "cells": [_shown(r[c]) for c in first],
+                "more": [(c, _shown(r[c])) for c in rest if r[c] is not None],
+                "nulls": sum(1 for c in rest if r[c] is None),
+            }
+        )
     return out

@@ -7,6 +7,7 @@ console does not hold. The edit it returns is what content.apply_edits understan
 Rows are checked against ProxySQL's constraints when the edits apply (content.apply_edits, check_row), and a
 query rule's patterns against the cluster's regex engine by the effect check (findings.regex_invalid), for every
 door alike."""
+
 from dataclasses import dataclass
 
 from . import content as C
@@ -65,8 +66,9 @@ def shape(edit):
     op = edit["op"]
     missing = [f for f in NEEDS[op] if f not in edit]
     if missing:
-        raise EditRefused(f"{op} needs {', '.join(missing)}.", missing[0],
-                          fields={f: f"{op} needs {f}." for f in missing})
+        raise EditRefused(
+            f"{op} needs {', '.join(missing)}.", missing[0], fields={f: f"{op} needs {f}." for f in missing}
+        )
     if op == "set":
         edit = {**edit, "table": VARIABLES}
     if op in ("upsert", "delete"):

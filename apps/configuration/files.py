@@ -7,6 +7,7 @@ never emptied by leaving it out; variables not listed keep their value. The file
 applies against the cluster's current version whatever version it was exported from (`version:` names that
 one, for the reader), and wins for every row it lists; a file equal to the current intent has nothing to do.
 """
+
 import yaml
 
 from apps.fleet.models import HOSTGROUP_MAX
@@ -25,10 +26,12 @@ MAX_ROWS = 20_000
 MAX_FILE_CHARS = 5 * 1024 * 1024
 MAX_VALUES = 100_000
 
-HEADER = ("# ProxySQL configuration of cluster {cluster}, version {version}, exported by the control plane.\n"
-          "# It is desired state: edit it, then manage.py config diff FILE, config plan FILE, config apply FILE\n"
-          "# (or upload it on the cluster's configuration page). Passwords are references to the console's\n"
-          "# encrypted store ({{secret: ...}}); every table must stay listed; variables not listed keep their value.\n")
+HEADER = (
+    "# ProxySQL configuration of cluster {cluster}, version {version}, exported by the control plane.\n"
+    "# It is desired state: edit it, then manage.py config diff FILE, config plan FILE, config apply FILE\n"
+    "# (or upload it on the cluster's configuration page). Passwords are references to the console's\n"
+    "# encrypted store ({{secret: ...}}); every table must stay listed; variables not listed keep their value.\n"
+)
 
 
 class FileError(ValueError):
@@ -57,11 +60,15 @@ def _check_events(text):
         if isinstance(event, yaml.ScalarEvent):
             values += 1
             if values > MAX_VALUES:
-                raise FileError(f"line {event.start_mark.line + 1}: the file holds more than {MAX_VALUES:,} values "
-                                "(names and values counted): no ProxySQL configuration is that large")
+                raise FileError(
+                    f"line {event.start_mark.line + 1}: the file holds more than {MAX_VALUES:,} values "
+                    "(names and values counted): no ProxySQL configuration is that large"
+                )
         if isinstance(event, yaml.AliasEvent):
-            raise FileError(f"line {event.start_mark.line + 1}: anchors and aliases (& and *) are not accepted in a "
-                            "configuration file: write each value out")
+            raise FileError(
+                f"line {event.start_mark.line + 1}: anchors and aliases (& and *) are not accepted in a "
+                "configuration file: write each value out"
+            )
         if isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
         elif isinstance(event, (yaml.CollectionStartEvent, yaml.ScalarEvent)):
@@ -85,8 +92,10 @@ def load(text):
         if "exceeded maximum nesting depth" in (exc.problem or ""):  # libyaml's own bound, met reading ahead
             raise FileError(f"line {exc.problem_mark.line + 1}: nested more than {MAX_DEPTH} levels deep") from None
         if "invalid Unicode character escape code" in (exc.problem or ""):  # libyaml's word for "\\ud800"
-            raise FileError(f"line {exc.problem_mark.line + 1}: an escape names no character (a lone surrogate or "
-                            "a code beyond U+10FFFF is not text)") from None
+            raise FileError(
+                f"line {exc.problem_mark.line + 1}: an escape names no character (a lone surrogate or "
+                "a code beyond U+10FFFF is not text)"
+            ) from None
         raise FileError(f"not valid YAML: {exc}") from None
     except yaml.YAMLError as exc:
         raise FileError(f"not valid YAML: {exc}") from None
@@ -95,8 +104,12 @@ def load(text):
 
 def export(version):
     content = version.content
-    doc = {"cluster": version.cluster.name, "version": version.number, "roles": content.get("roles") or {},
-           "hostgroups": content.get("hostgroups") or []}
+    doc = {
+        "cluster": version.cluster.name,
+        "version": version.number,
+        "roles": content.get("roles") or {},
+        "hostgroups": content.get("hostgroups") or [],
+    }
     for table in TABLES:
         doc[table.name] = [_compact(table, row) for row in content.get(table.name) or []]
     doc[VARIABLES] = dict(content.get(VARIABLES) or {})
@@ -137,8 +150,9 @@ def read(text, cluster):
     roles = doc.get("roles") or {}
     if not isinstance(roles, dict):
         raise FileError("roles must be a mapping (writer, reader, backup_writer, offline, writer_is_also_reader)")
-    out["roles"] = {k: _int_or_none(v, f"roles.{k}") for k, v in roles.items()
-                    if k in (*C.ROLE_KEYS, "writer_is_also_reader")}
+    out["roles"] = {
+        k: _int_or_none(v, f"roles.{k}") for k, v in roles.items() if k in (*C.ROLE_KEYS, "writer_is_also_reader")
+    }
     out["hostgroups"] = [_int_or_none(v, "hostgroups") for v in doc.get("hostgroups") or []]
     for table in TABLES:
         if table.name not in doc:

@@ -5,6 +5,7 @@ overridable ones with a typed reason); warnings are shown. Several of these are 
 accepts without a word: a regex it cannot compile reaches runtime, a rule after a catch-all never runs,
 a hostgroup with no server holds every query sent to it until mysql-connect_timeout_server_max.
 """
+
 import itertools
 import re
 from dataclasses import dataclass
@@ -15,8 +16,18 @@ from apps.fleet.choices import ClusterKind
 from apps.monitoring import rule_regex
 
 from . import rule_tester
-from .content import (claimed_hostgroups, diff, endpoint, endpoints, index, loaded_user, operational_changes,
-                      password_hash, runtime_users, writers)
+from .content import (
+    claimed_hostgroups,
+    diff,
+    endpoint,
+    endpoints,
+    index,
+    loaded_user,
+    operational_changes,
+    password_hash,
+    runtime_users,
+    writers,
+)
 from .tables import MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, SCHEDULER, TABLES, VARIABLES
 
 
@@ -31,7 +42,9 @@ class Finding:
 
 
 def _online(content, hostgroup):
-    return [r for r in content.get(MYSQL_SERVERS.name) or [] if r["hostgroup_id"] == hostgroup and r["status"] == "ONLINE"]
+    return [
+        r for r in content.get(MYSQL_SERVERS.name) or [] if r["hostgroup_id"] == hostgroup and r["status"] == "ONLINE"
+    ]
 
 
 def _servers_anywhere(target, node_layers):
@@ -40,9 +53,11 @@ def _servers_anywhere(target, node_layers):
     hostgroups = {r["hostgroup_id"] for r in target.get(MYSQL_SERVERS.name) or []}
     for layer in node_layers:
         hostgroups |= {r["hostgroup_id"] for r in layer[MYSQL_SERVERS.name] if r["hostgroup_id"] not in mine}
-    return hostgroups | native.placed_hostgroups(target.get(native.MANAGER_TABLES["galera"]) or (),
-                                                 target.get(MYSQL_SERVERS.name) or (),
-                                                 target.get(native.MANAGER_TABLES["replication"]) or ())
+    return hostgroups | native.placed_hostgroups(
+        target.get(native.MANAGER_TABLES["galera"]) or (),
+        target.get(MYSQL_SERVERS.name) or (),
+        target.get(native.MANAGER_TABLES["replication"]) or (),
+    )
 
 
 def used_hostgroups(content):
@@ -63,34 +78,60 @@ def servers_findings(cluster, base, target):
     for hg in sorted((claimed_hostgroups(base) | claimed_hostgroups(target)) & used_hostgroups(target)):
         before, after = len(_online(base, hg)), len(_online(target, hg))
         if before and not after:
-            out.append(Finding("hostgroup_empty", f"Hostgroup {hg} is left with no ONLINE server",
-                               f"{before} ONLINE → 0: ProxySQL holds every query routed there until "
-                               "mysql-connect_timeout_server_max, then fails it", True))
+            out.append(
+                Finding(
+                    "hostgroup_empty",
+                    f"Hostgroup {hg} is left with no ONLINE server",
+                    f"{before} ONLINE → 0: ProxySQL holds every query routed there until "
+                    "mysql-connect_timeout_server_max, then fails it",
+                    True,
+                )
+            )
     writer = roles.get("writer")
     writers = _online(target, writer) if writer is not None else []
     if cluster.kind != ClusterKind.GROUP_REPLICATION and len(writers) > 1:
         listed = ", ".join(f"{r['hostname']}:{r['port']}" for r in writers)
         manager = next((n for n in cluster.active_native_hostgroups() if n.get("writer_hostgroup") == writer), None)
         if manager is None:
-            out.append(Finding("two_writers", f"Writer hostgroup {writer} has {len(writers)} ONLINE writers",
-                               listed + ": writes would go to several nodes at once", True))
+            out.append(
+                Finding(
+                    "two_writers",
+                    f"Writer hostgroup {writer} has {len(writers)} ONLINE writers",
+                    listed + ": writes would go to several nodes at once",
+                    True,
+                )
+            )
         else:
             # ProxySQL's own manager decides at runtime which of these rows write: the usual native setup lists
             # every node in the writer hostgroup, so this is told, not refused.
-            how = (f"ProxySQL keeps max_writers={manager.get('max_writers', 1)} of them writing and moves the others "
-                   f"to backup writer hostgroup {manager.get('backup_writer_hostgroup')}"
-                   if manager.get("kind") == "galera"
-                   else "ProxySQL keeps writing only those whose read_only is OFF and moves the others to reader "
-                        f"hostgroup {manager.get('reader_hostgroup')}")
-            out.append(Finding("native_writers", f"Writer hostgroup {writer} lists {len(writers)} ONLINE servers, "
-                               f"under ProxySQL's native {manager.get('kind')} manager", f"{listed}: {how}", False))
+            how = (
+                f"ProxySQL keeps max_writers={manager.get('max_writers', 1)} of them writing and moves the others "
+                f"to backup writer hostgroup {manager.get('backup_writer_hostgroup')}"
+                if manager.get("kind") == "galera"
+                else "ProxySQL keeps writing only those whose read_only is OFF and moves the others to reader "
+                f"hostgroup {manager.get('reader_hostgroup')}"
+            )
+            out.append(
+                Finding(
+                    "native_writers",
+                    f"Writer hostgroup {writer} lists {len(writers)} ONLINE servers, "
+                    f"under ProxySQL's native {manager.get('kind')} manager",
+                    f"{listed}: {how}",
+                    False,
+                )
+            )
     reader = roles.get("reader")
     if reader is not None:
         before, after = len(_online(base, reader)), len(_online(target, reader))
         if after < cluster.min_available_readers and after < before:
-            out.append(Finding("readers_below_minimum",
-                               f"Reader hostgroup {reader} drops below the cluster's minimum of "
-                               f"{cluster.min_available_readers}", f"{before} ONLINE → {after}", True))
+            out.append(
+                Finding(
+                    "readers_below_minimum",
+                    f"Reader hostgroup {reader} drops below the cluster's minimum of {cluster.min_available_readers}",
+                    f"{before} ONLINE → {after}",
+                    True,
+                )
+            )
     return out
 
 
@@ -105,16 +146,28 @@ def operational_findings(cluster, base, target, nodes, *, write_back=False, ever
     out, said = [], set()
     for change in operational_changes(base, target):
         said.add(change.text)
-        out.append(Finding(f"operational_{change.kind}", f"{change.text[0].upper()}{change.text[1:]}: {change.way}",
-                           "who writes and which servers are drained is changed only by operations, never by a "
-                           "configuration", not write_back, overridable=False))
+        out.append(
+            Finding(
+                f"operational_{change.kind}",
+                f"{change.text[0].upper()}{change.text[1:]}: {change.way}",
+                "who writes and which servers are drained is changed only by operations, never by a configuration",
+                not write_back,
+                overridable=False,
+            )
+        )
     # ProxySQL's native manager picks the writer at runtime itself: there a runtime that differs is told, not refused.
     native = bool(cluster.active_native_hostgroups())
-    lives = {nc.name: {"roles": base.get("roles"), MYSQL_SERVERS.name: nc.layers["runtime"][MYSQL_SERVERS.name]}
-             for nc in nodes.values() if not nc.error}
+    lives = {
+        nc.name: {"roles": base.get("roles"), MYSQL_SERVERS.name: nc.layers["runtime"][MYSQL_SERVERS.name]}
+        for nc in nodes.values()
+        if not nc.error
+    }
     runs_target = writers(target) in [writers(live) for live in lives.values()]
-    on_every_node = set.intersection(*[{c.text for c in operational_changes(live, target)} for live in lives.values()]
-                                     ) if lives else set()
+    on_every_node = (
+        set.intersection(*[{c.text for c in operational_changes(live, target)} for live in lives.values()])
+        if lives
+        else set()
+    )
 
     def lags(change, live):  # a write-back puts right a node that lags behind the others, never the whole cluster
         if not every_node:
@@ -130,10 +183,16 @@ def operational_findings(cluster, base, target, nodes, *, write_back=False, ever
         for change in operational_changes(live, target):
             if change.text in said:
                 continue
-            out.append(Finding(f"operational_{change.kind}", f"On {nc.name}, this change {change.text}: {change.way}",
-                               f"{nc.name}'s runtime has the writer {endpoints(writers(live))} and this "
-                               "change loads its mysql_servers", not (native or (write_back and lags(change, live))),
-                               overridable=False))
+            out.append(
+                Finding(
+                    f"operational_{change.kind}",
+                    f"On {nc.name}, this change {change.text}: {change.way}",
+                    f"{nc.name}'s runtime has the writer {endpoints(writers(live))} and this "
+                    "change loads its mysql_servers",
+                    not (native or (write_back and lags(change, live))),
+                    overridable=False,
+                )
+            )
     roles = base.get("roles") or {}
     kept = set(writers(base)) & set(writers(target))
     after = index(target, MYSQL_SERVERS)
@@ -143,8 +202,14 @@ def operational_findings(cluster, base, target, nodes, *, write_back=False, ever
             continue
         fields = [f"{c} {row[c]} → {new[c]}" for c in MYSQL_SERVERS.column_names if c != "status" and row[c] != new[c]]
         if fields:
-            out.append(Finding("writer_row_changed", f"Changes the live writer {endpoint(row)}'s row in hostgroup "
-                               f"{row['hostgroup_id']}", ", ".join(fields), False))
+            out.append(
+                Finding(
+                    "writer_row_changed",
+                    f"Changes the live writer {endpoint(row)}'s row in hostgroup {row['hostgroup_id']}",
+                    ", ".join(fields),
+                    False,
+                )
+            )
     return out
 
 
@@ -241,8 +306,11 @@ def _entries_catching(later, lengths):
     """The entries whose rules would catch `later`: its fields' subsets, and per pattern field any, its exact
     pattern, and its literal start's prefixes of the lengths filed (only any for no pattern or a negated one)."""
     present = [f for f in SAME_FIELDS[1:] if later[f] is not None]
-    subsets = [tuple((f, later[f]) for f in chosen) for n in range(len(present) + 1)
-               for chosen in itertools.combinations(present, n)]
+    subsets = [
+        tuple((f, later[f]) for f in chosen)
+        for n in range(len(present) + 1)
+        for chosen in itertools.combinations(present, n)
+    ]
     per_field = []
     for field in PATTERN_FIELDS:
         b = later[field]
@@ -252,8 +320,9 @@ def _entries_catching(later, lengths):
             start = _literal_start(b)
             if start is not None:
                 for caseless, text in ((False, start), (True, start.upper())):
-                    conditions += [("prefix", text[:n], caseless) for n in lengths.get((field, caseless), ())
-                                   if n <= len(text)]
+                    conditions += [
+                        ("prefix", text[:n], caseless) for n in lengths.get((field, caseless), ()) if n <= len(text)
+                    ]
         per_field.append(conditions)
     return [(later["flagIN"], required, d, p) for required in subsets for d in per_field[0] for p in per_field[1]]
 
@@ -268,48 +337,79 @@ def rules_findings(d, target, engine, servers_in):
             if r[field] not in (None, ""):
                 error = regex_error(r[field], r["re_modifiers"], engine)
                 if error:
-                    out.append(Finding("regex_invalid", f"Rule {r['rule_id']}'s {field} does not compile in ProxySQL's "
-                                       f"{'RE2' if engine == 2 else 'PCRE'} engine",
-                                       f"{r[field]!r}: {error} (ProxySQL would load it silently and never match it)",
-                                       True, overridable=False))
+                    out.append(
+                        Finding(
+                            "regex_invalid",
+                            f"Rule {r['rule_id']}'s {field} does not compile in ProxySQL's "
+                            f"{'RE2' if engine == 2 else 'PCRE'} engine",
+                            f"{r[field]!r}: {error} (ProxySQL would load it silently and never match it)",
+                            True,
+                            overridable=False,
+                        )
+                    )
         if not r["active"]:
             continue
         for field in ("destination_hostgroup", "mirror_hostgroup"):
             hg = r[field]
             if hg is not None and hg not in servers_in:
-                out.append(Finding("rule_hostgroup_empty", f"Rule {r['rule_id']} sends queries to hostgroup {hg}, "
-                                   "which has no server", f"{field}={hg}: those queries wait for "
-                                   "mysql-connect_timeout_server_max, then fail", True))
+                out.append(
+                    Finding(
+                        "rule_hostgroup_empty",
+                        f"Rule {r['rule_id']} sends queries to hostgroup {hg}, which has no server",
+                        f"{field}={hg}: those queries wait for mysql-connect_timeout_server_max, then fail",
+                        True,
+                    )
+                )
     for later, earlier in shadowed_rules(rules):
         if (later["rule_id"],) in changed or (earlier["rule_id"],) in changed:
-            out.append(Finding("rule_never_matches", f"Rule {later['rule_id']} can never match",
-                               f"rule {earlier['rule_id']} (apply=1, flagIN {earlier['flagIN']}, "
-                               f"{earlier['match_digest'] or earlier['match_pattern'] or 'no pattern'}) comes first and "
-                               f"catches everything rule {later['rule_id']} "
-                               f"({later['match_digest'] or later['match_pattern']}) would", False))
+            out.append(
+                Finding(
+                    "rule_never_matches",
+                    f"Rule {later['rule_id']} can never match",
+                    f"rule {earlier['rule_id']} (apply=1, flagIN {earlier['flagIN']}, "
+                    f"{earlier['match_digest'] or earlier['match_pattern'] or 'no pattern'}) comes first and "
+                    f"catches everything rule {later['rule_id']} "
+                    f"({later['match_digest'] or later['match_pattern']}) would",
+                    False,
+                )
+            )
     return out, changed
 
 
 def mirror_findings(target, changed_rules, node_figures):
     out = []
-    mirrors = [r for r in target.get(MYSQL_QUERY_RULES.name) or []
-               if r["active"] and (r["mirror_hostgroup"] is not None or r["mirror_flagOUT"] is not None)
-               and (r["rule_id"],) in changed_rules]
+    mirrors = [
+        r
+        for r in target.get(MYSQL_QUERY_RULES.name) or []
+        if r["active"]
+        and (r["mirror_hostgroup"] is not None or r["mirror_flagOUT"] is not None)
+        and (r["rule_id"],) in changed_rules
+    ]
     variables = target.get(VARIABLES) or {}
     for name, figures in node_figures.items():
         questions, prepared = figures.get("questions_ps"), figures.get("prepared_ps")
         if mirrors and questions and prepared is not None and prepared / questions >= 0.9:
-            out.append(Finding("mirror_prepared", f"The new mirror rule(s) would mirror almost nothing on {name}",
-                               f"{prepared / questions:.0%} of its queries are prepared statements "
-                               f"({prepared:.0f} of {questions:.0f} per s), and ProxySQL does not mirror those",
-                               False))
+            out.append(
+                Finding(
+                    "mirror_prepared",
+                    f"The new mirror rule(s) would mirror almost nothing on {name}",
+                    f"{prepared / questions:.0%} of its queries are prepared statements "
+                    f"({prepared:.0f} of {questions:.0f} per s), and ProxySQL does not mirror those",
+                    False,
+                )
+            )
         concurrency = figures.get("mirror_concurrency")
         limit = variables.get("mysql-mirror_max_concurrency")
         if concurrency and isinstance(limit, str) and limit.isdigit() and int(limit) < concurrency:
-            out.append(Finding("mirror_limit_below_use",
-                               f"mysql-mirror_max_concurrency {limit} is below the mirror concurrency {name} runs now",
-                               f"Mirror_concurrency {concurrency} now: queries above the new limit queue, and once "
-                               "mysql-mirror_max_queue_length is reached they are dropped", False))
+            out.append(
+                Finding(
+                    "mirror_limit_below_use",
+                    f"mysql-mirror_max_concurrency {limit} is below the mirror concurrency {name} runs now",
+                    f"Mirror_concurrency {concurrency} now: queries above the new limit queue, and once "
+                    "mysql-mirror_max_queue_length is reached they are dropped",
+                    False,
+                )
+            )
     return out
 
 
@@ -327,8 +427,11 @@ def traffic_findings(target, changed_rules, traffic, node_figures):
     """What each new or changed active rule would capture of the cluster's stored traffic (the digests of the last
     hour, `traffic`: digests.selectors.Traffic), by the rule tester's walk on the target's rules; for a mirror
     rule, the mirror load it predicts against mysql-mirror_max_concurrency."""
-    rules = {r["rule_id"]: r for r in target.get(MYSQL_QUERY_RULES.name) or []
-             if r["active"] and (r["rule_id"],) in changed_rules}
+    rules = {
+        r["rule_id"]: r
+        for r in target.get(MYSQL_QUERY_RULES.name) or []
+        if r["active"] and (r["rule_id"],) in changed_rules
+    }
     if not rules or traffic is None or not traffic.rows:
         return []
     captured = {rule_id: [] for rule_id in rules}
@@ -338,9 +441,16 @@ def traffic_findings(target, changed_rules, traffic, node_figures):
         if reached.spent_out:
             cut = True
             break
-        walk = rule_tester.on_content(target, digest_text=row.digest_text, digest=row.digest, username=row.username,
-                                      schemaname=row.schemaname, client_addr=row.client_address, reached=reached,
-                                      explain=False)  # only which rules matched or gave up
+        walk = rule_tester.on_content(
+            target,
+            digest_text=row.digest_text,
+            digest=row.digest,
+            username=row.username,
+            schemaname=row.schemaname,
+            client_addr=row.client_address,
+            reached=reached,
+            explain=False,
+        )  # only which rules matched or gave up
         walked += 1
         for step in walk.steps:
             if step.matched and step.rule_id in captured:
@@ -351,24 +461,42 @@ def traffic_findings(target, changed_rules, traffic, node_figures):
                 limits.setdefault(step.rule_id, step.limit)
     total_n, total_t = traffic.count, traffic.sum_time_us
     minutes = max(1, round(traffic.seconds / 60))
-    out = [Finding("regex_match_limit", f"Rule {rule_id}'s pattern reaches PCRE's match limit on the stored traffic",
-                   f"{said}: a backtracking pattern; ProxySQL spends up to its own limit on it for every query it "
-                   "tries it on, then counts no match", True) if rule_tester.OVER_BUDGET not in said else
-           Finding("regex_match_limit", f"Rule {rule_id}'s pattern is too costly to measure on the stored traffic",
-                   f"{said}: a backtracking pattern just under the match limit; ProxySQL runs it on every query it "
-                   "tries it on, at this cost each time", True) for rule_id, said in sorted(limits.items())]
+    out = [
+        Finding(
+            "regex_match_limit",
+            f"Rule {rule_id}'s pattern reaches PCRE's match limit on the stored traffic",
+            f"{said}: a backtracking pattern; ProxySQL spends up to its own limit on it for every query it "
+            "tries it on, then counts no match",
+            True,
+        )
+        if rule_tester.OVER_BUDGET not in said
+        else Finding(
+            "regex_match_limit",
+            f"Rule {rule_id}'s pattern is too costly to measure on the stored traffic",
+            f"{said}: a backtracking pattern just under the match limit; ProxySQL runs it on every query it "
+            "tries it on, at this cost each time",
+            True,
+        )
+        for rule_id, said in sorted(limits.items())
+    ]
     if cut:  # a share of the rows walked would read as the rule's share: each is said as not measured instead
         out.append(_not_measured(sorted(rules), rules, reached, walked, len(traffic.rows)))
     for rule_id, rows in ({} if cut else captured).items():
         n, t = sum(r.count for r in rows), sum(r.sum_time_us for r in rows)
         busiest = max(rows, key=lambda r: r.count, default=None)
-        out.append(Finding("rule_traffic_share", f"Rule {rule_id} would capture {_share(n, total_n)} of the last "
-                           f"{minutes} min's queries ({_share(t, total_t)} of their time)",
-                           f"{n:,} of {total_n:,} queries, {t / 1e6:.1f} s of {total_t / 1e6:.1f} s, over "
-                           f"{len({r.digest for r in rows})} digest(s)"
-                           + (f"; the busiest: {busiest.digest_text[:120]!r}" if busiest else "")
-                           + (" (the busiest digests only: more were stored)" if traffic.truncated else ""), False,
-                           info=True))
+        out.append(
+            Finding(
+                "rule_traffic_share",
+                f"Rule {rule_id} would capture {_share(n, total_n)} of the last "
+                f"{minutes} min's queries ({_share(t, total_t)} of their time)",
+                f"{n:,} of {total_n:,} queries, {t / 1e6:.1f} s of {total_t / 1e6:.1f} s, over "
+                f"{len({r.digest for r in rows})} digest(s)"
+                + (f"; the busiest: {busiest.digest_text[:120]!r}" if busiest else "")
+                + (" (the busiest digests only: more were stored)" if traffic.truncated else ""),
+                False,
+                info=True,
+            )
+        )
         rule = rules[rule_id]
         if rows and (rule["mirror_hostgroup"] is not None or rule["mirror_flagOUT"] is not None):
             out += _mirror_load(rule_id, rows, traffic.seconds, target, node_figures)
@@ -382,16 +510,26 @@ def _not_measured(rule_ids, rules, reached, walked, total):
     named = []
     for key, spent_s in costliest:
         pattern = key[0]
-        owners = [r for r, row in sorted(rules.items()) if pattern in (row.get("match_digest"), row.get("match_pattern"))]
+        owners = [
+            r for r, row in sorted(rules.items()) if pattern in (row.get("match_digest"), row.get("match_pattern"))
+        ]
         shown = pattern if len(pattern) <= 60 else pattern[:57] + "..."
-        named.append(f"{shown!r}" + (f" (rule {owners[0]})" if owners else "")
-                     + f" {spent_s * 1000:.0f} ms over {reached.searches[key]:,} searches")
+        named.append(
+            f"{shown!r}"
+            + (f" (rule {owners[0]})" if owners else "")
+            + f" {spent_s * 1000:.0f} ms over {reached.searches[key]:,} searches"
+        )
     ids = ", ".join(map(str, rule_ids[:20])) + (", ..." if len(rule_ids) > 20 else "")
-    return Finding("rules_not_measured", f"{len(rule_ids)} new or changed rule(s) not measured on the stored traffic",
-                   f"the rule walks over the stored traffic passed their budget of {reached.budget_s:g} s of CPU "
-                   f"(RULE_WALK_BUDGET_S) after {walked:,} of {total:,} stored digest rows, so what rules {ids} would "
-                   "capture is not known (they are not reported as capturing nothing); the costliest patterns: "
-                   + "; ".join(named) + ". Fewer or cheaper patterns can be measured.", True)
+    return Finding(
+        "rules_not_measured",
+        f"{len(rule_ids)} new or changed rule(s) not measured on the stored traffic",
+        f"the rule walks over the stored traffic passed their budget of {reached.budget_s:g} s of CPU "
+        f"(RULE_WALK_BUDGET_S) after {walked:,} of {total:,} stored digest rows, so what rules {ids} would "
+        "capture is not known (they are not reported as capturing nothing); the costliest patterns: "
+        + "; ".join(named)
+        + ". Fewer or cheaper patterns can be measured.",
+        True,
+    )
 
 
 def _mirror_load(rule_id, rows, seconds, target, node_figures):
@@ -405,25 +543,40 @@ def _mirror_load(rule_id, rows, seconds, target, node_figures):
         known = [int(f["mirror_max_concurrency"]) for f in node_figures.values() if f.get("mirror_max_concurrency")]
         limit = min(known) if known else MIRROR_DEFAULT_CONCURRENCY
     limit = int(limit)
-    words = (f"{rate:,.0f} copies/s over the cluster's nodes, each running at least {MIRROR_COPY_FLOOR_S * 1000:g} ms "
-             f"(or its digest's average): about {busy:,.1f} mirror sessions busy at once, against "
-             f"mysql-mirror_max_concurrency {limit}")
+    words = (
+        f"{rate:,.0f} copies/s over the cluster's nodes, each running at least {MIRROR_COPY_FLOOR_S * 1000:g} ms "
+        f"(or its digest's average): about {busy:,.1f} mirror sessions busy at once, against "
+        f"mysql-mirror_max_concurrency {limit}"
+    )
     if busy <= limit:
-        return [Finding("mirror_load", f"Mirror rule {rule_id}: predicted mirror load within its limit", words, False,
-                         info=True)]
-    return [Finding("mirror_overload", f"Mirror rule {rule_id} would exceed mysql-mirror_max_concurrency",
-                    words + f": the rest queue until mysql-mirror_max_queue_length, then about "
-                    f"{1 - limit / busy:.0%} of the copies would be dropped silently. Raise the limit or mirror less.",
-                    False)]
+        return [
+            Finding(
+                "mirror_load", f"Mirror rule {rule_id}: predicted mirror load within its limit", words, False, info=True
+            )
+        ]
+    return [
+        Finding(
+            "mirror_overload",
+            f"Mirror rule {rule_id} would exceed mysql-mirror_max_concurrency",
+            words + f": the rest queue until mysql-mirror_max_queue_length, then about "
+            f"{1 - limit / busy:.0%} of the copies would be dropped silently. Raise the limit or mirror less.",
+            False,
+        )
+    ]
 
 
 def users_findings(target, servers_in):
     out = []
     for u in target.get(MYSQL_USERS.name) or []:
         if u["active"] and u["default_hostgroup"] not in servers_in:
-            out.append(Finding("user_default_hostgroup", f"User {u['username']}'s default hostgroup "
-                               f"{u['default_hostgroup']} has no server",
-                               "every query of this user that no rule routes elsewhere would wait, then fail", True))
+            out.append(
+                Finding(
+                    "user_default_hostgroup",
+                    f"User {u['username']}'s default hostgroup {u['default_hostgroup']} has no server",
+                    "every query of this user that no rule routes elsewhere would wait, then fail",
+                    True,
+                )
+            )
     return out
 
 
@@ -434,15 +587,28 @@ def host_findings(d):
     for c in d.rows:
         if c.table == SCHEDULER.name:
             row = c.after or c.before
-            out.append(Finding("scheduler_runs_commands", f"Scheduler row {row['id']} {c.change}: ProxySQL runs it "
-                               "on its host", " ".join(str(row[f]) for f in ("filename", "arg1", "arg2", "arg3", "arg4",
-                                                                             "arg5") if row[f] is not None)
-                               + f" every {row['interval_ms']} ms" + ("" if row["active"] else " (inactive)"), False))
+            out.append(
+                Finding(
+                    "scheduler_runs_commands",
+                    f"Scheduler row {row['id']} {c.change}: ProxySQL runs it on its host",
+                    " ".join(
+                        str(row[f]) for f in ("filename", "arg1", "arg2", "arg3", "arg4", "arg5") if row[f] is not None
+                    )
+                    + f" every {row['interval_ms']} ms"
+                    + ("" if row["active"] else " (inactive)"),
+                    False,
+                )
+            )
     admin = [(name, after) for name, _, after in d.variables if name.startswith("admin-")]
     if admin:
-        out.append(Finding("admin_variables", "Changes the admin interface of the ProxySQL nodes (admin-* variables)",
-                           ", ".join(f"{name} = {'(secret)' if isinstance(v, dict) else v}" for name, v in admin),
-                           False))
+        out.append(
+            Finding(
+                "admin_variables",
+                "Changes the admin interface of the ProxySQL nodes (admin-* variables)",
+                ", ".join(f"{name} = {'(secret)' if isinstance(v, dict) else v}" for name, v in admin),
+                False,
+            )
+        )
     return out
 
 
@@ -452,8 +618,11 @@ def node_findings(target, nodes, tables_touched, changed_variables=()):
     out = []
     for nc in nodes.values():
         if nc.error:
-            out.append(Finding("node_unreachable", f"ProxySQL node {nc.name} does not answer", nc.error, True,
-                               overridable=False))
+            out.append(
+                Finding(
+                    "node_unreachable", f"ProxySQL node {nc.name} does not answer", nc.error, True, overridable=False
+                )
+            )
             continue
         memory, runtime = nc.layers["memory"], nc.layers["runtime"]
         pending = []
@@ -461,45 +630,77 @@ def node_findings(target, nodes, tables_touched, changed_variables=()):
             if table.name not in tables_touched:
                 continue
             mem_rows = runtime_users(memory[table.name]) if table is MYSQL_USERS else memory[table.name]
-            mem = {table.key_of(r): r for r in mem_rows  # inactive users and rules are not loaded
-                   if not (table in (MYSQL_USERS, MYSQL_QUERY_RULES) and not r["active"])}
+            mem = {
+                table.key_of(r): r
+                for r in mem_rows  # inactive users and rules are not loaded
+                if not (table in (MYSQL_USERS, MYSQL_QUERY_RULES) and not r["active"])
+            }
             run_rows = runtime[table.name]
-            if table is MYSQL_SERVERS:  # where ProxySQL's own manager placed the servers is not an edit (fleet/native.py)
-                managed = native.managed_hostgroups([r for t in native.MANAGER_TABLES.values() for r in runtime.get(t) or ()])
+            if (
+                table is MYSQL_SERVERS
+            ):  # where ProxySQL's own manager placed the servers is not an edit (fleet/native.py)
+                managed = native.managed_hostgroups(
+                    [r for t in native.MANAGER_TABLES.values() for r in runtime.get(t) or ()]
+                )
                 run_rows = native.fold(run_rows, memory[table.name], managed)
             run = index({table.name: run_rows}, table)
             if table is MYSQL_USERS:  # (a NULL password in memory is '' in runtime, and 2.5's runtime holds the
                 # hash of a cleartext one (admin-hash_passwords): neither is an edit)
-                mem = {k: {**loaded_user(v), "backend": 0, "frontend": 0, "password": password_hash(v["password"])}
-                       for k, v in mem.items()}
-                run = {k: {**v, "backend": 0, "frontend": 0, "password": password_hash(v["password"])}
-                       for k, v in run.items()}
+                mem = {
+                    k: {**loaded_user(v), "backend": 0, "frontend": 0, "password": password_hash(v["password"])}
+                    for k, v in mem.items()
+                }
+                run = {
+                    k: {**v, "backend": 0, "frontend": 0, "password": password_hash(v["password"])}
+                    for k, v in run.items()
+                }
             elif table.name == "mysql_query_rules":  # a 3.0 build's exchanged mirror columns are its LOAD, not an edit
                 mem = {k: run[k] if versions.mirror_swapped(v, run.get(k)) else v for k, v in mem.items()}
             mem = {k: table.canonical(v) for k, v in mem.items()}  # NULL and '' where ProxySQL holds them as one
             run = {k: table.canonical(v) for k, v in run.items()}
             if mem != run:
-                keys = sorted(str(list(k)) for k in mem.keys() ^ run.keys() | {k for k in mem.keys() & run.keys()
-                                                                               if mem[k] != run[k]})
+                keys = sorted(
+                    str(list(k))
+                    for k in mem.keys() ^ run.keys() | {k for k in mem.keys() & run.keys() if mem[k] != run[k]}
+                )
                 pending.append(f"{table.name} {', '.join(keys[:5])}{' …' if len(keys) > 5 else ''}")
         if pending:
-            out.append(Finding("unloaded_edits", f"{nc.name} has edits in memory that were never loaded",
-                               "; ".join(pending) + ": the LOAD of this change would load them too", True))
+            out.append(
+                Finding(
+                    "unloaded_edits",
+                    f"{nc.name} has edits in memory that were never loaded",
+                    "; ".join(pending) + ": the LOAD of this change would load them too",
+                    True,
+                )
+            )
         version = memory[VARIABLES].get("admin-version", "")
         unknown = sorted(n for n in (target.get(VARIABLES) or {}) if n not in memory[VARIABLES])
         # a variable that this node's version lacks: carried in the configuration for the nodes that have it,
         # refused only when this change writes it (it would mean something there and nothing here)
         lacking = [n for n in unknown if n in changed_variables and versions.lacks(version, n)]
         if lacking:
-            out.append(Finding("variable_not_in_version", f"{nc.name} runs ProxySQL {version}, which lacks "
-                               f"{len(lacking)} variable(s) this change sets",
-                               "; ".join(f"{n} (ProxySQL {versions.versions_with(n)} only)" for n in lacking)
-                               + ": ProxySQL answers SET with 'Unknown global variable' and applies nothing, so the "
-                               "change would differ between the nodes", True, overridable=False))
+            out.append(
+                Finding(
+                    "variable_not_in_version",
+                    f"{nc.name} runs ProxySQL {version}, which lacks {len(lacking)} variable(s) this change sets",
+                    "; ".join(f"{n} (ProxySQL {versions.versions_with(n)} only)" for n in lacking)
+                    + ": ProxySQL answers SET with 'Unknown global variable' and applies nothing, so the "
+                    "change would differ between the nodes",
+                    True,
+                    overridable=False,
+                )
+            )
         unknown = [n for n in unknown if not versions.lacks(version, n)]
         if unknown:
-            out.append(Finding("variable_unknown", f"{nc.name} does not know {len(unknown)} variable(s)",
-                               ", ".join(unknown[:10]) + ": they would not be applied", True, overridable=False))
+            out.append(
+                Finding(
+                    "variable_unknown",
+                    f"{nc.name} does not know {len(unknown)} variable(s)",
+                    ", ".join(unknown[:10]) + ": they would not be applied",
+                    True,
+                    overridable=False,
+                )
+            )
     return out
 
 
@@ -525,7 +726,13 @@ def effect_findings(cluster, base, target, nodes, node_figures, *, write_back=Fa
     out += node_findings(target, nodes, touched, {name for name, _, _ in d.variables})
     native = cluster.active_native_hostgroups()
     if native and MYSQL_SERVERS.name in touched:
-        out.append(Finding("native_manager", "ProxySQL's native hostgroup manager is active on these hostgroups",
-                           ", ".join(f"{n['kind']} writer {n['writer_hostgroup']}" for n in native)
-                           + ": it moves servers by read_only itself and may undo this change", False))
+        out.append(
+            Finding(
+                "native_manager",
+                "ProxySQL's native hostgroup manager is active on these hostgroups",
+                ", ".join(f"{n['kind']} writer {n['writer_hostgroup']}" for n in native)
+                + ": it moves servers by read_only itself and may undo this change",
+                False,
+            )
+        )
     return out

@@ -1,5 +1,6 @@
 """Forms of the change set editor, built from the table specs (tables.py): one field per column, with the
 CHECK constraints of ProxySQL's own table as validation, so a bad value is refused here, never at a node."""
+
 from django import forms
 
 from apps.fleet.validators import validate_no_nul
@@ -12,13 +13,48 @@ from .tables import INT, MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, SCHEDULE
 
 # Shown first in the editor: the columns operators change daily; the rest sit under "more columns".
 MAIN_COLUMNS = {
-    "mysql_servers": ("hostgroup_id", "hostname", "port", "status", "weight", "max_connections", "max_replication_lag",
-                      "max_latency_ms", "use_ssl", "compression", "comment"),
-    "mysql_query_rules": ("rule_id", "active", "flagIN", "username", "schemaname", "match_digest", "match_pattern",
-                          "re_modifiers", "destination_hostgroup", "mirror_hostgroup", "mirror_flagOUT", "flagOUT",
-                          "cache_ttl", "multiplex", "apply", "comment"),
-    "mysql_users": ("username", "password", "default_hostgroup", "active", "transaction_persistent", "max_connections",
-                    "fast_forward", "default_schema", "comment"),
+    "mysql_servers": (
+        "hostgroup_id",
+        "hostname",
+        "port",
+        "status",
+        "weight",
+        "max_connections",
+        "max_replication_lag",
+        "max_latency_ms",
+        "use_ssl",
+        "compression",
+        "comment",
+    ),
+    "mysql_query_rules": (
+        "rule_id",
+        "active",
+        "flagIN",
+        "username",
+        "schemaname",
+        "match_digest",
+        "match_pattern",
+        "re_modifiers",
+        "destination_hostgroup",
+        "mirror_hostgroup",
+        "mirror_flagOUT",
+        "flagOUT",
+        "cache_ttl",
+        "multiplex",
+        "apply",
+        "comment",
+    ),
+    "mysql_users": (
+        "username",
+        "password",
+        "default_hostgroup",
+        "active",
+        "transaction_persistent",
+        "max_connections",
+        "fast_forward",
+        "default_schema",
+        "comment",
+    ),
 }
 
 
@@ -28,15 +64,27 @@ def _field(col):
     if col.choices:
         choices = ([("", "NULL (not set)")] if col.null else []) + [(str(c), str(c)) for c in col.choices]
         coerce = int if col.type == INT else str
-        return forms.TypedChoiceField(label=label, choices=choices, coerce=coerce, required=False,
-                                      empty_value=None if col.null else col.default,
-                                      initial=None if col.default is None else str(col.default))
+        return forms.TypedChoiceField(
+            label=label,
+            choices=choices,
+            coerce=coerce,
+            required=False,
+            empty_value=None if col.null else col.default,
+            initial=None if col.default is None else str(col.default),
+        )
     if col.type == INT:
-        return forms.IntegerField(label=label, required=required, min_value=col.min, max_value=col.max or 2_147_483_647,
-                                  initial=col.default)
-    return forms.CharField(label=label, required=not col.null and col.default is None and col.name != "comment",
-                           initial=col.default, strip=False, validators=[validate_no_nul],
-                           empty_value=None if col.null else "", max_length=10_000)
+        return forms.IntegerField(
+            label=label, required=required, min_value=col.min, max_value=col.max or 2_147_483_647, initial=col.default
+        )
+    return forms.CharField(
+        label=label,
+        required=not col.null and col.default is None and col.name != "comment",
+        initial=col.default,
+        strip=False,
+        validators=[validate_no_nul],
+        empty_value=None if col.null else "",
+        max_length=10_000,
+    )
 
 
 class RowForm(forms.Form):
@@ -50,19 +98,25 @@ class RowForm(forms.Form):
         for col in table.columns:
             if table is MYSQL_USERS and col.name == "password":
                 self.fields["password"] = forms.CharField(
-                    label="password", required=False, strip=False, widget=forms.PasswordInput(render_value=False),
+                    label="password",
+                    required=False,
+                    strip=False,
+                    widget=forms.PasswordInput(render_value=False),
                     help_text="stored encrypted and sent to ProxySQL as the mysql_native_password hash; "
-                              "leave empty to keep the current one")
+                    "leave empty to keep the current one",
+                )
                 continue
             self.fields[col.name] = _field(col)
         if table is MYSQL_SERVERS:
             self.fields["status"].help_text = "SHUNNED is ProxySQL's own verdict, never written"
         if table is SCHEDULER:
-            self.fields["filename"].help_text = ("ProxySQL runs this executable on its host: only an admin may add or "
-                                                 "change scheduler rows")
+            self.fields["filename"].help_text = (
+                "ProxySQL runs this executable on its host: only an admin may add or change scheduler rows"
+            )
         # A copy: `initial` is the caller's row (popping from it while reading it was a 500 on editing a user).
-        self.initial = {name: value for name, value in self.initial.items()
-                        if not (C.is_secret(value) or name == "password")}
+        self.initial = {
+            name: value for name, value in self.initial.items() if not (C.is_secret(value) or name == "password")
+        }
 
     def main_fields(self):
         names = MAIN_COLUMNS.get(self.table.name, self.table.column_names)
@@ -95,8 +149,11 @@ class RowForm(forms.Form):
             for name in ("match_digest", "match_pattern"):
                 error = row[name] and regex_error(row[name], row["re_modifiers"], self.regex_engine)
                 if error:
-                    self.add_error(name, f"does not compile in ProxySQL's {'RE2' if self.regex_engine == 2 else 'PCRE'} "
-                                         f"engine: {error} (ProxySQL would load it and never match)")
+                    self.add_error(
+                        name,
+                        f"does not compile in ProxySQL's {'RE2' if self.regex_engine == 2 else 'PCRE'} "
+                        f"engine: {error} (ProxySQL would load it and never match)",
+                    )
         if "\x00" in (data.get("password") or ""):
             self.add_error("password", "contains a NUL character")
         data["row"] = row
@@ -104,9 +161,12 @@ class RowForm(forms.Form):
 
 
 class VariableForm(forms.Form):
-    name = forms.CharField(max_length=200, validators=[validate_no_nul],
-                           help_text="admin-* variables (the admin interface, its REST API and web server) expose "
-                                     "the ProxySQL host: only an admin may change them")
+    name = forms.CharField(
+        max_length=200,
+        validators=[validate_no_nul],
+        help_text="admin-* variables (the admin interface, its REST API and web server) expose "
+        "the ProxySQL host: only an admin may change them",
+    )
     value = forms.CharField(max_length=10_000, required=False, strip=False, validators=[validate_no_nul])
 
     def clean(self):
@@ -141,17 +201,24 @@ class RolesForm(forms.Form):
 
 
 class ReasonForm(forms.Form):
-    reason = forms.CharField(max_length=2000, required=True, validators=[validate_no_nul],
-                             widget=forms.Textarea(attrs={"rows": 2}))
+    reason = forms.CharField(
+        max_length=2000, required=True, validators=[validate_no_nul], widget=forms.Textarea(attrs={"rows": 2})
+    )
 
 
 class UploadForm(forms.Form):
-    file = forms.FileField(help_text="a YAML file exported from this cluster's configuration page, edited: the "
-                                     "configuration you want, whatever version it was exported from")
+    file = forms.FileField(
+        help_text="a YAML file exported from this cluster's configuration page, edited: the "
+        "configuration you want, whatever version it was exported from"
+    )
     reason = forms.CharField(max_length=2000, required=False, validators=[validate_no_nul])  # the rule: the service's
-    expect_version = forms.IntegerField(required=False, min_value=1, max_value=2_147_483_647,
-                                        label="expect version",
-                                        help_text="optional: refuse unless the cluster is still at this version")
+    expect_version = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=2_147_483_647,
+        label="expect version",
+        help_text="optional: refuse unless the cluster is still at this version",
+    )
 
     def clean_file(self):
         f = self.cleaned_data["file"]

@@ -4,6 +4,7 @@ A version's `content` is plain data (see content.py): the cluster's hostgroups a
 mysql_servers, the hostgroup tables, mysql_users, mysql_query_rules, scheduler and the global variables.
 Passwords never sit in it: a row or variable names a ConfigSecret instead. Versions are append-only.
 """
+
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
@@ -19,8 +20,14 @@ class ConfigVersion(models.Model):
     reason = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
     content = models.JSONField()
-    operation = models.ForeignKey("operations.Operation", null=True, blank=True, on_delete=models.SET_NULL,
-                                  related_name="+", help_text="the operation that applied it, if one did")
+    operation = models.ForeignKey(
+        "operations.Operation",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="the operation that applied it, if one did",
+    )
     source = models.CharField(max_length=20, help_text="adopt, change, revert, runtime, operation")
 
     class Meta:
@@ -59,8 +66,9 @@ class ChangeSet(models.Model):
 
     cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="change_sets")
     base = models.ForeignKey(ConfigVersion, on_delete=models.RESTRICT, related_name="+")
-    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                               related_name="+")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     author_name = models.CharField(max_length=150)
     reason = models.TextField(blank=True)
     source = models.CharField(max_length=20, default="change", help_text="change, file, revert, runtime, write_back")
@@ -70,8 +78,9 @@ class ChangeSet(models.Model):
     #   "name": ..., "value": ...}, {"op": "roles", "roles": {...}}]; secrets as encrypted tokens only.
     edits = models.JSONField(default=list, blank=True)
     state = models.CharField(max_length=12, choices=State.choices, default=State.DRAFT)
-    operation = models.ForeignKey("operations.Operation", null=True, blank=True, on_delete=models.SET_NULL,
-                                  related_name="+")
+    operation = models.ForeignKey(
+        "operations.Operation", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     result = models.ForeignKey(ConfigVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

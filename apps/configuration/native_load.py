@@ -7,6 +7,7 @@ with the change set's edits, LOAD, then memory back to the configured rows with 
 shows the configured rows' placement; the SAVE step writes the configured rows to disk.
 
 Pure: the rows are the layers nodes.read_layers gave (runtime statuses read as configured: SHUNNED is ONLINE)."""
+
 from .tables import MYSQL_SERVERS
 
 
@@ -26,8 +27,11 @@ def placed_with_edits(placed, before, after):
     its first), the status Monitor left unless the edit changed the configured one; a backend placed nowhere yet
     (new) goes in as configured (Monitor moves it from there); one the edits removed from every managed hostgroup
     goes. before / after: the configured rows {key: row} in the managed hostgroups before and after the edits."""
-    touched = {_backend(k) for k in before.keys() | after.keys()
-               if MYSQL_SERVERS.canonical(before.get(k) or {}) != MYSQL_SERVERS.canonical(after.get(k) or {})}
+    touched = {
+        _backend(k)
+        for k in before.keys() | after.keys()
+        if MYSQL_SERVERS.canonical(before.get(k) or {}) != MYSQL_SERVERS.canonical(after.get(k) or {})
+    }
     want = {k: r for k, r in placed.items() if _backend(k) not in touched}
     for backend in sorted(touched):
         configured = {k: r for k, r in sorted(after.items()) if _backend(k) == backend}
@@ -51,8 +55,9 @@ def rows_to(sql, have, want, every=()):
     written as `want` has it: right from any state), deleted or REPLACEd whole, in key order."""
     out = []
     for key in sorted(have.keys() | want.keys() | set(every)):
-        if key in want and (key in every or MYSQL_SERVERS.canonical(have.get(key) or {})
-                            != MYSQL_SERVERS.canonical(want[key])):
+        if key in want and (
+            key in every or MYSQL_SERVERS.canonical(have.get(key) or {}) != MYSQL_SERVERS.canonical(want[key])
+        ):
             out.append(sql.replace_row(MYSQL_SERVERS.name, want[key]))
         elif key not in want and (key in have or key in every):
             out.append(sql.delete_row(MYSQL_SERVERS.name, dict(zip(MYSQL_SERVERS.key, key))))
@@ -64,6 +69,7 @@ def placement_load(sql, managed, memory_rows, runtime_rows, written):
     after the change set's own statements (memory then holds the configured rows with the edits), undo after theirs
     (memory back to the configured rows before). written: {key: row or None} the change set's mysql_servers rows
     (None: deleted)."""
+
     def mine(rows):
         return {key(r): dict(r) for r in rows if int(r["hostgroup_id"]) in managed}
 

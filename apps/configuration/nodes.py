@@ -3,6 +3,7 @@
 A node is read whole (every managed table, every variable) in one connection; the nodes of a cluster in
 parallel, each bounded by the client's timeouts, so one node that does not answer costs one timeout.
 """
+
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from concurrent.futures import TimeoutError as FuturesTimeout
@@ -28,7 +29,7 @@ class NodeConfig:
     layers: dict = field(default_factory=dict)
     error: str = ""
     error_kind: str = ""
-    plan: object = None    # what a caller's build() made with the open connection (a plan's statements)
+    plan: object = None  # what a caller's build() made with the open connection (a plan's statements)
     shunned: list = field(default_factory=list)  # runtime mysql_servers rows ProxySQL itself set SHUNNED
 
 
@@ -43,8 +44,12 @@ def read_layers(admin, layers=("memory", "runtime"), tables=None, shunned=None):
             if tables is not None and table.name not in tables:
                 data[table.name] = []
                 continue
-            raw = admin.config_rows(table.name, table.column_names, table.key if table is not MYSQL_USERS
-                                    else ("username", "backend"), layer)
+            raw = admin.config_rows(
+                table.name,
+                table.column_names,
+                table.key if table is not MYSQL_USERS else ("username", "backend"),
+                layer,
+            )
             try:
                 rows = [typed_row(table, r) for r in raw]
             except RowError as exc:
@@ -70,8 +75,9 @@ def read_node(node, layers=("memory", "runtime"), build=None):
         with node_admin(node) as admin:  # at an operation's start, the executor's open connection
             shunned = []
             data = read_layers(admin, layers, shunned=shunned)
-            return NodeConfig(node.pk, node.name, data, plan=build(admin, data, node) if build else None,
-                              shunned=shunned)
+            return NodeConfig(
+                node.pk, node.name, data, plan=build(admin, data, node) if build else None, shunned=shunned
+            )
     except ClientError as exc:
         return NodeConfig(node.pk, node.name, error=str(exc), error_kind=exc.kind)
 
@@ -123,7 +129,8 @@ def as_content(layer, roles, hostgroups, memory=None):
         content[MYSQL_SERVERS.name] = sorted(
             [r for r in content[MYSQL_SERVERS.name] if r["hostgroup_id"] not in managed]
             + [dict(r) for r in memory[MYSQL_SERVERS.name] if r["hostgroup_id"] in managed],
-            key=lambda r: (r["hostgroup_id"], r["hostname"], r["port"]))
+            key=lambda r: (r["hostgroup_id"], r["hostname"], r["port"]),
+        )
     if memory is not None:
         for table in (MYSQL_USERS, MYSQL_QUERY_RULES):
             present = {table.key_of(r) for r in content[table.name]}

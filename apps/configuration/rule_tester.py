@@ -19,6 +19,7 @@ normaliser (normalise()); a digest picked from the poll has ProxySQL's own text 
 Not modelled: proxy_addr/proxy_port (the address the client connected to), mysql_query_rules_fast_routing,
 mirror sessions' own walk, next_query_flagIN (it applies to the session's next query).
 """
+
 import re
 import time
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ PCRE, RE2 = 1, 2
 @dataclass
 class Step:
     """One rule as the walk met it: did it match, why (or why not), what it set."""
+
     rule_id: int
     flag: int
     matched: bool
@@ -50,7 +52,7 @@ class Step:
 class Outcome:
     steps: list
     hostgroup: int | None
-    hostgroup_from: str       # "rule 10" or "the default hostgroup of user app" or why it is unknown
+    hostgroup_from: str  # "rule 10" or "the default hostgroup of user app" or why it is unknown
     cache_ttl: int | None = None
     mirror_hostgroup: int | None = None
     mirror_flag_out: int | None = None
@@ -97,8 +99,10 @@ def _modifiers(rule):
 
 
 _COMMENT = re.compile(r"/\*.*?\*/|(?:--\s|#)[^\n]*", re.S)
-_LITERAL = re.compile(r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|\b0x[0-9a-fA-F]+\b"
-                      r"|(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w])")
+_LITERAL = re.compile(
+    r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|\b0x[0-9a-fA-F]+\b"
+    r"|(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w])"
+)
 _LIST = re.compile(r"\?(?:\s*,\s*\?){3,}")
 
 
@@ -148,8 +152,10 @@ class OverBudget(Exception):
     """A pattern's searches took more than BATCH_BUDGET_S of CPU over a batch: the rest are not run."""
 
     def __init__(self, spent_s, searches):
-        super().__init__(f"{OVER_BUDGET} {BATCH_BUDGET_S * 1000:.0f} ms of searches over this batch "
-                         f"({searches} searches, {spent_s / searches * 1e6:.0f} us each): not run on the rest")
+        super().__init__(
+            f"{OVER_BUDGET} {BATCH_BUDGET_S * 1000:.0f} ms of searches over this batch "
+            f"({searches} searches, {spent_s / searches * 1e6:.0f} us each): not run on the rest"
+        )
 
 
 class NotMeasured(Exception):
@@ -167,13 +173,13 @@ class Batch(dict):
 
     def __init__(self, budget_s=None):
         super().__init__()
-        self.spent = {}     # (pattern, caseless, engine) -> CPU seconds of its searches
+        self.spent = {}  # (pattern, caseless, engine) -> CPU seconds of its searches
         self.searches = {}  # (pattern, caseless, engine) -> how many searches
         self.budget_s = settings.RULE_WALK_BUDGET_S if budget_s is None else budget_s
         self.total_s = 0.0  # CPU of the batch's walks so far (searches, compiles and the walks themselves)
         self.prepared = {}  # engine -> (the rules list, its _Rule rows): see _prepared
         self.cheap = set()  # (pattern, caseless, engine) timed by the wall clock: see CHEAP_S
-        self.regexes = {}   # (pattern, caseless, engine) -> compiled(), None when it does not compile
+        self.regexes = {}  # (pattern, caseless, engine) -> compiled(), None when it does not compile
 
     @property
     def spent_out(self):
@@ -219,6 +225,7 @@ def _count(key, reached, took):
 class _Rule:
     """One rule's conditions read once per batch (not once per walk and row): its modifiers parsed, its digest as a
     number, its patterns with their Batch keys."""
+
     row: dict
     rule_id: int
     active: bool
@@ -226,11 +233,11 @@ class _Rule:
     username: str
     schemaname: str
     client_addr: str
-    digest: object      # as written, for the reason
+    digest: object  # as written, for the reason
     digest_value: object
     negate: bool
-    globally: bool      # re_modifiers GLOBAL: replace_pattern rewrites every match
-    patterns: tuple     # ((column, pattern, (pattern, caseless, engine), what it is tried on), ...)
+    globally: bool  # re_modifiers GLOBAL: replace_pattern rewrites every match
+    patterns: tuple  # ((column, pattern, (pattern, caseless, engine), what it is tried on), ...)
     comment: str
 
 
@@ -244,14 +251,28 @@ def _prepared(rules, engine, reached):
     for rule in sorted(rules, key=lambda r: r["rule_id"]):
         modifiers = _modifiers(rule)
         caseless = "CASELESS" in modifiers
-        patterns = tuple((column, rule[column], (rule[column], caseless, engine), what)
-                         for column, what in (("match_digest", "digest text"), ("match_pattern", "query"))
-                         if rule.get(column))
-        out.append(_Rule(rule, rule["rule_id"], bool(rule.get("active")), rule.get("flagIN"), rule.get("username") or "",
-                         rule.get("schemaname") or "", rule.get("client_addr") or "", rule.get("digest"),
-                         _digest_value(rule["digest"]) if rule.get("digest") else None,
-                         bool(rule.get("negate_match_pattern")), "GLOBAL" in modifiers, patterns,
-                         rule.get("comment") or ""))
+        patterns = tuple(
+            (column, rule[column], (rule[column], caseless, engine), what)
+            for column, what in (("match_digest", "digest text"), ("match_pattern", "query"))
+            if rule.get(column)
+        )
+        out.append(
+            _Rule(
+                rule,
+                rule["rule_id"],
+                bool(rule.get("active")),
+                rule.get("flagIN"),
+                rule.get("username") or "",
+                rule.get("schemaname") or "",
+                rule.get("client_addr") or "",
+                rule.get("digest"),
+                _digest_value(rule["digest"]) if rule.get("digest") else None,
+                bool(rule.get("negate_match_pattern")),
+                "GLOBAL" in modifiers,
+                patterns,
+                rule.get("comment") or "",
+            )
+        )
     reached.prepared[engine] = (rules, out)
     return out
 
@@ -264,10 +285,13 @@ def _check_rule(rule, flag, query, digest_text, digest, digest_value, user, sche
     if rule.flag_in != flag:
         return False, f"flagIN {rule.flag_in} is not the current flag {flag}" if explain else ""
     if rule.username and rule.username != user:
-        return False, (f"for user {rule.username!r}" + (f", not {user!r}" if user else " (no user given)")) if explain else ""
+        return False, (
+            f"for user {rule.username!r}" + (f", not {user!r}" if user else " (no user given)")
+        ) if explain else ""
     if rule.schemaname and rule.schemaname != schema:
-        return False, (f"for schema {rule.schemaname!r}"
-                       + (f", not {schema!r}" if schema else " (no schema given)")) if explain else ""
+        return False, (
+            f"for schema {rule.schemaname!r}" + (f", not {schema!r}" if schema else " (no schema given)")
+        ) if explain else ""
     if rule.client_addr:
         if not client:
             return False, f"for client address {rule.client_addr!r} (no address given)" if explain else ""
@@ -275,8 +299,9 @@ def _check_rule(rule, flag, query, digest_text, digest, digest_value, user, sche
             return False, f"for client address {rule.client_addr!r}, not {client!r}" if explain else ""
     if rule.digest:
         if digest is None:
-            return False, (f"for digest {rule.digest}: a typed query's hash is not known (pick the digest)"
-                          if explain else "")
+            return False, (
+                f"for digest {rule.digest}: a typed query's hash is not known (pick the digest)" if explain else ""
+            )
         if rule.digest_value != digest_value:
             return False, f"for digest {rule.digest}, not {digest}" if explain else ""
     negate = rule.negate
@@ -302,11 +327,19 @@ def _check_rule(rule, flag, query, digest_text, digest, digest_value, user, sche
         if limit is not None:
             raise _Limit(f"{column} {pattern!r}: {limit}", limit)
         if found == negate:
-            return False, (f"{column} {pattern!r} " + ("matches" if negate else "does not match")
-                           + f" the {what}" + (" (negated)" if negate else "")) if explain else ""
+            return False, (
+                f"{column} {pattern!r} "
+                + ("matches" if negate else "does not match")
+                + f" the {what}"
+                + (" (negated)" if negate else "")
+            ) if explain else ""
         if explain:
-            said.append(f"{column} {pattern!r} " + ("does not match" if negate else "matches")
-                        + f" the {what}" + (" (negated)" if negate else ""))
+            said.append(
+                f"{column} {pattern!r} "
+                + ("does not match" if negate else "matches")
+                + f" the {what}"
+                + (" (negated)" if negate else "")
+            )
     return True, "; ".join(said) or ("no condition on the query" if explain else "")
 
 
@@ -318,18 +351,39 @@ class _Limit(Exception):
         self.cause = cause
 
 
-_WHY = {MatchLimit: "the search gave up: counted as no match, as ProxySQL does at its own limit",
-        OverBudget: "not run: counted as no match here; ProxySQL runs it, at this cost on every query it tries",
-        NotMeasured: "counted as no match here, so the rules after it may not be walked as ProxySQL would"}
+_WHY = {
+    MatchLimit: "the search gave up: counted as no match, as ProxySQL does at its own limit",
+    OverBudget: "not run: counted as no match here; ProxySQL runs it, at this cost on every query it tries",
+    NotMeasured: "counted as no match here, so the rules after it may not be walked as ProxySQL would",
+}
 
 
-_SETS = (("destination_hostgroup", "destination hostgroup {}"), ("cache_ttl", "cache_ttl {} ms"),
-         ("mirror_hostgroup", "mirror hostgroup {}"), ("mirror_flagOUT", "mirror_flagOUT {}"),
-         ("error_msg", "error {!r}"), ("OK_msg", "OK message {!r}"), ("replace_pattern", "rewrite to {!r}"))
+_SETS = (
+    ("destination_hostgroup", "destination hostgroup {}"),
+    ("cache_ttl", "cache_ttl {} ms"),
+    ("mirror_hostgroup", "mirror hostgroup {}"),
+    ("mirror_flagOUT", "mirror_flagOUT {}"),
+    ("error_msg", "error {!r}"),
+    ("OK_msg", "OK message {!r}"),
+    ("replace_pattern", "rewrite to {!r}"),
+)
 
 
-def evaluate(rules, query="", *, digest_text=None, digest=None, username="", schemaname="", client_addr="",
-             engine=PCRE, iterations=0, users=(), reached=None, explain=True):
+def evaluate(
+    rules,
+    query="",
+    *,
+    digest_text=None,
+    digest=None,
+    username="",
+    schemaname="",
+    client_addr="",
+    engine=PCRE,
+    iterations=0,
+    users=(),
+    reached=None,
+    explain=True,
+):
     """The walk of `rules` (mysql_query_rules rows) for one query. `digest_text` defaults to normalise(query);
     `digest` is the hash when it is known; `users`: mysql_users rows, for the default hostgroup;
     `iterations`: mysql-query_processor_iterations; `reached`: the Batch shared by the walks of one request, which
@@ -339,26 +393,42 @@ def evaluate(rules, query="", *, digest_text=None, digest=None, username="", sch
     reached = Batch() if reached is None else reached
     started, counted = time.thread_time(), reached.total_s
     try:
-        out = _walk(rules, query, digest_text, digest, username, schemaname, client_addr, engine, iterations, users,
-                    reached, explain)
+        out = _walk(
+            rules,
+            query,
+            digest_text,
+            digest,
+            username,
+            schemaname,
+            client_addr,
+            engine,
+            iterations,
+            users,
+            reached,
+            explain,
+        )
     finally:  # the whole walk (compiles, the steps' own work), not only its searches
         reached.total_s = counted + time.thread_time() - started
     skipped = [s.rule_id for s in out.steps if NOT_MEASURED in s.limit]
     if skipped:
-        out.notes.append(f"{len(skipped)} rule(s) were not tested ({', '.join(map(str, skipped[:10]))}"
-                         f"{', ...' if len(skipped) > 10 else ''}): this request's rule walks passed their budget of "
-                         f"{reached.budget_s:g} s of CPU (RULE_WALK_BUDGET_S), so their patterns were not run; they "
-                         "are shown as not matching, and the walk after them may differ from ProxySQL's.")
+        out.notes.append(
+            f"{len(skipped)} rule(s) were not tested ({', '.join(map(str, skipped[:10]))}"
+            f"{', ...' if len(skipped) > 10 else ''}): this request's rule walks passed their budget of "
+            f"{reached.budget_s:g} s of CPU (RULE_WALK_BUDGET_S), so their patterns were not run; they "
+            "are shown as not matching, and the walk after them may differ from ProxySQL's."
+        )
     return out
 
 
-def _walk(rules, query, digest_text, digest, username, schemaname, client_addr, engine, iterations, users, reached,
-          explain):
+def _walk(
+    rules, query, digest_text, digest, username, schemaname, client_addr, engine, iterations, users, reached, explain
+):
     notes = []
     if digest_text is None:
         digest_text = normalise(query)
-        notes.append("The digest text was derived from the query here (ProxySQL's normaliser, approximated): "
-                     f"{digest_text!r}.")
+        notes.append(
+            f"The digest text was derived from the query here (ProxySQL's normaliser, approximated): {digest_text!r}."
+        )
     if not query:
         query = digest_text
         notes.append("No query text: match_pattern was tested on the digest text, where literals are '?'.")
@@ -373,12 +443,25 @@ def _walk(rules, query, digest_text, digest, username, schemaname, client_addr, 
         i += 1
         if not prepared.active:
             if explain:
-                out.steps.append(Step(prepared.rule_id, flag, False, "inactive (not loaded to runtime)",
-                                      comment=prepared.comment))
+                out.steps.append(
+                    Step(prepared.rule_id, flag, False, "inactive (not loaded to runtime)", comment=prepared.comment)
+                )
             continue
         try:
-            matched, reason = _check_rule(prepared, flag, current, digest_text, digest, digest_value, username,
-                                          schemaname, client_addr, reached, searched, explain)
+            matched, reason = _check_rule(
+                prepared,
+                flag,
+                current,
+                digest_text,
+                digest,
+                digest_value,
+                username,
+                schemaname,
+                client_addr,
+                reached,
+                searched,
+                explain,
+            )
             limit = ""
         except _Limit as exc:
             matched, reason, limit = False, f"{exc} ({_WHY[type(exc.cause)]})", str(exc)
@@ -422,8 +505,16 @@ def _walk(rules, query, digest_text, digest, username, schemaname, client_addr, 
             out.stopped_by = prepared.rule_id
             if explain:
                 step.sets.append("apply: the walk stops here")
-                out.steps += [Step(r.rule_id, flag, False, f"not reached: rule {prepared.rule_id} stopped the walk",
-                                   comment=r.comment) for r in ordered[i:]]
+                out.steps += [
+                    Step(
+                        r.rule_id,
+                        flag,
+                        False,
+                        f"not reached: rule {prepared.rule_id} stopped the walk",
+                        comment=r.comment,
+                    )
+                    for r in ordered[i:]
+                ]
             break
         if rule.get("flagOUT") is not None and passes < iterations:
             passes += 1
@@ -435,8 +526,9 @@ def _walk(rules, query, digest_text, digest, username, schemaname, client_addr, 
             out.hostgroup = user["default_hostgroup"]
             out.hostgroup_from = f"the default hostgroup of user {username!r}, no rule set one"
         else:
-            out.hostgroup_from = ("no rule set one and user " + (f"{username!r} is not in mysql_users" if username
-                                                                 else "is not given: the user's default hostgroup"))
+            out.hostgroup_from = "no rule set one and user " + (
+                f"{username!r} is not in mysql_users" if username else "is not given: the user's default hostgroup"
+            )
     return out
 
 
@@ -446,8 +538,14 @@ def on_content(content, query="", **sample):
         iterations = int((content.get(VARIABLES) or {}).get("mysql-query_processor_iterations") or 0)
     except (TypeError, ValueError):
         iterations = 0
-    return evaluate(content.get(MYSQL_QUERY_RULES.name) or [], query, engine=regex_engine(content),
-                    iterations=iterations, users=content.get(MYSQL_USERS.name) or [], **sample)
+    return evaluate(
+        content.get(MYSQL_QUERY_RULES.name) or [],
+        query,
+        engine=regex_engine(content),
+        iterations=iterations,
+        users=content.get(MYSQL_USERS.name) or [],
+        **sample,
+    )
 
 
 def regex_engine(target, layers=()):

@@ -4,6 +4,7 @@ A configuration or a plan holds only a reference; the value is a ConfigSecret, e
 CREDENTIALS_KEYS like every other credential. A new value gets a new reference (`name#<8 hex>`), so an old
 version keeps naming the value it was applied with and a revert restores it.
 """
+
 import hashlib
 import secrets as random
 
@@ -60,8 +61,8 @@ class Collector:
 
     def __init__(self, cluster, known):
         self.cluster = cluster
-        self.known = known        # {ref: value} of the configuration's own secrets
-        self.new = {}             # {ref: value} to store
+        self.known = known  # {ref: value} of the configuration's own secrets
+        self.new = {}  # {ref: value} to store
 
     def marker_for_ref(self, ref):
         if ref not in self.known and ref not in self.new:

@@ -1,5 +1,6 @@
 """Writes of the configuration app: versions, change sets, their plans. Each audits in its own short
 transaction; the network reads (nodes.py) happen before, never inside one."""
+
 import copy
 from types import SimpleNamespace
 
@@ -53,10 +54,18 @@ def check_editor(cs, actor):
     """Only the author of a draft, or an admin, edits it (two operators never share one unknowingly)."""
     if cs.author_id == actor.user.pk or has_role(actor.user, ADMIN):
         return
-    record("change set edit refused", actor=actor, cluster=cs.cluster,
-           target=str(cs), outcome="refused", details={"change_set": cs.pk, "author": cs.author_name})
-    raise NotPermitted(f"Change set #{cs.pk} is {cs.author_name}'s draft: only its author or an admin may edit it. "
-                       "Start your own change set.")
+    record(
+        "change set edit refused",
+        actor=actor,
+        cluster=cs.cluster,
+        target=str(cs),
+        outcome="refused",
+        details={"change_set": cs.pk, "author": cs.author_name},
+    )
+    raise NotPermitted(
+        f"Change set #{cs.pk} is {cs.author_name}'s draft: only its author or an admin may edit it. "
+        "Start your own change set."
+    )
 
 
 def check_host_edits(cluster, edits, actor):
@@ -64,10 +73,17 @@ def check_host_edits(cluster, edits, actor):
     host = [C.describe(e) for e in edits if C.on_the_host(e)]
     if not host or has_role(actor.user, ADMIN):
         return
-    record("change set refused", actor=actor, cluster=cluster,
-           outcome="refused", details={"needed_role": ADMIN, "edits": host[:20]})
-    raise NotPermitted(f"Only an admin may change scheduler rows and admin-* variables (they run commands on the "
-                       f"ProxySQL host or expose it): {', '.join(host[:5])}{' ...' if len(host) > 5 else ''}.")
+    record(
+        "change set refused",
+        actor=actor,
+        cluster=cluster,
+        outcome="refused",
+        details={"needed_role": ADMIN, "edits": host[:20]},
+    )
+    raise NotPermitted(
+        f"Only an admin may change scheduler rows and admin-* variables (they run commands on the "
+        f"ProxySQL host or expose it): {', '.join(host[:5])}{' ...' if len(host) > 5 else ''}."
+    )
 
 
 def check_credential_hosts(cluster, edits, first=1):
@@ -76,8 +92,11 @@ def check_credential_hosts(cluster, edits, first=1):
     once that table is managed: the nodes send their cluster credentials to their peers."""
     for n, edit in enumerate(edits, start=first):
         row = edit.get("row") or {}
-        if (edit.get("op") != "upsert" or edit.get("table") not in (MYSQL_SERVERS.name, "proxysql_servers")
-                or not isinstance(row.get("hostname"), str)):
+        if (
+            edit.get("op") != "upsert"
+            or edit.get("table") not in (MYSQL_SERVERS.name, "proxysql_servers")
+            or not isinstance(row.get("hostname"), str)
+        ):
             continue
         allowed, reason = credentials_allowed(cluster, row["hostname"], row.get("port"))
         if not allowed:
@@ -95,23 +114,42 @@ def versioned_variables(cluster):
     version = latest(cluster)
     values = (version.content.get("global_variables") or {}) if version else {}
     where = f"configuration version {version.number}" if version else "no configuration version"
-    return {name: (values[name], where) if isinstance(values.get(name), str) else
-            (None, f"not in {where}: record what the nodes run as the next version") for name in MANAGED_VARIABLES}
+    return {
+        name: (values[name], where)
+        if isinstance(values.get(name), str)
+        else (None, f"not in {where}: record what the nodes run as the next version")
+        for name in MANAGED_VARIABLES
+    }
 
 
 def inventory_content(cluster, base=None):
     """The inventory's part of a configuration: roles and mysql_servers rows as the inventory holds them,
     on top of `base` (the other tables)."""
     out = dict(base or C.empty())
-    out["roles"] = {"writer": cluster.writer_hostgroup, "reader": cluster.reader_hostgroup,
-                    "backup_writer": cluster.backup_writer_hostgroup, "offline": cluster.offline_hostgroup,
-                    "writer_is_also_reader": cluster.writer_is_also_reader}
+    out["roles"] = {
+        "writer": cluster.writer_hostgroup,
+        "reader": cluster.reader_hostgroup,
+        "backup_writer": cluster.backup_writer_hostgroup,
+        "offline": cluster.offline_hostgroup,
+        "writer_is_also_reader": cluster.writer_is_also_reader,
+    }
     out[MYSQL_SERVERS.name] = [
-        {"hostgroup_id": m.hostgroup_id, "hostname": m.server.hostname, "port": m.server.port, "gtid_port": m.gtid_port,
-         "status": m.status, "weight": m.weight, "compression": m.compression, "max_connections": m.max_connections,
-         "max_replication_lag": m.max_replication_lag, "use_ssl": m.use_ssl, "max_latency_ms": m.max_latency_ms,
-         "comment": m.comment}
-        for m in HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server")]
+        {
+            "hostgroup_id": m.hostgroup_id,
+            "hostname": m.server.hostname,
+            "port": m.server.port,
+            "gtid_port": m.gtid_port,
+            "status": m.status,
+            "weight": m.weight,
+            "compression": m.compression,
+            "max_connections": m.max_connections,
+            "max_replication_lag": m.max_replication_lag,
+            "use_ssl": m.use_ssl,
+            "max_latency_ms": m.max_latency_ms,
+            "comment": m.comment,
+        }
+        for m in HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server")
+    ]
     out["hostgroups"] = sorted(C.claimed_hostgroups(out))
     return C.sort(out)
 
@@ -121,9 +159,16 @@ def _write_inventory_read_model(cluster, content):
     mysql_servers row. Written only here (record_version)."""
     roles = content.get("roles") or {}
     Cluster.objects.filter(pk=cluster.pk).update(
-        writer_hostgroup=roles["writer"], reader_hostgroup=roles["reader"],
-        backup_writer_hostgroup=roles.get("backup_writer"), offline_hostgroup=roles.get("offline"),
-        **({"writer_is_also_reader": roles["writer_is_also_reader"]} if roles.get("writer_is_also_reader") is not None else {}))
+        writer_hostgroup=roles["writer"],
+        reader_hostgroup=roles["reader"],
+        backup_writer_hostgroup=roles.get("backup_writer"),
+        offline_hostgroup=roles.get("offline"),
+        **(
+            {"writer_is_also_reader": roles["writer_is_also_reader"]}
+            if roles.get("writer_is_also_reader") is not None
+            else {}
+        ),
+    )
     wanted = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in content[MYSQL_SERVERS.name]}
     current = {m.key: m for m in HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server")}
     for key, m in current.items():
@@ -142,8 +187,10 @@ def _write_inventory_read_model(cluster, content):
 
 def servers_of(content):
     """{(hostgroup, host, port): SERVER_FIELDS} of a configuration's mysql_servers rows."""
-    return {(r["hostgroup_id"], r["hostname"], r["port"]): {f: r[f] for f in SERVER_FIELDS}
-            for r in content[MYSQL_SERVERS.name]}
+    return {
+        (r["hostgroup_id"], r["hostname"], r["port"]): {f: r[f] for f in SERVER_FIELDS}
+        for r in content[MYSQL_SERVERS.name]
+    }
 
 
 def with_servers(content, changes):
@@ -153,8 +200,13 @@ def with_servers(content, changes):
         if fields is None:
             rows.pop((hg, host, port), None)
         else:
-            rows[(hg, host, port)] = {**rows.get((hg, host, port), {}), **fields,
-                                      "hostgroup_id": hg, "hostname": host, "port": port}
+            rows[(hg, host, port)] = {
+                **rows.get((hg, host, port), {}),
+                **fields,
+                "hostgroup_id": hg,
+                "hostname": host,
+                "port": port,
+            }
     out = {**content, MYSQL_SERVERS.name: list(rows.values())}
     out["hostgroups"] = sorted(C.claimed_hostgroups(out))
     return C.sort(out)
@@ -185,13 +237,31 @@ def record_version(cluster, content, *, actor, reason, source, operation=None):
                 return None
         content = C.sort(content)
         version = ConfigVersion.objects.create(
-            cluster=cluster, number=(parent.number + 1) if parent else 1, parent=parent, author=actor.who[:150],
-            reason=reason, content=content, operation=operation, source=source)
+            cluster=cluster,
+            number=(parent.number + 1) if parent else 1,
+            parent=parent,
+            author=actor.who[:150],
+            reason=reason,
+            content=content,
+            operation=operation,
+            source=source,
+        )
         _write_inventory_read_model(cluster, content)
         changes = C.diff(parent.content, content).count() if parent else None
-        record("configuration version recorded", actor=actor, cluster=cluster, target=f"{cluster} v{version.number}",
-               details={"version": version.number, "parent": parent.number if parent else None, "source": source,
-                        "reason": reason, "operation": operation.pk if operation else None, "changes": changes})
+        record(
+            "configuration version recorded",
+            actor=actor,
+            cluster=cluster,
+            target=f"{cluster} v{version.number}",
+            details={
+                "version": version.number,
+                "parent": parent.number if parent else None,
+                "source": source,
+                "reason": reason,
+                "operation": operation.pk if operation else None,
+                "changes": changes,
+            },
+        )
     return version
 
 
@@ -202,11 +272,14 @@ class NoVersion(Refused):
 def on_latest(cluster, change):
     """`change(content)` over the latest version's content, for record_version; a cluster without a version is
     refused (it has no intent to change)."""
+
     def content(parent):
         if parent is None:
-            raise NoVersion(f"{cluster} has no configuration version yet: adopt a node first (version 1 is "
-                            "recorded then).")
+            raise NoVersion(
+                f"{cluster} has no configuration version yet: adopt a node first (version 1 is recorded then)."
+            )
         return change(parent.content)
+
     return content
 
 
@@ -223,15 +296,26 @@ def record_operation(op, change):
     """An operation's change to the servers' rows as the cluster's next version (source "operation", naming
     the operation): `change(rows)` -> {(hostgroup, host, port): fields or None} over the latest version's
     rows (servers_of). The writer moves in configuration only this way (issue 21 §2)."""
-    return record_version(op.cluster, on_latest(op.cluster, lambda base: with_servers(base, change(servers_of(base)))),
-                          actor=Actor.of_operation(op), reason=op.title, source="operation", operation=op)
+    return record_version(
+        op.cluster,
+        on_latest(op.cluster, lambda base: with_servers(base, change(servers_of(base)))),
+        actor=Actor.of_operation(op),
+        reason=op.title,
+        source="operation",
+        operation=op,
+    )
 
 
 def record_admin_edit(cluster, change, *, actor):
     """An admin's edit of the inventory in /admin/ is intent: the next version (source "admin") holds it and
     the inventory follows. `change(content)` -> the new content, from the latest version's."""
-    return record_version(cluster, on_latest(cluster, change), actor=actor, source="admin",
-                          reason=f"inventory edited in the admin by {actor.who}")
+    return record_version(
+        cluster,
+        on_latest(cluster, change),
+        actor=actor,
+        source="admin",
+        reason=f"inventory edited in the admin by {actor.who}",
+    )
 
 
 def needs_first_version(cluster_name):
@@ -243,8 +327,14 @@ def read_for_adoption(name, admin_host, admin_port, admin_user, admin_password, 
     """The runtime of a node about to be adopted, read before the adoption's transaction (a new cluster's version 1
     is made of it, in that transaction: record_adoption). A NodeConfig; its `error` says why it could not be read.
     `cluster`: an existing cluster (its TLS setting), or None."""
-    node = ProxySQLNode(name=name, admin_host=admin_host, admin_port=admin_port, admin_user=admin_user,
-                        admin_password=admin_password, cluster=cluster)
+    node = ProxySQLNode(
+        name=name,
+        admin_host=admin_host,
+        admin_port=admin_port,
+        admin_user=admin_user,
+        admin_password=admin_password,
+        cluster=cluster,
+    )
     return N.read_node(node, layers=("runtime", "memory"))
 
 
@@ -267,8 +357,9 @@ def record_adoption(cluster, node_name, changes, runtime, *, actor, variables=No
         inventory = with_servers(inventory_content(cluster, base=C.empty()), changes)
         if not readable:
             return with_variables(inventory)
-        first, values = N.as_content(runtime.layers["runtime"], inventory["roles"], C.claimed_hostgroups(inventory),
-                                     runtime.layers.get("memory"))
+        first, values = N.as_content(
+            runtime.layers["runtime"], inventory["roles"], C.claimed_hostgroups(inventory), runtime.layers.get("memory")
+        )
         return with_variables(with_servers(_name_secrets(first, S.store(cluster, values)), changes))
 
     reason = f"adopted from {node_name}"
@@ -287,8 +378,14 @@ def record_adopted(cluster, node, *, actor=None):
         return None
     nc = N.read_node(node, layers=("runtime", "memory"))
     if nc.error:
-        record("configuration version not recorded", actor=actor, cluster=cluster, target=str(node),
-               outcome="failure", details={"error": nc.error})
+        record(
+            "configuration version not recorded",
+            actor=actor,
+            cluster=cluster,
+            target=str(node),
+            outcome="failure",
+            details={"error": nc.error},
+        )
         return None
     roles = inventory_content(cluster)["roles"]
     hostgroups = C.claimed_hostgroups(inventory_content(cluster))
@@ -301,8 +398,10 @@ def record_adopted(cluster, node, *, actor=None):
 
 def _name_secrets(content, refs):
     """Replace base secret names ({"secret": "mysql_users/app"}) by their stored refs."""
+
     def fix(value):
         return {"secret": refs[value["secret"]]} if C.is_secret(value) and value["secret"] in refs else value
+
     out = dict(content)
     out["mysql_users"] = [{**r, "password": fix(r["password"])} for r in content["mysql_users"]]
     out["global_variables"] = {k: fix(v) for k, v in content["global_variables"].items()}
@@ -318,15 +417,24 @@ def start_change_set(cluster, *, actor, reason="", source="change", edits=(), ba
     """A draft for `actor` (a person: apps/audit/actor.py) to edit, on `base` (by default the current version)."""
     base = base or _current_base(cluster)
     check_edits(cluster, base, edits, actor)
-    cs = ChangeSet.objects.create(cluster=cluster, base=base, author=actor.user, author_name=actor.who,
-                                  reason=reason, source=source, edits=list(edits))
+    cs = ChangeSet.objects.create(
+        cluster=cluster,
+        base=base,
+        author=actor.user,
+        author_name=actor.who,
+        reason=reason,
+        source=source,
+        edits=list(edits),
+    )
     return cs
 
 
 def _current_base(cluster):
     base = latest(cluster)
     if base is None:
-        raise Refused(f"{cluster} has no configuration version yet: adopt a node first (or record one from its runtime)")
+        raise Refused(
+            f"{cluster} has no configuration version yet: adopt a node first (or record one from its runtime)"
+        )
     return base
 
 
@@ -351,8 +459,10 @@ def add_edit(cs, edit, *, actor):
         raise Refused("This change set is no longer a draft.")
     check_editor(cs, actor)
     if len(cs.edits) >= MAX_EDITS:
-        raise Refused(f"This change set holds {len(cs.edits):,} edits, the most one may hold: apply it, or put the "
-                      "rest in another change set (or a file).")
+        raise Refused(
+            f"This change set holds {len(cs.edits):,} edits, the most one may hold: apply it, or put the "
+            "rest in another change set (or a file)."
+        )
     built = _build(edit, known_secrets(cs.cluster), lambda: target_of(cs), n=len(cs.edits) + 1)
     check_host_edits(cs.cluster, [built.edit], actor)
     _applies(cs.base.content, cs.edits + [built.edit])
@@ -383,16 +493,27 @@ def _store_secret(cluster, built):
 
 def _edited(cs, action, edit, *, actor):
     """Who changed which table and row of a draft, and how: the change set page lists its editors from these."""
-    record("change set edited", actor=actor, cluster=cs.cluster, target=str(cs),
-           details={"change_set": cs.pk, "action": action, "table": edit.get("table", "hostgroup roles"),
-                    "row": edit.get("key") or edit.get("name") or C.describe(edit), "edit": C.describe(edit)})
+    record(
+        "change set edited",
+        actor=actor,
+        cluster=cs.cluster,
+        target=str(cs),
+        details={
+            "change_set": cs.pk,
+            "action": action,
+            "table": edit.get("table", "hostgroup roles"),
+            "row": edit.get("key") or edit.get("name") or C.describe(edit),
+            "edit": C.describe(edit),
+        },
+    )
 
 
 def editors(cs):
     """The names of those who edited a draft after its author started it (from the audit log)."""
     # (cluster_id, created_at) is indexed: only the cluster's events since the draft began are read
-    names = AuditEvent.objects.filter(cluster_id=cs.cluster_id, created_at__gte=cs.created_at,
-                                      action="change set edited", target=str(cs)).values_list("actor", flat=True)
+    names = AuditEvent.objects.filter(
+        cluster_id=cs.cluster_id, created_at__gte=cs.created_at, action="change set edited", target=str(cs)
+    ).values_list("actor", flat=True)
     return sorted(set(names))
 
 
@@ -409,9 +530,13 @@ def create_change_set(cluster, *, actor, reason, edits=None, file=None, expect_v
         else:
             stored = [_store_secret(cluster, built) for built in _built_edits(cluster, edits)]
             cs = start_change_set(cluster, actor=actor, reason=reason, edits=stored)
-        record("change set created", actor=actor, cluster=cluster,
-               target=str(cs), details={"change_set": cs.pk, "source": cs.source,
-                                        "edits": [C.describe(e) for e in cs.edits][:100]})
+        record(
+            "change set created",
+            actor=actor,
+            cluster=cluster,
+            target=str(cs),
+            details={"change_set": cs.pk, "source": cs.source, "edits": [C.describe(e) for e in cs.edits][:100]},
+        )
     return cs
 
 
@@ -429,8 +554,9 @@ def validate_change_set(cluster, *, actor, reason="", edits=None, file=None, exp
         check_host_edits(cluster, cs.edits, actor)
     else:
         base = _current_base(cluster)
-        unstored = [E.pointed_at(b.edit, S.new_ref(b.secret[0])) if b.secret else b.edit
-                    for b in _built_edits(cluster, edits)]
+        unstored = [
+            E.pointed_at(b.edit, S.new_ref(b.secret[0])) if b.secret else b.edit for b in _built_edits(cluster, edits)
+        ]
         check_edits(cluster, base, unstored, actor)
         cs = ChangeSet(cluster=cluster, base=base, reason=reason, source="change", edits=unstored)
     cs.author, cs.author_name = actor.user, actor.who
@@ -466,9 +592,13 @@ def set_reason(cs, reason, *, actor):
     check_editor(cs, actor)
     with transaction.atomic():
         if ChangeSet.objects.filter(pk=cs.pk, state=ChangeSet.State.DRAFT).update(reason=reason):
-            record("change set edited", actor=actor, cluster=cs.cluster,
-                   target=str(cs), details={"change_set": cs.pk, "action": "reason changed", "before": cs.reason,
-                                            "after": reason})
+            record(
+                "change set edited",
+                actor=actor,
+                cluster=cs.cluster,
+                target=str(cs),
+                details={"change_set": cs.pk, "action": "reason changed", "before": cs.reason, "after": reason},
+            )
     cs.refresh_from_db()
 
 
@@ -481,8 +611,12 @@ def _changed_since(old, current):
     lines = [f"{c.table} {list(c.key)} {c.change}" for c in since.rows]
     lines += [f"{name}: {_shown(before)} → {_shown(after)}" for name, before, after in since.variables]
     lines += [f"role {k}: {a} → {b}" for k, (a, b) in since.roles.items()]
-    return (f"version {current.number} was recorded since ({current.author}: {current.reason}). Changed since "
-            f"version {old.number}: " + ("; ".join(lines) or "nothing in the tables") + ". Start again from the current version.")
+    return (
+        f"version {current.number} was recorded since ({current.author}: {current.reason}). Changed since "
+        f"version {old.number}: "
+        + ("; ".join(lines) or "nothing in the tables")
+        + ". Start again from the current version."
+    )
 
 
 def _shown(value):
@@ -528,8 +662,10 @@ def file_edits(cluster, text, *, expect_version=None):
     refs |= {v["secret"] for v in target["global_variables"].values() if C.is_secret(v)}
     unknown = refs - set(known_secrets(cluster))
     if unknown:
-        raise Refused(f"The file names secret(s) the console does not hold: {', '.join(sorted(unknown))}. "
-                      "Set new passwords in the browser's change set form.")
+        raise Refused(
+            f"The file names secret(s) the console does not hold: {', '.join(sorted(unknown))}. "
+            "Set new passwords in the browser's change set form."
+        )
     return current, C.edits_between(current.content, target)
 
 
@@ -541,8 +677,9 @@ def preview_from_file(cluster, text, *, reason="", expect_version=None):
         raise NothingToDo(current)
     _applies(current.content, edits)
     check_credential_hosts(cluster, edits)
-    return ChangeSet(cluster=cluster, base=current, reason=reason or "from a configuration file", source="file",
-                     edits=edits)
+    return ChangeSet(
+        cluster=cluster, base=current, reason=reason or "from a configuration file", source="file", edits=edits
+    )
 
 
 def validate_file(cluster, text, *, reason, expect_version=None, actor=None):
@@ -573,12 +710,15 @@ def revert_to(cluster, version, *, actor, reason):
     kept = f"The revert {'; '.join(notes)}." if notes else ""
     if not edits:
         if notes:
-            raise Refused(f"Version {current.number} differs from version {version.number} only in what operations "
-                          f"own, which a revert keeps: nothing to revert. {kept}")
+            raise Refused(
+                f"Version {current.number} differs from version {version.number} only in what operations "
+                f"own, which a revert keeps: nothing to revert. {kept}"
+            )
         raise Refused(f"Version {current.number} already equals version {version.number}.")
     reason = reason or f"revert to version {version.number}"
-    return start_change_set(cluster, actor=actor, reason=f"{reason}. {kept}" if kept else reason,
-                            source="revert", edits=edits, base=current)
+    return start_change_set(
+        cluster, actor=actor, reason=f"{reason}. {kept}" if kept else reason, source="revert", edits=edits, base=current
+    )
 
 
 def kept_operational(cluster, current, old):
@@ -591,10 +731,12 @@ def kept_operational(cluster, current, old):
     rows = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in target[MYSQL_SERVERS.name]}
     if was != now:
         if len(was) == 1 and len(now) == 1 and all(roles.get(k) == now_roles.get(k) for k in C.ROLE_KEYS):
-            layout = SimpleNamespace(writer_hostgroup=roles["writer"], reader_hostgroup=roles.get("reader"),
-                                     backup_writer_hostgroup=roles.get("backup_writer"),
-                                     writer_is_also_reader=roles.get("writer_is_also_reader",
-                                                                     cluster.writer_is_also_reader))
+            layout = SimpleNamespace(
+                writer_hostgroup=roles["writer"],
+                reader_hostgroup=roles.get("reader"),
+                backup_writer_hostgroup=roles.get("backup_writer"),
+                writer_is_also_reader=roles.get("writer_is_also_reader", cluster.writer_is_also_reader),
+            )
             fields = {key: {f: r[f] for f in SERVER_FIELDS} for key, r in rows.items()}
             for key, value in swapped_roles(layout, fields, was[0], now[0]).items():
                 if value is None:
@@ -606,26 +748,31 @@ def kept_operational(cluster, current, old):
             for r in current.content[MYSQL_SERVERS.name]:
                 if r["hostgroup_id"] == now_roles["writer"]:
                     rows[(roles["writer"], r["hostname"], r["port"])] = {**r, "hostgroup_id": roles["writer"]}
-        notes.append(f"keeps the writer {C.endpoints(now)} ({_moved_in(current, old)}); version {old.number}'s "
-                     f"writer was {C.endpoints(was)}")
+        notes.append(
+            f"keeps the writer {C.endpoints(now)} ({_moved_in(current, old)}); version {old.number}'s "
+            f"writer was {C.endpoints(was)}"
+        )
     for key, r in C.index(current.content, MYSQL_SERVERS).items():
         mine = rows.get(key)
         if mine is not None and mine["status"] != r["status"]:
             rows[key] = {**mine, "status": r["status"]}
             if not (was != now and key[0] == roles.get("writer")):  # the writer's own rows: said above
-                notes.append(f"keeps {key[1]}:{key[2]} in hostgroup {key[0]} {r['status']} (version {old.number} "
-                             f"had it {mine['status']})")
+                notes.append(
+                    f"keeps {key[1]}:{key[2]} in hostgroup {key[0]} {r['status']} (version {old.number} "
+                    f"had it {mine['status']})"
+                )
     target[MYSQL_SERVERS.name] = list(rows.values())
     target["hostgroups"] = sorted(C.claimed_hostgroups(target))
     return C.sort(target), notes
 
 
 def _moved_in(current, old):
-    """"moved since version N by operations, last in version M: its reason": the newest version since `old` that
+    """ "moved since version N by operations, last in version M: its reason": the newest version since `old` that
     changed the writer (a switchover's or failover's, or another source's, named)."""
     last, previous = None, C.writers(old.content)
-    for v in ConfigVersion.objects.filter(cluster=current.cluster, number__gt=old.number,
-                                          number__lte=current.number).order_by("number"):
+    for v in ConfigVersion.objects.filter(
+        cluster=current.cluster, number__gt=old.number, number__lte=current.number
+    ).order_by("number"):
         if C.writers(v.content) != previous:
             last, previous = v, C.writers(v.content)
     if last is None:
@@ -641,16 +788,26 @@ def take_runtime(cluster, node, *, actor, reason):
     nc = N.read_node(node, layers=("runtime", "memory"))
     if nc.error:
         raise Refused(f"{node.name} could not be read: {nc.error}")
-    content, values = N.as_content(nc.layers["runtime"], current.content.get("roles") or {},
-                                   C.claimed_hostgroups(current.content), nc.layers["memory"])
+    content, values = N.as_content(
+        nc.layers["runtime"],
+        current.content.get("roles") or {},
+        C.claimed_hostgroups(current.content),
+        nc.layers["memory"],
+    )
     refs = S.store(cluster, values)
     content = _name_secrets(content, refs)
     content = _same_refs(current.content, content, cluster)
     edits = C.edits_between(current.content, content)
     if not edits:
         raise Refused(f"{node.name}'s runtime already equals version {current.number}.")
-    return start_change_set(cluster, actor=actor, reason=reason or f"take {node.name}'s runtime", source="runtime",
-                            edits=edits, base=current)
+    return start_change_set(
+        cluster,
+        actor=actor,
+        reason=reason or f"take {node.name}'s runtime",
+        source="runtime",
+        edits=edits,
+        base=current,
+    )
 
 
 def _same_refs(current, content, cluster):
@@ -661,11 +818,15 @@ def _same_refs(current, content, cluster):
         if C.is_secret(old) and C.is_secret(new) and values.get(old["secret"]) == values.get(new["secret"]):
             return old
         return new
+
     users = {r["username"]: r for r in current["mysql_users"]}
-    content["mysql_users"] = [{**r, "password": keep(users.get(r["username"], {}).get("password"), r["password"])}
-                              for r in content["mysql_users"]]
-    content["global_variables"] = {k: keep(current["global_variables"].get(k), v)
-                                   for k, v in content["global_variables"].items()}
+    content["mysql_users"] = [
+        {**r, "password": keep(users.get(r["username"], {}).get("password"), r["password"])}
+        for r in content["mysql_users"]
+    ]
+    content["global_variables"] = {
+        k: keep(current["global_variables"].get(k), v) for k, v in content["global_variables"].items()
+    }
     return content
 
 
@@ -676,9 +837,15 @@ def write_back(cluster, *, actor, nodes=(), reason=""):
     if current is None:
         raise Refused(f"{cluster} has no configuration version yet.")
     names = ", ".join(n.name for n in nodes) or "every node that differs"
-    cs = ChangeSet.objects.create(cluster=cluster, base=current, author=actor.user, author_name=actor.who,
-                                  reason=reason or f"write version {current.number} back to {names}",
-                                  source="write_back", nodes=[n.pk for n in nodes])
+    cs = ChangeSet.objects.create(
+        cluster=cluster,
+        base=current,
+        author=actor.user,
+        author_name=actor.who,
+        reason=reason or f"write version {current.number} back to {names}",
+        source="write_back",
+        nodes=[n.pk for n in nodes],
+    )
     return cs
 
 
@@ -686,8 +853,15 @@ def discard(cs, *, actor):
     check_editor(cs, actor)
     with transaction.atomic():  # the state and its audit row together
         updated = ChangeSet.objects.filter(pk=cs.pk, state=ChangeSet.State.DRAFT).update(
-            state=ChangeSet.State.DISCARDED)
-        record("change set discarded", actor=actor, cluster=cs.cluster, target=str(cs),
-               outcome="success" if updated else "refused", details={"change_set": cs.pk})
+            state=ChangeSet.State.DISCARDED
+        )
+        record(
+            "change set discarded",
+            actor=actor,
+            cluster=cs.cluster,
+            target=str(cs),
+            outcome="success" if updated else "refused",
+            details={"change_set": cs.pk},
+        )
     if not updated:
         raise Refused("Only a draft can be discarded.")

@@ -9,41 +9,63 @@ A change set writes the rows of its own diff and no others: a row outside it sta
 when it differs from the version (that is drift, for repair or a write-back). A user it writes keeps its
 password as the node holds it (clear text or hash) unless the change set sets a new one.
 """
+
 from dataclasses import dataclass, field
 
 from apps.clients import proxysql_versions as versions
 
 from .content import in_scope, index, is_hashed, is_secret, password_hash, runtime_users
-from .tables import (MYSQL_GALERA_HOSTGROUPS, MYSQL_QUERY_RULES, MYSQL_REPLICATION_HOSTGROUPS, MYSQL_SERVERS,
-                     MYSQL_USERS, SCHEDULER, VARIABLES, variable_module)
+from .tables import (
+    MYSQL_GALERA_HOSTGROUPS,
+    MYSQL_QUERY_RULES,
+    MYSQL_REPLICATION_HOSTGROUPS,
+    MYSQL_SERVERS,
+    MYSQL_USERS,
+    SCHEDULER,
+    VARIABLES,
+    variable_module,
+)
 from .secrets import safe as secret_safe
 from .variables import SECRETS as SECRET_VARIABLES
 from .variables import same as same_variable
 
-MODULE_ORDER = (("MYSQL SERVERS", (MYSQL_SERVERS, MYSQL_GALERA_HOSTGROUPS, MYSQL_REPLICATION_HOSTGROUPS)),
-                ("MYSQL USERS", (MYSQL_USERS,)), ("MYSQL QUERY RULES", (MYSQL_QUERY_RULES,)),
-                ("SCHEDULER", (SCHEDULER,)), ("MYSQL VARIABLES", ()), ("ADMIN VARIABLES", ()))
+MODULE_ORDER = (
+    ("MYSQL SERVERS", (MYSQL_SERVERS, MYSQL_GALERA_HOSTGROUPS, MYSQL_REPLICATION_HOSTGROUPS)),
+    ("MYSQL USERS", (MYSQL_USERS,)),
+    ("MYSQL QUERY RULES", (MYSQL_QUERY_RULES,)),
+    ("SCHEDULER", (SCHEDULER,)),
+    ("MYSQL VARIABLES", ()),
+    ("ADMIN VARIABLES", ()),
+)
 
 
 @dataclass
 class NodePlan:
     sql: list = field(default_factory=list)
     rollback: list = field(default_factory=list)
-    modules: list = field(default_factory=list)     # modules this node loads (and saves)
+    modules: list = field(default_factory=list)  # modules this node loads (and saves)
     changes: int = 0
-    passwords: dict = field(default_factory=dict)   # user written -> how its password goes (never the value)
+    passwords: dict = field(default_factory=dict)  # user written -> how its password goes (never the value)
 
 
 def _user_equal(a, b):
-    return (MYSQL_USERS.canonical({**a, "password": password_hash(a["password"])})
-            == MYSQL_USERS.canonical({**b, "password": password_hash(b["password"])}))
+    return MYSQL_USERS.canonical({**a, "password": password_hash(a["password"])}) == MYSQL_USERS.canonical(
+        {**b, "password": password_hash(b["password"])}
+    )
 
 
 def diff_scope(intended):
     """What a change set writes: its rows {(table, key)}, its variable names, and the users whose password it
     sets (new users included)."""
-    return ({(c.table, c.key) for c in intended.rows}, {name for name, _, _ in intended.variables},
-            {c.key for c in intended.rows if c.table == MYSQL_USERS.name and (c.change == "added" or "password" in c.fields)})
+    return (
+        {(c.table, c.key) for c in intended.rows},
+        {name for name, _, _ in intended.variables},
+        {
+            c.key
+            for c in intended.rows
+            if c.table == MYSQL_USERS.name and (c.change == "added" or "password" in c.fields)
+        },
+    )
 
 
 def _form(password):
@@ -76,14 +98,21 @@ def node_plan(sql, target, memory, *, hostgroups, secrets, node_key="node", inte
             return False
         if intended is not None:
             return key not in new_passwords
-        return row["password"] not in (None, "") and password_hash(node_row["password"]) == password_hash(row["password"])
+        return row["password"] not in (None, "") and password_hash(node_row["password"]) == password_hash(
+            row["password"]
+        )
 
     def written(table, row):  # for statements: markers where passwords go
         if table is not MYSQL_USERS or row.get("password") in (None, ""):
             return row
         if is_secret(row["password"]):
             return {**row, "password": secrets.marker_for_ref(row["password"]["secret"])}
-        return {**row, "password": secrets.marker_for_value(f"{node_key}/mysql_users/{secret_safe(row['username'])}", row["password"])}
+        return {
+            **row,
+            "password": secrets.marker_for_value(
+                f"{node_key}/mysql_users/{secret_safe(row['username'])}", row["password"]
+            ),
+        }
 
     for module, tables in MODULE_ORDER:
         fwd, back = [], []
@@ -91,8 +120,13 @@ def node_plan(sql, target, memory, *, hostgroups, secrets, node_key="node", inte
             want = index(target, table)
             raw = [r for r in memory[table.name] if in_scope(table, r, hostgroups)]
             have = {table.key_of(r): r for r in (runtime_users(raw) if table is MYSQL_USERS else raw)}
-            equal = _user_equal if table is MYSQL_USERS else (  # as ProxySQL holds them (NULL and '', case)
-                lambda a, b, table=table: table.canonical(a) == table.canonical(b))
+            equal = (
+                _user_equal
+                if table is MYSQL_USERS
+                # as ProxySQL holds them (NULL and '', case)
+                else (lambda a, b, table=table: table.canonical(a) == table.canonical(b))
+            )
+
             def restore(key, table=table, raw=raw):
                 """Exactly the memory rows this key had (a user may have two: frontend and backend)."""
                 head = [sql.delete_row(table.name, dict(zip(table.key, key)))] if table is MYSQL_USERS else []
@@ -120,8 +154,11 @@ def node_plan(sql, target, memory, *, hostgroups, secrets, node_key="node", inte
                 if table is MYSQL_SERVERS:
                     written_servers[key] = row
                 if table is MYSQL_USERS and row["password"] not in (None, ""):
-                    plan.passwords[key[0]] = (f"password kept as the node has it ({_form(row['password'])})" if kept
-                                              else f"password set ({_form(row['password'])})")
+                    plan.passwords[key[0]] = (
+                        f"password kept as the node has it ({_form(row['password'])})"
+                        if kept
+                        else f"password set ({_form(row['password'])})"
+                    )
                 back.extend(restore(key) if key in have else [sql.delete_row(table.name, dict(zip(table.key, key)))])
                 plan.changes += 1
         if not tables:  # a variables module
@@ -133,9 +170,11 @@ def node_plan(sql, target, memory, *, hostgroups, secrets, node_key="node", inte
                 if name in current and same_variable(name, current[name], plain):
                     continue
                 if versions.versions_differ(name, target, current.get(name), current.get("admin-version")):
-                    continue   # this node's version lacks it (SET would apply nothing; a change set's is refused),
+                    continue  # this node's version lacks it (SET would apply nothing; a change set's is refused),
                     # or holds its own version's default where intent has another version's
-                fwd.append(sql.set_variable(name, secrets.marker_for_ref(value["secret"]) if is_secret(value) else value))
+                fwd.append(
+                    sql.set_variable(name, secrets.marker_for_ref(value["secret"]) if is_secret(value) else value)
+                )
                 if name in current:
                     old = current[name]
                     if name in SECRET_VARIABLES:

@@ -5,6 +5,7 @@ Column lists and CHECK constraints are those of ProxySQL 2.7.1 (../shared/proxys
 a test holds this module to the lab double's copy of those definitions). Values are kept typed here
 (int or str, None for NULL) although the admin interface sends every value as a string.
 """
+
 import functools
 import unicodedata
 from dataclasses import dataclass
@@ -21,10 +22,10 @@ class Column:
     type: str = INT
     null: bool = False
     default: object = None
-    choices: tuple = ()        # allowed values (a CHECK ... IN (...))
-    min: int | None = None     # CHECK ranges
+    choices: tuple = ()  # allowed values (a CHECK ... IN (...))
+    min: int | None = None  # CHECK ranges
     max: int | None = None
-    label: str = ""            # shown in forms
+    label: str = ""  # shown in forms
     # ProxySQL's LOAD shows NULL and '' as one value at runtime (NULL as '', or '' as NULL for digest): both mean
     # the same to it, so a comparison must not tell them apart (measured on real 2.5.5 and 2.7.1 with
     # lab/reference/conformance/null-defaults.sql; every other column of the tables read in three layers keeps
@@ -36,11 +37,11 @@ class Column:
 @dataclass(frozen=True)
 class Table:
     name: str
-    module: str                # LOAD <module> TO RUNTIME / SAVE <module> TO DISK
+    module: str  # LOAD <module> TO RUNTIME / SAVE <module> TO DISK
     key: tuple
     columns: tuple
     title: str
-    scoped_by: str = ""        # a hostgroup column: only rows in the cluster's hostgroups belong to it
+    scoped_by: str = ""  # a hostgroup column: only rows in the cluster's hostgroups belong to it
 
     @functools.cached_property
     def column_names(self):
@@ -82,113 +83,167 @@ def _b(name, default=0, null=False):
     return Column(name, INT, null=null, default=default, choices=(0, 1))
 
 
-MYSQL_SERVERS = Table("mysql_servers", "MYSQL SERVERS", ("hostgroup_id", "hostname", "port"), (
-    Column("hostgroup_id", min=0, default=0),
-    Column("hostname", TEXT),
-    Column("port", min=0, max=65535, default=3306),
-    Column("gtid_port", min=0, max=65535, default=0),
-    Column("status", TEXT, default="ONLINE", choices=("ONLINE", "OFFLINE_SOFT", "OFFLINE_HARD")),
-    Column("weight", min=0, max=10_000_000, default=1),
-    _b("compression"),
-    Column("max_connections", min=0, default=1000),
-    Column("max_replication_lag", min=0, max=126_144_000, default=0),
-    _b("use_ssl"),
-    Column("max_latency_ms", min=0, default=0),
-    Column("comment", TEXT, default=""),
-), "Backend servers", scoped_by="hostgroup_id")
+MYSQL_SERVERS = Table(
+    "mysql_servers",
+    "MYSQL SERVERS",
+    ("hostgroup_id", "hostname", "port"),
+    (
+        Column("hostgroup_id", min=0, default=0),
+        Column("hostname", TEXT),
+        Column("port", min=0, max=65535, default=3306),
+        Column("gtid_port", min=0, max=65535, default=0),
+        Column("status", TEXT, default="ONLINE", choices=("ONLINE", "OFFLINE_SOFT", "OFFLINE_HARD")),
+        Column("weight", min=0, max=10_000_000, default=1),
+        _b("compression"),
+        Column("max_connections", min=0, default=1000),
+        Column("max_replication_lag", min=0, max=126_144_000, default=0),
+        _b("use_ssl"),
+        Column("max_latency_ms", min=0, default=0),
+        Column("comment", TEXT, default=""),
+    ),
+    "Backend servers",
+    scoped_by="hostgroup_id",
+)
 
-MYSQL_QUERY_RULES = Table("mysql_query_rules", "MYSQL QUERY RULES", ("rule_id",), (
-    Column("rule_id", min=1),
-    _b("active", 0),
-    Column("username", TEXT, null=True),
-    Column("schemaname", TEXT, null=True),
-    Column("flagIN", min=0, default=0),
-    Column("client_addr", TEXT, null=True),
-    Column("proxy_addr", TEXT, null=True),
-    Column("proxy_port", null=True, min=0, max=65535),
-    Column("digest", TEXT, null=True, blank_is_null=True),
-    Column("match_digest", TEXT, null=True),
-    Column("match_pattern", TEXT, null=True),
-    _b("negate_match_pattern", 0),
-    Column("re_modifiers", TEXT, null=True, default="CASELESS", blank_is_null=True, upper_at_runtime=True),
-    Column("flagOUT", null=True, min=0),
-    Column("replace_pattern", TEXT, null=True),
-    Column("destination_hostgroup", null=True, min=0),
-    Column("cache_ttl", null=True, min=1),
-    _b("cache_empty_result", None, null=True),
-    Column("cache_timeout", null=True, min=0),
-    _b("reconnect", None, null=True),
-    Column("timeout", null=True, min=0),
-    Column("retries", null=True, min=0, max=1000),
-    Column("delay", null=True, min=0),
-    Column("next_query_flagIN", null=True, min=0),
-    Column("mirror_flagOUT", null=True, min=0),
-    Column("mirror_hostgroup", null=True, min=0),
-    Column("error_msg", TEXT, null=True),
-    Column("OK_msg", TEXT, null=True),
-    _b("sticky_conn", None, null=True),
-    Column("multiplex", null=True, choices=(0, 1, 2)),
-    Column("gtid_from_hostgroup", null=True, min=0),
-    _b("log", None, null=True),
-    _b("apply", 0),
-    Column("attributes", TEXT, default=""),
-    Column("comment", TEXT, null=True),
-), "Query rules")
+MYSQL_QUERY_RULES = Table(
+    "mysql_query_rules",
+    "MYSQL QUERY RULES",
+    ("rule_id",),
+    (
+        Column("rule_id", min=1),
+        _b("active", 0),
+        Column("username", TEXT, null=True),
+        Column("schemaname", TEXT, null=True),
+        Column("flagIN", min=0, default=0),
+        Column("client_addr", TEXT, null=True),
+        Column("proxy_addr", TEXT, null=True),
+        Column("proxy_port", null=True, min=0, max=65535),
+        Column("digest", TEXT, null=True, blank_is_null=True),
+        Column("match_digest", TEXT, null=True),
+        Column("match_pattern", TEXT, null=True),
+        _b("negate_match_pattern", 0),
+        Column("re_modifiers", TEXT, null=True, default="CASELESS", blank_is_null=True, upper_at_runtime=True),
+        Column("flagOUT", null=True, min=0),
+        Column("replace_pattern", TEXT, null=True),
+        Column("destination_hostgroup", null=True, min=0),
+        Column("cache_ttl", null=True, min=1),
+        _b("cache_empty_result", None, null=True),
+        Column("cache_timeout", null=True, min=0),
+        _b("reconnect", None, null=True),
+        Column("timeout", null=True, min=0),
+        Column("retries", null=True, min=0, max=1000),
+        Column("delay", null=True, min=0),
+        Column("next_query_flagIN", null=True, min=0),
+        Column("mirror_flagOUT", null=True, min=0),
+        Column("mirror_hostgroup", null=True, min=0),
+        Column("error_msg", TEXT, null=True),
+        Column("OK_msg", TEXT, null=True),
+        _b("sticky_conn", None, null=True),
+        Column("multiplex", null=True, choices=(0, 1, 2)),
+        Column("gtid_from_hostgroup", null=True, min=0),
+        _b("log", None, null=True),
+        _b("apply", 0),
+        Column("attributes", TEXT, default=""),
+        Column("comment", TEXT, null=True),
+    ),
+    "Query rules",
+)
 
-MYSQL_USERS = Table("mysql_users", "MYSQL USERS", ("username",), (
-    Column("username", TEXT),
-    Column("password", TEXT, null=True, blank_is_null=True),
-    _b("active", 1),
-    _b("use_ssl", 0),
-    Column("default_hostgroup", min=0, default=0),
-    Column("default_schema", TEXT, null=True, blank_is_null=True),
-    _b("schema_locked", 0),
-    _b("transaction_persistent", 1),
-    _b("fast_forward", 0),
-    _b("backend", 1),
-    _b("frontend", 1),
-    Column("max_connections", min=0, default=10000),
-    Column("attributes", TEXT, default=""),
-    Column("comment", TEXT, default=""),
-), "Users")
+MYSQL_USERS = Table(
+    "mysql_users",
+    "MYSQL USERS",
+    ("username",),
+    (
+        Column("username", TEXT),
+        Column("password", TEXT, null=True, blank_is_null=True),
+        _b("active", 1),
+        _b("use_ssl", 0),
+        Column("default_hostgroup", min=0, default=0),
+        Column("default_schema", TEXT, null=True, blank_is_null=True),
+        _b("schema_locked", 0),
+        _b("transaction_persistent", 1),
+        _b("fast_forward", 0),
+        _b("backend", 1),
+        _b("frontend", 1),
+        Column("max_connections", min=0, default=10000),
+        Column("attributes", TEXT, default=""),
+        Column("comment", TEXT, default=""),
+    ),
+    "Users",
+)
 
-MYSQL_GALERA_HOSTGROUPS = Table("mysql_galera_hostgroups", "MYSQL SERVERS", ("writer_hostgroup",), (
-    Column("writer_hostgroup", min=0),
-    Column("backup_writer_hostgroup", min=0),
-    Column("reader_hostgroup", min=1),
-    Column("offline_hostgroup", min=0),
-    _b("active", 1),
-    Column("max_writers", min=0, default=1),
-    Column("writer_is_also_reader", choices=(0, 1, 2), default=0),
-    Column("max_transactions_behind", min=0, default=0),
-    Column("comment", TEXT, null=True),
-), "Galera hostgroups (ProxySQL's native manager)", scoped_by="writer_hostgroup")
+MYSQL_GALERA_HOSTGROUPS = Table(
+    "mysql_galera_hostgroups",
+    "MYSQL SERVERS",
+    ("writer_hostgroup",),
+    (
+        Column("writer_hostgroup", min=0),
+        Column("backup_writer_hostgroup", min=0),
+        Column("reader_hostgroup", min=1),
+        Column("offline_hostgroup", min=0),
+        _b("active", 1),
+        Column("max_writers", min=0, default=1),
+        Column("writer_is_also_reader", choices=(0, 1, 2), default=0),
+        Column("max_transactions_behind", min=0, default=0),
+        Column("comment", TEXT, null=True),
+    ),
+    "Galera hostgroups (ProxySQL's native manager)",
+    scoped_by="writer_hostgroup",
+)
 
-MYSQL_REPLICATION_HOSTGROUPS = Table("mysql_replication_hostgroups", "MYSQL SERVERS", ("writer_hostgroup",), (
-    Column("writer_hostgroup", min=0),
-    Column("reader_hostgroup", min=0),
-    Column("check_type", TEXT, default="read_only",
-           choices=("read_only", "innodb_read_only", "super_read_only", "read_only|innodb_read_only",
-                    "read_only&innodb_read_only")),
-    Column("comment", TEXT, default=""),
-), "Replication hostgroups (ProxySQL's native manager)", scoped_by="writer_hostgroup")
+MYSQL_REPLICATION_HOSTGROUPS = Table(
+    "mysql_replication_hostgroups",
+    "MYSQL SERVERS",
+    ("writer_hostgroup",),
+    (
+        Column("writer_hostgroup", min=0),
+        Column("reader_hostgroup", min=0),
+        Column(
+            "check_type",
+            TEXT,
+            default="read_only",
+            choices=(
+                "read_only",
+                "innodb_read_only",
+                "super_read_only",
+                "read_only|innodb_read_only",
+                "read_only&innodb_read_only",
+            ),
+        ),
+        Column("comment", TEXT, default=""),
+    ),
+    "Replication hostgroups (ProxySQL's native manager)",
+    scoped_by="writer_hostgroup",
+)
 
-SCHEDULER = Table("scheduler", "SCHEDULER", ("id",), (
-    Column("id", min=1),
-    _b("active", 1),
-    Column("interval_ms", min=100, max=100_000_000, default=10000),
-    Column("filename", TEXT),
-    Column("arg1", TEXT, null=True),
-    Column("arg2", TEXT, null=True),
-    Column("arg3", TEXT, null=True),
-    Column("arg4", TEXT, null=True),
-    Column("arg5", TEXT, null=True),
-    Column("comment", TEXT, default=""),
-), "Scheduler")
+SCHEDULER = Table(
+    "scheduler",
+    "SCHEDULER",
+    ("id",),
+    (
+        Column("id", min=1),
+        _b("active", 1),
+        Column("interval_ms", min=100, max=100_000_000, default=10000),
+        Column("filename", TEXT),
+        Column("arg1", TEXT, null=True),
+        Column("arg2", TEXT, null=True),
+        Column("arg3", TEXT, null=True),
+        Column("arg4", TEXT, null=True),
+        Column("arg5", TEXT, null=True),
+        Column("comment", TEXT, default=""),
+    ),
+    "Scheduler",
+)
 
 # In the order a configuration is shown, exported and applied (servers before the rules that route to them).
-TABLES = (MYSQL_SERVERS, MYSQL_GALERA_HOSTGROUPS, MYSQL_REPLICATION_HOSTGROUPS, MYSQL_USERS, MYSQL_QUERY_RULES,
-          SCHEDULER)
+TABLES = (
+    MYSQL_SERVERS,
+    MYSQL_GALERA_HOSTGROUPS,
+    MYSQL_REPLICATION_HOSTGROUPS,
+    MYSQL_USERS,
+    MYSQL_QUERY_RULES,
+    SCHEDULER,
+)
 BY_NAME = {t.name: t for t in TABLES}
 VARIABLES = "global_variables"  # kept apart: {name: value}, one module per prefix
 VARIABLE_MODULES = {"mysql-": "MYSQL VARIABLES", "admin-": "ADMIN VARIABLES"}
@@ -238,8 +293,7 @@ def host_error(value):
     bad = next((c for c in value if c.isspace() or has_invisible(c)), None)
     if bad is not None:
         name = unicodedata.name(bad, "a control character")
-        return (f"contains {name} (U+{ord(bad):04X}): a host name has no spaces, line breaks or invisible "
-                "characters")
+        return f"contains {name} (U+{ord(bad):04X}): a host name has no spaces, line breaks or invisible characters"
     return None
 
 
@@ -269,7 +323,12 @@ def check_row(table, row):
     if table is MYSQL_QUERY_RULES and row.get("replace_pattern") is not None and row.get("match_pattern") is None:
         raise RowError("replace_pattern", "needs a match_pattern")
     if table is MYSQL_GALERA_HOSTGROUPS:
-        hgs = [row["writer_hostgroup"], row["backup_writer_hostgroup"], row["reader_hostgroup"], row["offline_hostgroup"]]
+        hgs = [
+            row["writer_hostgroup"],
+            row["backup_writer_hostgroup"],
+            row["reader_hostgroup"],
+            row["offline_hostgroup"],
+        ]
         if len(set(hgs)) != 4:
             raise RowError("reader_hostgroup", "writer, backup writer, reader and offline hostgroups must all differ")
     if table is MYSQL_REPLICATION_HOSTGROUPS and row["reader_hostgroup"] == row["writer_hostgroup"]:

@@ -6,6 +6,7 @@ applied at LOAD (its runtime keeps the old value); an unknown variable vanishes 
 is validated here, by the type and range ProxySQL 2.7.1 itself applies (proxysql_variables.tsv), before
 it can reach a node.
 """
+
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,23 +15,38 @@ from apps.clients import proxysql_versions as versions
 
 # Never part of a cluster's configuration: one node's identity (its listeners, its version), and the
 # admin credentials the console itself logs in with (a change set must not lock the console out).
-PER_NODE = frozenset({"admin-mysql_ifaces", "admin-version", "mysql-interfaces", "admin-admin_credentials",
-                      "admin-stats_credentials", "admin-restapi_port", "admin-web_port",
-                      "admin-pgsql_ifaces"})   # 3.0: the PostgreSQL admin listener
+PER_NODE = frozenset(
+    {
+        "admin-mysql_ifaces",
+        "admin-version",
+        "mysql-interfaces",
+        "admin-admin_credentials",
+        "admin-stats_credentials",
+        "admin-restapi_port",
+        "admin-web_port",
+        "admin-pgsql_ifaces",
+    }
+)  # 3.0: the PostgreSQL admin listener
 # Passwords: kept as named secrets (encrypted), never in a version's content or an export.
 SECRETS = frozenset({"mysql-monitor_password", "admin-cluster_password"})
 # Read by ProxySQL only when it starts: a LOAD leaves the runtime value as it is.
 RESTART_ONLY = frozenset({"mysql-threads", "mysql-stacksize"})
 # Text variables a real 2.7.1 and 2.5.5 refuse to set to '' at LOAD: memory goes back to the runtime value
 # (lab/reference/conformance/variables-blank.sql).
-EMPTY_REFUSED = frozenset({"mysql-default_schema", "mysql-keep_multiplexing_variables", "admin-stats_credentials",
-                           "mysql-default_session_track_gtids"})
+EMPTY_REFUSED = frozenset(
+    {
+        "mysql-default_schema",
+        "mysql-keep_multiplexing_variables",
+        "admin-stats_credentials",
+        "mysql-default_session_track_gtids",
+    }
+)
 
 
 @dataclass(frozen=True)
 class VariableSpec:
     name: str
-    type: str      # int | bool | text
+    type: str  # int | bool | text
     min: int | None
     max: int | None
     default: str
@@ -61,7 +77,7 @@ def spec(name, known=None):
     node has, from its global_variables)."""
     if name in SPECS:
         return SPECS[name]
-    if name in versions.VARIABLE_VERSIONS:   # a variable of another version than 2.7 (2.5, 3.0)
+    if name in versions.VARIABLE_VERSIONS:  # a variable of another version than 2.7 (2.5, 3.0)
         return VariableSpec(name, "text", None, None, "")
     if known is not None and name in known:
         return VariableSpec(name, "text", None, None, "")
@@ -89,8 +105,10 @@ def check(name, value, known=None):
             return None, "must be an integer"
         number = int(text)
         if (s.min is not None and number < s.min) or (s.max is not None and number > s.max):
-            return None, (f"must be between {s.min} and {s.max}: ProxySQL keeps any other value in memory "
-                          "and silently does not apply it")
+            return None, (
+                f"must be between {s.min} and {s.max}: ProxySQL keeps any other value in memory "
+                "and silently does not apply it"
+            )
         return str(number), None
     if "\x00" in text:
         return None, "contains a NUL character"

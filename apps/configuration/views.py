@@ -1,5 +1,6 @@
 """Configuration pages: versions (viewers), diffs, the change set editor, files, and planning (operators).
 Thin: every write is a service call (services.py); a plan becomes an Operation shown on its page."""
+
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
@@ -33,22 +34,45 @@ def _version_or_404(cluster, number):
 def cluster_config(request, cluster_pk):
     cluster = get_object_or_404(Cluster, pk=cluster_pk)
     current = services.latest(cluster)
-    versions = Paginator(ConfigVersion.objects.filter(cluster=cluster).defer("content"), 25).get_page(request.GET.get("page"))
+    versions = Paginator(ConfigVersion.objects.filter(cluster=cluster).defer("content"), 25).get_page(
+        request.GET.get("page")
+    )
     drafts = ChangeSet.objects.filter(cluster=cluster, state__in=[ChangeSet.State.DRAFT, ChangeSet.State.PLANNED])[:10]
-    return TemplateResponse(request, "configuration/cluster.html", {
-        "cluster": cluster, "current": current, "versions": versions, "drafts": drafts,
-        "tables": _tables(current.content) if current else [], "nodes": cluster.proxysql_nodes.order_by("pk")})
+    return TemplateResponse(
+        request,
+        "configuration/cluster.html",
+        {
+            "cluster": cluster,
+            "current": current,
+            "versions": versions,
+            "drafts": drafts,
+            "tables": _tables(current.content) if current else [],
+            "nodes": cluster.proxysql_nodes.order_by("pk"),
+        },
+    )
 
 
 def _tables(content):
     """The content as (table, columns, rows) for display; secrets shown as such."""
     out = []
     for table in TABLES:
-        out.append({"name": table.name, "title": table.title, "columns": display.first_columns(table),
-                    "rows": display.compact_rows(table, content.get(table.name) or [])})
+        out.append(
+            {
+                "name": table.name,
+                "title": table.title,
+                "columns": display.first_columns(table),
+                "rows": display.compact_rows(table, content.get(table.name) or []),
+            }
+        )
     variables = [{"cells": (k, "(secret)" if C.is_secret(v) else v)} for k, v in (content.get(VARIABLES) or {}).items()]
-    out.append({"name": VARIABLES, "title": "Global variables", "columns": ("variable_name", "variable_value"),
-                "rows": variables})
+    out.append(
+        {
+            "name": VARIABLES,
+            "title": "Global variables",
+            "columns": ("variable_name", "variable_value"),
+            "rows": variables,
+        }
+    )
     return out
 
 
@@ -56,11 +80,14 @@ def _tables(content):
 def cluster_drift(request, cluster_pk):
     """htmx partial: each node's memory, runtime and disk against the current version (drift.py), table by table."""
     cluster = get_object_or_404(Cluster, pk=cluster_pk)
-    return fragment_response(request, "configuration/cluster.html#drift",
-                             {"cluster": cluster, "drift": drift.cluster_drift(cluster)},
-                             title=f"Drift of {cluster.name}: each node against the current version",
-                             back_url=reverse("configuration:cluster", args=[cluster.pk]),
-                             back_label=f"Configuration of {cluster.name}")
+    return fragment_response(
+        request,
+        "configuration/cluster.html#drift",
+        {"cluster": cluster, "drift": drift.cluster_drift(cluster)},
+        title=f"Drift of {cluster.name}: each node against the current version",
+        back_url=reverse("configuration:cluster", args=[cluster.pk]),
+        back_label=f"Configuration of {cluster.name}",
+    )
 
 
 @require_role(VIEWER)
@@ -69,11 +96,21 @@ def version_detail(request, pk):
     parent_diff = diff_lines(C.diff(version.parent.content, version.content)) if version.parent else None
     current = services.latest(version.cluster)
     kept = services.kept_operational(version.cluster, current, version)[1] if current.pk != version.pk else []
-    return TemplateResponse(request, "configuration/version.html", {
-        "version": version, "cluster": version.cluster, "tables": _tables(version.content), "parent_diff": parent_diff,
-        "kept": kept,
-        "others": ConfigVersion.objects.filter(cluster=version.cluster).exclude(pk=version.pk).values_list("number", flat=True),
-        "reason_form": ReasonForm(initial={"reason": f"revert to version {version.number}"})})
+    return TemplateResponse(
+        request,
+        "configuration/version.html",
+        {
+            "version": version,
+            "cluster": version.cluster,
+            "tables": _tables(version.content),
+            "parent_diff": parent_diff,
+            "kept": kept,
+            "others": ConfigVersion.objects.filter(cluster=version.cluster)
+            .exclude(pk=version.pk)
+            .values_list("number", flat=True),
+            "reason_form": ReasonForm(initial={"reason": f"revert to version {version.number}"}),
+        },
+    )
 
 
 @require_role(VIEWER)
@@ -82,15 +119,20 @@ def version_diff(request, cluster_pk):
     try:
         a, b = int(request.GET.get("a", "")), int(request.GET.get("b", ""))
     except ValueError:
-        return TemplateResponse(request, "configuration/diff.html", {"cluster": cluster, "error":
-                                "Choose two versions (a and b are version numbers)."}, status=400)
+        return TemplateResponse(
+            request,
+            "configuration/diff.html",
+            {"cluster": cluster, "error": "Choose two versions (a and b are version numbers)."},
+            status=400,
+        )
     va, vb = _version_or_404(cluster, a), _version_or_404(cluster, b)
     d = C.diff(va.content, vb.content)
     grouped = {}
     for line in diff_lines(d):
         grouped.setdefault(line["table"], []).append(line)
-    return TemplateResponse(request, "configuration/diff.html", {"cluster": cluster, "a": va, "b": vb, "grouped": grouped,
-                                                                 "empty": d.empty})
+    return TemplateResponse(
+        request, "configuration/diff.html", {"cluster": cluster, "a": va, "b": vb, "grouped": grouped, "empty": d.empty}
+    )
 
 
 @require_role(VIEWER)
@@ -124,15 +166,33 @@ def change_set(request, pk):
         target, error = cs.base.content, str(exc)
     tables = []
     for table in TABLES:
-        tables.append({"table": table, "columns": display.first_columns(table),
-                       "rows": display.compact_rows(table, target.get(table.name) or [])})
-    return TemplateResponse(request, "configuration/change_set.html", {
-        "cs": cs, "cluster": cs.cluster, "tables": tables, "error": error,
-        "editors": services.editors(cs), "edits": [C.describe(e) for e in cs.edits],
-        "diff": diff_lines(C.diff(cs.base.content, target)),
-        "variables": sorted((k, "(secret)" if C.is_secret(v) else v) for k, v in (target.get(VARIABLES) or {}).items()),
-        "roles_form": RolesForm(initial=target.get("roles") or {}), "reason_form": ReasonForm(initial={"reason": cs.reason}),
-        "variable_form": VariableForm(), "add_forms": {t.name: RowForm(table=t, prefix=f"add-{t.name}") for t in TABLES}})
+        tables.append(
+            {
+                "table": table,
+                "columns": display.first_columns(table),
+                "rows": display.compact_rows(table, target.get(table.name) or []),
+            }
+        )
+    return TemplateResponse(
+        request,
+        "configuration/change_set.html",
+        {
+            "cs": cs,
+            "cluster": cs.cluster,
+            "tables": tables,
+            "error": error,
+            "editors": services.editors(cs),
+            "edits": [C.describe(e) for e in cs.edits],
+            "diff": diff_lines(C.diff(cs.base.content, target)),
+            "variables": sorted(
+                (k, "(secret)" if C.is_secret(v) else v) for k, v in (target.get(VARIABLES) or {}).items()
+            ),
+            "roles_form": RolesForm(initial=target.get("roles") or {}),
+            "reason_form": ReasonForm(initial={"reason": cs.reason}),
+            "variable_form": VariableForm(),
+            "add_forms": {t.name: RowForm(table=t, prefix=f"add-{t.name}") for t in TABLES},
+        },
+    )
 
 
 def _draft(pk):
@@ -158,22 +218,32 @@ def row_form(request, pk, table_name):
         if existing is None:
             return HttpResponse("no such row", status=404)
     prefix = f"row-{table.name}"
-    form = RowForm(request.POST or None, table=table, initial=existing, prefix=prefix,
-                   regex_engine=rule_tester.regex_engine(target))
+    form = RowForm(
+        request.POST or None,
+        table=table,
+        initial=existing,
+        prefix=prefix,
+        regex_engine=rule_tester.regex_engine(target),
+    )
     context = {"cs": cs, "table": table, "form": form, "key": key}
     if request.method == "POST":
         valid = form.is_valid()
         if valid and request.POST.get("save"):
-            edit = edits.upsert(table, form.cleaned_data["row"], password=form.cleaned_data.get("password"),
-                                key=table.key_of(existing) if existing else None)
+            edit = edits.upsert(
+                table,
+                form.cleaned_data["row"],
+                password=form.cleaned_data.get("password"),
+                key=table.key_of(existing) if existing else None,
+            )
             try:
                 services.add_edit(_draft(pk), edit, actor=Actor.of_request(request))
             except services.NotPermitted as exc:
                 raise PermissionDenied(str(exc)) from None
             except services.Refused as exc:
                 form.add_error(None, str(exc))
-                return TemplateResponse(request, _row_form_template(request), context,
-                                        status=200 if request.htmx else 400)
+                return TemplateResponse(
+                    request, _row_form_template(request), context, status=200 if request.htmx else 400
+                )
             response = HttpResponse(status=204)
             response["HX-Redirect"] = cs.get_absolute_url()
             return response if request.htmx else redirect(cs)
@@ -181,8 +251,9 @@ def row_form(request, pk, table_name):
         # types), the save button the whole form with its errors; a plain POST the form with 400
         if request.htmx and not request.POST.get("save"):
             return TemplateResponse(request, "configuration/change_set.html#form_check", context)
-        return TemplateResponse(request, _row_form_template(request), context,
-                                status=200 if valid or request.htmx else 400)
+        return TemplateResponse(
+            request, _row_form_template(request), context, status=200 if valid or request.htmx else 400
+        )
     return TemplateResponse(request, _row_form_template(request), context)
 
 
@@ -204,8 +275,10 @@ def delete_row(request, pk, table_name):
     if row is None:
         messages.error(request, "No such row.")
         return redirect(cs)
-    _try(request, lambda: services.add_edit(_draft(pk), edits.delete(table, table.key_of(row)),
-                                            actor=Actor.of_request(request)))
+    _try(
+        request,
+        lambda: services.add_edit(_draft(pk), edits.delete(table, table.key_of(row)), actor=Actor.of_request(request)),
+    )
     return redirect(cs)
 
 
@@ -218,7 +291,9 @@ def set_variable(request, pk):
     if request.htmx and request.POST.get("validate"):  # inline validation, on every change: the verdict only
         return TemplateResponse(request, "configuration/change_set.html#form_check", {"form": form})
     if request.htmx and not valid:  # the set button: the form again, with its errors
-        return TemplateResponse(request, "configuration/change_set.html#variable_form", {"cs": cs, "variable_form": form})
+        return TemplateResponse(
+            request, "configuration/change_set.html#variable_form", {"cs": cs, "variable_form": form}
+        )
     if not valid:
         messages.error(request, "; ".join(e for errors in form.errors.values() for e in errors))
         return redirect(cs)
@@ -239,8 +314,9 @@ def set_roles(request, pk):
     if not form.is_valid():
         messages.error(request, "Hostgroup roles: " + "; ".join(e for errors in form.errors.values() for e in errors))
         return redirect(cs)
-    _try(request, lambda: services.add_edit(_draft(pk), edits.roles(form.cleaned_data),
-                                            actor=Actor.of_request(request)))
+    _try(
+        request, lambda: services.add_edit(_draft(pk), edits.roles(form.cleaned_data), actor=Actor.of_request(request))
+    )
     return redirect(cs)
 
 
@@ -283,8 +359,9 @@ def revert(request, pk):
     version = get_object_or_404(ConfigVersion.objects.select_related("cluster"), pk=pk)
     form = ReasonForm(request.POST)
     reason = form.cleaned_data["reason"] if form.is_valid() else ""
-    cs = _try(request, lambda: services.revert_to(version.cluster, version,
-                                                  actor=Actor.of_request(request), reason=reason))
+    cs = _try(
+        request, lambda: services.revert_to(version.cluster, version, actor=Actor.of_request(request), reason=reason)
+    )
     if cs is None:
         return redirect(version)
     op = _try(request, lambda: plan_and_save(cs, actor=Actor.of_request(request)))
@@ -295,8 +372,12 @@ def revert(request, pk):
 @require_POST
 def take_runtime(request, node_pk):
     node = get_object_or_404(ProxySQLNode.objects.select_related("cluster"), pk=node_pk)
-    cs = _try(request, lambda: services.take_runtime(node.cluster, node, actor=Actor.of_request(request),
-                                                     reason=f"take {node.name}'s runtime into a new version"))
+    cs = _try(
+        request,
+        lambda: services.take_runtime(
+            node.cluster, node, actor=Actor.of_request(request), reason=f"take {node.name}'s runtime into a new version"
+        ),
+    )
     if cs is None:
         return redirect("configuration:cluster", node.cluster_id)
     op = _try(request, lambda: plan_and_save(cs, actor=Actor.of_request(request)))
@@ -323,11 +404,18 @@ def upload(request, cluster_pk):
     form = UploadForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         try:
-            op = plan_from_file(cluster, form.cleaned_data["file"], actor=Actor.of_request(request),
-                                reason=form.cleaned_data["reason"], expect_version=form.cleaned_data["expect_version"])
+            op = plan_from_file(
+                cluster,
+                form.cleaned_data["file"],
+                actor=Actor.of_request(request),
+                reason=form.cleaned_data["reason"],
+                expect_version=form.cleaned_data["expect_version"],
+            )
             return redirect(op)
         except services.NothingToDo as exc:
-            messages.success(request, f"Nothing to do: {cluster} already runs this file (version {exc.version.number}).")
+            messages.success(
+                request, f"Nothing to do: {cluster} already runs this file (version {exc.version.number})."
+            )
             return redirect("configuration:cluster", cluster.pk)
         except NotPlanned as exc:  # the draft is kept: its page says what to do
             messages.error(request, str(exc))
@@ -339,10 +427,16 @@ def upload(request, cluster_pk):
         except services.Refused as exc:
             messages.error(request, str(exc))
     elif request.method == "POST":
-        record("configuration file refused", request=request, cluster=cluster, outcome="invalid",
-               details={"errors": form.errors.get_json_data()})
-    return TemplateResponse(request, "configuration/upload.html", {"cluster": cluster, "form": form},
-                            status=400 if form.errors else 200)
+        record(
+            "configuration file refused",
+            request=request,
+            cluster=cluster,
+            outcome="invalid",
+            details={"errors": form.errors.get_json_data()},
+        )
+    return TemplateResponse(
+        request, "configuration/upload.html", {"cluster": cluster, "form": form}, status=400 if form.errors else 200
+    )
 
 
 def _try(request, fn):

@@ -3,6 +3,7 @@ rules that route it on each cluster it ran on, and its example queries (examples
 
 Reads only; bounded: at most WINDOWS_SHOWN windows, ROUTES_SHOWN (cluster, user, schema) walks, examples.KEEP examples.
 """
+
 from dataclasses import dataclass, field
 
 import redis
@@ -22,8 +23,8 @@ ROUTES_SHOWN = 6
 
 @dataclass
 class WindowRow:
-    ts: int              # the poll's time (raw) or the bucket's start (rollups)
-    resolution: int      # 0: one poll window; else the bucket's width in seconds
+    ts: int  # the poll's time (raw) or the bucket's start (rollups)
+    resolution: int  # 0: one poll window; else the bucket's width in seconds
     hostgroup: int
     count: int
     total_us: int
@@ -31,7 +32,9 @@ class WindowRow:
     max_us: int | None
     max_bound_us: int | None = None  # ProxySQL's max since it first saw the digest, where the window's is not known
     min_bound_us: int | None = None
-    mirrored: bool = False  # a mirror rule's copies in its mirror hostgroup (DigestStat.mirrored), not the application's
+    mirrored: bool = (
+        False  # a mirror rule's copies in its mirror hostgroup (DigestStat.mirrored), not the application's
+    )
 
     @property
     def avg_us(self):
@@ -44,13 +47,18 @@ def latency_windows(digest, window, filters):
     table = DigestStat._meta.db_table
     where, params = _where(window, Filters(**{**filters.__dict__, "search": ""}))
     with connection.cursor() as cur:
-        cur.execute(f"SELECT DISTINCT ts FROM {table} WHERE {where} AND digest_id = %s ORDER BY ts DESC LIMIT %s",
-                    params + [digest.pk, WINDOWS_SHOWN])
+        cur.execute(
+            f"SELECT DISTINCT ts FROM {table} WHERE {where} AND digest_id = %s ORDER BY ts DESC LIMIT %s",
+            params + [digest.pk, WINDOWS_SHOWN],
+        )
         stamps = [row[0] for row in cur.fetchall()]
         if not stamps:
             return []
-        cur.execute(f"SELECT resolution, ts, source_id, count_star, sum_time, min_time, max_time, mirrored FROM {table}"
-                    f" WHERE {where} AND digest_id = %s AND ts >= %s", params + [digest.pk, min(stamps)])
+        cur.execute(
+            f"SELECT resolution, ts, source_id, count_star, sum_time, min_time, max_time, mirrored FROM {table}"
+            f" WHERE {where} AND digest_id = %s AND ts >= %s",
+            params + [digest.pk, min(stamps)],
+        )
         rows = cur.fetchall()
     sources = {s.pk: s for s in DigestSource.objects.filter(pk__in={r[2] for r in rows})}
     grouped = {}
@@ -59,15 +67,17 @@ def latency_windows(digest, window, filters):
         if s is None:
             continue
         copies = bool(mirrored)
-        w = grouped.setdefault((ts, s.hostgroup, copies),
-                               WindowRow(ts, resolution, s.hostgroup, 0, 0, None, None, mirrored=copies))
+        w = grouped.setdefault(
+            (ts, s.hostgroup, copies), WindowRow(ts, resolution, s.hostgroup, 0, 0, None, None, mirrored=copies)
+        )
         w.count += count
         w.total_us += total
         w.min_us = least if w.min_us is None or (least is not None and least < w.min_us) else w.min_us
         w.max_us = most if w.max_us is None or (most is not None and most > w.max_us) else w.max_us
     # ProxySQL's cumulative max never falls until a reset: a bound of every window since
-    bounds = proxysql_extremes({hg: ([s for s in sources.values() if s.hostgroup == hg], digest.digest)
-                                for hg in {hg for _, hg, _ in grouped}})
+    bounds = proxysql_extremes(
+        {hg: ([s for s in sources.values() if s.hostgroup == hg], digest.digest) for hg in {hg for _, hg, _ in grouped}}
+    )
     out = sorted(grouped.values(), key=lambda w: (-w.ts, w.hostgroup, w.mirrored))
     for w in out:
         least, most = bounds.get(w.hostgroup, (None, None))
@@ -97,7 +107,7 @@ class Route:
     username: str
     schemaname: str
     version: int | None
-    outcome: object = None                       # rule_tester.Outcome, None without a configuration version
+    outcome: object = None  # rule_tester.Outcome, None without a configuration version
     matched: list = field(default_factory=list)  # the rules that matched, in walk order
 
 
@@ -119,9 +129,15 @@ def routes(digest, breakdown, example_text=""):
         version = config_services.latest(cluster)
         route = Route(cluster, s.username, s.schemaname, version.number if version else None)
         if version is not None:
-            route.outcome = rule_tester.on_content(version.content, example_text, digest_text=digest.digest_text,
-                                                   digest=digest.digest, username=s.username, schemaname=s.schemaname,
-                                                   reached=batch)
+            route.outcome = rule_tester.on_content(
+                version.content,
+                example_text,
+                digest_text=digest.digest_text,
+                digest=digest.digest,
+                username=s.username,
+                schemaname=s.schemaname,
+                reached=batch,
+            )
             route.matched = route.outcome.matched
         out.append(route)
         if len(out) >= ROUTES_SHOWN:

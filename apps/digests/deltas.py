@@ -18,6 +18,7 @@ Per row, against its baseline:
 Rows that disappeared are dropped from the baseline. Without a baseline (first poll of a node, Redis
 emptied, a baseline the database does not confirm) there is no delta, only a new baseline.
 """
+
 from dataclasses import dataclass
 
 
@@ -39,22 +40,35 @@ class Delta:
 @dataclass
 class Outcome:
     deltas: list
-    changed: dict   # baseline fields to (re)write: field -> value
-    removed: list   # baseline fields to delete
+    changed: dict  # baseline fields to (re)write: field -> value
+    removed: list  # baseline fields to delete
     resets: int
-    full: bool      # True: rewrite the whole baseline (there was none)
+    full: bool  # True: rewrite the whole baseline (there was none)
 
 
 def field_and_value(row):
     field = f"{row.hostgroup}\t{row.schemaname}\t{row.username}\t{row.client_address}\t{row.digest}".encode()
-    value = (f"{row.count_star} {row.sum_time} {row.min_time} {row.max_time} {row.first_seen}"
-             f" {row.sum_rows_sent} {row.sum_rows_affected}").encode()
+    value = (
+        f"{row.count_star} {row.sum_time} {row.min_time} {row.max_time} {row.first_seen}"
+        f" {row.sum_rows_sent} {row.sum_rows_affected}"
+    ).encode()
     return field, value
 
 
 def _whole(row):
-    return Delta(row.hostgroup, row.schemaname, row.username, row.client_address, row.digest, row.count_star,
-                 row.sum_time, row.min_time, row.max_time, row.sum_rows_sent, row.sum_rows_affected)
+    return Delta(
+        row.hostgroup,
+        row.schemaname,
+        row.username,
+        row.client_address,
+        row.digest,
+        row.count_star,
+        row.sum_time,
+        row.min_time,
+        row.max_time,
+        row.sum_rows_sent,
+        row.sum_rows_affected,
+    )
 
 
 def compute(rows, baseline):
@@ -88,10 +102,24 @@ def compute(rows, baseline):
         single = ds if dc == 1 else None
         max_time = row.max_time if row.max_time > max0 else single
         min_time = row.min_time if row.min_time < min0 else single
-        sent, affected = ((row.sum_rows_sent - rows0[0], row.sum_rows_affected - rows0[1]) if len(rows0) == 2
-                          else (None, None))
-        deltas.append(Delta(row.hostgroup, row.schemaname, row.username, row.client_address, row.digest, dc, ds,
-                            min_time, max_time, sent, affected))
+        sent, affected = (
+            (row.sum_rows_sent - rows0[0], row.sum_rows_affected - rows0[1]) if len(rows0) == 2 else (None, None)
+        )
+        deltas.append(
+            Delta(
+                row.hostgroup,
+                row.schemaname,
+                row.username,
+                row.client_address,
+                row.digest,
+                dc,
+                ds,
+                min_time,
+                max_time,
+                sent,
+                affected,
+            )
+        )
     seen = {field for _, field, _ in encoded}
     removed = [field for field in baseline if field not in seen]
     return Outcome(deltas, changed, removed, resets, False)

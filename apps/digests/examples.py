@@ -9,6 +9,7 @@ after its last sample): bounded whatever the traffic. A text is filed under its 
 An example holds literals (values, sometimes secrets): the pages show it to operators only; viewers read its
 digest form.
 """
+
 import hashlib
 import json
 
@@ -16,7 +17,7 @@ from apps.configuration.rule_tester import normalise
 
 KEEP = 5
 READ_LIMIT = 100
-TEXT_MAX = 4000        # ProxySQL cuts long texts itself (mysql-query_digests_max_query_length); so do we
+TEXT_MAX = 4000  # ProxySQL cuts long texts itself (mysql-query_digests_max_query_length); so do we
 EXAMPLE_TTL_S = 86400
 
 
@@ -35,9 +36,18 @@ def record(r, node, rows, ts, keeps=None):
         if not text or (keeps is not None and not keeps(hostgroup)):
             continue
         key = key_of(text)
-        member = json.dumps({"text": text, "node": node.pk, "cluster": node.cluster_id, "hostgroup": hostgroup,
-                             "user": user, "schema": db, "server": [srv_host, srv_port] if srv_host else None},
-                            sort_keys=True)
+        member = json.dumps(
+            {
+                "text": text,
+                "node": node.pk,
+                "cluster": node.cluster_id,
+                "hostgroup": hostgroup,
+                "user": user,
+                "schema": db,
+                "server": [srv_host, srv_port] if srv_host else None,
+            },
+            sort_keys=True,
+        )
         pipe.zadd(key, {member: ts})  # the same text again: its time moves, no duplicate
         filed.add(key)
     for key in filed:

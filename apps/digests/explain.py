@@ -15,6 +15,7 @@ outside the cluster's credential hosts.
 Where: the backend the example ran on (the processlist's srv_host:srv_port), if it is one of the cluster's servers;
 else an ONLINE server of the hostgroup it ran in.
 """
+
 from dataclasses import dataclass, field
 
 import redis
@@ -30,7 +31,7 @@ from apps.monitoring import live
 
 from . import examples as examples_mod
 
-LIMIT_S = 2.0   # max_statement_time: an EXPLAIN that needs longer (a derived table it must run) is cut by the server
+LIMIT_S = 2.0  # max_statement_time: an EXPLAIN that needs longer (a derived table it must run) is cut by the server
 SHOWN_ROWS = 200
 
 
@@ -59,8 +60,10 @@ def check_statement(text):
     statement = statements[0]
     kind = statement.get_type()
     if kind != "SELECT":
-        raise Refused(f"the example is not a SELECT ({kind.lower() if kind != 'UNKNOWN' else 'unknown'}"
-                      " statement): only a SELECT is explained")
+        raise Refused(
+            f"the example is not a SELECT ({kind.lower() if kind != 'UNKNOWN' else 'unknown'}"
+            " statement): only a SELECT is explained"
+        )
     if any(t.ttype is sqlparse.tokens.Keyword and t.normalized == "INTO" for t in statement.flatten()):
         raise Refused("the SELECT writes (SELECT ... INTO): only a plain SELECT is explained")
     if any(t.ttype is sqlparse.tokens.Name.Placeholder for t in statement.flatten()):
@@ -75,9 +78,14 @@ def _server(cluster, example):
         server = Server.objects.filter(cluster=cluster, hostname=host, port=port).first()
         if server is not None:
             return server
-    membership = (HostgroupMembership.objects.filter(server__cluster=cluster, hostgroup_id=example["hostgroup"],
-                                                     status="ONLINE", server__maintenance=False)
-                  .select_related("server").order_by("server__hostname", "server__port").first())
+    membership = (
+        HostgroupMembership.objects.filter(
+            server__cluster=cluster, hostgroup_id=example["hostgroup"], status="ONLINE", server__maintenance=False
+        )
+        .select_related("server")
+        .order_by("server__hostname", "server__port")
+        .first()
+    )
     if membership is None:
         raise Refused(f"no ONLINE server of hostgroup {example['hostgroup']} in {cluster.name}")
     return membership.server
@@ -85,16 +93,22 @@ def _server(cluster, example):
 
 def _check_user(cluster):
     if not cluster.explain_user:
-        raise Refused(f"{cluster.name} has no EXPLAIN user: an admin sets a dedicated read-only backend user"
-                      " (SELECT only) in the cluster's settings")
+        raise Refused(
+            f"{cluster.name} has no EXPLAIN user: an admin sets a dedicated read-only backend user"
+            " (SELECT only) in the cluster's settings"
+        )
     if cluster.explain_user == cluster.monitor_user:
-        raise Refused(f"{cluster.name}'s EXPLAIN user is its monitor user, which has write privileges:"
-                      " set a dedicated read-only user")
+        raise Refused(
+            f"{cluster.name}'s EXPLAIN user is its monitor user, which has write privileges:"
+            " set a dedicated read-only user"
+        )
     version = config_services.latest(cluster)
     users = (version.content.get("mysql_users") or []) if version else []
     if any(u.get("username") == cluster.explain_user for u in users):
-        raise Refused(f"{cluster.name}'s EXPLAIN user {cluster.explain_user!r} is an application user (mysql_users):"
-                      " set a dedicated read-only user")
+        raise Refused(
+            f"{cluster.name}'s EXPLAIN user {cluster.explain_user!r} is an application user (mysql_users):"
+            " set a dedicated read-only user"
+        )
 
 
 def explain(digest, example_index, *, cluster_id=None, actor):
@@ -118,21 +132,42 @@ def explain(digest, example_index, *, cluster_id=None, actor):
         allowed, reason = credentials_allowed(cluster, server.hostname, server.port)
         if not allowed:
             raise Refused(reason)
-        outcome.server, outcome.hostgroup, outcome.user = (f"{server.hostname}:{server.port}", example["hostgroup"],
-                                                            cluster.explain_user)
-        with BackendClient(server.hostname, server.port, cluster.explain_user, cluster.explain_password,
-                           name=f"backend {server.hostname}:{server.port}", read_timeout=LIMIT_S + 1) as client:
+        outcome.server, outcome.hostgroup, outcome.user = (
+            f"{server.hostname}:{server.port}",
+            example["hostgroup"],
+            cluster.explain_user,
+        )
+        with BackendClient(
+            server.hostname,
+            server.port,
+            cluster.explain_user,
+            cluster.explain_password,
+            name=f"backend {server.hostname}:{server.port}",
+            read_timeout=LIMIT_S + 1,
+        ) as client:
             beyond = client.write_privileges()
             if beyond:
-                raise Refused(f"the EXPLAIN user {cluster.explain_user!r} is not read-only on {outcome.server}:"
-                              f" {', '.join(beyond[:5])}")
+                raise Refused(
+                    f"the EXPLAIN user {cluster.explain_user!r} is not read-only on {outcome.server}:"
+                    f" {', '.join(beyond[:5])}"
+                )
             outcome.columns, rows = client.explain(sql, example.get("schema") or "", LIMIT_S)
             outcome.rows = rows[:SHOWN_ROWS]
     except Refused as exc:
         outcome.refused = str(exc)
     except ClientError as exc:
         outcome.refused = f"the backend answered with an error: {exc}"
-    audit.record("digests.explain", outcome="refused" if outcome.refused else "success", actor=actor, cluster=cluster,
-                 target=digest.digest, details={"example": example_index, "server": outcome.server,
-                                                "refused": outcome.refused, "rows": len(outcome.rows)})
+    audit.record(
+        "digests.explain",
+        outcome="refused" if outcome.refused else "success",
+        actor=actor,
+        cluster=cluster,
+        target=digest.digest,
+        details={
+            "example": example_index,
+            "server": outcome.server,
+            "refused": outcome.refused,
+            "rows": len(outcome.rows),
+        },
+    )
     return outcome

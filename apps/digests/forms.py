@@ -1,5 +1,6 @@
 """The digest pages' query string, read leniently: every bad value falls back to a sane default and
 leaves a note for the page (never a 500, never an unbounded query)."""
+
 import re
 import time
 import unicodedata
@@ -29,7 +30,7 @@ class DigestQuery:
     window: str = DEFAULT_WINDOW
     start: int = 0
     end: int = 0
-    custom_from: str = ""   # as typed (or normalised) for the form
+    custom_from: str = ""  # as typed (or normalised) for the form
     custom_to: str = ""
     filters: Filters = Filters()
     sort: str = DEFAULT_SORT
@@ -40,13 +41,20 @@ class DigestQuery:
         """The query-string parameters of this query (with changes), defaults left out."""
         q = replace(self, **changes) if changes else self
         f = q.filters
-        items = [("window", q.window if q.window != DEFAULT_WINDOW else None),
-                 ("from", q.custom_from if q.window == "custom" else None),
-                 ("to", q.custom_to if q.window == "custom" else None),
-                 ("cluster", f.cluster), ("node", f.node), ("hostgroup", f.hostgroup),
-                 ("user", f.username or None), ("schema", f.schemaname or None), ("q", f.search or None),
-                 ("sort", q.sort if q.sort != DEFAULT_SORT else None), ("dir", None if q.descending else "asc"),
-                 ("page", q.page if q.page != 1 else None)]
+        items = [
+            ("window", q.window if q.window != DEFAULT_WINDOW else None),
+            ("from", q.custom_from if q.window == "custom" else None),
+            ("to", q.custom_to if q.window == "custom" else None),
+            ("cluster", f.cluster),
+            ("node", f.node),
+            ("hostgroup", f.hostgroup),
+            ("user", f.username or None),
+            ("schema", f.schemaname or None),
+            ("q", f.search or None),
+            ("sort", q.sort if q.sort != DEFAULT_SORT else None),
+            ("dir", None if q.descending else "asc"),
+            ("page", q.page if q.page != 1 else None),
+        ]
         return [(k, v) for k, v in items if v is not None]
 
     def querystring(self, **changes):
@@ -116,8 +124,9 @@ def parse(get, now=None):
         if end is None or end > now:
             end = now
         if start is None:
-            notes.append("The 'from' time is missing or not understood (use YYYY-MM-DD HH:MM): "
-                         "showing the hour before 'to'.")
+            notes.append(
+                "The 'from' time is missing or not understood (use YYYY-MM-DD HH:MM): showing the hour before 'to'."
+            )
             start = end - 3600
         if start >= end:
             notes.append("'from' must be before 'to': showing the hour before 'to'.")
@@ -137,10 +146,14 @@ def parse(get, now=None):
         notes.append(f"No ProxySQL node #{node}: showing every node.")
         node = None
     hostgroup = _int_param(get.get("hostgroup"), "hostgroup", notes, 0, HOSTGROUP_MAX)
-    filters = Filters(cluster=cluster, node=node, hostgroup=hostgroup,
-                      username=_clean_text(get.get("user", ""), 80, "user name", notes),
-                      schemaname=_clean_text(get.get("schema", ""), 64, "schema name", notes),
-                      search=_clean_text(get.get("q", ""), SEARCH_MAX, "search", notes))
+    filters = Filters(
+        cluster=cluster,
+        node=node,
+        hostgroup=hostgroup,
+        username=_clean_text(get.get("user", ""), 80, "user name", notes),
+        schemaname=_clean_text(get.get("schema", ""), 64, "schema name", notes),
+        search=_clean_text(get.get("q", ""), SEARCH_MAX, "search", notes),
+    )
 
     sort = get.get("sort", DEFAULT_SORT) or DEFAULT_SORT
     if sort not in SORTS:
@@ -153,21 +166,31 @@ def parse(get, now=None):
     page = _int_param(get.get("page"), "page", notes, 1, 10**18)
     if page is not None and page > MAX_PAGE:
         page = MAX_PAGE  # clamped again to the last page by the query
-    return DigestQuery(window=window, start=start, end=end, custom_from=custom_from, custom_to=custom_to,
-                       filters=filters, sort=sort, descending=direction == "desc", page=page or 1), notes
+    return DigestQuery(
+        window=window,
+        start=start,
+        end=end,
+        custom_from=custom_from,
+        custom_to=custom_to,
+        filters=filters,
+        sort=sort,
+        descending=direction == "desc",
+        page=page or 1,
+    ), notes
 
 
 @dataclass(frozen=True)
 class RuleSample:
     """The rule tester's form: a cluster, a digest picked from the list or a typed query, who sends it from
     where, and optionally a draft change set to compare with."""
-    cluster: object = None      # Cluster
-    digest: object = None       # Digest
+
+    cluster: object = None  # Cluster
+    digest: object = None  # Digest
     query: str = ""
     username: str = ""
     schemaname: str = ""
     client_addr: str = ""
-    change_set: object = None   # a draft ChangeSet of the cluster
+    change_set: object = None  # a draft ChangeSet of the cluster
 
 
 QUERY_MAX = 10_000
@@ -188,15 +211,20 @@ def parse_rule_sample(get):
         change_set = ChangeSet.objects.filter(pk=change_set, cluster=cluster, state=ChangeSet.State.DRAFT).first()
         if change_set is None:
             notes.append("That change set is not a draft of this cluster: showing the current rules only.")
-    return RuleSample(cluster=cluster, digest=digest, query=_clean_text(query, QUERY_MAX, "query", notes),
-                      username=_clean_text(get.get("user", ""), 80, "user name", notes),
-                      schemaname=_clean_text(get.get("schema", ""), 64, "schema name", notes),
-                      client_addr=_clean_text(get.get("client", ""), 64, "client address", notes),
-                      change_set=change_set), notes
+    return RuleSample(
+        cluster=cluster,
+        digest=digest,
+        query=_clean_text(query, QUERY_MAX, "query", notes),
+        username=_clean_text(get.get("user", ""), 80, "user name", notes),
+        schemaname=_clean_text(get.get("schema", ""), 64, "schema name", notes),
+        client_addr=_clean_text(get.get("client", ""), 64, "client address", notes),
+        change_set=change_set,
+    ), notes
 
 
 class DigestRuleForm(django_forms.Form):
     """The digest page's "make a rule" form (rules.propose does the rest)."""
+
     cluster = django_forms.ModelChoiceField(queryset=Cluster.objects.order_by("name"), empty_label=None)
     action = django_forms.ChoiceField(choices=list(rules.ACTIONS.items()))
     by = django_forms.ChoiceField(choices=list(rules.BY.items()), initial="text")

@@ -5,6 +5,7 @@ digest baseline in Redis, the counters of the previous poll; the window between 
 apps/monitoring/mirror.py and stored as MirrorRuleSample rows. The rules read at each poll also become
 the node's fleet.MirrorRule rows (the latest read), so a rule added after adoption is shown and measured.
 """
+
 import json
 from dataclasses import asdict
 from datetime import datetime, timezone
@@ -58,7 +59,7 @@ def _texts(hashes, fresh):
     texts = {h: fresh[h] for h in hashes if h in fresh}
     missing = [h for h in hashes if h not in texts]
     for i in range(0, len(missing), 900):
-        texts.update(Digest.objects.filter(digest__in=missing[i:i + 900]).values_list("digest", "digest_text"))
+        texts.update(Digest.objects.filter(digest__in=missing[i : i + 900]).values_list("digest", "digest_text"))
     return texts
 
 
@@ -87,8 +88,10 @@ def mark_copies(rules, deltas, fresh_texts, spent=None):
 def _copies(matchers, delta, text):
     unknown = False
     for m in matchers:
-        if any(m.rule.get(k) and m.rule[k] != v for k, v in (("username", delta.username),
-                                                             ("schemaname", delta.schemaname))):
+        if any(
+            m.rule.get(k) and m.rule[k] != v
+            for k, v in (("username", delta.username), ("schemaname", delta.schemaname))
+        ):
             continue
         if not m.error and m.matches(delta.schemaname, delta.username, text):
             return True
@@ -104,26 +107,51 @@ def sample_rows(node_pk, ts, interval_s, now_state, before_state, deltas, fresh_
         return None, []
     mine = [d for d in deltas if d.hostgroup in hostgroups]
     texts = _texts(sorted({d.digest for d in mine}), fresh_texts)
-    window = mirror.measure(now_state["rules"], now_state["hits"], before_state["hits"], now_state["counters"],
-                            before_state["counters"],
-                            [(d.hostgroup, d.schemaname, d.username, texts.get(d.digest, ""), d.count_star) for d in mine],
-                            interval_s, poll=spent)
+    window = mirror.measure(
+        now_state["rules"],
+        now_state["hits"],
+        before_state["hits"],
+        now_state["counters"],
+        before_state["counters"],
+        [(d.hostgroup, d.schemaname, d.username, texts.get(d.digest, ""), d.count_star) for d in mine],
+        interval_s,
+        poll=spent,
+    )
     when = datetime.fromtimestamp(ts, tz=timezone.utc)
-    rows = [MirrorRuleSample(node_id=node_pk, rule_id=w.rule_id, ts=when, mirror_hostgroup=w.mirror_hostgroup,
-                             interval_s=interval_s, hits_ps=w.per_second(w.hits), prepared_share=w.prepared_share,
-                             expected_ps=w.per_second(w.expected), mirrored_ps=w.per_second(w.mirrored),
-                             loss=w.loss, ambiguous=w.ambiguous)
-            for w in window.rules if w.hits is not None]
+    rows = [
+        MirrorRuleSample(
+            node_id=node_pk,
+            rule_id=w.rule_id,
+            ts=when,
+            mirror_hostgroup=w.mirror_hostgroup,
+            interval_s=interval_s,
+            hits_ps=w.per_second(w.hits),
+            prepared_share=w.prepared_share,
+            expected_ps=w.per_second(w.expected),
+            mirrored_ps=w.per_second(w.mirrored),
+            loss=w.loss,
+            ambiguous=w.ambiguous,
+        )
+        for w in window.rules
+        if w.hits is not None
+    ]
     return window, rows
 
 
 def sync_rules(node_pk, rules):
     """Make the node's MirrorRule rows the mirror rules read at this poll (inside the caller's transaction)."""
-    wanted = {r["rule_id"]: {"active": bool(r["active"]), "match_digest": r["match_digest"] or "",
-                             "match_pattern": r["match_pattern"] or "",
-                             "destination_hostgroup": r["destination_hostgroup"],
-                             "mirror_hostgroup": r["mirror_hostgroup"], "mirror_flag_out": r["mirror_flagOUT"]}
-              for r in rules if mirror.is_mirror(r)}
+    wanted = {
+        r["rule_id"]: {
+            "active": bool(r["active"]),
+            "match_digest": r["match_digest"] or "",
+            "match_pattern": r["match_pattern"] or "",
+            "destination_hostgroup": r["destination_hostgroup"],
+            "mirror_hostgroup": r["mirror_hostgroup"],
+            "mirror_flag_out": r["mirror_flagOUT"],
+        }
+        for r in rules
+        if mirror.is_mirror(r)
+    }
     if _written_rules.get(node_pk) == wanted:
         return
     have = {m.rule_id: m for m in MirrorRule.objects.filter(proxysql_node_id=node_pk)}

@@ -16,6 +16,7 @@ min_time / max_time are the interval's extremes where they can be derived from c
 (ProxySQL's max rose during the interval, its min fell, a single execution, or a digest first seen
 in the interval); NULL where they cannot.
 """
+
 from django.db import models
 
 RAW, FIVE_MINUTES, HOUR, DAY = 0, 300, 3600, 86400
@@ -38,11 +39,19 @@ class Digest(models.Model):
 
     digest = models.CharField(max_length=18, unique=True, help_text="ProxySQL's hash, e.g. 0x695FBF255DBEB0DD")
     digest_text = models.TextField()
-    first_polled_at = models.IntegerField(null=True, help_text="epoch seconds (poller clock) of the poll that first stored it")
-    words_indexed = models.BooleanField(db_default=False, db_index=True,
-                                        help_text="its words are in DigestWordUse (search.py); until then a search reads its text")
-    search_text = SearchTextField(null=True, help_text="the text in lower case if it is printable ASCII, set with its"
-                                  " words (search.py); NULL: a search matches digest_text through the collation")
+    first_polled_at = models.IntegerField(
+        null=True, help_text="epoch seconds (poller clock) of the poll that first stored it"
+    )
+    words_indexed = models.BooleanField(
+        db_default=False,
+        db_index=True,
+        help_text="its words are in DigestWordUse (search.py); until then a search reads its text",
+    )
+    search_text = SearchTextField(
+        null=True,
+        help_text="the text in lower case if it is printable ASCII, set with its"
+        " words (search.py); NULL: a search matches digest_text through the collation",
+    )
 
     def __str__(self):
         return f"{self.digest} {self.digest_text[:60]}"
@@ -58,7 +67,9 @@ class DigestWordUse(models.Model):
     """Digest `digest` has the word `word`: a search finds the words holding its term, then their digests."""
 
     pk = models.CompositePrimaryKey("word", "digest")
-    word = models.ForeignKey(DigestWord, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False)
+    word = models.ForeignKey(
+        DigestWord, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
     digest = models.ForeignKey(Digest, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False)
 
 
@@ -72,8 +83,11 @@ class DigestSource(models.Model):
     client_address = models.CharField(max_length=64, blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["node", "hostgroup", "schemaname", "username", "client_address"],
-                                               name="digestsource_unique")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["node", "hostgroup", "schemaname", "username", "client_address"], name="digestsource_unique"
+            )
+        ]
 
 
 class DigestStat(models.Model):
@@ -82,20 +96,23 @@ class DigestStat(models.Model):
     pk = models.CompositePrimaryKey("resolution", "ts", "source", "digest")
     resolution = models.PositiveIntegerField()
     ts = models.IntegerField()
-    source = models.ForeignKey(DigestSource, on_delete=models.CASCADE, related_name="+", db_constraint=False,
-                               db_index=False)
-    digest = models.ForeignKey(Digest, on_delete=models.CASCADE, related_name="+", db_constraint=False,
-                               db_index=False)
+    source = models.ForeignKey(
+        DigestSource, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
+    digest = models.ForeignKey(Digest, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False)
     count_star = models.BigIntegerField()
     sum_time = models.BigIntegerField(help_text="microseconds")
     min_time = models.BigIntegerField(null=True)
     max_time = models.BigIntegerField(null=True)
     rows_sent = models.BigIntegerField(null=True, help_text="sum_rows_sent's delta; NULL: not read then")
     rows_affected = models.BigIntegerField(null=True, help_text="sum_rows_affected's delta; NULL: not read then")
-    mirrored = models.BooleanField(null=True, db_default=False,
-                                   help_text="a mirror rule's copies (ProxySQL counts them under the original's digest"
-                                   " in the mirror hostgroup), as the poll's mirror rules said (mirroring.mark_copies);"
-                                   " NULL: not known (a pattern at PCRE's match limit, the poll's search budget)")
+    mirrored = models.BooleanField(
+        null=True,
+        db_default=False,
+        help_text="a mirror rule's copies (ProxySQL counts them under the original's digest"
+        " in the mirror hostgroup), as the poll's mirror rules said (mirroring.mark_copies);"
+        " NULL: not known (a pattern at PCRE's match limit, the poll's search budget)",
+    )
 
     class Meta:
         indexes = [models.Index(fields=["digest", "resolution", "ts"], name="digeststat_digest_res_ts")]
@@ -107,14 +124,18 @@ class DigestPoll(models.Model):
     pk = models.CompositePrimaryKey("resolution", "ts", "node")
     resolution = models.PositiveIntegerField()
     ts = models.IntegerField()
-    node = models.ForeignKey("fleet.ProxySQLNode", on_delete=models.CASCADE, related_name="+", db_constraint=False,
-                             db_index=False)
+    node = models.ForeignKey(
+        "fleet.ProxySQLNode", on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
     polls_ok = models.IntegerField(default=0, help_text="polls that produced deltas")
     polls_failed = models.IntegerField(default=0)
     stat_rows = models.IntegerField(default=0, help_text="DigestStat rows written")
     interval_s = models.FloatField(default=0, help_text="seconds of traffic the deltas cover (poll to poll)")
-    copy_rows = models.IntegerField(db_default=0, help_text="of stat_rows, those that are or may be mirrored copies: a window without"
-                                    " any keeps the list's span (selectors.top_digests)")
+    copy_rows = models.IntegerField(
+        db_default=0,
+        help_text="of stat_rows, those that are or may be mirrored copies: a window without"
+        " any keeps the list's span (selectors.top_digests)",
+    )
 
 
 class DigestNodeState(models.Model):
@@ -144,8 +165,7 @@ class DigestSpan(models.Model):
 
     pk = models.CompositePrimaryKey("end_ts", "digest")
     end_ts = models.IntegerField()
-    digest = models.ForeignKey(Digest, on_delete=models.CASCADE, related_name="+", db_constraint=False,
-                               db_index=False)
+    digest = models.ForeignKey(Digest, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False)
     count_star = models.BigIntegerField()
     sum_time = models.BigIntegerField()
     avg_time = models.FloatField(help_text="sum_time / count_star, stored to be indexed")
@@ -153,10 +173,12 @@ class DigestSpan(models.Model):
     min_time = models.BigIntegerField(null=True)
 
     class Meta:
-        indexes = [models.Index(fields=["end_ts", "sum_time", "digest"], name="digestspan_total"),
-                   models.Index(fields=["end_ts", "count_star", "digest"], name="digestspan_count"),
-                   models.Index(fields=["end_ts", "avg_time", "digest"], name="digestspan_avg"),
-                   models.Index(fields=["end_ts", "max_time", "digest"], name="digestspan_max")]
+        indexes = [
+            models.Index(fields=["end_ts", "sum_time", "digest"], name="digestspan_total"),
+            models.Index(fields=["end_ts", "count_star", "digest"], name="digestspan_count"),
+            models.Index(fields=["end_ts", "avg_time", "digest"], name="digestspan_avg"),
+            models.Index(fields=["end_ts", "max_time", "digest"], name="digestspan_max"),
+        ]
 
 
 SPAN_HOURS = 22  # in a 24 h window: edges of up to 2 h, room for the hourly rollup to lag

@@ -6,6 +6,7 @@ engines) or by its hash (the digest column). It goes before the first rule that 
 the flag-0 walk (the largest free rule_id below it), else after the last rule. Routing and blocking stop the
 walk (apply=1); caching and mirroring let it go on (apply=0), so the rules that route the digest still do.
 """
+
 from apps.configuration import content as C
 from apps.configuration import rule_tester, services
 from apps.configuration.tables import MYSQL_QUERY_RULES, typed_row
@@ -43,8 +44,12 @@ def rule_for(content, digest, action, *, by="text", ttl=None, mirror_hostgroup=N
         raise RuleRefused(f"unknown action {action!r}")
     if by not in BY:
         raise RuleRefused(f"unknown match {by!r}")
-    row = {"rule_id": free_rule_id(content, digest), "active": 1, "apply": 0,
-           "comment": f"{ACTIONS[action]}: digest {digest.digest} (from the digest page)"}
+    row = {
+        "rule_id": free_rule_id(content, digest),
+        "active": 1,
+        "apply": 0,
+        "comment": f"{ACTIONS[action]}: digest {digest.digest} (from the digest page)",
+    }
     if by == "text":
         row["match_digest"] = "^" + escape(digest.digest_text) + "$"
     else:
@@ -75,7 +80,8 @@ def propose(cluster, digest, action, *, actor, **values):
     row = rule_for(version.content, digest, action, **values)
     reason = f"{ACTIONS[action]} digest {digest.digest}: {digest.digest_text[:80]}"
     try:
-        return services.create_change_set(cluster, actor=actor, reason=reason,
-                                          edits=[{"op": "upsert", "table": MYSQL_QUERY_RULES.name, "row": row}])
+        return services.create_change_set(
+            cluster, actor=actor, reason=reason, edits=[{"op": "upsert", "table": MYSQL_QUERY_RULES.name, "row": row}]
+        )
     except (services.Refused, C.EditError) as exc:
         raise RuleRefused(str(exc)) from None

@@ -14,6 +14,7 @@ printable ASCII, or whose longest run is shorter than MIN_RUN characters, is mat
 (a short run is in too many words to narrow anything). Texts not indexed yet (Digest.words_indexed, set
 by index_words() after each digest rollup) are always read.
 """
+
 import re
 
 from django.db import connection, transaction
@@ -69,7 +70,7 @@ def index_words(limit=INDEX_BATCH):
     with transaction.atomic():
         ids = {}
         for i in range(0, len(vocabulary), CHUNK):
-            chunk = vocabulary[i:i + CHUNK]
+            chunk = vocabulary[i : i + CHUNK]
             ids.update(DigestWord.objects.filter(word__in=chunk).values_list("word", "pk"))
             new = [w for w in chunk if w not in ids]
             if new:
@@ -79,21 +80,24 @@ def index_words(limit=INDEX_BATCH):
         insert = connection.ops.insert_statement(on_conflict=OnConflict.IGNORE)
         with connection.cursor() as cur:
             for i in range(0, len(uses), CHUNK):
-                cur.executemany(f"{insert} {DigestWordUse._meta.db_table} (word_id, digest_id) VALUES (%s, %s)",
-                                uses[i:i + CHUNK])
+                cur.executemany(
+                    f"{insert} {DigestWordUse._meta.db_table} (word_id, digest_id) VALUES (%s, %s)", uses[i : i + CHUNK]
+                )
         # With its words, its lower-case copy for a binary match (where the text is plain ASCII); a few hundred
         # rows per UPDATE (one per row costs a round trip each).
         copies = [(pk, search_text(text)) for pk, text in rows if search_text(text) is not None]
         with connection.cursor() as cur:
             for i in range(0, len(copies), CHUNK // 3):
-                part = copies[i:i + CHUNK // 3]
-                cur.execute(f"UPDATE {Digest._meta.db_table} SET search_text = CASE id"
-                            f" {' '.join(['WHEN %s THEN %s'] * len(part))} END"
-                            f" WHERE id IN ({','.join(['%s'] * len(part))})",
-                            [v for pair in part for v in pair] + [pk for pk, _ in part])
+                part = copies[i : i + CHUNK // 3]
+                cur.execute(
+                    f"UPDATE {Digest._meta.db_table} SET search_text = CASE id"
+                    f" {' '.join(['WHEN %s THEN %s'] * len(part))} END"
+                    f" WHERE id IN ({','.join(['%s'] * len(part))})",
+                    [v for pair in part for v in pair] + [pk for pk, _ in part],
+                )
         pks = [pk for pk, _ in rows]
         for i in range(0, len(pks), CHUNK):
-            Digest.objects.filter(pk__in=pks[i:i + CHUNK]).update(words_indexed=True)
+            Digest.objects.filter(pk__in=pks[i : i + CHUNK]).update(words_indexed=True)
     return len(rows)
 
 
@@ -103,6 +107,7 @@ def matching_ids(condition, params, search, limit, digest_hash=None):
     table = Digest._meta.db_table
     found = set()
     with connection.cursor() as cur:
+
         def read(sql, args):
             cur.execute(f"{sql} LIMIT {limit + 1 - len(found)}", args)
             found.update(r[0] for r in cur.fetchall())
@@ -120,9 +125,11 @@ def matching_ids(condition, params, search, limit, digest_hash=None):
         # Looked up first, then matched by primary key: left to itself, MariaDB reads every text.
         size = CHUNK if connection.vendor == "sqlite" else 5000
         for i in range(0, len(candidates), size):
-            chunk = candidates[i:i + size]
-            if not read(f"SELECT d.id FROM {table} d WHERE d.id IN ({','.join(['%s'] * len(chunk))}) AND {condition}",
-                        chunk + params):
+            chunk = candidates[i : i + size]
+            if not read(
+                f"SELECT d.id FROM {table} d WHERE d.id IN ({','.join(['%s'] * len(chunk))}) AND {condition}",
+                chunk + params,
+            ):
                 return None
         if not read(f"SELECT d.id FROM {table} d WHERE d.words_indexed = %s AND {condition}", [False] + params):
             return None
@@ -136,7 +143,9 @@ def _candidates(cur, search, limit):
     if run is None:
         return None
     words, uses = DigestWord._meta.db_table, DigestWordUse._meta.db_table
-    cur.execute(f"SELECT DISTINCT u.digest_id FROM {uses} u WHERE u.word_id IN"
-                f" (SELECT w.id FROM {words} w WHERE INSTR(w.word, %s) > 0 OR w.word = %s) LIMIT {int(limit) + 1}",
-                [run, ALWAYS_READ])
+    cur.execute(
+        f"SELECT DISTINCT u.digest_id FROM {uses} u WHERE u.word_id IN"
+        f" (SELECT w.id FROM {words} w WHERE INSTR(w.word, %s) > 0 OR w.word = %s) LIMIT {int(limit) + 1}",
+        [run, ALWAYS_READ],
+    )
     return [r[0] for r in cur.fetchall()]

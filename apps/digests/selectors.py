@@ -6,6 +6,7 @@ rows at its edges (plan_window): a 24 h window touches ~24 hourly rows per diges
 retention, the window's edges snap outward to the buckets still kept (effective_window), and the page
 says so.
 """
+
 import math
 import time
 from dataclasses import dataclass, field
@@ -22,8 +23,20 @@ from apps.monitoring import models as monitoring_models
 from apps.monitoring import live, mirror, status
 
 from . import search as search_index
-from .models import (DAY, FIVE_MINUTES, HOUR, LEVELS, RAW, SPAN_S, Digest, DigestNodeState, DigestPoll, DigestSource,
-                     DigestSpan, DigestStat)
+from .models import (
+    DAY,
+    FIVE_MINUTES,
+    HOUR,
+    LEVELS,
+    RAW,
+    SPAN_S,
+    Digest,
+    DigestNodeState,
+    DigestPoll,
+    DigestSource,
+    DigestSpan,
+    DigestStat,
+)
 from .services import baseline_key, retention_s, rolled_until
 
 PER_PAGE = 50
@@ -48,8 +61,9 @@ class Filters:
 
     @property
     def by_source(self):
-        return any(v not in (None, "") for v in (self.cluster, self.node, self.hostgroup, self.username,
-                                                 self.schemaname))
+        return any(
+            v not in (None, "") for v in (self.cluster, self.node, self.hostgroup, self.username, self.schemaname)
+        )
 
 
 @dataclass
@@ -120,7 +134,7 @@ def plan_window(start, end, marks=None):
             s = -(-a // level) * level
             e = min(b // level * level, done // level * level)
             if s < e:
-                finer = levels[i + 1:]
+                finer = levels[i + 1 :]
                 return cover(a, s, finer) + [(level, s, e)] + cover(e, b, finer)
         return [(RAW, a, b)]
 
@@ -204,8 +218,8 @@ class TopRow:
 @dataclass
 class TopPage:
     rows: list
-    total: int        # digests in the window (after filters)
-    number: int       # 1-based page number actually shown
+    total: int  # digests in the window (after filters)
+    number: int  # 1-based page number actually shown
     pages: int
     per_page: int = PER_PAGE
     more: bool = False  # total is a lower bound: more than `total` digests (a broad search, counted up to a cap)
@@ -233,7 +247,7 @@ INLINE_IDS = 500  # up to this many matching sources / digests go into the query
 
 def _ids_or_subquery(qs):
     """(SQL for an IN (...), params, inline): the ids themselves when few, else the subquery."""
-    ids = list(qs.values_list("pk", flat=True)[:INLINE_IDS + 1])
+    ids = list(qs.values_list("pk", flat=True)[: INLINE_IDS + 1])
     if len(ids) <= INLINE_IDS:
         return ",".join(["%s"] * len(ids)) or "NULL", ids, True
     sub, sub_params = qs.values("pk").query.sql_with_params()
@@ -248,8 +262,7 @@ def _search_condition(search, alias):
     if connection.vendor == "mysql" and search_index.search_text(search) is not None:
         # A plain ASCII term against the lower-case copy, byte for byte (3-5 times cheaper than LIKE through the
         # collation, the same result for plain ASCII on both sides); texts without a copy through the collation.
-        sql = (f"CASE WHEN {alias}.search_text IS NULL THEN {sql}"
-               f" ELSE {alias}.search_text LIKE %s END")
+        sql = f"CASE WHEN {alias}.search_text IS NULL THEN {sql} ELSE {alias}.search_text LIKE %s END"
         params.append(f"%{connection.ops.prep_for_like_query(search.lower())}%")
     if _hash_of(search):
         sql += f" OR {alias}.digest = %s"
@@ -293,23 +306,31 @@ def _arms(pieces, conds="", arm_params=(), mirrored=False):
 def _grouped(arms, mirrored):
     """Per digest: count, total, max, min of its own executions, then count and total of its mirrored copies."""
     if not mirrored:
-        return (f"SELECT digest_id, SUM(count_star) AS cnt, SUM(sum_time) AS tot, MAX(max_time) AS mx,"
-                f" MIN(min_time) AS mn, 0 AS mcnt, 0 AS mtot, 0 AS ucnt FROM ({arms}) AS arms GROUP BY digest_id")
+        return (
+            f"SELECT digest_id, SUM(count_star) AS cnt, SUM(sum_time) AS tot, MAX(max_time) AS mx,"
+            f" MIN(min_time) AS mn, 0 AS mcnt, 0 AS mtot, 0 AS ucnt FROM ({arms}) AS arms GROUP BY digest_id"
+        )
     own = "CASE WHEN mirrored = 1 THEN {} ELSE {} END"  # NULL (not known): counted as the application's
-    return (f"SELECT digest_id, cnt, tot, mx, mn, all_cnt - cnt AS mcnt, all_tot - tot AS mtot, ucnt FROM"
-            f" (SELECT digest_id, SUM({own.format(0, 'count_star')}) AS cnt, SUM({own.format(0, 'sum_time')}) AS tot,"
-            f" MAX({own.format('NULL', 'max_time')}) AS mx, MIN({own.format('NULL', 'min_time')}) AS mn,"
-            f" SUM(count_star) AS all_cnt, SUM(sum_time) AS all_tot,"
-            f" SUM(CASE WHEN mirrored IS NULL THEN count_star ELSE 0 END) AS ucnt"
-            f" FROM ({arms}) AS arms GROUP BY digest_id) AS own")
+    return (
+        f"SELECT digest_id, cnt, tot, mx, mn, all_cnt - cnt AS mcnt, all_tot - tot AS mtot, ucnt FROM"
+        f" (SELECT digest_id, SUM({own.format(0, 'count_star')}) AS cnt, SUM({own.format(0, 'sum_time')}) AS tot,"
+        f" MAX({own.format('NULL', 'max_time')}) AS mx, MIN({own.format('NULL', 'min_time')}) AS mn,"
+        f" SUM(count_star) AS all_cnt, SUM(sum_time) AS all_tot,"
+        f" SUM(CASE WHEN mirrored IS NULL THEN count_star ELSE 0 END) AS ucnt"
+        f" FROM ({arms}) AS arms GROUP BY digest_id) AS own"
+    )
 
 
 def usable_span(window, filters):
     """The end of a DigestSpan lying inside the window, for the unfiltered list (None: sum the rows)."""
     if filters.by_source or window.seconds < SPAN_S:
         return None
-    return (DigestSpan.objects.filter(end_ts__gte=window.start + SPAN_S, end_ts__lte=window.end)
-            .order_by("-end_ts").values_list("end_ts", flat=True).first())
+    return (
+        DigestSpan.objects.filter(end_ts__gte=window.start + SPAN_S, end_ts__lte=window.end)
+        .order_by("-end_ts")
+        .values_list("end_ts", flat=True)
+        .first()
+    )
 
 
 HIT_IDS_MAX = 10_000  # MariaDB: a search matching up to this many digests goes into the query as their ids
@@ -349,43 +370,60 @@ def _ranked_sql_spanned(window, end, sort, descending, limit, offset, search="",
         condition, cond_params = _search_condition(search, "d")
         join, cond = f" JOIN {digests} d ON d.id = {{alias}}.digest_id", f" AND {condition}"
     arms, params = _arms(pieces)
-    edge = (f"SELECT digest_id, SUM(count_star) AS cnt, SUM(sum_time) AS tot, MAX(max_time) AS mx,"
-            f" MIN(min_time) AS mn FROM ({arms}) AS arms GROUP BY digest_id") if pieces else \
-        f"SELECT digest_id, count_star AS cnt, sum_time AS tot, max_time AS mx, min_time AS mn FROM {span} WHERE 1 = 0"
+    edge = (
+        (
+            f"SELECT digest_id, SUM(count_star) AS cnt, SUM(sum_time) AS tot, MAX(max_time) AS mx,"
+            f" MIN(min_time) AS mn FROM ({arms}) AS arms GROUP BY digest_id"
+        )
+        if pieces
+        else f"SELECT digest_id, count_star AS cnt, sum_time AS tot, max_time AS mx, min_time AS mn FROM {span} WHERE 1 = 0"
+    )
     direction = "DESC" if descending else "ASC"
-    only_span = (f"SELECT s.digest_id AS digest_id, s.count_star AS cnt, s.sum_time AS tot, s.max_time AS mx,"
-                 f" s.min_time AS mn, 0 AS fresh FROM {span} s{join.format(alias='s')} WHERE s.end_ts = %s{cond.format(alias='s')}"
-                 f" AND NOT EXISTS (SELECT 1 FROM edge e WHERE e.digest_id = s.digest_id)")
+    only_span = (
+        f"SELECT s.digest_id AS digest_id, s.count_star AS cnt, s.sum_time AS tot, s.max_time AS mx,"
+        f" s.min_time AS mn, 0 AS fresh FROM {span} s{join.format(alias='s')} WHERE s.end_ts = %s{cond.format(alias='s')}"
+        f" AND NOT EXISTS (SELECT 1 FROM edge e WHERE e.digest_id = s.digest_id)"
+    )
     k = offset + limit
     column = {"total": "sum_time", "count": "count_star", "avg": "avg_time", "max": "max_time"}[sort]
     if sort == "max":  # NULLs last: the known ones in order, then the unknown ones by id
-        best = [f"SELECT * FROM ({only_span} AND s.max_time IS NOT NULL ORDER BY s.max_time {direction},"
-                f" s.digest_id {direction} LIMIT {k}) AS known",
-                f"SELECT * FROM ({only_span} AND s.max_time IS NULL ORDER BY s.digest_id {direction} LIMIT {k}) AS unknown"]
+        best = [
+            f"SELECT * FROM ({only_span} AND s.max_time IS NOT NULL ORDER BY s.max_time {direction},"
+            f" s.digest_id {direction} LIMIT {k}) AS known",
+            f"SELECT * FROM ({only_span} AND s.max_time IS NULL ORDER BY s.digest_id {direction} LIMIT {k}) AS unknown",
+        ]
         best_params = [end] + cond_params + [end] + cond_params
     else:
-        best = [f"SELECT * FROM ({only_span} ORDER BY s.{column} {direction}, s.digest_id {direction} LIMIT {k}) AS best"]
+        best = [
+            f"SELECT * FROM ({only_span} ORDER BY s.{column} {direction}, s.digest_id {direction} LIMIT {k}) AS best"
+        ]
         best_params = [end] + cond_params
-    combined = (f"SELECT e.digest_id AS digest_id, e.cnt + COALESCE(s.count_star, 0) AS cnt,"
-                f" e.tot + COALESCE(s.sum_time, 0) AS tot,"
-                f" CASE WHEN e.mx IS NULL THEN s.max_time WHEN s.max_time IS NULL OR e.mx > s.max_time THEN e.mx"
-                f" ELSE s.max_time END AS mx,"
-                f" CASE WHEN e.mn IS NULL THEN s.min_time WHEN s.min_time IS NULL OR e.mn < s.min_time THEN e.mn"
-                f" ELSE s.min_time END AS mn, CASE WHEN s.digest_id IS NULL THEN 1 ELSE 0 END AS fresh"
-                f" FROM edge e LEFT JOIN {span} s ON s.end_ts = %s AND s.digest_id = e.digest_id"
-                f"{join.format(alias='e')}{' WHERE ' + cond.format(alias='e')[5:] if cond else ''}")
+    combined = (
+        f"SELECT e.digest_id AS digest_id, e.cnt + COALESCE(s.count_star, 0) AS cnt,"
+        f" e.tot + COALESCE(s.sum_time, 0) AS tot,"
+        f" CASE WHEN e.mx IS NULL THEN s.max_time WHEN s.max_time IS NULL OR e.mx > s.max_time THEN e.mx"
+        f" ELSE s.max_time END AS mx,"
+        f" CASE WHEN e.mn IS NULL THEN s.min_time WHEN s.min_time IS NULL OR e.mn < s.min_time THEN e.mn"
+        f" ELSE s.min_time END AS mn, CASE WHEN s.digest_id IS NULL THEN 1 ELSE 0 END AS fresh"
+        f" FROM edge e LEFT JOIN {span} s ON s.end_ts = %s AND s.digest_id = e.digest_id"
+        f"{join.format(alias='e')}{' WHERE ' + cond.format(alias='e')[5:] if cond else ''}"
+    )
     matched = f"{span} s{join.format(alias='s')} WHERE s.end_ts = %s{cond.format(alias='s')}"
-    counted = (f"(SELECT COUNT(*) FROM (SELECT 1 FROM {matched} LIMIT {int(count_cap)}) AS c)" if count_cap
-               else f"(SELECT COUNT(*) FROM {matched})")
+    counted = (
+        f"(SELECT COUNT(*) FROM (SELECT 1 FROM {matched} LIMIT {int(count_cap)}) AS c)"
+        if count_cap
+        else f"(SELECT COUNT(*) FROM {matched})"
+    )
     # The edge's digests not in the span are counted from the rows at hand (`fresh`): MariaDB computes the edge
     # again at each mention of it (a count of its own took a third of the query).
     total = f"{counted}, SUM(fresh) OVER ()"
-    sql = (f"WITH {hits}edge AS ({edge}) SELECT digest_id, cnt, tot, mx, mn, {total}, 0, 0, 0"
-           f" FROM ({' UNION ALL '.join(best + [combined])}) AS u ORDER BY {_order(sort, descending)}"
-           f" LIMIT %s OFFSET %s")
+    sql = (
+        f"WITH {hits}edge AS ({edge}) SELECT digest_id, cnt, tot, mx, mn, {total}, 0, 0, 0"
+        f" FROM ({' UNION ALL '.join(best + [combined])}) AS u ORDER BY {_order(sort, descending)}"
+        f" LIMIT %s OFFSET %s"
+    )
     head = hit_params if hits else []
-    return sql, (head + params + [end] + cond_params + best_params + [end] + cond_params
-                 + [limit, offset])
+    return sql, (head + params + [end] + cond_params + best_params + [end] + cond_params + [limit, offset])
 
 
 def _ranked_sql(window, filters, sort, descending, mirrored=False):
@@ -413,24 +451,31 @@ def _ranked_sql(window, filters, sort, descending, mirrored=False):
         condition, search_params = _search_condition(filters.search, "d")
         join = f" JOIN {digests} d ON d.id = g.digest_id WHERE {condition}"
     order = _order(sort, descending)
-    columns = ("g.digest_id AS digest_id, g.cnt AS cnt, g.tot AS tot, g.mx AS mx, g.mn AS mn, g.mcnt AS mcnt,"
-               " g.mtot AS mtot, g.ucnt AS ucnt")
+    columns = (
+        "g.digest_id AS digest_id, g.cnt AS cnt, g.tot AS tot, g.mx AS mx, g.mn AS mn, g.mcnt AS mcnt,"
+        " g.mtot AS mtot, g.ucnt AS ucnt"
+    )
     if connection.vendor == "sqlite":
-        sql = (f"WITH grouped AS ({grouped}), shown AS (SELECT {columns} FROM grouped g{join})"
-               f" SELECT digest_id, cnt, tot, mx, mn, (SELECT COUNT(*) FROM shown), 0, mcnt, mtot, ucnt FROM shown"
-               f" ORDER BY {order} LIMIT %s OFFSET %s")
+        sql = (
+            f"WITH grouped AS ({grouped}), shown AS (SELECT {columns} FROM grouped g{join})"
+            f" SELECT digest_id, cnt, tot, mx, mn, (SELECT COUNT(*) FROM shown), 0, mcnt, mtot, ucnt FROM shown"
+            f" ORDER BY {order} LIMIT %s OFFSET %s"
+        )
     else:
-        sql = (f"SELECT SQL_CALC_FOUND_ROWS g.digest_id, g.cnt, g.tot, g.mx, g.mn, NULL, 0, g.mcnt, g.mtot, g.ucnt"
-               f" FROM ({grouped}) AS g{join}"
-               f" ORDER BY {order} LIMIT %s OFFSET %s")
+        sql = (
+            f"SELECT SQL_CALC_FOUND_ROWS g.digest_id, g.cnt, g.tot, g.mx, g.mn, NULL, 0, g.mcnt, g.mtot, g.ucnt"
+            f" FROM ({grouped}) AS g{join}"
+            f" ORDER BY {order} LIMIT %s OFFSET %s"
+        )
     return sql, params + search_params
 
 
 COUNT_CAP = 1000  # a search matched in the query (not a list of ids) counts the span's matches up to this many
 
 
-def top_digests(window, filters, sort=DEFAULT_SORT, descending=True, page=1, per_page=PER_PAGE, use_span=True,
-                exact_total=True):
+def top_digests(
+    window, filters, sort=DEFAULT_SORT, descending=True, page=1, per_page=PER_PAGE, use_span=True, exact_total=True
+):
     """One page of the digests of the window, ranked; the page number is clamped to what exists.
 
     exact_total=False (the page): a search in too many texts for a list of ids (MariaDB) counts its
@@ -459,8 +504,9 @@ def top_digests(window, filters, sort=DEFAULT_SORT, descending=True, page=1, per
         if end is None:
             query, args = sql, params + [per_page, offset]
         else:
-            query, args = _ranked_sql_spanned(window, end, sort, descending, per_page, offset, filters.search,
-                                              hit_ids, cap(number))
+            query, args = _ranked_sql_spanned(
+                window, end, sort, descending, per_page, offset, filters.search, hit_ids, cap(number)
+            )
         with connection.cursor() as cur:
             cur.execute(query, args)
             rows = cur.fetchall()
@@ -483,14 +529,31 @@ def top_digests(window, filters, sort=DEFAULT_SORT, descending=True, page=1, per
     if not rows and page > 1:  # past the last page: show the last one
         page = max(1, math.ceil(total / per_page))
         rows = run(page)[0] if total else []
-    out = [TopRow(digest_id=r[0], count=int(r[1]), total_us=int(r[2]), max_us=_int(r[3]), min_us=_int(r[4]),
-                  mirrored_count=int(r[7] or 0), mirrored_us=int(r[8] or 0), unmeasured_count=int(r[9] or 0))
-           for r in rows]
+    out = [
+        TopRow(
+            digest_id=r[0],
+            count=int(r[1]),
+            total_us=int(r[2]),
+            max_us=_int(r[3]),
+            min_us=_int(r[4]),
+            mirrored_count=int(r[7] or 0),
+            mirrored_us=int(r[8] or 0),
+            unmeasured_count=int(r[9] or 0),
+        )
+        for r in rows
+    ]
     _attach_texts(out)
     sources = _attach_where(out, window, filters)
     _attach_proxysql_extremes(out, {d: [s for s, copies in found if not copies] for d, found in sources.items()})
-    return TopPage(rows=out, total=total, number=page, pages=max(1, math.ceil(total / per_page)), per_page=per_page,
-                   more=more, mirror_note=_mirror_note(out))
+    return TopPage(
+        rows=out,
+        total=total,
+        number=page,
+        pages=max(1, math.ceil(total / per_page)),
+        per_page=per_page,
+        more=more,
+        mirror_note=_mirror_note(out),
+    )
 
 
 def _int(v):
@@ -498,7 +561,10 @@ def _int(v):
 
 
 def _attach_texts(rows):
-    by_id = {d["id"]: d for d in Digest.objects.filter(pk__in=[r.digest_id for r in rows]).values("id", "digest", "digest_text")}
+    by_id = {
+        d["id"]: d
+        for d in Digest.objects.filter(pk__in=[r.digest_id for r in rows]).values("id", "digest", "digest_text")
+    }
     for r in rows:
         d = by_id.get(r.digest_id)
         if d:
@@ -517,9 +583,11 @@ def _attach_where(rows, window, filters):
     where, params = _where(window, Filters(**{**filters.__dict__, "search": ""}))
     ids = [r.digest_id for r in rows]
     with connection.cursor() as cur:
-        cur.execute(f"SELECT digest_id, source_id, MIN(CASE WHEN mirrored = 1 THEN 1 ELSE 0 END) FROM {table}"
-                    f" WHERE {where} AND digest_id IN ({','.join(['%s'] * len(ids))}) GROUP BY digest_id, source_id",
-                    params + ids)
+        cur.execute(
+            f"SELECT digest_id, source_id, MIN(CASE WHEN mirrored = 1 THEN 1 ELSE 0 END) FROM {table}"
+            f" WHERE {where} AND digest_id IN ({','.join(['%s'] * len(ids))}) GROUP BY digest_id, source_id",
+            params + ids,
+        )
         pairs = cur.fetchall()
     sources = {s.pk: s for s in DigestSource.objects.filter(pk__in={p[1] for p in pairs})}
     by_digest = {}
@@ -530,9 +598,11 @@ def _attach_where(rows, window, filters):
     for r in rows:
         found = [s for s, _ in by_digest.get(r.digest_id, [])]
         users = sorted({f"{s.username}@{s.schemaname}" for s in found})
-        r.where = {"hostgroups": sorted({s.hostgroup for s in found}),
-                   "users": users if len(users) <= 3 else users[:3] + [f"+{len(users) - 3} more"],
-                   "nodes": len({s.node_id for s in found})}
+        r.where = {
+            "hostgroups": sorted({s.hostgroup for s in found}),
+            "users": users if len(users) <= 3 else users[:3] + [f"+{len(users) - 3} more"],
+            "nodes": len({s.node_id for s in found}),
+        }
         r.user_count = len(users)  # the page's "first user +N" (not part of `where`, which the API returns as is)
     return by_digest
 
@@ -555,10 +625,12 @@ def _mirror_note(rows):
     unmeasured = sum(1 for r in rows if r.unmeasured_count)
     if not unmeasured:
         return ""
-    return (f"Mirrored copies are not told apart in full on this page: on {unmeasured} digest"
-            f"{'s' if unmeasured != 1 else ''} the polls could not run a mirror rule's pattern (PCRE's match limit, or "
-            f"the poll's search budget of {mirror.poll_budget_s():g} s of CPU), so whether their executions in a mirror "
-            "hostgroup are copies is not measured: they are counted, marked \"not measured\".")
+    return (
+        f"Mirrored copies are not told apart in full on this page: on {unmeasured} digest"
+        f"{'s' if unmeasured != 1 else ''} the polls could not run a mirror rule's pattern (PCRE's match limit, or "
+        f"the poll's search budget of {mirror.poll_budget_s():g} s of CPU), so whether their executions in a mirror "
+        'hostgroup are copies is not measured: they are counted, marked "not measured".'
+    )
 
 
 def proxysql_extremes(wanted):
@@ -595,8 +667,9 @@ def _attach_proxysql_extremes(rows, sources):
     interval of the window: the usual case once a digest has run a while), ProxySQL's own max since it first saw
     the digest bounds it: r.max_bound_us (r.min_bound_us), shown as "≤ max" (">= min"), equal to what the admin
     port's stats_mysql_query_digest says."""
-    found = proxysql_extremes({r.digest_id: (sources.get(r.digest_id, []), r.digest) for r in rows
-                               if r.max_us is None or r.min_us is None})
+    found = proxysql_extremes(
+        {r.digest_id: (sources.get(r.digest_id, []), r.digest) for r in rows if r.max_us is None or r.min_us is None}
+    )
     for r in rows:
         least, most = found.get(r.digest_id, (None, None))
         r.max_bound_us = most if r.max_us is None else None
@@ -611,18 +684,37 @@ def digest_breakdown(digest, window, filters):
     where, params = _where(window, Filters(**{**filters.__dict__, "search": ""}))
     kind = f"CASE WHEN mirrored = 1 THEN {COPIES} WHEN mirrored IS NULL THEN {UNMEASURED} ELSE 0 END"
     with connection.cursor() as cur:
-        cur.execute(f"SELECT source_id, SUM(count_star), SUM(sum_time), MAX(max_time), MIN(min_time), SUM(rows_sent),"
-                    f" SUM(rows_affected), SUM(CASE WHEN rows_sent IS NULL THEN 0 ELSE count_star END), {kind} AS kind"
-                    f" FROM {table} WHERE {where} AND digest_id = %s GROUP BY source_id, {kind}"
-                    f" ORDER BY SUM(sum_time) DESC", params + [digest.pk])
+        cur.execute(
+            f"SELECT source_id, SUM(count_star), SUM(sum_time), MAX(max_time), MIN(min_time), SUM(rows_sent),"
+            f" SUM(rows_affected), SUM(CASE WHEN rows_sent IS NULL THEN 0 ELSE count_star END), {kind} AS kind"
+            f" FROM {table} WHERE {where} AND digest_id = %s GROUP BY source_id, {kind}"
+            f" ORDER BY SUM(sum_time) DESC",
+            params + [digest.pk],
+        )
         rows = cur.fetchall()
-    sources = {s.pk: s for s in DigestSource.objects.filter(pk__in=[r[0] for r in rows]).select_related("node__cluster")}
-    bounds = proxysql_extremes({r[0]: ([sources[r[0]]], digest.digest) for r in rows
-                                if r[0] in sources and (r[3] is None or r[4] is None)})
-    return [{"source": sources.get(r[0]), "mirrored": r[8] == COPIES, "unmeasured": r[8] == UNMEASURED, "count": int(r[1]), "total_us": int(r[2]), "max_us": _int(r[3]),
-             "min_us": _int(r[4]), "avg_us": int(r[2]) / int(r[1]) if r[1] else None,
-             "rows_sent": _int(r[5]), "rows_affected": _int(r[6]), "rows_count": int(r[7] or 0),
-             **_bounds(bounds.get(r[0]), _int(r[3]), _int(r[4]))} for r in rows]
+    sources = {
+        s.pk: s for s in DigestSource.objects.filter(pk__in=[r[0] for r in rows]).select_related("node__cluster")
+    }
+    bounds = proxysql_extremes(
+        {r[0]: ([sources[r[0]]], digest.digest) for r in rows if r[0] in sources and (r[3] is None or r[4] is None)}
+    )
+    return [
+        {
+            "source": sources.get(r[0]),
+            "mirrored": r[8] == COPIES,
+            "unmeasured": r[8] == UNMEASURED,
+            "count": int(r[1]),
+            "total_us": int(r[2]),
+            "max_us": _int(r[3]),
+            "min_us": _int(r[4]),
+            "avg_us": int(r[2]) / int(r[1]) if r[1] else None,
+            "rows_sent": _int(r[5]),
+            "rows_affected": _int(r[6]),
+            "rows_count": int(r[7] or 0),
+            **_bounds(bounds.get(r[0]), _int(r[3]), _int(r[4])),
+        }
+        for r in rows
+    ]
 
 
 COPIES, UNMEASURED = 1, 2  # digest_breakdown's kinds of rows besides the application's own
@@ -662,8 +754,11 @@ def chart_series(digest, window, filters):
         sub, sub_params = _source_qs(Filters(**{**filters.__dict__, "search": ""})).values("pk").query.sql_with_params()
         src_filter, src_params = f" AND source_id IN ({sub})", list(sub_params)
     with connection.cursor() as cur:
-        cur.execute(f"SELECT ts, source_id, count_star, sum_time, max_time, mirrored FROM {table}"
-                    f" WHERE {sql} AND digest_id = %s{src_filter}", params + [digest.pk] + src_params)
+        cur.execute(
+            f"SELECT ts, source_id, count_star, sum_time, max_time, mirrored FROM {table}"
+            f" WHERE {sql} AND digest_id = %s{src_filter}",
+            params + [digest.pk] + src_params,
+        )
         stats = cur.fetchall()
     ran_from = list(DigestSource.objects.filter(pk__in={r[1] for r in stats}))
     node_of = {s.pk: s.node_id for s in ran_from}
@@ -680,8 +775,9 @@ def chart_series(digest, window, filters):
     expected = len(set(node_of.values())) or None
 
     def bucket(ts):
-        return buckets.setdefault(ts // width * width, {"covered": 0.0, "nodes": set(), "count": 0, "sum": 0,
-                                                        "max": None})
+        return buckets.setdefault(
+            ts // width * width, {"covered": 0.0, "nodes": set(), "count": 0, "sum": 0, "max": None}
+        )
 
     buckets = {}
     for ts, node_id, interval in polls.values_list("ts", "node_id", "interval_s"):
@@ -703,11 +799,22 @@ def chart_series(digest, window, filters):
         if expected and len(b["nodes"]) < expected:
             partial += 1
         per_node = b["covered"] / len(b["nodes"])
-        points.append({"x": x * 1000, "rate": round(b["count"] / per_node, 4),
-                       "avg_ms": round(b["sum"] / b["count"] / 1000, 3) if b["count"] else None,
-                       "max_ms": round(b["max"] / 1000, 3) if b["max"] is not None else None})
-    return {"bucket_s": width, "start": start * 1000, "end": window.end * 1000, "points": points,
-            "partial": partial, "nodes": expected or 0}
+        points.append(
+            {
+                "x": x * 1000,
+                "rate": round(b["count"] / per_node, 4),
+                "avg_ms": round(b["sum"] / b["count"] / 1000, 3) if b["count"] else None,
+                "max_ms": round(b["max"] / 1000, 3) if b["max"] is not None else None,
+            }
+        )
+    return {
+        "bucket_s": width,
+        "start": start * 1000,
+        "end": window.end * 1000,
+        "points": points,
+        "partial": partial,
+        "nodes": expected or 0,
+    }
 
 
 # -- what the filters offer, and how fresh the data is ------------------------------------------------
@@ -715,8 +822,11 @@ def filter_choices():
     sources = DigestSource.objects
     return {
         "clusters": list(Cluster.objects.order_by("name").values_list("pk", "name")),
-        "nodes": list(ProxySQLNode.objects.select_related("cluster").order_by("cluster__name", "name")
-                      .values_list("pk", "cluster__name", "name")),
+        "nodes": list(
+            ProxySQLNode.objects.select_related("cluster")
+            .order_by("cluster__name", "name")
+            .values_list("pk", "cluster__name", "name")
+        ),
         "hostgroups": sorted(set(sources.values_list("hostgroup", flat=True).distinct())),
         "users": sorted(set(sources.values_list("username", flat=True).distinct())),
         "schemas": sorted(set(sources.values_list("schemaname", flat=True).distinct())),
@@ -747,16 +857,30 @@ def poll_summary(filters, now=None):
         if s and not s.error and age is not None and age <= stale_after:
             fresh += 1
             continue
-        problems.append({"node_id": pk, "state": s, "age": age,
-                         "failing_for": None if not s or not s.error_since else max(0.0, now - s.error_since)})
+        problems.append(
+            {
+                "node_id": pk,
+                "state": s,
+                "age": age,
+                "failing_for": None if not s or not s.error_since else max(0.0, now - s.error_since),
+            }
+        )
     problems.sort(key=lambda p: (p["state"] is not None, -(p["failing_for"] or 0), -(p["age"] or 0)))
     shown = problems[:PROBLEMS_SHOWN]
-    names = {n.pk: n for n in ProxySQLNode.objects.select_related("cluster").filter(pk__in=[p["node_id"] for p in shown])}
+    names = {
+        n.pk: n for n in ProxySQLNode.objects.select_related("cluster").filter(pk__in=[p["node_id"] for p in shown])
+    }
     for p in shown:
         p["node"] = names.get(p["node_id"])
-    return {"nodes": len(pks), "fresh": fresh, "oldest_age": max(ages) if ages else None,
-            "newest_age": min(ages) if ages else None, "problems": shown, "more_problems": len(problems) - len(shown),
-            "stale_after": stale_after}
+    return {
+        "nodes": len(pks),
+        "fresh": fresh,
+        "oldest_age": max(ages) if ages else None,
+        "newest_age": min(ages) if ages else None,
+        "problems": shown,
+        "more_problems": len(problems) - len(shown),
+        "stale_after": stale_after,
+    }
 
 
 def stale_after_s():
@@ -773,17 +897,30 @@ def rule_chains(sample):
     version = config_services.latest(sample.cluster)
     if version is None:
         return []
-    kwargs = {"username": sample.username, "schemaname": sample.schemaname, "client_addr": sample.client_addr,
-              "reached": rule_tester.Batch()}  # both columns share one budget (RULE_WALK_BUDGET_S)
+    kwargs = {
+        "username": sample.username,
+        "schemaname": sample.schemaname,
+        "client_addr": sample.client_addr,
+        "reached": rule_tester.Batch(),
+    }  # both columns share one budget (RULE_WALK_BUDGET_S)
     if sample.digest is not None:
         kwargs.update(digest_text=sample.digest.digest_text, digest=sample.digest.digest)
-    columns = [{"title": f"Current rules (version {version.number})", "url": version.get_absolute_url(),
-                "outcome": rule_tester.on_content(version.content, sample.query, **kwargs)}]
+    columns = [
+        {
+            "title": f"Current rules (version {version.number})",
+            "url": version.get_absolute_url(),
+            "outcome": rule_tester.on_content(version.content, sample.query, **kwargs),
+        }
+    ]
     if sample.change_set is not None:
         cs = sample.change_set
-        columns.append({"title": f"With change set #{cs.pk} (draft on version {cs.base.number})",
-                        "url": cs.get_absolute_url(),
-                        "outcome": rule_tester.on_content(config_services.target_of(cs), sample.query, **kwargs)})
+        columns.append(
+            {
+                "title": f"With change set #{cs.pk} (draft on version {cs.base.number})",
+                "url": cs.get_absolute_url(),
+                "outcome": rule_tester.on_content(config_services.target_of(cs), sample.query, **kwargs),
+            }
+        )
     return columns
 
 
@@ -803,8 +940,9 @@ def digest_summary(digest, window, filters, breakdown):
     hostgroup. `breakdown`: digest_breakdown()'s rows for this window."""
     table = DigestStat._meta.db_table
     with connection.cursor() as cur:  # (digest, resolution, ts) is indexed: one short range per resolution
-        cur.execute(f"SELECT resolution, MIN(ts), MAX(ts) FROM {table} WHERE digest_id = %s GROUP BY resolution",
-                    [digest.pk])
+        cur.execute(
+            f"SELECT resolution, MIN(ts), MAX(ts) FROM {table} WHERE digest_id = %s GROUP BY resolution", [digest.pk]
+        )
         seen = cur.fetchall()
         where, params = _where(window, Filters(**{**filters.__dict__, "search": ""}))
         cur.execute(f"SELECT SUM(sum_time), SUM(count_star) FROM {table} WHERE {where}", params)
@@ -830,16 +968,27 @@ def digest_summary(digest, window, filters, breakdown):
     rows = None
     if with_rows:
         sent, affected = sum(b["rows_sent"] for b in with_rows), sum(b["rows_affected"] or 0 for b in with_rows)
-        rows = {"sent": sent, "affected": affected, "executions": rows_count, "partial": rows_count < count,
-                "sent_each": sent / rows_count if rows_count else None,
-                "affected_each": affected / rows_count if rows_count else None}
-    return {"rows": rows, "first_seen": digest.first_polled_at or min((r[1] for r in seen), default=None),
-            "last_seen": raw[0][2] if raw else max((r[2] for r in seen), default=None),
-            "total_us": total_us, "count": count, "mirrored": mirrored,
-            "mirrored_count": sum(h["count"] for h in mirrored), "mirrored_us": sum(h["total_us"] for h in mirrored),
-            "time_share": total_us / all_time if all_time else None,
-            "count_share": count / all_count if all_count else None,
-            "hostgroups": split}
+        rows = {
+            "sent": sent,
+            "affected": affected,
+            "executions": rows_count,
+            "partial": rows_count < count,
+            "sent_each": sent / rows_count if rows_count else None,
+            "affected_each": affected / rows_count if rows_count else None,
+        }
+    return {
+        "rows": rows,
+        "first_seen": digest.first_polled_at or min((r[1] for r in seen), default=None),
+        "last_seen": raw[0][2] if raw else max((r[2] for r in seen), default=None),
+        "total_us": total_us,
+        "count": count,
+        "mirrored": mirrored,
+        "mirrored_count": sum(h["count"] for h in mirrored),
+        "mirrored_us": sum(h["total_us"] for h in mirrored),
+        "time_share": total_us / all_time if all_time else None,
+        "count_share": count / all_count if all_count else None,
+        "hostgroups": split,
+    }
 
 
 def _by_hostgroup(breakdown):
@@ -874,6 +1023,7 @@ class TrafficRow:
 @dataclass
 class Traffic:
     """A cluster's stored digest traffic over its last `seconds` (the effect check's input, apps/configuration)."""
+
     rows: list
     seconds: float
     truncated: bool = False
@@ -897,16 +1047,26 @@ def cluster_traffic(cluster_id, seconds=TRAFFIC_WINDOW_S, now=None):
         return Traffic(rows=[], seconds=0)
     stats = DigestStat.objects.filter(_pieces_q(window.pieces), source_id__in=list(sources))
     first = stats.aggregate(first=Min("ts"))["first"]
-    grouped = (stats.values("digest_id", "source_id").annotate(n=Sum("count_star"), t=Sum("sum_time"))
-               .order_by("-n", "digest_id", "source_id"))
-    picked = list(grouped[:TRAFFIC_MAX_ROWS + 1])
-    texts = {pk: (digest, text) for pk, digest, text in Digest.objects.filter(
-        pk__in={r["digest_id"] for r in picked}).values_list("pk", "digest", "digest_text")}
+    grouped = (
+        stats.values("digest_id", "source_id")
+        .annotate(n=Sum("count_star"), t=Sum("sum_time"))
+        .order_by("-n", "digest_id", "source_id")
+    )
+    picked = list(grouped[: TRAFFIC_MAX_ROWS + 1])
+    texts = {
+        pk: (digest, text)
+        for pk, digest, text in Digest.objects.filter(pk__in={r["digest_id"] for r in picked}).values_list(
+            "pk", "digest", "digest_text"
+        )
+    }
     rows = []
     for r in picked[:TRAFFIC_MAX_ROWS]:
         s = sources[r["source_id"]]
-        rows.append(TrafficRow(*texts[r["digest_id"]], s.username, s.schemaname,
-                               s.client_address, int(r["n"] or 0), int(r["t"] or 0)))
+        rows.append(
+            TrafficRow(
+                *texts[r["digest_id"]], s.username, s.schemaname, s.client_address, int(r["n"] or 0), int(r["t"] or 0)
+            )
+        )
     covered = max(1, now - max(first, window.start)) if first is not None else 0
     return Traffic(rows=rows, seconds=min(seconds, covered), truncated=len(picked) > TRAFFIC_MAX_ROWS)
 
@@ -931,8 +1091,9 @@ def mirror_rules(node, now):
     rules = list(MirrorRule.objects.filter(proxysql_node=node).order_by("rule_id"))
     state = DigestNodeState.objects.filter(node=node).only("last_ok_ts").first()
     latest = {}
-    for sample in (monitoring_models.MirrorRuleSample.objects.filter(node=node, resolution=monitoring_models.RAW)
-                   .order_by("-ts")[:50]):
+    for sample in monitoring_models.MirrorRuleSample.objects.filter(
+        node=node, resolution=monitoring_models.RAW
+    ).order_by("-ts")[:50]:
         latest.setdefault(sample.rule_id, sample)
     rows = []
     for rule in rules:
@@ -944,19 +1105,32 @@ def mirror_rules(node, now):
             row["note"] = "no window measured yet: the first figures come two digest polls after the rule appeared"
         else:
             span = sample.interval_s or 0
-            row.update(sample=sample, window_end=sample.ts, interval_s=span, age=now - sample.ts.timestamp(),
-                       hits=_times(sample.hits_ps, span), expected=_times(sample.expected_ps, span),
-                       mirrored=_times(sample.mirrored_ps, span), loss=sample.loss,
-                       prepared_share=sample.prepared_share)
-            row["dropped"] = (max(0.0, row["expected"] - row["mirrored"])
-                              if row["expected"] is not None and row["mirrored"] is not None else None)
+            row.update(
+                sample=sample,
+                window_end=sample.ts,
+                interval_s=span,
+                age=now - sample.ts.timestamp(),
+                hits=_times(sample.hits_ps, span),
+                expected=_times(sample.expected_ps, span),
+                mirrored=_times(sample.mirrored_ps, span),
+                loss=sample.loss,
+                prepared_share=sample.prepared_share,
+            )
+            row["dropped"] = (
+                max(0.0, row["expected"] - row["mirrored"])
+                if row["expected"] is not None and row["mirrored"] is not None
+                else None
+            )
             if sample.loss is None:
                 row["note"] = "nothing to mirror in this window"
         rows.append(row)
     losses = [r for r in rows if r.get("loss")]
-    return {"mirror_rules": rows, "mirror_worst": max(losses, key=lambda r: r["loss"], default=None),
-            "mirror_rules_age": (now - state.last_ok_ts) if state and state.last_ok_ts else None,
-            "digest_interval": settings.MONITOR_DIGEST_INTERVAL_S}
+    return {
+        "mirror_rules": rows,
+        "mirror_worst": max(losses, key=lambda r: r["loss"], default=None),
+        "mirror_rules_age": (now - state.last_ok_ts) if state and state.last_ok_ts else None,
+        "digest_interval": settings.MONITOR_DIGEST_INTERVAL_S,
+    }
 
 
 def _times(rate, seconds):

@@ -18,6 +18,7 @@ doubled one. A failure (unreachable, timeout, garbage) is recorded for that node
 keeps the error and since when, its DigestPoll row counts a failed poll, the baseline is kept (the
 next good poll covers both intervals).
 """
+
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -37,13 +38,25 @@ from apps.monitoring.models import RollupMark
 
 from . import deltas as deltas_mod
 from . import examples, mirroring, search
-from .models import (DAY, FIVE_MINUTES, HOUR, LEVELS, RAW, SPAN_S, Digest, DigestNodeState, DigestPoll, DigestSource,
-                     DigestSpan, DigestStat)
+from .models import (
+    DAY,
+    FIVE_MINUTES,
+    HOUR,
+    LEVELS,
+    RAW,
+    SPAN_S,
+    Digest,
+    DigestNodeState,
+    DigestPoll,
+    DigestSource,
+    DigestSpan,
+    DigestStat,
+)
 
 log = logging.getLogger(__name__)
 
-TICK_TOLERANCE_S = 2.5     # beat ticks every 5 s: a node due within 2.5 s is polled now, not a tick late
-BASELINE_TTL_S = 86400     # a baseline older than this is useless (and its node maybe gone)
+TICK_TOLERANCE_S = 2.5  # beat ticks every 5 s: a node due within 2.5 s is polled now, not a tick late
+BASELINE_TTL_S = 86400  # a baseline older than this is useless (and its node maybe gone)
 META_FIELD = b"@ts"
 MIRROR_FIELD = b"@mirror"  # the mirror counters of the same poll (mirroring.py)
 FULL_TEXT_READ_OVER = 2000  # more unknown digests than this: read every text at once, not in chunks
@@ -70,8 +83,14 @@ def baseline_key(node_pk):
 
 
 def _admin(node):
-    fingerprint = (node.admin_host, node.admin_port, node.admin_user, node.admin_password, node.cluster.tls_ca,
-                   node.cluster.tls_verify)
+    fingerprint = (
+        node.admin_host,
+        node.admin_port,
+        node.admin_user,
+        node.admin_password,
+        node.cluster.tls_ca,
+        node.cluster.tls_verify,
+    )
     entry = _connections.get(node.pk)
     if entry and entry[0] == fingerprint:
         return entry[1]
@@ -92,7 +111,7 @@ class NodeResult:
     error: Exception | None = None
     seconds: float = 0.0
     uptime: int = -1
-    mirror: dict | None = None         # this poll's mirror read (rules, hits, counters)
+    mirror: dict | None = None  # this poll's mirror read (rules, hits, counters)
     mirror_before: dict | None = None  # the previous poll's, when the baseline is trusted
     running: list = field(default_factory=list)  # queries running at the poll: examples.py
 
@@ -133,7 +152,7 @@ def _unknown_digests(hashes):
     table = Digest._meta.db_table
     with connection.cursor() as cur:
         for i in range(0, len(missing), CHUNK):
-            chunk = missing[i:i + CHUNK]
+            chunk = missing[i : i + CHUNK]
             cur.execute(f"SELECT digest, id FROM {table} WHERE digest IN ({','.join(['%s'] * len(chunk))})", chunk)
             _digest_ids.update(cur.fetchall())
     return {h for h in missing if h not in _digest_ids}
@@ -168,8 +187,9 @@ def poll_endpoint(rows):
                 result.mirror_before = mirror_before
             unknown |= _unknown_digests({d.digest for d in result.outcome.deltas})
         if unknown:
-            texts = admin.query_digest_texts(None if len(unknown) > FULL_TEXT_READ_OVER else unknown,
-                                             timeout=settings.MONITOR_DIGEST_READ_TIMEOUT)
+            texts = admin.query_digest_texts(
+                None if len(unknown) > FULL_TEXT_READ_OVER else unknown, timeout=settings.MONITOR_DIGEST_READ_TIMEOUT
+            )
             for result in results:
                 result.texts = texts
         running = _running_queries(admin)
@@ -206,8 +226,10 @@ def _digest_id_map(hashes, texts, ts):
         rows = [(h, (texts.get(h) or "").replace("\x00", ""), ts) for h in sorted(missing)]
         with transaction.atomic(), connection.cursor() as cur:
             for i in range(0, len(rows), CHUNK):
-                cur.executemany(f"{insert} {Digest._meta.db_table} (digest, digest_text, first_polled_at)"
-                                f" VALUES (%s, %s, %s)", rows[i:i + CHUNK])
+                cur.executemany(
+                    f"{insert} {Digest._meta.db_table} (digest, digest_text, first_polled_at) VALUES (%s, %s, %s)",
+                    rows[i : i + CHUNK],
+                )
         _unknown_digests(missing)
     return _digest_ids
 
@@ -215,16 +237,23 @@ def _digest_id_map(hashes, texts, ts):
 def _source_id_map(node_pk, keys):
     wanted = {(node_pk, *k) for k in keys}
     if wanted - _source_ids.keys():
+
         def load():
             for pk, hg, schema, user, client in DigestSource.objects.filter(node_id=node_pk).values_list(
-                    "pk", "hostgroup", "schemaname", "username", "client_address"):
+                "pk", "hostgroup", "schemaname", "username", "client_address"
+            ):
                 _source_ids[(node_pk, hg, schema, user, client)] = pk
+
         load()
         missing = wanted - _source_ids.keys()
         if missing:
             DigestSource.objects.bulk_create(
-                [DigestSource(node_id=node_pk, hostgroup=hg, schemaname=schema, username=user, client_address=client)
-                 for _, hg, schema, user, client in missing], ignore_conflicts=True)
+                [
+                    DigestSource(node_id=node_pk, hostgroup=hg, schemaname=schema, username=user, client_address=client)
+                    for _, hg, schema, user, client in missing
+                ],
+                ignore_conflicts=True,
+            )
             load()
     return _source_ids
 
@@ -261,14 +290,28 @@ def store(result, state, scope=None):
         digest_ids = _digest_id_map({d.digest for d in deltas}, result.texts, ts)
         source_ids = _source_id_map(node.pk, {_source_key(d) for d in deltas})
         copies = mirroring.mark_copies(result.mirror["rules"], deltas, result.texts, spent)
-        objs = [(RAW, ts, source_ids[(node.pk, *_source_key(d))], digest_ids[d.digest], d.count_star, d.sum_time,
-                 d.min_time, d.max_time, d.rows_sent, d.rows_affected, copy)
-                for d, copy in zip(deltas, copies)]
+        objs = [
+            (
+                RAW,
+                ts,
+                source_ids[(node.pk, *_source_key(d))],
+                digest_ids[d.digest],
+                d.count_star,
+                d.sum_time,
+                d.min_time,
+                d.max_time,
+                d.rows_sent,
+                d.rows_affected,
+                copy,
+            )
+            for d, copy in zip(deltas, copies)
+        ]
     state_baseline = state.baseline_ts or ts
     mirror_rows = []
     if result.mirror_before is not None and not outcome.full:
-        _, mirror_rows = mirroring.sample_rows(node.pk, ts, ts - state_baseline, result.mirror, result.mirror_before,
-                                               outcome.deltas, result.texts, spent)
+        _, mirror_rows = mirroring.sample_rows(
+            node.pk, ts, ts - state_baseline, result.mirror, result.mirror_before, outcome.deltas, result.texts, spent
+        )
     state.baseline_ts = ts
     state.last_ok_ts = ts
     state.digests, state.changed, state.resets = result.rows, len(objs), outcome.resets
@@ -277,12 +320,21 @@ def store(result, state, scope=None):
     with transaction.atomic():
         with connection.cursor() as cur:
             for i in range(0, len(objs), CHUNK):
-                cur.executemany(f"INSERT INTO {DigestStat._meta.db_table} (resolution, ts, source_id, digest_id,"
-                                f" count_star, sum_time, min_time, max_time, rows_sent, rows_affected, mirrored)"
-                                f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", objs[i:i + CHUNK])
-        DigestPoll.objects.create(resolution=RAW, ts=ts, node_id=node.pk, polls_ok=0 if outcome.full else 1,
-                                  stat_rows=len(objs), interval_s=0 if outcome.full else ts - state_baseline,
-                                  copy_rows=sum(1 for row in objs if row[-1] is not False))  # copies, or not known
+                cur.executemany(
+                    f"INSERT INTO {DigestStat._meta.db_table} (resolution, ts, source_id, digest_id,"
+                    f" count_star, sum_time, min_time, max_time, rows_sent, rows_affected, mirrored)"
+                    f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    objs[i : i + CHUNK],
+                )
+        DigestPoll.objects.create(
+            resolution=RAW,
+            ts=ts,
+            node_id=node.pk,
+            polls_ok=0 if outcome.full else 1,
+            stat_rows=len(objs),
+            interval_s=0 if outcome.full else ts - state_baseline,
+            copy_rows=sum(1 for row in objs if row[-1] is not False),
+        )  # copies, or not known
         mirroring.store_samples(mirror_rows)
         mirroring.sync_rules(node.pk, result.mirror["rules"])
         state.save()
@@ -296,9 +348,9 @@ def _write_baseline(r, result):
         pipe.delete(key)
     items = list(outcome.changed.items())
     for i in range(0, len(items), 10000):
-        pipe.hset(key, mapping=dict(items[i:i + 10000]))
+        pipe.hset(key, mapping=dict(items[i : i + 10000]))
     for i in range(0, len(outcome.removed), 10000):
-        pipe.hdel(key, *outcome.removed[i:i + 10000])
+        pipe.hdel(key, *outcome.removed[i : i + 10000])
     pipe.hset(key, META_FIELD, f"{float(result.ts)!r} {result.uptime}")
     pipe.hset(key, MIRROR_FIELD, mirroring.encode(result.mirror))
     pipe.expire(key, BASELINE_TTL_S)
@@ -345,8 +397,10 @@ def poll_round(nodes, *, now=None, threads=None):
             log.exception("storing the digest poll of ProxySQL node %s failed", result.node.pk)
             result.error = result.error or exc
             try:  # say so for this node, from its state as committed (the failed write changed nothing)
-                store(NodeResult(node=result.node, ts=result.ts, error=exc),
-                      DigestNodeState.objects.filter(node_id=result.node.pk).first())
+                store(
+                    NodeResult(node=result.node, ts=result.ts, error=exc),
+                    DigestNodeState.objects.filter(node_id=result.node.pk).first(),
+                )
             except Exception:
                 log.exception("recording the failure of node %s failed too", result.node.pk)
         if result.error is not None:
@@ -363,8 +417,7 @@ def poll_round(nodes, *, now=None, threads=None):
             examples.record(r, result.node, result.running, result.ts, scope.keeps if scope else None)
         except redis.RedisError as exc:
             log.warning("example queries of node %s not kept: %s", result.node.pk, exc)
-    return {"polled": len(nodes), "failed": failed, "rows": written,
-            "seconds": round(time.monotonic() - started, 3)}
+    return {"polled": len(nodes), "failed": failed, "rows": written, "seconds": round(time.monotonic() - started, 3)}
 
 
 def nodes_for_shard(shard, shards):
@@ -393,8 +446,11 @@ def run_shard(shard, shards=None, now=None):
         nodes = nodes_for_shard(shard, shards)
         last = r.hmget("digest-poll-started", [n.pk for n in nodes]) if nodes else []
         interval = settings.MONITOR_DIGEST_INTERVAL_S
-        due = [n for n, started in zip(nodes, last)
-               if started is None or now - float(started) >= interval - TICK_TOLERANCE_S]
+        due = [
+            n
+            for n, started in zip(nodes, last)
+            if started is None or now - float(started) >= interval - TICK_TOLERANCE_S
+        ]
         if not due:
             return {"polled": 0}
         r.hset("digest-poll-started", mapping={n.pk: now for n in due})
@@ -422,8 +478,9 @@ def _mark_name(level):
 
 def rolled_until():
     """{level: epoch seconds before which that level's buckets are complete} (None: nothing yet)."""
-    marks = dict(RollupMark.objects.filter(name__in=[_mark_name(lv) for lv in LEVELS])
-                 .values_list("name", "rolled_until"))
+    marks = dict(
+        RollupMark.objects.filter(name__in=[_mark_name(lv) for lv in LEVELS]).values_list("name", "rolled_until")
+    )
     return {lv: _epoch(marks.get(_mark_name(lv))) for lv in LEVELS}
 
 
@@ -434,7 +491,7 @@ def rollup_margin_s():
 
 # A bucket's row of a (source, digest) is copies when any of its rows was (a mirror rule's copies do not turn into the
 # application's queries within a bucket; a rule changed mid-bucket is rare), not known when one was not known.
-BUCKET_MIRRORED = ("CASE WHEN MAX(mirrored) = 1 THEN 1 WHEN COUNT(mirrored) < COUNT(*) THEN NULL ELSE 0 END")
+BUCKET_MIRRORED = "CASE WHEN MAX(mirrored) = 1 THEN 1 WHEN COUNT(mirrored) < COUNT(*) THEN NULL ELSE 0 END"
 
 
 def _roll_bucket(level, source, start, stop):
@@ -445,13 +502,15 @@ def _roll_bucket(level, source, start, stop):
             f" rows_sent, rows_affected, mirrored) SELECT %s, %s, source_id, digest_id, SUM(count_star), SUM(sum_time),"
             f" MIN(min_time), MAX(max_time), SUM(rows_sent), SUM(rows_affected), {BUCKET_MIRRORED}"
             f" FROM {stat} WHERE resolution = %s AND ts >= %s AND ts < %s GROUP BY source_id, digest_id",
-            [level, start, source, start, stop])
+            [level, start, source, start, stop],
+        )
         rows = cur.rowcount
         cur.execute(
             f"INSERT INTO {poll} (resolution, ts, node_id, polls_ok, polls_failed, stat_rows, interval_s, copy_rows)"
             f" SELECT %s, %s, node_id, SUM(polls_ok), SUM(polls_failed), SUM(stat_rows), SUM(interval_s),"
             f" SUM(copy_rows) FROM {poll} WHERE resolution = %s AND ts >= %s AND ts < %s GROUP BY node_id",
-            [level, start, source, start, stop])
+            [level, start, source, start, stop],
+        )
     return max(rows, 0)
 
 
@@ -464,18 +523,26 @@ def rollup(level, now=None, max_buckets=500):
     if source == RAW:
         end = (now - rollup_margin_s()) // level * level
     else:
-        source_done = _epoch(RollupMark.objects.filter(name=_mark_name(source)).values_list("rolled_until", flat=True)
-                             .first())
+        source_done = _epoch(
+            RollupMark.objects.filter(name=_mark_name(source)).values_list("rolled_until", flat=True).first()
+        )
         if source_done is None:
             return 0
         end = source_done // level * level
     start = _epoch(mark.rolled_until)
     written = buckets = 0
     while buckets < max_buckets:
-        if start is None or not DigestPoll.objects.filter(resolution=source, ts__gte=start, ts__lt=start + level).exists():
+        if (
+            start is None
+            or not DigestPoll.objects.filter(resolution=source, ts__gte=start, ts__lt=start + level).exists()
+        ):
             # Jump over empty stretches (the poller was stopped) to the next bucket with data.
-            nxt = (DigestPoll.objects.filter(resolution=source, **({"ts__gte": start} if start is not None else {}))
-                   .order_by("ts").values_list("ts", flat=True).first())
+            nxt = (
+                DigestPoll.objects.filter(resolution=source, **({"ts__gte": start} if start is not None else {}))
+                .order_by("ts")
+                .values_list("ts", flat=True)
+                .first()
+            )
             start = end if nxt is None or nxt >= end else nxt // level * level
         if start >= end:
             break
@@ -511,7 +578,7 @@ def prune(now=None):
         cutoff = int(now - keep)
         if coarser[level] is not None:
             cutoff = min(cutoff, marks[coarser[level]] or 0)
-        oldest = (DigestPoll.objects.filter(resolution=level).order_by("ts").values_list("ts", flat=True).first())
+        oldest = DigestPoll.objects.filter(resolution=level).order_by("ts").values_list("ts", flat=True).first()
         if oldest is None:
             oldest = DigestStat.objects.filter(resolution=level).order_by("ts").values_list("ts", flat=True).first()
         if oldest is None or oldest >= cutoff:
@@ -538,7 +605,9 @@ def refresh_span(now=None):
                 f"INSERT INTO {span} (end_ts, digest_id, count_star, sum_time, avg_time, max_time, min_time)"
                 f" SELECT %s, digest_id, SUM(count_star), SUM(sum_time), SUM(sum_time) * 1e0 / SUM(count_star),"
                 f" MAX(max_time), MIN(min_time) FROM {stat} WHERE resolution = %s AND ts >= %s AND ts < %s"
-                f" GROUP BY digest_id", [end, HOUR, end - SPAN_S, end])
+                f" GROUP BY digest_id",
+                [end, HOUR, end - SPAN_S, end],
+            )
             # An empty span is a span too: a marker row is not needed, its absence of rows is exact.
     DigestSpan.objects.filter(end_ts__lt=end - HOUR).delete()
     return end
@@ -546,5 +615,4 @@ def refresh_span(now=None):
 
 def rollup_and_prune(now=None):
     written = {level: rollup(level, now) for level in LEVELS}
-    return {"written": written, "span": refresh_span(now), "deleted": prune(now),
-            "words_indexed": search.index_words()}
+    return {"written": written, "span": refresh_span(now), "deleted": prune(now), "words_indexed": search.index_words()}

@@ -1,6 +1,7 @@
 """The query digest pages: top digests over a window (htmx for sort, paging and search, with real
 hrefs kept), one digest's detail, and the JSON that feeds its chart. Viewer role (login is required by
 the middleware; a user without a role gets 403)."""
+
 from dataclasses import replace
 
 from django.contrib import messages
@@ -22,16 +23,25 @@ def _window(query):
 
 
 def _columns(query):
-    return [{"key": key, "label": label, "qs": query.sort_link(key), "active": key == query.sort,
-             "aria": ("descending" if query.descending else "ascending") if key == query.sort else "none"}
-            for key, (_, label) in selectors.SORTS.items()]
+    return [
+        {
+            "key": key,
+            "label": label,
+            "qs": query.sort_link(key),
+            "active": key == query.sort,
+            "aria": ("descending" if query.descending else "ascending") if key == query.sort else "none",
+        }
+        for key, (_, label) in selectors.SORTS.items()
+    ]
 
 
 def _pager(query, page):
     links = []
     if page.has_previous:
-        links += [{"rel": "first", "label": "« first", "qs": query.querystring(page=1)},
-                  {"rel": "prev", "label": "‹ previous", "qs": query.querystring(page=page.number - 1)}]
+        links += [
+            {"rel": "first", "label": "« first", "qs": query.querystring(page=1)},
+            {"rel": "prev", "label": "‹ previous", "qs": query.querystring(page=page.number - 1)},
+        ]
     if page.has_next:
         links.append({"rel": "next", "label": "next ›", "qs": query.querystring(page=page.number + 1)})
     if page.has_next and not page.more:  # a broad search is counted up to a point: its last page is not known
@@ -45,14 +55,25 @@ def digest_list(request):
     query, notes = forms.parse(request.GET)
     window = _window(query)
     if window.snapped:
-        notes.append("Part of this window is older than the finest history kept: its edges were widened to "
-                     "the 5-minute, hourly or daily buckets still stored.")
+        notes.append(
+            "Part of this window is older than the finest history kept: its edges were widened to "
+            "the 5-minute, hourly or daily buckets still stored."
+        )
     page = selectors.top_digests(window, query.filters, query.sort, query.descending, query.page, exact_total=False)
     if page.number != query.page:
         query = replace(query, page=page.number)
-    context = {"query": query, "window": window, "page": page, "notes": notes, "list_url": request.path,
-               "columns": _columns(query), "pager": _pager(query, page), "sort_label": selectors.SORTS[query.sort][1],
-               "windows": forms.WINDOWS, "polls": selectors.poll_summary(query.filters)}
+    context = {
+        "query": query,
+        "window": window,
+        "page": page,
+        "notes": notes,
+        "list_url": request.path,
+        "columns": _columns(query),
+        "pager": _pager(query, page),
+        "sort_label": selectors.SORTS[query.sort][1],
+        "windows": forms.WINDOWS,
+        "polls": selectors.poll_summary(query.filters),
+    }
     if request.htmx and request.htmx.target == "digest-results":
         return TemplateResponse(request, "digests/digest_list.html#results", context)
     context["choices"] = selectors.filter_choices()
@@ -74,9 +95,15 @@ def _detail_context(request, digest, query, notes):
     literals = has_role(request.user, OPERATOR)
     found = analysis.examples(digest, query.filters.cluster, literals=literals)
     return {
-        "digest": digest, "query": query, "window": window, "notes": notes, "windows": forms.WINDOWS,
-        "breakdown": breakdown, "summary": selectors.digest_summary(digest, window, query.filters, breakdown),
-        "back": query.querystring(), "rule_form": forms.DigestRuleForm(initial={"cluster": _rule_cluster(query, breakdown)}),
+        "digest": digest,
+        "query": query,
+        "window": window,
+        "notes": notes,
+        "windows": forms.WINDOWS,
+        "breakdown": breakdown,
+        "summary": selectors.digest_summary(digest, window, query.filters, breakdown),
+        "back": query.querystring(),
+        "rule_form": forms.DigestRuleForm(initial={"cluster": _rule_cluster(query, breakdown)}),
         "latency": analysis.latency_windows(digest, window, query.filters) if window.pieces else [],
         "examples": found,
         "routes": analysis.routes(digest, breakdown, found[0]["text"] if literals and found else ""),
@@ -95,8 +122,9 @@ def digest_explain(request, pk):
     except ValueError:
         index = -1
     cluster = request.POST.get("cluster", "")
-    outcome = explain.explain(digest, index, cluster_id=int(cluster) if cluster.isdigit() else None,
-                              actor=Actor.of_request(request))
+    outcome = explain.explain(
+        digest, index, cluster_id=int(cluster) if cluster.isdigit() else None, actor=Actor.of_request(request)
+    )
     context = {**_detail_context(request, digest, query, notes), "explain": outcome}
     return TemplateResponse(request, "digests/digest_detail.html", context, status=200)
 
@@ -122,9 +150,17 @@ def rule_test(request):
     columns = selectors.rule_chains(sample)
     if sample.cluster is not None and (sample.query or sample.digest) and not columns:
         notes.append(f"{sample.cluster} has no configuration version yet: adopt a node first.")
-    return TemplateResponse(request, "digests/rule_test.html", {
-        "sample": sample, "notes": notes, "columns": columns, "clusters": Cluster.objects.order_by("name"),
-        "choices": selectors.rule_test_choices(sample.cluster)})
+    return TemplateResponse(
+        request,
+        "digests/rule_test.html",
+        {
+            "sample": sample,
+            "notes": notes,
+            "columns": columns,
+            "clusters": Cluster.objects.order_by("name"),
+            "choices": selectors.rule_test_choices(sample.cluster),
+        },
+    )
 
 
 def _rule_cluster(query, breakdown):
@@ -142,14 +178,22 @@ def digest_rule(request, pk):
     digest = get_object_or_404(Digest, pk=pk)
     form = forms.DigestRuleForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "The rule is not valid: " + "; ".join(f"{k}: {e}" for k, errs in form.errors.items()
-                                                                       for e in errs))
+        messages.error(
+            request, "The rule is not valid: " + "; ".join(f"{k}: {e}" for k, errs in form.errors.items() for e in errs)
+        )
         return redirect("digests:detail", digest.pk)
     values = form.cleaned_data
     try:
-        cs = rules.propose(values["cluster"], digest, values["action"], actor=Actor.of_request(request),
-                           by=values["by"], ttl=values["ttl"], mirror_hostgroup=values["mirror_hostgroup"],
-                           error_msg=values["error_msg"])
+        cs = rules.propose(
+            values["cluster"],
+            digest,
+            values["action"],
+            actor=Actor.of_request(request),
+            by=values["by"],
+            ttl=values["ttl"],
+            mirror_hostgroup=values["mirror_hostgroup"],
+            error_msg=values["error_msg"],
+        )
     except rules.RuleRefused as exc:
         messages.error(request, f"No rule made: {exc}.")
         return redirect("digests:detail", digest.pk)

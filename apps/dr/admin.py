@@ -1,4 +1,5 @@
 """Channels in the inventory admin (admins only), audited like every inventory edit."""
+
 from django import forms
 from django.contrib import admin
 
@@ -25,6 +26,12 @@ class CandidateInline(admin.TabularInline):
 @admin.register(ReplicationChannel)
 class ReplicationChannelAdmin(AuditedAdmin):
     form = ReplicationChannelForm
-    list_display = ("name", "source_cluster", "source_server", "replica_cluster", "replica_server",
-                    "auto_failover_enabled")
+    list_display = (
+        "name",
+        "source_cluster",
+        "source_server",
+        "replica_cluster",
+        "replica_server",
+        "auto_failover_enabled",
+    )
     inlines = [CandidateInline]

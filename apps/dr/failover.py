@@ -11,6 +11,7 @@ the rule and run here and now. No failback unless the channel's policy asks for 
 runs and its preferred source has stayed Synced in a Primary component for failback_after_s, a planned
 source move brings it back (the preferred source is the one the first automatic failover left, if unset).
 """
+
 import logging
 import time
 
@@ -49,24 +50,43 @@ def after_poll(channel, doc):
     if source_down and not replica_down and (doc.get("replica") or {}).get("native_failover"):
         # A MySQL 8.0.22+ replica fails its source over by itself, from the source list its moves configured.
         if _once(channel, "native"):
-            record("channel_move refused", rule=RULE, cluster=channel.replica_cluster, target=channel.name,
-                   outcome="refused", details={"reason": "left to the replica's own asynchronous connection failover "
-                                                         "(MySQL 8.0.22+, SOURCE_CONNECTION_AUTO_FAILOVER)",
-                                               "failing_polls": failing})
+            record(
+                "channel_move refused",
+                rule=RULE,
+                cluster=channel.replica_cluster,
+                target=channel.name,
+                outcome="refused",
+                details={
+                    "reason": "left to the replica's own asynchronous connection failover "
+                    "(MySQL 8.0.22+, SOURCE_CONNECTION_AUTO_FAILOVER)",
+                    "failing_polls": failing,
+                },
+            )
         return None
     new_replica = best_candidate(channel, REPLICA, exclude=channel.replica_server) if replica_down else None
     new_source = best_candidate(channel, SOURCE, exclude=channel.source_server) if source_down else None
     if (replica_down and new_replica is None) or (source_down and not replica_down and new_source is None):
         side = "replica" if replica_down else "source"
         if _once(channel, f"no-{side}"):
-            record("channel_move refused", rule=RULE, cluster=channel.replica_cluster, target=channel.name,
-                   outcome="refused", details={"reason": f"no {side} candidate answers Synced in a Primary component",
-                                               "failing_polls": failing})
+            record(
+                "channel_move refused",
+                rule=RULE,
+                cluster=channel.replica_cluster,
+                target=channel.name,
+                outcome="refused",
+                details={
+                    "reason": f"no {side} candidate answers Synced in a Primary component",
+                    "failing_polls": failing,
+                },
+            )
         return None
-    evidence = {"failing_polls": failing, "state": doc.get("state"),
-                "source_error": (doc.get("source") or {}).get("error"),
-                "replica_error": (doc.get("replica") or {}).get("error"),
-                "io_error": (doc.get("replica") or {}).get("last_io_error")}
+    evidence = {
+        "failing_polls": failing,
+        "state": doc.get("state"),
+        "source_error": (doc.get("source") or {}).get("error"),
+        "replica_error": (doc.get("replica") or {}).get("error"),
+        "io_error": (doc.get("replica") or {}).get("last_io_error"),
+    }
     reason = "replica failover" if replica_down else "source failover"
     plan = plan_move(channel, new_source=new_source, new_replica=new_replica, reason=reason, evidence=evidence)
     # As the writer failover: failed guards audited once, else saved, confirmed by the rule and run here and now.
@@ -82,15 +102,29 @@ def follow_native(channel, doc):
     replica = doc.get("replica") or {}
     if doc.get("state") != "misdirected" or not replica.get("native_failover"):
         return None
-    new = next((s for s, _ in channel.candidates_for(SOURCE)
-                if (s.hostname, s.port) == (replica.get("source_host"), replica.get("source_port"))), None)
+    new = next(
+        (
+            s
+            for s, _ in channel.candidates_for(SOURCE)
+            if (s.hostname, s.port) == (replica.get("source_host"), replica.get("source_port"))
+        ),
+        None,
+    )
     if new is None:
         return None
     with transaction.atomic():
         ReplicationChannel.objects.filter(pk=channel.pk).update(source_server=new)
-        record("channel source followed", rule=RULE, cluster=channel.replica_cluster, target=channel.name,
-               details={"old_source": str(channel.source_server), "new_source": str(new),
-                        "why": "the replica's own asynchronous connection failover (MySQL 8.0.22+) moved it"})
+        record(
+            "channel source followed",
+            rule=RULE,
+            cluster=channel.replica_cluster,
+            target=channel.name,
+            details={
+                "old_source": str(channel.source_server),
+                "new_source": str(new),
+                "why": "the replica's own asynchronous connection failover (MySQL 8.0.22+) moved it",
+            },
+        )
     return new
 
 
@@ -107,6 +141,10 @@ def failback(channel, doc, now=None):
     synced_for = rules._since(live.client(), f"dr-failback:{channel.pk}:since", healthy, now or time.time())
     if not healthy or synced_for < channel.failback_after_s:
         return None
-    plan = plan_move(channel, new_source=preferred, reason="failback",
-                     evidence={"synced_for_s": round(synced_for, 1), "required_s": channel.failback_after_s})
+    plan = plan_move(
+        channel,
+        new_source=preferred,
+        reason="failback",
+        evidence={"synced_for_s": round(synced_for, 1), "required_s": channel.failback_after_s},
+    )
     return rules._execute(channel.replica_cluster, plan, FAILBACK_RULE)

@@ -12,8 +12,10 @@ class MoveForm(forms.Form):
     def __init__(self, *args, channel, **kwargs):
         super().__init__(*args, **kwargs)
         self.channel = channel
-        for name, side, current in (("new_source", SOURCE, channel.source_server),
-                                    ("new_replica", REPLICA, channel.replica_server)):
+        for name, side, current in (
+            ("new_source", SOURCE, channel.source_server),
+            ("new_replica", REPLICA, channel.replica_server),
+        ):
             choices = [("", f"(stays on {current})")]
             choices += [(s.pk, f"{s} (weight {w})") for s, w in channel.candidates_for(side) if s.pk != current.pk]
             self.fields[name].choices = choices

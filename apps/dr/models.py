@@ -1,5 +1,6 @@
 """Disaster-recovery channels: asynchronous replication from one cluster (a site) into another, whose
 source and replica ends can both move to another node of their cluster."""
+
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -18,27 +19,39 @@ class ReplicationChannel(models.Model):
     name = models.CharField(max_length=200, unique=True, validators=[validate_no_nul])
     source_cluster = models.ForeignKey("fleet.Cluster", on_delete=models.PROTECT, related_name="outgoing_channels")
     replica_cluster = models.ForeignKey("fleet.Cluster", on_delete=models.PROTECT, related_name="incoming_channels")
-    source_server = models.ForeignKey("fleet.Server", on_delete=models.PROTECT, related_name="+",
-                                      help_text="the node the channel reads from now")
-    replica_server = models.ForeignKey("fleet.Server", on_delete=models.PROTECT, related_name="+",
-                                       help_text="the node that runs the channel now")
+    source_server = models.ForeignKey(
+        "fleet.Server", on_delete=models.PROTECT, related_name="+", help_text="the node the channel reads from now"
+    )
+    replica_server = models.ForeignKey(
+        "fleet.Server", on_delete=models.PROTECT, related_name="+", help_text="the node that runs the channel now"
+    )
     replication_user = models.CharField(max_length=80, validators=[validate_no_nul])
     replication_password = EncryptedTextField(blank=True)
     max_lag_s = models.PositiveIntegerField(default=60, help_text="lag above this many seconds shows as a problem")
     auto_failover_enabled = models.BooleanField(
-        default=False, help_text="move the channel by itself when its source or replica node fails")
+        default=False, help_text="move the channel by itself when its source or replica node fails"
+    )
     failover_after_polls = models.PositiveSmallIntegerField(
-        default=2, validators=[MinValueValidator(1), MaxValueValidator(100)],
+        default=2,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
         help_text="consecutive polls with an end failing (unreachable, not Synced in a Primary component, or the "
-                  "IO thread failing) before the channel moves")
+        "IO thread failing) before the channel moves",
+    )
     # No failback unless asked (MySQL's native asynchronous failover never fails back either).
     failback_enabled = models.BooleanField(
-        default=False, help_text="move the source back to the preferred source once it has stayed Synced long enough")
+        default=False, help_text="move the source back to the preferred source once it has stayed Synced long enough"
+    )
     failback_after_s = models.PositiveIntegerField(
-        default=300, validators=[MaxValueValidator(86400)], help_text="...for this many seconds")
+        default=300, validators=[MaxValueValidator(86400)], help_text="...for this many seconds"
+    )
     preferred_source = models.ForeignKey(
-        "fleet.Server", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-        help_text="where failback brings the source; empty: the source an automatic failover left")
+        "fleet.Server",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="where failback brings the source; empty: the source an automatic failover left",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -63,8 +76,11 @@ class ReplicationChannel(models.Model):
 
     def candidates_for(self, side):
         """[(server, weight)], best first (higher weight, then hostname/port), the current end included."""
-        rows = self.candidates.filter(side=side).select_related("server").order_by(
-            "-weight", "server__hostname", "server__port")
+        rows = (
+            self.candidates.filter(side=side)
+            .select_related("server")
+            .order_by("-weight", "server__hostname", "server__port")
+        )
         return [(c.server, c.weight) for c in rows]
 
 
@@ -97,7 +113,9 @@ class ChannelSample(models.Model):
 
     channel = models.ForeignKey(ReplicationChannel, on_delete=models.CASCADE, related_name="samples")
     ts = models.DateTimeField()
-    resolution = models.PositiveSmallIntegerField(default=0, help_text="0 raw, 60 or 3600: rollups (apps/monitoring/rollups.py)")
+    resolution = models.PositiveSmallIntegerField(
+        default=0, help_text="0 raw, 60 or 3600: rollups (apps/monitoring/rollups.py)"
+    )
     source_server = models.ForeignKey("fleet.Server", null=True, on_delete=models.SET_NULL, related_name="+")
     replica_server = models.ForeignKey("fleet.Server", null=True, on_delete=models.SET_NULL, related_name="+")
     reachable = models.BooleanField(default=True, help_text="the replica node answered")

@@ -18,6 +18,7 @@ The plan is data like every other: guards read now, and per backend the statemen
 position is read when its step runs (it may move until the old replica stopped): the step records the exact
 statement it sent.
 """
+
 import time
 
 from django.db import transaction
@@ -34,7 +35,12 @@ from .models import REPLICA, SOURCE, ReplicationChannel
 
 CHANNEL_MOVE = "channel_move"  # this app's operation kind (registered in register())
 CHANNEL_SQL, CHANNEL_POSITION, CHANNEL_VERIFY, CHANNEL_RECORD, CHANNEL_EVICTED = (
-    "channel_sql", "channel_position", "channel_verify", "channel_record", "channel_evicted")
+    "channel_sql",
+    "channel_position",
+    "channel_verify",
+    "channel_record",
+    "channel_evicted",
+)
 VERIFY_TIMEOUT_S = 15
 EVICTION_WAIT_S = 20  # Galera evicts a dead member after evs.suspect_timeout (PT5S), at the latest inactive_timeout
 SOURCE_CATCH_UP_S = 2  # how long a new source may take to reach what the replica applied (its apply queue)
@@ -46,8 +52,18 @@ def secret_ref(channel):
 
 def _probe(server):
     """What the planner needs of one node, read now: None fields when it does not answer."""
-    out = {"server": server, "ok": False, "error": None, "synced_primary": False, "channel": None,
-           "domain": None, "binlog_pos": "", "version": "", "native": False, "galera": False}
+    out = {
+        "server": server,
+        "ok": False,
+        "error": None,
+        "synced_primary": False,
+        "channel": None,
+        "domain": None,
+        "binlog_pos": "",
+        "version": "",
+        "native": False,
+        "galera": False,
+    }
     try:
         with BackendClient.for_server(server) as client:
             state = client.state()
@@ -85,12 +101,17 @@ def _change_master(render, source, channel):
     return render(
         "CHANGE MASTER TO MASTER_HOST=%s, MASTER_PORT=%s, MASTER_USER=%s, MASTER_PASSWORD=%s, "
         "MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1",
-        (source.hostname, int(source.port), channel.replication_user, Secret(secret_ref(channel))))
+        (source.hostname, int(source.port), channel.replication_user, Secret(secret_ref(channel))),
+    )
 
 
 def _sql_step(key, title, server, sql, rollback):
-    return Step(key=key, title=title, kind=CHANNEL_SQL,
-                params={"server": server.pk, "name": str(server), "sql": sql, "rollback": rollback})
+    return Step(
+        key=key,
+        title=title,
+        kind=CHANNEL_SQL,
+        params={"server": server.pk, "name": str(server), "sql": sql, "rollback": rollback},
+    )
 
 
 def _can_reset(server):
@@ -102,8 +123,9 @@ def _can_reset(server):
         return f"could not read its grants: {exc.message}"
 
 
-def plan_move(channel, *, new_source=None, new_replica=None, reason="planned", evidence=None,
-              verify_timeout_s=VERIFY_TIMEOUT_S):
+def plan_move(
+    channel, *, new_source=None, new_replica=None, reason="planned", evidence=None, verify_timeout_s=VERIFY_TIMEOUT_S
+):
     """Plan moving the channel's source to `new_source` and/or its replica to `new_replica` (Servers)."""
     old_source, old_replica = channel.source_server, channel.replica_server
     source = new_source or old_source
@@ -129,27 +151,54 @@ def plan_move(channel, *, new_source=None, new_replica=None, reason="planned", e
     candidates = {side: {s.pk for s, _ in channel.candidates_for(side)} for side in (SOURCE, REPLICA)}
 
     guards = [
-        Guard("source_synced", f"the source {source} answers, Synced in a Primary component", src["synced_primary"],
-              "yes" if src["synced_primary"] else (src["error"] or "not Synced/Primary")),
-        Guard("source_has_position", f"the source's binlog reaches what the replica side applied (domain {domain})",
-              applied is None or (source_has is not None and source_has >= applied),
-              f"source at {source_has}, applied {applied}", overridable=False),
-        Guard("replica_synced", f"the replica {replica} answers, Synced in a Primary component", rep["synced_primary"],
-              "yes" if rep["synced_primary"] else (rep["error"] or "not Synced/Primary")),
+        Guard(
+            "source_synced",
+            f"the source {source} answers, Synced in a Primary component",
+            src["synced_primary"],
+            "yes" if src["synced_primary"] else (src["error"] or "not Synced/Primary"),
+        ),
+        Guard(
+            "source_has_position",
+            f"the source's binlog reaches what the replica side applied (domain {domain})",
+            applied is None or (source_has is not None and source_has >= applied),
+            f"source at {source_has}, applied {applied}",
+            overridable=False,
+        ),
+        Guard(
+            "replica_synced",
+            f"the replica {replica} answers, Synced in a Primary component",
+            rep["synced_primary"],
+            "yes" if rep["synced_primary"] else (rep["error"] or "not Synced/Primary"),
+        ),
     ]
     if new_source is not None and new_source.pk != old_source.pk:
-        guards.append(Guard("source_candidate", f"{new_source} is a source candidate of the channel",
-                            new_source.pk in candidates[SOURCE], "yes" if new_source.pk in candidates[SOURCE] else "no"))
+        guards.append(
+            Guard(
+                "source_candidate",
+                f"{new_source} is a source candidate of the channel",
+                new_source.pk in candidates[SOURCE],
+                "yes" if new_source.pk in candidates[SOURCE] else "no",
+            )
+        )
     if moving_replica:
-        busy = rep["ok"] and rep["channel"] and (rep["channel"].io_running == "Yes" or rep["channel"].sql_running == "Yes")
+        busy = (
+            rep["ok"] and rep["channel"] and (rep["channel"].io_running == "Yes" or rep["channel"].sql_running == "Yes")
+        )
         guards += [
-            Guard("replica_candidate", f"{replica} is a replica candidate of the channel", replica.pk in candidates[REPLICA],
-                  "yes" if replica.pk in candidates[REPLICA] else "no"),
-            Guard("replica_free", f"{replica} does not replicate from anywhere now", not busy,
-                  "free" if not busy else f"replicating from {rep['channel'].source_host}:{rep['channel'].source_port}",
-                  overridable=False),
+            Guard(
+                "replica_candidate",
+                f"{replica} is a replica candidate of the channel",
+                replica.pk in candidates[REPLICA],
+                "yes" if replica.pk in candidates[REPLICA] else "no",
+            ),
+            Guard(
+                "replica_free",
+                f"{replica} does not replicate from anywhere now",
+                not busy,
+                "free" if not busy else f"replicating from {rep['channel'].source_host}:{rep['channel'].source_port}",
+                overridable=False,
+            ),
         ]
-
 
     steps = []
     client_for = {}
@@ -160,86 +209,179 @@ def plan_move(channel, *, new_source=None, new_replica=None, reason="planned", e
             client_for[server.pk] = BackendClient.for_server(server)
         return lambda sql, params=(): place(client_for[server.pk].render, sql, params, placed)
 
-    facts = {"reason": reason, "evidence": evidence or {}, "domain": domain, "applied_at_plan": applied_pos,
-             "source_binlog_pos": src["binlog_pos"]}
+    facts = {
+        "reason": reason,
+        "evidence": evidence or {},
+        "domain": domain,
+        "applied_at_plan": applied_pos,
+        "source_binlog_pos": src["binlog_pos"],
+    }
     if moving_replica and rep["ok"] and not rep["native"]:
         # Said, not a guard: the move itself needs no RELOAD, and a failover must not wait for a grant.
         can_undo = _can_reset(replica)
         if can_undo is not True:
-            facts["replica_undo"] = (f"a rollback could not remove the channel from {replica} again: RESET SLAVE ALL "
-                                     f"needs RELOAD, and the console's user there "
-                                     f"{'lacks it (GRANT RELOAD ON *.*)' if can_undo is False else can_undo}")
+            facts["replica_undo"] = (
+                f"a rollback could not remove the channel from {replica} again: RESET SLAVE ALL "
+                f"needs RELOAD, and the console's user there "
+                f"{'lacks it (GRANT RELOAD ON *.*)' if can_undo is False else can_undo}"
+            )
     try:
         if moving_replica:
             if old_rep["ok"]:
-                steps.append(_sql_step("stop_old_replica", f"stop the channel on the old replica {old_replica}",
-                                       old_replica, ["STOP SLAVE"], ["START SLAVE"]))
+                steps.append(
+                    _sql_step(
+                        "stop_old_replica",
+                        f"stop the channel on the old replica {old_replica}",
+                        old_replica,
+                        ["STOP SLAVE"],
+                        ["START SLAVE"],
+                    )
+                )
             else:
-                facts["old_replica"] = (f"{old_replica} does not answer ({old_rep['error']}): its channel configuration "
-                                        "stays; with skip_slave_start it will not start by itself when it returns")
+                facts["old_replica"] = (
+                    f"{old_replica} does not answer ({old_rep['error']}): its channel configuration "
+                    "stays; with skip_slave_start it will not start by itself when it returns"
+                )
                 if rep["galera"] and old_replica.cluster_id == replica.cluster_id:
-                    steps.append(Step(
-                        key="evicted", title=f"{replica}'s Galera view no longer counts {old_replica}, which does not "
-                        f"answer (waited for, up to {EVICTION_WAIT_S} s): its cluster commits again",
-                        kind=CHANNEL_EVICTED, params={"server": replica.pk, "name": str(replica),
-                                                      "dead": f"{old_replica.hostname}:{old_replica.port}",
-                                                      "timeout_s": EVICTION_WAIT_S}))
+                    steps.append(
+                        Step(
+                            key="evicted",
+                            title=f"{replica}'s Galera view no longer counts {old_replica}, which does not "
+                            f"answer (waited for, up to {EVICTION_WAIT_S} s): its cluster commits again",
+                            kind=CHANNEL_EVICTED,
+                            params={
+                                "server": replica.pk,
+                                "name": str(replica),
+                                "dead": f"{old_replica.hostname}:{old_replica.port}",
+                                "timeout_s": EVICTION_WAIT_S,
+                            },
+                        )
+                    )
             if rep["ok"] and not rep["native"]:  # (MySQL auto-positions from its GTID set)
-                steps.append(Step(key="position", title=f"{replica} starts from what {replica.cluster} has applied in "
-                                  f"domain {domain}", kind=CHANNEL_POSITION,
-                                  params={"server": replica.pk, "name": str(replica), "domain": domain,
-                                          "after": old_replica.pk if old_rep["ok"] else None,
-                                          "sql": ["STOP SLAVE", "SET GLOBAL gtid_slave_pos = <read at this step>"],
-                                          "rollback": ["STOP SLAVE", "SET GLOBAL gtid_slave_pos = <as before>"]}))
+                steps.append(
+                    Step(
+                        key="position",
+                        title=f"{replica} starts from what {replica.cluster} has applied in domain {domain}",
+                        kind=CHANNEL_POSITION,
+                        params={
+                            "server": replica.pk,
+                            "name": str(replica),
+                            "domain": domain,
+                            "after": old_replica.pk if old_rep["ok"] else None,
+                            "sql": ["STOP SLAVE", "SET GLOBAL gtid_slave_pos = <read at this step>"],
+                            "rollback": ["STOP SLAVE", "SET GLOBAL gtid_slave_pos = <as before>"],
+                        },
+                    )
+                )
         if rep["ok"] and rep["native"]:
             # MySQL 8.0.22+: the replica gets the channel's source list and fails its source over by itself.
             was_on, previous = rep["native_sources"]
             sql, undo = native.configure(
-                render(replica), rep["version"], source=(source.hostname, source.port),
+                render(replica),
+                rep["version"],
+                source=(source.hostname, source.port),
                 candidates=[(s.hostname, s.port, w) for s, w in channel.candidates_for(SOURCE)],
-                user=channel.replication_user, password=Secret(secret_ref(channel)), previous=previous,
-                was_on=was_on)
+                user=channel.replication_user,
+                password=Secret(secret_ref(channel)),
+                previous=previous,
+                was_on=was_on,
+            )
             facts["native_failover"] = f"{replica} runs MySQL {rep['version']}: its own source failover is configured"
-            steps.append(_sql_step("point", f"{replica} replicates from {source} by GTID auto-positioning, with "
-                                   "its own source list (SOURCE_CONNECTION_AUTO_FAILOVER)", replica, sql, undo))
+            steps.append(
+                _sql_step(
+                    "point",
+                    f"{replica} replicates from {source} by GTID auto-positioning, with "
+                    "its own source list (SOURCE_CONNECTION_AUTO_FAILOVER)",
+                    replica,
+                    sql,
+                    undo,
+                )
+            )
         elif rep["ok"]:
             change = [_change_master(render(replica), source, channel)]
             if moving_replica:
                 undo = ["STOP SLAVE", "RESET SLAVE ALL"]
             else:
                 undo = ["STOP SLAVE", _change_master(render(replica), old_source, channel), "START SLAVE"]
-            steps.append(_sql_step("point", f"{replica} replicates from {source} by GTID (slave_pos)", replica,
-                                   ["STOP SLAVE", *change, "START SLAVE"], undo))
+            steps.append(
+                _sql_step(
+                    "point",
+                    f"{replica} replicates from {source} by GTID (slave_pos)",
+                    replica,
+                    ["STOP SLAVE", *change, "START SLAVE"],
+                    undo,
+                )
+            )
     finally:
         for c in client_for.values():
             c.close()
-    steps.append(Step(key="verify", title=f"both replication threads run on the new ends and, when {source} has "
-                      f"transactions {replica} has not applied, {replica} commits one of them, within "
-                      f"{verify_timeout_s} s", kind=CHANNEL_VERIFY,
-                      params={"server": replica.pk, "source": [source.hostname, source.port],
-                              "source_server": source.pk, "domain": domain, "timeout_s": verify_timeout_s}))
-    steps.append(Step(key="record", title="the inventory records the channel's new ends", kind=CHANNEL_RECORD,
-                      params={"channel": channel.pk, "source": source.pk, "replica": replica.pk,
-                              "old_source": old_source.pk, "old_replica": old_replica.pk}))
+    steps.append(
+        Step(
+            key="verify",
+            title=f"both replication threads run on the new ends and, when {source} has "
+            f"transactions {replica} has not applied, {replica} commits one of them, within "
+            f"{verify_timeout_s} s",
+            kind=CHANNEL_VERIFY,
+            params={
+                "server": replica.pk,
+                "source": [source.hostname, source.port],
+                "source_server": source.pk,
+                "domain": domain,
+                "timeout_s": verify_timeout_s,
+            },
+        )
+    )
+    steps.append(
+        Step(
+            key="record",
+            title="the inventory records the channel's new ends",
+            kind=CHANNEL_RECORD,
+            params={
+                "channel": channel.pk,
+                "source": source.pk,
+                "replica": replica.pk,
+                "old_source": old_source.pk,
+                "old_replica": old_replica.pk,
+            },
+        )
+    )
     what = []
     if source.pk != old_source.pk:
         what.append(f"source {old_source} -> {source}")
     if moving_replica:
         what.append(f"replica {old_replica} -> {replica}")
     title = f"channel {channel.name}: {', '.join(what) or 'restart in place'} ({reason})"
-    return Plan(kind=CHANNEL_MOVE, cluster_id=channel.replica_cluster_id, title=title, guards=guards,
-                steps=steps, facts=facts, secrets=placed,
-                options={"channel": channel.pk, "new_source": source.pk, "new_replica": replica.pk, "reason": reason,
-                         "evidence": evidence or {}, "verify_timeout_s": verify_timeout_s})
+    return Plan(
+        kind=CHANNEL_MOVE,
+        cluster_id=channel.replica_cluster_id,
+        title=title,
+        guards=guards,
+        steps=steps,
+        facts=facts,
+        secrets=placed,
+        options={
+            "channel": channel.pk,
+            "new_source": source.pk,
+            "new_replica": replica.pk,
+            "reason": reason,
+            "evidence": evidence or {},
+            "verify_timeout_s": verify_timeout_s,
+        },
+    )
 
 
 def replan_move(options):
     channel = ReplicationChannel.objects.select_related("source_server__cluster", "replica_server__cluster").get(
-        pk=options["channel"])
-    return plan_move(channel, new_source=Server.objects.select_related("cluster").get(pk=options["new_source"]),
-                     new_replica=Server.objects.select_related("cluster").get(pk=options["new_replica"]),
-                     reason=options["reason"], evidence=options.get("evidence"),
-                     verify_timeout_s=options.get("verify_timeout_s", VERIFY_TIMEOUT_S))
+        pk=options["channel"]
+    )
+    return plan_move(
+        channel,
+        new_source=Server.objects.select_related("cluster").get(pk=options["new_source"]),
+        new_replica=Server.objects.select_related("cluster").get(pk=options["new_replica"]),
+        reason=options["reason"],
+        evidence=options.get("evidence"),
+        verify_timeout_s=options.get("verify_timeout_s", VERIFY_TIMEOUT_S),
+    )
 
 
 # -- the executor's handlers for these steps --------------------------------------------------------
@@ -256,8 +398,14 @@ def run_sql(run, step, row, executed, detail):
     for sql in step.params["sql"]:
         start = time.monotonic()
         _send(run, step, sql)
-        executed.append({"server": step.params["server"], "node": step.params["name"], "sql": sql,
-                         "ms": round((time.monotonic() - start) * 1000, 2)})
+        executed.append(
+            {
+                "server": step.params["server"],
+                "node": step.params["name"],
+                "sql": sql,
+                "ms": round((time.monotonic() - start) * 1000, 2),
+            }
+        )
 
 
 def undo_sql(run, step, row):
@@ -308,8 +456,10 @@ def wait_evicted(run, step, row, executed, detail):
         if p["dead"] not in members:
             return
         if time.monotonic() - start > p["timeout_s"]:
-            raise StepFailed(f"{p['name']}'s Galera view still counts {p['dead']}, which does not answer, after "
-                             f"{p['timeout_s']} s: the channel is not started on a cluster that commits nothing")
+            raise StepFailed(
+                f"{p['name']}'s Galera view still counts {p['dead']}, which does not answer, after "
+                f"{p['timeout_s']} s: the channel is not started on a cluster that commits nothing"
+            )
         run.beat()
         time.sleep(0.1)
 
@@ -361,23 +511,39 @@ def verify(run, step, row, executed, detail):
             detail.update(applied_at_start=start, source_at_start=source_has)
         committed = not to_commit or (applied or 0) > start
         sql_ran = sql_ran or read.sql_running == "Yes"
-        detail.update(io=read.io_running, sql=read.sql_running, gtid_slave_pos=read.gtid_slave_pos,
-                      gtid_io_pos=read.gtid_io_pos, io_error=read.last_io_error, sql_error=read.last_sql_error,
-                      committed_since_start=committed if to_commit else None)
-        if (read.running and [read.source_host, read.source_port] == p["source"] and not read.last_sql_error
-                and committed):
+        detail.update(
+            io=read.io_running,
+            sql=read.sql_running,
+            gtid_slave_pos=read.gtid_slave_pos,
+            gtid_io_pos=read.gtid_io_pos,
+            io_error=read.last_io_error,
+            sql_error=read.last_sql_error,
+            committed_since_start=committed if to_commit else None,
+        )
+        if (
+            read.running
+            and [read.source_host, read.source_port] == p["source"]
+            and not read.last_sql_error
+            and committed
+        ):
             return
         stopped = sql_ran and read.sql_running == "No"  # it ran, and a stopped SQL thread does not restart itself
         if read.last_sql_error or stopped or time.monotonic() > deadline:
             why = read.last_io_error or read.last_sql_error
             if not why and stopped:
-                why = (f"(its SQL thread stopped, without an error, after START SLAVE, at "
-                       f"{read.gtid_slave_pos or 'no position'})")
+                why = (
+                    f"(its SQL thread stopped, without an error, after START SLAVE, at "
+                    f"{read.gtid_slave_pos or 'no position'})"
+                )
             elif not why and read.running and not committed:
-                why = (f"(no transaction from the new source committed within {p['timeout_s']} s: still at "
-                       f"{read.gtid_slave_pos or 'no position'})")
-            raise StepFailed(f"the channel does not run on {p['source'][0]}:{p['source'][1]}: IO {read.io_running}, "
-                             f"SQL {read.sql_running} {why}")
+                why = (
+                    f"(no transaction from the new source committed within {p['timeout_s']} s: still at "
+                    f"{read.gtid_slave_pos or 'no position'})"
+                )
+            raise StepFailed(
+                f"the channel does not run on {p['source'][0]}:{p['source'][1]}: IO {read.io_running}, "
+                f"SQL {read.sql_running} {why}"
+            )
         run.beat()  # a wait through a replica cluster's eviction lasts seconds: the reaper must not take it as lost
         time.sleep(0.02)
 
@@ -385,15 +551,17 @@ def verify(run, step, row, executed, detail):
 def record_ends(run, step, row, executed, detail):
     p = step.params
     with transaction.atomic():
-        ReplicationChannel.objects.filter(pk=p["channel"]).update(source_server_id=p["source"],
-                                                                  replica_server_id=p["replica"])
+        ReplicationChannel.objects.filter(pk=p["channel"]).update(
+            source_server_id=p["source"], replica_server_id=p["replica"]
+        )
     executed.append({"channel": p["channel"], "source": p["source"], "replica": p["replica"]})
 
 
 def undo_record(run, step, row):
     p = step.params
-    ReplicationChannel.objects.filter(pk=p["channel"]).update(source_server_id=p["old_source"],
-                                                              replica_server_id=p["old_replica"])
+    ReplicationChannel.objects.filter(pk=p["channel"]).update(
+        source_server_id=p["old_source"], replica_server_id=p["old_replica"]
+    )
     return [{"channel": p["channel"], "source": p["old_source"], "replica": p["old_replica"]}]
 
 
@@ -403,12 +571,20 @@ def statements(step):
 
 
 def register():
-    for handler in (StepHandler(CHANNEL_SQL, run_sql, undo=undo_sql, statements=statements),
-                    StepHandler(CHANNEL_POSITION, set_position, undo=undo_position, statements=statements),
-                    StepHandler(CHANNEL_VERIFY, verify, check=True),
-                    StepHandler(CHANNEL_RECORD, record_ends, undo=undo_record),
-                    StepHandler(CHANNEL_EVICTED, wait_evicted)):
+    for handler in (
+        StepHandler(CHANNEL_SQL, run_sql, undo=undo_sql, statements=statements),
+        StepHandler(CHANNEL_POSITION, set_position, undo=undo_position, statements=statements),
+        StepHandler(CHANNEL_VERIFY, verify, check=True),
+        StepHandler(CHANNEL_RECORD, record_ends, undo=undo_record),
+        StepHandler(CHANNEL_EVICTED, wait_evicted),
+    ):
         register_step(handler)
-    register_kind(OperationSpec(
-        CHANNEL_MOVE, "DR channel move", plan_move, lambda cluster, options: replan_move(options),
-        holds={"channel_stopped": CLUSTER, "channel_lag": CLUSTER}))
+    register_kind(
+        OperationSpec(
+            CHANNEL_MOVE,
+            "DR channel move",
+            plan_move,
+            lambda cluster, options: replan_move(options),
+            holds={"channel_stopped": CLUSTER, "channel_lag": CLUSTER},
+        )
+    )

@@ -18,11 +18,12 @@ Pure builders: each returns SQL rendered by `render(sql, params)`, the node's dr
 so the plan shows the exact text. Written against the documented statements and unit-checked
 (apps/dr/tests/test_native.py); never run against a real MySQL 8 here (none installs on this machine).
 """
+
 import re
 
 NATIVE_FROM = (8, 0, 22)
 REPLICATION_SOURCE_FROM = (8, 0, 23)  # CHANGE REPLICATION SOURCE TO and the SOURCE_* option names
-RETRY_COUNT = 3       # the manual's suggestion: a few tries on the same source for a network blip...
+RETRY_COUNT = 3  # the manual's suggestion: a few tries on the same source for a network blip...
 CONNECT_RETRY_S = 10  # ...10 s apart, then the next source of the list
 DEFAULT_CHANNEL = ""  # the default replication channel, as the product's channels use it
 
@@ -58,38 +59,71 @@ def start_replica(render, channel=DEFAULT_CHANNEL):
     return "START REPLICA" + _for_channel(render, channel)
 
 
-def change_source(render, version, *, host, port, user, password, auto_failover=True, channel=DEFAULT_CHANNEL,
-                  retry_count=RETRY_COUNT, connect_retry_s=CONNECT_RETRY_S):
+def change_source(
+    render,
+    version,
+    *,
+    host,
+    port,
+    user,
+    password,
+    auto_failover=True,
+    channel=DEFAULT_CHANNEL,
+    retry_count=RETRY_COUNT,
+    connect_retry_s=CONNECT_RETRY_S,
+):
     """The channel reads from host:port by GTID auto-positioning, with MySQL's source failover on or off.
     `password` is sent as given (a plan passes a Secret: its marker, filled in only when sent)."""
     if _new_syntax(version):
-        names = ("CHANGE REPLICATION SOURCE TO", "SOURCE_HOST", "SOURCE_PORT", "SOURCE_USER", "SOURCE_PASSWORD",
-                 "SOURCE_AUTO_POSITION", "SOURCE_RETRY_COUNT", "SOURCE_CONNECT_RETRY")
+        names = (
+            "CHANGE REPLICATION SOURCE TO",
+            "SOURCE_HOST",
+            "SOURCE_PORT",
+            "SOURCE_USER",
+            "SOURCE_PASSWORD",
+            "SOURCE_AUTO_POSITION",
+            "SOURCE_RETRY_COUNT",
+            "SOURCE_CONNECT_RETRY",
+        )
     else:  # 8.0.22: CHANGE MASTER TO, the MASTER_* names, and the one new option under its SOURCE_ name
-        names = ("CHANGE MASTER TO", "MASTER_HOST", "MASTER_PORT", "MASTER_USER", "MASTER_PASSWORD",
-                 "MASTER_AUTO_POSITION", "MASTER_RETRY_COUNT", "MASTER_CONNECT_RETRY")
+        names = (
+            "CHANGE MASTER TO",
+            "MASTER_HOST",
+            "MASTER_PORT",
+            "MASTER_USER",
+            "MASTER_PASSWORD",
+            "MASTER_AUTO_POSITION",
+            "MASTER_RETRY_COUNT",
+            "MASTER_CONNECT_RETRY",
+        )
     head, host_, port_, user_, password_, auto_, retries_, retry_ = names
     # one render for the whole statement: a plan records where in it the password sits
-    return render(f"{head} {host_}=%s, {port_}=%s, {user_}=%s, {password_}=%s, {auto_}=1, "
-                  f"SOURCE_CONNECTION_AUTO_FAILOVER=%s, {retries_}=%s, {retry_}=%s FOR CHANNEL %s",
-                  (host, int(port), user, password, 1 if auto_failover else 0, int(retry_count), int(connect_retry_s),
-                   channel))
+    return render(
+        f"{head} {host_}=%s, {port_}=%s, {user_}=%s, {password_}=%s, {auto_}=1, "
+        f"SOURCE_CONNECTION_AUTO_FAILOVER=%s, {retries_}=%s, {retry_}=%s FOR CHANNEL %s",
+        (host, int(port), user, password, 1 if auto_failover else 0, int(retry_count), int(connect_retry_s), channel),
+    )
 
 
 def add_source(render, *, host, port, weight, channel=DEFAULT_CHANNEL):
     """One source of the channel's list; weight 1-100 (the highest is tried first)."""
     if not 1 <= int(weight) <= 100:
         raise ValueError(f"a source's weight is 1 to 100, not {weight}")
-    return render("SELECT asynchronous_connection_failover_add_source(%s, %s, %s, %s, %s)",
-                  (channel, host, int(port), "", int(weight)))
+    return render(
+        "SELECT asynchronous_connection_failover_add_source(%s, %s, %s, %s, %s)",
+        (channel, host, int(port), "", int(weight)),
+    )
 
 
 def delete_source(render, *, host, port, channel=DEFAULT_CHANNEL):
-    return render("SELECT asynchronous_connection_failover_delete_source(%s, %s, %s, %s)", (channel, host, int(port), ""))
+    return render(
+        "SELECT asynchronous_connection_failover_delete_source(%s, %s, %s, %s)", (channel, host, int(port), "")
+    )
 
 
-def configure(render, version, *, source, candidates, user, password, previous=(), was_on=False,
-              channel=DEFAULT_CHANNEL):
+def configure(
+    render, version, *, source, candidates, user, password, previous=(), was_on=False, channel=DEFAULT_CHANNEL
+):
     """(statements, rollback) that give the replica the channel's source list and turn its failover on, reading
     from `source` now. `source`: (host, port); `candidates`: [(host, port, weight)] (weights clamped to MySQL's
     1-100); `previous`: the list it has now, [(host, port, weight)] (read_sources()), and `was_on` its
@@ -101,8 +135,16 @@ def configure(render, version, *, source, candidates, user, password, previous=(
     to_add = [k for k in wanted if current.get(k) != wanted[k]]
 
     def change(on):
-        return change_source(render, version, host=source[0], port=source[1], user=user, password=password,
-                             auto_failover=on, channel=channel)
+        return change_source(
+            render,
+            version,
+            host=source[0],
+            port=source[1],
+            user=user,
+            password=password,
+            auto_failover=on,
+            channel=channel,
+        )
 
     sql = [stop_replica(render, channel), change(True)]
     sql += [delete_source(render, host=h, port=p, channel=channel) for h, p in to_delete]
@@ -113,4 +155,3 @@ def configure(render, version, *, source, candidates, user, password, previous=(
     rollback += [add_source(render, host=h, port=p, weight=current[(h, p)], channel=channel) for h, p in to_delete]
     rollback += [change(was_on), start_replica(render, channel)]
     return sql, rollback
-

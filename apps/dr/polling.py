@@ -6,6 +6,7 @@ position) and the current replica (its state, SHOW SLAVE STATUS, gtid_slave_pos)
 document (Redis, kind "channel") and one ChannelSample row. The document also counts consecutive polls in
 which an end failed: the automatic moves (failover.py) act on those counts.
 """
+
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -51,9 +52,17 @@ def _read_source(server):
     with BackendClient.for_server(server) as client:
         state = client.state()
         domain, binlog_pos = client.gtid_origin()
-    return {"server": server.pk, "ok": True, "error": None, "synced_primary": state.synced_primary,
-            "local_state_comment": state.local_state_comment, "cluster_status": state.cluster_status,
-            "domain": domain, "binlog_pos": binlog_pos, "seq": gtid_seq(binlog_pos, domain)}
+    return {
+        "server": server.pk,
+        "ok": True,
+        "error": None,
+        "synced_primary": state.synced_primary,
+        "local_state_comment": state.local_state_comment,
+        "cluster_status": state.cluster_status,
+        "domain": domain,
+        "binlog_pos": binlog_pos,
+        "seq": gtid_seq(binlog_pos, domain),
+    }
 
 
 def _read_replica(server):
@@ -61,12 +70,33 @@ def _read_replica(server):
         state = client.state()
         native_failover = native.has_native_failover(state.version)
         read = client.channel(mysql=native_failover)
-    return {"server": server.pk, "ok": True, "error": None, "synced_primary": state.synced_primary,
-            "local_state_comment": state.local_state_comment, "cluster_status": state.cluster_status,
-            "version": state.version, "native_failover": native_failover,
-            **{k: getattr(read, k) for k in ("source_host", "source_port", "io_running", "sql_running",
-                                             "seconds_behind", "last_io_errno", "last_io_error", "last_sql_errno",
-                                             "last_sql_error", "gtid_io_pos", "gtid_slave_pos", "gtid_binlog_pos")}}
+    return {
+        "server": server.pk,
+        "ok": True,
+        "error": None,
+        "synced_primary": state.synced_primary,
+        "local_state_comment": state.local_state_comment,
+        "cluster_status": state.cluster_status,
+        "version": state.version,
+        "native_failover": native_failover,
+        **{
+            k: getattr(read, k)
+            for k in (
+                "source_host",
+                "source_port",
+                "io_running",
+                "sql_running",
+                "seconds_behind",
+                "last_io_errno",
+                "last_io_error",
+                "last_sql_errno",
+                "last_sql_error",
+                "gtid_io_pos",
+                "gtid_slave_pos",
+                "gtid_binlog_pos",
+            )
+        },
+    }
 
 
 def _guarded(read, server):
@@ -82,8 +112,10 @@ def channel_state(source, replica, channel):
         return ChannelState.UNREACHABLE
     if not replica.get("source_host"):
         return ChannelState.STOPPED
-    if (replica.get("source_port") != channel.source_server.port
-            or replica.get("source_host") != channel.source_server.hostname):
+    if (
+        replica.get("source_port") != channel.source_server.port
+        or replica.get("source_host") != channel.source_server.hostname
+    ):
         return ChannelState.MISDIRECTED  # the node replicates from somewhere the inventory does not say
     if replica.get("last_sql_error") or (replica.get("last_io_error") and replica.get("io_running") != "Yes"):
         return ChannelState.ERROR
@@ -116,18 +148,38 @@ def poll_channel(channel, prev, ts):
     behind = (source["seq"] - applied) if source.get("seq") is not None and applied is not None else None
     counts = prev.failing_polls if prev else {}
     same_ends = prev is not None and prev.ends == [channel.source_server_id, channel.replica_server_id]
-    failing = {"source": (counts.get("source", 0) + 1 if same_ends else 1) if source_failing(source, replica) else 0,
-               "replica": (counts.get("replica", 0) + 1 if same_ends else 1) if replica_failing(replica) else 0}
+    failing = {
+        "source": (counts.get("source", 0) + 1 if same_ends else 1) if source_failing(source, replica) else 0,
+        "replica": (counts.get("replica", 0) + 1 if same_ends else 1) if replica_failing(replica) else 0,
+    }
     state = channel_state(source, replica, channel)
     lag = replica.get("seconds_behind") if replica["ok"] else None
-    doc = {"ts": ts, "ok": replica["ok"], "state": state, "ends": [channel.source_server_id, channel.replica_server_id],
-           "source": source, "replica": replica, "domain": domain, "applied_seq": applied, "behind_trx": behind,
-           "lag_seconds": lag, "lag_high": lag is not None and lag > channel.max_lag_s, "failing_polls": failing}
-    sample = ChannelSample(channel_id=channel.pk, ts=datetime.fromtimestamp(ts, tz=timezone.utc),
-                           source_server_id=channel.source_server_id, replica_server_id=channel.replica_server_id,
-                           reachable=replica["ok"], io_running=(replica["io_running"] == "Yes") if replica["ok"] else None,
-                           sql_running=(replica["sql_running"] == "Yes") if replica["ok"] else None,
-                           lag_seconds=lag, source_seq=source.get("seq"), applied_seq=applied)
+    doc = {
+        "ts": ts,
+        "ok": replica["ok"],
+        "state": state,
+        "ends": [channel.source_server_id, channel.replica_server_id],
+        "source": source,
+        "replica": replica,
+        "domain": domain,
+        "applied_seq": applied,
+        "behind_trx": behind,
+        "lag_seconds": lag,
+        "lag_high": lag is not None and lag > channel.max_lag_s,
+        "failing_polls": failing,
+    }
+    sample = ChannelSample(
+        channel_id=channel.pk,
+        ts=datetime.fromtimestamp(ts, tz=timezone.utc),
+        source_server_id=channel.source_server_id,
+        replica_server_id=channel.replica_server_id,
+        reachable=replica["ok"],
+        io_running=(replica["io_running"] == "Yes") if replica["ok"] else None,
+        sql_running=(replica["sql_running"] == "Yes") if replica["ok"] else None,
+        lag_seconds=lag,
+        source_seq=source.get("seq"),
+        applied_seq=applied,
+    )
     return doc, sample
 
 
@@ -155,14 +207,21 @@ def poll(channels, now=None):
 def due_channels(shard, shards, now=None):
     """The shard's channels whose replica cluster's backend interval has passed since their last poll."""
     now = now or time.time()
-    channels = list(ReplicationChannel.objects.select_related(
-        "source_server__cluster", "replica_server__cluster", "replica_cluster")
-        .annotate(shard_index=F("pk") % shards).filter(shard_index=shard))
+    channels = list(
+        ReplicationChannel.objects.select_related(
+            "source_server__cluster", "replica_server__cluster", "replica_cluster"
+        )
+        .annotate(shard_index=F("pk") % shards)
+        .filter(shard_index=shard)
+    )
     if not channels:
         return []
     prevs = last_polls(channels)
-    return [c for c in channels if not prevs.get(c.pk)
-            or now - prevs[c.pk].ts >= c.replica_cluster.backend_poll_interval_s - TICK_TOLERANCE_S]
+    return [
+        c
+        for c in channels
+        if not prevs.get(c.pk) or now - prevs[c.pk].ts >= c.replica_cluster.backend_poll_interval_s - TICK_TOLERANCE_S
+    ]
 
 
 def run_shard(shard, shards, now=None):

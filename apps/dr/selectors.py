@@ -1,4 +1,5 @@
 """What the pages show of the channels: the latest state (Redis), else the last stored poll."""
+
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -35,13 +36,20 @@ def _from_history(channel: ReplicationChannel) -> ChannelView | None:
     if sample is None:
         return None
     return ChannelView(
-        ts=sample.ts.timestamp(), ok=sample.reachable,
-        state=(ChannelState.RUNNING if sample.io_running and sample.sql_running else ChannelState.STOPPED) if sample.reachable
-        else "unreachable", source={}, replica={},
+        ts=sample.ts.timestamp(),
+        ok=sample.reachable,
+        state=(ChannelState.RUNNING if sample.io_running and sample.sql_running else ChannelState.STOPPED)
+        if sample.reachable
+        else "unreachable",
+        source={},
+        replica={},
         lag_seconds=None if sample.lag_seconds is None else round(sample.lag_seconds),  # stored as a float column
         behind_trx=(sample.source_seq - sample.applied_seq)
-        if sample.source_seq is not None and sample.applied_seq is not None else None,
-        lag_high=None, failing_polls=None)
+        if sample.source_seq is not None and sample.applied_seq is not None
+        else None,
+        lag_high=None,
+        failing_polls=None,
+    )
 
 
 def rows(channels: Iterable[ReplicationChannel]) -> list[dict[str, Any]]:
@@ -61,33 +69,53 @@ def rows(channels: Iterable[ReplicationChannel]) -> list[dict[str, Any]]:
             doc = _from_history(channel)
             from_history = doc is not None
         age = None if not doc else max(0.0, now - doc.ts)
-        out.append({"channel": channel, "doc": doc, "age": age, "unavailable": unavailable, "from_history": from_history,
-                    "stale": age is not None and age > status.stale_after(status.backend_interval(channel.replica_cluster)),
-                    "problem": bool(doc) and (doc.state != ChannelState.RUNNING or doc.lag_high)})
+        out.append(
+            {
+                "channel": channel,
+                "doc": doc,
+                "age": age,
+                "unavailable": unavailable,
+                "from_history": from_history,
+                "stale": age is not None and age > status.stale_after(status.backend_interval(channel.replica_cluster)),
+                "problem": bool(doc) and (doc.state != ChannelState.RUNNING or doc.lag_high),
+            }
+        )
     return out
 
 
 def for_cluster(cluster: Cluster) -> dict[str, list[dict[str, Any]]]:
     """The channels that leave or enter this cluster, for its page."""
-    channels = (ReplicationChannel.objects.filter(Q(source_cluster=cluster) | Q(replica_cluster=cluster))
-                .select_related("source_cluster", "replica_cluster", "source_server", "replica_server"))
+    channels = ReplicationChannel.objects.filter(Q(source_cluster=cluster) | Q(replica_cluster=cluster)).select_related(
+        "source_cluster", "replica_cluster", "source_server", "replica_server"
+    )
     return {"dr_channels": rows(channels)}
 
 
 def moves(channel: ReplicationChannel, limit: int = 20) -> list[Any]:
     """The channel's move operations, newest first."""
     ops = channel.replica_cluster.operations.filter(kind="channel_move", title__startswith=f"channel {channel.name}:")
-    return [op for op in ops.order_by("-id")[:limit * 2] if (op.plan.get("options") or {}).get("channel") == channel.pk][:limit]
+    return [
+        op for op in ops.order_by("-id")[: limit * 2] if (op.plan.get("options") or {}).get("channel") == channel.pk
+    ][:limit]
 
 
 def latest(row: dict[str, Any]) -> dict[str, Any]:
     """A rows() entry's latest state as the API shows it."""
     doc = row["doc"]
     replica, source = (doc.replica, doc.source) if doc else ({}, {})
-    return {"state": doc and doc.state, "age_s": row["age"], "stale": row["stale"],
-            "from_history": row["from_history"], "lag_seconds": doc and doc.lag_seconds,
-            "lag_high": doc and doc.lag_high, "behind_trx": doc and doc.behind_trx,
-            "io_running": replica.get("io_running"), "sql_running": replica.get("sql_running"),
-            "last_io_error": replica.get("last_io_error"), "last_sql_error": replica.get("last_sql_error"),
-            "gtid_slave_pos": replica.get("gtid_slave_pos"), "source_binlog_pos": source.get("binlog_pos"),
-            "failing_polls": doc and doc.failing_polls}
+    return {
+        "state": doc and doc.state,
+        "age_s": row["age"],
+        "stale": row["stale"],
+        "from_history": row["from_history"],
+        "lag_seconds": doc and doc.lag_seconds,
+        "lag_high": doc and doc.lag_high,
+        "behind_trx": doc and doc.behind_trx,
+        "io_running": replica.get("io_running"),
+        "sql_running": replica.get("sql_running"),
+        "last_io_error": replica.get("last_io_error"),
+        "last_sql_error": replica.get("last_sql_error"),
+        "gtid_slave_pos": replica.get("gtid_slave_pos"),
+        "source_binlog_pos": source.get("binlog_pos"),
+        "failing_polls": doc and doc.failing_polls,
+    }

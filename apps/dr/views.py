@@ -15,20 +15,30 @@ from .models import ChannelSample, ReplicationChannel
 
 
 def _channel(pk):
-    return get_object_or_404(ReplicationChannel.objects.select_related(
-        "source_cluster", "replica_cluster", "source_server", "replica_server"), pk=pk)
+    return get_object_or_404(
+        ReplicationChannel.objects.select_related(
+            "source_cluster", "replica_cluster", "source_server", "replica_server"
+        ),
+        pk=pk,
+    )
 
 
 @require_role(VIEWER)
 def channel_detail(request, pk):
     channel = _channel(pk)
-    return TemplateResponse(request, "dr/channel.html", {
-        "channel": channel, "row": selectors.rows([channel])[0],
-        "source_candidates": channel.candidates_for("source"), "replica_candidates": channel.candidates_for("replica"),
-        "recent": ChannelSample.objects.filter(channel=channel).order_by("-ts")[:20],
-        "move_form": MoveForm(channel=channel),
-        "operations": selectors.moves(channel, limit=8),
-    })
+    return TemplateResponse(
+        request,
+        "dr/channel.html",
+        {
+            "channel": channel,
+            "row": selectors.rows([channel])[0],
+            "source_candidates": channel.candidates_for("source"),
+            "replica_candidates": channel.candidates_for("replica"),
+            "recent": ChannelSample.objects.filter(channel=channel).order_by("-ts")[:20],
+            "move_form": MoveForm(channel=channel),
+            "operations": selectors.moves(channel, limit=8),
+        },
+    )
 
 
 @require_role(OPERATOR)
@@ -37,22 +47,36 @@ def channel_move(request, pk):
     channel = _channel(pk)
     form = MoveForm(request.POST if request.method == "POST" else None, channel=channel)
     if request.method == "POST" and form.is_valid():
-        plan = moves.plan_move(channel, new_source=form.cleaned_data["source_server"],
-                               new_replica=form.cleaned_data["replica_server"], reason="planned move")
+        plan = moves.plan_move(
+            channel,
+            new_source=form.cleaned_data["source_server"],
+            new_replica=form.cleaned_data["replica_server"],
+            reason="planned move",
+        )
         return redirect(services.save_plan(plan, actor=Actor.of_request(request)))
     if request.method == "POST":
-        record("channel_move planned", request=request, cluster=channel.replica_cluster, target=channel.name,
-               outcome="invalid", details={"errors": form.errors.get_json_data()})
-    return TemplateResponse(request, "dr/move_form.html", {"channel": channel, "form": form},
-                            status=400 if form.errors else 200)
+        record(
+            "channel_move planned",
+            request=request,
+            cluster=channel.replica_cluster,
+            target=channel.name,
+            outcome="invalid",
+            details={"errors": form.errors.get_json_data()},
+        )
+    return TemplateResponse(
+        request, "dr/move_form.html", {"channel": channel, "form": form}, status=400 if form.errors else 200
+    )
 
 
 @require_role(VIEWER)
 def channel_live(request, pk):
     """htmx partial: the channel's state, refreshed every poll."""
     channel = _channel(pk)
-    return TemplateResponse(request, "dr/channel.html#live", {"channel": channel, "row": selectors.rows([channel])[0],
-                                                              "operations": selectors.moves(channel, limit=1)})
+    return TemplateResponse(
+        request,
+        "dr/channel.html#live",
+        {"channel": channel, "row": selectors.rows([channel])[0], "operations": selectors.moves(channel, limit=1)},
+    )
 
 
 @require_role(VIEWER)

@@ -1,4 +1,5 @@
 """Inventory edits for admins. Every save and delete writes an audit event with before and after."""
+
 from django import forms
 from django.contrib import admin
 from django.db import transaction
@@ -18,8 +19,13 @@ def _snapshot(obj):
     return {k: ("(hidden)" if k in _HIDDEN else v) for k, v in model_to_dict(obj).items()}
 
 
-ROLE_FIELDS = {"writer_hostgroup": "writer", "reader_hostgroup": "reader", "backup_writer_hostgroup": "backup_writer",
-               "offline_hostgroup": "offline", "writer_is_also_reader": "writer_is_also_reader"}
+ROLE_FIELDS = {
+    "writer_hostgroup": "writer",
+    "reader_hostgroup": "reader",
+    "backup_writer_hostgroup": "backup_writer",
+    "offline_hostgroup": "offline",
+    "writer_is_also_reader": "writer_is_also_reader",
+}
 
 
 def _record_edit(request, cluster, change):
@@ -49,9 +55,13 @@ class AuditedAdmin(admin.ModelAdmin):
             self.write(request, obj, change)
             after = _snapshot(obj)
             changed = sorted(k for k in after if before is None or before.get(k) != after[k])
-            record(f"{'change' if change else 'add'} {obj._meta.model_name}", request=request,
-                   cluster=_cluster_of(obj), target=str(obj),
-                   details={"before": before, "after": after, "changed_fields": changed})
+            record(
+                f"{'change' if change else 'add'} {obj._meta.model_name}",
+                request=request,
+                cluster=_cluster_of(obj),
+                target=str(obj),
+                details={"before": before, "after": after, "changed_fields": changed},
+            )
 
     def write(self, request, obj, change):
         obj.save()
@@ -61,8 +71,13 @@ class AuditedAdmin(admin.ModelAdmin):
         cluster, target = _cluster_of(obj), str(obj)
         with transaction.atomic():
             self.remove(request, obj)
-            record(f"delete {obj._meta.model_name}", request=request, cluster=cluster, target=target,
-                   details={"before": before})
+            record(
+                f"delete {obj._meta.model_name}",
+                request=request,
+                cluster=cluster,
+                target=target,
+                details={"before": before},
+            )
 
     def remove(self, request, obj):
         obj.delete()
@@ -70,14 +85,28 @@ class AuditedAdmin(admin.ModelAdmin):
     def save_formset(self, request, form, formset, change):
         super().save_formset(request, form, formset, change)
         for obj in formset.new_objects:
-            record(f"add {obj._meta.model_name}", request=request, cluster=_cluster_of(obj), target=str(obj),
-                   details={"after": _snapshot(obj)})
+            record(
+                f"add {obj._meta.model_name}",
+                request=request,
+                cluster=_cluster_of(obj),
+                target=str(obj),
+                details={"after": _snapshot(obj)},
+            )
         for obj, fields in formset.changed_objects:
-            record(f"change {obj._meta.model_name}", request=request, cluster=_cluster_of(obj), target=str(obj),
-                   details={"after": _snapshot(obj), "changed_fields": fields})
+            record(
+                f"change {obj._meta.model_name}",
+                request=request,
+                cluster=_cluster_of(obj),
+                target=str(obj),
+                details={"after": _snapshot(obj), "changed_fields": fields},
+            )
         for obj in formset.deleted_objects:
-            record(f"delete {obj._meta.model_name}", request=request, cluster=form.instance.cluster
-                   if hasattr(form.instance, "cluster") else None, target=str(obj))
+            record(
+                f"delete {obj._meta.model_name}",
+                request=request,
+                cluster=form.instance.cluster if hasattr(form.instance, "cluster") else None,
+                target=str(obj),
+            )
 
     def delete_queryset(self, request, queryset):
         for obj in queryset:
@@ -98,8 +127,9 @@ class SecretInput(forms.PasswordInput):
     """A password box that is never filled from the stored value; blank means keep it."""
 
     def __init__(self):
-        super().__init__(render_value=False, attrs={"autocomplete": "new-password",
-                                                    "placeholder": "unchanged unless typed"})
+        super().__init__(
+            render_value=False, attrs={"autocomplete": "new-password", "placeholder": "unchanged unless typed"}
+        )
 
 
 def _keep_blank_secret(form, field):
@@ -113,8 +143,11 @@ class ClusterForm(forms.ModelForm):
     class Meta:
         model = Cluster
         exclude = ["native_hostgroups"]
-        widgets = {"monitor_password": SecretInput(), "replication_password": SecretInput(),
-                   "explain_password": SecretInput()}
+        widgets = {
+            "monitor_password": SecretInput(),
+            "replication_password": SecretInput(),
+            "explain_password": SecretInput(),
+        }
 
     def clean_explain_password(self):
         return _keep_blank_secret(self, "explain_password")
@@ -144,8 +177,14 @@ class MembershipInline(admin.TabularInline):
 @admin.register(Cluster)
 class ClusterAdmin(AuditedAdmin):
     form = ClusterForm
-    list_display = ("name", "kind", "writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup",
-                    "offline_hostgroup")
+    list_display = (
+        "name",
+        "kind",
+        "writer_hostgroup",
+        "reader_hostgroup",
+        "backup_writer_hostgroup",
+        "offline_hostgroup",
+    )
     search_fields = ("name",)
 
     def write(self, request, obj, change):
@@ -153,11 +192,17 @@ class ClusterAdmin(AuditedAdmin):
         change writes its other fields, and its roles as the next version (the inventory follows)."""
         if not change:
             obj.save()
-            record_first_version(obj, actor=Actor.of_request(request), source="admin",
-                                 reason=f"cluster created in the admin by {request.user}")
+            record_first_version(
+                obj,
+                actor=Actor.of_request(request),
+                source="admin",
+                reason=f"cluster created in the admin by {request.user}",
+            )
             return
         roles = {f: getattr(obj, f) for f in ROLE_FIELDS}
-        obj.save(update_fields=[f.name for f in obj._meta.concrete_fields if not f.primary_key and f.name not in ROLE_FIELDS])
+        obj.save(
+            update_fields=[f.name for f in obj._meta.concrete_fields if not f.primary_key and f.name not in ROLE_FIELDS]
+        )
 
         _record_edit(request, obj, lambda content: with_roles(content, {ROLE_FIELDS[f]: v for f, v in roles.items()}))
 
@@ -189,12 +234,21 @@ class ServerAdmin(AuditedAdmin):
         server = form.instance
         before = list(HostgroupMembership.objects.filter(server=server).select_related("server"))
         formset.save(commit=False)  # the instances only: the version writes the rows
-        after = [f.instance for f in formset.forms if f not in formset.deleted_forms and (f.instance.pk or f.has_changed())]
+        after = [
+            f.instance for f in formset.forms if f not in formset.deleted_forms and (f.instance.pk or f.has_changed())
+        ]
         with transaction.atomic():
             _record_servers(request, server.cluster, _server_edits(before, after))
-            record("change memberships", request=request, cluster=server.cluster, target=str(server),
-                   details={"before": [_row(m) | {"hostgroup_id": m.hostgroup_id} for m in before],
-                            "after": [_row(m) | {"hostgroup_id": m.hostgroup_id} for m in after]})
+            record(
+                "change memberships",
+                request=request,
+                cluster=server.cluster,
+                target=str(server),
+                details={
+                    "before": [_row(m) | {"hostgroup_id": m.hostgroup_id} for m in before],
+                    "after": [_row(m) | {"hostgroup_id": m.hostgroup_id} for m in after],
+                },
+            )
 
 
 @admin.register(HostgroupMembership)

@@ -9,6 +9,7 @@ class ClusterKind(models.TextChoices):
 
 class NativeManager(models.TextChoices):
     """Which of ProxySQL's own hostgroup managers (Monitor with an active row) places this cluster's servers."""
+
     NONE = "", "none: this product places the servers"
     GALERA = "galera", "ProxySQL's mysql_galera_hostgroups"
     REPLICATION = "replication", "ProxySQL's mysql_replication_hostgroups"

@@ -2,6 +2,7 @@
 go (credential_hosts, apps/clients/credential_hosts.py) and the TLS of every connection to its backends and ProxySQL
 admin ports (tls_ca, tls_verify; apps/clients/wire.py). Audited with what changed; a CA by its certificates' subjects
 and fingerprints (the audit log stays short and readable)."""
+
 from cryptography.hazmat.primitives import hashes
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -24,8 +25,9 @@ def describe_ca(pem):
         certificates = tls_ca_certificates(pem)
     except ValidationError:  # not through the form (a direct database edit): said, not a 500
         return "unreadable (not PEM certificates)"
-    return "; ".join(f"{c.subject.rfc4514_string()} (SHA-256 {c.fingerprint(hashes.SHA256()).hex(':')[:47]}…)"
-                     for c in certificates)
+    return "; ".join(
+        f"{c.subject.rfc4514_string()} (SHA-256 {c.fingerprint(hashes.SHA256()).hex(':')[:47]}…)" for c in certificates
+    )
 
 
 def _shown(values):
@@ -50,8 +52,13 @@ def save(cluster, values, *, actor):
         return []
     with transaction.atomic():
         Cluster.objects.filter(pk=cluster.pk).update(**{f: values[f] for f in changed}, updated_at=timezone.now())
-        record(ACTION, actor=actor, cluster=cluster, target=cluster.name,
-               details={"changed": changed, "before": _shown(before), "after": _shown({**before, **values})})
+        record(
+            ACTION,
+            actor=actor,
+            cluster=cluster,
+            target=cluster.name,
+            details={"changed": changed, "before": _shown(before), "after": _shown({**before, **values})},
+        )
     for f in changed:
         setattr(cluster, f, values[f])
     return changed

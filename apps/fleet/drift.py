@@ -4,6 +4,7 @@ writer_finding, NodeDrift), the runtime's own states (runtime_states: SHUNNED is
 nodes against each other (between_nodes), the runtime against the inventory on polled rows (compare: the overview,
 no connection), and MANAGED_VARIABLES (their intent: the configuration version).
 """
+
 from dataclasses import dataclass, field
 
 from apps.clients.proxysql import RUNTIME_ONLY_STATUSES, SERVER_FIELDS, configured
@@ -15,6 +16,7 @@ AUTOINC = "mysql-auto_increment_delay_multiplex"
 # intended values live in the cluster's configuration version like every other (adoption puts them there),
 # drift compares them, a repair writes them back (configuration.services.versioned_variables).
 MANAGED_VARIABLES = (AUTOINC,)
+
 
 @dataclass
 class FieldDrift:
@@ -60,6 +62,7 @@ class LayerDifference:
     "present" / "missing" (mysql_servers: key (hg, host, port)); a variable: key its name, field "value" (None:
     not in that layer). A layer not read is None. `differs`: the layers that differ from intent (when known);
     `row`: for a row difference, the row as intent (or else a layer) holds it."""
+
     table: str
     key: object
     field: str
@@ -74,6 +77,7 @@ class LayerDifference:
 @dataclass
 class LayerFinding:
     """What a layer's difference means, in an operator's words."""
+
     layer: str  # "disk": what a restart would load; "runtime": what runs unsaved; "memory": what a LOAD would apply
     table: str
     words: str
@@ -85,8 +89,11 @@ def writer_finding(node_name, on_disk, intended, writer_hostgroup):
     intended ones: where a restart would send writes. None when they are."""
     if on_disk == intended:
         return None
-    words = (f"a restart of {node_name} would send writes to {' and '.join(on_disk)}" if on_disk else
-             f"a restart of {node_name} would leave the writer hostgroup {writer_hostgroup} empty")
+    words = (
+        f"a restart of {node_name} would send writes to {' and '.join(on_disk)}"
+        if on_disk
+        else f"a restart of {node_name} would leave the writer hostgroup {writer_hostgroup} empty"
+    )
     if intended:
         words += f" instead of {' and '.join(intended)}"
     return LayerFinding("disk", "mysql_servers", words, writer=True)
@@ -104,8 +111,11 @@ def compare(intended, runtime_rows, hostgroups):
     """Per-row, per-field differences in configuration. `runtime_rows` are ServerRow-like dicts; only rows
     in `hostgroups` (the cluster's) are considered, so other clusters on the same ProxySQL are ignored.
     A runtime-only state (ProxySQL's own SHUNNED) is not drift: runtime_states() lists those."""
-    runtime = {(r["hostgroup_id"], r["hostname"], r["port"]): configured(r) for r in runtime_rows
-               if r["hostgroup_id"] in hostgroups}
+    runtime = {
+        (r["hostgroup_id"], r["hostname"], r["port"]): configured(r)
+        for r in runtime_rows
+        if r["hostgroup_id"] in hostgroups
+    }
     out = []
     for key in sorted(intended.keys() | runtime.keys()):
         want, have = intended.get(key), runtime.get(key)
@@ -124,24 +134,37 @@ def compare(intended, runtime_rows, hostgroups):
 def runtime_states(runtime_rows, hostgroups):
     """Rows whose runtime status is ProxySQL's own verdict (SHUNNED), not their configuration:
     [{"key": (hg, host, port), "status": ...}]. Shown beside drift, never as drift."""
-    return [{"key": (r["hostgroup_id"], r["hostname"], r["port"]), "status": r["status"]}
-            for r in runtime_rows if r["hostgroup_id"] in hostgroups and r["status"] in RUNTIME_ONLY_STATUSES]
+    return [
+        {"key": (r["hostgroup_id"], r["hostname"], r["port"]), "status": r["status"]}
+        for r in runtime_rows
+        if r["hostgroup_id"] in hostgroups and r["status"] in RUNTIME_ONLY_STATUSES
+    ]
 
 
 def between_nodes(node_rows, hostgroups):
     """Rows where the runtimes of the cluster's nodes disagree. node_rows: {node_name: [row dicts]}."""
     if len(node_rows) < 2:
         return []
-    per_node = {name: {(r["hostgroup_id"], r["hostname"], r["port"]): configured(r) for r in rows
-                       if r["hostgroup_id"] in hostgroups}
-                for name, rows in node_rows.items()}
+    per_node = {
+        name: {
+            (r["hostgroup_id"], r["hostname"], r["port"]): configured(r)
+            for r in rows
+            if r["hostgroup_id"] in hostgroups
+        }
+        for name, rows in node_rows.items()
+    }
     keys = set().union(*(rows.keys() for rows in per_node.values()))
     out = []
     for key in sorted(keys):
         present = {name: (key in rows) for name, rows in per_node.items()}
         if not all(present.values()):
-            out.append({"key": key, "field": "row",
-                        "values": {name: ("present" if p else "missing") for name, p in present.items()}})
+            out.append(
+                {
+                    "key": key,
+                    "field": "row",
+                    "values": {name: ("present" if p else "missing") for name, p in present.items()},
+                }
+            )
             continue
         for f in SERVER_FIELDS:
             values = {name: rows[key][f] for name, rows in per_node.items()}

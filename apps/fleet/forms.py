@@ -28,8 +28,14 @@ def parse_backend_hosts(text):
     if len(out) > BACKEND_HOSTS_MAX:
         raise forms.ValidationError(f"At most {BACKEND_HOSTS_MAX} backends.")
     return out
-ROLE_FIELDS = {"writer": "writer_hostgroup", "reader": "reader_hostgroup", "backup_writer": "backup_writer_hostgroup",
-               "offline": "offline_hostgroup"}
+
+
+ROLE_FIELDS = {
+    "writer": "writer_hostgroup",
+    "reader": "reader_hostgroup",
+    "backup_writer": "backup_writer_hostgroup",
+    "offline": "offline_hostgroup",
+}
 
 
 def parse_hostgroups(text):
@@ -54,8 +60,12 @@ class RolesForm(forms.Form):
     backup_writer_hostgroup = forms.IntegerField(label="Backup writer hostgroup", **_hostgroup)
     offline_hostgroup = forms.IntegerField(label="Offline hostgroup", **_hostgroup)
     writer_is_also_reader = forms.TypedChoiceField(
-        label="Writer is also reader", choices=[("", "(detect from the layout)")] + WriterIsAlsoReader.choices,
-        coerce=int, empty_value=None, required=False)
+        label="Writer is also reader",
+        choices=[("", "(detect from the layout)")] + WriterIsAlsoReader.choices,
+        coerce=int,
+        empty_value=None,
+        required=False,
+    )
 
     def clean(self):
         data = super().clean()
@@ -76,28 +86,43 @@ class AdoptForm(RolesForm):
     admin_port = forms.IntegerField(label="Admin port", initial=6032, min_value=1, max_value=65535)
     admin_user = forms.CharField(label="Admin user", max_length=80, validators=[validate_no_nul])
     # Never rendered back: the browser must send it again after a failed submit.
-    admin_password = forms.CharField(label="Admin password", max_length=200, required=False,
-                                     widget=forms.PasswordInput(render_value=False), validators=[validate_no_nul])
+    admin_password = forms.CharField(
+        label="Admin password",
+        max_length=200,
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        validators=[validate_no_nul],
+    )
     node_name = forms.CharField(label="Name of this ProxySQL node", max_length=200, validators=[validate_no_nul])
-    cluster = forms.ModelChoiceField(label="Existing cluster", queryset=Cluster.objects.all(), required=False,
-                                     empty_label="(a new cluster)")
-    new_cluster_name = forms.CharField(label="New cluster name", max_length=200, required=False,
-                                       validators=[validate_name])
+    cluster = forms.ModelChoiceField(
+        label="Existing cluster", queryset=Cluster.objects.all(), required=False, empty_label="(a new cluster)"
+    )
+    new_cluster_name = forms.CharField(
+        label="New cluster name", max_length=200, required=False, validators=[validate_name]
+    )
     hostgroups = forms.CharField(
-        label="Hostgroups of this cluster", max_length=2000, required=False,
+        label="Hostgroups of this cluster",
+        max_length=2000,
+        required=False,
         help_text="For a ProxySQL that fronts several clusters: the hostgroup ids (comma-separated) that are this "
-                  "cluster's. Empty: the preview proposes them (hostgroups linked by shared servers, native hostgroup "
-                  "rows, one Galera cluster or replication tree, one user's routing).")
+        "cluster's. Empty: the preview proposes them (hostgroups linked by shared servers, native hostgroup "
+        "rows, one Galera cluster or replication tree, one user's routing).",
+    )
     backend_hosts = forms.CharField(
-        label="Backends to confirm (a new cluster)", max_length=60000, required=False,
+        label="Backends to confirm (a new cluster)",
+        max_length=60000,
+        required=False,
         widget=forms.Textarea(attrs={"rows": 2, "cols": 60, "placeholder": "db1.example.net:3306, 10.0.0.5:3306"}),
         help_text="HOST:PORT of the node's backends that may receive its monitor credentials: the preview reads only "
-                  "these (and loopback), and after the adoption the others are not polled until an admin adds them to "
-                  "the cluster's credential hosts. An existing cluster's credential hosts decide for it.")
+        "these (and loopback), and after the adoption the others are not polled until an admin adds them to "
+        "the cluster's credential hosts. An existing cluster's credential hosts decide for it.",
+    )
     overwrite = forms.BooleanField(
-        label="Overwrite intended values that differ", required=False,
+        label="Overwrite intended values that differ",
+        required=False,
         help_text="For an existing cluster: take this node's values where they differ from the inventory. "
-                  "Unchecked, the inventory is kept and the differences show as drift.")
+        "Unchecked, the inventory is kept and the differences show as drift.",
+    )
 
     def clean(self):
         data = super().clean()
@@ -106,8 +131,11 @@ class AdoptForm(RolesForm):
         if data.get("cluster") and data.get("new_cluster_name"):
             self.add_error("new_cluster_name", "Either an existing cluster or a new name, not both.")
         if data.get("cluster") and data.get("backend_hosts"):
-            self.add_error("backend_hosts", f"{data['cluster']}'s credential hosts decide where its credentials go "
-                                            "(its page, Connections): confirm backends only for a new cluster.")
+            self.add_error(
+                "backend_hosts",
+                f"{data['cluster']}'s credential hosts decide where its credentials go "
+                "(its page, Connections): confirm backends only for a new cluster.",
+            )
         return data
 
     def clean_backend_hosts(self):
@@ -140,10 +168,15 @@ class ConnectionsForm(forms.ModelForm):
     class Meta:
         model = Cluster
         fields = ["credential_hosts", "tls_ca", "tls_verify"]
-        widgets = {"credential_hosts": forms.Textarea(attrs={"rows": 3, "cols": 60}),
-                   "tls_ca": forms.Textarea(attrs={"rows": 6, "cols": 66, "placeholder": "-----BEGIN CERTIFICATE-----"})}
-        labels = {"credential_hosts": "Credential hosts", "tls_ca": "TLS CA (PEM)",
-                  "tls_verify": "Verify each server's certificate and host name against the CA"}
+        widgets = {
+            "credential_hosts": forms.Textarea(attrs={"rows": 3, "cols": 60}),
+            "tls_ca": forms.Textarea(attrs={"rows": 6, "cols": 66, "placeholder": "-----BEGIN CERTIFICATE-----"}),
+        }
+        labels = {
+            "credential_hosts": "Credential hosts",
+            "tls_ca": "TLS CA (PEM)",
+            "tls_verify": "Verify each server's certificate and host name against the CA",
+        }
 
     def clean_tls_ca(self):
         return self.cleaned_data["tls_ca"].strip().replace("\r\n", "\n")

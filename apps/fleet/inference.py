@@ -20,6 +20,7 @@ something links them (a shared server, one Galera cluster, one replication topol
 a user's queries away from its default hostgroup). The reasoning keeps, per decision, the evidence for
 the value and the strong evidence against it; the preview shows both, and a conflict is also a warning.
 """
+
 import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -32,11 +33,17 @@ DECIDES = {"operator": 1000, "native": 100}
 STRONG = 2  # evidence at least this heavy counts as conflicting when it points elsewhere
 
 ROLES = ("writer", "reader", "backup_writer", "offline")
-LABELS = {"kind": "Cluster kind", "writer": "Writer hostgroup", "reader": "Reader hostgroup",
-          "backup_writer": "Backup writer hostgroup", "offline": "Offline hostgroup",
-          "writer_is_also_reader": "Writer is also reader"}
-_LOCKING_OR_WRITE = re.compile(r"FOR\s+UPDATE|LOCK\s+IN\s+SHARE|FOR\s+SHARE|^\^?\s*\(?\s*(INSERT|UPDATE|DELETE|REPLACE)\b",
-                               re.IGNORECASE)
+LABELS = {
+    "kind": "Cluster kind",
+    "writer": "Writer hostgroup",
+    "reader": "Reader hostgroup",
+    "backup_writer": "Backup writer hostgroup",
+    "offline": "Offline hostgroup",
+    "writer_is_also_reader": "Writer is also reader",
+}
+_LOCKING_OR_WRITE = re.compile(
+    r"FOR\s+UPDATE|LOCK\s+IN\s+SHARE|FOR\s+SHARE|^\^?\s*\(?\s*(INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE
+)
 _SELECT = re.compile(r"^\^?\s*\(?\s*SELECT\b", re.IGNORECASE)
 
 
@@ -112,26 +119,43 @@ def infer_roles(snapshot, given=None):
         reason = Reason(decision, LABELS[decision], value, operator=decision in given, defaulted=not candidates)
         votes.sort(key=lambda v: -abs(v.weight))  # what weighs most first
         reason.evidence = [v.text for v in votes if v.value == value and v.weight > 0] or [default_text]
-        reason.conflicts = [v.text for v in votes if (v.value == value and v.weight < 0)
-                            or (v.value != value and v.weight >= STRONG)]
+        reason.conflicts = [
+            v.text for v in votes if (v.value == value and v.weight < 0) or (v.value != value and v.weight >= STRONG)
+        ]
         reasons.append(reason)
         decided[decision] = value
         return value
 
     native = layout.native()
     layout.choose_cluster(given.get("writer", native.get("writer", given.get("reader"))))
-    decide("kind", layout.kind_votes(native), default=ClusterKind.GALERA,
-           default_text="nothing on the node or its backends tells: Galera / PXC assumed")
+    decide(
+        "kind",
+        layout.kind_votes(native),
+        default=ClusterKind.GALERA,
+        default_text="nothing on the node or its backends tells: Galera / PXC assumed",
+    )
     writer = decide("writer", layout.writer_votes(native), default_text="no hostgroup found")
     reader = decide("reader", layout.reader_votes(native, writer), exclude={writer}, default_text="no other hostgroup")
-    backup = decide("backup_writer", layout.rest_votes(native, "backup_writer", {writer, reader}),
-                    exclude={writer, reader}, positive_only=True,
-                    default_text="no other hostgroup of this cluster on the node")
-    decide("offline", layout.rest_votes(native, "offline", {writer, reader, backup}),
-           exclude={writer, reader, backup}, positive_only=True,
-           default_text="no other hostgroup of this cluster on the node")
-    decide("writer_is_also_reader", layout.policy_votes(native, writer, reader, backup),
-           default=WriterIsAlsoReader.YES, default_text="no reader hostgroup to tell: the default")
+    backup = decide(
+        "backup_writer",
+        layout.rest_votes(native, "backup_writer", {writer, reader}),
+        exclude={writer, reader},
+        positive_only=True,
+        default_text="no other hostgroup of this cluster on the node",
+    )
+    decide(
+        "offline",
+        layout.rest_votes(native, "offline", {writer, reader, backup}),
+        exclude={writer, reader, backup},
+        positive_only=True,
+        default_text="no other hostgroup of this cluster on the node",
+    )
+    decide(
+        "writer_is_also_reader",
+        layout.policy_votes(native, writer, reader, backup),
+        default=WriterIsAlsoReader.YES,
+        default_text="no reader hostgroup to tell: the default",
+    )
     return {**decided, "reasons": reasons}
 
 
@@ -141,12 +165,17 @@ def conflicts_as_warnings(reasons):
     out = []
     for r in reasons:
         if r.decision == "kind" and r.defaulted:
-            out.append(f"Nothing on this node or its backends tells the cluster kind: {r.shown} is assumed. "
-                       "Choose the kind if it is not.")
+            out.append(
+                f"Nothing on this node or its backends tells the cluster kind: {r.shown} is assumed. "
+                "Choose the kind if it is not."
+            )
         if r.conflicts:
             who = "You entered" if r.operator else "Inferred"
-            out.append(f"The evidence conflicts on the {r.label.lower()}: {who} {r.shown}, but "
-                       + "; ".join(r.conflicts) + ". Check it, and correct it if needed.")
+            out.append(
+                f"The evidence conflicts on the {r.label.lower()}: {who} {r.shown}, but "
+                + "; ".join(r.conflicts)
+                + ". Check it, and correct it if needed."
+            )
     return out
 
 
@@ -171,8 +200,13 @@ class _Layout:
         self.snapshot = snapshot
         self.facts = {endpoint(b["hostname"], b["port"]): b for b in snapshot.backends}
         self.users = [u for u in snapshot.users if int(u.get("active", 1))]
-        self.rules = [r for r in snapshot.query_rules if int(r.get("active", 0)) and r.get("destination_hostgroup")
-                      is not None and not int(r.get("negate_match_pattern") or 0)]
+        self.rules = [
+            r
+            for r in snapshot.query_rules
+            if int(r.get("active", 0))
+            and r.get("destination_hostgroup") is not None
+            and not int(r.get("negate_match_pattern") or 0)
+        ]
         self.cluster = set(self.members)
 
     # -- which hostgroups form this cluster ---------------------------------------------------------------
@@ -214,8 +248,11 @@ class _Layout:
             for hg in rest:
                 link(first, hg)
         for rule in self.rules:
-            defaults = {u["default_hostgroup"] for u in self.users if not rule.get("username")
-                        or u["username"] == rule["username"]}
+            defaults = {
+                u["default_hostgroup"]
+                for u in self.users
+                if not rule.get("username") or u["username"] == rule["username"]
+            }
             if len(defaults) == 1:
                 link(defaults.pop(), rule["destination_hostgroup"])
         components = defaultdict(set)
@@ -226,8 +263,9 @@ class _Layout:
         if anchor in parent:
             self.cluster = components[find(anchor)]
         else:
-            self.cluster = max(components.values(), key=lambda c: (len(set().union(*(self.members[hg] for hg in c))),
-                                                                   -min(c)))
+            self.cluster = max(
+                components.values(), key=lambda c: (len(set().union(*(self.members[hg] for hg in c))), -min(c))
+            )
         if len(self.cluster) == 1:
             # Nothing linked it to another hostgroup, and one hostgroup cannot be writer and reader: nothing
             # tells the hostgroups apart, so they are taken as one cluster.
@@ -237,16 +275,23 @@ class _Layout:
     def native(self):
         """ProxySQL's own hostgroup manager on this node (the first one found), as role -> hostgroup."""
         s = self.snapshot
-        for kind, rows, table in ((ClusterKind.GALERA, s.galera_hostgroups, "mysql_galera_hostgroups"),
-                                  (ClusterKind.GROUP_REPLICATION, s.group_replication_hostgroups,
-                                   "mysql_group_replication_hostgroups"),
-                                  (ClusterKind.ASYNC, s.replication_hostgroups, "mysql_replication_hostgroups")):
+        for kind, rows, table in (
+            (ClusterKind.GALERA, s.galera_hostgroups, "mysql_galera_hostgroups"),
+            (ClusterKind.GROUP_REPLICATION, s.group_replication_hostgroups, "mysql_group_replication_hostgroups"),
+            (ClusterKind.ASYNC, s.replication_hostgroups, "mysql_replication_hostgroups"),
+        ):
             if rows:
                 g = rows[0]
                 state = "active" if g.get("active", 1) else "inactive"
-                return {"kind": kind, "table": f"{table} ({state})", "writer": g["writer_hostgroup"],
-                        "reader": g["reader_hostgroup"], "backup_writer": g.get("backup_writer_hostgroup"),
-                        "offline": g.get("offline_hostgroup"), "writer_is_also_reader": g.get("writer_is_also_reader")}
+                return {
+                    "kind": kind,
+                    "table": f"{table} ({state})",
+                    "writer": g["writer_hostgroup"],
+                    "reader": g["reader_hostgroup"],
+                    "backup_writer": g.get("backup_writer_hostgroup"),
+                    "offline": g.get("offline_hostgroup"),
+                    "writer_is_also_reader": g.get("writer_is_also_reader"),
+                }
         return {}
 
     def _cluster_facts(self):
@@ -266,8 +311,16 @@ class _Layout:
             if f.get("replica_of"):
                 replicas.append(f"{ep} replicates from {f['replica_of']}")
         if galera:
-            votes.append(Evidence(ClusterKind.GALERA, 3, "Galera nodes: " + "; ".join(
-                f"{', '.join(eps)} (wsrep_on, cluster size {size})" for size, eps in sorted(galera.items()))))
+            votes.append(
+                Evidence(
+                    ClusterKind.GALERA,
+                    3,
+                    "Galera nodes: "
+                    + "; ".join(
+                        f"{', '.join(eps)} (wsrep_on, cluster size {size})" for size, eps in sorted(galera.items())
+                    ),
+                )
+            )
         if replicas:
             votes.append(Evidence(ClusterKind.ASYNC, 3, "async replicas: " + "; ".join(replicas)))
         return votes
@@ -285,7 +338,8 @@ class _Layout:
     @staticmethod
     def _why_read_only(ep, f):
         parts = (["read_only ON"] if f.get("read_only") else []) + (
-            [f"a replica of {f['replica_of']}"] if f.get("replica_of") else [])
+            [f"a replica of {f['replica_of']}"] if f.get("replica_of") else []
+        )
         return f"{ep} is {' and '.join(parts)}"
 
     def _default_hostgroups(self):
@@ -306,30 +360,47 @@ class _Layout:
             votes.append(Evidence(native["writer"], DECIDES["native"], f"{native['table']} names it"))
         for hg, names in sorted(self._default_hostgroups().items()):
             if hg in self.cluster:
-                votes.append(Evidence(hg, 3, f"mysql_users: the default hostgroup of {', '.join(sorted(names))} "
-                                             "(where their writes go)"))
+                votes.append(
+                    Evidence(
+                        hg,
+                        3,
+                        f"mysql_users: the default hostgroup of {', '.join(sorted(names))} (where their writes go)",
+                    )
+                )
         for r, text in self._rules(_locking_or_write):
             if r["destination_hostgroup"] in self.cluster:
                 votes.append(Evidence(r["destination_hostgroup"], 2, f"query rule {r['rule_id']} sends {text!r} there"))
         for r, text in self._rules(_plain_read):
             if r["destination_hostgroup"] in self.cluster:
-                votes.append(Evidence(r["destination_hostgroup"], -2,
-                                      f"query rule {r['rule_id']} sends plain reads ({text!r}) to hostgroup "
-                                      f"{r['destination_hostgroup']}"))
+                votes.append(
+                    Evidence(
+                        r["destination_hostgroup"],
+                        -2,
+                        f"query rule {r['rule_id']} sends plain reads ({text!r}) to hostgroup "
+                        f"{r['destination_hostgroup']}",
+                    )
+                )
         read_only, writable = self._read_only()
         all_writable = [hg for hg in self.cluster if self.members[hg] and self.members[hg] <= writable]
         for hg in sorted(self.cluster):
             members = self.members[hg]
             blocked = sorted(members & set(read_only))
             if blocked:
-                votes.append(Evidence(hg, -3, "; ".join(self._why_read_only(ep, read_only[ep]) for ep in blocked)
-                                      + f" (in hostgroup {hg}): cannot take writes"))
+                votes.append(
+                    Evidence(
+                        hg,
+                        -3,
+                        "; ".join(self._why_read_only(ep, read_only[ep]) for ep in blocked)
+                        + f" (in hostgroup {hg}): cannot take writes",
+                    )
+                )
             if hg in all_writable:
                 votes.append(Evidence(hg, 3, f"{', '.join(sorted(members))}: writable and replicating from no one"))
             elif not all_writable and len(writable) == 1 and writable <= members:
                 # No hostgroup holds only writable backends: say where the one writable backend is.
-                votes.append(Evidence(hg, 2, f"holds {min(writable)}, the only writable backend replicating "
-                                             "from no one"))
+                votes.append(
+                    Evidence(hg, 2, f"holds {min(writable)}, the only writable backend replicating from no one")
+                )
         votes += self._layout_votes(min, "holds the fewest servers")
         return votes
 
@@ -339,12 +410,20 @@ class _Layout:
             votes.append(Evidence(native["reader"], DECIDES["native"], f"{native['table']} names it"))
         for r, text in self._rules(_plain_read):
             if r["destination_hostgroup"] in self.cluster:
-                votes.append(Evidence(r["destination_hostgroup"], 3, f"query rule {r['rule_id']} sends plain reads "
-                                                                     f"({text!r}) there"))
+                votes.append(
+                    Evidence(
+                        r["destination_hostgroup"], 3, f"query rule {r['rule_id']} sends plain reads ({text!r}) there"
+                    )
+                )
         for hg, names in sorted(self._default_hostgroups().items()):
             if hg in self.cluster and hg != writer:
-                votes.append(Evidence(hg, -2, f"mysql_users: {', '.join(sorted(names))} send their writes to "
-                                              f"hostgroup {hg} by default"))
+                votes.append(
+                    Evidence(
+                        hg,
+                        -2,
+                        f"mysql_users: {', '.join(sorted(names))} send their writes to hostgroup {hg} by default",
+                    )
+                )
         read_only, _ = self._read_only()
         for hg in sorted(self.cluster - {writer}):
             blocked = sorted(self.members[hg] & set(read_only))
@@ -360,25 +439,33 @@ class _Layout:
         rest = sorted(self.cluster - taken, key=lambda hg: (len(self.members[hg]), hg))
         for hg in rest:
             if self.offline_only.get(hg):
-                votes.append(Evidence(hg, 2 if role == "offline" else -2,
-                                      f"every row in hostgroup {hg} is OFFLINE"))
+                votes.append(Evidence(hg, 2 if role == "offline" else -2, f"every row in hostgroup {hg} is OFFLINE"))
         if rest:
-            votes.append(Evidence(rest[0], 1, f"the {'first' if role == 'backup_writer' else 'next'} other hostgroup "
-                                              f"of this cluster ({len(self.members[rest[0]])} server(s))"))
+            votes.append(
+                Evidence(
+                    rest[0],
+                    1,
+                    f"the {'first' if role == 'backup_writer' else 'next'} other hostgroup "
+                    f"of this cluster ({len(self.members[rest[0]])} server(s))",
+                )
+            )
         return votes
 
     def _layout_votes(self, pick, text, exclude=()):
         hostgroups = [hg for hg in self.cluster if hg not in exclude and self.members[hg]]
         if len(hostgroups) < 2:
-            return [Evidence(hg, 1, f"the only {'other ' if exclude else ''}hostgroup of this cluster")
-                    for hg in hostgroups]
+            return [
+                Evidence(hg, 1, f"the only {'other ' if exclude else ''}hostgroup of this cluster") for hg in hostgroups
+            ]
         best = pick(len(self.members[hg]) for hg in hostgroups)
         return [Evidence(hg, 1, f"{text} ({best})") for hg in sorted(hostgroups) if len(self.members[hg]) == best]
 
     def policy_votes(self, native, writer, reader, backup):
         votes = []
         if native and native.get("writer_is_also_reader") is not None:
-            votes.append(Evidence(int(native["writer_is_also_reader"]), DECIDES["native"], f"{native['table']} says so"))
+            votes.append(
+                Evidence(int(native["writer_is_also_reader"]), DECIDES["native"], f"{native['table']} says so")
+            )
         if reader is None or writer is None:
             return votes
         writers = sorted(self.members.get(writer, ()))
@@ -387,15 +474,28 @@ class _Layout:
             return votes
         also = sorted(set(writers) & reading)
         if also:
-            votes.append(Evidence(WriterIsAlsoReader.YES, 3,
-                                  f"the writer ({', '.join(also)}) is ONLINE in reader hostgroup {reader}"))
+            votes.append(
+                Evidence(
+                    WriterIsAlsoReader.YES, 3, f"the writer ({', '.join(also)}) is ONLINE in reader hostgroup {reader}"
+                )
+            )
             return votes
         backups = sorted(self.members.get(backup, set()) & reading) if backup is not None else []
         if backups:
-            votes.append(Evidence(WriterIsAlsoReader.ONLY_BACKUP, 3,
-                                  f"backup writers ({', '.join(backups)}) read in hostgroup {reader}; the writer "
-                                  f"({', '.join(writers)}) does not"))
+            votes.append(
+                Evidence(
+                    WriterIsAlsoReader.ONLY_BACKUP,
+                    3,
+                    f"backup writers ({', '.join(backups)}) read in hostgroup {reader}; the writer "
+                    f"({', '.join(writers)}) does not",
+                )
+            )
         else:
-            votes.append(Evidence(WriterIsAlsoReader.NO, 3,
-                                  f"the writer ({', '.join(writers)}) is not ONLINE in reader hostgroup {reader}"))
+            votes.append(
+                Evidence(
+                    WriterIsAlsoReader.NO,
+                    3,
+                    f"the writer ({', '.join(writers)}) is not ONLINE in reader hostgroup {reader}",
+                )
+            )
         return votes

@@ -1,5 +1,6 @@
 """A cluster's role rows and how a writer change moves them: the switchover's and failover's plans, the executor's
 inventory step and a configuration revert (which keeps the writer operations moved) all swap them this one way."""
+
 from .choices import WriterIsAlsoReader
 
 

@@ -1,5 +1,6 @@
 """The inventory: what we intend the fleet to be. Runtime truth lives on the ProxySQL nodes; drift.py
 compares the two."""
+
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -8,8 +9,7 @@ from django.urls import reverse
 from .choices import ClusterKind, ClusterSyncMode, HostgroupRole, NativeManager, ServerStatus, WriterIsAlsoReader
 from .native import managed_hostgroups
 from .secrets import EncryptedTextField
-from .validators import (validate_credential_hosts, validate_hostname, validate_name, validate_no_nul,
-                         validate_tls_ca)
+from .validators import validate_credential_hosts, validate_hostname, validate_name, validate_no_nul, validate_tls_ca
 
 HOSTGROUP_MAX = 2_147_483_647
 hostgroup_validators = [MinValueValidator(0), MaxValueValidator(HOSTGROUP_MAX)]
@@ -34,82 +34,118 @@ class Cluster(models.Model):
     replication_password = EncryptedTextField(blank=True)
     # The digest page's EXPLAIN: a user of its own with SELECT only (checked before each EXPLAIN), never the
     # application's nor the monitor user (which ProxySQL and the operations use, with write privileges).
-    explain_user = models.CharField(max_length=80, blank=True, validators=[validate_no_nul],
-                                    help_text="a dedicated read-only backend user for EXPLAIN (SELECT only); empty: no EXPLAIN")
+    explain_user = models.CharField(
+        max_length=80,
+        blank=True,
+        validators=[validate_no_nul],
+        help_text="a dedicated read-only backend user for EXPLAIN (SELECT only); empty: no EXPLAIN",
+    )
     explain_password = EncryptedTextField(blank=True)
 
     # Policy the rules and operations read (see DOMAIN.md).
     max_replication_lag = models.PositiveIntegerField(
-        default=100, help_text="Galera: highest wsrep_local_recv_queue for a desynced node to stay a reader; "
-                               "async: highest replica lag in seconds.")
+        default=100,
+        help_text="Galera: highest wsrep_local_recv_queue for a desynced node to stay a reader; "
+        "async: highest replica lag in seconds.",
+    )
     min_available_readers = models.PositiveIntegerField(default=1)
-    writer_is_also_reader = models.PositiveSmallIntegerField(choices=WriterIsAlsoReader.choices,
-                                                             default=WriterIsAlsoReader.YES)
+    writer_is_also_reader = models.PositiveSmallIntegerField(
+        choices=WriterIsAlsoReader.choices, default=WriterIsAlsoReader.YES
+    )
     drain_timeout_ms = models.PositiveIntegerField(default=5000, validators=[MinValueValidator(50)])
-    poll_interval_s = models.FloatField(default=2.0, validators=[MinValueValidator(1.0), MaxValueValidator(3600)],
-                                        help_text="seconds between polls of each ProxySQL node")
+    poll_interval_s = models.FloatField(
+        default=2.0,
+        validators=[MinValueValidator(1.0), MaxValueValidator(3600)],
+        help_text="seconds between polls of each ProxySQL node",
+    )
     # Backends are polled more often: automatic failover and the read-pool rules react to these polls.
     backend_poll_interval_s = models.FloatField(
-        default=1.0, validators=[MinValueValidator(1.0), MaxValueValidator(3600)],
-        help_text="seconds between polls of each backend (beat ticks every second: 1 is the shortest)")
+        default=1.0,
+        validators=[MinValueValidator(1.0), MaxValueValidator(3600)],
+        help_text="seconds between polls of each backend (beat ticks every second: 1 is the shortest)",
+    )
     read_pool_rules_enabled = models.BooleanField(default=False)
     rules_dry_run = models.BooleanField(default=True, help_text="show what the read-pool rules would do, do nothing")
     reader_return_mark = models.PositiveIntegerField(
-        null=True, blank=True, help_text="a desynced reader taken out comes back only once its recv queue stays at or "
-                                         "under this (default: half of max_replication_lag)...")
+        null=True,
+        blank=True,
+        help_text="a desynced reader taken out comes back only once its recv queue stays at or "
+        "under this (default: half of max_replication_lag)...",
+    )
     reader_return_after_s = models.PositiveIntegerField(default=10, help_text="...for this many seconds")
     offline_hard_grace_s = models.PositiveIntegerField(
-        default=30, help_text="a broken node goes OFFLINE_SOFT at once, OFFLINE_HARD after this grace period")
+        default=30, help_text="a broken node goes OFFLINE_SOFT at once, OFFLINE_HARD after this grace period"
+    )
     auto_failover_enabled = models.BooleanField(default=False)
     failover_after_polls = models.PositiveSmallIntegerField(
-        default=1, validators=[MinValueValidator(1)],
+        default=1,
+        validators=[MinValueValidator(1)],
         help_text="consecutive backend polls with the writer unreachable or non-Primary before failing over, the "
-                  "last one confirmed at once by a direct re-probe of the writer; a writer that only stops "
-                  "answering (timeouts) needs one poll more")
+        "last one confirmed at once by a direct re-probe of the writer; a writer that only stops "
+        "answering (timeouts) needs one poll more",
+    )
     failback_enabled = models.BooleanField(default=False)
-    failback_after_s = models.PositiveIntegerField(default=300, help_text="the preferred writer must stay Synced this long")
+    failback_after_s = models.PositiveIntegerField(
+        default=300, help_text="the preferred writer must stay Synced this long"
+    )
     preferred_writer = models.ForeignKey("Server", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     plan_validity_s = models.PositiveIntegerField(
-        default=10, validators=[MinValueValidator(1)],
-        help_text="a confirmed plan that has not started within this many seconds expires (its guards are stale)")
+        default=10,
+        validators=[MinValueValidator(1)],
+        help_text="a confirmed plan that has not started within this many seconds expires (its guards are stale)",
+    )
     two_person_rule = models.BooleanField(
-        default=False, help_text="an operation must be confirmed by someone other than the person who planned it")
+        default=False, help_text="an operation must be confirmed by someone other than the person who planned it"
+    )
 
     config_confirm_role = models.CharField(
-        max_length=10, choices=[("operator", "operators"), ("admin", "admins only")], default="operator",
-        help_text="who may confirm a configuration change set on this cluster")
+        max_length=10,
+        choices=[("operator", "operators"), ("admin", "admins only")],
+        default="operator",
+        help_text="who may confirm a configuration change set on this cluster",
+    )
     # ProxySQL Cluster (native sync) on the nodes: see operations/sync_hold.py. The hold is the default: measured,
     # it costs two 2-3 ms steps; propagating costs a 2-3 s wait (docs/benchmarks.md, "The default, and why").
     cluster_sync_mode = models.CharField(
-        max_length=10, choices=ClusterSyncMode.choices, default=ClusterSyncMode.HOLD,
+        max_length=10,
+        choices=ClusterSyncMode.choices,
+        default=ClusterSyncMode.HOLD,
         help_text="nodes that sync a module a plan loads: hold the sync and write every node (a switchover, a "
-                  "failover, the read-pool rules and a repair always do), or write one node and wait for its peers "
-                  "to pull (change sets of one module, maintenance drains and restores)")
+        "failover, the read-pool rules and a repair always do), or write one node and wait for its peers "
+        "to pull (change sets of one module, maintenance drains and restores)",
+    )
 
     # Where stored credentials may go (credential_hosts.py): admins only (cluster page, API, Django admin; audited).
     credential_hosts = models.TextField(
-        blank=True, validators=[validate_no_nul, validate_credential_hosts],
+        blank=True,
+        validators=[validate_no_nul, validate_credential_hosts],
         help_text="hosts that may receive this cluster's stored credentials (monitor, admin): addresses, networks "
-                  "(10.0.0.0/8) and name patterns (db-*.example.net), separated by spaces, commas or lines. Empty: "
-                  "the cluster's current backends and nodes and loopback only. Change sets adding a server "
-                  "elsewhere are refused and the pollers do not log in there.")
+        "(10.0.0.0/8) and name patterns (db-*.example.net), separated by spaces, commas or lines. Empty: "
+        "the cluster's current backends and nodes and loopback only. Change sets adding a server "
+        "elsewhere are refused and the pollers do not log in there.",
+    )
 
     # TLS for every connection to this cluster's backends and ProxySQL admin ports (apps/clients/wire.py): admins only.
     tls_ca = models.TextField(
-        blank=True, validators=[validate_tls_ca],
+        blank=True,
+        validators=[validate_tls_ca],
         help_text="the CA (PEM) that signed the backends' and ProxySQL admin ports' certificates: every connection is "
-                  "then TLS, or none is made. Empty: no TLS.")
+        "then TLS, or none is made. Empty: no TLS.",
+    )
     tls_verify = models.BooleanField(
-        default=True, help_text="with a CA: check each server's certificate and host name against it (off: TLS with "
-                                "any certificate, encrypted but not proved; the password-revealing plugins stay "
-                                "refused)")
+        default=True,
+        help_text="with a CA: check each server's certificate and host name against it (off: TLS with "
+        "any certificate, encrypted but not proved; the password-revealing plugins stay "
+        "refused)",
+    )
 
     # What ProxySQL's own galera/replication/group-replication hostgroups say, as last read at adopt.
     native_hostgroups = models.JSONField(default=list, blank=True)
     # Natively managed: ProxySQL's Monitor moves the servers of these hostgroups at runtime (set at adoption from
     # the active manager row on the cluster's hostgroups). Drift folds its placement back (fleet/native.py).
-    native_manager = models.CharField(max_length=20, choices=NativeManager.choices, default=NativeManager.NONE,
-                                      blank=True)
+    native_manager = models.CharField(
+        max_length=20, choices=NativeManager.choices, default=NativeManager.NONE, blank=True
+    )
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -124,8 +160,12 @@ class Cluster(models.Model):
         return reverse("pages:cluster", args=[self.pk])
 
     def clean(self):
-        ids = [("writer", self.writer_hostgroup), ("reader", self.reader_hostgroup),
-               ("backup writer", self.backup_writer_hostgroup), ("offline", self.offline_hostgroup)]
+        ids = [
+            ("writer", self.writer_hostgroup),
+            ("reader", self.reader_hostgroup),
+            ("backup writer", self.backup_writer_hostgroup),
+            ("offline", self.offline_hostgroup),
+        ]
         seen = {}
         for role, hg in ids:
             if hg is None:
@@ -165,9 +205,16 @@ class Cluster(models.Model):
     def active_native_hostgroups(self):
         """Native ProxySQL hostgroup managers that are active on these hostgroups (we must not fight them)."""
         mine = set(self.hostgroup_roles())
-        return [n for n in self.native_hostgroups
-                if n.get("active") and mine & {n.get(k) for k in ("writer_hostgroup", "reader_hostgroup",
-                                                                  "backup_writer_hostgroup", "offline_hostgroup")}]
+        return [
+            n
+            for n in self.native_hostgroups
+            if n.get("active")
+            and mine
+            & {
+                n.get(k)
+                for k in ("writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup", "offline_hostgroup")
+            }
+        ]
 
 
 class ClusterTag(models.Model):
@@ -206,7 +253,9 @@ class ProxySQLNode(models.Model):
     class Meta:
         ordering = ["cluster__name", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["cluster", "admin_host", "admin_port"], name="unique_admin_endpoint_per_cluster"),
+            models.UniqueConstraint(
+                fields=["cluster", "admin_host", "admin_port"], name="unique_admin_endpoint_per_cluster"
+            ),
             models.UniqueConstraint(fields=["cluster", "name"], name="unique_node_name_per_cluster"),
         ]
         # The poll shards find a ProxySQL's rows by endpoint on every tick (monitoring.pollers).
@@ -225,8 +274,11 @@ class ProxySQLNode(models.Model):
 
     def shares_with(self):
         """The rows of the same ProxySQL in other clusters (empty: this ProxySQL serves one cluster)."""
-        return (ProxySQLNode.objects.filter(admin_host__iexact=self.admin_host, admin_port=self.admin_port)
-                .exclude(pk=self.pk).select_related("cluster"))
+        return (
+            ProxySQLNode.objects.filter(admin_host__iexact=self.admin_host, admin_port=self.admin_port)
+            .exclude(pk=self.pk)
+            .select_related("cluster")
+        )
 
     def clusters_served(self):
         """Every cluster this ProxySQL serves, this row's first."""
@@ -244,9 +296,12 @@ def clusters_served_by(nodes):
     endpoints = {endpoint_key(n["admin_host"], n["admin_port"]) for n in nodes}
     by_endpoint = {}
     for pk, host, port, cluster_id, name in (
-            ProxySQLNode.objects.filter(admin_host__in={n["admin_host"] for n in nodes},
-                                        admin_port__in={n["admin_port"] for n in nodes})
-            .order_by("cluster__name", "pk").values_list("pk", "admin_host", "admin_port", "cluster_id", "cluster__name")):
+        ProxySQLNode.objects.filter(
+            admin_host__in={n["admin_host"] for n in nodes}, admin_port__in={n["admin_port"] for n in nodes}
+        )
+        .order_by("cluster__name", "pk")
+        .values_list("pk", "admin_host", "admin_port", "cluster_id", "cluster__name")
+    ):
         key = endpoint_key(host, port)
         if key in endpoints:
             by_endpoint.setdefault(key, []).append({"cluster": cluster_id, "name": name, "node": pk})

@@ -16,16 +16,18 @@ which status (ONLINE, SHUNNED) are the manager's. A backend the manager never ha
 run, or a column no configured row holds (a weight loaded by hand) are still drift.
 """
 
-MANAGER_TABLES = {"galera": "mysql_galera_hostgroups", "replication": "mysql_replication_hostgroups",
-                  "group_replication": "mysql_group_replication_hostgroups"}
+MANAGER_TABLES = {
+    "galera": "mysql_galera_hostgroups",
+    "replication": "mysql_replication_hostgroups",
+    "group_replication": "mysql_group_replication_hostgroups",
+}
 HOSTGROUP_COLUMNS = ("writer_hostgroup", "backup_writer_hostgroup", "reader_hostgroup", "offline_hostgroup")
 PLACEMENT = ("hostgroup_id", "status")  # the manager's; every other column is the configured row's
 
 
 def managed_hostgroups(rows):
     """The hostgroups of the active manager rows (dicts of any of MANAGER_TABLES)."""
-    return {int(r[c]) for r in rows if int(r.get("active", 1) or 0) for c in HOSTGROUP_COLUMNS
-            if r.get(c) is not None}
+    return {int(r[c]) for r in rows if int(r.get("active", 1) or 0) for c in HOSTGROUP_COLUMNS if r.get(c) is not None}
 
 
 def placed_hostgroups(galera_rows, servers, replication_rows=()):
@@ -38,8 +40,11 @@ def placed_hostgroups(galera_rows, servers, replication_rows=()):
     for g in galera_rows:
         if not int(g.get("active", 1) or 0):
             continue
-        mine = {(r["hostname"], int(r["port"])) for r in servers
-                if int(r["hostgroup_id"]) in {g.get(c) for c in HOSTGROUP_COLUMNS}}
+        mine = {
+            (r["hostname"], int(r["port"]))
+            for r in servers
+            if int(r["hostgroup_id"]) in {g.get(c) for c in HOSTGROUP_COLUMNS}
+        }
         if not mine:
             continue
         more = len(mine) > int(g.get("max_writers") or 1)
@@ -52,8 +57,11 @@ def placed_hostgroups(galera_rows, servers, replication_rows=()):
     for g in replication_rows:
         # mysql_replication_hostgroups (lab/reference/native-replication/): Monitor moves the writable backends into
         # the writer hostgroup and the read_only ones into the reader hostgroup; a primary and replicas fill both
-        mine = {(r["hostname"], int(r["port"])) for r in servers
-                if int(r["hostgroup_id"]) in (g["writer_hostgroup"], g["reader_hostgroup"])}
+        mine = {
+            (r["hostname"], int(r["port"]))
+            for r in servers
+            if int(r["hostgroup_id"]) in (g["writer_hostgroup"], g["reader_hostgroup"])
+        }
         if len(mine) > 1:
             out |= {g["writer_hostgroup"], g["reader_hostgroup"]}
     return out

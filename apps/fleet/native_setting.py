@@ -2,6 +2,7 @@
 when adoption's reading was wrong or the nodes changed since (a manager row added or dropped by hand): drift reads
 Monitor's placement by it (fleet/native.py) and the product's switchover refuses a natively managed cluster.
 Audited with before, after and the reason."""
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -25,7 +26,9 @@ def refused(cluster, error, *, actor):
 def checked(value, reason):
     """The value as stored, or BadNativeManager saying why."""
     if value not in NativeManager.values:
-        raise BadNativeManager(f"native_manager {value!r} is none of {', '.join(repr(v) for v in NativeManager.values)}")
+        raise BadNativeManager(
+            f"native_manager {value!r} is none of {', '.join(repr(v) for v in NativeManager.values)}"
+        )
     if not (reason or "").strip():
         raise BadNativeManager("a reason is required: drift and the switchover read the cluster by this setting")
     return value
@@ -38,7 +41,12 @@ def set_native_manager(cluster, value, reason, *, actor):
         return False
     with transaction.atomic():
         Cluster.objects.filter(pk=cluster.pk).update(native_manager=value, updated_at=timezone.now())
-        record(ACTION, actor=actor, cluster=cluster, target=cluster.name,
-               details={"before": before, "after": value, "reason": reason.strip()})
+        record(
+            ACTION,
+            actor=actor,
+            cluster=cluster,
+            target=cluster.name,
+            details={"before": before, "after": value, "reason": reason.strip()},
+        )
     cluster.native_manager = value
     return True

@@ -1,5 +1,6 @@
 """Each ProxySQL node's version as the polls read it (admin-version): stored on the node when it changes (an
 upgrade or a downgrade between polls), audited. Called after each poll round (workers/monitoring.py)."""
+
 from django.db import transaction
 
 from apps.audit.services import record
@@ -24,7 +25,12 @@ def record_polled(docs):
         with transaction.atomic():
             before, node.version = node.version, moved[node.pk]
             node.save(update_fields=["version"])
-            record("proxysql version changed", rule="monitoring", cluster=node.cluster, target=node.name,
-                   details={"before": before, "after": node.version})
+            record(
+                "proxysql version changed",
+                rule="monitoring",
+                cluster=node.cluster,
+                target=node.name,
+                details={"before": before, "after": node.version},
+            )
         changed.append(node)
     return changed

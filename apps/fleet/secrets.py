@@ -3,6 +3,7 @@
 The first key encrypts; every key decrypts. To rotate: put a new key first, keep the old one after
 it, run `manage.py rotate_credentials`, then drop the old key.
 """
+
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -28,10 +29,12 @@ def decrypt(stored):
     if stored in (None, "") or not stored.startswith(PREFIX):
         return stored
     try:
-        return _fernet().decrypt(stored[len(PREFIX):].encode("ascii")).decode("utf-8")
+        return _fernet().decrypt(stored[len(PREFIX) :].encode("ascii")).decode("utf-8")
     except InvalidToken:
-        raise ImproperlyConfigured("a stored credential cannot be decrypted with CREDENTIALS_KEYS "
-                                   "(was a key removed before rotate_credentials ran?)") from None
+        raise ImproperlyConfigured(
+            "a stored credential cannot be decrypted with CREDENTIALS_KEYS "
+            "(was a key removed before rotate_credentials ran?)"
+        ) from None
 
 
 class Ciphertext(str):
@@ -44,7 +47,7 @@ def rotate(stored):
         return stored
     if not stored.startswith(PREFIX):
         return Ciphertext(encrypt(stored))
-    return Ciphertext(PREFIX + _fernet().rotate(stored[len(PREFIX):].encode("ascii")).decode("ascii"))
+    return Ciphertext(PREFIX + _fernet().rotate(stored[len(PREFIX) :].encode("ascii")).decode("ascii"))
 
 
 class EncryptedTextField(models.TextField):

@@ -1,5 +1,6 @@
 """Reads of the inventory that the pages and the API share: one filter, two doors (the fleet page's tag filter and
 GET /api/v1/clusters/ narrow clusters the same way)."""
+
 from . import tags
 from .models import Cluster
 

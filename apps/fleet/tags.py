@@ -1,6 +1,7 @@
 """Tags on clusters: free key=value labels (env=prod, region=eu-west, team=payments), for the fleet page's and
 the API's filters (?tag=env:prod) and the search. Short and plain: a key of letters, digits and . _ -; a value
 without control characters or the separators , = (it is written as "key=value, key=value")."""
+
 import re
 
 from django.db import transaction
@@ -25,10 +26,14 @@ def check(key, value):
     """(key, value) stripped, or BadTag."""
     key, value = key.strip(), value.strip()
     if not KEY.fullmatch(key):
-        raise BadTag(f"Tag key {key[:40]!r}: 1 to 40 letters, digits, '.', '_' or '-', starting with a letter or digit.")
+        raise BadTag(
+            f"Tag key {key[:40]!r}: 1 to 40 letters, digits, '.', '_' or '-', starting with a letter or digit."
+        )
     if not value or len(value) > VALUE_MAX or BAD_VALUE.search(value) or has_invisible(value) or value.isspace():
-        raise BadTag(f"Tag {key}: a value of 1 to {VALUE_MAX} characters, without control characters, invisible "
-                     "characters, ',' or '='.")
+        raise BadTag(
+            f"Tag {key}: a value of 1 to {VALUE_MAX} characters, without control characters, invisible "
+            "characters, ',' or '='."
+        )
     return key, value
 
 
@@ -89,6 +94,7 @@ def tagged(clusters, key, value):
 class _GroupConcat(Aggregate):
     """GROUP_CONCAT: the same name and default separator (a comma) on SQLite, MariaDB and MySQL; no tag holds a
     comma. MySQL cuts the result at group_concat_max_len (1,024 by default; MariaDB's is 1 MiB)."""
+
     function = "GROUP_CONCAT"
     output_field = TextField()
 
@@ -99,8 +105,12 @@ GROUP_CONCAT_CUT = 1024
 def with_tags(clusters):
     """The clusters (a queryset) annotated with `tags_text`, their tags as "key=value,key=value", in the clusters'
     own query (the overview's query budget)."""
-    text = (ClusterTag.objects.filter(cluster_id=OuterRef("pk")).values("cluster_id")
-            .annotate(text=_GroupConcat(Concat("key", Value("="), "value", output_field=TextField()))).values("text"))
+    text = (
+        ClusterTag.objects.filter(cluster_id=OuterRef("pk"))
+        .values("cluster_id")
+        .annotate(text=_GroupConcat(Concat("key", Value("="), "value", output_field=TextField())))
+        .values("text")
+    )
     return clusters.annotate(tags_text=Subquery(text[:1], output_field=TextField()))
 
 
@@ -132,6 +142,11 @@ def set_tags(cluster, tags, *, actor):
         Cluster.objects.select_for_update().filter(pk=cluster.pk).first()  # two editors: one after the other
         cluster.tags.all().delete()
         ClusterTag.objects.bulk_create([ClusterTag(cluster=cluster, key=k, value=v) for k, v in tags.items()])
-        record("cluster tags changed", actor=actor, cluster=cluster, target=cluster.name,
-               details={"before": before, "after": tags})
+        record(
+            "cluster tags changed",
+            actor=actor,
+            cluster=cluster,
+            target=cluster.name,
+            details={"before": before, "after": tags},
+        )
     return True

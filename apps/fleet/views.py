@@ -30,16 +30,24 @@ def adopt_node(request):
     if request.method == "GET":
         return TemplateResponse(request, "fleet/adopt.html", {"form": form})
     if not form.is_valid():
-        record("adopt proxysql node", request=request, outcome="invalid",
-               details={"errors": form.errors.get_json_data()})
+        record(
+            "adopt proxysql node", request=request, outcome="invalid", details={"errors": form.errors.get_json_data()}
+        )
         return TemplateResponse(request, "fleet/adopt.html", {"form": form}, status=400)
     data = form.cleaned_data
     pending = {
-        "admin_host": data["admin_host"], "admin_port": data["admin_port"], "admin_user": data["admin_user"],
-        "admin_password": encrypt(data["admin_password"]) or "", "node_name": data["node_name"],
-        "cluster_name": form.cluster_name, "kind": data.get("kind") or None, "roles": form.roles,
-        "writer_is_also_reader": data.get("writer_is_also_reader"), "overwrite": data.get("overwrite", False),
-        "hostgroups": data.get("hostgroups") or None, "backend_hosts": data.get("backend_hosts") or [],
+        "admin_host": data["admin_host"],
+        "admin_port": data["admin_port"],
+        "admin_user": data["admin_user"],
+        "admin_password": encrypt(data["admin_password"]) or "",
+        "node_name": data["node_name"],
+        "cluster_name": form.cluster_name,
+        "kind": data.get("kind") or None,
+        "roles": form.roles,
+        "writer_is_also_reader": data.get("writer_is_also_reader"),
+        "overwrite": data.get("overwrite", False),
+        "hostgroups": data.get("hostgroups") or None,
+        "backend_hosts": data.get("backend_hosts") or [],
     }
     try:
         plan, _ = _preview(pending, request=request)
@@ -55,8 +63,12 @@ def adopt_node(request):
 def _preview_page(request, plan, pending, status=200):
     """The preview, with a new cluster's backends nobody confirmed (not read; not polled after the confirm)."""
     unconfirmed = [] if plan.cluster_exists else adopt.unconfirmed_backends(plan, pending.get("backend_hosts") or [])
-    return TemplateResponse(request, "fleet/adopt_preview.html", {
-        "plan": plan, "unconfirmed": [f"{h}:{p}" for h, p in unconfirmed]}, status=status)
+    return TemplateResponse(
+        request,
+        "fleet/adopt_preview.html",
+        {"plan": plan, "unconfirmed": [f"{h}:{p}" for h, p in unconfirmed]},
+        status=status,
+    )
 
 
 def _adopt_confirm_backends(request):
@@ -70,8 +82,9 @@ def _adopt_confirm_backends(request):
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
         return redirect("fleet:adopt")
-    pending["backend_hosts"] = [list(b) for b in dict.fromkeys(
-        [tuple(b) for b in pending.get("backend_hosts") or []] + chosen)]
+    pending["backend_hosts"] = [
+        list(b) for b in dict.fromkeys([tuple(b) for b in pending.get("backend_hosts") or []] + chosen)
+    ]
     try:
         plan, _ = _preview(pending, request=request)
     except adopt.AdoptionError as exc:
@@ -85,9 +98,13 @@ def _adopt_confirm_backends(request):
 
 def _preview(pending, request=None):
     """adopt.preview() of what the session keeps (its password encrypted); with the request, audited and bounded."""
-    return adopt.preview(**{**{k: v for k, v in pending.items() if k != "fingerprint"},
-                            "admin_password": decrypt(pending["admin_password"])},
-                         actor=Actor.of_request(request) if request is not None else None)
+    return adopt.preview(
+        **{
+            **{k: v for k, v in pending.items() if k != "fingerprint"},
+            "admin_password": decrypt(pending["admin_password"]),
+        },
+        actor=Actor.of_request(request) if request is not None else None,
+    )
 
 
 def _adopt_confirm(request):
@@ -107,10 +124,15 @@ def _adopt_confirm(request):
         messages.warning(request, "The node's configuration changed since the preview. Review this new preview.")
         return _preview_page(request, plan, pending, status=409)
     try:
-        cluster, nodes, _ = adopt.confirm(plan, monitor, admin_user=pending["admin_user"],
-                                          admin_password=decrypt(pending["admin_password"]),
-                                          actor=Actor.of_request(request), peers=adopt.listed_peers(plan),
-                                          backend_hosts=[tuple(b) for b in pending.get("backend_hosts") or []])
+        cluster, nodes, _ = adopt.confirm(
+            plan,
+            monitor,
+            admin_user=pending["admin_user"],
+            admin_password=decrypt(pending["admin_password"]),
+            actor=Actor.of_request(request),
+            peers=adopt.listed_peers(plan),
+            backend_hosts=[tuple(b) for b in pending.get("backend_hosts") or []],
+        )
     except adopt.AdoptionError as exc:
         messages.error(request, str(exc))
         return _preview_page(request, plan, pending, status=400)

@@ -13,6 +13,7 @@ with spanGaps off, so a line never crosses missing data.
 Format: {"t": [epoch ms...], "series": [{"label", "values": [...same length, null = gap], "style"}],
 "start", "end" (ms), "range", "resolution" (0/60/3600), "bucket" (s), "unit", "title"}.
 """
+
 import math
 import time
 from collections import defaultdict
@@ -88,12 +89,17 @@ def _column(model, field, resolution):
 
 def _rows(model, owner, fields, group, resolution, start, end, with_reachable):
     if model is PoolSnapshot:  # packed: one row per server of each snapshot, grouped by its pool key
-        for _, ts, _, key, values in read_pool({**owner, "resolution": resolution, "ts__gte": _dt(start),
-                                                 "ts__lt": _dt(end)}, fields):
+        for _, ts, _, key, values in read_pool(
+            {**owner, "resolution": resolution, "ts__gte": _dt(start), "ts__lt": _dt(end)}, fields
+        ):
             yield ts.timestamp(), True, key, values
         return
-    cols = (["ts"] + (["reachable"] if with_reachable else []) + list(group)
-            + [_column(model, f, resolution) for f in fields])
+    cols = (
+        ["ts"]
+        + (["reachable"] if with_reachable else [])
+        + list(group)
+        + [_column(model, f, resolution) for f in fields]
+    )
     where = {**owner, "resolution": resolution, "ts__gte": _dt(start), "ts__lt": _dt(end)}
     if model in CHUNKED:  # rows and history chunks alike
         found = (row[1:2] + row[3:] for row in chunked_samples(where, cols[1:], model))
@@ -104,8 +110,12 @@ def _rows(model, owner, fields, group, resolution, start, end, with_reachable):
     # averages of the polls that succeeded, so only a bucket without figures is a gap.
     honour = with_reachable and resolution == RAW
     for row in found:
-        yield (row[0].timestamp(), row[1] if honour else True, tuple(row[n_fixed:n_fixed + len(group)]),
-               row[n_fixed + len(group):])
+        yield (
+            row[0].timestamp(),
+            row[1] if honour else True,
+            tuple(row[n_fixed : n_fixed + len(group)]),
+            row[n_fixed + len(group) :],
+        )
 
 
 def load(model, owner, fields, aggs, group, resolution, start, end, bucket, with_reachable):
@@ -161,8 +171,9 @@ class Window:
         self.bucket = (math.ceil(n / MAX_POINTS) * step) if n > MAX_POINTS else (self.resolution or None)
 
     def load(self, model, owner, fields, aggs=None, group=(), with_reachable=False):
-        return load(model, owner, fields, aggs or {}, group, self.resolution, self.start, self.end, self.bucket,
-                    with_reachable)
+        return load(
+            model, owner, fields, aggs or {}, group, self.resolution, self.start, self.end, self.bucket, with_reachable
+        )
 
     @property
     def gap_after(self):
@@ -183,12 +194,18 @@ def assemble(window, base, series, *, title, unit="", extra=None):
         timeline.append((ts, base.reachable.get(ts, True)))
         previous = ts
     out = {
-        "title": title, "unit": unit, "range": window.range, "resolution": window.resolution,
-        "bucket": window.bucket or 0, "start": int(window.start * 1000), "end": int(window.end * 1000),
+        "title": title,
+        "unit": unit,
+        "range": window.range,
+        "resolution": window.resolution,
+        "bucket": window.bucket or 0,
+        "start": int(window.start * 1000),
+        "end": int(window.end * 1000),
         "t": [int(ts * 1000) for ts, _ in timeline],
-        "series": [{"label": label, "style": style,
-                    "values": [_round(values.get(ts)) if ok else None for ts, ok in timeline]}
-                   for label, values, style in series],
+        "series": [
+            {"label": label, "style": style, "values": [_round(values.get(ts)) if ok else None for ts, ok in timeline]}
+            for label, values, style in series
+        ],
     }
     out.update(extra or {})
     return out
@@ -196,8 +213,12 @@ def assemble(window, base, series, *, title, unit="", extra=None):
 
 # -- ProxySQL node charts --------------------------------------------------------------------------
 POOL_GROUP = ("hostgroup", "srv_host", "srv_port")
-PROXYSQL_AGGS = {"mirror_queue_length": "max", "mirror_max_concurrency": "max", "mirror_max_queue_length": "max",
-                 "mysql_threads": "max"}
+PROXYSQL_AGGS = {
+    "mirror_queue_length": "max",
+    "mirror_max_concurrency": "max",
+    "mirror_max_queue_length": "max",
+    "mysql_threads": "max",
+}
 
 
 def _pool_label(group):
@@ -211,8 +232,10 @@ def _shared(node):
     others = [n.cluster.name for n in node.shares_with()]
     if not others:
         return "", {}
-    return " · node-wide", {"shared_with": others, "node_wide_note": f"node-wide: shared with cluster "
-                                                                     f"{', '.join(others)}"}
+    return " · node-wide", {
+        "shared_with": others,
+        "node_wide_note": f"node-wide: shared with cluster {', '.join(others)}",
+    }
 
 
 def _node_base(window, node, fields=()):
@@ -223,9 +246,11 @@ def chart_queries(window, node):
     base = _node_base(window, node, ["questions_ps", "prepared_ps", "slow_queries_ps"])
     pool = window.load(PoolSnapshot, {"node_id": node.pk}, ["queries_ps"], group=POOL_GROUP)
     wide, extra = _shared(node)
-    series = [(f"Questions/s (all){wide}", base.values[((), "questions_ps")], "main"),
-              (f"prepared statements/s{wide}", base.values[((), "prepared_ps")], "dashed"),
-              (f"slow queries/s{wide}", base.values[((), "slow_queries_ps")], "dotted")]
+    series = [
+        (f"Questions/s (all){wide}", base.values[((), "questions_ps")], "main"),
+        (f"prepared statements/s{wide}", base.values[((), "prepared_ps")], "dashed"),
+        (f"slow queries/s{wide}", base.values[((), "slow_queries_ps")], "dotted"),
+    ]
     series += [(_pool_label(g), pool.values[(g, "queries_ps")], "line") for g in pool.groups()]
     return assemble(window, base, series, title="Queries per second", unit="q/s", extra=extra)
 
@@ -235,16 +260,22 @@ def chart_connections(window, node):
     per server; where a point stands for a bucket of polls, also the most one server of the hostgroup used in
     it (a one-poll spike). `status`: each server's worst status in each point (a SHUNNED blip)."""
     base = _node_base(window, node)
-    pool = window.load(PoolSnapshot, {"node_id": node.pk}, ["conn_used", "conn_free", "conn_used_max", "status"],
-                       {"status": "worst"}, group=POOL_GROUP)
+    pool = window.load(
+        PoolSnapshot,
+        {"node_id": node.pk},
+        ["conn_used", "conn_free", "conn_used_max", "status"],
+        {"status": "worst"},
+        group=POOL_GROUP,
+    )
     series = []
     for hg in sorted({g[0] for g in pool.groups()}):
         label = _hostgroup_label(node.cluster, hg)
         servers = [g for g in pool.groups() if g[0] == hg]
         series.append((f"used · {label}", _over(pool, servers, "conn_used", sum), "line"))
         if window.bucket:
-            series.append((f"most used by one server in a bucket · {label}", _over(pool, servers, "conn_used_max", max),
-                           "dotted"))
+            series.append(
+                (f"most used by one server in a bucket · {label}", _over(pool, servers, "conn_used_max", max), "dotted")
+            )
         series.append((f"free · {label}", _over(pool, servers, "conn_free", sum), "dashed"))
     data = assemble(window, base, series, title="Backend connections used / free per hostgroup", unit="connections")
     data["status"] = {_pool_label(g): _aligned(data, pool.values[(g, "status")]) for g in pool.groups()}
@@ -252,8 +283,12 @@ def chart_connections(window, node):
 
 
 def _hostgroup_label(cluster, hostgroup):
-    roles = {cluster.writer_hostgroup: "writer", cluster.reader_hostgroup: "reader",
-             cluster.backup_writer_hostgroup: "backup writer", cluster.offline_hostgroup: "offline"}
+    roles = {
+        cluster.writer_hostgroup: "writer",
+        cluster.reader_hostgroup: "reader",
+        cluster.backup_writer_hostgroup: "backup writer",
+        cluster.offline_hostgroup: "offline",
+    }
     return f"hg {hostgroup} ({roles[hostgroup]})" if hostgroup in roles else f"hg {hostgroup}"
 
 
@@ -276,17 +311,25 @@ def _aligned(data, values):
 def chart_latency(window, node):
     base = _node_base(window, node)
     pool = window.load(PoolSnapshot, {"node_id": node.pk}, ["latency_us"], group=POOL_GROUP)
-    series = [(_pool_label(g), {ts: (v / 1000 if v is not None else None)
-                                for ts, v in pool.values[(g, "latency_us")].items()}, "line") for g in pool.groups()]
+    series = [
+        (
+            _pool_label(g),
+            {ts: (v / 1000 if v is not None else None) for ts, v in pool.values[(g, "latency_us")].items()},
+            "line",
+        )
+        for g in pool.groups()
+    ]
     return assemble(window, base, series, title="Latency per server (ProxySQL's ping, Latency_us)", unit="ms")
 
 
 def chart_errors(window, node):
     base = _node_base(window, node, ["conn_err_ps", "client_connections_aborted_ps", "server_connections_aborted_ps"])
     wide, extra = _shared(node)
-    series = [("backend connect errors/s (ConnERR)", base.values[((), "conn_err_ps")], "main"),
-              (f"client connections aborted/s{wide}", base.values[((), "client_connections_aborted_ps")], "line"),
-              (f"server connections aborted/s{wide}", base.values[((), "server_connections_aborted_ps")], "dashed")]
+    series = [
+        ("backend connect errors/s (ConnERR)", base.values[((), "conn_err_ps")], "main"),
+        (f"client connections aborted/s{wide}", base.values[((), "client_connections_aborted_ps")], "line"),
+        (f"server connections aborted/s{wide}", base.values[((), "server_connections_aborted_ps")], "dashed"),
+    ]
     return assemble(window, base, series, title="Errors", unit="/s", extra=extra)
 
 
@@ -296,20 +339,25 @@ def chart_mirror_queue(window, node):
     per_thread, threads = base.values[((), "mirror_max_queue_length")], base.values[((), "mysql_threads")]
     limit = {ts: v * (threads.get(ts) or 1) for ts, v in per_thread.items() if v is not None}
     warn = {ts: v * status.MIRROR_QUEUE_WARN for ts, v in limit.items()}
-    series = [("Mirror_queue_length (total over mysql-threads)", queue, "main"),
-              ("limit: mirror_max_queue_length × mysql-threads", limit, "limit"),
-              (f"{status.MIRROR_QUEUE_WARN:.0%} of the limit", warn, "warn")]
+    series = [
+        ("Mirror_queue_length (total over mysql-threads)", queue, "main"),
+        ("limit: mirror_max_queue_length × mysql-threads", limit, "limit"),
+        (f"{status.MIRROR_QUEUE_WARN:.0%} of the limit", warn, "warn"),
+    ]
     wide, extra = _shared(node)
     return assemble(window, base, series, title=f"Mirror queue against its limit{wide}", unit="queued", extra=extra)
 
 
 def chart_mirror_concurrency(window, node):
     base = _node_base(window, node, ["mirror_concurrency", "mirror_max_concurrency"])
-    series = [("Mirror_concurrency", base.values[((), "mirror_concurrency")], "main"),
-              ("limit: mysql-mirror_max_concurrency", base.values[((), "mirror_max_concurrency")], "limit")]
+    series = [
+        ("Mirror_concurrency", base.values[((), "mirror_concurrency")], "main"),
+        ("limit: mysql-mirror_max_concurrency", base.values[((), "mirror_max_concurrency")], "limit"),
+    ]
     wide, extra = _shared(node)
-    return assemble(window, base, series, title=f"Mirror concurrency against its limit{wide}", unit="in flight",
-                    extra=extra)
+    return assemble(
+        window, base, series, title=f"Mirror concurrency against its limit{wide}", unit="in flight", extra=extra
+    )
 
 
 def chart_mirror_loss(window, node):
@@ -323,13 +371,24 @@ def chart_mirror_loss(window, node):
         loss = {ts: max(0.0, 1 - (mirrored.get(ts) or 0) / e) * 100 for ts, e in expected.items() if e and e >= 1e-9}
         series.append((f"rule {g[0]}", loss, "line"))
     wide, extra = _shared(node)
-    return assemble(window, frame, series, title=f"Measured mirror loss per rule{wide}", unit="% of copies lost",
-                    extra={"y": {"min": 0, "max": 100}, **extra})
+    return assemble(
+        window,
+        frame,
+        series,
+        title=f"Measured mirror loss per rule{wide}",
+        unit="% of copies lost",
+        extra={"y": {"min": 0, "max": 100}, **extra},
+    )
 
 
 PROXYSQL_CHARTS = {
-    "queries": chart_queries, "connections": chart_connections, "latency": chart_latency, "errors": chart_errors,
-    "mirror_queue": chart_mirror_queue, "mirror_concurrency": chart_mirror_concurrency, "mirror_loss": chart_mirror_loss,
+    "queries": chart_queries,
+    "connections": chart_connections,
+    "latency": chart_latency,
+    "errors": chart_errors,
+    "mirror_queue": chart_mirror_queue,
+    "mirror_concurrency": chart_mirror_concurrency,
+    "mirror_loss": chart_mirror_loss,
 }
 
 
@@ -343,23 +402,40 @@ def _backend(window, server, fields):
 
 def chart_wsrep_state(window, server):
     base = _backend(window, server, ["local_state"])
-    return assemble(window, base, [("wsrep_local_state (worst in each bucket)", base.values[((), "local_state")],
-                                    "stepped")],
-                    title="wsrep state", extra={"y": {"min": 0.5, "max": 4.5, "ticks": WSREP_TICKS}})
+    return assemble(
+        window,
+        base,
+        [("wsrep_local_state (worst in each bucket)", base.values[((), "local_state")], "stepped")],
+        title="wsrep state",
+        extra={"y": {"min": 0.5, "max": 4.5, "ticks": WSREP_TICKS}},
+    )
 
 
 def chart_recv_queue(window, server):
     base = _backend(window, server, ["recv_queue"])
     threshold = {ts: server.cluster.max_replication_lag for ts in base.reachable}
-    return assemble(window, base, [("wsrep_local_recv_queue (max in each bucket)", base.values[((), "recv_queue")], "main"),
-                                   ("cluster's max_replication_lag", threshold, "limit")],
-                    title="Receive queue", unit="write-sets")
+    return assemble(
+        window,
+        base,
+        [
+            ("wsrep_local_recv_queue (max in each bucket)", base.values[((), "recv_queue")], "main"),
+            ("cluster's max_replication_lag", threshold, "limit"),
+        ],
+        title="Receive queue",
+        unit="write-sets",
+    )
 
 
 def chart_flow_control(window, server):
     base = _backend(window, server, ["flow_control_paused"])
-    return assemble(window, base, [("wsrep_flow_control_paused", base.values[((), "flow_control_paused")], "main")],
-                    title="Flow control paused", unit="share of time", extra={"y": {"min": 0, "max": 1}})
+    return assemble(
+        window,
+        base,
+        [("wsrep_flow_control_paused", base.values[((), "flow_control_paused")], "main")],
+        title="Flow control paused",
+        unit="share of time",
+        extra={"y": {"min": 0, "max": 1}},
+    )
 
 
 BACKEND_CHARTS = {"wsrep_state": chart_wsrep_state, "recv_queue": chart_recv_queue, "flow_control": chart_flow_control}

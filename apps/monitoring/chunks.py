@@ -17,6 +17,7 @@ the figures (the family's FIELDS_V1) packed like pool.py's (2-bit tags: None, va
 booleans as 0/1), then the pool snapshot's bytes (pool.pack's, not deflated on their own) after their
 varint length.
 """
+
 import zlib
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone as dt_timezone
@@ -25,8 +26,18 @@ from django.db import transaction
 from django.utils import timezone
 
 from . import pool
-from .models import (HOUR, MINUTE, RAW, BackendChunk, BackendSample, HistoryChunk, PoolServer, PoolSnapshot,
-                     ProxySQLSample, RollupMark)
+from .models import (
+    HOUR,
+    MINUTE,
+    RAW,
+    BackendChunk,
+    BackendSample,
+    HistoryChunk,
+    PoolServer,
+    PoolSnapshot,
+    ProxySQLSample,
+    RollupMark,
+)
 
 V1 = 1
 # Seconds of history per chunk, per resolution. Half an hour of minute buckets is 3-5 kB for a node of 9
@@ -37,21 +48,68 @@ MAX_SPAN = max(SPAN.values())
 # The figures a V1 chunk holds, in this order. Frozen: a new sample column needs a new version
 # (test_chunks checks that these still match the models).
 NODE_FIELDS_V1 = (
-    "questions_ps", "slow_queries_ps", "prepared_ps", "client_connections_connected", "client_connections_created_ps",
-    "client_connections_aborted_ps", "server_connections_connected", "server_connections_aborted_ps",
-    "active_transactions", "conn_used", "conn_free", "conn_err_ps", "mirror_concurrency", "mirror_queue_length",
-    "mirror_max_concurrency", "mirror_max_queue_length", "mysql_threads", "questions_ps_min", "questions_ps_max",
-    "slow_queries_ps_min", "slow_queries_ps_max", "prepared_ps_min", "prepared_ps_max",
-    "client_connections_connected_min", "client_connections_connected_max", "client_connections_created_ps_min",
-    "client_connections_created_ps_max", "client_connections_aborted_ps_min", "client_connections_aborted_ps_max",
-    "server_connections_connected_min", "server_connections_connected_max", "server_connections_aborted_ps_min",
-    "server_connections_aborted_ps_max", "active_transactions_min", "active_transactions_max", "conn_used_min",
-    "conn_used_max", "conn_free_min", "conn_free_max", "conn_err_ps_min", "conn_err_ps_max", "mirror_concurrency_min",
-    "mirror_concurrency_max")
+    "questions_ps",
+    "slow_queries_ps",
+    "prepared_ps",
+    "client_connections_connected",
+    "client_connections_created_ps",
+    "client_connections_aborted_ps",
+    "server_connections_connected",
+    "server_connections_aborted_ps",
+    "active_transactions",
+    "conn_used",
+    "conn_free",
+    "conn_err_ps",
+    "mirror_concurrency",
+    "mirror_queue_length",
+    "mirror_max_concurrency",
+    "mirror_max_queue_length",
+    "mysql_threads",
+    "questions_ps_min",
+    "questions_ps_max",
+    "slow_queries_ps_min",
+    "slow_queries_ps_max",
+    "prepared_ps_min",
+    "prepared_ps_max",
+    "client_connections_connected_min",
+    "client_connections_connected_max",
+    "client_connections_created_ps_min",
+    "client_connections_created_ps_max",
+    "client_connections_aborted_ps_min",
+    "client_connections_aborted_ps_max",
+    "server_connections_connected_min",
+    "server_connections_connected_max",
+    "server_connections_aborted_ps_min",
+    "server_connections_aborted_ps_max",
+    "active_transactions_min",
+    "active_transactions_max",
+    "conn_used_min",
+    "conn_used_max",
+    "conn_free_min",
+    "conn_free_max",
+    "conn_err_ps_min",
+    "conn_err_ps_max",
+    "mirror_concurrency_min",
+    "mirror_concurrency_max",
+)
 BACKEND_FIELDS_V1 = (
-    "local_state", "primary", "ready", "cluster_size", "recv_queue", "flow_control_paused", "desync", "reject_queries",
-    "read_only", "lag_seconds", "cluster_size_min", "cluster_size_max", "flow_control_paused_min",
-    "flow_control_paused_max", "lag_seconds_min", "lag_seconds_max")
+    "local_state",
+    "primary",
+    "ready",
+    "cluster_size",
+    "recv_queue",
+    "flow_control_paused",
+    "desync",
+    "reject_queries",
+    "read_only",
+    "lag_seconds",
+    "cluster_size_min",
+    "cluster_size_max",
+    "flow_control_paused_min",
+    "flow_control_paused_max",
+    "lag_seconds_min",
+    "lag_seconds_max",
+)
 FIGURES, POOL, REACHABLE = 1, 2, 4
 EPOCH = datetime(1970, 1, 1, tzinfo=dt_timezone.utc)
 ONE_US = timedelta(microseconds=1)
@@ -79,8 +137,14 @@ def proxysql(sample=ProxySQLSample, chunk=HistoryChunk, pool_=PoolSnapshot, mark
 
 
 def backend(sample=BackendSample, chunk=BackendChunk, mark=RollupMark):
-    return Family(sample, chunk, "server_id", BACKEND_FIELDS_V1,
-                  booleans=("primary", "ready", "desync", "reject_queries", "read_only"), mark=mark)
+    return Family(
+        sample,
+        chunk,
+        "server_id",
+        BACKEND_FIELDS_V1,
+        booleans=("primary", "ready", "desync", "reject_queries", "read_only"),
+        mark=mark,
+    )
 
 
 PROXYSQL, BACKEND = proxysql(), backend()
@@ -102,8 +166,11 @@ def encode(start, records):
         now = _us(ts)
         pool._varint(out, now - previous)
         previous = now
-        out.append((FIGURES if figures is not None else 0) | (POOL if servers is not None else 0)
-                   | (REACHABLE if figures is None or figures[0] else 0))
+        out.append(
+            (FIGURES if figures is not None else 0)
+            | (POOL if servers is not None else 0)
+            | (REACHABLE if figures is None or figures[0] else 0)
+        )
         if figures is not None:
             body, tags = bytearray(), []
             for v in figures[1:]:
@@ -133,7 +200,7 @@ def decode(start, data, family=PROXYSQL):
         i += 1
         figures = servers = None
         if flags & FIGURES:
-            tags = [t >> shift & 3 for t in data[i:i + family.tag_bytes] for shift in (0, 2, 4, 6)]
+            tags = [t >> shift & 3 for t in data[i : i + family.tag_bytes] for shift in (0, 2, 4, 6)]
             i += family.tag_bytes
             values = [bool(flags & REACHABLE)]
             for k in range(len(family.fields)):
@@ -152,7 +219,7 @@ def decode(start, data, family=PROXYSQL):
             figures = tuple(values)
         if flags & POOL:
             n, i = pool._read_varint(data, i)
-            servers = data[i:i + n]
+            servers = data[i : i + n]
             i += n
         out.append((EPOCH + at * ONE_US, figures, servers))
     return out
@@ -172,9 +239,15 @@ def _chunk_query(family, filters):
                 query["ts__gt"] = max(query.get("ts__gt", value - span), value - span)
             if lookup in ("exact", "lt", "lte"):
                 query[f"ts__{'lte' if lookup == 'exact' else lookup}"] = value
-            tests.append({"exact": lambda t, v=value: t == v, "gte": lambda t, v=value: t >= v,
-                          "gt": lambda t, v=value: t > v, "lt": lambda t, v=value: t < v,
-                          "lte": lambda t, v=value: t <= v}[lookup])
+            tests.append(
+                {
+                    "exact": lambda t, v=value: t == v,
+                    "gte": lambda t, v=value: t >= v,
+                    "gt": lambda t, v=value: t > v,
+                    "lt": lambda t, v=value: t < v,
+                    "lte": lambda t, v=value: t <= v,
+                }[lookup]
+            )
         elif key.split("__")[0] in (family.owner, family.owner_field, "resolution"):
             query[key] = value
         else:
@@ -186,10 +259,16 @@ def _records(family, filters):
     """(owner id, ts, resolution, figures, pool bytes) of the chunks' records matching filters, in order."""
     query, tests = _chunk_query(family, filters)
     out = []
-    for owner_id, resolution, start, data in family.chunk.objects.filter(**query).values_list(
-            family.owner, "resolution", "ts", "data").iterator(chunk_size=200):
-        out += [(owner_id, ts, resolution, figures, servers) for ts, figures, servers in decode(start, data, family)
-                if all(test(ts) for test in tests)]
+    for owner_id, resolution, start, data in (
+        family.chunk.objects.filter(**query)
+        .values_list(family.owner, "resolution", "ts", "data")
+        .iterator(chunk_size=200)
+    ):
+        out += [
+            (owner_id, ts, resolution, figures, servers)
+            for ts, figures, servers in decode(start, data, family)
+            if all(test(ts) for test in tests)
+        ]
     out.sort(key=_order)
     return out
 
@@ -204,10 +283,16 @@ def samples(filters, fields, model=ProxySQLSample):
     filters (a dict: see _chunk_query), rows and chunks alike, in time order."""
     family = FAMILIES[model]
     where = [family.index[f] for f in fields]
-    out = [(owner_id, ts, resolution, *(figures[i] for i in where))
-           for owner_id, ts, resolution, figures, _ in _records(family, filters) if figures is not None]
-    out += model.objects.filter(**filters).order_by("ts", "resolution", family.owner).values_list(
-        family.owner, "ts", "resolution", *fields)
+    out = [
+        (owner_id, ts, resolution, *(figures[i] for i in where))
+        for owner_id, ts, resolution, figures, _ in _records(family, filters)
+        if figures is not None
+    ]
+    out += (
+        model.objects.filter(**filters)
+        .order_by("ts", "resolution", family.owner)
+        .values_list(family.owner, "ts", "resolution", *fields)
+    )
     out.sort(key=_order)  # two sorted runs: linear
     return out
 
@@ -215,10 +300,16 @@ def samples(filters, fields, model=ProxySQLSample):
 def snapshots(filters):
     """[(node id, ts, resolution, servers)] of the pool snapshots matching filters, rows and chunks alike,
     in time order; read_pool decodes them."""
-    out = [(node_id, ts, resolution, servers)
-           for node_id, ts, resolution, _, servers in _records(PROXYSQL, filters) if servers is not None]
-    out += PoolSnapshot.objects.filter(**filters).order_by("ts", "resolution", "node_id").values_list(
-        "node_id", "ts", "resolution", "servers")
+    out = [
+        (node_id, ts, resolution, servers)
+        for node_id, ts, resolution, _, servers in _records(PROXYSQL, filters)
+        if servers is not None
+    ]
+    out += (
+        PoolSnapshot.objects.filter(**filters)
+        .order_by("ts", "resolution", "node_id")
+        .values_list("node_id", "ts", "resolution", "servers")
+    )
     out.sort(key=_order)
     return out
 
@@ -235,8 +326,14 @@ def read_pool(filters, fields):
         for server_id, status, values in entries:
             key = keys.get(server_id)
             if key is None:
-                keys.update({pk: tuple(k) for pk, *k in PoolServer.objects.filter(node_id=node_id).values_list(
-                    "pk", "hostgroup", "srv_host", "srv_port")})
+                keys.update(
+                    {
+                        pk: tuple(k)
+                        for pk, *k in PoolServer.objects.filter(node_id=node_id).values_list(
+                            "pk", "hostgroup", "srv_host", "srv_port"
+                        )
+                    }
+                )
                 key = keys.get(server_id, (None, None, None))
             yield node_id, ts, resolution, key, [status if p is None else values[p] for p in where]
 
@@ -244,12 +341,19 @@ def read_pool(filters, fields):
 def last_reachable_raw(owner_id, model=ProxySQLSample):
     """(ts, {figure: value}) of the owner's newest raw poll that reached it, from rows or chunks, or None."""
     family = FAMILIES[model]
-    row = (model.objects.filter(**{family.owner: owner_id}, resolution=RAW, reachable=True).order_by("-ts")
-           .values_list("ts", *family.fields).first())
+    row = (
+        model.objects.filter(**{family.owner: owner_id}, resolution=RAW, reachable=True)
+        .order_by("-ts")
+        .values_list("ts", *family.fields)
+        .first()
+    )
     if row:
         return row[0], dict(zip(family.fields, row[1:]))
-    for start, data in (family.chunk.objects.filter(**{family.owner: owner_id}, resolution=RAW).order_by("-ts")
-                        .values_list("ts", "data")[:48]):
+    for start, data in (
+        family.chunk.objects.filter(**{family.owner: owner_id}, resolution=RAW)
+        .order_by("-ts")
+        .values_list("ts", "data")[:48]
+    ):
         for ts, figures, _ in reversed(decode(start, data, family)):
             if figures is not None and figures[0]:
                 return ts, dict(zip(family.fields, figures[1:]))
@@ -267,8 +371,11 @@ def _compactable_until(family, resolution):
     target = MINUTE if resolution == RAW else HOUR
     until = None
     for model in family.tables:
-        mark = family.mark.objects.filter(name=f"{model._meta.model_name}:{target}").values_list(
-            "rolled_until", flat=True).first()
+        mark = (
+            family.mark.objects.filter(name=f"{model._meta.model_name}:{target}")
+            .values_list("rolled_until", flat=True)
+            .first()
+        )
         if mark is None:
             if model.objects.filter(resolution=resolution).exists():
                 return None  # this table's rollup has not started: its rows are still to be read
@@ -293,8 +400,13 @@ def compact(now=None, *, families=None, max_spans=48, batch=50, max_owners=None)
             for _ in range(max_spans):
                 if budget[0] <= 0:
                     return done
-                firsts = [m.objects.filter(resolution=resolution, ts__lt=until).order_by("ts")
-                          .values_list("ts", flat=True).first() for m in family.tables]
+                firsts = [
+                    m.objects.filter(resolution=resolution, ts__lt=until)
+                    .order_by("ts")
+                    .values_list("ts", flat=True)
+                    .first()
+                    for m in family.tables
+                ]
                 firsts = [f for f in firsts if f is not None]
                 if not firsts:
                     break
@@ -309,32 +421,46 @@ def compact(now=None, *, families=None, max_spans=48, batch=50, max_owners=None)
 def _compact_span(family, resolution, start, end, batch, budget):
     where = {"resolution": resolution, "ts__gte": start, "ts__lt": end}
     owner = family.owner
-    owner_ids = sorted({i for model in family.tables
-                        for i in model.objects.filter(**where).values_list(owner, flat=True).distinct()})
+    owner_ids = sorted(
+        {i for model in family.tables for i in model.objects.filter(**where).values_list(owner, flat=True).distinct()}
+    )
     done = 0
     for k in range(0, len(owner_ids), batch):
         if budget[0] <= 0:
             break
-        budget[0] -= len(owner_ids[k:k + batch])
-        ids = {f"{owner}__in": owner_ids[k:k + batch]}
+        budget[0] -= len(owner_ids[k : k + batch])
+        ids = {f"{owner}__in": owner_ids[k : k + batch]}
         records = defaultdict(dict)  # owner id -> {ts: [figures, servers]}
         for owner_id, data in family.chunk.objects.filter(**ids, resolution=resolution, ts=start).values_list(
-                owner, "data"):
+            owner, "data"
+        ):
             for ts, figures, servers in decode(start, data, family):
                 records[owner_id][ts] = [figures, servers]
         top = {}
-        for pk, owner_id, ts, *figures in family.sample.objects.filter(**ids, **where).values_list(
-                "pk", owner, "ts", "reachable", *family.fields).iterator(chunk_size=5000):
+        for pk, owner_id, ts, *figures in (
+            family.sample.objects.filter(**ids, **where)
+            .values_list("pk", owner, "ts", "reachable", *family.fields)
+            .iterator(chunk_size=5000)
+        ):
             records[owner_id].setdefault(ts, [None, None])[0] = tuple(figures)
             top[family.sample] = max(top.get(family.sample, pk), pk)
         if family.pool is not None:
-            for pk, owner_id, ts, servers in family.pool.objects.filter(**ids, **where).values_list(
-                    "pk", owner, "ts", "servers").iterator(chunk_size=5000):
+            for pk, owner_id, ts, servers in (
+                family.pool.objects.filter(**ids, **where)
+                .values_list("pk", owner, "ts", "servers")
+                .iterator(chunk_size=5000)
+            ):
                 records[owner_id].setdefault(ts, [None, None])[1] = bytes(servers)
                 top[family.pool] = max(top.get(family.pool, pk), pk)
-        chunks = [family.chunk(**{owner: owner_id}, resolution=resolution, ts=start,
-                               data=encode(start, [(ts, *by_ts[ts]) for ts in sorted(by_ts)]))
-                  for owner_id, by_ts in records.items()]
+        chunks = [
+            family.chunk(
+                **{owner: owner_id},
+                resolution=resolution,
+                ts=start,
+                data=encode(start, [(ts, *by_ts[ts]) for ts in sorted(by_ts)]),
+            )
+            for owner_id, by_ts in records.items()
+        ]
         with transaction.atomic():
             family.chunk.objects.filter(**ids, resolution=resolution, ts=start).delete()
             family.chunk.objects.bulk_create(chunks)
@@ -347,6 +473,10 @@ def _compact_span(family, resolution, start, end, batch, budget):
 
 def prune(keep, now):
     """Delete chunks whose whole span is older than its resolution's retention ({resolution: timedelta})."""
-    return {f"{family.chunk._meta.model_name}:{resolution}": family.chunk.objects.filter(
-        resolution=resolution, ts__lt=now - age - timedelta(seconds=SPAN[resolution])).delete()[0]
-        for family in (PROXYSQL, BACKEND) for resolution, age in keep.items()}
+    return {
+        f"{family.chunk._meta.model_name}:{resolution}": family.chunk.objects.filter(
+            resolution=resolution, ts__lt=now - age - timedelta(seconds=SPAN[resolution])
+        ).delete()[0]
+        for family in (PROXYSQL, BACKEND)
+        for resolution, age in keep.items()
+    }

@@ -39,6 +39,7 @@ generate_latest() escapes and sorts every sample's labels (~4 us a sample here: 
 writes the same text with each label set escaped once per scrape and shared by the samples of a row;
 tests hold it byte for byte equal to generate_latest() on the lab's expositions and on hostile names.
 """
+
 import gc
 import time
 from collections import defaultdict
@@ -153,59 +154,101 @@ def _num(value):
 GAUGE, COUNTER = "gauge", "counter"
 # name (without the prefix; a counter without _total) -> (type, HELP). The order is the exposition's.
 SPECS = {
-    "live_up": (GAUGE, "1 when Redis answered with the latest-state documents; 0 when it did not, and the series "
-                       "read from them (per ProxySQL node and backend) are absent from this scrape, and "
-                       "/metrics/pool answers 503"),
+    "live_up": (
+        GAUGE,
+        "1 when Redis answered with the latest-state documents; 0 when it did not, and the series "
+        "read from them (per ProxySQL node and backend) are absent from this scrape, and "
+        "/metrics/pool answers 503",
+    ),
     "database_up": (GAUGE, "1 when the database answered; 0 when it did not, and every other series is absent"),
-    "hostgroup_info": (GAUGE, "1 for each hostgroup of a cluster's roles: join on (cluster, hostgroup) to name the "
-                              "role (writer, reader, backup_writer, offline) of the pool series"),
+    "hostgroup_info": (
+        GAUGE,
+        "1 for each hostgroup of a cluster's roles: join on (cluster, hostgroup) to name the "
+        "role (writer, reader, backup_writer, offline) of the pool series",
+    ),
     "proxysql_poll_interval_seconds": (GAUGE, "Seconds between two polls of each ProxySQL node of the cluster"),
     "backend_poll_interval_seconds": (GAUGE, "Seconds between two polls of each backend of the cluster"),
     # ProxySQL nodes
-    "proxysql_up": (GAUGE, "1 when the latest poll of the ProxySQL node answered and is fresh; 0 when it failed, "
-                           f"is older than {status.STALE_FACTOR} poll intervals (stale), or there is none yet"),
+    "proxysql_up": (
+        GAUGE,
+        "1 when the latest poll of the ProxySQL node answered and is fresh; 0 when it failed, "
+        f"is older than {status.STALE_FACTOR} poll intervals (stale), or there is none yet",
+    ),
     "proxysql_poll_age_seconds": (GAUGE, "Seconds since the latest poll of the ProxySQL node started"),
-    "proxysql_poll_duration_seconds": (GAUGE, "How long the latest poll of the ProxySQL node took (its reads, or "
-                                              "until its error)"),
+    "proxysql_poll_duration_seconds": (
+        GAUGE,
+        "How long the latest poll of the ProxySQL node took (its reads, or until its error)",
+    ),
     "proxysql_questions": (COUNTER, "Client queries (Questions, stats_mysql_global)"),
     "proxysql_slow_queries": (COUNTER, "Slow queries (Slow_queries)"),
-    "proxysql_prepared_executions": (COUNTER, "Prepared statement executions (Com_frontend_stmt_execute; "
-                                              "ProxySQL does not mirror them)"),
+    "proxysql_prepared_executions": (
+        COUNTER,
+        "Prepared statement executions (Com_frontend_stmt_execute; ProxySQL does not mirror them)",
+    ),
     "proxysql_client_connections": (GAUGE, "Client connections open (Client_Connections_connected)"),
-    "mirror_queue_length": (GAUGE, "Queries waiting in the mirror queue, over every worker thread "
-                                   "(Mirror_queue_length)"),
-    "mirror_queue_limit": (GAUGE, "The mirror queue's limit over every worker thread: mysql-mirror_max_queue_length "
-                                  "(per thread) x mysql-threads; beyond it mirrored queries are dropped"),
+    "mirror_queue_length": (
+        GAUGE,
+        "Queries waiting in the mirror queue, over every worker thread (Mirror_queue_length)",
+    ),
+    "mirror_queue_limit": (
+        GAUGE,
+        "The mirror queue's limit over every worker thread: mysql-mirror_max_queue_length "
+        "(per thread) x mysql-threads; beyond it mirrored queries are dropped",
+    ),
     "mirror_concurrency": (GAUGE, "Mirror sessions running (Mirror_concurrency)"),
     "mirror_concurrency_limit": (GAUGE, "mysql-mirror_max_concurrency"),
     # the query tools' figures (query_stats.py), read every MONITOR_QUERY_STATS_INTERVAL_S
-    "proxysql_sessions": (GAUGE, "Client sessions by command (stats_mysql_processlist counted by ProxySQL: Sleep, "
-                                 "Query, Execute...); no series per session"),
-    "proxysql_user_connections": (GAUGE, f"Client connections of a frontend user (stats_mysql_users): the "
-                                         f"{USERS_EXPORTED} busiest users of the node by name, the others summed as "
-                                         f"user=\"{OTHER}\""),
+    "proxysql_sessions": (
+        GAUGE,
+        "Client sessions by command (stats_mysql_processlist counted by ProxySQL: Sleep, "
+        "Query, Execute...); no series per session",
+    ),
+    "proxysql_user_connections": (
+        GAUGE,
+        f"Client connections of a frontend user (stats_mysql_users): the "
+        f"{USERS_EXPORTED} busiest users of the node by name, the others summed as "
+        f'user="{OTHER}"',
+    ),
     "proxysql_user_max_connections": (GAUGE, "The user's max_connections (stats_mysql_users), for the same users"),
-    "proxysql_command_queries": (COUNTER, "Queries by command (stats_mysql_commands_counters Total_cnt): "
-                                          + ", ".join(COMMANDS_EXPORTED) + f"; the others summed as command=\"{OTHER}\""),
+    "proxysql_command_queries": (
+        COUNTER,
+        "Queries by command (stats_mysql_commands_counters Total_cnt): "
+        + ", ".join(COMMANDS_EXPORTED)
+        + f'; the others summed as command="{OTHER}"',
+    ),
     "proxysql_command_time_seconds": (COUNTER, "Total time of those queries (Total_Time_us)"),
-    "proxysql_backend_errors": (COUNTER, "Errors met on backends (stats_mysql_errors count_star), by hostgroup and "
-                                         "MySQL errno, summed over servers, users and schemas"),
+    "proxysql_backend_errors": (
+        COUNTER,
+        "Errors met on backends (stats_mysql_errors count_star), by hostgroup and "
+        "MySQL errno, summed over servers, users and schemas",
+    ),
     # pool rows: one per (node, hostgroup, server), as stats_mysql_connection_pool
-    "pool_server_status": (GAUGE, "1, with the row's current status as the status label (" + POOL_STATUSES + "); "
-                                  "the other statuses have no series"),
+    "pool_server_status": (
+        GAUGE,
+        "1, with the row's current status as the status label (" + POOL_STATUSES + "); "
+        "the other statuses have no series",
+    ),
     "pool_connections_used": (GAUGE, "Connections in use (ConnUsed)"),
     "pool_connections_free": (GAUGE, "Idle connections kept (ConnFree)"),
     "pool_queries": (COUNTER, "Queries sent to the server in the hostgroup (Queries)"),
     "pool_connection_errors": (COUNTER, "Connection errors (ConnERR)"),
     "pool_latency_seconds": (GAUGE, "Ping latency of the server as ProxySQL measures it (Latency_us)"),
     # mirror rules
-    "mirror_rule_loss_ratio": (GAUGE, "Measured mirror loss of the rule in its last digest-poll window: 1 - mirrored / "
-                                      "expected copies (apps/monitoring/mirror.py); no series without a figure"),
-    "mirror_rule_expected_per_second": (GAUGE, "Copies the rule should have mirrored per second in that window: its "
-                                               "hits less the prepared-statement share"),
+    "mirror_rule_loss_ratio": (
+        GAUGE,
+        "Measured mirror loss of the rule in its last digest-poll window: 1 - mirrored / "
+        "expected copies (apps/monitoring/mirror.py); no series without a figure",
+    ),
+    "mirror_rule_expected_per_second": (
+        GAUGE,
+        "Copies the rule should have mirrored per second in that window: its hits less the prepared-statement share",
+    ),
     # backends
-    "backend_up": (GAUGE, "1 when the latest poll of the backend answered and is fresh; 0 when it failed, is older "
-                          f"than {status.STALE_FACTOR} poll intervals (stale), or there is none yet"),
+    "backend_up": (
+        GAUGE,
+        "1 when the latest poll of the backend answered and is fresh; 0 when it failed, is older "
+        f"than {status.STALE_FACTOR} poll intervals (stale), or there is none yet",
+    ),
     "backend_poll_age_seconds": (GAUGE, "Seconds since the latest poll of the backend started"),
     "backend_poll_duration_seconds": (GAUGE, "How long the latest poll of the backend took"),
     "backend_maintenance": (GAUGE, "1 while the backend is in maintenance (drained by the console), else 0"),
@@ -214,24 +257,40 @@ SPECS = {
     "backend_wsrep_cluster_primary": (GAUGE, "1 when wsrep_cluster_status is Primary"),
     "backend_wsrep_ready": (GAUGE, "1 when wsrep_ready is ON"),
     "backend_wsrep_local_recv_queue": (GAUGE, "Write sets waiting to be applied (wsrep_local_recv_queue)"),
-    "backend_wsrep_flow_control_paused_ratio": (GAUGE, "Share of the time replication was paused by flow control "
-                                                       "since the last FLUSH STATUS (wsrep_flow_control_paused)"),
+    "backend_wsrep_flow_control_paused_ratio": (
+        GAUGE,
+        "Share of the time replication was paused by flow control "
+        "since the last FLUSH STATUS (wsrep_flow_control_paused)",
+    ),
     "backend_replica_lag_seconds": (GAUGE, "Seconds_Behind_Master of an async replica"),
     # operations
-    "operations": (COUNTER, "Operations that ended, by cluster, kind and final state (a series starts at its first "
-                            "operation)"),
-    "operations_open": (GAUGE, "Operations not ended yet, by cluster, kind and state (planned, pending, running, "
-                               "rolling_back, rollback_pending, finish_pending)"),
-    "pending_rollbacks": (GAUGE, "Statements a ProxySQL node has not taken yet (one per node and operation): a "
-                                 "rollback's, or an operation's rest past its point of no return (its state "
-                                 "finish_pending), by state: pending (retried) or superseded (the node will be "
-                                 "repaired)"),
+    "operations": (
+        COUNTER,
+        "Operations that ended, by cluster, kind and final state (a series starts at its first operation)",
+    ),
+    "operations_open": (
+        GAUGE,
+        "Operations not ended yet, by cluster, kind and state (planned, pending, running, "
+        "rolling_back, rollback_pending, finish_pending)",
+    ),
+    "pending_rollbacks": (
+        GAUGE,
+        "Statements a ProxySQL node has not taken yet (one per node and operation): a "
+        "rollback's, or an operation's rest past its point of no return (its state "
+        "finish_pending), by state: pending (retried) or superseded (the node will be "
+        "repaired)",
+    ),
     # alerts (apps/alerts)
-    "alerts": (GAUGE, "Open alerts by cluster, rule, severity and state: firing, pending (waiting for its `for`) or "
-                      "held (planned work is expected to cause it: nobody is paged); no series when none is open"),
+    "alerts": (
+        GAUGE,
+        "Open alerts by cluster, rule, severity and state: firing, pending (waiting for its `for`) or "
+        "held (planned work is expected to cause it: nobody is paged); no series when none is open",
+    ),
 }
-HISTOGRAM_HELP = ("Run time of the operations that ended, as the executor measured it (timings total_ms), by kind "
-                  "and final state; an operation that never ran (refused, expired) is not counted")
+HISTOGRAM_HELP = (
+    "Run time of the operations that ended, as the executor measured it (timings total_ms), by kind "
+    "and final state; an operation that never ran (refused, expired) is not counted"
+)
 
 
 _new_tuple = tuple.__new__  # a Sample (a named tuple) built without its Python-level __new__: 100,000 a scrape
@@ -273,6 +332,7 @@ class _Adder:
                 if value is None:
                     return
             append(_new_tuple(Sample, (sample_name, labels, value, None, None, None)))
+
         self.appenders[name] = add
         return add
 
@@ -343,8 +403,10 @@ class PoolCollector:
         with _no_gc():
             cluster = Cluster.objects.filter(name=self.cluster_name).values("id", "name", "poll_interval_s").first()
             if cluster is None or cluster["name"] != self.cluster_name:  # MariaDB's collation ignores case and
-                raise UnknownCluster(self.cluster_name)                   # trailing spaces: the name, exactly
-            nodes = list(ProxySQLNode.objects.filter(cluster_id=cluster["id"]).order_by("name").values_list("id", "name"))
+                raise UnknownCluster(self.cluster_name)  # trailing spaces: the name, exactly
+            nodes = list(
+                ProxySQLNode.objects.filter(cluster_id=cluster["id"]).order_by("name").values_list("id", "name")
+            )
             docs = read_docs(live.PROXYSQL, [pk for pk, _ in nodes], POOL_DECODER)
             families = _families(POOL)
             _pool(_Adder(families), cluster, nodes, docs, self.now or time.time())
@@ -355,9 +417,9 @@ class _Inventory:
     """What a scrape reads first; the sections of other apps label their series from it."""
 
     def __init__(self):
-        self.clusters = {}   # id -> {name, intervals, roles}
-        self.nodes = {}      # id -> (cluster_id, labels {cluster, node})
-        self.servers = {}    # id -> (cluster_id, labels {cluster, server}, maintenance)
+        self.clusters = {}  # id -> {name, intervals, roles}
+        self.nodes = {}  # id -> (cluster_id, labels {cluster, node})
+        self.servers = {}  # id -> (cluster_id, labels {cluster, server}, maintenance)
 
 
 def server_label(host, port):
@@ -366,20 +428,34 @@ def server_label(host, port):
 
 def _inventory():
     inv = _Inventory()
-    for c in Cluster.objects.values("id", "name", "poll_interval_s", "backend_poll_interval_s", "writer_hostgroup",
-                                     "reader_hostgroup", "backup_writer_hostgroup", "offline_hostgroup"):
+    for c in Cluster.objects.values(
+        "id",
+        "name",
+        "poll_interval_s",
+        "backend_poll_interval_s",
+        "writer_hostgroup",
+        "reader_hostgroup",
+        "backup_writer_hostgroup",
+        "offline_hostgroup",
+    ):
         roles = {c["writer_hostgroup"]: "writer", c["reader_hostgroup"]: "reader"}
         for field, role in (("backup_writer_hostgroup", "backup_writer"), ("offline_hostgroup", "offline")):
             if c[field] is not None:
                 roles[c[field]] = role
         c["roles"] = roles
         inv.clusters[c["id"]] = c
-    for pk, cluster_id, name in ProxySQLNode.objects.order_by("cluster_id", "name").values_list("id", "cluster_id", "name"):
+    for pk, cluster_id, name in ProxySQLNode.objects.order_by("cluster_id", "name").values_list(
+        "id", "cluster_id", "name"
+    ):
         inv.nodes[pk] = (cluster_id, {"cluster": inv.clusters[cluster_id]["name"], "node": name})
-    for pk, cluster_id, host, port, maintenance in (Server.objects.order_by("cluster_id", "hostname", "port")
-                                                    .values_list("id", "cluster_id", "hostname", "port", "maintenance")):
-        inv.servers[pk] = (cluster_id, {"cluster": inv.clusters[cluster_id]["name"], "server": server_label(host, port)},
-                           maintenance)
+    for pk, cluster_id, host, port, maintenance in Server.objects.order_by(
+        "cluster_id", "hostname", "port"
+    ).values_list("id", "cluster_id", "hostname", "port", "maintenance"):
+        inv.servers[pk] = (
+            cluster_id,
+            {"cluster": inv.clusters[cluster_id]["name"], "server": server_label(host, port)},
+            maintenance,
+        )
     return inv
 
 
@@ -407,13 +483,25 @@ def _polled(add, kind, labels, doc, interval, now):
 
 # What is exported of a node's stats_mysql_global (its errors are the pool rows' ConnERR, as on the pages). Each
 # series more costs 1,000 samples at fleet scale: the figures the pages show, not every counter ProxySQL keeps.
-GLOBAL_COUNTERS = (("proxysql_questions", "Questions"), ("proxysql_slow_queries", "Slow_queries"),
-                   ("proxysql_prepared_executions", "Com_frontend_stmt_execute"))
-GLOBAL_GAUGES = (("proxysql_client_connections", "client_connections_connected"),
-                 ("mirror_queue_length", "mirror_queue_length"), ("mirror_concurrency", "mirror_concurrency"),
-                 ("mirror_concurrency_limit", "mirror_max_concurrency"))
-POOL = ("pool_server_status", "pool_connections_used", "pool_connections_free", "pool_queries", "pool_connection_errors",
-        "pool_latency_seconds")
+GLOBAL_COUNTERS = (
+    ("proxysql_questions", "Questions"),
+    ("proxysql_slow_queries", "Slow_queries"),
+    ("proxysql_prepared_executions", "Com_frontend_stmt_execute"),
+)
+GLOBAL_GAUGES = (
+    ("proxysql_client_connections", "client_connections_connected"),
+    ("mirror_queue_length", "mirror_queue_length"),
+    ("mirror_concurrency", "mirror_concurrency"),
+    ("mirror_concurrency_limit", "mirror_max_concurrency"),
+)
+POOL = (
+    "pool_server_status",
+    "pool_connections_used",
+    "pool_connections_free",
+    "pool_queries",
+    "pool_connection_errors",
+    "pool_latency_seconds",
+)
 
 
 def _proxysql(add, inv, docs, now):
@@ -426,8 +514,13 @@ def _proxysql(add, inv, docs, now):
             add(name, labels, getattr(counters, field))
         for name, field in GLOBAL_GAUGES:
             add(name, labels, getattr(figures, field))
-        add("mirror_queue_limit", labels, status.mirror({"mirror_max_queue_length": figures.mirror_max_queue_length,
-                                                          "mysql_threads": figures.mysql_threads}).queue_limit)
+        add(
+            "mirror_queue_limit",
+            labels,
+            status.mirror(
+                {"mirror_max_queue_length": figures.mirror_max_queue_length, "mysql_threads": figures.mysql_threads}
+            ).queue_limit,
+        )
         stats = doc.query_stats  # read every MONITOR_QUERY_STATS_INTERVAL_S: its own age
         if stats is not None and now - stats.ts <= status.stale_after(settings.MONITOR_QUERY_STATS_INTERVAL_S):
             _query_stats(add, labels, stats)
@@ -469,8 +562,12 @@ def _pool(add, cluster, nodes, docs, now):
             continue
         for row in doc.pool:
             hostgroup, host, port = row.key
-            row_labels = {"cluster": cluster["name"], "hostgroup": str(hostgroup), "node": node,
-                          "server": server_label(host, port)}
+            row_labels = {
+                "cluster": cluster["name"],
+                "hostgroup": str(hostgroup),
+                "node": node,
+                "server": server_label(host, port),
+            }
             if row.status is not None:
                 status_of({**row_labels, "status": row.status}, 1.0)
             used(row_labels, row.conn_used)
@@ -511,17 +608,21 @@ def _mirror_rules(add, inv, now):
     """The last measured window of each mirror rule, when it ended within STALE_FACTOR digest intervals: an older
     figure is not today's loss. One query for the rules, one for the recent windows of their nodes (indexed)."""
     rules = defaultdict(set)
-    for node_id, rule_id in MirrorRule.objects.filter(mirror_hostgroup__isnull=False).values_list("proxysql_node_id",
-                                                                                                 "rule_id"):
+    for node_id, rule_id in MirrorRule.objects.filter(mirror_hostgroup__isnull=False).values_list(
+        "proxysql_node_id", "rule_id"
+    ):
         rules[node_id].add(rule_id)
     if not rules:
         return
     since = now - status.stale_after(settings.MONITOR_DIGEST_INTERVAL_S)
     latest = {}
     for node_id, rule_id, loss, expected in (
-            MirrorRuleSample.objects.filter(node_id__in=list(rules), resolution=RAW,
-                                            ts__gte=datetime.fromtimestamp(since, tz=timezone.utc))
-            .order_by("ts").values_list("node_id", "rule_id", "loss", "expected_ps")):
+        MirrorRuleSample.objects.filter(
+            node_id__in=list(rules), resolution=RAW, ts__gte=datetime.fromtimestamp(since, tz=timezone.utc)
+        )
+        .order_by("ts")
+        .values_list("node_id", "rule_id", "loss", "expected_ps")
+    ):
         if rule_id in rules[node_id]:
             latest[node_id, rule_id] = (loss, expected)
     for (node_id, rule_id), (loss, expected) in sorted(latest.items()):
@@ -533,8 +634,13 @@ def _mirror_rules(add, inv, now):
 
 
 # -- the text --------------------------------------------------------------------------------------------
-_TYPES = {"counter": "counter", "info": "gauge", "stateset": "gauge", "gaugehistogram": "histogram",
-          "unknown": "untyped"}
+_TYPES = {
+    "counter": "counter",
+    "info": "gauge",
+    "stateset": "gauge",
+    "gaugehistogram": "histogram",
+    "unknown": "untyped",
+}
 _SUFFIXES = {"counter": "_total", "info": "_info"}
 
 
@@ -544,7 +650,7 @@ def render(families):
     Families with OpenMetrics-only samples (_created, _gsum, _gcount) are not supported: ours have none."""
     escape_name = openmetrics.escape_metric_name
     out = []
-    label_text = {}   # id(labels dict) -> "{...}": the dicts stay alive in `families` while this runs
+    label_text = {}  # id(labels dict) -> "{...}": the dicts stay alive in `families` while this runs
     value_text = {}
     names = {}
     pair_text = _LabelPairs()
@@ -585,8 +691,9 @@ class _LabelPairs(dict):
         text = self.get(pair)
         if text is None:
             name, value = pair
-            text = self[pair] = (f'{openmetrics.escape_label_name(name)}='
-                                 f'"{openmetrics._escape(value, openmetrics.ALLOWUTF8, False)}"')
+            text = self[pair] = (
+                f'{openmetrics.escape_label_name(name)}="{openmetrics._escape(value, openmetrics.ALLOWUTF8, False)}"'
+            )
         return text
 
 
@@ -622,6 +729,15 @@ def scrape_targets(address, scheme):
     multi-target exporter pattern sets it."""
     groups = [{"targets": [address], "labels": {"__scheme__": scheme, "__metrics_path__": "/metrics"}}]
     for name in Cluster.objects.order_by("name").values_list("name", flat=True):
-        groups.append({"targets": [address], "labels": {"__scheme__": scheme, "__metrics_path__": "/metrics/pool",
-                                                         "__param_cluster": name, "instance": f"pool/{name}"}})
+        groups.append(
+            {
+                "targets": [address],
+                "labels": {
+                    "__scheme__": scheme,
+                    "__metrics_path__": "/metrics/pool",
+                    "__param_cluster": name,
+                    "instance": f"pool/{name}",
+                },
+            }
+        )
     return groups

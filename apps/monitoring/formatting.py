@@ -4,6 +4,7 @@ command and message (issue 35: three copies printed "2 h 3 min", "2 h 05 min" an
 Pure functions of a value, no Django: the pages' filters (monitoring, digests, reports templatetags), the reports
 (apps/reports/fmt.py) and the commands call these. Here in monitoring, the lowest app whose figures are shown, so that
 every app above may use it (apps/tests/test_boundaries.py ORDER)."""
+
 from __future__ import annotations
 
 import math
@@ -83,7 +84,7 @@ def percent(value: object, digits: int = 2) -> str:
         return "0 %"
     if v >= 100:
         return "100 %"
-    floor = 10.0 ** -digits
+    floor = 10.0**-digits
     if 0 < v < floor:
         return f"<{floor:.{digits}f} %"
     for d in range(digits, 7):

@@ -18,6 +18,7 @@ exclusive and let go of a dead worker quickly.
 - poll-owner:<kind> records, per shard, the fence, holder and start of its latest round (for people and the
   benchmark; nothing decides on it).
 """
+
 import os
 import socket
 import threading
@@ -66,16 +67,20 @@ class ShardLease:
         self.lost = threading.Event()
         self._stop = threading.Event()
         self._renewer = None
-        self._scripts = {name: r.register_script(body) for name, body in
-                         (("acquire", _ACQUIRE), ("renew", _RENEW), ("release", _RELEASE), ("claim", _CLAIM))}
+        self._scripts = {
+            name: r.register_script(body)
+            for name, body in (("acquire", _ACQUIRE), ("renew", _RENEW), ("release", _RELEASE), ("claim", _CLAIM))
+        }
 
     @property
     def fence(self):
         return int(self.value.split(" ", 1)[0]) if self.value else None
 
     def acquire(self, now):
-        value = self._scripts["acquire"](keys=[self.key, f"poll-fence:{self.kind}:{self.shard}", f"poll-owner:{self.kind}"],
-                                         args=[self.holder, int(LEASE_TTL_S * 1000), self.shard, repr(now)])
+        value = self._scripts["acquire"](
+            keys=[self.key, f"poll-fence:{self.kind}:{self.shard}", f"poll-owner:{self.kind}"],
+            args=[self.holder, int(LEASE_TTL_S * 1000), self.shard, repr(now)],
+        )
         if not value:
             return False
         self.value = value.decode() if isinstance(value, bytes) else value
@@ -95,8 +100,9 @@ class ShardLease:
     def claim(self, pk, now, stamped_before):
         """True when the lease is still ours and the node was not stamped at or after `stamped_before`: its
         poll start is then stamped `now`. False otherwise (self.lost is set when the lease was lost)."""
-        result = self._scripts["claim"](keys=[self.key, f"poll-started:{self.kind}"],
-                                        args=[self.value, pk, repr(now), repr(stamped_before)])
+        result = self._scripts["claim"](
+            keys=[self.key, f"poll-started:{self.kind}"], args=[self.value, pk, repr(now), repr(stamped_before)]
+        )
         if result == -1:
             self.lost.set()
         return result == 1
@@ -106,4 +112,6 @@ class ShardLease:
         if self._renewer is not None:
             self._renewer.join(timeout=RENEW_EVERY_S * 2)
         if self.value is not None:
-            self._scripts["release"](keys=[self.key], args=[self.value])  # compare-and-delete: never a successor's lease
+            self._scripts["release"](
+                keys=[self.key], args=[self.value]
+            )  # compare-and-delete: never a successor's lease

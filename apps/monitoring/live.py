@@ -9,6 +9,7 @@ judgements (evaluate.judge_clusters with full), which judge whole stored documen
 judge the documents a poll round hands over. When Redis is down, both raise LiveUnavailable so a page can say
 "live data unavailable" and fall back to history from the database.
 """
+
 import json
 import logging
 import time
@@ -33,8 +34,9 @@ class LiveUnavailable(Exception):
 def client():
     url = settings.REDIS_URL
     if url not in _clients:
-        _clients[url] = redis.Redis.from_url(url, socket_connect_timeout=0.3, socket_timeout=0.5,
-                                             health_check_interval=30)
+        _clients[url] = redis.Redis.from_url(
+            url, socket_connect_timeout=0.3, socket_timeout=0.5, health_check_interval=30
+        )
     return _clients[url]
 
 
@@ -116,8 +118,10 @@ class CheckedDoc(dict):
 
     def _declared(self, name):
         if name not in live_doc.FULL[self.kind].__struct_fields__:
-            raise AssertionError(f"a {self.kind} latest-state document has no field {name!r}: "
-                                 f"live_doc.{live_doc.FULL[self.kind].__name__} does not declare it")
+            raise AssertionError(
+                f"a {self.kind} latest-state document has no field {name!r}: "
+                f"live_doc.{live_doc.FULL[self.kind].__name__} does not declare it"
+            )
 
     def __getitem__(self, name):
         self._declared(name)

@@ -15,6 +15,7 @@ dicts (live.read_many, CheckedDoc in the tests): the pollers merging a poll with
 alert rules' full judgements (they judge stored documents with the functions that judge a round's own dicts).
 
 Nested parts that no reader struct types are kept loose (dict, list) with their writer named."""
+
 from typing import Any
 
 import msgspec
@@ -44,24 +45,24 @@ class ProxySQLNodeDoc(_Polled):
     """pollers.proxysql_result (a good poll) and pollers._failure (a failed one)."""
 
     uptime: int | None = None
-    counters: dict[str, int | None] = {}            # GLOBAL_COUNTERS as read (stats_mysql_global)
+    counters: dict[str, int | None] = {}  # GLOBAL_COUNTERS as read (stats_mysql_global)
     counters_ts: float | None = None
-    figures: dict[str, float | int | None] = {}     # rates, gauges, limits and the pool's sums
-    pool: list[dict] = []                           # stats_mysql_connection_pool rows with their rates
-    runtime_servers: list[dict] = []                # runtime_mysql_servers rows (ServerRow fields)
-    variables: dict[str, Any] = {}                  # global_variables as last read (every few polls)
+    figures: dict[str, float | int | None] = {}  # rates, gauges, limits and the pool's sums
+    pool: list[dict] = []  # stats_mysql_connection_pool rows with their rates
+    runtime_servers: list[dict] = []  # runtime_mysql_servers rows (ServerRow fields)
+    variables: dict[str, Any] = {}  # global_variables as last read (every few polls)
     variables_ts: float | None = None
-    status_changes: dict = {}                       # status_changes(): runtime statuses that moved, with when
-    runtime_fp: Any = None                          # _layers(): the runtime rows' fingerprint ...
-    runtime_changed_ts: float | None = None         # ... since when it holds
-    memory_servers: Any = None                      # ... and the memory and disk mysql_servers ("runtime": the same)
+    status_changes: dict = {}  # status_changes(): runtime statuses that moved, with when
+    runtime_fp: Any = None  # _layers(): the runtime rows' fingerprint ...
+    runtime_changed_ts: float | None = None  # ... since when it holds
+    memory_servers: Any = None  # ... and the memory and disk mysql_servers ("runtime": the same)
     disk_servers: Any = None
     layers_ts: float | None = None
-    proxysql_cluster: dict | None = None            # proxysql_cluster.settings_part + checks_part
-    query_stats: dict | None = None                 # query_stats.document(): users, sessions, commands, errors
-    shared_with: list | None = None                 # a ProxySQL serving several clusters: the others
-    poll_s: float | None = None                     # how long the poll took (proxysql_round)
-    poll_ms: float | None = None                    # _poll_time(): this poll's and the node's usual duration
+    proxysql_cluster: dict | None = None  # proxysql_cluster.settings_part + checks_part
+    query_stats: dict | None = None  # query_stats.document(): users, sessions, commands, errors
+    shared_with: list | None = None  # a ProxySQL serving several clusters: the others
+    poll_s: float | None = None  # how long the poll took (proxysql_round)
+    poll_ms: float | None = None  # _poll_time(): this poll's and the node's usual duration
     poll_ms_usual: float | None = None
     poll_ms_usual_ts: float | None = None
 
@@ -69,12 +70,12 @@ class ProxySQLNodeDoc(_Polled):
 class BackendNodeDoc(_Polled):
     """pollers.poll_backend (and pollers._failure)."""
 
-    state: dict | None = None                       # clients.backend.NodeState's fields
+    state: dict | None = None  # clients.backend.NodeState's fields
     synced_primary: bool | None = None
     lag_seconds: int | None = None
-    replica: dict | None = None                     # async replica threads: io, sql, error
-    fc_marks: Any = None                            # fc_marks(): flow control readings for the window's share
-    poll_s: float | None = None                     # how long the poll took (backend_round)
+    replica: dict | None = None  # async replica threads: io, sql, error
+    fc_marks: Any = None  # fc_marks(): flow control readings for the window's share
+    poll_s: float | None = None  # how long the poll took (backend_round)
 
 
 class DriftNodeDoc(_Full):
@@ -95,10 +96,10 @@ class ChannelDoc(_Full):
 
     ts: float
     ok: bool
-    state: str                                      # channel_state(): running, connecting, stopped, error, ...
-    ends: list[int]                                 # [source server pk, replica server pk] when polled
-    source: dict                                    # dr.polling._read_source (or _guarded's failure)
-    replica: dict                                   # dr.polling._read_replica (or _guarded's failure)
+    state: str  # channel_state(): running, connecting, stopped, error, ...
+    ends: list[int]  # [source server pk, replica server pk] when polled
+    source: dict  # dr.polling._read_source (or _guarded's failure)
+    replica: dict  # dr.polling._read_replica (or _guarded's failure)
     domain: int | None = None
     applied_seq: int | None = None
     behind_trx: int | None = None

@@ -32,6 +32,7 @@ default engine, through rule_regex (a pattern PCRE does not compile is not measu
 match limit on a digest text is not measured in that window, and is not tried on the window's other texts:
 a backtracking pattern costs one limit per poll, never a stalled worker).
 """
+
 import time
 from dataclasses import dataclass, field
 
@@ -53,7 +54,7 @@ class RuleWindow:
     mirrored: int = 0
     digests: int = 0
     ambiguous: bool = False  # a routing rule into the mirror hostgroup matches the same digests
-    note: str = ""           # why there is no figure
+    note: str = ""  # why there is no figure
 
     @property
     def dropped(self):
@@ -69,7 +70,7 @@ class RuleWindow:
         return None if value is None or not self.interval_s else value / self.interval_s
 
 
-RULE_BUDGET_S = 0.2   # a mirror rule's searches over one poll's digest texts; ordinary patterns take about 1 ms
+RULE_BUDGET_S = 0.2  # a mirror rule's searches over one poll's digest texts; ordinary patterns take about 1 ms
 
 
 def poll_budget_s():
@@ -81,6 +82,7 @@ def poll_budget_s():
 @dataclass
 class Spent:
     """The CPU of one poll's searches, every rule together, against its budget (MIRROR_POLL_BUDGET_S)."""
+
     total_s: float = 0.0
     rules: int = 0
     texts: int = 0
@@ -92,8 +94,10 @@ class Spent:
 
     @property
     def said(self):
-        return (f"this poll's mirror rule searches passed their budget of {self.budget_s:g} s of CPU ({self.rules} "
-                f"rules over {self.texts} digest texts): not counted in full")
+        return (
+            f"this poll's mirror rule searches passed their budget of {self.budget_s:g} s of CPU ({self.rules} "
+            f"rules over {self.texts} digest texts): not counted in full"
+        )
 
 
 @dataclass
@@ -102,7 +106,7 @@ class Matcher:
     regex: rule_regex.Pattern | None = None
     error: str = ""
     negate: bool = False
-    spent_s: float = 0.0     # CPU time its searches took this poll, against RULE_BUDGET_S
+    spent_s: float = 0.0  # CPU time its searches took this poll, against RULE_BUDGET_S
     poll: Spent = field(default_factory=Spent)  # shared by the poll's matchers
 
     @classmethod
@@ -144,8 +148,10 @@ class Matcher:
             self.spent_s += took
             self.poll.total_s += took
             if self.spent_s > RULE_BUDGET_S and not self.error:
-                self.error = (f"this pattern took more than {RULE_BUDGET_S * 1000:.0f} ms over this poll's digest "
-                              f"texts (near PCRE's match limit on each)")
+                self.error = (
+                    f"this pattern took more than {RULE_BUDGET_S * 1000:.0f} ms over this poll's digest "
+                    f"texts (near PCRE's match limit on each)"
+                )
 
 
 def is_mirror(rule):
@@ -199,8 +205,10 @@ def measure(rules, hits_now, hits_before, counters_now, counters_before, deltas,
         w = out[owner["rule_id"]]
         w.mirrored += count
         w.digests += 1
-        if any(r.get("destination_hostgroup") == hostgroup and matchers[r["rule_id"]].matches(schemaname, username, text)
-               for r in routing):
+        if any(
+            r.get("destination_hostgroup") == hostgroup and matchers[r["rule_id"]].matches(schemaname, username, text)
+            for r in routing
+        ):
             w.ambiguous = True
     window = Window(mirrored_total=sum(w.mirrored for w in out.values()))
 

@@ -9,6 +9,7 @@ server packed (pool.py), a server's status the worst of the bucket in rollups (P
 The foreign keys have no index of their own: the (owner, resolution, ts) index serves them. Timestamps
 are the poller's clock, never a node's, so a node with a skewed clock cannot reorder its samples.
 """
+
 from django.db import models
 
 RAW, MINUTE, HOUR = 0, 60, 3600
@@ -72,10 +73,24 @@ class ProxySQLSample(models.Model):
         indexes = [models.Index(fields=["node", "resolution", "ts"], name="pxsample_node_res_ts")]
 
 
-with_extremes(ProxySQLSample, [
-    "questions_ps", "slow_queries_ps", "prepared_ps", "client_connections_connected", "client_connections_created_ps",
-    "client_connections_aborted_ps", "server_connections_connected", "server_connections_aborted_ps",
-    "active_transactions", "conn_used", "conn_free", "conn_err_ps", "mirror_concurrency"])
+with_extremes(
+    ProxySQLSample,
+    [
+        "questions_ps",
+        "slow_queries_ps",
+        "prepared_ps",
+        "client_connections_connected",
+        "client_connections_created_ps",
+        "client_connections_aborted_ps",
+        "server_connections_connected",
+        "server_connections_aborted_ps",
+        "active_transactions",
+        "conn_used",
+        "conn_free",
+        "conn_err_ps",
+        "mirror_concurrency",
+    ],
+)
 
 
 class PoolServer(models.Model):
@@ -88,8 +103,9 @@ class PoolServer(models.Model):
     srv_port = models.PositiveIntegerField()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["node", "hostgroup", "srv_host", "srv_port"],
-                                               name="poolserver_node_key")]
+        constraints = [
+            models.UniqueConstraint(fields=["node", "hostgroup", "srv_host", "srv_port"], name="poolserver_node_key")
+        ]
 
 
 class PoolSnapshot(models.Model):
@@ -173,7 +189,9 @@ class MirrorRuleSample(models.Model):
     expected_ps = Float32Field(null=True, help_text="hits x (1 - prepared share), per second")
     mirrored_ps = Float32Field(null=True, help_text="executions of the rule's digests in the mirror hostgroup")
     loss = Float32Field(null=True, help_text="1 - mirrored / expected; worst window in rollups")
-    ambiguous = models.BooleanField(null=True, help_text="a routing rule sends the same digests to the mirror hostgroup")
+    ambiguous = models.BooleanField(
+        null=True, help_text="a routing rule sends the same digests to the mirror hostgroup"
+    )
 
     class Meta:
         indexes = [models.Index(fields=["node", "resolution", "ts"], name="mirrorsample_node_res_ts")]

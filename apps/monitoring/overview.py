@@ -13,6 +13,7 @@ Built to stay under 150 ms of server time at 1,000 ProxySQL nodes and thousands 
   whose polled runtime did not already say drift;
 - chips are built only for the clusters of the page shown; the attention list always covers the fleet.
 """
+
 import gc
 import time
 from collections import defaultdict
@@ -83,8 +84,12 @@ class BackendDoc(msgspec.Struct):
         s = self.state
         if s is None:
             return self.lag_seconds is None or self.lag_seconds <= max_lag
-        if s.wsrep_on and not (s.local_state == 4 and s.cluster_status == "Primary" and s.ready is not False
-                               and (s.local_recv_queue is None or s.local_recv_queue <= max_lag)):
+        if s.wsrep_on and not (
+            s.local_state == 4
+            and s.cluster_status == "Primary"
+            and s.ready is not False
+            and (s.local_recv_queue is None or s.local_recv_queue <= max_lag)
+        ):
             return False
         if self.lag_seconds is not None and self.lag_seconds > max_lag:
             return False
@@ -99,8 +104,11 @@ class DriftDoc(msgspec.Struct):
     findings: list = []
 
 
-_decoders = {live.PROXYSQL: msgspec.json.Decoder(ProxySQLDoc), live.BACKEND: msgspec.json.Decoder(BackendDoc),
-             live.DRIFT: msgspec.json.Decoder(DriftDoc)}
+_decoders = {
+    live.PROXYSQL: msgspec.json.Decoder(ProxySQLDoc),
+    live.BACKEND: msgspec.json.Decoder(BackendDoc),
+    live.DRIFT: msgspec.json.Decoder(DriftDoc),
+}
 DRIFT_FRESH_S = 120  # the watcher runs every 30 s: an older result is not shown
 
 
@@ -196,13 +204,30 @@ def _fleet_overview(page, only_attention, now, tag=None):
     nodes, servers = ProxySQLNode.objects.all(), Server.objects.all()
     if tag:  # the same number of queries: the tag narrows each of them
         nodes, servers = nodes.filter(cluster__in=chosen), servers.filter(cluster__in=chosen)
-    clusters = list(tags.with_tags(chosen).order_by("name").values(
-        "id", "name", "tags_text", "poll_interval_s", "backend_poll_interval_s", "max_replication_lag", "writer_hostgroup", "reader_hostgroup",
-        "backup_writer_hostgroup", "offline_hostgroup", "native_manager"))
+    clusters = list(
+        tags.with_tags(chosen)
+        .order_by("name")
+        .values(
+            "id",
+            "name",
+            "tags_text",
+            "poll_interval_s",
+            "backend_poll_interval_s",
+            "max_replication_lag",
+            "writer_hostgroup",
+            "reader_hostgroup",
+            "backup_writer_hostgroup",
+            "offline_hostgroup",
+            "native_manager",
+        )
+    )
     by_id = {c["id"]: c for c in clusters}
     nodes = list(nodes.order_by("name").values_list("id", "cluster_id", "name"))
-    servers = list(servers.order_by("hostname", "port").values_list("id", "cluster_id", "hostname", "port",
-                                                                    "maintenance", "maintenance_note"))
+    servers = list(
+        servers.order_by("hostname", "port").values_list(
+            "id", "cluster_id", "hostname", "port", "maintenance", "maintenance_note"
+        )
+    )
     # a drained backend's trouble is planned: said so, not red; and its being drained is said, never hidden
     in_maintenance = {s[0]: s[5] for s in servers if s[4]}
     servers = [s[:4] for s in servers]
@@ -216,8 +241,11 @@ def _fleet_overview(page, only_attention, now, tag=None):
     except live.LiveUnavailable as exc:
         unavailable, px_docs, be_docs, layer_docs = str(exc) or "Redis unavailable", {}, {}, {}
 
-    node_url, server_url, cluster_url = (_url_maker("pages:proxysql_node"), _url_maker("pages:server"),
-                                         _url_maker("pages:cluster"))
+    node_url, server_url, cluster_url = (
+        _url_maker("pages:proxysql_node"),
+        _url_maker("pages:server"),
+        _url_maker("pages:cluster"),
+    )
     for c in clusters:
         c.update(url=cluster_url(c["id"]), px=[], be=[], attention=0, px_colour={})
         hgs = {c["writer_hostgroup"], c["reader_hostgroup"]}
@@ -230,8 +258,14 @@ def _fleet_overview(page, only_attention, now, tag=None):
         c["writers"] = {f"{r[1]}:{r[2]}" for r in rows if r[0] == c["writer_hostgroup"]}  # as the chips name them
         c["runtime"] = {}  # node name -> (fingerprint, rows) of its answering nodes
     attention = []
-    totals = {"nodes": len(nodes), "nodes_ok": 0, "servers": len(servers), "servers_ok": 0, "questions_ps": 0.0,
-              "in_maintenance": len(in_maintenance)}
+    totals = {
+        "nodes": len(nodes),
+        "nodes_ok": 0,
+        "servers": len(servers),
+        "servers_ok": 0,
+        "questions_ps": 0.0,
+        "in_maintenance": len(in_maintenance),
+    }
 
     def attend(colour, what, c, name, url, detail, since=None, maintenance=False):
         if maintenance:
@@ -270,9 +304,15 @@ def _fleet_overview(page, only_attention, now, tag=None):
                     rows = fp = None  # a document of another shape: say so rather than guess
                     attend("amber", "drift", c, name, node_url(pk), "runtime_mysql_servers in an unexpected shape")
                 if fp is not None and c["managed"]:
-                    rows = native.fold(rows, [{"hostgroup_id": r[0], "hostname": r[1], "port": r[2],
-                                               **dict(zip(SERVER_FIELDS, r[3:]))} for r in intended.get(cluster_id, ())],
-                                       c["managed"], columns=SERVER_FIELDS)
+                    rows = native.fold(
+                        rows,
+                        [
+                            {"hostgroup_id": r[0], "hostname": r[1], "port": r[2], **dict(zip(SERVER_FIELDS, r[3:]))}
+                            for r in intended.get(cluster_id, ())
+                        ],
+                        c["managed"],
+                        columns=SERVER_FIELDS,
+                    )
                 if fp is not None:
                     c["runtime"][name] = (fp, rows)
                 if fp is not None and fp != c["intended_fp"]:
@@ -281,12 +321,23 @@ def _fleet_overview(page, only_attention, now, tag=None):
                         colour = "amber"
                         d = diffs[0]
                         more = f" and {len(diffs) - 1} more" if len(diffs) > 1 else ""
-                        attend("amber", "drift", c, name, c["url"] + "#drift-section",
-                               f"hg {d.hostgroup_id} {d.hostname}:{d.port} {d.field}: intended {d.intended}, "
-                               f"runtime {d.runtime}{more}")
+                        attend(
+                            "amber",
+                            "drift",
+                            c,
+                            name,
+                            c["url"] + "#drift-section",
+                            f"hg {d.hostgroup_id} {d.hostname}:{d.port} {d.field}: intended {d.intended}, "
+                            f"runtime {d.runtime}{more}",
+                        )
             layers = layer_docs.get(pk)
-            if (not diffs and isinstance(layers, DriftDoc) and layers.findings and not layers.error
-                    and now - layers.ts <= DRIFT_FRESH_S):
+            if (
+                not diffs
+                and isinstance(layers, DriftDoc)
+                and layers.findings
+                and not layers.error
+                and now - layers.ts <= DRIFT_FRESH_S
+            ):
                 colour = "amber"
                 more = f" and {len(layers.findings) - 1} more" if len(layers.findings) > 1 else ""
                 attend("amber", "drift", c, name, c["url"] + "#drift-section", layers.findings[0]["words"] + more)
@@ -300,8 +351,14 @@ def _fleet_overview(page, only_attention, now, tag=None):
                 d = between[0]
                 values = ", ".join(f"{n}: {v}" for n, v in d["values"].items())
                 more = f" and {len(between) - 1} more" if len(between) > 1 else ""
-                attend("amber", "drift", c, "ProxySQL nodes disagree", c["url"] + "#drift-section",
-                       f"hg {d['key'][0]} {d['key'][1]}:{d['key'][2]} {d['field']} ({values}){more}")
+                attend(
+                    "amber",
+                    "drift",
+                    c,
+                    "ProxySQL nodes disagree",
+                    c["url"] + "#drift-section",
+                    f"hg {d['key'][0]} {d['key'][1]}:{d['key'][2]} {d['field']} ({values}){more}",
+                )
 
     for pk, cluster_id, hostname, port in servers:
         c = by_id[cluster_id]
@@ -312,7 +369,9 @@ def _fleet_overview(page, only_attention, now, tag=None):
         if isinstance(doc, Unreadable):
             attend("grey", "no data", c, name, server_url(pk), f"latest state unreadable: {doc.error}")
             doc = None
-        state, age = status.freshness_of(doc.ts, doc.ok, c["backend_poll_interval_s"], now) if doc else (status.NODATA, None)
+        state, age = (
+            status.freshness_of(doc.ts, doc.ok, c["backend_poll_interval_s"], now) if doc else (status.NODATA, None)
+        )
         if state != status.OK or doc.clean(c["max_replication_lag"]):
             problems = ()
         else:
@@ -321,8 +380,16 @@ def _fleet_overview(page, only_attention, now, tag=None):
         if state == status.NODATA and not unavailable and pk not in be_docs:
             attend("grey", "no data", c, name, server_url(pk), "never polled: are the Celery worker and beat running?")
         elif state == status.UNREACHABLE:
-            attend("red", "unreachable", c, name, server_url(pk), f"{doc.error_kind}: {doc.error}", _ts(doc.error_since),
-                   maintenance=maint)
+            attend(
+                "red",
+                "unreachable",
+                c,
+                name,
+                server_url(pk),
+                f"{doc.error_kind}: {doc.error}",
+                _ts(doc.error_since),
+                maintenance=maint,
+            )
         elif state == status.STALE:
             attend("grey", "stale", c, name, server_url(pk), f"no poll for {duration(age, parts=1)}", _ts(doc.ts))
         elif state == status.OK:
@@ -332,22 +399,46 @@ def _fleet_overview(page, only_attention, now, tag=None):
                 totals["servers_ok"] += 1
         if maint and not any(a[1] == "in maintenance" for a in attention[said:]):  # whatever the poll says
             note = in_maintenance[pk]
-            attend("grey", "in maintenance", c, name, server_url(pk),
-                   "drained for planned maintenance: no traffic, automatic rules leave it alone"
-                   + (f" ({note})" if note else ""))
+            attend(
+                "grey",
+                "in maintenance",
+                c,
+                name,
+                server_url(pk),
+                "drained for planned maintenance: no traffic, automatic rules leave it alone"
+                + (f" ({note})" if note else ""),
+            )
 
     order = {"red": 0, "amber": 1, "grey": 2}
     attention.sort(key=lambda a: (order[a[0]], a[2]["name"], a[3]))
     listed = [c for c in clusters if c["attention"]] if only_attention else clusters
     pages = max(1, -(-len(listed) // PAGE_SIZE))
     page = min(max(1, page), pages)
-    shown = [_cluster_view(c, node_url, server_url) for c in listed[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]]
+    shown = [_cluster_view(c, node_url, server_url) for c in listed[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]]
     return {
-        "clusters": shown, "cluster_count": len(clusters), "listed_count": len(listed), "page": page, "pages": pages,
-        "only_attention": only_attention, "attention_count": len(attention), "totals": totals,
-        "attention": [{"colour": a[0], "what": a[1], "cluster": a[2]["name"], "cluster_url": a[2]["url"], "name": a[3],
-                       "url": a[4], "detail": a[5], "since": a[6]} for a in attention[:ATTENTION_SHOWN]],
-        "unavailable": unavailable, "now": _ts(now),
+        "clusters": shown,
+        "cluster_count": len(clusters),
+        "listed_count": len(listed),
+        "page": page,
+        "pages": pages,
+        "only_attention": only_attention,
+        "attention_count": len(attention),
+        "totals": totals,
+        "attention": [
+            {
+                "colour": a[0],
+                "what": a[1],
+                "cluster": a[2]["name"],
+                "cluster_url": a[2]["url"],
+                "name": a[3],
+                "url": a[4],
+                "detail": a[5],
+                "since": a[6],
+            }
+            for a in attention[:ATTENTION_SHOWN]
+        ],
+        "unavailable": unavailable,
+        "now": _ts(now),
     }
 
 
@@ -355,14 +446,38 @@ def _cluster_view(c, node_url, server_url):
     """Chips of one shown cluster: name, colour, one figure, the figure's age."""
     nodes = []
     for pk, name, state, age, doc in c["px"]:
-        nodes.append({"name": name, "url": node_url(pk), "state": state, "colour": c["px_colour"][pk],
-                      "age": age, "questions_ps": doc.figures.get("questions_ps") if doc else None})
+        nodes.append(
+            {
+                "name": name,
+                "url": node_url(pk),
+                "state": state,
+                "colour": c["px_colour"][pk],
+                "age": age,
+                "questions_ps": doc.figures.get("questions_ps") if doc else None,
+            }
+        )
     backends = []
     for pk, name, state, age, doc, problems, maint in c["be"]:
         wsrep = msgspec.structs.asdict(doc.state) if doc and doc.state else {}
         colour = status.backend_colour(state, problems)
-        backends.append({"name": name, "url": server_url(pk), "state": state, "age": age, "writer": name in c["writers"],
-                         "colour": "grey" if maint and colour == "green" else colour, "maintenance": maint,
-                         "label": status.wsrep_label_of(wsrep), "recv_queue": wsrep.get("local_recv_queue")})
-    return {"name": c["name"], "url": c["url"], "attention": c["attention"], "nodes": nodes, "servers": backends,
-            "tags": tags.from_text(c["tags_text"])}
+        backends.append(
+            {
+                "name": name,
+                "url": server_url(pk),
+                "state": state,
+                "age": age,
+                "writer": name in c["writers"],
+                "colour": "grey" if maint and colour == "green" else colour,
+                "maintenance": maint,
+                "label": status.wsrep_label_of(wsrep),
+                "recv_queue": wsrep.get("local_recv_queue"),
+            }
+        )
+    return {
+        "name": c["name"],
+        "url": c["url"],
+        "attention": c["attention"],
+        "nodes": nodes,
+        "servers": backends,
+        "tags": tags.from_text(c["tags_text"]),
+    }

@@ -12,6 +12,7 @@ decrypting credentials (a credential is decrypted only when a connection is open
 plain tuples inserted with one executemany per table in one transaction, and latest-state documents are
 written in small batches as polls complete (`bin/bench-monitoring` measures all of this).
 """
+
 import hashlib
 import logging
 import math
@@ -41,25 +42,35 @@ MIRROR_VARIABLES = ("mysql-mirror_max_concurrency", "mysql-mirror_max_queue_leng
 # The node's ProxySQL version, read with the variables (the pages show it, clients/proxysql_versions.py says what it supports).
 VERSION_VARIABLE = "admin-version"
 # stats_mysql_global counters turned into per-second rates, and gauges kept as they are.
-GLOBAL_COUNTERS = {"Questions": "questions_ps", "Slow_queries": "slow_queries_ps",
-                   "Com_frontend_stmt_execute": "prepared_ps",
-                   "Client_Connections_created": "client_connections_created_ps",
-                   "Client_Connections_aborted": "client_connections_aborted_ps",
-                   "Server_Connections_aborted": "server_connections_aborted_ps"}
-GLOBAL_GAUGES = {"Client_Connections_connected": "client_connections_connected",
-                 "Server_Connections_connected": "server_connections_connected",
-                 "Active_Transactions": "active_transactions", "Mirror_concurrency": "mirror_concurrency",
-                 "Mirror_queue_length": "mirror_queue_length"}
-POOL_COUNTERS = {"ConnERR": "conn_err_ps", "Queries": "queries_ps", "Bytes_data_sent": "bytes_sent_ps",
-                 "Bytes_data_recv": "bytes_recv_ps"}
+GLOBAL_COUNTERS = {
+    "Questions": "questions_ps",
+    "Slow_queries": "slow_queries_ps",
+    "Com_frontend_stmt_execute": "prepared_ps",
+    "Client_Connections_created": "client_connections_created_ps",
+    "Client_Connections_aborted": "client_connections_aborted_ps",
+    "Server_Connections_aborted": "server_connections_aborted_ps",
+}
+GLOBAL_GAUGES = {
+    "Client_Connections_connected": "client_connections_connected",
+    "Server_Connections_connected": "server_connections_connected",
+    "Active_Transactions": "active_transactions",
+    "Mirror_concurrency": "mirror_concurrency",
+    "Mirror_queue_length": "mirror_queue_length",
+}
+POOL_COUNTERS = {
+    "ConnERR": "conn_err_ps",
+    "Queries": "queries_ps",
+    "Bytes_data_sent": "bytes_sent_ps",
+    "Bytes_data_recv": "bytes_recv_ps",
+}
 # While a round runs, the documents of the polls finished so far are written at least this often: a
 # node that hangs until its timeout delays its own document only.
 PUBLISH_EVERY_S = 0.05
 # What the alert rules read beside the figures (apps/alerts/conditions.py):
-POLL_USUAL_TAU_S = 3600.0   # a node's usual poll time: an average over about an hour
+POLL_USUAL_TAU_S = 3600.0  # a node's usual poll time: an average over about an hour
 STATUS_CHANGES_KEEP_S = 1800  # when each runtime row's status changed, for this long (flapping)
-FC_MARK_EVERY_S = 10.0      # flow control: a reading of the paused-ns counter kept this often...
-FC_MARKS_KEEP_S = 660.0     # ...for this long (the rule's window is at most 10 minutes)
+FC_MARK_EVERY_S = 10.0  # flow control: a reading of the paused-ns counter kept this often...
+FC_MARKS_KEEP_S = 660.0  # ...for this long (the rule's window is at most 10 minutes)
 # Memory and disk mysql_servers are read with the variables (MONITOR_VARIABLES_INTERVAL_S), and at every poll for
 # this long after the runtime's configuration changed: an operation's LOAD is followed by its SAVE, and the
 # restart_drift rule must not judge a disk read before that SAVE once the operation's hold is over.
@@ -94,10 +105,21 @@ def _proxysql_admin(node):
     def connect(n):
         _decrypt_deferred(n, "admin_password", token)
         return ProxySQLAdmin.for_node(n)
+
     # The cluster's TLS setting too: a changed CA or verify opens a new connection at the next poll.
-    return _cached(live.PROXYSQL, node, connect, (node.admin_host, node.admin_port, node.admin_user,
-                                                  node.admin_password if token is None else token,
-                                                  node.cluster.tls_ca, node.cluster.tls_verify))
+    return _cached(
+        live.PROXYSQL,
+        node,
+        connect,
+        (
+            node.admin_host,
+            node.admin_port,
+            node.admin_user,
+            node.admin_password if token is None else token,
+            node.cluster.tls_ca,
+            node.cluster.tls_verify,
+        ),
+    )
 
 
 def _backend_client(server):
@@ -107,10 +129,22 @@ def _backend_client(server):
     def connect(s):
         _decrypt_deferred(cluster, "monitor_password", token)
         return BackendClient.for_server(s)
+
     # The credential hosts too: a host an admin no longer allows loses its open connection at the next poll.
-    return _cached(live.BACKEND, server, connect, (server.hostname, server.port, cluster.monitor_user,
-                                                   cluster.monitor_password if token is None else token,
-                                                   cluster.credential_hosts, cluster.tls_ca, cluster.tls_verify))
+    return _cached(
+        live.BACKEND,
+        server,
+        connect,
+        (
+            server.hostname,
+            server.port,
+            cluster.monitor_user,
+            cluster.monitor_password if token is None else token,
+            cluster.credential_hosts,
+            cluster.tls_ca,
+            cluster.tls_verify,
+        ),
+    )
 
 
 def _rate(current, previous, dt):
@@ -138,8 +172,13 @@ def _failure(prev, exc, ts):
     """The latest-state document of a failed poll: the error, since when, and the last good figures."""
     doc = dict(prev or {})
     failing_already = prev is not None and not prev.get("ok", True)
-    doc.update(ts=ts, ok=False, error=str(exc), error_kind=getattr(exc, "kind", "error"),
-               error_since=(prev.get("error_since") if failing_already else ts))
+    doc.update(
+        ts=ts,
+        ok=False,
+        error=str(exc),
+        error_kind=getattr(exc, "kind", "error"),
+        error_since=(prev.get("error_since") if failing_already else ts),
+    )
     return doc
 
 
@@ -180,8 +219,10 @@ class _Table:
                         if v not in adapted:
                             adapted[v] = ops.adapt_datetimefield_value(v)
                         r[i] = adapted[v]
-        sql = (f"INSERT INTO {ops.quote_name(self.model._meta.db_table)} "
-               f"({', '.join(ops.quote_name(c) for c in self.columns)}) VALUES ({', '.join(['%s'] * len(self.columns))})")
+        sql = (
+            f"INSERT INTO {ops.quote_name(self.model._meta.db_table)} "
+            f"({', '.join(ops.quote_name(c) for c in self.columns)}) VALUES ({', '.join(['%s'] * len(self.columns))})"
+        )
         with connection.cursor() as cursor:
             cursor.executemany(sql, rows)
 
@@ -206,13 +247,14 @@ def _insert_history(*batches):
 @dataclass
 class ProxySQLReading:
     """What one poll reads from a ProxySQL admin endpoint (variables, memory, disk: None when not read this time)."""
+
     pool: list
     stats: dict
     runtime: list
     variables: dict | None
     memory: list | None = None  # mysql_servers rows
-    disk: list | None = None    # disk.mysql_servers rows
-    runtime_fp: str = ""        # runtime_fingerprint(runtime)
+    disk: list | None = None  # disk.mysql_servers rows
+    runtime_fp: str = ""  # runtime_fingerprint(runtime)
     # ProxySQL Cluster: admin-cluster_* variables and proxysql_servers (read with the variables), the node's own
     # checksums and what it read from its peers (every poll while it is in a cluster); None when not read
     cluster_settings: dict | None = None
@@ -226,6 +268,7 @@ class ProxySQLReading:
 class Scope:
     """What one cluster's node row takes of a ProxySQL that serves several clusters: the pool and runtime rows
     of its own hostgroups (the endpoint's first row also those no cluster owns, so none is dropped)."""
+
     hostgroups: frozenset
     unowned_too: bool
     owned_by_any: frozenset
@@ -254,13 +297,20 @@ def read_proxysql(node, want_variables, prevs=(), ts=None):
         clustered = bool(cluster_settings.get("admin-cluster_username")) and bool(peers)
     else:
         clustered = any(proxysql_cluster.configured((prev or {}).get("proxysql_cluster")) for prev in prevs)
-    return ProxySQLReading(pool=pool, stats=stats, runtime=runtime, variables=variables,
-                           memory=admin.servers("memory") if layers else None,
-                           disk=admin.servers("disk") if layers else None, runtime_fp=fp,
-                           cluster_settings=cluster_settings, peers=peers,
-                           checksums=admin.checksums() if clustered else None,
-                           peer_checksums=admin.peer_checksums() if clustered else None,
-                           query_stats=query_stats.read(admin, ts) if query_stats.wanted(prevs, ts) else None)
+    return ProxySQLReading(
+        pool=pool,
+        stats=stats,
+        runtime=runtime,
+        variables=variables,
+        memory=admin.servers("memory") if layers else None,
+        disk=admin.servers("disk") if layers else None,
+        runtime_fp=fp,
+        cluster_settings=cluster_settings,
+        peers=peers,
+        checksums=admin.checksums() if clustered else None,
+        peer_checksums=admin.peer_checksums() if clustered else None,
+        query_stats=query_stats.read(admin, ts) if query_stats.wanted(prevs, ts) else None,
+    )
 
 
 def runtime_fingerprint(rows):
@@ -278,8 +328,11 @@ def _restarted(prev, stats):
 
 
 def _wants_variables(prev, ts):
-    return (not prev or not prev.get("variables")
-            or ts - prev.get("variables_ts", 0) >= settings.MONITOR_VARIABLES_INTERVAL_S)
+    return (
+        not prev
+        or not prev.get("variables")
+        or ts - prev.get("variables_ts", 0) >= settings.MONITOR_VARIABLES_INTERVAL_S
+    )
 
 
 def _wants_layers(prev, runtime_fp, ts):
@@ -313,8 +366,10 @@ def proxysql_result(node, prev, ts, reading, scope=None):
     counters = {name: _int(stats.get(name)) for name in GLOBAL_COUNTERS}
     uptime = _int(stats.get("ProxySQL_Uptime"))
     restarted = prev_ok is not None and _restarted(prev_ok, stats)
-    rates = {field: (None if restarted or not prev_ok else _rate(counters[name], prev_ok["counters"].get(name), dt))
-             for name, field in GLOBAL_COUNTERS.items()}
+    rates = {
+        field: (None if restarted or not prev_ok else _rate(counters[name], prev_ok["counters"].get(name), dt))
+        for name, field in GLOBAL_COUNTERS.items()
+    }
     gauges = {field: _int(stats.get(name)) for name, field in GLOBAL_GAUGES.items()}
 
     when = _dt(ts)
@@ -324,27 +379,63 @@ def proxysql_result(node, prev, ts, reading, scope=None):
         k = [row.hostgroup, row.srv_host, row.srv_port]
         counters_row = {name: getattr(row, name) for name in POOL_COUNTERS}
         before = prev_pool.get(tuple(k), {}).get("counters", {})
-        row_rates = {field: (_rate(counters_row[name], before.get(name), dt) if before else None)
-                     for name, field in POOL_COUNTERS.items()}
-        pool_rows.append({"key": k, "status": row.status, "conn_used": row.ConnUsed, "conn_free": row.ConnFree,
-                          "latency_us": row.Latency_us, "counters": counters_row, **row_rates})
-        pool_samples.append((tuple(k), row.status, {"conn_used": row.ConnUsed, "conn_free": row.ConnFree,
-                                                    "latency_us": row.Latency_us, **row_rates}))
+        row_rates = {
+            field: (_rate(counters_row[name], before.get(name), dt) if before else None)
+            for name, field in POOL_COUNTERS.items()
+        }
+        pool_rows.append(
+            {
+                "key": k,
+                "status": row.status,
+                "conn_used": row.ConnUsed,
+                "conn_free": row.ConnFree,
+                "latency_us": row.Latency_us,
+                "counters": counters_row,
+                **row_rates,
+            }
+        )
+        pool_samples.append(
+            (
+                tuple(k),
+                row.status,
+                {"conn_used": row.ConnUsed, "conn_free": row.ConnFree, "latency_us": row.Latency_us, **row_rates},
+            )
+        )
     conn_err_rates = [r["conn_err_ps"] for r in pool_rows if r["conn_err_ps"] is not None]
-    limits = {"mirror_max_concurrency": _int(variables.get("mysql-mirror_max_concurrency")),
-              "mirror_max_queue_length": _int(variables.get("mysql-mirror_max_queue_length")),
-              "mysql_threads": _int(variables.get("mysql-threads"))}
-    figures = {**rates, **gauges, **limits,
-               "conn_used": sum(r["conn_used"] for r in pool_rows), "conn_free": sum(r["conn_free"] for r in pool_rows),
-               "conn_err_ps": sum(conn_err_rates) if conn_err_rates else None}
+    limits = {
+        "mirror_max_concurrency": _int(variables.get("mysql-mirror_max_concurrency")),
+        "mirror_max_queue_length": _int(variables.get("mysql-mirror_max_queue_length")),
+        "mysql_threads": _int(variables.get("mysql-threads")),
+    }
+    figures = {
+        **rates,
+        **gauges,
+        **limits,
+        "conn_used": sum(r["conn_used"] for r in pool_rows),
+        "conn_free": sum(r["conn_free"] for r in pool_rows),
+        "conn_err_ps": sum(conn_err_rates) if conn_err_rates else None,
+    }
     sample = _table(ProxySQLSample).row(node_id=node.pk, ts=when, **figures)
     runtime_rows = [r.__dict__ for r in runtime]
-    doc = {"ts": ts, "ok": True, "error": None, "error_since": None, "last_ok": ts, "uptime": uptime,
-           "counters": counters, "counters_ts": ts, "figures": figures, "pool": pool_rows,
-           "runtime_servers": runtime_rows, "variables": variables, "variables_ts": variables_ts,
-           "status_changes": status_changes(prev, runtime_rows, ts), **layers,
-           "proxysql_cluster": _cluster(prev, reading),
-           "query_stats": query_stats.document(prev, reading.query_stats, scope)}
+    doc = {
+        "ts": ts,
+        "ok": True,
+        "error": None,
+        "error_since": None,
+        "last_ok": ts,
+        "uptime": uptime,
+        "counters": counters,
+        "counters_ts": ts,
+        "figures": figures,
+        "pool": pool_rows,
+        "runtime_servers": runtime_rows,
+        "variables": variables,
+        "variables_ts": variables_ts,
+        "status_changes": status_changes(prev, runtime_rows, ts),
+        **layers,
+        "proxysql_cluster": _cluster(prev, reading),
+        "query_stats": query_stats.document(prev, reading.query_stats, scope),
+    }
     if scope is not None:
         doc["shared_with"] = scope.shared_with
     return doc, sample, pool_samples
@@ -398,8 +489,10 @@ def status_changes(prev, runtime_rows, ts):
     STATUS_CHANGES_KEEP_S (a row that appears or goes counts as a change too)."""
     keep_after = ts - STATUS_CHANGES_KEEP_S
     out = {k: [t for t in v if t > keep_after] for k, v in ((prev or {}).get("status_changes") or {}).items()}
-    before = {f"{r['hostgroup_id']}:{r['hostname']}:{r['port']}": r["status"]
-              for r in (prev or {}).get("runtime_servers") or []}
+    before = {
+        f"{r['hostgroup_id']}:{r['hostname']}:{r['port']}": r["status"]
+        for r in (prev or {}).get("runtime_servers") or []
+    }
     now = {f"{r['hostgroup_id']}:{r['hostname']}:{r['port']}": r["status"] for r in runtime_rows}
     if prev and prev.get("runtime_servers") is not None:
         for key in before.keys() | now.keys():
@@ -436,8 +529,9 @@ def proxysql_round(nodes, *, now=None, threads=None, claim=None):
     def one(rows):
         started = time.monotonic()
         try:
-            reading = read_proxysql(rows[0], any(_wants_variables(prevs.get(n.pk), ts) for n in rows),
-                                    [prevs.get(n.pk) for n in rows], ts)
+            reading = read_proxysql(
+                rows[0], any(_wants_variables(prevs.get(n.pk), ts) for n in rows), [prevs.get(n.pk) for n in rows], ts
+            )
         except Exception as exc:  # ClientError, or a bug / an answer we cannot read: this ProxySQL only
             if not isinstance(exc, ClientError):
                 log.exception("poll of ProxySQL node %s failed", rows[0].pk)
@@ -461,20 +555,28 @@ def proxysql_round(nodes, *, now=None, threads=None, claim=None):
             out.append((node.pk, result))
         return out
 
-    batches = _fan_out(one, list(groups.values()), threads,
-                       lambda done: _write_latest(live.PROXYSQL, {pk: r[0] for batch in done for pk, r in batch}),
-                       claim and _claim_rows(claim))
+    batches = _fan_out(
+        one,
+        list(groups.values()),
+        threads,
+        lambda done: _write_latest(live.PROXYSQL, {pk: r[0] for batch in done for pk, r in batch}),
+        claim and _claim_rows(claim),
+    )
     results = [item for batch in batches for item in batch]
-    _insert_history((ProxySQLSample, [r[1] for _, r in results]),
-                    (PoolSnapshot, [_pool_snapshot(pk, ts, r[2]) for pk, r in results if r[2]]))
+    _insert_history(
+        (ProxySQLSample, [r[1] for _, r in results]),
+        (PoolSnapshot, [_pool_snapshot(pk, ts, r[2]) for pk, r in results if r[2]]),
+    )
     return _summary(nodes, results, prevs, ts)
 
 
 def _claim_rows(claim):
     """claim() for a group of rows of one ProxySQL: the rows it grants (the ProxySQL is read if any)."""
+
     def rows_claim(rows):
         rows[:] = [n for n in rows if claim(n)]
         return bool(rows)
+
     return rows_claim
 
 
@@ -485,7 +587,8 @@ def _hostgroups_of(cluster_ids):
     for pk, *hostgroups in Cluster.objects.filter(pk__in=cluster_ids).values_list("pk", *roles):
         owned[pk] = {hg for hg in hostgroups if hg is not None}
     for cluster_id, hg in HostgroupMembership.objects.filter(server__cluster_id__in=cluster_ids).values_list(
-            "server__cluster_id", "hostgroup_id"):
+        "server__cluster_id", "hostgroup_id"
+    ):
         owned[cluster_id].add(hg)
     return {pk: frozenset(hgs) for pk, hgs in owned.items()}
 
@@ -497,10 +600,10 @@ def shared_scopes(nodes):
     if not candidates:
         return {}
     by_endpoint = {}
-    for pk, host, port, cluster_id, cluster_name in (
-            ProxySQLNode.objects.filter(admin_host__in={n.admin_host for n in nodes if n.endpoint in candidates},
-                                        admin_port__in={n.admin_port for n in nodes if n.endpoint in candidates})
-            .values_list("pk", "admin_host", "admin_port", "cluster_id", "cluster__name")):
+    for pk, host, port, cluster_id, cluster_name in ProxySQLNode.objects.filter(
+        admin_host__in={n.admin_host for n in nodes if n.endpoint in candidates},
+        admin_port__in={n.admin_port for n in nodes if n.endpoint in candidates},
+    ).values_list("pk", "admin_host", "admin_port", "cluster_id", "cluster__name"):
         key = endpoint_key(host, port)
         if key in candidates:
             by_endpoint.setdefault(key, []).append((pk, cluster_id, cluster_name))
@@ -513,8 +616,12 @@ def shared_scopes(nodes):
         first = min(pk for pk, _, _ in rows)
         owned_by_any = frozenset().union(*(owned[cluster_id] for _, cluster_id, _ in rows))
         for pk, cluster_id, name in rows:
-            scopes[pk] = Scope(hostgroups=owned[cluster_id], unowned_too=pk == first, owned_by_any=owned_by_any,
-                               shared_with=sorted(other for p, _, other in rows if p != pk))
+            scopes[pk] = Scope(
+                hostgroups=owned[cluster_id],
+                unowned_too=pk == first,
+                owned_by_any=owned_by_any,
+                shared_with=sorted(other for p, _, other in rows if p != pk),
+            )
     return scopes
 
 
@@ -528,18 +635,37 @@ def poll_backend(server, ts, prev=None):
         replica = client.replica_status()
         if replica is not None:
             lag = _int(replica.get("Seconds_Behind_Master"))
-            replica_threads = {"io": replica.get("Slave_IO_Running"), "sql": replica.get("Slave_SQL_Running"),
-                               "error": (replica.get("Last_SQL_Error") or replica.get("Last_IO_Error") or "")[:300]}
-    doc = {"ts": ts, "ok": True, "error": None, "error_since": None, "last_ok": ts, "state": state.__dict__,
-           "synced_primary": state.synced_primary, "lag_seconds": lag, "replica": replica_threads,
-           "fc_marks": fc_marks(prev, state.flow_control_paused_ns, ts)}
+            replica_threads = {
+                "io": replica.get("Slave_IO_Running"),
+                "sql": replica.get("Slave_SQL_Running"),
+                "error": (replica.get("Last_SQL_Error") or replica.get("Last_IO_Error") or "")[:300],
+            }
+    doc = {
+        "ts": ts,
+        "ok": True,
+        "error": None,
+        "error_since": None,
+        "last_ok": ts,
+        "state": state.__dict__,
+        "synced_primary": state.synced_primary,
+        "lag_seconds": lag,
+        "replica": replica_threads,
+        "fc_marks": fc_marks(prev, state.flow_control_paused_ns, ts),
+    }
     sample = _table(BackendSample).row(
-        server_id=server.pk, ts=_dt(ts), local_state=state.local_state,
-        primary=None if state.cluster_status is None else state.cluster_status == "Primary", ready=state.ready,
-        cluster_size=state.cluster_size, recv_queue=state.local_recv_queue,
-        flow_control_paused=state.flow_control_paused, desync=state.desync,
+        server_id=server.pk,
+        ts=_dt(ts),
+        local_state=state.local_state,
+        primary=None if state.cluster_status is None else state.cluster_status == "Primary",
+        ready=state.ready,
+        cluster_size=state.cluster_size,
+        recv_queue=state.local_recv_queue,
+        flow_control_paused=state.flow_control_paused,
+        desync=state.desync,
         reject_queries=None if state.reject_queries is None else state.reject_queries.upper() != "NONE",
-        read_only=state.read_only, lag_seconds=lag)
+        read_only=state.read_only,
+        lag_seconds=lag,
+    )
     return doc, sample
 
 
@@ -558,8 +684,9 @@ def backend_round(servers, *, now=None, threads=None, claim=None):
                 log.exception("poll of backend %s failed", server.pk)
             return server.pk, (_failure(prev, exc, ts), unreachable(server_id=server.pk, ts=_dt(ts), reachable=False))
 
-    results = _fan_out(one, servers, threads, lambda done: _write_latest(live.BACKEND, {pk: r[0] for pk, r in done}),
-                       claim)
+    results = _fan_out(
+        one, servers, threads, lambda done: _write_latest(live.BACKEND, {pk: r[0] for pk, r in done}), claim
+    )
     _insert_history((BackendSample, [r[1] for _, r in results]))
     return _summary(servers, results, prevs, ts)
 
@@ -580,8 +707,12 @@ def fc_marks(prev, paused_ns, ts):
 
 # -- shared ----------------------------------------------------------------------------------------
 def _summary(targets, results, prevs, ts):
-    summary = {"polled": len(results), "failed": sum(1 for _, r in results if not r[0]["ok"]), "seconds": _now() - ts,
-               "docs": {pk: (prevs.get(pk), r[0]) for pk, r in results}}
+    summary = {
+        "polled": len(results),
+        "failed": sum(1 for _, r in results if not r[0]["ok"]),
+        "seconds": _now() - ts,
+        "docs": {pk: (prevs.get(pk), r[0]) for pk, r in results},
+    }
     if len(results) < len(targets):
         summary["unclaimed"] = len(targets) - len(results)
     return summary
@@ -590,11 +721,13 @@ def _summary(targets, results, prevs, ts):
 def _timed(poll):
     """The document of each poll says how long the poll took (poll_s: its reads, or until its error):
     /metrics exports it as the poll latency."""
+
     def timed(item):
         started = time.monotonic()
         pk, result = poll(item)
         result[0]["poll_s"] = round(time.monotonic() - started, 4)
         return pk, result
+
     return timed
 
 
@@ -637,6 +770,7 @@ def _fan_out(fn, items, threads, publish, claim=None):
 def _claimed(fn, claim):
     def claimed(item):
         return fn(item) if claim(item) else None
+
     return claimed
 
 
@@ -680,16 +814,22 @@ def _endpoint_shards(rows, shards):
 # ticks find none (a node is due once per interval, the shard ticks every second); the due ones are loaded whole after.
 def proxysql_schedule(shard, shards):
     """[(pk, its cluster's poll_interval_s, how many rows its ProxySQL has)] of the shard's nodes, in pk order."""
-    rows = list(ProxySQLNode.objects.order_by("pk").values_list("pk", "admin_host", "admin_port",
-                                                                "cluster__poll_interval_s"))
+    rows = list(
+        ProxySQLNode.objects.order_by("pk").values_list("pk", "admin_host", "admin_port", "cluster__poll_interval_s")
+    )
     of = _endpoint_shards((row[:3] for row in rows), shards)
     return [(pk, interval, of[pk][1]) for pk, _, _, interval in rows if of[pk][0] == shard]
 
 
 def backend_schedule(shard, shards):
     """[(pk, its cluster's backend_poll_interval_s, None)] of the shard's backends, in pk order."""
-    return [(pk, interval, None) for pk, interval in Server.objects.annotate(shard_index=F("pk") % shards)
-            .filter(shard_index=shard).order_by("pk").values_list("pk", "cluster__backend_poll_interval_s")]
+    return [
+        (pk, interval, None)
+        for pk, interval in Server.objects.annotate(shard_index=F("pk") % shards)
+        .filter(shard_index=shard)
+        .order_by("pk")
+        .values_list("pk", "cluster__backend_poll_interval_s")
+    ]
 
 
 def proxysql_nodes_for_shard(shard, shards):
@@ -701,11 +841,21 @@ def proxysql_nodes_for_shard(shard, shards):
 
 def proxysql_nodes(rows_of):
     """The nodes of rows_of {pk: how many rows its ProxySQL has}, loaded as proxysql_nodes_for_shard says."""
-    nodes = list(ProxySQLNode.objects.select_related("cluster")
-                 .only("name", "admin_host", "admin_port", "admin_user", "cluster__poll_interval_s",
-                       "cluster__tls_ca", "cluster__tls_verify")
-                 .annotate(admin_password_stored=_stored("admin_password"))
-                 .filter(pk__in=rows_of).order_by("pk"))
+    nodes = list(
+        ProxySQLNode.objects.select_related("cluster")
+        .only(
+            "name",
+            "admin_host",
+            "admin_port",
+            "admin_user",
+            "cluster__poll_interval_s",
+            "cluster__tls_ca",
+            "cluster__tls_verify",
+        )
+        .annotate(admin_password_stored=_stored("admin_password"))
+        .filter(pk__in=rows_of)
+        .order_by("pk")
+    )
     for node in nodes:
         node.endpoint_rows = rows_of[node.pk]
     return nodes
@@ -714,9 +864,19 @@ def proxysql_nodes(rows_of):
 def servers_for_shard(shard, shards, pks=None):
     """The shard's backends (of them, those in pks when given), as proxysql_nodes_for_shard: the monitor password
     stays encrypted (monitor_password_stored) until a connection is opened."""
-    servers = (Server.objects.select_related("cluster")
-               .only("hostname", "port", "cluster__backend_poll_interval_s", "cluster__monitor_user",
-                     "cluster__credential_hosts", "cluster__tls_ca", "cluster__tls_verify")
-               .annotate(shard_index=F("pk") % shards, monitor_password_stored=_stored("cluster__monitor_password"))
-               .filter(shard_index=shard).order_by("pk"))
+    servers = (
+        Server.objects.select_related("cluster")
+        .only(
+            "hostname",
+            "port",
+            "cluster__backend_poll_interval_s",
+            "cluster__monitor_user",
+            "cluster__credential_hosts",
+            "cluster__tls_ca",
+            "cluster__tls_verify",
+        )
+        .annotate(shard_index=F("pk") % shards, monitor_password_stored=_stored("cluster__monitor_password"))
+        .filter(shard_index=shard)
+        .order_by("pk")
+    )
     return list(servers if pks is None else servers.filter(pk__in=pks))

@@ -13,6 +13,7 @@ Format: one byte (RAW_V1 or ROLLUP_V1), varint count, then per server: varint se
 deflate makes it shorter (servers alike, idle ones: ~20-25 % in the lab), the part after the first byte
 is deflated and the first byte says so (DEFLATED | kind).
 """
+
 import struct
 import zlib
 from collections import defaultdict
@@ -114,7 +115,7 @@ def _decode(data):
         server_id, i = _read_varint(data, i)
         status = STATUSES[min(data[i], len(STATUSES) - 1)]
         i += 1
-        tags = [t >> shift & 3 for t in data[i:i + n_tag_bytes] for shift in (0, 2, 4, 6)]
+        tags = [t >> shift & 3 for t in data[i : i + n_tag_bytes] for shift in (0, 2, 4, 6)]
         i += n_tag_bytes
         values = []
         avg = None
@@ -194,8 +195,10 @@ def server_ids(node_id, keys):
     want = {(node_id, *k) for k in keys}
     missing = [k for k in want if k not in _server_ids]
     if missing:
-        PoolServer.objects.bulk_create([PoolServer(node_id=n, hostgroup=hg, srv_host=h, srv_port=p)
-                                        for n, hg, h, p in missing], ignore_conflicts=True)
+        PoolServer.objects.bulk_create(
+            [PoolServer(node_id=n, hostgroup=hg, srv_host=h, srv_port=p) for n, hg, h, p in missing],
+            ignore_conflicts=True,
+        )
         for s in PoolServer.objects.filter(node_id=node_id).values_list("pk", "hostgroup", "srv_host", "srv_port"):
             _server_ids[(node_id, *s[1:])] = s[0]
     return {k[1:]: _server_ids[k] for k in want}

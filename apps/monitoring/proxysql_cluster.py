@@ -14,6 +14,7 @@ galera and aurora hostgroup tables, hostgroup attributes and servers ssl params)
 under every admin-cluster_mysql_servers_sync_algorithm; the mysql_servers checksum is runtime_mysql_servers alone.
 Before 2.6 (no mysql_servers_v2 row in runtime_checksums_values) the older pull of #2146 is assumed.
 """
+
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeGuard
 
@@ -25,9 +26,16 @@ from . import status
 
 # The checksums the sync carries, in the order the page lists them, and their modules' LOAD/SAVE names.
 # mysql_servers_v2 (2.6+) is part of the mysql_servers module: LOAD MYSQL SERVERS TO RUNTIME moves it.
-MODULES = {"mysql_servers": "MYSQL SERVERS", "mysql_servers_v2": "MYSQL SERVERS", "mysql_users": "MYSQL USERS",
-           "mysql_query_rules": "MYSQL QUERY RULES", "mysql_variables": "MYSQL VARIABLES",
-           "admin_variables": "ADMIN VARIABLES", "proxysql_servers": "PROXYSQL SERVERS", "ldap_variables": "LDAP VARIABLES"}
+MODULES = {
+    "mysql_servers": "MYSQL SERVERS",
+    "mysql_servers_v2": "MYSQL SERVERS",
+    "mysql_users": "MYSQL USERS",
+    "mysql_query_rules": "MYSQL QUERY RULES",
+    "mysql_variables": "MYSQL VARIABLES",
+    "admin_variables": "ADMIN VARIABLES",
+    "proxysql_servers": "PROXYSQL SERVERS",
+    "ldap_variables": "LDAP VARIABLES",
+}
 # A checksum with no admin-cluster_<name>_* settings of its own -> the module whose settings govern its pull.
 SETTINGS_OF = {"mysql_servers_v2": "mysql_servers"}
 # A peer's diff_check this far past diffs_before_sync means no pull happened when one was due: it only grows.
@@ -45,18 +53,27 @@ def settings_part(settings: Mapping[str, str | None], peers: Iterable[tuple[str,
         diffs = settings.get(f"admin-cluster_{name}_diffs_before_sync")
         if diffs is not None:
             modules[name] = [_int(diffs), settings.get(f"admin-cluster_{name}_save_to_disk") == "true"]
-    return {"user": bool(settings.get("admin-cluster_username")), "modules": modules,
-            "interval_ms": _int(settings.get("admin-cluster_check_interval_ms")),
-            "algorithm": _int(settings.get("admin-cluster_mysql_servers_sync_algorithm")),
-            "peers": [[h, int(p)] for h, p in peers]}
+    return {
+        "user": bool(settings.get("admin-cluster_username")),
+        "modules": modules,
+        "interval_ms": _int(settings.get("admin-cluster_check_interval_ms")),
+        "algorithm": _int(settings.get("admin-cluster_mysql_servers_sync_algorithm")),
+        "peers": [[h, int(p)] for h, p in peers],
+    }
 
 
 def checks_part(checksums: Iterable[ModuleChecksum] | None, seen: Iterable[PeerChecksum] | None) -> Part:
     """The document's "proxysql_cluster" checksums from one poll: `checksums` [ModuleChecksum] (the node's own) and
     `seen` [PeerChecksum] (its peers' as it last read them); None when not read (the node is in no cluster)."""
-    return {"checksums": None if checksums is None else {c.name: [c.version, c.epoch, c.checksum] for c in checksums},
-            "seen": None if seen is None else [[s.hostname, s.port, s.name, s.version, s.epoch, s.checksum, s.changed_at,
-                                                s.updated_at, s.diff_check] for s in seen]}
+    return {
+        "checksums": None if checksums is None else {c.name: [c.version, c.epoch, c.checksum] for c in checksums},
+        "seen": None
+        if seen is None
+        else [
+            [s.hostname, s.port, s.name, s.version, s.epoch, s.checksum, s.changed_at, s.updated_at, s.diff_check]
+            for s in seen
+        ],
+    }
 
 
 def configured(part: Part | None) -> TypeGuard[Part]:
@@ -141,8 +158,9 @@ def growing(part: Part, host: str, port: int) -> list[tuple[str, str, int, int, 
     return out
 
 
-def why_growing(part: Part, module: str, peer_version: int, peer_epoch: int,
-                version: str | None = None) -> tuple[str, str]:
+def why_growing(
+    part: Part, module: str, peer_version: int, peer_epoch: int, version: str | None = None
+) -> tuple[str, str]:
     """(what it is, the action that clears it) for a diff_check that only grows on a node (`part`, its ProxySQL
     `version` as polled: admin-version) for a peer."""
     load = f"LOAD {MODULES[module]} TO RUNTIME"
@@ -150,38 +168,50 @@ def why_growing(part: Part, module: str, peer_version: int, peer_epoch: int,
     servers = MODULES[module] == "MYSQL SERVERS"
     v2 = servers and pulls_on_v2(part, version)
     if peer_version == 1 and own[0] == 1:
-        return ("both nodes hold it at version 1 (started from disk, no LOAD since): a module at version 1 is never a "
-                "sync source (sysown/proxysql #1173, #3269)",
-                f"{load} on the node whose {module} is right: no node can be a sync source until a LOAD ... TO RUNTIME "
-                f"on one node")
+        return (
+            "both nodes hold it at version 1 (started from disk, no LOAD since): a module at version 1 is never a "
+            "sync source (sysown/proxysql #1173, #3269)",
+            f"{load} on the node whose {module} is right: no node can be a sync source until a LOAD ... TO RUNTIME "
+            f"on one node",
+        )
     if v2 and peer_epoch == own[1]:
-        return ("both nodes loaded different mysql_servers or hostgroup tables (galera, replication, group "
-                "replication, aurora, attributes, ssl params) within the same second: the same epoch with different "
-                "mysql_servers_v2 checksums, so neither pulls and they never converge (2.6+ decides the pull on "
-                "mysql_servers_v2 and fetches every one of those tables, whatever the sync algorithm)",
-                f"{load} on one node only, the one whose servers and hostgroup tables are intended, in a later second: "
-                "its newer epoch makes it the source and the other nodes pull all of it within about 3 s (a LOAD on "
-                "every node starts the same-second conflict again)")
+        return (
+            "both nodes loaded different mysql_servers or hostgroup tables (galera, replication, group "
+            "replication, aurora, attributes, ssl params) within the same second: the same epoch with different "
+            "mysql_servers_v2 checksums, so neither pulls and they never converge (2.6+ decides the pull on "
+            "mysql_servers_v2 and fetches every one of those tables, whatever the sync algorithm)",
+            f"{load} on one node only, the one whose servers and hostgroup tables are intended, in a later second: "
+            "its newer epoch makes it the source and the other nodes pull all of it within about 3 s (a LOAD on "
+            "every node starts the same-second conflict again)",
+        )
     if peer_epoch == own[1]:
-        return ("both nodes loaded different configurations within the same second: the same epoch, so neither pulls "
-                "and they never converge",
-                f"{load} again on the node whose {module} is right: its newer epoch makes it the source")
+        return (
+            "both nodes loaded different configurations within the same second: the same epoch, so neither pulls "
+            "and they never converge",
+            f"{load} again on the node whose {module} is right: its newer epoch makes it the source",
+        )
     if module == "mysql_servers" and not v2:
-        return ("the mysql_servers checksum covers the galera, replication, group-replication and aurora hostgroup "
-                "tables, which the sync before 2.6 does not all pull: the difference stays and diff_check climbs "
-                "(sysown/proxysql #2146; 2.6+ pulls every hostgroup table on mysql_servers_v2, #4169)",
-                "make mysql_galera/replication/group_replication_hostgroups the same on every node (write them and "
-                f"{load} on each, a second or more apart), or upgrade to 2.6+")
+        return (
+            "the mysql_servers checksum covers the galera, replication, group-replication and aurora hostgroup "
+            "tables, which the sync before 2.6 does not all pull: the difference stays and diff_check climbs "
+            "(sysown/proxysql #2146; 2.6+ pulls every hostgroup table on mysql_servers_v2, #4169)",
+            "make mysql_galera/replication/group_replication_hostgroups the same on every node (write them and "
+            f"{load} on each, a second or more apart), or upgrade to 2.6+",
+        )
     if module == "mysql_servers" and part.get("algorithm") in (2, 3):
-        return (f"runtime_mysql_servers differs (Monitor's moves of a node's own runtime) while mysql_servers_v2 does "
-                f"not: admin-cluster_mysql_servers_sync_algorithm={part['algorithm']} never pulls a runtime-only "
-                "difference (3: unless ProxySQL runs with -M; ProxySQL 2.7.1's source, not measured)",
-                "nothing to LOAD: each node's Monitor keeps its own runtime; admin-cluster_mysql_servers_sync_algorithm=1 "
-                "on every node syncs runtime_mysql_servers too")
-    return ("the peer with the older state does not pull it (its sync of this module is off, or its cluster "
-            "credentials do not open this node's admin)",
-            f"check admin-cluster_{module}_diffs_before_sync and admin-cluster_username/password on every node, "
-            f"or {load} on the node whose {module} is right")
+        return (
+            f"runtime_mysql_servers differs (Monitor's moves of a node's own runtime) while mysql_servers_v2 does "
+            f"not: admin-cluster_mysql_servers_sync_algorithm={part['algorithm']} never pulls a runtime-only "
+            "difference (3: unless ProxySQL runs with -M; ProxySQL 2.7.1's source, not measured)",
+            "nothing to LOAD: each node's Monitor keeps its own runtime; admin-cluster_mysql_servers_sync_algorithm=1 "
+            "on every node syncs runtime_mysql_servers too",
+        )
+    return (
+        "the peer with the older state does not pull it (its sync of this module is off, or its cluster "
+        "credentials do not open this node's admin)",
+        f"check admin-cluster_{module}_diffs_before_sync and admin-cluster_username/password on every node, "
+        f"or {load} on the node whose {module} is right",
+    )
 
 
 def not_synced_yet(module: str, read: Sequence[Row], parts: Mapping[int, Part | None], now: float) -> bool:
@@ -218,33 +248,59 @@ def cluster_view(nodes: Sequence[ProxySQLNode], docs: Mapping[int, Any]) -> dict
                 continue
             own = (part.get("checksums") or {}).get(module)
             source = synced_from(part, n.admin_host, n.admin_port, module) if own else None
-            rows.append({"node": n, "sync": sync_on(part, module), "version": own and own[0], "epoch": own and own[1],
-                         "checksum": own and own[2], "synced_from": source and source[0],
-                         "synced_at": source and source[1]})
+            rows.append(
+                {
+                    "node": n,
+                    "sync": sync_on(part, module),
+                    "version": own and own[0],
+                    "epoch": own and own[1],
+                    "checksum": own and own[2],
+                    "synced_from": source and source[0],
+                    "synced_at": source and source[1],
+                }
+            )
         read = [r for r in rows if r["checksum"] is not None]
         if not read:
-            continue      # a module no node has (ldap_variables without LDAP)
+            continue  # a module no node has (ldap_variables without LDAP)
         groups: dict[str, list[str]] = {}
         for r in read:
             groups.setdefault(r["checksum"], []).append(r["node"].name)
         traps: list[tuple[str, str]] = []
         if any(r["sync"] for r in rows) and len(read) > 1 and all(r["version"] == 1 for r in read):
-            traps.append((f"every node holds {module} at version 1 (started from disk, no LOAD since): a module at "
-                          "version 1 is never a sync source (sysown/proxysql #1173, #3269)",
-                          f"no node can be a sync source until a LOAD ... TO RUNTIME on one node: LOAD {load} TO RUNTIME "
-                          "on the node whose configuration is right"))
+            traps.append(
+                (
+                    f"every node holds {module} at version 1 (started from disk, no LOAD since): a module at "
+                    "version 1 is never a sync source (sysown/proxysql #1173, #3269)",
+                    f"no node can be a sync source until a LOAD ... TO RUNTIME on one node: LOAD {load} TO RUNTIME "
+                    "on the node whose configuration is right",
+                )
+            )
         epochs: dict[int, set[str]] = {}
         for r in read:
             epochs.setdefault(r["epoch"], set()).add(r["checksum"])
         if any(len(sums) > 1 for sums in epochs.values()):
-            traps.append(("nodes loaded different configurations within the same second (the same epoch, different "
-                          "checksums): they never converge",
-                          f"LOAD {load} TO RUNTIME again on the node whose configuration is right, on that node only "
-                          "(a LOAD on every node starts the conflict again)"))
+            traps.append(
+                (
+                    "nodes loaded different configurations within the same second (the same epoch, different "
+                    "checksums): they never converge",
+                    f"LOAD {load} TO RUNTIME again on the node whose configuration is right, on that node only "
+                    "(a LOAD on every node starts the conflict again)",
+                )
+            )
         pulling = len(groups) > 1 and not traps and not_synced_yet(module, read, parts, polled_at)
-        modules.append({"name": module, "part_of": SETTINGS_OF.get(module), "rows": rows, "sync_on": [r["node"].name for r in rows if r["sync"]],
-                        "sync_off": [r["node"].name for r in rows if not r["sync"]],
-                        "converged": len(groups) <= 1, "not_synced_yet": pulling, "groups": groups, "traps": traps})
+        modules.append(
+            {
+                "name": module,
+                "part_of": SETTINGS_OF.get(module),
+                "rows": rows,
+                "sync_on": [r["node"].name for r in rows if r["sync"]],
+                "sync_off": [r["node"].name for r in rows if not r["sync"]],
+                "converged": len(groups) <= 1,
+                "not_synced_yet": pulling,
+                "groups": groups,
+                "traps": traps,
+            }
+        )
     grows: list[dict[str, Any]] = []
     for n in nodes:
         part = parts[n.pk]
@@ -252,7 +308,12 @@ def cluster_view(nodes: Sequence[ProxySQLNode], docs: Mapping[int, Any]) -> dict
             continue
         for peer, module, diff, ver, epoch in growing(part, n.admin_host, n.admin_port):
             what, action = why_growing(part, module, ver, epoch, status.polled_version(n, docs.get(n.pk)))
-            grows.append({"node": n, "peer": peer, "module": module, "diff_check": diff, "what": what,
-                          "action": action})
-    return {"modules": modules, "disagree": [m for m in modules if not m["converged"] and not m["not_synced_yet"]],
-            "not_synced_yet": [m for m in modules if m["not_synced_yet"]], "growing": grows}
+            grows.append(
+                {"node": n, "peer": peer, "module": module, "diff_check": diff, "what": what, "action": action}
+            )
+    return {
+        "modules": modules,
+        "disagree": [m for m in modules if not m["converged"] and not m["not_synced_yet"]],
+        "not_synced_yet": [m for m in modules if m["not_synced_yet"]],
+        "growing": grows,
+    }

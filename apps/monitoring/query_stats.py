@@ -8,6 +8,7 @@ counted on the node (GROUP BY command, a few rows), errors are the ERRORS_KEPT m
 by hostgroup and errno, summed on the node, for /metrics), users at most
 USERS_KEPT (the busiest), commands only those seen at least once.
 """
+
 from django.conf import settings
 
 from apps.clients.wire import Rejected
@@ -35,13 +36,29 @@ def read(admin, ts):
         sessions = admin.session_counts()
     except Rejected as exc:
         return {"ts": ts, "error": exc.message}
-    return {"ts": ts, "error": None,
-            "users": [[u.username, u.frontend_connections, u.frontend_max_connections] for u in users],
-            "sessions": {command: list(v) for command, v in sorted(sessions.items())},
-            "errors": [[e.hostgroup, e.hostname, e.port, e.username, e.schemaname, e.errno, e.count_star, e.first_seen,
-                        e.last_seen, e.last_error[:ERROR_TEXT_KEPT]] for e in errors],
-            "error_totals": [list(t) for t in error_totals],
-            "commands": {c.Command: [c.Total_cnt, c.Total_Time_us] for c in commands}}
+    return {
+        "ts": ts,
+        "error": None,
+        "users": [[u.username, u.frontend_connections, u.frontend_max_connections] for u in users],
+        "sessions": {command: list(v) for command, v in sorted(sessions.items())},
+        "errors": [
+            [
+                e.hostgroup,
+                e.hostname,
+                e.port,
+                e.username,
+                e.schemaname,
+                e.errno,
+                e.count_star,
+                e.first_seen,
+                e.last_seen,
+                e.last_error[:ERROR_TEXT_KEPT],
+            ]
+            for e in errors
+        ],
+        "error_totals": [list(t) for t in error_totals],
+        "commands": {c.Command: [c.Total_cnt, c.Total_Time_us] for c in commands},
+    }
 
 
 def document(prev, reading, scope=None):
@@ -50,7 +67,9 @@ def document(prev, reading, scope=None):
     if reading is None:
         return (prev or {}).get("query_stats")
     if scope is not None and "errors" in reading:
-        reading = {**reading, "errors": [e for e in reading["errors"] if scope.keeps(e[0])],
-                   "error_totals": [t for t in reading["error_totals"] if scope.keeps(t[0])]}
+        reading = {
+            **reading,
+            "errors": [e for e in reading["errors"] if scope.keeps(e[0])],
+            "error_totals": [t for t in reading["error_totals"] if scope.keeps(t[0])],
+        }
     return reading
-

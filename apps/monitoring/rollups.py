@@ -8,6 +8,7 @@ worst, and a pool server's status its worst by POOL_STATUS_SEVERITY (never an al
 kept ONLINE over a SHUNNED blip). The pool's packed snapshots are aggregated here in Python (pool.py).
 The rollups read rows; once they have, a ProxySQL node's rows become history chunks (chunks.py).
 """
+
 from datetime import timedelta
 
 from django.conf import settings
@@ -22,10 +23,16 @@ from .models import HOUR, MINUTE, RAW, BackendSample, MirrorRuleSample, PoolSnap
 # table: (group-by fields, worst-of as Max, worst-of as Min); the averaged figures are the model's
 # EXTREMES. The pool's packed snapshots are rolled up in Python (pool.rollup).
 SPECS = {
-    ProxySQLSample: (["node_id"], ["mirror_queue_length", "mirror_max_concurrency", "mirror_max_queue_length",
-                                   "mysql_threads"], ["reachable"]),
-    BackendSample: (["server_id"], ["recv_queue", "desync", "reject_queries", "read_only"],
-                    ["reachable", "local_state", "primary", "ready"]),
+    ProxySQLSample: (
+        ["node_id"],
+        ["mirror_queue_length", "mirror_max_concurrency", "mirror_max_queue_length", "mysql_threads"],
+        ["reachable"],
+    ),
+    BackendSample: (
+        ["server_id"],
+        ["recv_queue", "desync", "reject_queries", "read_only"],
+        ["reachable", "local_state", "primary", "ready"],
+    ),
     MirrorRuleSample: (["node_id", "rule_id"], ["loss", "mirror_hostgroup", "ambiguous"], []),
 }
 TABLES = (ProxySQLSample, PoolSnapshot, BackendSample, MirrorRuleSample)
@@ -54,8 +61,10 @@ def _bucket_rows(model, bucket, start, target):
     if model is PoolSnapshot:
         return pool.rollup(bucket.values_list("node_id", "servers"), start, target)
     rows = bucket.values(*SPECS[model][0]).annotate(**_aggregates(model))
-    return [model(ts=start, resolution=target, **{k[4:] if k.startswith("agg_") else k: v for k, v in row.items()})
-            for row in rows]
+    return [
+        model(ts=start, resolution=target, **{k[4:] if k.startswith("agg_") else k: v for k, v in row.items()})
+        for row in rows
+    ]
 
 
 def _floor(ts, seconds):
@@ -92,9 +101,11 @@ def rollup(model, source, target, now=None, max_buckets=24 * 60):
 def prune(now=None):
     """Delete rows older than their resolution's retention. Returns {table: deleted}."""
     now = now or timezone.now()
-    keep = {RAW: timedelta(hours=settings.MONITOR_RETENTION_RAW_H),
-            MINUTE: timedelta(days=settings.MONITOR_RETENTION_MINUTE_D),
-            HOUR: timedelta(days=settings.MONITOR_RETENTION_HOUR_D)}
+    keep = {
+        RAW: timedelta(hours=settings.MONITOR_RETENTION_RAW_H),
+        MINUTE: timedelta(days=settings.MONITOR_RETENTION_MINUTE_D),
+        HOUR: timedelta(days=settings.MONITOR_RETENTION_HOUR_D),
+    }
     deleted = {}
     for model in TABLES:
         for resolution, age in keep.items():

@@ -7,6 +7,7 @@ the new tick is skipped and counted, never queued behind it; a worker that dies 
 leases.LEASE_TTL_S. Each node is claimed right before its poll, under the lease: a node is polled once in
 each slot of its cluster's interval for its kind (ProxySQL nodes, backends), never twice.
 """
+
 import logging
 import time
 
@@ -21,13 +22,19 @@ TICK_TOLERANCE_S = 0.25  # beat ticks jitter; a node due in 0.2 s is polled now 
 # kind: (its shard's schedule: [(pk, the cluster's interval as stored, extra)] from plain rows; the due ones loaded
 # whole from their (pk, extra) pairs, the shard, and whether every target of the shard is due; the round)
 KINDS = {
-    live.PROXYSQL: (pollers.proxysql_schedule, lambda due, shard, shards, every: pollers.proxysql_nodes(dict(due)),
-                    pollers.proxysql_round),
+    live.PROXYSQL: (
+        pollers.proxysql_schedule,
+        lambda due, shard, shards, every: pollers.proxysql_nodes(dict(due)),
+        pollers.proxysql_round,
+    ),
     # A backend's interval is 1 s: every tick polls all of them, loaded without a list of pks in the query.
-    live.BACKEND: (pollers.backend_schedule,
-                   lambda due, shard, shards, every: pollers.servers_for_shard(
-                       shard, shards, None if every else [pk for pk, _ in due]),
-                   pollers.backend_round),
+    live.BACKEND: (
+        pollers.backend_schedule,
+        lambda due, shard, shards, every: pollers.servers_for_shard(
+            shard, shards, None if every else [pk for pk, _ in due]
+        ),
+        pollers.backend_round,
+    ),
 }
 
 
@@ -61,8 +68,11 @@ def run_shard(kind, shard, shards=None, now=None, holder=None):
         planned = schedule(shard, shards)
         last = r.hmget(f"poll-started:{kind}", [pk for pk, _, _ in planned]) if planned else []
         before = {pk: due_unless_started_after(interval, shard, shards, now) for pk, interval, _ in planned}
-        due = [(pk, extra) for (pk, _, extra), started in zip(planned, last)
-               if started is None or float(started) < before[pk]]
+        due = [
+            (pk, extra)
+            for (pk, _, extra), started in zip(planned, last)
+            if started is None or float(started) < before[pk]
+        ]
         if not due:
             return {"polled": 0}
         # A target deleted meanwhile is left out; one added meanwhile waits for the next tick (it has no `before`).
@@ -78,8 +88,12 @@ def run_shard(kind, shard, shards=None, now=None, holder=None):
         summary.update(started=now, fence=lease.fence)
         if lease.lost.is_set():
             summary["lease_lost"] = True
-            log.warning("%s shard %s: lease lost during the round (paused?); %s nodes left to the next owner",
-                        kind, shard, summary.get("unclaimed", 0))
+            log.warning(
+                "%s shard %s: lease lost during the round (paused?); %s nodes left to the next owner",
+                kind,
+                shard,
+                summary.get("unclaimed", 0),
+            )
         log.info("%s shard %s: %s", kind, shard, {k: v for k, v in summary.items() if k != "docs"})
         return summary
     finally:

@@ -10,6 +10,7 @@ match context to set them on. A search that reaches them raises MatchLimit, whic
 needs no limit. ProxySQL's own PCRE limit is higher (10,000,000, PCRE's default): a pattern that reaches ours
 costs ProxySQL at least this much on every query it is tried on, which is worth telling either way.
 """
+
 import re
 
 import pcre2

@@ -5,6 +5,7 @@ viewer or above, or the peer address (REMOTE_ADDR, never a forwarded header a cl
 settings.METRICS_ALLOWED_ADDRESSES. A refusal is a 401 (a token
 would let the scraper in: WWW-Authenticate says Bearer) or a 403, and audited (repeated identical refusals are
 folded into one summary per window by apps.audit.services.record)."""
+
 import hashlib
 import hmac
 import ipaddress
@@ -30,7 +31,7 @@ def _expected(configured):
     if not configured:
         return None
     if configured.startswith("sha256:"):
-        return bytes.fromhex(configured[len("sha256:"):])
+        return bytes.fromhex(configured[len("sha256:") :])
     return _digest(configured)
 
 
@@ -89,15 +90,23 @@ def _api_token_refusal(request, raw):
     except api_tokens.Refused as exc:
         return _refuse(request, 401, f"the API token is refused: {exc}", audited=True)
     if not has_role(user, VIEWER):
-        return _refuse(request, 403, f"the API token's user {user.get_username()!r} has no role (a viewer at least "
-                                     "may read /metrics)")
+        return _refuse(
+            request,
+            403,
+            f"the API token's user {user.get_username()!r} has no role (a viewer at least may read /metrics)",
+        )
     return None
 
 
 def _refuse(request, status, reason, audited=False):
     if not audited:
-        record("refused metrics scrape", request=request, outcome="refused", target=request.path,
-               details={"reason": reason, "status": status})
+        record(
+            "refused metrics scrape",
+            request=request,
+            outcome="refused",
+            target=request.path,
+            details={"reason": reason, "status": status},
+        )
     response = HttpResponse(reason + "\n", status=status, content_type="text/plain; charset=utf-8")
     if status == 401:
         response["WWW-Authenticate"] = REALM

@@ -5,6 +5,7 @@ the last known figures from the database when Redis is down. The fleet overview 
 Everything here returns plain dicts and lists ready for a template; status.py says what they mean. The documents
 are decoded into the structs below (live.read_typed), which name what these pages read.
 """
+
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -93,24 +94,57 @@ def proxysql_live(node: ProxySQLNode, now: float | None = None) -> dict[str, Any
     got = latest(live.PROXYSQL, [node.pk])
     doc = got.docs.get(node.pk)
     state, age = status.freshness(doc, cluster.poll_interval_s, now)
-    out: dict[str, Any] = {"node": node, "unavailable": got.unavailable, "doc": doc, "state": state, "colour": status.COLOURS[state],
-           "age": age, "figures_age": status.figures_age(doc, age, now), "error": None, "error_kind": None, "error_since": None, "last_ok": None,
-           "figures": {}, "pool": [], "from_history": None, "variables_age": None,
-           # A ProxySQL serving several clusters: its global figures and mirror are every one's (node-wide).
-           "shared_with": [n.cluster.name for n in node.shares_with()], "version": status.polled_version(node, doc)}
+    out: dict[str, Any] = {
+        "node": node,
+        "unavailable": got.unavailable,
+        "doc": doc,
+        "state": state,
+        "colour": status.COLOURS[state],
+        "age": age,
+        "figures_age": status.figures_age(doc, age, now),
+        "error": None,
+        "error_kind": None,
+        "error_since": None,
+        "last_ok": None,
+        "figures": {},
+        "pool": [],
+        "from_history": None,
+        "variables_age": None,
+        # A ProxySQL serving several clusters: its global figures and mirror are every one's (node-wide).
+        "shared_with": [n.cluster.name for n in node.shares_with()],
+        "version": status.polled_version(node, doc),
+    }
     if doc:
-        out.update(error=doc.error, error_kind=doc.error_kind, error_since=_ts(doc.error_since),
-                   advice=status.advice("proxysql", doc.error_kind) if doc.error else "",
-                   last_ok=_ts(doc.last_ok), figures=doc.figures or {},
-                   variables_age=(now - doc.variables_ts) if doc.variables_ts else None)
+        out.update(
+            error=doc.error,
+            error_kind=doc.error_kind,
+            error_since=_ts(doc.error_since),
+            advice=status.advice("proxysql", doc.error_kind) if doc.error else "",
+            last_ok=_ts(doc.last_ok),
+            figures=doc.figures or {},
+            variables_age=(now - doc.variables_ts) if doc.variables_ts else None,
+        )
         roles = cluster.hostgroup_roles()
-        out["pool"] = sorted(({"hostgroup": r["key"][0], "role": roles.get(r["key"][0], "other"),
-                               "host": r["key"][1], "port": r["key"][2], "status": r.get("status"),
-                               "conn_used": r.get("conn_used"), "conn_free": r.get("conn_free"),
-                               "queries_ps": r.get("queries_ps"), "latency_us": r.get("latency_us"),
-                               "conn_err_ps": r.get("conn_err_ps"), "bytes_sent_ps": r.get("bytes_sent_ps"),
-                               "bytes_recv_ps": r.get("bytes_recv_ps")} for r in doc.pool or []),
-                             key=lambda r: (r["hostgroup"], r["host"], r["port"]))
+        out["pool"] = sorted(
+            (
+                {
+                    "hostgroup": r["key"][0],
+                    "role": roles.get(r["key"][0], "other"),
+                    "host": r["key"][1],
+                    "port": r["key"][2],
+                    "status": r.get("status"),
+                    "conn_used": r.get("conn_used"),
+                    "conn_free": r.get("conn_free"),
+                    "queries_ps": r.get("queries_ps"),
+                    "latency_us": r.get("latency_us"),
+                    "conn_err_ps": r.get("conn_err_ps"),
+                    "bytes_sent_ps": r.get("bytes_sent_ps"),
+                    "bytes_recv_ps": r.get("bytes_recv_ps"),
+                }
+                for r in doc.pool or []
+            ),
+            key=lambda r: (r["hostgroup"], r["host"], r["port"]),
+        )
     elif got.unavailable:
         out.update(_pool_from_history(node, now))
     out["mirror"] = status.mirror(out["figures"])
@@ -124,15 +158,31 @@ def _pool_from_history(node: ProxySQLNode, now: float) -> dict[str, Any]:
         return {}
     ts, figures = last
     roles = node.cluster.hostgroup_roles()
-    fields = ["status", "conn_used", "conn_free", "queries_ps", "latency_us", "conn_err_ps", "bytes_sent_ps",
-              "bytes_recv_ps"]
-    rows = sorted((key, values) for *_, key, values in read_pool({"node_id": node.pk, "resolution": RAW, "ts": ts},
-                                                                 fields))
-    pool_rows = [{"hostgroup": hg, "role": roles.get(hg, "other"), "host": host, "port": port, **dict(zip(fields, values))}
-                 for (hg, host, port), values in rows]
+    fields = [
+        "status",
+        "conn_used",
+        "conn_free",
+        "queries_ps",
+        "latency_us",
+        "conn_err_ps",
+        "bytes_sent_ps",
+        "bytes_recv_ps",
+    ]
+    rows = sorted(
+        (key, values) for *_, key, values in read_pool({"node_id": node.pk, "resolution": RAW, "ts": ts}, fields)
+    )
+    pool_rows = [
+        {"hostgroup": hg, "role": roles.get(hg, "other"), "host": host, "port": port, **dict(zip(fields, values))}
+        for (hg, host, port), values in rows
+    ]
     figures = {k: v for k, v in figures.items() if not k.endswith(("_min", "_max"))}
-    return {"figures": figures, "pool": pool_rows, "from_history": ts, "age": now - ts.timestamp(),
-            "figures_age": now - ts.timestamp()}
+    return {
+        "figures": figures,
+        "pool": pool_rows,
+        "from_history": ts,
+        "age": now - ts.timestamp(),
+        "figures_age": now - ts.timestamp(),
+    }
 
 
 # -- one backend -----------------------------------------------------------------------------------
@@ -143,27 +193,54 @@ def backend_live(server: Server, now: float | None = None) -> dict[str, Any]:
     doc = got.docs.get(server.pk)
     state, age = status.freshness(doc, cluster.backend_poll_interval_s, now)
     d = doc or NO_BACKEND_DOC
-    problems = status.backend_problems_of(d.state, d.lag_seconds, cluster.max_replication_lag) \
-        if state == status.OK else []
-    out: dict[str, Any] = {"server": server, "unavailable": got.unavailable, "doc": doc, "state": state, "age": age,
-           "figures_age": status.figures_age(doc, age, now),
-           "colour": status.backend_colour(state, problems), "problems": problems,
-           "label": status.wsrep_label_of(d.state), "wsrep": d.state or {}, "lag_seconds": d.lag_seconds,
-           "error": d.error, "error_kind": d.error_kind, "error_since": _ts(d.error_since), "last_ok": _ts(d.last_ok),
-           "advice": status.advice("backend", d.error_kind) if d.error else "", "from_history": None}
+    problems = (
+        status.backend_problems_of(d.state, d.lag_seconds, cluster.max_replication_lag) if state == status.OK else []
+    )
+    out: dict[str, Any] = {
+        "server": server,
+        "unavailable": got.unavailable,
+        "doc": doc,
+        "state": state,
+        "age": age,
+        "figures_age": status.figures_age(doc, age, now),
+        "colour": status.backend_colour(state, problems),
+        "problems": problems,
+        "label": status.wsrep_label_of(d.state),
+        "wsrep": d.state or {},
+        "lag_seconds": d.lag_seconds,
+        "error": d.error,
+        "error_kind": d.error_kind,
+        "error_since": _ts(d.error_since),
+        "last_ok": _ts(d.last_ok),
+        "advice": status.advice("backend", d.error_kind) if d.error else "",
+        "from_history": None,
+    }
     if not doc and got.unavailable:
         found = last_reachable_raw(server.pk, BackendSample)
         if found:
             ts, last = found
-            out.update(from_history=ts, age=now - ts.timestamp(), figures_age=now - ts.timestamp(), label=status.WSREP_STATES.get(
-                last["local_state"], "" if last["local_state"] is None else str(last["local_state"])),
-                wsrep={"wsrep_on": last["local_state"] is not None, "local_state": last["local_state"],
-                       "cluster_status": (None if last["primary"] is None
-                                          else "Primary" if last["primary"] else "non-Primary"),
-                       "cluster_size": last["cluster_size"], "ready": last["ready"],
-                       "local_recv_queue": last["recv_queue"], "flow_control_paused": last["flow_control_paused"],
-                       "desync": last["desync"], "read_only": last["read_only"]},
-                lag_seconds=last["lag_seconds"])
+            out.update(
+                from_history=ts,
+                age=now - ts.timestamp(),
+                figures_age=now - ts.timestamp(),
+                label=status.WSREP_STATES.get(
+                    last["local_state"], "" if last["local_state"] is None else str(last["local_state"])
+                ),
+                wsrep={
+                    "wsrep_on": last["local_state"] is not None,
+                    "local_state": last["local_state"],
+                    "cluster_status": (
+                        None if last["primary"] is None else "Primary" if last["primary"] else "non-Primary"
+                    ),
+                    "cluster_size": last["cluster_size"],
+                    "ready": last["ready"],
+                    "local_recv_queue": last["recv_queue"],
+                    "flow_control_paused": last["flow_control_paused"],
+                    "desync": last["desync"],
+                    "read_only": last["read_only"],
+                },
+                lag_seconds=last["lag_seconds"],
+            )
     return out
 
 
@@ -180,17 +257,28 @@ def cluster_live(cluster: Cluster, now: float | None = None) -> dict[str, Any]:
     roles = cluster.hostgroup_roles()
     server_by_key = {(s.hostname, s.port): s for s in servers}
 
-    keys: dict[tuple[int, str, int], HostgroupMembership | None] = {(m.hostgroup_id, m.server.hostname, m.server.port): m for m in memberships}
+    keys: dict[tuple[int, str, int], HostgroupMembership | None] = {
+        (m.hostgroup_id, m.server.hostname, m.server.port): m for m in memberships
+    }
     node_views: list[dict[str, Any]] = []
     per_node = {}
     for n in nodes:
         doc = px.docs.get(n.pk)
         state, age = status.freshness(doc, cluster.poll_interval_s, now)
-        node_views.append({"node": n, "state": state, "colour": status.COLOURS[state], "age": age,
-                           "error": doc.error if doc else None, "version": status.polled_version(n, doc)})
+        node_views.append(
+            {
+                "node": n,
+                "state": state,
+                "colour": status.COLOURS[state],
+                "age": age,
+                "error": doc.error if doc else None,
+                "version": status.polled_version(n, doc),
+            }
+        )
         pool = {tuple(r["key"]): r for r in (doc.pool if doc else None) or []}
-        runtime = {(r["hostgroup_id"], r["hostname"], r["port"]): r
-                   for r in (doc.runtime_servers if doc else None) or []}
+        runtime = {
+            (r["hostgroup_id"], r["hostname"], r["port"]): r for r in (doc.runtime_servers if doc else None) or []
+        }
         per_node[n.pk] = (state, age, status.figures_age(doc, age, now), pool, runtime)
         for k in list(pool) + list(runtime):
             if k[0] in roles or any(k[0] == key[0] for key in keys):
@@ -205,13 +293,24 @@ def cluster_live(cluster: Cluster, now: float | None = None) -> dict[str, Any]:
         for n in nodes:
             state, age, figures_age, pool, runtime = per_node[n.pk]
             p, r = pool.get(key), runtime.get(key)
-            rows.append({"node": n, "state": state, "age": age, "figures_age": figures_age, "present": bool(p or r),
-                         "status": (p or {}).get("status") or (r or {}).get("status"),
-                         "weight": (r or {}).get("weight"), "conn_used": (p or {}).get("conn_used"),
-                         "conn_free": (p or {}).get("conn_free"), "queries_ps": (p or {}).get("queries_ps"),
-                         "latency_us": (p or {}).get("latency_us")})
-        group["servers"].append({"host": host, "port": port, "server": server_by_key.get((host, port)),
-                                 "intended": m, "rows": rows})
+            rows.append(
+                {
+                    "node": n,
+                    "state": state,
+                    "age": age,
+                    "figures_age": figures_age,
+                    "present": bool(p or r),
+                    "status": (p or {}).get("status") or (r or {}).get("status"),
+                    "weight": (r or {}).get("weight"),
+                    "conn_used": (p or {}).get("conn_used"),
+                    "conn_free": (p or {}).get("conn_free"),
+                    "queries_ps": (p or {}).get("queries_ps"),
+                    "latency_us": (p or {}).get("latency_us"),
+                }
+            )
+        group["servers"].append(
+            {"host": host, "port": port, "server": server_by_key.get((host, port)), "intended": m, "rows": rows}
+        )
     for hg, role in roles.items():
         hostgroups.setdefault(hg, {"id": hg, "role": role, "servers": []})
 
@@ -220,20 +319,40 @@ def cluster_live(cluster: Cluster, now: float | None = None) -> dict[str, Any]:
         doc = be.docs.get(s.pk)
         state, age = status.freshness(doc, cluster.backend_poll_interval_s, now)
         d = doc or NO_BACKEND_DOC
-        problems = status.backend_problems_of(d.state, d.lag_seconds, cluster.max_replication_lag) \
-            if state == status.OK else []
-        backends.append({"server": s, "state": state, "age": age, "colour": status.backend_colour(state, problems),
-                         "label": status.wsrep_label_of(d.state), "wsrep": d.state or {}, "problems": problems,
-                         "error": d.error, "error_since": _ts(d.error_since), "lag_seconds": d.lag_seconds})
+        problems = (
+            status.backend_problems_of(d.state, d.lag_seconds, cluster.max_replication_lag)
+            if state == status.OK
+            else []
+        )
+        backends.append(
+            {
+                "server": s,
+                "state": state,
+                "age": age,
+                "colour": status.backend_colour(state, problems),
+                "label": status.wsrep_label_of(d.state),
+                "wsrep": d.state or {},
+                "problems": problems,
+                "error": d.error,
+                "error_since": _ts(d.error_since),
+                "lag_seconds": d.lag_seconds,
+            }
+        )
     series = sorted({s for s in (versions.series(v["version"]) for v in node_views) if s})
-    return {"cluster": cluster, "unavailable": px.unavailable or be.unavailable, "node_views": node_views,
-            "mixed_versions": series if len(series) > 1 else [],
-            "live_hostgroups": [hostgroups[k] for k in sorted(hostgroups)], "backends": backends,
-            "proxysql_cluster": proxysql_cluster.cluster_view(nodes, px.docs)}
+    return {
+        "cluster": cluster,
+        "unavailable": px.unavailable or be.unavailable,
+        "node_views": node_views,
+        "mixed_versions": series if len(series) > 1 else [],
+        "live_hostgroups": [hostgroups[k] for k in sorted(hostgroups)],
+        "backends": backends,
+        "proxysql_cluster": proxysql_cluster.cluster_view(nodes, px.docs),
+    }
 
 
-def sparklines(cluster: Cluster, servers: Iterable[Server] | None = None, now: float | None = None,
-               minutes: int = 60) -> tuple[list[dict[str, Any]], datetime | None, datetime | None]:
+def sparklines(
+    cluster: Cluster, servers: Iterable[Server] | None = None, now: float | None = None, minutes: int = 60
+) -> tuple[list[dict[str, Any]], datetime | None, datetime | None]:
     """Per backend of the cluster, one mark per minute of the last hour from the raw samples (one query):
     the worst wsrep_local_state and the highest recv queue of each minute, None where no poll reached
     the node. Returns (rows, start, end)."""
@@ -243,8 +362,11 @@ def sparklines(cluster: Cluster, servers: Iterable[Server] | None = None, now: f
     servers = list(servers if servers is not None else cluster.servers.order_by("hostname", "port"))
     states: dict[int, list[int | None]] = {s.pk: [None] * minutes for s in servers}
     queues: dict[int, list[int | None]] = {s.pk: [None] * minutes for s in servers}
-    rows = chunked_samples({"server_id__in": list(states), "resolution": RAW, "ts__gte": _ts(start)},
-                           ["reachable", "local_state", "recv_queue"], BackendSample)
+    rows = chunked_samples(
+        {"server_id__in": list(states), "resolution": RAW, "ts__gte": _ts(start)},
+        ["reachable", "local_state", "recv_queue"],
+        BackendSample,
+    )
     for server_id, ts, _, reachable, local_state, recv_queue in rows:
         if not reachable:
             continue
@@ -269,8 +391,15 @@ def _users(rows: Iterable[tuple[str, int, int]]) -> list[dict[str, Any]]:
     out = []
     for name, connections, limit in rows:
         ratio = connections / limit if limit else None
-        out.append({"username": name, "connections": connections, "max_connections": limit, "ratio": ratio,
-                    "near_limit": ratio is not None and ratio >= NEAR_LIMIT})
+        out.append(
+            {
+                "username": name,
+                "connections": connections,
+                "max_connections": limit,
+                "ratio": ratio,
+                "near_limit": ratio is not None and ratio >= NEAR_LIMIT,
+            }
+        )
     return sorted(out, key=lambda u: (-(u["ratio"] or 0), -u["connections"], u["username"]))
 
 
@@ -279,26 +408,58 @@ def _query_stats_view(stats: dict[str, Any] | None, now: float) -> dict[str, Any
     frequent backend errors, the busiest commands."""
     if not stats:
         return None
-    commands = sorted(({"command": name, "count": n, "total_s": t / 1e6, "avg_ms": (t / n / 1000) if n else None}
-                       for name, (n, t) in (stats.get("commands") or {}).items()), key=lambda c: -c["count"])
-    sessions = sorted(({"command": c, "count": n, "longest_ms": longest}
-                       for c, (n, longest) in (stats.get("sessions") or {}).items()), key=lambda s: -s["count"])
-    errors = [{"hostgroup": e[0], "server": f"{e[1]}:{e[2]}", "username": e[3], "schemaname": e[4], "errno": e[5],
-               "count": e[6], "first_seen": _ts(e[7]), "last_seen": _ts(e[8]), "last_error": e[9]}
-              for e in stats.get("errors") or []]
-    return {"age": max(0.0, now - stats["ts"]), "error": stats.get("error"), "users": _users(stats.get("users") or []),
-            "sessions": sessions, "sessions_total": sum(s["count"] for s in sessions), "errors": errors,
-            "errors_total": sum(e["count"] for e in errors), "commands": commands[:COMMANDS_SHOWN],
-            "commands_more": max(0, len(commands) - COMMANDS_SHOWN),
-            "interval_s": settings.MONITOR_QUERY_STATS_INTERVAL_S}
+    commands = sorted(
+        (
+            {"command": name, "count": n, "total_s": t / 1e6, "avg_ms": (t / n / 1000) if n else None}
+            for name, (n, t) in (stats.get("commands") or {}).items()
+        ),
+        key=lambda c: -c["count"],
+    )
+    sessions = sorted(
+        (
+            {"command": c, "count": n, "longest_ms": longest}
+            for c, (n, longest) in (stats.get("sessions") or {}).items()
+        ),
+        key=lambda s: -s["count"],
+    )
+    errors = [
+        {
+            "hostgroup": e[0],
+            "server": f"{e[1]}:{e[2]}",
+            "username": e[3],
+            "schemaname": e[4],
+            "errno": e[5],
+            "count": e[6],
+            "first_seen": _ts(e[7]),
+            "last_seen": _ts(e[8]),
+            "last_error": e[9],
+        }
+        for e in stats.get("errors") or []
+    ]
+    return {
+        "age": max(0.0, now - stats["ts"]),
+        "error": stats.get("error"),
+        "users": _users(stats.get("users") or []),
+        "sessions": sessions,
+        "sessions_total": sum(s["count"] for s in sessions),
+        "errors": errors,
+        "errors_total": sum(e["count"] for e in errors),
+        "commands": commands[:COMMANDS_SHOWN],
+        "commands_more": max(0, len(commands) - COMMANDS_SHOWN),
+        "interval_s": settings.MONITOR_QUERY_STATS_INTERVAL_S,
+    }
 
 
 def proxysql_query_stats(node: ProxySQLNode, now: float | None = None) -> dict[str, Any]:
     now = now or time.time()
     got = latest(live.PROXYSQL, [node.pk], QueryStatsDoc)
     doc = got.docs.get(node.pk)
-    return {"node": node, "unavailable": got.unavailable, "qs": _query_stats_view(doc and doc.query_stats, now),
-            "shared_with": [n.cluster.name for n in node.shares_with()]}
+    return {
+        "node": node,
+        "unavailable": got.unavailable,
+        "qs": _query_stats_view(doc and doc.query_stats, now),
+        "shared_with": [n.cluster.name for n in node.shares_with()],
+    }
 
 
 def cluster_query_stats(cluster: Cluster, now: float | None = None) -> dict[str, Any]:
@@ -314,17 +475,23 @@ def cluster_query_stats(cluster: Cluster, now: float | None = None) -> dict[str,
         view = _query_stats_view(doc and doc.query_stats, now)
         rows.append({"node": n, "qs": view})
         for u in (view or {}).get("users") or []:
-            total = users.setdefault(u["username"], {"username": u["username"], "connections": 0, "limits": set(),
-                                                      "near_limit_on": []})
+            total = users.setdefault(
+                u["username"], {"username": u["username"], "connections": 0, "limits": set(), "near_limit_on": []}
+            )
             total["connections"] += u["connections"]
             total["limits"].add(u["max_connections"])
             if u["near_limit"]:
                 total["near_limit_on"].append(n.name)
     for u in users.values():
         u["limits"] = sorted(u["limits"])
-    return {"cluster": cluster, "unavailable": got.unavailable, "query_nodes": rows,
-            "query_users": sorted(users.values(), key=lambda u: (-len(u["near_limit_on"]), -u["connections"],
-                                                                  u["username"]))}
+    return {
+        "cluster": cluster,
+        "unavailable": got.unavailable,
+        "query_nodes": rows,
+        "query_users": sorted(
+            users.values(), key=lambda u: (-len(u["near_limit_on"]), -u["connections"], u["username"])
+        ),
+    }
 
 
 # -- the contexts of the pages that show these sections (apps/pages/views.py and the partials here) ---------
@@ -367,4 +534,3 @@ def backend_state_now(server: Server) -> dict[str, Any]:
             return {"state": client.state(), "error": None}
     except ClientError as exc:
         return {"state": None, "error": exc}
-

@@ -3,6 +3,7 @@
 
 The kill is an operator's, after a confirmation that names the session; it is refused when the session id now
 belongs to another client (ids are reused after a restart) and audited with who killed what."""
+
 from apps.audit.services import record
 from apps.clients.proxysql import MIRROR_CLIENT, ProxySQLAdmin
 from apps.clients.wire import ClientError
@@ -11,8 +12,10 @@ SHOWN = 200  # the longest-running sessions; a busy node has thousands
 
 
 # Why a mirror copy offers no kill: it is ProxySQL's, its client keeps running, and the next match copies again.
-MIRROR_REFUSAL = ("no client is behind it, and the rule copies the next matching query again; to stop the copies, "
-                  "change the rule's mirror_hostgroup")
+MIRROR_REFUSAL = (
+    "no client is behind it, and the rule copies the next matching query again; to stop the copies, "
+    "change the rule's mirror_hostgroup"
+)
 
 
 class KillRefused(Exception):
@@ -38,10 +41,17 @@ def is_mirror_copy(row):
 def mark_mirror_copies(rows):
     """Each mirror copy gets "mirror_of": the client session running the same text now (the copy starts beside its
     original), else None."""
-    running = {r["info"]: r["SessionID"] for r in rows
-               if r.get("info") and not is_mirror_copy(r) and r["command"] in ("Query", "Execute")}
-    return [{**r, "mirror_copy": True, "mirror_of": running.get(r.get("info"))} if is_mirror_copy(r)
-            else {**r, "mirror_copy": False} for r in rows]
+    running = {
+        r["info"]: r["SessionID"]
+        for r in rows
+        if r.get("info") and not is_mirror_copy(r) and r["command"] in ("Query", "Execute")
+    }
+    return [
+        {**r, "mirror_copy": True, "mirror_of": running.get(r.get("info"))}
+        if is_mirror_copy(r)
+        else {**r, "mirror_copy": False}
+        for r in rows
+    ]
 
 
 def live_sessions(node, sort="time", text="", hide_sleep=False, query_text=None):
@@ -81,8 +91,10 @@ def read_session(node, session_id):
 
 def describe(row):
     where = f" in hostgroup {row['hostgroup']}" if row.get("hostgroup") is not None else ""
-    return (f"session {row['SessionID']} of user {row['user']} from {row['cli_host']}:{row['cli_port']}, "
-            f"{row['command']} for {(row['time_ms'] or 0) / 1000:.1f} s{where}")
+    return (
+        f"session {row['SessionID']} of user {row['user']} from {row['cli_host']}:{row['cli_port']}, "
+        f"{row['command']} for {(row['time_ms'] or 0) / 1000:.1f} s{where}"
+    )
 
 
 def fingerprint(row):
@@ -97,23 +109,53 @@ def kill_session(node, session_id, expected, *, actor, as_digest):
     target = f"ProxySQL {node.name} session {session_id}"
     row = read_session(node, session_id)
     if row is None or is_mirror_copy(row) or fingerprint(row) != expected:
-        why = ("it is not open any more" if row is None
-               else f"it is a mirror rule's copy of a query, run by ProxySQL itself: {MIRROR_REFUSAL}"
-               if is_mirror_copy(row) else f"the id now belongs to another client ({describe(row)})")
-        record("proxysql.kill_session", outcome="refused", actor=actor, cluster=node.cluster, target=target,
-               details={"node": node.name, "session_id": session_id, "confirmed": expected, "reason": why})
+        why = (
+            "it is not open any more"
+            if row is None
+            else f"it is a mirror rule's copy of a query, run by ProxySQL itself: {MIRROR_REFUSAL}"
+            if is_mirror_copy(row)
+            else f"the id now belongs to another client ({describe(row)})"
+        )
+        record(
+            "proxysql.kill_session",
+            outcome="refused",
+            actor=actor,
+            cluster=node.cluster,
+            target=target,
+            details={"node": node.name, "session_id": session_id, "confirmed": expected, "reason": why},
+        )
         raise KillRefused(f"Session {session_id} was not killed: {why}.")
     try:
         with ProxySQLAdmin.for_node(node) as admin:
             admin.kill_connection(session_id)
             gone = not admin.processlist(session_id)
     except ClientError as exc:
-        record("proxysql.kill_session", outcome="failure", actor=actor, cluster=node.cluster, target=target,
-               details={"node": node.name, "session_id": session_id, "error": str(exc)})
+        record(
+            "proxysql.kill_session",
+            outcome="failure",
+            actor=actor,
+            cluster=node.cluster,
+            target=target,
+            details={"node": node.name, "session_id": session_id, "error": str(exc)},
+        )
         raise KillRefused(f"Session {session_id}: the node did not take the kill: {exc}") from None
-    record("proxysql.kill_session", actor=actor, cluster=node.cluster, target=target,
-           details={"node": node.name, "session_id": session_id, "statement": f"KILL CONNECTION {int(session_id)}",
-                    "user": row["user"], "client": f"{row['cli_host']}:{row['cli_port']}", "db": row.get("db"),
-                    "hostgroup": row.get("hostgroup"), "command": row["command"], "time_ms": row["time_ms"],
-                    "info": (as_digest(row.get("info")) or "")[:500], "gone_after": gone})
+    record(
+        "proxysql.kill_session",
+        actor=actor,
+        cluster=node.cluster,
+        target=target,
+        details={
+            "node": node.name,
+            "session_id": session_id,
+            "statement": f"KILL CONNECTION {int(session_id)}",
+            "user": row["user"],
+            "client": f"{row['cli_host']}:{row['cli_port']}",
+            "db": row.get("db"),
+            "hostgroup": row.get("hostgroup"),
+            "command": row["command"],
+            "time_ms": row["time_ms"],
+            "info": (as_digest(row.get("info")) or "")[:500],
+            "gone_after": gone,
+        },
+    )
     return row, gone

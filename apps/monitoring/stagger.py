@@ -7,6 +7,7 @@ the tick (PhasedSchedule), so a shard's ticks fall on its slots whenever the int
 of ticks (the defaults, 2 s and 1 s, are); other intervals are polled at the first tick of each slot.
 Pure: no Django, imported by controlplane/celery.py when beat's schedule is built.
 """
+
 import math
 import time
 from datetime import timedelta
@@ -61,8 +62,7 @@ class PhasedSchedule(schedule):
         return f"<phased: every {self.seconds:g} s at +{self.offset:.3f} s>"
 
     def __eq__(self, other):
-        return (isinstance(other, PhasedSchedule) and self.seconds == other.seconds
-                and self.offset == other.offset)
+        return isinstance(other, PhasedSchedule) and self.seconds == other.seconds and self.offset == other.offset
 
     def __reduce__(self):
         return self.__class__, (self.seconds, self.offset)

@@ -6,6 +6,7 @@ A document is "stale" when it is older than STALE_FACTOR x its cluster's poll in
 shown are then old, whatever they say. "unreachable" is a fresh document whose last poll failed; it
 keeps the last good figures beside the error, and error_since says since when it has been failing.
 """
+
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -85,18 +86,18 @@ def figures_age(doc: PolledDoc | None, age: float | None, now: float) -> float |
 _GUARDED = " A switchover, drain or restore on this cluster is refused until every ProxySQL node answers."
 PROXYSQL_ADVICE = {
     "timeout": "The admin port takes the connection but ProxySQL does not answer in time: the process is hung, stopped "
-               "or overloaded, and its clients are likely stalled too. Check the proxysql process on its host." + _GUARDED,
+    "or overloaded, and its clients are likely stalled too. Check the proxysql process on its host." + _GUARDED,
     "unreachable": "Nothing answers on the admin port: ProxySQL is down (or the host or address is wrong), so no client "
-                   "gets through it. Start it, or send its clients to the other ProxySQL nodes." + _GUARDED,
+    "gets through it. Start it, or send its clients to the other ProxySQL nodes." + _GUARDED,
     "auth": "ProxySQL answers but refuses the admin credentials the console uses: correct them in the inventory or "
-            "in admin-admin_credentials on the node.",
+    "in admin-admin_credentials on the node.",
 }
 BACKEND_ADVICE = {
     "timeout": "The server takes the connection but does not answer in time: it is hung, overloaded or stalled "
-               "(a Galera flow-control pause stalls the whole cluster).",
+    "(a Galera flow-control pause stalls the whole cluster).",
     "unreachable": "The server does not accept connections: the database is stopped or crashed (or the host is "
-                   "unreachable). ProxySQL shuns it and sends its queries to the other servers. Start it again, or "
-                   "drain it for maintenance: its alerts are then held.",
+    "unreachable). ProxySQL shuns it and sends its queries to the other servers. Start it again, or "
+    "drain it for maintenance: its alerts are then held.",
     "auth": "The server refuses the monitor user: correct its password in the inventory, or its grants.",
 }
 
@@ -157,8 +158,10 @@ class Mirror:
         """One line for the attention list."""
         parts = []
         if self.queue_near_limit:
-            parts.append(f"queue {self.queue} of {self.queue_limit} ({self.queue_ratio:.0%}; "
-                         f"{self.per_thread_limit} per thread x {self.threads} threads)")
+            parts.append(
+                f"queue {self.queue} of {self.queue_limit} ({self.queue_ratio:.0%}; "
+                f"{self.per_thread_limit} per thread x {self.threads} threads)"
+            )
         if self.concurrency_at_limit:
             parts.append(f"concurrency {self.concurrency} at its limit {self.concurrency_limit}")
         return "; ".join(parts) + ": mirrored queries are being dropped" if parts else ""
@@ -173,9 +176,15 @@ def mirror(figures: dict[str, Any] | None) -> Mirror:
     limit = per_thread * (threads or 1) if per_thread is not None else None
     questions, prepared = f.get("questions_ps"), f.get("prepared_ps")
     share = prepared / questions if questions and prepared is not None else None
-    return Mirror(queue=f.get("mirror_queue_length"), queue_limit=limit, per_thread_limit=per_thread, threads=threads,
-                  concurrency=f.get("mirror_concurrency"), concurrency_limit=f.get("mirror_max_concurrency"),
-                  prepared_share=share)
+    return Mirror(
+        queue=f.get("mirror_queue_length"),
+        queue_limit=limit,
+        per_thread_limit=per_thread,
+        threads=threads,
+        concurrency=f.get("mirror_concurrency"),
+        concurrency_limit=f.get("mirror_max_concurrency"),
+        prepared_share=share,
+    )
 
 
 # -- backends --------------------------------------------------------------------------------------
@@ -185,8 +194,7 @@ def backend_problems(doc: dict[str, Any] | None, max_replication_lag: float) -> 
     return backend_problems_of((doc or {}).get("state"), (doc or {}).get("lag_seconds"), max_replication_lag)
 
 
-def backend_problems_of(state: dict[str, Any] | None, lag: float | None,
-                        max_replication_lag: float) -> list[Problem]:
+def backend_problems_of(state: dict[str, Any] | None, lag: float | None, max_replication_lag: float) -> list[Problem]:
     """backend_problems() from a document's state (NodeState's fields as a dict, or None) and lag_seconds."""
     state = state or {}
     out = []
@@ -201,9 +209,21 @@ def backend_problems_of(state: dict[str, Any] | None, lag: float | None,
             out.append(("red", "not ready", "wsrep_ready OFF"))
         queue = state.get("local_recv_queue")
         if queue is not None and queue > max_replication_lag:
-            out.append(("amber", "recv queue", f"recv queue {queue} over the cluster's max_replication_lag {max_replication_lag}"))
+            out.append(
+                (
+                    "amber",
+                    "recv queue",
+                    f"recv queue {queue} over the cluster's max_replication_lag {max_replication_lag}",
+                )
+            )
     if lag is not None and lag > max_replication_lag:
-        out.append(("amber", "replica lag", f"replica lag {lag} s over the cluster's max_replication_lag {max_replication_lag}"))
+        out.append(
+            (
+                "amber",
+                "replica lag",
+                f"replica lag {lag} s over the cluster's max_replication_lag {max_replication_lag}",
+            )
+        )
     maint = state.get("pxc_maint_mode")
     if maint and maint.upper() != "DISABLED":
         out.append(("amber", "maintenance", f"pxc_maint_mode {maint}"))

@@ -3,6 +3,7 @@ middleware, the viewer role by each view); nothing here changes state but the ki
 confirmed, audited: sessions.py). /metrics (Prometheus) is the exception: outside the login, with its own check
 (scrape_access.py). The fleet overview, node, cluster and backend pages are the fleet app's; their monitoring sections
 are partials of templates/monitoring/*.html refreshed by the views below."""
+
 import gzip
 import time
 
@@ -78,9 +79,18 @@ def proxysql_sessions(request, pk):
     # A query's literals (values, sometimes secrets) are for operators: viewers read, and filter on, its digest.
     shown = None if has_role(request.user, OPERATOR) else digest_form
     found = sessions.live_sessions(node, sort=sort, text=text, hide_sleep=hide_sleep, query_text=shown)
-    return TemplateResponse(request, "monitoring/proxysql.html#sessions", {
-        "node": node, **found, "sort": sort if sort in sessions.SORTS else "time", "q": text, "hide_sleep": hide_sleep,
-        "sorts": [(value, label) for value, (label, _) in sessions.SORTS.items()]})
+    return TemplateResponse(
+        request,
+        "monitoring/proxysql.html#sessions",
+        {
+            "node": node,
+            **found,
+            "sort": sort if sort in sessions.SORTS else "time",
+            "q": text,
+            "hide_sleep": hide_sleep,
+            "sorts": [(value, label) for value, (label, _) in sessions.SORTS.items()],
+        },
+    )
 
 
 def digest_form(sql):
@@ -89,7 +99,7 @@ def digest_form(sql):
         return sql
     text = normalise(sql)
     quotes = [i for i in (text.find("'"), text.find('"')) if i >= 0]
-    return text[:min(quotes)] + "?…" if quotes else text
+    return text[: min(quotes)] + "?…" if quotes else text
 
 
 @require_role(OPERATOR)
@@ -106,24 +116,45 @@ def proxysql_kill_session(request, pk, session_id):
     if request.method == "POST":
         expected = {k: request.POST.get(k, "") for k in ("user", "cli_host", "cli_port")}
         if request.POST.get("confirm") != "yes":
-            return TemplateResponse(request, "monitoring/kill_session.html",
-                                    {"node": node, "row": row, "session_id": session_id, "expected": expected,
-                                     "describe": row and sessions.describe(row),
-                                     "refusal": "Tick the confirmation to kill the session."}, status=400)
+            return TemplateResponse(
+                request,
+                "monitoring/kill_session.html",
+                {
+                    "node": node,
+                    "row": row,
+                    "session_id": session_id,
+                    "expected": expected,
+                    "describe": row and sessions.describe(row),
+                    "refusal": "Tick the confirmation to kill the session.",
+                },
+                status=400,
+            )
         try:
-            killed, gone = sessions.kill_session(node, session_id, expected, actor=Actor.of_request(request),
-                                                 as_digest=digest_form)
+            killed, gone = sessions.kill_session(
+                node, session_id, expected, actor=Actor.of_request(request), as_digest=digest_form
+            )
         except sessions.KillRefused as exc:
             messages.error(request, str(exc))
             return redirect(back)
-        messages.success(request, f"Killed {sessions.describe(killed)}" + ("." if gone else
-                                  ": it still shows in the processlist; ProxySQL closes it at its next step."))
+        messages.success(
+            request,
+            f"Killed {sessions.describe(killed)}"
+            + ("." if gone else ": it still shows in the processlist; ProxySQL closes it at its next step."),
+        )
         return redirect(back)
-    return TemplateResponse(request, "monitoring/kill_session.html",
-                            {"node": node, "row": row, "session_id": session_id,
-                             "mirror_copy": row is not None and sessions.is_mirror_copy(row),
-                             "mirror_refusal": sessions.MIRROR_REFUSAL,
-                             "expected": row and sessions.fingerprint(row), "describe": row and sessions.describe(row)})
+    return TemplateResponse(
+        request,
+        "monitoring/kill_session.html",
+        {
+            "node": node,
+            "row": row,
+            "session_id": session_id,
+            "mirror_copy": row is not None and sessions.is_mirror_copy(row),
+            "mirror_refusal": sessions.MIRROR_REFUSAL,
+            "expected": row and sessions.fingerprint(row),
+            "describe": row and sessions.describe(row),
+        },
+    )
 
 
 @require_role(VIEWER)
@@ -203,8 +234,11 @@ def pool_metrics(request):
     except exporter.UnknownCluster:
         return _plain(404, f"No cluster is named {name!r}.")
     except live.LiveUnavailable:
-        return _plain(503, "Redis does not answer: the latest pool rows cannot be read (proxysql_fleet_live_up on "
-                           "/metrics says so too).")
+        return _plain(
+            503,
+            "Redis does not answer: the latest pool rows cannot be read (proxysql_fleet_live_up on "
+            "/metrics says so too).",
+        )
     except DatabaseError:
         return _plain(503, "The database does not answer (proxysql_fleet_database_up on /metrics says so too).")
     return _exposition_response(request, body)
@@ -218,8 +252,11 @@ def metrics_targets(request):
     refused = scrape_access.refusal(request)
     if refused is not None:
         return refused
-    scheme, address = (settings.METRICS_TARGET_URL.split("://", 1) if settings.METRICS_TARGET_URL
-                       else (request.scheme, request.get_host()))
+    scheme, address = (
+        settings.METRICS_TARGET_URL.split("://", 1)
+        if settings.METRICS_TARGET_URL
+        else (request.scheme, request.get_host())
+    )
     try:
         groups = exporter.scrape_targets(address, scheme)
     except DatabaseError:

@@ -4,6 +4,7 @@ from django.db import models
 class OperationKind:
     """This app's operation kinds as stored in Operation.kind; each is registered with its label and the rest in
     kinds.py (registry.OperationSpec). Another app names its own kinds (dr: CHANNEL_MOVE)."""
+
     SWITCHOVER = "switchover"
     DRAIN = "drain"
     RESTORE = "restore"

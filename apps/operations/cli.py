@@ -20,6 +20,7 @@ back as it would for a dead worker. Ctrl-C asks the operation to cancel (it roll
 --json prints JSON lines instead: {"event": "plan", ...}, {"event": "step", ...} per step that ends, and
 last {"event": "outcome", "state", "exit_code", ...}.
 """
+
 import json
 import sys
 import threading
@@ -39,9 +40,14 @@ from . import executor, services, switchover
 from .choices import OperationState, StepState
 
 DONE, REFUSED, ROLLED_BACK, FAILED = 0, 2, 3, 4
-EXIT_CODES = {OperationState.DONE: DONE, OperationState.ROLLED_BACK: ROLLED_BACK,
-              OperationState.CANCELLED: ROLLED_BACK, OperationState.REFUSED: REFUSED, OperationState.EXPIRED: REFUSED,
-              OperationState.FINISH_PENDING: FAILED}  # not done: a node still lacks the change (and any other state)
+EXIT_CODES = {
+    OperationState.DONE: DONE,
+    OperationState.ROLLED_BACK: ROLLED_BACK,
+    OperationState.CANCELLED: ROLLED_BACK,
+    OperationState.REFUSED: REFUSED,
+    OperationState.EXPIRED: REFUSED,
+    OperationState.FINISH_PENDING: FAILED,
+}  # not done: a node still lacks the change (and any other state)
 FOLLOW_EVERY_S = 0.1
 
 
@@ -84,14 +90,22 @@ class OperationCommand(BaseCommand):
     def add_arguments(self, parser):
         self.add_target_arguments(parser)
         self.add_plan_arguments(parser)
-        parser.add_argument("--user", required=True, help="who plans and confirms: an existing user with the operator "
-                                                          "role (an admin to override failed guards)")
+        parser.add_argument(
+            "--user",
+            required=True,
+            help="who plans and confirms: an existing user with the operator role (an admin to override failed guards)",
+        )
         parser.add_argument("--yes", action="store_true", help="confirm without asking")
-        parser.add_argument("--override-reason", default="", help="an admin's reason to confirm despite failed "
-                                                                  "guards that may be overridden (audited)")
-        parser.add_argument("--plan-only", action="store_true",
-                            help="print the plan and exit 0, or 2 when a guard fails; nothing runs, no "
-                                 "operation is stored")
+        parser.add_argument(
+            "--override-reason",
+            default="",
+            help="an admin's reason to confirm despite failed guards that may be overridden (audited)",
+        )
+        parser.add_argument(
+            "--plan-only",
+            action="store_true",
+            help="print the plan and exit 0, or 2 when a guard fails; nothing runs, no operation is stored",
+        )
         parser.add_argument("--json", action="store_true", help="JSON lines: the plan, each step, the outcome")
 
     def add_target_arguments(self, parser):
@@ -129,9 +143,13 @@ class OperationCommand(BaseCommand):
         except services.NotAllowed as exc:  # it stays planned: someone else may confirm it (page or API)
             self.finish(REFUSED, op, f"refused: {exc} (operation #{op.pk} stays planned)")
         op = self.follow(op, user)
-        self.finish(exit_code(op.state), op, f"{op.get_state_display()}: {op}" +
-                    (f" in {milliseconds(op.duration_ms)}" if op.duration_ms is not None else "") +
-                    (f" — {op.error}" if op.error else ""))
+        self.finish(
+            exit_code(op.state),
+            op,
+            f"{op.get_state_display()}: {op}"
+            + (f" in {milliseconds(op.duration_ms)}" if op.duration_ms is not None else "")
+            + (f" — {op.error}" if op.error else ""),
+        )
 
     def follow(self, op, user):
         """Run the operation on a thread of its own (as a worker would) and print each step as it ends."""
@@ -157,8 +175,10 @@ class OperationCommand(BaseCommand):
             except KeyboardInterrupt:
                 try:
                     services.cancel(op, actor=Actor.command(user))
-                    self.say({"event": "cancel_requested", "operation": op.pk},
-                             "cancel requested: the operation rolls back at its next step")
+                    self.say(
+                        {"event": "cancel_requested", "operation": op.pk},
+                        "cancel requested: the operation rolls back at its next step",
+                    )
                 except services.NotAllowed as exc:
                     self.say({"event": "cancel_refused", "operation": op.pk, "reason": str(exc)}, str(exc))
         op.refresh_from_db()
@@ -171,19 +191,45 @@ class OperationCommand(BaseCommand):
             if step.state in (StepState.PENDING, StepState.RUNNING) or shown.get(step.index) == step.state:
                 continue
             shown[step.index] = step.state
-            self.say({"event": "step", "operation": op.pk, "index": step.index, "key": step.key, "state": step.state,
-                      "duration_ms": step.duration_ms, "executed": step.executed},
-                     f"  [{step.state}] {step.title}" + (f" ({milliseconds(step.duration_ms)})" if step.duration_ms else ""))
+            self.say(
+                {
+                    "event": "step",
+                    "operation": op.pk,
+                    "index": step.index,
+                    "key": step.key,
+                    "state": step.state,
+                    "duration_ms": step.duration_ms,
+                    "executed": step.executed,
+                },
+                f"  [{step.state}] {step.title}" + (f" ({milliseconds(step.duration_ms)})" if step.duration_ms else ""),
+            )
 
     # -- output ------------------------------------------------------------------------------------------
     def show_plan(self, op, plan):
         notes = switchover.notes(plan)
         if self.json:
-            return self.say({"event": "plan", "operation": op and op.pk, "kind": plan.kind, "title": plan.title,
-                             "guards": [g.__dict__ for g in plan.guards], "notes": notes,
-                             "steps": [{"key": s.key, "title": s.title, "kind": s.kind, "nodes": s.nodes,
-                                        "point_of_no_return": s.point_of_no_return} for s in plan.steps],
-                             "facts": plan.facts}, None)
+            return self.say(
+                {
+                    "event": "plan",
+                    "operation": op and op.pk,
+                    "kind": plan.kind,
+                    "title": plan.title,
+                    "guards": [g.__dict__ for g in plan.guards],
+                    "notes": notes,
+                    "steps": [
+                        {
+                            "key": s.key,
+                            "title": s.title,
+                            "kind": s.kind,
+                            "nodes": s.nodes,
+                            "point_of_no_return": s.point_of_no_return,
+                        }
+                        for s in plan.steps
+                    ],
+                    "facts": plan.facts,
+                },
+                None,
+            )
         w = self.stdout.write
         w(f"{plan.title}" + (f" (operation #{op.pk})" if op else " (plan only, not stored)"))
         for g in plan.guards:
@@ -223,11 +269,21 @@ class OperationCommand(BaseCommand):
 
     def finish(self, code, op, text):
         if op is None:  # --plan-only: nothing stored
-            self.say({"event": "outcome", "operation": None, "state": None, "exit_code": code, "error": "",
-                      "timings": {}}, text)
+            self.say(
+                {"event": "outcome", "operation": None, "state": None, "exit_code": code, "error": "", "timings": {}},
+                text,
+            )
             sys.exit(code)
         op.refresh_from_db()
-        self.say({"event": "outcome", "operation": op.pk, "state": op.state, "exit_code": code, "error": op.error,
-                  "timings": op.timings}, text)
+        self.say(
+            {
+                "event": "outcome",
+                "operation": op.pk,
+                "state": op.state,
+                "exit_code": code,
+                "error": op.error,
+                "timings": op.timings,
+            },
+            text,
+        )
         sys.exit(code)
-

@@ -11,6 +11,7 @@ An operation is counted for good only once it is older than GRACE_S: until then 
 So a row that commits late (its transaction began before a row with a higher id committed) is still found, and
 nothing is counted twice. A changed database (another one, or rows removed: a restore) starts the count again.
 """
+
 import threading
 from collections import Counter
 from itertools import accumulate
@@ -54,14 +55,16 @@ class Histogram:
 
     def cumulative(self):
         """{(kind, state): ([(le, cumulative count)...] ending with +Inf, total seconds)}."""
-        return {key: (list(zip([*DURATION_BUCKETS, float("inf")], accumulate(counts))), self.total_ms[key] / 1000)
-                for key, counts in sorted(self.counts.items())}
+        return {
+            key: (list(zip([*DURATION_BUCKETS, float("inf")], accumulate(counts))), self.total_ms[key] / 1000)
+            for key, counts in sorted(self.counts.items())
+        }
 
 
 class Snapshot:
     def __init__(self, ended, unended, histogram):
-        self.ended = ended        # Counter (cluster_id, kind, state) -> operations that ended
-        self.unended = unended    # the same for the operations not ended
+        self.ended = ended  # Counter (cluster_id, kind, state) -> operations that ended
+        self.unended = unended  # the same for the operations not ended
         self.histogram = histogram
 
 
@@ -72,8 +75,8 @@ class OperationCounts:
 
     def _start(self, database):
         self.database = database
-        self.upto = 0            # every operation up to this id is counted for good, or in self.unended
-        self.unended = set()     # ids up to self.upto not ended when read: read again at each scrape
+        self.upto = 0  # every operation up to this id is counted for good, or in self.unended
+        self.unended = set()  # ids up to self.upto not ended when read: read again at each scrape
         self.ended = Counter()
         self.histogram = Histogram()
 
@@ -117,9 +120,15 @@ class OperationCounts:
         run_ms = Cast(KeyTextTransform("total_ms", "timings"), FloatField())
         unended = sorted(self.unended)
         for i in range(0, len(unended), IN_CHUNK):
-            yield from (Operation.objects.filter(pk__in=unended[i:i + IN_CHUNK]).annotate(run_ms=run_ms)
-                        .values_list(*fields).order_by("pk"))
-        yield from Operation.objects.filter(Q(pk__gt=self.upto)).annotate(run_ms=run_ms).values_list(*fields).order_by("pk")
+            yield from (
+                Operation.objects.filter(pk__in=unended[i : i + IN_CHUNK])
+                .annotate(run_ms=run_ms)
+                .values_list(*fields)
+                .order_by("pk")
+            )
+        yield from (
+            Operation.objects.filter(Q(pk__gt=self.upto)).annotate(run_ms=run_ms).values_list(*fields).order_by("pk")
+        )
 
     def _start_again_if_changed(self):
         database = (connection.vendor, connection.settings_dict.get("HOST"), connection.settings_dict.get("NAME"))

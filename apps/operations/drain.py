@@ -5,6 +5,7 @@ to reach 0 everywhere (on timeout: roll back, or OFFLINE_HARD if chosen) -> save
 maintenance in the inventory. Restore puts back the statuses the inventory held before the drain, once the backend can serve (the
 switchover's backend guards: Galera Synced, Primary, ready, receive queue; async replication running, lag).
 """
+
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import node_admin
 from apps.clients.wire import ClientError
@@ -26,11 +27,16 @@ def _read_nodes(cluster, server, build):
     for node in nodes:
         try:
             with node_admin(node) as admin:
-                rows = [r for r in admin.servers("runtime") if (r.hostname, r.port) == (server.hostname, server.port)
-                        and r.hostgroup_id not in others[node.pk]]
+                rows = [
+                    r
+                    for r in admin.servers("runtime")
+                    if (r.hostname, r.port) == (server.hostname, server.port) and r.hostgroup_id not in others[node.pk]
+                ]
                 processlist = admin.processlist()
                 per_node[node.pk] = {"name": node.name, **build(Sql(admin), rows)}
-                pinned[node.name] = [s for r in rows for s in pinned_sessions(processlist, r.hostgroup_id, r.hostname, r.port)]
+                pinned[node.name] = [
+                    s for r in rows for s in pinned_sessions(processlist, r.hostgroup_id, r.hostname, r.port)
+                ]
         except ClientError as exc:
             unreachable.append(f"{node.name}: {exc.message}")
     return per_node, unreachable, pinned
@@ -42,10 +48,16 @@ def plan_drain(server, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLB
 
     def build(sql, rows):
         return {
-            "drain": {"sql": [sql.set_status(r.hostgroup_id, r.hostname, r.port, "OFFLINE_SOFT") for r in rows] + [sql.LOAD_SERVERS],
-                      "rollback": [sql.replace_server(_row(r)) for r in rows] + [sql.LOAD_SERVERS]},
-            "offline_hard": {"sql": [sql.set_status(r.hostgroup_id, r.hostname, r.port, "OFFLINE_HARD") for r in rows] + [sql.LOAD_SERVERS],
-                             "rollback": [sql.replace_server(_row(r)) for r in rows] + [sql.LOAD_SERVERS]},
+            "drain": {
+                "sql": [sql.set_status(r.hostgroup_id, r.hostname, r.port, "OFFLINE_SOFT") for r in rows]
+                + [sql.LOAD_SERVERS],
+                "rollback": [sql.replace_server(_row(r)) for r in rows] + [sql.LOAD_SERVERS],
+            },
+            "offline_hard": {
+                "sql": [sql.set_status(r.hostgroup_id, r.hostname, r.port, "OFFLINE_HARD") for r in rows]
+                + [sql.LOAD_SERVERS],
+                "rollback": [sql.replace_server(_row(r)) for r in rows] + [sql.LOAD_SERVERS],
+            },
             "save": {"sql": [sql.SAVE_SERVERS], "rollback": []},
             "expect": [[r.hostgroup_id, r.hostname, r.port, "OFFLINE_SOFT"] for r in rows],
             "targets": [[r.hostgroup_id, r.hostname, r.port] for r in rows],
@@ -53,49 +65,111 @@ def plan_drain(server, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLB
 
     per_node, unreachable, pinned = _read_nodes(cluster, server, build)
     memberships = list(HostgroupMembership.objects.filter(server=server))
-    writers = HostgroupMembership.objects.filter(server__cluster=cluster, hostgroup_id=cluster.writer_hostgroup,
-                                                 status="ONLINE", server__maintenance=False)
+    writers = HostgroupMembership.objects.filter(
+        server__cluster=cluster, hostgroup_id=cluster.writer_hostgroup, status="ONLINE", server__maintenance=False
+    )
     only_writer = writers.count() == 1 and writers.first().server_id == server.pk
-    readers_left = (HostgroupMembership.objects.filter(server__cluster=cluster, hostgroup_id=cluster.reader_hostgroup,
-                                                       status="ONLINE", server__maintenance=False)
-                    .exclude(server=server).count())
+    readers_left = (
+        HostgroupMembership.objects.filter(
+            server__cluster=cluster, hostgroup_id=cluster.reader_hostgroup, status="ONLINE", server__maintenance=False
+        )
+        .exclude(server=server)
+        .count()
+    )
     holder = current_holder(cluster)
     guards = [
-        Guard("proxysql_reachable", "Every ProxySQL node of the cluster answers", not unreachable,
-              "; ".join(unreachable) or "yes", False),
+        Guard(
+            "proxysql_reachable",
+            "Every ProxySQL node of the cluster answers",
+            not unreachable,
+            "; ".join(unreachable) or "yes",
+            False,
+        ),
         # Said positively, with what was seen ("not ... only writer: no" read as a double negative).
-        Guard("not_the_writer", "Another writer stays for the cluster (if the server is its only writer: a switchover "
-              "first)", not only_writer, "no: it is the only writer" if only_writer else
-              ("yes: it is one of the writers" if server.pk in {m.server_id for m in writers} else "yes: not a writer"),
-              False),
-        Guard("min_readers", f"At least {cluster.min_available_readers} reader(s) stay ONLINE",
-              readers_left >= cluster.min_available_readers, f"{readers_left} left"),
+        Guard(
+            "not_the_writer",
+            "Another writer stays for the cluster (if the server is its only writer: a switchover first)",
+            not only_writer,
+            "no: it is the only writer"
+            if only_writer
+            else (
+                "yes: it is one of the writers" if server.pk in {m.server_id for m in writers} else "yes: not a writer"
+            ),
+            False,
+        ),
+        Guard(
+            "min_readers",
+            f"At least {cluster.min_available_readers} reader(s) stay ONLINE",
+            readers_left >= cluster.min_available_readers,
+            f"{readers_left} left",
+        ),
         Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
         pending_rows.guard(cluster),
-        Guard("not_in_maintenance", "The server is in service (a drained one is restored, not drained again)",
-              not server.maintenance, "in maintenance" if server.maintenance else "yes", False),
+        Guard(
+            "not_in_maintenance",
+            "The server is in service (a drained one is restored, not drained again)",
+            not server.maintenance,
+            "in maintenance" if server.maintenance else "yes",
+            False,
+        ),
         Guard("drain_timeout", "A drain timeout is set", timeout > 0, f"{timeout} ms", False),
     ]
     nodes = lambda part: {str(pk): {"name": v["name"], **v[part]} for pk, v in per_node.items()}  # noqa: E731
     targets = sorted({tuple(t) for v in per_node.values() for t in v["targets"]})
     steps = [
         Step("drain", f"{server} to OFFLINE_SOFT in every hostgroup", PROXYSQL, nodes("drain")),
-        Step("wait_drain", f"Wait until {server}'s ConnUsed is 0 on every node", WAIT_DRAIN,
-             params={"targets": [list(t) for t in targets], "timeout_ms": timeout, "poll_ms": DRAIN_POLL_MS,
-                     "on_timeout": on_timeout, "offline_hard": nodes("offline_hard")}),
-        Step("verify", "Verify every node's runtime", VERIFY,
-             params={"expect": {str(pk): v["expect"] for pk, v in per_node.items()},
-                     "allow_offline_hard": on_timeout == OnDrainTimeout.OFFLINE_HARD}),
+        Step(
+            "wait_drain",
+            f"Wait until {server}'s ConnUsed is 0 on every node",
+            WAIT_DRAIN,
+            params={
+                "targets": [list(t) for t in targets],
+                "timeout_ms": timeout,
+                "poll_ms": DRAIN_POLL_MS,
+                "on_timeout": on_timeout,
+                "offline_hard": nodes("offline_hard"),
+            },
+        ),
+        Step(
+            "verify",
+            "Verify every node's runtime",
+            VERIFY,
+            params={
+                "expect": {str(pk): v["expect"] for pk, v in per_node.items()},
+                "allow_offline_hard": on_timeout == OnDrainTimeout.OFFLINE_HARD,
+            },
+        ),
         Step("save", "Save MYSQL SERVERS to disk on every node", PROXYSQL, nodes("save"), point_of_no_return=True),
-        Step("inventory", f"Mark {server} in maintenance", INVENTORY,
-             params={"action": "maintenance_on", "server": server.pk, "note": note,
-                     "statuses": {str(m.hostgroup_id): m.status for m in memberships}}),
+        Step(
+            "inventory",
+            f"Mark {server} in maintenance",
+            INVENTORY,
+            params={
+                "action": "maintenance_on",
+                "server": server.pk,
+                "note": note,
+                "statuses": {str(m.hostgroup_id): m.status for m in memberships},
+            },
+        ),
     ]
     pinned_total = sum(len(v) for v in pinned.values())
-    return shared.annotate(Plan(
-        OperationKind.DRAIN, cluster.pk, f"Maintenance drain of {server} ({cluster.name})", guards, steps,
-        facts={"pinned": pinned, "pinned_total": pinned_total, "sessions_cut_if_timeout": pinned_total, "server": str(server)},
-        options={"server": server.pk, "drain_timeout_ms": timeout, "on_timeout": on_timeout, "note": note}), cluster)
+    return shared.annotate(
+        Plan(
+            OperationKind.DRAIN,
+            cluster.pk,
+            f"Maintenance drain of {server} ({cluster.name})",
+            guards,
+            steps,
+            facts={
+                "pinned": pinned,
+                "pinned_total": pinned_total,
+                "sessions_cut_if_timeout": pinned_total,
+                "server": str(server),
+            },
+            options={"server": server.pk, "drain_timeout_ms": timeout, "on_timeout": on_timeout, "note": note},
+        ),
+        cluster,
+    )
 
 
 def plan_restore(server):
@@ -103,8 +177,11 @@ def plan_restore(server):
     cluster = server.cluster
     intended = {m.hostgroup_id: m for m in HostgroupMembership.objects.filter(server=server)}
     before = {}
-    last_drain = (cluster.operations.filter(kind=OperationKind.DRAIN, state=OperationState.DONE, plan__options__server=server.pk)
-                  .order_by("-id").first())
+    last_drain = (
+        cluster.operations.filter(kind=OperationKind.DRAIN, state=OperationState.DONE, plan__options__server=server.pk)
+        .order_by("-id")
+        .first()
+    )
     if last_drain:
         step = next((s for s in last_drain.plan["steps"] if s["key"] == "inventory"), None)
         before = {int(k): v for k, v in (step or {}).get("params", {}).get("statuses", {}).items()}
@@ -116,16 +193,29 @@ def plan_restore(server):
             forward.append(sql.set_status(r.hostgroup_id, r.hostname, r.port, status))
             undo.append(sql.replace_server(_row(r)))
             expect.append([r.hostgroup_id, r.hostname, r.port, status])
-        return {"restore": {"sql": forward + [sql.LOAD_SERVERS], "rollback": undo + [sql.LOAD_SERVERS]},
-                "save": {"sql": [sql.SAVE_SERVERS], "rollback": []}, "expect": expect}
+        return {
+            "restore": {"sql": forward + [sql.LOAD_SERVERS], "rollback": undo + [sql.LOAD_SERVERS]},
+            "save": {"sql": [sql.SAVE_SERVERS], "rollback": []},
+            "expect": expect,
+        }
 
     per_node, unreachable, _ = _read_nodes(cluster, server, build)
     holder = current_holder(cluster)
     guards = [
-        Guard("proxysql_reachable", "Every ProxySQL node of the cluster answers", not unreachable,
-              "; ".join(unreachable) or "yes", False),
-        Guard("in_maintenance", "The server is in maintenance", server.maintenance,
-              "yes" if server.maintenance else "no", False),
+        Guard(
+            "proxysql_reachable",
+            "Every ProxySQL node of the cluster answers",
+            not unreachable,
+            "; ".join(unreachable) or "yes",
+            False,
+        ),
+        Guard(
+            "in_maintenance",
+            "The server is in maintenance",
+            server.maintenance,
+            "yes" if server.maintenance else "no",
+            False,
+        ),
         Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
         pending_rows.guard(cluster),
         *_backend_guards(cluster, server, intended),
@@ -133,14 +223,35 @@ def plan_restore(server):
     nodes = lambda part: {str(pk): {"name": v["name"], **v[part]} for pk, v in per_node.items()}  # noqa: E731
     steps = [
         Step("restore", f"{server} back to its statuses", PROXYSQL, nodes("restore")),
-        Step("verify", "Verify every node's runtime", VERIFY, params={"expect": {str(pk): v["expect"] for pk, v in per_node.items()}}),
+        Step(
+            "verify",
+            "Verify every node's runtime",
+            VERIFY,
+            params={"expect": {str(pk): v["expect"] for pk, v in per_node.items()}},
+        ),
         Step("save", "Save MYSQL SERVERS to disk on every node", PROXYSQL, nodes("save"), point_of_no_return=True),
-        Step("inventory", f"Take {server} out of maintenance", INVENTORY,
-             params={"action": "maintenance_off", "server": server.pk,
-                     "statuses": {str(hg): before.get(hg, "ONLINE") for hg in intended}}),
+        Step(
+            "inventory",
+            f"Take {server} out of maintenance",
+            INVENTORY,
+            params={
+                "action": "maintenance_off",
+                "server": server.pk,
+                "statuses": {str(hg): before.get(hg, "ONLINE") for hg in intended},
+            },
+        ),
     ]
-    return shared.annotate(Plan(OperationKind.RESTORE, cluster.pk, f"Restore {server} from maintenance ({cluster.name})",
-                                guards, steps, options={"server": server.pk}), cluster)
+    return shared.annotate(
+        Plan(
+            OperationKind.RESTORE,
+            cluster.pk,
+            f"Restore {server} from maintenance ({cluster.name})",
+            guards,
+            steps,
+            options={"server": server.pk},
+        ),
+        cluster,
+    )
 
 
 def _backend_guards(cluster, server, intended):

@@ -6,6 +6,7 @@ node. Past the point of no return a failure leaves the operation FAILED with its
 writer back is a new switchover, not an automatic undo); a worker that dies there is replaced by the reaper,
 which finishes the operation from its stored plan (_resume): the version it records never falls behind the nodes.
 """
+
 import logging
 import re
 import time
@@ -58,8 +59,13 @@ class Run:
     def _load_secrets(self):
         """Values for the secrets the planner placed in the ProxySQL statements (decrypted here, in this thread:
         node threads never touch the database)."""
-        refs = {ref for step in self.plan.steps for spec in step.nodes.values()
-                for sql in [*spec.get("sql", []), *spec.get("rollback", [])] for _, ref in self.plan.placed(sql)}
+        refs = {
+            ref
+            for step in self.plan.steps
+            for spec in step.nodes.values()
+            for sql in [*spec.get("sql", []), *spec.get("rollback", [])]
+            for _, ref in self.plan.placed(sql)
+        }
         if not refs:
             return {}
 
@@ -82,7 +88,8 @@ class Run:
         server_id = int(server_id)
         if server_id not in self.backends:
             self.backends[server_id] = BackendClient.for_server(
-                Server.objects.select_related("cluster").get(pk=server_id))
+                Server.objects.select_related("cluster").get(pk=server_id)
+            )
         return self.backends[server_id]
 
     def close(self):
@@ -97,7 +104,10 @@ class Run:
             Operation.objects.filter(pk=self.op.pk).update(heartbeat_at=timezone.now())
             locks.extend(self.op, LOCK_TTL_S)
             self.last_beat = now
-            if Operation.objects.filter(pk=self.op.pk, cancel_requested=True).exists() and not self.op.point_of_no_return:
+            if (
+                Operation.objects.filter(pk=self.op.pk, cancel_requested=True).exists()
+                and not self.op.point_of_no_return
+            ):
                 raise Cancelled("cancelled by an operator")
 
     # -- the steps ---------------------------------------------------------------------------------
@@ -111,8 +121,9 @@ class Run:
             for sql in spec["sql"]:
                 start = time.monotonic()
                 self.send(node_id, sql, step.key)
-                done.append({"node": spec.get("name", node_id), "sql": sql,
-                             "ms": round((time.monotonic() - start) * 1000, 2)})
+                done.append(
+                    {"node": spec.get("name", node_id), "sql": sql, "ms": round((time.monotonic() - start) * 1000, 2)}
+                )
             return done
 
         results = list(self.pool.map(capture(on_node), nodes.items()))
@@ -128,6 +139,7 @@ class Run:
         them as it does a pending rollback) while the operation goes on: the inventory must record what the
         other nodes now do. A node that answers with a refusal is not retried (it would refuse again): the
         operation goes on and ends failed with its error (self.refused), for the operator to repair the node."""
+
         def on_node(item):
             node_id, spec = item
             done = []
@@ -136,9 +148,10 @@ class Run:
                 try:
                     self.send(node_id, sql, step.key)
                 except ClientError as exc:
-                    return done, spec["sql"][len(done):], exc
-                done.append({"node": spec.get("name", node_id), "sql": sql,
-                             "ms": round((time.monotonic() - start) * 1000, 2)})
+                    return done, spec["sql"][len(done) :], exc
+                done.append(
+                    {"node": spec.get("name", node_id), "sql": sql, "ms": round((time.monotonic() - start) * 1000, 2)}
+                )
             return done, [], None
 
         for node_id in step.nodes:
@@ -152,8 +165,11 @@ class Run:
             if left and not error.retryable:
                 self.refused.append(str(error))
             elif left:
-                self.unfinished[node_id] = {"name": spec.get("name", node_id), "error": str(error),
-                                            "statements": [{"step": step.key, "sql": sql} for sql in left]}
+                self.unfinished[node_id] = {
+                    "name": spec.get("name", node_id),
+                    "error": str(error),
+                    "statements": [{"step": step.key, "sql": sql} for sql in left],
+                }
         if self.unfinished:
             detail["pending_on"] = [p["name"] for p in self.unfinished.values()]
 
@@ -196,8 +212,10 @@ class Run:
         still = sum(used.values())
         if p["on_timeout"] != OnDrainTimeout.OFFLINE_HARD:
             where = ", ".join(f"{host}:{port} in hostgroup {hg}" for hg, host, port in p["targets"])
-            raise StepFailed(f"drain timed out after {p['timeout_ms']} ms with {still} connection(s) still in use "
-                             f"on {where}; rolling back as chosen (no session was cut)")
+            raise StepFailed(
+                f"drain timed out after {p['timeout_ms']} ms with {still} connection(s) still in use "
+                f"on {where}; rolling back as chosen (no session was cut)"
+            )
         detail["offline_hard"] = {"sessions_cut": still}
         self.run_proxysql(step, executed, part=p["offline_hard"])
         if p.get("then_sync"):  # written on one node only (sync_hold.propagate): its peers pull it
@@ -230,8 +248,11 @@ class Run:
                 if differ:
                     behind[name] = "not pulled yet: " + ", ".join(differ)
                 # ProxySQL pulls only a newer epoch: a peer that loaded in the same second or later never pulls
-                never += [f"{name} {n} (epoch {got[n][0]}, {params['names'][origin]}'s {want[n][0]})"
-                          for n in differ if got[n][0] >= want[n][0]]
+                never += [
+                    f"{name} {n} (epoch {got[n][0]}, {params['names'][origin]}'s {want[n][0]})"
+                    for n in differ
+                    if got[n][0] >= want[n][0]
+                ]
             rounds += 1
             if never:
                 detail.update(rounds=rounds, behind=behind, waited_ms=_ms(start))
@@ -239,14 +260,18 @@ class Run:
                 # would share an epoch with different checksums, which ProxySQL never resolves (measured on real 2.7.1).
                 # A newer epoch makes the origin's undone state the one its peers pull.
                 time.sleep(1.05 - time.time() % 1)
-                raise StepFailed("ProxySQL Cluster will not carry the change: a peer loaded the same module in the "
-                                 "same second or later, and ProxySQL pulls only a newer epoch: " + "; ".join(never))
+                raise StepFailed(
+                    "ProxySQL Cluster will not carry the change: a peer loaded the same module in the "
+                    "same second or later, and ProxySQL pulls only a newer epoch: " + "; ".join(never)
+                )
             detail.update(rounds=rounds, behind=behind, waited_ms=_ms(start))
             if not behind:
                 return
             if time.monotonic() >= deadline:
-                raise StepFailed(f"ProxySQL Cluster did not carry the change from {params['names'][origin]} within "
-                                 f"{params['timeout_ms']} ms: " + "; ".join(f"{n}: {w}" for n, w in behind.items()))
+                raise StepFailed(
+                    f"ProxySQL Cluster did not carry the change from {params['names'][origin]} within "
+                    f"{params['timeout_ms']} ms: " + "; ".join(f"{n}: {w}" for n, w in behind.items())
+                )
             self.beat()
             time.sleep(0.1)
 
@@ -278,8 +303,10 @@ class Run:
             if applied is not None and target is not None and applied >= target:
                 return
             if time.monotonic() >= deadline:
-                raise StepFailed(f"the new writer applied up to {applied}, the old one committed {target}: "
-                                 f"not caught up within {p['timeout_ms']} ms")
+                raise StepFailed(
+                    f"the new writer applied up to {applied}, the old one committed {target}: "
+                    f"not caught up within {p['timeout_ms']} ms"
+                )
             time.sleep(0.002)
             applied = new.last_committed()
 
@@ -290,14 +317,17 @@ class Run:
                 before = client.read_only()
                 if before != action["value"]:
                     client.set_read_only(action["value"])
-                executed.append({"server": action["server"], "action": "read_only", "from": before,
-                                 "to": action["value"]})
+                executed.append(
+                    {"server": action["server"], "action": "read_only", "from": before, "to": action["value"]}
+                )
             elif action["action"] == "promote_replica":
                 self.promote_replica(action, executed)
             elif action["action"] == "group_replication_set_as_primary":
                 uuid = client.server_uuid()
                 client.group_replication_set_as_primary(uuid)
-                executed.append({"server": action["server"], "action": "group_replication_set_as_primary", "uuid": uuid})
+                executed.append(
+                    {"server": action["server"], "action": "group_replication_set_as_primary", "uuid": uuid}
+                )
             else:
                 raise StepFailed(f"unknown backend action {action['action']!r}")
 
@@ -317,8 +347,9 @@ class Run:
                 self.backend(other.pk).wait_for_gtid(position, timeout)
             else:
                 self.backend(other.pk).take_own_binlog_as_replica_position()
-            self.backend(other.pk).replicate_from(new.hostname, new.port, cluster.replication_user,
-                                                  cluster.replication_password)
+            self.backend(other.pk).replicate_from(
+                new.hostname, new.port, cluster.replication_user, cluster.replication_password
+            )
             executed.append({"server": other.pk, "action": "replicate_from", "primary": new.pk})
 
     def demote_back(self, entry):
@@ -327,8 +358,9 @@ class Run:
         old = Server.objects.get(pk=entry["old_primary"])
         self.backend(old.pk).stop_replication(reset=True)
         for other in cluster.servers.exclude(pk=old.pk):
-            self.backend(other.pk).replicate_from(old.hostname, old.port, cluster.replication_user,
-                                                  cluster.replication_password)
+            self.backend(other.pk).replicate_from(
+                old.hostname, old.port, cluster.replication_user, cluster.replication_password
+            )
 
     def verify(self, step, detail):
         """Each expected row against the node's runtime: [hg, host, port, want], want being a status, the
@@ -348,13 +380,17 @@ class Run:
                 status = (got or {}).get("status")
                 if isinstance(want, dict):
                     if got != want:
-                        problems.append(f"node {node_id}: hg {hg} {host}:{port} is {_fields_text(got)}, "
-                                        f"expected {_fields_text(want)}")
+                        problems.append(
+                            f"node {node_id}: hg {hg} {host}:{port} is {_fields_text(got)}, "
+                            f"expected {_fields_text(want)}"
+                        )
                     continue
                 if status == "OFFLINE_HARD" and want == "OFFLINE_SOFT" and step.params.get("allow_offline_hard"):
                     continue
                 if status != want:
-                    problems.append(f"node {node_id}: hg {hg} {host}:{port} is {status or 'absent'}, expected {want or 'absent'}")
+                    problems.append(
+                        f"node {node_id}: hg {hg} {host}:{port} is {status or 'absent'}, expected {want or 'absent'}"
+                    )
         if "rows" in step.params:
             problems += self.verify_rows(step.params)
         if "others" in step.params:
@@ -391,19 +427,29 @@ class Run:
             if node_id in self.unfinished:
                 continue  # as in verify()
             variables = params["variables"].get(node_id, {})
-            read = self.read_or_defer(node_id, lambda admin: (admin.servers(layer), admin.global_variables(
-                list(variables), layer=layer) if variables else {}))
+            read = self.read_or_defer(
+                node_id,
+                lambda admin: (
+                    admin.servers(layer),
+                    admin.global_variables(list(variables), layer=layer) if variables else {},
+                ),
+            )
             if read is None:
                 continue
             want = {(hg, host, port): fields for hg, host, port, fields in rows}
             have = {r.key: configured(r) for r in read[0] if r.hostgroup_id in hostgroups}
             for key in sorted(want.keys() | have.keys()):
                 if want.get(key) != have.get(key):
-                    problems.append(f"node {node_id}: {layer} hg {key[0]} {key[1]}:{key[2]} is {have.get(key) or 'absent'}, "
-                                    f"expected {want.get(key) or 'absent'}")
+                    problems.append(
+                        f"node {node_id}: {layer} hg {key[0]} {key[1]}:{key[2]} is {have.get(key) or 'absent'}, "
+                        f"expected {want.get(key) or 'absent'}"
+                    )
             values = read[1]
-            problems += [f"node {node_id}: {layer} {name} is {values.get(name)}, expected {value}"
-                         for name, value in variables.items() if values.get(name) != value]
+            problems += [
+                f"node {node_id}: {layer} {name} is {values.get(name)}, expected {value}"
+                for name, value in variables.items()
+                if values.get(name) != value
+            ]
         return problems
 
     def inventory(self, step, detail):
@@ -435,8 +481,9 @@ class Run:
         except Exception as exc:  # the operation's own error stands; this one is said on the step
             log.exception("operation %s: the ProxySQL Cluster sync restore failed", self.op.pk)
             detail["error"], state = str(exc), StepState.FAILED
-        OperationStep.objects.filter(pk=row.pk).update(state=state, executed=executed, detail=detail,
-                                                       finished_at=timezone.now(), duration_ms=_ms(start))
+        OperationStep.objects.filter(pk=row.pk).update(
+            state=state, executed=executed, detail=detail, finished_at=timezone.now(), duration_ms=_ms(start)
+        )
 
     # -- rollback ----------------------------------------------------------------------------------
     def rollback(self, rows):
@@ -465,7 +512,8 @@ class Run:
             left += [spec.get("name", n) for n, spec in still_held.items() if step.key == HOLD_KEY]
             OperationStep.objects.filter(pk=row.pk).update(
                 state=StepState.ROLLED_BACK if not left else row.state,
-                detail={**row.detail, "rollback": undone, **({"rollback_pending_on": left} if left else {})})
+                detail={**row.detail, "rollback": undone, **({"rollback_pending_on": left} if left else {})},
+            )
         self.save_again(rows, pending)
         self.keep_held(still_held, pending)
         problems += self.sync_again(rows, pending)
@@ -481,17 +529,20 @@ class Run:
         waiting_for = ", ".join(p["name"] for p in pending.values())
         save_admin = [SAVE_ADMIN] if saves_admin_variables(self.plan) else []  # as the restore step would
         for node_id, spec in still_held.items():
-            pending[node_id] = {"name": spec.get("name", node_id),
-                                "statements": [{"step": HOLD_KEY, "sql": sql} for sql in spec["rollback"] + save_admin],
-                                "error": f"its ProxySQL Cluster sync stays held until {waiting_for} took the undo "
-                                         "(restored by the retry then)"}
+            pending[node_id] = {
+                "name": spec.get("name", node_id),
+                "statements": [{"step": HOLD_KEY, "sql": sql} for sql in spec["rollback"] + save_admin],
+                "error": f"its ProxySQL Cluster sync stays held until {waiting_for} took the undo "
+                "(restored by the retry then)",
+            }
 
     def sync_again(self, rows, pending):
         """A plan carried by ProxySQL Cluster (sync_hold.propagate) is undone on its origin only: its peers pull the
         undone state the same way, waited for here (after every undo); a peer that has not is said, never hidden.
         While the origin's own undo is pending, the peers pull it once the retry has run it."""
-        waits = [(r, s) for r, s in ((r, next(s for s in self.plan.steps if s.key == r.key)) for r in rows)
-                 if _sync_wait(s)]
+        waits = [
+            (r, s) for r, s in ((r, next(s for s in self.plan.steps if s.key == r.key)) for r in rows) if _sync_wait(s)
+        ]
         started = [r.index for r in rows if r.state in (StepState.DONE, StepState.RUNNING, StepState.FAILED)]
         if not waits or not started:
             return []
@@ -554,8 +605,9 @@ class Run:
         for (node_id, spec), (done, left, error) in zip(part.items(), self.pool.map(on_node, part.items())):
             undone.extend(done)
             if left:
-                entry = pending.setdefault(node_id, {"name": spec.get("name", node_id), "statements": [],
-                                                     "error": str(error)})
+                entry = pending.setdefault(
+                    node_id, {"name": spec.get("name", node_id), "statements": [], "error": str(error)}
+                )
                 entry["statements"] += [{"step": step.key, "sql": sql} for sql in left]
         return undone
 
@@ -564,7 +616,8 @@ def run(operation_id):
     """Execute a confirmed operation (called by the Celery task). Idempotent: a second call finds it
     already claimed and does nothing."""
     claimed = Operation.objects.filter(pk=operation_id, state=OperationState.PENDING).update(
-        state=OperationState.RUNNING, started_at=timezone.now(), heartbeat_at=timezone.now())
+        state=OperationState.RUNNING, started_at=timezone.now(), heartbeat_at=timezone.now()
+    )
     if not claimed:
         return None
     op = Operation.objects.select_related("cluster").get(pk=operation_id)
@@ -620,13 +673,22 @@ def _run_steps(op, runner, pairs):
             runner.execute_step(step, row)
         except Exception:
             row.state = StepState.FAILED
-            OperationStep.objects.filter(pk=row.pk).update(state=StepState.FAILED, executed=row.executed,
-                                                           detail=row.detail, finished_at=timezone.now(),
-                                                           duration_ms=_ms(step_start))
+            OperationStep.objects.filter(pk=row.pk).update(
+                state=StepState.FAILED,
+                executed=row.executed,
+                detail=row.detail,
+                finished_at=timezone.now(),
+                duration_ms=_ms(step_start),
+            )
             raise
         row.state = StepState.DONE
-        OperationStep.objects.filter(pk=row.pk).update(state=StepState.DONE, executed=row.executed, detail=row.detail,
-                                                       finished_at=timezone.now(), duration_ms=_ms(step_start))
+        OperationStep.objects.filter(pk=row.pk).update(
+            state=StepState.DONE,
+            executed=row.executed,
+            detail=row.detail,
+            finished_at=timezone.now(),
+            duration_ms=_ms(step_start),
+        )
         if step.point_of_no_return:
             op.point_of_no_return = True
             Operation.objects.filter(pk=op.pk).update(point_of_no_return=True)
@@ -691,8 +753,12 @@ def _finish(op, runner, rows, error, started, finished_by=None):
     rows = list(op.steps.order_by("index"))
     timings = {r.key: r.duration_ms for r in rows if r.duration_ms is not None}
     waited = sum(timings.get(k, 0) for k in ("wait_drain", "catch_up", "sync_wait", "wait_monitor"))
-    timings.update(total_ms=_ms(started), waiting_ms=round(waited, 2), overhead_ms=round(_ms(started) - waited, 2),
-                   recheck_ms=getattr(runner, "recheck_ms", None))
+    timings.update(
+        total_ms=_ms(started),
+        waiting_ms=round(waited, 2),
+        overhead_ms=round(_ms(started) - waited, 2),
+        recheck_ms=getattr(runner, "recheck_ms", None),
+    )
     pending = dict(getattr(runner, "unfinished", None) or {})  # nodes that missed steps past the point of no return
     if error is None and getattr(runner, "refused", None):
         error = "; ".join(runner.refused)
@@ -700,7 +766,8 @@ def _finish(op, runner, rows, error, started, finished_by=None):
         state = OperationState.FINISH_PENDING
         error = "done on the other nodes; FINISH PENDING on " + "; ".join(
             f"{p['name']} ({len(p['statements'])} statement(s) past the point of no return not taken: {p['error']})"
-            for p in pending.values())
+            for p in pending.values()
+        )
     elif error is None:
         state = OperationState.DONE
     elif op.point_of_no_return:
@@ -718,23 +785,37 @@ def _finish(op, runner, rows, error, started, finished_by=None):
         if pending:  # retried until the node answers (rollbacks.py); the operation ends rolled_back then
             state = OperationState.ROLLBACK_PENDING
             error += "; ROLLBACK PENDING on " + "; ".join(
-                f"{p['name']} ({len(p['statements'])} statement(s) not taken: {p['error']})" for p in pending.values())
+                f"{p['name']} ({len(p['statements'])} statement(s) not taken: {p['error']})" for p in pending.values()
+            )
         if problems:
             state = state if pending else OperationState.FAILED
             error += "; ROLLBACK INCOMPLETE: " + "; ".join(problems)
     # The end state, what is left to retry and the audit row commit together: never an ending the log lacks.
     with transaction.atomic():
-        Operation.objects.filter(pk=op.pk).update(state=state, error=error or "", finished_at=timezone.now(),
-                                                  timings=timings)
+        Operation.objects.filter(pk=op.pk).update(
+            state=state, error=error or "", finished_at=timezone.now(), timings=timings
+        )
         pending_rows.keep(op, pending)
-        record(f"{op.kind} {state}", actor=Actor.of_operation(op),
-               cluster=op.cluster, target=op.title, outcome="success" if state == OperationState.DONE else "failure",
-               duration_ms=timings["total_ms"],
-               details={"operation": op.pk, "state": state, "error": error, "timings": timings,
-                        **({"finished_by": f"{finished_by}, after its worker stopped"} if finished_by else {}),
-                        "finish_pending" if state == OperationState.FINISH_PENDING else "rollback_pending": pending,
-                        "steps": [{"key": r.key, "state": r.state, "ms": r.duration_ms, "executed": r.executed,
-                                   "detail": r.detail} for r in op.steps.order_by("index")]})
+        record(
+            f"{op.kind} {state}",
+            actor=Actor.of_operation(op),
+            cluster=op.cluster,
+            target=op.title,
+            outcome="success" if state == OperationState.DONE else "failure",
+            duration_ms=timings["total_ms"],
+            details={
+                "operation": op.pk,
+                "state": state,
+                "error": error,
+                "timings": timings,
+                **({"finished_by": f"{finished_by}, after its worker stopped"} if finished_by else {}),
+                "finish_pending" if state == OperationState.FINISH_PENDING else "rollback_pending": pending,
+                "steps": [
+                    {"key": r.key, "state": r.state, "ms": r.duration_ms, "executed": r.executed, "detail": r.detail}
+                    for r in op.steps.order_by("index")
+                ],
+            },
+        )
     locks.release(op)
     op.refresh_from_db()
 
@@ -746,7 +827,8 @@ def reap_stale(stale_after_s=15):
     reaped = []
     for op in Operation.objects.filter(state=OperationState.RUNNING, heartbeat_at__lt=cutoff).select_related("cluster"):
         taken = Operation.objects.filter(pk=op.pk, state=OperationState.RUNNING, heartbeat_at__lt=cutoff).update(
-            heartbeat_at=timezone.now())
+            heartbeat_at=timezone.now()
+        )
         if not taken:
             continue
         runner = Run(op)

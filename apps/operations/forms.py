@@ -15,18 +15,36 @@ DRAIN_TIMEOUT_MIN_MS, DRAIN_TIMEOUT_MAX_MS = 50, 600_000  # the forms' and the A
 
 class SwitchoverForm(forms.Form):
     new_writer = forms.ModelChoiceField(queryset=None, label="New writer")
-    drain_timeout_ms = forms.IntegerField(label="Drain timeout (ms)", min_value=DRAIN_TIMEOUT_MIN_MS, max_value=DRAIN_TIMEOUT_MAX_MS)
-    on_timeout = forms.ChoiceField(label="If the drain does not finish in time", choices=OnDrainTimeout.choices,
-                                   initial=OnDrainTimeout.ROLLBACK, widget=forms.RadioSelect)
+    drain_timeout_ms = forms.IntegerField(
+        label="Drain timeout (ms)", min_value=DRAIN_TIMEOUT_MIN_MS, max_value=DRAIN_TIMEOUT_MAX_MS
+    )
+    on_timeout = forms.ChoiceField(
+        label="If the drain does not finish in time",
+        choices=OnDrainTimeout.choices,
+        initial=OnDrainTimeout.ROLLBACK,
+        widget=forms.RadioSelect,
+    )
     lower_autoinc = forms.TypedChoiceField(
         label="Lower mysql-auto_increment_delay_multiplex to 0 during the drain (restored after, and on rollback)",
-        choices=[("auto", "when sessions are pinned by auto-increment tokens (the plan says why)"),
-                 ("on", "yes"), ("off", "no (a drain held by auto-increment tokens will not finish)")],
-        coerce=lambda v: {"on": True, "off": False}.get(v), empty_value=None, initial="auto", required=False,
-        widget=forms.RadioSelect)
-    old_writer_to = forms.ChoiceField(label="Old writer afterwards", initial="reader",
-                                      choices=[("reader", "ONLINE in the reader hostgroup"),
-                                               ("offline", "not a reader (its reader row, if any, OFFLINE_SOFT)")])
+        choices=[
+            ("auto", "when sessions are pinned by auto-increment tokens (the plan says why)"),
+            ("on", "yes"),
+            ("off", "no (a drain held by auto-increment tokens will not finish)"),
+        ],
+        coerce=lambda v: {"on": True, "off": False}.get(v),
+        empty_value=None,
+        initial="auto",
+        required=False,
+        widget=forms.RadioSelect,
+    )
+    old_writer_to = forms.ChoiceField(
+        label="Old writer afterwards",
+        initial="reader",
+        choices=[
+            ("reader", "ONLINE in the reader hostgroup"),
+            ("offline", "not a reader (its reader row, if any, OFFLINE_SOFT)"),
+        ],
+    )
 
     def __init__(self, *args, cluster, exclude_server=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -57,8 +75,9 @@ def candidate_label(cluster, servers):
 
     def label(server):
         doc = docs.get(server.pk)
-        state, _ = status.freshness_of(doc.ts, doc.ok, cluster.backend_poll_interval_s, now) if doc \
-            else (status.NODATA, None)
+        state, _ = (
+            status.freshness_of(doc.ts, doc.ok, cluster.backend_poll_interval_s, now) if doc else (status.NODATA, None)
+        )
         if state != status.OK:
             return f"{server} · {'no recent poll' if state in (status.NODATA, status.STALE) else state}"
         words = [str(server), status.wsrep_label_of(doc.state) or "answering"]
@@ -66,6 +85,7 @@ def candidate_label(cluster, servers):
         if queue is not None:
             words.append(f"recv queue {queue}")
         return " · ".join(words)
+
     return label
 
 
@@ -97,28 +117,44 @@ def silent_nodes(cluster, now=None):
             continue
         since = doc.error_since if state == status.UNREACHABLE else (doc.last_ok or doc.ts)
         when = datetime.fromtimestamp(since or doc.ts, tz=timezone.utc).strftime("%H:%M:%S")
-        how = f"has not answered since {when} UTC ({doc.error_kind or 'error'})" if state == status.UNREACHABLE \
+        how = (
+            f"has not answered since {when} UTC ({doc.error_kind or 'error'})"
+            if state == status.UNREACHABLE
             else f"has not been polled since {when} UTC"
+        )
         out.append(f"{node.name} ({node.admin_host}:{node.admin_port}) {how}")
     return out
 
 
 class ConfirmForm(forms.Form):
-    override_reason = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
-                                      label="Reason to override the failed guards (admin only, audited)")
+    override_reason = forms.CharField(
+        required=False,
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label="Reason to override the failed guards (admin only, audited)",
+    )
 
 
 # A drained backend is not a writer: its choices say what is cut in its words, not the switchover's.
-DRAIN_ON_TIMEOUT = [(OnDrainTimeout.ROLLBACK, "roll back (nothing is cut)"),
-                    (OnDrainTimeout.OFFLINE_HARD, "proceed with OFFLINE_HARD (cuts the sessions still on this backend)")]
+DRAIN_ON_TIMEOUT = [
+    (OnDrainTimeout.ROLLBACK, "roll back (nothing is cut)"),
+    (OnDrainTimeout.OFFLINE_HARD, "proceed with OFFLINE_HARD (cuts the sessions still on this backend)"),
+]
 
 
 class DrainForm(forms.Form):
-    drain_timeout_ms = forms.IntegerField(label="Drain timeout (ms)", min_value=DRAIN_TIMEOUT_MIN_MS, max_value=DRAIN_TIMEOUT_MAX_MS)
-    on_timeout = forms.ChoiceField(label="If the drain does not finish in time", choices=DRAIN_ON_TIMEOUT,
-                                   initial=OnDrainTimeout.ROLLBACK, widget=forms.RadioSelect)
-    note = forms.CharField(label="Why (shown on the server page and in the audit log)", max_length=2000, required=False,
-                           strip=False)
+    drain_timeout_ms = forms.IntegerField(
+        label="Drain timeout (ms)", min_value=DRAIN_TIMEOUT_MIN_MS, max_value=DRAIN_TIMEOUT_MAX_MS
+    )
+    on_timeout = forms.ChoiceField(
+        label="If the drain does not finish in time",
+        choices=DRAIN_ON_TIMEOUT,
+        initial=OnDrainTimeout.ROLLBACK,
+        widget=forms.RadioSelect,
+    )
+    note = forms.CharField(
+        label="Why (shown on the server page and in the audit log)", max_length=2000, required=False, strip=False
+    )
 
     def clean_note(self):
         note = self.cleaned_data["note"]
@@ -134,18 +170,20 @@ class RuleSettingsForm(forms.ModelForm):
     class Meta:
         model = Cluster
         fields = FIELDS
-        labels = {"max_replication_lag": "Take a desynced reader out above this recv queue (Galera) or lag in seconds "
-                                         "(async); also the switchover's and restore's limit",
-                  "reader_return_mark": "It comes back once its recv queue stays at or under (empty: half of the above)",
-                  "reader_return_after_s": "...for this many seconds",
-                  "offline_hard_grace_s": "A broken node goes OFFLINE_SOFT at once, OFFLINE_HARD after (s)",
-                  "min_available_readers": "Never fewer ONLINE readers than",
-                  "read_pool_rules_enabled": "Read-pool rules on",
-                  "rules_dry_run": "Dry run: decide and record, change nothing",
-                  "auto_failover_enabled": "Automatic failover on",
-                  "failover_after_polls": "Fail over after this many bad backend polls in a row (and a re-probe)",
-                  "failback_enabled": "Automatic failback to the preferred writer on",
-                  "failback_after_s": "Fail back once the preferred writer has stayed Synced for (s)"}
+        labels = {
+            "max_replication_lag": "Take a desynced reader out above this recv queue (Galera) or lag in seconds "
+            "(async); also the switchover's and restore's limit",
+            "reader_return_mark": "It comes back once its recv queue stays at or under (empty: half of the above)",
+            "reader_return_after_s": "...for this many seconds",
+            "offline_hard_grace_s": "A broken node goes OFFLINE_SOFT at once, OFFLINE_HARD after (s)",
+            "min_available_readers": "Never fewer ONLINE readers than",
+            "read_pool_rules_enabled": "Read-pool rules on",
+            "rules_dry_run": "Dry run: decide and record, change nothing",
+            "auto_failover_enabled": "Automatic failover on",
+            "failover_after_polls": "Fail over after this many bad backend polls in a row (and a re-probe)",
+            "failback_enabled": "Automatic failback to the preferred writer on",
+            "failback_after_s": "Fail back once the preferred writer has stayed Synced for (s)",
+        }
         help_texts = {f: "" for f in FIELDS if f != "failover_after_polls"}  # the labels above say it
 
     def __init__(self, *args, editable=(), **kwargs):

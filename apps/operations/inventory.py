@@ -3,6 +3,7 @@
 inventory follows it in the same transaction (configuration.services.record_operation): a switchover or failover
 swaps the two servers' role rows as the plan did on the nodes (fleet/layout.py swapped_roles); or a server goes
 into / out of maintenance; or statuses change. A repair records nothing: it resolves what is pending."""
+
 from django.db import transaction
 
 from apps.configuration.models import ConfigVersion
@@ -20,12 +21,19 @@ def resolve_pending_rollbacks(run, p, detail):
 
 def statuses(run, p, detail):
     """A read-pool rule: the servers' statuses as changed."""
+
     def record():
         servers = {s.pk: s for s in Server.objects.filter(pk__in=[c[0] for c in p["changes"]])}
-        return record_operation(run.op, lambda rows: {
-            key: {**rows[key], "status": status} for key, status in
-            (((hg, servers[pk].hostname, servers[pk].port), status) for pk, hg, status in p["changes"])
-            if key in rows})
+        return record_operation(
+            run.op,
+            lambda rows: {
+                key: {**rows[key], "status": status}
+                for key, status in (
+                    ((hg, servers[pk].hostname, servers[pk].port), status) for pk, hg, status in p["changes"]
+                )
+                if key in rows
+            },
+        )
 
     _once(run, detail, record)
 
@@ -33,27 +41,37 @@ def statuses(run, p, detail):
 def maintenance(run, p, detail):
     """A drain (maintenance_on) or a restore (maintenance_off): the server's flag with the version holding its
     statuses."""
+
     def record():
         on = p["action"] == "maintenance_on"
         server = Server.objects.get(pk=p["server"])
-        statuses = {(int(hg), server.hostname, server.port): "OFFLINE_SOFT" if on else status
-                    for hg, status in p["statuses"].items()}
+        statuses = {
+            (int(hg), server.hostname, server.port): "OFFLINE_SOFT" if on else status
+            for hg, status in p["statuses"].items()
+        }
         with transaction.atomic():  # the flag with the version that holds its statuses
             Server.objects.filter(pk=server.pk).update(maintenance=on, maintenance_note=p.get("note", "") if on else "")
-            return record_operation(run.op, lambda rows: {
-                key: {**rows[key], "status": status} for key, status in statuses.items() if key in rows})
+            return record_operation(
+                run.op,
+                lambda rows: {key: {**rows[key], "status": status} for key, status in statuses.items() if key in rows},
+            )
 
     _once(run, detail, record)
 
 
 def writer_swap(run, p, detail):
     """A switchover or failover: the two servers' role rows swapped as the plan did on the nodes."""
+
     def record():
         cluster = run.op.cluster
         servers = Server.objects.in_bulk([p["old"], p["new"]])
         old, new = servers[p["old"]], servers[p["new"]]
-        return record_operation(run.op, lambda rows: swapped_roles(
-            cluster, rows, (old.hostname, old.port), (new.hostname, new.port), p["old_writer_to"]))
+        return record_operation(
+            run.op,
+            lambda rows: swapped_roles(
+                cluster, rows, (old.hostname, old.port), (new.hostname, new.port), p["old_writer_to"]
+            ),
+        )
 
     _once(run, detail, record)
 

@@ -4,6 +4,7 @@ UPDATE when the previous holder's lock expired), released by DELETE of our own r
 Beside it, one operation at a time per ProxySQL instance (EndpointLock, one row per admin host:port of the
 cluster's nodes), taken in the same transaction: a ProxySQL that fronts several clusters is changed for one
 of them at a time (its LOAD MYSQL SERVERS TO RUNTIME loads every cluster's rows)."""
+
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import timedelta
@@ -38,8 +39,12 @@ def rechecking(operation):
 
 def endpoints(cluster_id):
     """The admin endpoints (host:port) of the cluster's ProxySQL nodes."""
-    return sorted({endpoint_key(h, p) for h, p in
-                   ProxySQLNode.objects.filter(cluster_id=cluster_id).values_list("admin_host", "admin_port")})
+    return sorted(
+        {
+            endpoint_key(h, p)
+            for h, p in ProxySQLNode.objects.filter(cluster_id=cluster_id).values_list("admin_host", "admin_port")
+        }
+    )
 
 
 def current_holder(cluster):
@@ -64,7 +69,7 @@ def holder_of(operation):
     name = str(operation)
     room = ClusterLock._meta.get_field("holder").max_length - len(by)
     if len(name) > room:
-        name = name[:room - 1] + "…"
+        name = name[: room - 1] + "…"
     return name + by
 
 
@@ -72,10 +77,20 @@ def acquire(operation, ttl_s):
     """The cluster's lock and every one of its ProxySQL endpoints', all or none."""
     now = timezone.now()
     holder = holder_of(operation)
-    values = {"operation": operation, "holder": holder, "acquired_at": now, "expires_at": now + timedelta(seconds=ttl_s)}
+    values = {
+        "operation": operation,
+        "holder": holder,
+        "acquired_at": now,
+        "expires_at": now + timedelta(seconds=ttl_s),
+    }
     with transaction.atomic():
-        _take(ClusterLock, {"cluster_id": operation.cluster_id}, values, now,
-              lambda: current_holder(operation.cluster) or "an operation that just finished")
+        _take(
+            ClusterLock,
+            {"cluster_id": operation.cluster_id},
+            values,
+            now,
+            lambda: current_holder(operation.cluster) or "an operation that just finished",
+        )
         for endpoint in endpoints(operation.cluster_id):
             _take(EndpointLock, {"endpoint": endpoint}, values, now, lambda e=endpoint: _endpoint_holder(e))
 
@@ -95,8 +110,11 @@ def _take(model, key, values, now, holder):
 
 def _endpoint_holder(endpoint):
     lock = EndpointLock.objects.filter(endpoint=endpoint).first()
-    return (f"ProxySQL {endpoint} (shared with another cluster) is busy: {lock.holder}" if lock
-            else "an operation that just finished")
+    return (
+        f"ProxySQL {endpoint} (shared with another cluster) is busy: {lock.holder}"
+        if lock
+        else "an operation that just finished"
+    )
 
 
 def extend(operation, ttl_s):

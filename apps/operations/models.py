@@ -3,6 +3,7 @@
 State moves by conditional UPDATEs only (filter(pk, state=FROM).update(state=TO)); 0 rows means someone
 else got there first. Network calls happen between short transactions, never inside one.
 """
+
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
@@ -16,16 +17,19 @@ class Operation(models.Model):
     cluster = models.ForeignKey("fleet.Cluster", on_delete=models.PROTECT, related_name="operations")
     # One of the registered kinds (apps/plans/registry.py), checked at save: a new kind needs no migration here.
     kind = models.CharField(max_length=20)
-    state = models.CharField(max_length=20, choices=OperationState.choices, default=OperationState.PLANNED,
-                             db_index=True)
+    state = models.CharField(
+        max_length=20, choices=OperationState.choices, default=OperationState.PLANNED, db_index=True
+    )
     title = models.CharField(max_length=300)
-    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                     related_name="+")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     actor = models.CharField(max_length=150, help_text="user name or rule name")
     # Who confirmed it (the name as written survives the user's deletion), and when: the validity
     # window (Cluster.plan_validity_s) counts from here.
-    confirmed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                     related_name="+")
+    confirmed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     confirmer = models.CharField(max_length=150, blank=True, help_text="user name or rule name")
     confirmed_at = models.DateTimeField(null=True, blank=True)
     plan = models.JSONField(help_text="the plan exactly as previewed: guards and statements per ProxySQL node")
@@ -110,8 +114,7 @@ class PendingRollback(models.Model):
 
     operation = models.ForeignKey(Operation, on_delete=models.CASCADE, related_name="pending_rollbacks")
     node = models.ForeignKey("fleet.ProxySQLNode", on_delete=models.CASCADE, related_name="+")
-    state = models.CharField(max_length=12, choices=PendingState.choices, default=PendingState.PENDING,
-                             db_index=True)
+    state = models.CharField(max_length=12, choices=PendingState.choices, default=PendingState.PENDING, db_index=True)
     # Still to run, in order: [{"step": key, "sql": ...}]; a statement leaves the list once the node took it.
     statements = models.JSONField(default=list)
     ran = models.JSONField(default=list, blank=True, help_text="statements run by retries: [{step, sql, at}]")
@@ -142,16 +145,24 @@ class PendingRollback(models.Model):
         """In the operator's words, e.g. "finish pending on proxysql-2: 2 statement(s) past the point of no return
         not taken yet"."""
         if not self.statements:  # rollbacks._recheck: a node that restarted during the operation
-            return (f"{self.operation.finish_or_rollback} pending on {self.node.name}: it restarted during the operation; "
-                    "its layers are checked against the inventory (and repaired from it if they differ)")
+            return (
+                f"{self.operation.finish_or_rollback} pending on {self.node.name}: it restarted during the operation; "
+                "its layers are checked against the inventory (and repaired from it if they differ)"
+            )
 
         if all(s["step"] == HOLD_KEY for s in self.statements):  # executor.keep_held
-            return (f"{self.operation.finish_or_rollback} pending on {self.node.name}: its ProxySQL Cluster sync is "
-                    "held until the other nodes took theirs (restored then)")
+            return (
+                f"{self.operation.finish_or_rollback} pending on {self.node.name}: its ProxySQL Cluster sync is "
+                "held until the other nodes took theirs (restored then)"
+            )
         if self.operation.finish_or_rollback == "finish":
-            return (f"finish pending on {self.node.name}: {len(self.statements)} statement(s) past the point of no "
-                    "return not taken yet")
-        return f"rollback pending on {self.node.name}: {len(self.statements)} statement(s) of the rollback not taken yet"
+            return (
+                f"finish pending on {self.node.name}: {len(self.statements)} statement(s) past the point of no "
+                "return not taken yet"
+            )
+        return (
+            f"rollback pending on {self.node.name}: {len(self.statements)} statement(s) of the rollback not taken yet"
+        )
 
 
 class EndpointLock(models.Model):

@@ -13,6 +13,7 @@ verify memory -> [restore the variable] -> record the writer Monitor placed.
 A rollback (the wait timed out, a node failed) puts read_only back as it was and the replicas back on A, then loads
 the placement as it was before the drain and puts memory back: the servers where Monitor had them, A writable.
 """
+
 import time
 from dataclasses import dataclass, field
 
@@ -23,15 +24,36 @@ from apps.clients.wire import ClientError
 from apps.configuration.services import record_operation
 from apps.fleet.choices import ClusterKind
 from apps.plans.registry import StepFailed, capture
-from apps.plans.vocabulary import (BACKEND, DRAIN_POLL_MS, MONITOR_WRITER, PROXYSQL, VERIFY, WAIT_DRAIN, WAIT_MONITOR,
-                                   Guard, Plan, Sql, Step)
+from apps.plans.vocabulary import (
+    BACKEND,
+    DRAIN_POLL_MS,
+    MONITOR_WRITER,
+    PROXYSQL,
+    VERIFY,
+    WAIT_DRAIN,
+    WAIT_MONITOR,
+    Guard,
+    Plan,
+    Sql,
+    Step,
+)
 
 from . import shared
 from .choices import OnDrainTimeout, OperationKind
 from .inventory import _once
 from .repair import managers_view
-from .switchover import (AUTOINC, EXTENDED, SessionTally, _fields_row, _promote_actions, autoinc_parts,
-                         pinned_sessions, role_statements, shared_guards, unloaded_edits)
+from .switchover import (
+    AUTOINC,
+    EXTENDED,
+    SessionTally,
+    _fields_row,
+    _promote_actions,
+    autoinc_parts,
+    pinned_sessions,
+    role_statements,
+    shared_guards,
+    unloaded_edits,
+)
 
 READ_ONLY_INTERVAL = "mysql-monitor_read_only_interval"
 MONITOR_ENABLED = "mysql-monitor_enabled"
@@ -44,8 +66,16 @@ MONITOR_CHECKS, MIN_WAIT_MS = 5, 3000
 PLACEMENT_POLL_MS = 50
 
 
-def plan_native_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLBACK,
-                           lower_autoinc=None, monitor_timeout_ms=None, catchup_timeout_ms=None):
+def plan_native_switchover(
+    cluster,
+    new_writer,
+    *,
+    drain_timeout_ms=None,
+    on_timeout=OnDrainTimeout.ROLLBACK,
+    lower_autoinc=None,
+    monitor_timeout_ms=None,
+    catchup_timeout_ms=None,
+):
     """The switchover through ProxySQL's replication manager, from what the nodes and backends say now. Network
     reads only; writes nothing. The old writer is the one Monitor placed. catchup_timeout_ms is the Galera
     manager's (the planners share one signature): here the promotion waits for the GTID position itself (MASTER_GTID_WAIT, its own bound)."""
@@ -63,8 +93,9 @@ def plan_native_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_tim
     read = read_native_nodes(cluster, B, [READ_ONLY_INTERVAL, HOLD_MAX], configured_status, more)
     A, nodes, facts, tally, autoinc_values = read.A, read.nodes, read.facts, read.tally, read.autoinc_values
     for node, runtime, memory, variables, rows in read.answered:
-        if not any((r.writer_hostgroup, r.reader_hostgroup) == (W, R) for r in rows) \
-                or str(variables.get(MONITOR_ENABLED)).lower() not in ("true", "1"):
+        if not any((r.writer_hostgroup, r.reader_hostgroup) == (W, R) for r in rows) or str(
+            variables.get(MONITOR_ENABLED)
+        ).lower() not in ("true", "1"):
             unmanaged.append(node.name)
         intervals.append(int(variables.get(READ_ONLY_INTERVAL) or 1000))
         holds[node.name] = int(variables.get(HOLD_MAX) or 10000)
@@ -73,57 +104,145 @@ def plan_native_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_tim
     if A is None:
         return Plan(OperationKind.SWITCHOVER, cluster.pk, f"Switchover {cluster.name}", guards, [], facts)
     title = f"Switchover {cluster.name}: writer {A} → {B} (through ProxySQL's replication manager)"
-    guards.append(Guard("async_topology", f"The cluster is async replication ({B} is promoted by GTID)",
-                        cluster.kind == ClusterKind.ASYNC, cluster.kind, False))
-    guards.append(Guard("no_pending_edits", "No unloaded mysql_servers edits on any node (they would be loaded too)",
-                        not pending_edits, "; ".join(pending_edits) or "none"))
-    manager = Guard("native_manager", f"Every node runs mysql_replication_hostgroups writer {W} / reader {R} with "
-                    f"Monitor enabled (it moves the servers)", not unmanaged,
-                    f"not on {', '.join(unmanaged)}" if unmanaged else "yes", False)
-    more, lower_autoinc = shared_guards(cluster, A, B, tally, facts, manager, drain_timeout_ms=drain_timeout_ms,
-                                        on_timeout=on_timeout, longer_timeout=longer_timeout, lower_autoinc=lower_autoinc)
+    guards.append(
+        Guard(
+            "async_topology",
+            f"The cluster is async replication ({B} is promoted by GTID)",
+            cluster.kind == ClusterKind.ASYNC,
+            cluster.kind,
+            False,
+        )
+    )
+    guards.append(
+        Guard(
+            "no_pending_edits",
+            "No unloaded mysql_servers edits on any node (they would be loaded too)",
+            not pending_edits,
+            "; ".join(pending_edits) or "none",
+        )
+    )
+    manager = Guard(
+        "native_manager",
+        f"Every node runs mysql_replication_hostgroups writer {W} / reader {R} with "
+        f"Monitor enabled (it moves the servers)",
+        not unmanaged,
+        f"not on {', '.join(unmanaged)}" if unmanaged else "yes",
+        False,
+    )
+    more, lower_autoinc = shared_guards(
+        cluster,
+        A,
+        B,
+        tally,
+        facts,
+        manager,
+        drain_timeout_ms=drain_timeout_ms,
+        on_timeout=on_timeout,
+        longer_timeout=longer_timeout,
+        lower_autoinc=lower_autoinc,
+    )
     guards += more
     if monitor_timeout_ms is None:
         monitor_timeout_ms = max(MIN_WAIT_MS, MONITOR_CHECKS * max(intervals or [1000]))
     short = {name: ms for name, ms in holds.items() if ms <= monitor_timeout_ms}
-    guards.append(Guard("hold_budget", f"Writes held while Monitor moves the writer wait, not fail: the wait's bound "
-                        f"({monitor_timeout_ms} ms) is below {HOLD_MAX} on every node", not short,
-                        "; ".join(f"{name}: {ms} ms" for name, ms in short.items()) or "yes"))
+    guards.append(
+        Guard(
+            "hold_budget",
+            f"Writes held while Monitor moves the writer wait, not fail: the wait's bound "
+            f"({monitor_timeout_ms} ms) is below {HOLD_MAX} on every node",
+            not short,
+            "; ".join(f"{name}: {ms} ms" for name, ms in short.items()) or "yes",
+        )
+    )
     facts["monitor_moves"] = (
         f"ProxySQL's replication manager moves the servers on each node: this plan writes no row for the move. It "
         f"drains {A} as a switchover does, makes {B} the primary on the backends (read_only), and waits up to "
         f"{monitor_timeout_ms} ms for Monitor to place {B} in writer hostgroup {W} and {A} out of it on every node "
         f"(it checks read_only every {max(intervals or [1000])} ms); otherwise it rolls back, read_only as it was. "
-        f"Memory ends as configured and disk is not written.")
+        f"Memory ends as configured and disk is not written."
+    )
 
     def per_node(part):
         return {str(n.pk): {"name": n.name, **statements[n.pk][part]} for n in nodes if n.pk in statements}
 
-    steps = drain_steps(per_node, lower_autoinc, A, W, drain_timeout_ms, on_timeout,
-                        f"{A} to OFFLINE_SOFT in writer hostgroup {W}, loaded with Monitor's placement as it is "
-                        f"({A} also reading in {R}): the LOAD moves no server")
-    steps.append(Step("promote", f"Promote {B}: read_only ON on {A}, {B} at {A}'s GTID position stops replicating, "
-                                 f"the others follow it, read_only OFF on {B}", BACKEND,
-                      params={"actions": _promote_actions(cluster, A, B)}))
-    steps.append(Step("wait_monitor", f"Wait until Monitor has placed {B} in writer hostgroup {W} and {A} out of it on "
-                                      f"every node (up to {monitor_timeout_ms} ms)", WAIT_MONITOR,
-                      params={"writer_hostgroup": W, "new": [B.hostname, B.port], "old": [A.hostname, A.port],
-                              "names": {str(n.pk): n.name for n in nodes}, "timeout_ms": monitor_timeout_ms,
-                              "poll_ms": PLACEMENT_POLL_MS}))
-    steps.append(Step("memory_back", "Memory back to the configured rows on every node (no LOAD: the runtime is "
-                                     "Monitor's; disk was never written)", PROXYSQL, per_node("memory_back"),
-                      point_of_no_return=True))
-    steps.append(Step("verify_memory", "Verify every node's memory holds the configured rows", VERIFY,
-                      params={"rows": {str(pk): sql["configured"] for pk, sql in statements.items()},
-                              "hostgroups": sorted(managed), "variables": {}, "layer": "memory"}))
+    steps = drain_steps(
+        per_node,
+        lower_autoinc,
+        A,
+        W,
+        drain_timeout_ms,
+        on_timeout,
+        f"{A} to OFFLINE_SOFT in writer hostgroup {W}, loaded with Monitor's placement as it is "
+        f"({A} also reading in {R}): the LOAD moves no server",
+    )
+    steps.append(
+        Step(
+            "promote",
+            f"Promote {B}: read_only ON on {A}, {B} at {A}'s GTID position stops replicating, "
+            f"the others follow it, read_only OFF on {B}",
+            BACKEND,
+            params={"actions": _promote_actions(cluster, A, B)},
+        )
+    )
+    steps.append(
+        Step(
+            "wait_monitor",
+            f"Wait until Monitor has placed {B} in writer hostgroup {W} and {A} out of it on "
+            f"every node (up to {monitor_timeout_ms} ms)",
+            WAIT_MONITOR,
+            params={
+                "writer_hostgroup": W,
+                "new": [B.hostname, B.port],
+                "old": [A.hostname, A.port],
+                "names": {str(n.pk): n.name for n in nodes},
+                "timeout_ms": monitor_timeout_ms,
+                "poll_ms": PLACEMENT_POLL_MS,
+            },
+        )
+    )
+    steps.append(
+        Step(
+            "memory_back",
+            "Memory back to the configured rows on every node (no LOAD: the runtime is "
+            "Monitor's; disk was never written)",
+            PROXYSQL,
+            per_node("memory_back"),
+            point_of_no_return=True,
+        )
+    )
+    steps.append(
+        Step(
+            "verify_memory",
+            "Verify every node's memory holds the configured rows",
+            VERIFY,
+            params={
+                "rows": {str(pk): sql["configured"] for pk, sql in statements.items()},
+                "hostgroups": sorted(managed),
+                "variables": {},
+                "layer": "memory",
+            },
+        )
+    )
     if lower_autoinc:
         steps.append(Step("autoinc_restore", f"Restore {AUTOINC}", PROXYSQL, per_node("autoinc_restore")))
-    steps.append(Step("record_writer", f"Record {B} as the writer Monitor placed", MONITOR_WRITER,
-                      params={"old": A.pk, "new": B.pk, "old_name": str(A), "new_name": str(B)}))
-    options = {"drain_timeout_ms": drain_timeout_ms, "on_timeout": on_timeout, "lower_autoinc": lower_autoinc,
-               "old_writer_to": "reader", "new_writer": B.pk, "old_writer": A.pk,
-               "monitor_timeout_ms": monitor_timeout_ms,
-               "autoinc_values": {str(k): v for k, v in autoinc_values.items()}}
+    steps.append(
+        Step(
+            "record_writer",
+            f"Record {B} as the writer Monitor placed",
+            MONITOR_WRITER,
+            params={"old": A.pk, "new": B.pk, "old_name": str(A), "new_name": str(B)},
+        )
+    )
+    options = {
+        "drain_timeout_ms": drain_timeout_ms,
+        "on_timeout": on_timeout,
+        "lower_autoinc": lower_autoinc,
+        "old_writer_to": "reader",
+        "new_writer": B.pk,
+        "old_writer": A.pk,
+        "monitor_timeout_ms": monitor_timeout_ms,
+        "autoinc_values": {str(k): v for k, v in autoinc_values.items()},
+    }
     return shared.annotate(Plan(OperationKind.SWITCHOVER, cluster.pk, title, guards, steps, facts, options), cluster)
 
 
@@ -132,6 +251,7 @@ class NativeRead:
     """What both native planners read of every ProxySQL node: Monitor's writer A (as the first node places it), each
     node's writers, the pinned sessions, and per answering node (node, runtime, memory, variables, the planner's own
     read)."""
+
     nodes: list
     A: object = None
     writers: dict = field(default_factory=dict)
@@ -153,8 +273,9 @@ def read_native_nodes(cluster, B, variable_names, writer_status, more):
             with node_admin(node) as admin:
                 runtime, memory = admin.servers("runtime"), admin.servers("memory")
                 variables = admin.global_variables([AUTOINC, EXTENDED, MONITOR_ENABLED, *variable_names])
-                placed = sorted((r.hostname, r.port) for r in runtime
-                                if r.hostgroup_id == W and writer_status(r.status) == "ONLINE")
+                placed = sorted(
+                    (r.hostname, r.port) for r in runtime if r.hostgroup_id == W and writer_status(r.status) == "ONLINE"
+                )
                 read.writers[node.name] = [f"{host}:{port}" for host, port in placed]
                 if read.A is None and len(placed) == 1:  # Monitor's writer, as the first node places it
                     read.A = cluster.servers.filter(hostname=placed[0][0], port=placed[0][1]).first()
@@ -167,9 +288,14 @@ def read_native_nodes(cluster, B, variable_names, writer_status, more):
         read.answered.append((node, runtime, memory, variables, own))
         read.autoinc_values[node.pk] = variables.get(AUTOINC)
         read.tally.add(node, sessions, variables)
-        read.facts["nodes"][str(node.pk)] = {"name": node.name, "pinned": sessions, "autoinc": variables.get(AUTOINC),
-                                             "processlist_extended": variables.get(EXTENDED), "shunned": [],
-                                             "writers": read.writers[node.name]}
+        read.facts["nodes"][str(node.pk)] = {
+            "name": node.name,
+            "pinned": sessions,
+            "autoinc": variables.get(AUTOINC),
+            "processlist_extended": variables.get(EXTENDED),
+            "shunned": [],
+            "writers": read.writers[node.name],
+        }
     return read
 
 
@@ -178,17 +304,40 @@ def writer_guards(cluster, read, B):
     stops there). Re-checked at start like every guard (recheck.py): a writer Monitor moved since the plan refuses it."""
     W, A = cluster.writer_hostgroup, read.A
     if A is None:
-        return [Guard("writer", f"Monitor has placed one writer in writer hostgroup {W}", False,
-                      "; ".join(f"{n}: {', '.join(w) or 'none'}" for n, w in read.writers.items()) or "no node read",
-                      False)]
+        return [
+            Guard(
+                "writer",
+                f"Monitor has placed one writer in writer hostgroup {W}",
+                False,
+                "; ".join(f"{n}: {', '.join(w) or 'none'}" for n, w in read.writers.items()) or "no node read",
+                False,
+            )
+        ]
     nodes = read.nodes
     other = {n: w for n, w in read.writers.items() if w != [f"{A.hostname}:{A.port}"]}
-    return [Guard("target", "The new writer is another backend of this cluster",
-                  B.pk != A.pk and B.cluster_id == cluster.pk, f"{A} → {B}", False),
-            Guard("proxysql_reachable", "Every ProxySQL node of the cluster answers", not read.unreachable and bool(nodes),
-                  "; ".join(read.unreachable) or f"{len(nodes)} of {len(nodes)}", False),
-            Guard("monitor_writer", f"Monitor has placed {A} as the only writer in hostgroup {W} on every node",
-                  not other, "; ".join(f"{n}: {', '.join(w) or 'none'}" for n, w in other.items()) or "yes", False)]
+    return [
+        Guard(
+            "target",
+            "The new writer is another backend of this cluster",
+            B.pk != A.pk and B.cluster_id == cluster.pk,
+            f"{A} → {B}",
+            False,
+        ),
+        Guard(
+            "proxysql_reachable",
+            "Every ProxySQL node of the cluster answers",
+            not read.unreachable and bool(nodes),
+            "; ".join(read.unreachable) or f"{len(nodes)} of {len(nodes)}",
+            False,
+        ),
+        Guard(
+            "monitor_writer",
+            f"Monitor has placed {A} as the only writer in hostgroup {W} on every node",
+            not other,
+            "; ".join(f"{n}: {', '.join(w) or 'none'}" for n, w in other.items()) or "yes",
+            False,
+        ),
+    ]
 
 
 def drain_steps(per_node, lower_autoinc, A, W, drain_timeout_ms, on_timeout, drain_said):
@@ -196,13 +345,29 @@ def drain_steps(per_node, lower_autoinc, A, W, drain_timeout_ms, on_timeout, dra
     ConnUsed 0 in the writer hostgroup on every node."""
     steps = []
     if lower_autoinc:
-        steps.append(Step("autoinc_off", f"Lower {AUTOINC} to 0 for the drain (sessions release the old writer)",
-                          PROXYSQL, per_node("autoinc_off")))
+        steps.append(
+            Step(
+                "autoinc_off",
+                f"Lower {AUTOINC} to 0 for the drain (sessions release the old writer)",
+                PROXYSQL,
+                per_node("autoinc_off"),
+            )
+        )
     steps.append(Step("drain", drain_said, PROXYSQL, per_node("drain")))
-    steps.append(Step("wait_drain", f"Wait until {A}'s ConnUsed in hostgroup {W} is 0 on every node", WAIT_DRAIN,
-                      params={"targets": [[W, A.hostname, A.port]], "timeout_ms": drain_timeout_ms,
-                              "poll_ms": DRAIN_POLL_MS, "on_timeout": on_timeout,
-                              "offline_hard": per_node("offline_hard")}))
+    steps.append(
+        Step(
+            "wait_drain",
+            f"Wait until {A}'s ConnUsed in hostgroup {W} is 0 on every node",
+            WAIT_DRAIN,
+            params={
+                "targets": [[W, A.hostname, A.port]],
+                "timeout_ms": drain_timeout_ms,
+                "poll_ms": DRAIN_POLL_MS,
+                "on_timeout": on_timeout,
+                "offline_hard": per_node("offline_hard"),
+            },
+        )
+    )
     return steps
 
 
@@ -217,10 +382,12 @@ def _unloaded_edits(runtime, memory, managed):
     where Monitor put a server is no edit."""
     run = {r.key: configured(r) for r in runtime}
     mem = {r.key: configured(r) for r in memory}
-    outside = unloaded_edits([r for r in runtime if r.hostgroup_id not in managed],
-                             [r for r in memory if r.hostgroup_id not in managed])
-    folded = managers_view({k: v for k, v in run.items() if k[0] in managed},
-                           {k: v for k, v in mem.items() if k[0] in managed}, managed)
+    outside = unloaded_edits(
+        [r for r in runtime if r.hostgroup_id not in managed], [r for r in memory if r.hostgroup_id not in managed]
+    )
+    folded = managers_view(
+        {k: v for k, v in run.items() if k[0] in managed}, {k: v for k, v in mem.items() if k[0] in managed}, managed
+    )
     inside = {k for k in folded.keys() | mem.keys() if k[0] in managed and folded.get(k) != mem.get(k)}
     return {**outside, **dict.fromkeys(inside)}
 
@@ -229,6 +396,7 @@ def _node_statements(sql, managed, W, R, A, runtime, memory, variables):
     """One node's statements. Memory takes Monitor's placement (runtime) with A OFFLINE_SOFT in the writer hostgroup
     and reading in the reader one, so the drain's LOAD moves no server (a LOAD starts Monitor again from the loaded
     rows); once Monitor has moved the writer, memory goes back to the configured rows without a LOAD."""
+
     def mine(rows):
         return {r.key: configured(r) for r in rows if r.hostgroup_id in managed}
 
@@ -242,11 +410,13 @@ def _node_statements(sql, managed, W, R, A, runtime, memory, variables):
     # The way back whatever a node ran of it: every row written, the placement loaded, then memory as configured.
     back = _every_row(sql, every, placed) + [sql.LOAD_SERVERS] + _every_row(sql, every, configured_rows)
     hard = {**drained, a_key: {**drained[a_key], "status": "OFFLINE_HARD"}} if a_key in drained else drained
-    return {**autoinc_parts(sql, variables),
-            "drain": {"sql": _changes(sql, configured_rows, drained) + [sql.LOAD_SERVERS], "rollback": back},
-            "offline_hard": {"sql": _changes(sql, drained, hard) + [sql.LOAD_SERVERS], "rollback": back},
-            "memory_back": {"sql": _changes(sql, drained, configured_rows), "rollback": []},
-            "configured": [[*k, configured_rows[k]] for k in sorted(configured_rows)]}
+    return {
+        **autoinc_parts(sql, variables),
+        "drain": {"sql": _changes(sql, configured_rows, drained) + [sql.LOAD_SERVERS], "rollback": back},
+        "offline_hard": {"sql": _changes(sql, drained, hard) + [sql.LOAD_SERVERS], "rollback": back},
+        "memory_back": {"sql": _changes(sql, drained, configured_rows), "rollback": []},
+        "configured": [[*k, configured_rows[k]] for k in sorted(configured_rows)],
+    }
 
 
 def _changes(sql, have, want):
@@ -272,8 +442,9 @@ def wait_monitor(run, step, row, executed, detail):
     deadline = start + p["timeout_ms"] / 1000
 
     def writer_rows(node_id):
-        return sorted((r.hostname, r.port, r.status) for r in run.admin(node_id).servers("runtime")
-                      if r.hostgroup_id == W)
+        return sorted(
+            (r.hostname, r.port, r.status) for r in run.admin(node_id).servers("runtime") if r.hostgroup_id == W
+        )
 
     def placed(rows):
         """The new writer ONLINE; the old one out of the writer hostgroup, or (old_marked: the Galera manager) the only
@@ -293,17 +464,24 @@ def wait_monitor(run, step, row, executed, detail):
                 raise error
         rounds += 1
         behind = {p["names"][n]: rows for n, (rows, _) in zip(nodes, results) if not placed(rows)}
-        detail.update(rounds=rounds, waited_ms=round((time.monotonic() - start) * 1000, 2),
-                      behind={name: [f"{h}:{port} {status}" for h, port, status in rows] for name, rows in behind.items()})
+        detail.update(
+            rounds=rounds,
+            waited_ms=round((time.monotonic() - start) * 1000, 2),
+            behind={name: [f"{h}:{port} {status}" for h, port, status in rows] for name, rows in behind.items()},
+        )
         if not behind:
             return
         if time.monotonic() >= deadline:
-            said = "; ".join(f"{name}: hostgroup {W} holds {', '.join(f'{h}:{port} {s}' for h, port, s in rows) or 'nothing'}"
-                             for name, rows in behind.items())
+            said = "; ".join(
+                f"{name}: hostgroup {W} holds {', '.join(f'{h}:{port} {s}' for h, port, s in rows) or 'nothing'}"
+                for name, rows in behind.items()
+            )
             where = f"marked {marked} in it" if marked else "out of it"
             undone = "the weights and the placement as they were" if marked else "read_only as it was on the backends"
-            raise StepFailed(f"Monitor did not place {new[0]}:{new[1]} in writer hostgroup {W} with {old[0]}:{old[1]} "
-                             f"{where} within {p['timeout_ms']} ms ({said}); rolling back: {undone}, the drain undone")
+            raise StepFailed(
+                f"Monitor did not place {new[0]}:{new[1]} in writer hostgroup {W} with {old[0]}:{old[1]} "
+                f"{where} within {p['timeout_ms']} ms ({said}); rolling back: {undone}, the drain undone"
+            )
         run.beat()
         time.sleep(p["poll_ms"] / 1000)
 
@@ -313,11 +491,20 @@ def monitor_writer(run, step, row, executed, detail):
     intent and Monitor's placement is folded back to them, fleet/native.py)."""
     p = step.params
     if p.get("weights"):  # the Galera manager: the swapped weights are the intent now, the next configuration version
+
         def swapped(rows):
-            return {key: {**rows[key], "weight": weight} for key, weight in
-                    (((hg, host, port), weight) for hg, host, port, weight in p["weights"]) if key in rows}
+            return {
+                key: {**rows[key], "weight": weight}
+                for key, weight in (((hg, host, port), weight) for hg, host, port, weight in p["weights"])
+                if key in rows
+            }
+
         _once(run, detail, lambda: record_operation(run.op, swapped))
-    record(f"writer placed by ProxySQL's {p.get('manager', 'replication')} manager", actor=Actor.of_operation(run.op),
-           cluster=run.op.cluster, target=p["new_name"],
-           details={"operation": run.op.pk, "old_writer": p["old_name"], "new_writer": p["new_name"]})
+    record(
+        f"writer placed by ProxySQL's {p.get('manager', 'replication')} manager",
+        actor=Actor.of_operation(run.op),
+        cluster=run.op.cluster,
+        target=p["new_name"],
+        details={"operation": run.op.pk, "old_writer": p["old_name"], "new_writer": p["new_name"]},
+    )
     detail["writer"] = p["new_name"]

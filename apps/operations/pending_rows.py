@@ -2,6 +2,7 @@
 (keep), read by the planners' hard guard (guard) and the pages' banner, resolved by a repair (resolve_by_repair) and
 ended with their operation (finish_if_resolved). Retrying them is rollbacks.py's work, above the executor and the
 planners; the sync hold's rows wait for the others (waits_for)."""
+
 from datetime import timedelta
 
 from django.db import transaction
@@ -24,25 +25,37 @@ def open_rows(cluster=None):
 
 
 def describe(row):
-    return (f"operation #{row.operation_id} ({row.operation.title}): {row.what_is_pending}"
-            + (" (superseded)" if row.state == PendingState.SUPERSEDED else ""))
+    return f"operation #{row.operation_id} ({row.operation.title}): {row.what_is_pending}" + (
+        " (superseded)" if row.state == PendingState.SUPERSEDED else ""
+    )
 
 
 def guard(cluster):
     """The hard guard of manual operations: none while a rollback or a finish is pending on the cluster."""
     rows = list(open_rows(cluster).select_related("node", "operation"))
     pending = " or ".join(sorted({r.operation.finish_or_rollback for r in rows})) or "rollback or finish"
-    return Guard("no_pending_rollback", f"No {pending} is pending on this cluster (it completes when the node answers, "
-                 "or repair the node from the inventory)", not rows, "; ".join(describe(r) for r in rows) or "none", False)
+    return Guard(
+        "no_pending_rollback",
+        f"No {pending} is pending on this cluster (it completes when the node answers, "
+        "or repair the node from the inventory)",
+        not rows,
+        "; ".join(describe(r) for r in rows) or "none",
+        False,
+    )
 
 
 def keep(op, pending):
     """Store, per node, the statements it did not take (the executor calls this in its transaction).
     `pending`: {node_id: {"statements": [{"step", "sql"}], "error": ...}}."""
     first = timezone.now() + timedelta(seconds=FIRST_RETRY_S)
-    PendingRollback.objects.bulk_create([
-        PendingRollback(operation=op, node_id=int(node_id), statements=p["statements"], last_error=p["error"],
-                        next_try_at=first) for node_id, p in pending.items()])
+    PendingRollback.objects.bulk_create(
+        [
+            PendingRollback(
+                operation=op, node_id=int(node_id), statements=p["statements"], last_error=p["error"], next_try_at=first
+            )
+            for node_id, p in pending.items()
+        ]
+    )
 
 
 def holds_only(row):
@@ -56,8 +69,11 @@ def waits_for(row):
     hold: restored before, the node would pull what a paused peer runs as it resumes (its in-flight LOAD)."""
     if not holds_only(row):
         return []
-    return [r for r in open_rows().filter(operation_id=row.operation_id).exclude(pk=row.pk).select_related("node")
-            if not holds_only(r)]
+    return [
+        r
+        for r in open_rows().filter(operation_id=row.operation_id).exclude(pk=row.pk).select_related("node")
+        if not holds_only(r)
+    ]
 
 
 def resolve_by_repair(repair_op, node_ids):
@@ -68,13 +84,22 @@ def resolve_by_repair(repair_op, node_ids):
     for row in rows:
         with transaction.atomic():
             if PendingRollback.objects.filter(pk=row.pk, state__in=PendingState.open()).update(
-                    state=PendingState.REPAIRED, resolved_at=now,
-                    resolution=f"repaired from the inventory by operation #{repair_op.pk}"):
-                record(f"{row.operation.finish_or_rollback} resolved by repair", actor=Actor.of_operation(repair_op),
-                       cluster=repair_op.cluster,
-                       target=f"#{row.operation_id} on {row.node.name}",
-                       details={"operation": row.operation_id, "node": row.node.name, "repair": repair_op.pk,
-                                "statements_not_replayed": row.statements})
+                state=PendingState.REPAIRED,
+                resolved_at=now,
+                resolution=f"repaired from the inventory by operation #{repair_op.pk}",
+            ):
+                record(
+                    f"{row.operation.finish_or_rollback} resolved by repair",
+                    actor=Actor.of_operation(repair_op),
+                    cluster=repair_op.cluster,
+                    target=f"#{row.operation_id} on {row.node.name}",
+                    details={
+                        "operation": row.operation_id,
+                        "node": row.node.name,
+                        "repair": repair_op.pk,
+                        "statements_not_replayed": row.statements,
+                    },
+                )
     for op in {row.operation for row in rows}:
         finish_if_resolved(op)
 
@@ -87,16 +112,25 @@ def finish_if_resolved(op):
     resolution = "; ".join(f"{r.node.name}: {r.resolution}" for r in op.pending_rollbacks.select_related("node"))
     op.refresh_from_db()
     forward = op.finish_or_rollback == "finish"
-    pending, state = ((OperationState.FINISH_PENDING, OperationState.DONE) if forward
-                      else (OperationState.ROLLBACK_PENDING, OperationState.ROLLED_BACK))
+    pending, state = (
+        (OperationState.FINISH_PENDING, OperationState.DONE)
+        if forward
+        else (OperationState.ROLLBACK_PENDING, OperationState.ROLLED_BACK)
+    )
     ended = "finished on every node" if forward else "rollback completed"
     with transaction.atomic():
         if not Operation.objects.filter(pk=op.pk, state=pending).update(
-                state=state, finished_at=timezone.now(), error=f"{op.error}; {ended} ({resolution})"):
+            state=state, finished_at=timezone.now(), error=f"{op.error}; {ended} ({resolution})"
+        ):
             return
-        record(f"{op.kind} {state}", actor=Actor.of_operation(op), cluster=op.cluster, target=op.title,
-               outcome="success" if forward else "failure",
-               details={"operation": op.pk, "state": state, "resolution": resolution})
+        record(
+            f"{op.kind} {state}",
+            actor=Actor.of_operation(op),
+            cluster=op.cluster,
+            target=op.title,
+            outcome="success" if forward else "failure",
+            details={"operation": op.pk, "state": state, "resolution": resolution},
+        )
 
 
 def banner(cluster=None):

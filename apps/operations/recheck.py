@@ -12,6 +12,7 @@ the operator read the preview (a worker that came back late, a second confirm of
 Rule-driven operations (read-pool rules, failover) pass through the same check right after planning;
 their planners read the nodes in parallel, so it costs one round of reads.
 """
+
 import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -62,7 +63,10 @@ def statements(plan):
             parts.append((" (OFFLINE_HARD on timeout)", handler.on_timeout(step)))
         for suffix, nodes in parts:
             for node_id, spec in nodes.items():
-                out[f"{step.key}{suffix} on {spec.get('name', node_id)}"] = {"sql": spec["sql"], "rollback": spec["rollback"]}
+                out[f"{step.key}{suffix} on {spec.get('name', node_id)}"] = {
+                    "sql": spec["sql"],
+                    "rollback": spec["rollback"],
+                }
     return out
 
 
@@ -70,9 +74,14 @@ def based_on(cluster):
     """What a plan is based on in the console: the configuration's current version, the inventory's writer and
     its rows (status per backend and hostgroup). Stamped on the plan when it is saved (services.save_plan)."""
     version, writer = latest(cluster), current_writer(cluster)
-    return {"version": version.number if version else None, "writer": str(writer.server) if writer else None,
-            "inventory": {f"{m.server} hostgroup {m.hostgroup_id}": m.status
-                          for m in HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server")}}
+    return {
+        "version": version.number if version else None,
+        "writer": str(writer.server) if writer else None,
+        "inventory": {
+            f"{m.server} hostgroup {m.hostgroup_id}": m.status
+            for m in HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server")
+        },
+    }
 
 
 def moved_on(was, now, limit=5):
@@ -105,9 +114,12 @@ def expired(op, now=None):
     if not op.confirmed_at or now - op.confirmed_at <= timedelta(seconds=validity):
         return None
     waited = (now - op.confirmed_at).total_seconds()
-    return Refusal(OperationState.EXPIRED, f"expired: confirmed {waited:.1f} s before a worker started it, more than "
-                   f"the cluster's validity window of {validity} s; its guards are stale. Plan it again.",
-                   {"confirmed_at": op.confirmed_at.isoformat(), "waited_s": round(waited, 2), "validity_s": validity})
+    return Refusal(
+        OperationState.EXPIRED,
+        f"expired: confirmed {waited:.1f} s before a worker started it, more than "
+        f"the cluster's validity window of {validity} s; its guards are stale. Plan it again.",
+        {"confirmed_at": op.confirmed_at.isoformat(), "waited_s": round(waited, 2), "validity_s": validity},
+    )
 
 
 def changed(op, connections=None):
@@ -121,13 +133,17 @@ def changed(op, connections=None):
             fresh = replan(op)
     except Exception as exc:  # the inventory changed under it (a server removed...): nothing ran yet
         log.exception("operation %s could not be planned again", op.pk)
-        return Refusal(OperationState.REFUSED, f"refused at start: it cannot be planned again ({exc!r})",
-                       {"error": repr(exc)})
+        return Refusal(
+            OperationState.REFUSED, f"refused at start: it cannot be planned again ({exc!r})", {"error": repr(exc)}
+        )
     overridden = {g.key for g in stored.failed_guards}  # confirm let these through with an admin's reason
     failed = [g for g in fresh.failed_guards if g.key not in overridden]
     confirmed_sql, now_sql = statements(stored), statements(fresh)
-    differ = {k: {"confirmed": confirmed_sql.get(k), "now": now_sql.get(k)}
-              for k in sorted(confirmed_sql.keys() | now_sql.keys()) if confirmed_sql.get(k) != now_sql.get(k)}
+    differ = {
+        k: {"confirmed": confirmed_sql.get(k), "now": now_sql.get(k)}
+        for k in sorted(confirmed_sql.keys() | now_sql.keys())
+        if confirmed_sql.get(k) != now_sql.get(k)
+    }
     if not failed and not differ:
         return None
     reasons = []
@@ -138,22 +154,40 @@ def changed(op, connections=None):
     moved = moved_on(stored.facts["based_on"], based_on(op.cluster)) if stored.facts.get("based_on") else []
     message = "refused at start, nothing was changed: " + "; ".join(reasons) + ". Plan it again."
     if moved:
-        message = ("refused at start, nothing was changed: the configuration moved on since this plan: "
-                   + "; ".join(moved) + ". Plan it again. In detail: " + "; ".join(reasons) + ".")
-    return Refusal(OperationState.REFUSED, message,
-                   {"moved_on": moved, "failed_guards": [g.__dict__ for g in failed],
-                    "guards_now": [g.__dict__ for g in fresh.guards], "statements_differ": differ})
+        message = (
+            "refused at start, nothing was changed: the configuration moved on since this plan: "
+            + "; ".join(moved)
+            + ". Plan it again. In detail: "
+            + "; ".join(reasons)
+            + "."
+        )
+    return Refusal(
+        OperationState.REFUSED,
+        message,
+        {
+            "moved_on": moved,
+            "failed_guards": [g.__dict__ for g in failed],
+            "guards_now": [g.__dict__ for g in fresh.guards],
+            "statements_differ": differ,
+        },
+    )
 
 
 def refuse(op, refusal, recheck_ms):
     """The operation does not run: its steps are skipped, the lock released, the refusal audited."""
     with transaction.atomic():
-        Operation.objects.filter(pk=op.pk).update(state=refusal.state, error=refusal.message,
-                                                  finished_at=timezone.now(), timings={"recheck_ms": recheck_ms})
+        Operation.objects.filter(pk=op.pk).update(
+            state=refusal.state, error=refusal.message, finished_at=timezone.now(), timings={"recheck_ms": recheck_ms}
+        )
         OperationStep.objects.filter(operation=op).update(state=StepState.SKIPPED)
-        record(f"{op.kind} {refusal.state}", actor=Actor.of_operation(op),
-               cluster=op.cluster, target=op.title, outcome="refused",
-               details={"operation": op.pk, "state": refusal.state, "reason": refusal.message, **refusal.details})
+        record(
+            f"{op.kind} {refusal.state}",
+            actor=Actor.of_operation(op),
+            cluster=op.cluster,
+            target=op.title,
+            outcome="refused",
+            details={"operation": op.pk, "state": refusal.state, "reason": refusal.message, **refusal.details},
+        )
     locks.release(op)
 
 
@@ -163,9 +197,13 @@ def expire_unstarted(now=None):
     no longer pending. Called by the reaper's beat task."""
     now = now or timezone.now()
     done = []
-    for op in Operation.objects.filter(state=OperationState.PENDING, confirmed_at__isnull=False).select_related("cluster"):
+    for op in Operation.objects.filter(state=OperationState.PENDING, confirmed_at__isnull=False).select_related(
+        "cluster"
+    ):
         refusal = expired(op, now)
-        if refusal and Operation.objects.filter(pk=op.pk, state=OperationState.PENDING).update(state=OperationState.RUNNING):
+        if refusal and Operation.objects.filter(pk=op.pk, state=OperationState.PENDING).update(
+            state=OperationState.RUNNING
+        ):
             refuse(op, refusal, 0)
             done.append(op.pk)
     return done

@@ -6,6 +6,7 @@ the version follows them, never the reverse (a repair would move the writer back
 Only the mysql_servers rows of the cluster's hostgroups are taken from the nodes; every other table stays as the latest
 version has it. Network reads happen before the transaction that records the version and its audit row.
 """
+
 from dataclasses import dataclass, field
 
 from django.db import transaction
@@ -42,21 +43,33 @@ def read(cluster):
     hostgroups = cluster.hostgroup_ids() | C.claimed_hostgroups(current.content)
 
     def rows_of(node, admin):
-        return sorted((configured(r) | {"hostgroup_id": r.hostgroup_id, "hostname": r.hostname, "port": r.port}
-                       for r in admin.servers("runtime") if r.hostgroup_id in hostgroups),
-                      key=lambda r: (r["hostgroup_id"], r["hostname"], r["port"]))
+        return sorted(
+            (
+                configured(r) | {"hostgroup_id": r.hostgroup_id, "hostname": r.hostname, "port": r.port}
+                for r in admin.servers("runtime")
+                if r.hostgroup_id in hostgroups
+            ),
+            key=lambda r: (r["hostgroup_id"], r["hostname"], r["port"]),
+        )
 
     results = on_each_node(cluster.proxysql_nodes.order_by("pk"), rows_of)
     silent = [f"{node.name} ({error.message})" for node, _, error in results if error is not None]
     if not results or silent:
-        return Reading(current.number, refusal="Every node must answer to record what the nodes run: "
-                       + ("; ".join(silent) or "the cluster has no ProxySQL node") + ".")
+        return Reading(
+            current.number,
+            refusal="Every node must answer to record what the nodes run: "
+            + ("; ".join(silent) or "the cluster has no ProxySQL node")
+            + ".",
+        )
     first = results[0][1]
     differ = [node.name for node, rows, _ in results if rows != first]
     if differ:
-        return Reading(current.number, refusal=f"The nodes do not run the same mysql_servers rows ({', '.join(differ)} "
-                       f"differ from {results[0][0].name}): nothing to record. Repair the node that differs, or plan a "
-                       f"switchover.")
+        return Reading(
+            current.number,
+            refusal=f"The nodes do not run the same mysql_servers rows ({', '.join(differ)} "
+            f"differ from {results[0][0].name}): nothing to record. Repair the node that differs, or plan a "
+            f"switchover.",
+        )
     content = {**current.content, MYSQL_SERVERS.name: first}
     content["hostgroups"] = sorted(C.claimed_hostgroups(content))
     content = C.sort(content)
@@ -70,8 +83,9 @@ def record_nodes(cluster, *, actor, reason, expect_version):
     """The nodes' rows as the cluster's next version (source "nodes"), by an admin with a reason, when the version is
     still the one the admin saw (`expect_version`) and every node still runs the same rows. Returns the version."""
     if not has_role(actor.user, ADMIN):
-        record("nodes recorded as intent", actor=actor, cluster=cluster, outcome="refused",
-               details={"needed_role": ADMIN})
+        record(
+            "nodes recorded as intent", actor=actor, cluster=cluster, outcome="refused", details={"needed_role": ADMIN}
+        )
         raise NotPermitted("Only an admin may record what the nodes run as the next version.")
     reason = (reason or "").strip()
     if not reason:
@@ -83,11 +97,18 @@ def record_nodes(cluster, *, actor, reason, expect_version):
     if reading.refusal:
         raise Refused(reading.refusal)
     if reading.version != expect_version:
-        raise Refused(f"The latest version is now {reading.version}, not {expect_version}: look at the difference again.")
+        raise Refused(
+            f"The latest version is now {reading.version}, not {expect_version}: look at the difference again."
+        )
     with transaction.atomic():
         version = record_version(cluster, reading.content, actor=actor, reason=reason, source=SOURCE)
         if version.number != expect_version + 1:  # another version was recorded meanwhile: not on a stale diff
             raise Refused(f"Version {expect_version + 1} was recorded meanwhile: look at the difference again.")
-        record("nodes recorded as intent", actor=actor, cluster=cluster, target=f"{cluster} v{version.number}",
-               details={"version": version.number, "reason": reason, "changes": reading.lines[:200]})
+        record(
+            "nodes recorded as intent",
+            actor=actor,
+            cluster=cluster,
+            target=f"{cluster} v{version.number}",
+            details={"version": version.number, "reason": reason, "changes": reading.lines[:200]},
+        )
     return version

@@ -15,6 +15,7 @@ another server than the inventory names (and no node runs the inventory's writer
 behind the others), or every node agrees that a server is drained (or in service) where the inventory says otherwise,
 the repair is refused and says what fits instead (operational_differences).
 """
+
 from apps.clients.proxysql import SERVER_FIELDS, configured, on_each_node
 from apps.configuration import content as C
 from apps.configuration.services import versioned_variables
@@ -59,6 +60,7 @@ def _row_change(have, want):
 
 def _after_restart(key, have, want, writer_hostgroup):
     """What a restart (it loads disk) would do with writes, when the disk's row differs from intent."""
+
     def online(row):
         return row is not None and row["status"] == "ONLINE"
 
@@ -72,9 +74,12 @@ def managers_view(rows, intended, managed):
     inventory's rows (fleet/native.py): where Monitor put the servers is no change for a repair to make."""
     if not managed:
         return rows
-    folded = native.fold([{"hostgroup_id": k[0], "hostname": k[1], "port": k[2], **v} for k, v in rows.items()],
-                         [{"hostgroup_id": k[0], "hostname": k[1], "port": k[2], **v} for k, v in intended.items()],
-                         managed, columns=SERVER_FIELDS)
+    folded = native.fold(
+        [{"hostgroup_id": k[0], "hostname": k[1], "port": k[2], **v} for k, v in rows.items()],
+        [{"hostgroup_id": k[0], "hostname": k[1], "port": k[2], **v} for k, v in intended.items()],
+        managed,
+        columns=SERVER_FIELDS,
+    )
     return {(r["hostgroup_id"], r["hostname"], r["port"]): {f: r[f] for f in SERVER_FIELDS} for r in folded}
 
 
@@ -83,9 +88,11 @@ def node_statements(sql, intended, hostgroups, read, writer_hostgroup, managed=(
     now (`read`); `changes` says, per row or variable, which layers differ and how. `managed`: the hostgroups
     ProxySQL's own manager places (Cluster.managed_hostgroups())."""
     runtime = {r.key: r for r in read["runtime"] if r.hostgroup_id in hostgroups}
-    layers = {"runtime": managers_view({k: configured(r) for k, r in runtime.items()}, intended, managed),
-              "memory": {r.key: configured(r) for r in read["memory"] if r.hostgroup_id in hostgroups},
-              "disk": {r.key: configured(r) for r in read["disk"] if r.hostgroup_id in hostgroups}}
+    layers = {
+        "runtime": managers_view({k: configured(r) for k, r in runtime.items()}, intended, managed),
+        "memory": {r.key: configured(r) for r in read["memory"] if r.hostgroup_id in hostgroups},
+        "disk": {r.key: configured(r) for r in read["disk"] if r.hostgroup_id in hostgroups},
+    }
     rows, rows_undo, changes, save = [], [], [], []
     for key in sorted(set().union(intended, *layers.values())):
         want = intended.get(key)
@@ -107,8 +114,11 @@ def node_statements(sql, intended, hostgroups, read, writer_hostgroup, managed=(
             unknown.append(name)
             continue
         have = read["variables"].get(name)
-        values = {"runtime": have, "memory": read["memory_variables"].get(name),
-                  "disk": read["disk_variables"].get(name)}
+        values = {
+            "runtime": have,
+            "memory": read["memory_variables"].get(name),
+            "disk": read["disk_variables"].get(name),
+        }
         for was, names in _by_value([(layer, values[layer]) for layer in LAYERS], value):
             changes.append(f"{' and '.join(names)}: {name}: {was} → {value} ({source})")
         disk_variables = disk_variables or values["disk"] != value
@@ -128,19 +138,28 @@ def node_statements(sql, intended, hostgroups, read, writer_hostgroup, managed=(
         undo += variables_undo + [sql.LOAD_VARIABLES]
     if variables or disk_variables:
         save.append(sql.SAVE_VARIABLES)
+
     def outside(rows):
         return [r for r in rows if r.hostgroup_id not in hostgroups]
 
     elsewhere = sorted(unloaded_edits(outside(read["runtime"]), outside(read["memory"])))
-    return {"sql": forward, "rollback": undo, "save": save, "changes": changes, "unknown": unknown,
-            "edits_elsewhere": [f"hg {k[0]} {k[1]}:{k[2]}" for k in elsewhere]}
+    return {
+        "sql": forward,
+        "rollback": undo,
+        "save": save,
+        "changes": changes,
+        "unknown": unknown,
+        "edits_elsewhere": [f"hg {k[0]} {k[1]}:{k[2]}" for k in elsewhere],
+    }
 
 
 OFFLINE = ("OFFLINE_SOFT", "OFFLINE_HARD")
 
 
 def _writers(rows, writer_hostgroup):
-    return sorted((k[1], k[2]) for k, fields in rows.items() if k[0] == writer_hostgroup and fields["status"] == "ONLINE")
+    return sorted(
+        (k[1], k[2]) for k, fields in rows.items() if k[0] == writer_hostgroup and fields["status"] == "ONLINE"
+    )
 
 
 def _drained(rows):
@@ -160,16 +179,20 @@ def operational_differences(intended, runtimes, selected, writer_hostgroup):
     if want not in running.values():  # no node writes where the inventory says: the repair would move writes
         for name in selected:
             if running.get(name) and running[name] != want:
-                problems.append(f"{name} sends writes to {C.endpoints(running[name])}, the inventory names "
-                                f"{C.endpoints(want)}: the repair would move the writer without a drain")
+                problems.append(
+                    f"{name} sends writes to {C.endpoints(running[name])}, the inventory names "
+                    f"{C.endpoints(want)}: the repair would move the writer without a drain"
+                )
     intended_drained = _drained(intended)
     drained = [_drained(rows) for rows in runtimes.values()]
     for server, is_drained in sorted(intended_drained.items()):
         on_nodes = {d.get(server) for d in drained}
         if len(on_nodes) == 1 and None not in on_nodes and on_nodes != {is_drained} and selected:
             now, there = ("drained", "in service") if not is_drained else ("in service", "drained")
-            problems.append(f"every node has {server[0]}:{server[1]} {now}, the inventory has it {there}: the repair "
-                            f"would {'restore' if now == 'drained' else 'drain'} it")
+            problems.append(
+                f"every node has {server[0]}:{server[1]} {now}, the inventory has it {there}: the repair "
+                f"would {'restore' if now == 'drained' else 'drain'} it"
+            )
     return problems
 
 
@@ -179,8 +202,11 @@ def instead(runtimes, every_node_answered):
     agree = every_node_answered and bool(rows) and all(r == rows[0] for r in rows)
     offers = ["a planned switchover, drain or restore (guarded, drained) to move writes or change who is drained"]
     if agree:
-        offers.insert(0, "every node runs the same rows: an admin can record what the nodes run as the next version "
-                         "(with a reason, the difference shown, audited)")
+        offers.insert(
+            0,
+            "every node runs the same rows: an admin can record what the nodes run as the next version "
+            "(with a reason, the difference shown, audited)",
+        )
     return offers
 
 
@@ -195,13 +221,19 @@ def plan_repair(cluster, node_ids=None):
     versioned = versioned_variables(cluster)
 
     def read(node, admin):
-        state = {"runtime": admin.servers("runtime"), "memory": admin.servers("memory"), "disk": admin.servers("disk"),
-                 "variables": admin.global_variables(MANAGED_VARIABLES),
-                 "memory_variables": admin.global_variables(MANAGED_VARIABLES, layer="memory"),
-                 "disk_variables": admin.global_variables(MANAGED_VARIABLES, layer="disk"),
-                 "intended_variables": versioned}
-        return {**node_statements(Sql(admin), intended, hostgroups, state, cluster.writer_hostgroup, managed),
-                "expect_variables": {k: v for k, (v, _) in state["intended_variables"].items() if v is not None}}
+        state = {
+            "runtime": admin.servers("runtime"),
+            "memory": admin.servers("memory"),
+            "disk": admin.servers("disk"),
+            "variables": admin.global_variables(MANAGED_VARIABLES),
+            "memory_variables": admin.global_variables(MANAGED_VARIABLES, layer="memory"),
+            "disk_variables": admin.global_variables(MANAGED_VARIABLES, layer="disk"),
+            "intended_variables": versioned,
+        }
+        return {
+            **node_statements(Sql(admin), intended, hostgroups, state, cluster.writer_hostgroup, managed),
+            "expect_variables": {k: v for k, (v, _) in state["intended_variables"].items() if v is not None},
+        }
 
     per_node, unreachable = {}, []
     for node, result, error in on_each_node(nodes, read):
@@ -211,8 +243,9 @@ def plan_repair(cluster, node_ids=None):
             per_node[str(node.pk)] = {"name": node.name, **result}
     runtimes, others_silent = _runtimes(cluster, hostgroups)
     runtimes = {name: managers_view(rows, intended, managed) for name, rows in runtimes.items()}
-    operational = operational_differences(intended, runtimes, [v["name"] for v in per_node.values()],
-                                          cluster.writer_hostgroup)
+    operational = operational_differences(
+        intended, runtimes, [v["name"] for v in per_node.values()], cluster.writer_hostgroup
+    )
     W = cluster.writer_hostgroup
     writers = [k for k, v in intended.items() if k[0] == W and v["status"] == "ONLINE"]
     unknown = sorted({f"{v['name']}: {name}" for v in per_node.values() for name in v["unknown"]})
@@ -220,60 +253,130 @@ def plan_repair(cluster, node_ids=None):
     holder = current_holder(cluster)
     native = cluster.active_native_hostgroups()
     guards = [
-        Guard("nodes_selected", "At least one ProxySQL node of this cluster is selected", bool(nodes),
-              ", ".join(n.name for n in nodes) or "none", False),
-        Guard("proxysql_reachable", "Every selected ProxySQL node answers", not unreachable,
-              "; ".join(unreachable) or "yes", False),
+        Guard(
+            "nodes_selected",
+            "At least one ProxySQL node of this cluster is selected",
+            bool(nodes),
+            ", ".join(n.name for n in nodes) or "none",
+            False,
+        ),
+        Guard(
+            "proxysql_reachable",
+            "Every selected ProxySQL node answers",
+            not unreachable,
+            "; ".join(unreachable) or "yes",
+            False,
+        ),
         # An empty or writer-less inventory would empty the node: never repair from that.
-        Guard("inventory_writer", f"The inventory has an ONLINE writer in writer hostgroup {W}", bool(writers),
-              ", ".join(f"{k[1]}:{k[2]}" for k in writers) or "none", False),
+        Guard(
+            "inventory_writer",
+            f"The inventory has an ONLINE writer in writer hostgroup {W}",
+            bool(writers),
+            ", ".join(f"{k[1]}:{k[2]}" for k in writers) or "none",
+            False,
+        ),
         Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
-        Guard("no_native_hostgroups", "ProxySQL's native hostgroup manager is not active on these hostgroups",
-              not native, ", ".join(f"{n['kind']} writer {n['writer_hostgroup']}" for n in native) or "inactive", False),
-        Guard("moves_no_writer", "The repair moves no writer and drains or restores no server (operations own them)",
-              not operational, "; ".join(operational) or "none", False),
-        Guard("intended_variables_known", "The intended value of every variable operations change is known",
-              not unknown, "; ".join(unknown) or "yes"),
-        Guard("no_edits_elsewhere", "No unloaded mysql_servers edits outside this cluster's hostgroups (the LOAD "
-              "would apply them too)", not elsewhere, "; ".join(elsewhere) or "none"),
+        Guard(
+            "no_native_hostgroups",
+            "ProxySQL's native hostgroup manager is not active on these hostgroups",
+            not native,
+            ", ".join(f"{n['kind']} writer {n['writer_hostgroup']}" for n in native) or "inactive",
+            False,
+        ),
+        Guard(
+            "moves_no_writer",
+            "The repair moves no writer and drains or restores no server (operations own them)",
+            not operational,
+            "; ".join(operational) or "none",
+            False,
+        ),
+        Guard(
+            "intended_variables_known",
+            "The intended value of every variable operations change is known",
+            not unknown,
+            "; ".join(unknown) or "yes",
+        ),
+        Guard(
+            "no_edits_elsewhere",
+            "No unloaded mysql_servers edits outside this cluster's hostgroups (the LOAD would apply them too)",
+            not elsewhere,
+            "; ".join(elsewhere) or "none",
+        ),
     ]
     pending = pending_rows.open_rows(cluster).filter(node_id__in=[n.pk for n in nodes])
     scope = nodes[0].name if len(nodes) == 1 else "every node"
-    expect = {"expect": {}, "hostgroups": sorted(hostgroups),
-              "rows": {k: [[*key, fields] for key, fields in sorted(intended.items())] for k in per_node},
-              "variables": {k: v["expect_variables"] for k, v in per_node.items()}}
+    expect = {
+        "expect": {},
+        "hostgroups": sorted(hostgroups),
+        "rows": {k: [[*key, fields] for key, fields in sorted(intended.items())] for k in per_node},
+        "variables": {k: v["expect_variables"] for k, v in per_node.items()},
+    }
     steps = [
         # Forward only: a node that stops answering keeps the rest for later (finish pending), and the nodes that
         # answered stay repaired; a rollback would put back the drift the repair was asked to remove.
-        Step("repair", "Write the inventory's rows and variables on each node and load them", PROXYSQL,
-             {k: {"name": v["name"], "sql": v["sql"], "rollback": v["rollback"]} for k, v in per_node.items()},
-             forward_only=True),
+        Step(
+            "repair",
+            "Write the inventory's rows and variables on each node and load them",
+            PROXYSQL,
+            {k: {"name": v["name"], "sql": v["sql"], "rollback": v["rollback"]} for k, v in per_node.items()},
+            forward_only=True,
+        ),
         Step("verify", "Verify each node's runtime equals the inventory", VERIFY, params=expect),
-        Step("save", "Save to disk on each node", PROXYSQL,
-             {k: {"name": v["name"], "sql": v["save"], "rollback": []} for k, v in per_node.items()},
-             point_of_no_return=True),
-        Step("verify_disk", "Verify each node's disk equals the inventory (a restart loads it)", VERIFY,
-             params={**expect, "layer": "disk"}),
-        Step("inventory", "Resolve what is pending (rollback or finish) on the repaired nodes", INVENTORY,
-             params={"action": "resolve_pending_rollbacks", "nodes": [int(k) for k in per_node]}),
+        Step(
+            "save",
+            "Save to disk on each node",
+            PROXYSQL,
+            {k: {"name": v["name"], "sql": v["save"], "rollback": []} for k, v in per_node.items()},
+            point_of_no_return=True,
+        ),
+        Step(
+            "verify_disk",
+            "Verify each node's disk equals the inventory (a restart loads it)",
+            VERIFY,
+            params={**expect, "layer": "disk"},
+        ),
+        Step(
+            "inventory",
+            "Resolve what is pending (rollback or finish) on the repaired nodes",
+            INVENTORY,
+            params={"action": "resolve_pending_rollbacks", "nodes": [int(k) for k in per_node]},
+        ),
     ]
-    facts = {"nodes": {k: {"name": v["name"], "changes": v["changes"], "nothing_to_do": not v["sql"] and not v["save"]}
-                       for k, v in per_node.items()},
-             "pending_rollbacks": [f"#{p.operation_id} on {p.node.name} ({p.operation.finish_or_rollback} pending)"
-                                   for p in pending.select_related("node", "operation")]}
+    facts = {
+        "nodes": {
+            k: {"name": v["name"], "changes": v["changes"], "nothing_to_do": not v["sql"] and not v["save"]}
+            for k, v in per_node.items()
+        },
+        "pending_rollbacks": [
+            f"#{p.operation_id} on {p.node.name} ({p.operation.finish_or_rollback} pending)"
+            for p in pending.select_related("node", "operation")
+        ],
+    }
     if operational:
         facts["instead"] = instead(runtimes, not unreachable and not others_silent)
-    return shared.annotate(Plan(OperationKind.REPAIR, cluster.pk, f"Repair {scope} of {cluster.name} from the inventory",
-                                guards, steps, facts, options={"nodes": [n.pk for n in nodes] if node_ids else None}),
-                           cluster)
+    return shared.annotate(
+        Plan(
+            OperationKind.REPAIR,
+            cluster.pk,
+            f"Repair {scope} of {cluster.name} from the inventory",
+            guards,
+            steps,
+            facts,
+            options={"nodes": [n.pk for n in nodes] if node_ids else None},
+        ),
+        cluster,
+    )
 
 
 def _runtimes(cluster, hostgroups):
     """Every node's runtime rows in the cluster's hostgroups ({name: {key: configured fields}}), the nodes that answer;
     and whether one did not."""
+
     def read(node, admin):
         return {r.key: configured(r) for r in admin.servers("runtime") if r.hostgroup_id in hostgroups}
 
     results = on_each_node(cluster.proxysql_nodes.order_by("pk"), read)
-    return ({node.name: rows for node, rows, error in results if error is None},
-            any(error is not None for _, _, error in results))
+    return (
+        {node.name: rows for node, rows, error in results if error is None},
+        any(error is not None for _, _, error in results),
+    )

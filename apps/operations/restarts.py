@@ -1,6 +1,7 @@
 """A ProxySQL node that restarted during an operation: it loaded its disk, which may hold something else than what
 the operation wrote (a SAVE killed in its write leaves a table without rows). Read by the executor's rollback and by
 the retry of a pending row (rollbacks.py), which check such a node against the inventory before it counts."""
+
 from django.utils import timezone
 
 from apps.clients.wire import ClientError
@@ -40,13 +41,21 @@ def restarted_nodes(op, runner, rows, pending):
             continue
         try:
             if restarted_during(op, runner.admin(node_id)) and differs_from_inventory(op.cluster, node_id):
-                out[node_id] = {"name": name, "statements": [], "error": "it restarted during the operation and its "
-                                "layers differ from the inventory: repaired from it before the rollback counts as "
-                                "complete"}
+                out[node_id] = {
+                    "name": name,
+                    "statements": [],
+                    "error": "it restarted during the operation and its "
+                    "layers differ from the inventory: repaired from it before the rollback counts as "
+                    "complete",
+                }
         except ClientError as exc:
             if exc.retryable:
-                out[node_id] = {"name": name, "statements": [], "error": f"it stopped answering after its undo ({exc}): "
-                                "its layers are checked against the inventory when it answers"}
+                out[node_id] = {
+                    "name": name,
+                    "statements": [],
+                    "error": f"it stopped answering after its undo ({exc}): "
+                    "its layers are checked against the inventory when it answers",
+                }
     return out
 
 

@@ -23,6 +23,7 @@ failover moved the writer while the node was paused), replaying the old statemen
 undo the later change there only. They are never replayed: the row is marked superseded (audited) and the
 node is repaired from the inventory, which holds the later change, as soon as it answers.
 """
+
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 
@@ -56,12 +57,21 @@ def due(now=None):
     """Open rows to try now: their backoff has passed, or their node's poll saw it answer since the last try; a row
     that only restores a ProxySQL Cluster sync hold once its operation's other rows ran is not due before (waits_for)."""
     now = now or timezone.now()
-    rows = list(open_rows().filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
-                .select_related("node", "operation__cluster"))
+    rows = list(
+        open_rows()
+        .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
+        .select_related("node", "operation__cluster")
+    )
     answering = _answering_since([r.node_id for r in rows])
-    return [r for r in rows if (r.next_try_at <= now
-            or (r.node_id in answering and (r.last_try_at is None or answering[r.node_id] > r.last_try_at)))
-            and not waits_for(r)]
+    return [
+        r
+        for r in rows
+        if (
+            r.next_try_at <= now
+            or (r.node_id in answering and (r.last_try_at is None or answering[r.node_id] > r.last_try_at))
+        )
+        and not waits_for(r)
+    ]
 
 
 class PollOutcome(msgspec.Struct):
@@ -100,16 +110,20 @@ def attempt(row, *, actor):
     """One try for one node, under a lease (a beat tick and a button never run the same row at once).
     Returns a sentence for the operator."""
     now = timezone.now()
-    leased = (PendingRollback.objects.filter(pk=row.pk, state__in=PendingState.open())
-              .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
-              .update(claimed_until=now + timedelta(seconds=LEASE_S)))
+    leased = (
+        PendingRollback.objects.filter(pk=row.pk, state__in=PendingState.open())
+        .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
+        .update(claimed_until=now + timedelta(seconds=LEASE_S))
+    )
     if not leased:
         return f"{row.node.name}: another try is running, or it is no longer pending"
     try:
         row.refresh_from_db()
         if waiting := waits_for(row):  # the operator's button too: the order is what keeps the pair from pulling
-            return (f"{row.node.name}: not tried, its ProxySQL Cluster sync stays held until "
-                    f"{', '.join(r.node.name for r in waiting)} took the undo")
+            return (
+                f"{row.node.name}: not tried, its ProxySQL Cluster sync stays held until "
+                f"{', '.join(r.node.name for r in waiting)} took the undo"
+            )
         if row.state == PendingState.PENDING and not holds_only(row) and (later := superseding(row)):
             _supersede(row, later, actor=actor)
         if row.state == PendingState.SUPERSEDED:
@@ -123,24 +137,40 @@ def superseding(row):
     """The first operation that changed this cluster after the statements became pending: done, failed past its
     point of no return, or left finishing on a node (repairs excepted: they write the inventory's intent and
     resolve the rows of the nodes they repair)."""
-    return (Operation.objects.filter(cluster_id=row.operation.cluster_id, finished_at__gt=row.created_at)
-            .exclude(pk=row.operation_id).exclude(kind=OperationKind.REPAIR)
-            .filter(Q(state__in=(OperationState.DONE, OperationState.FINISH_PENDING))
-                    | Q(state=OperationState.FAILED, point_of_no_return=True))
-            .order_by("finished_at").first())
+    return (
+        Operation.objects.filter(cluster_id=row.operation.cluster_id, finished_at__gt=row.created_at)
+        .exclude(pk=row.operation_id)
+        .exclude(kind=OperationKind.REPAIR)
+        .filter(
+            Q(state__in=(OperationState.DONE, OperationState.FINISH_PENDING))
+            | Q(state=OperationState.FAILED, point_of_no_return=True)
+        )
+        .order_by("finished_at")
+        .first()
+    )
 
 
 def _supersede(row, later, *, actor):
     with transaction.atomic():
         if PendingRollback.objects.filter(pk=row.pk, state=PendingState.PENDING).update(
-                state=PendingState.SUPERSEDED, superseded_by=later):
-            record(f"{row.operation.finish_or_rollback} superseded", actor=actor,
-                   cluster=row.operation.cluster, outcome="failure",
-                   target=f"#{row.operation_id} on {row.node.name}",
-                   details={"operation": row.operation_id, "node": row.node.name, "superseded_by": later.pk,
-                            "superseded_by_title": later.title, "statements_not_replayed": row.statements,
-                            "why": "replaying them would undo the later operation on this node only; the node is "
-                                   "repaired from the inventory instead"})
+            state=PendingState.SUPERSEDED, superseded_by=later
+        ):
+            record(
+                f"{row.operation.finish_or_rollback} superseded",
+                actor=actor,
+                cluster=row.operation.cluster,
+                outcome="failure",
+                target=f"#{row.operation_id} on {row.node.name}",
+                details={
+                    "operation": row.operation_id,
+                    "node": row.node.name,
+                    "superseded_by": later.pk,
+                    "superseded_by_title": later.title,
+                    "statements_not_replayed": row.statements,
+                    "why": "replaying them would undo the later operation on this node only; the node is "
+                    "repaired from the inventory instead",
+                },
+            )
     row.state, row.superseded_by = PendingState.SUPERSEDED, later
 
 
@@ -166,9 +196,13 @@ def _replay(row, *, actor):
             return f"{row.node.name}: superseded by operation #{later.pk}; it is repaired from the inventory next"
         plan = Plan.from_json(op.plan)
         if plan.secrets is None and any(SECRET_MARK in s["sql"] for s in row.statements):
-            return _tried(row, [], "these statements were stored before secrets were placed by position (issue 22) "
-                          "and hold a secret marker: they are not run on a guess. Repair the node from the inventory.",
-                          actor=actor)
+            return _tried(
+                row,
+                [],
+                "these statements were stored before secrets were placed by position (issue 22) "
+                "and hold a secret marker: they are not run on a guess. Repair the node from the inventory.",
+                actor=actor,
+            )
         secrets = _secrets(op, plan, row.statements)
         while row.statements:
             statement = row.statements[0]
@@ -197,11 +231,16 @@ def _recheck(row, ran, *, actor):
     node = plan.facts["nodes"].get(str(row.node_id))
     if node is None:
         unread = "; ".join(g.value for g in plan.failed_guards if g.key == "proxysql_reachable")
-        return _tried(row, ran, f"restarted during the operation; its layers could not be read to check them: {unread}",
-                      actor=actor)
+        return _tried(
+            row,
+            ran,
+            f"restarted during the operation; its layers could not be read to check them: {unread}",
+            actor=actor,
+        )
     if node["nothing_to_do"]:
-        return _tried(row, ran, "", actor=actor, checked=["restarted during the operation: every layer equal to the "
-                                                         "inventory"])
+        return _tried(
+            row, ran, "", actor=actor, checked=["restarted during the operation: every layer equal to the inventory"]
+        )
     why = "restarted during the operation, its layers differ from the inventory (" + "; ".join(node["changes"]) + ")"
     return _repair_instead(row, actor=actor, why=why, ran=ran, plan=plan)
 
@@ -229,8 +268,9 @@ def _repair_instead(row, *, actor, why="superseded", ran=(), plan=None):
     if not plan.guards_passed:
         failed = "; ".join(f"{g.label} ({g.value})" for g in plan.failed_guards)
         return _tried(row, ran, f"{why}; the repair is refused: {failed}", actor=actor)
-    op = services.save_plan(plan,
-                            actor=Actor.rule(RETRY_RULE))  # automatic: it follows from the rule above, whoever asked
+    op = services.save_plan(
+        plan, actor=Actor.rule(RETRY_RULE)
+    )  # automatic: it follows from the rule above, whoever asked
     try:
         services.confirm(op, actor=Actor.rule(RETRY_RULE), enqueue=False)
     except services.NotAllowed as exc:
@@ -248,22 +288,41 @@ def _tried(row, ran, error, *, actor, repair=None, checked=None):
     now = timezone.now()
     attempts = row.attempts + 1
     backoff_s = min(BACKOFF_CAP_S, 2 ** (attempts - 1))
-    fields = {"attempts": attempts, "last_try_at": now, "last_error": error,
-              "tries": (row.tries + [{"at": now.isoformat(), "outcome": "failure" if error else "success",
-                                      "error": error, "ran": len(ran)}])[-KEEP_TRIES:],
-              "next_try_at": now + timedelta(seconds=backoff_s)}
+    fields = {
+        "attempts": attempts,
+        "last_try_at": now,
+        "last_error": error,
+        "tries": (
+            row.tries
+            + [{"at": now.isoformat(), "outcome": "failure" if error else "success", "error": error, "ran": len(ran)}]
+        )[-KEEP_TRIES:],
+        "next_try_at": now + timedelta(seconds=backoff_s),
+    }
     if not error and row.state == PendingState.PENDING and not row.statements:
-        fields.update(state=PendingState.DONE, resolved_at=now,
-                      resolution=f"{len(row.ran) + len(ran)} statement(s) ran on retry")
+        fields.update(
+            state=PendingState.DONE, resolved_at=now, resolution=f"{len(row.ran) + len(ran)} statement(s) ran on retry"
+        )
     op = row.operation
     with transaction.atomic():
         PendingRollback.objects.filter(pk=row.pk).update(**fields)
-        record(f"{op.finish_or_rollback} retry", actor=actor, cluster=op.cluster,
-               outcome="failure" if error else "success",
-               target=f"#{op.pk} on {row.node.name}",
-               details={"operation": op.pk, "node": row.node.name, "attempt": attempts, "ran": ran, "error": error,
-                        "still_to_run": row.statements, "repair": repair.pk if repair else None,
-                        "next_try_in_s": backoff_s if error else None, **({"checked": checked} if checked else {})})
+        record(
+            f"{op.finish_or_rollback} retry",
+            actor=actor,
+            cluster=op.cluster,
+            outcome="failure" if error else "success",
+            target=f"#{op.pk} on {row.node.name}",
+            details={
+                "operation": op.pk,
+                "node": row.node.name,
+                "attempt": attempts,
+                "ran": ran,
+                "error": error,
+                "still_to_run": row.statements,
+                "repair": repair.pk if repair else None,
+                "next_try_in_s": backoff_s if error else None,
+                **({"checked": checked} if checked else {}),
+            },
+        )
     finish_if_resolved(op)
     if error:
         return f"{row.node.name}: {error}"
@@ -272,9 +331,3 @@ def _tried(row, ran, error, *, actor, repair=None, checked=None):
     if op.finish_or_rollback == "finish":
         return f"{row.node.name}: {len(ran)} statement(s) ran; the operation is finished there"
     return f"{row.node.name}: {len(ran)} statement(s) ran; its rollback is complete"
-
-
-
-
-
-

@@ -20,6 +20,7 @@ silence (timeouts: a stall, an overload, a hung host) needs one poll more. The w
 answers to status reads, never by writes: during a Galera write stall (another node killed, ~5-6 s
 until the cluster evicts it) the writer keeps answering and is not failed over.
 """
+
 import hashlib
 import json
 import logging
@@ -111,8 +112,9 @@ def decide(cluster, docs, now=None, r=None):
     # poll that is merely late.
     stale = status.stale_after(status.backend_interval(cluster)) + LATE_POLL_GRACE_S
     R, W, BW = cluster.reader_hostgroup, cluster.writer_hostgroup, cluster.backup_writer_hostgroup
-    memberships = list(HostgroupMembership.objects.filter(server__cluster=cluster, server__maintenance=False)
-                       .select_related("server"))
+    memberships = list(
+        HostgroupMembership.objects.filter(server__cluster=cluster, server__maintenance=False).select_related("server")
+    )
     by_server = {}
     for m in memberships:
         by_server.setdefault(m.server_id, []).append(m)
@@ -143,7 +145,8 @@ def decide(cluster, docs, now=None, r=None):
         is_writer, is_backup = server_pk == writer_pk, server_pk in backup_writers
         wiar = cluster.writer_is_also_reader
         if (is_writer and wiar in (WriterIsAlsoReader.NO, WriterIsAlsoReader.ONLY_BACKUP)) or (
-                is_backup and not is_writer and wiar == WriterIsAlsoReader.NO):
+            is_backup and not is_writer and wiar == WriterIsAlsoReader.NO
+        ):
             desired[(server_pk, R)] = ("OFFLINE_SOFT", f"writer_is_also_reader={wiar}")
             continue
         if badness == HEALTHY:
@@ -153,27 +156,42 @@ def decide(cluster, docs, now=None, r=None):
             over = (queue or 0) > cluster.max_replication_lag
             under_for = _since(r, f"rules:{server_pk}:under_since", (queue or 0) <= cluster.return_mark, now)
             if over:
-                desired[(server_pk, R)] = ("OFFLINE_SOFT", f"{reason}, recv queue {queue} > {cluster.max_replication_lag}")
+                desired[(server_pk, R)] = (
+                    "OFFLINE_SOFT",
+                    f"{reason}, recv queue {queue} > {cluster.max_replication_lag}",
+                )
             elif reader.status == "ONLINE":
                 desired[(server_pk, R)] = ("ONLINE", f"{reason}, recv queue {queue} <= {cluster.max_replication_lag}")
             elif under_for >= cluster.reader_return_after_s:
-                desired[(server_pk, R)] = ("ONLINE", f"{reason}, recv queue {queue} <= {cluster.return_mark} for {under_for:.0f} s")
+                desired[(server_pk, R)] = (
+                    "ONLINE",
+                    f"{reason}, recv queue {queue} <= {cluster.return_mark} for {under_for:.0f} s",
+                )
             else:
-                desired[(server_pk, R)] = ("OFFLINE_SOFT", f"{reason}, recv queue {queue}: waiting {cluster.reader_return_after_s} s "
-                                                           f"under {cluster.return_mark} before coming back")
+                desired[(server_pk, R)] = (
+                    "OFFLINE_SOFT",
+                    f"{reason}, recv queue {queue}: waiting {cluster.reader_return_after_s} s "
+                    f"under {cluster.return_mark} before coming back",
+                )
 
     # Never fewer ONLINE readers than the minimum: keep the least bad ones and say so.
     readers = {m.server_id: m for m in memberships if m.hostgroup_id == R}
     online_after = [pk for pk, m in readers.items() if desired.get((pk, R), (m.status,))[0] == "ONLINE"]
     missing = cluster.min_available_readers - len(online_after)
     if missing > 0:
-        candidates = sorted((pk for pk in readers if pk not in online_after),
-                            key=lambda pk: (figures[str(readers[pk].server)]["badness"],
-                                            figures[str(readers[pk].server)]["recv_queue"] or 0))
+        candidates = sorted(
+            (pk for pk in readers if pk not in online_after),
+            key=lambda pk: (
+                figures[str(readers[pk].server)]["badness"],
+                figures[str(readers[pk].server)]["recv_queue"] or 0,
+            ),
+        )
         for pk in candidates[:missing]:
             desired[(pk, R)] = ("ONLINE", "kept: the cluster would drop below its minimum of readers")
-            alerts.append(f"{readers[pk].server} kept ONLINE as a reader although {figures[str(readers[pk].server)]['state']}: "
-                          f"fewer than {cluster.min_available_readers} healthy reader(s)")
+            alerts.append(
+                f"{readers[pk].server} kept ONLINE as a reader although {figures[str(readers[pk].server)]['state']}: "
+                f"fewer than {cluster.min_available_readers} healthy reader(s)"
+            )
     current = {(m.server_id, m.hostgroup_id): m for m in memberships}
     changes = {k: v for k, v in desired.items() if k in current and current[k].status != v[0]}
     return changes, figures, alerts
@@ -181,8 +199,10 @@ def decide(cluster, docs, now=None, r=None):
 
 def plan_changes(cluster, changes, figures, alerts, kind=OperationKind.READ_POOL, title=None):
     """An audited plan that sets the changed statuses on every ProxySQL node (read in parallel)."""
-    memberships = {(m.server_id, m.hostgroup_id): m for m in
-                   HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server")}
+    memberships = {
+        (m.server_id, m.hostgroup_id): m
+        for m in HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server")
+    }
     targets = [(memberships[k].server, k[1], new_status) for k, (new_status, _) in sorted(changes.items())]
 
     def read(node, admin):
@@ -196,28 +216,67 @@ def plan_changes(cluster, changes, figures, alerts, kind=OperationKind.READ_POOL
             forward.append(sql.set_status(hg, s.hostname, s.port, new_status))
             undo.append(sql.replace_server(_row(row)))
             expect.append([hg, s.hostname, s.port, new_status])
-        return {"name": node.name, "sql": forward + [sql.LOAD_SERVERS, sql.SAVE_SERVERS],
-                "rollback": undo + [sql.LOAD_SERVERS, sql.SAVE_SERVERS], "expect": expect}
+        return {
+            "name": node.name,
+            "sql": forward + [sql.LOAD_SERVERS, sql.SAVE_SERVERS],
+            "rollback": undo + [sql.LOAD_SERVERS, sql.SAVE_SERVERS],
+            "expect": expect,
+        }
 
     per_node, unreachable = _read_nodes(cluster, read)
     holder = current_holder(cluster)
-    guards = [Guard("proxysql_reachable", "Every ProxySQL node of the cluster answers", not unreachable,
-                    "; ".join(unreachable) or "yes", False),
-              Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
-              Guard("no_native_hostgroups", "ProxySQL's native hostgroup manager is not active here",
-                    not cluster.active_native_hostgroups(), "active" if cluster.active_native_hostgroups() else "inactive", False),
-              # The rules wait for a pending rollback: applying them would supersede it (see rollbacks.py).
-              pending_rows.guard(cluster)]
+    guards = [
+        Guard(
+            "proxysql_reachable",
+            "Every ProxySQL node of the cluster answers",
+            not unreachable,
+            "; ".join(unreachable) or "yes",
+            False,
+        ),
+        Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
+        Guard(
+            "no_native_hostgroups",
+            "ProxySQL's native hostgroup manager is not active here",
+            not cluster.active_native_hostgroups(),
+            "active" if cluster.active_native_hostgroups() else "inactive",
+            False,
+        ),
+        # The rules wait for a pending rollback: applying them would supersede it (see rollbacks.py).
+        pending_rows.guard(cluster),
+    ]
     description = "; ".join(f"{memberships[k].server} hg {k[1]} → {v[0]} ({v[1]})" for k, v in sorted(changes.items()))
-    steps = [Step("apply", "Set the statuses on every node, load and save", PROXYSQL,
-                  {k: {"name": v["name"], "sql": v["sql"], "rollback": v["rollback"]} for k, v in per_node.items()}),
-             Step("verify", "Verify every node's runtime", VERIFY, params={"expect": {k: v["expect"] for k, v in per_node.items()}}),
-             Step("inventory", "Record the statuses in the inventory", INVENTORY,
-                  params={"action": "statuses", "changes": [[k[0], k[1], v[0]] for k, v in sorted(changes.items())]})]
-    return shared.annotate(Plan(
-        kind, cluster.pk, title or f"Read pool of {cluster.name}: {description}"[:300], guards, steps,
-        facts={"figures": figures, "alerts": alerts, "changes": description},
-        options={"changes": [[k[0], k[1], v[0], v[1]] for k, v in sorted(changes.items())]}), cluster)
+    steps = [
+        Step(
+            "apply",
+            "Set the statuses on every node, load and save",
+            PROXYSQL,
+            {k: {"name": v["name"], "sql": v["sql"], "rollback": v["rollback"]} for k, v in per_node.items()},
+        ),
+        Step(
+            "verify",
+            "Verify every node's runtime",
+            VERIFY,
+            params={"expect": {k: v["expect"] for k, v in per_node.items()}},
+        ),
+        Step(
+            "inventory",
+            "Record the statuses in the inventory",
+            INVENTORY,
+            params={"action": "statuses", "changes": [[k[0], k[1], v[0]] for k, v in sorted(changes.items())]},
+        ),
+    ]
+    return shared.annotate(
+        Plan(
+            kind,
+            cluster.pk,
+            title or f"Read pool of {cluster.name}: {description}"[:300],
+            guards,
+            steps,
+            facts={"figures": figures, "alerts": alerts, "changes": description},
+            options={"changes": [[k[0], k[1], v[0], v[1]] for k, v in sorted(changes.items())]},
+        ),
+        cluster,
+    )
 
 
 def _read_nodes(cluster, read):
@@ -245,14 +304,25 @@ def apply_read_pool(cluster, docs, now=None):
     changes, figures, alerts = decide(cluster, docs, now)
     r = live.client()
     if alerts and _decision_changed(r, cluster, "alerts", alerts):
-        record("read-pool alert", rule=RULE, cluster=cluster, outcome="failure", details={"alerts": alerts, "figures": figures})
+        record(
+            "read-pool alert",
+            rule=RULE,
+            cluster=cluster,
+            outcome="failure",
+            details={"alerts": alerts, "figures": figures},
+        )
     if not changes:
         return None
     payload = {f"{k[0]}:{k[1]}": v for k, v in changes.items()}
     if cluster.rules_dry_run:
         if _decision_changed(r, cluster, "dry_run", payload):
-            record("read-pool rules (dry run)", rule=RULE, cluster=cluster, outcome="dry_run",
-                   details={"would_change": payload, "figures": figures})
+            record(
+                "read-pool rules (dry run)",
+                rule=RULE,
+                cluster=cluster,
+                outcome="dry_run",
+                details={"would_change": payload, "figures": figures},
+            )
         return None
     return _execute(cluster, plan_changes(cluster, changes, figures, alerts), RULE)
 
@@ -261,8 +331,13 @@ def _execute(cluster, plan, rule):
     if not plan.guards_passed:
         r = live.client()
         if _decision_changed(r, cluster, f"refused:{rule}", [g.key for g in plan.failed_guards]):
-            record(f"{plan.kind} refused", rule=rule, cluster=cluster, outcome="refused",
-                   details={"failed_guards": [g.__dict__ for g in plan.failed_guards], "facts": plan.facts})
+            record(
+                f"{plan.kind} refused",
+                rule=rule,
+                cluster=cluster,
+                outcome="refused",
+                details={"failed_guards": [g.__dict__ for g in plan.failed_guards], "facts": plan.facts},
+            )
         return None
     op = services.save_plan(plan, actor=Actor.rule(rule))
     try:
@@ -276,8 +351,11 @@ def _execute(cluster, plan, rule):
 # -- automatic failover ----------------------------------------------------------------------------
 def writer_down(writer_doc):
     """The writer's latest poll saw it unreachable or outside the Primary component (or there is none)."""
-    return bool(not writer_doc or not writer_doc.ok or (
-        writer_doc.state.get("wsrep_on") and writer_doc.state.get("cluster_status") != "Primary"))
+    return bool(
+        not writer_doc
+        or not writer_doc.ok
+        or (writer_doc.state.get("wsrep_on") and writer_doc.state.get("cluster_status") != "Primary")
+    )
 
 
 def writer_down_polls(cluster, writer_doc):
@@ -300,10 +378,15 @@ def elect(cluster, docs, exclude):
     for hg in [cluster.backup_writer_hostgroup, cluster.reader_hostgroup]:
         if hg is None:
             continue
-        for m in HostgroupMembership.objects.filter(server__cluster=cluster, hostgroup_id=hg, server__maintenance=False):
+        for m in HostgroupMembership.objects.filter(
+            server__cluster=cluster, hostgroup_id=hg, server__maintenance=False
+        ):
             weights.setdefault(m.server_id, (1 if hg == cluster.backup_writer_hostgroup else 0, m.weight))
-    ranked = sorted((pk for pk in weights if pk != exclude and _synced_primary(docs.get(pk))),
-                    key=lambda pk: weights[pk], reverse=True)
+    ranked = sorted(
+        (pk for pk in weights if pk != exclude and _synced_primary(docs.get(pk))),
+        key=lambda pk: weights[pk],
+        reverse=True,
+    )
     return ranked[0] if ranked else None
 
 
@@ -316,19 +399,38 @@ def plan_manual_failover(cluster, new):
     once, without a drain, by the failover planner. For a writer that is gone; a live one is switched over."""
     writer = current_writer(cluster)
     if writer is None:
-        return Plan(OperationKind.FAILOVER, cluster.pk, f"Manual failover {cluster.name}",
-                    [Guard("writer", "The cluster has a writer in its writer hostgroup", False, "none", False)], [])
-    valid = (new.cluster_id == cluster.pk and new.pk != writer.server_id and not new.maintenance
-             and HostgroupMembership.objects.filter(server=new).exists())
+        return Plan(
+            OperationKind.FAILOVER,
+            cluster.pk,
+            f"Manual failover {cluster.name}",
+            [Guard("writer", "The cluster has a writer in its writer hostgroup", False, "none", False)],
+            [],
+        )
+    valid = (
+        new.cluster_id == cluster.pk
+        and new.pk != writer.server_id
+        and not new.maintenance
+        and HostgroupMembership.objects.filter(server=new).exists()
+    )
     if not valid:
-        return Plan(OperationKind.FAILOVER, cluster.pk, f"Manual failover {cluster.name}",
-                    [_target_guard(cluster, writer.server, new, False)], [])
+        return Plan(
+            OperationKind.FAILOVER,
+            cluster.pk,
+            f"Manual failover {cluster.name}",
+            [_target_guard(cluster, writer.server, new, False)],
+            [],
+        )
     return plan_failover(cluster, writer.server, new.pk, {"requested": "manual failover"}, manual=True)
 
 
 def _target_guard(cluster, old, new, passed):
-    return Guard("target", "The new writer is another backend of this cluster, in one of its hostgroups and not in "
-                 "maintenance", passed, f"{old} → {new}" + ("" if passed else " (it is not)"), False)
+    return Guard(
+        "target",
+        "The new writer is another backend of this cluster, in one of its hostgroups and not in maintenance",
+        passed,
+        f"{old} → {new}" + ("" if passed else " (it is not)"),
+        False,
+    )
 
 
 def _manual_guards(cluster, dead, new):
@@ -340,16 +442,25 @@ def _manual_guards(cluster, dead, new):
         with BackendClient.for_server(new) as client:
             state = client.state()
         healthy = state.synced_primary if galera else True
-        seen = (f"{state.local_state_comment}, {state.cluster_status}, ready {state.ready}" if state.wsrep_on
-                else f"answers (read_only {'ON' if state.read_only else 'OFF'})")
+        seen = (
+            f"{state.local_state_comment}, {state.cluster_status}, ready {state.ready}"
+            if state.wsrep_on
+            else f"answers (read_only {'ON' if state.read_only else 'OFF'})"
+        )
     except ClientError as exc:
         healthy, seen = False, exc.message
     holder = current_holder(cluster)
-    return [_target_guard(cluster, dead, new, True),
-            Guard("new_writer_healthy", f"{new} answers now" + (", Synced and Primary" if galera else ""), healthy, seen),
-            Guard("writer_down", f"The current writer {dead} does not answer (a live writer is switched over, with a "
-                  "drain, instead)", verdict != "answers", f"{verdict}: {detail}"),
-            Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False)]
+    return [
+        _target_guard(cluster, dead, new, True),
+        Guard("new_writer_healthy", f"{new} answers now" + (", Synced and Primary" if galera else ""), healthy, seen),
+        Guard(
+            "writer_down",
+            f"The current writer {dead} does not answer (a live writer is switched over, with a drain, instead)",
+            verdict != "answers",
+            f"{verdict}: {detail}",
+        ),
+        Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
+    ]
 
 
 def plan_failover(cluster, dead, new_pk, evidence, manual=False):
@@ -367,26 +478,65 @@ def plan_failover(cluster, dead, new_pk, evidence, manual=False):
         known = {(W, dead.hostname, dead.port): {f: getattr(old_w, f) for f in SERVER_FIELDS}, **rows}
         changes = swapped_roles(cluster, known, (dead.hostname, dead.port), (new.hostname, new.port))
         forward, undo, expect = role_statements(sql, rows, changes)
-        return {"name": node.name, "sql": forward + [sql.LOAD_SERVERS, sql.SAVE_SERVERS],
-                "rollback": undo + [sql.LOAD_SERVERS, sql.SAVE_SERVERS], "expect": expect}
+        return {
+            "name": node.name,
+            "sql": forward + [sql.LOAD_SERVERS, sql.SAVE_SERVERS],
+            "rollback": undo + [sql.LOAD_SERVERS, sql.SAVE_SERVERS],
+            "expect": expect,
+        }
 
     per_node, unreachable = _read_nodes(cluster, read)
-    guards = [Guard("some_proxysql_reachable", "At least one ProxySQL node answers", bool(per_node),
-                    "; ".join(unreachable) or "all", False),
-              Guard("no_native_hostgroups", "ProxySQL's native hostgroup manager is not active here",
-                    not cluster.active_native_hostgroups(), "", False)]
-    steps = [Step("move", f"{new} into writer hostgroup {W}, {dead} out; the two swap their other role rows", PROXYSQL,
-                  {k: {"name": v["name"], "sql": v["sql"], "rollback": v["rollback"]} for k, v in per_node.items()}),
-             Step("verify", "Verify every reachable node's runtime", VERIFY,
-                  params={"expect": {k: v["expect"] for k, v in per_node.items()}}, point_of_no_return=True),
-             Step("inventory", "Record the new writer in the inventory", INVENTORY,
-                  params={"old": dead.pk, "new": new.pk, "old_writer_to": "reader"})]
+    guards = [
+        Guard(
+            "some_proxysql_reachable",
+            "At least one ProxySQL node answers",
+            bool(per_node),
+            "; ".join(unreachable) or "all",
+            False,
+        ),
+        Guard(
+            "no_native_hostgroups",
+            "ProxySQL's native hostgroup manager is not active here",
+            not cluster.active_native_hostgroups(),
+            "",
+            False,
+        ),
+    ]
+    steps = [
+        Step(
+            "move",
+            f"{new} into writer hostgroup {W}, {dead} out; the two swap their other role rows",
+            PROXYSQL,
+            {k: {"name": v["name"], "sql": v["sql"], "rollback": v["rollback"]} for k, v in per_node.items()},
+        ),
+        Step(
+            "verify",
+            "Verify every reachable node's runtime",
+            VERIFY,
+            params={"expect": {k: v["expect"] for k, v in per_node.items()}},
+            point_of_no_return=True,
+        ),
+        Step(
+            "inventory",
+            "Record the new writer in the inventory",
+            INVENTORY,
+            params={"old": dead.pk, "new": new.pk, "old_writer_to": "reader"},
+        ),
+    ]
     if manual:
         guards = _manual_guards(cluster, dead, new) + guards
-    return shared.annotate(Plan(
-        OperationKind.FAILOVER, cluster.pk, f"{'Manual failover' if manual else 'Failover'} {cluster.name}: "
-        f"writer {dead} → {new}", guards, steps, facts={**evidence, "unreachable_proxysql": unreachable},
-        options={"dead": dead.pk, "new": new.pk, "evidence": evidence, **({"manual": True} if manual else {})}), cluster)
+    return shared.annotate(
+        Plan(
+            OperationKind.FAILOVER,
+            cluster.pk,
+            f"{'Manual failover' if manual else 'Failover'} {cluster.name}: writer {dead} → {new}",
+            guards,
+            steps,
+            facts={**evidence, "unreachable_proxysql": unreachable},
+            options={"dead": dead.pk, "new": new.pk, "evidence": evidence, **({"manual": True} if manual else {})},
+        ),
+        cluster,
+    )
 
 
 def reprobe(server):
@@ -424,8 +574,13 @@ def apply_failover(cluster, docs):
         return None
     verdict, detail = reprobe(writer.server)
     if verdict == "answers":
-        log.info("cluster %s: writer %s missed %s poll(s) but answered the re-probe (%s)", cluster.pk,
-                 writer.server, down, detail)
+        log.info(
+            "cluster %s: writer %s missed %s poll(s) but answered the re-probe (%s)",
+            cluster.pk,
+            writer.server,
+            down,
+            detail,
+        )
         live.client().delete(f"failover:{cluster.pk}", f"failover:{cluster.pk}:ts")
         return None
     if verdict == "silent" and down < cluster.failover_after_polls + 1:
@@ -433,11 +588,19 @@ def apply_failover(cluster, docs):
     new_pk = elect(cluster, docs, exclude=writer.server_id)
     if new_pk is None:
         if _decision_changed(live.client(), cluster, "no_candidate", down):
-            record("failover refused", rule=FAILOVER_RULE, cluster=cluster, outcome="refused",
-                   details={"reason": "no Synced Primary node to elect", "down_polls": down})
+            record(
+                "failover refused",
+                rule=FAILOVER_RULE,
+                cluster=cluster,
+                outcome="refused",
+                details={"reason": "no Synced Primary node to elect", "down_polls": down},
+            )
         return None
-    evidence = {"down_polls": down, "poll_error": (writer_doc.error if writer_doc else None) or "not Primary",
-                "reprobe": f"{verdict}: {detail}"}
+    evidence = {
+        "down_polls": down,
+        "poll_error": (writer_doc.error if writer_doc else None) or "not Primary",
+        "reprobe": f"{verdict}: {detail}",
+    }
     plan = plan_failover(cluster, writer.server, new_pk, evidence)
     op = _execute(cluster, plan, FAILOVER_RULE)
     if op:
@@ -490,6 +653,7 @@ def after_backend_poll(cluster_ids):
 
 def clusters_of_shard(shard, shards):
     """Clusters with rules or failover on that have a backend in this polling shard."""
-    rows = Server.objects.filter(Q(cluster__read_pool_rules_enabled=True) | Q(cluster__auto_failover_enabled=True)
-                                 ).values_list("pk", "cluster_id")
+    rows = Server.objects.filter(
+        Q(cluster__read_pool_rules_enabled=True) | Q(cluster__auto_failover_enabled=True)
+    ).values_list("pk", "cluster_id")
     return sorted({cluster_id for pk, cluster_id in rows if pk % shards == shard})

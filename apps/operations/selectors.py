@@ -1,5 +1,6 @@
 """Reads of operations that the pages and the API share: one filter, two doors (the operations list page and
 GET /api/v1/operations/ answer the same rows for the same filter)."""
+
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
 from apps.plans.registry import kind_spec, step_handler
@@ -34,8 +35,11 @@ def sessions_holding(op):
         try:
             with ProxySQLAdmin.for_node(node) as admin:
                 processlist = admin.processlist()
-                rows = [s for hg, host, port in wait.params["targets"]
-                        for s in switchover.pinned_sessions(processlist, hg, host, port)]
+                rows = [
+                    s
+                    for hg, host, port in wait.params["targets"]
+                    for s in switchover.pinned_sessions(processlist, hg, host, port)
+                ]
             out.append({"node": node.name, "sessions": rows})
         except ClientError as exc:
             out.append({"node": node.name, "error": str(exc)})

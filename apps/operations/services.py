@@ -1,5 +1,6 @@
 """Writes for operations: save a plan as an Operation, confirm it (lock, steps, audit, enqueue), cancel.
 Every one audits, in the same short transaction."""
+
 from django.db import transaction
 from django.utils import timezone
 from django.conf import settings
@@ -30,11 +31,26 @@ def save_plan(plan, *, actor):
     # what the plan was based on, for the re-check at start to say what moved (a new dict: to_json shares the facts)
     stored["facts"] = {**stored["facts"], "based_on": based_on(Cluster.objects.get(pk=plan.cluster_id))}
     with transaction.atomic():  # no operation without its "planned" audit row
-        op = Operation.objects.create(cluster_id=plan.cluster_id, kind=plan.kind, title=plan.title[:300],
-                                      requested_by=actor.user, actor=actor.who, plan=stored)
-        record(f"{plan.kind} planned", actor=actor, cluster=op.cluster, target=op.title,
-               details={"operation": op.pk, "guards": [g.__dict__ for g in plan.guards],
-                        "facts": _bounded(plan.facts, op), "options": plan.options})
+        op = Operation.objects.create(
+            cluster_id=plan.cluster_id,
+            kind=plan.kind,
+            title=plan.title[:300],
+            requested_by=actor.user,
+            actor=actor.who,
+            plan=stored,
+        )
+        record(
+            f"{plan.kind} planned",
+            actor=actor,
+            cluster=op.cluster,
+            target=op.title,
+            details={
+                "operation": op.pk,
+                "guards": [g.__dict__ for g in plan.guards],
+                "facts": _bounded(plan.facts, op),
+                "options": plan.options,
+            },
+        )
     return op
 
 
@@ -62,8 +78,14 @@ def confirm(op, *, actor, override_reason="", enqueue=True):
     actor_user, rule = actor.user, actor.is_rule
 
     def refused(message, **details):
-        record(f"{op.kind} refused", actor=actor, cluster=op.cluster, target=op.title,
-               outcome="refused", details={"operation": op.pk, "reason": message, **details})
+        record(
+            f"{op.kind} refused",
+            actor=actor,
+            cluster=op.cluster,
+            target=op.title,
+            outcome="refused",
+            details={"operation": op.pk, "reason": message, **details},
+        )
         return NotAllowed(message)
 
     late = plan_expired(op)
@@ -72,27 +94,41 @@ def confirm(op, *, actor, override_reason="", enqueue=True):
         raise NotAllowed(late)
     if failed:
         hard = [g for g in failed if not g.overridable]
-        can_override = (not hard and bool(override_reason.strip()) and actor_user is not None
-                        and has_role(actor_user, ADMIN))
+        can_override = (
+            not hard and bool(override_reason.strip()) and actor_user is not None and has_role(actor_user, ADMIN)
+        )
         if not can_override:
             details = {"failed_guards": [g.__dict__ for g in failed], "override_reason": override_reason}
             if hard:
-                raise refused("These guards cannot be overridden: " + "; ".join(f"{g.label} ({g.value})" for g in hard),
-                              **details)
-            raise refused("Guards failed: " + "; ".join(f"{g.label} ({g.value})" for g in failed)
-                          + ". Only an admin can override them, with a reason.", **details)
+                raise refused(
+                    "These guards cannot be overridden: " + "; ".join(f"{g.label} ({g.value})" for g in hard), **details
+                )
+            raise refused(
+                "Guards failed: "
+                + "; ".join(f"{g.label} ({g.value})" for g in failed)
+                + ". Only an admin can override them, with a reason.",
+                **details,
+            )
     policy = kind_spec(op.kind).confirm  # registered by the kind's app (kinds.py)
     needed = policy(op) if policy and not rule else None
     if needed and not (actor_user and has_role(actor_user, needed[0])):
         raise refused(needed[1], needed_role=needed[0])
     if not rule and op.cluster.two_person_rule and is_planner(op, actor_user):
-        raise refused(f"This cluster requires two people: {op.actor} planned this operation, so someone else must "
-                      "confirm it.", two_person_rule=True, planned_by=op.actor)
+        raise refused(
+            f"This cluster requires two people: {op.actor} planned this operation, so someone else must confirm it.",
+            two_person_rule=True,
+            planned_by=op.actor,
+        )
     confirmer = actor.who
     with transaction.atomic():
         claimed = Operation.objects.filter(pk=op.pk, state=OperationState.PLANNED).update(
-            state=OperationState.PENDING, override_reason=override_reason, heartbeat_at=timezone.now(),
-            confirmed_by=None if rule else actor_user, confirmer=confirmer, confirmed_at=timezone.now())
+            state=OperationState.PENDING,
+            override_reason=override_reason,
+            heartbeat_at=timezone.now(),
+            confirmed_by=None if rule else actor_user,
+            confirmer=confirmer,
+            confirmed_at=timezone.now(),
+        )
         if claimed:
             try:
                 locks.acquire(op, ttl_s=120)
@@ -101,12 +137,26 @@ def confirm(op, *, actor, override_reason="", enqueue=True):
                 transaction.set_rollback(True)
             else:
                 holder = None
-                OperationStep.objects.bulk_create([OperationStep(operation=op, index=i, key=s.key, title=s.title[:300])
-                                                   for i, s in enumerate(plan.steps)])
-                record(f"{op.kind} confirmed", actor=actor, cluster=op.cluster, target=op.title,
-                       details={"operation": op.pk, "plan": op.plan, "override_reason": override_reason,
-                                "overridden_guards": [g.key for g in failed], "planned_by": op.actor,
-                                "confirmed_by": confirmer})
+                OperationStep.objects.bulk_create(
+                    [
+                        OperationStep(operation=op, index=i, key=s.key, title=s.title[:300])
+                        for i, s in enumerate(plan.steps)
+                    ]
+                )
+                record(
+                    f"{op.kind} confirmed",
+                    actor=actor,
+                    cluster=op.cluster,
+                    target=op.title,
+                    details={
+                        "operation": op.pk,
+                        "plan": op.plan,
+                        "override_reason": override_reason,
+                        "overridden_guards": [g.key for g in failed],
+                        "planned_by": op.actor,
+                        "confirmed_by": confirmer,
+                    },
+                )
                 if enqueue:
                     transaction.on_commit(lambda: tasks.enqueue("operations.execute", (op.pk,)))
     # Refusals are recorded after the transaction: an exception inside it would roll their audit back.
@@ -134,16 +184,19 @@ def plan_expired(op, now=None):
     age = ((now or timezone.now()) - op.created_at).total_seconds()
     if op.state != OperationState.PLANNED or age <= window:
         return None
-    return (f"expired: planned {age / 60:.0f} min ago and not confirmed within {window / 60:g} min; its guards are "
-            "stale. Plan it again.")
+    return (
+        f"expired: planned {age / 60:.0f} min ago and not confirmed within {window / 60:g} min; its guards are "
+        "stale. Plan it again."
+    )
 
 
 def expire_plans(now=None):
     """Planned operations past their window (plan_expired): expired, audited. The beat's reaper calls it."""
     now = now or timezone.now()
     done = []
-    late = Operation.objects.filter(state=OperationState.PLANNED,
-                                    created_at__lt=now - timedelta(seconds=settings.OPERATIONS_PLAN_CONFIRM_S))
+    late = Operation.objects.filter(
+        state=OperationState.PLANNED, created_at__lt=now - timedelta(seconds=settings.OPERATIONS_PLAN_CONFIRM_S)
+    )
     for op in late.select_related("cluster"):
         reason = plan_expired(op, now)
         if reason and _expire(op, reason):
@@ -155,11 +208,22 @@ def _expire(op, reason, *, actor=None):
     actor = actor or Actor.rule("plan expiry")
     with transaction.atomic():
         updated = Operation.objects.filter(pk=op.pk, state=OperationState.PLANNED).update(
-            state=OperationState.EXPIRED, error=reason, finished_at=timezone.now())
+            state=OperationState.EXPIRED, error=reason, finished_at=timezone.now()
+        )
         if updated:
-            record(f"{op.kind} expired", actor=actor, cluster=op.cluster, target=op.title, outcome="refused",
-                   details={"operation": op.pk, "state": OperationState.EXPIRED, "reason": reason,
-                            "planned_at": op.created_at.isoformat()})
+            record(
+                f"{op.kind} expired",
+                actor=actor,
+                cluster=op.cluster,
+                target=op.title,
+                outcome="refused",
+                details={
+                    "operation": op.pk,
+                    "state": OperationState.EXPIRED,
+                    "reason": reason,
+                    "planned_at": op.created_at.isoformat(),
+                },
+            )
     return updated
 
 
@@ -169,21 +233,33 @@ def discard(op, *, actor, reason=""):
     with transaction.atomic():
         updated = Operation.objects.filter(pk=op.pk, state=OperationState.PLANNED).update(
             state=OperationState.CANCELLED,
-            error=f"discarded before it was confirmed, by {actor.who}"
-                  + (f": {reason}" if reason else ""),
-            finished_at=timezone.now())
-        record(f"{op.kind} discarded", actor=actor, cluster=op.cluster, target=op.title,
-               outcome="success" if updated else "refused", details={"operation": op.pk, "reason": reason})
+            error=f"discarded before it was confirmed, by {actor.who}" + (f": {reason}" if reason else ""),
+            finished_at=timezone.now(),
+        )
+        record(
+            f"{op.kind} discarded",
+            actor=actor,
+            cluster=op.cluster,
+            target=op.title,
+            outcome="success" if updated else "refused",
+            details={"operation": op.pk, "reason": reason},
+        )
     if not updated:
         raise NotAllowed("Only a planned operation (not yet confirmed) can be discarded.")
 
 
 def cancel(op, *, actor):
     with transaction.atomic():  # the worker stops at its next step only if the request is on record
-        updated = Operation.objects.filter(pk=op.pk, point_of_no_return=False,
-                                           state__in=[OperationState.PENDING, OperationState.RUNNING]).update(
-            cancel_requested=True)
-        record(f"{op.kind} cancel requested", actor=actor, cluster=op.cluster, target=op.title,
-               outcome="success" if updated else "refused", details={"operation": op.pk})
+        updated = Operation.objects.filter(
+            pk=op.pk, point_of_no_return=False, state__in=[OperationState.PENDING, OperationState.RUNNING]
+        ).update(cancel_requested=True)
+        record(
+            f"{op.kind} cancel requested",
+            actor=actor,
+            cluster=op.cluster,
+            target=op.title,
+            outcome="success" if updated else "refused",
+            details={"operation": op.pk},
+        )
     if not updated:
         raise NotAllowed("Too late to cancel: the operation finished or passed its point of no return.")

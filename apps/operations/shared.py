@@ -6,6 +6,7 @@ no row it writes or expects is in their hostgroups), and its verify checks that 
 by field, as when the run started (the executor reads them once it holds the node's lock: locks.py).
 Plans on nodes that serve one cluster are left exactly as they were.
 """
+
 from apps.clients.proxysql import configured, node_admin
 from apps.clients.wire import ClientError
 from apps.fleet.models import ProxySQLNode
@@ -53,8 +54,11 @@ def annotate(plan, cluster):
 def annotate_shared(plan, cluster):
     """Add the shared-node guard, facts and verify to `plan` (in place) for the cluster's nodes that are shared."""
     in_plan = {int(node_id) for step in plan.steps for node_id in step.nodes}
-    nodes = [n for n in ProxySQLNode.objects.filter(cluster=cluster, pk__in=in_plan).order_by("pk")
-             if n.shares_with().exists()]
+    nodes = [
+        n
+        for n in ProxySQLNode.objects.filter(cluster=cluster, pk__in=in_plan).order_by("pk")
+        if n.shares_with().exists()
+    ]
     if not nodes:
         return plan
     others, facts, trespass, unread = {}, {}, [], []
@@ -69,12 +73,24 @@ def annotate_shared(plan, cluster):
             count = None
         others[str(node.pk)] = {"name": node.name, "hostgroups": sorted(hostgroups), "clusters": clusters}
         facts[node.name] = {"clusters": clusters, "rows": count, "hostgroups": sorted(hostgroups)}
-        trespass += [f"{node.name}: hg {k[0]} {k[1]}:{k[2]} is {hostgroups[k[0]]}'s"
-                     for k in sorted(planned_keys(plan, str(node.pk))) if k[0] in hostgroups]
-    summary = "; ".join(f"{name}: {', '.join(f['clusters'])}'s {f['rows'] if f['rows'] is not None else '?'} row(s) "
-                        "untouched" for name, f in facts.items())
-    plan.guards.append(Guard(GUARD_KEY, "The plan leaves the other clusters' rows on shared ProxySQL nodes alone "
-                             "(checked again at verify)", not trespass, "; ".join(trespass) or summary, False))
+        trespass += [
+            f"{node.name}: hg {k[0]} {k[1]}:{k[2]} is {hostgroups[k[0]]}'s"
+            for k in sorted(planned_keys(plan, str(node.pk)))
+            if k[0] in hostgroups
+        ]
+    summary = "; ".join(
+        f"{name}: {', '.join(f['clusters'])}'s {f['rows'] if f['rows'] is not None else '?'} row(s) untouched"
+        for name, f in facts.items()
+    )
+    plan.guards.append(
+        Guard(
+            GUARD_KEY,
+            "The plan leaves the other clusters' rows on shared ProxySQL nodes alone (checked again at verify)",
+            not trespass,
+            "; ".join(trespass) or summary,
+            False,
+        )
+    )
     plan.facts["shared_nodes"] = facts
     verify = [s for s in plan.steps if step_handler(s.kind).row_verify]
     if not verify:  # a plan without a verify of its own gets one, before it saves
@@ -105,6 +121,8 @@ def differences(before, admins, others):
         was = before.get(node_id, {})
         for key in sorted(was.keys() | now.keys()):
             if was.get(key) != now.get(key):
-                problems.append(f"{spec['name']}: {', '.join(spec['clusters'])}'s row hg {key} changed "
-                                f"({was.get(key) or 'absent'} -> {now.get(key) or 'absent'})")
+                problems.append(
+                    f"{spec['name']}: {', '.join(spec['clusters'])}'s row hg {key} changed "
+                    f"({was.get(key) or 'absent'} -> {now.get(key) or 'absent'})"
+                )
     return problems

@@ -2,8 +2,18 @@
 moves.py): what each does (the executor's Run methods), what it undoes besides its ProxySQL statements, what the
 re-check compares. The executor looks each step's handler up; it switches on no kind. A change set's steps are
 configuration's (apps/configuration/change_set_kind.py)."""
-from apps.plans.vocabulary import (BACKEND, INVENTORY, MONITOR_WRITER, PROXYSQL, VERIFY, WAIT_CATCHUP, WAIT_DRAIN,
-                                   WAIT_MONITOR, WAIT_SYNC)
+
+from apps.plans.vocabulary import (
+    BACKEND,
+    INVENTORY,
+    MONITOR_WRITER,
+    PROXYSQL,
+    VERIFY,
+    WAIT_CATCHUP,
+    WAIT_DRAIN,
+    WAIT_MONITOR,
+    WAIT_SYNC,
+)
 from apps.plans.registry import StepHandler, register_step
 
 from . import native_switchover
@@ -62,12 +72,21 @@ def drained_on(step, row):
 
 HANDLERS = [
     StepHandler(PROXYSQL, run_proxysql, sends_nodes=True),
-    StepHandler(WAIT_DRAIN, wait_drain, on_timeout=lambda step: step.params.get("offline_hard") or {},
-                ran_on=drained_on, sync_wait=lambda step: step.params.get("then_sync")),
+    StepHandler(
+        WAIT_DRAIN,
+        wait_drain,
+        on_timeout=lambda step: step.params.get("offline_hard") or {},
+        ran_on=drained_on,
+        sync_wait=lambda step: step.params.get("then_sync"),
+    ),
     StepHandler(WAIT_SYNC, wait_sync, sync_wait=lambda step: step.params),
     StepHandler(WAIT_CATCHUP, wait_catchup, backends=lambda step: [step.params["old"], step.params["new"]]),
-    StepHandler(BACKEND, backend, undo=undo_backend,
-                backends=lambda step: [action["server"] for action in step.params["actions"]]),
+    StepHandler(
+        BACKEND,
+        backend,
+        undo=undo_backend,
+        backends=lambda step: [action["server"] for action in step.params["actions"]],
+    ),
     StepHandler(VERIFY, verify, check=True, row_verify=True),
     StepHandler(INVENTORY, inventory),
     # a switchover through ProxySQL's replication manager (native_switchover.py)

@@ -7,6 +7,7 @@ ConnUsed 0 on every node -> [Galera catch-up: B's wsrep_last_committed >= A's] -
 move hostgroups (B and A swap their role rows) -> verify runtime -> save to disk -> [restore the variable]
 -> inventory. The writer is held from the drain's LOAD to the move's: nothing else happens in between.
 """
+
 from collections import Counter
 from dataclasses import asdict
 
@@ -17,8 +18,20 @@ from apps.fleet.choices import ClusterKind
 from apps.fleet.drift import AUTOINC
 from apps.fleet.layout import swapped_roles
 from apps.fleet.models import HostgroupMembership
-from apps.plans.vocabulary import (BACKEND, DRAIN_POLL_MS, INVENTORY, PROXYSQL, SERVER_COLUMNS, VERIFY, WAIT_CATCHUP,
-                                   WAIT_DRAIN, Guard, Plan, Sql, Step)
+from apps.plans.vocabulary import (
+    BACKEND,
+    DRAIN_POLL_MS,
+    INVENTORY,
+    PROXYSQL,
+    SERVER_COLUMNS,
+    VERIFY,
+    WAIT_CATCHUP,
+    WAIT_DRAIN,
+    Guard,
+    Plan,
+    Sql,
+    Step,
+)
 
 from . import pending_rows, shared
 from .choices import OnDrainTimeout, OperationKind
@@ -28,14 +41,27 @@ EXTENDED = "mysql-show_processlist_extended"
 AUTOINC_TOKEN = "auto_increment_delay_token"
 # Reasons a session keeps its backend connection until the client ends it (or undoes what it did): a drain
 # does not wait them out, and lowering the auto-increment delay does not free them.
-HOLDING = ("user_variable", "temporary_table", "lock_tables", "get_lock", "prepared_statement", "no_multiplex",
-           "no_multiplex_HG", "multiplexing disabled")
+HOLDING = (
+    "user_variable",
+    "temporary_table",
+    "lock_tables",
+    "get_lock",
+    "prepared_statement",
+    "no_multiplex",
+    "no_multiplex_HG",
+    "multiplexing disabled",
+)
 
 
 def current_writer(cluster):
     """The inventory's writer: the ONLINE member of the writer hostgroup with the highest weight."""
-    return (HostgroupMembership.objects.filter(server__cluster=cluster, hostgroup_id=cluster.writer_hostgroup)
-            .exclude(status="OFFLINE_HARD").select_related("server").order_by("-weight", "server__port").first())
+    return (
+        HostgroupMembership.objects.filter(server__cluster=cluster, hostgroup_id=cluster.writer_hostgroup)
+        .exclude(status="OFFLINE_HARD")
+        .select_related("server")
+        .order_by("-weight", "server__port")
+        .first()
+    )
 
 
 def backend_guards(cluster, server, state, prefix, source=None):
@@ -44,16 +70,30 @@ def backend_guards(cluster, server, state, prefix, source=None):
     limit. Async: its replication threads running (from `source` when given) and its lag within the limit.
     `state` is its BackendClient.state() or the ClientError that read raised."""
     if isinstance(state, ClientError) or state is None:
-        return [Guard(f"{prefix}_reachable", f"{server} answers", False, getattr(state, "message", "not polled"), False)]
+        return [
+            Guard(f"{prefix}_reachable", f"{server} answers", False, getattr(state, "message", "not polled"), False)
+        ]
     if cluster.kind == ClusterKind.GALERA:
         return [
-            Guard(f"{prefix}_synced", f"{server} is Synced", state.local_state == 4,
-                  f"{state.local_state} {state.local_state_comment}"),
-            Guard(f"{prefix}_primary", f"{server} is in the Primary component", state.cluster_status == "Primary",
-                  str(state.cluster_status)),
+            Guard(
+                f"{prefix}_synced",
+                f"{server} is Synced",
+                state.local_state == 4,
+                f"{state.local_state} {state.local_state_comment}",
+            ),
+            Guard(
+                f"{prefix}_primary",
+                f"{server} is in the Primary component",
+                state.cluster_status == "Primary",
+                str(state.cluster_status),
+            ),
             Guard(f"{prefix}_ready", f"{server} wsrep_ready is ON", bool(state.ready), "ON" if state.ready else "OFF"),
-            Guard(f"{prefix}_queue", f"{server} recv queue <= {cluster.max_replication_lag}",
-                  (state.local_recv_queue or 0) <= cluster.max_replication_lag, str(state.local_recv_queue)),
+            Guard(
+                f"{prefix}_queue",
+                f"{server} recv queue <= {cluster.max_replication_lag}",
+                (state.local_recv_queue or 0) <= cluster.max_replication_lag,
+                str(state.local_recv_queue),
+            ),
         ]
     if cluster.kind != ClusterKind.ASYNC:
         return []
@@ -65,17 +105,28 @@ def backend_guards(cluster, server, state, prefix, source=None):
     lag = replica.get("Seconds_Behind_Master")
     guards = []
     if source is not None:
-        guards.append(Guard(
-            f"{prefix}_replicates_old", f"{server} replicates from {source}",
-            str(replica.get("Master_Port")) == str(source.port)
-            and replica.get("Master_Host") in (source.hostname, "127.0.0.1", "localhost"),
-            f"{replica.get('Master_Host')}:{replica.get('Master_Port')}" if replica else "not a replica"))
+        guards.append(
+            Guard(
+                f"{prefix}_replicates_old",
+                f"{server} replicates from {source}",
+                str(replica.get("Master_Port")) == str(source.port)
+                and replica.get("Master_Host") in (source.hostname, "127.0.0.1", "localhost"),
+                f"{replica.get('Master_Host')}:{replica.get('Master_Port')}" if replica else "not a replica",
+            )
+        )
     return guards + [
-        Guard(f"{prefix}_replication_running", f"{server}'s replication threads run",
-              replica.get("Slave_IO_Running") == "Yes" and replica.get("Slave_SQL_Running") == "Yes",
-              f"IO {replica.get('Slave_IO_Running')}, SQL {replica.get('Slave_SQL_Running')}"),
-        Guard(f"{prefix}_lag", f"{server} lag <= {cluster.max_replication_lag} s",
-              lag not in (None, "") and int(lag) <= cluster.max_replication_lag, str(lag)),
+        Guard(
+            f"{prefix}_replication_running",
+            f"{server}'s replication threads run",
+            replica.get("Slave_IO_Running") == "Yes" and replica.get("Slave_SQL_Running") == "Yes",
+            f"IO {replica.get('Slave_IO_Running')}, SQL {replica.get('Slave_SQL_Running')}",
+        ),
+        Guard(
+            f"{prefix}_lag",
+            f"{server} lag <= {cluster.max_replication_lag} s",
+            lag not in (None, "") and int(lag) <= cluster.max_replication_lag,
+            str(lag),
+        ),
     ]
 
 
@@ -96,20 +147,31 @@ def pinned_sessions(rows, hostgroup, hostname, port):
                     reasons.append(flag)
             if conn.get("MultiplexDisabled") and not reasons:
                 reasons.append("multiplexing disabled")
-        out.append({"session": row.get("SessionID"), "user": row.get("user"), "command": row.get("command"),
-                    "time_ms": row.get("time_ms"), "info": (row.get("info") or "")[:200],
-                    "reasons": sorted(set(reasons)) or (["unknown (extended processlist off)"]
-                                                         if row.get("extended_info") is None else ["in a query"])})
+        out.append(
+            {
+                "session": row.get("SessionID"),
+                "user": row.get("user"),
+                "command": row.get("command"),
+                "time_ms": row.get("time_ms"),
+                "info": (row.get("info") or "")[:200],
+                "reasons": sorted(set(reasons))
+                or (["unknown (extended processlist off)"] if row.get("extended_info") is None else ["in a query"]),
+            }
+        )
     return out
 
 
-NATIVE_REFUSAL = ("The cluster is not natively managed (here {manager} and ProxySQL's Monitor choose the writer and "
-                  "move the servers themselves: this product's switchover moves the rows and would fight them, so it "
-                  "is refused. Move the writer through the manager: {how}; a switchover that does that for you is not "
-                  "built yet)")
+NATIVE_REFUSAL = (
+    "The cluster is not natively managed (here {manager} and ProxySQL's Monitor choose the writer and "
+    "move the servers themselves: this product's switchover moves the rows and would fight them, so it "
+    "is refused. Move the writer through the manager: {how}; a switchover that does that for you is not "
+    "built yet)"
+)
 # How each manager is made to move the writer (lab/reference/native-galera/, native-replication/).
-NATIVE_HOW = {"replication": "promote the new primary on the backends (read_only ON on the old one, the replicas "
-                             "re-pointed, read_only OFF on the new one): Monitor follows read_only within one check"}
+NATIVE_HOW = {
+    "replication": "promote the new primary on the backends (read_only ON on the old one, the replicas "
+    "re-pointed, read_only OFF on the new one): Monitor follows read_only within one check"
+}
 # The managers whose switchover this product plans through them (native_switchover.py, native_galera_switchover.py:
 # the Galera manager by the weights, OFFLINE_SOFT alone does not move it): the others are refused.
 NATIVE_WAYS = ("replication", "galera")
@@ -118,8 +180,17 @@ NATIVE_WAYS = ("replication", "galera")
 NATIVE_PLANNERS = {}
 
 
-def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLBACK,
-                    lower_autoinc=None, old_writer_to="reader", catchup_timeout_ms=2000, monitor_timeout_ms=None):
+def plan_switchover(
+    cluster,
+    new_writer,
+    *,
+    drain_timeout_ms=None,
+    on_timeout=OnDrainTimeout.ROLLBACK,
+    lower_autoinc=None,
+    old_writer_to="reader",
+    catchup_timeout_ms=2000,
+    monitor_timeout_ms=None,
+):
     """Build the switchover plan from what the nodes say now. Network reads only; writes nothing.
 
     lower_autoinc None: the planner chooses, the auto-increment way when sessions are pinned by
@@ -132,11 +203,19 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
     guards, facts = [], {"nodes": {}}
     if cluster.native_manager in NATIVE_WAYS:  # Monitor moves the writer; the plan makes it (native_switchover.py)
         return NATIVE_PLANNERS[cluster.native_manager](
-            cluster, new_writer, drain_timeout_ms=drain_timeout_ms, on_timeout=on_timeout, lower_autoinc=lower_autoinc,
-            monitor_timeout_ms=monitor_timeout_ms, catchup_timeout_ms=catchup_timeout_ms)
+            cluster,
+            new_writer,
+            drain_timeout_ms=drain_timeout_ms,
+            on_timeout=on_timeout,
+            lower_autoinc=lower_autoinc,
+            monitor_timeout_ms=monitor_timeout_ms,
+            catchup_timeout_ms=catchup_timeout_ms,
+        )
     if cluster.native_manager:  # Monitor chooses the writer: moving rows here would fight it (fleet/native.py)
-        refusal = NATIVE_REFUSAL.format(manager=cluster.get_native_manager_display(),
-                                        how=NATIVE_HOW.get(cluster.native_manager, "as its documentation says"))
+        refusal = NATIVE_REFUSAL.format(
+            manager=cluster.get_native_manager_display(),
+            how=NATIVE_HOW.get(cluster.native_manager, "as its documentation says"),
+        )
         guards.append(Guard("native_manager", refusal, False, cluster.native_manager, False))
         return Plan(OperationKind.SWITCHOVER, cluster.pk, f"Switchover {cluster.name}", guards, [], facts)
     old = current_writer(cluster)
@@ -145,8 +224,15 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
         return Plan(OperationKind.SWITCHOVER, cluster.pk, "Switchover", guards, [], facts)
     A, B = old.server, new_writer
     title = f"Switchover {cluster.name}: writer {A} → {B}"
-    guards.append(Guard("target", "The new writer is another backend of this cluster",
-                        B.pk != A.pk and B.cluster_id == cluster.pk, f"{A} → {B}", False))
+    guards.append(
+        Guard(
+            "target",
+            "The new writer is another backend of this cluster",
+            B.pk != A.pk and B.cluster_id == cluster.pk,
+            f"{A} → {B}",
+            False,
+        )
+    )
 
     # -- every ProxySQL node: reachable, A is its runtime writer, no unloaded edits, who holds A -----
     nodes = list(cluster.proxysql_nodes.order_by("pk"))
@@ -171,27 +257,67 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
         a_rows = [r for r in runtime if r.hostgroup_id == W and (r.hostname, r.port) == (A.hostname, A.port)]
         if not any(configured_status(r.status) == "ONLINE" for r in a_rows):
             not_writer.append(node.name)
-        shunned = [f"hg {r.hostgroup_id} {r.hostname}:{r.port}" for r in runtime if r.status != configured_status(r.status)]
+        shunned = [
+            f"hg {r.hostgroup_id} {r.hostname}:{r.port}" for r in runtime if r.status != configured_status(r.status)
+        ]
         edits = unloaded_edits(runtime, memory)
         if edits:
             pending_edits.append(f"{node.name} (" + ", ".join(f"hg {k[0]} {k[1]}:{k[2]}" for k in sorted(edits)) + ")")
         autoinc_values[node.pk] = variables.get(AUTOINC)
         tally.add(node, sessions, variables)
-        facts["nodes"][str(node.pk)] = {"name": node.name, "pinned": sessions, "autoinc": variables.get(AUTOINC),
-                                        "processlist_extended": variables.get(EXTENDED), "shunned": shunned}
-    guards.append(Guard("proxysql_reachable", "Every ProxySQL node of the cluster answers", not unreachable and bool(nodes),
-                        "; ".join(unreachable) or f"{len(nodes)} of {len(nodes)}", False))
-    guards.append(Guard("old_writer_online", f"{A} is ONLINE in writer hostgroup {W} on every node", not not_writer,
-                        ", ".join(not_writer) or "yes"))
-    guards.append(Guard("no_pending_edits", "No unloaded mysql_servers edits on any node (they would be loaded too)",
-                        not pending_edits, "; ".join(pending_edits) or "none"))
+        facts["nodes"][str(node.pk)] = {
+            "name": node.name,
+            "pinned": sessions,
+            "autoinc": variables.get(AUTOINC),
+            "processlist_extended": variables.get(EXTENDED),
+            "shunned": shunned,
+        }
+    guards.append(
+        Guard(
+            "proxysql_reachable",
+            "Every ProxySQL node of the cluster answers",
+            not unreachable and bool(nodes),
+            "; ".join(unreachable) or f"{len(nodes)} of {len(nodes)}",
+            False,
+        )
+    )
+    guards.append(
+        Guard(
+            "old_writer_online",
+            f"{A} is ONLINE in writer hostgroup {W} on every node",
+            not not_writer,
+            ", ".join(not_writer) or "yes",
+        )
+    )
+    guards.append(
+        Guard(
+            "no_pending_edits",
+            "No unloaded mysql_servers edits on any node (they would be loaded too)",
+            not pending_edits,
+            "; ".join(pending_edits) or "none",
+        )
+    )
     # Shown, not a guard: ProxySQL's own verdict, reset on that node by the drain's LOAD.
     facts["shunned"] = {n["name"]: n["shunned"] for n in facts["nodes"].values() if n["shunned"]}
     native = cluster.active_native_hostgroups()
-    manager_guard = Guard("no_native_hostgroups", "ProxySQL's native hostgroup manager is not active on these hostgroups",
-                          not native, ", ".join(f"{n['kind']} writer {n['writer_hostgroup']}" for n in native) or "inactive")
-    more, lower_autoinc = shared_guards(cluster, A, B, tally, facts, manager_guard, drain_timeout_ms=drain_timeout_ms,
-                                        on_timeout=on_timeout, longer_timeout=longer_timeout, lower_autoinc=lower_autoinc)
+    manager_guard = Guard(
+        "no_native_hostgroups",
+        "ProxySQL's native hostgroup manager is not active on these hostgroups",
+        not native,
+        ", ".join(f"{n['kind']} writer {n['writer_hostgroup']}" for n in native) or "inactive",
+    )
+    more, lower_autoinc = shared_guards(
+        cluster,
+        A,
+        B,
+        tally,
+        facts,
+        manager_guard,
+        drain_timeout_ms=drain_timeout_ms,
+        on_timeout=on_timeout,
+        longer_timeout=longer_timeout,
+        lower_autoinc=lower_autoinc,
+    )
     guards += more
 
     # -- steps ---------------------------------------------------------------------------------------
@@ -206,34 +332,81 @@ def plan_switchover(cluster, new_writer, *, drain_timeout_ms=None, on_timeout=On
         promote.title = f"Promote {B} (read_only OFF, before the drain: no writes reach it until the move)"
         steps.append(promote)
     if lower_autoinc:
-        steps.append(Step("autoinc_off", f"Lower {AUTOINC} to 0 for the drain (sessions release the old writer)",
-                          PROXYSQL, per_node("autoinc_off")))
+        steps.append(
+            Step(
+                "autoinc_off",
+                f"Lower {AUTOINC} to 0 for the drain (sessions release the old writer)",
+                PROXYSQL,
+                per_node("autoinc_off"),
+            )
+        )
     steps.append(Step("drain", f"{A} to OFFLINE_SOFT in writer hostgroup {W}", PROXYSQL, per_node("drain")))
-    steps.append(Step("wait_drain", f"Wait until {A}'s ConnUsed in hostgroup {W} is 0 on every node", WAIT_DRAIN,
-                      params={"targets": [[W, A.hostname, A.port]], "timeout_ms": drain_timeout_ms,
-                              "poll_ms": DRAIN_POLL_MS, "on_timeout": on_timeout,
-                              "offline_hard": per_node("offline_hard")}))
+    steps.append(
+        Step(
+            "wait_drain",
+            f"Wait until {A}'s ConnUsed in hostgroup {W} is 0 on every node",
+            WAIT_DRAIN,
+            params={
+                "targets": [[W, A.hostname, A.port]],
+                "timeout_ms": drain_timeout_ms,
+                "poll_ms": DRAIN_POLL_MS,
+                "on_timeout": on_timeout,
+                "offline_hard": per_node("offline_hard"),
+            },
+        )
+    )
     if cluster.kind == ClusterKind.GALERA:
-        steps.append(Step("catch_up", f"Wait until {B} has applied everything {A} committed (wsrep_last_committed)",
-                          WAIT_CATCHUP, params={"old": A.pk, "new": B.pk, "timeout_ms": catchup_timeout_ms}))
+        steps.append(
+            Step(
+                "catch_up",
+                f"Wait until {B} has applied everything {A} committed (wsrep_last_committed)",
+                WAIT_CATCHUP,
+                params={"old": A.pk, "new": B.pk, "timeout_ms": catchup_timeout_ms},
+            )
+        )
     else:
         steps.append(promote)
     roles = "reader" + (" and backup-writer" if cluster.backup_writer_hostgroup is not None else "")
-    steps.append(Step("move", f"{B} into writer hostgroup {W}; {B} and {A} swap their {roles} rows "
-                              f"(writer_is_also_reader={cluster.writer_is_also_reader}); {A} "
-                              f"{'reads' if old_writer_to == 'reader' else 'does not read'} in reader hostgroup {R}",
-                      PROXYSQL, per_node("move")))
-    steps.append(Step("verify", "Verify every node's runtime has every row of the plan", VERIFY,
-                      params={"expect": {str(pk): sql["expect"] for pk, sql in steps_sql.items()}}))
-    steps.append(Step("save", "Save MYSQL SERVERS to disk on every node", PROXYSQL, per_node("save"),
-                      point_of_no_return=True))
+    steps.append(
+        Step(
+            "move",
+            f"{B} into writer hostgroup {W}; {B} and {A} swap their {roles} rows "
+            f"(writer_is_also_reader={cluster.writer_is_also_reader}); {A} "
+            f"{'reads' if old_writer_to == 'reader' else 'does not read'} in reader hostgroup {R}",
+            PROXYSQL,
+            per_node("move"),
+        )
+    )
+    steps.append(
+        Step(
+            "verify",
+            "Verify every node's runtime has every row of the plan",
+            VERIFY,
+            params={"expect": {str(pk): sql["expect"] for pk, sql in steps_sql.items()}},
+        )
+    )
+    steps.append(
+        Step("save", "Save MYSQL SERVERS to disk on every node", PROXYSQL, per_node("save"), point_of_no_return=True)
+    )
     if lower_autoinc:
         steps.append(Step("autoinc_restore", f"Restore {AUTOINC}", PROXYSQL, per_node("autoinc_restore")))
-    steps.append(Step("inventory", "Record the new writer in the inventory", INVENTORY,
-                      params={"old": A.pk, "new": B.pk, "old_writer_to": old_writer_to}))
-    options = {"drain_timeout_ms": drain_timeout_ms, "on_timeout": on_timeout, "lower_autoinc": lower_autoinc,
-               "old_writer_to": old_writer_to, "new_writer": B.pk, "old_writer": A.pk,
-               "autoinc_values": {str(k): v for k, v in autoinc_values.items()}}
+    steps.append(
+        Step(
+            "inventory",
+            "Record the new writer in the inventory",
+            INVENTORY,
+            params={"old": A.pk, "new": B.pk, "old_writer_to": old_writer_to},
+        )
+    )
+    options = {
+        "drain_timeout_ms": drain_timeout_ms,
+        "on_timeout": on_timeout,
+        "lower_autoinc": lower_autoinc,
+        "old_writer_to": old_writer_to,
+        "new_writer": B.pk,
+        "old_writer": A.pk,
+        "autoinc_values": {str(k): v for k, v in autoinc_values.items()},
+    }
     return shared.annotate(Plan(OperationKind.SWITCHOVER, cluster.pk, title, guards, steps, facts, options), cluster)
 
 
@@ -256,8 +429,9 @@ class SessionTally:
                 self.held.append(f"{node.name} session {s['session']} ({s['user']}): {', '.join(holding)}")
 
 
-def shared_guards(cluster, A, B, tally, facts, manager_guard, *, drain_timeout_ms, on_timeout, longer_timeout,
-                  lower_autoinc):
+def shared_guards(
+    cluster, A, B, tally, facts, manager_guard, *, drain_timeout_ms, on_timeout, longer_timeout, lower_autoinc
+):
     """The guards every switchover has besides its nodes' (B healthy, enough nodes left, no other work, the drain's
     way through its sessions), `manager_guard` in its place; fills `facts`. Returns (guards, lower_autoinc resolved)."""
     facts.update(pinned_total=tally.total, pinned_reasons=dict(tally.reasons), old_writer=str(A), new_writer=str(B))
@@ -271,8 +445,15 @@ def shared_guards(cluster, A, B, tally, facts, manager_guard, *, drain_timeout_m
             states[server.pk] = exc
     guards = backend_guards(cluster, B, states.get(B.pk), "new_writer", source=A)
     if cluster.kind == ClusterKind.ASYNC:
-        guards.append(Guard("replication_credentials", "The cluster has replication credentials to re-point replicas",
-                            bool(cluster.replication_user), cluster.replication_user or "not set", False))
+        guards.append(
+            Guard(
+                "replication_credentials",
+                "The cluster has replication credentials to re-point replicas",
+                bool(cluster.replication_user),
+                cluster.replication_user or "not set",
+                False,
+            )
+        )
     # Counted besides B, by name: B may itself be unavailable, and the operator sees which nodes are (not) counted.
     available, unavailable = [], []
     for server in (server for server in servers if server.pk != B.pk):
@@ -280,17 +461,27 @@ def shared_guards(cluster, A, B, tally, facts, manager_guard, *, drain_timeout_m
         if not isinstance(s, ClientError) and (s.synced_primary or not s.wsrep_on):
             available.append(str(server))
         else:
-            unavailable.append(f"{server} ({'does not answer' if isinstance(s, ClientError) else 'not Synced/Primary'})")
-    guards.append(Guard("min_available", f"At least {cluster.min_available_readers} available node(s) besides the new writer",
-                        len(available) >= cluster.min_available_readers,
-                        f"{len(available)} available: {', '.join(available) or 'none'}"
-                        + (f"; not counted: {', '.join(unavailable)}" if unavailable else "")))
+            unavailable.append(
+                f"{server} ({'does not answer' if isinstance(s, ClientError) else 'not Synced/Primary'})"
+            )
+    guards.append(
+        Guard(
+            "min_available",
+            f"At least {cluster.min_available_readers} available node(s) besides the new writer",
+            len(available) >= cluster.min_available_readers,
+            f"{len(available)} available: {', '.join(available) or 'none'}"
+            + (f"; not counted: {', '.join(unavailable)}" if unavailable else ""),
+        )
+    )
     holder = current_holder(cluster)
-    guards.append(Guard("no_other_operation", "No other operation runs on this cluster", holder is None,
-                        holder or "none", False))
+    guards.append(
+        Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False)
+    )
     guards.append(pending_rows.guard(cluster))
     guards.append(manager_guard)
-    guards.append(Guard("drain_timeout", "A drain timeout is set", drain_timeout_ms > 0, f"{drain_timeout_ms} ms", False))
+    guards.append(
+        Guard("drain_timeout", "A drain timeout is set", drain_timeout_ms > 0, f"{drain_timeout_ms} ms", False)
+    )
     if on_timeout == OnDrainTimeout.OFFLINE_HARD:
         facts["sessions_cut_if_timeout"] = tally.total
     guards.append(_held_guard(tally.held, on_timeout, longer_timeout, drain_timeout_ms))
@@ -303,20 +494,33 @@ def _held_guard(held, on_timeout, longer_timeout, drain_timeout_ms):
     """Sessions pinned for a reason the drain cannot undo: it will not finish, unless the operator chose a way
     (OFFLINE_HARD at the timeout, which cuts them, or a drain timeout longer than the cluster's, to wait for
     their clients). Not an admin's override: only that choice lets it through."""
-    label = ("No session holds the old writer for a reason the drain cannot undo (user variables, temporary "
-             "tables, locks, prepared statements), or the operator chose a way")
+    label = (
+        "No session holds the old writer for a reason the drain cannot undo (user variables, temporary "
+        "tables, locks, prepared statements), or the operator chose a way"
+    )
     if not held:
         return Guard("no_held_sessions", label, True, "none", False)
     sessions = f"{len(held)} session(s) pinned: " + "; ".join(held)
     if on_timeout == OnDrainTimeout.OFFLINE_HARD:
-        return Guard("no_held_sessions", label, True, f"{sessions} — chosen: OFFLINE_HARD at the timeout cuts them", False)
+        return Guard(
+            "no_held_sessions", label, True, f"{sessions} — chosen: OFFLINE_HARD at the timeout cuts them", False
+        )
     if longer_timeout:
-        return Guard("no_held_sessions", label, True,
-                     f"{sessions} — chosen: a longer drain timeout ({drain_timeout_ms} ms) for their clients to end them",
-                     False)
-    return Guard("no_held_sessions", label, False,
-                 f"{sessions} — this drain will not finish: choose OFFLINE_HARD on timeout (cuts them) or a longer "
-                 f"drain timeout than the cluster's", False)
+        return Guard(
+            "no_held_sessions",
+            label,
+            True,
+            f"{sessions} — chosen: a longer drain timeout ({drain_timeout_ms} ms) for their clients to end them",
+            False,
+        )
+    return Guard(
+        "no_held_sessions",
+        label,
+        False,
+        f"{sessions} — this drain will not finish: choose OFFLINE_HARD on timeout (cuts them) or a longer "
+        f"drain timeout than the cluster's",
+        False,
+    )
 
 
 def _autoinc_way(lower_autoinc, pinned, inferred):
@@ -325,20 +529,30 @@ def _autoinc_way(lower_autoinc, pinned, inferred):
     chosen_by = "planner" if lower_autoinc is None else "operator"
     if lower_autoinc is None:
         lower_autoinc = pinned > 0
-    why = (f"{pinned} session(s) pinned by {AUTOINC}" if not inferred else
-           f"{pinned} connection(s) in use on the old writer, on nodes where {AUTOINC} is not 0 (it keeps a "
-           f"connection to the writer for the next statements after an INSERT, so under continuous writes it may "
-           f"never be returned)")
+    why = (
+        f"{pinned} session(s) pinned by {AUTOINC}"
+        if not inferred
+        else f"{pinned} connection(s) in use on the old writer, on nodes where {AUTOINC} is not 0 (it keeps a "
+        f"connection to the writer for the next statements after an INSERT, so under continuous writes it may "
+        f"never be returned)"
+    )
     reason = ""
     if lower_autoinc and chosen_by == "planner":
         reason = f"{why}: lowering it to 0 for the drain, restored after" + (" (a precaution)" if inferred else "")
     elif lower_autoinc:
         reason = f"chosen by the operator: lowering {AUTOINC} to 0 for the drain, restored after"
     elif pinned and chosen_by == "operator":
-        reason = (f"{why}, and the operator chose not to lower it: under continuous writes this drain "
-                  f"{'may' if inferred else 'will'} not finish")
-    return lower_autoinc, {"taken": lower_autoinc, "chosen_by": chosen_by, "pinned": pinned, "inferred": inferred,
-                           "reason": reason}
+        reason = (
+            f"{why}, and the operator chose not to lower it: under continuous writes this drain "
+            f"{'may' if inferred else 'will'} not finish"
+        )
+    return lower_autoinc, {
+        "taken": lower_autoinc,
+        "chosen_by": chosen_by,
+        "pinned": pinned,
+        "inferred": inferred,
+        "reason": reason,
+    }
 
 
 def notes(plan):
@@ -362,20 +576,38 @@ def notes(plan):
     elif way.get("pinned") and not options.get("lower_autoinc"):
         values = ", ".join(f"{n['name']}: {n.get('autoinc') or '?'}" for n in facts.get("nodes", {}).values())
         if way.get("inferred"):  # the extended processlist is off: likely, not read
-            said = (f"These connections may be held by auto-increment tokens ({AUTOINC} is {values}): under "
-                    f"continuous writes such a connection is never returned, so this drain may not finish.")
+            said = (
+                f"These connections may be held by auto-increment tokens ({AUTOINC} is {values}): under "
+                f"continuous writes such a connection is never returned, so this drain may not finish."
+            )
         else:
-            said = (f"These sessions are pinned by auto-increment tokens ({AUTOINC} is {values}). Under continuous "
-                    f"writes they never release the old writer, so this drain will not finish.")
-        out.append({"level": "warning", "text": f"{said} Safe ways through: plan again lowering {AUTOINC} to 0 during "
-                    f"the drain (the default), or a longer drain timeout. OFFLINE_HARD would cut "
-                    f"{facts['pinned_total']} session(s)."})
+            said = (
+                f"These sessions are pinned by auto-increment tokens ({AUTOINC} is {values}). Under continuous "
+                f"writes they never release the old writer, so this drain will not finish."
+            )
+        out.append(
+            {
+                "level": "warning",
+                "text": f"{said} Safe ways through: plan again lowering {AUTOINC} to 0 during "
+                f"the drain (the default), or a longer drain timeout. OFFLINE_HARD would cut "
+                f"{facts['pinned_total']} session(s).",
+            }
+        )
     if facts.get("held"):
-        out.append({"level": "error" if not plan.guards_passed else "warning",
-                    "text": f"Pinned for a reason the drain cannot undo: {'; '.join(facts['held'])}."})
+        out.append(
+            {
+                "level": "error" if not plan.guards_passed else "warning",
+                "text": f"Pinned for a reason the drain cannot undo: {'; '.join(facts['held'])}.",
+            }
+        )
     if options.get("on_timeout") == OnDrainTimeout.OFFLINE_HARD:
-        out.append({"level": "error", "text": f"If the drain times out, OFFLINE_HARD will cut the sessions still on "
-                                              f"{server}: {facts.get('sessions_cut_if_timeout', 0)} now."})
+        out.append(
+            {
+                "level": "error",
+                "text": f"If the drain times out, OFFLINE_HARD will cut the sessions still on "
+                f"{server}: {facts.get('sessions_cut_if_timeout', 0)} now.",
+            }
+        )
     return out
 
 
@@ -394,27 +626,43 @@ def _in_use_notes(plan, server):
         by_node = {n["name"]: (n.get("pinned") or [], n.get("processlist_extended")) for n in facts["nodes"].values()}
     else:  # a drain: per node name
         by_node = {name: (sessions, None) for name, sessions in (facts.get("pinned") or {}).items()}
-    unread = [name for name, (sessions, extended) in by_node.items()
-              if any(s["reasons"][0].startswith("unknown") for s in sessions) or (sessions and extended == "0")]
-    reasons = Counter(r for sessions, _ in by_node.values() for s in sessions for r in s["reasons"]
-                      if not r.startswith("unknown"))
+    unread = [
+        name
+        for name, (sessions, extended) in by_node.items()
+        if any(s["reasons"][0].startswith("unknown") for s in sessions) or (sessions and extended == "0")
+    ]
+    reasons = Counter(
+        r for sessions, _ in by_node.values() for s in sessions for r in s["reasons"] if not r.startswith("unknown")
+    )
     counts = ", ".join(f"{name}: {len(sessions)}" for name, (sessions, _) in by_node.items() if sessions)
     text = f"{facts['pinned_total']} connection(s) in use on {server} when planned ({counts})."
     if reasons:
-        text += " Read from the extended processlist: " + ", ".join(f"{r} × {n}" for r, n in sorted(reasons.items())) + "."
+        text += (
+            " Read from the extended processlist: " + ", ".join(f"{r} × {n}" for r, n in sorted(reasons.items())) + "."
+        )
     if unread:
-        text += (f" Why {'the others are' if reasons else 'they are'} in use cannot be read: {EXTENDED} is 0 on "
-                 f"{', '.join(unread)} (SET {EXTENDED}=1; LOAD MYSQL VARIABLES TO RUNTIME there, and plan again, "
-                 f"names the reason per connection).")
+        text += (
+            f" Why {'the others are' if reasons else 'they are'} in use cannot be read: {EXTENDED} is 0 on "
+            f"{', '.join(unread)} (SET {EXTENDED}=1; LOAD MYSQL VARIABLES TO RUNTIME there, and plan again, "
+            f"names the reason per connection)."
+        )
     out = [{"level": "info", "text": text}]
     wait = next((s for s in plan.steps if s.key == "wait_drain"), None)  # both planners key their drain's wait so
     if wait is not None:
-        then = ("cuts those still in use (OFFLINE_HARD)" if wait.params.get("on_timeout") == OnDrainTimeout.OFFLINE_HARD
-                else "rolls back: the server ONLINE again as before, no connection cut")
-        out.append({"level": "info", "text": f"The drain sets {server} OFFLINE_SOFT: no new statement goes to it, and "
-                    f"each connection is returned to the pool when its statement or transaction ends. It waits up to "
-                    f"{wait.params['timeout_ms']} ms (probing every {wait.params['poll_ms']} ms) for ConnUsed 0 on "
-                    f"every node; if some are still in use then, it {then}."})
+        then = (
+            "cuts those still in use (OFFLINE_HARD)"
+            if wait.params.get("on_timeout") == OnDrainTimeout.OFFLINE_HARD
+            else "rolls back: the server ONLINE again as before, no connection cut"
+        )
+        out.append(
+            {
+                "level": "info",
+                "text": f"The drain sets {server} OFFLINE_SOFT: no new statement goes to it, and "
+                f"each connection is returned to the pool when its statement or transaction ends. It waits up to "
+                f"{wait.params['timeout_ms']} ms (probing every {wait.params['poll_ms']} ms) for ConnUsed 0 on "
+                f"every node; if some are still in use then, it {then}.",
+            }
+        )
     return out
 
 
@@ -483,9 +731,13 @@ def _fields_row(key, fields):
 def autoinc_parts(sql, variables):
     """The auto-increment way's statements on one node: lowered to 0 for the drain, then its value put back."""
     autoinc = variables.get(AUTOINC) or "5"
-    return {"autoinc_off": {"sql": [sql.set_variable(AUTOINC, 0), sql.LOAD_VARIABLES],
-                            "rollback": [sql.set_variable(AUTOINC, autoinc), sql.LOAD_VARIABLES]},
-            "autoinc_restore": {"sql": [sql.set_variable(AUTOINC, autoinc), sql.LOAD_VARIABLES], "rollback": []}}
+    return {
+        "autoinc_off": {
+            "sql": [sql.set_variable(AUTOINC, 0), sql.LOAD_VARIABLES],
+            "rollback": [sql.set_variable(AUTOINC, autoinc), sql.LOAD_VARIABLES],
+        },
+        "autoinc_restore": {"sql": [sql.set_variable(AUTOINC, autoinc), sql.LOAD_VARIABLES], "rollback": []},
+    }
 
 
 def _node_statements(sql, cluster, A, B, runtime, variables, old_writer_to):
@@ -495,12 +747,21 @@ def _node_statements(sql, cluster, A, B, runtime, variables, old_writer_to):
     a_w = next((r for r in runtime if r.key == (W, A.hostname, A.port)), None)
     parts = {**autoinc_parts(sql, variables), "save": {"sql": [sql.SAVE_SERVERS], "rollback": []}}
     if a_w is None:
-        return {**parts, "drain": {"sql": [], "rollback": []}, "offline_hard": {"sql": [], "rollback": []},
-                "move": {"sql": [], "rollback": []}, "expect": []}
-    parts["drain"] = {"sql": [sql.set_status(W, A.hostname, A.port, "OFFLINE_SOFT"), sql.LOAD_SERVERS],
-                      "rollback": [sql.replace_server(_row(a_w)), sql.LOAD_SERVERS]}
-    parts["offline_hard"] = {"sql": [sql.set_status(W, A.hostname, A.port, "OFFLINE_HARD"), sql.LOAD_SERVERS],
-                             "rollback": [sql.replace_server(_row(a_w)), sql.LOAD_SERVERS]}
+        return {
+            **parts,
+            "drain": {"sql": [], "rollback": []},
+            "offline_hard": {"sql": [], "rollback": []},
+            "move": {"sql": [], "rollback": []},
+            "expect": [],
+        }
+    parts["drain"] = {
+        "sql": [sql.set_status(W, A.hostname, A.port, "OFFLINE_SOFT"), sql.LOAD_SERVERS],
+        "rollback": [sql.replace_server(_row(a_w)), sql.LOAD_SERVERS],
+    }
+    parts["offline_hard"] = {
+        "sql": [sql.set_status(W, A.hostname, A.port, "OFFLINE_HARD"), sql.LOAD_SERVERS],
+        "rollback": [sql.replace_server(_row(a_w)), sql.LOAD_SERVERS],
+    }
     # B takes A's place in the writer hostgroup; the two swap their other role rows. The rollback puts
     # back every row as this node had it (A's writer row as before the drain).
     changes = swapped_roles(cluster, rows, (A.hostname, A.port), (B.hostname, B.port), old_writer_to)
@@ -516,7 +777,9 @@ def _promote_actions(cluster, A, B):
     if cluster.kind == ClusterKind.GALERA:
         return [{**b, "action": "read_only", "value": False}]
     if cluster.kind == ClusterKind.ASYNC:
-        return [{**a, "action": "read_only", "value": True},
-                {**b, "action": "promote_replica", "old_primary": A.pk},
-                {**b, "action": "read_only", "value": False}]
+        return [
+            {**a, "action": "read_only", "value": True},
+            {**b, "action": "promote_replica", "old_primary": A.pk},
+            {**b, "action": "read_only", "value": False},
+        ]
     return [{**b, "action": "group_replication_set_as_primary"}]

@@ -12,6 +12,7 @@ that does not answer keeps it with its other statements (a pending rollback or f
 Disk is never written by the hold: it keeps what it had (unless the plan itself saves ADMIN VARIABLES, then the
 restore saves again). Plans on nodes that do not sync a module they touch are left exactly as they were.
 """
+
 import re
 
 from apps.clients.proxysql import on_each_node
@@ -22,9 +23,14 @@ from apps.plans.registry import PROPAGATE, kind_spec, step_handler
 
 
 # LOAD <module> TO RUNTIME -> the module's name in admin-cluster_<name>_diffs_before_sync
-SYNCED = {"MYSQL SERVERS": "mysql_servers", "MYSQL USERS": "mysql_users", "MYSQL QUERY RULES": "mysql_query_rules",
-          "MYSQL VARIABLES": "mysql_variables", "ADMIN VARIABLES": "admin_variables",
-          "PROXYSQL SERVERS": "proxysql_servers"}
+SYNCED = {
+    "MYSQL SERVERS": "mysql_servers",
+    "MYSQL USERS": "mysql_users",
+    "MYSQL QUERY RULES": "mysql_query_rules",
+    "MYSQL VARIABLES": "mysql_variables",
+    "ADMIN VARIABLES": "admin_variables",
+    "PROXYSQL SERVERS": "proxysql_servers",
+}
 LOAD = re.compile(r"^LOAD (.+) TO RUNTIME$", re.IGNORECASE)
 LOAD_ADMIN, SAVE_ADMIN = "LOAD ADMIN VARIABLES TO RUNTIME", "SAVE ADMIN VARIABLES TO DISK"
 HOLD_KEY, RESTORE_KEY = "sync_hold", "sync_restore"
@@ -55,8 +61,9 @@ def _sends(step):
 
 def loads(step):
     """Whether this step LOADs something to runtime on a node (where a peer could pull from)."""
-    return step_handler(step.kind).sends_nodes and any(LOAD.match(q.strip()) for spec in step.nodes.values()
-                                                       for q in spec.get("sql", []))
+    return step_handler(step.kind).sends_nodes and any(
+        LOAD.match(q.strip()) for spec in step.nodes.values() for q in spec.get("sql", [])
+    )
 
 
 def saves_admin_variables(plan):
@@ -95,8 +102,12 @@ def annotate(plan, cluster):
         # first would hand its settings (and its sync) to one still mid-operation
         values, interval = synced(admin, modules | {"admin_variables"})
         sql = Sql(admin)  # rendered here, with this node's driver escaping
-        return (values, interval, [sql.set_variable(variable(m), 0) for m in values] + [LOAD_ADMIN],
-                [sql.set_variable(variable(m), v) for m, v in values.items()] + [LOAD_ADMIN])
+        return (
+            values,
+            interval,
+            [sql.set_variable(variable(m), 0) for m in values] + [LOAD_ADMIN],
+            [sql.set_variable(variable(m), v) for m, v in values.items()] + [LOAD_ADMIN],
+        )
 
     readings, unread = {}, []
     for node, result, error in on_each_node(nodes, read):
@@ -129,20 +140,37 @@ def hold(plan, touched, readings, refused=""):
     if not hold:
         return plan
     modules = sorted({m for values in held.values() for m in values})
-    where = (("both nodes" if len(held) == 2 else "every node") if len(held) == len(touched) and len(held) > 1
-             else ", ".join(held))
+    where = (
+        ("both nodes" if len(held) == 2 else "every node")
+        if len(held) == len(touched) and len(held) > 1
+        else ", ".join(held)
+    )
     said = f"ProxySQL Cluster sync of {', '.join(modules)} held off on {where} for the operation, restored after"
     if refused:
         said += f" (not propagated from one node, as the cluster asks: {refused})"
     plan.facts["cluster_sync_held"] = {"said": said, "nodes": held}
-    plan.steps.insert(0, Step(HOLD_KEY, f"Hold ProxySQL Cluster sync of {', '.join(modules)} on {where} "
-                                        "(admin-cluster_<module>_diffs_before_sync=0: no peer pulls a half-applied "
-                                        "state; restored after, and on rollback)"
-                                        + (f"; not propagated from one node: {refused}" if refused else ""),
-                              PROXYSQL, hold))
+    plan.steps.insert(
+        0,
+        Step(
+            HOLD_KEY,
+            f"Hold ProxySQL Cluster sync of {', '.join(modules)} on {where} "
+            "(admin-cluster_<module>_diffs_before_sync=0: no peer pulls a half-applied "
+            "state; restored after, and on rollback)"
+            + (f"; not propagated from one node: {refused}" if refused else ""),
+            PROXYSQL,
+            hold,
+        ),
+    )
     # forward_only: everything else is done; a node that does not answer keeps the restore for later (finish pending)
-    plan.steps.append(Step(RESTORE_KEY, f"Restore ProxySQL Cluster sync of {', '.join(modules)} on {where} "
-                                        "(the values read when planned)", PROXYSQL, restore, forward_only=True))
+    plan.steps.append(
+        Step(
+            RESTORE_KEY,
+            f"Restore ProxySQL Cluster sync of {', '.join(modules)} on {where} (the values read when planned)",
+            PROXYSQL,
+            restore,
+            forward_only=True,
+        )
+    )
     return plan
 
 
@@ -175,8 +203,10 @@ def propagate_refused(plan, touched, readings, unread):
     if len(loading) != 1:
         return f"it loads in {len(loading)} steps ({', '.join(loading)}), and a peer could pull a state in between"
     if len(modules) > 1:  # one LOAD is whole; two are not, and a peer pulls each module on its own
-        return (f"it loads {len(modules)} modules ({', '.join(sorted(modules))}), and a peer could pull one "
-                "without the other")
+        return (
+            f"it loads {len(modules)} modules ({', '.join(sorted(modules))}), and a peer could pull one "
+            "without the other"
+        )
     return ""
 
 
@@ -202,23 +232,37 @@ def propagate(plan, touched, readings):
     peers = sorted((n for n in readings if n != origin), key=lambda n: n.pk)
     origin_id = str(origin.pk)
     modules = sorted(set().union(*touched.values()))
-    wait = {"origin": origin_id, "peers": [str(n.pk) for n in peers],
-            "names": {str(n.pk): n.name for n in readings}, "modules": modules,
-            "timeout_ms": pull_bound_ms(readings, modules)}
+    wait = {
+        "origin": origin_id,
+        "peers": [str(n.pk) for n in peers],
+        "names": {str(n.pk): n.name for n in readings},
+        "modules": modules,
+        "timeout_ms": pull_bound_ms(readings, modules),
+    }
     for index, step in enumerate(list(plan.steps)):
         if loads(step):
             step.nodes = {origin_id: step.nodes[origin_id]}
             step.title += f" (on {origin.name} only: its peers pull it)"
-            plan.steps.insert(index + 1, Step(
-                WAIT_SYNC_KEY, f"Wait until {', '.join(n.name for n in peers)} pulled it from {origin.name} "
-                               f"(ProxySQL Cluster: every peer's checksum of {', '.join(modules)} equals "
-                               f"{origin.name}'s, at most {wait['timeout_ms']} ms)", WAIT_SYNC, params=wait))
+            plan.steps.insert(
+                index + 1,
+                Step(
+                    WAIT_SYNC_KEY,
+                    f"Wait until {', '.join(n.name for n in peers)} pulled it from {origin.name} "
+                    f"(ProxySQL Cluster: every peer's checksum of {', '.join(modules)} equals "
+                    f"{origin.name}'s, at most {wait['timeout_ms']} ms)",
+                    WAIT_SYNC,
+                    params=wait,
+                ),
+            )
         elif step_handler(step.kind).on_timeout and step.params.get("offline_hard"):
             step.params["offline_hard"] = {origin_id: step.params["offline_hard"][origin_id]}
             step.params["then_sync"] = wait
     plan.facts["cluster_sync_propagated"] = {
         "said": f"ProxySQL Cluster: written on {origin.name} only; {', '.join(n.name for n in peers)} "
-                f"{'pulls' if len(peers) == 1 else 'pull'} it "
-                f"(sync of {', '.join(modules)} on); a rollback is undone on {origin.name} and pulled the same way",
-        "origin": origin.name, "peers": [n.name for n in peers], "timeout_ms": wait["timeout_ms"]}
+        f"{'pulls' if len(peers) == 1 else 'pull'} it "
+        f"(sync of {', '.join(modules)} on); a rollback is undone on {origin.name} and pulled the same way",
+        "origin": origin.name,
+        "peers": [n.name for n in peers],
+        "timeout_ms": wait["timeout_ms"],
+    }
     return plan

@@ -16,7 +16,17 @@ from apps.plans.vocabulary import Plan
 from apps.plans.registry import KINDS, choices
 from apps.configuration.services import Refused
 
-from . import drain, pending_rows, record_nodes as nodes_as_intent, repair, rollbacks, rule_settings, selectors, services, switchover
+from . import (
+    drain,
+    pending_rows,
+    record_nodes as nodes_as_intent,
+    repair,
+    rollbacks,
+    rule_settings,
+    selectors,
+    services,
+    switchover,
+)
 from .forms import ConfirmForm, DrainForm, RuleSettingsForm, SwitchoverForm, silent_nodes
 from .choices import OperationState
 from .models import Operation
@@ -25,15 +35,30 @@ from .models import Operation
 @require_role(VIEWER)
 def operation_list(request):
     """Every operation, newest first; filtered by cluster, kind and state (a filter not understood is ignored)."""
-    chosen = {"cluster": parse_id(request.GET.get("cluster", "")), "kind": request.GET.get("kind", ""),
-              "state": request.GET.get("state", "")}
-    ops = selectors.operations(cluster=chosen["cluster"], kind=chosen["kind"] if chosen["kind"] in KINDS else "",
-                               state=chosen["state"] if chosen["state"] in OperationState.values else "")
+    chosen = {
+        "cluster": parse_id(request.GET.get("cluster", "")),
+        "kind": request.GET.get("kind", ""),
+        "state": request.GET.get("state", ""),
+    }
+    ops = selectors.operations(
+        cluster=chosen["cluster"],
+        kind=chosen["kind"] if chosen["kind"] in KINDS else "",
+        state=chosen["state"] if chosen["state"] in OperationState.values else "",
+    )
     page = Paginator(ops.select_related("cluster"), 50).get_page(request.GET.get("page"))
     kept = urlencode({k: v for k, v in chosen.items() if v not in (None, "")})
-    return TemplateResponse(request, "operations/list.html", {
-        "page": page, "chosen": chosen, "kept": kept, "clusters": Cluster.objects.order_by("name"),
-        "kinds": choices(), "states": OperationState.choices})
+    return TemplateResponse(
+        request,
+        "operations/list.html",
+        {
+            "page": page,
+            "chosen": chosen,
+            "kept": kept,
+            "clusters": Cluster.objects.order_by("name"),
+            "kinds": choices(),
+            "states": OperationState.choices,
+        },
+    )
 
 
 @require_role(OPERATOR)
@@ -46,17 +71,30 @@ def switchover_new(request, cluster_pk):
     form = SwitchoverForm(request.POST or None, cluster=cluster, exclude_server=writer.server if writer else None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        plan = switchover.plan_switchover(cluster, data["new_writer"], drain_timeout_ms=data["drain_timeout_ms"],
-                                          on_timeout=data["on_timeout"], lower_autoinc=data["lower_autoinc"],
-                                          old_writer_to=data["old_writer_to"])
+        plan = switchover.plan_switchover(
+            cluster,
+            data["new_writer"],
+            drain_timeout_ms=data["drain_timeout_ms"],
+            on_timeout=data["on_timeout"],
+            lower_autoinc=data["lower_autoinc"],
+            old_writer_to=data["old_writer_to"],
+        )
         op = services.save_plan(plan, actor=Actor.of_request(request))
         return redirect(op)
     if request.method == "POST":
-        record("switchover planned", request=request, cluster=cluster, outcome="invalid",
-               details={"errors": form.errors.get_json_data()})
-    return TemplateResponse(request, "operations/switchover_form.html",
-                            {"cluster": cluster, "writer": writer, "form": form, "silent_nodes": silent_nodes(cluster)},
-                            status=400 if form.errors else 200)
+        record(
+            "switchover planned",
+            request=request,
+            cluster=cluster,
+            outcome="invalid",
+            details={"errors": form.errors.get_json_data()},
+        )
+    return TemplateResponse(
+        request,
+        "operations/switchover_form.html",
+        {"cluster": cluster, "writer": writer, "form": form, "silent_nodes": silent_nodes(cluster)},
+        status=400 if form.errors else 200,
+    )
 
 
 @require_role(OPERATOR)
@@ -66,15 +104,25 @@ def drain_new(request, server_pk):
     form = DrainForm(request.POST or None, initial={"drain_timeout_ms": server.cluster.drain_timeout_ms})
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        plan = drain.plan_drain(server, drain_timeout_ms=data["drain_timeout_ms"], on_timeout=data["on_timeout"],
-                                note=data["note"])
+        plan = drain.plan_drain(
+            server, drain_timeout_ms=data["drain_timeout_ms"], on_timeout=data["on_timeout"], note=data["note"]
+        )
         return redirect(services.save_plan(plan, actor=Actor.of_request(request)))
     if request.method == "POST":
-        record("drain planned", request=request, cluster=server.cluster, target=str(server), outcome="invalid",
-               details={"errors": form.errors.get_json_data()})
-    return TemplateResponse(request, "operations/drain_form.html",
-                            {"server": server, "form": form, "silent_nodes": silent_nodes(server.cluster)},
-                            status=400 if form.errors else 200)
+        record(
+            "drain planned",
+            request=request,
+            cluster=server.cluster,
+            target=str(server),
+            outcome="invalid",
+            details={"errors": form.errors.get_json_data()},
+        )
+    return TemplateResponse(
+        request,
+        "operations/drain_form.html",
+        {"server": server, "form": form, "silent_nodes": silent_nodes(server.cluster)},
+        status=400 if form.errors else 200,
+    )
 
 
 @require_role(OPERATOR)
@@ -96,8 +144,13 @@ def repair_new(request, cluster_pk):
         wanted = {_int(v) for v in asked}
         node_ids = sorted(cluster.proxysql_nodes.filter(pk__in=wanted - {None}).values_list("pk", flat=True))
         if len(node_ids) != len(wanted):
-            record("repair planned", request=request, cluster=cluster, outcome="invalid",
-                   details={"node": ", ".join(asked)[:100], "error": "not a ProxySQL node of this cluster"})
+            record(
+                "repair planned",
+                request=request,
+                cluster=cluster,
+                outcome="invalid",
+                details={"node": ", ".join(asked)[:100], "error": "not a ProxySQL node of this cluster"},
+            )
             messages.error(request, "That is not a ProxySQL node of this cluster.")
             return redirect(cluster)
     return redirect(services.save_plan(repair.plan_repair(cluster, node_ids), actor=Actor.of_request(request)))
@@ -110,17 +163,28 @@ def record_nodes(request, cluster_pk):
     error, status = "", 200
     if request.method == "POST":
         try:
-            version = nodes_as_intent.record_nodes(cluster, actor=Actor.of_request(request),
-                                                   reason=request.POST.get("reason", "")[:2000],
-                                                   expect_version=_int(request.POST.get("version")))
+            version = nodes_as_intent.record_nodes(
+                cluster,
+                actor=Actor.of_request(request),
+                reason=request.POST.get("reason", "")[:2000],
+                expect_version=_int(request.POST.get("version")),
+            )
         except Refused as exc:
             error, status = str(exc), 403 if getattr(exc, "forbidden", False) else 400
         else:
             messages.success(request, f"Version {version.number} records what the nodes run.")
             return redirect(cluster)
-    return TemplateResponse(request, "operations/record_nodes.html",
-                            {"cluster": cluster, "reading": nodes_as_intent.read(cluster), "error": error,
-                             "reason": request.POST.get("reason", "")}, status=status)
+    return TemplateResponse(
+        request,
+        "operations/record_nodes.html",
+        {
+            "cluster": cluster,
+            "reading": nodes_as_intent.read(cluster),
+            "error": error,
+            "reason": request.POST.get("reason", ""),
+        },
+        status=status,
+    )
 
 
 def _int(value):
@@ -134,8 +198,9 @@ def _int(value):
 def pending_rollbacks(request):
     """htmx partial: the banner of the finishes and rollbacks pending, for one cluster (?cluster=<id>) or the fleet."""
     cluster = get_object_or_404(Cluster, pk=_int(request.GET["cluster"])) if request.GET.get("cluster") else None
-    return TemplateResponse(request, "operations/pending_rollbacks.html",
-                            {"pending_rollbacks": pending_rows.banner(cluster)})
+    return TemplateResponse(
+        request, "operations/pending_rollbacks.html", {"pending_rollbacks": pending_rows.banner(cluster)}
+    )
 
 
 @require_role(OPERATOR)
@@ -156,23 +221,37 @@ def operation_rollback_now(request, pk):
 def operation_detail(request, pk):
     op = get_object_or_404(Operation.objects.select_related("cluster"), pk=pk)
     plan = Plan.from_json(op.plan)
-    return TemplateResponse(request, "operations/detail.html", {
-        "op": op, "plan": plan, "steps": op.steps.all(), "confirm_form": ConfirmForm(),
-        "plan_expired": services.plan_expired(op),
-        "notes": switchover.notes(plan),
-        "hard_failed": [g.label for g in plan.failed_guards if not g.overridable],  # services.confirm refuses them
-        "pending": op.pending_rollbacks.select_related("node", "operation", "superseded_by"),
-        "second_person_needed": (op.cluster.two_person_rule and request.user.is_authenticated
-                                 and services.is_planner(op, request.user)),
-    })
+    return TemplateResponse(
+        request,
+        "operations/detail.html",
+        {
+            "op": op,
+            "plan": plan,
+            "steps": op.steps.all(),
+            "confirm_form": ConfirmForm(),
+            "plan_expired": services.plan_expired(op),
+            "notes": switchover.notes(plan),
+            "hard_failed": [g.label for g in plan.failed_guards if not g.overridable],  # services.confirm refuses them
+            "pending": op.pending_rollbacks.select_related("node", "operation", "superseded_by"),
+            "second_person_needed": (
+                op.cluster.two_person_rule and request.user.is_authenticated and services.is_planner(op, request.user)
+            ),
+        },
+    )
 
 
 @require_role(VIEWER)
 def operation_progress(request, pk):
     """htmx partial polled while the operation runs; answers 286 (stop polling) once it has finished."""
     op = get_object_or_404(Operation.objects.select_related("cluster"), pk=pk)
-    context = {"op": op, "steps": op.steps.all(), "sessions": selectors.sessions_holding(op) if op.state in (OperationState.PENDING, OperationState.RUNNING) else None,
-               "pending": op.pending_rollbacks.select_related("node", "operation", "superseded_by")}
+    context = {
+        "op": op,
+        "steps": op.steps.all(),
+        "sessions": selectors.sessions_holding(op)
+        if op.state in (OperationState.PENDING, OperationState.RUNNING)
+        else None,
+        "pending": op.pending_rollbacks.select_related("node", "operation", "superseded_by"),
+    }
     response = TemplateResponse(request, "operations/detail.html#progress", context)
     if op.finished and request.htmx:
         response.render()
@@ -224,25 +303,40 @@ def cluster_rules(request, cluster_pk, form=None, status=200):
     it), what the rules decided recently and what each would do now (nothing is done by looking)."""
     cluster = get_object_or_404(Cluster, pk=cluster_pk)
     editable = rule_settings.editable(request.user)
-    return TemplateResponse(request, "operations/rules.html", {
-        "cluster": cluster, "form": form or RuleSettingsForm(instance=cluster, editable=editable),
-        "operator_fields": rule_settings.OPERATOR_FIELDS, "now": rule_settings.would_do_now(cluster),
-        "decisions": rule_settings.decisions(cluster)}, status=status)
+    return TemplateResponse(
+        request,
+        "operations/rules.html",
+        {
+            "cluster": cluster,
+            "form": form or RuleSettingsForm(instance=cluster, editable=editable),
+            "operator_fields": rule_settings.OPERATOR_FIELDS,
+            "now": rule_settings.would_do_now(cluster),
+            "decisions": rule_settings.decisions(cluster),
+        },
+        status=status,
+    )
 
 
 @require_role(OPERATOR)
 @require_POST
 def cluster_rules_save(request, cluster_pk):
     cluster = get_object_or_404(Cluster, pk=cluster_pk)
-    form = RuleSettingsForm(request.POST, instance=Cluster.objects.get(pk=cluster.pk),
-                            editable=rule_settings.editable(request.user))
+    form = RuleSettingsForm(
+        request.POST, instance=Cluster.objects.get(pk=cluster.pk), editable=rule_settings.editable(request.user)
+    )
     if not form.is_valid():
-        record("rule settings changed", request=request, cluster=cluster, outcome="invalid",
-               details={"errors": form.errors.get_json_data()})
+        record(
+            "rule settings changed",
+            request=request,
+            cluster=cluster,
+            outcome="invalid",
+            details={"errors": form.errors.get_json_data()},
+        )
         return cluster_rules(request, cluster.pk, form=form, status=400)
     try:
-        changes = rule_settings.change(cluster, {f: form.cleaned_data[f] for f in rule_settings.FIELDS},
-                                       actor=Actor.of_request(request))
+        changes = rule_settings.change(
+            cluster, {f: form.cleaned_data[f] for f in rule_settings.FIELDS}, actor=Actor.of_request(request)
+        )
         messages.success(request, f"Saved: {', '.join(changes)}." if changes else "Nothing changed.")
     except rule_settings.NotAllowed as exc:
         messages.error(request, str(exc))

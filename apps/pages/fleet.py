@@ -1,4 +1,5 @@
 """The fleet overview (`/` and its live fragment): what needs attention first, then every cluster, paged."""
+
 from apps.alerts.selectors import firing_summary  # the banner: alerts firing in the fleet
 from apps.fleet import tags
 from apps.monitoring import overview
@@ -30,5 +31,10 @@ def overview_context(request):
             tag_error = str(exc)
     if "tag" in args:  # shown one way, key=value, however it was typed
         tag_text = "=".join(args["tag"])
-    return {**overview.fleet_overview(**args), "pending_rollbacks": pending_rows.banner(), **firing_summary(),
-            "tag": tag_text, "tag_error": tag_error}
+    return {
+        **overview.fleet_overview(**args),
+        "pending_rollbacks": pending_rows.banner(),
+        **firing_summary(),
+        "tag": tag_text,
+        "tag_error": tag_error,
+    }

@@ -1,5 +1,6 @@
 """The body of /metrics: monitoring's exporter (clusters, nodes, backends, mirror rules) with the series of the apps
 above it, operations' and alerts' (each app owns the reads of its own tables)."""
+
 from apps.alerts.metrics import alert_series
 from apps.monitoring import exporter
 from apps.operations.metrics import operation_series

@@ -1,5 +1,6 @@
 """The ProxySQL node page's context: monitoring's live state with digests' mirror rules (the digest poll
 measures them), for the page (apps/pages/views.py) and its live partials (apps/monitoring/views.py)."""
+
 import time
 
 from apps.digests.selectors import mirror_rules

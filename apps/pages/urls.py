@@ -1,4 +1,5 @@
 """The composite pages' URLs (apps/pages/views.py); their paths are those they always had."""
+
 from django.urls import path
 
 from . import views

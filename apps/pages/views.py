@@ -2,6 +2,7 @@
 live fragments and the cluster page's forms. Each mixes what several apps hold (monitoring's latest state, alerts,
 DR channels, operations, configuration's drift); the apps below keep their cores, these doors only put them together.
 Live reads from the nodes are selectors' (apps/monitoring/selectors.py), never a view's."""
+
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
@@ -37,28 +38,38 @@ def overview(request):
 @require_role(VIEWER)
 def cluster_detail(request, pk):
     cluster = get_object_or_404(Cluster, pk=pk)
-    memberships = (HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server")
-                   .order_by("hostgroup_id", "-weight", "server__hostname", "server__port"))
+    memberships = (
+        HostgroupMembership.objects.filter(server__cluster=cluster)
+        .select_related("server")
+        .order_by("hostgroup_id", "-weight", "server__hostname", "server__port")
+    )
     roles = cluster.hostgroup_roles()
     hostgroups = {}
     for m in memberships:
-        hostgroups.setdefault(m.hostgroup_id, {"id": m.hostgroup_id, "role": roles.get(m.hostgroup_id, "other"),
-                                               "members": []})["members"].append(m)
+        hostgroups.setdefault(
+            m.hostgroup_id, {"id": m.hostgroup_id, "role": roles.get(m.hostgroup_id, "other"), "members": []}
+        )["members"].append(m)
     for hg, role in roles.items():
         hostgroups.setdefault(hg, {"id": hg, "role": role, "members": []})
-    return TemplateResponse(request, "fleet/cluster_detail.html", {
-        "hostgroups": sorted(hostgroups.values(), key=lambda h: h["id"]),
-        "native_active": cluster.active_native_hostgroups(),
-        **monitoring_selectors.cluster_live(cluster), **monitoring_selectors.sparkline_context(cluster),
-        **monitoring_selectors.cluster_query_stats(cluster),
-        "recent_operations": cluster.operations.exclude(state=OperationState.PLANNED)[:8],
-        "manager_moves": native_failover.recent_moves(cluster.pk, limit=5) if cluster.native_manager else [],
-        "pending_rollbacks": pending_rows.banner(cluster),
-        **alert_selectors.open_for_cluster(cluster),
-        **dr_selectors.for_cluster(cluster),
-        "tags": tags.of(cluster),
-        "connections_form": ConnectionsForm(instance=cluster), "tls_ca_described": connections.describe_ca(cluster.tls_ca),
-    })
+    return TemplateResponse(
+        request,
+        "fleet/cluster_detail.html",
+        {
+            "hostgroups": sorted(hostgroups.values(), key=lambda h: h["id"]),
+            "native_active": cluster.active_native_hostgroups(),
+            **monitoring_selectors.cluster_live(cluster),
+            **monitoring_selectors.sparkline_context(cluster),
+            **monitoring_selectors.cluster_query_stats(cluster),
+            "recent_operations": cluster.operations.exclude(state=OperationState.PLANNED)[:8],
+            "manager_moves": native_failover.recent_moves(cluster.pk, limit=5) if cluster.native_manager else [],
+            "pending_rollbacks": pending_rows.banner(cluster),
+            **alert_selectors.open_for_cluster(cluster),
+            **dr_selectors.for_cluster(cluster),
+            "tags": tags.of(cluster),
+            "connections_form": ConnectionsForm(instance=cluster),
+            "tls_ca_described": connections.describe_ca(cluster.tls_ca),
+        },
+    )
 
 
 @require_role(ADMIN)
@@ -76,8 +87,9 @@ def cluster_connections(request, pk):
         response.status_code = 400
         return response
     changed = connections.save(cluster, form.cleaned_data, actor=Actor.of_request(request))
-    messages.success(request, f"Connection settings saved ({', '.join(changed)})." if changed
-                     else "Connection settings unchanged.")
+    messages.success(
+        request, f"Connection settings saved ({', '.join(changed)})." if changed else "Connection settings unchanged."
+    )
     return redirect(reverse("pages:cluster", args=[cluster.pk]) + "#connections")
 
 
@@ -102,10 +114,14 @@ def cluster_drift(request, pk):
     """htmx partial: drift read live from every ProxySQL node of the cluster (the configuration's engine: every
     table and variable of the current version; configuration sits above fleet, so it is imported here)."""
     cluster = get_object_or_404(Cluster, pk=pk)
-    return fragment_response(request, "fleet/cluster_detail.html#drift",
-                             {"cluster": cluster, "drift": engine.cluster_drift(cluster)},
-                             title=f"Drift of {cluster.name}", back_url=cluster.get_absolute_url() + "#drift-section",
-                             back_label=f"Cluster {cluster.name}")
+    return fragment_response(
+        request,
+        "fleet/cluster_detail.html#drift",
+        {"cluster": cluster, "drift": engine.cluster_drift(cluster)},
+        title=f"Drift of {cluster.name}",
+        back_url=cluster.get_absolute_url() + "#drift-section",
+        back_label=f"Cluster {cluster.name}",
+    )
 
 
 @require_role(VIEWER)
@@ -118,20 +134,25 @@ def proxysql_node_detail(request, pk):
 def proxysql_node_runtime(request, pk):
     """htmx partial: the node's runtime_mysql_servers, read now."""
     node = get_object_or_404(ProxySQLNode, pk=pk)
-    return TemplateResponse(request, "fleet/proxysql_node.html#runtime",
-                            {"node": node, **monitoring_selectors.runtime_servers_now(node)})
+    return TemplateResponse(
+        request, "fleet/proxysql_node.html#runtime", {"node": node, **monitoring_selectors.runtime_servers_now(node)}
+    )
 
 
 @require_role(VIEWER)
 def server_detail(request, pk):
     server = get_object_or_404(Server.objects.select_related("cluster"), pk=pk)
-    return TemplateResponse(request, "fleet/server.html", {"memberships": server.memberships.all(),
-                                                           **monitoring_selectors.server_context(server)})
+    return TemplateResponse(
+        request,
+        "fleet/server.html",
+        {"memberships": server.memberships.all(), **monitoring_selectors.server_context(server)},
+    )
 
 
 @require_role(VIEWER)
 def server_state(request, pk):
     """htmx partial: what the backend says about itself now (wsrep, read_only)."""
     server = get_object_or_404(Server.objects.select_related("cluster"), pk=pk)
-    return TemplateResponse(request, "fleet/server.html#state",
-                            {"server": server, **monitoring_selectors.backend_state_now(server)})
+    return TemplateResponse(
+        request, "fleet/server.html#state", {"server": server, **monitoring_selectors.backend_state_now(server)}
+    )

@@ -5,6 +5,7 @@ app that owns a kind registers it in its AppConfig.ready() (operations: kinds.py
 the executor, the re-check, confirm, sync_hold and the alert holds read them here. Pure data: no Django import.
 It sits below every app that plans (apps/tests/test_boundaries.py ORDER), so that configuration registers its change
 sets here as operations and dr register theirs."""
+
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -96,11 +97,14 @@ class PlanningServices:
     """What a planner in an app below operations (configuration's change sets) asks of the apps above it, served by
     the operations app in its AppConfig.ready() (serve()): the plan is made where its data lives; the Operation is
     kept, locked and run where every operation is."""
+
     holder: Callable  # (cluster) -> who holds the cluster or one of its ProxySQL nodes (locks.current_holder), or None
     pending_guard: Callable  # (cluster) -> Guard: no rollback or finish pending on the cluster (pending_rows.guard)
     annotate: Callable  # (plan, cluster) -> plan: what every planner ends with (shared.annotate)
     save_plan: Callable  # (plan, *, actor) -> Operation, stored as planned and audited (services.save_plan)
-    traffic: Callable  # (cluster_id) -> the cluster's stored digests of the last hour (digests.selectors.cluster_traffic)
+    traffic: (
+        Callable  # (cluster_id) -> the cluster's stored digests of the last hour (digests.selectors.cluster_traffic)
+    )
 
 
 _SERVED: list[PlanningServices] = []

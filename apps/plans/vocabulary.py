@@ -5,6 +5,7 @@ stored with the Operation and executed as stored: preview equals execution by co
 Rollback statements are idempotent (REPLACE INTO the original row, UPDATE back to the original
 status, LOAD again), so a step interrupted half-way on a node is undone by running them all.
 """
+
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
@@ -12,7 +13,13 @@ from typing import Any, Protocol
 from apps.clients.secret_refs import SECRET_REF, Secret
 
 PROXYSQL, WAIT_DRAIN, WAIT_CATCHUP, BACKEND, VERIFY, INVENTORY = (
-    "proxysql", "wait_drain", "wait_catchup", "backend", "verify", "inventory")
+    "proxysql",
+    "wait_drain",
+    "wait_catchup",
+    "backend",
+    "verify",
+    "inventory",
+)
 # ProxySQL Cluster, the "propagate" way (sync_hold.propagate): until every peer has pulled what one node loaded.
 WAIT_SYNC = "wait_sync"
 # ProxySQL's own manager moves the writer (operations/native_switchover.py): until Monitor has placed it on every node,
@@ -106,8 +113,10 @@ class Plan:
 # The executor fills in those places only, with the escaped value from the encrypted store. A marker found
 # anywhere else is an operator's text (refs are no secret: every YAML export shows them) and is sent as it is.
 SECRET_MARK = "__SECRET__"
-OLD_SHAPE = ("this plan was stored before secrets were placed by position (issue 22) and holds a secret marker: "
-             "it is not run on a guess. Plan it again.")
+OLD_SHAPE = (
+    "this plan was stored before secrets were placed by position (issue 22) and holds a secret marker: "
+    "it is not run on a guess. Plan it again."
+)
 
 
 def secret_marker(ref: str) -> str:
@@ -140,21 +149,34 @@ def fill(statement: str, spans: Spans, values: Mapping[str, str], render: Render
     """The statement to send: each placed marker replaced by its value, escaped by the node's driver."""
     for offset, ref in sorted(spans, reverse=True):  # from the end: earlier offsets stay right
         literal = render("%s", (secret_marker(ref),))
-        if statement[offset:offset + len(literal)] != literal:
+        if statement[offset : offset + len(literal)] != literal:
             raise ValueError(f"secret {ref} is not where the plan placed it")
-        statement = statement[:offset] + render("%s", (values[ref],)) + statement[offset + len(literal):]
+        statement = statement[:offset] + render("%s", (values[ref],)) + statement[offset + len(literal) :]
     return statement
 
 
 # Operation kinds and step kinds are registered, one spec and one handler each (registry.py).
 
 
-SERVER_COLUMNS = ("hostgroup_id", "hostname", "port", "gtid_port", "status", "weight", "compression",
-                  "max_connections", "max_replication_lag", "use_ssl", "max_latency_ms", "comment")
+SERVER_COLUMNS = (
+    "hostgroup_id",
+    "hostname",
+    "port",
+    "gtid_port",
+    "status",
+    "weight",
+    "compression",
+    "max_connections",
+    "max_replication_lag",
+    "use_ssl",
+    "max_latency_ms",
+    "comment",
+)
 
 
 class Renders(Protocol):
     """What Sql needs of a ProxySQL admin client (clients.proxysql.ProxySQLAdmin): its driver's escaping."""
+
     def render(self, template: str, params: tuple) -> str: ...
 
 
@@ -170,41 +192,55 @@ class Sql:
         return place(self.admin.render, template, params, self.placed)
 
     def set_status(self, hostgroup: int, hostname: str, port: int, status: str) -> str:
-        return self.render("UPDATE mysql_servers SET status=%s WHERE hostgroup_id=%s AND hostname=%s AND port=%s",
-                                 (status, int(hostgroup), hostname, int(port)))
+        return self.render(
+            "UPDATE mysql_servers SET status=%s WHERE hostgroup_id=%s AND hostname=%s AND port=%s",
+            (status, int(hostgroup), hostname, int(port)),
+        )
 
     def delete_server(self, hostgroup: int, hostname: str, port: int) -> str:
-        return self.render("DELETE FROM mysql_servers WHERE hostgroup_id=%s AND hostname=%s AND port=%s",
-                                 (int(hostgroup), hostname, int(port)))
+        return self.render(
+            "DELETE FROM mysql_servers WHERE hostgroup_id=%s AND hostname=%s AND port=%s",
+            (int(hostgroup), hostname, int(port)),
+        )
 
     def replace_server(self, row: Mapping[str, Any]) -> str:
         """Put a whole mysql_servers row back (or in) exactly: `row` is a dict of SERVER_COLUMNS."""
         placeholders = ",".join(["%s"] * len(SERVER_COLUMNS))
-        return self.render(f"REPLACE INTO mysql_servers ({','.join(SERVER_COLUMNS)}) VALUES ({placeholders})",
-                                 tuple(row[c] for c in SERVER_COLUMNS))
+        return self.render(
+            f"REPLACE INTO mysql_servers ({','.join(SERVER_COLUMNS)}) VALUES ({placeholders})",
+            tuple(row[c] for c in SERVER_COLUMNS),
+        )
 
     def replace_servers(self, rows: Sequence[Mapping[str, Any]]) -> str:
         """Several whole mysql_servers rows in one statement (one admin round trip, as one REPLACE of each)."""
         one = "(" + ",".join(["%s"] * len(SERVER_COLUMNS)) + ")"
-        return self.render(f"REPLACE INTO mysql_servers ({','.join(SERVER_COLUMNS)}) VALUES {','.join([one] * len(rows))}",
-                           tuple(row[c] for row in rows for c in SERVER_COLUMNS))
+        return self.render(
+            f"REPLACE INTO mysql_servers ({','.join(SERVER_COLUMNS)}) VALUES {','.join([one] * len(rows))}",
+            tuple(row[c] for row in rows for c in SERVER_COLUMNS),
+        )
 
     def delete_servers(self, keys: Sequence[tuple[int, str, int]]) -> str:
         """Several mysql_servers rows, by (hostgroup, hostname, port), deleted in one statement."""
         one = "(hostgroup_id=%s AND hostname=%s AND port=%s)"
-        return self.render(f"DELETE FROM mysql_servers WHERE {' OR '.join([one] * len(keys))}",
-                           tuple(v for hg, host, port in keys for v in (int(hg), host, int(port))))
+        return self.render(
+            f"DELETE FROM mysql_servers WHERE {' OR '.join([one] * len(keys))}",
+            tuple(v for hg, host, port in keys for v in (int(hg), host, int(port))),
+        )
 
     def set_variable(self, name: str, value: object) -> str:
         # Variable names come from our own constants, never from input; the value is escaped.
-        return self.render("UPDATE global_variables SET variable_value=%s WHERE variable_name=%s",
-                                 (value if isinstance(value, Secret) else str(value), name))
+        return self.render(
+            "UPDATE global_variables SET variable_value=%s WHERE variable_name=%s",
+            (value if isinstance(value, Secret) else str(value), name),
+        )
 
     def replace_row(self, table: str, row: Mapping[str, Any]) -> str:
         """REPLACE INTO one configuration table (name and columns from our own table specs), values escaped."""
         columns = list(row)
-        return self.render(f"REPLACE INTO {table} ({','.join(columns)}) VALUES ({','.join(['%s'] * len(columns))})",
-                                 tuple(row[c] for c in columns))
+        return self.render(
+            f"REPLACE INTO {table} ({','.join(columns)}) VALUES ({','.join(['%s'] * len(columns))})",
+            tuple(row[c] for c in columns),
+        )
 
     def delete_row(self, table: str, key: Mapping[str, Any]) -> str:
         """DELETE one row by its key ({column: value}; key columns are NOT NULL)."""

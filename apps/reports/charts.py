@@ -3,6 +3,7 @@ so they show the same in the console, in a mail client (inline, cid:) and in the
 the report's data (content.py) and returns (title, png bytes, width, height) or None when there is
 nothing to draw.
 """
+
 import io
 from datetime import datetime, timezone as dt_timezone
 
@@ -21,17 +22,42 @@ WIDTH_IN = 7.2
 DPI = 150  # 1080 px wide, shown at 720
 INK, MUTED, GRID = "#1d2633", "#6b7585", "#e3e7ee"
 GREEN, AMBER, ORANGE, RED, BLUE, GREY = "#2f9e5b", "#e3a21a", "#e8772e", "#d64541", "#2f6fd6", "#b9c0cc"
-COLOURS = {"synced": GREEN, "desynced": AMBER, "out": ORANGE, "unreachable": RED,
-           "all": GREEN, "reduced": AMBER, "none": RED, "up": GREEN, "down": RED, "reachable": GREEN}
-LEGEND = [("synced", "Synced / up / all ONLINE"), ("desynced", "Desynced / reduced"), ("out", "out of service"),
-          ("unreachable", "unreachable / none ONLINE / down")]
+COLOURS = {
+    "synced": GREEN,
+    "desynced": AMBER,
+    "out": ORANGE,
+    "unreachable": RED,
+    "all": GREEN,
+    "reduced": AMBER,
+    "none": RED,
+    "up": GREEN,
+    "down": RED,
+    "reachable": GREEN,
+}
+LEGEND = [
+    ("synced", "Synced / up / all ONLINE"),
+    ("desynced", "Desynced / reduced"),
+    ("out", "out of service"),
+    ("unreachable", "unreachable / none ONLINE / down"),
+]
 GOOD = {"synced", "all", "up", "reachable"}
 
-matplotlib.rcParams.update({
-    "font.family": "DejaVu Sans", "font.size": 8, "axes.edgecolor": GRID, "axes.labelcolor": MUTED,
-    "xtick.color": MUTED, "ytick.color": INK, "axes.titlesize": 9, "axes.titleweight": "bold",
-    "axes.titlecolor": INK, "axes.titlelocation": "left", "legend.frameon": False, "legend.fontsize": 7.5,
-})
+matplotlib.rcParams.update(
+    {
+        "font.family": "DejaVu Sans",
+        "font.size": 8,
+        "axes.edgecolor": GRID,
+        "axes.labelcolor": MUTED,
+        "xtick.color": MUTED,
+        "ytick.color": INK,
+        "axes.titlesize": 9,
+        "axes.titleweight": "bold",
+        "axes.titlecolor": INK,
+        "axes.titlelocation": "left",
+        "legend.frameon": False,
+        "legend.fontsize": 7.5,
+    }
+)
 
 
 def _png(fig):
@@ -88,8 +114,9 @@ def timeline(section, data):
             width = b - a
             if cat not in GOOD and width < min_w:
                 a, width = max(start, a - (min_w - width) / 2), min_w
-            ax.broken_barh([(_num(a), _num(a + width) - _num(a))], (i - 0.36, 0.72),
-                           facecolors=COLOURS.get(cat, GREY), linewidth=0)
+            ax.broken_barh(
+                [(_num(a), _num(a + width) - _num(a))], (i - 0.36, 0.72), facecolors=COLOURS.get(cat, GREY), linewidth=0
+            )
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([label for label, _ in reversed(rows)])
     ax.set_ylim(-0.6, len(rows) - 0.4)
@@ -99,8 +126,9 @@ def timeline(section, data):
     ax.tick_params(axis="y", length=0)
     ax.grid(axis="x", color="white", linewidth=0.8)
     handles = [Patch(color=COLOURS[k], label=label) for k, label in LEGEND] + [Patch(color="#f1f3f6", label="no data")]
-    fig.legend(handles=handles, loc="lower left", ncol=5, bbox_to_anchor=(0.01, 0.0), handlelength=1.2,
-               columnspacing=1.0)
+    fig.legend(
+        handles=handles, loc="lower left", ncol=5, bbox_to_anchor=(0.01, 0.0), handlelength=1.2, columnspacing=1.0
+    )
     return _png(fig)
 
 
@@ -122,13 +150,22 @@ def conn_err(section, data):
     ax.bar(x, [v or 0 for v in ce["buckets"]], width=(width / 86400) * 0.8, color=RED, label=this_w)
     prev = ce.get("previous_buckets") or []
     if any(v for v in prev if v):
-        ax.step(x[:len(prev)], [v or 0 for v in prev[:n]], where="mid", color=MUTED, linestyle="--", linewidth=1,
-                label=before_w)
+        ax.step(
+            x[: len(prev)],
+            [v or 0 for v in prev[:n]],
+            where="mid",
+            color=MUTED,
+            linestyle="--",
+            linewidth=1,
+            label=before_w,
+        )
     _time_axis(ax, data["start"], data["end"])
     _style(ax)
     ax.set_ylabel(f"errors per {fmt.duration(width)}")
-    ax.set_title(f"Connection errors (ConnERR): {ce['total']:,}, {fmt.change_text(ce['total'], ce['previous'], 'count', before_w)}",
-                 pad=16)
+    ax.set_title(
+        f"Connection errors (ConnERR): {ce['total']:,}, {fmt.change_text(ce['total'], ce['previous'], 'count', before_w)}",
+        pad=16,
+    )
     ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, borderaxespad=0.1)
     return _png(fig)
 
@@ -142,11 +179,19 @@ def traffic(section, data):
     x = _bucket_x(data, n, t["bucket_s"])
     fig = Figure(figsize=(WIDTH_IN, 2.3))
     ax = fig.add_axes([0.08, 0.18, 0.9, 0.62])
-    ax.plot(x, [v if v is not None else float("nan") for v in t["buckets_qps"]], color=BLUE, linewidth=1.6, label=this_w)
+    ax.plot(
+        x, [v if v is not None else float("nan") for v in t["buckets_qps"]], color=BLUE, linewidth=1.6, label=this_w
+    )
     prev = t.get("previous_buckets_qps") or []
     if any(v for v in prev if v):
-        ax.plot(x[:len(prev)], [v if v is not None else float("nan") for v in prev[:n]], color=MUTED, linestyle="--",
-                linewidth=1, label=before_w)
+        ax.plot(
+            x[: len(prev)],
+            [v if v is not None else float("nan") for v in prev[:n]],
+            color=MUTED,
+            linestyle="--",
+            linewidth=1,
+            label=before_w,
+        )
     _time_axis(ax, data["start"], data["end"])
     _style(ax)
     ax.set_ylim(bottom=0)
@@ -165,8 +210,11 @@ def writer_changes(section, data):
     h = 0.9 + 0.32 * len(rows)
     ax = fig.add_axes([0.27, 0.55 / h, 0.69, 1 - 0.9 / h])
     daily = data["period"] == "daily" and not data.get("rolling")
-    labels = [f"{fmt.local(w['start']).strftime('%H:%M:%S' if daily else '%a %d %H:%M')} "
-              f"{'switchover' if w['kind'] == 'switchover' else w['kind']}" for w in rows]
+    labels = [
+        f"{fmt.local(w['start']).strftime('%H:%M:%S' if daily else '%a %d %H:%M')} "
+        f"{'switchover' if w['kind'] == 'switchover' else w['kind']}"
+        for w in rows
+    ]
     values = [w["interruption_ms"] for w in rows]
     colours = [GREEN if v < 864 else AMBER if v < 5000 else RED for v in values]
     ax.barh(range(len(rows)), values, color=colours, height=0.6)
@@ -230,11 +278,22 @@ def mirror(section, data):
     for i, node in enumerate(m["nodes"]):
         values = node["ratio_buckets"]
         x = _bucket_x(data, len(values), m["bucket_s"])
-        ax.plot(x, [v if v is not None else float("nan") for v in values], color=palette[i % len(palette)],
-                linewidth=1.4, label=node["name"])
+        ax.plot(
+            x,
+            [v if v is not None else float("nan") for v in values],
+            color=palette[i % len(palette)],
+            linewidth=1.4,
+            label=node["name"],
+        )
     ax.axhline(m["warn_pct"], color=RED, linestyle=":", linewidth=1)
-    ax.text(_num(data["start"]), m["warn_pct"], f" saturated above {m['warn_pct']:.0f} %", color=RED, fontsize=7,
-            va="bottom")
+    ax.text(
+        _num(data["start"]),
+        m["warn_pct"],
+        f" saturated above {m['warn_pct']:.0f} %",
+        color=RED,
+        fontsize=7,
+        va="bottom",
+    )
     _time_axis(ax, data["start"], data["end"])
     _style(ax)
     ax.set_ylim(0, 105)
@@ -246,7 +305,7 @@ def mirror(section, data):
 
 # -- fleet ------------------------------------------------------------------------------------------------------
 def fleet_availability(fleet, data):
-    listed = fleet["clusters"][:fleet["listed"]] if fleet.get("tail") else fleet["clusters"]  # read finely
+    listed = fleet["clusters"][: fleet["listed"]] if fleet.get("tail") else fleet["clusters"]  # read finely
     rows = [r for r in listed if r["availability"] is not None]
     if not rows:
         return None

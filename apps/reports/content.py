@@ -16,6 +16,7 @@ Definitions (also printed in the report's notes):
   except where an operation measured the interruption itself: a sampled stretch inside an operation's
   window counts that window instead (measured.py), and the report says which is which.
 """
+
 from django.db.models import Prefetch
 
 from apps.alerts import report as alerts_report
@@ -28,8 +29,19 @@ from . import history, measured
 from . import timeline as tl
 from .history import as_dt
 from .sections import availability, drift, fleet, mirror, operations, timelines, traffic
-from .sections.common import (BACKEND_CATS, DOWN, UP, SectionContext, _avail, _down, _held, _json_timeline, _none,
-                              _stretch_list, _top_stretches)
+from .sections.common import (
+    BACKEND_CATS,
+    DOWN,
+    UP,
+    SectionContext,
+    _avail,
+    _down,
+    _held,
+    _json_timeline,
+    _none,
+    _stretch_list,
+    _top_stretches,
+)
 from .sections.digests import digest_section
 from .sections.summary import cluster_summary
 
@@ -47,8 +59,18 @@ class ClusterSection:
     every section needs once (SectionContext) and calls each section's functions with it. `rollouts`: the
     rollouts' sections of every cluster of the report, read at once (rollouts/report.py sections()); else read here."""
 
-    def __init__(self, cluster, start, end, prev_start, prev_end, bucket_s, before_words="the period before",
-                 hourly_only=False, rollouts=None):
+    def __init__(
+        self,
+        cluster,
+        start,
+        end,
+        prev_start,
+        prev_end,
+        bucket_s,
+        before_words="the period before",
+        hourly_only=False,
+        rollouts=None,
+    ):
         self.rollouts = rollouts
         servers = {s.pk: s for s in cluster.servers.all()}
         nodes = {n.pk: n for n in cluster.proxysql_nodes.all()}
@@ -56,11 +78,22 @@ class ClusterSection:
         # connection errors are this cluster's hostgroups only: the poller scopes them).
         also_serves = {pk: [o.cluster.name for o in n.shares_with()] for pk, n in nodes.items()}
         self.ctx = SectionContext(
-            cluster=cluster, start=start, end=end, prev_start=prev_start, prev_end=prev_end, bucket_s=bucket_s,
-            before_words=before_words, hourly_only=hourly_only, h=history.load(cluster, start, end, hourly_only),
-            servers=servers, by_endpoint={(s.hostname, s.port): s.pk for s in servers.values()}, nodes=nodes,
-            also_serves=also_serves, shared_with=sorted({name for names in also_serves.values() for name in names}),
-            roles=cluster.hostgroup_roles())
+            cluster=cluster,
+            start=start,
+            end=end,
+            prev_start=prev_start,
+            prev_end=prev_end,
+            bucket_s=bucket_s,
+            before_words=before_words,
+            hourly_only=hourly_only,
+            h=history.load(cluster, start, end, hourly_only),
+            servers=servers,
+            by_endpoint={(s.hostname, s.port): s.pk for s in servers.values()},
+            nodes=nodes,
+            also_serves=also_serves,
+            shared_with=sorted({name for names in also_serves.values() for name in names}),
+            roles=cluster.hostgroup_roles(),
+        )
 
     # -- the section ----------------------------------------------------------------------------------
     def build(self):
@@ -73,29 +106,50 @@ class ClusterSection:
         hostgroups_tl = {hg: timelines.measured_only(ctx, t, _none) for hg, t in sampled_hostgroups_tl.items()}
         proxysql_tl = timelines.proxysql_timelines(ctx)
         service_tl = timelines.measured_only(
-            ctx, timelines.service_timeline(ctx, sampled_hostgroups_tl, proxysql_tl), _held)
+            ctx, timelines.service_timeline(ctx, sampled_hostgroups_tl, proxysql_tl), _held
+        )
         observed = tl.covered(service_tl)
         sd = tl.durations(service_tl, key=lambda v: v[0])
-        down_stretches, more = _top_stretches(timelines.sourced(
-            ctx, _stretch_list(service_tl, _down, lambda v: v[1]), service_tl, _down))
-        measured_s, sampled_s, measured_ops = measured.split([seg for seg in service_tl if _down(seg[2])],
-                                                             ctx.start, ctx.end)
+        down_stretches, more = _top_stretches(
+            timelines.sourced(ctx, _stretch_list(service_tl, _down, lambda v: v[1]), service_tl, _down)
+        )
+        measured_s, sampled_s, measured_ops = measured.split(
+            [seg for seg in service_tl if _down(seg[2])], ctx.start, ctx.end
+        )
         section = {
-            "id": c.pk, "name": c.name, "kind": c.get_kind_display(), "url": c.get_absolute_url(),
-            "writer_hostgroup": c.writer_hostgroup, "reader_hostgroup": c.reader_hostgroup,
-            "coverage": {"period_s": period_s, "observed_s": round(observed, 3), "hourly_only": ctx.hourly_only,
-                         "resolutions": {history.RESOLUTION_NAMES[r]: round(s, 1) for r, s in sorted(
-                             history.resolutions_used(ctx.h.backend_pieces).items())},
-                         "interval_s": ctx.h.interval},
-            "service": {"availability": _avail(sd, [UP], observed), "down_s": round(sd.get(DOWN, 0.0), 3),
-                        "measured_s": round(measured_s, 3), "sampled_s": round(sampled_s, 3),
-                        "measured_ops": len(measured_ops), "interval_s": ctx.h.interval,
-                        "stretches": down_stretches, "more_stretches": more,
-                        "timeline": _json_timeline(service_tl, key=lambda v: v[0])},
+            "id": c.pk,
+            "name": c.name,
+            "kind": c.get_kind_display(),
+            "url": c.get_absolute_url(),
+            "writer_hostgroup": c.writer_hostgroup,
+            "reader_hostgroup": c.reader_hostgroup,
+            "coverage": {
+                "period_s": period_s,
+                "observed_s": round(observed, 3),
+                "hourly_only": ctx.hourly_only,
+                "resolutions": {
+                    history.RESOLUTION_NAMES[r]: round(s, 1)
+                    for r, s in sorted(history.resolutions_used(ctx.h.backend_pieces).items())
+                },
+                "interval_s": ctx.h.interval,
+            },
+            "service": {
+                "availability": _avail(sd, [UP], observed),
+                "down_s": round(sd.get(DOWN, 0.0), 3),
+                "measured_s": round(measured_s, 3),
+                "sampled_s": round(sampled_s, 3),
+                "measured_ops": len(measured_ops),
+                "interval_s": ctx.h.interval,
+                "stretches": down_stretches,
+                "more_stretches": more,
+                "timeline": _json_timeline(service_tl, key=lambda v: v[0]),
+            },
         }
-        ops = list(Operation.objects.filter(cluster=c, started_at__gte=as_dt(ctx.start), started_at__lt=as_dt(ctx.end))
-                   .prefetch_related(Prefetch("steps", queryset=OperationStep.objects.order_by("index")))
-                   .order_by("started_at"))
+        ops = list(
+            Operation.objects.filter(cluster=c, started_at__gte=as_dt(ctx.start), started_at__lt=as_dt(ctx.end))
+            .prefetch_related(Prefetch("steps", queryset=OperationStep.objects.order_by("index")))
+            .order_by("started_at")
+        )
         ctx.windows = availability.windows(ops, ctx.start, ctx.end)
         section["backends"] = availability.backends(ctx, backends_tl)
         section["hostgroups"] = availability.hostgroups(ctx, hostgroups_tl)
@@ -110,8 +164,9 @@ class ClusterSection:
         section["digests"] = digest_section(ctx.start, ctx.end, ctx.prev_start, ctx.prev_end, cluster_id=c.pk)
         section["alerts"] = alerts_report.section(c.pk, ctx.start, ctx.end)
         section["dr_channels"] = dr_report.section(c.pk, ctx.start, ctx.end)
-        section["rollouts"] = (self.rollouts if self.rollouts is not None
-                               else rollouts_report.sections([c.pk], ctx.start, ctx.end))[c.pk]
+        section["rollouts"] = (
+            self.rollouts if self.rollouts is not None else rollouts_report.sections([c.pk], ctx.start, ctx.end)
+        )[c.pk]
         section["lab_data"] = _lab_marked(c.pk, ctx.start, ctx.end)
         section["summary"] = cluster_summary(section, before=ctx.before_words)
         return section

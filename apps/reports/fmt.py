@@ -1,6 +1,7 @@
 """How a report says numbers: durations a person reads at a glance, percentages that never round a
 loss away (99.9996 % is not "100 %"), counts in words when small. Durations, percentages and figures are
 apps/monitoring/formatting.py's, as on every page."""
+
 from datetime import datetime, timedelta, timezone as dt_timezone
 
 from django.utils import timezone
@@ -18,8 +19,9 @@ def change(now: float | None, before: float | None) -> float | None:
     return (now - before) / before * 100
 
 
-def change_text(now: float | None, before: float | None, unit_word: str = "",
-                period_word: str = "the period before") -> str:
+def change_text(
+    now: float | None, before: float | None, unit_word: str = "", period_word: str = "the period before"
+) -> str:
     c = change(now, before)
     if c is None:
         return f"as many as {period_word}" if now == before and now is not None else "nothing to compare with"
@@ -31,8 +33,19 @@ def change_text(now: float | None, before: float | None, unit_word: str = "",
 
 
 def count_word(n: int, singular: str, plural: str | None = None) -> str:
-    words = {0: "no", 1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight",
-             9: "nine", 10: "ten"}
+    words = {
+        0: "no",
+        1: "one",
+        2: "two",
+        3: "three",
+        4: "four",
+        5: "five",
+        6: "six",
+        7: "seven",
+        8: "eight",
+        9: "nine",
+        10: "ten",
+    }
     word = words.get(n, f"{n:,}")
     return f"{word} {singular if n == 1 else (plural or singular + 's')}"
 

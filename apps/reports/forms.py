@@ -9,16 +9,21 @@ from .models import ReportSchedule, split_recipients, validate_recipients
 class BuildForm(forms.Form):
     """An operator's on-demand report."""
 
-    cluster = forms.ModelChoiceField(queryset=Cluster.objects.order_by("name"), required=False,
-                                     empty_label="the whole fleet", label="Of")
+    cluster = forms.ModelChoiceField(
+        queryset=Cluster.objects.order_by("name"), required=False, empty_label="the whole fleet", label="Of"
+    )
     period = forms.ChoiceField(choices=Period.choices, initial=Period.DAILY, label="Period")
-    when = forms.ChoiceField(choices=[("last", "the last complete day / week"), ("rolling", "up to now (24 h / 7 days)")],
-                             initial="last", label="Covering")
+    when = forms.ChoiceField(
+        choices=[("last", "the last complete day / week"), ("rolling", "up to now (24 h / 7 days)")],
+        initial="last",
+        label="Covering",
+    )
 
 
 class SendForm(forms.Form):
-    recipients = forms.CharField(max_length=5000, validators=[validate_recipients],
-                                 help_text="comma-separated e-mail addresses")
+    recipients = forms.CharField(
+        max_length=5000, validators=[validate_recipients], help_text="comma-separated e-mail addresses"
+    )
 
     def clean_recipients(self):
         value = split_recipients(self.cleaned_data["recipients"])

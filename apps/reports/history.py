@@ -7,6 +7,7 @@ keeps the worst of its bucket (unreachable, lowest wsrep state, biggest queue) a
 a stretch read from rollups is counted bucket by bucket, so a 2-second blip read from an hourly rollup
 counts as the whole hour (the report names the resolutions it used).
 """
+
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -77,9 +78,9 @@ class ClusterHistory:
     interval: float
     backend_pieces: list = field(default_factory=list)
     pool_pieces: list = field(default_factory=list)
-    backends: dict = field(default_factory=dict)     # server id -> [(a, b, row)]
-    proxysql: dict = field(default_factory=dict)     # node id -> [(a, b, row)]
-    pool: dict = field(default_factory=dict)         # (node id, hostgroup, host, port) -> [(a, b, row)]
+    backends: dict = field(default_factory=dict)  # server id -> [(a, b, row)]
+    proxysql: dict = field(default_factory=dict)  # node id -> [(a, b, row)]
+    pool: dict = field(default_factory=dict)  # (node id, hostgroup, host, port) -> [(a, b, row)]
 
     @property
     def max_gap(self):
@@ -87,8 +88,17 @@ class ClusterHistory:
 
 
 BACKEND_FIELDS = ("reachable", "local_state", "primary", "ready", "recv_queue")
-PROXYSQL_FIELDS = ("reachable", "questions_ps", "conn_err_ps", "mirror_queue_length", "mirror_max_queue_length",
-                   "mysql_threads", "mirror_concurrency", "mirror_max_concurrency", "prepared_ps")
+PROXYSQL_FIELDS = (
+    "reachable",
+    "questions_ps",
+    "conn_err_ps",
+    "mirror_queue_length",
+    "mirror_max_queue_length",
+    "mysql_threads",
+    "mirror_concurrency",
+    "mirror_max_concurrency",
+    "prepared_ps",
+)
 POOL_FIELDS = ("status", "conn_err_ps")
 # indexes into a row: (ts, resolution, *fields)
 B = {f: i + 2 for i, f in enumerate(BACKEND_FIELDS)}
@@ -110,8 +120,7 @@ def load(cluster, start, end, hourly_only=False):
     h.backend_pieces = _spans(used)
     h.proxysql = _load(ProxySQLSample, nf, PROXYSQL_FIELDS, start, end, h.max_gap, {})
     used = {}
-    h.pool = _load(PoolSnapshot, nf, POOL_FIELDS, start, end,
-                   h.max_gap, used)
+    h.pool = _load(PoolSnapshot, nf, POOL_FIELDS, start, end, h.max_gap, used)
     h.pool_pieces = _spans(used)
     return h
 

@@ -8,6 +8,7 @@ one chronological list. Monitoring history is read at the resolution the window 
 up to 6 h, 1-minute rollups up to 7 days, 1-hour rollups beyond), the not-yet-rolled-up tail from the
 finer resolution, and folded into COLUMNS columns: a column shows the worst the lane saw in it.
 """
+
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -41,8 +42,14 @@ PLOT_W = WIDTH - LABEL_W - RIGHT_PAD
 LANE_H, BAND_H, QUEUE_H, SECTION_GAP = 22, 12, 26, 16
 TICK_STEPS = [60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800]
 WSREP = {1: "Joining", 2: "Donor/Desynced", 3: "Joined", 4: "Synced"}
-STATE_CLASS = {"Synced": "ok", "reachable": "ok", "Donor/Desynced": "warn", "Joining": "info", "Joined": "info",
-               "unreachable": "bad"}
+STATE_CLASS = {
+    "Synced": "ok",
+    "reachable": "ok",
+    "Donor/Desynced": "warn",
+    "Joining": "info",
+    "Joined": "info",
+    "unreachable": "bad",
+}
 FMT = "%Y-%m-%dT%H:%M:%S"
 
 
@@ -52,8 +59,9 @@ def default_window(now=None):
 
 
 class IncidentForm(forms.Form):
-    cluster = forms.ModelChoiceField(required=False, queryset=Cluster.objects.order_by("name"),
-                                     empty_label="choose a cluster")
+    cluster = forms.ModelChoiceField(
+        required=False, queryset=Cluster.objects.order_by("name"), empty_label="choose a cluster"
+    )
     start = UTCDateTimeField(label="From (UTC)")
     end = UTCDateTimeField(label="To (UTC)")
     event = forms.IntegerField(required=False, widget=forms.HiddenInput)
@@ -100,8 +108,11 @@ class IncidentForm(forms.Form):
             return "?" + urlencode({"cluster": cluster, "start": s.strftime(FMT), "end": e.strftime(FMT)})
 
         centre = start + span / 2
-        out = {"earlier": link(start - span / 2, end - span / 2), "later": link(start + span / 2, end + span / 2),
-               "zoom_in": link(centre - span / 4, centre + span / 4)}
+        out = {
+            "earlier": link(start - span / 2, end - span / 2),
+            "later": link(start + span / 2, end + span / 2),
+            "zoom_in": link(centre - span / 4, centre + span / 4),
+        }
         if span * 2 <= MAX_WINDOW:
             out["zoom_out"] = link(centre - span, centre + span)
         return out
@@ -171,10 +182,12 @@ def _samples(model, owner, owner_ids, fields, start, end, resolution):
     """Rows (owner_id, epoch, width_s, reachable, *fields) in time order; the tail the rollups have not
     reached yet comes from the finer resolution."""
     where = {f"{owner}__in": owner_ids, "resolution": resolution, "ts__gte": start, "ts__lt": end}
-    rows = [(r[0], r[1].timestamp(), resolution, *r[3:])  # rows and history chunks alike (monitoring/chunks.py)
-            for r in chunked_samples(where, ["reachable", *fields], model)]
+    rows = [
+        (r[0], r[1].timestamp(), resolution, *r[3:])  # rows and history chunks alike (monitoring/chunks.py)
+        for r in chunked_samples(where, ["reachable", *fields], model)
+    ]
     if resolution in FINER:
-        tail = (datetime.fromtimestamp(rows[-1][1] + resolution, dt_timezone.utc) if rows else start)
+        tail = datetime.fromtimestamp(rows[-1][1] + resolution, dt_timezone.utc) if rows else start
         rows += _samples(model, owner, owner_ids, fields, max(tail, start), end, FINER[resolution])
     return rows
 
@@ -226,9 +239,14 @@ def _runs(axis, cells, name):
         t0 = axis.start + r["first"] / COLUMNS * axis.span
         t1 = axis.start + (r["last"] + 1) / COLUMNS * axis.span
         queue = f", recv queue up to {r['queue']}" if r["queue"] else ""
-        out.append({"x": axis.col_x(r["first"]), "w": max(round(axis.col_x(r["last"] + 1) - axis.col_x(r["first"]), 1), 0.8),
-                    "cls": STATE_CLASS.get(r["state"], "info"),
-                    "title": f"{name}: {r['state']} {_hms(t0)}–{_hms(t1)}{queue}"})
+        out.append(
+            {
+                "x": axis.col_x(r["first"]),
+                "w": max(round(axis.col_x(r["last"] + 1) - axis.col_x(r["first"]), 1), 0.8),
+                "cls": STATE_CLASS.get(r["state"], "info"),
+                "title": f"{name}: {r['state']} {_hms(t0)}–{_hms(t1)}{queue}",
+            }
+        )
     return out
 
 
@@ -256,17 +274,33 @@ def _transitions(rows, names, kind, threshold=None):
         label = _label_of(reachable, values[0] if values else None)
         previous = last_state.get(owner)
         if previous is not None and previous != label:
-            out.append({"ts": ts, "kind": kind, "who": names.get(owner, owner), "what": f"{previous} → {label}",
-                        "cls": STATE_CLASS.get(label, "info")})
+            out.append(
+                {
+                    "ts": ts,
+                    "kind": kind,
+                    "who": names.get(owner, owner),
+                    "what": f"{previous} → {label}",
+                    "cls": STATE_CLASS.get(label, "info"),
+                }
+            )
         last_state[owner] = label
         queue = values[1] if len(values) > 1 else None
         if threshold is not None and queue is not None:
             is_above = queue > threshold
             if is_above != above.get(owner, False):
-                out.append({"ts": ts, "kind": kind, "who": names.get(owner, owner),
-                            "what": (f"recv queue {queue} over max_replication_lag {threshold}" if is_above
-                                     else f"recv queue back to {queue}"),
-                            "cls": "warn" if is_above else "ok"})
+                out.append(
+                    {
+                        "ts": ts,
+                        "kind": kind,
+                        "who": names.get(owner, owner),
+                        "what": (
+                            f"recv queue {queue} over max_replication_lag {threshold}"
+                            if is_above
+                            else f"recv queue back to {queue}"
+                        ),
+                        "cls": "warn" if is_above else "ok",
+                    }
+                )
             above[owner] = is_above
     return out
 
@@ -280,8 +314,11 @@ def build(cluster, start, end, *, highlight=None):
     y = TOP
 
     # -- audit events ------------------------------------------------------------------------------
-    events = list(AuditEvent.objects.filter(cluster_id=cluster.pk, created_at__gte=start, created_at__lt=end)
-                  .order_by("created_at", "id")[:MAX_EVENTS + 1])
+    events = list(
+        AuditEvent.objects.filter(cluster_id=cluster.pk, created_at__gte=start, created_at__lt=end).order_by(
+            "created_at", "id"
+        )[: MAX_EVENTS + 1]
+    )
     truncated = len(events) > MAX_EVENTS
     events = events[:MAX_EVENTS]
     section = Section("Audit events", y, empty="No audit event for this cluster in this window.")
@@ -300,23 +337,41 @@ def build(cluster, start, end, *, highlight=None):
         y += LANE_H
         lane = Lane(actor, y)
         for e in by_actor[actor]:
-            lane.marks.append({"x": axis.x(e.created_at.timestamp()), "cls": e.outcome,
-                               "href": e.href,
-                               "title": f"{e.created_at:%H:%M:%S} {e.actor}: {e.action} ({e.outcome_label})"
-                                        f"{' on ' + e.target if e.target else ''}",
-                               "highlight": e.pk == highlight})
+            lane.marks.append(
+                {
+                    "x": axis.x(e.created_at.timestamp()),
+                    "cls": e.outcome,
+                    "href": e.href,
+                    "title": f"{e.created_at:%H:%M:%S} {e.actor}: {e.action} ({e.outcome_label})"
+                    f"{' on ' + e.target if e.target else ''}",
+                    "highlight": e.pk == highlight,
+                }
+            )
         section.lanes.append(lane)
     for e in events:
-        story.append({"ts": e.created_at.timestamp(), "kind": "audit", "who": e.actor,
-                      "what": f"{e.action}{' — ' + e.target if e.target else ''}", "cls": e.outcome,
-                      "href": e.href, "outcome": e.outcome_label,
-                      "duration_ms": e.duration_ms, "highlight": e.pk == highlight})
+        story.append(
+            {
+                "ts": e.created_at.timestamp(),
+                "kind": "audit",
+                "who": e.actor,
+                "what": f"{e.action}{' — ' + e.target if e.target else ''}",
+                "cls": e.outcome,
+                "href": e.href,
+                "outcome": e.outcome_label,
+                "duration_ms": e.duration_ms,
+                "highlight": e.pk == highlight,
+            }
+        )
     sections.append(section)
     y += SECTION_GAP + LANE_H
 
     # -- operations --------------------------------------------------------------------------------
-    ops = list(Operation.objects.filter(cluster=cluster, created_at__lt=end)
-               .exclude(finished_at__lt=start).order_by("created_at").prefetch_related("steps")[:20])
+    ops = list(
+        Operation.objects.filter(cluster=cluster, created_at__lt=end)
+        .exclude(finished_at__lt=start)
+        .order_by("created_at")
+        .prefetch_related("steps")[:20]
+    )
     section = Section("Operations", y, empty="No operation ran on this cluster in this window.")
     now_ts = timezone.now().timestamp()
     for op in ops:
@@ -324,28 +379,63 @@ def build(cluster, start, end, *, highlight=None):
         lane = Lane(f"#{op.pk} {op.get_kind_display()}", y, href=op.get_absolute_url(), note=op.title)
         begin = (op.started_at or op.created_at).timestamp()
         finish = op.finished_at.timestamp() if op.finished_at else min(now_ts, axis.end)
-        lane.rects.append({"x": axis.x(begin), "w": max(axis.x(finish) - axis.x(begin), 1.5), "cls": f"op-{op.state}",
-                           "title": f"#{op.pk} {op.title}: {op.get_state_display()} {_hms(begin)}–{_hms(finish)}"
-                                    f"{f' ({milliseconds(op.duration_ms)})' if op.duration_ms is not None else ''}",
-                           "href": op.get_absolute_url()})
-        story.append({"ts": (op.started_at or op.created_at).timestamp(), "kind": "operation", "who": op.actor,
-                      "what": f"#{op.pk} {op.title} started", "cls": "info", "href": op.get_absolute_url()})
+        lane.rects.append(
+            {
+                "x": axis.x(begin),
+                "w": max(axis.x(finish) - axis.x(begin), 1.5),
+                "cls": f"op-{op.state}",
+                "title": f"#{op.pk} {op.title}: {op.get_state_display()} {_hms(begin)}–{_hms(finish)}"
+                f"{f' ({milliseconds(op.duration_ms)})' if op.duration_ms is not None else ''}",
+                "href": op.get_absolute_url(),
+            }
+        )
+        story.append(
+            {
+                "ts": (op.started_at or op.created_at).timestamp(),
+                "kind": "operation",
+                "who": op.actor,
+                "what": f"#{op.pk} {op.title} started",
+                "cls": "info",
+                "href": op.get_absolute_url(),
+            }
+        )
         for step in op.steps.all():
             if not step.started_at:
                 continue
             s0 = step.started_at.timestamp()
             s1 = step.finished_at.timestamp() if step.finished_at else finish
-            lane.rects.append({"x": axis.x(s0), "w": max(axis.x(s1) - axis.x(s0), 0.8), "cls": f"step step-{step.state}",
-                               "title": f"step {step.index + 1} {step.title}: {step.get_state_display()}"
-                                        f"{f', {milliseconds(step.duration_ms)}' if step.duration_ms is not None else ''}"})
-            story.append({"ts": s0, "kind": "step", "who": f"#{op.pk}",
-                          "what": f"step {step.index + 1} {step.title}: {step.get_state_display()}",
-                          "duration_ms": step.duration_ms, "cls": "failure" if step.state == StepState.FAILED else "info",
-                          "href": op.get_absolute_url()})
+            lane.rects.append(
+                {
+                    "x": axis.x(s0),
+                    "w": max(axis.x(s1) - axis.x(s0), 0.8),
+                    "cls": f"step step-{step.state}",
+                    "title": f"step {step.index + 1} {step.title}: {step.get_state_display()}"
+                    f"{f', {milliseconds(step.duration_ms)}' if step.duration_ms is not None else ''}",
+                }
+            )
+            story.append(
+                {
+                    "ts": s0,
+                    "kind": "step",
+                    "who": f"#{op.pk}",
+                    "what": f"step {step.index + 1} {step.title}: {step.get_state_display()}",
+                    "duration_ms": step.duration_ms,
+                    "cls": "failure" if step.state == StepState.FAILED else "info",
+                    "href": op.get_absolute_url(),
+                }
+            )
         if op.finished_at:
-            story.append({"ts": op.finished_at.timestamp(), "kind": "operation", "who": op.actor,
-                          "what": f"#{op.pk} {op.title}: {op.get_state_display()}", "duration_ms": op.duration_ms,
-                          "cls": "success" if op.state == OperationState.DONE else "failure", "href": op.get_absolute_url()})
+            story.append(
+                {
+                    "ts": op.finished_at.timestamp(),
+                    "kind": "operation",
+                    "who": op.actor,
+                    "what": f"#{op.pk} {op.title}: {op.get_state_display()}",
+                    "duration_ms": op.duration_ms,
+                    "cls": "success" if op.state == OperationState.DONE else "failure",
+                    "href": op.get_absolute_url(),
+                }
+            )
         section.lanes.append(lane)
     sections.append(section)
     y += SECTION_GAP + LANE_H
@@ -398,11 +488,26 @@ def build(cluster, start, end, *, highlight=None):
     guides = [{"x": axis.x(e.created_at.timestamp())} for e in events] if len(events) <= 80 else []
     marker = next((m for s in sections[:1] for lane in s.lanes for m in lane.marks if m["highlight"]), None)
     return {
-        "cluster": cluster, "start": start, "end": end, "resolution": resolution,
+        "cluster": cluster,
+        "start": start,
+        "end": end,
+        "resolution": resolution,
         "resolution_label": {RAW: "raw polls", MINUTE: "1-minute rollups", HOUR: "1-hour rollups"}[resolution],
-        "width": WIDTH, "height": y + 8, "label_w": LABEL_W, "plot_right": WIDTH - RIGHT_PAD, "top": TOP,
-        "ticks": axis.ticks(), "sections": sections, "guides": guides, "marker": marker,
-        "story": story[:MAX_LIST], "story_truncated": story_truncated, "events_truncated": truncated,
-        "counts": {"events": len(events), "operations": len(ops),
-                   "transitions": sum(r["kind"] in ("backend", "proxysql") for r in story)},
+        "width": WIDTH,
+        "height": y + 8,
+        "label_w": LABEL_W,
+        "plot_right": WIDTH - RIGHT_PAD,
+        "top": TOP,
+        "ticks": axis.ticks(),
+        "sections": sections,
+        "guides": guides,
+        "marker": marker,
+        "story": story[:MAX_LIST],
+        "story_truncated": story_truncated,
+        "events_truncated": truncated,
+        "counts": {
+            "events": len(events),
+            "operations": len(ops),
+            "transitions": sum(r["kind"] in ("backend", "proxysql") for r in story),
+        },
     }

@@ -15,6 +15,7 @@ the window's start), and the next poll saw the service back, at most one sample 
 bucket) after the window's end. A longer stretch (the writer stayed out after the operation: a maintenance
 drain of the only writer, say) stays as sampled: the operation does not explain it. Pure: no I/O.
 """
+
 from dataclasses import dataclass
 
 from apps.operations.choices import OperationKind, OperationState
@@ -33,7 +34,7 @@ class Window:
     start: float | None  # None: the sampled start stands (a failover)
     end: float
     how: str
-    earliest: float      # a sampled stretch this operation explains starts no earlier
+    earliest: float  # a sampled stretch this operation explains starts no earlier
 
     def describe(self):
         return {"id": self.op_id, "url": self.url, "label": self.label, "how": self.how}
@@ -45,8 +46,11 @@ def switchover_window(op, steps):
     if drain and drain.started_at and move and move.finished_at and move.state == OperationState.DONE:
         return drain.started_at.timestamp(), move.finished_at.timestamp(), HOLD
     if drain and drain.started_at and op.finished_at:
-        return (drain.started_at.timestamp(), op.finished_at.timestamp(),
-                f"{op.get_state_display()}: from the drain to the end of the rollback")
+        return (
+            drain.started_at.timestamp(),
+            op.finished_at.timestamp(),
+            f"{op.get_state_display()}: from the drain to the end of the rollback",
+        )
     return None, None, "not measured (the operation did not reach the drain)"
 
 
@@ -67,9 +71,17 @@ def windows(ops, failover_after_polls, interval):
             move = steps.get("move")
             end = (move.finished_at if move and move.finished_at else op.finished_at).timestamp()
             began = op.started_at.timestamp()
-            out.append(Window(op.pk, op.get_absolute_url(), label, None, end,
-                              "first failed poll of the old writer (sampled) to the new writer ONLINE (move step end)",
-                              began - (failover_after_polls + 1) * interval))
+            out.append(
+                Window(
+                    op.pk,
+                    op.get_absolute_url(),
+                    label,
+                    None,
+                    end,
+                    "first failed poll of the old writer (sampled) to the new writer ONLINE (move step end)",
+                    began - (failover_after_polls + 1) * interval,
+                )
+            )
         else:
             a, b = op.started_at.timestamp(), op.finished_at.timestamp()
             out.append(Window(op.pk, op.get_absolute_url(), label, a, b, "operation start to end", a))

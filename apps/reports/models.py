@@ -1,5 +1,6 @@
 """Health reports: what is built when (ReportSchedule), and the archive of what was built (Report, with
 its charts as PNG bytes so that an archived report stays exactly as it was delivered)."""
+
 import re
 
 from django.core.exceptions import ValidationError
@@ -41,15 +42,28 @@ class ReportSchedule(models.Model):
     due schedule with a conditional UPDATE of it, so two ticks (or two beats) never build the same report.
     """
 
-    cluster = models.ForeignKey("fleet.Cluster", null=True, blank=True, on_delete=models.CASCADE, related_name="+",
-                                help_text="empty: the whole fleet")
+    cluster = models.ForeignKey(
+        "fleet.Cluster",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        help_text="empty: the whole fleet",
+    )
     period = models.CharField(max_length=10, choices=Period.choices, default=Period.DAILY)
-    hour = models.PositiveSmallIntegerField(default=6, validators=[MaxValueValidator(23)],
-                                            help_text="local hour (settings.TIME_ZONE) at which it is built and sent")
-    weekday = models.PositiveSmallIntegerField(choices=Weekday.choices, default=Weekday.MONDAY,
-                                               help_text="weekly reports only")
-    recipients = models.TextField(blank=True, validators=[validate_recipients],
-                                  help_text="e-mail addresses, comma-separated or one per line; empty: archive only")
+    hour = models.PositiveSmallIntegerField(
+        default=6,
+        validators=[MaxValueValidator(23)],
+        help_text="local hour (settings.TIME_ZONE) at which it is built and sent",
+    )
+    weekday = models.PositiveSmallIntegerField(
+        choices=Weekday.choices, default=Weekday.MONDAY, help_text="weekly reports only"
+    )
+    recipients = models.TextField(
+        blank=True,
+        validators=[validate_recipients],
+        help_text="e-mail addresses, comma-separated or one per line; empty: archive only",
+    )
     enabled = models.BooleanField(default=True)
     last_period_end = models.DateTimeField(null=True, blank=True, help_text="end of the last period built")
     last_run_at = models.DateTimeField(null=True, blank=True)
@@ -88,7 +102,9 @@ class Report(models.Model):
     period = models.CharField(max_length=10, choices=Period.choices)
     start = models.DateTimeField()
     end = models.DateTimeField()
-    schedule = models.ForeignKey(ReportSchedule, null=True, blank=True, on_delete=models.SET_NULL, related_name="reports")
+    schedule = models.ForeignKey(
+        ReportSchedule, null=True, blank=True, on_delete=models.SET_NULL, related_name="reports"
+    )
     built_at = models.DateTimeField()
     built_by = models.CharField(max_length=150, help_text="user name, or the schedule")
     build_ms = models.FloatField(null=True)
@@ -101,8 +117,10 @@ class Report(models.Model):
 
     class Meta:
         ordering = ["-end", "-pk"]
-        indexes = [models.Index(fields=["scope", "period", "end"], name="report_scope_period_end"),
-                   models.Index(fields=["cluster", "end"], name="report_cluster_end")]
+        indexes = [
+            models.Index(fields=["scope", "period", "end"], name="report_scope_period_end"),
+            models.Index(fields=["cluster", "end"], name="report_cluster_end"),
+        ]
 
     def __str__(self):
         return self.title

@@ -1,5 +1,6 @@
 """Report periods in local time (settings.TIME_ZONE): whole local days, so a daily report is midnight to
 midnight even across a DST change (a 23 h or 25 h day), and when a schedule is due."""
+
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 
@@ -18,7 +19,9 @@ class Span:
 
     @property
     def seconds(self) -> float:
-        return self.end.timestamp() - self.start.timestamp()  # not end - start: same-zone datetimes subtract wall clocks
+        return (
+            self.end.timestamp() - self.start.timestamp()
+        )  # not end - start: same-zone datetimes subtract wall clocks
 
     def previous(self) -> "Span":
         """The span of the same length (in local days when it is made of local days) just before."""

@@ -1,5 +1,6 @@
 """Reads of health reports that the pages and the API share: one filter, two doors (the reports page and
 GET /api/v1/reports/ answer the same rows for the same filter)."""
+
 from .models import Report
 
 

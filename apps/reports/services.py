@@ -7,6 +7,7 @@ report_pdf()    renders the archived HTML to PDF (WeasyPrint), charts embedded.
 run_due()       what beat calls: claims each due schedule with a conditional UPDATE, builds, sends.
 No database transaction is held while mailing.
 """
+
 import logging
 import time
 from collections.abc import Iterable
@@ -54,33 +55,55 @@ def build_data(cluster: Cluster | None, period: str, span: Span, rolling: bool =
     rollouts = rollouts_report.sections([c.pk for c in clusters], start, end)  # every cluster's at once
 
     def section(c: Cluster, hourly_only: bool = False) -> dict[str, Any]:
-        return content.ClusterSection(c, start, end, prev.start.timestamp(), prev.end.timestamp(), bucket,
-                                      before_words=before, hourly_only=hourly_only, rollouts=rollouts).build()
+        return content.ClusterSection(
+            c,
+            start,
+            end,
+            prev.start.timestamp(),
+            prev.end.timestamp(),
+            bucket,
+            before_words=before,
+            hourly_only=hourly_only,
+            rollouts=rollouts,
+        ).build()
 
     if cluster is None and len(clusters) > content.FLEET_TABLE_ROWS:
         # A big fleet: every cluster from its hourly rollups first (they can only make it look worse), then
         # the worst, which the report lists and details, again at the finest resolution kept.
         sections = [section(c, hourly_only=True) for c in clusters]
-        ranked = content.fleet_section(sections, start, end, prev.start.timestamp(), prev.end.timestamp(), before,
-                                       digests=False)["clusters"]
-        worst = {r["id"] for r in ranked[:content.FLEET_TABLE_ROWS]}
+        ranked = content.fleet_section(
+            sections, start, end, prev.start.timestamp(), prev.end.timestamp(), before, digests=False
+        )["clusters"]
+        worst = {r["id"] for r in ranked[: content.FLEET_TABLE_ROWS]}
         sections = [section(c) if c.pk in worst else s for c, s in zip(clusters, sections)]
     else:
         sections = [section(c) for c in clusters]
     label = fmt.period_label(span.start, span.end, period, rolling)
     scope_name = cluster.name if cluster is not None else "the fleet"
-    data: dict[str, Any] = {"version": 1, "scope": Scope.CLUSTER if cluster is not None else Scope.FLEET, "scope_name": scope_name,
-            "period": period, "rolling": rolling, "period_label": label,
-            "title": f"{'The fleet' if cluster is None else scope_name}: {period} health report, {label}",
-            "start": start, "end": end, "previous": [prev.start.timestamp(), prev.end.timestamp()],
-            "bucket_s": bucket, "tz": settings.TIME_ZONE, "clusters": sections,
-            "lab_data": any(s["lab_data"] for s in sections)}
+    data: dict[str, Any] = {
+        "version": 1,
+        "scope": Scope.CLUSTER if cluster is not None else Scope.FLEET,
+        "scope_name": scope_name,
+        "period": period,
+        "rolling": rolling,
+        "period_label": label,
+        "title": f"{'The fleet' if cluster is None else scope_name}: {period} health report, {label}",
+        "start": start,
+        "end": end,
+        "previous": [prev.start.timestamp(), prev.end.timestamp()],
+        "bucket_s": bucket,
+        "tz": settings.TIME_ZONE,
+        "clusters": sections,
+        "lab_data": any(s["lab_data"] for s in sections),
+    }
     if cluster is None:
-        data["fleet"] = content.fleet_section(sections, start, end, prev.start.timestamp(), prev.end.timestamp(), before)
+        data["fleet"] = content.fleet_section(
+            sections, start, end, prev.start.timestamp(), prev.end.timestamp(), before
+        )
         data["summary"] = data["fleet"]["summary"]
         rank = {r["id"]: i for i, r in enumerate(data["fleet"]["clusters"])}
         # The sections of the clusters the table lists (the others are a row each in data["fleet"]["clusters"]).
-        data["clusters"] = sorted(sections, key=lambda s: rank[s["id"]])[:data["fleet"]["listed"]]
+        data["clusters"] = sorted(sections, key=lambda s: rank[s["id"]])[: data["fleet"]["listed"]]
     else:
         data["summary"] = sections[0]["summary"] if sections else {"headline": "", "points": []}
     return data
@@ -97,17 +120,33 @@ def render_html(report: Report, data: dict[str, Any], charts_meta: list[dict[str
     by_key = {c["key"]: {**c, "src": src[c["key"]]} for c in charts_meta}
     section_charts: dict[int, dict[str, dict[str, Any]]] = {}
     for key, chart in by_key.items():
-        if key.startswith("c") and "-" in key and parse_id(key[1:key.index("-")]) is not None:
-            section_charts.setdefault(int(key[1:key.index("-")]), {})[key[key.index("-") + 1:]] = chart
+        if key.startswith("c") and "-" in key and parse_id(key[1 : key.index("-")]) is not None:
+            section_charts.setdefault(int(key[1 : key.index("-")]), {})[key[key.index("-") + 1 :]] = chart
     day_style = "time" if data["period"] == "daily" and not data.get("rolling") else "day"
-    ctx = {"report": report, "data": data, "day_style": day_style, "before": fmt.before_words(data["period"], data.get("rolling")), "charts": by_key, "section_charts": section_charts,
-           "base": base, "mode": mode, "css": CSS_PATH.read_text() if mode != "page" else ""}
+    ctx = {
+        "report": report,
+        "data": data,
+        "day_style": day_style,
+        "before": fmt.before_words(data["period"], data.get("rolling")),
+        "charts": by_key,
+        "section_charts": section_charts,
+        "base": base,
+        "mode": mode,
+        "css": CSS_PATH.read_text() if mode != "page" else "",
+    }
     template = "reports/_body.html" if mode == "page" else "reports/document.html"
     return render_to_string(template, ctx)
 
 
-def build_report(cluster: Cluster | None, period: str, span: Span, *, actor: Actor | None = None, rolling: bool = False,
-                 schedule: ReportSchedule | None = None) -> Report:
+def build_report(
+    cluster: Cluster | None,
+    period: str,
+    span: Span,
+    *,
+    actor: Actor | None = None,
+    rolling: bool = False,
+    schedule: ReportSchedule | None = None,
+) -> Report:
     """Build and archive one report for `actor` (apps/audit/actor.py; by default its schedule, else the system).
     Returns the Report."""
     actor = actor or _schedule_actor(schedule)
@@ -115,19 +154,43 @@ def build_report(cluster: Cluster | None, period: str, span: Span, *, actor: Act
     data = build_data(cluster, period, span, rolling)
     drawn = charts.render_all(data)
     charts_meta = [{"key": k, "title": t, "width": w, "height": h} for k, t, _, w, h in drawn]
-    report = Report(scope=data["scope"], cluster=cluster, scope_name=cluster.name if cluster else "fleet",
-                    period=period, start=span.start, end=span.end, schedule=schedule, built_at=timezone.now(),
-                    built_by=actor.name, headline=data["summary"]["headline"][:500], data=data, html="")
+    report = Report(
+        scope=data["scope"],
+        cluster=cluster,
+        scope_name=cluster.name if cluster else "fleet",
+        period=period,
+        start=span.start,
+        end=span.end,
+        schedule=schedule,
+        built_at=timezone.now(),
+        built_by=actor.name,
+        headline=data["summary"]["headline"][:500],
+        data=data,
+        html="",
+    )
     with transaction.atomic():
         report.save()
-        ReportChart.objects.bulk_create([ReportChart(report=report, key=k, title=t[:200], png=png, width=w, height=h)
-                                         for k, t, png, w, h in drawn])
+        ReportChart.objects.bulk_create(
+            [ReportChart(report=report, key=k, title=t[:200], png=png, width=w, height=h) for k, t, png, w, h in drawn]
+        )
         report.html = render_html(report, data, charts_meta, "email")
         report.build_ms = round((time.monotonic() - started) * 1000, 1)
         Report.objects.filter(pk=report.pk).update(html=report.html, build_ms=report.build_ms)
-        record("report built", actor=actor, cluster=cluster, target=report.title,
-            details={"report": report.pk, "period": period, "start": span.start, "end": span.end,
-                     "headline": report.headline, "charts": len(drawn)}, duration_ms=report.build_ms)
+        record(
+            "report built",
+            actor=actor,
+            cluster=cluster,
+            target=report.title,
+            details={
+                "report": report.pk,
+                "period": period,
+                "start": span.start,
+                "end": span.end,
+                "headline": report.headline,
+                "charts": len(drawn),
+            },
+            duration_ms=report.build_ms,
+        )
     return report
 
 
@@ -136,8 +199,10 @@ def _schedule_actor(schedule: ReportSchedule | None) -> Actor:
 
 
 def charts_meta(report: Report) -> list[dict[str, Any]]:
-    return [{"key": k, "title": t, "width": w, "height": h}
-            for k, t, w, h in report.charts.values_list("key", "title", "width", "height")]
+    return [
+        {"key": k, "title": t, "width": w, "height": h}
+        for k, t, w, h in report.charts.values_list("key", "title", "width", "height")
+    ]
 
 
 # -- delivery ---------------------------------------------------------------------------------------------
@@ -149,8 +214,11 @@ def text_of(report: Report) -> str:
     data = report.data
     lines = [data.get("title", report.title), "", data["summary"]["headline"], ""]
     lines += [f"- {p['text']}" for p in data["summary"]["points"]]
-    lines += ["", f"The full report, with charts: {settings.REPORTS_BASE_URL.rstrip('/')}{report.get_absolute_url()}",
-              f"PDF: {settings.REPORTS_BASE_URL.rstrip('/')}{report.get_absolute_url()}pdf/"]
+    lines += [
+        "",
+        f"The full report, with charts: {settings.REPORTS_BASE_URL.rstrip('/')}{report.get_absolute_url()}",
+        f"PDF: {settings.REPORTS_BASE_URL.rstrip('/')}{report.get_absolute_url()}pdf/",
+    ]
     if data.get("lab_data"):
         lines.insert(0, "LAB DATA: this report was built from synthetic lab history.\n")
     return "\n".join(lines)
@@ -169,8 +237,9 @@ def email_message(report: Report, recipients: list[str]) -> EmailMultiAlternativ
     return msg
 
 
-def send_report(report: Report, recipients: Iterable[str], *, actor: Actor | None = None,
-                schedule: ReportSchedule | None = None) -> tuple[bool, str]:
+def send_report(
+    report: Report, recipients: Iterable[str], *, actor: Actor | None = None, schedule: ReportSchedule | None = None
+) -> tuple[bool, str]:
     """Mail the report (a network call: no transaction is held) for `actor` (by default its schedule, else the
     system). Returns (ok, error)."""
     actor = actor or _schedule_actor(schedule)
@@ -187,11 +256,19 @@ def send_report(report: Report, recipients: Iterable[str], *, actor: Actor | Non
     ms = round((time.monotonic() - started) * 1000, 1)
     with transaction.atomic():  # what the report says of its mail and the audit row together
         Report.objects.filter(pk=report.pk).update(
-            emailed_to=", ".join(recipients)[:5000], email_error=error,
-            **({"emailed_at": timezone.now()} if not error else {}))
-        record("report e-mailed", actor=actor, cluster=report.cluster, target=report.title,
-               outcome="failure" if error else "success",
-               details={"report": report.pk, "recipients": recipients, "error": error}, duration_ms=ms)
+            emailed_to=", ".join(recipients)[:5000],
+            email_error=error,
+            **({"emailed_at": timezone.now()} if not error else {}),
+        )
+        record(
+            "report e-mailed",
+            actor=actor,
+            cluster=report.cluster,
+            target=report.title,
+            outcome="failure" if error else "success",
+            details={"report": report.pk, "recipients": recipients, "error": error},
+            duration_ms=ms,
+        )
     return not error, error
 
 
@@ -217,9 +294,11 @@ def report_pdf(report: Report) -> bytes:
 # -- schedules --------------------------------------------------------------------------------------------
 def claim(schedule: ReportSchedule, span: Span) -> bool:
     """Take the schedule's period with a conditional UPDATE; False when another run got there first."""
-    return bool(ReportSchedule.objects.filter(pk=schedule.pk).filter(
-        Q(last_period_end__isnull=True) | Q(last_period_end__lt=span.end)).update(
-        last_period_end=span.end, last_run_at=timezone.now(), last_error=""))
+    return bool(
+        ReportSchedule.objects.filter(pk=schedule.pk)
+        .filter(Q(last_period_end__isnull=True) | Q(last_period_end__lt=span.end))
+        .update(last_period_end=span.end, last_run_at=timezone.now(), last_error="")
+    )
 
 
 def run_schedule(schedule: ReportSchedule, span: Span) -> int | None:
@@ -231,8 +310,14 @@ def run_schedule(schedule: ReportSchedule, span: Span) -> int | None:
         log.exception("report schedule %s failed", schedule.pk)
         with transaction.atomic():
             ReportSchedule.objects.filter(pk=schedule.pk).update(last_error=f"{type(exc).__name__}: {exc}"[:2000])
-            record("report built", actor=_schedule_actor(schedule), cluster=schedule.cluster, outcome="failure",
-                   target=str(schedule), details={"error": str(exc)[:1000]})
+            record(
+                "report built",
+                actor=_schedule_actor(schedule),
+                cluster=schedule.cluster,
+                outcome="failure",
+                target=str(schedule),
+                details={"error": str(exc)[:1000]},
+            )
         return None
     if schedule.recipient_list:
         ok, error = send_report(report, schedule.recipient_list, schedule=schedule)
@@ -272,16 +357,28 @@ def save_schedule(form: ScheduleForm, *, actor: Actor) -> ReportSchedule:
     before = {} if creating else {f: form.initial.get(f) for f in form.changed_data}
     with transaction.atomic():
         schedule = form.save()
-        record("report schedule " + ("added" if creating else "changed"), actor=actor, cluster=schedule.cluster,
-               target=str(schedule), details={"schedule": schedule.pk, "changed": form.changed_data,
-                                              "before": {k: str(v) for k, v in before.items()},
-                                              "after": {f: str(form.cleaned_data.get(f)) for f in form.changed_data}})
+        record(
+            "report schedule " + ("added" if creating else "changed"),
+            actor=actor,
+            cluster=schedule.cluster,
+            target=str(schedule),
+            details={
+                "schedule": schedule.pk,
+                "changed": form.changed_data,
+                "before": {k: str(v) for k, v in before.items()},
+                "after": {f: str(form.cleaned_data.get(f)) for f in form.changed_data},
+            },
+        )
     return schedule
 
 
 def delete_schedule(schedule: ReportSchedule, *, actor: Actor) -> None:
     with transaction.atomic():
-        record("report schedule deleted", actor=actor, cluster=schedule.cluster, target=str(schedule),
-               details={"schedule": schedule.pk, "recipients": schedule.recipient_list})
+        record(
+            "report schedule deleted",
+            actor=actor,
+            cluster=schedule.cluster,
+            target=str(schedule),
+            details={"schedule": schedule.pk, "recipients": schedule.recipient_list},
+        )
         schedule.delete()
-

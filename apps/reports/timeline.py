@@ -7,6 +7,7 @@ are merged, so a day in which nothing happened is one segment whatever the numbe
 Samples become segments by what they cover: a raw poll at ts holds until the next poll of the same thing,
 but never longer than `max_gap` (past that the time is no data); a rollup row covers its whole bucket.
 """
+
 from collections import defaultdict
 
 
@@ -34,7 +35,11 @@ def coverage(rows, pieces, max_gap):
                 if ts < lo or ts >= hi:
                     continue
                 nxt = mine[i + 1][0] if i + 1 < len(mine) else None
-                b = nxt if nxt is not None and nxt - ts <= max_gap else ts + min(max_gap, _own_interval(mine, i, max_gap))
+                b = (
+                    nxt
+                    if nxt is not None and nxt - ts <= max_gap
+                    else ts + min(max_gap, _own_interval(mine, i, max_gap))
+                )
                 a, b = ts, min(b, hi)
             else:
                 a, b = max(ts, lo), min(ts + resolution, hi)

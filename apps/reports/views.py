@@ -24,15 +24,25 @@ from .models import Report, ReportChart, ReportSchedule
 def report_list(request, build_form=None, status=200):
     # the API's filter (GET /api/v1/reports/): a value the page does not understand is ignored
     chosen = {"cluster": parse_id(request.GET.get("cluster", "")), "period": request.GET.get("period", "")}
-    reports = selectors.reports(cluster=chosen["cluster"],
-                                period=chosen["period"] if chosen["period"] in Period.values else "")
+    reports = selectors.reports(
+        cluster=chosen["cluster"], period=chosen["period"] if chosen["period"] in Period.values else ""
+    )
     page = Paginator(reports.select_related("cluster"), 50).get_page(request.GET.get("page"))
     kept = urlencode({k: v for k, v in chosen.items() if v not in (None, "")})
-    return TemplateResponse(request, "reports/list.html", {
-        "page": page, "chosen": chosen, "kept": kept, "clusters": Cluster.objects.order_by("name"),
-        "periods": Period.choices, "build_form": build_form or BuildForm(),
-        "schedules": ReportSchedule.objects.select_related("cluster").filter(enabled=True)[:20],
-    }, status=status)
+    return TemplateResponse(
+        request,
+        "reports/list.html",
+        {
+            "page": page,
+            "chosen": chosen,
+            "kept": kept,
+            "clusters": Cluster.objects.order_by("name"),
+            "periods": Period.choices,
+            "build_form": build_form or BuildForm(),
+            "schedules": ReportSchedule.objects.select_related("cluster").filter(enabled=True)[:20],
+        },
+        status=status,
+    )
 
 
 @require_role(OPERATOR)
@@ -52,11 +62,18 @@ def report_build(request):
 def report_detail(request, pk):
     report = get_object_or_404(Report.objects.select_related("cluster", "schedule"), pk=pk)
     body = services.render_html(report, report.data, services.charts_meta(report), "page")
-    return TemplateResponse(request, "reports/detail.html", {
-        "report": report, "body": body, "send_form": SendForm(initial={
-            "recipients": ", ".join(report.schedule.recipient_list) if report.schedule else ""}),
-        "can_send": has_role(request.user, OPERATOR),
-    })
+    return TemplateResponse(
+        request,
+        "reports/detail.html",
+        {
+            "report": report,
+            "body": body,
+            "send_form": SendForm(
+                initial={"recipients": ", ".join(report.schedule.recipient_list) if report.schedule else ""}
+            ),
+            "can_send": has_role(request.user, OPERATOR),
+        },
+    )
 
 
 @require_role(VIEWER)
@@ -85,8 +102,13 @@ def report_send(request, pk):
     report = get_object_or_404(Report, pk=pk)
     form = SendForm(request.POST)
     if not form.is_valid():
-        record("report e-mailed", request=request, outcome="invalid", target=report.title,
-               details={"errors": form.errors.get_json_data()})
+        record(
+            "report e-mailed",
+            request=request,
+            outcome="invalid",
+            target=report.title,
+            details={"errors": form.errors.get_json_data()},
+        )
         messages.error(request, "Not sent: " + "; ".join(e for errs in form.errors.values() for e in errs))
         return redirect(report)
     ok, error = services.send_report(report, form.cleaned_data["recipients"], actor=Actor.of_request(request))
@@ -115,10 +137,15 @@ def schedule_edit(request, pk=None):
             saved = services.save_schedule(form, actor=Actor.of_request(request))
             messages.success(request, f"Saved: {saved} ({saved.when_text()}).")
             return redirect("reports:schedules")
-        record("report schedule " + ("changed" if schedule else "added"), request=request, outcome="invalid",
-               details={"errors": form.errors.get_json_data()})
-    return TemplateResponse(request, "reports/schedule_form.html", {"form": form, "schedule": schedule},
-                            status=400 if form.errors else 200)
+        record(
+            "report schedule " + ("changed" if schedule else "added"),
+            request=request,
+            outcome="invalid",
+            details={"errors": form.errors.get_json_data()},
+        )
+    return TemplateResponse(
+        request, "reports/schedule_form.html", {"form": form, "schedule": schedule}, status=400 if form.errors else 200
+    )
 
 
 @require_role(ADMIN)
@@ -136,8 +163,9 @@ def schedule_run(request, pk):
     """Build (and mail) the schedule's latest period now, whatever it already did."""
     schedule = get_object_or_404(ReportSchedule.objects.select_related("cluster"), pk=pk)
     _, span = periods.due_slot(schedule)
-    report = services.build_report(schedule.cluster, schedule.period, span, schedule=schedule,
-                                     actor=Actor.of_request(request))
+    report = services.build_report(
+        schedule.cluster, schedule.period, span, schedule=schedule, actor=Actor.of_request(request)
+    )
     if schedule.recipient_list:
         ok, error = services.send_report(report, schedule.recipient_list, actor=Actor.of_request(request))
         messages.info(request, "Mailed to the schedule's recipients." if ok else f"Not mailed: {error}")

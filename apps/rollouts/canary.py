@@ -8,6 +8,7 @@ cluster_sync HOLD, why_held): the hold's first step covers every node the plan w
 change while it bakes, and the last step restores it once the whole cluster runs the change. A gate that fails ends
 the step failed: the executor rolls the canary back (its undo, then the hold's restore) as any operation's rollback,
 and no version is recorded. The version is recorded once, when every node runs the change."""
+
 from datetime import datetime, timedelta
 
 from django.utils import timezone
@@ -39,14 +40,21 @@ def plan_canary(cs, options):
         raise Refused(f"the canary node #{node} cannot be read now: {plan.facts.get('unreachable')}")
     name = apply.nodes[node]["name"]
     rest = {k: v for k, v in apply.nodes.items() if k != node}
-    canary = Step(APPLY_CANARY, f"Write the changes to memory and LOAD them to runtime on {name} only (the canary)",
-                  apply.kind, {node: apply.nodes[node]})
-    bake = Step(BAKE_KEY, f"Bake the canary {options['bake_s']:g} s: the rollout's health gate read on {name} "
-                          "(its peers do not pull the change meanwhile: the sync is held)", BAKE,
-                params={"rollout": options["rollout"], "wave": options["wave"], "node": int(node),
-                        "bake_s": options["bake_s"]})
+    canary = Step(
+        APPLY_CANARY,
+        f"Write the changes to memory and LOAD them to runtime on {name} only (the canary)",
+        apply.kind,
+        {node: apply.nodes[node]},
+    )
+    bake = Step(
+        BAKE_KEY,
+        f"Bake the canary {options['bake_s']:g} s: the rollout's health gate read on {name} "
+        "(its peers do not pull the change meanwhile: the sync is held)",
+        BAKE,
+        params={"rollout": options["rollout"], "wave": options["wave"], "node": int(node), "bake_s": options["bake_s"]},
+    )
     apply.nodes, apply.title = rest, "Write the changes to memory and LOAD them to runtime on the other nodes"
-    plan.steps[at:at + 1] = [canary, bake, apply]
+    plan.steps[at : at + 1] = [canary, bake, apply]
     plan.options = {"change_set": cs.pk, **options}
     plan.facts["canary"] = {"node": name, "bake_s": options["bake_s"]}
     return plan, collector
@@ -88,16 +96,25 @@ def bake(run, step, row, executed, detail):
         run.beat()  # the operation's heartbeat and lock
         Rollout.objects.filter(pk=rollout.pk).update(heartbeat_at=timezone.now())
         # judged again at the canary's next poll (as soon as it lands), at the latest after GATE_STEP_S
-        seen = gates.wait_for_poll([p["node"]], min(services.GATE_STEP_S, max(0.0, (ends - timezone.now()).total_seconds())),
-                                   seen)
+        seen = gates.wait_for_poll(
+            [p["node"]], min(services.GATE_STEP_S, max(0.0, (ends - timezone.now()).total_seconds())), seen
+        )
     services._wave(rollout, wave, gate=verdict, state=WaveState.PASSED)
     services._wave(rollout, wave + 1, state=WaveState.APPLYING, started_at=timezone.now().isoformat())
 
 
 def register():
     config = kind_spec(OperationKind.CONFIG)  # a change set's: who confirms it, the alerts it holds
-    register_kind(OperationSpec(
-        KIND, "rollout canary", plan_canary, replan, cluster_sync=HOLD,
-        why_held="a rollout's canary: its peers must not pull its change while it bakes",
-        confirm=config.confirm, holds=config.holds))
+    register_kind(
+        OperationSpec(
+            KIND,
+            "rollout canary",
+            plan_canary,
+            replan,
+            cluster_sync=HOLD,
+            why_held="a rollout's canary: its peers must not pull its change while it bakes",
+            confirm=config.confirm,
+            holds=config.holds,
+        )
+    )
     register_step(StepHandler(BAKE, bake))

@@ -15,6 +15,7 @@ what the polls stored, each naming its figures when it fails:
 
 Each check takes the gate's reading (Reading) and adds its figures per node (or per cluster) and, when it fails,
 a sentence and a dict naming the gate."""
+
 import math
 import time
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ class Kept:
     """What a bake keeps from one gate reading to the next (every GATE_STEP_S): the digests each cluster's change
     touches are judged once a bake, and its rules' searches share one budget over the bake (RULE_WALK_BUDGET_S),
     not one a reading (costly patterns cost their budget at every reading, twice a second, for the whole bake)."""
+
     batch: rule_tester.Batch = field(default_factory=rule_tester.Batch)
     scopes: dict = field(default_factory=dict)  # cluster name -> Scope
 
@@ -55,12 +57,13 @@ class Kept:
 @dataclass
 class Reading:
     """One gate reading of a wave: its nodes [(pk, name, cluster name)], the windows, and what the checks found."""
+
     rollout: object
     nodes: list
     started: object  # the wave started (the window before ends here)
     applied: object  # the change was applied (the window since starts here)
-    window: object   # timedelta: the length of the window before
-    figures: dict = field(default_factory=dict)   # node name -> {figure: value}
+    window: object  # timedelta: the length of the window before
+    figures: dict = field(default_factory=dict)  # node name -> {figure: value}
     clusters: dict = field(default_factory=dict)  # cluster name -> {figure: value}
     bad: list = field(default_factory=list)
     failed: list = field(default_factory=list)
@@ -76,25 +79,39 @@ def backends(reading):
     the wave (a backend already down before is not this wave's doing)."""
     ids = {pk: name for pk, name, _ in reading.nodes}
     before, since = {}, {}
-    rows = chunks.read_pool({"node_id__in": list(ids), "resolution": RAW, "ts__gte": reading.started - reading.window},
-                     ["status"])
+    rows = chunks.read_pool(
+        {"node_id__in": list(ids), "resolution": RAW, "ts__gte": reading.started - reading.window}, ["status"]
+    )
     for node_id, ts, _, key, (state,) in rows:
         if ts < reading.started:
             before[(node_id, key)] = state  # time order: the last poll before the wave wins
         elif ts >= reading.applied and state in DOWN:
             since.setdefault((node_id, key), state)
     for pk, name in ids.items():
-        down = sorted((key, state) for (node, key), state in since.items()
-                      if node == pk and before.get((node, key)) not in DOWN)
+        down = sorted(
+            (key, state) for (node, key), state in since.items() if node == pk and before.get((node, key)) not in DOWN
+        )
         reading.figures.setdefault(name, {})["backends_down"] = [
-            {"hostgroup": hg, "backend": f"{host}:{port}", "status": state,
-             "before": before.get((pk, (hg, host, port)))} for (hg, host, port), state in down]
+            {
+                "hostgroup": hg,
+                "backend": f"{host}:{port}",
+                "status": state,
+                "before": before.get((pk, (hg, host, port))),
+            }
+            for (hg, host, port), state in down
+        ]
         if down:
-            said = ", ".join(f"{host}:{port} (hostgroup {hg}) {state} since the change, "
-                             f"{before.get((pk, (hg, host, port))) or 'not polled'} before"
-                             for (hg, host, port), state in down)
-            reading.fail(f"the backends gate on {name}: {said}", gate="backends", node=name,
-                         backends=reading.figures[name]["backends_down"])
+            said = ", ".join(
+                f"{host}:{port} (hostgroup {hg}) {state} since the change, "
+                f"{before.get((pk, (hg, host, port))) or 'not polled'} before"
+                for (hg, host, port), state in down
+            )
+            reading.fail(
+                f"the backends gate on {name}: {said}",
+                gate="backends",
+                node=name,
+                backends=reading.figures[name]["backends_down"],
+            )
 
 
 def mirror(reading):
@@ -106,24 +123,39 @@ def mirror(reading):
         before = _queue_share(mine.filter(ts__gte=reading.started - reading.window, ts__lt=reading.started))
         after = _queue_share(mine.filter(ts__gte=reading.applied))
         reading.figures.setdefault(name, {}).update(
-            mirror_queue_before=before and before[1], mirror_queue_after=after and after[1],
-            mirror_queue_limit=(after or before or (None, None, None))[2])
+            mirror_queue_before=before and before[1],
+            mirror_queue_after=after and after[1],
+            mirror_queue_limit=(after or before or (None, None, None))[2],
+        )
         if after is None or after[0] < threshold or (before is not None and after[0] <= before[0]):
             continue
         share, queue, limit = after
         was = f"{before[1]:g} ({before[0]:.0%})" if before else "not polled"
-        reading.fail(f"the mirror gate on {name}: mirror queue {queue:g} of its limit {limit:g} ({share:.0%}) since "
-                     f"the change, {was} before (threshold {threshold:.0%} of the limit)",
-                     gate="mirror", node=name, queue=queue, limit=limit, share=share,
-                     before=before and before[1], threshold=threshold)
+        reading.fail(
+            f"the mirror gate on {name}: mirror queue {queue:g} of its limit {limit:g} ({share:.0%}) since "
+            f"the change, {was} before (threshold {threshold:.0%} of the limit)",
+            gate="mirror",
+            node=name,
+            queue=queue,
+            limit=limit,
+            share=share,
+            before=before and before[1],
+            threshold=threshold,
+        )
 
 
 def _queue_share(samples):
     """(share, queue, limit) of the polls' highest mirror queue against its limit, or None without figures."""
-    row = samples.aggregate(queue=Max("mirror_queue_length"), per_thread=Max("mirror_max_queue_length"),
-                            threads=Max("mysql_threads"))
-    verdict = status.mirror({"mirror_queue_length": row["queue"], "mirror_max_queue_length": row["per_thread"],
-                             "mysql_threads": row["threads"]})
+    row = samples.aggregate(
+        queue=Max("mirror_queue_length"), per_thread=Max("mirror_max_queue_length"), threads=Max("mysql_threads")
+    )
+    verdict = status.mirror(
+        {
+            "mirror_queue_length": row["queue"],
+            "mirror_max_queue_length": row["per_thread"],
+            "mysql_threads": row["threads"],
+        }
+    )
     if verdict.queue_ratio is None:
         return None
     return verdict.queue_ratio, verdict.queue, verdict.queue_limit
@@ -146,15 +178,26 @@ def latency(reading):
         stats = DigestStat.objects.filter(resolution=DIGEST_RAW, source__node_id__in=ids)
         before = _per_query_ms(stats.filter(ts__gte=start, ts__lt=since), scope)
         after = _per_query_ms(stats.filter(ts__gt=applied), scope)
-        reading.clusters[cluster] = {"latency_ms_before": before and before[0], "latency_ms_after": after and after[0],
-                                     "queries_after": after[1] if after else 0, "latency_digests": scope.said}
+        reading.clusters[cluster] = {
+            "latency_ms_before": before and before[0],
+            "latency_ms_after": after and after[0],
+            "queries_after": after[1] if after else 0,
+            "latency_digests": scope.said,
+        }
         if before is None or after is None or after[1] < MIN_QUERIES or after[0] <= before[0] * ratio:
             continue
         where = cluster if len(ids) > 1 else f"{cluster} ({next(n for p, n, _ in reading.nodes if p == ids[0])})"
-        reading.fail(f"the latency gate on {where}: {after[0]:.2f} ms per query since the change ({after[1]} "
-                     f"queries of {scope.said}), {before[0]:.2f} ms before (threshold x{ratio:g})",
-                     gate="latency", cluster=cluster, before=before[0], after=after[0], queries=after[1],
-                     threshold=ratio, digests=scope.said)
+        reading.fail(
+            f"the latency gate on {where}: {after[0]:.2f} ms per query since the change ({after[1]} "
+            f"queries of {scope.said}), {before[0]:.2f} ms before (threshold x{ratio:g})",
+            gate="latency",
+            cluster=cluster,
+            before=before[0],
+            after=after[0],
+            queries=after[1],
+            threshold=ratio,
+            digests=scope.said,
+        )
 
 
 @dataclass
@@ -163,6 +206,7 @@ class Scope:
     the `hostgroups` they route to; everything when the change edits no query rule (`rules` is None). The rules'
     searches are bounded as the rule tester's (`batch`: the match limit, each pattern's budget and the batch's): a
     digest a pattern cannot tell about counts as touched."""
+
     rules: list | None
     hostgroups: set
     engine: int
@@ -173,16 +217,19 @@ class Scope:
     @property
     def not_measured(self):
         """How many of the rules have a pattern that gave up (match limit or budget) in this scope's batch."""
-        return sum(any((pattern, _caseless(rule), self.engine) in self.batch for pattern in _patterns(rule))
-                   for rule in self.rules or ())
+        return sum(
+            any((pattern, _caseless(rule), self.engine) in self.batch for pattern in _patterns(rule))
+            for rule in self.rules or ()
+        )
 
     @property
     def said(self):
         """The words, and the rules whose patterns could not be tested (their digests counted as touched)."""
         left = self.not_measured
         whose = "rules'" if left > 1 else "rule's"
-        return self.words + (f" ({left} {whose} patterns too costly to test: every digest "
-                             "they might match counted)" if left else "")
+        return self.words + (
+            f" ({left} {whose} patterns too costly to test: every digest they might match counted)" if left else ""
+        )
 
     def covers(self, digest, text, hostgroup, username, schemaname):
         if self.rules is None or hostgroup in self.hostgroups:
@@ -229,8 +276,11 @@ def _patterns(rule):
 def touched(rollout, cluster_name, batch=None):
     """The Scope of the rollout's change on one cluster, from its change set's edits of mysql_query_rules and the
     rows they replace or delete in the version before; `batch`: the rule_tester.Batch its searches count against."""
-    rc = (RolloutCluster.objects.filter(rollout=rollout, cluster__name=cluster_name)
-          .select_related("change_set__base").first())
+    rc = (
+        RolloutCluster.objects.filter(rollout=rollout, cluster__name=cluster_name)
+        .select_related("change_set__base")
+        .first()
+    )
     cs = rc and rc.change_set
     if cs is None:
         return Scope(None, set(), 1, "every digest (no change set yet)")
@@ -251,18 +301,27 @@ def touched(rollout, cluster_name, batch=None):
     ids = sorted({str(r.get("rule_id")) for r in rules})
     words = f"the digests of query rule{'s' if len(ids) > 1 else ''} {', '.join(ids)}" + (
         f" and of hostgroup{'s' if len(hostgroups) > 1 else ''} {', '.join(map(str, sorted(hostgroups)))}"
-        if hostgroups else "")
+        if hostgroups
+        else ""
+    )
     return Scope(rules, hostgroups, regex_engine(content), words, batch if batch is not None else rule_tester.Batch())
 
 
 def _per_query_ms(stats, scope):
     """(ms per query, queries) of the scope's digests among `stats`, or None without queries."""
-    rows = list(stats.values("digest_id", "source__hostgroup", "source__username", "source__schemaname")
-                .annotate(count=Sum("count_star"), time=Sum("sum_time")))
+    rows = list(
+        stats.values("digest_id", "source__hostgroup", "source__username", "source__schemaname").annotate(
+            count=Sum("count_star"), time=Sum("sum_time")
+        )
+    )
     texts = {}
     if scope.rules is not None:
-        texts = {pk: (digest, text) for pk, digest, text in Digest.objects.filter(
-            pk__in={r["digest_id"] for r in rows}).values_list("pk", "digest", "digest_text")}
+        texts = {
+            pk: (digest, text)
+            for pk, digest, text in Digest.objects.filter(pk__in={r["digest_id"] for r in rows}).values_list(
+                "pk", "digest", "digest_text"
+            )
+        }
     count = time = 0
     for r in rows:
         digest, text = texts.get(r["digest_id"], ("", ""))
@@ -289,7 +348,8 @@ def refused(reading):
         return
     seconds = max(1.0, (timezone.now() - reading.applied).total_seconds())
     nodes = ProxySQLNode.objects.select_related("cluster").in_bulk(
-        [pk for pk, _, cluster in reading.nodes if cluster in rules])
+        [pk for pk, _, cluster in reading.nodes if cluster in rules]
+    )
     for pk, name, cluster in reading.nodes:
         if pk not in nodes:
             continue
@@ -302,20 +362,31 @@ def refused(reading):
         reading.figures.setdefault(name, {})["refused_per_s"] = rate
         if rate > reading.rollout.max_error_rate:
             named = ", ".join(str(r) for r in sorted(hits) if hits[r])
-            reading.fail(f"the errors gate on {name}: {rate:.1f} queries/s refused by the change's query rule "
-                         f"{named} (error_msg) since the change, {sum(hits.values())} in all "
-                         f"(threshold {reading.rollout.max_error_rate:g})",
-                         gate="errors", node=name, refused_per_s=rate, rules=sorted(hits),
-                         threshold=reading.rollout.max_error_rate)
+            reading.fail(
+                f"the errors gate on {name}: {rate:.1f} queries/s refused by the change's query rule "
+                f"{named} (error_msg) since the change, {sum(hits.values())} in all "
+                f"(threshold {reading.rollout.max_error_rate:g})",
+                gate="errors",
+                node=name,
+                refused_per_s=rate,
+                rules=sorted(hits),
+                threshold=reading.rollout.max_error_rate,
+            )
 
 
 def _refusing_rules(rollout):
     """{cluster name: [rule_id]} of the query rules each cluster's change set adds or edits with an error_msg."""
     out = {}
     for name, edits in RolloutCluster.objects.filter(rollout=rollout, change_set__isnull=False).values_list(
-            "cluster__name", "change_set__edits"):
-        out[name] = sorted({int(e["row"]["rule_id"]) for e in edits or []
-                            if e.get("table") == MYSQL_QUERY_RULES.name and (e.get("row") or {}).get("error_msg")})
+        "cluster__name", "change_set__edits"
+    ):
+        out[name] = sorted(
+            {
+                int(e["row"]["rule_id"])
+                for e in edits or []
+                if e.get("table") == MYSQL_QUERY_RULES.name and (e.get("row") or {}).get("error_msg")
+            }
+        )
     return out
 
 
@@ -327,6 +398,7 @@ class LatestPoll(msgspec.Struct):
     its rates. A round publishes each node's document as soon as that node is polled; its history rows are stored
     only when the whole round is over (100 nodes: 1.6 s, up to 6 s under load), so a gate reading the history
     alone saw a bad canary's errors that much later."""
+
     ts: float = 0.0
     ok: bool = False
     figures: dict[str, float | int | None] = {}

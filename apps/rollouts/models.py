@@ -1,5 +1,6 @@
 """A rollout: one change (a change set's edits, or a YAML fragment) to the clusters a selector picks, in waves. Its
 progress lives here, cluster by cluster, so that the service can pick it up again after a worker's death."""
+
 from django.conf import settings
 from django.db import models
 
@@ -28,12 +29,14 @@ class ClusterState(models.TextChoices):
 
 class WhenBusy(models.TextChoices):
     """A selected cluster that another operation holds when its turn comes."""
+
     WAIT = "wait", "wait for it (up to busy_wait_s, then the rollout halts)"
     SKIP = "skip", "skip it (said with the reason; the rollout goes on)"
 
 
 class WaveState(models.TextChoices):
     """A wave's state, kept in Rollout.waves (JSON): compared through these, never as bare strings."""
+
     PENDING = "pending", "pending"
     APPLYING = "applying", "applying"
     BAKING = "baking", "baking (its gate is read)"
@@ -57,12 +60,16 @@ class Rollout(models.Model):
     bake_canary_s = models.FloatField(default=60)
     bake_s = models.FloatField(default=30)
     max_error_rate = models.FloatField(default=1.0, help_text="errors per second per node above the window before")
-    max_latency_ratio = models.FloatField(default=2.0, help_text="a cluster's digest latency since the change may be "
-                                                                 "at most this many times the window before's")
-    max_mirror_queue_share = models.FloatField(default=0.8, help_text="a node's mirror queue against its limit "
-                                                                      "(mysql-mirror_max_queue_length x mysql-threads)")
-    roll_back_before = models.BooleanField(default=False, help_text="on a halt, every wave before the failing one "
-                                                                    "is rolled back too (newest first)")
+    max_latency_ratio = models.FloatField(
+        default=2.0,
+        help_text="a cluster's digest latency since the change may be at most this many times the window before's",
+    )
+    max_mirror_queue_share = models.FloatField(
+        default=0.8, help_text="a node's mirror queue against its limit (mysql-mirror_max_queue_length x mysql-threads)"
+    )
+    roll_back_before = models.BooleanField(
+        default=False, help_text="on a halt, every wave before the failing one is rolled back too (newest first)"
+    )
     when_busy = models.CharField(max_length=4, choices=WhenBusy.choices, default=WhenBusy.WAIT)
     busy_wait_s = models.FloatField(default=300, help_text="how long a busy cluster is waited for (when_busy wait)")
     state = models.CharField(max_length=12, choices=RolloutState.choices, default=RolloutState.PLANNED)
@@ -70,8 +77,9 @@ class Rollout(models.Model):
     halt_reason = models.TextField(blank=True)
     planned_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     planner = models.CharField(max_length=150)
-    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -86,12 +94,15 @@ class RolloutCluster(models.Model):
     wave = models.PositiveIntegerField()
     position = models.PositiveIntegerField(help_text="the order in the plan")
     state = models.CharField(max_length=16, choices=ClusterState.choices, default=ClusterState.PENDING)
-    version_before = models.ForeignKey("configuration.ConfigVersion", null=True, blank=True,
-                                       on_delete=models.SET_NULL, related_name="+")
-    change_set = models.ForeignKey("configuration.ChangeSet", null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
-    revert = models.ForeignKey("configuration.ChangeSet", null=True, blank=True, on_delete=models.SET_NULL,
-                               related_name="+")
+    version_before = models.ForeignKey(
+        "configuration.ConfigVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    change_set = models.ForeignKey(
+        "configuration.ChangeSet", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    revert = models.ForeignKey(
+        "configuration.ChangeSet", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     error = models.TextField(blank=True)
 
     class Meta:

@@ -1,6 +1,7 @@
 """The rollouts part of the health reports: the rollouts that ran in the window (that touched the cluster, or every
 one for the fleet), each with its waves (their clusters and states, the gate that failed) and its halt. JSON-ready
 data read from the rollouts' own rows (Rollout.waves keeps each wave's state and its last gate reading)."""
+
 from datetime import datetime, timezone
 
 from django.db.models import Count
@@ -41,17 +42,19 @@ def sections(cluster_ids, start, end):
     alive = _alive(start, end)
     picked = {}  # cluster id -> [(created_at, pk, state)] of the alive rollouts that selected it
     for cluster_id, pk, created_at, state in RolloutCluster.objects.filter(
-            cluster_id__in=list(cluster_ids), rollout__in=alive).values_list(
-            "cluster_id", "rollout_id", "rollout__created_at", "rollout__state"):
+        cluster_id__in=list(cluster_ids), rollout__in=alive
+    ).values_list("cluster_id", "rollout_id", "rollout__created_at", "rollout__state"):
         picked.setdefault(cluster_id, []).append((created_at, pk, state))
     listed_of = {c: [pk for _, pk, _ in sorted(rows, reverse=True)[:LISTED]] for c, rows in picked.items()}
     rows = Rollout.objects.in_bulk({pk for pks in listed_of.values() for pk in pks})
     names = _names(list(rows.values()))
     out = dict.fromkeys(cluster_ids)
     for cluster_id, found in picked.items():
-        out[cluster_id] = {"rollouts": [_rollout(rows[pk], names) for pk in listed_of[cluster_id]],
-                           "more": len(found) - len(listed_of[cluster_id]),
-                           "halted": sum(state == RolloutState.HALTED for _, _, state in found)}
+        out[cluster_id] = {
+            "rollouts": [_rollout(rows[pk], names) for pk in listed_of[cluster_id]],
+            "more": len(found) - len(listed_of[cluster_id]),
+            "halted": sum(state == RolloutState.HALTED for _, _, state in found),
+        }
     return out
 
 
@@ -65,14 +68,30 @@ def _rollout(rollout, names):
     for n, wave in enumerate(rollout.waves):
         clusters = [names.get(pk, f"#{pk}") for pk in wave["clusters"]]
         gate = wave.get("gate") or {}
-        waves.append({"wave": n, "canary": n == 0 and bool(wave.get("node")), "state": wave["state"],
-                      "clusters": clusters[:NAMED_CLUSTERS], "more_clusters": max(0, len(clusters) - NAMED_CLUSTERS),
-                      "failed": sorted({f["gate"] for f in gate.get("failed") or []}),
-                      "started_at": _epoch(wave.get("started_at"))})
-    return {"id": rollout.pk, "url": f"/rollouts/{rollout.pk}/", "reason": rollout.reason, "state": rollout.state,
-            "state_label": rollout.get_state_display(), "planner": rollout.planner,
-            "planned_at": rollout.created_at.timestamp(), "waves_text": rollout.waves_text, "waves": waves,
-            "halted": rollout.state == RolloutState.HALTED, "halt_reason": rollout.halt_reason}
+        waves.append(
+            {
+                "wave": n,
+                "canary": n == 0 and bool(wave.get("node")),
+                "state": wave["state"],
+                "clusters": clusters[:NAMED_CLUSTERS],
+                "more_clusters": max(0, len(clusters) - NAMED_CLUSTERS),
+                "failed": sorted({f["gate"] for f in gate.get("failed") or []}),
+                "started_at": _epoch(wave.get("started_at")),
+            }
+        )
+    return {
+        "id": rollout.pk,
+        "url": f"/rollouts/{rollout.pk}/",
+        "reason": rollout.reason,
+        "state": rollout.state,
+        "state_label": rollout.get_state_display(),
+        "planner": rollout.planner,
+        "planned_at": rollout.created_at.timestamp(),
+        "waves_text": rollout.waves_text,
+        "waves": waves,
+        "halted": rollout.state == RolloutState.HALTED,
+        "halt_reason": rollout.halt_reason,
+    }
 
 
 def _epoch(iso):

@@ -8,6 +8,7 @@ writes the canary node, bakes it under the held ProxySQL Cluster sync, then writ
 its own canary (wave 0 then is the first wave size's clusters).
 The state is in the database (Rollout.waves, RolloutCluster.state): run() may be called again after a worker's
 death and goes on from what is stored; a change set left mid-run is waited for (the executor's reaper ends it)."""
+
 import math
 import time
 from datetime import datetime, timedelta
@@ -149,7 +150,9 @@ def fragment_file(cluster, fragment):
     tables = {t.name for t in TABLES}
     if not isinstance(doc, dict) or not doc or set(doc) - tables - {files.VARIABLES}:
         extra = sorted(set(doc) - tables - {files.VARIABLES}) if isinstance(doc, dict) else []
-        raise Refused("the fragment names tables and global_variables only" + (f" (not {', '.join(extra)})" if extra else ""))
+        raise Refused(
+            "the fragment names tables and global_variables only" + (f" (not {', '.join(extra)})" if extra else "")
+        )
     current = config.latest(cluster)
     if current is None:
         raise Refused(f"{cluster} has no configuration version yet")
@@ -167,8 +170,9 @@ def _validate(cluster, change, actor, reason):
     """The change set the change makes on `cluster`, checked as creating it would check it, nothing written
     (configuration's validate_change_set). NothingToDo when the cluster already runs it."""
     if "file" in change:
-        return config.validate_change_set(cluster, actor=actor, reason=reason,
-                                          file=fragment_file(cluster, change["file"]))
+        return config.validate_change_set(
+            cluster, actor=actor, reason=reason, file=fragment_file(cluster, change["file"])
+        )
     return config.validate_change_set(cluster, actor=actor, reason=reason, edits=change["edits"])
 
 
@@ -191,9 +195,22 @@ def _check_operator(actor):
         raise Refused("rollouts are planned, started and aborted by an operator (or an admin)")
 
 
-def plan(change, selector, waves_text, *, actor, reason, bake_canary_s=60, bake_s=30, max_error_rate=1.0,
-         when_busy=WhenBusy.WAIT, busy_wait_s=300, max_latency_ratio=2.0, max_mirror_queue_share=0.8,
-         roll_back_before=False):
+def plan(
+    change,
+    selector,
+    waves_text,
+    *,
+    actor,
+    reason,
+    bake_canary_s=60,
+    bake_s=30,
+    max_error_rate=1.0,
+    when_busy=WhenBusy.WAIT,
+    busy_wait_s=300,
+    max_latency_ratio=2.0,
+    max_mirror_queue_share=0.8,
+    roll_back_before=False,
+):
     """A planned rollout: the exact clusters per wave, each checked that the change applies. Audited."""
     _check_operator(actor)
     if not reason.strip():
@@ -219,15 +236,26 @@ def plan(change, selector, waves_text, *, actor, reason, bake_canary_s=60, bake_
     if canary is not None:  # wave 0: one node of the first cluster; the first wave then holds the rest of it
         waves.append({"clusters": [clusters[0].pk], "node": canary.pk, "state": WaveState.PENDING})
     for size in sizes:
-        waves.append({"clusters": [c.pk for c in clusters[at:at + size]], "state": WaveState.PENDING})
+        waves.append({"clusters": [c.pk for c in clusters[at : at + size]], "state": WaveState.PENDING})
         at += size
     with transaction.atomic():
         rollout = Rollout.objects.create(
-            reason=reason, change=change, selector=selector, waves_text=waves_text, waves=waves,
-            bake_canary_s=bake_canary_s, bake_s=bake_s, max_error_rate=max_error_rate, when_busy=when_busy,
-            busy_wait_s=busy_wait_s, max_latency_ratio=max_latency_ratio,
-            max_mirror_queue_share=max_mirror_queue_share, roll_back_before=roll_back_before,
-            planned_by=actor.user, planner=actor.who)
+            reason=reason,
+            change=change,
+            selector=selector,
+            waves_text=waves_text,
+            waves=waves,
+            bake_canary_s=bake_canary_s,
+            bake_s=bake_s,
+            max_error_rate=max_error_rate,
+            when_busy=when_busy,
+            busy_wait_s=busy_wait_s,
+            max_latency_ratio=max_latency_ratio,
+            max_mirror_queue_share=max_mirror_queue_share,
+            roll_back_before=roll_back_before,
+            planned_by=actor.user,
+            planner=actor.who,
+        )
         position = 0
         for n, wave in enumerate(waves):
             for pk in wave["clusters"]:
@@ -260,18 +288,43 @@ def describe(rollout):
     rows = {rc.cluster_id: rc for rc in rollout.clusters.select_related("cluster")}
     canary = rollout.waves[0].get("node") if rollout.waves else None
     node = ProxySQLNode.objects.filter(pk=canary).values_list("name", flat=True).first() if canary else None
-    return {"rollout": rollout.pk, "state": rollout.state, "reason": rollout.reason, "waves_text": rollout.waves_text,
-            "clusters": len(rows),
-            "halt_reason": rollout.halt_reason, "bake_canary_s": rollout.bake_canary_s, "bake_s": rollout.bake_s,
-            "thresholds": {"max_error_rate": rollout.max_error_rate, "max_latency_ratio": rollout.max_latency_ratio,
-                           "max_mirror_queue_share": rollout.max_mirror_queue_share},
-            "roll_back_before": rollout.roll_back_before,
-            "waves": [{"wave": n, "canary": n == 0, "node": node if n == 0 else None,
-                       "rest_of_canary": n == 1 and canary is not None, "state": w["state"], "gate": w.get("gate"),
-                       "clusters": [{"name": rows[pk].cluster.name, "state": rows[pk].state, "error": rows[pk].error,
-                                     "change_set": rows[pk].change_set_id, "revert": rows[pk].revert_id}
-                                    for pk in w["clusters"]]}
-                      for n, w in enumerate(rollout.waves)]}
+    return {
+        "rollout": rollout.pk,
+        "state": rollout.state,
+        "reason": rollout.reason,
+        "waves_text": rollout.waves_text,
+        "clusters": len(rows),
+        "halt_reason": rollout.halt_reason,
+        "bake_canary_s": rollout.bake_canary_s,
+        "bake_s": rollout.bake_s,
+        "thresholds": {
+            "max_error_rate": rollout.max_error_rate,
+            "max_latency_ratio": rollout.max_latency_ratio,
+            "max_mirror_queue_share": rollout.max_mirror_queue_share,
+        },
+        "roll_back_before": rollout.roll_back_before,
+        "waves": [
+            {
+                "wave": n,
+                "canary": n == 0,
+                "node": node if n == 0 else None,
+                "rest_of_canary": n == 1 and canary is not None,
+                "state": w["state"],
+                "gate": w.get("gate"),
+                "clusters": [
+                    {
+                        "name": rows[pk].cluster.name,
+                        "state": rows[pk].state,
+                        "error": rows[pk].error,
+                        "change_set": rows[pk].change_set_id,
+                        "revert": rows[pk].revert_id,
+                    }
+                    for pk in w["clusters"]
+                ],
+            }
+            for n, w in enumerate(rollout.waves)
+        ],
+    }
 
 
 # -- start, abort -----------------------------------------------------------------------------------------------
@@ -281,11 +334,14 @@ def start(rollout, *, actor, enqueue=True):
     _check_operator(actor)
     strict = [rc.cluster.name for rc in rollout.clusters.select_related("cluster") if rc.cluster.two_person_rule]
     if strict and actor.user is not None and actor.user.pk == rollout.planned_by_id:
-        raise Refused(f"{', '.join(strict)} require(s) two people: {rollout.planner} planned this rollout, so "
-                      "someone else must start it.")
+        raise Refused(
+            f"{', '.join(strict)} require(s) two people: {rollout.planner} planned this rollout, so "
+            "someone else must start it."
+        )
     with transaction.atomic():
         if not Rollout.objects.filter(pk=rollout.pk, state=RolloutState.PLANNED).update(
-                state=RolloutState.RUNNING, started_by=actor.user, heartbeat_at=timezone.now()):
+            state=RolloutState.RUNNING, started_by=actor.user, heartbeat_at=timezone.now()
+        ):
             raise Refused(f"{rollout} is not planned any more (it is {Rollout.objects.get(pk=rollout.pk).state})")
         record("rollout started", actor=actor, target=str(rollout), details={"rollout": rollout.pk})
         if enqueue:
@@ -382,11 +438,16 @@ def resume_stale(stale_after_s=STALE_AFTER_S):
     cutoff = timezone.now() - timedelta(seconds=stale_after_s)
     resumed = []
     for pk, beat in Rollout.objects.filter(state=RolloutState.RUNNING, heartbeat_at__lt=cutoff).values_list(
-            "pk", "heartbeat_at"):
+        "pk", "heartbeat_at"
+    ):
         with transaction.atomic():
             if Rollout.objects.filter(pk=pk, heartbeat_at=beat).update(heartbeat_at=timezone.now()):
-                record("rollout taken up again", actor=Actor.system(), target=f"rollout #{pk}",
-                       details={"rollout": pk, "last_heartbeat": beat.isoformat()})
+                record(
+                    "rollout taken up again",
+                    actor=Actor.system(),
+                    target=f"rollout #{pk}",
+                    details={"rollout": pk, "last_heartbeat": beat.isoformat()},
+                )
                 transaction.on_commit(lambda pk=pk: tasks.enqueue("rollouts.run", (pk,)))
                 resumed.append(pk)
     return resumed
@@ -401,7 +462,8 @@ def pause(rollout, *, actor):
     _check_operator(actor)
     with transaction.atomic():
         if not Rollout.objects.filter(pk=rollout.pk, state=RolloutState.RUNNING, abort_requested=False).update(
-                state=RolloutState.PAUSED):
+            state=RolloutState.PAUSED
+        ):
             raise Refused(f"{rollout} is not running (it is {Rollout.objects.get(pk=rollout.pk).state})")
         record("rollout paused", actor=actor, target=str(rollout), details={"rollout": rollout.pk})
     rollout.refresh_from_db()
@@ -413,7 +475,8 @@ def resume(rollout, *, actor, enqueue=True):
     _check_operator(actor)
     with transaction.atomic():
         if not Rollout.objects.filter(pk=rollout.pk, state=RolloutState.PAUSED).update(
-                state=RolloutState.RUNNING, heartbeat_at=timezone.now()):
+            state=RolloutState.RUNNING, heartbeat_at=timezone.now()
+        ):
             raise Refused(f"{rollout} is not paused (it is {Rollout.objects.get(pk=rollout.pk).state})")
         record("rollout resumed", actor=actor, target=str(rollout), details={"rollout": rollout.pk})
         if enqueue:
@@ -437,8 +500,9 @@ def halt(rollout, *, actor, reason):
         raise Refused("reason: say why you halt it (the page and the alert say it)")
     why = f"halted by {actor.who}: {reason.strip()}"
     with transaction.atomic():
-        if not Rollout.objects.filter(pk=rollout.pk, state=RolloutState.RUNNING, abort_requested=False,
-                                      halt_reason="").update(halt_reason=why):
+        if not Rollout.objects.filter(
+            pk=rollout.pk, state=RolloutState.RUNNING, abort_requested=False, halt_reason=""
+        ).update(halt_reason=why):
             raise Refused(f"{rollout} is not running (it is {Rollout.objects.get(pk=rollout.pk).state})")
         record("rollout halt requested", actor=actor, target=str(rollout), details={"rollout": rollout.pk, "why": why})
     rollout.refresh_from_db()
@@ -447,8 +511,10 @@ def halt(rollout, *, actor, reason):
 
 def halt_requested(rollout):
     """The operator's halt (halt()) of a running rollout, or ""."""
-    return Rollout.objects.filter(pk=rollout.pk, state=RolloutState.RUNNING).values_list(
-        "halt_reason", flat=True).first() or ""
+    return (
+        Rollout.objects.filter(pk=rollout.pk, state=RolloutState.RUNNING).values_list("halt_reason", flat=True).first()
+        or ""
+    )
 
 
 def _wave(rollout, n, **fields):
@@ -502,8 +568,9 @@ def _apply_cluster(rollout, rc, n):
         try:
             with transaction.atomic():
                 if "file" in rollout.change:
-                    cs = config.create_change_set(cluster, actor=planner, reason=reason,
-                                                  file=fragment_file(cluster, rollout.change["file"]))
+                    cs = config.create_change_set(
+                        cluster, actor=planner, reason=reason, file=fragment_file(cluster, rollout.change["file"])
+                    )
                 else:
                     cs = config.create_change_set(cluster, actor=planner, reason=reason, edits=rollout.change["edits"])
                 rc.change_set, rc.version_before, rc.state = cs, cs.base, ClusterState.APPLYING
@@ -514,8 +581,13 @@ def _apply_cluster(rollout, rc, n):
         except (config.Refused, Refused) as exc:
             return _cluster_failed(rc, str(exc))
     canary = _canary_options(rollout, n)
-    error = _run_change_set(rollout.pk, rc.change_set, planner, confirmer,
-                            plan=(lambda cs: plan_canary(cs, canary)) if canary else plan_change_set)
+    error = _run_change_set(
+        rollout.pk,
+        rc.change_set,
+        planner,
+        confirmer,
+        plan=(lambda cs: plan_canary(cs, canary)) if canary else plan_change_set,
+    )
     if error and canary and _operation_state(rc.change_set) == OperationState.ROLLED_BACK:
         _cluster_state(rc, ClusterState.ROLLED_BACK, error)  # the executor's rollback undid the canary
         return error
@@ -610,8 +682,14 @@ def gate(rollout, n, started, applied, nodes=None, kept=None):
     clusters = [pk for pk in rollout.waves[n]["clusters"] if pk not in skipped]
     bake = rollout.bake_canary_s if n == 0 else rollout.bake_s
     window = timedelta(seconds=max(bake, 10))
-    reading = gates.Reading(rollout, list(_nodes(clusters, nodes)), started, applied, window,
-                            kept=kept if kept is not None else gates.Kept())
+    reading = gates.Reading(
+        rollout,
+        list(_nodes(clusters, nodes)),
+        started,
+        applied,
+        window,
+        kept=kept if kept is not None else gates.Kept(),
+    )
     samples = ProxySQLSample.objects.filter(node__cluster_id__in=clusters, resolution=RAW)
     latest = gates.latest_polls([pk for pk, _, _ in reading.nodes])
     for node_id, name, _ in reading.nodes:
@@ -619,19 +697,37 @@ def gate(rollout, n, started, applied, nodes=None, kept=None):
         after = _errors_since(samples.filter(node_id=node_id, ts__gte=applied), latest.get(node_id), applied)
         reading.figures[name] = {"errors_per_s_before": before, "errors_per_s_after": after}
         if after is not None and after > (before or 0.0) + rollout.max_error_rate:
-            reading.fail(f"the errors gate on {name}: {after:.1f} errors/s since the change, {before or 0.0:.1f} "
-                         f"before (threshold +{rollout.max_error_rate:g})",
-                         gate="errors", node=name, before=before, after=after, threshold=rollout.max_error_rate)
+            reading.fail(
+                f"the errors gate on {name}: {after:.1f} errors/s since the change, {before or 0.0:.1f} "
+                f"before (threshold +{rollout.max_error_rate:g})",
+                gate="errors",
+                node=name,
+                before=before,
+                after=after,
+                threshold=rollout.max_error_rate,
+            )
     for check in gates.CHECKS:
         check(reading)
     fired = Alert.objects.filter(cluster_id__in=clusters, state=AlertState.FIRING, fired_at__gte=started).exclude(
-        rule=HALTED_RULE)  # another rollout's halt is not this wave's health
+        rule=HALTED_RULE
+    )  # another rollout's halt is not this wave's health
     for alert in fired.select_related("cluster").order_by("fired_at")[:10]:
-        reading.fail(f"the alerts gate: alert {alert.rule} firing on {alert.cluster}: {alert.summary}",
-                     gate="alerts", rule=alert.rule, cluster=alert.cluster.name, summary=alert.summary)
-    return {"ok": not reading.bad, "why": "; ".join(reading.bad), "nodes": reading.figures,
-            "clusters": reading.clusters, "failed": reading.failed, "alerts": [a.rule for a in fired[:10]],
-            "at": timezone.now().isoformat()}
+        reading.fail(
+            f"the alerts gate: alert {alert.rule} firing on {alert.cluster}: {alert.summary}",
+            gate="alerts",
+            rule=alert.rule,
+            cluster=alert.cluster.name,
+            summary=alert.summary,
+        )
+    return {
+        "ok": not reading.bad,
+        "why": "; ".join(reading.bad),
+        "nodes": reading.figures,
+        "clusters": reading.clusters,
+        "failed": reading.failed,
+        "alerts": [a.rule for a in fired[:10]],
+        "at": timezone.now().isoformat(),
+    }
 
 
 def operator_halt(verdict, why):
@@ -656,9 +752,17 @@ def _errors(samples):
 def _errors_since(samples, poll, applied):
     """Errors per second since the change: the stored polls' average, with the node's latest poll (gates.LatestPoll)
     counted as one more when it came after the change and is not stored yet (its round still running)."""
-    row = samples.aggregate(aborted=Avg("client_connections_aborted_ps"), conn_err=Avg("conn_err_ps"),
-                            n=Count("client_connections_aborted_ps"), last=Max("ts"))
-    stored = None if row["aborted"] is None and row["conn_err"] is None else (row["aborted"] or 0.0) + (row["conn_err"] or 0.0)
+    row = samples.aggregate(
+        aborted=Avg("client_connections_aborted_ps"),
+        conn_err=Avg("conn_err_ps"),
+        n=Count("client_connections_aborted_ps"),
+        last=Max("ts"),
+    )
+    stored = (
+        None
+        if row["aborted"] is None and row["conn_err"] is None
+        else (row["aborted"] or 0.0) + (row["conn_err"] or 0.0)
+    )
     if poll is None or not poll.ok or poll.ts < applied.timestamp():
         return stored
     if row["last"] is not None and poll.ts <= row["last"].timestamp() + 0.001:
@@ -702,9 +806,14 @@ def _roll_back_before(rollout, n):
 
 def _alert_halt(rollout, n, why):
     gate_ = rollout.waves[n].get("gate") or {}
-    events.raise_event(HALTED_RULE, rollout.waves[n]["clusters"][0], _subject(rollout), f"{rollout}: {rollout.reason}",
-                       f"{rollout} halted: {why}", details={"rollout": rollout.pk, "wave": n, "why": why,
-                                                            "gates": gate_.get("failed") or [], "gate": gate_})
+    events.raise_event(
+        HALTED_RULE,
+        rollout.waves[n]["clusters"][0],
+        _subject(rollout),
+        f"{rollout}: {rollout.reason}",
+        f"{rollout} halted: {why}",
+        details={"rollout": rollout.pk, "wave": n, "why": why, "gates": gate_.get("failed") or [], "gate": gate_},
+    )
 
 
 def _subject(rollout):
@@ -753,12 +862,21 @@ def _revert_cluster(rollout, rc, planner, confirmer):
             return error
         try:
             with transaction.atomic():
-                revert = config.revert_to(rc.cluster, rc.version_before, actor=planner,
-                                          reason=f"{rollout} rolled back: {rollout.halt_reason or 'aborted'}")
+                revert = config.revert_to(
+                    rc.cluster,
+                    rc.version_before,
+                    actor=planner,
+                    reason=f"{rollout} rolled back: {rollout.halt_reason or 'aborted'}",
+                )
                 rc.revert, rc.state = revert, ClusterState.ROLLING_BACK
                 rc.save(update_fields=["revert", "state"])
-                record("change set created", actor=planner, cluster=rc.cluster, target=str(revert),
-                       details={"change_set": revert.pk, "source": revert.source, "rollout": rollout.pk})
+                record(
+                    "change set created",
+                    actor=planner,
+                    cluster=rc.cluster,
+                    target=str(revert),
+                    details={"change_set": revert.pk, "source": revert.source, "rollout": rollout.pk},
+                )
         except config.Refused as exc:
             _cluster_state(rc, ClusterState.ROLLBACK_FAILED, str(exc))
             return str(exc)
@@ -774,6 +892,10 @@ def _end(rollout, state, action, **details):
     with transaction.atomic():
         Rollout.objects.filter(pk=rollout.pk).update(state=state, heartbeat_at=timezone.now())
         rollout.refresh_from_db()
-        record(action, actor=Actor.system(), target=str(rollout),
-               outcome="success" if state == RolloutState.DONE else "failure",
-               details={**describe(rollout), **details})
+        record(
+            action,
+            actor=Actor.system(),
+            target=str(rollout),
+            outcome="success" if state == RolloutState.DONE else "failure",
+            details={**describe(rollout), **details},
+        )

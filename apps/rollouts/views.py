@@ -1,6 +1,7 @@
 """The rollout pages: the list, and a rollout's page (its waves, each cluster's state, the gates' figures, the halt
 reason) whose live part refreshes while it runs; an operator's halt, pause, resume and abort, each confirmed by a
 tick (nothing happens without it), through the services (audited there)."""
+
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
@@ -29,12 +30,19 @@ def rollout_list(request):
 
 def _context(rollout):
     doc = services.describe(rollout)
-    return {"rollout": rollout, "doc": doc, "live": rollout.state not in ENDED,
-            "can": {"halt": rollout.state == RolloutState.RUNNING and not rollout.abort_requested
-                    and not services.halt_requested(rollout),
-                    "pause": rollout.state == RolloutState.RUNNING and not rollout.abort_requested,
-                    "resume": rollout.state == RolloutState.PAUSED,
-                    "abort": rollout.state not in ENDED or rollout.state == RolloutState.HALTED}}
+    return {
+        "rollout": rollout,
+        "doc": doc,
+        "live": rollout.state not in ENDED,
+        "can": {
+            "halt": rollout.state == RolloutState.RUNNING
+            and not rollout.abort_requested
+            and not services.halt_requested(rollout),
+            "pause": rollout.state == RolloutState.RUNNING and not rollout.abort_requested,
+            "resume": rollout.state == RolloutState.PAUSED,
+            "abort": rollout.state not in ENDED or rollout.state == RolloutState.HALTED,
+        },
+    }
 
 
 @require_role(VIEWER)

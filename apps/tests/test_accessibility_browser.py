@@ -3,6 +3,7 @@ at 1366 and 1920 px, as an operator and as a viewer (who meets the refusal page 
 lab: no serious or critical violation, every visible control (link, button, summary) readable at WCAG's 4.5:1 against
 what it is drawn on, and no page answering a server error. A page added to the URL conf joins PAGE_URLS below (a test
 holds the list to the URL conf)."""
+
 import time
 from datetime import timedelta
 
@@ -24,25 +25,73 @@ VIEWPORTS = ((1366, 900), (1920, 1080))
 # URL names that are no page of their own: POST-only actions, JSON, CSV/YAML/PDF/PNG downloads, htmx fragments that
 # a page refreshes (the drift fragments, which a person may open from a link, render in the layout and are walked).
 NOT_PAGES = {
-    "accounts:logout", "accounts:token_revoke", "metrics", "pool_metrics", "metrics_targets",
-    "monitoring:overview_live", "monitoring:cluster_live", "monitoring:cluster_sparklines", "monitoring:proxysql_pool",
-    "monitoring:proxysql_mirror", "monitoring:proxysql_chart", "monitoring:cluster_query_stats",
-    "monitoring:proxysql_query_stats", "monitoring:proxysql_sessions", "monitoring:server_live",
-    "monitoring:server_chart", "pages:proxysql_node_runtime", "pages:server_state", "pages:cluster_tags",
+    "accounts:logout",
+    "accounts:token_revoke",
+    "metrics",
+    "pool_metrics",
+    "metrics_targets",
+    "monitoring:overview_live",
+    "monitoring:cluster_live",
+    "monitoring:cluster_sparklines",
+    "monitoring:proxysql_pool",
+    "monitoring:proxysql_mirror",
+    "monitoring:proxysql_chart",
+    "monitoring:cluster_query_stats",
+    "monitoring:proxysql_query_stats",
+    "monitoring:proxysql_sessions",
+    "monitoring:server_live",
+    "monitoring:server_chart",
+    "pages:proxysql_node_runtime",
+    "pages:server_state",
+    "pages:cluster_tags",
     "pages:cluster_connections",
-    "audit:export_csv", "audit:export_json",
-    "digests:rule", "digests:explain", "digests:chart",
-    "operations:progress", "operations:pending_rollbacks", "operations:confirm", "operations:cancel", "operations:discard", "operations:rollback_now",
-    "operations:repair", "operations:restore", "operations:cluster_rules_save",
-    "configuration:change_set_new", "configuration:write_back", "configuration:export",
-    "configuration:revert", "configuration:take_runtime", "configuration:delete_row", "configuration:set_variable",
-    "configuration:set_roles", "configuration:remove_edit", "configuration:plan",
-    "reports:build", "reports:pdf", "reports:send", "reports:chart", "reports:schedule_delete", "reports:schedule_run",
-    "alerts:list_live", "alerts:cluster_alerts", "alerts:channel_log", "alerts:state", "alerts:acknowledge", "alerts:silence_end", "alerts:channel_delete",
-    "alerts:channel_test", "alerts:silence_create", "alerts:rule_edit", "alerts:cluster_rule_edit",
-    "alerts:channel_create", "alerts:channel_edit",
-    "dr:channel_live", "dr:channel_chart",
-    "rollouts:live", "rollouts:action",
+    "audit:export_csv",
+    "audit:export_json",
+    "digests:rule",
+    "digests:explain",
+    "digests:chart",
+    "operations:progress",
+    "operations:pending_rollbacks",
+    "operations:confirm",
+    "operations:cancel",
+    "operations:discard",
+    "operations:rollback_now",
+    "operations:repair",
+    "operations:restore",
+    "operations:cluster_rules_save",
+    "configuration:change_set_new",
+    "configuration:write_back",
+    "configuration:export",
+    "configuration:revert",
+    "configuration:take_runtime",
+    "configuration:delete_row",
+    "configuration:set_variable",
+    "configuration:set_roles",
+    "configuration:remove_edit",
+    "configuration:plan",
+    "reports:build",
+    "reports:pdf",
+    "reports:send",
+    "reports:chart",
+    "reports:schedule_delete",
+    "reports:schedule_run",
+    "alerts:list_live",
+    "alerts:cluster_alerts",
+    "alerts:channel_log",
+    "alerts:state",
+    "alerts:acknowledge",
+    "alerts:silence_end",
+    "alerts:channel_delete",
+    "alerts:channel_test",
+    "alerts:silence_create",
+    "alerts:rule_edit",
+    "alerts:cluster_rule_edit",
+    "alerts:channel_create",
+    "alerts:channel_edit",
+    "dr:channel_live",
+    "dr:channel_chart",
+    "rollouts:live",
+    "rollouts:action",
 }
 
 
@@ -88,29 +137,54 @@ def console_pages(cluster, operator):
     digest = Digest.objects.order_by("pk").first()
     assert digest is not None, "the digest polls stored no digest of the lab's traffic"
     draft = config.start_change_set(cluster, actor=actor, reason="accessibility walk")
-    config.add_edit(draft, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"},
-                    actor=actor)
-    rollout = rollouts.plan({"edits": [{"op": "set", "table": "global_variables", "name": "mysql-max_connections",
-                                        "value": "4096"}]}, {"names": [cluster.name]}, "1",
-                            actor=actor, reason="accessibility walk")
+    config.add_edit(
+        draft, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"}, actor=actor
+    )
+    rollout = rollouts.plan(
+        {"edits": [{"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"}]},
+        {"names": [cluster.name]},
+        "1",
+        actor=actor,
+        reason="accessibility walk",
+    )
     operation = operations.save_plan(drain.plan_drain(server), actor=actor)
     now = timezone.now()
-    alert = Alert.objects.create(rule="writer_none", cluster=cluster, severity="critical", target="walk",
-                                 subject="walk", subject_label="proxysql-1 · hostgroup 100", state="firing",
-                                 summary="no usable ONLINE writer on proxysql-1", since=now - timedelta(minutes=5),
-                                 fires_at=now - timedelta(minutes=4), fired_at=now, last_seen_at=now,
-                                 active_key="walk")
-    Silence.objects.create(cluster=cluster, reason="accessibility walk", starts_at=now,
-                           ends_at=now + timedelta(hours=1), created_by=operator.username)
+    alert = Alert.objects.create(
+        rule="writer_none",
+        cluster=cluster,
+        severity="critical",
+        target="walk",
+        subject="walk",
+        subject_label="proxysql-1 · hostgroup 100",
+        state="firing",
+        summary="no usable ONLINE writer on proxysql-1",
+        since=now - timedelta(minutes=5),
+        fires_at=now - timedelta(minutes=4),
+        fired_at=now,
+        last_seen_at=now,
+        active_key="walk",
+    )
+    Silence.objects.create(
+        cluster=cluster,
+        reason="accessibility walk",
+        starts_at=now,
+        ends_at=now + timedelta(hours=1),
+        created_by=operator.username,
+    )
     channel = Channel.objects.create(name="dba mail", kind="email", recipients="dba@example.com")
     report = reports.build_report(cluster, "daily", periods.ending_on("daily", now.date()), actor=actor)
     schedule = ReportSchedule.objects.create(cluster=cluster, recipients="dba@example.com")
     tokens.create(operator, "walk", actor=actor)
     far = Cluster.objects.create(name="galera-far", writer_hostgroup=100, reader_hostgroup=101)
     far_server = Server.objects.create(cluster=far, hostname="127.0.0.1", port=3399)
-    dr_channel = ReplicationChannel.objects.create(name="to far", source_cluster=cluster, replica_cluster=far,
-                                                   source_server=server, replica_server=far_server,
-                                                   replication_user="repl")
+    dr_channel = ReplicationChannel.objects.create(
+        name="to far",
+        source_cluster=cluster,
+        replica_cluster=far,
+        source_server=server,
+        replica_server=far_server,
+        replication_user="repl",
+    )
     version = ConfigVersion.objects.filter(cluster=cluster).order_by("-number").first()
     event = AuditEvent.objects.order_by("-pk").first()
     c, n = cluster.pk, nodes[0].pk
@@ -121,8 +195,10 @@ def console_pages(cluster, operator):
         "pages:proxysql_node": ("node", nodes[0].get_absolute_url()),
         "pages:server": ("server", server.get_absolute_url()),
         "fleet:adopt": ("adopt", reverse("fleet:adopt")),
-        "monitoring:proxysql_kill_session": ("kill a session", reverse("monitoring:proxysql_kill_session",
-                                                                       args=[n, 1])),
+        "monitoring:proxysql_kill_session": (
+            "kill a session",
+            reverse("monitoring:proxysql_kill_session", args=[n, 1]),
+        ),
         "search": ("search by port", reverse("search") + "?q=3312"),
         "accounts:tokens": ("API tokens", reverse("accounts:tokens")),
         "audit:list": ("audit", reverse("audit:list")),
@@ -132,8 +208,10 @@ def console_pages(cluster, operator):
         "digests:list": ("digests", reverse("digests:list")),
         "digests:detail": ("digest", reverse("digests:detail", args=[digest.pk])),
         "digests:rules": ("rule tester", reverse("digests:rules")),
-        "operations:list": ("operations filtered",
-                            reverse("operations:list") + f"?cluster={c}&kind=drain&state=planned"),
+        "operations:list": (
+            "operations filtered",
+            reverse("operations:list") + f"?cluster={c}&kind=drain&state=planned",
+        ),
         "operations:detail": ("operation", reverse("operations:detail", args=[operation.pk])),
         "operations:record_nodes": ("record nodes", reverse("operations:record_nodes", args=[c])),
         "operations:switchover": ("switchover", reverse("operations:switchover", args=[c])),
@@ -145,7 +223,10 @@ def console_pages(cluster, operator):
         "configuration:upload": ("upload a file", reverse("configuration:upload", args=[c])),
         "configuration:version": ("version", reverse("configuration:version", args=[version.pk])),
         "configuration:change_set": ("change set", draft.get_absolute_url()),
-        "configuration:row_form": ("rule form", reverse("configuration:row_form", args=[draft.pk, "mysql_query_rules"])),
+        "configuration:row_form": (
+            "rule form",
+            reverse("configuration:row_form", args=[draft.pk, "mysql_query_rules"]),
+        ),
         "configuration:discard": ("discard a change set", reverse("configuration:discard", args=[draft.pk])),
         "reports:list": ("reports", reverse("reports:list")),
         "reports:detail": ("report", reverse("reports:detail", args=[report.pk])),
@@ -175,8 +256,9 @@ def test_the_walk_names_every_page_of_the_url_conf():
     assert not missing, f"pages the accessibility walk does not visit: {missing}"
 
 
-def test_no_serious_accessibility_violation_and_readable_controls(browser, live_server, operator_user, viewer_user,
-                                                                  adopted_lab, live_redis):
+def test_no_serious_accessibility_violation_and_readable_controls(
+    browser, live_server, operator_user, viewer_user, adopted_lab, live_redis
+):
     cluster, doubles = adopted_lab
     poll(rounds=2)
     pages = console_pages(cluster, operator_user)

@@ -1,6 +1,7 @@
 """The product does not depend on the lab: no product module (apps/, workers/, controlplane/) imports
 anything from lab/. Tests may use the lab's fixtures and doubles, so modules under a tests/ directory
 (and test_*.py, conftest.py) do not count."""
+
 import ast
 import re
 from pathlib import Path
@@ -24,12 +25,20 @@ def imports_of(source: str, package: str) -> list[str]:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found += [f"import {a.name}" for a in node.names if a.name == package or a.name.startswith(package + ".")]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
-                and (node.module == package or node.module.startswith(package + ".")):
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and node.module
+            and (node.module == package or node.module.startswith(package + "."))
+        ):
             found.append(f"from {node.module} import ...")
-        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) \
-                in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant) \
-                and str(node.args[0].value).split(".")[0] == package:
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", "")) in ("import_module", "__import__")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and str(node.args[0].value).split(".")[0] == package
+        ):
             found.append(f"import_module({node.args[0].value!r})")
     return found
 
@@ -39,10 +48,11 @@ def lab_imports(source: str) -> list[str]:
 
 
 def test_the_check_finds_each_way_of_importing_the_lab():
-    assert lab_imports("from lab import demo\nimport lab.galera\nimport labels\nfrom .lab import x\n"
-                       "def f():\n    from lab.galera import GaleraLab\n"
-                       "importlib.import_module('lab.demo')\n") == [
-        "from lab import ...", "import lab.galera", "from lab.galera import ...", "import_module('lab.demo')"]
+    assert lab_imports(
+        "from lab import demo\nimport lab.galera\nimport labels\nfrom .lab import x\n"
+        "def f():\n    from lab.galera import GaleraLab\n"
+        "importlib.import_module('lab.demo')\n"
+    ) == ["from lab import ...", "import lab.galera", "from lab.galera import ...", "import_module('lab.demo')"]
 
 
 def test_no_product_module_imports_the_lab():
@@ -50,7 +60,6 @@ def test_no_product_module_imports_the_lab():
     assert any(str(m).startswith("apps/fleet/") for m in modules)  # the walk really reads the apps
     offenders = {str(m): found for m in modules if (found := lab_imports((ROOT / m).read_text()))}
     assert offenders == {}, "product modules import the lab (move lab-only code to lab/): " + repr(offenders)
-
 
 
 # Issue 25: benchmarks live in lab/ (lab/bench_*.py, the lab app's bench_* commands), never in a product package,
@@ -65,22 +74,33 @@ def benchmark_modules():
 def test_no_product_package_holds_benchmark_code():
     assert list(benchmark_modules()) == [], "move benchmarks to lab/ (bench_*.py, lab/management/commands/)"
 
+
 # Issue 25: one function for a cluster's poll intervals and one for staleness (apps/monitoring/status.py). Each
 # copy of the rule elsewhere had drifted (a hard-coded 2.0 s, a 3x + 2 s, a missing default).
-INTERVAL_RULES = re.compile(r"STALE_FACTOR\s*\*|\*\s*STALE_FACTOR|MONITOR_DEFAULT_INTERVAL_S|"
-                            r"poll_interval_s\s+or\b|\b\d+(\.\d+)?\s*\*\s*[\w.\[\]\"']*poll_interval_s|"
-                            r"\b3(\.0)?\s*\*\s*[\w.\[\]\"']*(interval|INTERVAL_S)\b")  # STALE_FACTOR's 3, written out
+INTERVAL_RULES = re.compile(
+    r"STALE_FACTOR\s*\*|\*\s*STALE_FACTOR|MONITOR_DEFAULT_INTERVAL_S|"
+    r"poll_interval_s\s+or\b|\b\d+(\.\d+)?\s*\*\s*[\w.\[\]\"']*poll_interval_s|"
+    r"\b3(\.0)?\s*\*\s*[\w.\[\]\"']*(interval|INTERVAL_S)\b"
+)  # STALE_FACTOR's 3, written out
 INTERVAL_HOME = {"apps/monitoring/status.py"}
 
 
 def test_the_check_finds_each_copy_of_the_interval_rules():
-    assert [bool(INTERVAL_RULES.search(line)) for line in (
-        "x = STALE_FACTOR * interval", "age > status.STALE_FACTOR * c.interval", "poll_s = cluster.poll_interval_s or 2.0",
-        "cap = 3 * channel.replica_cluster.backend_poll_interval_s", "settings.MONITOR_DEFAULT_INTERVAL_S",
-        "status.stale_after(status.backend_interval(cluster))", "GAP_FACTOR_RAW = status.STALE_FACTOR",
-        "limit_n, limit_s = 3 * c.interval, 3 * c.backend_interval", "return 3 * settings.MONITOR_DIGEST_INTERVAL_S",
-        "since = now - 2 * settings.MONITOR_DIGEST_INTERVAL_S - 5")] == [
-        True, True, True, True, True, False, False, True, True, False]
+    assert [
+        bool(INTERVAL_RULES.search(line))
+        for line in (
+            "x = STALE_FACTOR * interval",
+            "age > status.STALE_FACTOR * c.interval",
+            "poll_s = cluster.poll_interval_s or 2.0",
+            "cap = 3 * channel.replica_cluster.backend_poll_interval_s",
+            "settings.MONITOR_DEFAULT_INTERVAL_S",
+            "status.stale_after(status.backend_interval(cluster))",
+            "GAP_FACTOR_RAW = status.STALE_FACTOR",
+            "limit_n, limit_s = 3 * c.interval, 3 * c.backend_interval",
+            "return 3 * settings.MONITOR_DIGEST_INTERVAL_S",
+            "since = now - 2 * settings.MONITOR_DIGEST_INTERVAL_S - 5",
+        )
+    ] == [True, True, True, True, True, False, False, True, True, False]
 
 
 def test_poll_intervals_and_staleness_are_computed_in_one_place():
@@ -91,17 +111,24 @@ def test_poll_intervals_and_staleness_are_computed_in_one_place():
         lines = [line.strip() for line in (ROOT / module).read_text().splitlines() if INTERVAL_RULES.search(line)]
         if lines:
             offenders[str(module)] = lines
-    assert offenders == {}, "use apps.monitoring.status (proxysql_interval, backend_interval, stale_after): " + repr(offenders)
+    assert offenders == {}, "use apps.monitoring.status (proxysql_interval, backend_interval, stale_after): " + repr(
+        offenders
+    )
 
 
 # Issue 25: the apps queue Celery tasks by their stable names (controlplane.tasks.enqueue) and never import
 # workers/: the tasks import the apps' services, so an app importing a task module closed an import circle.
 def test_no_app_imports_the_workers():
-    assert imports_of("from workers.alerts import deliver\nimport workers\nfrom workersx import y\n"
-                      "def f():\n    from workers import alerts\n", "workers") == [
-        "from workers.alerts import ...", "import workers", "from workers import ..."]
-    offenders = {str(m): found for m in product_modules()
-                 if m.parts[0] == "apps" and (found := imports_of((ROOT / m).read_text(), "workers"))}
+    assert imports_of(
+        "from workers.alerts import deliver\nimport workers\nfrom workersx import y\n"
+        "def f():\n    from workers import alerts\n",
+        "workers",
+    ) == ["from workers.alerts import ...", "import workers", "from workers import ..."]
+    offenders = {
+        str(m): found
+        for m in product_modules()
+        if m.parts[0] == "apps" and (found := imports_of((ROOT / m).read_text(), "workers"))
+    }
     assert offenders == {}, "queue tasks by name with controlplane.tasks.enqueue(name, args): " + repr(offenders)
 
 
@@ -131,27 +158,28 @@ def test_every_task_queued_by_name_exists():
 # forms, admin, management commands, templatetags; the api app; apps/pages, the contexts of pages mixing apps; and
 # workers/) may import any core, but never another app's views or urls.
 ORDER = [
-    "clients",        # the network clients: ProxySQL admin, backend MySQL
-    "plans",          # the plan vocabulary (Plan, Step, Guard, Sql) and the registries of kinds: pure data
-    "audit",          # the hash-chained log every app records into
-    "fleet",          # the inventory: clusters, nodes, backends; the inference of roles
-    "accounts",       # roles and tokens (audited; token scopes name clusters)
-    "monitoring",     # polls, the latest state, history, charts
+    "clients",  # the network clients: ProxySQL admin, backend MySQL
+    "plans",  # the plan vocabulary (Plan, Step, Guard, Sql) and the registries of kinds: pure data
+    "audit",  # the hash-chained log every app records into
+    "fleet",  # the inventory: clusters, nodes, backends; the inference of roles
+    "accounts",  # roles and tokens (audited; token scopes name clusters)
+    "monitoring",  # polls, the latest state, history, charts
     "configuration",  # the record of intent: versions, change sets, contents, drift
-    "digests",        # query digests and the rules made from them
-    "operations",     # plans, the executor, switchover, drain, repair, rules
-    "dr",             # replication channels between clusters and their moves
-    "alerts",         # rules over everything above, notifications
-    "rollouts",       # one change to many clusters in waves, through change sets, gated by polls and alerts
-    "reports",        # health reports and the incident timeline, over everything above
+    "digests",  # query digests and the rules made from them
+    "operations",  # plans, the executor, switchover, drain, repair, rules
+    "dr",  # replication channels between clusters and their moves
+    "alerts",  # rules over everything above, notifications
+    "rollouts",  # one change to many clusters in waves, through change sets, gated by polls and alerts
+    "reports",  # health reports and the incident timeline, over everything above
 ]
 DOOR_NAMES = {"views.py", "urls.py", "forms.py", "admin.py"}
 DOOR_APPS = {"api", "pages"}
 
 
 def is_door(rel):
-    return (rel.parts[1] in DOOR_APPS or rel.name in DOOR_NAMES or "management" in rel.parts
-            or "templatetags" in rel.parts)
+    return (
+        rel.parts[1] in DOOR_APPS or rel.name in DOOR_NAMES or "management" in rel.parts or "templatetags" in rel.parts
+    )
 
 
 def app_imports(source):
@@ -188,14 +216,21 @@ def upward_imports():
 
 
 def test_the_order_check_finds_upward_and_door_to_door_imports():
-    assert app_imports("from apps.operations.locks import Lock\ndef f():\n    import apps.alerts.evaluate\n"
-                       "from apps.monitoring import views as v\n") == {
-        ("operations", "apps.operations.locks"), ("operations", "apps.operations.locks.Lock"),
-        ("alerts", "apps.alerts.evaluate"), ("monitoring", "apps.monitoring"), ("monitoring", "apps.monitoring.views")}
+    assert app_imports(
+        "from apps.operations.locks import Lock\ndef f():\n    import apps.alerts.evaluate\n"
+        "from apps.monitoring import views as v\n"
+    ) == {
+        ("operations", "apps.operations.locks"),
+        ("operations", "apps.operations.locks.Lock"),
+        ("alerts", "apps.alerts.evaluate"),
+        ("monitoring", "apps.monitoring"),
+        ("monitoring", "apps.monitoring.views"),
+    }
     assert is_door(Path("apps/fleet/views.py")) and is_door(Path("apps/pages/fleet.py"))
     assert not is_door(Path("apps/fleet/inference.py"))
-    assert set(ORDER) | DOOR_APPS | {"tests"} == {p.name for p in (ROOT / "apps").iterdir()
-                                                if (p / "__init__.py").exists()}  # every app has its place
+    assert set(ORDER) | DOOR_APPS | {"tests"} == {
+        p.name for p in (ROOT / "apps").iterdir() if (p / "__init__.py").exists()
+    }  # every app has its place
 
 
 def test_the_apps_import_each_other_in_one_order():
@@ -208,12 +243,12 @@ def test_the_apps_import_each_other_in_one_order():
 # decorator, the scrape check, the Actor's builder, record()'s keywords for the doors' refusal rows), never a service.
 # A service takes an Actor (apps/audit/actor.py), so that every door calls it the same way (issue 25).
 REQUEST_HANDLERS = {
-    "apps/accounts/adminsite.py": {"login", "password_change"},   # the admin site's own views
+    "apps/accounts/adminsite.py": {"login", "password_change"},  # the admin site's own views
     "apps/accounts/context_processors.py": {"roles"},
     "apps/accounts/middleware.py": {"__call__"},
-    "apps/accounts/roles.py": {"wrapped"},                        # require_role()
-    "apps/accounts/services.py": {"audit_logout"},                # Django's user_logged_out signal
-    "apps/accounts/tokens.py": {"authenticate"},                  # a bearer token's check, by address
+    "apps/accounts/roles.py": {"wrapped"},  # require_role()
+    "apps/accounts/services.py": {"audit_logout"},  # Django's user_logged_out signal
+    "apps/accounts/tokens.py": {"authenticate"},  # a bearer token's check, by address
     "apps/audit/actor.py": {"of_request"},
     "apps/audit/services.py": {"record", "_actor_of"},
     "apps/monitoring/scrape_access.py": {"_bearer", "refusal", "_api_token_refusal", "_refuse"},
@@ -235,8 +270,11 @@ def functions_taking_a_request():
 
 def test_services_take_an_actor_not_a_request():
     found = functions_taking_a_request()
-    new = {m: names - REQUEST_HANDLERS.get(m, set()) for m, names in found.items()
-           if names - REQUEST_HANDLERS.get(m, set())}
+    new = {
+        m: names - REQUEST_HANDLERS.get(m, set())
+        for m, names in found.items()
+        if names - REQUEST_HANDLERS.get(m, set())
+    }
     assert new == {}, f"these take Django's request; take `actor` (apps/audit/actor.py) instead: {new!r}"
     assert "apps/audit/actor.py" in found  # the walk reads the modules it should
 
@@ -252,9 +290,13 @@ OLD_NAMED = re.compile(r"\bapps\.operations\.(plans|registry|change_set)\b")  # 
 def test_the_plan_vocabulary_is_pure_data():
     modules = sorted((ROOT / "apps" / "plans").glob("*.py"))
     assert {m.name for m in modules} >= {"vocabulary.py", "registry.py"}
-    found = {str(m.relative_to(ROOT)): sorted(imports_of(m.read_text(), "django") + [
-        name for _, name in app_imports(m.read_text()) if not name.startswith("apps.clients.secret_refs")])
-        for m in modules}
+    found = {
+        str(m.relative_to(ROOT)): sorted(
+            imports_of(m.read_text(), "django")
+            + [name for _, name in app_imports(m.read_text()) if not name.startswith("apps.clients.secret_refs")]
+        )
+        for m in modules
+    }
     assert {m: names for m, names in found.items() if names} == {}, "apps/plans imports no Django and no app"
 
 
@@ -266,7 +308,7 @@ def old_path_references(rel: Path, source: str) -> list[str]:
     for node in ast.walk(ast.parse(source)):
         names = []
         if isinstance(node, ast.ImportFrom):
-            base = ".".join(package[:len(package) - node.level + 1] if node.level else [])
+            base = ".".join(package[: len(package) - node.level + 1] if node.level else [])
             module = ".".join(p for p in (base, node.module or "") if p)
             names = [module] + [f"{module}.{a.name}" for a in node.names]
         elif isinstance(node, ast.Import):
@@ -276,11 +318,17 @@ def old_path_references(rel: Path, source: str) -> list[str]:
 
 
 def test_the_check_finds_each_way_of_naming_an_old_path():
-    source = ("from apps.operations import registry, executor\nfrom . import change_set\nfrom .plans import Plan\n"
-              "def f():\n    import apps.operations.locks\n    return 'apps.operations.registry.choices'\n")
+    source = (
+        "from apps.operations import registry, executor\nfrom . import change_set\nfrom .plans import Plan\n"
+        "def f():\n    import apps.operations.locks\n    return 'apps.operations.registry.choices'\n"
+    )
     assert sorted(old_path_references(Path("apps/operations/models.py"), source)) == [
-        "apps.operations.change_set", "apps.operations.plans", "apps.operations.plans.Plan",
-        "apps.operations.registry", "apps.operations.registry"]
+        "apps.operations.change_set",
+        "apps.operations.plans",
+        "apps.operations.plans.Plan",
+        "apps.operations.registry",
+        "apps.operations.registry",
+    ]
     assert old_path_references(Path("apps/fleet/models.py"), "from . import registry\n") == []
 
 
@@ -289,19 +337,23 @@ def test_configuration_registers_its_change_sets_and_the_old_paths_are_gone():
 
     assert KINDS["config"].planner.__module__ == "apps.configuration.change_set"
     assert {STEPS[k].execute.__module__ for k in ("config_verify", "config_record")} == {
-        "apps.configuration.change_set_steps"}
+        "apps.configuration.change_set_steps"
+    }
     for old in OLD_MODULES:
         place = ROOT.joinpath(*old.split("."))
         assert not place.with_suffix(".py").exists() and not list(place.glob("**/*.py")), old
-    modules = [p.relative_to(ROOT) for package in (*PRODUCT_PACKAGES, "lab")
-               for p in sorted((ROOT / package).rglob("*.py"))]
+    modules = [
+        p.relative_to(ROOT) for package in (*PRODUCT_PACKAGES, "lab") for p in sorted((ROOT / package).rglob("*.py"))
+    ]
     modules += [Path("conftest.py"), Path("manage.py")]
     assert {Path("apps/operations/tests/test_new_kind.py"), Path("lab/bench_config.py")} <= set(modules)  # tests, lab
     this = Path(__file__).resolve().relative_to(ROOT)
-    offenders = {str(m): found for m in modules
-                 if m != this and (found := old_path_references(m, (ROOT / m).read_text()))}
-    assert offenders == {}, ("name apps.plans.vocabulary, apps.plans.registry or apps.configuration.change_set "
-                             "instead: " + repr(offenders))
+    offenders = {
+        str(m): found for m in modules if m != this and (found := old_path_references(m, (ROOT / m).read_text()))
+    }
+    assert offenders == {}, (
+        "name apps.plans.vocabulary, apps.plans.registry or apps.configuration.change_set instead: " + repr(offenders)
+    )
 
 
 # Issue 35: layers inside an app. No import circle between the modules of one app folder, an import inside a function
@@ -321,7 +373,7 @@ def imported_names(rel: Path, source: str) -> set[str]:
     found = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom):
-            base = ".".join(package[:len(package) - node.level + 1]) if node.level else ""
+            base = ".".join(package[: len(package) - node.level + 1]) if node.level else ""
             module = ".".join(p for p in (base, node.module or "") if p)
             found |= {module} | {f"{module}.{a.name}" for a in node.names}
         elif isinstance(node, ast.Import):
@@ -339,9 +391,14 @@ def circles_inside_apps(sources=None):
     of the graph of imports inside each app folder). `sources`: {path: text}, the tree's files when None."""
     sources = sources or {rel: (ROOT / rel).read_text() for rel in app_module_paths().values()}
     modules = {module_name(rel): rel for rel in sources}
-    graph = {name: sorted(other for other in imported_names(rel, sources[rel]) if other in modules and other != name
-                          and other.split(".")[:2] == name.split(".")[:2])
-             for name, rel in modules.items()}
+    graph = {
+        name: sorted(
+            other
+            for other in imported_names(rel, sources[rel])
+            if other in modules and other != name and other.split(".")[:2] == name.split(".")[:2]
+        )
+        for name, rel in modules.items()
+    }
     order, low, stack, on_stack, circles = {}, {}, [], set(), []
 
     def visit(name):  # Tarjan's strongly connected components
@@ -377,9 +434,14 @@ CIRCLES_LEFT = {
 
 
 def test_the_circle_check_finds_circles_at_any_level_and_relative():
-    sources = {Path("apps/x/a.py"): "from . import b\n", Path("apps/x/b.py"): "def f():\n    from .c import g\n",
-               Path("apps/x/c.py"): "from apps.x.a import h\n", Path("apps/x/d.py"): "from . import a\n",
-               Path("apps/y/e.py"): "from apps.x import d\n", Path("apps/x/__init__.py"): ""}
+    sources = {
+        Path("apps/x/a.py"): "from . import b\n",
+        Path("apps/x/b.py"): "def f():\n    from .c import g\n",
+        Path("apps/x/c.py"): "from apps.x.a import h\n",
+        Path("apps/x/d.py"): "from . import a\n",
+        Path("apps/y/e.py"): "from apps.x import d\n",
+        Path("apps/x/__init__.py"): "",
+    }
     assert circles_inside_apps(sources) == [("apps.x.a", "apps.x.b", "apps.x.c")]
     assert circles_inside_apps({Path("apps/x/a.py"): "from . import b\n", Path("apps/x/b.py"): "import json\n"}) == []
 
@@ -388,8 +450,10 @@ def test_no_import_circle_inside_an_app():
     modules = app_module_paths()
     assert "apps.operations.executor" in modules and "apps.audit.migrations.0001_initial" in modules
     circles = set(circles_inside_apps())
-    assert circles - CIRCLES_LEFT == set(), ("import circles inside an app (split the low part from the workflow "
-                                             f"above it): {sorted(circles - CIRCLES_LEFT)}")
+    assert circles - CIRCLES_LEFT == set(), (
+        "import circles inside an app (split the low part from the workflow "
+        f"above it): {sorted(circles - CIRCLES_LEFT)}"
+    )
     assert CIRCLES_LEFT - circles == set(), f"broken since: remove from CIRCLES_LEFT {sorted(CIRCLES_LEFT - circles)}"
 
 
@@ -417,27 +481,34 @@ def imports_inside_functions_without_why(source: str) -> list[int]:
                         run_start = None
                         continue
                     run_start = run_start or statement
-                    said = (lines[statement.lineno - 1:statement.end_lineno]
-                            + lines[run_start.lineno - 2:run_start.end_lineno])  # the run's first says it for all
+                    said = (
+                        lines[statement.lineno - 1 : statement.end_lineno]
+                        + lines[run_start.lineno - 2 : run_start.end_lineno]
+                    )  # the run's first says it for all
                     if not any(WHY in line for line in said):
                         found.add(statement.lineno)
     return sorted(found)
 
 
 def test_the_check_finds_imports_inside_functions_without_a_reason():
-    source = ("import json\n\n\ndef f():\n    from . import a  # why: a imports this module\n"
-              "    # why: the app registry is not ready at import\n    from .models import M\n\n    from .x import y\n"
-              "    import re\n    if a:\n        import os\n\n\nclass C:\n    def m(self):\n        from x import (y,\n"
-              "                       z)\n")
+    source = (
+        "import json\n\n\ndef f():\n    from . import a  # why: a imports this module\n"
+        "    # why: the app registry is not ready at import\n    from .models import M\n\n    from .x import y\n"
+        "    import re\n    if a:\n        import os\n\n\nclass C:\n    def m(self):\n        from x import (y,\n"
+        "                       z)\n"
+    )
     assert imports_inside_functions_without_why(source) == [12, 17]
 
 
 def test_every_import_inside_a_function_says_why():
     modules = app_module_paths().values()
-    offenders = {str(rel): lines for rel in modules
-                 if (lines := imports_inside_functions_without_why((ROOT / rel).read_text()))}
-    assert offenders == {}, ("move these imports to the top of their module, or say why they stay inside the function "
-                             f"({WHY} ...): {offenders}")
+    offenders = {
+        str(rel): lines for rel in modules if (lines := imports_inside_functions_without_why((ROOT / rel).read_text()))
+    }
+    assert offenders == {}, (
+        "move these imports to the top of their module, or say why they stay inside the function "
+        f"({WHY} ...): {offenders}"
+    )
 
 
 # Issue 35 item 4: the composite pages (overview, cluster, ProxySQL node, backend) are apps/pages' views, and no door
@@ -447,8 +518,11 @@ LIVE_CLIENTS = ("ProxySQLAdmin", "BackendClient")
 
 
 def test_no_door_opens_a_network_client_itself():
-    doors = [p for p in ROOT.glob("apps/*/views.py")] + list(ROOT.glob("apps/pages/*.py")) + list(
-        ROOT.glob("apps/api/endpoints/*.py"))
+    doors = (
+        [p for p in ROOT.glob("apps/*/views.py")]
+        + list(ROOT.glob("apps/pages/*.py"))
+        + list(ROOT.glob("apps/api/endpoints/*.py"))
+    )
     opening = {str(p.relative_to(ROOT)): [n for n in LIVE_CLIENTS if n in p.read_text()] for p in doors}
     assert {p: names for p, names in opening.items() if names} == {}
 
@@ -456,7 +530,14 @@ def test_no_door_opens_a_network_client_itself():
 def test_the_composite_pages_are_the_pages_apps_views():
     from django.urls import resolve, reverse
 
-    for name in ("overview", "cluster", "cluster_drift", "proxysql_node", "proxysql_node_runtime", "server",
-                 "server_state"):
+    for name in (
+        "overview",
+        "cluster",
+        "cluster_drift",
+        "proxysql_node",
+        "proxysql_node_runtime",
+        "server",
+        "server_state",
+    ):
         view = resolve(reverse(f"pages:{name}", args=[] if name == "overview" else [1])).func
         assert view.__module__ == "apps.pages.views", (name, view.__module__)

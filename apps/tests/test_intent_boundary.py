@@ -3,13 +3,19 @@ the hostgroup roles on Cluster) are its materialised copy, written by one functi
 audit row in one transaction: apps/configuration/services.py::_write_inventory_read_model (called by record_version). An
 operation, an admin edit or anything else computes the new content and calls record_version (or
 record_operation / record_admin_edit)."""
+
 import ast
 
 from apps.tests.test_boundaries import ROOT, product_modules
 
 WRITES = {"create", "update", "update_or_create", "get_or_create", "bulk_create", "bulk_update", "delete"}
-ROLE_FIELDS = {"writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup", "offline_hostgroup",
-               "writer_is_also_reader"}
+ROLE_FIELDS = {
+    "writer_hostgroup",
+    "reader_hostgroup",
+    "backup_writer_hostgroup",
+    "offline_hostgroup",
+    "writer_is_also_reader",
+}
 THE_ONE_WRITER = ("apps/configuration/services.py", "_write_inventory_read_model")
 # A new cluster is created with its roles (the row must exist before its first version can name it).
 CREATES_A_CLUSTER = {("apps/configuration/adoption.py", "apply_adoption")}
@@ -47,8 +53,11 @@ def inventory_writes(source):
                     found.append((function, child.lineno, f".{method}({', '.join(sorted(roles))}=...)"))
             elif isinstance(child, (ast.Assign, ast.AugAssign)):
                 targets = child.targets if isinstance(child, ast.Assign) else [child.target]
-                found.extend((function, child.lineno, f"... .{t.attr} = ...") for t in targets
-                             if isinstance(t, ast.Attribute) and t.attr in ROLE_FIELDS)
+                found.extend(
+                    (function, child.lineno, f"... .{t.attr} = ...")
+                    for t in targets
+                    if isinstance(t, ast.Attribute) and t.attr in ROLE_FIELDS
+                )
             visit(child, name)
 
     visit(ast.parse(source), None)
@@ -56,17 +65,26 @@ def inventory_writes(source):
 
 
 def test_the_check_finds_each_way_of_writing_the_inventory():
-    source = ("def finish(op):\n"
-              "    HostgroupMembership.objects.create(server=s, hostgroup_id=1)\n"
-              "    HostgroupMembership.objects.filter(server=s).update(status='OFFLINE_SOFT')\n"
-              "    HostgroupMembership.objects.update_or_create(server=s, hostgroup_id=1, defaults={})\n"
-              "    HostgroupMembership.objects.bulk_create([HostgroupMembership(server=s)])\n"
-              "    Cluster.objects.filter(pk=1).update(writer_hostgroup=5)\n"
-              "    cluster.reader_hostgroup = 6\n"
-              "    HostgroupMembership.objects.filter(server=s).count()\n"
-              "    Server.objects.filter(pk=1).update(maintenance=True)\n")
+    source = (
+        "def finish(op):\n"
+        "    HostgroupMembership.objects.create(server=s, hostgroup_id=1)\n"
+        "    HostgroupMembership.objects.filter(server=s).update(status='OFFLINE_SOFT')\n"
+        "    HostgroupMembership.objects.update_or_create(server=s, hostgroup_id=1, defaults={})\n"
+        "    HostgroupMembership.objects.bulk_create([HostgroupMembership(server=s)])\n"
+        "    Cluster.objects.filter(pk=1).update(writer_hostgroup=5)\n"
+        "    cluster.reader_hostgroup = 6\n"
+        "    HostgroupMembership.objects.filter(server=s).count()\n"
+        "    Server.objects.filter(pk=1).update(maintenance=True)\n"
+    )
     assert [(f, line) for f, line, _ in inventory_writes(source)] == [
-        ("finish", 2), ("finish", 3), ("finish", 4), ("finish", 5), ("finish", 5), ("finish", 6), ("finish", 7)]
+        ("finish", 2),
+        ("finish", 3),
+        ("finish", 4),
+        ("finish", 5),
+        ("finish", 5),
+        ("finish", 6),
+        ("finish", 7),
+    ]
 
 
 def test_only_the_version_writes_the_inventory():
@@ -82,6 +100,7 @@ def test_only_the_version_writes_the_inventory():
             else:
                 offenders.append(f"{module}:{line} in {function}(): {what}")
     assert seen == {THE_ONE_WRITER}  # the check really sees the one writer
-    assert offenders == [], ("inventory rows written outside configuration.services._write_inventory_read_model: compute the new "
-                             "content and call record_version (record_operation, record_admin_edit):\n"
-                             + "\n".join(offenders))
+    assert offenders == [], (
+        "inventory rows written outside configuration.services._write_inventory_read_model: compute the new "
+        "content and call record_version (record_operation, record_admin_edit):\n" + "\n".join(offenders)
+    )

@@ -1,5 +1,6 @@
 """conftest.missing(): a test that lacks a tool or the reference folder skips on a developer's machine and FAILS
 under CI (CI=true), where everything it needs is installed: a check that silently never ran passed CI before."""
+
 import pytest
 
 from conftest import missing

@@ -1,6 +1,7 @@
 """Issue 25: states are compared through their choice sets, never as bare strings. A bare "done" or "failed" in a
 filter or a comparison is a typo away from a check that silently never matches (and a renamed state leaves it
 behind); OperationState.DONE fails loudly. Checked over every product module (tests may spell states out)."""
+
 import ast
 
 from apps.alerts.models import AlertState, DeliveryState
@@ -9,8 +10,21 @@ from apps.operations.choices import OperationState, PendingState, StepState
 from apps.rollouts.models import ClusterState, RolloutState, WaveState
 from apps.tests.test_boundaries import ROOT, product_modules
 
-STATE_VALUES = {str(v) for choices in (OperationState, PendingState, StepState, AlertState, DeliveryState,
-                                       ChangeSet.State, RolloutState, ClusterState, WaveState) for v in choices.values}
+STATE_VALUES = {
+    str(v)
+    for choices in (
+        OperationState,
+        PendingState,
+        StepState,
+        AlertState,
+        DeliveryState,
+        ChangeSet.State,
+        RolloutState,
+        ClusterState,
+        WaveState,
+    )
+    for v in choices.values
+}
 
 
 def _literals(node):
@@ -38,10 +52,11 @@ def bare_states(source):
 
 
 def test_the_check_finds_each_way_of_spelling_a_state():
-    assert bare_states('op.state == "done"\nif step.state in ("pending", "running"): pass\n'
-                       'Operation.objects.filter(state="failed")\nqs.exclude(state__in=["planned"])\n'
-                       'op.state == OperationState.DONE\nf.state == "all"\nstate = "running"\n') == [
-        (1, "done"), (2, "pending"), (2, "running"), (3, "failed"), (4, "planned")]
+    assert bare_states(
+        'op.state == "done"\nif step.state in ("pending", "running"): pass\n'
+        'Operation.objects.filter(state="failed")\nqs.exclude(state__in=["planned"])\n'
+        'op.state == OperationState.DONE\nf.state == "all"\nstate = "running"\n'
+    ) == [(1, "done"), (2, "pending"), (2, "running"), (3, "failed"), (4, "planned")]
 
 
 def test_no_product_module_compares_a_state_to_a_bare_string():

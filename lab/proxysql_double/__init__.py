@@ -13,6 +13,7 @@ drives. It is not ProxySQL and proxies no MySQL traffic.
 CLI: python -m lab.proxysql_double --port 16032 [--ports 17000-17999] ...
 Over the wire: `LAB HELP` (see lab_commands).
 """
+
 from .engine import DOUBLE_VERSION, AdminEngine
 from .server import DoubleServer, ProxySQLDouble
 from .traffic import PIN_REASONS, TrafficModel

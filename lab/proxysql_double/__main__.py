@@ -6,6 +6,7 @@
 Prints one line per endpoint when it is ready, then serves until SIGTERM/SIGINT. With --datadir,
 each endpoint keeps its disk layer in <datadir>/<port>/proxysql.db.
 """
+
 import argparse
 import asyncio
 import os
@@ -49,12 +50,21 @@ async def main_async(args):
         k, _, v = item.partition("=")
         variables[k] = v
     for port in ports:
-        eng = await server.add(port=port, host=args.host, user=args.user, password=args.password,
-                               datadir=args.datadir, variables=variables, datadir_per_port=True,
-                               version=args.version)
-        print(f"proxysql-double {eng.profile.banner} (lab double of the ProxySQL admin interface) "
-              f"ready on {eng.host}:{eng.port} user={args.user}"
-              + (f" datadir={eng.datadir}" if eng.datadir else ""), flush=True)
+        eng = await server.add(
+            port=port,
+            host=args.host,
+            user=args.user,
+            password=args.password,
+            datadir=args.datadir,
+            variables=variables,
+            datadir_per_port=True,
+            version=args.version,
+        )
+        print(
+            f"proxysql-double {eng.profile.banner} (lab double of the ProxySQL admin interface) "
+            f"ready on {eng.host}:{eng.port} user={args.user}" + (f" datadir={eng.datadir}" if eng.datadir else ""),
+            flush=True,
+        )
     print(f"proxysql-double: {len(ports)} endpoint(s) ready, pid {os.getpid()}", flush=True)
     await stop.wait()
     await server.close_all()
@@ -62,19 +72,27 @@ async def main_async(args):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m lab.proxysql_double", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m lab.proxysql_double", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--port", type=int, action="append", help="an endpoint port (repeatable; 0 = any free)")
     ap.add_argument("--ports", action="append", help="port ranges, e.g. 17000-17999 or 17000,17002")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--user", default="admin")
     ap.add_argument("--password", default="admin")
     ap.add_argument("--datadir", default=None, help="disk layer per endpoint in DATADIR/<port>/proxysql.db")
-    ap.add_argument("--set", action="append", metavar="VAR=VALUE",
-                    help="initial variable, like proxysql.cnf (e.g. --set mysql-threads=2)")
-    ap.add_argument("--version", choices=sorted(FULL), default=DEFAULT,
-                    help="the ProxySQL version the endpoints answer as (tables, columns, variables: "
-                         "lab/reference/versions/)")
+    ap.add_argument(
+        "--set",
+        action="append",
+        metavar="VAR=VALUE",
+        help="initial variable, like proxysql.cnf (e.g. --set mysql-threads=2)",
+    )
+    ap.add_argument(
+        "--version",
+        choices=sorted(FULL),
+        default=DEFAULT,
+        help="the ProxySQL version the endpoints answer as (tables, columns, variables: lab/reference/versions/)",
+    )
     args = ap.parse_args(argv)
     try:
         asyncio.run(main_async(args))

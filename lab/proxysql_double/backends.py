@@ -13,11 +13,12 @@ a hostgroup asks (an endpoint without sessions never probes); probes run on a fe
 never on the event loop and never under the endpoints' lock; each result is shared by every endpoint of
 the process and a new probe of the same backend is asked for only once the last one is FRESH_S old.
 """
+
 import queue
 import threading
 import time
 
-FRESH_S = 0.5          # a result younger than this is reused as it is
+FRESH_S = 0.5  # a result younger than this is reused as it is
 CONNECT_TIMEOUT_S = 1  # mysqlclient takes whole seconds (connect and greeting)
 READ_TIMEOUT_S = 1
 WORKERS = 4
@@ -29,10 +30,10 @@ class Probe:
     __slots__ = ("ok", "at", "error", "started")
 
     def __init__(self, ok, at, error=""):
-        self.ok = ok            # True: the backend answers; False: a connection to it fails
-        self.at = at            # time.monotonic() when the probe finished
+        self.ok = ok  # True: the backend answers; False: a connection to it fails
+        self.at = at  # time.monotonic() when the probe finished
         self.error = error
-        self.started = at       # when it was asked of the backend (Prober._work sets it): what it read is from then on
+        self.started = at  # when it was asked of the backend (Prober._work sets it): what it read is from then on
 
     def as_dict(self, now):
         return {"ok": self.ok, "age_s": round(now - self.at, 3), "error": self.error}
@@ -44,7 +45,7 @@ class Prober:
     def __init__(self, workers=WORKERS, probe_fn=None):
         self.probe_fn = probe_fn or probe
         self.lock = threading.Lock()
-        self.results = {}       # (host, port) -> Probe
+        self.results = {}  # (host, port) -> Probe
         self.pending = set()
         self.queue = queue.Queue()
         self.workers = workers
@@ -91,8 +92,14 @@ def probe(host, port, user, password):
     import MySQLdb
 
     try:
-        conn = MySQLdb.connect(host=host, port=int(port), user=user, passwd=password,
-                               connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S)
+        conn = MySQLdb.connect(
+            host=host,
+            port=int(port),
+            user=user,
+            passwd=password,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            read_timeout=READ_TIMEOUT_S,
+        )
     except MySQLdb.MySQLError as e:
         code = e.args[0] if e.args else 0
         message = f"{code} {e.args[1] if len(e.args) > 1 else ''}".strip()
@@ -109,12 +116,19 @@ def galera_probe(host, port, user, password):
     from .galera_monitor import BackendState
 
     try:
-        conn = MySQLdb.connect(host=host, port=int(port), user=user, passwd=password,
-                               connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S)
+        conn = MySQLdb.connect(
+            host=host,
+            port=int(port),
+            user=user,
+            passwd=password,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            read_timeout=READ_TIMEOUT_S,
+        )
         try:
             cur = conn.cursor()
-            cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'wsrep_desync', "
-                        "'wsrep_reject_queries')")
+            cur.execute(
+                "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'wsrep_desync', 'wsrep_reject_queries')"
+            )
             v = dict(cur.fetchall())
             cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_local_state', 'wsrep_cluster_status')")
             s = dict(cur.fetchall())
@@ -122,10 +136,13 @@ def galera_probe(host, port, user, password):
             conn.close()
     except MySQLdb.MySQLError as e:
         return Probe(BackendState(reachable=False), time.monotonic(), str(e))
-    state = BackendState(read_only=v.get("read_only") == "ON", desync=v.get("wsrep_desync") == "ON",
-                         reject_queries=v.get("wsrep_reject_queries", "NONE") != "NONE",
-                         local_state=int(s.get("wsrep_local_state") or 0),
-                         primary=s.get("wsrep_cluster_status") == "Primary")
+    state = BackendState(
+        read_only=v.get("read_only") == "ON",
+        desync=v.get("wsrep_desync") == "ON",
+        reject_queries=v.get("wsrep_reject_queries", "NONE") != "NONE",
+        local_state=int(s.get("wsrep_local_state") or 0),
+        primary=s.get("wsrep_cluster_status") == "Primary",
+    )
     return Probe(state, time.monotonic())
 
 
@@ -137,19 +154,32 @@ def read_only_probe(host, port, user, password):
     from .replication_monitor import ReadOnlyState
 
     try:
-        conn = MySQLdb.connect(host=host, port=int(port), user=user, passwd=password,
-                               connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S)
+        conn = MySQLdb.connect(
+            host=host,
+            port=int(port),
+            user=user,
+            passwd=password,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            read_timeout=READ_TIMEOUT_S,
+        )
         try:
             cur = conn.cursor()
-            cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'innodb_read_only', "
-                        "'super_read_only')")
+            cur.execute(
+                "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'innodb_read_only', 'super_read_only')"
+            )
             v = {name: value == "ON" for name, value in cur.fetchall()}
         finally:
             conn.close()
     except MySQLdb.MySQLError as e:
         return Probe(ReadOnlyState(reachable=False), time.monotonic(), str(e))
-    return Probe(ReadOnlyState(read_only=v.get("read_only", False), innodb_read_only=v.get("innodb_read_only"),
-                               super_read_only=v.get("super_read_only")), time.monotonic())
+    return Probe(
+        ReadOnlyState(
+            read_only=v.get("read_only", False),
+            innodb_read_only=v.get("innodb_read_only"),
+            super_read_only=v.get("super_read_only"),
+        ),
+        time.monotonic(),
+    )
 
 
 PROBER = Prober()

@@ -10,6 +10,7 @@ Memory per endpoint is kept small: page_size 512, the `monitor` schema is attach
 stats are materialised only when read. The `disk` schema is there from the start and, as ProxySQL writes its
 database at the first start, holds the starting configuration (every variable) until a SAVE changes it.
 """
+
 import collections
 import hashlib
 import json
@@ -47,11 +48,11 @@ class Result:
     __slots__ = ("columns", "rows", "affected", "error", "info")
 
     def __init__(self, columns=None, rows=None, affected=0, error=None, info=""):
-        self.info = info        # the OK packet's message
+        self.info = info  # the OK packet's message
         self.columns = columns
         self.rows = rows
         self.affected = affected
-        self.error = error      # (code, message) or None
+        self.error = error  # (code, message) or None
 
 
 def _read_text(name):
@@ -81,56 +82,100 @@ class _Schema:
 SCHEMA = _Schema()
 
 MODULES = {
-    "MYSQL SERVERS": ["mysql_servers", "mysql_replication_hostgroups", "mysql_group_replication_hostgroups",
-                      "mysql_galera_hostgroups", "mysql_aws_aurora_hostgroups", "mysql_hostgroup_attributes",
-                      "mysql_servers_ssl_params"],
+    "MYSQL SERVERS": [
+        "mysql_servers",
+        "mysql_replication_hostgroups",
+        "mysql_group_replication_hostgroups",
+        "mysql_galera_hostgroups",
+        "mysql_aws_aurora_hostgroups",
+        "mysql_hostgroup_attributes",
+        "mysql_servers_ssl_params",
+    ],
     "MYSQL USERS": ["mysql_users"],
     "MYSQL QUERY RULES": ["mysql_query_rules", "mysql_query_rules_fast_routing"],
     "MYSQL VARIABLES": "mysql-",
     "ADMIN VARIABLES": "admin-",
     "SCHEDULER": ["scheduler"],
     "PROXYSQL SERVERS": ["proxysql_servers"],
-    "MYSQL FIREWALL": ["mysql_firewall_whitelist_rules", "mysql_firewall_whitelist_users",
-                       "mysql_firewall_whitelist_sqli_fingerprints"],
+    "MYSQL FIREWALL": [
+        "mysql_firewall_whitelist_rules",
+        "mysql_firewall_whitelist_users",
+        "mysql_firewall_whitelist_sqli_fingerprints",
+    ],
     "RESTAPI": ["restapi_routes"],
     "COREDUMP": ["coredump_filters"],
 }
-CHECKSUM_NAMES = ["admin_variables", "mysql_query_rules", "mysql_servers", "mysql_servers_v2",
-                  "mysql_users", "mysql_variables", "proxysql_servers"]
+CHECKSUM_NAMES = [
+    "admin_variables",
+    "mysql_query_rules",
+    "mysql_servers",
+    "mysql_servers_v2",
+    "mysql_users",
+    "mysql_variables",
+    "proxysql_servers",
+]
 # ProxySQL Cluster: the modules a peer pulls, by checksum name -> LOAD/SAVE module. A node pulls a module
 # from a peer whose checksum it has seen differ admin-cluster_<name>_diffs_before_sync checks in a row, when
 # that peer's version is above 1 and its epoch newer than its own (or its own version is 1), then saves it
 # to disk when admin-cluster_<name>_save_to_disk (../shared/proxysql-reference: cluster-sync.jsonl; three nodes,
 # every module, restarts and holds: lab/reference/). The cluster_* admin variables travel with admin_variables.
-SYNC_MODULES = {"mysql_servers": "MYSQL SERVERS", "mysql_users": "MYSQL USERS",
-                "mysql_query_rules": "MYSQL QUERY RULES", "mysql_variables": "MYSQL VARIABLES",
-                "admin_variables": "ADMIN VARIABLES", "proxysql_servers": "PROXYSQL SERVERS"}
+SYNC_MODULES = {
+    "mysql_servers": "MYSQL SERVERS",
+    "mysql_users": "MYSQL USERS",
+    "mysql_query_rules": "MYSQL QUERY RULES",
+    "mysql_variables": "MYSQL VARIABLES",
+    "admin_variables": "ADMIN VARIABLES",
+    "proxysql_servers": "PROXYSQL SERVERS",
+}
 # Variables that say who a node is: neither in the variables' checksums nor pulled from a peer.
-NODE_VARIABLES = ("admin-version", "admin-mysql_ifaces", "admin-admin_credentials", "admin-cluster_username",
-                  "admin-cluster_password", "admin-restapi_port", "admin-web_port", "mysql-interfaces",
-                  "mysql-threads")
-MODULE_CHECKSUMS = {"MYSQL SERVERS": ["mysql_servers", "mysql_servers_v2"], "MYSQL USERS": ["mysql_users"],
-                    "MYSQL QUERY RULES": ["mysql_query_rules"], "MYSQL VARIABLES": ["mysql_variables"],
-                    "ADMIN VARIABLES": ["admin_variables"], "PROXYSQL SERVERS": ["proxysql_servers"]}
+NODE_VARIABLES = (
+    "admin-version",
+    "admin-mysql_ifaces",
+    "admin-admin_credentials",
+    "admin-cluster_username",
+    "admin-cluster_password",
+    "admin-restapi_port",
+    "admin-web_port",
+    "mysql-interfaces",
+    "mysql-threads",
+)
+MODULE_CHECKSUMS = {
+    "MYSQL SERVERS": ["mysql_servers", "mysql_servers_v2"],
+    "MYSQL USERS": ["mysql_users"],
+    "MYSQL QUERY RULES": ["mysql_query_rules"],
+    "MYSQL VARIABLES": ["mysql_variables"],
+    "ADMIN VARIABLES": ["admin_variables"],
+    "PROXYSQL SERVERS": ["proxysql_servers"],
+}
 
 # LOAD/SAVE direction aliases, as ProxySQL's admin accepts them.
 DIRECTIONS = {
-    ("LOAD", "TO RUNTIME"): "mem2run", ("LOAD", "TO RUN"): "mem2run",
-    ("LOAD", "FROM MEMORY"): "mem2run", ("LOAD", "FROM MEM"): "mem2run",
-    ("LOAD", "FROM DISK"): "disk2mem", ("LOAD", "TO MEMORY"): "disk2mem", ("LOAD", "TO MEM"): "disk2mem",
+    ("LOAD", "TO RUNTIME"): "mem2run",
+    ("LOAD", "TO RUN"): "mem2run",
+    ("LOAD", "FROM MEMORY"): "mem2run",
+    ("LOAD", "FROM MEM"): "mem2run",
+    ("LOAD", "FROM DISK"): "disk2mem",
+    ("LOAD", "TO MEMORY"): "disk2mem",
+    ("LOAD", "TO MEM"): "disk2mem",
     ("LOAD", "FROM CONFIG"): "config",
-    ("SAVE", "TO MEMORY"): "run2mem", ("SAVE", "TO MEM"): "run2mem",
-    ("SAVE", "FROM RUNTIME"): "run2mem", ("SAVE", "FROM RUN"): "run2mem",
-    ("SAVE", "TO DISK"): "mem2disk", ("SAVE", "FROM MEMORY"): "mem2disk", ("SAVE", "FROM MEM"): "mem2disk",
+    ("SAVE", "TO MEMORY"): "run2mem",
+    ("SAVE", "TO MEM"): "run2mem",
+    ("SAVE", "FROM RUNTIME"): "run2mem",
+    ("SAVE", "FROM RUN"): "run2mem",
+    ("SAVE", "TO DISK"): "mem2disk",
+    ("SAVE", "FROM MEMORY"): "mem2disk",
+    ("SAVE", "FROM MEM"): "mem2disk",
 }
 LOADSAVE_RE = re.compile(r"^(LOAD|SAVE)\s+(.+?)\s+(TO|FROM)\s+(RUNTIME|RUN|MEMORY|MEM|DISK|CONFIG)$", re.I)
 # ProxySQL_Admin.cpp (admin_handler_command_kill_connection): only the "KILL CONNECTION " prefix is an admin command
 # (KILL QUERY goes on to SQLite: a syntax error); the id is read with atoi(); an id no session has is refused.
 KILL_RE = re.compile(r"^KILL CONNECTION (\d*)", re.I)
-SET_VAR_RE = re.compile(r"^SET\s+((?:mysql|admin|ldap|sqliteserver)-[A-Za-z0-9_]+)\s*(?:=|\s+TO\s+)\s*(.*?)$",
-                        re.I | re.S)
+SET_VAR_RE = re.compile(
+    r"^SET\s+((?:mysql|admin|ldap|sqliteserver)-[A-Za-z0-9_]+)\s*(?:=|\s+TO\s+)\s*(.*?)$", re.I | re.S
+)
 DML_TARGET_RE = re.compile(
-    r"^\s*(?:(?:INSERT|REPLACE)(?:\s+OR\s+\w+)?\s+INTO|UPDATE(?:\s+OR\s+\w+)?|DELETE\s+FROM)\s+([\w.`\"]+)", re.I)
+    r"^\s*(?:(?:INSERT|REPLACE)(?:\s+OR\s+\w+)?\s+INTO|UPDATE(?:\s+OR\s+\w+)?|DELETE\s+FROM)\s+([\w.`\"]+)", re.I
+)
 LAB_RE = re.compile(r"^\s*LAB\b", re.I)
 IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SELECT_VARS_RE = re.compile(r"^SELECT\s+(@@[\w.]+(?:\s*,\s*@@[\w.]+)*)(?:\s+LIMIT\s+\d+)?$", re.I)
@@ -138,21 +183,36 @@ SELECT_VARS_RE = re.compile(r"^SELECT\s+(@@[\w.]+(?:\s*,\s*@@[\w.]+)*)(?:\s+LIMI
 # Variables the running ProxySQL refuses to change (only read at start).
 RUNTIME_READ_ONLY = {"mysql-threads", "mysql-stacksize", "admin-version"}
 INT_RANGES = {
-    "mysql-mirror_max_concurrency": (1, 8192), "mysql-mirror_max_queue_length": (0, 1000000),
-    "mysql-connect_timeout_server_max": (100, 3600000), "mysql-auto_increment_delay_multiplex": (0, 1000000),
-    "mysql-show_processlist_extended": (0, 2), "mysql-threads": (1, 255), "mysql-max_connections": (1, 1000000),
+    "mysql-mirror_max_concurrency": (1, 8192),
+    "mysql-mirror_max_queue_length": (0, 1000000),
+    "mysql-connect_timeout_server_max": (100, 3600000),
+    "mysql-auto_increment_delay_multiplex": (0, 1000000),
+    "mysql-show_processlist_extended": (0, 2),
+    "mysql-threads": (1, 255),
+    "mysql-max_connections": (1, 1000000),
     "mysql-auto_increment_delay_multiplex_timeout_ms": (0, 3600000),
 }
 
 # Stats tables whose rows come from the traffic model when a statement reads them.
 DYNAMIC = {
-    "stats_mysql_connection_pool", "stats_mysql_connection_pool_reset", "stats_mysql_global",
-    "stats_mysql_processlist", "stats_mysql_commands_counters", "stats_mysql_free_connections",
-    "stats_mysql_query_rules", "stats_mysql_users", "stats_mysql_query_digest",
-    "stats_mysql_query_digest_reset", "stats_proxysql_servers_checksums", "stats_proxysql_servers_metrics",
-    "stats_proxysql_servers_status", "stats_memory_metrics", "runtime_checksums_values",
-    "runtime_mysql_servers",   # its status column shows ProxySQL's own SHUNNED verdict
-    "stats_mysql_errors", "stats_mysql_errors_reset",
+    "stats_mysql_connection_pool",
+    "stats_mysql_connection_pool_reset",
+    "stats_mysql_global",
+    "stats_mysql_processlist",
+    "stats_mysql_commands_counters",
+    "stats_mysql_free_connections",
+    "stats_mysql_query_rules",
+    "stats_mysql_users",
+    "stats_mysql_query_digest",
+    "stats_mysql_query_digest_reset",
+    "stats_proxysql_servers_checksums",
+    "stats_proxysql_servers_metrics",
+    "stats_proxysql_servers_status",
+    "stats_memory_metrics",
+    "runtime_checksums_values",
+    "runtime_mysql_servers",  # its status column shows ProxySQL's own SHUNNED verdict
+    "stats_mysql_errors",
+    "stats_mysql_errors_reset",
 }
 STATS_TABLES = set(SCHEMA.tables["stats"])
 MAIN_TABLES = set(SCHEMA.tables["main"])
@@ -237,13 +297,23 @@ def _runtime_password(password, hashing):
 class AdminEngine:
     """One ProxySQL admin endpoint: state, SQL, traffic model. Thread-safe via GLOBAL_LOCK."""
 
-    def __init__(self, port=0, user="admin", password="admin", host="127.0.0.1", datadir=None,
-                 variables=None, seed=None, version=None):
+    def __init__(
+        self,
+        port=0,
+        user="admin",
+        password="admin",
+        host="127.0.0.1",
+        datadir=None,
+        variables=None,
+        seed=None,
+        version=None,
+    ):
         self.lock = GLOBAL_LOCK
-        self.profile = versions_mod.Profile(version, SCHEMA)   # the ProxySQL version it answers as
+        self.profile = versions_mod.Profile(version, SCHEMA)  # the ProxySQL version it answers as
         self.main_tables = set(self.profile.main_tables)
-        self.checksum_names = [n for n in CHECKSUM_NAMES
-                               if n != "mysql_servers_v2" or self.profile.has_mysql_servers_v2]
+        self.checksum_names = [
+            n for n in CHECKSUM_NAMES if n != "mysql_servers_v2" or self.profile.has_mysql_servers_v2
+        ]
         self.host = host
         self.port = port
         self.user = user
@@ -253,21 +323,21 @@ class AdminEngine:
         self.seed = seed
         self.log = collections.deque(maxlen=10000)
         self.log_seq = 0
-        self.mode = "normal"          # normal | hang | refuse (driven by the server)
+        self.mode = "normal"  # normal | hang | refuse (driven by the server)
         # [(text, message, pause)]: statements containing text fail with message, or (pause) run and then the
         # endpoint stops answering, as a ProxySQL paused mid-change (LAB FAIL_STATEMENTS)
         self.failing = []
         self.latency_ms = 0.0
         self.listener_paused = False
-        self.mode_listeners = []      # callbacks(engine) when mode changes (set by the server)
-        self.next_check = None        # when this node's cluster thread checks its peers next
-        self.sync_history = collections.deque(maxlen=1000)   # (time, checksum name, peer host, peer port)
+        self.mode_listeners = []  # callbacks(engine) when mode changes (set by the server)
+        self.next_check = None  # when this node's cluster thread checks its peers next
+        self.sync_history = collections.deque(maxlen=1000)  # (time, checksum name, peer host, peer port)
         # Every runtime_mysql_servers this node served, from a LOAD or a pull (not ProxySQL's own SHUNNED):
         # (time, [(hostgroup_id, hostname, port, status, weight), ...]) - what tests read to tell that no peer
         # ever served a half-applied state of an operation.
         self.servers_history = collections.deque(maxlen=1000)
-        self.loaded_servers = None    # runtime_mysql_servers as last LOADed, before Monitor's galera placement
-        self.loaded_at = 0.0          # when (time.monotonic()): the replication manager places it on checks made after
+        self.loaded_servers = None  # runtime_mysql_servers as last LOADed, before Monitor's galera placement
+        self.loaded_at = 0.0  # when (time.monotonic()): the replication manager places it on checks made after
         self.galera_placed = None
         self.replication_placed = None  # runtime_mysql_servers as the replication manager last left it
         self._open()
@@ -291,17 +361,34 @@ class AdminEngine:
                 if schema == "stats" and table not in DIGEST_VIEWS:
                     db.execute(_qualify(ddl, "stats"))
             self._create_other_tables("stats")
-            db.execute("CREATE TABLE stats._lab_dg (hostgroup INT, role VARCHAR, m INT, globals INT, per_table INT,"
-                       " q REAL, wsum REAL, first_seen INT, last_seen INT, lat REAL, username VARCHAR,"
-                       " schemaname VARCHAR, mq REAL, mmask INT, mwsum REAL)")
-            db.execute("CREATE TABLE stats._lab_dt (role VARCHAR, slot INT, text VARCHAR, w REAL, avg_us INT,"
-                       " min_us INT, max_us INT, sent INT, aff INT, h1 INT, h2 INT)")
+            db.execute(
+                "CREATE TABLE stats._lab_dg (hostgroup INT, role VARCHAR, m INT, globals INT, per_table INT,"
+                " q REAL, wsum REAL, first_seen INT, last_seen INT, lat REAL, username VARCHAR,"
+                " schemaname VARCHAR, mq REAL, mmask INT, mwsum REAL)"
+            )
+            db.execute(
+                "CREATE TABLE stats._lab_dt (role VARCHAR, slot INT, text VARCHAR, w REAL, avg_us INT,"
+                " min_us INT, max_us INT, sent INT, aff INT, h1 INT, h2 INT)"
+            )
             for role in traffic_mod.ROLES:
                 for slot, t in enumerate(traffic_mod.role_templates(role)):
                     h = hashlib.sha1(t[0].encode()).digest()
-                    db.execute("INSERT INTO stats._lab_dt VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                               (role, slot, t[0], t[1], t[2], t[3], t[4], t[5], t[6],
-                                int.from_bytes(h[:4], "big"), int.from_bytes(h[4:8], "big")))
+                    db.execute(
+                        "INSERT INTO stats._lab_dt VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                        (
+                            role,
+                            slot,
+                            t[0],
+                            t[1],
+                            t[2],
+                            t[3],
+                            t[4],
+                            t[5],
+                            t[6],
+                            int.from_bytes(h[:4], "big"),
+                            int.from_bytes(h[4:8], "big"),
+                        ),
+                    )
             for name in DIGEST_VIEWS:
                 db.execute(DIGEST_VIEW_SQL.format(name=name))
             # defaults of a fresh ProxySQL 2.7.1, with the lab's identity and credentials
@@ -312,10 +399,17 @@ class AdminEngine:
             values["admin-mysql_ifaces"] = f"{self.host}:{self.port}"
             values.update({k: str(v) for k, v in self.initial_variables.items()})
             db.executemany("INSERT INTO global_variables VALUES (?,?)", list(values.items()))
-            db.executemany("INSERT INTO mysql_collations VALUES (?,?,?,?)", [
-                (8, "latin1_swedish_ci", "latin1", "Yes"), (33, "utf8_general_ci", "utf8", "Yes"),
-                (45, "utf8mb4_general_ci", "utf8mb4", "Yes"), (63, "binary", "binary", "Yes"),
-                (83, "utf8_bin", "utf8", ""), (255, "utf8mb4_0900_ai_ci", "utf8mb4", "")])
+            db.executemany(
+                "INSERT INTO mysql_collations VALUES (?,?,?,?)",
+                [
+                    (8, "latin1_swedish_ci", "latin1", "Yes"),
+                    (33, "utf8_general_ci", "utf8", "Yes"),
+                    (45, "utf8mb4_general_ci", "utf8mb4", "Yes"),
+                    (63, "binary", "binary", "Yes"),
+                    (83, "utf8_bin", "utf8", ""),
+                    (255, "utf8mb4_0900_ai_ci", "utf8mb4", ""),
+                ],
+            )
             self.checksums = {n: [1, int(self.started_wall), "0x0000000000000000"] for n in self.checksum_names}
             self.runtime_vars = {}
             self.proxysql_servers_loaded_at = 0.0
@@ -324,23 +418,25 @@ class AdminEngine:
                 fresh_disk = not os.path.exists(os.path.join(self.datadir, "proxysql.db"))
             self._ensure_disk()  # as ProxySQL: a disk database always, written whole at the first start
             if self.datadir and not fresh_disk:
-                for module in MODULES:       # a restart: the config comes from disk
+                for module in MODULES:  # a restart: the config comes from disk
                     self._apply(module, "disk2mem")
             # start: every module from memory to runtime; variables take effect even if read-only
             self._load_variables("mysql-", startup=True)
             self._load_variables("admin-", startup=True)
-            self._load_variables("pgsql-", startup=True)   # 3.0 (none in other versions)
+            self._load_variables("pgsql-", startup=True)  # 3.0 (none in other versions)
             for module in MODULES:
                 if module not in ("MYSQL VARIABLES", "ADMIN VARIABLES"):
                     self._apply(module, "mem2run", bump=False)
             if fresh_disk:  # (a restart without a datadir puts the previous disk back over it)
                 for module in MODULES:
                     self._apply(module, "mem2disk")
-                self.db.execute("INSERT OR REPLACE INTO disk.global_variables SELECT * FROM main.global_variables"
-                                " WHERE variable_name LIKE 'pgsql-%'")   # 3.0: the disk has them too
+                self.db.execute(
+                    "INSERT OR REPLACE INTO disk.global_variables SELECT * FROM main.global_variables"
+                    " WHERE variable_name LIKE 'pgsql-%'"
+                )  # 3.0: the disk has them too
             for name in self.checksum_names:
                 self.checksums[name][2] = self._checksum(name)
-            self.peer_checksums = {}      # (host, port, name) -> [version, epoch, checksum, changed_at, updated_at, diff_check]
+            self.peer_checksums = {}  # (host, port, name) -> [version, epoch, checksum, changed_at, updated_at, diff_check]
             self._cluster_membership()
 
     def _ensure_disk(self):
@@ -408,7 +504,7 @@ class AdminEngine:
                 for module in MODULES:
                     if module not in ("MYSQL VARIABLES", "ADMIN VARIABLES"):
                         self._apply(module, "mem2run", bump=False)
-                for name in self.checksum_names:   # version 1: the configuration read from disk
+                for name in self.checksum_names:  # version 1: the configuration read from disk
                     self.checksums[name][2] = self._checksum(name)
             return True
 
@@ -457,6 +553,7 @@ class AdminEngine:
             text = text[:-1].rstrip()
         if LAB_RE.match(text):
             from . import lab_commands
+
             return lab_commands.run(self, text[3:].strip())
         with self.lock:
             advance_cluster()
@@ -495,14 +592,20 @@ class AdminEngine:
                 # as ProxySQL: an OK (not an error) carrying this text, nothing written (admin_handler_command_set)
                 return Result(affected=0, info=f"ERROR: Unknown global variable: '{m.group(1)}'.")
             if m and m.group(1) in NOT_SET_CONFIGURABLE:
-                return Result(error=(ERR_CODE, f"ProxySQL Admin Error: ERROR: Global variable '{m.group(1)}' is not "
-                                               "configurable using SET command. You must run UPDATE global_variables"))
+                return Result(
+                    error=(
+                        ERR_CODE,
+                        f"ProxySQL Admin Error: ERROR: Global variable '{m.group(1)}' is not "
+                        "configurable using SET command. You must run UPDATE global_variables",
+                    )
+                )
             if m:
                 value = _unquote(m.group(2).strip())
-                cur = self.db.execute("UPDATE global_variables SET variable_value=? WHERE variable_name=?",
-                                      (value, m.group(1)))
+                cur = self.db.execute(
+                    "UPDATE global_variables SET variable_value=? WHERE variable_name=?", (value, m.group(1))
+                )
                 return Result(affected=max(cur.rowcount, 0))
-            return Result(affected=0)   # SET autocommit / NAMES / session variables: accepted
+            return Result(affected=0)  # SET autocommit / NAMES / session variables: accepted
         if upper in ("BEGIN", "COMMIT", "ROLLBACK", "START TRANSACTION") or first == "USE":
             return Result(affected=0)
         m = KILL_RE.match(norm)
@@ -527,18 +630,36 @@ class AdminEngine:
         key = name[2:].lower()
         for prefix in ("session.", "global.", "local."):
             if key.startswith(prefix):
-                key = key[len(prefix):]
+                key = key[len(prefix) :]
         known = {
-            "version": self.profile.banner, "version_comment": "(ProxySQL Admin Module, lab double)",
-            "max_allowed_packet": "67108864", "autocommit": "1", "tx_isolation": "REPEATABLE-READ",
-            "transaction_isolation": "REPEATABLE-READ", "sql_mode": "", "time_zone": "SYSTEM",
-            "system_time_zone": "UTC", "character_set_client": "utf8", "character_set_connection": "utf8",
-            "character_set_results": "utf8", "character_set_server": "utf8",
-            "collation_connection": "utf8_general_ci", "collation_server": "utf8_general_ci",
-            "auto_increment_increment": "1", "lower_case_table_names": "0", "net_write_timeout": "60",
-            "wait_timeout": "28800", "interactive_timeout": "28800", "port": str(self.port),
-            "hostname": "lab-double", "read_only": "0", "license": "GPL", "init_connect": "",
-            "performance_schema": "0", "query_cache_size": "0", "query_cache_type": "OFF",
+            "version": self.profile.banner,
+            "version_comment": "(ProxySQL Admin Module, lab double)",
+            "max_allowed_packet": "67108864",
+            "autocommit": "1",
+            "tx_isolation": "REPEATABLE-READ",
+            "transaction_isolation": "REPEATABLE-READ",
+            "sql_mode": "",
+            "time_zone": "SYSTEM",
+            "system_time_zone": "UTC",
+            "character_set_client": "utf8",
+            "character_set_connection": "utf8",
+            "character_set_results": "utf8",
+            "character_set_server": "utf8",
+            "collation_connection": "utf8_general_ci",
+            "collation_server": "utf8_general_ci",
+            "auto_increment_increment": "1",
+            "lower_case_table_names": "0",
+            "net_write_timeout": "60",
+            "wait_timeout": "28800",
+            "interactive_timeout": "28800",
+            "port": str(self.port),
+            "hostname": "lab-double",
+            "read_only": "0",
+            "license": "GPL",
+            "init_connect": "",
+            "performance_schema": "0",
+            "query_cache_size": "0",
+            "query_cache_type": "OFF",
         }
         return known.get(key, False)
 
@@ -549,8 +670,13 @@ class AdminEngine:
             self.listener_paused = False
         elif upper == "PROXYSQL RESTART":
             self.restart()
-        elif upper not in ("PROXYSQL FLUSH LOGS", "PROXYSQL FLUSH QUERY CACHE", "PROXYSQL READONLY",
-                           "PROXYSQL READWRITE", "PROXYSQL FLUSH MYSQL CLIENT HOSTS"):
+        elif upper not in (
+            "PROXYSQL FLUSH LOGS",
+            "PROXYSQL FLUSH QUERY CACHE",
+            "PROXYSQL READONLY",
+            "PROXYSQL READWRITE",
+            "PROXYSQL FLUSH MYSQL CLIENT HOSTS",
+        ):
             return self._sql(upper)  # SQLite's syntax error, as the real one
         return Result(affected=0)
 
@@ -566,15 +692,19 @@ class AdminEngine:
         m = DML_TARGET_RE.match(text)
         parts = m.group(1).replace("`", "").replace('"', "").lower().split(".") if m else [""]
         target, schema = parts[-1], (parts[0] if len(parts) > 1 else "")
-        if target.startswith("runtime_") or (target in STATS_TABLES and (
-                schema == "stats" or (not schema and target not in self.main_tables))):
+        if target.startswith("runtime_") or (
+            target in STATS_TABLES and (schema == "stats" or (not schema and target not in self.main_tables))
+        ):
             # ProxySQL regenerates runtime_* and stats tables on read: writes to them are lost.
             self.db.execute("SAVEPOINT lab_discard")
             try:
                 cur = self.db.execute(text)
                 rows = cur.fetchall() if cur.description else None
-                return Result(columns=[d[0] for d in cur.description] if cur.description else None,
-                              rows=rows, affected=max(cur.rowcount, 0))
+                return Result(
+                    columns=[d[0] for d in cur.description] if cur.description else None,
+                    rows=rows,
+                    affected=max(cur.rowcount, 0),
+                )
             finally:
                 self.db.execute("ROLLBACK TO lab_discard")
                 self.db.execute("RELEASE lab_discard")
@@ -605,8 +735,12 @@ class AdminEngine:
                 names = sorted(SCHEMA.tables[schema] + [t for s, t in self.profile.other_tables if s == schema])
             elif schema == "disk":
                 self._ensure_disk()
-                names = [r[0] for r in self.db.execute(
-                    "SELECT name FROM disk.sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+                names = [
+                    r[0]
+                    for r in self.db.execute(
+                        "SELECT name FROM disk.sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+                    )
+                ]
             else:
                 names = []
             if m.group(2) is not None:
@@ -617,35 +751,52 @@ class AdminEngine:
             d = self.datadir or "<datadir>"
             disk_file = os.path.join(d, "proxysql.db") if self.datadir else ""
             stats_file = os.path.join(d, "proxysql_stats.db") if self.datadir else ""
-            return Result(columns=["seq", "name", "file"],
-                          rows=[("0", "main", ""), ("2", "disk", disk_file), ("3", "stats", ""),
-                                ("4", "monitor", ""), ("5", "stats_history", stats_file)])
+            return Result(
+                columns=["seq", "name", "file"],
+                rows=[
+                    ("0", "main", ""),
+                    ("2", "disk", disk_file),
+                    ("3", "stats", ""),
+                    ("4", "monitor", ""),
+                    ("5", "stats_history", stats_file),
+                ],
+            )
         m = re.match(r"^SHOW (MYSQL|ADMIN|GLOBAL|LDAP)? ?VARIABLES(?: LIKE '(.*)')?$", norm, re.I)
         if m and m.group(1) and m.group(1).upper() != "GLOBAL" and m.group(2) is not None:
-            m = None   # SHOW MYSQL VARIABLES LIKE '...' is no admin command: SQLite's syntax error
+            m = None  # SHOW MYSQL VARIABLES LIKE '...' is no admin command: SQLite's syntax error
         if m:
             kind = (m.group(1) or "GLOBAL").upper()
-            where = {"MYSQL": "WHERE variable_name LIKE 'mysql-%'", "ADMIN": "WHERE variable_name LIKE 'admin-%'",
-                     "LDAP": "WHERE variable_name LIKE 'ldap-%'"}.get(kind, "WHERE 1")
+            where = {
+                "MYSQL": "WHERE variable_name LIKE 'mysql-%'",
+                "ADMIN": "WHERE variable_name LIKE 'admin-%'",
+                "LDAP": "WHERE variable_name LIKE 'ldap-%'",
+            }.get(kind, "WHERE 1")
             args = ()
             if m.group(2) is not None:
                 where += " AND variable_name LIKE ?"
                 args = (m.group(2),)
-            return self._sql_args(f"SELECT variable_name AS Variable_name, variable_value AS Value "
-                                  f"FROM global_variables {where} ORDER BY variable_name", args)
+            return self._sql_args(
+                f"SELECT variable_name AS Variable_name, variable_value AS Value "
+                f"FROM global_variables {where} ORDER BY variable_name",
+                args,
+            )
         if upper in ("SHOW MYSQL STATUS", "SHOW GLOBAL STATUS", "SHOW STATUS"):
             return self._sql("SELECT Variable_Name AS Variable_name, Variable_Value AS Value FROM stats_mysql_global")
         if upper in ("SHOW PROCESSLIST", "SHOW FULL PROCESSLIST"):
             info = "info" if "FULL" in upper else "SUBSTR(info, 0, 100) info"
-            return self._sql(f"SELECT SessionID, user, db, hostgroup, command, time_ms, {info} "
-                             f"FROM stats_mysql_processlist")
+            return self._sql(
+                f"SELECT SessionID, user, db, hostgroup, command, time_ms, {info} FROM stats_mysql_processlist"
+            )
         m = re.match(r"^SHOW CREATE TABLE [`\"]?(?:(\w+)[`\"]?\.[`\"]?)?(\w+)[`\"]?$", norm, re.I)
         if m:
             schema = (m.group(1) or "").lower()
             table = m.group(2)
             if not schema:
-                schema = "main" if ("main", table) in self.profile.ddl else (
-                    "stats" if ("stats", table) in SCHEMA.ddl else "monitor")
+                schema = (
+                    "main"
+                    if ("main", table) in self.profile.ddl
+                    else ("stats" if ("stats", table) in SCHEMA.ddl else "monitor")
+                )
             lookup = "main" if schema == "disk" else schema
             ddl = self.profile.ddl.get((lookup, table))
             if ddl is None:
@@ -657,8 +808,7 @@ class AdminEngine:
 
     def _sql_args(self, sql, args):
         cur = self.db.execute(sql, args)
-        return Result(columns=[d[0] for d in cur.description],
-                      rows=cur.fetchall())
+        return Result(columns=[d[0] for d in cur.description], rows=cur.fetchall())
 
     # ------------------------------------------------------------------ LOAD / SAVE
     def _loadsave(self, norm):
@@ -684,28 +834,39 @@ class AdminEngine:
             return
         if direction in ("mem2disk", "disk2mem"):
             self._ensure_disk()
-        if isinstance(spec, str):          # variables, by prefix
+        if isinstance(spec, str):  # variables, by prefix
             prefix = spec
             if direction == "mem2run":
                 self._load_variables(prefix)
             elif direction == "run2mem":
-                self.db.execute("INSERT OR REPLACE INTO main.global_variables SELECT * FROM main.runtime_global_variables"
-                                " WHERE substr(variable_name,1,?)=?", (len(prefix), prefix))
+                self.db.execute(
+                    "INSERT OR REPLACE INTO main.global_variables SELECT * FROM main.runtime_global_variables"
+                    " WHERE substr(variable_name,1,?)=?",
+                    (len(prefix), prefix),
+                )
             elif direction == "mem2disk":
-                self.db.execute("DELETE FROM disk.global_variables WHERE substr(variable_name,1,?)=?", (len(prefix), prefix))
-                cur = self.db.execute("INSERT INTO disk.global_variables SELECT * FROM main.global_variables"
-                                      " WHERE substr(variable_name,1,?)=?", (len(prefix), prefix))
-                return cur.rowcount   # ProxySQL answers SAVE ... VARIABLES TO DISK with the rows written
+                self.db.execute(
+                    "DELETE FROM disk.global_variables WHERE substr(variable_name,1,?)=?", (len(prefix), prefix)
+                )
+                cur = self.db.execute(
+                    "INSERT INTO disk.global_variables SELECT * FROM main.global_variables"
+                    " WHERE substr(variable_name,1,?)=?",
+                    (len(prefix), prefix),
+                )
+                return cur.rowcount  # ProxySQL answers SAVE ... VARIABLES TO DISK with the rows written
             elif direction == "disk2mem":
-                self.db.execute("INSERT OR REPLACE INTO main.global_variables SELECT * FROM disk.global_variables"
-                                " WHERE substr(variable_name,1,?)=?", (len(prefix), prefix))
+                self.db.execute(
+                    "INSERT OR REPLACE INTO main.global_variables SELECT * FROM disk.global_variables"
+                    " WHERE substr(variable_name,1,?)=?",
+                    (len(prefix), prefix),
+                )
             if direction == "mem2run" and bump:
                 self._bump(module)
             if direction == "mem2run" and module == "ADMIN VARIABLES":
                 self._cluster_membership()
             return
         for table in spec:
-            if table not in self.main_tables:   # a table this version lacks (2.5: mysql_servers_ssl_params)
+            if table not in self.main_tables:  # a table this version lacks (2.5: mysql_servers_ssl_params)
                 continue
             if direction == "mem2run":
                 if table == "mysql_users":
@@ -716,31 +877,44 @@ class AdminEngine:
                     self.db.execute("UPDATE main.runtime_mysql_servers SET status=UPPER(status)")
                     self.loaded_servers = self._rows("SELECT * FROM main.runtime_mysql_servers")
                     self.loaded_at = time.monotonic()
-                    self.galera_placed = None   # Monitor places the loaded rows again (_galera_monitor)
-                    self.replication_placed = None   # and moves them from there (_replication_monitor)
-                if table == "mysql_query_rules":   # as real 2.5.5 and 2.7.1 show it (lab/conformance.py): only the
+                    self.galera_placed = None  # Monitor places the loaded rows again (_galera_monitor)
+                    self.replication_placed = None  # and moves them from there (_replication_monitor)
+                if table == "mysql_query_rules":  # as real 2.5.5 and 2.7.1 show it (lab/conformance.py): only the
                     # active rules are loaded, a NULL re_modifiers reads '' and is upper-cased, a '' digest reads NULL
                     self.db.execute("DELETE FROM main.runtime_mysql_query_rules WHERE active=0")
-                    self.db.execute("UPDATE main.runtime_mysql_query_rules"
-                                    " SET re_modifiers=UPPER(IFNULL(re_modifiers,'')), digest=NULLIF(digest,'')")
-                if table == "mysql_query_rules" and self.profile.swaps_mirror_columns:   # 3.0 (versions.py)
-                    self.db.execute("UPDATE main.runtime_mysql_query_rules"
-                                    " SET mirror_flagOUT=mirror_hostgroup, mirror_hostgroup=mirror_flagOUT")
+                    self.db.execute(
+                        "UPDATE main.runtime_mysql_query_rules"
+                        " SET re_modifiers=UPPER(IFNULL(re_modifiers,'')), digest=NULLIF(digest,'')"
+                    )
+                if table == "mysql_query_rules" and self.profile.swaps_mirror_columns:  # 3.0 (versions.py)
+                    self.db.execute(
+                        "UPDATE main.runtime_mysql_query_rules"
+                        " SET mirror_flagOUT=mirror_hostgroup, mirror_hostgroup=mirror_flagOUT"
+                    )
             elif direction == "run2mem":
                 if table == "mysql_users":
                     self._save_users()
                     continue
                 if table == "mysql_servers":
-                    self._runtime_server_statuses()   # memory gets the runtime as shown, SHUNNED too
+                    self._runtime_server_statuses()  # memory gets the runtime as shown, SHUNNED too
                 self._copy(f"main.runtime_{table}", f"main.{table}")
             elif direction == "mem2disk":
                 self._copy(f"main.{table}", f"disk.{table}")
             elif direction == "disk2mem":
                 self._copy(f"disk.{table}", f"main.{table}")
         if direction == "mem2run" and module == "MYSQL SERVERS":
-            self.servers_history.append((time.time(), [tuple(r) for r in self.db.execute(
-                "SELECT hostgroup_id, hostname, port, status, weight FROM main.runtime_mysql_servers "
-                "ORDER BY hostgroup_id, hostname, port")]))
+            self.servers_history.append(
+                (
+                    time.time(),
+                    [
+                        tuple(r)
+                        for r in self.db.execute(
+                            "SELECT hostgroup_id, hostname, port, status, weight FROM main.runtime_mysql_servers "
+                            "ORDER BY hostgroup_id, hostname, port"
+                        )
+                    ],
+                )
+            )
         if direction == "mem2run":
             self._after_load(module, bump)
 
@@ -753,16 +927,19 @@ class AdminEngine:
         # does; an inactive user is not at runtime at all (config-statements.jsonl)
         self.db.execute("DELETE FROM main.runtime_mysql_users")
         cols = [r[1] for r in self.db.execute("PRAGMA main.table_info(mysql_users)")]
-        hashing = self.runtime_vars.get("admin-hash_passwords") == "true"   # 2.5 only, true by default
+        hashing = self.runtime_vars.get("admin-hash_passwords") == "true"  # 2.5 only, true by default
         for row in self.db.execute("SELECT * FROM main.mysql_users WHERE active<>0").fetchall():
             d = dict(zip(cols, row))
             d["password"] = _runtime_password(d["password"], hashing)
-            d["default_schema"] = d["default_schema"] or ""   # NULL reads '' at runtime (real 2.5.5 and 2.7.1)
+            d["default_schema"] = d["default_schema"] or ""  # NULL reads '' at runtime (real 2.5.5 and 2.7.1)
             for be, fe in ((1, 0), (0, 1)):
                 if (be and d["backend"]) or (fe and d["frontend"]):
                     d2 = dict(d, backend=be, frontend=fe)
-                    self.db.execute(f"INSERT OR REPLACE INTO main.runtime_mysql_users ({','.join(cols)}) "
-                                    f"VALUES ({','.join('?' * len(cols))})", [d2[c] for c in cols])
+                    self.db.execute(
+                        f"INSERT OR REPLACE INTO main.runtime_mysql_users ({','.join(cols)}) "
+                        f"VALUES ({','.join('?' * len(cols))})",
+                        [d2[c] for c in cols],
+                    )
 
     def _save_users(self):
         # SAVE MYSQL USERS TO MEMORY writes each runtime row over memory as it is: a user loaded from
@@ -773,10 +950,17 @@ class AdminEngine:
         """Memory -> runtime for one module's variables, as ProxySQL does it: a value the module
         refuses is not applied, and memory is reset to the current runtime value; an unknown
         variable is deleted from memory."""
-        rows = self.db.execute("SELECT variable_name, variable_value FROM main.global_variables"
-                               " WHERE substr(variable_name,1,?)=?", (len(prefix), prefix)).fetchall()
-        current = dict(self.db.execute("SELECT variable_name, variable_value FROM main.runtime_global_variables"
-                                       " WHERE substr(variable_name,1,?)=?", (len(prefix), prefix)).fetchall())
+        rows = self.db.execute(
+            "SELECT variable_name, variable_value FROM main.global_variables WHERE substr(variable_name,1,?)=?",
+            (len(prefix), prefix),
+        ).fetchall()
+        current = dict(
+            self.db.execute(
+                "SELECT variable_name, variable_value FROM main.runtime_global_variables"
+                " WHERE substr(variable_name,1,?)=?",
+                (len(prefix), prefix),
+            ).fetchall()
+        )
         for name, value in rows:
             if name not in self.profile.variables and name not in self.initial_variables:
                 self.db.execute("DELETE FROM main.global_variables WHERE variable_name=?", (name,))
@@ -787,10 +971,12 @@ class AdminEngine:
             if ok:
                 current[name] = norm
             elif name in current:
-                self.db.execute("UPDATE main.global_variables SET variable_value=? WHERE variable_name=?",
-                                (current[name], name))
-        self.db.execute("DELETE FROM main.runtime_global_variables WHERE substr(variable_name,1,?)=?",
-                        (len(prefix), prefix))
+                self.db.execute(
+                    "UPDATE main.global_variables SET variable_value=? WHERE variable_name=?", (current[name], name)
+                )
+        self.db.execute(
+            "DELETE FROM main.runtime_global_variables WHERE substr(variable_name,1,?)=?", (len(prefix), prefix)
+        )
         self.db.executemany("INSERT INTO main.runtime_global_variables VALUES (?,?)", sorted(current.items()))
         for k in [k for k in self.runtime_vars if k.startswith(prefix)]:
             del self.runtime_vars[k]
@@ -809,8 +995,9 @@ class AdminEngine:
         elif module == "MYSQL QUERY RULES":
             cur = self.db.execute("SELECT * FROM main.runtime_mysql_query_rules")
             cols = [d[0] for d in cur.description]
-            self.traffic.set_runtime_rules([{k: (None if v is None else str(v)) for k, v in zip(cols, r)}
-                                            for r in cur.fetchall()])
+            self.traffic.set_runtime_rules(
+                [{k: (None if v is None else str(v)) for k, v in zip(cols, r)} for r in cur.fetchall()]
+            )
         elif module == "PROXYSQL SERVERS":
             self.proxysql_servers_loaded_at = time.time()
             self._cluster_membership()
@@ -820,7 +1007,7 @@ class AdminEngine:
     def _bump(self, module):
         now = int(time.time())
         for name in MODULE_CHECKSUMS.get(module, []):
-            if name not in self.checksums:   # a module this version lacks (2.5: mysql_servers_v2)
+            if name not in self.checksums:  # a module this version lacks (2.5: mysql_servers_v2)
                 continue
             c = self.checksums[name]
             c[0] += 1
@@ -856,8 +1043,10 @@ class AdminEngine:
 
     def _refresh(self, names):
         t = self.traffic
-        if "runtime_mysql_servers" in names or names & {"stats_mysql_connection_pool",
-                                                         "stats_mysql_connection_pool_reset"}:
+        if "runtime_mysql_servers" in names or names & {
+            "stats_mysql_connection_pool",
+            "stats_mysql_connection_pool_reset",
+        }:
             self._galera_monitor()
             self._replication_monitor()
         if "runtime_mysql_servers" in names:
@@ -888,25 +1077,42 @@ class AdminEngine:
             self._fill("stats_mysql_errors_reset", rows)
         if names & set(DIGEST_VIEWS):
             self._fill("_lab_dg", t.digest_params())
-        if names & {"stats_proxysql_servers_checksums", "stats_proxysql_servers_metrics",
-                    "stats_proxysql_servers_status"}:
+        if names & {
+            "stats_proxysql_servers_checksums",
+            "stats_proxysql_servers_metrics",
+            "stats_proxysql_servers_status",
+        }:
             self._cluster_rows()
         if "stats_memory_metrics" in names:
-            self._fill("stats_memory_metrics", [
-                ("SQLite3_memory_bytes", str(2682008)), ("jemalloc_resident", str(40000000)),
-                ("jemalloc_active", str(30000000)), ("jemalloc_allocated", str(25000000)),
-                ("jemalloc_mapped", str(60000000)), ("jemalloc_metadata", str(5000000)),
-                ("jemalloc_retained", str(10000000)), ("Auth_memory", "1024"),
-                ("query_digest_memory", str(400 * int(sum(1 for _ in t.digest_params())))),
-                ("mysql_query_rules_memory", str(1380 + 500 * len(t.rules))),
-                ("mysql_firewall_users_table", "0"), ("mysql_firewall_users_config", "0"),
-                ("mysql_firewall_rules_table", "0"), ("mysql_firewall_rules_config", "329"),
-                ("stack_memory_mysql_threads", str(8388608 * max(1, t._var_int("mysql-threads", 4)))),
-                ("stack_memory_admin_threads", "16777216"), ("stack_memory_cluster_threads", "0")])
+            self._fill(
+                "stats_memory_metrics",
+                [
+                    ("SQLite3_memory_bytes", str(2682008)),
+                    ("jemalloc_resident", str(40000000)),
+                    ("jemalloc_active", str(30000000)),
+                    ("jemalloc_allocated", str(25000000)),
+                    ("jemalloc_mapped", str(60000000)),
+                    ("jemalloc_metadata", str(5000000)),
+                    ("jemalloc_retained", str(10000000)),
+                    ("Auth_memory", "1024"),
+                    ("query_digest_memory", str(400 * int(sum(1 for _ in t.digest_params())))),
+                    ("mysql_query_rules_memory", str(1380 + 500 * len(t.rules))),
+                    ("mysql_firewall_users_table", "0"),
+                    ("mysql_firewall_users_config", "0"),
+                    ("mysql_firewall_rules_table", "0"),
+                    ("mysql_firewall_rules_config", "329"),
+                    ("stack_memory_mysql_threads", str(8388608 * max(1, t._var_int("mysql-threads", 4)))),
+                    ("stack_memory_admin_threads", "16777216"),
+                    ("stack_memory_cluster_threads", "0"),
+                ],
+            )
         if "runtime_checksums_values" in names:
             other = [(n, v, int(self.started_wall) if v else 0, c) for n, v, c in self.profile.other_checksums]
-            self._fill("runtime_checksums_values",
-                       sorted([(n, c[0], c[1], c[2]) for n, c in self.checksums.items()] + other), schema="main")
+            self._fill(
+                "runtime_checksums_values",
+                sorted([(n, c[0], c[1], c[2]) for n, c in self.checksums.items()] + other),
+                schema="main",
+            )
 
     def _rows(self, sql):
         cur = self.db.execute(sql)
@@ -929,8 +1135,8 @@ class AdminEngine:
         for r in self.loaded_servers:
             if int(r["hostgroup_id"]) in managed:
                 res = GALERA_PROBER.latest(r["hostname"], r["port"], user, password)
-                if res is not None and res.started >= self.loaded_at:   # a check made after the LOAD: until then
-                    states[(r["hostname"], int(r["port"]))] = res.ok      # runtime holds the loaded rows, as real
+                if res is not None and res.started >= self.loaded_at:  # a check made after the LOAD: until then
+                    states[(r["hostname"], int(r["port"]))] = res.ok  # runtime holds the loaded rows, as real
         placed = galera_monitor.place(self.loaded_servers, groups, states)
         if placed == self.galera_placed:
             return
@@ -971,8 +1177,10 @@ class AdminEngine:
     def _set_runtime_servers(self, placed):
         cols = list(placed[0]) if placed else []
         self.db.execute("DELETE FROM main.runtime_mysql_servers")
-        self.db.executemany(f"INSERT INTO main.runtime_mysql_servers ({','.join(cols)}) "
-                            f"VALUES ({','.join('?' * len(cols))})", [[r[c] for c in cols] for r in placed])
+        self.db.executemany(
+            f"INSERT INTO main.runtime_mysql_servers ({','.join(cols)}) VALUES ({','.join('?' * len(cols))})",
+            [[r[c] for c in cols] for r in placed],
+        )
         self.traffic.set_runtime_servers(placed)
 
     def _runtime_server_statuses(self):
@@ -980,26 +1188,32 @@ class AdminEngine:
         connection errors on this node, while mysql_servers (memory) keeps what was configured."""
         self.db.executemany(
             "UPDATE main.runtime_mysql_servers SET status=? WHERE hostgroup_id=? AND hostname=? AND port=? AND status<>?",
-            [(st, hg, host, port, st) for (hg, host, port), st in self.traffic.server_statuses().items()])
+            [(st, hg, host, port, st) for (hg, host, port), st in self.traffic.server_statuses().items()],
+        )
 
     def _global_rows(self):
         live = self.traffic.global_values()
         live["mysql_listener_paused"] = "true" if self.listener_paused else "false"
         overrides = self.traffic.global_overrides
         names = self.profile.status_names
-        rows = [(name, str(overrides.get(name, live.get(name, value)))) for name, value in SCHEMA.stats_global
-                if names is None or name in names]
+        rows = [
+            (name, str(overrides.get(name, live.get(name, value))))
+            for name, value in SCHEMA.stats_global
+            if names is None or name in names
+        ]
         known = {name for name, _ in SCHEMA.stats_global}
-        return rows + [(name, str(overrides.get(name, live.get(name, "0")))) for name in sorted(names or ())
-                       if name not in known]   # 3.0's new counters: 0 on a node without clients
+        return rows + [
+            (name, str(overrides.get(name, live.get(name, "0")))) for name in sorted(names or ()) if name not in known
+        ]  # 3.0's new counters: 0 on a node without clients
 
     def _users_rows(self):
         counts = collections.Counter()
         for wl in self.traffic.workloads.values():
             counts[wl.user] += len(wl.sessions)
         rows = []
-        for name, maxc in self.db.execute("SELECT username, max_connections FROM main.runtime_mysql_users"
-                                          " WHERE frontend=1").fetchall():
+        for name, maxc in self.db.execute(
+            "SELECT username, max_connections FROM main.runtime_mysql_users WHERE frontend=1"
+        ).fetchall():
             rows.append((name, counts.get(name, 0), maxc))
         return rows
 
@@ -1029,8 +1243,12 @@ class AdminEngine:
         """The peer engine when this node's cluster credentials open its admin and it answers, else None."""
         peer = REGISTRY.get((_norm_host(host), int(port)))
         user = self.runtime_vars.get("admin-cluster_username", "")
-        if (peer is None or not user or peer.mode != "normal"
-                or peer.credentials().get(user) != self.runtime_vars.get("admin-cluster_password", "")):
+        if (
+            peer is None
+            or not user
+            or peer.mode != "normal"
+            or peer.credentials().get(user) != self.runtime_vars.get("admin-cluster_password", "")
+        ):
             return None
         return peer
 
@@ -1042,10 +1260,10 @@ class AdminEngine:
         for host, port, _w, _c in self._peers():
             peer = self._reach(host, port)
             if peer is None:
-                continue     # the rows keep what the last answer said
+                continue  # the rows keep what the last answer said
             reached[(host, int(port))] = peer
             for name in self.checksum_names:
-                if name not in peer.checksums:   # a peer of a version without this module (2.5: mysql_servers_v2)
+                if name not in peer.checksums:  # a peer of a version without this module (2.5: mysql_servers_v2)
                     continue
                 ver, epoch, csum = peer.checksums[name]
                 st = self.peer_checksums.setdefault((host, int(port), name), [0, 0, "", 0, 0, 0])
@@ -1068,8 +1286,13 @@ class AdminEngine:
                 key = self._sync_key(name, host, port)
                 own_ver, own_epoch, own_csum = self.checksums[key]
                 ver, epoch, csum, _ch, _up, diff = self.peer_checksums[(host, port, key)]
-                if (ver > 1 and diff >= diffs and csum != own_csum and (own_ver == 1 or epoch > own_epoch)
-                        and (best is None or epoch > best[0])):
+                if (
+                    ver > 1
+                    and diff >= diffs
+                    and csum != own_csum
+                    and (own_ver == 1 or epoch > own_epoch)
+                    and (best is None or epoch > best[0])
+                ):
                     best = (epoch, host, port, peer)
             if best:
                 self._pull(best[3], name, module, t, best[1], best[2])
@@ -1083,8 +1306,11 @@ class AdminEngine:
         (lab/reference/cluster-2146.jsonl). The runtime-only pull of algorithm 1 (Monitor's changes to
         runtime_mysql_servers) is not modelled: here runtime_mysql_servers changes only with a LOAD, which moves
         mysql_servers_v2 too."""
-        if (name == "mysql_servers" and "mysql_servers_v2" in self.checksums
-                and (host, port, "mysql_servers_v2") in self.peer_checksums):
+        if (
+            name == "mysql_servers"
+            and "mysql_servers_v2" in self.checksums
+            and (host, port, "mysql_servers_v2") in self.peer_checksums
+        ):
             return "mysql_servers_v2"
         return name
 
@@ -1093,22 +1319,25 @@ class AdminEngine:
         and its own version + 1, and saves it to disk when admin-cluster_<name>_save_to_disk says so."""
         spec = MODULES[module]
         if isinstance(spec, str):
-            rows = peer.db.execute(f"SELECT variable_name, variable_value FROM main.runtime_global_variables"
-                                   f" WHERE substr(variable_name,1,?)=? AND {NOT_NODE_VARIABLE}",
-                                   (len(spec), spec)).fetchall()
+            rows = peer.db.execute(
+                f"SELECT variable_name, variable_value FROM main.runtime_global_variables"
+                f" WHERE substr(variable_name,1,?)=? AND {NOT_NODE_VARIABLE}",
+                (len(spec), spec),
+            ).fetchall()
             self.db.executemany("INSERT OR REPLACE INTO main.global_variables VALUES (?,?)", rows)
         else:
             for table in spec:
                 if table not in self.main_tables or table not in peer.main_tables:
-                    continue   # (a sync between versions is not modelled beyond this)
+                    continue  # (a sync between versions is not modelled beyond this)
                 rows = peer.db.execute(f"SELECT * FROM main.runtime_{table}").fetchall()
                 if table == "mysql_users":
                     rows = self._users_as_configured(rows)
                 self.db.execute(f"DELETE FROM main.{table}")
                 if rows:
-                    self.db.executemany(f"INSERT OR REPLACE INTO main.{table} VALUES ({','.join('?' * len(rows[0]))})",
-                                        rows)
-            if module == "MYSQL SERVERS":   # ProxySQL's own SHUNNED verdict is no configuration
+                    self.db.executemany(
+                        f"INSERT OR REPLACE INTO main.{table} VALUES ({','.join('?' * len(rows[0]))})", rows
+                    )
+            if module == "MYSQL SERVERS":  # ProxySQL's own SHUNNED verdict is no configuration
                 self.db.execute("UPDATE main.mysql_servers SET status='ONLINE' WHERE status='SHUNNED'")
         self._apply(module, "mem2run", bump=False)
         for n in MODULE_CHECKSUMS.get(module, []):
@@ -1151,13 +1380,27 @@ class AdminEngine:
                     checks.append((host, port, name, st[0], st[1], st[2], st[3], st[4], st[5]))
                 else:
                     checks.append((host, port, name, 0, 0, "", 0, 0, 0))
-            peer = self._reach(host, port) if self in SYNCING and any(
-                k[:2] == (host, int(port)) for k in self.peer_checksums) else None
+            peer = (
+                self._reach(host, port)
+                if self in SYNCING and any(k[:2] == (host, int(port)) for k in self.peer_checksums)
+                else None
+            )
             if peer is not None:
                 g = peer.traffic.global_values()
-                metrics.append((host, port, weight, comment, 1, int(g["ProxySQL_Uptime"]),
-                                int(interval * 1000), g["Questions"], g["Client_Connections_connected"],
-                                g["Client_Connections_created"]))
+                metrics.append(
+                    (
+                        host,
+                        port,
+                        weight,
+                        comment,
+                        1,
+                        int(g["ProxySQL_Uptime"]),
+                        int(interval * 1000),
+                        g["Questions"],
+                        g["Client_Connections_connected"],
+                        g["Client_Connections_created"],
+                    )
+                )
                 status.append((host, port, weight, "", 0, int(interval * 1e6), 150, 1, 0))
             else:
                 metrics.append((host, port, weight, comment, 0, 0, 0, 0, 0, 0))
@@ -1217,8 +1460,12 @@ def _like_to_regex(pattern):
 # Measured on real 2.7.1 and 2.5.5 (lab/reference/conformance/variables-blank.sql): SET of these is refused with an
 # error (UPDATE global_variables is the way), and these refuse '' at LOAD (memory goes back to the runtime value).
 NOT_SET_CONFIGURABLE = {"mysql-init_connect"}
-EMPTY_REFUSED = {"mysql-default_schema", "mysql-keep_multiplexing_variables", "admin-stats_credentials",
-                 "mysql-default_session_track_gtids"}
+EMPTY_REFUSED = {
+    "mysql-default_schema",
+    "mysql-keep_multiplexing_variables",
+    "admin-stats_credentials",
+    "mysql-default_session_track_gtids",
+}
 
 
 def _validate(name, value):
@@ -1239,9 +1486,9 @@ def _validate(name, value):
             n = int(v.strip())
         except ValueError:
             return False, v
-        lo, hi = INT_RANGES.get(name, (-1 if default.startswith("-") else 0, 2 ** 31 - 1))
+        lo, hi = INT_RANGES.get(name, (-1 if default.startswith("-") else 0, 2**31 - 1))
         if default.startswith("-"):
-            lo = min(lo, -(2 ** 31))
+            lo = min(lo, -(2**31))
         if not lo <= n <= hi:
             return False, v
         return True, str(n)

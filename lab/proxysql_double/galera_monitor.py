@@ -18,6 +18,7 @@ placements came 3.9-4.8 s after a LOAD or a change of a backend); the double pla
 backends after the LOAD (engine.AdminEngine._galera_monitor, through backends.GALERA_PROBER), well within that; until
 then runtime holds the loaded rows, as on the real one.
 """
+
 from dataclasses import dataclass
 
 SYNCED = 4
@@ -26,6 +27,7 @@ SYNCED = 4
 @dataclass(frozen=True)
 class BackendState:
     """A backend as Monitor's galera check reads it. reachable False: the check failed (all else ignored)."""
+
     reachable: bool = True
     read_only: bool = False
     local_state: int = SYNCED
@@ -35,8 +37,13 @@ class BackendState:
 
     @property
     def healthy(self):
-        return (self.reachable and self.primary and self.local_state == SYNCED and not self.desync
-                and not self.reject_queries)
+        return (
+            self.reachable
+            and self.primary
+            and self.local_state == SYNCED
+            and not self.desync
+            and not self.reject_queries
+        )
 
 
 @dataclass(frozen=True)
@@ -55,8 +62,19 @@ class GaleraRow:
     @classmethod
     def of(cls, row):
         """From a runtime_mysql_galera_hostgroups row as a dict (the admin answers text)."""
-        return cls(*(int(row[k]) for k in ("writer_hostgroup", "backup_writer_hostgroup", "reader_hostgroup",
-                                           "offline_hostgroup", "max_writers", "writer_is_also_reader")))
+        return cls(
+            *(
+                int(row[k])
+                for k in (
+                    "writer_hostgroup",
+                    "backup_writer_hostgroup",
+                    "reader_hostgroup",
+                    "offline_hostgroup",
+                    "max_writers",
+                    "writer_is_also_reader",
+                )
+            )
+        )
 
 
 def place(servers, galera_rows, states):
@@ -75,11 +93,14 @@ def place(servers, galera_rows, states):
                 if int(r["hostgroup_id"]) == hg:
                     first.setdefault((r["hostname"], int(r["port"])), r)
         if any(key not in states for key in first):
-            continue   # not every backend read yet: ProxySQL's first check has not run either
+            continue  # not every backend read yet: ProxySQL's first check has not run either
         out = [r for r in out if int(r["hostgroup_id"]) not in g.hostgroups]
-        candidates = sorted((k for k in first if states[k].healthy and not states[k].read_only),
-                            key=lambda k: (int(first[k]["weight"]), k), reverse=True)
-        writers, backups = candidates[:g.max_writers], candidates[g.max_writers:]
+        candidates = sorted(
+            (k for k in first if states[k].healthy and not states[k].read_only),
+            key=lambda k: (int(first[k]["weight"]), k),
+            reverse=True,
+        )
+        writers, backups = candidates[: g.max_writers], candidates[g.max_writers :]
         read_only = [k for k in first if states[k].healthy and states[k].read_only]
         readers = read_only + {0: [], 1: candidates, 2: backups}.get(g.writer_is_also_reader, [])
         offline = [k for k in first if not states[k].healthy]

@@ -45,13 +45,23 @@ Commands (the JSON keys are the keyword arguments of the Python API of the same 
                                     recovery_wait_s while shunned, and the latest probe of the backend
                                     ({"ok", "age_s", "error"}, shared by every endpoint of the process)
 """
+
 import json
 
 from . import engine as engine_mod
 from .engine import ON_RESUME
 
-MODEL_COMMANDS = ("set_sessions", "clear_sessions", "cut_sessions", "set_server", "set_mirror",
-                  "set_digests", "set_global", "take_holds", "shun_state")
+MODEL_COMMANDS = (
+    "set_sessions",
+    "clear_sessions",
+    "cut_sessions",
+    "set_server",
+    "set_mirror",
+    "set_digests",
+    "set_global",
+    "take_holds",
+    "shun_state",
+)
 
 
 def _result(doc):
@@ -88,9 +98,21 @@ def run(engine, rest):
 def dispatch(engine, name, args):
     with engine.lock:
         if name in ("", "help"):
-            return {"commands": ["help", "status", "statements", "clear_statements", "set_mode", "fail_statements",
-                                 "drop_connections", "restart", "endpoints", *MODEL_COMMANDS],
-                    "doc": __doc__}
+            return {
+                "commands": [
+                    "help",
+                    "status",
+                    "statements",
+                    "clear_statements",
+                    "set_mode",
+                    "fail_statements",
+                    "drop_connections",
+                    "restart",
+                    "endpoints",
+                    *MODEL_COMMANDS,
+                ],
+                "doc": __doc__,
+            }
         if name == "status":
             return status(engine)
         if name == "statements":
@@ -105,7 +127,7 @@ def dispatch(engine, name, args):
             mode = args.get("mode", engine.mode)
             if mode not in ("normal", "hang", "refuse"):
                 raise ValueError("mode must be normal, hang or refuse")
-            engine_mod.advance_cluster()   # the cluster checks before the pause (or resume) ran as they were
+            engine_mod.advance_cluster()  # the cluster checks before the pause (or resume) ran as they were
             engine.mode = mode
             if mode == "normal":
                 engine_mod.resume_cluster(engine)
@@ -119,8 +141,13 @@ def dispatch(engine, name, args):
                 engine.failing = []
             else:
                 pause = args.get("pause")
-                engine.failing.append((str(args["text"]), str(args.get("message") or "near \"?\": syntax error"),
-                                       ON_RESUME if pause == ON_RESUME else bool(pause)))
+                engine.failing.append(
+                    (
+                        str(args["text"]),
+                        str(args.get("message") or 'near "?": syntax error'),
+                        ON_RESUME if pause == ON_RESUME else bool(pause),
+                    )
+                )
             return [list(f) for f in engine.failing]
         if name == "drop_connections":
             for cb in engine.mode_listeners:
@@ -138,12 +165,21 @@ def dispatch(engine, name, args):
 
 def status(engine):
     doc = engine.traffic.status()
-    doc.update({"endpoint": {"host": engine.host, "port": engine.port, "mode": engine.mode,
-                             "latency_ms": engine.latency_ms, "datadir": engine.datadir,
-                             "statements_logged": engine.log_seq},
-                "double": engine.profile.banner,
-                # ProxySQL Cluster: whether its cluster thread runs, and its last pulls (time, module, peer host, port)
-                "cluster": {"syncing": engine in engine_mod.SYNCING, "pulls": list(engine.sync_history)[-20:]},
-                # runtime_mysql_servers as each LOAD or pull left it: (time, rows), the last 50
-                "servers_history": list(engine.servers_history)[-50:]})
+    doc.update(
+        {
+            "endpoint": {
+                "host": engine.host,
+                "port": engine.port,
+                "mode": engine.mode,
+                "latency_ms": engine.latency_ms,
+                "datadir": engine.datadir,
+                "statements_logged": engine.log_seq,
+            },
+            "double": engine.profile.banner,
+            # ProxySQL Cluster: whether its cluster thread runs, and its last pulls (time, module, peer host, port)
+            "cluster": {"syncing": engine in engine_mod.SYNCING, "pulls": list(engine.sync_history)[-20:]},
+            # runtime_mysql_servers as each LOAD or pull left it: (time, rows), the last 50
+            "servers_history": list(engine.servers_history)[-50:],
+        }
+    )
     return doc

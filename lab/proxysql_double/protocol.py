@@ -4,6 +4,7 @@ Lab double code: this speaks the classic protocol (no CLIENT_DEPRECATE_EOF, no S
 with mysql_native_password authentication, text result sets where every column is VAR_STRING (253),
 as ProxySQL's admin interface does.
 """
+
 import hashlib
 import os
 import struct
@@ -24,9 +25,17 @@ CLIENT_CONNECT_ATTRS = 0x00100000
 CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA = 0x00200000
 
 SERVER_CAPABILITIES = (
-    CLIENT_LONG_PASSWORD | CLIENT_FOUND_ROWS | CLIENT_LONG_FLAG | CLIENT_CONNECT_WITH_DB
-    | CLIENT_PROTOCOL_41 | CLIENT_INTERACTIVE | CLIENT_TRANSACTIONS | CLIENT_SECURE_CONNECTION
-    | CLIENT_MULTI_RESULTS | CLIENT_PLUGIN_AUTH | CLIENT_CONNECT_ATTRS
+    CLIENT_LONG_PASSWORD
+    | CLIENT_FOUND_ROWS
+    | CLIENT_LONG_FLAG
+    | CLIENT_CONNECT_WITH_DB
+    | CLIENT_PROTOCOL_41
+    | CLIENT_INTERACTIVE
+    | CLIENT_TRANSACTIONS
+    | CLIENT_SECURE_CONNECTION
+    | CLIENT_MULTI_RESULTS
+    | CLIENT_PLUGIN_AUTH
+    | CLIENT_CONNECT_ATTRS
     | CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
 )
 
@@ -104,7 +113,7 @@ def read_lenenc_int(data, pos):
     if first == 0xFC:
         return struct.unpack_from("<H", data, pos + 1)[0], pos + 3
     if first == 0xFD:
-        return int.from_bytes(data[pos + 1:pos + 4], "little"), pos + 4
+        return int.from_bytes(data[pos + 1 : pos + 4], "little"), pos + 4
     if first == 0xFE:
         return struct.unpack_from("<Q", data, pos + 1)[0], pos + 9
     return None, pos + 1  # 0xFB (NULL) or 0xFF
@@ -121,7 +130,7 @@ class PacketWriter:
         # Payloads of 16 MiB or more are split; an exact multiple ends with an empty packet.
         start = 0
         while True:
-            chunk = payload[start:start + MAX_PAYLOAD]
+            chunk = payload[start : start + MAX_PAYLOAD]
             self.parts.append(struct.pack("<I", len(chunk))[:3] + bytes((self.seq & 0xFF,)) + chunk)
             self.seq += 1
             start += MAX_PAYLOAD
@@ -138,8 +147,7 @@ class PacketWriter:
 
     # Generic packets -----------------------------------------------------------------------
     def ok(self, affected=0, insert_id=0, status=STATUS, info=b""):
-        self.packet(b"\x00" + lenenc_int(affected) + lenenc_int(insert_id)
-                    + struct.pack("<HH", status, 0) + info)
+        self.packet(b"\x00" + lenenc_int(affected) + lenenc_int(insert_id) + struct.pack("<HH", status, 0) + info)
 
     def err(self, code, message, sqlstate="HY000"):
         msg = message.encode("utf-8", "replace") if isinstance(message, str) else message
@@ -152,8 +160,15 @@ class PacketWriter:
     def column_def(self, name):
         n = name.encode("utf-8", "replace")
         self.packet(
-            b"\x03def" + b"\x00" + b"\x00" + b"\x00" + lenenc_str(n) + lenenc_str(n)
-            + b"\x0c" + struct.pack("<HIBHB", CHARSET_UTF8, 0xFFFF, TYPE_VAR_STRING, 0, 0) + b"\x00\x00"
+            b"\x03def"
+            + b"\x00"
+            + b"\x00"
+            + b"\x00"
+            + lenenc_str(n)
+            + lenenc_str(n)
+            + b"\x0c"
+            + struct.pack("<HIBHB", CHARSET_UTF8, 0xFFFF, TYPE_VAR_STRING, 0, 0)
+            + b"\x00\x00"
         )
 
     def result_set(self, columns, rows):
@@ -187,17 +202,22 @@ class PacketWriter:
 def handshake_v10(connection_id, scramble, server_version):
     caps = SERVER_CAPABILITIES
     return (
-        b"\x0a" + server_version.encode("utf-8") + b"\x00"
+        b"\x0a"
+        + server_version.encode("utf-8")
+        + b"\x00"
         + struct.pack("<I", connection_id & 0xFFFFFFFF)
-        + scramble[:8] + b"\x00"
+        + scramble[:8]
+        + b"\x00"
         + struct.pack("<H", caps & 0xFFFF)
         + bytes((CHARSET_UTF8,))
         + struct.pack("<H", STATUS)
         + struct.pack("<H", (caps >> 16) & 0xFFFF)
         + bytes((21,))
         + b"\x00" * 10
-        + scramble[8:] + b"\x00"
-        + NATIVE_PLUGIN + b"\x00"
+        + scramble[8:]
+        + b"\x00"
+        + NATIVE_PLUGIN
+        + b"\x00"
     )
 
 
@@ -210,11 +230,11 @@ def parse_handshake_response(data):
     pos = end + 1
     if caps & CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA:
         n, pos = read_lenenc_int(data, pos)
-        auth = data[pos:pos + n]
+        auth = data[pos : pos + n]
         pos += n
     elif caps & CLIENT_SECURE_CONNECTION:
         n = data[pos]
-        auth = data[pos + 1:pos + 1 + n]
+        auth = data[pos + 1 : pos + 1 + n]
         pos += 1 + n
     else:
         end = data.index(b"\x00", pos)

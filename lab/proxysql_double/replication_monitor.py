@@ -19,6 +19,7 @@ default: 1000 ms); the capture's moves came within 0.1-0.9 s of a LOAD or a flip
 was killed. The double checks each backend at most every mysql-monitor_read_only_interval too and places a LOAD's rows
 on checks made after it only (engine.AdminEngine._replication_monitor, through backends.READ_ONLY_PROBER).
 """
+
 from dataclasses import dataclass
 
 
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 class ReadOnlyState:
     """A backend as Monitor's read_only check reads it: its three variables (None: the server has no such variable).
     reachable False: the check failed (all else ignored)."""
+
     reachable: bool = True
     read_only: bool = False
     innodb_read_only: bool | None = False
@@ -33,10 +35,13 @@ class ReadOnlyState:
 
     def read_only_by(self, check_type):
         """True / False as `check_type` judges it, None when the check cannot be made (the variable is missing)."""
-        if not self.reachable:   # after read_only_max_timeout_count failed checks the real one moves a writer out
-            return True          # of the writer hostgroup as if read only (capture: writer_killed)
-        values = {"read_only": self.read_only, "innodb_read_only": self.innodb_read_only,
-                  "super_read_only": self.super_read_only}
+        if not self.reachable:  # after read_only_max_timeout_count failed checks the real one moves a writer out
+            return True  # of the writer hostgroup as if read only (capture: writer_killed)
+        values = {
+            "read_only": self.read_only,
+            "innodb_read_only": self.innodb_read_only,
+            "super_read_only": self.super_read_only,
+        }
         if "|" in check_type or "&" in check_type:
             both = [values[name] for name in check_type.replace("&", "|").split("|")]
             if None in both:
@@ -63,11 +68,13 @@ def place(current, rows, states, writer_is_also_reader=True):
     missing here has not been checked: it stays). Returns row dicts in (hostgroup_id, hostname, port) order."""
     out = [dict(r) for r in current]
     for g in rows:
+
         def of(key, hg):
             return [r for r in out if int(r["hostgroup_id"]) == hg and (r["hostname"], int(r["port"])) == key]
 
-        keys = dict.fromkeys((r["hostname"], int(r["port"])) for r in out
-                             if int(r["hostgroup_id"]) in (g.writer, g.reader))
+        keys = dict.fromkeys(
+            (r["hostname"], int(r["port"])) for r in out if int(r["hostgroup_id"]) in (g.writer, g.reader)
+        )
         for key in keys:
             state = states.get(key)
             read_only = state.read_only_by(g.check_type) if state else None

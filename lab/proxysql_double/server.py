@@ -7,6 +7,7 @@ thread and no timer per endpoint: an idle endpoint is a listening socket and an 
 `ProxySQLDouble` is the in-process handle tests use: one endpoint, on its own background server
 unless one is shared.
 """
+
 import asyncio
 import itertools
 import logging
@@ -24,7 +25,7 @@ _conn_ids = itertools.count(1)
 class Endpoint:
     def __init__(self, engine):
         self.engine = engine
-        self.server = None          # asyncio.Server while listening
+        self.server = None  # asyncio.Server while listening
         self.writers = set()
         self.closed = False
 
@@ -35,9 +36,9 @@ class DoubleServer:
     def __init__(self):
         self.loop = None
         self.thread = None
-        self.endpoints = {}         # port -> Endpoint
-        self.pending = []           # (what, future) of mode changes scheduled on the loop, for settle()
-        self._pending_lock = threading.Lock()   # engines call in from their own threads
+        self.endpoints = {}  # port -> Endpoint
+        self.pending = []  # (what, future) of mode changes scheduled on the loop, for settle()
+        self._pending_lock = threading.Lock()  # engines call in from their own threads
         self._ready = threading.Event()
 
     # ------------------------------------------------------------------ lifecycle
@@ -81,8 +82,18 @@ class DoubleServer:
                 self.thread = None
 
     # ------------------------------------------------------------------ coroutines (loop thread)
-    async def add(self, port=0, host="127.0.0.1", user="admin", password="admin", datadir=None,
-                  variables=None, seed=None, datadir_per_port=False, version=None):
+    async def add(
+        self,
+        port=0,
+        host="127.0.0.1",
+        user="admin",
+        password="admin",
+        datadir=None,
+        variables=None,
+        seed=None,
+        datadir_per_port=False,
+        version=None,
+    ):
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -93,8 +104,16 @@ class DoubleServer:
         bound = sock.getsockname()[1]
         if datadir and datadir_per_port:
             datadir = f"{datadir.rstrip('/')}/{bound}"
-        eng = engine_mod.AdminEngine(port=bound, user=user, password=password, host=host,
-                                     datadir=datadir, variables=variables, seed=seed, version=version)
+        eng = engine_mod.AdminEngine(
+            port=bound,
+            user=user,
+            password=password,
+            host=host,
+            datadir=datadir,
+            variables=variables,
+            seed=seed,
+            version=version,
+        )
         ep = Endpoint(eng)
         eng.mode_listeners.append(self._on_engine_event)
         ep.server = await asyncio.start_server(lambda r, w: self._serve(ep, r, w), sock=sock, backlog=128)
@@ -136,7 +155,7 @@ class DoubleServer:
         with self._pending_lock:
             waiting, self.pending = self.pending, []
         for _, fut in waiting:
-            if isinstance(fut, asyncio.Future):   # scheduled from the loop thread itself (a LAB command on the wire)
+            if isinstance(fut, asyncio.Future):  # scheduled from the loop thread itself (a LAB command on the wire)
                 self.call(asyncio.wait_for(asyncio.shield(fut), timeout), timeout)
             else:
                 fut.result(timeout)
@@ -158,11 +177,12 @@ class DoubleServer:
                 w.close()
             return
         if eng.mode == "refuse" and ep.server is not None:
-            ep.server.close()       # connect() now gets ECONNREFUSED
+            ep.server.close()  # connect() now gets ECONNREFUSED
             ep.server = None
         elif eng.mode != "refuse" and ep.server is None:
-            ep.server = await asyncio.start_server(lambda r, w: self._serve(ep, r, w), host=eng.host,
-                                                   port=eng.port, reuse_address=True, backlog=128)
+            ep.server = await asyncio.start_server(
+                lambda r, w: self._serve(ep, r, w), host=eng.host, port=eng.port, reuse_address=True, backlog=128
+            )
 
     # ------------------------------------------------------------------ one client connection
     async def _serve(self, ep, reader, writer):
@@ -206,8 +226,12 @@ class DoubleServer:
         w = p.PacketWriter(nseq)
         if user not in creds or not p.native_password_ok(creds[user], scramble, token):
             peer = (writer.get_extra_info("peername") or ("127.0.0.1",))[0]
-            w.err(1045, f"ProxySQL Admin Error: Access denied for user '{user}'@'{peer}' "
-                        f"(using password: {'YES' if token else 'NO'})", "28000")
+            w.err(
+                1045,
+                f"ProxySQL Admin Error: Access denied for user '{user}'@'{peer}' "
+                f"(using password: {'YES' if token else 'NO'})",
+                "28000",
+            )
             writer.write(w.take())
             await writer.drain()
             return
@@ -227,14 +251,14 @@ class DoubleServer:
                 if not is_lab:
                     eng.holds_until_resumed(sql)
                     while eng.mode == "hang" and not ep.closed:
-                        await asyncio.sleep(0.05)     # a stuck ProxySQL: no answer, no error
+                        await asyncio.sleep(0.05)  # a stuck ProxySQL: no answer, no error
                     if eng.latency_ms:
                         await asyncio.sleep(eng.latency_ms / 1000.0)
                 res = eng.execute(sql, conn_id)
                 if is_lab:
                     await self.settled()
                 while not is_lab and eng.mode == "hang" and not ep.closed:
-                    await asyncio.sleep(0.05)         # paused after applying it: the answer waits
+                    await asyncio.sleep(0.05)  # paused after applying it: the answer waits
                 if res.error:
                     w.err(res.error[0], res.error[1], engine_mod.ERR_STATE)
                 elif res.columns is not None:
@@ -280,10 +304,20 @@ class ProxySQLDouble:
     `server=` shares one DoubleServer (one loop thread) between many doubles.
     """
 
-    def __init__(self, port=0, user="admin", password="admin", host="127.0.0.1", datadir=None,
-                 variables=None, seed=None, server=None, version=None):
+    def __init__(
+        self,
+        port=0,
+        user="admin",
+        password="admin",
+        host="127.0.0.1",
+        datadir=None,
+        variables=None,
+        seed=None,
+        server=None,
+        version=None,
+    ):
         self.requested_port = port
-        self.version = version   # the ProxySQL version it answers as: 2.5, 2.6, 2.7 (default) or 3.0
+        self.version = version  # the ProxySQL version it answers as: 2.5, 2.6, 2.7 (default) or 3.0
         self.user = user
         self.password = password
         self.host = host
@@ -299,9 +333,16 @@ class ProxySQLDouble:
             return self
         if self._server is None:
             self._server = DoubleServer().start_background()
-        self.engine = self._server.add_endpoint(port=self.requested_port, host=self.host, user=self.user,
-                                                password=self.password, datadir=self.datadir,
-                                                variables=self.variables, seed=self.seed, version=self.version)
+        self.engine = self._server.add_endpoint(
+            port=self.requested_port,
+            host=self.host,
+            user=self.user,
+            password=self.password,
+            datadir=self.datadir,
+            variables=self.variables,
+            seed=self.seed,
+            version=self.version,
+        )
         log.info("ProxySQL admin lab double listening on %s:%d", self.host, self.port)
         return self
 
@@ -334,8 +375,7 @@ class ProxySQLDouble:
 
     def connect_kwargs(self, **extra):
         """Keyword arguments for MySQLdb.connect()."""
-        kw = {"host": self.host, "port": self.port, "user": self.user, "passwd": self.password,
-              "connect_timeout": 5}
+        kw = {"host": self.host, "port": self.port, "user": self.user, "passwd": self.password, "connect_timeout": 5}
         kw.update(extra)
         return kw
 
@@ -350,6 +390,7 @@ class ProxySQLDouble:
     def set_mode(self, mode, latency_ms=None):
         """normal | hang (accept TCP, never answer) | refuse (connection refused); latency per query."""
         from . import lab_commands
+
         args = {"mode": mode}
         if latency_ms is not None:
             args["latency_ms"] = latency_ms
@@ -359,6 +400,7 @@ class ProxySQLDouble:
 
     def drop_connections(self):
         from . import lab_commands
+
         result = lab_commands.dispatch(self.engine, "drop_connections", {})
         self._server.settle()
         return result
@@ -368,6 +410,7 @@ class ProxySQLDouble:
 
     def status(self):
         from . import lab_commands
+
         return lab_commands.status(self.engine)
 
     def query(self, sql):
@@ -377,7 +420,13 @@ class ProxySQLDouble:
             raise RuntimeError(res.error[1])
         rows = None
         if res.rows is not None:
-            rows = [tuple(v if v is None or isinstance(v, (str, bytes)) else
-                          (p.sqlite_float_text(v) if isinstance(v, float) else str(v)) for v in r)
-                    for r in res.rows]
+            rows = [
+                tuple(
+                    v
+                    if v is None or isinstance(v, (str, bytes))
+                    else (p.sqlite_float_text(v) if isinstance(v, float) else str(v))
+                    for v in r
+                )
+                for r in res.rows
+            ]
         return res.columns, rows

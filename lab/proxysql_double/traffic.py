@@ -12,6 +12,7 @@ timelines), so an idle endpoint costs nothing and thousands of endpoints fit in 
 backend probes of hostgroups in use run on a few threads shared by the process, see backends.py).
 Figures are shaped after the reference samples (sysbench oltp_read_write through ProxySQL 2.7.1).
 """
+
 import json
 import math
 import random
@@ -51,8 +52,20 @@ ROLE_DEFAULTS = {
 }
 
 # Command counters: latency buckets (share of count per bucket) after samples/commands_counters.json.
-BUCKETS = ["cnt_100us", "cnt_500us", "cnt_1ms", "cnt_5ms", "cnt_10ms", "cnt_50ms", "cnt_100ms",
-           "cnt_500ms", "cnt_1s", "cnt_5s", "cnt_10s", "cnt_INFs"]
+BUCKETS = [
+    "cnt_100us",
+    "cnt_500us",
+    "cnt_1ms",
+    "cnt_5ms",
+    "cnt_10ms",
+    "cnt_50ms",
+    "cnt_100ms",
+    "cnt_500ms",
+    "cnt_1s",
+    "cnt_5s",
+    "cnt_10s",
+    "cnt_INFs",
+]
 COMMAND_SHAPES = {  # mean us per query, bucket shares
     "BEGIN": (151.7, [0.5585, 0.4135, 0.0254, 0.0023, 0.00003, 0.00003, 0.0003, 0, 0, 0, 0, 0]),
     "COMMIT": (931.3, [0.0085, 0.114, 0.552, 0.323, 0.0018, 0.0007, 0, 0, 0, 0, 0, 0]),
@@ -63,20 +76,74 @@ COMMAND_SHAPES = {  # mean us per query, bucket shares
 }
 # The command names ProxySQL 2.7 lists in stats_mysql_commands_counters.
 COMMANDS = [
-    "ALTER_TABLE", "ALTER_VIEW", "ANALYZE_TABLE", "BEGIN", "CALL", "CHANGE_MASTER", "COMMIT",
-    "CREATE_DATABASE", "CREATE_INDEX", "CREATE_TABLE", "CREATE_TEMPORARY", "CREATE_TRIGGER",
-    "CREATE_USER", "CREATE_VIEW", "DEALLOCATE", "DELETE", "DESCRIBE", "DROP_DATABASE", "DROP_INDEX",
-    "DROP_TABLE", "DROP_TRIGGER", "DROP_USER", "DROP_VIEW", "GRANT", "EXECUTE", "EXPLAIN", "FLUSH",
-    "INSERT", "KILL", "LOAD", "LOCK_TABLE", "OPTIMIZE", "PREPARE", "PURGE", "RELEASE_SAVEPOINT",
-    "RENAME_TABLE", "RESET_MASTER", "RESET_SLAVE", "REPLACE", "REVOKE", "ROLLBACK",
-    "ROLLBACK_SAVEPOINT", "SAVEPOINT", "SELECT", "SELECT_FOR_UPDATE", "SET", "SHOW_TABLE_STATUS",
-    "START_TRANSACTION", "TRUNCATE_TABLE", "UNLOCK_TABLES", "UPDATE", "USE", "SHOW", "UNKNOWN",
+    "ALTER_TABLE",
+    "ALTER_VIEW",
+    "ANALYZE_TABLE",
+    "BEGIN",
+    "CALL",
+    "CHANGE_MASTER",
+    "COMMIT",
+    "CREATE_DATABASE",
+    "CREATE_INDEX",
+    "CREATE_TABLE",
+    "CREATE_TEMPORARY",
+    "CREATE_TRIGGER",
+    "CREATE_USER",
+    "CREATE_VIEW",
+    "DEALLOCATE",
+    "DELETE",
+    "DESCRIBE",
+    "DROP_DATABASE",
+    "DROP_INDEX",
+    "DROP_TABLE",
+    "DROP_TRIGGER",
+    "DROP_USER",
+    "DROP_VIEW",
+    "GRANT",
+    "EXECUTE",
+    "EXPLAIN",
+    "FLUSH",
+    "INSERT",
+    "KILL",
+    "LOAD",
+    "LOCK_TABLE",
+    "OPTIMIZE",
+    "PREPARE",
+    "PURGE",
+    "RELEASE_SAVEPOINT",
+    "RENAME_TABLE",
+    "RESET_MASTER",
+    "RESET_SLAVE",
+    "REPLACE",
+    "REVOKE",
+    "ROLLBACK",
+    "ROLLBACK_SAVEPOINT",
+    "SAVEPOINT",
+    "SELECT",
+    "SELECT_FOR_UPDATE",
+    "SET",
+    "SHOW_TABLE_STATUS",
+    "START_TRANSACTION",
+    "TRUNCATE_TABLE",
+    "UNLOCK_TABLES",
+    "UPDATE",
+    "USE",
+    "SHOW",
+    "UNKNOWN",
 ]
 
-PIN_REASONS = ("auto_increment", "user_variable", "temporary_table", "lock_tables", "get_lock",
-               "prepared_statement", "transaction", "no_multiplex")
+PIN_REASONS = (
+    "auto_increment",
+    "user_variable",
+    "temporary_table",
+    "lock_tables",
+    "get_lock",
+    "prepared_statement",
+    "transaction",
+    "no_multiplex",
+)
 MOVE_DELAY_MS = (18.0, 24.0)  # an unpinned session leaves a draining server after its transaction
-MIRROR_LATENCY_MS = 5.0       # service time of one mirrored query on the mirror hostgroup
+MIRROR_LATENCY_MS = 5.0  # service time of one mirrored query on the mirror hostgroup
 
 
 def role_templates(role):
@@ -98,7 +165,8 @@ def digest_weight_sum(role, m, mask=None):
 
     def w(slot, t):
         return t[1] if (mask >> slot) & 1 else 0.0
-    total = sum(w(i, t) for i, t in enumerate(glob[:min(m, g)]))
+
+    total = sum(w(i, t) for i, t in enumerate(glob[: min(m, g)]))
     m -= g
     if m <= 0:
         return total
@@ -127,21 +195,37 @@ class Server:
     `configured` is the status loaded from mysql_servers; `status` is what ProxySQL shows: SHUNNED while
     its own verdict after connection errors stands (see TrafficModel._check_backends)."""
 
-    __slots__ = ("key", "configured", "row", "shunned", "last_error", "probe_seen", "weight",
-                 "max_connections", "latency_us", "pool", "conn_ok", "conn_err", "max_used", "queries",
-                 "bytes_sent", "bytes_recv", "forced")
+    __slots__ = (
+        "key",
+        "configured",
+        "row",
+        "shunned",
+        "last_error",
+        "probe_seen",
+        "weight",
+        "max_connections",
+        "latency_us",
+        "pool",
+        "conn_ok",
+        "conn_err",
+        "max_used",
+        "queries",
+        "bytes_sent",
+        "bytes_recv",
+        "forced",
+    )
 
     def __init__(self, key, latency_us, now):
         self.key = key
         self.configured = "ONLINE"
-        self.row = None            # the loaded mysql_servers row: a LOAD that changes it resets SHUNNED
+        self.row = None  # the loaded mysql_servers row: a LOAD that changes it resets SHUNNED
         self.shunned = False
-        self.last_error = 0.0      # monotonic time of the last connection error that counted
-        self.probe_seen = now      # probe results older than this were already taken into account
+        self.last_error = 0.0  # monotonic time of the last connection error that counted
+        self.probe_seen = now  # probe results older than this were already taken into account
         self.weight = 1
         self.max_connections = 1000
         self.latency_us = latency_us
-        self.pool = 0          # backend connections alive (used + free)
+        self.pool = 0  # backend connections alive (used + free)
         self.conn_ok = 0
         self.conn_err = 0
         self.max_used = 0
@@ -171,12 +255,24 @@ class Workload:
         self.reconnect = True
         self.idle_since = None
         self.sessions = []
-        self.mirror_fraction = 0.0   # share of its queries that a mirror rule matches (cached)
+        self.mirror_fraction = 0.0  # share of its queries that a mirror rule matches (cached)
 
 
 class Session:
-    __slots__ = ("id", "wl", "server", "reason", "t", "move_at", "held_since", "created", "cli_port",
-                 "l_port", "queries", "token")
+    __slots__ = (
+        "id",
+        "wl",
+        "server",
+        "reason",
+        "t",
+        "move_at",
+        "held_since",
+        "created",
+        "cli_port",
+        "l_port",
+        "queries",
+        "token",
+    )
 
     def __init__(self, sid, wl, reason, now):
         self.id = sid
@@ -217,23 +313,23 @@ class TrafficModel:
         self.started = time.monotonic()
         self.started_wall = time.time()
         self.last = self.started
-        self.servers = {}          # (hg, host, port) -> Server, in runtime order
-        self.workloads = {}        # hg -> Workload
+        self.servers = {}  # (hg, host, port) -> Server, in runtime order
+        self.workloads = {}  # hg -> Workload
         self.next_sid = 1
         self._mirror_sids = []  # the SessionIDs of the mirror copies' sessions, one per slot (kept across reads)
-        self.vars = {}             # runtime mysql-* variables (strings)
-        self.rules = []            # runtime query rules (dicts)
+        self.vars = {}  # runtime mysql-* variables (strings)
+        self.rules = []  # runtime query rules (dicts)
         self.questions = 0.0
-        self.commands = {}         # command -> count
-        self.digest_q = {}         # (hg, role) -> queries since last digest reset
-        self.digest_first = {}     # (hg, role) -> wall time of first query since reset
+        self.commands = {}  # command -> count
+        self.digest_q = {}  # (hg, role) -> queries since last digest reset
+        self.digest_first = {}  # (hg, role) -> wall time of first query since reset
         self.digest_count = 20
         self.digest_reset_at = time.time()
         # A factor on the time every query of a digest takes from now (a slower plan or backend): its rows' sum_time
         # grows by it, and a group's time since the reset is kept (digest_time), so a change shows in the deltas.
         self.digest_latency = 1.0
-        self.digest_time = {}      # (hg, role) -> queries x their latency factor since the last digest reset
-        self.rule_hits = {}        # rule_id -> hits
+        self.digest_time = {}  # (hg, role) -> queries x their latency factor since the last digest reset
+        self.rule_hits = {}  # rule_id -> hits
         self.mirror_latency_ms = MIRROR_LATENCY_MS
         self.mirror_extra_rate = 0.0
         self.mirror_queue = 0.0
@@ -253,14 +349,21 @@ class TrafficModel:
         self.mirror_digest_mask = {}
         self.prepared_executed = 0.0  # Com_frontend_stmt_execute: prepared executions, never mirrored
         self.global_overrides = {}
-        self.counters = {"sessions_created": 0, "sessions_closed": 0, "sessions_cut": 0,
-                         "client_errors": 0, "held_timeouts": 0, "moved_sessions": 0, "sessions_killed": 0}
+        self.counters = {
+            "sessions_created": 0,
+            "sessions_closed": 0,
+            "sessions_cut": 0,
+            "client_errors": 0,
+            "held_timeouts": 0,
+            "moved_sessions": 0,
+            "sessions_killed": 0,
+        }
         self.servers_table_version = 0  # the start's own load makes it 1, as on a real node (lab/conformance.py)
-        self._rule_fracs = {}      # hg -> [(rule_id, share of its queries the rule matches)]
-        self._mirror_routes = {}   # hg -> [(rule_id, share, mirror hg, template mask)]
-        self._shares_key = None    # the digest table's shape the shares above were computed for
+        self._rule_fracs = {}  # hg -> [(rule_id, share of its queries the rule matches)]
+        self._mirror_routes = {}  # hg -> [(rule_id, share, mirror hg, template mask)]
+        self._shares_key = None  # the digest table's shape the shares above were computed for
         self.no_multiplex_hgs = set()
-        self.holds = []            # (hostgroup, ms) of every hold that ended, oldest first
+        self.holds = []  # (hostgroup, ms) of every hold that ended, oldest first
         # stats_mysql_errors: (hg, host, port, user, schema, errno) -> [count, first_seen, last_seen, message]
         self.errors = {}
 
@@ -327,9 +430,20 @@ class TrafficModel:
         return v in ("true", "1")
 
     # ------------------------------------------------------------------ public knobs
-    def set_sessions(self, hostgroup, count, rate=None, kind=None, pinned_fraction=None,
-                     pinned_reason=None, busy=None, prepared_fraction=None, user=None, schema=None,
-                     reconnect=None):
+    def set_sessions(
+        self,
+        hostgroup,
+        count,
+        rate=None,
+        kind=None,
+        pinned_fraction=None,
+        pinned_reason=None,
+        busy=None,
+        prepared_fraction=None,
+        user=None,
+        schema=None,
+        reconnect=None,
+    ):
         """Set the client sessions of one hostgroup: their number and behaviour.
 
         kind: "write" (OLTP writer half: BEGIN/UPDATE/DELETE/INSERT/COMMIT) or "read" (SELECTs);
@@ -379,7 +493,7 @@ class TrafficModel:
                 wl.schema = str(schema)
             if reconnect is not None:
                 wl.reconnect = bool(reconnect)
-            while len(wl.sessions) > count:          # clean close of the newest sessions
+            while len(wl.sessions) > count:  # clean close of the newest sessions
                 s = wl.sessions.pop()
                 self._release(s, now)
                 self.counters["sessions_closed"] += 1
@@ -425,8 +539,17 @@ class TrafficModel:
     def set_server(self, hostgroup, hostname, port, **figures):
         """Force figures of one pool row (conn_used, conn_free, conn_ok, conn_err, max_conn_used,
         queries, bytes_sent, bytes_recv, latency_us). A None value returns it to the model."""
-        allowed = {"conn_used", "conn_free", "conn_ok", "conn_err", "max_conn_used", "queries",
-                   "bytes_sent", "bytes_recv", "latency_us"}
+        allowed = {
+            "conn_used",
+            "conn_free",
+            "conn_ok",
+            "conn_err",
+            "max_conn_used",
+            "queries",
+            "bytes_sent",
+            "bytes_recv",
+            "latency_us",
+        }
         with self.lock:
             key = (int(hostgroup), str(hostname), int(port))
             srv = self.servers.get(key)
@@ -500,24 +623,37 @@ class TrafficModel:
                 "workloads": [self._workload_status(wl, now) for wl in self.workloads.values()],
                 "servers": [self._server_status(s) for s in self.servers.values()],
                 "mirror": self._mirror_status(),
-                "digests": {"count": self.digest_count,
-                            "queries_since_reset": int(sum(self.digest_q.values()))},
+                "digests": {"count": self.digest_count, "queries_since_reset": int(sum(self.digest_q.values()))},
             }
 
     # ------------------------------------------------------------------ internals
     def _workload_status(self, wl, now):
         held = sum(1 for s in wl.sessions if s.server is None)
         pinned = sum(1 for s in wl.sessions if self._pinned(s, now))
-        return {"hostgroup": wl.hostgroup, "kind": wl.kind, "sessions": len(wl.sessions),
-                "rate": wl.rate, "busy": wl.busy, "pinned": pinned, "pinned_reason": wl.pinned_reason,
-                "held": held, "prepared_fraction": wl.prepared_fraction,
-                "on_servers": sorted({"%s:%d" % (s.server[1], s.server[2]) for s in wl.sessions
-                                      if s.server})}
+        return {
+            "hostgroup": wl.hostgroup,
+            "kind": wl.kind,
+            "sessions": len(wl.sessions),
+            "rate": wl.rate,
+            "busy": wl.busy,
+            "pinned": pinned,
+            "pinned_reason": wl.pinned_reason,
+            "held": held,
+            "prepared_fraction": wl.prepared_fraction,
+            "on_servers": sorted({"%s:%d" % (s.server[1], s.server[2]) for s in wl.sessions if s.server}),
+        }
 
     def _server_status(self, srv):
-        return {"hostgroup": srv.key[0], "hostname": srv.key[1], "port": srv.key[2],
-                "status": srv.status, "configured_status": srv.configured, "sessions": self._sessions_on(srv.key),
-                "queries": int(srv.queries), "forced": dict(srv.forced)}
+        return {
+            "hostgroup": srv.key[0],
+            "hostname": srv.key[1],
+            "port": srv.key[2],
+            "status": srv.status,
+            "configured_status": srv.configured,
+            "sessions": self._sessions_on(srv.key),
+            "queries": int(srv.queries),
+            "forced": dict(srv.forced),
+        }
 
     def _sessions_on(self, key):
         return sum(1 for wl in self.workloads.values() for s in wl.sessions if s.server == key)
@@ -603,7 +739,7 @@ class TrafficModel:
         self.counters["sessions_killed" if killed else "sessions_cut"] += 1
         if not killed:
             self.counters["client_errors"] += 1
-        if wl.reconnect:   # the application opens a new connection at once
+        if wl.reconnect:  # the application opens a new connection at once
             new = self._new_session(wl, now)
             new.reason = s.reason
 
@@ -657,10 +793,15 @@ class TrafficModel:
                 self._accrue(s, now - s.t, now)
                 s.t = now
         # re-check pins that expire by themselves (idle auto_increment sessions)
-        if any(s.server and self._pinned(s, now) is False and s.move_at is None
-               and self.servers.get(s.server) is not None
-               and self.servers[s.server].status not in ("ONLINE", "OFFLINE_HARD")
-               for wl in self.workloads.values() for s in wl.sessions):
+        if any(
+            s.server
+            and self._pinned(s, now) is False
+            and s.move_at is None
+            and self.servers.get(s.server) is not None
+            and self.servers[s.server].status not in ("ONLINE", "OFFLINE_HARD")
+            for wl in self.workloads.values()
+            for s in wl.sessions
+        ):
             self._reconcile(now)
         self._run_mirror_queue(dt)
         self.last = now
@@ -744,10 +885,10 @@ class TrafficModel:
             if srv.shunned:
                 wait = self._recovery_wait(desperate=not self._usable(hg))
                 if wait is None or now - srv.last_error <= wait:
-                    continue   # not tried again before the wait is over
+                    continue  # not tried again before the wait is over
                 res = PROBER.latest(host, port, user, password, now)
                 if res is None or res.at - srv.last_error <= wait or res.at <= srv.probe_seen:
-                    continue   # no connection attempt since the wait ended yet
+                    continue  # no connection attempt since the wait ended yet
                 srv.probe_seen = res.at
                 if res.ok:
                     self._unshun(srv, now)
@@ -763,8 +904,10 @@ class TrafficModel:
 
     def _failures_to_shun(self):
         # MySrvC::connect_error: min(shun_on_failures, connect_retries_on_failure + 1) errors in one second
-        return max(1, min(self._var_int("mysql-shun_on_failures", 5),
-                          self._var_int("mysql-connect_retries_on_failure", 10) + 1))
+        return max(
+            1,
+            min(self._var_int("mysql-shun_on_failures", 5), self._var_int("mysql-connect_retries_on_failure", 10) + 1),
+        )
 
     def _recovery_wait(self, desperate=False):
         """Seconds a shunned server waits before it is tried again (MyHGC::get_random_MySrvC): capped
@@ -785,15 +928,17 @@ class TrafficModel:
         schema), or only for `user_of`'s."""
         hg, host, port = key
         wall = int(time.time())
-        for wl in ([user_of] if user_of else [w for w in self.workloads.values() if w.hostgroup == hg and w.sessions]):
+        for wl in [user_of] if user_of else [w for w in self.workloads.values() if w.hostgroup == hg and w.sessions]:
             entry = self.errors.setdefault((hg, host, port, wl.user, wl.schema, errno), [0, wall, wall, message])
             entry[0] += 1
             entry[2], entry[3] = wall, message
 
     def error_rows(self):
         with self.lock:
-            return [(hg, host, port, user, "", schema, errno, n, first, last, message)
-                    for (hg, host, port, user, schema, errno), (n, first, last, message) in sorted(self.errors.items())]
+            return [
+                (hg, host, port, user, "", schema, errno, n, first, last, message)
+                for (hg, host, port, user, schema, errno), (n, first, last, message) in sorted(self.errors.items())
+            ]
 
     def kill(self, session_id):
         """KILL CONNECTION: the client session is closed (its application reconnects, as after a cut); True
@@ -818,7 +963,7 @@ class TrafficModel:
                 if s.server != srv.key:
                     continue
                 if self._pinned(s, now):
-                    self._cut(s, now)      # its backend connection died with the backend
+                    self._cut(s, now)  # its backend connection died with the backend
                 else:
                     self._release(s, now)  # the next query goes to another server (or waits)
                     self._place(s, now)
@@ -853,14 +998,22 @@ class TrafficModel:
             out = []
             for srv in self.servers.values():
                 res = PROBER.peek(srv.key[1], srv.key[2])
-                out.append({
-                    "hostgroup": srv.key[0], "hostname": srv.key[1], "port": srv.key[2],
-                    "configured_status": srv.configured, "status": srv.status, "conn_err": srv.conn_err,
-                    "hostgroup_used": srv.key[0] in used,
-                    "error_age_s": round(now - srv.last_error, 3) if srv.shunned else None,
-                    "recovery_wait_s": self._recovery_wait(desperate=not self._usable(srv.key[0]))
-                    if srv.shunned else None,
-                    "probe": res.as_dict(now) if res else None})
+                out.append(
+                    {
+                        "hostgroup": srv.key[0],
+                        "hostname": srv.key[1],
+                        "port": srv.key[2],
+                        "configured_status": srv.configured,
+                        "status": srv.status,
+                        "conn_err": srv.conn_err,
+                        "hostgroup_used": srv.key[0] in used,
+                        "error_age_s": round(now - srv.last_error, 3) if srv.shunned else None,
+                        "recovery_wait_s": self._recovery_wait(desperate=not self._usable(srv.key[0]))
+                        if srv.shunned
+                        else None,
+                        "probe": res.as_dict(now) if res else None,
+                    }
+                )
             return out
 
     def _accrue(self, s, dt, now):
@@ -927,6 +1080,7 @@ class TrafficModel:
         shares are those of the digest table (its templates spread over tables), so a rule's hits equal
         the executions of the digests it matches, as on a real ProxySQL."""
         import re
+
         self._rule_fracs = {}
         self._mirror_routes = {}
         groups = self._digest_groups_now()
@@ -939,13 +1093,17 @@ class TrafficModel:
 
             def weight(ts, tpl=tpl, n=n, role=wl.kind):
                 return digest_weight_sum(role, n, sum(1 << tpl.index(t) for t in ts))
+
             remaining = list(tpl)
             mirror = 0.0
             fracs = []
             routes = []
             for r in sorted(self.rules, key=lambda r: int(r.get("rule_id") or 0)):
-                if r.get("destination_hostgroup") not in (None, "") and int(r["destination_hostgroup"]) != wl.hostgroup \
-                        and r.get("mirror_hostgroup") in (None, ""):
+                if (
+                    r.get("destination_hostgroup") not in (None, "")
+                    and int(r["destination_hostgroup"]) != wl.hostgroup
+                    and r.get("mirror_hostgroup") in (None, "")
+                ):
                     continue
                 if r.get("username") not in (None, "") and r["username"] != wl.user:
                     continue
@@ -955,8 +1113,7 @@ class TrafficModel:
                 except re.error:
                     continue
                 negate = str(r.get("negate_match_pattern") or "0") == "1"
-                matched = [t for t in remaining
-                           if rx is None or (bool(rx.search(t[0].replace("{t}", "1"))) != negate)]
+                matched = [t for t in remaining if rx is None or (bool(rx.search(t[0].replace("{t}", "1"))) != negate)]
                 share = weight(matched) / wsum if wsum else 0.0
                 if share <= 0:
                     continue
@@ -972,8 +1129,7 @@ class TrafficModel:
             self._mirror_routes[wl.hostgroup] = routes
 
     def _mirror_hostgroups(self):
-        return sorted({int(r["mirror_hostgroup"]) for r in self.rules
-                       if r.get("mirror_hostgroup") not in (None, "")})
+        return sorted({int(r["mirror_hostgroup"]) for r in self.rules if r.get("mirror_hostgroup") not in (None, "")})
 
     def mirror_rate_now(self):
         rate = self.mirror_extra_rate
@@ -1001,12 +1157,19 @@ class TrafficModel:
 
     def _mirror_status(self):
         conc, queue = self.mirror_figures()
-        return {"latency_ms": self.mirror_latency_ms, "extra_rate": self.mirror_extra_rate,
-                "rate": round(self.mirror_rate_now(), 1), "concurrency": conc, "queue": queue,
-                "arrived": int(self.mirror_arrived), "executed": int(self.mirror_executed),
-                "dropped": int(self.mirror_dropped), "skipped_prepared": int(self.mirror_skipped_ps),
-                "mirror_hostgroups": self._mirror_hostgroups(),
-                "by_rule": {str(rid): {k: round(v, 1) for k, v in c.items()} for rid, c in self.mirror_by_rule.items()}}
+        return {
+            "latency_ms": self.mirror_latency_ms,
+            "extra_rate": self.mirror_extra_rate,
+            "rate": round(self.mirror_rate_now(), 1),
+            "concurrency": conc,
+            "queue": queue,
+            "arrived": int(self.mirror_arrived),
+            "executed": int(self.mirror_executed),
+            "dropped": int(self.mirror_dropped),
+            "skipped_prepared": int(self.mirror_skipped_ps),
+            "mirror_hostgroups": self._mirror_hostgroups(),
+            "by_rule": {str(rid): {k: round(v, 1) for k, v in c.items()} for rid, c in self.mirror_by_rule.items()},
+        }
 
     # ------------------------------------------------------------------ stats rows (engine)
     def conn_used(self, srv, now):
@@ -1032,12 +1195,24 @@ class TrafficModel:
                 free = max(0, srv.pool - used) if srv.status == "ONLINE" else 0
                 srv.max_used = max(srv.max_used, used)
                 f = srv.forced
-                rows.append((srv.key[0], srv.key[1], srv.key[2], srv.status, used,
-                             f.get("conn_free", free), f.get("conn_ok", srv.conn_ok),
-                             f.get("conn_err", srv.conn_err), f.get("max_conn_used", srv.max_used),
-                             f.get("queries", int(srv.queries)), 0,
-                             f.get("bytes_sent", int(srv.bytes_sent)),
-                             f.get("bytes_recv", int(srv.bytes_recv)), srv.latency_us))
+                rows.append(
+                    (
+                        srv.key[0],
+                        srv.key[1],
+                        srv.key[2],
+                        srv.status,
+                        used,
+                        f.get("conn_free", free),
+                        f.get("conn_ok", srv.conn_ok),
+                        f.get("conn_err", srv.conn_err),
+                        f.get("max_conn_used", srv.max_used),
+                        f.get("queries", int(srv.queries)),
+                        0,
+                        f.get("bytes_sent", int(srv.bytes_sent)),
+                        f.get("bytes_recv", int(srv.bytes_recv)),
+                        srv.latency_us,
+                    )
+                )
             if reset:
                 for srv in self.servers.values():
                     srv.conn_ok = srv.conn_err = srv.max_used = 0
@@ -1048,14 +1223,45 @@ class TrafficModel:
         with self.lock:
             rows = []
             fd = 30
-            for (hg, host, port, status, used, free, *_rest) in self.pool_rows():
+            for hg, host, port, status, used, free, *_rest in self.pool_rows():
                 for _ in range(int(free)):
-                    stats = json.dumps({"address": "0x7f0000%06x" % fd, "bytes_recv": 0, "bytes_sent": 0,
-                                        "myconnpoll_get": 1, "myconnpoll_put": 1, "questions": 0})
-                    info = json.dumps({"host": host, "port": port, "server_version": "10.11.0-MariaDB",
-                                       "thread_id": fd * 3, "user": "app", "db": "sbtest"})
-                    rows.append((fd, hg, host, port, "app", "sbtest", "", "SYSTEM", "", "1",
-                                 self.rng.randint(0, 900), stats, info))
+                    stats = json.dumps(
+                        {
+                            "address": "0x7f0000%06x" % fd,
+                            "bytes_recv": 0,
+                            "bytes_sent": 0,
+                            "myconnpoll_get": 1,
+                            "myconnpoll_put": 1,
+                            "questions": 0,
+                        }
+                    )
+                    info = json.dumps(
+                        {
+                            "host": host,
+                            "port": port,
+                            "server_version": "10.11.0-MariaDB",
+                            "thread_id": fd * 3,
+                            "user": "app",
+                            "db": "sbtest",
+                        }
+                    )
+                    rows.append(
+                        (
+                            fd,
+                            hg,
+                            host,
+                            port,
+                            "app",
+                            "sbtest",
+                            "",
+                            "SYSTEM",
+                            "",
+                            "1",
+                            self.rng.randint(0, 900),
+                            stats,
+                            info,
+                        )
+                    )
                     fd += 1
             return rows
 
@@ -1077,17 +1283,59 @@ class TrafficModel:
                         info = info.replace("?", str(self.rng.randint(1, 10000)))
                     if s.server is None:
                         # held: waiting for a usable server in its hostgroup
-                        row = [threads and s.id % threads, s.id, wl.user, wl.schema, "127.0.0.1",
-                               s.cli_port, wl.hostgroup, None, None, None, None,
-                               "Execute" if prepared else "Query",
-                               int((now - (s.held_since or now)) * 1000), info, 0]
+                        row = [
+                            threads and s.id % threads,
+                            s.id,
+                            wl.user,
+                            wl.schema,
+                            "127.0.0.1",
+                            s.cli_port,
+                            wl.hostgroup,
+                            None,
+                            None,
+                            None,
+                            None,
+                            "Execute" if prepared else "Query",
+                            int((now - (s.held_since or now)) * 1000),
+                            info,
+                            0,
+                        ]
                     elif busy:
-                        row = [s.id % threads, s.id, wl.user, wl.schema, "127.0.0.1", s.cli_port,
-                               wl.hostgroup, "127.0.0.1", s.l_port, s.server[1], s.server[2],
-                               "Execute" if prepared else "Query", self.rng.randint(0, 2), info, 0]
+                        row = [
+                            s.id % threads,
+                            s.id,
+                            wl.user,
+                            wl.schema,
+                            "127.0.0.1",
+                            s.cli_port,
+                            wl.hostgroup,
+                            "127.0.0.1",
+                            s.l_port,
+                            s.server[1],
+                            s.server[2],
+                            "Execute" if prepared else "Query",
+                            self.rng.randint(0, 2),
+                            info,
+                            0,
+                        ]
                     else:
-                        row = [s.id % threads, s.id, wl.user, wl.schema, "127.0.0.1", s.cli_port,
-                               wl.hostgroup, None, None, None, None, "Sleep", 0, None, None]
+                        row = [
+                            s.id % threads,
+                            s.id,
+                            wl.user,
+                            wl.schema,
+                            "127.0.0.1",
+                            s.cli_port,
+                            wl.hostgroup,
+                            None,
+                            None,
+                            None,
+                            None,
+                            "Sleep",
+                            0,
+                            None,
+                            None,
+                        ]
                     ext = None
                     if extended:
                         ext = self._extended_info(s, now, pinned, busy, extended)
@@ -1122,18 +1370,47 @@ class TrafficModel:
             info = t[0].replace("{t}", str(1 + sid % 2)).replace("?", str(self.rng.randint(1, 10000)))
             online = sorted(k for k, srv in self.servers.items() if k[0] == mirror_hg and srv.status == "ONLINE")
             server = self.rng.choice(online) if online else None
-            rows.append((sid % threads, sid, wl.user, wl.schema, "mirror_internal", None, mirror_hg,
-                         "127.0.0.1" if server else None, 33000 + (sid * 104729) % 20000 if server else None,
-                         server[1] if server else None, server[2] if server else None, "Query",
-                         self.rng.randint(0, int(self.mirror_latency_ms)), info, 0, None))
+            rows.append(
+                (
+                    sid % threads,
+                    sid,
+                    wl.user,
+                    wl.schema,
+                    "mirror_internal",
+                    None,
+                    mirror_hg,
+                    "127.0.0.1" if server else None,
+                    33000 + (sid * 104729) % 20000 if server else None,
+                    server[1] if server else None,
+                    server[2] if server else None,
+                    "Query",
+                    self.rng.randint(0, int(self.mirror_latency_ms)),
+                    info,
+                    0,
+                    None,
+                )
+            )
         return rows
 
     def _extended_info(self, s, now, pinned, busy, mode):
         """JSON shaped like samples/processlist.json extended_info (a subset of its keys)."""
         wl = s.wl
-        flags = {k: False for k in ("compression", "found_rows", "get_lock", "has_savepoint",
-                                    "has_warnings", "lock_tables", "no_multiplex", "no_multiplex_HG",
-                                    "prepared_statement", "temporary_table", "user_variable")}
+        flags = {
+            k: False
+            for k in (
+                "compression",
+                "found_rows",
+                "get_lock",
+                "has_savepoint",
+                "has_warnings",
+                "lock_tables",
+                "no_multiplex",
+                "no_multiplex_HG",
+                "prepared_statement",
+                "temporary_table",
+                "user_variable",
+            )
+        }
         reason = s.reason if pinned else None
         no_mux = not self._var_bool("mysql-multiplexing", "true") or wl.hostgroup in self.no_multiplex_hgs
         if not self._var_bool("mysql-multiplexing", "true"):
@@ -1148,38 +1425,65 @@ class TrafficModel:
         backends = []
         if s.server is not None and (pinned or busy):
             host, port = s.server[1], s.server[2]
-            backends.append({
-                "conn": {
-                    "MultiplexDisabled": bool(pinned and (no_mux or reason not in (None, "transaction"))),
-                    "MultiplexDisabled_ext": bool(pinned and (no_mux or reason not in (None, "transaction"))),
-                    "action": "",
-                    "address": "0x7fe7d9c%05x" % (s.id * 64),
-                    "auto_increment_delay_token": token,
-                    "autocommit": "ON",
-                    "bytes_recv": int(s.queries * ROLE_DEFAULTS[wl.kind]["bytes_recv"]),
-                    "bytes_sent": int(s.queries * ROLE_DEFAULTS[wl.kind]["bytes_sent"]),
-                    "charset": "45",
-                    "init_connect": "",
-                    "last_set_autocommit": -1,
-                    "myconnpoll_get": int(s.queries / 6) + 1,
-                    "myconnpoll_put": int(s.queries / 6),
-                    "mysql": {"affected_rows": 0, "db": wl.schema, "host": host,
-                              "host_info": f"{host} via TCP/IP", "insert_id": 0, "port": port,
-                              "server_status": 3, "server_version": "10.11.0-MariaDB",
-                              "thread_id": 100 + s.id, "user": wl.user},
-                    "questions": 0,
-                    "status": flags,
-                    "warning_count": 0,
-                },
-                "gtid": "",
-                "hostgroup_id": wl.hostgroup,
-                "stream": {"DSS": 26, "bytes_recv": 0, "bytes_sent": int(s.queries * 40),
-                           "myconnpoll_get": 1, "myconnpoll_put": 0, "questions": 0},
-            })
+            backends.append(
+                {
+                    "conn": {
+                        "MultiplexDisabled": bool(pinned and (no_mux or reason not in (None, "transaction"))),
+                        "MultiplexDisabled_ext": bool(pinned and (no_mux or reason not in (None, "transaction"))),
+                        "action": "",
+                        "address": "0x7fe7d9c%05x" % (s.id * 64),
+                        "auto_increment_delay_token": token,
+                        "autocommit": "ON",
+                        "bytes_recv": int(s.queries * ROLE_DEFAULTS[wl.kind]["bytes_recv"]),
+                        "bytes_sent": int(s.queries * ROLE_DEFAULTS[wl.kind]["bytes_sent"]),
+                        "charset": "45",
+                        "init_connect": "",
+                        "last_set_autocommit": -1,
+                        "myconnpoll_get": int(s.queries / 6) + 1,
+                        "myconnpoll_put": int(s.queries / 6),
+                        "mysql": {
+                            "affected_rows": 0,
+                            "db": wl.schema,
+                            "host": host,
+                            "host_info": f"{host} via TCP/IP",
+                            "insert_id": 0,
+                            "port": port,
+                            "server_status": 3,
+                            "server_version": "10.11.0-MariaDB",
+                            "thread_id": 100 + s.id,
+                            "user": wl.user,
+                        },
+                        "questions": 0,
+                        "status": flags,
+                        "warning_count": 0,
+                    },
+                    "gtid": "",
+                    "hostgroup_id": wl.hostgroup,
+                    "stream": {
+                        "DSS": 26,
+                        "bytes_recv": 0,
+                        "bytes_sent": int(s.queries * 40),
+                        "myconnpoll_get": 1,
+                        "myconnpoll_put": 0,
+                        "questions": 0,
+                    },
+                }
+            )
         else:
-            backends.append({"gtid": "", "hostgroup_id": wl.hostgroup,
-                             "stream": {"DSS": 0, "bytes_recv": 0, "bytes_sent": 0,
-                                        "myconnpoll_get": 0, "myconnpoll_put": 0, "questions": 0}})
+            backends.append(
+                {
+                    "gtid": "",
+                    "hostgroup_id": wl.hostgroup,
+                    "stream": {
+                        "DSS": 0,
+                        "bytes_recv": 0,
+                        "bytes_sent": 0,
+                        "myconnpoll_get": 0,
+                        "myconnpoll_put": 0,
+                        "questions": 0,
+                    },
+                }
+            )
         doc = {
             "active_transactions": 1 if (busy and wl.kind == "write") or reason == "transaction" else 0,
             "address": "0x7fe7d9cf%04x" % s.id,
@@ -1187,10 +1491,12 @@ class TrafficModel:
             "autocommit": True,
             "autocommit_on_hostgroup": -1,
             "backends": backends,
-            "client": {"client_addr": {"address": "127.0.0.1", "port": s.cli_port},
-                       "encrypted": False,
-                       "prot": {"auth_plugin": "mysql_native_password"},
-                       "userinfo": {"schemaname": wl.schema, "username": wl.user}},
+            "client": {
+                "client_addr": {"address": "127.0.0.1", "port": s.cli_port},
+                "encrypted": False,
+                "prot": {"auth_plugin": "mysql_native_password"},
+                "userinfo": {"schemaname": wl.schema, "username": wl.user},
+            },
             "current_hostgroup": wl.hostgroup,
             "default_hostgroup": wl.hostgroup,
             "default_schema": "",
@@ -1228,8 +1534,7 @@ class TrafficModel:
     def rule_rows(self):
         with self.lock:
             self._advance(time.monotonic())
-            return [(int(r["rule_id"]), int(self.rule_hits.get(int(r["rule_id"]), 0)))
-                    for r in self.rules]
+            return [(int(r["rule_id"]), int(self.rule_hits.get(int(r["rule_id"]), 0))) for r in self.rules]
 
     def _digest_groups(self):
         return sorted(k for k, v in self.digest_q.items() if v > 0)
@@ -1249,8 +1554,14 @@ class TrafficModel:
             for g in groups:
                 wl = self.workloads.get(g[0])
                 key = (g[0], g[1], wl.user if wl else "app", wl.schema if wl else "sbtest")
-                rows[key] = [sizes[g[1]], self.digest_q[g], int(self.digest_first.get(g, now_wall)), 0.0, 0,
-                             self.digest_time.get(g, self.digest_q[g]) / self.digest_q[g]]
+                rows[key] = [
+                    sizes[g[1]],
+                    self.digest_q[g],
+                    int(self.digest_first.get(g, now_wall)),
+                    0.0,
+                    0,
+                    self.digest_time.get(g, self.digest_q[g]) / self.digest_q[g],
+                ]
             for (hg, role, user, schema), q in self.mirror_digest_q.items():
                 if q <= 0:
                     continue
@@ -1268,9 +1579,25 @@ class TrafficModel:
                 if m <= 0 or (q <= 0 and mq < 1 - 1e-6):
                     continue
                 # m, not n: the view lists the digests of whole queries, those the weights are summed over
-                out.append((hg, role, m, len(ROLES[role][0]), len(ROLES[role][1]), q, digest_weight_sum(role, m),
-                            first, now_wall, lat, user, schema, mq, mmask,
-                            digest_weight_sum(role, m, mmask) if mq else 0.0))
+                out.append(
+                    (
+                        hg,
+                        role,
+                        m,
+                        len(ROLES[role][0]),
+                        len(ROLES[role][1]),
+                        q,
+                        digest_weight_sum(role, m),
+                        first,
+                        now_wall,
+                        lat,
+                        user,
+                        schema,
+                        mq,
+                        mmask,
+                        digest_weight_sum(role, m, mmask) if mq else 0.0,
+                    )
+                )
             return out
 
     def digest_reset(self):
@@ -1298,8 +1625,12 @@ class TrafficModel:
             prepared = sum(wl.rate * len(wl.sessions) * wl.prepared_fraction for wl in self.workloads.values())
             allrate = sum(wl.rate * len(wl.sessions) for wl in self.workloads.values()) or 1.0
             ps_share = prepared / allrate
-            busy = [s for wl in self.workloads.values() for s in wl.sessions
-                    if s.server is None or self._pinned(s, now) or self.rng.random() < wl.busy]
+            busy = [
+                s
+                for wl in self.workloads.values()
+                for s in wl.sessions
+                if s.server is None or self._pinned(s, now) or self.rng.random() < wl.busy
+            ]
             writers_busy = sum(1 for s in busy if s.wl.kind == "write" and s.server is not None)
             bsent = sum(s.bytes_sent for s in self.servers.values())
             brecv = sum(s.bytes_recv for s in self.servers.values())

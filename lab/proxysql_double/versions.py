@@ -12,6 +12,7 @@ defaults, the pgsql_* rows of runtime_checksums_values, the stats_mysql_global n
 monitor come from that capture, and LOAD MYSQL QUERY RULES TO RUNTIME swaps mirror_flagOUT and mirror_hostgroup as
 that build does (engine.py).
 """
+
 import json
 from pathlib import Path
 
@@ -21,10 +22,10 @@ DEFAULT = "2.7"
 FULL = {"2.5": "2.5.5", "2.6": "2.6.6", "2.7": "2.7.1", "3.0": "3.0.0"}
 # Defaults of variables that 2.7.1 lacks (not captured from a binary: read from the source's defaults).
 EXTRA_DEFAULTS = {
-    "mysql-default_tx_isolation": "READ-COMMITTED",   # 2.5: MYSQL_DEFAULT_TX_ISOLATION (include/MySQL_Thread.h)
-    "admin-hash_passwords": "true",                   # 2.5: lib/ProxySQL_Admin.cpp variables.hash_passwords=true
-    "admin-pgsql_ifaces": "0.0.0.0:6132",             # 3.0: lib/ProxySQL_Admin.cpp strdup("0.0.0.0:6132"); a real
-                                                      # 3.0 started without it showed the same
+    "mysql-default_tx_isolation": "READ-COMMITTED",  # 2.5: MYSQL_DEFAULT_TX_ISOLATION (include/MySQL_Thread.h)
+    "admin-hash_passwords": "true",  # 2.5: lib/ProxySQL_Admin.cpp variables.hash_passwords=true
+    "admin-pgsql_ifaces": "0.0.0.0:6132",  # 3.0: lib/ProxySQL_Admin.cpp strdup("0.0.0.0:6132"); a real
+    # 3.0 started without it showed the same
 }
 # mysql-* variables ProxySQL adds outside mysql_thread_variables_names (MySQL_Variables), seen in the 2.7.1
 # capture; assumed in every version.
@@ -33,8 +34,14 @@ TRACKED = ("mysql-default_charset", "mysql-default_collation_connection")
 # stats_mysql_global names are taken from there.
 CAPTURED = {"2.5": "proxysql-2.5.5-captured.json", "3.0": "proxysql-3.0-captured.json"}
 # one node's own values (its version string, listeners, the admin credentials it was started with): the double's own
-NODE_VALUES = ("admin-version", "admin-mysql_ifaces", "mysql-interfaces", "admin-admin_credentials",
-               "admin-pgsql_ifaces", "pgsql-interfaces")
+NODE_VALUES = (
+    "admin-version",
+    "admin-mysql_ifaces",
+    "mysql-interfaces",
+    "admin-admin_credentials",
+    "admin-pgsql_ifaces",
+    "pgsql-interfaces",
+)
 # 3.0's PostgreSQL listener when none is configured, as a real 3.0 started without one showed it (it listens on
 # 0.0.0.0:6133 all the same: lib/PgSQL_Thread.cpp sets that default after global_variables is filled)
 NODE_DEFAULTS = {"pgsql-interfaces": ""}
@@ -61,7 +68,7 @@ class Profile:
         self.main_tables = list(schema.tables["main"])
         # runtime_checksums_values has a mysql_servers_v2 row from 2.6 on (v2.6.6 lib/ProxySQL_Admin.cpp; none in v2.5.5)
         self.has_mysql_servers_v2 = self.version != "2.5"
-        self.status_names = None   # stats_mysql_global's names, when they are not 2.7.1's
+        self.status_names = None  # stats_mysql_global's names, when they are not 2.7.1's
         # runtime_checksums_values rows of modules the double does not sync (3.0's pgsql_*): (name, version, checksum)
         self.other_checksums = []
         # stats and monitor tables 2.7.1 lacks (3.0's stats_pgsql_*, pgsql_server_*_log): (schema, table) -> columns
@@ -93,15 +100,19 @@ class Profile:
         if self.version in CAPTURED:
             real = json.loads((FACTS_DIR / CAPTURED[self.version]).read_text())
             # 2.5.5's own defaults (mysql-server_version 5.5.30, have_ssl false... changed in 2.6.0)
-            self.variables.update({n: v for n, v in real["global_variables"].items()
-                                   if n in self.variables and n not in NODE_VALUES})
+            self.variables.update(
+                {n: v for n, v in real["global_variables"].items() if n in self.variables and n not in NODE_VALUES}
+            )
             # 3.0's pgsql- variables (lib/PgSQL_Thread.cpp: not in the source facts), with the capture's defaults
             for name, value in real["global_variables"].items():
                 if name.startswith("pgsql-") and name not in self.variables:
                     self.variables[name] = NODE_DEFAULTS.get(name, value) if name in NODE_VALUES else value
-            self.status_names = set(real["stats_mysql_global"])   # 2.5.5 has no mysql_listener_paused
-            self.other_checksums = [(name, int(ver), csum) for name, ver, _epoch, csum
-                                    in real["runtime_checksums_values"]["rows"] if name.startswith("pgsql_")]
+            self.status_names = set(real["stats_mysql_global"])  # 2.5.5 has no mysql_listener_paused
+            self.other_checksums = [
+                (name, int(ver), csum)
+                for name, ver, _epoch, csum in real["runtime_checksums_values"]["rows"]
+                if name.startswith("pgsql_")
+            ]
             for table_schema in ("stats", "monitor"):
                 for table, columns in real["tables"].get(table_schema, {}).items():
                     if table not in schema.tables[table_schema]:

@@ -1,6 +1,7 @@
 """bin/bench-faults at its smallest: the control row and one fault row (switchover paused at its move step) run
 in-process on the Galera lab, and the judge of the layers reads what the doubles hold (the benchmark itself is
 not part of the suite; its table is in docs/benchmarks.md)."""
+
 import pytest
 
 from lab import bench_faults, demo
@@ -31,7 +32,9 @@ def test_switchover_paused_at_move_is_rolled_back_by_the_retry_and_both_nodes_re
     assert any(n.startswith("retry: p2: ") and "its rollback is complete" in n for n in row.notes), row.notes
     assert (row.before, row.layers, row.writer, row.hand_sql) == ("equal", "equal", "agreed (3311)", "none"), row
     line = bench_faults.table([row]).splitlines()[-1]
-    assert line.startswith("| switchover | move | ") and "| rolled_back | equal | equal | agreed (3311) | none |" in line
+    assert (
+        line.startswith("| switchover | move | ") and "| rolled_back | equal | equal | agreed (3311) | none |" in line
+    )
 
 
 def test_the_judge_reads_every_layer_of_every_node(matrix):
@@ -41,11 +44,17 @@ def test_the_judge_reads_every_layer_of_every_node(matrix):
     assert (row.before, row.layers, row.writer) == ("", "equal", "agreed (3311)") and row.equal and row.agreed
     # Behind the product's back: a weight saved to disk on the second node only, not loaded; and the first node's
     # runtime routes writes to 3312 too.
-    demo.admin_sql(matrix.second.port, "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3312",
-                   "SAVE MYSQL SERVERS TO DISK")
+    demo.admin_sql(
+        matrix.second.port,
+        "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3312",
+        "SAVE MYSQL SERVERS TO DISK",
+    )
     first = matrix.doubles[0]
-    demo.admin_sql(first.port, "UPDATE mysql_servers SET port=3312 WHERE hostgroup_id=100 AND port=3311",
-                   "LOAD MYSQL SERVERS TO RUNTIME")
+    demo.admin_sql(
+        first.port,
+        "UPDATE mysql_servers SET port=3312 WHERE hostgroup_id=100 AND port=3311",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+    )
     row = bench_faults.Row("setup", "none")
     matrix.judge(row)
     assert row.layers == "no: p1 memory+runtime; p2 memory+disk", row.notes
@@ -61,8 +70,9 @@ def console_processes(galera_lab, tmp_path, settings):
     from conftest import database_url_for_subprocesses
     from controlplane.celery import app
 
-    processes = bench_faults.ConsoleProcesses(str(tmp_path), stale_after_s=3,
-                                              database_url=database_url_for_subprocesses())
+    processes = bench_faults.ConsoleProcesses(
+        str(tmp_path), stale_after_s=3, database_url=database_url_for_subprocesses()
+    )
     processes.up()
     try:
         settings.REDIS_URL = settings.CELERY_BROKER_URL = processes.url  # put back after the test by the fixture
@@ -75,7 +85,8 @@ def console_processes(galera_lab, tmp_path, settings):
 
 
 def test_the_console_matrix_kills_the_real_worker_in_a_switchovers_last_step_and_reads_the_reapers_end(
-        console_processes):
+    console_processes,
+):
     """bin/bench-faults --console at its smallest: the control row and the issue's case (the worker SIGKILLed while
     the switchover records the new writer), a real Celery worker and beat on a redis-server of the row's own."""
     matrix = bench_faults.ConsoleFaultMatrix(console_processes, bound_s=60, out=lambda line: None)
@@ -124,9 +135,11 @@ def test_the_console_matrix_kills_the_worker_and_redis_in_the_same_step(console_
 
 
 def test_the_console_matrix_on_a_real_2_7_1_pair_kills_the_worker_in_the_switchovers_last_step(
-        console_processes, real_proxysql_factory):
+    console_processes, real_proxysql_factory
+):
     """bin/bench-faults --console --real-proxysql 2.7.1 at its smallest: the issue's own trial (the worker SIGKILLed
     while the switchover records the new writer, on a real 2.7.1 pair) ends done, the version equal to the nodes."""
+
     def make(name, peers=None, ports=None):
         return real_proxysql_factory("2.7.1", name=name, peers=peers, ports=ports)
 
@@ -145,7 +158,8 @@ def test_the_console_matrix_on_a_real_2_7_1_pair_kills_the_worker_in_the_switcho
 
 @pytest.mark.parametrize("kind, last_step, writer", [("config", "record", 3311), ("repair", "inventory", 3311)])
 def test_the_console_matrix_kills_the_real_worker_in_a_change_sets_and_a_repairs_last_step(
-        console_processes, kind, last_step, writer):
+    console_processes, kind, last_step, writer
+):
     """Issue 39's "Done when": a real Celery worker SIGKILLed (with its pool) in the last step of a change set (its
     record) and of a repair (its inventory): the reaper finishes the operation from its plan, and the latest version
     equals what every node runs, in every layer."""

@@ -1,5 +1,6 @@
 """bin/bench-monitoring runs end to end at a tiny scale: a smoke test of the command (the benchmark itself
 is not part of the suite; its figures are in docs/benchmarks.md)."""
+
 import re
 import subprocess
 import sys
@@ -12,10 +13,34 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_bench_monitoring_runs_at_tiny_scale_and_stops_what_it_started(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "lab.bench_monitoring", "--nodes", "4", "--interval", "1", "--warmup", "1",
-         "--duration", "2", "--hang-duration", "2", "--backend-duration", "0", "--page-requests", "1",
-         "--database-url", f"sqlite:///{tmp_path / 'bench.sqlite3'}", "--workdir", str(tmp_path / "run")],
-        cwd=REPO, capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "lab.bench_monitoring",
+            "--nodes",
+            "4",
+            "--interval",
+            "1",
+            "--warmup",
+            "1",
+            "--duration",
+            "2",
+            "--hang-duration",
+            "2",
+            "--backend-duration",
+            "0",
+            "--page-requests",
+            "1",
+            "--database-url",
+            f"sqlite:///{tmp_path / 'bench.sqlite3'}",
+            "--workdir",
+            str(tmp_path / "run"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     report = out.stdout
     assert re.search(r"\| A: ProxySQL nodes \| 2 s \| [\d.]+ \|", report)

@@ -2,6 +2,7 @@
 never part of the suite; its figures are in docs/benchmarks.md): the config file that makes two real nodes one
 ProxySQL Cluster, the after-operation check (three layers, both nodes, sync settings back) that must find each
 kind of difference, and the propagation measurement."""
+
 import io
 import re
 
@@ -13,7 +14,7 @@ def test_the_config_makes_a_cluster_member_only_when_peers_are_given(tmp_path):
     member = config_text(tmp_path, 16132, 16133, {"proxysql-1": 16132, "proxysql-2": 26132})
     assert 'admin_credentials="admin:admin;cluster:cluster"' in member
     assert 'cluster_username="cluster"' in member and 'cluster_password="cluster"' in member
-    assert re.search(r'proxysql_servers=\n\(\n.*port=16132.*,\n.*port=26132.*\n\)', member)
+    assert re.search(r"proxysql_servers=\n\(\n.*port=16132.*,\n.*port=26132.*\n\)", member)
     alone = config_text(tmp_path, 16132, 16133)
     assert "proxysql_servers" not in alone and "cluster" not in alone and 'admin_credentials="admin:admin"' in alone
 
@@ -31,8 +32,9 @@ def test_the_config_gives_a_3_0_node_its_own_postgresql_listeners_and_an_older_o
 def bench_over(doubles, tmp_path):
     command = Command(stdout=io.StringIO())
     command.o = {"cluster": True}
-    command.nodes = [RealProxySQL(None, tmp_path / f"n{i}", d.port, 0, name=f"proxysql-{i + 1}")
-                     for i, d in enumerate(doubles)]
+    command.nodes = [
+        RealProxySQL(None, tmp_path / f"n{i}", d.port, 0, name=f"proxysql-{i + 1}") for i, d in enumerate(doubles)
+    ]
     return command
 
 

@@ -10,6 +10,7 @@ figure, the budget and the budget's reason. Raising a budget is a visible change
 - pages: the fleet overview's live refresh and /metrics over 1,000 ProxySQL nodes' and 3,000 backends' documents
   (apps/monitoring/tests/synthetic.py): CPU ms per request.
 """
+
 import json
 import os
 import statistics
@@ -39,8 +40,10 @@ def over_budget(measured, calibration=None):
     tolerance = spec["tolerance"]
     scale = spec["calibration_ms"] / calibration if calibration else 1.0
     out = []
-    print(f"\nload average {os.getloadavg()[0]:.2f}; calibration {calibration} ms against the budgets' "
-          f"{spec['calibration_ms']} ms: CPU figures scaled by {scale:.2f}")
+    print(
+        f"\nload average {os.getloadavg()[0]:.2f}; calibration {calibration} ms against the budgets' "
+        f"{spec['calibration_ms']} ms: CPU figures scaled by {scale:.2f}"
+    )
     for name, measured_value in measured.items():
         entry = spec["budgets"][name]
         value = round(measured_value * scale, 3) if entry["unit"] == "ms" else measured_value
@@ -48,33 +51,54 @@ def over_budget(measured, calibration=None):
         verdict = "over" if value > limit else "ok"
         print(f"{name}: {value} {entry['unit']} (budget {entry['budget']}, fails above {limit:.3f}): {verdict}")
         if value > limit:
-            out.append(f"{name}: {value} {entry['unit']} against a budget of {entry['budget']} {entry['unit']} "
-                       f"(+{tolerance:.0%} = {limit:.3f}); the budget's reason: {entry['reason']}")
+            out.append(
+                f"{name}: {value} {entry['unit']} against a budget of {entry['budget']} {entry['unit']} "
+                f"(+{tolerance:.0%} = {limit:.3f}); the budget's reason: {entry['reason']}"
+            )
     return out
 
 
 def test_polling_stays_within_its_cpu_and_history_budgets(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_"))}
     env.update(LIVE_DOC_STRICT="0", PYTHONPATH=str(REPO))  # production's setting (the tests' is strict)
-    out = subprocess.run([sys.executable, "-m", "lab.bench_poll_cost", "--nodes", "100", "--duration", "30",
-                          "--workdir", str(tmp_path)], cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    out = subprocess.run(
+        [sys.executable, "-m", "lab.bench_poll_cost", "--nodes", "100", "--duration", "30", "--workdir", str(tmp_path)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     figures = json.loads(out.stdout.strip().splitlines()[-1])
     assert figures["polls"] >= 500, figures  # 100 nodes polled every 5 s for 30 s
-    failed = over_budget({name: figures[key] for name, key in (
-        ("poll: CPU ms per ProxySQL poll, all", "cpu_ms_per_poll"),
-        ("poll: the round (reads, documents, history)", "round ms/poll"),
-        ("poll: the alert rules after the round", "alerts ms/poll"),
-        ("poll: beat ticks that find no node due", "idle tick ms/poll"),
-        ("poll: history bytes per poll", "history_bytes_per_row"))}, figures["calibration_ms"])
+    failed = over_budget(
+        {
+            name: figures[key]
+            for name, key in (
+                ("poll: CPU ms per ProxySQL poll, all", "cpu_ms_per_poll"),
+                ("poll: the round (reads, documents, history)", "round ms/poll"),
+                ("poll: the alert rules after the round", "alerts ms/poll"),
+                ("poll: beat ticks that find no node due", "idle tick ms/poll"),
+                ("poll: history bytes per poll", "history_bytes_per_row"),
+            )
+        },
+        figures["calibration_ms"],
+    )
     assert not failed, "\n".join(failed)
 
 
 def test_a_change_set_planned_for_50_nodes_stays_within_its_cpu_budget(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_"))}
     env.update(PYTHONPATH=str(REPO))
-    out = subprocess.run([sys.executable, "-m", "lab.bench_plan_cost", "--nodes", "50", "--plans", "5",
-                          "--workdir", str(tmp_path)], cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    out = subprocess.run(
+        [sys.executable, "-m", "lab.bench_plan_cost", "--nodes", "50", "--plans", "5", "--workdir", str(tmp_path)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     figures = json.loads(out.stdout.strip().splitlines()[-1])
     assert figures["nodes planned"] == 50, figures  # every node read and given its statements
@@ -98,9 +122,18 @@ def cpu_ms_per_request(client, url, requests, before_each=None):
 def test_pages_stay_within_their_cpu_budgets(db, live_redis, viewer_client):
     _, nodes, servers = synthetic.fleet(500, 2, 6)
     synthetic.publish(nodes, servers, trouble_every=50)
-    overview = cpu_ms_per_request(viewer_client, reverse("monitoring:overview_live"), 7,
-                                  lambda: synthetic.publish(nodes, servers, trouble_every=50))
+    overview = cpu_ms_per_request(
+        viewer_client,
+        reverse("monitoring:overview_live"),
+        7,
+        lambda: synthetic.publish(nodes, servers, trouble_every=50),
+    )
     metrics = cpu_ms_per_request(viewer_client, "/metrics", 5)
-    failed = over_budget({"page: fleet overview, live refresh, 1,000 nodes": overview,
-                          "page: /metrics, 1,000 nodes and 3,000 backends": metrics}, calibration_ms())
+    failed = over_budget(
+        {
+            "page: fleet overview, live refresh, 1,000 nodes": overview,
+            "page: /metrics, 1,000 nodes and 3,000 backends": metrics,
+        },
+        calibration_ms(),
+    )
     assert not failed, "\n".join(failed)

@@ -3,6 +3,7 @@ scripts (lab/reference/conformance/*.sql, the NULL and defaults script at least)
 fresh real node of the same version, 2.7.1 and 2.5.5, in the same run; every answer compared (column names, rows with
 NULL against '', affected rows, error texts). A difference fails unless lab/reference/conformance/differences.json
 lists it for that version with its reason."""
+
 import pytest
 
 from lab import conformance
@@ -14,9 +15,16 @@ from lab.real_proxysql import config_variables
 def test_every_script_is_there():
     found = conformance.scripts()
     if not (conformance.REFERENCE / "transcripts").is_dir():
-        pytest.fail(f"reference transcripts not found at {conformance.REFERENCE} (CI has ../shared beside the "
-                    "checkout)", pytrace=False)
-    assert {"admin-statements.jsonl", "config-statements.jsonl", "null-defaults.sql", "variables-blank.sql"} <= found.keys()
+        pytest.fail(
+            f"reference transcripts not found at {conformance.REFERENCE} (CI has ../shared beside the checkout)",
+            pytrace=False,
+        )
+    assert {
+        "admin-statements.jsonl",
+        "config-statements.jsonl",
+        "null-defaults.sql",
+        "variables-blank.sql",
+    } <= found.keys()
 
 
 @pytest.mark.parametrize("version", REAL_VERSIONS)
@@ -30,12 +38,14 @@ def test_the_double_answers_every_script_as_a_real_proxysql(version, real_proxys
         finally:
             node.stop()
         # the double started with the real node's config file's variables, as the real node was
-        with ProxySQLDouble(version=conformance.DOUBLE_VERSION[version],
-                            variables=config_variables(node.client_port)) as double:
+        with ProxySQLDouble(
+            version=conformance.DOUBLE_VERSION[version], variables=config_variables(node.client_port)
+        ) as double:
             doubled = conformance.replay(double.port, statements)
         assert len(real) == len(doubled) == len(statements)
-        unexplained += conformance.unexplained(version, script,
-                                               conformance.differences(script, statements, doubled, real))
+        unexplained += conformance.unexplained(
+            version, script, conformance.differences(script, statements, doubled, real)
+        )
     assert unexplained == [], "\n".join(unexplained)
 
 

@@ -4,6 +4,7 @@ left behind, by pid file and by port. The product part of the demo (`python -m l
 same code `bin/demo` runs after setting up the lab) runs on free ports with a scratch database, started
 in a process group of its own as a terminal starts a command; the whole demo (Galera lab, adoption)
 would add a minute and nothing to what is checked here."""
+
 import json
 import os
 import signal
@@ -30,16 +31,37 @@ def product(tmp_path):
     def start(database_url=None):
         port, redis_port = free_port(), free_port()
         run_dir, log_dir = tmp_path / "run", tmp_path / "log"
-        env = {**os.environ, "DJANGO_DEBUG": "1", "DJANGO_SETTINGS_MODULE": "controlplane.settings",
-               "DATABASE_URL": database_url or f"sqlite:///{tmp_path / 'demo.sqlite3'}"}
+        env = {
+            **os.environ,
+            "DJANGO_DEBUG": "1",
+            "DJANGO_SETTINGS_MODULE": "controlplane.settings",
+            "DATABASE_URL": database_url or f"sqlite:///{tmp_path / 'demo.sqlite3'}",
+        }
         log = open(tmp_path / "supervisor.log", "w+")
         supervisor = subprocess.Popen(
-            [sys.executable, "-m", "lab.demo", "product", "--port", str(port), "--redis-port", str(redis_port),
-             "--run-dir", str(run_dir), "--log-dir", str(log_dir)],
-            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "lab.demo",
+                "product",
+                "--port",
+                str(port),
+                "--redis-port",
+                str(redis_port),
+                "--run-dir",
+                str(run_dir),
+                "--log-dir",
+                str(log_dir),
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
             # SIGINT ignored, as for a command run with `&` from a script (or by some test runners):
             # Ctrl-C must stop the demo all the same.
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        )
         started.append(supervisor)
         deadline = time.monotonic() + START_TIMEOUT_S
         while "product up" not in (tmp_path / "supervisor.log").read_text():
@@ -49,8 +71,9 @@ def product(tmp_path):
 
     yield start
     for supervisor in started:
-        leftovers = {supervisor.pid} | {m.pid for f in (tmp_path / "run").glob("*.pid")
-                                        for m in group_members(json.loads(f.read_text())["pid"])}
+        leftovers = {supervisor.pid} | {
+            m.pid for f in (tmp_path / "run").glob("*.pid") for m in group_members(json.loads(f.read_text())["pid"])
+        }
         for pid in leftovers:
             try:
                 os.killpg(pid, signal.SIGKILL)
@@ -64,8 +87,9 @@ def everything_started(supervisor, run_dir):
     Celery worker has forked its pool (when it is ready)."""
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
-        groups = {f.stem: [m.pid for m in group_members(json.loads(f.read_text())["pid"])]
-                  for f in run_dir.glob("*.pid")}
+        groups = {
+            f.stem: [m.pid for m in group_members(json.loads(f.read_text())["pid"])] for f in run_dir.glob("*.pid")
+        }
         groups["descendants"] = [p.pid for p in psutil.Process(supervisor.pid).children(recursive=True)]
         if len(groups.get("worker", [])) >= 3 or time.monotonic() > deadline:
             return groups
@@ -101,11 +125,14 @@ def test_ctrl_c_stops_every_process_the_demo_started_and_frees_its_ports(product
     try:
         assert supervisor.wait(timeout=60) == 0
     except subprocess.TimeoutExpired:
-        pytest.fail("the supervisor did not stop within 60 s; still running: "
-                    f"{ {name: [p for p in members if not gone(p)] for name, members in groups.items()} }\n"
-                    + (tmp_path / "supervisor.log").read_text())
-    assert not wait_gone(pids), "left running: " + str({name: [p for p in members if not gone(p)]
-                                                        for name, members in groups.items()})
+        pytest.fail(
+            "the supervisor did not stop within 60 s; still running: "
+            f"{ {name: [p for p in members if not gone(p)] for name, members in groups.items()} }\n"
+            + (tmp_path / "supervisor.log").read_text()
+        )
+    assert not wait_gone(pids), "left running: " + str(
+        {name: [p for p in members if not gone(p)] for name, members in groups.items()}
+    )
     assert port_is_free(port) and port_is_free(redis_port)
     assert not list(run_dir.glob("*.pid"))
 
@@ -121,10 +148,26 @@ def test_down_stops_what_a_killed_supervisor_left_by_pid_file_and_by_port(produc
     assert all(not gone(p) for p in pids)  # left behind, as after the reported Ctrl-C
     assert not port_is_free(port)
 
-    result = subprocess.run([sys.executable, "-m", "lab.demo", "down", "--product-only", "--port", str(port),
-                             "--redis-port", str(redis_port), "--run-dir", str(run_dir)],
-                            cwd=REPO, env={**os.environ, "DJANGO_DEBUG": "1"}, capture_output=True, text=True,
-                            timeout=90)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lab.demo",
+            "down",
+            "--product-only",
+            "--port",
+            str(port),
+            "--redis-port",
+            str(redis_port),
+            "--run-dir",
+            str(run_dir),
+        ],
+        cwd=REPO,
+        env={**os.environ, "DJANGO_DEBUG": "1"},
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"the listener on port {port}" in result.stdout and "worker" in result.stdout
     assert not wait_gone(pids)
@@ -161,7 +204,8 @@ def test_a_child_that_dies_is_restarted_and_the_console_stays_up(product, tmp_pa
 
 @pytest.mark.django_db(transaction=True)
 def test_redis_killed_mid_switchover_leaves_the_console_up_and_the_switchover_done(
-        product, tmp_path, adopted_lab, operator_user, celery_broker, settings):
+    product, tmp_path, adopted_lab, operator_user, celery_broker, settings
+):
     """Issue 39's "Done when", in one run of the demo's processes on the test's database: a switchover confirmed as
     the page does (queued through the demo's Redis to its worker) waits in its drain (pinned writer sessions); Redis
     is SIGKILLed; the supervisor starts it again, the console keeps answering, and the switchover ends done with
@@ -178,20 +222,27 @@ def test_redis_killed_mid_switchover_leaves_the_console_up_and_the_switchover_do
     everything_started(supervisor, run_dir)  # the worker's pool forked: it consumes
     settings.REDIS_URL = f"redis://127.0.0.1:{redis_port}/0"
     celery_broker(settings.REDIS_URL)
-    plan = switchover.plan_switchover(cluster, Server.objects.get(port=3312), drain_timeout_ms=30_000,
-                                      lower_autoinc=False)
+    plan = switchover.plan_switchover(
+        cluster, Server.objects.get(port=3312), drain_timeout_ms=30_000, lower_autoinc=False
+    )
     op = services.save_plan(plan, actor=Actor.command(operator_user))
     services.confirm(op, actor=Actor.command(operator_user))  # enqueued on commit, to the demo's worker
 
     def until(check, timeout, what):
         deadline = time.monotonic() + timeout
         while not check():
-            assert supervisor.poll() is None and time.monotonic() < deadline, \
-                (what, Operation.objects.get(pk=op.pk).state, (tmp_path / "supervisor.log").read_text())
+            assert supervisor.poll() is None and time.monotonic() < deadline, (
+                what,
+                Operation.objects.get(pk=op.pk).state,
+                (tmp_path / "supervisor.log").read_text(),
+            )
             time.sleep(0.2)
 
-    until(lambda: OperationStep.objects.filter(operation=op, key="wait_drain", state="running").exists(), 60,
-          "the switchover's drain never started")
+    until(
+        lambda: OperationStep.objects.filter(operation=op, key="wait_drain", state="running").exists(),
+        60,
+        "the switchover's drain never started",
+    )
     redis_pid = json.loads((run_dir / "redis.pid").read_text())["pid"]
     os.killpg(redis_pid, signal.SIGKILL)  # mid-operation: the writer hostgroup drained, its sessions pinned
     until(lambda: "redis restarted" in (tmp_path / "supervisor.log").read_text(), 30, "redis not restarted")
@@ -203,5 +254,6 @@ def test_redis_killed_mid_switchover_leaves_the_console_up_and_the_switchover_do
     assert "stopping the demo" not in (tmp_path / "supervisor.log").read_text()
     writers = "SELECT hostname, port, status FROM runtime_mysql_servers WHERE hostgroup_id=100"
     for double in doubles:
-        assert demo.admin_sql(double.port, writers, user=double.user, password=double.password) == \
-            (("127.0.0.1", "3312", "ONLINE"),)
+        assert demo.admin_sql(double.port, writers, user=double.user, password=double.password) == (
+            ("127.0.0.1", "3312", "ONLINE"),
+        )

@@ -8,6 +8,7 @@ product's digest poll refused the table ("not a digest row"), so the first poll 
 and apps/digests/tests/test_list_figures.py::test_mirrored_executions_are_not_counted_but_shown_apart found no
 INSERT on the list (1 run in 15 to 20 on an idle machine, depending on when the poll read the copies).
 """
+
 import MySQLdb
 
 from lab.proxysql_double.traffic import role_templates
@@ -19,10 +20,13 @@ def digest_rows(double, hostgroup):
     conn = MySQLdb.connect(**double.connect_kwargs())
     try:
         cur = conn.cursor()
-        cur.execute("SELECT digest_text, count_star, sum_time FROM stats_mysql_query_digest WHERE hostgroup = %d"
-                    % hostgroup)
-        return [(text, None if count is None else int(count), None if total is None else int(total))
-                for text, count, total in cur.fetchall()]
+        cur.execute(
+            "SELECT digest_text, count_star, sum_time FROM stats_mysql_query_digest WHERE hostgroup = %d" % hostgroup
+        )
+        return [
+            (text, None if count is None else int(count), None if total is None else int(total))
+            for text, count, total in cur.fetchall()
+        ]
     finally:
         conn.close()
 

@@ -2,6 +2,7 @@
 Monitor did over the replication lab (lab/reference/native-replication/capture.jsonl, lab/capture_native_replication.py):
 every captured case placed the same from its configured servers and the backends' read_only, and over the wire on the
 real replication lab (a promotion of node 2, then node 1 back)."""
+
 import json
 import time
 from contextlib import closing
@@ -18,15 +19,19 @@ HEADER, *CASES = [json.loads(line) for line in CAPTURE.read_text().splitlines()]
 PORTS = (3321, 3322, 3323)
 # The lab's healthy state (node 1 the primary) and what each captured action changes of it.
 HEALTHY = {3321: ReadOnlyState(), 3322: ReadOnlyState(read_only=True), 3323: ReadOnlyState(read_only=True)}
-ACTION_STATES = {"read_only_on": lambda n: {n: ReadOnlyState(read_only=True)},
-                 "read_only_off": lambda n: {n: ReadOnlyState()},
-                 "promote": lambda n: {3321: ReadOnlyState(read_only=True), n: ReadOnlyState()},
-                 "kill": lambda n: {n: ReadOnlyState(reachable=False)}}
+ACTION_STATES = {
+    "read_only_on": lambda n: {n: ReadOnlyState(read_only=True)},
+    "read_only_off": lambda n: {n: ReadOnlyState()},
+    "promote": lambda n: {3321: ReadOnlyState(read_only=True), n: ReadOnlyState()},
+    "kill": lambda n: {n: ReadOnlyState(reachable=False)},
+}
 
 
 def as_servers(rows):
-    return [{"hostgroup_id": int(hg), "hostname": "127.0.0.1", "port": int(port), "status": status,
-             "weight": int(weight)} for hg, port, status, weight in rows]
+    return [
+        {"hostgroup_id": int(hg), "hostname": "127.0.0.1", "port": int(port), "status": status, "weight": int(weight)}
+        for hg, port, status, weight in rows
+    ]
 
 
 def placed(case, current, action=None):
@@ -37,8 +42,12 @@ def placed(case, current, action=None):
         what, n = action.split()
         states.update(ACTION_STATES[what](3320 + int(n)))
     also_reader = case["variables"].get("mysql-monitor_writer_is_also_reader", "true") == "true"
-    out = place(as_servers(current), [ReplicationRow(int(writer), int(reader), check_type)],
-                {("127.0.0.1", p): s for p, s in states.items()}, also_reader)
+    out = place(
+        as_servers(current),
+        [ReplicationRow(int(writer), int(reader), check_type)],
+        {("127.0.0.1", p): s for p, s in states.items()},
+        also_reader,
+    )
     return [[str(s["hostgroup_id"]), str(s["port"]), s["status"], str(s["weight"])] for s in out]
 
 
@@ -46,7 +55,7 @@ def placed(case, current, action=None):
 def test_the_double_places_every_captured_case_as_real_monitor(case):
     settled = case["after_load"][-1]["runtime"]
     assert placed(case, case["memory_configured"]) == settled
-    assert placed(case, settled) == settled   # a placement Monitor left stays while nothing changes
+    assert placed(case, settled) == settled  # a placement Monitor left stays while nothing changes
     if "action" in case:
         assert placed(case, settled, case["action"]) == case["after_action"][-1]["runtime"], case["action"]
     # Monitor acts on runtime only: memory keeps the configured rows, and nothing was saved to disk
@@ -58,9 +67,18 @@ def test_the_capture_covers_what_the_brief_names():
     assert HEADER["version"].startswith("2.7.1")
     assert dict(HEADER["monitor"])["mysql-monitor_read_only_interval"] == "1000"
     names = {c["case"] for c in CASES}
-    assert {"split", "all_in_writer", "all_in_reader", "writer_is_also_reader_false", "promote2",
-            "promote2_writer_is_also_reader_false", "writer_read_only", "writer_killed", "check_innodb_read_only",
-            "check_super_read_only"} <= names
+    assert {
+        "split",
+        "all_in_writer",
+        "all_in_reader",
+        "writer_is_also_reader_false",
+        "promote2",
+        "promote2_writer_is_also_reader_false",
+        "writer_read_only",
+        "writer_killed",
+        "check_innodb_read_only",
+        "check_super_read_only",
+    } <= names
     promote = next(c for c in CASES if c["case"] == "promote2")
     assert {(r[0], r[3]) for r in promote["read_only_log"]} >= {("3321", "1"), ("3322", "0")}
     assert all(r[0] == "3322" or r[3] == "1" for r in promote["read_only_log"])
@@ -70,11 +88,16 @@ def test_the_double_over_the_real_replication_lab_follows_a_promotion(proxysql_d
     case = next(c for c in CASES if c["case"] == "all_in_writer")
     lab = replication_healthy
     assert [lab.node(n).port for n in (1, 2, 3)] == list(PORTS)
-    statements = ["DELETE FROM mysql_servers", "DELETE FROM mysql_replication_hostgroups",
-                  "INSERT INTO mysql_replication_hostgroups (writer_hostgroup, reader_hostgroup, check_type) "
-                  "VALUES (10, 20, 'read_only')"]
-    statements += [f"INSERT INTO mysql_servers (hostgroup_id, hostname, port, weight) VALUES ({hg}, '127.0.0.1', "
-                   f"{port}, {weight})" for hg, port, _status, weight in case["memory_configured"]]
+    statements = [
+        "DELETE FROM mysql_servers",
+        "DELETE FROM mysql_replication_hostgroups",
+        "INSERT INTO mysql_replication_hostgroups (writer_hostgroup, reader_hostgroup, check_type) "
+        "VALUES (10, 20, 'read_only')",
+    ]
+    statements += [
+        f"INSERT INTO mysql_servers (hostgroup_id, hostname, port, weight) VALUES ({hg}, '127.0.0.1', {port}, {weight})"
+        for hg, port, _status, weight in case["memory_configured"]
+    ]
     with closing(MySQLdb.connect(**proxysql_double.connect_kwargs())) as conn:
         for s in statements + ["LOAD MYSQL SERVERS TO RUNTIME"]:
             conn.cursor().execute(s)
@@ -83,7 +106,7 @@ def test_the_double_over_the_real_replication_lab_follows_a_promotion(proxysql_d
     promoted = next(c for c in CASES if c["case"] == "promote2")["after_action"][-1]["runtime"]
     lab.promote(2)
     assert wait_for(proxysql_double, promoted) == promoted
-    lab.promote(1)   # back: node 1 moves to the writer hostgroup and stays a reader (writer_is_also_reader)
+    lab.promote(1)  # back: node 1 moves to the writer hostgroup and stays a reader (writer_is_also_reader)
     back = [["10", "3321", "ONLINE", "1000"], *[["20", str(p), "ONLINE", "1000"] for p in PORTS]]
     assert wait_for(proxysql_double, back) == back
 
@@ -96,11 +119,16 @@ def test_a_load_right_after_read_only_flipped_back_is_placed_on_a_fresh_check(pr
     it made then was never undone (writer_is_also_reader)."""
     lab = replication_healthy
     split = [["10", "3321", "ONLINE", "1000"], ["20", "3322", "ONLINE", "1000"], ["20", "3323", "ONLINE", "1000"]]
-    statements = ["DELETE FROM mysql_servers", "DELETE FROM mysql_replication_hostgroups",
-                  "INSERT INTO mysql_replication_hostgroups (writer_hostgroup, reader_hostgroup, check_type) "
-                  "VALUES (10, 20, 'read_only')"]
-    statements += [f"INSERT INTO mysql_servers (hostgroup_id, hostname, port, weight) VALUES ({hg}, '127.0.0.1', "
-                   f"{port}, {weight})" for hg, port, _status, weight in split]
+    statements = [
+        "DELETE FROM mysql_servers",
+        "DELETE FROM mysql_replication_hostgroups",
+        "INSERT INTO mysql_replication_hostgroups (writer_hostgroup, reader_hostgroup, check_type) "
+        "VALUES (10, 20, 'read_only')",
+    ]
+    statements += [
+        f"INSERT INTO mysql_servers (hostgroup_id, hostname, port, weight) VALUES ({hg}, '127.0.0.1', {port}, {weight})"
+        for hg, port, _status, weight in split
+    ]
     with closing(MySQLdb.connect(**proxysql_double.connect_kwargs())) as conn:
         for s in statements + ["LOAD MYSQL SERVERS TO RUNTIME"]:
             conn.cursor().execute(s)
@@ -113,7 +141,7 @@ def test_a_load_right_after_read_only_flipped_back_is_placed_on_a_fresh_check(pr
         node1.cursor().execute("SET GLOBAL read_only=OFF")
         with closing(MySQLdb.connect(**proxysql_double.connect_kwargs())) as conn:
             conn.cursor().execute("LOAD MYSQL SERVERS TO RUNTIME")
-        time.sleep(2.5)   # over two of Monitor's checks (1000 ms)
+        time.sleep(2.5)  # over two of Monitor's checks (1000 ms)
         assert wait_for(proxysql_double, split, seconds=0) == split
     finally:
         node1.cursor().execute("SET GLOBAL read_only=OFF")

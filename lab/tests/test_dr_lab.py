@@ -16,14 +16,29 @@ def variables(site, n, *names):
         cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN (%s)" % ",".join(["%s"] * len(names)), names)
         return dict(cur.fetchall())
 
+
 def test_each_cluster_has_its_gtid_domain_and_binary_logs(dr_lab):
     for site, domain in ((dr_lab.dc1, 1), (dr_lab.dc2, 2)):
         for node in site.nodes:
-            v = variables(site, node.n, "wsrep_gtid_mode", "wsrep_gtid_domain_id", "gtid_domain_id", "log_bin",
-                          "log_slave_updates", "server_id")
-            assert v == {"wsrep_gtid_mode": "ON", "wsrep_gtid_domain_id": str(domain),
-                         "gtid_domain_id": str(domain * 10 + node.n), "log_bin": "ON", "log_slave_updates": "ON",
-                         "server_id": str(domain * 10 + node.n)}, (site.cluster_name, node.n)
+            v = variables(
+                site,
+                node.n,
+                "wsrep_gtid_mode",
+                "wsrep_gtid_domain_id",
+                "gtid_domain_id",
+                "log_bin",
+                "log_slave_updates",
+                "server_id",
+            )
+            assert v == {
+                "wsrep_gtid_mode": "ON",
+                "wsrep_gtid_domain_id": str(domain),
+                "gtid_domain_id": str(domain * 10 + node.n),
+                "log_bin": "ON",
+                "log_slave_updates": "ON",
+                "server_id": str(domain * 10 + node.n),
+            }, (site.cluster_name, node.n)
+
 
 def test_the_channel_replicates_the_write_load_exactly(dr_lab):
     before = read_side(dr_lab.dc2)

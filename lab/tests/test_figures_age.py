@@ -1,4 +1,5 @@
 """docs/benchmarks.md marks a figure older than the code it measures (lab/figures_age.py, issue 40 §4)."""
+
 from lab import figures_age
 
 
@@ -7,7 +8,8 @@ def test_the_benchmark_figures_say_whether_the_polling_path_changed_after_them()
     assert figures_age.MARK.search(text), "the generated block of bin/bench-monitoring carries its commit"
     assert figures_age.marked(text) == text, (
         "a figure of docs/benchmarks.md is older than the polling path's code and not marked so (or marked and no "
-        "longer so): run .venv/bin/python -m lab.figures_age --mark, or bin/bench-monitoring --update-docs")
+        "longer so): run .venv/bin/python -m lab.figures_age --mark, or bin/bench-monitoring --update-docs"
+    )
 
 
 def test_a_commit_on_the_polling_path_after_the_figures_makes_them_older_than_the_code():

@@ -25,8 +25,10 @@ pytest_plugins = ["lab.fixtures_galera"]
 
 def wsrep(conn) -> dict[str, str]:
     with conn.cursor() as cur:
-        cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_local_state','wsrep_local_state_comment',"
-                    "'wsrep_cluster_status','wsrep_cluster_size','wsrep_ready')")
+        cur.execute(
+            "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_local_state','wsrep_local_state_comment',"
+            "'wsrep_cluster_status','wsrep_cluster_size','wsrep_ready')"
+        )
         return {k.lower(): v for k, v in cur.fetchall()}
 
 
@@ -49,8 +51,9 @@ def test_up_again_reuses_the_running_lab_fast(galera_lab: GaleraLab):
 
 
 def test_status_cli_reports_three_healthy_nodes(galera_lab: GaleraLab):
-    out = subprocess.run([sys.executable, "-m", "lab.galera", "status"], cwd=REPO_ROOT, capture_output=True,
-                         text=True, timeout=30)
+    out = subprocess.run(
+        [sys.executable, "-m", "lab.galera", "status"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 3
@@ -61,8 +64,9 @@ def test_write_on_node1_is_visible_on_node3(galera_lab: GaleraLab):
     token = uuid.uuid4().hex
     with closing(galera_lab.app_connection(1)) as c1:
         with c1.cursor() as cur:
-            cur.execute("CREATE TABLE IF NOT EXISTS lab_smoke (id INT AUTO_INCREMENT PRIMARY KEY, "
-                        "token VARCHAR(64) NOT NULL)")
+            cur.execute(
+                "CREATE TABLE IF NOT EXISTS lab_smoke (id INT AUTO_INCREMENT PRIMARY KEY, token VARCHAR(64) NOT NULL)"
+            )
             cur.execute("INSERT INTO lab_smoke (token) VALUES (%s)", (token,))
     with closing(galera_lab.app_connection(3)) as c3:
         with c3.cursor() as cur:
@@ -91,8 +95,9 @@ def test_desync_node2_shows_donor_desynced_then_synced(galera_healthy: GaleraLab
 def test_kill_node3_then_start_rejoins_by_ist(galera_healthy: GaleraLab):
     lab = galera_healthy
     with closing(lab.app_connection(1)) as c1, c1.cursor() as cur:
-        cur.execute("CREATE TABLE IF NOT EXISTS lab_smoke (id INT AUTO_INCREMENT PRIMARY KEY, "
-                    "token VARCHAR(64) NOT NULL)")
+        cur.execute(
+            "CREATE TABLE IF NOT EXISTS lab_smoke (id INT AUTO_INCREMENT PRIMARY KEY, token VARCHAR(64) NOT NULL)"
+        )
     lab.kill(3)
     assert not lab.is_running(3)
     # A crashed member is only evicted after evs.suspect_timeout (5 s): allow that plus margin.
@@ -139,8 +144,15 @@ def test_named_labs_get_their_own_slot_ports_and_size():
         again = GaleraLab(name=names[0])
         assert (again.slot, again.ports, len(again.nodes)) == (a.slot, a.ports, 2)
         assert a.cluster_name == f"lab_galera_{names[0]}" and GaleraLab().cluster_name == "lab_galera"
-        labs = [a, b, GaleraLab(), ReplicationLab(), ReplicationLab(name=names[0]), MariaDBStandalone(),
-                MariaDBStandalone(name=names[0])]
+        labs = [
+            a,
+            b,
+            GaleraLab(),
+            ReplicationLab(),
+            ReplicationLab(name=names[0]),
+            MariaDBStandalone(),
+            MariaDBStandalone(name=names[0]),
+        ]
         seen: dict[int, str] = {}
         for lab in labs:
             for node in lab.nodes:
@@ -162,8 +174,13 @@ def test_a_second_cluster_runs_beside_the_first_on_its_own_ports(galera_lab: Gal
     name = f"t{os.getpid()}"
     second = None
     try:
-        out = subprocess.run([str(REPO_ROOT / "bin" / "lab"), "galera", "--name", name, "--nodes", "2", "up"],
-                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=180)
+        out = subprocess.run(
+            [str(REPO_ROOT / "bin" / "lab"), "galera", "--name", name, "--nodes", "2", "up"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert out.returncode == 0, out.stdout + out.stderr
         second = GaleraLab(name=name)  # finds its slot and size in its dir
         assert second.base_dir == LAB_VAR / f"galera-{name}" and len(second.nodes) == 2
@@ -173,20 +190,29 @@ def test_a_second_cluster_runs_beside_the_first_on_its_own_ports(galera_lab: Gal
 
         def view(lab, n):
             with closing(lab.monitor_connection(n)) as conn, conn.cursor() as cur:
-                cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_cluster_status',"
-                            "'wsrep_cluster_size','wsrep_cluster_state_uuid','wsrep_local_state_comment')")
+                cur.execute(
+                    "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_cluster_status',"
+                    "'wsrep_cluster_size','wsrep_cluster_state_uuid','wsrep_local_state_comment')"
+                )
                 return {k.lower(): v for k, v in cur.fetchall()}
 
         first_views = [view(galera_lab, n) for n in (1, 2, 3)]
         second_views = [view(second, n) for n in (1, 2)]
-        assert all((v["wsrep_cluster_status"], v["wsrep_cluster_size"], v["wsrep_local_state_comment"])
-                   == ("Primary", "3", "Synced") for v in first_views), first_views
-        assert all((v["wsrep_cluster_status"], v["wsrep_cluster_size"], v["wsrep_local_state_comment"])
-                   == ("Primary", "2", "Synced") for v in second_views), second_views
+        assert all(
+            (v["wsrep_cluster_status"], v["wsrep_cluster_size"], v["wsrep_local_state_comment"])
+            == ("Primary", "3", "Synced")
+            for v in first_views
+        ), first_views
+        assert all(
+            (v["wsrep_cluster_status"], v["wsrep_cluster_size"], v["wsrep_local_state_comment"])
+            == ("Primary", "2", "Synced")
+            for v in second_views
+        ), second_views
         # Two clusters, not one: each has its own history.
         assert len({v["wsrep_cluster_state_uuid"] for v in first_views}) == 1
         assert {v["wsrep_cluster_state_uuid"] for v in second_views}.isdisjoint(
-            {v["wsrep_cluster_state_uuid"] for v in first_views})
+            {v["wsrep_cluster_state_uuid"] for v in first_views}
+        )
         assert second.is_healthy() and galera_lab.is_healthy()
 
         second.down()
@@ -196,8 +222,12 @@ def test_a_second_cluster_runs_beside_the_first_on_its_own_ports(galera_lab: Gal
         if second is not None:
             second.down()
         else:
-            subprocess.run([str(REPO_ROOT / "bin" / "lab"), "galera", "--name", name, "down"], cwd=REPO_ROOT,
-                           capture_output=True, timeout=120)
+            subprocess.run(
+                [str(REPO_ROOT / "bin" / "lab"), "galera", "--name", name, "down"],
+                cwd=REPO_ROOT,
+                capture_output=True,
+                timeout=120,
+            )
         shutil.rmtree(LAB_VAR / f"galera-{name}", ignore_errors=True)
 
 
@@ -237,7 +267,9 @@ def test_a_labs_processes_are_not_those_of_a_lab_whose_dir_name_starts_the_same(
     """`bin/lab galera down` (var/lab/galera) must leave a named lab's nodes (var/lab/galera-NAME) alone: a benchmark's
     named lab lost its three nodes at once when a test suite next to it stopped the default lab."""
     named_node = tmp_path / "galera-pause" / "node1"
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "mariadbd", f"--datadir={named_node}"])
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "mariadbd", f"--datadir={named_node}"]
+    )
     try:
         deadline = time.monotonic() + 5
         while proc.pid not in {p.pid for p in processes_under(tmp_path / "galera-pause")}:

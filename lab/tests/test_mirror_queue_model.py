@@ -3,6 +3,7 @@
 The CI run of 62cd6da read Mirror_queue_length 99 six times in a row from a queue that was full: the model keeps the
 queue as a float, and at the cap the share kept of each route summed to 99.99999999999999, which int() read as 99.
 """
+
 import random
 import threading
 
@@ -33,8 +34,10 @@ def test_a_full_mirror_queue_reads_its_cap_at_every_step_length():
     for _ in range(2000):
         dt = rng.uniform(0.001, 0.2)
         # Two routes arrive faster than one slot serves them (200/s): the queue stays full.
-        m._mirror_step = {(10, 101, 100, "w", 1, "app", "db"): rng.uniform(300, 2000) * dt,
-                          (11, 101, 100, "w", 2, "app", "db"): rng.uniform(0, 50) * dt}
+        m._mirror_step = {
+            (10, 101, 100, "w", 1, "app", "db"): rng.uniform(300, 2000) * dt,
+            (11, 101, 100, "w", 2, "app", "db"): rng.uniform(0, 50) * dt,
+        }
         m._run_mirror_queue(dt)
         readings.append(m.mirror_figures()[1])
     assert set(readings) == {100}, sorted(set(readings))

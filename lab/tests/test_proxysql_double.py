@@ -5,6 +5,7 @@ The conformance tests replay the reference transcripts captured on a real ProxyS
 own replay.py rules. The other tests hold the traffic model to the measured behaviour in the
 reference's samples (drain.jsonl, mirror.jsonl) and check the lab-only controls.
 """
+
 import contextlib
 import importlib.util
 import json
@@ -55,16 +56,22 @@ class Admin:
         return int(self.one(f"SELECT Variable_Value FROM stats_mysql_global WHERE Variable_Name='{name}'"))
 
     def conn_used(self, hg, status="OFFLINE_SOFT"):
-        return int(self.one(f"SELECT IFNULL(SUM(ConnUsed),0) FROM stats_mysql_connection_pool "
-                            f"WHERE status='{status}' AND hostgroup={hg}"))
+        return int(
+            self.one(
+                f"SELECT IFNULL(SUM(ConnUsed),0) FROM stats_mysql_connection_pool "
+                f"WHERE status='{status}' AND hostgroup={hg}"
+            )
+        )
 
 
 def galera_servers(admin):
     """The Galera lab's nodes as backends (tests that send traffic to them take the galera_lab fixture:
     the double really connects to the backends its sessions use, and shuns one that does not answer)."""
-    admin.q("INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight) VALUES "
-            "(100,'127.0.0.1',3311,10000),(101,'127.0.0.1',3312,10000),(101,'127.0.0.1',3313,10000),"
-            "(102,'127.0.0.1',3312,1000)")
+    admin.q(
+        "INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight) VALUES "
+        "(100,'127.0.0.1',3311,10000),(101,'127.0.0.1',3312,10000),(101,'127.0.0.1',3313,10000),"
+        "(102,'127.0.0.1',3312,1000)"
+    )
     admin.q("LOAD MYSQL SERVERS TO RUNTIME")
 
 
@@ -137,8 +144,7 @@ def test_packaged_schema_is_the_reference():
 # ---------------------------------------------------------------------------------------- protocol
 def test_wrong_password_is_1045(proxysql_double):
     with pytest.raises(MySQLdb.OperationalError) as e:
-        MySQLdb.connect(host="127.0.0.1", port=proxysql_double.port, user="admin", passwd="nope",
-                        connect_timeout=3)
+        MySQLdb.connect(host="127.0.0.1", port=proxysql_double.port, user="admin", passwd="nope", connect_timeout=3)
     assert e.value.args[0] == 1045
     assert "ProxySQL Admin Error: Access denied for user 'admin'" in e.value.args[1]
 
@@ -154,10 +160,12 @@ def test_basics_and_errors(proxysql_double):
     assert len(a.q("SELECT * FROM stats_mysql_global")) == 108
     assert a.q("SHOW CREATE TABLE mysql_servers")[0][1].startswith("CREATE TABLE mysql_servers (")
     assert a.q("SELECT COUNT(*) FROM disk.mysql_servers") == (("0",),)
-    for bad, msg in [("SELECT * FROM nope", "no such table: nope"),
-                     ("LOAD MYSQL NOTHING TO RUNTIME", 'near "LOAD": syntax error'),
-                     ("SAVE MYSQL NOTHING TO DISK", 'near "SAVE": syntax error'),
-                     ("INSERT INTO scheduler (interval_ms, filename) VALUES (1, 'x')", "CHECK constraint failed")]:
+    for bad, msg in [
+        ("SELECT * FROM nope", "no such table: nope"),
+        ("LOAD MYSQL NOTHING TO RUNTIME", 'near "LOAD": syntax error'),
+        ("SAVE MYSQL NOTHING TO DISK", 'near "SAVE": syntax error'),
+        ("INSERT INTO scheduler (interval_ms, filename) VALUES (1, 'x')", "CHECK constraint failed"),
+    ]:
         with pytest.raises(MySQLdb.MySQLError) as e:
             a.q(bad)
         assert e.value.args[0] == 1045 and e.value.args[1].startswith("ProxySQL Admin Error: ")
@@ -169,18 +177,30 @@ def test_basics_and_errors(proxysql_double):
 
 def test_hostile_strings_are_stored_as_values(proxysql_double):
     a = Admin(proxysql_double)
-    hostile = ["it's \"quoted\"; DROP TABLE mysql_servers; -- é中", "back\\slash \\' \\\" %_", "😀 utf8mb4",
-               "line\nbreak\ttab", "x" * 5000, "'); DELETE FROM mysql_servers; --", "NULL", ""]
+    hostile = [
+        'it\'s "quoted"; DROP TABLE mysql_servers; -- é中',
+        "back\\slash \\' \\\" %_",
+        "😀 utf8mb4",
+        "line\nbreak\ttab",
+        "x" * 5000,
+        "'); DELETE FROM mysql_servers; --",
+        "NULL",
+        "",
+    ]
     cur = a.conn.cursor()
     for i, text in enumerate(hostile):
-        cur.execute("INSERT INTO mysql_servers (hostgroup_id, hostname, port, comment) VALUES (%s, %s, %s, %s)",
-                    (i, "127.0.0.1", 3306, text))
+        cur.execute(
+            "INSERT INTO mysql_servers (hostgroup_id, hostname, port, comment) VALUES (%s, %s, %s, %s)",
+            (i, "127.0.0.1", 3306, text),
+        )
     a.q("LOAD MYSQL SERVERS TO RUNTIME")
     cur.execute("SELECT comment FROM runtime_mysql_servers ORDER BY hostgroup_id")
     assert [r[0] for r in cur.fetchall()] == hostile
     cur.execute("SET mysql-monitor_password = %s", ("pa'ss\"w;rd",))
-    assert a.one("SELECT variable_value FROM global_variables WHERE variable_name='mysql-monitor_password'") \
+    assert (
+        a.one("SELECT variable_value FROM global_variables WHERE variable_name='mysql-monitor_password'")
         == "pa'ss\"w;rd"
+    )
 
 
 def test_statement_log_records_what_was_sent(proxysql_double):
@@ -199,13 +219,19 @@ def test_statement_log_records_what_was_sent(proxysql_double):
 def test_variables_invalid_and_read_only_values_are_not_applied(proxysql_double):
     a = Admin(proxysql_double)
     a.q("SET mysql-mirror_max_concurrency='lots'")
-    a.q("SET mysql-threads=8")             # only read at start: needs a restart
+    a.q("SET mysql-threads=8")  # only read at start: needs a restart
     a.q("LOAD MYSQL VARIABLES TO RUNTIME")
-    rt = dict(a.q("SELECT * FROM runtime_global_variables WHERE variable_name IN "
-                  "('mysql-mirror_max_concurrency','mysql-threads')"))
+    rt = dict(
+        a.q(
+            "SELECT * FROM runtime_global_variables WHERE variable_name IN "
+            "('mysql-mirror_max_concurrency','mysql-threads')"
+        )
+    )
     assert rt == {"mysql-mirror_max_concurrency": "16", "mysql-threads": "2"}
     # as ProxySQL does, memory is reset to the value in force
-    assert a.one("SELECT variable_value FROM global_variables WHERE variable_name='mysql-mirror_max_concurrency'") == "16"
+    assert (
+        a.one("SELECT variable_value FROM global_variables WHERE variable_name='mysql-mirror_max_concurrency'") == "16"
+    )
 
 
 def test_disk_layer_survives_restart(tmp_path):
@@ -228,13 +254,17 @@ def test_users_show_frontend_and_backend_rows_at_runtime(proxysql_double):
     a = Admin(proxysql_double)
     a.q("INSERT INTO mysql_users (username, password, default_hostgroup) VALUES ('app', 'secret', 100)")
     a.q("LOAD MYSQL USERS TO RUNTIME")
-    assert a.q("SELECT username, frontend, backend FROM runtime_mysql_users ORDER BY backend") == \
-        (("app", "1", "0"), ("app", "0", "1"))
+    assert a.q("SELECT username, frontend, backend FROM runtime_mysql_users ORDER BY backend") == (
+        ("app", "1", "0"),
+        ("app", "0", "1"),
+    )
     # as on ProxySQL 2.7.1 (config-statements.jsonl): memory gets both runtime rows back, not one merged row
     a.q("DELETE FROM mysql_users")
     a.q("SAVE MYSQL USERS TO MEMORY")
-    assert a.q("SELECT username, frontend, backend FROM mysql_users ORDER BY frontend") == \
-        (("app", "0", "1"), ("app", "1", "0"))
+    assert a.q("SELECT username, frontend, backend FROM mysql_users ORDER BY frontend") == (
+        ("app", "0", "1"),
+        ("app", "1", "0"),
+    )
     # an inactive user is not at runtime
     a.q("UPDATE mysql_users SET active=0")
     a.q("LOAD MYSQL USERS TO RUNTIME")
@@ -250,23 +280,30 @@ def test_only_active_users_reach_the_runtime(proxysql_double):
     assert a.q("SELECT DISTINCT username FROM runtime_mysql_users") == (("app1",),)
     a.q("SAVE MYSQL USERS FROM RUNTIME")  # the inactive user stays in memory; the active one comes back as
     assert a.q("SELECT username, active, frontend, backend FROM mysql_users ORDER BY username, frontend") == (
-        ("app1", "1", "0", "1"), ("app1", "1", "1", "0"), ("app3", "0", "1", "1"))  # its two runtime rows (step 15)
+        ("app1", "1", "0", "1"),
+        ("app1", "1", "1", "0"),
+        ("app3", "0", "1", "1"),
+    )  # its two runtime rows (step 15)
 
 
 def test_cluster_pair_sees_each_others_checksums(proxysql_double_pair):
     a, b = (Admin(d) for d in proxysql_double_pair)
     for x in (a, b):
         galera_servers(x)
-    time.sleep(1.05)   # admin-cluster_check_interval_ms
-    rows = b.q(f"SELECT name, checksum, diff_check FROM stats_proxysql_servers_checksums "
-               f"WHERE port={proxysql_double_pair[0].port} AND name='mysql_servers'")
+    time.sleep(1.05)  # admin-cluster_check_interval_ms
+    rows = b.q(
+        f"SELECT name, checksum, diff_check FROM stats_proxysql_servers_checksums "
+        f"WHERE port={proxysql_double_pair[0].port} AND name='mysql_servers'"
+    )
     mine = b.one("SELECT checksum FROM runtime_checksums_values WHERE name='mysql_servers'")
     assert rows == (("mysql_servers", mine, "0"),) and mine != "0x0000000000000000"
     a.q("UPDATE mysql_servers SET weight=1 WHERE port=3313")
     a.q("LOAD MYSQL SERVERS TO RUNTIME")
     # b sees a's new checksum at its next check, as real peers do (samples/cluster-sync.jsonl), not before
-    query = (f"SELECT checksum, diff_check FROM stats_proxysql_servers_checksums "
-             f"WHERE port={proxysql_double_pair[0].port} AND name='mysql_servers'")
+    query = (
+        f"SELECT checksum, diff_check FROM stats_proxysql_servers_checksums "
+        f"WHERE port={proxysql_double_pair[0].port} AND name='mysql_servers'"
+    )
     assert b.q(query) == ((mine, "0"),)
     deadline = time.monotonic() + 1.1
     while b.q(query)[0][0] == mine and time.monotonic() < deadline:
@@ -290,7 +327,7 @@ def test_drain_stuck_with_default_auto_increment_delay(proxysql_double, galera_l
         time.sleep(0.05)
     assert min(samples) == 4
     queries = [int(a.one("SELECT Queries FROM stats_mysql_connection_pool WHERE hostgroup=100")) for _ in range(2)]
-    assert queries[0] > 0     # pinned sessions keep running on the draining server
+    assert queries[0] > 0  # pinned sessions keep running on the draining server
     a.q("SET mysql-show_processlist_extended=1")
     a.q("LOAD MYSQL VARIABLES TO RUNTIME")
     rows = a.q("SELECT hostgroup, srv_host, srv_port, extended_info FROM stats_mysql_processlist WHERE hostgroup=100")
@@ -331,13 +368,16 @@ def test_other_pin_reasons_hold_regardless_of_auto_increment_delay(proxysql_doub
     a.q("SET mysql-auto_increment_delay_multiplex=0")
     a.q("SET mysql-show_processlist_extended=2")
     a.q("LOAD MYSQL VARIABLES TO RUNTIME")
-    proxysql_double.traffic.set_sessions(hostgroup=100, count=4, kind="write", pinned_reason="user_variable",
-                                         pinned_fraction=0.5)
+    proxysql_double.traffic.set_sessions(
+        hostgroup=100, count=4, kind="write", pinned_reason="user_variable", pinned_fraction=0.5
+    )
     set_writer_status(a, "OFFLINE_SOFT")
     time.sleep(0.2)
     assert a.conn_used(100) == 2
-    flags = [json.loads(r[0])["backends"][0]["conn"]["status"]
-             for r in a.q("SELECT extended_info FROM stats_mysql_processlist WHERE srv_port=3311")]
+    flags = [
+        json.loads(r[0])["backends"][0]["conn"]["status"]
+        for r in a.q("SELECT extended_info FROM stats_mysql_processlist WHERE srv_port=3311")
+    ]
     assert len(flags) == 2 and all(f["user_variable"] for f in flags)
 
 
@@ -362,7 +402,7 @@ def test_no_online_server_holds_queries_then_times_out(proxysql_double, galera_l
     set_writer_status(a, "OFFLINE_SOFT")
     time.sleep(0.1)
     rows = a.q("SELECT command, srv_host, time_ms FROM stats_mysql_processlist WHERE hostgroup=100")
-    assert [r[:2] for r in rows] == [("Query", None), ("Query", None)]   # held, waiting, no error
+    assert [r[:2] for r in rows] == [("Query", None), ("Query", None)]  # held, waiting, no error
     assert a.lab("STATUS")["counters"]["client_errors"] == 0
     time.sleep(0.3)
     assert a.lab("STATUS")["counters"]["held_timeouts"] >= 2
@@ -404,8 +444,10 @@ def test_offline_hard_cuts_and_counts(proxysql_double, galera_lab):
 # ---------------------------------------------------------------------------------------- mirror, digests
 def saturated_insert_mirror(a, mirror_hostgroup):
     """Rule 10 mirrors the writer's INSERTs with the sample's settings: one mirror slot, 50 queued a thread."""
-    a.q("INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,mirror_hostgroup,apply) "
-        f"VALUES (10,1,'^INSERT',100,{mirror_hostgroup},1)")
+    a.q(
+        "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,mirror_hostgroup,apply) "
+        f"VALUES (10,1,'^INSERT',100,{mirror_hostgroup},1)"
+    )
     a.q("LOAD MYSQL QUERY RULES TO RUNTIME")
     a.q("SET mysql-mirror_max_concurrency=1")
     a.q("SET mysql-mirror_max_queue_length=50")
@@ -434,8 +476,14 @@ def test_mirror_saturation_matches_sample(galera_lab):
         # and a full queue read as 99, were all under it about once in 300 runs (CI at 62cd6da); twelve at 25 % are
         # all under it once in 17 million.
         for _ in range(12):
-            seen.append(dict(a.q("SELECT Variable_Name, Variable_Value FROM stats_mysql_global "
-                                 "WHERE Variable_Name IN ('Mirror_concurrency','Mirror_queue_length')")))
+            seen.append(
+                dict(
+                    a.q(
+                        "SELECT Variable_Name, Variable_Value FROM stats_mysql_global "
+                        "WHERE Variable_Name IN ('Mirror_concurrency','Mirror_queue_length')"
+                    )
+                )
+            )
             time.sleep(0.05)
         assert all(s["Mirror_concurrency"] == "1" for s in seen)
         assert all(80 <= int(s["Mirror_queue_length"]) <= 100 for s in seen)
@@ -443,7 +491,7 @@ def test_mirror_saturation_matches_sample(galera_lab):
         assert int(a.one("SELECT hits FROM stats_mysql_query_rules WHERE rule_id=10")) > 0
         assert a.lab("STATUS")["mirror"]["dropped"] > 0
         a.lab("SET_SESSIONS", hostgroup=100, count=4, prepared_fraction=1.0)
-        time.sleep(0.6)     # the queue drains at 200/s and nothing new is mirrored
+        time.sleep(0.6)  # the queue drains at 200/s and nothing new is mirrored
         assert a.global_var("Mirror_queue_length") == 0
 
 
@@ -452,8 +500,10 @@ def test_a_running_mirror_copy_is_a_mirror_internal_session_of_its_own(galera_la
     own in the mirror hostgroup, client 'mirror_internal' with no port, the application's user, schema and query
     text; as many as Mirror_concurrency says (one slot here, always busy)."""
     with saturated_writer_mirror() as a:
-        rows = a.q("SELECT SessionID, user, db, cli_host, cli_port, hostgroup, srv_port, command, info"
-                   " FROM stats_mysql_processlist ORDER BY SessionID")
+        rows = a.q(
+            "SELECT SessionID, user, db, cli_host, cli_port, hostgroup, srv_port, command, info"
+            " FROM stats_mysql_processlist ORDER BY SessionID"
+        )
         clients = [r for r in rows if r[3] != "mirror_internal"]
         copies = [r for r in rows if r[3] == "mirror_internal"]
         assert len(clients) == 4 and len(copies) == 1 == int(a.global_var("Mirror_concurrency")), rows
@@ -486,6 +536,7 @@ def test_mirror_hits_count_every_match_and_digests_only_the_copies_that_ran(gale
 
         def questions():
             return a.one("SELECT Variable_Value FROM stats_mysql_global WHERE Variable_Name='Questions'")
+
         # ... and the stopped sessions' last statements counted (a loaded machine ran 19 of them between the digest
         # read and the Questions read once): read once Questions stays put for 0.3 s.
         last, now = None, questions()
@@ -495,27 +546,36 @@ def test_mirror_hits_count_every_match_and_digests_only_the_copies_that_ran(gale
         assert now == last, "Questions still moved 20 s after the sessions stopped"
 
         def digests(hostgroup):
-            return dict((text, int(n)) for text, n in a.q(
-                "SELECT digest_text, count_star FROM stats_mysql_query_digest WHERE hostgroup=%d" % hostgroup))
+            return dict(
+                (text, int(n))
+                for text, n in a.q(
+                    "SELECT digest_text, count_star FROM stats_mysql_query_digest WHERE hostgroup=%d" % hostgroup
+                )
+            )
+
         original, copies = digests(100), digests(102)
         hits = int(a.one("SELECT hits FROM stats_mysql_query_rules WHERE rule_id=10"))
         inserts = sum(n for text, n in original.items() if text.startswith("INSERT"))
-        assert hits == pytest.approx(inserts, abs=3)             # every matching query, prepared ones too
+        assert hits == pytest.approx(inserts, abs=3)  # every matching query, prepared ones too
         assert set(copies) == {t for t in original if t.startswith("INSERT")}  # only the rule's digests
         rule = a.lab("STATUS")["mirror"]["by_rule"]["10"]
         assert rule["skipped_prepared"] == pytest.approx(0.25 * hits, rel=0.02)
         assert rule["arrived"] == pytest.approx(0.75 * hits, rel=0.02)
-        assert rule["dropped"] > 0.4 * rule["arrived"]            # the queue was full
+        assert rule["dropped"] > 0.4 * rule["arrived"]  # the queue was full
         assert sum(copies.values()) == pytest.approx(rule["executed"], abs=3)
         assert rule["executed"] + rule["dropped"] == pytest.approx(rule["arrived"], abs=1)
-        g = dict(a.q("SELECT Variable_Name, Variable_Value FROM stats_mysql_global WHERE Variable_Name IN "
-                     "('Questions','Com_frontend_stmt_execute')"))
+        g = dict(
+            a.q(
+                "SELECT Variable_Name, Variable_Value FROM stats_mysql_global WHERE Variable_Name IN "
+                "('Questions','Com_frontend_stmt_execute')"
+            )
+        )
         client = sum(original.values())
         # Each digest counts whole queries that add up to its group's count, as Questions does: at most one apart
         # per group (hostgroups 100 and 102).
         assert int(g["Questions"]) == pytest.approx(client + sum(copies.values()), abs=2)
         assert int(g["Com_frontend_stmt_execute"]) == pytest.approx(0.25 * client, rel=0.02)
-        a.q("LOAD MYSQL QUERY RULES TO RUNTIME")                  # new rules: counters start at 0
+        a.q("LOAD MYSQL QUERY RULES TO RUNTIME")  # new rules: counters start at 0
         assert a.one("SELECT hits FROM stats_mysql_query_rules WHERE rule_id=10") == "0"
 
 
@@ -527,9 +587,10 @@ def test_digest_reset(proxysql_double, galera_lab):
     time.sleep(0.2)
     a.lab("SET_SESSIONS", hostgroup=100, count=0)
     a.lab("SET_SESSIONS", hostgroup=101, count=0)
-    top = a.q("SELECT hostgroup, digest_text, count_star, sum_time FROM stats_mysql_query_digest "
-              "ORDER BY sum_time DESC")
-    assert len(top) == 20          # sysbench oltp_read_write on two tables
+    top = a.q(
+        "SELECT hostgroup, digest_text, count_star, sum_time FROM stats_mysql_query_digest ORDER BY sum_time DESC"
+    )
+    assert len(top) == 20  # sysbench oltp_read_write on two tables
     texts = {r[1] for r in top}
     assert {"COMMIT", "BEGIN", "SELECT c FROM sbtest1 WHERE id=?"} <= texts
     first = a.q("SELECT COUNT(*), SUM(count_star) FROM stats_mysql_query_digest")
@@ -614,7 +675,7 @@ def test_a_mode_set_has_taken_effect_when_set_mode_or_its_lab_statement_returns(
         proxysql_double.set_mode("normal")
         wrong += [] if port_answers(proxysql_double.port) else ["normal refused"]
     assert wrong == []
-    with connect(proxysql_double) as admin:   # over the wire: LAB SET_MODE answers once the socket is closed
+    with connect(proxysql_double) as admin:  # over the wire: LAB SET_MODE answers once the socket is closed
         for i in range(50):
             admin.cursor().execute('LAB SET_MODE {"mode": "refuse"}')
             wrong += ["refuse accepted (wire)"] if port_answers(proxysql_double.port) else []
@@ -623,8 +684,12 @@ def test_a_mode_set_has_taken_effect_when_set_mode_or_its_lab_statement_returns(
 
 
 def test_cli_serves_several_endpoints_and_obeys_lab_statements(tmp_path, galera_lab):
-    proc = subprocess.Popen([sys.executable, "-m", "lab.proxysql_double", "--port", "0", "--port", "0",
-                             "--datadir", str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lab.proxysql_double", "--port", "0", "--port", "0", "--datadir", str(tmp_path)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         lines = [proc.stdout.readline() for _ in range(3)]
         ports = [int(l.split(" ready on 127.0.0.1:")[1].split()[0]) for l in lines[:2]]
@@ -658,7 +723,7 @@ def test_cli_serves_several_endpoints_and_obeys_lab_statements(tmp_path, galera_
 def reference_columns(table):
     """Column names of a stats table as the reference's SHOW CREATE TABLE (schema/stats.<table>.sql) defines it."""
     ddl = (REFERENCE / "schema" / f"stats.{table}.sql").read_text()
-    lines = ddl[ddl.index("(") + 1:].splitlines()
+    lines = ddl[ddl.index("(") + 1 :].splitlines()
     return [line.split()[0].rstrip(");,") for line in lines if line.split() and line.split()[0].upper() != "PRIMARY"]
 
 
@@ -669,10 +734,15 @@ def test_query_stats_tables_have_the_reference_columns_and_string_values(proxysq
     a.q("LOAD MYSQL USERS TO RUNTIME")
     a.lab("SET_SESSIONS", hostgroup=100, count=3, pinned_reason="auto_increment")
     a.lab("SET_SESSIONS", hostgroup=101, count=2)
-    set_writer_status(a, "OFFLINE_HARD")   # the pinned writer sessions lose their backend: errors
+    set_writer_status(a, "OFFLINE_HARD")  # the pinned writer sessions lose their backend: errors
     set_writer_status(a, "ONLINE")
     time.sleep(0.2)
-    for table in ("stats_mysql_users", "stats_mysql_processlist", "stats_mysql_errors", "stats_mysql_commands_counters"):
+    for table in (
+        "stats_mysql_users",
+        "stats_mysql_processlist",
+        "stats_mysql_errors",
+        "stats_mysql_commands_counters",
+    ):
         cur = a.conn.cursor()
         cur.execute(f"SELECT * FROM {table}")
         rows = cur.fetchall()
@@ -682,7 +752,8 @@ def test_query_stats_tables_have_the_reference_columns_and_string_values(proxysq
         assert all(v is None or isinstance(v, str) for r in rows for v in r), table
     # The values come from the double's own sessions.
     assert a.q("SELECT username, frontend_connections, frontend_max_connections FROM stats_mysql_users") == (
-        ("app", "5", "50"),)
+        ("app", "5", "50"),
+    )
     assert a.one("SELECT COUNT(*) FROM stats_mysql_processlist") == "5"
     errors = a.q("SELECT hostgroup, hostname, port, username, schemaname, errno, count_star FROM stats_mysql_errors")
     assert errors == (("100", "127.0.0.1", "3311", "app", "sbtest", "2013", "3"),)

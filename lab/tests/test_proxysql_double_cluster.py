@@ -5,6 +5,7 @@ test_cluster_sync_like_the_sample runs the sample's steps on a pair at the defau
 both nodes every 100 ms as the capture did (runtime and disk mysql_servers, runtime_checksums_values,
 stats_proxysql_servers_checksums); the shorter tests take admin-cluster_check_interval_ms=200 for the traps.
 """
+
 import json
 import time
 from pathlib import Path
@@ -29,8 +30,11 @@ def checksum(d, name="mysql_servers"):
 
 def seen(d, peer, name="mysql_servers"):
     """What d's cluster thread last read from peer: (version, epoch, checksum, diff_check)."""
-    ver, epoch, csum, diff = rows(d, f"SELECT version, epoch, checksum, diff_check FROM stats_proxysql_servers_checksums"
-                                     f" WHERE port={peer.port} AND name='{name}'")[0]
+    ver, epoch, csum, diff = rows(
+        d,
+        f"SELECT version, epoch, checksum, diff_check FROM stats_proxysql_servers_checksums"
+        f" WHERE port={peer.port} AND name='{name}'",
+    )[0]
     return int(ver), int(epoch), csum, int(diff)
 
 
@@ -38,7 +42,7 @@ class Recorder:
     """Samples both nodes every 100 ms, like the capture: t (since start), node, runtime, disk, checksum, peers."""
 
     def __init__(self, nodes):
-        self.nodes = nodes      # {"d": double, "e": double}
+        self.nodes = nodes  # {"d": double, "e": double}
         self.paused = set()
         self.t0 = time.monotonic()
         self.lines = []
@@ -49,13 +53,17 @@ class Recorder:
     def sample(self):
         for name, d in self.nodes.items():
             if name in self.paused:
-                continue        # a stopped process does not answer
-            self.lines.append({
-                "t": self.now(), "node": name,
-                "runtime": rows(d, SERVERS.format("runtime_mysql_servers")),
-                "disk": rows(d, SERVERS.format("disk.mysql_servers")),
-                "checksum": checksum(d),
-                "peers": {p.port: seen(d, p) for p in self.nodes.values()}})
+                continue  # a stopped process does not answer
+            self.lines.append(
+                {
+                    "t": self.now(),
+                    "node": name,
+                    "runtime": rows(d, SERVERS.format("runtime_mysql_servers")),
+                    "disk": rows(d, SERVERS.format("disk.mysql_servers")),
+                    "checksum": checksum(d),
+                    "peers": {p.port: seen(d, p) for p in self.nodes.values()},
+                }
+            )
 
     def until(self, t):
         while self.now() < t:
@@ -78,7 +86,8 @@ def load(d, statements):
 def layout(rows_):
     return ["DELETE FROM mysql_servers"] + [
         f"INSERT INTO mysql_servers (hostgroup_id, hostname, port, weight) VALUES ({hg}, '127.0.0.1', {port}, {w})"
-        for hg, port, w in rows_]
+        for hg, port, w in rows_
+    ]
 
 
 def as_strings(rows_, status="ONLINE"):
@@ -93,7 +102,7 @@ def test_cluster_sync_like_the_sample(proxysql_cluster_pair):
     d, e = proxysql_cluster_pair
     rec = Recorder({"d": d, "e": e})
     rec.until(1.0)
-    assert checksum(d)[0] == 1 and checksum(e)[0] == 1   # fresh nodes: version 1, nothing to pull
+    assert checksum(d)[0] == 1 and checksum(e)[0] == 1  # fresh nodes: version 1, nothing to pull
 
     # 1. d loads a layout and never saves it: e pulls it 2-3 s later and saves it to its own disk
     e_version = checksum(e)[0]
@@ -103,13 +112,13 @@ def test_cluster_sync_like_the_sample(proxysql_cluster_pair):
     rec.until(t_load + 4.5)
     pulled = first(rec.of("e", t_load), lambda x: x["runtime"] == as_strings(LAYOUT))
     assert pulled is not None and 1.9 <= pulled["t"] - t_load <= 3.6, pulled
-    assert pulled["disk"] == as_strings(LAYOUT)                  # the peer saved what the origin never saved
+    assert pulled["disk"] == as_strings(LAYOUT)  # the peer saved what the origin never saved
     assert rows(d, SERVERS.format("disk.mysql_servers")) == []
     diffs = [x["peers"][d.port][3] for x in rec.of("e", t_load) if x["t"] < pulled["t"]]
     assert diffs and max(diffs) == 2 and sorted(diffs) == diffs  # 1, 2, then the pull at the third check
     assert pulled["peers"][d.port][3] == 3
-    assert checksum(e)[1:] == checksum(d)[1:]                    # the origin's epoch and checksum...
-    assert checksum(e)[0] == e_version + 1                       # ...and its own version counter
+    assert checksum(e)[1:] == checksum(d)[1:]  # the origin's epoch and checksum...
+    assert checksum(e)[0] == e_version + 1  # ...and its own version counter
     assert seen(d, e)[3] == 0 and seen(e, d)[3] == 0
 
     # 2. a two-LOAD switchover 0.5 s apart: the peer pulls the final state only
@@ -135,7 +144,7 @@ def test_cluster_sync_like_the_sample(proxysql_cluster_pair):
     assert checksum(d)[1] == checksum(e)[1] and checksum(d)[2] != checksum(e)[2]
     for me, peer in (("d", e), ("e", d)):
         climbing = [x["peers"][peer.port][3] for x in rec.of(me, t_conflict + 1.1)]
-        assert sorted(climbing) == climbing and climbing[-1] >= 4   # diff_check only grows
+        assert sorted(climbing) == climbing and climbing[-1] >= 4  # diff_check only grows
     assert ("101", "3413", "ONLINE", "111") in rows(d, SERVERS.format("runtime_mysql_servers"))
     assert ("101", "3413", "ONLINE", "222") in rows(e, SERVERS.format("runtime_mysql_servers"))
 
@@ -156,7 +165,7 @@ def test_cluster_sync_like_the_sample(proxysql_cluster_pair):
     caught = first(rec.of("e", t_resume), lambda x: ("101", "3412", "ONLINE", "555") in x["runtime"])
     assert caught is not None and 1.5 <= caught["t"] - t_resume <= 3.6, caught
     assert rows(e, SERVERS.format("runtime_mysql_servers")) == rows(d, SERVERS.format("runtime_mysql_servers"))
-    assert ("101", "3413", "ONLINE", "111") in caught["runtime"]   # the newer epoch's whole state came along
+    assert ("101", "3413", "ONLINE", "111") in caught["runtime"]  # the newer epoch's whole state came along
 
 
 FAST = {"admin-cluster_check_interval_ms": 200}
@@ -186,8 +195,8 @@ def test_a_module_at_version_1_is_never_a_sync_source(proxysql_double_factory):
         d.restart()
     assert checksum(a)[0] == checksum(b)[0] == 1 and checksum(a)[2] != checksum(b)[2]
     assert wait_for(lambda: seen(a, b)[3] >= 8 and seen(b, a)[3] >= 8)
-    assert rows(b, SERVERS.format("runtime_mysql_servers")) == as_strings(LAYOUT[:1])   # never synced
-    a.query("LOAD MYSQL SERVERS TO RUNTIME")          # the action that clears it
+    assert rows(b, SERVERS.format("runtime_mysql_servers")) == as_strings(LAYOUT[:1])  # never synced
+    a.query("LOAD MYSQL SERVERS TO RUNTIME")  # the action that clears it
     assert wait_for(lambda: rows(b, SERVERS.format("runtime_mysql_servers")) == as_strings(LAYOUT))
     assert b.engine.sync_history[-1][1:] == ("mysql_servers", "127.0.0.1", a.port)
     status = b.status()["cluster"]
@@ -205,7 +214,7 @@ def test_a_restarted_node_pulls_from_a_peer_past_version_1(proxysql_double_facto
     load(a, layout(LAYOUT[:2]))
     b.set_mode("hang")
     time.sleep(0.1)
-    b.restart()                 # b comes back from its disk (the older layout), at version 1
+    b.restart()  # b comes back from its disk (the older layout), at version 1
     b.set_mode("normal")
     assert checksum(b)[0] == 1
     assert wait_for(lambda: rows(b, SERVERS.format("runtime_mysql_servers")) == as_strings(LAYOUT[:2]))
@@ -219,48 +228,64 @@ def test_diffs_before_sync_0_and_save_to_disk_off(proxysql_double_factory):
         d.query("LOAD ADMIN VARIABLES TO RUNTIME")
     load(a, layout(LAYOUT))
     assert wait_for(lambda: rows(b, SERVERS.format("runtime_mysql_servers")) == as_strings(LAYOUT))
-    assert rows(b, SERVERS.format("mysql_servers")) == as_strings(LAYOUT)   # memory too
+    assert rows(b, SERVERS.format("mysql_servers")) == as_strings(LAYOUT)  # memory too
     assert rows(b, SERVERS.format("disk.mysql_servers")) == []
     time.sleep(1.0)
-    assert rows(c, SERVERS.format("runtime_mysql_servers")) == []            # sync off for that module
-    assert seen(c, a)[3] >= 5                                               # it still sees the difference
+    assert rows(c, SERVERS.format("runtime_mysql_servers")) == []  # sync off for that module
+    assert seen(c, a)[3] >= 5  # it still sees the difference
 
 
 def test_every_module_syncs(proxysql_double_factory):
     a, b = join_cluster(proxysql_double_factory(2), sync=True, variables=FAST)
-    time.sleep(1.0)   # both just loaded their admin variables: a LOAD in that same second would share its epoch
+    time.sleep(1.0)  # both just loaded their admin variables: a LOAD in that same second would share its epoch
     a.query("INSERT INTO mysql_users (username, password, default_hostgroup) VALUES ('app', 'secret', 100)")
-    a.query("INSERT INTO mysql_query_rules (rule_id, active, match_digest, destination_hostgroup, apply)"
-            " VALUES (10, 1, '^SELECT', 101, 1)")
+    a.query(
+        "INSERT INTO mysql_query_rules (rule_id, active, match_digest, destination_hostgroup, apply)"
+        " VALUES (10, 1, '^SELECT', 101, 1)"
+    )
     a.query("SET mysql-max_connections=1234")
     a.query("SET admin-cluster_check_status_frequency=7")
     for module in ("MYSQL USERS", "MYSQL QUERY RULES", "MYSQL VARIABLES", "ADMIN VARIABLES"):
         a.query(f"LOAD {module} TO RUNTIME")
-    assert wait_for(lambda: all(checksum(b, n)[2] == checksum(a, n)[2] for n in
-                                ("mysql_users", "mysql_query_rules", "mysql_variables", "admin_variables")))
+    assert wait_for(
+        lambda: all(
+            checksum(b, n)[2] == checksum(a, n)[2]
+            for n in ("mysql_users", "mysql_query_rules", "mysql_variables", "admin_variables")
+        )
+    )
     assert rows(b, "SELECT username, frontend, backend FROM runtime_mysql_users ORDER BY frontend") == [
-        ("app", "0", "1"), ("app", "1", "0")]
+        ("app", "0", "1"),
+        ("app", "1", "0"),
+    ]
     assert rows(b, "SELECT rule_id, destination_hostgroup FROM runtime_mysql_query_rules") == [("10", "101")]
-    assert rows(b, "SELECT variable_value FROM runtime_global_variables WHERE variable_name IN "
-                   "('mysql-max_connections', 'admin-cluster_check_status_frequency') ORDER BY 1") == [("1234",), ("7",)]
+    assert rows(
+        b,
+        "SELECT variable_value FROM runtime_global_variables WHERE variable_name IN "
+        "('mysql-max_connections', 'admin-cluster_check_status_frequency') ORDER BY 1",
+    ) == [("1234",), ("7",)]
     # a node's identity is not configuration: b keeps its own admin interface
     assert rows(b, "SELECT variable_value FROM runtime_global_variables WHERE variable_name='admin-mysql_ifaces'") == [
-        (f"127.0.0.1:{b.port}",)]
+        (f"127.0.0.1:{b.port}",)
+    ]
     assert rows(b, "SELECT variable_value FROM disk.global_variables WHERE variable_name='mysql-max_connections'") == [
-        ("1234",)]
+        ("1234",)
+    ]
 
 
 # sysown/proxysql #2146 on two real 2.7.1 nodes (lab/reference/cluster-2146.jsonl, its summary; README section
 # "sysown/proxysql #2146 on two real 2.7.1 nodes"): the default algorithm's (1) steps, the same rows and reads.
-CAPTURE_2146 = json.loads((Path(__file__).resolve().parents[1] / "reference" / "cluster-2146-summary.json")
-                          .read_text())["algorithms"]["1"]
+CAPTURE_2146 = json.loads(
+    (Path(__file__).resolve().parents[1] / "reference" / "cluster-2146-summary.json").read_text()
+)["algorithms"]["1"]
 
 
 def layers_2146(d):
     """mysql_servers (without the runtime status: the capture's backends were down, SHUNNED) and the galera and
     replication hostgroup tables in runtime, memory and disk, as the capture read them."""
-    out = {layer: {t: [list(r) for r in rows(d, sql.format(prefix))] for t, sql in TABLES_2146.items()}
-           for layer, prefix in LAYERS.items()}
+    out = {
+        layer: {t: [list(r) for r in rows(d, sql.format(prefix))] for t, sql in TABLES_2146.items()}
+        for layer, prefix in LAYERS.items()
+    }
     out["runtime"]["servers"] = [r[:2] + r[3:] for r in out["runtime"]["servers"]]
     return out
 
@@ -301,21 +326,28 @@ def test_a_hostgroup_table_alone_is_pulled_like_the_2146_capture(proxysql_double
     time.sleep(1.2)
     load(a, layout(SERVERS_2146))
     assert pulled_2146(a, b)[0] is not None
-    steps = (("2_galera_on_a", [galera_row("from a")]),
-             ("4_replication_on_a", ["DELETE FROM mysql_galera_hostgroups",
-                                     "INSERT INTO mysql_replication_hostgroups (writer_hostgroup, reader_hostgroup, "
-                                     "comment) VALUES (300, 301, 'from a')"]))
+    steps = (
+        ("2_galera_on_a", [galera_row("from a")]),
+        (
+            "4_replication_on_a",
+            [
+                "DELETE FROM mysql_galera_hostgroups",
+                "INSERT INTO mysql_replication_hostgroups (writer_hostgroup, reader_hostgroup, "
+                "comment) VALUES (300, 301, 'from a')",
+            ],
+        ),
+    )
     for step, statements in steps:
         captured = CAPTURE_2146[step]
         time.sleep(1.2)
-        if step == "4_replication_on_a":   # the capture emptied the galera table in a step of its own
+        if step == "4_replication_on_a":  # the capture emptied the galera table in a step of its own
             load(a, statements[:1])
             assert pulled_2146(a, b)[0] is not None
             time.sleep(1.2)
             statements = statements[1:]
         csum = checksum(a)[2]
         load(a, statements)
-        assert checksum(a)[2] == csum                           # mysql_servers: the same checksum...
+        assert checksum(a)[2] == csum  # mysql_servers: the same checksum...
         assert checksum(a)[0] > 1 and checksum(a, "mysql_servers_v2")[2] != checksum(b, "mysql_servers_v2")[2]
         took, most, servers_equal = pulled_2146(a, b)
         assert captured["equal_from_s"]["mysql_servers"] == 0.0 and servers_equal, step
@@ -345,7 +377,9 @@ def test_a_pull_discards_unloaded_rows_and_a_same_second_conflict_holds_until_a_
 
     captured = CAPTURE_2146["6_same_second_galera"]
     assert captured["equal_from_s"]["mysql_servers_v2"] is None and captured["max_diff_check"]["a"] == {
-        "mysql_servers": 0, "mysql_servers_v2": 15}
+        "mysql_servers": 0,
+        "mysql_servers_v2": 15,
+    }
     time.sleep(1.0)
     while time.time() % 1 > 0.3:
         time.sleep(0.01)
@@ -363,7 +397,7 @@ def test_a_pull_discards_unloaded_rows_and_a_same_second_conflict_holds_until_a_
     load(a, ["UPDATE mysql_servers SET weight=1006 WHERE port=3312"])
     assert pulled_2146(a, b)[0] is not None
     time.sleep(0.1)
-    assert layers_2146(b) == captured_layers("6_then_weight_on_a", "b")   # a's galera row, saved to b's disk
+    assert layers_2146(b) == captured_layers("6_then_weight_on_a", "b")  # a's galera row, saved to b's disk
     a_now, a_then = layers_2146(a), captured_layers("6_then_weight_on_a", "a")
     # (a's disk there kept a pull from b: the capture's first try of the same-second LOADs straddled a second)
     assert (a_now["runtime"], a_now["memory"]) == (a_then["runtime"], a_then["memory"])

@@ -5,6 +5,7 @@ Each test runs one step of the capture (lab/capture_cluster_sync.py) at the defa
 capture's own changes and row reads, and compares the timings (with margin for a loaded machine) and the rows
 each node holds in runtime, memory and disk.
 """
+
 import json
 import time
 from pathlib import Path
@@ -12,7 +13,9 @@ from pathlib import Path
 from lab.capture_cluster_sync import LAYERS, MODULES
 from lab.fixtures_proxysql import join_cluster
 
-SUMMARY = json.loads((Path(__file__).resolve().parents[1] / "reference" / "cluster-sync-3node-summary.json").read_text())
+SUMMARY = json.loads(
+    (Path(__file__).resolve().parents[1] / "reference" / "cluster-sync-3node-summary.json").read_text()
+)
 
 
 def rows(d, sql):
@@ -51,7 +54,7 @@ def pulled_after(origin, peers, name, t_load, timeout):
 
 
 def settle():
-    time.sleep(1.2)   # two LOADs in one second share an epoch
+    time.sleep(1.2)  # two LOADs in one second share an epoch
 
 
 def cluster(factory):
@@ -74,10 +77,13 @@ def test_every_module_pulled_like_the_capture(proxysql_double_factory):
         if module in captured:
             for name, d in (("a", a), ("b", b), ("c", c)):
                 assert layers(d, module) == captured[module][name], (module, name)
-        else:   # proxysql_servers: the capture's ports differ; the weights are what a changed
+        else:  # proxysql_servers: the capture's ports differ; the weights are what a changed
             for d in (b, c):
                 assert {r[1]: r[2] for r in layers(d, module)["runtime"]} == {
-                    str(a.port): "3", str(b.port): "0", str(c.port): "0"}
+                    str(a.port): "3",
+                    str(b.port): "0",
+                    str(c.port): "0",
+                }
                 assert layers(d, module)["disk"] == layers(d, module)["runtime"]
     for name in MODULES["mysql_servers"]["names"]:
         assert checksum(b, name)[1:] == checksum(a, name)[1:] == checksum(c, name)[1:]
@@ -117,7 +123,9 @@ def test_a_hold_on_one_node_holds_every_node(proxysql_double_factory):
     settle()
     t_load = change(a, "mysql_servers", 60)
     assert pulled_after(a, [b, c], "mysql_servers", t_load, timeout=5.0) == [None, None]
-    diff = rows(b, f"SELECT diff_check FROM stats_proxysql_servers_checksums WHERE port={a.port} AND name='mysql_servers'")
+    diff = rows(
+        b, f"SELECT diff_check FROM stats_proxysql_servers_checksums WHERE port={a.port} AND name='mysql_servers'"
+    )
     assert int(diff[0][0]) >= 4
     b.query("SET admin-cluster_mysql_servers_diffs_before_sync=3")
     b.query("LOAD ADMIN VARIABLES TO RUNTIME")
@@ -137,12 +145,12 @@ def test_restarts_version_1_and_the_freeze(proxysql_double_factory):
     for d in (a, b, c):
         d.query("SET admin-cluster_mysql_servers_save_to_disk='false'")
         d.query("LOAD ADMIN VARIABLES TO RUNTIME")
-        d.query("SAVE ADMIN VARIABLES TO DISK")   # as the capture's pulls of admin_variables did
+        d.query("SAVE ADMIN VARIABLES TO DISK")  # as the capture's pulls of admin_variables did
     settle()
     change(a, "mysql_servers", 3)
     time.sleep(3.5)
     for d in (b, c):
-        d.query("SAVE MYSQL SERVERS TO DISK")   # the capture's peers saved layout 3 before save_to_disk went off
+        d.query("SAVE MYSQL SERVERS TO DISK")  # the capture's peers saved layout 3 before save_to_disk went off
     c.set_mode("refuse")
     settle()
     t_load = change(a, "mysql_servers", 70)
@@ -160,14 +168,18 @@ def test_restarts_version_1_and_the_freeze(proxysql_double_factory):
         d.restart()
     t_up = time.monotonic()
     assert {d.port: [v[0] for v in rows(d, "SELECT version FROM runtime_checksums_values")] for d in (a, b, c)} == {
-        d.port: ["1"] * 7 for d in (a, b, c)}
+        d.port: ["1"] * 7 for d in (a, b, c)
+    }
     assert [layers(d, "mysql_servers")["disk"] for d in (a, b, c)] == [
-        SUMMARY["restart_all"]["disk_servers"][n] for n in "abc"]
+        SUMMARY["restart_all"]["disk_servers"][n] for n in "abc"
+    ]
     assert pulled_after(a, [b, c], "mysql_servers", t_up, timeout=5.0) == [None, None]
-    diff = rows(c, f"SELECT diff_check FROM stats_proxysql_servers_checksums WHERE port={a.port} AND name='mysql_servers'")
+    diff = rows(
+        c, f"SELECT diff_check FROM stats_proxysql_servers_checksums WHERE port={a.port} AND name='mysql_servers'"
+    )
     assert int(diff[0][0]) >= 5
     a.query("LOAD MYSQL SERVERS TO RUNTIME")
     t_load = time.monotonic()
     times = pulled_after(a, [b, c], "mysql_servers", t_load, timeout=3.0)
     assert all(t is not None and t <= 1.3 for t in times), times
-    assert [layers(d, "mysql_servers")["runtime"] for d in (b, c)] == [[], []]   # a's empty state went everywhere
+    assert [layers(d, "mysql_servers")["runtime"] for d in (b, c)] == [[], []]  # a's empty state went everywhere

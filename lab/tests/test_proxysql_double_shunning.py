@@ -7,14 +7,15 @@ shuns the dead backend there (runtime_mysql_servers and stats_mysql_connection_p
 still says ONLINE, ConnERR grows; recovery is lazy: not before mysql-shun_recovery_time_sec after the
 last connection error, and only where the hostgroup is used; a LOAD that changes the row resets it.
 """
+
 import json
 import threading
 import time
 
 from lab import demo
 
-KILLED = 3312          # Galera node 2: a reader in 101 and a backup writer in 102 in the seeds' layout
-RECOVERY_S = 3         # mysql-shun_recovery_time_sec for the test (default 10)
+KILLED = 3312  # Galera node 2: a reader in 101 and a backup writer in 102 in the seeds' layout
+RECOVERY_S = 3  # mysql-shun_recovery_time_sec for the test (default 10)
 
 
 def sql(double, *statements):
@@ -26,8 +27,9 @@ def runtime_status(double, hg, port=KILLED):
 
 
 def pool_row(double, hg, port=KILLED):
-    status, err = sql(double, f"SELECT status, ConnERR FROM stats_mysql_connection_pool "
-                              f"WHERE hostgroup={hg} AND srv_port={port}")[0]
+    status, err = sql(
+        double, f"SELECT status, ConnERR FROM stats_mysql_connection_pool WHERE hostgroup={hg} AND srv_port={port}"
+    )[0]
     return status, int(err)
 
 
@@ -71,13 +73,13 @@ def test_a_killed_reader_is_shunned_by_the_busy_node_only_and_recovers_lazily(la
     galera_healthy.kill(2)
     assert wait_for(lambda: runtime_status(busy, 101) == "SHUNNED", 5), "the busy node never shunned it"
     status, first_errors = pool_row(busy, 101)
-    assert status == "SHUNNED" and first_errors >= 5          # mysql-shun_on_failures errors in a second
-    assert runtime_status(busy, 102) == "ONLINE" and pool_row(busy, 102) == ("ONLINE", 0)   # no client uses 102
-    assert f"127.0.0.1:{KILLED}" not in reader_backends(busy)   # a SHUNNED server takes no sessions
-    assert not_online(idle) == ((), ())                        # the idle node never tried it
+    assert status == "SHUNNED" and first_errors >= 5  # mysql-shun_on_failures errors in a second
+    assert runtime_status(busy, 102) == "ONLINE" and pool_row(busy, 102) == ("ONLINE", 0)  # no client uses 102
+    assert f"127.0.0.1:{KILLED}" not in reader_backends(busy)  # a SHUNNED server takes no sessions
+    assert not_online(idle) == ((), ())  # the idle node never tried it
     assert pool_row(idle, 101) == ("ONLINE", 0)
     for double in lab_pair:
-        assert memory_statuses(double) == {"ONLINE"}          # ProxySQL's verdict, not configuration
+        assert memory_statuses(double) == {"ONLINE"}  # ProxySQL's verdict, not configuration
     # traffic reaching 102 now shuns it there too; then 102 goes quiet again
     busy.traffic.set_sessions(hostgroup=102, count=2, kind="read")
     assert wait_for(lambda: runtime_status(busy, 102) == "SHUNNED", 5)
@@ -86,7 +88,7 @@ def test_a_killed_reader_is_shunned_by_the_busy_node_only_and_recovers_lazily(la
     # -- the restart (IST): reads keep trying; ConnERR grows while the backend refuses --------------------
     restart = threading.Thread(target=galera_healthy.start, args=(2,))
     restart.start()
-    samples = []                                               # (time, status, ConnERR) of 101 on the busy node
+    samples = []  # (time, status, ConnERR) of 101 on the busy node
     while restart.is_alive() or not samples or samples[-1][1] != "ONLINE":
         samples.append((time.monotonic(), *pool_row(busy, 101)))
         assert samples[-1][0] - samples[0][0] < 60, "no recovery within 60 s"
@@ -114,11 +116,17 @@ def test_a_killed_reader_is_shunned_by_the_busy_node_only_and_recovers_lazily(la
     assert not_online(idle) == ((), ()) and pool_row(idle, 101) == ("ONLINE", 0)
 
     # -- a LOAD that leaves the row as it was keeps the verdict; one that changes the row resets it -------
-    sql(busy, "UPDATE mysql_servers SET weight=9000 WHERE hostgroup_id=101 AND port=3313",
-        "LOAD MYSQL SERVERS TO RUNTIME")
+    sql(
+        busy,
+        "UPDATE mysql_servers SET weight=9000 WHERE hostgroup_id=101 AND port=3313",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+    )
     assert runtime_status(busy, 102) == "SHUNNED"
-    sql(busy, f"UPDATE mysql_servers SET weight=999 WHERE hostgroup_id=102 AND port={KILLED}",
-        "LOAD MYSQL SERVERS TO RUNTIME")
+    sql(
+        busy,
+        f"UPDATE mysql_servers SET weight=999 WHERE hostgroup_id=102 AND port={KILLED}",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+    )
     assert runtime_status(busy, 102) == "ONLINE" and pool_row(busy, 102)[0] == "ONLINE"
     for double in lab_pair:
         assert memory_statuses(double) == {"ONLINE"}
@@ -135,7 +143,7 @@ def test_lab_shun_state_shows_the_verdict_and_its_evidence(lab_pair, galera_heal
     shunned = state[(101, 3313)]
     assert shunned["configured_status"] == "ONLINE" and shunned["status"] == "SHUNNED"
     assert shunned["conn_err"] >= 5 and shunned["hostgroup_used"] is True
-    assert shunned["recovery_wait_s"] == 9      # default 10 s, capped at connect_timeout_server_max - 1 s
+    assert shunned["recovery_wait_s"] == 9  # default 10 s, capped at connect_timeout_server_max - 1 s
     assert shunned["probe"]["ok"] is False and shunned["probe"]["error"].startswith("2002")
     assert state[(102, 3313)]["status"] == "ONLINE" and state[(102, 3313)]["hostgroup_used"] is False
     assert state[(101, 3312)]["status"] == "ONLINE" and state[(101, 3312)]["probe"]["ok"] is True
@@ -144,6 +152,7 @@ def test_lab_shun_state_shows_the_verdict_and_its_evidence(lab_pair, galera_heal
 # ---------------------------------------------------------------------------------------- without Galera
 def closed_port():
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -153,12 +162,15 @@ def test_an_endpoint_without_sessions_never_probes_its_backends(proxysql_double)
     from lab.proxysql_double.backends import PROBER
 
     port = closed_port()
-    sql(proxysql_double, f"INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (10,'127.0.0.1',{port})",
-        "LOAD MYSQL SERVERS TO RUNTIME")
+    sql(
+        proxysql_double,
+        f"INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (10,'127.0.0.1',{port})",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+    )
     for _ in range(3):
         assert pool_row(proxysql_double, 10, port) == ("ONLINE", 0)
         time.sleep(0.1)
-    proxysql_double.traffic.set_sessions(hostgroup=10, count=2, rate=0)    # connected, sending nothing
+    proxysql_double.traffic.set_sessions(hostgroup=10, count=2, rate=0)  # connected, sending nothing
     time.sleep(0.2)
     assert pool_row(proxysql_double, 10, port) == ("ONLINE", 0)
     assert PROBER.peek("127.0.0.1", port) is None
@@ -172,13 +184,16 @@ def test_a_refusing_or_paused_backend_is_shunned_and_held_sessions_wait_for_its_
     answer, as in ProxySQL): refused connections and a paused server both shun it; with nothing else in
     the hostgroup the sessions are held, and the recovery wait is a tenth of the usual one (at least 1 s)."""
     front, backend = proxysql_double_factory(2)
-    sql(front, f"INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (10,'127.0.0.1',{backend.port})",
-        "LOAD MYSQL SERVERS TO RUNTIME")
+    sql(
+        front,
+        f"INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (10,'127.0.0.1',{backend.port})",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+    )
     front.traffic.set_sessions(hostgroup=10, count=3, kind="read")
     for mode in ("refuse", "hang"):
         backend.set_mode(mode)
         assert wait_for(lambda: runtime_status(front, 10, backend.port) == "SHUNNED", 4), mode
-        assert front.traffic.status()["workloads"][0]["held"] == 3       # nothing usable: queries wait
+        assert front.traffic.status()["workloads"][0]["held"] == 3  # nothing usable: queries wait
         backend.set_mode("normal")
         t0 = time.monotonic()
         assert wait_for(lambda: runtime_status(front, 10, backend.port) == "ONLINE", 4), mode
@@ -189,9 +204,14 @@ def test_a_refusing_or_paused_backend_is_shunned_and_held_sessions_wait_for_its_
 
 def test_shun_recovery_time_zero_keeps_a_shunned_server_while_others_serve(proxysql_double_factory):
     front, backend, other = proxysql_double_factory(3)
-    sql(front, f"INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (10,'127.0.0.1',{backend.port}),"
-               f"(10,'127.0.0.1',{other.port})", "SET mysql-shun_recovery_time_sec=0",
-        "LOAD MYSQL SERVERS TO RUNTIME", "LOAD MYSQL VARIABLES TO RUNTIME")
+    sql(
+        front,
+        f"INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (10,'127.0.0.1',{backend.port}),"
+        f"(10,'127.0.0.1',{other.port})",
+        "SET mysql-shun_recovery_time_sec=0",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+        "LOAD MYSQL VARIABLES TO RUNTIME",
+    )
     front.traffic.set_sessions(hostgroup=10, count=4, kind="read")
     backend.set_mode("refuse")
     assert wait_for(lambda: runtime_status(front, 10, backend.port) == "SHUNNED", 4)

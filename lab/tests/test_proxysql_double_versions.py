@@ -4,6 +4,7 @@ schema captured on a real 2.7.1 (lab/proxysql_double/schema/): the extraction it
 2.5 is also held to what a real 2.5.5 showed (lab/reference/versions/proxysql-2.5.5-captured.json, captured by
 capture.py from a binary built from v2.5.5; the tests read the file, never the binary), and its 3.0 to what a real 3.0
 built from the v3.0 branch head showed (proxysql-3.0-captured.json, the same way)."""
+
 import json
 from pathlib import Path
 
@@ -19,8 +20,14 @@ CAPTURED_2_5 = FACTS / "proxysql-2.5.5-captured.json"
 CAPTURED_3_0 = FACTS / "proxysql-3.0-captured.json"
 # one node's own values (its version string, its listeners, the admin credentials it was started with), not the
 # version's defaults
-NODE_VALUES = {"admin-version", "admin-mysql_ifaces", "mysql-interfaces", "admin-admin_credentials",
-               "admin-pgsql_ifaces", "pgsql-interfaces"}
+NODE_VALUES = {
+    "admin-version",
+    "admin-mysql_ifaces",
+    "mysql-interfaces",
+    "admin-admin_credentials",
+    "admin-pgsql_ifaces",
+    "pgsql-interfaces",
+}
 
 
 def facts(version):
@@ -48,7 +55,7 @@ def rows(double, sql):
 def test_source_facts_of_2_7_are_what_the_real_2_7_1_showed():
     """The extraction from source (tables, columns, variables) agrees with the capture from the 2.7.1 binary."""
     f = facts("2.7")
-    captured_tables = sorted(p.name[len("main."):-len(".sql")] for p in SCHEMA.glob("main.*.sql"))
+    captured_tables = sorted(p.name[len("main.") : -len(".sql")] for p in SCHEMA.glob("main.*.sql"))
     assert sorted(f["tables"]["admin"]) == captured_tables
     captured_vars = {line.split("\t")[0] for line in (SCHEMA / "global_variables.tsv").read_text().splitlines()[1:]}
     from_source = {f"mysql-{n}" for n in f["variables"]["mysql"]} | {f"admin-{n}" for n in f["variables"]["admin"]}
@@ -62,8 +69,9 @@ def test_double_answers_as_its_version(proxysql_double):
     f = facts(version)
     (answer,), _ = rows(proxysql_double, "SELECT @@version")
     assert answer[0].startswith(versions.FULL[version] + "-")
-    assert rows(proxysql_double, "SELECT variable_value FROM global_variables WHERE variable_name='admin-version'"
-                )[0] == [answer]
+    assert rows(proxysql_double, "SELECT variable_value FROM global_variables WHERE variable_name='admin-version'")[
+        0
+    ] == [answer]
     tables = [r[0] for r in rows(proxysql_double, "SHOW TABLES")[0]]
     assert tables == sorted(f["tables"]["admin"])
     for table in tables:
@@ -86,10 +94,17 @@ def test_what_differs_between_2_5_and_2_7():
     assert "hostgroup_settings" in new["tables"]["admin"]["mysql_hostgroup_attributes"]
     assert "cluster_mysql_servers_sync_algorithm" not in old["variables"]["admin"]
     assert "handle_warnings" not in old["variables"]["mysql"]
-    for table in ("mysql_servers", "mysql_users", "mysql_query_rules", "mysql_galera_hostgroups",
-                  "mysql_replication_hostgroups", "scheduler"):   # the tables the product writes: alike in all four
+    for table in (
+        "mysql_servers",
+        "mysql_users",
+        "mysql_query_rules",
+        "mysql_galera_hostgroups",
+        "mysql_replication_hostgroups",
+        "scheduler",
+    ):  # the tables the product writes: alike in all four
         assert {v: facts(v)["tables"]["admin"][table] for v in versions.FULL} == {
-            v: new["tables"]["admin"][table] for v in versions.FULL}, table
+            v: new["tables"]["admin"][table] for v in versions.FULL
+        }, table
 
 
 @pytest.mark.parametrize("proxysql_double", ["2.5"], indirect=True)
@@ -103,11 +118,15 @@ def test_a_variable_the_version_lacks_is_refused_as_proxysql_does(proxysql_doubl
         assert conn.info() == "ERROR: Unknown global variable: 'mysql-handle_warnings'."
         cur.execute("SELECT COUNT(*) FROM global_variables WHERE variable_name='mysql-handle_warnings'")
         assert int(cur.fetchone()[0]) == 0
-        assert cur.execute("SET mysql-default_tx_isolation='READ-COMMITTED'") == 1   # 2.5 has it, 2.6 dropped it
+        assert cur.execute("SET mysql-default_tx_isolation='READ-COMMITTED'") == 1  # 2.5 has it, 2.6 dropped it
         with pytest.raises(MySQLdb.OperationalError, match="no such table: mysql_servers_ssl_params"):
             cur.execute("SELECT * FROM mysql_servers_ssl_params")
-        for statement in ("LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK",
-                          "LOAD MYSQL VARIABLES TO RUNTIME", "SAVE MYSQL VARIABLES TO DISK"):
+        for statement in (
+            "LOAD MYSQL SERVERS TO RUNTIME",
+            "SAVE MYSQL SERVERS TO DISK",
+            "LOAD MYSQL VARIABLES TO RUNTIME",
+            "SAVE MYSQL VARIABLES TO DISK",
+        ):
             cur.execute(statement)
     finally:
         conn.close()
@@ -131,7 +150,9 @@ def test_the_2_7_1_transcripts_differ_on_another_version_only_where_its_source_d
         missing(f"reference folder not found at {REFERENCE}")
     with ProxySQLDouble(version=version) as double:
         _, failures, _ = replay_transcript(double, path)
-    assert {int(f.split()[1].rstrip(":")) for f in failures} == set(EXPECTED_DIFFERENCES[(version, transcript)]), failures
+    assert {int(f.split()[1].rstrip(":")) for f in failures} == set(EXPECTED_DIFFERENCES[(version, transcript)]), (
+        failures
+    )
 
 
 # ------------------------------------------------------------------------------------------ checked on a real 2.5.5
@@ -188,7 +209,8 @@ def _has_the_defaults_and_handshake(double, cap):
     as the double holds them."""
     variables = dict(rows(double, "SELECT variable_name, variable_value FROM global_variables")[0])
     assert {k: v for k, v in variables.items() if k not in NODE_VALUES} == {
-        k: v for k, v in cap["global_variables"].items() if k not in NODE_VALUES}
+        k: v for k, v in cap["global_variables"].items() if k not in NODE_VALUES
+    }
     conn = MySQLdb.connect(**double.connect_kwargs())
     try:
         assert conn.get_server_info().split(" ")[0] == cap["server_info"]
@@ -259,7 +281,8 @@ def _replay_like_the_real_one(version, captured):
         assert mine["passed"] == real["passed"], transcript
         for step, answer in real["failed"].items():
             assert {k: mine["failed"][step][k] for k in ("columns", "rows", "rowcount", "error")} == {
-                k: answer[k] for k in ("columns", "rows", "rowcount", "error")}, (transcript, step)
+                k: answer[k] for k in ("columns", "rows", "rowcount", "error")
+            }, (transcript, step)
 
 
 def test_the_2_7_1_transcripts_differ_on_2_5_where_a_real_2_5_5_did():
@@ -279,8 +302,9 @@ def test_double_3_0_shows_the_tables_checksums_and_statements_a_real_3_0_showed(
     Client_Connections_sha2cached, mysql_whitelisted_sqli_fingerprint for whitelisted_sqli_fingerprint) and the
     answers to a few statements, as the real 3.0 showed them."""
     _shows_what_the_real_one_showed(proxysql_double, captured_3_0())
-    (pgsql_variables,), _ = rows(proxysql_double, "SELECT epoch, checksum FROM runtime_checksums_values"
-                                                  " WHERE name='pgsql_variables'")
+    (pgsql_variables,), _ = rows(
+        proxysql_double, "SELECT epoch, checksum FROM runtime_checksums_values WHERE name='pgsql_variables'"
+    )
     assert pgsql_variables == ("0", "")
 
 
@@ -290,8 +314,12 @@ def test_double_3_0_has_the_variable_defaults_and_handshake_a_real_3_0_showed(pr
     (pgsql-server_version 16.1, pgsql-threads 4, pgsql-monitor_username monitor...) 3.0's own; and the admin's
     handshake version."""
     variables = _has_the_defaults_and_handshake(proxysql_double, captured_3_0())
-    runtime = dict(rows(proxysql_double, "SELECT variable_name, variable_value FROM runtime_global_variables"
-                                         " WHERE variable_name LIKE 'pgsql-%'")[0])
+    runtime = dict(
+        rows(
+            proxysql_double,
+            "SELECT variable_name, variable_value FROM runtime_global_variables WHERE variable_name LIKE 'pgsql-%'",
+        )[0]
+    )
     assert runtime == {k: v for k, v in variables.items() if k.startswith("pgsql-")}
 
 

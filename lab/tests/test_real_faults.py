@@ -9,6 +9,7 @@ nodes restarted (they load their disk) and every layer of both read: memory, run
 Steps chosen for the budget (each row starts fresh real nodes, runs the operation, the product's retries and two
 restarts): move (switchover: the writer rows change there; a pause lands in the LOAD or in verify), save and
 autoinc_restore for a kill, and apply (change set). bin/bench-real-pair and bin/bench-faults cover every step by hand."""
+
 import pytest
 
 from apps.operations.models import Operation, OperationStep
@@ -21,8 +22,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def matrix_of(real_proxysql_factory, version, fault, proxysql_cluster=False):
     def make(name, peers=None, ports=None):
         return real_proxysql_factory(version, name=name, peers=peers, ports=ports)
-    return bench_faults.RealFaultMatrix(make, fault=fault, proxysql_cluster=proxysql_cluster, pause_s=2.0,
-                                        retry_s=30, out=lambda line: None)
+
+    return bench_faults.RealFaultMatrix(
+        make, fault=fault, proxysql_cluster=proxysql_cluster, pause_s=2.0, retry_s=30, out=lambda line: None
+    )
 
 
 @pytest.fixture
@@ -65,8 +68,9 @@ def test_switchover_with_a_real_2_5_5_node_paused_at_move(paused_2_5):
     restarted_as_intended(row)
 
 
-@pytest.mark.parametrize("step,ends", [("move", ("done", "rolled_back")), ("save", ("rolled_back",)),
-                                       ("autoinc_restore", ("done",))])
+@pytest.mark.parametrize(
+    "step,ends", [("move", ("done", "rolled_back")), ("save", ("rolled_back",)), ("autoinc_restore", ("done",))]
+)
 def test_switchover_with_a_real_node_killed_at_a_step(killed, step, ends):
     """Killed at move (the writer rows change), at save (before the point of no return: rolled back, whatever its
     disk kept of the SAVE; the retry re-checks the node) and at autoinc_restore (past the point of no return: the retry

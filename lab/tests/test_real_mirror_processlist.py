@@ -2,6 +2,7 @@
 reference captures hold no mirror session): the copy is a session of its own in the mirror hostgroup, its query text
 the application's, its client 'mirror_internal' with no port. The digest poll samples example queries from this table
 (ProxySQLAdmin.running_queries): a copy's session is not the application's query and is left out."""
+
 import threading
 import time
 
@@ -14,21 +15,24 @@ from .test_real_mirror_digest import MIRROR_RULE
 
 SLOW_SELECT_MIRRORED = [
     "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,mirror_hostgroup,apply) "
-    "VALUES (20,1,'^SELECT SLEEP',100,101,1)", "LOAD MYSQL QUERY RULES TO RUNTIME"]
+    "VALUES (20,1,'^SELECT SLEEP',100,101,1)",
+    "LOAD MYSQL QUERY RULES TO RUNTIME",
+]
 
 
 def test_a_mirrored_copy_runs_as_a_mirror_internal_session_and_is_no_example(real_proxysql_factory, galera_healthy):
     node = real_proxysql_factory("2.7.1", name="mirror-processlist")
     node.admin(*MIRROR_RULE, *SLOW_SELECT_MIRRORED)
-    conn = MySQLdb.connect(host="127.0.0.1", port=node.client_port, user="app", passwd="app", db="app",
-                           autocommit=True)
+    conn = MySQLdb.connect(host="127.0.0.1", port=node.client_port, user="app", passwd="app", db="app", autocommit=True)
     client = threading.Thread(target=lambda: conn.cursor().execute("SELECT SLEEP(2) AS probe"))
     client.start()
     try:
         deadline = time.monotonic() + 1.5
         while True:  # the copy starts beside the original: both run for 2 s
-            sessions = node.admin("SELECT hostgroup, cli_host, cli_port, info FROM stats_mysql_processlist"
-                                  " WHERE info LIKE 'SELECT SLEEP%'")
+            sessions = node.admin(
+                "SELECT hostgroup, cli_host, cli_port, info FROM stats_mysql_processlist"
+                " WHERE info LIKE 'SELECT SLEEP%'"
+            )
             if len(sessions) == 2 or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
@@ -39,8 +43,10 @@ def test_a_mirrored_copy_runs_as_a_mirror_internal_session_and_is_no_example(rea
     finally:
         client.join()
         conn.close()
-    assert sorted(sessions) == [("100", "127.0.0.1", sorted(sessions)[0][2], "SELECT SLEEP(2) AS probe"),
-                                ("101", "mirror_internal", None, "SELECT SLEEP(2) AS probe")]
+    assert sorted(sessions) == [
+        ("100", "127.0.0.1", sorted(sessions)[0][2], "SELECT SLEEP(2) AS probe"),
+        ("101", "mirror_internal", None, "SELECT SLEEP(2) AS probe"),
+    ]
     assert [(hostgroup, info) for hostgroup, _, _, _, _, _, info in running] == [(100, "SELECT SLEEP(2) AS probe")]
     # The node page: the copy is no client session (not counted) and is labelled a copy of the client's session.
     assert set(counts) == {"Query"} and counts["Query"][0] == 1, counts

@@ -2,6 +2,7 @@
 (signal 11 in MySQL_HostGroups_Manager::commit from init_mysql_servers, sysown/proxysql#3233, met in a CI run when a
 node restarted), is started again once, as its angel or systemd's Restart= would, and counted; any other failure to
 start still fails."""
+
 import stat
 
 import pytest
@@ -23,7 +24,7 @@ def wrapper(tmp_path, crashes_in_init):
     message = CRASH if crashes_in_init else "something else went wrong\n"
     script = tmp_path / "proxysql"
     script.write_text(f"""#!/bin/sh
-real={real_binary('2.7.1')}
+real={real_binary("2.7.1")}
 case "$*" in *--version*) exec "$real" "$@";; esac
 if [ ! -e {marker} ]; then touch {marker}; printf '%s' '{message}'; exit 139; fi
 exec "$real" "$@"

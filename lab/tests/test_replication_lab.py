@@ -48,8 +48,11 @@ def slave_status(conn) -> dict | None:
 
 def table(lab: ReplicationLab) -> None:
     with closing(lab.app_connection(1)) as conn:
-        run(conn, "CREATE TABLE IF NOT EXISTS lab_repl (id INT AUTO_INCREMENT PRIMARY KEY, "
-                  "token VARCHAR(64) NOT NULL, origin VARCHAR(16) NOT NULL DEFAULT '')")
+        run(
+            conn,
+            "CREATE TABLE IF NOT EXISTS lab_repl (id INT AUTO_INCREMENT PRIMARY KEY, "
+            "token VARCHAR(64) NOT NULL, origin VARCHAR(16) NOT NULL DEFAULT '')",
+        )
 
 
 def count(lab: ReplicationLab, n: int, token: str) -> int:
@@ -59,8 +62,10 @@ def count(lab: ReplicationLab, n: int, token: str) -> int:
 
 def change_master(lab: ReplicationLab, primary: int) -> str:
     p = lab.node(primary)
-    return (f"CHANGE MASTER TO MASTER_HOST='{p.host}', MASTER_PORT={p.port}, MASTER_USER='repl', "
-            f"MASTER_PASSWORD='repl', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1")
+    return (
+        f"CHANGE MASTER TO MASTER_HOST='{p.host}', MASTER_PORT={p.port}, MASTER_USER='repl', "
+        f"MASTER_PASSWORD='repl', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1"
+    )
 
 
 def test_topology_through_monitor_user(replication_lab: ReplicationLab):
@@ -68,8 +73,9 @@ def test_topology_through_monitor_user(replication_lab: ReplicationLab):
     server_ids = set()
     for n in (1, 2, 3):
         with closing(lab.monitor_connection(n)) as conn:
-            ro, sid, strict, lsu, log_bin = one(conn, "SELECT @@read_only, @@server_id, @@gtid_strict_mode, "
-                                                      "@@log_slave_updates, @@log_bin")
+            ro, sid, strict, lsu, log_bin = one(
+                conn, "SELECT @@read_only, @@server_id, @@gtid_strict_mode, @@log_slave_updates, @@log_bin"
+            )
             server_ids.add(sid)
             assert (strict, lsu, log_bin) == (1, 1, 1), n
             st = slave_status(conn)
@@ -133,8 +139,13 @@ def test_up_again_reuses_the_running_lab_fast(replication_lab: ReplicationLab):
     result = replication_lab.up()
     assert result["reused"] is True
     assert time.monotonic() - t0 < 1.0
-    out = subprocess.run([str(REPO_ROOT / "bin" / "lab"), "replication", "status"], cwd=REPO_ROOT,
-                         capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        [str(REPO_ROOT / "bin" / "lab"), "replication", "status"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 3 and all("healthy=yes" in line for line in lines)

@@ -4,21 +4,20 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('accounts', '0001_roles'),
+        ("accounts", "0001_roles"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='LoginFailure',
+            name="LoginFailure",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('username', models.CharField(db_index=True, max_length=150)),
-                ('source_address', models.GenericIPAddressField(db_index=True, null=True)),
-                ('at', models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("username", models.CharField(db_index=True, max_length=150)),
+                ("source_address", models.GenericIPAddressField(db_index=True, null=True)),
+                ("at", models.DateTimeField(auto_now_add=True, db_index=True)),
             ],
         ),
     ]

@@ -2,6 +2,7 @@
 admin logs in through /admin/login/, edits a user on its change form (the admin's scripts build the two-box
 group selector and the date shortcuts), adds an inline row and opens a filtered change list; no policy
 violation, no console error."""
+
 import pytest
 
 from apps.audit.models import AuditEvent
@@ -15,10 +16,16 @@ document.addEventListener("securitypolicyviolation",
 
 def test_the_admin_logs_in_and_edits_a_user_under_the_csp(page, live_server, admin_user_role, viewer_user):
     errors, policies = [], []
-    page.on("console", lambda m: m.type == "error" and "favicon" not in m.location.get("url", "")
-            and errors.append((page.url, m.text)))
-    page.on("response", lambda r: r.request.resource_type == "document"
-            and policies.append(r.headers.get("content-security-policy")))
+    page.on(
+        "console",
+        lambda m: (
+            m.type == "error" and "favicon" not in m.location.get("url", "") and errors.append((page.url, m.text))
+        ),
+    )
+    page.on(
+        "response",
+        lambda r: r.request.resource_type == "document" and policies.append(r.headers.get("content-security-policy")),
+    )
     page.add_init_script(RECORD_VIOLATIONS)
 
     page.goto(f"{live_server.url}/admin/")

@@ -1,4 +1,5 @@
 """Login throttling, security headers and Django's deployment checks with production settings."""
+
 import os
 import secrets
 import subprocess
@@ -53,11 +54,22 @@ def test_admin_pages_carry_the_same_content_security_policy(client, admin_user_r
 
 
 def test_deploy_checks_are_clean_with_production_settings():
-    env = {**os.environ, "DJANGO_DEBUG": "0", "SECRET_KEY": Fernet.generate_key().decode() * 2,
-           "CREDENTIALS_KEYS": Fernet.generate_key().decode(), "ALLOWED_HOSTS": "console.example.org"}
+    env = {
+        **os.environ,
+        "DJANGO_DEBUG": "0",
+        "SECRET_KEY": Fernet.generate_key().decode() * 2,
+        "CREDENTIALS_KEYS": Fernet.generate_key().decode(),
+        "ALLOWED_HOSTS": "console.example.org",
+    }
     env.pop("DATABASE_URL", None)
-    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-                            cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
 
@@ -65,8 +77,14 @@ def test_deploy_checks_are_clean_with_production_settings():
 def test_production_refuses_to_start_without_its_secrets():
     env = {**os.environ, "DJANGO_DEBUG": "0"}
     env.pop("SECRET_KEY", None)
-    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=settings.BASE_DIR, env=env,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode != 0 and "SECRET_KEY must be set" in result.stderr
 
 
@@ -80,10 +98,13 @@ def settings_in_a_fresh_process(**env_changes):
             env.pop(name, None)
         else:
             env[name] = value
-    show = ("import django; django.setup(); from django.conf import settings as s; "
-            "print(s.DEBUG, s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_HSTS_SECONDS, s.SECURE_SSL_REDIRECT)")
-    result = subprocess.run([sys.executable, "-c", show], cwd=settings.BASE_DIR, env=env, capture_output=True,
-                            text=True, timeout=60)
+    show = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.DEBUG, s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_HSTS_SECONDS, s.SECURE_SSL_REDIRECT)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", show], cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=60
+    )
     return result.returncode, result.stdout.strip(), result.stderr
 
 
@@ -99,24 +120,32 @@ def test_without_DJANGO_DEBUG_the_settings_are_production():
 def test_without_DJANGO_DEBUG_or_keys_it_refuses_to_start_and_says_what_to_set():
     code, out, err = settings_in_a_fresh_process(DJANGO_DEBUG=None, SECRET_KEY=None, CREDENTIALS_KEYS=None)
     assert code != 0 and "SECRET_KEY must be set in production" in err and "DJANGO_DEBUG=1" in err
-    code, out, err = settings_in_a_fresh_process(DJANGO_DEBUG=None, SECRET_KEY=PRODUCTION_KEYS["SECRET_KEY"],
-                                                 CREDENTIALS_KEYS=None)
+    code, out, err = settings_in_a_fresh_process(
+        DJANGO_DEBUG=None, SECRET_KEY=PRODUCTION_KEYS["SECRET_KEY"], CREDENTIALS_KEYS=None
+    )
     assert code != 0 and "CREDENTIALS_KEYS must be set in production" in err and "Fernet.generate_key" in err
 
 
 @pytest.mark.parametrize("variable", ["SECRET_KEY", "CREDENTIALS_KEYS"])
 def test_production_refuses_the_repositorys_development_keys(variable):
-    development = {"SECRET_KEY": settings_module()._DEV_SECRET_KEY,
-                   # even as the second, decrypt-only key
-                   "CREDENTIALS_KEYS": f"{Fernet.generate_key().decode()},{settings_module()._DEV_CREDENTIALS_KEY}"}
-    code, out, err = settings_in_a_fresh_process(DJANGO_DEBUG="0", **{**PRODUCTION_KEYS, variable: development[variable]})
+    development = {
+        "SECRET_KEY": settings_module()._DEV_SECRET_KEY,
+        # even as the second, decrypt-only key
+        "CREDENTIALS_KEYS": f"{Fernet.generate_key().decode()},{settings_module()._DEV_CREDENTIALS_KEY}",
+    }
+    code, out, err = settings_in_a_fresh_process(
+        DJANGO_DEBUG="0", **{**PRODUCTION_KEYS, variable: development[variable]}
+    )
     assert code != 0 and f"{variable} " in err and "development key" in err
-    code, out, err = settings_in_a_fresh_process(DJANGO_DEBUG="1", **{**PRODUCTION_KEYS, variable: development[variable]})
+    code, out, err = settings_in_a_fresh_process(
+        DJANGO_DEBUG="1", **{**PRODUCTION_KEYS, variable: development[variable]}
+    )
     assert code == 0 and out.startswith("True False False 0 False"), err  # development mode: allowed
 
 
-@pytest.mark.parametrize("secret_key", ["a", "x" * 60, "abcd" * 20, "django-insecure-" + "k3y-ch4rs" * 6,
-                                        "short-but-varied-0123456789"])
+@pytest.mark.parametrize(
+    "secret_key", ["a", "x" * 60, "abcd" * 20, "django-insecure-" + "k3y-ch4rs" * 6, "short-but-varied-0123456789"]
+)
 def test_production_refuses_a_weak_secret_key(secret_key):
     code, out, err = settings_in_a_fresh_process(DJANGO_DEBUG="0", **{**PRODUCTION_KEYS, "SECRET_KEY": secret_key})
     assert code != 0 and "SECRET_KEY is too weak" in err and "secrets.token_urlsafe(50)" in err, err
@@ -150,13 +179,21 @@ def settings_module():
 def test_spaces_around_the_user_name_do_not_escape_the_per_user_lock(client, viewer_user):
     """The form strips the spaces and logs " vera-viewer " in as vera-viewer: the failures count against
     vera-viewer too: every spelling counts against one lock (vera-viewer from this address)."""
-    spellings = [" vera-viewer", "vera-viewer ", "\tvera-viewer\n", "  vera-viewer  ", "vera-viewer\u00a0",
-                 "\u3000vera-viewer"]
-    for i, name in enumerate(spellings[:settings.LOGIN_MAX_FAILURES]):
-        response = client.post(reverse("accounts:login"), {"username": name, "password": "wrong"},
-                               REMOTE_ADDR="10.9.0.1")
+    spellings = [
+        " vera-viewer",
+        "vera-viewer ",
+        "\tvera-viewer\n",
+        "  vera-viewer  ",
+        "vera-viewer\u00a0",
+        "\u3000vera-viewer",
+    ]
+    for i, name in enumerate(spellings[: settings.LOGIN_MAX_FAILURES]):
+        response = client.post(
+            reverse("accounts:login"), {"username": name, "password": "wrong"}, REMOTE_ADDR="10.9.0.1"
+        )
         assert response.status_code == 200
-    refused = client.post(reverse("accounts:login"), {"username": "vera-viewer ", "password": "pw-vera-viewer"},
-                          REMOTE_ADDR="10.9.0.1")
+    refused = client.post(
+        reverse("accounts:login"), {"username": "vera-viewer ", "password": "pw-vera-viewer"}, REMOTE_ADDR="10.9.0.1"
+    )
     assert refused.status_code == 429 and "_auth_user_id" not in client.session
     assert AuditEvent.objects.get(action="login refused").details["username"] == "vera-viewer"

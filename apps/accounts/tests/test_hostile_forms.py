@@ -3,6 +3,7 @@ of every form class, each value hostile text, a huge number, control characters,
 bytes a browser would send for it), or several values where one is expected. A page, a redirect or a clear 4xx,
 never a 500; and a refusal (4xx) saves nothing. (Query strings: test_hostile_queries.py; configuration files:
 apps/configuration/tests/test_files_fuzz.py; the JSON API: apps/api/tests/test_hostile_input.py.)"""
+
 import importlib
 from urllib.parse import quote
 
@@ -40,8 +41,9 @@ def field_names():
 FIELDS = field_names()
 control_text = st.text(alphabet=st.characters(max_codepoint=0x1F), min_size=1, max_size=8)
 surrogate_text = st.sampled_from(["\ud800", "a\udfffb", "\udc80" * 3, "x\ud83d"])
-value = st.one_of(hostile_text.filter(lambda t: len(t) < 20_000), hostile_number, boundary_date, control_text,
-                  surrogate_text)
+value = st.one_of(
+    hostile_text.filter(lambda t: len(t) < 20_000), hostile_number, boundary_date, control_text, surrogate_text
+)
 values = st.one_of(value, st.lists(value, min_size=2, max_size=3))
 
 
@@ -56,7 +58,9 @@ def counts():
 
 
 @pytest.mark.django_db
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @example(everywhere=str(2**64), some={})  # the shapes the probe found, always tried
 @example(everywhere=["1", "99999999999999999999"], some={})
 @example(everywhere="\ud800", some={"comment": "a\x00b", "name": "x\r\ny"})

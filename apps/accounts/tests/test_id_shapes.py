@@ -1,5 +1,6 @@
 """Ids that are not ids: a 20-digit object id in any URL, and digits that only look like digits ("²", "٣")
 in id parameters, get a 404 or a page, never a 500 (SQLite raised OverflowError; int("²") ValueError)."""
+
 import pytest
 from django.urls import reverse
 

@@ -1,6 +1,7 @@
 """Every login door (the console's /accounts/login/ and the admin's /admin/login/) shares one throttle, per
 user name and source address together, and one audit; the throttle holds under concurrent attempts; a password
 changed in the admin is audited (who, from where, never the password)."""
+
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -65,8 +66,11 @@ def test_concurrent_wrong_passwords_are_counted_each_one(live_server, admin_user
         return s
 
     def attempt(s):
-        return s.post(url, timeout=60, data={"username": "ada-admin", "password": "wrong",
-                                             "csrfmiddlewaretoken": s.cookies["csrftoken"]}).status_code
+        return s.post(
+            url,
+            timeout=60,
+            data={"username": "ada-admin", "password": "wrong", "csrfmiddlewaretoken": s.cookies["csrftoken"]},
+        ).status_code
 
     sessions = [session() for _ in range(16)]
     with ThreadPoolExecutor(4) as pool:
@@ -87,8 +91,11 @@ def test_changing_ones_own_password_in_the_admin_is_audited_without_the_password
     wrong = client.post(url, {"old_password": "not-it", "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD})
     assert wrong.status_code == 200 and not AuditEvent.objects.exists()  # nothing changed
     hash_before = admin_user_role.password
-    response = client.post(url, {"old_password": "pw-ada-admin", "new_password1": NEW_PASSWORD,
-                                 "new_password2": NEW_PASSWORD}, REMOTE_ADDR="10.7.0.9")
+    response = client.post(
+        url,
+        {"old_password": "pw-ada-admin", "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD},
+        REMOTE_ADDR="10.7.0.9",
+    )
     assert response.status_code == 302
     admin_user_role.refresh_from_db()
     assert admin_user_role.check_password(NEW_PASSWORD)

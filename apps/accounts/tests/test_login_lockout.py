@@ -2,6 +2,7 @@
 one address locked every account (admins included); behind a reverse proxy one anonymous client locked out
 everyone. The client address is read from X-Forwarded-For only when the peer is a TRUSTED_PROXY_ADDRESSES proxy.
 A failed login's typed name that no user has (often a mistyped password) is not in the audit log viewers read."""
+
 import pytest
 from django.conf import settings
 from django.urls import reverse
@@ -93,4 +94,6 @@ def test_made_up_names_from_many_addresses_do_not_reach_the_user_wide_limit(clie
     settings.LOGIN_MAX_FAILURES_PER_USER = 3
     for i in range(10):
         assert login(client, "nobody-at-all", "wrong", f"198.19.{i}.1").status_code == 200
-    assert not AuditEvent.objects.filter(action="login refused").exists()  # no user has the name: only the per-address lock counts it
+    assert not AuditEvent.objects.filter(
+        action="login refused"
+    ).exists()  # no user has the name: only the per-address lock counts it

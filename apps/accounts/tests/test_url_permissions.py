@@ -4,6 +4,7 @@ public/any-user views listed here; a new view without a check fails this test.
 For each URL the no-role user, viewer, operator and admin each GET (and, for views that change
 things, POST) it: below the required role the answer is 403, at or above it anything but 403 and 500.
 """
+
 from datetime import timedelta
 
 import pytest
@@ -19,7 +20,11 @@ from controlplane.converters import IdConverter
 NOT_ROLE_CHECKED = {"accounts:login", "accounts:logout"}  # the login page itself, and leaving
 # Outside the roles on purpose, each with a check of its own (the view's access_check says which): a scraper has
 # no session. Every role is refused there from outside, below; the app's own tests hold the rest.
-OWN_ACCESS_CHECK = {"metrics", "pool_metrics", "metrics_targets"}  # Prometheus: METRICS_TOKEN or METRICS_ALLOWED_ADDRESSES (apps/monitoring/tests/test_metrics.py)
+OWN_ACCESS_CHECK = {
+    "metrics",
+    "pool_metrics",
+    "metrics_targets",
+}  # Prometheus: METRICS_TOKEN or METRICS_ALLOWED_ADDRESSES (apps/monitoring/tests/test_metrics.py)
 
 
 def url_patterns(patterns=None, namespace=None):
@@ -40,8 +45,13 @@ def objects(db):
     node = ProxySQLNode.objects.create(cluster=cluster, name="p", admin_host="127.0.0.1", admin_port=1, admin_user="a")
     server = Server.objects.create(cluster=cluster, hostname="127.0.0.1", port=2)
     HostgroupMembership.objects.create(server=server, hostgroup_id=101)
-    op = Operation.objects.create(cluster=cluster, kind="switchover", title="t", actor="x",
-                                  plan=Plan("switchover", cluster.pk, "t", [], []).to_json())
+    op = Operation.objects.create(
+        cluster=cluster,
+        kind="switchover",
+        title="t",
+        actor="x",
+        plan=Plan("switchover", cluster.pk, "t", [], []).to_json(),
+    )
     event = record("permission test")
     out = {"cluster": cluster.pk, "node": node.pk, "server": server.pk, "operation": op.pk, "event": event.pk}
     from django.utils import timezone
@@ -57,20 +67,33 @@ def objects(db):
     from apps.configuration import content
     from apps.configuration.models import ChangeSet, ConfigVersion
 
-    version = ConfigVersion.objects.create(cluster=cluster, number=1, author="x", reason="r", source="adopt",
-                                           content=content.empty())
+    version = ConfigVersion.objects.create(
+        cluster=cluster, number=1, author="x", reason="r", source="adopt", content=content.empty()
+    )
     out["version"] = version.pk
     out["change_set"] = ChangeSet.objects.create(cluster=cluster, base=version, author_name="x").pk
     from apps.alerts.models import Alert, Channel, Silence
 
     now = timezone.now()
-    out["alert"] = Alert.objects.create(rule="writer_none", cluster=cluster, target=f"c{cluster.pk}",
-                                        subject=f"n{node.pk}:hg100", subject_label="writer hostgroup 100 on p",
-                                        node=node, severity="critical", state="firing", summary="no usable writer",
-                                        since=now, fires_at=now, fired_at=now, last_seen_at=now,
-                                        active_key=f"writer_none|n{node.pk}:hg100").pk
-    out["silence"] = Silence.objects.create(cluster=cluster, reason="r", starts_at=now, ends_at=now + timedelta(hours=1),
-                                            created_by="x").pk
+    out["alert"] = Alert.objects.create(
+        rule="writer_none",
+        cluster=cluster,
+        target=f"c{cluster.pk}",
+        subject=f"n{node.pk}:hg100",
+        subject_label="writer hostgroup 100 on p",
+        node=node,
+        severity="critical",
+        state="firing",
+        summary="no usable writer",
+        since=now,
+        fires_at=now,
+        fired_at=now,
+        last_seen_at=now,
+        active_key=f"writer_none|n{node.pk}:hg100",
+    ).pk
+    out["silence"] = Silence.objects.create(
+        cluster=cluster, reason="r", starts_at=now, ends_at=now + timedelta(hours=1), created_by="x"
+    ).pk
     out["channel"] = Channel.objects.create(name="c", kind="webhook", url="http://127.0.0.1:9/hook").pk
     from apps.rollouts.models import Rollout
 
@@ -85,8 +108,13 @@ def objects(db):
 
     # Within one cluster (the form would refuse it): other tests compare the lists of these objects.
     out["dr_channel"] = ReplicationChannel.objects.create(
-        name="perm", source_cluster=cluster, replica_cluster=cluster, source_server=server, replica_server=server,
-        replication_user="r").pk
+        name="perm",
+        source_cluster=cluster,
+        replica_cluster=cluster,
+        source_server=server,
+        replica_server=server,
+        replication_user="r",
+    ).pk
     return out
 
 
@@ -95,30 +123,70 @@ def kwargs_for(name, pattern, objects):
     converters = pattern.pattern.converters
     if not converters:
         return {}
-    owner = {"pages:cluster": "cluster", "pages:cluster_drift": "cluster", "pages:cluster_tags": "cluster", "monitoring:cluster_live": "cluster",
-             "pages:cluster_connections": "cluster",
-             "monitoring:cluster_sparklines": "cluster", "operations:switchover": "cluster", "operations:repair": "cluster",
-             "operations:cluster_rules": "cluster", "operations:cluster_rules_save": "cluster",
-             "pages:proxysql_node": "node", "pages:proxysql_node_runtime": "node", "monitoring:proxysql_pool": "node",
-             "monitoring:proxysql_mirror": "node", "monitoring:proxysql_chart": "node",
-             "monitoring:cluster_query_stats": "cluster", "monitoring:proxysql_query_stats": "node",
-             "monitoring:proxysql_sessions": "node", "monitoring:proxysql_kill_session": "node",
-             "pages:server": "server", "pages:server_state": "server", "monitoring:server_live": "server",
-             "monitoring:server_chart": "server", "operations:drain": "server", "operations:restore": "server",
-             "audit:detail": "event", "digests:detail": "digest", "digests:chart": "digest",
-             "digests:rule": "digest", "digests:explain": "digest",
-             "reports:detail": "report", "reports:pdf": "report", "reports:send": "report", "reports:chart": "report",
-             "reports:schedule_edit": "schedule", "reports:schedule_delete": "schedule", "reports:schedule_run": "schedule",
-             "configuration:version": "version", "configuration:export": "version", "configuration:revert": "version",
-             "configuration:take_runtime": "node",
-             "alerts:detail": "alert", "alerts:state": "alert", "alerts:acknowledge": "alert",
-             "alerts:silence_end": "silence", "alerts:cluster_rules": "cluster", "alerts:cluster_rule_edit": "cluster",
-             "alerts:cluster_alerts": "cluster", "alerts:channel": "channel", "alerts:channel_edit": "channel",
-             "alerts:channel_delete": "channel", "alerts:channel_test": "channel", "alerts:channel_log": "channel",
-             "accounts:token_revoke": "token",
-             "dr:channel": "dr_channel", "dr:channel_live": "dr_channel", "dr:channel_move": "dr_channel", "dr:channel_chart": "dr_channel"}
+    owner = {
+        "pages:cluster": "cluster",
+        "pages:cluster_drift": "cluster",
+        "pages:cluster_tags": "cluster",
+        "monitoring:cluster_live": "cluster",
+        "pages:cluster_connections": "cluster",
+        "monitoring:cluster_sparklines": "cluster",
+        "operations:switchover": "cluster",
+        "operations:repair": "cluster",
+        "operations:cluster_rules": "cluster",
+        "operations:cluster_rules_save": "cluster",
+        "pages:proxysql_node": "node",
+        "pages:proxysql_node_runtime": "node",
+        "monitoring:proxysql_pool": "node",
+        "monitoring:proxysql_mirror": "node",
+        "monitoring:proxysql_chart": "node",
+        "monitoring:cluster_query_stats": "cluster",
+        "monitoring:proxysql_query_stats": "node",
+        "monitoring:proxysql_sessions": "node",
+        "monitoring:proxysql_kill_session": "node",
+        "pages:server": "server",
+        "pages:server_state": "server",
+        "monitoring:server_live": "server",
+        "monitoring:server_chart": "server",
+        "operations:drain": "server",
+        "operations:restore": "server",
+        "audit:detail": "event",
+        "digests:detail": "digest",
+        "digests:chart": "digest",
+        "digests:rule": "digest",
+        "digests:explain": "digest",
+        "reports:detail": "report",
+        "reports:pdf": "report",
+        "reports:send": "report",
+        "reports:chart": "report",
+        "reports:schedule_edit": "schedule",
+        "reports:schedule_delete": "schedule",
+        "reports:schedule_run": "schedule",
+        "configuration:version": "version",
+        "configuration:export": "version",
+        "configuration:revert": "version",
+        "configuration:take_runtime": "node",
+        "alerts:detail": "alert",
+        "alerts:state": "alert",
+        "alerts:acknowledge": "alert",
+        "alerts:silence_end": "silence",
+        "alerts:cluster_rules": "cluster",
+        "alerts:cluster_rule_edit": "cluster",
+        "alerts:cluster_alerts": "cluster",
+        "alerts:channel": "channel",
+        "alerts:channel_edit": "channel",
+        "alerts:channel_delete": "channel",
+        "alerts:channel_test": "channel",
+        "alerts:channel_log": "channel",
+        "accounts:token_revoke": "token",
+        "dr:channel": "dr_channel",
+        "dr:channel_live": "dr_channel",
+        "dr:channel_move": "dr_channel",
+        "dr:channel_chart": "dr_channel",
+    }
     prefix = name.split(":")[0]
-    key = owner.get(name) or {"operations": "operation", "configuration": "change_set", "rollouts": "rollout"}.get(prefix)
+    key = owner.get(name) or {"operations": "operation", "configuration": "change_set", "rollouts": "rollout"}.get(
+        prefix
+    )
     if prefix == "configuration" and "cluster_pk" in converters:
         key = "cluster"
     if name == "alerts:rule_edit":
@@ -128,15 +196,22 @@ def kwargs_for(name, pattern, objects):
     out = {}
     for arg, converter in converters.items():
         numeric = converter.regex in ("[0-9]+", IdConverter.regex)
-        out[arg] = (0 if arg == "index" else objects[key]) if numeric else \
-            ("mysql_servers" if arg == "table_name" else "writer_none" if arg == "rule" else "conn_used")
+        out[arg] = (
+            (0 if arg == "index" else objects[key])
+            if numeric
+            else ("mysql_servers" if arg == "table_name" else "writer_none" if arg == "rule" else "conn_used")
+        )
     return out
 
 
 def test_every_view_declares_its_role():
-    undeclared = [name for name, p in url_patterns()
-                  if name not in NOT_ROLE_CHECKED and getattr(p.callback, "required_role", None) not in (VIEWER, OPERATOR, ADMIN)
-                  and not (name in OWN_ACCESS_CHECK and getattr(p.callback, "access_check", None))]
+    undeclared = [
+        name
+        for name, p in url_patterns()
+        if name not in NOT_ROLE_CHECKED
+        and getattr(p.callback, "required_role", None) not in (VIEWER, OPERATOR, ADMIN)
+        and not (name in OWN_ACCESS_CHECK and getattr(p.callback, "access_check", None))
+    ]
     assert not undeclared, f"views without a role check (use apps.accounts.roles.require_role): {undeclared}"
 
 

@@ -1,5 +1,6 @@
 """Users changed in Django's admin or by ensure_user, and logouts, are audited: who, which user, what
 changed; never a password or its hash."""
+
 import pytest
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
@@ -19,10 +20,16 @@ def admin_client(client, admin_user_role):
 
 
 def change_form(user, **changes):
-    data = {"username": user.username, "first_name": user.first_name, "last_name": user.last_name,
-            "email": user.email, "date_joined_0": user.date_joined.strftime("%Y-%m-%d"),
-            "date_joined_1": user.date_joined.strftime("%H:%M:%S"), "is_active": "on",
-            "groups": [g.pk for g in user.groups.all()]}
+    data = {
+        "username": user.username,
+        "first_name": user.first_name,
+        "last_name": user.last_name,
+        "email": user.email,
+        "date_joined_0": user.date_joined.strftime("%Y-%m-%d"),
+        "date_joined_1": user.date_joined.strftime("%H:%M:%S"),
+        "is_active": "on",
+        "groups": [g.pk for g in user.groups.all()],
+    }
     data.update(changes)
     return {k: v for k, v in data.items() if v is not None}
 
@@ -33,8 +40,10 @@ def no_secret_in(event, user):
 
 
 def test_adding_a_user_is_audited(admin_client):
-    response = admin_client.post(reverse("admin:auth_user_add"), {
-        "username": "newbie", "usable_password": "true", "password1": NEW_PASSWORD, "password2": NEW_PASSWORD})
+    response = admin_client.post(
+        reverse("admin:auth_user_add"),
+        {"username": "newbie", "usable_password": "true", "password1": NEW_PASSWORD, "password2": NEW_PASSWORD},
+    )
     assert response.status_code == 302
     newbie = User.objects.get(username="newbie")
     event = AuditEvent.objects.get(action="add user")
@@ -43,12 +52,15 @@ def test_adding_a_user_is_audited(admin_client):
     assert event.details["can_log_in"] is True and no_secret_in(event, newbie)
 
 
-@pytest.mark.parametrize("changes, expected", [
-    ({"groups": "operator"}, {"groups": [[], ["operator"]], "role": [None, "operator"]}),
-    ({"is_superuser": "on"}, {"is_superuser": [False, True], "role": [None, "admin"]}),
-    ({"is_staff": "on"}, {"is_staff": [False, True]}),
-    ({"is_active": None}, {"is_active": [True, False], "can_log_in": [True, False]}),
-])
+@pytest.mark.parametrize(
+    "changes, expected",
+    [
+        ({"groups": "operator"}, {"groups": [[], ["operator"]], "role": [None, "operator"]}),
+        ({"is_superuser": "on"}, {"is_superuser": [False, True], "role": [None, "admin"]}),
+        ({"is_staff": "on"}, {"is_staff": [False, True]}),
+        ({"is_active": None}, {"is_active": [True, False], "can_log_in": [True, False]}),
+    ],
+)
 def test_changing_roles_superuser_staff_or_active_is_audited(admin_client, django_user_model, changes, expected):
     vic = django_user_model.objects.create_user(username="vic", password="x")
     if changes.get("groups"):
@@ -68,16 +80,20 @@ def test_saving_a_user_unchanged_writes_nothing(admin_client, django_user_model)
 
 def test_resetting_a_password_is_audited_without_the_password(admin_client, django_user_model):
     vic = django_user_model.objects.create_user(username="vic", password="x")
-    response = admin_client.post(reverse("admin:auth_user_password_change", args=[vic.pk]), {
-        "usable_password": "true", "password1": NEW_PASSWORD, "password2": NEW_PASSWORD})
+    response = admin_client.post(
+        reverse("admin:auth_user_password_change", args=[vic.pk]),
+        {"usable_password": "true", "password1": NEW_PASSWORD, "password2": NEW_PASSWORD},
+    )
     assert response.status_code == 302
     vic.refresh_from_db()
     assert vic.check_password(NEW_PASSWORD)
     event = AuditEvent.objects.get(action="reset user password")
     assert event.actor == "ada-admin" and event.target == f"user vic (#{vic.pk})"
     assert event.details["credentials"] == "a new password was set" and no_secret_in(event, vic)
-    mismatch = admin_client.post(reverse("admin:auth_user_password_change", args=[vic.pk]), {
-        "usable_password": "true", "password1": NEW_PASSWORD, "password2": "other"})
+    mismatch = admin_client.post(
+        reverse("admin:auth_user_password_change", args=[vic.pk]),
+        {"usable_password": "true", "password1": NEW_PASSWORD, "password2": "other"},
+    )
     assert mismatch.status_code == 200 and AuditEvent.objects.filter(action="reset user password").count() == 1
 
 
@@ -91,11 +107,16 @@ def test_deleting_users_is_audited_and_the_chain_still_verifies(admin_client, dj
     event = AuditEvent.objects.get(action="delete user")
     assert event.actor == "ada-admin" and event.details["before"]["username"] == "vic"
     a, b = (django_user_model.objects.create_user(username=n, password="x") for n in ("a", "b"))
-    response = admin_client.post(reverse("admin:auth_user_changelist"), {
-        "action": "delete_selected", "_selected_action": [a.pk, b.pk], "post": "yes"})
+    response = admin_client.post(
+        reverse("admin:auth_user_changelist"),
+        {"action": "delete_selected", "_selected_action": [a.pk, b.pk], "post": "yes"},
+    )
     assert response.status_code == 302
     assert sorted(e.details["before"]["username"] for e in AuditEvent.objects.filter(action="delete user")) == [
-        "a", "b", "vic"]
+        "a",
+        "b",
+        "vic",
+    ]
     checked, broken, reason = verify_chain()
     assert broken is None, reason
 

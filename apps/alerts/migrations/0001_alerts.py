@@ -6,182 +6,362 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('fleet', '0004_replication_credentials'),
-        ('operations', '0002_alter_operation_kind'),
+        ("fleet", "0004_replication_credentials"),
+        ("operations", "0002_alter_operation_kind"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Alert',
+            name="Alert",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('rule', models.CharField(max_length=40)),
-                ('target', models.CharField(help_text='what the evaluation reads: n<node>, s<server>, c<cluster>, o<op>', max_length=24)),
-                ('subject', models.CharField(max_length=200)),
-                ('subject_label', models.CharField(max_length=300)),
-                ('hostgroup', models.PositiveIntegerField(blank=True, null=True)),
-                ('severity', models.CharField(choices=[('critical', 'critical'), ('warning', 'warning'), ('info', 'info')], max_length=10)),
-                ('state', models.CharField(choices=[('pending', 'pending'), ('firing', 'firing'), ('resolved', 'resolved')], default='pending', max_length=10)),
-                ('summary', models.TextField(help_text='what was seen, with its figures')),
-                ('value', models.FloatField(blank=True, null=True)),
-                ('details', models.JSONField(blank=True, default=dict)),
-                ('since', models.DateTimeField(help_text='the condition was first seen')),
-                ('fires_at', models.DateTimeField(help_text="since + the rule's `for`, or the end of a hold")),
-                ('fired_at', models.DateTimeField(blank=True, null=True)),
-                ('resolved_at', models.DateTimeField(blank=True, null=True)),
-                ('last_seen_at', models.DateTimeField()),
-                ('held', models.BooleanField(default=False)),
-                ('hold_reason', models.CharField(blank=True, max_length=300)),
-                ('was_held', models.BooleanField(default=False, help_text='held at some point (released or cleared while held)')),
-                ('notified', models.BooleanField(default=False, help_text='told to at least one channel as firing')),
-                ('acked_at', models.DateTimeField(blank=True, null=True)),
-                ('acked_by', models.CharField(blank=True, max_length=150)),
-                ('ack_note', models.TextField(blank=True)),
-                ('active_key', models.CharField(blank=True, max_length=250, null=True, unique=True)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='alerts', to='fleet.cluster')),
-                ('hold_operation', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='operations.operation')),
-                ('node', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='fleet.proxysqlnode')),
-                ('operation', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='operations.operation')),
-                ('server', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='fleet.server')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("rule", models.CharField(max_length=40)),
+                (
+                    "target",
+                    models.CharField(
+                        help_text="what the evaluation reads: n<node>, s<server>, c<cluster>, o<op>", max_length=24
+                    ),
+                ),
+                ("subject", models.CharField(max_length=200)),
+                ("subject_label", models.CharField(max_length=300)),
+                ("hostgroup", models.PositiveIntegerField(blank=True, null=True)),
+                (
+                    "severity",
+                    models.CharField(
+                        choices=[("critical", "critical"), ("warning", "warning"), ("info", "info")], max_length=10
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("pending", "pending"), ("firing", "firing"), ("resolved", "resolved")],
+                        default="pending",
+                        max_length=10,
+                    ),
+                ),
+                ("summary", models.TextField(help_text="what was seen, with its figures")),
+                ("value", models.FloatField(blank=True, null=True)),
+                ("details", models.JSONField(blank=True, default=dict)),
+                ("since", models.DateTimeField(help_text="the condition was first seen")),
+                ("fires_at", models.DateTimeField(help_text="since + the rule's `for`, or the end of a hold")),
+                ("fired_at", models.DateTimeField(blank=True, null=True)),
+                ("resolved_at", models.DateTimeField(blank=True, null=True)),
+                ("last_seen_at", models.DateTimeField()),
+                ("held", models.BooleanField(default=False)),
+                ("hold_reason", models.CharField(blank=True, max_length=300)),
+                (
+                    "was_held",
+                    models.BooleanField(default=False, help_text="held at some point (released or cleared while held)"),
+                ),
+                ("notified", models.BooleanField(default=False, help_text="told to at least one channel as firing")),
+                ("acked_at", models.DateTimeField(blank=True, null=True)),
+                ("acked_by", models.CharField(blank=True, max_length=150)),
+                ("ack_note", models.TextField(blank=True)),
+                ("active_key", models.CharField(blank=True, max_length=250, null=True, unique=True)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="alerts", to="fleet.cluster"
+                    ),
+                ),
+                (
+                    "hold_operation",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="operations.operation",
+                    ),
+                ),
+                (
+                    "node",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="fleet.proxysqlnode",
+                    ),
+                ),
+                (
+                    "operation",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="operations.operation",
+                    ),
+                ),
+                (
+                    "server",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="fleet.server",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-since', '-id'],
+                "ordering": ["-since", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='Channel',
+            name="Channel",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('kind', models.CharField(choices=[('email', 'e-mail'), ('webhook', 'generic JSON webhook'), ('slack', 'Slack-compatible webhook'), ('pagerduty', 'PagerDuty Events API v2'), ('alertmanager', 'Prometheus Alertmanager (v2 API)')], max_length=20)),
-                ('url', models.URLField(blank=True, help_text='webhook URL; PagerDuty: the Events API v2 enqueue URL; Alertmanager: its base URL', max_length=500)),
-                ('recipients', models.TextField(blank=True, help_text='e-mail: comma-separated addresses')),
-                ('secret', apps.fleet.secrets.EncryptedTextField(blank=True, help_text='PagerDuty: the routing key; webhook/Alertmanager: a bearer token (optional)')),
-                ('min_severity', models.CharField(choices=[('critical', 'critical'), ('warning', 'warning'), ('info', 'info')], default='warning', max_length=10)),
-                ('send_resolved', models.BooleanField(default=True)),
-                ('enabled', models.BooleanField(default=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('clusters', models.ManyToManyField(blank=True, help_text='only these clusters (none chosen: every cluster)', related_name='+', to='fleet.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=100, unique=True)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("email", "e-mail"),
+                            ("webhook", "generic JSON webhook"),
+                            ("slack", "Slack-compatible webhook"),
+                            ("pagerduty", "PagerDuty Events API v2"),
+                            ("alertmanager", "Prometheus Alertmanager (v2 API)"),
+                        ],
+                        max_length=20,
+                    ),
+                ),
+                (
+                    "url",
+                    models.URLField(
+                        blank=True,
+                        help_text="webhook URL; PagerDuty: the Events API v2 enqueue URL; Alertmanager: its base URL",
+                        max_length=500,
+                    ),
+                ),
+                ("recipients", models.TextField(blank=True, help_text="e-mail: comma-separated addresses")),
+                (
+                    "secret",
+                    apps.fleet.secrets.EncryptedTextField(
+                        blank=True,
+                        help_text="PagerDuty: the routing key; webhook/Alertmanager: a bearer token (optional)",
+                    ),
+                ),
+                (
+                    "min_severity",
+                    models.CharField(
+                        choices=[("critical", "critical"), ("warning", "warning"), ("info", "info")],
+                        default="warning",
+                        max_length=10,
+                    ),
+                ),
+                ("send_resolved", models.BooleanField(default=True)),
+                ("enabled", models.BooleanField(default=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "clusters",
+                    models.ManyToManyField(
+                        blank=True,
+                        help_text="only these clusters (none chosen: every cluster)",
+                        related_name="+",
+                        to="fleet.cluster",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Notification',
+            name="Notification",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('reason', models.CharField(help_text='alerts, repeat, test', max_length=20)),
-                ('status', models.CharField(help_text="firing or resolved (the group's)", max_length=10)),
-                ('alert_ids', models.JSONField(default=list)),
-                ('payload', models.JSONField()),
-                ('state', models.CharField(choices=[('pending', 'pending'), ('retrying', 'retrying'), ('sent', 'sent'), ('failed', 'failed (gave up)')], default='pending', max_length=10)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('last_error', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('sent_at', models.DateTimeField(blank=True, null=True)),
-                ('requested_by', models.CharField(blank=True, max_length=150)),
-                ('channel', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='notifications', to='alerts.channel')),
-                ('cluster', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='fleet.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("reason", models.CharField(help_text="alerts, repeat, test", max_length=20)),
+                ("status", models.CharField(help_text="firing or resolved (the group's)", max_length=10)),
+                ("alert_ids", models.JSONField(default=list)),
+                ("payload", models.JSONField()),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("pending", "pending"),
+                            ("retrying", "retrying"),
+                            ("sent", "sent"),
+                            ("failed", "failed (gave up)"),
+                        ],
+                        default="pending",
+                        max_length=10,
+                    ),
+                ),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("last_error", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("sent_at", models.DateTimeField(blank=True, null=True)),
+                ("requested_by", models.CharField(blank=True, max_length=150)),
+                (
+                    "channel",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="notifications", to="alerts.channel"
+                    ),
+                ),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="fleet.cluster",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-id'],
+                "ordering": ["-id"],
             },
         ),
         migrations.CreateModel(
-            name='DeliveryAttempt',
+            name="DeliveryAttempt",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('at', models.DateTimeField()),
-                ('ok', models.BooleanField()),
-                ('http_status', models.PositiveIntegerField(blank=True, null=True)),
-                ('error', models.TextField(blank=True)),
-                ('duration_ms', models.FloatField()),
-                ('notification', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='tries', to='alerts.notification')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("at", models.DateTimeField()),
+                ("ok", models.BooleanField()),
+                ("http_status", models.PositiveIntegerField(blank=True, null=True)),
+                ("error", models.TextField(blank=True)),
+                ("duration_ms", models.FloatField()),
+                (
+                    "notification",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="tries", to="alerts.notification"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['notification', 'at'],
+                "ordering": ["notification", "at"],
             },
         ),
         migrations.CreateModel(
-            name='NotificationGroup',
+            name="NotificationGroup",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('told', models.JSONField(blank=True, default=dict, help_text="{alert id: 'firing' | 'resolved'} as last sent")),
-                ('last_sent_at', models.DateTimeField(blank=True, null=True)),
-                ('next_flush_at', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('channel', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='groups', to='alerts.channel')),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "told",
+                    models.JSONField(
+                        blank=True, default=dict, help_text="{alert id: 'firing' | 'resolved'} as last sent"
+                    ),
+                ),
+                ("last_sent_at", models.DateTimeField(blank=True, null=True)),
+                ("next_flush_at", models.DateTimeField(blank=True, db_index=True, null=True)),
+                (
+                    "channel",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="groups", to="alerts.channel"
+                    ),
+                ),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="fleet.cluster"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='RuleSetting',
+            name="RuleSetting",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('rule', models.CharField(max_length=40)),
-                ('enabled', models.BooleanField(blank=True, null=True)),
-                ('severity', models.CharField(blank=True, choices=[('critical', 'critical'), ('warning', 'warning'), ('info', 'info')], max_length=10)),
-                ('for_s', models.FloatField(blank=True, null=True)),
-                ('params', models.JSONField(blank=True, default=dict)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('cluster', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("rule", models.CharField(max_length=40)),
+                ("enabled", models.BooleanField(blank=True, null=True)),
+                (
+                    "severity",
+                    models.CharField(
+                        blank=True,
+                        choices=[("critical", "critical"), ("warning", "warning"), ("info", "info")],
+                        max_length=10,
+                    ),
+                ),
+                ("for_s", models.FloatField(blank=True, null=True)),
+                ("params", models.JSONField(blank=True, default=dict)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="fleet.cluster",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Silence',
+            name="Silence",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('rule', models.CharField(blank=True, max_length=40)),
-                ('subject', models.CharField(blank=True, max_length=200)),
-                ('subject_label', models.CharField(blank=True, max_length=300)),
-                ('reason', models.TextField()),
-                ('starts_at', models.DateTimeField()),
-                ('ends_at', models.DateTimeField()),
-                ('created_by', models.CharField(max_length=150)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('expired_by', models.CharField(blank=True, max_length=150)),
-                ('expired_at', models.DateTimeField(blank=True, null=True)),
-                ('cluster', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.cluster')),
-                ('from_alert', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='alerts.alert')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("rule", models.CharField(blank=True, max_length=40)),
+                ("subject", models.CharField(blank=True, max_length=200)),
+                ("subject_label", models.CharField(blank=True, max_length=300)),
+                ("reason", models.TextField()),
+                ("starts_at", models.DateTimeField()),
+                ("ends_at", models.DateTimeField()),
+                ("created_by", models.CharField(max_length=150)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("expired_by", models.CharField(blank=True, max_length=150)),
+                ("expired_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="fleet.cluster",
+                    ),
+                ),
+                (
+                    "from_alert",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="alerts.alert",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-ends_at', '-id'],
+                "ordering": ["-ends_at", "-id"],
             },
         ),
         migrations.AddIndex(
-            model_name='alert',
-            index=models.Index(fields=['target'], name='alert_target'),
+            model_name="alert",
+            index=models.Index(fields=["target"], name="alert_target"),
         ),
         migrations.AddIndex(
-            model_name='alert',
-            index=models.Index(fields=['state', 'fires_at'], name='alert_state_fires'),
+            model_name="alert",
+            index=models.Index(fields=["state", "fires_at"], name="alert_state_fires"),
         ),
         migrations.AddIndex(
-            model_name='alert',
-            index=models.Index(fields=['cluster', 'since'], name='alert_cluster_since'),
+            model_name="alert",
+            index=models.Index(fields=["cluster", "since"], name="alert_cluster_since"),
         ),
         migrations.AddIndex(
-            model_name='alert',
-            index=models.Index(fields=['since'], name='alert_since'),
+            model_name="alert",
+            index=models.Index(fields=["since"], name="alert_since"),
         ),
         migrations.AddIndex(
-            model_name='notification',
-            index=models.Index(fields=['created_at'], name='notification_created'),
+            model_name="notification",
+            index=models.Index(fields=["created_at"], name="notification_created"),
         ),
         migrations.AddConstraint(
-            model_name='notificationgroup',
-            constraint=models.UniqueConstraint(fields=('channel', 'cluster'), name='unique_group_per_channel'),
+            model_name="notificationgroup",
+            constraint=models.UniqueConstraint(fields=("channel", "cluster"), name="unique_group_per_channel"),
         ),
         migrations.AddIndex(
-            model_name='rulesetting',
-            index=models.Index(fields=['rule', 'cluster'], name='alerts_rule_rule_7448a3_idx'),
+            model_name="rulesetting",
+            index=models.Index(fields=["rule", "cluster"], name="alerts_rule_rule_7448a3_idx"),
         ),
         migrations.AddIndex(
-            model_name='silence',
-            index=models.Index(fields=['ends_at'], name='silence_ends'),
+            model_name="silence",
+            index=models.Index(fields=["ends_at"], name="silence_ends"),
         ),
     ]

@@ -4,16 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('alerts', '0001_alerts'),
-        ('fleet', '0007_backend_poll_and_failover_defaults'),
-        ('operations', '0003_confirmer_and_pending_rollbacks'),
+        ("alerts", "0001_alerts"),
+        ("fleet", "0007_backend_poll_and_failover_defaults"),
+        ("operations", "0003_confirmer_and_pending_rollbacks"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='alert',
-            index=models.Index(fields=['state', 'since'], name='alert_state_since'),
+            model_name="alert",
+            index=models.Index(fields=["state", "since"], name="alert_state_since"),
         ),
     ]

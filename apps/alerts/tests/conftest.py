@@ -1,5 +1,6 @@
 """Helpers for the alert tests: poll the adopted lab as the poll tasks do and judge what the rounds wrote,
 a local HTTP receiver that records what it got (and can be down), and rule overrides."""
+
 import json
 import threading
 import time
@@ -74,8 +75,15 @@ def until(predicate, timeout, step=0.3, kinds=("proxysql", "backend")):
 def set_rule(rule, cluster=None, **kw):
     """A rule override (as the rules page saves it), e.g. set_rule("writer_none", for_s=0)."""
     params = {k[2:]: v for k, v in kw.items() if k.startswith("p_")}
-    services.save_rule_setting(cluster, rule, enabled=kw.get("enabled"), severity=kw.get("severity", ""),
-                               for_s=kw.get("for_s"), params=params, actor=Actor.command(_system_user()))
+    services.save_rule_setting(
+        cluster,
+        rule,
+        enabled=kw.get("enabled"),
+        severity=kw.get("severity", ""),
+        for_s=kw.get("for_s"),
+        params=params,
+        actor=Actor.command(_system_user()),
+    )
 
 
 def _system_user():
@@ -104,8 +112,14 @@ class Receiver:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with receiver.lock:
-                    receiver.got.append({"path": self.path, "headers": dict(self.headers), "at": time.time(),
-                                         "json": json.loads(body or b"null")})
+                    receiver.got.append(
+                        {
+                            "path": self.path,
+                            "headers": dict(self.headers),
+                            "at": time.time(),
+                            "json": json.loads(body or b"null"),
+                        }
+                    )
                 self.send_response(receiver.status)
                 self.end_headers()
                 self.wfile.write(receiver.answer)

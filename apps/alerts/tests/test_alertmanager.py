@@ -1,5 +1,6 @@
 """A real Prometheus Alertmanager (Debian's prometheus-alertmanager, started by the test on a free port):
 the console posts its alerts to the v2 API, reads them back from that API, and resolves them there."""
+
 import json
 import shutil
 import socket
@@ -38,9 +39,17 @@ def alertmanager(tmp_path):
     (tmp_path / "alertmanager.yml").write_text(CONFIG)
     port = free_port()
     log = open(tmp_path / "alertmanager.log", "w+")
-    proc = subprocess.Popen([binary, f"--config.file={tmp_path / 'alertmanager.yml'}",
-                             f"--storage.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
-                             "--cluster.listen-address="], stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={tmp_path / 'alertmanager.yml'}",
+            f"--storage.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--cluster.listen-address=",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 20
     while True:
@@ -82,8 +91,14 @@ def test_alerts_posted_to_a_real_alertmanager_and_read_back_from_its_api(adopted
         send_due()
         [got] = am_alerts(alertmanager)
         [alert] = firing("proxysql_unreachable")
-        assert got["labels"] == {"alertname": "proxysql_unreachable", "severity": "critical", "cluster": "galera-lab",
-                                 "subject": alert.subject_label, "family": "proxysql", "source": "proxysql-fleet"}
+        assert got["labels"] == {
+            "alertname": "proxysql_unreachable",
+            "severity": "critical",
+            "cluster": "galera-lab",
+            "subject": alert.subject_label,
+            "family": "proxysql",
+            "source": "proxysql-fleet",
+        }
         assert got["status"]["state"] == "active" and "does not answer" in got["annotations"]["summary"]
         assert got["generatorURL"].endswith(f"/alerts/{alert.pk}/")
         assert got["endsAt"] > got["startsAt"]  # ahead: re-posted while it fires

@@ -1,6 +1,7 @@
 """In a real browser (Debian chromium): the alerts list is readable at 2 a.m. Every piece of text in its rows
 (firing, pending, held and resolved, each severity) meets WCAG AA contrast (4.5:1) against the background it
 is drawn on, severity is a badge (the row is not painted), and resolved history is quieter than what fires."""
+
 from datetime import timedelta
 
 import pytest
@@ -48,16 +49,46 @@ def test_alert_rows_are_readable_and_history_is_quiet(page, live_server, browser
     cluster = Cluster.objects.create(name="alpha", writer_hostgroup=10, reader_hostgroup=20)
     now = timezone.now()
     for i, severity in enumerate(("critical", "warning", "info")):
-        common = dict(rule="writer_none", cluster=cluster, severity=severity, subject_label="proxysql-1 · hostgroup 10",
-                      summary="no usable ONLINE writer on proxysql-1", since=now - timedelta(minutes=5),
-                      fires_at=now - timedelta(minutes=4), last_seen_at=now)
-        Alert.objects.create(target=f"n{i}", subject=f"firing-{i}", state="firing", fired_at=now, active_key=f"f{i}",
-                             acked_at=now, acked_by="otto", **common)
+        common = dict(
+            rule="writer_none",
+            cluster=cluster,
+            severity=severity,
+            subject_label="proxysql-1 · hostgroup 10",
+            summary="no usable ONLINE writer on proxysql-1",
+            since=now - timedelta(minutes=5),
+            fires_at=now - timedelta(minutes=4),
+            last_seen_at=now,
+        )
+        Alert.objects.create(
+            target=f"n{i}",
+            subject=f"firing-{i}",
+            state="firing",
+            fired_at=now,
+            active_key=f"f{i}",
+            acked_at=now,
+            acked_by="otto",
+            **common,
+        )
         Alert.objects.create(target=f"p{i}", subject=f"pending-{i}", state="pending", active_key=f"p{i}", **common)
-        Alert.objects.create(target=f"h{i}", subject=f"held-{i}", state="pending", held=True, was_held=True,
-                             hold_reason="switchover #3", active_key=f"h{i}", **common)
-        Alert.objects.create(target=f"r{i}", subject=f"resolved-{i}", state="resolved", fired_at=now,
-                             resolved_at=now, was_held=True, **common)
+        Alert.objects.create(
+            target=f"h{i}",
+            subject=f"held-{i}",
+            state="pending",
+            held=True,
+            was_held=True,
+            hold_reason="switchover #3",
+            active_key=f"h{i}",
+            **common,
+        )
+        Alert.objects.create(
+            target=f"r{i}",
+            subject=f"resolved-{i}",
+            state="resolved",
+            fired_at=now,
+            resolved_at=now,
+            was_held=True,
+            **common,
+        )
     browser_login(viewer_user)
     page.goto(f"{live_server.url}{reverse('alerts:list')}")
     rows = page.locator("table.alerts tr[data-alert]")
@@ -65,8 +96,11 @@ def test_alert_rows_are_readable_and_history_is_quiet(page, live_server, browser
     page.screenshot(path=str(tmp_path / "alerts-list.png"), full_page=True)  # kept: the layout is the point
 
     measured = page.eval_on_selector_all("table.alerts tr[data-alert]", CONTRAST_JS)
-    assert {m["row"] for m in measured} == {f"{s} {sev}" for s in ("firing", "pending", "pending-held", "resolved")
-                                            for sev in ("critical", "warning", "info")}
+    assert {m["row"] for m in measured} == {
+        f"{s} {sev}"
+        for s in ("firing", "pending", "pending-held", "resolved")
+        for sev in ("critical", "warning", "info")
+    }
     unreadable = [m for m in measured if m["ratio"] < 4.5]
     assert not unreadable, unreadable
 

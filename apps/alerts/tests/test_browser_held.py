@@ -1,6 +1,7 @@
 """The cluster page after planned work: the alerts held during it and cleared before it ended (never notified) are
 folded under one line, not stacked above the runtime hostgroups; one that fired stays in sight; the fold stays
 open across the live refresh once a reader opens it."""
+
 import pytest
 from django.utils import timezone
 
@@ -13,9 +14,18 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_held_and_cleared_alerts_are_folded_on_the_cluster_page(page, live_server, browser_login, viewer_user):
     cluster = Cluster.objects.create(name="alpha", writer_hostgroup=10, reader_hostgroup=20)
     now = timezone.now()
-    common = dict(rule="writer_none", cluster=cluster, severity="critical", subject_label="proxysql-1 · hostgroup 10",
-                  summary="no usable ONLINE writer on proxysql-1", since=now, fires_at=now, last_seen_at=now,
-                  state="resolved", resolved_at=now)
+    common = dict(
+        rule="writer_none",
+        cluster=cluster,
+        severity="critical",
+        subject_label="proxysql-1 · hostgroup 10",
+        summary="no usable ONLINE writer on proxysql-1",
+        since=now,
+        fires_at=now,
+        last_seen_at=now,
+        state="resolved",
+        resolved_at=now,
+    )
     for i in range(5):
         Alert.objects.create(target=f"h{i}", subject=f"held-{i}", was_held=True, hold_reason="switchover #3", **common)
     Alert.objects.create(target="f", subject="fired", fired_at=now, **common)

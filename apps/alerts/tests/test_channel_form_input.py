@@ -1,5 +1,6 @@
 """The channel form (issue 22): a 20-digit cluster id is a form error, not an OverflowError 500; two admins adding
 a channel of one name at the same moment get a channel and a form error, not an IntegrityError 500."""
+
 import threading
 
 import pytest
@@ -45,8 +46,13 @@ def test_two_admins_adding_one_name_at_once_get_one_channel_and_a_message(admin_
 def test_a_channel_posts_only_to_the_allowed_destinations_and_says_where(settings, client, admin_user_role):
     settings.ALERT_CHANNEL_DESTINATIONS = ["hooks.example.net:443", "10.0.0.0/8"]
     client.force_login(admin_user_role)
-    for url in ("http://127.0.0.1:9/hook", "http://169.254.169.254/latest/", "http://hooks.example.net/x",
-                "https://localhost:443/x", "http://10.1.2.3.example.org/"):
+    for url in (
+        "http://127.0.0.1:9/hook",
+        "http://169.254.169.254/latest/",
+        "http://hooks.example.net/x",
+        "https://localhost:443/x",
+        "http://10.1.2.3.example.org/",
+    ):
         response = client.post(reverse("alerts:channel_create"), {**FIELDS, "url": url})
         body = response.content.decode()
         assert response.status_code == 400 and "is not among the destinations" in body, (url, response.status_code)

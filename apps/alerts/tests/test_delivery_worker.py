@@ -1,6 +1,7 @@
 """Delivery by a real Celery worker: the receiver is down when the alert fires, the worker retries with
 backoff (each try in the delivery log) and delivers once it is back; a receiver that refuses the payload
 (HTTP 400) is not retried; "send a test" from the channel page goes through the same path."""
+
 import time
 
 import pytest

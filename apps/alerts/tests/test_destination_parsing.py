@@ -2,6 +2,7 @@
 Python's urlsplit (host hooks.slack.com) while requests opened 127.0.0.1:P. Hypothesis builds URL shapes (userinfo,
 backslashes, encoded characters, IPv6, ports) from an allowed receiver and a forbidden one, both listening: every URL
 the check lets through reaches the allowed one, none reaches the forbidden one."""
+
 import pytest
 from django.urls import reverse
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
@@ -23,14 +24,44 @@ def two_receivers():
 
 def url_shapes(allowed, forbidden):
     good = st.sampled_from([f"127.0.0.1:{allowed}", f"localhost:{allowed}", f"[::ffff:127.0.0.1]:{allowed}"])
-    bad = st.sampled_from([f"127.0.0.1:{forbidden}", f"localhost:{forbidden}", f"127.1:{forbidden}",
-                           f"[::1]:{forbidden}", f"2130706433:{forbidden}"])
-    glue = st.sampled_from(["@", "\\@", "\\", "%40", "%5C@", "/", "#", "?", ":", "%2F", "%00", " ", "\t", "\n", "@@",
-                            ":x@", "%252F", "\u3002", "\uff0f"])
-    return st.builds(lambda scheme, parts, path: scheme + "".join(parts) + path,
-                     st.sampled_from(["http://", "HTTP://", "http:/", "http:\\\\", "https://", "http:///"]),
-                     st.lists(st.one_of(good, bad, glue), min_size=1, max_size=4),
-                     st.sampled_from(["", "/hook", "/h?x=1", "/%2e%2e/", "/\\@x"]))
+    bad = st.sampled_from(
+        [
+            f"127.0.0.1:{forbidden}",
+            f"localhost:{forbidden}",
+            f"127.1:{forbidden}",
+            f"[::1]:{forbidden}",
+            f"2130706433:{forbidden}",
+        ]
+    )
+    glue = st.sampled_from(
+        [
+            "@",
+            "\\@",
+            "\\",
+            "%40",
+            "%5C@",
+            "/",
+            "#",
+            "?",
+            ":",
+            "%2F",
+            "%00",
+            " ",
+            "\t",
+            "\n",
+            "@@",
+            ":x@",
+            "%252F",
+            "\u3002",
+            "\uff0f",
+        ]
+    )
+    return st.builds(
+        lambda scheme, parts, path: scheme + "".join(parts) + path,
+        st.sampled_from(["http://", "HTTP://", "http:/", "http:\\\\", "https://", "http:///"]),
+        st.lists(st.one_of(good, bad, glue), min_size=1, max_size=4),
+        st.sampled_from(["", "/hook", "/h?x=1", "/%2e%2e/", "/\\@x"]),
+    )
 
 
 @pytest.mark.django_db
@@ -61,17 +92,37 @@ def test_what_the_check_judged_is_where_the_request_goes(settings, two_receivers
     assert seen["passed"] > 0  # the shapes reach the allowed receiver too, not only refusals
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:9\\@hooks.slack.com/", "http://hooks.slack.com@127.0.0.1:9/",
-                                 "http://user:pw@hooks.slack.com/", "http://hooks.slack.com\\.evil.net/",
-                                 "http://hooks.slack.com%2F@127.0.0.1/", "http://hooks.slack.com /x"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9\\@hooks.slack.com/",
+        "http://hooks.slack.com@127.0.0.1:9/",
+        "http://user:pw@hooks.slack.com/",
+        "http://hooks.slack.com\\.evil.net/",
+        "http://hooks.slack.com%2F@127.0.0.1/",
+        "http://hooks.slack.com /x",
+    ],
+)
 def test_userinfo_and_backslashes_are_refused(settings, url):
     settings.ALERT_CHANNEL_DESTINATIONS = ["hooks.slack.com"]
     assert destinations.refusal(url) is not None, url
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:9/x", "http://localhost/", "http://169.254.169.254/latest/",
-                                 "http://10.1.2.3/", "http://192.168.0.1/", "http://[::1]/", "http://[fe80::1]/",
-                                 "http://0.0.0.0/", "http://2130706433/", "http://[::ffff:127.0.0.1]/"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9/x",
+        "http://localhost/",
+        "http://169.254.169.254/latest/",
+        "http://10.1.2.3/",
+        "http://192.168.0.1/",
+        "http://[::1]/",
+        "http://[fe80::1]/",
+        "http://0.0.0.0/",
+        "http://2130706433/",
+        "http://[::ffff:127.0.0.1]/",
+    ],
+)
 def test_by_default_loopback_link_local_and_private_addresses_are_refused(settings, url):
     settings.ALERT_CHANNEL_DESTINATIONS = []
     settings.ALERT_CHANNEL_PRIVATE_ADDRESSES = False
@@ -92,15 +143,18 @@ def test_a_network_the_allow_list_names_is_allowed_and_a_public_address_by_defau
 def test_the_form_refuses_a_loopback_url_by_default(settings, client, admin_user_role):
     settings.ALERT_CHANNEL_PRIVATE_ADDRESSES = False
     client.force_login(admin_user_role)
-    response = client.post(reverse("alerts:channel_create"), {"name": "x", "kind": "webhook", "url": "http://127.0.0.1:9/hook",
-                                                     "min_severity": "warning"})
+    response = client.post(
+        reverse("alerts:channel_create"),
+        {"name": "x", "kind": "webhook", "url": "http://127.0.0.1:9/hook", "min_severity": "warning"},
+    )
     assert response.status_code == 400 and "loopback, link-local or private" in response.content.decode()
     assert not Channel.objects.exists()
 
 
 @pytest.mark.django_db
-def test_fuzz_every_door_that_takes_a_channel_url_stores_only_what_posts_to_an_allowed_host(settings, two_receivers,
-                                                                                           client, admin_user_role):
+def test_fuzz_every_door_that_takes_a_channel_url_stores_only_what_posts_to_an_allowed_host(
+    settings, two_receivers, client, admin_user_role
+):
     """The page's form and the API (the two doors that take a channel URL; no configuration file carries one): a URL
     shape either is refused with a 400 and stores nothing, or is stored and its sends reach the allowed receiver only."""
     allowed, forbidden = two_receivers
@@ -125,7 +179,9 @@ def test_fuzz_every_door_that_takes_a_channel_url_stores_only_what_posts_to_an_a
         assert (channel is None) == (status == 400), (url, status)
         if channel is not None:
             seen["stored"] += 1
-            assert destinations.refusal(channel.url) is None and destinations.destination(channel.url)[1] == allowed.port
+            assert (
+                destinations.refusal(channel.url) is None and destinations.destination(channel.url)[1] == allowed.port
+            )
             channels._post(channel.url, {"alerts": []}, channel)
         assert forbidden.got == [], (url, forbidden.got)
 

@@ -8,6 +8,7 @@ lab and evaluate the rules after every round; notifications go to a local webhoo
 - A switchover that fails (the old writer stays down: the catch-up cannot read it, the plan rolls back to
   it): the held alerts outlive it and are released: one notification.
 The alert page and the health report show each."""
+
 import re
 import time
 
@@ -67,8 +68,16 @@ def alert_names(message, status):
 
 def described(messages):
     """Each message as its status and its alerts' (status, name, subject, summary): what a failed count saw."""
-    return [(m["status"], [(a.get("status"), a["labels"]["alertname"], a["labels"].get("subject"),
-                            a["annotations"].get("summary")) for a in m["alerts"]]) for m in messages]
+    return [
+        (
+            m["status"],
+            [
+                (a.get("status"), a["labels"]["alertname"], a["labels"].get("subject"), a["annotations"].get("summary"))
+                for a in m["alerts"]
+            ],
+        )
+        for m in messages
+    ]
 
 
 def firing(message):
@@ -91,10 +100,15 @@ def assert_the_writer_paged_once(messages):
     assert {a["fingerprint"] for a in told_later} <= writer, described(messages)
     resolved = {a["fingerprint"] for m in messages[1:] for a in m["alerts"] if a["status"] == "resolved"}
     assert writer <= resolved, described(messages)
-    later = [(a["labels"]["alertname"], a["annotations"]["summary"]) for m in messages[1:] for a in firing(m)
-             if a["fingerprint"] not in paged]
-    assert all(name == "backend_shunned" and "127.0.0.1:3311 is SHUNNED" in summary for name, summary in later), \
+    later = [
+        (a["labels"]["alertname"], a["annotations"]["summary"])
+        for m in messages[1:]
+        for a in firing(m)
+        if a["fingerprint"] not in paged
+    ]
+    assert all(name == "backend_shunned" and "127.0.0.1:3311 is SHUNNED" in summary for name, summary in later), (
         described(messages)
+    )
     return later
 
 
@@ -119,8 +133,10 @@ def test_killing_the_writer_pages_once_and_resolves_when_it_is_back(console, cli
     [msg] = receiver.messages()
     assert msg["status"] == "firing" and msg["commonLabels"]["severity"] == "critical"
     assert {a["labels"]["alertname"] for a in msg["alerts"]} == {"writer_none"}
-    assert {a["labels"]["subject"] for a in msg["alerts"]} == {"writer hostgroup 100 on proxysql-1",
-                                                                "writer hostgroup 100 on proxysql-2"}
+    assert {a["labels"]["subject"] for a in msg["alerts"]} == {
+        "writer hostgroup 100 on proxysql-1",
+        "writer hostgroup 100 on proxysql-2",
+    }
     # The page names the dead writer: unreachable as its poll says, or SHUNNED when the node's sessions made
     # ProxySQL shun it first (a real ProxySQL does so under traffic; the doubles' traffic model too).
     summaries = [a["annotations"]["summary"] for a in msg["alerts"]]
@@ -134,8 +150,9 @@ def test_killing_the_writer_pages_once_and_resolves_when_it_is_back(console, cli
     later = assert_the_writer_paged_once(messages)
     if not later:  # the usual case: the writer's resolve (or the two nodes' resolves) are the only other messages
         assert messages[-1]["status"] == "resolved", described(messages)
-        assert all({a["labels"]["alertname"] for a in m["alerts"]} == {"writer_none"} for m in messages[1:]), \
-            described(messages)
+        assert all({a["labels"]["alertname"] for a in m["alerts"]} == {"writer_none"} for m in messages[1:]), described(
+            messages
+        )
 
     page = alerts_page(client, viewer_user)
     assert page.count('data-rule="writer_none" data-state="resolved"') == 2
@@ -153,7 +170,9 @@ def _switchover_waiting_on_its_drain(cluster, doubles, operator_user):
     assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
     op = services.save_plan(plan, actor=Actor.command(operator_user))
     services.confirm(op, actor=Actor.command(operator_user))  # enqueued: a worker process runs it
-    assert wait_for(lambda: Operation.objects.get(pk=op.pk).steps.filter(key="wait_drain", state="running").exists(), 20)
+    assert wait_for(
+        lambda: Operation.objects.get(pk=op.pk).steps.filter(key="wait_drain", state="running").exists(), 20
+    )
     return op
 
 
@@ -179,15 +198,18 @@ def test_the_same_kill_during_a_planned_switchover_pages_nobody(console, operato
     assert receiver.got == [], receiver.messages()
     held = list(Alert.objects.filter(was_held=True))
     assert {a.rule for a in held} >= {"writer_none", "backend_unreachable"}
-    assert all(a.state == AlertState.RESOLVED and a.fired_at is None and not a.notified for a in held), \
-        [(a.rule, a.subject_label, a.state, a.held, a.fired_at, a.summary) for a in held]
+    assert all(a.state == AlertState.RESOLVED and a.fired_at is None and not a.notified for a in held), [
+        (a.rule, a.subject_label, a.state, a.held, a.fired_at, a.summary) for a in held
+    ]
     assert not Alert.objects.filter(fired_at__isnull=False).exists()
 
     page = alerts_page(client, viewer_user)
     assert "held during planned work, cleared before it ended (never notified)" in page
     section, report = report_of(cluster)
     assert section["fired"] == 0 and section["held_cleared"] >= 3
-    assert 'data-alert-row="held"' in report.html and "held during planned work and cleared before it ended" in report.html
+    assert (
+        'data-alert-row="held"' in report.html and "held during planned work and cleared before it ended" in report.html
+    )
 
 
 def test_a_failed_switchover_pages_once(console, operator_user, client, viewer_user):

@@ -5,6 +5,7 @@ Monitor moves the writer by itself; the product's automatic failover, though ena
 resolved with the measure, and an audit record "writer moved by ProxySQL's Galera manager" with the time from the
 writer's death to the new writer ONLINE on every node. The replication manager promotes nobody: the alert says no
 writer, and that promotion is the DBA's or their tooling's."""
+
 import time
 from contextlib import closing
 from datetime import timedelta
@@ -69,10 +70,11 @@ def said_on_the_page_and_in_the_report(cluster, client, old, new, ms):
     """The cluster page lists the manager's move with its measure; so does the report of the period."""
     page = client.get(reverse("pages:cluster", args=[cluster.pk])).content.decode()
     assert "automatic failover: ProxySQL's manager's (this product stays out" in page, page
-    assert f"Writer moved by ProxySQL&#x27;s Galera manager: {old} → {new}</td><td class=\"num\">{ms} ms" in page
+    assert f'Writer moved by ProxySQL&#x27;s Galera manager: {old} → {new}</td><td class="num">{ms} ms' in page
     now = timezone.now()
-    section = reports.build_data(cluster, "daily", periods.Span(now - timedelta(hours=1), now + timedelta(minutes=1))
-                                 )["clusters"][0]
+    section = reports.build_data(cluster, "daily", periods.Span(now - timedelta(hours=1), now + timedelta(minutes=1)))[
+        "clusters"
+    ][0]
     assert [(m["old"], m["new"], m["failover_ms"]) for m in section["manager_moves"]][-1] == (old, new, ms)
 
 
@@ -92,8 +94,9 @@ def check_galera_failover(nodes, galera, client=None):
         assert sorted(d["nodes"]) == sorted(n.name for n in cluster.proxysql_nodes.all()), d
         alert = Alert.objects.filter(rule="native_failover", cluster=cluster).order_by("-id").first()
         assert alert is not None and alert.state == "resolved" and alert.active_key is None
-        assert alert.summary.startswith("Writer changed by ProxySQL's Galera manager from 127.0.0.1:3311 to "
-                                        "127.0.0.1:3312: writer death seen at "), alert.summary
+        assert alert.summary.startswith(
+            "Writer changed by ProxySQL's Galera manager from 127.0.0.1:3311 to 127.0.0.1:3312: writer death seen at "
+        ), alert.summary
         assert "new writer ONLINE on every node at" in alert.summary and alert.value == d["failover_ms"]
         if client is not None:
             said_on_the_page_and_in_the_report(cluster, client, "127.0.0.1:3311", "127.0.0.1:3312", d["failover_ms"])
@@ -106,13 +109,15 @@ def check_galera_failover(nodes, galera, client=None):
     product_stayed_out(cluster)
 
 
-def test_the_galera_managers_failover_is_measured_and_said_on_a_double_pair(proxysql_double_factory, galera_healthy,
-                                                                            live_redis, viewer_client):
+def test_the_galera_managers_failover_is_measured_and_said_on_a_double_pair(
+    proxysql_double_factory, galera_healthy, live_redis, viewer_client
+):
     check_galera_failover(proxysql_double_factory(2), galera_healthy, viewer_client)
 
 
-def test_the_galera_managers_failover_is_measured_and_said_on_a_real_pair(real_proxysql_factory, galera_healthy,
-                                                                          live_redis):
+def test_the_galera_managers_failover_is_measured_and_said_on_a_real_pair(
+    real_proxysql_factory, galera_healthy, live_redis
+):
     check_galera_failover([real_proxysql_factory("2.7.1", name=f"native-fo-{n}") for n in (1, 2)], galera_healthy)
 
 
@@ -148,12 +153,15 @@ def check_replication_writer_left(nodes, lab):
     product_stayed_out(cluster)
 
 
-def test_the_replication_manager_leaving_no_writer_is_said_on_a_double_pair(proxysql_double_factory,
-                                                                             replication_healthy, live_redis):
+def test_the_replication_manager_leaving_no_writer_is_said_on_a_double_pair(
+    proxysql_double_factory, replication_healthy, live_redis
+):
     check_replication_writer_left(proxysql_double_factory(2), replication_healthy)
 
 
-def test_the_replication_manager_leaving_no_writer_is_said_on_a_real_pair(real_proxysql_factory, replication_healthy,
-                                                                          live_redis):
-    check_replication_writer_left([real_proxysql_factory("2.7.1", name=f"native-left-{n}") for n in (1, 2)],
-                                  replication_healthy)
+def test_the_replication_manager_leaving_no_writer_is_said_on_a_real_pair(
+    real_proxysql_factory, replication_healthy, live_redis
+):
+    check_replication_writer_left(
+        [real_proxysql_factory("2.7.1", name=f"native-left-{n}") for n in (1, 2)], replication_healthy
+    )

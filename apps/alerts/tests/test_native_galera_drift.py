@@ -6,6 +6,7 @@ no consumer of the drift engine (the engine the pages and API read, the watcher'
 drift and restart_drift, the overview, a change set's unloaded-edits check, repair) reads Monitor's placement as drift, also after Monitor moved the writer; a real drift (a
 weight edited in memory only, then loaded) is still reported. The product's switchover goes through Monitor
 (apps/operations/tests/test_switchover_native_galera.py)."""
+
 import time
 from contextlib import closing
 
@@ -35,13 +36,20 @@ pytestmark = pytest.mark.django_db
 
 # All three backends in the writer hostgroup, Monitor deciding: one writer, the others backup writers, everyone a
 # reader (writer_is_also_reader 1). As an operator following ProxySQL's documentation writes it.
-NATIVE = ["DELETE FROM mysql_servers", "DELETE FROM mysql_galera_hostgroups",
-          *[f"INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight,max_connections) "
-            f"VALUES (100,'127.0.0.1',{port},{weight},2000)" for port, weight in ((3311, 1000), (3312, 900), (3313, 800))],
-          "INSERT INTO mysql_galera_hostgroups (writer_hostgroup,backup_writer_hostgroup,reader_hostgroup,"
-          "offline_hostgroup,active,max_writers,writer_is_also_reader,max_transactions_behind) "
-          "VALUES (100,102,101,9101,1,1,1,100)",
-          "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK"]
+NATIVE = [
+    "DELETE FROM mysql_servers",
+    "DELETE FROM mysql_galera_hostgroups",
+    *[
+        f"INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight,max_connections) "
+        f"VALUES (100,'127.0.0.1',{port},{weight},2000)"
+        for port, weight in ((3311, 1000), (3312, 900), (3313, 800))
+    ],
+    "INSERT INTO mysql_galera_hostgroups (writer_hostgroup,backup_writer_hostgroup,reader_hostgroup,"
+    "offline_hostgroup,active,max_writers,writer_is_also_reader,max_transactions_behind) "
+    "VALUES (100,102,101,9101,1,1,1,100)",
+    "LOAD MYSQL SERVERS TO RUNTIME",
+    "SAVE MYSQL SERVERS TO DISK",
+]
 
 
 def admin(node, *statements):
@@ -56,7 +64,8 @@ def wait_placed(node, writer_port, seconds=20):
         rows = admin(node, "SELECT hostgroup_id, port, status FROM runtime_mysql_servers ORDER BY hostgroup_id, port")
         rows = [(int(hg), int(port), status) for hg, port, status in rows]
         if [r for r in rows if r[0] == 100 and r[2] == "ONLINE"] == [(100, writer_port, "ONLINE")] and any(
-                r[0] == 102 for r in rows):
+            r[0] == 102 for r in rows
+        ):
             return rows
         assert time.monotonic() < deadline, f"Monitor did not place the servers within {seconds} s: {rows}"
         time.sleep(0.2)
@@ -69,8 +78,9 @@ def findings(cluster):
 def unloaded_edits(cluster):
     """What a change set of mysql_servers finds of unloaded edits on the nodes (its effect check)."""
     reads = N.read_cluster(cluster, layers=("memory", "runtime"))
-    return [f.value for f in node_findings(latest(cluster).content, reads, {"mysql_servers"})
-            if f.key == "unloaded_edits"]
+    return [
+        f.value for f in node_findings(latest(cluster).content, reads, {"mysql_servers"}) if f.key == "unloaded_edits"
+    ]
 
 
 def no_drift_anywhere(cluster):
@@ -95,10 +105,15 @@ def apply_weight(cluster, user, hostgroup, port, weight):
 
 
 def weight_edit(cluster, hostgroup, port, weight):
-    row = next(r for r in latest(cluster).content["mysql_servers"]
-               if r["hostgroup_id"] == hostgroup and r["port"] == port)
-    return {"op": "upsert", "table": "mysql_servers", "key": [hostgroup, "127.0.0.1", port],
-            "row": {**row, "weight": weight}}
+    row = next(
+        r for r in latest(cluster).content["mysql_servers"] if r["hostgroup_id"] == hostgroup and r["port"] == port
+    )
+    return {
+        "op": "upsert",
+        "table": "mysql_servers",
+        "key": [hostgroup, "127.0.0.1", port],
+        "row": {**row, "weight": weight},
+    }
 
 
 def apply_edits(cluster, user, reason, edits):
@@ -166,22 +181,26 @@ def check_natively_managed(nodes, galera, user):
     said = findings(cluster)
     assert any("n1 runs hg 100 127.0.0.1:3312 weight 5 instead of 900" in w for w in said), said
     assert [(d["key"], d["field"]) for d in cluster_drift(cluster).between_nodes] == [
-        ((100, "127.0.0.1", 3312), "weight")]
+        ((100, "127.0.0.1", 3312), "weight")
+    ]
     tick(["proxysql"])
     assert open_alerts("drift")
     drift = [a["detail"] for a in fleet_overview()["attention"] if a["what"] == "drift"]
-    assert sorted(drift) == ["hg 100 127.0.0.1:3312 weight (n1: 5, n2: 900)",
-                             "hg 100 127.0.0.1:3312 weight: intended 900, runtime 5"], drift
+    assert sorted(drift) == [
+        "hg 100 127.0.0.1:3312 weight (n1: 5, n2: 900)",
+        "hg 100 127.0.0.1:3312 weight: intended 900, runtime 5",
+    ], drift
 
 
-def test_a_natively_managed_double_pair_reports_no_drift_after_monitor_moved_servers(proxysql_double_factory,
-                                                                                      galera_healthy, live_redis,
-                                                                                      operator_user):
+def test_a_natively_managed_double_pair_reports_no_drift_after_monitor_moved_servers(
+    proxysql_double_factory, galera_healthy, live_redis, operator_user
+):
     check_natively_managed(proxysql_double_factory(2), galera_healthy, operator_user)
 
 
-def test_a_natively_managed_real_pair_reports_no_drift_after_monitor_moved_servers(real_proxysql_factory,
-                                                                                    galera_healthy, live_redis,
-                                                                                    operator_user):
-    check_natively_managed([real_proxysql_factory("2.7.1", name=f"native-{n}") for n in (1, 2)], galera_healthy,
-                           operator_user)
+def test_a_natively_managed_real_pair_reports_no_drift_after_monitor_moved_servers(
+    real_proxysql_factory, galera_healthy, live_redis, operator_user
+):
+    check_natively_managed(
+        [real_proxysql_factory("2.7.1", name=f"native-{n}") for n in (1, 2)], galera_healthy, operator_user
+    )

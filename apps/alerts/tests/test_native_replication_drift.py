@@ -6,6 +6,7 @@ a node is said natively managed (replication), and no consumer of the drift engi
 results, the alert rules drift and restart_drift, the overview, a change set's unloaded-edits check, repair) reads
 Monitor's placement as drift, also after a promotion moved the writer and back; a real drift is still reported. The
 product's switchover is planned through the manager (read_only), not by moving rows."""
+
 import time
 
 import pytest
@@ -23,12 +24,19 @@ pytestmark = pytest.mark.django_db
 PORTS = (3321, 3322, 3323)
 # All three backends in the writer hostgroup, the seed's rules sending plain reads to the reader hostgroup 20 (empty
 # as configured): Monitor moves the read_only replicas there. As an operator following ProxySQL's documentation.
-NATIVE = ["DELETE FROM mysql_servers", "DELETE FROM mysql_replication_hostgroups",
-          *[f"INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight,max_connections) "
-            f"VALUES (10,'127.0.0.1',{port},1000,2000)" for port in PORTS],
-          "INSERT INTO mysql_replication_hostgroups (writer_hostgroup,reader_hostgroup,check_type) "
-          "VALUES (10,20,'read_only')",
-          "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK"]
+NATIVE = [
+    "DELETE FROM mysql_servers",
+    "DELETE FROM mysql_replication_hostgroups",
+    *[
+        f"INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight,max_connections) "
+        f"VALUES (10,'127.0.0.1',{port},1000,2000)"
+        for port in PORTS
+    ],
+    "INSERT INTO mysql_replication_hostgroups (writer_hostgroup,reader_hostgroup,check_type) "
+    "VALUES (10,20,'read_only')",
+    "LOAD MYSQL SERVERS TO RUNTIME",
+    "SAVE MYSQL SERVERS TO DISK",
+]
 
 
 def wait_placed(node, writer_port, readers, seconds=20):
@@ -49,7 +57,7 @@ def check_natively_managed(nodes, lab, user):
     for node in nodes:
         admin(node, *demo.plain_layout_statements(PORTS, writer=10, reader=20), *NATIVE)
     for n, node in enumerate(nodes, 1):
-        wait_placed(node, 3321, (3322, 3323))   # Monitor's, not the operator's: the replicas left hostgroup 10
+        wait_placed(node, 3321, (3322, 3323))  # Monitor's, not the operator's: the replicas left hostgroup 10
         adopt_double(node, "native-async", f"n{n}")
     cluster = ProxySQLNode.objects.get(admin_port=nodes[0].port).cluster
     assert cluster.native_manager == "replication" and cluster.proxysql_nodes.count() == 2
@@ -98,11 +106,14 @@ def check_natively_managed(nodes, lab, user):
 
 
 def test_a_natively_managed_async_double_pair_reports_no_drift_after_monitor_moved_servers(
-        proxysql_double_factory, replication_healthy, live_redis, operator_user):
+    proxysql_double_factory, replication_healthy, live_redis, operator_user
+):
     check_natively_managed(proxysql_double_factory(2), replication_healthy, operator_user)
 
 
 def test_a_natively_managed_async_real_pair_reports_no_drift_after_monitor_moved_servers(
-        real_proxysql_factory, replication_healthy, live_redis, operator_user):
-    check_natively_managed([real_proxysql_factory("2.7.1", name=f"native-async-{n}") for n in (1, 2)],
-                           replication_healthy, operator_user)
+    real_proxysql_factory, replication_healthy, live_redis, operator_user
+):
+    check_natively_managed(
+        [real_proxysql_factory("2.7.1", name=f"native-async-{n}") for n in (1, 2)], replication_healthy, operator_user
+    )

@@ -2,6 +2,7 @@
 repeats, resolve messages, silences and acknowledgements; delivery here runs in the test process
 (notify.flush_due / notify.attempt), as the tasks would. The worker tests (an outage of the receiver and
 the retries, the test button) are in test_delivery_worker.py; a real Alertmanager in test_alertmanager.py."""
+
 import time
 
 import pytest
@@ -63,7 +64,9 @@ def test_webhook_gets_one_grouped_message_then_the_resolve(both_hung, receiver, 
     assert n.status == "firing" and len(n.alert_ids) == 2
     [msg] = receiver.messages()
     assert msg["version"] == "4" and msg["status"] == "firing" and msg["receiver"] == ch.name
-    assert msg["groupLabels"] == {"cluster": "galera-lab"} and msg["commonLabels"]["alertname"] == "proxysql_unreachable"
+    assert (
+        msg["groupLabels"] == {"cluster": "galera-lab"} and msg["commonLabels"]["alertname"] == "proxysql_unreachable"
+    )
     assert msg["commonLabels"]["severity"] == "critical" and len(msg["alerts"]) == 2
     a = msg["alerts"][0]
     assert a["status"] == "firing" and a["endsAt"] == "0001-01-01T00:00:00Z" and a["startsAt"].endswith("Z")
@@ -91,7 +94,9 @@ def test_slack_and_pagerduty_payloads(both_hung, receiver):
     [s] = by_path["/hook/slack"]
     assert s["text"].startswith("[FIRING:2] galera-lab: critical — ProxySQL node unreachable")
     assert len(s["attachments"]) == 2 and s["attachments"][0]["color"] == "#b42318"
-    assert s["attachments"][0]["title"].startswith("CRITICAL: ") and s["attachments"][0]["title_link"].startswith("http")
+    assert s["attachments"][0]["title"].startswith("CRITICAL: ") and s["attachments"][0]["title_link"].startswith(
+        "http"
+    )
     events = by_path["/hook/v2/enqueue"]
     assert len(events) == 2 and {e["event_action"] for e in events} == {"trigger"}
     e = events[0]
@@ -177,8 +182,15 @@ def test_repeat_until_acknowledged_and_silences(both_hung, receiver, settings, o
 
     heal(doubles)
     deliver_due()  # resolved
-    s = services.silence(cluster=cluster, rule="proxysql_unreachable", subject="", subject_label="", minutes=60,
-                         reason="planned ProxySQL upgrade", actor=Actor.command(operator_user))
+    s = services.silence(
+        cluster=cluster,
+        rule="proxysql_unreachable",
+        subject="",
+        subject_label="",
+        minutes=60,
+        reason="planned ProxySQL upgrade",
+        actor=Actor.command(operator_user),
+    )
     got = len(receiver.got)
     hang(doubles)
     assert deliver_due() == [] and len(receiver.got) == got  # silenced: nothing sent, still on the page
@@ -186,5 +198,7 @@ def test_repeat_until_acknowledged_and_silences(both_hung, receiver, settings, o
     services.end_silence(s, actor=Actor.command(operator_user))
     [n] = deliver_due()
     assert n.status == "firing" and len(n.alert_ids) == 2
-    assert {e.action for e in AuditEvent.objects.filter(action__in=["silence alerts", "end silence"])} == \
-        {"silence alerts", "end silence"}
+    assert {e.action for e in AuditEvent.objects.filter(action__in=["silence alerts", "end silence"])} == {
+        "silence alerts",
+        "end silence",
+    }

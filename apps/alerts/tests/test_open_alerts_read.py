@@ -1,6 +1,7 @@
 """What the transitions read of the open alerts after every poll round (issue 40: about a thousand rows a round): one
 query for every open alert of the round's targets; a pending alert's hold and due time as stored, a firing one's not
 read (no transition of a firing alert reads them), a resolved one not at all."""
+
 from datetime import timedelta
 
 import pytest
@@ -16,27 +17,76 @@ pytestmark = pytest.mark.django_db
 def test_open_alerts_are_read_in_one_query_with_the_pending_ones_hold_and_time(django_assert_num_queries):
     cluster = Cluster.objects.create(name="alpha", writer_hostgroup=10, reader_hostgroup=20)
     now = timezone.now().replace(microsecond=0)
-    common = dict(rule="conn_errors", cluster=cluster, severity="warning", subject_label="proxysql-1",
-                  since=now - timedelta(minutes=5), last_seen_at=now)
-    Alert.objects.create(target="n1", subject="firing", state="firing", fired_at=now, summary="3 errors/s",
-                         fires_at=now - timedelta(minutes=4), active_key="f", was_held=True, **common)
-    Alert.objects.create(target="n1", subject="pending", state="pending", summary="2 errors/s",
-                         fires_at=now + timedelta(seconds=30), active_key="p", **common)
-    held = Alert.objects.create(target="n2", subject="held", state="pending", held=True, was_held=True, summary="1/s",
-                                fires_at=now + timedelta(seconds=60), active_key="h", **common)
-    Alert.objects.create(target="n2", subject="resolved", state="resolved", fired_at=now, resolved_at=now,
-                         summary="0/s", fires_at=now, **common)
+    common = dict(
+        rule="conn_errors",
+        cluster=cluster,
+        severity="warning",
+        subject_label="proxysql-1",
+        since=now - timedelta(minutes=5),
+        last_seen_at=now,
+    )
+    Alert.objects.create(
+        target="n1",
+        subject="firing",
+        state="firing",
+        fired_at=now,
+        summary="3 errors/s",
+        fires_at=now - timedelta(minutes=4),
+        active_key="f",
+        was_held=True,
+        **common,
+    )
+    Alert.objects.create(
+        target="n1",
+        subject="pending",
+        state="pending",
+        summary="2 errors/s",
+        fires_at=now + timedelta(seconds=30),
+        active_key="p",
+        **common,
+    )
+    held = Alert.objects.create(
+        target="n2",
+        subject="held",
+        state="pending",
+        held=True,
+        was_held=True,
+        summary="1/s",
+        fires_at=now + timedelta(seconds=60),
+        active_key="h",
+        **common,
+    )
+    Alert.objects.create(
+        target="n2",
+        subject="resolved",
+        state="resolved",
+        fired_at=now,
+        resolved_at=now,
+        summary="0/s",
+        fires_at=now,
+        **common,
+    )
 
     with django_assert_num_queries(1):
         active, by_target = evaluate._open_alerts(["n1", "n2", "n3"])
 
     assert sorted(active) == [("conn_errors", "firing"), ("conn_errors", "held"), ("conn_errors", "pending")]
     assert {t: sorted(r.subject for r in rows) for t, rows in by_target.items()} == {
-        "n1": ["firing", "pending"], "n2": ["held"]}
+        "n1": ["firing", "pending"],
+        "n2": ["held"],
+    }
     firing, pending, held_row = (active[("conn_errors", s)] for s in ("firing", "pending", "held"))
-    assert (firing.state, firing.summary, firing.cluster_id, firing.severity) == ("firing", "3 errors/s", cluster.pk,
-                                                                                  "warning")
+    assert (firing.state, firing.summary, firing.cluster_id, firing.severity) == (
+        "firing",
+        "3 errors/s",
+        cluster.pk,
+        "warning",
+    )
     assert (firing.held, firing.was_held, firing.fires_at) == (None, None, None)
     assert (pending.held, pending.was_held, pending.fires_at) == (False, False, now + timedelta(seconds=30))
     assert (held_row.id, held_row.held, held_row.was_held, held_row.fires_at) == (
-        held.pk, True, True, now + timedelta(seconds=60))
+        held.pk,
+        True,
+        True,
+        now + timedelta(seconds=60),
+    )

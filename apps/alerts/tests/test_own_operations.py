@@ -3,6 +3,7 @@ with the polls and the judgement between them as the poll tasks run them (right 
 hold lasts, and once the hold is over), with a webhook channel attached, send nothing and leave no alert
 firing: the status changes they made never count toward flapping. A backend flapping by hand afterwards
 (outside any operation) still fires, once, counting only its own changes."""
+
 import time
 
 import pytest
@@ -29,14 +30,17 @@ def described(alerts):
     return [(a.rule, a.subject_label, a.state, a.held, a.summary) for a in alerts]
 
 
-def test_ten_switchovers_page_nobody_and_a_real_flap_still_fires(adopted_lab, galera_healthy, live_redis, operator_user,
-                                                                  receiver, settings):
+def test_ten_switchovers_page_nobody_and_a_real_flap_still_fires(
+    adopted_lab, galera_healthy, live_redis, operator_user, receiver, settings
+):
     cluster, (first, second) = adopted_lab
     settings.ALERTS_GROUP_INTERVAL_S = 0  # every change a channel should hear of is sent at once
     Channel.objects.create(name="on-call", kind="webhook", url=receiver.url)
     tick()
-    settle = settings.ALERTS_HOLD_SETTLE_POLLS * max(cluster.poll_interval_s or settings.MONITOR_DEFAULT_INTERVAL_S,
-                                                     cluster.backend_poll_interval_s or settings.MONITOR_DEFAULT_INTERVAL_S)
+    settle = settings.ALERTS_HOLD_SETTLE_POLLS * max(
+        cluster.poll_interval_s or settings.MONITOR_DEFAULT_INTERVAL_S,
+        cluster.backend_poll_interval_s or settings.MONITOR_DEFAULT_INTERVAL_S,
+    )
     started = time.monotonic()
     for i in range(10):
         new = Server.objects.get(port=3312 if i % 2 == 0 else 3311)
@@ -59,8 +63,13 @@ def test_ten_switchovers_page_nobody_and_a_real_flap_still_fires(adopted_lab, ga
     time.sleep(max(0, op.finished_at.timestamp() + max(settle, status.STALE_FACTOR * interval) + 0.2 - time.time()))
     node = ProxySQLNode.objects.get(admin_port=first.port)
     for value in ("OFFLINE_SOFT", "ONLINE", "OFFLINE_SOFT", "ONLINE"):
-        demo.admin_sql(first.port, f"UPDATE mysql_servers SET status='{value}' WHERE hostgroup_id=101 AND port=3311",
-                       "LOAD MYSQL SERVERS TO RUNTIME", user=first.user, password=first.password)
+        demo.admin_sql(
+            first.port,
+            f"UPDATE mysql_servers SET status='{value}' WHERE hostgroup_id=101 AND port=3311",
+            "LOAD MYSQL SERVERS TO RUNTIME",
+            user=first.user,
+            password=first.password,
+        )
         tick(["proxysql"])
     deliver()
     [flap] = firing("backend_flapping")
@@ -70,8 +79,9 @@ def test_ten_switchovers_page_nobody_and_a_real_flap_still_fires(adopted_lab, ga
     assert msg["status"] == "firing" and [a["labels"]["alertname"] for a in msg["alerts"]] == ["backend_flapping"]
 
 
-def test_a_flap_beside_planned_work_still_counts(adopted_lab, galera_healthy, live_redis, operator_user, receiver,
-                                                 settings):
+def test_a_flap_beside_planned_work_still_counts(
+    adopted_lab, galera_healthy, live_redis, operator_user, receiver, settings
+):
     """Two drains and restores of 3313 change its rows four times, which never count; 3312 flapping by hand right
     after the last restore ends (while the polls are still seeing its end) is not what that work changed: it
     fires, once, and 3313 does not, when the hold is over either."""
@@ -79,19 +89,27 @@ def test_a_flap_beside_planned_work_still_counts(adopted_lab, galera_healthy, li
     settings.ALERTS_GROUP_INTERVAL_S = 0
     Channel.objects.create(name="on-call", kind="webhook", url=receiver.url)
     interval = cluster.poll_interval_s or settings.MONITOR_DEFAULT_INTERVAL_S
-    settle = settings.ALERTS_HOLD_SETTLE_POLLS * max(interval,
-                                                     cluster.backend_poll_interval_s or settings.MONITOR_DEFAULT_INTERVAL_S)
+    settle = settings.ALERTS_HOLD_SETTLE_POLLS * max(
+        interval, cluster.backend_poll_interval_s or settings.MONITOR_DEFAULT_INTERVAL_S
+    )
     reader = Server.objects.get(port=3313)
     tick()
     for plan in (drain.plan_drain, drain.plan_restore, drain.plan_drain, drain.plan_restore):
-        op = run_plan(plan(Server.objects.get(pk=reader.pk), **({"drain_timeout_ms": 2000} if plan is drain.plan_drain
-                                                                 else {})), operator_user)
+        op = run_plan(
+            plan(Server.objects.get(pk=reader.pk), **({"drain_timeout_ms": 2000} if plan is drain.plan_drain else {})),
+            operator_user,
+        )
         assert op.state == "done", op.error
         tick()
         deliver()
     for value in ("OFFLINE_SOFT", "ONLINE", "OFFLINE_SOFT", "ONLINE"):
-        demo.admin_sql(first.port, f"UPDATE mysql_servers SET status='{value}' WHERE hostgroup_id=101 AND port=3312",
-                       "LOAD MYSQL SERVERS TO RUNTIME", user=first.user, password=first.password)
+        demo.admin_sql(
+            first.port,
+            f"UPDATE mysql_servers SET status='{value}' WHERE hostgroup_id=101 AND port=3312",
+            "LOAD MYSQL SERVERS TO RUNTIME",
+            user=first.user,
+            password=first.password,
+        )
         tick(["proxysql"])
     assert time.time() < op.finished_at.timestamp() + max(settle, status.STALE_FACTOR * interval)  # beside the work
     deliver()
@@ -102,5 +120,6 @@ def test_a_flap_beside_planned_work_still_counts(adopted_lab, galera_healthy, li
     deliver()
     assert [(a.rule, a.server.port) for a in firing_all()] == [("backend_flapping", 3312)], described(open_alerts())
     [msg] = receiver.messages()
-    assert [(a["labels"]["alertname"], a["labels"]["subject"]) for a in msg["alerts"]] == \
-        [("backend_flapping", "127.0.0.1:3312 on proxysql-1")], msg
+    assert [(a["labels"]["alertname"], a["labels"]["subject"]) for a in msg["alerts"]] == [
+        ("backend_flapping", "127.0.0.1:3312 on proxysql-1")
+    ], msg

@@ -1,6 +1,7 @@
 """The alert pages over the adopted lab: the list with its filters, one alert with its evidence (a chart of the
 figure around its start, the operation, the audit events), acknowledge and silence (audited), the rules
 fleet-wide and per cluster, channels (the secret never shown back), the cluster page and the overview."""
+
 import json
 import time
 
@@ -50,8 +51,9 @@ def test_list_and_detail_with_evidence(a_firing_alert, viewer_client):
     assert "What this rule watches" in detail and "alert-actions" not in detail  # a viewer cannot act
 
 
-def test_a_dead_writer_that_proxysql_shunned_before_its_poll_keeps_its_evidence(adopted_lab, live_redis,
-                                                                                 galera_healthy, viewer_client):
+def test_a_dead_writer_that_proxysql_shunned_before_its_poll_keeps_its_evidence(
+    adopted_lab, live_redis, galera_healthy, viewer_client
+):
     """Which comes first after the kill is a race: the backend's poll (the ONLINE writer is unreachable) or the
     ProxySQL nodes' own SHUNNED verdict (their writer sessions failed on it; under load, often first). Either
     way the alert is about the dead writer, and its page shows that backend's chart."""
@@ -70,8 +72,12 @@ def test_a_dead_writer_that_proxysql_shunned_before_its_poll_keeps_its_evidence(
 
 
 def runtime_writer(double):
-    return demo.admin_sql(double.port, "SELECT hostname, port, status FROM runtime_mysql_servers WHERE hostgroup_id=100",
-                          user=double.user, password=double.password)
+    return demo.admin_sql(
+        double.port,
+        "SELECT hostname, port, status FROM runtime_mysql_servers WHERE hostgroup_id=100",
+        user=double.user,
+        password=double.password,
+    )
 
 
 def shunned_writer(double):
@@ -93,11 +99,21 @@ def test_acknowledge_and_silence_from_the_alert(a_firing_alert, operator_client)
     assert response.status_code == 302
     alert.refresh_from_db()
     assert alert.acked_by == "otto-operator" and alert.ack_note == "restarting node 1"
-    assert AuditEvent.objects.filter(action="acknowledge alert", actor="otto-operator",
-                                     details__alert=alert.pk).exists()
-    response = operator_client.post(reverse("alerts:silence_create"), {
-        "from_alert": alert.pk, "cluster": cluster.pk, "rule": alert.rule, "subject": alert.subject,
-        "subject_label": alert.subject_label, "minutes": 60, "reason": "node 1 is being rebuilt"})
+    assert AuditEvent.objects.filter(
+        action="acknowledge alert", actor="otto-operator", details__alert=alert.pk
+    ).exists()
+    response = operator_client.post(
+        reverse("alerts:silence_create"),
+        {
+            "from_alert": alert.pk,
+            "cluster": cluster.pk,
+            "rule": alert.rule,
+            "subject": alert.subject,
+            "subject_label": alert.subject_label,
+            "minutes": 60,
+            "reason": "node 1 is being rebuilt",
+        },
+    )
     assert response.status_code == 302 and response.url == alert.get_absolute_url()
     s = Silence.objects.get()
     assert (s.cluster, s.rule, s.subject, s.created_by) == (cluster, "writer_none", alert.subject, "otto-operator")
@@ -119,15 +135,18 @@ def test_rules_fleet_wide_by_admins_and_per_cluster_by_operators(adopted_lab, op
     cluster, _ = adopted_lab
     page = operator_client.get(reverse("alerts:cluster_rules", args=[cluster.pk])).content.decode()
     assert 'id="rule-readers_low"' in page and "minimum usable readers: 1 readers" in page  # the cluster's policy
-    response = operator_client.post(reverse("alerts:cluster_rule_edit", args=[cluster.pk, "galera_recv_queue"]),
-                                    {"severity": "critical", "for_s": "20", "p_threshold": "500"})
+    response = operator_client.post(
+        reverse("alerts:cluster_rule_edit", args=[cluster.pk, "galera_recv_queue"]),
+        {"severity": "critical", "for_s": "20", "p_threshold": "500"},
+    )
     assert response.status_code == 302
     eff = rulesettings.effective(cluster, "galera_recv_queue")
     assert (eff.severity, eff.for_s, eff.params["threshold"]) == ("critical", 20.0, 500)
     event = AuditEvent.objects.get(action="change alert rule")
     assert event.details["after"]["params"] == {"threshold": 500.0} and event.details["scope"] == "galera-lab"
-    response = operator_client.post(reverse("alerts:cluster_rule_edit", args=[cluster.pk, "galera_recv_queue"]),
-                                    {"for_s": "-3"})
+    response = operator_client.post(
+        reverse("alerts:cluster_rule_edit", args=[cluster.pk, "galera_recv_queue"]), {"for_s": "-3"}
+    )
     assert response.status_code == 302 and RuleSetting.objects.get().for_s == 20  # refused, nothing lost
     assert operator_client.post(reverse("alerts:rule_edit", args=["drift"]), {"for_s": "60"}).status_code == 403
 
@@ -141,28 +160,52 @@ def test_rules_fleet_wide_by_admins_and_per_cluster_by_operators(adopted_lab, op
 
 def test_channels_keep_their_secret_and_pagerduty_needs_one(db, client, admin_user_role):
     client.force_login(admin_user_role)
-    response = client.post(reverse("alerts:channel_create"), {"name": "pd", "kind": "pagerduty",
-                                                              "url": "https://events.example.org/v2/enqueue",
-                                                              "min_severity": "critical", "send_resolved": "on",
-                                                              "enabled": "on"})
+    response = client.post(
+        reverse("alerts:channel_create"),
+        {
+            "name": "pd",
+            "kind": "pagerduty",
+            "url": "https://events.example.org/v2/enqueue",
+            "min_severity": "critical",
+            "send_resolved": "on",
+            "enabled": "on",
+        },
+    )
     assert response.status_code == 400 and "routing key" in response.content.decode()
-    response = client.post(reverse("alerts:channel_create"), {"name": "pd", "kind": "pagerduty",
-                                                              "url": "https://events.example.org/v2/enqueue",
-                                                              "new_secret": "ROUTING-KEY-123", "min_severity": "critical",
-                                                              "send_resolved": "on", "enabled": "on"})
+    response = client.post(
+        reverse("alerts:channel_create"),
+        {
+            "name": "pd",
+            "kind": "pagerduty",
+            "url": "https://events.example.org/v2/enqueue",
+            "new_secret": "ROUTING-KEY-123",
+            "min_severity": "critical",
+            "send_resolved": "on",
+            "enabled": "on",
+        },
+    )
     ch = Channel.objects.get()
     assert response.status_code == 302 and ch.secret == "ROUTING-KEY-123"
     page = client.get(ch.get_absolute_url()).content.decode()
     assert "ROUTING-KEY-123" not in page
-    client.post(reverse("alerts:channel_edit", args=[ch.pk]), {"name": "pd", "kind": "pagerduty",
-                                                                "url": "https://events.example.org/v2/enqueue",
-                                                                "min_severity": "warning", "enabled": "on"})
+    client.post(
+        reverse("alerts:channel_edit", args=[ch.pk]),
+        {
+            "name": "pd",
+            "kind": "pagerduty",
+            "url": "https://events.example.org/v2/enqueue",
+            "min_severity": "warning",
+            "enabled": "on",
+        },
+    )
     ch.refresh_from_db()
     assert ch.secret == "ROUTING-KEY-123" and ch.min_severity == "warning" and not ch.send_resolved
     events = AuditEvent.objects.filter(action__in=["add alert channel", "change alert channel"], outcome="success")
     assert events.count() == 2 and all("ROUTING-KEY-123" not in json.dumps(e.details) for e in events)
-    client.post(reverse("alerts:channel_create"), {"name": "mail", "kind": "email", "recipients": "not-an-address",
-                                                   "min_severity": "warning"})
+    client.post(
+        reverse("alerts:channel_create"),
+        {"name": "mail", "kind": "email", "recipients": "not-an-address", "min_severity": "warning"},
+    )
     assert not Channel.objects.filter(name="mail").exists()
 
 
@@ -177,8 +220,9 @@ def test_cluster_page_and_overview_show_firing_alerts(a_firing_alert, viewer_cli
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_the_alert_page_refreshes_live_and_acknowledges(page, live_server, browser_login, operator_user, adopted_lab,
-                                                         live_redis):
+def test_the_alert_page_refreshes_live_and_acknowledges(
+    page, live_server, browser_login, operator_user, adopted_lab, live_redis
+):
     cluster, (first, second) = adopted_lab
     set_rule("proxysql_unreachable", for_s=0)
     tick(["proxysql"])

@@ -8,6 +8,7 @@ A real node reads NULL in main and disk but '' at runtime for mysql_users.passwo
 mysql_query_rules.re_modifiers, and NULL at runtime for a '' digest; it loads only active rules and users, and
 upper-cases re_modifiers (lab/reference/conformance/null-defaults.sql): before the fix the engine said "a restart of
 real-1 would load user app default_schema None (disk) instead of ''" and restart_drift fired for ever."""
+
 import os
 import time
 
@@ -39,8 +40,10 @@ ORDINARY = [
     "VALUES (60,1,'^UPDATE',100,1,'caseless')",  # loaded as CASELESS
     "INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('nopass',NULL,100)",
     "INSERT INTO mysql_users (username,password,default_hostgroup,active) VALUES ('retired','old',100,0)",
-    "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK",
-    "LOAD MYSQL QUERY RULES TO RUNTIME", "SAVE MYSQL QUERY RULES TO DISK",
+    "LOAD MYSQL USERS TO RUNTIME",
+    "SAVE MYSQL USERS TO DISK",
+    "LOAD MYSQL QUERY RULES TO RUNTIME",
+    "SAVE MYSQL QUERY RULES TO DISK",
 ]
 
 
@@ -103,10 +106,14 @@ def test_freshly_configured_real_nodes_stay_in_sync_while_polled(real_proxysql_f
             last_watch = round_started
             results = stored(node_ids)
             said += [(r, res.findings, res.runtime) for r, res in results.items() if res.findings or res.runtime]
-        said += [(c.name, [f.words for n in d.nodes for f in n.findings])
-                 for c in clusters for d in [cluster_drift(c)] if not d.in_sync]
+        said += [
+            (c.name, [f.words for n in d.nodes for f in n.findings])
+            for c in clusters
+            for d in [cluster_drift(c)]
+            if not d.in_sync
+        ]
         said += [(a.rule, a.state, a.summary) for a in open_alerts() if a.rule in ("drift", "restart_drift")]
-        assert not said, said   # the first reading fails the run: nothing may be reported at any time
+        assert not said, said  # the first reading fails the run: nothing may be reported at any time
         time.sleep(max(0.0, 5 - (time.monotonic() - round_started)))
     print(f"\nsoak {soak_s:.0f} s on {REAL_VERSIONS}: {rounds} poll rounds, {watches} drift watches, nothing reported")
     assert rounds >= soak_s / 6 and watches >= 2

@@ -2,6 +2,7 @@
 configuration's engine (all three layers of every table and variable) and stores each node's result; `drift` and
 `restart_drift` read it beside the polled mysql_servers, never opening a connection themselves. Before, only
 mysql_servers were judged: a query rule or a user changed by hand went unnoticed."""
+
 import msgspec
 import pytest
 
@@ -26,11 +27,16 @@ def rules_lab(adopted_lab, live_redis):
     """The adopted pair with a user and a query rule in every layer, version 1 recorded from them."""
     cluster, doubles = adopted_lab
     for d in doubles:
-        admin_sql(d, "INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','app-secret',100)",
-                  "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,apply) "
-                  "VALUES (20,1,'^SELECT',101,1)",
-                  "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK",
-                  "LOAD MYSQL QUERY RULES TO RUNTIME", "SAVE MYSQL QUERY RULES TO DISK")
+        admin_sql(
+            d,
+            "INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','app-secret',100)",
+            "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,apply) "
+            "VALUES (20,1,'^SELECT',101,1)",
+            "LOAD MYSQL USERS TO RUNTIME",
+            "SAVE MYSQL USERS TO DISK",
+            "LOAD MYSQL QUERY RULES TO RUNTIME",
+            "SAVE MYSQL QUERY RULES TO DISK",
+        )
     ConfigVersion.objects.filter(cluster=cluster).delete()
     services.record_adopted(cluster, cluster.proxysql_nodes.order_by("pk").first())
     return cluster, doubles
@@ -58,8 +64,12 @@ def test_a_query_rule_changed_only_on_disk_fires_restart_drift_and_is_audited(ru
     set_rule("restart_drift", for_s=0)
     set_rule("drift", for_s=0)
     judged()
-    admin_sql(first, "UPDATE mysql_query_rules SET destination_hostgroup=100 WHERE rule_id=20",
-              "SAVE MYSQL QUERY RULES TO DISK", "SAVE MYSQL QUERY RULES TO MEMORY")  # memory back from runtime
+    admin_sql(
+        first,
+        "UPDATE mysql_query_rules SET destination_hostgroup=100 WHERE rule_id=20",
+        "SAVE MYSQL QUERY RULES TO DISK",
+        "SAVE MYSQL QUERY RULES TO MEMORY",
+    )  # memory back from runtime
     assert judged() == 1
     words = "a restart of proxysql-1 would load query rule 20 destination_hostgroup 100 (disk) instead of 101"
     [a] = firing("restart_drift")
@@ -83,7 +93,9 @@ def test_a_user_changed_at_runtime_fires_drift(rules_lab):
     assert a.node == ProxySQLNode.objects.get(admin_port=second.port)
     assert a.summary == "proxysql-2: user app max_connections is 500, version 1 says 10000"
     assert not open_alerts("restart_drift")  # the disk still holds version 1's
-    admin_sql(second, "UPDATE mysql_users SET max_connections=10000 WHERE username='app'", "LOAD MYSQL USERS TO RUNTIME")
+    admin_sql(
+        second, "UPDATE mysql_users SET max_connections=10000 WHERE username='app'", "LOAD MYSQL USERS TO RUNTIME"
+    )
     judged()
     assert not open_alerts("drift")
 
@@ -100,5 +112,6 @@ def test_a_result_read_before_an_operation_of_the_cluster_ended_is_not_judged():
     assert with_layers(doc, result, [])["layers_drift"] == result
     assert "layers_drift" not in with_layers(doc, result, [OwnChanges("switchover", 1, 90.0, None, set())])
     assert "layers_drift" not in with_layers(doc, result, [OwnChanges("switchover", 1, 90.0, 105.0, set())])
-    assert with_layers(doc, msgspec.structs.replace(result, ts=106.0),
-                       [OwnChanges("switchover", 1, 90.0, 105.0, set())])["layers_drift"]
+    assert with_layers(
+        doc, msgspec.structs.replace(result, ts=106.0), [OwnChanges("switchover", 1, 90.0, 105.0, set())]
+    )["layers_drift"]

@@ -2,6 +2,7 @@
 operation rules with real operations on the Galera lab pair (a switchover failed past its point of no
 return, resolved by a later one that succeeds; a rollback left pending, and a finish left pending past the
 point of no return, each resolved when a retry goes through)."""
+
 import threading
 import time
 
@@ -28,7 +29,9 @@ PORTS = (3321, 3322, 3323)
 @pytest.fixture
 def async_lab(db, proxysql_double_pair, replication_healthy, live_redis):
     for i, double in enumerate(proxysql_double_pair, 1):
-        demo.admin_sql(double.port, *demo.seed_statements(backend_ports=PORTS), user=double.user, password=double.password)
+        demo.admin_sql(
+            double.port, *demo.seed_statements(backend_ports=PORTS), user=double.user, password=double.password
+        )
         adopt_double(double, "async-lab", f"proxysql-{i}", kind="async")
     return Cluster.objects.get(name="async-lab"), proxysql_double_pair, replication_healthy
 
@@ -61,8 +64,12 @@ def test_a_lagging_replica(async_lab):
     """MASTER_DELAY holds replica 2 three seconds behind a primary that keeps writing."""
     cluster, doubles, lab = async_lab
     set_rule("replica_lag", cluster, for_s=0, p_seconds=1)
-    root_sql(lab, 1, "CREATE TABLE IF NOT EXISTS app.lag_probe (id INT PRIMARY KEY, v INT)",
-             "REPLACE INTO app.lag_probe VALUES (1, 0)")
+    root_sql(
+        lab,
+        1,
+        "CREATE TABLE IF NOT EXISTS app.lag_probe (id INT PRIMARY KEY, v INT)",
+        "REPLACE INTO app.lag_probe VALUES (1, 0)",
+    )
     root_sql(lab, 2, "STOP SLAVE", "CHANGE MASTER TO MASTER_DELAY=3", "START SLAVE")
     stop = threading.Event()
 
@@ -95,7 +102,9 @@ def test_a_failed_operation_until_a_later_one_succeeds(adopted_lab, live_redis, 
     assert op.state == "failed" and op.point_of_no_return, op.error
     tick()
     [a] = firing("operation_failed")
-    assert a.operation_id == op.pk and a.severity == "critical" and f"operation #{op.pk} (switchover) failed" in a.summary
+    assert (
+        a.operation_id == op.pk and a.severity == "critical" and f"operation #{op.pk} (switchover) failed" in a.summary
+    )
     fail_statements(second, None)
     fixed = run_plan(repair.plan_repair(cluster), operator_user)  # the nodes back to what the inventory says
     assert fixed.state == "done", fixed.error
@@ -127,7 +136,9 @@ def test_a_rollback_left_pending_until_the_node_takes_it(adopted_lab, live_redis
     for double in (first, second):
         double.traffic.set_sessions(hostgroup=100, count=4, kind="write", pinned_reason="user_variable")
     fail_statements(second, "REPLACE INTO mysql_servers")
-    op = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), drain_timeout_ms=300), operator_user)
+    op = run_plan(
+        switchover.plan_switchover(cluster, Server.objects.get(port=3312), drain_timeout_ms=300), operator_user
+    )
     assert op.state == "rollback_pending", op.error
     tick()
     [a] = firing("rollback_pending")
@@ -145,16 +156,22 @@ def test_a_finish_left_pending_says_finish_until_the_node_takes_it(adopted_lab, 
     say a finish is pending, never a rollback, until the node takes the rest."""
     cluster, (first, second) = adopted_lab
     tick()
-    demo.admin_sql(second.port, 'LAB FAIL_STATEMENTS {"text": "SET variable_value=\'5\'", "pause": true}',
-                   user=second.user, password=second.password)
+    demo.admin_sql(
+        second.port,
+        'LAB FAIL_STATEMENTS {"text": "SET variable_value=\'5\'", "pause": true}',
+        user=second.user,
+        password=second.password,
+    )
     op = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
     assert op.state == "finish_pending", op.error
     second.set_mode("normal")  # it answers again; its statements are still to run
     assert until(lambda: firing("finish_pending"), 8)
     [a] = firing("finish_pending")
     assert a.operation_id == op.pk and a.severity == "critical" and a.rule == "finish_pending"
-    assert a.summary.startswith(f"operation #{op.pk} left a finish pending: done on the other nodes; "
-                                "FINISH PENDING on proxysql-2 (2 statement(s) past the point of no return not taken")
+    assert a.summary.startswith(
+        f"operation #{op.pk} left a finish pending: done on the other nodes; "
+        "FINISH PENDING on proxysql-2 (2 statement(s) past the point of no return not taken"
+    )
     assert "rollback" not in a.summary.lower() and not open_alerts("rollback_pending")
     assert BY_KEY[a.rule].title == "Finish pending" and "rollback" not in BY_KEY[a.rule].why.lower()
     client = Client()

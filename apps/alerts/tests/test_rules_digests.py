@@ -1,6 +1,7 @@
 """The query-digest rules. The window's digests come from real digest polls of a ProxySQL double; the
 cluster's older history (a week of polls, one digest's baseline) is written into the digest tables as the
 poller and rollups would have, since a test cannot wait a week."""
+
 import time
 
 import pytest
@@ -70,14 +71,26 @@ def test_a_query_slower_than_its_seven_day_baseline(polled):
     source = DigestSource.objects.filter(node=nodes[0]).first()
     now = int(time.time())
     for day in range(2, 8):  # a week at a fifth of today's average time
-        DigestStat.objects.create(resolution=RAW, ts=now - day * DAY, source=source, digest_id=heavy.digest_id,
-                                  count_star=1000, sum_time=int(1000 * heavy.avg_us / 5))
+        DigestStat.objects.create(
+            resolution=RAW,
+            ts=now - day * DAY,
+            source=source,
+            digest_id=heavy.digest_id,
+            count_star=1000,
+            sum_time=int(1000 * heavy.avg_us / 5),
+        )
     judge(nodes)
     [a] = firing("digest_slower")
     assert a.details["digest"] == heavy.digest and a.value == pytest.approx(5, rel=0.05)
     assert "its 7-day average" in a.summary
     # The query is fast again: the window's executions now average at the baseline.
-    DigestStat.objects.create(resolution=RAW, ts=now - 5, source=source, digest_id=heavy.digest_id,
-                              count_star=heavy.count * 50, sum_time=int(heavy.count * 50 * heavy.avg_us / 5))
+    DigestStat.objects.create(
+        resolution=RAW,
+        ts=now - 5,
+        source=source,
+        digest_id=heavy.digest_id,
+        count_star=heavy.count * 50,
+        sum_time=int(heavy.count * 50 * heavy.avg_us / 5),
+    )
     judge(nodes)
     assert not open_alerts("digest_slower")

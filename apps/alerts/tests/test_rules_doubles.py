@@ -1,6 +1,7 @@
 """Rules the ProxySQL doubles make true over the wire, each fired and resolved: a node answering slowly, its
 admin credentials refused, drift made by hand, a disk that a restart would load (restart_drift), two writers and nodes that disagree, a SHUNNED backend, a
 flapping one, connection errors, a saturated mirror and its measured loss."""
+
 import time
 
 import pytest
@@ -36,7 +37,8 @@ def test_a_slow_node_fires_poll_latency_until_it_is_quick_again(adopted_lab, liv
     first.set_mode("normal", latency_ms=min(400, max(60, round(2 * usual))))
     try:
         assert until(lambda: firing("poll_latency"), 10, kinds=["proxysql"]), (
-            f"usual {usual} ms, last poll {live.read_one(live.PROXYSQL, node_of(first).pk)['poll_ms']} ms")
+            f"usual {usual} ms, last poll {live.read_one(live.PROXYSQL, node_of(first).pk)['poll_ms']} ms"
+        )
         [a] = firing("poll_latency")
         assert a.node == node_of(first) and a.value > 150 and "its usual" in a.summary
     finally:
@@ -63,16 +65,20 @@ def test_drift_made_by_hand_fires_after_its_for_duration(adopted_lab, live_redis
     cluster, (first, second) = adopted_lab
     set_rule("drift", for_s=2)
     tick(["proxysql"])
-    admin_sql(first, "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3313",
-              "LOAD MYSQL SERVERS TO RUNTIME")
+    admin_sql(
+        first, "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3313", "LOAD MYSQL SERVERS TO RUNTIME"
+    )
     tick(["proxysql"])
     [pending] = open_alerts("drift")
     assert pending.state == "pending" and pending.node == node_of(first)
     assert "hg 101 127.0.0.1:3313 weight is 7" in pending.summary
     assert until(lambda: firing("drift"), 8, kinds=["proxysql"])
     assert firing("drift")[0].fired_at.timestamp() - firing("drift")[0].since.timestamp() >= 2
-    admin_sql(first, "UPDATE mysql_servers SET weight=10000 WHERE hostgroup_id=101 AND port=3313",
-              "LOAD MYSQL SERVERS TO RUNTIME")
+    admin_sql(
+        first,
+        "UPDATE mysql_servers SET weight=10000 WHERE hostgroup_id=101 AND port=3313",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+    )
     assert until(lambda: not open_alerts("drift"), 8, kinds=["proxysql"])
 
 
@@ -83,10 +89,14 @@ def test_a_disk_with_another_writer_fires_restart_drift_until_the_disk_is_repair
     set_rule("restart_drift", for_s=2)
     tick(["proxysql"])
     assert not open_alerts("restart_drift")
-    admin_sql(second, "DELETE FROM mysql_servers WHERE hostgroup_id=100",
-              "INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight,max_connections,comment)"
-              " VALUES (100,'127.0.0.1',3312,1000000,2000,'writer')",
-              "SAVE MYSQL SERVERS TO DISK", "SAVE MYSQL SERVERS TO MEMORY")  # memory back from runtime
+    admin_sql(
+        second,
+        "DELETE FROM mysql_servers WHERE hostgroup_id=100",
+        "INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight,max_connections,comment)"
+        " VALUES (100,'127.0.0.1',3312,1000000,2000,'writer')",
+        "SAVE MYSQL SERVERS TO DISK",
+        "SAVE MYSQL SERVERS TO MEMORY",
+    )  # memory back from runtime
     tick(["proxysql"])
     [pending] = open_alerts("restart_drift")
     assert pending.state == "pending" and pending.node == node_of(second)
@@ -97,14 +107,19 @@ def test_a_disk_with_another_writer_fires_restart_drift_until_the_disk_is_repair
     assert until(lambda: not open_alerts("restart_drift"), 8, kinds=["proxysql"])
 
 
-def test_restart_drift_names_other_disk_differences_and_waits_for_the_variables_cadence(adopted_lab, live_redis,
-                                                                                        settings):
+def test_restart_drift_names_other_disk_differences_and_waits_for_the_variables_cadence(
+    adopted_lab, live_redis, settings
+):
     cluster, (first, second) = adopted_lab
     settings.MONITOR_VARIABLES_INTERVAL_S = 5
     set_rule("restart_drift", for_s=0)
     tick(["proxysql"])
-    admin_sql(first, "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3313", "SAVE MYSQL SERVERS TO DISK",
-              "SAVE MYSQL SERVERS TO MEMORY")
+    admin_sql(
+        first,
+        "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3313",
+        "SAVE MYSQL SERVERS TO DISK",
+        "SAVE MYSQL SERVERS TO MEMORY",
+    )
     tick(["proxysql"])
     assert not open_alerts("restart_drift")  # the disk is read with the variables, not at every poll
     assert until(lambda: firing("restart_drift"), 10, kinds=["proxysql"])
@@ -118,11 +133,16 @@ def test_two_writers_on_one_node_and_the_nodes_disagree(adopted_lab, live_redis)
     set_rule("writer_many", for_s=0)
     set_rule("writer_disagree", for_s=0)
     tick()
-    admin_sql(first, "INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight) VALUES (100,'127.0.0.1',3312,1)",
-              "LOAD MYSQL SERVERS TO RUNTIME")
+    admin_sql(
+        first,
+        "INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight) VALUES (100,'127.0.0.1',3312,1)",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+    )
     assert until(lambda: firing("writer_many") and firing("writer_disagree"), 10, kinds=["proxysql"])
     [many] = firing("writer_many")
-    assert many.node == node_of(first) and "2 ONLINE writers on proxysql-1: 127.0.0.1:3311, 127.0.0.1:3312" in many.summary
+    assert (
+        many.node == node_of(first) and "2 ONLINE writers on proxysql-1: 127.0.0.1:3311, 127.0.0.1:3312" in many.summary
+    )
     [disagree] = firing("writer_disagree")
     assert "proxysql-1: 127.0.0.1:3311, 127.0.0.1:3312; proxysql-2: 127.0.0.1:3311" in disagree.summary
     admin_sql(first, "DELETE FROM mysql_servers WHERE hostgroup_id=100 AND port=3312", "LOAD MYSQL SERVERS TO RUNTIME")
@@ -134,19 +154,28 @@ def test_a_shunned_backend_and_a_flapping_one(adopted_lab, live_redis):
     set_rule("backend_shunned", for_s=1)
     set_rule("backend_flapping", p_changes=4, p_minutes=0.2)
     tick(["proxysql"])
-    admin_sql(second, "UPDATE mysql_servers SET status='SHUNNED' WHERE hostgroup_id=101 AND port=3313",
-              "LOAD MYSQL SERVERS TO RUNTIME")
+    admin_sql(
+        second,
+        "UPDATE mysql_servers SET status='SHUNNED' WHERE hostgroup_id=101 AND port=3313",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+    )
     assert until(lambda: firing("backend_shunned"), 8, kinds=["proxysql"])
     [shunned] = firing("backend_shunned")
     assert shunned.node == node_of(second) and shunned.server.port == 3313
     assert shunned.subject_label == "127.0.0.1:3313 on proxysql-2" and "hostgroup 101" in shunned.summary
-    admin_sql(second, "UPDATE mysql_servers SET status='ONLINE' WHERE hostgroup_id=101 AND port=3313",
-              "LOAD MYSQL SERVERS TO RUNTIME")
+    admin_sql(
+        second,
+        "UPDATE mysql_servers SET status='ONLINE' WHERE hostgroup_id=101 AND port=3313",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+    )
     assert until(lambda: not open_alerts("backend_shunned"), 8, kinds=["proxysql"])
 
     for status in ("OFFLINE_SOFT", "ONLINE", "OFFLINE_SOFT", "ONLINE"):  # four changes, each seen by a poll
-        admin_sql(first, f"UPDATE mysql_servers SET status='{status}' WHERE hostgroup_id=101 AND port=3312",
-                  "LOAD MYSQL SERVERS TO RUNTIME")
+        admin_sql(
+            first,
+            f"UPDATE mysql_servers SET status='{status}' WHERE hostgroup_id=101 AND port=3312",
+            "LOAD MYSQL SERVERS TO RUNTIME",
+        )
         tick(["proxysql"])
     [flap] = firing("backend_flapping")
     assert flap.node == node_of(first) and "127.0.0.1:3312 changed status 4 times on proxysql-1" in flap.summary
@@ -161,8 +190,11 @@ def test_a_node_that_stops_answering_resolves_none_of_its_alerts(adopted_lab, li
     set_rule("backend_shunned", for_s=0)
     set_rule("proxysql_unreachable", for_s=0)
     tick(["proxysql"])
-    admin_sql(second, "UPDATE mysql_servers SET status='SHUNNED' WHERE hostgroup_id=101 AND port=3313",
-              "LOAD MYSQL SERVERS TO RUNTIME")
+    admin_sql(
+        second,
+        "UPDATE mysql_servers SET status='SHUNNED' WHERE hostgroup_id=101 AND port=3313",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+    )
     assert until(lambda: firing("backend_shunned"), 8, kinds=["proxysql"])
     second.set_mode("hang")
     try:
@@ -175,8 +207,11 @@ def test_a_node_that_stops_answering_resolves_none_of_its_alerts(adopted_lab, li
         second.set_mode("normal")
     assert until(lambda: not open_alerts("proxysql_unreachable"), 10, kinds=["proxysql"])
     assert firing("backend_shunned")  # still SHUNNED on proxysql-2 once it answers: still firing
-    admin_sql(second, "UPDATE mysql_servers SET status='ONLINE' WHERE hostgroup_id=101 AND port=3313",
-              "LOAD MYSQL SERVERS TO RUNTIME")
+    admin_sql(
+        second,
+        "UPDATE mysql_servers SET status='ONLINE' WHERE hostgroup_id=101 AND port=3313",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+    )
     assert until(lambda: not open_alerts("backend_shunned"), 8, kinds=["proxysql"])
 
 
@@ -203,9 +238,15 @@ def test_a_saturated_mirror_fires_the_queue_and_the_measured_loss(adopted_lab, l
     cluster, (first, second) = adopted_lab
     set_rule("mirror_queue", for_s=0)
     set_rule("mirror_loss", p_percent=20)
-    admin_sql(first, "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,mirror_hostgroup,"
-                     "apply) VALUES (10,1,'^INSERT',100,101,1)", "LOAD MYSQL QUERY RULES TO RUNTIME",
-              "SET mysql-mirror_max_concurrency=1", "SET mysql-mirror_max_queue_length=50", "LOAD MYSQL VARIABLES TO RUNTIME")
+    admin_sql(
+        first,
+        "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,mirror_hostgroup,"
+        "apply) VALUES (10,1,'^INSERT',100,101,1)",
+        "LOAD MYSQL QUERY RULES TO RUNTIME",
+        "SET mysql-mirror_max_concurrency=1",
+        "SET mysql-mirror_max_queue_length=50",
+        "LOAD MYSQL VARIABLES TO RUNTIME",
+    )
     nodes = list(ProxySQLNode.objects.select_related("cluster").order_by("pk"))
 
     def digest_window(seconds=2.0):
@@ -223,8 +264,12 @@ def test_a_saturated_mirror_fires_the_queue_and_the_measured_loss(adopted_lab, l
     assert loss.node == node_of(first) and loss.subject == f"n{loss.node_id}:r10" and loss.value > 40
     assert "mirror rule 10 on proxysql-1 lost" in loss.summary
 
-    admin_sql(first, "SET mysql-mirror_max_concurrency=16", "SET mysql-mirror_max_queue_length=32000",
-              "LOAD MYSQL VARIABLES TO RUNTIME")
+    admin_sql(
+        first,
+        "SET mysql-mirror_max_concurrency=16",
+        "SET mysql-mirror_max_queue_length=32000",
+        "LOAD MYSQL VARIABLES TO RUNTIME",
+    )
     assert until(lambda: not open_alerts("mirror_queue"), 10, kinds=["proxysql"])
     digest_window()
     assert not open_alerts("mirror_loss"), [a.summary for a in open_alerts()]

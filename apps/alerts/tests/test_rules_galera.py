@@ -2,6 +2,7 @@
 cluster smaller than expected, the writer hostgroup without a usable writer, the readers below the
 minimum), a node desynced (Donor/Desynced for long, its receive queue above the threshold), flow control
 (a node that cannot apply), read_only on the writer."""
+
 import re
 import threading
 import time
@@ -15,8 +16,9 @@ from .conftest import firing, firing_all, open_alerts, set_rule, tick, until
 pytestmark = pytest.mark.django_db
 
 
-def test_a_killed_writer_fires_the_writer_the_size_and_unreachable_rules_and_all_resolve(adopted_lab, live_redis,
-                                                                                          galera_healthy):
+def test_a_killed_writer_fires_the_writer_the_size_and_unreachable_rules_and_all_resolve(
+    adopted_lab, live_redis, galera_healthy
+):
     cluster, doubles = adopted_lab
     for rule in ("writer_none", "backend_unreachable", "galera_cluster_size"):
         set_rule(rule, for_s=0)
@@ -27,11 +29,18 @@ def test_a_killed_writer_fires_the_writer_the_size_and_unreachable_rules_and_all
     got = until(lambda: len(firing("writer_none")) == 2 and firing("backend_unreachable"), 15)
     assert got, [a.summary for a in open_alerts()]
     writer = firing("writer_none")
-    assert {a.subject_label for a in writer} == {"writer hostgroup 100 on proxysql-1", "writer hostgroup 100 on proxysql-2"}
+    assert {a.subject_label for a in writer} == {
+        "writer hostgroup 100 on proxysql-1",
+        "writer hostgroup 100 on proxysql-2",
+    }
     # The alert names the dead writer as the first to see it did: its backend poll (unreachable) or the ProxySQL
     # node, whose writer sessions made it shun the backend (under load, often first). Either way it is about 3311.
-    assert all(re.search(r"127\.0\.0\.1:3311 (SHUNNED|unreachable)", a.summary) and a.severity == "critical"
-               and a.server.port == 3311 for a in writer), [(a.summary, a.severity, a.server) for a in writer]
+    assert all(
+        re.search(r"127\.0\.0\.1:3311 (SHUNNED|unreachable)", a.summary)
+        and a.severity == "critical"
+        and a.server.port == 3311
+        for a in writer
+    ), [(a.summary, a.severity, a.server) for a in writer]
     [down] = firing("backend_unreachable")
     assert down.server.port == 3311 and down.target == f"s{down.server_id}"
     # Galera evicts the dead node after its suspect timeout (~5 s): then the others say size 2 of 3.
@@ -60,8 +69,9 @@ def test_a_hung_proxysql_node_is_unreachable_until_it_answers(adopted_lab, live_
     assert until(lambda: not open_alerts("proxysql_unreachable"), 10, kinds=["proxysql"])
 
 
-def test_an_isolated_node_is_non_primary_not_ready_and_the_cluster_small_and_readers_low(adopted_lab, live_redis,
-                                                                                         galera_healthy):
+def test_an_isolated_node_is_non_primary_not_ready_and_the_cluster_small_and_readers_low(
+    adopted_lab, live_redis, galera_healthy
+):
     """gmcast.isolate cuts node 3 off the group: after the suspect timeout it is a non-Primary component of
     one, not ready, and the others count two members."""
     cluster, doubles = adopted_lab
@@ -73,15 +83,20 @@ def test_an_isolated_node_is_non_primary_not_ready_and_the_cluster_small_and_rea
     root = galera_healthy.root_connection(3)
     try:
         root.cursor().execute("SET GLOBAL wsrep_provider_options='gmcast.isolate=1'")
-        assert until(lambda: {a.rule for a in firing_all()} >= {"galera_non_primary", "galera_not_ready",
-                                                                   "galera_cluster_size", "readers_low"}, 20), \
-            [a.summary for a in open_alerts()]
+        assert until(
+            lambda: (
+                {a.rule for a in firing_all()}
+                >= {"galera_non_primary", "galera_not_ready", "galera_cluster_size", "readers_low"}
+            ),
+            20,
+        ), [a.summary for a in open_alerts()]
         [np] = firing("galera_non_primary")
         assert np.server.port == 3313 and "wsrep_cluster_status non-Primary" in np.summary
         assert "wsrep_cluster_size 2, expected 3" in firing("galera_cluster_size")[0].summary
         low = firing("readers_low")
-        assert len(low) == 2 and all("2 usable ONLINE reader(s)" in a.summary and "fewer than the minimum of 3"
-                                     in a.summary for a in low)
+        assert len(low) == 2 and all(
+            "2 usable ONLINE reader(s)" in a.summary and "fewer than the minimum of 3" in a.summary for a in low
+        )
     finally:
         root.cursor().execute("SET GLOBAL wsrep_provider_options='gmcast.isolate=0'")
         root.close()
@@ -167,8 +182,9 @@ def test_flow_control_pausing_the_cluster(adopted_lab, live_redis, galera_health
             time.sleep(0.5)
             blocker = _block_applier(galera_healthy, 3)
             try:
-                assert until(lambda: firing("galera_flow_control"), 25, kinds=["backend"]), \
-                    [a.summary for a in open_alerts()]
+                assert until(lambda: firing("galera_flow_control"), 25, kinds=["backend"]), [
+                    a.summary for a in open_alerts()
+                ]
                 node3 = [a for a in firing("galera_flow_control") if a.server.port == 3313]
                 assert node3 and node3[0].value > 20 and "paused by flow control" in node3[0].summary
             finally:

@@ -1,6 +1,7 @@
 """The ProxySQL Cluster rules on two doubles with native sync on at ProxySQL's defaults (adopted_cluster_lab): nodes that
 have not converged within the bound (proxysql_cluster_diverged) and a diff_check that only grows
 (proxysql_cluster_diff_growing), fired by two LOADs within the same second and resolved by a LOAD that clears it."""
+
 import time
 
 import pytest
@@ -30,24 +31,47 @@ def test_same_second_loads_fire_both_rules_until_a_load_clears_them(adopted_clus
     time.sleep(1.0)
     while time.time() % 1 > 0.6:
         time.sleep(0.05)
-    admin_sql(first, "UPDATE mysql_servers SET weight=111 WHERE hostgroup_id=101 AND port=3313",
-              "LOAD MYSQL SERVERS TO RUNTIME")
-    admin_sql(second, "UPDATE mysql_servers SET weight=222 WHERE hostgroup_id=101 AND port=3313",
-              "LOAD MYSQL SERVERS TO RUNTIME")
+    admin_sql(
+        first,
+        "UPDATE mysql_servers SET weight=111 WHERE hostgroup_id=101 AND port=3313",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+    )
+    admin_sql(
+        second,
+        "UPDATE mysql_servers SET weight=222 WHERE hostgroup_id=101 AND port=3313",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+    )
     tick(["proxysql"])
     [pending] = open_alerts("proxysql_cluster_diverged")
-    assert pending.state == "pending" and "different checksums of mysql_servers (proxysql-1; proxysql-2)" in pending.summary
+    assert (
+        pending.state == "pending"
+        and "different checksums of mysql_servers (proxysql-1; proxysql-2)" in pending.summary
+    )
     assert until(lambda: firing("proxysql_cluster_diverged"), 10, step=0.5, kinds=["proxysql"])
-    grows = until(lambda: len(firing("proxysql_cluster_diff_growing")) == 2 and firing("proxysql_cluster_diff_growing"),
-                  12, step=0.5, kinds=["proxysql"])
+    grows = until(
+        lambda: len(firing("proxysql_cluster_diff_growing")) == 2 and firing("proxysql_cluster_diff_growing"),
+        12,
+        step=0.5,
+        kinds=["proxysql"],
+    )
     assert grows and all("neither pulls and they never converge" in a.summary for a in grows), grows
     # 2.7 (the doubles' version): the same-second words of the mysql_servers module, its LOAD on one node only
-    assert all("To clear it: LOAD MYSQL SERVERS TO RUNTIME on one node only, the one whose servers and hostgroup tables "
-               "are intended" in a.summary for a in grows)
-    admin_sql(first, "LOAD MYSQL SERVERS TO RUNTIME")   # a newer epoch: the other node pulls it
-    assert until(lambda: not open_alerts("proxysql_cluster_diverged") and not open_alerts("proxysql_cluster_diff_growing"),
-                 10, step=0.5, kinds=["proxysql"])
-    assert admin_sql(second, "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3313")[0][0] == "111"
+    assert all(
+        "To clear it: LOAD MYSQL SERVERS TO RUNTIME on one node only, the one whose servers and hostgroup tables "
+        "are intended" in a.summary
+        for a in grows
+    )
+    admin_sql(first, "LOAD MYSQL SERVERS TO RUNTIME")  # a newer epoch: the other node pulls it
+    assert until(
+        lambda: not open_alerts("proxysql_cluster_diverged") and not open_alerts("proxysql_cluster_diff_growing"),
+        10,
+        step=0.5,
+        kinds=["proxysql"],
+    )
+    assert (
+        admin_sql(second, "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3313")[0][0]
+        == "111"
+    )
 
 
 def test_without_sync_nodes_that_differ_are_no_proxysql_cluster_alert(adopted_lab, live_redis):
@@ -55,8 +79,11 @@ def test_without_sync_nodes_that_differ_are_no_proxysql_cluster_alert(adopted_la
     is the drift rules' business."""
     cluster, (first, second) = adopted_lab
     set_rule("proxysql_cluster_diverged", for_s=0)
-    admin_sql(first, "UPDATE mysql_servers SET weight=111 WHERE hostgroup_id=101 AND port=3313",
-              "LOAD MYSQL SERVERS TO RUNTIME")
+    admin_sql(
+        first,
+        "UPDATE mysql_servers SET weight=111 WHERE hostgroup_id=101 AND port=3313",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+    )
     tick(["proxysql"])
     assert not open_alerts("proxysql_cluster_diverged")
 
@@ -87,15 +114,32 @@ def test_hostgroup_tables_loaded_in_one_second_on_2_7_fire_on_mysql_servers_v2(a
     [diverged] = firing("proxysql_cluster_diverged")
     assert "different checksums of mysql_servers_v2 (proxysql-1; proxysql-2)" in diverged.summary
     assert "mysql_servers (" not in diverged.summary
-    grows = until(lambda: len(firing("proxysql_cluster_diff_growing")) == 2 and firing("proxysql_cluster_diff_growing"),
-                  12, step=0.5, kinds=["proxysql"])
+    grows = until(
+        lambda: len(firing("proxysql_cluster_diff_growing")) == 2 and firing("proxysql_cluster_diff_growing"),
+        12,
+        step=0.5,
+        kinds=["proxysql"],
+    )
     assert grows and all(" for mysql_servers_v2 of peer " in a.summary for a in grows), grows
-    assert all("within the same second: the same epoch with different mysql_servers_v2 checksums, so neither pulls and "
-               "they never converge" in a.summary for a in grows)
-    assert all("To clear it: LOAD MYSQL SERVERS TO RUNTIME on one node only, the one whose servers and hostgroup tables "
-               "are intended" in a.summary and "#2146" not in a.summary for a in grows)
-    admin_sql(first, "LOAD MYSQL SERVERS TO RUNTIME")   # a later second, one node: the other pulls all of it
-    assert until(lambda: not open_alerts("proxysql_cluster_diverged") and not open_alerts("proxysql_cluster_diff_growing"),
-                 10, step=0.5, kinds=["proxysql"])
-    assert [tuple(r) for r in admin_sql(second, "SELECT writer_hostgroup, comment FROM runtime_mysql_galera_hostgroups")] == [
-        ("200", "first")]
+    assert all(
+        "within the same second: the same epoch with different mysql_servers_v2 checksums, so neither pulls and "
+        "they never converge" in a.summary
+        for a in grows
+    )
+    assert all(
+        "To clear it: LOAD MYSQL SERVERS TO RUNTIME on one node only, the one whose servers and hostgroup tables "
+        "are intended"
+        in a.summary
+        and "#2146" not in a.summary
+        for a in grows
+    )
+    admin_sql(first, "LOAD MYSQL SERVERS TO RUNTIME")  # a later second, one node: the other pulls all of it
+    assert until(
+        lambda: not open_alerts("proxysql_cluster_diverged") and not open_alerts("proxysql_cluster_diff_growing"),
+        10,
+        step=0.5,
+        kinds=["proxysql"],
+    )
+    assert [
+        tuple(r) for r in admin_sql(second, "SELECT writer_hostgroup, comment FROM runtime_mysql_galera_hostgroups")
+    ] == [("200", "first")]

@@ -2,6 +2,7 @@
 100-102, the DR lab's dc1 in 200-202). What goes wrong in cluster A's hostgroups alerts on A only; a ProxySQL
 that stops answering is an outage of every cluster it serves: each cluster gets its own alert (its own routing,
 silences and receivers), and each alert names the other clusters that lose the same ProxySQL."""
+
 import pytest
 
 from apps.alerts.models import Alert
@@ -26,17 +27,24 @@ def test_drift_and_a_shunned_backend_of_one_cluster_alert_on_that_cluster_only(a
     set_rule("backend_shunned", for_s=0)
     until(lambda: False, 0)  # one quiet round: every node polled, nothing to say
     assert open_alerts() == []
-    admin_sql(first, "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3313",
-              "UPDATE mysql_servers SET status='SHUNNED' WHERE hostgroup_id=101 AND port=3312",
-              "LOAD MYSQL SERVERS TO RUNTIME")
+    admin_sql(
+        first,
+        "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3313",
+        "UPDATE mysql_servers SET status='SHUNNED' WHERE hostgroup_id=101 AND port=3312",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+    )
     assert until(lambda: firing("drift") and firing("backend_shunned"), 8, kinds=["proxysql"])
     assert clusters_of(firing("drift")) == ["galera-lab"] and clusters_of(firing("backend_shunned")) == ["galera-lab"]
     [shunned] = firing("backend_shunned")
     assert shunned.server.cluster == lab and shunned.server.port == 3312
     assert not Alert.objects.filter(cluster=dc1).exists()
     # And the other way round: dc1's drift is dc1's.
-    admin_sql(first, "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3313",
-              "UPDATE mysql_servers SET weight=3 WHERE hostgroup_id=201 AND port=3332", "LOAD MYSQL SERVERS TO RUNTIME")
+    admin_sql(
+        first,
+        "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3313",
+        "UPDATE mysql_servers SET weight=3 WHERE hostgroup_id=201 AND port=3332",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+    )
     assert until(lambda: len(firing("drift")) == 2, 8, kinds=["proxysql"])
     [dc1_drift] = [a for a in firing("drift") if a.cluster == dc1]
     assert "hg 201 127.0.0.1:3332 weight is 3" in dc1_drift.summary and "hg 101" not in dc1_drift.summary

@@ -1,4 +1,5 @@
 """The inventory, its latest state and history, and drift: the fleet pages' selectors, as JSON."""
+
 import time
 from collections import defaultdict
 from dataclasses import asdict
@@ -29,8 +30,9 @@ from ..base import ApiView, body, list_schema, page_form, paged, query
 class ClusterList(ApiView):
     roles = {"get": VIEWER}
 
-    @list_schema(s.ClusterSerializer, s.ClusterFilter, operation_id="clusters_list", tags=["inventory"],
-                   summary="Clusters")
+    @list_schema(
+        s.ClusterSerializer, s.ClusterFilter, operation_id="clusters_list", tags=["inventory"], summary="Clusters"
+    )
     def get(self, request):
         f = query(s.ClusterFilter, request)
         clusters = fleet_selectors.clusters(kind=f.get("kind") or "", name=f.get("name") or "", tag=f.get("tag"))
@@ -38,7 +40,8 @@ class ClusterList(ApiView):
         def rows(page):  # the page's rows as plain values, and their tags in one query
             by_cluster = defaultdict(dict)
             for cluster_id, key, value in ClusterTag.objects.filter(cluster_id__in=[r["id"] for r in page]).values_list(
-                    "cluster_id", "key", "value"):
+                "cluster_id", "key", "value"
+            ):
                 by_cluster[cluster_id][key] = value
             return [{**r, "tags": by_cluster[r["id"]]} for r in page]
 
@@ -56,9 +59,13 @@ class ClusterDetail(ApiView):
 class ClusterTags(ApiView):
     roles = {"put": OPERATOR}
 
-    @extend_schema(request=s.TagsInput, responses=s.ClusterSerializer, tags=["inventory"],
-                   summary="Replace a cluster's tags (as on the cluster page; an empty object removes them all); "
-                           "audited with before and after, a bad tag changes nothing and says why")
+    @extend_schema(
+        request=s.TagsInput,
+        responses=s.ClusterSerializer,
+        tags=["inventory"],
+        summary="Replace a cluster's tags (as on the cluster page; an empty object removes them all); "
+        "audited with before and after, a bad tag changes nothing and says why",
+    )
     def put(self, request, pk):
         cluster = get_object_or_404(Cluster, pk=pk)
         try:
@@ -73,10 +80,14 @@ class ClusterTags(ApiView):
 class ClusterNativeManager(ApiView):
     roles = {"put": ADMIN}
 
-    @extend_schema(request=s.NativeManagerInput, responses=s.ClusterSerializer, tags=["inventory"],
-                   summary="Set which of ProxySQL's own hostgroup managers places the cluster's servers (admins; set "
-                           "at adoption): drift reads Monitor's placement by it, the switchover refuses a natively "
-                           "managed cluster; audited with before, after and the reason, a bad value changes nothing")
+    @extend_schema(
+        request=s.NativeManagerInput,
+        responses=s.ClusterSerializer,
+        tags=["inventory"],
+        summary="Set which of ProxySQL's own hostgroup managers places the cluster's servers (admins; set "
+        "at adoption): drift reads Monitor's placement by it, the switchover refuses a natively "
+        "managed cluster; audited with before, after and the reason, a bad value changes nothing",
+    )
     def put(self, request, pk):
         cluster = get_object_or_404(Cluster, pk=pk)
         data = body(s.NativeManagerInput, request)
@@ -90,27 +101,41 @@ class ClusterNativeManager(ApiView):
 
 
 def _connections(cluster):
-    return s.ConnectionsSerializer({**connections.current(cluster),
-                                    "tls_ca_described": connections.describe_ca(cluster.tls_ca)}).data
+    return s.ConnectionsSerializer(
+        {**connections.current(cluster), "tls_ca_described": connections.describe_ca(cluster.tls_ca)}
+    ).data
 
 
 class ClusterConnections(ApiView):
     roles = {"get": VIEWER, "patch": ADMIN}
 
-    @extend_schema(responses=s.ConnectionsSerializer, tags=["inventory"],
-                   summary="A cluster's connection settings: credential hosts and TLS")
+    @extend_schema(
+        responses=s.ConnectionsSerializer,
+        tags=["inventory"],
+        summary="A cluster's connection settings: credential hosts and TLS",
+    )
     def get(self, request, pk):
         return Response(_connections(get_object_or_404(Cluster, pk=pk)))
 
-    @extend_schema(request=s.ConnectionsInput, responses=s.ConnectionsSerializer, tags=["inventory"],
-                   summary="Change the fields named, as on the cluster page (admins): where the cluster's stored "
-                           "credentials may go, the CA and verification of every connection to its backends and "
-                           "ProxySQL admin ports; audited with what changed (the CA by its fingerprints)")
+    @extend_schema(
+        request=s.ConnectionsInput,
+        responses=s.ConnectionsSerializer,
+        tags=["inventory"],
+        summary="Change the fields named, as on the cluster page (admins): where the cluster's stored "
+        "credentials may go, the CA and verification of every connection to its backends and "
+        "ProxySQL admin ports; audited with what changed (the CA by its fingerprints)",
+    )
     def patch(self, request, pk):
         cluster = get_object_or_404(Cluster, pk=pk)
         # The form takes a copy: a valid form writes its values onto its instance, and save() compares with `cluster`.
-        form = page_form(ConnectionsForm, body(s.ConnectionsInput, request), request=request,
-                         instance=Cluster.objects.get(pk=pk), cluster=cluster, action=connections.ACTION)
+        form = page_form(
+            ConnectionsForm,
+            body(s.ConnectionsInput, request),
+            request=request,
+            instance=Cluster.objects.get(pk=pk),
+            cluster=cluster,
+            action=connections.ACTION,
+        )
         connections.save(cluster, form.cleaned_data, actor=Actor.of_request(request))
         return Response(_connections(Cluster.objects.get(pk=pk)))
 
@@ -118,49 +143,96 @@ class ClusterConnections(ApiView):
 class ClusterHostgroups(ApiView):
     roles = {"get": VIEWER}
 
-    @extend_schema(responses=s.HostgroupSerializer(many=True), tags=["inventory"],
-                   summary="A cluster's hostgroups and their intended members (mysql_servers rows)")
+    @extend_schema(
+        responses=s.HostgroupSerializer(many=True),
+        tags=["inventory"],
+        summary="A cluster's hostgroups and their intended members (mysql_servers rows)",
+    )
     def get(self, request, pk):
         cluster = get_object_or_404(Cluster, pk=pk)
         roles = cluster.hostgroup_roles()
         groups = {hg: {"id": hg, "role": role, "members": []} for hg, role in roles.items()}
-        for m in (HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server")
-                  .order_by("hostgroup_id", "-weight", "server__hostname", "server__port")):
-            groups.setdefault(m.hostgroup_id, {"id": m.hostgroup_id, "role": "other", "members": []})["members"].append(m)
+        for m in (
+            HostgroupMembership.objects.filter(server__cluster=cluster)
+            .select_related("server")
+            .order_by("hostgroup_id", "-weight", "server__hostname", "server__port")
+        ):
+            groups.setdefault(m.hostgroup_id, {"id": m.hostgroup_id, "role": "other", "members": []})["members"].append(
+                m
+            )
         return Response(s.HostgroupSerializer([groups[hg] for hg in sorted(groups)], many=True).data)
 
 
 class ClusterState(ApiView):
     roles = {"get": VIEWER}
 
-    @extend_schema(responses=s.ClusterStateSerializer, tags=["state"],
-                   summary="Latest state of a cluster: each node's freshness, each hostgroup's rows per node, "
-                           "each backend's wsrep state")
+    @extend_schema(
+        responses=s.ClusterStateSerializer,
+        tags=["state"],
+        summary="Latest state of a cluster: each node's freshness, each hostgroup's rows per node, "
+        "each backend's wsrep state",
+    )
     def get(self, request, pk):
         live = selectors.cluster_live(get_object_or_404(Cluster, pk=pk))
-        return Response({
-            "cluster": pk, "unavailable": live["unavailable"],
-            "nodes": [{"node": v["node"].pk, "name": v["node"].name, "state": v["state"], "age_s": v["age"],
-                       "error": v["error"]} for v in live["node_views"]],
-            "hostgroups": [{"id": g["id"], "role": g["role"], "servers": [
-                {"host": row["host"], "port": row["port"], "server": row["server"].pk if row["server"] else None,
-                 "intended_status": row["intended"].status if row["intended"] else None,
-                 "nodes": [_per_node(r) for r in row["rows"]]}
-                for row in g["servers"]]} for g in live["live_hostgroups"]],
-            "backends": [_backend_row(b) for b in live["backends"]],
-        })
+        return Response(
+            {
+                "cluster": pk,
+                "unavailable": live["unavailable"],
+                "nodes": [
+                    {
+                        "node": v["node"].pk,
+                        "name": v["node"].name,
+                        "state": v["state"],
+                        "age_s": v["age"],
+                        "error": v["error"],
+                    }
+                    for v in live["node_views"]
+                ],
+                "hostgroups": [
+                    {
+                        "id": g["id"],
+                        "role": g["role"],
+                        "servers": [
+                            {
+                                "host": row["host"],
+                                "port": row["port"],
+                                "server": row["server"].pk if row["server"] else None,
+                                "intended_status": row["intended"].status if row["intended"] else None,
+                                "nodes": [_per_node(r) for r in row["rows"]],
+                            }
+                            for row in g["servers"]
+                        ],
+                    }
+                    for g in live["live_hostgroups"]
+                ],
+                "backends": [_backend_row(b) for b in live["backends"]],
+            }
+        )
 
 
 def _per_node(row):
     """One server's row on one ProxySQL node (pool and runtime), with the node as its id."""
-    return {**{k: v for k, v in row.items() if k not in ("node", "age", "figures_age")}, "node": row["node"].pk,
-            "age_s": row["age"]}
+    return {
+        **{k: v for k, v in row.items() if k not in ("node", "age", "figures_age")},
+        "node": row["node"].pk,
+        "age_s": row["age"],
+    }
 
 
 def _backend_row(b):
-    return {"server": b["server"].pk, "host": b["server"].hostname, "port": b["server"].port, "state": b["state"],
-            "age_s": b["age"], "label": b["label"], "wsrep": b["wsrep"], "problems": _problems(b["problems"]),
-            "error": b["error"], "error_since": b["error_since"], "lag_seconds": b["lag_seconds"]}
+    return {
+        "server": b["server"].pk,
+        "host": b["server"].hostname,
+        "port": b["server"].port,
+        "state": b["state"],
+        "age_s": b["age"],
+        "label": b["label"],
+        "wsrep": b["wsrep"],
+        "problems": _problems(b["problems"]),
+        "error": b["error"],
+        "error_since": b["error_since"],
+        "lag_seconds": b["lag_seconds"],
+    }
 
 
 def _problems(problems):
@@ -170,28 +242,43 @@ def _problems(problems):
 class ClusterDrift(ApiView):
     roles = {"get": VIEWER}
 
-    @extend_schema(tags=["state"], responses=OpenApiTypes.OBJECT,
-                   summary="Drift, read live from every ProxySQL node: its memory, runtime and disk against the "
-                           "current configuration version, table by table (servers, hostgroups, users, query rules, "
-                           "scheduler, variables), and what each difference means (what a restart would load, what "
-                           "runs unsaved, what a LOAD would apply)")
+    @extend_schema(
+        tags=["state"],
+        responses=OpenApiTypes.OBJECT,
+        summary="Drift, read live from every ProxySQL node: its memory, runtime and disk against the "
+        "current configuration version, table by table (servers, hostgroups, users, query rules, "
+        "scheduler, variables), and what each difference means (what a restart would load, what "
+        "runs unsaved, what a LOAD would apply)",
+    )
     def get(self, request, pk):
         result = drift.cluster_drift(get_object_or_404(Cluster, pk=pk))
-        return Response({
-            "version": result.version, "in_sync": result.in_sync,
-            "nodes": [{"node": n.node_id, "name": n.node_name, "in_sync": n.in_sync, "error": n.error,
-                       "error_kind": n.error_kind, "layers": [asdict(d) for d in n.layers],
-                       "findings": [asdict(f) for f in n.findings]}
-                      for n in result.nodes],
-        })
+        return Response(
+            {
+                "version": result.version,
+                "in_sync": result.in_sync,
+                "nodes": [
+                    {
+                        "node": n.node_id,
+                        "name": n.node_name,
+                        "in_sync": n.in_sync,
+                        "error": n.error,
+                        "error_kind": n.error_kind,
+                        "layers": [asdict(d) for d in n.layers],
+                        "findings": [asdict(f) for f in n.findings],
+                    }
+                    for n in result.nodes
+                ],
+            }
+        )
 
 
 # -- servers (backends) -----------------------------------------------------------------------------------
 class ServerList(ApiView):
     roles = {"get": VIEWER}
 
-    @list_schema(s.ServerSerializer, s.ServerFilter, operation_id="servers_list", tags=["inventory"],
-                   summary="Backend servers")
+    @list_schema(
+        s.ServerSerializer, s.ServerFilter, operation_id="servers_list", tags=["inventory"], summary="Backend servers"
+    )
     def get(self, request):
         f = query(s.ServerFilter, request)
         servers = Server.objects.order_by("cluster_id", "hostname", "port", "pk")
@@ -200,8 +287,9 @@ class ServerList(ApiView):
                 servers = servers.filter(**{name: f[name]})
         if f.get("maintenance") is not None:
             servers = servers.filter(maintenance=f["maintenance"])
-        return paged(self, request, servers.values(*s.values_of(s.ServerSerializer, ["memberships"])),
-                     rows=with_memberships)
+        return paged(
+            self, request, servers.values(*s.values_of(s.ServerSerializer, ["memberships"])), rows=with_memberships
+        )
 
 
 def with_memberships(servers):
@@ -209,8 +297,11 @@ def with_memberships(servers):
     servers = list(servers)
     fields = s.values_of(s.MembershipSerializer)
     per_server = {row["id"]: [] for row in servers}
-    for m in (HostgroupMembership.objects.filter(server_id__in=per_server).order_by("hostgroup_id")
-              .values("server_id", *fields)):
+    for m in (
+        HostgroupMembership.objects.filter(server_id__in=per_server)
+        .order_by("hostgroup_id")
+        .values("server_id", *fields)
+    ):
         per_server[m.pop("server_id")].append(m)
     return [{**row, "memberships": per_server[row["id"]]} for row in servers]
 
@@ -220,40 +311,69 @@ class ServerDetail(ApiView):
 
     @extend_schema(responses=s.ServerSerializer, tags=["inventory"], summary="One backend server")
     def get(self, request, pk):
-        return Response(s.ServerSerializer(get_object_or_404(Server.objects.prefetch_related("memberships"), pk=pk)).data)
+        return Response(
+            s.ServerSerializer(get_object_or_404(Server.objects.prefetch_related("memberships"), pk=pk)).data
+        )
 
 
 def _live(out, key, obj):
-    return {key: obj.pk, "unavailable": out["unavailable"], "state": out["state"], "age_s": out["age"],
-            "error": out["error"], "error_kind": out["error_kind"], "error_since": out["error_since"],
-            "last_ok": out["last_ok"], "from_history": out["from_history"]}
+    return {
+        key: obj.pk,
+        "unavailable": out["unavailable"],
+        "state": out["state"],
+        "age_s": out["age"],
+        "error": out["error"],
+        "error_kind": out["error_kind"],
+        "error_since": out["error_since"],
+        "last_ok": out["last_ok"],
+        "from_history": out["from_history"],
+    }
 
 
 class ServerState(ApiView):
     roles = {"get": VIEWER}
 
-    @extend_schema(responses=s.BackendStateSerializer, tags=["state"],
-                   summary="Latest state of a backend (wsrep, read_only, lag) from its last poll")
+    @extend_schema(
+        responses=s.BackendStateSerializer,
+        tags=["state"],
+        summary="Latest state of a backend (wsrep, read_only, lag) from its last poll",
+    )
     def get(self, request, pk):
         server = get_object_or_404(Server.objects.select_related("cluster"), pk=pk)
         out = selectors.backend_live(server)
-        return Response({**_live(out, "server", server), "label": out["label"], "wsrep": out["wsrep"],
-                         "lag_seconds": out["lag_seconds"], "problems": _problems(out["problems"])})
+        return Response(
+            {
+                **_live(out, "server", server),
+                "label": out["label"],
+                "wsrep": out["wsrep"],
+                "lag_seconds": out["lag_seconds"],
+                "problems": _problems(out["problems"]),
+            }
+        )
 
 
 # -- ProxySQL nodes ---------------------------------------------------------------------------------------
 class NodeList(ApiView):
     roles = {"get": VIEWER}
 
-    @list_schema(s.ProxySQLNodeSerializer, s.InventoryFilter, operation_id="proxysql_nodes_list", tags=["inventory"],
-                   summary="ProxySQL nodes")
+    @list_schema(
+        s.ProxySQLNodeSerializer,
+        s.InventoryFilter,
+        operation_id="proxysql_nodes_list",
+        tags=["inventory"],
+        summary="ProxySQL nodes",
+    )
     def get(self, request):
         f = query(s.InventoryFilter, request)
         nodes = ProxySQLNode.objects.order_by("cluster_id", "name", "pk")
         if f.get("cluster") is not None:
             nodes = nodes.filter(cluster=f["cluster"])
-        return paged(self, request, nodes.values(*s.values_of(s.ProxySQLNodeSerializer, exclude=("clusters_served",))),
-                     rows=s.ProxySQLNodeSerializer.rows)
+        return paged(
+            self,
+            request,
+            nodes.values(*s.values_of(s.ProxySQLNodeSerializer, exclude=("clusters_served",))),
+            rows=s.ProxySQLNodeSerializer.rows,
+        )
 
 
 class NodeDetail(ApiView):
@@ -267,23 +387,42 @@ class NodeDetail(ApiView):
 class NodeState(ApiView):
     roles = {"get": VIEWER}
 
-    @extend_schema(responses=s.NodeStateSerializer, tags=["state"],
-                   summary="Latest state of a ProxySQL node: global figures, connection pool, mirror panel")
+    @extend_schema(
+        responses=s.NodeStateSerializer,
+        tags=["state"],
+        summary="Latest state of a ProxySQL node: global figures, connection pool, mirror panel",
+    )
     def get(self, request, pk):
         node = get_object_or_404(ProxySQLNode.objects.select_related("cluster"), pk=pk)
         now = time.time()
         out = {**selectors.proxysql_live(node, now), **digest_selectors.mirror_rules(node, now)}
         mirror = out["mirror"]
-        return Response({
-            **_live(out, "node", node), "figures": out["figures"], "pool": out["pool"],
-            "mirror": {**asdict(mirror), "queue_ratio": mirror.queue_ratio, "saturated": mirror.saturated},
-            "mirror_rules": [{"rule_id": r["rule"].rule_id, "active": r["rule"].active, "match": r["match"],
-                              "mirror_hostgroup": r["rule"].mirror_hostgroup, "note": r["note"],
-                              "window_end": r.get("window_end"), "interval_s": r.get("interval_s"),
-                              "hits": r.get("hits"), "expected": r.get("expected"), "mirrored": r.get("mirrored"),
-                              "dropped": r.get("dropped"), "loss": r.get("loss"),
-                              "prepared_share": r.get("prepared_share")} for r in out["mirror_rules"]],
-        })
+        return Response(
+            {
+                **_live(out, "node", node),
+                "figures": out["figures"],
+                "pool": out["pool"],
+                "mirror": {**asdict(mirror), "queue_ratio": mirror.queue_ratio, "saturated": mirror.saturated},
+                "mirror_rules": [
+                    {
+                        "rule_id": r["rule"].rule_id,
+                        "active": r["rule"].active,
+                        "match": r["match"],
+                        "mirror_hostgroup": r["rule"].mirror_hostgroup,
+                        "note": r["note"],
+                        "window_end": r.get("window_end"),
+                        "interval_s": r.get("interval_s"),
+                        "hits": r.get("hits"),
+                        "expected": r.get("expected"),
+                        "mirrored": r.get("mirrored"),
+                        "dropped": r.get("dropped"),
+                        "loss": r.get("loss"),
+                        "prepared_share": r.get("prepared_share"),
+                    }
+                    for r in out["mirror_rules"]
+                ],
+            }
+        )
 
 
 # -- history ----------------------------------------------------------------------------------------------
@@ -299,21 +438,32 @@ def _history(request, kind, obj, name):
 class NodeHistory(ApiView):
     roles = {"get": VIEWER}
 
-    @extend_schema(parameters=[s.HistoryFilter, OpenApiParameter("name", str, OpenApiParameter.PATH,
-                                                                 enum=list(charts.PROXYSQL_CHARTS))],
-                   responses=s.HistorySerializer, tags=["history"],
-                   summary="History of a ProxySQL node: one chart's series (null values are gaps)")
+    @extend_schema(
+        parameters=[
+            s.HistoryFilter,
+            OpenApiParameter("name", str, OpenApiParameter.PATH, enum=list(charts.PROXYSQL_CHARTS)),
+        ],
+        responses=s.HistorySerializer,
+        tags=["history"],
+        summary="History of a ProxySQL node: one chart's series (null values are gaps)",
+    )
     def get(self, request, pk, name):
-        return _history(request, "proxysql", get_object_or_404(ProxySQLNode.objects.select_related("cluster"), pk=pk),
-                        name)
+        return _history(
+            request, "proxysql", get_object_or_404(ProxySQLNode.objects.select_related("cluster"), pk=pk), name
+        )
 
 
 class ServerHistory(ApiView):
     roles = {"get": VIEWER}
 
-    @extend_schema(parameters=[s.HistoryFilter, OpenApiParameter("name", str, OpenApiParameter.PATH,
-                                                                 enum=list(charts.BACKEND_CHARTS))],
-                   responses=s.HistorySerializer, tags=["history"],
-                   summary="History of a backend: one chart's series (null values are gaps)")
+    @extend_schema(
+        parameters=[
+            s.HistoryFilter,
+            OpenApiParameter("name", str, OpenApiParameter.PATH, enum=list(charts.BACKEND_CHARTS)),
+        ],
+        responses=s.HistorySerializer,
+        tags=["history"],
+        summary="History of a backend: one chart's series (null values are gaps)",
+    )
     def get(self, request, pk, name):
         return _history(request, "backend", get_object_or_404(Server.objects.select_related("cluster"), pk=pk), name)

@@ -1,5 +1,6 @@
 """Who am I, and the API's own description: the OpenAPI schema and its docs page (Swagger UI, served from
 our static files)."""
+
 from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.renderers import TemplateHTMLRenderer
@@ -18,10 +19,21 @@ class Me(ApiView):
     @extend_schema(responses=s.MeSerializer, tags=["meta"], summary="Who the request acts as, with which role")
     def get(self, request):
         token = request.auth if isinstance(request.auth, ApiToken) else None
-        return Response({"username": request.user.get_username(), "role": role_of(request.user),
-                         "authenticated_by": "token" if token else "session",
-                         "token": {"name": token.name, "prefix": token.prefix, "expires_at": token.expires_at,
-                                   "created_at": token.created_at} if token else None})
+        return Response(
+            {
+                "username": request.user.get_username(),
+                "role": role_of(request.user),
+                "authenticated_by": "token" if token else "session",
+                "token": {
+                    "name": token.name,
+                    "prefix": token.prefix,
+                    "expires_at": token.expires_at,
+                    "created_at": token.created_at,
+                }
+                if token
+                else None,
+            }
+        )
 
 
 class Schema(ApiView, SpectacularAPIView):

@@ -1,4 +1,5 @@
 """Health reports as built: the list, and one report's data (everything its page and PDF show)."""
+
 from django.db.models.fields.json import KeyTextTransform
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
@@ -18,13 +19,19 @@ from ..base import ApiView, body, list_schema, page_form, paged, query
 class ReportList(ApiView):
     roles = {"get": VIEWER}
 
-    @list_schema(s.ReportSerializer, s.ReportFilter, operation_id="reports_list", tags=["reports"],
-                   summary="Health reports, newest period first")
+    @list_schema(
+        s.ReportSerializer,
+        s.ReportFilter,
+        operation_id="reports_list",
+        tags=["reports"],
+        summary="Health reports, newest period first",
+    )
     def get(self, request):
         f = query(s.ReportFilter, request)
         # The list leaves the data out (it can be large): the title is read from it in the query.
         reports = selectors.reports(cluster=f.get("cluster"), period=f.get("period") or "").annotate(
-            data_title=KeyTextTransform("title", "data"))
+            data_title=KeyTextTransform("title", "data")
+        )
         return paged(self, request, reports, s.ReportSerializer)
 
 
@@ -38,20 +45,33 @@ class ReportDetail(ApiView):
 
 # -- report schedules: the schedules page's form and services (admins change them, everyone reads them) -------
 def _schedule_form(request, instance=None):
-    return page_form(ScheduleForm, body(s.ReportScheduleInput, request), request=request, instance=instance,
-                     action="report schedule changed" if instance else "report schedule added")
+    return page_form(
+        ScheduleForm,
+        body(s.ReportScheduleInput, request),
+        request=request,
+        instance=instance,
+        action="report schedule changed" if instance else "report schedule added",
+    )
 
 
 class ReportScheduleList(ApiView):
     roles = {"get": VIEWER, "post": ADMIN}
 
-    @list_schema(s.ReportScheduleSerializer, operation_id="report_schedules_list", tags=["reports"],
-                 summary="Report schedules: which report is built and mailed when")
+    @list_schema(
+        s.ReportScheduleSerializer,
+        operation_id="report_schedules_list",
+        tags=["reports"],
+        summary="Report schedules: which report is built and mailed when",
+    )
     def get(self, request):
         return paged(self, request, ReportSchedule.objects.order_by("pk"), s.ReportScheduleSerializer)
 
-    @extend_schema(request=s.ReportScheduleInput, responses={201: s.ReportScheduleSerializer}, tags=["reports"],
-                   summary="Add a report schedule (the page's rules: one per scope and period; audited)")
+    @extend_schema(
+        request=s.ReportScheduleInput,
+        responses={201: s.ReportScheduleSerializer},
+        tags=["reports"],
+        summary="Add a report schedule (the page's rules: one per scope and period; audited)",
+    )
     def post(self, request):
         schedule = services.save_schedule(_schedule_form(request), actor=Actor.of_request(request))
         return Response(s.ReportScheduleSerializer(schedule).data, status=status.HTTP_201_CREATED)
@@ -64,12 +84,19 @@ class ReportScheduleDetail(ApiView):
     def get(self, request, pk):
         return Response(s.ReportScheduleSerializer(get_object_or_404(ReportSchedule, pk=pk)).data)
 
-    @extend_schema(request=s.ReportScheduleInput, responses=s.ReportScheduleSerializer, tags=["reports"],
-                   summary="Change a report schedule: the fields named (audited, with before and after)")
+    @extend_schema(
+        request=s.ReportScheduleInput,
+        responses=s.ReportScheduleSerializer,
+        tags=["reports"],
+        summary="Change a report schedule: the fields named (audited, with before and after)",
+    )
     def patch(self, request, pk):
         schedule = get_object_or_404(ReportSchedule, pk=pk)
-        return Response(s.ReportScheduleSerializer(
-            services.save_schedule(_schedule_form(request, schedule), actor=Actor.of_request(request))).data)
+        return Response(
+            s.ReportScheduleSerializer(
+                services.save_schedule(_schedule_form(request, schedule), actor=Actor.of_request(request))
+            ).data
+        )
 
     @extend_schema(responses={204: None}, tags=["reports"], summary="Delete a report schedule (audited)")
     def delete(self, request, pk):

@@ -2,6 +2,7 @@
 pause and resume it, halt it (the wave baking fails its gate with the operator's reason and is rolled back), abort it
 (its waves rolled back newest first). Operators plan, start and abort; the service audits each and
 refuses (409) what it must (the two-person rule, a change that does not apply, a bad selector or waves)."""
+
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
@@ -25,33 +26,55 @@ def shown(rollout, code=status.HTTP_200_OK):
 class RolloutList(ApiView):
     roles = {"get": VIEWER, "post": OPERATOR}
 
-    @extend_schema(responses=s.RolloutSerializer(many=True), tags=["rollouts"],
-                   summary=f"The latest {LIST_LIMIT} rollouts, newest first, with their waves")
+    @extend_schema(
+        responses=s.RolloutSerializer(many=True),
+        tags=["rollouts"],
+        summary=f"The latest {LIST_LIMIT} rollouts, newest first, with their waves",
+    )
     def get(self, request):
         return Response([services.describe(r) for r in Rollout.objects.order_by("-id")[:LIST_LIMIT]])
 
-    @extend_schema(request=s.RolloutInput, responses={201: s.RolloutSerializer}, tags=["rollouts"],
-                   summary="Plan a rollout: the clusters the selector picks, per wave, each checked that the "
-                           "change applies; saved planned (start it to run it)")
+    @extend_schema(
+        request=s.RolloutInput,
+        responses={201: s.RolloutSerializer},
+        tags=["rollouts"],
+        summary="Plan a rollout: the clusters the selector picks, per wave, each checked that the "
+        "change applies; saved planned (start it to run it)",
+    )
     def post(self, request):
         data = body(s.RolloutInput, request)
         change = {"file": data["file"]} if data.get("file") else {"edits": data["edits"]}
-        selector = {"tags": [[k, v] for k, v in sorted(data["select"]["tags"].items())],
-                    "names": data["select"]["names"], "versions": data["select"]["versions"]}
-        rollout = services.plan(change, selector, data["waves"], actor=Actor.of_request(request),
-                                reason=data["reason"], bake_canary_s=data["bake_canary_s"], bake_s=data["bake_s"],
-                                max_error_rate=data["max_error_rate"], when_busy=data["when_busy"],
-                                busy_wait_s=data["busy_wait_s"], max_latency_ratio=data["max_latency_ratio"],
-                                max_mirror_queue_share=data["max_mirror_queue_share"],
-                                roll_back_before=data["roll_back_before"])
+        selector = {
+            "tags": [[k, v] for k, v in sorted(data["select"]["tags"].items())],
+            "names": data["select"]["names"],
+            "versions": data["select"]["versions"],
+        }
+        rollout = services.plan(
+            change,
+            selector,
+            data["waves"],
+            actor=Actor.of_request(request),
+            reason=data["reason"],
+            bake_canary_s=data["bake_canary_s"],
+            bake_s=data["bake_s"],
+            max_error_rate=data["max_error_rate"],
+            when_busy=data["when_busy"],
+            busy_wait_s=data["busy_wait_s"],
+            max_latency_ratio=data["max_latency_ratio"],
+            max_mirror_queue_share=data["max_mirror_queue_share"],
+            roll_back_before=data["roll_back_before"],
+        )
         return shown(rollout, status.HTTP_201_CREATED)
 
 
 class RolloutDetail(ApiView):
     roles = {"get": VIEWER}
 
-    @extend_schema(responses=s.RolloutSerializer, tags=["rollouts"],
-                   summary="One rollout: its state, each wave's clusters and gate figures, the halt reason")
+    @extend_schema(
+        responses=s.RolloutSerializer,
+        tags=["rollouts"],
+        summary="One rollout: its state, each wave's clusters and gate figures, the halt reason",
+    )
     def get(self, request, pk):
         return shown(get_object_or_404(Rollout, pk=pk))
 
@@ -59,8 +82,12 @@ class RolloutDetail(ApiView):
 class RolloutStart(ApiView):
     roles = {"post": OPERATOR}
 
-    @extend_schema(request=None, responses={200: s.RolloutSerializer}, tags=["rollouts"],
-                   summary="Start a planned rollout (a worker runs it; follow it with GET)")
+    @extend_schema(
+        request=None,
+        responses={200: s.RolloutSerializer},
+        tags=["rollouts"],
+        summary="Start a planned rollout (a worker runs it; follow it with GET)",
+    )
     def post(self, request, pk):
         return shown(services.start(get_object_or_404(Rollout, pk=pk), actor=Actor.of_request(request)))
 
@@ -68,8 +95,12 @@ class RolloutStart(ApiView):
 class RolloutAbort(ApiView):
     roles = {"post": OPERATOR}
 
-    @extend_schema(request=None, responses={200: s.RolloutSerializer}, tags=["rollouts"],
-                   summary="Abort: a planned rollout ends; a running or halted one rolls back its waves, newest first")
+    @extend_schema(
+        request=None,
+        responses={200: s.RolloutSerializer},
+        tags=["rollouts"],
+        summary="Abort: a planned rollout ends; a running or halted one rolls back its waves, newest first",
+    )
     def post(self, request, pk):
         return shown(services.abort(get_object_or_404(Rollout, pk=pk), actor=Actor.of_request(request)))
 
@@ -77,20 +108,29 @@ class RolloutAbort(ApiView):
 class RolloutHalt(ApiView):
     roles = {"post": OPERATOR}
 
-    @extend_schema(request=s.RolloutHaltInput, responses={200: s.RolloutSerializer}, tags=["rollouts"],
-                   summary="Halt a running rollout, saying why: the wave baking now fails its gate with that reason "
-                           "and is rolled back (as a gate's halt); between waves it stops before the next")
+    @extend_schema(
+        request=s.RolloutHaltInput,
+        responses={200: s.RolloutSerializer},
+        tags=["rollouts"],
+        summary="Halt a running rollout, saying why: the wave baking now fails its gate with that reason "
+        "and is rolled back (as a gate's halt); between waves it stops before the next",
+    )
     def post(self, request, pk):
         data = body(s.RolloutHaltInput, request)
-        return shown(services.halt(get_object_or_404(Rollout, pk=pk), actor=Actor.of_request(request),
-                                   reason=data["reason"]))
+        return shown(
+            services.halt(get_object_or_404(Rollout, pk=pk), actor=Actor.of_request(request), reason=data["reason"])
+        )
 
 
 class RolloutPause(ApiView):
     roles = {"post": OPERATOR}
 
-    @extend_schema(request=None, responses={200: s.RolloutSerializer}, tags=["rollouts"],
-                   summary="Pause a running rollout: the wave under way ends its apply and bake, the next waits")
+    @extend_schema(
+        request=None,
+        responses={200: s.RolloutSerializer},
+        tags=["rollouts"],
+        summary="Pause a running rollout: the wave under way ends its apply and bake, the next waits",
+    )
     def post(self, request, pk):
         return shown(services.pause(get_object_or_404(Rollout, pk=pk), actor=Actor.of_request(request)))
 
@@ -98,7 +138,11 @@ class RolloutPause(ApiView):
 class RolloutResume(ApiView):
     roles = {"post": OPERATOR}
 
-    @extend_schema(request=None, responses={200: s.RolloutSerializer}, tags=["rollouts"],
-                   summary="Resume a paused rollout (a worker goes on with its next wave)")
+    @extend_schema(
+        request=None,
+        responses={200: s.RolloutSerializer},
+        tags=["rollouts"],
+        summary="Resume a paused rollout (a worker goes on with its next wave)",
+    )
     def post(self, request, pk):
         return shown(services.resume(get_object_or_404(Rollout, pk=pk), actor=Actor.of_request(request)))

@@ -1,4 +1,5 @@
 """The API's test helpers: a client that sends a token, and the URL arguments of every endpoint."""
+
 import json
 
 import pytest
@@ -31,8 +32,9 @@ class ApiClient:
         if method in ("get", "head", "delete", "options"):
             return getattr(self.client, method)(url, data, **headers)
         payload = data if isinstance(data, (str, bytes)) else json.dumps({} if data is None else data)
-        return getattr(self.client, method)(url, payload, content_type=headers.pop("content_type", "application/json"),
-                                            **headers)
+        return getattr(self.client, method)(
+            url, payload, content_type=headers.pop("content_type", "application/json"), **headers
+        )
 
     def get(self, url, data=None, **extra):
         return self.request("get", url, data, **extra)
@@ -56,12 +58,14 @@ def api_for():
 
 def api_patterns():
     """(name, pattern) of every URL under the api namespace."""
+
     def walk(patterns, namespace=None):
         for p in patterns:
             if isinstance(p, URLResolver):
                 yield from walk(p.url_patterns, p.namespace or namespace)
             elif isinstance(p, URLPattern) and namespace == "api":
                 yield f"api:{p.name}", p
+
     return list(walk(get_resolver().url_patterns))
 
 
@@ -71,23 +75,57 @@ def view_class(pattern):
 
 # URL name -> which object of the `objects` fixture its <pk> is; the chart name for history URLs.
 OWNER = {
-    "cluster": "cluster", "cluster_hostgroups": "cluster", "cluster_state": "cluster", "cluster_drift": "cluster",
-    "switchover": "cluster", "failover": "cluster", "repair": "cluster", "record_nodes": "cluster", "config_versions": "cluster",
-    "config_diff": "cluster", "change_sets": "cluster", "config_write_back": "cluster",
-    "server": "server", "server_state": "server", "server_history": "server", "drain": "server", "restore": "server",
-    "node": "node", "node_state": "node", "node_history": "node",
-    "digest": "digest", "digest_history": "digest",
-    "operation": "operation", "operation_confirm": "operation", "operation_cancel": "operation",
+    "cluster": "cluster",
+    "cluster_hostgroups": "cluster",
+    "cluster_state": "cluster",
+    "cluster_drift": "cluster",
+    "switchover": "cluster",
+    "failover": "cluster",
+    "repair": "cluster",
+    "record_nodes": "cluster",
+    "config_versions": "cluster",
+    "config_diff": "cluster",
+    "change_sets": "cluster",
+    "config_write_back": "cluster",
+    "server": "server",
+    "server_state": "server",
+    "server_history": "server",
+    "drain": "server",
+    "restore": "server",
+    "node": "node",
+    "node_state": "node",
+    "node_history": "node",
+    "digest": "digest",
+    "digest_history": "digest",
+    "operation": "operation",
+    "operation_confirm": "operation",
+    "operation_cancel": "operation",
     "operation_rollback_now": "operation",
-    "audit_event": "event", "report": "report",
-    "config_version": "version", "config_export": "version", "config_revert": "version",
-    "change_set": "change_set", "change_set_plan": "change_set", "change_set_confirm": "change_set",
-    "alert": "alert", "alert_acknowledge": "alert", "silence_end": "silence",
-    "channel": "dr_channel", "channel_move": "dr_channel",
-    "alert_channel": "channel", "report_schedule": "schedule", "rule_settings": "cluster", "cluster_tags": "cluster",
-    "rollout": "rollout", "rollout_start": "rollout", "rollout_abort": "rollout",
-    "rollout_pause": "rollout", "rollout_resume": "rollout", "rollout_halt": "rollout",
-    "cluster_connections": "cluster", "cluster_native_manager": "cluster",
+    "audit_event": "event",
+    "report": "report",
+    "config_version": "version",
+    "config_export": "version",
+    "config_revert": "version",
+    "change_set": "change_set",
+    "change_set_plan": "change_set",
+    "change_set_confirm": "change_set",
+    "alert": "alert",
+    "alert_acknowledge": "alert",
+    "silence_end": "silence",
+    "channel": "dr_channel",
+    "channel_move": "dr_channel",
+    "alert_channel": "channel",
+    "report_schedule": "schedule",
+    "rule_settings": "cluster",
+    "cluster_tags": "cluster",
+    "rollout": "rollout",
+    "rollout_start": "rollout",
+    "rollout_abort": "rollout",
+    "rollout_pause": "rollout",
+    "rollout_resume": "rollout",
+    "rollout_halt": "rollout",
+    "cluster_connections": "cluster",
+    "cluster_native_manager": "cluster",
 }
 CHART = {"node_history": "queries", "server_history": "wsrep_state"}
 

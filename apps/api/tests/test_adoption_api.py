@@ -1,5 +1,6 @@
 """Adoption through the API (issue 23 §5): preview and confirm over the adoption service the page and the command
 line use, with the adopt form's rules, roles, rate limit and audit."""
+
 import pytest
 from django.urls import reverse
 
@@ -14,8 +15,15 @@ PREVIEW, CONFIRM = "/api/v1/adopt/preview/", "/api/v1/adopt/confirm/"
 
 
 def ask(double, **over):
-    return {"admin_host": "127.0.0.1", "admin_port": double.port, "admin_user": double.user,
-            "admin_password": double.password, "node_name": "proxysql-1", "new_cluster_name": "galera-lab", **over}
+    return {
+        "admin_host": "127.0.0.1",
+        "admin_port": double.port,
+        "admin_user": double.user,
+        "admin_password": double.password,
+        "node_name": "proxysql-1",
+        "new_cluster_name": "galera-lab",
+        **over,
+    }
 
 
 def test_preview_reads_the_node_and_confirm_adopts_it(operator_user, lab_pair):
@@ -40,7 +48,9 @@ def test_preview_reads_the_node_and_confirm_adopts_it(operator_user, lab_pair):
     assert done.json() == {"cluster": cluster.pk, "nodes": [node.pk], "versions": [1]}
     assert HostgroupMembership.objects.filter(server__cluster=cluster).count() == 6
     assert ConfigVersion.objects.filter(cluster=cluster, number=1, source="adopt").exists()
-    events = list(AuditEvent.objects.filter(action="adopt proxysql node").order_by("id").values_list("outcome", "actor"))
+    events = list(
+        AuditEvent.objects.filter(action="adopt proxysql node").order_by("id").values_list("outcome", "actor")
+    )
     assert events == [("dry_run", "otto-operator (token ci)")] * 3 + [("success", "otto-operator (token ci)")]
 
 
@@ -59,7 +69,8 @@ def test_bad_input_is_a_400_naming_the_field(operator_user, lab_pair):
     assert closed["message"].startswith("Could not read a ProxySQL admin interface")
     assert "fingerprint" in error_of(api.post(CONFIRM, ask(first)), 400)["fields"]
     assert list(AuditEvent.objects.filter(action="adopt proxysql node").values_list("outcome", "target")) == [
-        ("failure", "127.0.0.1:1")]
+        ("failure", "127.0.0.1:1")
+    ]
 
 
 def test_a_viewer_may_not_adopt(viewer_user, lab_pair):

@@ -1,6 +1,7 @@
 """Alerts and silences through the API: the page's filters, acknowledge and silence audited with the token's
 name, the silence form's rules (no silence of everything, a reason, at most a week) as 400s naming the field,
 ending a silence twice refused with the service's reason."""
+
 from datetime import timedelta
 
 import pytest
@@ -22,10 +23,21 @@ def make_cluster(name):
 def make_alert(cluster, rule="writer_none", state="firing", severity="critical", **extra):
     now = timezone.now()
     n = Alert.objects.count()
-    return Alert.objects.create(rule=rule, cluster=cluster, target=f"c{cluster.pk}", subject=f"s{n}",
-                                subject_label=f"subject {n}", severity=severity, state=state, summary="seen",
-                                since=now - timedelta(minutes=n), fires_at=now, last_seen_at=now,
-                                active_key=None if state == "resolved" else f"{rule}|s{n}", **extra)
+    return Alert.objects.create(
+        rule=rule,
+        cluster=cluster,
+        target=f"c{cluster.pk}",
+        subject=f"s{n}",
+        subject_label=f"subject {n}",
+        severity=severity,
+        state=state,
+        summary="seen",
+        since=now - timedelta(minutes=n),
+        fires_at=now,
+        last_seen_at=now,
+        active_key=None if state == "resolved" else f"{rule}|s{n}",
+        **extra,
+    )
 
 
 def test_alerts_are_listed_with_the_pages_filters(operator_user):
@@ -63,8 +75,9 @@ def test_acknowledge_and_silence_are_audited_with_the_tokens_name(operator_user)
     event = AuditEvent.objects.get(action="acknowledge alert")
     assert event.actor == "otto-operator (token pager-bot)" and event.details["note"] == "looking"
 
-    created = api.post("/api/v1/silences/", {"cluster": cluster.pk, "rule": "writer_none", "minutes": 30,
-                                             "reason": "planned restart"})
+    created = api.post(
+        "/api/v1/silences/", {"cluster": cluster.pk, "rule": "writer_none", "minutes": 30, "reason": "planned restart"}
+    )
     assert created.status_code == 201, created.content
     silence = Silence.objects.get(pk=created.json()["id"])
     assert silence.rule == "writer_none" and silence.cluster == cluster and silence.created_by == "otto-operator"
@@ -80,15 +93,18 @@ def test_acknowledge_and_silence_are_audited_with_the_tokens_name(operator_user)
     assert again.status_code == 409 and "already over" in again.json()["error"]["message"]
 
 
-@pytest.mark.parametrize("data, field", [
-    ({"minutes": 30, "reason": "x"}, "non_field_errors"),             # a silence of everything everywhere
-    ({"rule": "writer_none", "minutes": 30}, "reason"),
-    ({"rule": "writer_none", "minutes": 30, "reason": "   "}, "reason"),
-    ({"rule": "writer_none", "minutes": 10081, "reason": "x"}, "minutes"),
-    ({"rule": "no_such_rule", "minutes": 30, "reason": "x"}, "rule"),
-    ({"cluster": 999999, "minutes": 30, "reason": "x"}, "cluster"),
-    ({"rule": "writer_none", "minutes": 30, "reason": "a\x00b"}, "reason"),
-])
+@pytest.mark.parametrize(
+    "data, field",
+    [
+        ({"minutes": 30, "reason": "x"}, "non_field_errors"),  # a silence of everything everywhere
+        ({"rule": "writer_none", "minutes": 30}, "reason"),
+        ({"rule": "writer_none", "minutes": 30, "reason": "   "}, "reason"),
+        ({"rule": "writer_none", "minutes": 10081, "reason": "x"}, "minutes"),
+        ({"rule": "no_such_rule", "minutes": 30, "reason": "x"}, "rule"),
+        ({"cluster": 999999, "minutes": 30, "reason": "x"}, "cluster"),
+        ({"rule": "writer_none", "minutes": 30, "reason": "a\x00b"}, "reason"),
+    ],
+)
 def test_a_bad_silence_is_a_400_naming_the_field_and_nothing_is_stored(operator_user, data, field):
     response = token_client(operator_user).post("/api/v1/silences/", data)
     assert response.status_code == 400, response.content

@@ -1,6 +1,7 @@
 """In a real browser (Debian chromium): an operator makes an API token on the tokens page (shown once), a script
 uses it; the API's docs page (Swagger UI) loads every file from our own static files under the console's CSP,
 with no request elsewhere and no console error, and its "Try it out" answers with the browser's session."""
+
 import pytest
 from playwright.sync_api import expect
 
@@ -14,8 +15,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_a_token_made_in_the_browser_and_the_docs_page_under_our_csp(page, live_server, browser_login, operator_user):
     errors, elsewhere = [], []
     # (A favicon nobody serves is not ours to mind.)
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" and "favicon" not in
-            m.location.get("url", "") else None)
+    page.on(
+        "console",
+        lambda m: errors.append(m.text) if m.type == "error" and "favicon" not in m.location.get("url", "") else None,
+    )
     page.on("request", lambda r: None if r.url.startswith(live_server.url) else elsewhere.append(r.url))
     failed = []
     page.on("response", lambda r: failed.append((r.status, r.url)) if r.status >= 400 else None)

@@ -1,5 +1,6 @@
 """One error shape for every status; the limits: page sizes, request size (413), rates per token (429 with
 Retry-After) counted in Redis, and in local memory while Redis does not answer; Redis down never a 500."""
+
 import pytest
 from django.core.cache import caches
 
@@ -10,7 +11,6 @@ from apps.api.throttling import PerTokenThrottle
 from .conftest import ApiClient, error_of
 
 pytestmark = pytest.mark.django_db
-
 
 
 @pytest.fixture
@@ -38,20 +38,25 @@ def test_each_status_has_the_one_shape(api, operator_api, objects):
     assert error_of(text, 415)["code"] == "unsupported_media_type"
     array = operator_api.post(f"/api/v1/clusters/{objects['cluster']}/switchover/", "[1, 2]")
     assert error_of(array, 400)["fields"] == {"non_field_errors": ["The body must be a JSON object."]}
-    invalid = operator_api.post(f"/api/v1/clusters/{objects['cluster']}/switchover/",
-                                {"new_writer": "x", "drain_timeout_ms": 10, "on_timeout": "later"})
+    invalid = operator_api.post(
+        f"/api/v1/clusters/{objects['cluster']}/switchover/",
+        {"new_writer": "x", "drain_timeout_ms": 10, "on_timeout": "later"},
+    )
     error = error_of(invalid, 400)
     assert set(error["fields"]) == {"new_writer", "drain_timeout_ms", "on_timeout"}
     assert "greater than or equal to 50" in error["fields"]["drain_timeout_ms"][0]
     other_cluster = operator_api.post(f"/api/v1/clusters/{objects['cluster']}/switchover/", {"new_writer": 999})
     assert error_of(other_cluster, 400)["fields"] == {"new_writer": ["No backend #999 in cluster perm."]}
-    nested = operator_api.post(f"/api/v1/clusters/{objects['cluster']}/config/change-sets/",
-                               {"reason": "r", "edits": [{"op": "upsert", "table": "mysql_servers", "row": {}},
-                                                         {"op": "nope"}]})
+    nested = operator_api.post(
+        f"/api/v1/clusters/{objects['cluster']}/config/change-sets/",
+        {"reason": "r", "edits": [{"op": "upsert", "table": "mysql_servers", "row": {}}, {"op": "nope"}]},
+    )
     assert set(error_of(nested, 400)["fields"]) == {"edits.1.op"}
     refused = operator_api.post(f"/api/v1/operations/{objects['operation']}/cancel/")
-    assert error_of(refused, 409) == {"code": "refused", "message": "Too late to cancel: the operation finished or "
-                                                                    "passed its point of no return."}
+    assert error_of(refused, 409) == {
+        "code": "refused",
+        "message": "Too late to cancel: the operation finished or passed its point of no return.",
+    }
 
 
 def test_an_unexpected_exception_is_a_500_in_the_shape_without_a_traceback():
@@ -64,7 +69,8 @@ def test_an_unexpected_exception_is_a_500_in_the_shape_without_a_traceback():
 def test_page_sizes_are_bounded(api, objects, settings):
     assert api.get("/api/v1/clusters/", {"page_size": 500}).status_code == 200
     assert error_of(api.get("/api/v1/clusters/", {"page_size": 501}), 400)["fields"] == {
-        "page_size": ["A whole number from 1 to 500."]}
+        "page_size": ["A whole number from 1 to 500."]
+    }
     assert set(error_of(api.get("/api/v1/clusters/", {"page": 2}), 400)["fields"]) == {"page"}
     assert set(error_of(api.get("/api/v1/clusters/", {"page": "9" * 5000}), 400)["fields"]) == {"page"}
     settings.API_PAGE_SIZE = 1
@@ -105,8 +111,10 @@ def test_rates_count_in_redis_and_in_local_memory_when_redis_is_down(viewer_user
     assert [api.get("/api/v1/me/").status_code for _ in range(3)] == [200, 200, 429]
     assert any(b"throttle-read-token-" in key for key in live_redis.keys("*"))  # shared by every web process
 
-    settings.CACHES = {**settings.CACHES, "api-throttle": {**settings.CACHES["api-throttle"],
-                                                           "LOCATION": "redis://127.0.0.1:9/0"}}  # nothing listens
+    settings.CACHES = {
+        **settings.CACHES,
+        "api-throttle": {**settings.CACHES["api-throttle"], "LOCATION": "redis://127.0.0.1:9/0"},
+    }  # nothing listens
     caches["api-throttle-local"].clear()
     assert [api.get("/api/v1/me/").status_code for _ in range(3)] == [200, 200, 429]  # no 500: counted locally
     assert PerTokenThrottle.cache.down_until > 0
@@ -114,8 +122,11 @@ def test_rates_count_in_redis_and_in_local_memory_when_redis_is_down(viewer_user
 
 def test_latest_state_says_unavailable_when_redis_is_down(api, objects, settings):
     settings.REDIS_URL = "redis://127.0.0.1:9/0"
-    for url in (f"/api/v1/proxysql-nodes/{objects['node']}/state/", f"/api/v1/servers/{objects['server']}/state/",
-                f"/api/v1/clusters/{objects['cluster']}/state/"):
+    for url in (
+        f"/api/v1/proxysql-nodes/{objects['node']}/state/",
+        f"/api/v1/servers/{objects['server']}/state/",
+        f"/api/v1/clusters/{objects['cluster']}/state/",
+    ):
         response = api.get(url)
         assert response.status_code == 200 and "127.0.0.1:9" in response.json()["unavailable"], url
 

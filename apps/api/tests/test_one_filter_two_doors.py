@@ -1,5 +1,6 @@
 """One filter, two doors (issue 35 item 4): a list the console shows as a page and the API answers must give the same
 rows, in the same order, for the same filter. Each pair below reads one selector; these tests hold it from outside."""
+
 from datetime import timedelta
 
 import pytest
@@ -39,12 +40,29 @@ def test_operations_page_and_api_list_the_same_operations_for_each_filter(db, vi
     client, api = viewer
     alpha = Cluster.objects.create(name="alpha", writer_hostgroup=100, reader_hostgroup=101)
     beta = Cluster.objects.create(name="beta", writer_hostgroup=100, reader_hostgroup=101)
-    for cluster, kind, state in [(alpha, "switchover", "done"), (beta, "drain", "failed"), (alpha, "drain", "done"),
-                                 (beta, "switchover", "planned"), (alpha, "switchover", "failed")]:
-        Operation.objects.create(cluster=cluster, kind=kind, state=state, title=f"{kind} {state}", actor="x",
-                                 plan=Plan(kind, cluster.pk, "t", [], []).to_json())
-    for params in [{}, {"cluster": alpha.pk}, {"kind": "drain"}, {"state": "done"},
-                   {"cluster": alpha.pk, "kind": "switchover", "state": "failed"}, {"cluster": beta.pk, "state": "done"}]:
+    for cluster, kind, state in [
+        (alpha, "switchover", "done"),
+        (beta, "drain", "failed"),
+        (alpha, "drain", "done"),
+        (beta, "switchover", "planned"),
+        (alpha, "switchover", "failed"),
+    ]:
+        Operation.objects.create(
+            cluster=cluster,
+            kind=kind,
+            state=state,
+            title=f"{kind} {state}",
+            actor="x",
+            plan=Plan(kind, cluster.pk, "t", [], []).to_json(),
+        )
+    for params in [
+        {},
+        {"cluster": alpha.pk},
+        {"kind": "drain"},
+        {"state": "done"},
+        {"cluster": alpha.pk, "kind": "switchover", "state": "failed"},
+        {"cluster": beta.pk, "state": "done"},
+    ]:
         page = _page_ids(client, "/operations/", **params)
         assert page == _api_ids(api, "/api/v1/operations/", **params), params
     assert len(_page_ids(client, "/operations/", cluster=alpha.pk)) == 3
@@ -55,12 +73,22 @@ def test_reports_page_and_api_list_the_same_reports_for_each_filter(db, viewer):
     alpha = Cluster.objects.create(name="alpha", writer_hostgroup=100, reader_hostgroup=101)
     beta = Cluster.objects.create(name="beta", writer_hostgroup=100, reader_hostgroup=101)
     end = timezone.now().replace(microsecond=0)
-    for i, (cluster, period) in enumerate([(alpha, "daily"), (beta, "weekly"), (None, "daily"), (alpha, "weekly"),
-                                           (beta, "daily")]):
-        Report.objects.create(scope="cluster" if cluster else "fleet", cluster=cluster,
-                              scope_name=cluster.name if cluster else "fleet", period=period,
-                              start=end - timedelta(days=i + 1), end=end - timedelta(days=i), built_at=end,
-                              built_by="x", headline="h", data={"title": f"r{i}"}, html="")
+    for i, (cluster, period) in enumerate(
+        [(alpha, "daily"), (beta, "weekly"), (None, "daily"), (alpha, "weekly"), (beta, "daily")]
+    ):
+        Report.objects.create(
+            scope="cluster" if cluster else "fleet",
+            cluster=cluster,
+            scope_name=cluster.name if cluster else "fleet",
+            period=period,
+            start=end - timedelta(days=i + 1),
+            end=end - timedelta(days=i),
+            built_at=end,
+            built_by="x",
+            headline="h",
+            data={"title": f"r{i}"},
+            html="",
+        )
     for params in [{}, {"cluster": alpha.pk}, {"period": "weekly"}, {"cluster": beta.pk, "period": "daily"}]:
         page = _page_ids(client, "/reports/", **params)
         assert page == _api_ids(api, "/api/v1/reports/", **params), params
@@ -80,5 +108,7 @@ def test_the_fleet_page_and_the_cluster_api_narrow_clusters_by_tag_alike(db, vie
         page = [c["name"] for c in response.context["clusters"]]
         answer = api.get("/api/v1/clusters/", {"tag": tag}).json()["results"]
         assert page == [c["name"] for c in answer], tag
-    assert [c["name"] for c in api.get("/api/v1/clusters/", {"tag": "env=prod"}).json()["results"]] == ["a-prod",
-                                                                                                         "b-prod"]
+    assert [c["name"] for c in api.get("/api/v1/clusters/", {"tag": "env=prod"}).json()["results"]] == [
+        "a-prod",
+        "b-prod",
+    ]

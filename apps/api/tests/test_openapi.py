@@ -1,5 +1,6 @@
 """The OpenAPI schema is generated from the code, valid, and committed as docs/openapi.yaml: a change to the
 API shows as a change to that file, made on purpose."""
+
 import difflib
 
 from django.conf import settings
@@ -20,7 +21,9 @@ def generated():
 
 def test_the_schema_is_valid_openapi_3_and_generates_without_warnings():
     schema, _ = generated()
-    assert not GENERATOR_STATS, f"drf-spectacular warned: {dict(GENERATOR_STATS._warn_cache)} {dict(GENERATOR_STATS._error_cache)}"
+    assert not GENERATOR_STATS, (
+        f"drf-spectacular warned: {dict(GENERATOR_STATS._warn_cache)} {dict(GENERATOR_STATS._error_cache)}"
+    )
     validate_schema(schema)  # drf-spectacular's own check against the OpenAPI 3.0 JSON schema
     assert schema["openapi"].startswith("3.") and len(schema["paths"]) >= 40
     assert set(schema["components"]["securitySchemes"]) == {"token", "session"}
@@ -30,7 +33,16 @@ def test_the_committed_schema_is_the_generated_one():
     _, text = generated()
     committed = COMMITTED.read_text() if COMMITTED.exists() else ""
     if text != committed:
-        diff = "".join(difflib.unified_diff(committed.splitlines(True), text.splitlines(True), "docs/openapi.yaml (committed)",
-                                            "generated from the code", n=2))
-        raise AssertionError(f"The API's schema changed. If that is meant, regenerate the committed copy:\n    {REGENERATE}\n"
-                             f"and commit it with the change. The difference:\n{diff[:6000]}")
+        diff = "".join(
+            difflib.unified_diff(
+                committed.splitlines(True),
+                text.splitlines(True),
+                "docs/openapi.yaml (committed)",
+                "generated from the code",
+                n=2,
+            )
+        )
+        raise AssertionError(
+            f"The API's schema changed. If that is meant, regenerate the committed copy:\n    {REGENERATE}\n"
+            f"and commit it with the change. The difference:\n{diff[:6000]}"
+        )

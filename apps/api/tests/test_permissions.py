@@ -5,6 +5,7 @@ refused at run time (fail closed). With a token of the no-role user, a viewer, a
 every endpoint is called with every method it handles: below the role the answer is 403, at or above it
 anything but 403 and 500. Without credentials every endpoint answers 401 with WWW-Authenticate.
 """
+
 import pytest
 from django.contrib.auth.models import Group
 from django.urls import reverse
@@ -55,8 +56,10 @@ def test_each_role_gets_what_its_rank_allows(django_user_model, objects, role):
             response = api.request(method, url)
             allowed = _RANK[role] >= _RANK[needed]
             if (response.status_code == 403) == allowed or response.status_code >= 500:
-                wrong.append(f"{method.upper()} {url} ({name}, needs {needed}) as {role or 'no role'}: "
-                             f"{response.status_code} {response.content[:200]!r}")
+                wrong.append(
+                    f"{method.upper()} {url} ({name}, needs {needed}) as {role or 'no role'}: "
+                    f"{response.status_code} {response.content[:200]!r}"
+                )
             if response.status_code == 403:
                 assert response.json()["error"]["code"] == "permission_denied"
     assert not wrong, "\n".join(wrong)

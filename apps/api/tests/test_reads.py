@@ -1,5 +1,6 @@
 """What the API reads is what the pages read: the polled lab's inventory, latest state, history and drift; the
 digest page's window, filters, search, sort and pages; the audit log's filters and cursor pages; reports."""
+
 import time
 
 import pytest
@@ -45,7 +46,10 @@ def test_the_polled_lab_inventory_latest_state_history_and_drift(adopted_lab, li
 
     state = ok(api.get(f"/api/v1/proxysql-nodes/{nodes[0]['id']}/state/"))
     assert state["state"] == "ok" and state["unavailable"] == "" and state["age_s"] < 5
-    assert {(r["hostgroup"], r["port"], r["role"]) for r in state["pool"]} >= {(100, 3311, "writer"), (101, 3312, "reader")}
+    assert {(r["hostgroup"], r["port"], r["role"]) for r in state["pool"]} >= {
+        (100, 3311, "writer"),
+        (101, 3312, "reader"),
+    }
     assert state["figures"]["questions_ps"] is not None and "queue_ratio" in state["mirror"]
     wsrep = ok(api.get(f"/api/v1/servers/{server['id']}/state/"))
     assert wsrep["label"] == "Synced" and wsrep["wsrep"]["cluster_status"] == "Primary" and wsrep["problems"] == []
@@ -57,7 +61,9 @@ def test_the_polled_lab_inventory_latest_state_history_and_drift(adopted_lab, li
     node = ProxySQLNode.objects.get(pk=nodes[0]["id"])
     history = ok(api.get(f"/api/v1/proxysql-nodes/{node.pk}/history/queries/", {"range": "1h"}))
     assert history["resolution"] == 0 and len(history["t"]) >= 2
-    assert history["series"][0]["label"] == "Questions/s (all)" and len(history["series"][0]["values"]) == len(history["t"])
+    assert history["series"][0]["label"] == "Questions/s (all)" and len(history["series"][0]["values"]) == len(
+        history["t"]
+    )
     page = charts.chart("proxysql", "queries", node, "1h", now=history["end"] / 1000)
     assert page["t"] == history["t"] and page["series"] == history["series"]  # the page's chart, the same series
     minutes = ok(api.get(f"/api/v1/proxysql-nodes/{node.pk}/history/queries/", {"range": "1h", "resolution": "1m"}))
@@ -70,25 +76,57 @@ def test_the_polled_lab_inventory_latest_state_history_and_drift(adopted_lab, li
     drift = ok(api.get(f"/api/v1/clusters/{cluster.pk}/drift/"))
     assert drift["in_sync"] and [n["name"] for n in drift["nodes"]] == ["proxysql-1", "proxysql-2"]
     _, (first, second) = adopted_lab
-    demo.admin_sql(second.port, "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3313",
-                   "SAVE MYSQL SERVERS TO DISK", "SAVE MYSQL SERVERS TO MEMORY", user=second.user, password=second.password)
+    demo.admin_sql(
+        second.port,
+        "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3313",
+        "SAVE MYSQL SERVERS TO DISK",
+        "SAVE MYSQL SERVERS TO MEMORY",
+        user=second.user,
+        password=second.password,
+    )
     node = ok(api.get(f"/api/v1/clusters/{cluster.pk}/drift/"))["nodes"][1]
-    assert not node["in_sync"] and node["findings"] == [{"layer": "disk", "table": "mysql_servers", "writer": False, "words":
-                                                         "a restart of proxysql-2 would load hg 101 127.0.0.1:3313 weight 7 "
-                                                         "(disk) instead of 10000"}]
-    assert node["layers"] == [{"table": "mysql_servers", "key": [101, "127.0.0.1", 3313], "field": "weight",
-                               "intended": 10000, "memory": 10000, "runtime": 10000, "disk": 7, "differs": ["disk"],
-                               "row": None}]
+    assert not node["in_sync"] and node["findings"] == [
+        {
+            "layer": "disk",
+            "table": "mysql_servers",
+            "writer": False,
+            "words": "a restart of proxysql-2 would load hg 101 127.0.0.1:3313 weight 7 (disk) instead of 10000",
+        }
+    ]
+    assert node["layers"] == [
+        {
+            "table": "mysql_servers",
+            "key": [101, "127.0.0.1", 3313],
+            "field": "weight",
+            "intended": 10000,
+            "memory": 10000,
+            "runtime": 10000,
+            "disk": 7,
+            "differs": ["disk"],
+            "row": None,
+        }
+    ]
 
 
 def test_digests_with_the_pages_window_filters_search_sort_and_pages(api):
     now = int(time.time())
     cluster, (n1, n2) = fleet(2, "shop")
     reader, reporter = source(n1), source(n2, 100, "report", "archive")
-    rows = [DigestStat(resolution=RAW, ts=now - 1200, source=reader, digest=digest(f"SELECT c{i} FROM orders", h=f"0x{i + 1:016X}"),
-                       count_star=10 + i, sum_time=(10 + i) * (5000 - 30 * i)) for i in range(60)]
+    rows = [
+        DigestStat(
+            resolution=RAW,
+            ts=now - 1200,
+            source=reader,
+            digest=digest(f"SELECT c{i} FROM orders", h=f"0x{i + 1:016X}"),
+            count_star=10 + i,
+            sum_time=(10 + i) * (5000 - 30 * i),
+        )
+        for i in range(60)
+    ]
     special = digest("UPDATE accounts SET balance = ?", h="0x00000000DEADBEEF")
-    rows.append(DigestStat(resolution=RAW, ts=now - 180, source=reporter, digest=special, count_star=3, sum_time=3_000_000))
+    rows.append(
+        DigestStat(resolution=RAW, ts=now - 180, source=reporter, digest=special, count_star=3, sum_time=3_000_000)
+    )
     DigestStat.objects.bulk_create(rows)
     polls(n1, now - 3600, now)
     polls(n2, now - 3600, now)
@@ -105,10 +143,15 @@ def test_digests_with_the_pages_window_filters_search_sort_and_pages(api):
     assert filtered["results"][0]["where"] == {"hostgroups": [100], "users": ["report@archive"], "nodes": 1}
     assert ok(api.get("/api/v1/digests/", {"window": "5m"}))["count"] == 1
     assert ok(api.get("/api/v1/digests/", {"page": 99, "page_size": 25}))["page"] == 3  # clamped, as the page does
-    custom = {"window": "custom", "start": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now - 1500)),
-              "end": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now - 900))}
+    custom = {
+        "window": "custom",
+        "start": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now - 1500)),
+        "end": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now - 900)),
+    }
     assert ok(api.get("/api/v1/digests/", custom))["count"] == 60
-    assert api.get("/api/v1/digests/", {"cluster": 999999}).json()["error"]["fields"] == {"cluster": ["No cluster #999999."]}
+    assert api.get("/api/v1/digests/", {"cluster": 999999}).json()["error"]["fields"] == {
+        "cluster": ["No cluster #999999."]
+    }
     assert set(api.get("/api/v1/digests/", {"window": "custom"}).json()["error"]["fields"]) == {"start"}
 
     detail = ok(api.get(f"/api/v1/digests/{special.pk}/"))
@@ -152,9 +195,11 @@ def test_reports_list_and_one_with_its_data(api, objects):
 def test_the_long_lists_rows_are_the_detail_endpoints_rows(api, objects):
     """The long lists build their rows from plain values (fast at 500 a page): the same shape and values as the
     serializers that document them and serve one object."""
-    for listing, detail in [("/api/v1/clusters/", f"/api/v1/clusters/{objects['cluster']}/"),
-                            ("/api/v1/servers/", f"/api/v1/servers/{objects['server']}/"),
-                            ("/api/v1/proxysql-nodes/", f"/api/v1/proxysql-nodes/{objects['node']}/")]:
+    for listing, detail in [
+        ("/api/v1/clusters/", f"/api/v1/clusters/{objects['cluster']}/"),
+        ("/api/v1/servers/", f"/api/v1/servers/{objects['server']}/"),
+        ("/api/v1/proxysql-nodes/", f"/api/v1/proxysql-nodes/{objects['node']}/"),
+    ]:
         assert ok(api.get(listing))["results"] == [ok(api.get(detail))], listing
     row = ok(api.get("/api/v1/operations/"))["results"][0]
     one = ok(api.get(f"/api/v1/operations/{objects['operation']}/"))

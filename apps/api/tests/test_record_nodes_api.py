@@ -1,5 +1,6 @@
 """Issue 39: "Record what the nodes run as the next version" through the JSON API, as the page does it: admin only, a
 reason, the difference read first and returned, the version seen checked, audited; nothing written to the nodes."""
+
 import pytest
 
 from apps.audit.models import AuditEvent

@@ -1,5 +1,6 @@
 """A cluster's read-pool rules and automatic failover settings through the API (issue 23 §5): the rules page's
 form and rule_settings.change(), so the same ranges, the same role per field and the same audit."""
+
 import pytest
 
 from apps.audit.models import AuditEvent
@@ -28,17 +29,24 @@ def test_viewers_read_operators_tune_thresholds_admins_the_switches(viewer_user,
     assert "Only an admin changes auto_failover_enabled" in refused["message"]
     assert "min_available_readers" in error_of(patch(operator, cluster, {"min_available_readers": -1}), 400)["fields"]
     cluster.refresh_from_db()
-    assert not cluster.auto_failover_enabled and cluster.max_replication_lag == 50 and cluster.min_available_readers != 2
+    assert (
+        not cluster.auto_failover_enabled and cluster.max_replication_lag == 50 and cluster.min_available_readers != 2
+    )
 
     assert patch(admin, cluster, {"auto_failover_enabled": True}).json()["auto_failover_enabled"] is True
     cluster.refresh_from_db()
     assert cluster.auto_failover_enabled and cluster.max_replication_lag == 50  # the fields not named are kept
 
-    events = list(AuditEvent.objects.filter(action__startswith="rule settings").order_by("id")
-                  .values_list("action", "outcome", "actor"))
-    assert events == [("rule settings changed", "success", "otto-operator (token tests)"),
-                      ("rule settings refused", "refused", "otto-operator (token tests)"),
-                      ("rule settings changed", "invalid", "otto-operator (token tests)"),
-                      ("rule settings changed", "success", f"{admin_user_role.username} (token tests)")]
+    events = list(
+        AuditEvent.objects.filter(action__startswith="rule settings")
+        .order_by("id")
+        .values_list("action", "outcome", "actor")
+    )
+    assert events == [
+        ("rule settings changed", "success", "otto-operator (token tests)"),
+        ("rule settings refused", "refused", "otto-operator (token tests)"),
+        ("rule settings changed", "invalid", "otto-operator (token tests)"),
+        ("rule settings changed", "success", f"{admin_user_role.username} (token tests)"),
+    ]
     first = AuditEvent.objects.filter(action="rule settings changed", outcome="success").order_by("id").first()
     assert first.details["changes"]["max_replication_lag"][1] == 50 and first.cluster_name == "c1"

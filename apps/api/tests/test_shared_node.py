@@ -1,5 +1,6 @@
 """The API says which clusters a ProxySQL serves (conftest.adopted_shared: one pair fronting the Galera lab
 and the DR lab's dc1)."""
+
 import pytest
 
 from .conftest import token_client
@@ -14,8 +15,10 @@ def test_a_node_says_every_cluster_its_proxysql_serves(adopted_shared, viewer_us
     twin = lab.proxysql_nodes.get(name="proxysql-1")
     one = api.get(f"/api/v1/proxysql-nodes/{node.pk}/")
     assert one.status_code == 200
-    assert one.json()["clusters_served"] == [{"cluster": dc1.pk, "name": "dc1", "node": node.pk},
-                                             {"cluster": lab.pk, "name": "galera-lab", "node": twin.pk}]
+    assert one.json()["clusters_served"] == [
+        {"cluster": dc1.pk, "name": "dc1", "node": node.pk},
+        {"cluster": lab.pk, "name": "galera-lab", "node": twin.pk},
+    ]
     page = api.get("/api/v1/proxysql-nodes/").json()["results"]
     assert len(page) == 4
     served = {row["id"]: [c["name"] for c in row["clusters_served"]] for row in page}
@@ -23,4 +26,5 @@ def test_a_node_says_every_cluster_its_proxysql_serves(adopted_shared, viewer_us
     # A ProxySQL of one cluster serves that cluster only.
     dc1.proxysql_nodes.all().delete()
     assert api.get(f"/api/v1/proxysql-nodes/{twin.pk}/").json()["clusters_served"] == [
-        {"cluster": lab.pk, "name": "galera-lab", "node": twin.pk}]
+        {"cluster": lab.pk, "name": "galera-lab", "node": twin.pk}
+    ]

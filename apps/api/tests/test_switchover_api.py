@@ -1,5 +1,6 @@
 """A switchover through the API on the lab, run by a real Celery worker: plan (guards and SQL per node), confirm,
 follow the operation to done; the writer moved on both ProxySQL doubles; audited with the token's name."""
+
 import time
 
 import pytest
@@ -14,23 +15,30 @@ from .conftest import ApiClient, error_of
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_plan_confirm_and_follow_a_switchover_to_done(adopted_lab, operator_user, redis_server, celery_broker,
-                                                      celery_factory):
+def test_plan_confirm_and_follow_a_switchover_to_done(
+    adopted_lab, operator_user, redis_server, celery_broker, celery_factory
+):
     cluster, (first, second) = adopted_lab
     celery_factory("worker", redis_server)
     api = ApiClient(tokens.create(operator_user, "runbook")[1])
     target = Server.objects.get(port=3312)
-    plan = api.post(f"/api/v1/clusters/{cluster.pk}/switchover/",
-                    {"new_writer": target.pk, "lower_autoinc": True, "drain_timeout_ms": 2000})
+    plan = api.post(
+        f"/api/v1/clusters/{cluster.pk}/switchover/",
+        {"new_writer": target.pk, "lower_autoinc": True, "drain_timeout_ms": 2000},
+    )
     assert plan.status_code == 201, plan.content
     op = plan.json()
     assert op["state"] == "planned" and op["title"] == "Switchover galera-lab: writer 127.0.0.1:3311 → 127.0.0.1:3312"
     assert all(g["passed"] for g in op["plan"]["guards"]) and op["steps"] == []
     drain = next(s for s in op["plan"]["steps"] if s["key"] == "drain")
     assert sorted(spec["name"] for spec in drain["nodes"].values()) == ["proxysql-1", "proxysql-2"]
-    assert all(spec["sql"][0] == "UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE hostgroup_id=100 AND "
-                                 "hostname='127.0.0.1' AND port=3311" and spec["rollback"]
-               for spec in drain["nodes"].values())
+    assert all(
+        spec["sql"][0]
+        == "UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE hostgroup_id=100 AND "
+        "hostname='127.0.0.1' AND port=3311"
+        and spec["rollback"]
+        for spec in drain["nodes"].values()
+    )
 
     confirmed = api.post(f"/api/v1/operations/{op['id']}/confirm/")
     # The answer reads the operation again after handing it to the worker, which may have started it already (seen
@@ -50,7 +58,9 @@ def test_plan_confirm_and_follow_a_switchover_to_done(adopted_lab, operator_user
         assert runtime(double, 100) == [("127.0.0.1", 3312, "ONLINE")]
     assert HostgroupMembership.objects.get(hostgroup_id=100).server == target
     assert {e.action for e in AuditEvent.objects.filter(actor="otto-operator (token runbook)")} == {
-        "switchover planned", "switchover confirmed"}
+        "switchover planned",
+        "switchover confirmed",
+    }
     # The worker writes its "done" event just after the state (and the inventory's next version): wait for it.
     deadline = time.monotonic() + 10
     while not AuditEvent.objects.filter(action="switchover done", actor="otto-operator").exists():
@@ -69,7 +79,8 @@ def test_the_apis_default_takes_the_autoinc_way_and_an_explicit_false_keeps_the_
     assert "autoinc_off" in [s["key"] for s in default["steps"]]
     # The lab's extended processlist is off: the reason is inferred, and said as a precaution (issue 36 item 4).
     assert default["facts"]["autoinc_way"]["reason"].endswith(
-        "lowering it to 0 for the drain, restored after (a precaution)")
+        "lowering it to 0 for the drain, restored after (a precaution)"
+    )
     old = api.post(f"/api/v1/clusters/{cluster.pk}/switchover/", {"new_writer": target.pk, "lower_autoinc": False})
     assert old.status_code == 201 and old.json()["plan"]["options"]["lower_autoinc"] is False
     assert "autoinc_off" not in [s["key"] for s in old.json()["plan"]["steps"]]
@@ -89,12 +100,12 @@ def test_new_writer_is_an_id_or_host_port_as_the_command_takes_it(adopted_lab, o
     assert api.post(url, {"new_writer": str(target.pk)}).status_code == 201
     failover = api.post(f"/api/v1/clusters/{cluster.pk}/failover/", {"new_writer": "127.0.0.1:3313"})
     assert failover.status_code == 201 and failover.json()["plan"]["options"]["new"] == Server.objects.get(port=3313).pk
-    for value, message in (("127.0.0.1:3399", "No backend 127.0.0.1:3399 in cluster galera-lab."),
-                           ("127.0.0.1", "Give a backend id or HOST:PORT: '127.0.0.1' is not HOST:PORT."),
-                           ("127.0.0.1:99999", "Give a backend id or HOST:PORT: port 99999 is out of range (1-65535)."),
-                           (True, "Give a backend id or HOST:PORT: bool is neither a number nor a string."),
-                           (["127.0.0.1:3312"], "Give a backend id or HOST:PORT: list is neither a number nor a "
-                                                "string.")):
+    for value, message in (
+        ("127.0.0.1:3399", "No backend 127.0.0.1:3399 in cluster galera-lab."),
+        ("127.0.0.1", "Give a backend id or HOST:PORT: '127.0.0.1' is not HOST:PORT."),
+        ("127.0.0.1:99999", "Give a backend id or HOST:PORT: port 99999 is out of range (1-65535)."),
+        (True, "Give a backend id or HOST:PORT: bool is neither a number nor a string."),
+        (["127.0.0.1:3312"], "Give a backend id or HOST:PORT: list is neither a number nor a string."),
+    ):
         response = api.post(url, {"new_writer": value})
         assert error_of(response, 400)["fields"] == {"new_writer": [message]}, value
-

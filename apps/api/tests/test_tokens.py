@@ -1,6 +1,7 @@
 """API tokens: made and revoked on the tokens page by their user, shown once, stored hashed; expired, revoked
 and unknown tokens are 401; writes are audited with the token's name; the browser session works too, with
 CSRF for writes."""
+
 import hashlib
 from datetime import timedelta
 
@@ -75,8 +76,14 @@ def test_refused_tokens_are_401_in_the_error_shape_and_audited(viewer_user, case
     assert response["WWW-Authenticate"] == 'Bearer realm="api"'
     error = response.json()["error"]
     assert error["code"] == "authentication_failed"
-    expected = {"expired": "expired", "revoked": "revoked", "unknown": "unknown token", "inactive user": "inactive",
-                "not ours": "not an API token", "basic auth": "Bearer"}[case]
+    expected = {
+        "expired": "expired",
+        "revoked": "revoked",
+        "unknown": "unknown token",
+        "inactive user": "inactive",
+        "not ours": "not an API token",
+        "basic auth": "Bearer",
+    }[case]
     assert expected in error["message"]
     if case != "basic auth":
         refused = AuditEvent.objects.get(action="api token refused")
@@ -110,8 +117,12 @@ def test_writes_are_audited_with_the_tokens_name(operator_user, objects):
 def test_the_browser_session_reads_and_writes_with_csrf(operator_user, objects):
     browser = Client(enforce_csrf_checks=True)
     browser.force_login(operator_user)
-    assert browser.get("/api/v1/me/").json() == {"username": "otto-operator", "role": "operator",
-                                                 "authenticated_by": "session", "token": None}
+    assert browser.get("/api/v1/me/").json() == {
+        "username": "otto-operator",
+        "role": "operator",
+        "authenticated_by": "session",
+        "token": None,
+    }
     url = f"/api/v1/clusters/{objects['cluster']}/repair/"
     refused = browser.post(url, "{}", content_type="application/json")
     assert refused.status_code == 403 and "CSRF" in refused.json()["error"]["message"]

@@ -65,11 +65,20 @@ def test_a_finish_pending_is_its_own_state_and_the_operator_finishes_it(adopted_
     state its filter knows), its node's statements are a finish, not a rollback, and the operator's "run it now"
     ends the operation done once the node answers."""
     cluster, (first, second) = adopted_lab
-    demo.admin_sql(second.port, 'LAB FAIL_STATEMENTS {"text": "SET variable_value=\'5\'", "pause": true}',
-                   user=second.user, password=second.password)
+    demo.admin_sql(
+        second.port,
+        'LAB FAIL_STATEMENTS {"text": "SET variable_value=\'5\'", "pause": true}',
+        user=second.user,
+        password=second.password,
+    )
     operator = client_of(operator_user)
-    op = expect(operator.post(f"/api/v1/clusters/{cluster.pk}/switchover/",
-                              {"new_writer": Server.objects.get(port=3312).pk, "lower_autoinc": True}), 201)
+    op = expect(
+        operator.post(
+            f"/api/v1/clusters/{cluster.pk}/switchover/",
+            {"new_writer": Server.objects.get(port=3312).pk, "lower_autoinc": True},
+        ),
+        201,
+    )
     expect(operator.post(f"/api/v1/operations/{op['id']}/confirm/"), 200)
     assert run(op["id"]).state == "finish_pending"
     second.set_mode("normal")
@@ -78,10 +87,12 @@ def test_a_finish_pending_is_its_own_state_and_the_operator_finishes_it(adopted_
     one = expect(operator.get(f"/api/v1/operations/{op['id']}/"), 200)
     assert one["state"] == "finish_pending" and "FINISH PENDING on proxysql-2" in one["error"]
     assert [(p["node_name"], p["finish_or_rollback"], len(p["statements"])) for p in one["pending_rollbacks"]] == [
-        ("proxysql-2", "finish", 2)]
+        ("proxysql-2", "finish", 2)
+    ]
     finished = expect(operator.post(f"/api/v1/operations/{op['id']}/rollback-now/"), 200)
     assert finished["state"] == "done" and finished["rollback_tries"] == [
-        "proxysql-2: 2 statement(s) ran; the operation is finished there"]
+        "proxysql-2: 2 statement(s) ran; the operation is finished there"
+    ]
     assert expect(operator.get("/api/v1/operations/", {"state": "finish_pending"}), 200)["results"] == []
 
 
@@ -91,13 +102,19 @@ def test_failed_guards_need_an_admin_and_a_reason(adopted_lab, operator_user, ad
     Cluster.objects.filter(pk=cluster.pk).update(min_available_readers=5)
     operator, admin = client_of(operator_user), client_of(admin_user_role, "root")
     server = Server.objects.get(port=3313)
-    op = expect(operator.post(f"/api/v1/servers/{server.pk}/drain/", {"note": "disk swap", "drain_timeout_ms": 2000}), 201)
+    op = expect(
+        operator.post(f"/api/v1/servers/{server.pk}/drain/", {"note": "disk swap", "drain_timeout_ms": 2000}), 201
+    )
     failed = [g for g in op["plan"]["guards"] if not g["passed"]]
     assert [(g["key"], g["overridable"]) for g in failed] == [("min_readers", True)]
-    assert "Only an admin can override" in expect(operator.post(f"/api/v1/operations/{op['id']}/confirm/"), 409)["error"]["message"]
+    assert (
+        "Only an admin can override"
+        in expect(operator.post(f"/api/v1/operations/{op['id']}/confirm/"), 409)["error"]["message"]
+    )
     assert expect(admin.post(f"/api/v1/operations/{op['id']}/confirm/", {"override_reason": "  "}), 409)
-    done = expect(admin.post(f"/api/v1/operations/{op['id']}/confirm/",
-                             {"override_reason": "readers are idle at night"}), 200)
+    done = expect(
+        admin.post(f"/api/v1/operations/{op['id']}/confirm/", {"override_reason": "readers are idle at night"}), 200
+    )
     assert done["state"] == "pending" and done["override_reason"] == "readers are idle at night"
     event = AuditEvent.objects.get(action="drain confirmed")
     assert event.actor == "ada-admin (token root)" and event.details["overridden_guards"] == ["min_readers"]
@@ -114,7 +131,9 @@ def config_client(operator_user):
 
 
 def new_change_set(api, cluster, edits, reason="raise the connection limit"):
-    return expect(api.post(f"/api/v1/clusters/{cluster.pk}/config/change-sets/", {"reason": reason, "edits": edits}), 201)
+    return expect(
+        api.post(f"/api/v1/clusters/{cluster.pk}/config/change-sets/", {"reason": reason, "edits": edits}), 201
+    )
 
 
 @pytest.mark.django_db
@@ -131,13 +150,22 @@ def test_an_admin_only_cluster_refuses_an_operators_confirm(adopted_lab, operato
 
 
 @pytest.mark.django_db(transaction=True)
-def test_change_sets_from_json_and_yaml_applied_diffed_exported_reverted(adopted_lab, operator_user, config_client,
-                                                                       redis_server, celery_broker):
+def test_change_sets_from_json_and_yaml_applied_diffed_exported_reverted(
+    adopted_lab, operator_user, config_client, redis_server, celery_broker
+):
     cluster, (first, second) = adopted_lab
-    cs = new_change_set(config_client, cluster, [
-        {"op": "set", "name": "mysql-max_connections", "value": "2048"},
-        {"op": "upsert", "table": "mysql_users", "row": {"username": "api-app", "password": "s3cret!",
-                                                          "default_hostgroup": 100}}])
+    cs = new_change_set(
+        config_client,
+        cluster,
+        [
+            {"op": "set", "name": "mysql-max_connections", "value": "2048"},
+            {
+                "op": "upsert",
+                "table": "mysql_users",
+                "row": {"username": "api-app", "password": "s3cret!", "default_hostgroup": 100},
+            },
+        ],
+    )
     assert cs["state"] == "draft" and [e["describe"] for e in cs["edits"]][0] == "set mysql-max_connections = 2048"
     stored = ChangeSet.objects.get(pk=cs["id"]).edits[1]["row"]["password"]
     assert set(stored) == {"secret"} and "s3cret" not in str(cs)  # kept encrypted, named by reference
@@ -149,53 +177,91 @@ def test_change_sets_from_json_and_yaml_applied_diffed_exported_reverted(adopted
     op = expect(config_client.post(f"/api/v1/config/change-sets/{cs['id']}/confirm/"), 200)
     assert run(op["id"]).state == "done"
     for double in (first, second):
-        assert demo.admin_sql(double.port, "SELECT variable_value FROM runtime_global_variables WHERE "
-                              "variable_name='mysql-max_connections'", user=double.user, password=double.password)[0] == ("2048",)
+        assert demo.admin_sql(
+            double.port,
+            "SELECT variable_value FROM runtime_global_variables WHERE variable_name='mysql-max_connections'",
+            user=double.user,
+            password=double.password,
+        )[0] == ("2048",)
     versions = expect(config_client.get(f"/api/v1/clusters/{cluster.pk}/config/versions/"), 200)
     assert [v["number"] for v in versions["results"]] == [2, 1] and versions["results"][0]["parent"] == 1
     diff = expect(config_client.get(f"/api/v1/clusters/{cluster.pk}/config/diff/", {"a": 1, "b": 2}), 200)
     assert {(line["table"], tuple(line["key"])) for line in diff["lines"]} >= {
-        ("global_variables", ("mysql-max_connections",)), ("mysql_users", ("api-app",))}
+        ("global_variables", ("mysql-max_connections",)),
+        ("mysql_users", ("api-app",)),
+    }
     v2 = ConfigVersion.objects.get(cluster=cluster, number=2)
     export = config_client.get(f"/api/v1/config/versions/{v2.pk}/export/")
     assert export["Content-Type"].startswith("application/yaml")
     doc = yaml.safe_load(export.content)
     assert doc["version"] == 2 and doc["global_variables"]["mysql-max_connections"] == "2048"
 
-    same = expect(config_client.post(f"/api/v1/clusters/{cluster.pk}/config/change-sets/",
-                                     {"reason": "again", "file": export.content.decode()}), 200)
-    assert same == {"outcome": "nothing to do", "version": 2,
-                    "message": "nothing to do: the cluster already runs this file (version 2)"}
+    same = expect(
+        config_client.post(
+            f"/api/v1/clusters/{cluster.pk}/config/change-sets/", {"reason": "again", "file": export.content.decode()}
+        ),
+        200,
+    )
+    assert same == {
+        "outcome": "nothing to do",
+        "version": 2,
+        "message": "nothing to do: the cluster already runs this file (version 2)",
+    }
     # A file is desired state, whatever version it names; expect_version keeps the optimistic lock.
     doc["global_variables"]["mysql-max_connections"] = "3000"
-    from_file = expect(config_client.post(f"/api/v1/clusters/{cluster.pk}/config/change-sets/",
-                                          {"reason": "from the repository", "file": yaml.safe_dump(dict(doc, version=1))}),
-                       201)
+    from_file = expect(
+        config_client.post(
+            f"/api/v1/clusters/{cluster.pk}/config/change-sets/",
+            {"reason": "from the repository", "file": yaml.safe_dump(dict(doc, version=1))},
+        ),
+        201,
+    )
     assert from_file["source"] == "file" and from_file["base"] == 2 and len(from_file["edits"]) == 1
-    refused = expect(config_client.post(f"/api/v1/clusters/{cluster.pk}/config/change-sets/",
-                                        {"reason": "old", "file": yaml.safe_dump(doc), "expect_version": 1}), 409)
+    refused = expect(
+        config_client.post(
+            f"/api/v1/clusters/{cluster.pk}/config/change-sets/",
+            {"reason": "old", "file": yaml.safe_dump(doc), "expect_version": 1},
+        ),
+        409,
+    )
     assert "expected version 1, but version 2 was recorded since" in refused["error"]["message"]
     upload = SimpleUploadedFile("galera-lab.yaml", yaml.safe_dump(doc).encode())
-    refused = expect(config_client.client.post(f"/api/v1/clusters/{cluster.pk}/config/change-sets/", {
-        "reason": "old", "file": upload, "expect_version": "1"}, **config_client.headers), 409)
+    refused = expect(
+        config_client.client.post(
+            f"/api/v1/clusters/{cluster.pk}/config/change-sets/",
+            {"reason": "old", "file": upload, "expect_version": "1"},
+            **config_client.headers,
+        ),
+        409,
+    )
     assert "expected version 1" in refused["error"]["message"]
     planned = expect(config_client.post(f"/api/v1/config/change-sets/{from_file['id']}/plan/"), 201)
     op = expect(config_client.post(f"/api/v1/operations/{planned['operation']['id']}/confirm/"), 200)
     assert run(op["id"]).state == "done" and ConfigVersion.objects.filter(cluster=cluster).count() == 3
 
     v1 = ConfigVersion.objects.get(cluster=cluster, number=1)
-    revert = expect(config_client.post(f"/api/v1/config/versions/{v1.pk}/revert/", {"reason": "back to the start"}), 201)
+    revert = expect(
+        config_client.post(f"/api/v1/config/versions/{v1.pk}/revert/", {"reason": "back to the start"}), 201
+    )
     assert revert["change_set"]["source"] == "revert" and revert["operation"]["state"] == "planned"
     assert len(revert["change_set"]["edits"]) == 2
     expect(config_client.post(f"/api/v1/operations/{revert['operation']['id']}/confirm/"), 200)
     assert run(revert["operation"]["id"]).state == "done"
-    assert demo.admin_sql(first.port, "SELECT COUNT(*) FROM runtime_mysql_users WHERE username='api-app'",
-                          user=first.user, password=first.password)[0] in (("0",), (0,))
+    assert demo.admin_sql(
+        first.port,
+        "SELECT COUNT(*) FROM runtime_mysql_users WHERE username='api-app'",
+        user=first.user,
+        password=first.password,
+    )[0] in (("0",), (0,))
 
     # A node changed by hand, written back: a change set without edits, planned for that node.
-    demo.admin_sql(second.port, "UPDATE global_variables SET variable_value='777' WHERE variable_name="
-                                "'mysql-max_connections'", "LOAD MYSQL VARIABLES TO RUNTIME",
-                   user=second.user, password=second.password)
+    demo.admin_sql(
+        second.port,
+        "UPDATE global_variables SET variable_value='777' WHERE variable_name='mysql-max_connections'",
+        "LOAD MYSQL VARIABLES TO RUNTIME",
+        user=second.user,
+        password=second.password,
+    )
     node = cluster.proxysql_nodes.get(admin_port=second.port)
     back = expect(config_client.post(f"/api/v1/clusters/{cluster.pk}/config/write-back/", {"node": node.pk}), 201)
     assert back["change_set"]["source"] == "write_back" and back["change_set"]["nodes"] == [node.pk]
@@ -215,44 +281,106 @@ def lab_objects(adopted_lab, live_redis, operator_user):
     report = reports.build_report(cluster, "daily", periods.last_complete("daily", timezone.now()))
     node = cluster.proxysql_nodes.first()
     now = timezone.now()
-    alert = Alert.objects.create(rule="writer_none", cluster=cluster, target=f"c{cluster.pk}", subject=f"n{node.pk}:hg100",
-                                 subject_label="writer hostgroup 100", node=node, severity="critical", state="firing",
-                                 summary="no usable writer", since=now, fires_at=now, fired_at=now, last_seen_at=now,
-                                 active_key=f"writer_none|n{node.pk}:hg100")
+    alert = Alert.objects.create(
+        rule="writer_none",
+        cluster=cluster,
+        target=f"c{cluster.pk}",
+        subject=f"n{node.pk}:hg100",
+        subject_label="writer hostgroup 100",
+        node=node,
+        severity="critical",
+        state="firing",
+        summary="no usable writer",
+        since=now,
+        fires_at=now,
+        fired_at=now,
+        last_seen_at=now,
+        active_key=f"writer_none|n{node.pk}:hg100",
+    )
     silence = expect(operator.post("/api/v1/silences/", {"cluster": cluster.pk, "minutes": 60, "reason": "setup"}), 201)
     from apps.dr.models import ReplicationChannel
 
-    rollout = expect(operator.post("/api/v1/rollouts/", {
-        "reason": "setup", "select": {"names": [cluster.name]}, "waves": "1", "edits": [
-            {"op": "upsert", "table": "mysql_query_rules", "row": {"rule_id": 99, "active": 1, "match_digest": "^x",
-                                                                  "destination_hostgroup": 101, "apply": 1}}]}), 201)
+    rollout = expect(
+        operator.post(
+            "/api/v1/rollouts/",
+            {
+                "reason": "setup",
+                "select": {"names": [cluster.name]},
+                "waves": "1",
+                "edits": [
+                    {
+                        "op": "upsert",
+                        "table": "mysql_query_rules",
+                        "row": {
+                            "rule_id": 99,
+                            "active": 1,
+                            "match_digest": "^x",
+                            "destination_hostgroup": 101,
+                            "apply": 1,
+                        },
+                    }
+                ],
+            },
+        ),
+        201,
+    )
     server = Server.objects.get(port=3312)
-    channel = ReplicationChannel.objects.create(name="lab", source_cluster=cluster, replica_cluster=cluster,
-                                                source_server=server, replica_server=server, replication_user="r")
+    channel = ReplicationChannel.objects.create(
+        name="lab",
+        source_cluster=cluster,
+        replica_cluster=cluster,
+        source_server=server,
+        replica_server=server,
+        replication_user="r",
+    )
     from apps.alerts.models import Channel
     from apps.reports.models import ReportSchedule
 
-    return {"channel": Channel.objects.create(name="c", kind="webhook", url="http://127.0.0.1:9/hook").pk,
-            "schedule": ReportSchedule.objects.create(cluster=cluster).pk, "dr_channel": channel.pk, "cluster": cluster.pk, "server": Server.objects.get(port=3312).pk, "node": node.pk,
-            "operation": op["id"], "change_set": cs["id"], "version": ConfigVersion.objects.get().pk,
-            "report": report.pk, "digest": digest("SELECT 1").pk, "event": AuditEvent.objects.last().pk,
-            "alert": alert.pk, "silence": silence["id"], "rollout": rollout["rollout"]}
+    return {
+        "channel": Channel.objects.create(name="c", kind="webhook", url="http://127.0.0.1:9/hook").pk,
+        "schedule": ReportSchedule.objects.create(cluster=cluster).pk,
+        "dr_channel": channel.pk,
+        "cluster": cluster.pk,
+        "server": Server.objects.get(port=3312).pk,
+        "node": node.pk,
+        "operation": op["id"],
+        "change_set": cs["id"],
+        "version": ConfigVersion.objects.get().pk,
+        "report": report.pk,
+        "digest": digest("SELECT 1").pk,
+        "event": AuditEvent.objects.last().pk,
+        "alert": alert.pk,
+        "silence": silence["id"],
+        "rollout": rollout["rollout"],
+    }
 
 
 def state_of_everything(doubles):
     """What a write could change: the rows of the console's own tables, and each double's runtime."""
     from django.apps import apps
 
-    counts = {m.__name__: m.objects.count() for m in apps.get_models()
-              if m._meta.app_label in ("fleet", "operations", "configuration", "accounts", "reports", "alerts")}
-    rows = {"memberships": sorted(HostgroupMembership.objects.values_list("hostgroup_id", "server__port", "status")),
-            "maintenance": sorted(Server.objects.values_list("port", "maintenance")),
-            "operations": sorted(Operation.objects.values_list("pk", "state")),
-            "change_sets": sorted(ChangeSet.objects.values_list("pk", "state")),
-            "acknowledged": sorted(Alert.objects.values_list("pk", "acked_by")),
-            "silences ended": sorted(Silence.objects.values_list("pk", "expired_by"))}
-    runtime = [demo.admin_sql(d.port, "SELECT hostgroup_id, hostname, port, status, weight FROM runtime_mysql_servers "
-                              "ORDER BY 1, 2, 3", user=d.user, password=d.password) for d in doubles]
+    counts = {
+        m.__name__: m.objects.count()
+        for m in apps.get_models()
+        if m._meta.app_label in ("fleet", "operations", "configuration", "accounts", "reports", "alerts")
+    }
+    rows = {
+        "memberships": sorted(HostgroupMembership.objects.values_list("hostgroup_id", "server__port", "status")),
+        "maintenance": sorted(Server.objects.values_list("port", "maintenance")),
+        "operations": sorted(Operation.objects.values_list("pk", "state")),
+        "change_sets": sorted(ChangeSet.objects.values_list("pk", "state")),
+        "acknowledged": sorted(Alert.objects.values_list("pk", "acked_by")),
+        "silences ended": sorted(Silence.objects.values_list("pk", "expired_by")),
+    }
+    runtime = [
+        demo.admin_sql(
+            d.port,
+            "SELECT hostgroup_id, hostname, port, status, weight FROM runtime_mysql_servers ORDER BY 1, 2, 3",
+            user=d.user,
+            password=d.password,
+        )
+        for d in doubles
+    ]
     return counts, rows, runtime
 
 

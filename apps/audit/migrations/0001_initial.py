@@ -7,7 +7,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -16,34 +15,78 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='AuditChainHead',
+            name="AuditChainHead",
             fields=[
-                ('id', models.PositiveSmallIntegerField(default=1, primary_key=True, serialize=False)),
-                ('last_hash', models.CharField(max_length=64)),
+                ("id", models.PositiveSmallIntegerField(default=1, primary_key=True, serialize=False)),
+                ("last_hash", models.CharField(max_length=64)),
             ],
         ),
         migrations.CreateModel(
-            name='AuditEvent',
+            name="AuditEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(db_index=True)),
-                ('actor', models.CharField(help_text='user name, API token name or rule name', max_length=150)),
-                ('actor_kind', models.CharField(choices=[('user', 'user'), ('rule', 'automatic rule'), ('system', 'system'), ('api', 'API token')], default='user', max_length=10)),
-                ('source_address', models.GenericIPAddressField(blank=True, null=True)),
-                ('cluster_id', models.BigIntegerField(blank=True, db_index=True, null=True)),
-                ('cluster_name', models.CharField(blank=True, max_length=200)),
-                ('target', models.CharField(blank=True, help_text='ProxySQL node, server or object acted on', max_length=300)),
-                ('action', models.CharField(db_index=True, max_length=100)),
-                ('outcome', models.CharField(choices=[('success', 'success'), ('failure', 'failure'), ('refused', 'refused'), ('invalid', 'invalid input'), ('dry_run', 'dry run')], db_index=True, max_length=10)),
-                ('details', models.JSONField(blank=True, default=dict, encoder=django.core.serializers.json.DjangoJSONEncoder)),
-                ('duration_ms', models.FloatField(blank=True, null=True)),
-                ('prev_hash', models.CharField(max_length=64)),
-                ('hash', models.CharField(max_length=64, unique=True)),
-                ('actor_user', models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(db_index=True)),
+                ("actor", models.CharField(help_text="user name, API token name or rule name", max_length=150)),
+                (
+                    "actor_kind",
+                    models.CharField(
+                        choices=[
+                            ("user", "user"),
+                            ("rule", "automatic rule"),
+                            ("system", "system"),
+                            ("api", "API token"),
+                        ],
+                        default="user",
+                        max_length=10,
+                    ),
+                ),
+                ("source_address", models.GenericIPAddressField(blank=True, null=True)),
+                ("cluster_id", models.BigIntegerField(blank=True, db_index=True, null=True)),
+                ("cluster_name", models.CharField(blank=True, max_length=200)),
+                (
+                    "target",
+                    models.CharField(blank=True, help_text="ProxySQL node, server or object acted on", max_length=300),
+                ),
+                ("action", models.CharField(db_index=True, max_length=100)),
+                (
+                    "outcome",
+                    models.CharField(
+                        choices=[
+                            ("success", "success"),
+                            ("failure", "failure"),
+                            ("refused", "refused"),
+                            ("invalid", "invalid input"),
+                            ("dry_run", "dry run"),
+                        ],
+                        db_index=True,
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "details",
+                    models.JSONField(blank=True, default=dict, encoder=django.core.serializers.json.DjangoJSONEncoder),
+                ),
+                ("duration_ms", models.FloatField(blank=True, null=True)),
+                ("prev_hash", models.CharField(max_length=64)),
+                ("hash", models.CharField(max_length=64, unique=True)),
+                (
+                    "actor_user",
+                    models.ForeignKey(
+                        blank=True,
+                        db_constraint=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-id'],
-                'indexes': [models.Index(fields=['cluster_id', 'created_at'], name='audit_audit_cluster_0541c8_idx'), models.Index(fields=['actor', 'created_at'], name='audit_audit_actor_e5b6a1_idx')],
+                "ordering": ["-id"],
+                "indexes": [
+                    models.Index(fields=["cluster_id", "created_at"], name="audit_audit_cluster_0541c8_idx"),
+                    models.Index(fields=["actor", "created_at"], name="audit_audit_actor_e5b6a1_idx"),
+                ],
             },
         ),
     ]

@@ -15,8 +15,10 @@ def tune_token_table(apps, schema_editor):
     table = "audit_auditsearchtoken"
     if connection.vendor == "mysql":  # DDL commits on its own there; Django's guard is for rollbacks we do not need
         with connection.cursor() as cur:
-            cur.execute(f"ALTER TABLE {schema_editor.quote_name(table)} MODIFY token varchar(48) "
-                        f"CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL")
+            cur.execute(
+                f"ALTER TABLE {schema_editor.quote_name(table)} MODIFY token varchar(48) "
+                f"CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL"
+            )
     elif connection.vendor == "sqlite":
         with connection.cursor() as cur:
             cur.execute("SELECT type, sql FROM sqlite_master WHERE tbl_name = %s AND sql IS NOT NULL", [table])
@@ -43,9 +45,15 @@ def index_existing_events(apps, schema_editor):
             return
         tokens = []
         for e in rows:
-            e.search_text = search.search_text(action=e.action, actor=e.actor, cluster_name=e.cluster_name,
-                                               target=e.target, outcome=e.outcome,
-                                               source_address=e.source_address, details=e.details)
+            e.search_text = search.search_text(
+                action=e.action,
+                actor=e.actor,
+                cluster_name=e.cluster_name,
+                target=e.target,
+                outcome=e.outcome,
+                source_address=e.source_address,
+                details=e.details,
+            )
             tokens += [token_model(token=t, event_id=e.pk) for t in search.tokens_for(e.search_text)]
         event_model.objects.bulk_update(rows, ["search_text"])
         token_model.objects.bulk_create(tokens, batch_size=5000)
@@ -53,63 +61,92 @@ def index_existing_events(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('audit', '0001_initial'),
+        ("audit", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AuditArchive',
+            name="AuditArchive",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField()),
-                ('cutoff', models.DateTimeField(help_text='events created before this were archived')),
-                ('path', models.CharField(max_length=500)),
-                ('sha256', models.CharField(help_text='of the gzip file', max_length=64)),
-                ('first_id', models.BigIntegerField()),
-                ('last_id', models.BigIntegerField()),
-                ('count', models.BigIntegerField()),
-                ('first_prev_hash', models.CharField(help_text='prev_hash of the first archived event', max_length=64)),
-                ('head_hash', models.CharField(help_text='hash of the last archived event: the chain head at the cut', max_length=64)),
-                ('removed', models.BooleanField(default=False, help_text='the archived events are gone from the table')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField()),
+                ("cutoff", models.DateTimeField(help_text="events created before this were archived")),
+                ("path", models.CharField(max_length=500)),
+                ("sha256", models.CharField(help_text="of the gzip file", max_length=64)),
+                ("first_id", models.BigIntegerField()),
+                ("last_id", models.BigIntegerField()),
+                ("count", models.BigIntegerField()),
+                ("first_prev_hash", models.CharField(help_text="prev_hash of the first archived event", max_length=64)),
+                (
+                    "head_hash",
+                    models.CharField(
+                        help_text="hash of the last archived event: the chain head at the cut", max_length=64
+                    ),
+                ),
+                (
+                    "removed",
+                    models.BooleanField(default=False, help_text="the archived events are gone from the table"),
+                ),
             ],
             options={
-                'ordering': ['-last_id'],
+                "ordering": ["-last_id"],
             },
         ),
         migrations.CreateModel(
-            name='AuditSearchToken',
+            name="AuditSearchToken",
             fields=[
-                ('pk', models.CompositePrimaryKey('token', 'event', blank=True, editable=False, primary_key=True, serialize=False)),
-                ('token', models.CharField(max_length=48)),
-                ('event', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='audit.auditevent')),
+                (
+                    "pk",
+                    models.CompositePrimaryKey(
+                        "token", "event", blank=True, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("token", models.CharField(max_length=48)),
+                (
+                    "event",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to="audit.auditevent",
+                    ),
+                ),
             ],
         ),
         migrations.RunPython(tune_token_table, migrations.RunPython.noop),
         migrations.AddField(
-            model_name='auditevent',
-            name='search_text',
-            field=models.TextField(blank=True, default='', editable=False),
+            model_name="auditevent",
+            name="search_text",
+            field=models.TextField(blank=True, default="", editable=False),
         ),
         migrations.AlterField(
-            model_name='auditevent',
-            name='action',
+            model_name="auditevent",
+            name="action",
             field=models.CharField(max_length=100),
         ),
         migrations.AlterField(
-            model_name='auditevent',
-            name='outcome',
-            field=models.CharField(choices=[('success', 'success'), ('failure', 'failure'), ('refused', 'refused'), ('invalid', 'invalid input'), ('dry_run', 'dry run')], max_length=10),
+            model_name="auditevent",
+            name="outcome",
+            field=models.CharField(
+                choices=[
+                    ("success", "success"),
+                    ("failure", "failure"),
+                    ("refused", "refused"),
+                    ("invalid", "invalid input"),
+                    ("dry_run", "dry run"),
+                ],
+                max_length=10,
+            ),
         ),
         migrations.AddIndex(
-            model_name='auditevent',
-            index=models.Index(fields=['action', 'created_at'], name='audit_action_created'),
+            model_name="auditevent",
+            index=models.Index(fields=["action", "created_at"], name="audit_action_created"),
         ),
         migrations.AddIndex(
-            model_name='auditevent',
-            index=models.Index(fields=['outcome', 'created_at'], name='audit_outcome_created'),
+            model_name="auditevent",
+            index=models.Index(fields=["outcome", "created_at"], name="audit_outcome_created"),
         ),
         migrations.RunPython(index_existing_events, migrations.RunPython.noop),
     ]

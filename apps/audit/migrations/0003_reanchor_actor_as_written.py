@@ -14,9 +14,8 @@ def reanchor(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('audit', '0002_search_index_and_archives'),
+        ("audit", "0002_search_index_and_archives"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
@@ -26,12 +25,12 @@ class Migration(migrations.Migration):
         migrations.SeparateDatabaseAndState(
             state_operations=[
                 migrations.RemoveField(
-                    model_name='auditevent',
-                    name='actor_user',
+                    model_name="auditevent",
+                    name="actor_user",
                 ),
                 migrations.AddField(
-                    model_name='auditevent',
-                    name='actor_user_id',
+                    model_name="auditevent",
+                    name="actor_user_id",
                     field=models.BigIntegerField(blank=True, db_index=True, null=True),
                 ),
             ],
@@ -39,14 +38,14 @@ class Migration(migrations.Migration):
         ),
         # Every event written so far is in the legacy scheme; new ones are in the current one.
         migrations.AddField(
-            model_name='auditevent',
-            name='scheme',
-            field=models.PositiveSmallIntegerField(default=1, help_text='hashing scheme (see the module)'),
+            model_name="auditevent",
+            name="scheme",
+            field=models.PositiveSmallIntegerField(default=1, help_text="hashing scheme (see the module)"),
         ),
         migrations.AlterField(
-            model_name='auditevent',
-            name='scheme',
-            field=models.PositiveSmallIntegerField(default=2, help_text='hashing scheme (see the module)'),
+            model_name="auditevent",
+            name="scheme",
+            field=models.PositiveSmallIntegerField(default=2, help_text="hashing scheme (see the module)"),
         ),
         migrations.RunPython(reanchor, migrations.RunPython.noop),
     ]

@@ -5,35 +5,71 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('audit', '0003_reanchor_actor_as_written'),
+        ("audit", "0003_reanchor_actor_as_written"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='RefusalBurst',
+            name="RefusalBurst",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=64, unique=True)),
-                ('actor', models.CharField(max_length=150)),
-                ('actor_kind', models.CharField(choices=[('user', 'user'), ('rule', 'automatic rule'), ('system', 'system'), ('api', 'API token')], max_length=10)),
-                ('actor_user_id', models.BigIntegerField(blank=True, null=True)),
-                ('cluster_id', models.BigIntegerField(blank=True, null=True)),
-                ('cluster_name', models.CharField(blank=True, max_length=200)),
-                ('target', models.CharField(blank=True, max_length=300)),
-                ('action', models.CharField(max_length=100)),
-                ('outcome', models.CharField(choices=[('success', 'success'), ('failure', 'failure'), ('refused', 'refused'), ('invalid', 'invalid input'), ('dry_run', 'dry run')], max_length=10)),
-                ('window_start', models.DateTimeField()),
-                ('last_at', models.DateTimeField(help_text='the latest refusal of this key, written or counted')),
-                ('written', models.PositiveIntegerField(default=0, help_text='written one by one since the allowance began')),
-                ('folded', models.PositiveBigIntegerField(default=0, help_text='counted in this window, not written yet')),
-                ('first_folded_at', models.DateTimeField(blank=True, null=True)),
-                ('sample', models.JSONField(blank=True, default=list, encoder=django.core.serializers.json.DjangoJSONEncoder, help_text='distinct source addresses and details of the counted refusals')),
-                ('sample_complete', models.BooleanField(default=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("key", models.CharField(max_length=64, unique=True)),
+                ("actor", models.CharField(max_length=150)),
+                (
+                    "actor_kind",
+                    models.CharField(
+                        choices=[
+                            ("user", "user"),
+                            ("rule", "automatic rule"),
+                            ("system", "system"),
+                            ("api", "API token"),
+                        ],
+                        max_length=10,
+                    ),
+                ),
+                ("actor_user_id", models.BigIntegerField(blank=True, null=True)),
+                ("cluster_id", models.BigIntegerField(blank=True, null=True)),
+                ("cluster_name", models.CharField(blank=True, max_length=200)),
+                ("target", models.CharField(blank=True, max_length=300)),
+                ("action", models.CharField(max_length=100)),
+                (
+                    "outcome",
+                    models.CharField(
+                        choices=[
+                            ("success", "success"),
+                            ("failure", "failure"),
+                            ("refused", "refused"),
+                            ("invalid", "invalid input"),
+                            ("dry_run", "dry run"),
+                        ],
+                        max_length=10,
+                    ),
+                ),
+                ("window_start", models.DateTimeField()),
+                ("last_at", models.DateTimeField(help_text="the latest refusal of this key, written or counted")),
+                (
+                    "written",
+                    models.PositiveIntegerField(default=0, help_text="written one by one since the allowance began"),
+                ),
+                (
+                    "folded",
+                    models.PositiveBigIntegerField(default=0, help_text="counted in this window, not written yet"),
+                ),
+                ("first_folded_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "sample",
+                    models.JSONField(
+                        blank=True,
+                        default=list,
+                        encoder=django.core.serializers.json.DjangoJSONEncoder,
+                        help_text="distinct source addresses and details of the counted refusals",
+                    ),
+                ),
+                ("sample_complete", models.BooleanField(default=True)),
             ],
             options={
-                'indexes': [models.Index(fields=['folded', 'window_start'], name='audit_burst_due')],
+                "indexes": [models.Index(fields=["folded", "window_start"], name="audit_burst_due")],
             },
         ),
     ]

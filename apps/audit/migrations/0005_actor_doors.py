@@ -4,20 +4,40 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('audit', '0004_refusal_bursts'),
+        ("audit", "0004_refusal_bursts"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='auditevent',
-            name='actor_kind',
-            field=models.CharField(choices=[('user', 'user (page)'), ('api', 'API'), ('command', 'command line'), ('schedule', 'schedule'), ('rule', 'automatic rule'), ('system', 'system')], default='user', max_length=10),
+            model_name="auditevent",
+            name="actor_kind",
+            field=models.CharField(
+                choices=[
+                    ("user", "user (page)"),
+                    ("api", "API"),
+                    ("command", "command line"),
+                    ("schedule", "schedule"),
+                    ("rule", "automatic rule"),
+                    ("system", "system"),
+                ],
+                default="user",
+                max_length=10,
+            ),
         ),
         migrations.AlterField(
-            model_name='refusalburst',
-            name='actor_kind',
-            field=models.CharField(choices=[('user', 'user (page)'), ('api', 'API'), ('command', 'command line'), ('schedule', 'schedule'), ('rule', 'automatic rule'), ('system', 'system')], max_length=10),
+            model_name="refusalburst",
+            name="actor_kind",
+            field=models.CharField(
+                choices=[
+                    ("user", "user (page)"),
+                    ("api", "API"),
+                    ("command", "command line"),
+                    ("schedule", "schedule"),
+                    ("rule", "automatic rule"),
+                    ("system", "system"),
+                ],
+                max_length=10,
+            ),
         ),
     ]

@@ -2,6 +2,7 @@
 trigger on the audit table, SQLite or MariaDB), as an unwritable audit table would, wherever record() is called
 from. Use the audit_outage fixture: it runs the test with transaction=True (MariaDB commits implicitly around
 CREATE TRIGGER) and drops the trigger after the test, failed or not."""
+
 import pytest
 from django.db import connection
 
@@ -21,12 +22,16 @@ def refuse(*actions):
     with connection.cursor() as cur:
         cur.execute(f"DROP TRIGGER IF EXISTS {TRIGGER}")
         if connection.vendor == "sqlite":
-            cur.execute(f"CREATE TRIGGER {TRIGGER} BEFORE INSERT ON {table} WHEN NEW.action IN ({_quoted(actions)}) "
-                        f"BEGIN SELECT RAISE(ABORT, '{MESSAGE}'); END")
+            cur.execute(
+                f"CREATE TRIGGER {TRIGGER} BEFORE INSERT ON {table} WHEN NEW.action IN ({_quoted(actions)}) "
+                f"BEGIN SELECT RAISE(ABORT, '{MESSAGE}'); END"
+            )
         else:
-            cur.execute(f"CREATE TRIGGER {TRIGGER} BEFORE INSERT ON {table} FOR EACH ROW BEGIN "
-                        f"IF NEW.action IN ({_quoted(actions)}) THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = "
-                        f"'{MESSAGE}'; END IF; END")
+            cur.execute(
+                f"CREATE TRIGGER {TRIGGER} BEFORE INSERT ON {table} FOR EACH ROW BEGIN "
+                f"IF NEW.action IN ({_quoted(actions)}) THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = "
+                f"'{MESSAGE}'; END IF; END"
+            )
 
 
 def answer():

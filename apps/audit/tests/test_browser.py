@@ -1,6 +1,7 @@
 """In a real browser (Debian chromium): a viewer narrows the audit log with its filters and search, pages
 and exports it, then opens the incident view around an event and moves along the time axis. No
 console error (the pages hold under the CSP: no inline script or style)."""
+
 import csv
 import io
 
@@ -16,7 +17,9 @@ def listed(page):
     return page.eval_on_selector_all("table.audit tr[data-event]", "trs => trs.map(tr => tr.children[2].innerText)")
 
 
-def test_viewer_filters_searches_and_opens_the_incident_view(page, live_server, browser_login, viewer_user, incident, at):
+def test_viewer_filters_searches_and_opens_the_incident_view(
+    page, live_server, browser_login, viewer_user, incident, at
+):
     alpha, start, end, op, server = incident
     for i in range(55):  # enough for a second page
         at(5 + i / 10, "login", actor=f"user{i % 3}")

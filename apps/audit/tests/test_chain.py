@@ -1,4 +1,5 @@
 """The audit log is append-only and tamper-evident."""
+
 import pytest
 from django.apps import apps as django_apps
 from django.db import connection
@@ -63,6 +64,7 @@ def test_credentials_never_reach_details():
 
 # -- actors as written, the legacy scheme and the re-anchor ---------------------------------------------
 
+
 def run_reanchor(**kwargs):
     return reanchor.run(django_apps, connection, **kwargs)
 
@@ -92,7 +94,8 @@ def test_the_reanchor_restores_links_deletions_nulled_and_the_chain_goes_on(djan
     assert anchor.scheme == CURRENT_SCHEME and anchor.prev_hash == last.hash and anchor.action == REANCHOR_ACTION
     assert anchor.details["old_head"] == last.hash and anchor.details["legacy_events"] == 4
     assert anchor.details["restored_user_links"] == [
-        {"actor": "bob", "actor_user_id": bob_id, "events": 2, "first_event": first.pk, "last_event": last.pk}]
+        {"actor": "bob", "actor_user_id": bob_id, "events": 2, "first_event": first.pk, "last_event": last.pk}
+    ]
     assert anchor.details["unrestorable_events"] == {"count": 0, "events": []}
     assert AuditEvent.objects.get(pk=first.pk).actor_user_id == bob_id
     after = record("after the anchor", user=alice)

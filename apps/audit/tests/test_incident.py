@@ -1,5 +1,6 @@
 """The incident view: audit events, operations with their steps, and the cluster's monitoring history in
 one window, on one time axis; first from history written to the database, then from the real lab."""
+
 import re
 from datetime import timedelta
 
@@ -18,8 +19,9 @@ FMT = "%Y-%m-%dT%H:%M:%S"
 
 def test_one_window_holds_events_operations_and_samples(viewer_client, incident):
     alpha, start, end, op, server = incident
-    response = viewer_client.get(reverse("audit:incident"), {"cluster": alpha.pk, "start": start.strftime(FMT),
-                                                             "end": end.strftime(FMT)})
+    response = viewer_client.get(
+        reverse("audit:incident"), {"cluster": alpha.pk, "start": start.strftime(FMT), "end": end.strftime(FMT)}
+    )
     assert response.status_code == 200
     timeline = response.context["timeline"]
     story = [(row["time"][11:19], row["kind"], row["what"]) for row in timeline["story"]]
@@ -67,9 +69,14 @@ def test_one_window_holds_events_operations_and_samples(viewer_client, incident)
 def test_a_long_window_reads_rollups_and_the_raw_tail(viewer_client, incident):
     alpha, start, end, op, server = incident
     # two days of minute rollups before the raw hour (the tail the rollup has not reached yet)
-    BackendSample.objects.bulk_create([
-        BackendSample(server=server, ts=start - timedelta(minutes=m), resolution=MINUTE, local_state=4, recv_queue=3)
-        for m in range(1, 2 * 24 * 60)])
+    BackendSample.objects.bulk_create(
+        [
+            BackendSample(
+                server=server, ts=start - timedelta(minutes=m), resolution=MINUTE, local_state=4, recv_queue=3
+            )
+            for m in range(1, 2 * 24 * 60)
+        ]
+    )
     timeline = build(alpha, start - timedelta(days=2), end)
     assert timeline["resolution"] == MINUTE
     backends = timeline["sections"][3]
@@ -94,13 +101,15 @@ def test_event_detail_links_to_its_window_and_the_page_shifts(viewer_client, inc
     earlier = viewer_client.get(reverse("audit:incident") + shift["earlier"]).context["timeline"]
     assert earlier["start"] == timeline["start"] - timedelta(minutes=30)
     assert viewer_client.get(reverse("audit:incident")).status_code == 200  # no cluster chosen yet
-    bad = viewer_client.get(reverse("audit:incident"), {"cluster": alpha.pk, "start": "2026-01-01T00:00",
-                                                        "end": "2026-06-01T00:00"})
+    bad = viewer_client.get(
+        reverse("audit:incident"), {"cluster": alpha.pk, "start": "2026-01-01T00:00", "end": "2026-06-01T00:00"}
+    )
     assert bad.status_code == 200 and "at most 31 days" in bad.content.decode()
 
 
-def test_the_lab_cluster_from_adoption_through_a_desync_and_a_drain(viewer_client, adopted_lab, live_redis,
-                                                                    galera_healthy, operator_user):
+def test_the_lab_cluster_from_adoption_through_a_desync_and_a_drain(
+    viewer_client, adopted_lab, live_redis, galera_healthy, operator_user
+):
     """Real services end to end: adoption (audited), polls of the Galera lab and the ProxySQL doubles,
     a desynced node, a drain run by the executor; the page shows them on one axis."""
     from apps.monitoring import pollers
@@ -115,8 +124,9 @@ def test_the_lab_cluster_from_adoption_through_a_desync_and_a_drain(viewer_clien
     galera_healthy.set_desync(3, True)
     pollers.backend_round(servers)
     galera_healthy.set_desync(3, False)
-    op = services.save_plan(drain.plan_drain(servers[1], drain_timeout_ms=2000, note="disk swap"),
-                            actor=Actor.command(operator_user))
+    op = services.save_plan(
+        drain.plan_drain(servers[1], drain_timeout_ms=2000, note="disk swap"), actor=Actor.command(operator_user)
+    )
     services.confirm(op, actor=Actor.command(operator_user), enqueue=False)
     executor.run(op.pk)
     pollers.backend_round(servers)
@@ -142,10 +152,15 @@ def test_the_lab_cluster_from_adoption_through_a_desync_and_a_drain(viewer_clien
     assert 0 < len(backends.lanes[0].rects) <= COLUMNS and RAW == timeline["resolution"]
 
 
-@pytest.mark.parametrize("params, field", [
-    ({"start": "9999-12-31T23:59:59"}, "start"), ({"end": "0001-01-01"}, "end"),
-    ({"start": "0001-01-01T00:00", "end": "0001-01-01T00:30"}, "start"),
-    ({"start": "9999-12-31T23:00", "end": "9999-12-31T23:59:59"}, "end")])
+@pytest.mark.parametrize(
+    "params, field",
+    [
+        ({"start": "9999-12-31T23:59:59"}, "start"),
+        ({"end": "0001-01-01"}, "end"),
+        ({"start": "0001-01-01T00:00", "end": "0001-01-01T00:30"}, "start"),
+        ({"start": "9999-12-31T23:00", "end": "9999-12-31T23:59:59"}, "end"),
+    ],
+)
 def test_a_window_at_the_ends_of_time_is_refused_with_a_message(viewer_client, incident, params, field):
     alpha = incident[0]
     response = viewer_client.get(reverse("audit:incident"), {"cluster": alpha.pk, **params})

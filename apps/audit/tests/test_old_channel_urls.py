@@ -2,6 +2,7 @@
 failed delivery's error quoting its path; the chain keeps them as written. Nobody reads those URLs: pages, API, CSV
 and JSON exports show scheme and host, and the search (after migration audit 0006 rebuilt its index) finds no event
 by a piece of them. The hashed evidence is unchanged (the chain verifies)."""
+
 import importlib
 import json
 
@@ -22,22 +23,43 @@ rebuild = importlib.import_module("apps.audit.migrations.0006_search_index_witho
 
 def as_written_before(event):
     """The event's search index as it was written before the redaction: the URL in it."""
-    text = "\n".join(str(p) for p in (event.action, event.actor, event.cluster_name, event.target, event.outcome,
-                                      event.source_address or "", json.dumps(event.details, sort_keys=True,
-                                                                             ensure_ascii=False,
-                                                                             cls=DjangoJSONEncoder))).lower()
+    text = "\n".join(
+        str(p)
+        for p in (
+            event.action,
+            event.actor,
+            event.cluster_name,
+            event.target,
+            event.outcome,
+            event.source_address or "",
+            json.dumps(event.details, sort_keys=True, ensure_ascii=False, cls=DjangoJSONEncoder),
+        )
+    ).lower()
     AuditEvent._base_manager.filter(pk=event.pk).update(search_text=text)
     AuditSearchToken.objects.filter(event_id=event.pk).delete()
-    AuditSearchToken.objects.bulk_create([AuditSearchToken(token=t, event_id=event.pk) for t in search.tokens_for(text)])
+    AuditSearchToken.objects.bulk_create(
+        [AuditSearchToken(token=t, event_id=event.pk) for t in search.tokens_for(text)]
+    )
 
 
 @pytest.fixture
 def old_events():
-    added = record("add alert channel", target="chat", details={"channel": 1, "before": None, "after": {
-        "name": "chat", "kind": "slack", "url": URL, "secret": ""}})
-    failed = record("alert notification not delivered", target="chat", outcome="failure", details={
-        "notification": 7, "attempts": 3, "error": "HTTPSConnectionPool(host='hooks.slack.com', port=443): Max retries "
-                                                   f"exceeded with url: /services/{SECRET} (Caused by timeout)"})
+    added = record(
+        "add alert channel",
+        target="chat",
+        details={"channel": 1, "before": None, "after": {"name": "chat", "kind": "slack", "url": URL, "secret": ""}},
+    )
+    failed = record(
+        "alert notification not delivered",
+        target="chat",
+        outcome="failure",
+        details={
+            "notification": 7,
+            "attempts": 3,
+            "error": "HTTPSConnectionPool(host='hooks.slack.com', port=443): Max retries "
+            f"exceeded with url: /services/{SECRET} (Caused by timeout)",
+        },
+    )
     for event in (added, failed):
         as_written_before(event)
     assert AuditEvent.objects.filter(search_text__contains=SECRET.lower()).count() == 2  # the old index
@@ -53,7 +75,10 @@ def test_a_viewer_reads_no_old_channel_url(viewer_client, old_events):
         body = (b"".join(response.streaming_content) if response.streaming else response.content).decode()
         assert response.status_code == 200 and "SECRET" not in body, url
         assert "hooks.slack.com" in body, url
-    assert "https://hooks.slack.com/…" in viewer_client.get(reverse("audit:detail", args=[old_events[0].pk])).content.decode()
+    assert (
+        "https://hooks.slack.com/…"
+        in viewer_client.get(reverse("audit:detail", args=[old_events[0].pk])).content.decode()
+    )
     assert verify_chain()[1] is None  # the evidence as written
 
 

@@ -1,6 +1,7 @@
 """Repeated identical refusals are folded: a flood of refused confirms, logins or forms writes a bounded
 number of rows, every refusal is in the chain (written, or counted in a summary), the chain still
 verifies, and nothing but identical refusals is folded together."""
+
 import time
 from datetime import timedelta
 
@@ -37,15 +38,25 @@ def summaries(action):
 def test_a_flood_of_refusals_writes_the_allowance_then_one_summary(clusters):
     alpha = clusters[0]
     for i in range(1000):
-        record("switchover refused", rule="failover", cluster=alpha, target="Switchover alpha", outcome="refused",
-               details={"attempt": i % 3})
+        record(
+            "switchover refused",
+            rule="failover",
+            cluster=alpha,
+            target="Switchover alpha",
+            outcome="refused",
+            details={"attempt": i % 3},
+        )
     assert AuditEvent.objects.filter(action="switchover refused").count() == BURST
     assert flush_refusal_bursts(after_the_window()) == 1
     rows = AuditEvent.objects.filter(action="switchover refused")
     assert rows.count() == BURST + 1 and count_with_repeats(rows) == 1000
     summary = summaries("switchover refused")[0]
     assert (summary.actor, summary.cluster_id, summary.target, summary.outcome) == (
-        "failover", alpha.pk, "Switchover alpha", "refused")
+        "failover",
+        alpha.pk,
+        "Switchover alpha",
+        "refused",
+    )
     assert summary.details["repeated"] == 1000 - BURST and summary.details["sample_complete"]
     assert sorted(s["details"]["attempt"] for s in summary.details["sample"]) == [0, 1, 2]  # distinct ones
     assert verify_chain()[1] is None
@@ -108,8 +119,11 @@ def test_a_flood_of_failed_logins_is_bounded_and_counted(client, viewer_user, se
 
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     for i in range(200):
-        client.post(reverse("accounts:login"), {"username": f"guess{i % 7}", "password": "wrong"},
-                    REMOTE_ADDR=f"10.8.0.{i % 7 + 1}")
+        client.post(
+            reverse("accounts:login"),
+            {"username": f"guess{i % 7}", "password": "wrong"},
+            REMOTE_ADDR=f"10.8.0.{i % 7 + 1}",
+        )
     failed, refused = (AuditEvent.objects.filter(action=a) for a in ("login failed", "login refused"))
     assert failed.count() == refused.count() == BURST
     flush_refusal_bursts(after_the_window())
@@ -119,8 +133,9 @@ def test_a_flood_of_failed_logins_is_bounded_and_counted(client, viewer_user, se
     assert summary.actor == "anonymous" and summary.details["repeated"] == 30
     # The 30 repeated failures come from the 7 (name, address) pairs: each once in the sample, which holds them all.
     assert len(summary.details["sample"]) == 7 and summary.details["sample_complete"]
-    assert {"source_address": "10.8.0.6", "details": {"username": audited_name("guess5", False)}} in \
-        summary.details["sample"]
+    assert {"source_address": "10.8.0.6", "details": {"username": audited_name("guess5", False)}} in summary.details[
+        "sample"
+    ]
 
 
 def test_a_flood_of_refused_confirms_is_bounded(client, django_user_model, clusters, operator_user):
@@ -146,8 +161,9 @@ def test_a_flood_of_refused_confirms_is_bounded(client, django_user_model, clust
 def test_a_flood_of_invalid_forms_is_bounded(operator_client, clusters):
     alpha = clusters[0]
     for _ in range(60):
-        response = operator_client.post(reverse("operations:switchover", args=[alpha.pk]),
-                                        {"new_writer": "nope", "drain_timeout_ms": "x"})
+        response = operator_client.post(
+            reverse("operations:switchover", args=[alpha.pk]), {"new_writer": "nope", "drain_timeout_ms": "x"}
+        )
         assert response.status_code == 400
     invalid = AuditEvent.objects.filter(action="switchover planned", outcome="invalid")
     assert invalid.count() == BURST

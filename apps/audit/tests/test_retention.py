@@ -1,5 +1,6 @@
 """Retention: events past the retention period are archived with the chain head at the cut, removed by
 the one delete path, and the chain that remains still verifies; the command, the task and beat."""
+
 import gzip
 import json
 import os
@@ -94,11 +95,23 @@ def test_a_removal_that_died_half_way_is_finished(at, archive_dir):
     lines = [json.loads(line) for line in gzip.open(archive.path, "rt", encoding="utf-8")][:2]
     with connection.cursor() as cur:
         for e in lines:
-            cur.execute(f"INSERT INTO {TABLE} (id, created_at, actor, actor_kind, action, outcome, details, target, "
-                        "cluster_name, prev_hash, hash, search_text, scheme) "
-                        "VALUES (%s, %s, %s, %s, %s, %s, %s, '', '', %s, %s, '', %s)",
-                        [e["id"], AuditEvent.objects.first().created_at, e["actor"], e["actor_kind"], e["action"],
-                         e["outcome"], "{}", e["prev_hash"], e["hash"], e.get("scheme", 1)])
+            cur.execute(
+                f"INSERT INTO {TABLE} (id, created_at, actor, actor_kind, action, outcome, details, target, "
+                "cluster_name, prev_hash, hash, search_text, scheme) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, '', '', %s, %s, '', %s)",
+                [
+                    e["id"],
+                    AuditEvent.objects.first().created_at,
+                    e["actor"],
+                    e["actor_kind"],
+                    e["action"],
+                    e["outcome"],
+                    "{}",
+                    e["prev_hash"],
+                    e["hash"],
+                    e.get("scheme", 1),
+                ],
+            )
     assert verify_chain()[1] is None  # archived rows awaiting removal are skipped, not "broken"
     assert archive_old_events(400) is None  # the next run finishes the removal first
     assert not AuditEvent.objects.filter(pk__lte=old[-1].pk).exists()
@@ -111,8 +124,11 @@ def test_retention_command_and_task(at, archive_dir, settings, capsys):
     call_command("archive_audit_events")
     assert "nothing to archive" in capsys.readouterr().out  # the default is 400 days
     settings.AUDIT_RETENTION_DAYS = 7
-    assert audit_tasks.archive_old_events() == {"archive": AuditArchive.objects.get().pk, "count": 1,
-                                                "last_id": month.pk}
+    assert audit_tasks.archive_old_events() == {
+        "archive": AuditArchive.objects.get().pk,
+        "count": 1,
+        "last_id": month.pk,
+    }
     call_command("archive_audit_events", "--days", "0")  # the hour-old event and the first run's own event
     assert "archived 2 event(s)" in capsys.readouterr().out
     with pytest.raises(CommandError):
@@ -126,8 +142,7 @@ def test_the_beat_schedule_runs_retention():
     assert len(entries) == 1 and "workers.audit" in app.conf.imports
 
 
-def test_an_archive_across_the_reanchor_verifies_and_so_does_what_remains(at, archive_dir, capsys,
-                                                                          django_user_model):
+def test_an_archive_across_the_reanchor_verifies_and_so_does_what_remains(at, archive_dir, capsys, django_user_model):
     now = timezone.now()
     bob = django_user_model.objects.create_user(username="bob", password="x")
     legacy = [legacy_event(f"legacy {i}", bob if i % 2 else None, now - timedelta(days=500 - i)) for i in range(6)]
@@ -155,5 +170,7 @@ def test_an_archive_across_the_reanchor_verifies_and_so_does_what_remains(at, ar
         f.write(json.dumps({"archive": {}}) + "\n")
     AuditArchive.objects.filter(pk=archive.pk).update(sha256=services._sha256_of(archive.path))
     archive.refresh_from_db()
-    assert verify_archive(archive) == (False, f"event {legacy[2].pk} in {os.path.basename(archive.path)} "
-                                              f"does not verify")
+    assert verify_archive(archive) == (
+        False,
+        f"event {legacy[2].pk} in {os.path.basename(archive.path)} does not verify",
+    )

@@ -1,4 +1,5 @@
 """The review page: filters, free-text search, keyset paging, exports, roles, hostile input."""
+
 import csv
 import io
 import json
@@ -17,21 +18,68 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def log(at, clusters):
     alpha, beta = clusters
-    at(200, "change hostgroupmembership", actor="ada", cluster=alpha, target="127.0.0.1:23300",
-       details={"changed": {"weight": [1000, 10]}})
-    at(150, "drain planned", actor="otto", cluster=alpha, target="Drain 127.0.0.1:23300",
-       details={"operation": 7, "ticket": "INC-4821"})
-    at(140, "drain done", actor="otto", cluster=alpha, target="Drain 127.0.0.1:23300", duration_ms=123.4,
-       details={"operation": 7})
-    at(100, "adopt proxysql node", actor="ada", cluster=beta, target="px-beta (127.0.0.1:17001)",
-       details={"admin_password": "s3cret-pw", "hostgroups": [10, 11]})
-    at(90, "read-pool alert", actor="read-pool rules", kind="rule", cluster=alpha, outcome="failure",
-       details={"alerts": ["only 0 reader(s) left in hostgroup 11, minimum 1"]})
-    at(30, "refused drain_view", cluster=alpha, outcome="refused",
-       details={"needed_role": "operator", "path": "/operations/", "method": "POST"})
-    at(20, "switchover done", actor="otto", cluster=beta, target="Switchover beta",
-       details={"statements": {"px-beta": ["UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE "
-                                           "hostname='127.0.0.1' AND port=23301"]}, "note": "Zürich café"})
+    at(
+        200,
+        "change hostgroupmembership",
+        actor="ada",
+        cluster=alpha,
+        target="127.0.0.1:23300",
+        details={"changed": {"weight": [1000, 10]}},
+    )
+    at(
+        150,
+        "drain planned",
+        actor="otto",
+        cluster=alpha,
+        target="Drain 127.0.0.1:23300",
+        details={"operation": 7, "ticket": "INC-4821"},
+    )
+    at(
+        140,
+        "drain done",
+        actor="otto",
+        cluster=alpha,
+        target="Drain 127.0.0.1:23300",
+        duration_ms=123.4,
+        details={"operation": 7},
+    )
+    at(
+        100,
+        "adopt proxysql node",
+        actor="ada",
+        cluster=beta,
+        target="px-beta (127.0.0.1:17001)",
+        details={"admin_password": "s3cret-pw", "hostgroups": [10, 11]},
+    )
+    at(
+        90,
+        "read-pool alert",
+        actor="read-pool rules",
+        kind="rule",
+        cluster=alpha,
+        outcome="failure",
+        details={"alerts": ["only 0 reader(s) left in hostgroup 11, minimum 1"]},
+    )
+    at(
+        30,
+        "refused drain_view",
+        cluster=alpha,
+        outcome="refused",
+        details={"needed_role": "operator", "path": "/operations/", "method": "POST"},
+    )
+    at(
+        20,
+        "switchover done",
+        actor="otto",
+        cluster=beta,
+        target="Switchover beta",
+        details={
+            "statements": {
+                "px-beta": ["UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE hostname='127.0.0.1' AND port=23301"]
+            },
+            "note": "Zürich café",
+        },
+    )
     at(10, "login")
     return alpha, beta
 
@@ -44,8 +92,16 @@ def shown(client, **params):
 
 def test_newest_first_and_each_filter(viewer_client, log):
     alpha, beta = log
-    assert shown(viewer_client) == ["login", "switchover done", "refused drain_view", "read-pool alert",
-                                    "adopt proxysql node", "drain done", "drain planned", "change hostgroupmembership"]
+    assert shown(viewer_client) == [
+        "login",
+        "switchover done",
+        "refused drain_view",
+        "read-pool alert",
+        "adopt proxysql node",
+        "drain done",
+        "drain planned",
+        "change hostgroupmembership",
+    ]
     assert shown(viewer_client, cluster=beta.pk) == ["switchover done", "adopt proxysql node"]
     assert shown(viewer_client, actor="otto") == ["switchover done", "drain done", "drain planned"]
     assert shown(viewer_client, actor="read-pool rules") == ["read-pool alert"]
@@ -59,12 +115,17 @@ def test_time_window_and_quick_ranges(viewer_client, log, at):
     fmt = "%Y-%m-%dT%H:%M:%S"
     start, end = at.now - timedelta(minutes=160), at.now - timedelta(minutes=95)
     assert shown(viewer_client, start=start.strftime(fmt), end=end.strftime(fmt)) == [
-        "adopt proxysql node", "drain done", "drain planned"]
+        "adopt proxysql node",
+        "drain done",
+        "drain planned",
+    ]
     assert shown(viewer_client, range="1h") == ["login", "switchover done", "refused drain_view"]
     assert shown(viewer_client, range="1h", cluster=log[0].pk) == ["refused drain_view"]
     # explicit times win over a quick range; "to" alone bounds the end only
     assert shown(viewer_client, range="1h", end=(at.now - timedelta(minutes=145)).strftime(fmt)) == [
-        "drain planned", "change hostgroupmembership"]
+        "drain planned",
+        "change hostgroupmembership",
+    ]
 
 
 @pytest.mark.parametrize("index_limit", [search.DRIVER_LIMIT, 0], ids=["through-the-index", "walking-the-log"])
@@ -138,7 +199,10 @@ def test_csv_export_of_the_filtered_set(viewer_client, log):
     assert json.loads(rows[0]["details"])["note"] == "Zürich café"
     exported = AuditEvent.objects.get(action="export audit log")  # exports are audited
     assert exported.actor == "vera-viewer" and exported.details == {
-        "format": "csv", "filters": {"cluster": str(log[1].pk)}, "up_to_event": exported.pk - 1}
+        "format": "csv",
+        "filters": {"cluster": str(log[1].pk)},
+        "up_to_event": exported.pk - 1,
+    }
 
 
 def test_json_export_streams_in_chunks(viewer_client, log, monkeypatch):
@@ -156,8 +220,13 @@ def test_json_export_streams_in_chunks(viewer_client, log, monkeypatch):
 def test_roles_viewer_reads_admin_verifies(client, viewer_user, operator_user, admin_user_role, log):
     event = AuditEvent.objects.get(action="drain done")
     client.force_login(viewer_user)
-    for url in (reverse("audit:list"), reverse("audit:detail", args=[event.pk]), reverse("audit:incident"),
-                reverse("audit:incident") + f"?cluster={log[0].pk}", reverse("audit:export_csv")):
+    for url in (
+        reverse("audit:list"),
+        reverse("audit:detail", args=[event.pk]),
+        reverse("audit:incident"),
+        reverse("audit:incident") + f"?cluster={log[0].pk}",
+        reverse("audit:export_csv"),
+    ):
         assert client.get(url).status_code == 200, url
     assert client.get(reverse("audit:verify")).status_code == 403
     assert client.post(reverse("audit:verify")).status_code == 403
@@ -175,10 +244,22 @@ def test_roles_viewer_reads_admin_verifies(client, viewer_user, operator_user, a
 
 
 HOSTILE = [
-    {"q": "a\x00b"}, {"q": "' OR 1=1 --"}, {"q": "x" * 5000}, {"actor": "\x00"}, {"target": "%_%"},
-    {"start": "yesterday"}, {"start": "2026-13-45T99:99"}, {"end": "2020-01-01", "start": "2021-01-01"},
-    {"cluster": "999999"}, {"cluster": "x"}, {"outcome": "nope"}, {"range": "5y"}, {"before": "abc"},
-    {"after": "99999999999999999999"}, {"q": "\U0001F600 é \u202e"}, {"action": "a" * 200},
+    {"q": "a\x00b"},
+    {"q": "' OR 1=1 --"},
+    {"q": "x" * 5000},
+    {"actor": "\x00"},
+    {"target": "%_%"},
+    {"start": "yesterday"},
+    {"start": "2026-13-45T99:99"},
+    {"end": "2020-01-01", "start": "2021-01-01"},
+    {"cluster": "999999"},
+    {"cluster": "x"},
+    {"outcome": "nope"},
+    {"range": "5y"},
+    {"before": "abc"},
+    {"after": "99999999999999999999"},
+    {"q": "\U0001f600 é \u202e"},
+    {"action": "a" * 200},
 ]
 
 
@@ -203,16 +284,27 @@ def test_percent_and_underscore_are_literal(viewer_client, at):
 
 
 def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised(viewer_client, at):
-    at(3, "=HYPERLINK(\"http://evil.example/\",\"x\")", actor="@SUM(1+1)", target="+cmd|' /C calc'!A0")
+    at(3, '=HYPERLINK("http://evil.example/","x")', actor="@SUM(1+1)", target="+cmd|' /C calc'!A0")
     at(2, "-2+3", actor="\tlead", target="\r=1+1")
     at(1, "plain action", actor="vera", target="a=b-c", duration_ms=-1.5)
     body = b"".join(viewer_client.get(reverse("audit:export_csv")).streaming_content).decode()
     rows = {r["action"].lstrip("'"): r for r in csv.DictReader(io.StringIO(body))}
     first, second, plain = rows['=HYPERLINK("http://evil.example/","x")'], rows["-2+3"], rows["plain action"]
     assert (first["action"], first["actor"], first["target"]) == (
-        "'=HYPERLINK(\"http://evil.example/\",\"x\")", "'@SUM(1+1)", "'+cmd|' /C calc'!A0")
+        '\'=HYPERLINK("http://evil.example/","x")',
+        "'@SUM(1+1)",
+        "'+cmd|' /C calc'!A0",
+    )
     assert (second["action"], second["actor"], second["target"]) == ("'-2+3", "'\tlead", "'\r=1+1")
     assert (plain["action"], plain["actor"], plain["target"], plain["duration_ms"]) == (
-        "plain action", "vera", "a=b-c", "-1.5")  # untouched: only a leading formula character counts
-    assert not [cell for r in csv.reader(io.StringIO(body)) for cell in r if cell[:1] in ("=", "+", "-", "@", "\t", "\r")
-                and cell != "-1.5"]
+        "plain action",
+        "vera",
+        "a=b-c",
+        "-1.5",
+    )  # untouched: only a leading formula character counts
+    assert not [
+        cell
+        for r in csv.reader(io.StringIO(body))
+        for cell in r
+        if cell[:1] in ("=", "+", "-", "@", "\t", "\r") and cell != "-1.5"
+    ]

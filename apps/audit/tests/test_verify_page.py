@@ -1,5 +1,6 @@
 """Chain verification on the admin page: an edited or removed event is named, a long chain is verified
 in signed stretches, archive files are checked on request."""
+
 import re
 
 import pytest
@@ -48,14 +49,18 @@ def test_a_long_chain_is_verified_in_signed_stretches(admin_client, monkeypatch)
     bench.generate(2500, days=3)  # the benchmark's bulk writer: a valid chain, fast
     monkeypatch.setattr(views, "VERIFY_BUDGET_S", 0)  # each request stops at its first deadline check (1,000 events)
     response = admin_client.post(reverse("audit:verify"), HTTP_HX_REQUEST="true")
-    assert 'hx-trigger="load, submit"' in response.content.decode() and "1000 events so far" in response.content.decode()
-    forged = admin_client.post(reverse("audit:verify"), {"continuation": continuation_of(response)[:-3] + "abc"},
-                               HTTP_HX_REQUEST="true")
+    assert (
+        'hx-trigger="load, submit"' in response.content.decode() and "1000 events so far" in response.content.decode()
+    )
+    forged = admin_client.post(
+        reverse("audit:verify"), {"continuation": continuation_of(response)[:-3] + "abc"}, HTTP_HX_REQUEST="true"
+    )
     assert "1000 events so far" in forged.content.decode()  # a forged continuation starts over: not trusted
     steps = 1
     while continuation_of(response):
-        response = admin_client.post(reverse("audit:verify"), {"continuation": continuation_of(response)},
-                                     HTTP_HX_REQUEST="true")
+        response = admin_client.post(
+            reverse("audit:verify"), {"continuation": continuation_of(response)}, HTTP_HX_REQUEST="true"
+        )
         steps += 1
     assert steps == 3 and b"2500 events verified" in response.content
 

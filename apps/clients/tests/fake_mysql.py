@@ -1,5 +1,6 @@
 """A fake MySQL server on 127.0.0.1 that asks every client for the auth plugin of its choosing (AuthSwitchRequest)
 and records every byte the clients send it: a hostile host the pollers were pointed at."""
+
 import socket
 import ssl
 import threading
@@ -13,8 +14,16 @@ CLIENT_SSL = 0x0800
 class FakeMySQL:
     """`with FakeMySQL(b"mysql_clear_password") as fake:` listens on fake.port; fake.received() is what came in."""
 
-    def __init__(self, plugin=b"mysql_clear_password", plugin_data=None, *, in_handshake=False, tls=None,
-                 host="127.0.0.1", demand_tls=False):
+    def __init__(
+        self,
+        plugin=b"mysql_clear_password",
+        plugin_data=None,
+        *,
+        in_handshake=False,
+        tls=None,
+        host="127.0.0.1",
+        demand_tls=False,
+    ):
         self.plugin = plugin
         self.tls = tls  # an ssl.SSLContext (server side): TLS offered, and taken when the client asks
         # A client that does not ask for TLS is refused as require_secure_transport=ON refuses it (MySQL's 3159).
@@ -76,11 +85,11 @@ class FakeMySQL:
             w = p.PacketWriter(0)
             hello = p.handshake_v10(1, scramble, "8.0.36-fake")
             if self.in_handshake:
-                hello = hello[:-len(p.NATIVE_PLUGIN) - 1] + self.plugin + b"\x00"
+                hello = hello[: -len(p.NATIVE_PLUGIN) - 1] + self.plugin + b"\x00"
             if self.tls is not None:  # CLIENT_SSL in the capability flags' lower half
                 at = hello.index(b"\x00") + 1 + 4 + 8 + 1
-                caps = int.from_bytes(hello[at:at + 2], "little") | CLIENT_SSL
-                hello = hello[:at] + caps.to_bytes(2, "little") + hello[at + 2:]
+                caps = int.from_bytes(hello[at : at + 2], "little") | CLIENT_SSL
+                hello = hello[:at] + caps.to_bytes(2, "little") + hello[at + 2 :]
             w.packet(hello)
             conn.sendall(w.take())
             seq, answer = self._read_packet(conn)

@@ -1,13 +1,22 @@
 """Issue 34: stored passwords never leave in clear. A fake MySQL server on 127.0.0.1 asks for the authentication
 plugin of its choosing; neither client (ProxySQL admin, backend monitor) sends it the password, and the refusal
 says what happened."""
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import ProxySQLAdmin
-from apps.clients.wire import (ALLOWED_AUTH_PLUGINS, AUTH_OPTIONS, TLS_AUTH_OPTIONS, TLS_AUTH_PLUGINS, AuthFailed,
-                               ClientError, TLSFailed, checked_option_file)
+from apps.clients.wire import (
+    ALLOWED_AUTH_PLUGINS,
+    AUTH_OPTIONS,
+    TLS_AUTH_OPTIONS,
+    TLS_AUTH_PLUGINS,
+    AuthFailed,
+    ClientError,
+    TLSFailed,
+    checked_option_file,
+)
 
 from .fake_mysql import FakeMySQL
 
@@ -33,8 +42,10 @@ def test_no_client_sends_the_password_to_a_server_asking_for_cleartext(kind, in_
     assert PASSWORD.encode() not in fake.received()
     if not in_handshake:
         assert b"monitor" in fake.received()  # it answered the first packet, then kept the password
-    assert "the server asked for an authentication plugin that is not allowed without verified TLS: refused, the " \
-           "password was not sent" in refused.value.message
+    assert (
+        "the server asked for an authentication plugin that is not allowed without verified TLS: refused, the "
+        "password was not sent" in refused.value.message
+    )
     assert "mysql_clear_password would send it in clear" in refused.value.message and not refused.value.retryable
 
 
@@ -51,20 +62,41 @@ def test_a_missing_or_loosened_option_file_stops_the_product_not_the_restriction
 def test_the_option_file_allows_what_the_code_says():
     with open(AUTH_OPTIONS["read_default_file"]) as f:
         lines = [line.strip() for line in f if line.strip() and not line.startswith("#")]
-    assert lines == [f"[{AUTH_OPTIONS['read_default_group']}]", "restricted-auth=" + ",".join(ALLOWED_AUTH_PLUGINS),
-                     f"[{TLS_AUTH_OPTIONS['read_default_group']}]", "restricted-auth=" + ",".join(TLS_AUTH_PLUGINS)]
+    assert lines == [
+        f"[{AUTH_OPTIONS['read_default_group']}]",
+        "restricted-auth=" + ",".join(ALLOWED_AUTH_PLUGINS),
+        f"[{TLS_AUTH_OPTIONS['read_default_group']}]",
+        "restricted-auth=" + ",".join(TLS_AUTH_PLUGINS),
+    ]
 
 
 PLUGINS = st.one_of(
-    st.sampled_from([b"mysql_clear_password", b"dialog", b"sha256_password", b"caching_sha2_password",
-                     b"mysql_old_password", b"auth_gssapi_client", b"client_ed25519", b"mysql_native_password",
-                     b"../../../../tmp/evil", b"mysql_clear_password\x00x", b""]),
-    st.binary(max_size=40).filter(lambda b: b"\x00" not in b))
+    st.sampled_from(
+        [
+            b"mysql_clear_password",
+            b"dialog",
+            b"sha256_password",
+            b"caching_sha2_password",
+            b"mysql_old_password",
+            b"auth_gssapi_client",
+            b"client_ed25519",
+            b"mysql_native_password",
+            b"../../../../tmp/evil",
+            b"mysql_clear_password\x00x",
+            b"",
+        ]
+    ),
+    st.binary(max_size=40).filter(lambda b: b"\x00" not in b),
+)
 
 
 @settings(max_examples=40, deadline=None)
-@given(plugin=PLUGINS, in_handshake=st.booleans(), kind=st.sampled_from(sorted(CLIENTS)),
-       data=st.sampled_from([None, b"", b"\x00", b"x" * 300]))
+@given(
+    plugin=PLUGINS,
+    in_handshake=st.booleans(),
+    kind=st.sampled_from(sorted(CLIENTS)),
+    data=st.sampled_from([None, b"", b"\x00", b"x" * 300]),
+)
 def test_fuzz_whatever_plugin_the_server_asks_for_the_password_stays_here(plugin, in_handshake, kind, data):
     with FakeMySQL(plugin, data, in_handshake=in_handshake) as fake:
         try:
@@ -92,8 +124,15 @@ def test_over_tls_verified_with_the_clusters_ca_the_cleartext_plugin_is_allowed(
 def test_with_a_ca_a_server_that_cannot_prove_itself_gets_nothing(kind, server, tls):
     with FakeMySQL(b"mysql_clear_password", tls=tls["server"] if server != "no TLS" else None) as fake:
         make, call = CLIENTS[kind]
-        client = make("127.0.0.1", fake.port, "monitor", PASSWORD, connect_timeout=3, read_timeout=3,
-                      tls_ca=tls["stranger"] if server != "no TLS" else tls["ca"])
+        client = make(
+            "127.0.0.1",
+            fake.port,
+            "monitor",
+            PASSWORD,
+            connect_timeout=3,
+            read_timeout=3,
+            tls_ca=tls["stranger"] if server != "no TLS" else tls["ca"],
+        )
         with pytest.raises(TLSFailed) as refused:
             call(client)
     assert PASSWORD.encode() not in fake.received()

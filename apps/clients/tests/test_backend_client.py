@@ -1,4 +1,5 @@
 """The backend client against the real Galera lab."""
+
 import socket
 import time
 
@@ -16,8 +17,11 @@ def test_reads_a_synced_galera_node(galera_lab):
     assert state.local_state_comment == "Synced" and state.cluster_size == 3
     assert state.local_recv_queue >= 0 and state.desync is False and state.reject_queries == "NONE"
     assert state.last_committed > 0
-    assert state.cluster_state_uuid and state.cluster_state_uuid == BackendClient(
-        "127.0.0.1", galera_lab.node(2).port, "monitor", "monitor").state().cluster_state_uuid
+    assert (
+        state.cluster_state_uuid
+        and state.cluster_state_uuid
+        == BackendClient("127.0.0.1", galera_lab.node(2).port, "monitor", "monitor").state().cluster_state_uuid
+    )
 
 
 def test_localhost_is_tcp_to_the_port_not_the_local_socket(galera_lab):

@@ -2,6 +2,7 @@
 connection to the cluster's backends and ProxySQL admin ports. The fake MySQL server here DEMANDS TLS (as
 require_secure_transport=ON): without the cluster's CA it refuses the connection, and the refusal says what to set;
 with the CA it is accepted over TLS; with verify on, another CA's certificate is refused before anything is sent."""
+
 import pytest
 
 from apps.clients.backend import BackendClient
@@ -22,6 +23,7 @@ def patient_handshakes(settings):
     "connect: no handshake within 0.5s"). What these tests check is TLS, never that deadline."""
     settings.PROXYSQL_CONNECT_TIMEOUT = settings.BACKEND_CONNECT_TIMEOUT = 5
 
+
 PASSWORD = "St0red-M0nitor-Pw"
 CLIENTS = {
     "backend": lambda cluster: BackendClient.for_server(Server.objects.get(cluster=cluster)),
@@ -31,11 +33,23 @@ CLIENTS = {
 
 def cluster_at(fake, **tls):
     """A cluster whose one backend and one ProxySQL node are the fake server, with this TLS setting."""
-    cluster = Cluster.objects.create(name="shop", writer_hostgroup=100, reader_hostgroup=101, monitor_user="monitor",
-                                     monitor_password=PASSWORD, **tls)
+    cluster = Cluster.objects.create(
+        name="shop",
+        writer_hostgroup=100,
+        reader_hostgroup=101,
+        monitor_user="monitor",
+        monitor_password=PASSWORD,
+        **tls,
+    )
     Server.objects.create(cluster=cluster, hostname="127.0.0.1", port=fake.port)
-    ProxySQLNode.objects.create(cluster=cluster, name="p1", admin_host="127.0.0.1", admin_port=fake.port,
-                                admin_user="admin", admin_password=PASSWORD)
+    ProxySQLNode.objects.create(
+        cluster=cluster,
+        name="p1",
+        admin_host="127.0.0.1",
+        admin_port=fake.port,
+        admin_user="admin",
+        admin_password=PASSWORD,
+    )
     return cluster
 
 
@@ -54,9 +68,11 @@ def test_a_server_demanding_tls_refuses_a_cluster_without_ca_and_says_what_to_se
         with pytest.raises(TLSFailed) as refused:
             ping(kind, cluster)
     assert fake.tls_sessions == 0 and PASSWORD.encode() not in fake.received()
-    assert refused.value.message.startswith("the server demands TLS and this cluster has no CA set: set the "
-                                            "cluster's TLS CA (cluster page, Connections): Connections using "
-                                            "insecure transport are prohibited")
+    assert refused.value.message.startswith(
+        "the server demands TLS and this cluster has no CA set: set the "
+        "cluster's TLS CA (cluster page, Connections): Connections using "
+        "insecure transport are prohibited"
+    )
 
 
 @pytest.mark.parametrize("kind", CLIENTS)
@@ -106,8 +122,14 @@ def test_adopting_into_an_existing_cluster_reads_the_node_with_its_tls(tls):
 
     Cluster.objects.create(name="shop", writer_hostgroup=100, reader_hostgroup=101, tls_ca=tls["stranger"])
     with FakeMySQL(b"mysql_native_password", tls=tls["server"], demand_tls=True) as fake:
-        preview = dict(admin_host="127.0.0.1", admin_port=fake.port, admin_user="admin", admin_password=PASSWORD,
-                       cluster_name="shop", node_name="p1")
+        preview = dict(
+            admin_host="127.0.0.1",
+            admin_port=fake.port,
+            admin_user="admin",
+            admin_password=PASSWORD,
+            cluster_name="shop",
+            node_name="p1",
+        )
         with pytest.raises(adoption.AdoptionError, match="TLS verified against the CA failed, nothing was sent"):
             adoption.preview(**preview)
         Cluster.objects.filter(name="shop").update(tls_ca=tls["ca"])

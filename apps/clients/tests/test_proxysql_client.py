@@ -1,4 +1,5 @@
 """The ProxySQL admin client over the real wire protocol, against the lab double and hostile peers."""
+
 import socket
 import time
 
@@ -28,28 +29,36 @@ def test_reads_typed_rows(proxysql_double):
 
 
 def test_reads_users_and_query_rules_as_typed_rows(proxysql_double):
-    admin_sql(proxysql_double,
-              "INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','secret',100)",
-              "INSERT INTO mysql_users (username,password,default_hostgroup,active) VALUES ('old','x',101,0)",
-              "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,apply)"
-              " VALUES (10,1,'^SELECT.*FOR UPDATE',100,1),(20,1,'^SELECT',101,1)",
-              "LOAD MYSQL USERS TO RUNTIME", "LOAD MYSQL QUERY RULES TO RUNTIME")
+    admin_sql(
+        proxysql_double,
+        "INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','secret',100)",
+        "INSERT INTO mysql_users (username,password,default_hostgroup,active) VALUES ('old','x',101,0)",
+        "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,apply)"
+        " VALUES (10,1,'^SELECT.*FOR UPDATE',100,1),(20,1,'^SELECT',101,1)",
+        "LOAD MYSQL USERS TO RUNTIME",
+        "LOAD MYSQL QUERY RULES TO RUNTIME",
+    )
     with client_for(proxysql_double) as admin:
         users = admin.users()
         rules = admin.query_rules()
     # One row per user (the frontend one), only the active ones (as ProxySQL's runtime keeps them), no password.
-    assert users == [UserRow(username="app", active=1, default_hostgroup=100, transaction_persistent=1,
-                             fast_forward=0, comment="")]
+    assert users == [
+        UserRow(username="app", active=1, default_hostgroup=100, transaction_persistent=1, fast_forward=0, comment="")
+    ]
     assert all(isinstance(r, QueryRule) for r in rules)
     assert [(r.rule_id, r.match_digest, r.destination_hostgroup, r.apply, r.username) for r in rules] == [
-        (10, "^SELECT.*FOR UPDATE", 100, 1, None), (20, "^SELECT", 101, 1, None)]
+        (10, "^SELECT.*FOR UPDATE", 100, 1, None),
+        (20, "^SELECT", 101, 1, None),
+    ]
 
 
 def test_hostile_text_travels_as_an_escaped_value(proxysql_double):
-    hostile = "it's \"quoted\"; DROP TABLE mysql_servers; -- é中 \\ back\\slash"
+    hostile = 'it\'s "quoted"; DROP TABLE mysql_servers; -- é中 \\ back\\slash'
     with client_for(proxysql_double) as admin:
-        admin.run("INSERT INTO mysql_servers (hostgroup_id,hostname,port,comment) VALUES (%s,%s,%s,%s)",
-                  (7, "127.0.0.1", 3399, hostile))
+        admin.run(
+            "INSERT INTO mysql_servers (hostgroup_id,hostname,port,comment) VALUES (%s,%s,%s,%s)",
+            (7, "127.0.0.1", 3399, hostile),
+        )
         assert [r.comment for r in admin.servers("memory") if r.port == 3399] == [hostile]
         assert admin.render("SELECT %s", ("a'b",)) == "SELECT 'a''b'"  # SQLite quoting, no backslashes
 
@@ -107,9 +116,20 @@ def test_host_that_accepts_tcp_and_never_answers_times_out_within_the_deadline()
 
 
 def test_garbage_values_are_unexpected_results():
-    good = dict(hostgroup_id="1", hostname="h", port="3306", gtid_port="0", status="ONLINE", weight="1",
-                compression="0", max_connections="1000", max_replication_lag="0", use_ssl="0", max_latency_ms="0",
-                comment="")
+    good = dict(
+        hostgroup_id="1",
+        hostname="h",
+        port="3306",
+        gtid_port="0",
+        status="ONLINE",
+        weight="1",
+        compression="0",
+        max_connections="1000",
+        max_replication_lag="0",
+        use_ssl="0",
+        max_latency_ms="0",
+        comment="",
+    )
     assert _typed(ServerRow, good, "p1", "t").port == 3306
     with pytest.raises(UnexpectedResult, match="weight"):
         _typed(ServerRow, {**good, "weight": "lots"}, "p1", "t")
@@ -122,8 +142,11 @@ def test_garbage_values_are_unexpected_results():
 def test_processlist_of_session_0_is_no_session_not_every_session(proxysql_double):
     """Session ids start at 1: the client read every session for id 0 (`if session_id`), and the kill page then
     described the first of them (issue 34)."""
-    admin_sql(proxysql_double, "INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (101,'127.0.0.1',3306)",
-              "LOAD MYSQL SERVERS TO RUNTIME")
+    admin_sql(
+        proxysql_double,
+        "INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (101,'127.0.0.1',3306)",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+    )
     proxysql_double.traffic.set_sessions(hostgroup=101, count=3, kind="read", busy=1.0, reconnect=False)
     with client_for(proxysql_double) as admin:
         every = admin.processlist()

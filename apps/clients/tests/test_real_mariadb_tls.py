@@ -1,6 +1,7 @@
 """Issue 34: a cluster's TLS setting against a real MariaDB that demands TLS of the monitor user (REQUIRE SSL), with a
 CA and a server certificate made here. A private server (own directory and port, as lab/tests/test_galera_lab.py's
 standalone test), so no lab another test or engineer uses is changed."""
+
 import os
 import shutil
 import socket
@@ -24,8 +25,10 @@ class TLSMariaDB(MariaDBStandalone):
 
     def _cnf_extra(self, node):
         tls = self.base_dir / "tls"
-        return (super()._cnf_extra(node) + f"ssl-ca={tls / 'ca.pem'}\nssl-cert={tls / 'server.pem'}\n"
-                f"ssl-key={tls / 'server.key'}\n")
+        return (
+            super()._cnf_extra(node) + f"ssl-ca={tls / 'ca.pem'}\nssl-cert={tls / 'server.pem'}\n"
+            f"ssl-key={tls / 'server.key'}\n"
+        )
 
 
 def _free_port():
@@ -56,9 +59,17 @@ def server():
 
 def client(server, tls_ca="", tls_verify=True):
     """The backend client of a cluster whose one backend is the server, with this TLS setting."""
-    cluster, _ = Cluster.objects.update_or_create(name="shop", defaults=dict(
-        writer_hostgroup=100, reader_hostgroup=101, monitor_user="monitor", monitor_password=PASSWORD, tls_ca=tls_ca,
-        tls_verify=tls_verify))
+    cluster, _ = Cluster.objects.update_or_create(
+        name="shop",
+        defaults=dict(
+            writer_hostgroup=100,
+            reader_hostgroup=101,
+            monitor_user="monitor",
+            monitor_password=PASSWORD,
+            tls_ca=tls_ca,
+            tls_verify=tls_verify,
+        ),
+    )
     backend, _ = Server.objects.get_or_create(cluster=cluster, hostname="127.0.0.1", port=server["port"])
     return BackendClient.for_server(Server.objects.select_related("cluster").get(pk=backend.pk))
 

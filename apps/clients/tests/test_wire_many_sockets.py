@@ -1,5 +1,6 @@
 """A worker polling a fleet holds thousands of sockets: a query must still be awaited when the connection's
 descriptor is numbered above select()'s FD_SETSIZE (1024)."""
+
 import os
 import resource
 

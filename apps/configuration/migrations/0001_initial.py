@@ -7,71 +7,154 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('fleet', '0004_replication_credentials'),
-        ('operations', '0002_alter_operation_kind'),
+        ("fleet", "0004_replication_credentials"),
+        ("operations", "0002_alter_operation_kind"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ConfigVersion',
+            name="ConfigVersion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('number', models.PositiveIntegerField()),
-                ('author', models.CharField(help_text='user or rule name', max_length=150)),
-                ('reason', models.TextField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('content', models.JSONField()),
-                ('source', models.CharField(help_text='adopt, change, revert, runtime, operation', max_length=20)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='config_versions', to='fleet.cluster')),
-                ('operation', models.ForeignKey(blank=True, help_text='the operation that applied it, if one did', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='operations.operation')),
-                ('parent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.RESTRICT, related_name='+', to='configuration.configversion')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("number", models.PositiveIntegerField()),
+                ("author", models.CharField(help_text="user or rule name", max_length=150)),
+                ("reason", models.TextField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("content", models.JSONField()),
+                ("source", models.CharField(help_text="adopt, change, revert, runtime, operation", max_length=20)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="config_versions", to="fleet.cluster"
+                    ),
+                ),
+                (
+                    "operation",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="the operation that applied it, if one did",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="operations.operation",
+                    ),
+                ),
+                (
+                    "parent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.RESTRICT,
+                        related_name="+",
+                        to="configuration.configversion",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['cluster', '-number'],
+                "ordering": ["cluster", "-number"],
             },
         ),
         migrations.CreateModel(
-            name='ChangeSet',
+            name="ChangeSet",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('author_name', models.CharField(max_length=150)),
-                ('reason', models.TextField(blank=True)),
-                ('source', models.CharField(default='change', help_text='change, file, revert, runtime, write_back', max_length=20)),
-                ('nodes', models.JSONField(blank=True, default=list)),
-                ('edits', models.JSONField(blank=True, default=list)),
-                ('state', models.CharField(choices=[('draft', 'draft'), ('planned', 'planned'), ('applied', 'applied'), ('failed', 'not applied'), ('discarded', 'discarded')], default='draft', max_length=12)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('author', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='change_sets', to='fleet.cluster')),
-                ('operation', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='operations.operation')),
-                ('base', models.ForeignKey(on_delete=django.db.models.deletion.RESTRICT, related_name='+', to='configuration.configversion')),
-                ('result', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='configuration.configversion')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("author_name", models.CharField(max_length=150)),
+                ("reason", models.TextField(blank=True)),
+                (
+                    "source",
+                    models.CharField(
+                        default="change", help_text="change, file, revert, runtime, write_back", max_length=20
+                    ),
+                ),
+                ("nodes", models.JSONField(blank=True, default=list)),
+                ("edits", models.JSONField(blank=True, default=list)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("draft", "draft"),
+                            ("planned", "planned"),
+                            ("applied", "applied"),
+                            ("failed", "not applied"),
+                            ("discarded", "discarded"),
+                        ],
+                        default="draft",
+                        max_length=12,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "author",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="change_sets", to="fleet.cluster"
+                    ),
+                ),
+                (
+                    "operation",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="operations.operation",
+                    ),
+                ),
+                (
+                    "base",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.RESTRICT, related_name="+", to="configuration.configversion"
+                    ),
+                ),
+                (
+                    "result",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="configuration.configversion",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-id'],
+                "ordering": ["-id"],
             },
         ),
         migrations.CreateModel(
-            name='ConfigSecret',
+            name="ConfigSecret",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('ref', models.CharField(max_length=300)),
-                ('value', apps.fleet.secrets.EncryptedTextField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='config_secrets', to='fleet.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("ref", models.CharField(max_length=300)),
+                ("value", apps.fleet.secrets.EncryptedTextField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="config_secrets", to="fleet.cluster"
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('cluster', 'ref'), name='unique_secret_ref')],
+                "constraints": [models.UniqueConstraint(fields=("cluster", "ref"), name="unique_secret_ref")],
             },
         ),
         migrations.AddConstraint(
-            model_name='configversion',
-            constraint=models.UniqueConstraint(fields=('cluster', 'number'), name='unique_version_number'),
+            model_name="configversion",
+            constraint=models.UniqueConstraint(fields=("cluster", "number"), name="unique_version_number"),
         ),
     ]

@@ -6,12 +6,22 @@ change for a while (MANAGED below) live in it, not on its nodes. What the old fa
 Each version audited as any ("configuration version recorded", by the system, source "migration"). The node's
 disk layer, the last fallback, cannot be read here: a cluster whose nodes recorded nothing gets a version without
 the variable, and repair says to record the nodes (manage.py record_nodes)."""
+
 from django.db import migrations
 
 # Frozen here: what the code said when this migration was written (the code may change, this must not).
 MANAGED = ("mysql-auto_increment_delay_multiplex",)
-SERVER_FIELDS = ("gtid_port", "status", "weight", "compression", "max_connections", "max_replication_lag", "use_ssl",
-                 "max_latency_ms", "comment")
+SERVER_FIELDS = (
+    "gtid_port",
+    "status",
+    "weight",
+    "compression",
+    "max_connections",
+    "max_replication_lag",
+    "use_ssl",
+    "max_latency_ms",
+    "comment",
+)
 REASON = "intent in one record (issue 35): what the inventory and the nodes' recorded variables held"
 
 
@@ -30,12 +40,22 @@ def first_content(cluster, memberships, variables):
     from apps.configuration import content as C  # why: a migration (pure helpers: the tables' order and claims)
 
     content = C.empty()
-    content["roles"] = {"writer": cluster.writer_hostgroup, "reader": cluster.reader_hostgroup,
-                        "backup_writer": cluster.backup_writer_hostgroup, "offline": cluster.offline_hostgroup,
-                        "writer_is_also_reader": cluster.writer_is_also_reader}
-    content["mysql_servers"] = [{"hostgroup_id": m.hostgroup_id, "hostname": m.server.hostname,
-                                 "port": m.server.port, **{f: getattr(m, f) for f in SERVER_FIELDS}}
-                                for m in memberships.filter(server__cluster=cluster).select_related("server")]
+    content["roles"] = {
+        "writer": cluster.writer_hostgroup,
+        "reader": cluster.reader_hostgroup,
+        "backup_writer": cluster.backup_writer_hostgroup,
+        "offline": cluster.offline_hostgroup,
+        "writer_is_also_reader": cluster.writer_is_also_reader,
+    }
+    content["mysql_servers"] = [
+        {
+            "hostgroup_id": m.hostgroup_id,
+            "hostname": m.server.hostname,
+            "port": m.server.port,
+            **{f: getattr(m, f) for f in SERVER_FIELDS},
+        }
+        for m in memberships.filter(server__cluster=cluster).select_related("server")
+    ]
     content["global_variables"] = dict(variables)
     content["hostgroups"] = sorted(C.claimed_hostgroups(content))
     return C.sort(content)
@@ -61,16 +81,31 @@ def every_cluster_a_version(apps, schema_editor):
                 continue
             content = {**parent.content, "global_variables": dict(sorted({**held, **missing}.items()))}
         version = ConfigVersion.objects.create(
-            cluster=cluster, number=parent.number + 1 if parent else 1, parent=parent, author="system",
-            reason=REASON, content=content, source="migration")
-        record("configuration version recorded", actor=Actor.system(), cluster=cluster,
-               target=f"{cluster.name} v{version.number}",
-               details={"version": version.number, "parent": parent.number if parent else None,
-                        "source": "migration", "reason": REASON, "operation": None, "changes": None})
+            cluster=cluster,
+            number=parent.number + 1 if parent else 1,
+            parent=parent,
+            author="system",
+            reason=REASON,
+            content=content,
+            source="migration",
+        )
+        record(
+            "configuration version recorded",
+            actor=Actor.system(),
+            cluster=cluster,
+            target=f"{cluster.name} v{version.number}",
+            details={
+                "version": version.number,
+                "parent": parent.number if parent else None,
+                "source": "migration",
+                "reason": REASON,
+                "operation": None,
+                "changes": None,
+            },
+        )
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("configuration", "0001_initial"),
         ("fleet", "0016_cluster_tls_ca_and_verify"),

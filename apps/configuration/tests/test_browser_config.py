@@ -1,6 +1,7 @@
 """In a real browser, the issue's "done when": an operator adds a backend, moves a weight, adds a mirror rule and
 changes mysql-mirror_max_concurrency on the lab cluster, sees the effect check and the SQL for both ProxySQL
 nodes, applies it (a real Celery worker), diffs it against the previous version, and reverts it."""
+
 import pytest
 
 from apps.configuration import services
@@ -24,12 +25,12 @@ def add_row(page, table, values, expect):
         else:
             field.fill(str(value))
     form.locator("button[name=save]").click()
-    page.wait_for_selector(f"ol.edits li:has-text(\"{expect}\")")
+    page.wait_for_selector(f'ol.edits li:has-text("{expect}")')
 
 
-def test_operator_changes_applies_diffs_and_reverts_the_configuration(page, live_server, browser_login, operator_user,
-                                                                       adopted_lab, redis_server, celery_broker,
-                                                                       celery_factory):
+def test_operator_changes_applies_diffs_and_reverts_the_configuration(
+    page, live_server, browser_login, operator_user, adopted_lab, redis_server, celery_broker, celery_factory
+):
     cluster, doubles = adopted_lab
     celery_factory("worker", redis_server)
     browser_login(operator_user)
@@ -39,10 +40,18 @@ def test_operator_changes_applies_diffs_and_reverts_the_configuration(page, live
     page.click("button[name=new]")
 
     # A new backend in a mirror hostgroup, and a mirror rule to it.
-    add_row(page, "mysql_servers", {"hostgroup_id": 200, "hostname": "127.0.0.1", "port": 3313,
-                                    "comment": "mirror target"}, "mysql_servers [200, '127.0.0.1', 3313]")
-    add_row(page, "mysql_query_rules", {"rule_id": 5, "active": 1, "match_digest": "^INSERT", "mirror_hostgroup": 200},
-            "mysql_query_rules [5]")
+    add_row(
+        page,
+        "mysql_servers",
+        {"hostgroup_id": 200, "hostname": "127.0.0.1", "port": 3313, "comment": "mirror target"},
+        "mysql_servers [200, '127.0.0.1', 3313]",
+    )
+    add_row(
+        page,
+        "mysql_query_rules",
+        {"rule_id": 5, "active": 1, "match_digest": "^INSERT", "mirror_hostgroup": 200},
+        "mysql_query_rules [5]",
+    )
     # Move a weight; a bad value is refused inline first (htmx validation on change).
     page.click("[data-edit='101/127.0.0.1/3312']")
     form = page.locator("[data-row-form=mysql_servers]")
@@ -78,7 +87,9 @@ def test_operator_changes_applies_diffs_and_reverts_the_configuration(page, live
     page.click("button[name=confirm]")
     page.wait_for_selector("[data-state=done]", timeout=30_000)
     for d in doubles:
-        assert runtime(d, "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3312") == (("20000",),)
+        assert runtime(d, "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3312") == (
+            ("20000",),
+        )
         assert runtime(d, "SELECT mirror_hostgroup FROM runtime_mysql_query_rules WHERE rule_id=5") == (("200",),)
 
     # Diff version 2 against version 1, then revert to version 1.
@@ -91,15 +102,19 @@ def test_operator_changes_applies_diffs_and_reverts_the_configuration(page, live
     page.click("button[name=confirm]")
     page.wait_for_selector("[data-state=done]", timeout=30_000)
     for d in doubles:
-        assert runtime(d, "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3312") == (("10000",),)
+        assert runtime(d, "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3312") == (
+            ("10000",),
+        )
         assert runtime(d, "SELECT COUNT(*) FROM runtime_mysql_query_rules") == (("0",),)
-        assert runtime(d, "SELECT variable_value FROM runtime_global_variables "
-                          "WHERE variable_name='mysql-mirror_max_concurrency'") == (("16",),)
+        assert runtime(
+            d, "SELECT variable_value FROM runtime_global_variables WHERE variable_name='mysql-mirror_max_concurrency'"
+        ) == (("16",),)
     assert services.latest(cluster).number == 3
 
 
-def test_every_other_table_through_the_browser(page, live_server, browser_login, admin_user_role, adopted_lab,
-                                               redis_server, celery_broker, celery_factory):
+def test_every_other_table_through_the_browser(
+    page, live_server, browser_login, admin_user_role, adopted_lab, redis_server, celery_broker, celery_factory
+):
     """Users (a password typed once, sent as its hash, never shown again), the native hostgroup tables, the
     scheduler and the hostgroup roles, in one change set applied to both doubles. By an admin: scheduler rows
     run commands on the ProxySQL host (issue 22; an operator is refused, test_host_level.py)."""
@@ -108,15 +123,33 @@ def test_every_other_table_through_the_browser(page, live_server, browser_login,
     browser_login(admin_user_role)
     page.goto(f"{live_server.url}/configuration/clusters/{cluster.pk}/")
     page.click("button[name=new]")
-    add_row(page, "mysql_users", {"username": "app", "password": "s3cret 'quoted'", "default_hostgroup": 100,
-                                  "max_connections": 500}, "mysql_users ['app']")
-    add_row(page, "mysql_galera_hostgroups", {"writer_hostgroup": 300, "backup_writer_hostgroup": 302,
-                                              "reader_hostgroup": 301, "offline_hostgroup": 309, "active": 0},
-            "mysql_galera_hostgroups [300]")
-    add_row(page, "mysql_replication_hostgroups", {"writer_hostgroup": 400, "reader_hostgroup": 401},
-            "mysql_replication_hostgroups [400]")
-    add_row(page, "scheduler", {"id": 1, "active": 0, "interval_ms": 5000, "filename": "/usr/bin/true"},
-            "scheduler [1]")
+    add_row(
+        page,
+        "mysql_users",
+        {"username": "app", "password": "s3cret 'quoted'", "default_hostgroup": 100, "max_connections": 500},
+        "mysql_users ['app']",
+    )
+    add_row(
+        page,
+        "mysql_galera_hostgroups",
+        {
+            "writer_hostgroup": 300,
+            "backup_writer_hostgroup": 302,
+            "reader_hostgroup": 301,
+            "offline_hostgroup": 309,
+            "active": 0,
+        },
+        "mysql_galera_hostgroups [300]",
+    )
+    add_row(
+        page,
+        "mysql_replication_hostgroups",
+        {"writer_hostgroup": 400, "reader_hostgroup": 401},
+        "mysql_replication_hostgroups [400]",
+    )
+    add_row(
+        page, "scheduler", {"id": 1, "active": 0, "interval_ms": 5000, "filename": "/usr/bin/true"}, "scheduler [1]"
+    )
     page.fill("[name=offline]", "9102")
     page.click("button[name=roles]")
     page.wait_for_selector("ol.edits li:has-text('hostgroup roles')")
@@ -130,8 +163,9 @@ def test_every_other_table_through_the_browser(page, live_server, browser_login,
     from apps.configuration.content import mysql_native_hash
 
     for d in doubles:
-        assert runtime(d, "SELECT password, default_hostgroup, max_connections FROM runtime_mysql_users "
-                          "WHERE frontend=1") == ((mysql_native_hash("s3cret 'quoted'"), "100", "500"),)
+        assert runtime(
+            d, "SELECT password, default_hostgroup, max_connections FROM runtime_mysql_users WHERE frontend=1"
+        ) == ((mysql_native_hash("s3cret 'quoted'"), "100", "500"),)
         assert runtime(d, "SELECT reader_hostgroup, active FROM runtime_mysql_galera_hostgroups") == (("301", "0"),)
         assert runtime(d, "SELECT reader_hostgroup FROM runtime_mysql_replication_hostgroups") == (("401",),)
         assert runtime(d, "SELECT filename, interval_ms FROM runtime_scheduler") == (("/usr/bin/true", "5000"),)

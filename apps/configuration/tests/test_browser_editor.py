@@ -1,6 +1,7 @@
 """The change-set editor as a DBA meets it in a real browser: destructive controls readable (WCAG 4.5:1) and red,
 a discard that asks first (a page: works without JS), the query rules table compact (the columns read first, the
 rest folded per row) and full width on a wide screen."""
+
 import pytest
 
 from apps.audit.actor import Actor
@@ -17,13 +18,17 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def draft(versioned_lab, operator_user):
     cluster, doubles, v1 = versioned_lab
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="tidy the rules")
-    services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"},
-                      actor=Actor.command(operator_user))
+    services.add_edit(
+        cs,
+        {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"},
+        actor=Actor.command(operator_user),
+    )
     return cs
 
 
-def test_destructive_controls_are_readable_and_discard_asks_first(page, live_server, browser_login, operator_user,
-                                                                    draft):
+def test_destructive_controls_are_readable_and_discard_asks_first(
+    page, live_server, browser_login, operator_user, draft
+):
     browser_login(operator_user)
     page.goto(f"{live_server.url}{draft.get_absolute_url()}")
     for control in ("button[name=remove]", "[data-delete] >> nth=0", "[data-discard]"):
@@ -51,8 +56,9 @@ def test_a_post_without_the_confirmation_discards_nothing(operator_client, draft
 
 
 @pytest.mark.parametrize("width", [1366, 1920])
-def test_the_query_rules_table_fits_the_screen_with_the_rest_folded(page, live_server, browser_login, operator_user,
-                                                                     draft, width):
+def test_the_query_rules_table_fits_the_screen_with_the_rest_folded(
+    page, live_server, browser_login, operator_user, draft, width
+):
     page.set_viewport_size({"width": width, "height": 1000})
     browser_login(operator_user)
     page.goto(f"{live_server.url}{draft.get_absolute_url()}")
@@ -73,8 +79,9 @@ def test_the_query_rules_table_fits_the_screen_with_the_rest_folded(page, live_s
 
 
 @pytest.mark.parametrize("width", [1366, 1920])
-def test_the_users_table_fits_the_screen_with_the_rest_folded(page, live_server, browser_login, operator_user, draft,
-                                                              width):
+def test_the_users_table_fits_the_screen_with_the_rest_folded(
+    page, live_server, browser_login, operator_user, draft, width
+):
     """Issue 36 item 2, "users likewise": mysql_users shows the columns read first, the rest folded per row."""
     page.set_viewport_size({"width": width, "height": 1000})
     browser_login(operator_user)
@@ -85,8 +92,12 @@ def test_the_users_table_fits_the_screen_with_the_rest_folded(page, live_server,
         box = section.locator(f"th:text-is('{column}')").bounding_box()
         assert box and box["x"] + box["width"] <= width, (column, box)
     assert section.locator("th:text-is('max_connections')").count() == 1  # the column read first, not folded
-    assert not section.locator("th:text-is('frontend')").count() and not section.locator("th:text-is('use_ssl')").count()
-    assert section.locator(".scroll").evaluate("e => e.scrollWidth <= e.clientWidth"), "the users table scrolls sideways"
+    assert (
+        not section.locator("th:text-is('frontend')").count() and not section.locator("th:text-is('use_ssl')").count()
+    )
+    assert section.locator(".scroll").evaluate("e => e.scrollWidth <= e.clientWidth"), (
+        "the users table scrolls sideways"
+    )
     more = section.locator("tbody tr >> nth=0").locator("[data-more-columns]")
     more.locator("summary").click()
     assert "NULL" not in more.locator("dl").inner_text()

@@ -1,6 +1,7 @@
 """A change set from a file has one service behind its three doors (the page's upload, the API, `manage.py config
 apply`): each door's change set is audited as "change set created", and each door refuses one without a reason
 with the service's one message, creating nothing."""
+
 import io
 
 import pytest
@@ -34,29 +35,36 @@ def command(*args):
 
 
 def created(cluster):
-    return list(AuditEvent.objects.filter(action="change set created", cluster_id=cluster.pk)
-                .values_list("details__change_set", "actor_kind"))
+    return list(
+        AuditEvent.objects.filter(action="change set created", cluster_id=cluster.pk).values_list(
+            "details__change_set", "actor_kind"
+        )
+    )
 
 
 def test_each_door_audits_the_change_set_it_creates(adopted_lab, operator_user, client, tmp_path):
     cluster, _ = adopted_lab
     client.force_login(operator_user)
-    response = client.post(reverse("configuration:upload", args=[cluster.pk]),
-                           {"file": SimpleUploadedFile("c.yaml", a_file(cluster, 701).encode()), "reason": "page"})
+    response = client.post(
+        reverse("configuration:upload", args=[cluster.pk]),
+        {"file": SimpleUploadedFile("c.yaml", a_file(cluster, 701).encode()), "reason": "page"},
+    )
     assert response.status_code == 302, response.content[:400]
     page = ChangeSet.objects.get(cluster=cluster, reason="page")
     assert page.operation is not None and response.url == page.operation.get_absolute_url()
 
     api = ApiClient(tokens.create(operator_user, "doors")[1])
-    response = api.post(f"/api/v1/clusters/{cluster.pk}/config/change-sets/",
-                        {"reason": "api", "file": a_file(cluster, 702)})
+    response = api.post(
+        f"/api/v1/clusters/{cluster.pk}/config/change-sets/", {"reason": "api", "file": a_file(cluster, 702)}
+    )
     assert response.status_code == 201, response.content[:400]
     from_api = ChangeSet.objects.get(cluster=cluster, reason="api")
 
     path = tmp_path / "c.yaml"
     path.write_text(a_file(cluster, 703))
-    code, out = command("apply", cluster.name, str(path), "--user", operator_user.username, "--yes",
-                        "--reason", "command")
+    code, out = command(
+        "apply", cluster.name, str(path), "--user", operator_user.username, "--yes", "--reason", "command"
+    )
     assert code == 0, out
     from_command = ChangeSet.objects.get(cluster=cluster, reason="command")
     assert from_command.state == ChangeSet.State.APPLIED
@@ -65,13 +73,16 @@ def test_each_door_audits_the_change_set_it_creates(adopted_lab, operator_user, 
 
 
 @pytest.mark.parametrize("reason", ["", "   "])
-def test_each_door_refuses_a_change_set_without_a_reason_with_one_message(adopted_lab, operator_user, client,
-                                                                           tmp_path, reason):
+def test_each_door_refuses_a_change_set_without_a_reason_with_one_message(
+    adopted_lab, operator_user, client, tmp_path, reason
+):
     cluster, _ = adopted_lab
     text = a_file(cluster, 704)
     client.force_login(operator_user)
-    response = client.post(reverse("configuration:upload", args=[cluster.pk]),
-                           {"file": SimpleUploadedFile("c.yaml", text.encode()), "reason": reason})
+    response = client.post(
+        reverse("configuration:upload", args=[cluster.pk]),
+        {"file": SimpleUploadedFile("c.yaml", text.encode()), "reason": reason},
+    )
     assert response.status_code == 400 and services.NEEDS_REASON in response.content.decode()
 
     api = ApiClient(tokens.create(operator_user, "doors")[1])

@@ -2,6 +2,7 @@
 pair, a weight change and a new rule also rewrote the application user, and its clear-text password came back
 as a mysql_native_password hash. Rows outside the diff stay as the node has them (drift is for repair or a
 write-back); a user in the diff keeps its password as the node holds it unless the change set sets it."""
+
 import json
 
 import pytest
@@ -28,8 +29,11 @@ def sql(double, statement):
 
 def passwords(double, username):
     """The user's password in memory, runtime (both rows) and disk."""
-    return [row[0] for layer in ("main.mysql_users", "runtime_mysql_users", "disk.mysql_users")
-            for row in sql(double, f"SELECT password FROM {layer} WHERE username='{username}'")]
+    return [
+        row[0]
+        for layer in ("main.mysql_users", "runtime_mysql_users", "disk.mysql_users")
+        for row in sql(double, f"SELECT password FROM {layer} WHERE username='{username}'")
+    ]
 
 
 @pytest.fixture
@@ -39,11 +43,17 @@ def users_lab(adopted_lab):
     recorded."""
     cluster, doubles = adopted_lab
     for d in doubles:
-        sql(d, "INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','app-secret',100),"
-               "('rep','rep-secret',101)")
+        sql(
+            d,
+            "INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','app-secret',100),"
+            "('rep','rep-secret',101)",
+        )
         sql(d, "INSERT INTO mysql_users (username,password,default_hostgroup,active) VALUES ('off','off-secret',100,0)")
-        sql(d, "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,apply) "
-               "VALUES (20,1,'^SELECT',101,1)")
+        sql(
+            d,
+            "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,apply) "
+            "VALUES (20,1,'^SELECT',101,1)",
+        )
         for module in ("MYSQL USERS", "MYSQL QUERY RULES"):
             sql(d, f"LOAD {module} TO RUNTIME")
             sql(d, f"SAVE {module} TO DISK")
@@ -58,11 +68,25 @@ def server(version, hostgroup, port):
 
 
 def weight_and_rule(cs, v1):
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3312],
-                           "row": {**server(v1, 101, 3312), "weight": 20000}}, actor=Actor.command(cs.author))
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
-                           "row": {"rule_id": 30, "active": 1, "match_digest": "^DELETE", "destination_hostgroup": 100,
-                                   "apply": 1}}, actor=Actor.command(cs.author))
+    services.add_edit(
+        cs,
+        {
+            "op": "upsert",
+            "table": "mysql_servers",
+            "key": [101, "127.0.0.1", 3312],
+            "row": {**server(v1, 101, 3312), "weight": 20000},
+        },
+        actor=Actor.command(cs.author),
+    )
+    services.add_edit(
+        cs,
+        {
+            "op": "upsert",
+            "table": "mysql_query_rules",
+            "row": {"rule_id": 30, "active": 1, "match_digest": "^DELETE", "destination_hostgroup": 100, "apply": 1},
+        },
+        actor=Actor.command(cs.author),
+    )
 
 
 def test_a_weight_and_a_rule_send_no_user_statement_and_passwords_stay_clear_text(users_lab, operator_user):
@@ -92,7 +116,8 @@ def test_a_weight_and_a_rule_send_no_user_statement_and_passwords_stay_clear_tex
 
 
 def test_rows_outside_the_diff_stay_as_the_node_has_them_and_a_write_back_still_takes_every_difference(
-        users_lab, operator_user):
+    users_lab, operator_user
+):
     cluster, (first, second), v1 = users_lab
     sql(second, "UPDATE mysql_servers SET weight=1234 WHERE hostgroup_id=101 AND port=3313")
     sql(second, "SET mysql-max_connections=1999")
@@ -100,17 +125,22 @@ def test_rows_outside_the_diff_stay_as_the_node_has_them_and_a_write_back_still_
     sql(second, "LOAD MYSQL VARIABLES TO RUNTIME")
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="one weight, one rule")
     weight_and_rule(cs, v1)
-    services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-mirror_max_concurrency",
-                           "value": "100"}, actor=Actor.command(operator_user))
+    services.add_edit(
+        cs,
+        {"op": "set", "table": "global_variables", "name": "mysql-mirror_max_concurrency", "value": "100"},
+        actor=Actor.command(operator_user),
+    )
     op, plan = run(cs, operator_user)
     assert op.state == "done", op.error  # the verify reads back the change set's rows, not the drift beside them
     node = plan.steps[0].nodes[str(cluster.proxysql_nodes.get(name="proxysql-2").pk)]
     assert not [s for s in node["sql"] if "3313" in s or "mysql-max_connections" in s]
     assert sql(second, "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3313") == (("1234",),)
-    assert sql(second, "SELECT variable_value FROM runtime_global_variables "
-                       "WHERE variable_name='mysql-max_connections'") == (("1999",),)
-    assert sql(second, "SELECT variable_value FROM runtime_global_variables "
-                       "WHERE variable_name='mysql-mirror_max_concurrency'") == (("100",),)
+    assert sql(
+        second, "SELECT variable_value FROM runtime_global_variables WHERE variable_name='mysql-max_connections'"
+    ) == (("1999",),)
+    assert sql(
+        second, "SELECT variable_value FROM runtime_global_variables WHERE variable_name='mysql-mirror_max_concurrency'"
+    ) == (("100",),)
 
     back = services.write_back(cluster, actor=Actor.command(operator_user))
     op, plan = run(back, operator_user)
@@ -121,37 +151,45 @@ def test_rows_outside_the_diff_stay_as_the_node_has_them_and_a_write_back_still_
 
 
 def test_a_write_back_keeps_the_form_of_a_password_that_is_the_versions_and_sets_one_changed_by_hand(
-        users_lab, operator_user):
+    users_lab, operator_user
+):
     cluster, (first, second), v1 = users_lab
     sql(second, "UPDATE mysql_users SET max_connections=500 WHERE username='app'")
     sql(second, "UPDATE mysql_users SET password='by-hand' WHERE username='rep'")
     sql(second, "LOAD MYSQL USERS TO RUNTIME")
-    back = services.write_back(cluster,
-                               actor=Actor.command(operator_user),
-                               nodes=[cluster.proxysql_nodes.get(name="proxysql-2")])
+    back = services.write_back(
+        cluster, actor=Actor.command(operator_user), nodes=[cluster.proxysql_nodes.get(name="proxysql-2")]
+    )
     op, plan = run(back, operator_user)
     assert op.state == "done", op.error
-    assert plan.facts["passwords"] == {"proxysql-2": {"app": "password kept as the node has it (clear text)",
-                                                      "rep": "password set (hashed)"}}
+    assert plan.facts["passwords"] == {
+        "proxysql-2": {"app": "password kept as the node has it (clear text)", "rep": "password set (hashed)"}
+    }
     assert passwords(second, "app") == ["app-secret"] * 4
     assert sql(second, "SELECT max_connections FROM runtime_mysql_users WHERE username='app'") == (("10000",),) * 2
     assert passwords(second, "rep") == [C.mysql_native_hash("rep-secret")] * 4
 
+
 def test_a_user_in_the_diff_keeps_its_password_form_unless_the_change_set_sets_it(
-        users_lab, operator_user, operator_client):
+    users_lab, operator_user, operator_client
+):
     cluster, doubles, v1 = users_lab
     # The second node's app password was changed by hand: the change set does not set it, so the node keeps it.
     sql(doubles[1], "UPDATE mysql_users SET password='app-by-hand' WHERE username='app'")
     sql(doubles[1], "LOAD MYSQL USERS TO RUNTIME")
     users = {u["username"]: u for u in v1.content["mysql_users"]}
     new_hash = C.mysql_native_hash("new-secret")
-    cs = services.start_change_set(cluster,
-                                   actor=Actor.command(operator_user),
-                                   reason="app: more connections; rep: new password")
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_users", "key": ["app"],
-                           "row": {**users["app"], "max_connections": 2000}}, actor=Actor.command(operator_user))
-    services.add_edit(cs, edits.upsert(MYSQL_USERS, users["rep"], key=["rep"], password=new_hash),
-                      actor=Actor.command(operator_user))
+    cs = services.start_change_set(
+        cluster, actor=Actor.command(operator_user), reason="app: more connections; rep: new password"
+    )
+    services.add_edit(
+        cs,
+        {"op": "upsert", "table": "mysql_users", "key": ["app"], "row": {**users["app"], "max_connections": 2000}},
+        actor=Actor.command(operator_user),
+    )
+    services.add_edit(
+        cs, edits.upsert(MYSQL_USERS, users["rep"], key=["rep"], password=new_hash), actor=Actor.command(operator_user)
+    )
     op, plan = run(cs, operator_user)
     assert op.state == "done", op.error
 
@@ -159,7 +197,7 @@ def test_a_user_in_the_diff_keeps_its_password_form_unless_the_change_set_sets_i
     assert plan.facts["passwords"] == {"proxysql-1": said, "proxysql-2": said}
     stored = json.dumps(Operation.objects.get(pk=op.pk).plan)
     for value in ("app-secret", "app-by-hand", "rep-secret", new_hash, C.mysql_native_hash("app-secret")):
-        assert value not in stored, stored[stored.index(value) - 300:][:400]
+        assert value not in stored, stored[stored.index(value) - 300 :][:400]
     page = operator_client.get(op.get_absolute_url()).content.decode()
     assert "app: password kept as the node has it (clear text)" in page and "rep: password set (hashed)" in page
     for d, kept in zip(doubles, ("app-secret", "app-by-hand")):

@@ -1,5 +1,6 @@
 """Change sets on the lab pair: version 1 from what the nodes run, a change planned (effect check, SQL per
 node) and applied to both doubles as one unit, verified, recorded; reverted; refused when stale."""
+
 import pytest
 from django.urls import reverse
 
@@ -28,8 +29,11 @@ def versioned_lab(adopted_lab):
     cluster, doubles = adopted_lab
     for d in doubles:
         sql(d, "INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','app-secret',100)")
-        sql(d, "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,apply) "
-               "VALUES (10,1,'^SELECT.*FOR UPDATE',100,1),(20,1,'^SELECT',101,1)")
+        sql(
+            d,
+            "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,apply) "
+            "VALUES (10,1,'^SELECT.*FOR UPDATE',100,1),(20,1,'^SELECT',101,1)",
+        )
         for module in ("MYSQL USERS", "MYSQL QUERY RULES"):
             sql(d, f"LOAD {module} TO RUNTIME")
     # Adoption recorded version 1 before the user and rules existed: record it again from what the node runs now.
@@ -53,39 +57,72 @@ def test_version_one_holds_what_the_node_runs_without_its_passwords(versioned_la
     cluster, doubles, version = versioned_lab
     content = version.content
     assert {(r["hostgroup_id"], r["port"]) for r in content["mysql_servers"]} == {
-        (100, 3311), (101, 3311), (101, 3312), (101, 3313), (102, 3312), (102, 3313)}
+        (100, 3311),
+        (101, 3311),
+        (101, 3312),
+        (101, 3313),
+        (102, 3312),
+        (102, 3313),
+    }
     user = content["mysql_users"][0]
     assert user["username"] == "app" and set(user["password"]) == {"secret"}
     assert "app-secret" not in str(content)
     stored = ConfigSecret.objects.get(cluster=cluster, ref=user["password"]["secret"])
-    assert stored.value == "*" + __import__("hashlib").sha1(__import__("hashlib").sha1(b"app-secret").digest()).hexdigest().upper()
-    assert content["global_variables"]["mysql-monitor_password"] == {"secret": content["global_variables"]["mysql-monitor_password"]["secret"]}
+    assert (
+        stored.value
+        == "*" + __import__("hashlib").sha1(__import__("hashlib").sha1(b"app-secret").digest()).hexdigest().upper()
+    )
+    assert content["global_variables"]["mysql-monitor_password"] == {
+        "secret": content["global_variables"]["mysql-monitor_password"]["secret"]
+    }
     assert [r["rule_id"] for r in content["mysql_query_rules"]] == [10, 20]
 
 
 def test_change_applied_to_both_nodes_verified_and_recorded_then_reverted(versioned_lab, operator_user):
     cluster, doubles, v1 = versioned_lab
-    cs = services.start_change_set(cluster,
-                                   actor=Actor.command(operator_user), reason="more weight, a mirror, a new backend")
+    cs = services.start_change_set(
+        cluster, actor=Actor.command(operator_user), reason="more weight, a mirror, a new backend"
+    )
     row = next(r for r in v1.content["mysql_servers"] if r["hostgroup_id"] == 101 and r["port"] == 3312)
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3312],
-                           "row": {**row, "weight": 20000}}, actor=Actor.command(operator_user))
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_servers",
-                           "row": {"hostgroup_id": 200, "hostname": "127.0.0.1", "port": 3313, "comment": "mirror target"}},
-                      actor=Actor.command(operator_user))
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
-                           "row": {"rule_id": 5, "active": 1, "match_digest": "^INSERT", "mirror_hostgroup": 200,
-                                   "apply": 0}}, actor=Actor.command(operator_user))
-    services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-mirror_max_concurrency",
-                           "value": "100"}, actor=Actor.command(operator_user))
+    services.add_edit(
+        cs,
+        {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3312], "row": {**row, "weight": 20000}},
+        actor=Actor.command(operator_user),
+    )
+    services.add_edit(
+        cs,
+        {
+            "op": "upsert",
+            "table": "mysql_servers",
+            "row": {"hostgroup_id": 200, "hostname": "127.0.0.1", "port": 3313, "comment": "mirror target"},
+        },
+        actor=Actor.command(operator_user),
+    )
+    services.add_edit(
+        cs,
+        {
+            "op": "upsert",
+            "table": "mysql_query_rules",
+            "row": {"rule_id": 5, "active": 1, "match_digest": "^INSERT", "mirror_hostgroup": 200, "apply": 0},
+        },
+        actor=Actor.command(operator_user),
+    )
+    services.add_edit(
+        cs,
+        {"op": "set", "table": "global_variables", "name": "mysql-mirror_max_concurrency", "value": "100"},
+        actor=Actor.command(operator_user),
+    )
     op, plan = run(cs, operator_user)
     assert op.state == "done", op.error
     for d in doubles:
         assert sql(d, "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3312") == (("20000",),)
-        assert sql(d, "SELECT hostgroup_id FROM runtime_mysql_servers WHERE port=3313 AND hostgroup_id=200") == (("200",),)
+        assert sql(d, "SELECT hostgroup_id FROM runtime_mysql_servers WHERE port=3313 AND hostgroup_id=200") == (
+            ("200",),
+        )
         assert sql(d, "SELECT mirror_hostgroup FROM runtime_mysql_query_rules WHERE rule_id=5") == (("200",),)
-        assert sql(d, "SELECT variable_value FROM runtime_global_variables "
-                      "WHERE variable_name='mysql-mirror_max_concurrency'") == (("100",),)
+        assert sql(
+            d, "SELECT variable_value FROM runtime_global_variables WHERE variable_name='mysql-mirror_max_concurrency'"
+        ) == (("100",),)
         assert sql(d, "SELECT weight FROM disk.mysql_servers WHERE hostgroup_id=101 AND port=3312") == (("20000",),)
     v2 = services.latest(cluster)
     assert (v2.number, v2.reason, v2.operation_id) == (2, "more weight, a mirror, a new backend", op.pk)
@@ -100,8 +137,9 @@ def test_change_applied_to_both_nodes_verified_and_recorded_then_reverted(versio
         assert sql(d, "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3312") == (("10000",),)
         assert sql(d, "SELECT COUNT(*) FROM runtime_mysql_query_rules WHERE rule_id=5") == (("0",),)
         assert sql(d, "SELECT COUNT(*) FROM runtime_mysql_servers WHERE hostgroup_id=200") == (("0",),)
-        assert sql(d, "SELECT variable_value FROM runtime_global_variables "
-                      "WHERE variable_name='mysql-mirror_max_concurrency'") == (("16",),)
+        assert sql(
+            d, "SELECT variable_value FROM runtime_global_variables WHERE variable_name='mysql-mirror_max_concurrency'"
+        ) == (("16",),)
     assert services.latest(cluster).number == 3
 
 
@@ -109,10 +147,16 @@ def test_a_stale_change_set_is_refused_with_what_changed_since(versioned_lab, op
     cluster, doubles, v1 = versioned_lab
     first = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="one")
     second = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="two")
-    services.add_edit(first, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"},
-                      actor=Actor.command(operator_user))
-    services.add_edit(second, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "2048"},
-                      actor=Actor.command(operator_user))
+    services.add_edit(
+        first,
+        {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"},
+        actor=Actor.command(operator_user),
+    )
+    services.add_edit(
+        second,
+        {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "2048"},
+        actor=Actor.command(operator_user),
+    )
     op, _ = run(first, operator_user)
     assert op.state == "done", op.error
     with pytest.raises(services.Refused) as refused:
@@ -123,15 +167,27 @@ def test_a_stale_change_set_is_refused_with_what_changed_since(versioned_lab, op
 def test_a_node_refusing_a_statement_mid_apply_leaves_both_as_before(versioned_lab, operator_user):
     cluster, (first, second), v1 = versioned_lab
     # The second node refuses the new rule, as a ProxySQL of another version would refuse a column it lacks.
-    sql(second, 'LAB FAIL_STATEMENTS {"text": "REPLACE INTO mysql_query_rules", '
-                '"message": "table mysql_query_rules has no column named gtid_from_hostgroup"}')
+    sql(
+        second,
+        'LAB FAIL_STATEMENTS {"text": "REPLACE INTO mysql_query_rules", '
+        '"message": "table mysql_query_rules has no column named gtid_from_hostgroup"}',
+    )
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="weight and a rule")
     row = next(r for r in v1.content["mysql_servers"] if r["hostgroup_id"] == 101 and r["port"] == 3313)
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313],
-                           "row": {**row, "weight": 5}}, actor=Actor.command(operator_user))
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
-                           "row": {"rule_id": 30, "active": 1, "match_digest": "^DELETE", "destination_hostgroup": 100,
-                                   "apply": 1}}, actor=Actor.command(operator_user))
+    services.add_edit(
+        cs,
+        {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313], "row": {**row, "weight": 5}},
+        actor=Actor.command(operator_user),
+    )
+    services.add_edit(
+        cs,
+        {
+            "op": "upsert",
+            "table": "mysql_query_rules",
+            "row": {"rule_id": 30, "active": 1, "match_digest": "^DELETE", "destination_hostgroup": 100, "apply": 1},
+        },
+        actor=Actor.command(operator_user),
+    )
     tables = ("runtime_mysql_servers", "mysql_servers", "runtime_mysql_query_rules", "mysql_query_rules")
     before = {d.port: [sql(d, f"SELECT * FROM {t} ORDER BY 1, 2") for t in tables] for d in (first, second)}
     op, _ = run(cs, operator_user)
@@ -156,18 +212,29 @@ def test_a_node_paused_mid_apply_is_put_back_when_it_answers(versioned_lab, oper
     before = {d.port: [sql(d, f"SELECT * FROM {t} ORDER BY 1, 2") for t in tables] for d in (first, second)}
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="weight and a rule")
     row = next(r for r in v1.content["mysql_servers"] if r["hostgroup_id"] == 101 and r["port"] == 3313)
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313],
-                           "row": {**row, "weight": 5}}, actor=Actor.command(operator_user))
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
-                           "row": {"rule_id": 30, "active": 1, "match_digest": "^DELETE", "destination_hostgroup": 100,
-                                   "apply": 1}}, actor=Actor.command(operator_user))
+    services.add_edit(
+        cs,
+        {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313], "row": {**row, "weight": 5}},
+        actor=Actor.command(operator_user),
+    )
+    services.add_edit(
+        cs,
+        {
+            "op": "upsert",
+            "table": "mysql_query_rules",
+            "row": {"rule_id": 30, "active": 1, "match_digest": "^DELETE", "destination_hostgroup": 100, "apply": 1},
+        },
+        actor=Actor.command(operator_user),
+    )
     # The second node applies the first statement of the change, then stops answering (a paused ProxySQL).
     sql(second, 'LAB FAIL_STATEMENTS {"text": "REPLACE INTO mysql_servers", "pause": true}')
     op, _ = run(cs, operator_user)
     assert op.state == "rollback_pending", op.error
     assert [sql(first, f"SELECT * FROM {t} ORDER BY 1, 2") for t in tables] == before[first.port]
     pending = PendingRollback.objects.get()
-    assert pending.node.name == "proxysql-2" and any("REPLACE INTO mysql_servers" in s["sql"] for s in pending.statements)
+    assert pending.node.name == "proxysql-2" and any(
+        "REPLACE INTO mysql_servers" in s["sql"] for s in pending.statements
+    )
 
     second.set_mode("normal")
     PendingRollback.objects.update(next_try_at=timezone.now())
@@ -183,8 +250,11 @@ def test_only_admins_confirm_where_the_cluster_says_so(versioned_lab, operator_u
     cluster, doubles, v1 = versioned_lab
     Cluster.objects.filter(pk=cluster.pk).update(config_confirm_role="admin")
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="connections")
-    services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"},
-                      actor=Actor.command(operator_user))
+    services.add_edit(
+        cs,
+        {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"},
+        actor=Actor.command(operator_user),
+    )
     op = change_set.plan_and_save(cs, actor=Actor.command(operator_user))
     with pytest.raises(operations.NotAllowed, match="only an admin confirms"):
         operations.confirm(op, actor=Actor.command(operator_user), enqueue=False)
@@ -233,23 +303,33 @@ def test_the_inline_check_refuses_a_regex_proxysql_cannot_compile(versioned_lab,
     silently and never match). Checked with the cluster's engine: mysql-query_processor_regex 1 PCRE, 2 RE2."""
     cluster, doubles, version = versioned_lab
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user))
-    services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-query_processor_regex", "value": engine},
-                      actor=Actor.command(operator_user))
+    services.add_edit(
+        cs,
+        {"op": "set", "table": "global_variables", "name": "mysql-query_processor_regex", "value": engine},
+        actor=Actor.command(operator_user),
+    )
     client.force_login(operator_user)
     url = reverse("configuration:row_form", args=[cs.pk, "mysql_query_rules"])
 
-    defaults = {name: field.initial for name, field in RowForm(table=MYSQL_QUERY_RULES).fields.items()
-                if field.initial is not None}
+    defaults = {
+        name: field.initial
+        for name, field in RowForm(table=MYSQL_QUERY_RULES).fields.items()
+        if field.initial is not None
+    }
 
     def check(**row):
         fields = {**defaults, "rule_id": "30", "active": "1", "apply": "1", "destination_hostgroup": "101", **row}
-        return client.post(url, {f"row-mysql_query_rules-{k}": v for k, v in fields.items()},
-                           headers={"HX-Request": "true"}).content.decode()
+        return client.post(
+            url, {f"row-mysql_query_rules-{k}": v for k, v in fields.items()}, headers={"HX-Request": "true"}
+        ).content.decode()
 
     assert 'data-check="valid"' in check(match_digest="^SELECT .* FROM t")
     refused = check(match_digest="^SELECT (")
     assert 'data-check="valid"' not in refused and 'data-check="invalid"' in refused
-    assert "match_digest" in refused and "does not compile in ProxySQL&#x27;s " + ("RE2" if engine == "2" else "PCRE") in refused
+    assert (
+        "match_digest" in refused
+        and "does not compile in ProxySQL&#x27;s " + ("RE2" if engine == "2" else "PCRE") in refused
+    )
     assert 'data-check="invalid"' in check(match_pattern="[a-", match_digest="")
     if engine == "2":  # PCRE's look-behind is not RE2's
         assert 'data-check="invalid"' in check(match_digest="(?<=x)SELECT")
@@ -261,8 +341,11 @@ def test_the_start_recheck_reads_through_the_connections_the_steps_use(versioned
     refusing the start (CI, issue 37)."""
     cluster, doubles, v1 = versioned_lab
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="connections")
-    services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"},
-                      actor=Actor.command(operator_user))
+    services.add_edit(
+        cs,
+        {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"},
+        actor=Actor.command(operator_user),
+    )
     op = change_set.plan_and_save(cs, actor=Actor.command(operator_user))
     operations.confirm(op, actor=Actor.command(operator_user), enqueue=False)
     for double in doubles:

@@ -1,6 +1,7 @@
 """A node changed by hand: the configuration page shows it against the current version, and both ways out
 work, each previewed as a plan first — write the version back to it, or take its runtime into a new version
 that every node then runs."""
+
 import pytest
 
 from apps.audit.actor import Actor
@@ -20,8 +21,11 @@ def sql(double, statement):
 
 def by_hand(double):
     sql(double, "UPDATE mysql_servers SET weight=1234 WHERE hostgroup_id=101 AND port=3313")
-    sql(double, "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,apply) "
-                "VALUES (77,1,'^SHOW',101,1)")
+    sql(
+        double,
+        "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,apply) "
+        "VALUES (77,1,'^SHOW',101,1)",
+    )
     for module in ("MYSQL SERVERS", "MYSQL QUERY RULES"):
         sql(double, f"LOAD {module} TO RUNTIME")
 
@@ -74,10 +78,22 @@ def test_an_inventory_edit_in_the_admin_is_the_next_version(adopted_lab, client,
     cluster, _ = adopted_lab
     client.force_login(admin_user_role)
     m = cluster.servers.get(port=3313).memberships.get(hostgroup_id=101)
-    response = client.post(f"/admin/fleet/hostgroupmembership/{m.pk}/change/", {
-        "server": m.server_id, "hostgroup_id": 101, "status": "ONLINE", "weight": 4321, "max_connections": m.max_connections,
-        "max_replication_lag": 0, "compression": 0, "use_ssl": 0, "max_latency_ms": 0, "gtid_port": 0,
-        "comment": m.comment})
+    response = client.post(
+        f"/admin/fleet/hostgroupmembership/{m.pk}/change/",
+        {
+            "server": m.server_id,
+            "hostgroup_id": 101,
+            "status": "ONLINE",
+            "weight": 4321,
+            "max_connections": m.max_connections,
+            "max_replication_lag": 0,
+            "compression": 0,
+            "use_ssl": 0,
+            "max_latency_ms": 0,
+            "gtid_port": 0,
+            "comment": m.comment,
+        },
+    )
     assert response.status_code == 302
     version = services.latest(cluster)
     assert (version.number, version.source, version.author) == (2, "admin", admin_user_role.username)

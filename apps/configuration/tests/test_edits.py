@@ -2,6 +2,7 @@
 Before it, the form hashed a password with one helper and the API with another (a hash typed into the form was
 hashed again), a service caller's clear-text password went into the change set as is, and only the API knew that
 a `set` is on global_variables."""
+
 import pytest
 from django.urls import reverse
 
@@ -26,11 +27,14 @@ def stored_password(cs, username):
 
 
 def post_user(client, cs, **fields):
-    defaults = {name: field.initial for name, field in RowForm(table=MYSQL_USERS).fields.items()
-                if field.initial is not None}
+    defaults = {
+        name: field.initial for name, field in RowForm(table=MYSQL_USERS).fields.items() if field.initial is not None
+    }
     data = {**defaults, "username": "app", "default_hostgroup": "100", **fields}
-    return client.post(reverse("configuration:row_form", args=[cs.pk, "mysql_users"]) + "?key=app",
-                       {"key": "app", "save": "1", **{f"row-mysql_users-{k}": v for k, v in data.items()}})
+    return client.post(
+        reverse("configuration:row_form", args=[cs.pk, "mysql_users"]) + "?key=app",
+        {"key": "app", "save": "1", **{f"row-mysql_users-{k}": v for k, v in data.items()}},
+    )
 
 
 def test_the_form_and_the_api_store_a_password_the_same_way(versioned_lab, operator_user, client):
@@ -38,9 +42,19 @@ def test_the_form_and_the_api_store_a_password_the_same_way(versioned_lab, opera
     client.force_login(operator_user)
     by_form = services.start_change_set(cluster, actor=Actor.command(operator_user))
     assert post_user(client, by_form, password=HASH.lower()).status_code == 302
-    by_api = services.create_change_set(cluster, actor=Actor.command(operator_user), reason="same user", edits=[
-        {"op": "upsert", "table": "mysql_users", "key": ["app"],
-         "row": {"username": "app", "default_hostgroup": 100, "password": HASH.lower()}}])
+    by_api = services.create_change_set(
+        cluster,
+        actor=Actor.command(operator_user),
+        reason="same user",
+        edits=[
+            {
+                "op": "upsert",
+                "table": "mysql_users",
+                "key": ["app"],
+                "row": {"username": "app", "default_hostgroup": 100, "password": HASH.lower()},
+            }
+        ],
+    )
     # A hash (copied from mysql.user) is kept as that hash by both doors; clear text becomes its hash.
     assert stored_password(by_form, "app") == stored_password(by_api, "app") == HASH
     clear = services.start_change_set(cluster, actor=Actor.command(operator_user))
@@ -55,8 +69,11 @@ def test_an_empty_password_keeps_the_current_one_whichever_door(versioned_lab, o
     by_form = services.start_change_set(cluster, actor=Actor.command(operator_user))
     assert post_user(client, by_form, password="", max_connections="2000").status_code == 302
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user))
-    services.add_edit(cs, edits.upsert(MYSQL_USERS, {"username": "app", "default_hostgroup": 100}, key=["app"]),
-                      actor=Actor.command(operator_user))
+    services.add_edit(
+        cs,
+        edits.upsert(MYSQL_USERS, {"username": "app", "default_hostgroup": 100}, key=["app"]),
+        actor=Actor.command(operator_user),
+    )
     for each in (by_form, cs):
         each.refresh_from_db()
         row = next(r for r in services.target_of(each)["mysql_users"] if r["username"] == "app")
@@ -67,20 +84,34 @@ def test_a_service_caller_gets_the_apis_checks_and_never_stores_a_clear_password
     cluster, _, _ = versioned_lab
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user))
     # The API's shape: a set names no table (it is always global_variables).
-    services.add_edit(cs, {"op": "set", "name": "mysql-max_connections", "value": "4096"},
-                      actor=Actor.command(operator_user))
+    services.add_edit(
+        cs, {"op": "set", "name": "mysql-max_connections", "value": "4096"}, actor=Actor.command(operator_user)
+    )
     assert services.target_of(cs)["global_variables"]["mysql-max_connections"] == "4096"
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_users", "key": ["app"],
-                           "row": {"username": "app", "default_hostgroup": 100, "password": "clear-text"}},
-                      actor=Actor.command(operator_user))
+    services.add_edit(
+        cs,
+        {
+            "op": "upsert",
+            "table": "mysql_users",
+            "key": ["app"],
+            "row": {"username": "app", "default_hostgroup": 100, "password": "clear-text"},
+        },
+        actor=Actor.command(operator_user),
+    )
     assert "clear-text" not in str(cs.edits)
     assert stored_password(cs, "app") == C.mysql_native_hash("clear-text")
     with pytest.raises(services.Refused, match=r"edit 3: table: one of .*mysql_servers"):
         services.add_edit(cs, {"op": "upsert", "table": "nope", "row": {}}, actor=Actor.command(operator_user))
     with pytest.raises(services.Refused, match=r"edit 3: .*holds no secret 'mysql_users/x#0'"):
-        services.add_edit(cs, {"op": "upsert", "table": "mysql_users", "row": {
-            "username": "x", "default_hostgroup": 100, "password": {"secret": "mysql_users/x#0"}}},
-            actor=Actor.command(operator_user))
+        services.add_edit(
+            cs,
+            {
+                "op": "upsert",
+                "table": "mysql_users",
+                "row": {"username": "x", "default_hostgroup": 100, "password": {"secret": "mysql_users/x#0"}},
+            },
+            actor=Actor.command(operator_user),
+        )
 
 
 def test_the_shape_check_names_every_missing_field():
@@ -109,14 +140,18 @@ def test_every_row_of_every_table_opens_in_the_editor_and_saves_unchanged(versio
             assert page.status_code == 200, (table.name, key, page.status_code)
             opened += 1
             form = page.context["form"]
-            data = {f"row-{table.name}-{name}": ("" if value is None else value)
-                    for name, value in form.initial.items() if name in form.fields}
+            data = {
+                f"row-{table.name}-{name}": ("" if value is None else value)
+                for name, value in form.initial.items()
+                if name in form.fields
+            }
             saved = client.post(url, {"key": key, "save": "1", **data})
             assert saved.status_code == 302, (table.name, key, saved.content.decode()[:2000])
     assert opened >= 5  # servers, the user, the two rules at least
     cs.refresh_from_db()
-    assert services.target_of(cs) == services.target_of(services.start_change_set(cluster,
-                                                                                  actor=Actor.command(operator_user)))
+    assert services.target_of(cs) == services.target_of(
+        services.start_change_set(cluster, actor=Actor.command(operator_user))
+    )
 
 
 def test_an_empty_value_proxysql_refuses_at_load_is_refused_with_its_reason(versioned_lab, operator_user):
@@ -125,7 +160,8 @@ def test_an_empty_value_proxysql_refuses_at_load_is_refused_with_its_reason(vers
     cluster, _, _ = versioned_lab
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user))
     with pytest.raises(services.Refused, match="mysql-default_schema.*cannot be empty: ProxySQL keeps '' in memory"):
-        services.add_edit(cs, {"op": "set", "name": "mysql-default_schema", "value": ""},
-                          actor=Actor.command(operator_user))
+        services.add_edit(
+            cs, {"op": "set", "name": "mysql-default_schema", "value": ""}, actor=Actor.command(operator_user)
+        )
     services.add_edit(cs, {"op": "set", "name": "mysql-init_connect", "value": ""}, actor=Actor.command(operator_user))
     assert services.target_of(cs)["global_variables"]["mysql-init_connect"] == ""

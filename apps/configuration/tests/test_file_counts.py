@@ -1,5 +1,6 @@
 """Issue 34: a 4 MB file of 200,000 variables tied a web worker 5-7 s before it was refused. Refused on its count
 of values before anything is built (and on its size before it is read), at every door."""
+
 import time
 
 import pytest
@@ -44,19 +45,24 @@ def test_a_draft_takes_no_edit_past_the_most_one_may_hold(operator_user):
     from apps.configuration.models import ChangeSet, ConfigVersion
 
     cluster = Cluster.objects.create(name="c", writer_hostgroup=10, reader_hostgroup=20)
-    base = ConfigVersion.objects.create(cluster=cluster, number=1, author="x", reason="r", source="adopt",
-                                        content=content.empty())
+    base = ConfigVersion.objects.create(
+        cluster=cluster, number=1, author="x", reason="r", source="adopt", content=content.empty()
+    )
     actor = Actor.command(operator_user)
-    full = [{"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": str(i + 1)}
-            for i in range(services.MAX_EDITS)]
+    full = [
+        {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": str(i + 1)}
+        for i in range(services.MAX_EDITS)
+    ]
     cs = ChangeSet.objects.create(cluster=cluster, base=base, author=operator_user, author_name="o", edits=full)
     with pytest.raises(services.Refused, match="5,000 edits, the most one may hold"):
-        services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-max_connections",
-                               "value": "1"}, actor=actor)
+        services.add_edit(
+            cs, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "1"}, actor=actor
+        )
     cs.refresh_from_db()
     assert len(cs.edits) == services.MAX_EDITS  # nothing lost, nothing added
     cs.edits = full[:-1]
     cs.save()
-    services.add_edit(cs, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "2"},
-                      actor=actor)
+    services.add_edit(
+        cs, {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "2"}, actor=actor
+    )
     assert len(ChangeSet.objects.get(pk=cs.pk).edits) == services.MAX_EDITS

@@ -1,5 +1,6 @@
 """Configuration as code: export a version as YAML, edit it, `manage.py config plan` and `apply` it to the lab
 pair through the same change set, checks and versioning as the pages; stale and broken files are refused."""
+
 import io
 import json
 
@@ -70,9 +71,12 @@ def test_plan_and_apply_a_file_then_refuse_the_stale_one(adopted_lab, operator_u
     assert code == 0, out
     assert "done" in out and "version 2" in out
     for d in doubles:
-        assert runtime(d, "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3313") == (("777",),)
-        assert runtime(d, "SELECT variable_value FROM runtime_global_variables "
-                          "WHERE variable_name='mysql-mirror_max_concurrency'") == (("64",),)
+        assert runtime(d, "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3313") == (
+            ("777",),
+        )
+        assert runtime(
+            d, "SELECT variable_value FROM runtime_global_variables WHERE variable_name='mysql-mirror_max_concurrency'"
+        ) == (("64",),)
 
     # A file exported before version 2 is desired state; with --expect-version it keeps the optimistic lock.
     stale = tmp_path / "stale.yaml"
@@ -85,15 +89,23 @@ def test_blocking_finding_exits_2_and_broken_files_are_refused(adopted_lab, oper
     cluster, _ = adopted_lab
     original = files.export(services.latest(cluster))
     bad = tmp_path / "bad.yaml"
-    bad.write_text(edited(original, lambda doc: doc["mysql_query_rules"].append(
-        {"rule_id": 9, "active": 1, "match_pattern": "^SELECT (", "destination_hostgroup": 101})))
+    bad.write_text(
+        edited(
+            original,
+            lambda doc: doc["mysql_query_rules"].append(
+                {"rule_id": 9, "active": 1, "match_pattern": "^SELECT (", "destination_hostgroup": 101}
+            ),
+        )
+    )
     code, out = command("plan", cluster.name, str(bad), "--user", operator_user.username)
     assert code == 2 and "[BLOCKS]" in out and "does not compile" in out
 
-    for breaking, expected in ((lambda doc: doc.pop("scheduler"), "scheduler is missing"),
-                               (lambda doc: doc["mysql_servers"][0].update(weight=-1), "weight must be at least 0"),
-                               (lambda doc: doc["mysql_servers"][0].update(nonsense=1), "unknown column(s) nonsense"),
-                               (lambda doc: doc.update(cluster="other"), "for cluster 'other'")):
+    for breaking, expected in (
+        (lambda doc: doc.pop("scheduler"), "scheduler is missing"),
+        (lambda doc: doc["mysql_servers"][0].update(weight=-1), "weight must be at least 0"),
+        (lambda doc: doc["mysql_servers"][0].update(nonsense=1), "unknown column(s) nonsense"),
+        (lambda doc: doc.update(cluster="other"), "for cluster 'other'"),
+    ):
         path = tmp_path / "broken.yaml"
         path.write_text(edited(original, breaking))
         code, out = command("plan", cluster.name, str(path), "--user", operator_user.username)
@@ -110,8 +122,15 @@ def test_every_table_through_a_file(adopted_lab, admin_user_role, tmp_path):
     def change(doc):
         doc["roles"]["offline"] = 9102
         doc["mysql_users"].append({"username": "reporting", "default_hostgroup": 101, "transaction_persistent": 0})
-        doc["mysql_galera_hostgroups"].append({"writer_hostgroup": 300, "backup_writer_hostgroup": 302,
-                                               "reader_hostgroup": 301, "offline_hostgroup": 309, "active": 0})
+        doc["mysql_galera_hostgroups"].append(
+            {
+                "writer_hostgroup": 300,
+                "backup_writer_hostgroup": 302,
+                "reader_hostgroup": 301,
+                "offline_hostgroup": 309,
+                "active": 0,
+            }
+        )
         doc["mysql_replication_hostgroups"].append({"writer_hostgroup": 400, "reader_hostgroup": 401})
         doc["scheduler"].append({"id": 3, "active": 0, "interval_ms": 60000, "filename": "/usr/bin/true", "arg1": "x"})
         doc["global_variables"]["mysql-shun_recovery_time_sec"] = 5
@@ -121,20 +140,30 @@ def test_every_table_through_a_file(adopted_lab, admin_user_role, tmp_path):
     code, out = command("apply", cluster.name, str(path), "--user", admin_user_role.username, "--yes")
     assert code == 0, out
     for d in doubles:
-        assert runtime(d, "SELECT default_hostgroup, transaction_persistent FROM runtime_mysql_users "
-                          "WHERE username='reporting' AND frontend=1") == (("101", "0"),)
+        assert runtime(
+            d,
+            "SELECT default_hostgroup, transaction_persistent FROM runtime_mysql_users "
+            "WHERE username='reporting' AND frontend=1",
+        ) == (("101", "0"),)
         assert runtime(d, "SELECT reader_hostgroup FROM runtime_mysql_galera_hostgroups") == (("301",),)
         assert runtime(d, "SELECT reader_hostgroup FROM runtime_mysql_replication_hostgroups") == (("401",),)
         assert runtime(d, "SELECT arg1 FROM runtime_scheduler WHERE id=3") == (("x",),)
-        assert runtime(d, "SELECT variable_value FROM runtime_global_variables "
-                          "WHERE variable_name='mysql-shun_recovery_time_sec'") == (("5",),)
+        assert runtime(
+            d, "SELECT variable_value FROM runtime_global_variables WHERE variable_name='mysql-shun_recovery_time_sec'"
+        ) == (("5",),)
     cluster.refresh_from_db()
     assert cluster.offline_hostgroup == 9102
     # And back, by exporting the new version, removing it all again and applying that file.
     back = tmp_path / "back.yaml"
-    back.write_text(edited(files.export(services.latest(cluster)), lambda doc: [
-        doc.update(mysql_galera_hostgroups=[], mysql_replication_hostgroups=[], scheduler=[]),
-        doc["mysql_users"].clear()]))
+    back.write_text(
+        edited(
+            files.export(services.latest(cluster)),
+            lambda doc: [
+                doc.update(mysql_galera_hostgroups=[], mysql_replication_hostgroups=[], scheduler=[]),
+                doc["mysql_users"].clear(),
+            ],
+        )
+    )
     code, out = command("apply", cluster.name, str(back), "--user", admin_user_role.username, "--yes", "--json")
     assert code == 0 and '"outcome": "done"' in out, out
     for d in doubles:
@@ -183,7 +212,9 @@ def test_apply_is_idempotent_and_diff_exits_0_or_2(adopted_lab, operator_user, t
     assert code == 0 and "weight 555 -> 444" in out and out.count("REPLACE INTO mysql_servers") == 2, out
     assert rows_behind() == before and services.latest(cluster).number == 2
     for d in doubles:
-        assert runtime(d, "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3313") == (("555",),)
+        assert runtime(d, "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3313") == (
+            ("555",),
+        )
 
 
 def test_a_file_from_before_another_change_is_desired_state(adopted_lab, operator_user, tmp_path):
@@ -212,8 +243,11 @@ def test_a_file_from_before_another_change_is_desired_state(adopted_lab, operato
     code, out = command("apply", str(old), *user, "--yes", "--json")
     assert code == 0 and json.loads(out.splitlines()[-1])["version"] == 3, out
     for d in doubles:
-        assert runtime(d, "SELECT port, weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port IN "
-                          "(3312, 3313) ORDER BY port") == (("3312", "10000"), ("3313", "333"))
+        assert runtime(
+            d,
+            "SELECT port, weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port IN "
+            "(3312, 3313) ORDER BY port",
+        ) == (("3312", "10000"), ("3313", "333"))
     code, out = command("apply", str(old), *user, "--yes", "--expect-version", "3")
     assert (code, out.strip()) == (0, "nothing to do: the cluster already runs this file (version 3)")
 
@@ -227,8 +261,10 @@ def test_diff_exits_1_on_any_error_and_writes_nothing(adopted_lab, tmp_path):
         (edited(original, lambda doc: doc.pop("cluster")), "names no cluster"),
         ("{not yaml: [", "not valid YAML"),
         (edited(original, lambda doc: doc.pop("scheduler")), "scheduler is missing"),
-        (edited(original, lambda doc: doc["global_variables"].update({"mysql-monitor_password": {"secret": "x/y"}})),
-         "secret(s) the console does not hold: x/y"),
+        (
+            edited(original, lambda doc: doc["global_variables"].update({"mysql-monitor_password": {"secret": "x/y"}})),
+            "secret(s) the console does not hold: x/y",
+        ),
     ]
     before = rows_behind()
     for text, expected in cases:
@@ -250,8 +286,9 @@ def test_the_upload_page_says_nothing_to_do_and_keeps_the_optional_lock(adopted_
     url = reverse("configuration:upload", args=[cluster.pk])
 
     def upload(text, **fields):
-        return operator_client.post(url, {"file": SimpleUploadedFile("galera-lab.yaml", text.encode()), "reason": "r",
-                                          **fields}, follow=True)
+        return operator_client.post(
+            url, {"file": SimpleUploadedFile("galera-lab.yaml", text.encode()), "reason": "r", **fields}, follow=True
+        )
 
     before = rows_behind()
     response = upload(text)

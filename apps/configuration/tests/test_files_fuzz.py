@@ -2,6 +2,7 @@
 `manage.py config diff` / `plan`, given files nested deep, with aliases, lone surrogates, huge numbers, lists and
 mappings where text is expected, and control characters. A refusal or a change set, never a 500 or a traceback;
 and a file the loader refuses saves nothing anywhere."""
+
 import io
 import json
 
@@ -26,23 +27,42 @@ from apps.operations.models import Operation
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-KEYS = ["cluster", "version", "roles", "hostgroups", "mysql_servers", "mysql_users", "mysql_query_rules", "scheduler",
-        "global_variables"]
+KEYS = [
+    "cluster",
+    "version",
+    "roles",
+    "hostgroups",
+    "mysql_servers",
+    "mysql_users",
+    "mysql_query_rules",
+    "scheduler",
+    "global_variables",
+]
 COLUMNS = ["hostgroup_id", "hostname", "port", "status", "weight", "comment", "password", "rule_id", "match_digest"]
-scalar = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(10**30), max_value=10**30),
-                   st.floats(allow_nan=True), hostile_text.filter(lambda t: len(t) < 5_000),
-                   st.text(alphabet=st.characters(max_codepoint=0x9F), max_size=6))
-odd = st.recursive(scalar, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                  st.dictionaries(st.text(max_size=6), inner, max_size=3)), max_leaves=8)
+scalar = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True),
+    hostile_text.filter(lambda t: len(t) < 5_000),
+    st.text(alphabet=st.characters(max_codepoint=0x9F), max_size=6),
+)
+odd = st.recursive(
+    scalar,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=8,
+)
 # Changes to the parsed document: a top-level key, or a column of the first row of a table, becomes `odd`.
 doc_change = st.tuples(st.sampled_from(KEYS), st.one_of(st.none(), st.sampled_from(COLUMNS)), odd)
 # Changes to the text: deep nesting, an alias chain, an escape of a lone surrogate or a control character, a huge number.
 text_change = st.one_of(
     st.integers(min_value=2, max_value=6000).map(lambda n: ("nest", n)),
     st.integers(min_value=1, max_value=8).map(lambda n: ("alias", n)),
-    st.sampled_from(["\\ud800", "\\udfff\\ud800", "\\x00", "\\x1b[31m", "\\x85", "\\u202e", "\\U0010FFFF", "\\UFFFFFFFF"])
-    .map(lambda e: ("escape", e)),
-    st.integers(min_value=21, max_value=6000).map(lambda n: ("digits", n)))
+    st.sampled_from(
+        ["\\ud800", "\\udfff\\ud800", "\\x00", "\\x1b[31m", "\\x85", "\\u202e", "\\U0010FFFF", "\\UFFFFFFFF"]
+    ).map(lambda e: ("escape", e)),
+    st.integers(min_value=21, max_value=6000).map(lambda n: ("digits", n)),
+)
 
 
 def mutate(original, doc_changes, text_changes):
@@ -74,11 +94,23 @@ def mutate(original, doc_changes, text_changes):
 def versioned(db):
     """A cluster with a configuration version (no ProxySQL node: planning reads nothing), and its exported file."""
     cluster = Cluster.objects.create(name="fuzz", writer_hostgroup=100, reader_hostgroup=101)
-    content = {**C.empty(), "roles": {"writer": 100, "reader": 101}, "hostgroups": [100, 101],
-               "mysql_servers": [typed_row(BY_NAME["mysql_servers"], {"hostgroup_id": 100, "hostname": "10.0.0.1",
-                                                                     "port": 3306, "comment": "w"}, strict=False)],
-               "mysql_query_rules": [typed_row(BY_NAME["mysql_query_rules"], {"rule_id": 1, "active": 1,
-                                                                             "match_digest": "^SELECT"}, strict=False)]}
+    content = {
+        **C.empty(),
+        "roles": {"writer": 100, "reader": 101},
+        "hostgroups": [100, 101],
+        "mysql_servers": [
+            typed_row(
+                BY_NAME["mysql_servers"],
+                {"hostgroup_id": 100, "hostname": "10.0.0.1", "port": 3306, "comment": "w"},
+                strict=False,
+            )
+        ],
+        "mysql_query_rules": [
+            typed_row(
+                BY_NAME["mysql_query_rules"], {"rule_id": 1, "active": 1, "match_digest": "^SELECT"}, strict=False
+            )
+        ],
+    }
     version = services.record_version(cluster, content, actor=Actor.system(), reason="fuzz", source="adopt")
     return cluster, files.export(version)
 
@@ -101,7 +133,9 @@ def command(*args):
     return 0, out.getvalue()
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @example(doc_changes=[("roles", None, {"writer": 10**30})], text_changes=[])
 @example(doc_changes=[("mysql_servers", "comment", {"secret": [1, 2]})], text_changes=[("escape", "\\ud800")])
 @example(doc_changes=[], text_changes=[("alias", 8)])
@@ -109,8 +143,9 @@ def command(*args):
 @example(doc_changes=[], text_changes=[("digits", 5000)])
 @example(doc_changes=[("mysql_users", None, [{"username": "u", "password": {"secret": {"a": 1}}}])], text_changes=[])
 @given(doc_changes=st.lists(doc_change, max_size=3), text_changes=st.lists(text_change, max_size=2))
-def test_no_yaml_path_fails_or_saves_on_a_hostile_file(versioned, admin_user_role, admin_api, client, settings,
-                                                       tmp_path, doc_changes, text_changes):
+def test_no_yaml_path_fails_or_saves_on_a_hostile_file(
+    versioned, admin_user_role, admin_api, client, settings, tmp_path, doc_changes, text_changes
+):
     settings.API_THROTTLE_RATES = {"read": "1000000/min", "write": "1000000/min"}
     cluster, original = versioned
     text = mutate(original, doc_changes, text_changes)

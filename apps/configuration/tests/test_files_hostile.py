@@ -1,5 +1,6 @@
 """Hostile configuration files (issue 22): each refused with a clear message by every door (the loader, the
 command), never a 500, a traceback, a huge change set or a stuck worker."""
+
 import pytest
 import yaml
 
@@ -31,14 +32,18 @@ def hostile_files(original):
     return [
         (alias_bomb(original), "anchors and aliases (& and *) are not accepted"),
         ("cluster: x\nroles: " + "[" * 3000 + "]" * 3000 + "\n", "nested more than 16 levels deep"),
-        (first_server(weight=12345).replace("weight: 12345", "weight: " + "9" * 5000),
-         "a number longer than 20 digits"),
+        (
+            first_server(weight=12345).replace("weight: 12345", "weight: " + "9" * 5000),
+            "a number longer than 20 digits",
+        ),
         (first_server(comment="BAD").replace("comment: BAD", 'comment: "\\ud800"'), "lone surrogate"),
         (a_user(password={"secret": [1, 2]}), "write a secret as {secret: <reference>}"),
         (first_server(comment={"secret": "x"}), "a {secret: ...} reference stands only for a password"),
         (edited(original, lambda doc: doc["roles"].update(writer=2**40)), "roles.writer must be a hostgroup number"),
-        (edited(original, lambda doc: doc["global_variables"].update({"mysql-threads": {"a": 1}})),
-         "global_variables mysql-threads: a value must be text or a number"),
+        (
+            edited(original, lambda doc: doc["global_variables"].update({"mysql-threads": {"a": 1}})),
+            "global_variables mysql-threads: a value must be text or a number",
+        ),
     ]
 
 
@@ -60,7 +65,9 @@ def test_hostile_files_are_refused_by_the_loader_and_the_command(adopted_lab, tm
 def test_row_and_size_limits_are_refused_plainly(adopted_lab):
     cluster, _ = adopted_lab
     original = files.export(services.latest(cluster))
-    rows = edited(original, lambda doc: doc.update(mysql_query_rules=[{"rule_id": i} for i in range(1, files.MAX_ROWS + 2)]))
+    rows = edited(
+        original, lambda doc: doc.update(mysql_query_rules=[{"rule_id": i} for i in range(1, files.MAX_ROWS + 2)])
+    )
     with pytest.raises(files.FileError, match="mysql_query_rules has 20,001 rows, more than 20,000"):
         files.read(rows, cluster)
     with pytest.raises(files.FileError, match="characters, more than 5,242,880"):

@@ -3,6 +3,7 @@ applied re-indexed its table, and every query rule was compared with every earli
 the Python function calls and the database queries of the import as the upload and `config apply` run it
 (parse, validate, diff, change set, plan saved), for N and 2N query rules. The time is the benchmark's
 (lab/bench_config_file.py, docs/benchmarks.md)."""
+
 import cProfile
 import pstats
 
@@ -21,8 +22,17 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def with_rules(text, n):
     """The file with n query rules of one user, none shadowing another (a literal start is no pure prefix)."""
-    rules = [{"rule_id": k, "active": 1, "username": "app", "match_digest": f"^SELECT .* FROM t{k}\\b",
-              "destination_hostgroup": 101, "apply": 1} for k in range(1, n + 1)]
+    rules = [
+        {
+            "rule_id": k,
+            "active": 1,
+            "username": "app",
+            "match_digest": f"^SELECT .* FROM t{k}\\b",
+            "destination_hostgroup": 101,
+            "apply": 1,
+        }
+        for k in range(1, n + 1)
+    ]
     return edited(text, lambda doc: doc.update(mysql_query_rules=rules))
 
 

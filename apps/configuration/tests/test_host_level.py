@@ -2,6 +2,7 @@
 interface (issue 22: an operator had `/bin/sh -c ...` loaded and saved, and could turn on the REST API). Only an
 admin adds or changes them, at every door: the page, the API, a YAML file (upload and `config apply`); the
 form says so, and the effect check names them."""
+
 import html
 
 import pytest
@@ -21,8 +22,18 @@ from apps.configuration.tests.test_secret_places import form_data
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SHELL = {"id": 1, "active": 1, "interval_ms": 10000, "filename": "/bin/sh", "arg1": "-c", "arg2": "id > /tmp/x",
-         "arg3": None, "arg4": None, "arg5": None, "comment": "runs a shell"}
+SHELL = {
+    "id": 1,
+    "active": 1,
+    "interval_ms": 10000,
+    "filename": "/bin/sh",
+    "arg1": "-c",
+    "arg2": "id > /tmp/x",
+    "arg3": None,
+    "arg4": None,
+    "arg5": None,
+    "comment": "runs a shell",
+}
 REFUSAL = "Only an admin may change scheduler rows and admin-* variables"
 
 
@@ -34,15 +45,18 @@ def logged_in(user):
 
 def page_edits(client, cs):
     """A scheduler row through the row form and admin-restapi_enabled through the variable form."""
-    row = client.post(reverse("configuration:row_form", args=[cs.pk, "scheduler"]),
-                      {"save": "1", **form_data("row-scheduler", SHELL)})
-    variable = client.post(reverse("configuration:set_variable", args=[cs.pk]),
-                           {"name": "admin-restapi_enabled", "value": "true"})
+    row = client.post(
+        reverse("configuration:row_form", args=[cs.pk, "scheduler"]), {"save": "1", **form_data("row-scheduler", SHELL)}
+    )
+    variable = client.post(
+        reverse("configuration:set_variable", args=[cs.pk]), {"name": "admin-restapi_enabled", "value": "true"}
+    )
     return row, variable
 
 
 def test_the_page_refuses_an_operator_and_lets_an_admin_with_the_effect_check_naming_them(
-        versioned_lab, operator_user, admin_user_role):
+    versioned_lab, operator_user, admin_user_role
+):
     cluster, doubles, v1 = versioned_lab
     operator = logged_in(operator_user)
     mine = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="a job")
@@ -68,14 +82,15 @@ def test_the_page_refuses_an_operator_and_lets_an_admin_with_the_effect_check_na
         assert sql(d, "SELECT filename, arg1 FROM runtime_scheduler WHERE id=1") == (("/bin/sh", "-c"),)
 
 
-def test_the_api_and_files_refuse_an_operator_and_let_an_admin(versioned_lab, operator_user, admin_user_role,
-                                                                tmp_path):
+def test_the_api_and_files_refuse_an_operator_and_let_an_admin(versioned_lab, operator_user, admin_user_role, tmp_path):
     cluster, doubles, v1 = versioned_lab
     edits = [{"op": "upsert", "table": "scheduler", "row": SHELL}]
     url = f"/api/v1/clusters/{cluster.pk}/config/change-sets/"
     operator_api, admin_api = token_client(operator_user), token_client(admin_user_role)
-    for body in ({"reason": "a job", "edits": edits},
-                 {"reason": "REST", "edits": [{"op": "set", "name": "admin-restapi_enabled", "value": "true"}]}):
+    for body in (
+        {"reason": "a job", "edits": edits},
+        {"reason": "REST", "edits": [{"op": "set", "name": "admin-restapi_enabled", "value": "true"}]},
+    ):
         refused = operator_api.post(url, body)
         assert refused.status_code == 403 and REFUSAL in refused.json()["error"]["message"], refused.content[:300]
     doc = yaml.safe_load(files.export(services.latest(cluster)))
@@ -83,8 +98,10 @@ def test_the_api_and_files_refuse_an_operator_and_let_an_admin(versioned_lab, op
     text = yaml.safe_dump(doc)
     refused = operator_api.post(url, {"reason": "a job", "file": text})
     assert refused.status_code == 403 and REFUSAL in refused.json()["error"]["message"]
-    upload = logged_in(operator_user).post(reverse("configuration:upload", args=[cluster.pk]), {
-        "reason": "a job", "file": SimpleUploadedFile("lab.yaml", text.encode())})
+    upload = logged_in(operator_user).post(
+        reverse("configuration:upload", args=[cluster.pk]),
+        {"reason": "a job", "file": SimpleUploadedFile("lab.yaml", text.encode())},
+    )
     assert upload.status_code == 403 and REFUSAL in html.unescape(upload.content.decode())
     path = tmp_path / "lab.yaml"
     path.write_text(text)

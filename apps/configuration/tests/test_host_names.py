@@ -1,5 +1,6 @@
 """Issue 34: a change set's mysql_servers row names where the pollers log in with the cluster's monitor credentials;
 a host name with a line break, a space or an invisible character is refused with the reason (it was accepted)."""
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -15,12 +16,16 @@ def server_edit(hostname):
     return {"op": "upsert", "table": "mysql_servers", "row": {"hostgroup_id": 100, "hostname": hostname, "port": 3306}}
 
 
-@pytest.mark.parametrize("hostname, said", [
-    ("db1.example.com\r\nevil.example.com", "contains a control character (U+000D)"),
-    ("db1 ", "contains SPACE (U+0020)"),
-    ("db1\u200b.example.com", "contains ZERO WIDTH SPACE (U+200B)"),
-    ("db1\u2028", "contains LINE SEPARATOR (U+2028)"),
-    ("  ", "is empty")])
+@pytest.mark.parametrize(
+    "hostname, said",
+    [
+        ("db1.example.com\r\nevil.example.com", "contains a control character (U+000D)"),
+        ("db1 ", "contains SPACE (U+0020)"),
+        ("db1\u200b.example.com", "contains ZERO WIDTH SPACE (U+200B)"),
+        ("db1\u2028", "contains LINE SEPARATOR (U+2028)"),
+        ("  ", "is empty"),
+    ],
+)
 def test_a_host_name_with_hidden_characters_is_refused(hostname, said):
     with pytest.raises(EditError) as refused:
         apply_edits(BASE, [server_edit(hostname)])
@@ -32,8 +37,11 @@ HIDDEN = st.characters(categories=["Cc", "Cf", "Zl", "Zp", "Zs"])
 
 
 @settings(max_examples=60, deadline=None)
-@given(before=st.from_regex(r"[a-z0-9.-]{1,20}", fullmatch=True), hidden=HIDDEN,
-       after=st.from_regex(r"[a-z0-9.-]{0,20}", fullmatch=True))
+@given(
+    before=st.from_regex(r"[a-z0-9.-]{1,20}", fullmatch=True),
+    hidden=HIDDEN,
+    after=st.from_regex(r"[a-z0-9.-]{0,20}", fullmatch=True),
+)
 def test_fuzz_hidden_characters_anywhere_in_a_host_name_are_refused(before, hidden, after):
     with pytest.raises(EditError, match="hostname contains (a NUL character|.*a host name has no spaces)"):
         apply_edits(BASE, [server_edit(before + hidden + after)])

@@ -1,5 +1,6 @@
 """Issue 35 item 3: intent in one record. A change to a cluster without a configuration version (none is made
 without one now; a row written around the product) is refused: the inventory never takes a change alone."""
+
 import pytest
 
 from apps.audit.actor import Actor
@@ -16,8 +17,9 @@ def test_an_admin_edit_of_a_cluster_without_a_version_is_refused_and_writes_noth
     server = Server.objects.create(cluster=cluster, hostname="10.0.0.1", port=3306)
     HostgroupMembership.objects.create(server=server, hostgroup_id=10, weight=1)
     with pytest.raises(config.NoVersion, match="around has no configuration version yet: adopt a node first"):
-        config.record_admin_edit(cluster, lambda content: config.with_roles(content, {"writer": 20}),
-                                 actor=Actor.system())
+        config.record_admin_edit(
+            cluster, lambda content: config.with_roles(content, {"writer": 20}), actor=Actor.system()
+        )
     cluster.refresh_from_db()
     assert cluster.writer_hostgroup == 10 and not ConfigVersion.objects.exists()
     assert not AuditEvent.objects.filter(action__startswith="inventory changed").exists()

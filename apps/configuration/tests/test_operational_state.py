@@ -1,6 +1,7 @@
 """Configuration never moves the writer (issue 21): who writes and which servers are drained belong to operations.
 On the lab pair: a revert across a switchover keeps the writer and says so; a change set or a file that moves the
 writer, drains or restores a server is refused with the operation to use; a node running another writer counts."""
+
 import re
 
 import pytest
@@ -43,8 +44,16 @@ def runtime_writers(double):
 def test_a_revert_across_a_switchover_keeps_the_writer_and_says_so(versioned_lab, operator_user, live_redis, client):
     cluster, doubles, v1 = versioned_lab
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="lighter reader")
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313],
-                           "row": {**row(v1.content, 101, 3313), "weight": 5}}, actor=Actor.command(operator_user))
+    services.add_edit(
+        cs,
+        {
+            "op": "upsert",
+            "table": "mysql_servers",
+            "key": [101, "127.0.0.1", 3313],
+            "row": {**row(v1.content, 101, 3313), "weight": 5},
+        },
+        actor=Actor.command(operator_user),
+    )
     op, plan = run(cs, operator_user)  # an ordinary weight change plans and applies
     assert op.state == "done", op.error
     assert not [g for g in plan.guards if g.key.startswith("operational")]
@@ -66,8 +75,10 @@ def test_a_revert_across_a_switchover_keeps_the_writer_and_says_so(versioned_lab
     assert "<li>The revert keeps the writer 127.0.0.1:3312 (moved since version 1 by operations" in page
 
     revert = services.revert_to(cluster, v1, actor=Actor.command(operator_user), reason="")
-    assert revert.reason.startswith("revert to version 1. The revert keeps the writer 127.0.0.1:3312 (moved since "
-                                    "version 1 by operations, last in version 3: ")
+    assert revert.reason.startswith(
+        "revert to version 1. The revert keeps the writer 127.0.0.1:3312 (moved since "
+        "version 1 by operations, last in version 3: "
+    )
     assert revert.reason.endswith("version 1's writer was 127.0.0.1:3311.")
     op, plan = run(revert, operator_user)
     assert op.state == "done", op.error
@@ -88,39 +99,60 @@ def test_a_revert_across_a_switchover_keeps_the_writer_and_says_so(versioned_lab
 def test_a_revert_across_a_drain_keeps_the_server_drained_and_says_so(versioned_lab, operator_user):
     cluster, doubles, v1 = versioned_lab
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="heavier reader")
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3312],
-                           "row": {**row(v1.content, 101, 3312), "weight": 20000}}, actor=Actor.command(operator_user))
+    services.add_edit(
+        cs,
+        {
+            "op": "upsert",
+            "table": "mysql_servers",
+            "key": [101, "127.0.0.1", 3312],
+            "row": {**row(v1.content, 101, 3312), "weight": 20000},
+        },
+        actor=Actor.command(operator_user),
+    )
     assert run(cs, operator_user)[0].state == "done"
     run_operation(drain.plan_drain(Server.objects.get(port=3313), drain_timeout_ms=2000), operator_user)
     assert row(services.latest(cluster).content, 101, 3313)["status"] == "OFFLINE_SOFT"
 
     revert = services.revert_to(cluster, v1, actor=Actor.command(operator_user), reason="back to one")
-    assert revert.reason == ("back to one. The revert keeps 127.0.0.1:3313 in hostgroup 101 OFFLINE_SOFT (version 1 "
-                             "had it ONLINE); keeps 127.0.0.1:3313 in hostgroup 102 OFFLINE_SOFT (version 1 had it "
-                             "ONLINE).")
+    assert revert.reason == (
+        "back to one. The revert keeps 127.0.0.1:3313 in hostgroup 101 OFFLINE_SOFT (version 1 "
+        "had it ONLINE); keeps 127.0.0.1:3313 in hostgroup 102 OFFLINE_SOFT (version 1 had it "
+        "ONLINE)."
+    )
     op, plan = run(revert, operator_user)
     assert op.state == "done", op.error
     assert [line["key"] for line in plan.facts["intended_diff"]] == [[101, "127.0.0.1", 3312]]
     for d in doubles:
         assert sql(d, "SELECT hostgroup_id, status FROM runtime_mysql_servers WHERE port=3313 ORDER BY 1") == (
-            ("101", "OFFLINE_SOFT"), ("102", "OFFLINE_SOFT"))
+            ("101", "OFFLINE_SOFT"),
+            ("102", "OFFLINE_SOFT"),
+        )
         assert sql(d, "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3312") == (("10000",),)
 
 
-def test_a_change_set_that_moves_the_writer_is_refused_with_use_a_switchover(versioned_lab, operator_user,
-                                                                            admin_user_role, client):
+def test_a_change_set_that_moves_the_writer_is_refused_with_use_a_switchover(
+    versioned_lab, operator_user, admin_user_role, client
+):
     cluster, doubles, v1 = versioned_lab
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="new writer")
-    services.add_edit(cs, {"op": "delete", "table": "mysql_servers", "key": [100, "127.0.0.1", 3311]},
-                      actor=Actor.command(operator_user))
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_servers",
-                           "row": {**row(v1.content, 100, 3311), "port": 3312}}, actor=Actor.command(operator_user))
+    services.add_edit(
+        cs,
+        {"op": "delete", "table": "mysql_servers", "key": [100, "127.0.0.1", 3311]},
+        actor=Actor.command(operator_user),
+    )
+    services.add_edit(
+        cs,
+        {"op": "upsert", "table": "mysql_servers", "row": {**row(v1.content, 100, 3311), "port": 3312}},
+        actor=Actor.command(operator_user),
+    )
     op = change_set.plan_and_save(cs, actor=Actor.command(operator_user))
     guards = [g for g in Operation.objects.get(pk=op.pk).plan["guards"] if not g["passed"]]
     writer = [g for g in guards if g["key"] == "operational_writer"]
     assert len(writer) == 1 and not writer[0]["overridable"], guards
-    assert writer[0]["label"] == ("Moves the writer from 127.0.0.1:3311 to 127.0.0.1:3312: use a switchover "
-                                  "(the cluster's page → Planned switchover) instead")
+    assert writer[0]["label"] == (
+        "Moves the writer from 127.0.0.1:3311 to 127.0.0.1:3312: use a switchover "
+        "(the cluster's page → Planned switchover) instead"
+    )
     with pytest.raises(operations.NotAllowed, match="cannot be overridden: Moves the writer"):
         operations.confirm(op, actor=Actor.command(admin_user_role), override_reason="I know", enqueue=False)
     client.force_login(operator_user)  # the plan page's effect check names it
@@ -134,14 +166,26 @@ def test_a_change_set_that_moves_the_writer_is_refused_with_use_a_switchover(ver
 def test_a_change_set_that_drains_a_server_is_refused_with_use_a_maintenance_drain(versioned_lab, operator_user):
     cluster, doubles, v1 = versioned_lab
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="maintenance")
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313],
-                           "row": {**row(v1.content, 101, 3313), "status": "OFFLINE_SOFT"}},
-                           actor=Actor.command(operator_user))
+    services.add_edit(
+        cs,
+        {
+            "op": "upsert",
+            "table": "mysql_servers",
+            "key": [101, "127.0.0.1", 3313],
+            "row": {**row(v1.content, 101, 3313), "status": "OFFLINE_SOFT"},
+        },
+        actor=Actor.command(operator_user),
+    )
     plan, _ = plan_change_set(cs)
     failed = [g for g in plan.failed_guards if g.key.startswith("operational")]
     assert [(g.key, g.label, g.overridable) for g in failed] == [
-        ("operational_drain", "Drains 127.0.0.1:3313 in hostgroup 101 (ONLINE → OFFLINE_SOFT): use a maintenance "
-                              "drain (the server's page → Maintenance drain) instead", False)]
+        (
+            "operational_drain",
+            "Drains 127.0.0.1:3313 in hostgroup 101 (ONLINE → OFFLINE_SOFT): use a maintenance "
+            "drain (the server's page → Maintenance drain) instead",
+            False,
+        )
+    ]
     assert [f["key"] for f in plan.facts["findings"]].count("operational_drain") == 1  # on the plan page
 
 
@@ -173,17 +217,32 @@ def test_a_node_running_another_writer_refuses_a_change_that_loads_its_servers(v
     sql(second, "UPDATE mysql_servers SET port=3312 WHERE hostgroup_id=100")
     sql(second, "LOAD MYSQL SERVERS TO RUNTIME")
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="lighter reader")
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313],
-                           "row": {**row(v1.content, 101, 3313), "weight": 5}}, actor=Actor.command(operator_user))
+    services.add_edit(
+        cs,
+        {
+            "op": "upsert",
+            "table": "mysql_servers",
+            "key": [101, "127.0.0.1", 3313],
+            "row": {**row(v1.content, 101, 3313), "weight": 5},
+        },
+        actor=Actor.command(operator_user),
+    )
     plan, _ = plan_change_set(cs)
     failed = [g for g in plan.failed_guards if g.key.startswith("operational")]
     assert [(g.label, g.overridable) for g in failed] == [
-        ("On proxysql-2, this change moves the writer from 127.0.0.1:3312 to 127.0.0.1:3311: use a switchover "
-         "(the cluster's page → Planned switchover) instead", False)]
+        (
+            "On proxysql-2, this change moves the writer from 127.0.0.1:3312 to 127.0.0.1:3311: use a switchover "
+            "(the cluster's page → Planned switchover) instead",
+            False,
+        )
+    ]
 
     variables = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="connections")
-    services.add_edit(variables, {"op": "set", "table": "global_variables", "name": "mysql-max_connections",
-                                  "value": "4096"}, actor=Actor.command(operator_user))
+    services.add_edit(
+        variables,
+        {"op": "set", "table": "global_variables", "name": "mysql-max_connections", "value": "4096"},
+        actor=Actor.command(operator_user),
+    )
     plan, _ = plan_change_set(variables)
     # A change set writes its diff's rows only (h-config-rows): a variable change loads no mysql_servers, so it
     # leaves proxysql-2's writer as the node has it (drift, for a switchover or a write-back) and is not refused.
@@ -191,9 +250,9 @@ def test_a_node_running_another_writer_refuses_a_change_that_loads_its_servers(v
     second_sql = next(n["sql"] for n in plan.steps[0].nodes.values() if n["name"] == "proxysql-2")
     assert second_sql and not [s for s in second_sql if WRITER_ROW.search(s) or "MYSQL SERVERS" in s]
 
-    back = services.write_back(cluster,
-                               actor=Actor.command(operator_user),
-                               nodes=[cluster.proxysql_nodes.get(name="proxysql-2")])
+    back = services.write_back(
+        cluster, actor=Actor.command(operator_user), nodes=[cluster.proxysql_nodes.get(name="proxysql-2")]
+    )
     plan, _ = plan_change_set(back)
     assert not [g for g in plan.failed_guards if g.key.startswith("operational")]
     told = [f for f in plan.facts["findings"] if f["key"] == "operational_writer"]
@@ -206,11 +265,13 @@ def test_taking_in_a_runtime_with_another_writer_is_refused(versioned_lab, opera
     cluster, (first, second), v1 = versioned_lab
     sql(second, "UPDATE mysql_servers SET port=3312 WHERE hostgroup_id=100")
     sql(second, "LOAD MYSQL SERVERS TO RUNTIME")
-    cs = services.take_runtime(cluster, cluster.proxysql_nodes.get(name="proxysql-2"),
-                               actor=Actor.command(operator_user), reason="")
+    cs = services.take_runtime(
+        cluster, cluster.proxysql_nodes.get(name="proxysql-2"), actor=Actor.command(operator_user), reason=""
+    )
     plan, _ = plan_change_set(cs)
     assert [(g.key, g.label.split(": ")[0]) for g in plan.failed_guards if g.key.startswith("operational")] == [
-        ("operational_writer", "Moves the writer from 127.0.0.1:3311 to 127.0.0.1:3312")]  # proxysql-1's too: said once
+        ("operational_writer", "Moves the writer from 127.0.0.1:3311 to 127.0.0.1:3312")
+    ]  # proxysql-1's too: said once
 
 
 def test_a_write_back_to_nodes_that_all_run_another_writer_is_refused(versioned_lab, operator_user):
@@ -224,4 +285,8 @@ def test_a_write_back_to_nodes_that_all_run_another_writer_is_refused(versioned_
     back = services.write_back(cluster, actor=Actor.command(operator_user))
     plan, _ = plan_change_set(back)
     failed = [g for g in plan.failed_guards if g.key == "operational_writer"]
-    assert failed and not failed[0].overridable and "moves the writer from 127.0.0.1:3312 to 127.0.0.1:3311" in failed[0].label
+    assert (
+        failed
+        and not failed[0].overridable
+        and "moves the writer from 127.0.0.1:3312 to 127.0.0.1:3311" in failed[0].label
+    )

@@ -1,5 +1,6 @@
 """The rule tester and the effect check run rule patterns bounded (apps/monitoring/rule_regex.py): a pattern that
 reaches PCRE's match limit is told (a step's reason, a blocking finding), never an exception, never a stall."""
+
 import re
 import time
 
@@ -14,25 +15,41 @@ from apps.configuration.tests.test_findings import BASE, BASE_SERVERS, config, r
 from apps.digests.selectors import Traffic, TrafficRow
 from apps.digests.tests.factories import digest, source, stat
 from apps.fleet.models import ProxySQLNode
-from apps.monitoring.tests.test_rule_regex import AT_THE_LIMIT, BELOW_THE_LIMIT, DIGEST_TEXTS, PATHOLOGICAL, STALLING, within
+from apps.monitoring.tests.test_rule_regex import (
+    AT_THE_LIMIT,
+    BELOW_THE_LIMIT,
+    DIGEST_TEXTS,
+    PATHOLOGICAL,
+    STALLING,
+    within,
+)
 
 
 def traffic():
-    return Traffic(rows=[TrafficRow(f"0x{i:016X}", text, "app", "sbtest", "10.0.0.5", 100, 10_000)
-                         for i, text in enumerate(DIGEST_TEXTS)], seconds=3600)
+    return Traffic(
+        rows=[
+            TrafficRow(f"0x{i:016X}", text, "app", "sbtest", "10.0.0.5", 100, 10_000)
+            for i, text in enumerate(DIGEST_TEXTS)
+        ],
+        seconds=3600,
+    )
 
 
 def test_a_pattern_at_the_match_limit_is_no_match_with_its_reason_not_an_error():
-    rules = [rule(5, match_digest=AT_THE_LIMIT, destination_hostgroup=101, apply=1),
-             rule(10, match_digest="^SELECT", destination_hostgroup=100, apply=1)]
+    rules = [
+        rule(5, match_digest=AT_THE_LIMIT, destination_hostgroup=101, apply=1),
+        rule(10, match_digest="^SELECT", destination_hostgroup=100, apply=1),
+    ]
     with within(2):
         out = evaluate(rules, digest_text="SELECT c FROM sbtest1 WHERE id BETWEEN ? AND ? ORDER BY c=?")
     assert not out.steps[0].matched and out.hostgroup == 100
     assert "reaches the match limit on 'SELECT c FROM sbtest1" in out.steps[0].reason
     assert out.steps[0].limit.startswith(f"match_digest {AT_THE_LIMIT!r}: this pattern reaches the match limit")
     # A global rewrite that matches once, then reaches the limit further on, leaves the query as it was.
-    rewrite = [rule(5, match_pattern="^SELECT", replace_pattern="SELECT /* x */"),
-               rule(6, match_pattern=r"^S|(\w+\s?)*;$", replace_pattern="z", re_modifiers="GLOBAL")]
+    rewrite = [
+        rule(5, match_pattern="^SELECT", replace_pattern="SELECT /* x */"),
+        rule(6, match_pattern=r"^S|(\w+\s?)*;$", replace_pattern="z", re_modifiers="GLOBAL"),
+    ]
     with within(2):
         out = evaluate(rewrite, "SELECT c FROM sbtest1 WHERE id BETWEEN a AND b ORDER BY c; x")
     assert out.rewritten == "SELECT /* x */ c FROM sbtest1 WHERE id BETWEEN a AND b ORDER BY c; x"
@@ -40,9 +57,15 @@ def test_a_pattern_at_the_match_limit_is_no_match_with_its_reason_not_an_error()
 
 
 def test_the_effect_check_over_a_polls_digests_ends_in_time_with_a_blocking_finding():
-    target = config(BASE_SERVERS, BASE["mysql_query_rules"] + [
-        rule(5, match_digest=AT_THE_LIMIT, destination_hostgroup=101, apply=1),
-        rule(6, match_digest=STALLING, mirror_hostgroup=101)], BASE["mysql_users"])
+    target = config(
+        BASE_SERVERS,
+        BASE["mysql_query_rules"]
+        + [
+            rule(5, match_digest=AT_THE_LIMIT, destination_hostgroup=101, apply=1),
+            rule(6, match_digest=STALLING, mirror_hostgroup=101),
+        ],
+        BASE["mysql_users"],
+    )
     start = time.monotonic()
     with within(2):
         found = traffic_findings(target, {(5,), (6,)}, traffic(), {})
@@ -53,13 +76,26 @@ def test_the_effect_check_over_a_polls_digests_ends_in_time_with_a_blocking_find
 
 
 @settings(max_examples=60, deadline=None)
-@given(pattern=PATHOLOGICAL, column=st.sampled_from(["match_digest", "match_pattern"]),
-       engine=st.sampled_from([PCRE, RE2]), negate=st.booleans(), caseless=st.booleans())
+@given(
+    pattern=PATHOLOGICAL,
+    column=st.sampled_from(["match_digest", "match_pattern"]),
+    engine=st.sampled_from([PCRE, RE2]),
+    negate=st.booleans(),
+    caseless=st.booleans(),
+)
 def test_fuzz_pathological_patterns_in_the_rule_tester_and_the_effect_check(pattern, column, engine, negate, caseless):
     modifiers = "CASELESS" if caseless else ""
-    rules = BASE["mysql_query_rules"] + [rule(5, **{column: pattern}, negate_match_pattern=int(negate),
-                                              re_modifiers=modifiers, replace_pattern="x" if column == "match_pattern"
-                                              else None, destination_hostgroup=101, apply=1)]
+    rules = BASE["mysql_query_rules"] + [
+        rule(
+            5,
+            **{column: pattern},
+            negate_match_pattern=int(negate),
+            re_modifiers=modifiers,
+            replace_pattern="x" if column == "match_pattern" else None,
+            destination_hostgroup=101,
+            apply=1,
+        )
+    ]
     target = config(BASE_SERVERS, rules, BASE["mysql_users"], {"mysql-query_processor_regex": str(engine)})
     with within(3):
         assert regex_error(pattern, modifiers, engine) in (None, regex_error(pattern, modifiers, engine))
@@ -80,9 +116,15 @@ def test_the_plan_of_a_draft_rule_at_the_match_limit_answers_with_the_finding(cl
         for i, text in enumerate(DIGEST_TEXTS[:60]):
             stat(src, digest(text, h=f"0x{i + 1:016X}"), now - 600, 10, 1000)
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="a backtracking rule")
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
-                           "row": {"rule_id": 5, "active": 1, "match_digest": AT_THE_LIMIT,
-                                   "destination_hostgroup": 101, "apply": 1}}, actor=Actor.command(operator_user))
+    services.add_edit(
+        cs,
+        {
+            "op": "upsert",
+            "table": "mysql_query_rules",
+            "row": {"rule_id": 5, "active": 1, "match_digest": AT_THE_LIMIT, "destination_hostgroup": 101, "apply": 1},
+        },
+        actor=Actor.command(operator_user),
+    )
     client.force_login(operator_user)
     start = time.monotonic()
     response = client.post(f"/configuration/change-sets/{cs.pk}/plan/", {"reason": "a backtracking rule"}, follow=True)
@@ -96,10 +138,15 @@ def test_a_pattern_just_under_the_match_limit_stops_at_its_budget_over_the_store
     """Hostile input, third round: BELOW_THE_LIMIT reaches no match limit but takes about 2.5 ms a search; over a
     few hundred stored digests the effect check spent seconds of a request on it. Now its searches stop after
     BATCH_BUDGET_S of CPU over the batch and the plan says so (blocking)."""
-    rows = [TrafficRow(f"0x{i:016X}", f"{text} /* {i} */", "app", "sbtest", "10.0.0.5", 100, 10_000)
-            for i, text in enumerate(DIGEST_TEXTS * 20)]
-    target = config(BASE_SERVERS, BASE["mysql_query_rules"] + [
-        rule(5, match_digest=BELOW_THE_LIMIT, destination_hostgroup=101, apply=1)], BASE["mysql_users"])
+    rows = [
+        TrafficRow(f"0x{i:016X}", f"{text} /* {i} */", "app", "sbtest", "10.0.0.5", 100, 10_000)
+        for i, text in enumerate(DIGEST_TEXTS * 20)
+    ]
+    target = config(
+        BASE_SERVERS,
+        BASE["mysql_query_rules"] + [rule(5, match_digest=BELOW_THE_LIMIT, destination_hostgroup=101, apply=1)],
+        BASE["mysql_users"],
+    )
     cpu = time.thread_time()
     found = traffic_findings(target, {(5,)}, Traffic(rows=rows, seconds=3600), {})
     assert time.thread_time() - cpu < BATCH_BUDGET_S + 0.3
@@ -125,8 +172,15 @@ def test_a_draft_of_many_costly_patterns_is_planned_within_the_request_budget_an
     spent its 200 ms per pattern on each, a minute of CPU. Now the walks stop at the request's budget and every rule
     is said as not measured (never a share of 0 %)."""
     settings.RULE_WALK_BUDGET_S = 1.0
-    costly = [rule(100 + i, match_digest=BELOW_THE_LIMIT.replace("(;|=|$)", f"(;|=|$|{i}z)"), apply=0,
-                   destination_hostgroup=101) for i in range(300)]
+    costly = [
+        rule(
+            100 + i,
+            match_digest=BELOW_THE_LIMIT.replace("(;|=|$)", f"(;|=|$|{i}z)"),
+            apply=0,
+            destination_hostgroup=101,
+        )
+        for i in range(300)
+    ]
     ordinary = [rule(1, match_digest="^UPDATE", destination_hostgroup=100), rule(2, match_digest="^SELECT")]
     target = config(BASE_SERVERS, ordinary + costly, BASE["mysql_users"])
     changed = {(r["rule_id"],) for r in ordinary + costly}
@@ -146,8 +200,10 @@ def test_one_walk_through_a_thousand_costly_rules_stops_at_the_budget_and_tells_
     """The rule tester and the digest page walk a few queries through every rule: a thousand costly patterns took
     2.4 s a walk (each under its own budget); the page's columns share one Batch and so one budget."""
     settings.RULE_WALK_BUDGET_S = 0.5
-    rules = [rule(100 + i, match_digest=BELOW_THE_LIMIT.replace("(;|=|$)", f"(;|=|$|{i}z)"), destination_hostgroup=101)
-             for i in range(1000)] + [rule(5000, match_digest="^SELECT", destination_hostgroup=100)]
+    rules = [
+        rule(100 + i, match_digest=BELOW_THE_LIMIT.replace("(;|=|$)", f"(;|=|$|{i}z)"), destination_hostgroup=101)
+        for i in range(1000)
+    ] + [rule(5000, match_digest="^SELECT", destination_hostgroup=100)]
     batch = Batch()
     text = "SELECT c FROM sbtest1 WHERE id BETWEEN ? AND ? ORDER BY c"
     with within(1.5):
@@ -167,6 +223,7 @@ def test_an_ordinary_big_rule_set_over_the_stored_traffic_is_measured_in_full():
     rule set does, each with its own cache or comment): 125,000 cheap searches of one pattern, which the old
     per-pattern budget cut as "too costly" (its 200 ms were spent, at 2 us a search)."""
     from django.conf import settings
+
     assert settings.RULE_WALK_BUDGET_S == 5.0
     shared = [rule(10 + i, match_digest="^SELECT", cache_ttl=1000 + i) for i in range(25)]
     tables = [rule(100 + t, match_digest=rf"\bsbtest{t}\b", destination_hostgroup=101) for t in range(1, 26)]
@@ -185,9 +242,18 @@ def test_an_ordinary_big_rule_set_over_the_stored_traffic_is_measured_in_full():
 
 # -- the walk's own cost (issue 34, follow-up: the walk's Python took about 6 us a rule and row, so more than about 150
 # ordinary rules over 5,000 stored rows were reported as not measured) ----------------------------------------------
-ORDINARY = [r"^SELECT.*FOR UPDATE$", r"^SELECT", r"^(UPDATE|DELETE|INSERT)", r"sbtest{i}\b", r"FROM orders{i} ",
-            r"^SELECT c FROM sbtest{i} WHERE id=\?$", r"(?i)^select .* from customers", r"JOIN customers c ON",
-            r"^SELECT SUM\(k\) FROM sbtest{i}", r"WHERE id BETWEEN \? AND \? ORDER BY c$"]
+ORDINARY = [
+    r"^SELECT.*FOR UPDATE$",
+    r"^SELECT",
+    r"^(UPDATE|DELETE|INSERT)",
+    r"sbtest{i}\b",
+    r"FROM orders{i} ",
+    r"^SELECT c FROM sbtest{i} WHERE id=\?$",
+    r"(?i)^select .* from customers",
+    r"JOIN customers c ON",
+    r"^SELECT SUM\(k\) FROM sbtest{i}",
+    r"WHERE id BETWEEN \? AND \? ORDER BY c$",
+]
 
 
 def test_two_hundred_ordinary_rules_over_5000_stored_rows_are_measured_in_full_within_the_default_budget():
@@ -195,6 +261,7 @@ def test_two_hundred_ordinary_rules_over_5000_stored_rows_are_measured_in_full_w
     patterns) over 5,000 stored rows: about 5.2 s of CPU before, past the 5 s budget, so all 200 were said as not
     measured. Now rules that share a pattern search it once a row, and the walk's own work is read once a batch."""
     from django.conf import settings
+
     assert settings.RULE_WALK_BUDGET_S == 5.0
     patterns = [ORDINARY[i % len(ORDINARY)].format(i=i) for i in range(200)]
     rules = [rule(1000 + i, match_digest=p, destination_hostgroup=101) for i, p in enumerate(patterns)]
@@ -221,31 +288,50 @@ def test_rules_that_share_a_pattern_search_it_once_a_row():
 
 def _said(out, lean):
     """What an outcome decides, and its steps (all of them, or only those that matched or gave up)."""
-    steps = [(s.rule_id, s.flag, s.matched, s.limit) for s in out.steps
-             if not lean or s.matched or s.limit]
-    return (out.hostgroup, out.hostgroup_from, out.cache_ttl, out.mirror_hostgroup, out.mirror_flag_out,
-            out.error_msg, out.ok_msg, out.rewritten, out.flag, out.stopped_by, steps)
+    steps = [(s.rule_id, s.flag, s.matched, s.limit) for s in out.steps if not lean or s.matched or s.limit]
+    return (
+        out.hostgroup,
+        out.hostgroup_from,
+        out.cache_ttl,
+        out.mirror_hostgroup,
+        out.mirror_flag_out,
+        out.error_msg,
+        out.ok_msg,
+        out.rewritten,
+        out.flag,
+        out.stopped_by,
+        steps,
+    )
 
 
 def test_the_effect_checks_lean_walk_decides_as_the_rule_testers_walk():
     """explain=False (the effect check) builds no reasons nor steps that did not match: every decision is the same."""
     users = BASE["mysql_users"]
-    rules = [rule(1, match_digest="^SELECT", flagOUT=7, cache_ttl=100),
-             rule(2, flagIN=7, username="app", match_pattern=r"sbtest(\d+)", replace_pattern=r"sbt\1"),
-             rule(3, flagIN=7, match_pattern="^SELECT c FROM sbt1 ", destination_hostgroup=101, apply=1),
-             rule(4, match_digest="^SELECT", negate_match_pattern=1, destination_hostgroup=102, mirror_hostgroup=5),
-             rule(5, active=0, match_digest="^UPDATE", destination_hostgroup=103),
-             rule(6, schemaname="shop", match_digest="(?i)^select", re_modifiers="CASELESS", error_msg="no"),
-             rule(7, digest="0x0000000000000003", OK_msg="ok"),
-             rule(8, match_digest=AT_THE_LIMIT, destination_hostgroup=104),
-             rule(9, flagIN=7, match_digest="^SELECT", flagOUT=8, apply=0),
-             rule(10, flagIN=8, match_digest="^SELECT", client_addr="10.0.%", destination_hostgroup=105)]
+    rules = [
+        rule(1, match_digest="^SELECT", flagOUT=7, cache_ttl=100),
+        rule(2, flagIN=7, username="app", match_pattern=r"sbtest(\d+)", replace_pattern=r"sbt\1"),
+        rule(3, flagIN=7, match_pattern="^SELECT c FROM sbt1 ", destination_hostgroup=101, apply=1),
+        rule(4, match_digest="^SELECT", negate_match_pattern=1, destination_hostgroup=102, mirror_hostgroup=5),
+        rule(5, active=0, match_digest="^UPDATE", destination_hostgroup=103),
+        rule(6, schemaname="shop", match_digest="(?i)^select", re_modifiers="CASELESS", error_msg="no"),
+        rule(7, digest="0x0000000000000003", OK_msg="ok"),
+        rule(8, match_digest=AT_THE_LIMIT, destination_hostgroup=104),
+        rule(9, flagIN=7, match_digest="^SELECT", flagOUT=8, apply=0),
+        rule(10, flagIN=8, match_digest="^SELECT", client_addr="10.0.%", destination_hostgroup=105),
+    ]
     seen = set()
     for iterations in (0, 1):
         batch, lean_batch = Batch(), Batch()
         for i, text in enumerate(DIGEST_TEXTS[::7]):
-            sample = {"digest_text": text, "digest": f"0x{i:016X}", "username": "app", "schemaname": "sbtest",
-                      "client_addr": "10.0.0.5", "iterations": iterations, "users": users}
+            sample = {
+                "digest_text": text,
+                "digest": f"0x{i:016X}",
+                "username": "app",
+                "schemaname": "sbtest",
+                "client_addr": "10.0.0.5",
+                "iterations": iterations,
+                "users": users,
+            }
             full = evaluate(rules, text + " /* q */", reached=batch, **sample)
             lean = evaluate(rules, text + " /* q */", reached=lean_batch, explain=False, **sample)
             assert _said(lean, True) == _said(full, True) and lean.notes == full.notes
@@ -274,9 +360,11 @@ def test_a_pattern_timed_as_cheap_that_turns_costly_is_cut_on_its_cpu_as_before(
     assert BATCH_BUDGET_S < batch.spent[key] < BATCH_BUDGET_S + 0.05
     assert batch.searches[key] - 200 < 0.3 / 1e-3  # cut after about 0.2 s / 2.4 ms searches, not later
     out = evaluate(rules, digest_text=costly[-1], reached=batch, explain=False)  # the next walk does not run it
-    assert out.steps[0].limit.endswith("this pattern took more than 200 ms of searches over this batch "
-                                       f"({batch.searches[key]} searches, "
-                                       f"{batch.spent[key] / batch.searches[key] * 1e6:.0f} us each): not run on the rest")
+    assert out.steps[0].limit.endswith(
+        "this pattern took more than 200 ms of searches over this batch "
+        f"({batch.searches[key]} searches, "
+        f"{batch.spent[key] / batch.searches[key] * 1e6:.0f} us each): not run on the rest"
+    )
 
 
 def test_a_draft_of_more_patterns_than_the_compile_cache_holds_compiles_each_once_a_batch():

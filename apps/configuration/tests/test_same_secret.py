@@ -1,5 +1,6 @@
 """One "same secret" check (content.same_secret / secrets_match), in constant time, used by the drift, a change
 set's plan and its verify step (issue 35: it was written three times, each comparing passwords with ==)."""
+
 import ast
 from pathlib import Path
 
@@ -27,10 +28,13 @@ def test_references_are_resolved_before_they_are_compared():
 def test_the_check_is_written_once_and_compares_in_constant_time():
     """No other module of the app defines a secret comparison, and the check compares the passwords with
     hmac.compare_digest only: `==` stops at the first differing character, which times how much matched."""
-    defined = {str(p.relative_to(ROOT)): node.name for p in sorted((ROOT / "apps").rglob("*.py"))
-               if "tests" not in p.parts
-               for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, ast.FunctionDef)
-               and "same_secret" in node.name}
+    defined = {
+        str(p.relative_to(ROOT)): node.name
+        for p in sorted((ROOT / "apps").rglob("*.py"))
+        if "tests" not in p.parts
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.FunctionDef) and "same_secret" in node.name
+    }
     assert defined == {"apps/configuration/content.py": "same_secret"}
     tree = ast.parse(Path(C.__file__).read_text())
     match = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "secrets_match")

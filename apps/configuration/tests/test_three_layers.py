@@ -1,5 +1,6 @@
 """Issue 21 for change sets: a change set rolled back past its SAVE leaves memory, runtime and disk of every node
 as intended (the base version), and a restart keeps it."""
+
 import pytest
 from django.utils import timezone
 
@@ -24,8 +25,9 @@ def layers(double):
     return out
 
 
-def test_a_change_set_rolled_back_past_its_save_leaves_every_layer_as_intended(versioned_lab, operator_user,
-                                                                               live_redis):
+def test_a_change_set_rolled_back_past_its_save_leaves_every_layer_as_intended(
+    versioned_lab, operator_user, live_redis
+):
     cluster, (first, second), v1 = versioned_lab
     for double in (first, second):  # the fixture loaded its rules without saving them: intent is on disk too
         sql(double, "SAVE MYSQL QUERY RULES TO DISK")
@@ -35,9 +37,14 @@ def test_a_change_set_rolled_back_past_its_save_leaves_every_layer_as_intended(v
             assert intended[double.port][f"disk {table}"] == intended[double.port][f"memory {table}"]
     reader = next(r for r in v1.content["mysql_servers"] if r["hostgroup_id"] == 101 and r["port"] == 3313)
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="a reader's weight and a rule")
-    for edit in ({"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313], "row": {**reader, "weight": 5}},
-                 {"op": "upsert", "table": "mysql_query_rules", "row": {"rule_id": 30, "active": 1, "apply": 1,
-                                                                       "match_digest": "^DELETE", "destination_hostgroup": 100}}):
+    for edit in (
+        {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313], "row": {**reader, "weight": 5}},
+        {
+            "op": "upsert",
+            "table": "mysql_query_rules",
+            "row": {"rule_id": 30, "active": 1, "apply": 1, "match_digest": "^DELETE", "destination_hostgroup": 100},
+        },
+    ):
         services.add_edit(cs, edit, actor=Actor.command(operator_user))
     # The second node takes its SAVE of the servers, then stops answering (paused with the SAVE in flight).
     sql(second, 'LAB FAIL_STATEMENTS {"text": "SAVE MYSQL SERVERS TO DISK", "pause": true}')

@@ -1,5 +1,6 @@
 """validate_change_set: the checks create_change_set runs on a change set's edits, writing no row (a rollout
 validates its change on every selected cluster before it plans; it must not write and roll back change sets)."""
+
 import pytest
 
 from apps.audit.actor import Actor
@@ -9,13 +10,32 @@ from apps.configuration.models import ChangeSet, ConfigSecret
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-RULE = {"op": "upsert", "table": "mysql_query_rules",
-        "row": {"rule_id": 77, "active": 1, "match_digest": "^SELECT probe", "destination_hostgroup": 101, "apply": 1}}
-USER = {"op": "upsert", "table": "mysql_users",
-        "row": {"username": "probe", "password": "probe-secret", "default_hostgroup": 100}}
-SCHEDULER = {"op": "upsert", "table": "scheduler",
-             "row": {"id": 1, "active": 1, "interval_ms": 10000, "filename": "/bin/true", "arg1": None, "arg2": None,
-                     "arg3": None, "arg4": None, "arg5": None, "comment": ""}}
+RULE = {
+    "op": "upsert",
+    "table": "mysql_query_rules",
+    "row": {"rule_id": 77, "active": 1, "match_digest": "^SELECT probe", "destination_hostgroup": 101, "apply": 1},
+}
+USER = {
+    "op": "upsert",
+    "table": "mysql_users",
+    "row": {"username": "probe", "password": "probe-secret", "default_hostgroup": 100},
+}
+SCHEDULER = {
+    "op": "upsert",
+    "table": "scheduler",
+    "row": {
+        "id": 1,
+        "active": 1,
+        "interval_ms": 10000,
+        "filename": "/bin/true",
+        "arg1": None,
+        "arg2": None,
+        "arg3": None,
+        "arg4": None,
+        "arg5": None,
+        "comment": "",
+    },
+}
 
 
 def counts():

@@ -1,4 +1,5 @@
 """clients/proxysql_versions.py against the facts read from ProxySQL's source per version (lab/reference/versions)."""
+
 import itertools
 import json
 from pathlib import Path
@@ -20,8 +21,11 @@ def names(f):
 def test_the_variables_that_differ_between_versions_are_the_sources():
     per_version = {v: names(facts(v)) for v in versions.KNOWN}
     every = set.union(*per_version.values())
-    differing = {n: tuple(v for v in versions.KNOWN if n in per_version[v]) for n in every
-                 if not all(n in per_version[v] for v in versions.KNOWN)}
+    differing = {
+        n: tuple(v for v in versions.KNOWN if n in per_version[v])
+        for n in every
+        if not all(n in per_version[v] for v in versions.KNOWN)
+    }
     assert differing == versions.VARIABLE_VERSIONS
 
 
@@ -53,8 +57,11 @@ def test_the_defaults_that_differ_between_versions_are_what_real_nodes_showed():
     """A fresh real 2.5.5, 2.7.1 and 3.0 started with the same configuration (lab/reference/versions, capture.py);
     3.0's mysql- and admin- defaults are 2.7.1's (listeners and version aside)."""
     old, new, v3 = captured("2.5.5"), captured("2.7.1"), captured("3.0")
-    differing = {n: {"2.5": old[n], "2.6": new[n], "2.7": new[n], "3.0": v3[n]} for n in set(old) & set(new)
-                 if old[n] != new[n] and n != "admin-version"}
+    differing = {
+        n: {"2.5": old[n], "2.6": new[n], "2.7": new[n], "3.0": v3[n]}
+        for n in set(old) & set(new)
+        if old[n] != new[n] and n != "admin-version"
+    }
     assert differing == versions.DEFAULTS
     own = {"admin-version", "admin-mysql_ifaces", "mysql-interfaces"}
     assert {n for n in set(new) & set(v3) if new[n] != v3[n]} == own
@@ -78,7 +85,7 @@ def test_a_3_0_nodes_postgresql_listener_is_its_own_not_the_clusters():
     real 3.0 lists the one it was started with (proxysql-3.0-captured.json), so a configuration adopted from one
     node must not carry it to the others; pgsql- variables are not managed at all."""
     listener = json.loads((FACTS / "proxysql-3.0-captured.json").read_text())["global_variables"]["admin-pgsql_ifaces"]
-    assert listener == "127.0.0.1:16134"   # what the node was started with, not 3.0's default 0.0.0.0:6132
+    assert listener == "127.0.0.1:16134"  # what the node was started with, not 3.0's default 0.0.0.0:6132
     assert not variables.managed("admin-pgsql_ifaces") and not variables.managed("admin-mysql_ifaces")
     assert variables.check("admin-pgsql_ifaces", "127.0.0.1:6132")[0] is None
     assert not variables.managed("pgsql-interfaces")

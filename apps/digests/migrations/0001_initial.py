@@ -5,83 +5,162 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('fleet', '0001_initial'),
+        ("fleet", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Digest',
+            name="Digest",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('digest', models.CharField(help_text="ProxySQL's hash, e.g. 0x695FBF255DBEB0DD", max_length=18, unique=True)),
-                ('digest_text', models.TextField()),
-                ('first_polled_at', models.IntegerField(help_text='epoch seconds (poller clock) of the poll that first stored it', null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "digest",
+                    models.CharField(help_text="ProxySQL's hash, e.g. 0x695FBF255DBEB0DD", max_length=18, unique=True),
+                ),
+                ("digest_text", models.TextField()),
+                (
+                    "first_polled_at",
+                    models.IntegerField(
+                        help_text="epoch seconds (poller clock) of the poll that first stored it", null=True
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='DigestNodeState',
+            name="DigestNodeState",
             fields=[
-                ('node', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='+', serialize=False, to='fleet.proxysqlnode')),
-                ('baseline_ts', models.FloatField(help_text='poller time of the counters kept in Redis as the baseline', null=True)),
-                ('last_poll_ts', models.FloatField(null=True)),
-                ('last_ok_ts', models.FloatField(null=True)),
-                ('digests', models.IntegerField(default=0, help_text='rows in stats_mysql_query_digest at the last good poll')),
-                ('changed', models.IntegerField(default=0, help_text='rows written by the last good poll')),
-                ('resets', models.IntegerField(default=0, help_text='counter resets or restarts seen at the last good poll')),
-                ('seconds', models.FloatField(default=0)),
-                ('error', models.TextField(blank=True)),
-                ('error_kind', models.CharField(blank=True, max_length=20)),
-                ('error_since', models.FloatField(null=True)),
+                (
+                    "node",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="+",
+                        serialize=False,
+                        to="fleet.proxysqlnode",
+                    ),
+                ),
+                (
+                    "baseline_ts",
+                    models.FloatField(help_text="poller time of the counters kept in Redis as the baseline", null=True),
+                ),
+                ("last_poll_ts", models.FloatField(null=True)),
+                ("last_ok_ts", models.FloatField(null=True)),
+                (
+                    "digests",
+                    models.IntegerField(default=0, help_text="rows in stats_mysql_query_digest at the last good poll"),
+                ),
+                ("changed", models.IntegerField(default=0, help_text="rows written by the last good poll")),
+                (
+                    "resets",
+                    models.IntegerField(default=0, help_text="counter resets or restarts seen at the last good poll"),
+                ),
+                ("seconds", models.FloatField(default=0)),
+                ("error", models.TextField(blank=True)),
+                ("error_kind", models.CharField(blank=True, max_length=20)),
+                ("error_since", models.FloatField(null=True)),
             ],
         ),
         migrations.CreateModel(
-            name='DigestPoll',
+            name="DigestPoll",
             fields=[
-                ('pk', models.CompositePrimaryKey('resolution', 'ts', 'node', blank=True, editable=False, primary_key=True, serialize=False)),
-                ('resolution', models.PositiveIntegerField()),
-                ('ts', models.IntegerField()),
-                ('polls_ok', models.IntegerField(default=0, help_text='polls that produced deltas')),
-                ('polls_failed', models.IntegerField(default=0)),
-                ('stat_rows', models.IntegerField(default=0, help_text='DigestStat rows written')),
-                ('interval_s', models.FloatField(default=0, help_text='seconds of traffic the deltas cover (poll to poll)')),
-                ('node', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.proxysqlnode')),
+                (
+                    "pk",
+                    models.CompositePrimaryKey(
+                        "resolution", "ts", "node", blank=True, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("resolution", models.PositiveIntegerField()),
+                ("ts", models.IntegerField()),
+                ("polls_ok", models.IntegerField(default=0, help_text="polls that produced deltas")),
+                ("polls_failed", models.IntegerField(default=0)),
+                ("stat_rows", models.IntegerField(default=0, help_text="DigestStat rows written")),
+                (
+                    "interval_s",
+                    models.FloatField(default=0, help_text="seconds of traffic the deltas cover (poll to poll)"),
+                ),
+                (
+                    "node",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="fleet.proxysqlnode",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='DigestSource',
+            name="DigestSource",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('hostgroup', models.PositiveIntegerField()),
-                ('schemaname', models.CharField(blank=True, max_length=64)),
-                ('username', models.CharField(blank=True, max_length=80)),
-                ('client_address', models.CharField(blank=True, max_length=64)),
-                ('node', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.proxysqlnode')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("hostgroup", models.PositiveIntegerField()),
+                ("schemaname", models.CharField(blank=True, max_length=64)),
+                ("username", models.CharField(blank=True, max_length=80)),
+                ("client_address", models.CharField(blank=True, max_length=64)),
+                (
+                    "node",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="fleet.proxysqlnode"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='DigestStat',
+            name="DigestStat",
             fields=[
-                ('pk', models.CompositePrimaryKey('resolution', 'ts', 'source', 'digest', blank=True, editable=False, primary_key=True, serialize=False)),
-                ('resolution', models.PositiveIntegerField()),
-                ('ts', models.IntegerField()),
-                ('count_star', models.BigIntegerField()),
-                ('sum_time', models.BigIntegerField(help_text='microseconds')),
-                ('min_time', models.BigIntegerField(null=True)),
-                ('max_time', models.BigIntegerField(null=True)),
-                ('digest', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='digests.digest')),
-                ('source', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='digests.digestsource')),
+                (
+                    "pk",
+                    models.CompositePrimaryKey(
+                        "resolution",
+                        "ts",
+                        "source",
+                        "digest",
+                        blank=True,
+                        editable=False,
+                        primary_key=True,
+                        serialize=False,
+                    ),
+                ),
+                ("resolution", models.PositiveIntegerField()),
+                ("ts", models.IntegerField()),
+                ("count_star", models.BigIntegerField()),
+                ("sum_time", models.BigIntegerField(help_text="microseconds")),
+                ("min_time", models.BigIntegerField(null=True)),
+                ("max_time", models.BigIntegerField(null=True)),
+                (
+                    "digest",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="digests.digest",
+                    ),
+                ),
+                (
+                    "source",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="digests.digestsource",
+                    ),
+                ),
             ],
         ),
         migrations.AddConstraint(
-            model_name='digestsource',
-            constraint=models.UniqueConstraint(fields=('node', 'hostgroup', 'schemaname', 'username', 'client_address'), name='digestsource_unique'),
+            model_name="digestsource",
+            constraint=models.UniqueConstraint(
+                fields=("node", "hostgroup", "schemaname", "username", "client_address"), name="digestsource_unique"
+            ),
         ),
         migrations.AddIndex(
-            model_name='digeststat',
-            index=models.Index(fields=['digest', 'resolution', 'ts'], name='digeststat_digest_res_ts'),
+            model_name="digeststat",
+            index=models.Index(fields=["digest", "resolution", "ts"], name="digeststat_digest_res_ts"),
         ),
     ]

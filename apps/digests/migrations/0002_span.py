@@ -5,26 +5,44 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('digests', '0001_initial'),
+        ("digests", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='DigestSpan',
+            name="DigestSpan",
             fields=[
-                ('pk', models.CompositePrimaryKey('end_ts', 'digest', blank=True, editable=False, primary_key=True, serialize=False)),
-                ('end_ts', models.IntegerField()),
-                ('count_star', models.BigIntegerField()),
-                ('sum_time', models.BigIntegerField()),
-                ('avg_time', models.FloatField(help_text='sum_time / count_star, stored to be indexed')),
-                ('max_time', models.BigIntegerField(null=True)),
-                ('min_time', models.BigIntegerField(null=True)),
-                ('digest', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='digests.digest')),
+                (
+                    "pk",
+                    models.CompositePrimaryKey(
+                        "end_ts", "digest", blank=True, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("end_ts", models.IntegerField()),
+                ("count_star", models.BigIntegerField()),
+                ("sum_time", models.BigIntegerField()),
+                ("avg_time", models.FloatField(help_text="sum_time / count_star, stored to be indexed")),
+                ("max_time", models.BigIntegerField(null=True)),
+                ("min_time", models.BigIntegerField(null=True)),
+                (
+                    "digest",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="digests.digest",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['end_ts', 'sum_time', 'digest'], name='digestspan_total'), models.Index(fields=['end_ts', 'count_star', 'digest'], name='digestspan_count'), models.Index(fields=['end_ts', 'avg_time', 'digest'], name='digestspan_avg'), models.Index(fields=['end_ts', 'max_time', 'digest'], name='digestspan_max')],
+                "indexes": [
+                    models.Index(fields=["end_ts", "sum_time", "digest"], name="digestspan_total"),
+                    models.Index(fields=["end_ts", "count_star", "digest"], name="digestspan_count"),
+                    models.Index(fields=["end_ts", "avg_time", "digest"], name="digestspan_avg"),
+                    models.Index(fields=["end_ts", "max_time", "digest"], name="digestspan_max"),
+                ],
             },
         ),
     ]

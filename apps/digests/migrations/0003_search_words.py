@@ -5,30 +5,61 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('digests', '0002_span'),
+        ("digests", "0002_span"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='DigestWord',
+            name="DigestWord",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('word', models.CharField(help_text="'' marks texts the index cannot split (search.py)", max_length=64, unique=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "word",
+                    models.CharField(
+                        help_text="'' marks texts the index cannot split (search.py)", max_length=64, unique=True
+                    ),
+                ),
             ],
         ),
         migrations.AddField(
-            model_name='digest',
-            name='words_indexed',
-            field=models.BooleanField(db_default=False, db_index=True, help_text='its words are in DigestWordUse (search.py); until then a search reads its text'),
+            model_name="digest",
+            name="words_indexed",
+            field=models.BooleanField(
+                db_default=False,
+                db_index=True,
+                help_text="its words are in DigestWordUse (search.py); until then a search reads its text",
+            ),
         ),
         migrations.CreateModel(
-            name='DigestWordUse',
+            name="DigestWordUse",
             fields=[
-                ('pk', models.CompositePrimaryKey('word', 'digest', blank=True, editable=False, primary_key=True, serialize=False)),
-                ('digest', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='digests.digest')),
-                ('word', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='digests.digestword')),
+                (
+                    "pk",
+                    models.CompositePrimaryKey(
+                        "word", "digest", blank=True, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                (
+                    "digest",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="digests.digest",
+                    ),
+                ),
+                (
+                    "word",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="digests.digestword",
+                    ),
+                ),
             ],
         ),
     ]

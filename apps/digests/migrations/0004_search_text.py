@@ -10,16 +10,18 @@ def index_again(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('digests', '0003_search_words'),
+        ("digests", "0003_search_words"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='digest',
-            name='search_text',
-            field=apps.digests.models.SearchTextField(help_text='the text in lower case if it is printable ASCII, set with its words (search.py); NULL: a search matches digest_text through the collation', null=True),
+            model_name="digest",
+            name="search_text",
+            field=apps.digests.models.SearchTextField(
+                help_text="the text in lower case if it is printable ASCII, set with its words (search.py); NULL: a search matches digest_text through the collation",
+                null=True,
+            ),
         ),
         migrations.RunPython(index_again, migrations.RunPython.noop),
     ]

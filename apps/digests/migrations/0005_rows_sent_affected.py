@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('digests', '0004_search_text'),
+        ("digests", "0004_search_text"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='digeststat',
-            name='rows_affected',
+            model_name="digeststat",
+            name="rows_affected",
             field=models.BigIntegerField(help_text="sum_rows_affected's delta; NULL: not read then", null=True),
         ),
         migrations.AddField(
-            model_name='digeststat',
-            name='rows_sent',
+            model_name="digeststat",
+            name="rows_sent",
             field=models.BigIntegerField(help_text="sum_rows_sent's delta; NULL: not read then", null=True),
         ),
     ]

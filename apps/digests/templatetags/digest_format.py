@@ -1,5 +1,6 @@
 """Formatting for the digest pages: microseconds as readable durations, big counts with separators
 (apps/monitoring/formatting.py, as every page)."""
+
 from datetime import datetime, timezone
 
 from django import template
@@ -30,7 +31,7 @@ def epoch_utc(value, fmt="%Y-%m-%d %H:%M"):
 
 @register.filter
 def seconds_ago(value):
-    """"12 s ago", "3 min ago", "2 d ago"; "never"."""
+    """ "12 s ago", "3 min ago", "2 d ago"; "never"."""
     return formatting.ago(value)
 
 

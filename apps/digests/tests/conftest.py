@@ -7,6 +7,7 @@ digest_lab    the two lab ProxySQL doubles (seeds' layout, lab_pair) adopted int
               (`add_queries(double, n)`). Yields (cluster, [node1, node2], [double1, double2]).
 Every test starts with empty per-process caches (ids of stored digests and sources, connections).
 """
+
 import time
 
 import MySQLdb
@@ -37,8 +38,9 @@ def adopt_double(double, cluster_name, node_name):
     with ProxySQLAdmin("127.0.0.1", double.port, double.user, double.password) as admin:
         snapshot = adopt.read_snapshot(admin)
         monitor = adopt.read_monitor_credentials(admin)
-    plan = adopt.plan_adoption(snapshot, cluster_name=cluster_name, node_name=node_name, admin_host="127.0.0.1",
-                               admin_port=double.port)
+    plan = adopt.plan_adoption(
+        snapshot, cluster_name=cluster_name, node_name=node_name, admin_host="127.0.0.1", admin_port=double.port
+    )
     assert plan.ok, plan.errors
     return adopt.apply_adoption(plan, admin_user=double.user, admin_password=double.password, monitor=monitor)
 

@@ -2,6 +2,7 @@
 real Redis. The digest poll samples example queries from the processlist; the digest page shows them (literals to
 operators only), its latency per poll window and hostgroup with min and max, the rules that route it, and the EXPLAIN
 of an example run on a real backend of the lab through a dedicated read-only user; the refusals say why."""
+
 import re
 import time
 from contextlib import closing
@@ -31,10 +32,15 @@ def lab_schema(galera_lab):
     """The schema the doubles' traffic names (sbtest), on the real Galera lab, and a read-only user for EXPLAIN."""
     with closing(galera_lab.root_connection(1)) as conn:
         cur = conn.cursor()
-        for sql in ("CREATE DATABASE IF NOT EXISTS sbtest", TABLE.format(t=1), TABLE.format(t=2),
-                    FILL.format(t=1), FILL.format(t=2),
-                    f"CREATE USER IF NOT EXISTS '{EXPLAIN_USER}'@'%' IDENTIFIED BY '{EXPLAIN_PASSWORD}'",
-                    f"GRANT SELECT ON sbtest.* TO '{EXPLAIN_USER}'@'%'"):
+        for sql in (
+            "CREATE DATABASE IF NOT EXISTS sbtest",
+            TABLE.format(t=1),
+            TABLE.format(t=2),
+            FILL.format(t=1),
+            FILL.format(t=2),
+            f"CREATE USER IF NOT EXISTS '{EXPLAIN_USER}'@'%' IDENTIFIED BY '{EXPLAIN_PASSWORD}'",
+            f"GRANT SELECT ON sbtest.* TO '{EXPLAIN_USER}'@'%'",
+        ):
             cur.execute(sql)
     return galera_lab
 
@@ -43,21 +49,48 @@ def with_read_rule(cluster):
     """The cluster's next configuration version with the usual read/write split rules (as an operator's change set
     would leave them): SELECT ... FOR UPDATE to the writers, other SELECTs to the readers."""
     latest = config_services.latest(cluster).content
-    rules = [typed_row(BY_NAME["mysql_query_rules"], {"rule_id": 10, "active": 1, "match_digest": "^SELECT.*FOR UPDATE",
-                                                      "destination_hostgroup": 100, "apply": 1, "comment": "locking reads"},
-                       strict=False),
-             typed_row(BY_NAME["mysql_query_rules"], {"rule_id": 20, "active": 1, "match_digest": "^SELECT",
-                                                      "destination_hostgroup": 101, "apply": 1, "comment": "reads"},
-                       strict=False)]
-    config_services.record_version(cluster, {**latest, "mysql_query_rules": rules}, actor=Actor.system(),
-                                   reason="read/write split", source="adopt")
+    rules = [
+        typed_row(
+            BY_NAME["mysql_query_rules"],
+            {
+                "rule_id": 10,
+                "active": 1,
+                "match_digest": "^SELECT.*FOR UPDATE",
+                "destination_hostgroup": 100,
+                "apply": 1,
+                "comment": "locking reads",
+            },
+            strict=False,
+        ),
+        typed_row(
+            BY_NAME["mysql_query_rules"],
+            {
+                "rule_id": 20,
+                "active": 1,
+                "match_digest": "^SELECT",
+                "destination_hostgroup": 101,
+                "apply": 1,
+                "comment": "reads",
+            },
+            strict=False,
+        ),
+    ]
+    config_services.record_version(
+        cluster, {**latest, "mysql_query_rules": rules}, actor=Actor.system(), reason="read/write split", source="adopt"
+    )
 
 
 def sampled(digest_lab, kind="read", hostgroup=101, prepared=0.0):
     """Busy client sessions on the first double, two digest polls (each samples the running queries)."""
     cluster, nodes, (first, _) = digest_lab
-    first.traffic.set_sessions(hostgroup=hostgroup, count=30, kind=kind, busy=1.0, prepared_fraction=prepared,
-                               **({"pinned_reason": "auto_increment"} if kind == "write" else {}))
+    first.traffic.set_sessions(
+        hostgroup=hostgroup,
+        count=30,
+        kind=kind,
+        busy=1.0,
+        prepared_fraction=prepared,
+        **({"pinned_reason": "auto_increment"} if kind == "write" else {}),
+    )
     try:
         services.poll_round(nodes, now=time.time() - 10)
         time.sleep(0.5)
@@ -76,7 +109,10 @@ def page(client, digest, cluster):
 
 
 def examples_shown(html):
-    return [re.sub(r"&#x27;", "'", t) for t in re.findall(r"<code class=\"example-text\" data-example-text>(.*?)</code>", html)]
+    return [
+        re.sub(r"&#x27;", "'", t)
+        for t in re.findall(r"<code class=\"example-text\" data-example-text>(.*?)</code>", html)
+    ]
 
 
 def test_the_digest_page_shows_examples_latency_per_window_and_routing(digest_lab, operator_client, viewer_user):
@@ -131,8 +167,9 @@ def test_explain_of_an_example_on_a_real_backend_and_the_refusals(digest_lab, la
     assert "data-explain-refused" not in html, re.search(r"data-explain-refused>(.*?)</p>", html, re.S)
     head = re.findall(r"<th>(.*?)</th>", re.search(r"data-explain-rows>(.*?)</table>", html, re.S).group(1))
     assert head[:4] == ["id", "select_type", "table", "type"]  # MariaDB's EXPLAIN, from a real backend
-    body = re.search(r"<tbody>(.*?)</tbody>", re.search(r"data-explain-rows>(.*?)</table>", html, re.S).group(1),
-                     re.S).group(1)
+    body = re.search(
+        r"<tbody>(.*?)</tbody>", re.search(r"data-explain-rows>(.*?)</table>", html, re.S).group(1), re.S
+    ).group(1)
     assert "<td>sbtest1</td>" in body and "<td>const</td>" in body and "PRIMARY" in body
     where = re.search(r"data-explain-where>(.*?)</p>", html, re.S).group(1)
     assert re.search(r"127\.0\.0\.1:33(11|12|13) \(hostgroup 101\) as console_explain", where), where
@@ -144,7 +181,9 @@ def test_explain_of_an_example_on_a_real_backend_and_the_refusals(digest_lab, la
     assert "no example query" in html
     sampled(digest_lab, kind="write", hostgroup=100)
     update = Digest.objects.filter(digest_text__startswith="UPDATE sbtest1").first()
-    html = operator_client.post(f"/digests/{update.pk}/explain/", {"example": 0, "cluster": cluster.pk}).content.decode()
+    html = operator_client.post(
+        f"/digests/{update.pk}/explain/", {"example": 0, "cluster": cluster.pk}
+    ).content.decode()
     assert "is not a SELECT (update statement)" in html
     assert viewer_client.post(url, {"example": 0}).status_code == 403
     assert AuditEvent.objects.filter(action="digests.explain", outcome="refused").exists()
@@ -158,24 +197,28 @@ def test_a_user_that_can_write_is_refused_before_any_explain(digest_lab, lab_sch
         conn.cursor().execute("GRANT SELECT, INSERT ON sbtest.* TO 'console_rw'@'%'")
     cluster.explain_user, cluster.explain_password = "console_rw", "rw-pw"
     cluster.save()
-    html = operator_client.post(f"/digests/{digest.pk}/explain/", {"example": 0, "cluster": cluster.pk}).content.decode()
+    html = operator_client.post(
+        f"/digests/{digest.pk}/explain/", {"example": 0, "cluster": cluster.pk}
+    ).content.decode()
     refused = re.search(r"data-explain-refused>(.*?)</p>", html, re.S).group(1)
     assert "is not read-only" in refused and "INSERT ON `sbtest`.*" in refused
 
 
-@pytest.mark.parametrize("text, reason", [
-    ("SELECT 1; DROP TABLE sbtest.sbtest1", "2 statements"),
-    ("DELETE FROM sbtest1 WHERE id=3", "not a SELECT (delete statement)"),
-    ("SELECT c FROM sbtest1 WHERE id=?", "placeholders"),
-    ("SELECT c INTO OUTFILE '/tmp/x' FROM sbtest1", "SELECT ... INTO"),
-    ("  ", "empty"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("SELECT 1; DROP TABLE sbtest.sbtest1", "2 statements"),
+        ("DELETE FROM sbtest1 WHERE id=3", "not a SELECT (delete statement)"),
+        ("SELECT c FROM sbtest1 WHERE id=?", "placeholders"),
+        ("SELECT c INTO OUTFILE '/tmp/x' FROM sbtest1", "SELECT ... INTO"),
+        ("  ", "empty"),
+    ],
+)
 def test_only_one_plain_select_with_values_is_explained(text, reason):
     with pytest.raises(explain.Refused, match=re.escape(reason)):
         explain.check_statement(text)
     assert explain.check_statement("SELECT c FROM sbtest1 WHERE id=42;") == "SELECT c FROM sbtest1 WHERE id=42"
     assert normalise("SELECT c FROM sbtest1 WHERE id=42") == "SELECT c FROM sbtest1 WHERE id=?"
-
 
 
 def test_an_explain_past_its_time_limit_is_cut_by_the_backend(lab_schema):

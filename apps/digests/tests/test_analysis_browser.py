@@ -1,5 +1,6 @@
 """The issue's done-when, in a real browser: a digest page shows an example query, its EXPLAIN from a real backend of
 the Galera lab, and min/max per poll window (two adopted ProxySQL doubles in front of the lab, real Redis)."""
+
 import pytest
 
 from apps.digests.models import Digest
@@ -9,8 +10,9 @@ from .test_analysis import EXPLAIN_PASSWORD, EXPLAIN_USER, lab_schema, sampled  
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_an_operator_reads_an_example_its_explain_and_min_max_per_window(digest_lab, lab_schema, page, live_server,
-                                                                         browser_login, operator_user):
+def test_an_operator_reads_an_example_its_explain_and_min_max_per_window(
+    digest_lab, lab_schema, page, live_server, browser_login, operator_user
+):
     cluster = sampled(digest_lab)
     cluster.explain_user, cluster.explain_password = EXPLAIN_USER, EXPLAIN_PASSWORD
     cluster.save()

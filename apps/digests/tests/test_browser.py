@@ -1,5 +1,6 @@
 """In a real browser: a viewer searches the digest list and sorts it, without full page reloads (htmx)
 and with the URL following; then opens a digest and sees its chart drawn."""
+
 import time
 
 import pytest
@@ -28,8 +29,11 @@ def test_viewer_searches_and_sorts_the_digest_list(page, live_server, browser_lo
     stats = []
     for i in range(60):  # count rises with i, total time falls with i
         d = digest(f"SELECT c{i} FROM orders WHERE id = ?", h=f"0x{i + 1:016X}")
-        stats.append(DigestStat(resolution=RAW, ts=now - 600 - i, source=src, digest=d, count_star=10 + i,
-                                sum_time=(200 - i) * 1000))
+        stats.append(
+            DigestStat(
+                resolution=RAW, ts=now - 600 - i, source=src, digest=d, count_star=10 + i, sum_time=(200 - i) * 1000
+            )
+        )
     invoices = digest("SELECT * FROM invoices WHERE customer_id = ?", h="0x00000000000B1111")
     stats.append(DigestStat(resolution=RAW, ts=now - 300, source=src, digest=invoices, count_star=2, sum_time=40))
     DigestStat.objects.bulk_create(stats)
@@ -69,8 +73,9 @@ def test_viewer_searches_and_sorts_the_digest_list(page, live_server, browser_lo
     assert "buckets of 1 min" in page.locator(".chart-note").inner_text()
 
 
-def test_viewer_tests_a_digest_against_the_rules_and_a_draft(page, live_server, browser_login, viewer_user,
-                                                             operator_user, tmp_path):
+def test_viewer_tests_a_digest_against_the_rules_and_a_draft(
+    page, live_server, browser_login, viewer_user, operator_user, tmp_path
+):
     now = int(time.time())
     cluster, (node,) = fleet(1, "shop")
     content = C.empty()
@@ -80,8 +85,9 @@ def test_viewer_tests_a_digest_against_the_rules_and_a_draft(page, live_server, 
     services.record_version(cluster, content, actor=Actor.system(), reason="rules", source="change")
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="block the report")
     blocked = rule(5, match_digest="FROM report", error_msg="not here", apply=1)
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules", "row": blocked},
-                      actor=Actor.command(operator_user))
+    services.add_edit(
+        cs, {"op": "upsert", "table": "mysql_query_rules", "row": blocked}, actor=Actor.command(operator_user)
+    )
     d = digest("SELECT * FROM report WHERE day = ?", h="0x00000000000C0001")
     DigestStat.objects.create(resolution=RAW, ts=now - 300, source=source(node), digest=d, count_star=5, sum_time=50)
     polls(node, now - 3600, now)

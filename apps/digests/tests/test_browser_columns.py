@@ -1,5 +1,6 @@
 """The digest list as a DBA reads it: min time shown beside max, and the Where column on one line a row even when
 a digest runs for several users on several hostgroups."""
+
 import time
 
 import pytest
@@ -14,8 +15,15 @@ def test_min_time_shown_and_where_on_one_line(page, live_server, browser_login, 
     cluster, (node,) = fleet(1, "shop")
     d = digest("SELECT * FROM orders WHERE id = ?", h="0x00000000000A0001")
     for hg, user in ((101, "app"), (101, "reporting"), (100, "billing-batch"), (102, "analytics")):
-        stat(source(node, hostgroup=hg, username=user, schemaname="shop_production"), d, now - 300, 10, 5000,
-             most=900, least=120)
+        stat(
+            source(node, hostgroup=hg, username=user, schemaname="shop_production"),
+            d,
+            now - 300,
+            10,
+            5000,
+            most=900,
+            least=120,
+        )
     polls(node, now - 3600, now)
     page.set_viewport_size({"width": 1366, "height": 900})
     browser_login(viewer_user)

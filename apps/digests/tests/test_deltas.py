@@ -1,4 +1,5 @@
 """Deltas of cumulative counters between two polls (pure: no I/O)."""
+
 from apps.clients.proxysql import DigestRow
 from apps.digests.deltas import compute, field_and_value
 
@@ -54,7 +55,9 @@ def test_rows_that_disappear_leave_the_baseline():
 
 
 def test_same_digest_in_two_hostgroups_are_two_series():
-    out = compute([row(count=12, total=1200), row(hg=100, count=7, total=700)], baseline(row(), row(hg=100, count=5, total=500)))
+    out = compute(
+        [row(count=12, total=1200), row(hg=100, count=7, total=700)], baseline(row(), row(hg=100, count=5, total=500))
+    )
     assert sorted((d.hostgroup, d.count_star) for d in out.deltas) == [(100, 2), (101, 2)]
 
 

@@ -1,5 +1,6 @@
 """A query rule made from a digest (route to readers, cache, mirror, block) lands in a draft change set, exact
 on the digest in both regex engines, placed where it is reached; never applied from the digest page."""
+
 import re
 import time
 
@@ -32,9 +33,13 @@ def content(*query_rules):
 @pytest.fixture
 def shop():
     cluster, (node,) = fleet(1, "shop")
-    version = services.record_version(cluster, content(rule(10, match_digest="^SELECT", destination_hostgroup=101,
-                                                            apply=1)), actor=Actor.system(), reason="rules",
-                                      source="change")
+    version = services.record_version(
+        cluster,
+        content(rule(10, match_digest="^SELECT", destination_hostgroup=101, apply=1)),
+        actor=Actor.system(),
+        reason="rules",
+        source="change",
+    )
     d = digest(TEXT, h="0x00000000000000D1")
     stat(source(node), d, int(time.time()) - 60, 3, 30)
     return cluster, version, d
@@ -44,13 +49,16 @@ def walk(content_, d, **kw):
     return rule_tester.on_content(content_, digest_text=d.digest_text, digest=d.digest, username="app", **kw)
 
 
-@pytest.mark.parametrize("action, values, expect", [
-    ("readers", {}, {"destination_hostgroup": 101, "apply": 1}),
-    ("cache", {"ttl": 5000}, {"cache_ttl": 5000, "apply": 0}),
-    ("mirror", {"mirror_hostgroup": 200}, {"mirror_hostgroup": 200, "apply": 0}),
-    ("block", {}, {"error_msg": "Query blocked by the console (digest 0x00000000000000D1)", "apply": 1}),
-    ("block", {"error_msg": "not now"}, {"error_msg": "not now", "apply": 1}),
-])
+@pytest.mark.parametrize(
+    "action, values, expect",
+    [
+        ("readers", {}, {"destination_hostgroup": 101, "apply": 1}),
+        ("cache", {"ttl": 5000}, {"cache_ttl": 5000, "apply": 0}),
+        ("mirror", {"mirror_hostgroup": 200}, {"mirror_hostgroup": 200, "apply": 0}),
+        ("block", {}, {"error_msg": "Query blocked by the console (digest 0x00000000000000D1)", "apply": 1}),
+        ("block", {"error_msg": "not now"}, {"error_msg": "not now", "apply": 1}),
+    ],
+)
 def test_each_action_makes_its_rule(shop, action, values, expect):
     _, version, d = shop
     row = rules.rule_for(version.content, d, action, **values)
@@ -80,11 +88,14 @@ def test_by_hash_and_placement(shop):
     assert rules.rule_for(content(), d, "cache", ttl=10)["rule_id"] == 1
 
 
-@pytest.mark.parametrize("action, values, message", [
-    ("cache", {}, "a cache needs a TTL"),
-    ("mirror", {}, "a mirror needs the hostgroup"),
-    ("drop", {}, "unknown action"),
-])
+@pytest.mark.parametrize(
+    "action, values, message",
+    [
+        ("cache", {}, "a cache needs a TTL"),
+        ("mirror", {}, "a mirror needs the hostgroup"),
+        ("drop", {}, "unknown action"),
+    ],
+)
 def test_missing_values_are_refused(shop, action, values, message):
     with pytest.raises(rules.RuleRefused, match=message):
         rules.rule_for(shop[1].content, shop[2], action, **values)
@@ -120,13 +131,15 @@ def test_the_page_makes_the_draft(client, operator_user, viewer_user, shop):
     assert f'/digests/{d.pk}/?cluster={cluster.pk}#make-rule" data-make-rule' in listed
     page = client.get(f"/digests/{d.pk}/", {"cluster": cluster.pk}).content.decode()
     assert re.search(rf'<option value="{cluster.pk}" selected>shop</option>', page)
-    response = client.post(f"/digests/{d.pk}/rule/", {"cluster": cluster.pk, "action": "mirror", "by": "text",
-                                                      "mirror_hostgroup": "200"})
+    response = client.post(
+        f"/digests/{d.pk}/rule/", {"cluster": cluster.pk, "action": "mirror", "by": "text", "mirror_hostgroup": "200"}
+    )
     cs = ChangeSet.objects.get()
     assert response.status_code == 302 and response["Location"] == cs.get_absolute_url()
     assert cs.edits[0]["row"]["mirror_hostgroup"] == 200 and cs.author == operator_user
 
-    response = client.post(f"/digests/{d.pk}/rule/", {"cluster": cluster.pk, "action": "mirror", "by": "text"},
-                           follow=True)
+    response = client.post(
+        f"/digests/{d.pk}/rule/", {"cluster": cluster.pk, "action": "mirror", "by": "text"}, follow=True
+    )
     assert "No rule made: a mirror needs the hostgroup to mirror to." in response.content.decode()
     assert ChangeSet.objects.count() == 1

@@ -2,6 +2,7 @@
 a max time where the window's own max is not derivable from cumulative counters is ProxySQL's max_time since it
 first saw the digest, said as a bound ("≤"), never "–"; the executions of mirrored copies (a mirror hostgroup) are
 not added into Count but shown apart."""
+
 import re
 import time
 
@@ -111,18 +112,25 @@ def test_copies_stay_apart_after_their_mirror_rule_is_removed(digest_lab, viewer
 # without end on each LOAD; PCRE reads it as before.
 WORD = "[a-zA-Z0-9_]"
 COSTLY = f"(*UTF)^((({WORD})+|({WORD})*)+|{WORD})+(;|=|$)"  # BELOW_THE_LIMIT
-REACHES_THE_LIMIT = f"(*UTF)^({WORD}+[ ]?)*$"              # AT_THE_LIMIT
+REACHES_THE_LIMIT = f"(*UTF)^({WORD}+[ ]?)*$"  # AT_THE_LIMIT
 
 
 def node_mirror_rules(double, rules):
     """Load mirror rules into the node's runtime: [(rule_id, pattern, mirror hostgroup)]."""
-    admin_sql(double, *[f"INSERT INTO mysql_query_rules (rule_id,active,match_digest,mirror_hostgroup,apply)"
-                        f" VALUES ({rule_id},1,'{pattern}',{hostgroup},0)" for rule_id, pattern, hostgroup in rules],
-              "LOAD MYSQL QUERY RULES TO RUNTIME")
+    admin_sql(
+        double,
+        *[
+            f"INSERT INTO mysql_query_rules (rule_id,active,match_digest,mirror_hostgroup,apply)"
+            f" VALUES ({rule_id},1,'{pattern}',{hostgroup},0)"
+            for rule_id, pattern, hostgroup in rules
+        ],
+        "LOAD MYSQL QUERY RULES TO RUNTIME",
+    )
 
 
 def test_many_costly_mirror_rules_leave_the_poll_and_the_list_in_time_and_say_the_copies_are_not_told_apart(
-        digest_lab, viewer_client):
+    digest_lab, viewer_client
+):
     """Issue 34: a node's admin holding 300 mirror rules just under PCRE's match limit (2.4 ms a search) cost a viewer's
     page view 300 x the rule's searches; the searches got one budget (MIRROR_POLL_BUDGET_S). Issue 36: the poll marks
     the copies when it stores the rows (its searches held to that budget), the page runs no search at all and says on
@@ -133,7 +141,9 @@ def test_many_costly_mirror_rules_leave_the_poll_and_the_list_in_time_and_say_th
     first.traffic.set_sessions(hostgroup=100, count=0)
     node_mirror_rules(first, [(5000 + i, COSTLY, 100) for i in range(300)])
     add_queries(first, 40)
-    with within(2 * settings.MIRROR_POLL_BUDGET_S + 3):  # the marks' and the loss measurement's budgets, the double's CPU
+    with within(
+        2 * settings.MIRROR_POLL_BUDGET_S + 3
+    ):  # the marks' and the loss measurement's budgets, the double's CPU
         polled(services.poll_round(nodes, now=time.time() - 2))
     cpu = time.thread_time()
     with within(1.5):
@@ -147,7 +157,8 @@ def test_many_costly_mirror_rules_leave_the_poll_and_the_list_in_time_and_say_th
 
 
 def test_a_mirror_rule_at_pcres_match_limit_leaves_its_copies_not_measured_not_counted_as_the_applications(
-        digest_lab, viewer_client):
+    digest_lab, viewer_client
+):
     """Issue 34: a mirror rule whose pattern reaches PCRE's match limit on a digest text counted, on the list page, as
     not matching: its copies were the application's executions, said as such. Now they are said as not measured."""
     cluster, nodes, (first, _) = digest_lab
@@ -160,13 +171,18 @@ def test_a_mirror_rule_at_pcres_match_limit_leaves_its_copies_not_measured_not_c
     in_mirror_hostgroup = DigestStat.objects.filter(source__node=nodes[0], source__hostgroup=101)
     html = viewer_client.get(f"/digests/?cluster={cluster.pk}").content.decode()
     rows = rows_of(html)
-    said = {d.digest for d in Digest.objects.filter(pk__in=in_mirror_hostgroup.values("digest_id"))
-            if "not measured" in rows[d.digest]["count"]}
+    said = {
+        d.digest
+        for d in Digest.objects.filter(pk__in=in_mirror_hostgroup.values("digest_id"))
+        if "not measured" in rows[d.digest]["count"]
+    }
     assert said, rows
     assert "PCRE&#x27;s match limit" in html
     # as stored: the rows of those digests are not known (NULL), never "not copies"; no rule copies to hostgroup 100
-    assert {d.digest for d in Digest.objects.filter(
-        pk__in=in_mirror_hostgroup.filter(mirrored__isnull=True).values("digest_id"))} == said
+    assert {
+        d.digest
+        for d in Digest.objects.filter(pk__in=in_mirror_hostgroup.filter(mirrored__isnull=True).values("digest_id"))
+    } == said
     assert not DigestStat.objects.filter(source__hostgroup=100, mirrored__isnull=True).exists()
 
 

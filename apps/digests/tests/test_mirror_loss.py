@@ -1,6 +1,7 @@
 """Measured mirror loss, end to end over the wire: two adopted ProxySQL doubles with a mirror rule (seed 004,
 samples/mirror.jsonl), real Redis, the digest poll twice with real traffic between; the loss stored per rule
 and window is held against the double's own account of what it mirrored, dropped and skipped."""
+
 import time
 
 import pytest
@@ -14,8 +15,10 @@ from lab import demo
 
 pytestmark = pytest.mark.django_db
 
-RULE = ("INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,mirror_hostgroup,apply)"
-        " VALUES (10,1,'^INSERT',100,101,1)")
+RULE = (
+    "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,mirror_hostgroup,apply)"
+    " VALUES (10,1,'^INSERT',100,101,1)"
+)
 
 
 def admin_sql(double, *statements):
@@ -27,18 +30,25 @@ def mirror_inserts(double, *, saturated):
     slot, 50 queued per thread x 2 threads), else the defaults (16 slots, 32,000 a thread)."""
     admin_sql(double, RULE, "LOAD MYSQL QUERY RULES TO RUNTIME")
     if saturated:
-        admin_sql(double, "SET mysql-mirror_max_concurrency=1", "SET mysql-mirror_max_queue_length=50",
-                  "LOAD MYSQL VARIABLES TO RUNTIME")
+        admin_sql(
+            double,
+            "SET mysql-mirror_max_concurrency=1",
+            "SET mysql-mirror_max_queue_length=50",
+            "LOAD MYSQL VARIABLES TO RUNTIME",
+        )
 
 
 def write_load(double, prepared_fraction=0.0):
-    double.traffic.set_sessions(hostgroup=100, count=4, kind="write", pinned_reason="auto_increment",
-                                prepared_fraction=prepared_fraction)
+    double.traffic.set_sessions(
+        hostgroup=100, count=4, kind="write", pinned_reason="auto_increment", prepared_fraction=prepared_fraction
+    )
 
 
 def rule_counts(double):
-    return dict(double.traffic.status()["mirror"]["by_rule"].get("10") or
-                {"arrived": 0, "executed": 0, "dropped": 0, "skipped_prepared": 0})
+    return dict(
+        double.traffic.status()["mirror"]["by_rule"].get("10")
+        or {"arrived": 0, "executed": 0, "dropped": 0, "skipped_prepared": 0}
+    )
 
 
 def measured_window(node, nodes, double, seconds=3.0):
@@ -55,6 +65,7 @@ def measured_window(node, nodes, double, seconds=3.0):
 
 def _dt(ts):
     from datetime import datetime, timezone
+
     return datetime.fromtimestamp(ts, tz=timezone.utc)
 
 
@@ -113,7 +124,12 @@ def test_a_rule_added_after_adoption_is_read_and_measured(digest_lab):
     services.poll_round(nodes, now=int(time.time()) + 1)
     truth = rule_counts(first)  # everything since the rule was loaded
     rule = MirrorRule.objects.get(proxysql_node=nodes[0])
-    assert (rule.rule_id, rule.match_digest, rule.destination_hostgroup, rule.mirror_hostgroup) == (10, "^INSERT", 100, 101)
+    assert (rule.rule_id, rule.match_digest, rule.destination_hostgroup, rule.mirror_hostgroup) == (
+        10,
+        "^INSERT",
+        100,
+        101,
+    )
     (sample,) = MirrorRuleSample.objects.filter(node=nodes[0])  # measured from the rule's first hit on
     # The queue started empty with the rule: the copies still queued at the end count as not run yet.
     assert sample.rule_id == 10 and sample.loss == pytest.approx(1 - truth["executed"] / truth["arrived"], abs=0.04)
@@ -131,7 +147,7 @@ def test_node_page_mirror_panel_shows_the_measured_loss_and_its_figures(digest_l
     time.sleep(0.5)
     sample, truth = measured_window(nodes[0], nodes, first, seconds=2.0)
     panel = viewer_client.get(reverse("monitoring:proxysql_mirror", args=[nodes[0].pk])).content.decode()
-    assert 'data-mirror-rules' in panel and 'data-rule="10"' in panel
+    assert "data-mirror-rules" in panel and 'data-rule="10"' in panel
     assert f'data-loss="{sample.loss:.3f}"' in panel
     assert f"lost {formatting.share(sample.loss, digits=0)} of its copies" in panel  # "70 %": the one format
     assert "Measured: rule 10 lost" in panel or "Mirrored queries were lost" in panel

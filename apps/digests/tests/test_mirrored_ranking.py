@@ -1,6 +1,7 @@
 """The digest list ranks on the application's own executions: the copies a mirror rule sends (which ProxySQL counts
 under the original's digest in the mirror hostgroup) are left out of Count, Total and Max before the ranking, over
 every digest of the window, not only those of the page shown. Through the page and the API."""
+
 import re
 import time
 
@@ -25,23 +26,27 @@ def shop_with_copies(ago):
     own. With the copies, the INSERT leads by count, total and max; without them it is last."""
     now = int(time.time())
     cluster, (node,) = fleet(1, "shop")
-    MirrorRule.objects.create(proxysql_node=node, rule_id=10, match_digest="^INSERT", destination_hostgroup=100,
-                              mirror_hostgroup=101)
+    MirrorRule.objects.create(
+        proxysql_node=node, rule_id=10, match_digest="^INSERT", destination_hostgroup=100, mirror_hostgroup=101
+    )
     writer, mirror = source(node, hostgroup=100), source(node, hostgroup=101)
     insert = digest("INSERT INTO orders (customer, total) VALUES (?,?)", h="0x000000000000000A")
     update = digest("UPDATE orders SET status = ? WHERE id = ?", h="0x000000000000000B")
     select = digest("SELECT * FROM orders WHERE customer = ?", h="0x000000000000000C")
 
     def row(src, d, count, total, most):
-        return DigestStat(resolution=RAW, ts=now - ago, source=src, digest=d, count_star=count, sum_time=total,
-                          max_time=most)
+        return DigestStat(
+            resolution=RAW, ts=now - ago, source=src, digest=d, count_star=count, sum_time=total, max_time=most
+        )
 
-    DigestStat.objects.bulk_create([
-        row(writer, insert, 100, 100_000, 10_000),
-        row(mirror, insert, 500, 1_000_000, 900_000),   # the mirrored copies
-        row(writer, update, 300, 200_000, 50_000),
-        row(mirror, select, 200, 150_000, 40_000),      # hostgroup 101's own query: counted
-    ])
+    DigestStat.objects.bulk_create(
+        [
+            row(writer, insert, 100, 100_000, 10_000),
+            row(mirror, insert, 500, 1_000_000, 900_000),  # the mirrored copies
+            row(writer, update, 300, 200_000, 50_000),
+            row(mirror, select, 200, 150_000, 40_000),  # hostgroup 101's own query: counted
+        ]
+    )
     polls(node, now - max(3600, ago + 600), now, every=60)
     mark_copies()  # as the poll marks the rows it stores, from the rules it read
     return cluster, {"insert": insert.digest, "update": update.digest, "select": select.digest}
@@ -52,9 +57,14 @@ def shown(response):
 
 
 @pytest.mark.parametrize("scope", ["fleet", "cluster"])
-@pytest.mark.parametrize("sort, order", [("count", ["update", "select", "insert"]),
-                                         ("total", ["update", "select", "insert"]),
-                                         ("max", ["update", "select", "insert"])])
+@pytest.mark.parametrize(
+    "sort, order",
+    [
+        ("count", ["update", "select", "insert"]),
+        ("total", ["update", "select", "insert"]),
+        ("max", ["update", "select", "insert"]),
+    ],
+)
 def test_page_ranks_without_mirrored_copies(mirrored_shop, viewer_client, scope, sort, order):
     cluster, hashes = mirrored_shop
     query = {"window": "1h", "sort": sort, "dir": "desc"}
@@ -72,8 +82,10 @@ def test_page_ranks_without_mirrored_copies(mirrored_shop, viewer_client, scope,
 def test_pages_of_one_row_follow_the_ranking_without_copies(mirrored_shop, viewer_client):
     """Page by page (the API's page_size=1), the order is the whole window's, not one page's rows set right."""
     _, hashes = mirrored_shop
-    pages = [viewer_client.get("/api/v1/digests/", {"window": "1h", "sort": "count", "page_size": 1, "page": n}).json()
-             for n in (1, 2, 3)]
+    pages = [
+        viewer_client.get("/api/v1/digests/", {"window": "1h", "sort": "count", "page_size": 1, "page": n}).json()
+        for n in (1, 2, 3)
+    ]
     assert [p["results"][0]["digest"] for p in pages] == [hashes["update"], hashes["select"], hashes["insert"]]
     ascending = viewer_client.get("/digests/", {"window": "1h", "sort": "count", "dir": "asc"})
     assert shown(ascending) == [hashes["insert"], hashes["select"], hashes["update"]]
@@ -115,8 +127,9 @@ def test_digest_page_counts_the_copies_apart(mirrored_shop, viewer_client):
     page = viewer_client.get(f"/digests/{insert.pk}/", {"window": "1h"}).content.decode()
 
     def fact(name):
-        return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", re.search(rf'data-fact="{name}">(.*?)</dd>', page, re.S)
-                                          .group(1))).strip()
+        return re.sub(
+            r"\s+", " ", re.sub(r"<[^>]+>", "", re.search(rf'data-fact="{name}">(.*?)</dd>', page, re.S).group(1))
+        ).strip()
 
     assert fact("count") == f"100 +500 mirrored copies ({duration_us(1_000_000)})"
     assert fact("total") == duration_us(100_000)
@@ -156,9 +169,12 @@ def test_the_latency_per_window_table_labels_the_mirror_hostgroups_copies(mirror
     insert = Digest.objects.get(digest=hashes["insert"])
     page = viewer_client.get(f"/digests/{insert.pk}/", {"window": "1h"}).content.decode()
     table = re.search(r'<table class="digest-latency">(.*?)</table>', page, re.S).group(1)
-    rows = {hostgroup: (bool(mirrored), re.sub(r"<[^>]+>", "", body))
-            for hostgroup, mirrored, body in re.findall(
-                r'<tr data-window="\d+" data-hostgroup="(\d+)"( data-mirrored)?>(.*?)</tr>', table, re.S)}
+    rows = {
+        hostgroup: (bool(mirrored), re.sub(r"<[^>]+>", "", body))
+        for hostgroup, mirrored, body in re.findall(
+            r'<tr data-window="\d+" data-hostgroup="(\d+)"( data-mirrored)?>(.*?)</tr>', table, re.S
+        )
+    }
     assert rows["101"][0] and "mirrored copies" in rows["101"][1] and "500" in rows["101"][1]
     assert not rows["100"][0] and "mirrored" not in rows["100"][1]
 
@@ -174,12 +190,19 @@ def test_the_poll_marks_copies_only_where_a_rule_sends_them_and_says_when_it_can
     def delta(hostgroup, text, username="app"):
         return SimpleNamespace(hostgroup=hostgroup, schemaname="shop", username=username, digest=text)
 
-    rules = [{"rule_id": 10, "active": 1, "match_digest": "^INSERT", "mirror_hostgroup": 101, "username": "app"},
-             {"rule_id": 11, "active": 0, "match_digest": "^UPDATE", "mirror_hostgroup": 101},
-             {"rule_id": 20, "active": 1, "match_digest": AT_THE_LIMIT, "mirror_hostgroup": 102}]
+    rules = [
+        {"rule_id": 10, "active": 1, "match_digest": "^INSERT", "mirror_hostgroup": 101, "username": "app"},
+        {"rule_id": 11, "active": 0, "match_digest": "^UPDATE", "mirror_hostgroup": 101},
+        {"rule_id": 20, "active": 1, "match_digest": AT_THE_LIMIT, "mirror_hostgroup": 102},
+    ]
     texts = ["INSERT INTO t (a) VALUES (?)", "UPDATE t SET a = ?", "SELECT c FROM sbtest1 WHERE id=?"]
-    deltas = [delta(101, texts[0]), delta(100, texts[0]), delta(101, texts[1]), delta(101, texts[0], "batch"),
-              delta(102, texts[2])]
+    deltas = [
+        delta(101, texts[0]),
+        delta(100, texts[0]),
+        delta(101, texts[1]),
+        delta(101, texts[0], "batch"),
+        delta(102, texts[2]),
+    ]
     assert mark_copies(rules, deltas, {t: t for t in texts}) == [True, False, False, False, None]
     assert mark_copies([], deltas, {}) == [False] * 5
 
@@ -198,6 +221,7 @@ def test_the_migration_marks_the_copies_kept_before_it(viewer_client):
     DigestPoll.objects.update(copy_rows=0)
     importlib.import_module("apps.digests.migrations.0006_digeststat_mirrored_copies").mark_kept_rows(registry, None)
     assert list(DigestStat.objects.filter(mirrored=True).values_list("source__hostgroup", "digest__digest")) == [
-        (101, hashes["insert"])]
+        (101, hashes["insert"])
+    ]
     response = viewer_client.get("/digests/", {"window": "1h", "sort": "count"})
     assert shown(response) == [hashes["update"], hashes["select"], hashes["insert"]]

@@ -1,5 +1,6 @@
 """The digest pages through Django's test client: windows, filters, search, sort, paging, the detail
 and its chart data, htmx partials, and hostile query strings (a note or a default, never a 500)."""
+
 import html
 import re
 import time
@@ -27,11 +28,30 @@ def shop():
         d = digest(f"SELECT col{i} FROM orders WHERE id = ?", h=f"0x{i + 1:016X}")
         digests.append(d)
         # count rises with i, average time falls with i: the two sorts disagree
-        rows.append(DigestStat(resolution=RAW, ts=now - 1200, source=reader, digest=d, count_star=10 + i,
-                               sum_time=(10 + i) * (5000 - 30 * i), max_time=(9000 + i if i % 2 else None)))
+        rows.append(
+            DigestStat(
+                resolution=RAW,
+                ts=now - 1200,
+                source=reader,
+                digest=d,
+                count_star=10 + i,
+                sum_time=(10 + i) * (5000 - 30 * i),
+                max_time=(9000 + i if i % 2 else None),
+            )
+        )
     special = digest("UPDATE accounts SET balance = balance - ? WHERE id = ? /* 100% _sure_ */", h="0x00000000DEADBEEF")
-    rows.append(DigestStat(resolution=RAW, ts=now - 180, source=source(n2, 100, "report", "archive"), digest=special,
-                           count_star=3, sum_time=3_000_000, max_time=2_500_000, min_time=100_000))
+    rows.append(
+        DigestStat(
+            resolution=RAW,
+            ts=now - 180,
+            source=source(n2, 100, "report", "archive"),
+            digest=special,
+            count_star=3,
+            sum_time=3_000_000,
+            max_time=2_500_000,
+            min_time=100_000,
+        )
+    )
     old = digest("DELETE FROM sessions WHERE expires < ?", h="0x00000000000000AA")
     rows.append(DigestStat(resolution=RAW, ts=now - 7200, source=reader, digest=old, count_star=7, sum_time=70))
     billing = digest("SELECT * FROM invoices WHERE customer = ?", h="0x000000000000B111")
@@ -39,8 +59,15 @@ def shop():
     DigestStat.objects.bulk_create(rows)
     polls(n1, now - 3 * 3600, now, every=30, failed=set(range(now - 3 * 3600, now - 3 * 3600 + 1800)))
     polls(n2, now - 3600, now, every=30)
-    return {"cluster": cluster, "other": other, "nodes": (n1, n2, n3), "digests": digests, "special": special,
-            "old": old, "billing": billing}
+    return {
+        "cluster": cluster,
+        "other": other,
+        "nodes": (n1, n2, n3),
+        "digests": digests,
+        "special": special,
+        "old": old,
+        "billing": billing,
+    }
 
 
 def shown(response):
@@ -53,7 +80,12 @@ def total(response):
 
 
 def notes(response):
-    return [html.unescape(n) for n in re.findall(r'<p class="flash flash-warning" role="status" data-note>(.*?)</p>', response.content.decode())]
+    return [
+        html.unescape(n)
+        for n in re.findall(
+            r'<p class="flash flash-warning" role="status" data-note>(.*?)</p>', response.content.decode()
+        )
+    ]
 
 
 def test_login_is_required(client, shop):
@@ -117,7 +149,7 @@ def test_filters(viewer_client, shop, monkeypatch, inline):
     assert shown(viewer_client.get("/digests/?user=report&schema=archive")) == [shop["special"].digest]
     assert total(viewer_client.get("/digests/?user=report&schema=shop")) == 0
     html = viewer_client.get("/digests/?hostgroup=101&user=app").content.decode()
-    assert 'hg 101 · app@shop' in html
+    assert "hg 101 · app@shop" in html
 
 
 def test_search(viewer_client, shop):
@@ -175,7 +207,7 @@ def test_hostile_query_strings_get_a_note_or_a_default(viewer_client, shop):
 def test_htmx_requests_get_the_results_fragment_only(viewer_client, shop):
     response = viewer_client.get("/digests/?sort=count", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="digest-results")
     html = response.content.decode()
-    assert response.status_code == 200 and "<html" not in html and "<table class=\"digests\"" in html
+    assert response.status_code == 200 and "<html" not in html and '<table class="digests"' in html
     assert '<input type="hidden" name="sort" value="count">' in html
     assert re.search(r'href="/digests/\?[^"]*page=2"[^>]*hx-get="/digests/\?[^"]*page=2"', html)  # real hrefs kept
 
@@ -218,12 +250,18 @@ def test_the_page_says_how_fresh_each_node_is_and_escapes_what_proxysql_sent(vie
     n1, n2, n3 = shop["nodes"]
     now = time.time()
     DigestNodeState.objects.create(node=n1, last_ok_ts=now - 10, last_poll_ts=now - 10)
-    DigestNodeState.objects.create(node=n2, last_ok_ts=now - 150, last_poll_ts=now - 5, error_kind="timeout",
-                                   error="ProxySQL proxysql-2: read stats_mysql_query_digest: no answer within 10s",
-                                   error_since=now - 120)
+    DigestNodeState.objects.create(
+        node=n2,
+        last_ok_ts=now - 150,
+        last_poll_ts=now - 5,
+        error_kind="timeout",
+        error="ProxySQL proxysql-2: read stats_mysql_query_digest: no answer within 10s",
+        error_since=now - 120,
+    )
     hostile = digest("SELECT '<script>alert(1)</script>' FROM dual", h="0x0000000000BADBAD")
-    DigestStat.objects.create(resolution=RAW, ts=int(now) - 100, source=source(n1), digest=hostile, count_star=1,
-                              sum_time=1)
+    DigestStat.objects.create(
+        resolution=RAW, ts=int(now) - 100, source=source(n1), digest=hostile, count_star=1, sum_time=1
+    )
     html = viewer_client.get("/digests/").content.decode()
     assert 'data-polled="1/3"' in html and "Digests polled from 1 of 3 ProxySQL nodes" in html
     assert "digest poll failing for 2 min (timeout: ProxySQL proxysql-2: read stats_mysql_query_digest" in html

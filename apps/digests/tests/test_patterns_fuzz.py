@@ -1,6 +1,7 @@
 """Issue 34, every place a pattern is evaluated: pathological query-rule patterns as a cluster's current rules and in
 a draft, through the digest pages a viewer reads (the digest's routes, the rule tester), and as mirror rules through
 the digest poll's marking of copies (mirroring.mark_copies): never a 500, never an unbounded request or poll."""
+
 from types import SimpleNamespace
 
 from django.conf import settings as django_settings
@@ -19,20 +20,37 @@ def test_fuzz_pathological_rules_on_the_digest_pages(client, viewer_user, operat
     cluster, cs, d = shop["cluster"], shop["cs"], shop["digest"]
 
     @hypothesis_settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(patterns=st.lists(PATHOLOGICAL, min_size=1, max_size=3), column=st.sampled_from(["match_digest",
-                                                                                             "match_pattern"]))
+    @given(
+        patterns=st.lists(PATHOLOGICAL, min_size=1, max_size=3),
+        column=st.sampled_from(["match_digest", "match_pattern"]),
+    )
     def check(patterns, column):
         content = dict(shop["version"].content)
-        content["mysql_query_rules"] = [rule(10 + i, **{column: p}, destination_hostgroup=100, apply=0)
-                                        for i, p in enumerate(patterns)] + content["mysql_query_rules"]
+        content["mysql_query_rules"] = [
+            rule(10 + i, **{column: p}, destination_hostgroup=100, apply=0) for i, p in enumerate(patterns)
+        ] + content["mysql_query_rules"]
         services.record_version(cluster, content, actor=Actor.system(), reason="fuzz", source="change")
-        services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules",
-                               "row": rule(4, match_digest=patterns[0], destination_hostgroup=101, apply=1)},
-                          actor=Actor.command(operator_user))
+        services.add_edit(
+            cs,
+            {
+                "op": "upsert",
+                "table": "mysql_query_rules",
+                "row": rule(4, match_digest=patterns[0], destination_hostgroup=101, apply=1),
+            },
+            actor=Actor.command(operator_user),
+        )
         with within(2 * django_settings.RULE_WALK_BUDGET_S + 2):
             detail = client.get(f"/digests/{d.pk}/")
-            tester = client.get("/digests/rules/", {"cluster": cluster.pk, "user": "app", "change_set": cs.pk,
-                                                    "digest": d.pk, "query": "SELECT c FROM sbtest1 WHERE id = 1"})
+            tester = client.get(
+                "/digests/rules/",
+                {
+                    "cluster": cluster.pk,
+                    "user": "app",
+                    "change_set": cs.pk,
+                    "digest": d.pk,
+                    "query": "SELECT c FROM sbtest1 WHERE id = 1",
+                },
+            )
         assert detail.status_code == 200 and tester.status_code == 200
         assert "Traceback" not in tester.content.decode()
 

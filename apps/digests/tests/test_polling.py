@@ -1,5 +1,6 @@
 """Digest polls over the real wire against two ProxySQL doubles, with real Redis: deltas per interval,
 resets and restarts, one failing node, lost baselines, the shard lock."""
+
 import os
 import time
 
@@ -17,8 +18,14 @@ pytestmark = pytest.mark.django_db
 def stats_of(node, ts):
     """{(hostgroup, schema, user, client, digest): (count, sum_time)} written for one node at one poll."""
     rows = DigestStat.objects.filter(resolution=RAW, ts=ts, source__node=node).values_list(
-        "source__hostgroup", "source__schemaname", "source__username", "source__client_address", "digest__digest",
-        "count_star", "sum_time")
+        "source__hostgroup",
+        "source__schemaname",
+        "source__username",
+        "source__client_address",
+        "digest__digest",
+        "count_star",
+        "sum_time",
+    )
     return {r[:5]: (r[5], r[6]) for r in rows}
 
 
@@ -44,7 +51,12 @@ def test_two_polls_store_the_interval_deltas(digest_lab):
     add_queries(doubles[0], 5000)
     after = read_digest_table(doubles[0])
     summary = services.poll_round(nodes, now=t0 + 30)
-    assert summary == {"polled": 2, "failed": 0, "rows": len(expected_deltas(before, after)), "seconds": summary["seconds"]}
+    assert summary == {
+        "polled": 2,
+        "failed": 0,
+        "rows": len(expected_deltas(before, after)),
+        "seconds": summary["seconds"],
+    }
     assert stats_of(nodes[0], int(t0) + 30) == expected_deltas(before, after)
     assert stats_of(nodes[1], int(t0) + 30) == {}  # nothing ran on the second node: no row at all
     assert Digest.objects.count() == len(expected_deltas(before, after))
@@ -81,10 +93,19 @@ def test_rows_sent_and_affected_are_stored_per_interval(digest_lab):
     after = read_digest_table(doubles[0], figures=figures)
     services.poll_round(nodes, now=t0 + 30)
     stored = DigestStat.objects.filter(resolution=RAW, ts=int(t0) + 30, source__node=nodes[0]).values_list(
-        "source__hostgroup", "source__schemaname", "source__username", "source__client_address", "digest__digest",
-        "rows_sent", "rows_affected")
-    expected = {k: (v[1] - before.get(k, (0, 0, 0))[1], v[2] - before.get(k, (0, 0, 0))[2])
-                for k, v in after.items() if v[0] != before.get(k, (0,))[0]}
+        "source__hostgroup",
+        "source__schemaname",
+        "source__username",
+        "source__client_address",
+        "digest__digest",
+        "rows_sent",
+        "rows_affected",
+    )
+    expected = {
+        k: (v[1] - before.get(k, (0, 0, 0))[1], v[2] - before.get(k, (0, 0, 0))[2])
+        for k, v in after.items()
+        if v[0] != before.get(k, (0,))[0]
+    }
     assert {r[:5]: r[5:] for r in stored} == expected
     assert any(sent for sent, _ in expected.values()) and any(affected for _, affected in expected.values())
 
@@ -122,8 +143,12 @@ def test_reset_and_restart_give_no_negative_or_doubled_figures(digest_lab):
     assert not DigestStat.objects.filter(sum_time__lt=0).exists()
     # The whole history adds up to what ran in the intervals we saw, never more.
     total = DigestStat.objects.filter(source__node=nodes[0]).aggregate(n=Sum("count_star"))["n"]
-    assert total == sum(c for c, _ in since_reset.values()) + sum(c for c, _ in since_restart.values()) + \
-        DigestStat.objects.filter(source__node=nodes[0], ts=t0 + 30).aggregate(n=Sum("count_star"))["n"]
+    assert (
+        total
+        == sum(c for c, _ in since_reset.values())
+        + sum(c for c, _ in since_restart.values())
+        + DigestStat.objects.filter(source__node=nodes[0], ts=t0 + 30).aggregate(n=Sum("count_star"))["n"]
+    )
 
 
 def test_one_failing_node_is_recorded_for_that_node_only(digest_lab):
@@ -190,8 +215,9 @@ def test_a_failed_database_write_is_recorded_and_the_next_poll_covers_the_interv
     add_queries(second, 1000)
     # A row already where this poll will write one: the node's transaction fails on a real constraint.
     row = DigestStat.objects.filter(ts=t0 + 30, source__node=nodes[0]).first()
-    DigestStat.objects.create(resolution=RAW, ts=t0 + 60, source_id=row.source_id, digest_id=row.digest_id,
-                              count_star=-1, sum_time=-1)
+    DigestStat.objects.create(
+        resolution=RAW, ts=t0 + 60, source_id=row.source_id, digest_id=row.digest_id, count_star=-1, sum_time=-1
+    )
     summary = services.poll_round(nodes, now=t0 + 60)
     assert summary["failed"] == 1
     state = DigestNodeState.objects.get(node=nodes[0])
@@ -208,10 +234,12 @@ def test_a_failed_database_write_is_recorded_and_the_next_poll_covers_the_interv
 def test_garbage_from_a_node_fails_that_node_only(digest_lab):
     cluster, nodes, (first, second) = digest_lab
     second.query("DROP VIEW stats.stats_mysql_query_digest")
-    second.query("CREATE VIEW stats.stats_mysql_query_digest AS SELECT 'x' AS hostgroup, 'a' AS schemaname,"
-                 " 'b' AS username, '' AS client_address, '0x1' AS digest, 'q' AS digest_text, 'many' AS count_star,"
-                 " '1' AS first_seen, '1' AS last_seen, '1' AS sum_time, '1' AS min_time, '1' AS max_time,"
-                 " '1' AS sum_rows_affected, '1' AS sum_rows_sent")  # every column of ProxySQL 2.7.1's table
+    second.query(
+        "CREATE VIEW stats.stats_mysql_query_digest AS SELECT 'x' AS hostgroup, 'a' AS schemaname,"
+        " 'b' AS username, '' AS client_address, '0x1' AS digest, 'q' AS digest_text, 'many' AS count_star,"
+        " '1' AS first_seen, '1' AS last_seen, '1' AS sum_time, '1' AS min_time, '1' AS max_time,"
+        " '1' AS sum_rows_affected, '1' AS sum_rows_sent"
+    )  # every column of ProxySQL 2.7.1's table
     summary = services.poll_round(nodes, now=time.time())
     assert summary["failed"] == 1
     bad = DigestNodeState.objects.get(node=nodes[1])
@@ -249,8 +277,10 @@ def test_many_digests_poll_within_the_interval(digest_lab, settings):
     started = time.monotonic()
     later = services.poll_round(nodes[:1], now=t0 + 60)
     later_s = time.monotonic() - started
-    print(f"\n{scale:,} digests: baseline poll {baseline_s:.1f} s, all {summary['rows']:,} new {all_new_s:.1f} s,"
-          f" {later['rows']:,} changed {later_s:.1f} s")
+    print(
+        f"\n{scale:,} digests: baseline poll {baseline_s:.1f} s, all {summary['rows']:,} new {all_new_s:.1f} s,"
+        f" {later['rows']:,} changed {later_s:.1f} s"
+    )
     assert summary["failed"] == 0 and summary["rows"] == scale
     assert all_new_s < settings.MONITOR_DIGEST_INTERVAL_S  # done before the next poll is due
     assert Digest.objects.count() == scale and DigestStat.objects.filter(ts=t0 + 30).count() == scale

@@ -1,5 +1,6 @@
 """Rollups (raw -> 5 min -> hour -> day), retention, and windows answered from them: the figures of any
 window equal the raw rows' sums, whatever mix of resolutions answers it."""
+
 import random
 
 import pytest
@@ -29,10 +30,18 @@ def history():
         for src in rng.sample(sources, 3):
             for dg in rng.sample(digests, 4):
                 count = rng.randint(1, 50)
-                rows.append(DigestStat(resolution=RAW, ts=ts + src.node_id, source=src, digest=dg, count_star=count,
-                                       sum_time=count * rng.randint(50, 5000),
-                                       max_time=rng.choice([None, rng.randint(5000, 90000)]),
-                                       min_time=rng.choice([None, rng.randint(1, 50)])))
+                rows.append(
+                    DigestStat(
+                        resolution=RAW,
+                        ts=ts + src.node_id,
+                        source=src,
+                        digest=dg,
+                        count_star=count,
+                        sum_time=count * rng.randint(50, 5000),
+                        max_time=rng.choice([None, rng.randint(5000, 90000)]),
+                        min_time=rng.choice([None, rng.randint(1, 50)]),
+                    )
+                )
     DigestStat.objects.bulk_create(rows, batch_size=2000)
     for n in nodes:
         polls(n, start + n.pk, end, every=600)
@@ -40,9 +49,12 @@ def history():
 
 
 def raw_truth(a, b, **source_filter):
-    return {r["digest_id"]: (r["c"], r["s"], r["mx"], r["mn"]) for r in
-            DigestStat.objects.filter(resolution=RAW, ts__gte=a, ts__lt=b, **source_filter).values("digest_id")
-            .annotate(c=Sum("count_star"), s=Sum("sum_time"), mx=Max("max_time"), mn=Min("min_time"))}
+    return {
+        r["digest_id"]: (r["c"], r["s"], r["mx"], r["mn"])
+        for r in DigestStat.objects.filter(resolution=RAW, ts__gte=a, ts__lt=b, **source_filter)
+        .values("digest_id")
+        .annotate(c=Sum("count_star"), s=Sum("sum_time"), mx=Max("max_time"), mn=Min("min_time"))
+    }
 
 
 def from_page(a, b, filters=Filters()):
@@ -59,8 +71,12 @@ def test_rollups_keep_every_figure_and_windows_answer_exactly(history, settings)
     written = services.rollup_and_prune(now=now)["written"]  # bounded: 500 buckets per level and run
     assert written[FIVE_MINUTES] > 0 and written[HOUR] > 0
     for level in (FIVE_MINUTES, HOUR, DAY):
-        assert DigestStat.objects.filter(resolution=level).aggregate(n=Sum("count_star"))["n"] == \
-            DigestStat.objects.filter(resolution=RAW, ts__lt=services.rolled_until()[level]).aggregate(n=Sum("count_star"))["n"]
+        assert (
+            DigestStat.objects.filter(resolution=level).aggregate(n=Sum("count_star"))["n"]
+            == DigestStat.objects.filter(resolution=RAW, ts__lt=services.rolled_until()[level]).aggregate(
+                n=Sum("count_star")
+            )["n"]
+        )
     services.rollup_and_prune(now=now)  # catches up
     assert services.rolled_until() == {FIVE_MINUTES: end + 300, HOUR: end, DAY: end}
     # Once caught up, a run writes nothing more (each bucket once).
@@ -130,9 +146,15 @@ def test_the_span_gives_the_same_pages_as_summing_every_row(history, settings, m
     rng = random.Random(5)
     src = source(nodes[1], 100, "batch")
     for i in range(30):  # digests that ran once, inside the span only: they come from its indexes
-        DigestStat.objects.create(resolution=RAW, ts=rng.randrange(now - 80000, now - 8000), source=src,
-                                  digest=digest(f"SELECT once_{i}"), count_star=rng.randint(1, 500),
-                                  sum_time=rng.randint(1, 10**6), max_time=rng.choice([None, rng.randint(1, 10**6)]))
+        DigestStat.objects.create(
+            resolution=RAW,
+            ts=rng.randrange(now - 80000, now - 8000),
+            source=src,
+            digest=digest(f"SELECT once_{i}"),
+            count_star=rng.randint(1, 500),
+            sum_time=rng.randint(1, 10**6),
+            max_time=rng.choice([None, rng.randint(1, 10**6)]),
+        )
     services.rollup_and_prune(now=now)
     services.rollup_and_prune(now=now)
     span_end = services.refresh_span(now)
@@ -155,8 +177,9 @@ def test_the_span_gives_the_same_pages_as_summing_every_row(history, settings, m
                 filters = Filters(search=search)
                 fast = selectors.top_digests(window, filters, sort, descending, page, per_page=7)
                 slow = selectors.top_digests(window, filters, sort, descending, page, per_page=7, use_span=False)
-                assert [(r.digest_id, r.count, r.total_us, r.max_us, r.min_us) for r in fast.rows] == \
-                    [(r.digest_id, r.count, r.total_us, r.max_us, r.min_us) for r in slow.rows], (sort, search, page)
+                assert [(r.digest_id, r.count, r.total_us, r.max_us, r.min_us) for r in fast.rows] == [
+                    (r.digest_id, r.count, r.total_us, r.max_us, r.min_us) for r in slow.rows
+                ], (sort, search, page)
                 assert (fast.total, fast.number) == (slow.total, slow.number)
                 shown = selectors.top_digests(window, filters, sort, descending, page, per_page=7, exact_total=False)
                 assert shown.rows == fast.rows and shown.number == fast.number, (sort, search, page)

@@ -1,5 +1,6 @@
 """The rule tester's page (/digests/rules/): a digest or a typed query walked through the cluster's current
 rules and, beside them, a draft change set's; reached from the digest list and the digest's detail."""
+
 import re
 import time
 
@@ -25,14 +26,17 @@ def shop(operator_user):
     content = C.empty()
     content["roles"] = {"writer": 100, "reader": 101}
     content["mysql_users"] = [typed_row(MYSQL_USERS, {"username": "app", "default_hostgroup": 100}, strict=False)]
-    content["mysql_query_rules"] = [rule(1, match_digest="^SELECT", flagOUT=5),
-                                    rule(2, flagIN=5, match_digest="FOR UPDATE", destination_hostgroup=100, apply=1),
-                                    rule(3, flagIN=5, destination_hostgroup=101, apply=1)]
+    content["mysql_query_rules"] = [
+        rule(1, match_digest="^SELECT", flagOUT=5),
+        rule(2, flagIN=5, match_digest="FOR UPDATE", destination_hostgroup=100, apply=1),
+        rule(3, flagIN=5, destination_hostgroup=101, apply=1),
+    ]
     version = services.record_version(cluster, content, actor=Actor.system(), reason="rules", source="change")
     cs = services.start_change_set(cluster, actor=Actor.command(operator_user), reason="cache the orders lookup")
     cached = rule(2, flagIN=5, match_digest="FROM orders", cache_ttl=5000, destination_hostgroup=101, apply=1)
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules", "row": cached},
-                      actor=Actor.command(operator_user))
+    services.add_edit(
+        cs, {"op": "upsert", "table": "mysql_query_rules", "row": cached}, actor=Actor.command(operator_user)
+    )
     d = digest("SELECT * FROM orders WHERE id = ?", h="0x00000000000000B1")
     stat(source(n1, 101, "app", "shop"), d, int(time.time()) - 600, 10, 1000)
     return {"cluster": cluster, "version": version, "cs": cs, "digest": d}
@@ -50,8 +54,10 @@ def outcome(html, column):
 
 def test_typed_query_on_the_current_rules(client, viewer_user, shop):
     client.force_login(viewer_user)
-    response = client.get("/digests/rules/", {"cluster": shop["cluster"].pk, "user": "app",
-                                              "query": "SELECT c FROM t WHERE id=5 FOR UPDATE"})
+    response = client.get(
+        "/digests/rules/",
+        {"cluster": shop["cluster"].pk, "user": "app", "query": "SELECT c FROM t WHERE id=5 FOR UPDATE"},
+    )
     html = response.content.decode()
     assert response.status_code == 200
     assert hits(html, 0) == [1, 2]
@@ -62,8 +68,10 @@ def test_typed_query_on_the_current_rules(client, viewer_user, shop):
 
 def test_digest_against_a_draft_side_by_side(client, viewer_user, shop):
     client.force_login(viewer_user)
-    response = client.get("/digests/rules/", {"cluster": shop["cluster"].pk, "digest": shop["digest"].pk,
-                                              "user": "app", "change_set": shop["cs"].pk})
+    response = client.get(
+        "/digests/rules/",
+        {"cluster": shop["cluster"].pk, "digest": shop["digest"].pk, "user": "app", "change_set": shop["cs"].pk},
+    )
     html = response.content.decode()
     assert hits(html, 0) == [1, 3] and "Sent to hostgroup 101 (rule 3)" in outcome(html, 0)
     assert hits(html, 1) == [1, 2] and "cached for 5000 ms" in outcome(html, 1)
@@ -74,7 +82,7 @@ def test_digest_against_a_draft_side_by_side(client, viewer_user, shop):
 def test_reached_from_the_list_and_the_detail(client, viewer_user, shop):
     client.force_login(viewer_user)
     listed = client.get("/digests/", {"cluster": shop["cluster"].pk}).content.decode()
-    assert f'/digests/rules/?cluster={shop["cluster"].pk}&amp;digest={shop["digest"].pk}' in listed
+    assert f"/digests/rules/?cluster={shop['cluster'].pk}&amp;digest={shop['digest'].pk}" in listed
     detail = client.get(f"/digests/{shop['digest'].pk}/").content.decode()
     link = re.search(r'href="(/digests/rules/\?[^"]+)" data-test-rules', detail).group(1).replace("&amp;", "&")
     page = client.get(link).content.decode()
@@ -82,11 +90,14 @@ def test_reached_from_the_list_and_the_detail(client, viewer_user, shop):
     assert 'value="app"' in page and 'value="shop"' in page
 
 
-@pytest.mark.parametrize("params, note", [
-    ({"cluster": "x"}, "Ignored cluster"),
-    ({"cluster": "999999"}, "No such cluster"),
-    ({"change_set": "999999", "query": "SELECT 1"}, "not a draft of this cluster"),
-])
+@pytest.mark.parametrize(
+    "params, note",
+    [
+        ({"cluster": "x"}, "Ignored cluster"),
+        ({"cluster": "999999"}, "No such cluster"),
+        ({"change_set": "999999", "query": "SELECT 1"}, "not a draft of this cluster"),
+    ],
+)
 def test_bad_input_is_a_note(client, viewer_user, shop, params, note):
     client.force_login(viewer_user)
     if "change_set" in params:
@@ -105,11 +116,21 @@ def test_a_cluster_without_a_version_says_so(client, viewer_user, db):
 def test_a_draft_rule_at_pcres_match_limit_is_told_on_the_page_not_a_500(client, viewer_user, operator_user, shop):
     """Issue 34: a draft rule reaching PCRE2's match limit made the page answer 500 (LibraryError in the walk)."""
     backtracking = rule(2, flagIN=5, match_digest=r"^(\w+\s?)*$", destination_hostgroup=101, apply=1)
-    services.add_edit(shop["cs"], {"op": "upsert", "table": "mysql_query_rules", "row": backtracking},
-                      actor=Actor.command(operator_user))
+    services.add_edit(
+        shop["cs"],
+        {"op": "upsert", "table": "mysql_query_rules", "row": backtracking},
+        actor=Actor.command(operator_user),
+    )
     client.force_login(viewer_user)
-    response = client.get("/digests/rules/", {"cluster": shop["cluster"].pk, "user": "app", "change_set": shop["cs"].pk,
-                                              "query": "SELECT c FROM sbtest1 WHERE id BETWEEN 1 AND 5 ORDER BY c"})
+    response = client.get(
+        "/digests/rules/",
+        {
+            "cluster": shop["cluster"].pk,
+            "user": "app",
+            "change_set": shop["cs"].pk,
+            "query": "SELECT c FROM sbtest1 WHERE id BETWEEN 1 AND 5 ORDER BY c",
+        },
+    )
     html = response.content.decode()
     assert response.status_code == 200
     assert "this pattern reaches the match limit on" in html and "counted as no match" in html

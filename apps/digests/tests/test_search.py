@@ -1,5 +1,6 @@
 """The digest search through its word index (apps/digests/search.py) finds exactly what a plain substring
 filter finds, on the lab's digests and on texts the index cannot split; run on SQLite and MariaDB."""
+
 import time
 
 import pytest
@@ -15,9 +16,34 @@ from .factories import digest
 pytestmark = pytest.mark.django_db
 
 TERMS = [
-    "orders", "ORDERS", "rders", "preorders", "sbtest", "sbtest1", "test12", "from sbtest",  # words, infixes, across words
-    "c from", "id=", "where id", "between ? and", "k_", "_", "%", "100%_sure", "?", "  ", "s", "id",  # punctuation, short
-    "sel", "select c", "café", "caf", "ordersxx", "no such query", "x" * 70, "0x00000000DEADBEEF",  # not plain, long, hash
+    "orders",
+    "ORDERS",
+    "rders",
+    "preorders",
+    "sbtest",
+    "sbtest1",
+    "test12",
+    "from sbtest",  # words, infixes, across words
+    "c from",
+    "id=",
+    "where id",
+    "between ? and",
+    "k_",
+    "_",
+    "%",
+    "100%_sure",
+    "?",
+    "  ",
+    "s",
+    "id",  # punctuation, short
+    "sel",
+    "select c",
+    "café",
+    "caf",
+    "ordersxx",
+    "no such query",
+    "x" * 70,
+    "0x00000000DEADBEEF",  # not plain, long, hash
 ]
 
 
@@ -38,10 +64,13 @@ def test_the_search_finds_exactly_the_texts_containing_the_term(digest_lab, monk
     services.poll_round(nodes, now=t0 + 30)
     lab_texts = Digest.objects.count()
     assert lab_texts >= 2000
-    for text in ["SELECT * FROM preorders WHERE id = ?", "SELECT k_1 FROM orders_2024 WHERE c = '100%_sure'",
-                 "SELECT note FROM café WHERE id = ?",  # not plain ASCII: always read
-                 "SELECT a\x01b FROM orders",  # a control character (MariaDB's collation ignores it)
-                 "SELECT " + "x" * 70 + " FROM t"]:  # a word longer than the vocabulary's column
+    for text in [
+        "SELECT * FROM preorders WHERE id = ?",
+        "SELECT k_1 FROM orders_2024 WHERE c = '100%_sure'",
+        "SELECT note FROM café WHERE id = ?",  # not plain ASCII: always read
+        "SELECT a\x01b FROM orders",  # a control character (MariaDB's collation ignores it)
+        "SELECT " + "x" * 70 + " FROM t",
+    ]:  # a word longer than the vocabulary's column
         digest(text)
     digest("SELECT 1 FROM t", h="0x00000000DEADBEEF")
 
@@ -99,8 +128,15 @@ def test_the_lower_case_copy_a_search_matches():
 
 
 def test_words_of_a_text():
-    assert search.words_of("SELECT c FROM sbtest1 WHERE id=? /* q7 */") == {"select", "c", "from", "sbtest1", "where",
-                                                                          "id", "q7"}
+    assert search.words_of("SELECT c FROM sbtest1 WHERE id=? /* q7 */") == {
+        "select",
+        "c",
+        "from",
+        "sbtest1",
+        "where",
+        "id",
+        "q7",
+    }
     assert search.words_of("SELECT 'é'") == {search.ALWAYS_READ}
     assert search.key_run("from SBtest1 wh") == "sbtest1" and search.key_run("id") is None
     assert search.key_run("café") is None

@@ -1,6 +1,7 @@
 """Digests of a ProxySQL that serves two clusters (conftest.adopted_shared: the Galera lab in hostgroups
 100-102, the DR lab's dc1 in 200-202): each cluster's node row keeps the digests of its own hostgroups, so a
 digest is stored once, under the cluster it ran for, and the page's cluster filter shows only that cluster's."""
+
 import time
 
 import pytest
@@ -21,14 +22,23 @@ def test_each_cluster_stores_only_the_digests_of_its_hostgroups(adopted_shared, 
     services.poll_round(nodes, now=time.time() - 10)
     time.sleep(1.1)
     services.poll_round(nodes, now=time.time())
-    sources = {c: set(DigestSource.objects.filter(node__cluster=c).values_list("hostgroup", flat=True))
-               for c in (lab, dc1)}
+    sources = {
+        c: set(DigestSource.objects.filter(node__cluster=c).values_list("hostgroup", flat=True)) for c in (lab, dc1)
+    }
     assert sources[lab] and sources[lab] <= {100, 101, 102}
     assert sources[dc1] == {201}
     # No digest row twice: a (digest, hostgroup, user, schema, client) of one ProxySQL under one row only.
-    seen = list(DigestStat.objects.values_list("ts", "digest_id", "source__hostgroup", "source__username",
-                                               "source__schemaname", "source__client_address",
-                                               "source__node__admin_port"))
+    seen = list(
+        DigestStat.objects.values_list(
+            "ts",
+            "digest_id",
+            "source__hostgroup",
+            "source__username",
+            "source__schemaname",
+            "source__client_address",
+            "source__node__admin_port",
+        )
+    )
     assert len(seen) == len(set(seen)) > 0
 
 
@@ -43,5 +53,6 @@ def test_a_shared_proxysql_is_read_once_per_digest_round(adopted_shared, live_re
     assert len(reads) == 1, reads  # not once per cluster it serves
     assert services.nodes_for_shard(0, 2) and services.nodes_for_shard(1, 2)
     for shard in (0, 1):  # the digest shards deal the ProxySQLs as the monitoring rounds do
-        assert {n.endpoint for n in services.nodes_for_shard(shard, 2)} == \
-            {n.endpoint for n in pollers.proxysql_nodes_for_shard(shard, 2)}
+        assert {n.endpoint for n in services.nodes_for_shard(shard, 2)} == {
+            n.endpoint for n in pollers.proxysql_nodes_for_shard(shard, 2)
+        }

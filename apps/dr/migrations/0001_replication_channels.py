@@ -9,72 +9,195 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('fleet', '0007_backend_poll_and_failover_defaults'),
+        ("fleet", "0007_backend_poll_and_failover_defaults"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ReplicationChannel',
+            name="ReplicationChannel",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200, unique=True, validators=[apps.fleet.validators.validate_no_nul])),
-                ('replication_user', models.CharField(max_length=80, validators=[apps.fleet.validators.validate_no_nul])),
-                ('replication_password', apps.fleet.secrets.EncryptedTextField(blank=True)),
-                ('max_lag_s', models.PositiveIntegerField(default=60, help_text='lag above this many seconds shows as a problem')),
-                ('auto_failover_enabled', models.BooleanField(default=False, help_text='move the channel by itself when its source or replica node fails')),
-                ('failover_after_polls', models.PositiveSmallIntegerField(default=2, help_text='consecutive polls with an end failing (unreachable, not Synced in a Primary component, or the IO thread failing) before the channel moves', validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(100)])),
-                ('failback_enabled', models.BooleanField(default=False, help_text='move the source back to the preferred source once it has stayed Synced long enough')),
-                ('failback_after_s', models.PositiveIntegerField(default=300, help_text='...for this many seconds', validators=[django.core.validators.MaxValueValidator(86400)])),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('preferred_source', models.ForeignKey(blank=True, help_text='where failback brings the source; empty: the source an automatic failover left', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='fleet.server')),
-                ('replica_cluster', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='incoming_channels', to='fleet.cluster')),
-                ('replica_server', models.ForeignKey(help_text='the node that runs the channel now', on_delete=django.db.models.deletion.PROTECT, related_name='+', to='fleet.server')),
-                ('source_cluster', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='outgoing_channels', to='fleet.cluster')),
-                ('source_server', models.ForeignKey(help_text='the node the channel reads from now', on_delete=django.db.models.deletion.PROTECT, related_name='+', to='fleet.server')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "name",
+                    models.CharField(max_length=200, unique=True, validators=[apps.fleet.validators.validate_no_nul]),
+                ),
+                (
+                    "replication_user",
+                    models.CharField(max_length=80, validators=[apps.fleet.validators.validate_no_nul]),
+                ),
+                ("replication_password", apps.fleet.secrets.EncryptedTextField(blank=True)),
+                (
+                    "max_lag_s",
+                    models.PositiveIntegerField(default=60, help_text="lag above this many seconds shows as a problem"),
+                ),
+                (
+                    "auto_failover_enabled",
+                    models.BooleanField(
+                        default=False, help_text="move the channel by itself when its source or replica node fails"
+                    ),
+                ),
+                (
+                    "failover_after_polls",
+                    models.PositiveSmallIntegerField(
+                        default=2,
+                        help_text="consecutive polls with an end failing (unreachable, not Synced in a Primary component, or the IO thread failing) before the channel moves",
+                        validators=[
+                            django.core.validators.MinValueValidator(1),
+                            django.core.validators.MaxValueValidator(100),
+                        ],
+                    ),
+                ),
+                (
+                    "failback_enabled",
+                    models.BooleanField(
+                        default=False,
+                        help_text="move the source back to the preferred source once it has stayed Synced long enough",
+                    ),
+                ),
+                (
+                    "failback_after_s",
+                    models.PositiveIntegerField(
+                        default=300,
+                        help_text="...for this many seconds",
+                        validators=[django.core.validators.MaxValueValidator(86400)],
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "preferred_source",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="where failback brings the source; empty: the source an automatic failover left",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="fleet.server",
+                    ),
+                ),
+                (
+                    "replica_cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="incoming_channels",
+                        to="fleet.cluster",
+                    ),
+                ),
+                (
+                    "replica_server",
+                    models.ForeignKey(
+                        help_text="the node that runs the channel now",
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="fleet.server",
+                    ),
+                ),
+                (
+                    "source_cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="outgoing_channels",
+                        to="fleet.cluster",
+                    ),
+                ),
+                (
+                    "source_server",
+                    models.ForeignKey(
+                        help_text="the node the channel reads from now",
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="fleet.server",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='ChannelSample',
+            name="ChannelSample",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('ts', models.DateTimeField()),
-                ('resolution', models.PositiveSmallIntegerField(default=0, help_text='0 raw, 60 or 3600: rollups (apps/monitoring/rollups.py)')),
-                ('reachable', models.BooleanField(default=True, help_text='the replica node answered')),
-                ('io_running', models.BooleanField(null=True)),
-                ('sql_running', models.BooleanField(null=True)),
-                ('lag_seconds', models.FloatField(help_text='Seconds_Behind_Master', null=True)),
-                ('source_seq', models.BigIntegerField(help_text="the source's last GTID sequence in its domain", null=True)),
-                ('applied_seq', models.BigIntegerField(help_text="the replica's gtid_slave_pos in that domain", null=True)),
-                ('lag_seconds_min', apps.monitoring.models.Float32Field(help_text='minimum in the bucket (rollups)', null=True)),
-                ('lag_seconds_max', apps.monitoring.models.Float32Field(help_text='maximum in the bucket (rollups)', null=True)),
-                ('replica_server', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='fleet.server')),
-                ('source_server', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='fleet.server')),
-                ('channel', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='samples', to='dr.replicationchannel')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("ts", models.DateTimeField()),
+                (
+                    "resolution",
+                    models.PositiveSmallIntegerField(
+                        default=0, help_text="0 raw, 60 or 3600: rollups (apps/monitoring/rollups.py)"
+                    ),
+                ),
+                ("reachable", models.BooleanField(default=True, help_text="the replica node answered")),
+                ("io_running", models.BooleanField(null=True)),
+                ("sql_running", models.BooleanField(null=True)),
+                ("lag_seconds", models.FloatField(help_text="Seconds_Behind_Master", null=True)),
+                (
+                    "source_seq",
+                    models.BigIntegerField(help_text="the source's last GTID sequence in its domain", null=True),
+                ),
+                (
+                    "applied_seq",
+                    models.BigIntegerField(help_text="the replica's gtid_slave_pos in that domain", null=True),
+                ),
+                (
+                    "lag_seconds_min",
+                    apps.monitoring.models.Float32Field(help_text="minimum in the bucket (rollups)", null=True),
+                ),
+                (
+                    "lag_seconds_max",
+                    apps.monitoring.models.Float32Field(help_text="maximum in the bucket (rollups)", null=True),
+                ),
+                (
+                    "replica_server",
+                    models.ForeignKey(
+                        null=True, on_delete=django.db.models.deletion.SET_NULL, related_name="+", to="fleet.server"
+                    ),
+                ),
+                (
+                    "source_server",
+                    models.ForeignKey(
+                        null=True, on_delete=django.db.models.deletion.SET_NULL, related_name="+", to="fleet.server"
+                    ),
+                ),
+                (
+                    "channel",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="samples", to="dr.replicationchannel"
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['channel', 'resolution', 'ts'], name='channelsample_chan_res_ts')],
+                "indexes": [models.Index(fields=["channel", "resolution", "ts"], name="channelsample_chan_res_ts")],
             },
         ),
         migrations.CreateModel(
-            name='ChannelCandidate',
+            name="ChannelCandidate",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('side', models.CharField(choices=[('source', 'source'), ('replica', 'replica')], max_length=8)),
-                ('weight', models.PositiveSmallIntegerField(default=50, validators=[django.core.validators.MaxValueValidator(100)])),
-                ('server', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.server')),
-                ('channel', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='candidates', to='dr.replicationchannel')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("side", models.CharField(choices=[("source", "source"), ("replica", "replica")], max_length=8)),
+                (
+                    "weight",
+                    models.PositiveSmallIntegerField(
+                        default=50, validators=[django.core.validators.MaxValueValidator(100)]
+                    ),
+                ),
+                (
+                    "server",
+                    models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="+", to="fleet.server"),
+                ),
+                (
+                    "channel",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="candidates",
+                        to="dr.replicationchannel",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['channel', 'side', '-weight'],
-                'constraints': [models.UniqueConstraint(fields=('channel', 'server'), name='one_candidacy_per_server')],
+                "ordering": ["channel", "side", "-weight"],
+                "constraints": [models.UniqueConstraint(fields=("channel", "server"), name="one_candidacy_per_server")],
             },
         ),
     ]

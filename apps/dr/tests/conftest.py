@@ -1,5 +1,6 @@
 """The DR lab (lab/dr.py) in the inventory: clusters dc1 and dc2, their servers, and the channel
 dc1 -> dc2 as the lab runs it now (wherever a previous test left it), with every node a candidate."""
+
 import pytest
 
 from lab.dr import register_in_inventory

@@ -1,6 +1,7 @@
 """The DR channel alerts on the DR lab: a stopped channel fires and resolves, a lagging one too, and a planned
 move of the channel holds them like other planned work. Channels are polled and judged as the backend task
 does (workers.monitoring.poll_channels: poll, then the alert rules on the channel's replica cluster)."""
+
 import time
 from contextlib import closing
 
@@ -112,8 +113,9 @@ def test_a_planned_move_holds_the_stopped_channel_alert(channel_alerts):
 
     channel, dc1, dc2, lab = channel_alerts
     new_source = next(s for s in dc1 if s.pk != channel.source_server_id)
-    op = services.save_plan(moves.plan_move(channel, new_source=new_source, reason="planned move"),
-                            actor=Actor.rule("test"))
+    op = services.save_plan(
+        moves.plan_move(channel, new_source=new_source, reason="planned move"), actor=Actor.rule("test")
+    )
     services.confirm(op, actor=Actor.rule("test"), enqueue=False)  # pending: planned work on dc2 from now on
     _replica_sql(lab, channel, dc2, "STOP SLAVE")
     _tick()

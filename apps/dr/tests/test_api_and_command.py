@@ -1,6 +1,7 @@
 """The DR channels' doors for scripts on the DR lab: the API reads them (latest state, history, moves) and plans
 a planned move that is confirmed and followed through the operation endpoints; `manage.py channel_move` plans,
 prints, confirms and runs one, with the runbook exit codes. Each moved channel replicates identically."""
+
 import io
 import json
 import sys
@@ -19,7 +20,13 @@ from lab.dr import WriteLoad, compare
 
 
 def _poll(channel):
-    polling.poll([ReplicationChannel.objects.select_related("source_server__cluster", "replica_server__cluster", "replica_cluster").get(pk=channel.pk)])
+    polling.poll(
+        [
+            ReplicationChannel.objects.select_related(
+                "source_server__cluster", "replica_server__cluster", "replica_cluster"
+            ).get(pk=channel.pk)
+        ]
+    )
 
 
 def command(*args, stdin=""):
@@ -34,7 +41,8 @@ def command(*args, stdin=""):
 
 
 def test_the_api_reads_channels_and_moves_the_replica_through_the_operation_endpoints(
-        dr_inventory, dr_healthy, live_redis, operator_user, viewer_user):
+    dr_inventory, dr_healthy, live_redis, operator_user, viewer_user
+):
     channel, dc1, dc2 = dr_inventory
     _poll(channel)
     viewer = token_client(viewer_user)
@@ -58,7 +66,9 @@ def test_the_api_reads_channels_and_moves_the_replica_through_the_operation_endp
     assert planned.status_code == 201, planned.content
     op = planned.json()
     assert op["kind"] == "channel_move" and op["state"] == "planned"
-    assert any("MASTER_USE_GTID=slave_pos" in sql for step in op["plan"]["steps"] for sql in step["params"].get("sql", []))
+    assert any(
+        "MASTER_USE_GTID=slave_pos" in sql for step in op["plan"]["steps"] for sql in step["params"].get("sql", [])
+    )
     assert viewer.post(f"/api/v1/operations/{op['id']}/confirm/", {}).status_code == 403
     with WriteLoad(dr_healthy) as load:
         time.sleep(0.3)
@@ -83,16 +93,24 @@ def test_the_api_reads_channels_and_moves_the_replica_through_the_operation_endp
 def test_the_channel_move_command_moves_the_source_and_exits_0(dr_inventory, dr_healthy, live_redis, operator_user):
     channel, dc1, _ = dr_inventory
     new_source = next(s for s in dc1 if s.pk != channel.source_server_id)
-    code, out = command("dc1_to_dc2", "--source", f"127.0.0.1:{new_source.port}", "--user", operator_user.username,
-                        stdin="no\n")
+    code, out = command(
+        "dc1_to_dc2", "--source", f"127.0.0.1:{new_source.port}", "--user", operator_user.username, stdin="no\n"
+    )
     assert code == 2 and "not confirmed" in out  # asked, refused: nothing ran
     assert "CHANGE MASTER TO MASTER_HOST='127.0.0.1'" in out and f"MASTER_PORT={new_source.port}" in out
     assert ReplicationChannel.objects.get(pk=channel.pk).source_server_id == channel.source_server_id
 
     with WriteLoad(dr_healthy) as load:
         time.sleep(0.3)
-        code, out = command("dc1_to_dc2", "--source", f"127.0.0.1:{new_source.port}", "--user",
-                            operator_user.username, "--yes", "--json")
+        code, out = command(
+            "dc1_to_dc2",
+            "--source",
+            f"127.0.0.1:{new_source.port}",
+            "--user",
+            operator_user.username,
+            "--yes",
+            "--json",
+        )
     lines = [json.loads(line) for line in out.splitlines()]
     assert code == 0, lines[-1]
     assert lines[0]["event"] == "plan" and lines[0]["kind"] == "channel_move"
@@ -104,25 +122,30 @@ def test_the_channel_move_command_moves_the_source_and_exits_0(dr_inventory, dr_
     assert AuditEvent.objects.filter(action="channel_move done").exists()
 
 
-def test_the_channel_move_command_refuses_bad_input_and_a_failed_guard(dr_inventory, dr_healthy, live_redis,
-                                                                       operator_user, viewer_user):
+def test_the_channel_move_command_refuses_bad_input_and_a_failed_guard(
+    dr_inventory, dr_healthy, live_redis, operator_user, viewer_user
+):
     channel, dc1, dc2 = dr_inventory
     with pytest.raises(CommandError, match="no DR channel named 'nope'"):
         call_command("channel_move", "nope", "--source", "127.0.0.1:1", "--user", operator_user.username)
     with pytest.raises(CommandError, match="--source HOST:PORT, --replica HOST:PORT"):
         call_command("channel_move", "dc1_to_dc2", "--user", operator_user.username)
     with pytest.raises(CommandError, match="no backend 127.0.0.1:%d in cluster dc1" % dc2[1].port):
-        call_command("channel_move", "dc1_to_dc2", "--source", f"127.0.0.1:{dc2[1].port}", "--user",
-                     operator_user.username)
+        call_command(
+            "channel_move", "dc1_to_dc2", "--source", f"127.0.0.1:{dc2[1].port}", "--user", operator_user.username
+        )
     with pytest.raises(CommandError, match="operator role"):
-        call_command("channel_move", "dc1_to_dc2", "--source", f"127.0.0.1:{dc1[1].port}", "--user", viewer_user.username)
+        call_command(
+            "channel_move", "dc1_to_dc2", "--source", f"127.0.0.1:{dc1[1].port}", "--user", viewer_user.username
+        )
     # A node that is no source candidate: the guard fails; an operator cannot override it: exit 2, nothing changes.
     from apps.dr.models import ChannelCandidate
 
     outsider = next(s for s in dc1 if s.pk != channel.source_server_id)
     ChannelCandidate.objects.filter(channel=channel, server=outsider).delete()
-    code, out = command("dc1_to_dc2", "--source", f"127.0.0.1:{outsider.port}", "--user", operator_user.username,
-                        "--yes")
+    code, out = command(
+        "dc1_to_dc2", "--source", f"127.0.0.1:{outsider.port}", "--user", operator_user.username, "--yes"
+    )
     assert code == 2 and "is a source candidate of the channel: no" in out and "refused" in out, out
     assert ReplicationChannel.objects.get(pk=channel.pk).source_server_id == channel.source_server_id
     assert dr_healthy.channel().source_port == channel.source_server.port

@@ -3,6 +3,7 @@ killed in the lab and the page shows the channel moved and applying, then the re
 again; every move is in the audit log, and both sides hold the same data once the write load stops. The channel is
 polled as the backend task does (polling.run_shard, 1 s interval) on a thread of this process; the automatic
 moves run there as the rule runs them (planned, confirmed by the rule, executed at once)."""
+
 import threading
 import time
 
@@ -47,7 +48,8 @@ def _index(servers, pk):
 
 
 def test_the_operator_watches_the_channel_move_when_its_source_then_its_replica_dies(
-        page, live_server, browser_login, operator_user, dr_inventory, dr_healthy, live_redis):
+    page, live_server, browser_login, operator_user, dr_inventory, dr_healthy, live_redis
+):
     channel, dc1, dc2 = dr_inventory
     ReplicationChannel.objects.filter(pk=channel.pk).update(auto_failover_enabled=True, failover_after_polls=1)
     old_source, old_replica = channel.source_server, channel.replica_server
@@ -87,8 +89,11 @@ def test_the_operator_watches_the_channel_move_when_its_source_then_its_replica_
     assert result.identical, result.line()  # the data identical on both sides after the load stopped
 
     moves = list(Operation.objects.filter(kind="channel_move").order_by("pk"))
-    assert [m.state for m in moves] == ["done", "done"] and "source failover" in moves[0].title \
+    assert (
+        [m.state for m in moves] == ["done", "done"]
+        and "source failover" in moves[0].title
         and "replica failover" in moves[1].title
+    )
     assert AuditEvent.objects.filter(action="channel_move done").count() == 2
     page.goto(f"{live_server.url}/audit/?action=channel_move+done")
     audit = page.locator("table.audit").inner_text()

@@ -1,4 +1,5 @@
 """Channels polled on the DR lab's real servers: state, lag, GTID positions, history, the pages."""
+
 import time
 
 import pytest
@@ -10,8 +11,9 @@ from lab.dr import WriteLoad, gtid_map
 
 
 def _poll(channel, now=None):
-    channel = ReplicationChannel.objects.select_related("source_server__cluster", "replica_server__cluster",
-                                                        "replica_cluster").get(pk=channel.pk)
+    channel = ReplicationChannel.objects.select_related(
+        "source_server__cluster", "replica_server__cluster", "replica_cluster"
+    ).get(pk=channel.pk)
     return polling.poll([channel], now)[channel.pk][1]
 
 
@@ -22,7 +24,7 @@ def test_the_replication_password_is_stored_encrypted(dr_inventory):
     with connection.cursor() as cur:
         cur.execute("SELECT replication_password FROM dr_replicationchannel WHERE id = %s", [channel.pk])
         stored = cur.fetchone()[0]
-    assert stored.startswith(PREFIX) and "repl" not in stored[len(PREFIX):]
+    assert stored.startswith(PREFIX) and "repl" not in stored[len(PREFIX) :]
     assert ReplicationChannel.objects.get(pk=channel.pk).replication_password == "repl"
 
 
@@ -57,8 +59,10 @@ def test_a_stopped_sql_thread_shows_and_its_history_is_kept(dr_inventory, dr_hea
     dr_healthy.wait_caught_up()
     doc = _poll(channel, now=time.time() + 1)
     assert doc["state"] == "running" and doc["behind_trx"] == 0
-    assert list(ChannelSample.objects.filter(channel=channel).order_by("ts").values_list("sql_running", flat=True)) \
-        == [False, True]
+    assert list(ChannelSample.objects.filter(channel=channel).order_by("ts").values_list("sql_running", flat=True)) == [
+        False,
+        True,
+    ]
 
 
 def test_a_dead_replica_node_counts_failing_polls(dr_inventory, dr_healthy, live_redis):
@@ -135,7 +139,8 @@ def test_history_is_rolled_up_and_pruned_with_the_monitoring_tables(dr_inventory
     for offset in (180, 170, 60):
         _poll(channel, now=now - offset)
     ChannelSample.objects.filter(channel=channel, ts__lt=timezone.now() - timedelta(seconds=120)).update(
-        io_running=False)  # one minute where the IO thread was down
+        io_running=False
+    )  # one minute where the IO thread was down
     result = rollups.run_all()
     minutes = ChannelSample.objects.filter(channel=channel, resolution=60).order_by("ts")
     assert result["written"]["channelsample:60"] >= 2 and minutes.exists()

@@ -4,6 +4,7 @@ threads running just after START SLAVE are not enough when the source has transa
 applied; the replica must commit one of them with its threads still running. A Galera replica cluster evicting a
 dead member commits nothing until its view changes, and the SQL thread may stop then without an error: that
 move must fail (and be rolled back), not be recorded done with a stopped channel."""
+
 import pytest
 
 from apps.clients.backend import ChannelRead
@@ -16,10 +17,20 @@ REPLICA, SOURCE = 1, 2
 
 
 def _read(sql="Yes", seq=100, io="Yes", sql_error=""):
-    return ChannelRead(source_host="10.0.1.2", source_port=3306, io_running=io, sql_running=sql, seconds_behind=0,
-                       last_io_errno=0, last_io_error="", last_sql_errno=1 if sql_error else 0,
-                       last_sql_error=sql_error, gtid_io_pos=f"1-11-{seq + 50}", gtid_slave_pos=f"1-11-{seq}",
-                       gtid_binlog_pos=f"1-11-{seq},2-21-7")
+    return ChannelRead(
+        source_host="10.0.1.2",
+        source_port=3306,
+        io_running=io,
+        sql_running=sql,
+        seconds_behind=0,
+        last_io_errno=0,
+        last_io_error="",
+        last_sql_errno=1 if sql_error else 0,
+        last_sql_error=sql_error,
+        gtid_io_pos=f"1-11-{seq + 50}",
+        gtid_slave_pos=f"1-11-{seq}",
+        gtid_binlog_pos=f"1-11-{seq},2-21-7",
+    )
 
 
 class _Replica:
@@ -59,9 +70,19 @@ class _Run:
 
 def _verify(reads, source_pos="1-11-150", timeout_s=5, **params):
     replica = _Replica(reads)
-    step = Step(key="verify", title="verify", kind=moves.CHANNEL_VERIFY,
-                params={"server": REPLICA, "source": ["10.0.1.2", 3306], "source_server": SOURCE, "domain": 1,
-                        "timeout_s": timeout_s, **params})
+    step = Step(
+        key="verify",
+        title="verify",
+        kind=moves.CHANNEL_VERIFY,
+        params={
+            "server": REPLICA,
+            "source": ["10.0.1.2", 3306],
+            "source_server": SOURCE,
+            "domain": 1,
+            "timeout_s": timeout_s,
+            **params,
+        },
+    )
     detail = {}
     moves.verify(_Run(replica, _Source(source_pos)), step, None, [], detail)
     return replica, detail
@@ -112,8 +133,12 @@ THREE = ["10.0.2.1:3306", "10.0.2.2:3306", "10.0.2.3:3306"]
 
 def _wait_evicted(views, dead="10.0.2.1:3306", timeout_s=5):
     replica = _Replica(views=views)
-    step = Step(key="evicted", title="evicted", kind=moves.CHANNEL_EVICTED,
-                params={"server": REPLICA, "name": "10.0.2.2:3306", "dead": dead, "timeout_s": timeout_s})
+    step = Step(
+        key="evicted",
+        title="evicted",
+        kind=moves.CHANNEL_EVICTED,
+        params={"server": REPLICA, "name": "10.0.2.2:3306", "dead": dead, "timeout_s": timeout_s},
+    )
     detail = {}
     run = _Run(replica, None)
     moves.wait_evicted(run, step, None, [], detail)

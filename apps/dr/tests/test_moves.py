@@ -1,6 +1,7 @@
 """Moving the channel's ends on the DR lab's real servers, under a write load on dc1: the source node dies,
 the replica node dies, a move that cannot verify rolls back. After each, both clusters' data and GTID
 positions are compared: no transaction lost, none applied twice."""
+
 import time
 
 import pytest
@@ -19,8 +20,9 @@ COMMITS_AROUND = 11
 
 
 def _fresh(channel):
-    return ReplicationChannel.objects.select_related("source_server__cluster", "replica_server__cluster",
-                                                     "replica_cluster").get(pk=channel.pk)
+    return ReplicationChannel.objects.select_related(
+        "source_server__cluster", "replica_server__cluster", "replica_cluster"
+    ).get(pk=channel.pk)
 
 
 def _poll_until_moved(channel, timeout=40):
@@ -107,8 +109,11 @@ def _local_repl_password(lab, n, password):
 
     with closing(lab.dc1.root_connection(n)) as conn:
         cur = conn.cursor()
-        for sql in ("SET SESSION wsrep_on=OFF", "SET SESSION sql_log_bin=0",
-                    f"ALTER USER '{REPL_USER}'@'%' IDENTIFIED BY '{password}'"):
+        for sql in (
+            "SET SESSION wsrep_on=OFF",
+            "SET SESSION sql_log_bin=0",
+            f"ALTER USER '{REPL_USER}'@'%' IDENTIFIED BY '{password}'",
+        ):
             cur.execute(sql)
 
 
@@ -132,8 +137,9 @@ def test_a_move_that_does_not_verify_is_rolled_back(auto_channel, dr_healthy):
     old_source = channel.source_server
     target = next(s for s in dc1 if s.pk != old_source.pk)
     # the new source refuses the channel
-    op = _run_refused(dr_healthy, _site_index(dc1, target),
-                      lambda: moves.plan_move(channel, new_source=target, verify_timeout_s=3))
+    op = _run_refused(
+        dr_healthy, _site_index(dc1, target), lambda: moves.plan_move(channel, new_source=target, verify_timeout_s=3)
+    )
     assert op.state == "rolled_back", op.error
     assert "does not run" in op.error and "Access denied" in op.error
     assert _fresh(channel).source_server == old_source
@@ -151,14 +157,17 @@ def test_a_replica_move_that_does_not_verify_is_rolled_back_on_the_new_replica_t
     old_replica, source = channel.replica_server, channel.source_server
     target = next(s for s in dc2 if s.pk != old_replica.pk)
     # the source refuses the new replica (connected replicas stay connected)
-    op = _run_refused(dr_healthy, _site_index(dc1, source),
-                      lambda: moves.plan_move(channel, new_replica=target, verify_timeout_s=3))
+    op = _run_refused(
+        dr_healthy, _site_index(dc1, source), lambda: moves.plan_move(channel, new_replica=target, verify_timeout_s=3)
+    )
     assert op.state == "rolled_back", op.error
     assert _fresh(channel).replica_server == old_replica
     assert dr_healthy.replica_status(_site_index(dc2, target)) is None  # no channel left configured there
     # The old replica started again; its IO thread reconnects (retry every 1 s) now the password is back.
     deadline = time.monotonic() + 10
-    while not (status := dr_healthy.replica_status(_site_index(dc2, old_replica))).running and time.monotonic() < deadline:
+    while (
+        not (status := dr_healthy.replica_status(_site_index(dc2, old_replica))).running and time.monotonic() < deadline
+    ):
         time.sleep(0.2)
     assert status.running and status.source_port == source.port, status
     result = compare(dr_healthy)
@@ -182,8 +191,10 @@ def test_a_replica_move_says_when_its_rollback_could_not_remove_the_channel(auto
     finally:
         with closing(dr_healthy.dc2.root_connection(_site_index(dc2, target))) as conn:
             conn.cursor().execute("GRANT RELOAD ON *.* TO 'monitor'@'%'")
-    said = (f"A rollback could not remove the channel from {target} again: RESET SLAVE ALL needs RELOAD, and the "
-            "console's user there lacks it (GRANT RELOAD ON *.*).")
+    said = (
+        f"A rollback could not remove the channel from {target} again: RESET SLAVE ALL needs RELOAD, and the "
+        "console's user there lacks it (GRANT RELOAD ON *.*)."
+    )
     assert {"level": "warning", "text": said} in notes(plan)
     assert not plan.failed_guards
 
@@ -195,8 +206,9 @@ def test_a_planned_move_of_both_ends_from_the_ui_under_load(dr_inventory, dr_hea
     form = operator_client.get(f"/dr/channels/{channel.pk}/move/")
     assert form.status_code == 200 and str(new_replica) in form.content.decode()
     assert operator_client.post(f"/dr/channels/{channel.pk}/move/", {}).status_code == 400  # nothing chosen
-    response = operator_client.post(f"/dr/channels/{channel.pk}/move/",
-                                    {"new_source": new_source.pk, "new_replica": new_replica.pk})
+    response = operator_client.post(
+        f"/dr/channels/{channel.pk}/move/", {"new_source": new_source.pk, "new_replica": new_replica.pk}
+    )
     op = Operation.objects.get(kind="channel_move")
     assert response.status_code == 302 and response.url == op.get_absolute_url()
     preview = operator_client.get(response.url).content.decode()

@@ -1,5 +1,6 @@
 """Channels in the health reports, from real polls of the DR lab's channel: both clusters' reports and the
 fleet's show the channel with its lag, the time it was stopped and its moves in the window."""
+
 import time
 from contextlib import closing
 from datetime import timedelta
@@ -15,11 +16,19 @@ from apps.reports import services as reports
 
 
 def _poll(channel, now):
-    polling.poll([ReplicationChannel.objects.select_related("source_server__cluster", "replica_server__cluster", "replica_cluster")
-                  .get(pk=channel.pk)], now)
+    polling.poll(
+        [
+            ReplicationChannel.objects.select_related(
+                "source_server__cluster", "replica_server__cluster", "replica_cluster"
+            ).get(pk=channel.pk)
+        ],
+        now,
+    )
 
 
-def test_the_cluster_and_fleet_reports_show_the_channel_lag_stopped_time_and_moves(dr_inventory, dr_healthy, live_redis):
+def test_the_cluster_and_fleet_reports_show_the_channel_lag_stopped_time_and_moves(
+    dr_inventory, dr_healthy, live_redis
+):
     channel, dc1, dc2 = dr_inventory
     n = [s.pk for s in dc2].index(channel.replica_server_id) + 1
     now = time.time()
@@ -34,8 +43,9 @@ def test_the_cluster_and_fleet_reports_show_the_channel_lag_stopped_time_and_mov
     dr_healthy.wait_caught_up()
     _poll(channel, now - 6)
     new_source = next(s for s in dc1 if s.pk != channel.source_server_id)
-    op = services.save_plan(moves.plan_move(channel, new_source=new_source, reason="planned move"),
-                            actor=Actor.rule("test"))
+    op = services.save_plan(
+        moves.plan_move(channel, new_source=new_source, reason="planned move"), actor=Actor.rule("test")
+    )
     services.confirm(op, actor=Actor.rule("test"), enqueue=False)
     executor.run(op.pk)
     op.refresh_from_db()
@@ -51,7 +61,9 @@ def test_the_cluster_and_fleet_reports_show_the_channel_lag_stopped_time_and_mov
         assert row["lag_avg_s"] is not None and row["lag_max_s"] is not None
         assert (row["moves"], row["moves_done"]) == (1, 1) and row["move_list"][0]["reason"] == "planned move"
     report = reports.build_report(None, "daily", span, actor=Actor.system())
-    assert any(p["text"].startswith("DR channels: stopped dc1_to_dc2 2") and "one channel move" in p["text"]
-               for p in report.data["summary"]["points"]), report.data["summary"]
+    assert any(
+        p["text"].startswith("DR channels: stopped dc1_to_dc2 2") and "one channel move" in p["text"]
+        for p in report.data["summary"]["points"]
+    ), report.data["summary"]
     assert report.data["fleet"]["dr_channels"][0]["stopped_s"] == 2.0
     assert 'data-channel="dc1_to_dc2" data-stopped-s="2.0" data-moves="1"' in report.html

@@ -8,128 +8,297 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Cluster',
+            name="Cluster",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200, unique=True, validators=[apps.fleet.validators.validate_no_nul])),
-                ('kind', models.CharField(choices=[('galera', 'Galera / PXC'), ('async', 'Async replication'), ('group_replication', 'Group Replication')], default='galera', max_length=20)),
-                ('description', models.TextField(blank=True, validators=[apps.fleet.validators.validate_no_nul])),
-                ('writer_hostgroup', models.PositiveIntegerField(validators=[django.core.validators.MinValueValidator(0), django.core.validators.MaxValueValidator(2147483647)])),
-                ('reader_hostgroup', models.PositiveIntegerField(validators=[django.core.validators.MinValueValidator(0), django.core.validators.MaxValueValidator(2147483647)])),
-                ('backup_writer_hostgroup', models.PositiveIntegerField(blank=True, null=True, validators=[django.core.validators.MinValueValidator(0), django.core.validators.MaxValueValidator(2147483647)])),
-                ('offline_hostgroup', models.PositiveIntegerField(blank=True, null=True, validators=[django.core.validators.MinValueValidator(0), django.core.validators.MaxValueValidator(2147483647)])),
-                ('monitor_user', models.CharField(blank=True, max_length=80, validators=[apps.fleet.validators.validate_no_nul])),
-                ('monitor_password', apps.fleet.secrets.EncryptedTextField(blank=True)),
-                ('max_replication_lag', models.PositiveIntegerField(default=100, help_text='Galera: highest wsrep_local_recv_queue for a desynced node to stay a reader; async: highest replica lag in seconds.')),
-                ('min_available_readers', models.PositiveIntegerField(default=1)),
-                ('writer_is_also_reader', models.PositiveSmallIntegerField(choices=[(0, '0: the writer is not a reader'), (1, '1: the writer is also a reader'), (2, '2: backup writers are readers, the writer is not')], default=1)),
-                ('drain_timeout_ms', models.PositiveIntegerField(default=5000, validators=[django.core.validators.MinValueValidator(50)])),
-                ('poll_interval_s', models.FloatField(default=2.0, validators=[django.core.validators.MinValueValidator(1.0), django.core.validators.MaxValueValidator(3600)])),
-                ('read_pool_rules_enabled', models.BooleanField(default=False)),
-                ('rules_dry_run', models.BooleanField(default=True)),
-                ('auto_failover_enabled', models.BooleanField(default=False)),
-                ('native_hostgroups', models.JSONField(blank=True, default=list)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "name",
+                    models.CharField(max_length=200, unique=True, validators=[apps.fleet.validators.validate_no_nul]),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("galera", "Galera / PXC"),
+                            ("async", "Async replication"),
+                            ("group_replication", "Group Replication"),
+                        ],
+                        default="galera",
+                        max_length=20,
+                    ),
+                ),
+                ("description", models.TextField(blank=True, validators=[apps.fleet.validators.validate_no_nul])),
+                (
+                    "writer_hostgroup",
+                    models.PositiveIntegerField(
+                        validators=[
+                            django.core.validators.MinValueValidator(0),
+                            django.core.validators.MaxValueValidator(2147483647),
+                        ]
+                    ),
+                ),
+                (
+                    "reader_hostgroup",
+                    models.PositiveIntegerField(
+                        validators=[
+                            django.core.validators.MinValueValidator(0),
+                            django.core.validators.MaxValueValidator(2147483647),
+                        ]
+                    ),
+                ),
+                (
+                    "backup_writer_hostgroup",
+                    models.PositiveIntegerField(
+                        blank=True,
+                        null=True,
+                        validators=[
+                            django.core.validators.MinValueValidator(0),
+                            django.core.validators.MaxValueValidator(2147483647),
+                        ],
+                    ),
+                ),
+                (
+                    "offline_hostgroup",
+                    models.PositiveIntegerField(
+                        blank=True,
+                        null=True,
+                        validators=[
+                            django.core.validators.MinValueValidator(0),
+                            django.core.validators.MaxValueValidator(2147483647),
+                        ],
+                    ),
+                ),
+                (
+                    "monitor_user",
+                    models.CharField(blank=True, max_length=80, validators=[apps.fleet.validators.validate_no_nul]),
+                ),
+                ("monitor_password", apps.fleet.secrets.EncryptedTextField(blank=True)),
+                (
+                    "max_replication_lag",
+                    models.PositiveIntegerField(
+                        default=100,
+                        help_text="Galera: highest wsrep_local_recv_queue for a desynced node to stay a reader; async: highest replica lag in seconds.",
+                    ),
+                ),
+                ("min_available_readers", models.PositiveIntegerField(default=1)),
+                (
+                    "writer_is_also_reader",
+                    models.PositiveSmallIntegerField(
+                        choices=[
+                            (0, "0: the writer is not a reader"),
+                            (1, "1: the writer is also a reader"),
+                            (2, "2: backup writers are readers, the writer is not"),
+                        ],
+                        default=1,
+                    ),
+                ),
+                (
+                    "drain_timeout_ms",
+                    models.PositiveIntegerField(
+                        default=5000, validators=[django.core.validators.MinValueValidator(50)]
+                    ),
+                ),
+                (
+                    "poll_interval_s",
+                    models.FloatField(
+                        default=2.0,
+                        validators=[
+                            django.core.validators.MinValueValidator(1.0),
+                            django.core.validators.MaxValueValidator(3600),
+                        ],
+                    ),
+                ),
+                ("read_pool_rules_enabled", models.BooleanField(default=False)),
+                ("rules_dry_run", models.BooleanField(default=True)),
+                ("auto_failover_enabled", models.BooleanField(default=False)),
+                ("native_hostgroups", models.JSONField(blank=True, default=list)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='ProxySQLNode',
+            name="ProxySQLNode",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200, validators=[apps.fleet.validators.validate_no_nul])),
-                ('admin_host', models.CharField(max_length=255, validators=[apps.fleet.validators.validate_hostname])),
-                ('admin_port', models.PositiveIntegerField(default=6032, validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(65535)])),
-                ('admin_user', models.CharField(max_length=80, validators=[apps.fleet.validators.validate_no_nul])),
-                ('admin_password', apps.fleet.secrets.EncryptedTextField(blank=True)),
-                ('comment', models.TextField(blank=True, validators=[apps.fleet.validators.validate_no_nul])),
-                ('version', models.CharField(blank=True, max_length=100)),
-                ('peers', models.JSONField(blank=True, default=list, help_text='runtime_proxysql_servers as last read')),
-                ('adopted_at', models.DateTimeField(blank=True, null=True)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='proxysql_nodes', to='fleet.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=200, validators=[apps.fleet.validators.validate_no_nul])),
+                ("admin_host", models.CharField(max_length=255, validators=[apps.fleet.validators.validate_hostname])),
+                (
+                    "admin_port",
+                    models.PositiveIntegerField(
+                        default=6032,
+                        validators=[
+                            django.core.validators.MinValueValidator(1),
+                            django.core.validators.MaxValueValidator(65535),
+                        ],
+                    ),
+                ),
+                ("admin_user", models.CharField(max_length=80, validators=[apps.fleet.validators.validate_no_nul])),
+                ("admin_password", apps.fleet.secrets.EncryptedTextField(blank=True)),
+                ("comment", models.TextField(blank=True, validators=[apps.fleet.validators.validate_no_nul])),
+                ("version", models.CharField(blank=True, max_length=100)),
+                (
+                    "peers",
+                    models.JSONField(blank=True, default=list, help_text="runtime_proxysql_servers as last read"),
+                ),
+                ("adopted_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="proxysql_nodes", to="fleet.cluster"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['cluster__name', 'name'],
+                "ordering": ["cluster__name", "name"],
             },
         ),
         migrations.CreateModel(
-            name='MirrorRule',
+            name="MirrorRule",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('rule_id', models.PositiveIntegerField()),
-                ('active', models.BooleanField(default=True)),
-                ('match_digest', models.TextField(blank=True)),
-                ('match_pattern', models.TextField(blank=True)),
-                ('destination_hostgroup', models.PositiveIntegerField(blank=True, null=True)),
-                ('mirror_hostgroup', models.PositiveIntegerField(blank=True, null=True)),
-                ('mirror_flag_out', models.PositiveIntegerField(blank=True, null=True)),
-                ('proxysql_node', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='mirror_rules', to='fleet.proxysqlnode')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("rule_id", models.PositiveIntegerField()),
+                ("active", models.BooleanField(default=True)),
+                ("match_digest", models.TextField(blank=True)),
+                ("match_pattern", models.TextField(blank=True)),
+                ("destination_hostgroup", models.PositiveIntegerField(blank=True, null=True)),
+                ("mirror_hostgroup", models.PositiveIntegerField(blank=True, null=True)),
+                ("mirror_flag_out", models.PositiveIntegerField(blank=True, null=True)),
+                (
+                    "proxysql_node",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="mirror_rules",
+                        to="fleet.proxysqlnode",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['proxysql_node', 'rule_id'],
+                "ordering": ["proxysql_node", "rule_id"],
             },
         ),
         migrations.CreateModel(
-            name='Server',
+            name="Server",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('hostname', models.CharField(max_length=255, validators=[apps.fleet.validators.validate_hostname])),
-                ('port', models.PositiveIntegerField(default=3306, validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(65535)])),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='servers', to='fleet.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("hostname", models.CharField(max_length=255, validators=[apps.fleet.validators.validate_hostname])),
+                (
+                    "port",
+                    models.PositiveIntegerField(
+                        default=3306,
+                        validators=[
+                            django.core.validators.MinValueValidator(1),
+                            django.core.validators.MaxValueValidator(65535),
+                        ],
+                    ),
+                ),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="servers", to="fleet.cluster"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['hostname', 'port'],
+                "ordering": ["hostname", "port"],
             },
         ),
         migrations.CreateModel(
-            name='HostgroupMembership',
+            name="HostgroupMembership",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('hostgroup_id', models.PositiveIntegerField(validators=[django.core.validators.MinValueValidator(0), django.core.validators.MaxValueValidator(2147483647)])),
-                ('status', models.CharField(choices=[('ONLINE', 'ONLINE'), ('OFFLINE_SOFT', 'OFFLINE_SOFT'), ('OFFLINE_HARD', 'OFFLINE_HARD'), ('SHUNNED', 'SHUNNED')], default='ONLINE', max_length=12)),
-                ('weight', models.PositiveIntegerField(default=1, validators=[django.core.validators.MaxValueValidator(10000000)])),
-                ('max_connections', models.PositiveIntegerField(default=1000, validators=[django.core.validators.MaxValueValidator(2147483647)])),
-                ('max_replication_lag', models.PositiveIntegerField(default=0, validators=[django.core.validators.MaxValueValidator(126144000)])),
-                ('compression', models.PositiveSmallIntegerField(choices=[(0, '0'), (1, '1')], default=0)),
-                ('use_ssl', models.PositiveSmallIntegerField(choices=[(0, '0'), (1, '1')], default=0)),
-                ('max_latency_ms', models.PositiveIntegerField(default=0, validators=[django.core.validators.MaxValueValidator(2147483647)])),
-                ('gtid_port', models.PositiveIntegerField(default=0, validators=[django.core.validators.MaxValueValidator(65535)])),
-                ('comment', models.TextField(blank=True, validators=[apps.fleet.validators.validate_no_nul])),
-                ('server', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to='fleet.server')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "hostgroup_id",
+                    models.PositiveIntegerField(
+                        validators=[
+                            django.core.validators.MinValueValidator(0),
+                            django.core.validators.MaxValueValidator(2147483647),
+                        ]
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("ONLINE", "ONLINE"),
+                            ("OFFLINE_SOFT", "OFFLINE_SOFT"),
+                            ("OFFLINE_HARD", "OFFLINE_HARD"),
+                            ("SHUNNED", "SHUNNED"),
+                        ],
+                        default="ONLINE",
+                        max_length=12,
+                    ),
+                ),
+                (
+                    "weight",
+                    models.PositiveIntegerField(
+                        default=1, validators=[django.core.validators.MaxValueValidator(10000000)]
+                    ),
+                ),
+                (
+                    "max_connections",
+                    models.PositiveIntegerField(
+                        default=1000, validators=[django.core.validators.MaxValueValidator(2147483647)]
+                    ),
+                ),
+                (
+                    "max_replication_lag",
+                    models.PositiveIntegerField(
+                        default=0, validators=[django.core.validators.MaxValueValidator(126144000)]
+                    ),
+                ),
+                ("compression", models.PositiveSmallIntegerField(choices=[(0, "0"), (1, "1")], default=0)),
+                ("use_ssl", models.PositiveSmallIntegerField(choices=[(0, "0"), (1, "1")], default=0)),
+                (
+                    "max_latency_ms",
+                    models.PositiveIntegerField(
+                        default=0, validators=[django.core.validators.MaxValueValidator(2147483647)]
+                    ),
+                ),
+                (
+                    "gtid_port",
+                    models.PositiveIntegerField(
+                        default=0, validators=[django.core.validators.MaxValueValidator(65535)]
+                    ),
+                ),
+                ("comment", models.TextField(blank=True, validators=[apps.fleet.validators.validate_no_nul])),
+                (
+                    "server",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="memberships", to="fleet.server"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['hostgroup_id', 'server__hostname', 'server__port'],
+                "ordering": ["hostgroup_id", "server__hostname", "server__port"],
             },
         ),
         migrations.AddConstraint(
-            model_name='proxysqlnode',
-            constraint=models.UniqueConstraint(fields=('admin_host', 'admin_port'), name='unique_admin_endpoint'),
+            model_name="proxysqlnode",
+            constraint=models.UniqueConstraint(fields=("admin_host", "admin_port"), name="unique_admin_endpoint"),
         ),
         migrations.AddConstraint(
-            model_name='proxysqlnode',
-            constraint=models.UniqueConstraint(fields=('cluster', 'name'), name='unique_node_name_per_cluster'),
+            model_name="proxysqlnode",
+            constraint=models.UniqueConstraint(fields=("cluster", "name"), name="unique_node_name_per_cluster"),
         ),
         migrations.AddConstraint(
-            model_name='mirrorrule',
-            constraint=models.UniqueConstraint(fields=('proxysql_node', 'rule_id'), name='unique_rule_per_node'),
+            model_name="mirrorrule",
+            constraint=models.UniqueConstraint(fields=("proxysql_node", "rule_id"), name="unique_rule_per_node"),
         ),
         migrations.AddConstraint(
-            model_name='server',
-            constraint=models.UniqueConstraint(fields=('hostname', 'port'), name='unique_backend_endpoint'),
+            model_name="server",
+            constraint=models.UniqueConstraint(fields=("hostname", "port"), name="unique_backend_endpoint"),
         ),
         migrations.AddConstraint(
-            model_name='hostgroupmembership',
-            constraint=models.UniqueConstraint(fields=('server', 'hostgroup_id'), name='unique_server_hostgroup'),
+            model_name="hostgroupmembership",
+            constraint=models.UniqueConstraint(fields=("server", "hostgroup_id"), name="unique_server_hostgroup"),
         ),
     ]

@@ -5,20 +5,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('fleet', '0001_initial'),
+        ("fleet", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='server',
-            name='maintenance',
+            model_name="server",
+            name="maintenance",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='server',
-            name='maintenance_note',
+            model_name="server",
+            name="maintenance_note",
             field=models.TextField(blank=True, validators=[apps.fleet.validators.validate_no_nul]),
         ),
     ]

@@ -6,50 +6,61 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('fleet', '0002_server_maintenance_server_maintenance_note'),
+        ("fleet", "0002_server_maintenance_server_maintenance_note"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='cluster',
-            name='failback_after_s',
-            field=models.PositiveIntegerField(default=300, help_text='the preferred writer must stay Synced this long'),
+            model_name="cluster",
+            name="failback_after_s",
+            field=models.PositiveIntegerField(default=300, help_text="the preferred writer must stay Synced this long"),
         ),
         migrations.AddField(
-            model_name='cluster',
-            name='failback_enabled',
+            model_name="cluster",
+            name="failback_enabled",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='cluster',
-            name='failover_after_polls',
-            field=models.PositiveSmallIntegerField(default=2, help_text='consecutive polls with the writer unreachable or non-Primary before failing over', validators=[django.core.validators.MinValueValidator(1)]),
+            model_name="cluster",
+            name="failover_after_polls",
+            field=models.PositiveSmallIntegerField(
+                default=2,
+                help_text="consecutive polls with the writer unreachable or non-Primary before failing over",
+                validators=[django.core.validators.MinValueValidator(1)],
+            ),
         ),
         migrations.AddField(
-            model_name='cluster',
-            name='offline_hard_grace_s',
-            field=models.PositiveIntegerField(default=30, help_text='a broken node goes OFFLINE_SOFT at once, OFFLINE_HARD after this grace period'),
+            model_name="cluster",
+            name="offline_hard_grace_s",
+            field=models.PositiveIntegerField(
+                default=30, help_text="a broken node goes OFFLINE_SOFT at once, OFFLINE_HARD after this grace period"
+            ),
         ),
         migrations.AddField(
-            model_name='cluster',
-            name='preferred_writer',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='fleet.server'),
+            model_name="cluster",
+            name="preferred_writer",
+            field=models.ForeignKey(
+                blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name="+", to="fleet.server"
+            ),
         ),
         migrations.AddField(
-            model_name='cluster',
-            name='reader_return_after_s',
-            field=models.PositiveIntegerField(default=10, help_text='...for this many seconds'),
+            model_name="cluster",
+            name="reader_return_after_s",
+            field=models.PositiveIntegerField(default=10, help_text="...for this many seconds"),
         ),
         migrations.AddField(
-            model_name='cluster',
-            name='reader_return_mark',
-            field=models.PositiveIntegerField(blank=True, help_text='a desynced reader taken out comes back only once its recv queue stays at or under this (default: half of max_replication_lag)...', null=True),
+            model_name="cluster",
+            name="reader_return_mark",
+            field=models.PositiveIntegerField(
+                blank=True,
+                help_text="a desynced reader taken out comes back only once its recv queue stays at or under this (default: half of max_replication_lag)...",
+                null=True,
+            ),
         ),
         migrations.AlterField(
-            model_name='cluster',
-            name='rules_dry_run',
-            field=models.BooleanField(default=True, help_text='show what the read-pool rules would do, do nothing'),
+            model_name="cluster",
+            name="rules_dry_run",
+            field=models.BooleanField(default=True, help_text="show what the read-pool rules would do, do nothing"),
         ),
     ]

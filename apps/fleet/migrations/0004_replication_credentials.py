@@ -6,20 +6,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('fleet', '0003_rule_policy'),
+        ("fleet", "0003_rule_policy"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='cluster',
-            name='replication_password',
+            model_name="cluster",
+            name="replication_password",
             field=apps.fleet.secrets.EncryptedTextField(blank=True),
         ),
         migrations.AddField(
-            model_name='cluster',
-            name='replication_user',
+            model_name="cluster",
+            name="replication_user",
             field=models.CharField(blank=True, max_length=80, validators=[apps.fleet.validators.validate_no_nul]),
         ),
     ]

@@ -5,25 +5,35 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('fleet', '0004_replication_credentials'),
+        ("fleet", "0004_replication_credentials"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='cluster',
-            name='plan_validity_s',
-            field=models.PositiveIntegerField(default=10, help_text='a confirmed plan that has not started within this many seconds expires (its guards are stale)', validators=[django.core.validators.MinValueValidator(1)]),
+            model_name="cluster",
+            name="plan_validity_s",
+            field=models.PositiveIntegerField(
+                default=10,
+                help_text="a confirmed plan that has not started within this many seconds expires (its guards are stale)",
+                validators=[django.core.validators.MinValueValidator(1)],
+            ),
         ),
         migrations.AddField(
-            model_name='cluster',
-            name='two_person_rule',
-            field=models.BooleanField(default=False, help_text='an operation must be confirmed by someone other than the person who planned it'),
+            model_name="cluster",
+            name="two_person_rule",
+            field=models.BooleanField(
+                default=False,
+                help_text="an operation must be confirmed by someone other than the person who planned it",
+            ),
         ),
         migrations.AddField(
-            model_name='proxysqlnode',
-            name='intended_variables',
-            field=models.JSONField(blank=True, default=dict, help_text='variable -> value as read at adoption (operations never change this)'),
+            model_name="proxysqlnode",
+            name="intended_variables",
+            field=models.JSONField(
+                blank=True,
+                default=dict,
+                help_text="variable -> value as read at adoption (operations never change this)",
+            ),
         ),
     ]

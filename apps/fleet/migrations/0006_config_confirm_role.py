@@ -4,15 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('fleet', '0005_operation_policy_and_intended_variables'),
+        ("fleet", "0005_operation_policy_and_intended_variables"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='cluster',
-            name='config_confirm_role',
-            field=models.CharField(choices=[('operator', 'operators'), ('admin', 'admins only')], default='operator', help_text='who may confirm a configuration change set on this cluster', max_length=10),
+            model_name="cluster",
+            name="config_confirm_role",
+            field=models.CharField(
+                choices=[("operator", "operators"), ("admin", "admins only")],
+                default="operator",
+                help_text="who may confirm a configuration change set on this cluster",
+                max_length=10,
+            ),
         ),
     ]

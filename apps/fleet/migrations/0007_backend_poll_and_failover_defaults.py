@@ -5,25 +5,42 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('fleet', '0006_config_confirm_role'),
+        ("fleet", "0006_config_confirm_role"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='cluster',
-            name='backend_poll_interval_s',
-            field=models.FloatField(default=1.0, help_text='seconds between polls of each backend (beat ticks every second: 1 is the shortest)', validators=[django.core.validators.MinValueValidator(1.0), django.core.validators.MaxValueValidator(3600)]),
+            model_name="cluster",
+            name="backend_poll_interval_s",
+            field=models.FloatField(
+                default=1.0,
+                help_text="seconds between polls of each backend (beat ticks every second: 1 is the shortest)",
+                validators=[
+                    django.core.validators.MinValueValidator(1.0),
+                    django.core.validators.MaxValueValidator(3600),
+                ],
+            ),
         ),
         migrations.AlterField(
-            model_name='cluster',
-            name='failover_after_polls',
-            field=models.PositiveSmallIntegerField(default=1, help_text='consecutive backend polls with the writer unreachable or non-Primary before failing over, the last one confirmed at once by a direct re-probe of the writer; a writer that only stops answering (timeouts) needs one poll more', validators=[django.core.validators.MinValueValidator(1)]),
+            model_name="cluster",
+            name="failover_after_polls",
+            field=models.PositiveSmallIntegerField(
+                default=1,
+                help_text="consecutive backend polls with the writer unreachable or non-Primary before failing over, the last one confirmed at once by a direct re-probe of the writer; a writer that only stops answering (timeouts) needs one poll more",
+                validators=[django.core.validators.MinValueValidator(1)],
+            ),
         ),
         migrations.AlterField(
-            model_name='cluster',
-            name='poll_interval_s',
-            field=models.FloatField(default=2.0, help_text='seconds between polls of each ProxySQL node', validators=[django.core.validators.MinValueValidator(1.0), django.core.validators.MaxValueValidator(3600)]),
+            model_name="cluster",
+            name="poll_interval_s",
+            field=models.FloatField(
+                default=2.0,
+                help_text="seconds between polls of each ProxySQL node",
+                validators=[
+                    django.core.validators.MinValueValidator(1.0),
+                    django.core.validators.MaxValueValidator(3600),
+                ],
+            ),
         ),
     ]

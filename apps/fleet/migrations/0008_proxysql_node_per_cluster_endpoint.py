@@ -4,18 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('fleet', '0007_backend_poll_and_failover_defaults'),
+        ("fleet", "0007_backend_poll_and_failover_defaults"),
     ]
 
     operations = [
         migrations.RemoveConstraint(
-            model_name='proxysqlnode',
-            name='unique_admin_endpoint',
+            model_name="proxysqlnode",
+            name="unique_admin_endpoint",
         ),
         migrations.AddConstraint(
-            model_name='proxysqlnode',
-            constraint=models.UniqueConstraint(fields=('cluster', 'admin_host', 'admin_port'), name='unique_admin_endpoint_per_cluster'),
+            model_name="proxysqlnode",
+            constraint=models.UniqueConstraint(
+                fields=("cluster", "admin_host", "admin_port"), name="unique_admin_endpoint_per_cluster"
+            ),
         ),
     ]

@@ -4,14 +4,13 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('fleet', '0008_proxysql_node_per_cluster_endpoint'),
+        ("fleet", "0008_proxysql_node_per_cluster_endpoint"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='proxysqlnode',
-            index=models.Index(fields=['admin_host', 'admin_port'], name='proxysql_node_endpoint'),
+            model_name="proxysqlnode",
+            index=models.Index(fields=["admin_host", "admin_port"], name="proxysql_node_endpoint"),
         ),
     ]

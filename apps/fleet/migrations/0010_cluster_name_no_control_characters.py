@@ -5,15 +5,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('fleet', '0009_proxysql_node_endpoint_index'),
+        ("fleet", "0009_proxysql_node_endpoint_index"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='cluster',
-            name='name',
+            model_name="cluster",
+            name="name",
             field=models.CharField(max_length=200, unique=True, validators=[apps.fleet.validators.validate_name]),
         ),
     ]

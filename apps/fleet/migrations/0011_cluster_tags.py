@@ -5,24 +5,28 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('fleet', '0010_cluster_name_no_control_characters'),
+        ("fleet", "0010_cluster_name_no_control_characters"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ClusterTag',
+            name="ClusterTag",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=40)),
-                ('value', models.CharField(max_length=100)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='tags', to='fleet.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("key", models.CharField(max_length=40)),
+                ("value", models.CharField(max_length=100)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="tags", to="fleet.cluster"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['key'],
-                'indexes': [models.Index(fields=['key', 'value'], name='cluster_tag_key_value')],
-                'constraints': [models.UniqueConstraint(fields=('cluster', 'key'), name='one_value_per_tag_key')],
+                "ordering": ["key"],
+                "indexes": [models.Index(fields=["key", "value"], name="cluster_tag_key_value")],
+                "constraints": [models.UniqueConstraint(fields=("cluster", "key"), name="one_value_per_tag_key")],
             },
         ),
     ]

@@ -4,15 +4,22 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('fleet', '0011_cluster_tags'),
+        ("fleet", "0011_cluster_tags"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='cluster',
-            name='cluster_sync_mode',
-            field=models.CharField(choices=[('hold', 'every node as one unit, the sync held off for the operation (default)'), ('propagate', 'write one node, wait until every peer has pulled it')], default='hold', help_text='nodes that sync a module a plan loads: hold the sync and write every node (a switchover, a failover, the read-pool rules and a repair always do), or write one node and wait for its peers to pull (change sets of one module, maintenance drains and restores)', max_length=10),
+            model_name="cluster",
+            name="cluster_sync_mode",
+            field=models.CharField(
+                choices=[
+                    ("hold", "every node as one unit, the sync held off for the operation (default)"),
+                    ("propagate", "write one node, wait until every peer has pulled it"),
+                ],
+                default="hold",
+                help_text="nodes that sync a module a plan loads: hold the sync and write every node (a switchover, a failover, the read-pool rules and a repair always do), or write one node and wait for its peers to pull (change sets of one module, maintenance drains and restores)",
+                max_length=10,
+            ),
         ),
     ]

@@ -5,15 +5,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('fleet', '0012_cluster_sync_mode'),
+        ("fleet", "0012_cluster_sync_mode"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='cluster',
-            name='credential_hosts',
-            field=models.TextField(blank=True, help_text="hosts that may receive this cluster's stored credentials (monitor, admin): addresses, networks (10.0.0.0/8) and name patterns (db-*.example.net), separated by spaces, commas or lines. Empty: the cluster's current backends and nodes and loopback only. Change sets adding a server elsewhere are refused and the pollers do not log in there.", validators=[apps.fleet.validators.validate_no_nul, apps.fleet.validators.validate_credential_hosts]),
+            model_name="cluster",
+            name="credential_hosts",
+            field=models.TextField(
+                blank=True,
+                help_text="hosts that may receive this cluster's stored credentials (monitor, admin): addresses, networks (10.0.0.0/8) and name patterns (db-*.example.net), separated by spaces, commas or lines. Empty: the cluster's current backends and nodes and loopback only. Change sets adding a server elsewhere are refused and the pollers do not log in there.",
+                validators=[apps.fleet.validators.validate_no_nul, apps.fleet.validators.validate_credential_hosts],
+            ),
         ),
     ]

@@ -6,20 +6,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('fleet', '0013_cluster_credential_hosts'),
+        ("fleet", "0013_cluster_credential_hosts"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='cluster',
-            name='explain_password',
+            model_name="cluster",
+            name="explain_password",
             field=apps.fleet.secrets.EncryptedTextField(blank=True),
         ),
         migrations.AddField(
-            model_name='cluster',
-            name='explain_user',
-            field=models.CharField(blank=True, help_text='a dedicated read-only backend user for EXPLAIN (SELECT only); empty: no EXPLAIN', max_length=80, validators=[apps.fleet.validators.validate_no_nul]),
+            model_name="cluster",
+            name="explain_user",
+            field=models.CharField(
+                blank=True,
+                help_text="a dedicated read-only backend user for EXPLAIN (SELECT only); empty: no EXPLAIN",
+                max_length=80,
+                validators=[apps.fleet.validators.validate_no_nul],
+            ),
         ),
     ]

@@ -18,16 +18,25 @@ def natively_managed(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('fleet', '0014_cluster_explain_user'),
+        ("fleet", "0014_cluster_explain_user"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='cluster',
-            name='native_manager',
-            field=models.CharField(blank=True, choices=[('', 'none: this product places the servers'), ('galera', "ProxySQL's mysql_galera_hostgroups"), ('replication', "ProxySQL's mysql_replication_hostgroups"), ('group_replication', "ProxySQL's mysql_group_replication_hostgroups")], default='', max_length=20),
+            model_name="cluster",
+            name="native_manager",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("", "none: this product places the servers"),
+                    ("galera", "ProxySQL's mysql_galera_hostgroups"),
+                    ("replication", "ProxySQL's mysql_replication_hostgroups"),
+                    ("group_replication", "ProxySQL's mysql_group_replication_hostgroups"),
+                ],
+                default="",
+                max_length=20,
+            ),
         ),
         migrations.RunPython(natively_managed, migrations.RunPython.noop),
     ]

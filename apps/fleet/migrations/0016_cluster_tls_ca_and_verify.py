@@ -5,20 +5,26 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('fleet', '0015_cluster_native_manager'),
+        ("fleet", "0015_cluster_native_manager"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='cluster',
-            name='tls_ca',
-            field=models.TextField(blank=True, help_text="the CA (PEM) that signed the backends' and ProxySQL admin ports' certificates: every connection is then TLS, or none is made. Empty: no TLS.", validators=[apps.fleet.validators.validate_tls_ca]),
+            model_name="cluster",
+            name="tls_ca",
+            field=models.TextField(
+                blank=True,
+                help_text="the CA (PEM) that signed the backends' and ProxySQL admin ports' certificates: every connection is then TLS, or none is made. Empty: no TLS.",
+                validators=[apps.fleet.validators.validate_tls_ca],
+            ),
         ),
         migrations.AddField(
-            model_name='cluster',
-            name='tls_verify',
-            field=models.BooleanField(default=True, help_text="with a CA: check each server's certificate and host name against it (off: TLS with any certificate, encrypted but not proved; the password-revealing plugins stay refused)"),
+            model_name="cluster",
+            name="tls_verify",
+            field=models.BooleanField(
+                default=True,
+                help_text="with a CA: check each server's certificate and host name against it (off: TLS with any certificate, encrypted but not proved; the password-revealing plugins stay refused)",
+            ),
         ),
     ]

@@ -6,6 +6,7 @@ seed_layout(double)     the seeds' mysql_servers (writer 100, reader 101, backup
 unused_ports            three loopback ports bound but not listening: connections to them are refused
 (the lab_pair fixture, two such doubles, is in the root conftest.py)
 """
+
 import socket
 
 import pytest
@@ -20,7 +21,6 @@ def admin_sql(double, *statements):
 def seed_layout(double):
     admin_sql(double, *demo.seed_statements())
     return double
-
 
 
 @pytest.fixture

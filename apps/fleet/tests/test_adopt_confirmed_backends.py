@@ -2,6 +2,7 @@
 the command take the backends the person confirms (backend_hosts): the preview reads only those and loopback, lists
 the others as unconfirmed, and the new cluster's credential hosts leave them out, so the pollers never send them the
 monitor credentials either."""
+
 import pytest
 from django.core.management import call_command
 
@@ -20,17 +21,29 @@ ONE, TWO = "10.255.255.1", "10.255.255.2"  # no route from the test's namespace:
 
 @pytest.fixture
 def node_with_remote_backends(proxysql_double):
-    demo.admin_sql(proxysql_double.port,
-                   f"INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (100,'{ONE}',3306)",
-                   f"INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (101,'{TWO}',3306)",
-                   "LOAD MYSQL SERVERS TO RUNTIME", user=proxysql_double.user, password=proxysql_double.password)
+    demo.admin_sql(
+        proxysql_double.port,
+        f"INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (100,'{ONE}',3306)",
+        f"INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (101,'{TWO}',3306)",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+        user=proxysql_double.user,
+        password=proxysql_double.password,
+    )
     return proxysql_double
 
 
 def ask(double, **over):
-    return {"admin_host": "127.0.0.1", "admin_port": double.port, "admin_user": double.user,
-            "admin_password": double.password, "node_name": "p1", "new_cluster_name": "fresh",
-            "writer_hostgroup": 100, "reader_hostgroup": 101, **over}
+    return {
+        "admin_host": "127.0.0.1",
+        "admin_port": double.port,
+        "admin_user": double.user,
+        "admin_password": double.password,
+        "node_name": "p1",
+        "new_cluster_name": "fresh",
+        "writer_hostgroup": 100,
+        "reader_hostgroup": 101,
+        **over,
+    }
 
 
 def test_the_api_reads_and_polls_only_the_confirmed_backends(operator_user, node_with_remote_backends):
@@ -41,8 +54,9 @@ def test_the_api_reads_and_polls_only_the_confirmed_backends(operator_user, node
     assert plan["unconfirmed_backends"] == [f"{ONE}:3306"]
     said = {b["hostname"]: b["error"] for b in plan["backends"]}
     assert f"{ONE}:3306 is not a host of a new cluster's" in said[ONE] and "not a host" not in said[TWO]
-    done = api.post(CONFIRM, ask(node_with_remote_backends, backend_hosts=[f"{TWO}:3306"],
-                                 fingerprint=plan["fingerprint"]))
+    done = api.post(
+        CONFIRM, ask(node_with_remote_backends, backend_hosts=[f"{TWO}:3306"], fingerprint=plan["fingerprint"])
+    )
     assert done.status_code == 201, done.content
     cluster = Cluster.objects.get(name="fresh")
     assert cluster.credential_hosts == f"{TWO} 127.0.0.1 127.0.0.0/8 ::1 localhost"
@@ -58,8 +72,13 @@ def test_bad_or_misplaced_backend_hosts_are_a_400_naming_them(operator_user, nod
     refused = error_of(api.post(PREVIEW, ask(node_with_remote_backends, backend_hosts=["db1.example.net"])), 400)
     assert "Backend 'db1.example.net'" in str(refused["fields"]["backend_hosts"])
     existing = Cluster.objects.create(name="shop", writer_hostgroup=100, reader_hostgroup=101)
-    refused = error_of(api.post(PREVIEW, ask(node_with_remote_backends, new_cluster_name="", cluster=existing.pk,
-                                             backend_hosts=[f"{TWO}:3306"])), 400)
+    refused = error_of(
+        api.post(
+            PREVIEW,
+            ask(node_with_remote_backends, new_cluster_name="", cluster=existing.pk, backend_hosts=[f"{TWO}:3306"]),
+        ),
+        400,
+    )
     assert "shop's credential hosts decide" in str(refused["fields"]["backend_hosts"])
 
 
@@ -80,6 +99,15 @@ def test_the_page_confirms_backends_from_the_preview(operator_client, node_with_
 def test_the_command_takes_backend_hosts(node_with_remote_backends, monkeypatch):
     double = node_with_remote_backends
     monkeypatch.setenv("PROXYSQL_ADMIN_PASSWORD", double.password)
-    call_command("adopt_proxysql", host="127.0.0.1", port=double.port, user=double.user, cluster="fresh",
-                 node_name="p1", writer_hostgroup="100", reader_hostgroup="101", yes=True)
+    call_command(
+        "adopt_proxysql",
+        host="127.0.0.1",
+        port=double.port,
+        user=double.user,
+        cluster="fresh",
+        node_name="p1",
+        writer_hostgroup="100",
+        reader_hostgroup="101",
+        yes=True,
+    )
     assert Cluster.objects.get(name="fresh").credential_hosts == "127.0.0.1 127.0.0.0/8 ::1 localhost"

@@ -2,6 +2,7 @@
 the backends themselves (read with ProxySQL's monitor user), the writer-is-also-reader policy from the
 layout, the reasoning in the preview, the operator's corrections. ProxySQL doubles configured with plain
 admin SQL (lab/demo.py) in front of the Galera lab (3311-3313) or the replication lab (3321-3323)."""
+
 import re
 
 import pytest
@@ -21,12 +22,14 @@ REPLICATION_PORTS = (3321, 3322, 3323)
 
 def reasons(html):
     """{decision: (value, decided by, conflicting)} from the preview's reasoning table."""
-    table = html[html.index('id="adopt-reasons"'):]
-    table = table[:table.index("</table>")]
+    table = html[html.index('id="adopt-reasons"') :]
+    table = table[: table.index("</table>")]
     out = {}
     for decision, conflict, value, by, against in re.findall(
-            r'<tr data-decision="(\w+)"( data-conflict="yes")?><td>[^<]*</td><td>([^<]*)</td>\s*<td>(.*?)</td>\s*<td>(.*?)</td></tr>',
-            table, re.S):
+        r'<tr data-decision="(\w+)"( data-conflict="yes")?><td>[^<]*</td><td>([^<]*)</td>\s*<td>(.*?)</td>\s*<td>(.*?)</td></tr>',
+        table,
+        re.S,
+    ):
         out[decision] = (value, re.findall(r"<li>(.*?)</li>", by), re.findall(r"<li>(.*?)</li>", against))
     return out
 
@@ -48,15 +51,21 @@ def test_seed_001_galera_layout_is_adopted_with_its_roles_and_policy(operator_cl
 
     assert done.status_code == 302
     cluster = Cluster.objects.get()
-    assert (cluster.kind, cluster.writer_hostgroup, cluster.reader_hostgroup, cluster.backup_writer_hostgroup,
-            cluster.writer_is_also_reader) == ("galera", 100, 101, None, 0)
+    assert (
+        cluster.kind,
+        cluster.writer_hostgroup,
+        cluster.reader_hostgroup,
+        cluster.backup_writer_hostgroup,
+        cluster.writer_is_also_reader,
+    ) == ("galera", 100, 101, None, 0)
     assert HostgroupMembership.objects.get(hostgroup_id=100).server.port == 3311
     assert sorted(m.server.port for m in HostgroupMembership.objects.filter(hostgroup_id=101)) == [3312, 3313]
 
 
 @pytest.mark.parametrize("with_config", [True, False], ids=["users-and-rules", "servers-only"])
-def test_seed_async_layout_in_front_of_the_replication_lab(operator_client, proxysql_double, replication_healthy,
-                                                           with_config):
+def test_seed_async_layout_in_front_of_the_replication_lab(
+    operator_client, proxysql_double, replication_healthy, with_config
+):
     # The seed's own layout: the primary in hostgroup 0, the replicas in 1. Servers only: the backends alone
     # (read_only, replica of) tell the roles and the kind.
     statements = demo.plain_layout_statements(REPLICATION_PORTS, writer=0, reader=1)
@@ -66,15 +75,22 @@ def test_seed_async_layout_in_front_of_the_replication_lab(operator_client, prox
     preview, done = adopt(operator_client, proxysql_double, new_cluster_name="async-lab")
     why = reasons(preview.content.decode())
     assert why["kind"][0] == "Async replication"
-    assert why["kind"][1] == ["async replicas: 127.0.0.1:3322 replicates from 127.0.0.1:3321; "
-                              "127.0.0.1:3323 replicates from 127.0.0.1:3321"]
+    assert why["kind"][1] == [
+        "async replicas: 127.0.0.1:3322 replicates from 127.0.0.1:3321; 127.0.0.1:3323 replicates from 127.0.0.1:3321"
+    ]
     assert "127.0.0.1:3321: writable and replicating from no one" in why["writer"][1]
     assert not any(conflicts for _, _, conflicts in why.values())
     assert done.status_code == 302
     cluster = Cluster.objects.get()
     assert (cluster.kind, cluster.writer_hostgroup, cluster.reader_hostgroup, cluster.writer_is_also_reader) == (
-        "async", 0, 1, 0)
-    assert HostgroupMembership.objects.get(hostgroup_id=0).server.port == replication_healthy.node(1).port  # the primary
+        "async",
+        0,
+        1,
+        0,
+    )
+    assert (
+        HostgroupMembership.objects.get(hostgroup_id=0).server.port == replication_healthy.node(1).port
+    )  # the primary
 
 
 def test_conflicting_evidence_is_shown_in_the_preview(operator_client, proxysql_double, replication_healthy):
@@ -85,28 +101,33 @@ def test_conflicting_evidence_is_shown_in_the_preview(operator_client, proxysql_
     html = preview.content.decode()
     why = reasons(html)
     assert why["writer"][0] == "0"
-    assert why["writer"][2] == ["127.0.0.1:3322 is read_only ON and a replica of 127.0.0.1:3321 (in hostgroup 0): "
-                                "cannot take writes",
-                                "holds 127.0.0.1:3321, the only writable backend replicating from no one"]
+    assert why["writer"][2] == [
+        "127.0.0.1:3322 is read_only ON and a replica of 127.0.0.1:3321 (in hostgroup 0): cannot take writes",
+        "holds 127.0.0.1:3321, the only writable backend replicating from no one",
+    ]
     assert '<tr data-decision="writer" data-conflict="yes">' in html
     assert "The evidence conflicts on the writer hostgroup: Inferred 0, but 127.0.0.1:3322 is read_only ON" in html
     assert Cluster.objects.count() == 0
 
 
-def test_an_unreachable_backend_weakens_the_evidence_and_never_fails_the_preview(operator_client, proxysql_double,
-                                                                                  galera_lab, unused_ports):
+def test_an_unreachable_backend_weakens_the_evidence_and_never_fails_the_preview(
+    operator_client, proxysql_double, galera_lab, unused_ports
+):
     unused_port = unused_ports[0]
     admin_sql(proxysql_double, *demo.plain_layout_statements((3311, 3312, unused_port)))
     admin_sql(proxysql_double, "SET mysql-monitor_password='wrong'", "LOAD MYSQL VARIABLES TO RUNTIME")
     preview = operator_client.post(reverse("fleet:adopt"), form_data(proxysql_double))
     assert preview.status_code == 200
     html = preview.content.decode()
-    backends = html[html.index('id="adopt-backends"'):]
+    backends = html[html.index('id="adopt-backends"') :]
     assert "auth: Access denied for user" in backends and f"127.0.0.1:{unused_port}" in backends
     assert "unreachable: TCP connect failed" in backends
     why = reasons(html)  # the node's own configuration still tells the roles
     assert (why["writer"][0], why["reader"][0], why["writer_is_also_reader"][0]) == (
-        "100", "101", "0: the writer is not a reader")
+        "100",
+        "101",
+        "0: the writer is not a reader",
+    )
     assert "Nothing on this node or its backends tells the cluster kind" in html
     assert operator_client.post(reverse("fleet:adopt"), {"confirm": "1"}).status_code == 302
 
@@ -129,21 +150,33 @@ def test_roles_entered_for_an_existing_cluster_are_refused_not_ignored(operator_
     first, second = lab_pair
     adopt(operator_client, first)
     cluster = Cluster.objects.get()
-    response = operator_client.post(reverse("fleet:adopt"), form_data(
-        second, node_name="proxysql-2", new_cluster_name="", cluster=cluster.pk, writer_hostgroup="101",
-        reader_hostgroup="100"))
+    response = operator_client.post(
+        reverse("fleet:adopt"),
+        form_data(
+            second,
+            node_name="proxysql-2",
+            new_cluster_name="",
+            cluster=cluster.pk,
+            writer_hostgroup="101",
+            reader_hostgroup="100",
+        ),
+    )
     html = response.content.decode()
     assert "Cluster galera-lab already exists with writer hostgroup 100, reader hostgroup 101" in html
     assert "Confirm" not in html and cluster.proxysql_nodes.count() == 1
-
 
 
 def test_a_monitor_user_that_cannot_read_replica_status_still_tells_the_rest(proxysql_double, galera_lab):
     root = galera_lab.root_connection(1)
     try:
         root.cursor().execute("CREATE OR REPLACE USER 'weakmon'@'%' IDENTIFIED BY 'weakmon'")  # no SLAVE MONITOR
-        admin_sql(proxysql_double, *demo.plain_layout_statements(), "SET mysql-monitor_username='weakmon'",
-                  "SET mysql-monitor_password='weakmon'", "LOAD MYSQL VARIABLES TO RUNTIME")
+        admin_sql(
+            proxysql_double,
+            *demo.plain_layout_statements(),
+            "SET mysql-monitor_username='weakmon'",
+            "SET mysql-monitor_password='weakmon'",
+            "LOAD MYSQL VARIABLES TO RUNTIME",
+        )
         with ProxySQLAdmin("127.0.0.1", proxysql_double.port, "admin", "admin") as admin:
             snapshot = read_snapshot(admin)
     finally:

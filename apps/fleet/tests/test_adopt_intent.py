@@ -1,5 +1,6 @@
 """Issue 21 §4: adoption writes the inventory rows and the cluster's version 1 in one transaction (the version is the
 only record of intent; the rows are its copy): no cluster adopted without its version, no version without rows."""
+
 import pytest
 from django.db import DatabaseError
 
@@ -41,18 +42,23 @@ def test_a_node_unreadable_at_apply_still_gives_the_cluster_version_1_of_its_row
     from apps.fleet.drift import AUTOINC
 
     first, _ = lab_pair
-    with ProxySQLAdmin("127.0.0.1", first.port, first.user, first.password, connect_timeout=5, read_timeout=10) as admin:
+    with ProxySQLAdmin(
+        "127.0.0.1", first.port, first.user, first.password, connect_timeout=5, read_timeout=10
+    ) as admin:
         snapshot = adopt.read_snapshot(admin)
-    plan = adopt.plan_adoption(snapshot, cluster_name="galera-lab", node_name="proxysql-1", admin_host="127.0.0.1",
-                               admin_port=first.port)
+    plan = adopt.plan_adoption(
+        snapshot, cluster_name="galera-lab", node_name="proxysql-1", admin_host="127.0.0.1", admin_port=first.port
+    )
     first.stop()
-    cluster, _ = adopt.apply_adoption(plan, admin_user=first.user, admin_password=first.password,
-                                      actor=Actor.command(label="test adoption"))
+    cluster, _ = adopt.apply_adoption(
+        plan, admin_user=first.user, admin_password=first.password, actor=Actor.command(label="test adoption")
+    )
     version = config.latest(cluster)
     assert (version.number, version.source) == (1, "adopt") and "could not be read" in version.reason
     assert version.content["global_variables"] == {AUTOINC: "5"}
     assert {(r["hostgroup_id"], r["port"]) for r in version.content["mysql_servers"]} == {
-        (m.hostgroup_id, m.server.port) for m in HostgroupMembership.objects.select_related("server")}
+        (m.hostgroup_id, m.server.port) for m in HostgroupMembership.objects.select_related("server")
+    }
 
 
 def test_a_cluster_made_in_the_admin_has_version_1_of_its_roles(client, admin_user_role):
@@ -63,8 +69,13 @@ def test_a_cluster_made_in_the_admin_has_version_1_of_its_roles(client, admin_us
     from .test_credential_hosts_admin import FORM
 
     client.force_login(admin_user_role)
-    assert client.post(reverse("admin:fleet_cluster_add"), {**FORM, "name": "by-hand", "writer_hostgroup": "10",
-                                                            "reader_hostgroup": "11"}).status_code == 302
+    assert (
+        client.post(
+            reverse("admin:fleet_cluster_add"),
+            {**FORM, "name": "by-hand", "writer_hostgroup": "10", "reader_hostgroup": "11"},
+        ).status_code
+        == 302
+    )
     cluster = Cluster.objects.get(name="by-hand")
     version = config.latest(cluster)
     assert (version.number, version.source, version.content["roles"]["writer"]) == (1, "admin", 10)

@@ -1,6 +1,7 @@
 """Issue 34: adoption's preview answered differently for a closed port, an open port that is not ProxySQL and a
 ProxySQL port with wrong credentials (a port scanner, at 10 a minute); its confirm step was not rate limited. Now
 one answer, after one delay, for all three; the page's confirm reads the node again under the preview's limit."""
+
 import socket
 import threading
 import time
@@ -61,8 +62,10 @@ def test_a_closed_port_another_service_and_wrong_credentials_answer_alike(operat
     assert errors_of(answers[0]) and errors_of(answers[0]) == errors_of(answers[1]) == errors_of(answers[2]), answers
     assert max(durations) - min(durations) < 0.5, durations  # nor does the time tell them apart
     assert min(durations) >= settings.PROXYSQL_CONNECT_TIMEOUT
-    audited = {e.details["error"].replace(e.target.split(":")[1], "PORT")
-               for e in AuditEvent.objects.filter(action="adopt proxysql node", outcome="failure")}
+    audited = {
+        e.details["error"].replace(e.target.split(":")[1], "PORT")
+        for e in AuditEvent.objects.filter(action="adopt proxysql node", outcome="failure")
+    }
     assert len(audited) == 1  # the audit log (viewers read it) tells them apart no more
     other.sock.close()
 

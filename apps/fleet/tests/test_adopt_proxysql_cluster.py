@@ -1,6 +1,7 @@
 """Adopting a ProxySQL Cluster (native sync on): the preview lists every node of proxysql_servers and the confirm (or
 adopt_proxysql --yes) adopts them all into one cluster, all or nothing. Three doubles in a ProxySQL Cluster in front of
 the Galera lab."""
+
 import io
 
 import pytest
@@ -43,8 +44,10 @@ def test_the_preview_lists_every_node_and_the_confirm_adopts_them_all(operator_c
     assert all(n.admin_password == first.password for n in cluster.proxysql_nodes.all())
 
     # adopted again from another node: every node is already there
-    preview = operator_client.post(reverse("fleet:adopt"), form_data(second, node_name=f"node-{second.port}",
-                                                                      new_cluster_name="", cluster=cluster.pk))
+    preview = operator_client.post(
+        reverse("fleet:adopt"),
+        form_data(second, node_name=f"node-{second.port}", new_cluster_name="", cluster=cluster.pk),
+    )
     assert preview.content.decode().count("already in this cluster") == 2
 
 
@@ -61,9 +64,24 @@ def test_the_command_adopts_every_node(three_node_cluster, monkeypatch):
     first, second, third = three_node_cluster
     monkeypatch.setenv("PROXYSQL_ADMIN_PASSWORD", first.password)
     out = io.StringIO()
-    call_command("adopt_proxysql", "--host", "127.0.0.1", "--port", str(first.port), "--user", first.user,
-                 "--cluster", "lab", "--node-name", "p1", "--yes", stdout=out)
+    call_command(
+        "adopt_proxysql",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(first.port),
+        "--user",
+        first.user,
+        "--cluster",
+        "lab",
+        "--node-name",
+        "p1",
+        "--yes",
+        stdout=out,
+    )
     text = out.getvalue()
     assert f"ProxySQL Cluster node 127.0.0.1:{second.port}: adopted as node-{second.port}" in text
-    assert sorted(ProxySQLNode.objects.values_list("admin_port", flat=True)) == sorted(d.port for d in three_node_cluster)
+    assert sorted(ProxySQLNode.objects.values_list("admin_port", flat=True)) == sorted(
+        d.port for d in three_node_cluster
+    )
     assert text.count("adopted ") >= 3

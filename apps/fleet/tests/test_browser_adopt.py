@@ -1,5 +1,6 @@
 """End to end in a real browser: log in, adopt the two lab ProxySQL nodes through the form, see the
 cluster page with its three backends, then see drift when a node's runtime changes behind our back."""
+
 import pytest
 
 from apps.fleet.models import Cluster
@@ -44,8 +45,11 @@ def test_operator_adopts_the_lab_and_sees_drift(page, live_server, browser_login
     page.wait_for_selector("[data-drift=none]")
     page.screenshot(path=str(tmp_path / "cluster-in-sync.png"), full_page=True)
 
-    admin_sql(second, "UPDATE mysql_servers SET weight=1 WHERE hostgroup_id=101 AND port=3313",
-              "LOAD MYSQL SERVERS TO RUNTIME")
+    admin_sql(
+        second,
+        "UPDATE mysql_servers SET weight=1 WHERE hostgroup_id=101 AND port=3313",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+    )
     page.reload()
     table = page.wait_for_selector("[data-drift=differences]")
     assert "weight" in table.inner_text() and "10000" in table.inner_text()

@@ -1,6 +1,7 @@
 """Issue 34: a cluster's connection settings (credential hosts, TLS CA and verify) set by an admin on the cluster page
 and the API, with the model's rules, audited with what changed (a CA by its fingerprint, never its text); operators
 and viewers read them and change nothing."""
+
 import pytest
 import trustme
 
@@ -30,8 +31,10 @@ def test_an_admin_sets_the_ca_and_credential_hosts_on_the_cluster_page(client, a
     client.force_login(admin_user_role)
     page = client.get(f"/clusters/{cluster.pk}/").content.decode()
     assert 'data-form="connections"' in page and "off (no CA set)" in page
-    answer = client.post(f"/clusters/{cluster.pk}/connections/",
-                         {"credential_hosts": "10.0.0.0/8, db-*.example.net", "tls_ca": ca, "tls_verify": "on"})
+    answer = client.post(
+        f"/clusters/{cluster.pk}/connections/",
+        {"credential_hosts": "10.0.0.0/8, db-*.example.net", "tls_ca": ca, "tls_verify": "on"},
+    )
     assert answer.status_code == 302
     assert settings_of(cluster) == ("10.0.0.0/8, db-*.example.net", ca.strip(), True)
     event = AuditEvent.objects.get(action="cluster connections changed")
@@ -41,18 +44,28 @@ def test_an_admin_sets_the_ca_and_credential_hosts_on_the_cluster_page(client, a
     page = client.get(f"/clusters/{cluster.pk}/").content.decode()
     assert "verified against the CA: OU=Testing CA" in page and "O=Shop DBA CA (SHA-256 " in page
     # Verify off, said on the page
-    client.post(f"/clusters/{cluster.pk}/connections/",
-                {"credential_hosts": "10.0.0.0/8, db-*.example.net", "tls_ca": ca})
+    client.post(
+        f"/clusters/{cluster.pk}/connections/", {"credential_hosts": "10.0.0.0/8, db-*.example.net", "tls_ca": ca}
+    )
     assert settings_of(cluster)[2] is False
-    assert "not verified</strong> (encrypted, any certificate)" in client.get(f"/clusters/{cluster.pk}/").content.decode()
+    assert (
+        "not verified</strong> (encrypted, any certificate)" in client.get(f"/clusters/{cluster.pk}/").content.decode()
+    )
 
 
-@pytest.mark.parametrize("field, value, said", [
-    ("tls_ca", "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----", "The CA must be PEM certificates"),
-    ("tls_ca", "just text", "The CA must be PEM certificates"),
-    ("credential_hosts", "10.0.0.0/33", "10.0.0.0/33"),
-    ("credential_hosts", "db\u200b.example.net", "db"),
-])
+@pytest.mark.parametrize(
+    "field, value, said",
+    [
+        (
+            "tls_ca",
+            "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----",
+            "The CA must be PEM certificates",
+        ),
+        ("tls_ca", "just text", "The CA must be PEM certificates"),
+        ("credential_hosts", "10.0.0.0/33", "10.0.0.0/33"),
+        ("credential_hosts", "db\u200b.example.net", "db"),
+    ],
+)
 def test_bad_input_changes_nothing_and_says_why(client, admin_user_role, cluster, field, value, said):
     client.force_login(admin_user_role)
     answer = client.post(f"/clusters/{cluster.pk}/connections/", {"tls_verify": "on", field: value})

@@ -1,6 +1,7 @@
 """Cluster.native_manager through the API (issue 33 §4): every reader sees it in the cluster's answer; an admin sets
 it with a reason, audited with before, after and the reason; a bad value or no reason changes nothing and says why
 (audited as invalid); operators and viewers change nothing."""
+
 import pytest
 
 from apps.api.tests.conftest import error_of, token_client
@@ -20,8 +21,9 @@ def manager_of(cluster):
     return cluster.native_manager
 
 
-def test_native_manager_is_read_by_viewers_and_set_by_admins_with_a_reason(admin_user_role, operator_user,
-                                                                           viewer_user, cluster):
+def test_native_manager_is_read_by_viewers_and_set_by_admins_with_a_reason(
+    admin_user_role, operator_user, viewer_user, cluster
+):
     url = f"/api/v1/clusters/{cluster.pk}/native-manager/"
     viewer = token_client(viewer_user)
     assert viewer.get(f"/api/v1/clusters/{cluster.pk}/").json()["native_manager"] == ""

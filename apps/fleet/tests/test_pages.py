@@ -1,4 +1,5 @@
 """Pages need a login; each role sees what it may do."""
+
 import pytest
 from django.urls import reverse
 
@@ -7,10 +8,17 @@ from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 
 @pytest.fixture
 def inventory(db):
-    cluster = Cluster.objects.create(name="c1", writer_hostgroup=100, reader_hostgroup=101, monitor_user="monitor",
-                                     monitor_password="monitor")
-    node = ProxySQLNode.objects.create(cluster=cluster, name="p1", admin_host="127.0.0.1", admin_port=1,
-                                       admin_user="admin", admin_password="secret-admin-pw")
+    cluster = Cluster.objects.create(
+        name="c1", writer_hostgroup=100, reader_hostgroup=101, monitor_user="monitor", monitor_password="monitor"
+    )
+    node = ProxySQLNode.objects.create(
+        cluster=cluster,
+        name="p1",
+        admin_host="127.0.0.1",
+        admin_port=1,
+        admin_user="admin",
+        admin_password="secret-admin-pw",
+    )
     server = Server.objects.create(cluster=cluster, hostname="127.0.0.1", port=3311)
     HostgroupMembership.objects.create(server=server, hostgroup_id=100, weight=1000, comment="<b>bold</b>")
     return cluster, node, server
@@ -18,8 +26,14 @@ def inventory(db):
 
 def test_login_required_everywhere(client, inventory):
     cluster, node, server = inventory
-    for url in [reverse("pages:overview"), cluster.get_absolute_url(), node.get_absolute_url(),
-                server.get_absolute_url(), reverse("fleet:adopt"), reverse("audit:list")]:
+    for url in [
+        reverse("pages:overview"),
+        cluster.get_absolute_url(),
+        node.get_absolute_url(),
+        server.get_absolute_url(),
+        reverse("fleet:adopt"),
+        reverse("audit:list"),
+    ]:
         response = client.get(url)
         assert response.status_code == 302 and response["Location"].startswith(reverse("accounts:login")), url
 
@@ -56,9 +70,18 @@ def test_django_admin_edit_is_audited_and_blank_password_keeps_the_old_one(clien
 
     client.force_login(admin_user_role)
     cluster, node, _ = inventory
-    response = client.post(reverse("admin:fleet_proxysqlnode_change", args=[node.pk]), {
-        "cluster": cluster.pk, "name": "p1-renamed", "admin_host": "127.0.0.1", "admin_port": 1,
-        "admin_user": "admin", "admin_password": "", "comment": ""})
+    response = client.post(
+        reverse("admin:fleet_proxysqlnode_change", args=[node.pk]),
+        {
+            "cluster": cluster.pk,
+            "name": "p1-renamed",
+            "admin_host": "127.0.0.1",
+            "admin_port": 1,
+            "admin_user": "admin",
+            "admin_password": "",
+            "comment": "",
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:3000]
     node.refresh_from_db()
     assert node.name == "p1-renamed" and node.admin_password == "secret-admin-pw"

@@ -1,4 +1,5 @@
 """The header's search finds a backend by its port alone, as a DBA types it ("3312")."""
+
 import pytest
 from django.urls import reverse
 

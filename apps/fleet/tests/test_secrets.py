@@ -12,13 +12,14 @@ from apps.fleet.secrets import PREFIX
 @pytest.mark.django_db
 def test_password_is_encrypted_at_rest_and_read_back_plain():
     cluster = Cluster.objects.create(name="c", writer_hostgroup=1, reader_hostgroup=2, monitor_password="mon-pw")
-    node = ProxySQLNode.objects.create(cluster=cluster, name="p1", admin_host="127.0.0.1", admin_user="admin",
-                                       admin_password="it's \"secret\"")
+    node = ProxySQLNode.objects.create(
+        cluster=cluster, name="p1", admin_host="127.0.0.1", admin_user="admin", admin_password='it\'s "secret"'
+    )
     with connection.cursor() as cur:
         cur.execute(f"SELECT admin_password FROM {ProxySQLNode._meta.db_table} WHERE id=%s", [node.pk])
         stored = cur.fetchone()[0]
     assert stored.startswith(PREFIX) and "secret" not in stored
-    assert ProxySQLNode.objects.get(pk=node.pk).admin_password == "it's \"secret\""
+    assert ProxySQLNode.objects.get(pk=node.pk).admin_password == 'it\'s "secret"'
     assert Cluster.objects.get(pk=cluster.pk).monitor_password == "mon-pw"
 
 

@@ -1,5 +1,6 @@
 """One ProxySQL pair fronting two Galera clusters (the Galera lab in hostgroups 100-102, the DR lab's dc1 in
 200-202): adopted as two clusters, each seeing only its own rows."""
+
 import pytest
 
 from apps.clients.proxysql import ProxySQLAdmin
@@ -20,15 +21,22 @@ def snapshot_of(double):
 def test_adoption_proposes_one_group_of_hostgroups_per_cluster(shared_pair):
     snapshot = snapshot_of(shared_pair[0])
     assert adopt.split_hostgroups(snapshot) == [[100, 101, 102], [200, 201, 202]]
-    plan = adopt.plan_adoption(snapshot, cluster_name="a", node_name="p1", admin_host="127.0.0.1",
-                               admin_port=shared_pair[0].port)
+    plan = adopt.plan_adoption(
+        snapshot, cluster_name="a", node_name="p1", admin_host="127.0.0.1", admin_port=shared_pair[0].port
+    )
     assert plan.ok, plan.errors
     assert plan.hostgroups == [100, 101, 102] and plan.roles["writer"] == 100
     assert {(r.hostgroup_id // 100) for r in plan.rows} == {1}
     assert any("seems to front 2 clusters" in w for w in plan.warnings)
     # The operator edits the proposal: the other group.
-    other = adopt.plan_adoption(snapshot, cluster_name="b", node_name="p1", admin_host="127.0.0.1",
-                                admin_port=shared_pair[0].port, hostgroups=[200, 201, 202])
+    other = adopt.plan_adoption(
+        snapshot,
+        cluster_name="b",
+        node_name="p1",
+        admin_host="127.0.0.1",
+        admin_port=shared_pair[0].port,
+        hostgroups=[200, 201, 202],
+    )
     assert other.ok and other.roles == {"writer": 200, "reader": 201, "backup_writer": 202, "offline": None}
     assert {r.port for r in other.rows} == {3331, 3332, 3333}
 
@@ -46,21 +54,29 @@ def test_a_pair_fronting_two_clusters_is_adopted_as_two(adopted_shared):
 
 def test_an_endpoint_cannot_be_adopted_twice_into_the_same_hostgroups(adopted_shared):
     lab, dc1, (first, second) = adopted_shared
-    plan = adopt.plan_adoption(snapshot_of(first), cluster_name="third", node_name="p", admin_host="127.0.0.1",
-                               admin_port=first.port, roles={"writer": 100, "reader": 101})
+    plan = adopt.plan_adoption(
+        snapshot_of(first),
+        cluster_name="third",
+        node_name="p",
+        admin_host="127.0.0.1",
+        admin_port=first.port,
+        roles={"writer": 100, "reader": 101},
+    )
     assert not plan.ok and "owns hostgroup(s) 100, 101" in plan.errors[0]
 
 
 def test_drift_of_one_cluster_shows_nothing_of_the_other(adopted_shared):
     lab, dc1, (first, second) = adopted_shared
     assert cluster_drift(lab).in_sync and cluster_drift(dc1).in_sync
-    admin_sql(first, "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=201 AND port=3332",
-              "LOAD MYSQL SERVERS TO RUNTIME")
+    admin_sql(
+        first, "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=201 AND port=3332", "LOAD MYSQL SERVERS TO RUNTIME"
+    )
     lab_drift, dc1_drift = cluster_drift(lab), cluster_drift(dc1)
     assert lab_drift.in_sync
     assert all(r["hostgroup_id"] < 200 for n in lab_drift.nodes for r in n.runtime_rows)
     assert [(d["where"], d["field"], d["runtime"]) for n in dc1_drift.nodes for d in n.differences] == [
-        ("hg 201 127.0.0.1:3332", "weight", 7)]
+        ("hg 201 127.0.0.1:3332", "weight", 7)
+    ]
     assert [b["key"] for b in dc1_drift.between_nodes] == [(201, "127.0.0.1", 3332)]
 
 
@@ -70,8 +86,14 @@ def test_the_adopt_form_proposes_the_split_and_takes_the_hostgroups_the_operator
     from apps.fleet.models import Cluster
 
     first = shared_pair[0]
-    data = {"admin_host": "127.0.0.1", "admin_port": first.port, "admin_user": first.user,
-            "admin_password": first.password, "node_name": "proxysql-1", "preview": "1"}
+    data = {
+        "admin_host": "127.0.0.1",
+        "admin_port": first.port,
+        "admin_user": first.user,
+        "admin_password": first.password,
+        "node_name": "proxysql-1",
+        "preview": "1",
+    }
     preview = operator_client.post(reverse("fleet:adopt"), {**data, "new_cluster_name": "lab"})
     html = preview.content.decode()
     assert preview.status_code == 200 and 'data-group="100,101,102"' in html and 'data-group="200,201,202"' in html
@@ -79,7 +101,9 @@ def test_the_adopt_form_proposes_the_split_and_takes_the_hostgroups_the_operator
     # The operator edits the proposal: dc1's hostgroups as a cluster of their own, first.
     bad = operator_client.post(reverse("fleet:adopt"), {**data, "new_cluster_name": "dc1", "hostgroups": "200, x"})
     assert bad.status_code == 400 and "&#x27;x&#x27; is not a hostgroup id" in bad.content.decode()
-    preview = operator_client.post(reverse("fleet:adopt"), {**data, "new_cluster_name": "dc1", "hostgroups": "200 201,202"})
+    preview = operator_client.post(
+        reverse("fleet:adopt"), {**data, "new_cluster_name": "dc1", "hostgroups": "200 201,202"}
+    )
     assert "hostgroups 200, 201, 202 <strong>taken by this adoption</strong>" in preview.content.decode()
     assert operator_client.post(reverse("fleet:adopt"), {"confirm": "1"}).status_code == 302
     dc1 = Cluster.objects.get(name="dc1")

@@ -5,32 +5,47 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('fleet', '0004_replication_credentials'),
-        ('monitoring', '0001_initial'),
+        ("fleet", "0004_replication_credentials"),
+        ("monitoring", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='MirrorRuleSample',
+            name="MirrorRuleSample",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('rule_id', models.PositiveIntegerField()),
-                ('ts', models.DateTimeField(help_text='end of the window (the digest poll)')),
-                ('resolution', models.PositiveSmallIntegerField(default=0)),
-                ('mirror_hostgroup', models.PositiveIntegerField(null=True)),
-                ('interval_s', models.FloatField(help_text='length of the window', null=True)),
-                ('hits_ps', models.FloatField(help_text='stats_mysql_query_rules.hits per second', null=True)),
-                ('prepared_share', models.FloatField(help_text='estimated share of prepared statements (not mirrored)', null=True)),
-                ('expected_ps', models.FloatField(help_text='hits x (1 - prepared share), per second', null=True)),
-                ('mirrored_ps', models.FloatField(help_text="executions of the rule's digests in the mirror hostgroup", null=True)),
-                ('loss', models.FloatField(help_text='1 - mirrored / expected; worst window in rollups', null=True)),
-                ('ambiguous', models.BooleanField(help_text='a routing rule sends the same digests to the mirror hostgroup', null=True)),
-                ('node', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.proxysqlnode')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("rule_id", models.PositiveIntegerField()),
+                ("ts", models.DateTimeField(help_text="end of the window (the digest poll)")),
+                ("resolution", models.PositiveSmallIntegerField(default=0)),
+                ("mirror_hostgroup", models.PositiveIntegerField(null=True)),
+                ("interval_s", models.FloatField(help_text="length of the window", null=True)),
+                ("hits_ps", models.FloatField(help_text="stats_mysql_query_rules.hits per second", null=True)),
+                (
+                    "prepared_share",
+                    models.FloatField(help_text="estimated share of prepared statements (not mirrored)", null=True),
+                ),
+                ("expected_ps", models.FloatField(help_text="hits x (1 - prepared share), per second", null=True)),
+                (
+                    "mirrored_ps",
+                    models.FloatField(help_text="executions of the rule's digests in the mirror hostgroup", null=True),
+                ),
+                ("loss", models.FloatField(help_text="1 - mirrored / expected; worst window in rollups", null=True)),
+                (
+                    "ambiguous",
+                    models.BooleanField(
+                        help_text="a routing rule sends the same digests to the mirror hostgroup", null=True
+                    ),
+                ),
+                (
+                    "node",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="fleet.proxysqlnode"
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['node', 'resolution', 'ts'], name='mirrorsample_node_res_ts')],
+                "indexes": [models.Index(fields=["node", "resolution", "ts"], name="mirrorsample_node_res_ts")],
             },
         ),
     ]

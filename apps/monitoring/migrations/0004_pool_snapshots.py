@@ -20,11 +20,21 @@ def pool_rows_to_snapshots(apps, schema_editor):
 
         def flush():
             if entries:
-                batch.append(PoolSnapshot(node_id=node_id, ts=current[0], resolution=current[1],
-                                          servers=pack(entries, rollup=current[1] != 0)))
+                batch.append(
+                    PoolSnapshot(
+                        node_id=node_id,
+                        ts=current[0],
+                        resolution=current[1],
+                        servers=pack(entries, rollup=current[1] != 0),
+                    )
+                )
 
-        for row in (PoolSample.objects.filter(node_id=node_id).order_by("resolution", "ts")
-                    .values_list(*columns).iterator(chunk_size=BATCH)):
+        for row in (
+            PoolSample.objects.filter(node_id=node_id)
+            .order_by("resolution", "ts")
+            .values_list(*columns)
+            .iterator(chunk_size=BATCH)
+        ):
             if row[:2] != current:
                 flush()
                 current, entries = row[:2], []
@@ -33,8 +43,9 @@ def pool_rows_to_snapshots(apps, schema_editor):
                     batch = []
             key = tuple(row[2:5])
             if key not in ids:
-                ids[key] = PoolServer.objects.get_or_create(node_id=node_id, hostgroup=key[0], srv_host=key[1],
-                                                            srv_port=key[2])[0].pk
+                ids[key] = PoolServer.objects.get_or_create(
+                    node_id=node_id, hostgroup=key[0], srv_host=key[1], srv_port=key[2]
+                )[0].pk
             values = dict(zip(columns[6:], row[6:]))
             for f in FIELDS:  # a rollup made before extremes were kept: its average is all it knows
                 for extreme in (f"{f}_min", f"{f}_max"):
@@ -46,58 +57,78 @@ def pool_rows_to_snapshots(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('fleet', '0007_backend_poll_and_failover_defaults'),
-        ('monitoring', '0003_rollup_extremes'),
+        ("fleet", "0007_backend_poll_and_failover_defaults"),
+        ("monitoring", "0003_rollup_extremes"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='backendsample',
-            name='server',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.server'),
+            model_name="backendsample",
+            name="server",
+            field=models.ForeignKey(
+                db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name="+", to="fleet.server"
+            ),
         ),
         migrations.AlterField(
-            model_name='mirrorrulesample',
-            name='node',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.proxysqlnode'),
+            model_name="mirrorrulesample",
+            name="node",
+            field=models.ForeignKey(
+                db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name="+", to="fleet.proxysqlnode"
+            ),
         ),
         migrations.AlterField(
-            model_name='proxysqlsample',
-            name='node',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.proxysqlnode'),
+            model_name="proxysqlsample",
+            name="node",
+            field=models.ForeignKey(
+                db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name="+", to="fleet.proxysqlnode"
+            ),
         ),
         migrations.CreateModel(
-            name='PoolServer',
+            name="PoolServer",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('hostgroup', models.PositiveIntegerField()),
-                ('srv_host', models.CharField(max_length=255)),
-                ('srv_port', models.PositiveIntegerField()),
-                ('node', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.proxysqlnode')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("hostgroup", models.PositiveIntegerField()),
+                ("srv_host", models.CharField(max_length=255)),
+                ("srv_port", models.PositiveIntegerField()),
+                (
+                    "node",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="fleet.proxysqlnode"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='PoolSnapshot',
+            name="PoolSnapshot",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('ts', models.DateTimeField()),
-                ('resolution', models.PositiveSmallIntegerField(default=0)),
-                ('servers', models.BinaryField()),
-                ('node', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.proxysqlnode')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("ts", models.DateTimeField()),
+                ("resolution", models.PositiveSmallIntegerField(default=0)),
+                ("servers", models.BinaryField()),
+                (
+                    "node",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="fleet.proxysqlnode",
+                    ),
+                ),
             ],
         ),
         migrations.AddConstraint(
-            model_name='poolserver',
-            constraint=models.UniqueConstraint(fields=('node', 'hostgroup', 'srv_host', 'srv_port'), name='poolserver_node_key'),
+            model_name="poolserver",
+            constraint=models.UniqueConstraint(
+                fields=("node", "hostgroup", "srv_host", "srv_port"), name="poolserver_node_key"
+            ),
         ),
         migrations.AddIndex(
-            model_name='poolsnapshot',
-            index=models.Index(fields=['node', 'resolution', 'ts'], name='poolsnapshot_node_res_ts'),
+            model_name="poolsnapshot",
+            index=models.Index(fields=["node", "resolution", "ts"], name="poolsnapshot_node_res_ts"),
         ),
         migrations.RunPython(pool_rows_to_snapshots, migrations.RunPython.noop),
         migrations.DeleteModel(
-            name='PoolSample',
+            name="PoolSample",
         ),
     ]

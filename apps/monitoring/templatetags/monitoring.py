@@ -2,6 +2,7 @@
 
 Every figure on a monitoring page is shown with how old it is: `{{ age|age }}` gives "3 s", "4 min"...
 """
+
 from datetime import datetime, timezone
 
 from django import template
@@ -61,8 +62,12 @@ def sparkline(values, width=180, height=28, lo=0):
     """Inline SVG polyline of `values` (None = gap: the line stops and restarts, never drawn through)."""
     numbers = [v for v in values if v is not None]
     if not numbers:
-        return format_html('<svg class="spark" width="{}" height="{}" role="img" aria-label="no data">'
-                           '<title>no data in the last hour</title></svg>', width, height)
+        return format_html(
+            '<svg class="spark" width="{}" height="{}" role="img" aria-label="no data">'
+            "<title>no data in the last hour</title></svg>",
+            width,
+            height,
+        )
     hi = max(max(numbers), lo + 1)
     step = width / max(1, len(values) - 1)
     segments, current = [], []
@@ -83,9 +88,11 @@ def sparkline(values, width=180, height=28, lo=0):
         else:
             parts.append(f'<polyline points="{" ".join(seg)}"/>')
     # Only numbers go into this markup.
-    return mark_safe(f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-                     f'role="img" aria-label="max {max(numbers):g}"><title>max {max(numbers):g}</title>'
-                     f'{"".join(parts)}</svg>')
+    return mark_safe(
+        f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'role="img" aria-label="max {max(numbers):g}"><title>max {max(numbers):g}</title>'
+        f"{''.join(parts)}</svg>"
+    )
 
 
 @register.simple_tag
@@ -93,7 +100,12 @@ def state_strip(values, width=180, height=10):
     """Inline SVG timeline of wsrep_local_state per bucket: green Synced, amber Donor/Joined, red
     Joining, nothing (a gap) where no poll reached the node."""
     w = width / max(1, len(values))
-    rects = "".join(f'<rect x="{i * w:.1f}" y="0" width="{w + 0.3:.1f}" height="{height}" fill="{STATE_COLOURS.get(v, "#6b7280")}"/>'
-                    for i, v in enumerate(values) if v is not None)
-    return mark_safe(f'<svg class="strip" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-                     f'role="img" aria-label="wsrep state, last hour">{rects}</svg>')
+    rects = "".join(
+        f'<rect x="{i * w:.1f}" y="0" width="{w + 0.3:.1f}" height="{height}" fill="{STATE_COLOURS.get(v, "#6b7280")}"/>'
+        for i, v in enumerate(values)
+        if v is not None
+    )
+    return mark_safe(
+        f'<svg class="strip" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'role="img" aria-label="wsrep state, last hour">{rects}</svg>'
+    )

@@ -1,4 +1,5 @@
 """docs/grafana-dashboard.json read the way Grafana reads it: its variables and the PromQL of every panel."""
+
 import json
 import re
 from pathlib import Path
@@ -40,5 +41,7 @@ def exported_names(client):
 
     bodies = [client.get("/metrics").content.decode()] + [
         client.get("/metrics/pool", {"cluster": target["labels"]["__param_cluster"]}).content.decode()
-        for target in client.get("/metrics/targets").json() if target["labels"]["__metrics_path__"] == "/metrics/pool"]
+        for target in client.get("/metrics/targets").json()
+        if target["labels"]["__metrics_path__"] == "/metrics/pool"
+    ]
     return {s.name for body in bodies for f in text_string_to_metric_families(body) for s in f.samples}

@@ -1,5 +1,6 @@
 """The monitoring pages as a DBA reads them in a real browser: maintenance said where it is, not hidden behind a
 green chip."""
+
 from datetime import timedelta
 
 import pytest
@@ -13,8 +14,9 @@ from .test_pages_browser import poll
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_the_fleet_page_says_a_drained_backend_is_in_maintenance(page, live_server, browser_login, viewer_user,
-                                                                  adopted_lab, live_redis):
+def test_the_fleet_page_says_a_drained_backend_is_in_maintenance(
+    page, live_server, browser_login, viewer_user, adopted_lab, live_redis
+):
     drained = Server.objects.order_by("pk").last()
     Server.objects.filter(pk=drained.pk).update(maintenance=True, maintenance_note="disk swap")
     poll(rounds=2)
@@ -32,11 +34,13 @@ def test_the_fleet_page_says_a_drained_backend_is_in_maintenance(page, live_serv
 def in_view(page, selector):
     """Whether the element is on the screen as the page is scrolled now."""
     return page.locator(selector).first.evaluate(
-        "e => { const r = e.getBoundingClientRect(); return r.top >= 0 && r.bottom <= window.innerHeight; }")
+        "e => { const r = e.getBoundingClientRect(); return r.top >= 0 && r.bottom <= window.innerHeight; }"
+    )
 
 
-def test_the_processlist_sorts_filters_hides_sleep_and_a_kill_shows_its_outcome(page, live_server, browser_login,
-                                                                               operator_user, adopted_lab):
+def test_the_processlist_sorts_filters_hides_sleep_and_a_kill_shows_its_outcome(
+    page, live_server, browser_login, operator_user, adopted_lab
+):
     cluster, (first, _) = adopted_lab
     first.traffic.set_sessions(hostgroup=101, count=8, kind="read", reconnect=False)
     node = ProxySQLNode.objects.get(admin_port=first.port)
@@ -105,8 +109,9 @@ LABEL_FORM = {"1h": r"^\d\d:\d\d$", "24h": r"^\d\d-\d\d \d\d:\d\d$", "30d": r"^\
 
 
 @pytest.mark.parametrize("width, height", [(1366, 900), (1920, 1080)])
-def test_history_charts_read_at_a_glance(page, live_server, browser_login, viewer_user, adopted_lab, live_redis,
-                                         width, height):
+def test_history_charts_read_at_a_glance(
+    page, live_server, browser_login, viewer_user, adopted_lab, live_redis, width, height
+):
     """Issue 36: at most 5 series drawn by default, no colour twice in a legend, charts as wide as half the screen,
     ticks on round UTC times that never overlap, with the date on ranges of a day and over: at both widths a DBA
     uses, on the 1 h, 24 h and 30 d ranges."""
@@ -122,9 +127,11 @@ def test_history_charts_read_at_a_glance(page, live_server, browser_login, viewe
     page.wait_for_function("() => [...document.querySelectorAll('canvas[data-url]')].every(c => c.dataset.loaded)")
     for range_key in ("1h", "24h", "30d"):
         page.evaluate(f"() => document.querySelectorAll(\"button[data-range='{range_key}']\").forEach(b => b.click())")
-        page.wait_for_function(f"() => [...document.querySelectorAll('canvas[data-url]')].every(c => {{"
-                               f" const chart = Chart.getChart(c); return chart && "
-                               f"chart.scales.x.max - chart.scales.x.min === {RANGE_MS[range_key]}; }})")
+        page.wait_for_function(
+            f"() => [...document.querySelectorAll('canvas[data-url]')].every(c => {{"
+            f" const chart = Chart.getChart(c); return chart && "
+            f"chart.scales.x.max - chart.scales.x.min === {RANGE_MS[range_key]}; }})"
+        )
         charts = page.evaluate(CHARTS_JS)
         assert charts and any(c["series"] > 5 for c in charts), charts  # the latency chart: one series per server
         for c in charts:
@@ -144,15 +151,19 @@ def test_history_charts_read_at_a_glance(page, live_server, browser_login, viewe
     figure = page.locator(f"figure:has(#{crowded['id']})")
     figure.locator("button[data-all-series]").click()
     chart = f"Chart.getChart(document.getElementById('{crowded['id']}'))"
-    page.wait_for_function(f"() => {{ const c = {chart}; "
-                           f"return c && c.getSortedVisibleDatasetMetas().length === {crowded['series']}; }}")
+    page.wait_for_function(
+        f"() => {{ const c = {chart}; return c && c.getSortedVisibleDatasetMetas().length === {crowded['series']}; }}"
+    )
     figure.locator("button[data-range='24h']").click()
-    page.wait_for_function(f"() => {{ const c = {chart}; "  # a date on a range of a day
-                           f"return c && c.scales.x.ticks.some(t => /^\\d\\d-\\d\\d /.test(t.label)); }}")
+    page.wait_for_function(
+        f"() => {{ const c = {chart}; "  # a date on a range of a day
+        f"return c && c.scales.x.ticks.some(t => /^\\d\\d-\\d\\d /.test(t.label)); }}"
+    )
 
 
-def test_times_are_24_hour_utc_and_the_incident_view_fills_its_window(page, live_server, browser_login,
-                                                                     operator_user, adopted_lab):
+def test_times_are_24_hour_utc_and_the_incident_view_fills_its_window(
+    page, live_server, browser_login, operator_user, adopted_lab
+):
     import re
 
     cluster, _ = adopted_lab
@@ -169,8 +180,9 @@ def test_times_are_24_hour_utc_and_the_incident_view_fills_its_window(page, live
     assert page.locator("input[name=from]").get_attribute("type") == "text"
 
 
-def test_node_names_on_the_cluster_page_never_break_at_1366(page, live_server, browser_login, viewer_user, adopted_lab,
-                                                             live_redis):
+def test_node_names_on_the_cluster_page_never_break_at_1366(
+    page, live_server, browser_login, viewer_user, adopted_lab, live_redis
+):
     """Issue 36 (the walk at 1366 px): the ProxySQL Cluster table squeezed its Node column, 'proxysql-' on one line
     and '1' on the next, on every row."""
     cluster, _ = adopted_lab
@@ -180,10 +192,12 @@ def test_node_names_on_the_cluster_page_never_break_at_1366(page, live_server, b
     browser_login(viewer_user)
     page.goto(f"{live_server.url}{cluster.get_absolute_url()}")
     page.wait_for_selector("table.proxysql-cluster td")
-    lines = page.evaluate("""(names) => [...document.querySelectorAll('table.proxysql-cluster td')]
+    lines = page.evaluate(
+        """(names) => [...document.querySelectorAll('table.proxysql-cluster td')]
         .filter(td => names.includes(td.textContent.trim()))
         .map(td => { const r = document.createRange(); r.selectNodeContents(td);
                      return [td.textContent.trim(), new Set([...r.getClientRects()].map(b => Math.round(b.top))).size]; })""",
-                          names)
+        names,
+    )
     assert lines and {name for name, _ in lines} == set(names), lines
     assert all(n == 1 for _, n in lines), lines

@@ -1,5 +1,6 @@
 """In a real browser (Debian chromium), issue 23 §5: an operator tags a cluster on its page, filters the fleet page
 by that tag, and finds a backend from the header's search box on any page."""
+
 import pytest
 
 from apps.fleet.models import Cluster, Server
@@ -7,8 +8,9 @@ from apps.fleet.models import Cluster, Server
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_tag_a_cluster_filter_the_fleet_by_it_and_search_from_the_header(page, live_server, browser_login,
-                                                                         operator_user, tmp_path):
+def test_tag_a_cluster_filter_the_fleet_by_it_and_search_from_the_header(
+    page, live_server, browser_login, operator_user, tmp_path
+):
     pay = Cluster.objects.create(name="payments-eu", writer_hostgroup=100, reader_hostgroup=101)
     Cluster.objects.create(name="reporting", writer_hostgroup=100, reader_hostgroup=101)
     Server.objects.create(cluster=pay, hostname="db-pay-1.example.net", port=3306)

@@ -1,6 +1,7 @@
 """Issue 34: the pollers' last line of defence. A backend row on a host outside the cluster's credential hosts (one an
 admin no longer allows, or one that came in with a node's rows edited directly) is not polled with the monitor
 credentials: its document says why, and the fake MySQL server there receives nothing."""
+
 import pytest
 
 from apps.clients.tests.fake_mysql import FakeMySQL
@@ -11,8 +12,14 @@ pytestmark = pytest.mark.django_db
 
 
 def test_a_backend_outside_the_list_is_not_polled_with_credentials(live_redis):
-    cluster = Cluster.objects.create(name="shop", writer_hostgroup=100, reader_hostgroup=101, monitor_user="monitor",
-                                     monitor_password="St0red-M0nitor-Pw", credential_hosts="10.0.0.0/8")
+    cluster = Cluster.objects.create(
+        name="shop",
+        writer_hostgroup=100,
+        reader_hostgroup=101,
+        monitor_user="monitor",
+        monitor_password="St0red-M0nitor-Pw",
+        credential_hosts="10.0.0.0/8",
+    )
     with FakeMySQL(b"mysql_native_password") as fake:
         server = Server.objects.create(cluster=cluster, hostname="127.0.0.1", port=fake.port)
         summary = pollers.backend_round(pollers.servers_for_shard(0, 1))

@@ -3,6 +3,7 @@ real writers (the pollers against the lab, the drift watcher) decode into the fu
 and every reader's struct (READERS: alerts, monitoring's overview, exporter and pages, operations, configuration's
 drift watcher, DR) reads only fields a writer writes; the writer checks each document against its schema
 (live.write_many)."""
+
 import math
 import time
 
@@ -24,17 +25,28 @@ from apps.operations import forms as operation_forms
 pytestmark = pytest.mark.django_db
 
 # Each reader's struct and the full schema of the documents it decodes.
-READERS = [(lean.ProxySQLDoc, live_doc.ProxySQLNodeDoc), (lean.BackendDoc, live_doc.BackendNodeDoc),
-           (overview.ProxySQLDoc, live_doc.ProxySQLNodeDoc), (overview.BackendDoc, live_doc.BackendNodeDoc),
-           (overview.DriftDoc, live_doc.DriftNodeDoc), (exporter.ProxySQLDoc, live_doc.ProxySQLNodeDoc),
-           (exporter.PoolDoc, live_doc.ProxySQLNodeDoc), (rollbacks.PollOutcome, live_doc.ProxySQLNodeDoc),
-           (change_set.NodeFigures, live_doc.ProxySQLNodeDoc), (operation_forms.NodePoll, live_doc.ProxySQLNodeDoc),
-           (operation_forms.CandidatePoll, live_doc.BackendNodeDoc),
-           (rules.BackendPoll, live_doc.BackendNodeDoc), (drift.StoredResult, live_doc.DriftNodeDoc),
-           (dr_selectors.ChannelView, live_doc.ChannelDoc), (dr_polling.LastPoll, live_doc.ChannelDoc),
-           (lean.ChannelDoc, live_doc.ChannelDoc), (selectors.NodeDoc, live_doc.ProxySQLNodeDoc),
-           (selectors.BackendDoc, live_doc.BackendNodeDoc), (selectors.QueryStatsDoc, live_doc.ProxySQLNodeDoc),
-           (rollout_gates.LatestPoll, live_doc.ProxySQLNodeDoc)]
+READERS = [
+    (lean.ProxySQLDoc, live_doc.ProxySQLNodeDoc),
+    (lean.BackendDoc, live_doc.BackendNodeDoc),
+    (overview.ProxySQLDoc, live_doc.ProxySQLNodeDoc),
+    (overview.BackendDoc, live_doc.BackendNodeDoc),
+    (overview.DriftDoc, live_doc.DriftNodeDoc),
+    (exporter.ProxySQLDoc, live_doc.ProxySQLNodeDoc),
+    (exporter.PoolDoc, live_doc.ProxySQLNodeDoc),
+    (rollbacks.PollOutcome, live_doc.ProxySQLNodeDoc),
+    (change_set.NodeFigures, live_doc.ProxySQLNodeDoc),
+    (operation_forms.NodePoll, live_doc.ProxySQLNodeDoc),
+    (operation_forms.CandidatePoll, live_doc.BackendNodeDoc),
+    (rules.BackendPoll, live_doc.BackendNodeDoc),
+    (drift.StoredResult, live_doc.DriftNodeDoc),
+    (dr_selectors.ChannelView, live_doc.ChannelDoc),
+    (dr_polling.LastPoll, live_doc.ChannelDoc),
+    (lean.ChannelDoc, live_doc.ChannelDoc),
+    (selectors.NodeDoc, live_doc.ProxySQLNodeDoc),
+    (selectors.BackendDoc, live_doc.BackendNodeDoc),
+    (selectors.QueryStatsDoc, live_doc.ProxySQLNodeDoc),
+    (rollout_gates.LatestPoll, live_doc.ProxySQLNodeDoc),
+]
 
 
 def fields(struct):
@@ -69,7 +81,9 @@ def test_the_writers_documents_decode_into_the_full_schemas(adopted_lab, live_re
     # the nested parts /metrics types: their fields are the ones written
     assert fields(exporter.Figures) <= set(one["figures"]), fields(exporter.Figures) - set(one["figures"])
     assert fields(exporter.GlobalCounters) <= set(one["counters"])
-    assert fields(exporter.PoolRow) <= set(one["pool"][0]) and fields(exporter.PoolCounters) <= set(one["pool"][0]["counters"])
+    assert fields(exporter.PoolRow) <= set(one["pool"][0]) and fields(exporter.PoolCounters) <= set(
+        one["pool"][0]["counters"]
+    )
     for doc in live.read_many(live.BACKEND, [s.pk for s in servers]).values():
         assert strictly("backend", doc).state["local_state"] == 4
     for doc in live.read_many(live.DRIFT, [n.pk for n in nodes]).values():

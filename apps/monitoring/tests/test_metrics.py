@@ -1,6 +1,7 @@
 """/metrics, /metrics/pool and /metrics/targets: what they export (read back with prometheus_client's own parser),
 that promtool accepts it, that the fast writer is byte for byte the library's, Redis and the database down, and who
 may scrape. The scrape by a real Prometheus server (discovering its targets) is in test_prometheus_scrape.py."""
+
 import hashlib
 import os
 import shutil
@@ -83,12 +84,16 @@ def test_the_exposition_holds_the_lab_figures(client, adopted_lab, live_redis, g
     assert not [name for name in types if name.startswith("proxysql_fleet_pool_")]  # /metrics/pool has them
     pool = scrape_pool(client, "galera-lab")
     pool_types = {f.name: f.type for f in text_string_to_metric_families(pool)}
-    assert pool_types == {"proxysql_fleet_" + name: ("counter" if name in ("pool_queries", "pool_connection_errors")
-                                                     else "gauge") for name in exporter.POOL}
+    assert pool_types == {
+        "proxysql_fleet_" + name: ("counter" if name in ("pool_queries", "pool_connection_errors") else "gauge")
+        for name in exporter.POOL
+    }
     parsed.update(series(pool))
     assert value(parsed, "proxysql_fleet_live_up") == 1 and value(parsed, "proxysql_fleet_database_up") == 1
     assert value(parsed, "proxysql_fleet_hostgroup_info", cluster="galera-lab", hostgroup="100", role="writer") == 1
-    assert value(parsed, "proxysql_fleet_proxysql_poll_interval_seconds", cluster="galera-lab") == cluster.poll_interval_s
+    assert (
+        value(parsed, "proxysql_fleet_proxysql_poll_interval_seconds", cluster="galera-lab") == cluster.poll_interval_s
+    )
 
     for node in nodes:
         doc = live.read_one(live.PROXYSQL, node.pk)
@@ -97,12 +102,20 @@ def test_the_exposition_holds_the_lab_figures(client, adopted_lab, live_redis, g
         assert 0 <= value(parsed, "proxysql_fleet_proxysql_poll_age_seconds", **labels) < 10
         assert value(parsed, "proxysql_fleet_proxysql_poll_duration_seconds", **labels) == doc["poll_s"] > 0
         assert value(parsed, "proxysql_fleet_proxysql_questions_total", **labels) == doc["counters"]["Questions"] > 0
-        assert value(parsed, "proxysql_fleet_proxysql_client_connections", **labels) == \
-            doc["figures"]["client_connections_connected"]
+        assert (
+            value(parsed, "proxysql_fleet_proxysql_client_connections", **labels)
+            == doc["figures"]["client_connections_connected"]
+        )
         figures = doc["figures"]
-        assert value(parsed, "proxysql_fleet_mirror_queue_limit", **labels) == \
-            figures["mirror_max_queue_length"] * figures["mysql_threads"]
-        assert value(parsed, "proxysql_fleet_mirror_concurrency_limit", **labels) == figures["mirror_max_concurrency"] == 16
+        assert (
+            value(parsed, "proxysql_fleet_mirror_queue_limit", **labels)
+            == figures["mirror_max_queue_length"] * figures["mysql_threads"]
+        )
+        assert (
+            value(parsed, "proxysql_fleet_mirror_concurrency_limit", **labels)
+            == figures["mirror_max_concurrency"]
+            == 16
+        )
         assert len(doc["pool"]) == 6
         for row in doc["pool"]:
             hg, host, port = row["key"]
@@ -111,8 +124,12 @@ def test_the_exposition_holds_the_lab_figures(client, adopted_lab, live_redis, g
             assert value(parsed, "proxysql_fleet_pool_connections_used", **row_labels) == row["conn_used"]
             assert value(parsed, "proxysql_fleet_pool_connections_free", **row_labels) == row["conn_free"]
             assert value(parsed, "proxysql_fleet_pool_queries_total", **row_labels) == row["counters"]["Queries"]
-            assert value(parsed, "proxysql_fleet_pool_connection_errors_total", **row_labels) == row["counters"]["ConnERR"]
-            assert value(parsed, "proxysql_fleet_pool_latency_seconds", **row_labels) == pytest.approx(row["latency_us"] / 1e6)
+            assert (
+                value(parsed, "proxysql_fleet_pool_connection_errors_total", **row_labels) == row["counters"]["ConnERR"]
+            )
+            assert value(parsed, "proxysql_fleet_pool_latency_seconds", **row_labels) == pytest.approx(
+                row["latency_us"] / 1e6
+            )
         writer = {**labels, "hostgroup": "100", "server": "127.0.0.1:3311"}
         assert value(parsed, "proxysql_fleet_pool_connections_used", **writer) == 4  # the lab's pinned writer sessions
         assert value(parsed, "proxysql_fleet_pool_server_status", **writer, status="ONLINE") == 1
@@ -123,15 +140,30 @@ def test_the_exposition_holds_the_lab_figures(client, adopted_lab, live_redis, g
         assert value(parsed, "proxysql_fleet_backend_up", **labels) == 1
         assert value(parsed, "proxysql_fleet_backend_wsrep_local_state", **labels) == 4  # Synced
         assert value(parsed, "proxysql_fleet_backend_wsrep_cluster_primary", **labels) == 1
-        assert value(parsed, "proxysql_fleet_backend_wsrep_local_recv_queue", **labels) == doc["state"]["local_recv_queue"]
+        assert (
+            value(parsed, "proxysql_fleet_backend_wsrep_local_recv_queue", **labels) == doc["state"]["local_recv_queue"]
+        )
         assert 0 <= value(parsed, "proxysql_fleet_backend_wsrep_flow_control_paused_ratio", **labels) <= 1
         assert value(parsed, "proxysql_fleet_backend_maintenance", **labels) == 0
         assert value(parsed, "proxysql_fleet_backend_poll_duration_seconds", **labels) == doc["poll_s"] > 0
     # Bounded labels: only these names, and no digest or query text anywhere (command, errno and user: the query
     # stats' fixed lists and capped users, exporter.USERS_EXPORTED and COMMANDS_EXPORTED).
     used = {k for _, labels in parsed for k, _ in labels}
-    assert used <= {"cluster", "node", "hostgroup", "server", "role", "status", "rule", "kind", "state", "le",
-                    "command", "errno", "user"}
+    assert used <= {
+        "cluster",
+        "node",
+        "hostgroup",
+        "server",
+        "role",
+        "status",
+        "rule",
+        "kind",
+        "state",
+        "le",
+        "command",
+        "errno",
+        "user",
+    }
 
 
 def test_promtool_accepts_the_exposition(client, adopted_lab, live_redis, galera_healthy, everything):
@@ -141,12 +173,17 @@ def test_promtool_accepts_the_exposition(client, adopted_lab, live_redis, galera
         missing(reason)
     poll_lab()
     synthetic.publish(everything["nodes"], everything["servers"], trouble_every=3)  # the lab's poll failed them
-    for body in (client.get("/metrics").content, client.get("/metrics/pool", {"cluster": "galera-lab"}).content,
-                 client.get("/metrics/pool", {"cluster": everything["cluster"].name}).content):
+    for body in (
+        client.get("/metrics").content,
+        client.get("/metrics/pool", {"cluster": "galera-lab"}).content,
+        client.get("/metrics/pool", {"cluster": everything["cluster"].name}).content,
+    ):
         assert body.count(b"\n") > 10
         result = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, timeout=60)
         assert result.returncode == 0, (result.stdout + result.stderr).decode()
-        assert not (result.stdout + result.stderr).strip(), "promtool's lint found problems: " + (result.stdout + result.stderr).decode()
+        assert not (result.stdout + result.stderr).strip(), (
+            "promtool's lint found problems: " + (result.stdout + result.stderr).decode()
+        )
 
 
 @pytest.fixture
@@ -164,34 +201,90 @@ def everything(db, live_redis):
     cluster = Cluster.objects.get(pk=cluster_ids[0])
     now = timezone.now()
     ops = []
-    for kind, state, seconds in (("switchover", "done", 0.07), ("switchover", "done", 0.3), ("drain", "rolled_back", 4),
-                                 ("failover", "failed", 45), ("switchover", "running", None), ("repair", "planned", None),
-                                 ("switchover", "finish_pending", 1.5), ("drain", "rollback_pending", 2)):
-        ops.append(Operation.objects.create(
-            cluster=cluster, kind=kind, state=state, title=f"{kind} {state}", actor="test", plan={},
-            started_at=now - timedelta(seconds=seconds or 1), finished_at=(now if seconds else None),
-            timings={"total_ms": seconds * 1000} if seconds else {}))
-    Operation.objects.create(cluster=cluster, kind="switchover", state="refused", title="refused at start", actor="test",
-                             plan={}, timings={"recheck_ms": 4.2})  # never ran: counted, but has no run time
-    PendingRollback.objects.create(operation=ops[-1], node_id=node_ids[0], statements=[{"step": "x", "sql": "SELECT 1"}],
-                                   next_try_at=now)
+    for kind, state, seconds in (
+        ("switchover", "done", 0.07),
+        ("switchover", "done", 0.3),
+        ("drain", "rolled_back", 4),
+        ("failover", "failed", 45),
+        ("switchover", "running", None),
+        ("repair", "planned", None),
+        ("switchover", "finish_pending", 1.5),
+        ("drain", "rollback_pending", 2),
+    ):
+        ops.append(
+            Operation.objects.create(
+                cluster=cluster,
+                kind=kind,
+                state=state,
+                title=f"{kind} {state}",
+                actor="test",
+                plan={},
+                started_at=now - timedelta(seconds=seconds or 1),
+                finished_at=(now if seconds else None),
+                timings={"total_ms": seconds * 1000} if seconds else {},
+            )
+        )
+    Operation.objects.create(
+        cluster=cluster,
+        kind="switchover",
+        state="refused",
+        title="refused at start",
+        actor="test",
+        plan={},
+        timings={"recheck_ms": 4.2},
+    )  # never ran: counted, but has no run time
+    PendingRollback.objects.create(
+        operation=ops[-1], node_id=node_ids[0], statements=[{"step": "x", "sql": "SELECT 1"}], next_try_at=now
+    )
     MirrorRule.objects.create(proxysql_node_id=node_ids[0], rule_id=7, mirror_hostgroup=200, match_digest="^SELECT")
-    MirrorRuleSample.objects.create(node_id=node_ids[0], rule_id=7, ts=now - timedelta(seconds=40), resolution=RAW,
-                                    mirror_hostgroup=200, interval_s=30, hits_ps=10, expected_ps=10, mirrored_ps=9,
-                                    loss=0.5)
-    MirrorRuleSample.objects.create(node_id=node_ids[0], rule_id=7, ts=now - timedelta(seconds=10), resolution=RAW,
-                                    mirror_hostgroup=200, interval_s=30, hits_ps=10, expected_ps=10, mirrored_ps=7.5,
-                                    loss=0.25)
-    for rule, severity, state, held, resolved in (("writer_none", "critical", "firing", False, False),
-                                                  ("readers_low", "warning", "pending", False, False),
-                                                  ("readers_low", "warning", "pending", True, False),
-                                                  ("readers_low", "warning", "pending", True, False),
-                                                  ("drift", "warning", "resolved", False, True)):
+    MirrorRuleSample.objects.create(
+        node_id=node_ids[0],
+        rule_id=7,
+        ts=now - timedelta(seconds=40),
+        resolution=RAW,
+        mirror_hostgroup=200,
+        interval_s=30,
+        hits_ps=10,
+        expected_ps=10,
+        mirrored_ps=9,
+        loss=0.5,
+    )
+    MirrorRuleSample.objects.create(
+        node_id=node_ids[0],
+        rule_id=7,
+        ts=now - timedelta(seconds=10),
+        resolution=RAW,
+        mirror_hostgroup=200,
+        interval_s=30,
+        hits_ps=10,
+        expected_ps=10,
+        mirrored_ps=7.5,
+        loss=0.25,
+    )
+    for rule, severity, state, held, resolved in (
+        ("writer_none", "critical", "firing", False, False),
+        ("readers_low", "warning", "pending", False, False),
+        ("readers_low", "warning", "pending", True, False),
+        ("readers_low", "warning", "pending", True, False),
+        ("drift", "warning", "resolved", False, True),
+    ):
         n = Alert.objects.count()
-        Alert.objects.create(rule=rule, cluster=cluster, target=f"c{cluster.pk}", subject=f"s{n}", subject_label=f"s{n}",
-                             severity=severity, state=state, held=held, summary="x", since=now, fires_at=now,
-                             last_seen_at=now, resolved_at=now if resolved else None,
-                             active_key=None if resolved else f"{rule}|s{n}")
+        Alert.objects.create(
+            rule=rule,
+            cluster=cluster,
+            target=f"c{cluster.pk}",
+            subject=f"s{n}",
+            subject_label=f"s{n}",
+            severity=severity,
+            state=state,
+            held=held,
+            summary="x",
+            since=now,
+            fires_at=now,
+            last_seen_at=now,
+            resolved_at=now if resolved else None,
+            active_key=None if resolved else f"{rule}|s{n}",
+        )
     return {"cluster": cluster, "nodes": node_ids, "servers": server_ids, "px": px, "be": be}
 
 
@@ -201,8 +294,10 @@ def test_every_family_is_exported_with_its_help(client, everything):
     pool = scrape_pool(client, name)
     families = {f.name: f for f in text_string_to_metric_families(scrape(client))}
     pool_families = {f.name: f for f in text_string_to_metric_families(pool)}
-    assert set(families) == ({exporter.PREFIX + name for name in exporter.SPECS if name not in exporter.POOL}
-                             | {"proxysql_fleet_operation_duration_seconds"})
+    assert set(families) == (
+        {exporter.PREFIX + name for name in exporter.SPECS if name not in exporter.POOL}
+        | {"proxysql_fleet_operation_duration_seconds"}
+    )
     assert set(pool_families) == {exporter.PREFIX + name for name in exporter.POOL}
     assert all(f.documentation for f in [*families.values(), *pool_families.values()])
     pool_parsed = series(pool)
@@ -219,13 +314,18 @@ def test_every_family_is_exported_with_its_help(client, everything):
     assert value(parsed, "proxysql_fleet_operations_open", cluster=name, kind="drain", state="rollback_pending") == 1
     assert value(parsed, "proxysql_fleet_operations_open", cluster=name, kind="switchover", state="finish_pending") == 1
     assert families["proxysql_fleet_operations_open"].documentation.endswith("rollback_pending, finish_pending)")
-    assert {tuple(sorted(labels.items())): value(parsed, "proxysql_fleet_alerts", **labels)
-            for labels in names(parsed, "proxysql_fleet_alerts")} == {
+    assert {
+        tuple(sorted(labels.items())): value(parsed, "proxysql_fleet_alerts", **labels)
+        for labels in names(parsed, "proxysql_fleet_alerts")
+    } == {
         (("cluster", name), ("rule", "writer_none"), ("severity", "critical"), ("state", "firing")): 1,
         (("cluster", name), ("rule", "readers_low"), ("severity", "warning"), ("state", "pending")): 1,
-        (("cluster", name), ("rule", "readers_low"), ("severity", "warning"), ("state", "held")): 2}  # resolved: none
-    assert ("proxysql_fleet_operations_total", frozenset({"cluster": name, "kind": "switchover", "state": "running"}.items())) \
-        not in parsed
+        (("cluster", name), ("rule", "readers_low"), ("severity", "warning"), ("state", "held")): 2,
+    }  # resolved: none
+    assert (
+        "proxysql_fleet_operations_total",
+        frozenset({"cluster": name, "kind": "switchover", "state": "running"}.items()),
+    ) not in parsed
     hist = {"kind": "switchover", "state": "done"}
     assert value(parsed, "proxysql_fleet_operation_duration_seconds_bucket", **hist, le="0.05") == 0
     assert value(parsed, "proxysql_fleet_operation_duration_seconds_bucket", **hist, le="0.1") == 1
@@ -233,15 +333,23 @@ def test_every_family_is_exported_with_its_help(client, everything):
     assert value(parsed, "proxysql_fleet_operation_duration_seconds_bucket", **hist, le="+Inf") == 2
     assert value(parsed, "proxysql_fleet_operation_duration_seconds_count", **hist) == 2
     assert value(parsed, "proxysql_fleet_operation_duration_seconds_sum", **hist) == pytest.approx(0.37, abs=0.01)
-    assert value(parsed, "proxysql_fleet_operation_duration_seconds_bucket", kind="failover", state="failed", le="30.0") == 0
+    assert (
+        value(parsed, "proxysql_fleet_operation_duration_seconds_bucket", kind="failover", state="failed", le="30.0")
+        == 0
+    )
     # trouble_every=3: the first node is unreachable: up 0, its age, no figures, no pool rows.
     assert value(parsed, "proxysql_fleet_proxysql_up", **node) == 0
     assert ("proxysql_fleet_proxysql_questions_total", frozenset(node.items())) not in parsed
-    assert not [labels for labels in names(parsed, "proxysql_fleet_pool_connections_used")
-                if labels["node"] == first_node.name and labels["cluster"] == name]
+    assert not [
+        labels
+        for labels in names(parsed, "proxysql_fleet_pool_connections_used")
+        if labels["node"] == first_node.name and labels["cluster"] == name
+    ]
     second = {"cluster": name, "node": ProxySQLNode.objects.get(pk=everything["nodes"][1]).name}
     assert value(parsed, "proxysql_fleet_proxysql_up", **second) == 1
-    second_rows = [labels for labels in names(parsed, "proxysql_fleet_pool_connections_used") if labels["node"] == second["node"]]
+    second_rows = [
+        labels for labels in names(parsed, "proxysql_fleet_pool_connections_used") if labels["node"] == second["node"]
+    ]
     assert len(second_rows) == len(everything["px"][everything["nodes"][1]]["pool"]) > 0
     assert value(parsed, "proxysql_fleet_proxysql_questions_total", **second) == 123456789
     replica = Server.objects.get(pk=everything["servers"][1])
@@ -263,7 +371,9 @@ def test_stale_unreadable_and_unpolled_nodes_say_so(client, everything):
     live.client().set(live.key(live.PROXYSQL, node_ids[2]), b"{not json")
     live.client().delete(live.key(live.PROXYSQL, node_ids[3]))
     parsed = series(scrape(client))
-    nodes = {pk: {"cluster": n.cluster.name, "node": n.name} for pk, n in ProxySQLNode.objects.in_bulk(node_ids).items()}
+    nodes = {
+        pk: {"cluster": n.cluster.name, "node": n.name} for pk, n in ProxySQLNode.objects.in_bulk(node_ids).items()
+    }
     assert value(parsed, "proxysql_fleet_proxysql_up", **nodes[node_ids[1]]) == 0
     assert value(parsed, "proxysql_fleet_proxysql_poll_age_seconds", **nodes[node_ids[1]]) > 3500
     assert ("proxysql_fleet_proxysql_questions_total", frozenset(nodes[node_ids[1]].items())) not in parsed
@@ -276,8 +386,11 @@ def test_the_fast_writer_is_byte_for_byte_the_librarys(adopted_lab, live_redis, 
     poll_lab()
     synthetic.publish(everything["nodes"], everything["servers"], trouble_every=3)  # the lab's poll failed them
     now = time.time()
-    for collector in (lambda: metrics_page.collector(now), lambda: exporter.PoolCollector("galera-lab", now),
-                      lambda: exporter.PoolCollector(everything["cluster"].name, now)):
+    for collector in (
+        lambda: metrics_page.collector(now),
+        lambda: exporter.PoolCollector("galera-lab", now),
+        lambda: exporter.PoolCollector(everything["cluster"].name, now),
+    ):
         registry = CollectorRegistry(auto_describe=False)
         registry.register(collector())
         library = generate_latest(registry)
@@ -318,8 +431,7 @@ def test_a_pool_target_exports_only_fresh_nodes_of_its_cluster(client, everythin
     other = Cluster.objects.exclude(pk=everything["cluster"].pk).get()
     other_nodes = {n.pk: n for n in ProxySQLNode.objects.filter(cluster=other)}
     parsed = series(scrape_pool(client, other.name))
-    assert {dict(labels)["node"] for _, labels in parsed} == {n.name for n in other_nodes.values()
-                                                             if px[n.pk]["ok"]}
+    assert {dict(labels)["node"] for _, labels in parsed} == {n.name for n in other_nodes.values() if px[n.pk]["ok"]}
     assert {dict(labels)["cluster"] for _, labels in parsed} == {other.name}
     stale = next(pk for pk in other_nodes if px[pk]["ok"])
     old = {**px[stale], "ts": time.time() - 3600}
@@ -336,17 +448,31 @@ def test_the_targets_list_the_fleet_and_one_pool_per_cluster(client, everything,
     assert response.status_code == 200 and response["Content-Type"] == "application/json"
     groups = response.json()
     clusters = list(Cluster.objects.order_by("name").values_list("name", flat=True))
-    assert groups[0] == {"targets": ["console.example.net"], "labels": {"__scheme__": "http", "__metrics_path__": "/metrics"}}
-    assert groups[1:] == [{"targets": ["console.example.net"], "labels": {
-        "__scheme__": "http", "__metrics_path__": "/metrics/pool", "__param_cluster": name, "instance": f"pool/{name}"}}
-        for name in clusters]
+    assert groups[0] == {
+        "targets": ["console.example.net"],
+        "labels": {"__scheme__": "http", "__metrics_path__": "/metrics"},
+    }
+    assert groups[1:] == [
+        {
+            "targets": ["console.example.net"],
+            "labels": {
+                "__scheme__": "http",
+                "__metrics_path__": "/metrics/pool",
+                "__param_cluster": name,
+                "instance": f"pool/{name}",
+            },
+        }
+        for name in clusters
+    ]
     # Prometheus keys a target's `up` by job and instance (the fleet's defaults to its address): all distinct.
     assert len({g["labels"].get("instance", g["targets"][0]) for g in groups}) == len(groups) == len(clusters) + 1
     # Each pool target answers, with the cluster's name as its parameter (the hostile one included).
     for group in groups[1:]:
         scrape_pool(client, group["labels"]["__param_cluster"])
     groups = client.get("/metrics/targets", secure=True).json()  # behind a TLS proxy (SECURE_PROXY_SSL_HEADER)
-    assert {g["labels"]["__scheme__"] for g in groups} == {"https"} and {g["targets"][0] for g in groups} == {"testserver"}
+    assert {g["labels"]["__scheme__"] for g in groups} == {"https"} and {g["targets"][0] for g in groups} == {
+        "testserver"
+    }
     settings.METRICS_TARGET_URL = "http://metrics.internal:8080"
     groups = client.get("/metrics/targets", secure=True).json()
     assert {g["targets"][0] for g in groups} == {"metrics.internal:8080"}
@@ -388,7 +514,10 @@ def test_a_bearer_token_lets_a_scraper_in_from_anywhere(client, db, live_redis, 
     # The token as its SHA-256 only: the environment need not hold the secret.
     settings.METRICS_TOKEN = "sha256:" + hashlib.sha256(TOKEN.encode()).hexdigest()
     assert client.get("/metrics", REMOTE_ADDR=OUTSIDE, HTTP_AUTHORIZATION=f"Bearer {TOKEN}").status_code == 200
-    assert client.get("/metrics", REMOTE_ADDR=OUTSIDE, HTTP_AUTHORIZATION=f"Bearer {settings.METRICS_TOKEN}").status_code == 401
+    assert (
+        client.get("/metrics", REMOTE_ADDR=OUTSIDE, HTTP_AUTHORIZATION=f"Bearer {settings.METRICS_TOKEN}").status_code
+        == 401
+    )
     # Even from an allowed address a wrong token is refused: credentials presented are judged.
     settings.METRICS_ALLOWED_ADDRESSES = ["127.0.0.1/32"]
     assert client.get("/metrics", REMOTE_ADDR="127.0.0.1", HTTP_AUTHORIZATION="Bearer nope").status_code == 401
@@ -398,8 +527,16 @@ def test_a_bearer_token_lets_a_scraper_in_from_anywhere(client, db, live_redis, 
 def test_the_allow_list_takes_cidrs_v4_and_v6(client, db, live_redis, settings):
     settings.METRICS_TOKEN = ""
     settings.METRICS_ALLOWED_ADDRESSES = ["10.20.0.0/16", "::1/128"]
-    for address, allowed in (("10.20.3.4", True), ("10.21.0.1", False), ("::1", True), ("::ffff:10.20.9.9", True),
-                             ("127.0.0.1", False), ("fe80::1%eth0", False), ("not an address", False), ("", False)):
+    for address, allowed in (
+        ("10.20.3.4", True),
+        ("10.21.0.1", False),
+        ("::1", True),
+        ("::ffff:10.20.9.9", True),
+        ("127.0.0.1", False),
+        ("fe80::1%eth0", False),
+        ("not an address", False),
+        ("", False),
+    ):
         status = client.get("/metrics", REMOTE_ADDR=address).status_code
         assert status == (200 if allowed else 403), (address, status)
 
@@ -418,14 +555,24 @@ def test_a_flood_of_refused_scrapes_is_folded(client, db, settings):
     assert refusals().count() == settings.AUDIT_REFUSAL_BURST
 
 
-@pytest.mark.parametrize("env, message", [({"METRICS_ALLOWED_ADDRESSES": "10.0.0.0/33"}, "METRICS_ALLOWED_ADDRESSES"),
-                                          ({"METRICS_TOKEN": "short"}, "too short"),
-                                          ({"METRICS_TOKEN": "sha256:abc"}, "64 hex digits"),
-                                          ({"METRICS_TARGET_URL": "console.example.net"}, "METRICS_TARGET_URL"),
-                                          ({"METRICS_TARGET_URL": "https://console.example.net/metrics"}, "without a path")])
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"METRICS_ALLOWED_ADDRESSES": "10.0.0.0/33"}, "METRICS_ALLOWED_ADDRESSES"),
+        ({"METRICS_TOKEN": "short"}, "too short"),
+        ({"METRICS_TOKEN": "sha256:abc"}, "64 hex digits"),
+        ({"METRICS_TARGET_URL": "console.example.net"}, "METRICS_TARGET_URL"),
+        ({"METRICS_TARGET_URL": "https://console.example.net/metrics"}, "without a path"),
+    ],
+)
 def test_a_bad_metrics_setting_stops_the_start(env, message):
-    result = subprocess.run([sys.executable, "-c", "import controlplane.settings"], capture_output=True, text=True,
-                            env={**os.environ, "DJANGO_DEBUG": "1", **env}, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", "import controlplane.settings"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DJANGO_DEBUG": "1", **env},
+        timeout=60,
+    )
     assert result.returncode != 0 and message in result.stderr
 
 
@@ -437,8 +584,15 @@ def test_operation_counts_read_each_ended_operation_once_and_follow_the_others(d
     old = timezone.now() - timedelta(seconds=GRACE_S + 60)
 
     def op(state, ms=None, created=old):
-        o = Operation.objects.create(cluster=cluster, kind="switchover", state=state, title=state, actor="t", plan={},
-                                     timings={"total_ms": ms} if ms is not None else {})
+        o = Operation.objects.create(
+            cluster=cluster,
+            kind="switchover",
+            state=state,
+            title=state,
+            actor="t",
+            plan={},
+            timings={"total_ms": ms} if ms is not None else {},
+        )
         Operation.objects.filter(pk=o.pk).update(created_at=created)
         return o
 
@@ -497,8 +651,9 @@ def test_a_database_that_does_not_answer_gives_database_up_0_not_an_error(client
             connection.close()  # Django opens a new one for the fixture teardown's flush
 
 
-def test_a_viewer_api_token_reads_metrics_and_a_user_without_a_role_does_not(client, db, live_redis, settings,
-                                                                           viewer_user, django_user_model):
+def test_a_viewer_api_token_reads_metrics_and_a_user_without_a_role_does_not(
+    client, db, live_redis, settings, viewer_user, django_user_model
+):
     """Issue 12's done-when: a script with a viewer token reads everything the viewer sees, /metrics included."""
     from apps.accounts import tokens
 

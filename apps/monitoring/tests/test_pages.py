@@ -1,5 +1,6 @@
 """The monitoring pages with real polled data: the adopted lab (two ProxySQL doubles in front of the Galera
 lab) polled by the real poll rounds into a real Redis and the test database."""
+
 import time
 
 import pytest
@@ -46,8 +47,9 @@ def test_overview_shows_the_lab_with_live_figures_and_their_age(adopted_lab, liv
     assert "<html" not in fragment and 'id="overview-live"' in fragment and "galera-lab" in fragment
 
 
-def test_unreachable_node_is_first_in_the_attention_list_with_its_error_and_since_when(adopted_lab, live_redis,
-                                                                                       viewer_client):
+def test_unreachable_node_is_first_in_the_attention_list_with_its_error_and_since_when(
+    adopted_lab, live_redis, viewer_client
+):
     cluster, (first, second) = adopted_lab
     poll(rounds=1)
     node = ProxySQLNode.objects.get(admin_port=second.port)
@@ -56,7 +58,7 @@ def test_unreachable_node_is_first_in_the_attention_list_with_its_error_and_sinc
     doc = live.read_one(live.PROXYSQL, node.pk)
     assert not doc["ok"] and doc["error_since"] < doc["ts"]
     page = html(viewer_client, reverse("pages:overview"))
-    attention = page[page.index('id="attention"'):page.index("<h2>Clusters")]
+    attention = page[page.index('id="attention"') : page.index("<h2>Clusters")]
     assert 'data-kind="unreachable"' in attention and node.name in attention
     assert doc["error_kind"] in attention and time.strftime("%H:%M:%S", time.gmtime(doc["error_since"])) in attention
     assert "1/2 ProxySQL nodes answering" in page and 'data-state="unreachable"' in page
@@ -68,11 +70,16 @@ def test_unreachable_node_is_first_in_the_attention_list_with_its_error_and_sinc
 
 def test_drift_in_a_polled_runtime_is_an_attention_item(adopted_lab, live_redis, viewer_client):
     cluster, (first, second) = adopted_lab
-    demo.admin_sql(first.port, "UPDATE mysql_servers SET weight=5 WHERE hostgroup_id=101 AND port=3312",
-                   "LOAD MYSQL SERVERS TO RUNTIME", user=first.user, password=first.password)
+    demo.admin_sql(
+        first.port,
+        "UPDATE mysql_servers SET weight=5 WHERE hostgroup_id=101 AND port=3312",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+        user=first.user,
+        password=first.password,
+    )
     poll(rounds=1)
     page = html(viewer_client, reverse("pages:overview"))
-    attention = page[page.index('id="attention"'):page.index("<h2>Clusters")]
+    attention = page[page.index('id="attention"') : page.index("<h2>Clusters")]
     assert attention.count('data-kind="drift"') == 2  # the node against the inventory, and the nodes between them
     assert "hg 101 127.0.0.1:3312 weight: intended 10000, runtime 5" in attention
     assert "ProxySQL nodes disagree" in attention
@@ -82,14 +89,14 @@ def test_cluster_page_hostgroups_by_server_by_node_and_backend_sparklines(adopte
     cluster, _ = adopted_lab
     poll(rounds=3, pause=0.2)
     page = html(viewer_client, cluster.get_absolute_url())
-    live_section = page[page.index("Hostgroups at runtime"):page.index("Backends, live")]
+    live_section = page[page.index("Hostgroups at runtime") : page.index("Backends, live")]
     # writer hostgroup 100: 127.0.0.1:3311 seen by both nodes, ONLINE, weight 1,000,000, 4 connections used
-    writer = live_section[live_section.index("<h3>100"):live_section.index("<h3>101")]
+    writer = live_section[live_section.index("<h3>100") : live_section.index("<h3>101")]
     assert writer.count("status-ONLINE") == 2 and writer.count(">1000000<") == 2 and "proxysql-2" in writer
     assert writer.count("4 / ") == 2  # ConnUsed of the four pinned writer sessions, per node
-    backends = page[page.index("Backends, live"):page.index("Backends, last hour")]
+    backends = page[page.index("Backends, live") : page.index("Backends, last hour")]
     assert backends.count("Synced") == 3 and backends.count("Primary") == 3
-    sparks = page[page.index("Backends, last hour"):page.index("Hostgroups (intended)")]
+    sparks = page[page.index("Backends, last hour") : page.index("Hostgroups (intended)")]
     assert sparks.count('<svg class="strip"') == 3 and sparks.count("<rect") >= 3
     assert sparks.count('<svg class="spark"') == 3
     assert 'id="drift-section"' in page  # the drift section stays
@@ -113,14 +120,21 @@ def test_node_page_pool_table_refresh_is_small(adopted_lab, live_redis, viewer_c
     assert size < 20_000
 
 
-def test_mirror_panel_warns_when_the_queue_is_at_its_limit_and_notes_prepared_traffic(adopted_lab, live_redis,
-                                                                                      viewer_client):
+def test_mirror_panel_warns_when_the_queue_is_at_its_limit_and_notes_prepared_traffic(
+    adopted_lab, live_redis, viewer_client
+):
     cluster, (first, _) = adopted_lab
-    demo.admin_sql(first.port,
-                   "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,mirror_hostgroup,apply)"
-                   " VALUES (10,1,'^INSERT',100,101,1)", "LOAD MYSQL QUERY RULES TO RUNTIME",
-                   "SET mysql-mirror_max_concurrency=1", "SET mysql-mirror_max_queue_length=50",
-                   "LOAD MYSQL VARIABLES TO RUNTIME", user=first.user, password=first.password)
+    demo.admin_sql(
+        first.port,
+        "INSERT INTO mysql_query_rules (rule_id,active,match_digest,destination_hostgroup,mirror_hostgroup,apply)"
+        " VALUES (10,1,'^INSERT',100,101,1)",
+        "LOAD MYSQL QUERY RULES TO RUNTIME",
+        "SET mysql-mirror_max_concurrency=1",
+        "SET mysql-mirror_max_queue_length=50",
+        "LOAD MYSQL VARIABLES TO RUNTIME",
+        user=first.user,
+        password=first.password,
+    )
     node = ProxySQLNode.objects.get(admin_port=first.port)
     time.sleep(0.5)  # the double's mirror queue fills: ~50 per thread
     poll(rounds=1)
@@ -158,8 +172,14 @@ def test_charts_of_a_polled_node_have_points(adopted_lab, live_redis, viewer_cli
     data = viewer_client.get(reverse("monitoring:proxysql_chart", args=[nodes[0].pk, "connections"])).json()
     assert data["resolution"] == 0 and len(data["t"]) == 3
     labels = [s["label"] for s in data["series"]]
-    assert labels == ["used · hg 100 (writer)", "free · hg 100 (writer)", "used · hg 101 (reader)",
-                      "free · hg 101 (reader)", "used · hg 102 (backup writer)", "free · hg 102 (backup writer)"]
+    assert labels == [
+        "used · hg 100 (writer)",
+        "free · hg 100 (writer)",
+        "used · hg 101 (reader)",
+        "free · hg 101 (reader)",
+        "used · hg 102 (backup writer)",
+        "free · hg 102 (backup writer)",
+    ]
     used = data["series"][labels.index("used · hg 100 (writer)")]["values"]
     assert used == [4, 4, 4]
     state = viewer_client.get(reverse("monitoring:server_chart", args=[servers[0].pk, "wsrep_state"])).json()

@@ -1,6 +1,7 @@
 """The monitoring pages in a real browser (Debian chromium through Playwright) against the polled lab: the
 overview refreshing live until a stopped ProxySQL double shows up as unreachable, and a node page whose
 history charts are drawn by Chart.js from the chart JSON."""
+
 import time
 
 import pytest
@@ -22,8 +23,9 @@ def poll(rounds, pause=0.25):
     return nodes
 
 
-def test_overview_shows_live_figures_then_an_unreachable_node(page, live_server, browser_login, viewer_user,
-                                                            adopted_lab, live_redis):
+def test_overview_shows_live_figures_then_an_unreachable_node(
+    page, live_server, browser_login, viewer_user, adopted_lab, live_redis
+):
     cluster, (first, second) = adopted_lab
     poll(rounds=2)
     browser_login(viewer_user)  # lands on the overview
@@ -62,13 +64,16 @@ def test_node_page_draws_its_charts(page, live_server, browser_login, viewer_use
     assert drawn["spanGaps"] is False
 
     page.click("#chart-queries >> xpath=ancestor::figure//button[@data-range='24h']")
-    page.wait_for_function("() => Chart.getChart(document.getElementById('chart-queries'))"
-                           " && document.querySelector('#chart-queries').closest('figure')"
-                           ".querySelector('.chart-note').textContent.includes('1-minute')")
+    page.wait_for_function(
+        "() => Chart.getChart(document.getElementById('chart-queries'))"
+        " && document.querySelector('#chart-queries').closest('figure')"
+        ".querySelector('.chart-note').textContent.includes('1-minute')"
+    )
 
 
-def test_a_long_cluster_name_keeps_the_cluster_table_on_screen(page, live_server, browser_login, viewer_user,
-                                                               adopted_lab, live_redis, tmp_path):
+def test_a_long_cluster_name_keeps_the_cluster_table_on_screen(
+    page, live_server, browser_login, viewer_user, adopted_lab, live_redis, tmp_path
+):
     cluster, _ = adopted_lab
     cluster.name = "galera-" + "x" * 193  # 200 characters, no space to break at
     cluster.save(update_fields=["name"])

@@ -1,5 +1,6 @@
 """Chart JSON: resolution by range, gaps (missing polls, unreachable polls, empty rollup buckets), the
 rollups' unfinished tail, bucketing of long windows. Samples are bulk-created: no network."""
+
 import time
 from datetime import datetime, timezone
 
@@ -22,11 +23,13 @@ def dt(epoch):
 
 @pytest.fixture
 def node(db):
-    cluster = Cluster.objects.create(name="c", writer_hostgroup=100, reader_hostgroup=101, poll_interval_s=2.0,
-                                     max_replication_lag=50)
+    cluster = Cluster.objects.create(
+        name="c", writer_hostgroup=100, reader_hostgroup=101, poll_interval_s=2.0, max_replication_lag=50
+    )
     Server.objects.create(cluster=cluster, hostname="db1", port=3306)
-    return ProxySQLNode.objects.create(cluster=cluster, name="p", admin_host="127.0.0.1", admin_port=6032,
-                                       admin_user="admin")
+    return ProxySQLNode.objects.create(
+        cluster=cluster, name="p", admin_host="127.0.0.1", admin_port=6032, admin_user="admin"
+    )
 
 
 def values(data, label):
@@ -34,8 +37,13 @@ def values(data, label):
 
 
 def test_resolution_follows_the_range():
-    assert [charts.resolution_for(charts.RANGES[r]) for r in ("1h", "6h", "24h", "7d", "30d")] == \
-        [RAW, RAW, MINUTE, MINUTE, HOUR]
+    assert [charts.resolution_for(charts.RANGES[r]) for r in ("1h", "6h", "24h", "7d", "30d")] == [
+        RAW,
+        RAW,
+        MINUTE,
+        MINUTE,
+        HOUR,
+    ]
     assert charts.Window("1h", 2.0, NOW).bucket is None  # 1,800 raw polls: drawn as they are
     assert charts.Window("6h", 2.0, NOW).bucket == 12  # 10,800 polls -> 12 s buckets, at most 2,000 points
     assert charts.Window("24h", 2.0, NOW).bucket == 60
@@ -67,11 +75,29 @@ def test_a_pool_server_missing_from_some_polls_is_a_gap_in_its_own_hostgroup_onl
     ProxySQLSample.objects.bulk_create([ProxySQLSample(node=node, ts=dt(t)) for t in stamps])
     pool = []
     for i, t in enumerate(stamps):
-        servers = [{"hostgroup": 100, "srv_host": "db1", "srv_port": 3306, "status": "ONLINE", "conn_used": 4,
-                    "conn_free": 1, "latency_us": 300}]
+        servers = [
+            {
+                "hostgroup": 100,
+                "srv_host": "db1",
+                "srv_port": 3306,
+                "status": "ONLINE",
+                "conn_used": 4,
+                "conn_free": 1,
+                "latency_us": 300,
+            }
+        ]
         if i not in (4, 5):
-            servers.append({"hostgroup": 101, "srv_host": "db2", "srv_port": 3306, "status": "ONLINE",
-                            "conn_used": 2, "conn_free": 3, "latency_us": 200})
+            servers.append(
+                {
+                    "hostgroup": 101,
+                    "srv_host": "db2",
+                    "srv_port": 3306,
+                    "status": "ONLINE",
+                    "conn_used": 2,
+                    "conn_free": 3,
+                    "latency_us": 200,
+                }
+            )
         pool.append(pool_snapshot(node.pk, dt(t), servers))
     PoolSnapshot.objects.bulk_create(pool)
     data = charts.chart("proxysql", "connections", node, "1h", now=NOW)
@@ -85,17 +111,41 @@ def test_the_connections_chart_draws_a_few_series_per_hostgroup_not_two_per_serv
     """Issue 23: six servers in two hostgroups drew twelve series of raw polls, unreadable. Now: used and free per
     hostgroup (its role named), summed over its servers; the peak of its busiest server where points are buckets;
     each server's status is still in `status`."""
+
     def polls(start, n, step):
         stamps = [start + step * i for i in range(n)]
         ProxySQLSample.objects.bulk_create([ProxySQLSample(node=node, ts=dt(t)) for t in stamps])
-        PoolSnapshot.objects.bulk_create([pool_snapshot(node.pk, dt(t), [
-            {"hostgroup": hg, "srv_host": f"db{k}", "srv_port": 3306, "status": "ONLINE", "conn_used": k + i % 2,
-             "conn_free": 10 - k, "latency_us": 300} for hg in (100, 101) for k in range(1, 4)]) for i, t in enumerate(stamps)])
+        PoolSnapshot.objects.bulk_create(
+            [
+                pool_snapshot(
+                    node.pk,
+                    dt(t),
+                    [
+                        {
+                            "hostgroup": hg,
+                            "srv_host": f"db{k}",
+                            "srv_port": 3306,
+                            "status": "ONLINE",
+                            "conn_used": k + i % 2,
+                            "conn_free": 10 - k,
+                            "latency_us": 300,
+                        }
+                        for hg in (100, 101)
+                        for k in range(1, 4)
+                    ],
+                )
+                for i, t in enumerate(stamps)
+            ]
+        )
 
     polls(NOW - 100, 10, 2)
     data = charts.chart("proxysql", "connections", node, "1h", now=NOW)
-    assert [s["label"] for s in data["series"]] == ["used · hg 100 (writer)", "free · hg 100 (writer)",
-                                                    "used · hg 101 (reader)", "free · hg 101 (reader)"]
+    assert [s["label"] for s in data["series"]] == [
+        "used · hg 100 (writer)",
+        "free · hg 100 (writer)",
+        "used · hg 101 (reader)",
+        "free · hg 101 (reader)",
+    ]
     assert values(data, "used · hg 101 (reader)") == [6, 9] * 5  # 1 + 2 + 3, then each one more
     assert values(data, "free · hg 100 (writer)") == [24] * 10  # 9 + 8 + 7
     assert len(data["status"]) == 6 and data["status"]["hg 101 · db3:3306"] == ["ONLINE"] * 10
@@ -115,8 +165,7 @@ def test_rollups_and_the_tail_they_have_not_reached_yet(node):
     rollups[5].questions_ps = None  # a minute in which every poll failed: a gap
     rollups[6].reachable = False  # a minute with one failed poll among good ones: still drawn
     ProxySQLSample.objects.bulk_create(rollups)
-    raw = [ProxySQLSample(node=node, ts=dt(rolled_until + 2 * i), questions_ps=80.0 + (i % 2) * 20)
-           for i in range(300)]
+    raw = [ProxySQLSample(node=node, ts=dt(rolled_until + 2 * i), questions_ps=80.0 + (i % 2) * 20) for i in range(300)]
     ProxySQLSample.objects.bulk_create(raw)
     data = charts.chart("proxysql", "queries", node, "24h", now=NOW)
     assert data["resolution"] == MINUTE and data["bucket"] == 60
@@ -131,8 +180,16 @@ def test_rollups_and_the_tail_they_have_not_reached_yet(node):
 
 def test_a_long_raw_window_is_bucketed_with_queue_maxima(node):
     start = NOW - 6 * 3600
-    rows = [ProxySQLSample(node=node, ts=dt(start + 2 * i), mirror_queue_length=(500 if i % 6 == 3 else 10),
-                           mirror_max_queue_length=50, mysql_threads=4) for i in range(6 * 1800)]
+    rows = [
+        ProxySQLSample(
+            node=node,
+            ts=dt(start + 2 * i),
+            mirror_queue_length=(500 if i % 6 == 3 else 10),
+            mirror_max_queue_length=50,
+            mysql_threads=4,
+        )
+        for i in range(6 * 1800)
+    ]
     ProxySQLSample.objects.bulk_create(rows, batch_size=2000)
     data = charts.chart("proxysql", "mirror_queue", node, "6h", now=NOW)
     assert data["resolution"] == RAW and data["bucket"] == 12 and len(data["t"]) == 1800
@@ -145,8 +202,12 @@ def test_a_long_raw_window_is_bucketed_with_queue_maxima(node):
 def test_backend_charts_and_their_gaps(node):
     server = Server.objects.get()
     stamps = [NOW - 60 + 2 * i for i in range(20)]
-    rows = [BackendSample(server=server, ts=dt(t), local_state=4 if i < 10 else 2, recv_queue=i * 10,
-                          flow_control_paused=0.1) for i, t in enumerate(stamps)]
+    rows = [
+        BackendSample(
+            server=server, ts=dt(t), local_state=4 if i < 10 else 2, recv_queue=i * 10, flow_control_paused=0.1
+        )
+        for i, t in enumerate(stamps)
+    ]
     rows[15].reachable, rows[15].local_state, rows[15].recv_queue = False, None, None
     BackendSample.objects.bulk_create(rows)
     state = charts.chart("backend", "wsrep_state", server, "1h", now=NOW)
@@ -184,11 +245,36 @@ def test_mirror_loss_history_rolls_up_is_pruned_and_charted_per_rule(node, setti
     for i in range(240):  # two hours
         t = NOW - 2 * 3600 + i * 30
         worse = i % 2 == 1  # windows alternate between 40 % and 50 % lost: 45 % over each minute
-        rows.append(MirrorRuleSample(node=node, rule_id=10, ts=dt(t), mirror_hostgroup=101, interval_s=30,
-                                     hits_ps=100.0, prepared_share=0.0, expected_ps=100.0,
-                                     mirrored_ps=50.0 if worse else 60.0, loss=0.5 if worse else 0.4, ambiguous=False))
-        rows.append(MirrorRuleSample(node=node, rule_id=20, ts=dt(t), mirror_hostgroup=102, interval_s=30, hits_ps=10.0,
-                                     prepared_share=0.0, expected_ps=10.0, mirrored_ps=10.0, loss=0.0, ambiguous=False))
+        rows.append(
+            MirrorRuleSample(
+                node=node,
+                rule_id=10,
+                ts=dt(t),
+                mirror_hostgroup=101,
+                interval_s=30,
+                hits_ps=100.0,
+                prepared_share=0.0,
+                expected_ps=100.0,
+                mirrored_ps=50.0 if worse else 60.0,
+                loss=0.5 if worse else 0.4,
+                ambiguous=False,
+            )
+        )
+        rows.append(
+            MirrorRuleSample(
+                node=node,
+                rule_id=20,
+                ts=dt(t),
+                mirror_hostgroup=102,
+                interval_s=30,
+                hits_ps=10.0,
+                prepared_share=0.0,
+                expected_ps=10.0,
+                mirrored_ps=10.0,
+                loss=0.0,
+                ambiguous=False,
+            )
+        )
     MirrorRuleSample.objects.bulk_create(rows)
 
     raw = charts.chart("proxysql", "mirror_loss", node, "1h", now=NOW)

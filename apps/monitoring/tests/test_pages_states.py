@@ -2,6 +2,7 @@
 
 Latest-state documents are written to a real Redis in the exact shape pollers.py writes them
 (synthetic.py); Redis down is a REDIS_URL on a port where nothing listens."""
+
 import re
 import socket
 import time
@@ -23,10 +24,12 @@ HOSTILE = '<script>alert("x")</script>'
 @pytest.fixture
 def small(db):
     """One cluster with one ProxySQL node and two backends, all with hostile comments; no document yet."""
-    cluster = Cluster.objects.create(name=f"c {HOSTILE}", writer_hostgroup=100, reader_hostgroup=101,
-                                     poll_interval_s=2.0, max_replication_lag=50)
-    node = ProxySQLNode.objects.create(cluster=cluster, name=f"p {HOSTILE}", admin_host="127.0.0.1", admin_port=1,
-                                       admin_user="admin", comment=HOSTILE)
+    cluster = Cluster.objects.create(
+        name=f"c {HOSTILE}", writer_hostgroup=100, reader_hostgroup=101, poll_interval_s=2.0, max_replication_lag=50
+    )
+    node = ProxySQLNode.objects.create(
+        cluster=cluster, name=f"p {HOSTILE}", admin_host="127.0.0.1", admin_port=1, admin_user="admin", comment=HOSTILE
+    )
     servers = [Server.objects.create(cluster=cluster, hostname=f"db{i}.example", port=3306) for i in (1, 2)]
     for s in servers:
         HostgroupMembership.objects.create(server=s, hostgroup_id=101, weight=1000, comment=HOSTILE)
@@ -34,9 +37,23 @@ def small(db):
 
 
 def runtime(servers, **changes):
-    rows = [{"hostgroup_id": 101, "hostname": s.hostname, "port": s.port, "gtid_port": 0, "status": "ONLINE",
-             "weight": 1000, "compression": 0, "max_connections": 1000, "max_replication_lag": 0, "use_ssl": 0,
-             "max_latency_ms": 0, "comment": HOSTILE} for s in servers]
+    rows = [
+        {
+            "hostgroup_id": 101,
+            "hostname": s.hostname,
+            "port": s.port,
+            "gtid_port": 0,
+            "status": "ONLINE",
+            "weight": 1000,
+            "compression": 0,
+            "max_connections": 1000,
+            "max_replication_lag": 0,
+            "use_ssl": 0,
+            "max_latency_ms": 0,
+            "comment": HOSTILE,
+        }
+        for s in servers
+    ]
     rows[0].update(changes)
     return rows
 
@@ -50,7 +67,7 @@ def page(client, url):
 
 
 def attention_of(body):
-    return body[body.index('id="attention"'):body.index("<h2>Clusters")]
+    return body[body.index('id="attention"') : body.index("<h2>Clusters")]
 
 
 def test_stale_and_unreachable_nodes(small, live_redis, viewer_client):
@@ -59,12 +76,14 @@ def test_stale_and_unreachable_nodes(small, live_redis, viewer_client):
     doc = synthetic.proxysql_doc(runtime(servers), now - 20, ok=False)  # older than 3 x 2 s
     doc["error"] = f"connect failed {HOSTILE}"
     live.write_many(live.PROXYSQL, {node.pk: doc})
-    live.write_many(live.BACKEND, {servers[0].pk: synthetic.backend_doc(now),
-                                   servers[1].pk: synthetic.backend_doc(now, ok=False)})
+    live.write_many(
+        live.BACKEND, {servers[0].pk: synthetic.backend_doc(now), servers[1].pk: synthetic.backend_doc(now, ok=False)}
+    )
     body = page(viewer_client, reverse("pages:overview"))
     attention = attention_of(body)
-    assert 'data-kind="stale"' in attention and re.search(r"no poll for 2\d s; last poll failed: connect failed &lt;script&gt;",
-                                                          attention)
+    assert 'data-kind="stale"' in attention and re.search(
+        r"no poll for 2\d s; last poll failed: connect failed &lt;script&gt;", attention
+    )
     assert 'data-kind="unreachable"' in attention and "refused: backend db: connect refused" in attention
     assert attention.index('data-kind="unreachable"') < attention.index('data-kind="stale"')  # red first
     node_page = page(viewer_client, node.get_absolute_url())
@@ -91,7 +110,7 @@ def test_a_failing_poll_shows_the_age_of_the_figures_it_keeps_not_its_own(small,
     server_page = page(viewer_client, servers[0].get_absolute_url())
     assert re.search(r'figures <span class="age">4\d s</span> old', server_page)
     cluster_live = page(viewer_client, reverse("monitoring:cluster_live", args=[cluster.pk]))
-    hostgroup_rows = cluster_live[cluster_live.index('class="live-hg"'):cluster_live.index("Backends, live")]
+    hostgroup_rows = cluster_live[cluster_live.index('class="live-hg"') : cluster_live.index("Backends, live")]
     ages = re.findall(r'<td class="num age">([^<]*)</td>', hostgroup_rows)
     assert ages and all(re.fullmatch(r"4\d s", a) for a in ages), ages
     # The API's age_s stays the age of the latest poll (its last_ok says when the figures were read).
@@ -122,8 +141,9 @@ def test_a_backend_in_maintenance_that_is_down_is_planned_work_not_a_red_unreach
     Server.objects.filter(pk=servers[1].pk).update(maintenance=True)
     now = time.time()
     live.write_many(live.PROXYSQL, {node.pk: synthetic.proxysql_doc(runtime(servers), now)})
-    live.write_many(live.BACKEND, {servers[0].pk: synthetic.backend_doc(now),
-                                   servers[1].pk: synthetic.backend_doc(now, ok=False)})
+    live.write_many(
+        live.BACKEND, {servers[0].pk: synthetic.backend_doc(now), servers[1].pk: synthetic.backend_doc(now, ok=False)}
+    )
     attention = attention_of(page(viewer_client, reverse("pages:overview")))
     assert 'data-kind="unreachable"' not in attention and 'class="att-red"' not in attention
     assert 'data-kind="in maintenance"' in attention
@@ -134,8 +154,13 @@ def test_not_synced_and_recv_queue_over_threshold(small, live_redis, viewer_clie
     cluster, node, servers = small
     now = time.time()
     live.write_many(live.PROXYSQL, {node.pk: synthetic.proxysql_doc(runtime(servers), now)})
-    live.write_many(live.BACKEND, {servers[0].pk: synthetic.backend_doc(now, local_state=2, recv_queue=80),
-                                   servers[1].pk: synthetic.backend_doc(now, recv_queue=51)})
+    live.write_many(
+        live.BACKEND,
+        {
+            servers[0].pk: synthetic.backend_doc(now, local_state=2, recv_queue=80),
+            servers[1].pk: synthetic.backend_doc(now, recv_queue=51),
+        },
+    )
     attention = attention_of(page(viewer_client, reverse("pages:overview")))
     assert "wsrep_local_state 2 Donor/Desynced" in attention
     assert attention.count('data-kind="recv queue"') == 2
@@ -156,7 +181,9 @@ def test_never_polled_nodes_are_listed_and_a_clean_fleet_says_so(small, live_red
 
 def test_drift_from_the_documents_is_described_field_by_field(small, live_redis):
     cluster, node, servers = small
-    live.write_many(live.PROXYSQL, {node.pk: synthetic.proxysql_doc(runtime(servers, status="OFFLINE_SOFT"), time.time())})
+    live.write_many(
+        live.PROXYSQL, {node.pk: synthetic.proxysql_doc(runtime(servers, status="OFFLINE_SOFT"), time.time())}
+    )
     data = overview.fleet_overview()
     (item,) = [a for a in data["attention"] if a["what"] == "drift"]
     assert item["detail"] == "hg 101 db1.example:3306 status: intended ONLINE, runtime OFFLINE_SOFT"
@@ -190,7 +217,9 @@ def test_empty_figures_of_a_node_whose_polls_stopped_show_as_missing(small, live
     live.write_many(live.BACKEND, {s.pk: backend for s in servers})
     body = page(viewer_client, cluster.get_absolute_url())
     assert 'data-state="stale"' in body and '<td class="num">– / –</td>' in body
-    assert page(viewer_client, reverse("monitoring:cluster_live", args=[cluster.pk])).count("<td class=\"num\">–</td>") >= 4
+    assert (
+        page(viewer_client, reverse("monitoring:cluster_live", args=[cluster.pk])).count('<td class="num">–</td>') >= 4
+    )
 
 
 def closed_port():
@@ -204,8 +233,22 @@ def test_redis_down_pages_render_history_and_say_live_data_is_unavailable(small,
     cluster, node, servers = small
     ts = datetime.fromtimestamp(time.time() - 30, tz=timezone.utc)
     ProxySQLSample.objects.create(node=node, ts=ts, questions_ps=1234.0, conn_used=4, conn_free=2)
-    pool_snapshot(node.pk, ts, [{"hostgroup": 101, "srv_host": "db1.example", "srv_port": 3306, "status": "ONLINE",
-                                 "conn_used": 4, "conn_free": 2, "queries_ps": 99.0, "latency_us": 250}]).save()
+    pool_snapshot(
+        node.pk,
+        ts,
+        [
+            {
+                "hostgroup": 101,
+                "srv_host": "db1.example",
+                "srv_port": 3306,
+                "status": "ONLINE",
+                "conn_used": 4,
+                "conn_free": 2,
+                "queries_ps": 99.0,
+                "latency_us": 250,
+            }
+        ],
+    ).save()
     BackendSample.objects.create(server=servers[0], ts=ts, local_state=4, primary=True, ready=True, recv_queue=3)
 
     overview_page = page(viewer_client, reverse("pages:overview"))
@@ -229,7 +272,9 @@ def test_redis_down_the_overview_does_not_count_every_node_as_down(small, settin
     overview_page = page(viewer_client, reverse("pages:overview"))
     assert "0/1 ProxySQL nodes answering" not in overview_page and "0/2 backends" not in overview_page
     assert 'data-totals="unknown"' in overview_page
-    assert "1 ProxySQL nodes · 2 backends: whether they answer is unknown while live data is unavailable" in overview_page
+    assert (
+        "1 ProxySQL nodes · 2 backends: whether they answer is unknown while live data is unavailable" in overview_page
+    )
 
 
 def test_overview_query_count_does_not_grow_with_the_fleet(live_redis, viewer_client, django_assert_max_num_queries):
@@ -253,7 +298,7 @@ def test_the_overview_pages_clusters_but_lists_every_attention_item(live_redis, 
     synthetic.publish(nodes, servers, trouble_every=20)  # nodes 0, 20, 40 unreachable
     first = viewer_client.get(reverse("pages:overview")).content.decode()
     assert "page 1 of 3" in first and first.count('data-kind="unreachable"') == 3
-    assert "pg-0040" in attention_of(first) and "pg-0040" not in first[first.index("<h2>Clusters"):]
+    assert "pg-0040" in attention_of(first) and "pg-0040" not in first[first.index("<h2>Clusters") :]
     only = viewer_client.get(reverse("pages:overview") + "?attention=1").content.decode()
     troubled = {a["cluster"] for a in overview.fleet_overview()["attention"]}
     assert f"({len(troubled)} needing attention, of 60)" in only and "page 1 of" not in only
@@ -261,8 +306,15 @@ def test_the_overview_pages_clusters_but_lists_every_attention_item(live_redis, 
 
 
 def test_mirror_verdict_reads_the_queue_as_a_total_over_threads():
-    figures = {"mirror_queue_length": 90, "mirror_max_queue_length": 50, "mysql_threads": 2,
-               "mirror_concurrency": 3, "mirror_max_concurrency": 16, "questions_ps": 100.0, "prepared_ps": 60.0}
+    figures = {
+        "mirror_queue_length": 90,
+        "mirror_max_queue_length": 50,
+        "mysql_threads": 2,
+        "mirror_concurrency": 3,
+        "mirror_max_concurrency": 16,
+        "questions_ps": 100.0,
+        "prepared_ps": 60.0,
+    }
     m = status.mirror(figures)
     assert m.queue_limit == 100 and m.queue_near_limit and not m.concurrency_at_limit and m.mostly_prepared
     assert "queue 90 of 100 (90%; 50 per thread x 2 threads)" in m.summary()
@@ -271,12 +323,22 @@ def test_mirror_verdict_reads_the_queue_as_a_total_over_threads():
     assert not status.mirror({}).saturated and status.mirror({}).prepared_share is None
 
 
-@pytest.mark.parametrize("state", [
-    {}, {"local_state": 2, "local_state_comment": "Donor/Desynced"}, {"cluster_status": "non-Primary"},
-    {"ready": False}, {"local_recv_queue": 51}, {"local_recv_queue": 50}, {"pxc_maint_mode": "MAINTENANCE"},
-    {"pxc_maint_mode": "DISABLED"}, {"wsrep_on": False, "local_state": None, "cluster_status": None},
-    {"wsrep_on": False, "local_state": None, "lag": 51}, {"wsrep_on": False, "local_state": None, "lag": 3},
-])
+@pytest.mark.parametrize(
+    "state",
+    [
+        {},
+        {"local_state": 2, "local_state_comment": "Donor/Desynced"},
+        {"cluster_status": "non-Primary"},
+        {"ready": False},
+        {"local_recv_queue": 51},
+        {"local_recv_queue": 50},
+        {"pxc_maint_mode": "MAINTENANCE"},
+        {"pxc_maint_mode": "DISABLED"},
+        {"wsrep_on": False, "local_state": None, "cluster_status": None},
+        {"wsrep_on": False, "local_state": None, "lag": 51},
+        {"wsrep_on": False, "local_state": None, "lag": 3},
+    ],
+)
 def test_the_overview_fast_path_agrees_with_backend_problems(state):
     import json
 

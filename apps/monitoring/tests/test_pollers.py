@@ -1,4 +1,5 @@
 """Poll rounds against the lab: two ProxySQL doubles and the three Galera nodes, real Redis."""
+
 import threading
 import time
 
@@ -30,13 +31,20 @@ def test_proxysql_round_stores_latest_state_and_rates(adopted_lab, live_redis):
     writer = [r for r in doc["pool"] if r["key"][0] == 100][0]
     assert writer["key"] == [100, "127.0.0.1", 3311] and writer["conn_used"] == 4 and writer["queries_ps"] > 0
     assert doc["figures"]["mirror_max_concurrency"] == 16 and doc["figures"]["mysql_threads"] > 0
-    assert {tuple(r["key"]) for r in doc["pool"]} == {(100, "127.0.0.1", 3311), (101, "127.0.0.1", 3311),
-                                                     (101, "127.0.0.1", 3312), (101, "127.0.0.1", 3313),
-                                                     (102, "127.0.0.1", 3312), (102, "127.0.0.1", 3313)}
+    assert {tuple(r["key"]) for r in doc["pool"]} == {
+        (100, "127.0.0.1", 3311),
+        (101, "127.0.0.1", 3311),
+        (101, "127.0.0.1", 3312),
+        (101, "127.0.0.1", 3313),
+        (102, "127.0.0.1", 3312),
+        (102, "127.0.0.1", 3313),
+    }
     samples = ProxySQLSample.objects.filter(resolution=0).order_by("ts")
     assert samples.count() == 4 and samples.first().questions_ps is None  # no rate from a first poll
     assert samples.last().questions_ps > 0
-    assert PoolSnapshot.objects.count() == 4 and len(list(chunks.read_pool({}, ["status"]))) == 24  # 6 servers x 4 polls
+    assert (
+        PoolSnapshot.objects.count() == 4 and len(list(chunks.read_pool({}, ["status"]))) == 24
+    )  # 6 servers x 4 polls
 
 
 def test_memory_and_disk_are_read_with_the_variables_and_after_a_runtime_change(adopted_lab, live_redis, settings):
@@ -61,8 +69,13 @@ def test_memory_and_disk_are_read_with_the_variables_and_after_a_runtime_change(
     doc = live.read_one(live.PROXYSQL, node.pk)
     assert disk_reads() == 1 and doc["layers_ts"] == t and doc["disk_servers"] == "runtime"  # kept, not read again
 
-    demo.admin_sql(first.port, "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3312",
-                   "LOAD MYSQL SERVERS TO RUNTIME", user=first.user, password=first.password)
+    demo.admin_sql(
+        first.port,
+        "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3312",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+        user=first.user,
+        password=first.password,
+    )
     pollers.proxysql_round(nodes(), now=t + 20)  # the runtime changed: read at once...
     doc = live.read_one(live.PROXYSQL, node.pk)
     assert disk_reads() == 2 and doc["memory_servers"] == "runtime" and weight(doc["disk_servers"]) == [10000]
@@ -70,8 +83,12 @@ def test_memory_and_disk_are_read_with_the_variables_and_after_a_runtime_change(
     pollers.proxysql_round(nodes(), now=t + 22)  # ...and at every poll for a while: the SAVE that follows is seen
     doc = live.read_one(live.PROXYSQL, node.pk)
     assert disk_reads() == 3 and doc["disk_servers"] == "runtime" and doc["runtime_changed_ts"] == t + 20
-    demo.admin_sql(first.port, "UPDATE mysql_servers SET weight=8 WHERE hostgroup_id=101 AND port=3312",
-                   user=first.user, password=first.password)  # not loaded
+    demo.admin_sql(
+        first.port,
+        "UPDATE mysql_servers SET weight=8 WHERE hostgroup_id=101 AND port=3312",
+        user=first.user,
+        password=first.password,
+    )  # not loaded
     pollers.proxysql_round(nodes(), now=t + 20 + pollers.LAYERS_AFTER_CHANGE_S + 5)  # the while is over
     assert disk_reads() == 3
     pollers.proxysql_round(nodes(), now=t + 61)  # with the variables again
@@ -188,9 +205,14 @@ def test_a_tick_that_finds_nothing_due_reads_plain_rows_only(adopted_lab, live_r
     assert "password" not in idle.captured_queries[0]["sql"]
     if kind == live.PROXYSQL:
         cluster, _ = adopted_lab
-        added = ProxySQLNode.objects.create(cluster=cluster, name="proxysql-3", admin_host="127.0.0.1",
-                                            admin_port=proxysql_double.port, admin_user=proxysql_double.user,
-                                            admin_password=proxysql_double.password)
+        added = ProxySQLNode.objects.create(
+            cluster=cluster,
+            name="proxysql-3",
+            admin_host="127.0.0.1",
+            admin_port=proxysql_double.port,
+            admin_user=proxysql_double.user,
+            admin_password=proxysql_double.password,
+        )
         summary = rounds.run_shard(kind, 0, 1, now=now + 0.2)
         assert summary["polled"] == 1 and added.pk in summary["docs"]
 
@@ -214,9 +236,14 @@ def test_a_restarted_proxysql_has_its_version_and_variables_read_at_the_next_pol
     node = ProxySQLNode.objects.get(admin_port=first.port)
     before = live.read_one(live.PROXYSQL, node.pk)
     assert before["variables"]["admin-version"] and before["variables"]["mysql-mirror_max_concurrency"] != "17"
-    demo.admin_sql(first.port, "SET mysql-mirror_max_concurrency=17", "SAVE MYSQL VARIABLES TO DISK",
-                   user=first.user, password=first.password)
-    time.sleep(1.2)   # the uptime (whole seconds) past 0, so that the restart reads as one
+    demo.admin_sql(
+        first.port,
+        "SET mysql-mirror_max_concurrency=17",
+        "SAVE MYSQL VARIABLES TO DISK",
+        user=first.user,
+        password=first.password,
+    )
+    time.sleep(1.2)  # the uptime (whole seconds) past 0, so that the restart reads as one
     pollers.proxysql_round(nodes())
     assert live.read_one(live.PROXYSQL, node.pk)["variables_ts"] == before["variables_ts"]  # not read again yet
     first.restart()

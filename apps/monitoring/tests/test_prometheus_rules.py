@@ -2,6 +2,7 @@
 (docs/prometheus-rules.test.yaml) pass; those tests catch a rule that would page for planned work; every rule has
 a severity, a summary and a unit test, and names only metrics /metrics and /metrics/pool export. A real Prometheus
 loads and evaluates the rules against the lab in test_prometheus_scrape.py."""
+
 import re
 import shutil
 import subprocess
@@ -55,8 +56,12 @@ def test_the_unit_tests_catch_a_rule_that_pages_for_planned_work(tmp_path):
 
 
 def test_every_rule_has_a_severity_a_summary_and_a_unit_test():
-    tested = {case["alertname"] for test in yaml.safe_load(UNIT_TESTS.read_text())["tests"]
-              for case in test["alert_rule_test"] if case.get("exp_alerts")}
+    tested = {
+        case["alertname"]
+        for test in yaml.safe_load(UNIT_TESTS.read_text())["tests"]
+        for case in test["alert_rule_test"]
+        if case.get("exp_alerts")
+    }
     for rule in rules():
         assert rule["labels"]["severity"] in ("critical", "warning"), rule["alert"]
         assert rule["annotations"]["summary"], rule["alert"]

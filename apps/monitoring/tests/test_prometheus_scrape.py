@@ -4,6 +4,7 @@ front of the lab: two ProxySQL doubles and the Galera lab, polled by the real po
 the latest state to a real Redis. The series are read back through Prometheus's HTTP API, and every expression of
 the Grafana dashboard (docs/grafana-dashboard.json) is evaluated there as Grafana would send it; the alerting rules
 (docs/prometheus-rules.yaml) are loaded and evaluated, and none fires on the healthy lab."""
+
 import json
 import shutil
 import socket
@@ -38,8 +39,9 @@ class Prometheus:
 
     def query(self, expr):
         """The instant vector of a PromQL expression: [(labels, value)]."""
-        with urllib.request.urlopen(f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}",
-                                    timeout=5) as response:
+        with urllib.request.urlopen(
+            f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}", timeout=5
+        ) as response:
             body = json.load(response)
         assert body["status"] == "success", body
         return [(r["metric"], float(r["value"][1])) for r in body["data"]["result"]]
@@ -69,19 +71,40 @@ def prometheus(tmp_path):
     def start(target, token):
         (tmp_path / "token").write_text(token)
         config = tmp_path / "prometheus.yml"
-        config.write_text(json.dumps({  # YAML is a superset of JSON
-            "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-            "rule_files": [str(RULES)],
-            "scrape_configs": [{"job_name": "proxysql-fleet",
-                                "authorization": {"type": "Bearer", "credentials_file": str(tmp_path / "token")},
-                                "http_sd_configs": [{
-                                    "url": f"http://{target}/metrics/targets", "refresh_interval": "5s",
-                                    "authorization": {"type": "Bearer", "credentials_file": str(tmp_path / "token")}}]}]}))
+        config.write_text(
+            json.dumps(
+                {  # YAML is a superset of JSON
+                    "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+                    "rule_files": [str(RULES)],
+                    "scrape_configs": [
+                        {
+                            "job_name": "proxysql-fleet",
+                            "authorization": {"type": "Bearer", "credentials_file": str(tmp_path / "token")},
+                            "http_sd_configs": [
+                                {
+                                    "url": f"http://{target}/metrics/targets",
+                                    "refresh_interval": "5s",
+                                    "authorization": {"type": "Bearer", "credentials_file": str(tmp_path / "token")},
+                                }
+                            ],
+                        }
+                    ],
+                }
+            )
+        )
         port = free_port()
         log = open(tmp_path / "prometheus.log", "w+")
-        proc = subprocess.Popen([binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
-                                 f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                                stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp_path / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=warn",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         server = Prometheus(port, proc, log)
         started.append(server)
         deadline = time.monotonic() + 30
@@ -118,16 +141,26 @@ def test_a_real_prometheus_scrapes_the_lab(live_server, adopted_lab, live_redis,
 
     writer = 'proxysql_fleet_pool_connections_used{cluster="galera-lab",node="proxysql-1",hostgroup="100",server="127.0.0.1:3311"}'
     rate = 'rate(proxysql_fleet_proxysql_questions_total{cluster="galera-lab"}[10s])'
-    wanted = {"up": 'up{job="proxysql-fleet"}', "writer": writer, "rate": rate,
-              "synced": 'proxysql_fleet_backend_wsrep_local_state{cluster="galera-lab"} == 4'}
+    wanted = {
+        "up": 'up{job="proxysql-fleet"}',
+        "writer": writer,
+        "rate": rate,
+        "synced": 'proxysql_fleet_backend_wsrep_local_state{cluster="galera-lab"} == 4',
+    }
     got = {}
     deadline = time.monotonic() + 45
     while time.monotonic() < deadline:
         pollers.proxysql_round(nodes)  # the pollers keep the latest state fresh, as beat would
         pollers.backend_round(servers)
         got = {name: server.query(expr) for name, expr in wanted.items()}
-        if (len(got["up"]) == 2 and all(v == 1 for _, v in got["up"]) and got["writer"] and len(got["rate"]) == 2
-                and all(v > 0 for _, v in got["rate"]) and len(got["synced"]) == 3):
+        if (
+            len(got["up"]) == 2
+            and all(v == 1 for _, v in got["up"])
+            and got["writer"]
+            and len(got["rate"]) == 2
+            and all(v > 0 for _, v in got["rate"])
+            and len(got["synced"]) == 3
+        ):
             break
         time.sleep(0.5)
     else:
@@ -147,17 +180,27 @@ def test_a_real_prometheus_scrapes_the_lab(live_server, adopted_lab, live_redis,
     results = {}
     for title, expr in dashboard.expressions():
         if not expr.startswith("label_values("):
-            results.setdefault(title, []).extend(server.query(dashboard.as_promql(expr, cluster="galera-lab", rate="10s",
-                                                                                  range_="1m")))
-    writers = {(labels["node"], labels["server"], labels["status"]) for labels, _ in results["Writer status per ProxySQL node"]}
+            results.setdefault(title, []).extend(
+                server.query(dashboard.as_promql(expr, cluster="galera-lab", rate="10s", range_="1m"))
+            )
+    writers = {
+        (labels["node"], labels["server"], labels["status"]) for labels, _ in results["Writer status per ProxySQL node"]
+    }
     assert writers == {("proxysql-1", "127.0.0.1:3311", "ONLINE"), ("proxysql-2", "127.0.0.1:3311", "ONLINE")}
     assert [v for _, v in results["ProxySQL nodes answering"]] == [2, 2]
     assert len(results["wsrep state per backend"]) == 3 and all(v == 4 for _, v in results["wsrep state per backend"])
-    for title in ("Connections used per node and hostgroup (ConnUsed)", "Queries per second per ProxySQL node (Questions)",
-                  "Latency per backend (ProxySQL's ping, Latency_us)", "Poll age (seconds since the latest poll)",
-                  "Mirror queue against its limit (per-thread limit × mysql-threads)", "Flow control: share of time paused",
-                  "read_only per backend", "Backends in maintenance (drained by the console)",
-                  "Client sessions by command", "Queries per second by command, and backend errors"):
+    for title in (
+        "Connections used per node and hostgroup (ConnUsed)",
+        "Queries per second per ProxySQL node (Questions)",
+        "Latency per backend (ProxySQL's ping, Latency_us)",
+        "Poll age (seconds since the latest poll)",
+        "Mirror queue against its limit (per-thread limit × mysql-threads)",
+        "Flow control: share of time paused",
+        "read_only per backend",
+        "Backends in maintenance (drained by the console)",
+        "Client sessions by command",
+        "Queries per second by command, and backend errors",
+    ):
         assert results[title], f"{title}: no data"
 
     # The alerting rules: all loaded, evaluated without error, none pending or firing on the healthy lab; the
@@ -171,7 +214,11 @@ def test_a_real_prometheus_scrapes_the_lab(live_server, adopted_lab, live_redis,
         time.sleep(0.5)
     assert set(loaded) == {r["alert"] for r in rules()}
     assert {name: v for name, v in loaded.items() if v[0] != "ok" or v[1] != "inactive"} == {}
-    writer_rows = server.query('count by (cluster, node) (proxysql_fleet_pool_server_status{status="ONLINE"} '
-                               '* on (cluster, hostgroup) group_left (role) proxysql_fleet_hostgroup_info{role="writer"})')
+    writer_rows = server.query(
+        'count by (cluster, node) (proxysql_fleet_pool_server_status{status="ONLINE"} '
+        '* on (cluster, hostgroup) group_left (role) proxysql_fleet_hostgroup_info{role="writer"})'
+    )
     assert {(labels["cluster"], labels["node"]) for labels, _ in writer_rows} == {
-        ("galera-lab", "proxysql-1"), ("galera-lab", "proxysql-2")}
+        ("galera-lab", "proxysql-1"),
+        ("galera-lab", "proxysql-2"),
+    }

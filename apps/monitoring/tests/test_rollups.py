@@ -1,6 +1,7 @@
 """Rollups keep every bucket's extremes: a real SHUNNED row (conftest.shun_backend) and a one-poll ConnUsed
 spike polled from the lab survive raw -> 1 minute -> 1 hour, and the connections chart shows both at each
 resolution."""
+
 import time
 from datetime import datetime, timezone
 
@@ -29,12 +30,15 @@ FIELDS = ["status", "conn_used", "conn_used_min", "conn_used_max"]
 
 def pool_rows(key, resolution):
     """[(ts, {field: value})] of one server in the pool snapshots at this resolution."""
-    return [(ts, dict(zip(FIELDS, values))) for _, ts, _, server, values in chunks.read_pool({"resolution": resolution}, FIELDS)
-            if server == key]
+    return [
+        (ts, dict(zip(FIELDS, values)))
+        for _, ts, _, server, values in chunks.read_pool({"resolution": resolution}, FIELDS)
+        if server == key
+    ]
 
 
 def pool_row(key, resolution):
-    (_, row), = pool_rows(key, resolution)
+    ((_, row),) = pool_rows(key, resolution)
     return row
 
 
@@ -81,7 +85,9 @@ def test_a_shunned_blip_and_a_one_poll_spike_survive_every_rollup(adopted_lab, g
         at = data["t"].index(point * 1000)
         assert data["status"][label(SHUNNED)][at] == "SHUNNED"
         assert data["status"][label(WRITER)][at] == "ONLINE"
-        most_used = next(s for s in data["series"] if s["label"] == "most used by one server in a bucket · hg 100 (writer)")
+        most_used = next(
+            s for s in data["series"] if s["label"] == "most used by one server in a bucket · hg 100 (writer)"
+        )
         assert most_used["values"][at] == spike
 
 

@@ -1,5 +1,6 @@
 """Patterns from users and nodes run bounded (apps/monitoring/rule_regex.py): a backtracking mirror rule over a
 poll's digest texts ends in time, as a note on its window, never a stalled worker."""
+
 import signal
 import time
 from contextlib import contextmanager
@@ -9,23 +10,34 @@ from hypothesis import given, settings, strategies as st
 
 from apps.monitoring import mirror, rule_regex
 
-STALLING = r"^(\w+\s?)*;$"      # the issue's pattern: Python's re never ends on an ordinary digest text
-AT_THE_LIMIT = r"^(\w+\s?)*$"   # PCRE2 reaches its match limit on most digest texts
+STALLING = r"^(\w+\s?)*;$"  # the issue's pattern: Python's re never ends on an ordinary digest text
+AT_THE_LIMIT = r"^(\w+\s?)*$"  # PCRE2 reaches its match limit on most digest texts
 
-_SYSBENCH = ["SELECT c FROM sbtest{t} WHERE id=?", "SELECT c FROM sbtest{t} WHERE id BETWEEN ? AND ?",
-             "SELECT SUM(k) FROM sbtest{t} WHERE id BETWEEN ? AND ?",
-             "SELECT c FROM sbtest{t} WHERE id BETWEEN ? AND ? ORDER BY c",
-             "SELECT DISTINCT c FROM sbtest{t} WHERE id BETWEEN ? AND ? ORDER BY c",
-             "UPDATE sbtest{t} SET k=k+? WHERE id=?", "UPDATE sbtest{t} SET c=? WHERE id=?",
-             "DELETE FROM sbtest{t} WHERE id=?", "INSERT INTO sbtest{t} (id,k,c,pad) VALUES (?,?,?,?)"]
-_SHOP = ["INSERT INTO orders (customer_id,status,total,created_at) VALUES (?,?,?,?)",
-         "INSERT INTO order_items (order_id,product_id,qty,price) VALUES (?,?,?,?)",
-         "SELECT * FROM orders WHERE id=?", "SELECT * FROM orders WHERE customer_id=? ORDER BY created_at DESC LIMIT ?",
-         "SELECT o.id,o.total,c.name FROM orders o JOIN customers c ON c.id=o.customer_id "
-         "WHERE o.status IN (?,?,?,...)",
-         "UPDATE orders SET status=? WHERE id=?", "SELECT * FROM invoices WHERE customer_id=?",
-         "SELECT @@version_comment LIMIT ?", "SELECT COUNT(*) FROM products WHERE category_id=? AND price<?",
-         "BEGIN", "COMMIT", "SET autocommit=?"]
+_SYSBENCH = [
+    "SELECT c FROM sbtest{t} WHERE id=?",
+    "SELECT c FROM sbtest{t} WHERE id BETWEEN ? AND ?",
+    "SELECT SUM(k) FROM sbtest{t} WHERE id BETWEEN ? AND ?",
+    "SELECT c FROM sbtest{t} WHERE id BETWEEN ? AND ? ORDER BY c",
+    "SELECT DISTINCT c FROM sbtest{t} WHERE id BETWEEN ? AND ? ORDER BY c",
+    "UPDATE sbtest{t} SET k=k+? WHERE id=?",
+    "UPDATE sbtest{t} SET c=? WHERE id=?",
+    "DELETE FROM sbtest{t} WHERE id=?",
+    "INSERT INTO sbtest{t} (id,k,c,pad) VALUES (?,?,?,?)",
+]
+_SHOP = [
+    "INSERT INTO orders (customer_id,status,total,created_at) VALUES (?,?,?,?)",
+    "INSERT INTO order_items (order_id,product_id,qty,price) VALUES (?,?,?,?)",
+    "SELECT * FROM orders WHERE id=?",
+    "SELECT * FROM orders WHERE customer_id=? ORDER BY created_at DESC LIMIT ?",
+    "SELECT o.id,o.total,c.name FROM orders o JOIN customers c ON c.id=o.customer_id WHERE o.status IN (?,?,?,...)",
+    "UPDATE orders SET status=? WHERE id=?",
+    "SELECT * FROM invoices WHERE customer_id=?",
+    "SELECT @@version_comment LIMIT ?",
+    "SELECT COUNT(*) FROM products WHERE category_id=? AND price<?",
+    "BEGIN",
+    "COMMIT",
+    "SET autocommit=?",
+]
 # A poll's digest texts: sysbench's statements over 32 tables and a shop's, 300 in all.
 DIGEST_TEXTS = [q.format(t=t) for t in range(1, 33) for q in _SYSBENCH] + _SHOP
 
@@ -35,8 +47,10 @@ def within(seconds):
     """Fails the test, instead of hanging the suite, when the block runs longer (Python's re checks signals while it
     matches; PCRE2 ends at its limit). Counted in CPU time of this process (ITIMER_PROF), as the searches it bounds
     are: on a loaded machine (CI's four shards on two cores) 0.6 s of searches took over 2 s of wall time."""
+
     def stalled(*_):
         raise TimeoutError(f"still running after {seconds} s of CPU")
+
     previous = signal.signal(signal.SIGPROF, stalled)
     signal.setitimer(signal.ITIMER_PROF, seconds)
     try:
@@ -47,9 +61,21 @@ def within(seconds):
 
 
 def mirror_rule(rule_id, pattern, **over):
-    return {"rule_id": rule_id, "active": 1, "username": None, "schemaname": None, "match_digest": pattern,
-            "match_pattern": None, "negate_match_pattern": 0, "re_modifiers": "CASELESS", "flagIN": 0,
-            "destination_hostgroup": None, "mirror_hostgroup": 101, "mirror_flagOUT": None, **over}
+    return {
+        "rule_id": rule_id,
+        "active": 1,
+        "username": None,
+        "schemaname": None,
+        "match_digest": pattern,
+        "match_pattern": None,
+        "negate_match_pattern": 0,
+        "re_modifiers": "CASELESS",
+        "flagIN": 0,
+        "destination_hostgroup": None,
+        "mirror_hostgroup": 101,
+        "mirror_flagOUT": None,
+        **over,
+    }
 
 
 def poll_window(rules):
@@ -89,11 +115,14 @@ def test_the_service_keeps_proxysql_s_semantics_and_tells_the_limit():
 
 _ATOM = st.sampled_from([r"\w", r"\w+", r"\s?", ".", "a", "[a-z]", r"\d*", "S", "(?:a|a)", r"\S+", "x?"])
 PATHOLOGICAL = st.recursive(
-    _ATOM, lambda inner: st.one_of(
+    _ATOM,
+    lambda inner: st.one_of(
         st.tuples(inner, st.sampled_from(["*", "+", "{1,30}", "*?"])).map(lambda p: f"({p[0]}){p[1]}"),
         st.tuples(inner, inner).map(lambda p: f"({p[0]}|{p[1]})+"),
-        st.tuples(inner, inner).map("".join)),
-    max_leaves=6).map(lambda body: f"^{body}" + "(;|=|$)")
+        st.tuples(inner, inner).map("".join),
+    ),
+    max_leaves=6,
+).map(lambda body: f"^{body}" + "(;|=|$)")
 
 
 @settings(max_examples=60, deadline=None)
@@ -138,7 +167,8 @@ def test_a_node_with_many_costly_mirror_rules_is_measured_within_the_poll_budget
     for w in window.rules:
         assert w.loss is None and w.note == (
             "not measured: this poll's mirror rule searches passed their budget of 1 s of CPU (301 rules over "
-            f"{len(DIGEST_TEXTS)} digest texts): not counted in full"), (w.rule_id, w.note)
+            f"{len(DIGEST_TEXTS)} digest texts): not counted in full"
+        ), (w.rule_id, w.note)
 
 
 def test_the_polls_mirror_search_budget_is_a_setting(settings):
@@ -149,5 +179,6 @@ def test_the_polls_mirror_search_budget_is_a_setting(settings):
     with within(1.5):
         window = poll_window(rules)
     assert time.thread_time() - cpu < 0.25 + 0.3
-    assert window.rules[0].note.startswith("not measured: this poll's mirror rule searches passed their budget of "
-                                           "0.25 s of CPU (300 rules")
+    assert window.rules[0].note.startswith(
+        "not measured: this poll's mirror rule searches passed their budget of 0.25 s of CPU (300 rules"
+    )

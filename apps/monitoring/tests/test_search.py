@@ -1,5 +1,6 @@
 """The header's search (issue 23 §5): clusters (and their tags), ProxySQL nodes, backends and query digests in one
 small page, grouped, bounded, case-insensitive, and never a 500 whatever is typed."""
+
 from urllib.parse import quote
 
 import pytest
@@ -32,11 +33,19 @@ def names(found):
 
 
 def test_each_kind_of_object_is_found_in_any_case(fleet, client, viewer_user):
-    assert names(search.search("PAYMENTS")) == {"Clusters": ["Payments-EU"], "ProxySQL nodes": [], "Backends": [],
-                                                "Query digests": [digest("UPDATE payments SET state = ? WHERE id = ?").digest]}
+    assert names(search.search("PAYMENTS")) == {
+        "Clusters": ["Payments-EU"],
+        "ProxySQL nodes": [],
+        "Backends": [],
+        "Query digests": [digest("UPDATE payments SET state = ? WHERE id = ?").digest],
+    }
     assert names(search.search("env:prod"))["Clusters"] == ["Payments-EU"]
-    assert names(search.search("pay-1")) == {"Clusters": [], "ProxySQL nodes": ["proxy-pay-1"],
-                                             "Backends": ["db-pay-1.example.net:3306"], "Query digests": []}
+    assert names(search.search("pay-1")) == {
+        "Clusters": [],
+        "ProxySQL nodes": ["proxy-pay-1"],
+        "Backends": ["db-pay-1.example.net:3306"],
+        "Query digests": [],
+    }
     assert names(search.search("db-rep-1.example.net:3307"))["Backends"] == ["db-rep-1.example.net:3307"]
     assert names(search.search("10.0.0.5"))["ProxySQL nodes"] == ["proxy-pay-1"]
     assert names(search.search("0x00000000000000ab"))["Query digests"] == ["0x00000000000000AB"]
@@ -61,8 +70,14 @@ def test_each_group_is_bounded(client, viewer_user):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(q=st.one_of(hostile_text.filter(lambda t: len(t) < 5000), st.sampled_from(
-    ["%", "_", "\\", "'", "%%_\\'", "\x00", "\ud800", "a:b:c", "[::1]:99999", "=", ":", "0x", "0x" + "f" * 40])))
+@given(
+    q=st.one_of(
+        hostile_text.filter(lambda t: len(t) < 5000),
+        st.sampled_from(
+            ["%", "_", "\\", "'", "%%_\\'", "\x00", "\ud800", "a:b:c", "[::1]:99999", "=", ":", "0x", "0x" + "f" * 40]
+        ),
+    )
+)
 def test_no_input_is_a_500(fleet, client, viewer_user, q):
     client.force_login(viewer_user)
     client.raise_request_exception = False

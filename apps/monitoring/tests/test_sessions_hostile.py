@@ -1,5 +1,6 @@
 """Issue 34: viewers read live client SQL in its digest form only (literals are values, sometimes secrets; an
 operator sees them to decide a kill); the kill page for session id 0 describes no session (it described session 1)."""
+
 import re
 
 import pytest
@@ -49,13 +50,16 @@ def test_a_viewers_filter_matches_the_digest_not_the_literals(adopted_lab, viewe
     assert not [q for q in queries(html(operator, url + "?q=%3F")) if q]
 
 
-@pytest.mark.parametrize("sql, digest", [
-    ("SELECT * FROM users WHERE password='hunter2' AND id=42", "SELECT * FROM users WHERE password=? AND id=?"),
-    ("UPDATE t SET token=\"s3cr3t\" WHERE id IN (1,2,3,4,5)", "UPDATE t SET token=? WHERE id IN (?,?,?,...)"),
-    ("INSERT INTO t VALUES ('open string cut sho", "INSERT INTO t VALUES (?…"),
-    ("SELECT 0x41424344, -1.5e3", "SELECT ?, ?"),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    "sql, digest",
+    [
+        ("SELECT * FROM users WHERE password='hunter2' AND id=42", "SELECT * FROM users WHERE password=? AND id=?"),
+        ('UPDATE t SET token="s3cr3t" WHERE id IN (1,2,3,4,5)', "UPDATE t SET token=? WHERE id IN (?,?,?,...)"),
+        ("INSERT INTO t VALUES ('open string cut sho", "INSERT INTO t VALUES (?…"),
+        ("SELECT 0x41424344, -1.5e3", "SELECT ?, ?"),
+        (None, None),
+    ],
+)
 def test_the_digest_form_keeps_no_literal(sql, digest):
     assert digest_form(sql) == digest
 
@@ -69,8 +73,11 @@ def test_the_kill_page_for_session_id_0_describes_no_session(adopted_lab, operat
     operator.force_login(operator_user)
     page = html(operator, reverse("monitoring:proxysql_kill_session", args=[node.pk, 0]))
     assert "is not open on" in page and 'data-field="user"' not in page
-    killed = operator.post(reverse("monitoring:proxysql_kill_session", args=[node.pk, 0]),
-                           {"user": "app", "cli_host": "127.0.0.1", "cli_port": "1", "confirm": "yes"}, follow=True)
+    killed = operator.post(
+        reverse("monitoring:proxysql_kill_session", args=[node.pk, 0]),
+        {"user": "app", "cli_host": "127.0.0.1", "cli_port": "1", "confirm": "yes"},
+        follow=True,
+    )
     assert b"was not killed: it is not open any more" in killed.content
     assert not any(s.startswith("KILL CONNECTION") for s in first.statements())
 

@@ -3,6 +3,7 @@
 Real parts: ProxySQL admin doubles over the wire, a real redis-server, real Celery workers (named as on
 three hosts, `celery -n w1@hostA`) and beat as subprocesses.
 """
+
 import os
 import re
 import signal
@@ -24,11 +25,25 @@ WORKERS = ("w1@hostA", "w2@hostB", "w3@hostC")
 def fleet(proxysql_double_factory):
     """8 ProxySQL nodes (lab doubles) of one cluster polled every 2 s: two per shard of four."""
     doubles = proxysql_double_factory(8)
-    cluster = Cluster.objects.create(name="shards", writer_hostgroup=100, reader_hostgroup=101,
-                                     monitor_user="monitor", monitor_password="monitor", poll_interval_s=INTERVAL)
-    nodes = [ProxySQLNode.objects.create(cluster=cluster, name=f"proxysql-{i}", admin_host="127.0.0.1",
-                                         admin_port=d.port, admin_user="admin", admin_password="admin")
-             for i, d in enumerate(doubles)]
+    cluster = Cluster.objects.create(
+        name="shards",
+        writer_hostgroup=100,
+        reader_hostgroup=101,
+        monitor_user="monitor",
+        monitor_password="monitor",
+        poll_interval_s=INTERVAL,
+    )
+    nodes = [
+        ProxySQLNode.objects.create(
+            cluster=cluster,
+            name=f"proxysql-{i}",
+            admin_host="127.0.0.1",
+            admin_port=d.port,
+            admin_user="admin",
+            admin_password="admin",
+        )
+        for i, d in enumerate(doubles)
+    ]
     return nodes, doubles
 
 
@@ -76,8 +91,9 @@ def test_phased_beat_schedule_is_due_once_per_instant_at_its_offset():
 
 # -- real workers -------------------------------------------------------------------------------------
 def start_workers(celery_factory, redis_server, **env):
-    workers = {name: celery_factory("worker", redis_server, name=name, MONITOR_SHARDS=SHARDS, **env)
-               for name in WORKERS}
+    workers = {
+        name: celery_factory("worker", redis_server, name=name, MONITOR_SHARDS=SHARDS, **env) for name in WORKERS
+    }
     celery_factory("beat", redis_server, MONITOR_SHARDS=SHARDS)
     return workers
 
@@ -119,8 +135,9 @@ def rounds_per_worker(workers):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_three_workers_poll_every_node_once_per_interval_with_staggered_shards(fleet, live_redis, redis_server,
-                                                                               celery_factory):
+def test_three_workers_poll_every_node_once_per_interval_with_staggered_shards(
+    fleet, live_redis, redis_server, celery_factory
+):
     nodes, _ = fleet
     pks = [n.pk for n in nodes]
     workers = start_workers(celery_factory, redis_server)
@@ -140,9 +157,15 @@ def test_three_workers_poll_every_node_once_per_interval_with_staggered_shards(f
     # Staggered: shard i starts its rounds at i/4 of the 2 s interval (0, 0.5, 1.0, 1.5 s).
     for shard in range(SHARDS):
         phase = stagger.phase_of(shard, SHARDS, INTERVAL)
-        late = [((ts - phase + INTERVAL / 2) % INTERVAL) - INTERVAL / 2
-                for pk, tss in starts.items() if shard_of(pk) == shard for ts in tss]
-        assert abs(statistics.median(late)) < 0.2, f"shard {shard} starts {statistics.median(late):+.3f} s off its phase"
+        late = [
+            ((ts - phase + INTERVAL / 2) % INTERVAL) - INTERVAL / 2
+            for pk, tss in starts.items()
+            if shard_of(pk) == shard
+            for ts in tss
+        ]
+        assert abs(statistics.median(late)) < 0.2, (
+            f"shard {shard} starts {statistics.median(late):+.3f} s off its phase"
+        )
     shared = rounds_per_worker(workers)
     assert sum(1 for n in shared.values() if n) >= 2, f"rounds per worker: {shared}"
 
@@ -162,6 +185,7 @@ def test_a_killed_worker_hands_its_shard_over_within_one_interval(fleet, live_re
             if value:
                 fence, holder = value.decode().split(" ", 1)
                 return shard, int(fence), holder.split(" ", 1)[0]
+
     shard, fence, victim = wait_for(held, 10, step=0.01)
     os.killpg(workers[victim].pid, signal.SIGKILL)  # the host is gone, mid-round
     killed_at = time.time()
@@ -169,6 +193,7 @@ def test_a_killed_worker_hands_its_shard_over_within_one_interval(fleet, live_re
     def taken_over():
         got_fence, *holder, started = live_redis.hget("poll-owner:proxysql", shard).decode().split(" ")
         return int(got_fence) > fence and (" ".join(holder), float(started))
+
     holder, started = wait_for(taken_over, 10, step=0.05)
     assert not holder.startswith(victim)
     takeover = started - killed_at

@@ -1,6 +1,7 @@
 """One ProxySQL pair fronting two Galera clusters (the Galera lab in hostgroups 100-102, the DR lab's dc1 in
 200-202; conftest.adopted_shared): each ProxySQL is polled once per round, whatever the number of clusters
 it serves, and each cluster's node row gets the result scoped to its hostgroups."""
+
 import time
 
 import pytest
@@ -94,7 +95,6 @@ def test_the_pages_say_what_is_node_wide_and_scope_the_rest_to_the_cluster(adopt
     dc1.proxysql_nodes.all().delete()
     html = viewer_client.get(reverse("monitoring:proxysql_pool", args=[only_lab.pk])).content.decode()
     assert "data-node-wide" not in html and "<dt>Questions/s</dt>" in html
-
 
 
 def test_proxysql_endpoints_spread_over_every_shard(adopted_shared):

@@ -1,5 +1,6 @@
 """The real thing end to end: a Celery worker and beat (subprocesses) with a real Redis broker poll the
 adopted lab on their own; latest state and history appear within a few seconds."""
+
 import time
 
 import pytest
@@ -32,7 +33,10 @@ def test_worker_and_beat_poll_the_lab(adopted_lab, celery_processes):
     server_pks = list(Server.objects.values_list("pk", flat=True))
 
     def all_live():
-        docs = {**live.read_many(live.PROXYSQL, node_pks), **{("b", k): v for k, v in live.read_many(live.BACKEND, server_pks).items()}}
+        docs = {
+            **live.read_many(live.PROXYSQL, node_pks),
+            **{("b", k): v for k, v in live.read_many(live.BACKEND, server_pks).items()},
+        }
         return all(doc and doc["ok"] for doc in docs.values())
 
     ok = wait_for(all_live, 30)

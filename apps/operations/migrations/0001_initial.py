@@ -6,68 +6,151 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('fleet', '0001_initial'),
+        ("fleet", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Operation',
+            name="Operation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('switchover', 'planned switchover'), ('drain', 'maintenance drain'), ('restore', 'restore from maintenance'), ('read_pool', 'read-pool rule'), ('failover', 'automatic failover')], max_length=20)),
-                ('state', models.CharField(choices=[('planned', 'planned (not confirmed)'), ('pending', 'confirmed, waiting for a worker'), ('running', 'running'), ('rolling_back', 'rolling back'), ('done', 'done'), ('rolled_back', 'rolled back'), ('failed', 'failed'), ('cancelled', 'cancelled')], db_index=True, default='planned', max_length=20)),
-                ('title', models.CharField(max_length=300)),
-                ('actor', models.CharField(help_text='user name or rule name', max_length=150)),
-                ('plan', models.JSONField(help_text='the plan exactly as previewed: guards and statements per ProxySQL node')),
-                ('override_reason', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
-                ('cancel_requested', models.BooleanField(default=False)),
-                ('point_of_no_return', models.BooleanField(default=False, help_text='set once the new writer took writes')),
-                ('error', models.TextField(blank=True)),
-                ('timings', models.JSONField(blank=True, default=dict)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='operations', to='fleet.cluster')),
-                ('requested_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("switchover", "planned switchover"),
+                            ("drain", "maintenance drain"),
+                            ("restore", "restore from maintenance"),
+                            ("read_pool", "read-pool rule"),
+                            ("failover", "automatic failover"),
+                        ],
+                        max_length=20,
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("planned", "planned (not confirmed)"),
+                            ("pending", "confirmed, waiting for a worker"),
+                            ("running", "running"),
+                            ("rolling_back", "rolling back"),
+                            ("done", "done"),
+                            ("rolled_back", "rolled back"),
+                            ("failed", "failed"),
+                            ("cancelled", "cancelled"),
+                        ],
+                        db_index=True,
+                        default="planned",
+                        max_length=20,
+                    ),
+                ),
+                ("title", models.CharField(max_length=300)),
+                ("actor", models.CharField(help_text="user name or rule name", max_length=150)),
+                (
+                    "plan",
+                    models.JSONField(
+                        help_text="the plan exactly as previewed: guards and statements per ProxySQL node"
+                    ),
+                ),
+                ("override_reason", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("heartbeat_at", models.DateTimeField(blank=True, null=True)),
+                ("cancel_requested", models.BooleanField(default=False)),
+                (
+                    "point_of_no_return",
+                    models.BooleanField(default=False, help_text="set once the new writer took writes"),
+                ),
+                ("error", models.TextField(blank=True)),
+                ("timings", models.JSONField(blank=True, default=dict)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="operations", to="fleet.cluster"
+                    ),
+                ),
+                (
+                    "requested_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-id'],
+                "ordering": ["-id"],
             },
         ),
         migrations.CreateModel(
-            name='ClusterLock',
+            name="ClusterLock",
             fields=[
-                ('cluster', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='+', serialize=False, to='fleet.cluster')),
-                ('holder', models.CharField(max_length=200)),
-                ('acquired_at', models.DateTimeField()),
-                ('expires_at', models.DateTimeField()),
-                ('operation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='operations.operation')),
+                (
+                    "cluster",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="+",
+                        serialize=False,
+                        to="fleet.cluster",
+                    ),
+                ),
+                ("holder", models.CharField(max_length=200)),
+                ("acquired_at", models.DateTimeField()),
+                ("expires_at", models.DateTimeField()),
+                (
+                    "operation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="operations.operation"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='OperationStep',
+            name="OperationStep",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('index', models.PositiveSmallIntegerField()),
-                ('key', models.CharField(max_length=40)),
-                ('title', models.CharField(max_length=300)),
-                ('state', models.CharField(choices=[('pending', 'pending'), ('running', 'running'), ('done', 'done'), ('skipped', 'skipped'), ('failed', 'failed'), ('rolled_back', 'rolled back')], default='pending', max_length=12)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('duration_ms', models.FloatField(blank=True, null=True)),
-                ('executed', models.JSONField(blank=True, default=list)),
-                ('detail', models.JSONField(blank=True, default=dict)),
-                ('operation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='steps', to='operations.operation')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("index", models.PositiveSmallIntegerField()),
+                ("key", models.CharField(max_length=40)),
+                ("title", models.CharField(max_length=300)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("pending", "pending"),
+                            ("running", "running"),
+                            ("done", "done"),
+                            ("skipped", "skipped"),
+                            ("failed", "failed"),
+                            ("rolled_back", "rolled back"),
+                        ],
+                        default="pending",
+                        max_length=12,
+                    ),
+                ),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("duration_ms", models.FloatField(blank=True, null=True)),
+                ("executed", models.JSONField(blank=True, default=list)),
+                ("detail", models.JSONField(blank=True, default=dict)),
+                (
+                    "operation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="steps", to="operations.operation"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['operation', 'index'],
-                'constraints': [models.UniqueConstraint(fields=('operation', 'index'), name='unique_step_index')],
+                "ordering": ["operation", "index"],
+                "constraints": [models.UniqueConstraint(fields=("operation", "index"), name="unique_step_index")],
             },
         ),
     ]

@@ -4,15 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('operations', '0001_initial'),
+        ("operations", "0001_initial"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='operation',
-            name='kind',
-            field=models.CharField(choices=[('switchover', 'planned switchover'), ('drain', 'maintenance drain'), ('restore', 'restore from maintenance'), ('read_pool', 'read-pool rule'), ('failover', 'automatic failover'), ('config', 'configuration change')], max_length=20),
+            model_name="operation",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("switchover", "planned switchover"),
+                    ("drain", "maintenance drain"),
+                    ("restore", "restore from maintenance"),
+                    ("read_pool", "read-pool rule"),
+                    ("failover", "automatic failover"),
+                    ("config", "configuration change"),
+                ],
+                max_length=20,
+            ),
         ),
     ]

@@ -6,62 +6,139 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('fleet', '0005_operation_policy_and_intended_variables'),
-        ('operations', '0002_alter_operation_kind'),
+        ("fleet", "0005_operation_policy_and_intended_variables"),
+        ("operations", "0002_alter_operation_kind"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='operation',
-            name='confirmed_at',
+            model_name="operation",
+            name="confirmed_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='operation',
-            name='confirmed_by',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="operation",
+            name="confirmed_by",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='operation',
-            name='confirmer',
-            field=models.CharField(blank=True, help_text='user name or rule name', max_length=150),
+            model_name="operation",
+            name="confirmer",
+            field=models.CharField(blank=True, help_text="user name or rule name", max_length=150),
         ),
         migrations.AlterField(
-            model_name='operation',
-            name='kind',
-            field=models.CharField(choices=[('switchover', 'planned switchover'), ('drain', 'maintenance drain'), ('restore', 'restore from maintenance'), ('read_pool', 'read-pool rule'), ('failover', 'automatic failover'), ('config', 'configuration change'), ('repair', 'repair from the inventory')], max_length=20),
+            model_name="operation",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("switchover", "planned switchover"),
+                    ("drain", "maintenance drain"),
+                    ("restore", "restore from maintenance"),
+                    ("read_pool", "read-pool rule"),
+                    ("failover", "automatic failover"),
+                    ("config", "configuration change"),
+                    ("repair", "repair from the inventory"),
+                ],
+                max_length=20,
+            ),
         ),
         migrations.AlterField(
-            model_name='operation',
-            name='state',
-            field=models.CharField(choices=[('planned', 'planned (not confirmed)'), ('pending', 'confirmed, waiting for a worker'), ('running', 'running'), ('rolling_back', 'rolling back'), ('rollback_pending', 'rollback pending'), ('done', 'done'), ('rolled_back', 'rolled back'), ('failed', 'failed'), ('cancelled', 'cancelled'), ('refused', 'refused at start (guards or statements changed)'), ('expired', 'expired (not started within its validity window)')], db_index=True, default='planned', max_length=20),
+            model_name="operation",
+            name="state",
+            field=models.CharField(
+                choices=[
+                    ("planned", "planned (not confirmed)"),
+                    ("pending", "confirmed, waiting for a worker"),
+                    ("running", "running"),
+                    ("rolling_back", "rolling back"),
+                    ("rollback_pending", "rollback pending"),
+                    ("done", "done"),
+                    ("rolled_back", "rolled back"),
+                    ("failed", "failed"),
+                    ("cancelled", "cancelled"),
+                    ("refused", "refused at start (guards or statements changed)"),
+                    ("expired", "expired (not started within its validity window)"),
+                ],
+                db_index=True,
+                default="planned",
+                max_length=20,
+            ),
         ),
         migrations.CreateModel(
-            name='PendingRollback',
+            name="PendingRollback",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('state', models.CharField(choices=[('pending', 'pending: retried until the node answers'), ('superseded', 'superseded: the node is repaired from the inventory when it answers'), ('done', 'done: every statement ran'), ('repaired', 'repaired from the inventory')], db_index=True, default='pending', max_length=12)),
-                ('statements', models.JSONField(default=list)),
-                ('ran', models.JSONField(blank=True, default=list, help_text='statements run by retries: [{step, sql, at}]')),
-                ('tries', models.JSONField(blank=True, default=list, help_text='the last tries: [{at, outcome, error, ran}]')),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('last_try_at', models.DateTimeField(blank=True, null=True)),
-                ('last_error', models.TextField(blank=True)),
-                ('next_try_at', models.DateTimeField()),
-                ('claimed_until', models.DateTimeField(blank=True, help_text='a retry is running (lease)', null=True)),
-                ('resolved_at', models.DateTimeField(blank=True, null=True)),
-                ('resolution', models.TextField(blank=True)),
-                ('node', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.proxysqlnode')),
-                ('operation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='pending_rollbacks', to='operations.operation')),
-                ('superseded_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='operations.operation')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("pending", "pending: retried until the node answers"),
+                            ("superseded", "superseded: the node is repaired from the inventory when it answers"),
+                            ("done", "done: every statement ran"),
+                            ("repaired", "repaired from the inventory"),
+                        ],
+                        db_index=True,
+                        default="pending",
+                        max_length=12,
+                    ),
+                ),
+                ("statements", models.JSONField(default=list)),
+                (
+                    "ran",
+                    models.JSONField(
+                        blank=True, default=list, help_text="statements run by retries: [{step, sql, at}]"
+                    ),
+                ),
+                (
+                    "tries",
+                    models.JSONField(blank=True, default=list, help_text="the last tries: [{at, outcome, error, ran}]"),
+                ),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("last_try_at", models.DateTimeField(blank=True, null=True)),
+                ("last_error", models.TextField(blank=True)),
+                ("next_try_at", models.DateTimeField()),
+                ("claimed_until", models.DateTimeField(blank=True, help_text="a retry is running (lease)", null=True)),
+                ("resolved_at", models.DateTimeField(blank=True, null=True)),
+                ("resolution", models.TextField(blank=True)),
+                (
+                    "node",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="fleet.proxysqlnode"
+                    ),
+                ),
+                (
+                    "operation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="pending_rollbacks",
+                        to="operations.operation",
+                    ),
+                ),
+                (
+                    "superseded_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="operations.operation",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['created_at', 'pk'],
-                'constraints': [models.UniqueConstraint(fields=('operation', 'node'), name='one_pending_rollback_per_node')],
+                "ordering": ["created_at", "pk"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("operation", "node"), name="one_pending_rollback_per_node")
+                ],
             },
         ),
     ]

@@ -4,15 +4,26 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('operations', '0003_confirmer_and_pending_rollbacks'),
+        ("operations", "0003_confirmer_and_pending_rollbacks"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='operation',
-            name='kind',
-            field=models.CharField(choices=[('switchover', 'planned switchover'), ('drain', 'maintenance drain'), ('restore', 'restore from maintenance'), ('read_pool', 'read-pool rule'), ('failover', 'automatic failover'), ('config', 'configuration change'), ('repair', 'repair from the inventory'), ('channel_move', 'DR channel move')], max_length=20),
+            model_name="operation",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("switchover", "planned switchover"),
+                    ("drain", "maintenance drain"),
+                    ("restore", "restore from maintenance"),
+                    ("read_pool", "read-pool rule"),
+                    ("failover", "automatic failover"),
+                    ("config", "configuration change"),
+                    ("repair", "repair from the inventory"),
+                    ("channel_move", "DR channel move"),
+                ],
+                max_length=20,
+            ),
         ),
     ]

@@ -5,20 +5,29 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('operations', '0004_channel_move_kind'),
+        ("operations", "0004_channel_move_kind"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='EndpointLock',
+            name="EndpointLock",
             fields=[
-                ('endpoint', models.CharField(help_text='host:port of the admin interface', max_length=300, primary_key=True, serialize=False)),
-                ('holder', models.CharField(max_length=200)),
-                ('acquired_at', models.DateTimeField()),
-                ('expires_at', models.DateTimeField()),
-                ('operation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='operations.operation')),
+                (
+                    "endpoint",
+                    models.CharField(
+                        help_text="host:port of the admin interface", max_length=300, primary_key=True, serialize=False
+                    ),
+                ),
+                ("holder", models.CharField(max_length=200)),
+                ("acquired_at", models.DateTimeField()),
+                ("expires_at", models.DateTimeField()),
+                (
+                    "operation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="operations.operation"
+                    ),
+                ),
             ],
         ),
     ]

@@ -4,15 +4,32 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('operations', '0005_endpoint_lock'),
+        ("operations", "0005_endpoint_lock"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='operation',
-            name='state',
-            field=models.CharField(choices=[('planned', 'planned (not confirmed)'), ('pending', 'confirmed, waiting for a worker'), ('running', 'running'), ('rolling_back', 'rolling back'), ('rollback_pending', 'rollback pending'), ('finish_pending', 'finish pending: done on the other nodes'), ('done', 'done'), ('rolled_back', 'rolled back'), ('failed', 'failed'), ('cancelled', 'cancelled'), ('refused', 'refused at start (guards or statements changed)'), ('expired', 'expired (not started within its validity window)')], db_index=True, default='planned', max_length=20),
+            model_name="operation",
+            name="state",
+            field=models.CharField(
+                choices=[
+                    ("planned", "planned (not confirmed)"),
+                    ("pending", "confirmed, waiting for a worker"),
+                    ("running", "running"),
+                    ("rolling_back", "rolling back"),
+                    ("rollback_pending", "rollback pending"),
+                    ("finish_pending", "finish pending: done on the other nodes"),
+                    ("done", "done"),
+                    ("rolled_back", "rolled back"),
+                    ("failed", "failed"),
+                    ("cancelled", "cancelled"),
+                    ("refused", "refused at start (guards or statements changed)"),
+                    ("expired", "expired (not started within its validity window)"),
+                ],
+                db_index=True,
+                default="planned",
+                max_length=20,
+            ),
         ),
     ]

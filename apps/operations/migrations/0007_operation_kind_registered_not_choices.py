@@ -6,15 +6,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('operations', '0006_finish_pending_state'),
+        ("operations", "0006_finish_pending_state"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='operation',
-            name='kind',
+            model_name="operation",
+            name="kind",
             field=models.CharField(max_length=20),
         ),
     ]

@@ -1,6 +1,7 @@
 """How a plan's SQL is shown: a node whose statements equal an earlier node's is folded into "same as", and a
 REPLACE of a wide row (a query rule has 35 columns, most NULL) is shown without its NULL columns, saying how many
 it leaves out. What is sent is the plan's statements unchanged; the page shows them in full one click away."""
+
 import re
 
 from django import template
@@ -45,8 +46,7 @@ def without_nulls(statement):
     if values is None or len(values) != len(columns) or "NULL" not in values:
         return statement, 0
     kept = [(c, v) for c, v in zip(columns, values) if v != "NULL"]
-    shown = (f"REPLACE INTO {match.group(1)} ({','.join(c for c, _ in kept)}) "
-             f"VALUES ({','.join(v for _, v in kept)})")
+    shown = f"REPLACE INTO {match.group(1)} ({','.join(c for c, _ in kept)}) VALUES ({','.join(v for _, v in kept)})"
     return shown, len(columns) - len(kept)
 
 

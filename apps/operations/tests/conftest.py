@@ -1,5 +1,6 @@
 """Helpers to read what the ProxySQL doubles hold at runtime, and to run a plan here as the worker would
 (the adopted lab is in the root conftest)."""
+
 import threading
 import time
 from contextlib import contextmanager
@@ -25,28 +26,45 @@ def wait_for(predicate, timeout, step=0.1):
 
 
 def runtime(double, hostgroup):
-    rows = demo.admin_sql(double.port, f"SELECT hostname, port, status FROM runtime_mysql_servers WHERE hostgroup_id={hostgroup} ORDER BY port",
-                          user=double.user, password=double.password)
+    rows = demo.admin_sql(
+        double.port,
+        f"SELECT hostname, port, status FROM runtime_mysql_servers WHERE hostgroup_id={hostgroup} ORDER BY port",
+        user=double.user,
+        password=double.password,
+    )
     return [(h, int(p), s) for h, p, s in rows]
 
 
 def extended_processlist(doubles):
     """ProxySQL says why each session is pinned (the extended processlist's reasons)."""
     for double in doubles:
-        demo.admin_sql(double.port, "SET mysql-show_processlist_extended=1", "LOAD MYSQL VARIABLES TO RUNTIME",
-                       user=double.user, password=double.password)
+        demo.admin_sql(
+            double.port,
+            "SET mysql-show_processlist_extended=1",
+            "LOAD MYSQL VARIABLES TO RUNTIME",
+            user=double.user,
+            password=double.password,
+        )
 
 
 def variable(double, name):
-    rows = demo.admin_sql(double.port, f"SELECT variable_value FROM runtime_global_variables WHERE variable_name='{name}'",
-                          user=double.user, password=double.password)
+    rows = demo.admin_sql(
+        double.port,
+        f"SELECT variable_value FROM runtime_global_variables WHERE variable_name='{name}'",
+        user=double.user,
+        password=double.password,
+    )
     return rows[0][0]
 
 
 def servers(double):
     """Every runtime_mysql_servers row of a double, whole: to compare two nodes, or a node before and after."""
-    return demo.admin_sql(double.port, "SELECT * FROM runtime_mysql_servers ORDER BY hostgroup_id, hostname, port",
-                          user=double.user, password=double.password)
+    return demo.admin_sql(
+        double.port,
+        "SELECT * FROM runtime_mysql_servers ORDER BY hostgroup_id, hostname, port",
+        user=double.user,
+        password=double.password,
+    )
 
 
 def fail_statements(double, text=None):
@@ -82,15 +100,22 @@ def run_plan(plan, user, **confirm):
 def layout(double):
     """Every runtime mysql_servers row of one double with the columns that say who is who; the configured
     status (a SHUNNED row is ProxySQL's own verdict on a dead backend, configured ONLINE)."""
-    rows = demo.admin_sql(double.port, "SELECT hostgroup_id, hostname, port, status, weight, max_connections, comment "
-                                       "FROM runtime_mysql_servers", user=double.user, password=double.password)
-    return sorted((hg, host, port, "ONLINE" if status == "SHUNNED" else status, *rest)
-                  for hg, host, port, status, *rest in rows)
+    rows = demo.admin_sql(
+        double.port,
+        "SELECT hostgroup_id, hostname, port, status, weight, max_connections, comment FROM runtime_mysql_servers",
+        user=double.user,
+        password=double.password,
+    )
+    return sorted(
+        (hg, host, port, "ONLINE" if status == "SHUNNED" else status, *rest) for hg, host, port, status, *rest in rows
+    )
 
 
 def inventory_layout(cluster):
-    return sorted((m.hostgroup_id, m.server.port, m.status, m.weight, m.max_connections, m.comment)
-                  for m in HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server"))
+    return sorted(
+        (m.hostgroup_id, m.server.port, m.status, m.weight, m.max_connections, m.comment)
+        for m in HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server")
+    )
 
 
 def mirrored(rows, a, b, port_at):
@@ -104,11 +129,14 @@ def async_lab(db, proxysql_double_pair, replication_healthy):
     """(cluster, doubles, lab): the async replication lab (3321 primary, 3322 and 3323 replicas) adopted through
     two ProxySQL doubles, writers pinned by auto-increment, replication credentials set."""
     for i, double in enumerate(proxysql_double_pair, 1):
-        demo.admin_sql(double.port, *demo.seed_statements(backend_ports=ASYNC_PORTS), user=double.user, password=double.password)
+        demo.admin_sql(
+            double.port, *demo.seed_statements(backend_ports=ASYNC_PORTS), user=double.user, password=double.password
+        )
         adopt_double(double, "async-lab", f"proxysql-{i}", kind="async")
         double.traffic.set_sessions(hostgroup=100, count=2, kind="write", pinned_reason="auto_increment")
-    Cluster.objects.filter(name="async-lab").update(replication_user="repl", replication_password="repl",
-                                                    max_replication_lag=10)
+    Cluster.objects.filter(name="async-lab").update(
+        replication_user="repl", replication_password="repl", max_replication_lag=10
+    )
     return Cluster.objects.get(name="async-lab"), proxysql_double_pair, replication_healthy
 
 

@@ -1,6 +1,7 @@
 """Issue 25: save_plan, cancel and the executor's finish wrote their audit row after the write's transaction, so an
 audit log that stopped answering left an operation planned, cancelled or ended that the log never heard of. The
 audit row now commits with the write, or neither does (the outage: a trigger, apps/audit/tests/faults.py)."""
+
 import pytest
 from django.db import DatabaseError
 

@@ -3,6 +3,7 @@ ended with the operation rollback_pending), so while beat is down the operation 
 statements still to run, even once the node would take them: it never says rolled back before its undos ran.
 When beat is back its retry task (every 2 s) runs them and the operation ends rolled back. Real Celery worker and
 beat on the test's Redis."""
+
 import pytest
 
 from apps.audit.models import AuditEvent
@@ -15,7 +16,8 @@ from .test_pending_rollbacks import pending_switchover
 
 @pytest.mark.django_db(transaction=True)
 def test_a_rollback_pending_while_beat_is_lost_waits_for_beat_and_then_runs_its_undos(
-        adopted_lab, operator_user, redis_server, live_redis, celery_broker, celery_factory):
+    adopted_lab, operator_user, redis_server, live_redis, celery_broker, celery_factory
+):
     import time
 
     cluster, (first, second) = adopted_lab
@@ -32,8 +34,9 @@ def test_a_rollback_pending_while_beat_is_lost_waits_for_beat_and_then_runs_its_
     assert not AuditEvent.objects.filter(action="switchover rolled_back").exists()
 
     celery_factory("beat", redis_server, MONITOR_SHARDS=1)  # beat is back
-    assert wait_for(lambda: Operation.objects.get(pk=op.pk).state == OperationState.ROLLED_BACK, 40), \
+    assert wait_for(lambda: Operation.objects.get(pk=op.pk).state == OperationState.ROLLED_BACK, 40), (
         Operation.objects.get(pk=op.pk).error
+    )
     row.refresh_from_db()
     assert row.state == PendingState.DONE and row.statements == [] and len(row.ran) == 4
     assert servers(second) == servers(first) == before

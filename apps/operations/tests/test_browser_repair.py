@@ -2,6 +2,7 @@
 says so (which operation, which node, the statements still to run), and the operator repairs the node from
 the drift view (plan, confirm, a real Celery worker runs it): the banner goes, drift is in sync. And one that
 hung past the point of no return leaves a finish pending, which the operator finishes from the operation page."""
+
 import pytest
 
 from apps.audit.actor import Actor
@@ -16,14 +17,24 @@ from .test_faults import draining, pin_writers, state, wait_for
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_rollback_pending_banner_then_repair_from_the_drift_view(page, live_server, browser_login, operator_user,
-                                                                 adopted_lab, redis_server, live_redis, celery_broker,
-                                                                 celery_factory):
+def test_rollback_pending_banner_then_repair_from_the_drift_view(
+    page,
+    live_server,
+    browser_login,
+    operator_user,
+    adopted_lab,
+    redis_server,
+    live_redis,
+    celery_broker,
+    celery_factory,
+):
     cluster, (first, second) = adopted_lab
     for double in (first, second):
         pin_writers(double)
     celery_factory("worker", redis_server)  # no beat: nothing retries by itself, the operator acts
-    plan = switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True, drain_timeout_ms=30_000)
+    plan = switchover.plan_switchover(
+        cluster, Server.objects.get(port=3312), lower_autoinc=True, drain_timeout_ms=30_000
+    )
     op = services.save_plan(plan, actor=Actor.command(operator_user))
     services.confirm(op, actor=Actor.command(operator_user))
     assert wait_for(lambda: draining(op), 20)
@@ -50,15 +61,20 @@ def test_rollback_pending_banner_then_repair_from_the_drift_view(page, live_serv
     assert variable(second, "mysql-auto_increment_delay_multiplex") == "5"
 
 
-def test_finish_pending_banner_then_finish_on_the_node_from_the_operation_page(page, live_server, browser_login,
-                                                                               operator_user, adopted_lab, live_redis):
+def test_finish_pending_banner_then_finish_on_the_node_from_the_operation_page(
+    page, live_server, browser_login, operator_user, adopted_lab, live_redis
+):
     """proxysql-2 stops answering after the switchover's point of no return: the cluster page says the switchover is
     done elsewhere and what is left to finish on proxysql-2 (never "rollback"); once it answers, the operator finishes
     it from the operation page and the banner goes."""
     cluster, (first, second) = adopted_lab
     # applied, then no answer (held), as a real node SIGSTOPped while it restored the auto-increment delay
-    demo.admin_sql(second.port, 'LAB FAIL_STATEMENTS {"text": "SET variable_value=\'5\'", "pause": true}',
-                   user=second.user, password=second.password)
+    demo.admin_sql(
+        second.port,
+        'LAB FAIL_STATEMENTS {"text": "SET variable_value=\'5\'", "pause": true}',
+        user=second.user,
+        password=second.password,
+    )
     op = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
     assert op.state == "finish_pending", op.error
     second.set_mode("normal")

@@ -1,5 +1,6 @@
 """In a real browser: an operator runs a switchover from the cluster page and watches it complete (a real
 Celery worker executes it); a viewer does not see the buttons and gets 403 on the URLs."""
+
 import pytest
 from django.urls import reverse
 
@@ -11,14 +12,17 @@ from .conftest import runtime
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_operator_switches_the_writer_from_the_cluster_page(page, live_server, browser_login, operator_user,
-                                                            adopted_lab, redis_server, celery_broker, celery_factory):
+def test_operator_switches_the_writer_from_the_cluster_page(
+    page, live_server, browser_login, operator_user, adopted_lab, redis_server, celery_broker, celery_factory
+):
     cluster, (first, second) = adopted_lab
     celery_factory("worker", redis_server)
     browser_login(operator_user)
     page.goto(f"{live_server.url}{cluster.get_absolute_url()}")
     page.click("text=Planned switchover…")
-    page.select_option("#id_new_writer", str(Server.objects.get(cluster=cluster, port=3312).pk))  # its label has its state
+    page.select_option(
+        "#id_new_writer", str(Server.objects.get(cluster=cluster, port=3312).pk)
+    )  # its label has its state
     # No choice about the auto-increment delay (issue 23): the writer's sessions are pinned by auto-increment
     # tokens, the plan lowers it for the drain by default and says why.
     assert page.is_checked("#id_lower_autoinc_0")
@@ -37,14 +41,16 @@ def test_operator_switches_the_writer_from_the_cluster_page(page, live_server, b
 
 
 def test_after_confirm_the_live_steps_are_at_the_top_and_the_plan_folded_below(
-        page, live_server, browser_login, operator_user, adopted_lab, redis_server, celery_broker, celery_factory,
-        tmp_path):
+    page, live_server, browser_login, operator_user, adopted_lab, redis_server, celery_broker, celery_factory, tmp_path
+):
     """Issue 23: after confirm the live steps sat 2,500 px below the fold, under the guards and the SQL."""
     cluster, _ = adopted_lab
     celery_factory("worker", redis_server)
     browser_login(operator_user)
     page.goto(f"{live_server.url}{reverse('operations:switchover', args=[cluster.pk])}")
-    page.select_option("#id_new_writer", str(Server.objects.get(cluster=cluster, port=3312).pk))  # its label has its state
+    page.select_option(
+        "#id_new_writer", str(Server.objects.get(cluster=cluster, port=3312).pk)
+    )  # its label has its state
     page.click("button[name=plan]")
     page.click("button[name=confirm]")
     page.wait_for_selector("table.steps")
@@ -84,13 +90,17 @@ BESIDE_JS = """inputs => inputs.map(input => {
 })"""
 
 
-def test_radio_buttons_and_checkboxes_sit_by_their_labels(page, live_server, browser_login, operator_user, adopted_lab,
-                                                          tmp_path):
+def test_radio_buttons_and_checkboxes_sit_by_their_labels(
+    page, live_server, browser_login, operator_user, adopted_lab, tmp_path
+):
     """Issue 23: with `.field input { width:100% }` a radio button sat alone, hundreds of pixels from its text."""
     cluster, _ = adopted_lab
     browser_login(operator_user)
     measured = []
-    for name, url in (("switchover", reverse("operations:switchover", args=[cluster.pk])), ("adopt", reverse("fleet:adopt"))):
+    for name, url in (
+        ("switchover", reverse("operations:switchover", args=[cluster.pk])),
+        ("adopt", reverse("fleet:adopt")),
+    ):
         page.goto(f"{live_server.url}{url}")
         page.screenshot(path=str(tmp_path / f"{name}-form.png"), full_page=True)  # kept: the layout is the point
         measured += page.eval_on_selector_all("form input[type=radio], form input[type=checkbox]", BESIDE_JS)

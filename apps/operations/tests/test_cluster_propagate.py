@@ -6,6 +6,7 @@ carried so (a switchover, a repair, several modules) holds the sync as by defaul
 Each test checks the doubles' runtime history (every runtime_mysql_servers a LOAD or a pull left): the peer only ever
 served its state before or a state the origin loaded whole, never one in between; and every node ends equal in every
 layer with the sync settings as they were."""
+
 import threading
 import time
 
@@ -59,11 +60,20 @@ def assert_equal_and_sync_untouched(doubles, settings_before):
 
 def weight_change(cluster, user, weight=5):
     """One module (mysql_servers): a reader's weight."""
-    reader = next(r for r in services.latest(cluster).content["mysql_servers"]
-                  if r["hostgroup_id"] == 101 and r["port"] == 3313)
+    reader = next(
+        r for r in services.latest(cluster).content["mysql_servers"] if r["hostgroup_id"] == 101 and r["port"] == 3313
+    )
     cs = services.start_change_set(cluster, actor=Actor.command(user), reason="a reader's weight")
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313],
-                           "row": {**reader, "weight": weight}}, actor=Actor.command(user))
+    services.add_edit(
+        cs,
+        {
+            "op": "upsert",
+            "table": "mysql_servers",
+            "key": [101, "127.0.0.1", 3313],
+            "row": {**reader, "weight": weight},
+        },
+        actor=Actor.command(user),
+    )
     return cs
 
 
@@ -84,7 +94,8 @@ def test_a_change_set_is_written_on_one_node_and_pulled_by_its_peer(propagating,
     assert len(plan.steps[3].nodes) == 2  # each node saves what it runs (a peer with save_to_disk off too)
     assert plan.facts["cluster_sync_propagated"]["said"] == (
         "ProxySQL Cluster: written on proxysql-1 only; proxysql-2 pulls it (sync of mysql_servers on); a rollback is "
-        "undone on proxysql-1 and pulled the same way")
+        "undone on proxysql-1 and pulled the same way"
+    )
     assert "cluster_sync_held" not in plan.facts
     wait = op.steps.get(key="sync_wait")
     # ProxySQL's 3 checks of 1 s: the peer pulled 2-3 s after the LOAD, within the plan's bound (6 s at the defaults)
@@ -99,27 +110,40 @@ def test_a_change_set_is_written_on_one_node_and_pulled_by_its_peer(propagating,
 def test_a_change_set_of_two_modules_holds_the_sync_and_says_why(propagating, operator_user):
     cluster, doubles = propagating
     cs = weight_change(cluster, operator_user)
-    services.add_edit(cs, {"op": "upsert", "table": "mysql_query_rules", "row": {
-        "rule_id": 30, "active": 1, "apply": 1, "match_digest": "^DELETE", "destination_hostgroup": 100}},
-        actor=Actor.command(operator_user))
+    services.add_edit(
+        cs,
+        {
+            "op": "upsert",
+            "table": "mysql_query_rules",
+            "row": {"rule_id": 30, "active": 1, "apply": 1, "match_digest": "^DELETE", "destination_hostgroup": 100},
+        },
+        actor=Actor.command(operator_user),
+    )
     started = time.time()
     op, plan = run(cs, operator_user)
     assert op.state == OperationState.DONE, op.error
     assert [plan.steps[0].key, plan.steps[-1].key] == ["sync_hold", "sync_restore"]
     assert plan.facts["cluster_sync_propagate_refused"] == (
-        "it loads 2 modules (mysql_query_rules, mysql_servers), and a peer could pull one without the other")
+        "it loads 2 modules (mysql_query_rules, mysql_servers), and a peer could pull one without the other"
+    )
     assert "not propagated from one node: it loads 2 modules" in plan.steps[0].title
     time.sleep(PULLS_DUE_S)
     assert pulls_since(doubles, started) == {d.port: [] for d in doubles}
     assert layers(doubles[0]) == layers(doubles[1])
 
 
-@pytest.mark.parametrize("planner,why", [
-    (lambda cluster: switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True),
-     "a switchover drains its writer on every node before it moves it, and a peer pulling in between would have no "
-     "writer"),
-    (repair.plan_repair, "a repair writes each node what that node lacks"),
-], ids=["switchover", "repair"])
+@pytest.mark.parametrize(
+    "planner,why",
+    [
+        (
+            lambda cluster: switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True),
+            "a switchover drains its writer on every node before it moves it, and a peer pulling in between would have no "
+            "writer",
+        ),
+        (repair.plan_repair, "a repair writes each node what that node lacks"),
+    ],
+    ids=["switchover", "repair"],
+)
 def test_a_switchover_and_a_repair_hold_the_sync_whatever_the_mode(propagating, operator_user, planner, why):
     cluster, doubles = propagating
     if planner is repair.plan_repair:  # something to repair: a reader's weight on both nodes
@@ -140,7 +164,8 @@ def test_a_switchover_and_a_repair_hold_the_sync_whatever_the_mode(propagating, 
 
 
 def test_a_change_set_with_its_origin_paused_at_its_load_rolls_back_and_the_peer_follows(
-        propagating, operator_user, live_redis):
+    propagating, operator_user, live_redis
+):
     """The origin paused with its LOAD in flight: it runs it when it resumes (the whole change), the peer may pull it,
     the pending rollback's retry undoes it there, and the peer pulls that too: both end as before in every layer."""
     cluster, (first, second) = propagating
@@ -190,8 +215,11 @@ def test_a_change_set_whose_peer_never_pulls_is_rolled_back_and_says_so(propagat
     pause_at(second, "runtime_checksums_values")
     op, _ = run(weight_change(cluster, operator_user), operator_user)
     assert op.state == OperationState.FAILED, op.error
-    assert "ProxySQL Cluster did not carry the change from proxysql-1 within 6000 ms: proxysql-2: does not answer" \
-        in op.error and "ROLLBACK INCOMPLETE: ProxySQL Cluster:" in op.error, op.error
+    assert (
+        "ProxySQL Cluster did not carry the change from proxysql-1 within 6000 ms: proxysql-2: does not answer"
+        in op.error
+        and "ROLLBACK INCOMPLETE: ProxySQL Cluster:" in op.error
+    ), op.error
     assert op.timings["rollback_ms"] >= 6000  # the rollback waited its own bound for the peer: said, not hidden
     resume_later(second)
     for double in (first, second):
@@ -261,14 +289,19 @@ def test_a_peer_that_loads_in_the_same_second_fails_the_wait_at_once(propagating
         op, _ = run(weight_change(cluster, operator_user), operator_user)
     finally:
         racer.join()
-    assert "ProxySQL Cluster will not carry the change: a peer loaded the same module in the same second or later, " \
-           "and ProxySQL pulls only a newer epoch: proxysql-2 mysql_servers" in op.error, op.error
+    assert (
+        "ProxySQL Cluster will not carry the change: a peer loaded the same module in the same second or later, "
+        "and ProxySQL pulls only a newer epoch: proxysql-2 mysql_servers" in op.error
+    ), op.error
     wait = op.steps.get(key="sync_wait")
     assert wait.detail["waited_ms"] < 2000  # not the 6 s bound
     # Undone on the origin in a later second than the peer's LOAD: the newer epoch, so the peer pulls the intended
     # state back (in the same second the two would never converge) and the rollback's wait sees it.
     assert op.state == OperationState.ROLLED_BACK, op.error
-    assert weights(first) == weights(second) == weights(second, "disk.") == weight_before, (weights(first), weights(second))
+    assert weights(first) == weights(second) == weights(second, "disk.") == weight_before, (
+        weights(first),
+        weights(second),
+    )
     assert wait.detail["rollback_sync"]["behind"] == {}
 
 
@@ -278,18 +311,25 @@ def test_the_cluster_page_says_which_way_plans_take(propagating, live_redis, vie
     cluster, _ = propagating
     poll()
     page = viewer_client.get(cluster.get_absolute_url()).content.decode()
-    panel = page[page.index('id="proxysql-cluster"'):page.index("Hostgroups at runtime")]
-    assert ('data-sync-mode="propagate">This console\'s plans on these nodes: write one node, wait until every peer '
-            'has pulled it') in panel
+    panel = page[page.index('id="proxysql-cluster"') : page.index("Hostgroups at runtime")]
+    assert (
+        'data-sync-mode="propagate">This console\'s plans on these nodes: write one node, wait until every peer '
+        "has pulled it"
+    ) in panel
 
 
 @EACH_NODE
-@pytest.mark.parametrize("scenario", [
-    cluster_sync.test_a_switchover_paused_at_its_save_rolls_back_and_the_pending_retry_restores_the_sync,
-    cluster_sync.test_a_repair_paused_mid_way_finishes_and_restores_the_sync,
-], ids=["switchover", "repair"])
-def test_plans_that_hold_do_so_on_a_propagating_cluster_each_node_paused(propagating, operator_user, live_redis,
-                                                                         paused_index, scenario):
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        cluster_sync.test_a_switchover_paused_at_its_save_rolls_back_and_the_pending_retry_restores_the_sync,
+        cluster_sync.test_a_repair_paused_mid_way_finishes_and_restores_the_sync,
+    ],
+    ids=["switchover", "repair"],
+)
+def test_plans_that_hold_do_so_on_a_propagating_cluster_each_node_paused(
+    propagating, operator_user, live_redis, paused_index, scenario
+):
     """Issue 24, done-when, for the cluster set to propagate: a switchover and a repair hold the sync as by default
     (above), so the default's own tests of them, each node paused once, hold on such a cluster too."""
     scenario(propagating, operator_user, live_redis, paused_index)

@@ -3,6 +3,7 @@ sync on at ProxySQL's defaults). The plan holds the sync of the modules it loads
 (diffs_before_sync=0) and restores it after: on success, on rollback, and through the pending retry when a node
 does not answer. Each test pauses a node once mid-operation, lets it answer again for longer than ProxySQL's 3 checks
 (a sync left on pulls by then), and checks the doubles' history of pulls: no peer pulled anything."""
+
 import time
 
 import pytest
@@ -19,7 +20,14 @@ from .conftest import run_plan
 from .test_three_layers import pause_at, retry_now
 
 pytestmark = pytest.mark.django_db
-MODULES = ("mysql_servers", "mysql_users", "mysql_query_rules", "mysql_variables", "admin_variables", "proxysql_servers")
+MODULES = (
+    "mysql_servers",
+    "mysql_users",
+    "mysql_query_rules",
+    "mysql_variables",
+    "admin_variables",
+    "proxysql_servers",
+)
 TABLES = ("mysql_servers", "mysql_users", "mysql_query_rules", "global_variables")
 NODE_OWN = ("admin-mysql_ifaces", "mysql-interfaces", "admin-web_port", "admin-restapi_port")
 PULLS_DUE_S = 4.0  # past 3 checks of 1 s: a peer whose sync is on has pulled a difference by then
@@ -44,9 +52,14 @@ def layers(double):
 def sync_settings(double):
     """{layer: {module: diffs_before_sync}}."""
     names = ",".join(f"'admin-cluster_{m}_diffs_before_sync'" for m in MODULES)
-    return {layer: dict(sql(double, f"SELECT variable_name, variable_value FROM {table} WHERE variable_name IN ({names})"))
-            for layer, table in (("memory", "global_variables"), ("runtime", "runtime_global_variables"),
-                                 ("disk", "disk.global_variables"))}
+    return {
+        layer: dict(sql(double, f"SELECT variable_name, variable_value FROM {table} WHERE variable_name IN ({names})"))
+        for layer, table in (
+            ("memory", "global_variables"),
+            ("runtime", "runtime_global_variables"),
+            ("disk", "disk.global_variables"),
+        )
+    }
 
 
 def pulls_since(doubles, started):
@@ -87,12 +100,15 @@ def test_a_switchover_says_it_holds_the_sync_and_restores_it(adopted_cluster_lab
     assert plan.steps[0].key == "sync_hold" and plan.steps[-1].key == "sync_restore"
     assert plan.facts["cluster_sync_held"]["said"] == (
         "ProxySQL Cluster sync of admin_variables, mysql_servers, mysql_variables held off on both nodes for the "
-        "operation, restored after")
+        "operation, restored after"
+    )
     assert {"level": "info", "text": plan.facts["cluster_sync_held"]["said"] + "."} in switchover.notes(plan)
     hold = next(iter(plan.steps[0].nodes.values()))
     assert hold["sql"][-1] == "LOAD ADMIN VARIABLES TO RUNTIME" and "SAVE" not in str(hold)  # disk kept as it was
-    assert ("UPDATE global_variables SET variable_value='0' WHERE variable_name="
-            "'admin-cluster_mysql_servers_diffs_before_sync'") in hold["sql"]
+    assert (
+        "UPDATE global_variables SET variable_value='0' WHERE variable_name="
+        "'admin-cluster_mysql_servers_diffs_before_sync'"
+    ) in hold["sql"]
     op = run_plan(plan, operator_user)
     assert op.state == OperationState.DONE, op.error
     assert plan.facts["cluster_sync_held"]["said"] in viewer_client.get(op.get_absolute_url()).content.decode()
@@ -107,7 +123,8 @@ EACH_NODE = pytest.mark.parametrize("paused_index", [0, 1], ids=["proxysql-1 pau
 
 @EACH_NODE
 def test_a_switchover_paused_at_its_save_rolls_back_and_the_pending_retry_restores_the_sync(
-        adopted_cluster_lab, operator_user, live_redis, paused_index):
+    adopted_cluster_lab, operator_user, live_redis, paused_index
+):
     cluster, doubles = adopted_cluster_lab
     paused, other = doubles[paused_index], doubles[1 - paused_index]
     before = {d.port: sync_settings(d) for d in doubles}
@@ -120,9 +137,11 @@ def test_a_switchover_paused_at_its_save_rolls_back_and_the_pending_retry_restor
     resume_later(paused)
     for double in doubles:
         assert sync_settings(double)["runtime"]["admin-cluster_mysql_servers_diffs_before_sync"] == "0"  # still held
-    assert retry_now() == [f"proxysql-{paused_index + 1}: {len(retry_statements(op, paused_index))} statement(s) "
-                           "ran; its rollback is complete",
-                           f"proxysql-{2 - paused_index}: 4 statement(s) ran; its rollback is complete"]
+    assert retry_now() == [
+        f"proxysql-{paused_index + 1}: {len(retry_statements(op, paused_index))} statement(s) "
+        "ran; its rollback is complete",
+        f"proxysql-{2 - paused_index}: 4 statement(s) ran; its rollback is complete",
+    ]
     op.refresh_from_db()
     assert op.state == OperationState.ROLLED_BACK, op.error
     time.sleep(PULLS_DUE_S)
@@ -139,8 +158,12 @@ def pause_at_resume(double, text):
     """The double stops answering as the first statement containing `text` arrives, and runs it when it answers
     again: a ProxySQL stopped (SIGSTOP) with that statement in flight runs it on SIGCONT, its change then the
     newest of the pair."""
-    demo.admin_sql(double.port, 'LAB FAIL_STATEMENTS {"text": "%s", "pause": "on_resume"}' % text,
-                   user=double.user, password=double.password)
+    demo.admin_sql(
+        double.port,
+        'LAB FAIL_STATEMENTS {"text": "%s", "pause": "on_resume"}' % text,
+        user=double.user,
+        password=double.password,
+    )
 
 
 def servers(double):
@@ -148,7 +171,8 @@ def servers(double):
 
 
 def test_a_rollback_keeps_the_sync_held_on_every_node_until_a_paused_one_took_its_undo(
-        adopted_cluster_lab, operator_user, live_redis):
+    adopted_cluster_lab, operator_user, live_redis
+):
     """Issues 33/39: a node stopped with its drain's LOAD in flight runs it when it resumes, after the other node
     rolled back: the pair's newest change. The node rolled back keeps its sync held (a pending row of its own, said)
     until the paused one took its undo, then the retry restores it. Before, it restored its sync at once, pulled the
@@ -161,17 +185,22 @@ def test_a_rollback_keeps_the_sync_held_on_every_node_until_a_paused_one_took_it
     op = run_plan(drain.plan_drain(Server.objects.get(port=3313)), operator_user)
     assert op.state == OperationState.ROLLBACK_PENDING, op.error
     held = PendingRollback.objects.get(operation=op, node__name="proxysql-1")
-    assert held.what_is_pending == ("rollback pending on proxysql-1: its ProxySQL Cluster sync is held until the "
-                                    "other nodes took theirs (restored then)")
+    assert held.what_is_pending == (
+        "rollback pending on proxysql-1: its ProxySQL Cluster sync is held until the "
+        "other nodes took theirs (restored then)"
+    )
     assert "proxysql-1 (3 statement(s) not taken: its ProxySQL Cluster sync stays held until proxysql-2" in op.error
     # the operator's button keeps the order too (proxysql-2, paused, still does not answer)
     assert rollbacks.run_now(op, actor=Actor.rule("test"))[1] == (
-        "proxysql-1: not tried, its ProxySQL Cluster sync stays held until proxysql-2 took the undo")
+        "proxysql-1: not tried, its ProxySQL Cluster sync stays held until proxysql-2 took the undo"
+    )
     resume_later(second)  # its drain's LOAD runs now
     assert servers(first) == intent  # nothing pulled, nothing saved to its disk (a statement runs the checks due)
     assert pulls_since((first, second), started) == {first.port: [], second.port: []}
-    assert retry_now() == ["proxysql-2: 6 statement(s) ran; its rollback is complete",
-                           "proxysql-1: 3 statement(s) ran; its rollback is complete"]
+    assert retry_now() == [
+        "proxysql-2: 6 statement(s) ran; its rollback is complete",
+        "proxysql-1: 3 statement(s) ran; its rollback is complete",
+    ]
     op.refresh_from_db()
     assert op.state == OperationState.ROLLED_BACK, op.error
     time.sleep(PULLS_DUE_S)
@@ -186,7 +215,9 @@ def test_a_switchover_rolled_back_restores_the_sync_on_every_node(adopted_cluste
     started = time.time()
     for double in doubles:
         double.traffic.set_sessions(hostgroup=100, count=4, kind="write", pinned_reason="user_variable")
-    op = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), drain_timeout_ms=300), operator_user)
+    op = run_plan(
+        switchover.plan_switchover(cluster, Server.objects.get(port=3312), drain_timeout_ms=300), operator_user
+    )
     assert op.state == OperationState.ROLLED_BACK, op.error
     hold = op.steps.get(key="sync_hold")
     assert hold.state == "rolled_back" and hold.detail["rollback"][-1]["sql"] == "LOAD ADMIN VARIABLES TO RUNTIME"
@@ -195,7 +226,8 @@ def test_a_switchover_rolled_back_restores_the_sync_on_every_node(adopted_cluste
 
 
 def test_a_switchover_finishing_on_a_paused_node_restores_its_sync_when_it_answers(
-        adopted_cluster_lab, operator_user, live_redis):
+    adopted_cluster_lab, operator_user, live_redis
+):
     cluster, (first, second) = adopted_cluster_lab
     before = {d.port: sync_settings(d) for d in (first, second)}
     started = time.time()
@@ -226,8 +258,9 @@ def test_a_drain_paused_mid_way_and_its_restore(adopted_cluster_lab, operator_us
 
 
 @EACH_NODE
-def test_a_repair_paused_mid_way_finishes_and_restores_the_sync(adopted_cluster_lab, operator_user, live_redis,
-                                                                paused_index):
+def test_a_repair_paused_mid_way_finishes_and_restores_the_sync(
+    adopted_cluster_lab, operator_user, live_redis, paused_index
+):
     cluster, (first, second) = adopted_cluster_lab
     paused = (first, second)[paused_index]
     for double in (first, second):  # drift on both nodes: a reader's weight, loaded and saved
@@ -246,8 +279,9 @@ def test_a_repair_paused_mid_way_finishes_and_restores_the_sync(adopted_cluster_
         assert sql(d, "SELECT weight FROM disk.mysql_servers WHERE hostgroup_id=101 AND port=3313") != [("9",)]
 
 
-def test_a_switchover_failed_past_its_point_of_no_return_still_restores_the_sync(adopted_cluster_lab, operator_user,
-                                                                                 audit_outage):
+def test_a_switchover_failed_past_its_point_of_no_return_still_restores_the_sync(
+    adopted_cluster_lab, operator_user, audit_outage
+):
     """A step after the point of no return fails (here the version's audit append, in the inventory step): the
     operation is not rolled back; the sync restore runs anyway (before, the hold stayed on and the nodes never pulled
     from each other again). A database failure there is finished by the reaper (issue 39), the restore with it; any
@@ -256,8 +290,10 @@ def test_a_switchover_failed_past_its_point_of_no_return_still_restores_the_sync
     before = {d.port: sync_settings(d) for d in doubles}
     started = time.time()
     audit_outage("configuration version recorded")
-    op = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True,
-                                             drain_timeout_ms=2000), operator_user)
+    op = run_plan(
+        switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True, drain_timeout_ms=2000),
+        operator_user,
+    )
     # The database failed past the point of no return: the run is left to the reaper (issue 39), which finishes it
     # once the database answers, its record and the sync restore included.
     assert op.state == OperationState.RUNNING, op.error

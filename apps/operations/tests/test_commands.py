@@ -1,6 +1,7 @@
 """The operation commands on the lab (Galera lab, two ProxySQL doubles): `manage.py switchover | drain | restore |
 failover | repair`, their plan output, --json, and the exit codes a runbook branches on (0 done, 2 refused,
 3 rolled back, 4 failed or rollback/finish pending)."""
+
 import io
 import json
 import os
@@ -50,17 +51,28 @@ def writer_port():
     return HostgroupMembership.objects.get(hostgroup_id=100).server.port
 
 
-def test_a_runbook_switches_the_lab_writer_with_one_command_and_branches_on_its_exit_code(adopted_lab, operator_user,
-                                                                                         tmp_path):
+def test_a_runbook_switches_the_lab_writer_with_one_command_and_branches_on_its_exit_code(
+    adopted_lab, operator_user, tmp_path
+):
     cluster, (first, second) = adopted_lab
     script = tmp_path / "switch-writer.sh"
     script.write_text(RUNBOOK)
-    env = {**os.environ, "PYTHON": sys.executable, "DATABASE_URL": database_url_for_subprocesses(),
-           "DJANGO_SETTINGS_MODULE": "controlplane.settings"}
+    env = {
+        **os.environ,
+        "PYTHON": sys.executable,
+        "DATABASE_URL": database_url_for_subprocesses(),
+        "DJANGO_SETTINGS_MODULE": "controlplane.settings",
+    }
 
     def runbook(to, extra=""):
-        done = subprocess.run(["sh", str(script), to], cwd=settings.BASE_DIR, env={**env, "EXTRA": extra},
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            ["sh", str(script), to],
+            cwd=settings.BASE_DIR,
+            env={**env, "EXTRA": extra},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         return done.stdout
 
     # The lab's writer sessions are pinned by auto-increment tokens: with a short drain and no way through (the
@@ -74,7 +86,10 @@ def test_a_runbook_switches_the_lab_writer_with_one_command_and_branches_on_its_
     assert "RUNBOOK: switched to 127.0.0.1:3312" in out, out
     # The plan was printed first: its guards with their values and the SQL per ProxySQL node.
     assert "[pass] Every ProxySQL node of the cluster answers: 2 of 2" in out
-    assert "UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE hostgroup_id=100 AND hostname='127.0.0.1' AND port=3311;" in out
+    assert (
+        "UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE hostgroup_id=100 AND hostname='127.0.0.1' AND port=3311;"
+        in out
+    )
     assert "on proxysql-1:" in out and "on proxysql-2:" in out
     for double in (first, second):
         assert runtime(double, 100) == [("127.0.0.1", 3312, "ONLINE")]
@@ -90,21 +105,34 @@ def test_a_runbook_switches_the_lab_writer_with_one_command_and_branches_on_its_
 
 def test_json_lines_give_the_plan_each_step_and_the_outcome(adopted_lab, operator_user):
     cluster, (first, second) = adopted_lab
-    code, out = command("drain", "galera-lab", "--server", "127.0.0.1:3313", "--user", operator_user.username,
-                        "--yes", "--json", "--note", "disk swap")
+    code, out = command(
+        "drain",
+        "galera-lab",
+        "--server",
+        "127.0.0.1:3313",
+        "--user",
+        operator_user.username,
+        "--yes",
+        "--json",
+        "--note",
+        "disk swap",
+    )
     lines = [json.loads(line) for line in out.splitlines()]
     assert code == 0, lines[-1]
     plan, steps, outcome = lines[0], lines[1:-1], lines[-1]
     assert plan["event"] == "plan" and plan["kind"] == "drain" and all(g["passed"] for g in plan["guards"])
     drain_sql = {spec["name"]: spec["sql"] for spec in plan["steps"][0]["nodes"].values()}
-    assert "UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE hostgroup_id=101 AND hostname='127.0.0.1' AND port=3313" \
+    assert (
+        "UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE hostgroup_id=101 AND hostname='127.0.0.1' AND port=3313"
         in drain_sql["proxysql-1"]
+    )
     assert [s["key"] for s in steps] == [s["key"] for s in plan["steps"]] and {s["state"] for s in steps} == {"done"}
     assert outcome == {**outcome, "event": "outcome", "state": "done", "exit_code": 0}
     assert Server.objects.get(port=3313).maintenance
 
-    code, out = command("restore", "galera-lab", "--server", "127.0.0.1:3313", "--user", operator_user.username,
-                        "--yes")
+    code, out = command(
+        "restore", "galera-lab", "--server", "127.0.0.1:3313", "--user", operator_user.username, "--yes"
+    )
     assert code == 0, out
     assert "Restore 127.0.0.1:3313 from maintenance" in out and "done" in out.splitlines()[-1].lower()
     assert not Server.objects.get(port=3313).maintenance
@@ -117,31 +145,48 @@ def test_a_finish_pending_exits_4_and_says_finish(adopted_lab, operator_user):
     from lab import demo
 
     cluster, (first, second) = adopted_lab
-    demo.admin_sql(second.port, 'LAB FAIL_STATEMENTS {"text": "SET variable_value=\'5\'", "pause": true}',
-                   user=second.user, password=second.password)
-    code, out = command("switchover", "galera-lab", "--to", "127.0.0.1:3312", "--user", operator_user.username,
-                        "--yes", "--lower-autoinc", "--json")
+    demo.admin_sql(
+        second.port,
+        'LAB FAIL_STATEMENTS {"text": "SET variable_value=\'5\'", "pause": true}',
+        user=second.user,
+        password=second.password,
+    )
+    code, out = command(
+        "switchover",
+        "galera-lab",
+        "--to",
+        "127.0.0.1:3312",
+        "--user",
+        operator_user.username,
+        "--yes",
+        "--lower-autoinc",
+        "--json",
+    )
     second.set_mode("normal")
     outcome = json.loads(out.splitlines()[-1])
     assert code == 4 and outcome["state"] == "finish_pending" and outcome["exit_code"] == 4, outcome
     assert "FINISH PENDING on proxysql-2" in outcome["error"] and "rollback" not in outcome["error"].lower()
     assert writer_port() == 3312
 
-    code, out = command("switchover", "galera-lab", "--to", "127.0.0.1:3311", "--user", operator_user.username,
-                        "--yes")  # refused while the finish is pending, and says which
+    code, out = command(
+        "switchover", "galera-lab", "--to", "127.0.0.1:3311", "--user", operator_user.username, "--yes"
+    )  # refused while the finish is pending, and says which
     assert code == 2 and "No finish is pending on this cluster" in out, out
 
 
 def test_plan_only_and_an_unanswered_prompt_change_nothing(adopted_lab, operator_user):
-    code, out = command("switchover", "galera-lab", "--to", "127.0.0.1:3312", "--user", operator_user.username,
-                        "--plan-only")
+    code, out = command(
+        "switchover", "galera-lab", "--to", "127.0.0.1:3312", "--user", operator_user.username, "--plan-only"
+    )
     assert code == 0 and "-- drain:" in out and "planned only" in out
     assert not Operation.objects.exists()  # a plan only is a read: no operation is left behind
-    code, out = command("switchover", "galera-lab", "--to", "127.0.0.1:3312", "--user", operator_user.username,
-                        "--plan-only", "--json")
+    code, out = command(
+        "switchover", "galera-lab", "--to", "127.0.0.1:3312", "--user", operator_user.username, "--plan-only", "--json"
+    )
     assert code == 0 and json.loads(out.splitlines()[0])["operation"] is None and not Operation.objects.exists()
-    code, out = command("switchover", "galera-lab", "--to", "127.0.0.1:3312", "--user", operator_user.username,
-                        stdin="no\n")
+    code, out = command(
+        "switchover", "galera-lab", "--to", "127.0.0.1:3312", "--user", operator_user.username, stdin="no\n"
+    )
     assert code == 2 and "not confirmed" in out
     assert writer_port() == 3311
     assert set(Operation.objects.values_list("state", flat=True)) == {"cancelled"}
@@ -169,8 +214,9 @@ def test_the_operation_commands_skip_djangos_system_checks_when_run_from_the_com
             out, err = io.StringIO(), io.StringIO()
             cmd = importlib.import_module(f"apps.operations.management.commands.{name}").Command(stdout=out, stderr=err)
             with pytest.raises(SystemExit) as exit_:
-                cmd.run_from_argv(["manage.py", name, "galera-lab", *args, "--user", operator_user.username,
-                                   "--plan-only"])
+                cmd.run_from_argv(
+                    ["manage.py", name, "galera-lab", *args, "--user", operator_user.username, "--plan-only"]
+                )
             assert exit_.value.code == 0, err.getvalue()
             assert "planned only" in out.getvalue() and "tests.E001" not in err.getvalue()
     finally:
@@ -178,15 +224,25 @@ def test_the_operation_commands_skip_djangos_system_checks_when_run_from_the_com
     assert writer_port() == 3311
 
 
-def test_failover_on_an_operators_word_refuses_a_live_writer_unless_an_admin_overrides(adopted_lab, operator_user,
-                                                                                    admin_user_role):
+def test_failover_on_an_operators_word_refuses_a_live_writer_unless_an_admin_overrides(
+    adopted_lab, operator_user, admin_user_role
+):
     cluster, (first, second) = adopted_lab
     code, out = command("failover", "galera-lab", "--to", "127.0.0.1:3312", "--user", operator_user.username, "--yes")
     assert code == 2, out
     assert "[FAIL, an admin may override] The current writer 127.0.0.1:3311 does not answer" in out
     assert "Only an admin can override them" in out and writer_port() == 3311
-    code, out = command("failover", "galera-lab", "--to", "127.0.0.1:3312", "--user", admin_user_role.username,
-                        "--yes", "--override-reason", "drill: the writer's host is being retired")
+    code, out = command(
+        "failover",
+        "galera-lab",
+        "--to",
+        "127.0.0.1:3312",
+        "--user",
+        admin_user_role.username,
+        "--yes",
+        "--override-reason",
+        "drill: the writer's host is being retired",
+    )
     assert code == 0, out
     for double in (first, second):
         assert runtime(double, 100) == [("127.0.0.1", 3312, "ONLINE")]
@@ -198,26 +254,34 @@ def test_repair_one_node_and_the_usage_errors(adopted_lab, operator_user, viewer
     cluster, (first, second) = adopted_lab
     code, out = command("repair", "galera-lab", "--node", "proxysql-2", "--user", operator_user.username, "--yes")
     assert code == 0 and "Repair proxysql-2 of galera-lab" in out, out
-    for args, message in [(("repair", "nope", "--user", operator_user.username), "no cluster named 'nope'"),
-                          (("repair", "galera-lab", "--node", "x", "--user", operator_user.username), "no ProxySQL node 'x'"),
-                          (("repair", "galera-lab", "--user", viewer_user.username), "is not a user with the operator role"),
-                          (("switchover", "galera-lab", "--to", "127.0.0.1:9", "--user", operator_user.username),
-                           "no backend 127.0.0.1:9 in cluster galera-lab"),
-                          (("switchover", "galera-lab", "--to", "3312", "--user", operator_user.username), "is not HOST:PORT")]:
+    for args, message in [
+        (("repair", "nope", "--user", operator_user.username), "no cluster named 'nope'"),
+        (("repair", "galera-lab", "--node", "x", "--user", operator_user.username), "no ProxySQL node 'x'"),
+        (("repair", "galera-lab", "--user", viewer_user.username), "is not a user with the operator role"),
+        (
+            ("switchover", "galera-lab", "--to", "127.0.0.1:9", "--user", operator_user.username),
+            "no backend 127.0.0.1:9 in cluster galera-lab",
+        ),
+        (("switchover", "galera-lab", "--to", "3312", "--user", operator_user.username), "is not HOST:PORT"),
+    ]:
         with pytest.raises(CommandError, match=message):
             call_command(*args, stdout=io.StringIO())
 
 
 # -- issue 23: the default switchover under pinned sessions -----------------------------------------------------
-def test_the_default_switchover_takes_the_autoinc_way_through_pinned_sessions_and_prints_why(adopted_lab, operator_user):
+def test_the_default_switchover_takes_the_autoinc_way_through_pinned_sessions_and_prints_why(
+    adopted_lab, operator_user
+):
     """The writer's sessions insert (pinned by auto_increment_delay_multiplex=5, ProxySQL 2.7's default): with no
     flag the command lowers it for the drain, prints why, and ends done, nothing cut."""
     cluster, doubles = adopted_lab
     extended_processlist(doubles)
     code, out = command("switchover", "galera-lab", "--to", "127.0.0.1:3312", "--user", operator_user.username, "--yes")
     assert code == 0, out
-    assert ("INFO: The auto-increment way: 8 session(s) pinned by mysql-auto_increment_delay_multiplex: lowering it "
-            "to 0 for the drain, restored after.") in out
+    assert (
+        "INFO: The auto-increment way: 8 session(s) pinned by mysql-auto_increment_delay_multiplex: lowering it "
+        "to 0 for the drain, restored after."
+    ) in out
     assert "-- autoinc_off: Lower mysql-auto_increment_delay_multiplex to 0" in out and "-- autoinc_restore:" in out
     op = Operation.objects.get()
     assert op.state == "done" and op.plan["options"]["lower_autoinc"] is True
@@ -243,11 +307,22 @@ def test_a_user_variable_pin_refuses_the_default_switchover_and_says_which_sessi
     for double in doubles:
         assert runtime(double, 100) == [("127.0.0.1", 3311, "ONLINE")]
 
-    code, out = command("switchover", "galera-lab", "--to", "127.0.0.1:3312", "--user", operator_user.username,
-                        "--on-timeout", "offline_hard", "--plan-only")  # a way chosen: it may run, and says what
+    code, out = command(
+        "switchover",
+        "galera-lab",
+        "--to",
+        "127.0.0.1:3312",
+        "--user",
+        operator_user.username,
+        "--on-timeout",
+        "offline_hard",
+        "--plan-only",
+    )  # a way chosen: it may run, and says what
     assert code == 0, out
-    assert ("ERROR: If the drain times out, OFFLINE_HARD will cut the sessions still on the old writer 127.0.0.1:3311: "
-            "8 now.") in out
+    assert (
+        "ERROR: If the drain times out, OFFLINE_HARD will cut the sessions still on the old writer 127.0.0.1:3311: "
+        "8 now."
+    ) in out
 
 
 def test_the_command_prints_every_note_the_plan_page_shows(adopted_lab, operator_user, operator_client):
@@ -259,33 +334,61 @@ def test_the_command_prints_every_note_the_plan_page_shows(adopted_lab, operator
 
     cluster, doubles = adopted_lab  # the extended processlist is off: the cause is inferred
     for form_choice, flags in (("off", ["--no-lower-autoinc"]), ("auto", []), ("on", ["--on-timeout", "offline_hard"])):
-        operator_client.post(reverse("operations:switchover", args=[cluster.pk]), {
-            "new_writer": Server.objects.get(port=3312).pk, "drain_timeout_ms": cluster.drain_timeout_ms,
-            "on_timeout": "offline_hard" if "offline_hard" in flags else "rollback", "lower_autoinc": form_choice,
-            "old_writer_to": "reader"})
+        operator_client.post(
+            reverse("operations:switchover", args=[cluster.pk]),
+            {
+                "new_writer": Server.objects.get(port=3312).pk,
+                "drain_timeout_ms": cluster.drain_timeout_ms,
+                "on_timeout": "offline_hard" if "offline_hard" in flags else "rollback",
+                "lower_autoinc": form_choice,
+                "old_writer_to": "reader",
+            },
+        )
         op = Operation.objects.latest("pk")
         page = operator_client.get(op.get_absolute_url()).content.decode()
         notes = [(level, html.unescape(text)) for level, text in re.findall(r'data-note="(\w+)">(.*?)</p>', page, re.S)]
         assert len(notes) >= 2, page
-        code, out = command("switchover", "galera-lab", "--to", "127.0.0.1:3312", "--user", operator_user.username,
-                            "--plan-only", *(["--lower-autoinc"] if form_choice == "on" else []), *flags)
+        code, out = command(
+            "switchover",
+            "galera-lab",
+            "--to",
+            "127.0.0.1:3312",
+            "--user",
+            operator_user.username,
+            "--plan-only",
+            *(["--lower-autoinc"] if form_choice == "on" else []),
+            *flags,
+        )
         assert code == 0, out
         for level, text in notes:
             assert f"{level.upper()}: {text}" in out, (text, out)
-    assert "this drain may not finish" in Operation.objects.order_by("pk").first().plan["facts"]["autoinc_way"]["reason"]
+    assert (
+        "this drain may not finish" in Operation.objects.order_by("pk").first().plan["facts"]["autoinc_way"]["reason"]
+    )
 
 
 def test_the_drain_command_prints_its_notes_too(adopted_lab, operator_user):
     cluster, doubles = adopted_lab
     for double in doubles:  # readers holding their connection: user variables pin regardless
         double.traffic.set_sessions(hostgroup=101, count=6, kind="read", pinned_reason="user_variable")
-    code, out = command("drain", "galera-lab", "--server", "127.0.0.1:3312", "--user", operator_user.username,
-                        "--on-timeout", "offline_hard", "--plan-only")
+    code, out = command(
+        "drain",
+        "galera-lab",
+        "--server",
+        "127.0.0.1:3312",
+        "--user",
+        operator_user.username,
+        "--on-timeout",
+        "offline_hard",
+        "--plan-only",
+    )
     assert code == 0, out
     [held] = [line for line in out.splitlines() if line.startswith("  INFO: ") and " connection(s) in use on " in line]
     pinned = int(held.split()[1])
     assert pinned > 0 and held.startswith(f"  INFO: {pinned} connection(s) in use on 127.0.0.1:3312 when planned (")
     # A reader's drain names the reader, not a switchover's "old writer" (issue 36 item 12).
-    assert (f"  ERROR: If the drain times out, OFFLINE_HARD will cut the sessions still on 127.0.0.1:3312: {pinned} now."
-            in out) and "old writer" not in out
+    assert (
+        f"  ERROR: If the drain times out, OFFLINE_HARD will cut the sessions still on 127.0.0.1:3312: {pinned} now."
+        in out
+    ) and "old writer" not in out
     assert not Operation.objects.exists()

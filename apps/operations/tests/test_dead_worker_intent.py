@@ -3,6 +3,7 @@ configuration version naming a writer no node used (every node wrote to the new 
 reaper now finishes such an operation from its stored plan: it reads the nodes again through the plan's checks, then
 records. The worker's death is reproduced as it leaves things: every step before the record step run on the nodes,
 the record step running, the heartbeat stale."""
+
 from datetime import timedelta
 
 import pytest
@@ -35,8 +36,9 @@ def die_in(op, doubles, key):
         for spec in step["nodes"].values():
             double = by_name[spec["name"]]
             demo.admin_sql(double.port, *spec["sql"], user=double.user, password=double.password)
-    Operation.objects.filter(pk=op.pk).update(state=OperationState.RUNNING, point_of_no_return=True,
-                                              heartbeat_at=timezone.now() - timedelta(minutes=1))
+    Operation.objects.filter(pk=op.pk).update(
+        state=OperationState.RUNNING, point_of_no_return=True, heartbeat_at=timezone.now() - timedelta(minutes=1)
+    )
     op.steps.filter(index__lt=at).update(state=StepState.DONE)
     op.steps.filter(index=at).update(state=StepState.RUNNING)
 
@@ -45,10 +47,11 @@ def node_writers(double):
     return runtime(double, 100)
 
 
-def test_a_worker_killed_in_a_switchovers_record_step_is_finished_by_the_reaper(adopted_lab, operator_user,
-                                                                               live_redis):
+def test_a_worker_killed_in_a_switchovers_record_step_is_finished_by_the_reaper(adopted_lab, operator_user, live_redis):
     cluster, doubles = adopted_lab
-    op = confirmed(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
+    op = confirmed(
+        switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user
+    )
     die_in(op, doubles, "inventory")
     assert all(node_writers(d) == [("127.0.0.1", 3312, "ONLINE")] for d in doubles)
     assert C.writers(configuration.latest(cluster).content) == [("127.0.0.1", 3311)]  # the issue's state
@@ -63,8 +66,9 @@ def test_a_worker_killed_in_a_switchovers_record_step_is_finished_by_the_reaper(
     done = AuditEvent.objects.get(action="switchover done", details__operation=op.pk)
     assert done.details["finished_by"] == "the reaper, after its worker stopped"
     # A second reaper pass (or a worker killed after the record committed) records nothing twice.
-    Operation.objects.filter(pk=op.pk).update(state=OperationState.RUNNING,
-                                              heartbeat_at=timezone.now() - timedelta(minutes=1))
+    Operation.objects.filter(pk=op.pk).update(
+        state=OperationState.RUNNING, heartbeat_at=timezone.now() - timedelta(minutes=1)
+    )
     assert executor.reap_stale() == [op.pk]
     assert configuration.latest(cluster).number == latest.number
 
@@ -72,13 +76,20 @@ def test_a_worker_killed_in_a_switchovers_record_step_is_finished_by_the_reaper(
 def test_a_reaper_does_not_record_what_the_nodes_do_not_hold(adopted_lab, operator_user, live_redis):
     """The plan's checks are read again first: nodes put back by hand meanwhile are not recorded as switched."""
     cluster, doubles = adopted_lab
-    op = confirmed(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
+    op = confirmed(
+        switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user
+    )
     die_in(op, doubles, "inventory")
     for double in doubles:  # someone moved the writer back by hand after the worker died
-        demo.admin_sql(double.port, "UPDATE mysql_servers SET status='ONLINE' WHERE hostgroup_id=100",
-                       "DELETE FROM mysql_servers WHERE hostgroup_id=100 AND port=3312",
-                       "REPLACE INTO mysql_servers (hostgroup_id,hostname,port) VALUES (100,'127.0.0.1',3311)",
-                       "LOAD MYSQL SERVERS TO RUNTIME", user=double.user, password=double.password)
+        demo.admin_sql(
+            double.port,
+            "UPDATE mysql_servers SET status='ONLINE' WHERE hostgroup_id=100",
+            "DELETE FROM mysql_servers WHERE hostgroup_id=100 AND port=3312",
+            "REPLACE INTO mysql_servers (hostgroup_id,hostname,port) VALUES (100,'127.0.0.1',3311)",
+            "LOAD MYSQL SERVERS TO RUNTIME",
+            user=double.user,
+            password=double.password,
+        )
     assert executor.reap_stale() == [op.pk]
     op.refresh_from_db()
     assert op.state == OperationState.FAILED and "finishing it failed" in op.error, op.error
@@ -93,8 +104,11 @@ def weight_change(cluster, user):
     v1 = configuration.latest(cluster)
     row = next(r for r in v1.content["mysql_servers"] if (r["hostgroup_id"], r["port"]) == (101, 3313))
     cs = configuration.start_change_set(cluster, actor=Actor.command(user), reason="lighter reader")
-    configuration.add_edit(cs, {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313],
-                                "row": {**row, "weight": 5}}, actor=Actor.command(user))
+    configuration.add_edit(
+        cs,
+        {"op": "upsert", "table": "mysql_servers", "key": [101, "127.0.0.1", 3313], "row": {**row, "weight": 5}},
+        actor=Actor.command(user),
+    )
     plan, collector = plan_change_set(cs)
     collector.save()
     op = confirmed(plan, user)
@@ -121,16 +135,16 @@ def test_a_change_set_finished_by_the_reaper_with_a_node_that_does_not_answer(ad
     assert Operation.objects.get(pk=op.pk).state == OperationState.DONE
 
 
-def test_a_worker_killed_in_a_change_sets_record_step_is_finished_by_the_reaper(adopted_lab, operator_user,
-                                                                               live_redis):
+def test_a_worker_killed_in_a_change_sets_record_step_is_finished_by_the_reaper(adopted_lab, operator_user, live_redis):
     from apps.configuration.models import ChangeSet
 
     cluster, doubles = adopted_lab
     op, cs, v1 = weight_change(cluster, operator_user)
     die_in(op, doubles, "record")
     weights = "SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id=101 AND port=3313"
-    assert [demo.admin_sql(d.port, weights, user=d.user, password=d.password) for d in doubles] == [(("5",),)] * 2, \
-        [s["nodes"] for s in op.plan["steps"]]
+    assert [demo.admin_sql(d.port, weights, user=d.user, password=d.password) for d in doubles] == [(("5",),)] * 2, [
+        s["nodes"] for s in op.plan["steps"]
+    ]
     assert configuration.latest(cluster).number == v1.number
 
     assert executor.reap_stale() == [op.pk]
@@ -138,8 +152,9 @@ def test_a_worker_killed_in_a_change_sets_record_step_is_finished_by_the_reaper(
     assert op.state == OperationState.DONE, op.error
     latest = configuration.latest(cluster)
     assert latest.number == v1.number + 1
-    assert next(r["weight"] for r in latest.content["mysql_servers"]
-                if (r["hostgroup_id"], r["port"]) == (101, 3313)) == 5
+    assert (
+        next(r["weight"] for r in latest.content["mysql_servers"] if (r["hostgroup_id"], r["port"]) == (101, 3313)) == 5
+    )
     assert ChangeSet.objects.get(pk=cs.pk).state == ChangeSet.State.APPLIED
 
 
@@ -158,8 +173,9 @@ def test_a_worker_killed_in_a_repairs_last_step_is_finished_by_the_reaper(adopte
     assert all(node_writers(d) == [("127.0.0.1", 3311, "ONLINE")] for d in (first, second))
 
 
-def test_the_database_failing_in_the_record_step_leaves_the_operation_to_the_reaper(adopted_lab, operator_user,
-                                                                                    live_redis, audit_outage):
+def test_the_database_failing_in_the_record_step_leaves_the_operation_to_the_reaper(
+    adopted_lab, operator_user, live_redis, audit_outage
+):
     """The console's database lost while a switchover records its new writer (past its save): the run does not end
     it failed with the record missing; the reaper finishes it once the database answers."""
     from apps.audit.tests.faults import answer
@@ -167,7 +183,9 @@ def test_the_database_failing_in_the_record_step_leaves_the_operation_to_the_rea
     cluster, doubles = adopted_lab
     for double in doubles:
         double.traffic.clear_sessions()
-    op = confirmed(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
+    op = confirmed(
+        switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user
+    )
     audit_outage("configuration version recorded")
     executor.run(op.pk)
     op.refresh_from_db()
@@ -183,15 +201,19 @@ def test_the_database_failing_in_the_record_step_leaves_the_operation_to_the_rea
 
 @pytest.mark.django_db(transaction=True)
 def test_beats_reaper_finishes_a_switchover_whose_worker_died_in_its_record_step(
-        adopted_lab, operator_user, redis_server, live_redis, celery_broker, celery_factory):
+    adopted_lab, operator_user, redis_server, live_redis, celery_broker, celery_factory
+):
     """The same, through Celery as in production: beat's reaper task (every 5 s) finds the stale heartbeat."""
     cluster, doubles = adopted_lab
-    op = confirmed(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
+    op = confirmed(
+        switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user
+    )
     die_in(op, doubles, "inventory")
     celery_factory("worker", redis_server, OPERATIONS_STALE_AFTER_S=3)
     celery_factory("beat", redis_server, MONITOR_SHARDS=1)
-    assert wait_for(lambda: Operation.objects.get(pk=op.pk).state == OperationState.DONE, 40), \
-        Operation.objects.get(pk=op.pk).error
+    assert wait_for(lambda: Operation.objects.get(pk=op.pk).state == OperationState.DONE, 40), Operation.objects.get(
+        pk=op.pk
+    ).error
     assert C.writers(configuration.latest(cluster).content) == [("127.0.0.1", 3312)]
     assert all(node_writers(d) == [("127.0.0.1", 3312, "ONLINE")] for d in doubles)
 
@@ -201,8 +223,9 @@ def test_a_worker_killed_in_a_drains_record_step_is_finished_by_the_reaper(adopt
 
     cluster, doubles = adopted_lab
     server = Server.objects.get(port=3313)
-    op = confirmed(drain.plan_drain(server, drain_timeout_ms=2000, on_timeout="rollback", note="disk swap"),
-                   operator_user)
+    op = confirmed(
+        drain.plan_drain(server, drain_timeout_ms=2000, on_timeout="rollback", note="disk swap"), operator_user
+    )
     die_in(op, doubles, "inventory")
     assert executor.reap_stale() == [op.pk]
     op.refresh_from_db()

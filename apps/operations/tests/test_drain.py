@@ -1,4 +1,5 @@
 """Maintenance drain and restore of a backend across both ProxySQL doubles."""
+
 import pytest
 
 from apps.audit.actor import Actor
@@ -90,10 +91,15 @@ def test_a_stopped_replica_is_not_restored(async_lab, operator_user):
     query(lab, 3, "STOP SLAVE")
     try:
         plan = drain.plan_restore(replica)
-        assert [(g.key, g.value) for g in plan.failed_guards] == [("server_replication_running", "IO No, SQL No"),
-                                                                   ("server_lag", "None")]
+        assert [(g.key, g.value) for g in plan.failed_guards] == [
+            ("server_replication_running", "IO No, SQL No"),
+            ("server_lag", "None"),
+        ]
         assert [g.key for g in plan.guards if g.key.startswith("server_")] == [
-            "server_replicates_old", "server_replication_running", "server_lag"]
+            "server_replicates_old",
+            "server_replication_running",
+            "server_lag",
+        ]
     finally:
         query(lab, 3, "START SLAVE")
     lab.wait_caught_up(3)
@@ -108,9 +114,13 @@ def test_a_drains_guards_are_said_positively(adopted_lab):
     plan = drain.plan_drain(Server.objects.get(port=3313))
     guards = {g.key: g for g in plan.guards}
     assert (guards["not_the_writer"].label, guards["not_the_writer"].value, guards["not_the_writer"].passed) == (
-        "Another writer stays for the cluster (if the server is its only writer: a switchover first)", "yes: not a writer",
-        True)
+        "Another writer stays for the cluster (if the server is its only writer: a switchover first)",
+        "yes: not a writer",
+        True,
+    )
     assert (guards["not_in_maintenance"].label, guards["not_in_maintenance"].value) == (
-        "The server is in service (a drained one is restored, not drained again)", "yes")
+        "The server is in service (a drained one is restored, not drained again)",
+        "yes",
+    )
     only = {g.key: g for g in drain.plan_drain(Server.objects.get(port=3311)).guards}["not_the_writer"]
     assert not only.passed and only.value == "no: it is the only writer"

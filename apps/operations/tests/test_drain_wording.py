@@ -1,4 +1,5 @@
 """The reader drain's form speaks of the backend drained, not of "the old writer" (the switchover's words)."""
+
 import pytest
 from django.urls import reverse
 

@@ -1,4 +1,5 @@
 """Faults that must end in a consistent state on every ProxySQL node, with real Celery workers."""
+
 import json
 import os
 import shutil
@@ -36,12 +37,15 @@ def confirm(cluster, user, **options):
     return op
 
 
-def test_worker_killed_mid_drain_is_rolled_back_by_the_reaper(adopted_lab, operator_user, redis_server, live_redis,
-                                                               celery_broker, celery_factory):
+def test_worker_killed_mid_drain_is_rolled_back_by_the_reaper(
+    adopted_lab, operator_user, redis_server, live_redis, celery_broker, celery_factory
+):
     cluster, (first, second) = adopted_lab
     worker = celery_factory("worker", redis_server)
     op = confirm(cluster, operator_user, drain_timeout_ms=60_000, lower_autoinc=False)  # pinned: drains forever
-    assert wait_for(lambda: Operation.objects.get(pk=op.pk).steps.filter(key="wait_drain", state="running").exists(), 20)
+    assert wait_for(
+        lambda: Operation.objects.get(pk=op.pk).steps.filter(key="wait_drain", state="running").exists(), 20
+    )
     assert runtime(first, 100) == [("127.0.0.1", 3311, "OFFLINE_SOFT")]
     os.killpg(worker.pid, signal.SIGKILL)  # the worker dies with the writer hostgroup drained
     worker.wait()
@@ -56,8 +60,9 @@ def test_worker_killed_mid_drain_is_rolled_back_by_the_reaper(adopted_lab, opera
 
 
 @pytest.mark.parametrize("stop", ["terminate", "kill"])  # SIGTERM, and SIGKILL as in issue 39
-def test_redis_restarted_mid_operation_changes_nothing(adopted_lab, operator_user, celery_factory, celery_broker,
-                                                      settings, stop):
+def test_redis_restarted_mid_operation_changes_nothing(
+    adopted_lab, operator_user, celery_factory, celery_broker, settings, stop
+):
     cluster, (first, second) = adopted_lab
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -72,7 +77,9 @@ def test_redis_restarted_mid_operation_changes_nothing(adopted_lab, operator_use
         time.sleep(0.3)
         celery_factory("worker", url)
         op = confirm(cluster, operator_user, drain_timeout_ms=20_000, lower_autoinc=False)  # pinned: the drain waits
-        assert wait_for(lambda: Operation.objects.get(pk=op.pk).steps.filter(key="wait_drain", state="running").exists(), 20)
+        assert wait_for(
+            lambda: Operation.objects.get(pk=op.pk).steps.filter(key="wait_drain", state="running").exists(), 20
+        )
         getattr(redis, stop)()
         redis.wait()
         redis = subprocess.Popen(args, stdout=subprocess.DEVNULL)
@@ -87,12 +94,15 @@ def test_redis_restarted_mid_operation_changes_nothing(adopted_lab, operator_use
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def test_new_writer_killed_mid_switchover_rolls_back(adopted_lab, operator_user, redis_server, live_redis,
-                                                     celery_broker, celery_factory, galera_healthy):
+def test_new_writer_killed_mid_switchover_rolls_back(
+    adopted_lab, operator_user, redis_server, live_redis, celery_broker, celery_factory, galera_healthy
+):
     cluster, (first, second) = adopted_lab
     celery_factory("worker", redis_server)
     op = confirm(cluster, operator_user, drain_timeout_ms=20_000, lower_autoinc=False)  # pinned: the drain waits
-    assert wait_for(lambda: Operation.objects.get(pk=op.pk).steps.filter(key="wait_drain", state="running").exists(), 20)
+    assert wait_for(
+        lambda: Operation.objects.get(pk=op.pk).steps.filter(key="wait_drain", state="running").exists(), 20
+    )
     galera_healthy.kill(2)  # the target dies while the old writer drains
     for double in (first, second):
         double.traffic.clear_sessions(hostgroup=100)
@@ -110,9 +120,13 @@ AUTOINC = "mysql-auto_increment_delay_multiplex"
 def pin_writers(double):
     """Writer sessions pinned by user variables: lowering the auto-increment delay does not free them, so
     the drain waits (probing every node) until something else happens."""
-    demo.admin_sql(double.port, "LAB SET_SESSIONS " + json.dumps({"hostgroup": 100, "count": 4, "kind": "write",
-                                                                  "pinned_reason": "user_variable"}),
-                   user=double.user, password=double.password)
+    demo.admin_sql(
+        double.port,
+        "LAB SET_SESSIONS "
+        + json.dumps({"hostgroup": 100, "count": 4, "kind": "write", "pinned_reason": "user_variable"}),
+        user=double.user,
+        password=double.password,
+    )
 
 
 def draining(op):
@@ -124,9 +138,13 @@ def process_double():
     """A ProxySQL double in its own process (python -m lab.proxysql_double), so that SIGSTOP pauses it
     as it would a ProxySQL: its sockets stay open, nothing answers."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "lab.proxysql_double", "--port", str(port), "--user", "admin",
-                             "--password", "admin"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lab.proxysql_double", "--port", str(port), "--user", "admin", "--password", "admin"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         for line in proc.stdout:
             if "endpoint(s) ready" in line:
@@ -171,8 +189,12 @@ def pause_mid_switchover_and_resume(cluster, doubles, user, redis_server, celery
     assert runtime(first, 100) == [("127.0.0.1", 3311, "ONLINE")] and variable(first, AUTOINC) == "5"
     row = PendingRollback.objects.get(operation=op)
     assert row.node.name == "proxysql-2" and [s["sql"] for s in row.statements][-2:] == [
-        f"UPDATE global_variables SET variable_value='5' WHERE variable_name='{AUTOINC}'", "LOAD MYSQL VARIABLES TO RUNTIME"]
-    assert any(s["sql"].startswith("REPLACE INTO mysql_servers") and "3311,0,'ONLINE'" in s["sql"] for s in row.statements)
+        f"UPDATE global_variables SET variable_value='5' WHERE variable_name='{AUTOINC}'",
+        "LOAD MYSQL VARIABLES TO RUNTIME",
+    ]
+    assert any(
+        s["sql"].startswith("REPLACE INTO mysql_servers") and "3311,0,'ONLINE'" in s["sql"] for s in row.statements
+    )
     assert wait_for(lambda: AuditEvent.objects.filter(action="rollback retry", outcome="failure").exists(), 15)
     resume()
     assert wait_for(lambda: state(op) == "rolled_back", 40), [t for t in PendingRollback.objects.get(pk=row.pk).tries]
@@ -184,23 +206,40 @@ def pause_mid_switchover_and_resume(cluster, doubles, user, redis_server, celery
 
 
 def test_a_node_paused_by_sigstop_mid_switchover_is_rolled_back_when_it_resumes(
-        mixed_lab, operator_user, redis_server, live_redis, celery_broker, celery_factory):
+    mixed_lab, operator_user, redis_server, live_redis, celery_broker, celery_factory
+):
     cluster, doubles = mixed_lab
     pid = doubles[1].pid
-    pause_mid_switchover_and_resume(cluster, doubles, operator_user, redis_server, celery_factory,
-                                    pause=lambda: os.kill(pid, signal.SIGSTOP), resume=lambda: os.kill(pid, signal.SIGCONT))
+    pause_mid_switchover_and_resume(
+        cluster,
+        doubles,
+        operator_user,
+        redis_server,
+        celery_factory,
+        pause=lambda: os.kill(pid, signal.SIGSTOP),
+        resume=lambda: os.kill(pid, signal.SIGCONT),
+    )
 
 
 def test_a_node_hung_mid_switchover_is_rolled_back_when_it_answers_again(
-        adopted_lab, operator_user, redis_server, live_redis, celery_broker, celery_factory):
+    adopted_lab, operator_user, redis_server, live_redis, celery_broker, celery_factory
+):
     cluster, doubles = adopted_lab
     second = doubles[1]
-    pause_mid_switchover_and_resume(cluster, doubles, operator_user, redis_server, celery_factory,
-                                    pause=lambda: second.set_mode("hang"), resume=lambda: second.set_mode("normal"))
+    pause_mid_switchover_and_resume(
+        cluster,
+        doubles,
+        operator_user,
+        redis_server,
+        celery_factory,
+        pause=lambda: second.set_mode("hang"),
+        resume=lambda: second.set_mode("normal"),
+    )
 
 
 def test_a_switchover_whose_worker_starts_after_the_validity_window_expires(
-        adopted_lab, operator_user, redis_server, live_redis, celery_broker, celery_factory):
+    adopted_lab, operator_user, redis_server, live_redis, celery_broker, celery_factory
+):
     cluster, (first, second) = adopted_lab
     Cluster.objects.filter(pk=cluster.pk).update(plan_validity_s=2)
     op = confirm(Cluster.objects.get(pk=cluster.pk), operator_user, lower_autoinc=True)  # queued, no worker yet
@@ -214,7 +253,8 @@ def test_a_switchover_whose_worker_starts_after_the_validity_window_expires(
 
 
 def test_a_switchover_whose_target_died_before_its_worker_started_is_refused(
-        adopted_lab, operator_user, redis_server, live_redis, celery_broker, celery_factory, galera_healthy):
+    adopted_lab, operator_user, redis_server, live_redis, celery_broker, celery_factory, galera_healthy
+):
     cluster, (first, second) = adopted_lab
     Cluster.objects.filter(pk=cluster.pk).update(plan_validity_s=120)  # this test is about the guards, not the clock
     op = confirm(Cluster.objects.get(pk=cluster.pk), operator_user, lower_autoinc=True)

@@ -1,5 +1,6 @@
 """Hostile input against the operation forms, and hostile text that does travel to ProxySQL (comments
 read from a node and written back by a switchover) arriving there as escaped values, intact."""
+
 import pytest
 from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
@@ -12,18 +13,28 @@ from apps.operations import executor, services, switchover
 from apps.operations.models import Operation
 
 pytestmark = pytest.mark.django_db
-FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                        HealthCheck.too_slow])
+FAST = settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
 
 @FAST
-@given(target=hostile_number, timeout=hostile_number, on_timeout=hostile_text, autoinc=hostile_text, old_to=hostile_text)
+@given(
+    target=hostile_number, timeout=hostile_number, on_timeout=hostile_text, autoinc=hostile_text, old_to=hostile_text
+)
 def test_switchover_form(operator_client, adopted_lab, target, timeout, on_timeout, autoinc, old_to):
     cluster, _ = adopted_lab
     before = Operation.objects.count()
-    response = operator_client.post(reverse("operations:switchover", args=[cluster.pk]), {
-        "new_writer": target, "drain_timeout_ms": timeout, "on_timeout": on_timeout, "lower_autoinc": autoinc,
-        "old_writer_to": old_to})
+    response = operator_client.post(
+        reverse("operations:switchover", args=[cluster.pk]),
+        {
+            "new_writer": target,
+            "drain_timeout_ms": timeout,
+            "on_timeout": on_timeout,
+            "lower_autoinc": autoinc,
+            "old_writer_to": old_to,
+        },
+    )
     assert response.status_code in (302, 400)
     assert Operation.objects.count() == before + (response.status_code == 302)
 
@@ -32,8 +43,10 @@ def test_switchover_form(operator_client, adopted_lab, target, timeout, on_timeo
 @given(note=hostile_text, timeout=hostile_number)
 def test_drain_form(operator_client, adopted_lab, note, timeout):
     server = Server.objects.get(port=3313)
-    response = operator_client.post(reverse("operations:drain", args=[server.pk]),
-                                    {"drain_timeout_ms": timeout, "on_timeout": "rollback", "note": note})
+    response = operator_client.post(
+        reverse("operations:drain", args=[server.pk]),
+        {"drain_timeout_ms": timeout, "on_timeout": "rollback", "note": note},
+    )
     assert response.status_code in (302, 400)
     if response.status_code == 302:
         op = Operation.objects.latest("id")
@@ -48,8 +61,11 @@ COMMENT = "it's \"q\"; DROP TABLE mysql_servers; -- \\' é中 <script>"
 def test_comments_written_back_to_proxysql_arrive_escaped_and_intact(adopted_lab, operator_user):
     cluster, (first, second) = adopted_lab
     for double in (first, second):
-        admin_sql(double, "UPDATE mysql_servers SET comment='" + COMMENT.replace("'", "''") + "' WHERE hostgroup_id=100",
-                  "LOAD MYSQL SERVERS TO RUNTIME")
+        admin_sql(
+            double,
+            "UPDATE mysql_servers SET comment='" + COMMENT.replace("'", "''") + "' WHERE hostgroup_id=100",
+            "LOAD MYSQL SERVERS TO RUNTIME",
+        )
         double.clear_statements()
     plan = switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True)
     op = services.save_plan(plan, actor=Actor.command(operator_user))

@@ -1,6 +1,7 @@
 """Issue 21 §4: the configuration version is the only record of intent. An operation's change is recorded as the
 cluster's next version (source "operation", naming the operation) and the inventory follows it in the same
 transaction as the version and its audit row: no version without inventory, no inventory without version."""
+
 import pytest
 
 from apps.audit.actor import Actor
@@ -16,8 +17,9 @@ pytestmark = pytest.mark.django_db
 
 
 def run_switchover(cluster, user, to_port=3312):
-    plan = switchover.plan_switchover(cluster, Server.objects.get(port=to_port), lower_autoinc=True,
-                                      drain_timeout_ms=2000)
+    plan = switchover.plan_switchover(
+        cluster, Server.objects.get(port=to_port), lower_autoinc=True, drain_timeout_ms=2000
+    )
     op = services.save_plan(plan, actor=Actor.command(user))
     services.confirm(op, actor=Actor.command(user), enqueue=False)
     executor.run(op.pk)

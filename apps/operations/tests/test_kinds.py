@@ -1,5 +1,6 @@
 """Operation kinds are registered by their apps, not switched on: every kind there is has one spec (registry.py)
 with its planners, and the re-check at start refuses plainly a kind nobody registered."""
+
 import pytest
 
 from apps.alerts.catalogue import BY_KEY
@@ -24,7 +25,10 @@ def test_each_spec_names_real_alert_rules_and_a_sync_policy_with_its_reason():
         assert set(spec.holds.values()) <= {CLUSTER, INVOLVED}, spec.kind
         assert spec.cluster_sync in (HOLD, PROPAGATE), spec.kind
     assert {k for k, s in KINDS.items() if s.cluster_sync == PROPAGATE} == {
-        OperationKind.CONFIG, OperationKind.DRAIN, OperationKind.RESTORE}
+        OperationKind.CONFIG,
+        OperationKind.DRAIN,
+        OperationKind.RESTORE,
+    }
     assert all(s.why_held for k, s in KINDS.items() if s.cluster_sync == HOLD and k != CHANNEL_MOVE)
 
 

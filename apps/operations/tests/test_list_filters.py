@@ -1,4 +1,5 @@
 """The operations list filtered by cluster, kind and state, the filter kept across pages; a title links too."""
+
 import pytest
 from django.urls import reverse
 
@@ -11,9 +12,11 @@ pytestmark = pytest.mark.django_db
 def test_operations_filter_by_cluster_kind_and_state(viewer_client):
     alpha = Cluster.objects.create(name="alpha", writer_hostgroup=10, reader_hostgroup=20)
     beta = Cluster.objects.create(name="beta", writer_hostgroup=10, reader_hostgroup=20)
-    for cluster, kind, state, title in ((alpha, "drain", "done", "Drain alpha-db-1"),
-                                        (alpha, "switchover", "failed", "Switchover alpha to db-2"),
-                                        (beta, "drain", "done", "Drain beta-db-3")):
+    for cluster, kind, state, title in (
+        (alpha, "drain", "done", "Drain alpha-db-1"),
+        (alpha, "switchover", "failed", "Switchover alpha to db-2"),
+        (beta, "drain", "done", "Drain beta-db-3"),
+    ):
         Operation.objects.create(cluster=cluster, kind=kind, state=state, title=title, actor="otto", plan={})
     url = reverse("operations:list")
 

@@ -4,6 +4,7 @@ oltp_read_write runs through both nodes (0 client errors: every error fatal, non
 rule with its other columns NULL and a weight); afterwards no consumer of the drift engine (engine, watcher, drift and
 restart_drift alerts, overview, unloaded edits, repair) reads Monitor's placement as anything. Figures printed for
 docs/benchmarks.md. The same on a natively managed Galera pair."""
+
 import time
 
 import pytest
@@ -26,14 +27,23 @@ SYSBENCH_S = 30
 class StrictSysbench(Sysbench):
     """The benchmark's sysbench (4 tables of 10,000 rows: no deadlock between its own threads in 30 s), every error
     fatal and printed with its code (by default sysbench retries deadlocks silently, counted as "ignored errors")."""
+
     COMMON = [*Sysbench.COMMON, "--mysql-ignore-errors=none"]
 
 
 def query_rule(writer_hostgroup):
     # as typed by hand: every column not given stays NULL
-    return {"op": "upsert", "table": "mysql_query_rules",
-            "row": {"rule_id": 70, "active": 1, "match_digest": "^SELECT .* FOR UPDATE", "apply": 1,
-                    "destination_hostgroup": writer_hostgroup}}
+    return {
+        "op": "upsert",
+        "table": "mysql_query_rules",
+        "row": {
+            "rule_id": 70,
+            "active": 1,
+            "match_digest": "^SELECT .* FOR UPDATE",
+            "apply": 1,
+            "destination_hostgroup": writer_hostgroup,
+        },
+    }
 
 
 def under_sysbench(nodes, action, label):
@@ -47,9 +57,11 @@ def under_sysbench(nodes, action, label):
     under_load = time.monotonic() - started < SYSBENCH_S
     results = bench.results()
     errors = [(r["ignored_errors"], r["reconnects"], r["exit"], r["fatal"]) for r in results]
-    print(f"\n{label}: {sum(r['transactions'] or 0 for r in results):.0f} sysbench transactions, max "
-          f"{max(r['max_ms'] or 0 for r in results)} ms; client errors (ignored, reconnects, exit, fatal) per node "
-          f"{errors}")
+    print(
+        f"\n{label}: {sum(r['transactions'] or 0 for r in results):.0f} sysbench transactions, max "
+        f"{max(r['max_ms'] or 0 for r in results)} ms; client errors (ignored, reconnects, exit, fatal) per node "
+        f"{errors}"
+    )
     assert under_load, f"{label} ended after sysbench"
     assert errors == [(0, 0, 0, [])] * 2, [r["text"][-2000:] for r in results]
     assert all(r["transactions"] and r["transactions"] > 100 for r in results), results
@@ -62,38 +74,49 @@ def switchover(cluster, new_writer, user, held_steps):
     op = run_plan(plan, user)
     assert op.state == "done", op.error
     steps = {r.key: r.duration_ms for r in op.steps.order_by("index")}
-    figures = {"writes held ms": round(sum(steps[k] for k in held_steps)), "switchover ms": round(sum(steps.values())),
-               "steps": steps}
+    figures = {
+        "writes held ms": round(sum(steps[k] for k in held_steps)),
+        "switchover ms": round(sum(steps.values())),
+        "steps": steps,
+    }
     print(f"\nswitchover to {new_writer}: {figures}")
     return figures
 
 
 def rule_and_weight(cluster, user, writer_hostgroup, weight):
-    op = galera.apply_edits(cluster, user, "a rule and a weight", [query_rule(writer_hostgroup),
-                                                                  galera.weight_edit(cluster, *weight)])
+    op = galera.apply_edits(
+        cluster, user, "a rule and a weight", [query_rule(writer_hostgroup), galera.weight_edit(cluster, *weight)]
+    )
     print(f"\nchange set: {round(sum(r.duration_ms for r in op.steps.all()))} ms")
     return op
 
 
 def check_layers_have_the_change(nodes, port, weight):
     for node in nodes:
-        rule = galera.admin(node, "SELECT match_digest, destination_hostgroup FROM runtime_mysql_query_rules "
-                                  "WHERE rule_id=70")
+        rule = galera.admin(
+            node, "SELECT match_digest, destination_hostgroup FROM runtime_mysql_query_rules WHERE rule_id=70"
+        )
         assert len(rule) == 1, rule
         for table in ("runtime_mysql_servers", "disk.mysql_servers"):
             got = galera.admin(node, f"SELECT DISTINCT weight FROM {table} WHERE port={port}")
             assert [str(w) for (w,) in got] == [str(weight)], (node.name, table, got)
 
 
-def test_a_natively_managed_async_pair_switches_under_sysbench_then_takes_a_change_set(real_proxysql_factory, replication_healthy,
-                                                                           live_redis, operator_user):
+def test_a_natively_managed_async_pair_switches_under_sysbench_then_takes_a_change_set(
+    real_proxysql_factory, replication_healthy, live_redis, operator_user
+):
     nodes = [real_proxysql_factory("2.7.1", name=f"async-bench-{n}") for n in (1, 2)]
-    users = ["INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','app',10)",
-             "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK"]
+    users = [
+        "INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','app',10)",
+        "LOAD MYSQL USERS TO RUNTIME",
+        "SAVE MYSQL USERS TO DISK",
+    ]
     cluster = replication_switch.natively_managed(nodes, [*replication.NATIVE, *users])
-    figures = under_sysbench(nodes, lambda: switchover(cluster, 3322, operator_user,
-                                                       ("drain", "wait_drain", "promote", "wait_monitor")),
-                             "native async switchover")
+    figures = under_sysbench(
+        nodes,
+        lambda: switchover(cluster, 3322, operator_user, ("drain", "wait_drain", "promote", "wait_monitor")),
+        "native async switchover",
+    )
     rule_and_weight(cluster, operator_user, 10, (10, 3323, 500))
     for node in nodes:
         assert wait_for(lambda: replication_switch.writers(node) == [(3322, "ONLINE")], 10)
@@ -103,25 +126,34 @@ def test_a_natively_managed_async_pair_switches_under_sysbench_then_takes_a_chan
 
 
 def test_a_change_set_right_after_a_switchover_on_a_natively_managed_async_pair_under_sysbench(
-        real_proxysql_factory, replication_healthy, live_redis, operator_user):
+    real_proxysql_factory, replication_healthy, live_redis, operator_user
+):
     """The change set's LOAD of the configured rows (every backend in writer hostgroup 10) put the old writer, now
     read_only, ONLINE in hostgroup 10 on both nodes for 0.4-0.7 s (until Monitor's next read_only check): sysbench
     writes sent to it failed with 1290 (--read-only), 2 runs of 3 (branch h-soak-failing). The change set loads
     Monitor's placement with its edits now (configuration/native_load.py)."""
     nodes = [real_proxysql_factory("2.7.1", name=f"async-cs-{n}") for n in (1, 2)]
-    users = ["INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','app',10)",
-             "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK"]
+    users = [
+        "INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','app',10)",
+        "LOAD MYSQL USERS TO RUNTIME",
+        "SAVE MYSQL USERS TO DISK",
+    ]
     cluster = replication_switch.natively_managed(nodes, [*replication.NATIVE, *users])
-    under_sysbench(nodes, lambda: (switchover(cluster, 3322, operator_user, ("drain", "wait_drain", "promote",
-                                                                              "wait_monitor")),
-                                   rule_and_weight(cluster, operator_user, 10, (10, 3323, 500))),
-                   "native async switchover then change set")
+    under_sysbench(
+        nodes,
+        lambda: (
+            switchover(cluster, 3322, operator_user, ("drain", "wait_drain", "promote", "wait_monitor")),
+            rule_and_weight(cluster, operator_user, 10, (10, 3323, 500)),
+        ),
+        "native async switchover then change set",
+    )
     check_layers_have_the_change(nodes, 3323, 500)
     replication.no_drift_anywhere(cluster)
 
 
-def test_strict_sysbench_through_both_nodes_of_one_writer_gets_no_error(real_proxysql_factory, galera_healthy,
-                                                                        live_redis, operator_user):
+def test_strict_sysbench_through_both_nodes_of_one_writer_gets_no_error(
+    real_proxysql_factory, galera_healthy, live_redis, operator_user
+):
     """The load alone, no switchover (issue 33): with the default seed (the current second) the two sysbench processes
     sent the same statements at once, the same DELETE then INSERT of one id from two clients of the one writer, and
     InnoDB chose a deadlock victim (1213) within 1-4 s in 3 of 8 runs: the figure charged to the Galera switchover."""
@@ -129,14 +161,19 @@ def test_strict_sysbench_through_both_nodes_of_one_writer_gets_no_error(real_pro
     galera_switch.natively_managed(nodes, galera_switch.APP_USER)
     StrictSysbench.prepare(nodes[0].client_port)
     results = StrictSysbench([n.client_port for n in nodes], 10, threads=2).results()
-    assert [(r["ignored_errors"], r["reconnects"], r["exit"], r["fatal"]) for r in results] == [(0, 0, 0, [])] * 2, \
-        [r["text"][-2000:] for r in results]
+    assert [(r["ignored_errors"], r["reconnects"], r["exit"], r["fatal"]) for r in results] == [(0, 0, 0, [])] * 2, [
+        r["text"][-2000:] for r in results
+    ]
 
 
-def test_a_natively_managed_galera_pair_switches_under_sysbench(real_proxysql_factory, galera_healthy, live_redis,
-                                                                operator_user):
+def test_a_natively_managed_galera_pair_switches_under_sysbench(
+    real_proxysql_factory, galera_healthy, live_redis, operator_user
+):
     """The 1213 first seen here (3 of 5 runs) were the load's own deadlocks (the test above), not the switchover."""
     nodes = [real_proxysql_factory("2.7.1", name=f"galera-bench-{n}") for n in (1, 2)]
     cluster = galera_switch.natively_managed(nodes, galera_switch.APP_USER)
-    under_sysbench(nodes, lambda: switchover(cluster, 3312, operator_user, ("drain", "wait_drain", "catch_up", "move")),
-                   "native Galera switchover")
+    under_sysbench(
+        nodes,
+        lambda: switchover(cluster, 3312, operator_user, ("drain", "wait_drain", "catch_up", "move")),
+        "native Galera switchover",
+    )

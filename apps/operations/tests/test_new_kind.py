@@ -1,6 +1,7 @@
 """The recipe for a new operation kind (AGENTS.md), followed from a test module: a planner, one spec and one step
 handler registered, and the shared machinery (save, confirm, the re-check at start, the executor, the audit) runs
 it end to end. No migration and no edit in apps/operations."""
+
 import pytest
 
 from apps.audit.models import AuditEvent
@@ -21,8 +22,9 @@ def plan_count(cluster, node):
     """The planner: one step that counts the node's runtime mysql_servers rows (Plan.options: how to plan it again)."""
     steps = [Step("count", f"Count {node.name}'s runtime servers", COUNT, params={"node": str(node.pk)})]
     guards = [Guard("node_in_cluster", "The node belongs to the cluster", node.cluster_id == cluster.pk, node.name)]
-    return shared.annotate(Plan(COUNT_ROWS, cluster.pk, f"Count rows on {node.name}", guards, steps,
-                                options={"node": node.pk}), cluster)
+    return shared.annotate(
+        Plan(COUNT_ROWS, cluster.pk, f"Count rows on {node.name}", guards, steps, options={"node": node.pk}), cluster
+    )
 
 
 def count(run, step, row, executed, detail):
@@ -34,10 +36,15 @@ def count(run, step, row, executed, detail):
 
 @pytest.fixture
 def count_rows_kind():
-    register_kind(OperationSpec(
-        COUNT_ROWS, "count the rows", plan_count,
-        lambda cluster, o: plan_count(cluster, ProxySQLNode.objects.get(pk=o["node"])),
-        why_held="it writes nothing"))
+    register_kind(
+        OperationSpec(
+            COUNT_ROWS,
+            "count the rows",
+            plan_count,
+            lambda cluster, o: plan_count(cluster, ProxySQLNode.objects.get(pk=o["node"])),
+            why_held="it writes nothing",
+        )
+    )
     register_step(StepHandler(COUNT, count, check=True))
     yield
     del KINDS[COUNT_ROWS], STEPS[COUNT]
@@ -55,5 +62,8 @@ def test_a_kind_registered_from_outside_runs_end_to_end(adopted_lab, operator_us
     (step,) = op.steps.all()
     assert step.state == StepState.DONE
     assert step.detail["rows"] > 0 and step.executed == [{"node": str(node.pk), "rows": step.detail["rows"]}]
-    assert set(AuditEvent.objects.filter(cluster_id=cluster.pk, action__startswith="count_rows ")
-               .values_list("action", flat=True)) == {"count_rows planned", "count_rows confirmed", "count_rows done"}
+    assert set(
+        AuditEvent.objects.filter(cluster_id=cluster.pk, action__startswith="count_rows ").values_list(
+            "action", flat=True
+        )
+    ) == {"count_rows planned", "count_rows confirmed", "count_rows done"}

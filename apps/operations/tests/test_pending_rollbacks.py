@@ -3,6 +3,7 @@ until the node takes it; while it is pending manual operations are refused, fail
 later change of the cluster supersedes it (the node is repaired from the inventory instead of replaying
 statements that would undo that change). In-process: the second double refuses the rollback's
 statements (LAB FAIL_STATEMENTS) or hangs; the fault tests pause a double under real Celery workers."""
+
 import pytest
 from django.test import Client
 
@@ -39,7 +40,9 @@ def due_now():
     PendingRollback.objects.update(next_try_at=timezone.now())
 
 
-def test_rollback_a_node_did_not_take_is_pending_with_its_statements_then_retried(adopted_lab, operator_user, live_redis):
+def test_rollback_a_node_did_not_take_is_pending_with_its_statements_then_retried(
+    adopted_lab, operator_user, live_redis
+):
     cluster, (first, second) = adopted_lab
     before = servers(first)
     op = pending_switchover(cluster, (first, second), operator_user)
@@ -50,9 +53,11 @@ def test_rollback_a_node_did_not_take_is_pending_with_its_statements_then_retrie
     assert pending.node.name == "proxysql-2" and pending.state == PendingState.PENDING
     sql = [s["sql"] for s in pending.statements]  # in order: the drain's undo, then the variable's
     assert sql[0].startswith("REPLACE INTO mysql_servers") and "3311,0,'ONLINE'" in sql[0]
-    assert sql[1:] == ["LOAD MYSQL SERVERS TO RUNTIME",
-                       f"UPDATE global_variables SET variable_value='5' WHERE variable_name='{AUTOINC}'",
-                       "LOAD MYSQL VARIABLES TO RUNTIME"]
+    assert sql[1:] == [
+        "LOAD MYSQL SERVERS TO RUNTIME",
+        f"UPDATE global_variables SET variable_value='5' WHERE variable_name='{AUTOINC}'",
+        "LOAD MYSQL VARIABLES TO RUNTIME",
+    ]
     assert AuditEvent.objects.get(action="switchover rollback_pending").details["rollback_pending"]
 
     due_now()
@@ -87,18 +92,25 @@ def test_backoff_doubles_and_is_capped(adopted_lab, operator_user, live_redis):
     assert gaps == [1, 2, 4, 8, 16, 30, 30] and AuditEvent.objects.filter(action="rollback retry").count() == 7
 
 
-def test_manual_operations_are_refused_while_a_rollback_is_pending(adopted_lab, operator_user, admin_user_role,
-                                                                   live_redis):
+def test_manual_operations_are_refused_while_a_rollback_is_pending(
+    adopted_lab, operator_user, admin_user_role, live_redis
+):
     cluster, doubles = adopted_lab
     op = pending_switchover(cluster, doubles, operator_user)
-    for plan in (switchover.plan_switchover(cluster, Server.objects.get(port=3313)),
-                 drain.plan_drain(Server.objects.get(port=3313)), drain.plan_restore(Server.objects.get(port=3313))):
+    for plan in (
+        switchover.plan_switchover(cluster, Server.objects.get(port=3313)),
+        drain.plan_drain(Server.objects.get(port=3313)),
+        drain.plan_restore(Server.objects.get(port=3313)),
+    ):
         guard = next(g for g in plan.guards if g.key == "no_pending_rollback")
         assert not guard.passed and not guard.overridable and guard.label.startswith("No rollback is pending")
-        assert guard.value == (f"operation #{op.pk} ({op.title}): rollback pending on proxysql-2: 4 statement(s) of "
-                               "the rollback not taken yet")
-    refused = services.save_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3313)),
-                                 actor=Actor.command(admin_user_role))
+        assert guard.value == (
+            f"operation #{op.pk} ({op.title}): rollback pending on proxysql-2: 4 statement(s) of "
+            "the rollback not taken yet"
+        )
+    refused = services.save_plan(
+        switchover.plan_switchover(cluster, Server.objects.get(port=3313)), actor=Actor.command(admin_user_role)
+    )
     with pytest.raises(services.NotAllowed, match="No rollback is pending"):
         services.confirm(refused, actor=Actor.command(admin_user_role), override_reason="I know", enqueue=False)
     # The read-pool rules wait too (applying them would supersede the rollback); the refusal is audited.
@@ -114,8 +126,13 @@ def test_failover_still_runs_and_supersedes_the_pending_rollback(adopted_lab, op
     op = pending_switchover(cluster, (first, second), operator_user)
     fail_statements(second, None)
     second.set_mode("hang")  # paused: failover goes on without it
-    failover = rules._execute(cluster, rules.plan_failover(cluster, Server.objects.get(port=3311),
-                                                           Server.objects.get(port=3312).pk, {"down_polls": 2}), rules.FAILOVER_RULE)
+    failover = rules._execute(
+        cluster,
+        rules.plan_failover(
+            cluster, Server.objects.get(port=3311), Server.objects.get(port=3312).pk, {"down_polls": 2}
+        ),
+        rules.FAILOVER_RULE,
+    )
     assert Operation.objects.get(pk=failover).state == OperationState.DONE
     assert runtime(first, 100) == [("127.0.0.1", 3312, "ONLINE")]
     second.set_mode("normal")
@@ -160,8 +177,11 @@ def test_run_now_button_and_banners(adopted_lab, operator_user, viewer_user, liv
     operator_client.force_login(operator_user)
     viewer_client.force_login(viewer_user)
     op = pending_switchover(cluster, (first, second), operator_user)
-    for url in (cluster.get_absolute_url(), reverse("pages:overview"),
-                reverse("operations:pending_rollbacks") + f"?cluster={cluster.pk}"):
+    for url in (
+        cluster.get_absolute_url(),
+        reverse("pages:overview"),
+        reverse("operations:pending_rollbacks") + f"?cluster={cluster.pk}",
+    ):
         html = viewer_client.get(url).content.decode()
         assert 'id="pending-rollbacks"' in html and f"Operation #{op.pk}" in html and "proxysql-2" in html
         assert "REPLACE INTO mysql_servers" in html and "LOAD MYSQL VARIABLES TO RUNTIME" in html
@@ -182,21 +202,30 @@ def test_run_now_button_and_banners(adopted_lab, operator_user, viewer_user, liv
     assert HostgroupMembership.objects.get(hostgroup_id=100).server.port == 3311
 
 
-def test_a_later_operation_left_finish_pending_supersedes_an_older_pending_rollback(adopted_lab, operator_user,
-                                                                                    live_redis):
+def test_a_later_operation_left_finish_pending_supersedes_an_older_pending_rollback(
+    adopted_lab, operator_user, live_redis
+):
     """Failover runs while a rollback is pending. If it moved the writer but left a node to finish, it changed the
     cluster all the same: replaying the older rollback on that node would put the old writer back there only."""
     cluster, doubles = adopted_lab
     op = pending_switchover(cluster, doubles, operator_user)
     row = PendingRollback.objects.get(operation=op)
-    later = Operation.objects.create(cluster=cluster, kind="failover", state=OperationState.FINISH_PENDING,
-                                     point_of_no_return=True, title="failover 3311 -> 3312", actor=rules.FAILOVER_RULE,
-                                     plan={}, finished_at=timezone.now())
+    later = Operation.objects.create(
+        cluster=cluster,
+        kind="failover",
+        state=OperationState.FINISH_PENDING,
+        point_of_no_return=True,
+        title="failover 3311 -> 3312",
+        actor=rules.FAILOVER_RULE,
+        plan={},
+        finished_at=timezone.now(),
+    )
     assert rollbacks.superseding(row) == later
 
 
 def test_a_node_that_misses_the_steps_after_the_point_of_no_return_finishes_them_when_it_answers(
-        adopted_lab, operator_user, live_redis):
+    adopted_lab, operator_user, live_redis
+):
     """Found on the real pair: proxysql-2 paused while the switchover restored the auto-increment delay, after
     the SAVE (the point of no return). The operation ended failed, the inventory kept the old writer while
     both nodes had the new one, proxysql-2 kept the delay at 0, nothing retried, and every later switchover
@@ -204,8 +233,12 @@ def test_a_node_that_misses_the_steps_after_the_point_of_no_return_finishes_them
     writer), and what it did not take is kept for it and retried like a pending rollback."""
     cluster, (first, second) = adopted_lab
     # applied, then the node stops answering (its answer held), as the real node paused by SIGSTOP did
-    demo.admin_sql(second.port, 'LAB FAIL_STATEMENTS {"text": "SET variable_value=\'5\'", "pause": true}',
-                   user=second.user, password=second.password)
+    demo.admin_sql(
+        second.port,
+        'LAB FAIL_STATEMENTS {"text": "SET variable_value=\'5\'", "pause": true}',
+        user=second.user,
+        password=second.password,
+    )
     op = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3312), lower_autoinc=True), operator_user)
     assert op.state == OperationState.FINISH_PENDING and "FINISH PENDING on proxysql-2" in op.error, op.error
     assert op.get_state_display() == "finish pending: done on the other nodes"
@@ -217,13 +250,18 @@ def test_a_node_that_misses_the_steps_after_the_point_of_no_return_finishes_them
     assert variable(first, AUTOINC) == "5" and variable(second, AUTOINC) == "0"
     row = PendingRollback.objects.get(operation=op)
     assert row.node.name == "proxysql-2" and [s["sql"] for s in row.statements] == [
-        f"UPDATE global_variables SET variable_value='5' WHERE variable_name='{AUTOINC}'", "LOAD MYSQL VARIABLES TO RUNTIME"]
+        f"UPDATE global_variables SET variable_value='5' WHERE variable_name='{AUTOINC}'",
+        "LOAD MYSQL VARIABLES TO RUNTIME",
+    ]
     assert not cluster_drift(cluster).nodes[1].in_sync
     client = Client()
     client.force_login(operator_user)
     said = "finish pending on proxysql-2: 2 statement(s) past the point of no return not taken yet"
-    for url in (cluster.get_absolute_url(), reverse("pages:overview"),
-                reverse("operations:pending_rollbacks") + f"?cluster={cluster.pk}"):
+    for url in (
+        cluster.get_absolute_url(),
+        reverse("pages:overview"),
+        reverse("operations:pending_rollbacks") + f"?cluster={cluster.pk}",
+    ):
         html = client.get(url).content.decode()
         assert "Finish pending on 1 ProxySQL node" in html and said in html and f"Operation #{op.pk}" in html
         assert "rollback pending" not in html.lower()
@@ -232,11 +270,16 @@ def test_a_node_that_misses_the_steps_after_the_point_of_no_return_finishes_them
     assert "Finish on the node now" in page
     assert "rollback pending" not in page.lower() and "Rollback per node" not in page
     assert "Run the pending rollback now" not in page
-    guard = next(g for g in switchover.plan_switchover(cluster, Server.objects.get(port=3311)).guards
-                 if g.key == "no_pending_rollback")
+    guard = next(
+        g
+        for g in switchover.plan_switchover(cluster, Server.objects.get(port=3311)).guards
+        if g.key == "no_pending_rollback"
+    )
     assert not guard.passed and guard.label.startswith("No finish is pending on this cluster")
-    assert guard.value == (f"operation #{op.pk} ({op.title}): finish pending on proxysql-2: 2 statement(s) past the "
-                           "point of no return not taken yet")
+    assert guard.value == (
+        f"operation #{op.pk} ({op.title}): finish pending on proxysql-2: 2 statement(s) past the "
+        "point of no return not taken yet"
+    )
 
     due_now()
     assert rollbacks.retry_due() == ["proxysql-2: 2 statement(s) ran; the operation is finished there"]
@@ -246,12 +289,15 @@ def test_a_node_that_misses_the_steps_after_the_point_of_no_return_finishes_them
     assert AuditEvent.objects.filter(action="switchover done").exists()
     assert AuditEvent.objects.get(action="finish retry").outcome == "success"
     assert not AuditEvent.objects.filter(action__startswith="rollback").exists()
-    later = run_plan(switchover.plan_switchover(cluster, Server.objects.get(port=3311), lower_autoinc=True), operator_user)
+    later = run_plan(
+        switchover.plan_switchover(cluster, Server.objects.get(port=3311), lower_autoinc=True), operator_user
+    )
     assert later.state == OperationState.DONE, later.error
 
 
 def test_a_node_that_refuses_a_step_after_the_point_of_no_return_fails_the_operation_with_the_inventory_recorded(
-        adopted_lab, operator_user, live_redis):
+    adopted_lab, operator_user, live_redis
+):
     """A refusal is an answer: it is not retried (it would be refused again). The operation ends failed with the
     node's error for the operator to repair it, but the inventory still records the writer both nodes now have."""
     cluster, (first, second) = adopted_lab

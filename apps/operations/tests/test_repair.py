@@ -1,6 +1,7 @@
 """Issue 9 item 2: repair a ProxySQL node from the inventory, previewed like every operation: the intended
 mysql_servers rows of the cluster's hostgroups and the variables operations change, loaded, verified,
 saved; nothing outside the cluster's hostgroups is touched; nodes already in sync get no statement."""
+
 import pytest
 from django.urls import reverse
 
@@ -27,20 +28,29 @@ pytestmark = pytest.mark.django_db
 def hand_edit(double):
     """What someone typed on proxysql-2: the writer drained, a reader's weight changed, a backup writer row
     deleted, a stray reader added, the auto-increment delay left at 0; and a row of another cluster's hostgroup."""
-    admin_sql(double, "UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE hostgroup_id=100",
-              "UPDATE mysql_servers SET weight=1 WHERE hostgroup_id=101 AND port=3312",
-              "DELETE FROM mysql_servers WHERE hostgroup_id=102 AND port=3313",
-              "INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (101,'127.0.0.9',3306)",
-              "INSERT INTO mysql_servers (hostgroup_id,hostname,port,comment) VALUES (500,'10.0.0.5',3306,'another cluster')",
-              f"SET {AUTOINC}=0", "LOAD MYSQL SERVERS TO RUNTIME", "LOAD MYSQL VARIABLES TO RUNTIME")
+    admin_sql(
+        double,
+        "UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE hostgroup_id=100",
+        "UPDATE mysql_servers SET weight=1 WHERE hostgroup_id=101 AND port=3312",
+        "DELETE FROM mysql_servers WHERE hostgroup_id=102 AND port=3313",
+        "INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (101,'127.0.0.9',3306)",
+        "INSERT INTO mysql_servers (hostgroup_id,hostname,port,comment) VALUES (500,'10.0.0.5',3306,'another cluster')",
+        f"SET {AUTOINC}=0",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+        "LOAD MYSQL VARIABLES TO RUNTIME",
+    )
 
 
 def record_a_version_without_autoinc(cluster):
     """A version made before the variable was put in versions (or a hand-written file without it)."""
     latest = config.latest(cluster).content
-    return config.record_version(cluster, {**latest, "global_variables": {
-        k: v for k, v in latest["global_variables"].items() if k != AUTOINC}},
-        actor=Actor.system(), reason="a version without it", source="change")
+    return config.record_version(
+        cluster,
+        {**latest, "global_variables": {k: v for k, v in latest["global_variables"].items() if k != AUTOINC}},
+        actor=Actor.system(),
+        reason="a version without it",
+        source="change",
+    )
 
 
 def test_adoption_records_the_intended_variables_in_the_version(adopted_lab):
@@ -51,7 +61,10 @@ def test_adoption_records_the_intended_variables_in_the_version(adopted_lab):
     record_a_version_without_autoinc(cluster)
     assert config.versioned_variables(cluster)[AUTOINC][0] is None
     adopt_double(first, cluster.name, "proxysql-1")
-    assert config.versioned_variables(cluster)[AUTOINC] == ("5", f"configuration version {config.latest(cluster).number}")
+    assert config.versioned_variables(cluster)[AUTOINC] == (
+        "5",
+        f"configuration version {config.latest(cluster).number}",
+    )
 
 
 def test_repair_of_a_hand_changed_node_brings_it_back_and_drift_shows_in_sync(adopted_lab, operator_user):
@@ -64,13 +77,18 @@ def test_repair_of_a_hand_changed_node_brings_it_back_and_drift_shows_in_sync(ad
     plan = repair.plan_repair(cluster)  # every node: proxysql-1 has nothing to do
     assert plan.guards_passed, plan.failed_guards
     by_name = {spec["name"]: spec for spec in plan.steps[0].nodes.values()}
-    assert by_name["proxysql-1"]["sql"] == [] and plan.facts["nodes"][str(cluster.proxysql_nodes.get(name="proxysql-1").pk)]["nothing_to_do"]
+    assert (
+        by_name["proxysql-1"]["sql"] == []
+        and plan.facts["nodes"][str(cluster.proxysql_nodes.get(name="proxysql-1").pk)]["nothing_to_do"]
+    )
     sql = by_name["proxysql-2"]["sql"]
     assert "DELETE FROM mysql_servers WHERE hostgroup_id=101 AND hostname='127.0.0.9' AND port=3306" in sql
     assert sum(s.startswith("REPLACE INTO mysql_servers") for s in sql) == 3  # writer, reader weight, backup row
     assert not any("500" in s.split("VALUES")[-1][:5] or "10.0.0.5" in s for s in sql)  # never another hostgroup
-    assert sql[-2:] == [f"UPDATE global_variables SET variable_value='5' WHERE variable_name='{AUTOINC}'",
-                        "LOAD MYSQL VARIABLES TO RUNTIME"]
+    assert sql[-2:] == [
+        f"UPDATE global_variables SET variable_value='5' WHERE variable_name='{AUTOINC}'",
+        "LOAD MYSQL VARIABLES TO RUNTIME",
+    ]
     rollback = by_name["proxysql-2"]["rollback"]  # what proxysql-2 runs now, back
     assert any("'127.0.0.9',3306" in s and s.startswith("REPLACE") for s in rollback)
     assert f"UPDATE global_variables SET variable_value='0' WHERE variable_name='{AUTOINC}'" in rollback
@@ -79,8 +97,12 @@ def test_repair_of_a_hand_changed_node_brings_it_back_and_drift_shows_in_sync(ad
     assert op.state == OperationState.DONE, op.error
     assert cluster_drift(cluster).in_sync
     assert [r for r in servers(second) if r[0] != "500"] == list(servers(first)) and variable(second, AUTOINC) == "5"
-    assert admin_sql(second, "SELECT comment FROM runtime_mysql_servers WHERE hostgroup_id=500") == (("another cluster",),)
-    assert admin_sql(second, f"SELECT variable_value FROM disk.global_variables WHERE variable_name='{AUTOINC}'") == (("5",),)
+    assert admin_sql(second, "SELECT comment FROM runtime_mysql_servers WHERE hostgroup_id=500") == (
+        ("another cluster",),
+    )
+    assert admin_sql(second, f"SELECT variable_value FROM disk.global_variables WHERE variable_name='{AUTOINC}'") == (
+        ("5",),
+    )
     assert AuditEvent.objects.get(action="repair done").details["operation"] == op.pk
 
 
@@ -89,7 +111,8 @@ def test_a_node_in_sync_gets_nothing_to_do(adopted_lab, operator_user, client):
     node = cluster.proxysql_nodes.get(name="proxysql-1")
     plan = repair.plan_repair(cluster, [node.pk])
     assert [s.nodes for s in plan.steps if s.key in ("repair", "save")] == [
-        {str(node.pk): {"name": "proxysql-1", "sql": [], "rollback": []}}] * 2
+        {str(node.pk): {"name": "proxysql-1", "sql": [], "rollback": []}}
+    ] * 2
     op = services.save_plan(plan, actor=Actor.command(operator_user))
     client.force_login(operator_user)
     assert "nothing to do on this node" in client.get(op.get_absolute_url()).content.decode()
@@ -122,7 +145,9 @@ def test_a_version_without_the_variable_is_no_intent_and_the_disk_layer_is_not_r
     node = cluster.proxysql_nodes.get(name="proxysql-2")
     assert plan.steps[1].params["variables"][str(node.pk)] == {}
     assert config.versioned_variables(cluster)[AUTOINC] == (
-        None, f"not in configuration version {version.number}: record what the nodes run as the next version")
+        None,
+        f"not in configuration version {version.number}: record what the nodes run as the next version",
+    )
 
 
 def test_the_latest_configuration_version_says_what_the_variable_should_be(adopted_lab, operator_user):
@@ -132,8 +157,11 @@ def test_the_latest_configuration_version_says_what_the_variable_should_be(adopt
 
     cluster, (_, second) = adopted_lab
     cs = config.start_change_set(cluster, actor=Actor.command(operator_user), reason="no delay")
-    config.add_edit(cs, {"op": "set", "table": "global_variables", "name": AUTOINC, "value": "2"},
-                    actor=Actor.command(operator_user))
+    config.add_edit(
+        cs,
+        {"op": "set", "table": "global_variables", "name": AUTOINC, "value": "2"},
+        actor=Actor.command(operator_user),
+    )
     op = change_set.plan_and_save(cs, actor=Actor.command(operator_user))
     services.confirm(op, actor=Actor.command(operator_user), enqueue=False)
     executor.run(op.pk)
@@ -188,10 +216,14 @@ def layers(double):
     """The cluster's mysql_servers rows and the auto-increment delay, in each layer."""
     out = {}
     for layer, prefix in (("memory", ""), ("runtime", "runtime_"), ("disk", "disk.")):
-        out[layer] = (admin_sql(double, f"SELECT * FROM {prefix}mysql_servers WHERE hostgroup_id IN (100, 101, 102) "
-                                        "ORDER BY hostgroup_id, port"),
-                      admin_sql(double, f"SELECT variable_value FROM {prefix}global_variables "
-                                        f"WHERE variable_name='{AUTOINC}'"))
+        out[layer] = (
+            admin_sql(
+                double,
+                f"SELECT * FROM {prefix}mysql_servers WHERE hostgroup_id IN (100, 101, 102) "
+                "ORDER BY hostgroup_id, port",
+            ),
+            admin_sql(double, f"SELECT variable_value FROM {prefix}global_variables WHERE variable_name='{AUTOINC}'"),
+        )
     return out
 
 
@@ -202,9 +234,15 @@ def test_a_node_whose_disk_alone_differs_is_planned_saved_and_verified(adopted_l
     cluster, (first, second) = adopted_lab
     intended = layers(first)
     assert intended["memory"] == intended["runtime"] == intended["disk"]
-    admin_sql(first, "UPDATE mysql_servers SET port=3312 WHERE hostgroup_id=100", "SAVE MYSQL SERVERS TO DISK",
-              "UPDATE mysql_servers SET port=3311 WHERE hostgroup_id=100",
-              f"SET {AUTOINC}=0", "SAVE MYSQL VARIABLES TO DISK", f"SET {AUTOINC}=5")
+    admin_sql(
+        first,
+        "UPDATE mysql_servers SET port=3312 WHERE hostgroup_id=100",
+        "SAVE MYSQL SERVERS TO DISK",
+        "UPDATE mysql_servers SET port=3311 WHERE hostgroup_id=100",
+        f"SET {AUTOINC}=0",
+        "SAVE MYSQL VARIABLES TO DISK",
+        f"SET {AUTOINC}=5",
+    )
     assert layers(first)["memory"] == layers(first)["runtime"] == intended["runtime"] != layers(first)["disk"]
 
     plan = repair.plan_repair(cluster)
@@ -215,7 +253,8 @@ def test_a_node_whose_disk_alone_differs_is_planned_saved_and_verified(adopted_l
     assert facts[one]["changes"] == [
         "disk: hg 100 127.0.0.1:3311: missing: a restart would not send writes to 127.0.0.1:3311",
         "disk: hg 100 127.0.0.1:3312: ONLINE, not in the inventory: a restart would send writes to 127.0.0.1:3312",
-        f"disk: {AUTOINC}: 0 → 5 (configuration version 1)"]
+        f"disk: {AUTOINC}: 0 → 5 (configuration version 1)",
+    ]
     steps = {s.key: s for s in plan.steps}
     assert steps["repair"].nodes[one]["sql"] == []  # memory and runtime are right: nothing to write or load
     assert steps["save"].nodes[one]["sql"] == ["SAVE MYSQL SERVERS TO DISK", "SAVE MYSQL VARIABLES TO DISK"]
@@ -223,7 +262,7 @@ def test_a_node_whose_disk_alone_differs_is_planned_saved_and_verified(adopted_l
     client.force_login(operator_user)
     shown = client.get(services.save_plan(plan, actor=Actor.command(operator_user)).get_absolute_url()).content.decode()
     assert "disk: hg 100 127.0.0.1:3312: ONLINE, not in the inventory: a restart would send writes to" in shown
-    assert "proxysql-2</strong>: <span class=\"ok-text\">nothing to do</span> (memory, runtime and disk match" in shown
+    assert 'proxysql-2</strong>: <span class="ok-text">nothing to do</span> (memory, runtime and disk match' in shown
 
     code, out = command("repair", "galera-lab", "--user", operator_user.username, "--yes")
     assert code == 0, out
@@ -242,10 +281,14 @@ def test_the_disk_verify_finds_a_disk_that_differs(adopted_lab, operator_user):
     plan = repair.plan_repair(cluster)
     op = services.save_plan(plan, actor=Actor.command(operator_user))
     step = next(s for s in plan.steps if s.key == "verify_disk")
-    admin_sql(first, "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3313", "SAVE MYSQL SERVERS TO DISK")
+    admin_sql(
+        first, "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3313", "SAVE MYSQL SERVERS TO DISK"
+    )
     run = executor.Run(op)
     try:
-        with pytest.raises(executor.StepFailed, match="disk differs from the plan: node .*: disk hg 101 127.0.0.1:3313"):
+        with pytest.raises(
+            executor.StepFailed, match="disk differs from the plan: node .*: disk hg 101 127.0.0.1:3313"
+        ):
             run.verify(step, {})
     finally:
         run.close()

@@ -2,6 +2,7 @@
 writer (a worker died before recording it) and "Repair every node from the inventory" planned to move the writer back
 (REPLACE of the old writer in hostgroup 100, DELETE of the new, LOAD: no drain, no guard). The repair is refused and
 says what fits: a planned switchover, or (every node agrees) recording what the nodes run as the next version."""
+
 import pytest
 
 from apps.audit.actor import Actor
@@ -12,23 +13,34 @@ from apps.operations import record_nodes, repair, services, switchover
 from lab import demo
 
 
-
 pytestmark = pytest.mark.django_db
 
 
 def move_writer_by_hand(double, to_port=3312, from_port=3311):
-    demo.admin_sql(double.port, f"DELETE FROM mysql_servers WHERE hostgroup_id=100 AND port={from_port}",
-                   f"INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (100,'127.0.0.1',{to_port})",
-                   "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK", user=double.user, password=double.password)
+    demo.admin_sql(
+        double.port,
+        f"DELETE FROM mysql_servers WHERE hostgroup_id=100 AND port={from_port}",
+        f"INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (100,'127.0.0.1',{to_port})",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+        "SAVE MYSQL SERVERS TO DISK",
+        user=double.user,
+        password=double.password,
+    )
 
 
 def writer_statements(plan):
-    return [sql for step in plan.steps for spec in step.nodes.values() for sql in spec["sql"]
-            if "hostgroup_id=100" in sql.replace(" ", "") or "VALUES (100," in sql]
+    return [
+        sql
+        for step in plan.steps
+        for spec in step.nodes.values()
+        for sql in spec["sql"]
+        if "hostgroup_id=100" in sql.replace(" ", "") or "VALUES (100," in sql
+    ]
 
 
 def test_a_repair_of_nodes_that_agree_on_another_writer_is_refused_and_offers_the_two_ways(
-        adopted_lab, operator_user, admin_user_role, live_redis, client):
+    adopted_lab, operator_user, admin_user_role, live_redis, client
+):
     cluster, doubles = adopted_lab
     for double in doubles:
         move_writer_by_hand(double)
@@ -51,12 +63,15 @@ def test_a_repair_of_nodes_that_agree_on_another_writer_is_refused_and_offers_th
     latest = configuration.latest(cluster)
     reading = record_nodes.read(cluster)
     assert not reading.refusal and {tuple(line["key"]) for line in reading.lines} >= {
-        (100, "127.0.0.1", 3311), (100, "127.0.0.1", 3312)}
+        (100, "127.0.0.1", 3311),
+        (100, "127.0.0.1", 3312),
+    }
     client.force_login(admin_user_role)
     page = client.get(f"/operations/record-nodes/{cluster.pk}/").content.decode()
     assert page.count("data-diff-line") == len(reading.lines)
-    response = client.post(f"/operations/record-nodes/{cluster.pk}/", {"reason": "the switchover's worker died",
-                                                                        "version": latest.number})
+    response = client.post(
+        f"/operations/record-nodes/{cluster.pk}/", {"reason": "the switchover's worker died", "version": latest.number}
+    )
     assert response.status_code == 302, response.content.decode()
     version = configuration.latest(cluster)
     assert version.number == latest.number + 1 and version.source == "nodes"
@@ -76,8 +91,9 @@ def test_a_repair_of_nodes_that_agree_on_another_writer_is_refused_and_offers_th
     assert "nothing to record" in record_nodes.read(cluster).refusal
 
 
-def test_a_repair_of_one_node_that_lags_behind_the_others_still_follows_the_writer(adopted_lab, operator_user,
-                                                                                  live_redis):
+def test_a_repair_of_one_node_that_lags_behind_the_others_still_follows_the_writer(
+    adopted_lab, operator_user, live_redis
+):
     """Not a writer move: the other node writes where the inventory says; the lagging node follows (a superseded
     pending row is repaired this way)."""
     cluster, (first, second) = adopted_lab
@@ -90,8 +106,13 @@ def test_a_repair_of_one_node_that_lags_behind_the_others_still_follows_the_writ
 def test_a_repair_does_not_restore_a_server_every_node_has_drained(adopted_lab, operator_user, live_redis):
     cluster, doubles = adopted_lab
     for double in doubles:
-        demo.admin_sql(double.port, "UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE port=3313",
-                       "LOAD MYSQL SERVERS TO RUNTIME", user=double.user, password=double.password)
+        demo.admin_sql(
+            double.port,
+            "UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE port=3313",
+            "LOAD MYSQL SERVERS TO RUNTIME",
+            user=double.user,
+            password=double.password,
+        )
     plan = repair.plan_repair(cluster)
     guard = next(g for g in plan.guards if g.key == "moves_no_writer")
     assert not guard.passed and "every node has 127.0.0.1:3313 drained, the inventory has it in service" in guard.value

@@ -1,4 +1,5 @@
 """Read-pool rules and automatic failover against the Galera lab and two ProxySQL doubles."""
+
 import os
 import signal
 import time
@@ -32,9 +33,19 @@ def doc(local_state=4, queue=0, status="Primary", ready=True, ok=True, reject="N
     if not ok:
         return rules.BackendPoll(ts=time.time(), ok=False, error="refused")
     return rules.BackendPoll(
-        ts=time.time(), ok=True, synced_primary=local_state == 4 and status == "Primary" and ready,
-        state={"wsrep_on": True, "local_state": local_state, "local_state_comment": "x", "cluster_status": status,
-               "ready": ready, "local_recv_queue": queue, "reject_queries": reject})
+        ts=time.time(),
+        ok=True,
+        synced_primary=local_state == 4 and status == "Primary" and ready,
+        state={
+            "wsrep_on": True,
+            "local_state": local_state,
+            "local_state_comment": "x",
+            "cluster_status": status,
+            "ready": ready,
+            "local_recv_queue": queue,
+            "reject_queries": reject,
+        },
+    )
 
 
 def by_port(cluster, **docs_by_port):
@@ -44,8 +55,9 @@ def by_port(cluster, **docs_by_port):
 def test_decisions_follow_the_rules(adopted_lab, live_redis):
     cluster, _ = adopted_lab
     cluster = enable_rules(cluster, max_replication_lag=100, min_available_readers=1)
-    changes, figures, alerts = rules.decide(cluster, by_port(cluster, p3311=doc(), p3312=doc(2, queue=500),
-                                                             p3313=doc(ok=False)))
+    changes, figures, alerts = rules.decide(
+        cluster, by_port(cluster, p3311=doc(), p3312=doc(2, queue=500), p3313=doc(ok=False))
+    )
     by = {(Server.objects.get(pk=k[0]).port, k[1]): v[0] for k, v in changes.items()}
     assert by == {(3312, 101): "OFFLINE_SOFT", (3313, 101): "OFFLINE_SOFT", (3313, 102): "OFFLINE_SOFT"}
     assert not alerts
@@ -57,8 +69,9 @@ def test_decisions_follow_the_rules(adopted_lab, live_redis):
 def test_never_below_the_minimum_of_readers(adopted_lab, live_redis):
     cluster, _ = adopted_lab
     cluster = enable_rules(cluster, max_replication_lag=100, min_available_readers=2)
-    changes, _, alerts = rules.decide(cluster, by_port(cluster, p3311=doc(), p3312=doc(2, queue=500),
-                                                       p3313=doc(ok=False)))
+    changes, _, alerts = rules.decide(
+        cluster, by_port(cluster, p3311=doc(), p3312=doc(2, queue=500), p3313=doc(ok=False))
+    )
     readers = {Server.objects.get(pk=k[0]).port: v for k, v in changes.items() if k[1] == 101}
     assert 3312 not in readers  # the least bad node (desynced, not dead) is kept ONLINE
     assert readers[3313][0] == "OFFLINE_SOFT" and "3312" in alerts[0]
@@ -140,8 +153,9 @@ def test_killed_writer_fails_over_by_weight_within_two_polls(adopted_lab, live_r
 def test_failback_waits_for_the_preferred_writer_to_stay_synced(adopted_lab, live_redis):
     cluster, (first, second) = adopted_lab
     preferred = Server.objects.get(port=3312)
-    Cluster.objects.filter(pk=cluster.pk).update(auto_failover_enabled=True, failback_enabled=True,
-                                                 failback_after_s=1, preferred_writer=preferred)
+    Cluster.objects.filter(pk=cluster.pk).update(
+        auto_failover_enabled=True, failback_enabled=True, failback_after_s=1, preferred_writer=preferred
+    )
     cluster = Cluster.objects.get(pk=cluster.pk)
     docs = poll(cluster)
     assert rules.apply_failback(cluster, docs) is None  # Synced, but not for long enough yet
@@ -190,7 +204,8 @@ def test_writer_that_answers_the_reprobe_is_not_failed_over(adopted_lab, live_re
     for _ in range(3):  # three polls in a row could not read the writer (the monitoring path failed, not it)
         docs = poll(cluster)
         docs[writer.pk] = msgspec.structs.replace(  # error_kind "timeout": the rules do not read it
-            docs[writer.pk], ok=False, error="backend 127.0.0.1:3311: read wsrep status: no answer within 0.8s")
+            docs[writer.pk], ok=False, error="backend 127.0.0.1:3311: read wsrep status: no answer within 0.8s"
+        )
         assert rules.apply_failover(cluster, docs) is None
     assert not Operation.objects.exists()
     for double in (first, second):

@@ -2,6 +2,7 @@
 cluster: settings by role (viewers read, operators the thresholds, admins whether the product acts on its own),
 changes audited, what the rules decided recently, and what each rule would do now, decided on the latest polls of
 the Galera lab without acting."""
+
 import time
 
 import pytest
@@ -26,8 +27,9 @@ def posted(cluster, **changes):
     return {f: ("on" if v is True else "" if v is None else v) for f, v in values.items() if v is not False}
 
 
-def test_viewers_read_operators_tune_thresholds_admins_turn_the_rules_on(adopted_lab, live_redis, client, viewer_user,
-                                                                         operator_user, admin_user_role):
+def test_viewers_read_operators_tune_thresholds_admins_turn_the_rules_on(
+    adopted_lab, live_redis, client, viewer_user, operator_user, admin_user_role
+):
     cluster, _ = adopted_lab
     url, save = (reverse(n, args=[cluster.pk]) for n in ("operations:cluster_rules", "operations:cluster_rules_save"))
     client.force_login(viewer_user)
@@ -55,10 +57,17 @@ def test_viewers_read_operators_tune_thresholds_admins_turn_the_rules_on(adopted
     client.force_login(admin_user_role)
     client.post(save, posted(cluster, read_pool_rules_enabled=True, rules_dry_run=False, auto_failover_enabled=True))
     cluster.refresh_from_db()
-    assert (cluster.read_pool_rules_enabled, cluster.rules_dry_run, cluster.auto_failover_enabled) == (True, False, True)
+    assert (cluster.read_pool_rules_enabled, cluster.rules_dry_run, cluster.auto_failover_enabled) == (
+        True,
+        False,
+        True,
+    )
     event = AuditEvent.objects.filter(action="rule settings changed").latest("pk")
     assert event.actor == "ada-admin" and event.details["changes"] == {
-        "read_pool_rules_enabled": [False, True], "rules_dry_run": [True, False], "auto_failover_enabled": [False, True]}
+        "read_pool_rules_enabled": [False, True],
+        "rules_dry_run": [True, False],
+        "auto_failover_enabled": [False, True],
+    }
     assert client.post(save, posted(cluster, min_available_readers="x")).status_code == 400  # invalid: said, not saved
 
 
@@ -69,14 +78,15 @@ def test_the_dry_run_decisions_are_listed_in_operator_words(adopted_lab, live_re
     rules.apply_read_pool(cluster, by_port(cluster, p3311=doc(), p3312=doc(), p3313=doc(ok=False)))
     client.force_login(viewer_user)
     decisions = client.get(reverse("operations:cluster_rules", args=[cluster.pk])).content.decode()
-    decisions = decisions[decisions.index('id="decisions"'):]
+    decisions = decisions[decisions.index('id="decisions"') :]
     assert "read-pool rules (dry run)" in decisions
     assert "127.0.0.1:3313 in hostgroup 101 → OFFLINE_SOFT (unreachable: refused)" in decisions
     assert ("127.0.0.1", 3313, "ONLINE") in runtime(first, 101) and not Operation.objects.exists()
 
 
-def test_a_desynced_reader_behind_shows_would_take_out_and_nothing_is_done(adopted_lab, live_redis, galera_healthy,
-                                                                           client, viewer_user):
+def test_a_desynced_reader_behind_shows_would_take_out_and_nothing_is_done(
+    adopted_lab, live_redis, galera_healthy, client, viewer_user
+):
     cluster, (first, second) = adopted_lab
     Cluster.objects.filter(pk=cluster.pk).update(max_replication_lag=20)  # the rules stay off: a look only
     cluster.refresh_from_db()
@@ -88,8 +98,11 @@ def test_a_desynced_reader_behind_shows_would_take_out_and_nothing_is_done(adopt
         assert queue > 20, f"recv queue only reached {queue}"
         client.force_login(viewer_user)
         page = client.get(reverse("operations:cluster_rules", args=[cluster.pk])).content.decode()
-    now = page[page.index('id="would-do-now"'):page.index('id="settings"')]
-    assert "would take out 127.0.0.1:3312 in reader hostgroup 101 (ONLINE → OFFLINE_SOFT): Donor/Desynced, recv queue" in now
+    now = page[page.index('id="would-do-now"') : page.index('id="settings"')]
+    assert (
+        "would take out 127.0.0.1:3312 in reader hostgroup 101 (ONLINE → OFFLINE_SOFT): Donor/Desynced, recv queue"
+        in now
+    )
     assert "the writer 127.0.0.1:3311 answers as a writer: nothing to do" in now
     assert "the read-pool rules are off" in now
     for double in (first, second):

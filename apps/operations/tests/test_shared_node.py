@@ -1,6 +1,7 @@
 """Operations on one of two clusters behind one ProxySQL pair (the Galera lab in hostgroups 100-102, the DR
 lab's dc1 in 200-202): only that cluster's rows change, the other's are checked untouched, and the two
 clusters' operations on the shared nodes are serialised."""
+
 import pytest
 
 from apps.audit.actor import Actor
@@ -41,7 +42,9 @@ def test_a_drain_on_the_other_cluster_leaves_the_first_clusters_rows_identical(a
     lab, dc1, doubles = adopted_shared
     before = {d.port: rows_of(d, 100, 200) for d in doubles}
     plan = drain.plan_drain(Server.objects.get(port=3333))
-    assert next(g for g in plan.guards if g.key == shared.GUARD_KEY).value.startswith("proxysql-1: galera-lab's 6 row(s)")
+    assert next(g for g in plan.guards if g.key == shared.GUARD_KEY).value.startswith(
+        "proxysql-1: galera-lab's 6 row(s)"
+    )
     op = finish(confirmed(plan, operator_user))
     assert op.state == OperationState.DONE, op.error
     for double in doubles:
@@ -54,8 +57,11 @@ def test_the_other_clusters_plan_waits_for_the_shared_nodes(adopted_shared, oper
     first = confirmed(switchover.plan_switchover(lab, Server.objects.get(port=3312)), operator_user)  # holds its locks
     plan = drain.plan_drain(Server.objects.get(port=3333))
     guard = next(g for g in plan.guards if g.key == "no_other_operation")
-    assert not guard.passed and any(f"ProxySQL 127.0.0.1:{d.port} (shared with another cluster) is busy: "
-                                    f"#{first.pk} Switchover galera-lab" in guard.value for d in doubles)
+    assert not guard.passed and any(
+        f"ProxySQL 127.0.0.1:{d.port} (shared with another cluster) is busy: "
+        f"#{first.pk} Switchover galera-lab" in guard.value
+        for d in doubles
+    )
     other = services.save_plan(plan, actor=Actor.command(operator_user))
     with pytest.raises(locks.LockHeld, match="shared with another cluster"):
         locks.acquire(other, ttl_s=60)
@@ -82,8 +88,13 @@ def test_verify_sees_a_change_to_the_other_clusters_rows(adopted_shared):
     assert sorted(before) == sorted(node_ids) and all(len(rows) == 6 for rows in before.values())
     from lab import demo
 
-    demo.admin_sql(first.port, "UPDATE mysql_servers SET weight=3 WHERE hostgroup_id=202 AND port=3333",
-                   "LOAD MYSQL SERVERS TO RUNTIME", user=first.user, password=first.password)
+    demo.admin_sql(
+        first.port,
+        "UPDATE mysql_servers SET weight=3 WHERE hostgroup_id=202 AND port=3333",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+        user=first.user,
+        password=first.password,
+    )
     others = next(s for s in plan.steps if s.kind == VERIFY).params["others"]
     problems = shared.differences(before, admin, others)
     for a in admins.values():
@@ -91,8 +102,9 @@ def test_verify_sees_a_change_to_the_other_clusters_rows(adopted_shared):
     assert len(problems) == 1 and "proxysql-1: dc1's row hg 202 127.0.0.1 3333 changed" in problems[0]
 
 
-def test_failover_and_read_pool_rules_on_one_cluster_leave_the_other_clusters_rows_identical(adopted_shared,
-                                                                                              operator_user):
+def test_failover_and_read_pool_rules_on_one_cluster_leave_the_other_clusters_rows_identical(
+    adopted_shared, operator_user
+):
     from apps.operations import rules
 
     lab, dc1, doubles = adopted_shared

@@ -2,6 +2,7 @@
 SHUNNED rows: a Galera node killed while one double carries client reads to it (conftest.shun_backend).
 SHUNNED is ProxySQL's runtime verdict: no guard reads it as an unloaded edit, verify reads the configured
 status, and no statement the product sends ever writes it (double.statements() is what the node received)."""
+
 import pytest
 
 from apps.audit.actor import Actor
@@ -49,12 +50,17 @@ def writes_of_shunned(statements):
 
 
 def memory_status(double, hg, port):
-    return demo.admin_sql(double.port, f"SELECT status FROM mysql_servers WHERE hostgroup_id={hg} AND port={port}",
-                          user=double.user, password=double.password)[0][0]
+    return demo.admin_sql(
+        double.port,
+        f"SELECT status FROM mysql_servers WHERE hostgroup_id={hg} AND port={port}",
+        user=double.user,
+        password=double.password,
+    )[0][0]
 
 
-def test_switchover_is_not_refused_by_shunned_rows_and_leaves_the_nodes_consistent(adopted_lab, operator_user,
-                                                                                  galera_healthy):
+def test_switchover_is_not_refused_by_shunned_rows_and_leaves_the_nodes_consistent(
+    adopted_lab, operator_user, galera_healthy
+):
     """The real run's failure: after a backend restart one node kept SHUNNED at runtime while its memory said
     ONLINE, and every switchover was refused as 'unloaded mysql_servers edits'."""
     cluster, (first, second) = adopted_lab
@@ -89,8 +95,9 @@ def test_switchover_is_not_refused_by_shunned_rows_and_leaves_the_nodes_consiste
     assert shunned == {(100, "127.0.0.1", 3311), (101, "127.0.0.1", 3311)}
 
 
-def test_drain_rollback_read_pool_rule_and_every_plan_write_configured_rows(adopted_lab, operator_user,
-                                                                           galera_healthy, live_redis):
+def test_drain_rollback_read_pool_rule_and_every_plan_write_configured_rows(
+    adopted_lab, operator_user, galera_healthy, live_redis
+):
     """Node 3 stays down; proxysql-1 has shunned it in the reader hostgroup its clients use."""
     cluster, (first, second) = adopted_lab
     for double in (first, second):
@@ -99,8 +106,12 @@ def test_drain_rollback_read_pool_rule_and_every_plan_write_configured_rows(adop
     reader = server(3313)
 
     # Every plan built now, forward and rollback, writes configured rows only.
-    plans = [drain.plan_drain(reader), drain.plan_restore(reader), switchover.plan_switchover(cluster, reader),
-             switchover.plan_switchover(cluster, server(3312))]
+    plans = [
+        drain.plan_drain(reader),
+        drain.plan_restore(reader),
+        switchover.plan_switchover(cluster, reader),
+        switchover.plan_switchover(cluster, server(3312)),
+    ]
     for plan in plans:
         assert writes_of_shunned(plan_statements(plan)) == [], plan.title
 
@@ -120,8 +131,9 @@ def test_drain_rollback_read_pool_rule_and_every_plan_write_configured_rows(adop
     first.traffic.set_sessions(hostgroup=101, count=4, kind="read")
     assert wait_for(lambda: ("127.0.0.1", 3313, "SHUNNED") in runtime(first, 101), 5)
     first.traffic.clear_sessions(hostgroup=101)
-    Cluster.objects.filter(pk=cluster.pk).update(read_pool_rules_enabled=True, rules_dry_run=False,
-                                                 min_available_readers=1)
+    Cluster.objects.filter(pk=cluster.pk).update(
+        read_pool_rules_enabled=True, rules_dry_run=False, min_available_readers=1
+    )
     cluster = Cluster.objects.get(pk=cluster.pk)
     servers = list(Server.objects.filter(cluster=cluster).select_related("cluster"))
     pollers.backend_round(servers)

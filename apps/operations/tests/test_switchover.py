@@ -1,4 +1,5 @@
 """Planned switchover against two ProxySQL doubles in front of the Galera lab, run by the executor."""
+
 import pytest
 
 from apps.audit.actor import Actor
@@ -36,12 +37,19 @@ def test_plan_shows_exact_sql_per_node_and_guards(adopted_lab, operator_user):
     drain = next(s for s in plan.steps if s.key == "drain")
     assert len(drain.nodes) == 2
     for spec in drain.nodes.values():
-        assert spec["sql"] == ["UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE hostgroup_id=100 AND "
-                               "hostname='127.0.0.1' AND port=3311", "LOAD MYSQL SERVERS TO RUNTIME"]
+        assert spec["sql"] == [
+            "UPDATE mysql_servers SET status='OFFLINE_SOFT' WHERE hostgroup_id=100 AND "
+            "hostname='127.0.0.1' AND port=3311",
+            "LOAD MYSQL SERVERS TO RUNTIME",
+        ]
     # What holds the old writer, and why, is in the plan's facts before anything runs.
     assert plan.facts["pinned_total"] == 8 and plan.facts["nodes"]
     assert [g.key for g in plan.guards if g.key.startswith("new_writer")] == [
-        "new_writer_synced", "new_writer_primary", "new_writer_ready", "new_writer_queue"]
+        "new_writer_synced",
+        "new_writer_primary",
+        "new_writer_ready",
+        "new_writer_queue",
+    ]
 
 
 def test_switchover_with_the_autoinc_way_through(adopted_lab, operator_user):
@@ -72,8 +80,9 @@ def test_pinned_drain_times_out_and_rolls_back_without_cutting(adopted_lab, oper
 
 def test_offline_hard_on_timeout_cuts_the_sessions_it_announced(adopted_lab, operator_user):
     cluster, (first, second) = adopted_lab
-    plan, op = run_switchover(cluster, operator_user, drain_timeout_ms=300, on_timeout=OnDrainTimeout.OFFLINE_HARD,
-                              lower_autoinc=False)
+    plan, op = run_switchover(
+        cluster, operator_user, drain_timeout_ms=300, on_timeout=OnDrainTimeout.OFFLINE_HARD, lower_autoinc=False
+    )
     assert plan.facts["sessions_cut_if_timeout"] == 8
     assert op.state == OperationState.DONE, op.error
     cut = sum(d.traffic.status()["counters"]["sessions_cut"] for d in (first, second))
@@ -127,8 +136,9 @@ def test_failed_guard_needs_an_admin_and_a_reason(adopted_lab, operator_user, ad
     with pytest.raises(services.NotAllowed, match="Only an admin"):
         services.confirm(op, actor=Actor.command(operator_user), enqueue=False)
     op = services.save_plan(plan, actor=Actor.command(admin_user_role))
-    services.confirm(op, actor=Actor.command(admin_user_role), override_reason="desync is planned maintenance",
-                     enqueue=False)
+    services.confirm(
+        op, actor=Actor.command(admin_user_role), override_reason="desync is planned maintenance", enqueue=False
+    )
     confirmed = AuditEvent.objects.get(action="switchover confirmed")
     assert confirmed.details["override_reason"] == "desync is planned maintenance"
     assert confirmed.details["overridden_guards"] == ["new_writer_synced"]
@@ -181,18 +191,26 @@ def test_a_switchover_gives_the_mirror_image_of_the_roles(adopted_lab, operator_
     # Previewed: per node, the statements for every row of the two, and the rollback that puts them back.
     move = next(s for s in plan.steps if s.key == "move")
     for spec in move.nodes.values():
-        assert any(sql.startswith("DELETE FROM mysql_servers WHERE ")
-                   and "(hostgroup_id=102 AND hostname='127.0.0.1' AND port=3312)" in sql for sql in spec["sql"])
-        assert any("(102,'127.0.0.1',3311,0,'ONLINE',1000," in sql and "'backup writer 1'" in sql for sql in spec["sql"])
-        assert any("(101,'127.0.0.1',3312,0,'ONLINE',100," in sql and "'writer, reads elsewhere first'" in sql
-                   for sql in spec["sql"])
+        assert any(
+            sql.startswith("DELETE FROM mysql_servers WHERE ")
+            and "(hostgroup_id=102 AND hostname='127.0.0.1' AND port=3312)" in sql
+            for sql in spec["sql"]
+        )
+        assert any(
+            "(102,'127.0.0.1',3311,0,'ONLINE',1000," in sql and "'backup writer 1'" in sql for sql in spec["sql"]
+        )
+        assert any(
+            "(101,'127.0.0.1',3312,0,'ONLINE',100," in sql and "'writer, reads elsewhere first'" in sql
+            for sql in spec["sql"]
+        )
         assert any("(101,'127.0.0.1',3311,0,'ONLINE',10000," in sql and "'reader'" in sql for sql in spec["sql"])
         assert any("(102,'127.0.0.1',3312,0,'ONLINE',1000," in sql for sql in spec["rollback"])
     # Verify compared whole rows, not only statuses.
     verify = op.steps.get(key="verify")
     expect = next(iter(plan.steps[[s.key for s in plan.steps].index("verify")].params["expect"].values()))
     assert {"weight": 100, "comment": "writer, reads elsewhere first"}.items() <= next(
-        want for hg, host, port, want in expect if (hg, port) == (101, 3312)).items()
+        want for hg, host, port, want in expect if (hg, port) == (101, 3312)
+    ).items()
     assert verify.state == "done" and verify.detail["problems"] == []
 
 
@@ -214,17 +232,28 @@ PLAIN_ROWS = [(100, 3311, 1000, "writer"), (101, 3312, 1000, "reader a"), (101, 
 @pytest.fixture
 def plain_lab(db, proxysql_double_pair, galera_lab):
     for i, double in enumerate(proxysql_double_pair, 1):
-        demo.admin_sql(double.port, "DELETE FROM mysql_servers", *[
-            f"INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight,comment) VALUES ({hg},'127.0.0.1',{port},"
-            f"{weight},'{comment}')" for hg, port, weight, comment in PLAIN_ROWS],
-            "SET mysql-monitor_username='monitor'", "SET mysql-monitor_password='monitor'",
-            "LOAD MYSQL VARIABLES TO RUNTIME", "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK",
-            user=double.user, password=double.password)
+        demo.admin_sql(
+            double.port,
+            "DELETE FROM mysql_servers",
+            *[
+                f"INSERT INTO mysql_servers (hostgroup_id,hostname,port,weight,comment) VALUES ({hg},'127.0.0.1',{port},"
+                f"{weight},'{comment}')"
+                for hg, port, weight, comment in PLAIN_ROWS
+            ],
+            "SET mysql-monitor_username='monitor'",
+            "SET mysql-monitor_password='monitor'",
+            "LOAD MYSQL VARIABLES TO RUNTIME",
+            "LOAD MYSQL SERVERS TO RUNTIME",
+            "SAVE MYSQL SERVERS TO DISK",
+            user=double.user,
+            password=double.password,
+        )
         # The roles as the operator enters them in the adopt form.
         adopt_double(double, "plain-lab", f"proxysql-{i}", roles={"writer": 100, "reader": 101})
         double.traffic.set_sessions(hostgroup=100, count=2, kind="write", pinned_reason="auto_increment")
-    Cluster.objects.filter(name="plain-lab").update(backup_writer_hostgroup=None, offline_hostgroup=None,
-                                                    writer_is_also_reader=WriterIsAlsoReader.NO)
+    Cluster.objects.filter(name="plain-lab").update(
+        backup_writer_hostgroup=None, offline_hostgroup=None, writer_is_also_reader=WriterIsAlsoReader.NO
+    )
     return Cluster.objects.get(name="plain-lab"), proxysql_double_pair
 
 
@@ -244,8 +273,9 @@ def test_plain_layout_the_writer_never_reads(plain_lab, operator_user):
 # -- speed: the drain probe ----------------------------------------------------------------------------
 def test_the_drain_probes_every_node_in_each_round_at_once(adopted_lab, operator_user):
     cluster, doubles = adopted_lab
-    plan = switchover.plan_switchover(cluster, server(3312), drain_timeout_ms=1000,
-                                      lower_autoinc=False)  # pinned, and the operator chose the old way: it times out
+    plan = switchover.plan_switchover(
+        cluster, server(3312), drain_timeout_ms=1000, lower_autoinc=False
+    )  # pinned, and the operator chose the old way: it times out
     op = services.save_plan(plan, actor=Actor.command(operator_user))
     services.confirm(op, actor=Actor.command(operator_user), enqueue=False)
     for double in doubles:
@@ -280,14 +310,17 @@ def test_the_start_recheck_reads_through_the_connections_the_steps_use(adopted_l
     assert op.state == OperationState.DONE, op.error
     for double in doubles:
         log = list(double.engine.log)
-        first_step = next(e for e in log if "auto_increment_delay_multiplex" in e["sql"] and e["sql"].startswith("UPDATE"))
+        first_step = next(
+            e for e in log if "auto_increment_delay_multiplex" in e["sql"] and e["sql"].startswith("UPDATE")
+        )
         rechecked = [e for e in log if e["seq"] < first_step["seq"] and "runtime_mysql_servers" in e["sql"]]
         assert rechecked and {e["conn"] for e in rechecked} == {first_step["conn"]}, log[:12]
 
 
 # -- issue 23: the default way through pinned sessions ------------------------------------------------------
-AUTOINC_REASON = ("8 session(s) pinned by mysql-auto_increment_delay_multiplex: lowering it to 0 for the drain, "
-                  "restored after")
+AUTOINC_REASON = (
+    "8 session(s) pinned by mysql-auto_increment_delay_multiplex: lowering it to 0 for the drain, restored after"
+)
 
 
 def test_the_default_plan_takes_the_autoinc_way_through_sessions_pinned_by_auto_increment(adopted_lab, operator_user):
@@ -297,8 +330,13 @@ def test_the_default_plan_takes_the_autoinc_way_through_sessions_pinned_by_auto_
     extended_processlist(doubles)
     plan, op = run_switchover(cluster, operator_user)
     assert plan.facts["pinned_reasons"] == {"auto_increment_delay_token": 8}
-    assert plan.facts["autoinc_way"] == {"taken": True, "chosen_by": "planner", "pinned": 8, "inferred": False,
-                                         "reason": AUTOINC_REASON}
+    assert plan.facts["autoinc_way"] == {
+        "taken": True,
+        "chosen_by": "planner",
+        "pinned": 8,
+        "inferred": False,
+        "reason": AUTOINC_REASON,
+    }
     assert plan.options["lower_autoinc"] is True  # stored resolved: recheck.replan plans it the same
     assert [s.key for s in plan.steps][1:3] == ["autoinc_off", "drain"]
     assert op.state == OperationState.DONE, op.error
@@ -313,7 +351,10 @@ def test_the_operators_choice_keeps_the_old_way_and_nothing_pinned_lowers_nothin
     extended_processlist(doubles)
     plan = switchover.plan_switchover(cluster, server(3312), lower_autoinc=False)
     assert plan.options["lower_autoinc"] is False and "autoinc_off" not in [s.key for s in plan.steps]
-    assert plan.facts["autoinc_way"]["chosen_by"] == "operator" and "will not finish" in plan.facts["autoinc_way"]["reason"]
+    assert (
+        plan.facts["autoinc_way"]["chosen_by"] == "operator"
+        and "will not finish" in plan.facts["autoinc_way"]["reason"]
+    )
     assert any("this drain will not finish" in n["text"] and n["level"] == "warning" for n in switchover.notes(plan))
     for double in doubles:
         double.traffic.clear_sessions(hostgroup=100)
@@ -323,7 +364,8 @@ def test_the_operators_choice_keeps_the_old_way_and_nothing_pinned_lowers_nothin
 
 
 def test_sessions_pinned_by_user_variables_refuse_the_default_drain_unless_the_operator_chooses_a_way(
-        adopted_lab, operator_user, admin_user_role):
+    adopted_lab, operator_user, admin_user_role
+):
     """Lowering the auto-increment delay does not free a session that set a user variable: the drain would time
     out. A guard no admin can override says which sessions and why; OFFLINE_HARD or a longer timeout lets it run."""
     cluster, doubles = adopted_lab

@@ -1,6 +1,7 @@
 """A plain layout adopted as it is (issue 9, item 4) keeps its shape through switchovers: the seed-001 layout
 (the writer alone in 100, the readers in 101 without it) is adopted with writer-is-also-reader 0, and two
 switchovers later the writer has never appeared in the reader hostgroup."""
+
 import pytest
 
 from apps.audit.actor import Actor

@@ -1,5 +1,6 @@
 """The seed's own case: a switchover of an async MariaDB GTID topology (one primary, two replicas),
 through two ProxySQL doubles."""
+
 import pytest
 
 from apps.audit.actor import Actor

@@ -4,6 +4,7 @@ of it, lab/proxysql_double/galera_monitor.py, and real 2.7.1). Monitor picks the
 status it finds (lab/reference/native-galera/switch.jsonl): the plan swaps the two writers' weights, drains the old one
 in the placement it loads, moves as Monitor would and waits for Monitor to agree; memory and disk end as configured with
 the weights swapped, recorded as the next configuration version. Before, such a switchover was refused."""
+
 import pytest
 
 from apps.alerts.tests import test_native_galera_drift as native
@@ -19,16 +20,25 @@ from .test_switchover_native_replication import Writer
 
 pytestmark = pytest.mark.django_db
 
-APP_USER = ["DELETE FROM mysql_users",
-            "INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','app',100)",
-            "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK"]
+APP_USER = [
+    "DELETE FROM mysql_users",
+    "INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','app',100)",
+    "LOAD MYSQL USERS TO RUNTIME",
+    "SAVE MYSQL USERS TO DISK",
+]
 
 
 def layers(node):
     """Memory and disk mysql_servers of one node: (hostgroup, port, status, weight)."""
-    return [[tuple(r) for r in native.admin(node, f"SELECT hostgroup_id, port, status, weight FROM {table} "
-                                                  "ORDER BY hostgroup_id, port")]
-            for table in ("mysql_servers", "disk.mysql_servers")]
+    return [
+        [
+            tuple(r)
+            for r in native.admin(
+                node, f"SELECT hostgroup_id, port, status, weight FROM {table} ORDER BY hostgroup_id, port"
+            )
+        ]
+        for table in ("mysql_servers", "disk.mysql_servers")
+    ]
 
 
 def configured(weights):
@@ -50,7 +60,9 @@ def natively_managed(nodes, extra=()):
 
 
 def version_weights(cluster):
-    return sorted((r["port"], r["weight"]) for r in latest(cluster).content["mysql_servers"] if r["hostgroup_id"] == 100)
+    return sorted(
+        (r["port"], r["weight"]) for r in latest(cluster).content["mysql_servers"] if r["hostgroup_id"] == 100
+    )
 
 
 def check_switchover_through_monitor(nodes, user):
@@ -59,8 +71,16 @@ def check_switchover_through_monitor(nodes, user):
 
     plan = plan_switchover(cluster, Server.objects.get(port=3312))
     assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
-    assert [s.key for s in plan.steps] == ["drain", "wait_drain", "catch_up", "move", "wait_monitor", "memory_back",
-                                           "verify_memory", "record_writer"]
+    assert [s.key for s in plan.steps] == [
+        "drain",
+        "wait_drain",
+        "catch_up",
+        "move",
+        "wait_monitor",
+        "memory_back",
+        "verify_memory",
+        "record_writer",
+    ]
     steps = {s.key: s for s in plan.steps}
     drained = [sql for spec in steps["drain"].nodes.values() for sql in spec["sql"]]
     # the drain loads Monitor's placement with 3311 alone in the writer hostgroup, OFFLINE_SOFT, and no SHUNNED mark
@@ -74,13 +94,14 @@ def check_switchover_through_monitor(nodes, user):
     op = run_plan(plan, user)
     assert op.state == "done", op.error
     for node in nodes:
-        placed = native.wait_placed(node, 3312)   # Monitor keeps it: 3311 a backup writer
+        placed = native.wait_placed(node, 3312)  # Monitor keeps it: 3311 a backup writer
         assert (102, 3311, "ONLINE") in placed and (100, 3311, "SHUNNED") in placed, placed
     # memory and disk as configured, the weights of 3311 and 3312 swapped: a restart keeps 3312 the writer
     assert [layers(node) for node in nodes] == [configured([(3311, 900), (3312, 1000), (3313, 800)])] * 2
     assert version_weights(cluster) == [(3311, 900), (3312, 1000), (3313, 800)]
-    assert AuditEvent.objects.filter(action="writer placed by ProxySQL's Galera manager",
-                                     target="127.0.0.1:3312").exists()
+    assert AuditEvent.objects.filter(
+        action="writer placed by ProxySQL's Galera manager", target="127.0.0.1:3312"
+    ).exists()
     native.no_drift_anywhere(cluster)
 
     # and back
@@ -93,19 +114,23 @@ def check_switchover_through_monitor(nodes, user):
     native.no_drift_anywhere(cluster)
 
 
-def test_a_switchover_through_the_galera_manager_on_a_double_pair(proxysql_double_factory, galera_healthy, live_redis,
-                                                                  operator_user):
+def test_a_switchover_through_the_galera_manager_on_a_double_pair(
+    proxysql_double_factory, galera_healthy, live_redis, operator_user
+):
     check_switchover_through_monitor(proxysql_double_factory(2), operator_user)
 
 
-def test_a_switchover_through_the_galera_manager_on_a_real_pair(real_proxysql_factory, galera_healthy, live_redis,
-                                                                operator_user):
-    check_switchover_through_monitor([real_proxysql_factory("2.7.1", name=f"galera-switch-{n}") for n in (1, 2)],
-                                     operator_user)
+def test_a_switchover_through_the_galera_manager_on_a_real_pair(
+    real_proxysql_factory, galera_healthy, live_redis, operator_user
+):
+    check_switchover_through_monitor(
+        [real_proxysql_factory("2.7.1", name=f"galera-switch-{n}") for n in (1, 2)], operator_user
+    )
 
 
-def test_a_switchover_through_the_galera_manager_under_writes_on_a_real_pair(real_proxysql_factory, galera_healthy,
-                                                                             operator_user):
+def test_a_switchover_through_the_galera_manager_under_writes_on_a_real_pair(
+    real_proxysql_factory, galera_healthy, operator_user
+):
     """Writes through both real 2.7.1 nodes all along (autocommit INSERTs, each pinning its connection by its insert
     id): none fails, none is lost, and they reach the new writer after the move."""
     lab, nodes = galera_healthy, [real_proxysql_factory("2.7.1", name=f"galera-load-{n}") for n in (1, 2)]
@@ -119,7 +144,7 @@ def test_a_switchover_through_the_galera_manager_under_writes_on_a_real_pair(rea
         assert wait_for(lambda: all(w.rows > 50 for w in writers), 10), [(w.rows, w.errors[:3]) for w in writers]
         plan = plan_switchover(cluster, Server.objects.get(port=3312))
         assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
-        assert plan.facts["autoinc_way"]["taken"]   # the writers' connections pinned by their insert ids
+        assert plan.facts["autoinc_way"]["taken"]  # the writers' connections pinned by their insert ids
         op = run_plan(plan, operator_user)
         assert op.state == "done", op.error
         before = [w.rows for w in writers]
@@ -131,22 +156,26 @@ def test_a_switchover_through_the_galera_manager_under_writes_on_a_real_pair(rea
         for w in writers:
             w.join(10)
     assert [w.errors for w in writers] == [[], []]
-    assert on_new_writer >= 1   # the clients' connections are on 3312 now
+    assert on_new_writer >= 1  # the clients' connections are on 3312 now
     timings = {r.key: r.duration_ms for r in op.steps.order_by("index")}
-    print(f"\nnative Galera switchover under writes: steps {timings}; slowest insert "
-          f"{[round(w.slowest_ms, 1) for w in writers]} ms; {sum(w.rows for w in writers)} rows")
+    print(
+        f"\nnative Galera switchover under writes: steps {timings}; slowest insert "
+        f"{[round(w.slowest_ms, 1) for w in writers]} ms; {sum(w.rows for w in writers)} rows"
+    )
     held = sum(timings[k] for k in ("drain", "wait_drain", "catch_up", "move"))
     assert max(w.slowest_ms for w in writers) < held + 1000, ([w.slowest_ms for w in writers], timings)
-    assert query(lab, 2, "SELECT COUNT(*) FROM app.native_load")[0][0] == sum(w.rows for w in writers)   # none lost
+    assert query(lab, 2, "SELECT COUNT(*) FROM app.native_load")[0][0] == sum(w.rows for w in writers)  # none lost
 
 
-def test_monitor_not_agreeing_in_time_rolls_back_the_weights_on_a_double_pair(proxysql_double_factory, galera_healthy,
-                                                                              operator_user):
+def test_monitor_not_agreeing_in_time_rolls_back_the_weights_on_a_double_pair(
+    proxysql_double_factory, galera_healthy, operator_user
+):
     check_rollback(proxysql_double_factory(2), operator_user)
 
 
-def test_monitor_not_agreeing_in_time_rolls_back_the_weights_on_a_real_pair(real_proxysql_factory, galera_healthy,
-                                                                            operator_user):
+def test_monitor_not_agreeing_in_time_rolls_back_the_weights_on_a_real_pair(
+    real_proxysql_factory, galera_healthy, operator_user
+):
     check_rollback([real_proxysql_factory("2.7.1", name=f"galera-back-{n}") for n in (1, 2)], operator_user)
 
 

@@ -3,6 +3,7 @@ memory restore (issue 33 §4): the restarted node loads its disk (the configured
 Monitor places the old writer again, while the operation goes on with the other node. Whatever the operation's end
 (done, or rolled back), every node ends with memory and disk equal to the configuration version, and one writer placed
 by Monitor, the same on every node; no drift is reported. On a pair of doubles and on a real 2.7.1 pair."""
+
 import threading
 import time
 
@@ -29,7 +30,9 @@ def restart_once_drained(node, restart):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
-                rows = native.admin(node, "SELECT status FROM runtime_mysql_servers WHERE hostgroup_id=100 AND port=3311")
+                rows = native.admin(
+                    node, "SELECT status FROM runtime_mysql_servers WHERE hostgroup_id=100 AND port=3311"
+                )
             except Exception as exc:  # noqa: BLE001 -- a node busy restarting: try again
                 said.setdefault("errors", []).append(str(exc))
                 rows = ()
@@ -62,21 +65,24 @@ def check_restart_mid_switchover(nodes, user, restart):
     print(f"restarted {said['restarted']}; the switchover ended {op.state}: {op.error[:300]}")
     weights = version_weights(cluster)
     writer = 3312 if op.state == "done" else 3311
-    assert weights == ([(3311, 900), (3312, 1000), (3313, 800)] if writer == 3312 else
-                       [(3311, 1000), (3312, 900), (3313, 800)]), (op.state, weights)
+    assert weights == (
+        [(3311, 900), (3312, 1000), (3313, 800)] if writer == 3312 else [(3311, 1000), (3312, 900), (3313, 800)]
+    ), (op.state, weights)
     for node in nodes:
         native.wait_placed(node, writer)  # one writer, by Monitor, the same on both
     assert [layers(node) for node in nodes] == [configured(weights)] * 2, (op.state, op.error)
     native.no_drift_anywhere(cluster)
 
 
-def test_a_node_restarted_between_drain_and_memory_restore_on_a_double_pair(proxysql_double_factory, galera_healthy,
-                                                                            live_redis, operator_user):
+def test_a_node_restarted_between_drain_and_memory_restore_on_a_double_pair(
+    proxysql_double_factory, galera_healthy, live_redis, operator_user
+):
     nodes = proxysql_double_factory(2)
     check_restart_mid_switchover(nodes, operator_user, nodes[1].restart)
 
 
-def test_a_node_restarted_between_drain_and_memory_restore_on_a_real_pair(real_proxysql_factory, galera_healthy,
-                                                                          live_redis, operator_user):
+def test_a_node_restarted_between_drain_and_memory_restore_on_a_real_pair(
+    real_proxysql_factory, galera_healthy, live_redis, operator_user
+):
     nodes = [real_proxysql_factory("2.7.1", name=f"galera-restart-{n}") for n in (1, 2)]
     check_restart_mid_switchover(nodes, operator_user, nodes[1].restart)

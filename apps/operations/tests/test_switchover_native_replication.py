@@ -5,6 +5,7 @@ lab/reference/native-replication/; and real 2.7.1). The plan drains the old writ
 (the GTID promotion of the product's async switchover) and waits for Monitor to place the new writer on every node; it
 writes no row that moves a server, leaves memory and disk as configured, and rolls back with read_only as it was when
 Monitor does not place the writer in time. Before, such a switchover was refused."""
+
 import threading
 import time
 
@@ -33,19 +34,28 @@ PORTS = native.PORTS
 
 def layers(node):
     """Memory and disk mysql_servers of one node, whole."""
-    return [native.admin(node, f"SELECT * FROM {table} ORDER BY hostgroup_id, hostname, port")
-            for table in ("mysql_servers", "disk.mysql_servers")]
+    return [
+        native.admin(node, f"SELECT * FROM {table} ORDER BY hostgroup_id, hostname, port")
+        for table in ("mysql_servers", "disk.mysql_servers")
+    ]
 
 
 def writers(node):
-    return [(int(port), status) for port, status in
-            native.admin(node, "SELECT port, status FROM runtime_mysql_servers WHERE hostgroup_id=10 ORDER BY port")]
+    return [
+        (int(port), status)
+        for port, status in native.admin(
+            node, "SELECT port, status FROM runtime_mysql_servers WHERE hostgroup_id=10 ORDER BY port"
+        )
+    ]
 
 
 # The seed's layout (3321 in the writer hostgroup 10, the replicas in 20) with Monitor on it: placed as configured.
-SPLIT = ["DELETE FROM mysql_replication_hostgroups",
-         "INSERT INTO mysql_replication_hostgroups (writer_hostgroup,reader_hostgroup,check_type) VALUES (10,20,'read_only')",
-         "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK"]
+SPLIT = [
+    "DELETE FROM mysql_replication_hostgroups",
+    "INSERT INTO mysql_replication_hostgroups (writer_hostgroup,reader_hostgroup,check_type) VALUES (10,20,'read_only')",
+    "LOAD MYSQL SERVERS TO RUNTIME",
+    "SAVE MYSQL SERVERS TO DISK",
+]
 
 
 def natively_managed(nodes, layout=native.NATIVE):
@@ -56,8 +66,9 @@ def natively_managed(nodes, layout=native.NATIVE):
     for n, node in enumerate(nodes, 1):
         placed_as_configured(node)
         adopt_double(node, "native-async", f"n{n}", kind="async")
-    Cluster.objects.filter(name="native-async").update(replication_user="repl", replication_password="repl",
-                                                       max_replication_lag=10)
+    Cluster.objects.filter(name="native-async").update(
+        replication_user="repl", replication_password="repl", max_replication_lag=10
+    )
     cluster = ProxySQLNode.objects.get(admin_port=nodes[0].port).cluster
     assert cluster.native_manager == "replication"
     return cluster
@@ -72,8 +83,12 @@ def placed_as_configured(node):
     expected = [(10, 3321, "ONLINE"), (20, 3322, "ONLINE"), (20, 3323, "ONLINE")]
 
     def placement():
-        return [(int(hg), int(port), status) for hg, port, status in native.admin(
-            node, "SELECT hostgroup_id, port, status FROM runtime_mysql_servers ORDER BY hostgroup_id, port")]
+        return [
+            (int(hg), int(port), status)
+            for hg, port, status in native.admin(
+                node, "SELECT hostgroup_id, port, status FROM runtime_mysql_servers ORDER BY hostgroup_id, port"
+            )
+        ]
 
     for _ in range(tries):
         if wait_for(lambda: placement() == expected, 5):
@@ -99,14 +114,23 @@ def check_switchover_through_monitor(nodes, lab, user, client):
 
     plan = plan_switchover(cluster, Server.objects.get(port=3322))
     assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
-    assert [s.key for s in plan.steps] == ["drain", "wait_drain", "promote", "wait_monitor", "memory_back",
-                                           "verify_memory", "record_writer"]
+    assert [s.key for s in plan.steps] == [
+        "drain",
+        "wait_drain",
+        "promote",
+        "wait_monitor",
+        "memory_back",
+        "verify_memory",
+        "record_writer",
+    ]
     steps = {s.key: s for s in plan.steps}
     sent = [sql for s in plan.steps for spec in s.nodes.values() for sql in spec["sql"] + spec["rollback"]]
     # Monitor owns placement: what the drain loads is Monitor's placement (the new writer not in the writer hostgroup);
     # memory goes back to the configured rows without a LOAD; nothing is saved to disk
     loaded = [sql for spec in steps["drain"].nodes.values() for sql in spec["sql"]]
-    assert loaded[-1] == "LOAD MYSQL SERVERS TO RUNTIME" and not [sql for sql in loaded if "(10,'127.0.0.1',3322" in sql]
+    assert loaded[-1] == "LOAD MYSQL SERVERS TO RUNTIME" and not [
+        sql for sql in loaded if "(10,'127.0.0.1',3322" in sql
+    ]
     assert not [sql for spec in steps["memory_back"].nodes.values() for sql in spec["sql"] if "LOAD" in sql]
     assert not [sql for sql in sent if "SAVE" in sql.upper()], sent
     assert any("writes no row for the move" in n["text"] for n in notes(plan))
@@ -114,16 +138,18 @@ def check_switchover_through_monitor(nodes, lab, user, client):
     op = run_plan(plan, user)
     assert op.state == "done", op.error
     for node in nodes:
-        assert writers(node) == [(3322, "ONLINE")]   # placed by Monitor on every node, the old writer out of it
-        assert (20, 3321) in [(int(hg), int(p)) for hg, p in native.admin(node, "SELECT hostgroup_id, port FROM "
-                                                                                 "runtime_mysql_servers")]
-    assert [layers(node) for node in nodes] == before   # memory and disk as configured
+        assert writers(node) == [(3322, "ONLINE")]  # placed by Monitor on every node, the old writer out of it
+        assert (20, 3321) in [
+            (int(hg), int(p)) for hg, p in native.admin(node, "SELECT hostgroup_id, port FROM runtime_mysql_servers")
+        ]
+    assert [layers(node) for node in nodes] == before  # memory and disk as configured
     assert (read_only(lab, 1), read_only(lab, 2)) == (1, 0)
     for n in (1, 3):
         assert wait_for(lambda: source_port(lab, n) == (3322, "Yes", "Yes"), 10), source_port(lab, n)
-    assert AuditEvent.objects.filter(action="writer placed by ProxySQL's replication manager",
-                                     target="127.0.0.1:3322").exists()
-    native.no_drift_anywhere(cluster)   # Monitor's placement after the move is no drift
+    assert AuditEvent.objects.filter(
+        action="writer placed by ProxySQL's replication manager", target="127.0.0.1:3322"
+    ).exists()
+    native.no_drift_anywhere(cluster)  # Monitor's placement after the move is no drift
     # the page offers the old writer (the inventory's configured rows do not say who Monitor made the writer)
     page = client.get(reverse("operations:switchover", args=[cluster.pk]))
     assert page.status_code == 200 and "placed by ProxySQL's own manager" in page.content.decode()
@@ -138,15 +164,21 @@ def check_switchover_through_monitor(nodes, lab, user, client):
     assert (read_only(lab, 1), read_only(lab, 2)) == (0, 1)
 
 
-def test_a_switchover_through_the_replication_manager_on_a_double_pair(proxysql_double_factory, replication_healthy,
-                                                                       live_redis, operator_user, operator_client):
+def test_a_switchover_through_the_replication_manager_on_a_double_pair(
+    proxysql_double_factory, replication_healthy, live_redis, operator_user, operator_client
+):
     check_switchover_through_monitor(proxysql_double_factory(2), replication_healthy, operator_user, operator_client)
 
 
-def test_a_switchover_through_the_replication_manager_on_a_real_pair(real_proxysql_factory, replication_healthy,
-                                                                     live_redis, operator_user, operator_client):
-    check_switchover_through_monitor([real_proxysql_factory("2.7.1", name=f"native-switch-{n}") for n in (1, 2)],
-                                     replication_healthy, operator_user, operator_client)
+def test_a_switchover_through_the_replication_manager_on_a_real_pair(
+    real_proxysql_factory, replication_healthy, live_redis, operator_user, operator_client
+):
+    check_switchover_through_monitor(
+        [real_proxysql_factory("2.7.1", name=f"native-switch-{n}") for n in (1, 2)],
+        replication_healthy,
+        operator_user,
+        operator_client,
+    )
 
 
 class Writer(threading.Thread):
@@ -155,15 +187,23 @@ class Writer(threading.Thread):
 
     def __init__(self, port, tag):
         super().__init__(daemon=True)
-        self.port, self.tag, self.stop, self.rows, self.errors, self.slowest_ms = port, tag, threading.Event(), 0, [], 0.0
+        self.port, self.tag, self.stop, self.rows, self.errors, self.slowest_ms = (
+            port,
+            tag,
+            threading.Event(),
+            0,
+            [],
+            0.0,
+        )
 
     def run(self):
         conn = None
         while not self.stop.is_set():
             try:
                 if conn is None:
-                    conn = MySQLdb.connect(host="127.0.0.1", port=self.port, user="app", passwd="app", db="app",
-                                           autocommit=True)
+                    conn = MySQLdb.connect(
+                        host="127.0.0.1", port=self.port, user="app", passwd="app", db="app", autocommit=True
+                    )
                 start = time.monotonic()
                 conn.cursor().execute("INSERT INTO app.native_load (tag) VALUES (%s)", (self.tag,))
                 self.slowest_ms = max(self.slowest_ms, (time.monotonic() - start) * 1000)
@@ -176,12 +216,16 @@ class Writer(threading.Thread):
 
 
 def test_a_switchover_through_the_replication_manager_under_writes_on_a_real_pair(
-        real_proxysql_factory, replication_healthy, operator_user):
+    real_proxysql_factory, replication_healthy, operator_user
+):
     """Writes through both real 2.7.1 nodes all along: none fails, none is lost; they wait while the writer is held
     (the drain to Monitor's placement), as ProxySQL holds a query sent to a hostgroup without a usable server."""
     lab, nodes = replication_healthy, [real_proxysql_factory("2.7.1", name=f"native-load-{n}") for n in (1, 2)]
-    users = ["INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','app',10)",
-             "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK"]
+    users = [
+        "INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('app','app',10)",
+        "LOAD MYSQL USERS TO RUNTIME",
+        "SAVE MYSQL USERS TO DISK",
+    ]
     cluster = natively_managed(nodes, [*native.NATIVE, *users])
     query(lab, 1, "DROP TABLE IF EXISTS app.native_load")
     query(lab, 1, "CREATE TABLE app.native_load (id INT AUTO_INCREMENT PRIMARY KEY, tag VARCHAR(20))")
@@ -192,11 +236,11 @@ def test_a_switchover_through_the_replication_manager_under_writes_on_a_real_pai
         assert wait_for(lambda: all(w.rows > 50 for w in writers_), 10), [(w.rows, w.errors[:3]) for w in writers_]
         plan = plan_switchover(cluster, Server.objects.get(port=3322))
         assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
-        assert plan.facts["autoinc_way"]["taken"]   # the writers' connections pinned by their insert ids
+        assert plan.facts["autoinc_way"]["taken"]  # the writers' connections pinned by their insert ids
         op = run_plan(plan, operator_user)
         assert op.state == "done", op.error
         before = [w.rows for w in writers_]
-        assert wait_for(lambda: all(w.rows > b + 50 for w, b in zip(writers_, before)), 10)   # writing to 3322 now
+        assert wait_for(lambda: all(w.rows > b + 50 for w, b in zip(writers_, before)), 10)  # writing to 3322 now
     finally:
         for w in writers_:
             w.stop.set()
@@ -208,26 +252,33 @@ def test_a_switchover_through_the_replication_manager_under_writes_on_a_real_pai
     assert max(w.slowest_ms for w in writers_) < held + 1000, ([w.slowest_ms for w in writers_], timings)
     assert (read_only(lab, 1), read_only(lab, 2)) == (1, 0)
     written = sum(w.rows for w in writers_)
-    assert query(lab, 2, "SELECT COUNT(*) FROM app.native_load")[0][0] == written   # none lost
+    assert query(lab, 2, "SELECT COUNT(*) FROM app.native_load")[0][0] == written  # none lost
 
 
 def test_monitor_not_placing_the_writer_in_time_rolls_back_with_read_only_as_it_was(
-        proxysql_double_factory, replication_healthy, operator_user):
+    proxysql_double_factory, replication_healthy, operator_user
+):
     check_rollback(proxysql_double_factory(2), replication_healthy, operator_user)
 
 
-def test_monitor_not_placing_the_writer_in_time_rolls_back_on_a_real_pair(real_proxysql_factory, replication_healthy,
-                                                                          operator_user):
-    check_rollback([real_proxysql_factory("2.7.1", name=f"native-back-{n}") for n in (1, 2)], replication_healthy,
-                   operator_user)
+def test_monitor_not_placing_the_writer_in_time_rolls_back_on_a_real_pair(
+    real_proxysql_factory, replication_healthy, operator_user
+):
+    check_rollback(
+        [real_proxysql_factory("2.7.1", name=f"native-back-{n}") for n in (1, 2)], replication_healthy, operator_user
+    )
 
 
 def check_rollback(nodes, lab, operator_user):
     cluster = natively_managed(nodes, SPLIT)
     # node 2's Monitor checks super_read_only, which MariaDB lacks: every check fails and nothing moves (as captured on
     # real 2.7.1), its placement stays as configured: 3321 writing, the replicas reading
-    native.admin(nodes[1], "UPDATE mysql_replication_hostgroups SET check_type='super_read_only'",
-                 "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK")
+    native.admin(
+        nodes[1],
+        "UPDATE mysql_replication_hostgroups SET check_type='super_read_only'",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+        "SAVE MYSQL SERVERS TO DISK",
+    )
     placed_as_configured(nodes[1])
     before = [layers(node) for node in nodes]
 
@@ -243,7 +294,7 @@ def check_rollback(nodes, lab, operator_user):
     assert "within 1500 ms" in op.error and "read_only as it was" in op.error
     # read_only and replication as they were, the placement and both layers as before the drain
     assert (read_only(lab, 1), read_only(lab, 2), read_only(lab, 3)) == (0, 1, 1)
-    for n in (2, 3):   # re-pointed back at 3321 (its IO thread connecting first)
+    for n in (2, 3):  # re-pointed back at 3321 (its IO thread connecting first)
         assert wait_for(lambda: source_port(lab, n) == (3321, "Yes", "Yes"), 10), source_port(lab, n)
     for node in nodes:
         assert wait_for(lambda: writers(node) == [(3321, "ONLINE")], 10), writers(node)
@@ -251,15 +302,16 @@ def check_rollback(nodes, lab, operator_user):
     assert not AuditEvent.objects.filter(action="writer placed by ProxySQL's replication manager").exists()
 
 
-def test_a_writer_monitor_moved_after_the_plan_refuses_it_at_start(proxysql_double_factory, replication_healthy,
-                                                                   operator_user):
+def test_a_writer_monitor_moved_after_the_plan_refuses_it_at_start(
+    proxysql_double_factory, replication_healthy, operator_user
+):
     lab, nodes = replication_healthy, proxysql_double_factory(2)
     cluster = natively_managed(nodes)
     plan = plan_switchover(cluster, Server.objects.get(port=3322))
     assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
     op = confirmed(plan, operator_user)
     try:
-        query(lab, 3, "SET GLOBAL read_only=OFF")   # 3323 writable: Monitor makes it a second writer
+        query(lab, 3, "SET GLOBAL read_only=OFF")  # 3323 writable: Monitor makes it a second writer
         for node in nodes:
             assert wait_for(lambda: writers(node) == [(3321, "ONLINE"), (3323, "ONLINE")], 10), writers(node)
         op = finish(op)
@@ -267,9 +319,11 @@ def test_a_writer_monitor_moved_after_the_plan_refuses_it_at_start(proxysql_doub
         query(lab, 3, "SET GLOBAL read_only=ON")
     assert op.state == "refused", (op.state, op.error)
     assert op.error.startswith("refused at start, nothing was changed"), op.error
-    assert ("Monitor has placed one writer in writer hostgroup 10 (now: n1: 127.0.0.1:3321, 127.0.0.1:3323; "
-            "n2: 127.0.0.1:3321, 127.0.0.1:3323)") in op.error, op.error
-    assert (read_only(lab, 1), read_only(lab, 2)) == (0, 1)   # nothing ran
+    assert (
+        "Monitor has placed one writer in writer hostgroup 10 (now: n1: 127.0.0.1:3321, 127.0.0.1:3323; "
+        "n2: 127.0.0.1:3321, 127.0.0.1:3323)"
+    ) in op.error, op.error
+    assert (read_only(lab, 1), read_only(lab, 2)) == (0, 1)  # nothing ran
 
 
 def writers_seen(nodes, action):
@@ -295,8 +349,10 @@ def writers_seen(nodes, action):
 
 
 def servers(node, table):
-    return [tuple(int(v) for v in r) for r in native.admin(
-        node, f"SELECT hostgroup_id, port, weight FROM {table} ORDER BY hostgroup_id, port")]
+    return [
+        tuple(int(v) for v in r)
+        for r in native.admin(node, f"SELECT hostgroup_id, port, weight FROM {table} ORDER BY hostgroup_id, port")
+    ]
 
 
 def check_change_set_after_switchover(nodes, lab, user):
@@ -308,19 +364,22 @@ def check_change_set_after_switchover(nodes, lab, user):
     cluster = natively_managed(nodes)
     op = run_plan(plan_switchover(cluster, Server.objects.get(port=3322)), user)
     assert op.state == "done", op.error
-    seen = writers_seen(nodes, lambda: galera.apply_edits(cluster, user, "a weight",
-                                                          [galera.weight_edit(cluster, 10, 3323, 500)]))
+    seen = writers_seen(
+        nodes, lambda: galera.apply_edits(cluster, user, "a weight", [galera.weight_edit(cluster, 10, 3323, 500)])
+    )
     assert seen == {(n, ((3322, "ONLINE"),)) for n in range(len(nodes))}, sorted(seen)
     for node in nodes:
-        assert [str(w) for (w,) in native.admin(node, "SELECT DISTINCT weight FROM runtime_mysql_servers "
-                                                      "WHERE port=3323")] == ["500"]
-        for table in ("mysql_servers", "disk.mysql_servers"):   # the configured rows, the weight changed
+        assert [
+            str(w) for (w,) in native.admin(node, "SELECT DISTINCT weight FROM runtime_mysql_servers WHERE port=3323")
+        ] == ["500"]
+        for table in ("mysql_servers", "disk.mysql_servers"):  # the configured rows, the weight changed
             assert servers(node, table) == [(10, 3321, 1000), (10, 3322, 1000), (10, 3323, 500)], table
     native.no_drift_anywhere(cluster)
 
 
 def test_a_change_set_rolled_back_after_a_switchover_loads_monitors_placement_back_on_a_double_pair(
-        proxysql_double_factory, replication_healthy, live_redis, operator_user):
+    proxysql_double_factory, replication_healthy, live_redis, operator_user
+):
     """The same change set with a query rule the second node refuses: rolled back on both nodes, the undo loading the
     placement as it was (never the configured rows), memory and disk as configured."""
     nodes = proxysql_double_factory(2)
@@ -328,29 +387,38 @@ def test_a_change_set_rolled_back_after_a_switchover_loads_monitors_placement_ba
     user = operator_user
     op = run_plan(plan_switchover(cluster, Server.objects.get(port=3322)), user)
     assert op.state == "done", op.error
-    before = [[servers(node, t) for t in ("runtime_mysql_servers", "mysql_servers", "disk.mysql_servers")]
-              for node in nodes]
+    before = [
+        [servers(node, t) for t in ("runtime_mysql_servers", "mysql_servers", "disk.mysql_servers")] for node in nodes
+    ]
     native.admin(nodes[1], 'LAB FAIL_STATEMENTS {"text": "REPLACE INTO mysql_query_rules", "message": "refused"}')
     cs = start_change_set(cluster, actor=Actor.command(user), reason="a weight and a rule")
-    for edit in (galera.weight_edit(cluster, 10, 3323, 500),
-                 {"op": "upsert", "table": "mysql_query_rules",
-                  "row": {"rule_id": 70, "active": 1, "match_digest": "^DELETE", "destination_hostgroup": 10,
-                          "apply": 1}}):
+    for edit in (
+        galera.weight_edit(cluster, 10, 3323, 500),
+        {
+            "op": "upsert",
+            "table": "mysql_query_rules",
+            "row": {"rule_id": 70, "active": 1, "match_digest": "^DELETE", "destination_hostgroup": 10, "apply": 1},
+        },
+    ):
         add_edit(cs, edit, actor=Actor.command(user))
     ran = []
     seen = writers_seen(nodes, lambda: ran.append(run_change_set(cs, user)[0]))
     assert ran[0].state == "rolled_back" and "refused" in ran[0].error, (ran[0].state, ran[0].error)
     assert seen == {(n, ((3322, "ONLINE"),)) for n in range(len(nodes))}, sorted(seen)
-    assert [[servers(node, t) for t in ("runtime_mysql_servers", "mysql_servers", "disk.mysql_servers")]
-            for node in nodes] == before
+    assert [
+        [servers(node, t) for t in ("runtime_mysql_servers", "mysql_servers", "disk.mysql_servers")] for node in nodes
+    ] == before
 
 
 def test_a_change_set_right_after_a_switchover_loads_monitors_placement_on_a_double_pair(
-        proxysql_double_factory, replication_healthy, live_redis, operator_user):
+    proxysql_double_factory, replication_healthy, live_redis, operator_user
+):
     check_change_set_after_switchover(proxysql_double_factory(2), replication_healthy, operator_user)
 
 
 def test_a_change_set_right_after_a_switchover_loads_monitors_placement_on_a_real_pair(
-        real_proxysql_factory, replication_healthy, live_redis, operator_user):
-    check_change_set_after_switchover([real_proxysql_factory("2.7.1", name=f"native-cs-{n}") for n in (1, 2)],
-                                      replication_healthy, operator_user)
+    real_proxysql_factory, replication_healthy, live_redis, operator_user
+):
+    check_change_set_after_switchover(
+        [real_proxysql_factory("2.7.1", name=f"native-cs-{n}") for n in (1, 2)], replication_healthy, operator_user
+    )

@@ -8,81 +8,164 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('fleet', '0004_replication_credentials'),
+        ("fleet", "0004_replication_credentials"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ReportSchedule',
+            name="ReportSchedule",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('period', models.CharField(choices=[('daily', 'daily'), ('weekly', 'weekly')], default='daily', max_length=10)),
-                ('hour', models.PositiveSmallIntegerField(default=6, help_text='local hour (settings.TIME_ZONE) at which it is built and sent', validators=[django.core.validators.MaxValueValidator(23)])),
-                ('weekday', models.PositiveSmallIntegerField(choices=[(0, 'Monday'), (1, 'Tuesday'), (2, 'Wednesday'), (3, 'Thursday'), (4, 'Friday'), (5, 'Saturday'), (6, 'Sunday')], default=0, help_text='weekly reports only')),
-                ('recipients', models.TextField(blank=True, help_text='e-mail addresses, comma-separated or one per line; empty: archive only', validators=[apps.reports.models.validate_recipients])),
-                ('enabled', models.BooleanField(default=True)),
-                ('last_period_end', models.DateTimeField(blank=True, help_text='end of the last period built', null=True)),
-                ('last_run_at', models.DateTimeField(blank=True, null=True)),
-                ('last_error', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('cluster', models.ForeignKey(blank=True, help_text='empty: the whole fleet', null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "period",
+                    models.CharField(
+                        choices=[("daily", "daily"), ("weekly", "weekly")], default="daily", max_length=10
+                    ),
+                ),
+                (
+                    "hour",
+                    models.PositiveSmallIntegerField(
+                        default=6,
+                        help_text="local hour (settings.TIME_ZONE) at which it is built and sent",
+                        validators=[django.core.validators.MaxValueValidator(23)],
+                    ),
+                ),
+                (
+                    "weekday",
+                    models.PositiveSmallIntegerField(
+                        choices=[
+                            (0, "Monday"),
+                            (1, "Tuesday"),
+                            (2, "Wednesday"),
+                            (3, "Thursday"),
+                            (4, "Friday"),
+                            (5, "Saturday"),
+                            (6, "Sunday"),
+                        ],
+                        default=0,
+                        help_text="weekly reports only",
+                    ),
+                ),
+                (
+                    "recipients",
+                    models.TextField(
+                        blank=True,
+                        help_text="e-mail addresses, comma-separated or one per line; empty: archive only",
+                        validators=[apps.reports.models.validate_recipients],
+                    ),
+                ),
+                ("enabled", models.BooleanField(default=True)),
+                (
+                    "last_period_end",
+                    models.DateTimeField(blank=True, help_text="end of the last period built", null=True),
+                ),
+                ("last_run_at", models.DateTimeField(blank=True, null=True)),
+                ("last_error", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="empty: the whole fleet",
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="fleet.cluster",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['cluster__name', 'period', 'pk'],
+                "ordering": ["cluster__name", "period", "pk"],
             },
         ),
         migrations.CreateModel(
-            name='Report',
+            name="Report",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('scope', models.CharField(choices=[('cluster', 'one cluster'), ('fleet', 'the whole fleet')], max_length=10)),
-                ('scope_name', models.CharField(help_text="the cluster's name when built, or 'fleet'", max_length=200)),
-                ('period', models.CharField(choices=[('daily', 'daily'), ('weekly', 'weekly')], max_length=10)),
-                ('start', models.DateTimeField()),
-                ('end', models.DateTimeField()),
-                ('built_at', models.DateTimeField()),
-                ('built_by', models.CharField(help_text='user name, or the schedule', max_length=150)),
-                ('build_ms', models.FloatField(null=True)),
-                ('headline', models.CharField(help_text="the summary's first sentence", max_length=500)),
-                ('data', models.JSONField(encoder=django.core.serializers.json.DjangoJSONEncoder, help_text='everything the report shows, as built')),
-                ('html', models.TextField(help_text='the report as e-mailed (charts as cid: references to its ReportChart rows)')),
-                ('emailed_to', models.TextField(blank=True)),
-                ('emailed_at', models.DateTimeField(blank=True, null=True)),
-                ('email_error', models.TextField(blank=True)),
-                ('cluster', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='fleet.cluster')),
-                ('schedule', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='reports', to='reports.reportschedule')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "scope",
+                    models.CharField(choices=[("cluster", "one cluster"), ("fleet", "the whole fleet")], max_length=10),
+                ),
+                ("scope_name", models.CharField(help_text="the cluster's name when built, or 'fleet'", max_length=200)),
+                ("period", models.CharField(choices=[("daily", "daily"), ("weekly", "weekly")], max_length=10)),
+                ("start", models.DateTimeField()),
+                ("end", models.DateTimeField()),
+                ("built_at", models.DateTimeField()),
+                ("built_by", models.CharField(help_text="user name, or the schedule", max_length=150)),
+                ("build_ms", models.FloatField(null=True)),
+                ("headline", models.CharField(help_text="the summary's first sentence", max_length=500)),
+                (
+                    "data",
+                    models.JSONField(
+                        encoder=django.core.serializers.json.DjangoJSONEncoder,
+                        help_text="everything the report shows, as built",
+                    ),
+                ),
+                (
+                    "html",
+                    models.TextField(
+                        help_text="the report as e-mailed (charts as cid: references to its ReportChart rows)"
+                    ),
+                ),
+                ("emailed_to", models.TextField(blank=True)),
+                ("emailed_at", models.DateTimeField(blank=True, null=True)),
+                ("email_error", models.TextField(blank=True)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="fleet.cluster",
+                    ),
+                ),
+                (
+                    "schedule",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="reports",
+                        to="reports.reportschedule",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-end', '-pk'],
+                "ordering": ["-end", "-pk"],
             },
         ),
         migrations.CreateModel(
-            name='ReportChart',
+            name="ReportChart",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(help_text='also its Content-ID in the e-mail', max_length=80)),
-                ('title', models.CharField(max_length=200)),
-                ('png', models.BinaryField()),
-                ('width', models.PositiveIntegerField()),
-                ('height', models.PositiveIntegerField()),
-                ('report', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='charts', to='reports.report')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("key", models.CharField(help_text="also its Content-ID in the e-mail", max_length=80)),
+                ("title", models.CharField(max_length=200)),
+                ("png", models.BinaryField()),
+                ("width", models.PositiveIntegerField()),
+                ("height", models.PositiveIntegerField()),
+                (
+                    "report",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="charts", to="reports.report"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['report', 'pk'],
-                'constraints': [models.UniqueConstraint(fields=('report', 'key'), name='unique_chart_key_per_report')],
+                "ordering": ["report", "pk"],
+                "constraints": [models.UniqueConstraint(fields=("report", "key"), name="unique_chart_key_per_report")],
             },
         ),
         migrations.AddIndex(
-            model_name='report',
-            index=models.Index(fields=['scope', 'period', 'end'], name='report_scope_period_end'),
+            model_name="report",
+            index=models.Index(fields=["scope", "period", "end"], name="report_scope_period_end"),
         ),
         migrations.AddIndex(
-            model_name='report',
-            index=models.Index(fields=['cluster', 'end'], name='report_cluster_end'),
+            model_name="report",
+            index=models.Index(fields=["cluster", "end"], name="report_cluster_end"),
         ),
     ]

@@ -1,13 +1,29 @@
 """The backends, hostgroups and ProxySQL tables: availability per member, its stretches, and the time
 planned maintenance or the read-pool rules explain."""
+
 from collections import defaultdict
 
 from apps.fleet.models import HostgroupMembership
 from apps.operations.choices import OperationKind, OperationState
 
 from .. import timeline as tl
-from .common import (ALL, BACKEND_CATS, DESYNCED, HOSTGROUP_CATS, OUT, REACHABLE, REDUCED, ROLE_LABELS, SYNCED,
-                     UNREACHABLE, _avail, _json_timeline, _none, _stretch_list, _top_stretches)
+from .common import (
+    ALL,
+    BACKEND_CATS,
+    DESYNCED,
+    HOSTGROUP_CATS,
+    OUT,
+    REACHABLE,
+    REDUCED,
+    ROLE_LABELS,
+    SYNCED,
+    UNREACHABLE,
+    _avail,
+    _json_timeline,
+    _none,
+    _stretch_list,
+    _top_stretches,
+)
 from .timelines import sourced
 
 
@@ -29,14 +45,25 @@ def backends(ctx, timelines):
         rules = [(a - slack, b + slack) for a, b in w.get("rules", [])]
         planned_s = _overlap([(a, b) for a, b, v in t if v[0] != SYNCED and v[0] != DESYNCED], maint)
         rules_s = _overlap([(a, b) for a, b, v in t if v[0] == OUT], rules) if rules else 0.0
-        out.append({"id": sid, "name": str(server), "url": server.get_absolute_url(),
-                    "hostgroups": members.get(sid, []), "roles": roles, "maintenance": server.maintenance,
-                    "durations": {k: round(d.get(k, 0.0), 3) for k in BACKEND_CATS},
-                    "observed_s": round(observed, 3), "availability": _avail(d, [SYNCED, DESYNCED], observed),
-                    "stretches": stretches, "more_stretches": more,
-                    "planned_s": round(planned_s, 3), "rules_s": round(rules_s, 3),
-                    "maintenance_windows": [[a, b] for a, b in w.get("maintenance", [])],
-                    "timeline": _json_timeline(t, key=lambda v: v[0])})
+        out.append(
+            {
+                "id": sid,
+                "name": str(server),
+                "url": server.get_absolute_url(),
+                "hostgroups": members.get(sid, []),
+                "roles": roles,
+                "maintenance": server.maintenance,
+                "durations": {k: round(d.get(k, 0.0), 3) for k in BACKEND_CATS},
+                "observed_s": round(observed, 3),
+                "availability": _avail(d, [SYNCED, DESYNCED], observed),
+                "stretches": stretches,
+                "more_stretches": more,
+                "planned_s": round(planned_s, 3),
+                "rules_s": round(rules_s, 3),
+                "maintenance_windows": [[a, b] for a, b in w.get("maintenance", [])],
+                "timeline": _json_timeline(t, key=lambda v: v[0]),
+            }
+        )
     return out
 
 
@@ -48,14 +75,24 @@ def hostgroups(ctx, timelines):
             continue  # an offline hostgroup nobody used
         d = tl.durations(t, key=lambda v: v[0])
         observed = tl.covered(t)
-        stretches, more = _top_stretches(sourced(ctx, _stretch_list(
-            t, _none, lambda v: ("on " + ", ".join(v[1])) if v[1] else ""), t, _none))
+        stretches, more = _top_stretches(
+            sourced(ctx, _stretch_list(t, _none, lambda v: ("on " + ", ".join(v[1])) if v[1] else ""), t, _none)
+        )
         longest = max((s["seconds"] for s in stretches), default=0.0)
-        out.append({"hostgroup": hg, "role": role, "role_label": ROLE_LABELS.get(role, role),
-                    "durations": {k: round(d.get(k, 0.0), 3) for k in HOSTGROUP_CATS},
-                    "observed_s": round(observed, 3), "availability": _avail(d, [ALL, REDUCED], observed),
-                    "longest_none_s": longest, "stretches": stretches, "more_stretches": more,
-                    "timeline": _json_timeline(t, key=lambda v: v[0])})
+        out.append(
+            {
+                "hostgroup": hg,
+                "role": role,
+                "role_label": ROLE_LABELS.get(role, role),
+                "durations": {k: round(d.get(k, 0.0), 3) for k in HOSTGROUP_CATS},
+                "observed_s": round(observed, 3),
+                "availability": _avail(d, [ALL, REDUCED], observed),
+                "longest_none_s": longest,
+                "stretches": stretches,
+                "more_stretches": more,
+                "timeline": _json_timeline(t, key=lambda v: v[0]),
+            }
+        )
     return out
 
 
@@ -66,13 +103,22 @@ def proxysql(ctx, timelines):
         d = tl.durations(t)
         observed = tl.covered(t)
         stretches, more = _top_stretches(_stretch_list(t, lambda v: v == UNREACHABLE, join_gap=0.0))
-        out.append({"id": nid, "name": node.name, "endpoint": f"{node.admin_host}:{node.admin_port}",
-                    "also_serves": ctx.also_serves.get(nid, []),
-                    "url": node.get_absolute_url(), "unreachable_s": round(d.get(UNREACHABLE, 0.0), 3),
-                    "observed_s": round(observed, 3), "availability": _avail(d, [REACHABLE], observed),
-                    "longest_s": max((s["seconds"] for s in stretches), default=0.0),
-                    "stretches": stretches, "more_stretches": more,
-                    "timeline": _json_timeline(t)})
+        out.append(
+            {
+                "id": nid,
+                "name": node.name,
+                "endpoint": f"{node.admin_host}:{node.admin_port}",
+                "also_serves": ctx.also_serves.get(nid, []),
+                "url": node.get_absolute_url(),
+                "unreachable_s": round(d.get(UNREACHABLE, 0.0), 3),
+                "observed_s": round(observed, 3),
+                "availability": _avail(d, [REACHABLE], observed),
+                "longest_s": max((s["seconds"] for s in stretches), default=0.0),
+                "stretches": stretches,
+                "more_stretches": more,
+                "timeline": _json_timeline(t),
+            }
+        )
     return out
 
 
@@ -89,8 +135,16 @@ def _category_stretches(timeline, exclude):
                 out[-1]["reasons"].append(why)
         else:
             out.append({"category": cat, "start": a, "end": b, "reasons": [why] if why else []})
-    return [{"category": x["category"], "start": x["start"], "end": x["end"], "seconds": round(x["end"] - x["start"], 3),
-             "why": ", ".join(x["reasons"])} for x in out]
+    return [
+        {
+            "category": x["category"],
+            "start": x["start"],
+            "end": x["end"],
+            "seconds": round(x["end"] - x["start"], 3),
+            "why": ", ".join(x["reasons"]),
+        }
+        for x in out
+    ]
 
 
 def _inventory_params(op):

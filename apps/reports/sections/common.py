@@ -1,4 +1,5 @@
 """The categories a report's timelines hold and the helpers every section shares (definitions: content.py)."""
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ class SectionContext:
     """What the functions of one cluster's section read (content.ClusterSection builds it, each section module's
     functions take it): the period [start, end) and the one before (epoch seconds), the history read once
     (history.load), the inventory, and what the build found on its way (found, windows, backend_states)."""
+
     cluster: Any
     start: float
     end: float

@@ -1,9 +1,10 @@
 """The top query digests by total time and the slower or new ones against the period before."""
+
 from .. import fmt
 from .common import _round
 
 DIGEST_TOP = 10
-DIGEST_SLOWER = 1.5     # average time up by half or more...
+DIGEST_SLOWER = 1.5  # average time up by half or more...
 DIGEST_SLOWER_MS = 0.2  # ...and by at least this much...
 DIGEST_MIN_COUNT = 100  # ...over at least this many executions in both periods
 
@@ -29,21 +30,36 @@ def digest_section(start, end, prev_start, prev_end, cluster_id=None):
     for r in page.rows:
         prev_row = None
         if r.digest:
-            prev_page = ds.top_digests(before, ds.Filters(cluster=cluster_id, search=r.digest), sort="total", per_page=5)
+            prev_page = ds.top_digests(
+                before, ds.Filters(cluster=cluster_id, search=r.digest), sort="total", per_page=5
+            )
             prev_row = next((p for p in prev_page.rows if p.digest_id == r.digest_id), None)
         avg_ms = r.avg_us / 1000 if r.avg_us is not None else None
         prev_avg = prev_row.avg_us / 1000 if prev_row and prev_row.avg_us is not None else None
-        row = {"digest": r.digest, "text": r.text[:400], "count": r.count, "total_s": round(r.total_us / 1e6, 3),
-               "avg_ms": _round(avg_ms, 3), "max_ms": _round(r.max_us / 1000 if r.max_us is not None else None, 3),
-               "prev_count": prev_row.count if prev_row else 0,
-               "prev_total_s": round(prev_row.total_us / 1e6, 3) if prev_row else 0.0,
-               "prev_avg_ms": _round(prev_avg, 3), "hostgroups": (r.where or {}).get("hostgroups", []),
-               "url": f"/digests/{r.digest_id}/"}
+        row = {
+            "digest": r.digest,
+            "text": r.text[:400],
+            "count": r.count,
+            "total_s": round(r.total_us / 1e6, 3),
+            "avg_ms": _round(avg_ms, 3),
+            "max_ms": _round(r.max_us / 1000 if r.max_us is not None else None, 3),
+            "prev_count": prev_row.count if prev_row else 0,
+            "prev_total_s": round(prev_row.total_us / 1e6, 3) if prev_row else 0.0,
+            "prev_avg_ms": _round(prev_avg, 3),
+            "hostgroups": (r.where or {}).get("hostgroups", []),
+            "url": f"/digests/{r.digest_id}/",
+        }
         verdict = ""
         if prev_row is None or prev_row.count == 0:
             verdict = "new"
-        elif (avg_ms is not None and prev_avg and r.count >= DIGEST_MIN_COUNT and prev_row.count >= DIGEST_MIN_COUNT
-              and avg_ms >= prev_avg * DIGEST_SLOWER and avg_ms - prev_avg >= DIGEST_SLOWER_MS):
+        elif (
+            avg_ms is not None
+            and prev_avg
+            and r.count >= DIGEST_MIN_COUNT
+            and prev_row.count >= DIGEST_MIN_COUNT
+            and avg_ms >= prev_avg * DIGEST_SLOWER
+            and avg_ms - prev_avg >= DIGEST_SLOWER_MS
+        ):
             verdict = "slower"
         row["verdict"] = verdict
         row["total_change_pct"] = _round(fmt.change(row["total_s"], row["prev_total_s"] or None))
@@ -56,6 +72,13 @@ def digest_section(start, end, prev_start, prev_end, cluster_id=None):
             if row["verdict"] == "new":
                 row["verdict"] = ""
         regressions = [r for r in regressions if r["verdict"]]
-    return {"available": True, "note": "", "total_digests": page.total, "rows": rows[:DIGEST_TOP],
-            "regressions": regressions, "has_previous": has_prev,
-            "snapped": this.snapped, "window": [this.start, this.end]}
+    return {
+        "available": True,
+        "note": "",
+        "total_digests": page.total,
+        "rows": rows[:DIGEST_TOP],
+        "regressions": regressions,
+        "has_previous": has_prev,
+        "snapped": this.snapped,
+        "window": [this.start, this.end],
+    }

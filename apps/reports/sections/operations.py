@@ -1,5 +1,6 @@
 """Operations of the period, writer changes (switchover, failover) with the writer interruption each
 caused, and the read-pool rules' actions, dry runs and refusals."""
+
 from apps.alerts import native_failover
 from apps.audit.models import AuditEvent
 from apps.audit.services import count_with_repeats
@@ -17,12 +18,21 @@ def _spec(op):
 
 
 def operation(ctx, op):
-    return {"id": op.pk, "url": op.get_absolute_url(), "kind": op.kind, "kind_label": op.get_kind_display(),
-            "state": op.state, "state_label": op.get_state_display(), "title": op.title, "actor": op.actor,
-            "automatic": op.requested_by_id is None and _spec(op).run_by_rule,
-            "start": op.started_at.timestamp(),
-            "end": op.finished_at.timestamp() if op.finished_at else None,
-            "total_ms": (op.timings or {}).get("total_ms", op.duration_ms), "error": op.error[:300]}
+    return {
+        "id": op.pk,
+        "url": op.get_absolute_url(),
+        "kind": op.kind,
+        "kind_label": op.get_kind_display(),
+        "state": op.state,
+        "state_label": op.get_state_display(),
+        "title": op.title,
+        "actor": op.actor,
+        "automatic": op.requested_by_id is None and _spec(op).run_by_rule,
+        "start": op.started_at.timestamp(),
+        "end": op.finished_at.timestamp() if op.finished_at else None,
+        "total_ms": (op.timings or {}).get("total_ms", op.duration_ms),
+        "error": op.error[:300],
+    }
 
 
 def writer_changes(ctx, ops, backends_tl, hostgroups_tl):
@@ -36,15 +46,21 @@ def writer_changes(ctx, ops, backends_tl, hostgroups_tl):
         old_id, new_id = _writer_pair(op)
         row["old"] = str(ctx.servers[old_id]) if old_id in ctx.servers else "?"
         row["new"] = str(ctx.servers[new_id]) if new_id in ctx.servers else "?"
-        row["changed"] = op.state == OperationState.DONE or (op.state == OperationState.FAILED and op.point_of_no_return)
-        ms, how = (_switchover_interruption(op, steps) if op.kind == OperationKind.SWITCHOVER
-                   else _failover_interruption(ctx, op, steps, old_id, backends_tl.get(old_id, [])))
+        row["changed"] = op.state == OperationState.DONE or (
+            op.state == OperationState.FAILED and op.point_of_no_return
+        )
+        ms, how = (
+            _switchover_interruption(op, steps)
+            if op.kind == OperationKind.SWITCHOVER
+            else _failover_interruption(ctx, op, steps, old_id, backends_tl.get(old_id, []))
+        )
         row["interruption_ms"] = None if ms is None else round(ms, 1)
         row["how"] = how
         lo = op.started_at.timestamp() - ctx.h.max_gap
         hi = (op.finished_at or op.started_at).timestamp() + ctx.h.max_gap
-        row["polls_saw_none_s"] = round(sum(min(b, hi) - max(a, lo) for a, b, v in writer_tl
-                                           if v[0] == NONE and b > lo and a < hi), 3)
+        row["polls_saw_none_s"] = round(
+            sum(min(b, hi) - max(a, lo) for a, b, v in writer_tl if v[0] == NONE and b > lo and a < hi), 3
+        )
         out.append(row)
     return out
 
@@ -65,27 +81,39 @@ def _failover_interruption(ctx, op, steps, old_id, old_tl):
         for a, b, v in reversed(old_tl):
             if v[0] in (UNREACHABLE, OUT) and b >= first_bad - 1e-6 and a < first_bad:
                 first_bad = a
-    last = max((row for _, _, row in ctx.h.backends.get(old_id, [])
-                if row[0] < (began if first_bad is None else first_bad)), default=None, key=lambda row: row[0])
+    last = max(
+        (row for _, _, row in ctx.h.backends.get(old_id, []) if row[0] < (began if first_bad is None else first_bad)),
+        default=None,
+        key=lambda row: row[0],
+    )
     if last is not None and last[1] == 0 and backend_state(last)[0] not in (UNREACHABLE, OUT):
-        after = (f"its first failed poll at {fmt.clock(first_bad)}" if first_bad is not None
-                 else "no failed poll before the failover started")
-        return ((end - last[0]) * 1000,
-                f"from the last good poll of the old writer ({fmt.clock(last[0])}; {after}) to the new writer "
-                f"ONLINE ({fmt.clock(end)}): it failed at some moment after that poll, the polls cannot say when")
+        after = (
+            f"its first failed poll at {fmt.clock(first_bad)}"
+            if first_bad is not None
+            else "no failed poll before the failover started"
+        )
+        return (
+            (end - last[0]) * 1000,
+            f"from the last good poll of the old writer ({fmt.clock(last[0])}; {after}) to the new writer "
+            f"ONLINE ({fmt.clock(end)}): it failed at some moment after that poll, the polls cannot say when",
+        )
     if first_bad is None:
         total = (op.timings or {}).get("total_ms")
         return total, "the failover operation itself (no poll of the old writer found before it)"
     resolution = next((r for r, lo, hi in sorted(ctx.h.backend_pieces) if lo <= first_bad < hi), 0)
     if resolution:
-        return ((end - first_bad) * 1000,
-                f"from the start of the first {history.RESOLUTION_NAMES[resolution][:-1]} bucket in which the old "
-                f"writer failed a poll ({fmt.clock(first_bad)}) to the new writer ONLINE ({fmt.clock(end)}): an upper "
-                f"bound, the raw polls of that time are no longer kept")
-    return ((end - first_bad) * 1000,
-            f"from the first failed poll of the old writer ({fmt.clock(first_bad)}) to the new writer ONLINE "
-            f"({fmt.clock(end)}); the failure itself came up to one poll interval "
-            f"({fmt.duration(ctx.cluster.backend_poll_interval_s)}) before that poll")
+        return (
+            (end - first_bad) * 1000,
+            f"from the start of the first {history.RESOLUTION_NAMES[resolution][:-1]} bucket in which the old "
+            f"writer failed a poll ({fmt.clock(first_bad)}) to the new writer ONLINE ({fmt.clock(end)}): an upper "
+            f"bound, the raw polls of that time are no longer kept",
+        )
+    return (
+        (end - first_bad) * 1000,
+        f"from the first failed poll of the old writer ({fmt.clock(first_bad)}) to the new writer ONLINE "
+        f"({fmt.clock(end)}); the failure itself came up to one poll interval "
+        f"({fmt.duration(ctx.cluster.backend_poll_interval_s)}) before that poll",
+    )
 
 
 def manager_moves(ctx):
@@ -94,22 +122,35 @@ def manager_moves(ctx):
     if not ctx.cluster.native_manager:
         return []
     moves = native_failover.recent_moves(ctx.cluster.pk, as_dt(ctx.start), as_dt(ctx.end), limit=100)
-    return [{"at": m["at"].timestamp(), "what": m["action"], "old": m.get("old_writer"), "new": m.get("new_writer"),
-             "failover_ms": m.get("failover_ms")} for m in reversed(moves)]
+    return [
+        {
+            "at": m["at"].timestamp(),
+            "what": m["action"],
+            "old": m.get("old_writer"),
+            "new": m.get("new_writer"),
+            "failover_ms": m.get("failover_ms"),
+        }
+        for m in reversed(moves)
+    ]
 
 
 def read_pool(ctx, ops):
     actions = [operation(ctx, op) for op in ops if op.kind == OperationKind.READ_POOL]
-    events = AuditEvent.objects.filter(cluster_id=ctx.cluster.pk, created_at__gte=as_dt(ctx.start),
-                                       created_at__lt=as_dt(ctx.end))
+    events = AuditEvent.objects.filter(
+        cluster_id=ctx.cluster.pk, created_at__gte=as_dt(ctx.start), created_at__lt=as_dt(ctx.end)
+    )
     dry = list(events.filter(action="read-pool rules (dry run)").order_by("created_at")[:50])
     alerts = events.filter(action="read-pool alert").count()
     # repeated refusals are summarised in the log (apps/audit/services.py): count what each summary stands for
     refused = count_with_repeats(events.filter(action__in=["read_pool refused", "failover refused"]))
-    return {"actions": actions, "done": sum(1 for a in actions if a["state"] == OperationState.DONE),
-            "dry_runs": [{"at": e.created_at.timestamp(), "would": _would_change(e.details)} for e in dry],
-            "dry_run_count": events.filter(action="read-pool rules (dry run)").count(),
-            "alerts": alerts, "refused": refused}
+    return {
+        "actions": actions,
+        "done": sum(1 for a in actions if a["state"] == OperationState.DONE),
+        "dry_runs": [{"at": e.created_at.timestamp(), "would": _would_change(e.details)} for e in dry],
+        "dry_run_count": events.filter(action="read-pool rules (dry run)").count(),
+        "alerts": alerts,
+        "refused": refused,
+    }
 
 
 def _writer_pair(op):
@@ -132,8 +173,10 @@ def _switchover_interruption(op, steps):
     if how == measured.HOLD:
         return (b - a) * 1000, how
     if op.state == OperationState.DONE and any(k in timings for k in ("drain", "move")):
-        return (sum(timings.get(k) or 0 for k in ("drain", "wait_drain", "catch_up", "promote", "move")),
-                "sum of the drain, wait, catch-up, promote and move step timings")
+        return (
+            sum(timings.get(k) or 0 for k in ("drain", "wait_drain", "catch_up", "promote", "move")),
+            "sum of the drain, wait, catch-up, promote and move step timings",
+        )
     return (None if a is None else (b - a) * 1000), how
 
 

@@ -1,5 +1,6 @@
 """The sampled timelines (backends with the pool's view folded in, hostgroups, ProxySQL nodes, the service) and
 the operations' measured windows that replace what the polls sampled inside them (measured.py)."""
+
 from collections import defaultdict
 
 from django.db.models import Prefetch
@@ -10,8 +11,21 @@ from apps.operations.models import Operation, OperationStep
 from .. import history, measured
 from .. import timeline as tl
 from ..history import L, P, as_dt
-from .common import (ALL, DESYNCED, DOWN, NONE, OUT, REACHABLE, REDUCED, SERVING_ROLES, SYNCED, UNREACHABLE, UP,
-                     _truthy, backend_state)
+from .common import (
+    ALL,
+    DESYNCED,
+    DOWN,
+    NONE,
+    OUT,
+    REACHABLE,
+    REDUCED,
+    SERVING_ROLES,
+    SYNCED,
+    UNREACHABLE,
+    UP,
+    _truthy,
+    backend_state,
+)
 
 
 def backend_timelines(ctx):
@@ -27,8 +41,10 @@ def backend_timelines(ctx):
         per_node_server[(node_id, sid)].append(tl.from_coverage(segs, lambda r: r[L["status"]] == "ONLINE"))
     for (node_id, sid), tls in per_node_server.items():
         per_server[sid].append(tl.combine(lambda vs: None if all(v is None for v in vs) else any(vs), tls))
-    in_pool = {sid: tl.combine(lambda vs: None if all(v is None for v in vs) else any(v for v in vs if v), tls)
-               for sid, tls in per_server.items()}
+    in_pool = {
+        sid: tl.combine(lambda vs: None if all(v is None for v in vs) else any(v for v in vs if v), tls)
+        for sid, tls in per_server.items()
+    }
     out = {}
     for sid in ctx.servers:
         st, pool = state.get(sid, []), in_pool.get(sid, [])
@@ -40,6 +56,7 @@ def backend_timelines(ctx):
             if s[0] in (SYNCED, DESYNCED) and p is False:
                 return (OUT, "not ONLINE in a writer or reader hostgroup")
             return s
+
         out[sid] = tl.combine(fold, [st, pool])
     ctx.backend_states = state
     return out
@@ -54,17 +71,21 @@ def hostgroup_timelines(ctx):
             continue
         online = tl.from_coverage(segs, lambda r: r[L["status"]] == "ONLINE")
         sid = ctx.by_endpoint.get((host, port))
-        good = tl.combine(lambda vs: None if vs[0] is None else bool(vs[0] and vs[1] is not False),
-                          [online, usable.get(sid, [])])
+        good = tl.combine(
+            lambda vs: None if vs[0] is None else bool(vs[0] and vs[1] is not False), [online, usable.get(sid, [])]
+        )
         per_node[(hg, node_id)].append(good)
     counted = defaultdict(list)
     for (hg, node_id), members in per_node.items():
+
         def count(vs, node_id=node_id):
             present = [v for v in vs if v is not None]
             return (node_id, sum(present), len(present)) if present else None
+
         counted[hg].append(tl.combine(count, members))
     out = {}
     for hg in ctx.roles:
+
         def worst(vs):
             present = [v for v in vs if v is not None]
             if not present:
@@ -75,19 +96,23 @@ def hostgroup_timelines(ctx):
             if all(good == total for _, good, total in present):
                 return (ALL, ())
             return (REDUCED, ())
+
         out[hg] = tl.combine(worst, counted.get(hg, []))
     return out
 
 
 def proxysql_timelines(ctx):
-    return {nid: tl.from_coverage(segs, lambda r: REACHABLE if _truthy(r[P["reachable"]]) else UNREACHABLE)
-            for nid, segs in ctx.h.proxysql.items()}
+    return {
+        nid: tl.from_coverage(segs, lambda r: REACHABLE if _truthy(r[P["reachable"]]) else UNREACHABLE)
+        for nid, segs in ctx.h.proxysql.items()
+    }
 
 
 def service_timeline(ctx, hostgroups, proxysql):
     writer, reader = hostgroups.get(ctx.cluster.writer_hostgroup, []), hostgroups.get(ctx.cluster.reader_hostgroup, [])
-    any_px = tl.combine(lambda vs: None if all(v is None for v in vs) else any(v == REACHABLE for v in vs),
-                        list(proxysql.values()))
+    any_px = tl.combine(
+        lambda vs: None if all(v is None for v in vs) else any(v == REACHABLE for v in vs), list(proxysql.values())
+    )
 
     def service(vs):
         w, r, px = vs
@@ -100,6 +125,7 @@ def service_timeline(ctx, hostgroups, proxysql):
         if r is not None and r[0] == NONE:
             return (DOWN, "no usable ONLINE reader" + (f" on {', '.join(r[1])}" if r[1] else ""))
         return (UP, "")
+
     return tl.combine(service, [writer, reader, any_px])
 
 
@@ -113,9 +139,9 @@ def sample_s(ctx, t):
 def measured_windows(ctx):
     """Finished operations around the period, as measured.Window (an operation begun just before the
     period may explain its first moments)."""
-    ops = (Operation.objects.filter(cluster=ctx.cluster, started_at__gte=as_dt(ctx.start - HOUR),
-                                    started_at__lt=as_dt(ctx.end))
-           .prefetch_related(Prefetch("steps", queryset=OperationStep.objects.order_by("index"))))
+    ops = Operation.objects.filter(
+        cluster=ctx.cluster, started_at__gte=as_dt(ctx.start - HOUR), started_at__lt=as_dt(ctx.end)
+    ).prefetch_related(Prefetch("steps", queryset=OperationStep.objects.order_by("index")))
     return measured.windows(ops, ctx.cluster.failover_after_polls, ctx.h.interval)
 
 
@@ -129,6 +155,9 @@ def sourced(ctx, stretches, timeline, is_bad):
     by_id = {w.op_id: w for w in ctx.found}
     for x in stretches:
         m, smp, ops = measured.split(bad, x["start"], x["end"])
-        x.update(measured_s=round(m, 3), sampled_s=round(smp, 3),
-                 measured_by=[by_id[o].describe() for o in ops if o in by_id])
+        x.update(
+            measured_s=round(m, 3),
+            sampled_s=round(smp, 3),
+            measured_by=[by_id[o].describe() for o in ops if o in by_id],
+        )
     return stretches

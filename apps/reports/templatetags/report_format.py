@@ -1,4 +1,5 @@
 """Filters for the report templates: epoch seconds in local time, durations, percentages, numbers."""
+
 from django import template
 
 from apps.reports import fmt

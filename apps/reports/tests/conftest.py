@@ -5,6 +5,7 @@ report_cluster   the cluster (poll interval 10 s, so a day of raw polls is 8,640
 history          history(...) helpers writing BackendSample / ProxySQLSample rows and PoolSnapshot (packed pool) rows
 day              (start, end) of a fixed local day, 2026-03-10, as a periods.Span
 """
+
 from datetime import date, timedelta
 
 import pytest
@@ -26,13 +27,28 @@ def day():
 
 @pytest.fixture
 def report_cluster(db):
-    c = Cluster.objects.create(name="lab-east", writer_hostgroup=100, reader_hostgroup=101, backup_writer_hostgroup=102,
-                               poll_interval_s=INTERVAL)
-    nodes = [ProxySQLNode.objects.create(cluster=c, name=f"px-{i}", admin_host="127.0.0.1", admin_port=26032 + i,
-                                         admin_user="admin") for i in (1, 2)]
+    c = Cluster.objects.create(
+        name="lab-east",
+        writer_hostgroup=100,
+        reader_hostgroup=101,
+        backup_writer_hostgroup=102,
+        poll_interval_s=INTERVAL,
+    )
+    nodes = [
+        ProxySQLNode.objects.create(
+            cluster=c, name=f"px-{i}", admin_host="127.0.0.1", admin_port=26032 + i, admin_user="admin"
+        )
+        for i in (1, 2)
+    ]
     servers = [Server.objects.create(cluster=c, hostname="127.0.0.1", port=port) for port in (3311, 3312, 3313)]
-    for hg, s, w in [(100, servers[0], 1000000), (101, servers[0], 100), (101, servers[1], 10000),
-                     (101, servers[2], 10000), (102, servers[1], 1000), (102, servers[2], 100)]:
+    for hg, s, w in [
+        (100, servers[0], 1000000),
+        (101, servers[0], 100),
+        (101, servers[1], 10000),
+        (101, servers[2], 10000),
+        (102, servers[1], 1000),
+        (102, servers[2], 100),
+    ]:
         HostgroupMembership.objects.create(server=s, hostgroup_id=hg, weight=w)
     c.nodes_, c.servers_ = nodes, servers
     return c
@@ -53,14 +69,18 @@ class History:
 
     def backend(self, server, start, end, step=INTERVAL, resolution=RAW, fn=None):
         base = {"reachable": True, "local_state": 4, "primary": True, "ready": True, "cluster_size": 3, "recv_queue": 0}
-        rows = [BackendSample(server=server, ts=as_dt(t), resolution=resolution, **{**base, **(fn(t) if fn else {})})
-                for t in self._times(start, end, step)]
+        rows = [
+            BackendSample(server=server, ts=as_dt(t), resolution=resolution, **{**base, **(fn(t) if fn else {})})
+            for t in self._times(start, end, step)
+        ]
         BackendSample.objects.bulk_create(rows, batch_size=2000)
 
     def proxysql(self, node, start, end, step=INTERVAL, resolution=RAW, fn=None):
         base = {"reachable": True, "questions_ps": 100.0, "conn_err_ps": 0.0}
-        rows = [ProxySQLSample(node=node, ts=as_dt(t), resolution=resolution, **{**base, **(fn(t) if fn else {})})
-                for t in self._times(start, end, step)]
+        rows = [
+            ProxySQLSample(node=node, ts=as_dt(t), resolution=resolution, **{**base, **(fn(t) if fn else {})})
+            for t in self._times(start, end, step)
+        ]
         ProxySQLSample.objects.bulk_create(rows, batch_size=2000)
 
     def pool(self, node, start, end, step=INTERVAL, resolution=RAW, writer=None, fn=None):
@@ -76,8 +96,18 @@ class History:
                 extra = fn(t, hg, s) if fn else {}
                 if extra is None:
                     continue
-                servers.append({"hostgroup": hg, "srv_host": s.hostname, "srv_port": s.port, "status": "ONLINE",
-                                "conn_used": 1, "conn_free": 4, "conn_err_ps": 0.0, **extra})
+                servers.append(
+                    {
+                        "hostgroup": hg,
+                        "srv_host": s.hostname,
+                        "srv_port": s.port,
+                        "status": "ONLINE",
+                        "conn_used": 1,
+                        "conn_free": 4,
+                        "conn_err_ps": 0.0,
+                        **extra,
+                    }
+                )
             if servers:
                 rows.append(pool_snapshot(node.pk, as_dt(t), servers, resolution))
         PoolSnapshot.objects.bulk_create(rows, batch_size=2000)

@@ -1,5 +1,6 @@
 """A report page in a real browser (Debian chromium): the summary reads first, every chart image loads
 under the console's CSP, and the PDF link downloads a PDF."""
+
 import os
 
 import pytest
@@ -18,8 +19,14 @@ def test_report_page_in_the_browser(page, browser_login, live_server, viewer_use
     s1, s2, s3 = report_cluster.servers_
     for s in (s1, s2):
         history.backend(s, a, b, step=H, resolution=HOUR)
-    history.backend(s3, a, b, step=60, resolution=MINUTE,
-                    fn=lambda t: {"reachable": False} if a + 2 * H <= t < a + 2 * H + 600 else {})
+    history.backend(
+        s3,
+        a,
+        b,
+        step=60,
+        resolution=MINUTE,
+        fn=lambda t: {"reachable": False} if a + 2 * H <= t < a + 2 * H + 600 else {},
+    )
     for n in report_cluster.nodes_:
         history.proxysql(n, a, b, step=H, resolution=HOUR, fn=lambda t: {"conn_err_ps": 0.01})
         history.pool(n, a, b, step=H, resolution=HOUR)
@@ -28,7 +35,10 @@ def test_report_page_in_the_browser(page, browser_login, live_server, viewer_use
 
     errors, failed = [], []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 and "/favicon" not in r.url else None)
+    page.on(
+        "response",
+        lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 and "/favicon" not in r.url else None,
+    )
     browser_login(viewer_user)
     page.goto(f"{live_server.url}/reports/")
     page.click(f"a[href='/reports/{report.pk}/'] >> nth=0")
@@ -38,7 +48,9 @@ def test_report_page_in_the_browser(page, browser_login, live_server, viewer_use
     assert page.locator(".report .points li").first.inner_text().startswith("✓ No service interruption")
     images = page.locator(".report img.chart")
     assert images.count() == report.charts.count() >= 4
-    loaded = page.evaluate("Array.from(document.querySelectorAll('.report img.chart')).every(i => i.complete && i.naturalWidth > 700)")
+    loaded = page.evaluate(
+        "Array.from(document.querySelectorAll('.report img.chart')).every(i => i.complete && i.naturalWidth > 700)"
+    )
     assert loaded
     assert page.locator(".report table.data").first.is_visible()
     assert "Build" not in page.locator("main").inner_text().split("Download PDF")[0]  # a viewer cannot build

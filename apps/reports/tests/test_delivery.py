@@ -1,5 +1,6 @@
 """Delivery: the e-mail through Django's outbox (HTML with inline PNG charts referenced by cid: and
 attached with that Content-ID), the PDF rendered and parsed, the archive's chart URLs."""
+
 import io
 import re
 
@@ -26,12 +27,26 @@ def built(report_cluster, history, day, settings):
     s1, s2, s3 = report_cluster.servers_
     history.backend(s1, a, b, step=H, resolution=HOUR)
     history.backend(s2, a, b, step=H, resolution=HOUR)
-    history.backend(s3, a, b, step=60, resolution=MINUTE,
-                    fn=lambda t: {"reachable": False} if a + 2 * H <= t < a + 2 * H + 600 else {})
+    history.backend(
+        s3,
+        a,
+        b,
+        step=60,
+        resolution=MINUTE,
+        fn=lambda t: {"reachable": False} if a + 2 * H <= t < a + 2 * H + 600 else {},
+    )
     for n in report_cluster.nodes_:
-        history.proxysql(n, a, b, step=H, resolution=HOUR,
-                         fn=lambda t: {"conn_err_ps": 0.05 if a + 2 * H <= t < a + 3 * H else 0.0,
-                                       "questions_ps": 500.0 + (t - a) / 100})
+        history.proxysql(
+            n,
+            a,
+            b,
+            step=H,
+            resolution=HOUR,
+            fn=lambda t: {
+                "conn_err_ps": 0.05 if a + 2 * H <= t < a + 3 * H else 0.0,
+                "questions_ps": 500.0 + (t - a) / 100,
+            },
+        )
         history.pool(n, a, b, step=H, resolution=HOUR)
     _switchover(report_cluster, s1, s2, a + 14 * H, 82)
     return services.build_report(report_cluster, "daily", day, actor=Actor.system())
@@ -54,7 +69,10 @@ def test_the_email_has_inline_charts_referenced_by_content_id(built, mailoutbox,
     assert ok and not error
     [mail] = mailoutbox
     assert mail.to == ["ops@example.org", "cto@example.org"]
-    assert mail.subject == "[ProxySQL fleet] lab-east: 100 % available; one planned switchover, 82 ms of writer interruption."
+    assert (
+        mail.subject
+        == "[ProxySQL fleet] lab-east: 100 % available; one planned switchover, 82 ms of writer interruption."
+    )
     assert "writes held for 82 ms" in mail.body and f"https://console.example.org/reports/{built.pk}/" in mail.body
     html, mime = mail.alternatives[0]
     assert mime == "text/html"
@@ -93,7 +111,13 @@ def test_the_pdf_renders_with_its_text_and_charts(built, viewer_client):
     flat = " ".join(text.split())
     assert "lab-east · Tuesday 10 March 2026" in flat
     assert "100 % available; one planned switchover, 82 ms of writer interruption" in flat
-    for heading in ("Availability", "Writer changes", "Traffic and connection errors", "Mirror queue", "ProxySQL nodes"):
+    for heading in (
+        "Availability",
+        "Writer changes",
+        "Traffic and connection errors",
+        "Mirror queue",
+        "ProxySQL nodes",
+    ):
         assert heading in flat
     assert "10 min unreachable" in flat or "10 min" in flat
     drawn = {hash(image.data) for page in pdf.pages for image in page.images}  # pages may share resources

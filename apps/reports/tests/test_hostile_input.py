@@ -1,5 +1,6 @@
 """Hostile input against the report forms (their number fields: cluster, hour, weekday): a validation
 message or a saved schedule, never a 500, nothing saved from a refused form."""
+
 import pytest
 from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
@@ -8,8 +9,9 @@ from apps.accounts.tests.hostile import hostile_number, hostile_text
 from apps.reports.models import Report, ReportSchedule
 
 pytestmark = pytest.mark.django_db
-FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                        HealthCheck.too_slow])
+FAST = settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
 
 @FAST
@@ -17,8 +19,10 @@ FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthChe
 def test_schedule_form(client, admin_user_role, cluster, hour, weekday, period):
     client.force_login(admin_user_role)
     before = ReportSchedule.objects.count()
-    response = client.post(reverse("reports:schedule_new"), {"cluster": cluster, "period": period, "hour": hour,
-                                                             "weekday": weekday, "recipients": "ops@example.org"})
+    response = client.post(
+        reverse("reports:schedule_new"),
+        {"cluster": cluster, "period": period, "hour": hour, "weekday": weekday, "recipients": "ops@example.org"},
+    )
     assert response.status_code in (302, 400)
     assert ReportSchedule.objects.count() == before + (response.status_code == 302)
     ReportSchedule.objects.all().delete()  # examples share the test's database

@@ -1,4 +1,5 @@
 """Schedules: when one is due, the beat task building and mailing its report once, the beat entry."""
+
 from datetime import datetime, time, timedelta
 
 import pytest
@@ -31,8 +32,9 @@ def test_due_slots_daily_and_weekly():
 def test_the_beat_task_builds_and_mails_a_due_schedule_once(report_cluster, history, mailoutbox, day):
     a, b = day.start.timestamp(), day.end.timestamp()
     history.healthy(a, b, step=3600, resolution=HOUR)
-    schedule = ReportSchedule.objects.create(cluster=report_cluster, period="daily", hour=6,
-                                             recipients="ops@example.org,\ncto@example.org")
+    schedule = ReportSchedule.objects.create(
+        cluster=report_cluster, period="daily", hour=6, recipients="ops@example.org,\ncto@example.org"
+    )
     ReportSchedule.objects.filter(pk=schedule.pk).update(created_at=day.end)  # created after the 10th's 06:00 slot
     fleet = ReportSchedule.objects.create(cluster=None, period="weekly", hour=6, weekday=2, enabled=False)
     now = day.end + timedelta(hours=6, minutes=1)

@@ -1,6 +1,7 @@
 """Reports with one ProxySQL pair fronting two clusters (conftest.adopted_shared: the Galera lab in hostgroups
 100-102, the DR lab's dc1 in 200-202), polled and judged by the product's own rounds: what happened in the
 lab's hostgroups is in the lab's report only, and what is the whole ProxySQL's says so in both."""
+
 import pytest
 
 from apps.alerts.tests.conftest import firing, fresh_caches, set_rule, until  # noqa: F401  (fresh_caches: a fixture)
@@ -11,8 +12,9 @@ from lab import demo
 pytestmark = pytest.mark.django_db
 
 
-def test_one_cluster_report_shows_nothing_of_the_other_cluster_on_the_same_proxysql(adopted_shared, live_redis,
-                                                                                     fresh_caches):
+def test_one_cluster_report_shows_nothing_of_the_other_cluster_on_the_same_proxysql(
+    adopted_shared, live_redis, fresh_caches
+):
     lab, dc1, (first, second) = adopted_shared
     set_rule("conn_errors", for_s=0, p_per_second=5)
     set_rule("drift", for_s=0)
@@ -26,14 +28,21 @@ def test_one_cluster_report_shows_nothing_of_the_other_cluster_on_the_same_proxy
 
     more_errors()
     until(lambda: False, 0)
-    demo.admin_sql(first.port, "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3313",
-                   "LOAD MYSQL SERVERS TO RUNTIME", user=first.user, password=first.password)
+    demo.admin_sql(
+        first.port,
+        "UPDATE mysql_servers SET weight=7 WHERE hostgroup_id=101 AND port=3313",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+        user=first.user,
+        password=first.password,
+    )
     assert until(more_errors, 10, kinds=["proxysql"])
 
     span = periods.rolling("daily")
     lab_data, dc1_data = services.build_data(lab, "daily", span), services.build_data(dc1, "daily", span)
     [lab_s], [dc1_s] = lab_data["clusters"], dc1_data["clusters"]
-    assert lab_s["conn_err"]["total"] > 0 and [r["name"] for r in lab_s["conn_err"]["per_backend"]] == ["127.0.0.1:3313"]
+    assert lab_s["conn_err"]["total"] > 0 and [r["name"] for r in lab_s["conn_err"]["per_backend"]] == [
+        "127.0.0.1:3313"
+    ]
     assert dc1_s["conn_err"]["total"] == 0 and dc1_s["conn_err"]["per_backend"] == []
     assert {a["rule"] for a in lab_s["alerts"]["noisiest"]} >= {"conn_errors", "drift"}
     assert dc1_s["alerts"]["fired"] == 0

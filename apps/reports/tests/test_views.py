@@ -1,4 +1,5 @@
 """Roles: viewers read reports, operators build and send them, admins edit schedules; below that, 403."""
+
 import pytest
 from django.urls import reverse
 
@@ -24,8 +25,12 @@ def roleless_client(client, django_user_model):
 
 
 def test_viewer_reads_but_does_not_build_send_or_edit(viewer_client, report, report_cluster):
-    for url in (reverse("reports:list"), report.get_absolute_url(), reverse("reports:pdf", args=[report.pk]),
-                reverse("reports:schedules")):
+    for url in (
+        reverse("reports:list"),
+        report.get_absolute_url(),
+        reverse("reports:pdf", args=[report.pk]),
+        reverse("reports:schedules"),
+    ):
         assert viewer_client.get(url).status_code == 200, url
     page = viewer_client.get(report.get_absolute_url()).content.decode()
     assert report.headline in page and f"/reports/{report.pk}/charts/c{report_cluster.pk}-timeline.png" in page
@@ -43,8 +48,9 @@ def test_no_role_no_report(roleless_client, report):
 
 
 def test_operator_builds_on_demand_and_sends(operator_client, report_cluster, report, mailoutbox):
-    response = operator_client.post(reverse("reports:build"), {"cluster": report_cluster.pk, "period": "daily",
-                                                               "when": "rolling"})
+    response = operator_client.post(
+        reverse("reports:build"), {"cluster": report_cluster.pk, "period": "daily", "when": "rolling"}
+    )
     new = Report.objects.exclude(pk=report.pk).get()
     assert response.status_code == 302 and response["Location"] == new.get_absolute_url()
     assert new.data["rolling"] and new.built_by == "otto-operator"
@@ -59,14 +65,24 @@ def test_operator_builds_on_demand_and_sends(operator_client, report_cluster, re
 
 def test_admin_edits_schedules(client, admin_user_role, report_cluster):
     client.force_login(admin_user_role)
-    response = client.post(reverse("reports:schedule_new"), {
-        "cluster": report_cluster.pk, "period": "weekly", "hour": 7, "weekday": 0,
-        "recipients": "ops@example.org, cto@example.org", "enabled": "on"})
+    response = client.post(
+        reverse("reports:schedule_new"),
+        {
+            "cluster": report_cluster.pk,
+            "period": "weekly",
+            "hour": 7,
+            "weekday": 0,
+            "recipients": "ops@example.org, cto@example.org",
+            "enabled": "on",
+        },
+    )
     assert response.status_code == 302
     schedule = ReportSchedule.objects.get()
     assert schedule.recipient_list == ["ops@example.org", "cto@example.org"] and schedule.weekday == 0
-    bad = client.post(reverse("reports:schedule_edit", args=[schedule.pk]), {
-        "period": "daily", "hour": 25, "weekday": 0, "recipients": "x@y.org, 'OR 1=1 --"})
+    bad = client.post(
+        reverse("reports:schedule_edit", args=[schedule.pk]),
+        {"period": "daily", "hour": 25, "weekday": 0, "recipients": "x@y.org, 'OR 1=1 --"},
+    )
     assert bad.status_code == 400
     schedule.refresh_from_db()
     assert schedule.period == "weekly"

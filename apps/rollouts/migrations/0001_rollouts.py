@@ -6,56 +6,143 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('configuration', '0001_initial'),
-        ('fleet', '0013_cluster_credential_hosts'),
+        ("configuration", "0001_initial"),
+        ("fleet", "0013_cluster_credential_hosts"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Rollout',
+            name="Rollout",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('reason', models.TextField()),
-                ('change', models.JSONField()),
-                ('selector', models.JSONField(default=dict, help_text='{"tags": [["env", "prod"]], "names": [...]}')),
-                ('waves_text', models.CharField(help_text='e.g. 1,1,25%,100%', max_length=200)),
-                ('waves', models.JSONField(default=list)),
-                ('bake_canary_s', models.FloatField(default=60)),
-                ('bake_s', models.FloatField(default=30)),
-                ('max_error_rate', models.FloatField(default=1.0, help_text='errors per second per node above the window before')),
-                ('state', models.CharField(choices=[('planned', 'planned (not started)'), ('running', 'running'), ('paused', 'paused'), ('halted', 'halted: a wave failed its gate or its apply, and was rolled back'), ('rolled_back', 'rolled back (aborted after some waves)'), ('done', 'done'), ('aborted', 'aborted before any change')], default='planned', max_length=12)),
-                ('abort_requested', models.BooleanField(default=False)),
-                ('halt_reason', models.TextField(blank=True)),
-                ('planner', models.CharField(max_length=150)),
-                ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('planned_by', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('started_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("reason", models.TextField()),
+                ("change", models.JSONField()),
+                ("selector", models.JSONField(default=dict, help_text='{"tags": [["env", "prod"]], "names": [...]}')),
+                ("waves_text", models.CharField(help_text="e.g. 1,1,25%,100%", max_length=200)),
+                ("waves", models.JSONField(default=list)),
+                ("bake_canary_s", models.FloatField(default=60)),
+                ("bake_s", models.FloatField(default=30)),
+                (
+                    "max_error_rate",
+                    models.FloatField(default=1.0, help_text="errors per second per node above the window before"),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("planned", "planned (not started)"),
+                            ("running", "running"),
+                            ("paused", "paused"),
+                            ("halted", "halted: a wave failed its gate or its apply, and was rolled back"),
+                            ("rolled_back", "rolled back (aborted after some waves)"),
+                            ("done", "done"),
+                            ("aborted", "aborted before any change"),
+                        ],
+                        default="planned",
+                        max_length=12,
+                    ),
+                ),
+                ("abort_requested", models.BooleanField(default=False)),
+                ("halt_reason", models.TextField(blank=True)),
+                ("planner", models.CharField(max_length=150)),
+                ("heartbeat_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "planned_by",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "started_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='RolloutCluster',
+            name="RolloutCluster",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('wave', models.PositiveIntegerField()),
-                ('position', models.PositiveIntegerField(help_text='the order in the plan')),
-                ('state', models.CharField(choices=[('pending', 'pending'), ('applying', 'applying'), ('applied', 'applied'), ('unchanged', 'nothing to do (already runs the change)'), ('failed', 'failed (its change set did not end done)'), ('rolling_back', 'rolling back'), ('rolled_back', 'rolled back'), ('rollback_failed', 'rollback failed')], default='pending', max_length=16)),
-                ('error', models.TextField(blank=True)),
-                ('change_set', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='configuration.changeset')),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='fleet.cluster')),
-                ('revert', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='configuration.changeset')),
-                ('rollout', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='clusters', to='rollouts.rollout')),
-                ('version_before', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='configuration.configversion')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("wave", models.PositiveIntegerField()),
+                ("position", models.PositiveIntegerField(help_text="the order in the plan")),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("pending", "pending"),
+                            ("applying", "applying"),
+                            ("applied", "applied"),
+                            ("unchanged", "nothing to do (already runs the change)"),
+                            ("failed", "failed (its change set did not end done)"),
+                            ("rolling_back", "rolling back"),
+                            ("rolled_back", "rolled back"),
+                            ("rollback_failed", "rollback failed"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("error", models.TextField(blank=True)),
+                (
+                    "change_set",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="configuration.changeset",
+                    ),
+                ),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="fleet.cluster"
+                    ),
+                ),
+                (
+                    "revert",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="configuration.changeset",
+                    ),
+                ),
+                (
+                    "rollout",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="clusters", to="rollouts.rollout"
+                    ),
+                ),
+                (
+                    "version_before",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="configuration.configversion",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['position'],
-                'constraints': [models.UniqueConstraint(fields=('rollout', 'cluster'), name='rollout_cluster_once')],
+                "ordering": ["position"],
+                "constraints": [models.UniqueConstraint(fields=("rollout", "cluster"), name="rollout_cluster_once")],
             },
         ),
     ]

@@ -4,25 +4,45 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('rollouts', '0001_rollouts'),
+        ("rollouts", "0001_rollouts"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='rollout',
-            name='busy_wait_s',
-            field=models.FloatField(default=300, help_text='how long a busy cluster is waited for (when_busy wait)'),
+            model_name="rollout",
+            name="busy_wait_s",
+            field=models.FloatField(default=300, help_text="how long a busy cluster is waited for (when_busy wait)"),
         ),
         migrations.AddField(
-            model_name='rollout',
-            name='when_busy',
-            field=models.CharField(choices=[('wait', 'wait for it (up to busy_wait_s, then the rollout halts)'), ('skip', 'skip it (said with the reason; the rollout goes on)')], default='wait', max_length=4),
+            model_name="rollout",
+            name="when_busy",
+            field=models.CharField(
+                choices=[
+                    ("wait", "wait for it (up to busy_wait_s, then the rollout halts)"),
+                    ("skip", "skip it (said with the reason; the rollout goes on)"),
+                ],
+                default="wait",
+                max_length=4,
+            ),
         ),
         migrations.AlterField(
-            model_name='rolloutcluster',
-            name='state',
-            field=models.CharField(choices=[('pending', 'pending'), ('applying', 'applying'), ('applied', 'applied'), ('unchanged', 'nothing to do (already runs the change)'), ('failed', 'failed (its change set did not end done)'), ('rolling_back', 'rolling back'), ('rolled_back', 'rolled back'), ('rollback_failed', 'rollback failed'), ('skipped', 'skipped: busy with another operation (Rollout.when_busy)')], default='pending', max_length=16),
+            model_name="rolloutcluster",
+            name="state",
+            field=models.CharField(
+                choices=[
+                    ("pending", "pending"),
+                    ("applying", "applying"),
+                    ("applied", "applied"),
+                    ("unchanged", "nothing to do (already runs the change)"),
+                    ("failed", "failed (its change set did not end done)"),
+                    ("rolling_back", "rolling back"),
+                    ("rolled_back", "rolled back"),
+                    ("rollback_failed", "rollback failed"),
+                    ("skipped", "skipped: busy with another operation (Rollout.when_busy)"),
+                ],
+                default="pending",
+                max_length=16,
+            ),
         ),
     ]

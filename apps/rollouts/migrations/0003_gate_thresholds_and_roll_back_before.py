@@ -4,25 +4,33 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('rollouts', '0002_when_busy'),
+        ("rollouts", "0002_when_busy"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='rollout',
-            name='max_latency_ratio',
-            field=models.FloatField(default=2.0, help_text="a cluster's digest latency since the change may be at most this many times the window before's"),
+            model_name="rollout",
+            name="max_latency_ratio",
+            field=models.FloatField(
+                default=2.0,
+                help_text="a cluster's digest latency since the change may be at most this many times the window before's",
+            ),
         ),
         migrations.AddField(
-            model_name='rollout',
-            name='max_mirror_queue_share',
-            field=models.FloatField(default=0.8, help_text="a node's mirror queue against its limit (mysql-mirror_max_queue_length x mysql-threads)"),
+            model_name="rollout",
+            name="max_mirror_queue_share",
+            field=models.FloatField(
+                default=0.8,
+                help_text="a node's mirror queue against its limit (mysql-mirror_max_queue_length x mysql-threads)",
+            ),
         ),
         migrations.AddField(
-            model_name='rollout',
-            name='roll_back_before',
-            field=models.BooleanField(default=False, help_text='on a halt, every wave before the failing one is rolled back too (newest first)'),
+            model_name="rollout",
+            name="roll_back_before",
+            field=models.BooleanField(
+                default=False,
+                help_text="on a halt, every wave before the failing one is rolled back too (newest first)",
+            ),
         ),
     ]

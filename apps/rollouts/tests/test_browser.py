@@ -2,6 +2,7 @@
 canary (the gate, its figures, the halt reason, each cluster's state), aborts it (refused until the confirmation is
 ticked), and pauses, resumes and halts another one; a real Celery worker runs what the buttons queue, and the page's
 live part (htmx) follows it."""
+
 import time
 
 import pytest
@@ -31,12 +32,27 @@ def state_of(rollout):
 
 
 def test_the_operator_reads_a_halted_canary_aborts_it_and_pauses_resumes_halts_another(
-        page, live_server, browser_login, people, proxysql_double_factory, live_redis, celery_broker, celery_factory,
-        redis_server):
+    page,
+    live_server,
+    browser_login,
+    people,
+    proxysql_double_factory,
+    live_redis,
+    celery_broker,
+    celery_factory,
+    redis_server,
+):
     planner, starter = people
     clusters, doubles = build_fleet(proxysql_double_factory, 2, first_port=51000)
-    halted = services.plan({"edits": [RULE]}, {"tags": [["env", "prod"]]}, "1,100%", actor=Actor.command(planner),
-                           reason="a rule that hurts", bake_canary_s=8, bake_s=0.5)
+    halted = services.plan(
+        {"edits": [RULE]},
+        {"tags": [["env", "prod"]]},
+        "1,100%",
+        actor=Actor.command(planner),
+        reason="a rule that hurts",
+        bake_canary_s=8,
+        bake_s=0.5,
+    )
     with Poller(interval=0.3):
         hurting = once_baking(halted, 0, lambda: doubles[0].traffic.set_global("Client_Connections_aborted", 100000))
         services.start(halted, actor=Actor.command(starter), enqueue=False)
@@ -73,13 +89,20 @@ def test_the_operator_reads_a_halted_canary_aborts_it_and_pauses_resumes_halts_a
     act(page, "abort")
     assert "Abort requested" in page.locator(".flash").first.inner_text()
     page.wait_for_selector('#live [data-state="rolled_back"]', timeout=60_000)  # the worker ran it; htmx showed it
-    assert AuditEvent.objects.filter(action="rollout abort requested", target=str(halted),
-                                     actor__startswith=planner.username).exists()
+    assert AuditEvent.objects.filter(
+        action="rollout abort requested", target=str(halted), actor__startswith=planner.username
+    ).exists()
 
     # another rollout, running (its worker not yet queued): pause, resume (the worker runs it), halt during the bake
-    second = services.plan({"edits": [{**RULE, "row": {**RULE["row"], "rule_id": 78}}]}, {"tags": [["env", "prod"]]},
-                           "1,100%", actor=Actor.command(planner), reason="paused, resumed, halted",
-                           bake_canary_s=60, bake_s=0.5)
+    second = services.plan(
+        {"edits": [{**RULE, "row": {**RULE["row"], "rule_id": 78}}]},
+        {"tags": [["env", "prod"]]},
+        "1,100%",
+        actor=Actor.command(planner),
+        reason="paused, resumed, halted",
+        bake_canary_s=60,
+        bake_s=0.5,
+    )
     services.start(second, actor=Actor.command(starter), enqueue=False)
     page.goto(f"{live_server.url}/rollouts/{second.pk}/")
     act(page, "pause")

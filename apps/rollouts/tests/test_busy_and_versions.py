@@ -1,6 +1,7 @@
 """Issue 38 §3 and §1: a selected cluster that another operation holds is skipped with the reason, or waited for up
 to a limit (then the rollout halts); clusters are selected by the ProxySQL version their nodes run (as the polls
 read it: fleet/node_versions.py)."""
+
 import threading
 import time
 
@@ -23,19 +24,34 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def hold(cluster):
     """Another operation holding the cluster's lock (as a running switchover would)."""
-    op = Operation.objects.create(kind="switchover", cluster=cluster, title="a switchover elsewhere", actor="olga",
-                                  state=OperationState.RUNNING, plan=Plan("switchover", cluster.pk, "t", [], []).to_json())
+    op = Operation.objects.create(
+        kind="switchover",
+        cluster=cluster,
+        title="a switchover elsewhere",
+        actor="olga",
+        state=OperationState.RUNNING,
+        plan=Plan("switchover", cluster.pk, "t", [], []).to_json(),
+    )
     locks.acquire(op, ttl_s=120)
     return op
 
 
 def test_a_busy_cluster_is_skipped_with_the_reason_or_waited_for_up_to_the_limit(
-        proxysql_double_factory, live_redis, people):
+    proxysql_double_factory, live_redis, people
+):
     planner, starter = people
     clusters, doubles = build_fleet(proxysql_double_factory, 3, first_port=52000)
     busy = hold(clusters[1])
-    skipping = services.plan({"edits": [RULE]}, {"tags": [["env", "prod"]]}, "1,100%", actor=Actor.command(planner),
-                             reason="skip the busy one", bake_canary_s=0.3, bake_s=0.3, when_busy="skip")
+    skipping = services.plan(
+        {"edits": [RULE]},
+        {"tags": [["env", "prod"]]},
+        "1,100%",
+        actor=Actor.command(planner),
+        reason="skip the busy one",
+        bake_canary_s=0.3,
+        bake_s=0.3,
+        when_busy="skip",
+    )
     with Poller():
         services.start(skipping, actor=Actor.command(starter), enqueue=False)
         assert services.run(skipping.pk) == RolloutState.DONE
@@ -46,8 +62,16 @@ def test_a_busy_cluster_is_skipped_with_the_reason_or_waited_for_up_to_the_limit
 
     # waited for: the other operation ends 3 s later, then fleet-1 gets the change
     other = {**RULE, "row": {**RULE["row"], "rule_id": 78}}
-    waiting = services.plan({"edits": [other]}, {"names": ["fleet-1"]}, "1", actor=Actor.command(planner),
-                            reason="wait for the busy one", bake_canary_s=0.3, bake_s=0.3, busy_wait_s=30)
+    waiting = services.plan(
+        {"edits": [other]},
+        {"names": ["fleet-1"]},
+        "1",
+        actor=Actor.command(planner),
+        reason="wait for the busy one",
+        bake_canary_s=0.3,
+        bake_s=0.3,
+        busy_wait_s=30,
+    )
     threading.Timer(3, lambda: locks.release(busy)).start()
     started = time.monotonic()
     with Poller():
@@ -58,8 +82,16 @@ def test_a_busy_cluster_is_skipped_with_the_reason_or_waited_for_up_to_the_limit
 
     # waited for too long: the rollout halts, saying who holds it
     third = hold(clusters[2])
-    limited = services.plan({"edits": [other]}, {"names": ["fleet-2"]}, "1", actor=Actor.command(planner),
-                            reason="wait a second only", bake_canary_s=0.3, bake_s=0.3, busy_wait_s=1)
+    limited = services.plan(
+        {"edits": [other]},
+        {"names": ["fleet-2"]},
+        "1",
+        actor=Actor.command(planner),
+        reason="wait a second only",
+        bake_canary_s=0.3,
+        bake_s=0.3,
+        busy_wait_s=1,
+    )
     services.start(limited, actor=Actor.command(starter), enqueue=False)
     assert services.run(limited.pk) == RolloutState.HALTED
     limited.refresh_from_db()

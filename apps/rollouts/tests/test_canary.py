@@ -2,6 +2,7 @@
 two doubles pulling from each other at ProxySQL's defaults), the canary's operation holds the sync, so its peer does
 not pull the canary's change while it bakes; the rest of the cluster is written by that same change set after the
 bake, and a canary that fails its gate is rolled back by the executor, the sync restored, nothing pulled."""
+
 import threading
 import time
 
@@ -32,18 +33,27 @@ def watch_canary_bake(rollout, canary, peer):
             elif seen:
                 return
             time.sleep(0.25)
+
     thread = threading.Thread(target=read, daemon=True)
     thread.start()
     return thread, seen
 
 
 def plan(cluster, user, bake_canary_s):
-    return services.plan({"edits": [RULE]}, {"names": [cluster.name]}, "1", actor=Actor.command(user),
-                         reason="the canary first", bake_canary_s=bake_canary_s, bake_s=0.5)
+    return services.plan(
+        {"edits": [RULE]},
+        {"names": [cluster.name]},
+        "1",
+        actor=Actor.command(user),
+        reason="the canary first",
+        bake_canary_s=bake_canary_s,
+        bake_s=0.5,
+    )
 
 
 def test_the_canary_is_one_node_its_peer_does_not_pull_it_while_it_bakes_then_the_rest_gets_it(
-        adopted_cluster_lab, live_redis, people, client):
+    adopted_cluster_lab, live_redis, people, client
+):
     planner, starter = people
     cluster, (canary, peer) = adopted_cluster_lab
     before = {d.port: sync_settings(d) for d in (canary, peer)}
@@ -51,7 +61,9 @@ def test_the_canary_is_one_node_its_peer_does_not_pull_it_while_it_bakes_then_th
     rollout = plan(cluster, planner, bake_canary_s=PULLS_DUE_S + 1.5)  # longer than a peer needs to pull
     waves = services.describe(rollout)["waves"]
     assert [(w["canary"], w["node"], w["rest_of_canary"], [c["name"] for c in w["clusters"]]) for w in waves] == [
-        (True, "proxysql-1", False, ["galera-lab"]), (False, None, True, ["galera-lab"])]
+        (True, "proxysql-1", False, ["galera-lab"]),
+        (False, None, True, ["galera-lab"]),
+    ]
 
     started = time.time()
     with Poller(interval=0.3):
@@ -77,8 +89,7 @@ def test_the_canary_is_one_node_its_peer_does_not_pull_it_while_it_bakes_then_th
     assert_cooperated((canary, peer), started, before)  # the sync restored in every layer, nothing pulled
 
 
-def test_a_canary_failing_its_gate_is_rolled_back_and_its_peer_never_pulled_it(
-        adopted_cluster_lab, live_redis, people):
+def test_a_canary_failing_its_gate_is_rolled_back_and_its_peer_never_pulled_it(adopted_cluster_lab, live_redis, people):
     planner, starter = people
     cluster, (canary, peer) = adopted_cluster_lab
     before = {d.port: sync_settings(d) for d in (canary, peer)}
@@ -95,8 +106,9 @@ def test_a_canary_failing_its_gate_is_rolled_back_and_its_peer_never_pulled_it(
     started = time.time()
     with Poller(interval=0.3):
         watcher, seen = watch_canary_bake(rollout, canary, peer)
-        hurting = threading.Thread(target=lambda: (wait_baking(rollout), hurt_once_the_peer_would_have_pulled()),
-                                   daemon=True)
+        hurting = threading.Thread(
+            target=lambda: (wait_baking(rollout), hurt_once_the_peer_would_have_pulled()), daemon=True
+        )
         hurting.start()
         services.start(rollout, actor=Actor.command(starter), enqueue=False)
         assert services.run(rollout.pk) == RolloutState.HALTED
@@ -108,7 +120,9 @@ def test_a_canary_failing_its_gate_is_rolled_back_and_its_peer_never_pulled_it(
     # the peer never had it; the canary had it for the whole wait (then its rollback, while wave 0 still reads baking)
     assert {str(p) for _, p in seen} == {"[]"} and sum(c == [77] for c, _ in seen) >= 10, seen
     rollout.refresh_from_db()
-    assert rollout.halt_reason.startswith("wave 0 failed its health gate: the errors gate on proxysql-1: "), rollout.halt_reason
+    assert rollout.halt_reason.startswith("wave 0 failed its health gate: the errors gate on proxysql-1: "), (
+        rollout.halt_reason
+    )
     assert [w["state"] for w in rollout.waves] == ["rolled_back", "pending"]
     assert rollout.clusters.get().state == ClusterState.ROLLED_BACK
     assert Operation.objects.get(kind="rollout_canary").state == "rolled_back"

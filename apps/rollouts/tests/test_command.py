@@ -1,5 +1,6 @@
 """manage.py rollout: plan a YAML fragment over tagged clusters (the waves printed, exit 0), start it by a second
 operator (two-person rule), its status; refusals exit 2 and leave nothing."""
+
 import json
 
 import pytest
@@ -26,23 +27,53 @@ def rollout_command(capsys, *args):
     return ended.value.code, capsys.readouterr().out
 
 
-def test_plan_then_start_by_a_second_operator_then_status(proxysql_double_factory, live_redis, people, tmp_path,
-                                                          capsys):
+def test_plan_then_start_by_a_second_operator_then_status(
+    proxysql_double_factory, live_redis, people, tmp_path, capsys
+):
     planner, starter = people
     clusters, doubles = build_fleet(proxysql_double_factory, 3, first_port=43000)
     Cluster.objects.filter(pk=clusters[1].pk).update(two_person_rule=True)
     change = tmp_path / "rule.yaml"
     change.write_text(FRAGMENT)
-    code, out = rollout_command(capsys, "plan", str(change), "--select", "env=prod", "--waves", "1,100%",
-                                "--user", planner.username, "--reason", "fragment", "--bake-canary", "0.5",
-                                "--bake", "0.5", "--json")
+    code, out = rollout_command(
+        capsys,
+        "plan",
+        str(change),
+        "--select",
+        "env=prod",
+        "--waves",
+        "1,100%",
+        "--user",
+        planner.username,
+        "--reason",
+        "fragment",
+        "--bake-canary",
+        "0.5",
+        "--bake",
+        "0.5",
+        "--json",
+    )
     assert code == 0
     doc = json.loads(out)
-    assert [[c["name"] for c in w["clusters"]] for w in doc["waves"]] == [["fleet-0"], ["fleet-0"],
-                                                                          ["fleet-1", "fleet-2"]]
+    assert [[c["name"] for c in w["clusters"]] for w in doc["waves"]] == [
+        ["fleet-0"],
+        ["fleet-0"],
+        ["fleet-1", "fleet-2"],
+    ]
     rollout = Rollout.objects.get(pk=doc["rollout"])
-    code, out = rollout_command(capsys, "plan", str(change), "--select", "name=fleet-2", "--waves", "1",
-                                "--user", planner.username, "--reason", "the SQL")
+    code, out = rollout_command(
+        capsys,
+        "plan",
+        str(change),
+        "--select",
+        "name=fleet-2",
+        "--waves",
+        "1",
+        "--user",
+        planner.username,
+        "--reason",
+        "the SQL",
+    )
     assert code == 0 and "the change set of fleet-2 (the first cluster), planned now:" in out, out
     assert "REPLACE INTO mysql_query_rules" in out and "LOAD MYSQL QUERY RULES TO RUNTIME;" in out, out
 
@@ -69,20 +100,30 @@ def test_refusals_exit_2_and_plan_nothing(proxysql_double_factory, people, tmp_p
     good, bad = tmp_path / "rule.yaml", tmp_path / "bad.yaml"
     good.write_text(FRAGMENT)
     bad.write_text("cluster: fleet-0\nmysql_query_rules: []\n")
-    for args, said in ((["plan", str(good), "--select", "env=nowhere"], "no cluster matches"),
-                       (["plan", str(good), "--select", "env=prod", "--waves", "0"], "neither a count"),
-                       (["plan", str(bad), "--select", "env=prod"], "not cluster")):
+    for args, said in (
+        (["plan", str(good), "--select", "env=nowhere"], "no cluster matches"),
+        (["plan", str(good), "--select", "env=prod", "--waves", "0"], "neither a count"),
+        (["plan", str(bad), "--select", "env=prod"], "not cluster"),
+    ):
         code, out = rollout_command(capsys, *args, "--user", planner.username, "--reason", "r")
         assert (code, said in out) == (2, True), out
     assert not Rollout.objects.exists()
 
 
-def test_a_halt_at_the_second_cluster_keeps_the_canary_s_until_abort_rolls_it_back(proxysql_double_factory, live_redis, people,
-                                                                       capsys):
+def test_a_halt_at_the_second_cluster_keeps_the_canary_s_until_abort_rolls_it_back(
+    proxysql_double_factory, live_redis, people, capsys
+):
     planner, starter = people
     clusters, doubles = build_fleet(proxysql_double_factory, 2, first_port=49000)
-    rollout = services.plan({"edits": [RULE]}, {"tags": [["env", "prod"]]}, "1,1", actor=Actor.command(planner),
-                            reason="wave 2 hurts", bake_canary_s=0.3, bake_s=6)
+    rollout = services.plan(
+        {"edits": [RULE]},
+        {"tags": [["env", "prod"]]},
+        "1,1",
+        actor=Actor.command(planner),
+        reason="wave 2 hurts",
+        bake_canary_s=0.3,
+        bake_s=6,
+    )
 
     def hurt():
         for n, double in enumerate(doubles[2:]):

@@ -2,6 +2,7 @@
 5 s): a poll round publishes each node's latest-state document when that node is done, but stores the round's
 history only once every node is; with one slow node elsewhere in the fleet the canary's errors sat in Redis while
 the gate, reading the history only, saw nothing."""
+
 import threading
 import time
 
@@ -34,8 +35,7 @@ def a_round():
     pollers.proxysql_round(list(ProxySQLNode.objects.select_related("cluster")), threads=4)
 
 
-def test_the_canary_gate_reads_the_canarys_poll_before_the_round_is_stored(proxysql_double_factory, live_redis,
-                                                                           people):
+def test_the_canary_gate_reads_the_canarys_poll_before_the_round_is_stored(proxysql_double_factory, live_redis, people):
     planner, _ = people
     _, doubles = build_fleet(proxysql_double_factory, 2)
     canary_double, slow_double = doubles[0], doubles[3]  # fleet-0's first node; a node of fleet-1
@@ -43,11 +43,12 @@ def test_the_canary_gate_reads_the_canarys_poll_before_the_round_is_stored(proxy
     a_round()
     time.sleep(0.3)
     a_round()  # rates
-    rollout = services.plan({"edits": [RULE]}, {"names": ["fleet-0"]}, "1", actor=Actor.command(planner),
-                            reason="the gate's latest poll")
+    rollout = services.plan(
+        {"edits": [RULE]}, {"names": ["fleet-0"]}, "1", actor=Actor.command(planner), reason="the gate's latest poll"
+    )
     started = applied = timezone.now()
     time.sleep(0.05)
-    canary_double.traffic.set_global("Client_Connections_aborted", 10 ** 6)  # the canary's errors begin
+    canary_double.traffic.set_global("Client_Connections_aborted", 10**6)  # the canary's errors begin
     slow_double.set_mode("normal", latency_ms=400)  # its poll: several statements, each 0.4 s late
     polling = threading.Thread(target=a_round, daemon=True)
     try:
@@ -64,4 +65,5 @@ def test_the_canary_gate_reads_the_canarys_poll_before_the_round_is_stored(proxy
     assert ProxySQLSample.objects.filter(node=canary, ts__gte=applied).count() == 1
     again = services.gate(rollout, 0, started, applied, nodes=[canary.pk])
     assert again["nodes"]["fleet-0-proxysql-1"]["errors_per_s_after"] == pytest.approx(  # stored as a float32
-        verdict["nodes"]["fleet-0-proxysql-1"]["errors_per_s_after"], rel=1e-6)
+        verdict["nodes"]["fleet-0-proxysql-1"]["errors_per_s_after"], rel=1e-6
+    )

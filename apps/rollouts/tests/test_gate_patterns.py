@@ -1,6 +1,7 @@
 """The latency gate matches the change's query rules against the stored digest texts (gates.Scope.covers): an
 operator's draft of costly patterns is bounded there as in the rule tester (one budget a gate read,
 RULE_WALK_BUDGET_S), and a digest it cannot tell about counts as touched (issue 34: every place a pattern runs)."""
+
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -40,21 +41,24 @@ def test_a_draft_of_costly_patterns_is_read_within_the_walk_budget_and_counted_a
     # known and counted as touched (never left out of the gate's figures).
     assert answers.count(False) < 20 and all(answers[20:])
     assert scope.not_measured >= 1  # those met: a digest one rule touches is not searched by the others
-    assert scope.said.endswith(f"({scope.not_measured} rules' patterns too costly to test: every digest they might "
-                               "match counted)")
+    assert scope.said.endswith(
+        f"({scope.not_measured} rules' patterns too costly to test: every digest they might match counted)"
+    )
 
 
 def test_ordinary_patterns_still_decide_which_digests_are_touched():
     scope = Scope([rule(1, "^INSERT INTO orders"), rule(2, "^update", "match_pattern")], {10}, rule_tester.PCRE, "")
     answers = covered(scope)
     assert [t for t, yes in zip(DIGEST_TEXTS, answers) if yes] == [
-        t for t in DIGEST_TEXTS if t.startswith("INSERT INTO orders") or t.upper().startswith("UPDATE")]
+        t for t in DIGEST_TEXTS if t.startswith("INSERT INTO orders") or t.upper().startswith("UPDATE")
+    ]
     assert scope.not_measured == 0
 
 
 @hypothesis_settings(max_examples=40, deadline=None)
-@given(patterns=st.lists(PATHOLOGICAL, min_size=1, max_size=4), engine=st.sampled_from([rule_tester.PCRE,
-                                                                                        rule_tester.RE2]))
+@given(
+    patterns=st.lists(PATHOLOGICAL, min_size=1, max_size=4), engine=st.sampled_from([rule_tester.PCRE, rule_tester.RE2])
+)
 def test_fuzz_pathological_patterns_in_the_latency_gate_never_raise_and_stay_bounded(patterns, engine):
     scope = Scope([rule(i, p) for i, p in enumerate(patterns, 1)], set(), engine, "")
     with within(django_settings.RULE_WALK_BUDGET_S + 2):
@@ -71,8 +75,15 @@ def test_the_readings_of_one_bake_judge_the_digests_once(settings, operator_user
     content = C.empty()
     content["roles"] = {"writer": 100, "reader": 101}
     version = config.record_version(cluster, content, actor=Actor.system(), reason="base", source="change")
-    cs = ChangeSet.objects.create(cluster=cluster, base=version, author_name="x", edits=[
-        {"op": "upsert", "table": "mysql_query_rules", "row": rule(i, f"{BELOW_THE_LIMIT}(?#{i})")} for i in range(1, 41)])
+    cs = ChangeSet.objects.create(
+        cluster=cluster,
+        base=version,
+        author_name="x",
+        edits=[
+            {"op": "upsert", "table": "mysql_query_rules", "row": rule(i, f"{BELOW_THE_LIMIT}(?#{i})")}
+            for i in range(1, 41)
+        ],
+    )
     rollout = Rollout.objects.create(reason="r", change={"edits": cs.edits}, waves_text="1", planner="x")
     RolloutCluster.objects.create(rollout=rollout, cluster=cluster, wave=0, position=0, change_set=cs)
     now = int(time.time())
@@ -82,8 +93,9 @@ def test_the_readings_of_one_bake_judge_the_digests_once(settings, operator_user
     kept = gates.Kept()
     cpu = []
     for _ in range(3):
-        reading = gates.Reading(rollout, [(node.pk, node.name, cluster.name)], started, started, timedelta(seconds=60),
-                                kept=kept)
+        reading = gates.Reading(
+            rollout, [(node.pk, node.name, cluster.name)], started, started, timedelta(seconds=60), kept=kept
+        )
         took = time.thread_time()
         with within(3):
             gates.latency(reading)

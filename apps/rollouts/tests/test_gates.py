@@ -1,6 +1,7 @@
 """The backends, mirror and latency gates (gates.py), each driven on the canary by the ProxySQL double as a bad change
 would make it (ProxySQL's own shunning of a backend it cannot reach, a mirror queue filling up, queries slower),
 read from the stored polls, halting the rollout with its figures in the reason, the canary rolled back."""
+
 import time
 
 import pytest
@@ -52,8 +53,16 @@ def halt_of(rollout, starter, doubles, gate_name, hurt_at, bake_canary_s=20):
 
 
 def planned(planner, reason, **thresholds):
-    return services.plan({"edits": [RULE]}, {"tags": [["env", "prod"]]}, "1,100%", actor=Actor.command(planner),
-                         reason=reason, bake_canary_s=20, bake_s=0.5, **thresholds)
+    return services.plan(
+        {"edits": [RULE]},
+        {"tags": [["env", "prod"]]},
+        "1,100%",
+        actor=Actor.command(planner),
+        reason=reason,
+        bake_canary_s=20,
+        bake_s=0.5,
+        **thresholds,
+    )
 
 
 def test_a_backend_the_canary_node_shuns_since_the_change_halts_it(proxysql_double_factory, live_redis, people):
@@ -73,8 +82,9 @@ def test_a_backend_the_canary_node_shuns_since_the_change_halts_it(proxysql_doub
         hurting.join(5)
     assert failed["node"] == "fleet-0-proxysql-1"
     backends = {b["backend"]: b for b in failed["backends"]}
-    assert backends and all(b["status"] == "SHUNNED" and b["before"] == "ONLINE" and b["hostgroup"] == 101
-                            for b in backends.values()), backends
+    assert backends and all(
+        b["status"] == "SHUNNED" and b["before"] == "ONLINE" and b["hostgroup"] == 101 for b in backends.values()
+    ), backends
     assert "the backends gate on fleet-0-proxysql-1: 127.0.0.1:5700" in rollout.halt_reason
     assert "(hostgroup 101) SHUNNED since the change, ONLINE before" in rollout.halt_reason
     # the other node of the cluster was not gated (the canary is one node) and shunned nothing
@@ -99,14 +109,15 @@ def test_the_canary_mirror_queue_at_its_limit_halts_it(proxysql_double_factory, 
         doubles[0].traffic.set_mirror(extra_rate=0)
     assert failed["node"] == "fleet-0-proxysql-1" and failed["threshold"] == 0.5
     assert failed["share"] >= 0.5 and failed["queue"] >= 0.5 * failed["limit"] and failed["limit"] > 0
-    assert f"the mirror gate on fleet-0-proxysql-1: mirror queue {failed['queue']:g} of its limit " \
-           f"{failed['limit']:g}" in rollout.halt_reason
+    assert (
+        f"the mirror gate on fleet-0-proxysql-1: mirror queue {failed['queue']:g} of its limit "
+        f"{failed['limit']:g}" in rollout.halt_reason
+    )
     assert "before (threshold 50% of the limit)" in rollout.halt_reason
     assert rollout.waves[0]["gate"]["nodes"]["fleet-0-proxysql-1"]["mirror_queue_after"] == failed["queue"]
 
 
-def test_slower_queries_on_the_canary_since_the_change_halt_it(proxysql_double_factory, galera_lab, live_redis,
-                                                                 people):
+def test_slower_queries_on_the_canary_since_the_change_halt_it(proxysql_double_factory, galera_lab, live_redis, people):
     planner, starter = people
     clusters, doubles = build_fleet(proxysql_double_factory, 2, first_port=3311)  # fleet-0's backends: the lab's
     rollout = planned(planner, "latency gate", max_latency_ratio=2)
@@ -128,8 +139,10 @@ def test_slower_queries_on_the_canary_since_the_change_halt_it(proxysql_double_f
         double.traffic.clear_sessions()
     assert failed["cluster"] == "fleet-0" and failed["threshold"] == 2
     assert failed["after"] > 2 * failed["before"] > 0 and failed["queries"] >= 20
-    assert (f"the latency gate on fleet-0 (fleet-0-proxysql-1): {failed['after']:.2f} ms per query since the change"
-            in rollout.halt_reason), rollout.halt_reason
+    assert (
+        f"the latency gate on fleet-0 (fleet-0-proxysql-1): {failed['after']:.2f} ms per query since the change"
+        in rollout.halt_reason
+    ), rollout.halt_reason
     assert f"{failed['before']:.2f} ms before (threshold x2)" in rollout.halt_reason
     assert not [f for f in rollout.waves[0]["gate"]["failed"] if f["gate"] == "backends"]  # the lab's backends answer
 
@@ -139,20 +152,35 @@ def test_the_thresholds_are_checked_when_planned(proxysql_double_factory, people
     build_fleet(proxysql_double_factory, 1, first_port=59000)
     for bad in ({"max_latency_ratio": 0.5}, {"max_mirror_queue_share": 0}, {"max_mirror_queue_share": 1.5}):
         with pytest.raises(services.Refused):
-            services.plan({"edits": [RULE]}, {"tags": [["env", "prod"]]}, "1", actor=Actor.command(planner),
-                          reason="bad thresholds", **bad)
+            services.plan(
+                {"edits": [RULE]},
+                {"tags": [["env", "prod"]]},
+                "1",
+                actor=Actor.command(planner),
+                reason="bad thresholds",
+                **bad,
+            )
     assert not Rollout.objects.exists()
 
 
 def test_slower_queries_the_change_does_not_touch_leave_the_latency_gate_passing(
-        proxysql_double_factory, galera_lab, live_redis, people):
+    proxysql_double_factory, galera_lab, live_redis, people
+):
     """The rule routes `^SELECT rollout_probe` to hostgroup 101: the latency gate reads those digests only. The
     canary's other queries (hostgroup 100, no probe) five times slower since the change are not the change's doing
     (they failed the gate when it read every digest of the node)."""
     planner, starter = people
     clusters, doubles = build_fleet(proxysql_double_factory, 2, first_port=3311)  # fleet-0's backends: the lab's
-    rollout = services.plan({"edits": [RULE]}, {"tags": [["env", "prod"]]}, "1,100%", actor=Actor.command(planner),
-                            reason="latency of untouched digests", bake_canary_s=4, bake_s=0.5, max_latency_ratio=2)
+    rollout = services.plan(
+        {"edits": [RULE]},
+        {"tags": [["env", "prod"]]},
+        "1,100%",
+        actor=Actor.command(planner),
+        reason="latency of untouched digests",
+        bake_canary_s=4,
+        bake_s=0.5,
+        max_latency_ratio=2,
+    )
     for double in doubles[:2]:  # traffic before the change, on the writer hostgroup only
         double.traffic.set_sessions(hostgroup=100, count=4, rate=200)
 
@@ -184,10 +212,13 @@ def test_the_digests_a_change_touches_are_those_its_rules_match_or_route_to():
     caseless = Scope([{**probe, "re_modifiers": "CASELESS"}], set(), 1, "rule 77")
     assert caseless.covers("0xC3", "select ROLLOUT_PROBE from t", 100, "app", "shop")
     by_user = Scope([{"rule_id": 5, "username": "report", "destination_hostgroup": None}], set(), 1, "rule 5")
-    assert by_user.covers("0xD4", "SELECT 1", 100, "report", "") and not by_user.covers("0xD4", "SELECT 1", 100, "app", "")
+    assert by_user.covers("0xD4", "SELECT 1", 100, "report", "") and not by_user.covers(
+        "0xD4", "SELECT 1", 100, "app", ""
+    )
     by_digest = Scope([{"rule_id": 6, "digest": "0xABCDEF"}], set(), 2, "rule 6")
-    assert by_digest.covers("0xabcdef", "SELECT 1", 100, "app", "") and not by_digest.covers("0x1", "SELECT 1", 100,
-                                                                                               "app", "")
+    assert by_digest.covers("0xabcdef", "SELECT 1", 100, "app", "") and not by_digest.covers(
+        "0x1", "SELECT 1", 100, "app", ""
+    )
     negated = Scope([{"rule_id": 8, "match_pattern": "^SELECT", "negate_match_pattern": 1}], set(), 1, "rule 8")
     assert negated.covers("0xE5", "UPDATE t SET a=?", 100, "app", "")  # a negated pattern narrows nothing here
     everything = Scope(None, set(), 1, "every digest (the change edits no query rule)")

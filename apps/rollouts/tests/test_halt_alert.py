@@ -1,6 +1,7 @@
 """A rollout halted by its gate raises the alert rollout_halted (apps/alerts/events.py): firing at once, naming the
 gate and its figures, delivered to the channels as any alert (a local webhook receiver records what it got), and
 resolved when the rollout is aborted."""
+
 import time
 
 import pytest
@@ -28,14 +29,22 @@ def deliver_due():
 
 
 def test_a_halt_by_the_gate_alerts_with_the_gate_and_its_figures_and_the_abort_resolves_it(
-        proxysql_double_factory, live_redis, people):
+    proxysql_double_factory, live_redis, people
+):
     planner, starter = people
     clusters, doubles = build_fleet(proxysql_double_factory, 2, first_port=50000)
     receiver = Receiver()
     try:
         Channel.objects.create(name="ops-hook", kind="webhook", url=receiver.url)
-        rollout = services.plan({"edits": [RULE]}, {"tags": [["env", "prod"]]}, "1,100%",
-                                actor=Actor.command(planner), reason="a rule that hurts", bake_canary_s=8, bake_s=0.5)
+        rollout = services.plan(
+            {"edits": [RULE]},
+            {"tags": [["env", "prod"]]},
+            "1,100%",
+            actor=Actor.command(planner),
+            reason="a rule that hurts",
+            bake_canary_s=8,
+            bake_s=0.5,
+        )
 
         def hurt():
             doubles[0].traffic.set_global("Client_Connections_aborted", 100000)
@@ -49,8 +58,9 @@ def test_a_halt_by_the_gate_alerts_with_the_gate_and_its_figures_and_the_abort_r
         [alert] = Alert.objects.filter(rule="rollout_halted")
         assert alert.state == AlertState.FIRING and alert.cluster == clusters[0] and alert.severity == "critical"
         assert alert.subject == f"ro{rollout.pk}" and alert.subject_label == f"{rollout}: a rule that hurts"
-        assert alert.summary.startswith(f"{rollout} halted: wave 0 failed its health gate: the errors gate on "
-                                        "fleet-0-proxysql-1: "), alert.summary
+        assert alert.summary.startswith(
+            f"{rollout} halted: wave 0 failed its health gate: the errors gate on fleet-0-proxysql-1: "
+        ), alert.summary
         assert "errors/s since the change" in alert.summary and "before (threshold +1)" in alert.summary
         [gate] = alert.details["gates"]
         assert gate["gate"] == "errors" and gate["node"] == "fleet-0-proxysql-1" and gate["threshold"] == 1.0

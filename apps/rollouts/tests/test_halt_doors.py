@@ -2,6 +2,7 @@
 (`manage.py rollout halt N --user NAME --reason ...`), each during the canary's bake: the canary fails its gate
 with the operator's words, is rolled back (every layer of every node as before), the halt is audited with its door,
 and what must be refused is (a viewer, no reason, a rollout that is not running)."""
+
 import io
 
 import pytest
@@ -26,12 +27,18 @@ def halted_untouched(rollout, doubles, said):
     assert [rule_ids(d) for d in doubles] == [{layer: [] for layer in LAYERS}] * len(doubles)
 
 
-def test_an_operator_halts_a_baking_canary_through_the_api(proxysql_double_factory, live_redis, people,
-                                                           viewer_user):
+def test_an_operator_halts_a_baking_canary_through_the_api(proxysql_double_factory, live_redis, people, viewer_user):
     planner, starter = people
     clusters, doubles = build_fleet(proxysql_double_factory, 2, first_port=55000)
-    rollout = services.plan({"edits": [RULE]}, {"tags": [["env", "prod"]]}, "1,100%", actor=Actor.command(planner),
-                            reason="halted through the API", bake_canary_s=20, bake_s=0.5)
+    rollout = services.plan(
+        {"edits": [RULE]},
+        {"tags": [["env", "prod"]]},
+        "1,100%",
+        actor=Actor.command(planner),
+        reason="halted through the API",
+        bake_canary_s=20,
+        bake_s=0.5,
+    )
     api, viewer = client_of(starter), client_of(viewer_user, "v")
     url = f"/api/v1/rollouts/{rollout.pk}/halt/"
     expect(api.post(url, {"reason": "too early"}), 409)  # planned, not running: nothing to halt
@@ -62,8 +69,15 @@ def test_an_operator_halts_a_baking_canary_through_the_api(proxysql_double_facto
 def test_an_operator_halts_a_baking_canary_from_the_command_line(proxysql_double_factory, live_redis, people):
     planner, starter = people
     clusters, doubles = build_fleet(proxysql_double_factory, 2, first_port=56000)
-    rollout = services.plan({"edits": [RULE]}, {"tags": [["env", "prod"]]}, "1,100%", actor=Actor.command(planner),
-                            reason="halted from the command line", bake_canary_s=20, bake_s=0.5)
+    rollout = services.plan(
+        {"edits": [RULE]},
+        {"tags": [["env", "prod"]]},
+        "1,100%",
+        actor=Actor.command(planner),
+        reason="halted from the command line",
+        bake_canary_s=20,
+        bake_s=0.5,
+    )
     said = []
 
     def command(*args):

@@ -5,6 +5,7 @@ and a cluster of a 2.5.5 and a 2.7.1 node. On the real pair, a rule that makes l
 matching the clients' SELECTs) halts at the canary and its rollback leaves every layer of every node as before.
 
 Lean on purpose (the real tier's CI budget): short bakes set on each rollout, one pair for the good and the bad rule."""
+
 import threading
 import time
 
@@ -28,12 +29,18 @@ from .test_rollouts import LAYERS, RULE, Poller, rule_ids
 pytestmark = pytest.mark.django_db(transaction=True)
 
 APP = ("app", "app")  # the Galera lab's application user
-APP_USER = ["DELETE FROM mysql_users",
-            f"INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('{APP[0]}','{APP[1]}',100)",
-            "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK"]
+APP_USER = [
+    "DELETE FROM mysql_users",
+    f"INSERT INTO mysql_users (username,password,default_hostgroup) VALUES ('{APP[0]}','{APP[1]}',100)",
+    "LOAD MYSQL USERS TO RUNTIME",
+    "SAVE MYSQL USERS TO DISK",
+]
 # Before rule 20 (every SELECT to the readers): the clients' SELECT 1 answered by ProxySQL with an error.
-BAD = {"op": "upsert", "table": "mysql_query_rules",
-       "row": {"rule_id": 15, "active": 1, "match_pattern": "^SELECT 1$", "error_msg": "rollout broke it", "apply": 1}}
+BAD = {
+    "op": "upsert",
+    "table": "mysql_query_rules",
+    "row": {"rule_id": 15, "active": 1, "match_pattern": "^SELECT 1$", "error_msg": "rollout broke it", "apply": 1},
+}
 
 
 def real_cluster(factory, versions, name, proxysql_cluster=False):
@@ -44,8 +51,9 @@ def real_cluster(factory, versions, name, proxysql_cluster=False):
         free = free_ports(2 * len(versions))
         ports = [(free[2 * i], free[2 * i + 1]) for i in range(len(versions))]
         peers = {f"{name}-{n}": admin for n, (admin, _) in enumerate(ports, 1)}
-    nodes = [factory(v, name=f"{name}-{n}", peers=peers, ports=ports and ports[n - 1])
-             for n, v in enumerate(versions, 1)]
+    nodes = [
+        factory(v, name=f"{name}-{n}", peers=peers, ports=ports and ports[n - 1]) for n, v in enumerate(versions, 1)
+    ]
     for node in nodes:
         node.admin(*demo.plain_layout_statements(), *APP_USER)
     for node in nodes:
@@ -55,8 +63,15 @@ def real_cluster(factory, versions, name, proxysql_cluster=False):
 
 def roll_out(cluster, people, change, bake_canary_s, reason="tried on real ProxySQL"):
     planner, starter = people
-    rollout = services.plan({"edits": [change]}, {"names": [cluster.name]}, "1", actor=Actor.command(planner),
-                            reason=reason, bake_canary_s=bake_canary_s, bake_s=0.5)
+    rollout = services.plan(
+        {"edits": [change]},
+        {"names": [cluster.name]},
+        "1",
+        actor=Actor.command(planner),
+        reason=reason,
+        bake_canary_s=bake_canary_s,
+        bake_s=0.5,
+    )
     services.start(rollout, actor=Actor.command(starter), enqueue=False)
     return rollout
 
@@ -72,8 +87,14 @@ class Clients(threading.Thread):
         conn = None
         while not self.stop.is_set():
             try:
-                conn = conn or MySQLdb.connect(host="127.0.0.1", port=self.node.client_port, user=APP[0],
-                                               passwd=APP[1], connect_timeout=2, read_timeout=5)
+                conn = conn or MySQLdb.connect(
+                    host="127.0.0.1",
+                    port=self.node.client_port,
+                    user=APP[0],
+                    passwd=APP[1],
+                    connect_timeout=2,
+                    read_timeout=5,
+                )
                 cur = conn.cursor()
                 cur.execute("SELECT 1")
                 cur.fetchall()
@@ -127,7 +148,9 @@ def test_a_harmless_rule_then_a_bad_one_on_a_real_pair(real_proxysql_factory, ga
     assert all(t <= done for t in refused)  # none after the rollback
     assert all(c.ok > n for c, n in zip(clients, served_after))  # served again
     bad.refresh_from_db()
-    assert bad.halt_reason.startswith("wave 0 failed its health gate: the errors gate on real-pair-1: "), bad.halt_reason
+    assert bad.halt_reason.startswith("wave 0 failed its health gate: the errors gate on real-pair-1: "), (
+        bad.halt_reason
+    )
     assert "refused by the change's query rule 15 (error_msg)" in bad.halt_reason, bad.halt_reason
     assert [w["state"] for w in bad.waves] == ["rolled_back", "pending"]
     assert bad.clusters.get().state == ClusterState.ROLLED_BACK
@@ -137,8 +160,11 @@ def test_a_harmless_rule_then_a_bad_one_on_a_real_pair(real_proxysql_factory, ga
 
 
 def test_the_canary_on_a_real_proxysql_cluster_pair_is_not_pulled_by_its_peer_while_it_bakes(
-        real_proxysql_factory, galera_lab, live_redis, people):
-    cluster, (canary, peer) = real_cluster(real_proxysql_factory, ("2.7.1", "2.7.1"), "real-sync", proxysql_cluster=True)
+    real_proxysql_factory, galera_lab, live_redis, people
+):
+    cluster, (canary, peer) = real_cluster(
+        real_proxysql_factory, ("2.7.1", "2.7.1"), "real-sync", proxysql_cluster=True
+    )
     assert {r[0] for r in canary.admin("SELECT hostname FROM runtime_proxysql_servers")} == {"127.0.0.1"}
     with Poller(interval=0.3):
         rollout = roll_out(cluster, people, RULE, bake_canary_s=PULLS_DUE_S + 1.5)  # longer than a pull takes
@@ -154,8 +180,10 @@ def test_the_canary_on_a_real_proxysql_cluster_pair_is_not_pulled_by_its_peer_wh
     assert cluster_drift(cluster).in_sync
     # the sync really pulls (so the bake above was long enough to see a pull): an active rule (a real node's runtime
     # and its checksum hold only active ones) loaded on the canary by hand
-    canary.admin("INSERT INTO mysql_query_rules (rule_id,active,match_digest,apply) VALUES (99,1,'^SELECT sync_probe',0)",
-                 "LOAD MYSQL QUERY RULES TO RUNTIME")
+    canary.admin(
+        "INSERT INTO mysql_query_rules (rule_id,active,match_digest,apply) VALUES (99,1,'^SELECT sync_probe',0)",
+        "LOAD MYSQL QUERY RULES TO RUNTIME",
+    )
     deadline = time.monotonic() + 3 * PULLS_DUE_S
     while 99 not in rule_ids(peer)["runtime"] and time.monotonic() < deadline:
         time.sleep(0.2)

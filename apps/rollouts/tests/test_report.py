@@ -1,5 +1,6 @@
 """The weekly report lists the rollouts of its week with their waves and halts (issue 38, "alerts and reports"): the
 fleet report every rollout, a cluster's report those that selected it; a rollout outside the week is not listed."""
+
 from datetime import timedelta
 
 from django.utils import timezone
@@ -12,8 +13,16 @@ from apps.rollouts.models import Rollout, RolloutCluster, RolloutState
 
 
 def a_rollout(clusters, at, state, waves, halt_reason=""):
-    rollout = Rollout.objects.create(reason=f"{state} one", change={"edits": []}, selector={}, waves_text="1,100%",
-                                     waves=waves, state=state, halt_reason=halt_reason, planner="ops")
+    rollout = Rollout.objects.create(
+        reason=f"{state} one",
+        change={"edits": []},
+        selector={},
+        waves_text="1,100%",
+        waves=waves,
+        state=state,
+        halt_reason=halt_reason,
+        planner="ops",
+    )
     for n, c in enumerate(clusters):
         RolloutCluster.objects.create(rollout=rollout, cluster=c, wave=min(n, len(waves) - 1), position=n)
     Rollout.objects.filter(pk=rollout.pk).update(created_at=at, updated_at=at + timedelta(minutes=5))  # its time
@@ -25,15 +34,32 @@ def test_the_weekly_report_lists_the_rollouts_of_its_week_with_their_waves_and_h
     week = periods.last_complete("weekly", timezone.now())
     inside = week.start + timedelta(days=2)
     passed = {"state": "passed", "gate": {"ok": True, "failed": []}}
-    done = a_rollout([a, b, c], inside, RolloutState.DONE,
-                     [{"clusters": [a.pk], "node": 1, **passed}, {"clusters": [a.pk], **passed},
-                      {"clusters": [b.pk, c.pk], **passed}])
+    done = a_rollout(
+        [a, b, c],
+        inside,
+        RolloutState.DONE,
+        [
+            {"clusters": [a.pk], "node": 1, **passed},
+            {"clusters": [a.pk], **passed},
+            {"clusters": [b.pk, c.pk], **passed},
+        ],
+    )
     why = "wave 2 failed its health gate: the errors gate on b-proxysql-1: 40.0 errors/s since the change"
-    halted = a_rollout([a, b], inside + timedelta(hours=3), RolloutState.HALTED,
-                       [{"clusters": [a.pk], "node": 1, **passed}, {"clusters": [a.pk], **passed},
-                        {"clusters": [b.pk], "state": "rolled_back",
-                         "gate": {"ok": False, "failed": [{"gate": "errors"}, {"gate": "alerts"}]}}],
-                       halt_reason=why)
+    halted = a_rollout(
+        [a, b],
+        inside + timedelta(hours=3),
+        RolloutState.HALTED,
+        [
+            {"clusters": [a.pk], "node": 1, **passed},
+            {"clusters": [a.pk], **passed},
+            {
+                "clusters": [b.pk],
+                "state": "rolled_back",
+                "gate": {"ok": False, "failed": [{"gate": "errors"}, {"gate": "alerts"}]},
+            },
+        ],
+        halt_reason=why,
+    )
     a_rollout([a], week.start - timedelta(days=3), RolloutState.DONE, [{"clusters": [a.pk], **passed}])  # before
 
     report = reports.build_report(None, "weekly", week, actor=Actor.system())
@@ -42,8 +68,10 @@ def test_the_weekly_report_lists_the_rollouts_of_its_week_with_their_waves_and_h
     first = listed["rollouts"][0]
     assert first["halted"] and first["halt_reason"] == why
     assert [(w["wave"], w["canary"], w["clusters"], w["state"], w["failed"]) for w in first["waves"]] == [
-        (0, True, ["a"], "passed", []), (1, False, ["a"], "passed", []),
-        (2, False, ["b"], "rolled_back", ["alerts", "errors"])]
+        (0, True, ["a"], "passed", []),
+        (1, False, ["a"], "passed", []),
+        (2, False, ["b"], "rolled_back", ["alerts", "errors"]),
+    ]
     assert [w["clusters"] for w in listed["rollouts"][1]["waves"]] == [["a"], ["a"], ["b", "c"]]
     html = report.html
     assert f'data-rollout="{halted.pk}" data-state="halted"' in html and f'data-halt="{halted.pk}"' in html

@@ -2,6 +2,7 @@
 and the failing wave, then each wave before it, newest first, go back through revert change sets (the product's
 normal path: a change set back to each cluster's version before), each cluster's revert said per cluster in the
 API, on the page and by `rollout status`; every layer of every node ends as before the rollout."""
+
 import io
 
 import pytest
@@ -24,9 +25,21 @@ def test_a_halt_rolls_back_every_wave_before_when_the_rollout_says_so(proxysql_d
     planner, starter = people
     clusters, doubles = build_fleet(proxysql_double_factory, 4, first_port=60000)
     before = {c.name: config.latest(c).number for c in clusters}
-    plan = expect(client_of(planner).post("/api/v1/rollouts/", {
-        "reason": "every wave back on a halt", "select": {"tags": {"env": "prod"}}, "waves": "1,1,100%",
-        "edits": [RULE], "bake_canary_s": 0.2, "bake_s": 3, "roll_back_before": True}), 201)
+    plan = expect(
+        client_of(planner).post(
+            "/api/v1/rollouts/",
+            {
+                "reason": "every wave back on a halt",
+                "select": {"tags": {"env": "prod"}},
+                "waves": "1,1,100%",
+                "edits": [RULE],
+                "bake_canary_s": 0.2,
+                "bake_s": 3,
+                "roll_back_before": True,
+            },
+        ),
+        201,
+    )
     assert plan["roll_back_before"] is True
     rollout = Rollout.objects.get(pk=plan["rollout"])
 
@@ -66,5 +79,7 @@ def test_a_halt_rolls_back_every_wave_before_when_the_rollout_says_so(proxysql_d
     with pytest.raises(SystemExit) as ended:
         call_command("rollout", "status", str(rollout.pk), stdout=out)
     assert ended.value.code == 3  # halted
-    assert "wave 2 rolled_back: fleet-1 [rolled_back]\n" \
-           f"    fleet-1 rolled back by change set #{by_name['fleet-1']['revert']}\n" in out.getvalue(), out.getvalue()
+    assert (
+        "wave 2 rolled_back: fleet-1 [rolled_back]\n"
+        f"    fleet-1 rolled back by change set #{by_name['fleet-1']['revert']}\n" in out.getvalue()
+    ), out.getvalue()

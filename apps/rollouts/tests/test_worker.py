@@ -1,6 +1,7 @@
 """A rollout run by a real Celery worker (real Redis), the worker killed (SIGKILL, its whole process group) while a
 wave bakes, a second worker started and the rollout taken up by resume_stale (what beat runs): it ends as a run
 without the kill ends, every cluster changed once (one new version), every layer of every node the new one."""
+
 import os
 import signal
 import time
@@ -28,12 +29,20 @@ def wait_for(predicate, timeout, what):
 
 
 def test_a_worker_killed_while_a_wave_bakes_and_the_rollout_resumed_ends_as_without_the_kill(
-        proxysql_double_factory, live_redis, celery_broker, celery_factory, redis_server, people):
+    proxysql_double_factory, live_redis, celery_broker, celery_factory, redis_server, people
+):
     planner, starter = people
     clusters, doubles = build_fleet(proxysql_double_factory, 4, first_port=45000)
     before = {c.pk: config.latest(c).number for c in clusters}
-    rollout = services.plan({"edits": [RULE]}, {"tags": [["env", "prod"]]}, "1,1,100%", actor=Actor.command(planner),
-                            reason="through a worker", bake_canary_s=0.5, bake_s=4)
+    rollout = services.plan(
+        {"edits": [RULE]},
+        {"tags": [["env", "prod"]]},
+        "1,1,100%",
+        actor=Actor.command(planner),
+        reason="through a worker",
+        bake_canary_s=0.5,
+        bake_s=4,
+    )
     first = celery_factory("worker", redis_server, concurrency=1, name="w1@rollouts")
     with Poller():
         services.start(rollout, actor=Actor.command(starter))  # queued on commit: the worker runs it

@@ -1,5 +1,6 @@
 """The API's list endpoints at 1,000 ProxySQL nodes and 3,000 backends (lab/bench_api.py). Run by bin/bench-api,
 which gives it a scratch database and a private Redis."""
+
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
@@ -19,8 +20,10 @@ class Command(BaseCommand):
     def handle(self, requests, operations, events, digests, **options):
         name = str(settings.DATABASES["default"]["NAME"])
         if "bench" not in name:
-            raise CommandError(f"{name} does not look like a scratch database (its name has no 'bench'); "
-                               "run bin/bench-api, or set DATABASE_URL to one")
+            raise CommandError(
+                f"{name} does not look like a scratch database (its name has no 'bench'); "
+                "run bin/bench-api, or set DATABASE_URL to one"
+            )
         self.stdout.write(f"machine: {machine()}")
         bench.prepare_database()
         ids = bench.fill(operations, events, digests, self.stdout.write)

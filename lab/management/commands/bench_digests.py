@@ -7,6 +7,7 @@
 
 See lab/bench_digests.py for the shape of the history; figures go to docs/benchmarks.md.
 """
+
 import time
 
 from django.conf import settings
@@ -28,16 +29,23 @@ class Command(BaseCommand):
         parser.add_argument("--stress", action="store_true", help="every digest runs in the last 24 h")
         parser.add_argument("--reuse", action="store_true", help="keep the scratch database if it is already filled")
         parser.add_argument("--time-only", action="store_true", help="time the pages of the scratch database as it is")
-        parser.add_argument("--turns", metavar="REVISION", help="with --time-only: time the search and window pages"
-                            " with the code at this git revision and the current code in turns, one request each")
+        parser.add_argument(
+            "--turns",
+            metavar="REVISION",
+            help="with --time-only: time the search and window pages"
+            " with the code at this git revision and the current code in turns, one request each",
+        )
         parser.add_argument("--pairs", type=int, default=25, help="requests of each code per page with --turns")
 
     def handle(self, **o):
         db = settings.DATABASES["default"]
         # --stress gets its own scratch database, so both histories can be kept and timed in turns.
         suffix = "_stress" if o["stress"] else ""
-        name = (str(settings.VAR_DIR / f"bench_digests{suffix}.sqlite3") if connection.vendor == "sqlite"
-                else f"test_controlplane_bench_digests{suffix}")
+        name = (
+            str(settings.VAR_DIR / f"bench_digests{suffix}.sqlite3")
+            if connection.vendor == "sqlite"
+            else f"test_controlplane_bench_digests{suffix}"
+        )
         db["TEST"] = {**db.get("TEST", {}), "NAME": name}
         if o["time_only"]:  # as it is: no migration either
             connection.close()
@@ -49,8 +57,10 @@ class Command(BaseCommand):
         from apps.digests.models import Digest
 
         if not o["time_only"] and not (o["reuse"] and Digest.objects.count() >= o["digests"]):
-            self.stdout.write(f"filling: {o['digests']:,} digests, {o['nodes']} nodes, core {o['core']}, "
-                              f"{o['days']} days of 5-minute rows + 24 h of raw polls{' (stress)' if o['stress'] else ''}")
+            self.stdout.write(
+                f"filling: {o['digests']:,} digests, {o['nodes']} nodes, core {o['core']}, "
+                f"{o['days']} days of 5-minute rows + 24 h of raw polls{' (stress)' if o['stress'] else ''}"
+            )
             filler = bench.Filler(o["digests"], o["nodes"], o["core"], o["days"], o["stress"], out=self.stdout.write)
             took = filler.run(time.time())
             self.stdout.write(f"filled in {took:.0f} s")
@@ -64,11 +74,15 @@ class Command(BaseCommand):
         self.stdout.write(f"rows: {figures}")
         for label, seconds in (("5 min", 300), ("1 h", 3600), ("24 h", 86400)):
             total, pieces = bench.distinct_in(seconds)
-            self.stdout.write(f"distinct digests in the last {label}: {total:,} (window answered from {len(pieces)} "
-                              f"pieces: {', '.join(f'{r}s x{(b - a) // max(r, 1) if r else b - a}' for r, a, b in pieces)})")
+            self.stdout.write(
+                f"distinct digests in the last {label}: {total:,} (window answered from {len(pieces)} "
+                f"pieces: {', '.join(f'{r}s x{(b - a) // max(r, 1) if r else b - a}' for r, a, b in pieces)})"
+            )
         if o["turns"]:
             self.stdout.write(f"in turns, {o['pairs']} pairs per page (Django test client, in process, wall time):")
             bench.time_in_turns(bench.turn_scenarios(), o["turns"], o["pairs"], out=self.stdout.write)
             return
-        self.stdout.write(f"page server time over {o['requests']} requests per scenario (Django test client, in process):")
+        self.stdout.write(
+            f"page server time over {o['requests']} requests per scenario (Django test client, in process):"
+        )
         bench.time_pages(o["requests"], out=self.stdout.write)

@@ -18,6 +18,7 @@ Measures:
   process stopped for longer than a poll's timeout, then continued): the failovers counted must be 0.
 Prints the machine.
 """
+
 import contextlib
 import logging
 import os
@@ -58,8 +59,10 @@ def machine():
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
     mem = next((int(line.split()[1]) // 1024 for line in open("/proc/meminfo") if line.startswith("MemTotal")), 0)
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return f"{os.cpu_count()} cores ({cpu}), {mem} MiB RAM, Python {platform.python_version()}, " \
-           f"Django DB {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}, load average {load}"
+    return (
+        f"{os.cpu_count()} cores ({cpu}), {mem} MiB RAM, Python {platform.python_version()}, "
+        f"Django DB {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}, load average {load}"
+    )
 
 
 def pct(values, p):
@@ -68,7 +71,9 @@ def pct(values, p):
 
 
 def summary(values, unit="ms"):
-    return f"median {statistics.median(values):.1f} {unit}, p95 {pct(values, 95):.1f} {unit}, max {max(values):.1f} {unit}"
+    return (
+        f"median {statistics.median(values):.1f} {unit}, p95 {pct(values, 95):.1f} {unit}, max {max(values):.1f} {unit}"
+    )
 
 
 def log_since(double, seq):
@@ -81,8 +86,12 @@ def last_seq(double):
 
 
 def layout(double):
-    return sorted(demo.admin_sql(double.port, "SELECT hostgroup_id, hostname, port, status, weight, max_connections, "
-                                              "comment FROM runtime_mysql_servers"))
+    return sorted(
+        demo.admin_sql(
+            double.port,
+            "SELECT hostgroup_id, hostname, port, status, weight, max_connections, comment FROM runtime_mysql_servers",
+        )
+    )
 
 
 @contextlib.contextmanager
@@ -93,8 +102,20 @@ def private_redis():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         redis_port = s.getsockname()[1]
-    redis = subprocess.Popen([shutil.which("redis-server"), "--port", str(redis_port), "--bind", "127.0.0.1",
-                              "--save", "", "--dir", redis_dir], stdout=subprocess.DEVNULL)
+    redis = subprocess.Popen(
+        [
+            shutil.which("redis-server"),
+            "--port",
+            str(redis_port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--dir",
+            redis_dir,
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     settings.REDIS_URL = os.environ["REDIS_URL"] = f"redis://127.0.0.1:{redis_port}/0"
     try:
         time.sleep(0.3)
@@ -110,8 +131,9 @@ def adopt_nodes(admin_ports, name, node_prefix):
     for i, port in enumerate(admin_ports, 1):
         with ProxySQLAdmin("127.0.0.1", port, "admin", "admin") as admin:
             snapshot, monitor = adopt.read_snapshot(admin), adopt.read_monitor_credentials(admin)
-        plan = adopt.plan_adoption(snapshot, cluster_name=name, node_name=f"{node_prefix}{i}", admin_host="127.0.0.1",
-                                   admin_port=port)
+        plan = adopt.plan_adoption(
+            snapshot, cluster_name=name, node_name=f"{node_prefix}{i}", admin_host="127.0.0.1", admin_port=port
+        )
         adopt.apply_adoption(plan, admin_user="admin", admin_password="admin", monitor=monitor)
     return Cluster.objects.get(name=name)
 
@@ -155,11 +177,17 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--switchovers", type=int, default=10)
         parser.add_argument("--failovers", type=int, default=10, help="writer kills at random moments")
-        parser.add_argument("--quiet-seconds", type=int, default=30,
-                            help="seconds of polling a loaded writer, then as long a stalling one")
-        parser.add_argument("--only-switchovers", action="store_true",
-                            help="the switchovers only: nothing desyncs, locks or kills a lab node (a lab shared "
-                                 "with running tests)")
+        parser.add_argument(
+            "--quiet-seconds",
+            type=int,
+            default=30,
+            help="seconds of polling a loaded writer, then as long a stalling one",
+        )
+        parser.add_argument(
+            "--only-switchovers",
+            action="store_true",
+            help="the switchovers only: nothing desyncs, locks or kills a lab node (a lab shared with running tests)",
+        )
 
     def handle(self, switchovers, failovers, quiet_seconds, only_switchovers=False, **options):
         for noisy in ("apps.monitoring.rounds", "apps.operations.rules"):  # a line per poll otherwise
@@ -215,7 +243,9 @@ class Command(BaseCommand):
             for d in doubles:
                 d.traffic.take_holds()
             plan = switchover.plan_switchover(cluster, target, drain_timeout_ms=3000)  # the default way
-            autoinc_by_planner += plan.facts["autoinc_way"]["taken"] and plan.facts["autoinc_way"]["chosen_by"] == "planner"
+            autoinc_by_planner += (
+                plan.facts["autoinc_way"]["taken"] and plan.facts["autoinc_way"]["chosen_by"] == "planner"
+            )
             op = self.run(plan)
             if op.state != "done":
                 self.stdout.write(f"switchover {i} ended {op.state}: {op.error}")
@@ -235,24 +265,33 @@ class Command(BaseCommand):
                 back_to_original += [layout(d) for d in doubles] == original
         after = [d.traffic.status()["counters"] for d in doubles]
         errors = {k: sum(a[k] - b[k] for a, b in zip(after, errors_before)) for k in ("client_errors", "sessions_cut")}
-        self.stdout.write(f"switchover (2 ProxySQL nodes, pinned writer sessions, the default plan), {len(totals)} of "
-                          f"{n} runs done; the auto-increment way taken by the planner in {autoinc_by_planner} of {n}; "
-                          f"client errors in the doubles' traffic model: {errors['client_errors']} "
-                          f"(sessions cut: {errors['sessions_cut']}):")
-        for label, values in (("total", totals), ("drain wait", drains), ("Galera catch-up", catchups),
-                              ("control-plane overhead beyond the waits", overheads),
-                              ("of which the re-check at start (planned again, compared)", rechecks),
-                              ("writer hold per ProxySQL node (drain LOAD -> move LOAD)", holds),
-                              ("longest wait of a client query in the doubles' traffic model", waited)):
+        self.stdout.write(
+            f"switchover (2 ProxySQL nodes, pinned writer sessions, the default plan), {len(totals)} of "
+            f"{n} runs done; the auto-increment way taken by the planner in {autoinc_by_planner} of {n}; "
+            f"client errors in the doubles' traffic model: {errors['client_errors']} "
+            f"(sessions cut: {errors['sessions_cut']}):"
+        )
+        for label, values in (
+            ("total", totals),
+            ("drain wait", drains),
+            ("Galera catch-up", catchups),
+            ("control-plane overhead beyond the waits", overheads),
+            ("of which the re-check at start (planned again, compared)", rechecks),
+            ("writer hold per ProxySQL node (drain LOAD -> move LOAD)", holds),
+            ("longest wait of a client query in the doubles' traffic model", waited),
+        ):
             if values:
                 self.stdout.write(f"  {label}: {summary(values)}")
-        self.stdout.write(f"  A->B->A round trips that gave back the original layout (every row, weight, comment): "
-                          f"{back_to_original} of {round_trips}")
+        self.stdout.write(
+            f"  A->B->A round trips that gave back the original layout (every row, weight, comment): "
+            f"{back_to_original} of {round_trips}"
+        )
 
     # -- read pool -----------------------------------------------------------------------------------
     def bench_read_pool(self, cluster, lab):
-        Cluster.objects.filter(pk=cluster.pk).update(read_pool_rules_enabled=True, rules_dry_run=False,
-                                                     max_replication_lag=20, poll_interval_s=1)
+        Cluster.objects.filter(pk=cluster.pk).update(
+            read_pool_rules_enabled=True, rules_dry_run=False, max_replication_lag=20, poll_interval_s=1
+        )
         cluster.refresh_from_db()
         servers = list(Server.objects.filter(cluster=cluster).select_related("cluster"))
         target = next(s for s in servers if s.pk != switchover.current_writer(cluster).server_id)
@@ -275,8 +314,12 @@ class Command(BaseCommand):
                     crossed_at = tick  # the poll that saw it started here
                 rules.apply_read_pool(cluster, docs)
                 with ProxySQLAdmin.for_node(cluster.proxysql_nodes.first()) as admin:
-                    if any(r.port == target.port and r.hostgroup_id == cluster.reader_hostgroup and r.status == "OFFLINE_SOFT"
-                           for r in admin.servers("runtime")):
+                    if any(
+                        r.port == target.port
+                        and r.hostgroup_id == cluster.reader_hostgroup
+                        and r.status == "OFFLINE_SOFT"
+                        for r in admin.servers("runtime")
+                    ):
                         reacted_at = time.monotonic()
                 if reacted_at is None:
                     time.sleep(max(0, 1.0 - (time.monotonic() - tick)))  # a 1 s poll interval
@@ -286,9 +329,11 @@ class Command(BaseCommand):
             stop.set()
             lab.set_desync(node, False)
         if crossed_at and reacted_at:
-            self.stdout.write(f"read-pool rules: recv queue over {cluster.max_replication_lag} seen by the poll -> "
-                              f"OFFLINE_SOFT in runtime: {(reacted_at - crossed_at) * 1000:.0f} ms (1 s poll interval; "
-                              f"the crossing itself happens at most one interval before that poll)")
+            self.stdout.write(
+                f"read-pool rules: recv queue over {cluster.max_replication_lag} seen by the poll -> "
+                f"OFFLINE_SOFT in runtime: {(reacted_at - crossed_at) * 1000:.0f} ms (1 s poll interval; "
+                f"the crossing itself happens at most one interval before that poll)"
+            )
         else:
             self.stdout.write("read-pool rules: the threshold was not crossed or not reacted to within 30 s")
         Cluster.objects.filter(pk=cluster.pk).update(read_pool_rules_enabled=False)
@@ -296,8 +341,9 @@ class Command(BaseCommand):
     # -- failover ------------------------------------------------------------------------------------
     def at_default_policy(self, cluster):
         defaults = {f.name: f.default for f in Cluster._meta.fields if f.name in FAILOVER_POLICY}
-        Cluster.objects.filter(pk=cluster.pk).update(auto_failover_enabled=True, read_pool_rules_enabled=False,
-                                                     **defaults)
+        Cluster.objects.filter(pk=cluster.pk).update(
+            auto_failover_enabled=True, read_pool_rules_enabled=False, **defaults
+        )
         cluster.refresh_from_db()
         return ", ".join(f"{k}={v}" for k, v in sorted(defaults.items()))
 
@@ -319,24 +365,34 @@ class Command(BaseCommand):
                 deadline = time.monotonic() + 20
                 op = None
                 while op is None and time.monotonic() < deadline:
-                    op = (Operation.objects.filter(kind=OperationKind.FAILOVER, finished_at__isnull=False)
-                          .exclude(pk__in=before).first())
+                    op = (
+                        Operation.objects.filter(kind=OperationKind.FAILOVER, finished_at__isnull=False)
+                        .exclude(pk__in=before)
+                        .first()
+                    )
                     time.sleep(0.02)
             if op is None or op.state != "done":
                 self.stdout.write(f"failover: none done within 20 s of the kill ({op and op.error})")
                 continue
-            in_runtime = max(next(e["t"] for e in log_since(d, mark) if e["sql"] == LOAD_SERVERS)
-                             for d, mark in zip(doubles, marks))
+            in_runtime = max(
+                next(e["t"] for e in log_since(d, mark) if e["sql"] == LOAD_SERVERS) for d, mark in zip(doubles, marks)
+            )
             times.append((in_runtime - killed) * 1000)
             moves.append(op.timings["total_ms"])
-            notes.append(f"{op.plan['facts'].get('down_polls')} poll(s)"
-                         + (f" + re-probe: {op.plan['facts']['reprobe']}" if op.plan["facts"].get("reprobe") else ""))
+            notes.append(
+                f"{op.plan['facts'].get('down_polls')} poll(s)"
+                + (f" + re-probe: {op.plan['facts']['reprobe']}" if op.plan["facts"].get("reprobe") else "")
+            )
         lab.heal()
         if times:
-            self.stdout.write(f"failover at the default policy ({policy}), writer kill -9 at a random moment of the "
-                              f"{interval:g} s polling cycle, {len(times)} runs:")
-            self.stdout.write(f"  kill -> new writer in runtime on both nodes: {summary(times)} "
-                              f"(each: {', '.join(f'{x:.0f}' for x in times)})")
+            self.stdout.write(
+                f"failover at the default policy ({policy}), writer kill -9 at a random moment of the "
+                f"{interval:g} s polling cycle, {len(times)} runs:"
+            )
+            self.stdout.write(
+                f"  kill -> new writer in runtime on both nodes: {summary(times)} "
+                f"(each: {', '.join(f'{x:.0f}' for x in times)})"
+            )
             self.stdout.write(f"  of which the failover operation itself: {summary(moves)}")
             self.stdout.write(f"  detected by: {'; '.join(sorted(set(notes)))}")
 
@@ -386,8 +442,10 @@ class Command(BaseCommand):
         self.stdout.write(f"false failovers at the default policy ({policy}), a live writer:")
         self.stdout.write(f"  {seconds} s under 6 writing and 2 CPU-burning sessions: {loaded}")
         self.stdout.write(f"  {seconds} s with {stalls} stalls of 1.5 s (SIGSTOP, SIGCONT) 2-4 s apart: {stalled}")
-        self.stdout.write(f"  10 s after a kill -9 of node {other} (cluster writes stall until it is evicted), "
-                          f"under a write load: {galera_stall}")
+        self.stdout.write(
+            f"  10 s after a kill -9 of node {other} (cluster writes stall until it is evicted), "
+            f"under a write load: {galera_stall}"
+        )
         self.stdout.write(f"  failovers in all: {failovers}")
         lab.heal()
 

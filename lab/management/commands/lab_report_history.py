@@ -5,6 +5,7 @@ read a real health report: `manage.py lab_report_history` then build the daily r
     manage.py lab_report_history --days 14           two weeks (a weekly report with trends)
     manage.py lab_report_history --replace --build   rewrite the span, then build yesterday's daily report
 """
+
 from datetime import timedelta
 
 from django.core.management.base import BaseCommand, CommandError
@@ -25,7 +26,9 @@ class Command(BaseCommand):
         parser.add_argument("--days", type=int, default=2, help="local days ending at the last midnight (default 2)")
         parser.add_argument("--seed", type=int, default=7)
         parser.add_argument("--replace", action="store_true", help="delete the cluster's samples in the span first")
-        parser.add_argument("--build", action="store_true", help="then build the daily (and, with 8+ days, weekly) report")
+        parser.add_argument(
+            "--build", action="store_true", help="then build the daily (and, with 8+ days, weekly) report"
+        )
 
     def handle(self, *args, cluster, days, seed, replace, build, **options):
         try:
@@ -43,11 +46,15 @@ class Command(BaseCommand):
         if replace:
             report_history.clear(c, day_starts[0], end)
         written = report_history.generate(c, day_starts, end, seed=seed)
-        self.stdout.write(f"lab data written for {c.name}, {days} day(s) to {periods.midnight(today):%Y-%m-%d %H:%M %Z}: "
-                          + ", ".join(f"{k} {v}" for k, v in written.items()))
+        self.stdout.write(
+            f"lab data written for {c.name}, {days} day(s) to {periods.midnight(today):%Y-%m-%d %H:%M %Z}: "
+            + ", ".join(f"{k} {v}" for k, v in written.items())
+        )
         if build:
-            for period in ([Period.DAILY, Period.WEEKLY] if days >= 8 else [Period.DAILY]):
+            for period in [Period.DAILY, Period.WEEKLY] if days >= 8 else [Period.DAILY]:
                 span = periods.ending_on(period, today)
                 report = services.build_report(c, period, span, actor=Actor.system())
-                self.stdout.write(f"{period} report #{report.pk}: {report.headline} ({report.build_ms:.0f} ms) "
-                                  f"{report.get_absolute_url()}")
+                self.stdout.write(
+                    f"{period} report #{report.pk}: {report.headline} ({report.build_ms:.0f} ms) "
+                    f"{report.get_absolute_url()}"
+                )

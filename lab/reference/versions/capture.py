@@ -14,6 +14,7 @@ With --transcript it instead replays one of ../shared/proxysql-reference's trans
 replay.py's own run/judge and adds, under "replay", the number of steps passed and each failing step with the node's
 full answer, to OUT.json.
 """
+
 import argparse
 import datetime
 import hashlib
@@ -27,16 +28,16 @@ import MySQLdb
 SCHEMAS = ("main", "disk", "stats", "monitor", "stats_history")
 # statements whose answer (rows, affected rows, info message or error) is recorded as the node gave it
 PROBES = (
-    "SET mysql-handle_warnings=1",                      # 2.6+ variable: unknown to 2.5
+    "SET mysql-handle_warnings=1",  # 2.6+ variable: unknown to 2.5
     "SELECT COUNT(*) FROM global_variables WHERE variable_name='mysql-handle_warnings'",
     "SET admin-cluster_mysql_servers_sync_algorithm=1",  # 2.6+ variable
-    "SELECT * FROM mysql_servers_ssl_params",           # 2.6+ table
+    "SELECT * FROM mysql_servers_ssl_params",  # 2.6+ table
     "SELECT * FROM runtime_mysql_servers_ssl_params",
-    "SELECT hostgroup_settings FROM mysql_hostgroup_attributes",   # 2.6+ column
+    "SELECT hostgroup_settings FROM mysql_hostgroup_attributes",  # 2.6+ column
     "SHOW CREATE TABLE mysql_servers_ssl_params",
     "SHOW TABLES LIKE 'mysql_servers%'",
     "SHOW CREATE TABLE no_such_table",
-    "SET mysql-default_tx_isolation='READ-COMMITTED'",     # 2.5 variable (2.6 dropped it)
+    "SET mysql-default_tx_isolation='READ-COMMITTED'",  # 2.5 variable (2.6 dropped it)
 )
 # statement sequences run in order after the read-only part (they change the node, and put back what they change):
 # every answer is recorded
@@ -110,8 +111,10 @@ def rows(conn, sql):
 
 def capture(conn):
     version = rows(conn, "SELECT @@version")[0][0]
-    databases = [[seq, name, re.sub(r"^.*/", "<datadir>/", path) if path else path]
-                 for seq, name, path in rows(conn, "SHOW DATABASES")]
+    databases = [
+        [seq, name, re.sub(r"^.*/", "<datadir>/", path) if path else path]
+        for seq, name, path in rows(conn, "SHOW DATABASES")
+    ]
     tables, errors = {}, {}
     for schema in SCHEMAS:
         got = run(conn, f"SHOW TABLES FROM {schema}")
@@ -125,7 +128,7 @@ def capture(conn):
                 errors[f"{schema}.{table}"] = cols["error"]
                 continue
             tables[schema][table] = cols["columns"]
-    create = {}   # not the text (it is the source's, proxysql-<v>.json "create"): its digest, see create_digest()
+    create = {}  # not the text (it is the source's, proxysql-<v>.json "create"): its digest, see create_digest()
     for table in tables.get("main", {}):
         got = run(conn, f"SHOW CREATE TABLE {table}")
         create[table] = create_digest(got["rows"][0][1]) if not got["error"] and got["rows"] else None
@@ -163,9 +166,15 @@ def replay_transcript(conn, transcript, replay_py):
         cur.close()
         problem = replay.judge(step, cols or [], rows, rowcount, error)
         if problem:
-            failed[str(step["step"])] = {"sql": step["sql"], "compare": step["compare"], "problem": problem,
-                                         "columns": [c[0] for c in cols or []], "rows": rows,
-                                         "rowcount": rowcount, "error": error}
+            failed[str(step["step"])] = {
+                "sql": step["sql"],
+                "compare": step["compare"],
+                "problem": problem,
+                "columns": [c[0] for c in cols or []],
+                "rows": rows,
+                "rowcount": rowcount,
+                "error": error,
+            }
         else:
             passed += 1
     return {"passed": passed, "failed": failed}
@@ -181,8 +190,19 @@ def main():
     ap.add_argument("--describe", default="", help="`git describe` of the binary")
     ap.add_argument("--command", default="", help="how the node was started")
     ap.add_argument("--transcript", help="replay this transcript instead (on a fresh node)")
-    ap.add_argument("--replay", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
-                                                     "..", "shared", "proxysql-reference", "replay.py"))
+    ap.add_argument(
+        "--replay",
+        default=os.path.join(
+            os.path.dirname(os.path.abspath(__file__)),
+            "..",
+            "..",
+            "..",
+            "..",
+            "shared",
+            "proxysql-reference",
+            "replay.py",
+        ),
+    )
     a = ap.parse_args()
     conn = MySQLdb.connect(host=a.host, port=a.port, user=a.user, passwd=a.password, connect_timeout=3)
     if a.transcript:
@@ -195,16 +215,25 @@ def main():
         facts.setdefault("replay", {})[os.path.basename(a.transcript)] = result
         with open(a.out, "w") as f:
             f.write(json.dumps(facts, indent=1, sort_keys=True) + "\n")
-        print(os.path.basename(a.transcript), result["passed"], "passed,", len(result["failed"]), "failed:",
-              sorted(result["failed"], key=int))
+        print(
+            os.path.basename(a.transcript),
+            result["passed"],
+            "passed,",
+            len(result["failed"]),
+            "failed:",
+            sorted(result["failed"], key=int),
+        )
         return
     try:
         facts = capture(conn)
     finally:
         conn.close()
-    facts["source"] = {"read_from": "a running node's admin interface (lab/reference/versions/capture.py)",
-                       "git_describe": a.describe, "command": a.command,
-                       "captured_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    facts["source"] = {
+        "read_from": "a running node's admin interface (lab/reference/versions/capture.py)",
+        "git_describe": a.describe,
+        "command": a.command,
+        "captured_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
     with open(a.out, "w") as f:
         f.write(json.dumps(facts, indent=1, sort_keys=True) + "\n")
     print(a.out, {s: len(t) for s, t in facts["tables"].items()}, len(facts["global_variables"]), "variables")

@@ -6,6 +6,7 @@ reads, at each tag, every `insert_into_tables_defs(tables_defs_<schema>, "<table
 `CREATE TABLE` text, and reads `mysql_thread_variables_names[]` (lib/MySQL_Thread.cpp) and
 `admin_variables_names[]` (lib/ProxySQL_Admin.cpp). Never imported by the product or the tests.
 """
+
 import argparse
 import json
 import re
@@ -25,8 +26,9 @@ STRING_RE = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 
 def git(git_dir, *args):
-    return subprocess.run(["git", f"--git-dir={git_dir}", *args], check=True, capture_output=True,
-                          text=True, errors="replace").stdout
+    return subprocess.run(
+        ["git", f"--git-dir={git_dir}", *args], check=True, capture_output=True, text=True, errors="replace"
+    ).stdout
 
 
 def source_files(git_dir, ref):
@@ -57,7 +59,7 @@ def resolve(name, macros, depth=0):
 
 def columns(create):
     """Column names of a CREATE TABLE, in order (constraints skipped)."""
-    body = create[create.index("(") + 1: create.rindex(")")]
+    body = create[create.index("(") + 1 : create.rindex(")")]
     parts, depth, cur = [], 0, ""
     for ch in body:
         depth += ch == "("
@@ -100,7 +102,7 @@ def conditioned(lines):
 def names_array(text, array):
     """(names, {name: condition}) of a `static char * <array>[] = {...}`."""
     start = text.index(f"{array}[]")
-    body = text[start: text.index("};", start)]
+    body = text[start : text.index("};", start)]
     out, optional = [], {}
     for line, condition in conditioned(body.splitlines()):
         line = line.split("//", 1)[0]
@@ -137,17 +139,23 @@ def extract(git_dir, ref):
     mysql_names, mysql_optional = names_array(thread, "mysql_thread_variables_names")
     admin_names, admin_optional = names_array(admin, "admin_variables_names")
     return {
-        "source": {"repository": "sysown/proxysql", "ref": ref, "commit": commit,
-                   "read_from": "source (git show), not a running binary",
-                   "tables": "insert_into_tables_defs(...) in lib/*.cpp, CREATE TABLE text from #define in include/, lib/",
-                   "variables": "lib/MySQL_Thread.cpp mysql_thread_variables_names[], "
-                                "lib/ProxySQL_Admin.cpp admin_variables_names[]"},
+        "source": {
+            "repository": "sysown/proxysql",
+            "ref": ref,
+            "commit": commit,
+            "read_from": "source (git show), not a running binary",
+            "tables": "insert_into_tables_defs(...) in lib/*.cpp, CREATE TABLE text from #define in include/, lib/",
+            "variables": "lib/MySQL_Thread.cpp mysql_thread_variables_names[], "
+            "lib/ProxySQL_Admin.cpp admin_variables_names[]",
+        },
         "tables": {schema: {t: d["columns"] for t, d in sorted(ts.items())} for schema, ts in sorted(tables.items())},
         "create": {t: d["create"] for t, d in sorted(tables.get("admin", {}).items())},
         "optional_tables": optional_tables,
         "variables": {"mysql": sorted(mysql_names), "admin": sorted(admin_names)},
-        "optional_variables": {**{f"mysql-{k}": v for k, v in mysql_optional.items()},
-                               **{f"admin-{k}": v for k, v in admin_optional.items()}},
+        "optional_variables": {
+            **{f"mysql-{k}": v for k, v in mysql_optional.items()},
+            **{f"admin-{k}": v for k, v in admin_optional.items()},
+        },
     }
 
 
@@ -159,8 +167,12 @@ def main():
         facts = extract(args.git_dir, ref)
         facts["version"] = version
         (HERE / f"proxysql-{version}.json").write_text(json.dumps(facts, indent=1, sort_keys=True) + "\n")
-        print(version, ref, {s: len(t) for s, t in facts["tables"].items()},
-              {k: len(v) for k, v in facts["variables"].items()})
+        print(
+            version,
+            ref,
+            {s: len(t) for s, t in facts["tables"].items()},
+            {k: len(v) for k, v in facts["variables"].items()},
+        )
 
 
 if __name__ == "__main__":

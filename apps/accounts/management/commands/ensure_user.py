@@ -1,4 +1,5 @@
 """Create or update a user with one role: `manage.py ensure_user NAME --role operator --password ...`."""
+
 from django.contrib.auth.models import Group, User
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction

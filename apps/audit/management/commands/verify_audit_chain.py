@@ -1,6 +1,7 @@
 """Walk the audit chain; exit 1 and name the first broken link if an event was edited or removed.
 
 Starts from the newest archive's head when retention has run; --archives also checks the archive files."""
+
 import time
 
 from django.core.management.base import BaseCommand, CommandError
@@ -23,8 +24,10 @@ class Command(BaseCommand):
             if not progress.done and options["verbosity"] > 1:
                 self.stderr.write(f"... {progress.checked} event(s) verified")
         if progress.broken is not None:
-            raise CommandError(f"audit chain broken at event {progress.broken.pk} ({progress.broken}): "
-                               f"{progress.reason}; {progress.checked} event(s) before it verified")
+            raise CommandError(
+                f"audit chain broken at event {progress.broken.pk} ({progress.broken}): "
+                f"{progress.reason}; {progress.checked} event(s) before it verified"
+            )
         bad = []
         if archives:
             for archive in AuditArchive.objects.order_by("last_id"):
@@ -34,5 +37,6 @@ class Command(BaseCommand):
                     bad.append(archive)
         if bad:
             raise CommandError(f"{len(bad)} archive file(s) do not verify")
-        self.stdout.write(f"audit chain intact: {progress.checked} event(s) verified "
-                          f"in {time.monotonic() - started:.1f} s")
+        self.stdout.write(
+            f"audit chain intact: {progress.checked} event(s) verified in {time.monotonic() - started:.1f} s"
+        )

@@ -16,6 +16,7 @@ plans, asks unless --yes, confirms as NAME (an operator; an admin to override bl
 and now, and exits 0 done or nothing to do / 2 refused / 3 rolled back / 4 failed (or a rollback or finish
 pending: a node still lacks what it should have).
 """
+
 import json
 import sys
 
@@ -42,18 +43,37 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("action", choices=["export", "diff", "plan", "apply"])
-        parser.add_argument("names", nargs="+", metavar="CLUSTER|FILE",
-                            help="export: CLUSTER [FILE] (where to write it; default stdout); diff/plan/apply: "
-                                 "[CLUSTER] FILE (the cluster defaults to the file's `cluster:`)")
-        parser.add_argument("--config-version", type=int, dest="number", help="export: this version instead of the current one")
-        parser.add_argument("--expect-version", type=int, dest="expect_version",
-                            help="diff/plan/apply: refuse unless the cluster's current version is this one")
-        parser.add_argument("--user", help="apply (plan: optional): who plans and confirms (a user with the operator role)")
-        parser.add_argument("--reason", help="apply: why (kept with the version and in the audit log; default: "
-                                             "\"from FILE\"; a blank one is refused)")
+        parser.add_argument(
+            "names",
+            nargs="+",
+            metavar="CLUSTER|FILE",
+            help="export: CLUSTER [FILE] (where to write it; default stdout); diff/plan/apply: "
+            "[CLUSTER] FILE (the cluster defaults to the file's `cluster:`)",
+        )
+        parser.add_argument(
+            "--config-version", type=int, dest="number", help="export: this version instead of the current one"
+        )
+        parser.add_argument(
+            "--expect-version",
+            type=int,
+            dest="expect_version",
+            help="diff/plan/apply: refuse unless the cluster's current version is this one",
+        )
+        parser.add_argument(
+            "--user", help="apply (plan: optional): who plans and confirms (a user with the operator role)"
+        )
+        parser.add_argument(
+            "--reason",
+            help="apply: why (kept with the version and in the audit log; default: "
+            '"from FILE"; a blank one is refused)',
+        )
         parser.add_argument("--yes", action="store_true", help="apply: do not ask")
-        parser.add_argument("--override-reason", default="", help="apply: an admin's reason to override blocking findings")
-        parser.add_argument("--json", action="store_true", help="diff/plan/apply: print the diff, plan and outcome as JSON")
+        parser.add_argument(
+            "--override-reason", default="", help="apply: an admin's reason to override blocking findings"
+        )
+        parser.add_argument(
+            "--json", action="store_true", help="diff/plan/apply: print the diff, plan and outcome as JSON"
+        )
 
     def handle(self, **o):
         names = o["names"]
@@ -74,11 +94,13 @@ class Command(BaseCommand):
         reason = f"from {path}" if o["reason"] is None else o["reason"]
         try:
             if o["action"] == "plan":  # a preview: no change set, no operation left behind
-                plan, _ = plan_change_set(services.validate_file(cluster, text, reason=reason,
-                                                                 expect_version=o["expect_version"]))
+                plan, _ = plan_change_set(
+                    services.validate_file(cluster, text, reason=reason, expect_version=o["expect_version"])
+                )
             else:
-                op = plan_from_file(cluster, text, actor=Actor.command(user), reason=reason,
-                                    expect_version=o["expect_version"])
+                op = plan_from_file(
+                    cluster, text, actor=Actor.command(user), reason=reason, expect_version=o["expect_version"]
+                )
                 plan = Plan.from_json(op.plan)
         except services.NothingToDo as exc:
             self.say(o, {"outcome": "nothing to do", "version": exc.version.number}, str(exc))
@@ -103,10 +125,19 @@ class Command(BaseCommand):
         executor.run(op.pk)
         op.refresh_from_db()
         version = ChangeSet.objects.get(operation=op).result
-        self.say(o, {"outcome": op.state, "operation": op.pk, "error": op.error, "version": version.number if version else None,
-                     "timings": op.timings},
-                 f"{op.state}: operation #{op.pk}" + (f", version {version.number}" if version else "") +
-                 (f" — {op.error}" if op.error else ""))
+        self.say(
+            o,
+            {
+                "outcome": op.state,
+                "operation": op.pk,
+                "error": op.error,
+                "version": version.number if version else None,
+                "timings": op.timings,
+            },
+            f"{op.state}: operation #{op.pk}"
+            + (f", version {version.number}" if version else "")
+            + (f" — {op.error}" if op.error else ""),
+        )
         sys.exit({"done": DONE, "rolled_back": ROLLED_BACK, "cancelled": ROLLED_BACK}.get(op.state, FAILED))
 
     def diff(self, name, path, o):
@@ -120,11 +151,16 @@ class Command(BaseCommand):
             self.stderr.write(f"error: {exc}")
             sys.exit(ERROR)
         if not edits:
-            self.say(o, {"outcome": "nothing to do", "cluster": cluster.name, "version": current.number, "changes": []},
-                     str(services.NothingToDo(current)))
+            self.say(
+                o,
+                {"outcome": "nothing to do", "cluster": cluster.name, "version": current.number, "changes": []},
+                str(services.NothingToDo(current)),
+            )
             sys.exit(SAME)
         if o["json"]:
-            self.say(o, {"outcome": "changes", "cluster": cluster.name, "version": current.number, "changes": lines}, "")
+            self.say(
+                o, {"outcome": "changes", "cluster": cluster.name, "version": current.number, "changes": lines}, ""
+            )
         else:
             self.stdout.write(f"changes against version {current.number} of {cluster.name}:")
             self.print_lines(lines)
@@ -146,8 +182,11 @@ class Command(BaseCommand):
         return cluster
 
     def export(self, cluster, path, o):
-        version = (ConfigVersion.objects.filter(cluster=cluster, number=o["number"]).first() if o["number"]
-                   else services.latest(cluster))
+        version = (
+            ConfigVersion.objects.filter(cluster=cluster, number=o["number"]).first()
+            if o["number"]
+            else services.latest(cluster)
+        )
         if version is None:
             raise CommandError("no such version" if o["number"] else f"{cluster} has no configuration version yet")
         text = files.export(version)
@@ -170,12 +209,22 @@ class Command(BaseCommand):
     def print_plan(self, o, op, plan):
         facts = plan.facts
         if o["json"]:
-            self.stdout.write(json.dumps({"operation": op.pk if op else None, "title": plan.title,
-                                          "guards": [g.__dict__ for g in plan.guards], "warnings": facts["warnings"],
-                                          "intended_diff": facts["intended_diff"], "node_diffs": facts["node_diffs"],
-                                          "passwords": facts.get("passwords", {}),
-                                          "steps": [{"key": s.key, "nodes": s.nodes} for s in plan.steps]},
-                                         default=str, indent=2))
+            self.stdout.write(
+                json.dumps(
+                    {
+                        "operation": op.pk if op else None,
+                        "title": plan.title,
+                        "guards": [g.__dict__ for g in plan.guards],
+                        "warnings": facts["warnings"],
+                        "intended_diff": facts["intended_diff"],
+                        "node_diffs": facts["node_diffs"],
+                        "passwords": facts.get("passwords", {}),
+                        "steps": [{"key": s.key, "nodes": s.nodes} for s in plan.steps],
+                    },
+                    default=str,
+                    indent=2,
+                )
+            )
             return
         w = self.stdout.write
         w(plan.title)

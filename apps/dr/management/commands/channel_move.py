@@ -2,6 +2,7 @@
 end of a DR channel (or both), the same plan as the channel page's. apps/operations/cli.py: the plan printed
 (guards, the SQL per backend), asked unless --yes, run here; exit 0 done, 2 refused, 3 rolled back, 4 failed;
 --json lines."""
+
 from django.core.management.base import CommandError
 
 from apps.dr import moves
@@ -16,13 +17,22 @@ class Command(OperationCommand):
         parser.add_argument("channel", help="the channel's name")
 
     def add_plan_arguments(self, parser):
-        parser.add_argument("--source", metavar="HOST:PORT", help="the source cluster's node the channel reads from next")
-        parser.add_argument("--replica", metavar="HOST:PORT", help="the replica cluster's node that runs the channel next")
+        parser.add_argument(
+            "--source", metavar="HOST:PORT", help="the source cluster's node the channel reads from next"
+        )
+        parser.add_argument(
+            "--replica", metavar="HOST:PORT", help="the replica cluster's node that runs the channel next"
+        )
 
     def cluster_of(self, o):
         """A channel move runs on its replica cluster (where the channel's statements go)."""
-        self.channel = (ReplicationChannel.objects.select_related("source_cluster", "replica_cluster", "source_server__cluster",
-                                                                  "replica_server__cluster").filter(name=o["channel"]).first())
+        self.channel = (
+            ReplicationChannel.objects.select_related(
+                "source_cluster", "replica_cluster", "source_server__cluster", "replica_server__cluster"
+            )
+            .filter(name=o["channel"])
+            .first()
+        )
         if self.channel is None:
             raise CommandError(f"no DR channel named {o['channel']!r}")
         if not (o["source"] or o["replica"]):

@@ -1,4 +1,5 @@
 """Re-encrypt every stored credential with the first key of CREDENTIALS_KEYS (see fleet/secrets.py)."""
+
 from django.apps import apps
 from django.core.management.base import BaseCommand
 from django.db import connection
@@ -11,8 +12,12 @@ def encrypted_fields():
     """(model, field name) of every encrypted column of every app: fleet's credentials, configuration's secrets,
     DR's replication passwords, alert channels' URLs and secrets (fleet cannot import the apps above it, so they
     are found by their field)."""
-    found = [(model, field.name) for model in apps.get_models() for field in model._meta.concrete_fields
-             if isinstance(field, EncryptedTextField)]
+    found = [
+        (model, field.name)
+        for model in apps.get_models()
+        for field in model._meta.concrete_fields
+        if isinstance(field, EncryptedTextField)
+    ]
     return sorted(found, key=lambda pair: (pair[0]._meta.label, pair[1]))
 
 

@@ -1,6 +1,7 @@
 """manage.py failover CLUSTER --to HOST:PORT --user NAME: the failover planner on an operator's word (the writer
 is gone: the new one takes its place at once, without a drain). apps/operations/cli.py: exit 0 done,
 2 refused (a writer that still answers is switched over instead, unless an admin overrides), 3, 4."""
+
 from apps.operations import rules
 from apps.operations.cli import OperationCommand, server_of
 

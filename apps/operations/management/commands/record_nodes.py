@@ -1,6 +1,7 @@
 """manage.py record_nodes CLUSTER --user NAME --reason "..." [--yes]: record what every ProxySQL node of the cluster
 runs (its mysql_servers rows) as the next configuration version (apps/operations/record_nodes.py). Prints the
 difference first; without --yes it asks. Exit 0 recorded, 2 refused."""
+
 import sys
 
 from django.contrib.auth import get_user_model
@@ -40,8 +41,9 @@ class Command(BaseCommand):
             self.stderr.write("nothing recorded")
             sys.exit(2)
         try:
-            version = record_nodes.record_nodes(cluster, actor=Actor.command(user), reason=o["reason"],
-                                                expect_version=reading.version)
+            version = record_nodes.record_nodes(
+                cluster, actor=Actor.command(user), reason=o["reason"], expect_version=reading.version
+            )
         except Refused as exc:
             self.stderr.write(str(exc))
             sys.exit(2)

@@ -1,5 +1,6 @@
 """manage.py repair CLUSTER [--node NAME] --user NAME: ProxySQL nodes back to the inventory's rows and managed
 variables (apps/operations/cli.py: exit 0 done, 2 refused, 3 rolled back, 4 failed)."""
+
 from django.core.management.base import CommandError
 
 from apps.operations import repair

@@ -1,5 +1,6 @@
 """manage.py restore CLUSTER --server HOST:PORT --user NAME: a backend back from maintenance, from the command
 line (apps/operations/cli.py: exit 0 done, 2 refused, 3 rolled back, 4 failed)."""
+
 from apps.operations import drain
 from apps.operations.cli import OperationCommand, server_of
 

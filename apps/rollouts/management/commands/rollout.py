@@ -18,6 +18,7 @@ Exit codes: 0 done (plan: planned; status: done; abort: rolled back or aborted),
 the halt is asked, its worker has not acted yet),
 2 refused (bad file, selector, waves, the change does not apply, two-person rule), 3 halted or rolled back.
 """
+
 import json
 import sys
 from pathlib import Path
@@ -30,8 +31,12 @@ from apps.rollouts import services
 from apps.rollouts.models import Rollout, RolloutState
 
 DONE, NOT_ENDED, REFUSED, HALTED = 0, 1, 2, 3
-EXIT = {RolloutState.DONE: DONE, RolloutState.ABORTED: DONE, RolloutState.HALTED: HALTED,
-        RolloutState.ROLLED_BACK: HALTED}
+EXIT = {
+    RolloutState.DONE: DONE,
+    RolloutState.ABORTED: DONE,
+    RolloutState.HALTED: HALTED,
+    RolloutState.ROLLED_BACK: HALTED,
+}
 
 
 class Command(BaseCommand):
@@ -41,24 +46,46 @@ class Command(BaseCommand):
         parser.add_argument("action", choices=["plan", "start", "status", "abort", "pause", "resume", "halt"])
         parser.add_argument("target", nargs="?", help="plan/start: the change FILE; the others: the rollout's id")
         parser.add_argument("--id", type=int, help="start: a rollout planned before")
-        parser.add_argument("--select", action="append", default=[], help="env=prod (a tag), name=CLUSTER, or version=2.7 (every node runs 2.7.x)")
+        parser.add_argument(
+            "--select",
+            action="append",
+            default=[],
+            help="env=prod (a tag), name=CLUSTER, or version=2.7 (every node runs 2.7.x)",
+        )
         parser.add_argument("--waves", default="1,1,25%,100%")
         parser.add_argument("--user", help="who plans, starts or aborts (an operator)")
         parser.add_argument("--reason", default="")
         parser.add_argument("--bake-canary", type=float, default=60.0, help="seconds the canary wave bakes")
         parser.add_argument("--bake", type=float, default=30.0, help="seconds each other wave bakes")
-        parser.add_argument("--max-error-rate", type=float, default=1.0,
-                            help="errors per second per node above the window before the wave that halt it")
-        parser.add_argument("--when-busy", choices=["wait", "skip"], default="wait",
-                            help="a cluster another operation holds: wait for it (up to --busy-wait) or skip it")
+        parser.add_argument(
+            "--max-error-rate",
+            type=float,
+            default=1.0,
+            help="errors per second per node above the window before the wave that halt it",
+        )
+        parser.add_argument(
+            "--when-busy",
+            choices=["wait", "skip"],
+            default="wait",
+            help="a cluster another operation holds: wait for it (up to --busy-wait) or skip it",
+        )
         parser.add_argument("--busy-wait", type=float, default=300.0, help="seconds a busy cluster is waited for")
-        parser.add_argument("--max-latency-ratio", type=float, default=2.0,
-                            help="the latency of the digests the change touches (its rules' matches and hostgroups; every "
-                                 "digest when it edits no rule) since the change against before that halts it")
-        parser.add_argument("--max-mirror-queue", type=float, default=0.8,
-                            help="a node's mirror queue against its limit (a share, 0.8: 80 %%) that halts it")
-        parser.add_argument("--roll-back-before", action="store_true",
-                            help="on a halt, roll back every wave before the failing one too")
+        parser.add_argument(
+            "--max-latency-ratio",
+            type=float,
+            default=2.0,
+            help="the latency of the digests the change touches (its rules' matches and hostgroups; every "
+            "digest when it edits no rule) since the change against before that halts it",
+        )
+        parser.add_argument(
+            "--max-mirror-queue",
+            type=float,
+            default=0.8,
+            help="a node's mirror queue against its limit (a share, 0.8: 80 %%) that halts it",
+        )
+        parser.add_argument(
+            "--roll-back-before", action="store_true", help="on a halt, roll back every wave before the failing one too"
+        )
         parser.add_argument("--json", action="store_true")
 
     def handle(self, **o):
@@ -79,13 +106,21 @@ class Command(BaseCommand):
             if o["id"] is not None:
                 rollout = self.rollout(o["id"])
             else:
-                rollout = services.plan(self.change(o["target"]), services.parse_selector(o["select"]), o["waves"],
-                                        actor=actor, reason=o["reason"] or f"from {o['target']}",
-                                        bake_canary_s=o["bake_canary"], bake_s=o["bake"],
-                                        max_error_rate=o["max_error_rate"], when_busy=o["when_busy"],
-                                        busy_wait_s=o["busy_wait"], max_latency_ratio=o["max_latency_ratio"],
-                                        max_mirror_queue_share=o["max_mirror_queue"],
-                                        roll_back_before=o["roll_back_before"])
+                rollout = services.plan(
+                    self.change(o["target"]),
+                    services.parse_selector(o["select"]),
+                    o["waves"],
+                    actor=actor,
+                    reason=o["reason"] or f"from {o['target']}",
+                    bake_canary_s=o["bake_canary"],
+                    bake_s=o["bake"],
+                    max_error_rate=o["max_error_rate"],
+                    when_busy=o["when_busy"],
+                    busy_wait_s=o["busy_wait"],
+                    max_latency_ratio=o["max_latency_ratio"],
+                    max_mirror_queue_share=o["max_mirror_queue"],
+                    roll_back_before=o["roll_back_before"],
+                )
             if o["action"] == "plan":
                 self.show(o, rollout)
                 first = services.first_cluster_plan(rollout)
@@ -106,7 +141,7 @@ class Command(BaseCommand):
     @staticmethod
     def change(path):
         if not path:
-            raise CommandError("give the change FILE (a YAML fragment, or JSON {\"edits\": [...]})")
+            raise CommandError('give the change FILE (a YAML fragment, or JSON {"edits": [...]})')
         try:
             text = Path(path).read_text()
         except OSError as exc:
@@ -142,9 +177,16 @@ class Command(BaseCommand):
         self.stdout.write(f"{rollout}: {doc['state']} ({doc['reason']})")
         for wave in doc["waves"]:
             names = ", ".join(f"{c['name']} [{c['state']}]" for c in wave["clusters"])
-            where = (f" (node {wave['node']} only)" if wave["node"] else
-                     " (the rest of the canary's cluster)" if wave["rest_of_canary"] else "")
-            self.stdout.write(f"  wave {wave['wave']}{' (canary)' if wave['canary'] else ''} {wave['state']}: {names}{where}")
+            where = (
+                f" (node {wave['node']} only)"
+                if wave["node"]
+                else " (the rest of the canary's cluster)"
+                if wave["rest_of_canary"]
+                else ""
+            )
+            self.stdout.write(
+                f"  wave {wave['wave']}{' (canary)' if wave['canary'] else ''} {wave['state']}: {names}{where}"
+            )
             for c in wave["clusters"]:
                 if c["revert"]:
                     self.stdout.write(f"    {c['name']} rolled back by change set #{c['revert']}")
