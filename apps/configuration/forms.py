@@ -110,9 +110,8 @@ class RowForm(forms.Form):
         if table is MYSQL_SERVERS:
             self.fields["status"].help_text = "SHUNNED is ProxySQL's own verdict, never written"
         if table is SCHEDULER:
-            self.fields["filename"].help_text = (
-                "ProxySQL runs this executable on its host: only an admin may add or change scheduler rows"
-            )
+            only_admins = "ProxySQL runs this executable on its host: only an admin may add or change scheduler rows"
+            self.fields["filename"].help_text = only_admins
         # A copy: `initial` is the caller's row (popping from it while reading it was a 500 on editing a user).
         self.initial = {
             name: value for name, value in self.initial.items() if not (C.is_secret(value) or name == "password")
