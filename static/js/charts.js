@@ -10,9 +10,6 @@
   // At most this many series drawn at first (limits and warnings always); the rest behind the legend and a toggle.
   const SHOWN = 5;
   const STYLE_RANK = { main: 0, stepped: 1, line: 2, dashed: 3, dotted: 4 };
-  // Tick steps on round UTC times: 1 min ... 7 days.
-  const MINUTE = 60000, DAY = 86400000;
-  const STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440, 2880, 10080].map(function (m) { return m * MINUTE; });
   const STYLES = {
     main: { borderWidth: 2 },
     line: { borderWidth: 1.5 },
@@ -24,42 +21,8 @@
   };
   const REFRESH_MS = 10000;
 
-  function pad(n) { return String(n).padStart(2, "0"); }
-
-  // Room a tick label needs on the axis: its characters at the axis font and a gap. Ticks closer than that take the
-  // next round step (24 h on a 1366 px screen: 6 h between labels, not 3 h, whose labels ran into each other).
-  const PX_PER_CHAR = 7, LABEL_GAP = 16;
-
-  function labelChars(spanMs, step) { return spanMs < DAY || step >= DAY ? 5 : 11; }  // "17:30", "12-05", both
-
-  function tickStep(spanMs, axisPx) {
-    return STEPS.find(function (step) {
-      const n = spanMs / step;
-      return n <= 8 && (!axisPx || axisPx / n >= labelChars(spanMs, step) * PX_PER_CHAR + LABEL_GAP);
-    }) || STEPS[STEPS.length - 1];
-  }
-
-  // Ticks at multiples of a round step (epoch multiples of a day are UTC midnights).
-  function roundTicks(start, end, step) {
-    const ticks = [];
-    for (let v = Math.ceil(start / step) * step; v <= end; v += step) ticks.push({ value: v });
-    return ticks;
-  }
-
-  // Times of day on ranges up to a day; over that (24 h included) the date as well, alone once a tick is a day.
-  function tickLabel(value, spanMs, step) {
-    const d = new Date(value);
-    const hm = pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes());
-    const date = pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate());
-    if (spanMs < DAY) return hm;
-    return step >= DAY ? date : date + " " + hm;
-  }
-
-  function fullTime(ms) {
-    const d = new Date(ms);
-    return d.getUTCFullYear() + "-" + pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate()) + " " +
-      pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + ":" + pad(d.getUTCSeconds()) + " UTC";
-  }
+  const tickStep = TimeAxis.tickStep, roundTicks = TimeAxis.roundTicks, tickLabel = TimeAxis.tickLabel,
+    fullTime = TimeAxis.fullTime;
 
   // No dots on lines; a value with gaps on both sides has no line to show it, so it gets a dot.
   function isolatedPoint(ctx) {

@@ -105,3 +105,38 @@ def test_viewer_tests_a_digest_against_the_rules_and_a_draft(
     left, right = page.locator("[data-column='0']").bounding_box(), page.locator("[data-column='1']").bounding_box()
     assert right["x"] > left["x"] + left["width"] - 1 and abs(right["y"] - left["y"]) < 2  # side by side
     page.screenshot(path=str(tmp_path / "rule-test.png"), full_page=True)  # kept: the layout is the point
+
+
+@pytest.mark.parametrize("width", [1366, 1920])
+def test_the_digest_chart_ticks_on_round_utc_times_with_dates_over_a_day(
+    page, live_server, browser_login, viewer_user, width
+):
+    """Issue 36 item 8, on the digest page too: its chart ticked where Chart.js put them (17:31, 17:56 on 1 h) and
+    showed no date on 24 h. Now the console's one time axis (static/js/time_axis.js): round UTC times, dates over a
+    day, labels that never run into each other at 1366 or 1920 px."""
+    now = int(time.time())
+    cluster, (node,) = fleet(1, "shop")
+    d = digest("SELECT c FROM orders WHERE id = ?", h="0x0000000000000ABC")
+    DigestStat.objects.bulk_create(
+        [
+            DigestStat(resolution=RAW, ts=now - 60 * i, source=source(node), digest=d, count_star=10, sum_time=5000)
+            for i in range(1, 50)
+        ]
+    )
+    polls(node, now - 3600, now)
+    page.set_viewport_size({"width": width, "height": 900})
+    browser_login(viewer_user)
+    for window, has_date in (("1h", False), ("24h", True)):
+        page.goto(f"{live_server.url}/digests/{d.pk}/?window={window}")
+        page.wait_for_selector("canvas#digest-chart[data-drawn='1']")
+        ticks = page.evaluate("""() => { const x = document.querySelector('#digest-chart').chart.scales.x;
+            return x.ticks.map((t, i) => ({value: t.value, label: x.getLabelForValue ? x.ticks[i].label : null,
+                                            left: x.getPixelForTick(i)})); }""")
+        assert len(ticks) >= 3, ticks
+        steps = {b["value"] - a["value"] for a, b in zip(ticks, ticks[1:])}
+        round_steps = {m * 60_000 for m in (1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440, 2880, 10080)}
+        assert len(steps) == 1 and steps <= round_steps, ticks  # one round step: 5 min, 1 h, 6 h..., not 8.33 min
+        assert all(t["value"] % min(steps) == 0 for t in ticks), ticks  # on round UTC times
+        assert all(("-" in t["label"]) == has_date for t in ticks), (window, ticks)
+        gaps = [b["left"] - a["left"] for a, b in zip(ticks, ticks[1:])]
+        assert min(gaps) >= 7 * max(len(t["label"]) for t in ticks), (window, width, gaps, ticks)

@@ -1,22 +1,9 @@
 /* The digest detail chart: fetches the JSON named by <canvas data-chart-url> (apps/digests/views.py,
    digest_chart) and draws executions/s and time per execution. Linear x axis in epoch ms (no date
-   adapter), ticks in UTC; null values are gaps (spanGaps off): no poll produced figures there. */
+   adapter), its ticks on round UTC times as every chart's (static/js/time_axis.js); null values are gaps (spanGaps
+   off): no poll produced figures there. */
 (function () {
   "use strict";
-  function pad(n) { return String(n).padStart(2, "0"); }
-  function tick(spanMs) {
-    return function (value) {
-      const d = new Date(value);
-      const hm = pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes());
-      if (spanMs <= 2 * 86400 * 1000) return hm;
-      return pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate()) + (spanMs <= 8 * 86400 * 1000 ? " " + hm : "");
-    };
-  }
-  function full(ms) {
-    const d = new Date(ms);
-    return d.getUTCFullYear() + "-" + pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate()) + " " +
-      pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + " UTC";
-  }
   function series(points, key) { return points.map(function (p) { return { x: p.x, y: p[key] }; }); }
 
   function draw(canvas) {
@@ -25,6 +12,7 @@
       .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
       .then(function (data) {
         const span = data.end - data.start;
+        let step = TimeAxis.tickStep(span);  // set again from the axis' width when its ticks are built
         const gaps = data.points.filter(function (p) { return p.rate === null; }).length;
         if (note) {
           note.textContent = data.points.length + " buckets of " + (data.bucket_s >= 3600 ? data.bucket_s / 3600 + " h" :
@@ -46,12 +34,19 @@
             animation: false, parsing: true, normalized: true, maintainAspectRatio: false,
             interaction: { mode: "index", intersect: false },
             scales: {
-              x: { type: "linear", min: data.start, max: data.end, ticks: { callback: tick(span), maxTicksLimit: 10 } },
+              x: { type: "linear", min: data.start, max: data.end,
+                   afterBuildTicks: function (axis) {
+                     step = TimeAxis.tickStep(span, axis.width);
+                     axis.ticks = TimeAxis.roundTicks(data.start, data.end, step);
+                   },
+                   ticks: { callback: function (value) { return TimeAxis.tickLabel(value, span, step); },
+                            autoSkip: false, maxRotation: 0 },
+                   title: { display: true, text: "UTC" } },
               rate: { type: "linear", position: "left", beginAtZero: true, title: { display: true, text: "executions/s" } },
               ms: { type: "linear", position: "right", beginAtZero: true, grid: { drawOnChartArea: false },
                     title: { display: true, text: "ms per execution" } },
             },
-            plugins: { tooltip: { callbacks: { title: function (items) { return items.length ? full(items[0].parsed.x) : ""; } } } },
+            plugins: { tooltip: { callbacks: { title: function (items) { return items.length ? TimeAxis.fullTime(items[0].parsed.x) : ""; } } } },
           },
         });
         canvas.dataset.drawn = "1";
