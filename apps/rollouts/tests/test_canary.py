@@ -20,16 +20,29 @@ from .test_rollouts import LAYERS, RULE, Poller, rule_ids
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+class Readings(list):
+    """[(canary's, peer's), ...] with `at`: the monotonic time of each reading."""
+
+    def __init__(self):
+        super().__init__()
+        self.at = []
+
+
 def watch_canary_bake(rollout, canary, peer):
-    """A thread that reads both nodes' runtime rules while wave 0 bakes: [(canary's, peer's), ...]."""
-    seen = []
+    """A thread that reads both nodes' runtime rules while wave 0 bakes: Readings [(canary's, peer's), ...]."""
+    seen = Readings()
 
     def read():
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             state = Rollout.objects.get(pk=rollout.pk).waves[0]["state"]
             if state == "baking":
-                seen.append((rule_ids(canary)["runtime"], rule_ids(peer)["runtime"]))
+                reading, at = (rule_ids(canary)["runtime"], rule_ids(peer)["runtime"]), time.monotonic()
+                # kept only when the bake was still on after it: a reading that straddles the bake's end may show
+                # the next wave's own apply on the peer, not a pull
+                if Rollout.objects.get(pk=rollout.pk).waves[0]["state"] == "baking":
+                    seen.append(reading)
+                    seen.at.append(at)
             elif seen:
                 return
             time.sleep(0.25)
