@@ -24,8 +24,7 @@ from apps.reports.choices import Period
 from apps.reports.models import Report, ReportSchedule
 from apps.configuration import content as C
 from apps.configuration.change_set import diff_lines
-from apps.configuration import services as config_services
-from apps.configuration.services import target_of
+from apps.configuration.services import MAX_EDITS, target_of
 from apps.configuration import edits
 
 from .base import IdField, ServerRefField
@@ -862,7 +861,7 @@ class ChangeSetInput(serializers.Serializer):
     reason = text(
         2000, required=False, allow_blank=True, default="", help_text="what it is for, for the people after you"
     )
-    edits = EditSerializer(many=True, required=False, max_length=config_services.MAX_EDITS)
+    edits = EditSerializer(many=True, required=False, max_length=MAX_EDITS)
     file = serializers.CharField(
         required=False,
         max_length=5 * 1024 * 1024,
@@ -1270,9 +1269,7 @@ class RolloutSelectorInput(serializers.Serializer):
 
 class RolloutInput(serializers.Serializer):
     reason = text(2000, help_text="why: kept with the rollout, each cluster's change set and the audit log")
-    edits = EditSerializer(
-        many=True, required=False, max_length=config_services.MAX_EDITS, help_text="a change set's edits"
-    )
+    edits = EditSerializer(many=True, required=False, max_length=MAX_EDITS, help_text="a change set's edits")
     file = serializers.CharField(
         required=False,
         max_length=5 * 1024 * 1024,

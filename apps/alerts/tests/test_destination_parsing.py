@@ -203,7 +203,9 @@ def test_a_dns_answer_that_changes_after_the_check_gets_no_post(settings, two_re
     real = socket.getaddrinfo
     answers = {"n": 0}
 
-    def rebinding_dns(host, *args, **kwargs):  # the hostile name server: public first, loopback afterwards
+    # The hostile name server stands in for the resolver: this machine's network is loopback only and its resolver
+    # cannot be pointed at a DNS server of the test's. Only the answer is made up; the product's code runs as is.
+    def rebinding_dns(host, *args, **kwargs):  # public first, loopback afterwards
         if host != "hooks.rebind.example":
             return real(host, *args, **kwargs)
         answers["n"] += 1
