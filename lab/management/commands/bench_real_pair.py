@@ -20,7 +20,7 @@ port like the seeds' pair (lab/demo.py), adopts them into the scratch database, 
    in runtime_mysql_servers' writer hostgroup on both ProxySQL nodes (their admin ports polled every 10 ms);
 3. false failovers: the same polling for --quiet-seconds under sysbench through both nodes plus a
    CPU-burning session on the writer.
-Every sysbench transaction is timed (lab/sysbench/oltp_read_write_timed.lua) and placed in the switchover
+Every sysbench transaction is timed (lab/sysbench/oltp_read_write_lab.lua) and placed in the switchover
 command's phases (start+plan, confirm+lock, each step, finish+exit), with the command's CPU and the writer
 hostgroup's connection pool read every 20 ms; raw data in --workdir/timed-N/trace.json. Each failover's time
 is split (the wait for the next poll, the poll round, the plan, the move's LOAD, its SAVE) and the clients'
@@ -68,7 +68,7 @@ from lab.management.commands.bench_operations import (
 )
 
 REPO = Path(__file__).resolve().parents[3]
-TIMED_SCRIPT = REPO / "lab" / "sysbench" / "oltp_read_write_timed.lua"
+LOAD_SCRIPT = REPO / "lab" / "sysbench" / "oltp_read_write_lab.lua"
 ADMIN_PORTS, CLIENT_PORTS = (16132, 26132), (16133, 26133)  # clear of the demo doubles (16032, 16033)
 WRITER_HG = 100
 # Every step of a switchover that talks to ProxySQL (--pause-at): its statements, or its reads (the drain's ConnUsed
@@ -319,19 +319,23 @@ class Sysbench:
         "--tables=4",
         "--table-size=10000",
         "--db-ps-mode=disable",
+        # ids 1..table-size given, not left to AUTO_INCREMENT: on Galera (auto_increment_increment = cluster size)
+        # the prepared ids were 1, 4, 7 .. 29998, so two thirds of the ids the load picks were missing; a DELETE of a
+        # missing id takes a gap lock, and two clients inserting into one gap deadlocked (1213) under load
+        "--auto_inc=off",
     ]
 
     def __init__(self, ports, seconds, threads, timed_dir=None):
-        """timed_dir: every transaction's start and latency written there (lab/sysbench/oltp_read_write_timed.lua)."""
+        """timed_dir: every transaction's start and latency written there. Each thread of each process picks its ids
+        from a stripe of its own (lab/sysbench/oltp_read_write_lab.lua): no two clients touch one row."""
         self.ports, self.timed_dir = ports, timed_dir
-        script = str(TIMED_SCRIPT) if timed_dir else "oltp_read_write"
         # a seed per process: by default each seeds with the current second, so processes started together send the
-        # same statements (the same DELETE then INSERT of one id at once: InnoDB deadlocks, 1213, on a single backend)
+        # same statements
         self.procs = [
             subprocess.Popen(
                 [
                     "sysbench",
-                    script,
+                    str(LOAD_SCRIPT),
                     *self.COMMON,
                     f"--mysql-port={p}",
                     f"--rand-seed={p}",
@@ -341,12 +345,17 @@ class Sysbench:
                     "--percentile=99",
                     "run",
                 ],
-                env={**os.environ, "TIMED_DIR": str(timed_dir or ""), "TIMED_NAME": str(p)},
+                env={
+                    **os.environ,
+                    "TIMED_DIR": str(timed_dir or ""),
+                    "TIMED_NAME": str(p),
+                    "STRIPE": f"{i}/{len(ports) * threads}",
+                },
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
             )
-            for p in ports
+            for i, p in enumerate(ports)
         ]
 
     def transactions(self):
