@@ -11,7 +11,7 @@ from apps.accounts.roles import VIEWER
 from apps.alerts.models import Channel, Silence
 from apps.configuration import content
 from apps.configuration.models import ChangeSet, ConfigVersion
-from apps.fleet.models import Cluster, ClusterTag
+from apps.fleet.models import Cluster, ClusterTag, ProxySQLNode, Server
 from apps.operations.models import Operation
 from apps.plans.vocabulary import Plan
 from apps.reports.models import Report
@@ -205,3 +205,30 @@ def test_the_configuration_page_and_api_list_the_same_versions_and_change_sets(d
     assert len(_api_all_ids(api, change_sets)) == 5
     bad = api.get(change_sets, {"state": "burning"})
     assert bad.status_code == 400 and "state" in bad.json()["error"]["fields"]
+
+
+def test_the_cluster_page_and_the_api_list_the_same_backends_and_proxysql_nodes(db, viewer):
+    client, api = viewer
+    alpha = Cluster.objects.create(name="alpha", writer_hostgroup=100, reader_hostgroup=101)
+    beta = Cluster.objects.create(name="beta", writer_hostgroup=100, reader_hostgroup=101)
+    for cluster, host, port in [
+        (alpha, "db-b", 3306),
+        (beta, "db-a", 3308),
+        (alpha, "db-a", 3307),
+        (alpha, "db-a", 3306),
+        (beta, "db-c", 3306),
+    ]:
+        Server.objects.create(cluster=cluster, hostname=host, port=port)
+    for cluster, name, port in [(alpha, "px-2", 6032), (beta, "px-1", 6033), (alpha, "px-1", 6034)]:
+        ProxySQLNode.objects.create(cluster=cluster, name=name, admin_host="127.0.0.1", admin_port=port)
+    for cluster in [alpha, beta]:
+        response = client.get(f"/clusters/{cluster.pk}/")
+        assert response.status_code == 200
+        backends = [b["server"].pk for b in response.context["backends"]]
+        assert backends == _api_all_ids(api, "/api/v1/servers/", cluster=cluster.pk), cluster.name
+        nodes = [v["node"].pk for v in response.context["node_views"]]
+        assert nodes == _api_all_ids(api, "/api/v1/proxysql-nodes/", cluster=cluster.pk), cluster.name
+    shown = [(b["server"].hostname, b["server"].port) for b in client.get(f"/clusters/{alpha.pk}/").context["backends"]]
+    assert shown == [("db-a", 3306), ("db-a", 3307), ("db-b", 3306)]
+    bad = api.get("/api/v1/servers/", {"cluster": "alpha"})
+    assert bad.status_code == 400 and "cluster" in bad.json()["error"]["fields"]
