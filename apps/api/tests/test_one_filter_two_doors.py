@@ -8,7 +8,7 @@ from django.contrib.auth.models import Group
 from django.utils import timezone
 
 from apps.accounts.roles import VIEWER
-from apps.alerts.models import Channel, Silence
+from apps.alerts.models import Channel, Notification, Silence
 from apps.configuration import content
 from apps.configuration.models import ChangeSet, ConfigVersion
 from apps.fleet.models import Cluster, ClusterTag, ProxySQLNode, Server
@@ -249,7 +249,10 @@ def test_each_door_reads_its_list_in_queries_bounded_by_the_page_not_the_rows(db
             Silence.objects.create(
                 cluster=alpha, reason="r", starts_at=now, ends_at=now + timedelta(hours=1), created_by="x"
             )
-            Channel.objects.create(name=f"ch{i}", kind="email", recipients="ops@example.com").clusters.add(alpha)
+            channel = Channel.objects.create(name=f"ch{i}", kind="email", recipients="ops@example.com")
+            channel.clusters.add(alpha)
+            for state in ["sent", "failed"]:
+                Notification.objects.create(channel=channel, reason="test", status="firing", payload={}, state=state)
             parent = ConfigVersion.objects.filter(cluster=alpha).order_by("-number").first()
             version = ConfigVersion.objects.create(
                 cluster=alpha,
@@ -268,6 +271,7 @@ def test_each_door_reads_its_list_in_queries_bounded_by_the_page_not_the_rows(db
         f"/api/v1/clusters/{alpha.pk}/config/versions/",
         f"/api/v1/clusters/{alpha.pk}/config/change-sets/",
         "/alerts/silences/",
+        "/alerts/channels/",
         f"/configuration/clusters/{alpha.pk}/",
     ]
 
@@ -285,3 +289,7 @@ def test_each_door_reads_its_list_in_queries_bounded_by_the_page_not_the_rows(db
     few = queries()
     add_rows(3, 6)
     assert queries() == few, list(zip(urls, few))
+    shown = client.get("/alerts/channels/").context["channels"]
+    assert len(shown) == 9 and {(ch.last.channel_id, ch.last.state) for ch in shown} == {
+        (ch.pk, "failed") for ch in shown
+    }  # each channel's own newest notification
