@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Max, Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
@@ -257,21 +257,40 @@ def _utc(epoch: float) -> str:
 
 
 def silences(now: datetime | None = None) -> dict[str, list[Silence]]:
+    """The silences page: those in force, then the last 30 ended."""
     now = now or timezone.now()
-    current = list(Silence.objects.filter(Q(ends_at__gt=now) & Q(expired_at__isnull=True)).select_related("cluster"))
-    past = list(
-        Silence.objects.filter(Q(ends_at__lte=now) | Q(expired_at__isnull=False))
-        .select_related("cluster")
-        .order_by("-id")[:30]
-    )
-    return {"current": current, "past": past}
+    return {
+        "current": list(silence_list(active=True, now=now)),
+        "past": list(silence_list(active=False, now=now)[:30]),
+    }
+
+
+def silence_list(*, active: bool | None = None, now: datetime | None = None) -> QuerySet[Silence]:
+    """Silences, latest end first, for every reader (the silences page, GET /api/v1/silences/): active=True those
+    in force (not ended, not ended early), False those ended, None all."""
+    now = now or timezone.now()
+    in_force = Q(ends_at__gt=now) & Q(expired_at__isnull=True)
+    chosen = Silence.objects.select_related("cluster").order_by("-ends_at", "-pk")
+    if active is None:
+        return chosen
+    return chosen.filter(in_force) if active else chosen.exclude(in_force)
 
 
 def channels() -> list[Channel]:
-    out = list(Channel.objects.prefetch_related("clusters"))
+    """The channels page: every channel (channel_list()) with its last notification (two queries, not one a
+    channel)."""
+    out = list(channel_list())
+    newest = Notification.objects.filter(channel__in=out).values("channel_id").annotate(last=Max("id"))
+    last = {n.channel_id: n for n in Notification.objects.defer("payload").filter(pk__in=newest.values("last"))}
     for ch in out:
-        ch.last = ch.notifications.order_by("-id").first()
+        ch.last = last.get(ch.pk)
     return out
+
+
+def channel_list() -> QuerySet[Channel]:
+    """Alert channels by name, with their clusters, for every reader (the channels page, GET
+    /api/v1/alert-channels/)."""
+    return Channel.objects.prefetch_related("clusters").order_by("name", "pk")
 
 
 def families() -> list[tuple[str, list[RuleSpec]]]:

@@ -739,6 +739,14 @@ class DiffFilter(serializers.Serializer):
     b = serializers.IntegerField(min_value=1, max_value=2**31 - 1, help_text="version number")
 
 
+class ChangeSetFilter(serializers.Serializer):
+    state = serializers.MultipleChoiceField(
+        choices=ChangeSet.State.choices,
+        required=False,
+        help_text="only change sets in these states (repeat the parameter for several)",
+    )
+
+
 class ChangeSetSerializer(Answer):
     base = serializers.IntegerField(source="base.number")
     result = serializers.IntegerField(source="result.number", allow_null=True, default=None)
@@ -1011,7 +1019,12 @@ class SilenceSerializer(Answer):
 
 
 class SilenceFilter(serializers.Serializer):
-    active = serializers.BooleanField(required=False, default=False, help_text="only the silences in force now")
+    active = serializers.BooleanField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="true: only the silences in force now (the page's Active); false: only those ended (its Ended)",
+    )
 
 
 class SilenceInput(serializers.Serializer):

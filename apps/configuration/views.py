@@ -19,7 +19,7 @@ from apps.pages.fragments import fragment_response
 from controlplane.converters import parse_id
 
 from . import content as C
-from . import display, drift, edits, files, rule_tester, services
+from . import display, drift, edits, files, rule_tester, selectors, services
 from .change_set import NotPlanned, diff_lines, plan_and_save, plan_draft, plan_from_file
 from .forms import ReasonForm, RolesForm, RowForm, UploadForm, VariableForm
 from .models import ChangeSet, ConfigVersion
@@ -34,10 +34,8 @@ def _version_or_404(cluster, number):
 def cluster_config(request, cluster_pk):
     cluster = get_object_or_404(Cluster, pk=cluster_pk)
     current = services.latest(cluster)
-    versions = Paginator(ConfigVersion.objects.filter(cluster=cluster).defer("content"), 25).get_page(
-        request.GET.get("page")
-    )
-    drafts = ChangeSet.objects.filter(cluster=cluster, state__in=[ChangeSet.State.DRAFT, ChangeSet.State.PLANNED])[:10]
+    versions = Paginator(selectors.versions(cluster), 25).get_page(request.GET.get("page"))
+    drafts = selectors.change_sets(cluster, states=selectors.OPEN_STATES)[:10]
     return TemplateResponse(
         request,
         "configuration/cluster.html",

@@ -20,6 +20,7 @@ from apps.clients import proxysql_versions as versions
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import ProxySQLAdmin
 from apps.clients.wire import ClientError
+from apps.fleet import selectors as fleet_selectors  # the cluster's nodes and backends, as the API lists them
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 
 from . import live, live_doc, proxysql_cluster, status
@@ -249,8 +250,8 @@ def cluster_live(cluster: Cluster, now: float | None = None) -> dict[str, Any]:
     """Hostgroups by servers by ProxySQL node from the nodes' latest pool and runtime rows, and each
     backend's wsrep state. Three queries and two MGETs."""
     now = now or time.time()
-    nodes = list(cluster.proxysql_nodes.order_by("name"))
-    servers = list(cluster.servers.order_by("hostname", "port"))
+    nodes = list(fleet_selectors.proxysql_nodes(cluster=cluster.pk))
+    servers = list(fleet_selectors.servers(cluster=cluster.pk))
     memberships = list(HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server"))
     px = latest(live.PROXYSQL, [n.pk for n in nodes])
     be = latest(live.BACKEND, [s.pk for s in servers]) if not px.unavailable else Latest(unavailable=px.unavailable)
@@ -359,7 +360,7 @@ def sparklines(
     now = now or time.time()
     end = int(now // 60 * 60) + 60
     start = end - minutes * 60
-    servers = list(servers if servers is not None else cluster.servers.order_by("hostname", "port"))
+    servers = list(servers if servers is not None else fleet_selectors.servers(cluster=cluster.pk))
     states: dict[int, list[int | None]] = {s.pk: [None] * minutes for s in servers}
     queues: dict[int, list[int | None]] = {s.pk: [None] * minutes for s in servers}
     rows = chunked_samples(
@@ -466,7 +467,7 @@ def cluster_query_stats(cluster: Cluster, now: float | None = None) -> dict[str,
     """Per node: sessions, client connections of its users, backend errors; and every user over the nodes (its
     connections summed, against its limit on each node)."""
     now = now or time.time()
-    nodes = list(cluster.proxysql_nodes.order_by("name"))
+    nodes = list(fleet_selectors.proxysql_nodes(cluster=cluster.pk))
     got = latest(live.PROXYSQL, [n.pk for n in nodes], QueryStatsDoc)
     rows: list[dict[str, Any]] = []
     users: dict[str, dict[str, Any]] = {}

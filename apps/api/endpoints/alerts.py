@@ -2,7 +2,6 @@
 through apps/alerts/services.py: the same checks and audit as the pages."""
 
 from django.shortcuts import get_object_or_404
-from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.response import Response
@@ -77,14 +76,11 @@ class SilenceList(ApiView):
         s.SilenceFilter,
         operation_id="silences_list",
         tags=["alerts"],
-        summary="Silences, latest end first (active=true: only those in force)",
+        summary="Silences, latest end first (active=true: only those in force; false: only those ended)",
     )
     def get(self, request):
         f = query(s.SilenceFilter, request)
-        silences = Silence.objects.select_related("cluster").order_by("-ends_at", "-pk")
-        if f.get("active"):
-            silences = silences.filter(ends_at__gt=timezone.now(), expired_at__isnull=True)
-        return paged(self, request, silences, s.SilenceSerializer)
+        return paged(self, request, selectors.silence_list(active=f.get("active")), s.SilenceSerializer)
 
     @extend_schema(
         request=s.SilenceInput,
@@ -151,9 +147,7 @@ class AlertChannelList(ApiView):
         summary="Alert channels (where notifications go); secrets and URLs are never answered",
     )
     def get(self, request):
-        return paged(
-            self, request, Channel.objects.prefetch_related("clusters").order_by("name", "pk"), s.AlertChannelSerializer
-        )
+        return paged(self, request, selectors.channel_list(), s.AlertChannelSerializer)
 
     @extend_schema(
         request=s.AlertChannelInput,

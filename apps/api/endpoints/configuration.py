@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from apps.accounts.roles import OPERATOR, VIEWER
 from apps.audit.actor import Actor
 from apps.configuration import content as C
-from apps.configuration import files, services
+from apps.configuration import files, selectors, services
 from apps.configuration.change_set import diff_lines, plan_and_save, plan_draft
 from apps.configuration.models import ChangeSet, ConfigVersion
 from apps.fleet.models import Cluster
@@ -48,10 +48,7 @@ class VersionList(ApiView):
     )
     def get(self, request, pk):
         cluster = get_object_or_404(Cluster, pk=pk)
-        versions = (
-            ConfigVersion.objects.filter(cluster=cluster).defer("content").select_related("parent").order_by("-number")
-        )
-        return paged(self, request, versions, s.VersionSerializer)
+        return paged(self, request, selectors.versions(cluster), s.VersionSerializer)
 
 
 class VersionDetail(ApiView):
@@ -116,18 +113,15 @@ class ChangeSetList(ApiView):
 
     @list_schema(
         s.ChangeSetSerializer,
+        s.ChangeSetFilter,
         operation_id="change_sets_list",
         tags=["configuration"],
-        summary="A cluster's change sets, newest first",
+        summary="A cluster's change sets, newest first (state=draft&state=planned: the configuration page's drafts)",
     )
     def get(self, request, pk):
         cluster = get_object_or_404(Cluster, pk=pk)
-        return paged(
-            self,
-            request,
-            ChangeSet.objects.filter(cluster=cluster).select_related("base", "result").order_by("-id"),
-            s.ChangeSetSerializer,
-        )
+        f = query(s.ChangeSetFilter, request)
+        return paged(self, request, selectors.change_sets(cluster, states=f.get("state") or ()), s.ChangeSetSerializer)
 
     @extend_schema(
         request=s.ChangeSetInput,

@@ -281,12 +281,12 @@ class ServerList(ApiView):
     )
     def get(self, request):
         f = query(s.ServerFilter, request)
-        servers = Server.objects.order_by("cluster_id", "hostname", "port", "pk")
-        for name in ("cluster", "hostname", "port"):
-            if f.get(name) is not None:
-                servers = servers.filter(**{name: f[name]})
-        if f.get("maintenance") is not None:
-            servers = servers.filter(maintenance=f["maintenance"])
+        servers = fleet_selectors.servers(
+            cluster=f.get("cluster"),
+            hostname=f.get("hostname") or "",
+            port=f.get("port"),
+            maintenance=f.get("maintenance"),
+        )
         return paged(
             self, request, servers.values(*s.values_of(s.ServerSerializer, ["memberships"])), rows=with_memberships
         )
@@ -365,9 +365,7 @@ class NodeList(ApiView):
     )
     def get(self, request):
         f = query(s.InventoryFilter, request)
-        nodes = ProxySQLNode.objects.order_by("cluster_id", "name", "pk")
-        if f.get("cluster") is not None:
-            nodes = nodes.filter(cluster=f["cluster"])
+        nodes = fleet_selectors.proxysql_nodes(cluster=f.get("cluster"))
         return paged(
             self,
             request,

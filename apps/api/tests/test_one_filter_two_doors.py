@@ -8,7 +8,10 @@ from django.contrib.auth.models import Group
 from django.utils import timezone
 
 from apps.accounts.roles import VIEWER
-from apps.fleet.models import Cluster, ClusterTag
+from apps.alerts.models import Channel, Notification, Silence
+from apps.configuration import content
+from apps.configuration.models import ChangeSet, ConfigVersion
+from apps.fleet.models import Cluster, ClusterTag, ProxySQLNode, Server
 from apps.operations.models import Operation
 from apps.plans.vocabulary import Plan
 from apps.reports.models import Report
@@ -112,3 +115,181 @@ def test_the_fleet_page_and_the_cluster_api_narrow_clusters_by_tag_alike(db, vie
         "a-prod",
         "b-prod",
     ]
+
+
+def _api_all_ids(api, url, **params):
+    """Every page of an API list, in order (the page shows more rows than the API's default page)."""
+    return _api_ids(api, url, page_size=500, **params)
+
+
+def test_silences_page_and_api_list_the_same_silences_active_and_ended(db, viewer):
+    client, api = viewer
+    alpha = Cluster.objects.create(name="alpha", writer_hostgroup=100, reader_hostgroup=101)
+    now = timezone.now()
+    for i, (ends_in, ended_early) in enumerate([(60, False), (-60, False), (120, True), (30, False), (-5, False)]):
+        Silence.objects.create(
+            cluster=alpha if i % 2 else None,
+            rule="writer_none",
+            reason=f"s{i}",
+            starts_at=now - timedelta(minutes=90),
+            ends_at=now + timedelta(minutes=ends_in),
+            created_by="x",
+            expired_at=now - timedelta(minutes=1) if ended_early else None,
+            expired_by="x" if ended_early else "",
+        )
+    response = client.get("/alerts/silences/")
+    assert response.status_code == 200
+    current, past = [s.pk for s in response.context["current"]], [s.pk for s in response.context["past"]]
+    assert current == _api_all_ids(api, "/api/v1/silences/", active="true")
+    assert past == _api_all_ids(api, "/api/v1/silences/", active="false")
+    assert [Silence.objects.get(pk=pk).reason for pk in current] == ["s0", "s3"]
+    assert sorted(current + past) == sorted(_api_all_ids(api, "/api/v1/silences/"))
+    bad = api.get("/api/v1/silences/", {"active": "sometimes"})
+    assert bad.status_code == 400 and "active" in bad.json()["error"]["fields"]
+
+
+def test_channels_page_and_api_list_the_same_channels(db, viewer):
+    client, api = viewer
+    alpha = Cluster.objects.create(name="alpha", writer_hostgroup=100, reader_hostgroup=101)
+    for name in ["pager", "mail", "chat"]:
+        channel = Channel.objects.create(name=name, kind="email", recipients="ops@example.com")
+        channel.clusters.add(alpha)
+    response = client.get("/alerts/channels/")
+    assert response.status_code == 200
+    page = [c.pk for c in response.context["channels"]]
+    assert page == _api_all_ids(api, "/api/v1/alert-channels/")
+    assert [Channel.objects.get(pk=pk).name for pk in page] == ["chat", "mail", "pager"]
+
+
+def test_the_configuration_page_and_api_list_the_same_versions_and_change_sets(db, viewer, django_user_model):
+    client, api = viewer
+    alpha = Cluster.objects.create(name="alpha", writer_hostgroup=100, reader_hostgroup=101)
+    beta = Cluster.objects.create(name="beta", writer_hostgroup=100, reader_hostgroup=101)
+    parent = None
+    for number in range(1, 31):  # more than one page of the page's 25
+        parent = ConfigVersion.objects.create(
+            cluster=alpha,
+            number=number,
+            parent=parent,
+            author="x",
+            reason="r",
+            source="change",
+            content=content.empty(),
+        )
+    other = ConfigVersion.objects.create(
+        cluster=beta, number=1, author="x", reason="r", source="adopt", content=content.empty()
+    )
+    author = django_user_model.objects.get(username="doors")
+    for cluster, base, state in [
+        (alpha, parent, "draft"),
+        (alpha, parent, "applied"),
+        (beta, other, "draft"),
+        (alpha, parent, "planned"),
+        (alpha, parent, "discarded"),
+        (alpha, parent, "draft"),
+    ]:
+        ChangeSet.objects.create(cluster=cluster, base=base, author=author, author_name="doors", state=state, edits=[])
+    url = f"/configuration/clusters/{alpha.pk}/"
+    versions = f"/api/v1/clusters/{alpha.pk}/config/versions/"
+    for page in [1, 2]:
+        response = client.get(url, {"page": page})
+        assert response.status_code == 200
+        shown = [v.pk for v in response.context["versions"]]
+        assert shown == _api_ids(api, versions, page=page, page_size=25), page
+    assert len(shown) == 5
+
+    drafts = [cs.pk for cs in client.get(url).context["drafts"]]
+    change_sets = f"/api/v1/clusters/{alpha.pk}/config/change-sets/"
+    assert drafts == _api_all_ids(api, change_sets, state=["draft", "planned"])
+    assert [ChangeSet.objects.get(pk=pk).state for pk in drafts] == ["draft", "planned", "draft"]
+    assert len(_api_all_ids(api, change_sets)) == 5
+    bad = api.get(change_sets, {"state": "burning"})
+    assert bad.status_code == 400 and "state" in bad.json()["error"]["fields"]
+
+
+def test_the_cluster_page_and_the_api_list_the_same_backends_and_proxysql_nodes(db, viewer):
+    client, api = viewer
+    alpha = Cluster.objects.create(name="alpha", writer_hostgroup=100, reader_hostgroup=101)
+    beta = Cluster.objects.create(name="beta", writer_hostgroup=100, reader_hostgroup=101)
+    for cluster, host, port in [
+        (alpha, "db-b", 3306),
+        (beta, "db-a", 3308),
+        (alpha, "db-a", 3307),
+        (alpha, "db-a", 3306),
+        (beta, "db-c", 3306),
+    ]:
+        Server.objects.create(cluster=cluster, hostname=host, port=port)
+    for cluster, name, port in [(alpha, "px-2", 6032), (beta, "px-1", 6033), (alpha, "px-1", 6034)]:
+        ProxySQLNode.objects.create(cluster=cluster, name=name, admin_host="127.0.0.1", admin_port=port)
+    for cluster in [alpha, beta]:
+        response = client.get(f"/clusters/{cluster.pk}/")
+        assert response.status_code == 200
+        backends = [b["server"].pk for b in response.context["backends"]]
+        assert backends == _api_all_ids(api, "/api/v1/servers/", cluster=cluster.pk), cluster.name
+        nodes = [v["node"].pk for v in response.context["node_views"]]
+        assert nodes == _api_all_ids(api, "/api/v1/proxysql-nodes/", cluster=cluster.pk), cluster.name
+    shown = [(b["server"].hostname, b["server"].port) for b in client.get(f"/clusters/{alpha.pk}/").context["backends"]]
+    assert shown == [("db-a", 3306), ("db-a", 3307), ("db-b", 3306)]
+    bad = api.get("/api/v1/servers/", {"cluster": "alpha"})
+    assert bad.status_code == 400 and "cluster" in bad.json()["error"]["fields"]
+
+
+def test_each_door_reads_its_list_in_queries_bounded_by_the_page_not_the_rows(db, viewer, django_user_model):
+    """The selectors carry the list's joins and prefetches: twice the rows, the same number of queries."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client, api = viewer
+    alpha = Cluster.objects.create(name="alpha", writer_hostgroup=100, reader_hostgroup=101)
+    author = django_user_model.objects.get(username="doors")
+    now = timezone.now()
+
+    def add_rows(first, count):
+        for i in range(first, first + count):
+            Silence.objects.create(
+                cluster=alpha, reason="r", starts_at=now, ends_at=now + timedelta(hours=1), created_by="x"
+            )
+            channel = Channel.objects.create(name=f"ch{i}", kind="email", recipients="ops@example.com")
+            channel.clusters.add(alpha)
+            for state in ["sent", "failed"]:
+                Notification.objects.create(channel=channel, reason="test", status="firing", payload={}, state=state)
+            parent = ConfigVersion.objects.filter(cluster=alpha).order_by("-number").first()
+            version = ConfigVersion.objects.create(
+                cluster=alpha,
+                number=i + 1,
+                parent=parent,
+                author="x",
+                reason="r",
+                source="change",
+                content=content.empty(),
+            )
+            ChangeSet.objects.create(cluster=alpha, base=version, author=author, author_name="doors", edits=[])
+
+    urls = [
+        "/api/v1/silences/",
+        "/api/v1/alert-channels/",
+        f"/api/v1/clusters/{alpha.pk}/config/versions/",
+        f"/api/v1/clusters/{alpha.pk}/config/change-sets/",
+        "/alerts/silences/",
+        "/alerts/channels/",
+        f"/configuration/clusters/{alpha.pk}/",
+    ]
+
+    def queries():
+        counts = []
+        for url in urls:
+            door = api if url.startswith("/api/") else client
+            door.get(url)  # the first request of a door also reads its session or token once
+            with CaptureQueriesContext(connection) as read:
+                assert door.get(url).status_code == 200, url
+            counts.append(len(read))
+        return counts
+
+    add_rows(0, 3)
+    few = queries()
+    add_rows(3, 6)
+    assert queries() == few, list(zip(urls, few))
+    shown = client.get("/alerts/channels/").context["channels"]
+    assert len(shown) == 9 and {(ch.last.channel_id, ch.last.state) for ch in shown} == {
+        (ch.pk, "failed") for ch in shown
+    }  # each channel's own newest notification
