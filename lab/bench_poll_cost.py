@@ -10,7 +10,8 @@ benchmark's 3 backends a node, closed loopback ports as in bin/bench-monitoring'
 rules, the channels, the alert rules); its "polls" are backend polls.
 
 Prints CPU ms per poll (the first round, which opens the connections and reads everything, is left out) and the
-history bytes per row. --profile writes a cProfile of the measured rounds (read with `python -m pstats`).
+history bytes per row, and the alert judgements (alerts.judge_cluster) the measured rounds queued and the most of them
+waiting at once. --profile writes a cProfile of the measured rounds (read with `python -m pstats`).
 lab/tests/test_budgets.py runs it against docs/budgets.json.
 """
 
@@ -71,6 +72,8 @@ class QueuedTasks:
 
     def __init__(self):
         self.heap, self.order = [], itertools.count()
+        # alerts.judge_cluster: queued, the most waiting at once, run (those that judged the cluster whole)
+        self.judgements = self.judgements_waiting = self.judgements_run = self.judgements_whole = 0
 
     def install(self):
         from controlplane import tasks
@@ -82,13 +85,20 @@ class QueuedTasks:
     def enqueue(self, name, args=(), eta=None, countdown=None, **options):
         when = eta.timestamp() if eta is not None else time.time() + (countdown or 0)
         heapq.heappush(self.heap, (when, next(self.order), name, tuple(args)))
+        if name == "alerts.judge_cluster":
+            self.judgements += 1
+            waiting = sum(1 for entry in self.heap if entry[2] == name)
+            self.judgements_waiting = max(self.judgements_waiting, waiting)
 
     def run_due(self):
         from controlplane.celery import app
 
         while self.heap and self.heap[0][0] <= time.time():
             _, _, name, args = heapq.heappop(self.heap)
-            app.tasks[name](*args)
+            result = app.tasks[name](*args)
+            if name == "alerts.judge_cluster":
+                self.judgements_run += 1
+                self.judgements_whole += bool(result)
 
 
 QUEUED = QueuedTasks()
@@ -138,6 +148,7 @@ def measure(nodes, duration, interval, profile=None, kind="proxysql", targets=No
     while one_tick(kind=kind) < (targets or nodes):  # the first round: connections opened, variables and layers read
         time.sleep(TICK_S)
     profiler = cProfile.Profile(time.process_time) if profile else None  # CPU time, not waits
+    QUEUED.judgements = QUEUED.judgements_waiting = QUEUED.judgements_run = QUEUED.judgements_whole = 0
     polls, cpu, parts = 0, 0.0, {}
     deadline = time.monotonic() + duration
     while time.monotonic() < deadline:
@@ -154,6 +165,12 @@ def measure(nodes, duration, interval, profile=None, kind="proxysql", targets=No
         profiler.dump_stats(profile)
     per_poll = {f"{part} ms/poll": round(1000 * seconds / max(polls, 1), 3) for part, seconds in parts.items()}
     figures = {"kind": kind, "polls": polls, "cpu_ms_per_poll": round(1000 * cpu / max(polls, 1), 3), **per_poll}
+    figures.update(
+        judgements_queued=QUEUED.judgements,
+        judgements_waiting_at_most=QUEUED.judgements_waiting,
+        judgements_run=QUEUED.judgements_run,
+        judgements_whole=QUEUED.judgements_whole,
+    )
     if kind == "proxysql":
         figures["history_bytes_per_row"] = history_bytes_per_row()
     return figures

@@ -503,9 +503,55 @@ def _earliest(pairs):
     return out
 
 
+# At most one judgement scheduled per cluster for its pending alerts (issue 40: a flapping figure opens a pending
+# alert at every poll, and each asked for one; they wait in the worker's memory until due). Redis keeps the time of
+# the one scheduled (JUDGEMENT_KEY); the rounds schedule another only for an earlier time, and each judgement, when
+# it runs, schedules the next for the earliest end of `for` still pending (judge_now).
+JUDGEMENT_KEY = "alerts:judge-at:{}"
+JUDGEMENT_SLACK_S = 1.0  # one scheduled this little after an alert's end of `for` covers it (judge_now: due within 1 s)
+JUDGEMENT_GRACE_S = 30.0  # the key outlives its time by this much: a task late or lost stops no later one for long
+# 1: recorded, to be scheduled; 0: one is scheduled at or before this time (within the slack).
+_RECORD_JUDGEMENT = """
+local scheduled = redis.call('get', KEYS[1])
+if scheduled and tonumber(scheduled) <= tonumber(ARGV[1]) + tonumber(ARGV[2]) then return 0 end
+redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[3])
+return 1
+"""
+# A judgement whose time has come is scheduled no longer (a later one recorded instead stays).
+_FORGET_JUDGEMENT = """
+local scheduled = redis.call('get', KEYS[1])
+if scheduled and tonumber(scheduled) <= tonumber(ARGV[1]) then return redis.call('del', KEYS[1]) end
+return 0
+"""
+
+
+def _first_judgement_at(cluster_id, when):
+    """True when no judgement of this cluster's pending alerts is scheduled at or before `when` (now recorded as
+    the one), or when Redis does not answer (scheduled as before: a judgement too many, never one lost).
+    One script: of two rounds asking at once, one schedules."""
+    ttl_ms = int((max(when - time.time(), 0.0) + JUDGEMENT_GRACE_S) * 1000)
+    try:
+        script = live.client().register_script(_RECORD_JUDGEMENT)
+        return bool(script(keys=[JUDGEMENT_KEY.format(cluster_id)], args=[repr(when), JUDGEMENT_SLACK_S, ttl_ms]))
+    except Exception as exc:
+        log.debug("scheduled judgements of cluster %s unknown: %s", cluster_id, exc)
+        return True
+
+
+def _forget_judgement(cluster_id, now):
+    try:
+        script = live.client().register_script(_FORGET_JUDGEMENT)
+        script(keys=[JUDGEMENT_KEY.format(cluster_id)], args=[repr(now + JUDGEMENT_SLACK_S)])
+    except Exception as exc:  # the key runs out on its own
+        log.debug("judgement of cluster %s not forgotten: %s", cluster_id, exc)
+
+
 def judge_at(cluster_id, when, pending_due=False):
     """Judge a cluster again at `when` (epoch): a pending alert when its `for` ends (pending_due: judged then only if
-    one is still pending and due), held ones when the work that held them is over; not at the next sweep after that."""
+    one is still pending and due; not scheduled when a judgement of the cluster is already at or before `when`),
+    held ones when the work that held them is over; not at the next sweep after that."""
+    if pending_due and not _first_judgement_at(cluster_id, when):
+        return  # that one comes first and schedules the next (judge_now)
     try:
         tasks.enqueue(
             "alerts.judge_cluster", (cluster_id, True) if pending_due else (cluster_id,), eta=_dt(when + 0.02)
@@ -514,20 +560,36 @@ def judge_at(cluster_id, when, pending_due=False):
         log.debug("judge of cluster %s not scheduled: %s", cluster_id, exc)
 
 
+def _judge_next_pending(cluster_id, now):
+    """The judgement at the earliest end of `for` still to come among the cluster's pending alerts (the rounds
+    scheduled none for it when this one was scheduled before). One already past is left to the rounds' sweeps (a
+    node that does not answer keeps its alerts pending: judging it again at once would loop)."""
+    fires_at = (
+        Alert.objects.filter(cluster_id=cluster_id, state=AlertState.PENDING, held=False, fires_at__gt=_dt(now))
+        .order_by("fires_at")
+        .values_list("fires_at", flat=True)
+        .first()
+    )
+    if fires_at is not None:
+        judge_at(cluster_id, fires_at.timestamp(), pending_due=True)
+
+
 def judge_now(cluster_id, now=None, pending_due=False):
     """Every rule of one cluster, now (the task judge_at() scheduled). pending_due: scheduled for a pending alert's end
-    of `for`; when none is pending and due any more (a blip dropped, or opened again later with its own timer: a
-    flapping figure schedules one at every poll) the cluster is not judged again: one query instead of every rule."""
+    of `for`; when none is pending and due any more (a blip dropped, or opened again later: a flapping figure opens
+    one at every poll) the cluster is not judged again: one query instead of every rule. Either way the next
+    judgement is scheduled for the earliest pending alert still to come."""
     if not settings.ALERTS_ENABLED:
         return {}
     now = now or time.time()
-    if (
-        pending_due
-        and not Alert.objects.filter(
+    if pending_due:
+        # Forgotten before reading what is pending: a round that opens one after this read schedules its own.
+        _forget_judgement(cluster_id, now)
+        if not Alert.objects.filter(
             cluster_id=cluster_id, state=AlertState.PENDING, held=False, fires_at__lte=_dt(now + 1.0)
-        ).exists()
-    ):
-        return {}
+        ).exists():
+            _judge_next_pending(cluster_id, now)
+            return {}
     inv = context.inventory()
     c = inv.clusters.get(cluster_id)
     if c is None:
@@ -536,7 +598,10 @@ def judge_now(cluster_id, now=None, pending_due=False):
     if situation.last_ended:
         inv = context.inventory(changed_after=situation.last_ended)
         c = inv.clusters.get(cluster_id) or c
-    return apply(judge_clusters([c], situation, now, full=True), situation, now)
+    counts = apply(judge_clusters([c], situation, now, full=True), situation, now)
+    if pending_due:
+        _judge_next_pending(cluster_id, now)
+    return counts
 
 
 def _open(c, o, setting, hold, now, counts, writes):
