@@ -21,7 +21,7 @@ from apps.operations.choices import OperationKind
 from apps.plans.vocabulary import Step
 from apps.plans.registry import HOLD, OperationSpec, StepHandler, kind_spec, register_kind, register_step
 
-from . import gates
+from . import gates, waves
 from .models import Rollout, WaveState
 
 KIND = "rollout_canary"
@@ -69,38 +69,35 @@ def bake(run, step, row, executed, detail):
     """The canary's bake inside its operation: the rollout's gate on the canary node every GATE_STEP_S until the
     bake time is over; the first bad reading (or an abort of the rollout) fails the step, and the executor rolls the
     canary back. The rollout's wave 0 says what happens (baking, its gate, passed) and wave 1 starts applying."""
-    # why: services imports this module: the circle left in test_boundaries.CIRCLES_LEFT
-    from . import services
-
     p = step.params
     rollout = Rollout.objects.get(pk=p["rollout"])
     wave = p["wave"]
     applied = timezone.now()
-    services._wave(rollout, wave, state=WaveState.BAKING, applied_at=applied.isoformat())
+    waves.wave(rollout, wave, state=WaveState.BAKING, applied_at=applied.isoformat())
     started = datetime.fromisoformat(rollout.waves[wave]["started_at"])
     ends = applied + timedelta(seconds=p["bake_s"])
     seen = 0.0  # the newest poll of the canary judged so far
     kept = gates.Kept()
     while True:
-        verdict = services.gate(rollout, wave, started, applied, nodes=[p["node"]], kept=kept)
+        verdict = waves.gate(rollout, wave, started, applied, nodes=[p["node"]], kept=kept)
         detail["gate"] = verdict
-        if verdict["ok"] and services.halt_requested(rollout):  # an operator's halt: as a failed gate
-            verdict = services.operator_halt(verdict, services.halt_requested(rollout))
+        if verdict["ok"] and waves.halt_requested(rollout):  # an operator's halt: as a failed gate
+            verdict = waves.operator_halt(verdict, waves.halt_requested(rollout))
         if not verdict["ok"]:
-            services._wave(rollout, wave, gate=verdict)
+            waves.wave(rollout, wave, gate=verdict)
             raise StepFailed(f"wave {wave} failed its health gate: {verdict['why']}")
         if timezone.now() >= ends:
             break
-        if services._aborting(rollout):
+        if waves.aborting(rollout):
             raise StepFailed("the rollout was aborted during the canary's bake")
         run.beat()  # the operation's heartbeat and lock
         Rollout.objects.filter(pk=rollout.pk).update(heartbeat_at=timezone.now())
         # judged again at the canary's next poll (as soon as it lands), at the latest after GATE_STEP_S
         seen = gates.wait_for_poll(
-            [p["node"]], min(services.GATE_STEP_S, max(0.0, (ends - timezone.now()).total_seconds())), seen
+            [p["node"]], min(waves.GATE_STEP_S, max(0.0, (ends - timezone.now()).total_seconds())), seen
         )
-    services._wave(rollout, wave, gate=verdict, state=WaveState.PASSED)
-    services._wave(rollout, wave + 1, state=WaveState.APPLYING, started_at=timezone.now().isoformat())
+    waves.wave(rollout, wave, gate=verdict, state=WaveState.PASSED)
+    waves.wave(rollout, wave + 1, state=WaveState.APPLYING, started_at=timezone.now().isoformat())
 
 
 def register():

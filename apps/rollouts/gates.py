@@ -1,4 +1,4 @@
-"""The health gates a wave's bake reads besides the errors and the alerts (services.gate composes them), each from
+"""The health gates a wave's bake reads besides the errors and the alerts (waves.gate composes them), each from
 what the polls stored, each naming its figures when it fails:
 
 - backends: a backend SHUNNED or OFFLINE on one of the wave's ProxySQL nodes since the change that was not so on

@@ -15,12 +15,10 @@ from datetime import datetime, timedelta
 
 import yaml
 from django.db import transaction
-from django.db.models import Avg, Count, Max
 from django.utils import timezone
 
 from apps.accounts.roles import OPERATOR, has_role
 from apps.alerts import events
-from apps.alerts.models import Alert, AlertState
 from apps.audit.actor import Actor
 from apps.audit.models import ActorKind
 from apps.audit.services import record
@@ -30,7 +28,6 @@ from apps.configuration.tables import TABLES
 from apps.configuration.models import ChangeSet
 from apps.fleet import tags as fleet_tags
 from apps.fleet.models import Cluster, ProxySQLNode
-from apps.monitoring.models import RAW, ProxySQLSample
 from apps.operations import executor
 from apps.operations import services as operations
 from apps.configuration.change_set import plan_and_save, plan_change_set
@@ -41,11 +38,11 @@ from controlplane import tasks
 
 from . import gates
 from .canary import plan_canary
+from . import waves
+from .waves import GATE_STEP_S, HALTED_RULE, gate, halt_requested, operator_halt
 from .models import ENDED, ClusterState, Rollout, RolloutCluster, RolloutState, WaveState, WhenBusy
 
 STALE_AFTER_S = 60  # a running rollout whose worker has not beaten for this long is taken up again
-HALTED_RULE = "rollout_halted"  # the alert a halt raises (apps/alerts/catalogue.py)
-GATE_STEP_S = 0.5  # how often a bake reads the polls and alerts again (a bad canary halts within about this)
 
 
 class Refused(Exception):
@@ -384,7 +381,7 @@ def run(rollout_id):
     for n in range(len(rollout.waves)):
         if rollout.waves[n]["state"] == WaveState.PASSED:
             continue
-        if _aborting(rollout):
+        if waves.aborting(rollout):
             break
         if rollout.waves[n]["state"] == WaveState.PENDING and _paused(rollout):
             return RolloutState.PAUSED
@@ -395,31 +392,31 @@ def run(rollout_id):
             _alert_halt(rollout, n - 1 if n else 0, why)
             return rollout.state
         if rollout.waves[n]["state"] == WaveState.PENDING:
-            _wave(rollout, n, state=WaveState.APPLYING, started_at=timezone.now().isoformat())
+            waves.wave(rollout, n, state=WaveState.APPLYING, started_at=timezone.now().isoformat())
         if rollout.waves[n]["state"] == WaveState.APPLYING:
             failed = _apply_wave(rollout, n)
             rollout.refresh_from_db(fields=["waves"])
-            if failed and _aborting(rollout):  # an abort during the canary's bake: its operation rolled it back
+            if failed and waves.aborting(rollout):  # an abort during the canary's bake: its operation rolled it back
                 break
             gate_ = rollout.waves[n].get("gate") or {}
             if failed and gate_ and not gate_.get("ok"):  # the canary's gate failed in its operation
                 return _halt(rollout, n, _failed_words(n, gate_))
             if failed:
                 return _halt(rollout, n, f"wave {n}: {failed}")
-            if _aborting(rollout):
+            if waves.aborting(rollout):
                 break
             if rollout.waves[n]["state"] == WaveState.PASSED:  # the canary baked in its operation (canary.py)
                 continue
-            _wave(rollout, n, state=WaveState.BAKING, applied_at=timezone.now().isoformat())
+            waves.wave(rollout, n, state=WaveState.BAKING, applied_at=timezone.now().isoformat())
         if rollout.waves[n]["state"] == WaveState.BAKING:
             verdict = _bake(rollout, n)
             if verdict is None:  # aborted while baking
                 break
-            _wave(rollout, n, gate=verdict)
+            waves.wave(rollout, n, gate=verdict)
             if not verdict["ok"]:
                 return _halt(rollout, n, _failed_words(n, verdict))
-            _wave(rollout, n, state=WaveState.PASSED)
-    if _aborting(rollout):
+            waves.wave(rollout, n, state=WaveState.PASSED)
+    if waves.aborting(rollout):
         return _roll_back_all(rollout)
     _end(rollout, RolloutState.DONE, "rollout done")
     return rollout.state
@@ -487,11 +484,6 @@ def resume(rollout, *, actor, enqueue=True):
     return rollout
 
 
-def _aborting(rollout):
-    rollout.refresh_from_db(fields=["abort_requested"])
-    return rollout.abort_requested
-
-
 def halt(rollout, *, actor, reason):
     """An operator's halt of a running rollout: the wave baking now fails its gate with the operator's words (and is
     rolled back, as a gate's halt is); between waves, it stops before the next. Audited; run() acts on it."""
@@ -507,20 +499,6 @@ def halt(rollout, *, actor, reason):
         record("rollout halt requested", actor=actor, target=str(rollout), details={"rollout": rollout.pk, "why": why})
     rollout.refresh_from_db()
     return rollout
-
-
-def halt_requested(rollout):
-    """The operator's halt (halt()) of a running rollout, or ""."""
-    return (
-        Rollout.objects.filter(pk=rollout.pk, state=RolloutState.RUNNING).values_list("halt_reason", flat=True).first()
-        or ""
-    )
-
-
-def _wave(rollout, n, **fields):
-    rollout.refresh_from_db(fields=["waves"])
-    rollout.waves[n].update(fields)
-    Rollout.objects.filter(pk=rollout.pk).update(waves=rollout.waves, heartbeat_at=timezone.now())
 
 
 def _people(rollout):
@@ -603,7 +581,7 @@ def _wait_while_busy(rollout, cluster):
     ends = time.monotonic() + (rollout.busy_wait_s if rollout.when_busy == WhenBusy.WAIT else 0)
     while True:
         holder = current_holder(cluster)
-        if holder is None or time.monotonic() >= ends or _aborting(rollout):
+        if holder is None or time.monotonic() >= ends or waves.aborting(rollout):
             return holder
         Rollout.objects.filter(pk=rollout.pk).update(heartbeat_at=timezone.now())
         time.sleep(min(1.0, max(0.0, ends - time.monotonic())))
@@ -667,111 +645,10 @@ def _bake(rollout, n):
             return operator_halt(verdict, halt_requested(rollout))
         if timezone.now() >= ends:
             return verdict
-        if _aborting(rollout):
+        if waves.aborting(rollout):
             return None
         Rollout.objects.filter(pk=rollout.pk).update(heartbeat_at=timezone.now())
         time.sleep(min(GATE_STEP_S, max(0.0, (ends - timezone.now()).total_seconds())))
-
-
-def gate(rollout, n, started, applied, nodes=None, kept=None):
-    """The wave's health from the polls and the alerts: per node of its clusters, client connections aborted +
-    backend connection errors per second since the change, against the same length of window before the wave;
-    backends newly SHUNNED or OFFLINE, the mirror queue against its limit and the digests' latency (gates.py);
-    and any alert of those clusters that fired since the wave started. `kept`: the bake's gates.Kept."""
-    skipped = set(rollout.clusters.filter(state=ClusterState.SKIPPED).values_list("cluster_id", flat=True))
-    clusters = [pk for pk in rollout.waves[n]["clusters"] if pk not in skipped]
-    bake = rollout.bake_canary_s if n == 0 else rollout.bake_s
-    window = timedelta(seconds=max(bake, 10))
-    reading = gates.Reading(
-        rollout,
-        list(_nodes(clusters, nodes)),
-        started,
-        applied,
-        window,
-        kept=kept if kept is not None else gates.Kept(),
-    )
-    samples = ProxySQLSample.objects.filter(node__cluster_id__in=clusters, resolution=RAW)
-    latest = gates.latest_polls([pk for pk, _, _ in reading.nodes])
-    for node_id, name, _ in reading.nodes:
-        before = _errors(samples.filter(node_id=node_id, ts__gte=started - window, ts__lt=started))
-        after = _errors_since(samples.filter(node_id=node_id, ts__gte=applied), latest.get(node_id), applied)
-        reading.figures[name] = {"errors_per_s_before": before, "errors_per_s_after": after}
-        if after is not None and after > (before or 0.0) + rollout.max_error_rate:
-            reading.fail(
-                f"the errors gate on {name}: {after:.1f} errors/s since the change, {before or 0.0:.1f} "
-                f"before (threshold +{rollout.max_error_rate:g})",
-                gate="errors",
-                node=name,
-                before=before,
-                after=after,
-                threshold=rollout.max_error_rate,
-            )
-    for check in gates.CHECKS:
-        check(reading)
-    fired = Alert.objects.filter(cluster_id__in=clusters, state=AlertState.FIRING, fired_at__gte=started).exclude(
-        rule=HALTED_RULE
-    )  # another rollout's halt is not this wave's health
-    for alert in fired.select_related("cluster").order_by("fired_at")[:10]:
-        reading.fail(
-            f"the alerts gate: alert {alert.rule} firing on {alert.cluster}: {alert.summary}",
-            gate="alerts",
-            rule=alert.rule,
-            cluster=alert.cluster.name,
-            summary=alert.summary,
-        )
-    return {
-        "ok": not reading.bad,
-        "why": "; ".join(reading.bad),
-        "nodes": reading.figures,
-        "clusters": reading.clusters,
-        "failed": reading.failed,
-        "alerts": [a.rule for a in fired[:10]],
-        "at": timezone.now().isoformat(),
-    }
-
-
-def operator_halt(verdict, why):
-    """The gate's last reading, failed by the operator's halt."""
-    return {**verdict, "ok": False, "why": why, "failed": [{"gate": "operator", "why": why}]}
-
-
-def _nodes(cluster_ids, only=None):
-    nodes = ProxySQLNode.objects.filter(cluster_id__in=cluster_ids)
-    if only is not None:  # the canary: its one node
-        nodes = nodes.filter(pk__in=only)
-    return nodes.order_by("pk").values_list("pk", "name", "cluster__name")
-
-
-def _errors(samples):
-    row = samples.aggregate(aborted=Avg("client_connections_aborted_ps"), conn_err=Avg("conn_err_ps"))
-    if row["aborted"] is None and row["conn_err"] is None:
-        return None
-    return (row["aborted"] or 0.0) + (row["conn_err"] or 0.0)
-
-
-def _errors_since(samples, poll, applied):
-    """Errors per second since the change: the stored polls' average, with the node's latest poll (gates.LatestPoll)
-    counted as one more when it came after the change and is not stored yet (its round still running)."""
-    row = samples.aggregate(
-        aborted=Avg("client_connections_aborted_ps"),
-        conn_err=Avg("conn_err_ps"),
-        n=Count("client_connections_aborted_ps"),
-        last=Max("ts"),
-    )
-    stored = (
-        None
-        if row["aborted"] is None and row["conn_err"] is None
-        else (row["aborted"] or 0.0) + (row["conn_err"] or 0.0)
-    )
-    if poll is None or not poll.ok or poll.ts < applied.timestamp():
-        return stored
-    if row["last"] is not None and poll.ts <= row["last"].timestamp() + 0.001:
-        return stored  # already in the history
-    aborted, conn_err = poll.figures.get("client_connections_aborted_ps"), poll.figures.get("conn_err_ps")
-    if aborted is None and conn_err is None:
-        return stored  # the node's first poll: no rate yet
-    fresh = (aborted or 0.0) + (conn_err or 0.0)
-    return fresh if stored is None else (stored * row["n"] + fresh) / (row["n"] + 1)
 
 
 # -- halt and roll back -----------------------------------------------------------------------------------------
@@ -781,9 +658,9 @@ def _halt(rollout, n, why):
     rollout.halt_reason = why
     Rollout.objects.filter(pk=rollout.pk).update(halt_reason=why)
     errors = _roll_back_wave(rollout, n)
-    _wave(rollout, n, state=WaveState.ROLLED_BACK)
+    waves.wave(rollout, n, state=WaveState.ROLLED_BACK)
     if n == 1 and rollout.waves[0].get("node"):  # the rest of the canary's cluster: the canary went back with it
-        _wave(rollout, 0, state=WaveState.ROLLED_BACK)
+        waves.wave(rollout, 0, state=WaveState.ROLLED_BACK)
     errors += _roll_back_before(rollout, n)
     _end(rollout, RolloutState.HALTED, "rollout halted", why=why, errors=errors)
     _alert_halt(rollout, n, why)
@@ -800,7 +677,7 @@ def _roll_back_before(rollout, n):
         if rollout.waves[m]["state"] in (WaveState.PENDING, WaveState.ROLLED_BACK):
             continue
         errors += _roll_back_wave(rollout, m)
-        _wave(rollout, m, state=WaveState.ROLLED_BACK)
+        waves.wave(rollout, m, state=WaveState.ROLLED_BACK)
     return errors
 
 
@@ -827,7 +704,7 @@ def _roll_back_all(rollout):
         if rollout.waves[n]["state"] == WaveState.PENDING:
             continue
         errors += _roll_back_wave(rollout, n)
-        _wave(rollout, n, state=WaveState.ROLLED_BACK)
+        waves.wave(rollout, n, state=WaveState.ROLLED_BACK)
     _end(rollout, RolloutState.ROLLED_BACK, "rollout rolled back", errors=errors)
     events.resolve_event(HALTED_RULE, _subject(rollout))
     return rollout.state

@@ -426,11 +426,7 @@ def circles_inside_apps(sources=None):
 
 
 # Left for now, each with why; remove it when it is broken (the test fails while a listed circle no longer exists).
-CIRCLES_LEFT = {
-    # the canary's bake step reads the rollout's gates and waves (services) and services plans the canary: break it by
-    # moving bake() and register() beside the services once the rollouts branch of issue 38 is merged.
-    ("apps.rollouts.canary", "apps.rollouts.services"),
-}
+CIRCLES_LEFT: set[tuple[str, ...]] = set()
 
 
 def test_the_circle_check_finds_circles_at_any_level_and_relative():
