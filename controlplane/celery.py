@@ -3,7 +3,9 @@
 import os
 
 from celery import Celery
+from django.conf import settings
 
+from apps.monitoring.stagger import BACKEND_DEFAULT_INTERVAL_S, TICK_S, PhasedSchedule, tick_offset
 from controlplane import broker
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
@@ -20,10 +22,6 @@ app.conf.update(
 
 
 def _beat_schedule():
-    from django.conf import settings
-
-    from apps.monitoring.stagger import BACKEND_DEFAULT_INTERVAL_S, TICK_S, PhasedSchedule, tick_offset
-
     schedule = {}
     default_interval = {"proxysql": settings.MONITOR_DEFAULT_INTERVAL_S, "backend": BACKEND_DEFAULT_INTERVAL_S}
     for shard in range(settings.MONITOR_SHARDS):

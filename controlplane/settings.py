@@ -7,7 +7,9 @@ keys below are used when none is set, SQLite under var/ and Redis on localhost r
 """
 
 import importlib.util
+import ipaddress
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -307,9 +309,6 @@ METRICS_TARGET_URL = os.environ.get("METRICS_TARGET_URL", "")
 
 
 def _check_metrics_settings():
-    import ipaddress
-    import re
-
     for cidr in METRICS_ALLOWED_ADDRESSES:
         try:
             ipaddress.ip_network(cidr, strict=False)
@@ -336,6 +335,7 @@ _check_metrics_settings()
 
 
 def _check_alert_destinations():
+    # why: the apps are not importable while the settings load (apps.alerts.destinations reads django.conf.settings)
     from apps.alerts.destinations import split_entry
 
     for entry in ALERT_CHANNEL_DESTINATIONS:

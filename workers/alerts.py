@@ -2,6 +2,7 @@
 for repeats and lost tasks. Thin: each calls one function of apps/alerts/notify.py."""
 
 from celery import shared_task
+from django.conf import settings
 
 from apps.alerts import evaluate, notify
 
@@ -17,8 +18,6 @@ def flush_group(group_pk):
 # dedup_key, Alertmanager by labels); each try is logged.
 @shared_task(name="alerts.deliver", bind=True, ignore_result=True, soft_time_limit=60, time_limit=75)
 def deliver(self, notification_pk):
-    from django.conf import settings
-
     delivered, retry = notify.attempt(notification_pk)
     if delivered:
         return

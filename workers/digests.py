@@ -4,6 +4,7 @@ import logging
 
 from celery import shared_task
 
+from apps.alerts import digest_rules
 from apps.digests import services
 
 log = logging.getLogger(__name__)
@@ -14,8 +15,6 @@ log = logging.getLogger(__name__)
 def poll_shard(shard, shards):
     summary = services.run_shard(shard, shards)
     if not summary.get("skipped"):
-        from apps.alerts import digest_rules  # measured mirror loss, query digests
-
         try:
             digest_rules.after_digest_round(summary.get("nodes", []), shard, shards)
         except Exception:  # an alerting bug must never stop digest polling

@@ -8,7 +8,11 @@ import logging
 from celery import shared_task
 from celery.signals import worker_init
 
+from apps.alerts import evaluate
+from apps.dr import polling
+from apps.fleet import node_versions
 from apps.monitoring import live, rollups, rounds
+from apps.operations import rules
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +45,6 @@ def poll_backend_shard(self, shard, shards):
     summary = rounds.run_shard(live.BACKEND, shard, shards, holder=_holder(self))
     if summary.get("polled"):
         # The read-pool rules and failover react to what this round just saw.
-        from apps.operations import rules
-
         rules.after_backend_poll(rules.clusters_of_shard(shard, shards))
     if not summary.get("skipped"):  # this worker holds the shard: its channels too
         _poll_channels(shard, shards)
@@ -66,9 +68,6 @@ def _poll_channels(shard, shards):
 def poll_channels(shard, shards, now=None):
     """The channels due in this shard polled (and moved, when their policy says so), then the alert rules over them:
     after the moves, so a move is not delayed by them and the move that just ran holds what it caused."""
-    from apps.alerts import evaluate
-    from apps.dr import polling
-
     results = polling.run_shard(shard, shards, now)
     if results:
         try:
@@ -80,8 +79,6 @@ def poll_channels(shard, shards, now=None):
 
 def _record_versions(summary):
     """A node whose polled ProxySQL version changed gets it stored (apps/fleet/node_versions.py)."""
-    from apps.fleet import node_versions
-
     try:
         node_versions.record_polled(summary.get("docs") or {})
     except Exception:  # must never stop polling
@@ -90,8 +87,6 @@ def _record_versions(summary):
 
 def _evaluate_alerts(kind, summary, shard, shards):
     """The alert rules judge what the round just wrote (and, for the clusters this shard owns, the rest)."""
-    from apps.alerts import evaluate
-
     docs = summary.pop("docs", {})
     if summary.get("skipped"):
         return

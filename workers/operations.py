@@ -1,8 +1,9 @@
 """Operation tasks. Not acks_late: re-running an operation is decided by the reaper, not redelivery."""
 
 from celery import shared_task
+from django.conf import settings
 
-from apps.operations import executor
+from apps.operations import executor, recheck, rollbacks, services
 
 
 @shared_task(name="operations.execute", ignore_result=True)
@@ -12,12 +13,6 @@ def execute_operation(operation_id):
 
 @shared_task(name="operations.reap_stale", ignore_result=True, soft_time_limit=60)
 def reap_stale_operations():
-    from django.conf import settings
-
-    from apps.operations import recheck
-
-    from apps.operations import services
-
     recheck.expire_unstarted()
     services.expire_plans()
     return executor.reap_stale(settings.OPERATIONS_STALE_AFTER_S)
@@ -25,6 +20,4 @@ def reap_stale_operations():
 
 @shared_task(name="operations.retry_pending_rollbacks", ignore_result=True, soft_time_limit=60)
 def retry_pending_rollbacks():
-    from apps.operations import rollbacks
-
     return rollbacks.retry_due()
