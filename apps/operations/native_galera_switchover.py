@@ -132,6 +132,7 @@ def plan_galera_switchover(
         tally,
         facts,
         manager,
+        read.cluster,
         drain_timeout_ms=drain_timeout_ms,
         on_timeout=on_timeout,
         longer_timeout=longer_timeout,

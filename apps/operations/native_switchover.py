@@ -51,6 +51,8 @@ from .switchover import (
     autoinc_parts,
     pinned_sessions,
     role_statements,
+    ClusterRead,
+    read_cluster,
     shared_guards,
     unloaded_edits,
 )
@@ -136,6 +138,7 @@ def plan_native_switchover(
         tally,
         facts,
         manager,
+        read.cluster,
         drain_timeout_ms=drain_timeout_ms,
         on_timeout=on_timeout,
         longer_timeout=longer_timeout,
@@ -248,9 +251,9 @@ def plan_native_switchover(
 
 @dataclass
 class NativeRead:
-    """What both native planners read of every ProxySQL node: Monitor's writer A (as the first node places it), each
-    node's writers, the pinned sessions, and per answering node (node, runtime, memory, variables, the planner's own
-    read)."""
+    """What both native planners read, before they judge: of every ProxySQL node, Monitor's writer A (as the first
+    node places it), each node's writers, the pinned sessions, and per answering node (node, runtime, memory,
+    variables, the planner's own read); then the cluster (ClusterRead: backends, lock, pending rows)."""
 
     nodes: list
     A: object = None
@@ -260,6 +263,7 @@ class NativeRead:
     tally: SessionTally = field(default_factory=SessionTally)
     autoinc_values: dict = field(default_factory=dict)
     facts: dict = field(default_factory=lambda: {"nodes": {}})
+    cluster: ClusterRead | None = None  # the backends, the lock, pending rows (read after the nodes)
 
 
 def read_native_nodes(cluster, B, variable_names, writer_status, more):
@@ -296,6 +300,7 @@ def read_native_nodes(cluster, B, variable_names, writer_status, more):
             "shunned": [],
             "writers": read.writers[node.name],
         }
+    read.cluster = read_cluster(cluster)
     return read
 
 

@@ -9,7 +9,7 @@ move hostgroups (B and A swap their role rows) -> verify runtime -> save to disk
 """
 
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import configured, configured_status, node_admin
@@ -17,7 +17,7 @@ from apps.clients.wire import ClientError
 from apps.fleet.choices import ClusterKind
 from apps.fleet.drift import AUTOINC
 from apps.fleet.layout import swapped_roles
-from apps.fleet.models import HostgroupMembership
+from apps.fleet.models import HostgroupMembership, ProxySQLNode
 from apps.plans.vocabulary import (
     BACKEND,
     DRAIN_POLL_MS,
@@ -191,7 +191,9 @@ def plan_switchover(
     catchup_timeout_ms=2000,
     monitor_timeout_ms=None,
 ):
-    """Build the switchover plan from what the nodes say now. Network reads only; writes nothing.
+    """Build the switchover plan from what the nodes say now. Network reads only; writes nothing. In three parts:
+    read (read_switchover: every ProxySQL node and backend once), judge (switchover_guards: the guards and facts,
+    from the read alone), build (switchover_steps: the steps and their statements, from the read alone).
 
     lower_autoinc None: the planner chooses, the auto-increment way when sessions are pinned by
     auto_increment_delay_multiplex (the stored options keep the choice it made); True or False: the operator's.
@@ -199,8 +201,6 @@ def plan_switchover(
     that plan's bound on Monitor's placement (None: the planner's)."""
     longer_timeout = drain_timeout_ms is not None and drain_timeout_ms > cluster.drain_timeout_ms
     drain_timeout_ms = drain_timeout_ms if drain_timeout_ms is not None else cluster.drain_timeout_ms
-    W, R = cluster.writer_hostgroup, cluster.reader_hostgroup
-    guards, facts = [], {"nodes": {}}
     if cluster.native_manager in NATIVE_WAYS:  # Monitor moves the writer; the plan makes it (native_switchover.py)
         return NATIVE_PLANNERS[cluster.native_manager](
             cluster,
@@ -216,15 +216,122 @@ def plan_switchover(
             manager=cluster.get_native_manager_display(),
             how=NATIVE_HOW.get(cluster.native_manager, "as its documentation says"),
         )
-        guards.append(Guard("native_manager", refusal, False, cluster.native_manager, False))
-        return Plan(OperationKind.SWITCHOVER, cluster.pk, f"Switchover {cluster.name}", guards, [], facts)
+        guard = Guard("native_manager", refusal, False, cluster.native_manager, False)
+        return Plan(OperationKind.SWITCHOVER, cluster.pk, f"Switchover {cluster.name}", [guard], [], {"nodes": {}})
     old = current_writer(cluster)
     if old is None:
-        guards.append(Guard("writer", "The cluster has a writer in its writer hostgroup", False, "none", False))
-        return Plan(OperationKind.SWITCHOVER, cluster.pk, "Switchover", guards, [], facts)
+        guard = Guard("writer", "The cluster has a writer in its writer hostgroup", False, "none", False)
+        return Plan(OperationKind.SWITCHOVER, cluster.pk, "Switchover", [guard], [], {"nodes": {}})
     A, B = old.server, new_writer
+    read = read_switchover(cluster, A, B, old_writer_to)
+    guards, facts, lower_autoinc = switchover_guards(
+        cluster,
+        A,
+        B,
+        read,
+        drain_timeout_ms=drain_timeout_ms,
+        on_timeout=on_timeout,
+        longer_timeout=longer_timeout,
+        lower_autoinc=lower_autoinc,
+    )
+    steps = switchover_steps(
+        cluster,
+        A,
+        B,
+        read,
+        lower_autoinc=lower_autoinc,
+        drain_timeout_ms=drain_timeout_ms,
+        on_timeout=on_timeout,
+        catchup_timeout_ms=catchup_timeout_ms,
+        old_writer_to=old_writer_to,
+    )
+    options = {
+        "drain_timeout_ms": drain_timeout_ms,
+        "on_timeout": on_timeout,
+        "lower_autoinc": lower_autoinc,
+        "old_writer_to": old_writer_to,
+        "new_writer": B.pk,
+        "old_writer": A.pk,
+        "autoinc_values": {str(pk): n.variables.get(AUTOINC) for pk, n in read.answered.items()},
+    }
     title = f"Switchover {cluster.name}: writer {A} → {B}"
-    guards.append(
+    return shared.annotate(Plan(OperationKind.SWITCHOVER, cluster.pk, title, guards, steps, facts, options), cluster)
+
+
+@dataclass
+class NodeRead:
+    """One ProxySQL node as a switchover reads it: its mysql_servers (runtime, memory), the variables, the sessions
+    on the old writer and the plan's statements for it, rendered with its driver's escaping (node_statements)."""
+
+    node: ProxySQLNode
+    runtime: list
+    memory: list
+    variables: dict
+    sessions: list
+    statements: dict
+
+
+@dataclass
+class ClusterRead:
+    """What every switchover (the product's and the native managers') reads besides its ProxySQL nodes: the cluster's
+    backends and each one's state ({server pk: state, or the ClientError it answered}), and the console's own: the
+    operation holding the cluster's lock, the guard on rows pending a rollback's retry."""
+
+    servers: list
+    backends: dict
+    holder: str | None
+    pending: Guard
+
+
+def read_cluster(cluster):
+    """Every backend of the cluster read once, then the cluster's lock and pending rows."""
+    servers = list(cluster.servers.order_by("hostname", "port"))
+    states = {}
+    for server in servers:
+        try:
+            with BackendClient.for_server(server) as client:
+                states[server.pk] = client.state()
+        except ClientError as exc:
+            states[server.pk] = exc
+    return ClusterRead(servers, states, current_holder(cluster), pending_rows.guard(cluster))
+
+
+@dataclass
+class SwitchoverRead:
+    """Everything a switchover plan reads, before it judges: every ProxySQL node once (answered: {pk: NodeRead},
+    in node order; unreachable: "name: why"), then the cluster (ClusterRead)."""
+
+    nodes: list
+    answered: dict = field(default_factory=dict)
+    unreachable: list = field(default_factory=list)
+    cluster: ClusterRead | None = None
+
+
+def read_switchover(cluster, A, B, old_writer_to):
+    """The read: every ProxySQL node once (through the executor's open connection at an operation's start), then
+    every backend, then the cluster's lock and pending rows. The only part of the plan that reads anything."""
+    W = cluster.writer_hostgroup
+    read = SwitchoverRead(list(cluster.proxysql_nodes.order_by("pk")))
+    for node in read.nodes:
+        try:
+            with node_admin(node) as admin:
+                runtime = admin.servers("runtime")
+                memory = admin.servers("memory")
+                variables = admin.global_variables([AUTOINC, EXTENDED])
+                sessions = pinned_sessions(admin.processlist(), W, A.hostname, A.port)
+                statements = _node_statements(Sql(admin), cluster, A, B, runtime, variables, old_writer_to)
+        except ClientError as exc:
+            read.unreachable.append(f"{node.name}: {exc.message}")
+            continue
+        read.answered[node.pk] = NodeRead(node, runtime, memory, variables, sessions, statements)
+    read.cluster = read_cluster(cluster)
+    return read
+
+
+def switchover_guards(cluster, A, B, read, *, drain_timeout_ms, on_timeout, longer_timeout, lower_autoinc):
+    """The judgement, from the read alone: (guards, facts, lower_autoinc resolved)."""
+    W = cluster.writer_hostgroup
+    guards = [
         Guard(
             "target",
             "The new writer is another backend of this cluster",
@@ -232,52 +339,39 @@ def plan_switchover(
             f"{A} → {B}",
             False,
         )
-    )
-
-    # -- every ProxySQL node: reachable, A is its runtime writer, no unloaded edits, who holds A -----
-    nodes = list(cluster.proxysql_nodes.order_by("pk"))
-    steps_sql, runtime_rows = {}, {}
-    unreachable, not_writer, pending_edits = [], [], []
-    tally = SessionTally()
-    autoinc_values = {}
-    for node in nodes:
-        try:
-            with node_admin(node) as admin:
-                runtime = admin.servers("runtime")
-                memory = admin.servers("memory")
-                variables = admin.global_variables([AUTOINC, EXTENDED])
-                sessions = pinned_sessions(admin.processlist(), W, A.hostname, A.port)
-                steps_sql[node.pk] = _node_statements(Sql(admin), cluster, A, B, runtime, variables, old_writer_to)
-        except ClientError as exc:
-            unreachable.append(f"{node.name}: {exc.message}")
-            continue
-        runtime_rows[node.pk] = runtime
+    ]
+    facts = {"nodes": {}}
+    not_writer, pending_edits, tally = [], [], SessionTally()
+    for pk, n in read.answered.items():
         # Configured ONLINE is what counts: a SHUNNED row is ProxySQL's own verdict on that node (it
         # recovers by itself, and the drain's LOAD resets it), not an operator's edit.
-        a_rows = [r for r in runtime if r.hostgroup_id == W and (r.hostname, r.port) == (A.hostname, A.port)]
+        a_rows = [r for r in n.runtime if r.hostgroup_id == W and (r.hostname, r.port) == (A.hostname, A.port)]
         if not any(configured_status(r.status) == "ONLINE" for r in a_rows):
-            not_writer.append(node.name)
-        shunned = [
-            f"hg {r.hostgroup_id} {r.hostname}:{r.port}" for r in runtime if r.status != configured_status(r.status)
-        ]
-        edits = unloaded_edits(runtime, memory)
+            not_writer.append(n.node.name)
+        edits = unloaded_edits(n.runtime, n.memory)
         if edits:
-            pending_edits.append(f"{node.name} (" + ", ".join(f"hg {k[0]} {k[1]}:{k[2]}" for k in sorted(edits)) + ")")
-        autoinc_values[node.pk] = variables.get(AUTOINC)
-        tally.add(node, sessions, variables)
-        facts["nodes"][str(node.pk)] = {
-            "name": node.name,
-            "pinned": sessions,
-            "autoinc": variables.get(AUTOINC),
-            "processlist_extended": variables.get(EXTENDED),
-            "shunned": shunned,
+            pending_edits.append(
+                f"{n.node.name} (" + ", ".join(f"hg {k[0]} {k[1]}:{k[2]}" for k in sorted(edits)) + ")"
+            )
+        tally.add(n.node, n.sessions, n.variables)
+        facts["nodes"][str(pk)] = {
+            "name": n.node.name,
+            "pinned": n.sessions,
+            "autoinc": n.variables.get(AUTOINC),
+            "processlist_extended": n.variables.get(EXTENDED),
+            "shunned": [
+                f"hg {r.hostgroup_id} {r.hostname}:{r.port}"
+                for r in n.runtime
+                if r.status != configured_status(r.status)
+            ],
         }
+    nodes = read.nodes
     guards.append(
         Guard(
             "proxysql_reachable",
             "Every ProxySQL node of the cluster answers",
-            not unreachable and bool(nodes),
-            "; ".join(unreachable) or f"{len(nodes)} of {len(nodes)}",
+            not read.unreachable and bool(nodes),
+            "; ".join(read.unreachable) or f"{len(nodes)} of {len(nodes)}",
             False,
         )
     )
@@ -313,16 +407,23 @@ def plan_switchover(
         tally,
         facts,
         manager_guard,
+        read.cluster,
         drain_timeout_ms=drain_timeout_ms,
         on_timeout=on_timeout,
         longer_timeout=longer_timeout,
         lower_autoinc=lower_autoinc,
     )
-    guards += more
+    return guards + more, facts, lower_autoinc
 
-    # -- steps ---------------------------------------------------------------------------------------
+
+def switchover_steps(
+    cluster, A, B, read, *, lower_autoinc, drain_timeout_ms, on_timeout, catchup_timeout_ms, old_writer_to
+):
+    """The build, from the read alone: the steps, each node's statements in them."""
+    W, R = cluster.writer_hostgroup, cluster.reader_hostgroup
+
     def per_node(part):
-        return {str(n.pk): {"name": n.name, **steps_sql[n.pk][part]} for n in nodes if n.pk in steps_sql}
+        return {str(pk): {"name": n.node.name, **n.statements[part]} for pk, n in read.answered.items()}
 
     steps = []
     promote = Step("promote", f"Promote {B}", BACKEND, params={"actions": _promote_actions(cluster, A, B)})
@@ -382,7 +483,7 @@ def plan_switchover(
             "verify",
             "Verify every node's runtime has every row of the plan",
             VERIFY,
-            params={"expect": {str(pk): sql["expect"] for pk, sql in steps_sql.items()}},
+            params={"expect": {str(pk): n.statements["expect"] for pk, n in read.answered.items()}},
         )
     )
     steps.append(
@@ -398,16 +499,7 @@ def plan_switchover(
             params={"old": A.pk, "new": B.pk, "old_writer_to": old_writer_to},
         )
     )
-    options = {
-        "drain_timeout_ms": drain_timeout_ms,
-        "on_timeout": on_timeout,
-        "lower_autoinc": lower_autoinc,
-        "old_writer_to": old_writer_to,
-        "new_writer": B.pk,
-        "old_writer": A.pk,
-        "autoinc_values": {str(k): v for k, v in autoinc_values.items()},
-    }
-    return shared.annotate(Plan(OperationKind.SWITCHOVER, cluster.pk, title, guards, steps, facts, options), cluster)
+    return steps
 
 
 class SessionTally:
@@ -430,19 +522,13 @@ class SessionTally:
 
 
 def shared_guards(
-    cluster, A, B, tally, facts, manager_guard, *, drain_timeout_ms, on_timeout, longer_timeout, lower_autoinc
+    cluster, A, B, tally, facts, manager_guard, read, *, drain_timeout_ms, on_timeout, longer_timeout, lower_autoinc
 ):
     """The guards every switchover has besides its nodes' (B healthy, enough nodes left, no other work, the drain's
-    way through its sessions), `manager_guard` in its place; fills `facts`. Returns (guards, lower_autoinc resolved)."""
+    way through its sessions), `manager_guard` in its place, judged from `read` (a ClusterRead, read_cluster); fills
+    `facts`. Returns (guards, lower_autoinc resolved)."""
     facts.update(pinned_total=tally.total, pinned_reasons=dict(tally.reasons), old_writer=str(A), new_writer=str(B))
-    states = {}
-    servers = list(cluster.servers.order_by("hostname", "port"))
-    for server in servers:
-        try:
-            with BackendClient.for_server(server) as client:
-                states[server.pk] = client.state()
-        except ClientError as exc:
-            states[server.pk] = exc
+    states, servers = read.backends, read.servers
     guards = backend_guards(cluster, B, states.get(B.pk), "new_writer", source=A)
     if cluster.kind == ClusterKind.ASYNC:
         guards.append(
@@ -473,11 +559,11 @@ def shared_guards(
             + (f"; not counted: {', '.join(unavailable)}" if unavailable else ""),
         )
     )
-    holder = current_holder(cluster)
+    holder = read.holder
     guards.append(
         Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False)
     )
-    guards.append(pending_rows.guard(cluster))
+    guards.append(read.pending)
     guards.append(manager_guard)
     guards.append(
         Guard("drain_timeout", "A drain timeout is set", drain_timeout_ms > 0, f"{drain_timeout_ms} ms", False)

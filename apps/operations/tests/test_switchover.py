@@ -389,3 +389,52 @@ def test_sessions_pinned_by_user_variables_refuse_the_default_drain_unless_the_o
     assert any(n["level"] == "error" and "OFFLINE_HARD will cut" in n["text"] for n in switchover.notes(chosen))
     longer = switchover.plan_switchover(cluster, server(3312), drain_timeout_ms=cluster.drain_timeout_ms + 1000)
     assert next(g for g in longer.guards if g.key == "no_held_sessions").passed
+
+
+def test_the_planner_reads_once_then_judges_and_builds_from_the_read_alone(
+    adopted_lab, django_assert_num_queries, operator_user
+):
+    """Issue 35 item 5: plan_switchover is read (read_switchover: every node and backend once), judge and build;
+    the judge and the build make no query and open no connection (both nodes refuse connections meanwhile), and
+    the three parts give the plan plan_switchover gives."""
+    cluster, doubles = adopted_lab
+    A, B = switchover.current_writer(cluster).server, server(3312)
+    read = switchover.read_switchover(cluster, A, B, "reader")
+    assert sorted(read.answered) == sorted(cluster.proxysql_nodes.values_list("pk", flat=True))
+    assert set(read.cluster.backends) == set(cluster.servers.values_list("pk", flat=True))
+    for d in doubles:
+        d.set_mode("refuse")
+    try:
+        with django_assert_num_queries(0):
+            guards, facts, lower = switchover.switchover_guards(
+                cluster,
+                A,
+                B,
+                read,
+                drain_timeout_ms=cluster.drain_timeout_ms,
+                on_timeout=OnDrainTimeout.ROLLBACK,
+                longer_timeout=False,
+                lower_autoinc=None,
+            )
+            steps = switchover.switchover_steps(
+                cluster,
+                A,
+                B,
+                read,
+                lower_autoinc=lower,
+                drain_timeout_ms=cluster.drain_timeout_ms,
+                on_timeout=OnDrainTimeout.ROLLBACK,
+                catchup_timeout_ms=2000,
+                old_writer_to="reader",
+            )
+    finally:
+        for d in doubles:
+            d.set_mode("normal")
+    plan = switchover.plan_switchover(cluster, B)
+    assert [(g.key, g.passed) for g in guards] == [(g.key, g.passed) for g in plan.guards]
+    assert [(s.key, s.nodes, s.params) for s in steps] == [(s.key, s.nodes, s.params) for s in plan.steps]
+
+    def sessions(facts):  # the live sessions' ids and reasons (their time moves between two reads)
+        return {pk: [(s["session"], s["reasons"]) for s in n["pinned"]] for pk, n in facts["nodes"].items()}
+
+    assert sessions(facts) == sessions(plan.facts) and lower == plan.options["lower_autoinc"]
