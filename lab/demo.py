@@ -15,11 +15,13 @@ and stopped (one process group each, pid files): lab/demo_processes.py.
 """
 
 import argparse
+import http.client
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import MySQLdb
@@ -254,6 +256,23 @@ def product(processes, *, port=PORT, redis_port=REDIS_PORT, log_dir=LOG_DIR):
         log_path=log_dir / "web.log",
     )
     _wait_for([port], web, f"the console did not start; see {log_dir / 'web.log'}", timeout=60)
+    _wait_answers(port, web, f"the console does not answer; see {log_dir / 'web.log'}", timeout=90)
+
+
+def _wait_answers(port, proc, failure, timeout):
+    """Until the console answers a page: gunicorn's master listens at once, its workers import Django after (over
+    10 s on a loaded machine), and "up" must mean a browser gets a page."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=5) as response:
+                if response.status == 200:
+                    return
+        except (OSError, http.client.HTTPException):
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(failure)
+        time.sleep(0.2)
 
 
 def manage(*args, env=None):
