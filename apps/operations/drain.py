@@ -6,6 +6,8 @@ maintenance in the inventory. Restore puts back the statuses the inventory held 
 switchover's backend guards: Galera Synced, Primary, ready, receive queue; async replication running, lag).
 """
 
+from dataclasses import dataclass
+
 from apps.clients.backend import BackendClient
 from apps.clients.proxysql import node_admin
 from apps.clients.wire import ClientError
@@ -42,126 +44,73 @@ def _read_nodes(cluster, server, build):
     return per_node, unreachable, pinned
 
 
+def _drain_build(sql, rows):
+    """A drain's statements on one node, for the server's rows there."""
+    return {
+        "drain": {
+            "sql": [sql.set_status(r.hostgroup_id, r.hostname, r.port, "OFFLINE_SOFT") for r in rows]
+            + [sql.LOAD_SERVERS],
+            "rollback": [sql.replace_server(_row(r)) for r in rows] + [sql.LOAD_SERVERS],
+        },
+        "offline_hard": {
+            "sql": [sql.set_status(r.hostgroup_id, r.hostname, r.port, "OFFLINE_HARD") for r in rows]
+            + [sql.LOAD_SERVERS],
+            "rollback": [sql.replace_server(_row(r)) for r in rows] + [sql.LOAD_SERVERS],
+        },
+        "save": {"sql": [sql.SAVE_SERVERS], "rollback": []},
+        "expect": [[r.hostgroup_id, r.hostname, r.port, "OFFLINE_SOFT"] for r in rows],
+        "targets": [[r.hostgroup_id, r.hostname, r.port] for r in rows],
+    }
+
+
+@dataclass
+class DrainRead:
+    """What a drain reads, before it judges: per node the server's rows and the drain's statements for them
+    (per_node), the nodes that did not answer, the sessions on the server; then the inventory (its memberships, the
+    cluster's writers in service, its readers left besides it) and the cluster's lock and pending rows."""
+
+    per_node: dict
+    unreachable: list
+    pinned: dict
+    memberships: list
+    writers: list
+    readers_left: int
+    holder: str | None
+    pending: Guard
+
+
+def read_drain(server):
+    cluster = server.cluster
+    per_node, unreachable, pinned = _read_nodes(cluster, server, _drain_build)
+    in_service = HostgroupMembership.objects.filter(server__cluster=cluster, status="ONLINE", server__maintenance=False)
+    return DrainRead(
+        per_node,
+        unreachable,
+        pinned,
+        list(HostgroupMembership.objects.filter(server=server)),
+        list(in_service.filter(hostgroup_id=cluster.writer_hostgroup).values_list("server_id", flat=True)),
+        in_service.filter(hostgroup_id=cluster.reader_hostgroup).exclude(server=server).count(),
+        current_holder(cluster),
+        pending_rows.guard(cluster),
+    )
+
+
 def plan_drain(server, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLBACK, note=""):
+    """The drain of one backend: read (read_drain), then judged (drain_guards) and built (drain_steps) from the read
+    alone."""
     cluster = server.cluster
     timeout = drain_timeout_ms if drain_timeout_ms is not None else cluster.drain_timeout_ms
-
-    def build(sql, rows):
-        return {
-            "drain": {
-                "sql": [sql.set_status(r.hostgroup_id, r.hostname, r.port, "OFFLINE_SOFT") for r in rows]
-                + [sql.LOAD_SERVERS],
-                "rollback": [sql.replace_server(_row(r)) for r in rows] + [sql.LOAD_SERVERS],
-            },
-            "offline_hard": {
-                "sql": [sql.set_status(r.hostgroup_id, r.hostname, r.port, "OFFLINE_HARD") for r in rows]
-                + [sql.LOAD_SERVERS],
-                "rollback": [sql.replace_server(_row(r)) for r in rows] + [sql.LOAD_SERVERS],
-            },
-            "save": {"sql": [sql.SAVE_SERVERS], "rollback": []},
-            "expect": [[r.hostgroup_id, r.hostname, r.port, "OFFLINE_SOFT"] for r in rows],
-            "targets": [[r.hostgroup_id, r.hostname, r.port] for r in rows],
-        }
-
-    per_node, unreachable, pinned = _read_nodes(cluster, server, build)
-    memberships = list(HostgroupMembership.objects.filter(server=server))
-    writers = HostgroupMembership.objects.filter(
-        server__cluster=cluster, hostgroup_id=cluster.writer_hostgroup, status="ONLINE", server__maintenance=False
-    )
-    only_writer = writers.count() == 1 and writers.first().server_id == server.pk
-    readers_left = (
-        HostgroupMembership.objects.filter(
-            server__cluster=cluster, hostgroup_id=cluster.reader_hostgroup, status="ONLINE", server__maintenance=False
-        )
-        .exclude(server=server)
-        .count()
-    )
-    holder = current_holder(cluster)
-    guards = [
-        Guard(
-            "proxysql_reachable",
-            "Every ProxySQL node of the cluster answers",
-            not unreachable,
-            "; ".join(unreachable) or "yes",
-            False,
-        ),
-        # Said positively, with what was seen ("not ... only writer: no" read as a double negative).
-        Guard(
-            "not_the_writer",
-            "Another writer stays for the cluster (if the server is its only writer: a switchover first)",
-            not only_writer,
-            "no: it is the only writer"
-            if only_writer
-            else (
-                "yes: it is one of the writers" if server.pk in {m.server_id for m in writers} else "yes: not a writer"
-            ),
-            False,
-        ),
-        Guard(
-            "min_readers",
-            f"At least {cluster.min_available_readers} reader(s) stay ONLINE",
-            readers_left >= cluster.min_available_readers,
-            f"{readers_left} left",
-        ),
-        Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
-        pending_rows.guard(cluster),
-        Guard(
-            "not_in_maintenance",
-            "The server is in service (a drained one is restored, not drained again)",
-            not server.maintenance,
-            "in maintenance" if server.maintenance else "yes",
-            False,
-        ),
-        Guard("drain_timeout", "A drain timeout is set", timeout > 0, f"{timeout} ms", False),
-    ]
-    nodes = lambda part: {str(pk): {"name": v["name"], **v[part]} for pk, v in per_node.items()}  # noqa: E731
-    targets = sorted({tuple(t) for v in per_node.values() for t in v["targets"]})
-    steps = [
-        Step("drain", f"{server} to OFFLINE_SOFT in every hostgroup", PROXYSQL, nodes("drain")),
-        Step(
-            "wait_drain",
-            f"Wait until {server}'s ConnUsed is 0 on every node",
-            WAIT_DRAIN,
-            params={
-                "targets": [list(t) for t in targets],
-                "timeout_ms": timeout,
-                "poll_ms": DRAIN_POLL_MS,
-                "on_timeout": on_timeout,
-                "offline_hard": nodes("offline_hard"),
-            },
-        ),
-        Step(
-            "verify",
-            "Verify every node's runtime",
-            VERIFY,
-            params={
-                "expect": {str(pk): v["expect"] for pk, v in per_node.items()},
-                "allow_offline_hard": on_timeout == OnDrainTimeout.OFFLINE_HARD,
-            },
-        ),
-        Step("save", "Save MYSQL SERVERS to disk on every node", PROXYSQL, nodes("save"), point_of_no_return=True),
-        Step(
-            "inventory",
-            f"Mark {server} in maintenance",
-            INVENTORY,
-            params={
-                "action": "maintenance_on",
-                "server": server.pk,
-                "note": note,
-                "statuses": {str(m.hostgroup_id): m.status for m in memberships},
-            },
-        ),
-    ]
-    pinned_total = sum(len(v) for v in pinned.values())
+    read = read_drain(server)
+    pinned_total = sum(len(v) for v in read.pinned.values())
     return shared.annotate(
         Plan(
             OperationKind.DRAIN,
             cluster.pk,
             f"Maintenance drain of {server} ({cluster.name})",
-            guards,
-            steps,
+            drain_guards(server, read, timeout),
+            drain_steps(server, read, timeout, on_timeout, note),
             facts={
-                "pinned": pinned,
+                "pinned": read.pinned,
                 "pinned_total": pinned_total,
                 "sessions_cut_if_timeout": pinned_total,
                 "server": str(server),
@@ -172,8 +121,118 @@ def plan_drain(server, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLB
     )
 
 
-def plan_restore(server):
-    """Back from maintenance: the statuses the inventory held before the drain, on every node."""
+def drain_guards(server, read, timeout):
+    cluster = server.cluster
+    only_writer = read.writers == [server.pk]
+    return [
+        Guard(
+            "proxysql_reachable",
+            "Every ProxySQL node of the cluster answers",
+            not read.unreachable,
+            "; ".join(read.unreachable) or "yes",
+            False,
+        ),
+        # Said positively, with what was seen ("not ... only writer: no" read as a double negative).
+        Guard(
+            "not_the_writer",
+            "Another writer stays for the cluster (if the server is its only writer: a switchover first)",
+            not only_writer,
+            "no: it is the only writer"
+            if only_writer
+            else ("yes: it is one of the writers" if server.pk in read.writers else "yes: not a writer"),
+            False,
+        ),
+        Guard(
+            "min_readers",
+            f"At least {cluster.min_available_readers} reader(s) stay ONLINE",
+            read.readers_left >= cluster.min_available_readers,
+            f"{read.readers_left} left",
+        ),
+        Guard(
+            "no_other_operation",
+            "No other operation runs on this cluster",
+            read.holder is None,
+            read.holder or "none",
+            False,
+        ),
+        read.pending,
+        Guard(
+            "not_in_maintenance",
+            "The server is in service (a drained one is restored, not drained again)",
+            not server.maintenance,
+            "in maintenance" if server.maintenance else "yes",
+            False,
+        ),
+        Guard("drain_timeout", "A drain timeout is set", timeout > 0, f"{timeout} ms", False),
+    ]
+
+
+def _per_node(read, part):
+    return {str(pk): {"name": v["name"], **v[part]} for pk, v in read.per_node.items()}
+
+
+def drain_steps(server, read, timeout, on_timeout, note):
+    targets = sorted({tuple(t) for v in read.per_node.values() for t in v["targets"]})
+    return [
+        Step("drain", f"{server} to OFFLINE_SOFT in every hostgroup", PROXYSQL, _per_node(read, "drain")),
+        Step(
+            "wait_drain",
+            f"Wait until {server}'s ConnUsed is 0 on every node",
+            WAIT_DRAIN,
+            params={
+                "targets": [list(t) for t in targets],
+                "timeout_ms": timeout,
+                "poll_ms": DRAIN_POLL_MS,
+                "on_timeout": on_timeout,
+                "offline_hard": _per_node(read, "offline_hard"),
+            },
+        ),
+        Step(
+            "verify",
+            "Verify every node's runtime",
+            VERIFY,
+            params={
+                "expect": {str(pk): v["expect"] for pk, v in read.per_node.items()},
+                "allow_offline_hard": on_timeout == OnDrainTimeout.OFFLINE_HARD,
+            },
+        ),
+        Step(
+            "save",
+            "Save MYSQL SERVERS to disk on every node",
+            PROXYSQL,
+            _per_node(read, "save"),
+            point_of_no_return=True,
+        ),
+        Step(
+            "inventory",
+            f"Mark {server} in maintenance",
+            INVENTORY,
+            params={
+                "action": "maintenance_on",
+                "server": server.pk,
+                "note": note,
+                "statuses": {str(m.hostgroup_id): m.status for m in read.memberships},
+            },
+        ),
+    ]
+
+
+@dataclass
+class RestoreRead:
+    """What a restore reads, before it judges: the statuses the inventory held before the last drain (before), its
+    memberships (intended), per node the server's rows and the restore's statements, the nodes that did not answer,
+    the backend's own guards (backend: they read the backend), the cluster's lock and pending rows."""
+
+    before: dict
+    intended: dict
+    per_node: dict
+    unreachable: list
+    backend: list
+    holder: str | None
+    pending: Guard
+
+
+def read_restore(server):
     cluster = server.cluster
     intended = {m.hostgroup_id: m for m in HostgroupMembership.objects.filter(server=server)}
     before = {}
@@ -200,13 +259,28 @@ def plan_restore(server):
         }
 
     per_node, unreachable, _ = _read_nodes(cluster, server, build)
-    holder = current_holder(cluster)
+    return RestoreRead(
+        before,
+        intended,
+        per_node,
+        unreachable,
+        _backend_guards(cluster, server, intended),
+        current_holder(cluster),
+        pending_rows.guard(cluster),
+    )
+
+
+def plan_restore(server):
+    """Back from maintenance: the statuses the inventory held before the drain, on every node. Read (read_restore),
+    then judged and built from the read alone."""
+    cluster = server.cluster
+    read = read_restore(server)
     guards = [
         Guard(
             "proxysql_reachable",
             "Every ProxySQL node of the cluster answers",
-            not unreachable,
-            "; ".join(unreachable) or "yes",
+            not read.unreachable,
+            "; ".join(read.unreachable) or "yes",
             False,
         ),
         Guard(
@@ -216,20 +290,31 @@ def plan_restore(server):
             "yes" if server.maintenance else "no",
             False,
         ),
-        Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
-        pending_rows.guard(cluster),
-        *_backend_guards(cluster, server, intended),
+        Guard(
+            "no_other_operation",
+            "No other operation runs on this cluster",
+            read.holder is None,
+            read.holder or "none",
+            False,
+        ),
+        read.pending,
+        *read.backend,
     ]
-    nodes = lambda part: {str(pk): {"name": v["name"], **v[part]} for pk, v in per_node.items()}  # noqa: E731
     steps = [
-        Step("restore", f"{server} back to its statuses", PROXYSQL, nodes("restore")),
+        Step("restore", f"{server} back to its statuses", PROXYSQL, _per_node(read, "restore")),
         Step(
             "verify",
             "Verify every node's runtime",
             VERIFY,
-            params={"expect": {str(pk): v["expect"] for pk, v in per_node.items()}},
+            params={"expect": {str(pk): v["expect"] for pk, v in read.per_node.items()}},
         ),
-        Step("save", "Save MYSQL SERVERS to disk on every node", PROXYSQL, nodes("save"), point_of_no_return=True),
+        Step(
+            "save",
+            "Save MYSQL SERVERS to disk on every node",
+            PROXYSQL,
+            _per_node(read, "save"),
+            point_of_no_return=True,
+        ),
         Step(
             "inventory",
             f"Take {server} out of maintenance",
@@ -237,7 +322,7 @@ def plan_restore(server):
             params={
                 "action": "maintenance_off",
                 "server": server.pk,
-                "statuses": {str(hg): before.get(hg, "ONLINE") for hg in intended},
+                "statuses": {str(hg): read.before.get(hg, "ONLINE") for hg in read.intended},
             },
         ),
     ]

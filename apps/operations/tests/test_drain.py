@@ -124,3 +124,26 @@ def test_a_drains_guards_are_said_positively(adopted_lab):
     )
     only = {g.key: g for g in drain.plan_drain(Server.objects.get(port=3311)).guards}["not_the_writer"]
     assert not only.passed and only.value == "no: it is the only writer"
+
+
+def test_the_drain_planner_reads_once_then_judges_and_builds_from_the_read_alone(
+    adopted_lab, django_assert_num_queries
+):
+    """Issue 35 item 5, as the switchover's: read_drain reads the nodes, the inventory, the lock; drain_guards and
+    drain_steps make no query and open no connection (both nodes refusing), and give plan_drain's guards and steps."""
+    cluster, doubles = adopted_lab
+    reader = Server.objects.get(port=3313)
+    read = drain.read_drain(reader)
+    assert len(read.per_node) == 2 and read.readers_left >= 1 and read.writers
+    for d in doubles:
+        d.set_mode("refuse")
+    try:
+        with django_assert_num_queries(0):
+            guards = drain.drain_guards(reader, read, 2000)
+            steps = drain.drain_steps(reader, read, 2000, "rollback", "disk swap")
+    finally:
+        for d in doubles:
+            d.set_mode("normal")
+    plan = drain.plan_drain(reader, drain_timeout_ms=2000, note="disk swap")
+    assert [(g.key, g.passed, g.value) for g in guards] == [(g.key, g.passed, g.value) for g in plan.guards]
+    assert [(s.key, s.nodes, s.params) for s in steps] == [(s.key, s.nodes, s.params) for s in plan.steps]
