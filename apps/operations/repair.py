@@ -16,6 +16,8 @@ behind the others), or every node agrees that a server is drained (or in service
 the repair is refused and says what fits instead (operational_differences).
 """
 
+from dataclasses import dataclass
+
 from apps.clients.proxysql import SERVER_FIELDS, configured, on_each_node
 from apps.configuration import content as C
 from apps.configuration.services import versioned_variables
@@ -210,8 +212,27 @@ def instead(runtimes, every_node_answered):
     return offers
 
 
-def plan_repair(cluster, node_ids=None):
-    """The repair plan for these ProxySQL nodes of the cluster (all when None). Network reads only."""
+@dataclass
+class RepairRead:
+    """What a repair reads, before it judges: the selected nodes; the intent (the version's rows, hostgroups, managed
+    hostgroups); per selected node that answered its statements (node_statements, rendered with its driver's
+    escaping), and those that did not; every node's runtime in the cluster's hostgroups as the managers' view
+    (runtimes) and whether a node did not answer that read; the cluster's lock, active native managers and the
+    rollbacks pending on the selected nodes."""
+
+    nodes: list
+    intended: dict
+    hostgroups: set
+    per_node: dict
+    unreachable: list
+    runtimes: dict
+    others_silent: bool
+    holder: str | None
+    native: list
+    pending: list
+
+
+def read_repair(cluster, node_ids=None):
     nodes = list(cluster.proxysql_nodes.order_by("pk"))
     if node_ids:
         nodes = [n for n in nodes if n.pk in set(node_ids)]
@@ -242,29 +263,73 @@ def plan_repair(cluster, node_ids=None):
         else:
             per_node[str(node.pk)] = {"name": node.name, **result}
     runtimes, others_silent = _runtimes(cluster, hostgroups)
-    runtimes = {name: managers_view(rows, intended, managed) for name, rows in runtimes.items()}
-    operational = operational_differences(
-        intended, runtimes, [v["name"] for v in per_node.values()], cluster.writer_hostgroup
+    pending = pending_rows.open_rows(cluster).filter(node_id__in=[n.pk for n in nodes])
+    return RepairRead(
+        nodes,
+        intended,
+        hostgroups,
+        per_node,
+        unreachable,
+        {name: managers_view(rows, intended, managed) for name, rows in runtimes.items()},
+        others_silent,
+        current_holder(cluster),
+        cluster.active_native_hostgroups(),
+        [
+            f"#{p.operation_id} on {p.node.name} ({p.operation.finish_or_rollback} pending)"
+            for p in pending.select_related("node", "operation")
+        ],
     )
-    W = cluster.writer_hostgroup
+
+
+def plan_repair(cluster, node_ids=None):
+    """The repair plan for these ProxySQL nodes of the cluster (all when None). Network reads only: read
+    (read_repair), then judged (repair_guards) and built (repair_steps) from the read alone."""
+    read = read_repair(cluster, node_ids)
+    guards, operational = repair_guards(cluster, read)
+    facts = {
+        "nodes": {
+            k: {"name": v["name"], "changes": v["changes"], "nothing_to_do": not v["sql"] and not v["save"]}
+            for k, v in read.per_node.items()
+        },
+        "pending_rollbacks": read.pending,
+    }
+    if operational:
+        facts["instead"] = instead(read.runtimes, not read.unreachable and not read.others_silent)
+    scope = read.nodes[0].name if len(read.nodes) == 1 else "every node"
+    return shared.annotate(
+        Plan(
+            OperationKind.REPAIR,
+            cluster.pk,
+            f"Repair {scope} of {cluster.name} from the inventory",
+            guards,
+            repair_steps(read),
+            facts,
+            options={"nodes": [n.pk for n in read.nodes] if node_ids else None},
+        ),
+        cluster,
+    )
+
+
+def repair_guards(cluster, read):
+    """(guards, operational differences: the writer moves and drains the repair refuses)."""
+    W, intended, per_node = cluster.writer_hostgroup, read.intended, read.per_node
+    operational = operational_differences(intended, read.runtimes, [v["name"] for v in per_node.values()], W)
     writers = [k for k, v in intended.items() if k[0] == W and v["status"] == "ONLINE"]
     unknown = sorted({f"{v['name']}: {name}" for v in per_node.values() for name in v["unknown"]})
     elsewhere = [f"{v['name']} ({', '.join(v['edits_elsewhere'])})" for v in per_node.values() if v["edits_elsewhere"]]
-    holder = current_holder(cluster)
-    native = cluster.active_native_hostgroups()
     guards = [
         Guard(
             "nodes_selected",
             "At least one ProxySQL node of this cluster is selected",
-            bool(nodes),
-            ", ".join(n.name for n in nodes) or "none",
+            bool(read.nodes),
+            ", ".join(n.name for n in read.nodes) or "none",
             False,
         ),
         Guard(
             "proxysql_reachable",
             "Every selected ProxySQL node answers",
-            not unreachable,
-            "; ".join(unreachable) or "yes",
+            not read.unreachable,
+            "; ".join(read.unreachable) or "yes",
             False,
         ),
         # An empty or writer-less inventory would empty the node: never repair from that.
@@ -275,12 +340,18 @@ def plan_repair(cluster, node_ids=None):
             ", ".join(f"{k[1]}:{k[2]}" for k in writers) or "none",
             False,
         ),
-        Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
+        Guard(
+            "no_other_operation",
+            "No other operation runs on this cluster",
+            read.holder is None,
+            read.holder or "none",
+            False,
+        ),
         Guard(
             "no_native_hostgroups",
             "ProxySQL's native hostgroup manager is not active on these hostgroups",
-            not native,
-            ", ".join(f"{n['kind']} writer {n['writer_hostgroup']}" for n in native) or "inactive",
+            not read.native,
+            ", ".join(f"{n['kind']} writer {n['writer_hostgroup']}" for n in read.native) or "inactive",
             False,
         ),
         Guard(
@@ -303,15 +374,18 @@ def plan_repair(cluster, node_ids=None):
             "; ".join(elsewhere) or "none",
         ),
     ]
-    pending = pending_rows.open_rows(cluster).filter(node_id__in=[n.pk for n in nodes])
-    scope = nodes[0].name if len(nodes) == 1 else "every node"
+    return guards, operational
+
+
+def repair_steps(read):
+    per_node = read.per_node
     expect = {
         "expect": {},
-        "hostgroups": sorted(hostgroups),
-        "rows": {k: [[*key, fields] for key, fields in sorted(intended.items())] for k in per_node},
+        "hostgroups": sorted(read.hostgroups),
+        "rows": {k: [[*key, fields] for key, fields in sorted(read.intended.items())] for k in per_node},
         "variables": {k: v["expect_variables"] for k, v in per_node.items()},
     }
-    steps = [
+    return [
         # Forward only: a node that stops answering keeps the rest for later (finish pending), and the nodes that
         # answered stay repaired; a rollback would put back the drift the repair was asked to remove.
         Step(
@@ -342,30 +416,6 @@ def plan_repair(cluster, node_ids=None):
             params={"action": "resolve_pending_rollbacks", "nodes": [int(k) for k in per_node]},
         ),
     ]
-    facts = {
-        "nodes": {
-            k: {"name": v["name"], "changes": v["changes"], "nothing_to_do": not v["sql"] and not v["save"]}
-            for k, v in per_node.items()
-        },
-        "pending_rollbacks": [
-            f"#{p.operation_id} on {p.node.name} ({p.operation.finish_or_rollback} pending)"
-            for p in pending.select_related("node", "operation")
-        ],
-    }
-    if operational:
-        facts["instead"] = instead(runtimes, not unreachable and not others_silent)
-    return shared.annotate(
-        Plan(
-            OperationKind.REPAIR,
-            cluster.pk,
-            f"Repair {scope} of {cluster.name} from the inventory",
-            guards,
-            steps,
-            facts,
-            options={"nodes": [n.pk for n in nodes] if node_ids else None},
-        ),
-        cluster,
-    )
 
 
 def _runtimes(cluster, hostgroups):

@@ -292,3 +292,28 @@ def test_the_disk_verify_finds_a_disk_that_differs(adopted_lab, operator_user):
             run.verify(step, {})
     finally:
         run.close()
+
+
+def test_the_repair_planner_reads_once_then_judges_and_builds_from_the_read_alone(
+    adopted_lab, django_assert_num_queries
+):
+    """Issue 35 item 5, as the switchover's: read_repair reads the nodes, the intent, the lock and pending rows;
+    repair_guards and repair_steps make no query and open no connection (both nodes refusing), and give plan_repair's
+    guards and steps."""
+    cluster, doubles = adopted_lab
+    hand_edit(doubles[1])
+    read = repair.read_repair(cluster)
+    assert len(read.per_node) == 2 and read.intended
+    for d in doubles:
+        d.set_mode("refuse")
+    try:
+        with django_assert_num_queries(0):
+            guards, operational = repair.repair_guards(cluster, read)
+            steps = repair.repair_steps(read)
+    finally:
+        for d in doubles:
+            d.set_mode("normal")
+    plan = repair.plan_repair(cluster)
+    assert [(g.key, g.passed, g.value) for g in guards] == [(g.key, g.passed, g.value) for g in plan.guards]
+    assert [(s.key, s.nodes, s.params) for s in steps] == [(s.key, s.nodes, s.params) for s in plan.steps]
+    assert bool(operational) == ("instead" in plan.facts)
