@@ -224,7 +224,8 @@ def plan_changes(cluster, changes, figures, alerts, kind=OperationKind.READ_POOL
         }
 
     per_node, unreachable = _read_nodes(cluster, read)
-    holder = current_holder(cluster)
+    holder, native, pending = current_holder(cluster), cluster.active_native_hostgroups(), pending_rows.guard(cluster)
+    # Judged and built from what was read above, and nothing else.
     guards = [
         Guard(
             "proxysql_reachable",
@@ -237,12 +238,12 @@ def plan_changes(cluster, changes, figures, alerts, kind=OperationKind.READ_POOL
         Guard(
             "no_native_hostgroups",
             "ProxySQL's native hostgroup manager is not active here",
-            not cluster.active_native_hostgroups(),
-            "active" if cluster.active_native_hostgroups() else "inactive",
+            not native,
+            "active" if native else "inactive",
             False,
         ),
         # The rules wait for a pending rollback: applying them would supersede it (see rollbacks.py).
-        pending_rows.guard(cluster),
+        pending,
     ]
     description = "; ".join(f"{memberships[k].server} hg {k[1]} → {v[0]} ({v[1]})" for k, v in sorted(changes.items()))
     steps = [
@@ -433,23 +434,31 @@ def _target_guard(cluster, old, new, passed):
     )
 
 
-def _manual_guards(cluster, dead, new):
-    """What an operator's failover checks besides the automatic one's: the new writer answers as a writer
-    should now, the old one does not (a live writer is drained by a switchover instead), nothing else runs."""
-    verdict, detail = reprobe(dead)
-    galera = cluster.kind == ClusterKind.GALERA
+def _manual_read(cluster, dead, new):
+    """What an operator's failover reads besides the automatic one's: the old writer probed again, the new one's
+    state (or the ClientError it answered), the cluster's lock."""
     try:
         with BackendClient.for_server(new) as client:
             state = client.state()
+    except ClientError as exc:
+        state = exc
+    return reprobe(dead), state, current_holder(cluster)
+
+
+def _manual_guards(cluster, dead, new, manual_read):
+    """What an operator's failover checks besides the automatic one's, from _manual_read: the new writer answers as a
+    writer should now, the old one does not (a live writer is drained by a switchover instead), nothing else runs."""
+    (verdict, detail), state, holder = manual_read
+    galera = cluster.kind == ClusterKind.GALERA
+    if isinstance(state, ClientError):
+        healthy, seen = False, state.message
+    else:
         healthy = state.synced_primary if galera else True
         seen = (
             f"{state.local_state_comment}, {state.cluster_status}, ready {state.ready}"
             if state.wsrep_on
             else f"answers (read_only {'ON' if state.read_only else 'OFF'})"
         )
-    except ClientError as exc:
-        healthy, seen = False, exc.message
-    holder = current_holder(cluster)
     return [
         _target_guard(cluster, dead, new, True),
         Guard("new_writer_healthy", f"{new} answers now" + (", Synced and Primary" if galera else ""), healthy, seen),
@@ -486,6 +495,8 @@ def plan_failover(cluster, dead, new_pk, evidence, manual=False):
         }
 
     per_node, unreachable = _read_nodes(cluster, read)
+    manual_read = _manual_read(cluster, dead, new) if manual else None
+    # Judged and built from what was read above, and nothing else.
     guards = [
         Guard(
             "some_proxysql_reachable",
@@ -524,7 +535,7 @@ def plan_failover(cluster, dead, new_pk, evidence, manual=False):
         ),
     ]
     if manual:
-        guards = _manual_guards(cluster, dead, new) + guards
+        guards = _manual_guards(cluster, dead, new, manual_read) + guards
     return shared.annotate(
         Plan(
             OperationKind.FAILOVER,
