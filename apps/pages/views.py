@@ -16,7 +16,7 @@ from apps.audit.actor import Actor
 from apps.configuration import drift as engine
 from apps.dr import selectors as dr_selectors  # the DR channels panel of the cluster page
 from apps.fleet import connections, tags
-from apps.fleet.forms import ConnectionsForm, TagsForm
+from apps.fleet.forms import ConnectionsForm, TagsForm, backend_filter
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from apps.monitoring import selectors as monitoring_selectors  # the monitoring sections of these pages
 from apps.operations import pending_rows  # the rollback-pending banner
@@ -51,13 +51,15 @@ def cluster_detail(request, pk):
         )["members"].append(m)
     for hg, role in roles.items():
         hostgroups.setdefault(hg, {"id": hg, "role": role, "members": []})
+    backends, filter_context = backend_filter(request.GET)  # a refused value: every backend, and why
     return TemplateResponse(
         request,
         "fleet/cluster_detail.html",
         {
             "hostgroups": sorted(hostgroups.values(), key=lambda h: h["id"]),
             "native_active": cluster.active_native_hostgroups(),
-            **monitoring_selectors.cluster_live(cluster),
+            **monitoring_selectors.cluster_live(cluster, backends=backends),
+            **filter_context,
             **monitoring_selectors.sparkline_context(cluster),
             **monitoring_selectors.cluster_query_stats(cluster),
             "recent_operations": cluster.operations.exclude(state=OperationState.PLANNED)[:8],
