@@ -1,5 +1,5 @@
 """The composite pages (issue 35 item 4): the fleet overview, a cluster, a ProxySQL node and a backend, with their
-live fragments and the cluster page's forms. Each mixes what several apps hold (monitoring's latest state, alerts,
+live fragments and the cluster page's forms, and the incident view (one cluster, one window, every app's story). Each mixes what several apps hold (monitoring's latest state, alerts,
 DR channels, operations, configuration's drift); the apps below keep their cores, these doors only put them together.
 Live reads from the nodes are selectors' (apps/monitoring/selectors.py), never a view's."""
 
@@ -22,6 +22,7 @@ from apps.monitoring import selectors as monitoring_selectors  # the monitoring 
 from apps.operations import pending_rows  # the rollback-pending banner
 from apps.operations.choices import OperationState
 
+from . import incident as incident_timeline
 from .fleet import overview_context
 from .fragments import fragment_response
 from .node import proxysql_context
@@ -158,3 +159,18 @@ def server_state(request, pk):
     return TemplateResponse(
         request, "fleet/server.html#state", {"server": server, **monitoring_selectors.backend_state_now(server)}
     )
+
+
+@require_role(VIEWER)
+def incident(request):
+    """One cluster, one time window: audit events, operations with their steps, and the cluster's
+    monitoring history on one time axis (apps/pages/incident.py)."""
+    form = incident_timeline.IncidentForm(request.GET or None)
+    context = {"form": form}
+    if form.is_valid() and form.cleaned_data.get("cluster"):
+        context["timeline"] = incident_timeline.build(
+            form.cleaned_data["cluster"], *form.window(), highlight=form.cleaned_data.get("event")
+        )
+        context["shift"] = form.shift_links()
+    context["form"] = form.showing_window()  # From/To say the window shown, never left empty
+    return TemplateResponse(request, "audit/incident.html", context)
