@@ -198,7 +198,7 @@ class BackendFilterForm(forms.Form):
     """The cluster page's backend filter: the hostname, port and maintenance of GET /api/v1/servers/ with the same
     ranges (api/serializers.py ServerFilter); the hostname is matched whole, as there."""
 
-    hostname = forms.CharField(label="Hostname", max_length=255, required=False, validators=[validate_no_nul])
+    hostname = forms.CharField(label="Hostname", max_length=255, required=False)  # a NUL: Django's own refusal
     port = forms.IntegerField(
         label="Port",
         min_value=1,
@@ -213,7 +213,7 @@ class BackendFilterForm(forms.Form):
         if not text:
             return None
         if text not in MAINTENANCE_WORDS:
-            raise forms.ValidationError("maintenance is true or false (empty: any backend)")
+            raise forms.ValidationError("true or false (empty: any backend)")
         return MAINTENANCE_WORDS[text]
 
 
@@ -235,7 +235,7 @@ def backend_filter(query) -> tuple[ServerFilter, dict]:
             args["maintenance"] = data["maintenance"]
     else:
         problem = "; ".join(
-            f"{form.fields[name].label} {given[name][:60]!r}: {' '.join(errors)}"
+            f"{form.fields[name].label} {given[name][:60]!r}: {' '.join(e.rstrip('.') for e in errors)}"
             for name, errors in form.errors.items()
         )
     return args, {

@@ -282,8 +282,8 @@ def test_the_cluster_page_filters_its_backends_as_the_servers_api_does(db, viewe
         ({"port": "abc"}, "Port &#x27;abc&#x27;: a port is a whole number from 1 to 65535"),
         ({"port": "70000"}, "Port &#x27;70000&#x27;: a port is a whole number from 1 to 65535"),
         ({"port": "0", "hostname": "db-a"}, "Port &#x27;0&#x27;: a port is a whole number from 1 to 65535"),
-        ({"maintenance": "sometimes"}, "maintenance is true or false"),
-        ({"hostname": "db\x00a"}, "NUL characters are not allowed"),
+        ({"maintenance": "sometimes"}, "Maintenance &#x27;sometimes&#x27;: true or false (empty: any backend)"),
+        ({"hostname": "db\x00a"}, "Null characters are not allowed"),
     ]:
         assert api.get("/api/v1/servers/", {"cluster": alpha.pk, **bad}).status_code == 400, bad
         for url in (page, fragment):
