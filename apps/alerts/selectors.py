@@ -238,7 +238,7 @@ def evidence(alert: Alert) -> dict[str, Any]:
     if alert.server_id:
         out["links"].append(("The backend", reverse("pages:server", args=[alert.server_id]), str(alert.server)))
     a, b = start - 600, (alert.resolved_at.timestamp() if alert.resolved_at else start) + 600
-    out["incident_url"] = reverse("audit:incident") + f"?cluster={alert.cluster_id}&start={_utc(a)}&end={_utc(b)}"
+    out["incident_url"] = reverse("pages:incident") + f"?cluster={alert.cluster_id}&start={_utc(a)}&end={_utc(b)}"
     out["audit_url"] = reverse("audit:list") + f"?cluster={alert.cluster_id}"
     out["notifications"] = [
         n

@@ -7,7 +7,6 @@ urlpatterns = [
     path("", views.event_list, name="list"),
     path("export.csv", views.export_csv, name="export_csv"),
     path("export.json", views.export_json, name="export_json"),
-    path("incident/", views.incident, name="incident"),
     path("verify/", views.verify, name="verify"),
     path("<id:pk>/", views.event_detail, name="detail"),
 ]

@@ -1,5 +1,5 @@
-"""Audit pages: the review list with its filters and exports, an event, the incident view, and the
-chain verification (admin). Reads need the viewer role; verifying needs admin."""
+"""Audit pages: the review list with its filters and exports, an event, and the chain verification (admin). Reads
+need the viewer role; verifying needs admin. The incident view (/audit/incident/) mixes every app: apps/pages."""
 
 import csv
 import json
@@ -17,7 +17,6 @@ from django.views.decorators.http import require_http_methods
 
 from apps.accounts.roles import ADMIN, VIEWER, require_role
 
-from apps.reports import incident as incident_selectors
 from . import selectors
 from .forms import QUICK_RANGES, FilterForm
 from .models import AuditArchive, AuditEvent
@@ -170,21 +169,6 @@ def event_detail(request, pk):
     return TemplateResponse(
         request, "audit/event_detail.html", {"event": event, "details_json": details_json, "incident_url": incident_url}
     )
-
-
-@require_role(VIEWER)
-def incident(request):
-    """One cluster, one time window: audit events, operations with their steps, and the cluster's
-    monitoring history on one time axis."""
-    form = incident_selectors.IncidentForm(request.GET or None)
-    context = {"form": form}
-    if form.is_valid() and form.cleaned_data.get("cluster"):
-        context["timeline"] = incident_selectors.build(
-            form.cleaned_data["cluster"], *form.window(), highlight=form.cleaned_data.get("event")
-        )
-        context["shift"] = form.shift_links()
-    context["form"] = form.showing_window()  # From/To say the window shown, never left empty
-    return TemplateResponse(request, "audit/incident.html", context)
 
 
 @require_role(ADMIN)

@@ -1,10 +1,12 @@
 import re
+from urllib.parse import urlencode
 
 from django import forms
 
 from . import tags
 from .choices import ClusterKind, WriterIsAlsoReader
 from .models import HOSTGROUP_MAX, Cluster
+from .selectors import ServerFilter
 from .validators import parse_endpoint, validate_hostname, validate_name, validate_no_nul
 
 _hostgroup = dict(required=False, min_value=0, max_value=HOSTGROUP_MAX)
@@ -180,3 +182,65 @@ class ConnectionsForm(forms.ModelForm):
 
     def clean_tls_ca(self):
         return self.cleaned_data["tls_ca"].strip().replace("\r\n", "\n")
+
+
+PORT_RANGE = "a port is a whole number from 1 to 65535"
+# The words GET /api/v1/servers/ reads as yes and no for maintenance (Django REST framework's BooleanField, any case),
+# so that one query string narrows both doors alike.
+MAINTENANCE_WORDS = {
+    **dict.fromkeys(["true", "t", "yes", "y", "on", "1"], True),
+    **dict.fromkeys(["false", "f", "no", "n", "off", "0"], False),
+}
+BACKEND_FILTER_FIELDS = ("hostname", "port", "maintenance")
+
+
+class BackendFilterForm(forms.Form):
+    """The cluster page's backend filter: the hostname, port and maintenance of GET /api/v1/servers/ with the same
+    ranges (api/serializers.py ServerFilter); the hostname is matched whole, as there."""
+
+    hostname = forms.CharField(label="Hostname", max_length=255, required=False)  # a NUL: Django's own refusal
+    port = forms.IntegerField(
+        label="Port",
+        min_value=1,
+        max_value=65535,
+        required=False,
+        error_messages={"invalid": PORT_RANGE, "min_value": PORT_RANGE, "max_value": PORT_RANGE},
+    )
+    maintenance = forms.CharField(label="Maintenance", required=False)
+
+    def clean_maintenance(self):
+        text = self.cleaned_data["maintenance"].lower()
+        if not text:
+            return None
+        if text not in MAINTENANCE_WORDS:
+            raise forms.ValidationError("true or false (empty: any backend)")
+        return MAINTENANCE_WORDS[text]
+
+
+def backend_filter(query) -> tuple[ServerFilter, dict]:
+    """The cluster page's backend filter read from a query string (the page and its live fragment alike): the
+    arguments of fleet.selectors.servers() beside the cluster (none when a value is refused: the whole list is shown,
+    with a message saying why) and the template's context (the values as typed, which the fragment's refresh carries)."""
+    given = {name: query.get(name, "")[:300] for name in BACKEND_FILTER_FIELDS if query.get(name, "").strip()}
+    form = BackendFilterForm(given)
+    args: ServerFilter = {}
+    problem = ""
+    if form.is_valid():
+        data = form.cleaned_data
+        if data["hostname"]:
+            args["hostname"] = data["hostname"]
+        if data["port"] is not None:
+            args["port"] = data["port"]
+        if data["maintenance"] is not None:
+            args["maintenance"] = data["maintenance"]
+    else:
+        problem = "; ".join(
+            f"{form.fields[name].label} {given[name][:60]!r}: {' '.join(e.rstrip('.') for e in errors)}"
+            for name, errors in form.errors.items()
+        )
+    return args, {
+        "backend_filter": given,
+        "backend_filter_query": urlencode(given),
+        "backend_filter_problem": problem,
+        "backend_filter_maintenance": {True: "true", False: "false"}.get(args.get("maintenance"), ""),
+    }

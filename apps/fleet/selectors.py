@@ -1,6 +1,9 @@
 """Reads of the inventory that the pages and the API share: one filter, two doors (the fleet page's tag filter and
 GET /api/v1/clusters/ narrow clusters the same way; the cluster page's backends and ProxySQL nodes are those
-GET /api/v1/servers/ and /api/v1/proxysql-nodes/ answer for ?cluster=)."""
+GET /api/v1/servers/ and /api/v1/proxysql-nodes/ answer for ?cluster=, and its backend filter is the servers list's
+hostname, port and maintenance)."""
+
+from typing import TypedDict
 
 from django.db.models import QuerySet
 
@@ -21,11 +24,20 @@ def clusters(*, kind: str = "", name: str = "", tag: tuple[str, str] | None = No
     return chosen
 
 
+class ServerFilter(TypedDict, total=False):
+    """servers()'s narrowing beside the cluster, as a door read it (only what was given): the cluster page's backend
+    filter (fleet/forms.py backend_filter) and the API's query string (api/serializers.py ServerFilter)."""
+
+    hostname: str
+    port: int
+    maintenance: bool
+
+
 def servers(
     *, cluster: int | None = None, hostname: str = "", port: int | None = None, maintenance: bool | None = None
 ) -> QuerySet[Server]:
     """Backend servers by cluster, host and port, narrowed to a cluster (its id), a hostname, a port and the
-    maintenance flag when given: the cluster page's backends (cluster only) and GET /api/v1/servers/. The doors
+    maintenance flag when given: the cluster page's backends and GET /api/v1/servers/. The doors
     check the values first."""
     chosen = Server.objects.order_by("cluster_id", "hostname", "port", "pk")
     if cluster is not None:

@@ -246,15 +246,19 @@ def backend_live(server: Server, now: float | None = None) -> dict[str, Any]:
 
 
 # -- one cluster -----------------------------------------------------------------------------------
-def cluster_live(cluster: Cluster, now: float | None = None) -> dict[str, Any]:
+def cluster_live(
+    cluster: Cluster, now: float | None = None, backends: fleet_selectors.ServerFilter | None = None
+) -> dict[str, Any]:
     """Hostgroups by servers by ProxySQL node from the nodes' latest pool and runtime rows, and each
-    backend's wsrep state. Three queries and two MGETs."""
+    backend's wsrep state: every backend, or those the backend filter narrows to (the rows GET /api/v1/servers/
+    answers for the cluster and that filter). Three queries and two MGETs; a fourth query with a filter."""
     now = now or time.time()
     nodes = list(fleet_selectors.proxysql_nodes(cluster=cluster.pk))
     servers = list(fleet_selectors.servers(cluster=cluster.pk))
+    shown = list(fleet_selectors.servers(cluster=cluster.pk, **backends)) if backends else servers
     memberships = list(HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server"))
     px = latest(live.PROXYSQL, [n.pk for n in nodes])
-    be = latest(live.BACKEND, [s.pk for s in servers]) if not px.unavailable else Latest(unavailable=px.unavailable)
+    be = latest(live.BACKEND, [s.pk for s in shown]) if not px.unavailable else Latest(unavailable=px.unavailable)
     roles = cluster.hostgroup_roles()
     server_by_key = {(s.hostname, s.port): s for s in servers}
 
@@ -315,8 +319,8 @@ def cluster_live(cluster: Cluster, now: float | None = None) -> dict[str, Any]:
     for hg, role in roles.items():
         hostgroups.setdefault(hg, {"id": hg, "role": role, "servers": []})
 
-    backends: list[dict[str, Any]] = []
-    for s in servers:
+    backend_rows: list[dict[str, Any]] = []
+    for s in shown:
         doc = be.docs.get(s.pk)
         state, age = status.freshness(doc, cluster.backend_poll_interval_s, now)
         d = doc or NO_BACKEND_DOC
@@ -325,7 +329,7 @@ def cluster_live(cluster: Cluster, now: float | None = None) -> dict[str, Any]:
             if state == status.OK
             else []
         )
-        backends.append(
+        backend_rows.append(
             {
                 "server": s,
                 "state": state,
@@ -346,7 +350,8 @@ def cluster_live(cluster: Cluster, now: float | None = None) -> dict[str, Any]:
         "node_views": node_views,
         "mixed_versions": series if len(series) > 1 else [],
         "live_hostgroups": [hostgroups[k] for k in sorted(hostgroups)],
-        "backends": backends,
+        "backends": backend_rows,
+        "backend_count": len(servers),
         "proxysql_cluster": proxysql_cluster.cluster_view(nodes, px.docs),
     }
 

@@ -21,6 +21,7 @@ from apps.accounts.roles import OPERATOR, VIEWER, has_role, require_role
 from apps.audit.actor import Actor
 from apps.clients.wire import ClientError
 from apps.configuration.rule_tester import normalise
+from apps.fleet.forms import backend_filter
 from apps.fleet.models import Cluster, ProxySQLNode, Server
 
 from apps.pages import fleet as fleet_pages
@@ -167,8 +168,14 @@ def server_live(request, pk):
 @require_role(VIEWER)
 @require_GET
 def cluster_live(request, pk):
+    """The cluster page's live part; its refresh carries the page's backend filter (fleet/forms.py backend_filter)."""
     cluster = get_object_or_404(Cluster, pk=pk)
-    return TemplateResponse(request, "monitoring/cluster.html#live", selectors.cluster_live(cluster))
+    backends, filter_context = backend_filter(request.GET)
+    return TemplateResponse(
+        request,
+        "monitoring/cluster.html#live",
+        {**selectors.cluster_live(cluster, backends=backends), **filter_context},
+    )
 
 
 @require_role(VIEWER)

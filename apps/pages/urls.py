@@ -15,4 +15,5 @@ urlpatterns = [
     path("proxysql/<id:pk>/runtime/", views.proxysql_node_runtime, name="proxysql_node_runtime"),
     path("servers/<id:pk>/", views.server_detail, name="server"),
     path("servers/<id:pk>/state/", views.server_state, name="server_state"),
+    path("audit/incident/", views.incident, name="incident"),
 ]

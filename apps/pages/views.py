@@ -1,5 +1,5 @@
 """The composite pages (issue 35 item 4): the fleet overview, a cluster, a ProxySQL node and a backend, with their
-live fragments and the cluster page's forms. Each mixes what several apps hold (monitoring's latest state, alerts,
+live fragments and the cluster page's forms, and the incident view (one cluster, one window, every app's story). Each mixes what several apps hold (monitoring's latest state, alerts,
 DR channels, operations, configuration's drift); the apps below keep their cores, these doors only put them together.
 Live reads from the nodes are selectors' (apps/monitoring/selectors.py), never a view's."""
 
@@ -16,12 +16,13 @@ from apps.audit.actor import Actor
 from apps.configuration import drift as engine
 from apps.dr import selectors as dr_selectors  # the DR channels panel of the cluster page
 from apps.fleet import connections, tags
-from apps.fleet.forms import ConnectionsForm, TagsForm
+from apps.fleet.forms import ConnectionsForm, TagsForm, backend_filter
 from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from apps.monitoring import selectors as monitoring_selectors  # the monitoring sections of these pages
 from apps.operations import pending_rows  # the rollback-pending banner
 from apps.operations.choices import OperationState
 
+from . import incident as incident_timeline
 from .fleet import overview_context
 from .fragments import fragment_response
 from .node import proxysql_context
@@ -51,13 +52,15 @@ def cluster_detail(request, pk):
         )["members"].append(m)
     for hg, role in roles.items():
         hostgroups.setdefault(hg, {"id": hg, "role": role, "members": []})
+    backends, filter_context = backend_filter(request.GET)  # a refused value: every backend, and why
     return TemplateResponse(
         request,
         "fleet/cluster_detail.html",
         {
             "hostgroups": sorted(hostgroups.values(), key=lambda h: h["id"]),
             "native_active": cluster.active_native_hostgroups(),
-            **monitoring_selectors.cluster_live(cluster),
+            **monitoring_selectors.cluster_live(cluster, backends=backends),
+            **filter_context,
             **monitoring_selectors.sparkline_context(cluster),
             **monitoring_selectors.cluster_query_stats(cluster),
             "recent_operations": cluster.operations.exclude(state=OperationState.PLANNED)[:8],
@@ -156,3 +159,18 @@ def server_state(request, pk):
     return TemplateResponse(
         request, "fleet/server.html#state", {"server": server, **monitoring_selectors.backend_state_now(server)}
     )
+
+
+@require_role(VIEWER)
+def incident(request):
+    """One cluster, one time window: audit events, operations with their steps, and the cluster's
+    monitoring history on one time axis (apps/pages/incident.py)."""
+    form = incident_timeline.IncidentForm(request.GET or None)
+    context = {"form": form}
+    if form.is_valid() and form.cleaned_data.get("cluster"):
+        context["timeline"] = incident_timeline.build(
+            form.cleaned_data["cluster"], *form.window(), highlight=form.cleaned_data.get("event")
+        )
+        context["shift"] = form.shift_links()
+    context["form"] = form.showing_window()  # From/To say the window shown, never left empty
+    return TemplateResponse(request, "audit/incident.html", context)

@@ -203,7 +203,7 @@ def console_pages(cluster, operator):
         "accounts:tokens": ("API tokens", reverse("accounts:tokens")),
         "audit:list": ("audit", reverse("audit:list")),
         "audit:detail": ("audit event", reverse("audit:detail", args=[event.pk])),
-        "audit:incident": ("incident", reverse("audit:incident")),
+        "pages:incident": ("incident", reverse("pages:incident")),
         "audit:verify": ("audit chain", reverse("audit:verify")),
         "digests:list": ("digests", reverse("digests:list")),
         "digests:detail": ("digest", reverse("digests:detail", args=[digest.pk])),

@@ -170,7 +170,7 @@ ORDER = [
     "dr",  # replication channels between clusters and their moves
     "alerts",  # rules over everything above, notifications
     "rollouts",  # one change to many clusters in waves, through change sets, gated by polls and alerts
-    "reports",  # health reports and the incident timeline, over everything above
+    "reports",  # health reports, over everything above
 ]
 DOOR_NAMES = {"views.py", "urls.py", "forms.py", "admin.py"}
 DOOR_APPS = {"api", "pages"}
@@ -507,7 +507,7 @@ def test_every_import_inside_a_function_says_why():
     )
 
 
-# Issue 35 item 4: the composite pages (overview, cluster, ProxySQL node, backend) are apps/pages' views, and no door
+# Issue 35 item 4: the composite pages (overview, cluster, ProxySQL node, backend, incident) are apps/pages' views, and no door
 # reads a node live itself: the network clients are opened by selectors and services, where their timeouts and
 # errors are said once.
 LIVE_CLIENTS = ("ProxySQLAdmin", "BackendClient")
@@ -534,6 +534,7 @@ def test_the_composite_pages_are_the_pages_apps_views():
         "proxysql_node_runtime",
         "server",
         "server_state",
+        "incident",
     ):
-        view = resolve(reverse(f"pages:{name}", args=[] if name == "overview" else [1])).func
+        view = resolve(reverse(f"pages:{name}", args=[] if name in ("overview", "incident") else [1])).func
         assert view.__module__ == "apps.pages.views", (name, view.__module__)

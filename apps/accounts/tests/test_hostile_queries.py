@@ -34,6 +34,9 @@ PARAMS = [
     "attention",
     "format",
     "period",
+    "hostname",  # the cluster page's backend filter, with port and maintenance
+    "port",
+    "maintenance",
 ]
 
 
@@ -62,7 +65,7 @@ def test_no_get_endpoint_fails_on_hostile_query_strings(client, admin_user_role,
 
 
 DATE_PARAMS = ("start", "end", "from", "to")
-NUMBER_PARAMS = ("page", "before", "after", "event", "cluster", "node", "hostgroup", "id", "a", "b", "number")
+NUMBER_PARAMS = ("page", "before", "after", "event", "cluster", "node", "hostgroup", "id", "a", "b", "number", "port")
 
 
 def boundary_queries(cluster_pk):

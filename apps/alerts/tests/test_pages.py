@@ -47,7 +47,7 @@ def test_list_and_detail_with_evidence(a_firing_alert, viewer_client):
     end = int(detail.split(chart_url + "?end=")[1].split('"')[0])
     data = json.loads(viewer_client.get(chart_url, {"end": end, "range": "1h"}).content)
     assert data["end"] == end * 1000 and data["start"] == (end - 3600) * 1000
-    assert reverse("audit:incident") + f"?cluster={cluster.pk}&amp;start=" in detail
+    assert reverse("pages:incident") + f"?cluster={cluster.pk}&amp;start=" in detail
     assert "What this rule watches" in detail and "alert-actions" not in detail  # a viewer cannot act
 
 

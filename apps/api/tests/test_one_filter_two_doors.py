@@ -234,6 +234,65 @@ def test_the_cluster_page_and_the_api_list_the_same_backends_and_proxysql_nodes(
     assert bad.status_code == 400 and "cluster" in bad.json()["error"]["fields"]
 
 
+def _backend_ids(response):
+    assert response.status_code == 200
+    return [b["server"].pk for b in response.context_data["backends"]]  # a fragment too (a partial: no .context)
+
+
+def test_the_cluster_page_filters_its_backends_as_the_servers_api_does(db, viewer):
+    """hostname, port and maintenance: the page, its live fragment and GET /api/v1/servers/ list the same backends;
+    a value the API refuses (400) leaves the page's list whole, with a message saying why."""
+    client, api = viewer
+    alpha = Cluster.objects.create(name="alpha", writer_hostgroup=100, reader_hostgroup=101)
+    beta = Cluster.objects.create(name="beta", writer_hostgroup=100, reader_hostgroup=101)
+    for cluster, host, port, maintenance in [
+        (alpha, "db-b", 3306, False),
+        (beta, "db-a", 3309, True),
+        (alpha, "db-a", 3307, True),
+        (alpha, "db-a", 3306, False),
+        (alpha, "db-c", 3308, True),
+    ]:
+        Server.objects.create(cluster=cluster, hostname=host, port=port, maintenance=maintenance)
+    page, fragment = f"/clusters/{alpha.pk}/", f"/monitoring/clusters/{alpha.pk}/live/"
+    for params in [
+        {},
+        {"hostname": "db-a"},
+        {"port": 3306},
+        {"maintenance": "true"},
+        {"maintenance": "false"},
+        {"hostname": "db-a", "port": 3307, "maintenance": "true"},
+        {"hostname": "db-a", "maintenance": "no"},
+        {"hostname": "nowhere"},
+    ]:
+        answer = _api_all_ids(api, "/api/v1/servers/", cluster=alpha.pk, **params)
+        assert _backend_ids(client.get(page, params)) == answer, params
+        assert _backend_ids(client.get(fragment, params)) == answer, params
+    shown = client.get(page, {"hostname": "db-a"})
+    assert [(b["server"].hostname, b["server"].port) for b in shown.context["backends"]] == [
+        ("db-a", 3306),
+        ("db-a", 3307),
+    ]
+    html = shown.content.decode()
+    assert "2 of the cluster's 4 backends match" in html
+    assert f'hx-get="/monitoring/clusters/{alpha.pk}/live/?hostname=db-a"' in html  # the refresh keeps the filter
+    assert 'value="db-a"' in html and "data-backend-filter-error" not in html
+
+    every = _api_all_ids(api, "/api/v1/servers/", cluster=alpha.pk)
+    for bad, words in [
+        ({"port": "abc"}, "Port &#x27;abc&#x27;: a port is a whole number from 1 to 65535"),
+        ({"port": "70000"}, "Port &#x27;70000&#x27;: a port is a whole number from 1 to 65535"),
+        ({"port": "0", "hostname": "db-a"}, "Port &#x27;0&#x27;: a port is a whole number from 1 to 65535"),
+        ({"maintenance": "sometimes"}, "Maintenance &#x27;sometimes&#x27;: true or false (empty: any backend)"),
+        ({"hostname": "db\x00a"}, "Null characters are not allowed"),
+    ]:
+        assert api.get("/api/v1/servers/", {"cluster": alpha.pk, **bad}).status_code == 400, bad
+        for url in (page, fragment):
+            response = client.get(url, bad)
+            assert _backend_ids(response) == every, (url, bad)
+            html = response.content.decode()
+            assert "Backends not filtered (every backend of the cluster is listed)" in html and words in html, bad
+
+
 def test_each_door_reads_its_list_in_queries_bounded_by_the_page_not_the_rows(db, viewer, django_user_model):
     """The selectors carry the list's joins and prefetches: twice the rows, the same number of queries."""
     from django.db import connection
@@ -293,3 +352,43 @@ def test_each_door_reads_its_list_in_queries_bounded_by_the_page_not_the_rows(db
     assert len(shown) == 9 and {(ch.last.channel_id, ch.last.state) for ch in shown} == {
         (ch.pk, "failed") for ch in shown
     }  # each channel's own newest notification
+
+
+def test_the_cluster_page_reads_its_filtered_backends_in_queries_bounded_by_the_page(db, viewer):
+    """The backend filter costs the cluster page and its live fragment one query (the filtered list beside the whole
+    one), at any number of backends; the API's list too."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client, api = viewer
+    alpha = Cluster.objects.create(name="alpha", writer_hostgroup=100, reader_hostgroup=101)
+    ProxySQLNode.objects.create(cluster=alpha, name="px-1", admin_host="127.0.0.1", admin_port=6032)
+
+    def add_servers(first, count):
+        for i in range(first, first + count):
+            Server.objects.create(cluster=alpha, hostname="db-a" if i % 3 else "db-b", port=3306 + i)
+
+    filtered = {"hostname": "db-a", "maintenance": "false"}
+    doors = [
+        (client, f"/clusters/{alpha.pk}/", {}),
+        (client, f"/clusters/{alpha.pk}/", filtered),
+        (client, f"/monitoring/clusters/{alpha.pk}/live/", {}),
+        (client, f"/monitoring/clusters/{alpha.pk}/live/", filtered),
+        (api, "/api/v1/servers/", {"cluster": alpha.pk, **filtered}),
+    ]
+
+    def queries():
+        counts = []
+        for door, url, params in doors:
+            door.get(url, params)  # the first request of a door also reads its session or token once
+            with CaptureQueriesContext(connection) as read:
+                assert door.get(url, params).status_code == 200, url
+            counts.append(len(read))
+        return counts
+
+    add_servers(0, 3)
+    few = queries()
+    add_servers(3, 6)
+    assert queries() == few, few
+    assert few[1] == few[0] + 1 and few[3] == few[2] + 1, few  # the filtered list: one query more
+    assert len(client.get(f"/clusters/{alpha.pk}/", filtered).context["backends"]) == 6

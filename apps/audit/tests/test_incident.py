@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.audit.actor import Actor
-from apps.reports.incident import COLUMNS, build
+from apps.pages.incident import COLUMNS, build
 from apps.fleet.models import ProxySQLNode, Server
 from apps.monitoring.models import MINUTE, RAW, BackendSample
 
@@ -20,7 +20,7 @@ FMT = "%Y-%m-%dT%H:%M:%S"
 def test_one_window_holds_events_operations_and_samples(viewer_client, incident):
     alpha, start, end, op, server = incident
     response = viewer_client.get(
-        reverse("audit:incident"), {"cluster": alpha.pk, "start": start.strftime(FMT), "end": end.strftime(FMT)}
+        reverse("pages:incident"), {"cluster": alpha.pk, "start": start.strftime(FMT), "end": end.strftime(FMT)}
     )
     assert response.status_code == 200
     timeline = response.context["timeline"]
@@ -98,11 +98,11 @@ def test_event_detail_links_to_its_window_and_the_page_shifts(viewer_client, inc
     assert timeline["end"] - timeline["start"] == timedelta(hours=1) and timeline["marker"] is not None
     assert [row for row in timeline["story"] if row.get("highlight")][0]["what"].startswith("drain planned")
     shift = response.context["shift"]
-    earlier = viewer_client.get(reverse("audit:incident") + shift["earlier"]).context["timeline"]
+    earlier = viewer_client.get(reverse("pages:incident") + shift["earlier"]).context["timeline"]
     assert earlier["start"] == timeline["start"] - timedelta(minutes=30)
-    assert viewer_client.get(reverse("audit:incident")).status_code == 200  # no cluster chosen yet
+    assert viewer_client.get(reverse("pages:incident")).status_code == 200  # no cluster chosen yet
     bad = viewer_client.get(
-        reverse("audit:incident"), {"cluster": alpha.pk, "start": "2026-01-01T00:00", "end": "2026-06-01T00:00"}
+        reverse("pages:incident"), {"cluster": alpha.pk, "start": "2026-01-01T00:00", "end": "2026-06-01T00:00"}
     )
     assert bad.status_code == 200 and "at most 31 days" in bad.content.decode()
 
@@ -132,7 +132,7 @@ def test_the_lab_cluster_from_adoption_through_a_desync_and_a_drain(
     pollers.backend_round(servers)
     pollers.proxysql_round(nodes)
 
-    response = viewer_client.get(reverse("audit:incident"), {"cluster": cluster.pk})  # the last hour
+    response = viewer_client.get(reverse("pages:incident"), {"cluster": cluster.pk})  # the last hour
     timeline = response.context["timeline"]
     whats = [row["what"] for row in timeline["story"]]
     assert "adopt proxysql node — proxysql-1 (127.0.0.1:%d)" % adopted_lab[1][0].port in whats
@@ -163,7 +163,7 @@ def test_the_lab_cluster_from_adoption_through_a_desync_and_a_drain(
 )
 def test_a_window_at_the_ends_of_time_is_refused_with_a_message(viewer_client, incident, params, field):
     alpha = incident[0]
-    response = viewer_client.get(reverse("audit:incident"), {"cluster": alpha.pk, **params})
+    response = viewer_client.get(reverse("pages:incident"), {"cluster": alpha.pk, **params})
     assert response.status_code == 200 and "timeline" not in response.context
     assert response.context["form"].errors[field] == ["must be between 1970-01-01 and 9999-01-01 (UTC)"]
     assert "must be between 1970-01-01 and 9999-01-01 (UTC)" in response.content.decode()

@@ -223,8 +223,8 @@ def test_roles_viewer_reads_admin_verifies(client, viewer_user, operator_user, a
     for url in (
         reverse("audit:list"),
         reverse("audit:detail", args=[event.pk]),
-        reverse("audit:incident"),
-        reverse("audit:incident") + f"?cluster={log[0].pk}",
+        reverse("pages:incident"),
+        reverse("pages:incident") + f"?cluster={log[0].pk}",
         reverse("audit:export_csv"),
     ):
         assert client.get(url).status_code == 200, url
@@ -267,8 +267,8 @@ def test_hostile_filters_never_fail(viewer_client, log):
     for params in HOSTILE:
         response = viewer_client.get(reverse("audit:list"), params)
         assert response.status_code == 200, params
-        for name in ("audit:export_csv", "audit:export_json", "audit:incident"):
-            if name == "audit:incident" and "cluster" not in params:
+        for name in ("audit:export_csv", "audit:export_json", "pages:incident"):
+            if name == "pages:incident" and "cluster" not in params:
                 params = {**params, "cluster": log[0].pk}
             response = viewer_client.get(reverse(name), params)
             assert response.status_code == 200, (name, params)

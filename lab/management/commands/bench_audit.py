@@ -168,7 +168,7 @@ class Command(BaseCommand):
         for label, span in (("incident view, 1 h", timedelta(hours=1)), ("incident view, 7 days", timedelta(days=7))):
             samples, response = self.time(
                 client,
-                reverse("audit:incident"),
+                reverse("pages:incident"),
                 {"cluster": 7, "start": (end - span).strftime(FMT), "end": end.strftime(FMT)},
                 n,
             )

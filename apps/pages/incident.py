@@ -7,6 +7,9 @@ template draws them, no JavaScript, so the page holds under the CSP and prints) 
 one chronological list. Monitoring history is read at the resolution the window calls for (raw polls
 up to 6 h, 1-minute rollups up to 7 days, 1-hour rollups beyond), the not-yet-rolled-up tail from the
 finer resolution, and folded into COLUMNS columns: a column shows the worst the lane saw in it.
+
+A composite page's context (it reads audit, fleet, monitoring and operations), so it lives in apps/pages; the
+page's URL stays /audit/incident/ (pages:incident), linked from the audit log, an event and an alert.
 """
 
 from collections import defaultdict
