@@ -5,7 +5,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import msgspec
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from apps.fleet.models import Cluster
 from apps.monitoring import live, status
@@ -83,12 +83,24 @@ def rows(channels: Iterable[ReplicationChannel]) -> list[dict[str, Any]]:
     return out
 
 
+def channels(cluster: Cluster | int | None = None) -> QuerySet[ReplicationChannel]:
+    """The channels by name, with their ends and candidates; narrowed to those that leave or enter a cluster when
+    given: the cluster page's channels and GET /api/v1/dr/channels/ (one filter, two doors)."""
+    chosen = (
+        ReplicationChannel.objects.select_related(
+            "source_cluster", "replica_cluster", "source_server", "replica_server"
+        )
+        .prefetch_related("candidates")
+        .order_by("name", "pk")
+    )
+    if cluster is not None:
+        chosen = chosen.filter(Q(source_cluster=cluster) | Q(replica_cluster=cluster))
+    return chosen
+
+
 def for_cluster(cluster: Cluster) -> dict[str, list[dict[str, Any]]]:
     """The channels that leave or enter this cluster, for its page."""
-    channels = ReplicationChannel.objects.filter(Q(source_cluster=cluster) | Q(replica_cluster=cluster)).select_related(
-        "source_cluster", "replica_cluster", "source_server", "replica_server"
-    )
-    return {"dr_channels": rows(channels)}
+    return {"dr_channels": rows(channels(cluster))}
 
 
 def moves(channel: ReplicationChannel, limit: int = 20) -> list[Any]:

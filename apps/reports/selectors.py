@@ -1,7 +1,7 @@
 """Reads of health reports that the pages and the API share: one filter, two doors (the reports page and
 GET /api/v1/reports/ answer the same rows for the same filter)."""
 
-from .models import Report
+from .models import Report, ReportSchedule
 
 
 def reports(*, cluster=None, period=""):
@@ -13,3 +13,8 @@ def reports(*, cluster=None, period=""):
     if period:
         chosen = chosen.filter(period=period)
     return chosen
+
+
+def schedules():
+    """Every report schedule with its cluster, oldest first: the schedules page and GET /api/v1/report-schedules/."""
+    return ReportSchedule.objects.select_related("cluster").order_by("pk")

@@ -122,7 +122,7 @@ def report_send(request, pk):
 # -- schedules ----------------------------------------------------------------------------------------------
 @require_role(VIEWER)
 def schedule_list(request):
-    schedules = list(ReportSchedule.objects.select_related("cluster"))
+    schedules = list(selectors.schedules())
     for s in schedules:
         s.next_send, s.next_span = periods.due_slot(s)
     return TemplateResponse(request, "reports/schedules.html", {"schedules": schedules, "tz": settings.TIME_ZONE})

@@ -11,7 +11,7 @@ from django_htmx.http import HttpResponseStopPolling
 from apps.accounts.roles import OPERATOR, VIEWER, require_role
 from apps.audit.actor import Actor
 
-from . import services
+from . import selectors, services
 from .models import ENDED, Rollout, RolloutState
 
 ACTIONS = {
@@ -24,8 +24,7 @@ ACTIONS = {
 
 @require_role(VIEWER)
 def rollout_list(request):
-    rollouts = list(Rollout.objects.order_by("-pk")[:200])
-    return TemplateResponse(request, "rollouts/list.html", {"rows": [services.describe(r) for r in rollouts]})
+    return TemplateResponse(request, "rollouts/list.html", {"rows": selectors.latest()})
 
 
 def _context(rollout):

@@ -1,7 +1,6 @@
 """DR channels: list and read them (latest state, history, moves); plan a planned move of either end. The move
 is an operation like every other: confirm and follow it with the operation endpoints."""
 
-from django.db.models import Q
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions
@@ -9,23 +8,13 @@ from rest_framework.response import Response
 
 from apps.accounts.roles import VIEWER
 from apps.dr import moves, selectors
-from apps.dr.models import ChannelSample, ReplicationChannel
+from apps.dr.models import ChannelSample
 from apps.fleet.models import Server
 from apps.operations.models import Operation
 
 from .. import serializers as s
 from ..base import ApiView, body, list_schema, paged, query
 from .operations import PLAN_DOC, _Plan, operation_rows
-
-
-def _channels():
-    return (
-        ReplicationChannel.objects.select_related(
-            "source_cluster", "replica_cluster", "source_server", "replica_server"
-        )
-        .prefetch_related("candidates")
-        .order_by("name", "pk")
-    )
 
 
 def _answer(row):
@@ -66,9 +55,7 @@ class ChannelList(ApiView):
     )
     def get(self, request):
         f = query(s.ChannelFilter, request)
-        channels = _channels()
-        if f.get("cluster") is not None:
-            channels = channels.filter(Q(source_cluster=f["cluster"]) | Q(replica_cluster=f["cluster"]))
+        channels = selectors.channels(f.get("cluster"))
         return paged(self, request, channels, rows=lambda page: [_answer(r) for r in selectors.rows(page)])
 
 
@@ -81,7 +68,7 @@ class ChannelDetail(ApiView):
         summary="One DR channel: its latest state, its recent polls and its moves",
     )
     def get(self, request, pk):
-        channel = get_object_or_404(_channels(), pk=pk)
+        channel = get_object_or_404(selectors.channels(), pk=pk)
         out = _answer(selectors.rows([channel])[0])
         history = ChannelSample.objects.filter(channel=channel, resolution=0).order_by("-ts")[:100]
         out["history"] = s.ChannelSampleSerializer(history, many=True).data
@@ -102,7 +89,7 @@ class ChannelMovePlan(_Plan):
         summary=f"A planned move of a DR channel's source and/or replica. {PLAN_DOC}",
     )
     def post(self, request, pk):
-        channel = get_object_or_404(_channels(), pk=pk)
+        channel = get_object_or_404(selectors.channels(), pk=pk)
         data = body(s.ChannelMoveInput, request)
         ends = {}
         for field, cluster in (("new_source", channel.source_cluster), ("new_replica", channel.replica_cluster)):

@@ -64,7 +64,7 @@ class ReportScheduleList(ApiView):
         summary="Report schedules: which report is built and mailed when",
     )
     def get(self, request):
-        return paged(self, request, ReportSchedule.objects.order_by("pk"), s.ReportScheduleSerializer)
+        return paged(self, request, selectors.schedules(), s.ReportScheduleSerializer)
 
     @extend_schema(
         request=s.ReportScheduleInput,

@@ -10,13 +10,12 @@ from rest_framework.response import Response
 
 from apps.accounts.roles import OPERATOR, VIEWER
 from apps.audit.actor import Actor
+from apps.rollouts import selectors as rollout_selectors
 from apps.rollouts import services
 from apps.rollouts.models import Rollout
 
 from .. import serializers as s
 from ..base import ApiView, body
-
-LIST_LIMIT = 100
 
 
 def shown(rollout, code=status.HTTP_200_OK):
@@ -29,10 +28,10 @@ class RolloutList(ApiView):
     @extend_schema(
         responses=s.RolloutSerializer(many=True),
         tags=["rollouts"],
-        summary=f"The latest {LIST_LIMIT} rollouts, newest first, with their waves",
+        summary=f"The latest {rollout_selectors.LIST_LIMIT} rollouts, newest first, with their waves",
     )
     def get(self, request):
-        return Response([services.describe(r) for r in Rollout.objects.order_by("-id")[:LIST_LIMIT]])
+        return Response(rollout_selectors.latest())
 
     @extend_schema(
         request=s.RolloutInput,

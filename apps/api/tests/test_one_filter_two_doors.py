@@ -392,3 +392,47 @@ def test_the_cluster_page_reads_its_filtered_backends_in_queries_bounded_by_the_
     assert queries() == few, few
     assert few[1] == few[0] + 1 and few[3] == few[2] + 1, few  # the filtered list: one query more
     assert len(client.get(f"/clusters/{alpha.pk}/", filtered).context["backends"]) == 6
+
+
+def test_dr_channels_report_schedules_and_rollouts_are_listed_alike_by_page_and_api(db, viewer):
+    """The last three lists that built their own querysets in the API (issue 35 item 4): a cluster page's DR channels
+    and GET /api/v1/channels/?cluster= (dr.selectors.channels), the schedules page and /api/v1/report-schedules/
+    (reports.selectors.schedules), the rollouts page and /api/v1/rollouts/ (rollouts.selectors.latest)."""
+    from apps.dr.models import ChannelCandidate, ReplicationChannel
+    from apps.reports.models import ReportSchedule
+    from apps.rollouts.models import Rollout
+
+    client, api = viewer
+    dc = [Cluster.objects.create(name=f"dc{i}", writer_hostgroup=10, reader_hostgroup=11) for i in (1, 2, 3)]
+    servers = [Server.objects.create(cluster=c, hostname=f"db.{c.name}", port=3306) for c in dc]
+    for name, a, b in [("zeta", 0, 1), ("alpha", 1, 2), ("mid", 0, 2)]:
+        channel = ReplicationChannel.objects.create(
+            name=name,
+            source_cluster=dc[a],
+            replica_cluster=dc[b],
+            source_server=servers[a],
+            replica_server=servers[b],
+            replication_user="repl",
+        )
+        ChannelCandidate.objects.create(channel=channel, side="source", server=servers[a], weight=50)
+    for cluster in dc:
+        page = [row["channel"].pk for row in client.get(f"/clusters/{cluster.pk}/").context["dr_channels"]]
+        assert page == _api_all_ids(api, "/api/v1/channels/", cluster=cluster.pk), cluster.name
+    assert [
+        ReplicationChannel.objects.get(pk=pk).name for pk in _api_all_ids(api, "/api/v1/channels/", cluster=dc[0].pk)
+    ] == ["mid", "zeta"]
+
+    for cluster, period in [(dc[2], "daily"), (None, "weekly"), (dc[0], "daily")]:
+        ReportSchedule.objects.create(cluster=cluster, period=period, recipients="ops@example.com")
+    response = client.get("/reports/schedules/")
+    assert response.status_code == 200
+    assert [s.pk for s in response.context["schedules"]] == _api_all_ids(api, "/api/v1/report-schedules/")
+
+    for reason in ["first", "second", "third"]:
+        Rollout.objects.create(reason=reason, change={"edits": []}, waves_text="1", planner="x")
+    response = client.get("/rollouts/")
+    assert response.status_code == 200
+    page = [row["rollout"] for row in response.context["rows"]]
+    answered = api.get("/api/v1/rollouts/")
+    assert answered.status_code == 200
+    assert page == [row["rollout"] for row in answered.json()] and len(page) == 3
