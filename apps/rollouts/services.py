@@ -818,12 +818,14 @@ def _roll_back_wave(rollout: Rollout, n: int) -> list[str]:
 def _revert_cluster(rollout: Rollout, rc: RolloutCluster, planner: Actor, confirmer: Actor) -> str | None:
     if rc.revert_id is None:
         current = config.latest(rc.cluster)
+        assert current is not None, "the rollout's change set recorded one"
         assert rc.change_set is not None, "an applied cluster's change set (change sets are never deleted)"
         made = rc.change_set.result_id
         if current.pk != made:  # someone recorded a version since: never revert over their change
             error = f"version {current.number} was recorded since the rollout's change: not rolled back"
             _cluster_state(rc, ClusterState.ROLLBACK_FAILED, error)
             return error
+        assert rc.version_before is not None, "its change set's base (a base version is never deleted)"
         try:
             with transaction.atomic():
                 revert = config.revert_to(
